@@ -1,0 +1,113 @@
+# luaretry: `make` builds the library, the Lua module and the CLI into build/;
+# `make test` runs every test, also under AddressSanitizer and UBSan;
+# `make bench` prints the benchmark table; `make install PREFIX=...`.
+# As root on Debian, missing packages are installed first.
+
+PREFIX ?= /usr/local
+BUILD ?= build
+SAN ?=
+CC ?= gcc
+
+DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted
+LUA_CFLAGS = $(shell pkg-config --cflags lua5.4 2>/dev/null)
+LUA_LIBS = $(shell pkg-config --libs lua5.4 2>/dev/null)
+
+WARN = -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE
+ifeq ($(SAN),1)
+OPT = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+else
+OPT = -O2 -g
+endif
+# The build tree finds lua/ and policies/ here; `make install` rebuilds
+# the library for $(PREFIX)/share/luaretry.
+DATADIR ?= $(CURDIR)
+CFLAGS_ALL = $(WARN) $(OPT) -fPIC -pthread $(LUA_CFLAGS) -DLUARETRY_DATADIR='"$(DATADIR)"' $(CFLAGS)
+
+ENGINE = clock rng backoff call sandbox policy
+ENGINE_OBJ = $(ENGINE:%=$(BUILD)/obj/%.o)
+HEADERS = core/luaretry.h core/internal.h core/sandbox.h
+
+C_TESTS = step_api blocking_cancel errors
+C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
+
+.PHONY: all deps test test-c test-lua bench install demo clean
+all: deps $(BUILD)/libluaretry.a $(BUILD)/libluaretry.so $(BUILD)/luaretry.so $(BUILD)/luaretry $(BUILD)/luaretry.pc
+
+# Installs what is missing when run as root; otherwise names it and stops.
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "installing:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	  else echo "missing Debian packages:$$missing (run: sudo apt-get install$$missing)"; exit 1; fi; \
+	fi
+
+$(BUILD)/obj/%.o: core/%.c $(HEADERS) | $(BUILD)/obj
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/obj:
+	mkdir -p $@
+
+$(BUILD)/libluaretry.a: $(ENGINE_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libluaretry.so: $(ENGINE_OBJ)
+	$(CC) $(OPT) -shared -pthread -Wl,-soname,libluaretry.so.0 -o $@ $^ $(LUA_LIBS) -lm
+
+# Debian's lua5.4 already holds the Lua library: the module must not link it.
+$(BUILD)/luaretry.so: $(ENGINE_OBJ) $(BUILD)/obj/lmodule.o
+	$(CC) $(OPT) -shared -pthread -o $@ $^ -lm
+
+$(BUILD)/luaretry: $(BUILD)/obj/cli.o $(BUILD)/libluaretry.a
+	$(CC) $(OPT) -pthread -o $@ $^ $(LUA_LIBS) -lm
+
+$(BUILD)/luaretry.pc: Makefile
+	@mkdir -p $(BUILD)
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry\nDescription: retry policy engine with sandboxed Lua policies\nVersion: %s\nRequires.private: lua5.4\nLibs: -L$${libdir} -lluaretry\nLibs.private: -lm -pthread\nCflags: -I$${includedir}\n' \
+	  "$(PREFIX)" "$$(sed -n 's/#define LUARETRY_VERSION "\(.*\)"/\1/p' core/luaretry.h)" > $@
+
+$(BUILD)/test_%: spec/c/test_%.c $(BUILD)/libluaretry.a spec/c/check.h
+	$(CC) $(CFLAGS_ALL) -Icore -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) -lm
+
+$(BUILD)/bench_%: spec/bench/%.c $(BUILD)/libluaretry.a $(ENGINE_OBJ)
+	$(CC) $(CFLAGS_ALL) -Icore -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) -lm
+
+test-c: all $(C_TEST_BIN)
+	@for t in $(C_TEST_BIN); do echo "== $$t"; ./$$t || exit 1; done
+
+test-lua: all
+	busted --lua=lua5.4 --cpath='$(BUILD)/?.so' --output=utfTerminal spec
+
+ASAN_PRELOAD = $(shell $(CC) -print-file-name=libasan.so) $(shell $(CC) -print-file-name=libubsan.so)
+
+test: deps
+	$(MAKE) test-c
+	$(MAKE) test-lua
+	$(MAKE) BUILD=build/asan SAN=1 test-c
+	$(MAKE) BUILD=build/asan SAN=1 all
+	LD_PRELOAD="$(ASAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
+	  busted --lua=lua5.4 --cpath='build/asan/?.so' --output=utfTerminal spec
+
+bench: all $(BUILD)/bench_decide
+	./$(BUILD)/bench_decide
+
+install: deps
+	$(MAKE) BUILD=build/install DATADIR=$(PREFIX)/share/luaretry PREFIX=$(PREFIX) all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/luaretry/lua \
+	  $(DESTDIR)$(PREFIX)/share/luaretry/policies $(DESTDIR)$(PREFIX)/lib/lua/5.4
+	install -m 644 core/luaretry.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 build/install/libluaretry.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 build/install/libluaretry.so $(DESTDIR)$(PREFIX)/lib/libluaretry.so.0
+	ln -sf libluaretry.so.0 $(DESTDIR)$(PREFIX)/lib/libluaretry.so
+	install -m 644 build/install/luaretry.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 755 build/install/luaretry $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 build/install/luaretry.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/
+	install -m 644 lua/*.lua $(DESTDIR)$(PREFIX)/share/luaretry/lua/
+	install -m 644 policies/*.lua $(DESTDIR)$(PREFIX)/share/luaretry/policies/
+
+clean:
+	rm -rf build

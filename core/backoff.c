@@ -1,0 +1,71 @@
+/* backoff.c: the wait before retry n, exactly as CONTRACT.md section 3.
+ * Powers are taken by repeated squaring rather than pow(): plain IEEE
+ * multiplications give the same bits on every machine, and overflow only
+ * ever reaches +inf, which the cap turns into `max`. */
+#include <math.h>
+
+#include "internal.h"
+
+static double power(double base, uint64_t n) {
+  double result = 1.0;
+  while (n) {
+    if (n & 1) result *= base;
+    n >>= 1;
+    if (n) base *= base;
+    if (isinf(result)) break;
+  }
+  return result;
+}
+
+double lr_backoff_raw(const lr_backoff *b, uint64_t n) {
+  switch (b->kind) {
+  case LUARETRY_BACKOFF_CONSTANT:
+    return b->initial;
+  case LUARETRY_BACKOFF_LINEAR:
+    return b->initial + b->step * (double)n;
+  case LUARETRY_BACKOFF_EXPONENTIAL:
+    if (b->initial == 0) return 0;  /* 0 * inf would be NaN */
+    return b->initial * power(b->multiplier, n);
+  case LUARETRY_BACKOFF_SCRIPT:
+    break;
+  }
+  return 0;
+}
+
+double lr_backoff_wait(const lr_backoff *b, uint64_t n, double *previous,
+                       lr_rng *r, int *capped) {
+  double d = lr_backoff_raw(b, n);
+  double v = d > b->max ? b->max : d;
+  double w;
+  *capped = d > b->max;
+  switch (b->jitter) {
+  case LUARETRY_JITTER_ADDITIVE: {
+    double extra = lr_rng_uniform(r, 0, b->jitter_max);
+    if (b->cap_jitter) {
+      w = d + extra;
+      *capped = w > b->max;
+      if (*capped) w = b->max;
+    } else {
+      w = v + extra;
+    }
+    break;
+  }
+  case LUARETRY_JITTER_FULL:
+    w = lr_rng_uniform(r, 0, v);
+    break;
+  case LUARETRY_JITTER_EQUAL:
+    w = v / 2 + lr_rng_uniform(r, 0, v / 2);
+    break;
+  case LUARETRY_JITTER_DECORRELATED:
+    w = lr_rng_uniform(r, b->initial, 3 * *previous);
+    *capped = w > b->max;
+    if (*capped) w = b->max;
+    *previous = w;
+    break;
+  case LUARETRY_JITTER_NONE:
+  default:
+    w = v;
+    break;
+  }
+  return w;
+}

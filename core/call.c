@@ -1,0 +1,371 @@
+/* call.c: the call state machine (attempts, deadline, verdicts, waits) and
+ * the two layers on it: the step API and the blocking call.  It knows
+ * nothing of HTTP or Lua: the policy's judge classifies, this file counts,
+ * computes and decides. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct luaretry_call {
+  lr_rules rules;        /* copied at begin: a reload does not move them */
+  lr_judge judge;
+  lr_clock clock;
+  lr_waiter waiter;
+  lr_rng rng;
+  double start;
+  int attempts;          /* attempts reported so far */
+  double previous;       /* decorrelated jitter's last wait */
+  double next_timeout;
+  int stopped;
+  luaretry_reason reason;
+  char rule[320];
+  char message[512];
+  char errmsg[512];
+};
+
+void lr_strlcpy(char *dst, const char *src, size_t size) {
+  if (size == 0) return;
+  size_t n = strlen(src);
+  if (n >= size) n = size - 1;
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+void lr_fmt(char *dst, size_t size, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(dst, size, fmt, ap);
+  va_end(ap);
+}
+
+const char *luaretry_strerror(luaretry_code code) {
+  switch (code) {
+  case LUARETRY_OK: return "no error";
+  case LUARETRY_E_NOMEM: return "out of memory";
+  case LUARETRY_E_ARG: return "bad argument";
+  case LUARETRY_E_IO: return "policy file cannot be read";
+  case LUARETRY_E_SYNTAX: return "policy script does not compile";
+  case LUARETRY_E_POLICY: return "policy is invalid";
+  case LUARETRY_E_LIMIT: return "policy script hit a sandbox limit";
+  case LUARETRY_E_STATE: return "call used out of order";
+  case LUARETRY_E_CANCELLED: return "cancelled";
+  case LUARETRY_E_OPERATION: return "operation gave up";
+  case LUARETRY_E_SYSTEM: return "system error";
+  }
+  return "unknown error code";
+}
+
+const char *luaretry_reason_name(luaretry_reason r) {
+  switch (r) {
+  case LUARETRY_REASON_NONE: return "retry";
+  case LUARETRY_REASON_SUCCESS: return "success";
+  case LUARETRY_REASON_FINAL: return "final";
+  case LUARETRY_REASON_EXHAUSTED: return "exhausted";
+  case LUARETRY_REASON_DEADLINE: return "deadline";
+  case LUARETRY_REASON_POLICY_ERROR: return "policy_error";
+  case LUARETRY_REASON_CANCELLED: return "cancelled";
+  case LUARETRY_REASON_BUDGET: return "budget";
+  case LUARETRY_REASON_CIRCUIT_OPEN: return "circuit_open";
+  }
+  return "unknown";
+}
+
+const char *luaretry_wait_source_name(luaretry_wait_source s) {
+  switch (s) {
+  case LUARETRY_WAIT_NONE: return "none";
+  case LUARETRY_WAIT_BACKOFF: return "backoff";
+  case LUARETRY_WAIT_SERVER: return "server";
+  case LUARETRY_WAIT_SCRIPT: return "script";
+  case LUARETRY_WAIT_CLAMPED: return "clamped";
+  }
+  return "unknown";
+}
+
+void luaretry_outcome_init(luaretry_outcome *o) {
+  memset(o, 0, sizeof *o);
+  o->retry_after = -1;
+}
+
+void luaretry_call_options_init(luaretry_call_options *o) {
+  memset(o, 0, sizeof *o);
+}
+
+/* The timeout of an attempt starting `at` seconds into the call. */
+static double timeout_at(const lr_rules *r, double at) {
+  double t = r->attempt_timeout;
+  if (r->deadline > 0) {
+    double left = r->deadline - at;
+    if (left < 0) left = 0;
+    if (t == 0 || left < t) t = left;
+  }
+  return t;
+}
+
+luaretry_code luaretry_call_begin(luaretry_policy *p,
+                                  const luaretry_call_options *o,
+                                  luaretry_call **out) {
+  if (!p || !out) return LUARETRY_E_ARG;
+  *out = NULL;
+  if (!lr_policy_loaded(p)) return LUARETRY_E_STATE;
+  luaretry_call *c = calloc(1, sizeof *c);
+  if (!c) return LUARETRY_E_NOMEM;
+  unsigned flags = o ? o->flags : 0;
+  c->rules = *lr_policy_rules(p);
+  c->judge = lr_policy_judge(p);
+  c->clock.is_virtual = (flags & LUARETRY_CALL_VIRTUAL_TIME) != 0;
+  if (lr_waiter_init(&c->waiter, !c->clock.is_virtual) != 0) {
+    free(c);
+    return LUARETRY_E_SYSTEM;
+  }
+  if (flags & LUARETRY_CALL_SEED) lr_rng_seed(&c->rng, o->seed);
+  else if (lr_rng_seed_os(&c->rng) != 0) {
+    lr_waiter_close(&c->waiter);
+    free(c);
+    return LUARETRY_E_SYSTEM;
+  }
+  c->start = lr_clock_now(&c->clock);
+  c->previous = c->rules.backoff.initial;
+  c->next_timeout = timeout_at(&c->rules, 0);
+  *out = c;
+  return LUARETRY_OK;
+}
+
+void luaretry_call_free(luaretry_call *c) {
+  if (!c) return;
+  lr_waiter_close(&c->waiter);
+  free(c);
+}
+
+double luaretry_call_timeout(const luaretry_call *c) {
+  return c ? c->next_timeout : 0;
+}
+
+double luaretry_call_elapsed(const luaretry_call *c) {
+  return c ? lr_clock_now(&c->clock) - c->start : 0;
+}
+
+const char *luaretry_call_errmsg(const luaretry_call *c) {
+  return c ? c->errmsg : "no call";
+}
+
+void luaretry_call_cancel(luaretry_call *c) {
+  if (c) lr_waiter_cancel(&c->waiter);
+}
+
+int luaretry_call_cancelled(const luaretry_call *c) {
+  return c ? atomic_load(&((luaretry_call *)c)->waiter.cancelled) : 0;
+}
+
+luaretry_code luaretry_call_wait(luaretry_call *c, double seconds) {
+  if (!c || isnan(seconds)) return LUARETRY_E_ARG;
+  return lr_wait(&c->clock, &c->waiter, seconds) ? LUARETRY_E_CANCELLED
+                                                 : LUARETRY_OK;
+}
+
+static void stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
+                 const char *rule) {
+  c->stopped = 1;
+  c->reason = r;
+  c->next_timeout = 0;
+  d->retry = 0;
+  d->reason = r;
+  d->wait = 0;
+  d->next_timeout = 0;
+  d->wait_source = LUARETRY_WAIT_NONE;
+  lr_strlcpy(c->rule, rule, sizeof c->rule);
+  d->rule = c->rule;
+}
+
+/* The wait a transient outcome earns before any server hint; 0 on success,
+ * -1 on a policy error (message in v). */
+static int backoff_wait(luaretry_call *c, const lr_verdict *v, double *w,
+                        luaretry_wait_source *src, lr_verdict *err) {
+  long n = c->attempts - 1;  /* retry n follows attempt n + 1 */
+  if (v->wait >= 0) {
+    *w = v->wait;
+    *src = LUARETRY_WAIT_SCRIPT;
+    return 0;
+  }
+  if (c->rules.backoff.kind == LUARETRY_BACKOFF_SCRIPT) {
+    if (c->judge.backoff(c->judge.ud, n, c->previous, w, err) != 0) return -1;
+    c->previous = *w;
+    *src = LUARETRY_WAIT_BACKOFF;
+    return 0;
+  }
+  int capped;
+  *w = lr_backoff_wait(&c->rules.backoff, (uint64_t)n, &c->previous, &c->rng,
+                       &capped);
+  *src = capped ? LUARETRY_WAIT_CLAMPED : LUARETRY_WAIT_BACKOFF;
+  return 0;
+}
+
+static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
+                            const luaretry_class *forced,
+                            luaretry_decision *d) {
+  if (!c || !o || !d) return LUARETRY_E_ARG;
+  memset(d, 0, sizeof *d);
+  if (c->stopped) {
+    lr_fmt(c->errmsg, sizeof c->errmsg,
+             "the call already stopped (%s); begin a new one",
+             luaretry_reason_name(c->reason));
+    return LUARETRY_E_STATE;
+  }
+  const lr_rules *r = &c->rules;
+  d->attempt = ++c->attempts;
+  d->elapsed = lr_clock_now(&c->clock) - c->start;
+  c->message[0] = '\0';
+  if (luaretry_call_cancelled(c)) {
+    stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
+    return LUARETRY_OK;
+  }
+
+  lr_verdict v = { .cls = LUARETRY_CLASS_TRANSIENT, .wait = -1,
+                   .rule = "simulate" };
+  if (forced) v.cls = *forced;
+  else {
+    lr_attempt_ctx ctx = { d->attempt, d->elapsed };
+    c->judge.classify(c->judge.ud, o, &ctx, &v);
+  }
+  switch (v.cls) {
+  case LUARETRY_CLASS_SUCCESS:
+    stop(c, d, LUARETRY_REASON_SUCCESS, v.rule);
+    return LUARETRY_OK;
+  case LUARETRY_CLASS_FINAL:
+    stop(c, d, LUARETRY_REASON_FINAL, v.rule);
+    return LUARETRY_OK;
+  case LUARETRY_CLASS_ERROR:
+    lr_strlcpy(c->message, v.message, sizeof c->message);
+    stop(c, d, LUARETRY_REASON_POLICY_ERROR, v.rule);
+    d->message = c->message;
+    return LUARETRY_OK;
+  case LUARETRY_CLASS_TRANSIENT:
+    break;
+  }
+
+  if (r->max_attempts > 0 && d->attempt >= r->max_attempts) {
+    stop(c, d, LUARETRY_REASON_EXHAUSTED, "max_attempts");
+    return LUARETRY_OK;
+  }
+  double w;
+  luaretry_wait_source src;
+  lr_verdict err = { .rule = v.rule };
+  if (backoff_wait(c, &v, &w, &src, &err) != 0) {
+    lr_strlcpy(c->message, err.message, sizeof c->message);
+    stop(c, d, LUARETRY_REASON_POLICY_ERROR, err.rule);
+    d->message = c->message;
+    return LUARETRY_OK;
+  }
+  if (r->retry_after && o->retry_after >= 0 && isfinite(o->retry_after)) {
+    if (o->retry_after > r->max_retry_after) {
+      lr_fmt(c->message, sizeof c->message,
+               "the server asked for %.3f s, more than max_retry_after (%.3f s)",
+               o->retry_after, r->max_retry_after);
+      stop(c, d, LUARETRY_REASON_DEADLINE, "max_retry_after");
+      d->message = c->message;
+      return LUARETRY_OK;
+    }
+    /* Clients told the same instant must not all return at it: spread
+     * upward by the policy's jitter, never earlier than asked. */
+    double spread = r->backoff.jitter == LUARETRY_JITTER_NONE
+                        ? 0 : lr_rng_uniform(&c->rng, 0, r->backoff.jitter_max);
+    if (o->retry_after + spread > w) {
+      w = o->retry_after + spread;
+      src = LUARETRY_WAIT_SERVER;
+    }
+  }
+  if (r->deadline > 0 && d->elapsed + w >= r->deadline) {
+    lr_fmt(c->message, sizeof c->message,
+             "the next attempt would start at %.3f s, past the deadline (%.3f s)",
+             d->elapsed + w, r->deadline);
+    stop(c, d, LUARETRY_REASON_DEADLINE,
+         src == LUARETRY_WAIT_SERVER ? "retry_after" : "deadline");
+    d->message = c->message;
+    return LUARETRY_OK;
+  }
+  d->retry = 1;
+  d->reason = LUARETRY_REASON_NONE;
+  d->wait = w;
+  d->wait_source = src;
+  d->next_timeout = c->next_timeout = timeout_at(r, d->elapsed + w);
+  lr_strlcpy(c->rule, v.rule, sizeof c->rule);
+  d->rule = c->rule;
+  if (c->judge.on_retry) d->hook_error = c->judge.on_retry(c->judge.ud, o, d);
+  return LUARETRY_OK;
+}
+
+luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
+                                   luaretry_decision *d) {
+  return report(c, o, NULL, d);
+}
+
+luaretry_code lr_call_report_class(luaretry_call *c, const luaretry_outcome *o,
+                                   luaretry_class forced,
+                                   luaretry_decision *d) {
+  return report(c, o, &forced, d);
+}
+
+static void cancelled_decision(luaretry_call *c, luaretry_decision *d) {
+  d->elapsed = luaretry_call_elapsed(c);
+  d->message = NULL;
+  d->hook_error = NULL;
+  stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
+}
+
+luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
+                                void *ud, luaretry_decision *final) {
+  if (!c || !op || !final) return LUARETRY_E_ARG;
+  memset(final, 0, sizeof *final);
+  if (c->stopped) return LUARETRY_E_STATE;
+  for (;;) {
+    luaretry_outcome o;
+    luaretry_outcome_init(&o);
+    luaretry_code rc = op(ud, c, c->attempts + 1, c->next_timeout, &o);
+    if (rc != LUARETRY_OK) {
+      final->attempt = c->attempts + 1;
+      cancelled_decision(c, final);
+      lr_fmt(c->errmsg, sizeof c->errmsg, "attempt %d: the operation gave up: %s",
+               final->attempt, luaretry_strerror(rc));
+      return rc;
+    }
+    rc = luaretry_call_report(c, &o, final);
+    if (rc != LUARETRY_OK || !final->retry) return rc;
+    if (lr_wait(&c->clock, &c->waiter, final->wait)) {
+      cancelled_decision(c, final);
+      return LUARETRY_OK;
+    }
+  }
+}
+
+/* Without max_attempts a zero-wait policy would never reach its deadline
+ * on a virtual clock; simulate stops there. */
+#define SIMULATE_MAX_ATTEMPTS 100000L
+
+luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed,
+                                long attempts, luaretry_decision_fn each,
+                                void *ud) {
+  luaretry_call_options opt = { LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME,
+                                seed };
+  luaretry_call *c;
+  luaretry_code rc = luaretry_call_begin(p, &opt, &c);
+  if (rc != LUARETRY_OK) return rc;
+  if (attempts > 0) c->rules.max_attempts = attempts;
+  if (c->rules.max_attempts <= 0 || c->rules.max_attempts > SIMULATE_MAX_ATTEMPTS)
+    c->rules.max_attempts = SIMULATE_MAX_ATTEMPTS;
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.status = 503;
+  luaretry_decision d;
+  for (;;) {
+    rc = lr_call_report_class(c, &o, LUARETRY_CLASS_TRANSIENT, &d);
+    if (rc != LUARETRY_OK) break;
+    if (each && each(ud, &d)) break;
+    if (!d.retry) break;
+    lr_wait(&c->clock, &c->waiter, d.wait);
+  }
+  luaretry_call_free(c);
+  return rc;
+}

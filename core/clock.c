@@ -1,0 +1,83 @@
+/* clock.c: the monotonic clock, the virtual clock, and waits that end
+ * early only when cancelled. */
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+double lr_monotonic_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);  /* cannot fail for this clock id */
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double lr_clock_now(const lr_clock *c) {
+  return c->is_virtual ? c->virtual_now : lr_monotonic_now();
+}
+
+int lr_waiter_init(lr_waiter *w, int need_fd) {
+  atomic_init(&w->cancelled, 0);
+  w->wakeup_fd = -1;
+  if (need_fd) {
+    w->wakeup_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (w->wakeup_fd < 0) return -1;
+  }
+  return 0;
+}
+
+void lr_waiter_close(lr_waiter *w) {
+  if (w->wakeup_fd >= 0) close(w->wakeup_fd);
+  w->wakeup_fd = -1;
+}
+
+/* Only an atomic store and write(2): both are async-signal-safe. */
+void lr_waiter_cancel(lr_waiter *w) {
+  int saved = errno;
+  atomic_store(&w->cancelled, 1);
+  if (w->wakeup_fd >= 0) {
+    uint64_t one = 1;
+    ssize_t n = write(w->wakeup_fd, &one, sizeof one);
+    (void)n;  /* a full counter already wakes the waiter */
+  }
+  errno = saved;
+}
+
+static struct timespec to_timespec(double seconds) {
+  struct timespec ts;
+  if (seconds > 1e9) seconds = 1e9;  /* ppoll's limit is far beyond any wait */
+  ts.tv_sec = (time_t)seconds;
+  ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
+  if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
+  /* Round up to the next nanosecond so a wait never ends a hair early. */
+  else ts.tv_nsec += 1;
+  if (ts.tv_nsec >= 1000000000L) { ts.tv_sec += 1; ts.tv_nsec -= 1000000000L; }
+  return ts;
+}
+
+int lr_wait(lr_clock *c, lr_waiter *w, double seconds) {
+  if (atomic_load(&w->cancelled)) return 1;
+  if (!(seconds > 0)) return 0;  /* a zero wait makes no syscall */
+  if (c->is_virtual) {
+    c->virtual_now += seconds;
+    return 0;
+  }
+  double end = lr_monotonic_now() + seconds;
+  for (;;) {
+    double left = end - lr_monotonic_now();
+    if (left <= 0) return 0;
+    struct timespec ts = to_timespec(left);
+    if (w->wakeup_fd >= 0) {
+      struct pollfd pfd = { .fd = w->wakeup_fd, .events = POLLIN };
+      ppoll(&pfd, 1, &ts, NULL);  /* EINTR: loop and re-check */
+    } else {
+      nanosleep(&ts, NULL);
+    }
+    if (atomic_load(&w->cancelled)) return 1;
+  }
+}

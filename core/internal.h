@@ -1,0 +1,115 @@
+/* internal.h: what the engine's files share.  No Lua, no curl here: the
+ * clock, the RNG, the backoff arithmetic and the call state machine are
+ * plain C, and the policy reaches them only through these declarations. */
+#ifndef LUARETRY_INTERNAL_H
+#define LUARETRY_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "luaretry.h"
+
+/* ---- clock.c: monotonic time, virtual time, cancellable waits */
+
+typedef struct {
+  int is_virtual;
+  double virtual_now;  /* seconds, only for the virtual clock */
+} lr_clock;
+
+double lr_monotonic_now(void);          /* CLOCK_MONOTONIC in seconds */
+double lr_clock_now(const lr_clock *c);
+
+typedef struct {
+  atomic_int cancelled;
+  int wakeup_fd;                         /* eventfd, or -1 */
+} lr_waiter;
+
+int lr_waiter_init(lr_waiter *w, int need_fd);  /* 0 or -1 (errno set) */
+void lr_waiter_close(lr_waiter *w);
+void lr_waiter_cancel(lr_waiter *w);            /* async-signal-safe */
+/* 0 when `seconds` have passed on the clock, 1 when cancelled. */
+int lr_wait(lr_clock *c, lr_waiter *w, double seconds);
+
+/* ---- rng.c: xoshiro256**, one stream per call */
+
+typedef struct { uint64_t s[4]; } lr_rng;
+
+void lr_rng_seed(lr_rng *r, uint64_t seed);
+int lr_rng_seed_os(lr_rng *r);                  /* 0, or -1 (errno set) */
+uint64_t lr_rng_next(lr_rng *r);
+double lr_rng_unit(lr_rng *r);                  /* uniform in [0, 1) */
+double lr_rng_uniform(lr_rng *r, double lo, double hi);
+
+/* ---- backoff.c: the arithmetic of CONTRACT section 3 */
+
+typedef struct {
+  luaretry_backoff_kind kind;
+  double initial, multiplier, max, step;
+  luaretry_jitter jitter;
+  double jitter_max;
+  int cap_jitter;
+} lr_backoff;
+
+/* The raw delay d for retry n (n = 0 before the second attempt), without
+ * cap or jitter; finite or +inf, never NaN or negative. */
+double lr_backoff_raw(const lr_backoff *b, uint64_t n);
+/* The wait for retry n; *previous carries decorrelated jitter's state
+ * (start it at b->initial) and is updated.  *capped says whether the cap
+ * decided the wait. */
+double lr_backoff_wait(const lr_backoff *b, uint64_t n, double *previous,
+                       lr_rng *r, int *capped);
+
+/* ---- the rules a call follows, produced by the policy */
+
+typedef struct {
+  long max_attempts;        /* 0: none */
+  double deadline;          /* 0: none */
+  double attempt_timeout;   /* 0: none */
+  int retry_after;
+  double max_retry_after;
+  lr_backoff backoff;
+} lr_rules;
+
+/* The policy's judgement, as the state machine sees it: plain callbacks. */
+typedef struct {
+  luaretry_class cls;
+  double wait;              /* >= 0: the script chose the wait */
+  const char *rule;         /* static or owned by the policy */
+  char message[512];        /* for LUARETRY_CLASS_ERROR */
+} lr_verdict;
+
+typedef struct {
+  int attempt;
+  double elapsed;
+} lr_attempt_ctx;
+
+typedef struct {
+  void *ud;
+  void (*classify)(void *ud, const luaretry_outcome *o,
+                   const lr_attempt_ctx *ctx, lr_verdict *v);
+  /* For LUARETRY_BACKOFF_SCRIPT: 0 and *wait, or -1 and v->message. */
+  int (*backoff)(void *ud, long n, double previous, double *wait,
+                 lr_verdict *v);
+  /* Optional; returns NULL or an error message owned by the policy. */
+  const char *(*on_retry)(void *ud, const luaretry_outcome *o,
+                          const luaretry_decision *d);
+} lr_judge;
+
+/* policy.c hands the state machine its rules and judge. */
+const lr_rules *lr_policy_rules(const luaretry_policy *p);
+lr_judge lr_policy_judge(luaretry_policy *p);
+int lr_policy_loaded(const luaretry_policy *p);
+
+/* call.c: report with a forced class (simulate). */
+luaretry_code lr_call_report_class(luaretry_call *c, const luaretry_outcome *o,
+                                   luaretry_class forced,
+                                   luaretry_decision *d);
+
+/* Copy and format with truncation, always terminated: messages are cut,
+ * never overflowed. */
+void lr_strlcpy(char *dst, const char *src, size_t size);
+void lr_fmt(char *dst, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

@@ -1,0 +1,490 @@
+/* lmodule.c: `require "luaretry"` for stock lua5.4.  A thin binding of the
+ * public API (plus the backoff sampler, for the arithmetic's specs); it
+ * knows nothing of HTTP.  Loaded policies live in their own sandboxed
+ * states; this file only touches the host's state. */
+#include <lauxlib.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define POLICY_MT "luaretry.policy"
+#define CALL_MT "luaretry.call"
+
+typedef struct { luaretry_policy *p; } policy_box;
+typedef struct { luaretry_call *c; } call_box;
+
+static luaretry_policy *check_policy(lua_State *L, int i) {
+  policy_box *b = luaL_checkudata(L, i, POLICY_MT);
+  if (!b->p) luaL_error(L, "policy is closed");
+  return b->p;
+}
+
+static luaretry_call *check_call(lua_State *L, int i) {
+  call_box *b = luaL_checkudata(L, i, CALL_MT);
+  if (!b->c) luaL_error(L, "call is closed");
+  lua_getiuservalue(L, i, 1);
+  policy_box *pb = lua_touserdata(L, -1);
+  if (!pb || !pb->p) luaL_error(L, "the call's policy is closed");
+  lua_pop(L, 1);
+  return b->c;
+}
+
+static int fail(lua_State *L, const char *msg, luaretry_code rc) {
+  luaL_pushfail(L);
+  lua_pushstring(L, msg);
+  lua_pushstring(L, luaretry_strerror(rc));
+  return 3;
+}
+
+static void set_num(lua_State *L, const char *k, double v) {
+  lua_pushnumber(L, v);
+  lua_setfield(L, -2, k);
+}
+
+static void set_str(lua_State *L, const char *k, const char *v) {
+  if (!v) return;
+  lua_pushstring(L, v);
+  lua_setfield(L, -2, k);
+}
+
+/* Applies opts.set, opts.instruction_limit, opts.memory_limit. */
+static luaretry_code apply_options(lua_State *L, luaretry_policy *p, int opts) {
+  if (lua_isnoneornil(L, opts)) return LUARETRY_OK;
+  luaL_checktype(L, opts, LUA_TTABLE);
+  static const char *const limits[] = { "instruction_limit", "memory_limit", NULL };
+  for (int i = 0; limits[i]; i++) {
+    if (lua_getfield(L, opts, limits[i]) != LUA_TNIL) {
+      luaretry_code rc = luaretry_policy_set(p, limits[i], luaL_tolstring(L, -1, NULL));
+      if (rc != LUARETRY_OK) return rc;
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+  if (lua_getfield(L, opts, "set") == LUA_TTABLE) {
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      const char *name = luaL_checkstring(L, -2);
+      const char *value = luaL_tolstring(L, -1, NULL);
+      luaretry_code rc = luaretry_policy_set(p, name, value);
+      if (rc != LUARETRY_OK) return rc;
+      lua_pop(L, 2);
+    }
+  }
+  lua_pop(L, 1);
+  return LUARETRY_OK;
+}
+
+static int new_policy(lua_State *L, const char *path, const char *chunkname,
+                      const char *source, int opts) {
+  policy_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+  b->p = NULL;
+  luaL_setmetatable(L, POLICY_MT);
+  luaretry_code rc = luaretry_policy_new(&b->p);
+  if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
+  rc = apply_options(L, b->p, opts);
+  if (rc == LUARETRY_OK)
+    rc = path ? luaretry_policy_load_file(b->p, path)
+              : luaretry_policy_load_string(b->p, chunkname, source);
+  if (rc != LUARETRY_OK) {
+    int n = fail(L, luaretry_policy_errmsg(b->p), rc);
+    luaretry_policy_free(b->p);
+    b->p = NULL;
+    return n;
+  }
+  return 1;
+}
+
+/* luaretry.load(path [, opts]) -> policy | fail, message, error */
+static int l_load(lua_State *L) {
+  return new_policy(L, luaL_checkstring(L, 1), NULL, NULL, 2);
+}
+
+/* luaretry.load_string(source [, chunkname [, opts]]) */
+static int l_load_string(lua_State *L) {
+  const char *src = luaL_checkstring(L, 1);
+  const char *name = luaL_optstring(L, 2, "=policy");
+  return new_policy(L, NULL, name, src, 3);
+}
+
+static int p_gc(lua_State *L) {
+  policy_box *b = luaL_checkudata(L, 1, POLICY_MT);
+  luaretry_policy_free(b->p);
+  b->p = NULL;
+  return 0;
+}
+
+static int p_reload(lua_State *L) {
+  luaretry_policy *p = check_policy(L, 1);
+  luaretry_code rc = lua_isnoneornil(L, 3)
+                         ? luaretry_policy_load_file(p, luaL_checkstring(L, 2))
+                         : luaretry_policy_load_string(p, luaL_checkstring(L, 3),
+                                                       luaL_checkstring(L, 2));
+  if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int p_set(lua_State *L) {
+  luaretry_policy *p = check_policy(L, 1);
+  const char *name = luaL_checkstring(L, 2);
+  luaretry_code rc = luaretry_policy_set(p, name, luaL_tolstring(L, 3, NULL));
+  if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static const char *const KIND[] = { "exponential", "constant", "linear", "function" };
+static const char *const JITTER[] = { "none", "additive", "full", "equal", "decorrelated" };
+
+static int p_tuning(lua_State *L) {
+  luaretry_policy *p = check_policy(L, 1);
+  luaretry_tuning t;
+  luaretry_policy_tuning(p, &t);
+  lua_createtable(L, 0, 16);
+  set_str(L, "name", t.name);
+  set_str(L, "source", t.source);
+  if (t.max_attempts) set_num(L, "max_attempts", (double)t.max_attempts);
+  if (t.deadline > 0) set_num(L, "deadline", t.deadline);
+  if (t.attempt_timeout > 0) set_num(L, "attempt_timeout", t.attempt_timeout);
+  lua_pushboolean(L, t.retry_after);
+  lua_setfield(L, -2, "retry_after");
+  set_num(L, "max_retry_after", t.max_retry_after);
+  set_num(L, "body_limit", (double)t.body_limit);
+  set_num(L, "instruction_limit", (double)t.instruction_limit);
+  set_num(L, "memory_limit", (double)t.memory_limit);
+  lua_createtable(L, 0, 8);
+  set_str(L, "kind", KIND[t.kind]);
+  if (t.kind != LUARETRY_BACKOFF_SCRIPT) {
+    set_num(L, "initial", t.initial);
+    set_num(L, "multiplier", t.multiplier);
+    set_num(L, "max", t.max);
+    set_num(L, "step", t.step);
+    set_str(L, "jitter", JITTER[t.jitter]);
+    set_num(L, "jitter_max", t.jitter_max);
+    lua_pushboolean(L, t.cap_jitter);
+    lua_setfield(L, -2, "cap_jitter");
+  }
+  lua_setfield(L, -2, "backoff");
+  return 1;
+}
+
+static int p_warnings(lua_State *L) {
+  luaretry_policy *p = check_policy(L, 1);
+  size_t n = luaretry_policy_warning_count(p);
+  lua_createtable(L, (int)n, 0);
+  for (size_t i = 0; i < n; i++) {
+    lua_pushstring(L, luaretry_policy_warning(p, i));
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  return 1;
+}
+
+static int p_memory(lua_State *L) {
+  lua_pushinteger(L, (lua_Integer)luaretry_policy_memory(check_policy(L, 1)));
+  return 1;
+}
+
+static void push_decision(lua_State *L, const luaretry_decision *d) {
+  lua_createtable(L, 0, 10);
+  lua_pushboolean(L, d->retry);
+  lua_setfield(L, -2, "retry");
+  set_str(L, "verdict", luaretry_reason_name(d->reason));
+  lua_pushinteger(L, d->attempt);
+  lua_setfield(L, -2, "attempt");
+  set_num(L, "wait", d->wait);
+  set_num(L, "next_timeout", d->next_timeout);
+  set_num(L, "elapsed", d->elapsed);
+  set_str(L, "source", luaretry_wait_source_name(d->wait_source));
+  set_str(L, "rule", d->rule);
+  set_str(L, "message", d->message);
+  set_str(L, "hook_error", d->hook_error);
+}
+
+static int collect_decision(void *ud, const luaretry_decision *d) {
+  lua_State *L = ud;
+  push_decision(L, d);
+  lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+  return 0;
+}
+
+/* p:schedule{seed = N, attempts = N} -> list of decisions */
+static int p_schedule(lua_State *L) {
+  luaretry_policy *p = check_policy(L, 1);
+  uint64_t seed = 1;
+  long attempts = 0;
+  if (lua_istable(L, 2)) {
+    lua_getfield(L, 2, "seed");
+    seed = (uint64_t)luaL_optinteger(L, -1, 1);
+    lua_getfield(L, 2, "attempts");
+    attempts = (long)luaL_optinteger(L, -1, 0);
+    lua_pop(L, 2);
+  }
+  lua_newtable(L);
+  luaretry_code rc = luaretry_simulate(p, seed, attempts, collect_decision, L);
+  if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
+  return 1;
+}
+
+/* p:sample{n = retry, count = N, seed = S, previous = x}: N draws of the
+ * policy's backoff for retry n, through the engine's own arithmetic. */
+static int p_sample(lua_State *L) {
+  luaretry_policy *p = check_policy(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  lua_getfield(L, 2, "n");
+  lua_getfield(L, 2, "count");
+  lua_getfield(L, 2, "seed");
+  lua_getfield(L, 2, "previous");
+  lua_Integer n = luaL_checkinteger(L, -4);
+  lua_Integer count = luaL_optinteger(L, -3, 1);
+  uint64_t seed = (uint64_t)luaL_optinteger(L, -2, 1);
+  const lr_backoff *b = &lr_policy_rules(p)->backoff;
+  double previous = luaL_optnumber(L, -1, b->initial);
+  luaL_argcheck(L, n >= 0, 2, "n must be 0 or more");
+  luaL_argcheck(L, count >= 1 && count <= 10000000, 2, "count out of range");
+  luaL_argcheck(L, b->kind != LUARETRY_BACKOFF_SCRIPT, 1,
+                "the backoff is a script function");
+  lr_rng rng;
+  lr_rng_seed(&rng, seed);
+  lua_createtable(L, (int)count, 0);
+  for (lua_Integer i = 1; i <= count; i++) {
+    double prev = previous;
+    int capped;
+    lua_pushnumber(L, lr_backoff_wait(b, (uint64_t)n, &prev, &rng, &capped));
+    lua_rawseti(L, -2, i);
+  }
+  return 1;
+}
+
+/* ---- outcomes from Lua tables */
+
+typedef struct {
+  luaretry_outcome o;
+  luaretry_header headers[64];
+} outcome_buf;
+
+/* Reads a table at `idx` (kept on the stack by the caller, so its strings
+ * stay alive) into *ob. */
+static void read_outcome(lua_State *L, int idx, outcome_buf *ob) {
+  luaretry_outcome *o = &ob->o;
+  luaretry_outcome_init(o);
+  idx = lua_absindex(L, idx);
+  luaL_checktype(L, idx, LUA_TTABLE);
+  lua_getfield(L, idx, "status");
+  o->status = (int)luaL_optinteger(L, -1, 0);
+  lua_getfield(L, idx, "body");
+  o->body = luaL_optlstring(L, -1, NULL, &o->body_len);
+  lua_getfield(L, idx, "error");
+  o->error = luaL_optstring(L, -1, NULL);
+  lua_getfield(L, idx, "method");
+  o->method = luaL_optstring(L, -1, NULL);
+  lua_getfield(L, idx, "url");
+  o->url = luaL_optstring(L, -1, NULL);
+  lua_getfield(L, idx, "retry_after");
+  o->retry_after = luaL_optnumber(L, -1, -1);
+  lua_getfield(L, idx, "workflow");
+  o->workflow = lua_toboolean(L, -1);
+  lua_getfield(L, idx, "kind");
+  const char *kind = luaL_optstring(L, -1, "http");
+  o->kind = strcmp(kind, "command") == 0 ? LUARETRY_OUTCOME_COMMAND : LUARETRY_OUTCOME_HTTP;
+  lua_pop(L, 8);  /* the strings stay referenced by the table */
+  if (lua_getfield(L, idx, "headers") == LUA_TTABLE) {
+    lua_pushnil(L);
+    while (lua_next(L, -2) && o->header_count < 64) {
+      if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
+        ob->headers[o->header_count].name = lua_tostring(L, -2);
+        ob->headers[o->header_count].value = lua_tostring(L, -1);
+        o->header_count++;
+      }
+      lua_pop(L, 1);
+    }
+    o->headers = ob->headers;
+  }
+  lua_pop(L, 1);
+}
+
+static luaretry_call_options call_options(lua_State *L, int idx) {
+  luaretry_call_options opt;
+  luaretry_call_options_init(&opt);
+  if (!lua_istable(L, idx)) return opt;
+  if (lua_getfield(L, idx, "seed") != LUA_TNIL) {
+    opt.flags |= LUARETRY_CALL_SEED;
+    opt.seed = (uint64_t)luaL_checkinteger(L, -1);
+  }
+  if (lua_getfield(L, idx, "virtual") != LUA_TNIL && lua_toboolean(L, -1))
+    opt.flags |= LUARETRY_CALL_VIRTUAL_TIME;
+  lua_pop(L, 2);
+  return opt;
+}
+
+/* p:classify(outcome) -> the decision on that outcome as a first attempt */
+static int p_classify(lua_State *L) {
+  luaretry_policy *p = check_policy(L, 1);
+  outcome_buf ob;
+  read_outcome(L, 2, &ob);
+  luaretry_call_options opt = { LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME, 1 };
+  luaretry_call *c;
+  luaretry_code rc = luaretry_call_begin(p, &opt, &c);
+  if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
+  luaretry_decision d;
+  rc = luaretry_call_report(c, &ob.o, &d);
+  if (rc == LUARETRY_OK) push_decision(L, &d);
+  luaretry_call_free(c);
+  if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
+  return 1;
+}
+
+/* ---- calls */
+
+/* p:begin{seed =, virtual =} -> call */
+static int p_begin(lua_State *L) {
+  luaretry_policy *p = check_policy(L, 1);
+  luaretry_call_options opt = call_options(L, 2);
+  call_box *b = lua_newuserdatauv(L, sizeof *b, 1);
+  b->c = NULL;
+  luaL_setmetatable(L, CALL_MT);
+  lua_pushvalue(L, 1);  /* the policy outlives its calls */
+  lua_setiuservalue(L, -2, 1);
+  luaretry_code rc = luaretry_call_begin(p, &opt, &b->c);
+  if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
+  return 1;
+}
+
+static int c_gc(lua_State *L) {
+  call_box *b = luaL_checkudata(L, 1, CALL_MT);
+  luaretry_call_free(b->c);
+  b->c = NULL;
+  return 0;
+}
+
+static int c_report(lua_State *L) {
+  luaretry_call *c = check_call(L, 1);
+  outcome_buf ob;
+  read_outcome(L, 2, &ob);
+  luaretry_decision d;
+  luaretry_code rc = luaretry_call_report(c, &ob.o, &d);
+  if (rc != LUARETRY_OK) return fail(L, luaretry_call_errmsg(c), rc);
+  push_decision(L, &d);
+  return 1;
+}
+
+static int c_timeout(lua_State *L) {
+  lua_pushnumber(L, luaretry_call_timeout(check_call(L, 1)));
+  return 1;
+}
+
+static int c_elapsed(lua_State *L) {
+  lua_pushnumber(L, luaretry_call_elapsed(check_call(L, 1)));
+  return 1;
+}
+
+static int c_wait(lua_State *L) {
+  luaretry_code rc = luaretry_call_wait(check_call(L, 1), luaL_checknumber(L, 2));
+  if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+static int c_cancel(lua_State *L) {
+  luaretry_call_cancel(check_call(L, 1));
+  return 0;
+}
+
+/* p:run(fn [, opts]): fn(attempt, timeout) returns an outcome table, or
+ * status [, body]; the result says how the call ended. */
+typedef struct {
+  lua_State *L;
+  int fn, base;
+  outcome_buf ob;
+  int failed;
+} run_ctx;
+
+static luaretry_code run_op(void *ud, luaretry_call *c, int attempt, double timeout,
+                            luaretry_outcome *out) {
+  (void)c;
+  run_ctx *rc = ud;
+  lua_State *L = rc->L;
+  lua_settop(L, rc->base);  /* drop the previous attempt's values */
+  lua_pushvalue(L, rc->fn);
+  lua_pushinteger(L, attempt);
+  lua_pushnumber(L, timeout);
+  if (lua_pcall(L, 2, 2, 0) != LUA_OK) {
+    rc->failed = 1;
+    return LUARETRY_E_OPERATION;
+  }
+  if (lua_istable(L, -2)) {
+    lua_pop(L, 1);
+    read_outcome(L, -1, &rc->ob);
+  } else {
+    luaretry_outcome_init(&rc->ob.o);
+    rc->ob.o.status = (int)lua_tointeger(L, -2);
+    rc->ob.o.body = lua_tolstring(L, -1, &rc->ob.o.body_len);
+  }
+  *out = rc->ob.o;
+  return LUARETRY_OK;
+}
+
+static int p_run(lua_State *L) {
+  luaretry_policy *p = check_policy(L, 1);
+  luaL_checktype(L, 2, LUA_TFUNCTION);
+  luaretry_call_options opt = call_options(L, 3);
+  lua_settop(L, 3);
+  /* 4: the call, kept in a box so an error still frees it */
+  call_box *b = lua_newuserdatauv(L, sizeof *b, 1);
+  b->c = NULL;
+  luaL_setmetatable(L, CALL_MT);
+  lua_pushvalue(L, 1);
+  lua_setiuservalue(L, -2, 1);
+  luaretry_code code = luaretry_call_begin(p, &opt, &b->c);
+  if (code != LUARETRY_OK) return fail(L, luaretry_strerror(code), code);
+  run_ctx *rc = lua_newuserdatauv(L, sizeof *rc, 0);  /* 5 */
+  rc->L = L;
+  rc->fn = 2;
+  rc->base = 5;
+  rc->failed = 0;
+  luaretry_decision d;
+  code = luaretry_call_run(b->c, run_op, rc, &d);
+  if (rc->failed) return lua_error(L);  /* fn's own error, as it was */
+  lua_settop(L, 5);
+  push_decision(L, &d);
+  return 1;
+}
+
+static const luaL_Reg policy_methods[] = {
+  { "reload", p_reload }, { "set", p_set }, { "tuning", p_tuning },
+  { "warnings", p_warnings }, { "memory", p_memory }, { "schedule", p_schedule },
+  { "sample", p_sample }, { "classify", p_classify }, { "begin", p_begin },
+  { "run", p_run }, { "close", p_gc }, { NULL, NULL }
+};
+
+static const luaL_Reg call_methods[] = {
+  { "report", c_report }, { "timeout", c_timeout }, { "elapsed", c_elapsed },
+  { "wait", c_wait }, { "cancel", c_cancel }, { "close", c_gc }, { NULL, NULL }
+};
+
+static const luaL_Reg functions[] = {
+  { "load", l_load }, { "load_string", l_load_string }, { NULL, NULL }
+};
+
+static void new_class(lua_State *L, const char *name, const luaL_Reg *methods,
+                      lua_CFunction gc) {
+  luaL_newmetatable(L, name);
+  lua_newtable(L);
+  luaL_setfuncs(L, methods, 0);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, gc);
+  lua_setfield(L, -2, "__close");
+  lua_pop(L, 1);
+}
+
+int luaopen_luaretry(lua_State *L) {
+  new_class(L, POLICY_MT, policy_methods, p_gc);
+  new_class(L, CALL_MT, call_methods, c_gc);
+  luaL_newlib(L, functions);
+  lua_pushliteral(L, LUARETRY_VERSION);
+  lua_setfield(L, -2, "version");
+  return 1;
+}

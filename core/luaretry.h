@@ -1,0 +1,271 @@
+/*
+ * luaretry.h: the retry policy engine's one public header.
+ *
+ * The C core owns time (monotonic clock, jitter RNG, backoff, deadlines,
+ * waiting); a sandboxed Lua 5.4 script owns judgement (which outcomes are
+ * worth retrying) and tuning.  Neither lua.h nor curl.h is needed here.
+ *
+ * Handles are opaque.  Every function that can fail returns a luaretry_code;
+ * luaretry_strerror() names it and the handle's *_errmsg() function gives
+ * the detail (for scripts: "file:line: what went wrong"), valid until the
+ * next call on that handle.  Destructors accept NULL.  The library never
+ * prints, never exits and never keeps global state.
+ *
+ * Threads: a policy and the calls begun on it are used by one thread at a
+ * time (distinct policies are independent).  luaretry_call_cancel() is the
+ * exception: it may be called from any thread and from a signal handler.
+ */
+#ifndef LUARETRY_H
+#define LUARETRY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LUARETRY_VERSION "0.1.0"
+
+/* Append-only: a code never changes meaning. */
+typedef enum {
+  LUARETRY_OK = 0,
+  LUARETRY_E_NOMEM,     /* out of memory (the host's, not a script's) */
+  LUARETRY_E_ARG,       /* a bad argument: NULL, out of range, unknown name */
+  LUARETRY_E_IO,        /* a policy file could not be read */
+  LUARETRY_E_SYNTAX,    /* a policy script does not compile */
+  LUARETRY_E_POLICY,    /* a policy script failed to run or a field is invalid */
+  LUARETRY_E_LIMIT,     /* a script hit its instruction or memory limit */
+  LUARETRY_E_STATE,     /* a call used out of order (e.g. report after stop) */
+  LUARETRY_E_CANCELLED, /* a wait or call was cancelled */
+  LUARETRY_E_OPERATION, /* the host's operation callback gave up */
+  LUARETRY_E_SYSTEM     /* the OS refused (clock, eventfd, getrandom) */
+} luaretry_code;
+
+const char *luaretry_strerror(luaretry_code code);
+
+/* ---------------------------------------------------------------- policy */
+
+typedef struct luaretry_policy luaretry_policy;
+
+luaretry_code luaretry_policy_new(luaretry_policy **out);
+void luaretry_policy_free(luaretry_policy *p);
+
+/*
+ * Override a tuning value, as `--set NAME=VALUE` does: "max_attempts",
+ * "deadline", "attempt_timeout", "retry_after", "max_retry_after",
+ * "body_limit", "backoff.kind", "backoff.initial", "backoff.multiplier",
+ * "backoff.max", "backoff.step", "backoff.jitter", "backoff.jitter_max",
+ * "backoff.cap_jitter"; "none" unsets an optional value.  Host-only limits:
+ * "instruction_limit" (per call into the script) and "memory_limit" (bytes,
+ * per policy).  Overrides outlive reloads.  On a loaded policy the change
+ * is validated at once and refused (policy unchanged) when invalid.
+ */
+luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
+                                  const char *value);
+
+/* Load (or reload) a script.  On failure a loaded policy stays as it was. */
+luaretry_code luaretry_policy_load_file(luaretry_policy *p, const char *path);
+luaretry_code luaretry_policy_load_string(luaretry_policy *p,
+                                          const char *chunkname,
+                                          const char *source);
+
+const char *luaretry_policy_errmsg(const luaretry_policy *p);
+
+/* Warnings of the last load: unknown names, clamped values. */
+size_t luaretry_policy_warning_count(const luaretry_policy *p);
+const char *luaretry_policy_warning(const luaretry_policy *p, size_t i);
+
+/* Bytes held by the policy's Lua state. */
+size_t luaretry_policy_memory(const luaretry_policy *p);
+
+/* Effective tuning, after defaults, overrides and clamping. */
+typedef enum {
+  LUARETRY_BACKOFF_EXPONENTIAL = 0,
+  LUARETRY_BACKOFF_CONSTANT,
+  LUARETRY_BACKOFF_LINEAR,
+  LUARETRY_BACKOFF_SCRIPT /* backoff(n, previous) in the script */
+} luaretry_backoff_kind;
+
+typedef enum {
+  LUARETRY_JITTER_NONE = 0,
+  LUARETRY_JITTER_ADDITIVE,
+  LUARETRY_JITTER_FULL,
+  LUARETRY_JITTER_EQUAL,
+  LUARETRY_JITTER_DECORRELATED
+} luaretry_jitter;
+
+typedef struct {
+  const char *name;         /* the script's `name`, or its file name */
+  const char *source;       /* chunk name: the file's path */
+  long max_attempts;        /* 0: no limit */
+  double deadline;          /* seconds; 0: none */
+  double attempt_timeout;   /* seconds; 0: none */
+  int retry_after;          /* honour Retry-After */
+  double max_retry_after;   /* seconds, always finite */
+  size_t body_limit;        /* bytes of body handed to the script */
+  luaretry_backoff_kind kind;
+  double initial, multiplier, max, step;
+  luaretry_jitter jitter;
+  double jitter_max;
+  int cap_jitter;
+  long instruction_limit;
+  size_t memory_limit;
+} luaretry_tuning;
+
+/* Fills *t; its strings live as long as the loaded policy. */
+luaretry_code luaretry_policy_tuning(const luaretry_policy *p,
+                                     luaretry_tuning *t);
+
+/* Where a script's print() goes (default: nowhere). */
+typedef void (*luaretry_log_fn)(void *ud, const char *line);
+void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud);
+
+/* ------------------------------------------------------------- outcomes */
+
+typedef enum {
+  LUARETRY_OUTCOME_HTTP = 0, /* status: HTTP status, 0 = no response */
+  LUARETRY_OUTCOME_COMMAND   /* status: exit status, 128+N for signal N */
+} luaretry_outcome_kind;
+
+typedef struct {
+  const char *name;  /* lower-case */
+  const char *value;
+} luaretry_header;
+
+typedef struct {
+  luaretry_outcome_kind kind;
+  int status;
+  const char *error;     /* transport failure ("connect", "timeout", "reset",
+                            "dns", "tls", ...) or NULL */
+  const char *body;      /* may be NULL; cut to body_limit for the script */
+  size_t body_len;
+  const luaretry_header *headers;
+  size_t header_count;
+  const char *method;    /* may be NULL */
+  const char *url;       /* may be NULL */
+  double retry_after;    /* server-requested wait in seconds; < 0: none */
+  int workflow;          /* inside a run() workflow */
+} luaretry_outcome;
+
+/* Sets every field to its empty value (retry_after = -1). */
+void luaretry_outcome_init(luaretry_outcome *o);
+
+/* What a classifier says of one outcome. */
+typedef enum {
+  LUARETRY_CLASS_SUCCESS = 0,
+  LUARETRY_CLASS_FINAL,      /* not worth retrying */
+  LUARETRY_CLASS_TRANSIENT,  /* retry after the backoff, or after `wait` */
+  LUARETRY_CLASS_ERROR       /* the classifier itself failed */
+} luaretry_class;
+
+/*
+ * A C classifier replaces the script's is_success/is_transient (hosts that
+ * judge outcomes in C; the benchmark's baseline).  Set *wait to a number of
+ * seconds >= 0 to choose the wait, leave it negative for the backoff.
+ */
+typedef luaretry_class (*luaretry_classify_fn)(void *ud,
+                                               const luaretry_outcome *o,
+                                               int attempt, double *wait);
+luaretry_code luaretry_policy_set_classifier(luaretry_policy *p,
+                                             luaretry_classify_fn fn,
+                                             void *ud);
+
+/* ------------------------------------------------------------- decisions */
+
+/* Why a call stopped; NONE while it goes on.  Append-only. */
+typedef enum {
+  LUARETRY_REASON_NONE = 0,
+  LUARETRY_REASON_SUCCESS,
+  LUARETRY_REASON_FINAL,
+  LUARETRY_REASON_EXHAUSTED,
+  LUARETRY_REASON_DEADLINE,
+  LUARETRY_REASON_POLICY_ERROR,
+  LUARETRY_REASON_CANCELLED,
+  LUARETRY_REASON_BUDGET,
+  LUARETRY_REASON_CIRCUIT_OPEN
+} luaretry_reason;
+
+/* "retry" for NONE, else "success", "final", "exhausted", "deadline", ... */
+const char *luaretry_reason_name(luaretry_reason r);
+
+typedef enum {
+  LUARETRY_WAIT_NONE = 0,
+  LUARETRY_WAIT_BACKOFF,  /* the policy's backoff */
+  LUARETRY_WAIT_SERVER,   /* the server's Retry-After */
+  LUARETRY_WAIT_SCRIPT,   /* is_transient returned a number */
+  LUARETRY_WAIT_CLAMPED   /* the backoff's cap (max) decided the wait */
+} luaretry_wait_source;
+
+const char *luaretry_wait_source_name(luaretry_wait_source s);
+
+typedef struct {
+  int retry;                  /* 1: attempt again after `wait` */
+  luaretry_reason reason;     /* why the call stopped (retry == 0) */
+  int attempt;                /* the attempt just judged, from 1 */
+  double wait;                /* seconds before the next attempt, 0 if none */
+  double next_timeout;        /* the next attempt's timeout; 0: none */
+  double elapsed;             /* seconds since the call began */
+  luaretry_wait_source wait_source;
+  const char *rule;           /* what decided: "policies/http.lua:12",
+                                 "default", "deadline", "max_attempts" ... */
+  const char *message;        /* policy error detail, or NULL */
+  const char *hook_error;     /* on_retry failed (decision unchanged), or NULL */
+} luaretry_decision;
+
+/* ------------------------------------------------------------------ calls */
+
+typedef struct luaretry_call luaretry_call;
+
+#define LUARETRY_CALL_SEED 0x1u         /* use .seed, not the OS */
+#define LUARETRY_CALL_VIRTUAL_TIME 0x2u /* waits advance a virtual clock */
+
+typedef struct {
+  unsigned flags;
+  uint64_t seed;
+} luaretry_call_options;
+
+void luaretry_call_options_init(luaretry_call_options *o);
+
+/* Step API: begin, make an attempt with luaretry_call_timeout(), report its
+ * outcome, follow the decision.  Nothing here sleeps. */
+luaretry_code luaretry_call_begin(luaretry_policy *p,
+                                  const luaretry_call_options *o,
+                                  luaretry_call **out);
+double luaretry_call_timeout(const luaretry_call *c); /* 0: none */
+luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
+                                   luaretry_decision *d);
+double luaretry_call_elapsed(const luaretry_call *c);
+const char *luaretry_call_errmsg(const luaretry_call *c);
+void luaretry_call_free(luaretry_call *c);
+
+/* Wait `seconds` on the call's clock: sleeps on the real clock, advances
+ * the virtual one.  Never returns early except with LUARETRY_E_CANCELLED. */
+luaretry_code luaretry_call_wait(luaretry_call *c, double seconds);
+
+/* Any thread, or a signal handler: a wait in progress returns at once,
+ * and the call stops with reason CANCELLED at its next report. */
+void luaretry_call_cancel(luaretry_call *c);
+int luaretry_call_cancelled(const luaretry_call *c);
+
+/* Blocking call: runs `op` for each attempt, classifies, waits, repeats.
+ * `op` fills *out (its buffers must stay valid until op is called again or
+ * run returns) and returns LUARETRY_OK, or any other code to give up. */
+typedef luaretry_code (*luaretry_operation_fn)(void *ud, luaretry_call *c,
+                                               int attempt, double timeout,
+                                               luaretry_outcome *out);
+luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
+                                void *ud, luaretry_decision *final);
+
+/* Convenience: the schedule a policy gives when every attempt fails
+ * transiently, on the virtual clock.  `attempts` > 0 overrides max_attempts.
+ * `each` receives every decision; return nonzero from it to stop early. */
+typedef int (*luaretry_decision_fn)(void *ud, const luaretry_decision *d);
+luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed,
+                                long attempts, luaretry_decision_fn each,
+                                void *ud);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

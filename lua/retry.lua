@@ -1,0 +1,71 @@
+-- retry.lua: small helpers for policy scripts.
+--
+--   local retry = require "retry"
+--   local transient = retry.status_in { 500, 502, 503, 504 }
+--   transient(503)                          --> true
+--   retry.status_range(500, 599)(503)       --> true
+--   retry.contains(body, "ABORTED")         --> plain substring, no patterns
+--   retry.matches(body, '"status":%s*"(%u+)"')  --> a Lua pattern, on a
+--                                               bounded prefix of the body
+--   retry.any(f, g)(status, body, info)     --> f(...) or g(...)
+--
+-- Lua patterns run inside one C call that no instruction limit can
+-- interrupt, and the body is chosen by the server: prefer contains(), and
+-- use matches() (which looks at the first 4 KiB only) for anything else.
+local M = {}
+
+local PATTERN_WINDOW = 4096
+
+--- A predicate true for the listed statuses.
+function M.status_in(list)
+  local set = {}
+  for _, s in ipairs(list) do
+    if math.type(s) ~= "integer" then
+      error("status_in: expected integers, got " .. tostring(s), 2)
+    end
+    set[s] = true
+  end
+  return function(status) return set[status] == true end
+end
+
+--- A predicate true for statuses from lo to hi, both included.
+function M.status_range(lo, hi)
+  return function(status) return status >= lo and status <= hi end
+end
+
+--- True when `body` holds `needle` as plain text.
+function M.contains(body, needle)
+  if type(body) ~= "string" then return false end
+  return body:find(needle, 1, true) ~= nil
+end
+
+--- The captures (or match) of a Lua pattern over the first 4 KiB of body.
+function M.matches(body, pattern)
+  if type(body) ~= "string" then return nil end
+  if #body > PATTERN_WINDOW then body = body:sub(1, PATTERN_WINDOW) end
+  return body:match(pattern)
+end
+
+--- A predicate true when any of the given predicates is.
+function M.any(...)
+  local preds = table.pack(...)
+  return function(...)
+    for i = 1, preds.n do
+      if preds[i](...) then return true end
+    end
+    return false
+  end
+end
+
+--- A predicate true when all of the given predicates are.
+function M.all(...)
+  local preds = table.pack(...)
+  return function(...)
+    for i = 1, preds.n do
+      if not preds[i](...) then return false end
+    end
+    return true
+  end
+end
+
+return M
