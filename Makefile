@@ -11,6 +11,8 @@ CC ?= gcc
 DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted
 LUA_CFLAGS = $(shell pkg-config --cflags lua5.4 2>/dev/null)
 LUA_LIBS = $(shell pkg-config --libs lua5.4 2>/dev/null)
+CURL_CFLAGS = $(shell pkg-config --cflags libcurl 2>/dev/null)
+CURL_LIBS = $(shell pkg-config --libs libcurl 2>/dev/null)
 
 WARN = -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE
 ifeq ($(SAN),1)
@@ -25,7 +27,8 @@ CFLAGS_ALL = $(WARN) $(OPT) -fPIC -pthread $(LUA_CFLAGS) -DLUARETRY_DATADIR='"$(
 
 ENGINE = clock rng backoff call sandbox policy
 ENGINE_OBJ = $(ENGINE:%=$(BUILD)/obj/%.o)
-HEADERS = core/luaretry.h core/internal.h core/sandbox.h
+LIB_OBJ = $(ENGINE_OBJ) $(BUILD)/obj/curl.o
+HEADERS = core/luaretry.h core/luaretry_curl.h core/internal.h core/sandbox.h core/cli.h
 
 C_TESTS = step_api blocking_cancel errors
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
@@ -51,29 +54,30 @@ $(BUILD)/obj/%.o: core/%.c $(HEADERS) | $(BUILD)/obj
 $(BUILD)/obj:
 	mkdir -p $@
 
-$(BUILD)/libluaretry.a: $(ENGINE_OBJ)
+$(BUILD)/libluaretry.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/libluaretry.so: $(ENGINE_OBJ)
-	$(CC) $(OPT) -shared -pthread -Wl,-soname,libluaretry.so.0 -o $@ $^ $(LUA_LIBS) -lm
+$(BUILD)/libluaretry.so: $(LIB_OBJ)
+	$(CC) $(OPT) -shared -pthread -Wl,-soname,libluaretry.so.0 -o $@ $^ $(LUA_LIBS) $(CURL_LIBS) -lm
 
 # Debian's lua5.4 already holds the Lua library: the module must not link it.
 $(BUILD)/luaretry.so: $(ENGINE_OBJ) $(BUILD)/obj/lmodule.o
 	$(CC) $(OPT) -shared -pthread -o $@ $^ -lm
 
-$(BUILD)/luaretry: $(BUILD)/obj/cli.o $(BUILD)/libluaretry.a
-	$(CC) $(OPT) -pthread -o $@ $^ $(LUA_LIBS) -lm
+CLI_OBJ = $(BUILD)/obj/cli.o $(BUILD)/obj/cli_run.o
+$(BUILD)/luaretry: $(CLI_OBJ) $(BUILD)/libluaretry.a
+	$(CC) $(OPT) -pthread -o $@ $^ $(LUA_LIBS) $(CURL_LIBS) -lm
 
 $(BUILD)/luaretry.pc: Makefile
 	@mkdir -p $(BUILD)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry\nDescription: retry policy engine with sandboxed Lua policies\nVersion: %s\nRequires.private: lua5.4\nLibs: -L$${libdir} -lluaretry\nLibs.private: -lm -pthread\nCflags: -I$${includedir}\n' \
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry\nDescription: retry policy engine with sandboxed Lua policies\nVersion: %s\nRequires.private: lua5.4 libcurl\nLibs: -L$${libdir} -lluaretry\nLibs.private: -lm -pthread\nCflags: -I$${includedir}\n' \
 	  "$(PREFIX)" "$$(sed -n 's/#define LUARETRY_VERSION "\(.*\)"/\1/p' core/luaretry.h)" > $@
 
 $(BUILD)/test_%: spec/c/test_%.c $(BUILD)/libluaretry.a spec/c/check.h
-	$(CC) $(CFLAGS_ALL) -Icore -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) -lm
+	$(CC) $(CFLAGS_ALL) -Icore -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm
 
-$(BUILD)/bench_%: spec/bench/%.c $(BUILD)/libluaretry.a $(ENGINE_OBJ)
-	$(CC) $(CFLAGS_ALL) -Icore -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) -lm
+$(BUILD)/bench_%: spec/bench/%.c $(BUILD)/libluaretry.a
+	$(CC) $(CFLAGS_ALL) -Icore -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm
 
 test-c: all $(C_TEST_BIN)
 	@for t in $(C_TEST_BIN); do echo "== $$t"; ./$$t || exit 1; done
@@ -99,7 +103,7 @@ install: deps
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/luaretry/lua \
 	  $(DESTDIR)$(PREFIX)/share/luaretry/policies $(DESTDIR)$(PREFIX)/lib/lua/5.4
-	install -m 644 core/luaretry.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 core/luaretry.h core/luaretry_curl.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 build/install/libluaretry.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 build/install/libluaretry.so $(DESTDIR)$(PREFIX)/lib/libluaretry.so.0
 	ln -sf libluaretry.so.0 $(DESTDIR)$(PREFIX)/lib/libluaretry.so

@@ -22,6 +22,8 @@ struct luaretry_call {
   double next_timeout;
   int stopped;
   luaretry_reason reason;
+  luaretry_observer_fn observer;
+  void *observer_ud;
   char rule[320];
   char message[512];
   char errmsg[512];
@@ -86,11 +88,13 @@ const char *luaretry_wait_source_name(luaretry_wait_source s) {
 }
 
 void luaretry_outcome_init(luaretry_outcome *o) {
+  if (!o) return;
   memset(o, 0, sizeof *o);
   o->retry_after = -1;
 }
 
 void luaretry_call_options_init(luaretry_call_options *o) {
+  if (!o) return;
   memset(o, 0, sizeof *o);
 }
 
@@ -155,6 +159,8 @@ const char *luaretry_call_errmsg(const luaretry_call *c) {
 void luaretry_call_cancel(luaretry_call *c) {
   if (c) lr_waiter_cancel(&c->waiter);
 }
+
+int lr_call_wakeup_fd(const luaretry_call *c) { return c->waiter.wakeup_fd; }
 
 int luaretry_call_cancelled(const luaretry_call *c) {
   return c ? atomic_load(&((luaretry_call *)c)->waiter.cancelled) : 0;
@@ -243,6 +249,14 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
     d->message = c->message;
     return LUARETRY_OK;
   case LUARETRY_CLASS_TRANSIENT:
+    if (o->not_repeatable) {
+      lr_fmt(c->message, sizeof c->message, "transient, but %s%s is not idempotent "
+             "and may have taken effect", o->method ? o->method : "the operation",
+             o->method ? " request" : "");
+      stop(c, d, LUARETRY_REASON_FINAL, "idempotency");
+      d->message = c->message;
+      return LUARETRY_OK;
+    }
     break;
   }
 
@@ -297,22 +311,35 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
   return LUARETRY_OK;
 }
 
+static luaretry_code observed(luaretry_call *c, const luaretry_outcome *o,
+                              luaretry_decision *d, luaretry_code rc) {
+  if (rc == LUARETRY_OK && c->observer) c->observer(c->observer_ud, o, d);
+  return rc;
+}
+
 luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_decision *d) {
-  return report(c, o, NULL, d);
+  return observed(c, o, d, report(c, o, NULL, d));
 }
 
 luaretry_code lr_call_report_class(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_class forced,
                                    luaretry_decision *d) {
-  return report(c, o, &forced, d);
+  return observed(c, o, d, report(c, o, &forced, d));
 }
 
-static void cancelled_decision(luaretry_call *c, luaretry_decision *d) {
+void luaretry_call_observe(luaretry_call *c, luaretry_observer_fn fn, void *ud) {
+  if (!c) return;
+  c->observer = fn;
+  c->observer_ud = ud;
+}
+
+void lr_call_stop_cancelled(luaretry_call *c, luaretry_decision *d) {
   d->elapsed = luaretry_call_elapsed(c);
   d->message = NULL;
   d->hook_error = NULL;
   stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
+  if (c->observer) c->observer(c->observer_ud, NULL, d);
 }
 
 luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
@@ -326,7 +353,7 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
     luaretry_code rc = op(ud, c, c->attempts + 1, c->next_timeout, &o);
     if (rc != LUARETRY_OK) {
       final->attempt = c->attempts + 1;
-      cancelled_decision(c, final);
+      lr_call_stop_cancelled(c, final);
       lr_fmt(c->errmsg, sizeof c->errmsg, "attempt %d: the operation gave up: %s",
                final->attempt, luaretry_strerror(rc));
       return rc;
@@ -334,7 +361,7 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
     rc = luaretry_call_report(c, &o, final);
     if (rc != LUARETRY_OK || !final->retry) return rc;
     if (lr_wait(&c->clock, &c->waiter, final->wait)) {
-      cancelled_decision(c, final);
+      lr_call_stop_cancelled(c, final);
       return LUARETRY_OK;
     }
   }

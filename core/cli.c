@@ -4,19 +4,27 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "luaretry.h"
-
-enum {
-  EXIT_OK = 0, EXIT_FINAL = 1, EXIT_USAGE = 2, EXIT_POLICY = 3,
-  EXIT_EXHAUSTED = 4, EXIT_DEADLINE = 5, EXIT_REFUSED = 6, EXIT_INTERRUPTED = 130
-};
+#include "cli.h"
 
 static const char USAGE[] =
-  "usage: luaretry simulate POLICY [--attempts N] [--seed N] [--json] [--set NAME=VALUE]...\n"
+  "usage: luaretry run POLICY URL [-X METHOD] [-H 'Name: value']... [-d DATA | -d @FILE] [-o FILE]\n"
+  "       luaretry run POLICY -- COMMAND [ARG]...\n"
+  "       luaretry simulate POLICY [--attempts N] [--seed N] [--json]\n"
   "       luaretry --help | --version\n";
 
 static const char HELP[] =
   "luaretry: a retry policy engine; C owns time, Lua policies own judgement.\n"
+  "\n"
+  "  luaretry run POLICY URL [options]    perform an HTTP request, retried by POLICY\n"
+  "      -X METHOD        request method (default GET, or POST with -d)\n"
+  "      -H 'Name: value' a request header (repeatable)\n"
+  "      -d DATA | -d @FILE | -d @-   request body, sent whole on every attempt\n"
+  "      -o FILE          write the body to FILE, only on success (atomic rename)\n"
+  "  luaretry run POLICY -- COMMAND [ARG]...   run a command, retried by POLICY;\n"
+  "                       status = exit status, body = tail of its standard error\n"
+  "      --seed N         fixed jitter seed      --set NAME=VALUE  override a value\n"
+  "      -v | -q          more or no attempt lines on standard error\n"
+  "      --log-json FILE  one JSON object per attempt (- for standard error)\n"
   "\n"
   "  luaretry simulate POLICY [options]   print the wait schedule of POLICY when\n"
   "                                       every attempt fails transiently\n"
@@ -26,11 +34,13 @@ static const char HELP[] =
   "      --set NAME=VALUE override a tuning value (max_attempts=3, backoff.initial=0.1)\n"
   "  luaretry --help | --version\n"
   "\n"
-  "Exit status: 0 success, 2 usage error, 3 policy error.\n";
+  "Exit status: 0 success; 1 a response the policy judged final; 2 usage error;\n"
+  "3 policy error; 4 attempts exhausted; 5 deadline; 6 refused (budget, circuit);\n"
+  "130 interrupted (SIGINT, SIGTERM).\n";
 
-static int usage_error(const char *fmt, const char *arg) {
+int cli_usage(const char *fmt, const char *arg) {
   fprintf(stderr, "luaretry: ");
-  fprintf(stderr, fmt, arg);
+  fprintf(stderr, fmt, arg ? arg : "");
   fprintf(stderr, "\n%s", USAGE);
   return EXIT_USAGE;
 }
@@ -49,8 +59,7 @@ static void print_warnings(const luaretry_policy *p) {
     fprintf(stderr, "luaretry: warning: %s\n", luaretry_policy_warning(p, i));
 }
 
-/* Loads POLICY with the --set overrides in argv; NULL after reporting. */
-static luaretry_policy *load_policy(const char *path, char **sets, int nsets) {
+luaretry_policy *cli_load_policy(const char *path, char **sets, int nsets, int warn) {
   luaretry_policy *p;
   if (luaretry_policy_new(&p) != LUARETRY_OK) {
     fprintf(stderr, "luaretry: out of memory\n");
@@ -77,20 +86,8 @@ static luaretry_policy *load_policy(const char *path, char **sets, int nsets) {
     luaretry_policy_free(p);
     return NULL;
   }
-  print_warnings(p);
+  if (warn) print_warnings(p);
   return p;
-}
-
-static void json_string(FILE *f, const char *s) {
-  if (!s) { fputs("null", f); return; }
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
-  }
-  fputc('"', f);
 }
 
 typedef struct { int json; long long max; } simulate_out;
@@ -99,16 +96,7 @@ static int print_decision(void *ud, const luaretry_decision *d) {
   const simulate_out *out = ud;
   const char *verdict = luaretry_reason_name(d->reason);
   if (out->json) {
-    printf("{\"attempt\":%d,\"status\":null,\"error\":null,\"verdict\":", d->attempt);
-    json_string(stdout, verdict);
-    printf(",\"wait\":%.6f,\"elapsed\":%.6f,\"next_timeout\":%.6f,\"rule\":",
-           d->wait, d->elapsed, d->next_timeout);
-    json_string(stdout, d->rule);
-    printf(",\"wait_source\":");
-    json_string(stdout, d->retry ? luaretry_wait_source_name(d->wait_source) : NULL);
-    printf(",\"message\":");
-    json_string(stdout, d->message);
-    printf("}\n");
+    cli_json_decision(stdout, d, -1, NULL, NULL);
   } else if (d->retry) {
     printf("attempt %d: retry in %.3f s (%s), elapsed %.3f s\n", d->attempt, d->wait,
            luaretry_wait_source_name(d->wait_source), d->elapsed);
@@ -129,29 +117,29 @@ static int cmd_simulate(int argc, char **argv) {
     if (strcmp(a, "--json") == 0) out.json = 1;
     else if (strcmp(a, "--attempts") == 0 || strcmp(a, "--seed") == 0 ||
              strcmp(a, "--set") == 0) {
-      if (i + 1 >= argc) return usage_error("%s needs a value", a);
+      if (i + 1 >= argc) return cli_usage("%s needs a value", a);
       const char *v = argv[++i];
       if (strcmp(a, "--set") == 0) {
-        if (nsets == 64) return usage_error("%s: too many", a);
+        if (nsets == 64) return cli_usage("%s: too many", a);
         sets[nsets++] = argv[i];
         continue;
       }
       long long n = parse_count(v);
       if (n < 0 || (a[2] == 'a' && (n < 1 || n > 1000000)))
-        return usage_error(a[2] == 'a' ? "--attempts %s: expected a whole number from 1 to 1000000"
+        return cli_usage(a[2] == 'a' ? "--attempts %s: expected a whole number from 1 to 1000000"
                                        : "--seed %s: expected a whole number, 0 or more", v);
       if (a[2] == 'a') attempts = n;
       else seed = n;
     } else if (a[0] == '-' && a[1]) {
-      return usage_error("simulate: unknown option %s", a);
+      return cli_usage("simulate: unknown option %s", a);
     } else if (!path) {
       path = a;
     } else {
-      return usage_error("simulate: unexpected argument %s", a);
+      return cli_usage("simulate: unexpected argument %s", a);
     }
   }
-  if (!path) return usage_error("simulate: %s", "which POLICY?");
-  luaretry_policy *p = load_policy(path, sets, nsets);
+  if (!path) return cli_usage("simulate: %s", "which POLICY?");
+  luaretry_policy *p = cli_load_policy(path, sets, nsets, 1);
   if (!p) return EXIT_POLICY;
   luaretry_code rc = luaretry_simulate(p, (uint64_t)seed, (long)attempts, print_decision, &out);
   int status = EXIT_OK;
@@ -179,5 +167,6 @@ int main(int argc, char **argv) {
     return EXIT_OK;
   }
   if (strcmp(cmd, "simulate") == 0) return cmd_simulate(argc - 2, argv + 2);
-  return usage_error("unknown command %s", cmd);
+  if (strcmp(cmd, "run") == 0) return cli_run(argc - 2, argv + 2);
+  return cli_usage("unknown command %s", cmd);
 }

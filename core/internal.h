@@ -101,6 +101,12 @@ const lr_rules *lr_policy_rules(const luaretry_policy *p);
 lr_judge lr_policy_judge(luaretry_policy *p);
 int lr_policy_loaded(const luaretry_policy *p);
 
+/* call.c: the fd a cancel writes to (-1 on a virtual clock), for adapters
+ * that wait on I/O themselves. */
+int lr_call_wakeup_fd(const luaretry_call *c);
+/* Stops the call as cancelled, filling *d. */
+void lr_call_stop_cancelled(luaretry_call *c, luaretry_decision *d);
+
 /* call.c: report with a forced class (simulate). */
 luaretry_code lr_call_report_class(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_class forced,

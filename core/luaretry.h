@@ -146,6 +146,8 @@ typedef struct {
   const char *url;       /* may be NULL */
   double retry_after;    /* server-requested wait in seconds; < 0: none */
   int workflow;          /* inside a run() workflow */
+  int not_repeatable;    /* the operation may have taken effect and is not
+                            idempotent: a transient outcome becomes final */
 } luaretry_outcome;
 
 /* Sets every field to its empty value (retry_after = -1). */
@@ -170,6 +172,30 @@ typedef luaretry_class (*luaretry_classify_fn)(void *ud,
 luaretry_code luaretry_policy_set_classifier(luaretry_policy *p,
                                              luaretry_classify_fn fn,
                                              void *ud);
+
+/* A request as the script's is_idempotent(request) and prepare(request,
+ * attempt) see it.  Header names are sent as given. */
+typedef struct {
+  const char *method;
+  const char *url;
+  const luaretry_header *headers;
+  size_t header_count;
+  const char *body;      /* NULL: no body */
+  size_t body_len;
+} luaretry_request;
+
+/* The script's is_idempotent(request), or else the method rule: GET, HEAD,
+ * OPTIONS, PUT and DELETE are, POST and PATCH (and others) are not. */
+luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p,
+                                            const luaretry_request *r,
+                                            int *idempotent);
+
+/* Runs the script's prepare(request, attempt) when it has one.  *out is
+ * the request to send: `in` itself, or copies owned by the policy until
+ * the next prepare (or free). */
+luaretry_code luaretry_policy_prepare(luaretry_policy *p,
+                                      const luaretry_request *in, int attempt,
+                                      luaretry_request *out);
 
 /* ------------------------------------------------------------- decisions */
 
@@ -242,6 +268,12 @@ void luaretry_call_free(luaretry_call *c);
 /* Wait `seconds` on the call's clock: sleeps on the real clock, advances
  * the virtual one.  Never returns early except with LUARETRY_E_CANCELLED. */
 luaretry_code luaretry_call_wait(luaretry_call *c, double seconds);
+
+/* Called after each decision of the call (logging, counting); `o` is NULL
+ * when a cancel stopped the call during a wait. */
+typedef void (*luaretry_observer_fn)(void *ud, const luaretry_outcome *o,
+                                     const luaretry_decision *d);
+void luaretry_call_observe(luaretry_call *c, luaretry_observer_fn fn, void *ud);
 
 /* Any thread, or a signal handler: a wait in progress returns at once,
  * and the call stops with reason CANCELLED at its next report. */

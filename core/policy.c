@@ -90,6 +90,14 @@ struct luaretry_policy {
   char source[1024];
   lr_field fields[F_COUNT];        /* as the script set them */
   int ref_is_transient, ref_is_success, ref_on_retry, ref_backoff, ref_info;
+  int ref_is_idempotent, ref_prepare;
+  char rule_is_idempotent[1100];
+  /* prepare()'s request, copied out of Lua */
+  char *prep_method, *prep_url, *prep_body;
+  size_t prep_body_len, prep_header_count;
+  luaretry_header *prep_headers;
+  const luaretry_request *cur_request;
+  int cur_attempt;
   int ref_headers;
   char rule_is_transient[1100], rule_is_success[1100], rule_backoff[1100];
   char *warnings[MAX_WARNINGS];     /* load warnings, then validation's */
@@ -130,6 +138,8 @@ static void add_warning(char **list, size_t *count, const char *fmt, ...) {
   char *copy = strdup(buf);
   if (copy) list[(*count)++] = copy;
 }
+
+static void free_prepared(luaretry_policy *p);
 
 static void free_warnings(char **list, size_t *count) {
   for (size_t i = 0; i < *count; i++) free(list[i]);
@@ -201,7 +211,7 @@ typedef struct {
   char *warnings[MAX_WARNINGS];
   size_t warning_count;
   char chunk_src[1024];    /* short_src, for messages */
-  int line_is_transient, line_is_success, line_backoff;
+  int line_is_transient, line_is_success, line_backoff, line_is_idempotent;
   int ref_info;
   int syntax_error;
 } lr_load;
@@ -342,6 +352,7 @@ static int load_protected(lua_State *L) {
       if (i == F_IS_TRANSIENT) ld->line_is_transient = function_line(L, -1);
       if (i == F_IS_SUCCESS) ld->line_is_success = function_line(L, -1);
       if (i == F_BACKOFF) ld->line_backoff = function_line(L, -1);
+      if (i == F_IS_IDEMPOTENT) ld->line_is_idempotent = function_line(L, -1);
       lua_pushvalue(L, -1);
       ld->refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
     }
@@ -640,6 +651,7 @@ void luaretry_policy_free(luaretry_policy *p) {
   lr_sandbox_free(p->sb);
   free_warnings(p->warnings, &p->warning_count);
   free_warnings(p->load_warnings, &p->load_warning_count);
+  free_prepared(p);
   free(p);
 }
 
@@ -781,6 +793,8 @@ static luaretry_code load(luaretry_policy *p, const char *path,
       p->ref_is_transient = ld->refs[F_IS_TRANSIENT];
       p->ref_is_success = ld->refs[F_IS_SUCCESS];
       p->ref_on_retry = ld->refs[F_ON_RETRY];
+      p->ref_is_idempotent = ld->refs[F_IS_IDEMPOTENT];
+      p->ref_prepare = ld->refs[F_PREPARE];
       p->ref_backoff = ld->refs[F_BACKOFF];
       p->ref_headers = LUA_NOREF;
       lr_strlcpy(p->source, chunk, sizeof p->source);
@@ -792,6 +806,8 @@ static luaretry_code load(luaretry_policy *p, const char *path,
                ld->line_is_success);
       lr_fmt(p->rule_backoff, sizeof p->rule_backoff, "%s:%d", chunk,
                ld->line_backoff);
+      lr_fmt(p->rule_is_idempotent, sizeof p->rule_is_idempotent, "%s:%d", chunk,
+             ld->line_is_idempotent);
     }
   } else {
     lr_strlcpy(p->errmsg, err, sizeof p->errmsg);
@@ -886,8 +902,16 @@ static void push_headers(lua_State *L, luaretry_policy *p) {
   const luaretry_outcome *o = p->cur;
   lua_createtable(L, 0, (int)o->header_count);
   for (size_t i = 0; i < o->header_count; i++) {
+    /* Scripts are promised lower-case names, whatever the host passed. */
+    const char *name = o->headers[i].name ? o->headers[i].name : "";
+    size_t len = strlen(name);
+    luaL_Buffer lb;
+    char *lower = luaL_buffinitsize(L, &lb, len);
+    for (size_t k = 0; k < len; k++)
+      lower[k] = name[k] >= 'A' && name[k] <= 'Z' ? (char)(name[k] + 32) : name[k];
+    luaL_pushresultsize(&lb, len);
     lua_pushstring(L, o->headers[i].value ? o->headers[i].value : "");
-    lua_setfield(L, -2, o->headers[i].name);
+    lua_rawset(L, -3);
   }
   lua_pushvalue(L, -1);
   if (p->ref_headers == LUA_NOREF) p->ref_headers = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -973,6 +997,14 @@ static void classify(void *ud, const luaretry_outcome *o, const lr_attempt_ctx *
     v->cls = p->host_classify(p->host_ud, o, ctx->attempt, &wait);
     v->wait = wait >= 0 && isfinite(wait) ? wait : -1;
     v->rule = "host classifier";
+    if (v->cls != LUARETRY_CLASS_SUCCESS && v->cls != LUARETRY_CLASS_FINAL &&
+        v->cls != LUARETRY_CLASS_TRANSIENT) {
+      /* ERROR, or a value outside the enum: a policy error with a message */
+      lr_fmt(v->message, sizeof v->message, "the host classifier %s "
+             "(attempt %d)", v->cls == LUARETRY_CLASS_ERROR ? "failed"
+             : "returned an unknown class", ctx->attempt);
+      v->cls = LUARETRY_CLASS_ERROR;
+    }
     return;
   }
   lua_State *L = p->sb->L;
@@ -1113,4 +1145,162 @@ lr_judge lr_policy_judge(luaretry_policy *p) {
   if (p->ref_backoff) j.backoff = script_backoff;
   if (p->ref_on_retry) j.on_retry = on_retry;
   return j;
+}
+
+/* ---- requests: is_idempotent(request) and prepare(request, attempt) */
+
+static void push_request(lua_State *L, const luaretry_request *r) {
+  lua_createtable(L, 0, 4);
+  if (r->method) { lua_pushstring(L, r->method); lua_setfield(L, -2, "method"); }
+  if (r->url) { lua_pushstring(L, r->url); lua_setfield(L, -2, "url"); }
+  if (r->body) { lua_pushlstring(L, r->body, r->body_len); lua_setfield(L, -2, "body"); }
+  lua_createtable(L, 0, (int)r->header_count);
+  for (size_t i = 0; i < r->header_count; i++) {
+    lua_pushstring(L, r->headers[i].value ? r->headers[i].value : "");
+    lua_setfield(L, -2, r->headers[i].name);
+  }
+  lua_setfield(L, -2, "headers");
+}
+
+static int call_is_idempotent(lua_State *L) {
+  luaretry_policy *p = lua_touserdata(L, 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p->ref_is_idempotent);
+  push_request(L, p->cur_request);
+  lua_call(L, 1, 1);
+  return 1;
+}
+
+static int method_is_idempotent(const char *m) {
+  static const char *const safe[] = { "GET", "HEAD", "OPTIONS", "PUT", "DELETE", NULL };
+  if (!m) return 1;  /* no method: a GET */
+  for (int i = 0; safe[i]; i++)
+    if (strcmp(m, safe[i]) == 0) return 1;
+  return 0;
+}
+
+luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p,
+                                            const luaretry_request *r,
+                                            int *idempotent) {
+  if (!p || !r || !idempotent) return LUARETRY_E_ARG;
+  if (!p->sb) return LUARETRY_E_STATE;
+  if (!p->ref_is_idempotent) {
+    *idempotent = method_is_idempotent(r->method);
+    return LUARETRY_OK;
+  }
+  p->cur_request = r;
+  char err[1024];
+  luaretry_code rc = lr_sandbox_call(p->sb, call_is_idempotent, p, 1,
+                                     LUARETRY_E_POLICY, err, sizeof err);
+  p->cur_request = NULL;
+  if (rc != LUARETRY_OK) {
+    lr_fmt(p->errmsg, sizeof p->errmsg, "is_idempotent: %s", err);
+    return rc;
+  }
+  lua_State *L = p->sb->L;
+  int t = lua_type(L, -1);
+  *idempotent = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  if (t != LUA_TBOOLEAN && t != LUA_TNIL) {
+    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: is_idempotent returned a %s "
+           "(expected true, false or nil)", p->rule_is_idempotent, lua_typename(L, t));
+    return LUARETRY_E_POLICY;
+  }
+  return LUARETRY_OK;
+}
+
+static void free_prepared(luaretry_policy *p) {
+  free(p->prep_method);
+  free(p->prep_url);
+  free(p->prep_body);
+  for (size_t i = 0; i < p->prep_header_count; i++) {
+    free((char *)p->prep_headers[i].name);
+    free((char *)p->prep_headers[i].value);
+  }
+  free(p->prep_headers);
+  p->prep_method = p->prep_url = p->prep_body = NULL;
+  p->prep_headers = NULL;
+  p->prep_header_count = p->prep_body_len = 0;
+}
+
+static char *copy_field(lua_State *L, int t, const char *k, size_t *len) {
+  char *copy = NULL;
+  if (lua_getfield(L, t, k) == LUA_TSTRING) {
+    size_t n;
+    const char *s = lua_tolstring(L, -1, &n);
+    copy = malloc(n + 1);
+    if (copy) memcpy(copy, s, n + 1);
+    if (len) *len = n;
+  }
+  lua_pop(L, 1);
+  return copy;
+}
+
+/* Copies the request table at the top into p->prep_* (in C memory: Lua's
+ * strings may be collected once the table is dropped). */
+static int call_prepare(lua_State *L) {
+  luaretry_policy *p = lua_touserdata(L, 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p->ref_prepare);
+  push_request(L, p->cur_request);
+  lua_pushvalue(L, -1);
+  lua_insert(L, -3);                       /* keep the table below the call */
+  lua_pushinteger(L, p->cur_attempt);
+  lua_call(L, 2, 1);
+  if (lua_istable(L, -1)) lua_replace(L, -2);  /* a returned table wins */
+  else lua_pop(L, 1);
+  int t = lua_gettop(L);
+  if (lua_getfield(L, t, "url") != LUA_TSTRING)
+    return luaL_error(L, "prepare: request.url must be a string");
+  lua_pop(L, 1);
+  p->prep_method = copy_field(L, t, "method", NULL);
+  p->prep_url = copy_field(L, t, "url", NULL);
+  p->prep_body = copy_field(L, t, "body", &p->prep_body_len);
+  if (lua_getfield(L, t, "headers") == LUA_TTABLE) {
+    size_t n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, -2)) n++, lua_pop(L, 1);
+    p->prep_headers = calloc(n ? n : 1, sizeof *p->prep_headers);
+    if (!p->prep_headers) return luaL_error(L, "prepare: out of memory");
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+      if (lua_type(L, -2) != LUA_TSTRING || !lua_isstring(L, -1))
+        return luaL_error(L, "prepare: request.headers must map names to strings");
+      luaretry_header *h = &p->prep_headers[p->prep_header_count++];
+      h->name = strdup(lua_tostring(L, -2));
+      h->value = strdup(lua_tostring(L, -1));
+      lua_pop(L, 1);
+    }
+  }
+  return 0;
+}
+
+luaretry_code luaretry_policy_prepare(luaretry_policy *p, const luaretry_request *in,
+                                      int attempt, luaretry_request *out) {
+  if (!p || !in || !out) return LUARETRY_E_ARG;
+  if (!p->sb) return LUARETRY_E_STATE;
+  *out = *in;
+  if (!p->ref_prepare) return LUARETRY_OK;
+  free_prepared(p);
+  p->cur_request = in;
+  p->cur_attempt = attempt;
+  char err[1024];
+  luaretry_code rc = lr_sandbox_call(p->sb, call_prepare, p, 0, LUARETRY_E_POLICY,
+                                     err, sizeof err);
+  p->cur_request = NULL;
+  if (rc != LUARETRY_OK) {
+    free_prepared(p);
+    lr_fmt(p->errmsg, sizeof p->errmsg, "prepare: %s", err);
+    return rc;
+  }
+  for (size_t i = 0; i < p->prep_header_count; i++)
+    if (!p->prep_headers[i].name || !p->prep_headers[i].value) {
+      free_prepared(p);
+      return LUARETRY_E_NOMEM;
+    }
+  out->method = p->prep_method ? p->prep_method : in->method;
+  out->url = p->prep_url;
+  out->headers = p->prep_headers;
+  out->header_count = p->prep_header_count;
+  out->body = p->prep_body;
+  out->body_len = p->prep_body_len;
+  return LUARETRY_OK;
 }

@@ -1,0 +1,26 @@
+/* cli.h: what the CLI's files share. */
+#ifndef LUARETRY_CLI_H
+#define LUARETRY_CLI_H
+
+#include <stdio.h>
+
+#include "luaretry.h"
+
+enum {
+  EXIT_OK = 0, EXIT_FINAL = 1, EXIT_USAGE = 2, EXIT_POLICY = 3,
+  EXIT_EXHAUSTED = 4, EXIT_DEADLINE = 5, EXIT_REFUSED = 6, EXIT_INTERRUPTED = 130
+};
+
+/* Prints "luaretry: " + fmt (with arg) and the usage; returns EXIT_USAGE. */
+int cli_usage(const char *fmt, const char *arg);
+/* Loads POLICY with NAME=VALUE overrides; NULL after printing why. */
+luaretry_policy *cli_load_policy(const char *path, char **sets, int nsets, int warn);
+int cli_exit_status(luaretry_reason r);
+void cli_json_string(FILE *f, const char *s);
+/* One JSON log line; status < 0 prints null. */
+void cli_json_decision(FILE *f, const luaretry_decision *d, int status,
+                       const char *error, const char *target);
+
+int cli_run(int argc, char **argv);
+
+#endif
