@@ -28,12 +28,15 @@ CFLAGS_ALL = $(WARN) $(OPT) -fPIC -pthread $(LUA_CFLAGS) -DLUARETRY_DATADIR='"$(
 ENGINE = clock rng backoff call sandbox policy
 ENGINE_OBJ = $(ENGINE:%=$(BUILD)/obj/%.o)
 LIB_OBJ = $(ENGINE_OBJ) $(BUILD)/obj/curl.o
-HEADERS = core/luaretry.h core/luaretry_curl.h core/internal.h core/sandbox.h core/cli.h
+HEADERS = core/luaretry.h core/luaretry_curl.h core/internal.h core/sandbox.h core/cli.h core/faults.h
 
 C_TESTS = step_api blocking_cancel errors
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 
 .PHONY: all deps test test-c test-lua bench install demo clean
+
+demo: all
+	./$(BUILD)/luaretry demo
 all: deps $(BUILD)/libluaretry.a $(BUILD)/libluaretry.so $(BUILD)/luaretry.so $(BUILD)/luaretry $(BUILD)/luaretry.pc
 
 # Installs what is missing when run as root; otherwise names it and stops.
@@ -64,7 +67,7 @@ $(BUILD)/libluaretry.so: $(LIB_OBJ)
 $(BUILD)/luaretry.so: $(ENGINE_OBJ) $(BUILD)/obj/lmodule.o
 	$(CC) $(OPT) -shared -pthread -o $@ $^ -lm
 
-CLI_OBJ = $(BUILD)/obj/cli.o $(BUILD)/obj/cli_run.o
+CLI_OBJ = $(BUILD)/obj/cli.o $(BUILD)/obj/cli_run.o $(BUILD)/obj/faults.o $(BUILD)/obj/faults_http.o
 $(BUILD)/luaretry: $(CLI_OBJ) $(BUILD)/libluaretry.a
 	$(CC) $(OPT) -pthread -o $@ $^ $(LUA_LIBS) $(CURL_LIBS) -lm
 

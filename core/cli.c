@@ -4,12 +4,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <signal.h>
+
 #include "cli.h"
+#include "faults.h"
+
+#ifndef LUARETRY_DATADIR
+#define LUARETRY_DATADIR "/usr/local/share/luaretry"
+#endif
 
 static const char USAGE[] =
   "usage: luaretry run POLICY URL [-X METHOD] [-H 'Name: value']... [-d DATA | -d @FILE] [-o FILE]\n"
   "       luaretry run POLICY -- COMMAND [ARG]...\n"
   "       luaretry simulate POLICY [--attempts N] [--seed N] [--json]\n"
+  "       luaretry faults [--listen 127.0.0.1:PORT] SCRIPT\n"
+  "       luaretry demo\n"
   "       luaretry --help | --version\n";
 
 static const char HELP[] =
@@ -32,6 +41,9 @@ static const char HELP[] =
   "      --seed N         jitter seed (default 1); the same seed, the same waits\n"
   "      --json           one JSON object per attempt instead of text\n"
   "      --set NAME=VALUE override a tuning value (max_attempts=3, backoff.initial=0.1)\n"
+  "  luaretry faults [--listen 127.0.0.1:PORT] SCRIPT   a fault-injecting HTTP\n"
+  "                       server scripted in Lua (port 0: any free port)\n"
+  "  luaretry demo        runs policies/http.lua against the built-in fault server\n"
   "  luaretry --help | --version\n"
   "\n"
   "Exit status: 0 success; 1 a response the policy judged final; 2 usage error;\n"
@@ -66,16 +78,16 @@ luaretry_policy *cli_load_policy(const char *path, char **sets, int nsets, int w
     return NULL;
   }
   for (int i = 0; i < nsets; i++) {
-    char *eq = strchr(sets[i], '=');
-    if (!eq) {
+    const char *eq = strchr(sets[i], '=');
+    char name[64];
+    if (!eq || eq == sets[i] || (size_t)(eq - sets[i]) >= sizeof name) {
       fprintf(stderr, "luaretry: --set %s: expected NAME=VALUE\n", sets[i]);
       luaretry_policy_free(p);
       return NULL;
     }
-    *eq = '\0';
-    luaretry_code rc = luaretry_policy_set(p, sets[i], eq + 1);
-    *eq = '=';
-    if (rc != LUARETRY_OK) {
+    memcpy(name, sets[i], (size_t)(eq - sets[i]));
+    name[eq - sets[i]] = '\0';
+    if (luaretry_policy_set(p, name, eq + 1) != LUARETRY_OK) {
       fprintf(stderr, "luaretry: %s\n", luaretry_policy_errmsg(p));
       luaretry_policy_free(p);
       return NULL;
@@ -152,6 +164,88 @@ static int cmd_simulate(int argc, char **argv) {
   return status;
 }
 
+/* ---- faults: the fault server in the foreground */
+
+static lr_faults *serving;
+
+static void stop_serving(int sig) {
+  (void)sig;
+  if (serving) lr_faults_stop(serving);
+}
+
+static int cmd_faults(int argc, char **argv) {
+  const char *listen = NULL, *script = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--listen") == 0) {
+      if (i + 1 >= argc) return cli_usage("faults: --listen needs an address", NULL);
+      listen = argv[++i];
+    } else if (argv[i][0] == '-') {
+      return cli_usage("faults: unknown option %s", argv[i]);
+    } else if (!script) {
+      script = argv[i];
+    } else {
+      return cli_usage("faults: unexpected argument %s", argv[i]);
+    }
+  }
+  if (!script) return cli_usage("faults: which SCRIPT?", NULL);
+  char err[1024];
+  lr_faults *f = lr_faults_open(script, listen, err, sizeof err);
+  if (!f) {
+    fprintf(stderr, "luaretry: faults: %s\n", err);
+    return EXIT_POLICY;
+  }
+  serving = f;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = stop_serving;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  printf("listening on %s\n", lr_faults_address(f));
+  fflush(stdout);
+  int rc = lr_faults_serve(f);
+  serving = NULL;
+  lr_faults_free(f);
+  return rc == 0 ? EXIT_OK : EXIT_POLICY;
+}
+
+/* ---- demo: policies/http.lua against the fault server, in-process */
+
+static const char DEMO_SCRIPT[] =
+  "respond = sequence {\n"
+  "  { status = 503, headers = { Connection = 'close' }, body = 'busy, try again\\n' },\n"
+  "  { reset = true },\n"
+  "  { status = 429, headers = { ['Retry-After'] = '1' }, body = 'slow down\\n' },\n"
+  "  { status = 200, body = 'hello from the fault server, on the fourth attempt\\n' },\n"
+  "}\n";
+
+static int cmd_demo(void) {
+  char err[1024];
+  lr_faults *f = lr_faults_start_string("=demo", DEMO_SCRIPT, "127.0.0.1:0", err, sizeof err);
+  if (!f) {
+    fprintf(stderr, "luaretry: demo: %s\n", err);
+    return EXIT_POLICY;
+  }
+  char url[128], policy[4200];
+  snprintf(url, sizeof url, "http://%s/demo", lr_faults_address(f));
+  const char *datadir = getenv("LUARETRY_DATADIR");
+  snprintf(policy, sizeof policy, "%s/policies/http.lua",
+           datadir && *datadir ? datadir : LUARETRY_DATADIR);
+  fprintf(stderr,
+          "luaretry demo: a fault server on %s answers 503, then resets the connection,\n"
+          "then 429 with Retry-After: 1, then 200. %s retries each, with its\n"
+          "waits shortened through the same overrides as --set:\n"
+          "  luaretry run %s %s --set backoff.initial=0.2 --set backoff.jitter_max=0.1\n\n",
+          lr_faults_address(f), policy, policy, url);
+  char *args[] = { policy, url, "--set", "backoff.initial=0.2", "--set",
+                   "backoff.jitter_max=0.1", NULL };
+  int status = cli_run(6, args);
+  lr_faults_free(f);
+  fprintf(stderr, "\nluaretry demo: exit status %d\n", status);
+  return status;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fputs(USAGE, stderr);
@@ -168,5 +262,7 @@ int main(int argc, char **argv) {
   }
   if (strcmp(cmd, "simulate") == 0) return cmd_simulate(argc - 2, argv + 2);
   if (strcmp(cmd, "run") == 0) return cli_run(argc - 2, argv + 2);
+  if (strcmp(cmd, "faults") == 0) return cmd_faults(argc - 2, argv + 2);
+  if (strcmp(cmd, "demo") == 0) return argc == 2 ? cmd_demo() : cli_usage("demo takes no arguments", NULL);
   return cli_usage("unknown command %s", cmd);
 }
