@@ -78,6 +78,7 @@ static luaretry_code apply_options(lua_State *L, luaretry_policy *p, int opts) {
 
 static int new_policy(lua_State *L, const char *path, const char *chunkname,
                       const char *source, int opts) {
+  lua_settop(L, opts);  /* the box must not land where opts is looked for */
   policy_box *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->p = NULL;
   luaL_setmetatable(L, POLICY_MT);

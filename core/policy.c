@@ -214,6 +214,7 @@ typedef struct {
   int line_is_transient, line_is_success, line_backoff, line_is_idempotent;
   int ref_info;
   int syntax_error;
+  int io_error;             /* the file opened but cannot be read */
 } lr_load;
 
 static int track_newindex(lua_State *L) {
@@ -231,7 +232,8 @@ static int track_newindex(lua_State *L) {
 
 static int line_of(lua_State *L, int lines, const char *name) {
   int line = 0;
-  if (lines && lua_getfield(L, lines, name) == LUA_TNUMBER)
+  if (!lines) return 0;  /* nothing pushed: a returned table has no lines */
+  if (lua_getfield(L, lines, name) == LUA_TNUMBER)
     line = (int)lua_tointeger(L, -1);
   lua_pop(L, 1);
   return line;
@@ -326,6 +328,7 @@ static int load_protected(lua_State *L) {
                                            ld->chunkname, "t");
   if (status != LUA_OK) {
     ld->syntax_error = status == LUA_ERRSYNTAX;
+    ld->io_error = status == LUA_ERRFILE;
     return lua_error(L);
   }
   lua_Debug ar;
@@ -578,8 +581,9 @@ static int validate(lr_check *ck, lr_rules *r, luaretry_tuning *t) {
       warn_at(ck, F_B_MULTIPLIER, "has no effect unless kind is \"exponential\"");
     if (ok[F_B_STEP] > 0 && b->kind != LUARETRY_BACKOFF_LINEAR)
       warn_at(ck, F_B_STEP, "has no effect unless kind is \"linear\"");
-    if (ok[F_B_JITTER_MAX] > 0 && b->jitter != LUARETRY_JITTER_ADDITIVE)
-      warn_at(ck, F_B_JITTER_MAX, "has no effect unless jitter is \"additive\"");
+    /* jitter_max also spreads a server's Retry-After, for every kind but none */
+    if (ok[F_B_JITTER_MAX] > 0 && b->jitter == LUARETRY_JITTER_NONE)
+      warn_at(ck, F_B_JITTER_MAX, "has no effect when jitter is \"none\"");
     if (ok[F_B_CAP_JITTER] > 0 && b->jitter != LUARETRY_JITTER_ADDITIVE)
       warn_at(ck, F_B_CAP_JITTER, "has no effect unless jitter is \"additive\"");
   }
@@ -775,6 +779,7 @@ static luaretry_code load(luaretry_policy *p, const char *path,
   luaretry_code rc = lr_sandbox_call(ld->sb, load_protected, ld, 0,
                                      LUARETRY_E_POLICY, err, sizeof err);
   if (rc == LUARETRY_E_POLICY && ld->syntax_error) rc = LUARETRY_E_SYNTAX;
+  if (rc == LUARETRY_E_POLICY && ld->io_error) rc = LUARETRY_E_IO;
   if (rc == LUARETRY_OK) {
     char chunk[1024];
     lr_strlcpy(chunk, ld->chunk_src, sizeof chunk);

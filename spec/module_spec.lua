@@ -1,0 +1,238 @@
+-- The Lua module itself: loading, tuning, the step API, p:run, and the
+-- shipped policies/http.lua.
+local lr = require "luaretry"
+
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local FIX = here .. "fixtures/"
+local HTTP = here .. "../policies/http.lua"
+
+local function has(haystack, needle)
+  assert.is_string(haystack)
+  assert.is_truthy(haystack:find(needle, 1, true),
+    ("expected to find %q in:\n%s"):format(needle, haystack))
+end
+
+describe("loading", function()
+  it("exposes load, load_string and the version", function()
+    assert.is_function(lr.load)
+    assert.is_function(lr.load_string)
+    assert.is_truthy(lr.version:match("^%d+%.%d+%.%d+$"))
+  end)
+
+  it("loads with and without a chunk name and options", function()
+    assert.is_userdata(lr.load_string("max_attempts = 2"))
+    assert.is_userdata(lr.load_string("max_attempts = 2", "=named"))
+    assert.is_userdata(lr.load_string("max_attempts = 2", "=named", {}))
+    assert.is_userdata(lr.load(FIX .. "reload_v1.lua"))
+    local p = assert(lr.load(FIX .. "reload_v1.lua", { set = { max_attempts = 6 } }))
+    assert.are.equal(6, p:tuning().max_attempts)
+  end)
+
+  it("names the chunk \"policy\" by default", function()
+    local p = assert(lr.load_string("max_attempts = 2\nfunction is_transient() return true end"))
+    assert.are.equal("policy:2", p:classify{ status = 503 }.rule)
+  end)
+
+  it("fails on a missing file with the path and an error name", function()
+    local p, msg, name = lr.load(FIX .. "no_such_policy.lua")
+    assert.is_nil(p)
+    has(msg, "no_such_policy.lua")
+    has(msg, "cannot open")
+    assert.are.equal("policy file cannot be read", name)
+  end)
+
+  it("fails on a syntax error with the line", function()
+    local p, msg, name = lr.load_string("max_attempts = = 1", "@broken.lua")
+    assert.is_nil(p)
+    has(msg, "broken.lua:1:")
+    assert.are.equal("policy script does not compile", name)
+  end)
+
+  it("reports defaults in p:tuning()", function()
+    local p = assert(lr.load(FIX .. "reload_v1.lua"))
+    local t = p:tuning()
+    assert.are.equal("v1", t.name)
+    has(t.source, "reload_v1.lua")
+    assert.is_nil(t.deadline)
+    assert.is_nil(t.attempt_timeout)
+    assert.is_true(t.retry_after)
+    assert.are.equal(300, t.max_retry_after)
+    assert.are.equal(65536, t.body_limit)
+    assert.are.equal(5000000, t.instruction_limit)
+    assert.are.equal(8388608, t.memory_limit)
+    local q = assert(lr.load_string("deadline = 9", "@dir/my_service.lua")):tuning()
+    assert.are.equal("my_service", q.name)
+    assert.are.same({ kind = "exponential", initial = 1, multiplier = 2, max = 32, step = 1,
+                      jitter = "additive", jitter_max = 1, cap_jitter = false }, q.backoff)
+  end)
+
+  it("defaults max to initial when initial is above 32", function()
+    local p = assert(lr.load_string("max_attempts = 3\nbackoff = { initial = 50, jitter = 'none' }"))
+    assert.are.equal(50, p:tuning().backoff.max)
+    assert.are.equal(50, p:sample{ n = 10 }[1])
+  end)
+
+  it("cuts the body handed to the script to body_limit", function()
+    local p = assert(lr.load_string([[
+      max_attempts = 3
+      body_limit = 4
+      function is_transient(status, body) return #body == 4 and body == "abcd" end
+    ]]))
+    assert.are.equal("retry", p:classify{ status = 503, body = "abcdefghij" }.verdict)
+    assert.are.equal("final", p:classify{ status = 503, body = "abc" }.verdict)
+  end)
+
+  it("refuses use of a closed policy", function()
+    local p = assert(lr.load_string("max_attempts = 2"))
+    local c = p:begin{ virtual = true }
+    p:close()
+    assert.has_error(function() p:tuning() end, "policy is closed")
+    assert.has_error(function() c:report{ status = 503 } end)
+  end)
+end)
+
+describe("the step API", function()
+  local SRC = "max_attempts = 3\nbackoff = { initial = 2, jitter = 'none' }\n"
+
+  it("reports decisions with every field", function()
+    local p = assert(lr.load_string(SRC, "=step"))
+    local c = assert(p:begin{ seed = 1, virtual = true })
+    assert.are.equal(0, c:elapsed())
+    assert.are.equal(0, c:timeout()) -- no deadline, no attempt_timeout
+    local d = c:report{ status = 503 }
+    assert.are.same({ retry = true, verdict = "retry", attempt = 1, wait = 2, next_timeout = 0,
+                      elapsed = 0, source = "backoff", rule = "default" }, d)
+    assert.is_true(c:wait(d.wait))
+    assert.are.equal(2, c:elapsed())
+    local e = c:report{ status = 200 }
+    assert.are.same({ retry = false, verdict = "success", attempt = 2, wait = 0, next_timeout = 0,
+                      elapsed = 2, source = "none", rule = "default" }, e)
+  end)
+
+  it("refuses a report after the call stopped", function()
+    local p = assert(lr.load_string(SRC))
+    local c = p:begin{ seed = 1, virtual = true }
+    assert.are.equal("final", c:report{ status = 404 }.verdict)
+    local ok, msg, name = c:report{ status = 503 }
+    assert.is_nil(ok)
+    has(msg, "already stopped")
+    assert.are.equal("call used out of order", name)
+  end)
+
+  it("cancel ends a wait and stops the call", function()
+    local p = assert(lr.load_string(SRC))
+    local c = p:begin{ seed = 1, virtual = true }
+    assert.is_true(c:report{ status = 503 }.retry)
+    c:cancel()
+    local ok, msg = c:wait(5)
+    assert.is_nil(ok)
+    assert.are.equal("cancelled", msg)
+    assert.are.equal(0, c:elapsed())
+    local d = c:report{ status = 503 }
+    assert.is_false(d.retry)
+    assert.are.equal("cancelled", d.verdict)
+  end)
+
+  it("waits on the real clock when not virtual, never shorter", function()
+    local p = assert(lr.load_string(SRC))
+    local c = p:begin{ seed = 1 }
+    local before = c:elapsed()
+    assert.is_true(c:wait(0.02))
+    assert.is_true(c:elapsed() - before >= 0.02)
+  end)
+
+  it("gives every call its own attempt count", function()
+    local p = assert(lr.load_string(SRC))
+    local a, b = p:begin{ virtual = true, seed = 1 }, p:begin{ virtual = true, seed = 2 }
+    a:report{ status = 503 }
+    a:report{ status = 503 }
+    assert.are.equal("exhausted", a:report{ status = 503 }.verdict)
+    assert.are.equal(1, b:report{ status = 503 }.attempt)
+  end)
+end)
+
+describe("p:run", function()
+  local SRC = "max_attempts = 5\nbackoff = { initial = 1, jitter = 'none' }\n"
+
+  it("accepts an outcome table or status, body from fn", function()
+    local p = assert(lr.load_string(SRC))
+    local d = p:run(function(attempt)
+      if attempt == 1 then return { status = 0, error = "connect" } end
+      if attempt == 2 then return 502, "bad gateway" end
+      return { status = 201, body = "created" }
+    end, { seed = 3, virtual = true })
+    assert.are.equal("success", d.verdict)
+    assert.are.equal(3, d.attempt)
+    assert.are.equal(3, d.elapsed) -- 1 + 2 on the virtual clock
+  end)
+
+  it("stops on a final outcome", function()
+    local p = assert(lr.load_string(SRC))
+    local calls = 0
+    local d = p:run(function() calls = calls + 1; return 404 end, { seed = 3, virtual = true })
+    assert.are.equal(1, calls)
+    assert.are.equal("final", d.verdict)
+  end)
+
+  it("lets an error in fn through as it was", function()
+    local p = assert(lr.load_string(SRC))
+    local ok, err = pcall(p.run, p, function() error({ code = 7 }) end, { virtual = true })
+    assert.is_false(ok)
+    assert.are.same({ code = 7 }, err)
+    -- and the policy is still usable
+    assert.are.equal("retry", p:classify{ status = 503 }.verdict)
+  end)
+
+  it("works with the OS seed", function()
+    local p = assert(lr.load_string(SRC))
+    local d = p:run(function() return 503 end, { virtual = true })
+    assert.are.equal("exhausted", d.verdict)
+    assert.are.equal(5, d.attempt)
+  end)
+end)
+
+describe("policies/http.lua", function()
+  local p = assert(lr.load(HTTP))
+
+  it("has the tuning its header documents", function()
+    local t = p:tuning()
+    assert.are.equal("http", t.name)
+    assert.are.equal(10, t.max_attempts)
+    assert.are.equal(300, t.deadline)
+    assert.are.same({ kind = "exponential", initial = 1, multiplier = 2, max = 32, step = 1,
+                      jitter = "additive", jitter_max = 1, cap_jitter = false }, t.backoff)
+    assert.are.same({}, p:warnings())
+  end)
+
+  it("retries 408, 429, 500, 502, 503, 504 and every transport failure", function()
+    for _, s in ipairs{ 408, 429, 500, 502, 503, 504 } do
+      local d = p:classify{ status = s }
+      assert.are.equal("retry", d.verdict, "status " .. s)
+      has(d.rule, "http.lua:")
+    end
+    for _, e in ipairs{ "connect", "timeout", "reset", "dns", "tls" } do
+      assert.are.equal("retry", p:classify{ status = 0, error = e }.verdict, e)
+    end
+  end)
+
+  it("stops on other statuses and succeeds on 2xx and 3xx", function()
+    for _, s in ipairs{ 400, 401, 403, 404, 409, 410, 422, 501, 505, 511 } do
+      assert.are.equal("final", p:classify{ status = s }.verdict, "status " .. s)
+    end
+    for _, s in ipairs{ 200, 204, 302 } do
+      assert.are.equal("success", p:classify{ status = s }.verdict, "status " .. s)
+    end
+  end)
+
+  it("gives ten attempts with Google's truncated exponential backoff", function()
+    for seed = 1, 20 do
+      local s = p:schedule{ seed = seed }
+      assert.are.equal(10, #s)
+      for n = 0, 8 do
+        local v = math.min(2 ^ n, 32)
+        assert.is_true(s[n + 1].wait >= v and s[n + 1].wait <= v + 1)
+      end
+      assert.are.equal("exhausted", s[10].verdict)
+    end
+  end)
+end)

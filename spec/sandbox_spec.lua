@@ -1,0 +1,295 @@
+-- The sandbox (CONTRACT section 6): what a script can reach, and the
+-- instruction and memory limits.
+local lr = require "luaretry"
+
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+local FIX = here .. "fixtures/"
+
+local function line_of(file, mark)
+  local n = 0
+  for line in io.lines(FIX .. file) do
+    n = n + 1
+    if line:find("MARK:" .. mark, 1, true) then return n end
+  end
+  error("no MARK:" .. mark .. " in " .. file)
+end
+
+local function has(haystack, needle)
+  assert.is_string(haystack)
+  assert.is_truthy(haystack:find(needle, 1, true),
+    ("expected to find %q in:\n%s"):format(needle, haystack))
+end
+
+-- Runs `code` at the top of a script in the sandbox; the script reports
+-- its result (a string) by failing the load with it.
+local function inside(code)
+  local p, msg = lr.load_string("max_attempts = 1\nerror(tostring((function() "
+                                .. code .. " end)()), 0)", "=probe")
+  assert.is_nil(p, "the probe was expected to report through its error")
+  return msg
+end
+
+describe("what a script can reach", function()
+  it("has no io, debug, package, dofile, loadfile", function()
+    for _, name in ipairs{ "io", "debug", "package", "dofile", "loadfile", "coroutine",
+                           "require_original" } do
+      assert.are.equal("nil", inside("return type(" .. name .. ")"), name)
+    end
+    assert.are.equal("nil", inside("return type(_G.io)"))
+  end)
+
+  it("keeps only os.time, os.clock and os.date", function()
+    assert.are.equal("nil nil nil nil nil nil",
+      inside("return table.concat({ type(os.execute), type(os.getenv), type(os.exit), "
+             .. "type(os.remove), type(os.rename), type(os.tmpname) }, ' ')"))
+    assert.are.equal("function function function",
+      inside("return type(os.time) .. ' ' .. type(os.clock) .. ' ' .. type(os.date)"))
+    local keys = inside("local k = {} for n in pairs(os) do k[#k + 1] = n end "
+                        .. "table.sort(k) return table.concat(k, ',')")
+    assert.are.equal("clock,date,time", keys)
+  end)
+
+  it("has string, table, math and utf8", function()
+    assert.are.equal("table table table table",
+      inside("return type(string) .. ' ' .. type(table) .. ' ' .. type(math) .. ' ' .. type(utf8)"))
+    assert.are.equal("3", inside("return utf8.len('h\\u{e9}\\u{1F600}')"))
+  end)
+
+  it("cannot reach string.dump, not even through the string metatable", function()
+    assert.are.equal("nil", inside("return type(string.dump)"))
+    assert.are.equal("nil", inside("return type(('x').dump)"))
+    assert.are.equal("nil", inside("return type(getmetatable('').__index.dump)"))
+  end)
+
+  it("cannot reach package.loadlib", function()
+    assert.are.equal("nil", inside("return type(package)"))
+    local msg = inside("local ok, e = pcall(require, 'package') return tostring(ok)")
+    assert.are.equal("false", msg)
+  end)
+
+  it("loads text chunks but refuses a binary chunk", function()
+    assert.are.equal("2", inside("return load('return 1 + 1')()"))
+    assert.are.equal("5", inside("return load('return x', 'c', 't', { x = 5 })()"))
+    -- string.dump is gone inside, so the host crafts a valid binary chunk
+    local bytes = string.dump(function() return "escaped" end)
+    assert.are.equal("\27Lua", bytes:sub(1, 4))
+    local crafted = "local b = " .. string.format("%q", bytes)
+    for _, call in ipairs{ "load(b)", "load(b, 'bin', 'b')", "load(b, 'bin', 'bt')",
+                           "load(b, 'bin', 'b', {})",
+                           "load(function() local s = b; b = nil; return s end, 'bin', 'b')" } do
+      local msg = inside(crafted .. " local f, e = " .. call .. " return tostring(f) .. '|' .. tostring(e)")
+      assert.is_truthy(msg:find("^nil|"), call .. ": " .. msg)
+      has(msg, "attempt to load a binary chunk")
+    end
+  end)
+
+  it("refuses setmetatable with __gc, allows the rest", function()
+    local msg = inside("local ok, e = pcall(setmetatable, {}, { __gc = function() end }) "
+                       .. "return tostring(ok) .. '|' .. tostring(e)")
+    has(msg, "false|")
+    has(msg, "__gc is not allowed")
+    assert.are.equal("1", inside("return setmetatable({}, { __index = { a = 1 } }).a"))
+  end)
+
+  it("refuses __gc in is_transient too, as a policy error", function()
+    local p = assert(lr.load_string([[
+      max_attempts = 3
+      function is_transient() setmetatable({}, { __gc = print }) return true end
+    ]], "=gc"))
+    local d = p:classify{ status = 503 }
+    assert.are.equal("policy_error", d.verdict)
+    has(d.message, "__gc is not allowed")
+  end)
+
+  it("lets print through without failing", function()
+    assert.are.equal("ok", inside("print('hello', 1, nil) return 'ok'"))
+  end)
+end)
+
+describe("require", function()
+  local p = assert(lr.load(FIX .. "sandbox_require.lua"))
+  local function req(name)
+    local d = p:classify{ status = 503, body = name }
+    assert.are.equal("policy_error", d.verdict)
+    return assert(d.message:match("^is_transient: (.*)$"))
+  end
+
+  it("reaches the helper library and the script's own folder", function()
+    assert.are.equal("loaded:table", req("retry"))
+    assert.are.equal("loaded:sibling", req("sandbox_sibling"))
+  end)
+
+  it("reaches the shipped policies", function()
+    assert.are.equal("loaded:boolean", req("http"))
+  end)
+
+  it("refuses ../x, absolute paths and everything else", function()
+    for _, name in ipairs{ "../fixtures/sandbox_sibling", "../../lua/retry", "..sandbox_sibling",
+                           "/etc/passwd", "/work/main/lua/retry", here .. "fixtures/sandbox_sibling",
+                           "fixtures/sandbox_sibling", "" } do
+      local r = req(name)
+      has(r, "refused:")
+    end
+    for _, name in ipairs{ "os", "io", "debug", "luaretry", "busted" } do
+      local r = req(name)
+      has(r, "refused:")
+      has(r, "not found")
+    end
+  end)
+
+  it("works in a policy loaded from a file", function()
+    local q = assert(lr.load(FIX .. "sandbox_uses_sibling.lua"))
+    assert.are.equal("sibling", q:tuning().name)
+    assert.are.equal("retry", q:classify{ status = 503 }.verdict)
+    assert.are.equal("final", q:classify{ status = 500 }.verdict)
+  end)
+
+  it("reaches the helper library from a string too", function()
+    local q = assert(lr.load_string([[
+      local retry = require "retry"
+      max_attempts = 2
+      is_transient = retry.status_range(500, 599)
+    ]], "=inline"))
+    assert.are.equal("retry", q:classify{ status = 555 }.verdict)
+  end)
+end)
+
+describe("the instruction limit", function()
+  local FILE = "sandbox_limits.lua"
+
+  it("stops while true do end, naming file and line, and the policy goes on", function()
+    local p = assert(lr.load(FIX .. FILE))
+    local d = p:classify{ status = 1 }
+    assert.are.equal("policy_error", d.verdict)
+    assert.is_false(d.retry)
+    has(d.message, "instruction limit reached")
+    has(d.message, FILE .. ":" .. line_of(FILE, "loop"))
+    local next_call = p:classify{ status = 503 }
+    assert.are.equal("retry", next_call.verdict)
+  end)
+
+  it("is sticky: a pcall inside the loop cannot swallow it", function()
+    local p = assert(lr.load(FIX .. FILE))
+    local d = p:classify{ status = 2 }
+    assert.are.equal("policy_error", d.verdict)
+    has(d.message, "instruction limit reached")
+    has(d.message, FILE .. ":" .. line_of(FILE, "pcall_loop"))
+    assert.are.equal("retry", p:classify{ status = 503 }.verdict)
+  end)
+
+  it("stops a p:run at the first attempt", function()
+    local p = assert(lr.load(FIX .. FILE))
+    local calls = 0
+    local d = p:run(function() calls = calls + 1; return 1 end, { seed = 1, virtual = true })
+    assert.are.equal(1, calls)
+    assert.are.equal("policy_error", d.verdict)
+  end)
+
+  it("stops a top-level infinite loop at load with a clear message", function()
+    local p, err, name = lr.load(FIX .. "sandbox_top_loop.lua")
+    assert.is_nil(p)
+    assert.are.equal("policy script hit a sandbox limit", name)
+    has(err, "sandbox_top_loop.lua:" .. line_of("sandbox_top_loop.lua", "loop")
+             .. ": instruction limit reached")
+  end)
+
+  it("is per call, not per policy", function()
+    local p = assert(lr.load_string([[
+      max_attempts = 3
+      function is_transient() local n = 0 for i = 1, 2e6 do n = n + 1 end return n > 0 end
+    ]], "=busy"))
+    for _ = 1, 4 do assert.are.equal("retry", p:classify{ status = 503 }.verdict) end
+  end)
+
+  it("is settable by the host", function()
+    local src = [[
+      max_attempts = 3
+      function is_transient() for i = 1, 1e5 do end return true end
+    ]]
+    local p = assert(lr.load_string(src, "=busy"))
+    assert.are.equal("retry", p:classify{ status = 503 }.verdict)
+    local q = assert(lr.load_string(src, "=busy", { instruction_limit = 20000 }))
+    assert.are.equal(20000, q:tuning().instruction_limit)
+    local d = q:classify{ status = 503 }
+    assert.are.equal("policy_error", d.verdict)
+    has(d.message, "instruction limit reached (20000 instructions)")
+    assert.is_true(p:set("instruction_limit", 20000))
+    assert.are.equal("policy_error", p:classify{ status = 503 }.verdict)
+    local bad, err = p:set("instruction_limit", -5)
+    assert.is_nil(bad)
+    has(err, "instruction_limit")
+  end)
+
+  it("applies to a backoff function and to on_retry", function()
+    local p = assert(lr.load_string([[
+      max_attempts = 3
+      backoff = function() while true do end end
+    ]], "=spin_backoff"))
+    local d = p:classify{ status = 503 }
+    assert.are.equal("policy_error", d.verdict)
+    has(d.message, "instruction limit reached")
+    local q = assert(lr.load_string([[
+      max_attempts = 3
+      function on_retry() while true do end end
+    ]], "=spin_hook"))
+    local e = q:classify{ status = 503 }
+    assert.are.equal("retry", e.verdict)
+    has(e.hook_error, "instruction limit reached")
+    assert.are.equal("retry", q:classify{ status = 503 }.verdict)
+  end)
+end)
+
+describe("the memory limit", function()
+  local FILE = "sandbox_limits.lua"
+
+  it("stops string.rep('x', 1e9) with a clear message, and the policy goes on", function()
+    local p = assert(lr.load(FIX .. FILE))
+    local d = p:classify{ status = 3 }
+    assert.are.equal("policy_error", d.verdict)
+    has(d.message, "memory limit reached")
+    has(d.message, FILE .. ":" .. line_of(FILE, "rep"))
+    assert.are.equal("retry", p:classify{ status = 503 }.verdict)
+    assert.is_true(p:memory() < p:tuning().memory_limit)
+  end)
+
+  it("stops a growing table", function()
+    local p = assert(lr.load(FIX .. FILE))
+    local d = p:classify{ status = 4 }
+    assert.are.equal("policy_error", d.verdict)
+    has(d.message, "limit reached")
+    assert.are.equal("retry", p:classify{ status = 503 }.verdict)
+  end)
+
+  it("is sticky: pcall cannot swallow it", function()
+    local p = assert(lr.load(FIX .. FILE))
+    local d = p:classify{ status = 5 }
+    assert.are.equal("policy_error", d.verdict)
+    has(d.message, "memory limit reached")
+    assert.are.equal("retry", p:classify{ status = 503 }.verdict)
+  end)
+
+  it("stops a load that allocates too much", function()
+    local p, err, name = lr.load_string("max_attempts = 1\nx = string.rep('x', 1e9)", "@hog.lua")
+    assert.is_nil(p)
+    assert.are.equal("policy script hit a sandbox limit", name)
+    has(err, "hog.lua:2: memory limit reached")
+  end)
+
+  it("is settable by the host", function()
+    local src = [[
+      max_attempts = 3
+      function is_transient() local s = string.rep("x", 2e6) return #s > 0 end
+    ]]
+    local p = assert(lr.load_string(src, "=two_mb"))
+    assert.are.equal("retry", p:classify{ status = 503 }.verdict)
+    local q = assert(lr.load_string(src, "=two_mb", { memory_limit = 1048576 }))
+    assert.are.equal(1048576, q:tuning().memory_limit)
+    local d = q:classify{ status = 503 }
+    assert.are.equal("policy_error", d.verdict)
+    has(d.message, "memory limit reached (1048576 bytes)")
+    assert.is_true(q:memory() > 0 and q:memory() < 1048576)
+    local bad, err = lr.load_string(src, "=x", { memory_limit = 10 })
+    assert.is_nil(bad)
+    has(err, "memory_limit")
+  end)
+end)
