@@ -32,7 +32,7 @@ static const char HELP[] =
   "  luaretry run POLICY -- COMMAND [ARG]...   run a command, retried by POLICY;\n"
   "                       status = exit status, body = tail of its standard error\n"
   "      --seed N         fixed jitter seed      --set NAME=VALUE  override a value\n"
-  "      -v | -q          more or no attempt lines on standard error\n"
+  "      -v | -q          also the script's print() output | no attempt lines\n"
   "      --log-json FILE  one JSON object per attempt (- for standard error)\n"
   "\n"
   "  luaretry simulate POLICY [options]   print the wait schedule of POLICY when\n"

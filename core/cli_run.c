@@ -124,6 +124,11 @@ static void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_deci
             d->message ? d->message : "");
 }
 
+static void script_print(void *ud, const char *line) {
+  (void)ud;
+  fprintf(stderr, "luaretry: script: %s\n", line);
+}
+
 /* ---- output: standard output, or -o FILE through a temporary beside it */
 
 typedef struct {
@@ -493,6 +498,7 @@ int cli_run(int argc, char **argv) {
   luaretry_policy *p = cli_load_policy(a.policy, a.sets, a.nsets, a.verbosity > 0);
   if (!p) { curl_global_cleanup(); return EXIT_POLICY; }
 
+  if (a.verbosity > 1) luaretry_policy_set_log(p, script_print, NULL);
   attempt_log log = { a.verbosity, NULL, 0, NULL };
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
