@@ -13,6 +13,8 @@ static double power(double base, uint64_t n) {
     n >>= 1;
     if (n) base *= base;
     if (isinf(result)) break;
+    /* n still has a bit set, so result will be multiplied by inf */
+    if (n && isinf(base) && result > 0) return INFINITY;
   }
   return result;
 }

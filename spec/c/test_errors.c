@@ -1,0 +1,311 @@
+/* test_errors.c: error codes and their names, NULL arguments, load
+ * failures (I/O, syntax, sandbox limits), calls on unloaded policies, and
+ * the memory a loaded policy holds. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "luaretry.h"
+#include "check.h"
+
+#ifndef LUARETRY_DATADIR
+#define LUARETRY_DATADIR "."
+#endif
+
+static void test_strerror(void) {
+  const char *unknown = luaretry_strerror((luaretry_code)9999);
+  CHECK(unknown != NULL && unknown[0] != '\0');
+  const char *names[64];
+  int n = 0;
+  while (n < 64) {
+    const char *s = luaretry_strerror((luaretry_code)n);
+    if (!CHECK(s != NULL)) break;
+    if (strcmp(s, unknown) == 0) break;
+    names[n++] = s;
+  }
+  CHECK(n >= LUARETRY_E_SYSTEM + 1);  /* every code up to the last known */
+  for (int i = 0; i < n; i++) {
+    CHECK(names[i][0] != '\0');
+    for (int j = 0; j < i; j++)
+      if (!CHECK(strcmp(names[i], names[j]) != 0))
+        fprintf(stderr, "  codes %d and %d share \"%s\"\n", j, i, names[i]);
+  }
+  CHECK(strcmp(luaretry_strerror(LUARETRY_OK), "") != 0);
+  CHECK(strcmp(luaretry_strerror((luaretry_code)-1), unknown) == 0);
+}
+
+static void test_names(void) {
+  static const struct { luaretry_reason r; const char *name; } reasons[] = {
+    { LUARETRY_REASON_NONE, "retry" },
+    { LUARETRY_REASON_SUCCESS, "success" },
+    { LUARETRY_REASON_FINAL, "final" },
+    { LUARETRY_REASON_EXHAUSTED, "exhausted" },
+    { LUARETRY_REASON_DEADLINE, "deadline" },
+    { LUARETRY_REASON_POLICY_ERROR, "policy_error" },
+    { LUARETRY_REASON_CANCELLED, "cancelled" },
+    { LUARETRY_REASON_BUDGET, "budget" },
+    { LUARETRY_REASON_CIRCUIT_OPEN, "circuit_open" },
+  };
+  for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
+    CHECK_EQ_STR(luaretry_reason_name(reasons[i].r), reasons[i].name);
+  const char *r_unknown = luaretry_reason_name((luaretry_reason)999);
+  CHECK(r_unknown != NULL && r_unknown[0] != '\0');
+  for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
+    CHECK(strcmp(reasons[i].name, r_unknown) != 0);
+
+  static const struct { luaretry_wait_source s; const char *name; } sources[] = {
+    { LUARETRY_WAIT_NONE, "none" },
+    { LUARETRY_WAIT_BACKOFF, "backoff" },
+    { LUARETRY_WAIT_SERVER, "server" },
+    { LUARETRY_WAIT_SCRIPT, "script" },
+    { LUARETRY_WAIT_CLAMPED, "clamped" },
+  };
+  for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++)
+    CHECK_EQ_STR(luaretry_wait_source_name(sources[i].s), sources[i].name);
+  const char *s_unknown = luaretry_wait_source_name((luaretry_wait_source)999);
+  CHECK(s_unknown != NULL && s_unknown[0] != '\0');
+}
+
+static luaretry_code noop_op(void *ud, luaretry_call *c, int attempt,
+                             double timeout, luaretry_outcome *out) {
+  (void)ud; (void)c; (void)attempt; (void)timeout;
+  out->status = 200;
+  return LUARETRY_OK;
+}
+
+static luaretry_class noop_classify(void *ud, const luaretry_outcome *o,
+                                    int attempt, double *wait) {
+  (void)ud; (void)o; (void)attempt; (void)wait;
+  return LUARETRY_CLASS_SUCCESS;
+}
+
+/* Every function, given NULL where a pointer belongs: an error, no crash. */
+static void test_null_arguments(void) {
+  luaretry_policy *p = NULL;
+  CHECK_CODE(luaretry_policy_new(NULL), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  if (!CHECK(p != NULL)) return;
+
+  CHECK_CODE(luaretry_policy_set(NULL, "max_attempts", "3"), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_set(p, NULL, "3"), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_set(p, "max_attempts", NULL), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_load_file(NULL, "x.lua"), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_load_file(p, NULL), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_load_string(NULL, "@x", "max_attempts = 1"),
+             LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_load_string(p, "@x", NULL), LUARETRY_E_ARG);
+  CHECK(luaretry_policy_errmsg(NULL) != NULL);
+  CHECK_EQ_INT(luaretry_policy_warning_count(NULL), 0);
+  CHECK(luaretry_policy_warning(NULL, 0) == NULL);
+  CHECK(luaretry_policy_warning(p, 0) == NULL);
+  CHECK_EQ_INT(luaretry_policy_memory(NULL), 0);
+  CHECK_EQ_INT(luaretry_policy_memory(p), 0);  /* nothing loaded yet */
+  luaretry_tuning t;
+  CHECK_CODE(luaretry_policy_tuning(NULL, &t), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_tuning(p, NULL), LUARETRY_E_ARG);
+  luaretry_policy_set_log(NULL, NULL, NULL);
+  CHECK_CODE(luaretry_policy_set_classifier(NULL, noop_classify, NULL),
+             LUARETRY_E_ARG);
+  int idem = -1;
+  luaretry_request req = { "GET", "http://x.invalid/", NULL, 0, NULL, 0 };
+  luaretry_request out;
+  CHECK_CODE(luaretry_policy_is_idempotent(NULL, &req, &idem), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_is_idempotent(p, NULL, &idem), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_is_idempotent(p, &req, NULL), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_prepare(NULL, &req, 1, &out), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_prepare(p, NULL, 1, &out), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_prepare(p, &req, 1, NULL), LUARETRY_E_ARG);
+  luaretry_outcome_init(NULL);
+  luaretry_call_options_init(NULL);
+
+  /* Calls. */
+  luaretry_call *c = (luaretry_call *)&t;  /* must be reset to NULL */
+  CHECK_CODE(luaretry_call_begin(NULL, NULL, &c), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_call_begin(p, NULL, NULL), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_load_string(p, "@ok.lua", "max_attempts = 2"),
+             LUARETRY_OK);
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);  /* options: NULL */
+  CHECK_EQ_DBL(luaretry_call_timeout(NULL), 0);
+  CHECK_EQ_DBL(luaretry_call_elapsed(NULL), 0);
+  CHECK(luaretry_call_errmsg(NULL) != NULL);
+  CHECK_CODE(luaretry_call_wait(NULL, 0.001), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_call_wait(c, NAN), LUARETRY_E_ARG);
+  luaretry_call_cancel(NULL);
+  CHECK_EQ_INT(luaretry_call_cancelled(NULL), 0);
+  luaretry_call_observe(NULL, NULL, NULL);
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  CHECK_EQ_DBL(o.retry_after, -1);
+  luaretry_decision d;
+  CHECK_CODE(luaretry_call_report(NULL, &o, &d), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_call_report(c, NULL, &d), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_call_report(c, &o, NULL), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_call_run(NULL, noop_op, NULL, &d), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_call_run(c, NULL, NULL, &d), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_call_run(c, noop_op, NULL, NULL), LUARETRY_E_ARG);
+  /* None of these consumed an attempt: the call is still fresh. */
+  CHECK_CODE(luaretry_call_run(c, noop_op, NULL, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.attempt, 1);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS);
+  CHECK_CODE(luaretry_simulate(NULL, 1, 0, NULL, NULL), LUARETRY_E_ARG);
+
+  /* Destructors accept NULL. */
+  luaretry_call_free(NULL);
+  luaretry_policy_free(NULL);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+}
+
+static void test_load_errors(void) {
+  luaretry_policy *p = NULL;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  if (!p) return;
+
+  /* Unloaded: no calls, no tuning. */
+  luaretry_call *c = (luaretry_call *)p;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_E_STATE);
+  CHECK(c == NULL);
+  luaretry_tuning t;
+  CHECK_CODE(luaretry_policy_tuning(p, &t), LUARETRY_E_STATE);
+  CHECK_CODE(luaretry_simulate(p, 1, 0, NULL, NULL), LUARETRY_E_STATE);
+
+  CHECK_CODE(luaretry_policy_load_file(p, "spec/fixtures/c_no_such_policy.lua"),
+             LUARETRY_E_IO);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "spec/fixtures/c_no_such_policy.lua");
+  CHECK_CODE(luaretry_policy_load_file(p, "spec/fixtures"), LUARETRY_E_IO);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "spec/fixtures");
+
+  CHECK_CODE(luaretry_policy_load_file(p, "spec/fixtures/c_syntax_error.lua"),
+             LUARETRY_E_SYNTAX);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "spec/fixtures/c_syntax_error.lua:4:");
+  CHECK_CODE(luaretry_policy_load_string(p, "@inline.lua",
+                                         "max_attempts = 3\nfunction (\n"),
+             LUARETRY_E_SYNTAX);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "inline.lua:2:");
+  /* Binary chunks are refused. */
+  CHECK_CODE(luaretry_policy_load_string(p, "@bin.lua", "\x1bLua"),
+             LUARETRY_E_SYNTAX);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "binary");
+
+  /* A runtime error and an invalid field: E_POLICY with file:line. */
+  CHECK_CODE(luaretry_policy_load_string(p, "@rt.lua",
+                                         "max_attempts = 3\nlocal x = nil + 1\n"),
+             LUARETRY_E_POLICY);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "rt.lua:2:");
+  CHECK_CODE(luaretry_policy_load_string(p, "@field.lua",
+                                         "deadline = 5\nmax_attempts = 2.5\n"),
+             LUARETRY_E_POLICY);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "field.lua:2: max_attempts");
+  /* The sandbox: no io, no os.execute, no __gc. */
+  CHECK_CODE(luaretry_policy_load_string(p, "@io.lua",
+                                         "max_attempts = 3\nio.open('/etc/passwd')\n"),
+             LUARETRY_E_POLICY);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "io.lua:2:");
+  CHECK_CODE(luaretry_policy_load_string(p, "@os.lua",
+                                         "max_attempts = 3\nos.execute('true')\n"),
+             LUARETRY_E_POLICY);
+  CHECK_CODE(luaretry_policy_load_string(p, "@gc.lua",
+      "max_attempts = 3\nsetmetatable({}, { __gc = function() end })\n"),
+             LUARETRY_E_POLICY);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "__gc");
+
+  /* Sandbox limits at load: E_LIMIT, and a pcall cannot swallow them. */
+  CHECK_CODE(luaretry_policy_load_file(p, "spec/fixtures/c_runaway.lua"),
+             LUARETRY_E_LIMIT);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "instruction limit");
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "spec/fixtures/c_runaway.lua:");
+  CHECK_CODE(luaretry_policy_set(p, "memory_limit", "1048576"), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(p, "@hog.lua",
+      "max_attempts = 3\nlocal t = {}\n"
+      "for i = 1, 1e8 do t[i] = ('x'):rep(100) .. i end\n"),
+             LUARETRY_E_LIMIT);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "memory limit");
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "hog.lua:3");
+  CHECK_CODE(luaretry_policy_set(p, "instruction_limit", "10000"), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(p, "@count.lua",
+      "max_attempts = 3\nlocal n = 0\nfor i = 1, 1e6 do n = n + i end\n"),
+             LUARETRY_E_LIMIT);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "10000");
+
+  /* Still nothing loaded, and the host goes on: a good script loads. */
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_E_STATE);
+  CHECK_CODE(luaretry_policy_load_string(p, "@good.lua", "max_attempts = 3"),
+             LUARETRY_OK);
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+}
+
+/* Limits hit inside is_transient: a policy error for that call only. */
+static void test_limits_at_decision(void) {
+  luaretry_policy *p = NULL;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  if (!p) return;
+  CHECK_CODE(luaretry_policy_set(p, "memory_limit", "2000000"), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(p, "@hook.lua",
+      "max_attempts = 3\n"
+      "function is_transient(status, body)\n"
+      "  if status == 500 then while true do pcall(error) end end\n"
+      "  if status == 507 then local s = body while true do s = s .. s end end\n"
+      "  return status == 503\n"
+      "end\n"), LUARETRY_OK);
+  static const int statuses[] = { 500, 507 };
+  static const char *const words[] = { "instruction limit", "memory limit" };
+  for (int i = 0; i < 2; i++) {
+    luaretry_call *c = NULL;
+    CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+    if (!c) continue;
+    luaretry_outcome o;
+    luaretry_outcome_init(&o);
+    o.status = statuses[i];
+    o.body = "0123456789abcdef";
+    o.body_len = 16;
+    luaretry_decision d;
+    CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
+    CHECK_EQ_INT(d.reason, LUARETRY_REASON_POLICY_ERROR);
+    CHECK_CONTAINS(d.message, words[i]);
+    CHECK_CONTAINS(d.message, "hook.lua:");
+    CHECK_EQ_STR(d.rule, "hook.lua:2");
+    luaretry_call_free(c);
+    /* The policy still judges the next call. */
+    CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+    o.status = 503;
+    CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
+    CHECK_EQ_INT(d.retry, 1);
+    o.status = 404;
+    CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
+    CHECK_EQ_INT(d.reason, LUARETRY_REASON_FINAL);
+    luaretry_call_free(c);
+  }
+  CHECK(luaretry_policy_memory(p) < 2000000);
+  luaretry_policy_free(p);
+}
+
+static void test_memory(void) {
+  luaretry_policy *p = NULL;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  if (!p) return;
+  CHECK_CODE(luaretry_policy_load_file(p, "policies/http.lua"), LUARETRY_OK);
+  size_t bytes = luaretry_policy_memory(p);
+  CHECK(bytes > 0);
+  CHECK(bytes < 64 * 1024);
+  printf("policies/http.lua holds %zu bytes (%.1f KiB) of Lua state\n", bytes,
+         (double)bytes / 1024);
+  luaretry_policy_free(p);
+}
+
+int main(void) {
+  if (chdir(LUARETRY_DATADIR) != 0) {
+    perror(LUARETRY_DATADIR);
+    return 1;
+  }
+  test_strerror();
+  test_names();
+  test_null_arguments();
+  test_load_errors();
+  test_limits_at_decision();
+  test_memory();
+  return check_done();
+}
