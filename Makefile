@@ -8,7 +8,7 @@ BUILD ?= build
 SAN ?=
 CC ?= gcc
 
-DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted
+DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted curl lua-cjson
 LUA_CFLAGS = $(shell pkg-config --cflags lua5.4 2>/dev/null)
 LUA_LIBS = $(shell pkg-config --libs lua5.4 2>/dev/null)
 CURL_CFLAGS = $(shell pkg-config --cflags libcurl 2>/dev/null)
@@ -82,11 +82,18 @@ $(BUILD)/test_%: spec/c/test_%.c $(BUILD)/libluaretry.a spec/c/check.h
 $(BUILD)/bench_%: spec/bench/%.c $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -Icore -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm
 
+# The fault server's own test drivers, for spec/faults_spec.lua.
+$(BUILD)/faults_%: spec/c/faults_%.c $(BUILD)/obj/faults.o $(BUILD)/obj/faults_http.o
+	$(CC) $(CFLAGS_ALL) -Icore -o $@ $^ $(LUA_LIBS) -lm
+
+FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
+
 test-c: all $(C_TEST_BIN)
 	@for t in $(C_TEST_BIN); do echo "== $$t"; ./$$t || exit 1; done
 
-test-lua: all
-	busted --lua=lua5.4 --cpath='$(BUILD)/?.so' --output=utfTerminal spec
+test-lua: all $(FAULT_BIN)
+	FAULTS_SERVE=$(BUILD)/faults_serve FAULTS_SMOKE=$(BUILD)/faults_smoke \
+	  busted --lua=lua5.4 --cpath='$(BUILD)/?.so' --output=utfTerminal spec
 
 ASAN_PRELOAD = $(shell $(CC) -print-file-name=libasan.so) $(shell $(CC) -print-file-name=libubsan.so)
 
@@ -94,8 +101,9 @@ test: deps
 	$(MAKE) test-c
 	$(MAKE) test-lua
 	$(MAKE) BUILD=build/asan SAN=1 test-c
-	$(MAKE) BUILD=build/asan SAN=1 all
+	$(MAKE) BUILD=build/asan SAN=1 all build/asan/faults_serve build/asan/faults_smoke
 	LD_PRELOAD="$(ASAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
+	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke \
 	  busted --lua=lua5.4 --cpath='build/asan/?.so' --output=utfTerminal spec
 
 bench: all $(BUILD)/bench_decide

@@ -1,0 +1,2 @@
+-- Compiles and runs, but defines no `respond`.
+local x = 1

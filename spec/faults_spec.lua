@@ -1,0 +1,345 @@
+-- The faults server, driven through spec/c/faults_serve and the curl
+-- command line.  FAULTS_SERVE names a prebuilt driver (say, a sanitizer
+-- build); otherwise it is built into /tmp/faults-build.
+local json = require("dkjson")
+local system = require("system")
+
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "."
+local root = here .. "/.."
+local scripts = here .. "/faults/"
+local SERVE = os.getenv("FAULTS_SERVE")
+local SMOKE = os.getenv("FAULTS_SMOKE")
+
+local function q (s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function readfile (path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function writefile (path, data)
+  local f = assert(io.open(path, "wb"))
+  f:write(data)
+  f:close()
+end
+
+-- Run a command: its stdout and exit code.
+local function sh (cmd)
+  local p = io.popen(cmd, "r")
+  local out = p:read("a")
+  local _, _, code = p:close()
+  return out, code
+end
+
+local function fnv1a (s)
+  local h = 0xcbf29ce484222325
+  for i = 1, #s do h = (h ~ s:byte(i)) * 0x100000001b3 end
+  return string.format("%016x", h)
+end
+
+-- What to undo after each test, failed or not (busted keeps only one
+-- `finally` per test, so they are collected here and run by after_each).
+local cleanups = {}
+local function cleanup (fn) cleanups[#cleanups + 1] = fn end
+
+---------------------------------------------------------------- servers
+
+local function stop (srv)
+  if srv.stopped then return srv.code, srv.stderr end
+  srv.stopped = true
+  os.execute("kill " .. srv.pid .. " 2>/dev/null")
+  local deadline = system.monotime() + 5
+  local function running ()
+    local stat = readfile("/proc/" .. srv.pid .. "/stat")
+    return stat and stat:match(".*%) (%a)") ~= "Z"
+  end
+  while running() and system.monotime() < deadline do system.sleep(0.02) end
+  if running() then os.execute("kill -9 " .. srv.pid .. " 2>/dev/null") end
+  local _, how, code = srv.pipe:close()
+  srv.code = how == "exit" and code or -code
+  srv.stderr = readfile(srv.errfile) or ""
+  os.remove(srv.errfile)
+  return srv.code, srv.stderr
+end
+
+-- Start the driver; on failure nil and what it said.  The server is
+-- stopped by PID when the test ends, whatever happens (an unstopped one
+-- would also hang busted's exit, in pclose).
+local function start (script, listen)
+  local errfile = os.tmpname()
+  local pipe = io.popen("echo $$; exec " .. q(SERVE) .. " " .. q(script) ..
+                        (listen and " " .. q(listen) or "") .. " 2>" .. q(errfile))
+  local srv = {pipe = pipe, errfile = errfile, pid = tonumber(pipe:read("l"))}
+  cleanup(function () stop(srv) end)
+  local line = pipe:read("l")
+  if not line then
+    stop(srv)
+    return nil, srv
+  end
+  srv.port = assert(tonumber(line:match("^listening on 127%.0%.0%.1:(%d+)$")), line)
+  srv.base = "http://127.0.0.1:" .. srv.port
+  return srv
+end
+
+-- Stop and check it went cleanly (and, under sanitizers, leak-free).
+local function stop_cleanly (srv)
+  local code, stderr = stop(srv)
+  assert.are.equal("", stderr)
+  assert.are.equal(0, code)
+end
+
+---------------------------------------------------------------- clients
+
+-- curl: stdout, exit code, stderr.
+local function curl (args)
+  local errfile = os.tmpname()
+  local out, code = sh("curl -sS --max-time 10 " .. args .. " 2>" .. q(errfile))
+  local err = readfile(errfile)
+  os.remove(errfile)
+  return out, code, err
+end
+
+-- One request: body, HTTP status, seconds taken, curl's exit code.
+local function request (srv, path, args)
+  local out, code = curl((args or "") .. " -w '\\n%{http_code} %{time_total}' " ..
+                         q(srv.base .. path))
+  local body, status, secs = out:match("^(.*)\n(%d+) ([%d.]+)$")
+  return body, tonumber(status), tonumber(secs), code
+end
+
+local function requests_seen (srv)
+  local body, status = request(srv, "/_faults/requests")
+  assert.are.equal(200, status)
+  return assert(json.decode(body))
+end
+
+---------------------------------------------------------------- specs
+
+-- Build spec/c/NAME.c with the server into /tmp/faults-build/NAME.
+local function build (name)
+  local exe = "/tmp/faults-build/" .. name
+  local out, code = sh("mkdir -p /tmp/faults-build && cd " .. q(root) ..
+    " && gcc -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -O2 -pthread" ..
+    " $(pkg-config --cflags lua5.4) core/faults.c core/faults_http.c" ..
+    " spec/c/" .. name .. ".c -o " .. exe .. " $(pkg-config --libs lua5.4) -lm 2>&1")
+  assert(code == 0, out)
+  return exe
+end
+
+describe("faults server", function ()
+  lazy_setup(function ()
+    SERVE = SERVE or build("faults_serve")
+    SMOKE = SMOKE or build("faults_smoke")
+  end)
+
+  after_each(function ()
+    for i = #cleanups, 1, -1 do pcall(cleanups[i]) end
+    cleanups = {}
+  end)
+
+  it("passes the C smoke test (threaded API, HTTP corners)", function ()
+    local out, code = sh(q(SMOKE) .. " 2>&1")
+    assert.are.equal("faults_smoke: ok\n", out)
+    assert.are.equal(0, code)
+  end)
+
+  it("answers 503, 503, then 200 by count, per path", function ()
+    local srv = start(scripts .. "basic.lua")
+    local got = {}
+    for i = 1, 4 do got[i] = select(2, request(srv, "/flaky")) end
+    assert.are.same({503, 503, 200, 200}, got)
+    assert.are.equal(1, tonumber(request(srv, "/echo"):match("count=(%d+)")))
+    stop_cleanly(srv)
+  end)
+
+  it("returns the script's status, headers and body", function ()
+    local srv = start(scripts .. "basic.lua")
+    local out, code = curl("-i " .. q(srv.base .. "/headers"))
+    assert.are.equal(0, code)
+    local head, body = out:match("^(.-)\r\n\r\n(.*)$")
+    assert.matches("^HTTP/1.1 201 Created\r\n", head)
+    assert.matches("\r\nX%-Test: yes\r\n", head .. "\r\n")
+    assert.matches("\r\nSet%-Cookie: a=1\r\nSet%-Cookie: b=2\r\n", head .. "\r\n")
+    assert.matches("\r\nContent%-Length: 11\r\n", head .. "\r\n")
+    assert.are.equal("hello body\n", body)
+    -- what the script sees of a request
+    body = request(srv, "/echo?a=1&b=2", "-H 'Content-Type: text/x-test' --data-binary 'hello'")
+    assert.are.equal("POST /echo?a=1&b=2 count=1 total=2 seen=1 len=5 ct=text/x-test", body)
+    stop_cleanly(srv)
+  end)
+
+  it("delays a response without blocking other connections", function ()
+    local srv = start(scripts .. "basic.lua")
+    local slowfile = os.tmpname()
+    cleanup(function () os.remove(slowfile) end)
+    os.execute("curl -s --max-time 5 -o /dev/null -w '%{http_code} %{time_total}' " ..
+               q(srv.base .. "/slow") .. " >" .. q(slowfile) .. " 2>&1 &")
+    -- the log itself is served while /slow is pending
+    local deadline, pending = system.monotime() + 3, false
+    while not pending and system.monotime() < deadline do
+      for _, r in ipairs(requests_seen(srv)) do pending = pending or r.path == "/slow" end
+      if not pending then system.sleep(0.02) end
+    end
+    assert.is_true(pending)
+    local body, status, secs = request(srv, "/fast")
+    assert.are.equal("fast", body)
+    assert.are.equal(200, status)
+    assert.is_true(secs < 0.5, "fast request took " .. secs .. " s")
+    assert.are.equal("", readfile(slowfile))  -- still waiting
+    deadline = system.monotime() + 5
+    while readfile(slowfile) == "" and system.monotime() < deadline do system.sleep(0.05) end
+    local slow_status, slow_secs = readfile(slowfile):match("^(%d+) ([%d.]+)$")
+    assert.are.equal("200", slow_status)
+    assert.is_true(tonumber(slow_secs) >= 0.95, "slow request took " .. slow_secs .. " s")
+    stop_cleanly(srv)
+  end)
+
+  it("resets, hangs and truncates", function ()
+    local srv = start(scripts .. "basic.lua")
+    local _, code, err = curl(q(srv.base .. "/reset"))
+    assert.are.equal(56, code)
+    assert.matches("reset", err)
+    local t0 = system.monotime()
+    _, code = curl("--max-time 0.5 " .. q(srv.base .. "/hang"))
+    assert.are.equal(28, code)
+    assert.is_true(system.monotime() - t0 < 3)
+    local body
+    body, code = curl(q(srv.base .. "/truncate"))
+    assert.are.equal(18, code)
+    assert.are.equal(string.rep("x", 100), body)
+    -- and it goes on serving
+    assert.are.equal("fast", (request(srv, "/fast")))
+    stop_cleanly(srv)
+  end)
+
+  it("answers a script error with 500 and the message", function ()
+    local srv = start(scripts .. "basic.lua")
+    local body, status = request(srv, "/error")
+    assert.are.equal(500, status)
+    assert.matches("basic%.lua:%d+: boom$", body)
+    assert.are.equal(200, select(2, request(srv, "/fast")))
+    stop_cleanly(srv)
+  end)
+
+  it("logs requests with body hashes, and forgets them on reset", function ()
+    local srv = start(scripts .. "basic.lua")
+    request(srv, "/echo", "--data-binary same")
+    request(srv, "/echo", "--data-binary same")
+    request(srv, "/other?x=1", "--data-binary other")
+    local log = requests_seen(srv)
+    assert.are.equal(3, #log)
+    for i, r in ipairs(log) do
+      assert.are.equal(i, r.n)
+      assert.are.equal("POST", r.method)
+      assert.is_true(r.time >= 0 and (i == 1 or r.time >= log[i - 1].time))
+      assert.are.equal("application/x-www-form-urlencoded", r.headers["content-type"])
+    end
+    assert.are.equal("/other", log[3].path)
+    assert.are.equal("x=1", log[3].query)
+    assert.are.equal(4, log[1].body_len)
+    assert.are.equal(fnv1a("same"), log[1].body_hash)
+    assert.are.equal(log[1].body_hash, log[2].body_hash)
+    assert.are_not.equal(log[1].body_hash, log[3].body_hash)
+    -- reset: log, counts and state start over
+    request(srv, "/flaky")
+    local body, status = request(srv, "/_faults/reset", "-X POST")
+    assert.are.equal(200, status)
+    assert.are.equal(true, json.decode(body).ok)
+    assert.are.same({}, requests_seen(srv))
+    assert.are.equal(503, select(2, request(srv, "/flaky")))
+    assert.matches("count=1 total=2 seen=1", (request(srv, "/echo")))
+    log = requests_seen(srv)
+    assert.are.equal(1, log[1].n)
+    assert.are.equal(0, log[1].body_len)
+    assert.are.equal(fnv1a(""), log[1].body_hash)
+    assert.are.equal(404, select(2, request(srv, "/_faults/nothing")))
+    stop_cleanly(srv)
+  end)
+
+  it("reports a script error with file and line, and exits nonzero", function ()
+    local srv, failed = start(scripts .. "syntax_error.lua")
+    assert.is_nil(srv)
+    assert.are_not.equal(0, failed.code)
+    assert.matches("syntax_error%.lua:3: .*expected", failed.stderr)
+    srv, failed = start(scripts .. "no_respond.lua")
+    assert.is_nil(srv)
+    assert.matches("no_respond%.lua: .*respond", failed.stderr)
+    srv, failed = start(scripts .. "missing.lua")
+    assert.is_nil(srv)
+    assert.matches("missing%.lua", failed.stderr)
+  end)
+
+  it("names the address it cannot listen on", function ()
+    local srv = start(scripts .. "basic.lua")
+    local listen = "127.0.0.1:" .. srv.port
+    local other, failed = start(scripts .. "basic.lua", listen)
+    assert.is_nil(other)
+    assert.matches("cannot listen on " .. listen:gsub("%.", "%%.") .. ": ", failed.stderr)
+    other, failed = start(scripts .. "basic.lua", "127.0.0.1:99999")
+    assert.is_nil(other)
+    assert.matches("bad listen address '127%.0%.0%.1:99999'", failed.stderr)
+    stop_cleanly(srv)
+  end)
+
+  it("keeps a connection alive across requests", function ()
+    local srv = start(scripts .. "basic.lua")
+    local out, code, err = curl("-v " .. q(srv.base .. "/fast") .. " " .. q(srv.base .. "/echo"))
+    assert.are.equal(0, code)
+    assert.matches("[Rr]e%-?using existing connection", err)
+    assert.matches("^fastGET /echo%? count=1 total=2", out)
+    -- unless the client asks to close
+    out = curl("-i -H 'Connection: close' " .. q(srv.base .. "/fast"))
+    assert.matches("\r\nConnection: close\r\n", out)
+    stop_cleanly(srv)
+  end)
+
+  it("takes uploads with Expect: 100-continue and chunked encoding", function ()
+    local srv = start(scripts .. "basic.lua")
+    local file = os.tmpname()
+    cleanup(function () os.remove(file) end)
+    local data = {}
+    for i = 1, 4096 do data[i] = string.char(i * 7 % 256) end
+    data = table.concat(data)
+    writefile(file, data)
+    local body, status, secs = request(srv, "/echo", "-H 'Expect: 100-continue' --data-binary @" .. q(file))
+    assert.are.equal(200, status)
+    assert.matches("len=4096", body)
+    assert.is_true(secs < 0.5, "upload took " .. secs .. " s")
+    body, status = request(srv, "/echo", "-H 'Transfer-Encoding: chunked' --data-binary @" .. q(file))
+    assert.are.equal(200, status)
+    assert.matches("len=4096", body)
+    local log = requests_seen(srv)
+    assert.are.equal("chunked", log[2].headers["transfer-encoding"])
+    assert.are.equal(fnv1a(data), log[1].body_hash)
+    assert.are.equal(fnv1a(data), log[2].body_hash)
+    stop_cleanly(srv)
+  end)
+
+  it("refuses a body over 16 MiB with 413", function ()
+    local srv = start(scripts .. "basic.lua")
+    local file = os.tmpname()
+    cleanup(function () os.remove(file) end)
+    writefile(file, string.rep("z", 16 * 1024 * 1024 + 1))
+    local _, status = request(srv, "/echo", "--data-binary @" .. q(file))
+    assert.are.equal(413, status)
+    stop_cleanly(srv)
+  end)
+
+  it("serves 300 connections at once", function ()
+    local srv = start(scripts .. "concurrent.lua")
+    local args = {"-Z --parallel-immediate --parallel-max 300 -w '%{http_code}\\n'"}
+    for i = 1, 300 do args[#args + 1] = "-o /dev/null " .. q(srv.base .. "/c" .. i) end
+    local t0 = system.monotime()
+    local out, code = curl(table.concat(args, " "))
+    local secs = system.monotime() - t0
+    assert.are.equal(0, code)
+    local _, n = out:gsub("200\n", "")
+    assert.are.equal(300, n)
+    assert.is_true(secs < 5, "300 half-second requests took " .. secs .. " s")
+    assert.are.equal(300, #requests_seen(srv))
+    stop_cleanly(srv)
+  end)
+end)
