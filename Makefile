@@ -73,7 +73,7 @@ $(BUILD)/luaretry: $(CLI_OBJ) $(BUILD)/libluaretry.a
 
 $(BUILD)/luaretry.pc: Makefile
 	@mkdir -p $(BUILD)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry\nDescription: retry policy engine with sandboxed Lua policies\nVersion: %s\nRequires.private: lua5.4 libcurl\nLibs: -L$${libdir} -lluaretry\nLibs.private: -lm -pthread\nCflags: -I$${includedir}\n' \
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry\nDescription: retry policy engine with sandboxed Lua policies\nVersion: %s\nRequires: libcurl\nRequires.private: lua5.4\nLibs: -L$${libdir} -lluaretry\nLibs.private: -lm -pthread\nCflags: -I$${includedir}\n' \
 	  "$(PREFIX)" "$$(sed -n 's/#define LUARETRY_VERSION "\(.*\)"/\1/p' core/luaretry.h)" > $@
 
 $(BUILD)/test_%: spec/c/test_%.c $(BUILD)/libluaretry.a spec/c/check.h
@@ -108,8 +108,10 @@ test: deps
 
 bench: all $(BUILD)/bench_decide
 	./$(BUILD)/bench_decide
+	bash spec/bench/run_vs_curl.sh
 
 install: deps
+	rm -rf build/install  # objects and luaretry.pc hold the prefix: rebuild for this one
 	$(MAKE) BUILD=build/install DATADIR=$(PREFIX)/share/luaretry PREFIX=$(PREFIX) all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/luaretry/lua \

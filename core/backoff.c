@@ -19,6 +19,23 @@ static double power(double base, uint64_t n) {
   return result;
 }
 
+/* The first retry whose raw exponential delay passes max: from there on
+ * the wait is the cap, with no power to take (a binary search, as the
+ * delay grows with n). */
+void lr_backoff_prepare(lr_backoff *b) {
+  b->capped_from = UINT64_MAX;
+  if (b->kind != LUARETRY_BACKOFF_EXPONENTIAL || b->initial <= 0 || b->multiplier <= 1)
+    return;
+  uint64_t lo = 0, hi = UINT64_MAX;  /* raw(hi) > max; raw(n) for n < lo is not */
+  if (!(b->initial * power(b->multiplier, hi) > b->max)) return;
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (b->initial * power(b->multiplier, mid) > b->max) hi = mid;
+    else lo = mid + 1;
+  }
+  b->capped_from = lo;
+}
+
 double lr_backoff_raw(const lr_backoff *b, uint64_t n) {
   switch (b->kind) {
   case LUARETRY_BACKOFF_CONSTANT:
@@ -27,6 +44,7 @@ double lr_backoff_raw(const lr_backoff *b, uint64_t n) {
     return b->initial + b->step * (double)n;
   case LUARETRY_BACKOFF_EXPONENTIAL:
     if (b->initial == 0) return 0;  /* 0 * inf would be NaN */
+    if (n >= b->capped_from) return INFINITY;
     return b->initial * power(b->multiplier, n);
   case LUARETRY_BACKOFF_SCRIPT:
     break;

@@ -24,7 +24,6 @@ struct luaretry_call {
   luaretry_reason reason;
   luaretry_observer_fn observer;
   void *observer_ud;
-  char rule[320];
   char message[512];
   char errmsg[512];
 };
@@ -182,8 +181,7 @@ static void stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
   d->wait = 0;
   d->next_timeout = 0;
   d->wait_source = LUARETRY_WAIT_NONE;
-  lr_strlcpy(c->rule, rule, sizeof c->rule);
-  d->rule = c->rule;
+  d->rule = rule;  /* static, or owned by the policy: no copy per decision */
 }
 
 /* The wait a transient outcome earns before any server hint; 0 on success,
@@ -314,8 +312,7 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
   d->wait = w;
   d->wait_source = src;
   d->next_timeout = c->next_timeout = timeout_at(r, d->elapsed + w);
-  lr_strlcpy(c->rule, v.rule, sizeof c->rule);
-  d->rule = c->rule;
+  d->rule = v.rule;
   if (c->judge.on_retry) d->hook_error = c->judge.on_retry(c->judge.ud, o, d);
   return LUARETRY_OK;
 }

@@ -437,7 +437,7 @@ static int parse_run(int argc, char **argv, run_args *a) {
       else if (strcmp(s, "--log-json") == 0) a->log_json = v;
       else if (strcmp(s, "-H") == 0) {
         if (a->nheaders == 128) return cli_usage("run: too many -H", NULL);
-        if (!strchr(v, ':') && v[strlen(v) - 1] != ';')
+        if (!strchr(v, ':') && (!v[0] || v[strlen(v) - 1] != ';'))
           return cli_usage("run: -H '%s': expected 'Name: value'", v);
         a->headers[a->nheaders++] = v;
       } else if (strcmp(s, "--set") == 0) {
@@ -517,7 +517,7 @@ int cli_run(int argc, char **argv) {
   }
 
   upload up = { 0 };
-  output out;
+  output out = { .path = NULL };  /* output_close() runs even when upload_open() failed */
   int ready = (!a.data || upload_open(&up, a.data) == 0) && output_open(&out, a.output) == 0;
   luaretry_call *c = NULL;
   luaretry_decision final;

@@ -340,13 +340,42 @@ static int conn_flush (lr_faults *f, conn *c) {
   return 1;
 }
 
+/* With `to` NULL, stores in offs where each pointer of r lies in the
+ * buffer `from` (SIZE_MAX: elsewhere, e.g. the static ""); with `to`, points
+ * them into `to` at the same offsets. */
+static void rebase (lr_http_req *r, const char *from, size_t cap, size_t *offs,
+                    char *to) {
+  const char **ptrs[3 + 2 * LR_HTTP_MAX_HEADERS];
+  size_t n = 0;
+  ptrs[n++] = &r->method;
+  ptrs[n++] = &r->path;
+  ptrs[n++] = &r->query;
+  for (size_t i = 0; i < r->nheaders; i++) {
+    ptrs[n++] = (const char **)&r->headers[i].name;
+    ptrs[n++] = (const char **)&r->headers[i].value;
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (!to) {
+      uintptr_t at = (uintptr_t)*ptrs[i], base = (uintptr_t)from;
+      offs[i] = *ptrs[i] && from && at >= base && at < base + cap ? at - base : SIZE_MAX;
+    } else if (offs[i] != SIZE_MAX) {
+      *ptrs[i] = to + offs[i];
+    }
+  }
+}
+
 static void conn_read (lr_faults *f, conn *c) {
   ssize_t n;
   if (c->incap - c->inlen < READ_MIN && c->incap < IN_MAX) {
     size_t cap = c->incap ? c->incap * 2 : READ_MIN * 2;
     char *p;
     if (cap > IN_MAX) cap = IN_MAX;
+    /* The request parsed so far points into c->in: keep those pointers
+     * as offsets across the realloc, which may move the buffer. */
+    size_t offsets[3 + 2 * LR_HTTP_MAX_HEADERS];
+    rebase(&c->req, c->in, c->incap, offsets, NULL);
     if ((p = realloc(c->in, cap)) == NULL) { conn_close(f, c, 0); return; }
+    rebase(&c->req, NULL, cap, offsets, p);
     c->in = p;
     c->incap = cap;
   }

@@ -49,7 +49,11 @@ typedef struct {
   luaretry_jitter jitter;
   double jitter_max;
   int cap_jitter;
+  uint64_t capped_from;   /* set by lr_backoff_prepare */
 } lr_backoff;
+
+/* Completes *b once its fields are set (precomputes where the cap starts). */
+void lr_backoff_prepare(lr_backoff *b);
 
 /* The raw delay d for retry n (n = 0 before the second attempt), without
  * cap or jitter; finite or +inf, never NaN or negative. */

@@ -234,7 +234,8 @@ typedef struct {
   double elapsed;             /* seconds since the call began */
   luaretry_wait_source wait_source;
   const char *rule;           /* what decided: "policies/http.lua:12",
-                                 "default", "deadline", "max_attempts" ... */
+                                 "default", "deadline", "max_attempts" ...;
+                                 valid until the policy is freed or reloaded */
   const char *message;        /* policy error detail, or NULL */
   const char *hook_error;     /* on_retry failed (decision unchanged), or NULL */
 } luaretry_decision;

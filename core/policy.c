@@ -588,6 +588,7 @@ static int validate(lr_check *ck, lr_rules *r, luaretry_tuning *t) {
       warn_at(ck, F_B_CAP_JITTER, "has no effect unless jitter is \"additive\"");
   }
 
+  lr_backoff_prepare(b);
   t->max_attempts = r->max_attempts;
   t->deadline = r->deadline;
   t->attempt_timeout = r->attempt_timeout;
@@ -617,7 +618,8 @@ static int apply_overrides(luaretry_policy *p, lr_field *fields, char *errors,
     const char *v = o->value;
     enum kind kind = FIELDS[i].kind;
     char *end;
-    if (strcmp(v, "none") == 0 || strcmp(v, "nil") == 0) {
+    /* "none" unsets a value, except where it is a value: jitter = "none" */
+    if (kind != K_JITTER && (strcmp(v, "none") == 0 || strcmp(v, "nil") == 0)) {
       f->type = LUA_TNIL;
     } else if (kind == K_BOOL && (strcmp(v, "true") == 0 || strcmp(v, "false") == 0)) {
       f->type = LUA_TBOOLEAN;

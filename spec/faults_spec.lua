@@ -96,7 +96,7 @@ end
 -- curl: stdout, exit code, stderr.
 local function curl (args)
   local errfile = os.tmpname()
-  local out, code = sh("curl -sS --max-time 10 " .. args .. " 2>" .. q(errfile))
+  local out, code = sh("env -u LD_PRELOAD curl -sS --max-time 10 " .. args .. " 2>" .. q(errfile))
   local err = readfile(errfile)
   os.remove(errfile)
   return out, code, err
@@ -175,7 +175,7 @@ describe("faults server", function ()
     local srv = start(scripts .. "basic.lua")
     local slowfile = os.tmpname()
     cleanup(function () os.remove(slowfile) end)
-    os.execute("curl -s --max-time 5 -o /dev/null -w '%{http_code} %{time_total}' " ..
+    os.execute("env -u LD_PRELOAD curl -s --max-time 5 -o /dev/null -w '%{http_code} %{time_total}' " ..
                q(srv.base .. "/slow") .. " >" .. q(slowfile) .. " 2>&1 &")
     -- the log itself is served while /slow is pending
     local deadline, pending = system.monotime() + 3, false

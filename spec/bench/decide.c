@@ -264,10 +264,15 @@ int main(void) {
   printf("%-46s %11.1f ns\n", "(a) engine decision, Lua is_transient", best_a);
   printf("%-46s %11.1f ns\n", "(b) engine decision, C classifier", best_b);
   printf("%-46s %11.1f ns\n", "(c) bare lua_pcall of is_transient", best_c);
-  printf("%-46s %13.2fx   <= %.1fx  %s\n", "engine overhead (a)/(c)", overhead,
-         TARGET_OVERHEAD, verdict(overhead <= TARGET_OVERHEAD));
-  printf("%-46s %11.1f ns   (%.2fx (c))\n", "(d) (c) with count hook + C trampoline",
+  printf("%-46s %11.1f ns   (%.2fx (c))\n", "(d) (c) in a sandboxed state: hook + trampoline",
          best_d, best_d / best_c);
+  /* Two readings of the target: against a pcall in the same sandboxed
+   * state (the limit the issue requires is part of the baseline), and
+   * against a pcall in a plain state (the limit counted as overhead). */
+  printf("%-46s %13.2fx   <= %.1fx  %s\n", "engine over sandboxed pcall (a)/(d)",
+         best_a / best_d, TARGET_OVERHEAD, verdict(best_a / best_d <= TARGET_OVERHEAD));
+  printf("%-46s %13.2fx   <= %.1fx  %s\n", "engine over plain pcall (a)/(c)", overhead,
+         TARGET_OVERHEAD, verdict(overhead <= TARGET_OVERHEAD));
   printf("%-46s %11.1f ns\n", "engine's own work (a)-(d)", best_a - best_d);
 
   luaretry_call_free(lua_loop.c);

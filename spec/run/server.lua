@@ -1,0 +1,30 @@
+-- spec/run/server.lua: the fault server script behind spec/run_spec.lua,
+-- one route per behaviour (req.count is per path; specs reset the server
+-- between tests through POST /_faults/reset).
+local body200 = "the 200 body\0with \r\n and \255\254 bytes\n"
+
+local function retry_after_date()
+  -- an HTTP-date two to three seconds ahead (whole seconds)
+  return {status = 503, headers = {["Retry-After"] =
+    os.date("!%a, %d %b %Y %H:%M:%S GMT", os.time() + 3)}, body = "later\n"}
+end
+
+respond = routes{
+  ["/flaky"] = sequence{
+    {status = 503, body = "busy 1\n"},
+    {status = 503, body = "busy 2\n"},
+    {status = 200, body = body200},
+  },
+  ["/always503"] = {status = 503, body = "busy\n"},
+  ["/notfound"] = {status = 404, body = "no such thing\n"},
+  ["/hang"] = {hang = true},
+  ["/ra-seconds"] = sequence{
+    {status = 503, headers = {["Retry-After"] = "2"}, body = "later\n"},
+    {status = 200, body = "done\n"},
+  },
+  ["/ra-date"] = sequence{retry_after_date, {status = 200, body = "done\n"}},
+  ["/ra-long"] = {status = 503, headers = {["Retry-After"] = "3600"}, body = "much later\n"},
+  ["/reset-then-ok"] = sequence{{reset = true}, {status = 200, body = "ok\n"}},
+  ["/new"] = {status = 200, body = "new content\n"},
+  default = {status = 200, body = "default\n"},
+}

@@ -1,0 +1,274 @@
+-- spec/support/proc.lua: running build/luaretry (and other commands) from
+-- specs, and the fault server as a real process stopped by its PID.
+--
+--   local proc = require "support.proc"   -- package.path must reach spec/
+--   local srv = proc.server("spec/run/always503.lua")   -- stopped by PID
+--   local r = proc.run({"run", "policies/http.lua", srv.base .. "/x"})
+--   r.code, r.stdout, r.stderr, r.secs
+--
+-- Every wait here is bounded in count and time.
+local system = require "system"
+local cjson = require "cjson"
+
+local M = {}
+
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec/support"
+M.root = here:gsub("/spec/support$", ""):gsub("^spec/support$", ".")
+M.bin = os.getenv("LUARETRY_BIN") or (M.root .. "/build/luaretry")
+M.json = cjson
+M.null = cjson.null
+M.now = system.monotime
+M.sleep = system.sleep
+
+function M.q(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+function M.readfile(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+function M.writefile(path, data)
+  local f = assert(io.open(path, "wb"))
+  assert(f:write(data))
+  assert(f:close())
+end
+
+-- Runs a shell command line; its exit code ("exit" status, or 128+N when
+-- killed by signal N).
+function M.sh(cmdline)
+  local ok, how, code = os.execute(cmdline)
+  if how == "signal" then return 128 + code end
+  return code or (ok and 0 or -1)
+end
+
+-- A fresh temporary directory, removed by M.rmtree.
+function M.tmpdir()
+  local path = os.tmpname()
+  os.remove(path)
+  assert(M.sh("mkdir -m 700 " .. M.q(path)) == 0, "mkdir " .. path)
+  return path
+end
+
+function M.rmtree(path)
+  if path and path:match("^/tmp/") then M.sh("rm -rf " .. M.q(path)) end
+end
+
+function M.ls(dir)
+  local names = {}
+  local p = io.popen("ls -A " .. M.q(dir))
+  for line in p:lines() do names[#names + 1] = line end
+  p:close()
+  table.sort(names)
+  return names
+end
+
+-- Runs build/luaretry with the argument list (strings, quoted here; a
+-- table {raw = "..."} goes to the shell as is).  Returns {code, stdout,
+-- stderr, secs}.  opts: bin, timeout (seconds), plain.
+function M.run(args, opts)
+  opts = opts or {}
+  local words = {}
+  for _, a in ipairs(args) do
+    words[#words + 1] = type(a) == "table" and a.raw or M.q(a)
+  end
+  local out, err = os.tmpname(), os.tmpname()
+  local cmd = M.q(opts.bin or M.bin) .. " " .. table.concat(words, " ") ..
+              " </dev/null >" .. M.q(out) .. " 2>" .. M.q(err)
+  if opts.timeout then cmd = "timeout -s KILL " .. opts.timeout .. " " .. cmd end
+  -- plain: not under the sanitizer runtime `make test` preloads (for
+  -- programs that are not built with it)
+  if opts.plain then cmd = "env -u LD_PRELOAD " .. cmd
+  -- `make test` turns leak checks off for the interpreter it preloads the
+  -- sanitizer into; our own programs get them back.
+  elseif os.getenv("ASAN_OPTIONS") then cmd = "env ASAN_OPTIONS=detect_leaks=1 " .. cmd end
+  local t0 = system.monotime()
+  local code = M.sh(cmd)
+  local secs = system.monotime() - t0
+  local r = { code = code, stdout = M.readfile(out), stderr = M.readfile(err), secs = secs }
+  os.remove(out)
+  os.remove(err)
+  return r
+end
+
+-- The lines of a string, without their newlines.
+function M.lines(s)
+  local t = {}
+  for line in (s or ""):gmatch("([^\n]*)\n") do t[#t + 1] = line end
+  return t
+end
+
+-- FNV-1a 64, as the fault server's body_hash.
+function M.fnv1a(s)
+  local h = 0xcbf29ce484222325
+  for i = 1, #s do h = (h ~ s:byte(i)) * 0x100000001b3 end
+  return string.format("%016x", h)
+end
+
+-- n bytes of every value, from a fixed generator (same bytes every run).
+function M.varied_bytes(n)
+  local t, x = {}, 0x2545F491
+  for i = 1, n do
+    x = (x * 1103515245 + 12345) & 0x7fffffff
+    t[i] = string.char((x >> 16) & 0xff)
+  end
+  return table.concat(t)
+end
+
+---------------------------------------------------------------- processes
+
+local function alive(pid)
+  local stat = M.readfile("/proc/" .. pid .. "/stat")
+  return stat ~= nil and stat:match(".*%) (%a)") ~= "Z"
+end
+M.alive = alive
+
+-- Sends SIGTERM, then SIGKILL after `grace` seconds; waits (bounded) until
+-- the process is gone.
+function M.kill(pid, grace)
+  if not pid then return end
+  M.sh("kill " .. pid .. " 2>/dev/null")
+  local deadline = system.monotime() + (grace or 3)
+  while alive(pid) and system.monotime() < deadline do system.sleep(0.01) end
+  if alive(pid) then
+    M.sh("kill -KILL " .. pid .. " 2>/dev/null")
+    deadline = system.monotime() + 2
+    while alive(pid) and system.monotime() < deadline do system.sleep(0.01) end
+  end
+end
+
+-- Waits (bounded) until pred() is true; returns its last value.
+function M.wait_for(pred, seconds)
+  local deadline = system.monotime() + (seconds or 5)
+  local v = pred()
+  while not v and system.monotime() < deadline do
+    system.sleep(0.005)
+    v = pred()
+  end
+  return v
+end
+
+---------------------------------------------------------------- the fault server
+
+local Server = {}
+Server.__index = Server
+
+-- curl only looks at the server; it never runs under the sanitizer
+-- runtime that `make test` preloads (curl hangs with libasan preloaded).
+local CURL = "env -u LD_PRELOAD curl -sS --max-time 5 "
+
+-- Starts `luaretry faults --listen 127.0.0.1:0 SCRIPT` in the background.
+-- The caller must stop it: srv:stop() (in a finally or after_each).
+function M.server(script, opts)
+  opts = opts or {}
+  local dir = M.tmpdir()
+  local srv = setmetatable({ dir = dir, script = script }, Server)
+  local pidfile, out, err = dir .. "/pid", dir .. "/out", dir .. "/err"
+  M.sh("sh -c " .. M.q("exec " .. M.q(opts.bin or M.bin) .. " faults --listen 127.0.0.1:0 " ..
+       M.q(script) .. " >" .. M.q(out) .. " 2>" .. M.q(err) .. " </dev/null & echo $! > " ..
+       M.q(pidfile)))
+  srv.pid = tonumber(M.readfile(pidfile) or "")
+  local line = M.wait_for(function ()
+    local s = M.readfile(out)
+    return s and s:match("listening on 127%.0%.0%.1:%d+\n")
+  end, 10)
+  if not (srv.pid and line) then
+    local why = (M.readfile(err) or "") .. (M.readfile(out) or "")
+    srv:stop()
+    error("fault server did not start: " .. why, 2)
+  end
+  srv.port = tonumber(line:match(":(%d+)"))
+  srv.base = "http://127.0.0.1:" .. srv.port
+  return srv
+end
+
+function Server:stop()
+  if self.stopped then return end
+  self.stopped = true
+  M.kill(self.pid)
+  M.rmtree(self.dir)
+end
+
+-- The requests the server saw (GET /_faults/requests), decoded.
+function Server:requests()
+  local body = M.readfile_cmd(CURL .. M.q(self.base .. "/_faults/requests"))
+  return cjson.decode(body)
+end
+
+-- Requests seen on one path.
+function Server:requests_on(path)
+  local t = {}
+  for _, r in ipairs(self:requests()) do
+    if r.path == path then t[#t + 1] = r end
+  end
+  return t
+end
+
+function Server:reset()
+  M.readfile_cmd(CURL .. "-X POST " .. M.q(self.base .. "/_faults/reset"))
+end
+
+---------------------------------------------------------------- background runs
+
+local Job = {}
+Job.__index = Job
+
+-- Starts build/luaretry with args in the background under a small bash
+-- wrapper that records, without forking, the instant `wait` returned and
+-- the exit status.  job:stop() (in a finally) kills it by PID if it is
+-- still running.
+function M.spawn(args, dir)
+  local words = {}
+  for _, a in ipairs(args) do words[#words + 1] = M.q(a) end
+  local job = setmetatable({ dir = dir }, Job)
+  local f = function (name) return M.q(dir .. "/" .. name) end
+  local script = "export LC_ALL=C; " .. M.q(M.bin) .. " " .. table.concat(words, " ") ..
+    " </dev/null >" .. f("job.out") .. " 2>" .. f("job.err") .. " & " ..
+    "echo $! > " .. f("job.pid.tmp") .. "; mv " .. f("job.pid.tmp") .. " " .. f("job.pid") .. "; " ..
+    "wait $!; s=$?; t=$EPOCHREALTIME; " ..
+    "echo \"$s $t\" > " .. f("job.end.tmp") .. "; mv " .. f("job.end.tmp") .. " " .. f("job.end")
+  M.sh("bash -c " .. M.q(script) .. " >/dev/null 2>&1 &")
+  job.pid = tonumber(M.wait_for(function () return M.readfile(dir .. "/job.pid") end, 5) or "")
+  assert(job.pid, "the background run did not start")
+  return job
+end
+
+-- Sends a signal; returns the instant (epoch seconds, as the wrapper's).
+function Job:signal(sig)
+  local tfile = self.dir .. "/job.sig"
+  M.sh("bash -c " .. M.q("export LC_ALL=C; t=$EPOCHREALTIME; kill -" .. sig .. " " .. self.pid ..
+       "; echo $t > " .. M.q(tfile)))
+  return tonumber(M.readfile(tfile))
+end
+
+-- Waits (bounded) for the run to end: exit status and the instant it ended,
+-- or nil when it did not end in time.
+function Job:wait(seconds)
+  local s = M.wait_for(function () return M.readfile(self.dir .. "/job.end") end, seconds or 5)
+  if not s then return nil end
+  local code, t = s:match("^(%d+) ([%d.]+)")
+  self.done = true
+  return tonumber(code), tonumber(t)
+end
+
+function Job:stdout() return M.readfile(self.dir .. "/job.out") end
+function Job:stderr() return M.readfile(self.dir .. "/job.err") end
+
+function Job:stop()
+  if not self.done and M.alive(self.pid) then M.kill(self.pid, 1) end
+  self.done = true
+end
+
+-- The standard output of a short command.
+function M.readfile_cmd(cmdline)
+  local p = io.popen(cmdline, "r")
+  local s = p:read("a")
+  p:close()
+  return s
+end
+
+return M
