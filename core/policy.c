@@ -23,13 +23,13 @@
 
 enum kind {
   K_STRING, K_COUNT, K_SECONDS, K_SECONDS0, K_BOOL, K_BYTES, K_FUNCTION,
-  K_BACKOFF, K_KIND, K_JITTER, K_MULTIPLIER, K_GUARD, K_HOST
+  K_BACKOFF, K_KIND, K_JITTER, K_MULTIPLIER, K_GUARD, K_HOST, K_OPTIONS
 };
 
 enum {
   F_NAME, F_MAX_ATTEMPTS, F_DEADLINE, F_ATTEMPT_TIMEOUT, F_RETRY_AFTER,
   F_MAX_RETRY_AFTER, F_BODY_LIMIT, F_BACKOFF, F_IS_TRANSIENT, F_IS_SUCCESS,
-  F_IS_IDEMPOTENT, F_PREPARE, F_ON_RETRY, F_RUN, F_BUDGET, F_BREAKER,
+  F_IS_IDEMPOTENT, F_PREPARE, F_ON_RETRY, F_RUN, F_BUDGET, F_BREAKER, F_OPTIONS,
   F_INSTRUCTION_LIMIT, F_MEMORY_LIMIT,
   F_B_KIND, F_B_INITIAL, F_B_MULTIPLIER, F_B_MAX, F_B_STEP, F_B_JITTER,
   F_B_JITTER_MAX, F_B_CAP_JITTER,
@@ -54,6 +54,7 @@ static const struct { const char *name; enum kind kind; } FIELDS[F_COUNT] = {
   [F_RUN] = { "run", K_FUNCTION },
   [F_BUDGET] = { "budget", K_GUARD },
   [F_BREAKER] = { "breaker", K_GUARD },
+  [F_OPTIONS] = { "options", K_OPTIONS },
   [F_INSTRUCTION_LIMIT] = { "instruction_limit", K_HOST },
   [F_MEMORY_LIMIT] = { "memory_limit", K_HOST },
   [F_B_KIND] = { "backoff.kind", K_KIND },
@@ -90,7 +91,8 @@ struct luaretry_policy {
   char source[1024];
   lr_field fields[F_COUNT];        /* as the script set them */
   int ref_is_transient, ref_is_success, ref_on_retry, ref_backoff, ref_info;
-  int ref_is_idempotent, ref_prepare;
+  int ref_is_idempotent, ref_prepare, ref_options;
+  const char *cur_option_name, *cur_option_value;
   char rule_is_idempotent[1100];
   /* prepare()'s request, copied out of Lua */
   char *prep_method, *prep_url, *prep_body;
@@ -212,7 +214,7 @@ typedef struct {
   size_t warning_count;
   char chunk_src[1024];    /* short_src, for messages */
   int line_is_transient, line_is_success, line_backoff, line_is_idempotent;
-  int ref_info;
+  int ref_info, ref_options;
   int syntax_error;
   int io_error;             /* the file opened but cannot be read */
 } lr_load;
@@ -299,6 +301,50 @@ static int function_line(lua_State *L, int idx) {
 
 static int info_index(lua_State *L);
 
+/* options[name] = value, typed by the script's default; raises on an
+ * unknown option or a value of the wrong type. */
+static void set_option(lua_State *L, int opts, const char *name, const char *value) {
+  int t = lua_getfield(L, opts, name);
+  lua_pop(L, 1);
+  if (t == LUA_TBOOLEAN && (strcmp(value, "true") == 0 || strcmp(value, "false") == 0)) {
+    lua_pushboolean(L, value[0] == 't');
+  } else if (t == LUA_TNUMBER) {
+    char *end;
+    double d = strtod(value, &end);
+    if (end == value || *end || !isfinite(d))
+      luaL_error(L, "--set options.%s: expected a number, got \"%s\"", name, value);
+    lua_pushnumber(L, d);
+  } else if (t == LUA_TSTRING) {
+    lua_pushstring(L, value);
+  } else if (t == LUA_TBOOLEAN) {
+    luaL_error(L, "--set options.%s: expected true or false, got \"%s\"", name, value);
+  } else {
+    /* name the options there are, so a typo is easy to see */
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    lua_pushnil(L);
+    while (lua_next(L, opts)) {
+      lua_pop(L, 1);
+      if (lua_type(L, -1) != LUA_TSTRING) continue;
+      if (luaL_bufflen(&b)) luaL_addstring(&b, ", ");
+      lua_pushvalue(L, -1);
+      luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);
+    luaL_error(L, "--set options.%s: %s (the script's options: %s)", name,
+               t == LUA_TNIL ? "unknown option" : "only booleans, numbers and strings can be set",
+               lua_tostring(L, -1));
+  }
+  lua_setfield(L, opts, name);
+}
+
+static int set_option_protected(lua_State *L) {
+  luaretry_policy *p = lua_touserdata(L, 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p->ref_options);
+  set_option(L, lua_gettop(L), p->cur_option_name, p->cur_option_value);
+  return 0;
+}
+
 static int load_protected(lua_State *L) {
   lr_load *ld = lua_touserdata(L, 1);
   lua_settop(L, 0);
@@ -371,6 +417,18 @@ static int load_protected(lua_State *L) {
     read_field(L, &ld->fields[i], line);
   }
   unknown_names(L, ld, src, from_table ? 0 : 1, lines, 0, 0);
+
+  /* The script's own settings, and the overrides of them. */
+  lua_getfield(L, src, "options");
+  int has_options = lua_type(L, -1) == LUA_TTABLE;
+  for (size_t k = 0; k < ld->p->override_count; k++) {
+    const lr_override *o = &ld->p->overrides[k];
+    if (strncmp(o->name, "options.", 8) != 0) continue;
+    if (!has_options)
+      return luaL_error(L, "--set %s: %s declares no options", o->name, ld->chunk_src);
+    set_option(L, lua_gettop(L), o->name + 8, o->value);
+  }
+  ld->ref_options = has_options ? luaL_ref(L, LUA_REGISTRYINDEX) : (lua_pop(L, 1), 0);
 
   /* info: a read-only proxy whose fields are read from the decision in
    * progress, so an is_transient that ignores it costs nothing. */
@@ -490,6 +548,10 @@ static int check_field(lr_check *ck, int i) {
   case K_JITTER:
     if (f->type == LUA_TSTRING && enum_index(JITTER_NAMES, f->str) >= 0) return 1;
     bad(ck, i, "\"none\", \"additive\", \"full\", \"equal\" or \"decorrelated\"");
+    return -1;
+  case K_OPTIONS:
+    if (f->type == LUA_TTABLE) return 1;
+    bad(ck, i, "a table of the script's own settings");
     return -1;
   case K_GUARD: {
     char w[1200];
@@ -612,6 +674,7 @@ static int apply_overrides(luaretry_policy *p, lr_field *fields, char *errors,
   for (size_t k = 0; k < p->override_count; k++) {
     const lr_override *o = &p->overrides[k];
     int i = field_index(o->name);
+    if (i < 0) continue;  /* options.NAME: applied in the script's state */
     lr_field *f = &fields[i];
     memset(f, 0, sizeof *f);
     f->from_set = 1;
@@ -727,6 +790,9 @@ static int compose(luaretry_policy *p, const lr_field *script_fields,
     failed = validate(&ck, &rules, &tuning) != 0;
   }
   if (failed) {
+    /* A failed load reports everything at once: the errors, then what
+     * would have been warnings (a typo'd name is often the cause). */
+    for (size_t i = 0; i < count; i++) add_error(errors, sizeof errors, "%s", warnings[i]);
     free_warnings(warnings, &count);
     lr_strlcpy(p->errmsg, errors, sizeof p->errmsg);
     return -1;
@@ -802,6 +868,7 @@ static luaretry_code load(luaretry_policy *p, const char *path,
       p->ref_on_retry = ld->refs[F_ON_RETRY];
       p->ref_is_idempotent = ld->refs[F_IS_IDEMPOTENT];
       p->ref_prepare = ld->refs[F_PREPARE];
+      p->ref_options = ld->ref_options;
       p->ref_backoff = ld->refs[F_BACKOFF];
       p->ref_headers = LUA_NOREF;
       lr_strlcpy(p->source, chunk, sizeof p->source);
@@ -847,6 +914,7 @@ luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
   if (!p || !name || !value) return LUARETRY_E_ARG;
   p->errmsg[0] = '\0';
   int i = field_index(name);
+  int option = strncmp(name, "options.", 8) == 0 && name[8];
   if (i == F_INSTRUCTION_LIMIT || i == F_MEMORY_LIMIT) {
     double d;
     if (parse_limit(value, i == F_MEMORY_LIMIT ? 65536 : 1000, &d) != 0) {
@@ -865,7 +933,8 @@ luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
     }
     return LUARETRY_OK;
   }
-  if (i < 0 || FIELDS[i].kind == K_FUNCTION || i == F_BACKOFF || FIELDS[i].kind == K_GUARD) {
+  if (!option && (i < 0 || FIELDS[i].kind == K_FUNCTION || i == F_BACKOFF ||
+                  FIELDS[i].kind == K_GUARD || FIELDS[i].kind == K_OPTIONS)) {
     const char *near = i < 0 ? closest_field(name, strncmp(name, "backoff.", 8) ? "" : "backoff.") : NULL;
     if (i >= 0)
       lr_fmt(p->errmsg, sizeof p->errmsg, "--set %s: can only be set in the script", name);
@@ -891,6 +960,24 @@ luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
   if (k == p->override_count) p->override_count++;
   if (!p->sb) return LUARETRY_OK;  /* checked at load */
   /* Loaded: validate now, keep the policy as it was when refused. */
+  if (option) {
+    luaretry_code rc = LUARETRY_E_ARG;
+    if (!p->ref_options)
+      lr_fmt(p->errmsg, sizeof p->errmsg, "--set %s: %s declares no options", name, p->source);
+    else {
+      p->cur_option_name = name + 8;
+      p->cur_option_value = value;
+      char err[512];
+      rc = lr_sandbox_call(p->sb, set_option_protected, p, 0, LUARETRY_E_ARG, err, sizeof err);
+      if (rc != LUARETRY_OK) lr_strlcpy(p->errmsg, err, sizeof p->errmsg);
+    }
+    if (rc != LUARETRY_OK) {
+      p->overrides[k] = saved;
+      p->override_count = saved_count;
+      return LUARETRY_E_ARG;
+    }
+    return LUARETRY_OK;
+  }
   if (compose(p, p->fields, p->source, p->load_warnings, p->load_warning_count) != 0) {
     p->overrides[k] = saved;
     p->override_count = saved_count;
