@@ -8,7 +8,7 @@ BUILD ?= build
 SAN ?=
 CC ?= gcc
 
-DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted curl lua-cjson
+DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted lua-dkjson curl lua-cjson
 LUA_CFLAGS = $(shell pkg-config --cflags lua5.4 2>/dev/null)
 LUA_LIBS = $(shell pkg-config --libs lua5.4 2>/dev/null)
 CURL_CFLAGS = $(shell pkg-config --cflags libcurl 2>/dev/null)
@@ -25,7 +25,7 @@ endif
 DATADIR ?= $(CURDIR)
 CFLAGS_ALL = $(WARN) $(OPT) -fPIC -pthread $(LUA_CFLAGS) -DLUARETRY_DATADIR='"$(DATADIR)"' $(CFLAGS)
 
-ENGINE = clock rng backoff call sandbox policy
+ENGINE = clock rng backoff call sandbox policy workflow
 ENGINE_OBJ = $(ENGINE:%=$(BUILD)/obj/%.o)
 LIB_OBJ = $(ENGINE_OBJ) $(BUILD)/obj/curl.o
 HEADERS = core/luaretry.h core/luaretry_curl.h core/internal.h core/sandbox.h core/cli.h core/faults.h

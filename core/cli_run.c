@@ -393,11 +393,35 @@ static luaretry_code run_command(void *ud, luaretry_call *c, int attempt, double
   return cmd->failed ? LUARETRY_E_NOMEM : LUARETRY_OK;
 }
 
+/* ---- run POLICY [ARGS...]: the script's run(http, args), retried whole */
+
+typedef struct {
+  luaretry_policy *p;
+  const char *const *args;
+  int nargs;
+  luaretry_curl_transport *transport;
+  const char *body;        /* the last run's, valid until the next */
+  size_t body_len;
+} run_workflow;
+
+static luaretry_code workflow_attempt(void *ud, luaretry_call *c, int attempt, double timeout,
+                                      luaretry_outcome *o) {
+  (void)c, (void)attempt;
+  run_workflow *wf = ud;
+  luaretry_code rc = luaretry_policy_run_workflow(wf->p, wf->args, wf->nargs,
+                                                  luaretry_curl_transport_perform,
+                                                  wf->transport, timeout, o);
+  if (rc == LUARETRY_OK) wf->body = o->body, wf->body_len = o->body_len;
+  return rc;
+}
+
 /* ---- the command */
 
 typedef struct {
   const char *policy;
   const char *url;
+  char *words[64];         /* after POLICY: the URL, or run()'s arguments */
+  int nwords;
   char **command;
   const char *method;
   const char *data;
@@ -456,13 +480,11 @@ static int parse_run(int argc, char **argv, run_args *a) {
     }
     if (s[0] == '-' && s[1]) return cli_usage("run: unknown option %s", s);
     if (!a->policy) a->policy = s;
-    else if (!a->url) a->url = s;
-    else return cli_usage("run: unexpected argument %s", s);
+    else if (a->nwords < 64) a->words[a->nwords++] = s;
+    else return cli_usage("run: too many arguments", NULL);
   }
   if (!a->policy) return cli_usage("run: which POLICY?", NULL);
-  if (!a->url && !a->command)
-    return cli_usage("run: a URL or -- COMMAND is needed (workflows come with run())", NULL);
-  if (a->url && a->command) return cli_usage("run: a URL or a COMMAND, not both", NULL);
+  if (a->nwords && a->command) return cli_usage("run: a URL or a COMMAND, not both", NULL);
   if (a->command && (a->method || a->data || a->nheaders || a->output))
     return cli_usage("run: -X, -H, -d and -o are for URLs, not commands", NULL);
   return 0;
@@ -488,22 +510,36 @@ int cli_run(int argc, char **argv) {
   run_args a;
   int status = parse_run(argc, argv, &a);
   if (status) return status;
-  char why[256];
-  if (a.url && !valid_url(a.url, why, sizeof why))
-    return cli_usage("run: bad URL: %s", why);
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
     fprintf(stderr, "luaretry: cannot initialise libcurl\n");
     return EXIT_POLICY;
   }
   luaretry_policy *p = cli_load_policy(a.policy, a.sets, a.nsets, a.verbosity > 0);
   if (!p) { curl_global_cleanup(); return EXIT_POLICY; }
+  /* A policy with run() takes the words after it as its arguments;
+   * otherwise the one word is the URL. */
+  int workflow = !a.command && luaretry_policy_has_workflow(p);
+  const char *bad = NULL, *bad_arg = NULL;
+  char why[256];
+  if (workflow) {
+    if (a.method || a.data || a.nheaders) bad = "run: -X, -H and -d are for URLs; %s runs its own requests", bad_arg = a.policy;
+  } else if (!a.command) {
+    if (a.nwords == 0) bad = "run: a URL, -- COMMAND, or a policy with run() is needed%s", bad_arg = "";
+    else if (a.nwords > 1) bad = "run: unexpected argument %s (the policy has no run() to take it)", bad_arg = a.words[1];
+    else if (a.url = a.words[0], !valid_url(a.url, why, sizeof why)) bad = "run: bad URL: %s", bad_arg = why;
+  }
+  if (bad) {
+    luaretry_policy_free(p);
+    curl_global_cleanup();
+    return cli_usage(bad, bad_arg);
+  }
 
   if (a.verbosity > 1) luaretry_policy_set_log(p, script_print, NULL);
   attempt_log log = { a.verbosity, NULL, 0, NULL };
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
   log.max_attempts = t.max_attempts;
-  char *target = a.url ? redacted_url(a.url) : strdup(a.command[0]);
+  char *target = a.url ? redacted_url(a.url) : strdup(workflow ? t.name : a.command[0]);
   log.target = target;
   if (a.log_json) {
     log.json = strcmp(a.log_json, "-") == 0 ? stderr : fopen(a.log_json, "w");
@@ -543,6 +579,15 @@ int cli_run(int argc, char **argv) {
       luaretry_curl_options co = { output_write, &out };
       CURL *h = curl_easy_init();
       rc = h ? luaretry_curl_perform(p, c, h, &req, &co, &final) : LUARETRY_E_NOMEM;
+      curl_easy_cleanup(h);
+    } else if (workflow) {
+      CURL *h = curl_easy_init();
+      run_workflow wf = { p, (const char *const *)a.words, a.nwords, NULL, NULL, 0 };
+      rc = h ? luaretry_curl_transport_new(h, c, &wf.transport) : LUARETRY_E_NOMEM;
+      if (rc == LUARETRY_OK) rc = luaretry_call_run(c, workflow_attempt, &wf, &final);
+      if (rc == LUARETRY_OK && final.reason != LUARETRY_REASON_CANCELLED)
+        output_write(&out, wf.body, wf.body_len);
+      luaretry_curl_transport_free(wf.transport);
       curl_easy_cleanup(h);
     } else {
       command cmd;

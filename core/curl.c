@@ -219,7 +219,7 @@ static void configure(CURL *h, const luaretry_request *r, transfer *t,
 static CURLcode transfer_once(CURLM *m, CURL *h, luaretry_call *c) {
   CURLcode result = CURLE_OK;
   if (curl_multi_add_handle(m, h) != CURLM_OK) return CURLE_OUT_OF_MEMORY;
-  int fd = lr_call_wakeup_fd(c);
+  int fd = c ? lr_call_wakeup_fd(c) : -1;
   for (;;) {
     int running = 0;
     if (curl_multi_perform(m, &running) != CURLM_OK) { result = CURLE_OUT_OF_MEMORY; break; }
@@ -227,7 +227,7 @@ static CURLcode transfer_once(CURLM *m, CURL *h, luaretry_call *c) {
     CURLMsg *msg = curl_multi_info_read(m, &left);
     if (msg && msg->msg == CURLMSG_DONE) { result = msg->data.result; break; }
     if (!running) break;
-    if (luaretry_call_cancelled(c)) { result = CURLE_ABORTED_BY_CALLBACK; break; }
+    if (c && luaretry_call_cancelled(c)) { result = CURLE_ABORTED_BY_CALLBACK; break; }
     struct curl_waitfd wake = { fd, CURL_WAIT_POLLIN, 0 };
     curl_multi_poll(m, fd >= 0 ? &wake : NULL, fd >= 0 ? 1 : 0, fd >= 0 ? 1000 : 50, NULL);
   }
@@ -297,4 +297,69 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
   free(t.header_text.data);
   curl_multi_cleanup(m);
   return rc;
+}
+
+/* ---- a transport for workflows: one attempt per request, no retry */
+
+struct luaretry_curl_transport {
+  CURL *h;
+  luaretry_call *c;
+  CURLM *m;
+  transfer t;
+};
+
+luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c,
+                                          luaretry_curl_transport **out) {
+  if (!h || !out) return LUARETRY_E_ARG;
+  luaretry_curl_transport *tr = calloc(1, sizeof *tr);
+  if (!tr) return LUARETRY_E_NOMEM;
+  tr->m = curl_multi_init();
+  if (!tr->m) {
+    free(tr);
+    return LUARETRY_E_NOMEM;
+  }
+  tr->h = h;
+  tr->c = c;
+  *out = tr;
+  return LUARETRY_OK;
+}
+
+void luaretry_curl_transport_free(luaretry_curl_transport *tr) {
+  if (!tr) return;
+  free(tr->t.body.data);
+  free(tr->t.header_text.data);
+  curl_multi_cleanup(tr->m);
+  free(tr);
+}
+
+luaretry_code luaretry_curl_transport_perform(void *ud, const luaretry_request *req,
+                                              double timeout, luaretry_response *resp) {
+  luaretry_curl_transport *tr = ud;
+  if (!tr || !req || !req->url || !resp) return LUARETRY_E_ARG;
+  if (tr->c && luaretry_call_cancelled(tr->c)) return LUARETRY_E_CANCELLED;
+  int failed = 0;
+  struct curl_slist *headers = header_list(req, &failed);
+  if (failed) {
+    curl_slist_free_all(headers);
+    return LUARETRY_E_NOMEM;
+  }
+  transfer *t = &tr->t;
+  t->body.len = t->header_text.len = 0;
+  t->body.failed = t->header_text.failed = 0;
+  configure(tr->h, req, t, headers, timeout);
+  CURLcode res = transfer_once(tr->m, tr->h, tr->c);
+  curl_easy_setopt(tr->h, CURLOPT_HTTPHEADER, NULL);
+  curl_slist_free_all(headers);
+  if (t->body.failed || t->header_text.failed) return LUARETRY_E_NOMEM;
+  if (res == CURLE_ABORTED_BY_CALLBACK) return LUARETRY_E_CANCELLED;
+  index_headers(t);
+  long status = 0;
+  if (res == CURLE_OK) curl_easy_getinfo(tr->h, CURLINFO_RESPONSE_CODE, &status);
+  resp->status = (int)status;
+  resp->error = luaretry_curl_error_name(res);
+  resp->body = t->body.data ? t->body.data : "";
+  resp->body_len = t->body.len;
+  resp->headers = t->headers;
+  resp->header_count = t->header_count;
+  return LUARETRY_OK;
 }

@@ -105,6 +105,12 @@ const lr_rules *lr_policy_rules(const luaretry_policy *p);
 lr_judge lr_policy_judge(luaretry_policy *p);
 int lr_policy_loaded(const luaretry_policy *p);
 
+/* policy.c, for workflow.c: the policy's sandbox, its run() function (0:
+ * none) and its message buffer. */
+struct lr_sandbox *lr_policy_sandbox(luaretry_policy *p);
+int lr_policy_run_ref(const luaretry_policy *p);
+char *lr_policy_errbuf(luaretry_policy *p, size_t *size);
+
 /* call.c: the fd a cancel writes to (-1 on a virtual clock), for adapters
  * that wait on I/O themselves. */
 int lr_call_wakeup_fd(const luaretry_call *c);

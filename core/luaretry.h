@@ -197,6 +197,37 @@ luaretry_code luaretry_policy_prepare(luaretry_policy *p,
                                       const luaretry_request *in, int attempt,
                                       luaretry_request *out);
 
+/* ------------------------------------------------------------- workflows */
+
+/* One HTTP exchange as a workflow's http.* functions see it. */
+typedef struct {
+  int status;                  /* 0: no response (see error) */
+  const char *error;           /* transport failure name, or NULL */
+  const char *body;
+  size_t body_len;
+  const luaretry_header *headers;  /* lower-case names */
+  size_t header_count;
+} luaretry_response;
+
+/* Makes one attempt of `req` (no retry); *resp stays valid until the next
+ * call.  Return LUARETRY_OK even for a transport failure (resp->error);
+ * another code (e.g. LUARETRY_E_CANCELLED) ends the workflow. */
+typedef luaretry_code (*luaretry_transport_fn)(void *ud, const luaretry_request *req,
+                                               double timeout, luaretry_response *resp);
+
+/* Whether the script defines run(http, args). */
+int luaretry_policy_has_workflow(const luaretry_policy *p);
+
+/* Runs the workflow once: run(http, args), its http.get/put/post/request
+ * going through `transport` with `timeout` each.  Fills *out with the
+ * status and body run() returned (workflow = 1); they stay valid until
+ * the next run.  A Lua error is LUARETRY_E_POLICY (message with file and
+ * line in luaretry_policy_errmsg). */
+luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const *args,
+                                           int nargs, luaretry_transport_fn transport,
+                                           void *ud, double timeout,
+                                           luaretry_outcome *out);
+
 /* ------------------------------------------------------------- decisions */
 
 /* Why a call stopped; NONE while it goes on.  Append-only. */

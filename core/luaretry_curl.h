@@ -34,6 +34,16 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
                                     const luaretry_curl_options *o,
                                     luaretry_decision *final);
 
+/* A transport for luaretry_policy_run_workflow(): each http.* request of
+ * the script is one attempt on `h`; `c` (may be NULL) cancels transfers.
+ * Pass luaretry_curl_transport_perform as the transport, the handle as ud. */
+typedef struct luaretry_curl_transport luaretry_curl_transport;
+luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c,
+                                          luaretry_curl_transport **out);
+void luaretry_curl_transport_free(luaretry_curl_transport *t);
+luaretry_code luaretry_curl_transport_perform(void *t, const luaretry_request *req,
+                                              double timeout, luaretry_response *resp);
+
 /* The transport failure name of a curl result: "connect", "timeout",
  * "reset", "dns", "tls", "truncated", "protocol", "transport"; NULL for
  * CURLE_OK. */

@@ -91,7 +91,7 @@ struct luaretry_policy {
   char source[1024];
   lr_field fields[F_COUNT];        /* as the script set them */
   int ref_is_transient, ref_is_success, ref_on_retry, ref_backoff, ref_info;
-  int ref_is_idempotent, ref_prepare, ref_options;
+  int ref_is_idempotent, ref_prepare, ref_options, ref_run;
   const char *cur_option_name, *cur_option_value;
   char rule_is_idempotent[1100];
   /* prepare()'s request, copied out of Lua */
@@ -741,6 +741,12 @@ size_t luaretry_policy_memory(const luaretry_policy *p) {
 }
 
 int lr_policy_loaded(const luaretry_policy *p) { return p->sb != NULL; }
+struct lr_sandbox *lr_policy_sandbox(luaretry_policy *p) { return p->sb; }
+int lr_policy_run_ref(const luaretry_policy *p) { return p->sb ? p->ref_run : 0; }
+char *lr_policy_errbuf(luaretry_policy *p, size_t *size) {
+  *size = sizeof p->errmsg;
+  return p->errmsg;
+}
 const lr_rules *lr_policy_rules(const luaretry_policy *p) { return &p->rules; }
 
 void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
@@ -869,6 +875,7 @@ static luaretry_code load(luaretry_policy *p, const char *path,
       p->ref_is_idempotent = ld->refs[F_IS_IDEMPOTENT];
       p->ref_prepare = ld->refs[F_PREPARE];
       p->ref_options = ld->ref_options;
+      p->ref_run = ld->refs[F_RUN];
       p->ref_backoff = ld->refs[F_BACKOFF];
       p->ref_headers = LUA_NOREF;
       lr_strlcpy(p->source, chunk, sizeof p->source);

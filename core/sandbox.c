@@ -15,6 +15,11 @@
 #define LUARETRY_DATADIR "/usr/local/share/luaretry"
 #endif
 
+/* Debian's lua-dkjson: json.encode / json.decode for scripts */
+#ifndef LUARETRY_DKJSON
+#define LUARETRY_DKJSON "/usr/share/lua/5.4/dkjson.lua"
+#endif
+
 #define HOOK_STEP 1000  /* instructions between two looks at the budget */
 
 lr_sandbox *lr_sandbox_of(lua_State *L) {
@@ -163,6 +168,24 @@ static int safe_require(lua_State *L) {
                     "%s or %s", name, lua_dir, pol_dir);
 }
 
+/* json.X on first use: loads dkjson (pure Lua, text only) into this state
+ * and keeps its encode and decode, so a policy that never touches json
+ * pays no memory for it. */
+static int json_index(lua_State *L) {
+  if (luaL_loadfilex(L, LUARETRY_DKJSON, "t") != LUA_OK)
+    return luaL_error(L, "json: %s (is lua-dkjson installed?)", lua_tostring(L, -1));
+  lua_call(L, 0, 1);
+  if (!lua_istable(L, -1)) return luaL_error(L, "json: %s did not return a table", LUARETRY_DKJSON);
+  static const char *const kept[] = { "encode", "decode", "null", NULL };
+  for (int i = 0; kept[i]; i++) {
+    lua_getfield(L, -1, kept[i]);
+    lua_setfield(L, 1, kept[i]);
+  }
+  lua_pushvalue(L, 2);
+  lua_rawget(L, 1);
+  return 1;
+}
+
 static void keep_fields(lua_State *L, const char *lib, lua_CFunction open,
                         const char *const *names) {
   lua_pushcfunction(L, open);
@@ -204,6 +227,12 @@ static int setup(lua_State *L) {
   lua_newtable(L);
   lua_pushcclosure(L, safe_require, 1);
   lua_setglobal(L, "require");
+  lua_newtable(L);
+  lua_newtable(L);
+  lua_pushcfunction(L, json_index);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, -2);
+  lua_setglobal(L, "json");
   return 0;
 }
 

@@ -1,0 +1,173 @@
+/* workflow.c: a policy's run(http, args).  The script makes its requests
+ * through http.get/put/post/request, each one attempt through the host's
+ * transport (libcurl in the CLI); the status and body run() returns are
+ * judged like a response, and a transient verdict re-runs the whole
+ * workflow: that is how a read-modify-write (IAM's 409 ABORTED) is retried
+ * as a whole.  No HTTP library here: the transport is a callback. */
+#include <lauxlib.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "sandbox.h"
+
+#define MAX_REQUEST_HEADERS 64
+
+typedef struct {
+  luaretry_policy *p;
+  const char *const *args;
+  int nargs;
+  luaretry_transport_fn transport;
+  void *ud;
+  double timeout;
+  luaretry_code transport_rc;  /* a transport that gave up ends the run */
+} workflow;
+
+/* Reads request.headers (a table at idx) into h; the strings stay on the
+ * Lua stack, referenced by that table. */
+static size_t read_headers(lua_State *L, int idx, luaretry_header *h) {
+  size_t n = 0;
+  if (lua_isnoneornil(L, idx)) return 0;
+  luaL_checktype(L, idx, LUA_TTABLE);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    if (n == MAX_REQUEST_HEADERS) luaL_error(L, "http: more than %d headers", MAX_REQUEST_HEADERS);
+    if (lua_type(L, -2) != LUA_TSTRING || !lua_isstring(L, -1))
+      luaL_error(L, "http: headers must map names to strings");
+    h[n].name = lua_tostring(L, -2);
+    h[n].value = lua_tostring(L, -1);
+    n++;
+    lua_pop(L, 1);
+  }
+  return n;
+}
+
+static int perform(lua_State *L, luaretry_request *req) {
+  workflow *w = lua_touserdata(L, lua_upvalueindex(1));
+  luaretry_response resp;
+  memset(&resp, 0, sizeof resp);
+  luaretry_code rc = w->transport(w->ud, req, w->timeout, &resp);
+  if (rc != LUARETRY_OK) {
+    w->transport_rc = rc;
+    return luaL_error(L, "http: %s %s: %s", req->method, req->url, luaretry_strerror(rc));
+  }
+  lua_createtable(L, 0, 4);
+  lua_pushinteger(L, resp.status);
+  lua_setfield(L, -2, "status");
+  lua_pushlstring(L, resp.body ? resp.body : "", resp.body ? resp.body_len : 0);
+  lua_setfield(L, -2, "body");
+  if (resp.error) {
+    lua_pushstring(L, resp.error);
+    lua_setfield(L, -2, "error");
+  }
+  lua_createtable(L, 0, (int)resp.header_count);
+  for (size_t i = 0; i < resp.header_count; i++) {
+    lua_pushstring(L, resp.headers[i].value);
+    lua_setfield(L, -2, resp.headers[i].name);
+  }
+  lua_setfield(L, -2, "headers");
+  return 1;
+}
+
+/* http.get(url [, headers]) */
+static int http_get(lua_State *L) {
+  luaretry_header h[MAX_REQUEST_HEADERS];
+  luaretry_request req = { "GET", luaL_checkstring(L, 1), h, 0, NULL, 0 };
+  req.header_count = read_headers(L, 2, h);
+  return perform(L, &req);
+}
+
+/* http.put / http.post (url, body [, headers]) */
+static int send_body(lua_State *L, const char *method) {
+  luaretry_header h[MAX_REQUEST_HEADERS];
+  luaretry_request req = { method, luaL_checkstring(L, 1), h, 0, NULL, 0 };
+  req.body = luaL_checklstring(L, 2, &req.body_len);
+  req.header_count = read_headers(L, 3, h);
+  return perform(L, &req);
+}
+
+static int http_put(lua_State *L) { return send_body(L, "PUT"); }
+static int http_post(lua_State *L) { return send_body(L, "POST"); }
+
+/* http.request{method =, url =, headers =, body =} */
+static int http_request(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaretry_header h[MAX_REQUEST_HEADERS];
+  luaretry_request req = { NULL, NULL, h, 0, NULL, 0 };
+  lua_settop(L, 1);
+  lua_getfield(L, 1, "method");
+  req.method = luaL_optstring(L, 2, "GET");
+  lua_getfield(L, 1, "url");
+  if (!lua_isstring(L, 3)) return luaL_error(L, "http.request: url must be a string");
+  req.url = lua_tostring(L, 3);
+  lua_getfield(L, 1, "body");
+  if (!lua_isnil(L, 4)) req.body = luaL_checklstring(L, 4, &req.body_len);
+  lua_getfield(L, 1, "headers");
+  req.header_count = read_headers(L, 5, h);
+  return perform(L, &req);
+}
+
+static int run_protected(lua_State *L) {
+  workflow *w = lua_touserdata(L, 1);
+  /* The previous run's body was kept here for the caller until now. */
+  lua_pushnil(L);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, w->p);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, lr_policy_run_ref(w->p));
+  static const luaL_Reg fns[] = { { "get", http_get }, { "put", http_put },
+                                  { "post", http_post }, { "request", http_request },
+                                  { NULL, NULL } };
+  lua_createtable(L, 0, 4);
+  lua_pushlightuserdata(L, w);
+  luaL_setfuncs(L, fns, 1);
+  lua_createtable(L, w->nargs, 0);
+  for (int i = 0; i < w->nargs; i++) {
+    lua_pushstring(L, w->args[i]);
+    lua_rawseti(L, -2, i + 1);
+  }
+  lua_call(L, 2, 2);
+  if (!lua_isinteger(L, -2) || (lua_type(L, -1) != LUA_TSTRING && !lua_isnil(L, -1)))
+    return luaL_error(L, "run must return status, body (an integer and a string), "
+                      "not a %s and a %s", luaL_typename(L, -2), luaL_typename(L, -1));
+  if (lua_isnil(L, -1)) {
+    lua_pop(L, 1);
+    lua_pushliteral(L, "");
+  }
+  lua_pushvalue(L, -1);  /* keep the body alive until the next run */
+  lua_rawsetp(L, LUA_REGISTRYINDEX, w->p);
+  return 2;
+}
+
+int luaretry_policy_has_workflow(const luaretry_policy *p) {
+  return p && lr_policy_run_ref(p) != 0;
+}
+
+luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const *args,
+                                           int nargs, luaretry_transport_fn transport,
+                                           void *ud, double timeout,
+                                           luaretry_outcome *out) {
+  if (!p || !transport || !out || nargs < 0 || (nargs && !args)) return LUARETRY_E_ARG;
+  if (!lr_policy_loaded(p)) return LUARETRY_E_STATE;
+  size_t errsize;
+  char *errmsg = lr_policy_errbuf(p, &errsize);
+  if (!lr_policy_run_ref(p)) {
+    lr_fmt(errmsg, errsize, "the policy defines no run(http, args) workflow");
+    return LUARETRY_E_STATE;
+  }
+  lr_sandbox *sb = lr_policy_sandbox(p);
+  lua_State *L = sb->L;
+  workflow w = { p, args, nargs, transport, ud, timeout, LUARETRY_OK };
+  char err[1024];
+  luaretry_code rc = lr_sandbox_call(sb, run_protected, &w, 2, LUARETRY_E_POLICY,
+                                     err, sizeof err);
+  if (rc != LUARETRY_OK) {
+    lr_fmt(errmsg, errsize, "run: %s", err);
+    return w.transport_rc != LUARETRY_OK ? w.transport_rc : rc;
+  }
+  luaretry_outcome_init(out);
+  out->workflow = 1;
+  out->status = (int)lua_tointeger(L, -2);
+  out->body = lua_tolstring(L, -1, &out->body_len);  /* a string: no conversion */
+  lua_pop(L, 2);
+  out->method = "RUN";
+  return LUARETRY_OK;
+}
