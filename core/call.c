@@ -264,7 +264,10 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
   }
 
   if (r->max_attempts > 0 && d->attempt >= r->max_attempts) {
+    lr_fmt(c->message, sizeof c->message, "gave up after %d attempts over %.3f s",
+           d->attempt, d->elapsed);
     stop(c, d, LUARETRY_REASON_EXHAUSTED, "max_attempts");
+    d->message = c->message;
     return LUARETRY_OK;
   }
   double w;

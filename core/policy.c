@@ -639,14 +639,17 @@ static int validate(lr_check *ck, lr_rules *r, luaretry_tuning *t) {
       add_error(ck->errors, ck->errors_size,
                 "%s: backoff.initial: decorrelated jitter needs initial above 0",
                 ck->chunk);
-    if (ok[F_B_MULTIPLIER] > 0 && b->kind != LUARETRY_BACKOFF_EXPONENTIAL)
+    /* "no effect" is news only when the script itself says both; an
+     * override that changes kind or jitter means it. */
+    int kind_set = f[F_B_KIND].from_set, jitter_set = f[F_B_JITTER].from_set;
+    if (ok[F_B_MULTIPLIER] > 0 && b->kind != LUARETRY_BACKOFF_EXPONENTIAL && !kind_set)
       warn_at(ck, F_B_MULTIPLIER, "has no effect unless kind is \"exponential\"");
-    if (ok[F_B_STEP] > 0 && b->kind != LUARETRY_BACKOFF_LINEAR)
+    if (ok[F_B_STEP] > 0 && b->kind != LUARETRY_BACKOFF_LINEAR && !kind_set)
       warn_at(ck, F_B_STEP, "has no effect unless kind is \"linear\"");
     /* jitter_max also spreads a server's Retry-After, for every kind but none */
-    if (ok[F_B_JITTER_MAX] > 0 && b->jitter == LUARETRY_JITTER_NONE)
+    if (ok[F_B_JITTER_MAX] > 0 && b->jitter == LUARETRY_JITTER_NONE && !jitter_set)
       warn_at(ck, F_B_JITTER_MAX, "has no effect when jitter is \"none\"");
-    if (ok[F_B_CAP_JITTER] > 0 && b->jitter != LUARETRY_JITTER_ADDITIVE)
+    if (ok[F_B_CAP_JITTER] > 0 && b->jitter != LUARETRY_JITTER_ADDITIVE && !jitter_set)
       warn_at(ck, F_B_CAP_JITTER, "has no effect unless jitter is \"additive\"");
   }
 
