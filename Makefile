@@ -67,7 +67,7 @@ $(BUILD)/libluaretry.so: $(LIB_OBJ)
 $(BUILD)/luaretry.so: $(ENGINE_OBJ) $(BUILD)/obj/lmodule.o
 	$(CC) $(OPT) -shared -pthread -o $@ $^ -lm
 
-CLI_OBJ = $(BUILD)/obj/cli.o $(BUILD)/obj/cli_run.o $(BUILD)/obj/faults.o $(BUILD)/obj/faults_http.o
+CLI_OBJ = $(BUILD)/obj/cli.o $(BUILD)/obj/cli_run.o $(BUILD)/obj/cli_check.o $(BUILD)/obj/cli_simulate.o $(BUILD)/obj/faults.o $(BUILD)/obj/faults_http.o
 $(BUILD)/luaretry: $(CLI_OBJ) $(BUILD)/libluaretry.a
 	$(CC) $(OPT) -pthread -o $@ $^ $(LUA_LIBS) $(CURL_LIBS) -lm
 

@@ -16,7 +16,9 @@
 static const char USAGE[] =
   "usage: luaretry run POLICY URL [-X METHOD] [-H 'Name: value']... [-d DATA | -d @FILE] [-o FILE]\n"
   "       luaretry run POLICY -- COMMAND [ARG]...\n"
-  "       luaretry simulate POLICY [--attempts N] [--seed N] [--json]\n"
+  "       luaretry check POLICY... [--set NAME=VALUE]...\n"
+  "       luaretry simulate POLICY [--attempts N] [--seed N] [--json] [--set NAME=VALUE]...\n"
+  "                [--clients N [--outage SECONDS] [--svg FILE]]\n"
   "       luaretry faults [--listen 127.0.0.1:PORT] SCRIPT\n"
   "       luaretry demo\n"
   "       luaretry --help | --version\n";
@@ -39,8 +41,19 @@ static const char HELP[] =
   "                                       every attempt fails transiently\n"
   "      --attempts N     simulate N attempts (default: the policy's max_attempts)\n"
   "      --seed N         jitter seed (default 1); the same seed, the same waits\n"
-  "      --json           one JSON object per attempt instead of text\n"
+  "      --json           one JSON object per attempt instead of text (with\n"
+  "                       --clients: {client, attempt, time, status, verdict, wait})\n"
   "      --set NAME=VALUE override a tuning value (max_attempts=3, backoff.initial=0.1)\n"
+  "      --clients N      N clients fail together at t=0 against an outage: each is\n"
+  "                       its own call (seed + client index); attempts before the\n"
+  "                       outage ends get 503, later ones 200; prints the attempts,\n"
+  "                       who succeeded or gave up, and the peak per 100 ms\n"
+  "      --outage SECONDS the outage's length (default 30)\n"
+  "      --svg FILE       also draw a histogram of attempts over time (SVG)\n"
+  "  luaretry check POLICY... [--set NAME=VALUE]   load each policy, report every\n"
+  "                       problem (errors, unknown names, clamped values), print\n"
+  "                       its tuning and its verdicts on probe outcomes; exit 0\n"
+  "                       when all are clean, 3 otherwise\n"
   "  luaretry faults [--listen 127.0.0.1:PORT] SCRIPT   a fault-injecting HTTP\n"
   "                       server scripted in Lua (port 0: any free port)\n"
   "  luaretry demo        runs policies/http.lua against the built-in fault server\n"
@@ -55,15 +68,6 @@ int cli_usage(const char *fmt, const char *arg) {
   fprintf(stderr, fmt, arg ? arg : "");
   fprintf(stderr, "\n%s", USAGE);
   return EXIT_USAGE;
-}
-
-/* Parses a whole non-negative integer; -1 when it is not one. */
-static long long parse_count(const char *s) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (end == s || *end || errno || v < 0) return -1;
-  return v;
 }
 
 static void print_warnings(const luaretry_policy *p) {
@@ -100,68 +104,6 @@ luaretry_policy *cli_load_policy(const char *path, char **sets, int nsets, int w
   }
   if (warn) print_warnings(p);
   return p;
-}
-
-typedef struct { int json; long long max; } simulate_out;
-
-static int print_decision(void *ud, const luaretry_decision *d) {
-  const simulate_out *out = ud;
-  const char *verdict = luaretry_reason_name(d->reason);
-  if (out->json) {
-    cli_json_decision(stdout, d, -1, NULL, NULL);
-  } else if (d->retry) {
-    printf("attempt %d: retry in %.3f s (%s), elapsed %.3f s\n", d->attempt, d->wait,
-           luaretry_wait_source_name(d->wait_source), d->elapsed);
-  } else {
-    printf("attempt %d: %s at %.3f s (%s)\n", d->attempt, verdict, d->elapsed, d->rule);
-  }
-  return 0;
-}
-
-static int cmd_simulate(int argc, char **argv) {
-  const char *path = NULL;
-  long long attempts = 0, seed = 1;
-  simulate_out out = { 0, 0 };
-  char *sets[64];
-  int nsets = 0;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--json") == 0) out.json = 1;
-    else if (strcmp(a, "--attempts") == 0 || strcmp(a, "--seed") == 0 ||
-             strcmp(a, "--set") == 0) {
-      if (i + 1 >= argc) return cli_usage("%s needs a value", a);
-      const char *v = argv[++i];
-      if (strcmp(a, "--set") == 0) {
-        if (nsets == 64) return cli_usage("%s: too many", a);
-        sets[nsets++] = argv[i];
-        continue;
-      }
-      long long n = parse_count(v);
-      if (n < 0 || (a[2] == 'a' && (n < 1 || n > 1000000)))
-        return cli_usage(a[2] == 'a' ? "--attempts %s: expected a whole number from 1 to 1000000"
-                                       : "--seed %s: expected a whole number, 0 or more", v);
-      if (a[2] == 'a') attempts = n;
-      else seed = n;
-    } else if (a[0] == '-' && a[1]) {
-      return cli_usage("simulate: unknown option %s", a);
-    } else if (!path) {
-      path = a;
-    } else {
-      return cli_usage("simulate: unexpected argument %s", a);
-    }
-  }
-  if (!path) return cli_usage("simulate: %s", "which POLICY?");
-  luaretry_policy *p = cli_load_policy(path, sets, nsets, 1);
-  if (!p) return EXIT_POLICY;
-  luaretry_code rc = luaretry_simulate(p, (uint64_t)seed, (long)attempts, print_decision, &out);
-  int status = EXIT_OK;
-  if (rc != LUARETRY_OK) {
-    fprintf(stderr, "luaretry: simulate: %s\n", luaretry_strerror(rc));
-    status = EXIT_POLICY;
-  }
-  if (fflush(stdout) != 0) status = EXIT_POLICY;
-  luaretry_policy_free(p);
-  return status;
 }
 
 /* ---- faults: the fault server in the foreground */
@@ -260,7 +202,8 @@ int main(int argc, char **argv) {
     printf("luaretry %s\n", LUARETRY_VERSION);
     return EXIT_OK;
   }
-  if (strcmp(cmd, "simulate") == 0) return cmd_simulate(argc - 2, argv + 2);
+  if (strcmp(cmd, "simulate") == 0) return cli_simulate(argc - 2, argv + 2);
+  if (strcmp(cmd, "check") == 0) return cli_check(argc - 2, argv + 2);
   if (strcmp(cmd, "run") == 0) return cli_run(argc - 2, argv + 2);
   if (strcmp(cmd, "faults") == 0) return cmd_faults(argc - 2, argv + 2);
   if (strcmp(cmd, "demo") == 0) return argc == 2 ? cmd_demo() : cli_usage("demo takes no arguments", NULL);

@@ -22,5 +22,7 @@ void cli_json_decision(FILE *f, const luaretry_decision *d, int status,
                        const char *error, const char *target);
 
 int cli_run(int argc, char **argv);
+int cli_check(int argc, char **argv);     /* cli_check.c */
+int cli_simulate(int argc, char **argv);  /* cli_simulate.c */
 
 #endif

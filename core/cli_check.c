@@ -1,0 +1,291 @@
+/* cli_check.c: `luaretry check POLICY...`: load each script, report every
+ * problem (load errors, warnings, classifier failures), print the effective
+ * tuning and what the classifier says of a fixed set of probe outcomes.
+ * Only the public API (luaretry.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* The probes: HTTP statuses, then status 0 with each transport failure. */
+static const int PROBE_STATUS[] = { 200, 400, 401, 403, 404, 408, 409, 429,
+                                    500, 501, 502, 503, 504 };
+static const char *const PROBE_ERROR[] = { "connect", "timeout", "reset", "dns", "tls" };
+#define N_STATUS (sizeof PROBE_STATUS / sizeof PROBE_STATUS[0])
+#define N_ERROR (sizeof PROBE_ERROR / sizeof PROBE_ERROR[0])
+#define N_PROBES (N_STATUS + N_ERROR)
+#define PROBE_SEED 1
+
+typedef struct {
+  char label[32];          /* "503", "0 reset" */
+  const char *verdict;     /* success, retry, final, policy_error, exhausted... */
+  char wait[48];           /* wait source, "after N s", or "-" */
+  char rule[256];
+  char *problem;           /* policy error or hook error, owned */
+} probe_row;
+
+/* Prints each line of a multi-line message, indented. */
+static void print_lines(const char *prefix, const char *msg) {
+  const char *s = msg && *msg ? msg : "(no detail)";
+  while (*s) {
+    const char *nl = strchr(s, '\n');
+    size_t n = nl ? (size_t)(nl - s) : strlen(s);
+    if (n) printf("  %s%.*s\n", prefix, (int)n, s);
+    s += n + (nl != NULL);
+  }
+}
+
+/* Counts the non-empty lines of a message (at least 1). */
+static int count_lines(const char *msg) {
+  int n = 0;
+  const char *s = msg ? msg : "";
+  while (*s) {
+    const char *nl = strchr(s, '\n');
+    size_t len = nl ? (size_t)(nl - s) : strlen(s);
+    if (len) n++;
+    s += len + (nl != NULL);
+  }
+  return n ? n : 1;
+}
+
+static char *dup_str(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+/* One probe: a fresh call on the virtual clock with a fixed seed; the
+ * decision on its first attempt. */
+static int run_probe(luaretry_policy *p, int status, const char *error, probe_row *row) {
+  memset(row, 0, sizeof *row);
+  if (error) snprintf(row->label, sizeof row->label, "0 %s", error);
+  else snprintf(row->label, sizeof row->label, "%d", status);
+  luaretry_call_options opts;
+  luaretry_call_options_init(&opts);
+  opts.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED;
+  opts.seed = PROBE_SEED;
+  luaretry_call *c;
+  luaretry_code rc = luaretry_call_begin(p, &opts, &c);
+  if (rc != LUARETRY_OK) {
+    row->verdict = "policy_error";
+    snprintf(row->wait, sizeof row->wait, "-");
+    snprintf(row->rule, sizeof row->rule, "-");
+    char msg[512];
+    snprintf(msg, sizeof msg, "probe %s: cannot begin a call: %s", row->label,
+             luaretry_strerror(rc));
+    row->problem = dup_str(msg);
+    return -1;
+  }
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.kind = LUARETRY_OUTCOME_HTTP;
+  o.status = status;
+  o.error = error;
+  o.body = "";
+  o.body_len = 0;
+  o.method = "GET";
+  luaretry_decision d;
+  rc = luaretry_call_report(c, &o, &d);
+  int bad = 0;
+  if (rc != LUARETRY_OK) {
+    row->verdict = "policy_error";
+    snprintf(row->wait, sizeof row->wait, "-");
+    snprintf(row->rule, sizeof row->rule, "-");
+    const char *m = luaretry_call_errmsg(c);
+    size_t need = strlen(row->label) + (m ? strlen(m) : 0) + 64;
+    row->problem = malloc(need);
+    if (row->problem)
+      snprintf(row->problem, need, "probe %s: %s", row->label,
+               m && *m ? m : luaretry_strerror(rc));
+    luaretry_call_free(c);
+    return -1;
+  }
+  row->verdict = d.retry ? "retry" : luaretry_reason_name(d.reason);
+  if (!d.retry) snprintf(row->wait, sizeof row->wait, "-");
+  else if (d.wait_source == LUARETRY_WAIT_SCRIPT)
+    snprintf(row->wait, sizeof row->wait, "after %g s", d.wait);
+  else snprintf(row->wait, sizeof row->wait, "%s", luaretry_wait_source_name(d.wait_source));
+  snprintf(row->rule, sizeof row->rule, "%s", d.rule ? d.rule : "-");
+  const char *why = NULL;
+  if (!d.retry && d.reason == LUARETRY_REASON_POLICY_ERROR)
+    why = d.message ? d.message : "policy error";
+  else if (d.hook_error) why = d.hook_error;
+  if (why) {
+    size_t need = strlen(row->label) + strlen(why) + 16;
+    row->problem = malloc(need);
+    if (row->problem) snprintf(row->problem, need, "probe %s: %s", row->label, why);
+    bad = 1;
+  }
+  luaretry_call_free(c);
+  return bad ? -1 : 0;
+}
+
+static const char *kind_name(luaretry_backoff_kind k) {
+  switch (k) {
+  case LUARETRY_BACKOFF_EXPONENTIAL: return "exponential";
+  case LUARETRY_BACKOFF_CONSTANT: return "constant";
+  case LUARETRY_BACKOFF_LINEAR: return "linear";
+  case LUARETRY_BACKOFF_SCRIPT: return "script";
+  }
+  return "?";
+}
+
+static const char *jitter_name(luaretry_jitter j) {
+  switch (j) {
+  case LUARETRY_JITTER_NONE: return "none";
+  case LUARETRY_JITTER_ADDITIVE: return "additive";
+  case LUARETRY_JITTER_FULL: return "full";
+  case LUARETRY_JITTER_EQUAL: return "equal";
+  case LUARETRY_JITTER_DECORRELATED: return "decorrelated";
+  }
+  return "?";
+}
+
+static void secs(char *buf, size_t n, double v) {
+  if (v > 0) snprintf(buf, n, "%g s", v);
+  else snprintf(buf, n, "none");
+}
+
+static void print_tuning(const luaretry_tuning *t) {
+  char att[32], dl[32], to[32];
+  if (t->max_attempts > 0) snprintf(att, sizeof att, "%ld", t->max_attempts);
+  else snprintf(att, sizeof att, "no limit");
+  secs(dl, sizeof dl, t->deadline);
+  secs(to, sizeof to, t->attempt_timeout);
+  printf("  tuning: name %s; max_attempts %s, deadline %s, attempt_timeout %s, "
+         "retry_after %s (max %g s), body_limit %zu B\n",
+         t->name ? t->name : "?", att, dl, to, t->retry_after ? "on" : "off",
+         t->max_retry_after, t->body_limit);
+  printf("  backoff: ");
+  switch (t->kind) {
+  case LUARETRY_BACKOFF_SCRIPT: printf("the script's backoff(n, previous)"); break;
+  case LUARETRY_BACKOFF_EXPONENTIAL:
+    printf("exponential %g s x%g, max %g s", t->initial, t->multiplier, t->max); break;
+  case LUARETRY_BACKOFF_CONSTANT: printf("constant %g s", t->initial); break;
+  case LUARETRY_BACKOFF_LINEAR:
+    printf("linear %g s +%g s, max %g s", t->initial, t->step, t->max); break;
+  default: printf("%s", kind_name(t->kind)); break;
+  }
+  printf(", jitter %s", jitter_name(t->jitter));
+  if (t->jitter == LUARETRY_JITTER_ADDITIVE) printf(" (up to %g s)", t->jitter_max);
+  printf(", cap_jitter %s; limits %ld instructions, %zu B\n", t->cap_jitter ? "true" : "false",
+         t->instruction_limit, t->memory_limit);
+}
+
+/* Applies the --set overrides; on failure writes why into msg. */
+static int apply_sets(luaretry_policy *p, char **sets, int nsets, char *msg, size_t n) {
+  for (int i = 0; i < nsets; i++) {
+    const char *eq = strchr(sets[i], '=');
+    char name[64];
+    size_t len = (size_t)(eq - sets[i]);
+    memcpy(name, sets[i], len);
+    name[len] = '\0';
+    if (luaretry_policy_set(p, name, eq + 1) != LUARETRY_OK) {
+      snprintf(msg, n, "--set %s: %s", sets[i], luaretry_policy_errmsg(p));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+/* Checks one file; prints its block; returns 1 when it is clean. */
+static int check_file(const char *path, char **sets, int nsets) {
+  luaretry_policy *p;
+  if (luaretry_policy_new(&p) != LUARETRY_OK) {
+    printf("%s: out of memory\n", path);
+    return 0;
+  }
+  char msg[1024];
+  if (apply_sets(p, sets, nsets, msg, sizeof msg) != 0) {
+    printf("%s: not checked (1 problem)\n", path);
+    print_lines("", msg);
+    luaretry_policy_free(p);
+    return 0;
+  }
+  if (luaretry_policy_load_file(p, path) != LUARETRY_OK) {
+    const char *err = luaretry_policy_errmsg(p);
+    int n = count_lines(err);
+    printf("%s: does not load (%d problem%s)\n", path, n, n == 1 ? "" : "s");
+    print_lines("", err);
+    luaretry_policy_free(p);
+    return 0;
+  }
+
+  probe_row rows[N_PROBES];
+  int failed = 0;
+  for (size_t i = 0; i < N_PROBES; i++) {
+    int status = i < N_STATUS ? PROBE_STATUS[i] : 0;
+    const char *error = i < N_STATUS ? NULL : PROBE_ERROR[i - N_STATUS];
+    if (run_probe(p, status, error, &rows[i]) != 0) failed++;
+  }
+  size_t nwarn = luaretry_policy_warning_count(p);
+  size_t problems = nwarn + (size_t)failed;
+  if (problems == 0) printf("%s: ok\n", path);
+  else printf("%s: loads, %zu problem%s\n", path, problems, problems == 1 ? "" : "s");
+  for (size_t i = 0; i < nwarn; i++) print_lines("warning: ", luaretry_policy_warning(p, i));
+  for (size_t i = 0; i < N_PROBES; i++)
+    if (rows[i].problem) print_lines("error: ", rows[i].problem);
+
+  luaretry_tuning t;
+  if (luaretry_policy_tuning(p, &t) == LUARETRY_OK) print_tuning(&t);
+  printf("  %-12s %-13s %-16s %s\n", "probe", "verdict", "wait", "rule");
+  for (size_t i = 0; i < N_PROBES; i++) {
+    printf("  %-12s %-13s %-16s %s\n", rows[i].label, rows[i].verdict, rows[i].wait,
+           rows[i].rule);
+    free(rows[i].problem);
+  }
+  luaretry_policy_free(p);
+  return problems == 0;
+}
+
+int cli_check(int argc, char **argv) {
+  char **sets = malloc(sizeof *sets * (size_t)(argc + 1));
+  char **files = malloc(sizeof *files * (size_t)(argc + 1));
+  if (!sets || !files) {
+    free(sets);
+    free(files);
+    fprintf(stderr, "luaretry: out of memory\n");
+    return EXIT_POLICY;
+  }
+  int nsets = 0, nfiles = 0, dashdash = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (!dashdash && strcmp(a, "--") == 0) {
+      dashdash = 1;
+    } else if (!dashdash && strcmp(a, "--set") == 0) {
+      const char *eq = i + 1 < argc ? strchr(argv[i + 1], '=') : NULL;
+      if (!eq || eq == argv[i + 1] || eq - argv[i + 1] >= 64) {
+        free(sets);
+        free(files);
+        return cli_usage("check: --set %s: expected NAME=VALUE", i + 1 < argc ? argv[i + 1] : "");
+      }
+      sets[nsets++] = argv[++i];
+    } else if (!dashdash && a[0] == '-' && a[1]) {
+      free(sets);
+      free(files);
+      return cli_usage("check: unknown option %s", a);
+    } else {
+      files[nfiles++] = argv[i];
+    }
+  }
+  if (nfiles == 0) {
+    free(sets);
+    free(files);
+    return cli_usage("check: %s", "which POLICY?");
+  }
+  int clean = 0;
+  for (int i = 0; i < nfiles; i++) {
+    if (i) putchar('\n');
+    clean += check_file(files[i], sets, nsets);
+  }
+  if (nfiles > 1)
+    printf("\n%d file%s: %d clean, %d with problems\n", nfiles, nfiles == 1 ? "" : "s", clean,
+           nfiles - clean);
+  free(sets);
+  free(files);
+  int status = clean == nfiles ? EXIT_OK : EXIT_POLICY;
+  if (fflush(stdout) != 0) status = EXIT_POLICY;
+  return status;
+}

@@ -1,0 +1,171 @@
+-- `luaretry check POLICY...`: every problem of every file, the tuning, and
+-- the verdict table over the probe outcomes.  Runs the real build/luaretry
+-- (LUARETRY_BIN if set).
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
+package.path = here .. "/?.lua;" .. package.path
+local proc = require "support.proc"
+
+local root = proc.root
+local FIX = here .. "/fixtures/"
+local HTTP = root .. "/policies/http.lua"
+
+local function check(args) return proc.run({ "check", table.unpack(args) }, { timeout = 60 }) end
+
+-- The line numbers of "MARK:name" comments in a fixture.
+local function marks(path)
+  local t, n = {}, 0
+  for line in io.lines(path) do
+    n = n + 1
+    local name = line:match("MARK:([%w_.]+)")
+    if name then t[name] = n end
+  end
+  return t
+end
+
+-- The verdict table of one block: rows[probe] = {verdict, wait, rule}.
+local function table_rows(out)
+  local rows, on = {}, false
+  for _, line in ipairs(proc.lines(out)) do
+    if line:match("^  probe%s+verdict%s+wait%s+rule$") then
+      on = true
+    elseif on then
+      local probe, rest = line:match("^  (%d+ %a+)%s%s+(.*)$")
+      if not probe then probe, rest = line:match("^  (%d+)%s+(.*)$") end
+      if not probe then break end
+      local verdict, wait, rule = rest:match("^(%S+)%s+(.-)%s%s+(%S+)$")
+      rows[probe] = { verdict = verdict, wait = wait, rule = rule }
+    end
+  end
+  return rows
+end
+
+local PROBES = { "200", "400", "401", "403", "404", "408", "409", "429", "500", "501", "502",
+                 "503", "504", "0 connect", "0 timeout", "0 reset", "0 dns", "0 tls" }
+
+local function shipped()
+  local files = {}
+  local p = io.popen("ls " .. proc.q(root .. "/policies") .. "/*.lua 2>/dev/null")
+  for line in p:lines() do files[#files + 1] = line end
+  p:close()
+  table.sort(files)
+  return files
+end
+
+describe("luaretry check", function ()
+  it("reports all three planted mistakes, each with its name and line; exit 3", function ()
+    local path = FIX .. "k_three_mistakes.lua"
+    local m = marks(path)
+    local r = check({ path })
+    assert.are.equal(3, r.code, r.stdout .. r.stderr)
+    assert.matches("does not load %(3 problems%)", r.stdout)
+    local function has(name, what)
+      local line = path .. ":" .. m[name] .. ": " .. name .. ": "
+      assert.truthy(r.stdout:find(line, 1, true), "no '" .. line .. "' in:\n" .. r.stdout)
+      assert.truthy(r.stdout:find(line .. what, 1, true), what .. " in:\n" .. r.stdout)
+    end
+    has("attempt_timout", "unknown name, did you mean attempt_timeout?")
+    has("deadline", "expected")
+    has("backoff.jitter", "expected")
+    assert.truthy(r.stdout:find('"wobbly"', 1, true))
+    assert.truthy(r.stdout:find("-30", 1, true))
+  end)
+
+  it("reports unknown names of a policy that loads (with the closest known name); exit 3", function ()
+    local path = FIX .. "typos.lua"
+    local m = marks(path)
+    local r = check({ path })
+    assert.are.equal(3, r.code, r.stdout)
+    assert.matches("loads, 3 problems", r.stdout)
+    assert.truthy(r.stdout:find("warning: " .. path .. ":" .. m.max_attemps ..
+      ": max_attemps: unknown name, did you mean max_attempts?", 1, true), r.stdout)
+    assert.truthy(r.stdout:find(":" .. m.frobnicate .. ": frobnicate: unknown name", 1, true))
+    -- it loaded: the table follows the problems
+    local rows = table_rows(r.stdout)
+    assert.are.equal("retry", rows["503"].verdict)
+  end)
+
+  it("refuses a policy with neither max_attempts nor deadline", function ()
+    local r = check({ FIX .. "k_forever.lua" })
+    assert.are.equal(3, r.code)
+    assert.matches("does not load", r.stdout)
+    assert.matches("could retry forever", r.stdout)
+    assert.is_nil(r.stdout:find("probe%s+verdict"), "no table for a policy that does not load")
+  end)
+
+  local files = shipped()
+  it("finds the shipped policies", function ()
+    assert.is_true(#files >= 1)
+  end)
+  for _, path in ipairs(files) do
+    it("the shipped " .. path:match("policies/.*$") .. " is clean: exit 0, every probe judged", function ()
+      local r = check({ path })
+      assert.are.equal(0, r.code, r.stdout .. r.stderr)
+      assert.are.equal(path .. ": ok", proc.lines(r.stdout)[1])
+      assert.is_nil(r.stdout:find("warning:", 1, true))
+      local rows = table_rows(r.stdout)
+      for _, probe in ipairs(PROBES) do
+        assert.truthy(rows[probe], "no row for " .. probe .. " in:\n" .. r.stdout)
+        assert.are_not.equal("policy_error", rows[probe].verdict, probe)
+      end
+    end)
+  end
+
+  it("the verdict table of policies/http.lua: 503 retry, 404 final, transport failures retry", function ()
+    local r = check({ HTTP })
+    assert.are.equal(0, r.code)
+    local rows = table_rows(r.stdout)
+    assert.are.equal("retry", rows["503"].verdict)
+    assert.are.equal("backoff", rows["503"].wait)
+    assert.matches("^.*policies/http%.lua:%d+$", rows["503"].rule)
+    assert.are.equal("final", rows["404"].verdict)
+    assert.are.equal("-", rows["404"].wait)
+    assert.are.equal("success", rows["200"].verdict)
+    for _, e in ipairs { "connect", "timeout", "reset", "dns", "tls" } do
+      assert.are.equal("retry", rows["0 " .. e].verdict, e)
+    end
+    -- the tuning, in two lines
+    assert.matches("\n  tuning: name http; max_attempts 10, deadline 300 s", r.stdout)
+    assert.matches("\n  backoff: exponential 1 s x2, max 32 s, jitter additive %(up to 1 s%)", r.stdout)
+  end)
+
+  it("shows a wait the script chose, and reports a probe the classifier fails on", function ()
+    local path = FIX .. "k_script_wait.lua"
+    local r = check({ path })
+    assert.are.equal(3, r.code, r.stdout)
+    assert.matches("loads, 1 problem\n", r.stdout)
+    local rows = table_rows(r.stdout)
+    assert.are.equal("retry", rows["429"].verdict)
+    assert.are.equal("after 2.5 s", rows["429"].wait)
+    assert.are.equal("policy_error", rows["409"].verdict)
+    assert.truthy(r.stdout:find("error: probe 409: " .. path .. ":%d+: is_transient returned a string"),
+                  r.stdout)
+  end)
+
+  it("applies --set like run; an invalid override is a problem of the file", function ()
+    local r = check({ HTTP, "--set", "max_attempts=3", "--set", "backoff.jitter=none" })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.matches("max_attempts 3,", r.stdout)
+    assert.matches("jitter none", r.stdout)
+    r = check({ HTTP, "--set", "max_attempts=-2" })
+    assert.are.equal(3, r.code)
+    assert.matches("max_attempts", r.stdout)
+    r = check({ HTTP, "--set", "noequals" })
+    assert.are.equal(2, r.code)
+  end)
+
+  it("one block per file; exit 3 when any file has a problem", function ()
+    local r = check({ HTTP, FIX .. "k_forever.lua" })
+    assert.are.equal(3, r.code)
+    assert.matches("^" .. HTTP:gsub("%p", "%%%0") .. ": ok\n", r.stdout)
+    assert.matches("\n" .. (FIX .. "k_forever.lua"):gsub("%p", "%%%0") .. ": does not load", r.stdout)
+    assert.matches("2 files: 1 clean, 1 with problems\n$", r.stdout)
+    r = check({ FIX .. "no_such_file.lua" })
+    assert.are.equal(3, r.code)
+    assert.matches("does not load", r.stdout)
+  end)
+
+  it("usage errors exit 2", function ()
+    assert.are.equal(2, check({}).code)
+    assert.are.equal(2, check({ "--frob", HTTP }).code)
+  end)
+end)

@@ -1,0 +1,230 @@
+-- `luaretry simulate`: the schedule of one call, and with --clients a herd of
+-- clients failing together against an outage (text, --json, --svg).  Runs
+-- the real build/luaretry (LUARETRY_BIN if set).
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
+package.path = here .. "/?.lua;" .. package.path
+local proc = require "support.proc"
+
+local HTTP = proc.root .. "/policies/http.lua"
+
+local function simulate(args) return proc.run({ "simulate", table.unpack(args) }, { timeout = 60 }) end
+
+-- A small well-formedness check: every tag balanced and properly nested,
+-- attributes quoted, no stray '<' or '&' in text.  Returns the list of
+-- elements (name, attrs) or raises.
+local function parse_xml(s)
+  s = s:gsub("^<%?xml[^>]*%?>%s*", "", 1)
+  assert(not s:find("<!%-%-"), "no comments expected")
+  local stack, elements, pos, root_done = {}, {}, 1, false
+  local function check_text(text)
+    assert(not text:find("<", 1, true), "stray '<'")
+    for amp in text:gmatch("&[^;]*;?") do
+      assert(amp:match("^&[%a#][%w]*;$"), "bad entity " .. amp)
+    end
+  end
+  while true do
+    local a, b = s:find("<[^>]*>", pos)
+    if not a then
+      check_text(s:sub(pos))
+      assert(s:sub(pos):match("^%s*$"), "text after the root element")
+      break
+    end
+    check_text(s:sub(pos, a - 1))
+    if #stack == 0 then assert(s:sub(pos, a - 1):match("^%s*$"), "text outside the root") end
+    local tag = s:sub(a, b)
+    local close, name, attrs, selfclose = tag:match("^<(/?)([%a_][%w_:%-]*)(.-)(/?)>$")
+    assert(name, "malformed tag " .. tag)
+    if close == "/" then
+      assert(attrs:match("^%s*$") and selfclose == "", "malformed end tag " .. tag)
+      assert(table.remove(stack) == name, "unbalanced </" .. name .. ">")
+      if #stack == 0 then root_done = true end
+    else
+      assert(not root_done, "a second root element")
+      local t = {}
+      local rest = attrs:gsub('%s+([%a_][%w_:%-]*)="([^"<]*)"', function (k, v)
+        assert(t[k] == nil, "duplicate attribute " .. k)
+        t[k] = v
+        return ""
+      end)
+      assert(rest:match("^%s*$"), "malformed attributes in " .. tag)
+      elements[#elements + 1] = { name = name, attrs = t }
+      if selfclose == "" then stack[#stack + 1] = name
+      elseif #stack == 0 then root_done = true end
+    end
+    pos = b + 1
+  end
+  assert(#stack == 0, "unclosed <" .. tostring(stack[#stack]) .. ">")
+  assert(root_done, "no root element")
+  return elements
+end
+
+local function num(out, pattern) return tonumber(out:match(pattern)) end
+
+describe("luaretry simulate", function ()
+  local tmp
+  before_each(function () tmp = proc.tmpdir() end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  it("without --clients still prints the schedule of one call", function ()
+    local r = simulate({ HTTP, "--attempts", "4", "--seed", "7" })
+    assert.are.equal(0, r.code, r.stderr)
+    local lines = proc.lines(r.stdout)
+    assert.are.equal(4, #lines, r.stdout)
+    assert.matches("^attempt 1: retry in %d+%.%d+ s %(backoff%), elapsed 0%.000 s$", lines[1])
+    assert.matches("^attempt 4: exhausted at %d+%.%d+ s %(max_attempts%)$", lines[4])
+    local j = simulate({ HTTP, "--attempts", "3", "--json" })
+    assert.are.equal(0, j.code)
+    local jl = proc.lines(j.stdout)
+    assert.are.equal(3, #jl)
+    assert.are.equal("exhausted", proc.json.decode(jl[3]).verdict)
+  end)
+
+  it("--clients: attempts, who succeeded, the peak and how the even spread is computed", function ()
+    local r = simulate({ HTTP, "--clients", "200", "--outage", "30" })
+    assert.are.equal(0, r.code, r.stderr)
+    local out = r.stdout
+    -- http.lua: 1+2+4+8+16 s of backoff (+ jitter) passes 30 s on the sixth attempt
+    assert.are.equal(1200, num(out, "attempts: (%d+) in all"))
+    assert.matches("200 at t=0, 1000 retries", out)
+    assert.matches("clients: 200 succeeded, 0 gave up\n", out)
+    assert.truthy(num(out, "peak: (%d+) retries in one 100 ms window"))
+    assert.matches("even spread = 1000 retries, the attempts after t=0, / %d+ windows of 100 ms " ..
+                   "from the first retry at [%d.]+ s to the last attempt at [%d.]+ s", out)
+  end)
+
+  it("clients that outlast their policy give up, by reason", function ()
+    local r = simulate({ HTTP, "--clients", "50", "--outage", "1000" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.matches("clients: 0 succeeded, 50 gave up %(exhausted 50%)", r.stdout)
+    r = simulate({ HTTP, "--clients", "50", "--outage", "1000", "--set", "max_attempts=none",
+                   "--set", "deadline=20" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.matches("clients: 0 succeeded, 50 gave up %(deadline 50%)", r.stdout)
+    r = simulate({ HTTP, "--clients", "10", "--outage", "0" })
+    assert.matches("clients: 10 succeeded, 0 gave up", r.stdout)
+    assert.matches("peak: no retries", r.stdout)
+  end)
+
+  it("jitter none: every client retries at the same instants, the peak is the number of clients", function ()
+    local r = simulate({ HTTP, "--clients", "300", "--set", "backoff.jitter=none" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(300, num(r.stdout, "peak: (%d+) retries"))
+  end)
+
+  it("the default jitter spreads them: the peak is much lower", function ()
+    local r = simulate({ HTTP, "--clients", "300" })
+    assert.are.equal(0, r.code, r.stderr)
+    local peak = num(r.stdout, "peak: (%d+) retries")
+    assert.is_true(peak <= 300 / 4, "peak " .. peak)
+    local even = num(r.stdout, "even spread: ([%d.]+) per 100 ms")
+    assert.is_true(even > 0 and even < peak)
+  end)
+
+  it("--svg: well-formed, self-contained XML with one bar per time bucket", function ()
+    local svg = tmp .. "/herd.svg"
+    local r = simulate({ HTTP, "--clients", "500", "--outage", "30", "--seed", "3", "--svg", svg })
+    assert.are.equal(0, r.code, r.stderr)
+    local buckets, width = r.stdout:match("svg: [^\n]*, (%d+) buckets of ([%d.]+) s\n")
+    buckets, width = tonumber(buckets), tonumber(width)
+    assert.truthy(buckets, r.stdout)
+    assert.is_true(buckets >= 100 and buckets <= 200, "buckets " .. buckets)
+    local s = assert(proc.readfile(svg))
+    local elements = parse_xml(s)
+    assert.are.equal("svg", elements[1].name)
+    local bars, total = 0, 0
+    for _, e in ipairs(elements) do
+      if e.name == "rect" and e.attrs.class == "bar" then bars = bars + 1 end
+    end
+    assert.are.equal(buckets, bars)
+    for n in s:gmatch('<rect class="bar"[^>]*><title>[^<]*: (%d+)</title>') do total = total + tonumber(n) end
+    assert.are.equal(num(r.stdout, "attempts: (%d+) in all"), total)
+    -- self-contained: no scripts, no links, no external resources
+    assert.is_nil(s:find("<script", 1, true))
+    assert.is_nil(s:find("href", 1, true))
+    assert.is_nil(s:find("url(", 1, true))
+    -- a title that names the policy, the clients, the outage and the seed
+    local title = s:match("<title>([^<]*)</title>")
+    assert.matches("policies/http%.lua", title)
+    assert.matches("500 clients", title)
+    assert.matches("30 s outage", title)
+    assert.matches("seed 3", title)
+    -- axes labelled in seconds and counts
+    assert.truthy(s:find("seconds since", 1, true))
+    assert.truthy(s:find("attempts per " .. r.stdout:match("buckets of ([%d.]+) s") .. " s", 1, true))
+    -- written through a temporary beside it: nothing else left in the folder
+    assert.are.same({ "herd.svg" }, proc.ls(tmp))
+    if proc.sh("command -v xmllint >/dev/null 2>&1") == 0 then
+      assert.are.equal(0, proc.sh("env -u LD_PRELOAD xmllint --noout " .. proc.q(svg)))
+    end
+  end)
+
+  it("--svg that cannot be written: exit 3, no file, no temporary left", function ()
+    local svg = tmp .. "/missing/herd.svg"
+    local r = simulate({ HTTP, "--clients", "20", "--svg", svg })
+    assert.are.equal(3, r.code)
+    assert.matches("%-%-svg", r.stderr)
+    assert.are.same({}, proc.ls(tmp))
+  end)
+
+  it("the same seed gives the same output, a different seed a different one", function ()
+    local function go(seed, name)
+      local svg = tmp .. "/" .. name
+      local r = simulate({ HTTP, "--clients", "100", "--seed", seed, "--svg", svg })
+      assert.are.equal(0, r.code, r.stderr)
+      return r.stdout:gsub(proc.q(svg):sub(2, -2):gsub("%p", "%%%0"), "FILE"), proc.readfile(svg)
+    end
+    local out1, svg1 = go("5", "a.svg")
+    local out2, svg2 = go("5", "b.svg")
+    local out3, svg3 = go("6", "c.svg")
+    assert.are.equal(out1, out2)
+    assert.are.equal(svg1, svg2)
+    assert.are_not.equal(out1, out3)
+    assert.are_not.equal(svg1:gsub("seed %d+", ""), svg3:gsub("seed %d+", ""))
+    local j1 = simulate({ HTTP, "--clients", "20", "--seed", "9", "--json" })
+    local j2 = simulate({ HTTP, "--clients", "20", "--seed", "9", "--json" })
+    local j3 = simulate({ HTTP, "--clients", "20", "--seed", "10", "--json" })
+    assert.are.equal(j1.stdout, j2.stdout)
+    assert.are_not.equal(j1.stdout, j3.stdout)
+  end)
+
+  it("--json with --clients: one object per attempt {client, attempt, time, verdict}", function ()
+    local r = simulate({ HTTP, "--clients", "10", "--outage", "5", "--json" })
+    assert.are.equal(0, r.code, r.stderr)
+    local lines = proc.lines(r.stdout)
+    local per_client, last = {}, {}
+    for _, line in ipairs(lines) do
+      local o = proc.json.decode(line)
+      assert.is_number(o.client)
+      assert.is_number(o.attempt)
+      assert.is_number(o.time)
+      assert.is_string(o.verdict)
+      per_client[o.client] = (per_client[o.client] or 0) + 1
+      assert.are.equal(per_client[o.client], o.attempt)
+      if o.time < 5 then assert.are.equal(503, o.status) else assert.are.equal(200, o.status) end
+      last[o.client] = o
+    end
+    for c = 0, 9 do
+      assert.are.equal("success", last[c].verdict)
+      assert.is_true(last[c].time >= 5)
+    end
+    -- client i uses seed + i: client 0 of seed 2 is client 1 of seed 1
+    local a = simulate({ HTTP, "--clients", "2", "--seed", "1", "--json" })
+    local b = simulate({ HTTP, "--clients", "1", "--seed", "2", "--json" })
+    local times_a, times_b = {}, {}
+    for _, line in ipairs(proc.lines(a.stdout)) do
+      local o = proc.json.decode(line)
+      if o.client == 1 then times_a[#times_a + 1] = o.time end
+    end
+    for _, line in ipairs(proc.lines(b.stdout)) do times_b[#times_b + 1] = proc.json.decode(line).time end
+    assert.are.same(times_a, times_b)
+  end)
+
+  it("usage errors exit 2", function ()
+    assert.are.equal(2, simulate({ HTTP, "--svg", tmp .. "/x.svg" }).code)
+    assert.are.equal(2, simulate({ HTTP, "--outage", "5" }).code)
+    assert.are.equal(2, simulate({ HTTP, "--clients", "0" }).code)
+    assert.are.equal(2, simulate({ HTTP, "--clients", "10", "--outage", "-1" }).code)
+    assert.are.equal(2, simulate({ HTTP, "--clients", "10", "--outage", "nan" }).code)
+    assert.are.same({}, proc.ls(tmp))
+  end)
+end)
