@@ -213,7 +213,10 @@ typedef struct {
   char *warnings[MAX_WARNINGS];
   size_t warning_count;
   char chunk_src[1024];    /* short_src, for messages */
-  int line_is_transient, line_is_success, line_backoff, line_is_idempotent;
+  /* "file:line" of each hook: its own file, which a require may make
+   * another than the script's */
+  char rule_is_transient[1100], rule_is_success[1100], rule_backoff[1100],
+      rule_is_idempotent[1100];
   int ref_info, ref_options;
   int syntax_error;
   int io_error;             /* the file opened but cannot be read */
@@ -292,11 +295,11 @@ static void unknown_names(lua_State *L, lr_load *ld, int t, int baseline,
   }
 }
 
-static int function_line(lua_State *L, int idx) {
+static void function_rule(lua_State *L, int idx, char *rule, size_t size) {
   lua_Debug ar;
   lua_pushvalue(L, idx);
   lua_getinfo(L, ">S", &ar);
-  return ar.linedefined;
+  lr_fmt(rule, size, "%s:%d", ar.short_src, ar.linedefined);
 }
 
 static int info_index(lua_State *L);
@@ -398,10 +401,11 @@ static int load_protected(lua_State *L) {
     lua_getfield(L, src, FIELDS[i].name);  /* no metatable on either: raw */
     int line = line_of(L, lines, FIELDS[i].name);
     if (lua_type(L, -1) == LUA_TFUNCTION) {
-      if (i == F_IS_TRANSIENT) ld->line_is_transient = function_line(L, -1);
-      if (i == F_IS_SUCCESS) ld->line_is_success = function_line(L, -1);
-      if (i == F_BACKOFF) ld->line_backoff = function_line(L, -1);
-      if (i == F_IS_IDEMPOTENT) ld->line_is_idempotent = function_line(L, -1);
+      char *rule = i == F_IS_TRANSIENT ? ld->rule_is_transient
+                 : i == F_IS_SUCCESS ? ld->rule_is_success
+                 : i == F_BACKOFF ? ld->rule_backoff
+                 : i == F_IS_IDEMPOTENT ? ld->rule_is_idempotent : NULL;
+      if (rule) function_rule(L, -1, rule, sizeof ld->rule_is_transient);
       lua_pushvalue(L, -1);
       ld->refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
     }
@@ -884,14 +888,10 @@ static luaretry_code load(luaretry_policy *p, const char *path,
       lr_strlcpy(p->source, chunk, sizeof p->source);
       if (ld->fields[F_NAME].type != LUA_TSTRING)
         default_name(p->name, sizeof p->name, chunk);
-      lr_fmt(p->rule_is_transient, sizeof p->rule_is_transient, "%s:%d", chunk,
-               ld->line_is_transient);
-      lr_fmt(p->rule_is_success, sizeof p->rule_is_success, "%s:%d", chunk,
-               ld->line_is_success);
-      lr_fmt(p->rule_backoff, sizeof p->rule_backoff, "%s:%d", chunk,
-               ld->line_backoff);
-      lr_fmt(p->rule_is_idempotent, sizeof p->rule_is_idempotent, "%s:%d", chunk,
-             ld->line_is_idempotent);
+      memcpy(p->rule_is_transient, ld->rule_is_transient, sizeof p->rule_is_transient);
+      memcpy(p->rule_is_success, ld->rule_is_success, sizeof p->rule_is_success);
+      memcpy(p->rule_backoff, ld->rule_backoff, sizeof p->rule_backoff);
+      memcpy(p->rule_is_idempotent, ld->rule_is_idempotent, sizeof p->rule_is_idempotent);
     }
   } else {
     lr_strlcpy(p->errmsg, err, sizeof p->errmsg);

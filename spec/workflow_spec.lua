@@ -1,0 +1,94 @@
+-- Workflows: run(http, args) retried as a whole, end to end through the
+-- CLI, real libcurl and the fault server on 127.0.0.1.
+local proc = require "spec.support.proc"
+local q = proc.q
+
+local HERE = proc.root .. "/spec/workflow/"
+local IAM_EXAMPLE = proc.root .. "/policies/examples/iam-set-policy.lua"
+
+local function run(args) return proc.run(args, { timeout = 30 }) end
+
+describe("workflows", function ()
+  local srv
+
+  before_each(function ()
+    srv = proc.server(HERE .. "iam_server.lua")
+  end)
+  after_each(function ()
+    if srv then srv:stop() end
+    srv = nil
+  end)
+
+  local function iam_policy()
+    local body = proc.readfile_cmd("env -u LD_PRELOAD curl -sS --max-time 5 -X POST -d '{}' " ..
+                                   q(srv.base .. "/v1/projects/p:getIamPolicy"))
+    return proc.json.decode(body)
+  end
+
+  local function members(policy, role)
+    for _, b in ipairs(policy.bindings) do
+      if b.role == role then return table.concat(b.members, ",") end
+    end
+  end
+
+  it("the IAM example re-runs the whole read-modify-write after 409 ABORTED; both writers' bindings survive", function ()
+    local r = run({ "run", IAM_EXAMPLE, srv.base .. "/v1/projects/p", "roles/viewer",
+                    "user:alice@example.com", "--set", "backoff.initial=0.05", "--seed", "1" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.matches("attempt 1: 409 %-> retry", r.stderr)
+    assert.matches("policies/iam.lua:%d+", r.stderr)
+    assert.matches("attempt 2: 200 %-> success", r.stderr)
+    -- two reads and two writes: the whole sequence ran twice
+    local seen = srv:requests()
+    local reads, writes = 0, 0
+    for _, req in ipairs(seen) do
+      if req.path:match(":getIamPolicy$") then reads = reads + 1 end
+      if req.path:match(":setIamPolicy$") then writes = writes + 1 end
+    end
+    assert.are.equal(2, reads)
+    assert.are.equal(2, writes)
+    local final = iam_policy()
+    assert.are.equal("user:concurrent-writer@example.com", members(final, "roles/editor"))
+    assert.are.equal("user:alice@example.com", members(final, "roles/viewer"))
+    -- standard output holds the final write's answer only
+    assert.are.equal("user:alice@example.com", members(proc.json.decode(r.stdout), "roles/viewer"))
+  end)
+
+  it("a bare run URL with iam.lua does not retry 409 ABORTED: only the whole sequence could win", function ()
+    local aborted = proc.server(HERE .. "aborted_server.lua")
+    local ok, err = pcall(function ()
+      local r = run({ "run", proc.root .. "/policies/iam.lua", aborted.base .. "/v1/x:setIamPolicy",
+                      "-X", "PUT", "-d", "{}" })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.matches("409 %-> final", r.stderr)
+      assert.are.equal(1, #aborted:requests())
+    end)
+    aborted:stop()
+    assert(ok, err)
+  end)
+
+  it("retries run() until it succeeds and passes it the words after the policy", function ()
+    local r = run({ "run", HERE .. "count_run.lua", "a", "b", "c" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("a+b+c\n", r.stdout)
+    assert.matches("attempt 3/5: 200 %-> success", r.stderr)
+  end)
+
+  it("a Lua error in run() is a policy error naming file and line", function ()
+    local r = run({ "run", HERE .. "broken_run.lua" })
+    assert.are.equal(3, r.code)
+    assert.matches("broken_run.lua:5: no such thing", r.stderr)
+  end)
+
+  it("run() must return status and body", function ()
+    local r = run({ "run", HERE .. "broken_run.lua", "--set", "options.mode=return" })
+    assert.are.equal(3, r.code)
+    assert.matches("run must return status, body", r.stderr)
+  end)
+
+  it("a policy without run() needs a URL", function ()
+    local r = run({ "run", proc.root .. "/policies/http.lua" })
+    assert.are.equal(2, r.code)
+    assert.matches("a URL, %-%- COMMAND, or a policy with run%(%) is needed", r.stderr)
+  end)
+end)
