@@ -286,10 +286,12 @@ static void read_outcome(lua_State *L, int idx, outcome_buf *ob) {
   o->retry_after = luaL_optnumber(L, -1, -1);
   lua_getfield(L, idx, "workflow");
   o->workflow = lua_toboolean(L, -1);
+  lua_getfield(L, idx, "not_repeatable");
+  o->not_repeatable = lua_toboolean(L, -1);
   lua_getfield(L, idx, "kind");
   const char *kind = luaL_optstring(L, -1, "http");
   o->kind = strcmp(kind, "command") == 0 ? LUARETRY_OUTCOME_COMMAND : LUARETRY_OUTCOME_HTTP;
-  lua_pop(L, 8);  /* the strings stay referenced by the table */
+  lua_pop(L, 9);  /* the strings stay referenced by the table */
   if (lua_getfield(L, idx, "headers") == LUA_TTABLE) {
     lua_pushnil(L);
     while (lua_next(L, -2) && o->header_count < 64) {
@@ -333,6 +335,37 @@ static int p_classify(lua_State *L) {
   if (rc == LUARETRY_OK) push_decision(L, &d);
   luaretry_call_free(c);
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
+  return 1;
+}
+
+/* p:is_idempotent{method =, url =, headers =, body =} -> boolean: the
+ * script's is_idempotent(request), or the method rule. */
+static int p_is_idempotent(lua_State *L) {
+  luaretry_policy *p = check_policy(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  luaretry_header headers[64];
+  luaretry_request r = { NULL, NULL, headers, 0, NULL, 0 };
+  lua_getfield(L, 2, "method");
+  r.method = luaL_optstring(L, -1, "GET");
+  lua_getfield(L, 2, "url");
+  r.url = luaL_optstring(L, -1, "");
+  lua_getfield(L, 2, "body");
+  r.body = luaL_optlstring(L, -1, NULL, &r.body_len);
+  if (lua_getfield(L, 2, "headers") == LUA_TTABLE) {
+    lua_pushnil(L);
+    while (lua_next(L, -2) && r.header_count < 64) {
+      if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
+        headers[r.header_count].name = lua_tostring(L, -2);
+        headers[r.header_count].value = lua_tostring(L, -1);
+        r.header_count++;
+      }
+      lua_pop(L, 1);
+    }
+  }
+  int yes = 0;
+  luaretry_code rc = luaretry_policy_is_idempotent(p, &r, &yes);
+  if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
+  lua_pushboolean(L, yes);
   return 1;
 }
 
@@ -456,7 +489,8 @@ static const luaL_Reg policy_methods[] = {
   { "reload", p_reload }, { "set", p_set }, { "tuning", p_tuning },
   { "warnings", p_warnings }, { "memory", p_memory }, { "schedule", p_schedule },
   { "sample", p_sample }, { "classify", p_classify }, { "begin", p_begin },
-  { "run", p_run }, { "close", p_gc }, { NULL, NULL }
+  { "run", p_run }, { "is_idempotent", p_is_idempotent }, { "close", p_gc },
+  { NULL, NULL }
 };
 
 static const luaL_Reg call_methods[] = {

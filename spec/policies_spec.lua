@@ -1,0 +1,481 @@
+-- The shipped service policies, each against its source document in
+-- seeds/: classification of the probe set, the jitter-free schedule, the
+-- bounds of every jittered wait, the stop rule, a clean load.
+local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
+package.path = here .. "../lua/?.lua;" .. here .. "?.lua;" .. package.path
+local lr = require "luaretry"
+local testing = require "testing"
+
+local POLICIES = here .. "../policies/"
+local FIX = here .. "fixtures/"
+local function policy(name) return POLICIES .. name .. ".lua" end
+
+local NO_JITTER = { ["backoff.jitter"] = "none" }
+local SEEDS = 500
+
+-- The probe set: statuses, then status 0 with each transport failure.
+local PROBE = { 200, 400, 401, 403, 404, 408, 409, 429, 500, 501, 502, 503, 504,
+                "connect", "timeout", "reset", "dns", "tls" }
+
+local function merged(a, b)
+  local t = {}
+  for k, v in pairs(a) do t[k] = v end
+  for k, v in pairs(b or {}) do t[k] = v end
+  return t
+end
+
+-- Every probe classified as expected[probe] ("success", "retry", "final").
+local function classifies(file, expected, opts)
+  local verdicts, decisions = testing.verdicts(file, PROBE, opts)
+  for i, probe in ipairs(PROBE) do
+    assert.are.equal(expected[probe], verdicts[i],
+      ("%s: %s"):format(file:match("[^/]*$"), tostring(probe)))
+    if verdicts[i] == "retry" then
+      assert.are.equal(file:match("[^/]*$"), decisions[i].rule:match("([^/]*):%d+$"),
+        "decided by the policy's own is_transient")
+    end
+  end
+end
+
+local function no_warnings(file)
+  local p = assert(lr.load(file))
+  assert.are.same({}, p:warnings())
+end
+
+-- Over many seeds, retry i waits within [lo[i], hi[i]]; where lo < hi the
+-- waits really spread over most of the range.
+local function bounded(file, lo, hi, opts)
+  opts = opts or {}
+  local ranges = testing.wait_range(testing.load(file, opts), { 503 }, { seeds = SEEDS })
+  assert.are.equal(#lo, #ranges, "number of retries")
+  for i, r in ipairs(ranges) do
+    assert.are.equal(SEEDS, r.count)
+    assert.is_true(r.min >= lo[i], ("retry %d: %.6f below %g"):format(i, r.min, lo[i]))
+    assert.is_true(r.max <= hi[i], ("retry %d: %.6f above %g"):format(i, r.max, hi[i]))
+    if hi[i] > lo[i] then
+      assert.is_true(r.max - r.min > 0.9 * (hi[i] - lo[i]),
+        ("retry %d: spread %.3f of %g"):format(i, r.max - r.min, hi[i] - lo[i]))
+    else
+      assert.are.equal(lo[i], r.min)
+      assert.are.equal(lo[i], r.max)
+    end
+  end
+end
+
+-- ------------------------------------------------------------------ gcs
+
+describe("policies/gcs.lua (Google Cloud Storage: truncated exponential backoff)", function()
+  local GCS = policy("gcs")
+
+  it("loads without warnings", function() no_warnings(GCS) end)
+
+  it("retries 5xx, 429 and every transport failure; the rest is final", function()
+    classifies(GCS, {
+      [200] = "success", [400] = "final", [401] = "final", [403] = "final", [404] = "final",
+      [408] = "final", [409] = "final", [429] = "retry", [500] = "retry", [501] = "retry",
+      [502] = "retry", [503] = "retry", [504] = "retry",
+      connect = "retry", timeout = "retry", reset = "retry", dns = "retry", tls = "retry" })
+    assert.are.same({ "retry", "retry", "final" }, testing.verdicts(GCS, { 507, 599, 600 }))
+  end)
+
+  it("without jitter waits 1, 2, 4, 8, 16 s, then 32 s four times", function()
+    local w, r = testing.waits(GCS, { set = NO_JITTER })
+    assert.are.same({ 1, 2, 4, 8, 16, 32, 32, 32, 32 }, w)
+    assert.are.equal(10, r.attempts)
+    assert.are.equal(159, r.elapsed)
+  end)
+
+  it("with --set backoff.max=64 waits up to 64 s", function()
+    local w = testing.waits(GCS, { set = merged(NO_JITTER, { ["backoff.max"] = 64 }) })
+    assert.are.same({ 1, 2, 4, 8, 16, 32, 64, 64, 64 }, w)
+  end)
+
+  it("waits min(2^n + r, 32), r in [0, 1]: spread below the cap, exactly 32 at it", function()
+    bounded(GCS, { 1, 2, 4, 8, 16, 32, 32, 32, 32 }, { 2, 3, 5, 9, 17, 32, 32, 32, 32 })
+    bounded(GCS, { 1, 2, 4, 8, 16, 32, 64, 64, 64 }, { 2, 3, 5, 9, 17, 33, 64, 64, 64 },
+            { set = { ["backoff.max"] = 64 } })
+  end)
+
+  it("backoff.cap_jitter=false keeps clients spread at the cap", function()
+    bounded(GCS, { 1, 2, 4, 8, 16, 32, 32, 32, 32 }, { 2, 3, 5, 9, 17, 33, 33, 33, 33 },
+            { set = { ["backoff.cap_jitter"] = false } })
+  end)
+
+  it("stops after 10 attempts, at most 164 s of waiting", function()
+    local r = testing.run(GCS, { 503 })
+    assert.are.equal(10, r.attempts)
+    assert.are.equal("exhausted", r.verdict)
+    assert.are.equal("max_attempts", r.rule)
+    for seed = 1, SEEDS do
+      local e = testing.run(GCS, { "timeout" }, { seed = seed }).elapsed
+      assert.is_true(e >= 159 and e <= 164, "elapsed " .. e)
+    end
+    assert.are.equal(3, testing.run(GCS, { 503, 429, 200 }).attempts)
+    assert.are.equal("success", testing.run(GCS, { 503, 429, 200 }).verdict)
+  end)
+
+  describe("is_idempotent", function()
+    local function idem(method, url, headers)
+      return testing.is_idempotent(GCS, { method = method, url = url, headers = headers })
+    end
+    local OBJ = "https://storage.googleapis.com/upload/storage/v1/b/bkt/o?uploadType=media&name=a.txt"
+
+    it("repeats GET, HEAD, OPTIONS and DELETE", function()
+      for _, m in ipairs { "GET", "HEAD", "OPTIONS", "DELETE", "get" } do
+        assert.is_true(idem(m, OBJ), m)
+      end
+      assert.is_true(testing.is_idempotent(GCS, { url = OBJ }))  -- no method: a GET
+    end)
+
+    it("repeats a POST, PATCH or PUT only with a precondition in the query", function()
+      for _, m in ipairs { "POST", "PATCH", "PUT" } do
+        assert.is_false(idem(m, OBJ), m)
+        assert.is_true(idem(m, OBJ .. "&ifGenerationMatch=0"), m)
+        assert.is_true(idem(m, OBJ .. "&ifMetagenerationMatch=3"), m)
+        assert.is_true(idem(m, "https://storage.googleapis.com/b/bkt/o/a.txt?generation=1712"), m)
+        assert.is_true(idem(m, "https://storage.googleapis.com/b/bkt/o/a.txt?ifGenerationMatch=5#x"), m)
+      end
+    end)
+
+    it("does not take a name in the path, a fragment, another parameter or an empty value", function()
+      assert.is_false(idem("PUT", "https://storage.googleapis.com/bkt/ifGenerationMatch=1"))
+      assert.is_false(idem("PUT", "https://storage.googleapis.com/bkt/generation"))
+      assert.is_false(idem("PUT", "https://storage.googleapis.com/bkt/o#ifGenerationMatch=1"))
+      assert.is_false(idem("PUT", OBJ .. "&ifGenerationNotMatch=4"))
+      assert.is_false(idem("PUT", OBJ .. "&xgeneration=4"))
+      assert.is_false(idem("PUT", OBJ .. "&ifGenerationMatch="))
+      assert.is_false(idem("PUT", OBJ .. "&ifGenerationMatch"))
+    end)
+
+    it("takes the header x-goog-if-generation-match in any case", function()
+      for _, h in ipairs { "x-goog-if-generation-match", "X-Goog-If-Generation-Match",
+                           "X-GOOG-IF-GENERATION-MATCH" } do
+        assert.is_true(idem("PUT", OBJ, { [h] = "12" }), h)
+        assert.is_true(idem("POST", OBJ, { ["Content-Type"] = "text/plain", [h] = "0" }), h)
+      end
+      assert.is_false(idem("PUT", OBJ, { ["x-goog-if-generation-match"] = "" }))
+      assert.is_false(idem("PUT", OBJ, { ["Content-Type"] = "text/plain" }))
+    end)
+
+    it("does not repeat other methods", function()
+      assert.is_false(idem("COPY", OBJ .. "&ifGenerationMatch=1"))
+      assert.is_false(idem("TRACE", OBJ))
+    end)
+  end)
+end)
+
+-- ------------------------------------------------------------------ iam
+
+describe("policies/iam.lua (Google Cloud IAM: retry failed requests)", function()
+  local IAM = policy("iam")
+  local ABORTED = '{"error":{"code":409,"message":"There were concurrent policy changes.","status":"ABORTED"}}'
+
+  it("loads without warnings", function() no_warnings(IAM) end)
+
+  it("retries 500, 502, 503, 504 and transport failures; the rest is final", function()
+    classifies(IAM, {
+      [200] = "success", [400] = "final", [401] = "final", [403] = "final", [404] = "final",
+      [408] = "final", [409] = "final", [429] = "final", [500] = "retry", [501] = "final",
+      [502] = "retry", [503] = "retry", [504] = "retry",
+      connect = "retry", timeout = "retry", reset = "retry", dns = "retry", tls = "retry" })
+  end)
+
+  -- needs the engine's policy options (options = {...}, --set options.NAME=VALUE)
+  it("retries 404 only with --set options.retry_404=true", function()
+    assert.are.equal("final", testing.classify(IAM, 404).verdict)
+    local set = { ["options.retry_404"] = true }
+    assert.are.equal("retry", testing.classify(IAM, 404, { set = set }).verdict)
+    local r = testing.run(IAM, { 404, 404, 200 }, { set = set })
+    assert.are.equal("success", r.verdict)
+    assert.are.equal(3, r.attempts)
+    -- the rest of the classification is unchanged
+    classifies(IAM, {
+      [200] = "success", [400] = "final", [401] = "final", [403] = "final", [404] = "retry",
+      [408] = "final", [409] = "final", [429] = "final", [500] = "retry", [501] = "final",
+      [502] = "retry", [503] = "retry", [504] = "retry",
+      connect = "retry", timeout = "retry", reset = "retry", dns = "retry", tls = "retry" },
+      { set = set })
+    assert.are.equal("final", testing.classify(IAM, 404, { set = { ["options.retry_404"] = false } }).verdict)
+    local p = assert(lr.load(IAM))
+    assert.is_true(p:set("options.retry_404", "true"))
+    assert.are.equal("retry", p:classify { status = 404 }.verdict)
+    local bad, err = lr.load(IAM, { set = { ["options.retry_404"] = "maybe" } })
+    assert.is_nil(bad)
+    assert.is_truthy(err:find("options.retry_404", 1, true))
+    local typo, err2 = lr.load(IAM, { set = { ["options.retry404"] = true } })
+    assert.is_nil(typo)
+    assert.is_truthy(err2:find("retry_404", 1, true))
+  end)
+
+  it("retries a 409 ABORTED only inside a workflow", function()
+    local function verdict(body, workflow)
+      return testing.classify(IAM, { status = 409, body = body, workflow = workflow }).verdict
+    end
+    assert.are.equal("retry", verdict('{"error":{"status":"ABORTED"}}', true))
+    assert.are.equal("final", verdict('{"error":{"status":"ABORTED"}}', false))
+    assert.are.equal("final", verdict('{"error":{"status":"ABORTED"}}', nil))
+    assert.are.equal("retry", verdict(ABORTED, true))
+    assert.are.equal("retry", verdict('{\n  "error": {\n    "status" : "ABORTED"\n  }\n}', true))
+    -- other conflicts are final, in a workflow too
+    assert.are.equal("final", verdict('{"error":{"status":"ALREADY_EXISTS"}}', true))
+    assert.are.equal("final", verdict('{"error":{"message":"ABORTED by user","status":"FAILED_PRECONDITION"}}', true))
+    assert.are.equal("final", verdict("", true))
+    assert.are.equal("final", verdict(nil, true))
+    -- a whole workflow: two lost races, then the write wins
+    local conflict = { status = 409, body = ABORTED }
+    local r = testing.run(IAM, { conflict, conflict, 200 }, { outcome = { workflow = true } })
+    assert.are.equal("success", r.verdict)
+    assert.are.equal(3, r.attempts)
+    assert.are.equal("final", testing.run(IAM, { conflict, 200 }).verdict)
+  end)
+
+  it("without jitter waits 1, 2, 4, 8, 16 s, then 32 s until the 300 s deadline", function()
+    local w, r = testing.waits(IAM, { set = NO_JITTER })
+    assert.are.same({ 1, 2, 4, 8, 16, 32, 32, 32, 32, 32, 32, 32, 32 }, w)
+    assert.are.equal(14, r.attempts)
+    assert.are.equal(287, r.elapsed)
+    assert.are.equal("deadline", r.verdict)
+    local w64 = testing.waits(IAM, { set = merged(NO_JITTER, { ["backoff.max"] = 64 }) })
+    assert.are.same({ 1, 2, 4, 8, 16, 32, 64, 64, 64 }, w64)
+  end)
+
+  it("waits min(2^n + r, 32), r in [0, 1]: spread below the cap, exactly 32 at it", function()
+    local lo = { 1, 2, 4, 8, 16, 32, 32, 32, 32, 32, 32, 32, 32 }
+    local hi = { 2, 3, 5, 9, 17, 32, 32, 32, 32, 32, 32, 32, 32 }
+    bounded(IAM, lo, hi)
+  end)
+
+  it("stops at the 300 s deadline, never later, however long attempts last", function()
+    local r = testing.run(IAM, { 503 })
+    assert.are.equal("deadline", r.verdict)
+    assert.are.equal("deadline", r.rule)
+    assert.is_nil(lr.load(IAM):tuning().max_attempts)
+    assert.are.equal(300, lr.load(IAM):tuning().deadline)
+    for _, d in ipairs { 0, 0.5, 7, 29, 61, 150, 299, 400 } do
+      for seed = 1, 20 do
+        local q = testing.run(IAM, { "timeout" }, { seed = seed, duration = d })
+        assert.are.equal("deadline", q.verdict)
+        assert.is_true(q.elapsed <= 300, "elapsed " .. q.elapsed)
+      end
+    end
+  end)
+
+  it("is what a workflow that requires it classifies with", function()
+    local wf = FIX .. "t_iam_workflow.lua"
+    no_warnings(wf)
+    local t = lr.load(wf):tuning()
+    assert.are.equal("t_iam_workflow", t.name)
+    assert.are.equal(300, t.deadline)
+    assert.are.equal(32, t.backoff.max)
+    assert.is_true(t.backoff.cap_jitter)
+    local conflict = { status = 409, body = ABORTED }
+    assert.are.same({ "retry", "final", "retry", "final" },
+      testing.verdicts(wf, { merged(conflict, { workflow = true }), conflict, 503, 404 }))
+    assert.are.equal("retry", testing.classify(wf, 404, { set = { ["options.retry_404"] = true } }).verdict)
+  end)
+end)
+
+-- ---------------------------------------------------------- memorystore
+
+describe("policies/memorystore.lua (Memorystore for Redis: exponential backoff)", function()
+  local MS = policy("memorystore")
+
+  it("loads without warnings", function() no_warnings(MS) end)
+
+  it("retries 5xx, 429 and transport failures; the rest is final", function()
+    classifies(MS, {
+      [200] = "success", [400] = "final", [401] = "final", [403] = "final", [404] = "final",
+      [408] = "final", [409] = "final", [429] = "retry", [500] = "retry", [501] = "retry",
+      [502] = "retry", [503] = "retry", [504] = "retry",
+      connect = "retry", timeout = "retry", reset = "retry", dns = "retry", tls = "retry" })
+  end)
+
+  it("without jitter waits 1 to 32 s, then 64 s five times", function()
+    local w = testing.waits(MS, { set = NO_JITTER })
+    assert.are.same({ 1, 2, 4, 8, 16, 32, 64, 64, 64, 64, 64 }, w)
+  end)
+
+  it("waits min(2^n + r, 64), r up to 1000 ms: spread below the cap, exactly 64 at it", function()
+    bounded(MS, { 1, 2, 4, 8, 16, 32, 64, 64, 64, 64, 64 },
+                { 2, 3, 5, 9, 17, 33, 64, 64, 64, 64, 64 })
+  end)
+
+  it("keeps retrying at the cap up to 12 attempts, never forever", function()
+    local r = testing.run(MS, { 503 })
+    assert.are.equal(12, r.attempts)
+    assert.are.equal("exhausted", r.verdict)
+    assert.are.equal("max_attempts", r.rule)
+    assert.are.equal(12, lr.load(MS):tuning().max_attempts)
+    for seed = 1, SEEDS do
+      local e = testing.run(MS, { 500 }, { seed = seed }).elapsed
+      assert.is_true(e >= 383 and e <= 389, "elapsed " .. e)
+    end
+  end)
+end)
+
+-- ---------------------------------------------------------------- azure
+
+-- The Retry pattern's three answers, shared by the three Azure tunings.
+local AZURE = {
+  [200] = "success", [400] = "final", [401] = "final", [403] = "final", [404] = "final",
+  [408] = "retry", [409] = "final", [429] = "retry", [500] = "retry", [501] = "final",
+  [502] = "retry", [503] = "retry", [504] = "retry",
+  connect = "retry", timeout = "retry", reset = "retry", dns = "retry", tls = "retry" }
+
+local function azure_answers(file, first)
+  it("loads without warnings", function() no_warnings(file) end)
+
+  it("cancels, retries at once or retries after a delay, by kind of fault", function()
+    classifies(file, AZURE)
+    local _, d = testing.verdicts(file, PROBE, { set = NO_JITTER })
+    for i, probe in ipairs(PROBE) do
+      if probe == "reset" then
+        assert.are.equal(0, d[i].wait, "a reset: at once")
+        assert.are.equal("script", d[i].source)
+      elseif d[i].verdict == "retry" then
+        assert.are.equal(first, d[i].wait, tostring(probe) .. ": after the delay")
+        assert.are.equal("backoff", d[i].source)
+      end
+    end
+  end)
+
+  it("retries a reset at once only the first time in a call", function()
+    local r = testing.run(file, { "reset", "reset", 200 }, { set = NO_JITTER })
+    assert.are.equal(0, r.waits[1])
+    assert.is_true(r.waits[2] > 0)
+    assert.are.equal("success", r.verdict)
+    local q = testing.run(file, { 503, "reset", 200 }, { set = NO_JITTER })
+    assert.is_true(q.waits[2] > 0)
+  end)
+end
+
+-- Equal jitter: retry i waits within [v/2, v] of the jitter-free wait v.
+local function equal_jitter(file, nominal)
+  it("spreads each wait by equal jitter, between half and all of it", function()
+    local lo = {}
+    for i, v in ipairs(nominal) do lo[i] = v / 2 end
+    bounded(file, lo, nominal)
+  end)
+end
+
+describe("policies/azure.lua (Azure Architecture Center: Retry pattern)", function()
+  local AZ = policy("azure")
+  azure_answers(AZ, 5)
+  equal_jitter(AZ, { 5, 10, 20 })
+
+  it("without jitter waits 5, 10, 20 s: 4 attempts in all", function()
+    local w, r = testing.waits(AZ, { set = NO_JITTER })
+    assert.are.same({ 5, 10, 20 }, w)
+    assert.are.equal(4, r.attempts)
+    assert.are.equal("exhausted", r.verdict)
+  end)
+end)
+
+describe("policies/azure-interactive.lua (Retry pattern: interactive, fail fast)", function()
+  local AI = policy("azure-interactive")
+  azure_answers(AI, 0.5)
+  equal_jitter(AI, { 0.5, 1 })
+
+  it("without jitter waits 0.5 and 1 s: 3 attempts in all", function()
+    local w, r = testing.waits(AI, { set = NO_JITTER })
+    assert.are.same({ 0.5, 1 }, w)
+    assert.are.equal(3, r.attempts)
+    assert.are.equal("exhausted", r.verdict)
+  end)
+
+  it("gives up within 10 s however long attempts last", function()
+    local r = testing.run(AI, { 503 }, { duration = 5, set = NO_JITTER })
+    assert.are.equal("deadline", r.verdict)
+    assert.are.equal(2, r.attempts)
+    assert.are.equal(10, r.elapsed)
+    for seed = 1, 50 do
+      for _, d in ipairs { 0, 1, 3, 4.9, 9, 12 } do
+        local q = testing.run(AI, { "timeout" }, { seed = seed, duration = d })
+        assert.is_true(q.elapsed <= 10)
+        assert.is_true(q.attempts <= 3)
+      end
+    end
+  end)
+
+  it("does not wait for a server that asks for more than 2 s", function()
+    local r = testing.run(AI, { { status = 429, retry_after = 5 }, 200 })
+    assert.are.equal(1, r.attempts)
+    assert.are.equal("deadline", r.verdict)
+    assert.are.equal("max_retry_after", r.rule)
+    local q = testing.run(AI, { { status = 503, retry_after = 1.5 }, 200 })
+    assert.are.equal("success", q.verdict)
+    assert.is_true(q.waits[1] >= 1.5)
+  end)
+end)
+
+describe("policies/azure-batch.lua (Retry pattern: batch, more and longer)", function()
+  local AB = policy("azure-batch")
+  local NOMINAL = { 5, 10, 20, 40, 80, 120, 120, 120, 120 }
+  azure_answers(AB, 5)
+  equal_jitter(AB, NOMINAL)
+
+  it("without jitter waits 5 s doubling to 120 s: 10 attempts in all", function()
+    local w, r = testing.waits(AB, { set = NO_JITTER })
+    assert.are.same(NOMINAL, w)
+    assert.are.equal(10, r.attempts)
+    assert.are.equal("exhausted", r.verdict)
+    assert.are.equal(635, r.elapsed)
+  end)
+
+  it("retries more and longer than the interactive and general tunings", function()
+    local function t(name) return lr.load(policy(name)):tuning() end
+    assert.is_true(t("azure-batch").max_attempts > t("azure").max_attempts)
+    assert.is_true(t("azure").max_attempts > t("azure-interactive").max_attempts)
+    assert.is_true(t("azure-batch").backoff.max > t("azure").backoff.max)
+    assert.is_true(t("azure").backoff.initial > t("azure-interactive").backoff.initial)
+  end)
+end)
+
+-- ------------------------------------------------- through the real engine
+
+-- The request's idempotency and a workflow's re-run are decided by the
+-- engine around the transport, which the Lua module cannot drive: these run
+-- build/luaretry against the fault server.
+describe("the policies through luaretry run", function()
+  local proc = require "support.proc"
+  local srv
+  local FAST = { "--seed", "1", "--set", "backoff.jitter=none", "--set", "backoff.initial=0.01" }
+
+  local function run(args)
+    local t = { "run" }
+    for _, a in ipairs(args) do t[#t + 1] = a end
+    for _, a in ipairs(FAST) do t[#t + 1] = a end
+    return proc.run(t, { timeout = 30 })
+  end
+
+  setup(function() srv = proc.server(FIX .. "t_faults.lua") end)
+  teardown(function() if srv then srv:stop() end end)
+  before_each(function() srv:reset() end)
+
+  it("gcs: a PUT without a precondition is not repeated after a 503", function()
+    local r = run { policy("gcs"), srv.base .. "/o/busy", "-X", "PUT", "-d", "data" }
+    assert.are.equal(1, r.code, r.stderr)
+    assert.are.equal(1, #srv:requests_on("/o/busy"))
+    assert.matches("not idempotent", r.stderr)
+  end)
+
+  it("gcs: a PUT with ifGenerationMatch, or the header, is", function()
+    local r = run { policy("gcs"), srv.base .. "/o/busy?ifGenerationMatch=0", "-X", "PUT",
+                    "-d", "data", "--set", "max_attempts=3" }
+    assert.are.equal(4, r.code, r.stderr)
+    assert.are.equal(3, #srv:requests_on("/o/busy"))
+    srv:reset()
+    local h = run { policy("gcs"), srv.base .. "/o/busy", "-X", "PUT", "-d", "data",
+                    "-H", "X-Goog-If-Generation-Match: 17", "--set", "max_attempts=3" }
+    assert.are.equal(4, h.code, h.stderr)
+    assert.are.equal(3, #srv:requests_on("/o/busy"))
+  end)
+
+  -- needs the engine's run() workflows
+  it("iam: a 409 ABORTED re-runs the whole read-modify-write", function()
+    local r = run { FIX .. "t_iam_workflow.lua", srv.base .. "/iam" }
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, #srv:requests_on("/iam:getIamPolicy"))
+    assert.are.equal(2, #srv:requests_on("/iam:setIamPolicy"))
+  end)
+end)
