@@ -1,0 +1,110 @@
+/* policy.h: what the policy's three files share: policy.c (loading and
+ * the public side), validate.c (the fields a script may set and their
+ * checks) and judge.c (the calls into the script on each decision). */
+#ifndef LUARETRY_POLICY_H
+#define LUARETRY_POLICY_H
+
+#include <lua.h>
+
+#include "internal.h"
+#include "sandbox.h"
+
+#define DEFAULT_MEMORY_LIMIT ((size_t)8 << 20)
+#define DEFAULT_INSTRUCTION_LIMIT 5000000L
+#define DEFAULT_BODY_LIMIT ((size_t)64 << 10)
+#define DEFAULT_MAX_RETRY_AFTER 300.0
+#define MAX_WARNINGS 64
+#define MAX_OVERRIDES 64
+
+/* ---- the fields a script may set */
+
+enum kind {
+  K_STRING, K_COUNT, K_SECONDS, K_SECONDS0, K_BOOL, K_BYTES, K_FUNCTION,
+  K_BACKOFF, K_KIND, K_JITTER, K_MULTIPLIER, K_GUARD, K_HOST, K_OPTIONS
+};
+
+enum {
+  F_NAME, F_MAX_ATTEMPTS, F_DEADLINE, F_ATTEMPT_TIMEOUT, F_RETRY_AFTER,
+  F_MAX_RETRY_AFTER, F_BODY_LIMIT, F_BACKOFF, F_IS_TRANSIENT, F_IS_SUCCESS,
+  F_IS_IDEMPOTENT, F_PREPARE, F_ON_RETRY, F_RUN, F_BUDGET, F_BREAKER, F_OPTIONS,
+  F_INSTRUCTION_LIMIT, F_MEMORY_LIMIT,
+  F_B_KIND, F_B_INITIAL, F_B_MULTIPLIER, F_B_MAX, F_B_STEP, F_B_JITTER,
+  F_B_JITTER_MAX, F_B_CAP_JITTER,
+  F_COUNT
+};
+#define F_FIRST_BACKOFF F_B_KIND
+
+typedef struct { const char *name; enum kind kind; } lr_field_spec;
+extern const lr_field_spec lr_fields[F_COUNT];
+
+/* What the script (or an override) said of a field, before validation. */
+typedef struct {
+  int type;          /* a LUA_T* constant; LUA_TNIL when unset */
+  double num;
+  int boolean;
+  char str[64];
+  int line;          /* 0 when unknown */
+  int from_set;      /* came from luaretry_policy_set */
+} lr_field;
+
+typedef struct { char name[48]; char value[64]; } lr_override;
+
+struct luaretry_policy {
+  lr_sandbox *sb;
+  lr_rules rules;
+  luaretry_tuning tuning;
+  char name[128];
+  char source[1024];
+  lr_field fields[F_COUNT];        /* as the script set them */
+  int ref_is_transient, ref_is_success, ref_on_retry, ref_backoff, ref_info;
+  int ref_is_idempotent, ref_prepare, ref_options, ref_run;
+  const char *cur_option_name, *cur_option_value;
+  char rule_is_idempotent[1100];
+  /* prepare()'s request, copied out of Lua */
+  char *prep_method, *prep_url, *prep_body;
+  size_t prep_body_len, prep_header_count;
+  luaretry_header *prep_headers;
+  const luaretry_request *cur_request;
+  int cur_attempt;
+  int ref_headers;
+  char rule_is_transient[1100], rule_is_success[1100], rule_backoff[1100];
+  char *warnings[MAX_WARNINGS];     /* load warnings, then validation's */
+  size_t warning_count;
+  char *load_warnings[MAX_WARNINGS]; /* unknown names, found at load */
+  size_t load_warning_count;
+  lr_override overrides[MAX_OVERRIDES];
+  size_t override_count;
+  long instruction_limit;
+  size_t memory_limit;
+  luaretry_classify_fn host_classify;
+  void *host_ud;
+  luaretry_log_fn log;
+  void *log_ud;
+  char errmsg[4096];
+  char hook_error[512];
+  /* the decision in progress, read by info's __index */
+  const luaretry_outcome *cur;
+  const lr_attempt_ctx *cur_ctx;
+  const luaretry_decision *cur_decision;
+  unsigned generation, headers_generation;
+  int cur_fn;
+  long backoff_n;
+  double backoff_previous;
+};
+
+/* validate.c */
+void lr_add_warning(char **list, size_t *count, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void lr_free_warnings(char **list, size_t *count);
+const char *lr_closest_field(const char *name, const char *prefix);
+int lr_field_index(const char *name);
+/* Validates the script's fields plus overrides; on success installs rules,
+ * tuning and warnings into p.  0, or -1 with p->errmsg set. */
+int lr_compose(luaretry_policy *p, const lr_field *script_fields, const char *chunk,
+               char **load_warnings, size_t load_count);
+
+/* judge.c */
+int lr_info_index(lua_State *L);   /* info's __index */
+void lr_free_prepared(luaretry_policy *p);
+
+#endif
