@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <signal.h>
 
 #include "cli.h"
 #include "faults.h"
@@ -137,13 +136,7 @@ static int cmd_faults(int argc, char **argv) {
     return EXIT_POLICY;
   }
   serving = f;
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = stop_serving;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  cli_on_stop_signals(stop_serving);
   printf("listening on %s\n", lr_faults_address(f));
   fflush(stdout);
   int rc = lr_faults_serve(f);

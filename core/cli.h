@@ -22,6 +22,8 @@ void cli_json_decision(FILE *f, const luaretry_decision *d, int status,
                        const char *error, const char *target);
 
 int cli_run(int argc, char **argv);
+/* SIGINT and SIGTERM call `handler`; SIGPIPE is ignored. */
+void cli_on_stop_signals(void (*handler)(int));
 int cli_check(int argc, char **argv);     /* cli_check.c */
 int cli_simulate(int argc, char **argv);  /* cli_simulate.c */
 

@@ -29,14 +29,14 @@ static void on_signal(int sig) {
   if (c) luaretry_call_cancel(c);
 }
 
-static void install_signals(void) {
+void cli_on_stop_signals(void (*handler)(int)) {
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
+  sa.sa_handler = handler;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);  /* a closed pipe is a write error, not a death */
 }
 
 int cli_exit_status(luaretry_reason r) {
@@ -567,7 +567,7 @@ int cli_run(int argc, char **argv) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
     status = EXIT_POLICY;
   } else {
-    install_signals();
+    cli_on_stop_signals(on_signal);
     luaretry_call_observe(c, log_attempt, &log);
     running_call = c;
     if (interrupted) luaretry_call_cancel(c);
