@@ -106,9 +106,11 @@ test: deps
 	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke \
 	  busted --lua=lua5.4 --cpath='build/asan/?.so' --output=utfTerminal spec
 
-bench: all $(BUILD)/bench_decide
+bench: all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop
 	./$(BUILD)/bench_decide
+	./$(BUILD)/bench_waits
 	bash spec/bench/run_vs_curl.sh
+	BENCH_LOOP=$(BUILD)/bench_loop bash spec/bench/peers.sh
 
 install: deps
 	rm -rf build/install  # objects and luaretry.pc hold the prefix: rebuild for this one
