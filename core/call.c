@@ -120,13 +120,9 @@ luaretry_code luaretry_call_begin(luaretry_policy *p,
   c->rules = *lr_policy_rules(p);
   c->judge = lr_policy_judge(p);
   c->clock.is_virtual = (flags & LUARETRY_CALL_VIRTUAL_TIME) != 0;
-  if (lr_waiter_init(&c->waiter, !c->clock.is_virtual) != 0) {
-    free(c);
-    return LUARETRY_E_SYSTEM;
-  }
+  lr_waiter_init(&c->waiter);
   if (flags & LUARETRY_CALL_SEED) lr_rng_seed(&c->rng, o->seed);
   else if (lr_rng_seed_os(&c->rng) != 0) {
-    lr_waiter_close(&c->waiter);
     free(c);
     return LUARETRY_E_SYSTEM;
   }
@@ -159,7 +155,7 @@ void luaretry_call_cancel(luaretry_call *c) {
   if (c) lr_waiter_cancel(&c->waiter);
 }
 
-int lr_call_wakeup_fd(const luaretry_call *c) { return c->waiter.wakeup_fd; }
+int lr_call_wakeup_fd(luaretry_call *c) { return lr_waiter_fd(&c->waiter); }
 
 int luaretry_call_cancelled(const luaretry_call *c) {
   return c ? atomic_load(&((luaretry_call *)c)->waiter.cancelled) : 0;

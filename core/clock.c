@@ -21,28 +21,37 @@ double lr_clock_now(const lr_clock *c) {
   return c->is_virtual ? c->virtual_now : lr_monotonic_now();
 }
 
-int lr_waiter_init(lr_waiter *w, int need_fd) {
+void lr_waiter_init(lr_waiter *w) {
   atomic_init(&w->cancelled, 0);
-  w->wakeup_fd = -1;
-  if (need_fd) {
-    w->wakeup_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (w->wakeup_fd < 0) return -1;
+  atomic_init(&w->wakeup_fd, -1);
+}
+
+/* The eventfd is made on the first wait that needs it, by the waiting
+ * thread: a call that never waits makes no system call for it.  Stored
+ * before the waiter looks at `cancelled`, read by a cancel after it sets
+ * `cancelled`: one of the two always sees the other. */
+int lr_waiter_fd(lr_waiter *w) {
+  int fd = atomic_load(&w->wakeup_fd);
+  if (fd < 0) {
+    fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (fd >= 0) atomic_store(&w->wakeup_fd, fd);
   }
-  return 0;
+  return fd;
 }
 
 void lr_waiter_close(lr_waiter *w) {
-  if (w->wakeup_fd >= 0) close(w->wakeup_fd);
-  w->wakeup_fd = -1;
+  int fd = atomic_exchange(&w->wakeup_fd, -1);
+  if (fd >= 0) close(fd);
 }
 
-/* Only an atomic store and write(2): both are async-signal-safe. */
+/* Only atomics and write(2): all async-signal-safe. */
 void lr_waiter_cancel(lr_waiter *w) {
   int saved = errno;
   atomic_store(&w->cancelled, 1);
-  if (w->wakeup_fd >= 0) {
+  int fd = atomic_load(&w->wakeup_fd);
+  if (fd >= 0) {
     uint64_t one = 1;
-    ssize_t n = write(w->wakeup_fd, &one, sizeof one);
+    ssize_t n = write(fd, &one, sizeof one);
     (void)n;  /* a full counter already wakes the waiter */
   }
   errno = saved;
@@ -68,16 +77,19 @@ int lr_wait(lr_clock *c, lr_waiter *w, double seconds) {
     return 0;
   }
   double end = lr_monotonic_now() + seconds;
+  int fd = lr_waiter_fd(w);
   for (;;) {
+    if (atomic_load(&w->cancelled)) return 1;
     double left = end - lr_monotonic_now();
     if (left <= 0) return 0;
-    struct timespec ts = to_timespec(left);
-    if (w->wakeup_fd >= 0) {
-      struct pollfd pfd = { .fd = w->wakeup_fd, .events = POLLIN };
+    if (fd >= 0) {
+      struct timespec ts = to_timespec(left);
+      struct pollfd pfd = { .fd = fd, .events = POLLIN };
       ppoll(&pfd, 1, &ts, NULL);  /* EINTR: loop and re-check */
     } else {
+      /* no eventfd to be had: notice a cancel within 10 ms */
+      struct timespec ts = to_timespec(left < 0.01 ? left : 0.01);
       nanosleep(&ts, NULL);
     }
-    if (atomic_load(&w->cancelled)) return 1;
   }
 }

@@ -22,10 +22,12 @@ double lr_clock_now(const lr_clock *c);
 
 typedef struct {
   atomic_int cancelled;
-  int wakeup_fd;                         /* eventfd, or -1 */
+  atomic_int wakeup_fd;                  /* eventfd, or -1 until needed */
 } lr_waiter;
 
-int lr_waiter_init(lr_waiter *w, int need_fd);  /* 0 or -1 (errno set) */
+void lr_waiter_init(lr_waiter *w);
+/* The fd a cancel writes to, made on first use; -1 if none can be had. */
+int lr_waiter_fd(lr_waiter *w);
 void lr_waiter_close(lr_waiter *w);
 void lr_waiter_cancel(lr_waiter *w);            /* async-signal-safe */
 /* 0 when `seconds` have passed on the clock, 1 when cancelled. */
@@ -111,9 +113,9 @@ struct lr_sandbox *lr_policy_sandbox(luaretry_policy *p);
 int lr_policy_run_ref(const luaretry_policy *p);
 char *lr_policy_errbuf(luaretry_policy *p, size_t *size);
 
-/* call.c: the fd a cancel writes to (-1 on a virtual clock), for adapters
- * that wait on I/O themselves. */
-int lr_call_wakeup_fd(const luaretry_call *c);
+/* call.c: the fd a cancel writes to (made on first use; -1 if none can be
+ * had), for adapters that wait on I/O themselves. */
+int lr_call_wakeup_fd(luaretry_call *c);
 /* Stops the call as cancelled, filling *d. */
 void lr_call_stop_cancelled(luaretry_call *c, luaretry_decision *d);
 
