@@ -5,20 +5,8 @@ local lr = require "luaretry"
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local FIX = here .. "fixtures/"
 
-local function line_of(file, mark)
-  local n = 0
-  for line in io.lines(FIX .. file) do
-    n = n + 1
-    if line:find("MARK:" .. mark, 1, true) then return n end
-  end
-  error("no MARK:" .. mark .. " in " .. file)
-end
-
-local function has(haystack, needle)
-  assert.is_string(haystack)
-  assert.is_truthy(haystack:find(needle, 1, true),
-    ("expected to find %q in:\n%s"):format(needle, haystack))
-end
+local text = require "spec.support.text"
+local line_of, has = text.line_of, text.has
 
 -- Runs `code` at the top of a script in the sandbox; the script reports
 -- its result (a string) by failing the load with it.
