@@ -22,8 +22,11 @@ struct luaretry_call {
   double next_timeout;
   int stopped;
   luaretry_reason reason;
+  const char *stop_rule;
   luaretry_observer_fn observer;
   void *observer_ud;
+  lr_shared *shared;     /* the policy's budget, breaker and counters */
+  lr_shared own;         /* ... or this call's own, when isolated */
   char message[512];
   char errmsg[512];
 };
@@ -108,9 +111,21 @@ static double timeout_at(const lr_rules *r, double at) {
   return t;
 }
 
-luaretry_code luaretry_call_begin(luaretry_policy *p,
-                                  const luaretry_call_options *o,
-                                  luaretry_call **out) {
+static const int REASON_METRIC[] = {
+  [LUARETRY_REASON_SUCCESS] = LR_M_SUCCESSES, [LUARETRY_REASON_FINAL] = LR_M_FINALS,
+  [LUARETRY_REASON_EXHAUSTED] = LR_M_EXHAUSTED, [LUARETRY_REASON_DEADLINE] = LR_M_DEADLINE,
+  [LUARETRY_REASON_POLICY_ERROR] = LR_M_POLICY_ERRORS,
+  [LUARETRY_REASON_CANCELLED] = LR_M_CANCELLED, [LUARETRY_REASON_BUDGET] = LR_M_BUDGET,
+  [LUARETRY_REASON_CIRCUIT_OPEN] = LR_M_CIRCUIT,
+};
+
+static void stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
+                 const char *rule);
+
+/* `isolated`: the call gets budget, breaker and counters of its own, so
+ * that simulations and probes leave the policy's untouched. */
+luaretry_code lr_call_begin(luaretry_policy *p, const luaretry_call_options *o,
+                            int isolated, luaretry_call **out) {
   if (!p || !out) return LUARETRY_E_ARG;
   *out = NULL;
   if (!lr_policy_loaded(p)) return LUARETRY_E_STATE;
@@ -129,7 +144,45 @@ luaretry_code luaretry_call_begin(luaretry_policy *p,
   c->start = lr_clock_now(&c->clock);
   c->previous = c->rules.backoff.initial;
   c->next_timeout = timeout_at(&c->rules, 0);
+  if (isolated) {
+    lr_shared_init(&c->own, &c->rules.guards);
+    c->shared = &c->own;
+  } else {
+    c->shared = lr_policy_shared(p);
+  }
+  lr_count(c->shared, LR_M_CALLS, 1);
+  if (!lr_breaker_admits(c->shared, 1)) {
+    /* An open circuit: the call stops before it touches anything. */
+    luaretry_decision d;
+    memset(&d, 0, sizeof d);
+    lr_fmt(c->message, sizeof c->message, "the circuit is open: calls fail fast "
+           "for %.3f s after %d transient failures in a row", c->rules.guards.open_seconds,
+           c->rules.guards.failures);
+    stop(c, &d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker");
+  }
   *out = c;
+  return LUARETRY_OK;
+}
+
+luaretry_code luaretry_call_begin(luaretry_policy *p,
+                                  const luaretry_call_options *o,
+                                  luaretry_call **out) {
+  return lr_call_begin(p, o, 0, out);
+}
+
+luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
+  if (!c || !d) return LUARETRY_E_ARG;
+  memset(d, 0, sizeof *d);
+  d->attempt = c->attempts;
+  d->elapsed = luaretry_call_elapsed(c);
+  if (c->stopped) {
+    d->reason = c->reason;
+    d->rule = c->stop_rule;
+    d->message = c->message[0] ? c->message : NULL;
+    return LUARETRY_OK;
+  }
+  d->retry = 1;
+  d->next_timeout = c->next_timeout;
   return LUARETRY_OK;
 }
 
@@ -171,6 +224,7 @@ static void stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
                  const char *rule) {
   c->stopped = 1;
   c->reason = r;
+  c->stop_rule = rule;
   c->next_timeout = 0;
   d->retry = 0;
   d->reason = r;
@@ -178,6 +232,7 @@ static void stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
   d->next_timeout = 0;
   d->wait_source = LUARETRY_WAIT_NONE;
   d->rule = rule;  /* static, or owned by the policy: no copy per decision */
+  if (r != LUARETRY_REASON_NONE) lr_count(c->shared, REASON_METRIC[r], 1);
 }
 
 /* The wait a transient outcome earns before any server hint; 0 on success,
@@ -215,6 +270,7 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
     return LUARETRY_E_STATE;
   }
   const lr_rules *r = &c->rules;
+  lr_count(c->shared, LR_M_ATTEMPTS, 1);
   d->attempt = ++c->attempts;
   d->elapsed = lr_clock_now(&c->clock) - c->start;
   c->message[0] = '\0';
@@ -235,6 +291,8 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
     lr_attempt_ctx ctx = { d->attempt, d->elapsed };
     c->judge.classify(c->judge.ud, o, &ctx, &v);
   }
+  if (v.cls == LUARETRY_CLASS_SUCCESS) lr_guards_success(c->shared);
+  else if (v.cls == LUARETRY_CLASS_TRANSIENT) lr_guards_failure(c->shared);
   switch (v.cls) {
   case LUARETRY_CLASS_SUCCESS:
     stop(c, d, LUARETRY_REASON_SUCCESS, v.rule);
@@ -263,6 +321,21 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
     lr_fmt(c->message, sizeof c->message, "gave up after %d attempts over %.3f s",
            d->attempt, d->elapsed);
     stop(c, d, LUARETRY_REASON_EXHAUSTED, "max_attempts");
+    d->message = c->message;
+    return LUARETRY_OK;
+  }
+  if (!lr_budget_allows_retry(c->shared)) {
+    lr_fmt(c->message, sizeof c->message, "the retry budget refuses: %.3f of %g tokens "
+           "left, retries need more than half", lr_budget_tokens(c->shared),
+           r->guards.max_tokens);
+    stop(c, d, LUARETRY_REASON_BUDGET, "budget");
+    d->message = c->message;
+    return LUARETRY_OK;
+  }
+  if (!lr_breaker_admits(c->shared, 0)) {
+    lr_fmt(c->message, sizeof c->message, "the circuit opened after %d transient "
+           "failures in a row", r->guards.failures);
+    stop(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker");
     d->message = c->message;
     return LUARETRY_OK;
   }
@@ -309,6 +382,8 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
   d->retry = 1;
   d->reason = LUARETRY_REASON_NONE;
   d->wait = w;
+  lr_count(c->shared, LR_M_RETRIES, 1);
+  atomic_fetch_add_explicit(&c->shared->waited_ns, (long long)(w * 1e9), memory_order_relaxed);
   d->wait_source = src;
   d->next_timeout = c->next_timeout = timeout_at(r, d->elapsed + w);
   d->rule = v.rule;
@@ -351,7 +426,11 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
                                 void *ud, luaretry_decision *final) {
   if (!c || !op || !final) return LUARETRY_E_ARG;
   memset(final, 0, sizeof *final);
-  if (c->stopped) return LUARETRY_E_STATE;
+  if (c->stopped) {
+    /* refused at begin (circuit open): a decision, not a misuse */
+    if (c->attempts == 0) return luaretry_call_next(c, final);
+    return LUARETRY_E_STATE;
+  }
   for (;;) {
     luaretry_outcome o;
     luaretry_outcome_init(&o);
@@ -382,7 +461,7 @@ luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed,
   luaretry_call_options opt = { LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME,
                                 seed };
   luaretry_call *c;
-  luaretry_code rc = luaretry_call_begin(p, &opt, &c);
+  luaretry_code rc = lr_call_begin(p, &opt, 1, &c);
   if (rc != LUARETRY_OK) return rc;
   if (attempts > 0) c->rules.max_attempts = attempts;
   if (c->rules.max_attempts <= 0 || c->rules.max_attempts > SIMULATE_MAX_ATTEMPTS)

@@ -34,6 +34,7 @@ static const char HELP[] =
   "                       status = exit status, body = tail of its standard error\n"
   "      --seed N         fixed jitter seed      --set NAME=VALUE  override a value\n"
   "      -v | -q          also the script's print() output | no attempt lines\n"
+  "      --stats          the policy's counters at the end, on standard error\n"
   "      --log-json FILE  one JSON object per attempt (- for standard error)\n"
   "\n"
   "  luaretry simulate POLICY [options]   print the wait schedule of POLICY when\n"

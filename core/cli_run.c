@@ -124,6 +124,28 @@ static void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_deci
             d->message ? d->message : "");
 }
 
+static void breaker_log(void *ud, luaretry_breaker_state state) {
+  (void)ud;
+  fprintf(stderr, "luaretry: breaker: %s\n", luaretry_breaker_state_name(state));
+}
+
+/* --stats: the policy's counters, one line on standard error. */
+static void print_stats(const luaretry_policy *p) {
+  luaretry_metrics m;
+  luaretry_policy_metrics(p, &m);
+  fprintf(stderr, "luaretry: stats: calls %llu, attempts %llu, retries %llu, successes %llu, "
+          "finals %llu, exhausted %llu, deadline stops %llu, policy errors %llu, "
+          "cancelled %llu, budget refusals %llu, circuit refusals %llu, breaker openings %llu, "
+          "waited %.3f s, breaker %s\n",
+          (unsigned long long)m.calls, (unsigned long long)m.attempts,
+          (unsigned long long)m.retries, (unsigned long long)m.successes,
+          (unsigned long long)m.finals, (unsigned long long)m.exhausted,
+          (unsigned long long)m.deadline_stops, (unsigned long long)m.policy_errors,
+          (unsigned long long)m.cancelled, (unsigned long long)m.budget_refusals,
+          (unsigned long long)m.circuit_refusals, (unsigned long long)m.breaker_openings,
+          m.time_waited, luaretry_breaker_state_name(m.breaker));
+}
+
 static void script_print(void *ud, const char *line) {
   (void)ud;
   fprintf(stderr, "luaretry: script: %s\n", line);
@@ -430,6 +452,7 @@ typedef struct {
   uint64_t seed;
   int has_seed;
   int verbosity;
+  int stats;
   char *headers[128];
   int nheaders;
   char *sets[64];
@@ -448,6 +471,7 @@ static int parse_run(int argc, char **argv, run_args *a) {
     }
     if (strcmp(s, "-v") == 0) { a->verbosity = 2; continue; }
     if (strcmp(s, "-q") == 0) { a->verbosity = 0; continue; }
+    if (strcmp(s, "--stats") == 0) { a->stats = 1; continue; }
     static const char *const with_value[] = { "-X", "-H", "-d", "-o", "--seed", "--set",
                                               "--log-json", NULL };
     int takes = 0;
@@ -535,6 +559,7 @@ int cli_run(int argc, char **argv) {
   }
 
   if (a.verbosity > 1) luaretry_policy_set_log(p, script_print, NULL);
+  if (a.verbosity > 0) luaretry_policy_on_breaker(p, breaker_log, NULL);
   attempt_log log = { a.verbosity, NULL, 0, NULL };
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
@@ -610,6 +635,7 @@ int cli_run(int argc, char **argv) {
     }
   }
   if (output_close(&out, status == EXIT_OK) != 0 && status == EXIT_OK) status = EXIT_FINAL;
+  if (a.stats) print_stats(p);
   luaretry_call_free(c);
   upload_close(&up);
   if (log.json && log.json != stderr) fclose(log.json);

@@ -241,6 +241,9 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
                                     luaretry_decision *final) {
   if (!p || !c || !h || !req || !req->url || !final) return LUARETRY_E_ARG;
   memset(final, 0, sizeof *final);
+  /* a call refused at begin (circuit open) never touches the network */
+  luaretry_code next = luaretry_call_next(c, final);
+  if (next != LUARETRY_OK || !final->retry) return next;
   CURLM *m = curl_multi_init();
   if (!m) return LUARETRY_E_NOMEM;
   transfer t;

@@ -66,6 +66,44 @@ double lr_backoff_raw(const lr_backoff *b, uint64_t n);
 double lr_backoff_wait(const lr_backoff *b, uint64_t n, double *previous,
                        lr_rng *r, int *capped);
 
+/* ---- guard.c: the budget, the breaker and the counters of a policy */
+
+typedef struct {
+  int budget;                 /* retry throttling on */
+  double max_tokens, token_ratio;
+  int breaker;                /* circuit breaker on */
+  int failures;               /* transient failures in a row to open */
+  double open_seconds;
+  int probes;                 /* calls let through when half-open */
+} lr_guards;
+
+enum {
+  LR_M_CALLS, LR_M_ATTEMPTS, LR_M_RETRIES, LR_M_SUCCESSES, LR_M_FINALS,
+  LR_M_EXHAUSTED, LR_M_DEADLINE, LR_M_POLICY_ERRORS, LR_M_CANCELLED,
+  LR_M_BUDGET, LR_M_CIRCUIT, LR_M_BREAKER_OPENINGS, LR_METRIC_COUNT
+};
+
+typedef struct {
+  lr_guards guards;
+  atomic_llong milli_tokens;
+  atomic_int breaker_state, consecutive_failures, probes_left;
+  atomic_llong opened_at_ns, waited_ns;
+  atomic_llong counters[LR_METRIC_COUNT];
+  luaretry_breaker_fn on_change;
+  void *on_change_ud;
+} lr_shared;
+
+void lr_shared_init(lr_shared *s, const lr_guards *g);
+/* New settings (a load or an override): tokens and breaker start afresh
+ * when they changed; the counters go on. */
+void lr_shared_configure(lr_shared *s, const lr_guards *g);
+void lr_count(lr_shared *s, int metric, long long n);
+int lr_budget_allows_retry(lr_shared *s);
+double lr_budget_tokens(lr_shared *s);
+int lr_breaker_admits(lr_shared *s, int first_attempt);
+void lr_guards_success(lr_shared *s);
+void lr_guards_failure(lr_shared *s);
+
 /* ---- the rules a call follows, produced by the policy */
 
 typedef struct {
@@ -75,6 +113,7 @@ typedef struct {
   int retry_after;
   double max_retry_after;
   lr_backoff backoff;
+  lr_guards guards;         /* installed into the policy's lr_shared */
 } lr_rules;
 
 /* The policy's judgement, as the state machine sees it: plain callbacks. */
@@ -104,6 +143,7 @@ typedef struct {
 
 /* policy.c hands the state machine its rules and judge. */
 const lr_rules *lr_policy_rules(const luaretry_policy *p);
+lr_shared *lr_policy_shared(luaretry_policy *p);
 lr_judge lr_policy_judge(luaretry_policy *p);
 int lr_policy_loaded(const luaretry_policy *p);
 
@@ -118,6 +158,11 @@ char *lr_policy_errbuf(luaretry_policy *p, size_t *size);
 int lr_call_wakeup_fd(luaretry_call *c);
 /* Stops the call as cancelled, filling *d. */
 void lr_call_stop_cancelled(luaretry_call *c, luaretry_decision *d);
+
+/* call.c: begin; isolated, with a budget, breaker and counters of its own
+ * (simulations, probes). */
+luaretry_code lr_call_begin(luaretry_policy *p, const luaretry_call_options *o,
+                            int isolated, luaretry_call **out);
 
 /* call.c: report with a forced class (simulate). */
 luaretry_code lr_call_report_class(luaretry_call *c, const luaretry_outcome *o,

@@ -182,6 +182,28 @@ static int p_warnings(lua_State *L) {
   return 1;
 }
 
+/* p:metrics() -> the counters, budget and breaker shared by its calls */
+static int p_metrics(lua_State *L) {
+  luaretry_metrics m;
+  luaretry_policy_metrics(check_policy(L, 1), &m);
+  lua_createtable(L, 0, 16);
+  const struct { const char *name; uint64_t v; } counts[] = {
+    { "calls", m.calls }, { "attempts", m.attempts }, { "retries", m.retries },
+    { "successes", m.successes }, { "finals", m.finals }, { "exhausted", m.exhausted },
+    { "deadline_stops", m.deadline_stops }, { "policy_errors", m.policy_errors },
+    { "cancelled", m.cancelled }, { "budget_refusals", m.budget_refusals },
+    { "circuit_refusals", m.circuit_refusals }, { "breaker_openings", m.breaker_openings },
+  };
+  for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+    lua_pushinteger(L, (lua_Integer)counts[i].v);
+    lua_setfield(L, -2, counts[i].name);
+  }
+  set_num(L, "time_waited", m.time_waited);
+  set_num(L, "budget_tokens", m.budget_tokens);
+  set_str(L, "breaker", luaretry_breaker_state_name(m.breaker));
+  return 1;
+}
+
 static int p_memory(lua_State *L) {
   lua_pushinteger(L, (lua_Integer)luaretry_policy_memory(check_policy(L, 1)));
   return 1;
@@ -328,7 +350,7 @@ static int p_classify(lua_State *L) {
   read_outcome(L, 2, &ob);
   luaretry_call_options opt = { LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME, 1 };
   luaretry_call *c;
-  luaretry_code rc = luaretry_call_begin(p, &opt, &c);
+  luaretry_code rc = lr_call_begin(p, &opt, 1, &c);  /* a probe: counts nowhere */
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   luaretry_decision d;
   rc = luaretry_call_report(c, &ob.o, &d);
@@ -399,6 +421,15 @@ static int c_report(lua_State *L) {
   luaretry_decision d;
   luaretry_code rc = luaretry_call_report(c, &ob.o, &d);
   if (rc != LUARETRY_OK) return fail(L, luaretry_call_errmsg(c), rc);
+  push_decision(L, &d);
+  return 1;
+}
+
+/* c:next() -> a decision: retry = true (attempt now), or why it stopped */
+static int c_next(lua_State *L) {
+  luaretry_decision d;
+  luaretry_code rc = luaretry_call_next(check_call(L, 1), &d);
+  if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   push_decision(L, &d);
   return 1;
 }
@@ -487,14 +518,14 @@ static int p_run(lua_State *L) {
 
 static const luaL_Reg policy_methods[] = {
   { "reload", p_reload }, { "set", p_set }, { "tuning", p_tuning },
-  { "warnings", p_warnings }, { "memory", p_memory }, { "schedule", p_schedule },
+  { "warnings", p_warnings }, { "memory", p_memory }, { "metrics", p_metrics }, { "schedule", p_schedule },
   { "sample", p_sample }, { "classify", p_classify }, { "begin", p_begin },
   { "run", p_run }, { "is_idempotent", p_is_idempotent }, { "close", p_gc },
   { NULL, NULL }
 };
 
 static const luaL_Reg call_methods[] = {
-  { "report", c_report }, { "timeout", c_timeout }, { "elapsed", c_elapsed },
+  { "report", c_report }, { "next", c_next }, { "timeout", c_timeout }, { "elapsed", c_elapsed },
   { "wait", c_wait }, { "cancel", c_cancel }, { "close", c_gc }, { NULL, NULL }
 };
 

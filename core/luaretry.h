@@ -117,6 +117,35 @@ typedef struct {
 luaretry_code luaretry_policy_tuning(const luaretry_policy *p,
                                      luaretry_tuning *t);
 
+/* The overload guards all calls of a policy share in a process (the
+ * script's `budget` and `breaker`), and its counters. */
+typedef enum {
+  LUARETRY_BREAKER_CLOSED = 0,
+  LUARETRY_BREAKER_OPEN,       /* calls stop at once: circuit_open */
+  LUARETRY_BREAKER_HALF_OPEN   /* `probes` calls may try */
+} luaretry_breaker_state;
+
+const char *luaretry_breaker_state_name(luaretry_breaker_state s);
+
+typedef struct {
+  uint64_t calls, attempts, retries, successes;
+  uint64_t finals;            /* stopped on an outcome judged final */
+  uint64_t exhausted, deadline_stops, policy_errors, cancelled;
+  uint64_t budget_refusals;   /* retries the budget refused */
+  uint64_t circuit_refusals;  /* calls or retries refused by an open circuit */
+  uint64_t breaker_openings;
+  double time_waited;         /* seconds of waits decided */
+  double budget_tokens;       /* tokens left (0 without a budget) */
+  luaretry_breaker_state breaker;
+} luaretry_metrics;
+
+luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m);
+
+/* Called on each change of the breaker's state (from the thread whose
+ * outcome caused it). */
+typedef void (*luaretry_breaker_fn)(void *ud, luaretry_breaker_state s);
+void luaretry_policy_on_breaker(luaretry_policy *p, luaretry_breaker_fn fn, void *ud);
+
 /* Where a script's print() goes (default: nowhere). */
 typedef void (*luaretry_log_fn)(void *ud, const char *line);
 void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud);
@@ -291,6 +320,10 @@ luaretry_code luaretry_call_begin(luaretry_policy *p,
                                   const luaretry_call_options *o,
                                   luaretry_call **out);
 double luaretry_call_timeout(const luaretry_call *c); /* 0: none */
+/* May an attempt be made now?  d->retry = 1 (with d->next_timeout), or the
+ * call has stopped for d->reason: a call begun while the circuit is open
+ * is refused at once (circuit_open), before any attempt. */
+luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d);
 luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_decision *d);
 double luaretry_call_elapsed(const luaretry_call *c);

@@ -67,12 +67,13 @@ static void read_field(lua_State *L, lr_field *f, int line) {
   lua_pop(L, 1);
 }
 
-static int is_known(const char *name, int backoff) {
-  for (int i = 0; i < F_COUNT; i++) {
+/* Whether `name` is a field: a top-level one when prefix is "", else one
+ * of the table field `prefix` ("backoff." ...). */
+static int is_known(const char *name, const char *prefix) {
+  size_t plen = strlen(prefix);
+  for (int i = plen ? F_FIRST_SUB : 0; i < (plen ? F_COUNT : F_FIRST_SUB); i++) {
     const char *f = lr_fields[i].name;
-    if (backoff ? (strncmp(f, "backoff.", 8) == 0 && strcmp(f + 8, name) == 0)
-                : (i < F_FIRST_BACKOFF && strcmp(f, name) == 0))
-      return 1;
+    if (strncmp(f, prefix, plen) == 0 && strcmp(f + plen, name) == 0) return 1;
   }
   return 0;
 }
@@ -80,29 +81,43 @@ static int is_known(const char *name, int backoff) {
 /* Warns of each string key of table `t` that no field has; `baseline`
  * (or 0) holds names the sandbox itself put there. */
 static void unknown_names(lua_State *L, lr_load *ld, int t, int baseline,
-                          int lines, int default_line, int backoff) {
+                          int lines, int default_line, const char *prefix) {
   lua_pushnil(L);
   while (lua_next(L, t)) {
     lua_pop(L, 1);
     if (lua_type(L, -1) != LUA_TSTRING) continue;
     const char *k = lua_tostring(L, -1);
-    if (is_known(k, backoff)) continue;
+    if (is_known(k, prefix)) continue;
     if (baseline) {
       lua_pushvalue(L, -1);
       int base = lua_rawget(L, baseline) != LUA_TNIL;
       lua_pop(L, 1);
       if (base) continue;
     }
-    int line = backoff ? default_line : line_of(L, lines, k);
-    const char *near = lr_closest_field(k, backoff ? "backoff." : "");
+    int line = *prefix ? default_line : line_of(L, lines, k);
+    const char *near = lr_closest_field(k, prefix);
     char where[1100];
     if (line) lr_fmt(where, sizeof where, "%s:%d", ld->chunk_src, line);
     else lr_fmt(where, sizeof where, "%s", ld->chunk_src);
     lr_add_warning(ld->warnings, &ld->warning_count,
-                "%s: %s%s: unknown name%s%s%s", where, backoff ? "backoff." : "",
+                "%s: %s%s: unknown name%s%s%s", where, prefix,
                 k, near ? ", did you mean " : "", near ? near : "",
                 near ? "?" : "");
   }
+}
+
+/* Reads the fields of the table field `parent` (at index t). */
+static void read_table_fields(lua_State *L, lr_load *ld, int parent, int t, int line) {
+  char prefix[32];
+  lr_fmt(prefix, sizeof prefix, "%s.", lr_fields[parent].name);
+  size_t plen = strlen(prefix);
+  for (int j = F_FIRST_SUB; j < F_COUNT; j++) {
+    if (strncmp(lr_fields[j].name, prefix, plen) != 0) continue;
+    lua_pushstring(L, lr_fields[j].name + plen);
+    lua_rawget(L, t);
+    read_field(L, &ld->fields[j], line);
+  }
+  unknown_names(L, ld, t, 0, 0, line, prefix);
 }
 
 static void function_rule(lua_State *L, int idx, char *rule, size_t size) {
@@ -206,7 +221,7 @@ static int load_protected(lua_State *L) {
   int src = from_table ? lua_gettop(L) : 3;
   int lines = from_table ? 0 : 2;
 
-  for (int i = 0; i < F_FIRST_BACKOFF; i++) {
+  for (int i = 0; i < F_FIRST_SUB; i++) {
     lua_getfield(L, src, lr_fields[i].name);  /* no metatable on either: raw */
     int line = line_of(L, lines, lr_fields[i].name);
     if (lua_type(L, -1) == LUA_TFUNCTION) {
@@ -218,18 +233,11 @@ static int load_protected(lua_State *L) {
       lua_pushvalue(L, -1);
       ld->refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
     }
-    if (i == F_BACKOFF && lua_type(L, -1) == LUA_TTABLE) {
-      int bt = lua_gettop(L);
-      for (int j = F_FIRST_BACKOFF; j < F_COUNT; j++) {
-        lua_pushstring(L, lr_fields[j].name + 8);
-        lua_rawget(L, bt);
-        read_field(L, &ld->fields[j], line);
-      }
-      unknown_names(L, ld, bt, 0, 0, line, 1);
-    }
+    if ((i == F_BACKOFF || i == F_BUDGET || i == F_BREAKER) && lua_type(L, -1) == LUA_TTABLE)
+      read_table_fields(L, ld, i, lua_gettop(L), line);
     read_field(L, &ld->fields[i], line);
   }
-  unknown_names(L, ld, src, from_table ? 0 : 1, lines, 0, 0);
+  unknown_names(L, ld, src, from_table ? 0 : 1, lines, 0, "");
 
   /* The script's own settings, and the overrides of them. */
   lua_getfield(L, src, "options");
@@ -259,6 +267,11 @@ static int load_protected(lua_State *L) {
 
 /* ---- the public side */
 
+static void breaker_changed(void *ud, luaretry_breaker_state state) {
+  luaretry_policy *p = ud;
+  if (p->breaker_fn) p->breaker_fn(p->breaker_ud, state);
+}
+
 luaretry_code luaretry_policy_new(luaretry_policy **out) {
   if (!out) return LUARETRY_E_ARG;
   luaretry_policy *p = calloc(1, sizeof *p);
@@ -266,6 +279,43 @@ luaretry_code luaretry_policy_new(luaretry_policy **out) {
   if (!p) return LUARETRY_E_NOMEM;
   p->instruction_limit = DEFAULT_INSTRUCTION_LIMIT;
   p->memory_limit = DEFAULT_MEMORY_LIMIT;
+  lr_guards none;
+  memset(&none, 0, sizeof none);
+  lr_shared_init(&p->shared, &none);
+  p->shared.on_change = breaker_changed;
+  p->shared.on_change_ud = p;
+  return LUARETRY_OK;
+}
+
+lr_shared *lr_policy_shared(luaretry_policy *p) { return &p->shared; }
+
+void luaretry_policy_on_breaker(luaretry_policy *p, luaretry_breaker_fn fn, void *ud) {
+  if (!p) return;
+  p->breaker_fn = fn;
+  p->breaker_ud = ud;
+}
+
+luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m) {
+  if (!p || !m) return LUARETRY_E_ARG;
+  lr_shared *s = (lr_shared *)&p->shared;
+  long long c[LR_METRIC_COUNT];
+  for (int i = 0; i < LR_METRIC_COUNT; i++) c[i] = atomic_load(&s->counters[i]);
+  memset(m, 0, sizeof *m);
+  m->calls = (uint64_t)c[LR_M_CALLS];
+  m->attempts = (uint64_t)c[LR_M_ATTEMPTS];
+  m->retries = (uint64_t)c[LR_M_RETRIES];
+  m->successes = (uint64_t)c[LR_M_SUCCESSES];
+  m->finals = (uint64_t)c[LR_M_FINALS];
+  m->exhausted = (uint64_t)c[LR_M_EXHAUSTED];
+  m->deadline_stops = (uint64_t)c[LR_M_DEADLINE];
+  m->policy_errors = (uint64_t)c[LR_M_POLICY_ERRORS];
+  m->cancelled = (uint64_t)c[LR_M_CANCELLED];
+  m->budget_refusals = (uint64_t)c[LR_M_BUDGET];
+  m->circuit_refusals = (uint64_t)c[LR_M_CIRCUIT];
+  m->breaker_openings = (uint64_t)c[LR_M_BREAKER_OPENINGS];
+  m->time_waited = (double)atomic_load(&s->waited_ns) * 1e-9;
+  m->budget_tokens = s->guards.budget ? lr_budget_tokens(s) : 0;
+  m->breaker = (luaretry_breaker_state)atomic_load(&s->breaker_state);
   return LUARETRY_OK;
 }
 
@@ -454,7 +504,13 @@ luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
   }
   if (!option && (i < 0 || lr_fields[i].kind == K_FUNCTION || i == F_BACKOFF ||
                   lr_fields[i].kind == K_GUARD || lr_fields[i].kind == K_OPTIONS)) {
-    const char *near = i < 0 ? lr_closest_field(name, strncmp(name, "backoff.", 8) ? "" : "backoff.") : NULL;
+    char prefix[32] = "";
+    const char *dot = strchr(name, '.');
+    if (dot && (size_t)(dot - name) < sizeof prefix - 1) {
+      memcpy(prefix, name, (size_t)(dot - name) + 1);
+      prefix[dot - name + 1] = '\0';
+    }
+    const char *near = i < 0 ? lr_closest_field(dot ? dot + 1 : name, prefix) : NULL;
     if (i >= 0)
       lr_fmt(p->errmsg, sizeof p->errmsg, "--set %s: can only be set in the script", name);
     else

@@ -20,7 +20,8 @@
 
 enum kind {
   K_STRING, K_COUNT, K_SECONDS, K_SECONDS0, K_BOOL, K_BYTES, K_FUNCTION,
-  K_BACKOFF, K_KIND, K_JITTER, K_MULTIPLIER, K_GUARD, K_HOST, K_OPTIONS
+  K_BACKOFF, K_KIND, K_JITTER, K_MULTIPLIER, K_GUARD, K_HOST, K_OPTIONS,
+  K_TOKENS
 };
 
 enum {
@@ -30,9 +31,14 @@ enum {
   F_INSTRUCTION_LIMIT, F_MEMORY_LIMIT,
   F_B_KIND, F_B_INITIAL, F_B_MULTIPLIER, F_B_MAX, F_B_STEP, F_B_JITTER,
   F_B_JITTER_MAX, F_B_CAP_JITTER,
+  F_G_MAX_TOKENS, F_G_TOKEN_RATIO,
+  F_K_FAILURES, F_K_OPEN_SECONDS, F_K_PROBES,
   F_COUNT
 };
+/* Fields from here on are those of a table field: "backoff.kind" ... */
+#define F_FIRST_SUB F_B_KIND
 #define F_FIRST_BACKOFF F_B_KIND
+#define F_LAST_BACKOFF F_B_CAP_JITTER
 
 typedef struct { const char *name; enum kind kind; } lr_field_spec;
 extern const lr_field_spec lr_fields[F_COUNT];
@@ -68,6 +74,9 @@ struct luaretry_policy {
   int cur_attempt;
   int ref_headers;
   char rule_is_transient[1100], rule_is_success[1100], rule_backoff[1100];
+  lr_shared shared;                  /* budget, breaker, counters */
+  luaretry_breaker_fn breaker_fn;
+  void *breaker_ud;
   char *warnings[MAX_WARNINGS];     /* load warnings, then validation's */
   size_t warning_count;
   char *load_warnings[MAX_WARNINGS]; /* unknown names, found at load */

@@ -36,6 +36,11 @@ const lr_field_spec lr_fields[F_COUNT] = {  [F_NAME] = { "name", K_STRING },
   [F_B_JITTER] = { "backoff.jitter", K_JITTER },
   [F_B_JITTER_MAX] = { "backoff.jitter_max", K_SECONDS0 },
   [F_B_CAP_JITTER] = { "backoff.cap_jitter", K_BOOL },
+  [F_G_MAX_TOKENS] = { "budget.max_tokens", K_TOKENS },
+  [F_G_TOKEN_RATIO] = { "budget.token_ratio", K_TOKENS },
+  [F_K_FAILURES] = { "breaker.failures", K_COUNT },
+  [F_K_OPEN_SECONDS] = { "breaker.open_seconds", K_SECONDS },
+  [F_K_PROBES] = { "breaker.probes", K_COUNT },
 };
 
 static const char *const KIND_NAMES[] = { "exponential", "constant", "linear", NULL };
@@ -221,14 +226,15 @@ static int check_field(lr_check *ck, int i) {
     if (f->type == LUA_TTABLE) return 1;
     bad(ck, i, "a table of the script's own settings");
     return -1;
-  case K_GUARD: {
-    char w[1200];
-    where(ck, i, w, sizeof w);
-    add_error(ck->errors, ck->errors_size,
-              "%s: not supported by this version of luaretry (refused rather "
-              "than ignored)", w);
+  case K_GUARD:
+    if (f->type == LUA_TTABLE) return 1;
+    bad(ck, i, i == F_BUDGET ? "a table {max_tokens =, token_ratio =}"
+                             : "a table {failures =, open_seconds =, probes =}");
     return -1;
-  }
+  case K_TOKENS:
+    if (num && isfinite(f->num) && f->num > 0 && f->num <= 1000) return 1;
+    bad(ck, i, "a number above 0 and at most 1000");
+    return -1;
   case K_HOST: {
     char w[1200];
     where(ck, i, w, sizeof w);
@@ -281,7 +287,7 @@ static int validate(lr_check *ck, lr_rules *r, luaretry_tuning *t) {
   b->max = ok[F_B_MAX] > 0 ? f[F_B_MAX].num : (b->initial > 32 ? b->initial : 32);
 
   if (script_backoff) {
-    for (int i = F_FIRST_BACKOFF; i < F_COUNT; i++)
+    for (int i = F_FIRST_BACKOFF; i <= F_LAST_BACKOFF; i++)
       if (f[i].type != LUA_TNIL) {
         char w[1200];
         where(ck, i, w, sizeof w);
@@ -322,6 +328,19 @@ static int validate(lr_check *ck, lr_rules *r, luaretry_tuning *t) {
   }
 
   lr_backoff_prepare(b);
+
+  /* The guards: on when the script declares the table, or an override
+   * sets one of its fields. */
+  lr_guards *g = &r->guards;
+  memset(g, 0, sizeof *g);
+  g->budget = f[F_BUDGET].type == LUA_TTABLE || ok[F_G_MAX_TOKENS] > 0 || ok[F_G_TOKEN_RATIO] > 0;
+  g->max_tokens = ok[F_G_MAX_TOKENS] > 0 ? f[F_G_MAX_TOKENS].num : 10;
+  g->token_ratio = ok[F_G_TOKEN_RATIO] > 0 ? f[F_G_TOKEN_RATIO].num : 0.1;
+  g->breaker = f[F_BREAKER].type == LUA_TTABLE || ok[F_K_FAILURES] > 0 ||
+               ok[F_K_OPEN_SECONDS] > 0 || ok[F_K_PROBES] > 0;
+  g->failures = ok[F_K_FAILURES] > 0 ? (int)f[F_K_FAILURES].num : 5;
+  g->open_seconds = ok[F_K_OPEN_SECONDS] > 0 ? f[F_K_OPEN_SECONDS].num : 30;
+  g->probes = ok[F_K_PROBES] > 0 ? (int)f[F_K_PROBES].num : 1;
   t->max_attempts = r->max_attempts;
   t->deadline = r->deadline;
   t->attempt_timeout = r->attempt_timeout;
@@ -407,6 +426,7 @@ int lr_compose(luaretry_policy *p, const lr_field *script_fields,
   p->warning_count = count;
   p->rules = rules;
   p->tuning = tuning;
+  lr_shared_configure(&p->shared, &rules.guards);
   if (fields[F_NAME].type == LUA_TSTRING)
     lr_strlcpy(p->name, fields[F_NAME].str, sizeof p->name);
   return 0;

@@ -340,8 +340,11 @@ describe("validation", function()
     refused("max_attempts = 3\ninstruction_limit = 1e12", "instruction_limit", "set by the host")
   end)
 
-  it("refuses fields it does not support rather than ignoring them", function()
-    refused("max_attempts = 3\nbudget = { max_tokens = 10 }", "budget")
+  it("refuses malformed overload guards", function()
+    refused("max_attempts = 3\nbudget = 10", "budget", "a table")
+    refused("max_attempts = 3\nbudget = { max_tokens = -1 }", "budget.max_tokens", "above 0")
+    refused("max_attempts = 3\nbreaker = { failures = 0 }", "breaker.failures", "whole number")
+    refused("max_attempts = 3\nbreaker = { open_seconds = 0/0 }", "breaker.open_seconds", "finite")
   end)
 
   it("reports every mistake of a file, each with its line", function()

@@ -1,0 +1,125 @@
+/* guard.c: what all calls of one policy share in a process: the retry
+ * budget (gRPC's retry throttling), the circuit breaker and the counters.
+ * Plain C and atomics only: any number of threads update them without a
+ * lock, and neither Lua nor HTTP is known here. */
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MILLI 1000  /* tokens in thousandths: gRPC's ratio has 3 decimals */
+
+void lr_shared_init(lr_shared *s, const lr_guards *g) {
+  memset(s, 0, sizeof *s);
+  s->guards = *g;
+  atomic_init(&s->milli_tokens, (long long)llround(g->max_tokens * MILLI));
+  atomic_init(&s->breaker_state, LUARETRY_BREAKER_CLOSED);
+  for (int i = 0; i < LR_METRIC_COUNT; i++) atomic_init(&s->counters[i], 0);
+  atomic_init(&s->consecutive_failures, 0);
+  atomic_init(&s->opened_at_ns, 0);
+  atomic_init(&s->probes_left, 0);
+  atomic_init(&s->waited_ns, 0);
+}
+
+static int same_guards(const lr_guards *a, const lr_guards *b) {
+  return a->budget == b->budget && a->max_tokens == b->max_tokens &&
+         a->token_ratio == b->token_ratio && a->breaker == b->breaker &&
+         a->failures == b->failures && a->open_seconds == b->open_seconds &&
+         a->probes == b->probes;
+}
+
+void lr_shared_configure(lr_shared *s, const lr_guards *g) {
+  if (same_guards(&s->guards, g)) return;
+  s->guards = *g;
+  atomic_store(&s->milli_tokens, (long long)llround(g->max_tokens * MILLI));
+  atomic_store(&s->breaker_state, LUARETRY_BREAKER_CLOSED);
+  atomic_store(&s->consecutive_failures, 0);
+}
+
+void lr_count(lr_shared *s, int metric, long long n) {
+  atomic_fetch_add_explicit(&s->counters[metric], n, memory_order_relaxed);
+}
+
+/* ---- the budget: -1 token per failed attempt, +token_ratio per success,
+ * retries only while more than half the tokens are left */
+
+static void add_tokens(lr_shared *s, long long delta) {
+  long long max = llround(s->guards.max_tokens * MILLI);
+  long long cur = atomic_load(&s->milli_tokens), next;
+  do {
+    next = cur + delta;
+    if (next < 0) next = 0;
+    if (next > max) next = max;
+  } while (!atomic_compare_exchange_weak(&s->milli_tokens, &cur, next));
+}
+
+int lr_budget_allows_retry(lr_shared *s) {
+  if (!s->guards.budget) return 1;
+  return atomic_load(&s->milli_tokens) * 2 > llround(s->guards.max_tokens * MILLI);
+}
+
+double lr_budget_tokens(lr_shared *s) {
+  return (double)atomic_load(&s->milli_tokens) / MILLI;
+}
+
+/* ---- the breaker: closed -> open after `failures` transient failures in
+ * a row; open for `open_seconds`, refusing every call; then half-open,
+ * letting `probes` calls through: a success closes it, a failure opens it
+ * again. */
+
+static void change(lr_shared *s, luaretry_breaker_state from, luaretry_breaker_state to) {
+  int expected = (int)from;
+  if (!atomic_compare_exchange_strong(&s->breaker_state, &expected, (int)to)) return;
+  if (to == LUARETRY_BREAKER_OPEN) {
+    atomic_store(&s->opened_at_ns, (long long)(lr_monotonic_now() * 1e9));
+    lr_count(s, LR_M_BREAKER_OPENINGS, 1);
+  }
+  if (to == LUARETRY_BREAKER_HALF_OPEN) atomic_store(&s->probes_left, s->guards.probes);
+  if (to == LUARETRY_BREAKER_CLOSED) atomic_store(&s->consecutive_failures, 0);
+  if (s->on_change) s->on_change(s->on_change_ud, to);
+}
+
+/* Whether a call may begin (or go on with a retry) now. */
+int lr_breaker_admits(lr_shared *s, int first_attempt) {
+  if (!s->guards.breaker) return 1;
+  int state = atomic_load(&s->breaker_state);
+  if (state == LUARETRY_BREAKER_OPEN) {
+    double opened = (double)atomic_load(&s->opened_at_ns) * 1e-9;
+    if (lr_monotonic_now() - opened < s->guards.open_seconds) return 0;
+    change(s, LUARETRY_BREAKER_OPEN, LUARETRY_BREAKER_HALF_OPEN);
+    state = atomic_load(&s->breaker_state);
+  }
+  if (state == LUARETRY_BREAKER_HALF_OPEN && first_attempt) {
+    /* one permit per probe call */
+    int left = atomic_load(&s->probes_left);
+    while (left > 0 && !atomic_compare_exchange_weak(&s->probes_left, &left, left - 1)) {}
+    return left > 0;
+  }
+  return state != LUARETRY_BREAKER_OPEN;
+}
+
+void lr_guards_success(lr_shared *s) {
+  if (s->guards.budget) add_tokens(s, llround(s->guards.token_ratio * MILLI));
+  if (!s->guards.breaker) return;
+  atomic_store(&s->consecutive_failures, 0);
+  change(s, LUARETRY_BREAKER_HALF_OPEN, LUARETRY_BREAKER_CLOSED);
+}
+
+void lr_guards_failure(lr_shared *s) {
+  if (s->guards.budget) add_tokens(s, -MILLI);
+  if (!s->guards.breaker) return;
+  int n = atomic_fetch_add(&s->consecutive_failures, 1) + 1;
+  if (atomic_load(&s->breaker_state) == LUARETRY_BREAKER_HALF_OPEN)
+    change(s, LUARETRY_BREAKER_HALF_OPEN, LUARETRY_BREAKER_OPEN);
+  else if (n >= s->guards.failures)
+    change(s, LUARETRY_BREAKER_CLOSED, LUARETRY_BREAKER_OPEN);
+}
+
+const char *luaretry_breaker_state_name(luaretry_breaker_state state) {
+  switch (state) {
+  case LUARETRY_BREAKER_CLOSED: return "closed";
+  case LUARETRY_BREAKER_OPEN: return "open";
+  case LUARETRY_BREAKER_HALF_OPEN: return "half_open";
+  }
+  return "unknown";
+}
