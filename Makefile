@@ -17,6 +17,8 @@ CURL_LIBS = $(shell pkg-config --libs libcurl 2>/dev/null)
 WARN = -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE
 ifeq ($(SAN),1)
 OPT = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+else ifeq ($(SAN),thread)
+OPT = -O1 -g -fsanitize=thread
 else
 OPT = -O2 -g
 endif
@@ -28,9 +30,9 @@ CFLAGS_ALL = $(WARN) $(OPT) -fPIC -pthread $(LUA_CFLAGS) -DLUARETRY_DATADIR='"$(
 ENGINE = clock rng backoff guard call sandbox policy validate judge workflow
 ENGINE_OBJ = $(ENGINE:%=$(BUILD)/obj/%.o)
 LIB_OBJ = $(ENGINE_OBJ) $(BUILD)/obj/curl.o
-HEADERS = core/luaretry.h core/luaretry_curl.h core/internal.h core/sandbox.h core/lpattern.h core/policy.h core/cli.h core/faults.h
+HEADERS = core/luaretry.h core/luaretry_curl.h core/internal.h core/sandbox.h core/policy.h core/cli.h core/faults.h
 
-C_TESTS = step_api blocking_cancel errors
+C_TESTS = step_api blocking_cancel errors threads
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 
 .PHONY: all deps test test-c test-lua bench install demo clean
@@ -101,6 +103,8 @@ test: deps
 	$(MAKE) test-c
 	$(MAKE) test-lua
 	$(MAKE) BUILD=build/asan SAN=1 test-c
+	$(MAKE) BUILD=build/tsan SAN=thread build/tsan/test_threads
+	TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_threads
 	$(MAKE) BUILD=build/asan SAN=1 all build/asan/faults_serve build/asan/faults_smoke
 	LD_PRELOAD="$(ASAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
 	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke \

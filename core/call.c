@@ -11,8 +11,9 @@
 #include "internal.h"
 
 struct luaretry_call {
+  luaretry_policy *policy;
   lr_rules rules;        /* copied at begin: a reload does not move them */
-  lr_judge judge;
+  lr_judge judge;        /* one of the policy's Lua states, this call's own */
   lr_clock clock;
   lr_waiter waiter;
   lr_rng rng;
@@ -132,12 +133,17 @@ luaretry_code lr_call_begin(luaretry_policy *p, const luaretry_call_options *o,
   luaretry_call *c = calloc(1, sizeof *c);
   if (!c) return LUARETRY_E_NOMEM;
   unsigned flags = o ? o->flags : 0;
-  c->rules = *lr_policy_rules(p);
-  c->judge = lr_policy_judge(p);
+  luaretry_code rc = lr_policy_checkout(p, &c->judge, &c->rules);
+  if (rc != LUARETRY_OK) {
+    free(c);
+    return rc;
+  }
+  c->policy = p;
   c->clock.is_virtual = (flags & LUARETRY_CALL_VIRTUAL_TIME) != 0;
   lr_waiter_init(&c->waiter);
   if (flags & LUARETRY_CALL_SEED) lr_rng_seed(&c->rng, o->seed);
   else if (lr_rng_seed_os(&c->rng) != 0) {
+    lr_policy_checkin(p, &c->judge);
     free(c);
     return LUARETRY_E_SYSTEM;
   }
@@ -188,8 +194,18 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
 
 void luaretry_call_free(luaretry_call *c) {
   if (!c) return;
+  lr_policy_checkin(c->policy, &c->judge);
   lr_waiter_close(&c->waiter);
   free(c);
+}
+
+luaretry_code lr_call_is_idempotent(luaretry_call *c, const luaretry_request *r, int *yes) {
+  return c->judge.is_idempotent(c->judge.ud, r, yes, c->errmsg, sizeof c->errmsg);
+}
+
+luaretry_code lr_call_prepare(luaretry_call *c, const luaretry_request *in, int attempt,
+                              luaretry_request *out) {
+  return c->judge.prepare(c->judge.ud, in, attempt, out, c->errmsg, sizeof c->errmsg);
 }
 
 double luaretry_call_timeout(const luaretry_call *c) {

@@ -251,10 +251,10 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
   luaretry_code rc = LUARETRY_OK;
   for (int attempt = 1;; attempt++) {
     luaretry_request r;
-    rc = luaretry_policy_prepare(p, req, attempt, &r);
+    rc = lr_call_prepare(c, req, attempt, &r);
     if (rc != LUARETRY_OK) break;
     int idempotent = 1;
-    rc = luaretry_policy_is_idempotent(p, &r, &idempotent);
+    rc = lr_call_is_idempotent(c, &r, &idempotent);
     if (rc != LUARETRY_OK) break;
     int failed = 0;
     struct curl_slist *headers = header_list(&r, &failed);

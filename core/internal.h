@@ -139,13 +139,27 @@ typedef struct {
   /* Optional; returns NULL or an error message owned by the policy. */
   const char *(*on_retry)(void *ud, const luaretry_outcome *o,
                           const luaretry_decision *d);
+  /* For adapters: the script's is_idempotent(request) and prepare(request,
+   * attempt), errors into err. */
+  luaretry_code (*is_idempotent)(void *ud, const luaretry_request *r, int *yes,
+                                 char *err, size_t errlen);
+  luaretry_code (*prepare)(void *ud, const luaretry_request *in, int attempt,
+                           luaretry_request *out, char *err, size_t errlen);
 } lr_judge;
 
-/* policy.c hands the state machine its rules and judge. */
+/* policy.c hands each call a judge of its own (one of the policy's Lua
+ * states, checked out until the call is freed) and a copy of the rules
+ * consistent with it. */
+luaretry_code lr_policy_checkout(luaretry_policy *p, lr_judge *j, lr_rules *r);
+void lr_policy_checkin(luaretry_policy *p, const lr_judge *j);
 const lr_rules *lr_policy_rules(const luaretry_policy *p);
 lr_shared *lr_policy_shared(luaretry_policy *p);
-lr_judge lr_policy_judge(luaretry_policy *p);
 int lr_policy_loaded(const luaretry_policy *p);
+
+/* call.c: the call's judge on a request, errors in luaretry_call_errmsg. */
+luaretry_code lr_call_is_idempotent(luaretry_call *c, const luaretry_request *r, int *yes);
+luaretry_code lr_call_prepare(luaretry_call *c, const luaretry_request *in, int attempt,
+                              luaretry_request *out);
 
 /* policy.c, for workflow.c: the policy's sandbox, its run() function (0:
  * none) and its message buffer. */

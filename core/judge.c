@@ -11,7 +11,7 @@
 
 /* ---- the calls into the script on each decision */
 
-static void push_headers(lua_State *L, luaretry_policy *p) {
+static void push_headers(lua_State *L, lr_script *p) {
   if (p->headers_generation == p->generation && p->ref_headers != LUA_NOREF) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, p->ref_headers);
     return;
@@ -37,7 +37,7 @@ static void push_headers(lua_State *L, luaretry_policy *p) {
 }
 
 int lr_info_index(lua_State *L) {
-  luaretry_policy *p = lua_touserdata(L, lua_upvalueindex(1));
+  lr_script *p = lua_touserdata(L, lua_upvalueindex(1));
   const char *k = lua_tostring(L, 2);
   const luaretry_outcome *o = p->cur;
   if (!k || !o) return 0;
@@ -55,10 +55,10 @@ int lr_info_index(lua_State *L) {
 }
 
 static int call_classifier(lua_State *L) {
-  luaretry_policy *p = lua_touserdata(L, 1);
+  lr_script *p = lua_touserdata(L, 1);
   const luaretry_outcome *o = p->cur;
   size_t len = o->body ? o->body_len : 0;
-  if (len > p->tuning.body_limit) len = p->tuning.body_limit;
+  if (len > p->body_limit) len = p->body_limit;
   lua_rawgeti(L, LUA_REGISTRYINDEX, p->cur_fn);
   lua_pushinteger(L, o->status);
   lua_pushlstring(L, o->body ? o->body : "", len);
@@ -73,7 +73,7 @@ static const char *luatype_of_result(lua_State *L) {
 
 /* Runs is_success or is_transient; 0 with the result on the stack, or -1
  * with v filled as a policy error. */
-static int run_hook(luaretry_policy *p, int ref, const char *fname,
+static int run_hook(lr_script *p, int ref, const char *fname,
                     const char *rule, lr_verdict *v) {
   p->cur_fn = ref;
   char err[sizeof v->message];
@@ -108,10 +108,10 @@ static int default_success(const luaretry_outcome *o) {
 
 static void classify(void *ud, const luaretry_outcome *o, const lr_attempt_ctx *ctx,
                      lr_verdict *v) {
-  luaretry_policy *p = ud;
-  if (p->host_classify) {
+  lr_script *p = ud;
+  if (p->p->host_classify) {
     double wait = -1;
-    v->cls = p->host_classify(p->host_ud, o, ctx->attempt, &wait);
+    v->cls = p->p->host_classify(p->p->host_ud, o, ctx->attempt, &wait);
     v->wait = wait >= 0 && isfinite(wait) ? wait : -1;
     v->rule = "host classifier";
     if (v->cls != LUARETRY_CLASS_SUCCESS && v->cls != LUARETRY_CLASS_FINAL &&
@@ -188,7 +188,7 @@ done:
 }
 
 static int call_backoff(lua_State *L) {
-  luaretry_policy *p = lua_touserdata(L, 1);
+  lr_script *p = lua_touserdata(L, 1);
   lua_rawgeti(L, LUA_REGISTRYINDEX, p->ref_backoff);
   lua_pushinteger(L, p->backoff_n);
   lua_pushnumber(L, p->backoff_previous);
@@ -198,7 +198,7 @@ static int call_backoff(lua_State *L) {
 
 static int script_backoff(void *ud, long n, double previous, double *wait,
                           lr_verdict *v) {
-  luaretry_policy *p = ud;
+  lr_script *p = ud;
   p->backoff_n = n;
   p->backoff_previous = previous;
   char err[sizeof v->message];
@@ -226,7 +226,7 @@ static int script_backoff(void *ud, long n, double previous, double *wait,
 }
 
 static int call_on_retry(lua_State *L) {
-  luaretry_policy *p = lua_touserdata(L, 1);
+  lr_script *p = lua_touserdata(L, 1);
   const luaretry_decision *d = p->cur_decision;
   const luaretry_outcome *o = p->cur;
   lua_rawgeti(L, LUA_REGISTRYINDEX, p->ref_on_retry);
@@ -245,7 +245,7 @@ static int call_on_retry(lua_State *L) {
 
 static const char *on_retry(void *ud, const luaretry_outcome *o,
                             const luaretry_decision *d) {
-  luaretry_policy *p = ud;
+  lr_script *p = ud;
   p->cur = o;
   p->cur_decision = d;
   char err[sizeof p->hook_error - 16];
@@ -257,8 +257,24 @@ static const char *on_retry(void *ud, const luaretry_outcome *o,
   return p->hook_error;
 }
 
-lr_judge lr_policy_judge(luaretry_policy *p) {
-  lr_judge j = { p, classify, NULL, NULL };
+static luaretry_code judge_is_idempotent(void *ud, const luaretry_request *r, int *yes,
+                                         char *err, size_t errlen) {
+  lr_script *p = ud;
+  luaretry_code rc = lr_script_is_idempotent(p, r, yes);
+  if (rc != LUARETRY_OK) lr_strlcpy(err, p->errmsg, errlen);
+  return rc;
+}
+
+static luaretry_code judge_prepare(void *ud, const luaretry_request *in, int attempt,
+                                   luaretry_request *out, char *err, size_t errlen) {
+  lr_script *p = ud;
+  luaretry_code rc = lr_script_prepare(p, in, attempt, out);
+  if (rc != LUARETRY_OK) lr_strlcpy(err, p->errmsg, errlen);
+  return rc;
+}
+
+lr_judge lr_script_judge(lr_script *p) {
+  lr_judge j = { p, classify, NULL, NULL, judge_is_idempotent, judge_prepare };
   if (p->ref_backoff) j.backoff = script_backoff;
   if (p->ref_on_retry) j.on_retry = on_retry;
   return j;
@@ -280,7 +296,7 @@ static void push_request(lua_State *L, const luaretry_request *r) {
 }
 
 static int call_is_idempotent(lua_State *L) {
-  luaretry_policy *p = lua_touserdata(L, 1);
+  lr_script *p = lua_touserdata(L, 1);
   lua_rawgeti(L, LUA_REGISTRYINDEX, p->ref_is_idempotent);
   push_request(L, p->cur_request);
   lua_call(L, 1, 1);
@@ -295,7 +311,7 @@ static int method_is_idempotent(const char *m) {
   return 0;
 }
 
-luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p,
+luaretry_code lr_script_is_idempotent(lr_script *p,
                                             const luaretry_request *r,
                                             int *idempotent) {
   if (!p || !r || !idempotent) return LUARETRY_E_ARG;
@@ -325,7 +341,7 @@ luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p,
   return LUARETRY_OK;
 }
 
-void lr_free_prepared(luaretry_policy *p) {
+void lr_free_prepared(lr_script *p) {
   free(p->prep_method);
   free(p->prep_url);
   free(p->prep_body);
@@ -355,7 +371,7 @@ static char *copy_field(lua_State *L, int t, const char *k, size_t *len) {
 /* Copies the request table at the top into p->prep_* (in C memory: Lua's
  * strings may be collected once the table is dropped). */
 static int call_prepare(lua_State *L) {
-  luaretry_policy *p = lua_touserdata(L, 1);
+  lr_script *p = lua_touserdata(L, 1);
   lua_rawgeti(L, LUA_REGISTRYINDEX, p->ref_prepare);
   push_request(L, p->cur_request);
   lua_pushvalue(L, -1);
@@ -390,7 +406,7 @@ static int call_prepare(lua_State *L) {
   return 0;
 }
 
-luaretry_code luaretry_policy_prepare(luaretry_policy *p, const luaretry_request *in,
+luaretry_code lr_script_prepare(lr_script *p, const luaretry_request *in,
                                       int attempt, luaretry_request *out) {
   if (!p || !in || !out) return LUARETRY_E_ARG;
   if (!p->sb) return LUARETRY_E_STATE;
@@ -420,4 +436,24 @@ luaretry_code luaretry_policy_prepare(luaretry_policy *p, const luaretry_request
   out->body = p->prep_body;
   out->body_len = p->prep_body_len;
   return LUARETRY_OK;
+}
+
+/* ---- the same for hosts without a call: the policy's loaded script */
+
+luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p, const luaretry_request *r,
+                                            int *idempotent) {
+  if (!p || !r || !idempotent) return LUARETRY_E_ARG;
+  if (!p->main) return LUARETRY_E_STATE;
+  luaretry_code rc = lr_script_is_idempotent(p->main, r, idempotent);
+  if (rc != LUARETRY_OK) lr_strlcpy(p->errmsg, p->main->errmsg, sizeof p->errmsg);
+  return rc;
+}
+
+luaretry_code luaretry_policy_prepare(luaretry_policy *p, const luaretry_request *in,
+                                      int attempt, luaretry_request *out) {
+  if (!p || !in || !out) return LUARETRY_E_ARG;
+  if (!p->main) return LUARETRY_E_STATE;
+  luaretry_code rc = lr_script_prepare(p->main, in, attempt, out);
+  if (rc != LUARETRY_OK) lr_strlcpy(p->errmsg, p->main->errmsg, sizeof p->errmsg);
+  return rc;
 }

@@ -11,9 +11,16 @@
  * next call on that handle.  Destructors accept NULL.  The library never
  * prints, never exits and never keeps global state.
  *
- * Threads: a policy and the calls begun on it are used by one thread at a
- * time (distinct policies are independent).  luaretry_call_cancel() is the
- * exception: it may be called from any thread and from a signal handler.
+ * Threads: any number of threads may begin calls on one loaded policy at
+ * once.  Each call checks out a Lua state of its own from the policy's pool
+ * (a lock at begin and free, never on a decision), so their decisions run
+ * in parallel; the budget, breaker and counters are atomic.  A call is used
+ * by one thread at a time; luaretry_call_cancel() may come from any thread
+ * or a signal handler.  Loading, reloading and luaretry_policy_set() may run
+ * while calls are in flight: those finish under the policy they began with.
+ * Set the log, classifier and breaker callbacks before calls begin.  The
+ * policy-level request functions (is_idempotent, prepare, run_workflow)
+ * use the policy's main state: one thread at a time for those.
  */
 #ifndef LUARETRY_H
 #define LUARETRY_H

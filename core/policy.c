@@ -10,14 +10,16 @@
 
 #include "policy.h"
 
+static void script_free(lr_script *s);
+
 /* ---- loading, under protection */
 
 typedef struct {
   luaretry_policy *p;
   lr_sandbox *sb;
-  const char *path;        /* NULL for a string */
-  const char *chunkname;
-  const char *source;
+  const char *text;        /* the script, as read once */
+  size_t text_len;
+  const char *chunkname;   /* "@path", or the host's name for a string */
   lr_field fields[F_COUNT];
   int refs[F_COUNT];
   char *warnings[MAX_WARNINGS];
@@ -28,6 +30,7 @@ typedef struct {
   char rule_is_transient[1100], rule_is_success[1100], rule_backoff[1100],
       rule_is_idempotent[1100];
   int ref_info, ref_options;
+  lr_script *script;        /* the instance being made */
   int syntax_error;
   int io_error;             /* the file opened but cannot be read */
 } lr_load;
@@ -165,12 +168,6 @@ static void set_option(lua_State *L, int opts, const char *name, const char *val
   lua_setfield(L, opts, name);
 }
 
-static int set_option_protected(lua_State *L) {
-  luaretry_policy *p = lua_touserdata(L, 1);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, p->ref_options);
-  set_option(L, lua_gettop(L), p->cur_option_name, p->cur_option_value);
-  return 0;
-}
 
 static int load_protected(lua_State *L) {
   lr_load *ld = lua_touserdata(L, 1);
@@ -196,9 +193,7 @@ static int load_protected(lua_State *L) {
   int tracker = lua_gettop(L);
   lua_setmetatable(L, 3);
 
-  int status = ld->path ? luaL_loadfilex(L, ld->path, "t")
-                        : luaL_loadbufferx(L, ld->source, strlen(ld->source),
-                                           ld->chunkname, "t");
+  int status = luaL_loadbufferx(L, ld->text, ld->text_len, ld->chunkname, "t");
   if (status != LUA_OK) {
     ld->syntax_error = status == LUA_ERRSYNTAX;
     ld->io_error = status == LUA_ERRFILE;
@@ -255,7 +250,7 @@ static int load_protected(lua_State *L) {
    * progress, so an is_transient that ignores it costs nothing. */
   lua_newtable(L);
   lua_newtable(L);
-  lua_pushlightuserdata(L, ld->p);
+  lua_pushlightuserdata(L, ld->script);
   lua_pushcclosure(L, lr_info_index, 1);
   lua_setfield(L, -2, "__index");
   lua_pushboolean(L, 0);
@@ -279,6 +274,7 @@ luaretry_code luaretry_policy_new(luaretry_policy **out) {
   if (!p) return LUARETRY_E_NOMEM;
   p->instruction_limit = DEFAULT_INSTRUCTION_LIMIT;
   p->memory_limit = DEFAULT_MEMORY_LIMIT;
+  pthread_mutex_init(&p->pool_lock, NULL);
   lr_guards none;
   memset(&none, 0, sizeof none);
   lr_shared_init(&p->shared, &none);
@@ -321,10 +317,16 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
 
 void luaretry_policy_free(luaretry_policy *p) {
   if (!p) return;
-  lr_sandbox_free(p->sb);
+  /* every call is over (a policy outlives its calls): all states are free */
+  while (p->free_scripts) {
+    lr_script *next = p->free_scripts->next_free;
+    script_free(p->free_scripts);
+    p->free_scripts = next;
+  }
+  free(p->text);
   lr_free_warnings(p->warnings, &p->warning_count);
   lr_free_warnings(p->load_warnings, &p->load_warning_count);
-  lr_free_prepared(p);
+  pthread_mutex_destroy(&p->pool_lock);
   free(p);
 }
 
@@ -341,12 +343,12 @@ const char *luaretry_policy_warning(const luaretry_policy *p, size_t i) {
 }
 
 size_t luaretry_policy_memory(const luaretry_policy *p) {
-  return p && p->sb ? p->sb->used : 0;
+  return p && p->main ? p->main->sb->used : 0;
 }
 
-int lr_policy_loaded(const luaretry_policy *p) { return p->sb != NULL; }
-struct lr_sandbox *lr_policy_sandbox(luaretry_policy *p) { return p->sb; }
-int lr_policy_run_ref(const luaretry_policy *p) { return p->sb ? p->ref_run : 0; }
+int lr_policy_loaded(const luaretry_policy *p) { return p->main != NULL; }
+struct lr_sandbox *lr_policy_sandbox(luaretry_policy *p) { return p->main->sb; }
+int lr_policy_run_ref(const luaretry_policy *p) { return p->main ? p->main->ref_run : 0; }
 char *lr_policy_errbuf(luaretry_policy *p, size_t *size) {
   *size = sizeof p->errmsg;
   return p->errmsg;
@@ -357,7 +359,10 @@ void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
   if (!p) return;
   p->log = fn;
   p->log_ud = ud;
-  if (p->sb) p->sb->log = fn, p->sb->log_ud = ud;
+  pthread_mutex_lock(&p->pool_lock);
+  for (lr_script *s = p->free_scripts; s; s = s->next_free) s->sb->log = fn, s->sb->log_ud = ud;
+  if (p->main) p->main->sb->log = fn, p->main->sb->log_ud = ud;
+  pthread_mutex_unlock(&p->pool_lock);
 }
 
 luaretry_code luaretry_policy_set_classifier(luaretry_policy *p,
@@ -370,7 +375,7 @@ luaretry_code luaretry_policy_set_classifier(luaretry_policy *p,
 
 luaretry_code luaretry_policy_tuning(const luaretry_policy *p, luaretry_tuning *t) {
   if (!p || !t) return LUARETRY_E_ARG;
-  if (!p->sb) return LUARETRY_E_STATE;
+  if (!p->main) return LUARETRY_E_STATE;
   *t = p->tuning;
   t->name = p->name;
   t->source = p->source;
@@ -387,78 +392,245 @@ static void default_name(char *dst, size_t size, const char *chunk) {
   if (dot && strcmp(dot, ".lua") == 0) *dot = '\0';
 }
 
-static luaretry_code load(luaretry_policy *p, const char *path,
-                          const char *chunkname, const char *source) {
-  if (!p || (!path && !source)) return LUARETRY_E_ARG;
-  p->errmsg[0] = '\0';
-  if (path) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-      lr_fmt(p->errmsg, sizeof p->errmsg, "%s: cannot open: %s", path, strerror(errno));
-      return LUARETRY_E_IO;
-    }
-    fclose(f);
+static void script_free(lr_script *s) {
+  if (!s) return;
+  lr_free_prepared(s);
+  lr_sandbox_free(s->sb);
+  free(s);
+}
+
+/* A new Lua state running the script text: its refs and rules filled in,
+ * the fields and warnings it read left in *ld.  NULL with err set. */
+static lr_script *script_new(luaretry_policy *p, lr_load *ld, luaretry_code *rc,
+                             char *err, size_t errlen) {
+  lr_script *s = calloc(1, sizeof *s);
+  if (!s) {
+    *rc = LUARETRY_E_NOMEM;
+    lr_fmt(err, errlen, "out of memory");
+    return NULL;
   }
+  s->p = p;
+  s->ref_headers = LUA_NOREF;
+  s->sb = lr_sandbox_new(p->memory_limit, p->instruction_limit,
+                         p->script_path[0] ? p->script_path : NULL);
+  if (!s->sb) {
+    free(s);
+    *rc = LUARETRY_E_NOMEM;
+    lr_fmt(err, errlen, "cannot create a Lua state (memory_limit %zu bytes too small?)",
+           p->memory_limit);
+    return NULL;
+  }
+  s->sb->log = p->log;
+  s->sb->log_ud = p->log_ud;
+  ld->script = s;
+  *rc = lr_sandbox_call(s->sb, load_protected, ld, 0, LUARETRY_E_POLICY, err, errlen);
+  if (*rc == LUARETRY_E_POLICY && ld->syntax_error) *rc = LUARETRY_E_SYNTAX;
+  if (*rc != LUARETRY_OK) {
+    script_free(s);
+    return NULL;
+  }
+  s->ref_info = ld->ref_info;
+  s->ref_is_transient = ld->refs[F_IS_TRANSIENT];
+  s->ref_is_success = ld->refs[F_IS_SUCCESS];
+  s->ref_on_retry = ld->refs[F_ON_RETRY];
+  s->ref_is_idempotent = ld->refs[F_IS_IDEMPOTENT];
+  s->ref_prepare = ld->refs[F_PREPARE];
+  s->ref_options = ld->ref_options;
+  s->ref_run = ld->refs[F_RUN];
+  s->ref_backoff = ld->refs[F_BACKOFF];
+  memcpy(s->rule_is_transient, ld->rule_is_transient, sizeof s->rule_is_transient);
+  memcpy(s->rule_is_success, ld->rule_is_success, sizeof s->rule_is_success);
+  memcpy(s->rule_backoff, ld->rule_backoff, sizeof s->rule_backoff);
+  memcpy(s->rule_is_idempotent, ld->rule_is_idempotent, sizeof s->rule_is_idempotent);
+  return s;
+}
+
+/* Loads `text` (owned by this function from here on) as the policy's
+ * script: validated, it becomes the policy, and the states of the previous
+ * load leave the pool (calls in flight keep theirs until they end). */
+static luaretry_code install(luaretry_policy *p, char *text, size_t len,
+                             const char *chunkname, const char *script_path) {
+  char old_path[sizeof p->script_path];
+  lr_strlcpy(old_path, p->script_path, sizeof old_path);
+  lr_strlcpy(p->script_path, script_path, sizeof p->script_path);
   lr_load *ld = calloc(1, sizeof *ld);
-  if (!ld) return LUARETRY_E_NOMEM;
-  ld->p = p;
-  ld->path = path;
-  ld->chunkname = chunkname ? chunkname : "=policy";
-  ld->source = source;
-  ld->sb = lr_sandbox_new(p->memory_limit, p->instruction_limit, path);
-  if (!ld->sb) {
-    free(ld);
-    lr_fmt(p->errmsg, sizeof p->errmsg, "cannot create a Lua state "
-             "(memory_limit %zu bytes too small?)", p->memory_limit);
+  if (!ld) {
+    free(text);
+    lr_strlcpy(p->script_path, old_path, sizeof p->script_path);
     return LUARETRY_E_NOMEM;
   }
-  ld->sb->owner = p;
-  ld->sb->log = p->log;
-  ld->sb->log_ud = p->log_ud;
+  ld->p = p;
+  ld->text = text;
+  ld->text_len = len;
+  ld->chunkname = chunkname;
+  luaretry_code rc;
   char err[sizeof p->errmsg];
-  luaretry_code rc = lr_sandbox_call(ld->sb, load_protected, ld, 0,
-                                     LUARETRY_E_POLICY, err, sizeof err);
-  if (rc == LUARETRY_E_POLICY && ld->syntax_error) rc = LUARETRY_E_SYNTAX;
-  if (rc == LUARETRY_E_POLICY && ld->io_error) rc = LUARETRY_E_IO;
-  if (rc == LUARETRY_OK) {
+  lr_script *s = script_new(p, ld, &rc, err, sizeof err);
+  lr_script *stale = NULL;
+  if (!s) {
+    lr_strlcpy(p->errmsg, err, sizeof p->errmsg);
+  } else {
     char chunk[1024];
     lr_strlcpy(chunk, ld->chunk_src, sizeof chunk);
-    if (lr_compose(p, ld->fields, chunk, ld->warnings, ld->warning_count) != 0)
+    pthread_mutex_lock(&p->pool_lock);
+    if (lr_compose(p, ld->fields, chunk, ld->warnings, ld->warning_count) != 0) {
       rc = LUARETRY_E_POLICY;
-    else {
-      lr_sandbox_free(p->sb);
-      p->sb = ld->sb;
-      ld->sb = NULL;
+    } else {
+      stale = p->free_scripts;
+      s->epoch = ++p->epoch;
+      s->body_limit = p->tuning.body_limit;
+      p->free_scripts = s;
+      p->main = s;
+      s = NULL;
+      free(p->text);
+      p->text = text;
+      p->text_len = len;
+      text = NULL;
+      lr_strlcpy(p->chunkname, chunkname, sizeof p->chunkname);
       memcpy(p->fields, ld->fields, sizeof p->fields);
       lr_free_warnings(p->load_warnings, &p->load_warning_count);
       memcpy(p->load_warnings, ld->warnings, ld->warning_count * sizeof *ld->warnings);
       p->load_warning_count = ld->warning_count;
       ld->warning_count = 0;
-      p->ref_info = ld->ref_info;
-      p->ref_is_transient = ld->refs[F_IS_TRANSIENT];
-      p->ref_is_success = ld->refs[F_IS_SUCCESS];
-      p->ref_on_retry = ld->refs[F_ON_RETRY];
-      p->ref_is_idempotent = ld->refs[F_IS_IDEMPOTENT];
-      p->ref_prepare = ld->refs[F_PREPARE];
-      p->ref_options = ld->ref_options;
-      p->ref_run = ld->refs[F_RUN];
-      p->ref_backoff = ld->refs[F_BACKOFF];
-      p->ref_headers = LUA_NOREF;
       lr_strlcpy(p->source, chunk, sizeof p->source);
-      if (ld->fields[F_NAME].type != LUA_TSTRING)
-        default_name(p->name, sizeof p->name, chunk);
-      memcpy(p->rule_is_transient, ld->rule_is_transient, sizeof p->rule_is_transient);
-      memcpy(p->rule_is_success, ld->rule_is_success, sizeof p->rule_is_success);
-      memcpy(p->rule_backoff, ld->rule_backoff, sizeof p->rule_backoff);
-      memcpy(p->rule_is_idempotent, ld->rule_is_idempotent, sizeof p->rule_is_idempotent);
+      if (ld->fields[F_NAME].type != LUA_TSTRING) default_name(p->name, sizeof p->name, chunk);
     }
-  } else {
-    lr_strlcpy(p->errmsg, err, sizeof p->errmsg);
+    pthread_mutex_unlock(&p->pool_lock);
   }
+  if (rc != LUARETRY_OK) lr_strlcpy(p->script_path, old_path, sizeof p->script_path);
+  while (stale) {
+    lr_script *next = stale->next_free;
+    script_free(stale);
+    stale = next;
+  }
+  script_free(s);
+  free(text);
   lr_free_warnings(ld->warnings, &ld->warning_count);
-  lr_sandbox_free(ld->sb);
   free(ld);
   return rc;
+}
+
+/* The whole file, and a byte offset past a "#!" line or a UTF-8 BOM (as
+ * luaL_loadfile skips them); NULL with p->errmsg. */
+static char *read_script(luaretry_policy *p, const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: cannot open: %s", path, strerror(errno));
+    return NULL;
+  }
+  size_t cap = 8192, n = 0;
+  char *text = malloc(cap);
+  for (;;) {
+    if (!text) break;
+    n += fread(text + n, 1, cap - n, f);
+    if (n < cap) break;
+    char *grown = realloc(text, cap *= 2);
+    if (!grown) { free(text); text = NULL; break; }
+    text = grown;
+  }
+  int failed = !text || ferror(f);
+  fclose(f);
+  if (failed) {
+    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: cannot read: %s", path,
+           text ? strerror(errno) : "out of memory");
+    free(text);
+    return NULL;
+  }
+  if (n >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) memset(text, ' ', 3);
+  if (n && text[0] == '#')  /* blank the first line, keep the numbering */
+    for (size_t i = 0; i < n && text[i] != '\n'; i++) text[i] = ' ';
+  *len = n;
+  return text;
+}
+
+static luaretry_code load(luaretry_policy *p, const char *path,
+                          const char *chunkname, const char *source) {
+  if (!p || (!path && !source)) return LUARETRY_E_ARG;
+  p->errmsg[0] = '\0';
+  size_t len;
+  char *text;
+  char name[sizeof p->chunkname];
+  if (path) {
+    text = read_script(p, path, &len);
+    if (!text) return LUARETRY_E_IO;
+    lr_fmt(name, sizeof name, "@%s", path);
+  } else {
+    len = strlen(source);
+    text = malloc(len + 1);
+    if (!text) return LUARETRY_E_NOMEM;
+    memcpy(text, source, len + 1);
+    lr_strlcpy(name, chunkname ? chunkname : "=policy", sizeof name);
+  }
+  return install(p, text, len, name, path ? path : "");
+}
+
+/* A set that changes what the Lua states hold (an option, a limit): load
+ * the same text again, so every state of the pool agrees. */
+static luaretry_code reload_text(luaretry_policy *p) {
+  char *copy = malloc(p->text_len + 1);
+  if (!copy) return LUARETRY_E_NOMEM;
+  memcpy(copy, p->text, p->text_len);
+  copy[p->text_len] = '\0';
+  char name[sizeof p->chunkname], path[sizeof p->script_path];
+  lr_strlcpy(name, p->chunkname, sizeof name);
+  lr_strlcpy(path, p->script_path, sizeof path);
+  return install(p, copy, p->text_len, name, path);
+}
+
+lr_script *lr_script_acquire(luaretry_policy *p) {
+  pthread_mutex_lock(&p->pool_lock);
+  lr_script *s = p->free_scripts;
+  if (s) {
+    p->free_scripts = s->next_free;
+  } else if (p->main) {
+    /* Another thread's call holds every state: make one more.  Rare (once
+     * per concurrent call at most), so under the lock. */
+    lr_load *ld = calloc(1, sizeof *ld);
+    if (ld) {
+      ld->p = p;
+      ld->text = p->text;
+      ld->text_len = p->text_len;
+      ld->chunkname = p->chunkname;
+      luaretry_code rc;
+      char err[512];
+      s = script_new(p, ld, &rc, err, sizeof err);
+      if (s) {
+        s->epoch = p->epoch;
+        s->body_limit = p->tuning.body_limit;
+      }
+      lr_free_warnings(ld->warnings, &ld->warning_count);
+      free(ld);
+    }
+  }
+  if (s) s->next_free = NULL;
+  pthread_mutex_unlock(&p->pool_lock);
+  return s;
+}
+
+void lr_script_release(luaretry_policy *p, lr_script *s) {
+  if (!s) return;
+  pthread_mutex_lock(&p->pool_lock);
+  int current = s->epoch == p->epoch;
+  if (current) {
+    s->next_free = p->free_scripts;
+    p->free_scripts = s;
+  }
+  pthread_mutex_unlock(&p->pool_lock);
+  if (!current) script_free(s);  /* from before a reload */
+}
+
+luaretry_code lr_policy_checkout(luaretry_policy *p, lr_judge *j, lr_rules *r) {
+  lr_script *s = lr_script_acquire(p);
+  if (!s) return LUARETRY_E_NOMEM;
+  pthread_mutex_lock(&p->pool_lock);
+  *r = p->rules;
+  pthread_mutex_unlock(&p->pool_lock);
+  *j = lr_script_judge(s);
+  return LUARETRY_OK;
+}
+
+void lr_policy_checkin(luaretry_policy *p, const lr_judge *j) {
+  lr_script_release(p, j->ud);
 }
 
 luaretry_code luaretry_policy_load_file(luaretry_policy *p, const char *path) {
@@ -493,14 +665,17 @@ luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
                i == F_MEMORY_LIMIT ? "65536" : "1000", value);
       return LUARETRY_E_ARG;
     }
-    if (i == F_MEMORY_LIMIT) {
-      p->memory_limit = (size_t)d;
-      if (p->sb) p->sb->limit = p->memory_limit;
-    } else {
-      p->instruction_limit = (long)d;
-      if (p->sb) p->sb->instruction_limit = p->instruction_limit;
+    size_t old_memory = p->memory_limit;
+    long old_instructions = p->instruction_limit;
+    if (i == F_MEMORY_LIMIT) p->memory_limit = (size_t)d;
+    else p->instruction_limit = (long)d;
+    /* every Lua state of the pool takes the new limit */
+    luaretry_code rc = p->main ? reload_text(p) : LUARETRY_OK;
+    if (rc != LUARETRY_OK) {
+      p->memory_limit = old_memory;
+      p->instruction_limit = old_instructions;
     }
-    return LUARETRY_OK;
+    return rc;
   }
   if (!option && (i < 0 || lr_fields[i].kind == K_FUNCTION || i == F_BACKOFF ||
                   lr_fields[i].kind == K_GUARD || lr_fields[i].kind == K_OPTIONS)) {
@@ -533,19 +708,11 @@ luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
   lr_strlcpy(p->overrides[k].name, name, sizeof p->overrides[k].name);
   lr_strlcpy(p->overrides[k].value, value, sizeof p->overrides[k].value);
   if (k == p->override_count) p->override_count++;
-  if (!p->sb) return LUARETRY_OK;  /* checked at load */
-  /* Loaded: validate now, keep the policy as it was when refused. */
+  if (!p->main) return LUARETRY_OK;  /* checked at load */
+  /* Loaded: validate now, keep the policy as it was when refused.  An
+   * option lives in the Lua states: they are all made anew. */
   if (option) {
-    luaretry_code rc = LUARETRY_E_ARG;
-    if (!p->ref_options)
-      lr_fmt(p->errmsg, sizeof p->errmsg, "--set %s: %s declares no options", name, p->source);
-    else {
-      p->cur_option_name = name + 8;
-      p->cur_option_value = value;
-      char err[512];
-      rc = lr_sandbox_call(p->sb, set_option_protected, p, 0, LUARETRY_E_ARG, err, sizeof err);
-      if (rc != LUARETRY_OK) lr_strlcpy(p->errmsg, err, sizeof p->errmsg);
-    }
+    luaretry_code rc = reload_text(p);
     if (rc != LUARETRY_OK) {
       p->overrides[k] = saved;
       p->override_count = saved_count;
@@ -553,10 +720,14 @@ luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
     }
     return LUARETRY_OK;
   }
-  if (lr_compose(p, p->fields, p->source, p->load_warnings, p->load_warning_count) != 0) {
+  pthread_mutex_lock(&p->pool_lock);
+  int refused = lr_compose(p, p->fields, p->source, p->load_warnings, p->load_warning_count) != 0;
+  pthread_mutex_unlock(&p->pool_lock);
+  if (refused) {
     p->overrides[k] = saved;
     p->override_count = saved_count;
     return LUARETRY_E_ARG;
   }
   return LUARETRY_OK;
 }
+

@@ -5,6 +5,7 @@
 #define LUARETRY_POLICY_H
 
 #include <lua.h>
+#include <pthread.h>
 
 #include "internal.h"
 #include "sandbox.h"
@@ -55,26 +56,55 @@ typedef struct {
 
 typedef struct { char name[48]; char value[64]; } lr_override;
 
-struct luaretry_policy {
+/* One Lua state running the script: what a call needs to consult it.  A
+ * policy keeps a pool of them; each call checks one out at begin and gives
+ * it back at free, so the decisions of different threads never share a
+ * state and never take a lock. */
+typedef struct lr_script {
+  luaretry_policy *p;
   lr_sandbox *sb;
+  unsigned epoch;                  /* the policy's load it belongs to */
+  struct lr_script *next_free;
+  size_t body_limit;
+  int ref_is_transient, ref_is_success, ref_on_retry, ref_backoff, ref_info;
+  int ref_is_idempotent, ref_prepare, ref_options, ref_run, ref_headers;
+  /* "file:line" of each hook: its own file, which a require may make
+   * another than the script's */
+  char rule_is_transient[1100], rule_is_success[1100], rule_backoff[1100],
+      rule_is_idempotent[1100];
+  /* the decision or request in progress, read by the C functions Lua calls */
+  const luaretry_outcome *cur;
+  const lr_attempt_ctx *cur_ctx;
+  const luaretry_decision *cur_decision;
+  const luaretry_request *cur_request;
+  int cur_attempt, cur_fn;
+  unsigned generation, headers_generation;
+  long backoff_n;
+  double backoff_previous;
+  const char *cur_option_name, *cur_option_value;
+  /* prepare()'s request, copied out of Lua */
+  char *prep_method, *prep_url, *prep_body;
+  size_t prep_body_len, prep_header_count;
+  luaretry_header *prep_headers;
+  char hook_error[512];
+  char errmsg[1024];
+} lr_script;
+
+struct luaretry_policy {
+  lr_script *main;                 /* the loaded script: NULL until then */
+  pthread_mutex_t pool_lock;       /* the pool, rules and tuning */
+  lr_script *free_scripts;
+  unsigned epoch;                  /* bumped by each load */
+  char *text;                      /* the script as loaded, for more states */
+  size_t text_len;
+  char chunkname[1100];
+  char script_path[4096];          /* "" for a string: no folder to require from */
   lr_rules rules;
   luaretry_tuning tuning;
   char name[128];
   char source[1024];
   lr_field fields[F_COUNT];        /* as the script set them */
-  int ref_is_transient, ref_is_success, ref_on_retry, ref_backoff, ref_info;
-  int ref_is_idempotent, ref_prepare, ref_options, ref_run;
-  const char *cur_option_name, *cur_option_value;
-  char rule_is_idempotent[1100];
-  /* prepare()'s request, copied out of Lua */
-  char *prep_method, *prep_url, *prep_body;
-  size_t prep_body_len, prep_header_count;
-  luaretry_header *prep_headers;
-  const luaretry_request *cur_request;
-  int cur_attempt;
-  int ref_headers;
-  char rule_is_transient[1100], rule_is_success[1100], rule_backoff[1100];
-  lr_shared shared;                  /* budget, breaker, counters */
+  lr_shared shared;                /* budget, breaker, counters */
   luaretry_breaker_fn breaker_fn;
   void *breaker_ud;
   char *warnings[MAX_WARNINGS];     /* load warnings, then validation's */
@@ -90,15 +120,6 @@ struct luaretry_policy {
   luaretry_log_fn log;
   void *log_ud;
   char errmsg[4096];
-  char hook_error[512];
-  /* the decision in progress, read by info's __index */
-  const luaretry_outcome *cur;
-  const lr_attempt_ctx *cur_ctx;
-  const luaretry_decision *cur_decision;
-  unsigned generation, headers_generation;
-  int cur_fn;
-  long backoff_n;
-  double backoff_previous;
 };
 
 /* validate.c */
@@ -112,8 +133,18 @@ int lr_field_index(const char *name);
 int lr_compose(luaretry_policy *p, const lr_field *script_fields, const char *chunk,
                char **load_warnings, size_t load_count);
 
+/* policy.c: check a script out of the pool (a new one when none is free)
+ * and back in; NULL with p->errmsg when none can be made. */
+lr_script *lr_script_acquire(luaretry_policy *p);
+void lr_script_release(luaretry_policy *p, lr_script *s);
+
 /* judge.c */
 int lr_info_index(lua_State *L);   /* info's __index */
-void lr_free_prepared(luaretry_policy *p);
+void lr_free_prepared(lr_script *s);
+lr_judge lr_script_judge(lr_script *s);
+luaretry_code lr_script_is_idempotent(lr_script *s, const luaretry_request *r,
+                                      int *idempotent);
+luaretry_code lr_script_prepare(lr_script *s, const luaretry_request *in, int attempt,
+                                luaretry_request *out);
 
 #endif

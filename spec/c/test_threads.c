@@ -1,0 +1,157 @@
+/* test_threads.c: one loaded policy serving many threads at once, through
+ * the step API and the blocking call; the shared budget and counters stay
+ * exact.  `make test` also runs it under ThreadSanitizer. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "luaretry.h"
+
+#define THREADS 8
+#define DECISIONS 100000
+#define PER_CALL 10  /* 9 transient outcomes, then a success */
+
+/* A Lua classifier that reads its arguments, so every decision runs in a
+ * Lua state: 503 is transient, anything else final. */
+static const char POLICY[] =
+  "name = 'threads'\n"
+  "max_attempts = 1000\n"
+  "backoff = { initial = 0.5, jitter = 'full', max = 4 }\n"
+  "function is_transient(status, body, info)\n"
+  "  return status == 503 and info.attempt < 1000 and #body == 4\n"
+  "end\n";
+
+typedef struct {
+  luaretry_policy *p;
+  int id;
+  long decisions, retries, successes, failures;
+} worker;
+
+static void *step_worker(void *arg) {
+  worker *w = arg;
+  luaretry_call_options opt;
+  luaretry_call_options_init(&opt);
+  opt.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME;
+  for (long n = 0; n < DECISIONS / PER_CALL; n++) {
+    opt.seed = (uint64_t)(w->id * 1000003L + n);
+    luaretry_call *c;
+    if (luaretry_call_begin(w->p, &opt, &c) != LUARETRY_OK) { w->failures++; continue; }
+    for (int a = 1; a <= PER_CALL; a++) {
+      luaretry_outcome o;
+      luaretry_outcome_init(&o);
+      o.status = a < PER_CALL ? 503 : 200;
+      o.body = "busy";
+      o.body_len = 4;
+      luaretry_decision d;
+      if (luaretry_call_report(c, &o, &d) != LUARETRY_OK) { w->failures++; break; }
+      w->decisions++;
+      if (d.retry) {
+        w->retries++;
+        /* full jitter: a wait in [0, min(0.5 * 2^n, 4)] */
+        if (!(d.wait >= 0 && d.wait <= 4)) w->failures++;
+        luaretry_call_wait(c, d.wait);
+      } else if (d.reason == LUARETRY_REASON_SUCCESS) {
+        w->successes++;
+      } else {
+        w->failures++;
+      }
+    }
+    luaretry_call_free(c);
+  }
+  return NULL;
+}
+
+static luaretry_code flaky(void *ud, luaretry_call *c, int attempt, double timeout,
+                           luaretry_outcome *out) {
+  (void)ud, (void)c, (void)timeout;
+  out->status = attempt < 3 ? 503 : 200;
+  out->body = "busy";
+  out->body_len = 4;
+  return LUARETRY_OK;
+}
+
+static void *blocking_worker(void *arg) {
+  worker *w = arg;
+  luaretry_call_options opt = { LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME, 0 };
+  for (long n = 0; n < 2000; n++) {
+    opt.seed = (uint64_t)n;
+    luaretry_call *c;
+    if (luaretry_call_begin(w->p, &opt, &c) != LUARETRY_OK) { w->failures++; continue; }
+    luaretry_decision d;
+    if (luaretry_call_run(c, flaky, NULL, &d) != LUARETRY_OK ||
+        d.reason != LUARETRY_REASON_SUCCESS || d.attempt != 3)
+      w->failures++;
+    else w->successes++;
+    luaretry_call_free(c);
+  }
+  return NULL;
+}
+
+static void run_threads(void *(*fn)(void *), worker *w, luaretry_policy *p) {
+  pthread_t t[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    memset(&w[i], 0, sizeof w[i]);
+    w[i].p = p;
+    w[i].id = i;
+    pthread_create(&t[i], NULL, fn, &w[i]);
+  }
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+}
+
+int main(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  if (!CHECK_CODE(luaretry_policy_load_string(p, "=threads", POLICY), LUARETRY_OK)) {
+    fprintf(stderr, "%s\n", luaretry_policy_errmsg(p));
+    return check_done();
+  }
+
+  /* 8 threads x 100,000 decisions through the step API */
+  worker w[THREADS];
+  run_threads(step_worker, w, p);
+  long decisions = 0, retries = 0, successes = 0;
+  for (int i = 0; i < THREADS; i++) {
+    CHECK_EQ_INT(w[i].failures, 0);
+    CHECK_EQ_INT(w[i].decisions, DECISIONS);
+    decisions += w[i].decisions;
+    retries += w[i].retries;
+    successes += w[i].successes;
+  }
+  luaretry_metrics m;
+  CHECK_CODE(luaretry_policy_metrics(p, &m), LUARETRY_OK);
+  CHECK_EQ_INT((long)m.attempts, decisions);
+  CHECK_EQ_INT((long)m.retries, retries);
+  CHECK_EQ_INT((long)m.successes, successes);
+  CHECK_EQ_INT((long)m.calls, (long)THREADS * DECISIONS / PER_CALL);
+  CHECK_EQ_INT((long)m.successes, (long)THREADS * DECISIONS / PER_CALL);
+  CHECK_EQ_INT((long)m.retries, (long)THREADS * DECISIONS / PER_CALL * (PER_CALL - 1));
+
+  /* the blocking call too, on the same policy, with a shared budget:
+   * each call fails twice then succeeds, so tokens go -2 + 0.5 a call and
+   * the budget must refuse some retries; every count must add up */
+  CHECK_CODE(luaretry_policy_set(p, "budget.max_tokens", "1000"), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_set(p, "budget.token_ratio", "0.5"), LUARETRY_OK);
+  luaretry_metrics before, after;
+  luaretry_policy_metrics(p, &before);
+  run_threads(blocking_worker, w, p);
+  luaretry_policy_metrics(p, &after);
+  long ok = 0, refused = 0;
+  for (int i = 0; i < THREADS; i++) ok += w[i].successes, refused += w[i].failures;
+  CHECK_EQ_INT(ok + refused, THREADS * 2000L);
+  CHECK_EQ_INT((long)(after.successes - before.successes), ok);
+  CHECK_EQ_INT((long)(after.budget_refusals - before.budget_refusals), refused);
+  CHECK(refused > 0);
+  CHECK(after.budget_tokens >= 0 && after.budget_tokens <= 1000);
+
+  /* a reload while no call runs keeps the counters and serves at once */
+  CHECK_CODE(luaretry_policy_load_string(p, "=threads2", POLICY), LUARETRY_OK);
+  luaretry_policy_metrics(p, &after);
+  CHECK((long)after.calls >= (long)THREADS * (DECISIONS / PER_CALL + 2000));
+
+  printf("%d threads x %d decisions on one policy: %ld attempts counted, %ld budget refusals\n",
+         THREADS, DECISIONS, (long)m.attempts, refused);
+  luaretry_policy_free(p);
+  return check_done();
+}
