@@ -457,3 +457,24 @@ luaretry_code luaretry_policy_prepare(luaretry_policy *p, const luaretry_request
   if (rc != LUARETRY_OK) lr_strlcpy(p->errmsg, p->main->errmsg, sizeof p->errmsg);
   return rc;
 }
+
+/* ---- on_breaker(state): told of each change of the breaker */
+
+static int call_on_breaker(lua_State *L) {
+  lr_script *p = lua_touserdata(L, 1);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p->ref_on_breaker);
+  lua_pushstring(L, p->cur_breaker_state);
+  lua_call(L, 1, 0);
+  return 0;
+}
+
+void lr_script_on_breaker(lr_script *p, const char *state) {
+  p->cur_breaker_state = state;
+  char err[512];
+  if (lr_sandbox_call(p->sb, call_on_breaker, p, 0, LUARETRY_E_POLICY, err, sizeof err) !=
+          LUARETRY_OK && p->sb->log) {
+    char line[600];
+    lr_fmt(line, sizeof line, "on_breaker: %s", err);
+    p->sb->log(p->sb->log_ud, line);
+  }
+}

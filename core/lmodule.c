@@ -12,13 +12,29 @@
 #define POLICY_MT "luaretry.policy"
 #define CALL_MT "luaretry.call"
 
-typedef struct { luaretry_policy *p; } policy_box;
+typedef struct {
+  luaretry_policy *p;
+  lua_State *L;      /* the host state, for opts.log */
+  int log_ref;       /* opts.log, a host function, or LUA_NOREF */
+  int calls;         /* live calls: a policy outlives its calls, whatever
+                        order Lua finalizes them in */
+  int closed;
+} policy_box;
 typedef struct { luaretry_call *c; } call_box;
 
 static luaretry_policy *check_policy(lua_State *L, int i) {
   policy_box *b = luaL_checkudata(L, i, POLICY_MT);
-  if (!b->p) luaL_error(L, "policy is closed");
+  if (!b->p || b->closed) luaL_error(L, "policy is closed");
   return b->p;
+}
+
+/* Frees the policy once it is closed and its last call is gone. */
+static void policy_release(lua_State *L, policy_box *b) {
+  if (!b->closed || b->calls > 0 || !b->p) return;
+  luaretry_policy_free(b->p);
+  b->p = NULL;
+  if (b->log_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, b->log_ref);
+  b->log_ref = LUA_NOREF;
 }
 
 static luaretry_call *check_call(lua_State *L, int i) {
@@ -26,7 +42,7 @@ static luaretry_call *check_call(lua_State *L, int i) {
   if (!b->c) luaL_error(L, "call is closed");
   lua_getiuservalue(L, i, 1);
   policy_box *pb = lua_touserdata(L, -1);
-  if (!pb || !pb->p) luaL_error(L, "the call's policy is closed");
+  if (!pb || !pb->p || pb->closed) luaL_error(L, "the call's policy is closed");
   lua_pop(L, 1);
   return b->c;
 }
@@ -76,14 +92,26 @@ static luaretry_code apply_options(lua_State *L, luaretry_policy *p, int opts) {
   return LUARETRY_OK;
 }
 
+static void log_to_host(void *ud, const char *line);
+
 static int new_policy(lua_State *L, const char *path, const char *chunkname,
                       const char *source, int opts) {
   lua_settop(L, opts);  /* the box must not land where opts is looked for */
   policy_box *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->p = NULL;
+  b->L = L;
+  b->log_ref = LUA_NOREF;
+  b->calls = 0;
+  b->closed = 0;
   luaL_setmetatable(L, POLICY_MT);
   luaretry_code rc = luaretry_policy_new(&b->p);
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
+  if (lua_istable(L, opts) && lua_getfield(L, opts, "log") == LUA_TFUNCTION) {
+    b->log_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    luaretry_policy_set_log(b->p, log_to_host, b);
+  } else if (lua_istable(L, opts)) {
+    lua_pop(L, 1);
+  }
   rc = apply_options(L, b->p, opts);
   if (rc == LUARETRY_OK)
     rc = path ? luaretry_policy_load_file(b->p, path)
@@ -111,9 +139,20 @@ static int l_load_string(lua_State *L) {
 
 static int p_gc(lua_State *L) {
   policy_box *b = luaL_checkudata(L, 1, POLICY_MT);
-  luaretry_policy_free(b->p);
-  b->p = NULL;
+  b->closed = 1;
+  policy_release(L, b);
   return 0;
+}
+
+/* A script's print() (and hook errors) to the host's opts.log function;
+ * called while the host is inside one of this module's functions. */
+static void log_to_host(void *ud, const char *line) {
+  policy_box *b = ud;
+  lua_State *L = b->L;
+  if (!lua_checkstack(L, 2)) return;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, b->log_ref);
+  lua_pushstring(L, line);
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1);  /* a log must not fail a call */
 }
 
 static int p_reload(lua_State *L) {
@@ -124,6 +163,16 @@ static int p_reload(lua_State *L) {
                                                        luaL_checkstring(L, 2));
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
   lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* p:reload_if_changed() -> reloaded (boolean) | fail, message */
+static int p_reload_if_changed(lua_State *L) {
+  luaretry_policy *p = check_policy(L, 1);
+  int reloaded = 0;
+  luaretry_code rc = luaretry_policy_reload_if_changed(p, &reloaded);
+  if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
+  lua_pushboolean(L, reloaded);
   return 1;
 }
 
@@ -404,13 +453,21 @@ static int p_begin(lua_State *L) {
   lua_setiuservalue(L, -2, 1);
   luaretry_code rc = luaretry_call_begin(p, &opt, &b->c);
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
+  ((policy_box *)lua_touserdata(L, 1))->calls++;
   return 1;
 }
 
 static int c_gc(lua_State *L) {
   call_box *b = luaL_checkudata(L, 1, CALL_MT);
+  if (!b->c) return 0;
   luaretry_call_free(b->c);
   b->c = NULL;
+  lua_getiuservalue(L, 1, 1);
+  policy_box *pb = lua_touserdata(L, -1);
+  if (pb) {
+    pb->calls--;
+    policy_release(L, pb);
+  }
   return 0;
 }
 
@@ -503,6 +560,7 @@ static int p_run(lua_State *L) {
   lua_setiuservalue(L, -2, 1);
   luaretry_code code = luaretry_call_begin(p, &opt, &b->c);
   if (code != LUARETRY_OK) return fail(L, luaretry_strerror(code), code);
+  ((policy_box *)lua_touserdata(L, 1))->calls++;
   run_ctx *rc = lua_newuserdatauv(L, sizeof *rc, 0);  /* 5 */
   rc->L = L;
   rc->fn = 2;
@@ -517,7 +575,7 @@ static int p_run(lua_State *L) {
 }
 
 static const luaL_Reg policy_methods[] = {
-  { "reload", p_reload }, { "set", p_set }, { "tuning", p_tuning },
+  { "reload", p_reload }, { "reload_if_changed", p_reload_if_changed }, { "set", p_set }, { "tuning", p_tuning },
   { "warnings", p_warnings }, { "memory", p_memory }, { "metrics", p_metrics }, { "schedule", p_schedule },
   { "sample", p_sample }, { "classify", p_classify }, { "begin", p_begin },
   { "run", p_run }, { "is_idempotent", p_is_idempotent }, { "close", p_gc },

@@ -77,6 +77,13 @@ luaretry_code luaretry_policy_load_string(luaretry_policy *p,
                                           const char *chunkname,
                                           const char *source);
 
+/* For a policy loaded from a file: looks at the file's modification time
+ * (at most once a second, however often called) and reloads it when it
+ * changed.  *reloaded says whether it did; a failed reload keeps the
+ * policy in force and returns the error (and is not retried until the file
+ * changes again). */
+luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloaded);
+
 const char *luaretry_policy_errmsg(const luaretry_policy *p);
 
 /* Warnings of the last load: unknown names, clamped values. */

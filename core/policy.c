@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "policy.h"
 
@@ -265,6 +266,12 @@ static int load_protected(lua_State *L) {
 static void breaker_changed(void *ud, luaretry_breaker_state state) {
   luaretry_policy *p = ud;
   if (p->breaker_fn) p->breaker_fn(p->breaker_ud, state);
+  if (p->main && p->main->ref_on_breaker) {
+    /* a state of its own: the thread that got here may hold another */
+    lr_script *s = lr_script_acquire(p);
+    if (s) lr_script_on_breaker(s, luaretry_breaker_state_name(state));
+    lr_script_release(p, s);
+  }
 }
 
 luaretry_code luaretry_policy_new(luaretry_policy **out) {
@@ -438,6 +445,7 @@ static lr_script *script_new(luaretry_policy *p, lr_load *ld, luaretry_code *rc,
   s->ref_options = ld->ref_options;
   s->ref_run = ld->refs[F_RUN];
   s->ref_backoff = ld->refs[F_BACKOFF];
+  s->ref_on_breaker = ld->refs[F_ON_BREAKER];
   memcpy(s->rule_is_transient, ld->rule_is_transient, sizeof s->rule_is_transient);
   memcpy(s->rule_is_success, ld->rule_is_success, sizeof s->rule_is_success);
   memcpy(s->rule_backoff, ld->rule_backoff, sizeof s->rule_backoff);
@@ -550,7 +558,10 @@ static luaretry_code load(luaretry_policy *p, const char *path,
   size_t len;
   char *text;
   char name[sizeof p->chunkname];
+  struct stat st;
+  memset(&st, 0, sizeof st);
   if (path) {
+    if (stat(path, &st) != 0) memset(&st, 0, sizeof st);
     text = read_script(p, path, &len);
     if (!text) return LUARETRY_E_IO;
     lr_fmt(name, sizeof name, "@%s", path);
@@ -561,7 +572,44 @@ static luaretry_code load(luaretry_policy *p, const char *path,
     memcpy(text, source, len + 1);
     lr_strlcpy(name, chunkname ? chunkname : "=policy", sizeof name);
   }
-  return install(p, text, len, name, path ? path : "");
+  luaretry_code rc = install(p, text, len, name, path ? path : "");
+  if (rc == LUARETRY_OK) {
+    p->mtime = st.st_mtim;
+    p->size = (long long)st.st_size;
+  }
+  return rc;
+}
+
+luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloaded) {
+  if (reloaded) *reloaded = 0;
+  if (!p) return LUARETRY_E_ARG;
+  if (!p->main || !p->script_path[0]) return LUARETRY_E_STATE;
+  /* a stat at most once a second, whatever the host's call rate */
+  double now = lr_monotonic_now();
+  pthread_mutex_lock(&p->pool_lock);
+  int due = p->last_check == 0 || now - p->last_check >= 1.0;
+  if (due) p->last_check = now;
+  pthread_mutex_unlock(&p->pool_lock);
+  if (!due) return LUARETRY_OK;
+  struct stat st;
+  if (stat(p->script_path, &st) != 0) {
+    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: %s (the loaded policy stays)", p->script_path,
+           strerror(errno));
+    return LUARETRY_E_IO;
+  }
+  if (st.st_mtim.tv_sec == p->mtime.tv_sec && st.st_mtim.tv_nsec == p->mtime.tv_nsec &&
+      (long long)st.st_size == p->size)
+    return LUARETRY_OK;
+  char path[sizeof p->script_path];
+  lr_strlcpy(path, p->script_path, sizeof path);
+  luaretry_code rc = load(p, path, NULL, NULL);
+  if (rc == LUARETRY_OK && reloaded) *reloaded = 1;
+  if (rc != LUARETRY_OK) {
+    /* not again until the file changes once more */
+    p->mtime = st.st_mtim;
+    p->size = (long long)st.st_size;
+  }
+  return rc;
 }
 
 /* A set that changes what the Lua states hold (an option, a limit): load

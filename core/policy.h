@@ -6,6 +6,7 @@
 
 #include <lua.h>
 #include <pthread.h>
+#include <time.h>
 
 #include "internal.h"
 #include "sandbox.h"
@@ -29,6 +30,7 @@ enum {
   F_NAME, F_MAX_ATTEMPTS, F_DEADLINE, F_ATTEMPT_TIMEOUT, F_RETRY_AFTER,
   F_MAX_RETRY_AFTER, F_BODY_LIMIT, F_BACKOFF, F_IS_TRANSIENT, F_IS_SUCCESS,
   F_IS_IDEMPOTENT, F_PREPARE, F_ON_RETRY, F_RUN, F_BUDGET, F_BREAKER, F_OPTIONS,
+  F_ON_BREAKER,
   F_INSTRUCTION_LIMIT, F_MEMORY_LIMIT,
   F_B_KIND, F_B_INITIAL, F_B_MULTIPLIER, F_B_MAX, F_B_STEP, F_B_JITTER,
   F_B_JITTER_MAX, F_B_CAP_JITTER,
@@ -68,6 +70,7 @@ typedef struct lr_script {
   size_t body_limit;
   int ref_is_transient, ref_is_success, ref_on_retry, ref_backoff, ref_info;
   int ref_is_idempotent, ref_prepare, ref_options, ref_run, ref_headers;
+  int ref_on_breaker;
   /* "file:line" of each hook: its own file, which a require may make
    * another than the script's */
   char rule_is_transient[1100], rule_is_success[1100], rule_backoff[1100],
@@ -82,6 +85,7 @@ typedef struct lr_script {
   long backoff_n;
   double backoff_previous;
   const char *cur_option_name, *cur_option_value;
+  const char *cur_breaker_state;
   /* prepare()'s request, copied out of Lua */
   char *prep_method, *prep_url, *prep_body;
   size_t prep_body_len, prep_header_count;
@@ -99,6 +103,9 @@ struct luaretry_policy {
   size_t text_len;
   char chunkname[1100];
   char script_path[4096];          /* "" for a string: no folder to require from */
+  struct timespec mtime;           /* the file's, at its last load */
+  long long size;
+  double last_check;               /* monotonic seconds of the last stat */
   lr_rules rules;
   luaretry_tuning tuning;
   char name[128];
@@ -140,6 +147,8 @@ void lr_script_release(luaretry_policy *p, lr_script *s);
 
 /* judge.c */
 int lr_info_index(lua_State *L);   /* info's __index */
+/* The script's on_breaker(state), if it has one; errors go to its log. */
+void lr_script_on_breaker(lr_script *s, const char *state);
 void lr_free_prepared(lr_script *s);
 lr_judge lr_script_judge(lr_script *s);
 luaretry_code lr_script_is_idempotent(lr_script *s, const luaretry_request *r,
