@@ -17,6 +17,7 @@
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,7 @@ static void die(const char *what, const char *detail) {
 }
 
 /* ---- (a) and (b): the engine, through the step API */
+static double now(void);
 
 typedef struct {
   luaretry_policy *p;
@@ -89,6 +91,34 @@ static double engine_run(engine_loop *e, long n) {
   double t = now() - t0;
   e->decisions += n;
   return t * 1e9 / (double)n;
+}
+
+/* (a) on T threads at once, one policy, each thread its own calls: the
+ * decisions per second of all threads together. */
+typedef struct { engine_loop loop; long n; } thread_job;
+
+static void *thread_run(void *arg) {
+  thread_job *job = arg;
+  engine_run(&job->loop, job->n);
+  return NULL;
+}
+
+static void engine_init(engine_loop *e, luaretry_policy *p);
+
+static double throughput(luaretry_policy *p, int threads, long n) {
+  thread_job jobs[8];
+  pthread_t t[8];
+  for (int i = 0; i < threads; i++) {
+    engine_init(&jobs[i].loop, p);
+    jobs[i].loop.seed = (uint64_t)i * 1000003u;
+    jobs[i].n = n;
+  }
+  double t0 = now();
+  for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, thread_run, &jobs[i]);
+  for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+  double elapsed = now() - t0;
+  for (int i = 0; i < threads; i++) luaretry_call_free(jobs[i].loop.c);
+  return (double)threads * (double)n / elapsed;
 }
 
 static luaretry_class c_classify(void *ud, const luaretry_outcome *o,
@@ -274,6 +304,17 @@ int main(void) {
   printf("%-46s %13.2fx   <= %.1fx  %s\n", "engine over plain pcall (a)/(c)", overhead,
          TARGET_OVERHEAD, verdict(overhead <= TARGET_OVERHEAD));
   printf("%-46s %11.1f ns\n", "engine's own work (a)-(d)", best_a - best_d);
+
+  /* Scaling: the same Lua decision on 1 and 2 threads sharing the policy. */
+  double tput1 = 0, tput2 = 0;
+  for (int r = 0; r < RUNS; r++) {
+    double t1 = throughput(p_lua, 1, n), t2 = throughput(p_lua, 2, n);
+    if (t1 > tput1) tput1 = t1;
+    if (t2 > tput2) tput2 = t2;
+  }
+  printf("%-46s %11.1f ns   (%.2fx the decisions of one thread; ideal %ld)\n",
+         "(a) on 2 threads, one policy: per decision", 2e9 / tput2, tput2 / tput1,
+         sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 2L : 1L);
 
   luaretry_call_free(lua_loop.c);
   luaretry_call_free(c_loop.c);
