@@ -27,10 +27,10 @@ endif
 DATADIR ?= $(CURDIR)
 CFLAGS_ALL = $(WARN) $(OPT) -fPIC -pthread $(LUA_CFLAGS) -DLUARETRY_DATADIR='"$(DATADIR)"' $(CFLAGS)
 
-ENGINE = clock rng backoff guard call sandbox policy validate judge workflow
+ENGINE = clock rng backoff guard call sandbox lpattern policy validate judge workflow
 ENGINE_OBJ = $(ENGINE:%=$(BUILD)/obj/%.o)
 LIB_OBJ = $(ENGINE_OBJ) $(BUILD)/obj/curl.o
-HEADERS = core/luaretry.h core/luaretry_curl.h core/internal.h core/sandbox.h core/policy.h core/cli.h core/faults.h
+HEADERS = core/luaretry.h core/luaretry_curl.h core/internal.h core/sandbox.h core/lpattern.h core/policy.h core/cli.h core/faults.h
 
 C_TESTS = step_api blocking_cancel errors threads
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)

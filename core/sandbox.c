@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "lpattern.h"
 #include "sandbox.h"
 
 #ifndef LUARETRY_DATADIR
@@ -215,6 +216,8 @@ static int setup(lua_State *L) {
    * removes ("x"):dump too. */
   lua_getglobal(L, LUA_STRLIBNAME);
   lua_pushnil(L); lua_setfield(L, -2, "dump");
+  /* and find, match, gmatch, gsub pay for every step from the budget */
+  lr_pattern_install(L, -1);
   lua_pop(L, 1);
   lua_getglobal(L, "load");
   lua_pushcclosure(L, safe_load, 1);

@@ -9,9 +9,10 @@
 --                                               bounded prefix of the body
 --   retry.any(f, g)(status, body, info)     --> f(...) or g(...)
 --
--- Lua patterns run inside one C call that no instruction limit can
--- interrupt, and the body is chosen by the server: prefer contains(), and
--- use matches() (which looks at the first 4 KiB only) for anything else.
+-- Patterns in the sandbox count against the instruction limit (a pattern
+-- that backtracks without end on a server's body is stopped like a loop);
+-- still, contains() is the cheapest test, and matches() reads only the
+-- first 4 KiB, where a status or an error code is.
 local M = {}
 
 local PATTERN_WINDOW = 4096

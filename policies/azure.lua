@@ -21,8 +21,8 @@
 --
 -- Only idempotent operations are repeated after they may have taken effect
 -- (the engine's rule: GET, HEAD, OPTIONS, PUT, DELETE).  The pattern advises
--- a circuit breaker against long-lasting faults: this engine version refuses
--- `breaker`; use azure-interactive.lua to fail fast.
+-- a circuit breaker against long-lasting faults: add one with
+-- `--set breaker.failures=5` (or a `breaker` table in a copy of this file).
 
 name = "azure"
 max_attempts = 4
