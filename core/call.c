@@ -309,6 +309,7 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
   }
   if (v.cls == LUARETRY_CLASS_SUCCESS) lr_guards_success(c->shared);
   else if (v.cls == LUARETRY_CLASS_TRANSIENT) lr_guards_failure(c->shared);
+  else if (v.cls == LUARETRY_CLASS_FINAL) lr_guards_answered(c->shared);
   switch (v.cls) {
   case LUARETRY_CLASS_SUCCESS:
     stop(c, d, LUARETRY_REASON_SUCCESS, v.rule);

@@ -74,7 +74,10 @@ static void change(lr_shared *s, luaretry_breaker_state from, luaretry_breaker_s
     atomic_store(&s->opened_at_ns, (long long)(lr_monotonic_now() * 1e9));
     lr_count(s, LR_M_BREAKER_OPENINGS, 1);
   }
-  if (to == LUARETRY_BREAKER_HALF_OPEN) atomic_store(&s->probes_left, s->guards.probes);
+  if (to == LUARETRY_BREAKER_HALF_OPEN) {
+    atomic_store(&s->probes_left, s->guards.probes);
+    atomic_store(&s->opened_at_ns, (long long)(lr_monotonic_now() * 1e9));
+  }
   if (to == LUARETRY_BREAKER_CLOSED) atomic_store(&s->consecutive_failures, 0);
   if (s->on_change) s->on_change(s->on_change_ud, to);
 }
@@ -90,16 +93,31 @@ int lr_breaker_admits(lr_shared *s, int first_attempt) {
     state = atomic_load(&s->breaker_state);
   }
   if (state == LUARETRY_BREAKER_HALF_OPEN && first_attempt) {
-    /* one permit per probe call */
+    /* one permit per probe call; probes that never told (cancelled, a
+     * policy error) are given another chance after open_seconds */
     int left = atomic_load(&s->probes_left);
     while (left > 0 && !atomic_compare_exchange_weak(&s->probes_left, &left, left - 1)) {}
-    return left > 0;
+    if (left > 0) return 1;
+    double since = (double)atomic_load(&s->opened_at_ns) * 1e-9;
+    if (lr_monotonic_now() - since < s->guards.open_seconds) return 0;
+    atomic_store(&s->opened_at_ns, (long long)(lr_monotonic_now() * 1e9));
+    atomic_store(&s->probes_left, s->guards.probes - 1);
+    return 1;
   }
   return state != LUARETRY_BREAKER_OPEN;
 }
 
 void lr_guards_success(lr_shared *s) {
   if (s->guards.budget) add_tokens(s, llround(s->guards.token_ratio * MILLI));
+  if (!s->guards.breaker) return;
+  atomic_store(&s->consecutive_failures, 0);
+  change(s, LUARETRY_BREAKER_HALF_OPEN, LUARETRY_BREAKER_CLOSED);
+}
+
+/* An outcome judged final: the service answered.  The budget counts only
+ * successes and failures (as gRPC's); the breaker takes an answer as a
+ * sign of life. */
+void lr_guards_answered(lr_shared *s) {
   if (!s->guards.breaker) return;
   atomic_store(&s->consecutive_failures, 0);
   change(s, LUARETRY_BREAKER_HALF_OPEN, LUARETRY_BREAKER_CLOSED);

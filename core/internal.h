@@ -103,6 +103,7 @@ double lr_budget_tokens(lr_shared *s);
 int lr_breaker_admits(lr_shared *s, int first_attempt);
 void lr_guards_success(lr_shared *s);
 void lr_guards_failure(lr_shared *s);
+void lr_guards_answered(lr_shared *s);
 
 /* ---- the rules a call follows, produced by the policy */
 

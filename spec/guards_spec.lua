@@ -141,6 +141,24 @@ breaker = { failures = 3, open_seconds = 0.2, probes = 1 }
     assert.are.equal(3, p:metrics().breaker_openings)
   end)
 
+  it("a probe answered with a final outcome closes it; a probe that never tells is replaced", function ()
+    local p = policy(SRC)
+    failing_call(p)
+    proc.sleep(0.25)
+    local probe = p:begin { virtual = true }
+    assert.are.equal("final", probe:report({ status = 404 }).verdict)
+    assert.are.equal("closed", p:metrics().breaker)   -- the service answered
+
+    failing_call(p)
+    proc.sleep(0.25)
+    local silent = p:begin { virtual = true }          -- takes the one permit...
+    assert.is_true(silent:next().retry)
+    silent:cancel()                                    -- ...and never reports
+    assert.are.equal("circuit_open", p:begin({ virtual = true }):next().verdict)
+    proc.sleep(0.25)                                   -- another open period
+    assert.is_true(p:begin({ virtual = true }):next().retry)
+  end)
+
   it("a success in between resets the count of failures in a row", function ()
     local p = policy(SRC)
     local c = p:begin { virtual = true }
