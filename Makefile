@@ -114,6 +114,7 @@ bench: all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop
 	./$(BUILD)/bench_decide
 	./$(BUILD)/bench_waits
 	bash spec/bench/run_vs_curl.sh
+	bash spec/bench/batch.sh
 	BENCH_LOOP=$(BUILD)/bench_loop bash spec/bench/peers.sh
 
 install: deps

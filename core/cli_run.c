@@ -20,6 +20,7 @@
 /* A signal cancels the call in progress; the flag covers a signal that
  * arrives before the call exists. */
 static luaretry_call *volatile running_call;
+static luaretry_curl_many *volatile running_many;  /* a batch of URLs */
 static volatile sig_atomic_t interrupted;
 
 static void on_signal(int sig) {
@@ -27,6 +28,8 @@ static void on_signal(int sig) {
   interrupted = 1;
   luaretry_call *c = running_call;
   if (c) luaretry_call_cancel(c);
+  luaretry_curl_many *m = running_many;
+  if (m) luaretry_curl_many_cancel(m);
 }
 
 void cli_on_stop_signals(void (*handler)(int)) {
@@ -61,6 +64,7 @@ typedef struct {
   FILE *json;              /* --log-json, or NULL */
   long max_attempts;
   const char *target;      /* URL without credentials, or the command */
+  int index;               /* in a batch: the URL's number, from 1; else 0 */
 } attempt_log;
 
 void cli_json_string(FILE *f, const char *s) {
@@ -75,8 +79,9 @@ void cli_json_string(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-void cli_json_decision(FILE *f, const luaretry_decision *d, int status, const char *error,
-                       const char *target) {
+/* The fields of a JSON log line, without the closing brace. */
+static void json_fields(FILE *f, const luaretry_decision *d, int status, const char *error,
+                        const char *target) {
   fprintf(f, "{\"attempt\":%d,\"status\":", d->attempt);
   if (status >= 0) fprintf(f, "%d", status);
   else fputs("null", f);
@@ -95,19 +100,40 @@ void cli_json_decision(FILE *f, const luaretry_decision *d, int status, const ch
     fputs(",\"target\":", f);
     cli_json_string(f, target);
   }
+}
+
+void cli_json_decision(FILE *f, const luaretry_decision *d, int status, const char *error,
+                       const char *target) {
+  json_fields(f, d, status, error, target);
   fputs("}\n", f);
   fflush(f);
+}
+
+/* A line of a batch: also the URL's number and the URL. */
+static void json_line(const attempt_log *log, const luaretry_decision *d, int status,
+                      const char *error) {
+  if (!log->index) {
+    cli_json_decision(log->json, d, status, error, log->target);
+    return;
+  }
+  json_fields(log->json, d, status, error, log->target);
+  fprintf(log->json, ",\"index\":%d,\"url\":", log->index);
+  cli_json_string(log->json, log->target);
+  fputs("}\n", log->json);
+  fflush(log->json);
 }
 
 static void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   attempt_log *log = ud;
   if (!o) {  /* cancelled during a wait */
-    if (log->json) cli_json_decision(log->json, d, -1, NULL, log->target);
+    if (log->json) json_line(log, d, -1, NULL);
     return;
   }
-  if (log->json) cli_json_decision(log->json, d, o->status, o->error, log->target);
+  if (log->json) json_line(log, d, o->status, o->error);
+  char who[32] = "";  /* "[3] " in a batch */
+  if (log->index) snprintf(who, sizeof who, "[%d] ", log->index);
   if (d->hook_error && log->verbosity > 0)
-    fprintf(stderr, "luaretry: %s\n", d->hook_error);
+    fprintf(stderr, "luaretry: %s%s\n", who, d->hook_error);
   if (log->verbosity == 0) return;
   char outcome[64];
   if (o->error) snprintf(outcome, sizeof outcome, "%s error", o->error);
@@ -116,11 +142,12 @@ static void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_deci
   char of[32] = "";
   if (log->max_attempts > 0) snprintf(of, sizeof of, "/%ld", log->max_attempts);
   if (d->retry)
-    fprintf(stderr, "luaretry: attempt %d%s: %s -> retry in %.3f s (%s; %s)\n", d->attempt,
-            of, outcome, d->wait, luaretry_wait_source_name(d->wait_source), d->rule);
+    fprintf(stderr, "luaretry: %sattempt %d%s: %s -> retry in %.3f s (%s; %s)\n", who,
+            d->attempt, of, outcome, d->wait, luaretry_wait_source_name(d->wait_source),
+            d->rule);
   else
-    fprintf(stderr, "luaretry: attempt %d%s: %s -> %s (%s)%s%s\n", d->attempt, of, outcome,
-            luaretry_reason_name(d->reason), d->rule, d->message ? ": " : "",
+    fprintf(stderr, "luaretry: %sattempt %d%s: %s -> %s (%s)%s%s\n", who, d->attempt, of,
+            outcome, luaretry_reason_name(d->reason), d->rule, d->message ? ": " : "",
             d->message ? d->message : "");
 }
 
@@ -439,11 +466,16 @@ static luaretry_code workflow_attempt(void *ud, luaretry_call *c, int attempt, d
 
 /* ---- the command */
 
+#define MAX_PARALLEL 1000
+
 typedef struct {
   const char *policy;
   const char *url;
-  char *words[64];         /* after POLICY: the URL, or run()'s arguments */
+  char **words;            /* after POLICY: the URLs, or run()'s arguments */
   int nwords;
+  const char *urls_file;   /* --urls FILE */
+  const char *output_dir;  /* --output-dir DIR */
+  long parallel;           /* --parallel N; 0: not given */
   char **command;
   const char *method;
   const char *data;
@@ -459,8 +491,10 @@ typedef struct {
   int nsets;
 } run_args;
 
-static int parse_run(int argc, char **argv, run_args *a) {
+/* `words` has room for argc entries. */
+static int parse_run(int argc, char **argv, run_args *a, char **words) {
   memset(a, 0, sizeof *a);
+  a->words = words;
   a->verbosity = 1;
   for (int i = 0; i < argc; i++) {
     char *s = argv[i];
@@ -473,7 +507,8 @@ static int parse_run(int argc, char **argv, run_args *a) {
     if (strcmp(s, "-q") == 0) { a->verbosity = 0; continue; }
     if (strcmp(s, "--stats") == 0) { a->stats = 1; continue; }
     static const char *const with_value[] = { "-X", "-H", "-d", "-o", "--seed", "--set",
-                                              "--log-json", NULL };
+                                              "--log-json", "--urls", "--output-dir",
+                                              "--parallel", NULL };
     int takes = 0;
     for (int k = 0; with_value[k]; k++) takes |= strcmp(s, with_value[k]) == 0;
     if (takes) {
@@ -483,6 +518,16 @@ static int parse_run(int argc, char **argv, run_args *a) {
       else if (strcmp(s, "-d") == 0) a->data = v;
       else if (strcmp(s, "-o") == 0) a->output = v;
       else if (strcmp(s, "--log-json") == 0) a->log_json = v;
+      else if (strcmp(s, "--urls") == 0) a->urls_file = v;
+      else if (strcmp(s, "--output-dir") == 0) a->output_dir = v;
+      else if (strcmp(s, "--parallel") == 0) {
+        char *end;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (end == v || *end || errno || n < 1 || n > MAX_PARALLEL)
+          return cli_usage("run: --parallel %s: expected a whole number from 1 to 1000", v);
+        a->parallel = n;
+      }
       else if (strcmp(s, "-H") == 0) {
         if (a->nheaders == 128) return cli_usage("run: too many -H", NULL);
         if (!strchr(v, ':') && (!v[0] || v[strlen(v) - 1] != ';'))
@@ -504,13 +549,18 @@ static int parse_run(int argc, char **argv, run_args *a) {
     }
     if (s[0] == '-' && s[1]) return cli_usage("run: unknown option %s", s);
     if (!a->policy) a->policy = s;
-    else if (a->nwords < 64) a->words[a->nwords++] = s;
-    else return cli_usage("run: too many arguments", NULL);
+    else a->words[a->nwords++] = s;
   }
   if (!a->policy) return cli_usage("run: which POLICY?", NULL);
-  if (a->nwords && a->command) return cli_usage("run: a URL or a COMMAND, not both", NULL);
+  if ((a->nwords || a->urls_file) && a->command)
+    return cli_usage("run: a URL or a COMMAND, not both", NULL);
   if (a->command && (a->method || a->data || a->nheaders || a->output))
     return cli_usage("run: -X, -H, -d and -o are for URLs, not commands", NULL);
+  if (a->command && (a->output_dir || a->parallel))
+    return cli_usage("run: --parallel and --output-dir are for URLs, not commands", NULL);
+  if (a->output && a->output_dir) return cli_usage("run: -o or --output-dir, not both", NULL);
+  if (a->urls_file && a->data && strcmp(a->urls_file, "-") == 0 && strcmp(a->data, "@-") == 0)
+    return cli_usage("run: --urls - and -d @- cannot both read standard input", NULL);
   return 0;
 }
 
@@ -530,9 +580,403 @@ static void split_header(char *line, luaretry_header *h) {
   h->value = v;
 }
 
-int cli_run(int argc, char **argv) {
+/* ---- run POLICY URL URL... | --urls FILE: a batch, each URL its own call */
+
+/* Exit statuses from best to worst: the batch exits with the worst of its
+ * calls.  An interruption beats everything, then a policy error, then a
+ * refusal (budget, circuit), the deadline, exhausted attempts, a final
+ * response, success. */
+static int severity(int status) {
+  switch (status) {
+  case EXIT_OK: return 0;
+  case EXIT_FINAL: return 1;
+  case EXIT_EXHAUSTED: return 2;
+  case EXIT_DEADLINE: return 3;
+  case EXIT_REFUSED: return 4;
+  case EXIT_POLICY: return 5;
+  case EXIT_INTERRUPTED: return 6;
+  }
+  return 5;
+}
+
+typedef struct {
+  attempt_log log;         /* log.index: the URL's number; log.target: redacted */
+  luaretry_request req;
+  char *name;              /* --output-dir: the file's name in DIR */
+  char *tmp;               /* its temporary, while one exists */
+  int fd;
+  int failed;              /* writing the body failed */
+} batch_url;
+
+typedef struct {
+  batch_url *urls;
+  const char *dir;         /* --output-dir, or NULL: standard output */
+  output *out;             /* standard output */
+  int worst;
+  int interrupted;         /* some call ended cancelled */
+} batch_run;
+
+/* A line of --urls FILE: blank lines and # comments are skipped. */
+static int read_url_list(const char *path, char ***urls, int *n, int *cap) {
+  FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "luaretry: --urls %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  char *line = NULL;
+  size_t size = 0;
+  ssize_t len;
+  int rc = 0;
+  while ((len = getline(&line, &size, f)) >= 0) {
+    char *s = line, *e = line + len;
+    while (s < e && (*s == ' ' || *s == '\t')) s++;
+    while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) e--;
+    *e = '\0';
+    if (!*s || *s == '#') continue;
+    if (*n == *cap) {
+      int grown = *cap ? *cap * 2 : 64;
+      char **d = realloc(*urls, (size_t)grown * sizeof *d);
+      if (!d) { rc = -1; break; }
+      *urls = d;
+      *cap = grown;
+    }
+    if (!((*urls)[*n] = strdup(s))) { rc = -1; break; }
+    (*n)++;
+  }
+  if (rc == 0 && ferror(f)) {
+    fprintf(stderr, "luaretry: --urls %s: %s\n", path, strerror(errno));
+    rc = -1;
+  } else if (rc != 0) {
+    fprintf(stderr, "luaretry: --urls %s: out of memory\n", path);
+  }
+  free(line);
+  if (f != stdin) fclose(f);
+  return rc;
+}
+
+/* The file name for a URL: its last path segment, %-decoded, every byte
+ * but [A-Za-z0-9._+~-] turned into '_', no leading dot, at most 200
+ * bytes; "index" when empty. */
+static int hex_digit(char c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+static char *url_file_name(const char *url) {
+  char name[201] = "";
+  CURLU *u = curl_url();
+  char *path = NULL;
+  if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_PATH, &path, 0) == CURLUE_OK && path) {
+    const char *seg = strrchr(path, '/');
+    seg = seg ? seg + 1 : path;
+    size_t n = 0;
+    for (; *seg && n < sizeof name - 1; seg++) {
+      unsigned char c = (unsigned char)*seg;
+      int hi, lo;
+      if (c == '%' && (hi = hex_digit(seg[1])) >= 0 && (lo = hex_digit(seg[2])) >= 0) {
+        c = (unsigned char)(hi * 16 + lo);
+        seg += 2;
+      }
+      int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '.' || c == '_' || c == '-' || c == '+' || c == '~';
+      name[n++] = ok ? (char)c : '_';
+    }
+    name[n] = '\0';
+    if (name[0] == '.') name[0] = '_';  /* no hidden files, no "." or ".." */
+  }
+  curl_free(path);
+  curl_url_cleanup(u);
+  return strdup(name[0] ? name : "index");
+}
+
+/* A set of names (open addressing), to make each file name unique. */
+typedef struct {
+  char **slot;
+  size_t mask;
+} name_set;
+
+static size_t name_hash(const char *s) {
+  size_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+/* 1 if added, 0 if already there. */
+static int name_add(name_set *set, char *name) {
+  size_t i = name_hash(name) & set->mask;
+  while (set->slot[i]) {
+    if (strcmp(set->slot[i], name) == 0) return 0;
+    i = (i + 1) & set->mask;
+  }
+  set->slot[i] = name;
+  return 1;
+}
+
+/* Names for every URL, unique in the batch: NAME, then NAME.1, NAME.2 ...
+ * for the URLs after the first with the same NAME. */
+static int assign_names(batch_url *urls, int n) {
+  name_set set;
+  size_t cap = 16;
+  while (cap < (size_t)n * 2) cap *= 2;
+  set.slot = calloc(cap, sizeof *set.slot);
+  set.mask = cap - 1;
+  if (!set.slot) return -1;
+  for (int i = 0; i < n; i++) {
+    char *base = url_file_name(urls[i].req.url);
+    if (!base) { free(set.slot); return -1; }
+    char *name = base;
+    for (long k = 1; !name_add(&set, name); k++) {
+      if (name != base) free(name);
+      size_t len = strlen(base) + 24;
+      name = malloc(len);
+      if (!name) { free(base); free(set.slot); return -1; }
+      snprintf(name, len, "%s.%ld", base, k);
+    }
+    if (name != base) free(base);
+    urls[i].name = name;
+  }
+  free(set.slot);
+  return 0;
+}
+
+static char *join_path(const char *dir, const char *name, const char *suffix) {
+  size_t len = strlen(dir) + strlen(name) + strlen(suffix) + 2;
+  char *s = malloc(len);
+  if (s) snprintf(s, len, "%s/%s%s", dir, name, suffix);
+  return s;
+}
+
+static int open_temp(batch_run *br, batch_url *u) {
+  u->tmp = join_path(br->dir, u->name, ".luaretry-XXXXXX");
+  if (!u->tmp) return -1;
+  u->fd = mkstemp(u->tmp);
+  if (u->fd < 0) {
+    fprintf(stderr, "luaretry: [%d] %s/%s: cannot create a temporary file: %s\n", u->log.index,
+            br->dir, u->name, strerror(errno));
+    free(u->tmp);
+    u->tmp = NULL;
+    return -1;
+  }
+  return 0;
+}
+
+typedef struct {
+  batch_run *br;
+  batch_url *u;
+} url_ctx;
+
+/* --output-dir: the final body into a temporary beside DIR/NAME. */
+static size_t dir_sink(void *ud, const char *data, size_t len) {
+  url_ctx *x = ud;
+  batch_url *u = x->u;
+  if (u->failed || (!u->tmp && open_temp(x->br, u) != 0)) {
+    u->failed = 1;
+    return len;
+  }
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = write(u->fd, data + done, len - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      fprintf(stderr, "luaretry: [%d] writing %s: %s\n", u->log.index, u->tmp, strerror(errno));
+      u->failed = 1;
+      break;
+    }
+    done += (size_t)n;
+  }
+  return len;
+}
+
+/* Renames the temporary into place on success (an empty body makes an
+ * empty file); removes it otherwise.  0, or -1 when a success could not be
+ * kept. */
+static int dir_close(batch_run *br, batch_url *u, int success) {
+  int ok = success && !u->failed && (u->tmp || open_temp(br, u) == 0);
+  if (u->tmp) {
+    if (ok && fsync(u->fd) != 0) ok = 0;
+    if (close(u->fd) != 0) ok = 0;
+    char *path = ok ? join_path(br->dir, u->name, "") : NULL;
+    if (ok && (!path || rename(u->tmp, path) != 0)) {
+      fprintf(stderr, "luaretry: [%d] %s/%s: %s\n", u->log.index, br->dir, u->name,
+              strerror(errno));
+      ok = 0;
+    }
+    free(path);
+    if (!ok) unlink(u->tmp);
+    free(u->tmp);
+    u->tmp = NULL;
+  }
+  return ok || !success ? 0 : -1;
+}
+
+/* A call ended: its file, its summary line, the batch's exit status. */
+static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
+  batch_run *br = ud;
+  batch_url *u = &br->urls[i];
+  const luaretry_curl_result *r = &job->result;
+  int status;
+  if (r->code != LUARETRY_OK)
+    status = r->code == LUARETRY_E_POLICY || r->code == LUARETRY_E_LIMIT ? EXIT_POLICY
+             : interrupted ? EXIT_INTERRUPTED : EXIT_POLICY;
+  else status = cli_exit_status(r->final.reason);
+  if (status == EXIT_INTERRUPTED) br->interrupted = 1;
+  if (br->dir) {
+    if (dir_close(br, u, status == EXIT_OK) != 0) status = EXIT_FINAL;
+  } else if (status == EXIT_OK && br->out->failed) {
+    status = EXIT_FINAL;
+  }
+  if (severity(status) > severity(br->worst)) br->worst = status;
+  char last[64] = "none";
+  if (r->final.attempt > 0) {
+    if (r->error) snprintf(last, sizeof last, "%s error", r->error);
+    else snprintf(last, sizeof last, "%d", r->status);
+  }
+  const char *verdict = r->code == LUARETRY_OK ? luaretry_reason_name(r->final.reason) : "error";
+  const char *detail = r->code != LUARETRY_OK ? r->errmsg : NULL;
+  fprintf(stderr, "luaretry: [%d] %s: %s, %d attempt%s, status %s, %.3f s, exit %d%s%s\n",
+          u->log.index, u->log.target, verdict, r->final.attempt,
+          r->final.attempt == 1 ? "" : "s", last, r->elapsed, status, detail ? ": " : "",
+          detail ? detail : "");
+}
+
+static int run_batch(const run_args *a, luaretry_policy *p) {
+  int status = EXIT_OK;
+  char **list = NULL;
+  int n = 0, cap = 0;
+  for (int i = 0; i < a->nwords; i++) {
+    if (n == cap) {
+      cap = cap ? cap * 2 : 64;
+      char **d = realloc(list, (size_t)cap * sizeof *d);
+      if (!d) { status = EXIT_POLICY; break; }
+      list = d;
+    }
+    if (!(list[n] = strdup(a->words[i]))) { status = EXIT_POLICY; break; }
+    n++;
+  }
+  if (status == EXIT_OK && a->urls_file && read_url_list(a->urls_file, &list, &n, &cap) != 0)
+    status = EXIT_USAGE;
+  char why[256];
+  for (int i = 0; status == EXIT_OK && i < n; i++) {
+    if (!valid_url(list[i], why, sizeof why)) {
+      char what[512];
+      snprintf(what, sizeof what, "run: bad URL %s: %s", list[i], why);
+      status = cli_usage("%s", what);
+    }
+  }
+  if (status == EXIT_OK && n == 0) status = cli_usage("run: --urls %s holds no URL", a->urls_file);
+  if (status == EXIT_OK && a->output) status = cli_usage("run: -o takes one URL; with several use --output-dir DIR%s", "");
+  struct stat st;
+  if (status == EXIT_OK && a->output_dir) {
+    const char *why_not = stat(a->output_dir, &st) != 0 ? strerror(errno)
+                          : !S_ISDIR(st.st_mode) ? "not a directory" : NULL;
+    if (why_not) {
+      fprintf(stderr, "luaretry: --output-dir %s: %s\n", a->output_dir, why_not);
+      status = EXIT_USAGE;
+    }
+  }
+
+  luaretry_tuning t;
+  luaretry_policy_tuning(p, &t);
+  batch_url *urls = status == EXIT_OK ? calloc((size_t)n, sizeof *urls) : NULL;
+  url_ctx *ctx = urls ? calloc((size_t)n, sizeof *ctx) : NULL;
+  luaretry_curl_job *jobs = ctx ? calloc((size_t)n, sizeof *jobs) : NULL;
+  if (status == EXIT_OK && !jobs) {
+    fprintf(stderr, "luaretry: out of memory\n");
+    status = EXIT_POLICY;
+  }
+  FILE *json = NULL;
+  if (status == EXIT_OK && a->log_json) {
+    json = strcmp(a->log_json, "-") == 0 ? stderr : fopen(a->log_json, "w");
+    if (!json) {
+      fprintf(stderr, "luaretry: --log-json %s: %s\n", a->log_json, strerror(errno));
+      status = EXIT_USAGE;
+    }
+  }
+  luaretry_header headers[128];
+  for (int i = 0; i < a->nheaders; i++) split_header(a->headers[i], &headers[i]);
+  upload up = { 0 };
+  if (status == EXIT_OK && a->data && upload_open(&up, a->data) != 0) status = EXIT_USAGE;
+  output out;
+  output_open(&out, NULL);  /* standard output */
+  batch_run br = { urls, a->output_dir, &out, EXIT_OK, 0 };
+  for (int i = 0; status == EXIT_OK && i < n; i++) {
+    batch_url *u = &urls[i];
+    u->fd = -1;
+    u->log.verbosity = a->verbosity;
+    u->log.json = json;
+    u->log.max_attempts = t.max_attempts;
+    u->log.index = i + 1;
+    u->log.target = redacted_url(list[i]);
+    if (!u->log.target) u->log.target = strdup("(URL)");
+    u->req.method = a->method ? a->method : (a->data ? "POST" : "GET");
+    u->req.url = list[i];
+    u->req.headers = headers;
+    u->req.header_count = (size_t)a->nheaders;
+    u->req.body = a->data ? up.data : NULL;
+    u->req.body_len = up.len;
+    ctx[i].br = &br;
+    ctx[i].u = u;
+    jobs[i].request = &u->req;
+    jobs[i].sink = a->output_dir ? dir_sink : output_write;
+    jobs[i].sink_ud = a->output_dir ? (void *)&ctx[i] : (void *)&out;
+    jobs[i].observer = log_attempt;
+    jobs[i].observer_ud = &u->log;
+  }
+  if (status == EXIT_OK && a->output_dir && assign_names(urls, n) != 0) {
+    fprintf(stderr, "luaretry: out of memory\n");
+    status = EXIT_POLICY;
+  }
+
+  luaretry_curl_many *m = NULL;
+  if (status == EXIT_OK) {
+    luaretry_code rc = luaretry_curl_many_new(&m);
+    luaretry_call_options copt;
+    luaretry_call_options_init(&copt);
+    if (a->has_seed) copt.flags |= LUARETRY_CALL_SEED, copt.seed = a->seed;
+    luaretry_curl_many_options mo;
+    luaretry_curl_many_options_init(&mo);
+    mo.max_transfers = a->parallel ? (size_t)a->parallel : 1;
+    mo.call = &copt;
+    mo.done = url_done;
+    mo.done_ud = &br;
+    if (rc == LUARETRY_OK) {
+      cli_on_stop_signals(on_signal);
+      running_many = m;
+      if (interrupted) luaretry_curl_many_cancel(m);
+      rc = luaretry_curl_perform_many(m, p, jobs, (size_t)n, &mo);
+      running_many = NULL;
+    }
+    if (rc != LUARETRY_OK) {
+      fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
+      status = EXIT_POLICY;
+    } else {
+      status = br.worst;
+      if (br.interrupted) fprintf(stderr, "luaretry: interrupted\n");
+    }
+  }
+  if (a->stats) print_stats(p);
+  luaretry_curl_many_free(m);
+  if (urls) {
+    for (int i = 0; i < n; i++) {
+      if (urls[i].tmp) dir_close(&br, &urls[i], 0);  /* never left behind */
+      free((char *)urls[i].log.target);
+      free(urls[i].name);
+    }
+  }
+  upload_close(&up);
+  if (json && json != stderr) fclose(json);
+  for (int i = 0; i < n; i++) free(list[i]);
+  free(list);
+  free(urls);
+  free(ctx);
+  free(jobs);
+  return status;
+}
+
+static int run_cmd(int argc, char **argv, char **words) {
   run_args a;
-  int status = parse_run(argc, argv, &a);
+  int status = parse_run(argc, argv, &a, words);
   if (status) return status;
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
     fprintf(stderr, "luaretry: cannot initialise libcurl\n");
@@ -545,11 +989,14 @@ int cli_run(int argc, char **argv) {
   int workflow = !a.command && luaretry_policy_has_workflow(p);
   const char *bad = NULL, *bad_arg = NULL;
   char why[256];
+  /* One URL alone is one call, as ever; several (or --urls, or
+   * --output-dir) make a batch. */
+  int batch = !workflow && !a.command && (a.nwords > 1 || a.urls_file || a.output_dir);
   if (workflow) {
     if (a.method || a.data || a.nheaders) bad = "run: -X, -H and -d are for URLs; %s runs its own requests", bad_arg = a.policy;
-  } else if (!a.command) {
+    else if (a.urls_file || a.output_dir || a.parallel) bad = "run: --urls, --parallel and --output-dir are for URLs; %s runs its own requests", bad_arg = a.policy;
+  } else if (!a.command && !batch) {
     if (a.nwords == 0) bad = "run: a URL, -- COMMAND, or a policy with run() is needed%s", bad_arg = "";
-    else if (a.nwords > 1) bad = "run: unexpected argument %s (the policy has no run() to take it)", bad_arg = a.words[1];
     else if (a.url = a.words[0], !valid_url(a.url, why, sizeof why)) bad = "run: bad URL: %s", bad_arg = why;
   }
   if (bad) {
@@ -557,10 +1004,18 @@ int cli_run(int argc, char **argv) {
     curl_global_cleanup();
     return cli_usage(bad, bad_arg);
   }
+  if (batch) {
+    if (a.verbosity > 1) luaretry_policy_set_log(p, script_print, NULL);
+    if (a.verbosity > 0) luaretry_policy_on_breaker(p, breaker_log, NULL);
+    status = run_batch(&a, p);
+    luaretry_policy_free(p);
+    curl_global_cleanup();
+    return status;
+  }
 
   if (a.verbosity > 1) luaretry_policy_set_log(p, script_print, NULL);
   if (a.verbosity > 0) luaretry_policy_on_breaker(p, breaker_log, NULL);
-  attempt_log log = { a.verbosity, NULL, 0, NULL };
+  attempt_log log = { a.verbosity, NULL, 0, NULL, 0 };
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
   log.max_attempts = t.max_attempts;
@@ -642,5 +1097,16 @@ int cli_run(int argc, char **argv) {
   free(target);
   luaretry_policy_free(p);
   curl_global_cleanup();
+  return status;
+}
+
+int cli_run(int argc, char **argv) {
+  char **words = calloc((size_t)argc + 1, sizeof *words);
+  if (!words) {
+    fprintf(stderr, "luaretry: out of memory\n");
+    return EXIT_POLICY;
+  }
+  int status = run_cmd(argc, argv, words);
+  free(words);
   return status;
 }

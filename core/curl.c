@@ -1,12 +1,18 @@
-/* curl.c: one HTTP request performed under a policy through libcurl.  Each
- * attempt runs on a private multi handle so that a cancel (any thread, or
- * a signal handler writing the call's eventfd) interrupts a transfer at
- * once, not at curl's next progress tick. */
+/* curl.c: HTTP requests performed under a policy through libcurl.  One
+ * request (luaretry_curl_perform) runs each attempt on a private multi
+ * handle so that a cancel (any thread, or a signal handler writing the
+ * call's eventfd) interrupts a transfer at once, not at curl's next
+ * progress tick; a batch (luaretry_curl_perform_many) drives many calls'
+ * attempts through one multi handle from one loop.  Both make an attempt
+ * with the same pieces: attempt_setup, then attempt_finish. */
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "luaretry_curl.h"
@@ -215,6 +221,69 @@ static void configure(CURL *h, const luaretry_request *r, transfer *t,
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ms);
 }
 
+/* ---- one attempt: the pieces luaretry_curl_perform and the batch share */
+
+typedef struct {
+  transfer t;                   /* body, headers, upload of this attempt */
+  luaretry_request r;           /* the request as prepare() left it */
+  struct curl_slist *headers;   /* set on the handle for the transfer */
+  int idempotent;
+} attempt;
+
+/* Before attempt `n` of call c: prepare(), is_idempotent(), the header
+ * list, then every option of the attempt on h (timeout: `timeout`). */
+static luaretry_code attempt_setup(luaretry_call *c, const luaretry_request *req, int n,
+                                   CURL *h, double timeout, attempt *a) {
+  luaretry_code rc = lr_call_prepare(c, req, n, &a->r);
+  if (rc != LUARETRY_OK) return rc;
+  a->idempotent = 1;
+  rc = lr_call_is_idempotent(c, &a->r, &a->idempotent);
+  if (rc != LUARETRY_OK) return rc;
+  int failed = 0;
+  a->headers = header_list(&a->r, &failed);
+  if (failed) {
+    curl_slist_free_all(a->headers);
+    a->headers = NULL;
+    return LUARETRY_E_NOMEM;
+  }
+  a->t.body.len = a->t.header_text.len = 0;
+  a->t.body.failed = a->t.header_text.failed = 0;
+  configure(h, &a->r, &a->t, a->headers, timeout);
+  return LUARETRY_OK;
+}
+
+/* After the transfer ended with `res`: the outcome to report, pointing
+ * into a (valid until the next setup on it). */
+static luaretry_code attempt_finish(CURL *h, attempt *a, CURLcode res, luaretry_outcome *out) {
+  curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+  curl_slist_free_all(a->headers);
+  a->headers = NULL;
+  if (a->t.body.failed || a->t.header_text.failed) return LUARETRY_E_NOMEM;
+  index_headers(&a->t);
+  luaretry_outcome_init(out);
+  long status = 0;
+  if (res == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  out->status = (int)status;
+  out->error = luaretry_curl_error_name(res);
+  out->body = a->t.body.data;
+  out->body_len = a->t.body.len;
+  out->headers = a->t.headers;
+  out->header_count = a->t.header_count;
+  out->method = a->r.method ? a->r.method : (a->r.body ? "POST" : "GET");
+  out->url = a->r.url;
+  out->not_repeatable = !a->idempotent && !never_sent(res);
+  const char *ra = status ? find_header(&a->t, "retry-after") : NULL;
+  if (ra) out->retry_after = retry_after_seconds(ra);
+  return LUARETRY_OK;
+}
+
+static void attempt_free(attempt *a) {
+  curl_slist_free_all(a->headers);
+  free(a->t.body.data);
+  free(a->t.header_text.data);
+  memset(a, 0, sizeof *a);
+}
+
 /* One transfer on the multi handle, woken by a cancel. */
 static CURLcode transfer_once(CURLM *m, CURL *h, luaretry_call *c) {
   CURLcode result = CURLE_OK;
@@ -246,60 +315,370 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
   if (next != LUARETRY_OK || !final->retry) return next;
   CURLM *m = curl_multi_init();
   if (!m) return LUARETRY_E_NOMEM;
-  transfer t;
-  memset(&t, 0, sizeof t);
+  attempt a;
+  memset(&a, 0, sizeof a);
   luaretry_code rc = LUARETRY_OK;
-  for (int attempt = 1;; attempt++) {
-    luaretry_request r;
-    rc = lr_call_prepare(c, req, attempt, &r);
+  for (int n = 1;; n++) {
+    rc = attempt_setup(c, req, n, h, luaretry_call_timeout(c), &a);
     if (rc != LUARETRY_OK) break;
-    int idempotent = 1;
-    rc = lr_call_is_idempotent(c, &r, &idempotent);
-    if (rc != LUARETRY_OK) break;
-    int failed = 0;
-    struct curl_slist *headers = header_list(&r, &failed);
-    if (failed) { curl_slist_free_all(headers); rc = LUARETRY_E_NOMEM; break; }
-    t.body.len = t.header_text.len = 0;
-    t.body.failed = t.header_text.failed = 0;
-    configure(h, &r, &t, headers, luaretry_call_timeout(c));
     CURLcode res = transfer_once(m, h, c);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
-    curl_slist_free_all(headers);
-    if (t.body.failed || t.header_text.failed) { rc = LUARETRY_E_NOMEM; break; }
-    index_headers(&t);
-
     luaretry_outcome out;
-    luaretry_outcome_init(&out);
-    long status = 0;
-    if (res == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    out.status = (int)status;
-    out.error = luaretry_curl_error_name(res);
-    out.body = t.body.data;
-    out.body_len = t.body.len;
-    out.headers = t.headers;
-    out.header_count = t.header_count;
-    out.method = r.method ? r.method : (r.body ? "POST" : "GET");
-    out.url = r.url;
-    out.not_repeatable = !idempotent && !never_sent(res);
-    const char *ra = status ? find_header(&t, "retry-after") : NULL;
-    if (ra) out.retry_after = retry_after_seconds(ra);
+    rc = attempt_finish(h, &a, res, &out);
+    if (rc != LUARETRY_OK) break;
     rc = luaretry_call_report(c, &out, final);
     if (rc != LUARETRY_OK) break;
     if (!final->retry) {
-      if (final->reason != LUARETRY_REASON_CANCELLED && o && o->sink && t.body.len)
-        o->sink(o->sink_ud, t.body.data, t.body.len);
+      if (final->reason != LUARETRY_REASON_CANCELLED && o && o->sink && a.t.body.len)
+        o->sink(o->sink_ud, a.t.body.data, a.t.body.len);
       break;
     }
     if (luaretry_call_wait(c, final->wait) == LUARETRY_E_CANCELLED) {
       lr_call_stop_cancelled(c, final);
-        break;
+      break;
     }
   }
   curl_easy_setopt(h, CURLOPT_READDATA, NULL);
-  free(t.body.data);
-  free(t.header_text.data);
+  attempt_free(&a);
   curl_multi_cleanup(m);
   return rc;
+}
+
+/* ---- many calls through one multi handle */
+
+struct luaretry_curl_many {
+  CURLM *multi;
+  int wake_fd;                  /* eventfd written by a cancel */
+  atomic_int cancelled;
+};
+
+luaretry_code luaretry_curl_many_new(luaretry_curl_many **out) {
+  if (!out) return LUARETRY_E_ARG;
+  *out = NULL;
+  luaretry_curl_many *m = calloc(1, sizeof *m);
+  if (!m) return LUARETRY_E_NOMEM;
+  atomic_init(&m->cancelled, 0);
+  m->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (m->wake_fd < 0) {
+    free(m);
+    return LUARETRY_E_SYSTEM;
+  }
+  m->multi = curl_multi_init();
+  if (!m->multi) {
+    close(m->wake_fd);
+    free(m);
+    return LUARETRY_E_NOMEM;
+  }
+  *out = m;
+  return LUARETRY_OK;
+}
+
+void luaretry_curl_many_free(luaretry_curl_many *m) {
+  if (!m) return;
+  curl_multi_cleanup(m->multi);
+  close(m->wake_fd);
+  free(m);
+}
+
+void luaretry_curl_many_cancel(luaretry_curl_many *m) {
+  if (!m) return;
+  int saved = errno;
+  atomic_store(&m->cancelled, 1);
+  uint64_t one = 1;
+  ssize_t n = write(m->wake_fd, &one, sizeof one);
+  (void)n;  /* a full counter is already readable: the loop wakes anyway */
+  errno = saved;
+}
+
+int luaretry_curl_many_cancelled(const luaretry_curl_many *m) {
+  return m ? atomic_load(&((luaretry_curl_many *)m)->cancelled) : 0;
+}
+
+CURLM *luaretry_curl_many_multi(luaretry_curl_many *m) { return m ? m->multi : NULL; }
+
+void luaretry_curl_many_options_init(luaretry_curl_many_options *o) {
+  if (o) memset(o, 0, sizeof *o);
+}
+
+typedef struct slot slot;
+
+/* A call in progress: in a transfer (s != NULL) or waiting until `due`. */
+typedef struct {
+  luaretry_call *c;
+  CURL *h;
+  size_t job;
+  int next;                     /* the number of its next attempt */
+  double due;                   /* monotonic seconds */
+  slot *s;
+} live_call;
+
+/* A transfer slot: its attempt's buffers, and the call using it. */
+struct slot {
+  attempt a;
+  live_call *call;
+};
+
+typedef struct {
+  luaretry_curl_many *m;
+  luaretry_policy *p;
+  luaretry_curl_job *jobs;
+  size_t n, next_job;
+  const luaretry_curl_many_options *o;
+  luaretry_call_options copt;
+  double deadline;              /* the policy's, to clip late retries */
+  slot *slots;
+  size_t nslots, busy;
+  live_call *calls;             /* max_calls entries; c == NULL: free */
+  size_t ncalls, nlive;
+} batch;
+
+static void finish_job(batch *b, size_t i, luaretry_code code, const luaretry_decision *d,
+                       luaretry_call *c) {
+  luaretry_curl_job *job = &b->jobs[i];
+  luaretry_curl_result *r = &job->result;
+  r->code = code;
+  if (d) r->final = *d;
+  r->elapsed = c ? luaretry_call_elapsed(c) : 0;
+  if (code != LUARETRY_OK) {
+    const char *pm = luaretry_policy_errmsg(b->p);
+    r->errmsg = pm && pm[0] ? pm : c ? luaretry_call_errmsg(c) : luaretry_strerror(code);
+  }
+  if (b->o->done) b->o->done(b->o->done_ud, i, job);
+  r->final.message = NULL;
+  r->final.hook_error = NULL;
+  r->errmsg = NULL;
+}
+
+static void end_call(batch *b, live_call *lc, luaretry_code code, const luaretry_decision *d) {
+  finish_job(b, lc->job, code, d, lc->c);
+  luaretry_call_free(lc->c);
+  curl_easy_cleanup(lc->h);
+  memset(lc, 0, sizeof *lc);
+  b->nlive--;
+}
+
+/* Begins the next job's call; NULL when it ended at once (refused) or the
+ * call table is full. */
+static live_call *begin_next(batch *b) {
+  live_call *lc = NULL;
+  for (size_t k = 0; k < b->ncalls && !lc; k++)
+    if (!b->calls[k].c) lc = &b->calls[k];
+  if (!lc) return NULL;
+  size_t i = b->next_job++;
+  luaretry_curl_job *job = &b->jobs[i];
+  luaretry_call_options opt = b->copt;
+  if (opt.flags & LUARETRY_CALL_SEED) opt.seed += i;
+  luaretry_call *c = NULL;
+  luaretry_code rc = luaretry_call_begin(b->p, &opt, &c);
+  if (rc != LUARETRY_OK) {
+    finish_job(b, i, rc, NULL, NULL);
+    return NULL;
+  }
+  luaretry_call_observe(c, job->observer, job->observer_ud);
+  CURL *h = b->o->easy ? curl_easy_duphandle(b->o->easy) : curl_easy_init();
+  if (!h) {
+    finish_job(b, i, LUARETRY_E_NOMEM, NULL, c);
+    luaretry_call_free(c);
+    return NULL;
+  }
+  curl_easy_setopt(h, CURLOPT_PRIVATE, (void *)lc);
+  lc->c = c;
+  lc->h = h;
+  lc->job = i;
+  lc->next = 1;
+  lc->s = NULL;
+  b->nlive++;
+  return lc;
+}
+
+/* Starts lc's next attempt on a free slot; ends the call instead when it
+ * may not go on. */
+static void start_attempt(batch *b, live_call *lc) {
+  luaretry_decision d;
+  luaretry_code rc = luaretry_call_next(lc->c, &d);
+  if (rc != LUARETRY_OK || !d.retry) {
+    end_call(b, lc, rc, &d);
+    return;
+  }
+  slot *s = NULL;
+  for (size_t k = 0; k < b->nslots && !s; k++)
+    if (!b->slots[k].call) s = &b->slots[k];
+  /* the attempt's timeout, clipped again when a full table made it late */
+  double timeout = luaretry_call_timeout(lc->c);
+  if (b->deadline > 0) {
+    double left = b->deadline - luaretry_call_elapsed(lc->c);
+    if (left < 0.001) left = 0.001;
+    if (timeout == 0 || left < timeout) timeout = left;
+  }
+  const luaretry_request *req = b->jobs[lc->job].request;
+  rc = attempt_setup(lc->c, req, lc->next, lc->h, timeout, &s->a);
+  if (rc == LUARETRY_OK && curl_multi_add_handle(b->m->multi, lc->h) != CURLM_OK) {
+    curl_easy_setopt(lc->h, CURLOPT_HTTPHEADER, NULL);
+    curl_slist_free_all(s->a.headers);
+    s->a.headers = NULL;
+    rc = LUARETRY_E_NOMEM;
+  }
+  if (rc != LUARETRY_OK) {
+    memset(&d, 0, sizeof d);
+    d.attempt = lc->next - 1;
+    d.elapsed = luaretry_call_elapsed(lc->c);
+    end_call(b, lc, rc, &d);
+    return;
+  }
+  s->call = lc;
+  lc->s = s;
+  b->busy++;
+}
+
+/* A transfer ended with `res`: report it and follow the decision. */
+static void end_attempt(batch *b, live_call *lc, CURLcode res) {
+  slot *s = lc->s;
+  curl_multi_remove_handle(b->m->multi, lc->h);
+  s->call = NULL;
+  lc->s = NULL;
+  b->busy--;
+  lc->next++;
+  luaretry_outcome out;
+  luaretry_decision d;
+  memset(&d, 0, sizeof d);
+  luaretry_code rc = attempt_finish(lc->h, &s->a, res, &out);
+  if (rc == LUARETRY_OK) rc = luaretry_call_report(lc->c, &out, &d);
+  luaretry_curl_job *job = &b->jobs[lc->job];
+  if (rc == LUARETRY_OK) {
+    job->result.status = out.status;
+    job->result.error = out.error;
+  }
+  if (rc != LUARETRY_OK || !d.retry) {
+    if (rc == LUARETRY_OK && d.reason != LUARETRY_REASON_CANCELLED && job->sink &&
+        s->a.t.body.len)
+      job->sink(job->sink_ud, s->a.t.body.data, s->a.t.body.len);
+    end_call(b, lc, rc, &d);
+    return;
+  }
+  if (b->copt.flags & LUARETRY_CALL_VIRTUAL_TIME) {
+    luaretry_call_wait(lc->c, d.wait);  /* advances the call's clock only */
+    lc->due = 0;
+  } else {
+    lc->due = lr_monotonic_now() + d.wait;
+  }
+}
+
+/* Cancelled: every call in progress stops, the jobs not begun end too. */
+static void cancel_all(batch *b) {
+  for (size_t k = 0; k < b->ncalls; k++) {
+    live_call *lc = &b->calls[k];
+    if (!lc->c) continue;
+    luaretry_call_cancel(lc->c);
+    if (lc->s) {
+      /* as luaretry_curl_perform does: the attempt is reported, and the
+       * report stops the call as cancelled */
+      end_attempt(b, lc, CURLE_ABORTED_BY_CALLBACK);
+      if (!lc->c) continue;
+    }
+    luaretry_decision d;
+    memset(&d, 0, sizeof d);
+    d.attempt = lc->next - 1;
+    lr_call_stop_cancelled(lc->c, &d);
+    end_call(b, lc, LUARETRY_OK, &d);
+  }
+  while (b->next_job < b->n) {
+    luaretry_decision d;
+    memset(&d, 0, sizeof d);
+    d.reason = LUARETRY_REASON_CANCELLED;
+    d.rule = "cancel";
+    finish_job(b, b->next_job++, LUARETRY_OK, &d, NULL);
+  }
+}
+
+static void run_batch(batch *b) {
+  CURLM *multi = b->m->multi;
+  for (;;) {
+    if (atomic_load(&b->m->cancelled)) {
+      cancel_all(b);
+      return;
+    }
+    /* start what may start: due retries first, then new calls */
+    double now = lr_monotonic_now(), next_due = -1;
+    for (size_t k = 0; k < b->ncalls; k++) {
+      live_call *lc = &b->calls[k];
+      if (!lc->c || lc->s) continue;
+      if (lc->due <= now && b->busy < b->nslots) start_attempt(b, lc);
+      else if (next_due < 0 || lc->due < next_due) next_due = lc->due;
+    }
+    while (b->busy < b->nslots && b->next_job < b->n && b->nlive < b->ncalls) {
+      live_call *lc = begin_next(b);
+      if (lc) start_attempt(b, lc);
+    }
+    if (b->nlive == 0 && b->next_job >= b->n) return;
+
+    int running = 0;
+    if (b->busy) curl_multi_perform(multi, &running);
+    int left, ended = 0;
+    CURLMsg *msg;
+    while ((msg = curl_multi_info_read(multi, &left))) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      live_call *lc = NULL;
+      curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&lc);
+      CURLcode res = msg->data.result;
+      if (lc && lc->s) end_attempt(b, lc, res);
+      ended++;
+    }
+    if (ended) continue;  /* slots came free: fill them first */
+
+    /* sleep until a transfer moves, the next retry is due, or a cancel */
+    int timeout_ms = 1000;
+    if (next_due >= 0 && b->busy < b->nslots) {
+      double ms = ceil((next_due - lr_monotonic_now()) * 1000);
+      if (ms < timeout_ms) timeout_ms = ms < 0 ? 0 : (int)ms;
+    }
+    struct curl_waitfd wake = { b->m->wake_fd, CURL_WAIT_POLLIN, 0 };
+    curl_multi_poll(multi, &wake, 1, timeout_ms, NULL);
+  }
+}
+
+luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, luaretry_policy *p,
+                                         luaretry_curl_job *jobs, size_t n,
+                                         const luaretry_curl_many_options *o) {
+  if (!m || !p || (n && !jobs)) return LUARETRY_E_ARG;
+  for (size_t i = 0; i < n; i++)
+    if (!jobs[i].request || !jobs[i].request->url) return LUARETRY_E_ARG;
+  luaretry_curl_many_options defaults;
+  luaretry_curl_many_options_init(&defaults);
+  if (!o) o = &defaults;
+  luaretry_tuning t;
+  luaretry_code rc = luaretry_policy_tuning(p, &t);
+  if (rc != LUARETRY_OK) return rc;
+  batch b;
+  memset(&b, 0, sizeof b);
+  b.m = m;
+  b.p = p;
+  b.jobs = jobs;
+  b.n = n;
+  b.o = o;
+  b.deadline = t.deadline;
+  luaretry_call_options_init(&b.copt);
+  if (o->call) b.copt = *o->call;
+  b.nslots = o->max_transfers ? o->max_transfers : 1;
+  if (n && b.nslots > n) b.nslots = n;
+  b.ncalls = o->max_calls ? o->max_calls : b.nslots * 2 > 1024 ? b.nslots * 2 : 1024;
+  if (b.ncalls < b.nslots) b.ncalls = b.nslots;
+  if (n && b.ncalls > n) b.ncalls = n;
+  for (size_t i = 0; i < n; i++) {
+    memset(&jobs[i].result, 0, sizeof jobs[i].result);
+    jobs[i].result.code = LUARETRY_E_STATE;
+  }
+  if (n == 0) return LUARETRY_OK;
+  b.slots = calloc(b.nslots, sizeof *b.slots);
+  b.calls = calloc(b.ncalls, sizeof *b.calls);
+  if (!b.slots || !b.calls) {
+    free(b.slots);
+    free(b.calls);
+    return LUARETRY_E_NOMEM;
+  }
+  run_batch(&b);
+  for (size_t k = 0; k < b.nslots; k++) attempt_free(&b.slots[k].a);
+  free(b.slots);
+  free(b.calls);
+  return LUARETRY_OK;
 }
 
 /* ---- a transport for workflows: one attempt per request, no retry */

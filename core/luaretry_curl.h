@@ -34,6 +34,113 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
                                     const luaretry_curl_options *o,
                                     luaretry_decision *final);
 
+/* ------------------------------------------------------------ batches
+ *
+ * Many requests, each its own retried call of one policy (so all share
+ * its budget, breaker and counters), at most `max_transfers` transfers at
+ * once through ONE libcurl multi handle, driven by one loop in the calling
+ * thread.  Attempts of different calls overlap; a call waiting for its
+ * backoff holds no transfer slot (its next attempt is scheduled at
+ * now + wait; the loop polls until the next scheduled attempt).  Each
+ * attempt is made exactly as luaretry_curl_perform() makes it: prepare,
+ * is_idempotent, headers, timeouts clipped to the deadline, Retry-After,
+ * the body sent whole.
+ *
+ *   luaretry_curl_many *m;
+ *   luaretry_curl_many_new(&m);            // keep it where a signal handler
+ *   luaretry_curl_job jobs[n] = { ... };   // can reach it
+ *   luaretry_curl_many_options o;
+ *   luaretry_curl_many_options_init(&o);
+ *   o.max_transfers = 8;
+ *   luaretry_curl_perform_many(m, p, jobs, n, &o);
+ *   // jobs[i].result.final.reason: success, final, exhausted, ...
+ *   luaretry_curl_many_free(m);
+ *
+ * Calls begin lazily, when their first attempt can start (a call queued
+ * behind others does not spend its deadline waiting for a slot; one begun
+ * while the circuit is open is refused at once, and never reaches the
+ * network), in the order of `jobs`; due retries go before new calls.
+ * Before each retry luaretry_call_next() is asked again.
+ */
+typedef struct luaretry_curl_many luaretry_curl_many;
+
+/* One handle may run many batches one after the other (it keeps the multi
+ * handle, and with it the connection cache).  Not for two threads at once. */
+luaretry_code luaretry_curl_many_new(luaretry_curl_many **out);
+void luaretry_curl_many_free(luaretry_curl_many *m);
+
+/* Cancels the run in progress on `m` and every later one: calls waiting or
+ * in a transfer stop as cancelled, calls not begun yet are not begun
+ * (reason CANCELLED, attempt 0), and luaretry_curl_perform_many() returns
+ * within milliseconds.  Any thread, or a signal handler: async-signal-safe
+ * (an atomic store and a write(2) to an eventfd). */
+void luaretry_curl_many_cancel(luaretry_curl_many *m);
+int luaretry_curl_many_cancelled(const luaretry_curl_many *m);
+
+/* The multi handle, for options such as CURLMOPT_MAX_HOST_CONNECTIONS. */
+CURLM *luaretry_curl_many_multi(luaretry_curl_many *m);
+
+/* What became of a job; in jobs[i].result once the run returns (and
+ * passed to `done` as soon as the call ends). */
+typedef struct {
+  luaretry_code code;        /* LUARETRY_OK: `final` is the call's decision;
+                                else why none was reached (out of memory, a
+                                prepare or is_idempotent that failed) */
+  luaretry_decision final;   /* final.attempt: attempts made (0: none, e.g.
+                                circuit_open at begin, or cancelled first);
+                                final.message only valid inside `done` */
+  int status;                /* HTTP status of the last attempt; 0: none */
+  const char *error;         /* its transport failure name, or NULL */
+  double elapsed;            /* seconds from the call's begin to its end */
+  const char *errmsg;        /* code != LUARETRY_OK: the detail; only valid
+                                inside `done` (NULL afterwards) */
+} luaretry_curl_result;
+
+typedef struct {
+  const luaretry_request *request; /* method, URL, headers, body: not copied,
+                                      valid until the run returns */
+  luaretry_sink_fn sink;           /* the final attempt's body, or NULL (not
+                                      called when the call was cancelled) */
+  void *sink_ud;
+  luaretry_observer_fn observer;   /* every decision of this job's call */
+  void *observer_ud;
+  luaretry_curl_result result;     /* out */
+} luaretry_curl_job;
+
+/* Called once per job, as soon as its call ends (in completion order). */
+typedef void (*luaretry_curl_done_fn)(void *ud, size_t index, const luaretry_curl_job *job);
+
+typedef struct {
+  size_t max_transfers;      /* transfers at once; 0 counts as 1 */
+  size_t max_calls;          /* calls in progress at once, transfers and
+                                waits together (each holds one of the
+                                policy's Lua states); 0: the larger of 1024
+                                and 2 * max_transfers */
+  CURL *easy;                /* a template: each call's handle is a
+                                curl_easy_duphandle() of it, so options the
+                                host set (TLS, proxy, auth) apply; NULL:
+                                curl_easy_init() */
+  const luaretry_call_options *call; /* for every call, or NULL; with
+                                LUARETRY_CALL_SEED, job i gets seed + i.
+                                LUARETRY_CALL_VIRTUAL_TIME: waits take no
+                                time */
+  luaretry_curl_done_fn done;  /* or NULL */
+  void *done_ud;
+} luaretry_curl_many_options;
+
+void luaretry_curl_many_options_init(luaretry_curl_many_options *o);
+
+/*
+ * Runs the n jobs until every call has ended (or the run is cancelled)
+ * and fills each job's result.  Returns LUARETRY_OK when every job has a
+ * result, even a cancelled or failed one (see jobs[i].result); an error
+ * code (LUARETRY_E_ARG, LUARETRY_E_NOMEM, LUARETRY_E_SYSTEM) only when
+ * the run could not start, and then no job was begun.  Never prints.
+ */
+luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, luaretry_policy *p,
+                                         luaretry_curl_job *jobs, size_t n,
+                                         const luaretry_curl_many_options *o);
+
 /* A transport for luaretry_policy_run_workflow(): each http.* request of
  * the script is one attempt on `h`; `c` (may be NULL) cancels transfers.
  * Pass luaretry_curl_transport_perform as the transport, the handle as ud. */
