@@ -181,7 +181,16 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
   memset(d, 0, sizeof *d);
   d->attempt = c->attempts;
   d->elapsed = luaretry_call_elapsed(c);
+  if (!c->stopped && c->attempts > 0 && !lr_breaker_admits(c->shared, 0)) {
+    /* the circuit opened while this call waited for its retry */
+    lr_fmt(c->message, sizeof c->message, "the circuit opened while the call waited "
+           "to retry (%d transient failures in a row)", c->rules.guards.failures);
+    stop(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker");
+    d->message = c->message;
+    if (c->observer) c->observer(c->observer_ud, NULL, d);
+  }
   if (c->stopped) {
+    d->retry = 0;
     d->reason = c->reason;
     d->rule = c->stop_rule;
     d->message = c->message[0] ? c->message : NULL;
@@ -465,6 +474,8 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
       lr_call_stop_cancelled(c, final);
       return LUARETRY_OK;
     }
+    rc = luaretry_call_next(c, final);  /* the breaker may have opened meanwhile */
+    if (rc != LUARETRY_OK || !final->retry) return rc;
   }
 }
 

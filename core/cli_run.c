@@ -125,8 +125,14 @@ static void json_line(const attempt_log *log, const luaretry_decision *d, int st
 
 static void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   attempt_log *log = ud;
-  if (!o) {  /* cancelled during a wait */
+  if (!o) {  /* stopped between attempts: a cancel, or the circuit opened */
     if (log->json) json_line(log, d, -1, NULL);
+    if (log->verbosity > 0 && d->reason == LUARETRY_REASON_CIRCUIT_OPEN) {
+      char who[32] = "";
+      if (log->index) snprintf(who, sizeof who, "[%d] ", log->index);
+      fprintf(stderr, "luaretry: %sbefore attempt %d: circuit_open (%s): %s\n", who,
+              d->attempt + 1, d->rule, d->message ? d->message : "");
+    }
     return;
   }
   if (log->json) json_line(log, d, o->status, o->error);

@@ -336,6 +336,8 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
       lr_call_stop_cancelled(c, final);
       break;
     }
+    rc = luaretry_call_next(c, final);  /* the breaker may have opened meanwhile */
+    if (rc != LUARETRY_OK || !final->retry) break;
   }
   curl_easy_setopt(h, CURLOPT_READDATA, NULL);
   attempt_free(&a);

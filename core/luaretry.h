@@ -334,9 +334,10 @@ luaretry_code luaretry_call_begin(luaretry_policy *p,
                                   const luaretry_call_options *o,
                                   luaretry_call **out);
 double luaretry_call_timeout(const luaretry_call *c); /* 0: none */
-/* May an attempt be made now?  d->retry = 1 (with d->next_timeout), or the
- * call has stopped for d->reason: a call begun while the circuit is open
- * is refused at once (circuit_open), before any attempt. */
+/* May an attempt be made now?  Ask before each attempt: d->retry = 1 (with
+ * d->next_timeout), or the call has stopped for d->reason.  A call begun
+ * while the circuit is open is refused before any attempt, and a retry
+ * whose wait ended with the circuit open is not made (circuit_open). */
 luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d);
 luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_decision *d);

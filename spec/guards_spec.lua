@@ -159,6 +159,17 @@ breaker = { failures = 3, open_seconds = 0.2, probes = 1 }
     assert.is_true(p:begin({ virtual = true }):next().retry)
   end)
 
+  it("a retry whose wait ends with the circuit open is not made", function ()
+    local p = policy(SRC)
+    local waiting = p:begin { virtual = true }
+    assert.is_true(waiting:report({ status = 503 }).retry)  -- 1 in a row; it waits
+    failing_call(p)                                          -- 2, 3: open
+    local d = waiting:next()
+    assert.is_false(d.retry)
+    assert.are.equal("circuit_open", d.verdict)
+    assert.matches("opened while the call waited", d.message)
+  end)
+
   it("a success in between resets the count of failures in a row", function ()
     local p = policy(SRC)
     local c = p:begin { virtual = true }
