@@ -625,7 +625,9 @@ static luaretry_code reload_text(luaretry_policy *p) {
   return install(p, copy, p->text_len, name, path);
 }
 
-lr_script *lr_script_acquire(luaretry_policy *p) {
+/* Checks a script out, and copies the rules in the same critical section
+ * when `rules` is given, so the two always belong to one load. */
+static lr_script *acquire(luaretry_policy *p, lr_rules *rules) {
   pthread_mutex_lock(&p->pool_lock);
   lr_script *s = p->free_scripts;
   if (s) {
@@ -651,9 +653,12 @@ lr_script *lr_script_acquire(luaretry_policy *p) {
     }
   }
   if (s) s->next_free = NULL;
+  if (s && rules) *rules = p->rules;
   pthread_mutex_unlock(&p->pool_lock);
   return s;
 }
+
+lr_script *lr_script_acquire(luaretry_policy *p) { return acquire(p, NULL); }
 
 void lr_script_release(luaretry_policy *p, lr_script *s) {
   if (!s) return;
@@ -668,11 +673,8 @@ void lr_script_release(luaretry_policy *p, lr_script *s) {
 }
 
 luaretry_code lr_policy_checkout(luaretry_policy *p, lr_judge *j, lr_rules *r) {
-  lr_script *s = lr_script_acquire(p);
+  lr_script *s = acquire(p, r);
   if (!s) return LUARETRY_E_NOMEM;
-  pthread_mutex_lock(&p->pool_lock);
-  *r = p->rules;
-  pthread_mutex_unlock(&p->pool_lock);
   *j = lr_script_judge(s);
   return LUARETRY_OK;
 }

@@ -22,13 +22,6 @@ local function concat(...)
   return t
 end
 
-local function leftovers(dir)
-  local t = {}
-  for _, name in ipairs(proc.ls(dir)) do
-    if name:find(".luaretry-", 1, true) then t[#t + 1] = name end
-  end
-  return t
-end
 
 -- The summary lines ("luaretry: [i] URL: verdict, ...") by URL number.
 local function summaries(stderr)
@@ -78,7 +71,7 @@ describe("luaretry run, many URLs", function ()
       local name = ("f%02d.txt"):format(i)
       assert.are.equal("body of /flaky/" .. name .. "\n", proc.readfile(out .. "/" .. name))
     end
-    assert.are.same({}, leftovers(out))
+    assert.are.same({}, proc.leftovers(out))
     assert.are.equal("", r.stdout)
     -- one summary per URL, and the attempt lines carry the URL's number
     local s = summaries(r.stderr)
@@ -223,7 +216,7 @@ describe("luaretry run, many URLs", function ()
       local code, ended = job:wait(5)
       assert.are.equal(130, code)
       assert.is_true(ended - sent < 0.1, ("exited %.3f s after the signal"):format(ended - sent))
-      assert.are.same({}, leftovers(out))
+      assert.are.same({}, proc.leftovers(out))
       assert.matches("luaretry: interrupted\n$", job:stderr())
       -- every URL has its summary; those not begun were never sent
       local s = summaries(job:stderr())

@@ -173,13 +173,6 @@ describe("luaretry run", function ()
   end)
 
   describe("-o FILE", function ()
-    local function leftovers(dir)
-      local t = {}
-      for _, name in ipairs(proc.ls(dir)) do
-        if name:find(".luaretry-", 1, true) then t[#t + 1] = name end
-      end
-      return t
-    end
 
     it("on failure leaves the old file byte-identical and no temporary file", function ()
       local out = tmp .. "/out.bin"
@@ -188,7 +181,7 @@ describe("luaretry run", function ()
       local r = run({ "run", HTTP, url("/always503"), "--set", "max_attempts=2", "-o", out })
       assert.are.equal(4, r.code, r.stderr)
       assert.are.equal(old, proc.readfile(out))
-      assert.are.same({}, leftovers(tmp))
+      assert.are.same({}, proc.leftovers(tmp))
       assert.are.equal("", r.stdout)
     end)
 
@@ -198,20 +191,13 @@ describe("luaretry run", function ()
       local r = run({ "run", HTTP, url("/flaky"), "-o", out })
       assert.are.equal(0, r.code, r.stderr)
       assert.are.equal("the 200 body\0with \r\n and \255\254 bytes\n", proc.readfile(out))
-      assert.are.same({}, leftovers(tmp))
+      assert.are.same({}, proc.leftovers(tmp))
       assert.are.same({ "out.bin" }, proc.ls(tmp))
       assert.are.equal("", r.stdout)
     end)
   end)
 
   describe("signals", function ()
-    local function leftovers(dir)
-      local t = {}
-      for _, name in ipairs(proc.ls(dir)) do
-        if name:find(".luaretry-", 1, true) then t[#t + 1] = name end
-      end
-      return t
-    end
 
     it("SIGINT in the middle of a wait: exit 130 within 100 ms, no temporary file", function ()
       local outdir = tmp .. "/o"
@@ -226,7 +212,7 @@ describe("luaretry run", function ()
       local code, ended = job:wait(5)
       assert.are.equal(130, code)
       assert.is_true(ended - sent < 0.1, ("exited %.3f s after the signal"):format(ended - sent))
-      assert.are.same({}, leftovers(outdir))
+      assert.are.same({}, proc.leftovers(outdir))
       assert.are.equal("old\n", proc.readfile(outdir .. "/out.txt"))
       assert.matches("interrupted", job:stderr())
     end)

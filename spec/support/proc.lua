@@ -67,6 +67,16 @@ function M.ls(dir)
   return names
 end
 
+-- The temporary files luaretry writes beside an output ("*.luaretry-*")
+-- still in dir: a finished run leaves none.
+function M.leftovers(dir)
+  local t = {}
+  for _, name in ipairs(M.ls(dir)) do
+    if name:find(".luaretry-", 1, true) then t[#t + 1] = name end
+  end
+  return t
+end
+
 -- Runs build/luaretry with the argument list (strings, quoted here; a
 -- table {raw = "..."} goes to the shell as is).  Returns {code, stdout,
 -- stderr, secs}.  opts: bin, timeout (seconds), plain.
