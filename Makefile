@@ -1,45 +1,66 @@
-# luaretry: `make` builds the library, the Lua module and the CLI into build/;
-# `make test` runs every test, also under AddressSanitizer and UBSan;
-# `make bench` prints the benchmark table; `make install PREFIX=...`.
-# As root on Debian, missing packages are installed first.
+# luaretry.  `make` builds the library, the Lua module and the CLI into
+# build/ (it needs the libraries below, nothing else); `make demo` and
+# `make test` first install the Debian packages that are missing when run
+# as root (`make deps`).  `make bench`, `make install PREFIX=... DESTDIR=...`.
+#
+# Layers (core/*/, checked by `make check-layers`):
+#   include/  the public headers, installed as they are
+#   engine/   clock, RNG, backoff, guards, the call state machine: plain C
+#   script/   sandbox, policy loading, schema, judge: the only library files with lua.h
+#   http/     the libcurl helper: the only library files with curl.h
+#   module/   the Lua module; cli/ the command; faults/ the fault server
 
 PREFIX ?= /usr/local
 BUILD ?= build
 SAN ?=
-CC ?= gcc
 
-DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted lua-dkjson curl lua-cjson
-LUA_CFLAGS = $(shell pkg-config --cflags lua5.4 2>/dev/null)
-LUA_LIBS = $(shell pkg-config --libs lua5.4 2>/dev/null)
-CURL_CFLAGS = $(shell pkg-config --cflags libcurl 2>/dev/null)
-CURL_LIBS = $(shell pkg-config --libs libcurl 2>/dev/null)
+VERSION := $(shell sed -n 's/^\#define LUARETRY_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' core/include/luaretry.h | paste -sd.)
+MAJOR := $(firstword $(subst ., ,$(VERSION)))
 
-WARN = -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE
-ifeq ($(SAN),1)
+DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted \
+  lua-dkjson curl lua-cjson
+LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
+LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null)
+CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
+CURL_LIBS := $(shell pkg-config --libs libcurl 2>/dev/null)
+
+ifeq ($(SAN),)
+OPT = -O2 -g
+else ifeq ($(SAN),1)
 OPT = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 else ifeq ($(SAN),thread)
 OPT = -O1 -g -fsanitize=thread
 else
-OPT = -O2 -g
+$(error SAN=$(SAN): expected SAN=1 (AddressSanitizer + UBSan) or SAN=thread)
 endif
-# The build tree finds lua/ and policies/ here; `make install` rebuilds
-# the library for $(PREFIX)/share/luaretry.
+
+# The build tree finds lua/ and policies/ here; `make install` rebuilds the
+# library for $(PREFIX)/share/luaretry.
 DATADIR ?= $(CURDIR)
-CFLAGS_ALL = $(WARN) $(OPT) -fPIC -pthread $(LUA_CFLAGS) -DLUARETRY_DATADIR='"$(DATADIR)"' $(CFLAGS)
+WARN = -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE
+CFLAGS_ALL = $(WARN) $(OPT) -fPIC -pthread -fvisibility=hidden -MMD -MP \
+  -Icore/include -Icore $(LUA_CFLAGS) $(CURL_CFLAGS) -DLUARETRY_DATADIR='"$(DATADIR)"' $(CFLAGS)
+LDFLAGS_ALL = $(OPT) -pthread $(LDFLAGS)
 
-ENGINE = clock rng backoff guard call sandbox lpattern policy validate judge workflow
-ENGINE_OBJ = $(ENGINE:%=$(BUILD)/obj/%.o)
-LIB_OBJ = $(ENGINE_OBJ) $(BUILD)/obj/curl.o
-HEADERS = core/luaretry.h core/luaretry_curl.h core/internal.h core/sandbox.h core/lpattern.h core/policy.h core/cli.h core/faults.h
+obj = $(patsubst core/%.c,$(BUILD)/obj/%.o,$(1))
+ENGINE_OBJ = $(call obj,$(wildcard core/engine/*.c))
+SCRIPT_OBJ = $(call obj,$(wildcard core/script/*.c))
+HTTP_OBJ = $(call obj,$(wildcard core/http/*.c))
+MODULE_OBJ = $(call obj,$(wildcard core/module/*.c))
+CLI_OBJ = $(call obj,$(wildcard core/cli/*.c))
+FAULTS_OBJ = $(call obj,$(wildcard core/faults/*.c))
+LIB_OBJ = $(ENGINE_OBJ) $(SCRIPT_OBJ) $(HTTP_OBJ)
+ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
-C_TESTS = step_api blocking_cancel errors threads
+SONAME = libluaretry.so.$(MAJOR)
+C_TESTS = step_api blocking_cancel errors threads abi
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
+FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
-.PHONY: all deps test test-c test-lua bench install demo clean
+.PHONY: all deps demo test test-c test-lua check-layers bench install uninstall clean
 
-demo: all
-	./$(BUILD)/luaretry demo
-all: deps $(BUILD)/libluaretry.a $(BUILD)/libluaretry.so $(BUILD)/luaretry.so $(BUILD)/luaretry $(BUILD)/luaretry.pc
+all: $(BUILD)/libluaretry.a $(BUILD)/libluaretry.so $(BUILD)/luaretry.so $(BUILD)/luaretry \
+  $(BUILD)/luaretry.pc
 
 # Installs what is missing when run as root; otherwise names it and stops.
 deps:
@@ -53,42 +74,53 @@ deps:
 	  else echo "missing Debian packages:$$missing (run: sudo apt-get install$$missing)"; exit 1; fi; \
 	fi
 
-$(BUILD)/obj/%.o: core/%.c $(HEADERS) | $(BUILD)/obj
+demo: deps
+	$(MAKE) all
+	./$(BUILD)/luaretry demo
+
+$(BUILD)/obj/%.o: core/%.c
+	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
-$(BUILD)/obj:
-	mkdir -p $@
+-include $(ALL_OBJ:.o=.d)
 
 $(BUILD)/libluaretry.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
+# libluaretry.so.MAJOR.MINOR.PATCH, with the soname link and the link
+# programs are built against.
 $(BUILD)/libluaretry.so: $(LIB_OBJ)
-	$(CC) $(OPT) -shared -pthread -Wl,-soname,libluaretry.so.0 -o $@ $^ $(LUA_LIBS) $(CURL_LIBS) -lm
+	$(CC) $(LDFLAGS_ALL) -shared -Wl,-soname,$(SONAME) -o $(BUILD)/libluaretry.so.$(VERSION) \
+	  $^ $(LUA_LIBS) $(CURL_LIBS) -lm
+	ln -sf libluaretry.so.$(VERSION) $(BUILD)/$(SONAME)
+	ln -sf libluaretry.so.$(VERSION) $@
 
 # Debian's lua5.4 already holds the Lua library: the module must not link it.
-$(BUILD)/luaretry.so: $(ENGINE_OBJ) $(BUILD)/obj/lmodule.o
-	$(CC) $(OPT) -shared -pthread -o $@ $^ -lm
+$(BUILD)/luaretry.so: $(ENGINE_OBJ) $(SCRIPT_OBJ) $(MODULE_OBJ)
+	$(CC) $(LDFLAGS_ALL) -shared -o $@ $^ -lm
 
-CLI_OBJ = $(BUILD)/obj/cli.o $(BUILD)/obj/cli_run.o $(BUILD)/obj/cli_check.o $(BUILD)/obj/cli_simulate.o $(BUILD)/obj/faults.o $(BUILD)/obj/faults_http.o
-$(BUILD)/luaretry: $(CLI_OBJ) $(BUILD)/libluaretry.a
-	$(CC) $(OPT) -pthread -o $@ $^ $(LUA_LIBS) $(CURL_LIBS) -lm
+$(BUILD)/luaretry: $(CLI_OBJ) $(FAULTS_OBJ) $(BUILD)/libluaretry.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LUA_LIBS) $(CURL_LIBS) -lm
 
-$(BUILD)/luaretry.pc: Makefile
+$(BUILD)/luaretry.pc: Makefile core/include/luaretry.h
 	@mkdir -p $(BUILD)
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry\nDescription: retry policy engine with sandboxed Lua policies\nVersion: %s\nRequires: libcurl\nRequires.private: lua5.4\nLibs: -L$${libdir} -lluaretry\nLibs.private: -lm -pthread\nCflags: -I$${includedir}\n' \
-	  "$(PREFIX)" "$$(sed -n 's/#define LUARETRY_VERSION "\(.*\)"/\1/p' core/luaretry.h)" > $@
+	  "$(PREFIX)" "$(VERSION)" > $@
 
-$(BUILD)/test_%: spec/c/test_%.c $(BUILD)/libluaretry.a spec/c/check.h
-	$(CC) $(CFLAGS_ALL) -Icore -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm
+# C tests and benchmarks use the public headers only.
+$(BUILD)/test_%: spec/c/test_%.c $(BUILD)/libluaretry.a
+	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm
 
 $(BUILD)/bench_%: spec/bench/%.c $(BUILD)/libluaretry.a
-	$(CC) $(CFLAGS_ALL) -Icore -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm
 
 # The fault server's own test drivers, for spec/faults_spec.lua.
-$(BUILD)/faults_%: spec/c/faults_%.c $(BUILD)/obj/faults.o $(BUILD)/obj/faults_http.o
-	$(CC) $(CFLAGS_ALL) -Icore -o $@ $^ $(LUA_LIBS) -lm
+$(BUILD)/faults_%: spec/c/faults_%.c $(FAULTS_OBJ)
+	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) -lm
 
-FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
+# What each folder may include, and no cycles between the library's files.
+check-layers: $(LIB_OBJ)
+	lua5.4 spec/tools/check_layers.lua core $(LIB_OBJ)
 
 test-c: all $(C_TEST_BIN)
 	@for t in $(C_TEST_BIN); do echo "== $$t"; ./$$t || exit 1; done
@@ -100,6 +132,7 @@ test-lua: all $(FAULT_BIN)
 ASAN_PRELOAD = $(shell $(CC) -print-file-name=libasan.so) $(shell $(CC) -print-file-name=libubsan.so)
 
 test: deps
+	$(MAKE) check-layers
 	$(MAKE) test-c
 	$(MAKE) test-lua
 	$(MAKE) BUILD=build/asan SAN=1 test-c
@@ -110,23 +143,25 @@ test: deps
 	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke \
 	  busted --lua=lua5.4 --cpath='build/asan/?.so' --output=utfTerminal spec
 
-bench: all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop
+bench: deps
+	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop
 	./$(BUILD)/bench_decide
 	./$(BUILD)/bench_waits
 	bash spec/bench/run_vs_curl.sh
 	bash spec/bench/batch.sh
 	BENCH_LOOP=$(BUILD)/bench_loop bash spec/bench/peers.sh
 
-install: deps
+install:
 	rm -rf build/install  # objects and luaretry.pc hold the prefix: rebuild for this one
 	$(MAKE) BUILD=build/install DATADIR=$(PREFIX)/share/luaretry PREFIX=$(PREFIX) all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
 	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/luaretry/lua \
 	  $(DESTDIR)$(PREFIX)/share/luaretry/policies $(DESTDIR)$(PREFIX)/lib/lua/5.4
-	install -m 644 core/luaretry.h core/luaretry_curl.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 core/include/luaretry.h core/include/luaretry_curl.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 build/install/libluaretry.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 build/install/libluaretry.so $(DESTDIR)$(PREFIX)/lib/libluaretry.so.0
-	ln -sf libluaretry.so.0 $(DESTDIR)$(PREFIX)/lib/libluaretry.so
+	install -m 755 build/install/libluaretry.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libluaretry.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf libluaretry.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libluaretry.so
 	install -m 644 build/install/luaretry.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -m 755 build/install/luaretry $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 build/install/luaretry.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/

@@ -130,7 +130,7 @@ done
 
 pyv=$("$PY" -c 'import platform; print(platform.python_version())' 2>/dev/null) || pyv="not found"
 nodev=$(node --version 2>/dev/null) || nodev="not found"
-lrv=$(sed -n 's/#define LUARETRY_VERSION "\(.*\)"/\1/p' core/luaretry.h)
+lrv=$(sed -n 's/#define LUARETRY_VERSION "\(.*\)"/\1/p' core/include/luaretry.h)
 label() {
   local v=${version[$1]:+ ${version[$1]}}
   case $1 in

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../core/faults.h"
+#include "faults/faults.h"
 
 static lr_faults *server;
 

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../core/faults.h"
+#include "faults/faults.h"
 
 static int failures;
 

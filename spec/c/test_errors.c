@@ -109,7 +109,7 @@ static void test_null_arguments(void) {
   CHECK_CODE(luaretry_policy_set_classifier(NULL, noop_classify, NULL),
              LUARETRY_E_ARG);
   int idem = -1;
-  luaretry_request req = { "GET", "http://x.invalid/", NULL, 0, NULL, 0 };
+  luaretry_request req = { .method = "GET", .url = "http://x.invalid/" };
   luaretry_request out;
   CHECK_CODE(luaretry_policy_is_idempotent(NULL, &req, &idem), LUARETRY_E_ARG);
   CHECK_CODE(luaretry_policy_is_idempotent(p, NULL, &idem), LUARETRY_E_ARG);

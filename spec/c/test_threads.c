@@ -74,7 +74,7 @@ static luaretry_code flaky(void *ud, luaretry_call *c, int attempt, double timeo
 
 static void *blocking_worker(void *arg) {
   worker *w = arg;
-  luaretry_call_options opt = { LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME, 0 };
+  luaretry_call_options opt = { .flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME };
   for (long n = 0; n < 2000; n++) {
     opt.seed = (uint64_t)n;
     luaretry_call *c;

@@ -3,15 +3,12 @@
  * nothing of HTTP or Lua: the policy's judge classifies, this file counts,
  * computes and decides. */
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "engine.h"
 
 struct luaretry_call {
-  luaretry_policy *policy;
   lr_rules rules;        /* copied at begin: a reload does not move them */
   lr_judge judge;        /* one of the policy's Lua states, this call's own */
   lr_clock clock;
@@ -32,68 +29,14 @@ struct luaretry_call {
   char errmsg[512];
 };
 
-void lr_strlcpy(char *dst, const char *src, size_t size) {
-  if (size == 0) return;
-  size_t n = strlen(src);
-  if (n >= size) n = size - 1;
-  memcpy(dst, src, n);
-  dst[n] = '\0';
-}
-
-void lr_fmt(char *dst, size_t size, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(dst, size, fmt, ap);
-  va_end(ap);
-}
-
-const char *luaretry_strerror(luaretry_code code) {
-  switch (code) {
-  case LUARETRY_OK: return "no error";
-  case LUARETRY_E_NOMEM: return "out of memory";
-  case LUARETRY_E_ARG: return "bad argument";
-  case LUARETRY_E_IO: return "policy file cannot be read";
-  case LUARETRY_E_SYNTAX: return "policy script does not compile";
-  case LUARETRY_E_POLICY: return "policy is invalid";
-  case LUARETRY_E_LIMIT: return "policy script hit a sandbox limit";
-  case LUARETRY_E_STATE: return "call used out of order";
-  case LUARETRY_E_CANCELLED: return "cancelled";
-  case LUARETRY_E_OPERATION: return "operation gave up";
-  case LUARETRY_E_SYSTEM: return "system error";
-  }
-  return "unknown error code";
-}
-
-const char *luaretry_reason_name(luaretry_reason r) {
-  switch (r) {
-  case LUARETRY_REASON_NONE: return "retry";
-  case LUARETRY_REASON_SUCCESS: return "success";
-  case LUARETRY_REASON_FINAL: return "final";
-  case LUARETRY_REASON_EXHAUSTED: return "exhausted";
-  case LUARETRY_REASON_DEADLINE: return "deadline";
-  case LUARETRY_REASON_POLICY_ERROR: return "policy_error";
-  case LUARETRY_REASON_CANCELLED: return "cancelled";
-  case LUARETRY_REASON_BUDGET: return "budget";
-  case LUARETRY_REASON_CIRCUIT_OPEN: return "circuit_open";
-  }
-  return "unknown";
-}
-
-const char *luaretry_wait_source_name(luaretry_wait_source s) {
-  switch (s) {
-  case LUARETRY_WAIT_NONE: return "none";
-  case LUARETRY_WAIT_BACKOFF: return "backoff";
-  case LUARETRY_WAIT_SERVER: return "server";
-  case LUARETRY_WAIT_SCRIPT: return "script";
-  case LUARETRY_WAIT_CLAMPED: return "clamped";
-  }
-  return "unknown";
-}
-
 void luaretry_outcome_init(luaretry_outcome *o) {
   if (!o) return;
   memset(o, 0, sizeof *o);
   o->retry_after = -1;
+}
+
+void luaretry_request_init(luaretry_request *r) {
+  if (r) memset(r, 0, sizeof *r);
 }
 
 void luaretry_call_options_init(luaretry_call_options *o) {
@@ -123,38 +66,33 @@ static const int REASON_METRIC[] = {
 static void stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
                  const char *rule);
 
-/* `isolated`: the call gets budget, breaker and counters of its own, so
- * that simulations and probes leave the policy's untouched. */
-luaretry_code lr_call_begin(luaretry_policy *p, const luaretry_call_options *o,
-                            int isolated, luaretry_call **out) {
-  if (!p || !out) return LUARETRY_E_ARG;
+luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, lr_shared *shared,
+                          const luaretry_call_options *o, luaretry_call **out) {
   *out = NULL;
-  if (!lr_policy_loaded(p)) return LUARETRY_E_STATE;
   luaretry_call *c = calloc(1, sizeof *c);
-  if (!c) return LUARETRY_E_NOMEM;
-  unsigned flags = o ? o->flags : 0;
-  luaretry_code rc = lr_policy_checkout(p, &c->judge, &c->rules);
-  if (rc != LUARETRY_OK) {
-    free(c);
-    return rc;
+  if (!c) {
+    if (j->release) j->release(j->ud);
+    return LUARETRY_E_NOMEM;
   }
-  c->policy = p;
+  unsigned flags = o ? o->flags : 0;
+  c->judge = *j;
+  c->rules = *rules;
   c->clock.is_virtual = (flags & LUARETRY_CALL_VIRTUAL_TIME) != 0;
   lr_waiter_init(&c->waiter);
   if (flags & LUARETRY_CALL_SEED) lr_rng_seed(&c->rng, o->seed);
   else if (lr_rng_seed_os(&c->rng) != 0) {
-    lr_policy_checkin(p, &c->judge);
-    free(c);
+    luaretry_call_free(c);
     return LUARETRY_E_SYSTEM;
   }
   c->start = lr_clock_now(&c->clock);
   c->previous = c->rules.backoff.initial;
   c->next_timeout = timeout_at(&c->rules, 0);
-  if (isolated) {
+  if (!shared || (flags & LUARETRY_CALL_ISOLATED)) {
+    /* a probe or a simulation: the policy's guards stay untouched */
     lr_shared_init(&c->own, &c->rules.guards);
     c->shared = &c->own;
   } else {
-    c->shared = lr_policy_shared(p);
+    c->shared = shared;
   }
   lr_count(c->shared, LR_M_CALLS, 1);
   if (!lr_breaker_admits(c->shared, 1)) {
@@ -168,12 +106,6 @@ luaretry_code lr_call_begin(luaretry_policy *p, const luaretry_call_options *o,
   }
   *out = c;
   return LUARETRY_OK;
-}
-
-luaretry_code luaretry_call_begin(luaretry_policy *p,
-                                  const luaretry_call_options *o,
-                                  luaretry_call **out) {
-  return lr_call_begin(p, o, 0, out);
 }
 
 luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
@@ -203,17 +135,20 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
 
 void luaretry_call_free(luaretry_call *c) {
   if (!c) return;
-  lr_policy_checkin(c->policy, &c->judge);
+  if (c->judge.release) c->judge.release(c->judge.ud);
   lr_waiter_close(&c->waiter);
   free(c);
 }
 
-luaretry_code lr_call_is_idempotent(luaretry_call *c, const luaretry_request *r, int *yes) {
+luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_request *r,
+                                          int *yes) {
+  if (!c || !r || !yes) return LUARETRY_E_ARG;
   return c->judge.is_idempotent(c->judge.ud, r, yes, c->errmsg, sizeof c->errmsg);
 }
 
-luaretry_code lr_call_prepare(luaretry_call *c, const luaretry_request *in, int attempt,
-                              luaretry_request *out) {
+luaretry_code luaretry_call_prepare(luaretry_call *c, const luaretry_request *in, int attempt,
+                                    luaretry_request *out) {
+  if (!c || !in || !out) return LUARETRY_E_ARG;
   return c->judge.prepare(c->judge.ud, in, attempt, out, c->errmsg, sizeof c->errmsg);
 }
 
@@ -233,7 +168,7 @@ void luaretry_call_cancel(luaretry_call *c) {
   if (c) lr_waiter_cancel(&c->waiter);
 }
 
-int lr_call_wakeup_fd(luaretry_call *c) { return lr_waiter_fd(&c->waiter); }
+int luaretry_call_wakeup_fd(luaretry_call *c) { return c ? lr_waiter_fd(&c->waiter) : -1; }
 
 int luaretry_call_cancelled(const luaretry_call *c) {
   return c ? atomic_load(&((luaretry_call *)c)->waiter.cancelled) : 0;
@@ -440,7 +375,8 @@ void luaretry_call_observe(luaretry_call *c, luaretry_observer_fn fn, void *ud) 
   c->observer_ud = ud;
 }
 
-void lr_call_stop_cancelled(luaretry_call *c, luaretry_decision *d) {
+void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d) {
+  if (!c || !d) return;
   d->elapsed = luaretry_call_elapsed(c);
   d->message = NULL;
   d->hook_error = NULL;
@@ -463,7 +399,7 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
     luaretry_code rc = op(ud, c, c->attempts + 1, c->next_timeout, &o);
     if (rc != LUARETRY_OK) {
       final->attempt = c->attempts + 1;
-      lr_call_stop_cancelled(c, final);
+      luaretry_call_stop_cancelled(c, final);
       lr_fmt(c->errmsg, sizeof c->errmsg, "attempt %d: the operation gave up: %s",
                final->attempt, luaretry_strerror(rc));
       return rc;
@@ -471,40 +407,10 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
     rc = luaretry_call_report(c, &o, final);
     if (rc != LUARETRY_OK || !final->retry) return rc;
     if (lr_wait(&c->clock, &c->waiter, final->wait)) {
-      lr_call_stop_cancelled(c, final);
+      luaretry_call_stop_cancelled(c, final);
       return LUARETRY_OK;
     }
     rc = luaretry_call_next(c, final);  /* the breaker may have opened meanwhile */
     if (rc != LUARETRY_OK || !final->retry) return rc;
   }
-}
-
-/* Without max_attempts a zero-wait policy would never reach its deadline
- * on a virtual clock; simulate stops there. */
-#define SIMULATE_MAX_ATTEMPTS 100000L
-
-luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed,
-                                long attempts, luaretry_decision_fn each,
-                                void *ud) {
-  luaretry_call_options opt = { LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME,
-                                seed };
-  luaretry_call *c;
-  luaretry_code rc = lr_call_begin(p, &opt, 1, &c);
-  if (rc != LUARETRY_OK) return rc;
-  if (attempts > 0) c->rules.max_attempts = attempts;
-  if (c->rules.max_attempts <= 0 || c->rules.max_attempts > SIMULATE_MAX_ATTEMPTS)
-    c->rules.max_attempts = SIMULATE_MAX_ATTEMPTS;
-  luaretry_outcome o;
-  luaretry_outcome_init(&o);
-  o.status = 503;
-  luaretry_decision d;
-  for (;;) {
-    rc = lr_call_report_class(c, &o, LUARETRY_CLASS_TRANSIENT, &d);
-    if (rc != LUARETRY_OK) break;
-    if (each && each(ud, &d)) break;
-    if (!d.retry) break;
-    lr_wait(&c->clock, &c->waiter, d.wait);
-  }
-  luaretry_call_free(c);
-  return rc;
 }

@@ -122,27 +122,6 @@ static int run_probe(luaretry_policy *p, int status, const char *error, probe_ro
   return bad ? -1 : 0;
 }
 
-static const char *kind_name(luaretry_backoff_kind k) {
-  switch (k) {
-  case LUARETRY_BACKOFF_EXPONENTIAL: return "exponential";
-  case LUARETRY_BACKOFF_CONSTANT: return "constant";
-  case LUARETRY_BACKOFF_LINEAR: return "linear";
-  case LUARETRY_BACKOFF_SCRIPT: return "script";
-  }
-  return "?";
-}
-
-static const char *jitter_name(luaretry_jitter j) {
-  switch (j) {
-  case LUARETRY_JITTER_NONE: return "none";
-  case LUARETRY_JITTER_ADDITIVE: return "additive";
-  case LUARETRY_JITTER_FULL: return "full";
-  case LUARETRY_JITTER_EQUAL: return "equal";
-  case LUARETRY_JITTER_DECORRELATED: return "decorrelated";
-  }
-  return "?";
-}
-
 static void secs(char *buf, size_t n, double v) {
   if (v > 0) snprintf(buf, n, "%g s", v);
   else snprintf(buf, n, "none");
@@ -166,12 +145,26 @@ static void print_tuning(const luaretry_tuning *t) {
   case LUARETRY_BACKOFF_CONSTANT: printf("constant %g s", t->initial); break;
   case LUARETRY_BACKOFF_LINEAR:
     printf("linear %g s +%g s, max %g s", t->initial, t->step, t->max); break;
-  default: printf("%s", kind_name(t->kind)); break;
+  default: printf("%s", luaretry_backoff_kind_name(t->kind)); break;
   }
-  printf(", jitter %s", jitter_name(t->jitter));
+  printf(", jitter %s", luaretry_jitter_name(t->jitter));
   if (t->jitter == LUARETRY_JITTER_ADDITIVE) printf(" (up to %g s)", t->jitter_max);
   printf(", cap_jitter %s; limits %ld instructions, %zu B\n", t->cap_jitter ? "true" : "false",
          t->instruction_limit, t->memory_limit);
+}
+
+/* Every setting in force, as --set would spell it: from the library's
+ * field table, so a new field shows up here by itself. */
+static void print_settings(const luaretry_policy *p) {
+  printf("  settings:");
+  for (size_t i = 0; i < luaretry_field_count(); i++) {
+    const luaretry_field *f = luaretry_field_at(i);
+    char value[64];
+    if (!f->settable || luaretry_policy_get(p, f->name, value, sizeof value) != LUARETRY_OK)
+      continue;
+    printf(" %s=%s", f->name, value);
+  }
+  printf("\n");
 }
 
 /* Applies the --set overrides; on failure writes why into msg. */
@@ -183,7 +176,7 @@ static int apply_sets(luaretry_policy *p, char **sets, int nsets, char *msg, siz
     memcpy(name, sets[i], len);
     name[len] = '\0';
     if (luaretry_policy_set(p, name, eq + 1) != LUARETRY_OK) {
-      snprintf(msg, n, "--set %s: %s", sets[i], luaretry_policy_errmsg(p));
+      snprintf(msg, n, "--set %s", luaretry_policy_errmsg(p));
       return -1;
     }
   }
@@ -205,10 +198,12 @@ static int check_file(const char *path, char **sets, int nsets) {
     return 0;
   }
   if (luaretry_policy_load_file(p, path) != LUARETRY_OK) {
-    const char *err = luaretry_policy_errmsg(p);
-    int n = count_lines(err);
+    char *err = cli_policy_message(luaretry_policy_errmsg(p), sets, nsets);
+    const char *text = err ? err : luaretry_policy_errmsg(p);
+    int n = count_lines(text);
     printf("%s: does not load (%d problem%s)\n", path, n, n == 1 ? "" : "s");
-    print_lines("", err);
+    print_lines("", text);
+    free(err);
     luaretry_policy_free(p);
     return 0;
   }
@@ -230,6 +225,7 @@ static int check_file(const char *path, char **sets, int nsets) {
 
   luaretry_tuning t;
   if (luaretry_policy_tuning(p, &t) == LUARETRY_OK) print_tuning(&t);
+  print_settings(p);
   printf("  %-12s %-13s %-16s %s\n", "probe", "verdict", "wait", "rule");
   for (size_t i = 0; i < N_PROBES; i++) {
     printf("  %-12s %-13s %-16s %s\n", rows[i].label, rows[i].verdict, rows[i].wait,

@@ -12,6 +12,7 @@
 #include "policy.h"
 
 static void script_free(lr_script *s);
+static luaretry_code reload_text(luaretry_policy *p);
 
 /* ---- loading, under protection */
 
@@ -74,11 +75,16 @@ static void read_field(lua_State *L, lr_field *f, int line) {
 /* Whether `name` is a field: a top-level one when prefix is "", else one
  * of the table field `prefix` ("backoff." ...). */
 static int is_known(const char *name, const char *prefix) {
-  size_t plen = strlen(prefix);
-  for (int i = plen ? F_FIRST_SUB : 0; i < (plen ? F_COUNT : F_FIRST_SUB); i++) {
-    const char *f = lr_fields[i].name;
-    if (strncmp(f, prefix, plen) == 0 && strcmp(f + plen, name) == 0) return 1;
-  }
+  char full[128];
+  lr_fmt(full, sizeof full, "%s%s", prefix, name);
+  int i = lr_field_index(full);
+  return i >= 0 && (*prefix || !strchr(lr_fields[i].name, '.'));
+}
+
+/* Whether field i is a table whose fields are rows of their own. */
+static int has_fields(int i) {
+  for (int j = 0; j < F_COUNT; j++)
+    if (lr_field_in(j, i)) return 1;
   return 0;
 }
 
@@ -115,8 +121,8 @@ static void read_table_fields(lua_State *L, lr_load *ld, int parent, int t, int 
   char prefix[32];
   lr_fmt(prefix, sizeof prefix, "%s.", lr_fields[parent].name);
   size_t plen = strlen(prefix);
-  for (int j = F_FIRST_SUB; j < F_COUNT; j++) {
-    if (strncmp(lr_fields[j].name, prefix, plen) != 0) continue;
+  for (int j = 0; j < F_COUNT; j++) {
+    if (!lr_field_in(j, parent)) continue;
     lua_pushstring(L, lr_fields[j].name + plen);
     lua_rawget(L, t);
     read_field(L, &ld->fields[j], line);
@@ -143,12 +149,12 @@ static void set_option(lua_State *L, int opts, const char *name, const char *val
     char *end;
     double d = strtod(value, &end);
     if (end == value || *end || !isfinite(d))
-      luaL_error(L, "--set options.%s: expected a number, got \"%s\"", name, value);
+      luaL_error(L, "options.%s: expected a number, got \"%s\"", name, value);
     lua_pushnumber(L, d);
   } else if (t == LUA_TSTRING) {
     lua_pushstring(L, value);
   } else if (t == LUA_TBOOLEAN) {
-    luaL_error(L, "--set options.%s: expected true or false, got \"%s\"", name, value);
+    luaL_error(L, "options.%s: expected true or false, got \"%s\"", name, value);
   } else {
     /* name the options there are, so a typo is easy to see */
     luaL_Buffer b;
@@ -162,7 +168,7 @@ static void set_option(lua_State *L, int opts, const char *name, const char *val
       luaL_addvalue(&b);
     }
     luaL_pushresult(&b);
-    luaL_error(L, "--set options.%s: %s (the script's options: %s)", name,
+    luaL_error(L, "options.%s: %s (the script's options: %s)", name,
                t == LUA_TNIL ? "unknown option" : "only booleans, numbers and strings can be set",
                lua_tostring(L, -1));
   }
@@ -217,7 +223,8 @@ static int load_protected(lua_State *L) {
   int src = from_table ? lua_gettop(L) : 3;
   int lines = from_table ? 0 : 2;
 
-  for (int i = 0; i < F_FIRST_SUB; i++) {
+  for (int i = 0; i < F_COUNT; i++) {
+    if (strchr(lr_fields[i].name, '.')) continue;  /* a table's field: below */
     lua_getfield(L, src, lr_fields[i].name);  /* no metatable on either: raw */
     int line = line_of(L, lines, lr_fields[i].name);
     if (lua_type(L, -1) == LUA_TFUNCTION) {
@@ -229,7 +236,7 @@ static int load_protected(lua_State *L) {
       lua_pushvalue(L, -1);
       ld->refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
     }
-    if ((i == F_BACKOFF || i == F_BUDGET || i == F_BREAKER) && lua_type(L, -1) == LUA_TTABLE)
+    if (has_fields(i) && lua_type(L, -1) == LUA_TTABLE)
       read_table_fields(L, ld, i, lua_gettop(L), line);
     read_field(L, &ld->fields[i], line);
   }
@@ -242,7 +249,7 @@ static int load_protected(lua_State *L) {
     const lr_override *o = &ld->p->overrides[k];
     if (strncmp(o->name, "options.", 8) != 0) continue;
     if (!has_options)
-      return luaL_error(L, "--set %s: %s declares no options", o->name, ld->chunk_src);
+      return luaL_error(L, "%s: %s declares no options", o->name, ld->chunk_src);
     set_option(L, lua_gettop(L), o->name + 8, o->value);
   }
   ld->ref_options = has_options ? luaL_ref(L, LUA_REGISTRYINDEX) : (lua_pop(L, 1), 0);
@@ -279,8 +286,8 @@ luaretry_code luaretry_policy_new(luaretry_policy **out) {
   luaretry_policy *p = calloc(1, sizeof *p);
   *out = p;
   if (!p) return LUARETRY_E_NOMEM;
-  p->instruction_limit = DEFAULT_INSTRUCTION_LIMIT;
-  p->memory_limit = DEFAULT_MEMORY_LIMIT;
+  p->instruction_limit = (long)lr_fields[F_INSTRUCTION_LIMIT].def;
+  p->memory_limit = (size_t)lr_fields[F_MEMORY_LIMIT].def;
   pthread_mutex_init(&p->pool_lock, NULL);
   lr_guards none;
   memset(&none, 0, sizeof none);
@@ -354,13 +361,12 @@ size_t luaretry_policy_memory(const luaretry_policy *p) {
 }
 
 int lr_policy_loaded(const luaretry_policy *p) { return p->main != NULL; }
-struct lr_sandbox *lr_policy_sandbox(luaretry_policy *p) { return p->main->sb; }
+lr_sandbox *lr_policy_sandbox(luaretry_policy *p) { return p->main->sb; }
 int lr_policy_run_ref(const luaretry_policy *p) { return p->main ? p->main->ref_run : 0; }
 char *lr_policy_errbuf(luaretry_policy *p, size_t *size) {
   *size = sizeof p->errmsg;
   return p->errmsg;
 }
-const lr_rules *lr_policy_rules(const luaretry_policy *p) { return &p->rules; }
 
 void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
   if (!p) return;
@@ -672,15 +678,17 @@ void lr_script_release(luaretry_policy *p, lr_script *s) {
   if (!current) script_free(s);  /* from before a reload */
 }
 
+static void release_script(void *ud) {
+  lr_script *s = ud;
+  lr_script_release(s->p, s);
+}
+
 luaretry_code lr_policy_checkout(luaretry_policy *p, lr_judge *j, lr_rules *r) {
   lr_script *s = acquire(p, r);
   if (!s) return LUARETRY_E_NOMEM;
   *j = lr_script_judge(s);
+  j->release = release_script;
   return LUARETRY_OK;
-}
-
-void lr_policy_checkin(luaretry_policy *p, const lr_judge *j) {
-  lr_script_release(p, j->ud);
 }
 
 luaretry_code luaretry_policy_load_file(luaretry_policy *p, const char *path) {
@@ -692,12 +700,45 @@ luaretry_code luaretry_policy_load_string(luaretry_policy *p, const char *chunkn
   return load(p, NULL, chunkname, source);
 }
 
-static int parse_limit(const char *v, double lo, double *out) {
-  char *end;
-  double d = strtod(v, &end);
-  if (end == v || *end || !isfinite(d) || d < lo || d > 1e15 || d != floor(d)) return -1;
-  *out = d;
-  return 0;
+/* A sandbox limit: every Lua state of the pool is made anew with it. */
+static luaretry_code set_limit(luaretry_policy *p, int i, const char *value) {
+  double d;
+  if (lr_schema_limit(i, value, &d, p->errmsg, sizeof p->errmsg) != 0) return LUARETRY_E_ARG;
+  size_t old_memory = p->memory_limit;
+  long old_instructions = p->instruction_limit;
+  if (i == F_MEMORY_LIMIT) p->memory_limit = (size_t)d;
+  else p->instruction_limit = (long)d;
+  luaretry_code rc = p->main ? reload_text(p) : LUARETRY_OK;
+  if (rc != LUARETRY_OK) {
+    p->memory_limit = old_memory;
+    p->instruction_limit = old_instructions;
+  }
+  return rc;
+}
+
+/* Records NAME=VALUE among the overrides; its slot, or -1 (errmsg). */
+static int remember(luaretry_policy *p, const char *name, const char *value,
+                    lr_override *saved, size_t *saved_count) {
+  if (strlen(name) >= sizeof p->overrides[0].name) {
+    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: name too long", name);
+    return -1;
+  }
+  if (strlen(value) >= sizeof p->overrides[0].value) {
+    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: value too long", name);
+    return -1;
+  }
+  size_t k = 0;
+  while (k < p->override_count && strcmp(p->overrides[k].name, name) != 0) k++;
+  if (k == MAX_OVERRIDES) {
+    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: too many overrides", name);
+    return -1;
+  }
+  *saved = p->overrides[k];
+  *saved_count = p->override_count;
+  lr_strlcpy(p->overrides[k].name, name, sizeof p->overrides[k].name);
+  lr_strlcpy(p->overrides[k].value, value, sizeof p->overrides[k].value);
+  if (k == p->override_count) p->override_count++;
+  return (int)k;
 }
 
 luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
@@ -706,73 +747,30 @@ luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
   p->errmsg[0] = '\0';
   int i = lr_field_index(name);
   int option = strncmp(name, "options.", 8) == 0 && name[8];
-  if (i == F_INSTRUCTION_LIMIT || i == F_MEMORY_LIMIT) {
-    double d;
-    if (parse_limit(value, i == F_MEMORY_LIMIT ? 65536 : 1000, &d) != 0) {
-      lr_fmt(p->errmsg, sizeof p->errmsg, "--set %s: expected a whole number "
-               "of %s, at least %s, got \"%s\"", name,
-               i == F_MEMORY_LIMIT ? "bytes" : "instructions",
-               i == F_MEMORY_LIMIT ? "65536" : "1000", value);
-      return LUARETRY_E_ARG;
-    }
-    size_t old_memory = p->memory_limit;
-    long old_instructions = p->instruction_limit;
-    if (i == F_MEMORY_LIMIT) p->memory_limit = (size_t)d;
-    else p->instruction_limit = (long)d;
-    /* every Lua state of the pool takes the new limit */
-    luaretry_code rc = p->main ? reload_text(p) : LUARETRY_OK;
-    if (rc != LUARETRY_OK) {
-      p->memory_limit = old_memory;
-      p->instruction_limit = old_instructions;
-    }
-    return rc;
-  }
-  if (!option && (i < 0 || lr_fields[i].kind == K_FUNCTION || i == F_BACKOFF ||
-                  lr_fields[i].kind == K_GUARD || lr_fields[i].kind == K_OPTIONS)) {
-    char prefix[32] = "";
-    const char *dot = strchr(name, '.');
-    if (dot && (size_t)(dot - name) < sizeof prefix - 1) {
-      memcpy(prefix, name, (size_t)(dot - name) + 1);
-      prefix[dot - name + 1] = '\0';
-    }
-    const char *near = i < 0 ? lr_closest_field(dot ? dot + 1 : name, prefix) : NULL;
-    if (i >= 0)
-      lr_fmt(p->errmsg, sizeof p->errmsg, "--set %s: can only be set in the script", name);
-    else
-      lr_fmt(p->errmsg, sizeof p->errmsg, "--set %s: unknown name%s%s%s", name,
-               near ? ", did you mean " : "", near ? near : "", near ? "?" : "");
+  if (i >= 0 && (lr_fields[i].flags & HOST)) return set_limit(p, i, value);
+  if (!option && i < 0) {
+    lr_unknown_field(p->errmsg, sizeof p->errmsg, name);
     return LUARETRY_E_ARG;
   }
-  if (strlen(value) >= sizeof p->overrides[0].value) {
-    lr_fmt(p->errmsg, sizeof p->errmsg, "--set %s: value too long", name);
+  if (!option && !luaretry_field_at((size_t)i)->settable) {
+    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: can only be set in the script", name);
     return LUARETRY_E_ARG;
   }
-  size_t k = 0;
-  while (k < p->override_count && strcmp(p->overrides[k].name, name) != 0) k++;
-  if (k == MAX_OVERRIDES) {
-    lr_fmt(p->errmsg, sizeof p->errmsg, "--set %s: too many overrides", name);
-    return LUARETRY_E_ARG;
-  }
-  lr_override saved = p->overrides[k];
-  size_t saved_count = p->override_count;
-  lr_strlcpy(p->overrides[k].name, name, sizeof p->overrides[k].name);
-  lr_strlcpy(p->overrides[k].value, value, sizeof p->overrides[k].value);
-  if (k == p->override_count) p->override_count++;
+  lr_override saved;
+  size_t saved_count;
+  int k = remember(p, name, value, &saved, &saved_count);
+  if (k < 0) return LUARETRY_E_ARG;
   if (!p->main) return LUARETRY_OK;  /* checked at load */
   /* Loaded: validate now, keep the policy as it was when refused.  An
    * option lives in the Lua states: they are all made anew. */
+  int refused;
   if (option) {
-    luaretry_code rc = reload_text(p);
-    if (rc != LUARETRY_OK) {
-      p->overrides[k] = saved;
-      p->override_count = saved_count;
-      return LUARETRY_E_ARG;
-    }
-    return LUARETRY_OK;
+    refused = reload_text(p) != LUARETRY_OK;
+  } else {
+    pthread_mutex_lock(&p->pool_lock);
+    refused = lr_compose(p, p->fields, p->source, p->load_warnings, p->load_warning_count) != 0;
+    pthread_mutex_unlock(&p->pool_lock);
   }
-  pthread_mutex_lock(&p->pool_lock);
-  int refused = lr_compose(p, p->fields, p->source, p->load_warnings, p->load_warning_count) != 0;
-  pthread_mutex_unlock(&p->pool_lock);
   if (refused) {
     p->overrides[k] = saved;
     p->override_count = saved_count;
@@ -781,3 +779,49 @@ luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
   return LUARETRY_OK;
 }
 
+luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name, char *buf,
+                                  size_t size) {
+  if (!p || !name || !buf || size == 0) return LUARETRY_E_ARG;
+  int i = lr_field_index(name);
+  if (i < 0 || !luaretry_field_at((size_t)i)->settable) return LUARETRY_E_ARG;
+  if (!p->main) return LUARETRY_E_STATE;
+  luaretry_tuning t;
+  luaretry_policy_tuning(p, &t);
+  lr_schema_format(&t, i, buf, size);
+  return LUARETRY_OK;
+}
+
+int lr_compose(luaretry_policy *p, const lr_field *script_fields, const char *chunk,
+               char **load_warnings, size_t load_count) {
+  char errors[sizeof p->errmsg];
+  char *warnings[MAX_WARNINGS];
+  size_t count = 0;
+  for (size_t i = 0; i < load_count; i++) {
+    char *copy = strdup(load_warnings[i]);
+    if (copy) warnings[count++] = copy;
+  }
+  lr_rules rules;
+  luaretry_tuning tuning;
+  if (lr_schema_apply(script_fields, p->overrides, p->override_count, chunk, &tuning, &rules,
+                      warnings, &count, errors, sizeof errors) != 0) {
+    /* A failed load reports everything at once: the errors, then what
+     * would have been warnings (a typo'd name is often the cause). */
+    size_t len = strlen(errors);
+    for (size_t i = 0; i < count; i++) {
+      lr_fmt(errors + len, sizeof errors - len, "\n%s", warnings[i]);
+      len += strlen(errors + len);
+    }
+    lr_free_warnings(warnings, &count);
+    lr_strlcpy(p->errmsg, errors, sizeof p->errmsg);
+    return -1;
+  }
+  lr_free_warnings(p->warnings, &p->warning_count);
+  memcpy(p->warnings, warnings, count * sizeof *warnings);
+  p->warning_count = count;
+  p->rules = rules;
+  p->tuning = tuning;
+  lr_shared_configure(&p->shared, &rules.guards);
+  if (script_fields[F_NAME].type == LUA_TSTRING)
+    lr_strlcpy(p->name, script_fields[F_NAME].str, sizeof p->name);
+  return 0;
+}

@@ -1,8 +1,10 @@
-/* internal.h: what the engine's files share.  No Lua, no curl here: the
- * clock, the RNG, the backoff arithmetic and the call state machine are
- * plain C, and the policy reaches them only through these declarations. */
-#ifndef LUARETRY_INTERNAL_H
-#define LUARETRY_INTERNAL_H
+/* engine.h: the engine's private interface, for the layers above it (the
+ * policy's script side, the fleet).  No Lua, no curl here: the clock, the
+ * RNG, the backoff arithmetic, the guards and the call state machine are
+ * plain C.  The engine never calls up: the policy hands each call its
+ * judge (callbacks), its rules and its guards at lr_call_new(). */
+#ifndef LUARETRY_ENGINE_H
+#define LUARETRY_ENGINE_H
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -137,52 +139,34 @@ typedef struct {
   /* For LUARETRY_BACKOFF_SCRIPT: 0 and *wait, or -1 and v->message. */
   int (*backoff)(void *ud, long n, double previous, double *wait,
                  lr_verdict *v);
-  /* Optional; returns NULL or an error message owned by the policy. */
+  /* Optional; returns NULL or an error message owned by the judge. */
   const char *(*on_retry)(void *ud, const luaretry_outcome *o,
                           const luaretry_decision *d);
-  /* For adapters: the script's is_idempotent(request) and prepare(request,
-   * attempt), errors into err. */
+  /* The script's is_idempotent(request) and prepare(request, attempt),
+   * errors into err. */
   luaretry_code (*is_idempotent)(void *ud, const luaretry_request *r, int *yes,
                                  char *err, size_t errlen);
   luaretry_code (*prepare)(void *ud, const luaretry_request *in, int attempt,
                            luaretry_request *out, char *err, size_t errlen);
+  /* The call is over: the judge goes back to whoever lent it. */
+  void (*release)(void *ud);
 } lr_judge;
 
-/* policy.c hands each call a judge of its own (one of the policy's Lua
- * states, checked out until the call is freed) and a copy of the rules
- * consistent with it. */
-luaretry_code lr_policy_checkout(luaretry_policy *p, lr_judge *j, lr_rules *r);
-void lr_policy_checkin(luaretry_policy *p, const lr_judge *j);
-const lr_rules *lr_policy_rules(const luaretry_policy *p);
-lr_shared *lr_policy_shared(luaretry_policy *p);
-int lr_policy_loaded(const luaretry_policy *p);
+/* ---- call.c: the state machine */
 
-/* call.c: the call's judge on a request, errors in luaretry_call_errmsg. */
-luaretry_code lr_call_is_idempotent(luaretry_call *c, const luaretry_request *r, int *yes);
-luaretry_code lr_call_prepare(luaretry_call *c, const luaretry_request *in, int attempt,
-                              luaretry_request *out);
+/* A call judged by `j` under `rules`, sharing `shared` (the policy's
+ * guards and counters), or with guards of its own when `shared` is NULL
+ * or the options say LUARETRY_CALL_ISOLATED.  On failure the judge is
+ * released. */
+luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, lr_shared *shared,
+                          const luaretry_call_options *o, luaretry_call **out);
 
-/* policy.c, for workflow.c: the policy's sandbox, its run() function (0:
- * none) and its message buffer. */
-struct lr_sandbox *lr_policy_sandbox(luaretry_policy *p);
-int lr_policy_run_ref(const luaretry_policy *p);
-char *lr_policy_errbuf(luaretry_policy *p, size_t *size);
-
-/* call.c: the fd a cancel writes to (made on first use; -1 if none can be
- * had), for adapters that wait on I/O themselves. */
-int lr_call_wakeup_fd(luaretry_call *c);
-/* Stops the call as cancelled, filling *d. */
-void lr_call_stop_cancelled(luaretry_call *c, luaretry_decision *d);
-
-/* call.c: begin; isolated, with a budget, breaker and counters of its own
- * (simulations, probes). */
-luaretry_code lr_call_begin(luaretry_policy *p, const luaretry_call_options *o,
-                            int isolated, luaretry_call **out);
-
-/* call.c: report with a forced class (simulate). */
+/* Report with a forced class (simulate). */
 luaretry_code lr_call_report_class(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_class forced,
                                    luaretry_decision *d);
+
+/* ---- util.c */
 
 /* Copy and format with truncation, always terminated: messages are cut,
  * never overflowed. */

@@ -77,9 +77,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "lauxlib.h"
-#include "lua.h"
-#include "lualib.h"
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
 
 #include "faults.h"
 

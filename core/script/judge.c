@@ -274,7 +274,7 @@ static luaretry_code judge_prepare(void *ud, const luaretry_request *in, int att
 }
 
 lr_judge lr_script_judge(lr_script *p) {
-  lr_judge j = { p, classify, NULL, NULL, judge_is_idempotent, judge_prepare };
+  lr_judge j = { p, classify, NULL, NULL, judge_is_idempotent, judge_prepare, NULL };
   if (p->ref_backoff) j.backoff = script_backoff;
   if (p->ref_on_retry) j.on_retry = on_retry;
   return j;
@@ -436,26 +436,6 @@ luaretry_code lr_script_prepare(lr_script *p, const luaretry_request *in,
   out->body = p->prep_body;
   out->body_len = p->prep_body_len;
   return LUARETRY_OK;
-}
-
-/* ---- the same for hosts without a call: the policy's loaded script */
-
-luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p, const luaretry_request *r,
-                                            int *idempotent) {
-  if (!p || !r || !idempotent) return LUARETRY_E_ARG;
-  if (!p->main) return LUARETRY_E_STATE;
-  luaretry_code rc = lr_script_is_idempotent(p->main, r, idempotent);
-  if (rc != LUARETRY_OK) lr_strlcpy(p->errmsg, p->main->errmsg, sizeof p->errmsg);
-  return rc;
-}
-
-luaretry_code luaretry_policy_prepare(luaretry_policy *p, const luaretry_request *in,
-                                      int attempt, luaretry_request *out) {
-  if (!p || !in || !out) return LUARETRY_E_ARG;
-  if (!p->main) return LUARETRY_E_STATE;
-  luaretry_code rc = lr_script_prepare(p->main, in, attempt, out);
-  if (rc != LUARETRY_OK) lr_strlcpy(p->errmsg, p->main->errmsg, sizeof p->errmsg);
-  return rc;
 }
 
 /* ---- on_breaker(state): told of each change of the breaker */

@@ -17,7 +17,11 @@ typedef size_t (*luaretry_sink_fn)(void *ud, const char *data, size_t len);
 typedef struct {
   luaretry_sink_fn sink;
   void *sink_ud;
+  uint64_t reserved[4];
 } luaretry_curl_options;
+
+/* Sets every field to its empty value (or use a designated initializer). */
+LUARETRY_API void luaretry_curl_options_init(luaretry_curl_options *o);
 
 /*
  * Performs `req` on handle `h` as call `c` of policy `p` until the policy
@@ -29,7 +33,7 @@ typedef struct {
  * luaretry_call_errmsg(c) / luaretry_policy_errmsg(p).
  * luaretry_call_cancel(c) interrupts a transfer as well as a wait.
  */
-luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *h,
+LUARETRY_API luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *h,
                                     const luaretry_request *req,
                                     const luaretry_curl_options *o,
                                     luaretry_decision *final);
@@ -66,19 +70,19 @@ typedef struct luaretry_curl_many luaretry_curl_many;
 
 /* One handle may run many batches one after the other (it keeps the multi
  * handle, and with it the connection cache).  Not for two threads at once. */
-luaretry_code luaretry_curl_many_new(luaretry_curl_many **out);
-void luaretry_curl_many_free(luaretry_curl_many *m);
+LUARETRY_API luaretry_code luaretry_curl_many_new(luaretry_curl_many **out);
+LUARETRY_API void luaretry_curl_many_free(luaretry_curl_many *m);
 
 /* Cancels the run in progress on `m` and every later one: calls waiting or
  * in a transfer stop as cancelled, calls not begun yet are not begun
  * (reason CANCELLED, attempt 0), and luaretry_curl_perform_many() returns
  * within milliseconds.  Any thread, or a signal handler: async-signal-safe
  * (an atomic store and a write(2) to an eventfd). */
-void luaretry_curl_many_cancel(luaretry_curl_many *m);
-int luaretry_curl_many_cancelled(const luaretry_curl_many *m);
+LUARETRY_API void luaretry_curl_many_cancel(luaretry_curl_many *m);
+LUARETRY_API int luaretry_curl_many_cancelled(const luaretry_curl_many *m);
 
 /* The multi handle, for options such as CURLMOPT_MAX_HOST_CONNECTIONS. */
-CURLM *luaretry_curl_many_multi(luaretry_curl_many *m);
+LUARETRY_API CURLM *luaretry_curl_many_multi(luaretry_curl_many *m);
 
 /* What became of a job; in jobs[i].result once the run returns (and
  * passed to `done` as soon as the call ends). */
@@ -94,6 +98,7 @@ typedef struct {
   double elapsed;            /* seconds from the call's begin to its end */
   const char *errmsg;        /* code != LUARETRY_OK: the detail; only valid
                                 inside `done` (NULL afterwards) */
+  uint64_t reserved[4];
 } luaretry_curl_result;
 
 typedef struct {
@@ -105,6 +110,7 @@ typedef struct {
   luaretry_observer_fn observer;   /* every decision of this job's call */
   void *observer_ud;
   luaretry_curl_result result;     /* out */
+  uint64_t reserved[4];
 } luaretry_curl_job;
 
 /* Called once per job, as soon as its call ends (in completion order). */
@@ -126,9 +132,10 @@ typedef struct {
                                 time */
   luaretry_curl_done_fn done;  /* or NULL */
   void *done_ud;
+  uint64_t reserved[4];
 } luaretry_curl_many_options;
 
-void luaretry_curl_many_options_init(luaretry_curl_many_options *o);
+LUARETRY_API void luaretry_curl_many_options_init(luaretry_curl_many_options *o);
 
 /*
  * Runs the n jobs until every call has ended (or the run is cancelled)
@@ -137,7 +144,7 @@ void luaretry_curl_many_options_init(luaretry_curl_many_options *o);
  * code (LUARETRY_E_ARG, LUARETRY_E_NOMEM, LUARETRY_E_SYSTEM) only when
  * the run could not start, and then no job was begun.  Never prints.
  */
-luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, luaretry_policy *p,
+LUARETRY_API luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, luaretry_policy *p,
                                          luaretry_curl_job *jobs, size_t n,
                                          const luaretry_curl_many_options *o);
 
@@ -145,16 +152,16 @@ luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, luaretry_policy 
  * the script is one attempt on `h`; `c` (may be NULL) cancels transfers.
  * Pass luaretry_curl_transport_perform as the transport, the handle as ud. */
 typedef struct luaretry_curl_transport luaretry_curl_transport;
-luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c,
+LUARETRY_API luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c,
                                           luaretry_curl_transport **out);
-void luaretry_curl_transport_free(luaretry_curl_transport *t);
-luaretry_code luaretry_curl_transport_perform(void *t, const luaretry_request *req,
+LUARETRY_API void luaretry_curl_transport_free(luaretry_curl_transport *t);
+LUARETRY_API luaretry_code luaretry_curl_transport_perform(void *t, const luaretry_request *req,
                                               double timeout, luaretry_response *resp);
 
 /* The transport failure name of a curl result: "connect", "timeout",
  * "reset", "dns", "tls", "truncated", "protocol", "transport"; NULL for
  * CURLE_OK. */
-const char *luaretry_curl_error_name(CURLcode rc);
+LUARETRY_API const char *luaretry_curl_error_name(CURLcode rc);
 
 #ifdef __cplusplus
 }

@@ -27,7 +27,10 @@ typedef struct lr_sandbox {
 lr_sandbox *lr_sandbox_new(size_t memory_limit, long instruction_limit,
                            const char *script_path);
 void lr_sandbox_free(lr_sandbox *sb);
-lr_sandbox *lr_sandbox_of(lua_State *L);
+/* The sandbox a state belongs to (kept in its extra space). */
+static inline lr_sandbox *lr_sandbox_of(lua_State *L) {
+  return *(lr_sandbox **)lua_getextraspace(L);
+}
 
 /*
  * Calls f with the light userdata `arg` as its one argument, under

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "internal.h"
+#include "engine.h"
 
 #define MILLI 1000  /* tokens in thousandths: gRPC's ratio has 3 decimals */
 
@@ -131,13 +131,4 @@ void lr_guards_failure(lr_shared *s) {
     change(s, LUARETRY_BREAKER_HALF_OPEN, LUARETRY_BREAKER_OPEN);
   else if (n >= s->guards.failures)
     change(s, LUARETRY_BREAKER_CLOSED, LUARETRY_BREAKER_OPEN);
-}
-
-const char *luaretry_breaker_state_name(luaretry_breaker_state state) {
-  switch (state) {
-  case LUARETRY_BREAKER_CLOSED: return "closed";
-  case LUARETRY_BREAKER_OPEN: return "open";
-  case LUARETRY_BREAKER_HALF_OPEN: return "half_open";
-  }
-  return "unknown";
 }

@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
-#include "sandbox.h"
+#include "policy.h"
 
 #define MAX_REQUEST_HEADERS 64
 
@@ -72,7 +71,7 @@ static int perform(lua_State *L, luaretry_request *req) {
 /* http.get(url [, headers]) */
 static int http_get(lua_State *L) {
   luaretry_header h[MAX_REQUEST_HEADERS];
-  luaretry_request req = { "GET", luaL_checkstring(L, 1), h, 0, NULL, 0 };
+  luaretry_request req = { .method = "GET", .url = luaL_checkstring(L, 1), .headers = h };
   req.header_count = read_headers(L, 2, h);
   return perform(L, &req);
 }
@@ -80,7 +79,7 @@ static int http_get(lua_State *L) {
 /* http.put / http.post (url, body [, headers]) */
 static int send_body(lua_State *L, const char *method) {
   luaretry_header h[MAX_REQUEST_HEADERS];
-  luaretry_request req = { method, luaL_checkstring(L, 1), h, 0, NULL, 0 };
+  luaretry_request req = { .method = method, .url = luaL_checkstring(L, 1), .headers = h };
   req.body = luaL_checklstring(L, 2, &req.body_len);
   req.header_count = read_headers(L, 3, h);
   return perform(L, &req);
@@ -93,7 +92,7 @@ static int http_post(lua_State *L) { return send_body(L, "POST"); }
 static int http_request(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaretry_header h[MAX_REQUEST_HEADERS];
-  luaretry_request req = { NULL, NULL, h, 0, NULL, 0 };
+  luaretry_request req = { .headers = h };
   lua_settop(L, 1);
   lua_getfield(L, 1, "method");
   req.method = luaL_optstring(L, 2, "GET");

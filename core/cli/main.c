@@ -6,7 +6,7 @@
 
 
 #include "cli.h"
-#include "faults.h"
+#include "faults/faults.h"
 
 #ifndef LUARETRY_DATADIR
 #define LUARETRY_DATADIR "/usr/local/share/luaretry"
@@ -92,6 +92,41 @@ static void print_warnings(const luaretry_policy *p) {
     fprintf(stderr, "luaretry: warning: %s\n", luaretry_policy_warning(p, i));
 }
 
+/* Whether `line` speaks of the field set by one of the NAME=VALUE sets. */
+static int about_a_set(const char *line, size_t len, char **sets, int nsets) {
+  for (int i = 0; i < nsets; i++) {
+    const char *eq = strchr(sets[i], '=');
+    size_t n = eq ? (size_t)(eq - sets[i]) : strlen(sets[i]);
+    if (n < len && memcmp(line, sets[i], n) == 0 && line[n] == ':') return 1;
+  }
+  return 0;
+}
+
+char *cli_policy_message(const char *msg, char **sets, int nsets) {
+  size_t lines = 1;
+  for (const char *c = msg; *c; c++) lines += *c == '\n';
+  char *out = malloc(strlen(msg) + lines * 6 + 1);
+  if (!out) return NULL;
+  char *o = out;
+  for (const char *line = msg; *line;) {
+    const char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    if (about_a_set(line, len, sets, nsets)) o += sprintf(o, "--set ");
+    memcpy(o, line, len);
+    o += len;
+    if (end) *o++ = '\n';
+    line += len + (end != NULL);
+  }
+  *o = '\0';
+  return out;
+}
+
+static void print_policy_error(const luaretry_policy *p, char **sets, int nsets) {
+  char *msg = cli_policy_message(luaretry_policy_errmsg(p), sets, nsets);
+  fprintf(stderr, "luaretry: %s\n", msg ? msg : luaretry_policy_errmsg(p));
+  free(msg);
+}
+
 luaretry_policy *cli_load_policy(const char *path, char **sets, int nsets, int warn) {
   luaretry_policy *p;
   if (luaretry_policy_new(&p) != LUARETRY_OK) {
@@ -109,13 +144,13 @@ luaretry_policy *cli_load_policy(const char *path, char **sets, int nsets, int w
     memcpy(name, sets[i], (size_t)(eq - sets[i]));
     name[eq - sets[i]] = '\0';
     if (luaretry_policy_set(p, name, eq + 1) != LUARETRY_OK) {
-      fprintf(stderr, "luaretry: %s\n", luaretry_policy_errmsg(p));
+      print_policy_error(p, sets + i, 1);
       luaretry_policy_free(p);
       return NULL;
     }
   }
   if (luaretry_policy_load_file(p, path) != LUARETRY_OK) {
-    fprintf(stderr, "luaretry: %s\n", luaretry_policy_errmsg(p));
+    print_policy_error(p, sets, nsets);
     luaretry_policy_free(p);
     return NULL;
   }

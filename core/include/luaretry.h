@@ -20,7 +20,18 @@
  * while calls are in flight: those finish under the policy they began with.
  * Set the log, classifier and breaker callbacks before calls begin.  The
  * policy-level request functions (is_idempotent, prepare, run_workflow)
- * use the policy's main state: one thread at a time for those.
+ * use the policy's main state: one thread at a time for those; a call's own
+ * luaretry_call_is_idempotent() and luaretry_call_prepare() use its state.
+ *
+ * ABI: the shared library's soname is libluaretry.so.MAJOR.  Within one
+ * major version functions are only added, enum values only appended (a
+ * value never changes meaning), and every public struct keeps its size and
+ * the place of each field: the structs end with reserved room that a later
+ * version turns into new fields.  So a struct the caller fills must start
+ * zeroed: through its init function, or a designated initializer
+ * (`luaretry_request r = { .method = "GET", .url = u };`), which zeroes the
+ * rest.  A change that cannot keep this rule makes a new major version.
+ * Only luaretry_* symbols are exported.
  */
 #ifndef LUARETRY_H
 #define LUARETRY_H
@@ -32,7 +43,27 @@
 extern "C" {
 #endif
 
-#define LUARETRY_VERSION "0.1.0"
+#if defined(_WIN32)
+#define LUARETRY_API
+#elif defined(__GNUC__)
+#define LUARETRY_API __attribute__((visibility("default")))
+#else
+#define LUARETRY_API
+#endif
+
+#define LUARETRY_VERSION_MAJOR 0
+#define LUARETRY_VERSION_MINOR 2
+#define LUARETRY_VERSION_PATCH 0
+/* 0xMMmmpp: compare with LUARETRY_VERSION_NUM >= 0x000200 */
+#define LUARETRY_VERSION_NUM \
+  ((LUARETRY_VERSION_MAJOR << 16) | (LUARETRY_VERSION_MINOR << 8) | LUARETRY_VERSION_PATCH)
+#define LUARETRY_VERSION "0.2.0"
+#define LUARETRY_AT_LEAST_VERSION(major, minor, patch) \
+  (LUARETRY_VERSION_NUM >= (((major) << 16) | ((minor) << 8) | (patch)))
+
+/* The library's version at run time ("0.2.0"); *num, when given, gets its
+ * LUARETRY_VERSION_NUM, which may be newer than the header's. */
+LUARETRY_API const char *luaretry_version(unsigned *num);
 
 /* Append-only: a code never changes meaning. */
 typedef enum {
@@ -49,31 +80,32 @@ typedef enum {
   LUARETRY_E_SYSTEM     /* the OS refused (clock, eventfd, getrandom) */
 } luaretry_code;
 
-const char *luaretry_strerror(luaretry_code code);
+LUARETRY_API const char *luaretry_strerror(luaretry_code code);
 
 /* ---------------------------------------------------------------- policy */
 
 typedef struct luaretry_policy luaretry_policy;
 
-luaretry_code luaretry_policy_new(luaretry_policy **out);
-void luaretry_policy_free(luaretry_policy *p);
+LUARETRY_API luaretry_code luaretry_policy_new(luaretry_policy **out);
+LUARETRY_API void luaretry_policy_free(luaretry_policy *p);
 
 /*
- * Override a tuning value, as `--set NAME=VALUE` does: "max_attempts",
- * "deadline", "attempt_timeout", "retry_after", "max_retry_after",
- * "body_limit", "backoff.kind", "backoff.initial", "backoff.multiplier",
- * "backoff.max", "backoff.step", "backoff.jitter", "backoff.jitter_max",
- * "backoff.cap_jitter"; "none" unsets an optional value.  Host-only limits:
+ * Override a setting, as `--set NAME=VALUE` does: any field that
+ * luaretry_field_at() lists as settable ("max_attempts", "deadline",
+ * "backoff.initial", "budget.max_tokens", ...), or "options.NAME" for a
+ * script's own option; "none" unsets an optional value.  Host-only limits:
  * "instruction_limit" (per call into the script) and "memory_limit" (bytes,
  * per policy).  Overrides outlive reloads.  On a loaded policy the change
- * is validated at once and refused (policy unchanged) when invalid.
+ * is validated at once and refused (policy unchanged) when invalid; the
+ * message names the field ("backoff.inital: unknown name, did you mean
+ * backoff.initial?").
  */
-luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
+LUARETRY_API luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
                                   const char *value);
 
 /* Load (or reload) a script.  On failure a loaded policy stays as it was. */
-luaretry_code luaretry_policy_load_file(luaretry_policy *p, const char *path);
-luaretry_code luaretry_policy_load_string(luaretry_policy *p,
+LUARETRY_API luaretry_code luaretry_policy_load_file(luaretry_policy *p, const char *path);
+LUARETRY_API luaretry_code luaretry_policy_load_string(luaretry_policy *p,
                                           const char *chunkname,
                                           const char *source);
 
@@ -82,16 +114,42 @@ luaretry_code luaretry_policy_load_string(luaretry_policy *p,
  * changed.  *reloaded says whether it did; a failed reload keeps the
  * policy in force and returns the error (and is not retried until the file
  * changes again). */
-luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloaded);
+LUARETRY_API luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloaded);
 
-const char *luaretry_policy_errmsg(const luaretry_policy *p);
+LUARETRY_API const char *luaretry_policy_errmsg(const luaretry_policy *p);
 
 /* Warnings of the last load: unknown names, clamped values. */
-size_t luaretry_policy_warning_count(const luaretry_policy *p);
-const char *luaretry_policy_warning(const luaretry_policy *p, size_t i);
+LUARETRY_API size_t luaretry_policy_warning_count(const luaretry_policy *p);
+LUARETRY_API const char *luaretry_policy_warning(const luaretry_policy *p, size_t i);
 
 /* Bytes held by the policy's Lua state. */
-size_t luaretry_policy_memory(const luaretry_policy *p);
+LUARETRY_API size_t luaretry_policy_memory(const luaretry_policy *p);
+
+/* The value in force of a setting (a field luaretry_field_at() lists as
+ * settable), spelled as luaretry_policy_set() takes it ("none" when unset):
+ * into buf, cut to size and terminated.  LUARETRY_E_ARG for an unknown
+ * name, LUARETRY_E_STATE before a load. */
+LUARETRY_API luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name,
+                                               char *buf, size_t size);
+
+/* The fields a policy script may set, from the one table that validates
+ * them, applies overrides and fills luaretry_tuning: for documentation,
+ * completion and `luaretry check`.  Owned by the library. */
+typedef struct {
+  const char *name;          /* "backoff.initial" */
+  const char *type;          /* "string", "count", "seconds", "boolean",
+                                "bytes", "number", "enum", "function",
+                                "table", "backoff" (a table or a function) */
+  const char *values;        /* an enum's names, "none|additive|...", or NULL */
+  const char *default_value; /* as luaretry_policy_set() spells it, or NULL */
+  const char *doc;           /* one line */
+  int settable;              /* by luaretry_policy_set() / --set */
+  int host_only;             /* a limit only the host sets */
+} luaretry_field;
+
+LUARETRY_API size_t luaretry_field_count(void);
+/* NULL past the end. */
+LUARETRY_API const luaretry_field *luaretry_field_at(size_t i);
 
 /* Effective tuning, after defaults, overrides and clamping. */
 typedef enum {
@@ -109,6 +167,11 @@ typedef enum {
   LUARETRY_JITTER_DECORRELATED
 } luaretry_jitter;
 
+/* "exponential", "constant", "linear", "function"; "none", "additive",
+ * "full", "equal", "decorrelated". */
+LUARETRY_API const char *luaretry_backoff_kind_name(luaretry_backoff_kind k);
+LUARETRY_API const char *luaretry_jitter_name(luaretry_jitter j);
+
 typedef struct {
   const char *name;         /* the script's `name`, or its file name */
   const char *source;       /* chunk name: the file's path */
@@ -125,10 +188,17 @@ typedef struct {
   int cap_jitter;
   long instruction_limit;
   size_t memory_limit;
+  int budget;               /* retry throttling on */
+  double max_tokens, token_ratio;
+  int breaker;              /* circuit breaker on */
+  long failures;            /* transient outcomes in a row that open it */
+  double open_seconds;
+  long probes;              /* calls let through when half-open */
+  uint64_t reserved[8];
 } luaretry_tuning;
 
 /* Fills *t; its strings live as long as the loaded policy. */
-luaretry_code luaretry_policy_tuning(const luaretry_policy *p,
+LUARETRY_API luaretry_code luaretry_policy_tuning(const luaretry_policy *p,
                                      luaretry_tuning *t);
 
 /* The overload guards all calls of a policy share in a process (the
@@ -139,7 +209,7 @@ typedef enum {
   LUARETRY_BREAKER_HALF_OPEN   /* `probes` calls may try */
 } luaretry_breaker_state;
 
-const char *luaretry_breaker_state_name(luaretry_breaker_state s);
+LUARETRY_API const char *luaretry_breaker_state_name(luaretry_breaker_state s);
 
 typedef struct {
   uint64_t calls, attempts, retries, successes;
@@ -151,18 +221,19 @@ typedef struct {
   double time_waited;         /* seconds of waits decided */
   double budget_tokens;       /* tokens left (0 without a budget) */
   luaretry_breaker_state breaker;
+  uint64_t reserved[8];
 } luaretry_metrics;
 
-luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m);
+LUARETRY_API luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m);
 
 /* Called on each change of the breaker's state (from the thread whose
  * outcome caused it). */
 typedef void (*luaretry_breaker_fn)(void *ud, luaretry_breaker_state s);
-void luaretry_policy_on_breaker(luaretry_policy *p, luaretry_breaker_fn fn, void *ud);
+LUARETRY_API void luaretry_policy_on_breaker(luaretry_policy *p, luaretry_breaker_fn fn, void *ud);
 
 /* Where a script's print() goes (default: nowhere). */
 typedef void (*luaretry_log_fn)(void *ud, const char *line);
-void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud);
+LUARETRY_API void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud);
 
 /* ------------------------------------------------------------- outcomes */
 
@@ -191,10 +262,11 @@ typedef struct {
   int workflow;          /* inside a run() workflow */
   int not_repeatable;    /* the operation may have taken effect and is not
                             idempotent: a transient outcome becomes final */
+  uint64_t reserved[8];
 } luaretry_outcome;
 
 /* Sets every field to its empty value (retry_after = -1). */
-void luaretry_outcome_init(luaretry_outcome *o);
+LUARETRY_API void luaretry_outcome_init(luaretry_outcome *o);
 
 /* What a classifier says of one outcome. */
 typedef enum {
@@ -212,7 +284,7 @@ typedef enum {
 typedef luaretry_class (*luaretry_classify_fn)(void *ud,
                                                const luaretry_outcome *o,
                                                int attempt, double *wait);
-luaretry_code luaretry_policy_set_classifier(luaretry_policy *p,
+LUARETRY_API luaretry_code luaretry_policy_set_classifier(luaretry_policy *p,
                                              luaretry_classify_fn fn,
                                              void *ud);
 
@@ -225,18 +297,22 @@ typedef struct {
   size_t header_count;
   const char *body;      /* NULL: no body */
   size_t body_len;
+  uint64_t reserved[4];
 } luaretry_request;
+
+/* Sets every field to its empty value (or use a designated initializer). */
+LUARETRY_API void luaretry_request_init(luaretry_request *r);
 
 /* The script's is_idempotent(request), or else the method rule: GET, HEAD,
  * OPTIONS, PUT and DELETE are, POST and PATCH (and others) are not. */
-luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p,
+LUARETRY_API luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p,
                                             const luaretry_request *r,
                                             int *idempotent);
 
 /* Runs the script's prepare(request, attempt) when it has one.  *out is
  * the request to send: `in` itself, or copies owned by the policy until
  * the next prepare (or free). */
-luaretry_code luaretry_policy_prepare(luaretry_policy *p,
+LUARETRY_API luaretry_code luaretry_policy_prepare(luaretry_policy *p,
                                       const luaretry_request *in, int attempt,
                                       luaretry_request *out);
 
@@ -250,6 +326,7 @@ typedef struct {
   size_t body_len;
   const luaretry_header *headers;  /* lower-case names */
   size_t header_count;
+  uint64_t reserved[4];
 } luaretry_response;
 
 /* Makes one attempt of `req` (no retry); *resp stays valid until the next
@@ -259,14 +336,14 @@ typedef luaretry_code (*luaretry_transport_fn)(void *ud, const luaretry_request 
                                                double timeout, luaretry_response *resp);
 
 /* Whether the script defines run(http, args). */
-int luaretry_policy_has_workflow(const luaretry_policy *p);
+LUARETRY_API int luaretry_policy_has_workflow(const luaretry_policy *p);
 
 /* Runs the workflow once: run(http, args), its http.get/put/post/request
  * going through `transport` with `timeout` each.  Fills *out with the
  * status and body run() returned (workflow = 1); they stay valid until
  * the next run.  A Lua error is LUARETRY_E_POLICY (message with file and
  * line in luaretry_policy_errmsg). */
-luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const *args,
+LUARETRY_API luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const *args,
                                            int nargs, luaretry_transport_fn transport,
                                            void *ud, double timeout,
                                            luaretry_outcome *out);
@@ -287,7 +364,7 @@ typedef enum {
 } luaretry_reason;
 
 /* "retry" for NONE, else "success", "final", "exhausted", "deadline", ... */
-const char *luaretry_reason_name(luaretry_reason r);
+LUARETRY_API const char *luaretry_reason_name(luaretry_reason r);
 
 typedef enum {
   LUARETRY_WAIT_NONE = 0,
@@ -297,7 +374,7 @@ typedef enum {
   LUARETRY_WAIT_CLAMPED   /* the backoff's cap (max) decided the wait */
 } luaretry_wait_source;
 
-const char *luaretry_wait_source_name(luaretry_wait_source s);
+LUARETRY_API const char *luaretry_wait_source_name(luaretry_wait_source s);
 
 typedef struct {
   int retry;                  /* 1: attempt again after `wait` */
@@ -312,6 +389,7 @@ typedef struct {
                                  valid until the policy is freed or reloaded */
   const char *message;        /* policy error detail, or NULL */
   const char *hook_error;     /* on_retry failed (decision unchanged), or NULL */
+  uint64_t reserved[4];
 } luaretry_decision;
 
 /* ------------------------------------------------------------------ calls */
@@ -320,45 +398,71 @@ typedef struct luaretry_call luaretry_call;
 
 #define LUARETRY_CALL_SEED 0x1u         /* use .seed, not the OS */
 #define LUARETRY_CALL_VIRTUAL_TIME 0x2u /* waits advance a virtual clock */
+/* A budget, breaker and counters of the call's own (a probe, a what-if):
+ * the policy's are neither read nor changed. */
+#define LUARETRY_CALL_ISOLATED 0x4u
 
 typedef struct {
   unsigned flags;
   uint64_t seed;
+  uint64_t reserved[4];
 } luaretry_call_options;
 
-void luaretry_call_options_init(luaretry_call_options *o);
+LUARETRY_API void luaretry_call_options_init(luaretry_call_options *o);
 
 /* Step API: begin, make an attempt with luaretry_call_timeout(), report its
  * outcome, follow the decision.  Nothing here sleeps. */
-luaretry_code luaretry_call_begin(luaretry_policy *p,
+LUARETRY_API luaretry_code luaretry_call_begin(luaretry_policy *p,
                                   const luaretry_call_options *o,
                                   luaretry_call **out);
-double luaretry_call_timeout(const luaretry_call *c); /* 0: none */
+LUARETRY_API double luaretry_call_timeout(const luaretry_call *c); /* 0: none */
 /* May an attempt be made now?  Ask before each attempt: d->retry = 1 (with
  * d->next_timeout), or the call has stopped for d->reason.  A call begun
  * while the circuit is open is refused before any attempt, and a retry
  * whose wait ended with the circuit open is not made (circuit_open). */
-luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d);
-luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
+LUARETRY_API luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d);
+LUARETRY_API luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_decision *d);
-double luaretry_call_elapsed(const luaretry_call *c);
-const char *luaretry_call_errmsg(const luaretry_call *c);
-void luaretry_call_free(luaretry_call *c);
+LUARETRY_API double luaretry_call_elapsed(const luaretry_call *c);
+LUARETRY_API const char *luaretry_call_errmsg(const luaretry_call *c);
+LUARETRY_API void luaretry_call_free(luaretry_call *c);
+
+/* For hosts that make attempts themselves (an event loop, the curl helper):
+ * the script's is_idempotent(request) (else the method rule) and
+ * prepare(request, attempt), run in the call's own Lua state, so any number
+ * of calls may use them on their threads at once.  *out as for
+ * luaretry_policy_prepare(), owned by the call until its next prepare.
+ * Errors in luaretry_call_errmsg(). */
+LUARETRY_API luaretry_code luaretry_call_is_idempotent(luaretry_call *c,
+                                                       const luaretry_request *r,
+                                                       int *idempotent);
+LUARETRY_API luaretry_code luaretry_call_prepare(luaretry_call *c, const luaretry_request *in,
+                                                 int attempt, luaretry_request *out);
+
+/* A file descriptor that becomes readable once the call is cancelled, for
+ * a host that waits on I/O itself (poll it with its sockets); made on first
+ * use, owned by the call.  -1 if the system has none to give. */
+LUARETRY_API int luaretry_call_wakeup_fd(luaretry_call *c);
+
+/* Stops the call as cancelled, where the host noticed the cancel itself
+ * (e.g. its transfer ended on the wakeup fd): fills *d and tells the
+ * observer, as a cancelled wait does. */
+LUARETRY_API void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d);
 
 /* Wait `seconds` on the call's clock: sleeps on the real clock, advances
  * the virtual one.  Never returns early except with LUARETRY_E_CANCELLED. */
-luaretry_code luaretry_call_wait(luaretry_call *c, double seconds);
+LUARETRY_API luaretry_code luaretry_call_wait(luaretry_call *c, double seconds);
 
 /* Called after each decision of the call (logging, counting); `o` is NULL
  * when a cancel stopped the call during a wait. */
 typedef void (*luaretry_observer_fn)(void *ud, const luaretry_outcome *o,
                                      const luaretry_decision *d);
-void luaretry_call_observe(luaretry_call *c, luaretry_observer_fn fn, void *ud);
+LUARETRY_API void luaretry_call_observe(luaretry_call *c, luaretry_observer_fn fn, void *ud);
 
 /* Any thread, or a signal handler: a wait in progress returns at once,
  * and the call stops with reason CANCELLED at its next report. */
-void luaretry_call_cancel(luaretry_call *c);
-int luaretry_call_cancelled(const luaretry_call *c);
+LUARETRY_API void luaretry_call_cancel(luaretry_call *c);
+LUARETRY_API int luaretry_call_cancelled(const luaretry_call *c);
 
 /* Blocking call: runs `op` for each attempt, classifies, waits, repeats.
  * `op` fills *out (its buffers must stay valid until op is called again or
@@ -366,16 +470,26 @@ int luaretry_call_cancelled(const luaretry_call *c);
 typedef luaretry_code (*luaretry_operation_fn)(void *ud, luaretry_call *c,
                                                int attempt, double timeout,
                                                luaretry_outcome *out);
-luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
+LUARETRY_API luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
                                 void *ud, luaretry_decision *final);
 
 /* Convenience: the schedule a policy gives when every attempt fails
  * transiently, on the virtual clock.  `attempts` > 0 overrides max_attempts.
  * `each` receives every decision; return nonzero from it to stop early. */
 typedef int (*luaretry_decision_fn)(void *ud, const luaretry_decision *d);
-luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed,
+LUARETRY_API luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed,
                                 long attempts, luaretry_decision_fn each,
                                 void *ud);
+
+/* `count` draws of the policy's backoff for retry n (n = 0 before the
+ * second attempt) from a generator seeded with `seed`, each starting from
+ * `previous` (decorrelated jitter's state; < 0: the policy's initial), into
+ * out[]: the engine's own arithmetic, for tests and documentation.
+ * LUARETRY_E_STATE when the backoff is a script function. */
+LUARETRY_API luaretry_code luaretry_policy_sample_backoff(const luaretry_policy *p,
+                                                          uint64_t n, uint64_t seed,
+                                                          double previous, double *out,
+                                                          size_t count);
 
 #ifdef __cplusplus
 }

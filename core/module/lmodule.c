@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "luaretry.h"
 
 #define POLICY_MT "luaretry.policy"
 #define CALL_MT "luaretry.call"
@@ -185,9 +185,6 @@ static int p_set(lua_State *L) {
   return 1;
 }
 
-static const char *const KIND[] = { "exponential", "constant", "linear", "function" };
-static const char *const JITTER[] = { "none", "additive", "full", "equal", "decorrelated" };
-
 static int p_tuning(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   luaretry_tuning t;
@@ -205,13 +202,13 @@ static int p_tuning(lua_State *L) {
   set_num(L, "instruction_limit", (double)t.instruction_limit);
   set_num(L, "memory_limit", (double)t.memory_limit);
   lua_createtable(L, 0, 8);
-  set_str(L, "kind", KIND[t.kind]);
+  set_str(L, "kind", luaretry_backoff_kind_name(t.kind));
   if (t.kind != LUARETRY_BACKOFF_SCRIPT) {
     set_num(L, "initial", t.initial);
     set_num(L, "multiplier", t.multiplier);
     set_num(L, "max", t.max);
     set_num(L, "step", t.step);
-    set_str(L, "jitter", JITTER[t.jitter]);
+    set_str(L, "jitter", luaretry_jitter_name(t.jitter));
     set_num(L, "jitter_max", t.jitter_max);
     lua_pushboolean(L, t.cap_jitter);
     lua_setfield(L, -2, "cap_jitter");
@@ -311,19 +308,19 @@ static int p_sample(lua_State *L) {
   lua_Integer n = luaL_checkinteger(L, -4);
   lua_Integer count = luaL_optinteger(L, -3, 1);
   uint64_t seed = (uint64_t)luaL_optinteger(L, -2, 1);
-  const lr_backoff *b = &lr_policy_rules(p)->backoff;
-  double previous = luaL_optnumber(L, -1, b->initial);
+  double previous = luaL_optnumber(L, -1, -1);
   luaL_argcheck(L, n >= 0, 2, "n must be 0 or more");
   luaL_argcheck(L, count >= 1 && count <= 10000000, 2, "count out of range");
-  luaL_argcheck(L, b->kind != LUARETRY_BACKOFF_SCRIPT, 1,
-                "the backoff is a script function");
-  lr_rng rng;
-  lr_rng_seed(&rng, seed);
+  luaretry_tuning t;
+  luaretry_policy_tuning(p, &t);
+  luaL_argcheck(L, t.kind != LUARETRY_BACKOFF_SCRIPT, 1, "the backoff is a script function");
+  double *waits = lua_newuserdatauv(L, (size_t)count * sizeof *waits, 0);
+  luaretry_code rc = luaretry_policy_sample_backoff(p, (uint64_t)n, seed, previous, waits,
+                                                    (size_t)count);
+  if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   lua_createtable(L, (int)count, 0);
   for (lua_Integer i = 1; i <= count; i++) {
-    double prev = previous;
-    int capped;
-    lua_pushnumber(L, lr_backoff_wait(b, (uint64_t)n, &prev, &rng, &capped));
+    lua_pushnumber(L, waits[i - 1]);
     lua_rawseti(L, -2, i);
   }
   return 1;
@@ -397,9 +394,11 @@ static int p_classify(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   outcome_buf ob;
   read_outcome(L, 2, &ob);
-  luaretry_call_options opt = { LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME, 1 };
+  luaretry_call_options opt = {
+    .flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED,
+    .seed = 1 };
   luaretry_call *c;
-  luaretry_code rc = lr_call_begin(p, &opt, 1, &c);  /* a probe: counts nowhere */
+  luaretry_code rc = luaretry_call_begin(p, &opt, &c);  /* a probe: counts nowhere */
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   luaretry_decision d;
   rc = luaretry_call_report(c, &ob.o, &d);
@@ -415,7 +414,7 @@ static int p_is_idempotent(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   luaretry_header headers[64];
-  luaretry_request r = { NULL, NULL, headers, 0, NULL, 0 };
+  luaretry_request r = { .headers = headers };
   lua_getfield(L, 2, "method");
   r.method = luaL_optstring(L, -1, "GET");
   lua_getfield(L, 2, "url");
@@ -604,7 +603,8 @@ static void new_class(lua_State *L, const char *name, const luaL_Reg *methods,
   lua_pop(L, 1);
 }
 
-int luaopen_luaretry(lua_State *L) {
+LUARETRY_API int luaopen_luaretry(lua_State *L);
+LUARETRY_API int luaopen_luaretry(lua_State *L) {
   new_class(L, POLICY_MT, policy_methods, p_gc);
   new_class(L, CALL_MT, call_methods, c_gc);
   luaL_newlib(L, functions);

@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "engine.h"
 
 double lr_monotonic_now(void) {
   struct timespec ts;

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <sys/random.h>
 
-#include "internal.h"
+#include "engine.h"
 
 static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 

@@ -4,7 +4,7 @@
  * ever reaches +inf, which the cap turns into `max`. */
 #include <math.h>
 
-#include "internal.h"
+#include "engine.h"
 
 static double power(double base, uint64_t n) {
   double result = 1.0;

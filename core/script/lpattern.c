@@ -15,7 +15,7 @@
 #include <lauxlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "engine/engine.h"
 #include "lpattern.h"
 #include "sandbox.h"
 

@@ -1,6 +1,7 @@
-/* policy.h: what the policy's three files share: policy.c (loading and
- * the public side), validate.c (the fields a script may set and their
- * checks) and judge.c (the calls into the script on each decision). */
+/* policy.h: what the policy's files share: policy.c (loading and the
+ * public side), calls.c (a policy's calls: begin, simulate, requests) and
+ * judge.c (the calls into the script on each decision).  The fields a
+ * script may set are in schema.h. */
 #ifndef LUARETRY_POLICY_H
 #define LUARETRY_POLICY_H
 
@@ -8,55 +9,11 @@
 #include <pthread.h>
 #include <time.h>
 
-#include "internal.h"
+#include "engine/engine.h"
 #include "sandbox.h"
+#include "schema.h"
 
-#define DEFAULT_MEMORY_LIMIT ((size_t)8 << 20)
-#define DEFAULT_INSTRUCTION_LIMIT 5000000L
-#define DEFAULT_BODY_LIMIT ((size_t)64 << 10)
-#define DEFAULT_MAX_RETRY_AFTER 300.0
-#define MAX_WARNINGS 64
 #define MAX_OVERRIDES 64
-
-/* ---- the fields a script may set */
-
-enum kind {
-  K_STRING, K_COUNT, K_SECONDS, K_SECONDS0, K_BOOL, K_BYTES, K_FUNCTION,
-  K_BACKOFF, K_KIND, K_JITTER, K_MULTIPLIER, K_GUARD, K_HOST, K_OPTIONS,
-  K_TOKENS
-};
-
-enum {
-  F_NAME, F_MAX_ATTEMPTS, F_DEADLINE, F_ATTEMPT_TIMEOUT, F_RETRY_AFTER,
-  F_MAX_RETRY_AFTER, F_BODY_LIMIT, F_BACKOFF, F_IS_TRANSIENT, F_IS_SUCCESS,
-  F_IS_IDEMPOTENT, F_PREPARE, F_ON_RETRY, F_RUN, F_BUDGET, F_BREAKER, F_OPTIONS,
-  F_ON_BREAKER,
-  F_INSTRUCTION_LIMIT, F_MEMORY_LIMIT,
-  F_B_KIND, F_B_INITIAL, F_B_MULTIPLIER, F_B_MAX, F_B_STEP, F_B_JITTER,
-  F_B_JITTER_MAX, F_B_CAP_JITTER,
-  F_G_MAX_TOKENS, F_G_TOKEN_RATIO,
-  F_K_FAILURES, F_K_OPEN_SECONDS, F_K_PROBES,
-  F_COUNT
-};
-/* Fields from here on are those of a table field: "backoff.kind" ... */
-#define F_FIRST_SUB F_B_KIND
-#define F_FIRST_BACKOFF F_B_KIND
-#define F_LAST_BACKOFF F_B_CAP_JITTER
-
-typedef struct { const char *name; enum kind kind; } lr_field_spec;
-extern const lr_field_spec lr_fields[F_COUNT];
-
-/* What the script (or an override) said of a field, before validation. */
-typedef struct {
-  int type;          /* a LUA_T* constant; LUA_TNIL when unset */
-  double num;
-  int boolean;
-  char str[64];
-  int line;          /* 0 when unknown */
-  int from_set;      /* came from luaretry_policy_set */
-} lr_field;
-
-typedef struct { char name[48]; char value[64]; } lr_override;
 
 /* One Lua state running the script: what a call needs to consult it.  A
  * policy keeps a pool of them; each call checks one out at begin and gives
@@ -129,14 +86,8 @@ struct luaretry_policy {
   char errmsg[4096];
 };
 
-/* validate.c */
-void lr_add_warning(char **list, size_t *count, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-void lr_free_warnings(char **list, size_t *count);
-const char *lr_closest_field(const char *name, const char *prefix);
-int lr_field_index(const char *name);
-/* Validates the script's fields plus overrides; on success installs rules,
- * tuning and warnings into p.  0, or -1 with p->errmsg set. */
+/* policy.c: validates the script's fields plus the overrides; on success
+ * installs rules, tuning and warnings into p.  0, or -1 with p->errmsg. */
 int lr_compose(luaretry_policy *p, const lr_field *script_fields, const char *chunk,
                char **load_warnings, size_t load_count);
 
@@ -155,5 +106,18 @@ luaretry_code lr_script_is_idempotent(lr_script *s, const luaretry_request *r,
                                       int *idempotent);
 luaretry_code lr_script_prepare(lr_script *s, const luaretry_request *in, int attempt,
                                 luaretry_request *out);
+
+/* policy.c, for calls.c: the policy's judge for one call (a Lua state of
+ * its own, given back by the judge's release) and the rules of the same
+ * load; its shared guards. */
+luaretry_code lr_policy_checkout(luaretry_policy *p, lr_judge *j, lr_rules *r);
+lr_shared *lr_policy_shared(luaretry_policy *p);
+
+/* policy.c, for workflow.c: the policy's main state, its run() function
+ * (0: none) and its message buffer. */
+int lr_policy_loaded(const luaretry_policy *p);
+lr_sandbox *lr_policy_sandbox(luaretry_policy *p);
+int lr_policy_run_ref(const luaretry_policy *p);
+char *lr_policy_errbuf(luaretry_policy *p, size_t *size);
 
 #endif

@@ -16,6 +16,9 @@ int cli_usage(const char *fmt, const char *arg);
 /* Loads POLICY with NAME=VALUE overrides; NULL after printing why. */
 luaretry_policy *cli_load_policy(const char *path, char **sets, int nsets, int warn);
 int cli_exit_status(luaretry_reason r);
+/* A library message with "--set " before each line about one of the
+ * NAME=VALUE sets (the library speaks of the field only); malloc'ed. */
+char *cli_policy_message(const char *msg, char **sets, int nsets);
 void cli_json_string(FILE *f, const char *s);
 /* One JSON log line; status < 0 prints null. */
 void cli_json_decision(FILE *f, const luaretry_decision *d, int status,

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "engine/engine.h"
 #include "lpattern.h"
 #include "sandbox.h"
 
@@ -22,10 +22,6 @@
 #endif
 
 #define HOOK_STEP 1000  /* instructions between two looks at the budget */
-
-lr_sandbox *lr_sandbox_of(lua_State *L) {
-  return *(lr_sandbox **)lua_getextraspace(L);
-}
 
 /* Where the script is: the innermost Lua function with a line. */
 static void note_where(lr_sandbox *sb) {

@@ -1060,9 +1060,11 @@ static int run_cmd(int argc, char **argv, char **words) {
     if (a.url) {
       luaretry_header headers[128];
       for (int i = 0; i < a.nheaders; i++) split_header(a.headers[i], &headers[i]);
-      luaretry_request req = { a.method ? a.method : (a.data ? "POST" : "GET"), a.url,
-                               headers, (size_t)a.nheaders, a.data ? up.data : NULL, up.len };
-      luaretry_curl_options co = { output_write, &out };
+      luaretry_request req = { .method = a.method ? a.method : (a.data ? "POST" : "GET"),
+                               .url = a.url, .headers = headers,
+                               .header_count = (size_t)a.nheaders,
+                               .body = a.data ? up.data : NULL, .body_len = up.len };
+      luaretry_curl_options co = { .sink = output_write, .sink_ud = &out };
       CURL *h = curl_easy_init();
       rc = h ? luaretry_curl_perform(p, c, h, &req, &co, &final) : LUARETRY_E_NOMEM;
       curl_easy_cleanup(h);

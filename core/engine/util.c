@@ -1,0 +1,22 @@
+/* util.c: bounded string copies and formatting that every layer uses.
+ * Messages are cut, never overflowed, and always terminated. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine.h"
+
+void lr_strlcpy(char *dst, const char *src, size_t size) {
+  if (size == 0) return;
+  size_t n = strlen(src);
+  if (n >= size) n = size - 1;
+  memcpy(dst, src, n);
+  dst[n] = '\0';
+}
+
+void lr_fmt(char *dst, size_t size, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(dst, size, fmt, ap);
+  va_end(ap);
+}

@@ -1,0 +1,70 @@
+/* transport.c: a transport for workflows (luaretry_policy_run_workflow):
+ * each http.* request of the script is one attempt on the host's handle,
+ * with no retry of its own. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "http.h"
+
+struct luaretry_curl_transport {
+  CURL *h;
+  luaretry_call *c;
+  CURLM *m;
+  transfer t;
+};
+
+luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c,
+                                          luaretry_curl_transport **out) {
+  if (!h || !out) return LUARETRY_E_ARG;
+  luaretry_curl_transport *tr = calloc(1, sizeof *tr);
+  if (!tr) return LUARETRY_E_NOMEM;
+  tr->m = curl_multi_init();
+  if (!tr->m) {
+    free(tr);
+    return LUARETRY_E_NOMEM;
+  }
+  tr->h = h;
+  tr->c = c;
+  *out = tr;
+  return LUARETRY_OK;
+}
+
+void luaretry_curl_transport_free(luaretry_curl_transport *tr) {
+  if (!tr) return;
+  free(tr->t.body.data);
+  free(tr->t.header_text.data);
+  curl_multi_cleanup(tr->m);
+  free(tr);
+}
+
+luaretry_code luaretry_curl_transport_perform(void *ud, const luaretry_request *req,
+                                              double timeout, luaretry_response *resp) {
+  luaretry_curl_transport *tr = ud;
+  if (!tr || !req || !req->url || !resp) return LUARETRY_E_ARG;
+  if (tr->c && luaretry_call_cancelled(tr->c)) return LUARETRY_E_CANCELLED;
+  int failed = 0;
+  struct curl_slist *headers = lr_curl_header_list(req, &failed);
+  if (failed) {
+    curl_slist_free_all(headers);
+    return LUARETRY_E_NOMEM;
+  }
+  transfer *t = &tr->t;
+  t->body.len = t->header_text.len = 0;
+  t->body.failed = t->header_text.failed = 0;
+  lr_curl_configure(tr->h, req, t, headers, timeout);
+  CURLcode res = lr_curl_transfer_once(tr->m, tr->h, tr->c);
+  curl_easy_setopt(tr->h, CURLOPT_HTTPHEADER, NULL);
+  curl_slist_free_all(headers);
+  if (t->body.failed || t->header_text.failed) return LUARETRY_E_NOMEM;
+  if (res == CURLE_ABORTED_BY_CALLBACK) return LUARETRY_E_CANCELLED;
+  lr_curl_index_headers(t);
+  long status = 0;
+  if (res == CURLE_OK) curl_easy_getinfo(tr->h, CURLINFO_RESPONSE_CODE, &status);
+  resp->status = (int)status;
+  resp->error = luaretry_curl_error_name(res);
+  resp->body = t->body.data ? t->body.data : "";
+  resp->body_len = t->body.len;
+  resp->headers = t->headers;
+  resp->header_count = t->header_count;
+  return LUARETRY_OK;
+}

@@ -1,0 +1,536 @@
+/* schema.c: the table of fields (schema.h) and everything read from it:
+ * type and range checks with the file and line of each mistake (all of a
+ * file's at once), overrides, the effective tuning and its rules, values
+ * spelled for luaretry_policy_get, and the public field list. */
+#include <lua.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "schema.h"
+
+#define LR_FIELD_ROW(id, name, type, lo, hi, flags, def, tuning, doc) \
+  [F_##id] = { name, type, lo, hi, flags, def, tuning, doc },
+const lr_field_spec lr_fields[F_COUNT] = { LR_FIELDS(LR_FIELD_ROW) };
+#undef LR_FIELD_ROW
+
+/* ---- names */
+
+int lr_field_index(const char *name) {
+  for (int i = 0; i < F_COUNT; i++)
+    if (strcmp(lr_fields[i].name, name) == 0) return i;
+  return -1;
+}
+
+int lr_field_in(int i, int parent) {
+  const char *p = lr_fields[parent].name;
+  size_t n = strlen(p);
+  return strncmp(lr_fields[i].name, p, n) == 0 && lr_fields[i].name[n] == '.';
+}
+
+static size_t edit_distance(const char *a, const char *b) {
+  size_t la = strlen(a), lb = strlen(b), row[64];
+  if (la >= 63 || lb >= 63) return 99;
+  for (size_t j = 0; j <= lb; j++) row[j] = j;
+  for (size_t i = 1; i <= la; i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= lb; j++) {
+      size_t up = row[j];
+      size_t best = diag + (a[i - 1] != b[j - 1]);
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      if (up + 1 < best) best = up + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[lb];
+}
+
+const char *lr_closest_field(const char *name, const char *prefix) {
+  const char *best = NULL;
+  size_t best_d = 3;
+  size_t plen = strlen(prefix);
+  for (int i = 0; i < F_COUNT; i++) {
+    const char *f = lr_fields[i].name;
+    if (strncmp(f, prefix, plen) != 0 || (!plen && strchr(f, '.'))) continue;
+    size_t d = edit_distance(name, f + plen);
+    if (d < best_d && d * 3 <= strlen(f + plen) + 1) best = f, best_d = d;
+  }
+  return best;
+}
+
+void lr_unknown_field(char *buf, size_t size, const char *name) {
+  char prefix[32] = "";
+  const char *dot = strchr(name, '.');
+  if (dot && (size_t)(dot - name) < sizeof prefix - 1) {
+    memcpy(prefix, name, (size_t)(dot - name) + 1);
+    prefix[dot - name + 1] = '\0';
+  }
+  const char *near = lr_closest_field(dot ? dot + 1 : name, prefix);
+  lr_fmt(buf, size, "%s: unknown name%s%s%s", name, near ? ", did you mean " : "",
+         near ? near : "", near ? "?" : "");
+}
+
+/* ---- messages */
+
+void lr_add_warning(char **list, size_t *count, const char *fmt, ...) {
+  if (*count >= MAX_WARNINGS) return;
+  char buf[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  char *copy = strdup(buf);
+  if (copy) list[(*count)++] = copy;
+}
+
+void lr_free_warnings(char **list, size_t *count) {
+  for (size_t i = 0; i < *count; i++) free(list[i]);
+  *count = 0;
+}
+
+static void add_error(char *buf, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void add_error(char *buf, size_t size, const char *fmt, ...) {
+  size_t len = strlen(buf);
+  if (len + 2 >= size) return;
+  if (len) buf[len++] = '\n', buf[len] = '\0';
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf + len, size - len, fmt, ap);
+  va_end(ap);
+}
+
+static const char *lua_type_name(int t) {
+  switch (t) {
+  case LUA_TNIL: return "nil";
+  case LUA_TNUMBER: return "number";
+  case LUA_TBOOLEAN: return "boolean";
+  case LUA_TSTRING: return "string";
+  case LUA_TTABLE: return "table";
+  case LUA_TFUNCTION: return "function";
+  default: return "value of another type";
+  }
+}
+
+static void describe(const lr_field *f, char *buf, size_t size) {
+  if (f->type == LUA_TNUMBER) lr_fmt(buf, size, "%g", f->num);
+  else if (f->type == LUA_TSTRING) lr_fmt(buf, size, "\"%s\"", f->str);
+  else if (f->type == LUA_TBOOLEAN) lr_fmt(buf, size, "%s", f->boolean ? "true" : "false");
+  else lr_fmt(buf, size, "a %s", lua_type_name(f->type));
+}
+
+static void shortest(char *buf, size_t size, double v);
+
+/* "a whole number from 1 to 1000000000", "a finite number of seconds above 0"... */
+static void expectation(const lr_field_spec *s, char *buf, size_t size) {
+  int whole = s->type == T_COUNT || s->type == T_BYTES;
+  const char *unit = s->type == T_SECONDS ? " of seconds" : s->type == T_BYTES ? " of bytes" : "";
+  const char *what = whole ? "a whole number" : isinf(s->hi) ? "a finite number" : "a number";
+  char lo[32], hi[32];
+  shortest(lo, sizeof lo, s->lo);
+  shortest(hi, sizeof hi, s->hi);
+  if (isinf(s->hi) && (s->flags & OPEN)) lr_fmt(buf, size, "%s%s above %s", what, unit, lo);
+  else if (isinf(s->hi)) lr_fmt(buf, size, "%s%s, %s or more", what, unit, lo);
+  else if (s->flags & OPEN) lr_fmt(buf, size, "%s%s above %s and at most %s", what, unit, lo, hi);
+  else lr_fmt(buf, size, "%s%s from %s to %s", what, unit, lo, hi);
+}
+
+static const char *enum_name(lr_type type, int v) {
+  return type == T_KIND ? luaretry_backoff_kind_name((luaretry_backoff_kind)v)
+                        : luaretry_jitter_name((luaretry_jitter)v);
+}
+
+/* The value of an enum field's name; -1 when none has it. */
+static int enum_value(lr_type type, const char *s) {
+  int last = type == T_KIND ? LUARETRY_BACKOFF_LINEAR : LUARETRY_JITTER_DECORRELATED;
+  for (int v = 0; v <= last; v++)
+    if (strcmp(enum_name(type, v), s) == 0) return v;
+  return -1;
+}
+
+/* "\"a\", \"b\" or \"c\"" */
+static void enum_choices(lr_type type, char *buf, size_t size) {
+  int last = type == T_KIND ? LUARETRY_BACKOFF_LINEAR : LUARETRY_JITTER_DECORRELATED;
+  buf[0] = '\0';
+  for (int v = 0; v <= last; v++) {
+    size_t len = strlen(buf);
+    lr_fmt(buf + len, size - len, "%s\"%s\"", v == 0 ? "" : v == last ? " or " : ", ",
+           enum_name(type, v));
+  }
+}
+
+/* ---- validation */
+
+typedef struct {
+  const char *chunk;
+  lr_field *fields;
+  char *errors;
+  size_t errors_size;
+  char **warnings;
+  size_t *warning_count;
+} lr_check;
+
+/* An override speaks of its field alone; the host names the switch. */
+static void where(const lr_check *ck, int i, char *buf, size_t size) {
+  const lr_field *f = &ck->fields[i];
+  if (f->from_set) lr_fmt(buf, size, "%s", lr_fields[i].name);
+  else if (f->line) lr_fmt(buf, size, "%s:%d: %s", ck->chunk, f->line, lr_fields[i].name);
+  else lr_fmt(buf, size, "%s: %s", ck->chunk, lr_fields[i].name);
+}
+
+static void bad(lr_check *ck, int i, const char *expected) {
+  char w[1200], got[96];
+  where(ck, i, w, sizeof w);
+  describe(&ck->fields[i], got, sizeof got);
+  add_error(ck->errors, ck->errors_size, "%s: expected %s, got %s", w, expected, got);
+}
+
+static void warn_at(lr_check *ck, int i, const char *what) {
+  char w[1200];
+  where(ck, i, w, sizeof w);
+  lr_add_warning(ck->warnings, ck->warning_count, "%s: %s", w, what);
+}
+
+static int number_ok(const lr_field_spec *s, double v) {
+  if (!isfinite(v) || v < s->lo || v > s->hi) return 0;
+  if ((s->flags & OPEN) && v == s->lo) return 0;
+  return !(s->type == T_COUNT || s->type == T_BYTES) || v == floor(v);
+}
+
+/* Checks field i against its row; 1 when set and valid, 0 when unset,
+ * -1 when invalid (reported). */
+static int check_field(lr_check *ck, int i) {
+  const lr_field_spec *s = &lr_fields[i];
+  lr_field *f = &ck->fields[i];
+  if (f->type == LUA_TNIL) return 0;
+  char expected[160];
+  if (s->flags & HOST) {
+    char w[1200];
+    where(ck, i, w, sizeof w);
+    add_error(ck->errors, ck->errors_size, "%s: a sandbox limit is set by the host "
+              "(luaretry_policy_set, --set), not by the script", w);
+    return -1;
+  }
+  switch (s->type) {
+  case T_STRING:
+    if (f->type == LUA_TSTRING) return 1;
+    bad(ck, i, "a string");
+    return -1;
+  case T_COUNT: case T_BYTES: case T_SECONDS: case T_NUMBER:
+    if (f->type == LUA_TNUMBER && number_ok(s, f->num)) return 1;
+    expectation(s, expected, sizeof expected);
+    bad(ck, i, expected);
+    return -1;
+  case T_BOOL:
+    if (f->type == LUA_TBOOLEAN) return 1;
+    bad(ck, i, "true or false");
+    return -1;
+  case T_KIND: case T_JITTER:
+    if (f->type == LUA_TSTRING && enum_value(s->type, f->str) >= 0) return 1;
+    enum_choices(s->type, expected, sizeof expected);
+    bad(ck, i, expected);
+    return -1;
+  case T_FUNCTION:
+    if (f->type == LUA_TFUNCTION) return 1;
+    bad(ck, i, "a function");
+    return -1;
+  case T_BACKOFF:
+    if (f->type == LUA_TTABLE || f->type == LUA_TFUNCTION) return 1;
+    bad(ck, i, "a table or a function backoff(n, previous)");
+    return -1;
+  case T_TABLE:
+    if (f->type == LUA_TTABLE) return 1;
+    bad(ck, i, i == F_BUDGET ? "a table {max_tokens =, token_ratio =}"
+             : i == F_BREAKER ? "a table {failures =, open_seconds =, probes =}"
+             : "a table of the script's own settings");
+    return -1;
+  }
+  return -1;
+}
+
+/* Stores field i (its valid value, else its default) into the tuning. */
+static void store(luaretry_tuning *t, int i, const lr_field *f, int ok) {
+  const lr_field_spec *s = &lr_fields[i];
+  if (s->tuning == NOTUNE) return;
+  char *at = (char *)t + s->tuning;
+  double v = ok > 0 ? f->num : isnan(s->def) ? 0 : s->def;
+  switch (s->type) {
+  case T_COUNT: *(long *)at = (long)v; break;
+  case T_BYTES: *(size_t *)at = (size_t)v; break;
+  case T_SECONDS: case T_NUMBER: *(double *)at = v; break;
+  case T_BOOL: *(int *)at = ok > 0 ? f->boolean : (int)v; break;
+  case T_KIND:
+    *(luaretry_backoff_kind *)at = ok > 0 ? enum_value(T_KIND, f->str) : (int)v;
+    break;
+  case T_JITTER: *(luaretry_jitter *)at = ok > 0 ? enum_value(T_JITTER, f->str) : (int)v; break;
+  default: break;
+  }
+}
+
+/* Whether the script declares table `parent` or an override sets one of
+ * its fields: that turns a guard on. */
+static int declared(const lr_field *f, const int *ok, int parent) {
+  if (f[parent].type == LUA_TTABLE) return 1;
+  for (int i = 0; i < F_COUNT; i++)
+    if (lr_field_in(i, parent) && ok[i] > 0) return 1;
+  return 0;
+}
+
+/* A backoff function replaces the table: its fields cannot be set. */
+static void script_backoff(lr_check *ck, luaretry_tuning *t) {
+  for (int i = 0; i < F_COUNT; i++) {
+    if (!lr_field_in(i, F_BACKOFF) || ck->fields[i].type == LUA_TNIL) continue;
+    char w[1200];
+    where(ck, i, w, sizeof w);
+    add_error(ck->errors, ck->errors_size,
+              "%s: backoff is a function in this script; its fields cannot be set", w);
+  }
+  t->kind = LUARETRY_BACKOFF_SCRIPT;
+  t->initial = t->multiplier = t->max = t->step = t->jitter_max = 0;
+  t->jitter = LUARETRY_JITTER_NONE;
+  t->cap_jitter = 0;
+}
+
+/* The rules between backoff fields, and what has no effect. */
+static void check_backoff(lr_check *ck, const int *ok, luaretry_tuning *t) {
+  lr_field *f = ck->fields;
+  if (ok[F_B_MAX] <= 0) t->max = t->initial > 32 ? t->initial : 32;
+  if (ok[F_B_STEP] <= 0) t->step = t->initial;
+  if (ok[F_B_MAX] > 0 && ok[F_B_INITIAL] >= 0 && t->max < t->initial) {
+    char w[1200];
+    where(ck, F_B_MAX, w, sizeof w);
+    add_error(ck->errors, ck->errors_size, "%s: %g is below backoff.initial (%g)", w,
+              t->max, t->initial);
+  }
+  if (t->kind == LUARETRY_BACKOFF_EXPONENTIAL && t->multiplier < 1 && ok[F_B_MULTIPLIER] > 0) {
+    warn_at(ck, F_B_MULTIPLIER, "below 1 would shrink the waits; clamped to 1 "
+            "(a backoff function can return any schedule)");
+    t->multiplier = 1;
+  }
+  if (t->jitter == LUARETRY_JITTER_DECORRELATED && t->initial <= 0)
+    add_error(ck->errors, ck->errors_size,
+              "%s: backoff.initial: decorrelated jitter needs initial above 0", ck->chunk);
+  /* "no effect" is news only when the script itself says both; an
+   * override that changes kind or jitter means it. */
+  int kind_set = f[F_B_KIND].from_set, jitter_set = f[F_B_JITTER].from_set;
+  if (ok[F_B_MULTIPLIER] > 0 && t->kind != LUARETRY_BACKOFF_EXPONENTIAL && !kind_set)
+    warn_at(ck, F_B_MULTIPLIER, "has no effect unless kind is \"exponential\"");
+  if (ok[F_B_STEP] > 0 && t->kind != LUARETRY_BACKOFF_LINEAR && !kind_set)
+    warn_at(ck, F_B_STEP, "has no effect unless kind is \"linear\"");
+  /* jitter_max also spreads a server's Retry-After, for every kind but none */
+  if (ok[F_B_JITTER_MAX] > 0 && t->jitter == LUARETRY_JITTER_NONE && !jitter_set)
+    warn_at(ck, F_B_JITTER_MAX, "has no effect when jitter is \"none\"");
+  if (ok[F_B_CAP_JITTER] > 0 && t->jitter != LUARETRY_JITTER_ADDITIVE && !jitter_set)
+    warn_at(ck, F_B_CAP_JITTER, "has no effect unless jitter is \"additive\"");
+}
+
+/* Validates the fields into the tuning; 0 when valid. */
+static int validate(lr_check *ck, luaretry_tuning *t) {
+  lr_field *f = ck->fields;
+  int ok[F_COUNT];
+  for (int i = 0; i < F_COUNT; i++) {
+    ok[i] = check_field(ck, i);
+    store(t, i, &f[i], ok[i]);
+  }
+  if (ok[F_MAX_ATTEMPTS] == 0 && ok[F_DEADLINE] == 0)
+    add_error(ck->errors, ck->errors_size,
+              "%s: neither max_attempts nor deadline is set: the policy could "
+              "retry forever", ck->chunk);
+  if (f[F_BACKOFF].type == LUA_TFUNCTION) script_backoff(ck, t);
+  else check_backoff(ck, ok, t);
+  t->budget = declared(f, ok, F_BUDGET);
+  t->breaker = declared(f, ok, F_BREAKER);
+  return ck->errors[0] != '\0';
+}
+
+static void rules_of(const luaretry_tuning *t, lr_rules *r) {
+  memset(r, 0, sizeof *r);
+  r->max_attempts = t->max_attempts;
+  r->deadline = t->deadline;
+  r->attempt_timeout = t->attempt_timeout;
+  r->retry_after = t->retry_after;
+  r->max_retry_after = t->max_retry_after;
+  lr_backoff *b = &r->backoff;
+  b->kind = t->kind;
+  b->initial = t->initial;
+  b->multiplier = t->multiplier;
+  b->max = t->max;
+  b->step = t->step;
+  b->jitter = t->jitter;
+  b->jitter_max = t->jitter_max;
+  b->cap_jitter = t->cap_jitter;
+  lr_backoff_prepare(b);
+  lr_guards *g = &r->guards;
+  g->budget = t->budget;
+  g->max_tokens = t->max_tokens;
+  g->token_ratio = t->token_ratio;
+  g->breaker = t->breaker;
+  g->failures = (int)t->failures;
+  g->open_seconds = t->open_seconds;
+  g->probes = (int)t->probes;
+}
+
+/* Reads an override's text as the value a script could have given. */
+static void parse_override(const lr_override *o, int i, lr_field *f) {
+  memset(f, 0, sizeof *f);
+  f->from_set = 1;
+  const char *v = o->value;
+  lr_type type = lr_fields[i].type;
+  char *end;
+  /* "none" unsets a value, except where it is a value: jitter = "none" */
+  if (type != T_JITTER && (strcmp(v, "none") == 0 || strcmp(v, "nil") == 0)) {
+    f->type = LUA_TNIL;
+  } else if (type == T_BOOL && (strcmp(v, "true") == 0 || strcmp(v, "false") == 0)) {
+    f->type = LUA_TBOOLEAN;
+    f->boolean = v[0] == 't';
+  } else if (type != T_STRING && type != T_KIND && type != T_JITTER &&
+             (f->num = strtod(v, &end), end != v && *end == '\0')) {
+    f->type = LUA_TNUMBER;
+  } else {
+    f->type = LUA_TSTRING;
+    lr_strlcpy(f->str, v, sizeof f->str);
+  }
+}
+
+int lr_schema_apply(const lr_field *script_fields, const lr_override *overrides,
+                    size_t override_count, const char *chunk, luaretry_tuning *t,
+                    lr_rules *r, char **warnings, size_t *warning_count, char *errors,
+                    size_t errors_size) {
+  lr_field fields[F_COUNT];
+  memcpy(fields, script_fields, sizeof fields);
+  errors[0] = '\0';
+  for (size_t k = 0; k < override_count; k++) {
+    int i = lr_field_index(overrides[k].name);
+    if (i < 0) continue;  /* options.NAME: applied in the script's state */
+    lr_type type = lr_fields[i].type;
+    if (type == T_FUNCTION || type == T_TABLE || type == T_BACKOFF) {
+      add_error(errors, errors_size, "%s: functions and tables can only be set "
+                "in the script", overrides[k].name);
+      return -1;
+    }
+    parse_override(&overrides[k], i, &fields[i]);
+  }
+  memset(t, 0, sizeof *t);
+  lr_check ck = { chunk, fields, errors, errors_size, warnings, warning_count };
+  if (validate(&ck, t) != 0) return -1;
+  rules_of(t, r);
+  return 0;
+}
+
+/* ---- values as luaretry_policy_set() spells them */
+
+/* The shortest text that reads back as v: "300", "0.1", "1e+300". */
+static void shortest(char *buf, size_t size, double v) {
+  if (v == floor(v) && fabs(v) < 1e16) {
+    lr_fmt(buf, size, "%.0f", v);
+    return;
+  }
+  for (int prec = 1; prec <= 17; prec++) {
+    lr_fmt(buf, size, "%.*g", prec, v);
+    if (strtod(buf, NULL) == v) return;
+  }
+}
+
+static int guard_off(const luaretry_tuning *t, int i) {
+  return (lr_field_in(i, F_BUDGET) && !t->budget) || (lr_field_in(i, F_BREAKER) && !t->breaker) ||
+         (lr_field_in(i, F_BACKOFF) && t->kind == LUARETRY_BACKOFF_SCRIPT);
+}
+
+void lr_schema_format(const luaretry_tuning *t, int i, char *buf, size_t size) {
+  const lr_field_spec *s = &lr_fields[i];
+  const char *at = (const char *)t + s->tuning;
+  lr_strlcpy(buf, "none", size);
+  if (i == F_NAME && t->name) lr_strlcpy(buf, t->name, size);
+  if (s->tuning == NOTUNE || guard_off(t, i)) return;
+  switch (s->type) {
+  case T_COUNT:
+    if (*(const long *)at || !(s->flags & OPT)) lr_fmt(buf, size, "%ld", *(const long *)at);
+    break;
+  case T_BYTES: lr_fmt(buf, size, "%zu", *(const size_t *)at); break;
+  case T_SECONDS: case T_NUMBER:
+    if (*(const double *)at || !(s->flags & OPT)) shortest(buf, size, *(const double *)at);
+    break;
+  case T_BOOL: lr_strlcpy(buf, *(const int *)at ? "true" : "false", size); break;
+  case T_KIND: case T_JITTER: lr_strlcpy(buf, enum_name(s->type, *(const int *)at), size); break;
+  default: break;
+  }
+}
+
+int lr_schema_limit(int i, const char *value, double *out, char *err, size_t errlen) {
+  const lr_field_spec *s = &lr_fields[i];
+  char *end;
+  double d = strtod(value, &end);
+  if (end != value && *end == '\0' && number_ok(s, d)) {
+    *out = d;
+    return 0;
+  }
+  char lo[32];
+  shortest(lo, sizeof lo, s->lo);
+  lr_fmt(err, errlen, "%s: expected a whole number of %s, at least %s, got \"%s\"", s->name,
+         s->type == T_BYTES ? "bytes" : "instructions", lo, value);
+  return -1;
+}
+
+/* ---- the public list */
+
+static luaretry_field public_fields[F_COUNT];
+static char public_defaults[F_COUNT][32];
+static char public_values[2][96];
+static pthread_once_t public_once = PTHREAD_ONCE_INIT;
+
+static const char *type_word(lr_type t) {
+  switch (t) {
+  case T_STRING: return "string";
+  case T_COUNT: return "count";
+  case T_BYTES: return "bytes";
+  case T_SECONDS: return "seconds";
+  case T_NUMBER: return "number";
+  case T_BOOL: return "boolean";
+  case T_KIND: case T_JITTER: return "enum";
+  case T_FUNCTION: return "function";
+  case T_TABLE: return "table";
+  case T_BACKOFF: return "backoff";
+  }
+  return NULL;
+}
+
+/* Written once, read-only after: the table is constant, its text too. */
+static void make_public(void) {
+  for (int e = 0; e < 2; e++) {
+    lr_type type = e ? T_JITTER : T_KIND;
+    int last = e ? LUARETRY_JITTER_DECORRELATED : LUARETRY_BACKOFF_LINEAR;
+    for (int v = 0; v <= last; v++) {
+      size_t len = strlen(public_values[e]);
+      lr_fmt(public_values[e] + len, sizeof public_values[e] - len, "%s%s", v ? "|" : "",
+             enum_name(type, v));
+    }
+  }
+  for (int i = 0; i < F_COUNT; i++) {
+    const lr_field_spec *s = &lr_fields[i];
+    luaretry_field *f = &public_fields[i];
+    f->name = s->name;
+    f->type = type_word(s->type);
+    f->values = s->type == T_KIND ? public_values[0] : s->type == T_JITTER ? public_values[1] : NULL;
+    f->doc = s->doc;
+    f->host_only = (s->flags & HOST) != 0;
+    f->settable = s->type != T_FUNCTION && s->type != T_TABLE && s->type != T_BACKOFF;
+    if (isnan(s->def)) continue;
+    if (s->type == T_BOOL) lr_strlcpy(public_defaults[i], s->def ? "true" : "false", 32);
+    else if (s->type == T_KIND || s->type == T_JITTER)
+      lr_strlcpy(public_defaults[i], enum_name(s->type, (int)s->def), 32);
+    else shortest(public_defaults[i], 32, s->def);
+    f->default_value = public_defaults[i];
+  }
+}
+
+size_t luaretry_field_count(void) { return F_COUNT; }
+
+const luaretry_field *luaretry_field_at(size_t i) {
+  if (i >= F_COUNT) return NULL;
+  pthread_once(&public_once, make_public);
+  return &public_fields[i];
+}

@@ -1,0 +1,165 @@
+/* schema.h: the fields a policy script may set, declared once.  One row
+ * (below) gives a field its name, type, range, default, place in
+ * luaretry_tuning and documentation; validation, overrides
+ * (luaretry_policy_set, --set), luaretry_policy_get, the effective tuning,
+ * `luaretry check` and luaretry_field_at() all read the same row.  Adding
+ * a field is one row plus its use. */
+#ifndef LUARETRY_SCHEMA_H
+#define LUARETRY_SCHEMA_H
+
+#include <math.h>
+#include <stddef.h>
+
+#include "engine/engine.h"
+
+typedef enum {
+  T_STRING,
+  T_COUNT,     /* a whole number in [lo, hi]: long */
+  T_BYTES,     /* a whole number of bytes in [lo, hi]: size_t */
+  T_SECONDS,   /* a finite number of seconds: double */
+  T_NUMBER,    /* a finite number: double */
+  T_BOOL,      /* int */
+  T_KIND,      /* luaretry_backoff_kind, by name */
+  T_JITTER,    /* luaretry_jitter, by name */
+  T_FUNCTION,
+  T_TABLE,     /* a table: its fields are the rows named "table.field" */
+  T_BACKOFF    /* a table (backoff.*) or a function backoff(n, previous) */
+} lr_type;
+
+/* Row flags */
+#define OPT 0x1u   /* may be unset ("none"): 0 in the tuning means none */
+#define OPEN 0x2u  /* lo itself is out of range */
+#define HOST 0x4u  /* a sandbox limit: the host sets it, never the script */
+
+#define NODEF NAN  /* no default: unset, or one computed from other fields */
+#define TUNE(member) offsetof(luaretry_tuning, member)
+#define NOTUNE ((size_t)-1)
+
+/* X(ID, name, type, lo, hi, flags, default, tuning member, doc) */
+#define LR_FIELDS(X) \
+  X(NAME, "name", T_STRING, 0, 0, 0, NODEF, NOTUNE, \
+    "the policy's name in logs and metrics (default: the file's name)") \
+  X(MAX_ATTEMPTS, "max_attempts", T_COUNT, 1, 1e9, OPT, NODEF, TUNE(max_attempts), \
+    "attempts in all, the first included") \
+  X(DEADLINE, "deadline", T_SECONDS, 0, INFINITY, OPT | OPEN, NODEF, TUNE(deadline), \
+    "seconds for the whole call, waits included") \
+  X(ATTEMPT_TIMEOUT, "attempt_timeout", T_SECONDS, 0, INFINITY, OPT | OPEN, NODEF, \
+    TUNE(attempt_timeout), "seconds for one attempt, clipped to what is left of deadline") \
+  X(RETRY_AFTER, "retry_after", T_BOOL, 0, 1, 0, 1, TUNE(retry_after), \
+    "wait at least what a Retry-After header asks") \
+  X(MAX_RETRY_AFTER, "max_retry_after", T_SECONDS, 0, INFINITY, 0, 300, \
+    TUNE(max_retry_after), "a longer Retry-After stops the call at once") \
+  X(BODY_LIMIT, "body_limit", T_BYTES, 0, 1073741824, 0, 65536, TUNE(body_limit), \
+    "bytes of a body handed to the script") \
+  X(BACKOFF, "backoff", T_BACKOFF, 0, 0, 0, NODEF, NOTUNE, \
+    "the wait before each retry: a table, or a function backoff(n, previous)") \
+  X(IS_TRANSIENT, "is_transient", T_FUNCTION, 0, 0, 0, NODEF, NOTUNE, \
+    "is_transient(status, body, info): true, false or seconds to wait") \
+  X(IS_SUCCESS, "is_success", T_FUNCTION, 0, 0, 0, NODEF, NOTUNE, \
+    "is_success(status, body, info) (default: 200 to 399, exit status 0)") \
+  X(IS_IDEMPOTENT, "is_idempotent", T_FUNCTION, 0, 0, 0, NODEF, NOTUNE, \
+    "is_idempotent(request): may this request be sent again?") \
+  X(PREPARE, "prepare", T_FUNCTION, 0, 0, 0, NODEF, NOTUNE, \
+    "prepare(request, attempt): change the request before each attempt") \
+  X(ON_RETRY, "on_retry", T_FUNCTION, 0, 0, 0, NODEF, NOTUNE, \
+    "on_retry(info): told before each wait") \
+  X(RUN, "run", T_FUNCTION, 0, 0, 0, NODEF, NOTUNE, \
+    "run(http, args): a workflow retried as a whole") \
+  X(BUDGET, "budget", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
+    "retry throttling shared by the policy's calls (gRPC style)") \
+  X(BREAKER, "breaker", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
+    "a circuit breaker shared by the policy's calls") \
+  X(OPTIONS, "options", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
+    "the script's own settings, overridden by options.NAME") \
+  X(ON_BREAKER, "on_breaker", T_FUNCTION, 0, 0, 0, NODEF, NOTUNE, \
+    "on_breaker(state): told of each change of the breaker") \
+  X(INSTRUCTION_LIMIT, "instruction_limit", T_COUNT, 1000, 1e15, HOST, 5000000, \
+    TUNE(instruction_limit), "instructions per call into the script") \
+  X(MEMORY_LIMIT, "memory_limit", T_BYTES, 65536, 1e15, HOST, 8388608, TUNE(memory_limit), \
+    "bytes of Lua memory per policy") \
+  X(B_KIND, "backoff.kind", T_KIND, 0, 0, 0, LUARETRY_BACKOFF_EXPONENTIAL, TUNE(kind), \
+    "how the raw delay grows: exponential, constant or linear") \
+  X(B_INITIAL, "backoff.initial", T_SECONDS, 0, INFINITY, 0, 1, TUNE(initial), \
+    "the first raw delay, seconds") \
+  X(B_MULTIPLIER, "backoff.multiplier", T_NUMBER, 0, INFINITY, 0, 2, TUNE(multiplier), \
+    "exponential growth per retry (below 1 is clamped to 1)") \
+  X(B_MAX, "backoff.max", T_SECONDS, 0, INFINITY, OPEN, NODEF, TUNE(max), \
+    "the cap, seconds (default 32, or initial when larger)") \
+  X(B_STEP, "backoff.step", T_SECONDS, 0, INFINITY, 0, NODEF, TUNE(step), \
+    "linear growth per retry, seconds (default: initial)") \
+  X(B_JITTER, "backoff.jitter", T_JITTER, 0, 0, 0, LUARETRY_JITTER_ADDITIVE, TUNE(jitter), \
+    "none, additive, full, equal or decorrelated") \
+  X(B_JITTER_MAX, "backoff.jitter_max", T_SECONDS, 0, INFINITY, 0, 1, TUNE(jitter_max), \
+    "additive jitter's range, and the spread over a Retry-After, seconds") \
+  X(B_CAP_JITTER, "backoff.cap_jitter", T_BOOL, 0, 1, 0, 0, TUNE(cap_jitter), \
+    "true: min(d + r, max), to the letter; false: min(d, max) + r") \
+  X(G_MAX_TOKENS, "budget.max_tokens", T_NUMBER, 0, 1000, OPEN, 10, TUNE(max_tokens), \
+    "tokens when full; retries only while more than half are left") \
+  X(G_TOKEN_RATIO, "budget.token_ratio", T_NUMBER, 0, 1000, OPEN, 0.1, TUNE(token_ratio), \
+    "tokens a success gives back (a failure takes 1)") \
+  X(K_FAILURES, "breaker.failures", T_COUNT, 1, 1e9, 0, 5, TUNE(failures), \
+    "transient outcomes in a row that open the circuit") \
+  X(K_OPEN_SECONDS, "breaker.open_seconds", T_SECONDS, 0, INFINITY, OPEN, 30, \
+    TUNE(open_seconds), "seconds the circuit stays open") \
+  X(K_PROBES, "breaker.probes", T_COUNT, 1, 1e9, 0, 1, TUNE(probes), \
+    "calls let through when half-open")
+
+#define LR_FIELD_ID(id, ...) F_##id,
+enum { LR_FIELDS(LR_FIELD_ID) F_COUNT };
+#undef LR_FIELD_ID
+
+typedef struct {
+  const char *name;
+  lr_type type;
+  double lo, hi;
+  unsigned flags;
+  double def;
+  size_t tuning;     /* offset in luaretry_tuning, or NOTUNE */
+  const char *doc;
+} lr_field_spec;
+
+extern const lr_field_spec lr_fields[F_COUNT];
+
+/* What the script (or an override) said of a field, before validation. */
+typedef struct {
+  int type;          /* a LUA_T* constant; LUA_TNIL when unset */
+  double num;
+  int boolean;
+  char str[64];
+  int line;          /* 0 when unknown */
+  int from_set;      /* came from luaretry_policy_set */
+} lr_field;
+
+typedef struct { char name[48]; char value[64]; } lr_override;
+
+#define MAX_WARNINGS 64
+
+/* The field index of "name" or "backoff.initial"; -1 when unknown. */
+int lr_field_index(const char *name);
+/* Whether `name` is a field of the table field `parent` (F_BACKOFF ...). */
+int lr_field_in(int i, int parent);
+/* The known name closest to `name` within `prefix` ("" or "backoff."). */
+const char *lr_closest_field(const char *name, const char *prefix);
+/* "NAME: unknown name, did you mean NEAR?" into buf. */
+void lr_unknown_field(char *buf, size_t size, const char *name);
+
+void lr_add_warning(char **list, size_t *count, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void lr_free_warnings(char **list, size_t *count);
+
+/* Validates the script's fields with the overrides over them.  0 with
+ * *t, *r and the warnings (appended to `warnings`) filled; -1 with every
+ * problem in errors (the warnings too: a typo is often the cause). */
+int lr_schema_apply(const lr_field *script_fields, const lr_override *overrides,
+                    size_t override_count, const char *chunk, luaretry_tuning *t,
+                    lr_rules *r, char **warnings, size_t *warning_count, char *errors,
+                    size_t errors_size);
+
+/* The value of field i in *t, as luaretry_policy_set() spells it. */
+void lr_schema_format(const luaretry_tuning *t, int i, char *buf, size_t size);
+
+/* Parses a host limit's value (instruction_limit, memory_limit) within its
+ * row's range; 0, or -1 with the reason in err. */
+int lr_schema_limit(int i, const char *value, double *out, char *err, size_t errlen);
+
+#endif

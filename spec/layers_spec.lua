@@ -1,0 +1,99 @@
+-- `make check-layers` (spec/tools/check_layers.lua): the tree passes, and a
+-- copy of it broken on purpose fails, naming the file, the line and why.
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
+package.path = here .. "/?.lua;" .. package.path
+local proc = require "support.proc"
+local q = proc.q
+
+local CHECK = proc.root .. "/spec/tools/check_layers.lua"
+
+local function check(core, objects)
+  local out = os.tmpname()
+  local code = proc.sh("lua5.4 " .. q(CHECK) .. " " .. q(core) .. " " ..
+                       table.concat(objects or {}, " ") .. " >" .. q(out) .. " 2>&1")
+  local text = proc.readfile(out)
+  os.remove(out)
+  return code, text
+end
+
+-- A copy of core/ with `text` appended to file `rel` (or a new file).
+local function broken_copy(rel, text)
+  local dir = proc.tmpdir()
+  assert(proc.sh("cp -r " .. q(proc.root .. "/core") .. " " .. q(dir .. "/core")) == 0)
+  local path = dir .. "/core/" .. rel
+  local old = proc.readfile(path) or ""
+  proc.writefile(path, old .. text)
+  local lines = select(2, old:gsub("\n", "")) + 1
+  return dir, dir .. "/core", lines
+end
+
+describe("check-layers", function ()
+  it("passes on the tree as it is", function ()
+    local code, text = check(proc.root .. "/core")
+    assert.are.equal(0, code, text)
+    assert.matches("every include within its layer", text)
+  end)
+
+  local cases = {
+    { "engine/clock.c", "#include <lua.h>\n", "engine may not include Lua's lua.h" },
+    { "engine/call.c", "#include <curl/curl.h>\n", "engine may not include libcurl's curl/curl.h" },
+    { "engine/rng.c", '#include "script/policy.h"\n', "engine may not include script's" },
+    { "http/perform.c", '#include "engine/engine.h"\n', "http may not include engine's" },
+    { "module/lmodule.c", '#include "script/sandbox.h"\n', "module may not include script's" },
+    { "cli/main.c", '#include "engine/engine.h"\n', "cli may not include engine's" },
+    { "cli/run.c", "#include <lauxlib.h>\n", "cli may not include Lua's lauxlib.h" },
+    { "include/luaretry.h", "#include <curl/curl.h>\n", "may not include libcurl's" },
+    { "script/judge.c", '#include "nowhere.h"\n', "is not in the folder nor in include/" },
+  }
+  for _, c in ipairs(cases) do
+    it("fails on " .. c[2]:gsub("\n", "") .. " in " .. c[1], function ()
+      local dir, core, line = broken_copy(c[1], c[2])
+      finally(function () proc.rmtree(dir) end)
+      local code, text = check(core)
+      assert.are.equal(1, code, text)
+      assert.truthy(text:find(("%s:%d: "):format(c[1], line), 1, true), text)
+      assert.truthy(text:find(c[3], 1, true), text)
+    end)
+  end
+
+  it("fails on a loop between two files, and names it", function ()
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    proc.writefile(dir .. "/a.c", "int b(void);\nint a(void) { return b(); }\n")
+    proc.writefile(dir .. "/b.c", "int a(void);\nint b(void) { return a(); }\n")
+    proc.writefile(dir .. "/c.c", "int a(void);\nint c(void) { return a(); }\n")
+    local cc = "cd " .. q(dir) .. " && mkdir -p obj/x && cc -c a.c -o obj/x/a.o && " ..
+               "cc -c b.c -o obj/x/b.o && cc -c c.c -o obj/x/c.o"
+    assert.are.equal(0, proc.sh(cc))
+    local objs = { dir .. "/obj/x/a.o", dir .. "/obj/x/b.o", dir .. "/obj/x/c.o" }
+    local code, text = check(proc.root .. "/core", objs)
+    assert.are.equal(1, code, text)
+    assert.matches("a loop between files: x/a %-> x/b %-> x/a", text)
+    -- without b, the rest has no loop: c -> a is a plain dependency
+    code, text = check(proc.root .. "/core", { objs[1], objs[3] })
+    assert.are.equal(0, code, text)
+  end)
+end)
+
+describe("the shared library", function ()
+  it("exports only luaretry_* symbols, and is named with its full version", function ()
+    local build = proc.bin:match("^(.*)/[^/]*$")
+    local p = assert(io.popen("nm -D --defined-only " .. q(build .. "/libluaretry.so") .. " 2>&1"))
+    local names, others = 0, {}
+    for line in p:lines() do
+      local sym = line:match("%s(%S+)$")
+      names = names + 1
+      if not sym:match("^luaretry_") then others[#others + 1] = sym end
+    end
+    p:close()
+    assert.is_true(names > 40, "nm listed " .. names .. " symbols")
+    assert.are.same({}, others)
+    local h = assert(proc.readfile(proc.root .. "/core/include/luaretry.h"))
+    local v = table.concat({ h:match("LUARETRY_VERSION_MAJOR (%d+)"),
+                             h:match("LUARETRY_VERSION_MINOR (%d+)"),
+                             h:match("LUARETRY_VERSION_PATCH (%d+)") }, ".")
+    assert.truthy(io.open(build .. "/libluaretry.so." .. v), "no libluaretry.so." .. v)
+    local soname = io.popen("objdump -p " .. q(build .. "/libluaretry.so") .. " | grep SONAME"):read("a")
+    assert.matches("libluaretry%.so%." .. h:match("LUARETRY_VERSION_MAJOR (%d+)") .. "\n", soname)
+  end)
+end)
