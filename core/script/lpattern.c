@@ -231,7 +231,10 @@ static const char *close_capture(matcher *m, const char *s, const char *p) {
   return r;
 }
 
-/* The end of a match of pattern p at s, or NULL. */
+/* The end of a match of pattern p at s, or NULL.  Longer than our other
+ * functions on purpose: it is one dispatch over the pattern's items, kept
+ * in the shape of Lua's own lstrlib.c match() so the two can be compared
+ * case by case (spec/pattern_spec.lua does so against stock Lua). */
 static const char *match(matcher *m, const char *s, const char *p) {
   if (m->depth-- == 0) FAIL(m, "pattern too complex");
   CHARGE(m, 1);

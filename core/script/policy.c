@@ -11,262 +11,7 @@
 
 #include "policy.h"
 
-static void script_free(lr_script *s);
 static luaretry_code reload_text(luaretry_policy *p);
-
-/* ---- loading, under protection */
-
-typedef struct {
-  luaretry_policy *p;
-  lr_sandbox *sb;
-  const char *text;        /* the script, as read once */
-  size_t text_len;
-  const char *chunkname;   /* "@path", or the host's name for a string */
-  lr_field fields[F_COUNT];
-  int refs[F_COUNT];
-  char *warnings[MAX_WARNINGS];
-  size_t warning_count;
-  char chunk_src[1024];    /* short_src, for messages */
-  /* "file:line" of each hook: its own file, which a require may make
-   * another than the script's */
-  char rule_is_transient[1100], rule_is_success[1100], rule_backoff[1100],
-      rule_is_idempotent[1100];
-  int ref_info, ref_options;
-  lr_script *script;        /* the instance being made */
-  int syntax_error;
-  int io_error;             /* the file opened but cannot be read */
-} lr_load;
-
-static int track_newindex(lua_State *L) {
-  /* __newindex on the globals while the chunk runs: note each name's line */
-  lua_Debug ar;
-  if (lua_type(L, 2) == LUA_TSTRING && lua_getstack(L, 1, &ar) &&
-      lua_getinfo(L, "l", &ar)) {
-    lua_pushvalue(L, 2);
-    lua_pushinteger(L, ar.currentline);
-    lua_rawset(L, lua_upvalueindex(1));
-  }
-  lua_rawset(L, 1);
-  return 0;
-}
-
-static int line_of(lua_State *L, int lines, const char *name) {
-  int line = 0;
-  if (!lines) return 0;  /* nothing pushed: a returned table has no lines */
-  if (lua_getfield(L, lines, name) == LUA_TNUMBER)
-    line = (int)lua_tointeger(L, -1);
-  lua_pop(L, 1);
-  return line;
-}
-
-/* Reads the value at the top of the stack into f (pops it). */
-static void read_field(lua_State *L, lr_field *f, int line) {
-  f->type = lua_type(L, -1);
-  f->line = line;
-  switch (f->type) {
-  case LUA_TNUMBER: f->num = lua_tonumber(L, -1); break;
-  case LUA_TBOOLEAN: f->boolean = lua_toboolean(L, -1); break;
-  case LUA_TSTRING: lr_strlcpy(f->str, lua_tostring(L, -1), sizeof f->str); break;
-  default: break;
-  }
-  lua_pop(L, 1);
-}
-
-/* Whether `name` is a field: a top-level one when prefix is "", else one
- * of the table field `prefix` ("backoff." ...). */
-static int is_known(const char *name, const char *prefix) {
-  char full[128];
-  lr_fmt(full, sizeof full, "%s%s", prefix, name);
-  int i = lr_field_index(full);
-  return i >= 0 && (*prefix || !strchr(lr_fields[i].name, '.'));
-}
-
-/* Whether field i is a table whose fields are rows of their own. */
-static int has_fields(int i) {
-  for (int j = 0; j < F_COUNT; j++)
-    if (lr_field_in(j, i)) return 1;
-  return 0;
-}
-
-/* Warns of each string key of table `t` that no field has; `baseline`
- * (or 0) holds names the sandbox itself put there. */
-static void unknown_names(lua_State *L, lr_load *ld, int t, int baseline,
-                          int lines, int default_line, const char *prefix) {
-  lua_pushnil(L);
-  while (lua_next(L, t)) {
-    lua_pop(L, 1);
-    if (lua_type(L, -1) != LUA_TSTRING) continue;
-    const char *k = lua_tostring(L, -1);
-    if (is_known(k, prefix)) continue;
-    if (baseline) {
-      lua_pushvalue(L, -1);
-      int base = lua_rawget(L, baseline) != LUA_TNIL;
-      lua_pop(L, 1);
-      if (base) continue;
-    }
-    int line = *prefix ? default_line : line_of(L, lines, k);
-    const char *near = lr_closest_field(k, prefix);
-    char where[1100];
-    if (line) lr_fmt(where, sizeof where, "%s:%d", ld->chunk_src, line);
-    else lr_fmt(where, sizeof where, "%s", ld->chunk_src);
-    lr_add_warning(ld->warnings, &ld->warning_count,
-                "%s: %s%s: unknown name%s%s%s", where, prefix,
-                k, near ? ", did you mean " : "", near ? near : "",
-                near ? "?" : "");
-  }
-}
-
-/* Reads the fields of the table field `parent` (at index t). */
-static void read_table_fields(lua_State *L, lr_load *ld, int parent, int t, int line) {
-  char prefix[32];
-  lr_fmt(prefix, sizeof prefix, "%s.", lr_fields[parent].name);
-  size_t plen = strlen(prefix);
-  for (int j = 0; j < F_COUNT; j++) {
-    if (!lr_field_in(j, parent)) continue;
-    lua_pushstring(L, lr_fields[j].name + plen);
-    lua_rawget(L, t);
-    read_field(L, &ld->fields[j], line);
-  }
-  unknown_names(L, ld, t, 0, 0, line, prefix);
-}
-
-static void function_rule(lua_State *L, int idx, char *rule, size_t size) {
-  lua_Debug ar;
-  lua_pushvalue(L, idx);
-  lua_getinfo(L, ">S", &ar);
-  lr_fmt(rule, size, "%s:%d", ar.short_src, ar.linedefined);
-}
-
-
-/* options[name] = value, typed by the script's default; raises on an
- * unknown option or a value of the wrong type. */
-static void set_option(lua_State *L, int opts, const char *name, const char *value) {
-  int t = lua_getfield(L, opts, name);
-  lua_pop(L, 1);
-  if (t == LUA_TBOOLEAN && (strcmp(value, "true") == 0 || strcmp(value, "false") == 0)) {
-    lua_pushboolean(L, value[0] == 't');
-  } else if (t == LUA_TNUMBER) {
-    char *end;
-    double d = strtod(value, &end);
-    if (end == value || *end || !isfinite(d))
-      luaL_error(L, "options.%s: expected a number, got \"%s\"", name, value);
-    lua_pushnumber(L, d);
-  } else if (t == LUA_TSTRING) {
-    lua_pushstring(L, value);
-  } else if (t == LUA_TBOOLEAN) {
-    luaL_error(L, "options.%s: expected true or false, got \"%s\"", name, value);
-  } else {
-    /* name the options there are, so a typo is easy to see */
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    lua_pushnil(L);
-    while (lua_next(L, opts)) {
-      lua_pop(L, 1);
-      if (lua_type(L, -1) != LUA_TSTRING) continue;
-      if (luaL_bufflen(&b)) luaL_addstring(&b, ", ");
-      lua_pushvalue(L, -1);
-      luaL_addvalue(&b);
-    }
-    luaL_pushresult(&b);
-    luaL_error(L, "options.%s: %s (the script's options: %s)", name,
-               t == LUA_TNIL ? "unknown option" : "only booleans, numbers and strings can be set",
-               lua_tostring(L, -1));
-  }
-  lua_setfield(L, opts, name);
-}
-
-
-static int load_protected(lua_State *L) {
-  lr_load *ld = lua_touserdata(L, 1);
-  lua_settop(L, 0);
-  /* 1: baseline names, 2: lines */
-  lua_newtable(L);
-  lua_pushglobaltable(L);
-  lua_pushnil(L);
-  while (lua_next(L, 2)) {
-    lua_pop(L, 1);
-    lua_pushvalue(L, -1);
-    lua_pushboolean(L, 1);
-    lua_rawset(L, 1);
-  }
-  lua_pop(L, 1);
-  lua_newtable(L);
-  lua_pushglobaltable(L);                  /* 3 */
-  lua_newtable(L);                         /* the tracker metatable */
-  lua_pushvalue(L, 2);
-  lua_pushcclosure(L, track_newindex, 1);
-  lua_setfield(L, -2, "__newindex");
-  lua_pushvalue(L, -1);
-  int tracker = lua_gettop(L);
-  lua_setmetatable(L, 3);
-
-  int status = luaL_loadbufferx(L, ld->text, ld->text_len, ld->chunkname, "t");
-  if (status != LUA_OK) {
-    ld->syntax_error = status == LUA_ERRSYNTAX;
-    ld->io_error = status == LUA_ERRFILE;
-    return lua_error(L);
-  }
-  lua_Debug ar;
-  lua_pushvalue(L, -1);
-  lua_getinfo(L, ">S", &ar);
-  lr_strlcpy(ld->chunk_src, ar.short_src, sizeof ld->chunk_src);
-  lua_call(L, 0, 1);                       /* 5: what the chunk returned */
-  /* Leave a metatable the script set on its globals; drop only ours. */
-  if (lua_getmetatable(L, 3)) {
-    if (lua_rawequal(L, -1, tracker)) {
-      lua_pushnil(L);
-      lua_setmetatable(L, 3);
-    }
-    lua_pop(L, 1);
-  }
-  int from_table = lua_type(L, -1) == LUA_TTABLE;
-  int src = from_table ? lua_gettop(L) : 3;
-  int lines = from_table ? 0 : 2;
-
-  for (int i = 0; i < F_COUNT; i++) {
-    if (strchr(lr_fields[i].name, '.')) continue;  /* a table's field: below */
-    lua_getfield(L, src, lr_fields[i].name);  /* no metatable on either: raw */
-    int line = line_of(L, lines, lr_fields[i].name);
-    if (lua_type(L, -1) == LUA_TFUNCTION) {
-      char *rule = i == F_IS_TRANSIENT ? ld->rule_is_transient
-                 : i == F_IS_SUCCESS ? ld->rule_is_success
-                 : i == F_BACKOFF ? ld->rule_backoff
-                 : i == F_IS_IDEMPOTENT ? ld->rule_is_idempotent : NULL;
-      if (rule) function_rule(L, -1, rule, sizeof ld->rule_is_transient);
-      lua_pushvalue(L, -1);
-      ld->refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
-    }
-    if (has_fields(i) && lua_type(L, -1) == LUA_TTABLE)
-      read_table_fields(L, ld, i, lua_gettop(L), line);
-    read_field(L, &ld->fields[i], line);
-  }
-  unknown_names(L, ld, src, from_table ? 0 : 1, lines, 0, "");
-
-  /* The script's own settings, and the overrides of them. */
-  lua_getfield(L, src, "options");
-  int has_options = lua_type(L, -1) == LUA_TTABLE;
-  for (size_t k = 0; k < ld->p->override_count; k++) {
-    const lr_override *o = &ld->p->overrides[k];
-    if (strncmp(o->name, "options.", 8) != 0) continue;
-    if (!has_options)
-      return luaL_error(L, "%s: %s declares no options", o->name, ld->chunk_src);
-    set_option(L, lua_gettop(L), o->name + 8, o->value);
-  }
-  ld->ref_options = has_options ? luaL_ref(L, LUA_REGISTRYINDEX) : (lua_pop(L, 1), 0);
-
-  /* info: a read-only proxy whose fields are read from the decision in
-   * progress, so an is_transient that ignores it costs nothing. */
-  lua_newtable(L);
-  lua_newtable(L);
-  lua_pushlightuserdata(L, ld->script);
-  lua_pushcclosure(L, lr_info_index, 1);
-  lua_setfield(L, -2, "__index");
-  lua_pushboolean(L, 0);
-  lua_setfield(L, -2, "__metatable");
-  lua_setmetatable(L, -2);
-  ld->ref_info = luaL_ref(L, LUA_REGISTRYINDEX);
-  return 0;
-}
 
 /* ---- the public side */
 
@@ -334,7 +79,7 @@ void luaretry_policy_free(luaretry_policy *p) {
   /* every call is over (a policy outlives its calls): all states are free */
   while (p->free_scripts) {
     lr_script *next = p->free_scripts->next_free;
-    script_free(p->free_scripts);
+    lr_script_free(p->free_scripts);
     p->free_scripts = next;
   }
   free(p->text);
@@ -405,60 +150,6 @@ static void default_name(char *dst, size_t size, const char *chunk) {
   if (dot && strcmp(dot, ".lua") == 0) *dot = '\0';
 }
 
-static void script_free(lr_script *s) {
-  if (!s) return;
-  lr_free_prepared(s);
-  lr_sandbox_free(s->sb);
-  free(s);
-}
-
-/* A new Lua state running the script text: its refs and rules filled in,
- * the fields and warnings it read left in *ld.  NULL with err set. */
-static lr_script *script_new(luaretry_policy *p, lr_load *ld, luaretry_code *rc,
-                             char *err, size_t errlen) {
-  lr_script *s = calloc(1, sizeof *s);
-  if (!s) {
-    *rc = LUARETRY_E_NOMEM;
-    lr_fmt(err, errlen, "out of memory");
-    return NULL;
-  }
-  s->p = p;
-  s->ref_headers = LUA_NOREF;
-  s->sb = lr_sandbox_new(p->memory_limit, p->instruction_limit,
-                         p->script_path[0] ? p->script_path : NULL);
-  if (!s->sb) {
-    free(s);
-    *rc = LUARETRY_E_NOMEM;
-    lr_fmt(err, errlen, "cannot create a Lua state (memory_limit %zu bytes too small?)",
-           p->memory_limit);
-    return NULL;
-  }
-  s->sb->log = p->log;
-  s->sb->log_ud = p->log_ud;
-  ld->script = s;
-  *rc = lr_sandbox_call(s->sb, load_protected, ld, 0, LUARETRY_E_POLICY, err, errlen);
-  if (*rc == LUARETRY_E_POLICY && ld->syntax_error) *rc = LUARETRY_E_SYNTAX;
-  if (*rc != LUARETRY_OK) {
-    script_free(s);
-    return NULL;
-  }
-  s->ref_info = ld->ref_info;
-  s->ref_is_transient = ld->refs[F_IS_TRANSIENT];
-  s->ref_is_success = ld->refs[F_IS_SUCCESS];
-  s->ref_on_retry = ld->refs[F_ON_RETRY];
-  s->ref_is_idempotent = ld->refs[F_IS_IDEMPOTENT];
-  s->ref_prepare = ld->refs[F_PREPARE];
-  s->ref_options = ld->ref_options;
-  s->ref_run = ld->refs[F_RUN];
-  s->ref_backoff = ld->refs[F_BACKOFF];
-  s->ref_on_breaker = ld->refs[F_ON_BREAKER];
-  memcpy(s->rule_is_transient, ld->rule_is_transient, sizeof s->rule_is_transient);
-  memcpy(s->rule_is_success, ld->rule_is_success, sizeof s->rule_is_success);
-  memcpy(s->rule_backoff, ld->rule_backoff, sizeof s->rule_backoff);
-  memcpy(s->rule_is_idempotent, ld->rule_is_idempotent, sizeof s->rule_is_idempotent);
-  return s;
-}
-
 /* Loads `text` (owned by this function from here on) as the policy's
  * script: validated, it becomes the policy, and the states of the previous
  * load leave the pool (calls in flight keep theirs until they end). */
@@ -479,7 +170,7 @@ static luaretry_code install(luaretry_policy *p, char *text, size_t len,
   ld->chunkname = chunkname;
   luaretry_code rc;
   char err[sizeof p->errmsg];
-  lr_script *s = script_new(p, ld, &rc, err, sizeof err);
+  lr_script *s = lr_script_new(p, ld, &rc, err, sizeof err);
   lr_script *stale = NULL;
   if (!s) {
     lr_strlcpy(p->errmsg, err, sizeof p->errmsg);
@@ -514,10 +205,10 @@ static luaretry_code install(luaretry_policy *p, char *text, size_t len,
   if (rc != LUARETRY_OK) lr_strlcpy(p->script_path, old_path, sizeof p->script_path);
   while (stale) {
     lr_script *next = stale->next_free;
-    script_free(stale);
+    lr_script_free(stale);
     stale = next;
   }
-  script_free(s);
+  lr_script_free(s);
   free(text);
   lr_free_warnings(ld->warnings, &ld->warning_count);
   free(ld);
@@ -649,7 +340,7 @@ static lr_script *acquire(luaretry_policy *p, lr_rules *rules) {
       ld->chunkname = p->chunkname;
       luaretry_code rc;
       char err[512];
-      s = script_new(p, ld, &rc, err, sizeof err);
+      s = lr_script_new(p, ld, &rc, err, sizeof err);
       if (s) {
         s->epoch = p->epoch;
         s->body_limit = p->tuning.body_limit;
@@ -675,7 +366,7 @@ void lr_script_release(luaretry_policy *p, lr_script *s) {
     p->free_scripts = s;
   }
   pthread_mutex_unlock(&p->pool_lock);
-  if (!current) script_free(s);  /* from before a reload */
+  if (!current) lr_script_free(s);  /* from before a reload */
 }
 
 static void release_script(void *ud) {

@@ -86,6 +86,34 @@ struct luaretry_policy {
   char errmsg[4096];
 };
 
+/* load.c: what loading a script reads out of it. */
+typedef struct {
+  luaretry_policy *p;
+  lr_sandbox *sb;
+  const char *text;        /* the script, as read once */
+  size_t text_len;
+  const char *chunkname;   /* "@path", or the host's name for a string */
+  lr_field fields[F_COUNT];
+  int refs[F_COUNT];
+  char *warnings[MAX_WARNINGS];
+  size_t warning_count;
+  char chunk_src[1024];    /* short_src, for messages */
+  /* "file:line" of each hook: its own file, which a require may make
+   * another than the script's */
+  char rule_is_transient[1100], rule_is_success[1100], rule_backoff[1100],
+      rule_is_idempotent[1100];
+  int ref_info, ref_options;
+  lr_script *script;        /* the instance being made */
+  int syntax_error;
+  int io_error;             /* the file opened but cannot be read */
+} lr_load;
+
+/* A new Lua state running the script text: its refs and rules filled in,
+ * the fields and warnings it read left in *ld.  NULL with err set. */
+lr_script *lr_script_new(luaretry_policy *p, lr_load *ld, luaretry_code *rc, char *err,
+                         size_t errlen);
+void lr_script_free(lr_script *s);
+
 /* policy.c: validates the script's fields plus the overrides; on success
  * installs rules, tuning and warnings into p.  0, or -1 with p->errmsg. */
 int lr_compose(luaretry_policy *p, const lr_field *script_fields, const char *chunk,

@@ -1,0 +1,83 @@
+/* faults_int.h: what the fault server's files share: faults.c (the event
+ * loop, connections, set up), faults_script.c (the script's answers),
+ * faults_log.c (buffers, the request log and the /_faults/ endpoints). */
+#ifndef LR_FAULTS_INT_H
+#define LR_FAULTS_INT_H
+
+#include <poll.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <time.h>
+
+#include <lua.h>
+
+#include "faults.h"
+
+#define LOG_MAX    100000
+#define READ_MIN   16384
+#define IN_MAX     (LR_HTTP_MAX_HEAD + LR_HTTP_MAX_BODY + 65536)
+#define BUILTIN    "/_faults/"
+
+
+/* ------------------------------------------------------------ buffers */
+
+typedef struct sbuf { char *p; size_t len, cap; int oom; } sbuf;
+void sb_add (sbuf *b, const void *s, size_t n);
+void sb_str (sbuf *b, const char *s);
+void sb_fmt (sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sb_free (sbuf *b);
+
+/* ------------------------------------------------------------ state */
+
+enum { C_READ, C_WRITE, C_DELAY, C_HANG, C_DEAD };
+
+typedef struct conn {
+  int fd, state;
+  int eof;             /* the client will send no more */
+  int close_after;     /* close once the response is out */
+  int reset_when_due;  /* the delayed action is a reset, not an answer */
+  int head_seen;
+  double head_time, due;
+  char *in;
+  size_t inlen, incap;
+  sbuf out;
+  size_t outoff, hold;  /* in C_DELAY, bytes past `hold` wait for `due` */
+  lr_http_req req;
+} conn;
+
+struct lr_faults {
+  lua_State *L;
+  int paths_ref;      /* registry: path -> {count = n, state = {}} */
+  int listen_fd, wake_fd, port;
+  int accept_paused;  /* out of descriptors: retry soon */
+  int threaded;
+  pthread_t thread;
+  struct timespec t0;
+  char address[80];
+  conn **conns;
+  size_t nconns, capconns;
+  struct pollfd *pfds;
+  size_t cappfds;
+  char **log;         /* ring of rendered JSON entries */
+  size_t log_first, log_count;
+  long long total;
+};
+
+double fault_elapsed (const lr_faults *f);
+
+/* faults_log.c */
+void fault_log_entry (lr_faults *f, conn *c);
+void fault_log_clear (lr_faults *f);
+void fault_answer_builtin (lr_faults *f, conn *c);
+
+/* faults_script.c */
+int fault_load_script (lr_faults *f, const char *path, const char *chunkname,
+                       const char *source, char *err, size_t errlen);
+void fault_answer_script (lr_faults *f, conn *c);
+int fault_reset_paths (lua_State *L);
+
+/* faults.c */
+void fault_conn_close (lr_faults *f, conn *c, int hard);   /* hard: a TCP reset */
+void fault_put_simple (conn *c, int status, const char *ctype, const char *body, size_t n);
+
+#endif

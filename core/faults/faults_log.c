@@ -1,0 +1,187 @@
+/* faults_log.c: growing buffers, the request log (a ring of rendered JSON
+ * entries) and the endpoints under /_faults/ that read and reset it. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "faults_int.h"
+
+/* ------------------------------------------------------------ buffers */
+
+
+void sb_add (sbuf *b, const void *s, size_t n) {
+  if (b->oom) return;
+  if (b->cap - b->len < n) {
+    size_t cap = b->cap ? b->cap : 256;
+    char *p;
+    while (cap - b->len < n) cap *= 2;
+    if ((p = realloc(b->p, cap)) == NULL) { b->oom = 1; return; }
+    b->p = p;
+    b->cap = cap;
+  }
+  if (n > 0) memcpy(b->p + b->len, s, n);
+  b->len += n;
+}
+
+void sb_str (sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+
+void sb_fmt (sbuf *b, const char *fmt, ...) {
+  char tmp[256];  /* only ever short lines */
+  va_list ap;
+  int n;
+  va_start(ap, fmt);
+  n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n > 0) sb_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+}
+
+void sb_free (sbuf *b) { free(b->p); memset(b, 0, sizeof *b); }
+
+/* ------------------------------------------------------------ JSON log */
+
+/* Length of the valid UTF-8 sequence at s, or 0. */
+static size_t utf8_len (const unsigned char *s) {
+  unsigned long cp;
+  size_t n, i;
+  if (s[0] >= 0xc2 && s[0] <= 0xdf) { n = 2; cp = s[0] & 0x1f; }
+  else if (s[0] >= 0xe0 && s[0] <= 0xef) { n = 3; cp = s[0] & 0x0f; }
+  else if (s[0] >= 0xf0 && s[0] <= 0xf4) { n = 4; cp = s[0] & 0x07; }
+  else return 0;
+  for (i = 1; i < n; i++) {  /* stops at a NUL: it is no continuation */
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (s[i] & 0x3f);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+      (cp >= 0xd800 && cp <= 0xdfff))
+    return 0;
+  return n;
+}
+
+/* A JSON string; bytes that are not UTF-8 are taken as Latin-1 so the
+   output always parses. */
+static void sb_json (sbuf *b, const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  sb_add(b, "\"", 1);
+  while (*p) {
+    size_t n;
+    if (*p == '"' || *p == '\\') { sb_add(b, "\\", 1); sb_add(b, p++, 1); }
+    else if (*p >= 0x20 && *p < 0x7f) sb_add(b, p++, 1);
+    else if (*p >= 0x80 && (n = utf8_len(p)) > 0) { sb_add(b, p, n); p += n; }
+    else sb_fmt(b, "\\u%04x", *p++);
+  }
+  sb_add(b, "\"", 1);
+}
+
+static uint64_t fnv1a (const char *s, size_t n) {
+  uint64_t h = 0xcbf29ce484222325u;
+  for (size_t i = 0; i < n; i++) {
+    h ^= (unsigned char)s[i];
+    h *= 0x100000001b3u;
+  }
+  return h;
+}
+
+void fault_log_entry (lr_faults *f, conn *c) {
+  const lr_http_req *r = &c->req;
+  const char *body = c->in + r->head_len;
+  sbuf b = {0};
+  int first = 1;
+  sb_fmt(&b, "{\"n\":%lld,\"method\":", f->total);
+  sb_json(&b, r->method);
+  sb_str(&b, ",\"path\":");
+  sb_json(&b, r->path);
+  sb_str(&b, ",\"query\":");
+  sb_json(&b, r->query);
+  sb_fmt(&b, ",\"time\":%.6f,\"body_len\":%zu,\"body_hash\":\"%016llx\","
+         "\"headers\":{", c->head_time, r->body_len,
+         (unsigned long long)fnv1a(body, r->body_len));
+  for (size_t i = 0; i < r->nheaders; i++) {  /* one key per name */
+    const char *name = r->headers[i].name;
+    size_t j, k;
+    for (j = 0; j < i && strcmp(r->headers[j].name, name) != 0; j++) {}
+    if (j < i) continue;
+    if (!first) sb_add(&b, ",", 1);
+    first = 0;
+    sb_json(&b, name);
+    sb_add(&b, ":", 1);
+    if (b.oom) break;
+    /* join repeats as req.headers does: render, then splice the values */
+    {
+      sbuf v = {0};
+      for (k = i; k < r->nheaders; k++)
+        if (strcmp(r->headers[k].name, name) == 0) {
+          if (v.len > 0) sb_str(&v, ", ");
+          sb_str(&v, r->headers[k].value);
+        }
+      sb_add(&v, "", 1);
+      if (!v.oom) sb_json(&b, v.p);
+      sb_free(&v);
+    }
+  }
+  sb_str(&b, "}}");
+  sb_add(&b, "", 1);
+  if (b.oom) { sb_free(&b); return; }  /* the log is best effort */
+  if (f->log == NULL && (f->log = calloc(LOG_MAX, sizeof *f->log)) == NULL) {
+    sb_free(&b);
+    return;
+  }
+  if (f->log_count == LOG_MAX) {  /* drop the oldest */
+    free(f->log[f->log_first]);
+    f->log[f->log_first] = b.p;
+    f->log_first = (f->log_first + 1) % LOG_MAX;
+  }
+  else f->log[(f->log_first + f->log_count++) % LOG_MAX] = b.p;
+}
+
+void fault_log_clear (lr_faults *f) {
+  for (size_t i = 0; i < f->log_count; i++)
+    free(f->log[(f->log_first + i) % LOG_MAX]);
+  f->log_first = f->log_count = 0;
+}
+
+void fault_answer_builtin (lr_faults *f, conn *c) {
+  const char *what = c->req.path + strlen(BUILTIN), *m = c->req.method;
+  if (strcmp(what, "requests") == 0 &&
+      (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)) {
+    sbuf b = {0};
+    sb_add(&b, "[", 1);
+    for (size_t i = 0; i < f->log_count; i++) {
+      if (i > 0) sb_add(&b, ",\n", 2);
+      sb_str(&b, f->log[(f->log_first + i) % LOG_MAX]);
+    }
+    sb_add(&b, "]\n", 2);
+    if (b.oom) fault_put_simple(c, 500, "text/plain", "out of memory\n", 14);
+    else fault_put_simple(c, 200, "application/json", b.p, b.len);
+    sb_free(&b);
+  }
+  else if (strcmp(what, "reset") == 0 && strcmp(m, "POST") == 0) {
+    fault_log_clear(f);
+    f->total = 0;
+    lua_pushcfunction(f->L, fault_reset_paths);
+    lua_pushlightuserdata(f->L, f);
+    if (lua_pcall(f->L, 1, 0, 0) != LUA_OK) {
+      lua_pop(f->L, 1);
+      fault_put_simple(c, 500, "text/plain", "out of memory\n", 14);
+    }
+    else fault_put_simple(c, 200, "application/json", "{\"ok\":true}\n", 12);
+  }
+  else if (strcmp(what, "requests") == 0 || strcmp(what, "reset") == 0)
+    fault_put_simple(c, 405, "text/plain", "method not allowed\n", 19);
+  else fault_put_simple(c, 404, "text/plain", "not found\n", 10);
+}
+

@@ -1,0 +1,316 @@
+/* load.c: a policy script run in a new sandboxed Lua state, and what it
+ * set read out: the fields (with the line of each, and a warning for each
+ * unknown name), its functions as registry references, its options with
+ * their overrides applied, and the `info` proxy.  Under protection. */
+#include <lauxlib.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+static int track_newindex(lua_State *L) {
+  /* __newindex on the globals while the chunk runs: note each name's line */
+  lua_Debug ar;
+  if (lua_type(L, 2) == LUA_TSTRING && lua_getstack(L, 1, &ar) &&
+      lua_getinfo(L, "l", &ar)) {
+    lua_pushvalue(L, 2);
+    lua_pushinteger(L, ar.currentline);
+    lua_rawset(L, lua_upvalueindex(1));
+  }
+  lua_rawset(L, 1);
+  return 0;
+}
+
+static int line_of(lua_State *L, int lines, const char *name) {
+  int line = 0;
+  if (!lines) return 0;  /* nothing pushed: a returned table has no lines */
+  if (lua_getfield(L, lines, name) == LUA_TNUMBER)
+    line = (int)lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  return line;
+}
+
+/* Reads the value at the top of the stack into f (pops it). */
+static void read_field(lua_State *L, lr_field *f, int line) {
+  f->type = lua_type(L, -1);
+  f->line = line;
+  switch (f->type) {
+  case LUA_TNUMBER: f->num = lua_tonumber(L, -1); break;
+  case LUA_TBOOLEAN: f->boolean = lua_toboolean(L, -1); break;
+  case LUA_TSTRING: lr_strlcpy(f->str, lua_tostring(L, -1), sizeof f->str); break;
+  default: break;
+  }
+  lua_pop(L, 1);
+}
+
+/* Whether `name` is a field: a top-level one when prefix is "", else one
+ * of the table field `prefix` ("backoff." ...). */
+static int is_known(const char *name, const char *prefix) {
+  char full[128];
+  lr_fmt(full, sizeof full, "%s%s", prefix, name);
+  int i = lr_field_index(full);
+  return i >= 0 && (*prefix || !strchr(lr_fields[i].name, '.'));
+}
+
+/* Whether field i is a table whose fields are rows of their own. */
+static int has_fields(int i) {
+  for (int j = 0; j < F_COUNT; j++)
+    if (lr_field_in(j, i)) return 1;
+  return 0;
+}
+
+/* Warns of each string key of table `t` that no field has; `baseline`
+ * (or 0) holds names the sandbox itself put there. */
+static void unknown_names(lua_State *L, lr_load *ld, int t, int baseline,
+                          int lines, int default_line, const char *prefix) {
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TSTRING) continue;
+    const char *k = lua_tostring(L, -1);
+    if (is_known(k, prefix)) continue;
+    if (baseline) {
+      lua_pushvalue(L, -1);
+      int base = lua_rawget(L, baseline) != LUA_TNIL;
+      lua_pop(L, 1);
+      if (base) continue;
+    }
+    int line = *prefix ? default_line : line_of(L, lines, k);
+    const char *near = lr_closest_field(k, prefix);
+    char where[1100];
+    if (line) lr_fmt(where, sizeof where, "%s:%d", ld->chunk_src, line);
+    else lr_fmt(where, sizeof where, "%s", ld->chunk_src);
+    lr_add_warning(ld->warnings, &ld->warning_count,
+                "%s: %s%s: unknown name%s%s%s", where, prefix,
+                k, near ? ", did you mean " : "", near ? near : "",
+                near ? "?" : "");
+  }
+}
+
+/* Reads the fields of the table field `parent` (at index t). */
+static void read_table_fields(lua_State *L, lr_load *ld, int parent, int t, int line) {
+  char prefix[32];
+  lr_fmt(prefix, sizeof prefix, "%s.", lr_fields[parent].name);
+  size_t plen = strlen(prefix);
+  for (int j = 0; j < F_COUNT; j++) {
+    if (!lr_field_in(j, parent)) continue;
+    lua_pushstring(L, lr_fields[j].name + plen);
+    lua_rawget(L, t);
+    read_field(L, &ld->fields[j], line);
+  }
+  unknown_names(L, ld, t, 0, 0, line, prefix);
+}
+
+static void function_rule(lua_State *L, int idx, char *rule, size_t size) {
+  lua_Debug ar;
+  lua_pushvalue(L, idx);
+  lua_getinfo(L, ">S", &ar);
+  lr_fmt(rule, size, "%s:%d", ar.short_src, ar.linedefined);
+}
+
+
+/* options[name] = value, typed by the script's default; raises on an
+ * unknown option or a value of the wrong type. */
+static void set_option(lua_State *L, int opts, const char *name, const char *value) {
+  int t = lua_getfield(L, opts, name);
+  lua_pop(L, 1);
+  if (t == LUA_TBOOLEAN && (strcmp(value, "true") == 0 || strcmp(value, "false") == 0)) {
+    lua_pushboolean(L, value[0] == 't');
+  } else if (t == LUA_TNUMBER) {
+    char *end;
+    double d = strtod(value, &end);
+    if (end == value || *end || !isfinite(d))
+      luaL_error(L, "options.%s: expected a number, got \"%s\"", name, value);
+    lua_pushnumber(L, d);
+  } else if (t == LUA_TSTRING) {
+    lua_pushstring(L, value);
+  } else if (t == LUA_TBOOLEAN) {
+    luaL_error(L, "options.%s: expected true or false, got \"%s\"", name, value);
+  } else {
+    /* name the options there are, so a typo is easy to see */
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    lua_pushnil(L);
+    while (lua_next(L, opts)) {
+      lua_pop(L, 1);
+      if (lua_type(L, -1) != LUA_TSTRING) continue;
+      if (luaL_bufflen(&b)) luaL_addstring(&b, ", ");
+      lua_pushvalue(L, -1);
+      luaL_addvalue(&b);
+    }
+    luaL_pushresult(&b);
+    luaL_error(L, "options.%s: %s (the script's options: %s)", name,
+               t == LUA_TNIL ? "unknown option" : "only booleans, numbers and strings can be set",
+               lua_tostring(L, -1));
+  }
+  lua_setfield(L, opts, name);
+}
+
+
+/* Makes the globals note the line of each name the chunk sets: leaves
+ * 1: the names the sandbox put there (baseline), 2: name -> line,
+ * 3: the globals; returns the index of the tracking metatable. */
+static int track_globals(lua_State *L) {
+  lua_newtable(L);
+  lua_pushglobaltable(L);
+  lua_pushnil(L);
+  while (lua_next(L, 2)) {
+    lua_pop(L, 1);
+    lua_pushvalue(L, -1);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, 1);
+  }
+  lua_pop(L, 1);
+  lua_newtable(L);
+  lua_pushglobaltable(L);                  /* 3 */
+  lua_newtable(L);                         /* the tracker metatable */
+  lua_pushvalue(L, 2);
+  lua_pushcclosure(L, track_newindex, 1);
+  lua_setfield(L, -2, "__newindex");
+  lua_pushvalue(L, -1);
+  lua_setmetatable(L, 3);
+  return lua_gettop(L);
+}
+
+/* Compiles (text only) and runs the chunk; leaves what it returned. */
+static void run_chunk(lua_State *L, lr_load *ld, int tracker) {
+  int status = luaL_loadbufferx(L, ld->text, ld->text_len, ld->chunkname, "t");
+  if (status != LUA_OK) {
+    ld->syntax_error = status == LUA_ERRSYNTAX;
+    ld->io_error = status == LUA_ERRFILE;
+    lua_error(L);
+  }
+  lua_Debug ar;
+  lua_pushvalue(L, -1);
+  lua_getinfo(L, ">S", &ar);
+  lr_strlcpy(ld->chunk_src, ar.short_src, sizeof ld->chunk_src);
+  lua_call(L, 0, 1);
+  /* Leave a metatable the script set on its globals; drop only ours. */
+  if (lua_getmetatable(L, 3)) {
+    if (lua_rawequal(L, -1, tracker)) {
+      lua_pushnil(L);
+      lua_setmetatable(L, 3);
+    }
+    lua_pop(L, 1);
+  }
+}
+
+/* Reads every top-level field (and the fields of its table) from the
+ * table at src; keeps a reference to each function. */
+static void read_fields(lua_State *L, lr_load *ld, int src, int lines) {
+  for (int i = 0; i < F_COUNT; i++) {
+    if (strchr(lr_fields[i].name, '.')) continue;  /* a table's field: below */
+    lua_getfield(L, src, lr_fields[i].name);  /* no metatable on either: raw */
+    int line = line_of(L, lines, lr_fields[i].name);
+    if (lua_type(L, -1) == LUA_TFUNCTION) {
+      char *rule = i == F_IS_TRANSIENT ? ld->rule_is_transient
+                 : i == F_IS_SUCCESS ? ld->rule_is_success
+                 : i == F_BACKOFF ? ld->rule_backoff
+                 : i == F_IS_IDEMPOTENT ? ld->rule_is_idempotent : NULL;
+      if (rule) function_rule(L, -1, rule, sizeof ld->rule_is_transient);
+      lua_pushvalue(L, -1);
+      ld->refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
+    }
+    if (has_fields(i) && lua_type(L, -1) == LUA_TTABLE)
+      read_table_fields(L, ld, i, lua_gettop(L), line);
+    read_field(L, &ld->fields[i], line);
+  }
+}
+
+/* The script's own settings, and the overrides of them. */
+static void read_options(lua_State *L, lr_load *ld, int src) {
+  lua_getfield(L, src, "options");
+  int has_options = lua_type(L, -1) == LUA_TTABLE;
+  for (size_t k = 0; k < ld->p->override_count; k++) {
+    const lr_override *o = &ld->p->overrides[k];
+    if (strncmp(o->name, "options.", 8) != 0) continue;
+    if (!has_options) luaL_error(L, "%s: %s declares no options", o->name, ld->chunk_src);
+    set_option(L, lua_gettop(L), o->name + 8, o->value);
+  }
+  ld->ref_options = has_options ? luaL_ref(L, LUA_REGISTRYINDEX) : (lua_pop(L, 1), 0);
+}
+
+/* info: a read-only proxy whose fields are read from the decision in
+ * progress, so an is_transient that ignores it costs nothing. */
+static void make_info(lua_State *L, lr_load *ld) {
+  lua_newtable(L);
+  lua_newtable(L);
+  lua_pushlightuserdata(L, ld->script);
+  lua_pushcclosure(L, lr_info_index, 1);
+  lua_setfield(L, -2, "__index");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_setmetatable(L, -2);
+  ld->ref_info = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+static int load_protected(lua_State *L) {
+  lr_load *ld = lua_touserdata(L, 1);
+  lua_settop(L, 0);
+  int tracker = track_globals(L);
+  run_chunk(L, ld, tracker);
+  /* a script sets globals, or returns a table with the same fields */
+  int from_table = lua_type(L, -1) == LUA_TTABLE;
+  int src = from_table ? lua_gettop(L) : 3;
+  int lines = from_table ? 0 : 2;
+  read_fields(L, ld, src, lines);
+  unknown_names(L, ld, src, from_table ? 0 : 1, lines, 0, "");
+  read_options(L, ld, src);
+  make_info(L, ld);
+  return 0;
+}
+
+void lr_script_free(lr_script *s) {
+  if (!s) return;
+  lr_free_prepared(s);
+  lr_sandbox_free(s->sb);
+  free(s);
+}
+
+/* A new Lua state running the script text: its refs and rules filled in,
+ * the fields and warnings it read left in *ld.  NULL with err set. */
+lr_script *lr_script_new(luaretry_policy *p, lr_load *ld, luaretry_code *rc,
+                             char *err, size_t errlen) {
+  lr_script *s = calloc(1, sizeof *s);
+  if (!s) {
+    *rc = LUARETRY_E_NOMEM;
+    lr_fmt(err, errlen, "out of memory");
+    return NULL;
+  }
+  s->p = p;
+  s->ref_headers = LUA_NOREF;
+  s->sb = lr_sandbox_new(p->memory_limit, p->instruction_limit,
+                         p->script_path[0] ? p->script_path : NULL);
+  if (!s->sb) {
+    free(s);
+    *rc = LUARETRY_E_NOMEM;
+    lr_fmt(err, errlen, "cannot create a Lua state (memory_limit %zu bytes too small?)",
+           p->memory_limit);
+    return NULL;
+  }
+  s->sb->log = p->log;
+  s->sb->log_ud = p->log_ud;
+  ld->script = s;
+  *rc = lr_sandbox_call(s->sb, load_protected, ld, 0, LUARETRY_E_POLICY, err, errlen);
+  if (*rc == LUARETRY_E_POLICY && ld->syntax_error) *rc = LUARETRY_E_SYNTAX;
+  if (*rc != LUARETRY_OK) {
+    lr_script_free(s);
+    return NULL;
+  }
+  s->ref_info = ld->ref_info;
+  s->ref_is_transient = ld->refs[F_IS_TRANSIENT];
+  s->ref_is_success = ld->refs[F_IS_SUCCESS];
+  s->ref_on_retry = ld->refs[F_ON_RETRY];
+  s->ref_is_idempotent = ld->refs[F_IS_IDEMPOTENT];
+  s->ref_prepare = ld->refs[F_PREPARE];
+  s->ref_options = ld->ref_options;
+  s->ref_run = ld->refs[F_RUN];
+  s->ref_backoff = ld->refs[F_BACKOFF];
+  s->ref_on_breaker = ld->refs[F_ON_BREAKER];
+  memcpy(s->rule_is_transient, ld->rule_is_transient, sizeof s->rule_is_transient);
+  memcpy(s->rule_is_success, ld->rule_is_success, sizeof s->rule_is_success);
+  memcpy(s->rule_backoff, ld->rule_backoff, sizeof s->rule_backoff);
+  memcpy(s->rule_is_idempotent, ld->rule_is_idempotent, sizeof s->rule_is_idempotent);
+  return s;
+}
