@@ -509,7 +509,7 @@ describe("reload", function()
     end
     local ok, err = p:reload("while true do end", "=spin")
     assert.is_nil(ok)
-    has(err, "instruction limit")
+    has(err, "time limit")
     ok = p:reload("max_attempts = 'x'", "=typed")
     assert.is_nil(ok)
     local t = p:tuning()

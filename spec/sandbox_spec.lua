@@ -142,27 +142,49 @@ describe("require", function()
   end)
 end)
 
-describe("the instruction limit", function()
+describe("the time limit", function()
   local FILE = "sandbox_limits.lua"
+  local now = require("system").monotime
 
-  it("stops while true do end, naming file and line, and the policy goes on", function()
+  -- wall-clock seconds f takes, and its result
+  local function walled(f)
+    local t0 = now()
+    local r = f()
+    return r, now() - t0
+  end
+
+  it("stops while true do end within 250 ms, naming file and line, and the policy goes on", function()
     local p = assert(lr.load(FIX .. FILE))
-    local d = p:classify{ status = 1 }
+    local d, secs = walled(function() return p:classify{ status = 1 } end)
     assert.are.equal("policy_error", d.verdict)
     assert.is_false(d.retry)
-    has(d.message, "instruction limit reached")
+    has(d.message, "time limit reached (0.25 s)")
     has(d.message, FILE .. ":" .. line_of(FILE, "loop"))
+    assert.is_true(secs < 0.25, "took " .. secs .. " s")
+    assert.is_true(secs > 0.15, "stopped early, after " .. secs .. " s")
     local next_call = p:classify{ status = 503 }
     assert.are.equal("retry", next_call.verdict)
   end)
 
-  it("is sticky: a pcall inside the loop cannot swallow it", function()
+  it("is sticky: a pcall inside the loop cannot swallow it, within 250 ms", function()
     local p = assert(lr.load(FIX .. FILE))
-    local d = p:classify{ status = 2 }
+    local d, secs = walled(function() return p:classify{ status = 2 } end)
     assert.are.equal("policy_error", d.verdict)
-    has(d.message, "instruction limit reached")
+    has(d.message, "time limit reached")
     has(d.message, FILE .. ":" .. line_of(FILE, "pcall_loop"))
+    assert.is_true(secs < 0.25, "took " .. secs .. " s")
     assert.are.equal("retry", p:classify{ status = 503 }.verdict)
+  end)
+
+  it("stops a .-.-.-b match on 64 KiB within 250 ms", function()
+    local p = assert(lr.load_string([[
+      max_attempts = 3
+      function is_transient(status, body) return body:find(".-.-.-b") ~= nil end
+    ]], "=bomb"))
+    local d, secs = walled(function() return p:classify{ status = 503, body = ("a"):rep(65536) } end)
+    assert.are.equal("policy_error", d.verdict)
+    has(d.message, "bomb:2: time limit reached")
+    assert.is_true(secs < 0.25, "took " .. secs .. " s")
   end)
 
   it("stops a p:run at the first attempt", function()
@@ -178,7 +200,7 @@ describe("the instruction limit", function()
     assert.is_nil(p)
     assert.are.equal("policy script hit a sandbox limit", name)
     has(err, "sandbox_top_loop.lua:" .. line_of("sandbox_top_loop.lua", "loop")
-             .. ": instruction limit reached")
+             .. ": time limit reached")
   end)
 
   it("is per call, not per policy", function()
@@ -189,12 +211,48 @@ describe("the instruction limit", function()
     for _ = 1, 4 do assert.are.equal("retry", p:classify{ status = 503 }.verdict) end
   end)
 
-  it("is settable by the host", function()
+  it("is settable by the host, and a shorter one stops sooner", function()
+    local src = [[
+      max_attempts = 3
+      function is_transient() while true do end end
+    ]]
+    local q = assert(lr.load_string(src, "=short", { time_limit = 0.05 }))
+    assert.are.equal(0.05, q:tuning().time_limit)
+    local d, secs = walled(function() return q:classify{ status = 503 } end)
+    has(d.message, "time limit reached (0.05 s)")
+    assert.is_true(secs < 0.05, "took " .. secs .. " s")
+    local bad, err = q:set("time_limit", 0)
+    assert.is_nil(bad)
+    has(err, "time_limit")
+  end)
+
+  it("applies to a backoff function and to on_retry", function()
+    local p = assert(lr.load_string([[
+      max_attempts = 3
+      backoff = function() while true do end end
+    ]], "=spin_backoff", { time_limit = 0.05 }))
+    local d = p:classify{ status = 503 }
+    assert.are.equal("policy_error", d.verdict)
+    has(d.message, "time limit reached")
+    local q = assert(lr.load_string([[
+      max_attempts = 3
+      function on_retry() while true do end end
+    ]], "=spin_hook", { time_limit = 0.05 }))
+    local e = q:classify{ status = 503 }
+    assert.are.equal("retry", e.verdict)
+    has(e.hook_error, "time limit reached")
+    assert.are.equal("retry", q:classify{ status = 503 }.verdict)
+  end)
+end)
+
+describe("the instruction limit (for hosts that want determinism)", function()
+  it("is off by default, and settable by the host, exactly", function()
     local src = [[
       max_attempts = 3
       function is_transient() for i = 1, 1e5 do end return true end
     ]]
     local p = assert(lr.load_string(src, "=busy"))
+    assert.are.equal(0, p:tuning().instruction_limit)
     assert.are.equal("retry", p:classify{ status = 503 }.verdict)
     local q = assert(lr.load_string(src, "=busy", { instruction_limit = 20000 }))
     assert.are.equal(20000, q:tuning().instruction_limit)
@@ -206,24 +264,15 @@ describe("the instruction limit", function()
     local bad, err = p:set("instruction_limit", -5)
     assert.is_nil(bad)
     has(err, "instruction_limit")
+    assert.is_true(p:set("instruction_limit", "none"))
+    assert.are.equal("retry", p:classify{ status = 503 }.verdict)
   end)
 
-  it("applies to a backoff function and to on_retry", function()
-    local p = assert(lr.load_string([[
-      max_attempts = 3
-      backoff = function() while true do end end
-    ]], "=spin_backoff"))
-    local d = p:classify{ status = 503 }
+  it("is sticky too: a pcall inside the loop cannot swallow it", function()
+    local p = assert(lr.load(FIX .. "sandbox_limits.lua", { instruction_limit = 1000000 }))
+    local d = p:classify{ status = 2 }
     assert.are.equal("policy_error", d.verdict)
-    has(d.message, "instruction limit reached")
-    local q = assert(lr.load_string([[
-      max_attempts = 3
-      function on_retry() while true do end end
-    ]], "=spin_hook"))
-    local e = q:classify{ status = 503 }
-    assert.are.equal("retry", e.verdict)
-    has(e.hook_error, "instruction limit reached")
-    assert.are.equal("retry", q:classify{ status = 503 }.verdict)
+    has(d.message, "instruction limit reached (1000000 instructions)")
   end)
 end)
 

@@ -219,11 +219,11 @@ describe("Retry-After", function()
     assert.are.equal("script", e.source)
   end)
 
-  it("above max_retry_after stops at once with \"deadline\"", function()
+  it("above max_retry_after stops at once with \"server_wait_too_long\" (no deadline was reached)", function()
     local p = load(NONE .. "max_retry_after = 50\n")
     local d = p:classify{ status = 503, retry_after = 60 }
     assert.is_false(d.retry)
-    assert.are.equal("deadline", d.verdict)
+    assert.are.equal("server_wait_too_long", d.verdict)
     assert.are.equal(1, d.attempt)
     assert.are.equal("max_retry_after", d.rule)
     local ok = p:classify{ status = 503, retry_after = 50 }
@@ -234,7 +234,7 @@ describe("Retry-After", function()
   it("max_retry_after defaults to a finite 300 s", function()
     local p = load(NONE)
     assert.are.equal(300, p:tuning().max_retry_after)
-    assert.are.equal("deadline", p:classify{ status = 503, retry_after = 301 }.verdict)
+    assert.are.equal("server_wait_too_long", p:classify{ status = 503, retry_after = 301 }.verdict)
   end)
 
   it("past the deadline stops at once with \"deadline\"", function()

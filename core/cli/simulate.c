@@ -66,7 +66,7 @@ static int print_decision(void *ud, const luaretry_decision *d) {
 
 /* ---- the herd (--clients) */
 
-#define N_REASONS (LUARETRY_REASON_CIRCUIT_OPEN + 1)
+#define N_REASONS (LUARETRY_REASON_SERVER_WAIT_TOO_LONG + 1)
 
 typedef struct {
   const char *path;

@@ -1,32 +1,42 @@
 /* call.c: the call state machine (attempts, deadline, verdicts, waits) and
  * the two layers on it: the step API and the blocking call.  It knows
  * nothing of HTTP or Lua: the policy's judge classifies, this file counts,
- * computes and decides. */
+ * computes and decides.  A call in flight is this struct and nothing more:
+ * its rules and judge belong to the policy's load it began under. */
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
 
+#define MESSAGE_SIZE 512
+
 struct luaretry_call {
-  lr_rules rules;        /* copied at begin: a reload does not move them */
-  lr_judge judge;        /* one of the policy's Lua states, this call's own */
+  const lr_rules *rules;   /* the load's: a reload does not move them */
+  const lr_judge *judge;
+  lr_shared *shared;       /* the policy's budget, breaker and counters */
+  lr_shared *own;          /* ... or this call's own, when isolated */
+  long max_attempts;       /* the rules', or a simulation's */
   lr_clock clock;
   lr_waiter waiter;
   lr_rng rng;
   double start;
-  int attempts;          /* attempts reported so far */
-  double previous;       /* decorrelated jitter's last wait */
+  double guard_origin;     /* added to the clock for the guards */
+  double previous;         /* decorrelated jitter's last wait */
   double next_timeout;
+  int attempts;            /* attempts reported so far */
   int stopped;
   luaretry_reason reason;
   const char *stop_rule;
   luaretry_observer_fn observer;
   void *observer_ud;
-  lr_shared *shared;     /* the policy's budget, breaker and counters */
-  lr_shared own;         /* ... or this call's own, when isolated */
-  char message[512];
-  char errmsg[512];
+  lr_call_data data;       /* the script side's, between decisions */
+  /* made on first use: most calls never need them */
+  char *message;           /* why the call stopped, for the decision */
+  char *errmsg;            /* luaretry_call_errmsg */
+  char *hook_error;        /* on_retry's error, for the decision */
 };
 
 void luaretry_outcome_init(luaretry_outcome *o) {
@@ -40,8 +50,26 @@ void luaretry_request_init(luaretry_request *r) {
 }
 
 void luaretry_call_options_init(luaretry_call_options *o) {
-  if (!o) return;
-  memset(o, 0, sizeof *o);
+  if (o) memset(o, 0, sizeof *o);
+}
+
+/* One of the call's message buffers, made on first use; NULL when out of
+ * memory (the message is then left out, never the decision). */
+static char *buffer(char **slot) {
+  if (!*slot) *slot = malloc(MESSAGE_SIZE);
+  return *slot;
+}
+
+static const char *say(char **slot, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static const char *say(char **slot, const char *fmt, ...) {
+  char *b = buffer(slot);
+  if (!b) return NULL;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(b, MESSAGE_SIZE, fmt, ap);
+  va_end(ap);
+  return b;
 }
 
 /* The timeout of an attempt starting `at` seconds into the call. */
@@ -60,14 +88,45 @@ static const int REASON_METRIC[] = {
   [LUARETRY_REASON_EXHAUSTED] = LR_M_EXHAUSTED, [LUARETRY_REASON_DEADLINE] = LR_M_DEADLINE,
   [LUARETRY_REASON_POLICY_ERROR] = LR_M_POLICY_ERRORS,
   [LUARETRY_REASON_CANCELLED] = LR_M_CANCELLED, [LUARETRY_REASON_BUDGET] = LR_M_BUDGET,
-  [LUARETRY_REASON_CIRCUIT_OPEN] = LR_M_CIRCUIT,
+  [LUARETRY_REASON_CIRCUIT_OPEN] = LR_M_CIRCUIT, [LUARETRY_REASON_GAVE_UP] = LR_M_GAVE_UP,
+  [LUARETRY_REASON_SERVER_WAIT_TOO_LONG] = LR_M_SERVER_WAIT,
 };
 
 static void stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
-                 const char *rule);
+                 const char *rule) {
+  c->stopped = 1;
+  c->reason = r;
+  c->stop_rule = rule;
+  c->next_timeout = 0;
+  d->retry = 0;
+  d->reason = r;
+  d->wait = 0;
+  d->next_timeout = 0;
+  d->wait_source = LUARETRY_WAIT_NONE;
+  d->rule = rule;  /* static, or owned by the policy: no copy per decision */
+  if (r != LUARETRY_REASON_NONE) lr_count(c->shared, REASON_METRIC[r], 1);
+}
 
-luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, lr_shared *shared,
-                          const luaretry_call_options *o, luaretry_call **out) {
+/* Stops the call for reason r with a message saying why. */
+static void stop_saying(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
+                        const char *rule, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void stop_saying(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
+                        const char *rule, const char *fmt, ...) {
+  char *b = buffer(&c->message);
+  if (b) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, MESSAGE_SIZE, fmt, ap);
+    va_end(ap);
+  }
+  stop(c, d, r, rule);
+  d->message = b;
+}
+
+luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_attempts,
+                          lr_shared *shared, const luaretry_call_options *o,
+                          luaretry_call **out) {
   *out = NULL;
   luaretry_call *c = calloc(1, sizeof *c);
   if (!c) {
@@ -75,34 +134,38 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, lr_shared *s
     return LUARETRY_E_NOMEM;
   }
   unsigned flags = o ? o->flags : 0;
-  c->judge = *j;
-  c->rules = *rules;
+  c->judge = j;
+  c->rules = rules;
+  c->max_attempts = max_attempts > 0 ? max_attempts : rules->max_attempts;
   c->clock.is_virtual = (flags & LUARETRY_CALL_VIRTUAL_TIME) != 0;
+  /* The guards see a virtual clock from the real time at its start: calls
+   * begun apart stay apart, so they share a breaker sensibly. */
+  if (c->clock.is_virtual) c->guard_origin = lr_monotonic_now();
   lr_waiter_init(&c->waiter);
-  if (flags & LUARETRY_CALL_SEED) lr_rng_seed(&c->rng, o->seed);
-  else if (lr_rng_seed_os(&c->rng) != 0) {
+  c->shared = shared;
+  if ((flags & LUARETRY_CALL_ISOLATED) || !shared) {
+    /* a probe or a simulation: the policy's guards stay untouched */
+    c->own = malloc(sizeof *c->own);
+    if (c->own) lr_shared_init(c->own, &rules->guards);
+    c->shared = c->own;
+  }
+  if (!c->shared || ((flags & LUARETRY_CALL_SEED) ? (lr_rng_seed(&c->rng, o->seed), 0)
+                                                  : lr_rng_seed_os(&c->rng) != 0)) {
+    luaretry_code rc = c->shared ? LUARETRY_E_SYSTEM : LUARETRY_E_NOMEM;
     luaretry_call_free(c);
-    return LUARETRY_E_SYSTEM;
+    return rc;
   }
   c->start = lr_clock_now(&c->clock);
-  c->previous = c->rules.backoff.initial;
-  c->next_timeout = timeout_at(&c->rules, 0);
-  if (!shared || (flags & LUARETRY_CALL_ISOLATED)) {
-    /* a probe or a simulation: the policy's guards stay untouched */
-    lr_shared_init(&c->own, &c->rules.guards);
-    c->shared = &c->own;
-  } else {
-    c->shared = shared;
-  }
+  c->previous = rules->backoff.initial;
+  c->next_timeout = timeout_at(rules, 0);
   lr_count(c->shared, LR_M_CALLS, 1);
-  if (!lr_breaker_admits(c->shared, 1)) {
+  if (!lr_breaker_admits(c->shared, &rules->guards, 1, c->guard_origin + c->start)) {
     /* An open circuit: the call stops before it touches anything. */
     luaretry_decision d;
     memset(&d, 0, sizeof d);
-    lr_fmt(c->message, sizeof c->message, "the circuit is open: calls fail fast "
-           "for %.3f s after %d transient failures in a row", c->rules.guards.open_seconds,
-           c->rules.guards.failures);
-    stop(c, &d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker");
+    stop_saying(c, &d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "the circuit is open: "
+                "calls fail fast for %.3f s after %d transient failures in a row",
+                rules->guards.open_seconds, rules->guards.failures);
   }
   *out = c;
   return LUARETRY_OK;
@@ -113,19 +176,20 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
   memset(d, 0, sizeof *d);
   d->attempt = c->attempts;
   d->elapsed = luaretry_call_elapsed(c);
-  if (!c->stopped && c->attempts > 0 && !lr_breaker_admits(c->shared, 0)) {
+  if (!c->stopped && c->attempts > 0 &&
+      !lr_breaker_admits(c->shared, &c->rules->guards, 0,
+                         c->guard_origin + lr_clock_now(&c->clock))) {
     /* the circuit opened while this call waited for its retry */
-    lr_fmt(c->message, sizeof c->message, "the circuit opened while the call waited "
-           "to retry (%d transient failures in a row)", c->rules.guards.failures);
-    stop(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker");
-    d->message = c->message;
+    stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "the circuit opened while "
+                "the call waited to retry (%d transient failures in a row)",
+                c->rules->guards.failures);
     if (c->observer) c->observer(c->observer_ud, NULL, d);
   }
   if (c->stopped) {
     d->retry = 0;
     d->reason = c->reason;
     d->rule = c->stop_rule;
-    d->message = c->message[0] ? c->message : NULL;
+    d->message = c->message && c->message[0] ? c->message : NULL;
     return LUARETRY_OK;
   }
   d->retry = 1;
@@ -135,21 +199,38 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
 
 void luaretry_call_free(luaretry_call *c) {
   if (!c) return;
-  if (c->judge.release) c->judge.release(c->judge.ud);
+  if (c->judge && c->judge->release) c->judge->release(c->judge->ud);
   lr_waiter_close(&c->waiter);
+  free(c->own);
+  free(c->data.blob);
+  free(c->data.prepared);
+  free(c->message);
+  free(c->errmsg);
+  free(c->hook_error);
   free(c);
+}
+
+static lr_attempt_ctx context(luaretry_call *c, int attempt, double elapsed) {
+  lr_attempt_ctx ctx = { attempt, elapsed, &c->rng, &c->data };
+  return ctx;
 }
 
 luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_request *r,
                                           int *yes) {
   if (!c || !r || !yes) return LUARETRY_E_ARG;
-  return c->judge.is_idempotent(c->judge.ud, r, yes, c->errmsg, sizeof c->errmsg);
+  char *err = buffer(&c->errmsg);
+  if (!err) return LUARETRY_E_NOMEM;
+  lr_attempt_ctx ctx = context(c, c->attempts + 1, luaretry_call_elapsed(c));
+  return c->judge->is_idempotent(c->judge->ud, r, yes, &ctx, err, MESSAGE_SIZE);
 }
 
 luaretry_code luaretry_call_prepare(luaretry_call *c, const luaretry_request *in, int attempt,
                                     luaretry_request *out) {
   if (!c || !in || !out) return LUARETRY_E_ARG;
-  return c->judge.prepare(c->judge.ud, in, attempt, out, c->errmsg, sizeof c->errmsg);
+  char *err = buffer(&c->errmsg);
+  if (!err) return LUARETRY_E_NOMEM;
+  lr_attempt_ctx ctx = context(c, attempt, luaretry_call_elapsed(c));
+  return c->judge->prepare(c->judge->ud, in, attempt, out, &ctx, err, MESSAGE_SIZE);
 }
 
 double luaretry_call_timeout(const luaretry_call *c) {
@@ -161,7 +242,7 @@ double luaretry_call_elapsed(const luaretry_call *c) {
 }
 
 const char *luaretry_call_errmsg(const luaretry_call *c) {
-  return c ? c->errmsg : "no call";
+  return !c ? "no call" : c->errmsg ? c->errmsg : "";
 }
 
 void luaretry_call_cancel(luaretry_call *c) {
@@ -180,65 +261,124 @@ luaretry_code luaretry_call_wait(luaretry_call *c, double seconds) {
                                                  : LUARETRY_OK;
 }
 
-static void stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
-                 const char *rule) {
-  c->stopped = 1;
-  c->reason = r;
-  c->stop_rule = rule;
-  c->next_timeout = 0;
-  d->retry = 0;
-  d->reason = r;
-  d->wait = 0;
-  d->next_timeout = 0;
-  d->wait_source = LUARETRY_WAIT_NONE;
-  d->rule = rule;  /* static, or owned by the policy: no copy per decision */
-  if (r != LUARETRY_REASON_NONE) lr_count(c->shared, REASON_METRIC[r], 1);
-}
-
 /* The wait a transient outcome earns before any server hint; 0 on success,
- * -1 on a policy error (message in v). */
-static int backoff_wait(luaretry_call *c, const lr_verdict *v, double *w,
-                        luaretry_wait_source *src, lr_verdict *err) {
+ * -1 on a policy error (message in err). */
+static int backoff_wait(luaretry_call *c, const lr_verdict *v, const lr_attempt_ctx *ctx,
+                        double *w, luaretry_wait_source *src, lr_verdict *err) {
   long n = c->attempts - 1;  /* retry n follows attempt n + 1 */
   if (v->wait >= 0) {
     *w = v->wait;
     *src = LUARETRY_WAIT_SCRIPT;
     return 0;
   }
-  if (c->rules.backoff.kind == LUARETRY_BACKOFF_SCRIPT) {
-    if (c->judge.backoff(c->judge.ud, n, c->previous, w, err) != 0) return -1;
+  if (c->rules->backoff.kind == LUARETRY_BACKOFF_SCRIPT) {
+    if (c->judge->backoff(c->judge->ud, ctx, n, c->previous, w, err) != 0) return -1;
     c->previous = *w;
     *src = LUARETRY_WAIT_BACKOFF;
     return 0;
   }
   int capped;
-  *w = lr_backoff_wait(&c->rules.backoff, (uint64_t)n, &c->previous, &c->rng,
-                       &capped);
+  *w = lr_backoff_wait(&c->rules->backoff, (uint64_t)n, &c->previous, &c->rng, &capped);
   *src = capped ? LUARETRY_WAIT_CLAMPED : LUARETRY_WAIT_BACKOFF;
   return 0;
 }
 
+/* The verdict's effect on the guards; 1 when the verdict ends the call
+ * (d filled), 0 when a transient outcome may be retried. */
+static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v,
+                  double now, luaretry_decision *d) {
+  const lr_guards *g = &c->rules->guards;
+  switch (v->cls) {
+  case LUARETRY_CLASS_SUCCESS:
+    lr_guards_success(c->shared, g, now);
+    stop(c, d, LUARETRY_REASON_SUCCESS, v->rule);
+    return 1;
+  case LUARETRY_CLASS_FINAL:
+    lr_guards_answered(c->shared, g, now);
+    stop(c, d, LUARETRY_REASON_FINAL, v->rule);
+    return 1;
+  case LUARETRY_CLASS_TRANSIENT:
+    lr_guards_failure(c->shared, g, now);
+    if (!o->not_repeatable) return 0;
+    stop_saying(c, d, LUARETRY_REASON_FINAL, "idempotency", "transient, but %s%s is not "
+                "idempotent and may have taken effect", o->method ? o->method : "the operation",
+                o->method ? " request" : "");
+    return 1;
+  case LUARETRY_CLASS_ERROR:
+    break;
+  }
+  stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, v->rule, "%s", v->message);
+  return 1;
+}
+
+/* The limits that end a call before its wait: attempts, budget, breaker;
+ * 1 when one did (d filled). */
+static int limited(luaretry_call *c, double now, luaretry_decision *d) {
+  const lr_guards *g = &c->rules->guards;
+  if (c->max_attempts > 0 && d->attempt >= c->max_attempts) {
+    stop_saying(c, d, LUARETRY_REASON_EXHAUSTED, "max_attempts",
+                "gave up after %d attempts over %.3f s", d->attempt, d->elapsed);
+    return 1;
+  }
+  if (!lr_budget_allows_retry(c->shared, g)) {
+    stop_saying(c, d, LUARETRY_REASON_BUDGET, "budget", "the retry budget refuses: %.3f of "
+                "%g tokens left, retries need more than half", lr_budget_tokens(c->shared),
+                g->max_tokens);
+    return 1;
+  }
+  if (!lr_breaker_admits(c->shared, g, 0, now)) {
+    stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "the circuit opened after %d "
+                "transient failures in a row", g->failures);
+    return 1;
+  }
+  return 0;
+}
+
+/* A server's Retry-After over the wait w: never earlier than asked, and
+ * spread upward by the policy's jitter (clients told the same instant must
+ * not all come back at it).  1 when it ends the call instead (d filled). */
+static int server_wait(luaretry_call *c, const luaretry_outcome *o, double *w,
+                       luaretry_wait_source *src, luaretry_decision *d) {
+  const lr_rules *r = c->rules;
+  if (!r->retry_after || !(o->retry_after >= 0) || !isfinite(o->retry_after)) return 0;
+  if (o->retry_after > r->max_retry_after) {
+    stop_saying(c, d, LUARETRY_REASON_SERVER_WAIT_TOO_LONG, "max_retry_after",
+                "the server asked for %.3f s, more than max_retry_after (%.3f s)",
+                o->retry_after, r->max_retry_after);
+    return 1;
+  }
+  double spread = r->backoff.jitter == LUARETRY_JITTER_NONE
+                      ? 0 : lr_rng_uniform(&c->rng, 0, r->backoff.jitter_max);
+  if (o->retry_after + spread > *w) {
+    *w = o->retry_after + spread;
+    *src = LUARETRY_WAIT_SERVER;
+  }
+  return 0;
+}
+
+/* Nanoseconds for the counters, clamped: a 1e300 s wait still counts. */
+static long long clamp_ns(double seconds) {
+  return seconds >= 9.2e9 ? (long long)9.2e18 : seconds > 0 ? (long long)(seconds * 1e9) : 0;
+}
+
 static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
-                            const luaretry_class *forced,
-                            luaretry_decision *d) {
+                            const luaretry_class *forced, luaretry_decision *d) {
   if (!c || !o || !d) return LUARETRY_E_ARG;
   memset(d, 0, sizeof *d);
   if (c->stopped) {
-    lr_fmt(c->errmsg, sizeof c->errmsg,
-             "the call already stopped (%s); begin a new one",
-             luaretry_reason_name(c->reason));
+    say(&c->errmsg, "the call already stopped (%s); begin a new one",
+        luaretry_reason_name(c->reason));
     return LUARETRY_E_STATE;
   }
-  const lr_rules *r = &c->rules;
+  const lr_rules *r = c->rules;
   lr_count(c->shared, LR_M_ATTEMPTS, 1);
   d->attempt = ++c->attempts;
-  d->elapsed = lr_clock_now(&c->clock) - c->start;
-  c->message[0] = '\0';
+  double now = lr_clock_now(&c->clock);
+  d->elapsed = now - c->start;
   if (luaretry_call_cancelled(c)) {
     stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
     return LUARETRY_OK;
   }
-
   /* Field by field: zeroing the 512-byte message on every decision cost
    * more than the rest of the arithmetic. */
   lr_verdict v;
@@ -246,60 +386,12 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
   v.wait = -1;
   v.rule = "simulate";
   v.message[0] = '\0';
+  lr_attempt_ctx ctx = context(c, d->attempt, d->elapsed);
   if (forced) v.cls = *forced;
-  else {
-    lr_attempt_ctx ctx = { d->attempt, d->elapsed };
-    c->judge.classify(c->judge.ud, o, &ctx, &v);
-  }
-  if (v.cls == LUARETRY_CLASS_SUCCESS) lr_guards_success(c->shared);
-  else if (v.cls == LUARETRY_CLASS_TRANSIENT) lr_guards_failure(c->shared);
-  else if (v.cls == LUARETRY_CLASS_FINAL) lr_guards_answered(c->shared);
-  switch (v.cls) {
-  case LUARETRY_CLASS_SUCCESS:
-    stop(c, d, LUARETRY_REASON_SUCCESS, v.rule);
-    return LUARETRY_OK;
-  case LUARETRY_CLASS_FINAL:
-    stop(c, d, LUARETRY_REASON_FINAL, v.rule);
-    return LUARETRY_OK;
-  case LUARETRY_CLASS_ERROR:
-    lr_strlcpy(c->message, v.message, sizeof c->message);
-    stop(c, d, LUARETRY_REASON_POLICY_ERROR, v.rule);
-    d->message = c->message;
-    return LUARETRY_OK;
-  case LUARETRY_CLASS_TRANSIENT:
-    if (o->not_repeatable) {
-      lr_fmt(c->message, sizeof c->message, "transient, but %s%s is not idempotent "
-             "and may have taken effect", o->method ? o->method : "the operation",
-             o->method ? " request" : "");
-      stop(c, d, LUARETRY_REASON_FINAL, "idempotency");
-      d->message = c->message;
-      return LUARETRY_OK;
-    }
-    break;
-  }
+  else c->judge->classify(c->judge->ud, o, &ctx, &v);
+  double guard_now = c->guard_origin + now;
+  if (judged(c, o, &v, guard_now, d) || limited(c, guard_now, d)) return LUARETRY_OK;
 
-  if (r->max_attempts > 0 && d->attempt >= r->max_attempts) {
-    lr_fmt(c->message, sizeof c->message, "gave up after %d attempts over %.3f s",
-           d->attempt, d->elapsed);
-    stop(c, d, LUARETRY_REASON_EXHAUSTED, "max_attempts");
-    d->message = c->message;
-    return LUARETRY_OK;
-  }
-  if (!lr_budget_allows_retry(c->shared)) {
-    lr_fmt(c->message, sizeof c->message, "the retry budget refuses: %.3f of %g tokens "
-           "left, retries need more than half", lr_budget_tokens(c->shared),
-           r->guards.max_tokens);
-    stop(c, d, LUARETRY_REASON_BUDGET, "budget");
-    d->message = c->message;
-    return LUARETRY_OK;
-  }
-  if (!lr_breaker_admits(c->shared, 0)) {
-    lr_fmt(c->message, sizeof c->message, "the circuit opened after %d transient "
-           "failures in a row", r->guards.failures);
-    stop(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker");
-    d->message = c->message;
-    return LUARETRY_OK;
-  }
   double w;
   luaretry_wait_source src;
   lr_verdict err;
@@ -307,48 +399,31 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
   err.wait = -1;
   err.rule = v.rule;
   err.message[0] = '\0';
-  if (backoff_wait(c, &v, &w, &src, &err) != 0) {
-    lr_strlcpy(c->message, err.message, sizeof c->message);
-    stop(c, d, LUARETRY_REASON_POLICY_ERROR, err.rule);
-    d->message = c->message;
+  if (backoff_wait(c, &v, &ctx, &w, &src, &err) != 0) {
+    stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, err.rule, "%s", err.message);
     return LUARETRY_OK;
   }
-  if (r->retry_after && o->retry_after >= 0 && isfinite(o->retry_after)) {
-    if (o->retry_after > r->max_retry_after) {
-      lr_fmt(c->message, sizeof c->message,
-               "the server asked for %.3f s, more than max_retry_after (%.3f s)",
-               o->retry_after, r->max_retry_after);
-      stop(c, d, LUARETRY_REASON_DEADLINE, "max_retry_after");
-      d->message = c->message;
-      return LUARETRY_OK;
-    }
-    /* Clients told the same instant must not all return at it: spread
-     * upward by the policy's jitter, never earlier than asked. */
-    double spread = r->backoff.jitter == LUARETRY_JITTER_NONE
-                        ? 0 : lr_rng_uniform(&c->rng, 0, r->backoff.jitter_max);
-    if (o->retry_after + spread > w) {
-      w = o->retry_after + spread;
-      src = LUARETRY_WAIT_SERVER;
-    }
-  }
+  if (server_wait(c, o, &w, &src, d)) return LUARETRY_OK;
   if (r->deadline > 0 && d->elapsed + w >= r->deadline) {
-    lr_fmt(c->message, sizeof c->message,
-             "the next attempt would start at %.3f s, past the deadline (%.3f s)",
-             d->elapsed + w, r->deadline);
-    stop(c, d, LUARETRY_REASON_DEADLINE,
-         src == LUARETRY_WAIT_SERVER ? "retry_after" : "deadline");
-    d->message = c->message;
+    stop_saying(c, d, LUARETRY_REASON_DEADLINE,
+                src == LUARETRY_WAIT_SERVER ? "retry_after" : "deadline",
+                "the next attempt would start at %.3f s, past the deadline (%.3f s)",
+                d->elapsed + w, r->deadline);
     return LUARETRY_OK;
   }
   d->retry = 1;
   d->reason = LUARETRY_REASON_NONE;
   d->wait = w;
   lr_count(c->shared, LR_M_RETRIES, 1);
-  atomic_fetch_add_explicit(&c->shared->waited_ns, (long long)(w * 1e9), memory_order_relaxed);
+  atomic_fetch_add_explicit(&c->shared->waited_ns, clamp_ns(w), memory_order_relaxed);
   d->wait_source = src;
   d->next_timeout = c->next_timeout = timeout_at(r, d->elapsed + w);
   d->rule = v.rule;
-  if (c->judge.on_retry) d->hook_error = c->judge.on_retry(c->judge.ud, o, d);
+  if (c->judge->on_retry) {
+    char *b = buffer(&c->hook_error);
+    if (b && c->judge->on_retry(c->judge->ud, o, d, &ctx, b, MESSAGE_SIZE) != 0)
+      d->hook_error = b;
+  }
   return LUARETRY_OK;
 }
 
@@ -384,6 +459,17 @@ void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d) {
   if (c->observer) c->observer(c->observer_ud, NULL, d);
 }
 
+/* The host's operation gave up on attempt `attempt` with code rc. */
+static void gave_up(luaretry_call *c, int attempt, luaretry_code rc, luaretry_decision *d) {
+  d->attempt = attempt;
+  d->elapsed = luaretry_call_elapsed(c);
+  d->hook_error = NULL;
+  stop_saying(c, d, LUARETRY_REASON_GAVE_UP, "operation", "attempt %d: the operation "
+              "gave up: %s", attempt, luaretry_strerror(rc));
+  say(&c->errmsg, "%s", d->message ? d->message : "the operation gave up");
+  if (c->observer) c->observer(c->observer_ud, NULL, d);
+}
+
 luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
                                 void *ud, luaretry_decision *final) {
   if (!c || !op || !final) return LUARETRY_E_ARG;
@@ -398,10 +484,13 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
     luaretry_outcome_init(&o);
     luaretry_code rc = op(ud, c, c->attempts + 1, c->next_timeout, &o);
     if (rc != LUARETRY_OK) {
-      final->attempt = c->attempts + 1;
-      luaretry_call_stop_cancelled(c, final);
-      lr_fmt(c->errmsg, sizeof c->errmsg, "attempt %d: the operation gave up: %s",
-               final->attempt, luaretry_strerror(rc));
+      /* a cancel that reached the operation is still a cancel */
+      if (rc == LUARETRY_E_CANCELLED && luaretry_call_cancelled(c)) {
+        final->attempt = c->attempts;
+        luaretry_call_stop_cancelled(c, final);
+        return LUARETRY_OK;
+      }
+      gave_up(c, c->attempts + 1, rc, final);
       return rc;
     }
     rc = luaretry_call_report(c, &o, final);

@@ -82,11 +82,13 @@ typedef struct {
 enum {
   LR_M_CALLS, LR_M_ATTEMPTS, LR_M_RETRIES, LR_M_SUCCESSES, LR_M_FINALS,
   LR_M_EXHAUSTED, LR_M_DEADLINE, LR_M_POLICY_ERRORS, LR_M_CANCELLED,
-  LR_M_BUDGET, LR_M_CIRCUIT, LR_M_BREAKER_OPENINGS, LR_METRIC_COUNT
+  LR_M_BUDGET, LR_M_CIRCUIT, LR_M_BREAKER_OPENINGS, LR_M_GAVE_UP, LR_M_SERVER_WAIT,
+  LR_METRIC_COUNT
 };
 
 typedef struct {
-  lr_guards guards;
+  lr_guards guards;           /* the settings last configured: for a reload to
+                                 tell whether they changed */
   atomic_llong milli_tokens;
   atomic_int breaker_state, consecutive_failures, probes_left;
   atomic_llong opened_at_ns, waited_ns;
@@ -100,12 +102,13 @@ void lr_shared_init(lr_shared *s, const lr_guards *g);
  * when they changed; the counters go on. */
 void lr_shared_configure(lr_shared *s, const lr_guards *g);
 void lr_count(lr_shared *s, int metric, long long n);
-int lr_budget_allows_retry(lr_shared *s);
+/* The settings `g` are the call's (its rules'), `now` its clock's. */
+int lr_budget_allows_retry(lr_shared *s, const lr_guards *g);
 double lr_budget_tokens(lr_shared *s);
-int lr_breaker_admits(lr_shared *s, int first_attempt);
-void lr_guards_success(lr_shared *s);
-void lr_guards_failure(lr_shared *s);
-void lr_guards_answered(lr_shared *s);
+int lr_breaker_admits(lr_shared *s, const lr_guards *g, int first_attempt, double now);
+void lr_guards_success(lr_shared *s, const lr_guards *g, double now);
+void lr_guards_failure(lr_shared *s, const lr_guards *g, double now);
+void lr_guards_answered(lr_shared *s, const lr_guards *g, double now);
 
 /* ---- the rules a call follows, produced by the policy */
 
@@ -127,39 +130,54 @@ typedef struct {
   char message[512];        /* for LUARETRY_CLASS_ERROR */
 } lr_verdict;
 
+/* What the script side keeps for one call between its decisions; the
+ * engine only frees it (free()) when the call ends. */
+typedef struct {
+  char *blob;               /* info.call, serialized between decisions */
+  size_t blob_len;
+  void *prepared;           /* prepare()'s copy of the request, one block */
+} lr_call_data;
+
+/* The call a judgement is for. */
 typedef struct {
   int attempt;
   double elapsed;
+  lr_rng *rng;              /* the call's own stream: a script's math.random */
+  lr_call_data *data;
 } lr_attempt_ctx;
 
+/* The policy's judgement, as the state machine sees it: plain callbacks,
+ * `ud` the policy's (one load of its script).  Errors go into err. */
 typedef struct {
   void *ud;
-  void (*classify)(void *ud, const luaretry_outcome *o,
-                   const lr_attempt_ctx *ctx, lr_verdict *v);
+  void (*classify)(void *ud, const luaretry_outcome *o, const lr_attempt_ctx *ctx,
+                   lr_verdict *v);
   /* For LUARETRY_BACKOFF_SCRIPT: 0 and *wait, or -1 and v->message. */
-  int (*backoff)(void *ud, long n, double previous, double *wait,
-                 lr_verdict *v);
-  /* Optional; returns NULL or an error message owned by the judge. */
-  const char *(*on_retry)(void *ud, const luaretry_outcome *o,
-                          const luaretry_decision *d);
-  /* The script's is_idempotent(request) and prepare(request, attempt),
-   * errors into err. */
+  int (*backoff)(void *ud, const lr_attempt_ctx *ctx, long n, double previous,
+                 double *wait, lr_verdict *v);
+  /* Optional: 0, or -1 with the hook's error in err (the decision stands). */
+  int (*on_retry)(void *ud, const luaretry_outcome *o, const luaretry_decision *d,
+                  const lr_attempt_ctx *ctx, char *err, size_t errlen);
+  /* The script's is_idempotent(request) and prepare(request, attempt). */
   luaretry_code (*is_idempotent)(void *ud, const luaretry_request *r, int *yes,
-                                 char *err, size_t errlen);
+                                 const lr_attempt_ctx *ctx, char *err, size_t errlen);
   luaretry_code (*prepare)(void *ud, const luaretry_request *in, int attempt,
-                           luaretry_request *out, char *err, size_t errlen);
-  /* The call is over: the judge goes back to whoever lent it. */
+                           luaretry_request *out, const lr_attempt_ctx *ctx, char *err,
+                           size_t errlen);
+  /* The call is over: what it held of ud is given back. */
   void (*release)(void *ud);
 } lr_judge;
 
 /* ---- call.c: the state machine */
 
-/* A call judged by `j` under `rules`, sharing `shared` (the policy's
- * guards and counters), or with guards of its own when `shared` is NULL
- * or the options say LUARETRY_CALL_ISOLATED.  On failure the judge is
- * released. */
-luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, lr_shared *shared,
-                          const luaretry_call_options *o, luaretry_call **out);
+/* A call judged by `j` under `rules` (both must outlive it: the judge's
+ * release says when they may go), sharing `shared` (the policy's guards
+ * and counters), or with guards of its own when the options say
+ * LUARETRY_CALL_ISOLATED.  `max_attempts` > 0 overrides the rules'.  On
+ * failure the judge is released. */
+luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_attempts,
+                          lr_shared *shared, const luaretry_call_options *o,
+                          luaretry_call **out);
 
 /* Report with a forced class (simulate). */
 luaretry_code lr_call_report_class(luaretry_call *c, const luaretry_outcome *o,

@@ -1,7 +1,10 @@
 /* guard.c: what all calls of one policy share in a process: the retry
  * budget (gRPC's retry throttling), the circuit breaker and the counters.
  * Plain C and atomics only: any number of threads update them without a
- * lock, and neither Lua nor HTTP is known here. */
+ * lock, and neither Lua nor HTTP is known here.  The settings come from
+ * each call's rules (so a reload never changes them under a running
+ * call), and time from each call's clock (so a breaker on virtual time
+ * opens and closes on virtual time). */
 #include <math.h>
 #include <string.h>
 
@@ -43,8 +46,8 @@ void lr_count(lr_shared *s, int metric, long long n) {
 /* ---- the budget: -1 token per failed attempt, +token_ratio per success,
  * retries only while more than half the tokens are left */
 
-static void add_tokens(lr_shared *s, long long delta) {
-  long long max = llround(s->guards.max_tokens * MILLI);
+static void add_tokens(lr_shared *s, const lr_guards *g, long long delta) {
+  long long max = llround(g->max_tokens * MILLI);
   long long cur = atomic_load(&s->milli_tokens), next;
   do {
     next = cur + delta;
@@ -53,9 +56,9 @@ static void add_tokens(lr_shared *s, long long delta) {
   } while (!atomic_compare_exchange_weak(&s->milli_tokens, &cur, next));
 }
 
-int lr_budget_allows_retry(lr_shared *s) {
-  if (!s->guards.budget) return 1;
-  return atomic_load(&s->milli_tokens) * 2 > llround(s->guards.max_tokens * MILLI);
+int lr_budget_allows_retry(lr_shared *s, const lr_guards *g) {
+  if (!g->budget) return 1;
+  return atomic_load(&s->milli_tokens) * 2 > llround(g->max_tokens * MILLI);
 }
 
 double lr_budget_tokens(lr_shared *s) {
@@ -67,29 +70,37 @@ double lr_budget_tokens(lr_shared *s) {
  * letting `probes` calls through: a success closes it, a failure opens it
  * again. */
 
-static void change(lr_shared *s, luaretry_breaker_state from, luaretry_breaker_state to) {
+/* Seconds as stored: nanoseconds, clamped so any clock value fits. */
+static long long to_ns(double seconds) {
+  if (!(seconds > -9e9)) return (long long)-9e18;
+  if (seconds > 9e9) return (long long)9e18;
+  return (long long)(seconds * 1e9);
+}
+
+static void change(lr_shared *s, const lr_guards *g, luaretry_breaker_state from,
+                   luaretry_breaker_state to, double now) {
   int expected = (int)from;
   if (!atomic_compare_exchange_strong(&s->breaker_state, &expected, (int)to)) return;
   if (to == LUARETRY_BREAKER_OPEN) {
-    atomic_store(&s->opened_at_ns, (long long)(lr_monotonic_now() * 1e9));
+    atomic_store(&s->opened_at_ns, to_ns(now));
     lr_count(s, LR_M_BREAKER_OPENINGS, 1);
   }
   if (to == LUARETRY_BREAKER_HALF_OPEN) {
-    atomic_store(&s->probes_left, s->guards.probes);
-    atomic_store(&s->opened_at_ns, (long long)(lr_monotonic_now() * 1e9));
+    atomic_store(&s->probes_left, g->probes);
+    atomic_store(&s->opened_at_ns, to_ns(now));
   }
   if (to == LUARETRY_BREAKER_CLOSED) atomic_store(&s->consecutive_failures, 0);
   if (s->on_change) s->on_change(s->on_change_ud, to);
 }
 
 /* Whether a call may begin (or go on with a retry) now. */
-int lr_breaker_admits(lr_shared *s, int first_attempt) {
-  if (!s->guards.breaker) return 1;
+int lr_breaker_admits(lr_shared *s, const lr_guards *g, int first_attempt, double now) {
+  if (!g->breaker) return 1;
   int state = atomic_load(&s->breaker_state);
   if (state == LUARETRY_BREAKER_OPEN) {
     double opened = (double)atomic_load(&s->opened_at_ns) * 1e-9;
-    if (lr_monotonic_now() - opened < s->guards.open_seconds) return 0;
-    change(s, LUARETRY_BREAKER_OPEN, LUARETRY_BREAKER_HALF_OPEN);
+    if (now - opened < g->open_seconds) return 0;
+    change(s, g, LUARETRY_BREAKER_OPEN, LUARETRY_BREAKER_HALF_OPEN, now);
     state = atomic_load(&s->breaker_state);
   }
   if (state == LUARETRY_BREAKER_HALF_OPEN && first_attempt) {
@@ -99,36 +110,36 @@ int lr_breaker_admits(lr_shared *s, int first_attempt) {
     while (left > 0 && !atomic_compare_exchange_weak(&s->probes_left, &left, left - 1)) {}
     if (left > 0) return 1;
     double since = (double)atomic_load(&s->opened_at_ns) * 1e-9;
-    if (lr_monotonic_now() - since < s->guards.open_seconds) return 0;
-    atomic_store(&s->opened_at_ns, (long long)(lr_monotonic_now() * 1e9));
-    atomic_store(&s->probes_left, s->guards.probes - 1);
+    if (now - since < g->open_seconds) return 0;
+    atomic_store(&s->opened_at_ns, to_ns(now));
+    atomic_store(&s->probes_left, g->probes - 1);
     return 1;
   }
   return state != LUARETRY_BREAKER_OPEN;
 }
 
-void lr_guards_success(lr_shared *s) {
-  if (s->guards.budget) add_tokens(s, llround(s->guards.token_ratio * MILLI));
-  if (!s->guards.breaker) return;
+void lr_guards_success(lr_shared *s, const lr_guards *g, double now) {
+  if (g->budget) add_tokens(s, g, llround(g->token_ratio * MILLI));
+  if (!g->breaker) return;
   atomic_store(&s->consecutive_failures, 0);
-  change(s, LUARETRY_BREAKER_HALF_OPEN, LUARETRY_BREAKER_CLOSED);
+  change(s, g, LUARETRY_BREAKER_HALF_OPEN, LUARETRY_BREAKER_CLOSED, now);
 }
 
 /* An outcome judged final: the service answered.  The budget counts only
  * successes and failures (as gRPC's); the breaker takes an answer as a
  * sign of life. */
-void lr_guards_answered(lr_shared *s) {
-  if (!s->guards.breaker) return;
+void lr_guards_answered(lr_shared *s, const lr_guards *g, double now) {
+  if (!g->breaker) return;
   atomic_store(&s->consecutive_failures, 0);
-  change(s, LUARETRY_BREAKER_HALF_OPEN, LUARETRY_BREAKER_CLOSED);
+  change(s, g, LUARETRY_BREAKER_HALF_OPEN, LUARETRY_BREAKER_CLOSED, now);
 }
 
-void lr_guards_failure(lr_shared *s) {
-  if (s->guards.budget) add_tokens(s, -MILLI);
-  if (!s->guards.breaker) return;
+void lr_guards_failure(lr_shared *s, const lr_guards *g, double now) {
+  if (g->budget) add_tokens(s, g, -MILLI);
+  if (!g->breaker) return;
   int n = atomic_fetch_add(&s->consecutive_failures, 1) + 1;
   if (atomic_load(&s->breaker_state) == LUARETRY_BREAKER_HALF_OPEN)
-    change(s, LUARETRY_BREAKER_HALF_OPEN, LUARETRY_BREAKER_OPEN);
-  else if (n >= s->guards.failures)
-    change(s, LUARETRY_BREAKER_CLOSED, LUARETRY_BREAKER_OPEN);
+    change(s, g, LUARETRY_BREAKER_HALF_OPEN, LUARETRY_BREAKER_OPEN, now);
+  else if (n >= g->failures)
+    change(s, g, LUARETRY_BREAKER_CLOSED, LUARETRY_BREAKER_OPEN, now);
 }

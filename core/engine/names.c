@@ -35,6 +35,8 @@ const char *luaretry_reason_name(luaretry_reason r) {
   case LUARETRY_REASON_CANCELLED: return "cancelled";
   case LUARETRY_REASON_BUDGET: return "budget";
   case LUARETRY_REASON_CIRCUIT_OPEN: return "circuit_open";
+  case LUARETRY_REASON_GAVE_UP: return "gave_up";
+  case LUARETRY_REASON_SERVER_WAIT_TOO_LONG: return "server_wait_too_long";
   }
   return "unknown";
 }

@@ -186,7 +186,7 @@ typedef struct {
   luaretry_jitter jitter;
   double jitter_max;
   int cap_jitter;
-  long instruction_limit;
+  long instruction_limit;   /* 0: not counted (the time limit applies) */
   size_t memory_limit;
   int budget;               /* retry throttling on */
   double max_tokens, token_ratio;
@@ -194,7 +194,8 @@ typedef struct {
   long failures;            /* transient outcomes in a row that open it */
   double open_seconds;
   long probes;              /* calls let through when half-open */
-  uint64_t reserved[8];
+  double time_limit;        /* seconds per call into the script */
+  uint64_t reserved[7];
 } luaretry_tuning;
 
 /* Fills *t; its strings live as long as the loaded policy. */
@@ -221,7 +222,9 @@ typedef struct {
   double time_waited;         /* seconds of waits decided */
   double budget_tokens;       /* tokens left (0 without a budget) */
   luaretry_breaker_state breaker;
-  uint64_t reserved[8];
+  uint64_t gave_up;             /* the host's operation gave up */
+  uint64_t server_waits_too_long; /* a Retry-After above max_retry_after */
+  uint64_t reserved[6];
 } luaretry_metrics;
 
 LUARETRY_API luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m);
@@ -360,10 +363,14 @@ typedef enum {
   LUARETRY_REASON_POLICY_ERROR,
   LUARETRY_REASON_CANCELLED,
   LUARETRY_REASON_BUDGET,
-  LUARETRY_REASON_CIRCUIT_OPEN
+  LUARETRY_REASON_CIRCUIT_OPEN,
+  LUARETRY_REASON_GAVE_UP,              /* the host's operation gave up */
+  LUARETRY_REASON_SERVER_WAIT_TOO_LONG  /* a Retry-After above max_retry_after */
 } luaretry_reason;
 
-/* "retry" for NONE, else "success", "final", "exhausted", "deadline", ... */
+/* "retry" for NONE, else "success", "final", "exhausted", "deadline",
+ * "policy_error", "cancelled", "budget", "circuit_open", "gave_up",
+ * "server_wait_too_long". */
 LUARETRY_API const char *luaretry_reason_name(luaretry_reason r);
 
 typedef enum {

@@ -65,14 +65,16 @@ static void set_str(lua_State *L, const char *k, const char *v) {
   lua_setfield(L, -2, k);
 }
 
-/* Applies opts.set, opts.instruction_limit, opts.memory_limit. */
+/* Applies opts.set and the host's limits (opts.time_limit, ...: every
+ * host-only field of the library's table). */
 static luaretry_code apply_options(lua_State *L, luaretry_policy *p, int opts) {
   if (lua_isnoneornil(L, opts)) return LUARETRY_OK;
   luaL_checktype(L, opts, LUA_TTABLE);
-  static const char *const limits[] = { "instruction_limit", "memory_limit", NULL };
-  for (int i = 0; limits[i]; i++) {
-    if (lua_getfield(L, opts, limits[i]) != LUA_TNIL) {
-      luaretry_code rc = luaretry_policy_set(p, limits[i], luaL_tolstring(L, -1, NULL));
+  for (size_t i = 0; i < luaretry_field_count(); i++) {
+    const luaretry_field *f = luaretry_field_at(i);
+    if (!f->host_only) continue;
+    if (lua_getfield(L, opts, f->name) != LUA_TNIL) {
+      luaretry_code rc = luaretry_policy_set(p, f->name, luaL_tolstring(L, -1, NULL));
       if (rc != LUARETRY_OK) return rc;
       lua_pop(L, 1);
     }
@@ -201,6 +203,7 @@ static int p_tuning(lua_State *L) {
   set_num(L, "body_limit", (double)t.body_limit);
   set_num(L, "instruction_limit", (double)t.instruction_limit);
   set_num(L, "memory_limit", (double)t.memory_limit);
+  set_num(L, "time_limit", t.time_limit);
   lua_createtable(L, 0, 8);
   set_str(L, "kind", luaretry_backoff_kind_name(t.kind));
   if (t.kind != LUARETRY_BACKOFF_SCRIPT) {

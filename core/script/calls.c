@@ -1,7 +1,9 @@
 /* calls.c: a policy's side of its calls.  luaretry_call_begin is where the
- * policy hands the engine a judge (one of its Lua states), the rules of the
- * same load and its shared guards; simulations and probes; the request
- * hooks for hosts without a call. */
+ * policy hands the engine a judge, the rules of the same load and its
+ * shared guards: the call holds a reference to the load, nothing more.
+ * Also simulations, backoff samples, and the request hooks for hosts
+ * without a call. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "policy.h"
@@ -10,13 +12,9 @@ static luaretry_code begin(luaretry_policy *p, const luaretry_call_options *o,
                            long max_attempts, luaretry_call **out) {
   if (!p || !out) return LUARETRY_E_ARG;
   *out = NULL;
-  if (!lr_policy_loaded(p)) return LUARETRY_E_STATE;
-  lr_judge j;
-  lr_rules r;
-  luaretry_code rc = lr_policy_checkout(p, &j, &r);
-  if (rc != LUARETRY_OK) return rc;
-  if (max_attempts > 0) r.max_attempts = max_attempts;
-  return lr_call_new(&j, &r, lr_policy_shared(p), o, out);
+  lr_gen *g = lr_policy_current(p);  /* the call's reference */
+  if (!g) return LUARETRY_E_STATE;
+  return lr_call_new(&g->judge, &g->rules, max_attempts, lr_policy_shared(p), o, out);
 }
 
 luaretry_code luaretry_call_begin(luaretry_policy *p, const luaretry_call_options *o,
@@ -30,15 +28,18 @@ luaretry_code luaretry_call_begin(luaretry_policy *p, const luaretry_call_option
 
 luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed, long attempts,
                                 luaretry_decision_fn each, void *ud) {
+  if (!p) return LUARETRY_E_ARG;
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
   opt.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED;
   opt.seed = seed;
-  if (!p) return LUARETRY_E_ARG;
-  long limit = attempts > 0 ? attempts : p->main ? p->tuning.max_attempts : 0;
+  luaretry_tuning t;
+  luaretry_code rc = luaretry_policy_tuning(p, &t);
+  if (rc != LUARETRY_OK) return rc;
+  long limit = attempts > 0 ? attempts : t.max_attempts;
   if (limit <= 0 || limit > SIMULATE_MAX_ATTEMPTS) limit = SIMULATE_MAX_ATTEMPTS;
   luaretry_call *c;
-  luaretry_code rc = begin(p, &opt, limit, &c);
+  rc = begin(p, &opt, limit, &c);
   if (rc != LUARETRY_OK) return rc;
   luaretry_outcome o;
   luaretry_outcome_init(&o);
@@ -59,36 +60,44 @@ luaretry_code luaretry_policy_sample_backoff(const luaretry_policy *p, uint64_t 
                                              uint64_t seed, double previous, double *out,
                                              size_t count) {
   if (!p || (!out && count)) return LUARETRY_E_ARG;
-  if (!p->main) return LUARETRY_E_STATE;
-  const lr_backoff *b = &p->rules.backoff;
-  if (b->kind == LUARETRY_BACKOFF_SCRIPT) return LUARETRY_E_STATE;
-  lr_rng rng;
-  lr_rng_seed(&rng, seed);
-  for (size_t i = 0; i < count; i++) {
-    double prev = previous < 0 ? b->initial : previous;
-    int capped;
-    out[i] = lr_backoff_wait(b, n, &prev, &rng, &capped);
+  lr_gen *g = lr_policy_current((luaretry_policy *)p);
+  if (!g) return LUARETRY_E_STATE;
+  const lr_backoff *b = &g->rules.backoff;
+  luaretry_code rc = LUARETRY_E_STATE;
+  if (b->kind != LUARETRY_BACKOFF_SCRIPT) {
+    lr_rng rng;
+    lr_rng_seed(&rng, seed);
+    for (size_t i = 0; i < count; i++) {
+      double prev = previous < 0 ? b->initial : previous;
+      int capped;
+      out[i] = lr_backoff_wait(b, n, &prev, &rng, &capped);
+    }
+    rc = LUARETRY_OK;
   }
-  return LUARETRY_OK;
+  lr_gen_unref(g);
+  return rc;
 }
 
-/* ---- the same for hosts without a call: the policy's loaded script */
+/* ---- the request hooks for hosts without a call: the current load */
 
 luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p, const luaretry_request *r,
                                             int *idempotent) {
   if (!p || !r || !idempotent) return LUARETRY_E_ARG;
-  if (!p->main) return LUARETRY_E_STATE;
-  luaretry_code rc = lr_script_is_idempotent(p->main, r, idempotent);
-  if (rc != LUARETRY_OK) lr_strlcpy(p->errmsg, p->main->errmsg, sizeof p->errmsg);
+  lr_gen *g = lr_policy_current(p);
+  if (!g) return LUARETRY_E_STATE;
+  luaretry_code rc = lr_gen_is_idempotent(g, r, idempotent, NULL, p->errmsg,
+                                          sizeof p->errmsg);
+  lr_gen_unref(g);
   return rc;
 }
 
 luaretry_code luaretry_policy_prepare(luaretry_policy *p, const luaretry_request *in,
                                       int attempt, luaretry_request *out) {
   if (!p || !in || !out) return LUARETRY_E_ARG;
-  if (!p->main) return LUARETRY_E_STATE;
-  luaretry_code rc = lr_script_prepare(p->main, in, attempt, out);
-  if (rc != LUARETRY_OK) lr_strlcpy(p->errmsg, p->main->errmsg, sizeof p->errmsg);
+  lr_gen *g = lr_policy_current(p);
+  if (!g) return LUARETRY_E_STATE;
+  luaretry_code rc = lr_gen_prepare(g, in, attempt, out, &p->prepared, NULL, p->errmsg,
+                                    sizeof p->errmsg);
+  lr_gen_unref(g);
   return rc;
 }
-

@@ -175,7 +175,7 @@ static int track_globals(lua_State *L) {
 
 /* Compiles (text only) and runs the chunk; leaves what it returned. */
 static void run_chunk(lua_State *L, lr_load *ld, int tracker) {
-  int status = luaL_loadbufferx(L, ld->text, ld->text_len, ld->chunkname, "t");
+  int status = luaL_loadbufferx(L, ld->gen->text, ld->gen->text_len, ld->gen->chunkname, "t");
   if (status != LUA_OK) {
     ld->syntax_error = status == LUA_ERRSYNTAX;
     ld->io_error = status == LUA_ERRFILE;
@@ -204,11 +204,12 @@ static void read_fields(lua_State *L, lr_load *ld, int src, int lines) {
     lua_getfield(L, src, lr_fields[i].name);  /* no metatable on either: raw */
     int line = line_of(L, lines, lr_fields[i].name);
     if (lua_type(L, -1) == LUA_TFUNCTION) {
-      char *rule = i == F_IS_TRANSIENT ? ld->rule_is_transient
-                 : i == F_IS_SUCCESS ? ld->rule_is_success
-                 : i == F_BACKOFF ? ld->rule_backoff
-                 : i == F_IS_IDEMPOTENT ? ld->rule_is_idempotent : NULL;
-      if (rule) function_rule(L, -1, rule, sizeof ld->rule_is_transient);
+      lr_script *s = ld->script;
+      char *rule = i == F_IS_TRANSIENT ? s->rule_is_transient
+                 : i == F_IS_SUCCESS ? s->rule_is_success
+                 : i == F_BACKOFF ? s->rule_backoff
+                 : i == F_IS_IDEMPOTENT ? s->rule_is_idempotent : NULL;
+      if (rule) function_rule(L, -1, rule, RULE_SIZE);
       lua_pushvalue(L, -1);
       ld->refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
     }
@@ -222,27 +223,29 @@ static void read_fields(lua_State *L, lr_load *ld, int src, int lines) {
 static void read_options(lua_State *L, lr_load *ld, int src) {
   lua_getfield(L, src, "options");
   int has_options = lua_type(L, -1) == LUA_TTABLE;
-  for (size_t k = 0; k < ld->p->override_count; k++) {
-    const lr_override *o = &ld->p->overrides[k];
-    if (strncmp(o->name, "options.", 8) != 0) continue;
+  for (size_t k = 0; k < ld->gen->option_count; k++) {
+    const lr_override *o = &ld->gen->options[k];
     if (!has_options) luaL_error(L, "%s: %s declares no options", o->name, ld->chunk_src);
     set_option(L, lua_gettop(L), o->name + 8, o->value);
   }
-  ld->ref_options = has_options ? luaL_ref(L, LUA_REGISTRYINDEX) : (lua_pop(L, 1), 0);
+  ld->script->ref_options = has_options ? luaL_ref(L, LUA_REGISTRYINDEX) : (lua_pop(L, 1), 0);
 }
 
-/* info: a read-only proxy whose fields are read from the decision in
- * progress, so an is_transient that ignores it costs nothing. */
+/* info: a read-only proxy (a userdata: no rawset reaches it) whose fields
+ * are read from the decision in progress, so an is_transient that ignores
+ * it costs nothing. */
 static void make_info(lua_State *L, lr_load *ld) {
-  lua_newtable(L);
-  lua_newtable(L);
+  lua_newuserdatauv(L, 0, 0);
+  lua_createtable(L, 0, 3);
   lua_pushlightuserdata(L, ld->script);
   lua_pushcclosure(L, lr_info_index, 1);
   lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, lr_info_newindex);
+  lua_setfield(L, -2, "__newindex");
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
   lua_setmetatable(L, -2);
-  ld->ref_info = luaL_ref(L, LUA_REGISTRYINDEX);
+  ld->script->ref_info = luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
 static int load_protected(lua_State *L) {
@@ -263,34 +266,30 @@ static int load_protected(lua_State *L) {
 
 void lr_script_free(lr_script *s) {
   if (!s) return;
-  lr_free_prepared(s);
   lr_sandbox_free(s->sb);
   free(s);
 }
 
-/* A new Lua state running the script text: its refs and rules filled in,
- * the fields and warnings it read left in *ld.  NULL with err set. */
-lr_script *lr_script_new(luaretry_policy *p, lr_load *ld, luaretry_code *rc,
-                             char *err, size_t errlen) {
+lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err,
+                         size_t errlen) {
   lr_script *s = calloc(1, sizeof *s);
   if (!s) {
     *rc = LUARETRY_E_NOMEM;
     lr_fmt(err, errlen, "out of memory");
     return NULL;
   }
-  s->p = p;
-  s->ref_headers = LUA_NOREF;
-  s->sb = lr_sandbox_new(p->memory_limit, p->instruction_limit,
-                         p->script_path[0] ? p->script_path : NULL);
+  s->gen = g;
+  s->ref_headers = s->ref_call = LUA_NOREF;
+  s->sb = lr_sandbox_new(&g->limits, g->script_path[0] ? g->script_path : NULL, &g->p->log,
+                         lr_sandbox_open_libs);
   if (!s->sb) {
     free(s);
     *rc = LUARETRY_E_NOMEM;
     lr_fmt(err, errlen, "cannot create a Lua state (memory_limit %zu bytes too small?)",
-           p->memory_limit);
+           g->limits.memory);
     return NULL;
   }
-  s->sb->log = p->log;
-  s->sb->log_ud = p->log_ud;
+  ld->gen = g;
   ld->script = s;
   *rc = lr_sandbox_call(s->sb, load_protected, ld, 0, LUARETRY_E_POLICY, err, errlen);
   if (*rc == LUARETRY_E_POLICY && ld->syntax_error) *rc = LUARETRY_E_SYNTAX;
@@ -298,19 +297,13 @@ lr_script *lr_script_new(luaretry_policy *p, lr_load *ld, luaretry_code *rc,
     lr_script_free(s);
     return NULL;
   }
-  s->ref_info = ld->ref_info;
   s->ref_is_transient = ld->refs[F_IS_TRANSIENT];
   s->ref_is_success = ld->refs[F_IS_SUCCESS];
   s->ref_on_retry = ld->refs[F_ON_RETRY];
   s->ref_is_idempotent = ld->refs[F_IS_IDEMPOTENT];
   s->ref_prepare = ld->refs[F_PREPARE];
-  s->ref_options = ld->ref_options;
   s->ref_run = ld->refs[F_RUN];
   s->ref_backoff = ld->refs[F_BACKOFF];
   s->ref_on_breaker = ld->refs[F_ON_BREAKER];
-  memcpy(s->rule_is_transient, ld->rule_is_transient, sizeof s->rule_is_transient);
-  memcpy(s->rule_is_success, ld->rule_is_success, sizeof s->rule_is_success);
-  memcpy(s->rule_backoff, ld->rule_backoff, sizeof s->rule_backoff);
-  memcpy(s->rule_is_idempotent, ld->rule_is_idempotent, sizeof s->rule_is_idempotent);
   return s;
 }

@@ -1,5 +1,6 @@
 /* lpattern.c: Lua 5.4 pattern matching (reference manual section 6.4.1)
- * whose every step is paid for from the sandbox's instruction budget.
+ * whose every step is paid for from the sandbox's budget: its instruction
+ * limit when the host set one, else steps between two looks at the clock.
  *
  * The matcher backtracks like Lua's own: an item is tried, then what follows
  * it, and a failure undoes the last choice.  Errors in the pattern are found
@@ -9,8 +10,8 @@
  * The price, in instructions: 1 per call of match() (so per backtracking
  * step and per start position tried), 1 per character an item takes, 1 per
  * BULK bytes of memchr/memcmp work and of [set] scanned, 1 per 4 bytes a %b
- * scans.  When sb->remaining runs out the sandbox is killed exactly as the
- * count hook does it: sticky, with the script's file and line. */
+ * scans.  When sb->remaining runs out the sandbox is killed (lr_sandbox_refuel)
+ * exactly as a hook would do it: sticky, with the script's file and line. */
 #include <ctype.h>
 #include <lauxlib.h>
 #include <string.h>
@@ -38,45 +39,31 @@ typedef struct {
   struct { const char *at; ptrdiff_t len; } cap[MAX_CAPTURES];
 } matcher;
 
-/* ---- the budget */
-
-static void note_where(lua_State *L, lr_sandbox *sb) {
-  lua_Debug ar;
-  for (int level = 0; lua_getstack(L, level, &ar); level++) {
-    if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
-      lr_fmt(sb->where, sizeof sb->where, "%s:%d", ar.short_src, ar.currentline);
-      return;
-    }
-  }
-}
-
-/* As the count hook does: mark, remember where, make every following
- * instruction fail too, and raise. */
-static int budget_kill(lua_State *L, lr_sandbox *sb) {
-  if (sb->remaining > 0) sb->remaining = 0;
-  if (!sb->killed) sb->killed = LR_KILL_INSTRUCTIONS;
-  if (!sb->where[0]) note_where(L, sb);
-  lua_Hook hook = lua_gethook(L);
-  if (hook) lua_sethook(L, hook, LUA_MASKCOUNT, 1);
-  lua_pushliteral(L, "sandbox limit reached");
-  return lua_error(L);
-}
+/* ---- the budget: the sandbox's instructions, or steps between two looks
+ * at the clock (lr_sandbox_refuel decides which) */
 
 static lr_sandbox *enter(lua_State *L) {
   lr_sandbox *sb = lr_sandbox_of(L);
-  if (sb->killed || sb->remaining <= 0) budget_kill(L, sb);
+  if (sb->killed) lr_sandbox_kill(L, sb, sb->killed);
+  if (sb->remaining <= 0) lr_sandbox_refuel(L, sb);
   return sb;
 }
 
 static void pay(lua_State *L, lr_sandbox *sb, size_t units) {
-  if (units > (size_t)sb->remaining) units = (size_t)sb->remaining;
-  sb->remaining -= (long)units;
-  if (sb->remaining <= 0) budget_kill(L, sb);
+  while (units > 0) {
+    size_t now = units > (size_t)sb->remaining ? (size_t)sb->remaining : units;
+    sb->remaining -= (long)now;
+    units -= now;
+    if (sb->remaining <= 0) lr_sandbox_refuel(L, sb);
+  }
 }
 
+static void sync_out(matcher *m);
+
 static void out_of_fuel(matcher *m) {
-  m->sb->remaining = 0;
-  budget_kill(m->L, m->sb);
+  sync_out(m);
+  lr_sandbox_refuel(m->L, m->sb);
+  m->fuel = m->sb->remaining;
 }
 
 #define CHARGE(m, n) do { if (((m)->fuel -= (long)(n)) <= 0) out_of_fuel(m); } while (0)
@@ -402,7 +389,8 @@ static const char *plain_find(lua_State *L, lr_sandbox *sb, const char *s, size_
     left -= 1 + (long)((size_t)(c - at) / BULK + lp / BULK);
     if (left <= 0) {
       sb->remaining = 0;
-      budget_kill(L, sb);
+      lr_sandbox_refuel(L, sb);  /* kills, or looks at the clock and refills */
+      left = sb->remaining;
     }
     if (memcmp(c + 1, p + 1, lp - 1) == 0) {
       sb->remaining = left;

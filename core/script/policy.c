@@ -1,6 +1,9 @@
-/* policy.c: loading a policy script into its sandbox, and the policy's
- * public side (overrides, reload, tuning).  Everything that touches Lua
- * runs under protection (lr_sandbox_call). */
+/* policy.c: the policy's public side: loading and reloading a script,
+ * settings (luaretry_policy_set/get), tuning, counters, callbacks.  Each
+ * load or change of a setting makes a new load of the script (gen.c);
+ * calls in flight finish under the one they began with.  Changes are
+ * serialized by `writer`; `lock` guards what readers take (the current
+ * load, the tuning). */
 #include <errno.h>
 #include <lauxlib.h>
 #include <math.h>
@@ -11,19 +14,12 @@
 
 #include "policy.h"
 
-static luaretry_code reload_text(luaretry_policy *p);
-
-/* ---- the public side */
-
 static void breaker_changed(void *ud, luaretry_breaker_state state) {
   luaretry_policy *p = ud;
   if (p->breaker_fn) p->breaker_fn(p->breaker_ud, state);
-  if (p->main && p->main->ref_on_breaker) {
-    /* a state of its own: the thread that got here may hold another */
-    lr_script *s = lr_script_acquire(p);
-    if (s) lr_script_on_breaker(s, luaretry_breaker_state_name(state));
-    lr_script_release(p, s);
-  }
+  lr_gen *g = lr_policy_current(p);
+  if (g && g->has_on_breaker) lr_gen_on_breaker(g, luaretry_breaker_state_name(state));
+  lr_gen_unref(g);
 }
 
 luaretry_code luaretry_policy_new(luaretry_policy **out) {
@@ -31,9 +27,11 @@ luaretry_code luaretry_policy_new(luaretry_policy **out) {
   luaretry_policy *p = calloc(1, sizeof *p);
   *out = p;
   if (!p) return LUARETRY_E_NOMEM;
-  p->instruction_limit = (long)lr_fields[F_INSTRUCTION_LIMIT].def;
-  p->memory_limit = (size_t)lr_fields[F_MEMORY_LIMIT].def;
-  pthread_mutex_init(&p->pool_lock, NULL);
+  p->limits.instructions = 0;  /* counted only when the host asks */
+  p->limits.memory = (size_t)lr_fields[F_MEMORY_LIMIT].def;
+  p->limits.seconds = lr_fields[F_TIME_LIMIT].def;
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_mutex_init(&p->writer, NULL);
   lr_guards none;
   memset(&none, 0, sizeof none);
   lr_shared_init(&p->shared, &none);
@@ -43,6 +41,14 @@ luaretry_code luaretry_policy_new(luaretry_policy **out) {
 }
 
 lr_shared *lr_policy_shared(luaretry_policy *p) { return &p->shared; }
+
+lr_gen *lr_policy_current(luaretry_policy *p) {
+  pthread_mutex_lock(&p->lock);
+  lr_gen *g = p->gen;
+  if (g) lr_gen_ref(g);
+  pthread_mutex_unlock(&p->lock);
+  return g;
+}
 
 void luaretry_policy_on_breaker(luaretry_policy *p, luaretry_breaker_fn fn, void *ud) {
   if (!p) return;
@@ -68,24 +74,27 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   m->budget_refusals = (uint64_t)c[LR_M_BUDGET];
   m->circuit_refusals = (uint64_t)c[LR_M_CIRCUIT];
   m->breaker_openings = (uint64_t)c[LR_M_BREAKER_OPENINGS];
+  m->gave_up = (uint64_t)c[LR_M_GAVE_UP];
+  m->server_waits_too_long = (uint64_t)c[LR_M_SERVER_WAIT];
   m->time_waited = (double)atomic_load(&s->waited_ns) * 1e-9;
-  m->budget_tokens = s->guards.budget ? lr_budget_tokens(s) : 0;
+  pthread_mutex_lock((pthread_mutex_t *)&p->lock);
+  int budget = p->gen && p->gen->rules.guards.budget;
+  pthread_mutex_unlock((pthread_mutex_t *)&p->lock);
+  m->budget_tokens = budget ? lr_budget_tokens(s) : 0;
   m->breaker = (luaretry_breaker_state)atomic_load(&s->breaker_state);
   return LUARETRY_OK;
 }
 
 void luaretry_policy_free(luaretry_policy *p) {
   if (!p) return;
-  /* every call is over (a policy outlives its calls): all states are free */
-  while (p->free_scripts) {
-    lr_script *next = p->free_scripts->next_free;
-    lr_script_free(p->free_scripts);
-    p->free_scripts = next;
-  }
-  free(p->text);
+  /* every call is over (a policy outlives its calls) */
+  lr_gen_unref(p->gen);
   lr_free_warnings(p->warnings, &p->warning_count);
   lr_free_warnings(p->load_warnings, &p->load_warning_count);
-  pthread_mutex_destroy(&p->pool_lock);
+  free(p->prepared);
+  free(p->workflow_body);
+  pthread_mutex_destroy(&p->lock);
+  pthread_mutex_destroy(&p->writer);
   free(p);
 }
 
@@ -102,25 +111,13 @@ const char *luaretry_policy_warning(const luaretry_policy *p, size_t i) {
 }
 
 size_t luaretry_policy_memory(const luaretry_policy *p) {
-  return p && p->main ? p->main->sb->used : 0;
-}
-
-int lr_policy_loaded(const luaretry_policy *p) { return p->main != NULL; }
-lr_sandbox *lr_policy_sandbox(luaretry_policy *p) { return p->main->sb; }
-int lr_policy_run_ref(const luaretry_policy *p) { return p->main ? p->main->ref_run : 0; }
-char *lr_policy_errbuf(luaretry_policy *p, size_t *size) {
-  *size = sizeof p->errmsg;
-  return p->errmsg;
+  return p ? p->memory : 0;
 }
 
 void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
   if (!p) return;
-  p->log = fn;
-  p->log_ud = ud;
-  pthread_mutex_lock(&p->pool_lock);
-  for (lr_script *s = p->free_scripts; s; s = s->next_free) s->sb->log = fn, s->sb->log_ud = ud;
-  if (p->main) p->main->sb->log = fn, p->main->sb->log_ud = ud;
-  pthread_mutex_unlock(&p->pool_lock);
+  p->log.fn = fn;
+  p->log.ud = ud;
 }
 
 luaretry_code luaretry_policy_set_classifier(luaretry_policy *p,
@@ -133,13 +130,19 @@ luaretry_code luaretry_policy_set_classifier(luaretry_policy *p,
 
 luaretry_code luaretry_policy_tuning(const luaretry_policy *p, luaretry_tuning *t) {
   if (!p || !t) return LUARETRY_E_ARG;
-  if (!p->main) return LUARETRY_E_STATE;
-  *t = p->tuning;
-  t->name = p->name;
-  t->source = p->source;
-  t->instruction_limit = p->instruction_limit;
-  t->memory_limit = p->memory_limit;
-  return LUARETRY_OK;
+  pthread_mutex_t *lock = (pthread_mutex_t *)&p->lock;
+  pthread_mutex_lock(lock);
+  luaretry_code rc = p->gen ? LUARETRY_OK : LUARETRY_E_STATE;
+  if (p->gen) {
+    *t = p->tuning;
+    t->name = p->name;
+    t->source = p->source;
+    t->instruction_limit = p->gen->limits.instructions;
+    t->memory_limit = p->gen->limits.memory;
+    t->time_limit = p->gen->limits.seconds;
+  }
+  pthread_mutex_unlock(lock);
+  return rc;
 }
 
 static void default_name(char *dst, size_t size, const char *chunk) {
@@ -150,67 +153,101 @@ static void default_name(char *dst, size_t size, const char *chunk) {
   if (dot && strcmp(dot, ".lua") == 0) *dot = '\0';
 }
 
-/* Loads `text` (owned by this function from here on) as the policy's
- * script: validated, it becomes the policy, and the states of the previous
- * load leave the pool (calls in flight keep theirs until they end). */
+
+/* A new load of `text` (taken over) for p, with p's settings of now. */
+static lr_gen *new_gen(luaretry_policy *p, char *text, size_t len, const char *chunkname,
+                       const char *script_path) {
+  lr_gen *g = lr_gen_new(p, text, len, chunkname, script_path);
+  if (!g) return NULL;
+  g->judge = lr_gen_judge(g);
+  g->limits = p->limits;
+  for (size_t k = 0; k < p->override_count && g->option_count < MAX_OVERRIDES; k++)
+    if (strncmp(p->overrides[k].name, "options.", 8) == 0)
+      g->options[g->option_count++] = p->overrides[k];
+  return g;
+}
+
+/* What the load's first state found defined. */
+static void note_hooks(lr_gen *g, const lr_script *s) {
+  g->has_decision_hooks = s->ref_is_success || s->ref_is_transient;
+  g->has_run = s->ref_run != 0;
+  g->has_on_breaker = s->ref_on_breaker != 0;
+  g->has_on_retry = s->ref_on_retry != 0;
+  g->has_prepare = s->ref_prepare != 0;
+}
+
+/* The load g, its first state s read into ld, validated: it becomes the
+ * policy's (under the lock), or p->errmsg says why not. */
+static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load *ld) {
+  char errors[sizeof p->errmsg];
+  luaretry_tuning tuning;
+  char *warnings[MAX_WARNINGS];
+  size_t count = 0;
+  for (size_t i = 0; i < ld->warning_count; i++) {
+    char *copy = strdup(ld->warnings[i]);
+    if (copy) warnings[count++] = copy;
+  }
+  if (lr_schema_apply(ld->fields, p->overrides, p->override_count, ld->chunk_src, &tuning,
+                      &g->rules, warnings, &count, errors, sizeof errors) != 0) {
+    /* A failed load reports everything at once: the errors, then what
+     * would have been warnings (a typo'd name is often the cause). */
+    size_t len = strlen(errors);
+    for (size_t i = 0; i < count; i++) {
+      lr_fmt(errors + len, sizeof errors - len, "\n%s", warnings[i]);
+      len += strlen(errors + len);
+    }
+    lr_free_warnings(warnings, &count);
+    lr_strlcpy(p->errmsg, errors, sizeof p->errmsg);
+    return LUARETRY_E_POLICY;
+  }
+  g->body_limit = tuning.body_limit;
+  note_hooks(g, s);
+  lr_gen_adopt(g, s);
+  pthread_mutex_lock(&p->lock);
+  lr_gen *old = p->gen;
+  p->gen = g;
+  p->tuning = tuning;
+  p->memory = s->sb->used;
+  memcpy(p->fields, ld->fields, sizeof p->fields);
+  lr_free_warnings(p->warnings, &p->warning_count);
+  memcpy(p->warnings, warnings, count * sizeof *warnings);
+  p->warning_count = count;
+  lr_free_warnings(p->load_warnings, &p->load_warning_count);
+  memcpy(p->load_warnings, ld->warnings, ld->warning_count * sizeof *ld->warnings);
+  p->load_warning_count = ld->warning_count;
+  ld->warning_count = 0;
+  lr_strlcpy(p->source, ld->chunk_src, sizeof p->source);
+  if (ld->fields[F_NAME].type == LUA_TSTRING)
+    lr_strlcpy(p->name, ld->fields[F_NAME].str, sizeof p->name);
+  else
+    default_name(p->name, sizeof p->name, ld->chunk_src);
+  lr_shared_configure(&p->shared, &g->rules.guards);
+  pthread_mutex_unlock(&p->lock);
+  lr_gen_unref(old);
+  return LUARETRY_OK;
+}
+
+/* Loads `text` (taken over) as the policy's script: validated, it becomes
+ * the policy; calls in flight keep the load they began with.  Under the
+ * writer lock. */
 static luaretry_code install(luaretry_policy *p, char *text, size_t len,
                              const char *chunkname, const char *script_path) {
-  char old_path[sizeof p->script_path];
-  lr_strlcpy(old_path, p->script_path, sizeof old_path);
-  lr_strlcpy(p->script_path, script_path, sizeof p->script_path);
-  lr_load *ld = calloc(1, sizeof *ld);
-  if (!ld) {
-    free(text);
-    lr_strlcpy(p->script_path, old_path, sizeof p->script_path);
+  lr_gen *g = new_gen(p, text, len, chunkname, script_path);
+  if (!g) {
+    lr_fmt(p->errmsg, sizeof p->errmsg, "out of memory");
     return LUARETRY_E_NOMEM;
   }
-  ld->p = p;
-  ld->text = text;
-  ld->text_len = len;
-  ld->chunkname = chunkname;
-  luaretry_code rc;
-  char err[sizeof p->errmsg];
-  lr_script *s = lr_script_new(p, ld, &rc, err, sizeof err);
-  lr_script *stale = NULL;
-  if (!s) {
-    lr_strlcpy(p->errmsg, err, sizeof p->errmsg);
-  } else {
-    char chunk[1024];
-    lr_strlcpy(chunk, ld->chunk_src, sizeof chunk);
-    pthread_mutex_lock(&p->pool_lock);
-    if (lr_compose(p, ld->fields, chunk, ld->warnings, ld->warning_count) != 0) {
-      rc = LUARETRY_E_POLICY;
-    } else {
-      stale = p->free_scripts;
-      s->epoch = ++p->epoch;
-      s->body_limit = p->tuning.body_limit;
-      p->free_scripts = s;
-      p->main = s;
-      s = NULL;
-      free(p->text);
-      p->text = text;
-      p->text_len = len;
-      text = NULL;
-      lr_strlcpy(p->chunkname, chunkname, sizeof p->chunkname);
-      memcpy(p->fields, ld->fields, sizeof p->fields);
-      lr_free_warnings(p->load_warnings, &p->load_warning_count);
-      memcpy(p->load_warnings, ld->warnings, ld->warning_count * sizeof *ld->warnings);
-      p->load_warning_count = ld->warning_count;
-      ld->warning_count = 0;
-      lr_strlcpy(p->source, chunk, sizeof p->source);
-      if (ld->fields[F_NAME].type != LUA_TSTRING) default_name(p->name, sizeof p->name, chunk);
-    }
-    pthread_mutex_unlock(&p->pool_lock);
+  lr_load *ld = calloc(1, sizeof *ld);
+  luaretry_code rc = LUARETRY_E_NOMEM;
+  lr_script *s = NULL;
+  if (ld) s = lr_script_new(g, ld, &rc, p->errmsg, sizeof p->errmsg);
+  else lr_fmt(p->errmsg, sizeof p->errmsg, "out of memory");
+  if (s) {
+    rc = adopt(p, g, s, ld);
+    if (rc != LUARETRY_OK) lr_script_free(s);
   }
-  if (rc != LUARETRY_OK) lr_strlcpy(p->script_path, old_path, sizeof p->script_path);
-  while (stale) {
-    lr_script *next = stale->next_free;
-    lr_script_free(stale);
-    stale = next;
-  }
-  lr_script_free(s);
-  free(text);
-  lr_free_warnings(ld->warnings, &ld->warning_count);
+  if (rc != LUARETRY_OK) lr_gen_unref(g);
+  if (ld) lr_free_warnings(ld->warnings, &ld->warning_count);
   free(ld);
   return rc;
 }
@@ -251,135 +288,33 @@ static char *read_script(luaretry_policy *p, const char *path, size_t *len) {
 static luaretry_code load(luaretry_policy *p, const char *path,
                           const char *chunkname, const char *source) {
   if (!p || (!path && !source)) return LUARETRY_E_ARG;
+  pthread_mutex_lock(&p->writer);
   p->errmsg[0] = '\0';
   size_t len;
-  char *text;
-  char name[sizeof p->chunkname];
+  char *text = NULL;
+  char name[RULE_SIZE];
   struct stat st;
   memset(&st, 0, sizeof st);
+  luaretry_code rc = LUARETRY_OK;
   if (path) {
     if (stat(path, &st) != 0) memset(&st, 0, sizeof st);
     text = read_script(p, path, &len);
-    if (!text) return LUARETRY_E_IO;
+    if (!text) rc = LUARETRY_E_IO;
     lr_fmt(name, sizeof name, "@%s", path);
   } else {
     len = strlen(source);
     text = malloc(len + 1);
-    if (!text) return LUARETRY_E_NOMEM;
-    memcpy(text, source, len + 1);
+    if (!text) rc = LUARETRY_E_NOMEM;
+    else memcpy(text, source, len + 1);
     lr_strlcpy(name, chunkname ? chunkname : "=policy", sizeof name);
   }
-  luaretry_code rc = install(p, text, len, name, path ? path : "");
+  if (rc == LUARETRY_OK) rc = install(p, text, len, name, path ? path : "");
   if (rc == LUARETRY_OK) {
     p->mtime = st.st_mtim;
     p->size = (long long)st.st_size;
   }
+  pthread_mutex_unlock(&p->writer);
   return rc;
-}
-
-luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloaded) {
-  if (reloaded) *reloaded = 0;
-  if (!p) return LUARETRY_E_ARG;
-  if (!p->main || !p->script_path[0]) return LUARETRY_E_STATE;
-  /* a stat at most once a second, whatever the host's call rate */
-  double now = lr_monotonic_now();
-  pthread_mutex_lock(&p->pool_lock);
-  int due = p->last_check == 0 || now - p->last_check >= 1.0;
-  if (due) p->last_check = now;
-  pthread_mutex_unlock(&p->pool_lock);
-  if (!due) return LUARETRY_OK;
-  struct stat st;
-  if (stat(p->script_path, &st) != 0) {
-    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: %s (the loaded policy stays)", p->script_path,
-           strerror(errno));
-    return LUARETRY_E_IO;
-  }
-  if (st.st_mtim.tv_sec == p->mtime.tv_sec && st.st_mtim.tv_nsec == p->mtime.tv_nsec &&
-      (long long)st.st_size == p->size)
-    return LUARETRY_OK;
-  char path[sizeof p->script_path];
-  lr_strlcpy(path, p->script_path, sizeof path);
-  luaretry_code rc = load(p, path, NULL, NULL);
-  if (rc == LUARETRY_OK && reloaded) *reloaded = 1;
-  if (rc != LUARETRY_OK) {
-    /* not again until the file changes once more */
-    p->mtime = st.st_mtim;
-    p->size = (long long)st.st_size;
-  }
-  return rc;
-}
-
-/* A set that changes what the Lua states hold (an option, a limit): load
- * the same text again, so every state of the pool agrees. */
-static luaretry_code reload_text(luaretry_policy *p) {
-  char *copy = malloc(p->text_len + 1);
-  if (!copy) return LUARETRY_E_NOMEM;
-  memcpy(copy, p->text, p->text_len);
-  copy[p->text_len] = '\0';
-  char name[sizeof p->chunkname], path[sizeof p->script_path];
-  lr_strlcpy(name, p->chunkname, sizeof name);
-  lr_strlcpy(path, p->script_path, sizeof path);
-  return install(p, copy, p->text_len, name, path);
-}
-
-/* Checks a script out, and copies the rules in the same critical section
- * when `rules` is given, so the two always belong to one load. */
-static lr_script *acquire(luaretry_policy *p, lr_rules *rules) {
-  pthread_mutex_lock(&p->pool_lock);
-  lr_script *s = p->free_scripts;
-  if (s) {
-    p->free_scripts = s->next_free;
-  } else if (p->main) {
-    /* Another thread's call holds every state: make one more.  Rare (once
-     * per concurrent call at most), so under the lock. */
-    lr_load *ld = calloc(1, sizeof *ld);
-    if (ld) {
-      ld->p = p;
-      ld->text = p->text;
-      ld->text_len = p->text_len;
-      ld->chunkname = p->chunkname;
-      luaretry_code rc;
-      char err[512];
-      s = lr_script_new(p, ld, &rc, err, sizeof err);
-      if (s) {
-        s->epoch = p->epoch;
-        s->body_limit = p->tuning.body_limit;
-      }
-      lr_free_warnings(ld->warnings, &ld->warning_count);
-      free(ld);
-    }
-  }
-  if (s) s->next_free = NULL;
-  if (s && rules) *rules = p->rules;
-  pthread_mutex_unlock(&p->pool_lock);
-  return s;
-}
-
-lr_script *lr_script_acquire(luaretry_policy *p) { return acquire(p, NULL); }
-
-void lr_script_release(luaretry_policy *p, lr_script *s) {
-  if (!s) return;
-  pthread_mutex_lock(&p->pool_lock);
-  int current = s->epoch == p->epoch;
-  if (current) {
-    s->next_free = p->free_scripts;
-    p->free_scripts = s;
-  }
-  pthread_mutex_unlock(&p->pool_lock);
-  if (!current) lr_script_free(s);  /* from before a reload */
-}
-
-static void release_script(void *ud) {
-  lr_script *s = ud;
-  lr_script_release(s->p, s);
-}
-
-luaretry_code lr_policy_checkout(luaretry_policy *p, lr_judge *j, lr_rules *r) {
-  lr_script *s = acquire(p, r);
-  if (!s) return LUARETRY_E_NOMEM;
-  *j = lr_script_judge(s);
-  j->release = release_script;
-  return LUARETRY_OK;
 }
 
 luaretry_code luaretry_policy_load_file(luaretry_policy *p, const char *path) {
@@ -391,19 +326,70 @@ luaretry_code luaretry_policy_load_string(luaretry_policy *p, const char *chunkn
   return load(p, NULL, chunkname, source);
 }
 
-/* A sandbox limit: every Lua state of the pool is made anew with it. */
+luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloaded) {
+  if (reloaded) *reloaded = 0;
+  if (!p) return LUARETRY_E_ARG;
+  lr_gen *g = lr_policy_current(p);
+  if (!g || !g->script_path[0]) {
+    lr_gen_unref(g);
+    return LUARETRY_E_STATE;
+  }
+  char path[sizeof g->script_path];
+  lr_strlcpy(path, g->script_path, sizeof path);
+  lr_gen_unref(g);
+  /* a stat at most once a second, whatever the host's call rate */
+  double now = lr_monotonic_now();
+  pthread_mutex_lock(&p->writer);
+  int due = p->last_check == 0 || now - p->last_check >= 1.0;
+  if (due) p->last_check = now;
+  struct stat st;
+  luaretry_code rc = LUARETRY_OK;
+  if (due && stat(path, &st) != 0) {
+    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: %s (the loaded policy stays)", path,
+           strerror(errno));
+    rc = LUARETRY_E_IO;
+    due = 0;
+  }
+  int changed = due && (st.st_mtim.tv_sec != p->mtime.tv_sec ||
+                        st.st_mtim.tv_nsec != p->mtime.tv_nsec || (long long)st.st_size != p->size);
+  pthread_mutex_unlock(&p->writer);
+  if (!changed) return rc;
+  rc = load(p, path, NULL, NULL);
+  if (rc == LUARETRY_OK && reloaded) *reloaded = 1;
+  if (rc != LUARETRY_OK) {
+    /* not again until the file changes once more */
+    pthread_mutex_lock(&p->writer);
+    p->mtime = st.st_mtim;
+    p->size = (long long)st.st_size;
+    pthread_mutex_unlock(&p->writer);
+  }
+  return rc;
+}
+
+/* A new load of the same text, with the settings of now (under the writer
+ * lock): every state agrees on options and limits. */
+static luaretry_code reload_text(luaretry_policy *p) {
+  lr_gen *g = p->gen;
+  char *copy = malloc(g->text_len + 1);
+  if (!copy) return LUARETRY_E_NOMEM;
+  memcpy(copy, g->text, g->text_len);
+  copy[g->text_len] = '\0';
+  char name[RULE_SIZE], path[sizeof g->script_path];
+  lr_strlcpy(name, g->chunkname, sizeof name);
+  lr_strlcpy(path, g->script_path, sizeof path);
+  return install(p, copy, g->text_len, name, path);
+}
+
+/* A sandbox limit: every Lua state is made anew with it. */
 static luaretry_code set_limit(luaretry_policy *p, int i, const char *value) {
   double d;
   if (lr_schema_limit(i, value, &d, p->errmsg, sizeof p->errmsg) != 0) return LUARETRY_E_ARG;
-  size_t old_memory = p->memory_limit;
-  long old_instructions = p->instruction_limit;
-  if (i == F_MEMORY_LIMIT) p->memory_limit = (size_t)d;
-  else p->instruction_limit = (long)d;
-  luaretry_code rc = p->main ? reload_text(p) : LUARETRY_OK;
-  if (rc != LUARETRY_OK) {
-    p->memory_limit = old_memory;
-    p->instruction_limit = old_instructions;
-  }
+  lr_limits old = p->limits;
+  if (i == F_MEMORY_LIMIT) p->limits.memory = (size_t)d;
+  else if (i == F_TIME_LIMIT) p->limits.seconds = d;
+  else p->limits.instructions = (long)d;
+  luaretry_code rc = p->gen ? reload_text(p) : LUARETRY_OK;
+  if (rc != LUARETRY_OK) p->limits = old;
   return rc;
 }
 
@@ -432,10 +418,7 @@ static int remember(luaretry_policy *p, const char *name, const char *value,
   return (int)k;
 }
 
-luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
-                                  const char *value) {
-  if (!p || !name || !value) return LUARETRY_E_ARG;
-  p->errmsg[0] = '\0';
+static luaretry_code set(luaretry_policy *p, const char *name, const char *value) {
   int i = lr_field_index(name);
   int option = strncmp(name, "options.", 8) == 0 && name[8];
   if (i >= 0 && (lr_fields[i].flags & HOST)) return set_limit(p, i, value);
@@ -451,18 +434,9 @@ luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
   size_t saved_count;
   int k = remember(p, name, value, &saved, &saved_count);
   if (k < 0) return LUARETRY_E_ARG;
-  if (!p->main) return LUARETRY_OK;  /* checked at load */
-  /* Loaded: validate now, keep the policy as it was when refused.  An
-   * option lives in the Lua states: they are all made anew. */
-  int refused;
-  if (option) {
-    refused = reload_text(p) != LUARETRY_OK;
-  } else {
-    pthread_mutex_lock(&p->pool_lock);
-    refused = lr_compose(p, p->fields, p->source, p->load_warnings, p->load_warning_count) != 0;
-    pthread_mutex_unlock(&p->pool_lock);
-  }
-  if (refused) {
+  /* Loaded: a new load under the new settings, refused (policy unchanged)
+   * when invalid; otherwise checked at the load to come. */
+  if (p->gen && reload_text(p) != LUARETRY_OK) {
     p->overrides[k] = saved;
     p->override_count = saved_count;
     return LUARETRY_E_ARG;
@@ -470,49 +444,23 @@ luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
   return LUARETRY_OK;
 }
 
+luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name, const char *value) {
+  if (!p || !name || !value) return LUARETRY_E_ARG;
+  pthread_mutex_lock(&p->writer);
+  p->errmsg[0] = '\0';
+  luaretry_code rc = set(p, name, value);
+  pthread_mutex_unlock(&p->writer);
+  return rc;
+}
+
 luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name, char *buf,
                                   size_t size) {
   if (!p || !name || !buf || size == 0) return LUARETRY_E_ARG;
   int i = lr_field_index(name);
   if (i < 0 || !luaretry_field_at((size_t)i)->settable) return LUARETRY_E_ARG;
-  if (!p->main) return LUARETRY_E_STATE;
   luaretry_tuning t;
-  luaretry_policy_tuning(p, &t);
+  luaretry_code rc = luaretry_policy_tuning(p, &t);
+  if (rc != LUARETRY_OK) return rc;
   lr_schema_format(&t, i, buf, size);
   return LUARETRY_OK;
-}
-
-int lr_compose(luaretry_policy *p, const lr_field *script_fields, const char *chunk,
-               char **load_warnings, size_t load_count) {
-  char errors[sizeof p->errmsg];
-  char *warnings[MAX_WARNINGS];
-  size_t count = 0;
-  for (size_t i = 0; i < load_count; i++) {
-    char *copy = strdup(load_warnings[i]);
-    if (copy) warnings[count++] = copy;
-  }
-  lr_rules rules;
-  luaretry_tuning tuning;
-  if (lr_schema_apply(script_fields, p->overrides, p->override_count, chunk, &tuning, &rules,
-                      warnings, &count, errors, sizeof errors) != 0) {
-    /* A failed load reports everything at once: the errors, then what
-     * would have been warnings (a typo'd name is often the cause). */
-    size_t len = strlen(errors);
-    for (size_t i = 0; i < count; i++) {
-      lr_fmt(errors + len, sizeof errors - len, "\n%s", warnings[i]);
-      len += strlen(errors + len);
-    }
-    lr_free_warnings(warnings, &count);
-    lr_strlcpy(p->errmsg, errors, sizeof p->errmsg);
-    return -1;
-  }
-  lr_free_warnings(p->warnings, &p->warning_count);
-  memcpy(p->warnings, warnings, count * sizeof *warnings);
-  p->warning_count = count;
-  p->rules = rules;
-  p->tuning = tuning;
-  lr_shared_configure(&p->shared, &rules.guards);
-  if (script_fields[F_NAME].type == LUA_TSTRING)
-    lr_strlcpy(p->name, script_fields[F_NAME].str, sizeof p->name);
-  return 0;
 }

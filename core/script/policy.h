@@ -1,12 +1,19 @@
-/* policy.h: what the policy's files share: policy.c (loading and the
- * public side), calls.c (a policy's calls: begin, simulate, requests) and
- * judge.c (the calls into the script on each decision).  The fields a
- * script may set are in schema.h. */
+/* policy.h: what the policy's files share: policy.c (the public side:
+ * loading, reloading, settings), gen.c (a load of the script and the Lua
+ * states that run it), load.c (running a script in a new state and
+ * reading it), judge.c (the calls into the script), calls.c (a policy's
+ * calls), callstore.c (info.call between decisions).  The fields a script
+ * may set are in schema.h.
+ *
+ * Lua states belong to the load, not to calls: a call in flight holds a
+ * reference to its load (its rules and judge) and nothing else; each call
+ * into the script borrows a free state of that load for its duration. */
 #ifndef LUARETRY_POLICY_H
 #define LUARETRY_POLICY_H
 
 #include <lua.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "engine/engine.h"
@@ -14,56 +21,78 @@
 #include "schema.h"
 
 #define MAX_OVERRIDES 64
+#define RULE_SIZE 1100
 
-/* One Lua state running the script: what a call needs to consult it.  A
- * policy keeps a pool of them; each call checks one out at begin and gives
- * it back at free, so the decisions of different threads never share a
- * state and never take a lock. */
+struct lr_gen;
+
+/* One Lua state running a load's script, used by one thread at a time. */
 typedef struct lr_script {
-  luaretry_policy *p;
+  struct lr_gen *gen;
+  struct lr_slot *slot;
   lr_sandbox *sb;
-  unsigned epoch;                  /* the policy's load it belongs to */
-  struct lr_script *next_free;
-  size_t body_limit;
   int ref_is_transient, ref_is_success, ref_on_retry, ref_backoff, ref_info;
   int ref_is_idempotent, ref_prepare, ref_options, ref_run, ref_headers;
-  int ref_on_breaker;
+  int ref_on_breaker, ref_call;
   /* "file:line" of each hook: its own file, which a require may make
    * another than the script's */
-  char rule_is_transient[1100], rule_is_success[1100], rule_backoff[1100],
-      rule_is_idempotent[1100];
-  /* the decision or request in progress, read by the C functions Lua calls */
+  char rule_is_transient[RULE_SIZE], rule_is_success[RULE_SIZE], rule_backoff[RULE_SIZE],
+      rule_is_idempotent[RULE_SIZE];
+  /* the call into the script in progress, read by the C functions Lua calls */
   const luaretry_outcome *cur;
   const lr_attempt_ctx *cur_ctx;
   const luaretry_decision *cur_decision;
   const luaretry_request *cur_request;
+  luaretry_request *cur_out;
+  void **cur_prepared;             /* where prepare's copy goes */
   int cur_attempt, cur_fn;
   unsigned generation, headers_generation;
+  int call_made;                   /* info.call was made in this call */
   long backoff_n;
   double backoff_previous;
-  const char *cur_option_name, *cur_option_value;
   const char *cur_breaker_state;
-  /* prepare()'s request, copied out of Lua */
-  char *prep_method, *prep_url, *prep_body;
-  size_t prep_body_len, prep_header_count;
-  luaretry_header *prep_headers;
-  char hook_error[512];
   char errmsg[1024];
 } lr_script;
 
-struct luaretry_policy {
-  lr_script *main;                 /* the loaded script: NULL until then */
-  pthread_mutex_t pool_lock;       /* the pool, rules and tuning */
-  lr_script *free_scripts;
-  unsigned epoch;                  /* bumped by each load */
-  char *text;                      /* the script as loaded, for more states */
+/* A place for one state in a load, taken by one thread at a time. */
+typedef struct lr_slot {
+  atomic_int busy;
+  lr_script *script;               /* made by its first borrower */
+} lr_slot;
+
+#define SLOTS_PER_BLOCK 16
+typedef struct lr_slot_block {
+  lr_slot slot[SLOTS_PER_BLOCK];
+  _Atomic(struct lr_slot_block *) next;
+} lr_slot_block;
+
+/* One load of the script (a reload, or a change of a setting, makes the
+ * next): immutable once made, but for its states. */
+typedef struct lr_gen {
+  atomic_long refs;                /* its calls in flight, +1 while current */
+  luaretry_policy *p;
+  lr_judge judge;                  /* ud: this load */
+  lr_rules rules;
+  char *text;                      /* the script as read, for more states */
   size_t text_len;
-  char chunkname[1100];
+  char chunkname[RULE_SIZE];
   char script_path[4096];          /* "" for a string: no folder to require from */
+  lr_limits limits;
+  size_t body_limit;
+  lr_override options[MAX_OVERRIDES];   /* options.NAME overrides */
+  size_t option_count;
+  int has_decision_hooks;          /* is_success or is_transient: a state to judge */
+  int has_run, has_on_breaker, has_on_retry, has_prepare;
+  pthread_mutex_t grow;            /* adding slot blocks */
+  lr_slot_block slots;
+} lr_gen;
+
+struct luaretry_policy {
+  pthread_mutex_t writer;          /* one load or change of settings at a time */
+  pthread_mutex_t lock;            /* what readers take: the load, the tuning */
+  lr_gen *gen;                     /* the current load: NULL until then */
   struct timespec mtime;           /* the file's, at its last load */
   long long size;
   double last_check;               /* monotonic seconds of the last stat */
-  lr_rules rules;
   luaretry_tuning tuning;
   char name[128];
   char source[1024];
@@ -77,75 +106,86 @@ struct luaretry_policy {
   size_t load_warning_count;
   lr_override overrides[MAX_OVERRIDES];
   size_t override_count;
-  long instruction_limit;
-  size_t memory_limit;
+  lr_limits limits;
   luaretry_classify_fn host_classify;
   void *host_ud;
-  luaretry_log_fn log;
-  void *log_ud;
+  lr_log_target log;
+  /* what luaretry_policy_prepare and _run_workflow returned last */
+  void *prepared;
+  char *workflow_body;
+  size_t memory;                   /* bytes of the load's first state */
   char errmsg[4096];
 };
 
-/* load.c: what loading a script reads out of it. */
+/* ---- gen.c */
+
+/* A load of `text` (taken over): no state made yet.  NULL: out of memory. */
+lr_gen *lr_gen_new(luaretry_policy *p, char *text, size_t len, const char *chunkname,
+                   const char *script_path);
+void lr_gen_ref(lr_gen *g);
+void lr_gen_unref(lr_gen *g);
+/* A free state of g, made if none is; NULL with err when none can be. */
+lr_script *lr_gen_borrow(lr_gen *g, char *err, size_t errlen);
+void lr_gen_return(lr_script *s);
+/* Puts s (made by the load that validated g) in g's first slot. */
+void lr_gen_adopt(lr_gen *g, lr_script *s);
+
+/* ---- load.c */
+
+/* What loading a script reads out of it. */
 typedef struct {
-  luaretry_policy *p;
-  lr_sandbox *sb;
-  const char *text;        /* the script, as read once */
-  size_t text_len;
-  const char *chunkname;   /* "@path", or the host's name for a string */
+  lr_gen *gen;
   lr_field fields[F_COUNT];
   int refs[F_COUNT];
   char *warnings[MAX_WARNINGS];
   size_t warning_count;
   char chunk_src[1024];    /* short_src, for messages */
-  /* "file:line" of each hook: its own file, which a require may make
-   * another than the script's */
-  char rule_is_transient[1100], rule_is_success[1100], rule_backoff[1100],
-      rule_is_idempotent[1100];
-  int ref_info, ref_options;
-  lr_script *script;        /* the instance being made */
+  lr_script *script;       /* the instance being made */
   int syntax_error;
-  int io_error;             /* the file opened but cannot be read */
+  int io_error;            /* the file opened but cannot be read */
 } lr_load;
 
-/* A new Lua state running the script text: its refs and rules filled in,
- * the fields and warnings it read left in *ld.  NULL with err set. */
-lr_script *lr_script_new(luaretry_policy *p, lr_load *ld, luaretry_code *rc, char *err,
+/* A new state of g running its script: refs and rules filled in, the
+ * fields and warnings it read left in *ld.  NULL with err set. */
+lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err,
                          size_t errlen);
 void lr_script_free(lr_script *s);
 
-/* policy.c: validates the script's fields plus the overrides; on success
- * installs rules, tuning and warnings into p.  0, or -1 with p->errmsg. */
-int lr_compose(luaretry_policy *p, const lr_field *script_fields, const char *chunk,
-               char **load_warnings, size_t load_count);
+/* ---- judge.c */
 
-/* policy.c: check a script out of the pool (a new one when none is free)
- * and back in; NULL with p->errmsg when none can be made. */
-lr_script *lr_script_acquire(luaretry_policy *p);
-void lr_script_release(luaretry_policy *p, lr_script *s);
-
-/* judge.c */
 int lr_info_index(lua_State *L);   /* info's __index */
+int lr_info_newindex(lua_State *L);
+/* The load's judge (ud: the load). */
+lr_judge lr_gen_judge(lr_gen *g);
 /* The script's on_breaker(state), if it has one; errors go to its log. */
-void lr_script_on_breaker(lr_script *s, const char *state);
-void lr_free_prepared(lr_script *s);
-lr_judge lr_script_judge(lr_script *s);
-luaretry_code lr_script_is_idempotent(lr_script *s, const luaretry_request *r,
-                                      int *idempotent);
-luaretry_code lr_script_prepare(lr_script *s, const luaretry_request *in, int attempt,
-                                luaretry_request *out);
+void lr_gen_on_breaker(lr_gen *g, const char *state);
+/* is_idempotent(request) and prepare(request, attempt, info) in a state of
+ * g; prepare's copy of the request goes into *prepared (one malloc'ed
+ * block, freed there first).  Errors in err. */
+luaretry_code lr_gen_is_idempotent(lr_gen *g, const luaretry_request *r, int *yes,
+                                   const lr_attempt_ctx *ctx, char *err, size_t errlen);
+luaretry_code lr_gen_prepare(lr_gen *g, const luaretry_request *in, int attempt,
+                             luaretry_request *out, void **prepared,
+                             const lr_attempt_ctx *ctx, char *err, size_t errlen);
 
-/* policy.c, for calls.c: the policy's judge for one call (a Lua state of
- * its own, given back by the judge's release) and the rules of the same
- * load; its shared guards. */
-luaretry_code lr_policy_checkout(luaretry_policy *p, lr_judge *j, lr_rules *r);
+/* ---- callstore.c: info.call, a table kept between a call's decisions */
+
+/* Pushes the call's table (made from ctx->data, or empty). */
+void lr_callstore_push(lua_State *L, lr_call_data *data);
+/* Keeps the table at idx in data for the next decision; raises on a value
+ * that cannot be kept. */
+void lr_callstore_save(lua_State *L, int idx, lr_call_data *data);
+/* Inside a protected call into the script, after the hook returned: the
+ * call's table, if the hook touched it, kept for the call's next one. */
+void lr_script_keep_call(lua_State *L, lr_script *s);
+/* info.call, made on first use in a call into the script. */
+void lr_script_push_call(lua_State *L, lr_script *s);
+
+/* ---- policy.c */
+
+/* The current load, referenced (release it with lr_gen_unref); NULL before
+ * a load. */
+lr_gen *lr_policy_current(luaretry_policy *p);
 lr_shared *lr_policy_shared(luaretry_policy *p);
-
-/* policy.c, for workflow.c: the policy's main state, its run() function
- * (0: none) and its message buffer. */
-int lr_policy_loaded(const luaretry_policy *p);
-lr_sandbox *lr_policy_sandbox(luaretry_policy *p);
-int lr_policy_run_ref(const luaretry_policy *p);
-char *lr_policy_errbuf(luaretry_policy *p, size_t *size);
 
 #endif

@@ -1,68 +1,117 @@
-/* sandbox.c: the Lua state a policy runs in.  Limits are enforced by the
- * allocator (memory) and a count hook (instructions); once hit, a limit
- * stays hit at every instruction until control is back in C, so a pcall in
- * the script cannot swallow it. */
+/* sandbox.c: the Lua state a policy runs in, and its limits.
+ *
+ * Memory is limited by the allocator.  Time is limited without a cost per
+ * instruction: a script runs with no hook at all, and when a call into it
+ * has run for its time_limit the watchdog thread arms a hook that fires at
+ * the next instruction (Lua's own lua.c stops a script from a signal
+ * handler the same way).  An exact instruction limit, for hosts that want
+ * determinism, keeps a count hook.  Once a limit is hit it stays hit: every
+ * later instruction fails, and the library a script sees (sandbox_lib.c)
+ * lets no pcall or xpcall handler catch it, until control is back in C. */
 #include <lauxlib.h>
-#include <lualib.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/engine.h"
-#include "lpattern.h"
 #include "sandbox.h"
 
-#ifndef LUARETRY_DATADIR
-#define LUARETRY_DATADIR "/usr/local/share/luaretry"
-#endif
+#define HOOK_STEP 1000      /* instructions between two looks at the budget */
+#define TIMED_STEPS 4096    /* matcher steps between two looks at the clock */
 
-/* Debian's lua-dkjson: json.encode / json.decode for scripts */
-#ifndef LUARETRY_DKJSON
-#define LUARETRY_DKJSON "/usr/share/lua/5.4/dkjson.lua"
-#endif
-
-#define HOOK_STEP 1000  /* instructions between two looks at the budget */
+enum { PHASE_IDLE, PHASE_RUNNING, PHASE_ARMING, PHASE_ARMED };
 
 /* Where the script is: the innermost Lua function with a line. */
-static void note_where(lr_sandbox *sb) {
+static void note_where(lr_sandbox *sb, lua_State *L) {
   lua_Debug ar;
-  for (int level = 0; lua_getstack(sb->L, level, &ar); level++) {
-    if (lua_getinfo(sb->L, "Sl", &ar) && ar.currentline > 0) {
-      lr_fmt(sb->where, sizeof sb->where, "%s:%d", ar.short_src,
-               ar.currentline);
+  for (int level = 0; lua_getstack(L, level, &ar); level++) {
+    if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+      lr_fmt(sb->where, sizeof sb->where, "%s:%d", ar.short_src, ar.currentline);
       return;
     }
   }
 }
 
-static void count_hook(lua_State *L, lua_Debug *ar) {
+static void kill_hook(lua_State *L, lua_Debug *ar);
+static void watch(lr_watched *w, long now);
+
+/* The hook a state runs with while no limit is hit: none when timed. */
+static void base_hook(lr_sandbox *sb, lua_State *L) {
+  if (sb->limits.instructions > 0) lua_sethook(L, kill_hook, LUA_MASKCOUNT, HOOK_STEP);
+  else lua_sethook(L, NULL, 0, 0);
+}
+
+int lr_sandbox_kill(lua_State *L, lr_sandbox *sb, int why) {
+  if (!sb->killed) sb->killed = why;
+  if (!sb->where[0]) note_where(sb, L);
+  /* Sticky: from now on every instruction of this thread fails. */
+  lua_sethook(L, kill_hook, LUA_MASKCOUNT, 1);
+  lua_pushliteral(L, "sandbox limit reached");
+  return lua_error(L);
+}
+
+static void kill_hook(lua_State *L, lua_Debug *ar) {
   lr_sandbox *sb = lr_sandbox_of(L);
   (void)ar;
   if (!sb->killed) {
-    sb->remaining -= HOOK_STEP;
-    if (sb->remaining > 0) return;
-    sb->killed = LR_KILL_INSTRUCTIONS;
+    if (atomic_load_explicit(&sb->expired, memory_order_relaxed)) {
+      sb->killed = LR_KILL_TIME;
+    } else if (sb->limits.instructions > 0) {
+      sb->remaining -= HOOK_STEP;
+      if (sb->remaining > 0) return;
+      sb->killed = LR_KILL_INSTRUCTIONS;
+    } else {
+      return;  /* armed as a call ended: nothing to stop */
+    }
   }
-  if (!sb->where[0]) note_where(sb);
-  /* Sticky: from now on every instruction fails. */
-  lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
-  lua_pushliteral(L, "sandbox limit reached");
-  lua_error(L);
+  lr_sandbox_kill(L, sb, sb->killed);
+}
+
+void lr_sandbox_refuel(lua_State *L, lr_sandbox *sb) {
+  if (sb->killed) lr_sandbox_kill(L, sb, sb->killed);
+  if (atomic_load_explicit(&sb->expired, memory_order_relaxed))
+    lr_sandbox_kill(L, sb, LR_KILL_TIME);
+  if (sb->limits.instructions > 0) lr_sandbox_kill(L, sb, LR_KILL_INSTRUCTIONS);
+  sb->remaining = TIMED_STEPS;
+}
+
+/* The watchdog arms a state another thread runs.  lua_sethook walks the
+ * state's CallInfo list, whose nodes the running thread frees only through
+ * this allocator: the handshake below (arming / freeing, sequentially
+ * consistent, so one side always sees the other) keeps any free from
+ * happening during the walk. */
+static void arm_running(lr_sandbox *sb) {
+  atomic_store(&sb->arming, 1);
+  while (atomic_load(&sb->freeing)) {}
+  lua_sethook(sb->L, kill_hook, LUA_MASKCOUNT, 1);
+  atomic_store(&sb->arming, 0);
+}
+
+static void guarded_free(lr_sandbox *sb, void *ptr) {
+  for (;;) {
+    atomic_store(&sb->freeing, 1);
+    if (!atomic_load(&sb->arming)) break;
+    atomic_store(&sb->freeing, 0);
+    while (atomic_load(&sb->arming)) {}
+  }
+  free(ptr);
+  atomic_store(&sb->freeing, 0);
 }
 
 static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   lr_sandbox *sb = ud;
   size_t old = ptr ? osize : 0;
   if (nsize == 0) {
-    free(ptr);
+    if (sb->limits.seconds > 0) guarded_free(sb, ptr);
+    else free(ptr);
     sb->used -= old;
     return NULL;
   }
-  if (nsize > old && sb->used - old + nsize > sb->limit) {
+  if (nsize > old && sb->used - old + nsize > sb->limits.memory) {
     if (sb->L && !sb->killed) {
       sb->killed = LR_KILL_MEMORY;
-      note_where(sb);  /* reads the call stack only: allocates nothing */
-      lua_sethook(sb->L, count_hook, LUA_MASKCOUNT, 1);
+      note_where(sb, sb->L);  /* reads the call stack only: allocates nothing */
+      lua_sethook(sb->L, kill_hook, LUA_MASKCOUNT, 1);
     }
     return NULL;
   }
@@ -71,177 +120,15 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   return np;
 }
 
-/* ---- the library a script sees */
-
-static int safe_load(lua_State *L) {
-  /* load(chunk [, chunkname [, mode [, env]]]) with mode forced to text */
-  int has_env = lua_gettop(L) >= 4;
-  lua_settop(L, 4);
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_pushvalue(L, 1);
-  lua_pushvalue(L, 2);
-  lua_pushliteral(L, "t");
-  if (has_env) lua_pushvalue(L, 4);
-  lua_call(L, has_env ? 4 : 3, LUA_MULTRET);
-  return lua_gettop(L) - 4;
-}
-
-static int safe_setmetatable(lua_State *L) {
-  if (lua_type(L, 2) == LUA_TTABLE) {
-    lua_pushliteral(L, "__gc");
-    if (lua_rawget(L, 2) != LUA_TNIL)
-      return luaL_error(L, "setmetatable: __gc is not allowed in policy scripts");
-    lua_pop(L, 1);
-  }
-  lua_pushvalue(L, lua_upvalueindex(1));
-  lua_insert(L, 1);
-  lua_call(L, lua_gettop(L) - 1, 1);
-  return 1;
-}
-
-static int safe_print(lua_State *L) {
-  lr_sandbox *sb = lr_sandbox_of(L);
-  int n = lua_gettop(L);
-  luaL_Buffer b;
-  luaL_buffinit(L, &b);
-  for (int i = 1; i <= n; i++) {
-    if (i > 1) luaL_addchar(&b, '\t');
-    luaL_tolstring(L, i, NULL);
-    luaL_addvalue(&b);
-  }
-  luaL_pushresult(&b);
-  if (sb->log) sb->log(sb->log_ud, lua_tostring(L, -1));
-  return 0;
-}
-
-static int valid_module_name(const char *name) {
-  if (!*name || *name == '.') return 0;
-  for (const char *c = name; *c; c++) {
-    if (c[0] == '.' && c[1] == '.') return 0;
-    if (!(*c == '.' || *c == '_' || *c == '-' || (*c >= 'a' && *c <= 'z') ||
-          (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9')))
-      return 0;
-  }
-  return 1;
-}
-
-/* require reaches the script's folder, the helper library and the shipped
- * policies, nothing else; modules load as text, cached per state. */
-static int safe_require(lua_State *L) {
-  lr_sandbox *sb = lr_sandbox_of(L);
-  const char *name = luaL_checkstring(L, 1);
-  lua_settop(L, 1);
-  lua_pushvalue(L, lua_upvalueindex(1));  /* 2: cache */
-  if (lua_getfield(L, 2, name) != LUA_TNIL) return 1;
-  lua_pop(L, 1);
-  if (!valid_module_name(name))
-    return luaL_error(L, "require: '%s' is not a module name", name);
-  char rel[512], path[4700];
-  lr_fmt(rel, sizeof rel, "%s", name);
-  for (char *c = rel; *c; c++) if (*c == '.') *c = '/';
-  const char *datadir = getenv("LUARETRY_DATADIR");
-  if (!datadir || !*datadir) datadir = LUARETRY_DATADIR;
-  const char *dirs[3] = { sb->script_dir, NULL, NULL };
-  char lua_dir[4200], pol_dir[4200];
-  lr_fmt(lua_dir, sizeof lua_dir, "%s/lua", datadir);
-  lr_fmt(pol_dir, sizeof pol_dir, "%s/policies", datadir);
-  dirs[1] = lua_dir;
-  dirs[2] = pol_dir;
-  for (int i = 0; i < 3; i++) {
-    if (!dirs[i][0]) continue;
-    lr_fmt(path, sizeof path, "%s/%s.lua", dirs[i], rel);
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    fclose(f);
-    if (luaL_loadfilex(L, path, "t") != LUA_OK) return lua_error(L);
-    lua_pushstring(L, name);
-    lua_call(L, 1, 1);
-    if (lua_isnil(L, -1)) { lua_pop(L, 1); lua_pushboolean(L, 1); }
-    lua_pushvalue(L, -1);
-    lua_setfield(L, 2, name);
-    return 1;
-  }
-  return luaL_error(L, "require: module '%s' not found in the script's folder, "
-                    "%s or %s", name, lua_dir, pol_dir);
-}
-
-/* json.X on first use: loads dkjson (pure Lua, text only) into this state
- * and keeps its encode and decode, so a policy that never touches json
- * pays no memory for it. */
-static int json_index(lua_State *L) {
-  if (luaL_loadfilex(L, LUARETRY_DKJSON, "t") != LUA_OK)
-    return luaL_error(L, "json: %s (is lua-dkjson installed?)", lua_tostring(L, -1));
-  lua_call(L, 0, 1);
-  if (!lua_istable(L, -1)) return luaL_error(L, "json: %s did not return a table", LUARETRY_DKJSON);
-  static const char *const kept[] = { "encode", "decode", "null", NULL };
-  for (int i = 0; kept[i]; i++) {
-    lua_getfield(L, -1, kept[i]);
-    lua_setfield(L, 1, kept[i]);
-  }
-  lua_pushvalue(L, 2);
-  lua_rawget(L, 1);
-  return 1;
-}
-
-static void keep_fields(lua_State *L, const char *lib, lua_CFunction open,
-                        const char *const *names) {
-  lua_pushcfunction(L, open);
-  lua_call(L, 0, 1);
-  lua_newtable(L);
-  for (; *names; names++) {
-    lua_getfield(L, -2, *names);
-    lua_setfield(L, -2, *names);
-  }
-  lua_setglobal(L, lib);
-  lua_pop(L, 1);
-}
-
-static int setup(lua_State *L) {
-  luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
-  luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
-  luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
-  luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
-  luaL_requiref(L, LUA_UTF8LIBNAME, luaopen_utf8, 1);
-  lua_settop(L, 0);
-  static const char *const os_kept[] = { "time", "clock", "date", NULL };
-  keep_fields(L, LUA_OSLIBNAME, luaopen_os, os_kept);
-
-  lua_pushnil(L); lua_setglobal(L, "dofile");
-  lua_pushnil(L); lua_setglobal(L, "loadfile");
-  /* The string metatable's __index is this table: removing dump here
-   * removes ("x"):dump too. */
-  lua_getglobal(L, LUA_STRLIBNAME);
-  lua_pushnil(L); lua_setfield(L, -2, "dump");
-  /* and find, match, gmatch, gsub pay for every step from the budget */
-  lr_pattern_install(L, -1);
-  lua_pop(L, 1);
-  lua_getglobal(L, "load");
-  lua_pushcclosure(L, safe_load, 1);
-  lua_setglobal(L, "load");
-  lua_getglobal(L, "setmetatable");
-  lua_pushcclosure(L, safe_setmetatable, 1);
-  lua_setglobal(L, "setmetatable");
-  lua_pushcfunction(L, safe_print);
-  lua_setglobal(L, "print");
-  lua_newtable(L);
-  lua_pushcclosure(L, safe_require, 1);
-  lua_setglobal(L, "require");
-  lua_newtable(L);
-  lua_newtable(L);
-  lua_pushcfunction(L, json_index);
-  lua_setfield(L, -2, "__index");
-  lua_setmetatable(L, -2);
-  lua_setglobal(L, "json");
-  return 0;
-}
-
-lr_sandbox *lr_sandbox_new(size_t memory_limit, long instruction_limit,
-                           const char *script_path) {
+lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
+                           const lr_log_target *log, lua_CFunction open_libs) {
   lr_sandbox *sb = calloc(1, sizeof *sb);
   if (!sb) return NULL;
+  sb->limits = *limits;
   /* The libraries need some room whatever the limit. */
-  sb->limit = memory_limit < 64 * 1024 ? 64 * 1024 : memory_limit;
-  sb->instruction_limit = instruction_limit;
+  if (sb->limits.memory < 64 * 1024) sb->limits.memory = 64 * 1024;
+  sb->log = log;
+  lr_rng_seed(&sb->load_rng, 0);  /* a script's top level draws the same every load */
   if (script_path) {
     lr_strlcpy(sb->script_dir, script_path, sizeof sb->script_dir);
     char *slash = strrchr(sb->script_dir, '/');
@@ -249,55 +136,149 @@ lr_sandbox *lr_sandbox_new(size_t memory_limit, long instruction_limit,
     else strcpy(sb->script_dir, ".");
   }
   lua_State *L = lua_newstate(limited_alloc, sb);
-  if (!L) { free(sb); return NULL; }
-  *(lr_sandbox **)lua_getextraspace(L) = sb;
-  sb->L = L;
-  lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_STEP);
-  sb->remaining = instruction_limit;
-  lua_pushcfunction(L, setup);
-  if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
-    lr_sandbox_free(sb);
+  if (!L) {
+    free(sb);
     return NULL;
   }
-  sb->limit = memory_limit;
+  *(lr_sandbox **)lua_getextraspace(L) = sb;
+  sb->L = L;
+  base_hook(sb, L);
+  sb->remaining = limits->instructions > 0 ? limits->instructions : TIMED_STEPS;
+  lua_pushcfunction(L, open_libs);
+  if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
+    lua_close(L);
+    free(sb);
+    return NULL;
+  }
+  sb->limits.memory = limits->memory;
+  sb->watched.look = watch;
+  if (sb->limits.seconds > 0) lr_watchdog_add(&sb->watched);
   return sb;
 }
 
 void lr_sandbox_free(lr_sandbox *sb) {
   if (!sb) return;
+  if (sb->limits.seconds > 0) lr_watchdog_remove(&sb->watched);
   if (sb->L) lua_close(sb->L);
   free(sb);
+}
+
+void lr_sandbox_pause(lr_sandbox *sb) {
+  if (sb->limits.seconds <= 0) return;
+  int running = PHASE_RUNNING;
+  /* not yet expired: the host's time is not the script's */
+  atomic_compare_exchange_strong(&sb->phase, &running, PHASE_IDLE);
+}
+
+void lr_sandbox_resume(lr_sandbox *sb) {
+  if (sb->limits.seconds <= 0 || atomic_load(&sb->expired)) return;
+  atomic_store_explicit(&sb->entered, lr_watchdog_tick(), memory_order_relaxed);
+  int idle = PHASE_IDLE;
+  atomic_compare_exchange_strong(&sb->phase, &idle, PHASE_RUNNING);
+}
+
+/* Ticks a call may run, from its limit: the watchdog looks once a tick,
+ * so the kill lands between 5 and 6 ticks (25 to 30 ms) before the limit,
+ * which leaves room for the watchdog to be scheduled late and still stop
+ * the script within it. */
+static long limit_ticks(double seconds) {
+  long ticks = (long)(seconds * 1000 / LR_WATCHDOG_TICK_MS) - 5;
+  return ticks < 1 ? 1 : ticks;
+}
+
+/* The watchdog's look, once a tick: a call past its limit is stopped. */
+static void watch(lr_watched *w, long now) {
+  lr_sandbox *sb = (lr_sandbox *)((char *)w - offsetof(lr_sandbox, watched));
+  if (atomic_load_explicit(&sb->phase, memory_order_acquire) != PHASE_RUNNING) return;
+  long entered = atomic_load_explicit(&sb->entered, memory_order_relaxed);
+  if (now - entered < limit_ticks(sb->limits.seconds)) return;
+  int running = PHASE_RUNNING;
+  if (!atomic_compare_exchange_strong(&sb->phase, &running, PHASE_ARMING)) return;
+  atomic_store(&sb->expired, 1);
+  arm_running(sb);
+  atomic_store(&sb->phase, PHASE_ARMED);
+}
+
+static void enter(lr_sandbox *sb) {
+  sb->remaining = sb->limits.instructions > 0 ? sb->limits.instructions : TIMED_STEPS;
+  sb->killed = LR_KILL_NONE;
+  sb->where[0] = '\0';
+  if (sb->limits.seconds <= 0) return;
+  atomic_store_explicit(&sb->expired, 0, memory_order_relaxed);
+  atomic_store_explicit(&sb->entered, lr_watchdog_tick(), memory_order_relaxed);
+  atomic_store_explicit(&sb->phase, PHASE_RUNNING, memory_order_release);
+}
+
+/* Back in C: the watchdog must not arm this state any more, and a hook it
+ * armed comes off. */
+static void leave(lr_sandbox *sb) {
+  if (sb->limits.seconds <= 0) return;
+  int phase = PHASE_RUNNING;
+  if (atomic_compare_exchange_strong(&sb->phase, &phase, PHASE_IDLE)) return;
+  while (atomic_load(&sb->phase) == PHASE_ARMING) {}
+  if (atomic_load(&sb->phase) == PHASE_ARMED) base_hook(sb, sb->L);
+  atomic_store(&sb->phase, PHASE_IDLE);
+}
+
+/* The message handler of every call into a script: an error value that is
+ * not a string still says where it was raised. */
+static int locate_error(lua_State *L) {
+  if (lua_type(L, 1) == LUA_TSTRING) return 1;
+  lua_Debug ar;
+  for (int level = 1; lua_getstack(L, level, &ar); level++) {
+    if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+      lua_pushfstring(L, "%s:%d: error object is a %s value", ar.short_src,
+                      ar.currentline, luaL_typename(L, 1));
+      return 1;
+    }
+  }
+  lua_pushfstring(L, "error object is a %s value", luaL_typename(L, 1));
+  return 1;
+}
+
+static void describe_kill(const lr_sandbox *sb, char *err, size_t errlen) {
+  const char *where = sb->where[0] ? sb->where : "the script";
+  switch (sb->killed) {
+  case LR_KILL_INSTRUCTIONS:
+    lr_fmt(err, errlen, "%s: instruction limit reached (%ld instructions); a loop that "
+           "never ends?", where, sb->limits.instructions);
+    break;
+  case LR_KILL_TIME:
+    lr_fmt(err, errlen, "%s: time limit reached (%g s); a loop that never ends?", where,
+           sb->limits.seconds);
+    break;
+  default:
+    lr_fmt(err, errlen, "%s: memory limit reached (%zu bytes)", where, sb->limits.memory);
+    break;
+  }
 }
 
 luaretry_code lr_sandbox_call(lr_sandbox *sb, lua_CFunction f, void *arg,
                               int nresults, luaretry_code failure, char *err,
                               size_t errlen) {
   lua_State *L = sb->L;
-  sb->remaining = sb->instruction_limit;
-  sb->killed = LR_KILL_NONE;
-  sb->where[0] = '\0';
+  int base = lua_gettop(L);
+  lua_pushcfunction(L, locate_error);
   lua_pushcfunction(L, f);
   lua_pushlightuserdata(L, arg);
-  int status = lua_pcall(L, 1, nresults, 0);
-  if (status == LUA_OK && !sb->killed) return LUARETRY_OK;
-  if (sb->killed) {
-    if (status == LUA_OK) lua_pop(L, nresults);
-    else lua_pop(L, 1);
-    const char *where = sb->where[0] ? sb->where : "the script";
-    if (sb->killed == LR_KILL_INSTRUCTIONS)
-      lr_fmt(err, errlen, "%s: instruction limit reached (%ld instructions); "
-               "a loop that never ends?", where, sb->instruction_limit);
-    else
-      lr_fmt(err, errlen, "%s: memory limit reached (%zu bytes)", where,
-               sb->limit);
-    sb->killed = LR_KILL_NONE;
-    lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_STEP);
-    lua_gc(L, LUA_GCCOLLECT);
-    return LUARETRY_E_LIMIT;
+  enter(sb);
+  int status = lua_pcall(L, 1, nresults, base + 1);
+  leave(sb);
+  if (status == LUA_OK && !sb->killed) {
+    lua_remove(L, base + 1);  /* the handler; the results stay */
+    return LUARETRY_OK;
   }
-  const char *msg = lua_tostring(L, -1);
-  if (msg) lr_strlcpy(err, msg, errlen);
-  else lr_fmt(err, errlen, "(error object is a %s value)", luaL_typename(L, -1));
-  lua_pop(L, 1);
-  return failure;
+  luaretry_code rc = failure;
+  if (sb->killed) {
+    describe_kill(sb, err, errlen);
+    sb->killed = LR_KILL_NONE;
+    base_hook(sb, L);
+    rc = LUARETRY_E_LIMIT;
+  } else {
+    const char *msg = lua_tostring(L, -1);
+    lr_strlcpy(err, msg ? msg : "error in error handling", errlen);
+  }
+  lua_settop(L, base);
+  lua_gc(L, LUA_GCCOLLECT);
+  return rc;
 }

@@ -1,31 +1,60 @@
-/* sandbox.h: a Lua 5.4 state with a memory limit, an instruction limit and
- * only the libraries of CONTRACT.md section 6.  Shared by policy.c. */
+/* sandbox.h: a Lua 5.4 state with a memory limit, a time limit (and, when
+ * the host asks for determinism, an exact instruction limit), and only the
+ * libraries a policy may use.  Shared by the script side's files. */
 #ifndef LUARETRY_SANDBOX_H
 #define LUARETRY_SANDBOX_H
 
 #include <lua.h>
+#include <stdatomic.h>
 #include <stddef.h>
 
-#include "luaretry.h"
+#include "engine/engine.h"
 
-enum { LR_KILL_NONE = 0, LR_KILL_INSTRUCTIONS, LR_KILL_MEMORY };
+enum { LR_KILL_NONE = 0, LR_KILL_INSTRUCTIONS, LR_KILL_MEMORY, LR_KILL_TIME };
+
+typedef struct {
+  size_t memory;            /* bytes of Lua memory */
+  long instructions;        /* per call into the script; 0: not counted */
+  double seconds;           /* wall time per call into the script; 0: none */
+} lr_limits;
+
+/* Where print() goes: the policy's, read at each print. */
+typedef struct {
+  luaretry_log_fn fn;
+  void *ud;
+} lr_log_target;
+
+/* What the watchdog looks at once a tick: `look` is called with the tick. */
+typedef struct lr_watched {
+  void (*look)(struct lr_watched *w, long now);
+  struct lr_watched *prev, *next;
+} lr_watched;
 
 typedef struct lr_sandbox {
   lua_State *L;
-  size_t used, limit;
-  long instruction_limit;   /* per call into the script */
-  long remaining;
+  size_t used;
+  lr_limits limits;
+  long remaining;           /* instructions (or, timed, steps to the next look) */
   int killed;               /* sticky until control is back in C */
   char where[256];          /* "file:line" of the kill, when known */
   char script_dir[4096];    /* "" when loaded from a string */
-  luaretry_log_fn log;
-  void *log_ud;
-  void *owner;              /* the policy, for its C functions */
+  const lr_log_target *log;
+  lr_rng load_rng;          /* math.random outside a call: at load */
+  lr_rng *rng;              /* math.random's stream: the call's */
+  /* the watchdog's side (watchdog.c) */
+  atomic_int phase;         /* idle, running, being armed, armed */
+  atomic_long entered;      /* the watchdog's tick when the call began */
+  atomic_int expired;       /* the time limit passed: stop at once */
+  atomic_int arming, freeing;    /* a handshake: see limited_alloc */
+  lr_watched watched;              /* in the watchdog's list */
 } lr_sandbox;
 
-/* NULL when out of memory or when the state cannot be set up. */
-lr_sandbox *lr_sandbox_new(size_t memory_limit, long instruction_limit,
-                           const char *script_path);
+/* A state whose globals `open_libs` sets up; NULL when out of memory or
+ * when the state cannot be set up. */
+lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
+                           const lr_log_target *log, lua_CFunction open_libs);
+/* sandbox_lib.c: the library a policy script sees. */
+int lr_sandbox_open_libs(lua_State *L);
 void lr_sandbox_free(lr_sandbox *sb);
 /* The sandbox a state belongs to (kept in its extra space). */
 static inline lr_sandbox *lr_sandbox_of(lua_State *L) {
@@ -34,13 +63,34 @@ static inline lr_sandbox *lr_sandbox_of(lua_State *L) {
 
 /*
  * Calls f with the light userdata `arg` as its one argument, under
- * protection and with the instruction budget re-armed; leaves `nresults`
- * results on the stack on success (the caller pops them).
- * Returns LUARETRY_OK, LUARETRY_E_LIMIT (message names the limit and where
- * it was hit), or `failure` with the Lua error message, in err.
+ * protection and with the limits re-armed; leaves `nresults` results on
+ * the stack on success (the caller pops them).  Returns LUARETRY_OK,
+ * LUARETRY_E_LIMIT (the message names the limit and where it was hit), or
+ * `failure` with the Lua error message ("file:line: ..." whatever the
+ * error value's type), in err.
  */
 luaretry_code lr_sandbox_call(lr_sandbox *sb, lua_CFunction f, void *arg,
                               int nresults, luaretry_code failure, char *err,
                               size_t errlen);
+
+/* Around host code a script calls (a workflow's transport): the time it
+ * takes is not the script's. */
+void lr_sandbox_pause(lr_sandbox *sb);
+void lr_sandbox_resume(lr_sandbox *sb);
+
+/* Stops the script: marks the kill, remembers where, makes every later
+ * instruction fail until control is back in C, and raises. */
+int lr_sandbox_kill(lua_State *L, lr_sandbox *sb, int why);
+/* C code that loops on the script's behalf (the pattern matcher) ran out
+ * of sb->remaining: when counting, that is the instruction limit; when
+ * timed, a moment to look at the clock.  Refills and returns, or kills. */
+void lr_sandbox_refuel(lua_State *L, lr_sandbox *sb);
+
+/* watchdog.c: the library's one helper thread, enforcing time limits. */
+#define LR_WATCHDOG_TICK_MS 5
+void lr_watchdog_add(lr_watched *w);
+void lr_watchdog_remove(lr_watched *w);
+/* The tick now (a count of the watchdog's periods). */
+long lr_watchdog_tick(void);
 
 #endif

@@ -462,16 +462,20 @@ void lr_schema_format(const luaretry_tuning *t, int i, char *buf, size_t size) {
 
 int lr_schema_limit(int i, const char *value, double *out, char *err, size_t errlen) {
   const lr_field_spec *s = &lr_fields[i];
+  if ((s->flags & OPT) && strcmp(value, "none") == 0) {
+    *out = 0;
+    return 0;
+  }
   char *end;
   double d = strtod(value, &end);
   if (end != value && *end == '\0' && number_ok(s, d)) {
     *out = d;
     return 0;
   }
-  char lo[32];
-  shortest(lo, sizeof lo, s->lo);
-  lr_fmt(err, errlen, "%s: expected a whole number of %s, at least %s, got \"%s\"", s->name,
-         s->type == T_BYTES ? "bytes" : "instructions", lo, value);
+  char expected[160];
+  expectation(s, expected, sizeof expected);
+  lr_fmt(err, errlen, "%s: expected %s%s, got \"%s\"", s->name, expected,
+         (s->flags & OPT) ? " (or none)" : "", value);
   return -1;
 }
 

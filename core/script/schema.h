@@ -73,8 +73,10 @@ typedef enum {
     "the script's own settings, overridden by options.NAME") \
   X(ON_BREAKER, "on_breaker", T_FUNCTION, 0, 0, 0, NODEF, NOTUNE, \
     "on_breaker(state): told of each change of the breaker") \
-  X(INSTRUCTION_LIMIT, "instruction_limit", T_COUNT, 1000, 1e15, HOST, 5000000, \
-    TUNE(instruction_limit), "instructions per call into the script") \
+  X(INSTRUCTION_LIMIT, "instruction_limit", T_COUNT, 1000, 1e15, HOST | OPT, NODEF, \
+    TUNE(instruction_limit), "exact instructions per call into the script (none: not counted)") \
+  X(TIME_LIMIT, "time_limit", T_SECONDS, 0, 3600, HOST | OPEN, 0.25, TUNE(time_limit), \
+    "wall-clock seconds per call into the script") \
   X(MEMORY_LIMIT, "memory_limit", T_BYTES, 65536, 1e15, HOST, 8388608, TUNE(memory_limit), \
     "bytes of Lua memory per policy") \
   X(B_KIND, "backoff.kind", T_KIND, 0, 0, 0, LUARETRY_BACKOFF_EXPONENTIAL, TUNE(kind), \

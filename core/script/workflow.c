@@ -7,19 +7,22 @@
 #include <lauxlib.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "policy.h"
 
 #define MAX_REQUEST_HEADERS 64
 
 typedef struct {
-  luaretry_policy *p;
+  lr_script *s;
   const char *const *args;
   int nargs;
   luaretry_transport_fn transport;
   void *ud;
-  double timeout;
+  double timeout;              /* for the whole run: its requests share it */
+  double started;              /* monotonic seconds */
   luaretry_code transport_rc;  /* a transport that gave up ends the run */
+  int status;
 } workflow;
 
 /* Reads request.headers (a table at idx) into h; the strings stay on the
@@ -41,11 +44,37 @@ static size_t read_headers(lua_State *L, int idx, luaretry_header *h) {
   return n;
 }
 
+/* A script reaches http and https only, and cannot split a request. */
+static void check_request(lua_State *L, const luaretry_request *req) {
+  if (strncasecmp(req->url, "http://", 7) != 0 && strncasecmp(req->url, "https://", 8) != 0)
+    luaL_error(L, "http: only http and https URLs can be requested, not \"%.40s\"", req->url);
+  const char *texts[2] = { req->url, req->method };
+  for (int i = 0; i < 2; i++)
+    if (texts[i] && strpbrk(texts[i], "\r\n"))
+      luaL_error(L, "http: the %s holds a line break", i ? "method" : "URL");
+  for (size_t i = 0; i < req->header_count; i++)
+    if (strpbrk(req->headers[i].name, "\r\n:") || strpbrk(req->headers[i].value, "\r\n") ||
+        !req->headers[i].name[0])
+      luaL_error(L, "http: header \"%.40s\" holds a line break or is not a name",
+                 req->headers[i].name);
+}
+
 static int perform(lua_State *L, luaretry_request *req) {
   workflow *w = lua_touserdata(L, lua_upvalueindex(1));
+  check_request(L, req);
+  /* one attempt's time for the whole run: each request gets what is left */
+  double timeout = w->timeout;
+  if (timeout > 0) {
+    timeout -= lr_monotonic_now() - w->started;
+    if (timeout <= 0)
+      return luaL_error(L, "http: %s %s: the attempt's time (%.3f s) is used up", req->method,
+                        req->url, w->timeout);
+  }
   luaretry_response resp;
   memset(&resp, 0, sizeof resp);
-  luaretry_code rc = w->transport(w->ud, req, w->timeout, &resp);
+  lr_sandbox_pause(w->s->sb);  /* the host's time is not the script's */
+  luaretry_code rc = w->transport(w->ud, req, timeout, &resp);
+  lr_sandbox_resume(w->s->sb);
   if (rc != LUARETRY_OK) {
     w->transport_rc = rc;
     return luaL_error(L, "http: %s %s: %s", req->method, req->url, luaretry_strerror(rc));
@@ -108,10 +137,7 @@ static int http_request(lua_State *L) {
 
 static int run_protected(lua_State *L) {
   workflow *w = lua_touserdata(L, 1);
-  /* The previous run's body was kept here for the caller until now. */
-  lua_pushnil(L);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, w->p);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, lr_policy_run_ref(w->p));
+  lua_rawgeti(L, LUA_REGISTRYINDEX, w->s->ref_run);
   static const luaL_Reg fns[] = { { "get", http_get }, { "put", http_put },
                                   { "post", http_post }, { "request", http_request },
                                   { NULL, NULL } };
@@ -124,20 +150,52 @@ static int run_protected(lua_State *L) {
     lua_rawseti(L, -2, i + 1);
   }
   lua_call(L, 2, 2);
+  lua_Integer status = lua_tointeger(L, -2);
   if (!lua_isinteger(L, -2) || (lua_type(L, -1) != LUA_TSTRING && !lua_isnil(L, -1)))
     return luaL_error(L, "run must return status, body (an integer and a string), "
                       "not a %s and a %s", luaL_typename(L, -2), luaL_typename(L, -1));
+  if (status < 0 || status > 999)
+    return luaL_error(L, "run returned status %I: a status is from 0 to 999", status);
+  w->status = (int)status;
   if (lua_isnil(L, -1)) {
     lua_pop(L, 1);
     lua_pushliteral(L, "");
   }
-  lua_pushvalue(L, -1);  /* keep the body alive until the next run */
-  lua_rawsetp(L, LUA_REGISTRYINDEX, w->p);
-  return 2;
+  return 1;
 }
 
 int luaretry_policy_has_workflow(const luaretry_policy *p) {
-  return p && lr_policy_run_ref(p) != 0;
+  lr_gen *g = p ? lr_policy_current((luaretry_policy *)p) : NULL;
+  int has = g && g->has_run;
+  lr_gen_unref(g);
+  return has;
+}
+
+/* Runs the workflow in state s; its body into p's buffer. */
+static luaretry_code run_in(luaretry_policy *p, lr_script *s, workflow *w,
+                            luaretry_outcome *out) {
+  char err[1024];
+  luaretry_code rc = lr_sandbox_call(s->sb, run_protected, w, 1, LUARETRY_E_POLICY, err,
+                                     sizeof err);
+  if (rc != LUARETRY_OK) {
+    lr_fmt(p->errmsg, sizeof p->errmsg, "run: %s", err);
+    return w->transport_rc != LUARETRY_OK ? w->transport_rc : rc;
+  }
+  size_t len;
+  const char *body = lua_tolstring(s->sb->L, -1, &len);
+  char *copy = malloc(len + 1);
+  if (copy) memcpy(copy, body, len + 1);
+  lua_pop(s->sb->L, 1);
+  if (!copy) return LUARETRY_E_NOMEM;
+  free(p->workflow_body);
+  p->workflow_body = copy;
+  luaretry_outcome_init(out);
+  out->workflow = 1;
+  out->status = w->status;
+  out->body = copy;
+  out->body_len = len;
+  out->method = "RUN";
+  return LUARETRY_OK;
 }
 
 luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const *args,
@@ -145,28 +203,20 @@ luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const
                                            void *ud, double timeout,
                                            luaretry_outcome *out) {
   if (!p || !transport || !out || nargs < 0 || (nargs && !args)) return LUARETRY_E_ARG;
-  if (!lr_policy_loaded(p)) return LUARETRY_E_STATE;
-  size_t errsize;
-  char *errmsg = lr_policy_errbuf(p, &errsize);
-  if (!lr_policy_run_ref(p)) {
-    lr_fmt(errmsg, errsize, "the policy defines no run(http, args) workflow");
-    return LUARETRY_E_STATE;
+  lr_gen *g = lr_policy_current(p);
+  if (!g) return LUARETRY_E_STATE;
+  luaretry_code rc = LUARETRY_E_STATE;
+  lr_script *s = NULL;
+  if (!g->has_run)
+    lr_fmt(p->errmsg, sizeof p->errmsg, "the policy defines no run(http, args) workflow");
+  else if (!(s = lr_gen_borrow(g, p->errmsg, sizeof p->errmsg)))
+    rc = LUARETRY_E_NOMEM;
+  if (s) {
+    workflow w = { s, args, nargs, transport, ud, timeout, lr_monotonic_now(), LUARETRY_OK,
+                   0 };
+    rc = run_in(p, s, &w, out);
+    lr_gen_return(s);
   }
-  lr_sandbox *sb = lr_policy_sandbox(p);
-  lua_State *L = sb->L;
-  workflow w = { p, args, nargs, transport, ud, timeout, LUARETRY_OK };
-  char err[1024];
-  luaretry_code rc = lr_sandbox_call(sb, run_protected, &w, 2, LUARETRY_E_POLICY,
-                                     err, sizeof err);
-  if (rc != LUARETRY_OK) {
-    lr_fmt(errmsg, errsize, "run: %s", err);
-    return w.transport_rc != LUARETRY_OK ? w.transport_rc : rc;
-  }
-  luaretry_outcome_init(out);
-  out->workflow = 1;
-  out->status = (int)lua_tointeger(L, -2);
-  out->body = lua_tolstring(L, -1, &out->body_len);  /* a string: no conversion */
-  lua_pop(L, 2);
-  out->method = "RUN";
-  return LUARETRY_OK;
+  lr_gen_unref(g);
+  return rc;
 }

@@ -214,7 +214,7 @@ static void test_load_errors(void) {
   /* Sandbox limits at load: E_LIMIT, and a pcall cannot swallow them. */
   CHECK_CODE(luaretry_policy_load_file(p, "spec/fixtures/c_runaway.lua"),
              LUARETRY_E_LIMIT);
-  CHECK_CONTAINS(luaretry_policy_errmsg(p), "instruction limit");
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "time limit reached (0.25 s)");
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "spec/fixtures/c_runaway.lua:");
   CHECK_CODE(luaretry_policy_set(p, "memory_limit", "1048576"), LUARETRY_OK);
   CHECK_CODE(luaretry_policy_load_string(p, "@hog.lua",
@@ -252,7 +252,7 @@ static void test_limits_at_decision(void) {
       "  return status == 503\n"
       "end\n"), LUARETRY_OK);
   static const int statuses[] = { 500, 507 };
-  static const char *const words[] = { "instruction limit", "memory limit" };
+  static const char *const words[] = { "time limit", "memory limit" };
   for (int i = 0; i < 2; i++) {
     luaretry_call *c = NULL;
     CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);

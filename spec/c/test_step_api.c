@@ -214,7 +214,9 @@ static void test_string_policy(void) {
   luaretry_call_free(c);
   c = begin_virtual(p, 3);
   CHECK_CODE(report(c, 503, 400, &d), LUARETRY_OK);  /* > max_retry_after */
-  CHECK_EQ_INT(d.reason, LUARETRY_REASON_DEADLINE);
+  /* not a deadline: no deadline was reached, the server asked too much */
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_SERVER_WAIT_TOO_LONG);
+  CHECK_EQ_STR(luaretry_reason_name(d.reason), "server_wait_too_long");
   CHECK_EQ_STR(d.rule, "max_retry_after");
   CHECK_CONTAINS(d.message, "max_retry_after");
   luaretry_call_free(c);
@@ -311,7 +313,8 @@ static void test_default_classifier(void) {
     CHECK_EQ_INT(t.retry_after, 1);
     CHECK_EQ_DBL(t.max_retry_after, 300);
     CHECK_EQ_INT(t.body_limit, 64 * 1024);
-    CHECK(t.instruction_limit > 0);
+    CHECK_EQ_INT(t.instruction_limit, 0);  /* not counted: a time limit instead */
+    CHECK_EQ_DBL(t.time_limit, 0.25);
     CHECK(t.memory_limit >= 64 * 1024);
   }
   luaretry_policy_free(p);

@@ -1,0 +1,77 @@
+/* watchdog.c: the library's one helper thread.  It runs while any sandbox
+ * with a time limit exists (started with the first, joined with the last),
+ * counts ticks of LR_WATCHDOG_TICK_MS, and once a tick has every sandbox
+ * look at itself (sandbox.c): a call into a script that has run for its
+ * limit gets a hook armed that stops it at its next instruction.  It
+ * never calls into the host.
+ *
+ * A script pays for this two relaxed stores and a compare-and-swap per
+ * call into it, instead of a hook on every instruction. */
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "sandbox.h"
+
+static struct {
+  pthread_mutex_t lock;     /* the list, count and thread */
+  lr_watched *head;
+  size_t count;
+  int running;
+  atomic_long incarnation;  /* the thread that should run; 0: none */
+  long started;             /* incarnations started so far */
+  pthread_t thread;
+} wd = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static atomic_long ticks;
+
+long lr_watchdog_tick(void) { return atomic_load_explicit(&ticks, memory_order_relaxed); }
+
+/* A thread stops once another incarnation is wanted (or none): a new one
+ * may start while the last one is still being joined. */
+static void *watch(void *arg) {
+  long me = (long)(intptr_t)arg;
+  struct timespec period = { 0, LR_WATCHDOG_TICK_MS * 1000000L };
+  while (atomic_load(&wd.incarnation) == me) {
+    nanosleep(&period, NULL);
+    long now = atomic_fetch_add(&ticks, 1) + 1;
+    pthread_mutex_lock(&wd.lock);
+    for (lr_watched *w = wd.head; w; w = w->next) w->look(w, now);
+    pthread_mutex_unlock(&wd.lock);
+  }
+  return NULL;
+}
+
+void lr_watchdog_add(lr_watched *w) {
+  pthread_mutex_lock(&wd.lock);
+  w->prev = NULL;
+  w->next = wd.head;
+  if (wd.head) wd.head->prev = w;
+  wd.head = w;
+  wd.count++;
+  if (!wd.running) {
+    long me = ++wd.started;
+    atomic_store(&wd.incarnation, me);
+    /* without the thread, time limits are not enforced, but scripts still
+     * run; the memory limit still holds */
+    wd.running = pthread_create(&wd.thread, NULL, watch, (void *)(intptr_t)me) == 0;
+    if (!wd.running) atomic_store(&wd.incarnation, 0);
+  }
+  pthread_mutex_unlock(&wd.lock);
+}
+
+void lr_watchdog_remove(lr_watched *w) {
+  pthread_mutex_lock(&wd.lock);
+  if (w->prev) w->prev->next = w->next;
+  else if (wd.head == w) wd.head = w->next;
+  if (w->next) w->next->prev = w->prev;
+  w->prev = w->next = NULL;
+  int last = --wd.count == 0 && wd.running;
+  if (last) {
+    atomic_store(&wd.incarnation, 0);
+    wd.running = 0;
+  }
+  pthread_t thread = wd.thread;
+  pthread_mutex_unlock(&wd.lock);
+  if (last) pthread_join(thread, NULL);
+}
