@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "luaretry_curl.h"
+#include "outfile.h"
 
 /* A signal cancels the call in progress; the flag covers a signal that
  * arrives before the call exists. */
@@ -182,61 +183,6 @@ static void print_stats(const luaretry_policy *p) {
 static void script_print(void *ud, const char *line) {
   (void)ud;
   fprintf(stderr, "luaretry: script: %s\n", line);
-}
-
-/* ---- output: standard output, or -o FILE through a temporary beside it */
-
-typedef struct {
-  const char *path;        /* NULL: standard output */
-  char tmp[4096];
-  int fd;
-  int failed;
-} output;
-
-static int output_open(output *out, const char *path) {
-  memset(out, 0, sizeof *out);
-  out->fd = STDOUT_FILENO;
-  out->path = path;
-  if (!path) return 0;
-  if (snprintf(out->tmp, sizeof out->tmp, "%s.luaretry-XXXXXX", path) >= (int)sizeof out->tmp) {
-    fprintf(stderr, "luaretry: -o %s: path too long\n", path);
-    return -1;
-  }
-  out->fd = mkstemp(out->tmp);
-  if (out->fd < 0) {
-    fprintf(stderr, "luaretry: -o %s: cannot create a temporary file beside it: %s\n", path,
-            strerror(errno));
-    return -1;
-  }
-  return 0;
-}
-
-static size_t output_write(void *ud, const char *data, size_t len) {
-  output *out = ud;
-  size_t done = 0;
-  while (done < len && !out->failed) {
-    ssize_t n = write(out->fd, data + done, len - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      fprintf(stderr, "luaretry: writing %s: %s\n", out->path ? out->path : "standard output",
-              strerror(errno));
-      out->failed = 1;
-    } else done += (size_t)n;
-  }
-  return len;
-}
-
-/* Renames the temporary into place on success; removes it otherwise. */
-static int output_close(output *out, int success) {
-  if (!out->path) return out->failed ? -1 : 0;
-  int ok = success && !out->failed && fsync(out->fd) == 0;
-  if (close(out->fd) != 0) ok = 0;
-  if (ok && rename(out->tmp, out->path) != 0) {
-    fprintf(stderr, "luaretry: -o %s: %s\n", out->path, strerror(errno));
-    ok = 0;
-  }
-  if (!ok) unlink(out->tmp);
-  return ok || !success ? 0 : -1;
 }
 
 /* ---- upload data: -d DATA, -d @FILE (mapped, not copied), -d @- */
@@ -609,15 +555,15 @@ typedef struct {
   attempt_log log;         /* log.index: the URL's number; log.target: redacted */
   luaretry_request req;
   char *name;              /* --output-dir: the file's name in DIR */
-  char *tmp;               /* its temporary, while one exists */
-  int fd;
-  int failed;              /* writing the body failed */
+  char *path;              /* DIR/NAME */
+  char number[16];         /* "[3]": how messages about the file start */
+  outfile file;            /* --output-dir: the body, kept on success */
 } batch_url;
 
 typedef struct {
   batch_url *urls;
   const char *dir;         /* --output-dir, or NULL: standard output */
-  output *out;             /* standard output */
+  outfile *out;            /* standard output */
   int worst;
   int interrupted;         /* some call ended cancelled */
 } batch_run;
@@ -719,9 +665,16 @@ static int name_add(name_set *set, char *name) {
   return 1;
 }
 
+static char *join_path(const char *dir, const char *name) {
+  size_t len = strlen(dir) + strlen(name) + 2;
+  char *s = malloc(len);
+  if (s) snprintf(s, len, "%s/%s", dir, name);
+  return s;
+}
+
 /* Names for every URL, unique in the batch: NAME, then NAME.1, NAME.2 ...
- * for the URLs after the first with the same NAME. */
-static int assign_names(batch_url *urls, int n) {
+ * for the URLs after the first with the same NAME; each its file DIR/NAME. */
+static int assign_names(batch_url *urls, int n, const char *dir) {
   name_set set;
   size_t cap = 16;
   while (cap < (size_t)n * 2) cap *= 2;
@@ -741,79 +694,12 @@ static int assign_names(batch_url *urls, int n) {
     }
     if (name != base) free(base);
     urls[i].name = name;
+    if (!(urls[i].path = join_path(dir, name))) { free(set.slot); return -1; }
+    snprintf(urls[i].number, sizeof urls[i].number, "[%d]", urls[i].log.index);
+    outfile_init(&urls[i].file, urls[i].path, urls[i].number, OUTFILE_PRIVATE);
   }
   free(set.slot);
   return 0;
-}
-
-static char *join_path(const char *dir, const char *name, const char *suffix) {
-  size_t len = strlen(dir) + strlen(name) + strlen(suffix) + 2;
-  char *s = malloc(len);
-  if (s) snprintf(s, len, "%s/%s%s", dir, name, suffix);
-  return s;
-}
-
-static int open_temp(batch_run *br, batch_url *u) {
-  u->tmp = join_path(br->dir, u->name, ".luaretry-XXXXXX");
-  if (!u->tmp) return -1;
-  u->fd = mkstemp(u->tmp);
-  if (u->fd < 0) {
-    fprintf(stderr, "luaretry: [%d] %s/%s: cannot create a temporary file: %s\n", u->log.index,
-            br->dir, u->name, strerror(errno));
-    free(u->tmp);
-    u->tmp = NULL;
-    return -1;
-  }
-  return 0;
-}
-
-typedef struct {
-  batch_run *br;
-  batch_url *u;
-} url_ctx;
-
-/* --output-dir: the final body into a temporary beside DIR/NAME. */
-static size_t dir_sink(void *ud, const char *data, size_t len) {
-  url_ctx *x = ud;
-  batch_url *u = x->u;
-  if (u->failed || (!u->tmp && open_temp(x->br, u) != 0)) {
-    u->failed = 1;
-    return len;
-  }
-  size_t done = 0;
-  while (done < len) {
-    ssize_t n = write(u->fd, data + done, len - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      fprintf(stderr, "luaretry: [%d] writing %s: %s\n", u->log.index, u->tmp, strerror(errno));
-      u->failed = 1;
-      break;
-    }
-    done += (size_t)n;
-  }
-  return len;
-}
-
-/* Renames the temporary into place on success (an empty body makes an
- * empty file); removes it otherwise.  0, or -1 when a success could not be
- * kept. */
-static int dir_close(batch_run *br, batch_url *u, int success) {
-  int ok = success && !u->failed && (u->tmp || open_temp(br, u) == 0);
-  if (u->tmp) {
-    if (ok && fsync(u->fd) != 0) ok = 0;
-    if (close(u->fd) != 0) ok = 0;
-    char *path = ok ? join_path(br->dir, u->name, "") : NULL;
-    if (ok && (!path || rename(u->tmp, path) != 0)) {
-      fprintf(stderr, "luaretry: [%d] %s/%s: %s\n", u->log.index, br->dir, u->name,
-              strerror(errno));
-      ok = 0;
-    }
-    free(path);
-    if (!ok) unlink(u->tmp);
-    free(u->tmp);
-    u->tmp = NULL;
-  }
-  return ok || !success ? 0 : -1;
 }
 
 /* A call ended: its file, its summary line, the batch's exit status. */
@@ -827,11 +713,7 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
              : interrupted ? EXIT_INTERRUPTED : EXIT_POLICY;
   else status = cli_exit_status(r->final.reason);
   if (status == EXIT_INTERRUPTED) br->interrupted = 1;
-  if (br->dir) {
-    if (dir_close(br, u, status == EXIT_OK) != 0) status = EXIT_FINAL;
-  } else if (status == EXIT_OK && br->out->failed) {
-    status = EXIT_FINAL;
-  }
+  if (outfile_finish(br->dir ? &u->file : br->out, status == EXIT_OK) != 0) status = EXIT_FINAL;
   if (severity(status) > severity(br->worst)) br->worst = status;
   char last[64] = "none";
   if (r->final.attempt > 0) {
@@ -885,8 +767,7 @@ static int run_batch(const run_args *a, luaretry_policy *p) {
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
   batch_url *urls = status == EXIT_OK ? calloc((size_t)n, sizeof *urls) : NULL;
-  url_ctx *ctx = urls ? calloc((size_t)n, sizeof *ctx) : NULL;
-  luaretry_curl_job *jobs = ctx ? calloc((size_t)n, sizeof *jobs) : NULL;
+  luaretry_curl_job *jobs = urls ? calloc((size_t)n, sizeof *jobs) : NULL;
   if (status == EXIT_OK && !jobs) {
     fprintf(stderr, "luaretry: out of memory\n");
     status = EXIT_POLICY;
@@ -903,12 +784,11 @@ static int run_batch(const run_args *a, luaretry_policy *p) {
   for (int i = 0; i < a->nheaders; i++) split_header(a->headers[i], &headers[i]);
   upload up = { 0 };
   if (status == EXIT_OK && a->data && upload_open(&up, a->data) != 0) status = EXIT_USAGE;
-  output out;
-  output_open(&out, NULL);  /* standard output */
+  outfile out;
+  outfile_init(&out, NULL, NULL, OUTFILE_PRIVATE);  /* standard output */
   batch_run br = { urls, a->output_dir, &out, EXIT_OK, 0 };
   for (int i = 0; status == EXIT_OK && i < n; i++) {
     batch_url *u = &urls[i];
-    u->fd = -1;
     u->log.verbosity = a->verbosity;
     u->log.json = json;
     u->log.max_attempts = t.max_attempts;
@@ -921,15 +801,13 @@ static int run_batch(const run_args *a, luaretry_policy *p) {
     u->req.header_count = (size_t)a->nheaders;
     u->req.body = a->data ? up.data : NULL;
     u->req.body_len = up.len;
-    ctx[i].br = &br;
-    ctx[i].u = u;
     jobs[i].request = &u->req;
-    jobs[i].sink = a->output_dir ? dir_sink : output_write;
-    jobs[i].sink_ud = a->output_dir ? (void *)&ctx[i] : (void *)&out;
+    jobs[i].sink = outfile_write;
+    jobs[i].sink_ud = a->output_dir ? &u->file : &out;
     jobs[i].observer = log_attempt;
     jobs[i].observer_ud = &u->log;
   }
-  if (status == EXIT_OK && a->output_dir && assign_names(urls, n) != 0) {
+  if (status == EXIT_OK && a->output_dir && assign_names(urls, n, a->output_dir) != 0) {
     fprintf(stderr, "luaretry: out of memory\n");
     status = EXIT_POLICY;
   }
@@ -965,9 +843,10 @@ static int run_batch(const run_args *a, luaretry_policy *p) {
   luaretry_curl_many_free(m);
   if (urls) {
     for (int i = 0; i < n; i++) {
-      if (urls[i].tmp) dir_close(&br, &urls[i], 0);  /* never left behind */
+      outfile_finish(&urls[i].file, 0);  /* a temporary is never left behind */
       free((char *)urls[i].log.target);
       free(urls[i].name);
+      free(urls[i].path);
     }
   }
   upload_close(&up);
@@ -975,7 +854,6 @@ static int run_batch(const run_args *a, luaretry_policy *p) {
   for (int i = 0; i < n; i++) free(list[i]);
   free(list);
   free(urls);
-  free(ctx);
   free(jobs);
   return status;
 }
@@ -1039,8 +917,9 @@ static int run_cmd(int argc, char **argv, char **words) {
   }
 
   upload up = { 0 };
-  output out = { .path = NULL };  /* output_close() runs even when upload_open() failed */
-  int ready = (!a.data || upload_open(&up, a.data) == 0) && output_open(&out, a.output) == 0;
+  outfile out;  /* finished even when upload_open() failed */
+  outfile_init(&out, a.output, "-o", OUTFILE_PRIVATE);
+  int ready = (!a.data || upload_open(&up, a.data) == 0) && outfile_create(&out) == 0;
   luaretry_call *c = NULL;
   luaretry_decision final;
   memset(&final, 0, sizeof final);
@@ -1064,7 +943,7 @@ static int run_cmd(int argc, char **argv, char **words) {
                                .url = a.url, .headers = headers,
                                .header_count = (size_t)a.nheaders,
                                .body = a.data ? up.data : NULL, .body_len = up.len };
-      luaretry_curl_options co = { .sink = output_write, .sink_ud = &out };
+      luaretry_curl_options co = { .sink = outfile_write, .sink_ud = &out };
       CURL *h = curl_easy_init();
       rc = h ? luaretry_curl_perform(p, c, h, &req, &co, &final) : LUARETRY_E_NOMEM;
       curl_easy_cleanup(h);
@@ -1074,7 +953,7 @@ static int run_cmd(int argc, char **argv, char **words) {
       rc = h ? luaretry_curl_transport_new(h, c, &wf.transport) : LUARETRY_E_NOMEM;
       if (rc == LUARETRY_OK) rc = luaretry_call_run(c, workflow_attempt, &wf, &final);
       if (rc == LUARETRY_OK && final.reason != LUARETRY_REASON_CANCELLED)
-        output_write(&out, wf.body, wf.body_len);
+        outfile_write(&out, wf.body, wf.body_len);
       luaretry_curl_transport_free(wf.transport);
       curl_easy_cleanup(h);
     } else {
@@ -1083,7 +962,7 @@ static int run_cmd(int argc, char **argv, char **words) {
       cmd.argv = a.command;
       rc = luaretry_call_run(c, run_command, &cmd, &final);
       if (rc == LUARETRY_OK && final.reason != LUARETRY_REASON_CANCELLED)
-        output_write(&out, cmd.out, cmd.out_len);
+        outfile_write(&out, cmd.out, cmd.out_len);
       free(cmd.out);
     }
     running_call = NULL;
@@ -1097,7 +976,7 @@ static int run_cmd(int argc, char **argv, char **words) {
       if (final.reason == LUARETRY_REASON_CANCELLED) fprintf(stderr, "luaretry: interrupted\n");
     }
   }
-  if (output_close(&out, status == EXIT_OK) != 0 && status == EXIT_OK) status = EXIT_FINAL;
+  if (outfile_finish(&out, status == EXIT_OK) != 0 && status == EXIT_OK) status = EXIT_FINAL;
   if (a.stats) print_stats(p);
   luaretry_call_free(c);
   upload_close(&up);

@@ -16,10 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli.h"
+#include "outfile.h"
 
 #define MAX_CLIENTS 1000000L
 #define MAX_OUTAGE 1e6
@@ -359,42 +358,22 @@ static void svg_write(FILE *f, const herd *h) {
 #undef Y
 }
 
-/* Writes the SVG to a temporary file beside `path`, renamed into place only
- * when all of it was written. */
+/* Draws the SVG in memory, then replaces `path` with it whole. */
 static int svg_save(const char *path, const herd *h) {
-  size_t n = strlen(path) + 32;
-  char *tmp = malloc(n);
-  if (!tmp) {
+  char *svg = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&svg, &len);
+  if (mem) svg_write(mem, h);
+  if (!mem || fclose(mem) != 0) {
     fprintf(stderr, "luaretry: --svg %s: out of memory\n", path);
+    free(svg);
     return -1;
   }
-  snprintf(tmp, n, "%s.luaretry-XXXXXX", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    fprintf(stderr, "luaretry: --svg %s: cannot create a temporary file beside it: %s\n", path,
-            strerror(errno));
-    free(tmp);
-    return -1;
-  }
-  mode_t mask = umask(0);
-  umask(mask);
-  int ok = fchmod(fd, 0666 & ~mask) == 0;
-  FILE *f = fdopen(fd, "w");
-  if (!f) {
-    close(fd);
-    ok = 0;
-  } else {
-    if (ok) svg_write(f, h);
-    if (fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0) ok = 0;
-    if (fclose(f) != 0) ok = 0;
-  }
-  if (ok && rename(tmp, path) != 0) ok = 0;
-  if (!ok) {
-    fprintf(stderr, "luaretry: --svg %s: %s\n", path, strerror(errno));
-    unlink(tmp);
-  }
-  free(tmp);
-  return ok ? 0 : -1;
+  outfile f;
+  outfile_init(&f, path, "--svg", OUTFILE_UMASK);
+  outfile_write(&f, svg, len);
+  free(svg);
+  return outfile_finish(&f, 1);
 }
 
 static void print_summary(const herd *h, const char *svg) {
