@@ -24,7 +24,7 @@ void cli_json_string(FILE *f, const char *s);
 void cli_json_decision(FILE *f, const luaretry_decision *d, int status,
                        const char *error, const char *target);
 
-int cli_run(int argc, char **argv);
+int cli_run(int argc, char **argv);       /* run.c */
 /* SIGINT and SIGTERM call `handler`; SIGPIPE is ignored. */
 void cli_on_stop_signals(void (*handler)(int));
 int cli_check(int argc, char **argv);     /* cli_check.c */
