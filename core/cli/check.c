@@ -1,4 +1,4 @@
-/* cli_check.c: `luaretry check POLICY...`: load each script, report every
+/* check.c: `luaretry check POLICY...`: load each script, report every
  * problem (load errors, warnings, classifier failures), print the effective
  * tuning and what the classifier says of a fixed set of probe outcomes.
  * Only the public API (luaretry.h). */
@@ -49,11 +49,39 @@ static int count_lines(const char *msg) {
   return n ? n : 1;
 }
 
-static char *dup_str(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *d = malloc(n);
-  if (d) memcpy(d, s, n);
-  return d;
+/* "probe LABEL: why", malloc'ed (NULL when out of memory). */
+static char *probe_problem(const probe_row *row, const char *why) {
+  size_t need = strlen(row->label) + strlen(why) + 16;
+  char *msg = malloc(need);
+  if (msg) snprintf(msg, need, "probe %s: %s", row->label, why);
+  return msg;
+}
+
+/* A probe the policy could not judge: a policy error and why. */
+static int probe_failed(probe_row *row, const char *why) {
+  row->verdict = "policy_error";
+  snprintf(row->wait, sizeof row->wait, "-");
+  snprintf(row->rule, sizeof row->rule, "-");
+  row->problem = probe_problem(row, why);
+  return -1;
+}
+
+/* The decision's row; -1 when it shows a problem (a policy error or a
+ * hook's error). */
+static int probe_verdict(probe_row *row, const luaretry_decision *d) {
+  row->verdict = d->retry ? "retry" : luaretry_reason_name(d->reason);
+  if (!d->retry) snprintf(row->wait, sizeof row->wait, "-");
+  else if (d->wait_source == LUARETRY_WAIT_SCRIPT)
+    snprintf(row->wait, sizeof row->wait, "after %g s", d->wait);
+  else snprintf(row->wait, sizeof row->wait, "%s", luaretry_wait_source_name(d->wait_source));
+  snprintf(row->rule, sizeof row->rule, "%s", d->rule ? d->rule : "-");
+  const char *why = NULL;
+  if (!d->retry && d->reason == LUARETRY_REASON_POLICY_ERROR)
+    why = d->message ? d->message : "policy error";
+  else if (d->hook_error) why = d->hook_error;
+  if (!why) return 0;
+  row->problem = probe_problem(row, why);
+  return -1;
 }
 
 /* One probe: a fresh call on the virtual clock with a fixed seed; the
@@ -69,14 +97,9 @@ static int run_probe(luaretry_policy *p, int status, const char *error, probe_ro
   luaretry_call *c;
   luaretry_code rc = luaretry_call_begin(p, &opts, &c);
   if (rc != LUARETRY_OK) {
-    row->verdict = "policy_error";
-    snprintf(row->wait, sizeof row->wait, "-");
-    snprintf(row->rule, sizeof row->rule, "-");
-    char msg[512];
-    snprintf(msg, sizeof msg, "probe %s: cannot begin a call: %s", row->label,
-             luaretry_strerror(rc));
-    row->problem = dup_str(msg);
-    return -1;
+    char why[256];
+    snprintf(why, sizeof why, "cannot begin a call: %s", luaretry_strerror(rc));
+    return probe_failed(row, why);
   }
   luaretry_outcome o;
   luaretry_outcome_init(&o);
@@ -88,38 +111,15 @@ static int run_probe(luaretry_policy *p, int status, const char *error, probe_ro
   o.method = "GET";
   luaretry_decision d;
   rc = luaretry_call_report(c, &o, &d);
-  int bad = 0;
+  int result;
   if (rc != LUARETRY_OK) {
-    row->verdict = "policy_error";
-    snprintf(row->wait, sizeof row->wait, "-");
-    snprintf(row->rule, sizeof row->rule, "-");
     const char *m = luaretry_call_errmsg(c);
-    size_t need = strlen(row->label) + (m ? strlen(m) : 0) + 64;
-    row->problem = malloc(need);
-    if (row->problem)
-      snprintf(row->problem, need, "probe %s: %s", row->label,
-               m && *m ? m : luaretry_strerror(rc));
-    luaretry_call_free(c);
-    return -1;
-  }
-  row->verdict = d.retry ? "retry" : luaretry_reason_name(d.reason);
-  if (!d.retry) snprintf(row->wait, sizeof row->wait, "-");
-  else if (d.wait_source == LUARETRY_WAIT_SCRIPT)
-    snprintf(row->wait, sizeof row->wait, "after %g s", d.wait);
-  else snprintf(row->wait, sizeof row->wait, "%s", luaretry_wait_source_name(d.wait_source));
-  snprintf(row->rule, sizeof row->rule, "%s", d.rule ? d.rule : "-");
-  const char *why = NULL;
-  if (!d.retry && d.reason == LUARETRY_REASON_POLICY_ERROR)
-    why = d.message ? d.message : "policy error";
-  else if (d.hook_error) why = d.hook_error;
-  if (why) {
-    size_t need = strlen(row->label) + strlen(why) + 16;
-    row->problem = malloc(need);
-    if (row->problem) snprintf(row->problem, need, "probe %s: %s", row->label, why);
-    bad = 1;
+    result = probe_failed(row, m && *m ? m : luaretry_strerror(rc));
+  } else {
+    result = probe_verdict(row, &d);
   }
   luaretry_call_free(c);
-  return bad ? -1 : 0;
+  return result;
 }
 
 static void secs(char *buf, size_t n, double v) {
@@ -170,12 +170,10 @@ static void print_settings(const luaretry_policy *p) {
 /* Applies the --set overrides; on failure writes why into msg. */
 static int apply_sets(luaretry_policy *p, char **sets, int nsets, char *msg, size_t n) {
   for (int i = 0; i < nsets; i++) {
-    const char *eq = strchr(sets[i], '=');
-    char name[64];
-    size_t len = (size_t)(eq - sets[i]);
-    memcpy(name, sets[i], len);
-    name[len] = '\0';
-    if (luaretry_policy_set(p, name, eq + 1) != LUARETRY_OK) {
+    char name[CLI_SET_NAME];
+    const char *value;
+    cli_split_set(sets[i], name, &value);  /* checked by parse_check() */
+    if (luaretry_policy_set(p, name, value) != LUARETRY_OK) {
       snprintf(msg, n, "--set %s", luaretry_policy_errmsg(p));
       return -1;
     }
@@ -236,52 +234,60 @@ static int check_file(const char *path, char **sets, int nsets) {
   return problems == 0;
 }
 
-int cli_check(int argc, char **argv) {
-  char **sets = malloc(sizeof *sets * (size_t)(argc + 1));
-  char **files = malloc(sizeof *files * (size_t)(argc + 1));
-  if (!sets || !files) {
-    free(sets);
-    free(files);
-    fprintf(stderr, "luaretry: out of memory\n");
-    return EXIT_POLICY;
-  }
-  int nsets = 0, nfiles = 0, dashdash = 0;
+typedef struct {
+  char **sets, **files;
+  int nsets, nfiles;
+} check_args;
+
+/* 0, or the exit status after a usage message. */
+static int parse_check(int argc, char **argv, check_args *a) {
+  int dashdash = 0;
   for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if (!dashdash && strcmp(a, "--") == 0) {
+    const char *s = argv[i];
+    if (!dashdash && strcmp(s, "--") == 0) {
       dashdash = 1;
-    } else if (!dashdash && strcmp(a, "--set") == 0) {
-      const char *eq = i + 1 < argc ? strchr(argv[i + 1], '=') : NULL;
-      if (!eq || eq == argv[i + 1] || eq - argv[i + 1] >= 64) {
-        free(sets);
-        free(files);
+    } else if (!dashdash && strcmp(s, "--set") == 0) {
+      char name[CLI_SET_NAME];
+      const char *value;
+      if (i + 1 >= argc || cli_split_set(argv[i + 1], name, &value) != 0)
         return cli_usage("check: --set %s: expected NAME=VALUE", i + 1 < argc ? argv[i + 1] : "");
-      }
-      sets[nsets++] = argv[++i];
-    } else if (!dashdash && a[0] == '-' && a[1]) {
-      free(sets);
-      free(files);
-      return cli_usage("check: unknown option %s", a);
+      a->sets[a->nsets++] = argv[++i];
+    } else if (!dashdash && s[0] == '-' && s[1]) {
+      return cli_usage("check: unknown option %s", s);
     } else {
-      files[nfiles++] = argv[i];
+      a->files[a->nfiles++] = argv[i];
     }
   }
-  if (nfiles == 0) {
-    free(sets);
-    free(files);
-    return cli_usage("check: %s", "which POLICY?");
-  }
+  if (a->nfiles == 0) return cli_usage("check: %s", "which POLICY?");
+  return 0;
+}
+
+/* Every file's block, and a total when there are several. */
+static int check_files(const check_args *a) {
   int clean = 0;
-  for (int i = 0; i < nfiles; i++) {
+  for (int i = 0; i < a->nfiles; i++) {
     if (i) putchar('\n');
-    clean += check_file(files[i], sets, nsets);
+    clean += check_file(a->files[i], a->sets, a->nsets);
   }
-  if (nfiles > 1)
-    printf("\n%d file%s: %d clean, %d with problems\n", nfiles, nfiles == 1 ? "" : "s", clean,
-           nfiles - clean);
-  free(sets);
-  free(files);
-  int status = clean == nfiles ? EXIT_OK : EXIT_POLICY;
+  if (a->nfiles > 1)
+    printf("\n%d file%s: %d clean, %d with problems\n", a->nfiles, a->nfiles == 1 ? "" : "s",
+           clean, a->nfiles - clean);
+  int status = clean == a->nfiles ? EXIT_OK : EXIT_POLICY;
   if (fflush(stdout) != 0) status = EXIT_POLICY;
+  return status;
+}
+
+int cli_check(int argc, char **argv) {
+  check_args a = { malloc(sizeof(char *) * (size_t)(argc + 1)),
+                   malloc(sizeof(char *) * (size_t)(argc + 1)), 0, 0 };
+  int status;
+  if (!a.sets || !a.files) {
+    fprintf(stderr, "luaretry: out of memory\n");
+    status = EXIT_POLICY;
+  } else if ((status = parse_check(argc, argv, &a)) == 0) {
+    status = check_files(&a);
+  }
+  free(a.sets);
+  free(a.files);
   return status;
 }

@@ -1,4 +1,25 @@
-/* cli.h: what the CLI's files share. */
+/* cli.h: what the files of the `luaretry` command share.
+ *
+ * The command is a user of the public API only (luaretry.h,
+ * luaretry_curl.h) and of the fault server's faults/faults.h:
+ *   main.c      picks the subcommand; `faults` and `demo`
+ *   usage.c     the usage and help texts, the usage error
+ *   load.c      loading a policy with --set overrides, and its messages
+ *   signals.c   exit statuses; SIGINT and SIGTERM cancel what runs
+ *   outfile.c   a file replaced whole or not at all (-o, --output-dir, --svg)
+ *   run.c       `run`: what to run, and one call of it (run.h for its files:)
+ *     args.c      its command line and the request it describes
+ *     upload.c    -d DATA, -d @FILE, -d @-
+ *     url.c       URLs through curl's parser: valid, redacted, file name
+ *     log.c       attempt lines, --log-json, the breaker, --stats
+ *     command.c   run POLICY -- COMMAND
+ *     workflow.c  run POLICY [ARGS] for a policy with run()
+ *     batch.c     run POLICY URL URL... | --urls FILE
+ *   check.c     `check`
+ *   simulate.c  `simulate` (simulate.h: the herd it measures)
+ *   svg.c       simulate --svg: the herd's histogram
+ * No file calls back into one that calls it: main.c calls the subcommands,
+ * they call the shared files below them. */
 #ifndef LUARETRY_CLI_H
 #define LUARETRY_CLI_H
 
@@ -11,23 +32,36 @@ enum {
   EXIT_EXHAUSTED = 4, EXIT_DEADLINE = 5, EXIT_REFUSED = 6, EXIT_INTERRUPTED = 130
 };
 
+/* ---- usage.c */
+extern const char CLI_USAGE[], CLI_HELP[];
 /* Prints "luaretry: " + fmt (with arg) and the usage; returns EXIT_USAGE. */
 int cli_usage(const char *fmt, const char *arg);
+
+/* ---- load.c */
+#define CLI_SET_NAME 64    /* room for the NAME of NAME=VALUE */
+/* Splits "NAME=VALUE" (a NAME of 1 to CLI_SET_NAME - 1 bytes); -1 when it
+ * is not that. */
+int cli_split_set(const char *set, char name[CLI_SET_NAME], const char **value);
 /* Loads POLICY with NAME=VALUE overrides; NULL after printing why. */
 luaretry_policy *cli_load_policy(const char *path, char **sets, int nsets, int warn);
-int cli_exit_status(luaretry_reason r);
 /* A library message with "--set " before each line about one of the
  * NAME=VALUE sets (the library speaks of the field only); malloc'ed. */
 char *cli_policy_message(const char *msg, char **sets, int nsets);
+
+/* ---- signals.c */
+int cli_exit_status(luaretry_reason r);
+/* SIGINT and SIGTERM call `handler`; SIGPIPE is ignored. */
+void cli_on_stop_signals(void (*handler)(int));
+
+/* ---- log.c */
 void cli_json_string(FILE *f, const char *s);
 /* One JSON log line; status < 0 prints null. */
 void cli_json_decision(FILE *f, const luaretry_decision *d, int status,
                        const char *error, const char *target);
 
-int cli_run(int argc, char **argv);
-/* SIGINT and SIGTERM call `handler`; SIGPIPE is ignored. */
-void cli_on_stop_signals(void (*handler)(int));
-int cli_check(int argc, char **argv);     /* cli_check.c */
-int cli_simulate(int argc, char **argv);  /* cli_simulate.c */
+/* ---- the subcommands */
+int cli_run(int argc, char **argv);       /* run.c */
+int cli_check(int argc, char **argv);     /* check.c */
+int cli_simulate(int argc, char **argv);  /* simulate.c */
 
 #endif

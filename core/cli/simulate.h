@@ -1,0 +1,38 @@
+/* simulate.h: the herd `simulate --clients` measures, and svg.c draws. */
+#ifndef LUARETRY_CLI_SIMULATE_H
+#define LUARETRY_CLI_SIMULATE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "luaretry.h"
+
+#define WINDOW 0.1                   /* the peak's window, seconds */
+#define N_REASONS (LUARETRY_REASON_SERVER_WAIT_TOO_LONG + 1)
+
+typedef struct {
+  const char *path;
+  const char *name;        /* the policy's name */
+  long clients;
+  double outage;
+  uint64_t seed;
+  double *retry;           /* start times of attempts after the first */
+  size_t nretry, cap;
+  long by_reason[N_REASONS];
+  long capped;             /* clients stopped by CLIENT_ATTEMPT_CAP */
+  double last;             /* the last attempt's start */
+  /* the peak: most retries in any WINDOW, and where */
+  long peak;
+  double peak_at;
+  double even;             /* retries per WINDOW if spread evenly */
+  long windows;
+  /* the histogram */
+  double width;
+  long nbuckets;
+  long *buckets;
+} herd;
+
+/* svg.c: the histogram of a measured herd as one self-contained SVG. */
+void svg_write(FILE *f, const herd *h);
+
+#endif

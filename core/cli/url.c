@@ -1,0 +1,73 @@
+/* url.c: what `run` reads from a URL, always through curl's own parser so
+ * that it agrees with the transfer: whether it is one, how logs show it,
+ * and the file name --output-dir gives its body. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run.h"
+
+int url_valid(const char *url, char *why, size_t size) {
+  CURLU *u = curl_url();
+  if (!u) { snprintf(why, size, "out of memory"); return 0; }
+  CURLUcode rc = curl_url_set(u, CURLUPART_URL, url, 0);
+  char *scheme = NULL;
+  int ok = rc == CURLUE_OK && curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+           (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0);
+  if (rc != CURLUE_OK) snprintf(why, size, "%s", curl_url_strerror(rc));
+  else if (!ok) snprintf(why, size, "only http and https URLs are supported");
+  curl_free(scheme);
+  curl_url_cleanup(u);
+  return ok;
+}
+
+char *url_redacted(const char *url) {
+  CURLU *u = curl_url();
+  char *out = NULL;
+  if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK) {
+    curl_url_set(u, CURLUPART_USER, NULL, 0);
+    curl_url_set(u, CURLUPART_PASSWORD, NULL, 0);
+    char *s = NULL;
+    if (curl_url_get(u, CURLUPART_URL, &s, 0) == CURLUE_OK) {
+      out = strdup(s);
+      curl_free(s);
+    }
+  }
+  curl_url_cleanup(u);
+  return out;
+}
+
+static int hex_digit(char c) {
+  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* The last path segment, %-decoded, every byte but [A-Za-z0-9._+~-] turned
+ * into '_', no leading dot, at most 200 bytes; "index" when empty. */
+char *url_file_name(const char *url) {
+  char name[201] = "";
+  CURLU *u = curl_url();
+  char *path = NULL;
+  if (u && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+      curl_url_get(u, CURLUPART_PATH, &path, 0) == CURLUE_OK && path) {
+    const char *seg = strrchr(path, '/');
+    seg = seg ? seg + 1 : path;
+    size_t n = 0;
+    for (; *seg && n < sizeof name - 1; seg++) {
+      unsigned char c = (unsigned char)*seg;
+      int hi, lo;
+      if (c == '%' && (hi = hex_digit(seg[1])) >= 0 && (lo = hex_digit(seg[2])) >= 0) {
+        c = (unsigned char)(hi * 16 + lo);
+        seg += 2;
+      }
+      int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '.' || c == '_' || c == '-' || c == '+' || c == '~';
+      name[n++] = ok ? (char)c : '_';
+    }
+    name[n] = '\0';
+    if (name[0] == '.') name[0] = '_';  /* no hidden files, no "." or ".." */
+  }
+  curl_free(path);
+  curl_url_cleanup(u);
+  return strdup(name[0] ? name : "index");
+}
