@@ -125,7 +125,7 @@ end)
 
 -- ------------------------------------------------------------------ gcs
 
-describe("policies/gcs.lua (Google Cloud Storage: truncated exponential backoff)", function()
+describe("policies/gcs.lua (Cloud Storage: Retry strategy, truncated exponential backoff)", function()
   local GCS = policy("gcs")
 
   it("loads without warnings", function() no_warnings(GCS) end)
@@ -381,7 +381,7 @@ end)
 
 -- ------------------------------------------------------------------ iam
 
-describe("policies/iam.lua (Google Cloud IAM: retry failed requests)", function()
+describe("policies/iam.lua (IAM: Retry failed requests)", function()
   local IAM = policy("iam")
   local ABORTED = '{"error":{"code":409,"message":"There were concurrent policy changes.","status":"ABORTED"}}'
 
