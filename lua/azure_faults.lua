@@ -1,26 +1,51 @@
 -- azure_faults.lua: the fault classifier of Azure's Retry pattern, shared by
 -- policies/azure.lua, policies/azure-interactive.lua and policies/azure-batch.lua.
 --
--- Source: Azure Architecture Center, "Retry pattern" (seeds/004). It names
--- three answers to a fault:
---   cancel             the fault is not transient, or repeating it will not
---                      help ("an authentication failure caused by providing
---                      invalid credentials"): 400, 401, 403, 404 and every
---                      other status not listed below.
---   retry at once      an unusual or rare fault ("a network packet becoming
---                      corrupted"): a connection reset, the first time in a
---                      call.  A reset that comes again, or after another
---                      fault, is no longer rare and takes the delay below;
---                      the pattern warns that minimal delays with many
---                      retries "further degrade a busy service".
---   retry after delay  the commonplace connectivity and busy faults: 408 and
---                      other timeouts, 429, 500, 502, 503, 504, and every
---                      other transport failure (connect, dns, tls, ...).
+-- Sources:
+--   * Azure Architecture Center, "Retry pattern".  It names three answers
+--     to a fault:
+--       cancel             the fault is not transient, or repeating it will
+--                          not help ("an authentication failure caused by
+--                          providing invalid credentials"): 400, 401, 403,
+--                          404, 409, 501 and every other status not listed
+--                          below; and a certificate or host name that does
+--                          not verify (transport failure "tls_verify"): it
+--                          is a credential of the server's that no retry
+--                          makes valid.
+--       retry at once      an unusual or rare fault ("a network packet
+--                          becoming corrupted"): a connection reset, the
+--                          first time in a call.  A reset that comes again,
+--                          or after another fault, is no longer rare and
+--                          takes the delay below; the pattern warns that
+--                          minimal delays with many retries "further
+--                          degrade a busy service".
+--       retry after delay  the commonplace connectivity and busy faults:
+--                          408 and other timeouts, 429, 500, 502, 503, 504,
+--                          and every other transport failure (connect, dns,
+--                          a TLS handshake that broke off, ...).
+--   * The Azure SDKs' retry policies (Azure Core for .NET, Java, Python,
+--     JavaScript and Rust) honour three server hints, in this order:
+--     `retry-after-ms` and `x-ms-retry-after-ms` (milliseconds), then
+--     `Retry-After` (seconds or an HTTP-date).  The engine reads
+--     Retry-After itself; the two millisecond headers are read here, from
+--     info.headers, and is_transient returns their wait in seconds.  A hint
+--     counts only on an answer that is retried anyway (a 503 with a hint is
+--     waited for; a 400 with one is still final), and a negative or garbled
+--     one is ignored, as the engine ignores a bad Retry-After.  When a
+--     Retry-After is present too, the engine still waits at least that
+--     long: never earlier than any server asked.
 --
 --   local faults = require "azure_faults"
+--   max_retry_after = 2        -- optional: hints above this stop the call
 --   function is_transient(status, body, info)
---     return faults.is_transient(status, body, info)
+--     return faults.is_transient(status, body, info, max_retry_after)
 --   end
+--
+-- The fourth argument bounds the millisecond hints as max_retry_after
+-- bounds Retry-After (default 300 s, the engine's own default): a hint
+-- above it is not waited for, and the outcome is final.  (The script sees
+-- its own max_retry_after, not a --set override of it: the engine does not
+-- hand overrides to scripts.)
 --
 -- Define is_transient in the policy file itself (as above) rather than
 -- assigning faults.is_transient to it: a decision's rule then names the
@@ -34,9 +59,15 @@ local M = {}
 local DELAY = { [408] = true, [429] = true, [500] = true, [502] = true,
                 [503] = true, [504] = true }
 
+-- The Azure SDKs' millisecond hints, in the order they read them.
+local MS_HINTS = { "retry-after-ms", "x-ms-retry-after-ms" }
+
+local DEFAULT_LIMIT = 300  -- seconds: the engine's default max_retry_after
+
 --- The answer for one outcome: "cancel", "now" or "delay".
 function M.answer(status, err, attempt)
   if status == 0 then
+    if err == "tls_verify" then return "cancel" end
     if err == "reset" and (attempt or 1) == 1 then return "now" end
     return "delay"
   end
@@ -44,13 +75,46 @@ function M.answer(status, err, attempt)
   return "cancel"
 end
 
---- is_transient for the Retry pattern: false (cancel), 0 (retry at once)
---- or true (retry after the policy's backoff).
-function M.is_transient(status, body, info)
+-- Milliseconds as a header gives them: digits with an optional fraction,
+-- surrounding blanks allowed; of a repeated header (joined with ", ") the
+-- first value counts.  nil for anything else.
+local function milliseconds(value)
+  if type(value) ~= "string" then return nil end
+  local first = value:match("^[ \t]*([^,]*)")
+  local digits = first and first:match("^(%d+%.?%d*)[ \t]*$")
+  if not digits then return nil end
+  local ms = tonumber(digits)
+  if not ms or ms ~= ms or ms == math.huge then return nil end
+  return ms
+end
+
+--- The server's wait from retry-after-ms or x-ms-retry-after-ms, in
+--- seconds, or nil when neither holds a valid value.
+function M.server_wait(headers)
+  if type(headers) ~= "table" then return nil end
+  for _, name in ipairs(MS_HINTS) do
+    local ms = milliseconds(headers[name])
+    if ms then return ms / 1000, name end
+  end
+  return nil
+end
+
+--- is_transient for the Retry pattern: false (cancel), 0 (retry at once),
+--- the server's wait in seconds (a millisecond hint), or true (retry after
+--- the policy's backoff).
+function M.is_transient(status, body, info, limit)
   local a = M.answer(status, status == 0 and info.error or nil,
                      status == 0 and info.attempt or nil)
   if a == "now" then return 0 end
-  return a == "delay"
+  if a ~= "delay" then return false end
+  if status ~= 0 then
+    local wait = M.server_wait(info.headers)
+    if wait then
+      if wait > (limit or DEFAULT_LIMIT) then return false end
+      return wait
+    end
+  end
+  return true
 end
 
 return M

@@ -16,7 +16,8 @@
 --   503                         an HTTP status
 --   "reset"                     status 0 with that transport failure; also
 --                               "connect", "timeout", "dns", "tls",
---                               "truncated", "protocol", "transport"
+--                               "tls_verify", "truncated", "protocol",
+--                               "transport"
 --   { status = 409, body = '...', error = ..., headers = { ["Retry-After"] = "5" },
 --     retry_after = 5, method = "PUT", url = "...", workflow = true,
 --     kind = "command" }        an outcome table, as p:classify takes it
@@ -74,7 +75,8 @@ local lr = require "luaretry"
 local M = {}
 
 local TRANSPORT = { connect = true, timeout = true, reset = true, dns = true,
-                    tls = true, truncated = true, protocol = true, transport = true }
+                    tls = true, tls_verify = true, truncated = true, protocol = true,
+                    transport = true }
 
 --- An outcome table from a status, a transport failure's name or a table.
 function M.outcome(x)
@@ -87,7 +89,7 @@ function M.outcome(x)
   elseif t == "string" then
     if not TRANSPORT[x] then
       error(("testing: unknown outcome %q (a status, a table, or one of connect, "
-             .. "timeout, reset, dns, tls, truncated, protocol, transport)"):format(x), 2)
+             .. "timeout, reset, dns, tls, tls_verify, truncated, protocol, transport)"):format(x), 2)
     end
     return { status = 0, error = x }
   elseif t == "table" then
@@ -252,6 +254,11 @@ local function sandbox_env(script_dir)
   env.string = str
   env.table, env.math, env.utf8 = table, math, utf8
   env.os = { time = os.time, clock = os.clock, date = os.date }
+  -- json.encode / json.decode, as the sandbox's (Debian's lua-dkjson)
+  local ok, dkjson = pcall(require, "dkjson")
+  if ok and type(dkjson) == "table" then
+    env.json = { encode = dkjson.encode, decode = dkjson.decode }
+  end
   env._G = env
   local loaded = {}
   local dirs = { script_dir, datadir() .. "/lua", datadir() .. "/policies" }

@@ -1,4 +1,4 @@
--- The backoff arithmetic (CONTRACT section 3), drawn through the engine's
+-- The backoff arithmetic (README: "The arithmetic"), drawn through the engine's
 -- own code with p:sample and p:schedule.
 local lr = require "luaretry"
 

@@ -1,6 +1,7 @@
--- The shipped service policies, each against its source document in
--- seeds/: classification of the probe set, the jitter-free schedule, the
--- bounds of every jittered wait, the stop rule, a clean load.
+-- The shipped service policies, each against its published rules (the
+-- pages each policy's header names): classification of the probe set, the
+-- jitter-free schedule, the bounds of every jittered wait, the stop rule,
+-- the time limits, a clean load.
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 package.path = here .. "../lua/?.lua;" .. here .. "?.lua;" .. package.path
 local lr = require "luaretry"
@@ -15,7 +16,7 @@ local SEEDS = 500
 
 -- The probe set: statuses, then status 0 with each transport failure.
 local PROBE = { 200, 400, 401, 403, 404, 408, 409, 429, 500, 501, 502, 503, 504,
-                "connect", "timeout", "reset", "dns", "tls" }
+                "connect", "timeout", "reset", "dns", "tls", "tls_verify" }
 
 local function merged(a, b)
   local t = {}
@@ -62,19 +63,82 @@ local function bounded(file, lo, hi, opts)
   end
 end
 
+-- ------------------------------------------------------------- every one
+
+local SHIPPED = { "http", "gcs", "iam", "memorystore", "azure", "azure-interactive", "azure-batch" }
+
+describe("every shipped policy", function()
+  it("sets a deadline and an attempt timeout, the attempt the shorter", function()
+    for _, name in ipairs(SHIPPED) do
+      local t = lr.load(policy(name)):tuning()
+      assert.is_number(t.deadline, name)
+      assert.is_number(t.attempt_timeout, name)
+      assert.is_true(t.attempt_timeout < t.deadline, name)
+    end
+  end)
+
+  it("treats a certificate or host name that does not verify as final", function()
+    for _, name in ipairs(SHIPPED) do
+      assert.are.equal("final", testing.classify(policy(name), "tls_verify").verdict, name)
+      local r = testing.run(policy(name), { "tls_verify", 200 })
+      assert.are.equal(1, r.attempts, name)
+      assert.are.equal("final", r.verdict, name)
+    end
+  end)
+
+  it("names its sources by title, not by a path into this project's documents", function()
+    for _, name in ipairs(SHIPPED) do
+      local f = assert(io.open(policy(name), "r"))
+      local text = f:read("a")
+      f:close()
+      assert.is_nil(text:find("seeds/", 1, true), name)
+      assert.is_nil(text:find("CONTRACT", 1, true), name)
+    end
+  end)
+end)
+
+-- ----------------------------------------------------------------- http
+
+describe("policies/http.lua (the default)", function()
+  local HTTP = policy("http")
+
+  it("loads without warnings", function() no_warnings(HTTP) end)
+
+  it("retries 408, 429, 500, 502, 503, 504 and transport failures but tls_verify", function()
+    classifies(HTTP, {
+      [200] = "success", [400] = "final", [401] = "final", [403] = "final", [404] = "final",
+      [408] = "retry", [409] = "final", [429] = "retry", [500] = "retry", [501] = "final",
+      [502] = "retry", [503] = "retry", [504] = "retry",
+      connect = "retry", timeout = "retry", reset = "retry", dns = "retry", tls = "retry",
+      tls_verify = "final" })
+  end)
+
+  it("gives one attempt 30 s and the whole call 300 s", function()
+    local t = lr.load(HTTP):tuning()
+    assert.are.equal(30, t.attempt_timeout)
+    assert.are.equal(300, t.deadline)
+    local r = testing.run(HTTP, { 200 }, { duration = 1000 })  -- no answer ever comes
+    assert.are.equal(30, r.decisions[1].elapsed)
+    assert.is_true(r.elapsed <= 300)
+  end)
+end)
+
 -- ------------------------------------------------------------------ gcs
 
-describe("policies/gcs.lua (Google Cloud Storage: truncated exponential backoff)", function()
+describe("policies/gcs.lua (Cloud Storage: Retry strategy, truncated exponential backoff)", function()
   local GCS = policy("gcs")
 
   it("loads without warnings", function() no_warnings(GCS) end)
 
-  it("retries 5xx, 429 and every transport failure; the rest is final", function()
+  -- "Retry strategy" adds 408 to the seed page's "5xx and 429"
+  it("retries 408, 429, 5xx and every transport failure but tls_verify; the rest is final", function()
     classifies(GCS, {
       [200] = "success", [400] = "final", [401] = "final", [403] = "final", [404] = "final",
-      [408] = "final", [409] = "final", [429] = "retry", [500] = "retry", [501] = "retry",
+      [408] = "retry", [409] = "final", [429] = "retry", [500] = "retry", [501] = "retry",
       [502] = "retry", [503] = "retry", [504] = "retry",
-      connect = "retry", timeout = "retry", reset = "retry", dns = "retry", tls = "retry" })
+      connect = "retry", timeout = "retry", reset = "retry", dns = "retry", tls = "retry",
+      tls_verify = "final" })
+    assert.are.same({ "retry", "final" }, testing.verdicts(GCS, { "truncated", 412 }))
     assert.are.same({ "retry", "retry", "final" }, testing.verdicts(GCS, { 507, 599, 600 }))
   end)
 
@@ -120,21 +184,28 @@ describe("policies/gcs.lua (Google Cloud Storage: truncated exponential backoff)
     end
     local OBJ = "https://storage.googleapis.com/upload/storage/v1/b/bkt/o?uploadType=media&name=a.txt"
 
-    it("repeats GET, HEAD, OPTIONS and DELETE", function()
-      for _, m in ipairs { "GET", "HEAD", "OPTIONS", "DELETE", "get" } do
+    -- DELETE is no longer repeated unconditionally: "Retry strategy" makes an
+    -- object delete conditional on a generation precondition.
+    it("repeats GET, HEAD and OPTIONS; DELETE only where the retry strategy allows", function()
+      for _, m in ipairs { "GET", "HEAD", "OPTIONS", "get" } do
         assert.is_true(idem(m, OBJ), m)
       end
       assert.is_true(testing.is_idempotent(GCS, { url = OBJ }))  -- no method: a GET
+      assert.is_false(idem("DELETE", OBJ))
+      assert.is_true(idem("DELETE", OBJ .. "&ifGenerationMatch=3"))
     end)
 
+    -- An object insert needs a generation precondition: ifMetagenerationMatch
+    -- alone does not make the POST to the upload URL repeatable any more.
     it("repeats a POST, PATCH or PUT only with a precondition in the query", function()
       for _, m in ipairs { "POST", "PATCH", "PUT" } do
         assert.is_false(idem(m, OBJ), m)
         assert.is_true(idem(m, OBJ .. "&ifGenerationMatch=0"), m)
-        assert.is_true(idem(m, OBJ .. "&ifMetagenerationMatch=3"), m)
+        if m ~= "POST" then assert.is_true(idem(m, OBJ .. "&ifMetagenerationMatch=3"), m) end
         assert.is_true(idem(m, "https://storage.googleapis.com/b/bkt/o/a.txt?generation=1712"), m)
         assert.is_true(idem(m, "https://storage.googleapis.com/b/bkt/o/a.txt?ifGenerationMatch=5#x"), m)
       end
+      assert.is_false(idem("POST", OBJ .. "&ifMetagenerationMatch=3"))
     end)
 
     it("does not take a name in the path, a fragment, another parameter or an empty value", function()
@@ -147,11 +218,16 @@ describe("policies/gcs.lua (Google Cloud Storage: truncated exponential backoff)
       assert.is_false(idem("PUT", OBJ .. "&ifGenerationMatch"))
     end)
 
+    -- The JSON API's insert takes ifGenerationMatch, not the XML API's
+    -- header ("Request preconditions"): the header counts on XML paths.
     it("takes the header x-goog-if-generation-match in any case", function()
+      local XML = "https://storage.googleapis.com/bkt/a.txt"
       for _, h in ipairs { "x-goog-if-generation-match", "X-Goog-If-Generation-Match",
                            "X-GOOG-IF-GENERATION-MATCH" } do
         assert.is_true(idem("PUT", OBJ, { [h] = "12" }), h)
-        assert.is_true(idem("POST", OBJ, { ["Content-Type"] = "text/plain", [h] = "0" }), h)
+        assert.is_true(idem("PUT", XML, { [h] = "12" }), h)
+        assert.is_true(idem("POST", XML, { ["Content-Type"] = "text/plain", [h] = "0" }), h)
+        assert.is_false(idem("POST", OBJ, { ["Content-Type"] = "text/plain", [h] = "0" }), h)
       end
       assert.is_false(idem("PUT", OBJ, { ["x-goog-if-generation-match"] = "" }))
       assert.is_false(idem("PUT", OBJ, { ["Content-Type"] = "text/plain" }))
@@ -162,22 +238,162 @@ describe("policies/gcs.lua (Google Cloud Storage: truncated exponential backoff)
       assert.is_false(idem("TRACE", OBJ))
     end)
   end)
+
+  -- The retry strategy's table, operation by operation, decided by the real
+  -- engine (p:is_idempotent runs the script in the sandbox).
+  describe("is_idempotent, operation by operation", function()
+    local p
+    setup(function() p = assert(lr.load(GCS)) end)
+    local J = "https://storage.googleapis.com/storage/v1"
+    local U = "https://storage.googleapis.com/upload/storage/v1"
+    local function idem(method, url, headers, body)
+      return p:is_idempotent { method = method, url = url, headers = headers, body = body }
+    end
+
+    it("always: gets and lists, bucket insert and delete, lockRetentionPolicy, key and notification deletes", function()
+      assert.is_true(idem("GET", J .. "/b?project=p"))
+      assert.is_true(idem("GET", J .. "/b/bkt/iam/testPermissions?permissions=storage.buckets.get"))
+      assert.is_true(idem("POST", J .. "/b?project=p", nil, '{"name":"new"}'))
+      assert.is_true(idem("DELETE", J .. "/b/bkt"))
+      assert.is_true(idem("POST", J .. "/b/bkt/lockRetentionPolicy?ifMetagenerationMatch=2"))
+      assert.is_true(idem("POST", J .. "/b/bkt/lockRetentionPolicy"))
+      assert.is_true(idem("DELETE", J .. "/projects/p/hmacKeys/GOOG1"))
+      assert.is_true(idem("DELETE", J .. "/b/bkt/notificationConfigs/7"))
+      assert.is_true(idem("GET", "https://bkt.storage.googleapis.com/a/b.txt"))
+      assert.is_true(idem("PUT", "https://storage.googleapis.com/newbucket"))  -- XML bucket create
+      assert.is_true(idem("DELETE", "https://storage.googleapis.com/newbucket"))
+    end)
+
+    it("never: ACL changes, HMAC key create, notification create", function()
+      for _, base in ipairs { J .. "/b/bkt/acl", J .. "/b/bkt/defaultObjectAcl", J .. "/b/bkt/o/obj/acl" } do
+        assert.is_false(idem("POST", base), base)
+        for _, m in ipairs { "PATCH", "PUT", "DELETE" } do
+          assert.is_false(idem(m, base .. "/user-x@example.com"), m .. " " .. base)
+          assert.is_false(idem(m, base .. "/user-x@example.com?ifMetagenerationMatch=1"), m .. " " .. base)
+        end
+        assert.is_true(idem("GET", base), base)
+      end
+      assert.is_false(idem("POST", J .. "/projects/p/hmacKeys?serviceAccountEmail=sa@p.iam"))
+      assert.is_false(idem("POST", J .. "/b/bkt/notificationConfigs", nil, '{"topic":"t"}'))
+      assert.is_false(idem("PUT", "https://storage.googleapis.com/bkt/obj?acl", { ["x-goog-if-generation-match"] = "1" }))
+      assert.is_false(idem("POST", "https://storage.googleapis.com/batch/storage/v1"))
+    end)
+
+    it("bucket and object patch and update: ifMetagenerationMatch or If-Match", function()
+      for _, url in ipairs { J .. "/b/bkt", J .. "/b/bkt/o/obj" } do
+        for _, m in ipairs { "PATCH", "PUT" } do
+          assert.is_false(idem(m, url), m .. " " .. url)
+          assert.is_true(idem(m, url .. "?ifMetagenerationMatch=4"), m .. " " .. url)
+          assert.is_true(idem(m, url, { ["If-Match"] = '"CAE="' }), m .. " " .. url)
+          assert.is_false(idem(m, url .. "?ifGenerationMatch=4"), m .. " " .. url)
+        end
+      end
+      -- a POST that says it is a PATCH is judged as one
+      assert.is_false(idem("POST", J .. "/b/bkt", { ["X-HTTP-Method-Override"] = "PATCH" }))
+      assert.is_true(idem("POST", J .. "/b/bkt?ifMetagenerationMatch=1", { ["X-HTTP-Method-Override"] = "PATCH" }))
+    end)
+
+    it("setIamPolicy and HMAC key update: an etag in the JSON body, or If-Match", function()
+      for _, url in ipairs { J .. "/b/bkt/iam", J .. "/projects/p/hmacKeys/GOOG1" } do
+        assert.is_false(idem("PUT", url, nil, '{"bindings":[],"version":3}'), url)
+        assert.is_true(idem("PUT", url, nil, '{"bindings":[],"etag":"CAE="}'), url)
+        assert.is_true(idem("PUT", url, nil, '{\n  "state": "INACTIVE",\n  "etag" : "CAI="\n}'), url)
+        assert.is_false(idem("PUT", url, nil, '{"bindings":[],"etag":""}'), url)
+        assert.is_false(idem("PUT", url, nil, '{"bindings":[{"role":"r","members":[],"etag":"x"}]}'), url)
+        assert.is_false(idem("PUT", url, nil, '{"etag": "CAE=", "bindings": ['), url)  -- cut short
+        assert.is_false(idem("PUT", url), url)
+        assert.is_true(idem("PUT", url, { ["if-match"] = "CAE=" }), url)
+        assert.is_false(idem("PUT", url .. "?ifMetagenerationMatch=1"), url)
+      end
+    end)
+
+    it("object insert, compose, copy, rewrite and delete: a generation precondition", function()
+      local ops = {
+        { "POST", U .. "/b/bkt/o?uploadType=media&name=obj" },
+        { "POST", U .. "/b/bkt/o?uploadType=multipart" },
+        { "POST", U .. "/b/bkt/o?uploadType=resumable&name=obj" },
+        { "POST", J .. "/b/bkt/o/obj/compose" },
+        { "POST", J .. "/b/bkt/o/src/copyTo/b/bkt/o/dst" },
+        { "POST", J .. "/b/bkt/o/src/rewriteTo/b/other/o/dst" },
+        { "DELETE", J .. "/b/bkt/o/obj" },
+      }
+      for _, op in ipairs(ops) do
+        local m, url = op[1], op[2]
+        local sep = url:find("?", 1, true) and "&" or "?"
+        assert.is_false(idem(m, url), m .. " " .. url)
+        assert.is_true(idem(m, url .. sep .. "ifGenerationMatch=0"), m .. " " .. url)
+        assert.is_true(idem(m, url .. sep .. "generation=17"), m .. " " .. url)
+        assert.is_false(idem(m, url .. sep .. "ifMetagenerationMatch=1"), m .. " " .. url)
+        assert.is_false(idem(m, url, { ["x-goog-if-generation-match"] = "0" }), m .. " " .. url)
+      end
+      -- XML: the header, and for a delete the generation too
+      local X = "https://storage.googleapis.com/bkt/dir/obj.txt"
+      assert.is_false(idem("PUT", X))
+      assert.is_true(idem("PUT", X, { ["x-goog-if-generation-match"] = "0" }))
+      assert.is_true(idem("PUT", "https://bkt.storage.googleapis.com/obj", { ["x-goog-if-generation-match"] = "0" }))
+      assert.is_false(idem("PUT", "https://bkt.storage.googleapis.com/obj"))
+      assert.is_false(idem("DELETE", X))
+      assert.is_true(idem("DELETE", X .. "?generation=1712"))
+      assert.is_true(idem("POST", X, { ["x-goog-resumable"] = "start", ["x-goog-if-generation-match"] = "0" }))
+      assert.is_false(idem("PUT", "https://storage.googleapis.com/bkt?lifecycle"))
+      assert.is_true(idem("PUT", "https://storage.googleapis.com/bkt?lifecycle",
+                          { ["x-goog-if-metageneration-match"] = "3" }))
+    end)
+
+    it("a resumable upload session's PUTs and cancel: always (upload_id)", function()
+      local session = U .. "/b/bkt/o?uploadType=resumable&upload_id=ADPycdtz"
+      assert.is_true(idem("PUT", session, { ["Content-Range"] = "bytes 0-99/100" }))
+      assert.is_true(idem("PUT", session, { ["Content-Range"] = "bytes */100" }))
+      assert.is_true(idem("POST", session))
+      assert.is_true(idem("DELETE", session))
+      assert.is_true(idem("PUT", "https://storage.googleapis.com/bkt/obj?upload_id=ADPy"))
+      assert.is_true(idem("PUT", "https://storage.googleapis.com/bkt/obj?partNumber=2&uploadId=VXB"))
+      assert.is_false(idem("PUT", U .. "/b/bkt/o?uploadType=resumable&upload_id="))
+    end)
+
+    it("reads a body for its etag only when it was handed the whole of it", function()
+      local body = '{"bindings":[],"etag":"CAE="}'
+      assert.is_true(testing.is_idempotent(GCS, { method = "PUT", url = J .. "/b/bkt/iam", body = body,
+                                                  body_len = #body }))
+      assert.is_false(testing.is_idempotent(GCS, { method = "PUT", url = J .. "/b/bkt/iam", body = body,
+                                                   body_len = #body + 10 }))
+      -- an upload's body is never parsed: 1 MiB of "etag" text is not read
+      local big = ('"etag":"x",'):rep(100000)
+      assert.is_false(idem("POST", U .. "/b/bkt/o?uploadType=media&name=o", nil, big))
+      assert.is_true(idem("POST", U .. "/b/bkt/o?uploadType=media&name=o&ifGenerationMatch=0", nil, big))
+    end)
+
+    -- Today the engine copies the whole body into the script's state, so an
+    -- upload near the 8 MiB memory limit fails before its first attempt.
+    pending("judges an upload of any size (needs the engine to hand is_idempotent only "
+            .. "the first body_limit bytes and request.body_len)")
+  end)
+
+  it("sets an attempt timeout and a deadline: 120 s and 600 s", function()
+    local t = lr.load(GCS):tuning()
+    assert.are.equal(120, t.attempt_timeout)
+    assert.are.equal(600, t.deadline)
+    local r = testing.run(GCS, { 503 }, { duration = 200 })  -- every attempt hangs
+    assert.are.equal("deadline", r.verdict)
+    assert.is_true(r.elapsed <= 600, "elapsed " .. r.elapsed)
+  end)
 end)
 
 -- ------------------------------------------------------------------ iam
 
-describe("policies/iam.lua (Google Cloud IAM: retry failed requests)", function()
+describe("policies/iam.lua (IAM: Retry failed requests)", function()
   local IAM = policy("iam")
   local ABORTED = '{"error":{"code":409,"message":"There were concurrent policy changes.","status":"ABORTED"}}'
 
   it("loads without warnings", function() no_warnings(IAM) end)
 
-  it("retries 500, 502, 503, 504 and transport failures; the rest is final", function()
+  it("retries 429, 500, 502, 503, 504 and transport failures but tls_verify; the rest is final", function()
     classifies(IAM, {
       [200] = "success", [400] = "final", [401] = "final", [403] = "final", [404] = "final",
-      [408] = "final", [409] = "final", [429] = "final", [500] = "retry", [501] = "final",
+      [408] = "final", [409] = "final", [429] = "retry", [500] = "retry", [501] = "final",
       [502] = "retry", [503] = "retry", [504] = "retry",
-      connect = "retry", timeout = "retry", reset = "retry", dns = "retry", tls = "retry" })
+      connect = "retry", timeout = "retry", reset = "retry", dns = "retry", tls = "retry",
+      tls_verify = "final" })
   end)
 
   -- needs the engine's policy options (options = {...}, --set options.NAME=VALUE)
@@ -191,9 +407,10 @@ describe("policies/iam.lua (Google Cloud IAM: retry failed requests)", function(
     -- the rest of the classification is unchanged
     classifies(IAM, {
       [200] = "success", [400] = "final", [401] = "final", [403] = "final", [404] = "retry",
-      [408] = "final", [409] = "final", [429] = "final", [500] = "retry", [501] = "final",
+      [408] = "final", [409] = "final", [429] = "retry", [500] = "retry", [501] = "final",
       [502] = "retry", [503] = "retry", [504] = "retry",
-      connect = "retry", timeout = "retry", reset = "retry", dns = "retry", tls = "retry" },
+      connect = "retry", timeout = "retry", reset = "retry", dns = "retry", tls = "retry",
+      tls_verify = "final" },
       { set = set })
     assert.are.equal("final", testing.classify(IAM, 404, { set = { ["options.retry_404"] = false } }).verdict)
     local p = assert(lr.load(IAM))
@@ -260,6 +477,13 @@ describe("policies/iam.lua (Google Cloud IAM: retry failed requests)", function(
     end
   end)
 
+  it("gives one attempt 30 s: a silent server costs a retry, not the deadline", function()
+    assert.are.equal(30, lr.load(IAM):tuning().attempt_timeout)
+    local r = testing.run(IAM, { 503 }, { duration = 100, set = NO_JITTER })
+    assert.are.equal("deadline", r.verdict)
+    assert.is_true(r.attempts >= 7, "attempts " .. r.attempts)  -- 30 s each, plus the waits
+  end)
+
   it("is what a workflow that requires it classifies with", function()
     local wf = FIX .. "t_iam_workflow.lua"
     no_warnings(wf)
@@ -282,12 +506,13 @@ describe("policies/memorystore.lua (Memorystore for Redis: exponential backoff)"
 
   it("loads without warnings", function() no_warnings(MS) end)
 
-  it("retries 5xx, 429 and transport failures; the rest is final", function()
+  it("retries 5xx, 429 and transport failures but tls_verify; the rest is final", function()
     classifies(MS, {
       [200] = "success", [400] = "final", [401] = "final", [403] = "final", [404] = "final",
       [408] = "final", [409] = "final", [429] = "retry", [500] = "retry", [501] = "retry",
       [502] = "retry", [503] = "retry", [504] = "retry",
-      connect = "retry", timeout = "retry", reset = "retry", dns = "retry", tls = "retry" })
+      connect = "retry", timeout = "retry", reset = "retry", dns = "retry", tls = "retry",
+      tls_verify = "final" })
   end)
 
   it("without jitter waits 1 to 32 s, then 64 s five times", function()
@@ -311,6 +536,15 @@ describe("policies/memorystore.lua (Memorystore for Redis: exponential backoff)"
       assert.is_true(e >= 383 and e <= 389, "elapsed " .. e)
     end
   end)
+
+  it("gives one attempt 30 s and the whole call 600 s, which holds the whole schedule", function()
+    local t = lr.load(MS):tuning()
+    assert.are.equal(30, t.attempt_timeout)
+    assert.are.equal(600, t.deadline)
+    local r = testing.run(MS, { "timeout" }, { duration = 30 })
+    assert.are.equal("deadline", r.verdict)
+    assert.is_true(r.elapsed <= 600)
+  end)
 end)
 
 -- ---------------------------------------------------------------- azure
@@ -320,7 +554,8 @@ local AZURE = {
   [200] = "success", [400] = "final", [401] = "final", [403] = "final", [404] = "final",
   [408] = "retry", [409] = "final", [429] = "retry", [500] = "retry", [501] = "final",
   [502] = "retry", [503] = "retry", [504] = "retry",
-  connect = "retry", timeout = "retry", reset = "retry", dns = "retry", tls = "retry" }
+  connect = "retry", timeout = "retry", reset = "retry", dns = "retry", tls = "retry",
+  tls_verify = "final" }
 
 local function azure_answers(file, first)
   it("loads without warnings", function() no_warnings(file) end)
@@ -337,6 +572,34 @@ local function azure_answers(file, first)
         assert.are.equal("backoff", d[i].source)
       end
     end
+  end)
+
+  it("waits as long as retry-after-ms or x-ms-retry-after-ms says, as the Azure SDKs do", function()
+    local function first_wait(headers, status)
+      local d = testing.classify(file, { status = status or 503, headers = headers }, { set = NO_JITTER })
+      return d.verdict, d.wait, d.source
+    end
+    local v, w, src = first_wait({ ["retry-after-ms"] = "1500" })
+    assert.are.same({ "retry", 1.5, "script" }, { v, w, src })
+    v, w = first_wait({ ["x-ms-retry-after-ms"] = "250" }, 429)
+    assert.are.same({ "retry", 0.25 }, { v, w })
+    v, w = first_wait({ ["Retry-After-Ms"] = " 100 " }, 500)  -- any case, blanks around
+    assert.are.same({ "retry", 0.1 }, { v, w })
+    -- retry-after-ms first, as the SDKs read them
+    v, w = first_wait({ ["x-ms-retry-after-ms"] = "900", ["retry-after-ms"] = "300" })
+    assert.are.same({ "retry", 0.3 }, { v, w })
+    -- garbage, negative or empty: ignored, the backoff applies
+    for _, bad in ipairs { "soon", "-5", "", "1e3", "0x10" } do
+      v, w, src = first_wait({ ["retry-after-ms"] = bad })
+      assert.are.same({ "retry", first, "backoff" }, { v, w, src }, bad)
+    end
+    -- a hint does not make a final answer transient
+    assert.are.equal("final", (first_wait({ ["retry-after-ms"] = "100" }, 400)))
+    -- a Retry-After above the hint still wins: never earlier than any server asked
+    local r = testing.run(file, { { status = 503, retry_after = 1.25,
+                                    headers = { ["retry-after-ms"] = "200", ["Retry-After"] = "1.25" } },
+                                  200 }, { set = NO_JITTER })
+    assert.are.same({ 1.25 }, r.waits)
   end)
 
   it("retries a reset at once only the first time in a call", function()
@@ -362,6 +625,16 @@ describe("policies/azure.lua (Azure Architecture Center: Retry pattern)", functi
   local AZ = policy("azure")
   azure_answers(AZ, 5)
   equal_jitter(AZ, { 5, 10, 20 })
+
+  it("gives one attempt 30 s and the whole call 120 s", function()
+    local t = lr.load(AZ):tuning()
+    assert.are.equal(30, t.attempt_timeout)
+    assert.are.equal(120, t.deadline)
+    -- a hint past the deadline is not waited for
+    local r = testing.run(AZ, { { status = 503, headers = { ["x-ms-retry-after-ms"] = "200000" } }, 200 })
+    assert.are.equal("deadline", r.verdict)
+    assert.are.equal(1, r.attempts)
+  end)
 
   it("without jitter waits 5, 10, 20 s: 4 attempts in all", function()
     local w, r = testing.waits(AZ, { set = NO_JITTER })
@@ -405,6 +678,22 @@ describe("policies/azure-interactive.lua (Retry pattern: interactive, fail fast)
     local q = testing.run(AI, { { status = 503, retry_after = 1.5 }, 200 })
     assert.are.equal("success", q.verdict)
     assert.is_true(q.waits[1] >= 1.5)
+    -- the same for the millisecond hints, which the script reads: final
+    local m = testing.run(AI, { { status = 429, headers = { ["retry-after-ms"] = "5000" } }, 200 })
+    assert.are.equal(1, m.attempts)
+    assert.are.equal("final", m.verdict)
+    local n = testing.run(AI, { { status = 503, headers = { ["x-ms-retry-after-ms"] = "1500" } }, 200 })
+    assert.are.equal("success", n.verdict)
+    assert.are.same({ 1.5 }, n.waits)
+  end)
+
+  it("gives one attempt 5 s", function()
+    assert.are.equal(5, lr.load(AI):tuning().attempt_timeout)
+    local r = testing.run(AI, { 200 }, { duration = 7 })  -- every answer comes too late
+    assert.are.equal("retry", r.decisions[1].verdict)
+    assert.are.equal(5, r.decisions[1].elapsed)
+    assert.are.equal("deadline", r.verdict)
+    assert.is_true(r.elapsed <= 10)
   end)
 end)
 
@@ -420,6 +709,16 @@ describe("policies/azure-batch.lua (Retry pattern: batch, more and longer)", fun
     assert.are.equal(10, r.attempts)
     assert.are.equal("exhausted", r.verdict)
     assert.are.equal(635, r.elapsed)
+  end)
+
+  it("gives one attempt 100 s and the whole call 1800 s", function()
+    local t = lr.load(AB):tuning()
+    assert.are.equal(100, t.attempt_timeout)
+    assert.are.equal(1800, t.deadline)
+    local r = testing.run(AB, { 200 }, { duration = 1000 })  -- every answer comes too late
+    assert.are.equal(100, r.decisions[1].elapsed)
+    assert.are.equal("exhausted", r.verdict)   -- 10 x 100 s + at most 635 s of waits
+    assert.is_true(r.elapsed <= 1800)
   end)
 
   it("retries more and longer than the interactive and general tunings", function()
@@ -457,6 +756,36 @@ describe("the policies through luaretry run", function()
     assert.are.equal(1, r.code, r.stderr)
     assert.are.equal(1, #srv:requests_on("/o/busy"))
     assert.matches("not idempotent", r.stderr)
+  end)
+
+  it("gcs: an object DELETE without a generation is not repeated; with one it is", function()
+    local r = run { policy("gcs"), srv.base .. "/storage/v1/b/bkt/o/busy", "-X", "DELETE" }
+    assert.are.equal(1, r.code, r.stderr)
+    assert.are.equal(1, #srv:requests_on("/storage/v1/b/bkt/o/busy"))
+    assert.matches("not idempotent", r.stderr)
+    srv:reset()
+    local g = run { policy("gcs"), srv.base .. "/storage/v1/b/bkt/o/busy?ifGenerationMatch=3",
+                    "-X", "DELETE", "--set", "max_attempts=3" }
+    assert.are.equal(4, g.code, g.stderr)
+    assert.are.equal(3, #srv:requests_on("/storage/v1/b/bkt/o/busy"))
+  end)
+
+  it("gcs: a bucket insert (POST) is always repeated, a 408 too", function()
+    local r = run { policy("gcs"), srv.base .. "/storage/v1/b?project=p", "-d", '{"name":"new"}',
+                    "-H", "Content-Type: application/json" }
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(3, #srv:requests_on("/storage/v1/b"))
+    assert.matches("attempt 1/10: 408 %-> retry", r.stderr)
+  end)
+
+  it("gcs: a PUT to a resumable upload session is repeated, with the whole body again", function()
+    local url = srv.base .. "/upload/storage/v1/b/bkt/o?uploadType=resumable&upload_id=s1"
+    local r = run { policy("gcs"), url, "-X", "PUT", "-d", "0123456789",
+                    "-H", "Content-Range: bytes 0-9/10", "--set", "max_attempts=3" }
+    assert.are.equal(4, r.code, r.stderr)
+    local seen = srv:requests_on("/upload/storage/v1/b/bkt/o")
+    assert.are.equal(3, #seen)
+    for _, q in ipairs(seen) do assert.are.equal(10, q.body_len) end
   end)
 
   it("gcs: a PUT with ifGenerationMatch, or the header, is", function()

@@ -1,4 +1,4 @@
--- The sandbox (CONTRACT section 6): what a script can reach, and the
+-- The sandbox (README: "The sandbox"): what a script can reach, and the
 -- instruction and memory limits.
 local lr = require "luaretry"
 
