@@ -79,32 +79,9 @@
 
 #include "faults_int.h"
 
-double fault_elapsed (const lr_faults *f) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)(t.tv_sec - f->t0.tv_sec) + (t.tv_nsec - f->t0.tv_nsec) / 1e9;
-}
 
 /* ------------------------------------------------------------ connections */
 
-void fault_conn_close (lr_faults *f, conn *c, int hard) {
-  if (c->state == C_DEAD) return;
-  if (hard) {  /* the peer gets an RST instead of a FIN */
-    struct linger lg = {1, 0};
-    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-  }
-  else {  /* unread input would turn our FIN into an RST: read it first */
-    char tmp[4096];
-    for (int i = 0; i < 64 && recv(c->fd, tmp, sizeof tmp, 0) > 0; i++) {}
-  }
-  close(c->fd);
-  c->fd = -1;
-  c->state = C_DEAD;
-  free(c->in);
-  c->in = NULL;
-  sb_free(&c->out);
-  f->accept_paused = 0;
-}
 
 /* Send what may be sent now; 0 if the connection died. */
 static int conn_flush (lr_faults *f, conn *c) {
@@ -173,20 +150,42 @@ static void conn_read (lr_faults *f, conn *c) {
 }
 
 /* A response of the server's own (errors, the built-in paths). */
-void fault_put_simple (conn *c, int status, const char *ctype,
-                        const char *body, size_t len) {
-  sb_fmt(&c->out, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\n"
-         "Content-Length: %zu\r\n%s\r\n", status, lr_http_reason(status),
-         ctype, len, c->close_after ? "Connection: close\r\n" : "");
-  if (!(c->req.method && strcmp(c->req.method, "HEAD") == 0))
-    sb_add(&c->out, body, len);
-  c->state = C_WRITE;
+
+static void answer_builtin (lr_faults *f, conn *c) {
+  const char *what = c->req.path + strlen(BUILTIN), *m = c->req.method;
+  if (strcmp(what, "requests") == 0 &&
+      (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)) {
+    sbuf b = {0};
+    sb_add(&b, "[", 1);
+    for (size_t i = 0; i < f->log_count; i++) {
+      if (i > 0) sb_add(&b, ",\n", 2);
+      sb_str(&b, f->log[(f->log_first + i) % LOG_MAX]);
+    }
+    sb_add(&b, "]\n", 2);
+    if (b.oom) fault_put_simple(c, 500, "text/plain", "out of memory\n", 14);
+    else fault_put_simple(c, 200, "application/json", b.p, b.len);
+    sb_free(&b);
+  }
+  else if (strcmp(what, "reset") == 0 && strcmp(m, "POST") == 0) {
+    fault_log_clear(f);
+    f->total = 0;
+    lua_pushcfunction(f->L, fault_reset_paths);
+    lua_pushlightuserdata(f->L, f);
+    if (lua_pcall(f->L, 1, 0, 0) != LUA_OK) {
+      lua_pop(f->L, 1);
+      fault_put_simple(c, 500, "text/plain", "out of memory\n", 14);
+    }
+    else fault_put_simple(c, 200, "application/json", "{\"ok\":true}\n", 12);
+  }
+  else if (strcmp(what, "requests") == 0 || strcmp(what, "reset") == 0)
+    fault_put_simple(c, 405, "text/plain", "method not allowed\n", 19);
+  else fault_put_simple(c, 404, "text/plain", "not found\n", 10);
 }
 
 static void answer (lr_faults *f, conn *c) {
   lr_http_req *r = &c->req;
   c->close_after = !r->keep_alive || c->eof;
-  if (strncmp(r->path, BUILTIN, strlen(BUILTIN)) == 0) fault_answer_builtin(f, c);
+  if (strncmp(r->path, BUILTIN, strlen(BUILTIN)) == 0) answer_builtin(f, c);
   else fault_answer_script(f, c);
   if (c->state == C_DEAD) return;
   /* the request is done with: keep only what follows it */

@@ -1,6 +1,7 @@
 /* faults_int.h: what the fault server's files share: faults.c (the event
- * loop, connections, set up), faults_script.c (the script's answers),
- * faults_log.c (buffers, the request log and the /_faults/ endpoints). */
+ * loop, reading, set up, the /_faults/ endpoints), faults_script.c (the
+ * script's answers), faults_log.c (the request log), faults_conn.c
+ * (buffers, a connection's answer and close). */
 #ifndef LR_FAULTS_INT_H
 #define LR_FAULTS_INT_H
 
@@ -63,12 +64,9 @@ struct lr_faults {
   long long total;
 };
 
-double fault_elapsed (const lr_faults *f);
-
 /* faults_log.c */
 void fault_log_entry (lr_faults *f, conn *c);
 void fault_log_clear (lr_faults *f);
-void fault_answer_builtin (lr_faults *f, conn *c);
 
 /* faults_script.c */
 int fault_load_script (lr_faults *f, const char *path, const char *chunkname,
@@ -76,7 +74,8 @@ int fault_load_script (lr_faults *f, const char *path, const char *chunkname,
 void fault_answer_script (lr_faults *f, conn *c);
 int fault_reset_paths (lua_State *L);
 
-/* faults.c */
+/* faults_conn.c */
+double fault_elapsed (const lr_faults *f);
 void fault_conn_close (lr_faults *f, conn *c, int hard);   /* hard: a TCP reset */
 void fault_put_simple (conn *c, int status, const char *ctype, const char *body, size_t n);
 

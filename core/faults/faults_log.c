@@ -1,5 +1,5 @@
-/* faults_log.c: growing buffers, the request log (a ring of rendered JSON
- * entries) and the endpoints under /_faults/ that read and reset it. */
+/* faults_log.c: the request log, a ring of rendered JSON entries, that
+ * GET /_faults/requests reads (faults.c answers it). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
@@ -21,36 +21,6 @@
 
 #include "faults_int.h"
 
-/* ------------------------------------------------------------ buffers */
-
-
-void sb_add (sbuf *b, const void *s, size_t n) {
-  if (b->oom) return;
-  if (b->cap - b->len < n) {
-    size_t cap = b->cap ? b->cap : 256;
-    char *p;
-    while (cap - b->len < n) cap *= 2;
-    if ((p = realloc(b->p, cap)) == NULL) { b->oom = 1; return; }
-    b->p = p;
-    b->cap = cap;
-  }
-  if (n > 0) memcpy(b->p + b->len, s, n);
-  b->len += n;
-}
-
-void sb_str (sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-
-void sb_fmt (sbuf *b, const char *fmt, ...) {
-  char tmp[256];  /* only ever short lines */
-  va_list ap;
-  int n;
-  va_start(ap, fmt);
-  n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (n > 0) sb_add(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
-}
-
-void sb_free (sbuf *b) { free(b->p); memset(b, 0, sizeof *b); }
 
 /* ------------------------------------------------------------ JSON log */
 
@@ -154,34 +124,4 @@ void fault_log_clear (lr_faults *f) {
   f->log_first = f->log_count = 0;
 }
 
-void fault_answer_builtin (lr_faults *f, conn *c) {
-  const char *what = c->req.path + strlen(BUILTIN), *m = c->req.method;
-  if (strcmp(what, "requests") == 0 &&
-      (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)) {
-    sbuf b = {0};
-    sb_add(&b, "[", 1);
-    for (size_t i = 0; i < f->log_count; i++) {
-      if (i > 0) sb_add(&b, ",\n", 2);
-      sb_str(&b, f->log[(f->log_first + i) % LOG_MAX]);
-    }
-    sb_add(&b, "]\n", 2);
-    if (b.oom) fault_put_simple(c, 500, "text/plain", "out of memory\n", 14);
-    else fault_put_simple(c, 200, "application/json", b.p, b.len);
-    sb_free(&b);
-  }
-  else if (strcmp(what, "reset") == 0 && strcmp(m, "POST") == 0) {
-    fault_log_clear(f);
-    f->total = 0;
-    lua_pushcfunction(f->L, fault_reset_paths);
-    lua_pushlightuserdata(f->L, f);
-    if (lua_pcall(f->L, 1, 0, 0) != LUA_OK) {
-      lua_pop(f->L, 1);
-      fault_put_simple(c, 500, "text/plain", "out of memory\n", 14);
-    }
-    else fault_put_simple(c, 200, "application/json", "{\"ok\":true}\n", 12);
-  }
-  else if (strcmp(what, "requests") == 0 || strcmp(what, "reset") == 0)
-    fault_put_simple(c, 405, "text/plain", "method not allowed\n", 19);
-  else fault_put_simple(c, 404, "text/plain", "not found\n", 10);
-}
 
