@@ -84,7 +84,18 @@ void lr_fleet_settings_init(lr_fleet_settings *s) {
 
 static int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-/* Settings within their ranges; the guard numbers into the atomics. */
+/* The guard numbers, read by decisions without a lock. */
+static void install_guards(lr_fleet *f, const lr_fleet_settings *s) {
+  atomic_store(&f->budget, s->budget != 0);
+  atomic_store(&f->breaker, s->breaker != 0);
+  atomic_store(&f->failures, s->failures);
+  atomic_store(&f->probes, s->probes);
+  atomic_store(&f->max_milli, llround(s->max_tokens * MILLI));
+  atomic_store(&f->ratio_milli, llround(s->token_ratio * MILLI));
+  atomic_store(&f->open_ms, llround(s->open_seconds * 1000));
+}
+
+/* The rest is fixed for the handle's life: read without a lock. */
 static void install(lr_fleet *f, const lr_fleet_settings *s) {
   lr_fleet_settings c = *s;
   c.connect_timeout_ms = clamp_int(c.connect_timeout_ms, 1, 60000);
@@ -96,23 +107,13 @@ static void install(lr_fleet *f, const lr_fleet_settings *s) {
   c.ttl_seconds = clamp_int(c.ttl_seconds, 1, 30 * 86400);
   c.member = f->member;
   f->set = c;
-  atomic_store(&f->budget, s->budget != 0);
-  atomic_store(&f->breaker, s->breaker != 0);
-  atomic_store(&f->failures, s->failures);
-  atomic_store(&f->probes, s->probes);
-  atomic_store(&f->max_milli, llround(s->max_tokens * MILLI));
-  atomic_store(&f->ratio_milli, llround(s->token_ratio * MILLI));
-  atomic_store(&f->open_ms, llround(s->open_seconds * 1000));
+  install_guards(f, s);
 }
 
+/* Only the guard numbers change: timeouts, the log and the member are
+ * the handle's for life (a new URL or key is a new handle). */
 void lr_fleet_configure(lr_fleet *f, const lr_fleet_settings *s) {
-  if (!f || !s) return;
-  pthread_mutex_lock(&f->io);
-  lr_fleet_log_fn log = f->set.log;
-  void *ud = f->set.log_ud;
-  install(f, s);
-  if (!s->log) f->set.log = log, f->set.log_ud = ud;
-  pthread_mutex_unlock(&f->io);
+  if (f && s) install_guards(f, s);
 }
 
 static lr_fleet_code check_key(const char *key, char *err, size_t errlen) {

@@ -100,7 +100,9 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key,
                            char *err, size_t errlen);
 void lr_fleet_free(lr_fleet *f);   /* NULL is fine */
 
-/* New guard numbers (a reload, an override); the fleet's counts go on. */
+/* New guard numbers (a reload, an override); the fleet's counts go on.
+ * Only the guard fields of *s are read: timeouts, sync, log and member
+ * stay as lr_fleet_new set them. */
 void lr_fleet_configure(lr_fleet *f, const lr_fleet_settings *s);
 
 /* ---- the engine's side */

@@ -44,11 +44,20 @@ typedef struct {
   struct lr_lookup *pending;   /* a lookup that outlived its deadline, or NULL */
 } lr_resolver;
 
-/* 0 and *addr, or an error code with err.  A lookup still running at the
- * deadline is kept and picked up by the next call for the same name. */
+#define LR_RESOLVE_MAX 4
+
+typedef struct {
+  int count;
+  struct sockaddr_storage addr[LR_RESOLVE_MAX];
+  socklen_t len[LR_RESOLVE_MAX];
+} lr_addresses;
+
+/* OK and up to LR_RESOLVE_MAX addresses in the resolver's order, or an
+ * error code with err.  A lookup still running at the deadline is kept and
+ * picked up by the next call for the same name. */
 lr_fleet_code lr_resolve(lr_resolver *r, const char *host, int port,
-                         int64_t deadline_ms, struct sockaddr_storage *addr,
-                         socklen_t *addrlen, char *err, size_t errlen);
+                         int64_t deadline_ms, lr_addresses *out, char *err,
+                         size_t errlen);
 /* Waits for a lookup still running (the system resolver's own timeouts
  * bound it) and frees it. */
 void lr_resolver_close(lr_resolver *r);

@@ -83,7 +83,8 @@ lr_fleet_code lr_script_load(lr_fleet_script *s, lr_redis_conn *c,
     s->use_eval = 0;
   } else if (r->type == REDIS_REPLY_ERROR) {
     rc = lr_conn_error_code(r);
-    quote_error(r, "SCRIPT LOAD (Redis 5 or later with Lua scripting is needed)", err, errlen);
+    quote_error(r, rc == LR_FLEET_E_AUTH ? "SCRIPT LOAD" :
+                "SCRIPT LOAD (Redis 5 or later with Lua scripting is needed)", err, errlen);
   } else {
     lr_fleet_fmt(err, errlen, "SCRIPT LOAD: unexpected reply of type %d", r->type);
     rc = LR_FLEET_E_PROTOCOL;

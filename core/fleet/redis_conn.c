@@ -54,49 +54,59 @@ static int wait_fd(int fd, short events, int64_t deadline_ms) {
   return 0;
 }
 
-static lr_fleet_code address_of(lr_redis_conn *c, const lr_redis_url *u,
-                                int64_t deadline, struct sockaddr_storage *sa,
-                                socklen_t *len, char *err, size_t errlen) {
-  memset(sa, 0, sizeof *sa);
+static lr_fleet_code addresses_of(lr_redis_conn *c, const lr_redis_url *u,
+                                  int64_t deadline, lr_addresses *a, char *err,
+                                  size_t errlen) {
+  memset(a, 0, sizeof *a);
   if (!u->is_unix)
-    return lr_resolve(&c->resolver, u->host, u->port, deadline, sa, len, err, errlen);
-  struct sockaddr_un *un = (struct sockaddr_un *)sa;
+    return lr_resolve(&c->resolver, u->host, u->port, deadline, a, err, errlen);
+  struct sockaddr_un *un = (struct sockaddr_un *)&a->addr[0];
   un->sun_family = AF_UNIX;
   memcpy(un->sun_path, u->path, strlen(u->path) + 1);   /* fits: checked at parse */
-  *len = (socklen_t)sizeof *un;
+  a->len[0] = (socklen_t)sizeof *un;
+  a->count = 1;
   return LR_FLEET_OK;
 }
 
-static lr_fleet_code connect_socket(lr_redis_conn *c, const lr_redis_url *u,
-                                    int64_t deadline, char *err, size_t errlen) {
-  struct sockaddr_storage sa;
-  socklen_t len = 0;
-  lr_fleet_code rc = address_of(c, u, deadline, &sa, &len, err, errlen);
-  if (rc != LR_FLEET_OK) return rc;
-  int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+/* One address: a connected non-blocking socket, or -1 and *e. */
+static int connect_one(const struct sockaddr_storage *sa, socklen_t len,
+                       int64_t deadline, int *e) {
+  int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
-    lr_fleet_fmt(err, errlen, "socket: %s", strerror(errno));
-    return LR_FLEET_E_CONNECT;
+    *e = errno;
+    return -1;
   }
   int one = 1;
-  if (!u->is_unix) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  int e = 0;
-  if (connect(fd, (struct sockaddr *)&sa, len) != 0) {
-    e = errno;
-    if (e == EINPROGRESS) {
+  if (sa->ss_family != AF_UNIX) setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  *e = 0;
+  if (connect(fd, (const struct sockaddr *)sa, len) != 0) {
+    *e = errno;
+    if (*e == EINPROGRESS) {
       int ready = wait_fd(fd, POLLOUT, deadline);
-      socklen_t elen = sizeof e;
-      if (ready == 0) e = ETIMEDOUT;
-      else if (ready < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &elen) != 0) e = errno;
+      socklen_t elen = sizeof *e;
+      if (ready == 0) *e = ETIMEDOUT;
+      else if (ready < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, e, &elen) != 0) *e = errno;
     }
   }
-  if (e != 0) {
-    close(fd);
-    lr_fleet_fmt(err, errlen, "connect: %s", e == ETIMEDOUT ? "no answer in time" : strerror(e));
-    return e == ETIMEDOUT ? LR_FLEET_E_TIMEOUT : LR_FLEET_E_CONNECT;
+  if (*e == 0) return fd;
+  close(fd);
+  return -1;
+}
+
+/* Each address in turn (a refusal moves on at once), all by the deadline. */
+static lr_fleet_code connect_socket(lr_redis_conn *c, const lr_redis_url *u,
+                                    int64_t deadline, char *err, size_t errlen) {
+  lr_addresses a;
+  lr_fleet_code rc = addresses_of(c, u, deadline, &a, err, errlen);
+  if (rc != LR_FLEET_OK) return rc;
+  int e = ENOENT;
+  for (int i = 0; i < a.count && c->fd < 0; i++) {
+    if (i > 0 && lr_fleet_now_ms() >= deadline) break;
+    c->fd = connect_one(&a.addr[i], a.len[i], deadline, &e);
   }
-  c->fd = fd;
-  return LR_FLEET_OK;
+  if (c->fd >= 0) return LR_FLEET_OK;
+  lr_fleet_fmt(err, errlen, "connect: %s", e == ETIMEDOUT ? "no answer in time" : strerror(e));
+  return e == ETIMEDOUT ? LR_FLEET_E_TIMEOUT : LR_FLEET_E_CONNECT;
 }
 
 lr_fleet_code lr_conn_append(lr_redis_conn *c, int argc, const char **argv,

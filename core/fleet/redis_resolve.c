@@ -21,10 +21,13 @@ struct lr_lookup {
   char name[256], service[16];
 };
 
-static void take_first(const struct addrinfo *ai, struct sockaddr_storage *addr,
-                       socklen_t *addrlen) {
-  memcpy(addr, ai->ai_addr, ai->ai_addrlen);
-  *addrlen = ai->ai_addrlen;
+static void take(const struct addrinfo *ai, lr_addresses *out) {
+  out->count = 0;
+  for (; ai && out->count < LR_RESOLVE_MAX; ai = ai->ai_next) {
+    if (ai->ai_addrlen > sizeof out->addr[0]) continue;
+    memcpy(&out->addr[out->count], ai->ai_addr, ai->ai_addrlen);
+    out->len[out->count++] = ai->ai_addrlen;
+  }
 }
 
 static lr_fleet_code start_lookup(lr_resolver *r, const char *host,
@@ -34,7 +37,7 @@ static lr_fleet_code start_lookup(lr_resolver *r, const char *host,
   snprintf(l->name, sizeof l->name, "%s", host);
   snprintf(l->service, sizeof l->service, "%s", service);
   l->hints.ai_socktype = SOCK_STREAM;
-  l->hints.ai_flags = AI_NUMERICSERV | AI_ADDRCONFIG;
+  l->hints.ai_flags = AI_NUMERICSERV;
   l->cb.ar_name = l->name;
   l->cb.ar_service = l->service;
   l->cb.ar_request = &l->hints;
@@ -65,8 +68,7 @@ static int wait_lookup(lr_resolver *r, int64_t deadline_ms) {
 
 static lr_fleet_code resolve_name(lr_resolver *r, const char *host,
                                   const char *service, int64_t deadline_ms,
-                                  struct sockaddr_storage *addr, socklen_t *addrlen,
-                                  char *err, size_t errlen) {
+                                  lr_addresses *out, char *err, size_t errlen) {
   if (r->pending && (strcmp(r->pending->name, host) != 0 ||
                      strcmp(r->pending->service, service) != 0))
     lr_resolver_close(r);
@@ -81,7 +83,7 @@ static lr_fleet_code resolve_name(lr_resolver *r, const char *host,
   }
   struct addrinfo *res = r->pending->cb.ar_result;
   lr_fleet_code rc = LR_FLEET_OK;
-  if (e == 0 && res) take_first(res, addr, addrlen);
+  if (e == 0 && res) take(res, out);
   else {
     lr_fleet_fmt(err, errlen, "looking up %s: %s", host, gai_strerror(e ? e : EAI_NONAME));
     rc = LR_FLEET_E_CONNECT;
@@ -93,8 +95,8 @@ static lr_fleet_code resolve_name(lr_resolver *r, const char *host,
 }
 
 lr_fleet_code lr_resolve(lr_resolver *r, const char *host, int port,
-                         int64_t deadline_ms, struct sockaddr_storage *addr,
-                         socklen_t *addrlen, char *err, size_t errlen) {
+                         int64_t deadline_ms, lr_addresses *out, char *err,
+                         size_t errlen) {
   char service[16];
   snprintf(service, sizeof service, "%d", port);
   struct addrinfo hints, *res = NULL;
@@ -103,11 +105,11 @@ lr_fleet_code lr_resolve(lr_resolver *r, const char *host, int port,
   hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
   int e = getaddrinfo(host, service, &hints, &res);   /* no I/O: numeric only */
   if (e == 0) {
-    take_first(res, addr, addrlen);
+    take(res, out);
     freeaddrinfo(res);
     return LR_FLEET_OK;
   }
-  return resolve_name(r, host, service, deadline_ms, addr, addrlen, err, errlen);
+  return resolve_name(r, host, service, deadline_ms, out, err, errlen);
 }
 
 void lr_resolver_close(lr_resolver *r) {

@@ -4,7 +4,8 @@
  * is bounded in rounds and time.  The server dies with the test (parent
  * death signal), so a crashed test leaves none behind.
  *
- *   redis_srv s;  redis_start(&s, extra_args...)   0 or -1 (message on stderr)
+ *   redis_srv s;  redis_start(&s, extra_args..., NULL)   0 or -1 (message on stderr)
+ *   s.auth = "pw" after --requirepass pw, for redis_cmd
  *   redis_cmd(&s, "SCRIPT FLUSH")                  a reply via hiredis, or NULL
  *   redis_signal(&s, SIGSTOP / SIGCONT)
  *   redis_stop(&s)  (SIGTERM, then SIGKILL after 5 s), redis_restart(&s)
@@ -35,6 +36,7 @@ typedef struct {
   int port;
   char dir[64], sock[128];
   const char *extra[REDIS_EXTRA_MAX + 1];
+  const char *auth;   /* the helper's own AUTH password, or NULL */
 } redis_srv;
 
 static double redis_now_(void) {
@@ -67,9 +69,15 @@ static int redis_free_port(void) {
 static redisContext *redis_connect_(const redis_srv *s) {
   struct timeval tv = { 1, 0 };
   redisContext *c = redisConnectUnixWithTimeout(s->sock, tv);
-  if (c && !c->err && redisSetTimeout(c, tv) == REDIS_OK) return c;
-  if (c) redisFree(c);
-  return NULL;
+  if (!c || c->err || redisSetTimeout(c, tv) != REDIS_OK) {
+    if (c) redisFree(c);
+    return NULL;
+  }
+  if (s->auth) {
+    redisReply *r = redisCommand(c, "AUTH %s", s->auth);
+    if (r) freeReplyObject(r);
+  }
+  return c;
 }
 
 /* One command (printf-like, hiredis's format); NULL when it failed. */
@@ -90,7 +98,7 @@ static int redis_ready_(const redis_srv *s) {
   redisContext *c = redis_connect_(s);
   if (!c) return 0;
   redisReply *r = redisCommand(c, "PING");
-  int ok = r && r->type == REDIS_REPLY_STATUS;
+  int ok = r != NULL;   /* PONG, or NOAUTH from a server with a password: up */
   if (r) freeReplyObject(r);
   redisFree(c);
   return ok;
