@@ -35,6 +35,12 @@ int64_t lr_fleet_now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t lr_fleet_coarse_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 void lr_fleet_fmt(char *dst, size_t size, const char *fmt, ...) {
   if (!dst || size == 0) return;
   va_list ap;
@@ -286,13 +292,13 @@ static lr_fleet_code settle_inflight(lr_fleet *f, redisReply *r, char *err, size
   int noscript = 0;
   lr_fleet_code rc = lr_script_decode(&f->script, r, &out, &noscript, err, errlen);
   f->inflight = 0;
+  /* the batch's deltas move from inflight_net into tokens (or back into
+   * the next batch): written before inflight_net is cleared, so that a
+   * budget decision meanwhile counts them twice for a moment, never not */
+  if (noscript) give_back(f, &f->inflight_batch);
+  else if (rc == LR_FLEET_OK) succeeded_locked(f, &out, lr_fleet_now_ms());
   atomic_store(&f->inflight_net, 0);
-  if (noscript) {
-    give_back(f, &f->inflight_batch);
-    return LR_FLEET_OK;
-  }
-  if (rc == LR_FLEET_OK) succeeded_locked(f, &out, lr_fleet_now_ms());
-  return rc;
+  return noscript ? LR_FLEET_OK : rc;
 }
 
 lr_fleet_code lr_fleet_drain_locked(lr_fleet *f, int64_t deadline_ms, char *err,
@@ -369,8 +375,9 @@ static void send_async(lr_fleet *f, int64_t now) {
 
 void lr_fleet_maybe_sync(lr_fleet *f) {
   if (!f) return;
-  int64_t now = lr_fleet_now_ms();
+  int64_t now = lr_fleet_coarse_ms();
   if (now < atomic_load_explicit(&f->next_sync_at, memory_order_relaxed)) return;
+  now = lr_fleet_now_ms();
   if (pthread_mutex_trylock(&f->io) != 0) return;
   int64_t next = now + f->set.sync_ms;
   if (f->conn.fd >= 0 && atomic_load(&f->health) == LR_FLEET_HEALTHY) {

@@ -41,7 +41,7 @@ static long long tokens_now(lr_fleet *f) {
 }
 
 int lr_fleet_budget_allows_retry(lr_fleet *f) {
-  if (!f || !atomic_load(&f->budget) || !fresh(f, lr_fleet_now_ms())) return LR_FLEET_LOCAL;
+  if (!f || !atomic_load(&f->budget) || !fresh(f, lr_fleet_coarse_ms())) return LR_FLEET_LOCAL;
   return tokens_now(f) * 2 > atomic_load(&f->max_milli);
 }
 
@@ -64,7 +64,7 @@ static int ask_permit(lr_fleet *f, int64_t now) {
 
 int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt) {
   if (!f || !atomic_load(&f->breaker)) return LR_FLEET_LOCAL;
-  int64_t now = lr_fleet_now_ms();
+  int64_t now = lr_fleet_coarse_ms();
   if (!fresh(f, now)) return LR_FLEET_LOCAL;
   int state = atomic_load(&f->state);
   if (state == 0) return 1;

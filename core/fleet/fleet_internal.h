@@ -16,7 +16,10 @@ struct redisReply;
 struct redisReader;
 struct lr_lookup;
 
-int64_t lr_fleet_now_ms(void);   /* CLOCK_MONOTONIC in ms */
+int64_t lr_fleet_now_ms(void);   /* CLOCK_MONOTONIC in ms: deadlines */
+/* CLOCK_MONOTONIC_COARSE in ms (a few ms behind, a few ns to read): the
+ * hot path's clock, for the sync period, staleness and the open period. */
+int64_t lr_fleet_coarse_ms(void);
 void lr_fleet_fmt(char *dst, size_t size, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
