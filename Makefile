@@ -142,7 +142,7 @@ clean:
 DEB_PACKAGES += libhiredis-dev redis-server
 HIREDIS_CFLAGS = $(shell pkg-config --cflags hiredis 2>/dev/null)
 HIREDIS_LIBS = $(shell pkg-config --libs hiredis 2>/dev/null)
-FLEET = fleet fleet_decide fleet_admin fleet_script redis_conn redis_resolve redis_url
+FLEET = fleet fleet_sync fleet_decide fleet_admin fleet_script redis_conn redis_resolve redis_url
 FLEET_OBJ = $(FLEET:%=$(BUILD)/obj/fleet/%.o)
 FLEET_HEADERS = core/fleet/fleet.h core/fleet/fleet_internal.h
 FLEET_TEST_BIN = $(BUILD)/test_fleet_url $(BUILD)/test_fleet_redis

@@ -142,7 +142,7 @@ lr_fleet_code lr_script_run(lr_fleet_script *s, lr_redis_conn *c,
                             int64_t deadline_ms, lr_fleet_reply *out, char *err,
                             size_t errlen);
 
-/* ---- fleet.c: the handle */
+/* ---- fleet.c: the handle, its health and connection */
 
 struct lr_fleet {
   lr_fleet_settings set;        /* set.member points at member */
@@ -185,6 +185,11 @@ lr_fleet_code lr_fleet_drain_locked(lr_fleet *f, int64_t deadline_ms, char *err,
 /* Marks the handle degraded (logging on the change), closes the
  * connection and schedules the next attempt. */
 void lr_fleet_fail_locked(lr_fleet *f, lr_fleet_code rc, const char *detail);
+/* A good reply: the view, the clock offset, health (logging "back"). */
+void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now);
+
+/* ---- fleet_sync.c */
+
 /* A round trip that asks for one probe permit; *granted: how many came. */
 lr_fleet_code lr_fleet_ask_permit_locked(lr_fleet *f, long long *granted);
 

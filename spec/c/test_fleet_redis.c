@@ -130,6 +130,39 @@ static void test_budget_shared(void) {
   lr_fleet_free(b);
 }
 
+/* One batch of several outcomes: the run of failures is the one after the
+ * last success or answer, tokens move by the net sum. */
+static void test_batched_outcomes(void) {
+  lr_fleet *a = handle(URL, "batch", "host-a:1", test_settings(), NULL);
+  reset(a);
+  lr_fleet_outcome seq[4] = { LR_FLEET_FAILURE, LR_FLEET_FAILURE, LR_FLEET_SUCCESS,
+                              LR_FLEET_FAILURE };
+  for (int i = 0; i < 4; i++) lr_fleet_record(a, seq[i]);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  lr_fleet_view v;
+  lr_fleet_view_get(a, &v);
+  CHECK_EQ_INT(v.consecutive_failures, 1);
+  CHECK_NEAR(v.tokens, 7.1, 1e-9);
+  CHECK_EQ_INT(v.breaker, 0);
+  fail_and_sync(a, 1);
+  lr_fleet_record(a, LR_FLEET_ANSWERED);   /* a final answer: no token, ends the run */
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  lr_fleet_view_get(a, &v);
+  CHECK_EQ_INT(v.consecutive_failures, 0);
+  CHECK_NEAR(v.tokens, 6.1, 1e-9);
+  /* tokens never exceed max_tokens nor fall below 0 */
+  for (int i = 0; i < 200; i++) lr_fleet_record(a, LR_FLEET_SUCCESS);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  lr_fleet_view_get(a, &v);
+  CHECK_NEAR(v.tokens, 10, 1e-9);
+  for (int i = 0; i < 30; i++) lr_fleet_record(a, LR_FLEET_FAILURE);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  lr_fleet_view_get(a, &v);
+  CHECK_NEAR(v.tokens, 0, 1e-9);
+  CHECK_EQ_INT(v.breaker, 1);
+  lr_fleet_free(a);
+}
+
 /* b learns of a breaker opened by a through maybe_sync alone. */
 static void test_breaker_seen_within_sync(void) {
   lr_fleet_settings s = test_settings();
@@ -597,6 +630,7 @@ int main(void) {
   snprintf(URL, sizeof URL, "redis://127.0.0.1:%d/0", SRV.port);
   snprintf(UNIX_URL, sizeof UNIX_URL, "unix://%s", SRV.sock);
   test_budget_shared();
+  test_batched_outcomes();
   test_breaker_seen_within_sync();
   test_half_open_probes();
   test_script_flush();
