@@ -13,8 +13,10 @@
  *   lr_fleet_record            a few relaxed atomic adds, no lock, no I/O
  *   lr_fleet_budget_allows_retry, lr_fleet_breaker_admits (closed or open)
  *                              atomic loads, no lock, no I/O
- *   lr_fleet_maybe_sync        never blocks: at most one try-lock and one
- *                              non-blocking send() or recv() per sync period
+ *   lr_fleet_maybe_sync        never blocks: a coarse clock read; once per
+ *                              sync period a try-lock and one non-blocking
+ *                              send(), then a recv() at most once a ms
+ *                              until the reply is in (one round trip)
  *   lr_fleet_sync_now          one round trip, bounded by command_timeout_ms
  *                              (plus connect_timeout_ms when a reconnect is
  *                              due); the failure path's
