@@ -1,0 +1,194 @@
+/* fleet.h: fleet-wide guards.  One retry budget and one circuit breaker per
+ * policy, shared through Redis by every process that names the same server
+ * and key (CONTRACT section 7, issue 14).
+ *
+ * Plain C: neither lua.h, curl.h nor hiredis.h is needed to use it.  The
+ * engine keeps its local guards (guard.c) and asks the fleet first; every
+ * question here may answer LR_FLEET_LOCAL ("the fleet's counts are not
+ * known right now: decide with the local guards"), which is what happens
+ * before the first sync, while Redis is slow, down or refusing, and when
+ * the view has gone stale.
+ *
+ * Cost model:
+ *   lr_fleet_record            a few relaxed atomic adds, no lock, no I/O
+ *   lr_fleet_budget_allows_retry, lr_fleet_breaker_admits (closed or open)
+ *                              atomic loads, no lock, no I/O
+ *   lr_fleet_maybe_sync        never blocks: a coarse clock read; once per
+ *                              sync period a try-lock and one non-blocking
+ *                              send(), then a recv() at most once a ms
+ *                              until the reply is in (one round trip)
+ *   lr_fleet_sync_now          one round trip, bounded by command_timeout_ms
+ *                              (plus connect_timeout_ms when a reconnect is
+ *                              due); the failure path's
+ *   lr_fleet_breaker_admits(f, 1) while the fleet's breaker is half-open:
+ *                              one bounded round trip to ask for a probe
+ *                              permit, at most once per sync period
+ *
+ * Threads: every function may be called from any number of threads on one
+ * handle, except lr_fleet_free.  No thread of its own is started.  Host
+ * names that are not numeric addresses are resolved with glibc's
+ * getaddrinfo_a, which runs the lookup in a glibc helper thread so that the
+ * connect deadline bounds it; that thread never calls into the host.
+ *
+ * URLs:
+ *   redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]   (PORT 6379, DB 0 by default;
+ *                                 HOST may be [IPv6]; USER and PASSWORD are
+ *                                 percent-decoded)
+ *   unix://[[USER]:PASSWORD@]/PATH/TO/SOCKET[?db=N]
+ *   redis+unix:// is accepted as a synonym of unix://.
+ * No message this module produces contains USER or PASSWORD: URLs are shown
+ * redacted, the userinfo replaced by three asterisks.
+ */
+#ifndef LUARETRY_FLEET_H
+#define LUARETRY_FLEET_H
+
+#include <stddef.h>
+
+typedef struct lr_fleet lr_fleet;
+
+/* Append-only: a code never changes meaning. */
+typedef enum {
+  LR_FLEET_OK = 0,
+  LR_FLEET_E_ARG,      /* a bad URL, key or setting */
+  LR_FLEET_E_NOMEM,
+  LR_FLEET_E_CONNECT,  /* name not resolved, connection refused, reset or closed */
+  LR_FLEET_E_TIMEOUT,  /* connect or command took longer than allowed */
+  LR_FLEET_E_AUTH,     /* wrong user or password, or the server needs one */
+  LR_FLEET_E_REFUSED,  /* an error reply: read-only replica, no scripting, bad DB... */
+  LR_FLEET_E_PROTOCOL, /* a reply that is not what was asked for */
+  LR_FLEET_E_BACKOFF   /* degraded, the next reconnect is not due: nothing sent */
+} lr_fleet_code;
+
+const char *lr_fleet_strerror(lr_fleet_code code);
+
+/* One line, no newline, no credentials; called once per change of health
+ * (to degraded, and back), from the thread that noticed, with the handle's
+ * I/O lock held: it must not call back into this handle. */
+typedef void (*lr_fleet_log_fn)(void *ud, const char *message);
+
+typedef struct {
+  /* The guards, with the meaning of the policy's `budget` and `breaker`
+   * (lr_guards in the engine): the same numbers on every process. */
+  int budget;
+  double max_tokens, token_ratio;
+  int breaker;
+  int failures;              /* transient failures in a row, fleet-wide */
+  double open_seconds;       /* on Redis's clock */
+  int probes;                /* permits fleet-wide while half-open */
+
+  int connect_timeout_ms;    /* name lookup + TCP or Unix connect; 250 */
+  int command_timeout_ms;    /* one round trip, AUTH and SELECT too; 100 */
+  int sync_ms;               /* the longest a success's delta waits; 200 */
+  int stale_ms;              /* a view older than this is not used; 0: 10 * sync_ms */
+  int reconnect_min_ms;      /* first wait after a failure; 500 */
+  int reconnect_max_ms;      /* doubling up to this, jittered; 30000 */
+  int ttl_seconds;           /* state expires this long after the last sync; 3600 */
+  const char *member;        /* name in the registry; NULL: "HOST:PID" */
+  lr_fleet_log_fn log;       /* NULL: silent */
+  void *log_ud;
+} lr_fleet_settings;
+
+/* Fills the defaults above; guards off. */
+void lr_fleet_settings_init(lr_fleet_settings *s);
+
+/* Parses the URL and checks the key (the policy's name or its fleet.key:
+ * 1 to 200 printable bytes, no '{', '}' or space).  Does no I/O: a handle
+ * is made even when Redis is down.  On an error, *out is NULL and err says
+ * why (never with credentials).  Redis keys: "luaretry:{KEY}" (a hash) and
+ * "luaretry:{KEY}:procs" (a sorted set); the braces keep both in one slot
+ * of a Redis Cluster. */
+lr_fleet_code lr_fleet_new(const char *url, const char *key,
+                           const lr_fleet_settings *s, lr_fleet **out,
+                           char *err, size_t errlen);
+void lr_fleet_free(lr_fleet *f);   /* NULL is fine */
+
+/* New guard numbers (a reload, an override); the fleet's counts go on.
+ * Only the guard fields of *s are read: timeouts, sync, log and member
+ * stay as lr_fleet_new set them. */
+void lr_fleet_configure(lr_fleet *f, const lr_fleet_settings *s);
+
+/* ---- the engine's side */
+
+typedef enum {
+  LR_FLEET_SUCCESS,    /* +token_ratio, resets the failure run, closes half-open */
+  LR_FLEET_FAILURE,    /* -1 token, one more failure in a row */
+  LR_FLEET_ANSWERED    /* a final answer: resets the run, closes half-open */
+} lr_fleet_outcome;
+
+/* Counts an outcome into the next batch.  Lock-free, no I/O. */
+void lr_fleet_record(lr_fleet *f, lr_fleet_outcome o);
+
+/* One round trip: flushes the batch, learns the fleet's state.  Connects
+ * when not connected and the reconnect backoff allows (E_BACKOFF
+ * otherwise, at once).  Never longer than connect_timeout_ms +
+ * command_timeout_ms (twice command_timeout_ms after a SCRIPT FLUSH). */
+lr_fleet_code lr_fleet_sync_now(lr_fleet *f);
+
+/* Never blocks.  When sync_ms passed since the last sync, sends the batch
+ * (one non-blocking send); reads a reply that has arrived.  Returns at
+ * once when another thread holds the connection, or when disconnected. */
+void lr_fleet_maybe_sync(lr_fleet *f);
+
+#define LR_FLEET_LOCAL (-1)
+
+/* 1: a retry may go, 0: the fleet's budget refuses, LR_FLEET_LOCAL.  The
+ * fleet's tokens at the last sync, plus this process's unsent deltas. */
+int lr_fleet_budget_allows_retry(lr_fleet *f);
+
+/* 1: admitted, 0: the fleet's circuit is open, LR_FLEET_LOCAL.  A first
+ * attempt while the fleet is half-open needs one of the fleet's probe
+ * permits: one bounded round trip asks for it (at most once per sync_ms;
+ * meanwhile such calls are refused, as a half-open breaker refuses calls
+ * beyond its probes). */
+int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt);
+
+/* ---- what is known */
+
+typedef enum {
+  LR_FLEET_UNKNOWN = 0,   /* no sync yet */
+  LR_FLEET_HEALTHY,       /* the last round trip worked */
+  LR_FLEET_DEGRADED       /* the last one failed: local guards decide */
+} lr_fleet_health;
+
+const char *lr_fleet_health_name(lr_fleet_health h);
+
+typedef struct {
+  lr_fleet_health health;
+  int fresh;                 /* healthy and synced within stale_ms: used */
+  double tokens;             /* the fleet's, this process's unsent deltas in */
+  int breaker;               /* luaretry_breaker_state: 0 closed, 1 open, 2 half-open */
+  int consecutive_failures;  /* fleet-wide */
+  int probes_left;           /* permits not yet handed out */
+  long long opened_at_ms;    /* Redis's clock, Unix ms; 0: never */
+  double synced_ago;         /* seconds since the last good sync; -1: never */
+  long long syncs, sync_failures;
+  char where[300];           /* the redacted URL */
+  char detail[300];          /* why degraded, or "" */
+} lr_fleet_view;
+
+void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v);
+
+/* ---- administration (luaretry fleet POLICY [--reset]): each one bounded
+ * round trip, connecting at once whatever the reconnect backoff. */
+
+typedef struct {
+  char member[128];          /* "HOST:PID" */
+  double seen_ago;           /* seconds */
+} lr_fleet_process;
+
+typedef struct {
+  int exists;                /* 0: no state in Redis (never synced, expired, reset) */
+  double tokens, max_tokens; /* max_tokens: the last writer's */
+  int breaker, consecutive_failures, probes_left;
+  long long opened_at_ms, updated_at_ms, now_ms;   /* Redis's clock */
+  size_t count;              /* processes that synced in the last minute */
+  lr_fleet_process *processes;   /* most recent first; lr_fleet_status_free */
+} lr_fleet_status;
+
+lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st,
+                                  char *err, size_t errlen);
+void lr_fleet_status_free(lr_fleet_status *st);
+/* Deletes the key's hash and registry: the fleet starts afresh. */
+lr_fleet_code lr_fleet_reset(lr_fleet *f, char *err, size_t errlen);
+
+#endif

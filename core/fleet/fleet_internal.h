@@ -1,0 +1,196 @@
+/* fleet_internal.h: what the files of core/fleet/ share.  Only this folder
+ * includes hiredis; fleet.h, the engine's view of it, does not. */
+#ifndef LUARETRY_FLEET_INTERNAL_H
+#define LUARETRY_FLEET_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "fleet.h"
+
+struct redisReply;
+struct redisReader;
+struct lr_lookup;
+
+int64_t lr_fleet_now_ms(void);   /* CLOCK_MONOTONIC in ms: deadlines */
+/* CLOCK_MONOTONIC_COARSE in ms (a few ms behind, a few ns to read): the
+ * hot path's clock, for the sync period, staleness and the open period. */
+int64_t lr_fleet_coarse_ms(void);
+void lr_fleet_fmt(char *dst, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- redis_url.c */
+
+typedef struct {
+  int is_unix;
+  char host[256];        /* TCP: name or address, IPv6 without brackets */
+  int port;
+  char path[108];        /* Unix: the socket's path (sun_path's size) */
+  char user[128], password[256];
+  int db;
+  char redacted[300];    /* the URL as messages show it */
+} lr_redis_url;
+
+lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err,
+                                 size_t errlen);
+/* Replaces every occurrence of the URL's user and password in msg by ***:
+ * a server's error text is shown as it came, and must not leak them. */
+void lr_redis_url_scrub(const lr_redis_url *u, char *msg);
+
+/* ---- redis_resolve.c: a name lookup a deadline bounds */
+
+typedef struct {
+  struct lr_lookup *pending;   /* a lookup that outlived its deadline, or NULL */
+} lr_resolver;
+
+#define LR_RESOLVE_MAX 4
+
+typedef struct {
+  int count;
+  struct sockaddr_storage addr[LR_RESOLVE_MAX];
+  socklen_t len[LR_RESOLVE_MAX];
+} lr_addresses;
+
+/* OK and up to LR_RESOLVE_MAX addresses in the resolver's order, or an
+ * error code with err.  A lookup still running at the deadline is kept and
+ * picked up by the next call for the same name. */
+lr_fleet_code lr_resolve(lr_resolver *r, const char *host, int port,
+                         int64_t deadline_ms, lr_addresses *out, char *err,
+                         size_t errlen);
+/* Waits for a lookup still running (the system resolver's own timeouts
+ * bound it) and frees it. */
+void lr_resolver_close(lr_resolver *r);
+
+/* ---- redis_conn.c: one connection, every operation with a deadline */
+
+typedef struct {
+  int fd;                       /* -1: closed */
+  struct redisReader *reader;
+  char *out;                    /* formatted commands not yet sent */
+  size_t out_len, out_sent;
+  int awaited;                  /* replies owed by the server */
+  lr_resolver resolver;
+} lr_redis_conn;
+
+void lr_conn_init(lr_redis_conn *c);
+/* Connects (by connect_deadline) and says hello: AUTH and SELECT as the
+ * URL asks (by command_deadline). */
+lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u,
+                           int64_t connect_deadline, int command_timeout_ms,
+                           char *err, size_t errlen);
+void lr_conn_close(lr_redis_conn *c);    /* keeps the resolver */
+void lr_conn_free(lr_redis_conn *c);     /* closes the resolver too */
+/* Queues one command; nothing is sent yet. */
+lr_fleet_code lr_conn_append(lr_redis_conn *c, int argc, const char **argv,
+                             const size_t *lens);
+/* Sends what is queued.  deadline_ms 0: only what goes without waiting. */
+lr_fleet_code lr_conn_flush(lr_redis_conn *c, int64_t deadline_ms, char *err,
+                            size_t errlen);
+/* The next reply.  deadline_ms 0: only if it has arrived (*reply NULL and
+ * LR_FLEET_OK otherwise).  The caller frees it with freeReplyObject. */
+lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms,
+                           struct redisReply **reply, char *err, size_t errlen);
+/* Classifies an error reply (AUTH, READONLY, NOSCRIPT...) as a code. */
+lr_fleet_code lr_conn_error_code(const struct redisReply *r);
+
+/* ---- fleet_script.c: the atomic update, EVALSHA with EVAL behind it */
+
+typedef struct {
+  long long spent, earned;   /* milli-tokens */
+  long long trail;           /* failures after the batch's last success or answer */
+  long long resets;          /* successes and answers */
+  long long want;            /* probe permits asked */
+} lr_fleet_batch;
+
+typedef struct {
+  long long max_milli, failures, open_ms, probes, ttl_ms;
+} lr_fleet_limits;
+
+typedef struct {
+  long long tokens, state, fails, opened_at, probes_left, granted, now_ms;
+} lr_fleet_reply;
+
+typedef struct {
+  char sha[41];              /* "" until SCRIPT LOAD answered */
+  int use_eval;              /* the server forgot it: EVAL next time */
+} lr_fleet_script;
+
+extern const char LR_FLEET_SCRIPT[];
+
+/* SCRIPT LOAD, right after connecting: learns the SHA and proves the
+ * server runs Lua scripts. */
+lr_fleet_code lr_script_load(lr_fleet_script *s, lr_redis_conn *c,
+                             int64_t deadline_ms, char *err, size_t errlen);
+/* Queues EVALSHA (or EVAL) of the update with this batch. */
+lr_fleet_code lr_script_append(lr_fleet_script *s, lr_redis_conn *c,
+                               const char *keys[2], const char *member,
+                               const lr_fleet_limits *l, const lr_fleet_batch *b);
+/* Decodes its reply; *noscript set when the server had forgotten the
+ * script (the batch was not applied). */
+lr_fleet_code lr_script_decode(lr_fleet_script *s, const struct redisReply *r,
+                               lr_fleet_reply *out, int *noscript, char *err,
+                               size_t errlen);
+/* Append, send, read, decode; on NOSCRIPT once more with EVAL, all within
+ * the deadline. */
+lr_fleet_code lr_script_run(lr_fleet_script *s, lr_redis_conn *c,
+                            const char *keys[2], const char *member,
+                            const lr_fleet_limits *l, const lr_fleet_batch *b,
+                            int64_t deadline_ms, lr_fleet_reply *out, char *err,
+                            size_t errlen);
+
+/* ---- fleet.c: the handle, its health and connection */
+
+struct lr_fleet {
+  lr_fleet_settings set;        /* set.member points at member */
+  lr_redis_url url;
+  char key[220], procs_key[230], member[128];
+
+  /* The guard numbers, read by decisions without a lock. */
+  atomic_int budget, breaker, failures, probes;
+  atomic_llong max_milli, ratio_milli, open_ms;
+
+  /* The batch being gathered: lr_fleet_record adds, a sync takes. */
+  atomic_llong spent, earned, trail, resets;
+
+  /* The last known state of the fleet, written after each sync. */
+  atomic_int health, state, fails, probes_left;
+  atomic_llong tokens, opened_at, clock_offset;   /* Redis ms - our monotonic ms */
+  atomic_llong last_ok_ms, inflight_net, next_sync_at, permit_asked_at;
+  atomic_llong syncs, sync_failures;
+
+  /* Everything below belongs to whoever holds io. */
+  pthread_mutex_t io;
+  lr_redis_conn conn;
+  lr_fleet_script script;
+  int inflight;                 /* a batch sent by maybe_sync, reply unread */
+  int64_t inflight_at, last_sent_at;
+  lr_fleet_batch inflight_batch;
+  int64_t next_connect_at, backoff_ms;
+  uint64_t rng;
+
+  pthread_mutex_t note_lock;    /* guards detail */
+  char detail[300];
+};
+
+/* With f->io held.  Connects when not connected (force: whatever the
+ * backoff); OK at once when connected. */
+lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, char *err, size_t errlen);
+/* Reads the reply to maybe_sync's batch, if one is owed, by the deadline. */
+lr_fleet_code lr_fleet_drain_locked(lr_fleet *f, int64_t deadline_ms, char *err,
+                                    size_t errlen);
+/* Marks the handle degraded (logging on the change), closes the
+ * connection and schedules the next attempt. */
+void lr_fleet_fail_locked(lr_fleet *f, lr_fleet_code rc, const char *detail);
+/* A good reply: the view, the clock offset, health (logging "back"). */
+void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now);
+
+/* ---- fleet_sync.c */
+
+/* A round trip that asks for one probe permit; *granted: how many came. */
+lr_fleet_code lr_fleet_ask_permit_locked(lr_fleet *f, long long *granted);
+
+#endif

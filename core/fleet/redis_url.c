@@ -1,0 +1,182 @@
+/* redis_url.c: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] and
+ * unix://[[USER]:PASSWORD@]/PATH[?db=N], read the way redis-cli reads them
+ * (userinfo without a colon is a password alone, as in `AUTH password`).
+ * The one place that sees credentials in text form; everything else shows
+ * u->redacted. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleet_internal.h"
+
+#define DB_MAX 1000000
+
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  c = (char)tolower((unsigned char)c);
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+/* Percent-decodes src[0..n) into dst; -1 when too long or malformed (a
+ * %00 too: a NUL cannot be sent in AUTH by this code). */
+static int decode(const char *src, size_t n, char *dst, size_t size) {
+  size_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    char ch = src[i];
+    if (ch == '%') {
+      if (i + 2 >= n) return -1;
+      int hi = hex_value(src[i + 1]), lo = hex_value(src[i + 2]);
+      if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) return -1;
+      ch = (char)(hi * 16 + lo);
+      i += 2;
+    }
+    if (o + 1 >= size) return -1;
+    dst[o++] = ch;
+  }
+  dst[o] = '\0';
+  return 0;
+}
+
+static int parse_number(const char *s, size_t n, long lo, long hi, int *out) {
+  if (n == 0 || n > 9) return -1;
+  long v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!isdigit((unsigned char)s[i])) return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  if (v < lo || v > hi) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+/* userinfo = [USER:]PASSWORD, already cut at '@'. */
+static lr_fleet_code parse_userinfo(const char *s, size_t n, lr_redis_url *u,
+                                    char *err, size_t errlen) {
+  const char *colon = memchr(s, ':', n);
+  int bad = 0;
+  if (colon) {
+    bad |= decode(s, (size_t)(colon - s), u->user, sizeof u->user);
+    n -= (size_t)(colon - s) + 1;
+    s = colon + 1;
+  }
+  bad |= decode(s, n, u->password, sizeof u->password);
+  if (bad) {
+    lr_fleet_fmt(err, errlen, "redis URL: malformed or too long user or password "
+                 "(percent-encode '@', ':' and '/')");
+    return LR_FLEET_E_ARG;
+  }
+  return LR_FLEET_OK;
+}
+
+/* HOST[:PORT][/DB] */
+static lr_fleet_code parse_tcp(const char *s, lr_redis_url *u, char *err,
+                               size_t errlen) {
+  const char *end_host, *rest;
+  if (*s == '[') {
+    end_host = strchr(s, ']');
+    if (!end_host) goto bad;
+    s++;
+    rest = end_host + 1;
+  } else {
+    end_host = s + strcspn(s, ":/?");
+    rest = end_host;
+  }
+  size_t hn = (size_t)(end_host - s);
+  if (hn == 0 || hn >= sizeof u->host) goto bad;
+  memcpy(u->host, s, hn);
+  u->host[hn] = '\0';
+  u->port = 6379;
+  if (*rest == ':') {
+    size_t pn = strcspn(rest + 1, "/?");
+    if (parse_number(rest + 1, pn, 1, 65535, &u->port) != 0) goto bad;
+    rest += 1 + pn;
+  }
+  if (*rest == '/' && rest[1] != '\0') {
+    if (parse_number(rest + 1, strlen(rest + 1), 0, DB_MAX, &u->db) != 0) goto bad;
+  } else if (*rest != '\0' && strcmp(rest, "/") != 0) {
+    goto bad;
+  }
+  return LR_FLEET_OK;
+bad:
+  lr_fleet_fmt(err, errlen, "redis URL: expected redis://[[USER]:PASSWORD@]HOST"
+               "[:PORT][/DB] with PORT 1-65535 and DB a number");
+  return LR_FLEET_E_ARG;
+}
+
+/* /PATH[?db=N] */
+static lr_fleet_code parse_unix(const char *s, lr_redis_url *u, char *err,
+                                size_t errlen) {
+  size_t pn = strcspn(s, "?");
+  if (*s != '/' || pn >= sizeof u->path) goto bad;
+  memcpy(u->path, s, pn);
+  u->path[pn] = '\0';
+  if (s[pn] == '?') {
+    if (strncmp(s + pn, "?db=", 4) != 0) goto bad;
+    if (parse_number(s + pn + 4, strlen(s + pn + 4), 0, DB_MAX, &u->db) != 0) goto bad;
+  }
+  u->is_unix = 1;
+  return LR_FLEET_OK;
+bad:
+  lr_fleet_fmt(err, errlen, "redis URL: expected unix://[[USER]:PASSWORD@]/PATH"
+               "[?db=N] with an absolute PATH of at most %zu bytes",
+               sizeof u->path - 1);
+  return LR_FLEET_E_ARG;
+}
+
+static void redact(lr_redis_url *u) {
+  const char *who = u->password[0] || u->user[0] ? "***@" : "";
+  if (u->is_unix)
+    lr_fleet_fmt(u->redacted, sizeof u->redacted, "unix://%s%s?db=%d", who,
+                 u->path, u->db);
+  else
+    lr_fleet_fmt(u->redacted, sizeof u->redacted, strchr(u->host, ':') ?
+                 "redis://%s[%s]:%d/%d" : "redis://%s%s:%d/%d", who, u->host,
+                 u->port, u->db);
+}
+
+lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err,
+                                 size_t errlen) {
+  memset(u, 0, sizeof *u);
+  if (!url) url = "";
+  int is_unix = 0;
+  const char *s;
+  if (strncmp(url, "redis://", 8) == 0) s = url + 8;
+  else if (strncmp(url, "unix://", 7) == 0) s = url + 7, is_unix = 1;
+  else if (strncmp(url, "redis+unix://", 13) == 0) s = url + 13, is_unix = 1;
+  else {
+    lr_fleet_fmt(err, errlen, strncmp(url, "rediss://", 9) == 0 ?
+                 "redis URL: TLS (rediss://) is not supported; use redis:// or unix://" :
+                 "redis URL: expected redis://HOST:PORT/DB or unix:///PATH");
+    return LR_FLEET_E_ARG;
+  }
+  /* userinfo ends at the last '@' before the path (TCP) or before '/' (Unix) */
+  const char *auth_end = is_unix ? s + strcspn(s, "/") : s + strcspn(s, "/?");
+  const char *at = NULL;
+  for (const char *p = s; p < auth_end; p++)
+    if (*p == '@') at = p;
+  if (at) {
+    lr_fleet_code rc = parse_userinfo(s, (size_t)(at - s), u, err, errlen);
+    if (rc != LR_FLEET_OK) return rc;
+    s = at + 1;
+  }
+  lr_fleet_code rc = is_unix ? parse_unix(s, u, err, errlen) : parse_tcp(s, u, err, errlen);
+  if (rc != LR_FLEET_OK) return rc;
+  redact(u);
+  return LR_FLEET_OK;
+}
+
+static void scrub_one(char *msg, const char *secret) {
+  size_t n = strlen(secret);
+  if (n < 3) return;   /* shorter ones would blot out ordinary words */
+  for (char *p = strstr(msg, secret); p; p = strstr(p + 3, secret)) {
+    memcpy(p, "***", 3);
+    memmove(p + 3, p + n, strlen(p + n) + 1);
+  }
+}
+
+void lr_redis_url_scrub(const lr_redis_url *u, char *msg) {
+  if (!msg) return;
+  scrub_one(msg, u->password);
+  scrub_one(msg, u->user);
+}

@@ -1,0 +1,649 @@
+/* test_fleet_redis.c: the fleet's guards against a real redis-server.  Two
+ * handles with different registry members stand for two processes (each
+ * has its own connection; Redis cannot tell them from two hosts).
+ *
+ * Semantics: the budget spent by one is refused to the other; a breaker
+ * opened by one is seen by the other within a sync period; half-open
+ * probes are limited fleet-wide; SCRIPT FLUSH is survived (EVALSHA falls
+ * back to EVAL) on both paths without losing a delta; threads lose no
+ * delta.  Failures: a server that never answers, a stopped (SIGSTOP) and a
+ * killed server, a wrong password, an unreachable port, a read-only
+ * replica, a full listen backlog: each bounded by the deadlines, reported
+ * once, never with a credential, and recovered from when the server is
+ * back.  Every loop is bounded in rounds and time. */
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleet.h"
+#include "check.h"
+#include "redis_helper.h"
+
+/* ---- what the log callback heard */
+
+typedef struct {
+  pthread_mutex_t mu;
+  int n;
+  char line[4][600];
+} logbook;
+
+/* FLEET_TEST_VERBOSE=1 prints what the callback hears. */
+static void on_log(void *ud, const char *message) {
+  logbook *b = ud;
+  if (getenv("FLEET_TEST_VERBOSE")) fprintf(stderr, "  log: %s\n", message);
+  pthread_mutex_lock(&b->mu);
+  if (b->n < 4) snprintf(b->line[b->n], sizeof b->line[0], "%s", message);
+  b->n++;
+  pthread_mutex_unlock(&b->mu);
+}
+
+static void logbook_init(logbook *b) {
+  memset(b, 0, sizeof *b);
+  pthread_mutex_init(&b->mu, NULL);
+}
+
+static double now_s(void) { return redis_now_(); }
+
+static lr_fleet_settings test_settings(void) {
+  lr_fleet_settings s;
+  lr_fleet_settings_init(&s);
+  s.budget = 1;
+  s.max_tokens = 10;
+  s.token_ratio = 0.1;
+  s.breaker = 1;
+  s.failures = 3;
+  s.open_seconds = 1;
+  s.probes = 1;
+  s.connect_timeout_ms = 300;
+  s.command_timeout_ms = 250;   /* generous: the ASan build is slower */
+  s.sync_ms = 50;
+  s.reconnect_min_ms = 50;
+  s.reconnect_max_ms = 200;
+  return s;
+}
+
+static lr_fleet *handle(const char *url, const char *key, const char *member,
+                        lr_fleet_settings s, logbook *log) {
+  lr_fleet *f = NULL;
+  char err[300] = "";
+  s.member = member;
+  if (log) s.log = on_log, s.log_ud = log;
+  if (!CHECK_EQ_INT(lr_fleet_new(url, key, &s, &f, err, sizeof err), LR_FLEET_OK))
+    fprintf(stderr, "  lr_fleet_new(%s): %s\n", url, err);
+  return f;
+}
+
+static char URL[160], UNIX_URL[200];
+
+static void reset(lr_fleet *f) {
+  char err[300] = "";
+  if (!CHECK_EQ_INT(lr_fleet_reset(f, err, sizeof err), LR_FLEET_OK))
+    fprintf(stderr, "  reset: %s\n", err);
+}
+
+static lr_fleet_status status_of(lr_fleet *f) {
+  lr_fleet_status st;
+  char err[300] = "";
+  if (!CHECK_EQ_INT(lr_fleet_status_get(f, &st, err, sizeof err), LR_FLEET_OK))
+    fprintf(stderr, "  status: %s\n", err);
+  return st;
+}
+
+static void fail_and_sync(lr_fleet *f, int n) {
+  for (int i = 0; i < n; i++) {
+    lr_fleet_record(f, LR_FLEET_FAILURE);
+    CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK);
+  }
+}
+
+/* ---- semantics */
+
+static void test_budget_shared(void) {
+  lr_fleet *a = handle(URL, "budget", "host-a:1", test_settings(), NULL);
+  lr_fleet *b = handle(URL, "budget", "host-b:2", test_settings(), NULL);
+  reset(a);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_fleet_budget_allows_retry(b), 1);   /* 10 tokens */
+  fail_and_sync(a, 4);                                /* a spends 4 */
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_fleet_budget_allows_retry(b), 1);   /* 6 > 5 */
+  fail_and_sync(a, 1);                                /* 5: half, not more */
+  CHECK_EQ_INT(lr_fleet_budget_allows_retry(a), 0);
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_fleet_budget_allows_retry(b), 0);   /* b spent nothing */
+  lr_fleet_view v;
+  lr_fleet_view_get(b, &v);
+  CHECK_NEAR(v.tokens, 5.0, 1e-9);
+  /* b's own success counts before it is sent: 5.1 > 5 */
+  lr_fleet_record(b, LR_FLEET_SUCCESS);
+  CHECK_EQ_INT(lr_fleet_budget_allows_retry(b), 1);
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  lr_fleet_view_get(a, &v);
+  CHECK_NEAR(v.tokens, 5.1, 1e-9);
+  CHECK_EQ_INT(lr_fleet_budget_allows_retry(a), 1);
+  lr_fleet_free(a);
+  lr_fleet_free(b);
+}
+
+/* One batch of several outcomes: the run of failures is the one after the
+ * last success or answer, tokens move by the net sum. */
+static void test_batched_outcomes(void) {
+  lr_fleet *a = handle(URL, "batch", "host-a:1", test_settings(), NULL);
+  reset(a);
+  lr_fleet_outcome seq[4] = { LR_FLEET_FAILURE, LR_FLEET_FAILURE, LR_FLEET_SUCCESS,
+                              LR_FLEET_FAILURE };
+  for (int i = 0; i < 4; i++) lr_fleet_record(a, seq[i]);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  lr_fleet_view v;
+  lr_fleet_view_get(a, &v);
+  CHECK_EQ_INT(v.consecutive_failures, 1);
+  CHECK_NEAR(v.tokens, 7.1, 1e-9);
+  CHECK_EQ_INT(v.breaker, 0);
+  fail_and_sync(a, 1);
+  lr_fleet_record(a, LR_FLEET_ANSWERED);   /* a final answer: no token, ends the run */
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  lr_fleet_view_get(a, &v);
+  CHECK_EQ_INT(v.consecutive_failures, 0);
+  CHECK_NEAR(v.tokens, 6.1, 1e-9);
+  /* tokens never exceed max_tokens nor fall below 0 */
+  for (int i = 0; i < 200; i++) lr_fleet_record(a, LR_FLEET_SUCCESS);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  lr_fleet_view_get(a, &v);
+  CHECK_NEAR(v.tokens, 10, 1e-9);
+  for (int i = 0; i < 30; i++) lr_fleet_record(a, LR_FLEET_FAILURE);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  lr_fleet_view_get(a, &v);
+  CHECK_NEAR(v.tokens, 0, 1e-9);
+  CHECK_EQ_INT(v.breaker, 1);
+  lr_fleet_free(a);
+}
+
+/* b learns of a breaker opened by a through maybe_sync alone. */
+static void test_breaker_seen_within_sync(void) {
+  lr_fleet_settings s = test_settings();
+  lr_fleet *a = handle(URL, "breaker", "host-a:1", s, NULL);
+  lr_fleet *b = handle(URL, "breaker", "host-b:2", s, NULL);
+  reset(a);
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 1);
+  fail_and_sync(a, 2);
+  CHECK_EQ_INT(lr_fleet_breaker_admits(a, 1), 1);     /* 2 of 3 */
+  fail_and_sync(a, 1);
+  CHECK_EQ_INT(lr_fleet_breaker_admits(a, 1), 0);     /* open */
+  CHECK_EQ_INT(lr_fleet_breaker_admits(a, 0), 0);
+  double t0 = now_s(), learned = -1;
+  for (int i = 0; i < 400 && now_s() - t0 < 2; i++) {
+    lr_fleet_maybe_sync(b);
+    if (lr_fleet_breaker_admits(b, 1) == 0) {
+      learned = now_s() - t0;
+      break;
+    }
+    redis_sleep_ms(1);
+  }
+  CHECK(learned >= 0);
+  CHECK(learned <= s.sync_ms / 1000.0 + 0.1);
+  lr_fleet_view v;
+  lr_fleet_view_get(b, &v);
+  CHECK_EQ_INT(v.breaker, 1);
+  CHECK_EQ_INT(v.consecutive_failures, 3);
+  CHECK(v.opened_at_ms > 0);
+  /* a success elsewhere does not close an open breaker */
+  lr_fleet_record(b, LR_FLEET_SUCCESS);
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 0);
+  lr_fleet_free(a);
+  lr_fleet_free(b);
+}
+
+static void test_half_open_probes(void) {
+  lr_fleet_settings s = test_settings();
+  s.failures = 1;
+  s.open_seconds = 0.3;
+  lr_fleet *a = handle(URL, "probes", "host-a:1", s, NULL);
+  lr_fleet *b = handle(URL, "probes", "host-b:2", s, NULL);
+  reset(a);
+  fail_and_sync(a, 1);
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 0);
+  redis_sleep_ms(350);
+  CHECK_EQ_INT(lr_fleet_breaker_admits(a, 1), 1);     /* the fleet's one permit */
+  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 0);     /* none left */
+  lr_fleet_view v;
+  lr_fleet_view_get(b, &v);
+  long long syncs = v.syncs;
+  CHECK_EQ_INT(v.breaker, 2);
+  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 0);     /* asked just now: no I/O */
+  lr_fleet_view_get(b, &v);
+  CHECK_EQ_INT(v.syncs, syncs);
+  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 0), 1);     /* retries go on */
+  lr_fleet_record(a, LR_FLEET_SUCCESS);               /* the probe worked */
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 1);     /* closed */
+  /* a probe that never reports: its permit is renewed after open_seconds */
+  fail_and_sync(a, 1);
+  redis_sleep_ms(350);
+  CHECK_EQ_INT(lr_fleet_breaker_admits(a, 1), 1);
+  redis_sleep_ms(100);
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);   /* as a call's maybe_sync would */
+  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 0);
+  redis_sleep_ms(300);
+  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 1);
+  /* a probe's failure opens it again */
+  fail_and_sync(b, 1);
+  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 0);
+  lr_fleet_view_get(b, &v);
+  CHECK_EQ_INT(v.breaker, 1);
+  lr_fleet_free(a);
+  lr_fleet_free(b);
+}
+
+static redis_srv SRV;
+
+static long long cached_scripts(void) {
+  redisReply *r = redis_cmd(&SRV, "INFO memory");
+  long long n = -1;
+  const char *at = r && r->str ? strstr(r->str, "number_of_cached_scripts:") : NULL;
+  if (at) n = atoll(at + strlen("number_of_cached_scripts:"));
+  if (r) freeReplyObject(r);
+  return n;
+}
+
+static void flush_scripts(void) {
+  redisReply *r = redis_cmd(&SRV, "SCRIPT FLUSH");
+  CHECK(r && r->type == REDIS_REPLY_STATUS);
+  if (r) freeReplyObject(r);
+  CHECK_EQ_INT(cached_scripts(), 0);
+}
+
+static void test_script_flush(void) {
+  lr_fleet *a = handle(URL, "flush", "host-a:1", test_settings(), NULL);
+  reset(a);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  flush_scripts();
+  fail_and_sync(a, 1);                       /* EVALSHA: NOSCRIPT, then EVAL */
+  CHECK_EQ_INT(cached_scripts(), 1);         /* EVAL put it back */
+  lr_fleet_status st = status_of(a);
+  CHECK_NEAR(st.tokens, 9, 1e-9);
+  lr_fleet_status_free(&st);
+  /* maybe_sync's path: the batch comes back and goes again by EVAL */
+  flush_scripts();
+  lr_fleet_record(a, LR_FLEET_FAILURE);
+  lr_fleet_view v;
+  lr_fleet_view_get(a, &v);
+  long long before = v.syncs;
+  double t0 = now_s();
+  for (int i = 0; i < 1000 && v.syncs < before + 1 && now_s() - t0 < 2; i++) {
+    lr_fleet_maybe_sync(a);
+    redis_sleep_ms(2);
+    lr_fleet_view_get(a, &v);
+  }
+  CHECK_EQ_INT(v.syncs, before + 1);
+  CHECK_EQ_INT(v.health, LR_FLEET_HEALTHY);
+  st = status_of(a);
+  CHECK_NEAR(st.tokens, 8, 1e-9);            /* the failure was not lost */
+  lr_fleet_status_free(&st);
+  lr_fleet_free(a);
+}
+
+static void test_status_and_reset(void) {
+  lr_fleet *a = handle(URL, "status", "host-a:1", test_settings(), NULL);
+  lr_fleet *b = handle(UNIX_URL, "status", "host-b:2", test_settings(), NULL);
+  reset(a);
+  lr_fleet_status st = status_of(a);
+  CHECK_EQ_INT(st.exists, 0);
+  CHECK_EQ_INT(st.count, 0);
+  lr_fleet_status_free(&st);
+  fail_and_sync(a, 2);
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);   /* over the Unix socket */
+  st = status_of(b);
+  CHECK_EQ_INT(st.exists, 1);
+  CHECK_NEAR(st.tokens, 8, 1e-9);
+  CHECK_NEAR(st.max_tokens, 10, 1e-9);
+  CHECK_EQ_INT(st.consecutive_failures, 2);
+  CHECK_EQ_INT(st.breaker, 0);
+  CHECK(st.now_ms >= st.updated_at_ms && st.updated_at_ms > 0);
+  if (CHECK_EQ_INT(st.count, 2)) {
+    CHECK_EQ_STR(st.processes[0].member, "host-b:2");   /* most recent first */
+    CHECK_EQ_STR(st.processes[1].member, "host-a:1");
+    CHECK(st.processes[1].seen_ago >= 0 && st.processes[1].seen_ago < 5);
+  }
+  lr_fleet_status_free(&st);
+  redisReply *r = redis_cmd(&SRV, "PTTL luaretry:{status}");
+  CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer > 3000000);   /* ~1 hour */
+  if (r) freeReplyObject(r);
+  reset(b);
+  st = status_of(a);
+  CHECK_EQ_INT(st.exists, 0);
+  CHECK_EQ_INT(st.count, 0);
+  lr_fleet_status_free(&st);
+  lr_fleet_free(a);
+  lr_fleet_free(b);
+}
+
+/* SELECT: the state lands in the URL's database only. */
+static void test_database(void) {
+  char url[220];
+  snprintf(url, sizeof url, "%s?db=3", UNIX_URL);
+  lr_fleet *a = handle(url, "db3", "host-a:1", test_settings(), NULL);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  redisReply *r = redis_cmd(&SRV, "EXISTS luaretry:{db3}");
+  CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 0);
+  if (r) freeReplyObject(r);
+  r = redis_cmd(&SRV, "EVAL %s 1 luaretry:{db3}",
+                "redis.call('SELECT', 3) return redis.call('EXISTS', KEYS[1])");
+  CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
+  if (r) freeReplyObject(r);
+  reset(a);
+  lr_fleet_free(a);
+}
+
+/* ---- threads: no delta lost or counted twice */
+
+#define THREADS 4
+#define ROUNDS 50
+
+static void *hammer(void *arg) {
+  lr_fleet *f = arg;
+  for (int i = 0; i < ROUNDS; i++) {
+    lr_fleet_record(f, LR_FLEET_FAILURE);
+    lr_fleet_record(f, LR_FLEET_SUCCESS);   /* ratio 0: earns nothing */
+    if (i % 5 == 0) lr_fleet_sync_now(f);
+    else lr_fleet_maybe_sync(f);
+    lr_fleet_budget_allows_retry(f);
+    lr_fleet_breaker_admits(f, 1);
+  }
+  return NULL;
+}
+
+static void test_threads(void) {
+  lr_fleet_settings s = test_settings();
+  s.max_tokens = 1000;
+  s.token_ratio = 0;
+  s.sync_ms = 1;
+  lr_fleet *f = handle(URL, "threads", "host-a:1", s, NULL);
+  reset(f);
+  pthread_t t[THREADS];
+  for (int i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, hammer, f);
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK);
+  lr_fleet_status st = status_of(f);
+  CHECK_NEAR(st.tokens, 1000 - THREADS * ROUNDS, 1e-9);
+  lr_fleet_status_free(&st);
+  lr_fleet_view v;
+  lr_fleet_view_get(f, &v);
+  CHECK_EQ_INT(v.sync_failures, 0);
+  lr_fleet_free(f);
+}
+
+
+/* ---- failures: bounded, reported once, no credential, recovered */
+
+static int listener(int backlog, int *port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, backlog) != 0 ||
+      getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+/* Everything said about f: the log and the view hold no secret. */
+static void no_secret(lr_fleet *f, logbook *log, const char *secret) {
+  lr_fleet_view v;
+  lr_fleet_view_get(f, &v);
+  CHECK(strstr(v.detail, secret) == NULL);
+  CHECK(strstr(v.where, secret) == NULL);
+  for (int i = 0; i < log->n && i < 4; i++) CHECK(strstr(log->line[i], secret) == NULL);
+}
+
+/* One failed sync: its code, within the bound; then E_BACKOFF at once. */
+static void fails_once(lr_fleet *f, lr_fleet_code want, double bound_s, logbook *log) {
+  double t0 = now_s();
+  CHECK_EQ_INT(lr_fleet_sync_now(f), want);
+  double took = now_s() - t0;
+  if (!CHECK(took <= bound_s)) fprintf(stderr, "  took %.3f s, bound %.3f s\n", took, bound_s);
+  t0 = now_s();
+  CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_E_BACKOFF);
+  CHECK(now_s() - t0 < 0.02);
+  CHECK_EQ_INT(log->n, 1);
+  CHECK_EQ_INT(lr_fleet_budget_allows_retry(f), LR_FLEET_LOCAL);
+  CHECK_EQ_INT(lr_fleet_breaker_admits(f, 1), LR_FLEET_LOCAL);
+  lr_fleet_view v;
+  lr_fleet_view_get(f, &v);
+  CHECK_EQ_INT(v.health, LR_FLEET_DEGRADED);
+  CHECK(v.detail[0] != '\0');
+}
+
+/* Calls for `seconds` (bounded): the log stays at one line and connect
+ * attempts follow the backoff, not the calls. */
+static void degraded_for(lr_fleet *f, double seconds, logbook *log) {
+  int calls = 0, attempts = 0;
+  double t0 = now_s();
+  for (int i = 0; i < 100000 && now_s() - t0 < seconds; i++, calls++) {
+    lr_fleet_record(f, LR_FLEET_FAILURE);
+    lr_fleet_maybe_sync(f);
+    if (lr_fleet_sync_now(f) != LR_FLEET_E_BACKOFF) attempts++;
+    redis_sleep_ms(1);
+  }
+  CHECK(calls >= 5);   /* each connect attempt may take its full deadline */
+  CHECK(attempts <= 2 + (int)(seconds / 0.025));   /* backoff >= 25 ms (50 ms, jittered) */
+  CHECK_EQ_INT(log->n, 1);
+}
+
+/* Back within `seconds`: one more log line, "back". */
+static void recovers(lr_fleet *f, double seconds, logbook *log) {
+  double t0 = now_s();
+  lr_fleet_code rc = LR_FLEET_E_BACKOFF;
+  for (int i = 0; i < 10000 && rc != LR_FLEET_OK && now_s() - t0 < seconds; i++) {
+    rc = lr_fleet_sync_now(f);
+    if (rc != LR_FLEET_OK) redis_sleep_ms(5);
+  }
+  CHECK_EQ_INT(rc, LR_FLEET_OK);
+  CHECK_EQ_INT(log->n, 2);
+  CHECK_CONTAINS(log->line[1], "back");
+  CHECK_EQ_INT(lr_fleet_breaker_admits(f, 1), 1);
+}
+
+static void test_never_answers(void) {
+  int port = 0, fd = listener(16, &port);
+  if (!CHECK(fd >= 0)) return;
+  char url[100];
+  snprintf(url, sizeof url, "redis://:pw-never@127.0.0.1:%d/0", port);
+  logbook log;
+  logbook_init(&log);
+  lr_fleet_settings s = test_settings();
+  lr_fleet *f = handle(url, "silent", "host-a:1", s, &log);
+  /* connected at once (the kernel accepts), AUTH never answered */
+  fails_once(f, LR_FLEET_E_TIMEOUT, (s.connect_timeout_ms + s.command_timeout_ms) / 1000.0 + 0.15,
+             &log);
+  CHECK_CONTAINS(log.line[0], "no reply in time");
+  CHECK_CONTAINS(log.line[0], "local guards");
+  no_secret(f, &log, "pw-never");
+  degraded_for(f, 0.3, &log);
+  lr_fleet_free(f);
+  close(fd);
+}
+
+/* A listen backlog that is full: the SYN goes unanswered, connect waits
+ * until connect_timeout_ms (or, if the kernel completes it, AUTH waits). */
+static void test_connect_timeout(void) {
+  int port = 0, fd = listener(0, &port);
+  if (!CHECK(fd >= 0)) return;
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  int fillers[4];
+  for (int i = 0; i < 4; i++) {
+    fillers[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    connect(fillers[i], (struct sockaddr *)&a, sizeof a);
+  }
+  char url[100];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+  logbook log;
+  logbook_init(&log);
+  lr_fleet_settings s = test_settings();
+  lr_fleet *f = handle(url, "backlog", "host-a:1", s, &log);
+  fails_once(f, LR_FLEET_E_TIMEOUT, (s.connect_timeout_ms + s.command_timeout_ms) / 1000.0 + 0.15,
+             &log);
+  lr_fleet_free(f);
+  for (int i = 0; i < 4; i++) close(fillers[i]);
+  close(fd);
+}
+
+static void test_stopped_server(void) {
+  logbook log;
+  logbook_init(&log);
+  lr_fleet_settings s = test_settings();
+  lr_fleet *f = handle(URL, "stopped", "host-a:1", s, &log);
+  CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK);
+  redis_signal(&SRV, SIGSTOP);
+  lr_fleet_record(f, LR_FLEET_FAILURE);
+  fails_once(f, LR_FLEET_E_TIMEOUT, s.command_timeout_ms / 1000.0 + 0.15, &log);
+  degraded_for(f, 0.3, &log);   /* reconnects: connect works, SCRIPT LOAD times out */
+  redis_signal(&SRV, SIGCONT);
+  recovers(f, 3, &log);
+  lr_fleet_free(f);
+}
+
+static void test_killed_server(void) {
+  redis_srv own;
+  if (!CHECK(redis_start(&own, (const char *)NULL) == 0)) return;
+  char url[100];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", own.port);
+  logbook log;
+  logbook_init(&log);
+  lr_fleet_settings s = test_settings();
+  lr_fleet *f = handle(url, "killed", "host-a:1", s, &log);
+  CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK);
+  lr_fleet_maybe_sync(f);
+  redis_halt(&own, 1);   /* SIGKILL, mid-run */
+  lr_fleet_record(f, LR_FLEET_FAILURE);
+  fails_once(f, LR_FLEET_E_CONNECT, s.command_timeout_ms / 1000.0 + 0.15, &log);
+  degraded_for(f, 0.5, &log);
+  CHECK(redis_spawn_(&own) == 0);   /* back, same port, empty */
+  recovers(f, 3, &log);
+  /* what was counted while Redis was away stayed with the local guards */
+  lr_fleet_status st = status_of(f);
+  CHECK_NEAR(st.tokens, 10, 1e-9);
+  lr_fleet_status_free(&st);
+  lr_fleet_free(f);
+  redis_stop(&own);
+}
+
+static void test_passwords(void) {
+  redis_srv own;
+  if (!CHECK(redis_start(&own, "--requirepass", "right-pw-1", (const char *)NULL) == 0)) return;
+  own.auth = "right-pw-1";
+  redisReply *r = redis_cmd(&own, "ACL SETUSER alice on >alice-pw-1 ~* +@all");
+  CHECK(r && r->type == REDIS_REPLY_STATUS);
+  if (r) freeReplyObject(r);
+  const char *urls[4] = { "redis://:wrong-pw-1@127.0.0.1:%d", "redis://127.0.0.1:%d",
+                          "redis://alice:wrong-pw-2@127.0.0.1:%d",
+                          "redis://alice-x:alice-pw-1@127.0.0.1:%d" };
+  for (int i = 0; i < 4; i++) {
+    char url[120];
+    snprintf(url, sizeof url, urls[i], own.port);
+    logbook log;
+    logbook_init(&log);
+    lr_fleet *f = handle(url, "auth", "host-a:1", test_settings(), &log);
+    fails_once(f, LR_FLEET_E_AUTH, 1, &log);
+    CHECK(strstr(log.line[0], "WRONGPASS") || strstr(log.line[0], "NOAUTH"));
+    no_secret(f, &log, "wrong-pw");
+    no_secret(f, &log, "alice");
+    lr_fleet_free(f);
+  }
+  const char *good[2] = { "redis://:right-pw-1@127.0.0.1:%d", "redis://alice:alice-pw-1@127.0.0.1:%d" };
+  for (int i = 0; i < 2; i++) {
+    char url[120];
+    snprintf(url, sizeof url, good[i], own.port);
+    lr_fleet *f = handle(url, "auth", "host-a:1", test_settings(), NULL);
+    CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK);
+    lr_fleet_free(f);
+  }
+  redis_stop(&own);
+}
+
+static void test_unreachable(void) {
+  int port = 0, fd = listener(1, &port);
+  if (fd >= 0) close(fd);   /* a port nobody listens on */
+  char url[120];
+  snprintf(url, sizeof url, "redis://bob:hunter-22@127.0.0.1:%d/0", port);
+  logbook log;
+  logbook_init(&log);
+  lr_fleet *f = handle(url, "nowhere", "host-a:1", test_settings(), &log);
+  fails_once(f, LR_FLEET_E_CONNECT, 0.1, &log);
+  CHECK_CONTAINS(log.line[0], "refused");
+  CHECK_CONTAINS(log.line[0], "redis://***@127.0.0.1:");
+  no_secret(f, &log, "hunter-22");
+  no_secret(f, &log, "bob");
+  char err[300] = "";
+  lr_fleet_status st;
+  CHECK_EQ_INT(lr_fleet_status_get(f, &st, err, sizeof err), LR_FLEET_E_CONNECT);
+  CHECK_CONTAINS(err, "refused");
+  CHECK(strstr(err, "hunter-22") == NULL);
+  CHECK_EQ_INT(log.n, 1);
+  lr_fleet_free(f);
+  /* a missing Unix socket */
+  logbook_init(&log);
+  f = handle("unix:///nonexistent/luaretry.sock", "nowhere", "host-a:1", test_settings(), &log);
+  fails_once(f, LR_FLEET_E_CONNECT, 0.1, &log);
+  lr_fleet_free(f);
+}
+
+static void test_readonly_replica(void) {
+  char port[16];
+  snprintf(port, sizeof port, "%d", SRV.port);
+  redis_srv rep;
+  if (!CHECK(redis_start(&rep, "--replicaof", "127.0.0.1", port, (const char *)NULL) == 0))
+    return;
+  char url[100];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", rep.port);
+  logbook log;
+  logbook_init(&log);
+  lr_fleet *f = handle(url, "replica", "host-a:1", test_settings(), &log);
+  fails_once(f, LR_FLEET_E_REFUSED, 1, &log);
+  CHECK_CONTAINS(log.line[0], "READONLY");
+  lr_fleet_free(f);
+  redis_stop(&rep);
+}
+
+int main(void) {
+  if (redis_start(&SRV, (const char *)NULL) != 0) {
+    fprintf(stderr, "cannot start redis-server (make deps installs it)\n");
+    return 1;
+  }
+  snprintf(URL, sizeof URL, "redis://127.0.0.1:%d/0", SRV.port);
+  snprintf(UNIX_URL, sizeof UNIX_URL, "unix://%s", SRV.sock);
+  test_budget_shared();
+  test_batched_outcomes();
+  test_breaker_seen_within_sync();
+  test_half_open_probes();
+  test_script_flush();
+  test_status_and_reset();
+  test_database();
+  test_threads();
+  test_never_answers();
+  test_connect_timeout();
+  test_unreachable();
+  test_passwords();
+  test_readonly_replica();
+  test_killed_server();
+  test_stopped_server();
+  redis_stop(&SRV);
+  return check_done();
+}

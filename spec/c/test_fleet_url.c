@@ -1,0 +1,137 @@
+/* test_fleet_url.c: the Redis URL and the fleet key, without any I/O:
+ * what is accepted, what each part becomes, and that no message (error or
+ * redacted URL) carries a credential. */
+#include <stdio.h>
+#include <string.h>
+
+#include "fleet.h"
+#include "fleet_internal.h"
+#include "check.h"
+
+static void parses(const char *url, const char *host, int port, int db) {
+  lr_redis_url u;
+  char err[300] = "";
+  if (!CHECK_EQ_INT(lr_redis_url_parse(url, &u, err, sizeof err), LR_FLEET_OK)) {
+    fprintf(stderr, "  %s: %s\n", url, err);
+    return;
+  }
+  CHECK_EQ_STR(u.host, host);
+  CHECK_EQ_INT(u.port, port);
+  CHECK_EQ_INT(u.db, db);
+  CHECK_EQ_INT(u.is_unix, 0);
+}
+
+static void refuses(const char *url, const char *why) {
+  lr_redis_url u;
+  char err[300] = "";
+  CHECK_EQ_INT(lr_redis_url_parse(url, &u, err, sizeof err), LR_FLEET_E_ARG);
+  CHECK_CONTAINS(err, why);
+  CHECK(strstr(err, "s3cret") == NULL);
+}
+
+static void test_tcp(void) {
+  parses("redis://127.0.0.1:6390/2", "127.0.0.1", 6390, 2);
+  parses("redis://localhost", "localhost", 6379, 0);
+  parses("redis://cache.internal/", "cache.internal", 6379, 0);
+  parses("redis://[::1]:7000/15", "::1", 7000, 15);
+  parses("redis://:pw@h:1/0", "h", 1, 0);
+  refuses("redis://h:0/1", "PORT 1-65535");
+  refuses("redis://h:65536", "PORT 1-65535");
+  refuses("redis://h:6379/x", "DB a number");
+  refuses("redis://:s3cret@h:6379/x", "DB a number");
+  refuses("redis://", "HOST");
+  refuses("http://h", "expected redis://");
+  refuses("rediss://h", "TLS");
+  refuses(NULL, "expected redis://");
+}
+
+static void test_credentials(void) {
+  lr_redis_url u;
+  char err[300] = "";
+  CHECK_EQ_INT(lr_redis_url_parse("redis://alice:s3cret%40x@10.0.0.3:6380/1", &u, err,
+                                  sizeof err), LR_FLEET_OK);
+  CHECK_EQ_STR(u.user, "alice");
+  CHECK_EQ_STR(u.password, "s3cret@x");
+  CHECK_EQ_STR(u.redacted, "redis://***@10.0.0.3:6380/1");
+  /* as redis-cli: userinfo without a colon is a password alone */
+  CHECK_EQ_INT(lr_redis_url_parse("redis://s3cret@h", &u, err, sizeof err), LR_FLEET_OK);
+  CHECK_EQ_STR(u.user, "");
+  CHECK_EQ_STR(u.password, "s3cret");
+  CHECK_EQ_STR(u.redacted, "redis://***@h:6379/0");
+  /* the last '@' ends the userinfo: a password may hold one unencoded */
+  CHECK_EQ_INT(lr_redis_url_parse("redis://:a@b@h", &u, err, sizeof err), LR_FLEET_OK);
+  CHECK_EQ_STR(u.password, "a@b");
+  CHECK_EQ_STR(u.host, "h");
+  refuses("redis://:s3cret%zz@h", "percent-encode");
+  refuses("redis://:s3cret%00@h", "percent-encode");
+  /* a server's message that quotes a credential is scrubbed */
+  char msg[200] = "ERR user alice with s3cret@x denied";
+  CHECK_EQ_INT(lr_redis_url_parse("redis://alice:s3cret%40x@h", &u, err, sizeof err),
+               LR_FLEET_OK);
+  lr_redis_url_scrub(&u, msg);
+  CHECK_EQ_STR(msg, "ERR user *** with *** denied");
+}
+
+static void test_unix(void) {
+  lr_redis_url u;
+  char err[300] = "";
+  CHECK_EQ_INT(lr_redis_url_parse("unix:///run/redis/redis.sock", &u, err, sizeof err),
+               LR_FLEET_OK);
+  CHECK_EQ_INT(u.is_unix, 1);
+  CHECK_EQ_STR(u.path, "/run/redis/redis.sock");
+  CHECK_EQ_INT(u.db, 0);
+  CHECK_EQ_STR(u.redacted, "unix:///run/redis/redis.sock?db=0");
+  CHECK_EQ_INT(lr_redis_url_parse("unix://:s3cret@/tmp/r.sock?db=4", &u, err, sizeof err),
+               LR_FLEET_OK);
+  CHECK_EQ_STR(u.path, "/tmp/r.sock");
+  CHECK_EQ_STR(u.password, "s3cret");
+  CHECK_EQ_INT(u.db, 4);
+  CHECK_EQ_STR(u.redacted, "unix://***@/tmp/r.sock?db=4");
+  CHECK_EQ_INT(lr_redis_url_parse("redis+unix:///tmp/r.sock", &u, err, sizeof err),
+               LR_FLEET_OK);
+  refuses("unix://relative.sock", "absolute PATH");
+  refuses("unix:///tmp/r.sock?database=1", "?db=N");
+  char longpath[200];
+  memset(longpath, 'x', sizeof longpath);
+  memcpy(longpath, "unix:///", 8);
+  longpath[sizeof longpath - 1] = '\0';
+  refuses(longpath, "at most 107 bytes");
+}
+
+static void test_new(void) {
+  lr_fleet_settings s;
+  lr_fleet_settings_init(&s);
+  lr_fleet *f = NULL;
+  char err[300] = "";
+  /* no I/O: a handle is made with nothing listening */
+  CHECK_EQ_INT(lr_fleet_new("redis://:s3cret@127.0.0.1:1/0", "gcs", &s, &f, err, sizeof err),
+               LR_FLEET_OK);
+  lr_fleet_view v;
+  lr_fleet_view_get(f, &v);
+  CHECK_EQ_INT(v.health, LR_FLEET_UNKNOWN);
+  CHECK_EQ_INT(v.fresh, 0);
+  CHECK_EQ_STR(v.where, "redis://***@127.0.0.1:1/0");
+  CHECK_EQ_INT(lr_fleet_budget_allows_retry(f), LR_FLEET_LOCAL);
+  CHECK_EQ_INT(lr_fleet_breaker_admits(f, 1), LR_FLEET_LOCAL);
+  lr_fleet_free(f);
+  lr_fleet_free(NULL);
+  const char *bad_keys[] = { "", "a b", "a{b", "x}", "tab\t" };
+  for (size_t i = 0; i < sizeof bad_keys / sizeof *bad_keys; i++) {
+    f = (lr_fleet *)&s;
+    CHECK_EQ_INT(lr_fleet_new("redis://h", bad_keys[i], &s, &f, err, sizeof err),
+                 LR_FLEET_E_ARG);
+    CHECK(f == NULL);
+    CHECK_CONTAINS(err, "fleet key");
+  }
+  CHECK_EQ_INT(lr_fleet_new("redis://h", NULL, &s, &f, err, sizeof err), LR_FLEET_E_ARG);
+  CHECK_EQ_STR(lr_fleet_strerror(LR_FLEET_E_TIMEOUT), "Redis did not answer in time");
+  CHECK_EQ_STR(lr_fleet_health_name(LR_FLEET_DEGRADED), "degraded");
+}
+
+int main(void) {
+  test_tcp();
+  test_credentials();
+  test_unix();
+  test_new();
+  return check_done();
+}
