@@ -65,15 +65,30 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud) {
   return len;
 }
 
+static double realtime_now(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
 void lr_curl_index_headers(transfer *t) {
   t->header_count = 0;
   const char *s = t->header_text.data, *end = s + t->header_text.len;
+  int retry_after_kept = 0;
+  double now = -1;
   while (s && s < end && t->header_count < MAX_HEADERS) {
     const char *value = s + strlen(s) + 1;
-    t->headers[t->header_count].name = s;
+    const char *name = s;
+    s = value + strlen(value) + 1;
+    if (strcmp(name, "retry-after") == 0) {
+      /* only the first valid one, so the script reads what the engine uses */
+      if (now < 0) now = realtime_now();
+      if (retry_after_kept || luaretry_retry_after(value, now) < 0) continue;
+      retry_after_kept = 1;
+    }
+    t->headers[t->header_count].name = name;
     t->headers[t->header_count].value = value;
     t->header_count++;
-    s = value + strlen(value) + 1;
   }
 }
 
@@ -121,35 +136,22 @@ const char *luaretry_curl_error_name(CURLcode rc) {
   }
 }
 
-/* The request may never have left this machine: always safe to repeat. */
-static int never_sent(CURLcode rc) {
+int luaretry_curl_never_sent(CURLcode rc) {
   return rc == CURLE_COULDNT_CONNECT || rc == CURLE_COULDNT_RESOLVE_HOST ||
          rc == CURLE_COULDNT_RESOLVE_PROXY;
 }
 
-/* Retry-After as seconds from now: delta-seconds or an HTTP-date (parsed
- * by curl_getdate); -1 for negative, past or unparsable values. */
-static double retry_after_seconds(const char *v) {
-  while (*v == ' ' || *v == '\t') v++;
-  if (!*v) return -1;
-  const char *c = v;
-  while (isdigit((unsigned char)*c)) c++;
-  if (*c == '\0') {
-    double s = strtod(v, NULL);
-    return s > 1e9 ? 1e9 : s;
+/* The first Retry-After that reads as a wait (of several, the first valid
+ * one counts, for the engine as for the script), or -1. */
+static double retry_after(const transfer *t) {
+  double now = -1;
+  for (size_t i = 0; i < t->header_count; i++) {
+    if (strcmp(t->headers[i].name, "retry-after") != 0) continue;
+    if (now < 0) now = realtime_now();
+    double w = luaretry_retry_after(t->headers[i].value, now);
+    if (w >= 0) return w;
   }
-  time_t when = curl_getdate(v, NULL);
-  if (when == -1) return -1;
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  double left = (double)when - ((double)now.tv_sec + (double)now.tv_nsec * 1e-9);
-  return left >= 0 ? left : -1;
-}
-
-static const char *find_header(const transfer *t, const char *name) {
-  for (size_t i = 0; i < t->header_count; i++)
-    if (strcmp(t->headers[i].name, name) == 0) return t->headers[i].value;
-  return NULL;
+  return -1;
 }
 
 struct curl_slist *lr_curl_header_list(const luaretry_request *r, int *failed) {
@@ -250,9 +252,8 @@ luaretry_code lr_curl_attempt_finish(CURL *h, attempt *a, CURLcode res, luaretry
   out->header_count = a->t.header_count;
   out->method = a->r.method ? a->r.method : (a->r.body ? "POST" : "GET");
   out->url = a->r.url;
-  out->not_repeatable = !a->idempotent && !never_sent(res);
-  const char *ra = status ? find_header(&a->t, "retry-after") : NULL;
-  if (ra) out->retry_after = retry_after_seconds(ra);
+  out->not_repeatable = !a->idempotent && !luaretry_curl_never_sent(res);
+  if (status) out->retry_after = retry_after(&a->t);
   return LUARETRY_OK;
 }
 

@@ -271,6 +271,15 @@ typedef struct {
 /* Sets every field to its empty value (retry_after = -1). */
 LUARETRY_API void luaretry_outcome_init(luaretry_outcome *o);
 
+/* A Retry-After header's value as the seconds to wait from `now` (seconds
+ * since the epoch: CLOCK_REALTIME, which an HTTP-date is measured against):
+ * delta-seconds, or an HTTP-date in any of its three forms (IMF-fixdate,
+ * RFC 850, asctime).  -1 for a negative, past or malformed value (ignore
+ * it); never more than 1e9.  For hosts that read responses themselves;
+ * the curl helper uses it for outcome.retry_after, and of several
+ * Retry-After headers the first valid one counts. */
+LUARETRY_API double luaretry_retry_after(const char *value, double now);
+
 /* What a classifier says of one outcome. */
 typedef enum {
   LUARETRY_CLASS_SUCCESS = 0,

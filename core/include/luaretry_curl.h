@@ -163,6 +163,11 @@ LUARETRY_API luaretry_code luaretry_curl_transport_perform(void *t, const luaret
  * CURLE_OK. */
 LUARETRY_API const char *luaretry_curl_error_name(CURLcode rc);
 
+/* Whether a transfer that ended with rc provably never left this machine
+ * (no connection was made): such a request may always be sent again,
+ * idempotent or not.  What the curl helper uses for not_repeatable. */
+LUARETRY_API int luaretry_curl_never_sent(CURLcode rc);
+
 #ifdef __cplusplus
 }
 #endif
