@@ -166,6 +166,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
     stop_saying(c, &d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "the circuit is open: "
                 "calls fail fast for %.3f s after %d transient failures in a row",
                 rules->guards.open_seconds, rules->guards.failures);
+    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
   }
   *out = c;
   return LUARETRY_OK;
@@ -183,6 +184,7 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "the circuit opened while "
                 "the call waited to retry (%d transient failures in a row)",
                 c->rules->guards.failures);
+    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
     if (c->observer) c->observer(c->observer_ud, NULL, d);
   }
   if (c->stopped) {
@@ -288,17 +290,18 @@ static int backoff_wait(luaretry_call *c, const lr_verdict *v, const lr_attempt_
 static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v,
                   double now, luaretry_decision *d) {
   const lr_guards *g = &c->rules->guards;
+  int guarded = g->budget || g->breaker;
   switch (v->cls) {
   case LUARETRY_CLASS_SUCCESS:
-    lr_guards_success(c->shared, g, now);
+    if (guarded) lr_guards_success(c->shared, g, now);
     stop(c, d, LUARETRY_REASON_SUCCESS, v->rule);
     return 1;
   case LUARETRY_CLASS_FINAL:
-    lr_guards_answered(c->shared, g, now);
+    if (guarded) lr_guards_answered(c->shared, g, now);
     stop(c, d, LUARETRY_REASON_FINAL, v->rule);
     return 1;
   case LUARETRY_CLASS_TRANSIENT:
-    lr_guards_failure(c->shared, g, now);
+    if (guarded) lr_guards_failure(c->shared, g, now);
     if (!o->not_repeatable) return 0;
     stop_saying(c, d, LUARETRY_REASON_FINAL, "idempotency", "transient, but %s%s is not "
                 "idempotent and may have taken effect", o->method ? o->method : "the operation",
@@ -320,13 +323,13 @@ static int limited(luaretry_call *c, double now, luaretry_decision *d) {
                 "gave up after %d attempts over %.3f s", d->attempt, d->elapsed);
     return 1;
   }
-  if (!lr_budget_allows_retry(c->shared, g)) {
+  if (g->budget && !lr_budget_allows_retry(c->shared, g)) {
     stop_saying(c, d, LUARETRY_REASON_BUDGET, "budget", "the retry budget refuses: %.3f of "
                 "%g tokens left, retries need more than half", lr_budget_tokens(c->shared),
                 g->max_tokens);
     return 1;
   }
-  if (!lr_breaker_admits(c->shared, g, 0, now)) {
+  if (g->breaker && !lr_breaker_admits(c->shared, g, 0, now)) {
     stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "the circuit opened after %d "
                 "transient failures in a row", g->failures);
     return 1;
@@ -371,11 +374,10 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
     return LUARETRY_E_STATE;
   }
   const lr_rules *r = c->rules;
-  lr_count(c->shared, LR_M_ATTEMPTS, 1);
   d->attempt = ++c->attempts;
   double now = lr_clock_now(&c->clock);
   d->elapsed = now - c->start;
-  if (luaretry_call_cancelled(c)) {
+  if (atomic_load_explicit(&c->waiter.cancelled, memory_order_relaxed)) {
     stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
     return LUARETRY_OK;
   }
@@ -456,6 +458,7 @@ void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d) {
   d->message = NULL;
   d->hook_error = NULL;
   stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
+  lr_count(c->shared, LR_M_UNATTEMPTED, 1);
   if (c->observer) c->observer(c->observer_ud, NULL, d);
 }
 
@@ -466,6 +469,7 @@ static void gave_up(luaretry_call *c, int attempt, luaretry_code rc, luaretry_de
   d->hook_error = NULL;
   stop_saying(c, d, LUARETRY_REASON_GAVE_UP, "operation", "attempt %d: the operation "
               "gave up: %s", attempt, luaretry_strerror(rc));
+  lr_count(c->shared, LR_M_UNATTEMPTED, 1);
   say(&c->errmsg, "%s", d->message ? d->message : "the operation gave up");
   if (c->observer) c->observer(c->observer_ud, NULL, d);
 }

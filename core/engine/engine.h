@@ -79,8 +79,13 @@ typedef struct {
   int probes;                 /* calls let through when half-open */
 } lr_guards;
 
+/* Every attempt ends in a decision: a retry, or a stop for a reason.  So
+ * attempts are not counted one by one (an atomic less per decision): they
+ * are retries plus stops, less the stops that followed no attempt of their
+ * own (LR_M_UNATTEMPTED: refused at begin, a cancel or a refusal after a
+ * wait, an operation that gave up). */
 enum {
-  LR_M_CALLS, LR_M_ATTEMPTS, LR_M_RETRIES, LR_M_SUCCESSES, LR_M_FINALS,
+  LR_M_CALLS, LR_M_UNATTEMPTED, LR_M_RETRIES, LR_M_SUCCESSES, LR_M_FINALS,
   LR_M_EXHAUSTED, LR_M_DEADLINE, LR_M_POLICY_ERRORS, LR_M_CANCELLED,
   LR_M_BUDGET, LR_M_CIRCUIT, LR_M_BREAKER_OPENINGS, LR_M_GAVE_UP, LR_M_SERVER_WAIT,
   LR_METRIC_COUNT

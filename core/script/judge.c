@@ -34,28 +34,59 @@ static void end_call(lr_script *s) {
   lr_gen_return(s);
 }
 
-static int call_classifier(lua_State *L) {
+/* Under protection: the body as a new Lua string. */
+static int make_body(lua_State *L) {
   lr_script *s = lua_touserdata(L, 1);
-  const luaretry_outcome *o = s->cur;
-  size_t len = o->body ? o->body_len : 0;
-  if (len > s->gen->body_limit) len = s->gen->body_limit;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, s->cur_fn);
-  lua_pushinteger(L, o->status);
-  lua_pushlstring(L, o->body ? o->body : "", len);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_info);
-  lua_call(L, 3, 1);
-  lr_script_keep_call(L, s);
+  lua_pushlstring(L, s->cur_body, s->cur_body_len);
   return 1;
 }
 
+/* Makes sure the state's body slot holds this body (cut to body_limit).  A
+ * service in trouble answers the same page again and again: then the Lua
+ * string of the last decision serves again, and a retry loop makes no
+ * garbage.  0, or -1 with err (out of the memory limit). */
+static int cache_body(lr_script *s, const luaretry_outcome *o, char *err, size_t errlen) {
+  lua_State *L = s->sb->L;
+  size_t len = o->body ? o->body_len : 0;
+  if (len > s->gen->body_limit) len = s->gen->body_limit;
+  const char *body = o->body ? o->body : "";
+  size_t cached_len;
+  const char *cached = lua_tolstring(L, SLOT_BODY, &cached_len);  /* a string: no conversion */
+  if (cached_len == len && memcmp(cached, body, len) == 0) return 0;
+  s->cur_body = body;
+  s->cur_body_len = len;
+  if (lr_sandbox_call(s->sb, make_body, s, 1, LUARETRY_E_POLICY, err, errlen) != LUARETRY_OK)
+    return -1;
+  lua_replace(L, SLOT_BODY);
+  return 0;
+}
+
+static int keep_call_protected(lua_State *L) {
+  lr_script_keep_call(L, lua_touserdata(L, 1));
+  return 0;
+}
+
 /* Runs is_success or is_transient; 0 with the result on the stack, or -1
- * with v filled as a policy error. */
-static int run_hook(lr_script *s, int ref, const char *fname, const char *rule,
+ * with v filled as a policy error.  Nothing pushed here allocates (the
+ * body is cached first), so the hook is called directly, with no C
+ * function between the host and the script. */
+static int run_hook(lr_script *s, int slot, const char *fname, const char *rule,
                     lr_verdict *v) {
-  s->cur_fn = ref;
   char err[sizeof v->message];
-  luaretry_code rc = lr_sandbox_call(s->sb, call_classifier, s, 1, LUARETRY_E_POLICY, err,
-                                     sizeof err);
+  lua_State *L = s->sb->L;
+  luaretry_code rc = LUARETRY_E_POLICY;
+  if (cache_body(s, s->cur, err, sizeof err) == 0) {
+    lua_pushvalue(L, slot);
+    lua_pushinteger(L, s->cur->status);
+    lua_pushvalue(L, SLOT_BODY);
+    lua_pushvalue(L, SLOT_INFO);
+    rc = lr_sandbox_pcall(s->sb, 3, 1, LUARETRY_E_POLICY, err, sizeof err);
+  }
+  if (rc == LUARETRY_OK && s->call_made) {
+    /* on failure the stack is back at its base: the hook's result is gone */
+    rc = lr_sandbox_call(s->sb, keep_call_protected, s, 0, LUARETRY_E_POLICY, err,
+                         sizeof err);
+  }
   if (rc == LUARETRY_OK) return 0;
   s->call_made = 0;
   v->cls = LUARETRY_CLASS_ERROR;
@@ -131,7 +162,7 @@ static void read_transient(lua_State *L, lr_script *s, lr_verdict *v) {
 
 /* 1 when the script's is_success says success or failed (v filled). */
 static int script_success(lua_State *L, lr_script *s, lr_verdict *v) {
-  if (run_hook(s, s->ref_is_success, "is_success", s->rule_is_success, v)) return 1;
+  if (run_hook(s, SLOT_IS_SUCCESS, "is_success", s->rule_is_success, v)) return 1;
   int t = lua_type(L, -1), yes = lua_toboolean(L, -1);
   lua_pop(L, 1);
   if (t != LUA_TBOOLEAN && t != LUA_TNIL) {
@@ -160,7 +191,7 @@ static void judge_in(lr_script *s, const luaretry_outcome *o, lr_verdict *v) {
     default_classify(o, v);
     return;
   }
-  if (run_hook(s, s->ref_is_transient, "is_transient", s->rule_is_transient, v)) return;
+  if (run_hook(s, SLOT_IS_TRANSIENT, "is_transient", s->rule_is_transient, v)) return;
   read_transient(L, s, v);
   lua_pop(L, 1);
 }

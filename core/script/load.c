@@ -264,6 +264,20 @@ static int load_protected(lua_State *L) {
   return 0;
 }
 
+/* The slots every decision pushes from: info, the cached body, the
+ * decision hooks (nil when the script has none). */
+static int push_slots(lua_State *L) {
+  lr_script *s = lua_touserdata(L, 1);
+  lua_settop(L, 0);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_info);
+  lua_pushliteral(L, "");
+  if (s->ref_is_transient) lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_is_transient);
+  else lua_pushnil(L);
+  if (s->ref_is_success) lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_is_success);
+  else lua_pushnil(L);
+  return SLOT_BASE - 1;
+}
+
 void lr_script_free(lr_script *s) {
   if (!s) return;
   lr_sandbox_free(s->sb);
@@ -305,5 +319,12 @@ lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err,
   s->ref_run = ld->refs[F_RUN];
   s->ref_backoff = ld->refs[F_BACKOFF];
   s->ref_on_breaker = ld->refs[F_ON_BREAKER];
+  if (lr_sandbox_call(s->sb, push_slots, s, SLOT_BASE - 1, LUARETRY_E_POLICY, err, errlen) !=
+      LUARETRY_OK) {
+    *rc = LUARETRY_E_NOMEM;
+    lr_script_free(s);
+    return NULL;
+  }
+  s->sb->base = SLOT_BASE;
   return s;
 }

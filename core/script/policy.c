@@ -63,7 +63,10 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   for (int i = 0; i < LR_METRIC_COUNT; i++) c[i] = atomic_load(&s->counters[i]);
   memset(m, 0, sizeof *m);
   m->calls = (uint64_t)c[LR_M_CALLS];
-  m->attempts = (uint64_t)c[LR_M_ATTEMPTS];
+  long long stops = 0;
+  for (int i = LR_M_SUCCESSES; i < LR_METRIC_COUNT; i++)
+    if (i != LR_M_BREAKER_OPENINGS) stops += c[i];
+  m->attempts = (uint64_t)(c[LR_M_RETRIES] + stops - c[LR_M_UNATTEMPTED]);
   m->retries = (uint64_t)c[LR_M_RETRIES];
   m->successes = (uint64_t)c[LR_M_SUCCESSES];
   m->finals = (uint64_t)c[LR_M_FINALS];
@@ -174,6 +177,9 @@ static void note_hooks(lr_gen *g, const lr_script *s) {
   g->has_on_breaker = s->ref_on_breaker != 0;
   g->has_on_retry = s->ref_on_retry != 0;
   g->has_prepare = s->ref_prepare != 0;
+  /* the engine calls only what is there */
+  if (!g->has_on_retry) g->judge.on_retry = NULL;
+  if (!s->ref_backoff) g->judge.backoff = NULL;
 }
 
 /* The load g, its first state s read into ld, validated: it becomes the

@@ -25,6 +25,10 @@
 
 struct lr_gen;
 
+/* The stack slots a state keeps between calls (sandbox.c keeps 1, the
+ * handler): what every decision pushes, by lua_pushvalue. */
+enum { SLOT_INFO = 2, SLOT_BODY, SLOT_IS_TRANSIENT, SLOT_IS_SUCCESS, SLOT_BASE = SLOT_IS_SUCCESS };
+
 /* One Lua state running a load's script, used by one thread at a time. */
 typedef struct lr_script {
   struct lr_gen *gen;
@@ -33,6 +37,8 @@ typedef struct lr_script {
   int ref_is_transient, ref_is_success, ref_on_retry, ref_backoff, ref_info;
   int ref_is_idempotent, ref_prepare, ref_options, ref_run, ref_headers;
   int ref_on_breaker, ref_call;
+  const char *cur_body;            /* a body to make the cached Lua string of */
+  size_t cur_body_len;
   /* "file:line" of each hook: its own file, which a require may make
    * another than the script's */
   char rule_is_transient[RULE_SIZE], rule_is_success[RULE_SIZE], rule_backoff[RULE_SIZE],

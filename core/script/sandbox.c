@@ -21,6 +21,8 @@
 
 enum { PHASE_IDLE, PHASE_RUNNING, PHASE_ARMING, PHASE_ARMED };
 
+#define HANDLER 1  /* the stack slot of every call's message handler */
+
 /* Where the script is: the innermost Lua function with a line. */
 static void note_where(lr_sandbox *sb, lua_State *L) {
   lua_Debug ar;
@@ -34,6 +36,7 @@ static void note_where(lr_sandbox *sb, lua_State *L) {
 
 static void kill_hook(lua_State *L, lua_Debug *ar);
 static void watch(lr_watched *w, long now);
+static int locate_error(lua_State *L);
 
 /* The hook a state runs with while no limit is hit: none when timed. */
 static void base_hook(lr_sandbox *sb, lua_State *L) {
@@ -87,22 +90,50 @@ static void arm_running(lr_sandbox *sb) {
   atomic_store(&sb->arming, 0);
 }
 
-static void guarded_free(lr_sandbox *sb, void *ptr) {
-  for (;;) {
-    atomic_store(&sb->freeing, 1);
-    if (!atomic_load(&sb->arming)) break;
-    atomic_store(&sb->freeing, 0);
-    while (atomic_load(&sb->arming)) {}
+/* Frees the blocks held back; under the handshake while the watchdog may
+ * still arm this state. */
+static void flush_deferred(lr_sandbox *sb, int guarded) {
+  if (guarded) {
+    for (;;) {
+      atomic_store(&sb->freeing, 1);
+      if (!atomic_load(&sb->arming)) break;
+      atomic_store(&sb->freeing, 0);
+      while (atomic_load(&sb->arming)) {}
+    }
   }
-  free(ptr);
-  atomic_store(&sb->freeing, 0);
+  while (sb->deferred) {
+    void *next = *(void **)sb->deferred;
+    free(sb->deferred);
+    sb->deferred = next;
+  }
+  sb->deferred_count = sb->deferred_bytes = 0;
+  if (guarded) atomic_store(&sb->freeing, 0);
+}
+
+/* While a call runs (timed), a freed block waits in a short list kept in
+ * the blocks themselves, and the list goes in one batch: one handshake for
+ * many frees, and none at all for a call that frees little. */
+static void timed_free(lr_sandbox *sb, void *ptr, size_t size) {
+  if (atomic_load_explicit(&sb->phase, memory_order_relaxed) == PHASE_IDLE) {
+    free(ptr);  /* the watchdog arms only a running call */
+    return;
+  }
+  if (size < sizeof(void *)) {
+    flush_deferred(sb, 1);
+    free(ptr);  /* too small to link: still after the handshake */
+    return;
+  }
+  *(void **)ptr = sb->deferred;
+  sb->deferred = ptr;
+  sb->deferred_bytes += size;
+  if (++sb->deferred_count >= 64 || sb->deferred_bytes >= (256u << 10)) flush_deferred(sb, 1);
 }
 
 static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   lr_sandbox *sb = ud;
   size_t old = ptr ? osize : 0;
   if (nsize == 0) {
-    if (sb->limits.seconds > 0) guarded_free(sb, ptr);
+    if (sb->limits.seconds > 0) timed_free(sb, ptr, osize);
     else free(ptr);
     sb->used -= old;
     return NULL;
@@ -150,6 +181,9 @@ lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
     free(sb);
     return NULL;
   }
+  lua_settop(L, 0);
+  lua_pushcfunction(L, locate_error);  /* stays at HANDLER: no push per call */
+  sb->base = HANDLER;
   sb->limits.memory = limits->memory;
   sb->watched.look = watch;
   if (sb->limits.seconds > 0) lr_watchdog_add(&sb->watched);
@@ -214,10 +248,12 @@ static void enter(lr_sandbox *sb) {
 static void leave(lr_sandbox *sb) {
   if (sb->limits.seconds <= 0) return;
   int phase = PHASE_RUNNING;
-  if (atomic_compare_exchange_strong(&sb->phase, &phase, PHASE_IDLE)) return;
-  while (atomic_load(&sb->phase) == PHASE_ARMING) {}
-  if (atomic_load(&sb->phase) == PHASE_ARMED) base_hook(sb, sb->L);
-  atomic_store(&sb->phase, PHASE_IDLE);
+  if (!atomic_compare_exchange_strong(&sb->phase, &phase, PHASE_IDLE)) {
+    while (atomic_load(&sb->phase) == PHASE_ARMING) {}
+    if (atomic_load(&sb->phase) == PHASE_ARMED) base_hook(sb, sb->L);
+    atomic_store(&sb->phase, PHASE_IDLE);
+  }
+  if (sb->deferred) flush_deferred(sb, 0);  /* idle: the watchdog keeps off */
 }
 
 /* The message handler of every call into a script: an error value that is
@@ -253,21 +289,12 @@ static void describe_kill(const lr_sandbox *sb, char *err, size_t errlen) {
   }
 }
 
-luaretry_code lr_sandbox_call(lr_sandbox *sb, lua_CFunction f, void *arg,
-                              int nresults, luaretry_code failure, char *err,
-                              size_t errlen) {
+/* After a protected call with `status`: the outcome, the stack back to
+ * the handler on failure. */
+static luaretry_code finish(lr_sandbox *sb, int status, luaretry_code failure, char *err,
+                            size_t errlen) {
+  if (status == LUA_OK && !sb->killed) return LUARETRY_OK;
   lua_State *L = sb->L;
-  int base = lua_gettop(L);
-  lua_pushcfunction(L, locate_error);
-  lua_pushcfunction(L, f);
-  lua_pushlightuserdata(L, arg);
-  enter(sb);
-  int status = lua_pcall(L, 1, nresults, base + 1);
-  leave(sb);
-  if (status == LUA_OK && !sb->killed) {
-    lua_remove(L, base + 1);  /* the handler; the results stay */
-    return LUARETRY_OK;
-  }
   luaretry_code rc = failure;
   if (sb->killed) {
     describe_kill(sb, err, errlen);
@@ -278,7 +305,23 @@ luaretry_code lr_sandbox_call(lr_sandbox *sb, lua_CFunction f, void *arg,
     const char *msg = lua_tostring(L, -1);
     lr_strlcpy(err, msg ? msg : "error in error handling", errlen);
   }
-  lua_settop(L, base);
+  lua_settop(L, sb->base);
   lua_gc(L, LUA_GCCOLLECT);
   return rc;
+}
+
+luaretry_code lr_sandbox_pcall(lr_sandbox *sb, int nargs, int nresults, luaretry_code failure,
+                               char *err, size_t errlen) {
+  enter(sb);
+  int status = lua_pcall(sb->L, nargs, nresults, HANDLER);
+  leave(sb);
+  return finish(sb, status, failure, err, errlen);
+}
+
+luaretry_code lr_sandbox_call(lr_sandbox *sb, lua_CFunction f, void *arg,
+                              int nresults, luaretry_code failure, char *err,
+                              size_t errlen) {
+  lua_pushcfunction(sb->L, f);
+  lua_pushlightuserdata(sb->L, arg);
+  return lr_sandbox_pcall(sb, 1, nresults, failure, err, errlen);
 }

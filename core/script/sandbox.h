@@ -46,6 +46,10 @@ typedef struct lr_sandbox {
   atomic_long entered;      /* the watchdog's tick when the call began */
   atomic_int expired;       /* the time limit passed: stop at once */
   atomic_int arming, freeing;    /* a handshake: see limited_alloc */
+  int base;                        /* stack slots kept between calls: the
+                                      handler (1), then the script side's */
+  void *deferred;                  /* frees held back while a call runs */
+  size_t deferred_count, deferred_bytes;
   lr_watched watched;              /* in the watchdog's list */
 } lr_sandbox;
 
@@ -72,6 +76,11 @@ static inline lr_sandbox *lr_sandbox_of(lua_State *L) {
 luaretry_code lr_sandbox_call(lr_sandbox *sb, lua_CFunction f, void *arg,
                               int nresults, luaretry_code failure, char *err,
                               size_t errlen);
+
+/* The same for a function and its nargs arguments the caller pushed (which
+ * must not have needed protection to push): no C function in between. */
+luaretry_code lr_sandbox_pcall(lr_sandbox *sb, int nargs, int nresults, luaretry_code failure,
+                               char *err, size_t errlen);
 
 /* Around host code a script calls (a workflow's transport): the time it
  * takes is not the script's. */
