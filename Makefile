@@ -53,7 +53,7 @@ LIB_OBJ = $(ENGINE_OBJ) $(SCRIPT_OBJ) $(HTTP_OBJ)
 ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
-C_TESTS = step_api blocking_cancel errors threads abi retry_after
+C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
@@ -114,6 +114,13 @@ $(BUILD)/test_%: spec/c/test_%.c $(BUILD)/libluaretry.a
 $(BUILD)/bench_%: spec/bench/%.c $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm
 
+# Programs that embed the library and the fault server together: the
+# example event-loop host, connection reuse.
+HOST_TESTS = example_host test_reuse
+HOST_TEST_BIN = $(HOST_TESTS:%=$(BUILD)/%)
+$(BUILD)/example_host $(BUILD)/test_reuse: $(BUILD)/%: spec/c/%.c $(BUILD)/libluaretry.a $(FAULTS_OBJ)
+	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LUA_LIBS) $(CURL_LIBS) -lm
+
 # The fault server's own test drivers, for spec/faults_spec.lua.
 $(BUILD)/faults_%: spec/c/faults_%.c $(FAULTS_OBJ)
 	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) -lm
@@ -122,8 +129,8 @@ $(BUILD)/faults_%: spec/c/faults_%.c $(FAULTS_OBJ)
 check-layers: $(LIB_OBJ) $(CLI_OBJ) $(FAULTS_OBJ) $(MODULE_OBJ)
 	lua5.4 spec/tools/check_layers.lua core $(LIB_OBJ) $(CLI_OBJ) $(FAULTS_OBJ) $(MODULE_OBJ)
 
-test-c: all $(C_TEST_BIN)
-	@for t in $(C_TEST_BIN); do echo "== $$t"; ./$$t || exit 1; done
+test-c: all $(C_TEST_BIN) $(HOST_TEST_BIN)
+	@for t in $(C_TEST_BIN) $(HOST_TEST_BIN); do echo "== $$t"; ./$$t || exit 1; done
 
 test-lua: all $(FAULT_BIN)
 	FAULTS_SERVE=$(BUILD)/faults_serve FAULTS_SMOKE=$(BUILD)/faults_smoke \

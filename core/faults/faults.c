@@ -53,7 +53,7 @@
  *
  * Built in, and not seen by the script nor counted:
  *   GET /_faults/requests  a JSON array of the requests seen, oldest first
- *     (the last 100000): {"n","method","path","query","time","body_len",
+ *     (the last 100000): {"n","conn" (the connection's number),"method","path","query","time","body_len",
  *     "body_hash" (FNV-1a 64, hex),"headers"}; time is taken when the
  *     request's head had arrived
  *   POST /_faults/reset    forgets the log, the counts and the states
@@ -275,6 +275,7 @@ static void accept_all (lr_faults *f) {
     }
     c->fd = fd;
     c->state = C_READ;
+    c->serial = ++f->connections;
     f->conns[f->nconns++] = c;
   }
 }

@@ -44,6 +44,7 @@ typedef struct conn {
   sbuf out;
   size_t outoff, hold;  /* in C_DELAY, bytes past `hold` wait for `due` */
   lr_http_req req;
+  long long serial;    /* the connection's number, from 1: shows reuse */
 } conn;
 
 struct lr_faults {
@@ -62,6 +63,7 @@ struct lr_faults {
   char **log;         /* ring of rendered JSON entries */
   size_t log_first, log_count;
   long long total;
+  long long connections;  /* accepted so far */
 };
 
 /* faults_log.c */

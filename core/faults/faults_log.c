@@ -71,7 +71,7 @@ void fault_log_entry (lr_faults *f, conn *c) {
   const char *body = c->in + r->head_len;
   sbuf b = {0};
   int first = 1;
-  sb_fmt(&b, "{\"n\":%lld,\"method\":", f->total);
+  sb_fmt(&b, "{\"n\":%lld,\"conn\":%lld,\"method\":", f->total, c->serial);
   sb_json(&b, r->method);
   sb_str(&b, ",\"path\":");
   sb_json(&b, r->path);

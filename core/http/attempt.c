@@ -1,10 +1,11 @@
 /* attempt.c: one attempt of a request through libcurl: the options set on
  * the easy handle, the body and headers received, the transport failure's
- * name, Retry-After, and one transfer on a private multi handle that a
+ * name, Retry-After, and one transfer on the thread's multi handle that a
  * cancel (any thread, or a signal handler writing the call's wakeup fd)
  * interrupts at once, not at curl's next progress tick. */
 #include <ctype.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,3 +285,37 @@ CURLcode lr_curl_transfer_once(CURLM *m, CURL *h, luaretry_call *c) {
   return result;
 }
 
+
+/* ---- the thread's multi handle: its connection cache outlives calls */
+
+static pthread_key_t multi_key;
+static pthread_once_t multi_once = PTHREAD_ONCE_INIT;
+static _Thread_local int multi_busy;
+
+static void free_multi(void *m) { curl_multi_cleanup(m); }
+static void make_key(void) { pthread_key_create(&multi_key, free_multi); }
+
+/* One multi handle per thread, kept: a keep-alive connection opened by one
+ * call serves the next call of that thread, as curl_easy_perform's own
+ * handle does.  A call made from inside another (a sink that performs)
+ * gets a private one. */
+CURLM *lr_curl_multi_take(int *private_multi) {
+  pthread_once(&multi_once, make_key);
+  *private_multi = multi_busy;
+  if (multi_busy) return curl_multi_init();
+  CURLM *m = pthread_getspecific(multi_key);
+  if (!m) {
+    m = curl_multi_init();
+    if (m && pthread_setspecific(multi_key, m) != 0) {
+      *private_multi = 1;
+      return m;
+    }
+  }
+  if (m) multi_busy = 1;
+  return m;
+}
+
+void lr_curl_multi_give(CURLM *m, int private_multi) {
+  if (private_multi) curl_multi_cleanup(m);
+  else multi_busy = 0;
+}

@@ -55,6 +55,12 @@ void lr_curl_attempt_free(attempt *a);
 /* One transfer of h on the multi handle m, ended early by a cancel of c. */
 CURLcode lr_curl_transfer_once(CURLM *m, CURL *h, luaretry_call *c);
 
+/* The calling thread's multi handle (kept between calls, so connections
+ * are reused), or a private one when it is in use (*private_multi set);
+ * NULL when none can be made.  Give it back with lr_curl_multi_give. */
+CURLM *lr_curl_multi_take(int *private_multi);
+void lr_curl_multi_give(CURLM *m, int private_multi);
+
 /* CLOCK_MONOTONIC in seconds. */
 double lr_curl_now(void);
 

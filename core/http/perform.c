@@ -1,6 +1,7 @@
 /* perform.c: one request performed under a policy until it stops:
- * luaretry_curl_perform.  Each attempt runs on a private multi handle so a
- * cancel interrupts the transfer at once. */
+ * luaretry_curl_perform.  Each attempt runs on the thread's multi handle,
+ * so a cancel interrupts the transfer at once and connections are reused
+ * from one call to the next. */
 #include <string.h>
 
 #include "http.h"
@@ -18,7 +19,8 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
   /* a call refused at begin (circuit open) never touches the network */
   luaretry_code next = luaretry_call_next(c, final);
   if (next != LUARETRY_OK || !final->retry) return next;
-  CURLM *m = curl_multi_init();
+  int private_multi;
+  CURLM *m = lr_curl_multi_take(&private_multi);
   if (!m) return LUARETRY_E_NOMEM;
   attempt a;
   memset(&a, 0, sizeof a);
@@ -46,6 +48,6 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
   }
   curl_easy_setopt(h, CURLOPT_READDATA, NULL);
   lr_curl_attempt_free(&a);
-  curl_multi_cleanup(m);
+  lr_curl_multi_give(m, private_multi);
   return rc;
 }

@@ -9,7 +9,6 @@
 struct luaretry_curl_transport {
   CURL *h;
   luaretry_call *c;
-  CURLM *m;
   transfer t;
 };
 
@@ -18,11 +17,6 @@ luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c,
   if (!h || !out) return LUARETRY_E_ARG;
   luaretry_curl_transport *tr = calloc(1, sizeof *tr);
   if (!tr) return LUARETRY_E_NOMEM;
-  tr->m = curl_multi_init();
-  if (!tr->m) {
-    free(tr);
-    return LUARETRY_E_NOMEM;
-  }
   tr->h = h;
   tr->c = c;
   *out = tr;
@@ -33,7 +27,6 @@ void luaretry_curl_transport_free(luaretry_curl_transport *tr) {
   if (!tr) return;
   free(tr->t.body.data);
   free(tr->t.header_text.data);
-  curl_multi_cleanup(tr->m);
   free(tr);
 }
 
@@ -52,7 +45,10 @@ luaretry_code luaretry_curl_transport_perform(void *ud, const luaretry_request *
   t->body.len = t->header_text.len = 0;
   t->body.failed = t->header_text.failed = 0;
   lr_curl_configure(tr->h, req, t, headers, timeout);
-  CURLcode res = lr_curl_transfer_once(tr->m, tr->h, tr->c);
+  int private_multi;
+  CURLM *m = lr_curl_multi_take(&private_multi);
+  CURLcode res = m ? lr_curl_transfer_once(m, tr->h, tr->c) : CURLE_OUT_OF_MEMORY;
+  if (m) lr_curl_multi_give(m, private_multi);
   curl_easy_setopt(tr->h, CURLOPT_HTTPHEADER, NULL);
   curl_slist_free_all(headers);
   if (t->body.failed || t->header_text.failed) return LUARETRY_E_NOMEM;
