@@ -145,7 +145,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->shared = shared;
   if ((flags & LUARETRY_CALL_ISOLATED) || !shared) {
     /* a probe or a simulation: the policy's guards stay untouched */
-    c->own = malloc(sizeof *c->own);
+    c->own = lr_aligned_calloc(sizeof *c->own);
     if (c->own) lr_shared_init(c->own, &rules->guards);
     c->shared = c->own;
   }
@@ -417,7 +417,7 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
   d->reason = LUARETRY_REASON_NONE;
   d->wait = w;
   lr_count(c->shared, LR_M_RETRIES, 1);
-  atomic_fetch_add_explicit(&c->shared->waited_ns, clamp_ns(w), memory_order_relaxed);
+  lr_count(c->shared, LR_METRIC_COUNT, clamp_ns(w));
   d->wait_source = src;
   d->next_timeout = c->next_timeout = timeout_at(r, d->elapsed + w);
   d->rule = v.rule;

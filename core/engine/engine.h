@@ -91,13 +91,22 @@ enum {
   LR_METRIC_COUNT
 };
 
+/* The counters, striped: each thread adds to a stripe of its own (by a
+ * thread-local index), a cache line or two apart from the others', so
+ * threads deciding at once do not fight over one line.  A reader sums the
+ * stripes.  v[LR_METRIC_COUNT] holds the nanoseconds waited. */
+#define LR_STRIPES 8
 typedef struct {
+  _Alignas(64) atomic_llong v[LR_METRIC_COUNT + 1];
+} lr_stripe;
+
+typedef struct {
+  lr_stripe stripes[LR_STRIPES];
   lr_guards guards;           /* the settings last configured: for a reload to
                                  tell whether they changed */
   atomic_llong milli_tokens;
   atomic_int breaker_state, consecutive_failures, probes_left;
-  atomic_llong opened_at_ns, waited_ns;
-  atomic_llong counters[LR_METRIC_COUNT];
+  atomic_llong opened_at_ns;
   luaretry_breaker_fn on_change;
   void *on_change_ud;
 } lr_shared;
@@ -107,6 +116,12 @@ void lr_shared_init(lr_shared *s, const lr_guards *g);
  * when they changed; the counters go on. */
 void lr_shared_configure(lr_shared *s, const lr_guards *g);
 void lr_count(lr_shared *s, int metric, long long n);
+/* The sum of a counter over the stripes (metric LR_METRIC_COUNT: the
+ * nanoseconds waited). */
+long long lr_counted(const lr_shared *s, int metric);
+/* Memory for an lr_shared (or a struct holding one): aligned for its
+ * stripes, zeroed; free() releases it. */
+void *lr_aligned_calloc(size_t size);
 /* The settings `g` are the call's (its rules'), `now` its clock's. */
 int lr_budget_allows_retry(lr_shared *s, const lr_guards *g);
 double lr_budget_tokens(lr_shared *s);

@@ -6,6 +6,7 @@
  * call), and time from each call's clock (so a breaker on virtual time
  * opens and closes on virtual time). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
@@ -17,11 +18,11 @@ void lr_shared_init(lr_shared *s, const lr_guards *g) {
   s->guards = *g;
   atomic_init(&s->milli_tokens, (long long)llround(g->max_tokens * MILLI));
   atomic_init(&s->breaker_state, LUARETRY_BREAKER_CLOSED);
-  for (int i = 0; i < LR_METRIC_COUNT; i++) atomic_init(&s->counters[i], 0);
+  for (int k = 0; k < LR_STRIPES; k++)
+    for (int i = 0; i <= LR_METRIC_COUNT; i++) atomic_init(&s->stripes[k].v[i], 0);
   atomic_init(&s->consecutive_failures, 0);
   atomic_init(&s->opened_at_ns, 0);
   atomic_init(&s->probes_left, 0);
-  atomic_init(&s->waited_ns, 0);
 }
 
 static int same_guards(const lr_guards *a, const lr_guards *b) {
@@ -39,8 +40,27 @@ void lr_shared_configure(lr_shared *s, const lr_guards *g) {
   atomic_store(&s->consecutive_failures, 0);
 }
 
+/* The thread's stripe, from 1 (0: not chosen yet). */
+static _Thread_local unsigned thread_stripe;
+static atomic_uint stripes_handed;
+
 void lr_count(lr_shared *s, int metric, long long n) {
-  atomic_fetch_add_explicit(&s->counters[metric], n, memory_order_relaxed);
+  if (!thread_stripe) thread_stripe = atomic_fetch_add(&stripes_handed, 1) % LR_STRIPES + 1;
+  atomic_fetch_add_explicit(&s->stripes[thread_stripe - 1].v[metric], n, memory_order_relaxed);
+}
+
+long long lr_counted(const lr_shared *s, int metric) {
+  long long sum = 0;
+  for (int k = 0; k < LR_STRIPES; k++)
+    sum += atomic_load_explicit(&((lr_shared *)s)->stripes[k].v[metric], memory_order_relaxed);
+  return sum;
+}
+
+void *lr_aligned_calloc(size_t size) {
+  size_t rounded = (size + 63) / 64 * 64;
+  void *p = aligned_alloc(64, rounded);
+  if (p) memset(p, 0, rounded);
+  return p;
 }
 
 /* ---- the budget: -1 token per failed attempt, +token_ratio per success,

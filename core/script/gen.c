@@ -17,7 +17,7 @@ static _Thread_local unsigned slot_hint;
 
 lr_gen *lr_gen_new(luaretry_policy *p, char *text, size_t len, const char *chunkname,
                    const char *script_path) {
-  lr_gen *g = calloc(1, sizeof *g);
+  lr_gen *g = lr_aligned_calloc(sizeof *g);  /* its slots are a line each */
   if (!g) {
     free(text);
     return NULL;
@@ -71,7 +71,7 @@ static lr_slot_block *grow(lr_gen *g, lr_slot_block *last) {
   pthread_mutex_lock(&g->grow);
   lr_slot_block *next = atomic_load(&last->next);
   if (!next) {
-    next = calloc(1, sizeof *next);
+    next = lr_aligned_calloc(sizeof *next);
     if (next) atomic_store(&last->next, next);
   }
   pthread_mutex_unlock(&g->grow);

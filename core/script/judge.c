@@ -34,31 +34,31 @@ static void end_call(lr_script *s) {
   lr_gen_return(s);
 }
 
-/* Under protection: the body as a new Lua string. */
-static int make_body(lua_State *L) {
-  lr_script *s = lua_touserdata(L, 1);
-  lua_pushlstring(L, s->cur_body, s->cur_body_len);
-  return 1;
-}
-
-/* Makes sure the state's body slot holds this body (cut to body_limit).  A
- * service in trouble answers the same page again and again: then the Lua
- * string of the last decision serves again, and a retry loop makes no
- * garbage.  0, or -1 with err (out of the memory limit). */
-static int cache_body(lr_script *s, const luaretry_outcome *o, char *err, size_t errlen) {
-  lua_State *L = s->sb->L;
+/* Whether the state's body slot already holds this body (cut to
+ * body_limit).  A service in trouble answers the same page again and
+ * again: then the Lua string of the last decision serves again, and a
+ * retry loop makes no garbage. */
+static int body_cached(lr_script *s, const luaretry_outcome *o) {
   size_t len = o->body ? o->body_len : 0;
   if (len > s->gen->body_limit) len = s->gen->body_limit;
-  const char *body = o->body ? o->body : "";
-  size_t cached_len;
-  const char *cached = lua_tolstring(L, SLOT_BODY, &cached_len);  /* a string: no conversion */
-  if (cached_len == len && memcmp(cached, body, len) == 0) return 0;
-  s->cur_body = body;
+  s->cur_body = o->body ? o->body : "";
   s->cur_body_len = len;
-  if (lr_sandbox_call(s->sb, make_body, s, 1, LUARETRY_E_POLICY, err, errlen) != LUARETRY_OK)
-    return -1;
-  lua_replace(L, SLOT_BODY);
-  return 0;
+  size_t cached_len;
+  const char *cached = lua_tolstring(s->sb->L, SLOT_BODY, &cached_len);  /* no conversion */
+  return cached_len == len && memcmp(cached, s->cur_body, len) == 0;
+}
+
+/* Under protection, for a body not cached: the hook called with a new
+ * body string, which is returned too (for the body slot). */
+static int call_fresh(lua_State *L) {
+  lr_script *s = lua_touserdata(L, 1);
+  lua_pushlstring(L, s->cur_body, s->cur_body_len);  /* 2: kept */
+  lua_rawgeti(L, LUA_REGISTRYINDEX, s->cur_fn);
+  lua_pushinteger(L, s->cur->status);
+  lua_pushvalue(L, 2);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_info);
+  lua_call(L, 3, 1);
+  return 2;  /* the body, then the result */
 }
 
 static int keep_call_protected(lua_State *L) {
@@ -70,17 +70,27 @@ static int keep_call_protected(lua_State *L) {
  * with v filled as a policy error.  Nothing pushed here allocates (the
  * body is cached first), so the hook is called directly, with no C
  * function between the host and the script. */
-static int run_hook(lr_script *s, int slot, const char *fname, const char *rule,
+static int run_hook(lr_script *s, int slot, int ref, const char *fname, const char *rule,
                     lr_verdict *v) {
   char err[sizeof v->message];
   lua_State *L = s->sb->L;
-  luaretry_code rc = LUARETRY_E_POLICY;
-  if (cache_body(s, s->cur, err, sizeof err) == 0) {
+  luaretry_code rc;
+  if (body_cached(s, s->cur)) {
+    /* nothing pushed here allocates: the hook is called directly, with
+     * no C function between the host and the script */
     lua_pushvalue(L, slot);
     lua_pushinteger(L, s->cur->status);
     lua_pushvalue(L, SLOT_BODY);
     lua_pushvalue(L, SLOT_INFO);
     rc = lr_sandbox_pcall(s->sb, 3, 1, LUARETRY_E_POLICY, err, sizeof err);
+  } else {
+    s->cur_fn = ref;
+    rc = lr_sandbox_call(s->sb, call_fresh, s, 2, LUARETRY_E_POLICY, err, sizeof err);
+    if (rc == LUARETRY_OK) {  /* copies, not rotations: they cost less */
+      lua_copy(L, -2, SLOT_BODY);
+      lua_copy(L, -1, -2);
+      lua_pop(L, 1);
+    }
   }
   if (rc == LUARETRY_OK && s->call_made) {
     /* on failure the stack is back at its base: the hook's result is gone */
@@ -162,7 +172,7 @@ static void read_transient(lua_State *L, lr_script *s, lr_verdict *v) {
 
 /* 1 when the script's is_success says success or failed (v filled). */
 static int script_success(lua_State *L, lr_script *s, lr_verdict *v) {
-  if (run_hook(s, SLOT_IS_SUCCESS, "is_success", s->rule_is_success, v)) return 1;
+  if (run_hook(s, SLOT_IS_SUCCESS, s->ref_is_success, "is_success", s->rule_is_success, v)) return 1;
   int t = lua_type(L, -1), yes = lua_toboolean(L, -1);
   lua_pop(L, 1);
   if (t != LUA_TBOOLEAN && t != LUA_TNIL) {
@@ -191,7 +201,7 @@ static void judge_in(lr_script *s, const luaretry_outcome *o, lr_verdict *v) {
     default_classify(o, v);
     return;
   }
-  if (run_hook(s, SLOT_IS_TRANSIENT, "is_transient", s->rule_is_transient, v)) return;
+  if (run_hook(s, SLOT_IS_TRANSIENT, s->ref_is_transient, "is_transient", s->rule_is_transient, v)) return;
   read_transient(L, s, v);
   lua_pop(L, 1);
 }

@@ -24,7 +24,7 @@ static void breaker_changed(void *ud, luaretry_breaker_state state) {
 
 luaretry_code luaretry_policy_new(luaretry_policy **out) {
   if (!out) return LUARETRY_E_ARG;
-  luaretry_policy *p = calloc(1, sizeof *p);
+  luaretry_policy *p = lr_aligned_calloc(sizeof *p);  /* the counters' stripes */
   *out = p;
   if (!p) return LUARETRY_E_NOMEM;
   p->limits.instructions = 0;  /* counted only when the host asks */
@@ -60,7 +60,7 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   if (!p || !m) return LUARETRY_E_ARG;
   lr_shared *s = (lr_shared *)&p->shared;
   long long c[LR_METRIC_COUNT];
-  for (int i = 0; i < LR_METRIC_COUNT; i++) c[i] = atomic_load(&s->counters[i]);
+  for (int i = 0; i < LR_METRIC_COUNT; i++) c[i] = lr_counted(s, i);
   memset(m, 0, sizeof *m);
   m->calls = (uint64_t)c[LR_M_CALLS];
   long long stops = 0;
@@ -79,7 +79,7 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   m->breaker_openings = (uint64_t)c[LR_M_BREAKER_OPENINGS];
   m->gave_up = (uint64_t)c[LR_M_GAVE_UP];
   m->server_waits_too_long = (uint64_t)c[LR_M_SERVER_WAIT];
-  m->time_waited = (double)atomic_load(&s->waited_ns) * 1e-9;
+  m->time_waited = (double)lr_counted(s, LR_METRIC_COUNT) * 1e-9;
   pthread_mutex_lock((pthread_mutex_t *)&p->lock);
   int budget = p->gen && p->gen->rules.guards.budget;
   pthread_mutex_unlock((pthread_mutex_t *)&p->lock);

@@ -61,7 +61,8 @@ typedef struct lr_script {
 
 /* A place for one state in a load, taken by one thread at a time. */
 typedef struct lr_slot {
-  atomic_int busy;
+  _Alignas(64) atomic_int busy;    /* a line each: threads taking slots side by
+                                      side do not fight over one */
   lr_script *script;               /* made by its first borrower */
 } lr_slot;
 

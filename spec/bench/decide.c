@@ -1,18 +1,24 @@
-/* decide.c: what one retry decision costs, and what a loaded policy holds.
+/* decide.c: what one retry decision costs, what a call in flight holds,
+ * and what a loaded policy holds.
  *
- *   (a) the engine's decision with policies/http.lua's Lua is_transient
- *       (classification, backoff with jitter, deadline check), step API on
- *       the virtual clock with a fixed seed;
- *   (b) the same loop with a C classifier instead of the script;
- *   (c) a bare lua_pcall of the same is_transient in a plain Lua state,
- *       with the same status and body: the floor the engine is held to;
- *   (d) (c) again, but the way the sandbox must call a script: through a
- *       protected C function (pushing the body can raise under the memory
- *       limit) and under a count hook (the instruction limit).  (d)/(c) is
- *       the price of the sandbox alone; (a)-(d) is the engine's own work.
+ *   (a)  the engine's decision with policies/http.lua's Lua is_transient
+ *        (classification, backoff with jitter, deadline check), step API on
+ *        the virtual clock with a fixed seed; status 503 and the same
+ *        49-byte body every time (a service in trouble repeats its page);
+ *   (a') the same with a different body every decision (64 in turn);
+ *   (b)  the same loop with a C classifier instead of the script;
+ *   (c)  a bare lua_pcall of the same is_transient in a plain Lua state
+ *        (no sandbox, no limits), with the same status and body: the floor
+ *        the engine is held to; (c') the same with (a')'s bodies;
+ *   (e)  (a) with an exact instruction_limit, which puts a count hook on
+ *        every instruction: what determinism costs.
+ * Then decisions on 1 and 2 threads sharing the policy; luaretry_call_begin
+ * on a freshly loaded policy (cold) and later (warm), and the first
+ * decision of a new thread (which makes that thread a Lua state); the
+ * memory of calls in flight (1,000 and 100,000 begun and waiting); the
+ * memory of one loaded http.lua, and of 1,000.
  *
- * Each figure is the best of 5 runs, interleaved; a run lasts ~60 ms.
- * Then luaretry_policy_memory of one loaded http.lua, and of 1,000.
+ * Each timing is the best of 5 runs, interleaved; a run lasts ~60 ms.
  * `make bench` builds and runs it from the top of the tree. */
 #include <lauxlib.h>
 #include <lua.h>
@@ -35,10 +41,20 @@
 #define RUNS 5
 #define RUN_SECONDS 0.06
 #define POLICIES 1000
-#define TARGET_OVERHEAD 1.5
+#define TARGET_OVERHEAD 1.25
+#define BODIES 64
 #define TARGET_MEMORY (64 * 1024)
 
 static const char BODY[] = "<html><body>503 Service Unavailable</body></html>";
+static char bodies[BODIES][sizeof BODY];  /* (a') and (c'): BODY, numbered */
+
+static void make_bodies(void) {
+  for (int i = 0; i < BODIES; i++) {
+    memcpy(bodies[i], BODY, sizeof BODY);
+    bodies[i][13] = (char)('A' + i % 26);
+    bodies[i][14] = (char)('a' + i / 26);
+  }
+}
 
 static double now(void) {
   struct timespec ts;
@@ -60,6 +76,7 @@ typedef struct {
   uint64_t seed;
   luaretry_outcome o;
   long decisions, calls;
+  int vary;               /* a different body every decision */
 } engine_loop;
 
 static void engine_begin(engine_loop *e) {
@@ -77,6 +94,7 @@ static double engine_run(engine_loop *e, long n) {
   luaretry_decision d;
   double t0 = now();
   for (long i = 0; i < n; i++) {
+    if (e->vary) e->o.body = bodies[i % BODIES];
     if (luaretry_call_report(e->c, &e->o, &d) != LUARETRY_OK)
       die("report", luaretry_call_errmsg(e->c));
     if (d.retry) {
@@ -163,25 +181,11 @@ static void engine_init(engine_loop *e, luaretry_policy *p) {
 typedef struct {
   lua_State *L;
   int fn, info;
-  int sandboxed;  /* (d): C trampoline and count hook */
+  int vary;       /* (c'): (a')'s bodies */
 } bare_loop;
 
-static int trampoline(lua_State *L) {
-  bare_loop *b = lua_touserdata(L, 1);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, b->fn);
-  lua_pushinteger(L, 503);
-  lua_pushlstring(L, BODY, sizeof BODY - 1);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, b->info);
-  lua_call(L, 3, 1);
-  return 1;
-}
-
-static void count_hook(lua_State *L, lua_Debug *ar) {
-  (void)L; (void)ar;  /* the sandbox checks a budget here */
-}
-
-static void bare_init(bare_loop *b, int sandboxed) {
-  b->sandboxed = sandboxed;
+static void bare_init(bare_loop *b, int vary) {
+  b->vary = vary;
   b->L = luaL_newstate();
   if (!b->L) die("luaL_newstate", "out of memory");
   lua_State *L = b->L;
@@ -204,7 +208,6 @@ static void bare_init(bare_loop *b, int sandboxed) {
   lua_pushboolean(L, 0); lua_setfield(L, -2, "workflow");
   lua_newtable(L); lua_setfield(L, -2, "headers");
   b->info = luaL_ref(L, LUA_REGISTRYINDEX);
-  if (sandboxed) lua_sethook(L, count_hook, LUA_MASKCOUNT, 1000);
 }
 
 static double bare_run(bare_loop *b, long n) {
@@ -212,18 +215,11 @@ static double bare_run(bare_loop *b, long n) {
   long yes = 0;
   double t0 = now();
   for (long i = 0; i < n; i++) {
-    int status;
-    if (b->sandboxed) {
-      lua_pushcfunction(L, trampoline);
-      lua_pushlightuserdata(L, b);
-      status = lua_pcall(L, 1, 1, 0);
-    } else {
-      lua_rawgeti(L, LUA_REGISTRYINDEX, b->fn);
-      lua_pushinteger(L, 503);
-      lua_pushlstring(L, BODY, sizeof BODY - 1);
-      lua_rawgeti(L, LUA_REGISTRYINDEX, b->info);
-      status = lua_pcall(L, 3, 1, 0);
-    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, b->fn);
+    lua_pushinteger(L, 503);
+    lua_pushlstring(L, b->vary ? bodies[i % BODIES] : BODY, sizeof BODY - 1);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, b->info);
+    int status = lua_pcall(L, 3, 1, 0);
     if (status != LUA_OK) die("bare pcall", lua_tostring(L, -1));
     yes += lua_toboolean(L, -1);
     lua_pop(L, 1);
@@ -246,82 +242,182 @@ static size_t resident_bytes(void) {
 
 static const char *verdict(int ok) { return ok ? "ok" : "MISSED"; }
 
+typedef struct { double a, a2, b, c, c2, e; long n; } timings;
+
+/* Best of RUNS interleaved runs of every decision loop. */
+static timings time_decisions(void) {
+  engine_loop la, la2, lc, le;
+  luaretry_policy *pa = load_http(1), *pc = load_http(1), *pe = load_http(1);
+  if (luaretry_policy_set_classifier(pc, c_classify, NULL) != LUARETRY_OK ||
+      luaretry_policy_set(pe, "instruction_limit", "5000000") != LUARETRY_OK)
+    die("set", "classifier or instruction_limit");
+  engine_init(&la, pa);
+  engine_init(&la2, pa);
+  la2.vary = 1;
+  engine_init(&lc, pc);
+  engine_init(&le, pe);
+  bare_loop bc, bc2;
+  bare_init(&bc, 0);
+  bare_init(&bc2, 1);
+  /* Calibrate on the slowest loop so one run lasts about RUN_SECONDS. */
+  engine_run(&le, 20000);
+  bare_run(&bc, 20000);
+  double per = engine_run(&le, 50000);
+  timings t = { 1e300, 1e300, 1e300, 1e300, 1e300, 1e300, 0 };
+  t.n = (long)(RUN_SECONDS * 1e9 / per);
+  if (t.n < 50000) t.n = 50000;
+  if (t.n > 20000000) t.n = 20000000;
+  for (int r = 0; r < RUNS; r++) {
+    double v[6] = { engine_run(&la, t.n), engine_run(&la2, t.n), engine_run(&lc, t.n),
+                    bare_run(&bc, t.n), bare_run(&bc2, t.n), engine_run(&le, t.n) };
+    double *best[6] = { &t.a, &t.a2, &t.b, &t.c, &t.c2, &t.e };
+    for (int k = 0; k < 6; k++)
+      if (v[k] < *best[k]) *best[k] = v[k];
+  }
+  luaretry_call_free(la.c);
+  luaretry_call_free(la2.c);
+  luaretry_call_free(lc.c);
+  luaretry_call_free(le.c);
+  luaretry_policy_free(pa);
+  luaretry_policy_free(pc);
+  luaretry_policy_free(pe);
+  lua_close(bc.L);
+  lua_close(bc2.L);
+  return t;
+}
+
+static void print_decisions(const timings *t) {
+  printf("%ld decisions per run, best of %d runs; status 503, a %zu-byte body\n\n", t->n,
+         RUNS, sizeof BODY - 1);
+  printf("%-46s %14s   %s\n", "figure", "result", "target");
+  printf("%-46s %11.1f ns\n", "(a) decision, Lua is_transient, same body", t->a);
+  printf("%-46s %11.1f ns\n", "(c) bare lua_pcall of it, same body", t->c);
+  printf("%-46s %13.2fx   <= %.2fx  %s\n", "(a)/(c)", t->a / t->c, TARGET_OVERHEAD,
+         verdict(t->a / t->c <= TARGET_OVERHEAD));
+  printf("%-46s %11.1f ns\n", "(a') decision, a new body every time", t->a2);
+  printf("%-46s %11.1f ns\n", "(c') bare lua_pcall, a new body every time", t->c2);
+  printf("%-46s %13.2fx   <= %.2fx  %s\n", "(a')/(c')", t->a2 / t->c2, TARGET_OVERHEAD,
+         verdict(t->a2 / t->c2 <= TARGET_OVERHEAD));
+  printf("%-46s %11.1f ns\n", "(b) decision, C classifier", t->b);
+  printf("%-46s %11.1f ns   (%.2fx (a))\n", "(e) (a) with an exact instruction_limit", t->e,
+         t->e / t->a);
+}
+
+/* luaretry_call_begin: the first BEGINS on a freshly loaded policy, then
+ * BEGINS more once warm; and the first decision of a new thread. */
+#define BEGINS 10000
+
+static void *first_decision(void *arg) {
+  double *ns = arg;
+  luaretry_policy *p = *(luaretry_policy **)(ns + 1);
+  luaretry_call *c;
+  luaretry_call_options o;
+  luaretry_call_options_init(&o);
+  o.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME;
+  luaretry_call_begin(p, &o, &c);
+  luaretry_outcome out;
+  luaretry_outcome_init(&out);
+  out.status = 503;
+  luaretry_decision d;
+  double t0 = now();
+  luaretry_call_report(c, &out, &d);
+  ns[0] = (now() - t0) * 1e9;
+  luaretry_call_free(c);
+  return NULL;
+}
+
+static void print_begins(void) {
+  static luaretry_call *calls[BEGINS];
+  luaretry_policy *p = load_http(1);
+  luaretry_call_options o;
+  luaretry_call_options_init(&o);
+  o.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME;
+  double cold = 0, warm = 0;
+  for (int round = 0; round < 2; round++) {
+    double t0 = now();
+    for (int i = 0; i < BEGINS; i++) luaretry_call_begin(p, &o, &calls[i]);
+    double ns = (now() - t0) * 1e9 / BEGINS;
+    for (int i = 0; i < BEGINS; i++) luaretry_call_free(calls[i]);
+    if (round == 0) cold = ns;
+    else warm = ns;
+  }
+  double slot[2];
+  memcpy(&slot[1], &p, sizeof p);
+  pthread_t t;
+  pthread_create(&t, NULL, first_decision, slot);
+  pthread_join(t, NULL);
+  printf("%-46s %11.1f ns   < 2000 ns  %s\n", "begin, the first 10,000 on a new policy", cold,
+         verdict(cold < 2000));
+  printf("%-46s %11.1f ns\n", "begin, warm", warm);
+  printf("%-46s %11.1f us   (makes the thread's Lua state)\n",
+         "first decision of a new thread", slot[0] / 1000);
+  luaretry_policy_free(p);
+}
+
+/* Resident memory a call in flight holds: `count` calls begun and judged
+ * once (so each waits for its retry). */
+static void print_inflight(long count) {
+  luaretry_policy *p = load_http(1);
+  luaretry_call **calls = calloc((size_t)count, sizeof *calls);
+  if (!calls) die("calloc", "out of memory");
+  luaretry_call_options o;
+  luaretry_call_options_init(&o);
+  o.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME;
+  luaretry_outcome out;
+  luaretry_outcome_init(&out);
+  out.status = 503;
+  out.body = BODY;
+  out.body_len = sizeof BODY - 1;
+  luaretry_decision d;
+  size_t rss0 = resident_bytes();
+  for (long i = 0; i < count; i++) {
+    o.seed = (uint64_t)i;
+    luaretry_call_begin(p, &o, &calls[i]);
+    luaretry_call_report(calls[i], &out, &d);
+  }
+  double each = rss0 < resident_bytes() ? (double)(resident_bytes() - rss0) / (double)count : 0;
+  char label[64];
+  snprintf(label, sizeof label, "memory per call in flight (%ld calls)", count);
+  printf("%-46s %12.0f B   <= 1024 B  %s\n", label, each, verdict(each <= 1024));
+  for (long i = 0; i < count; i++) luaretry_call_free(calls[i]);
+  free(calls);
+  luaretry_policy_free(p);
+}
+
+
+
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) die(LUARETRY_DATADIR, "cannot chdir");
 
   struct utsname u;
   if (uname(&u) != 0) strcpy(u.machine, "?");
   char date[64];
-  time_t t = time(NULL);
-  strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&t));
+  time_t clock_now = time(NULL);
+  strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&clock_now));
   printf("luaretry %s bench: decide   %s, %ld CPUs, %s, %s\n", LUARETRY_VERSION,
          u.machine, sysconf(_SC_NPROCESSORS_ONLN), LUA_RELEASE, date);
 
-  engine_loop lua_loop, c_loop;
-  luaretry_policy *p_lua = load_http(1), *p_c = load_http(1);
-  if (luaretry_policy_set_classifier(p_c, c_classify, NULL) != LUARETRY_OK)
-    die("set_classifier", luaretry_policy_errmsg(p_c));
-  engine_init(&lua_loop, p_lua);
-  engine_init(&c_loop, p_c);
-  bare_loop bare, boxed;
-  bare_init(&bare, 0);
-  bare_init(&boxed, 1);
-
-  /* Calibrate on the slowest loop so one run lasts about RUN_SECONDS. */
-  engine_run(&lua_loop, 20000);
-  bare_run(&bare, 20000);
-  bare_run(&boxed, 20000);
-  double per = engine_run(&lua_loop, 50000);
-  long n = (long)(RUN_SECONDS * 1e9 / per);
-  if (n < 50000) n = 50000;
-  if (n > 20000000) n = 20000000;
-
-  double best_a = 1e300, best_b = 1e300, best_c = 1e300, best_d = 1e300;
-  for (int r = 0; r < RUNS; r++) {
-    double a = engine_run(&lua_loop, n);
-    double b = engine_run(&c_loop, n);
-    double c = bare_run(&bare, n);
-    double d = bare_run(&boxed, n);
-    if (a < best_a) best_a = a;
-    if (b < best_b) best_b = b;
-    if (c < best_c) best_c = c;
-    if (d < best_d) best_d = d;
-  }
-  double overhead = best_a / best_c;
-  printf("%ld decisions per run, best of %d runs; status 503, a %zu-byte body\n\n",
-         n, RUNS, sizeof BODY - 1);
-  printf("%-46s %14s   %s\n", "figure", "result", "target");
-  printf("%-46s %11.1f ns\n", "(a) engine decision, Lua is_transient", best_a);
-  printf("%-46s %11.1f ns\n", "(b) engine decision, C classifier", best_b);
-  printf("%-46s %11.1f ns\n", "(c) bare lua_pcall of is_transient", best_c);
-  printf("%-46s %11.1f ns   (%.2fx (c))\n", "(d) (c) in a sandboxed state: hook + trampoline",
-         best_d, best_d / best_c);
-  /* Two readings of the target: against a pcall in the same sandboxed
-   * state (the limit the issue requires is part of the baseline), and
-   * against a pcall in a plain state (the limit counted as overhead). */
-  printf("%-46s %13.2fx   <= %.1fx  %s\n", "engine over sandboxed pcall (a)/(d)",
-         best_a / best_d, TARGET_OVERHEAD, verdict(best_a / best_d <= TARGET_OVERHEAD));
-  printf("%-46s %13.2fx   <= %.1fx  %s\n", "engine over plain pcall (a)/(c)", overhead,
-         TARGET_OVERHEAD, verdict(overhead <= TARGET_OVERHEAD));
-  printf("%-46s %11.1f ns\n", "engine's own work (a)-(d)", best_a - best_d);
+  make_bodies();
+  timings t = time_decisions();
+  print_decisions(&t);
 
   /* Scaling: the same Lua decision on 1 and 2 threads sharing the policy. */
+  luaretry_policy *p_lua = load_http(1);
   double tput1 = 0, tput2 = 0;
   for (int r = 0; r < RUNS; r++) {
-    double t1 = throughput(p_lua, 1, n), t2 = throughput(p_lua, 2, n);
+    double t1 = throughput(p_lua, 1, t.n), t2 = throughput(p_lua, 2, t.n);
     if (t1 > tput1) tput1 = t1;
     if (t2 > tput2) tput2 = t2;
   }
+  printf("%-46s %11.1f ns\n", "(a) on 1 thread: per decision", 1e9 / tput1);
   printf("%-46s %11.1f ns   (%.2fx the decisions of one thread; ideal %ld)\n",
          "(a) on 2 threads, one policy: per decision", 2e9 / tput2, tput2 / tput1,
          sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 2L : 1L);
-
-  luaretry_call_free(lua_loop.c);
-  luaretry_call_free(c_loop.c);
   luaretry_policy_free(p_lua);
-  luaretry_policy_free(p_c);
-  lua_close(bare.L);
-  lua_close(boxed.L);
+
+  print_begins();
+  print_inflight(1000);
+  print_inflight(100000);
 
   /* Memory: one loaded policy, then 1,000 side by side. */
   luaretry_policy *one = load_http(0);
