@@ -18,7 +18,7 @@ VERSION := $(shell sed -n 's/^\#define LUARETRY_VERSION_\(MAJOR\|MINOR\|PATCH\) 
 MAJOR := $(firstword $(subst ., ,$(VERSION)))
 
 DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted \
-  lua-dkjson curl lua-cjson
+  lua-dkjson curl lua-cjson valgrind
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
 LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null)
 CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
@@ -53,7 +53,7 @@ LIB_OBJ = $(ENGINE_OBJ) $(SCRIPT_OBJ) $(HTTP_OBJ)
 ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
-C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight
+C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overlap
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
@@ -143,8 +143,12 @@ test: deps
 	$(MAKE) test-c
 	$(MAKE) test-lua
 	$(MAKE) BUILD=build/asan SAN=1 test-c
-	$(MAKE) BUILD=build/tsan SAN=thread build/tsan/test_threads
+	$(MAKE) BUILD=build/tsan SAN=thread build/tsan/test_threads build/tsan/test_overlap
 	TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_threads
+	TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_overlap
+	# stock lua5.4 is not built with ASan: the module's specs run under valgrind
+	valgrind -q --error-exitcode=9 lua5.4 /usr/bin/busted --cpath='build/?.so' \
+	  spec/module_spec.lua spec/module_reentry_spec.lua spec/reload_spec.lua
 	$(MAKE) BUILD=build/asan SAN=1 all build/asan/faults_serve build/asan/faults_smoke
 	LD_PRELOAD="$(ASAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
 	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke \

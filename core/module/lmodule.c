@@ -11,26 +11,59 @@
 
 #define POLICY_MT "luaretry.policy"
 #define CALL_MT "luaretry.call"
+#define BUSY_MT "luaretry.busy"
 
 typedef struct {
   luaretry_policy *p;
-  lua_State *L;      /* the host state, for opts.log */
+  lua_State *L;      /* the thread inside the library now, for opts.log */
   int log_ref;       /* opts.log, a host function, or LUA_NOREF */
   int calls;         /* live calls: a policy outlives its calls, whatever
                         order Lua finalizes them in */
+  int busy;          /* library calls in progress: a close from inside one
+                        (opts.log) waits until they are all back */
   int closed;
 } policy_box;
-typedef struct { luaretry_call *c; } call_box;
+typedef struct {
+  luaretry_call *c;
+  int busy;          /* inside report/next/run: a callback may not reenter */
+} call_box;
+
+static void policy_release(lua_State *L, policy_box *b);
 
 static luaretry_policy *check_policy(lua_State *L, int i) {
   policy_box *b = luaL_checkudata(L, i, POLICY_MT);
   if (!b->p || b->closed) luaL_error(L, "policy is closed");
+  b->L = L;  /* the thread calling now: opts.log runs on it */
   return b->p;
 }
 
-/* Frees the policy once it is closed and its last call is gone. */
+/* The policy at i is busy until the calling function returns or raises:
+ * a library call of it may run the script, and so opts.log, which may
+ * close the policy; the close then waits for this to be over.  (A
+ * to-be-closed value, so an error on the way out still ends it.) */
+static void busy_until_return(lua_State *L, int i) {
+  policy_box *b = lua_touserdata(L, i);
+  policy_box **guard = lua_newuserdatauv(L, sizeof *guard, 0);
+  *guard = b;
+  luaL_setmetatable(L, BUSY_MT);
+  lua_toclose(L, -1);
+  b->busy++;
+}
+
+static int busy_over(lua_State *L) {
+  policy_box **guard = lua_touserdata(L, 1);
+  if (*guard) {
+    (*guard)->busy--;
+    policy_release(L, *guard);
+    *guard = NULL;
+  }
+  return 0;
+}
+
+/* Frees the policy once it is closed, its last call is gone and no
+ * library call of it is in progress. */
 static void policy_release(lua_State *L, policy_box *b) {
-  if (!b->closed || b->calls > 0 || !b->p) return;
+  if (!b->closed || b->calls > 0 || b->busy > 0 || !b->p) return;
   luaretry_policy_free(b->p);
   b->p = NULL;
   if (b->log_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, b->log_ref);
@@ -40,10 +73,12 @@ static void policy_release(lua_State *L, policy_box *b) {
 static luaretry_call *check_call(lua_State *L, int i) {
   call_box *b = luaL_checkudata(L, i, CALL_MT);
   if (!b->c) luaL_error(L, "call is closed");
+  if (b->busy) luaL_error(L, "the call is in use: its own callback cannot use it");
   lua_getiuservalue(L, i, 1);
   policy_box *pb = lua_touserdata(L, -1);
   if (!pb || !pb->p || pb->closed) luaL_error(L, "the call's policy is closed");
   lua_pop(L, 1);
+  pb->L = L;
   return b->c;
 }
 
@@ -104,6 +139,7 @@ static int new_policy(lua_State *L, const char *path, const char *chunkname,
   b->L = L;
   b->log_ref = LUA_NOREF;
   b->calls = 0;
+  b->busy = 0;
   b->closed = 0;
   luaL_setmetatable(L, POLICY_MT);
   luaretry_code rc = luaretry_policy_new(&b->p);
@@ -159,6 +195,7 @@ static void log_to_host(void *ud, const char *line) {
 
 static int p_reload(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
+  busy_until_return(L, 1);
   luaretry_code rc = lua_isnoneornil(L, 3)
                          ? luaretry_policy_load_file(p, luaL_checkstring(L, 2))
                          : luaretry_policy_load_string(p, luaL_checkstring(L, 3),
@@ -171,6 +208,7 @@ static int p_reload(lua_State *L) {
 /* p:reload_if_changed() -> reloaded (boolean) | fail, message */
 static int p_reload_if_changed(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
+  busy_until_return(L, 1);
   int reloaded = 0;
   luaretry_code rc = luaretry_policy_reload_if_changed(p, &reloaded);
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
@@ -180,6 +218,7 @@ static int p_reload_if_changed(lua_State *L) {
 
 static int p_set(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
+  busy_until_return(L, 1);
   const char *name = luaL_checkstring(L, 2);
   luaretry_code rc = luaretry_policy_set(p, name, luaL_tolstring(L, 3, NULL));
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
@@ -284,6 +323,7 @@ static int collect_decision(void *ud, const luaretry_decision *d) {
 /* p:schedule{seed = N, attempts = N} -> list of decisions */
 static int p_schedule(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
+  busy_until_return(L, 1);
   uint64_t seed = 1;
   long attempts = 0;
   if (lua_istable(L, 2)) {
@@ -395,6 +435,7 @@ static luaretry_call_options call_options(lua_State *L, int idx) {
 /* p:classify(outcome) -> the decision on that outcome as a first attempt */
 static int p_classify(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
+  busy_until_return(L, 1);
   outcome_buf ob;
   read_outcome(L, 2, &ob);
   luaretry_call_options opt = {
@@ -415,6 +456,7 @@ static int p_classify(lua_State *L) {
  * script's is_idempotent(request), or the method rule. */
 static int p_is_idempotent(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
+  busy_until_return(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
   luaretry_header headers[64];
   luaretry_request r = { .headers = headers };
@@ -450,6 +492,7 @@ static int p_begin(lua_State *L) {
   luaretry_call_options opt = call_options(L, 2);
   call_box *b = lua_newuserdatauv(L, sizeof *b, 1);
   b->c = NULL;
+  b->busy = 0;
   luaL_setmetatable(L, CALL_MT);
   lua_pushvalue(L, 1);  /* the policy outlives its calls */
   lua_setiuservalue(L, -2, 1);
@@ -462,6 +505,7 @@ static int p_begin(lua_State *L) {
 static int c_gc(lua_State *L) {
   call_box *b = luaL_checkudata(L, 1, CALL_MT);
   if (!b->c) return 0;
+  if (b->busy) return luaL_error(L, "the call is in use: its own callback cannot close it");
   luaretry_call_free(b->c);
   b->c = NULL;
   lua_getiuservalue(L, 1, 1);
@@ -478,7 +522,10 @@ static int c_report(lua_State *L) {
   outcome_buf ob;
   read_outcome(L, 2, &ob);
   luaretry_decision d;
+  call_box *cb = lua_touserdata(L, 1);
+  cb->busy = 1;
   luaretry_code rc = luaretry_call_report(c, &ob.o, &d);
+  cb->busy = 0;
   if (rc != LUARETRY_OK) return fail(L, luaretry_call_errmsg(c), rc);
   push_decision(L, &d);
   return 1;
@@ -487,7 +534,11 @@ static int c_report(lua_State *L) {
 /* c:next() -> a decision: retry = true (attempt now), or why it stopped */
 static int c_next(lua_State *L) {
   luaretry_decision d;
-  luaretry_code rc = luaretry_call_next(check_call(L, 1), &d);
+  luaretry_call *c = check_call(L, 1);
+  call_box *cb = lua_touserdata(L, 1);
+  cb->busy = 1;  /* a breaker's change runs on_breaker, and so opts.log */
+  luaretry_code rc = luaretry_call_next(c, &d);
+  cb->busy = 0;
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   push_decision(L, &d);
   return 1;
@@ -524,6 +575,30 @@ typedef struct {
   int failed;
 } run_ctx;
 
+/* fn's results as an outcome: a table, or an integer status from 0 to
+ * 999 and an optional body; anything else is an error, never a guess. */
+static int read_result(lua_State *L, run_ctx *rc) {
+  if (lua_istable(L, -2)) {
+    lua_pop(L, 1);
+    read_outcome(L, -1, &rc->ob);
+    return 0;
+  }
+  int isint;
+  lua_Integer status = lua_tointegerx(L, -2, &isint);
+  int body_type = lua_type(L, -1);
+  if (!isint || lua_type(L, -2) != LUA_TNUMBER || status < 0 || status > 999 ||
+      (body_type != LUA_TNIL && body_type != LUA_TSTRING)) {
+    lua_pushfstring(L, "p:run: the function returned %s%s and %s (expected an outcome table, "
+                    "or a status from 0 to 999 and a body)", luaL_typename(L, -2),
+                    isint ? " out of range" : "", luaL_typename(L, -1));
+    return -1;
+  }
+  luaretry_outcome_init(&rc->ob.o);
+  rc->ob.o.status = (int)status;
+  rc->ob.o.body = lua_tolstring(L, -1, &rc->ob.o.body_len);
+  return 0;
+}
+
 static luaretry_code run_op(void *ud, luaretry_call *c, int attempt, double timeout,
                             luaretry_outcome *out) {
   (void)c;
@@ -533,17 +608,9 @@ static luaretry_code run_op(void *ud, luaretry_call *c, int attempt, double time
   lua_pushvalue(L, rc->fn);
   lua_pushinteger(L, attempt);
   lua_pushnumber(L, timeout);
-  if (lua_pcall(L, 2, 2, 0) != LUA_OK) {
+  if (lua_pcall(L, 2, 2, 0) != LUA_OK || read_result(L, rc) != 0) {
     rc->failed = 1;
     return LUARETRY_E_OPERATION;
-  }
-  if (lua_istable(L, -2)) {
-    lua_pop(L, 1);
-    read_outcome(L, -1, &rc->ob);
-  } else {
-    luaretry_outcome_init(&rc->ob.o);
-    rc->ob.o.status = (int)lua_tointeger(L, -2);
-    rc->ob.o.body = lua_tolstring(L, -1, &rc->ob.o.body_len);
   }
   *out = rc->ob.o;
   return LUARETRY_OK;
@@ -554,24 +621,28 @@ static int p_run(lua_State *L) {
   luaL_checktype(L, 2, LUA_TFUNCTION);
   luaretry_call_options opt = call_options(L, 3);
   lua_settop(L, 3);
-  /* 4: the call, kept in a box so an error still frees it */
+  busy_until_return(L, 1);  /* 4 */
+  /* 5: the call, kept in a box so an error still frees it */
   call_box *b = lua_newuserdatauv(L, sizeof *b, 1);
   b->c = NULL;
+  b->busy = 0;
   luaL_setmetatable(L, CALL_MT);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1);
   luaretry_code code = luaretry_call_begin(p, &opt, &b->c);
   if (code != LUARETRY_OK) return fail(L, luaretry_strerror(code), code);
   ((policy_box *)lua_touserdata(L, 1))->calls++;
-  run_ctx *rc = lua_newuserdatauv(L, sizeof *rc, 0);  /* 5 */
+  run_ctx *rc = lua_newuserdatauv(L, sizeof *rc, 0);  /* 6 */
   rc->L = L;
   rc->fn = 2;
-  rc->base = 5;
+  rc->base = 6;
   rc->failed = 0;
   luaretry_decision d;
+  b->busy = 1;
   code = luaretry_call_run(b->c, run_op, rc, &d);
+  b->busy = 0;
   if (rc->failed) return lua_error(L);  /* fn's own error, as it was */
-  lua_settop(L, 5);
+  lua_settop(L, 6);
   push_decision(L, &d);
   return 1;
 }
@@ -610,6 +681,12 @@ LUARETRY_API int luaopen_luaretry(lua_State *L);
 LUARETRY_API int luaopen_luaretry(lua_State *L) {
   new_class(L, POLICY_MT, policy_methods, p_gc);
   new_class(L, CALL_MT, call_methods, c_gc);
+  luaL_newmetatable(L, BUSY_MT);
+  lua_pushcfunction(L, busy_over);
+  lua_setfield(L, -2, "__close");
+  lua_pushcfunction(L, busy_over);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
   luaL_newlib(L, functions);
   lua_pushliteral(L, LUARETRY_VERSION);
   lua_setfield(L, -2, "version");

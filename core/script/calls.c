@@ -85,9 +85,10 @@ luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p, const luaretry_r
   if (!p || !r || !idempotent) return LUARETRY_E_ARG;
   lr_gen *g = lr_policy_current(p);
   if (!g) return LUARETRY_E_STATE;
-  luaretry_code rc = lr_gen_is_idempotent(g, r, idempotent, NULL, p->errmsg,
-                                          sizeof p->errmsg);
+  char err[sizeof p->errmsg];
+  luaretry_code rc = lr_gen_is_idempotent(g, r, idempotent, NULL, err, sizeof err);
   lr_gen_unref(g);
+  if (rc != LUARETRY_OK) lr_policy_error(p, err);
   return rc;
 }
 
@@ -96,8 +97,14 @@ luaretry_code luaretry_policy_prepare(luaretry_policy *p, const luaretry_request
   if (!p || !in || !out) return LUARETRY_E_ARG;
   lr_gen *g = lr_policy_current(p);
   if (!g) return LUARETRY_E_STATE;
-  luaretry_code rc = lr_gen_prepare(g, in, attempt, out, &p->prepared, NULL, p->errmsg,
-                                    sizeof p->errmsg);
+  /* no call: info.call lasts this one prepare */
+  lr_call_data once;
+  memset(&once, 0, sizeof once);
+  lr_attempt_ctx ctx = { attempt, 0, NULL, &once };
+  char err[sizeof p->errmsg];
+  luaretry_code rc = lr_gen_prepare(g, in, attempt, out, &p->prepared, &ctx, err, sizeof err);
+  free(once.blob);
   lr_gen_unref(g);
+  if (rc != LUARETRY_OK) lr_policy_error(p, err);
   return rc;
 }

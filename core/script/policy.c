@@ -42,6 +42,12 @@ luaretry_code luaretry_policy_new(luaretry_policy **out) {
 
 lr_shared *lr_policy_shared(luaretry_policy *p) { return &p->shared; }
 
+void lr_policy_error(luaretry_policy *p, const char *msg) {
+  pthread_mutex_lock(&p->writer);
+  lr_strlcpy(p->errmsg, msg, sizeof p->errmsg);
+  pthread_mutex_unlock(&p->writer);
+}
+
 lr_gen *lr_policy_current(luaretry_policy *p) {
   pthread_mutex_lock(&p->lock);
   lr_gen *g = p->gen;

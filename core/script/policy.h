@@ -194,5 +194,8 @@ void lr_script_push_call(lua_State *L, lr_script *s);
  * a load. */
 lr_gen *lr_policy_current(luaretry_policy *p);
 lr_shared *lr_policy_shared(luaretry_policy *p);
+/* The policy's message, from a function any thread may call (under the
+ * writer lock, as loads and sets write it). */
+void lr_policy_error(luaretry_policy *p, const char *msg);
 
 #endif

@@ -178,7 +178,9 @@ static luaretry_code run_in(luaretry_policy *p, lr_script *s, workflow *w,
   luaretry_code rc = lr_sandbox_call(s->sb, run_protected, w, 1, LUARETRY_E_POLICY, err,
                                      sizeof err);
   if (rc != LUARETRY_OK) {
-    lr_fmt(p->errmsg, sizeof p->errmsg, "run: %s", err);
+    char msg[sizeof err + 8];
+    lr_fmt(msg, sizeof msg, "run: %s", err);
+    lr_policy_error(p, msg);
     return w->transport_rc != LUARETRY_OK ? w->transport_rc : rc;
   }
   size_t len;
@@ -207,10 +209,13 @@ luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const
   if (!g) return LUARETRY_E_STATE;
   luaretry_code rc = LUARETRY_E_STATE;
   lr_script *s = NULL;
-  if (!g->has_run)
-    lr_fmt(p->errmsg, sizeof p->errmsg, "the policy defines no run(http, args) workflow");
-  else if (!(s = lr_gen_borrow(g, p->errmsg, sizeof p->errmsg)))
+  char err[256];
+  if (!g->has_run) {
+    lr_policy_error(p, "the policy defines no run(http, args) workflow");
+  } else if (!(s = lr_gen_borrow(g, err, sizeof err))) {
+    lr_policy_error(p, err);
     rc = LUARETRY_E_NOMEM;
+  }
   if (s) {
     workflow w = { s, args, nargs, transport, ud, timeout, lr_monotonic_now(), LUARETRY_OK,
                    0 };
