@@ -35,6 +35,14 @@
 --               timeout ends at the timeout as status 0, error "timeout"
 --     limit     attempts after which run gives up with an error (10000): a
 --               policy whose waits are all 0 never reaches a deadline
+--     request   the request each attempt sends ({ method =, url =, headers =,
+--               body = }; default a GET of http://localhost/): prepare(request, attempt, info) runs
+--               before each attempt and is_idempotent decides, as in `luaretry
+--               run`: a transient answer to a request that is not idempotent is
+--               final, unless the connection was never made
+--   Each call has a budget and breaker of its own (two runs never share
+--   them), and a Retry-After header in an outcome is read as the engine
+--   reads one (delta-seconds or an HTTP-date).
 --   result:
 --     attempts  the number of attempts made
 --     waits     the wait after each retried attempt, in seconds
@@ -45,6 +53,7 @@
 --               "deadline", "idempotency", ...)
 --     message   the engine's detail (a policy error, a missed deadline), or nil
 --     decisions every decision, as p:begin():report() gives them
+--     requests  the request of each attempt, as prepare left it
 --     final     the last decision
 --
 -- testing.classify(policy, outcome [, opts]) -> decision
@@ -61,12 +70,12 @@
 -- testing.load(policy [, opts]) -> policy
 --   luaretry.load with opts.set; raises the load error (file, line, field).
 -- testing.outcome(x) -> outcome table (see above)
--- testing.is_idempotent(policy_path, request) -> boolean
+-- testing.is_idempotent(policy, request) -> boolean
 --   The script's is_idempotent(request) ({ method =, url =, headers = {...},
---   body = }); without one, the engine's rule (GET, HEAD, OPTIONS, PUT,
---   DELETE).  The module cannot yet call it, so the script is run here in a
---   plain Lua environment shaped like the sandbox (its require reaches the
---   script's folder, lua/ and policies/): no instruction or memory limit.
+--   body =, body_len = }), run by the engine as `luaretry run` runs it (the
+--   script sees body_len and the first body_limit bytes of the body; a
+--   body_len above #body stands for a longer upload); without one, the
+--   engine's rule (GET, HEAD, OPTIONS, PUT, DELETE).
 -- testing.script(policy_path) -> env
 --   That environment: the script's globals (functions, options, ...), for
 --   unit tests of its helpers.
@@ -136,6 +145,46 @@ local function duration_of(opts, attempt)
   return d
 end
 
+local NEVER_SENT = { connect = true, dns = true }
+
+-- The Retry-After of an outcome's headers, read as the engine reads it.
+local function retry_after(o)
+  if o.retry_after ~= nil or type(o.headers) ~= "table" then return o end
+  for name, value in pairs(o.headers) do
+    if type(name) == "string" and name:lower() == "retry-after" then
+      o.retry_after = lr.retry_after(tostring(value))
+      break
+    end
+  end
+  return o
+end
+
+-- The request of attempt n (prepare), and what the outcome owes to it.
+local function attempt_request(c, request, n, o)
+  local req, msg = c:prepare(request, n)
+  if not req then return nil, msg end
+  local idem, imsg = c:is_idempotent(req)
+  if idem == nil then return nil, imsg end
+  o.method = o.method or req.method
+  o.url = o.url or req.url
+  if not idem and not (o.status == 0 and NEVER_SENT[o.error]) then o.not_repeatable = true end
+  return req
+end
+
+-- The outcome of attempt n, cut to its timeout.
+local function timed_outcome(c, list, n, opts)
+  local o = retry_after(with(M.outcome(list[math.min(n, #list)]), opts.outcome))
+  local took = duration_of(opts, n)
+  local timeout = c:timeout()
+  if timeout > 0 and took > timeout then
+    took = timeout
+    o = { status = 0, error = "timeout", method = o.method, url = o.url,
+          workflow = o.workflow, kind = o.kind }
+  end
+  if took > 0 then assert(c:wait(took)) end
+  return o
+end
+
 --- One call against scripted outcomes, on the virtual clock.
 function M.run(policy, outcomes, opts)
   opts = opts or {}
@@ -146,27 +195,24 @@ function M.run(policy, outcomes, opts)
   local list = {}
   for i, x in ipairs(outcomes) do list[i] = M.outcome(x) end
   local limit = opts.limit or 10000
-  local c = assert(p:begin { virtual = true, seed = opts.seed or 1 })
-  local r = { attempts = 0, waits = {}, decisions = {} }
+  local request = {}
+  for k, v in pairs(opts.request or {}) do request[k] = v end
+  request.method = request.method or "GET"
+  request.url = request.url or "http://localhost/"
+  local c = assert(p:begin { virtual = true, seed = opts.seed or 1, isolated = true })
+  local r = { attempts = 0, waits = {}, decisions = {}, requests = {} }
   while true do
     local n = r.attempts + 1
     if n > limit then
       error(("testing.run: still retrying after %d attempts; does the policy ever stop? "
              .. "(opts.limit)"):format(limit), 2)
     end
-    local o = with(M.outcome(list[math.min(n, #list)]), opts.outcome)
-    local took = duration_of(opts, n)
-    local timeout = c:timeout()
-    if timeout > 0 and took > timeout then
-      took = timeout
-      o = { status = 0, error = "timeout", method = o.method, url = o.url,
-            workflow = o.workflow, kind = o.kind }
-    end
-    if took > 0 then assert(c:wait(took)) end
-    local d, msg = c:report(o)
-    if not d then error("testing.run: " .. tostring(msg), 2) end
-    r.attempts = n
-    r.decisions[n] = d
+    local o = timed_outcome(c, list, n, opts)
+    local req, msg = attempt_request(c, request, n, o)
+    if not req then error("testing.run: " .. tostring(msg), 2) end
+    local d, rmsg = c:report(o)
+    if not d then error("testing.run: " .. tostring(rmsg), 2) end
+    r.attempts, r.decisions[n], r.requests[n] = n, d, req
     if not d.retry then break end
     r.waits[#r.waits + 1] = d.wait
     assert(c:wait(d.wait))
@@ -294,24 +340,21 @@ function M.script(path)
   return env
 end
 
-local IDEMPOTENT_METHODS = { GET = true, HEAD = true, OPTIONS = true, PUT = true, DELETE = true }
-
---- The script's is_idempotent(request), or the engine's method rule.
+--- The script's is_idempotent(request), or the engine's method rule, run
+--- by the engine.
 function M.is_idempotent(policy, request)
-  if type(policy) == "userdata" then
-    if policy.is_idempotent then return policy:is_idempotent(request) end
-    error("testing.is_idempotent: pass the script's path (this luaretry module "
-          .. "cannot call is_idempotent)", 2)
+  local p = M.load(policy)
+  local req = {}
+  for k, v in pairs(request) do req[k] = v end
+  local body = req.body
+  if req.body_len and body and req.body_len > #body then
+    req.body = body .. (" "):rep(req.body_len - #body)  -- a longer upload
+  elseif req.body_len and not body then
+    req.body = (" "):rep(req.body_len)
   end
-  local env = M.script(policy)
-  if type(env.is_idempotent) == "function" then
-    local v = env.is_idempotent(request)
-    if v ~= nil and type(v) ~= "boolean" then
-      error("testing.is_idempotent: is_idempotent returned a " .. type(v), 2)
-    end
-    return v == true
-  end
-  return IDEMPOTENT_METHODS[request.method or "GET"] == true
+  local v, msg = p:is_idempotent(req)
+  if v == nil then error("testing.is_idempotent: " .. tostring(msg), 2) end
+  return v
 end
 
 return M

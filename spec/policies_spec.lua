@@ -355,18 +355,23 @@ describe("policies/gcs.lua (Cloud Storage: Retry strategy, truncated exponential
       local body = '{"bindings":[],"etag":"CAE="}'
       assert.is_true(testing.is_idempotent(GCS, { method = "PUT", url = J .. "/b/bkt/iam", body = body,
                                                   body_len = #body }))
+      -- a body longer than body_limit (64 KiB): the script is handed a prefix
       assert.is_false(testing.is_idempotent(GCS, { method = "PUT", url = J .. "/b/bkt/iam", body = body,
-                                                   body_len = #body + 10 }))
+                                                   body_len = 100000 }))
       -- an upload's body is never parsed: 1 MiB of "etag" text is not read
       local big = ('"etag":"x",'):rep(100000)
       assert.is_false(idem("POST", U .. "/b/bkt/o?uploadType=media&name=o", nil, big))
       assert.is_true(idem("POST", U .. "/b/bkt/o?uploadType=media&name=o&ifGenerationMatch=0", nil, big))
     end)
 
-    -- Today the engine copies the whole body into the script's state, so an
-    -- upload near the 8 MiB memory limit fails before its first attempt.
-    pending("judges an upload of any size (needs the engine to hand is_idempotent only "
-            .. "the first body_limit bytes and request.body_len)")
+    it("judges an upload of any size: the script sees body_len and a prefix", function()
+      -- 64 MiB: far past the script's 8 MiB memory limit, were it copied whole
+      local url = U .. "/b/bkt/o?uploadType=media&name=o"
+      assert.is_true(testing.is_idempotent(GCS, { method = "POST", url = url .. "&ifGenerationMatch=0",
+                                                  body_len = 64 * 1024 * 1024 }))
+      assert.is_false(testing.is_idempotent(GCS, { method = "POST", url = url,
+                                                   body_len = 64 * 1024 * 1024 }))
+    end)
   end)
 
   it("sets an attempt timeout and a deadline: 120 s and 600 s", function()

@@ -92,7 +92,7 @@ static int run_probe(luaretry_policy *p, int status, const char *error, probe_ro
   else snprintf(row->label, sizeof row->label, "%d", status);
   luaretry_call_options opts;
   luaretry_call_options_init(&opts);
-  opts.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED;
+  opts.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED | LUARETRY_CALL_ISOLATED;
   opts.seed = PROBE_SEED;
   luaretry_call *c;
   luaretry_code rc = luaretry_call_begin(p, &opts, &c);

@@ -47,11 +47,18 @@ static double parse_seconds(const char *s) {
 
 /* ---- the schedule (no --clients) */
 
-typedef struct { int json; } schedule_out;
+typedef struct {
+  int json;
+  int policy_error;  /* the schedule ended on one */
+} schedule_out;
 
 static int print_decision(void *ud, const luaretry_decision *d) {
-  const schedule_out *out = ud;
+  schedule_out *out = ud;
   const char *verdict = luaretry_reason_name(d->reason);
+  if (d->reason == LUARETRY_REASON_POLICY_ERROR) {
+    out->policy_error = 1;
+    fprintf(stderr, "luaretry: simulate: %s\n", d->message ? d->message : "policy error");
+  }
   if (out->json) {
     cli_json_decision(stdout, d, -1, NULL, NULL);
   } else if (d->retry) {
@@ -370,10 +377,10 @@ static int simulate_herd(luaretry_policy *p, const simulate_args *a) {
 }
 
 static int simulate_schedule(luaretry_policy *p, const simulate_args *a) {
-  schedule_out out = { a->json };
+  schedule_out out = { a->json, 0 };
   luaretry_code rc = luaretry_simulate(p, (uint64_t)a->seed, (long)a->attempts, print_decision,
                                        &out);
-  if (rc == LUARETRY_OK) return EXIT_OK;
+  if (rc == LUARETRY_OK) return out.policy_error ? EXIT_POLICY : EXIT_OK;
   fprintf(stderr, "luaretry: simulate: %s\n", luaretry_strerror(rc));
   return EXIT_POLICY;
 }

@@ -389,8 +389,10 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
   v.rule = "simulate";
   v.message[0] = '\0';
   lr_attempt_ctx ctx = context(c, d->attempt, d->elapsed);
-  if (forced) v.cls = *forced;
-  else c->judge->classify(c->judge->ud, o, &ctx, &v);
+  c->judge->classify(c->judge->ud, o, &ctx, &v);
+  /* A simulation forces the class, but the judge still runs: a wait the
+   * script chooses, and its errors, are part of the schedule. */
+  if (forced && v.cls != LUARETRY_CLASS_ERROR) v.cls = *forced;
   double guard_now = c->guard_origin + now;
   if (judged(c, o, &v, guard_now, d) || limited(c, guard_now, d)) return LUARETRY_OK;
 

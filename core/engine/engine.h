@@ -199,7 +199,8 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
                           lr_shared *shared, const luaretry_call_options *o,
                           luaretry_call **out);
 
-/* Report with a forced class (simulate). */
+/* Report with a forced class (simulate): the judge still runs, for a wait
+ * of its choosing and for its errors. */
 luaretry_code lr_call_report_class(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_class forced,
                                    luaretry_decision *d);

@@ -490,7 +490,9 @@ LUARETRY_API luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operatio
                                 void *ud, luaretry_decision *final);
 
 /* Convenience: the schedule a policy gives when every attempt fails
- * transiently, on the virtual clock.  `attempts` > 0 overrides max_attempts.
+ * transiently (a 503 the script's is_transient still sees: a wait it
+ * returns is used, an error it raises ends the schedule), on the virtual
+ * clock, with guards of its own.  `attempts` > 0 overrides max_attempts.
  * `each` receives every decision; return nonzero from it to stop early. */
 typedef int (*luaretry_decision_fn)(void *ud, const luaretry_decision *d);
 LUARETRY_API luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed,

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "luaretry.h"
 
@@ -37,12 +38,15 @@ static luaretry_policy *check_policy(lua_State *L, int i) {
   return b->p;
 }
 
-/* The policy at i is busy until the calling function returns or raises:
+/* The policy at 1 is busy until the calling function returns or raises:
  * a library call of it may run the script, and so opts.log, which may
  * close the policy; the close then waits for this to be over.  (A
- * to-be-closed value, so an error on the way out still ends it.) */
-static void busy_until_return(lua_State *L, int i) {
-  policy_box *b = lua_touserdata(L, i);
+ * to-be-closed value, so an error on the way out still ends it.)  The
+ * stack is first cut to the function's nargs, so the guard sits after
+ * them and never reads as a missing argument. */
+static void busy_until_return(lua_State *L, int nargs) {
+  lua_settop(L, nargs);
+  policy_box *b = lua_touserdata(L, 1);
   policy_box **guard = lua_newuserdatauv(L, sizeof *guard, 0);
   *guard = b;
   luaL_setmetatable(L, BUSY_MT);
@@ -195,7 +199,7 @@ static void log_to_host(void *ud, const char *line) {
 
 static int p_reload(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
-  busy_until_return(L, 1);
+  busy_until_return(L, 3);
   luaretry_code rc = lua_isnoneornil(L, 3)
                          ? luaretry_policy_load_file(p, luaL_checkstring(L, 2))
                          : luaretry_policy_load_string(p, luaL_checkstring(L, 3),
@@ -218,7 +222,7 @@ static int p_reload_if_changed(lua_State *L) {
 
 static int p_set(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
-  busy_until_return(L, 1);
+  busy_until_return(L, 3);
   const char *name = luaL_checkstring(L, 2);
   luaretry_code rc = luaretry_policy_set(p, name, luaL_tolstring(L, 3, NULL));
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
@@ -323,7 +327,7 @@ static int collect_decision(void *ud, const luaretry_decision *d) {
 /* p:schedule{seed = N, attempts = N} -> list of decisions */
 static int p_schedule(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
-  busy_until_return(L, 1);
+  busy_until_return(L, 2);
   uint64_t seed = 1;
   long attempts = 0;
   if (lua_istable(L, 2)) {
@@ -428,14 +432,67 @@ static luaretry_call_options call_options(lua_State *L, int idx) {
   }
   if (lua_getfield(L, idx, "virtual") != LUA_TNIL && lua_toboolean(L, -1))
     opt.flags |= LUARETRY_CALL_VIRTUAL_TIME;
-  lua_pop(L, 2);
+  if (lua_getfield(L, idx, "isolated") != LUA_TNIL && lua_toboolean(L, -1))
+    opt.flags |= LUARETRY_CALL_ISOLATED;
+  lua_pop(L, 3);
   return opt;
+}
+
+/* ---- requests from Lua tables and back */
+
+typedef struct {
+  luaretry_request r;
+  luaretry_header headers[64];
+} request_buf;
+
+/* Reads {method =, url =, headers =, body =} at idx (kept on the stack by
+ * the caller, so its strings stay alive). */
+static void read_request(lua_State *L, int idx, request_buf *rb) {
+  idx = lua_absindex(L, idx);
+  luaL_checktype(L, idx, LUA_TTABLE);
+  memset(&rb->r, 0, sizeof rb->r);
+  rb->r.headers = rb->headers;
+  lua_getfield(L, idx, "method");
+  rb->r.method = luaL_optstring(L, -1, "GET");
+  lua_getfield(L, idx, "url");
+  rb->r.url = luaL_optstring(L, -1, "");
+  lua_getfield(L, idx, "body");
+  rb->r.body = luaL_optlstring(L, -1, NULL, &rb->r.body_len);
+  lua_pop(L, 3);  /* the table keeps the strings */
+  if (lua_getfield(L, idx, "headers") == LUA_TTABLE) {
+    lua_pushnil(L);
+    while (lua_next(L, -2) && rb->r.header_count < 64) {
+      if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
+        rb->headers[rb->r.header_count].name = lua_tostring(L, -2);
+        rb->headers[rb->r.header_count].value = lua_tostring(L, -1);
+        rb->r.header_count++;
+      }
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+}
+
+static void push_request(lua_State *L, const luaretry_request *r) {
+  lua_createtable(L, 0, 4);
+  set_str(L, "method", r->method);
+  set_str(L, "url", r->url);
+  if (r->body) {
+    lua_pushlstring(L, r->body, r->body_len);
+    lua_setfield(L, -2, "body");
+  }
+  lua_createtable(L, 0, (int)r->header_count);
+  for (size_t i = 0; i < r->header_count; i++) {
+    lua_pushstring(L, r->headers[i].value);
+    lua_setfield(L, -2, r->headers[i].name);
+  }
+  lua_setfield(L, -2, "headers");
 }
 
 /* p:classify(outcome) -> the decision on that outcome as a first attempt */
 static int p_classify(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
-  busy_until_return(L, 1);
+  busy_until_return(L, 2);
   outcome_buf ob;
   read_outcome(L, 2, &ob);
   luaretry_call_options opt = {
@@ -456,29 +513,11 @@ static int p_classify(lua_State *L) {
  * script's is_idempotent(request), or the method rule. */
 static int p_is_idempotent(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
-  busy_until_return(L, 1);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  luaretry_header headers[64];
-  luaretry_request r = { .headers = headers };
-  lua_getfield(L, 2, "method");
-  r.method = luaL_optstring(L, -1, "GET");
-  lua_getfield(L, 2, "url");
-  r.url = luaL_optstring(L, -1, "");
-  lua_getfield(L, 2, "body");
-  r.body = luaL_optlstring(L, -1, NULL, &r.body_len);
-  if (lua_getfield(L, 2, "headers") == LUA_TTABLE) {
-    lua_pushnil(L);
-    while (lua_next(L, -2) && r.header_count < 64) {
-      if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
-        headers[r.header_count].name = lua_tostring(L, -2);
-        headers[r.header_count].value = lua_tostring(L, -1);
-        r.header_count++;
-      }
-      lua_pop(L, 1);
-    }
-  }
+  busy_until_return(L, 2);
+  request_buf rb;
+  read_request(L, 2, &rb);
   int yes = 0;
-  luaretry_code rc = luaretry_policy_is_idempotent(p, &r, &yes);
+  luaretry_code rc = luaretry_policy_is_idempotent(p, &rb.r, &yes);
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
   lua_pushboolean(L, yes);
   return 1;
@@ -561,6 +600,34 @@ static int c_wait(lua_State *L) {
   return 1;
 }
 
+/* c:is_idempotent(request) -> boolean: the script's rule, in the call */
+static int c_is_idempotent(lua_State *L) {
+  luaretry_call *c = check_call(L, 1);
+  request_buf rb;
+  read_request(L, 2, &rb);
+  int yes = 0;
+  luaretry_code rc = luaretry_call_is_idempotent(c, &rb.r, &yes);
+  if (rc != LUARETRY_OK) return fail(L, luaretry_call_errmsg(c), rc);
+  lua_pushboolean(L, yes);
+  return 1;
+}
+
+/* c:prepare(request, attempt) -> the request to send (the script's
+ * prepare, with the call's info.call) */
+static int c_prepare(lua_State *L) {
+  luaretry_call *c = check_call(L, 1);
+  request_buf rb;
+  read_request(L, 2, &rb);
+  luaretry_request out;
+  call_box *cb = lua_touserdata(L, 1);
+  cb->busy = 1;
+  luaretry_code rc = luaretry_call_prepare(c, &rb.r, (int)luaL_optinteger(L, 3, 1), &out);
+  cb->busy = 0;
+  if (rc != LUARETRY_OK) return fail(L, luaretry_call_errmsg(c), rc);
+  push_request(L, &out);
+  return 1;
+}
+
 static int c_cancel(lua_State *L) {
   luaretry_call_cancel(check_call(L, 1));
   return 0;
@@ -620,8 +687,7 @@ static int p_run(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   luaretry_call_options opt = call_options(L, 3);
-  lua_settop(L, 3);
-  busy_until_return(L, 1);  /* 4 */
+  busy_until_return(L, 3);  /* 4 */
   /* 5: the call, kept in a box so an error still frees it */
   call_box *b = lua_newuserdatauv(L, sizeof *b, 1);
   b->c = NULL;
@@ -657,11 +723,24 @@ static const luaL_Reg policy_methods[] = {
 
 static const luaL_Reg call_methods[] = {
   { "report", c_report }, { "next", c_next }, { "timeout", c_timeout }, { "elapsed", c_elapsed },
-  { "wait", c_wait }, { "cancel", c_cancel }, { "close", c_gc }, { NULL, NULL }
+  { "wait", c_wait }, { "cancel", c_cancel }, { "close", c_gc },
+  { "is_idempotent", c_is_idempotent }, { "prepare", c_prepare }, { NULL, NULL }
 };
 
+/* luaretry.retry_after(value [, now]) -> seconds, or nil: the engine's
+ * Retry-After reader (now: seconds since the epoch, default the clock's) */
+static int l_retry_after(lua_State *L) {
+  const char *v = luaL_checkstring(L, 1);
+  double now = luaL_optnumber(L, 2, (double)time(NULL));
+  double w = luaretry_retry_after(v, now);
+  if (w < 0) return 0;
+  lua_pushnumber(L, w);
+  return 1;
+}
+
 static const luaL_Reg functions[] = {
-  { "load", l_load }, { "load_string", l_load_string }, { NULL, NULL }
+  { "load", l_load }, { "load_string", l_load_string }, { "retry_after", l_retry_after },
+  { NULL, NULL }
 };
 
 static void new_class(lua_State *L, const char *name, const luaL_Reg *methods,

@@ -109,7 +109,7 @@ static void check_text(lua_State *L, const char *what, const char *v, size_t len
 static void check_url(lua_State *L, const char *url, size_t len) {
   check_text(L, "request.url", url, len);
   if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
-    luaL_error(L, "prepare: request.url must be an http or https URL, not \"%.40s\"", url);
+    luaL_error(L, "prepare: request.url must be an http or https URL, not \"%s\"", lr_quote_clip(L, url));
 }
 
 typedef struct {

@@ -7,6 +7,7 @@
 #include <lua.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "engine/engine.h"
 
@@ -61,6 +62,14 @@ lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
 int lr_sandbox_open_libs(lua_State *L);
 void lr_sandbox_free(lr_sandbox *sb);
 /* The sandbox a state belongs to (kept in its extra space). */
+/* Pushes at most 40 bytes of s and returns them, for quoting user text in an
+ * error (lua_pushfstring has no precision). */
+static inline const char *lr_quote_clip(lua_State *L, const char *s) {
+  size_t n = strlen(s);
+  lua_pushlstring(L, s, n > 40 ? 40 : n);
+  return lua_tostring(L, -1);
+}
+
 static inline lr_sandbox *lr_sandbox_of(lua_State *L) {
   return *(lr_sandbox **)lua_getextraspace(L);
 }

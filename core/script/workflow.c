@@ -47,7 +47,7 @@ static size_t read_headers(lua_State *L, int idx, luaretry_header *h) {
 /* A script reaches http and https only, and cannot split a request. */
 static void check_request(lua_State *L, const luaretry_request *req) {
   if (strncasecmp(req->url, "http://", 7) != 0 && strncasecmp(req->url, "https://", 8) != 0)
-    luaL_error(L, "http: only http and https URLs can be requested, not \"%.40s\"", req->url);
+    luaL_error(L, "http: only http and https URLs can be requested, not \"%s\"", lr_quote_clip(L, req->url));
   const char *texts[2] = { req->url, req->method };
   for (int i = 0; i < 2; i++)
     if (texts[i] && strpbrk(texts[i], "\r\n"))
@@ -55,8 +55,8 @@ static void check_request(lua_State *L, const luaretry_request *req) {
   for (size_t i = 0; i < req->header_count; i++)
     if (strpbrk(req->headers[i].name, "\r\n:") || strpbrk(req->headers[i].value, "\r\n") ||
         !req->headers[i].name[0])
-      luaL_error(L, "http: header \"%.40s\" holds a line break or is not a name",
-                 req->headers[i].name);
+      luaL_error(L, "http: header \"%s\" holds a line break or is not a name",
+                 lr_quote_clip(L, req->headers[i].name));
 }
 
 static int perform(lua_State *L, luaretry_request *req) {

@@ -250,6 +250,10 @@ static void test_operation_gives_up(void) {
     CHECK_EQ_INT(op.calls, 3);
     CHECK_EQ_INT(final.retry, 0);
     CHECK_EQ_INT(final.attempt, 3);
+    /* the host's operation gave up: not a cancel, which nobody asked for */
+    CHECK_EQ_INT(final.reason, LUARETRY_REASON_GAVE_UP);
+    CHECK_EQ_STR(luaretry_reason_name(final.reason), "gave_up");
+    CHECK_CONTAINS(final.message, "the operation gave up");
     CHECK_CONTAINS(luaretry_call_errmsg(c), "gave up");
     CHECK_CONTAINS(luaretry_call_errmsg(c), luaretry_strerror(codes[i]));
     /* Timeouts handed to the operation: attempt_timeout, clipped. */
@@ -258,6 +262,10 @@ static void test_operation_gives_up(void) {
     CHECK_CODE(luaretry_call_run(c, operation, &op, &final), LUARETRY_E_STATE);
     luaretry_call_free(c);
   }
+  luaretry_metrics m;
+  luaretry_policy_metrics(p, &m);
+  CHECK_EQ_INT((long)m.gave_up, 3);
+  CHECK_EQ_INT((long)m.cancelled, 0);
   /* Success on the third attempt, for contrast. */
   static const int seq[] = { 503, 502, 204 };
   luaretry_call *c = begin(p, LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED, 1);
