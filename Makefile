@@ -120,6 +120,8 @@ HOST_TESTS = example_host test_reuse
 HOST_TEST_BIN = $(HOST_TESTS:%=$(BUILD)/%)
 $(BUILD)/example_host $(BUILD)/test_reuse: $(BUILD)/%: spec/c/%.c $(BUILD)/libluaretry.a $(FAULTS_OBJ)
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LUA_LIBS) $(CURL_LIBS) -lm
+$(BUILD)/bench_reuse: spec/bench/reuse.c spec/c/faults_client.h $(BUILD)/libluaretry.a $(FAULTS_OBJ)
+	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LUA_LIBS) $(CURL_LIBS) -lm
 
 # The fault server's own test drivers, for spec/faults_spec.lua.
 $(BUILD)/faults_%: spec/c/faults_%.c $(FAULTS_OBJ)
@@ -155,8 +157,9 @@ test: deps
 	  busted --lua=lua5.4 --cpath='build/asan/?.so' --output=utfTerminal spec
 
 bench: deps
-	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop
+	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop $(BUILD)/bench_reuse
 	./$(BUILD)/bench_decide
+	./$(BUILD)/bench_reuse
 	./$(BUILD)/bench_waits
 	bash spec/bench/run_vs_curl.sh
 	bash spec/bench/batch.sh

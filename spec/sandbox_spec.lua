@@ -245,6 +245,107 @@ describe("the time limit", function()
   end)
 end)
 
+describe("what the time limit also stops", function()
+  local now = require("system").monotime
+
+  local function spin(body, name)
+    return assert(lr.load_string("max_attempts = 3\n" .. body, "=" .. name, { time_limit = 0.05 }))
+  end
+
+  it("a loop under xpcall with a handler that returns", function()
+    local p = spin([[
+function is_transient()
+  while true do xpcall(function() while true do end end, function(e) return e end) end
+end]], "xspin")
+    local t0 = now()
+    local d = p:classify{ status = 503 }
+    assert.are.equal("policy_error", d.verdict)
+    has(d.message, "xspin:3: time limit reached")
+    assert.is_true(now() - t0 < 0.25)
+  end)
+
+  it("a runaway recursion, a tail call or a deep one, as a policy error naming the line", function()
+    local tail = spin("local function f(n) return f(n + 1) end\n"
+                      .. "function is_transient() return f(1) end", "tail")
+    local d = tail:classify{ status = 503 }
+    assert.are.equal("policy_error", d.verdict)
+    has(d.message, "tail:2:")
+    local deep = spin("local function f(n) return 1 + f(n + 1) end\n"
+                      .. "function is_transient() return f(1) > 0 end", "deep")
+    local e = deep:classify{ status = 503 }
+    assert.are.equal("policy_error", e.verdict)
+    has(e.message, "deep:2:")
+    assert.are.equal("policy_error", deep:classify{ status = 503 }.verdict)  -- and again
+  end)
+
+  it("prepare and is_idempotent, and the call goes on to its next step", function()
+    local p = spin([[
+function prepare(request) while true do end end
+function is_idempotent(request) while true do end end]], "hooks")
+    local c = p:begin { virtual = true, seed = 1 }
+    local req, msg = c:prepare({ method = "GET", url = "http://x/" }, 1)
+    assert.is_nil(req)
+    has(msg, "hooks:2: time limit reached")
+    local yes, imsg = c:is_idempotent { method = "GET", url = "http://x/" }
+    assert.is_nil(yes)
+    has(imsg, "hooks:3: time limit reached")
+    assert.are.equal("success", c:report{ status = 200 }.verdict)
+  end)
+end)
+
+describe("state across calls", function()
+  it("math.random draws from the call's seeded generator; math.randomseed is refused", function()
+    local p = assert(lr.load_string([[
+max_attempts = 3
+function prepare(request) request.headers["X-R"] = tostring(math.random(1, 1e9)) end]], "=rand"))
+    local function draw(seed)
+      local c = p:begin { virtual = true, seed = seed }
+      return c:prepare({ method = "GET", url = "http://x/" }, 1).headers["X-R"]
+    end
+    assert.are.equal(draw(7), draw(7))
+    assert.are_not.equal(draw(7), draw(8))
+    has(inside("local ok, e = pcall(math.randomseed, 1) return tostring(ok) .. ' ' .. e"),
+        "false")
+  end)
+
+  it("globals are shared by the calls a state serves; info.call belongs to one call", function()
+    local p = assert(lr.load_string([[
+max_attempts = 5
+seen = 0
+function prepare(request, attempt, info)
+  seen = seen + 1                       -- a global: every call adds to it
+  info.call.mine = (info.call.mine or 0) + 1
+  request.headers["X-Seen"] = tostring(seen)
+  request.headers["X-Mine"] = tostring(info.call.mine)
+end]], "=state"))
+    local GET = { method = "GET", url = "http://x/" }
+    local function step(c)
+      local r = assert(c:prepare(GET, 1))
+      return r.headers["X-Seen"] .. "/" .. r.headers["X-Mine"]
+    end
+    -- two calls interleaved on one thread: one state serves both
+    local a, b = p:begin { virtual = true }, p:begin { virtual = true }
+    assert.are.equal("1/1", step(a))
+    assert.are.equal("2/1", step(b))
+    assert.are.equal("3/2", step(a))
+    assert.are.equal("success", a:report{ status = 200 }.verdict)
+    a = nil
+    collectgarbage()
+    local c = p:begin { virtual = true }   -- a new call starts with a new table
+    assert.are.equal("4/1", step(c))
+    assert.are.equal("5/2", step(b))
+  end)
+
+  it("info is read-only", function()
+    local p = assert(lr.load_string([[
+max_attempts = 3
+function is_transient(status, body, info) info.status = 200 return true end]], "=ro"))
+    local d = p:classify{ status = 503 }
+    assert.are.equal("policy_error", d.verdict)
+    has(d.message, "ro:2:")
+  end)
+end)
+
 describe("the instruction limit (for hosts that want determinism)", function()
   it("is off by default, and settable by the host, exactly", function()
     local src = [[

@@ -9,19 +9,42 @@
  * luaretry_strerror() names it and the handle's *_errmsg() function gives
  * the detail (for scripts: "file:line: what went wrong"), valid until the
  * next call on that handle.  Destructors accept NULL.  The library never
- * prints, never exits and never keeps global state.
+ * prints and never exits; its one piece of global state is the watchdog
+ * below.
  *
- * Threads: any number of threads may begin calls on one loaded policy at
- * once.  Each call checks out a Lua state of its own from the policy's pool
- * (a lock at begin and free, never on a decision), so their decisions run
- * in parallel; the budget, breaker and counters are atomic.  A call is used
- * by one thread at a time; luaretry_call_cancel() may come from any thread
- * or a signal handler.  Loading, reloading and luaretry_policy_set() may run
- * while calls are in flight: those finish under the policy they began with.
- * Set the log, classifier and breaker callbacks before calls begin.  The
- * policy-level request functions (is_idempotent, prepare, run_workflow)
- * use the policy's main state: one thread at a time for those; a call's own
- * luaretry_call_is_idempotent() and luaretry_call_prepare() use its state.
+ * Lua states: a loaded script runs in Lua states that belong to that load,
+ * not to calls.  Each call into the script (a decision, prepare,
+ * is_idempotent, a workflow) borrows a free state with one atomic flag and
+ * gives it back when the script returns; a state is made only when more
+ * threads are in the script at once than there are states.  So a call in
+ * flight holds no Lua state (a few hundred bytes of C), and globals a
+ * script sets are shared by every call a state serves: what one call must
+ * remember across its attempts goes in info.call, a table that lasts as
+ * long as the call.
+ *
+ * Threads: any number of threads may begin, report and wait on calls of
+ * one loaded policy at once, with no lock on the way; the budget, breaker
+ * and counters are atomic.  A call is used by one thread at a time;
+ * luaretry_call_cancel() may come from any thread or a signal handler.
+ * Loading, reloading and luaretry_policy_set() may run while calls are in
+ * flight: those finish under the script and settings they began with, and
+ * a load's states are freed when its last call ends.  Set the log,
+ * classifier and breaker callbacks before calls begin.  The policy-level
+ * luaretry_policy_is_idempotent() and luaretry_policy_run_workflow() may
+ * run on any thread; luaretry_policy_prepare() fills a buffer of the
+ * policy, so one thread at a time for it (luaretry_call_prepare() has one
+ * per call), and a policy-level failure's luaretry_policy_errmsg() is the
+ * last one of any thread.
+ *
+ * Time limit: a call into a script that runs longer than time_limit
+ * (seconds of wall time, default 0.25) is stopped at its next Lua
+ * instruction, as a policy error naming file and line, and the host goes
+ * on.  A script pays nothing per instruction for this: the library's one
+ * helper thread (the watchdog, running while any policy is loaded, waking
+ * every 5 ms) arms a hook on a call that overruns.  It never calls into the
+ * host.  An exact count, deterministic whatever the machine's speed, is
+ * the host-only setting "instruction_limit", at the cost of a hook on
+ * every instruction.
  *
  * ABI: the shared library's soname is libluaretry.so.MAJOR.  Within one
  * major version functions are only added, enum values only appended (a
@@ -94,8 +117,9 @@ LUARETRY_API void luaretry_policy_free(luaretry_policy *p);
  * luaretry_field_at() lists as settable ("max_attempts", "deadline",
  * "backoff.initial", "budget.max_tokens", ...), or "options.NAME" for a
  * script's own option; "none" unsets an optional value.  Host-only limits:
- * "instruction_limit" (per call into the script) and "memory_limit" (bytes,
- * per policy).  Overrides outlive reloads.  On a loaded policy the change
+ * "time_limit" (seconds of wall time per call into the script, default
+ * 0.25), "instruction_limit" (an exact count per call into the script) and
+ * "memory_limit" (bytes, per Lua state).  Overrides outlive reloads.  On a loaded policy the change
  * is validated at once and refused (policy unchanged) when invalid; the
  * message names the field ("backoff.inital: unknown name, did you mean
  * backoff.initial?").
@@ -122,7 +146,9 @@ LUARETRY_API const char *luaretry_policy_errmsg(const luaretry_policy *p);
 LUARETRY_API size_t luaretry_policy_warning_count(const luaretry_policy *p);
 LUARETRY_API const char *luaretry_policy_warning(const luaretry_policy *p, size_t i);
 
-/* Bytes held by the policy's Lua state. */
+/* Bytes held by one Lua state of the loaded script, as it stood after the
+ * load (each state made for threads in the script at once holds about as
+ * much); memory_limit applies to each state. */
 LUARETRY_API size_t luaretry_policy_memory(const luaretry_policy *p);
 
 /* The value in force of a setting (a field luaretry_field_at() lists as

@@ -38,6 +38,15 @@ LUARETRY_API luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_ca
                                     const luaretry_curl_options *o,
                                     luaretry_decision *final);
 
+/* Connections outlive calls: each thread that calls luaretry_curl_perform()
+ * keeps one libcurl multi handle, and with it a cache of keep-alive
+ * connections, so sequential calls to one server (one easy handle, or a new
+ * one each time) share a connection; it is freed when the thread exits.  A
+ * call made from inside another (a callback) gets a multi handle of its own
+ * for that call.  A host with its own cache hands it in on the easy handle:
+ * CURLOPT_SHARE with a CURLSH sharing CURL_LOCK_DATA_CONNECT (with lock
+ * functions when threads share it); the calls then use that cache. */
+
 /* ------------------------------------------------------------ batches
  *
  * Many requests, each its own retried call of one policy (so all share

@@ -78,7 +78,7 @@ typedef enum {
   X(TIME_LIMIT, "time_limit", T_SECONDS, 0, 3600, HOST | OPEN, 0.25, TUNE(time_limit), \
     "wall-clock seconds per call into the script") \
   X(MEMORY_LIMIT, "memory_limit", T_BYTES, 65536, 1e15, HOST, 8388608, TUNE(memory_limit), \
-    "bytes of Lua memory per policy") \
+    "bytes of Lua memory per Lua state of the policy") \
   X(B_KIND, "backoff.kind", T_KIND, 0, 0, 0, LUARETRY_BACKOFF_EXPONENTIAL, TUNE(kind), \
     "how the raw delay grows: exponential, constant or linear") \
   X(B_INITIAL, "backoff.initial", T_SECONDS, 0, INFINITY, 0, 1, TUNE(initial), \

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "faults_client.h"
 #include "faults/faults.h"
 #include "luaretry.h"
 #include "luaretry_curl.h"
@@ -26,60 +27,6 @@ static const char POLICY[] =
   "deadline = 30\n"
   "attempt_timeout = 10\n"
   "backoff = { initial = 0.001, jitter = 'none' }\n";
-
-typedef struct { char *data; size_t len; } text;
-
-static size_t keep(char *data, size_t size, size_t n, void *ud) {
-  text *t = ud;
-  char *d = realloc(t->data, t->len + size * n + 1);
-  if (!d) return 0;
-  memcpy(d + t->len, data, size * n);
-  t->data = d;
-  t->len += size * n;
-  t->data[t->len] = '\0';
-  return size * n;
-}
-
-/* The distinct "conn" numbers in the server's log, and requests seen. */
-static int connections(const char *address, int *requests) {
-  char url[128];
-  snprintf(url, sizeof url, "http://%s/_faults/requests", address);
-  text t = { NULL, 0 };
-  CURL *h = curl_easy_init();
-  curl_easy_setopt(h, CURLOPT_URL, url);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
-  curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);  /* not one of the counted */
-  curl_easy_perform(h);
-  curl_easy_cleanup(h);
-  long seen[16];
-  int distinct = 0;
-  *requests = 0;
-  for (const char *at = t.data; at && (at = strstr(at, "\"conn\":")); at++) {
-    long conn = strtol(at + 7, NULL, 10);
-    (*requests)++;
-    int known = 0;
-    for (int i = 0; i < distinct; i++) known |= seen[i] == conn;
-    if (!known && distinct < 16) seen[distinct++] = conn;
-  }
-  free(t.data);
-  return distinct;
-}
-
-static void reset_log(const char *address) {
-  char url[128];
-  snprintf(url, sizeof url, "http://%s/_faults/reset", address);
-  CURL *h = curl_easy_init();
-  curl_easy_setopt(h, CURLOPT_URL, url);
-  curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, keep);
-  text t = { NULL, 0 };
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
-  curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
-  curl_easy_perform(h);
-  curl_easy_cleanup(h);
-  free(t.data);
-}
 
 /* CALLS sequential calls on `path`; a new easy handle each time, or one. */
 static void calls(luaretry_policy *p, const char *address, const char *path, int fresh,
@@ -104,6 +51,40 @@ static void calls(luaretry_policy *p, const char *address, const char *path, int
   CHECK_EQ_INT(ok, n);
 }
 
+/* A host with its own connection cache (a CURLSH sharing connections)
+ * hands it in on its handles: luaretry's calls and the host's own
+ * transfers then draw on that one cache. */
+static void host_cache(luaretry_policy *p, const char *address) {
+  char url[128];
+  snprintf(url, sizeof url, "http://%s/ok", address);
+  CURLSH *share = curl_share_init();
+  curl_share_setopt(share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
+  CURL *mine = curl_easy_init(), *for_calls = curl_easy_init();
+  curl_easy_setopt(mine, CURLOPT_SHARE, share);
+  curl_easy_setopt(for_calls, CURLOPT_SHARE, share);
+  curl_easy_setopt(mine, CURLOPT_URL, url);
+  curl_easy_setopt(mine, CURLOPT_WRITEFUNCTION, faults_keep);
+  faults_text body = { NULL, 0 };
+  curl_easy_setopt(mine, CURLOPT_WRITEDATA, &body);
+  luaretry_request req = { .method = "GET", .url = url };
+  int ok = 0;
+  for (int i = 0; i < 10; i++) {
+    ok += curl_easy_perform(mine) == CURLE_OK;  /* the host's own transfer */
+    luaretry_call *c = NULL;
+    luaretry_decision d;
+    if (luaretry_call_begin(p, NULL, &c) == LUARETRY_OK &&
+        luaretry_curl_perform(p, c, for_calls, &req, NULL, &d) == LUARETRY_OK &&
+        d.reason == LUARETRY_REASON_SUCCESS)
+      ok++;
+    luaretry_call_free(c);
+  }
+  CHECK_EQ_INT(ok, 20);
+  curl_easy_cleanup(mine);
+  curl_easy_cleanup(for_calls);
+  curl_share_cleanup(share);
+  free(body.data);
+}
+
 int main(void) {
   char err[256];
   lr_faults *server = lr_faults_start_string("reuse.lua", SERVER, NULL, err, sizeof err);
@@ -113,19 +94,25 @@ int main(void) {
   luaretry_policy_new(&p);
   CHECK_CODE(luaretry_policy_load_string(p, "=reuse", POLICY), LUARETRY_OK);
   for (int fresh = 0; fresh <= 1; fresh++) {
-    reset_log(address);
+    faults_reset(address);
     calls(p, address, "/ok", fresh, 1);
-    int requests, opened = connections(address, &requests);
+    int requests, opened = faults_connections(address, &requests);
     CHECK_EQ_INT(requests, CALLS);
     CHECK_EQ_INT(opened, 1);
     printf("test_reuse: %d calls, %s: %d connection(s)\n", CALLS,
            fresh ? "a new easy handle each" : "one easy handle", opened);
   }
-  reset_log(address);
+  faults_reset(address);
   calls(p, address, "/flaky", 0, 3);  /* its retries too */
-  int requests, opened = connections(address, &requests);
+  int requests, opened = faults_connections(address, &requests);
   CHECK_EQ_INT(requests, 3);
   CHECK_EQ_INT(opened, 1);
+  faults_reset(address);
+  host_cache(p, address);
+  opened = faults_connections(address, &requests);
+  CHECK_EQ_INT(requests, 20);
+  CHECK_EQ_INT(opened, 1);
+  printf("test_reuse: the host's CURLSH, its transfers and 10 calls: %d connection(s)\n", opened);
   luaretry_policy_free(p);
   lr_faults_free(server);
   return check_done();
