@@ -92,6 +92,19 @@ describe("luaretry check", function ()
     assert.is_nil(r.stdout:find("probe%s+verdict"), "no table for a policy that does not load")
   end)
 
+  it("warns about a policy in which one attempt could last for ever", function ()
+    local r = check({ FIX .. "k_no_timeout.lua" })
+    assert.are.equal(3, r.code)
+    assert.matches("loads, 1 problem", r.stdout)
+    assert.matches("warning: [^\n]*neither attempt_timeout nor deadline is set: one attempt could last for ever",
+                   r.stdout)
+    for _, set in ipairs({ "attempt_timeout=10", "deadline=60" }) do
+      local fixed = check({ FIX .. "k_no_timeout.lua", "--set", set })
+      assert.are.equal(0, fixed.code, set .. ": " .. fixed.stdout)
+      assert.is_nil(fixed.stdout:find("warning"), set)
+    end
+  end)
+
   local files = shipped()
   it("finds the shipped policies", function ()
     assert.is_true(#files >= 1)

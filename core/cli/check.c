@@ -149,8 +149,9 @@ static void print_tuning(const luaretry_tuning *t) {
   }
   printf(", jitter %s", luaretry_jitter_name(t->jitter));
   if (t->jitter == LUARETRY_JITTER_ADDITIVE) printf(" (up to %g s)", t->jitter_max);
-  printf(", cap_jitter %s; limits %ld instructions, %zu B\n", t->cap_jitter ? "true" : "false",
-         t->instruction_limit, t->memory_limit);
+  printf(", cap_jitter %s; limits %g s", t->cap_jitter ? "true" : "false", t->time_limit);
+  if (t->instruction_limit > 0) printf(" and %ld instructions", t->instruction_limit);
+  printf(" per call into the script, %zu B per Lua state\n", t->memory_limit);
 }
 
 /* Every setting in force, as --set would spell it: from the library's

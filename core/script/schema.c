@@ -340,6 +340,10 @@ static int validate(lr_check *ck, luaretry_tuning *t) {
     add_error(ck->errors, ck->errors_size,
               "%s: neither max_attempts nor deadline is set: the policy could "
               "retry forever", ck->chunk);
+  if (ok[F_ATTEMPT_TIMEOUT] == 0 && ok[F_DEADLINE] == 0)
+    lr_add_warning(ck->warnings, ck->warning_count,
+                   "%s: neither attempt_timeout nor deadline is set: one attempt could "
+                   "last for ever (a server that accepts and never answers)", ck->chunk);
   if (f[F_BACKOFF].type == LUA_TFUNCTION) script_backoff(ck, t);
   else check_backoff(ck, ok, t);
   t->budget = declared(f, ok, F_BUDGET);
