@@ -116,9 +116,9 @@ $(BUILD)/bench_%: spec/bench/%.c $(BUILD)/libluaretry.a
 
 # Programs that embed the library and the fault server together: the
 # example event-loop host, connection reuse.
-HOST_TESTS = example_host test_reuse
+HOST_TESTS = example_host test_reuse test_many_stream
 HOST_TEST_BIN = $(HOST_TESTS:%=$(BUILD)/%)
-$(BUILD)/example_host $(BUILD)/test_reuse: $(BUILD)/%: spec/c/%.c $(BUILD)/libluaretry.a $(FAULTS_OBJ)
+$(BUILD)/example_host $(BUILD)/test_reuse $(BUILD)/test_many_stream: $(BUILD)/%: spec/c/%.c $(BUILD)/libluaretry.a $(FAULTS_OBJ)
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LUA_LIBS) $(CURL_LIBS) -lm
 $(BUILD)/bench_reuse: spec/bench/reuse.c spec/c/faults_client.h $(BUILD)/libluaretry.a $(FAULTS_OBJ)
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LUA_LIBS) $(CURL_LIBS) -lm

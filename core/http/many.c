@@ -68,11 +68,15 @@ void luaretry_curl_many_options_init(luaretry_curl_many_options *o) {
 
 typedef struct slot slot;
 
-/* A call in progress: in a transfer (s != NULL) or waiting until `due`. */
-typedef struct {
+/* A call in progress: in a transfer (s != NULL) or waiting until `due`.
+ * A waiting call holds no easy handle either (the connections live in the
+ * multi handle): its next attempt makes one from the template. */
+typedef struct live_call {
   luaretry_call *c;
   CURL *h;
-  size_t job;
+  size_t index;                 /* the job's number */
+  luaretry_curl_job *job;       /* jobs[index], or `own` for a pulled job */
+  luaretry_curl_job own;
   int next;                     /* the number of its next attempt */
   double due;                   /* monotonic seconds */
   slot *s;
@@ -87,20 +91,61 @@ struct slot {
 typedef struct {
   luaretry_curl_many *m;
   luaretry_policy *p;
-  luaretry_curl_job *jobs;
+  luaretry_curl_job *jobs;      /* the array, or NULL when pulled from o->next */
   size_t n, next_job;
+  int source_done;              /* o->next said there are no more */
   const luaretry_curl_many_options *o;
   luaretry_call_options copt;
   double deadline;              /* the policy's, to clip late retries */
   slot *slots;
   size_t nslots, busy;
-  live_call *calls;             /* max_calls entries; c == NULL: free */
-  size_t ncalls, nlive;
+  live_call *calls;             /* ncalls entries; c == NULL: free */
+  live_call **spare;            /* the free entries, a stack */
+  live_call **waiting;          /* calls waiting for their retry: a heap on due */
+  size_t ncalls, nlive, nspare, nwaiting;
 } batch;
 
-static void finish_job(batch *b, size_t i, luaretry_code code, const luaretry_decision *d,
-                       luaretry_call *c) {
-  luaretry_curl_job *job = &b->jobs[i];
+/* ---- the waiting calls, earliest first */
+
+static void heap_swap(live_call **h, size_t i, size_t j) {
+  live_call *t = h[i];
+  h[i] = h[j];
+  h[j] = t;
+}
+
+static void wait_push(batch *b, live_call *lc) {
+  live_call **h = b->waiting;
+  size_t i = b->nwaiting++;
+  h[i] = lc;
+  while (i > 0 && h[(i - 1) / 2]->due > h[i]->due) {
+    heap_swap(h, i, (i - 1) / 2);
+    i = (i - 1) / 2;
+  }
+}
+
+static live_call *wait_pop(batch *b) {
+  live_call **h = b->waiting;
+  live_call *top = h[0];
+  h[0] = h[--b->nwaiting];
+  for (size_t i = 0;;) {
+    size_t l = 2 * i + 1, r = l + 1, m = i;
+    if (l < b->nwaiting && h[l]->due < h[m]->due) m = l;
+    if (r < b->nwaiting && h[r]->due < h[m]->due) m = r;
+    if (m == i) break;
+    heap_swap(h, i, m);
+    i = m;
+  }
+  return top;
+}
+
+/* ---- jobs and calls */
+
+static int more_jobs(const batch *b) {
+  return b->jobs ? b->next_job < b->n : !b->source_done;
+}
+
+static void finish_job(batch *b, luaretry_curl_job *job, size_t i, luaretry_code code,
+                       const luaretry_decision *d, luaretry_call *c) {
   luaretry_curl_result *r = &job->result;
   r->code = code;
   if (d) r->final = *d;
@@ -115,46 +160,70 @@ static void finish_job(batch *b, size_t i, luaretry_code code, const luaretry_de
   r->errmsg = NULL;
 }
 
-static void end_call(batch *b, live_call *lc, luaretry_code code, const luaretry_decision *d) {
-  finish_job(b, lc->job, code, d, lc->c);
-  luaretry_call_free(lc->c);
-  curl_easy_cleanup(lc->h);
+static void release(batch *b, live_call *lc) {
+  if (lc->h) curl_easy_cleanup(lc->h);
   memset(lc, 0, sizeof *lc);
+  b->spare[b->nspare++] = lc;
   b->nlive--;
 }
 
-/* Begins the next job's call; NULL when it ended at once (refused) or the
- * call table is full. */
+static void end_call(batch *b, live_call *lc, luaretry_code code, const luaretry_decision *d) {
+  finish_job(b, lc->job, lc->index, code, d, lc->c);
+  luaretry_call_free(lc->c);
+  release(b, lc);
+}
+
+/* The next job: jobs[i], or one pulled from o->next into lc->own.  NULL
+ * when there is none. */
+static luaretry_curl_job *take_job(batch *b, live_call *lc) {
+  if (b->jobs) return b->next_job < b->n ? &b->jobs[b->next_job++] : NULL;
+  memset(&lc->own, 0, sizeof lc->own);
+  if (b->source_done || !b->o->next(b->o->next_ud, b->next_job, &lc->own)) {
+    b->source_done = 1;
+    return NULL;
+  }
+  memset(&lc->own.result, 0, sizeof lc->own.result);
+  if (!lc->own.request || !lc->own.request->url) {
+    /* a job without a request: it ends at once, as the array's are refused */
+    finish_job(b, &lc->own, b->next_job++, LUARETRY_E_ARG, NULL, NULL);
+    return take_job(b, lc);
+  }
+  b->next_job++;
+  return &lc->own;
+}
+
+/* Begins the next job's call; NULL when it ended at once (refused), the
+ * call table is full, or there is no job left. */
 static live_call *begin_next(batch *b) {
-  live_call *lc = NULL;
-  for (size_t k = 0; k < b->ncalls && !lc; k++)
-    if (!b->calls[k].c) lc = &b->calls[k];
-  if (!lc) return NULL;
-  size_t i = b->next_job++;
-  luaretry_curl_job *job = &b->jobs[i];
+  if (!b->nspare) return NULL;
+  live_call *lc = b->spare[b->nspare - 1];
+  luaretry_curl_job *job = take_job(b, lc);
+  if (!job) return NULL;
+  size_t i = b->next_job - 1;
+  b->nspare--;
+  b->nlive++;
+  lc->job = job;
+  lc->index = i;
   luaretry_call_options opt = b->copt;
   if (opt.flags & LUARETRY_CALL_SEED) opt.seed += i;
-  luaretry_call *c = NULL;
-  luaretry_code rc = luaretry_call_begin(b->p, &opt, &c);
+  luaretry_code rc = luaretry_call_begin(b->p, &opt, &lc->c);
   if (rc != LUARETRY_OK) {
-    finish_job(b, i, rc, NULL, NULL);
+    finish_job(b, job, i, rc, NULL, NULL);
+    release(b, lc);
     return NULL;
   }
-  luaretry_call_observe(c, job->observer, job->observer_ud);
-  CURL *h = b->o->easy ? curl_easy_duphandle(b->o->easy) : curl_easy_init();
-  if (!h) {
-    finish_job(b, i, LUARETRY_E_NOMEM, NULL, c);
-    luaretry_call_free(c);
-    return NULL;
-  }
-  curl_easy_setopt(h, CURLOPT_PRIVATE, (void *)lc);
-  lc->c = c;
-  lc->h = h;
-  lc->job = i;
+  luaretry_call_observe(lc->c, job->observer, job->observer_ud);
   lc->next = 1;
-  lc->s = NULL;
-  b->nlive++;
   return lc;
+}
+
+/* Ends lc as having failed before its attempt `next` could start. */
+static void end_unstarted(batch *b, live_call *lc, luaretry_code rc) {
+  luaretry_decision d;
+  memset(&d, 0, sizeof d);
+  d.attempt = lc->next - 1;
+  d.elapsed = luaretry_call_elapsed(lc->c);
+  end_call(b, lc, rc, &d);
 }
 
 /* Starts lc's next attempt on a free slot; ends the call instead when it
@@ -166,6 +235,14 @@ static void start_attempt(batch *b, live_call *lc) {
     end_call(b, lc, rc, &d);
     return;
   }
+  if (!lc->h) {
+    lc->h = b->o->easy ? curl_easy_duphandle(b->o->easy) : curl_easy_init();
+    if (!lc->h) {
+      end_unstarted(b, lc, LUARETRY_E_NOMEM);
+      return;
+    }
+    curl_easy_setopt(lc->h, CURLOPT_PRIVATE, (void *)lc);
+  }
   slot *s = NULL;
   for (size_t k = 0; k < b->nslots && !s; k++)
     if (!b->slots[k].call) s = &b->slots[k];
@@ -176,8 +253,7 @@ static void start_attempt(batch *b, live_call *lc) {
     if (left < 0.001) left = 0.001;
     if (timeout == 0 || left < timeout) timeout = left;
   }
-  const luaretry_request *req = b->jobs[lc->job].request;
-  rc = lr_curl_attempt_setup(lc->c, req, lc->next, lc->h, timeout, &s->a);
+  rc = lr_curl_attempt_setup(lc->c, lc->job->request, lc->next, lc->h, timeout, &s->a);
   if (rc == LUARETRY_OK && curl_multi_add_handle(b->m->multi, lc->h) != CURLM_OK) {
     curl_easy_setopt(lc->h, CURLOPT_HTTPHEADER, NULL);
     curl_slist_free_all(s->a.headers);
@@ -185,10 +261,7 @@ static void start_attempt(batch *b, live_call *lc) {
     rc = LUARETRY_E_NOMEM;
   }
   if (rc != LUARETRY_OK) {
-    memset(&d, 0, sizeof d);
-    d.attempt = lc->next - 1;
-    d.elapsed = luaretry_call_elapsed(lc->c);
-    end_call(b, lc, rc, &d);
+    end_unstarted(b, lc, rc);
     return;
   }
   s->call = lc;
@@ -209,7 +282,7 @@ static void end_attempt(batch *b, live_call *lc, CURLcode res) {
   memset(&d, 0, sizeof d);
   luaretry_code rc = lr_curl_attempt_finish(lc->h, &s->a, res, &out);
   if (rc == LUARETRY_OK) rc = luaretry_call_report(lc->c, &out, &d);
-  luaretry_curl_job *job = &b->jobs[lc->job];
+  luaretry_curl_job *job = lc->job;
   if (rc == LUARETRY_OK) {
     job->result.status = out.status;
     job->result.error = out.error;
@@ -221,15 +294,23 @@ static void end_attempt(batch *b, live_call *lc, CURLcode res) {
     end_call(b, lc, rc, &d);
     return;
   }
+  /* waiting: the handle goes back (its connection stays in the multi) */
+  curl_easy_setopt(lc->h, CURLOPT_HTTPHEADER, NULL);
+  curl_slist_free_all(s->a.headers);
+  s->a.headers = NULL;
+  curl_easy_cleanup(lc->h);
+  lc->h = NULL;
   if (b->copt.flags & LUARETRY_CALL_VIRTUAL_TIME) {
     luaretry_call_wait(lc->c, d.wait);  /* advances the call's clock only */
     lc->due = 0;
   } else {
     lc->due = lr_curl_now() + d.wait;
   }
+  wait_push(b, lc);
 }
 
-/* Cancelled: every call in progress stops, the jobs not begun end too. */
+/* Cancelled: every call in progress stops; the jobs of the array not begun
+ * end too (a job source is not asked for more). */
 static void cancel_all(batch *b) {
   for (size_t k = 0; k < b->ncalls; k++) {
     live_call *lc = &b->calls[k];
@@ -247,70 +328,103 @@ static void cancel_all(batch *b) {
     luaretry_call_stop_cancelled(lc->c, &d);
     end_call(b, lc, LUARETRY_OK, &d);
   }
-  while (b->next_job < b->n) {
+  b->nwaiting = 0;
+  while (b->jobs && b->next_job < b->n) {
     luaretry_decision d;
     memset(&d, 0, sizeof d);
     d.reason = LUARETRY_REASON_CANCELLED;
     d.rule = "cancel";
-    finish_job(b, b->next_job++, LUARETRY_OK, &d, NULL);
+    finish_job(b, &b->jobs[b->next_job], b->next_job, LUARETRY_OK, &d, NULL);
+    b->next_job++;
   }
 }
 
+/* Reports the transfers that ended; how many. */
+static int collect_ended(batch *b) {
+  int left, ended = 0;
+  CURLMsg *msg;
+  while ((msg = curl_multi_info_read(b->m->multi, &left))) {
+    if (msg->msg != CURLMSG_DONE) continue;
+    live_call *lc = NULL;
+    curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&lc);
+    CURLcode res = msg->data.result;
+    if (lc && lc->s) end_attempt(b, lc, res);
+    ended++;
+  }
+  return ended;
+}
+
 static void run_batch(batch *b) {
-  CURLM *multi = b->m->multi;
   for (;;) {
     if (atomic_load(&b->m->cancelled)) {
       cancel_all(b);
       return;
     }
     /* start what may start: due retries first, then new calls */
-    double now = lr_curl_now(), next_due = -1;
-    for (size_t k = 0; k < b->ncalls; k++) {
-      live_call *lc = &b->calls[k];
-      if (!lc->c || lc->s) continue;
-      if (lc->due <= now && b->busy < b->nslots) start_attempt(b, lc);
-      else if (next_due < 0 || lc->due < next_due) next_due = lc->due;
-    }
-    while (b->busy < b->nslots && b->next_job < b->n && b->nlive < b->ncalls) {
+    double now = lr_curl_now();
+    while (b->busy < b->nslots && b->nwaiting && b->waiting[0]->due <= now)
+      start_attempt(b, wait_pop(b));
+    while (b->busy < b->nslots && b->nspare && more_jobs(b)) {
       live_call *lc = begin_next(b);
       if (lc) start_attempt(b, lc);
     }
-    if (b->nlive == 0 && b->next_job >= b->n) return;
+    if (b->nlive == 0 && !more_jobs(b)) return;
 
     int running = 0;
-    if (b->busy) curl_multi_perform(multi, &running);
-    int left, ended = 0;
-    CURLMsg *msg;
-    while ((msg = curl_multi_info_read(multi, &left))) {
-      if (msg->msg != CURLMSG_DONE) continue;
-      live_call *lc = NULL;
-      curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&lc);
-      CURLcode res = msg->data.result;
-      if (lc && lc->s) end_attempt(b, lc, res);
-      ended++;
-    }
-    if (ended) continue;  /* slots came free: fill them first */
+    if (b->busy) curl_multi_perform(b->m->multi, &running);
+    if (collect_ended(b)) continue;  /* slots came free: fill them first */
 
     /* sleep until a transfer moves, the next retry is due, or a cancel */
     int timeout_ms = 1000;
-    if (next_due >= 0 && b->busy < b->nslots) {
-      double ms = ceil((next_due - lr_curl_now()) * 1000);
+    if (b->nwaiting && b->busy < b->nslots) {
+      double ms = ceil((b->waiting[0]->due - lr_curl_now()) * 1000);
       if (ms < timeout_ms) timeout_ms = ms < 0 ? 0 : (int)ms;
     }
     struct curl_waitfd wake = { b->m->wake_fd, CURL_WAIT_POLLIN, 0 };
-    curl_multi_poll(multi, &wake, 1, timeout_ms, NULL);
+    curl_multi_poll(b->m->multi, &wake, 1, timeout_ms, NULL);
   }
+}
+
+/* The table sizes: transfers, and calls in progress at once. */
+static void size_tables(batch *b, const luaretry_curl_many_options *o, size_t n) {
+  b->nslots = o->max_transfers ? o->max_transfers : 1;
+  if (n && b->nslots > n) b->nslots = n;
+  size_t calls = o->max_calls ? o->max_calls : LUARETRY_CURL_MAX_CALLS;
+  if (calls < 2 * b->nslots) calls = 2 * b->nslots;
+  if (o->max_calls && calls > o->max_calls) calls = o->max_calls;
+  b->ncalls = calls < b->nslots ? b->nslots : calls;
+  if (n && b->ncalls > n) b->ncalls = n;
+}
+
+static luaretry_code alloc_tables(batch *b) {
+  b->slots = calloc(b->nslots, sizeof *b->slots);
+  b->calls = calloc(b->ncalls, sizeof *b->calls);
+  b->spare = calloc(b->ncalls, sizeof *b->spare);
+  b->waiting = calloc(b->ncalls, sizeof *b->waiting);
+  if (!b->slots || !b->calls || !b->spare || !b->waiting) return LUARETRY_E_NOMEM;
+  for (size_t k = 0; k < b->ncalls; k++) b->spare[k] = &b->calls[b->ncalls - 1 - k];
+  b->nspare = b->ncalls;
+  return LUARETRY_OK;
+}
+
+static void free_tables(batch *b) {
+  if (b->slots)
+    for (size_t k = 0; k < b->nslots; k++) lr_curl_attempt_free(&b->slots[k].a);
+  free(b->slots);
+  free(b->calls);
+  free(b->spare);
+  free(b->waiting);
 }
 
 luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, luaretry_policy *p,
                                          luaretry_curl_job *jobs, size_t n,
                                          const luaretry_curl_many_options *o) {
-  if (!m || !p || (n && !jobs)) return LUARETRY_E_ARG;
-  for (size_t i = 0; i < n; i++)
-    if (!jobs[i].request || !jobs[i].request->url) return LUARETRY_E_ARG;
   luaretry_curl_many_options defaults;
   luaretry_curl_many_options_init(&defaults);
   if (!o) o = &defaults;
+  if (!m || !p || (n && !jobs) || (o->next && n)) return LUARETRY_E_ARG;
+  for (size_t i = 0; i < n; i++)
+    if (!jobs[i].request || !jobs[i].request->url) return LUARETRY_E_ARG;
   luaretry_tuning t;
   luaretry_code rc = luaretry_policy_tuning(p, &t);
   if (rc != LUARETRY_OK) return rc;
@@ -318,32 +432,20 @@ luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, luaretry_policy 
   memset(&b, 0, sizeof b);
   b.m = m;
   b.p = p;
-  b.jobs = jobs;
+  b.jobs = o->next ? NULL : jobs;
   b.n = n;
   b.o = o;
   b.deadline = t.deadline;
   luaretry_call_options_init(&b.copt);
   if (o->call) b.copt = *o->call;
-  b.nslots = o->max_transfers ? o->max_transfers : 1;
-  if (n && b.nslots > n) b.nslots = n;
-  b.ncalls = o->max_calls ? o->max_calls : b.nslots * 2 > 1024 ? b.nslots * 2 : 1024;
-  if (b.ncalls < b.nslots) b.ncalls = b.nslots;
-  if (n && b.ncalls > n) b.ncalls = n;
   for (size_t i = 0; i < n; i++) {
     memset(&jobs[i].result, 0, sizeof jobs[i].result);
     jobs[i].result.code = LUARETRY_E_STATE;
   }
-  if (n == 0) return LUARETRY_OK;
-  b.slots = calloc(b.nslots, sizeof *b.slots);
-  b.calls = calloc(b.ncalls, sizeof *b.calls);
-  if (!b.slots || !b.calls) {
-    free(b.slots);
-    free(b.calls);
-    return LUARETRY_E_NOMEM;
-  }
-  run_batch(&b);
-  for (size_t k = 0; k < b.nslots; k++) lr_curl_attempt_free(&b.slots[k].a);
-  free(b.slots);
-  free(b.calls);
-  return LUARETRY_OK;
+  if (!o->next && n == 0) return LUARETRY_OK;
+  size_tables(&b, o, o->next ? 0 : n);
+  rc = alloc_tables(&b);
+  if (rc == LUARETRY_OK) run_batch(&b);
+  free_tables(&b);
+  return rc;
 }

@@ -125,13 +125,26 @@ typedef struct {
 /* Called once per job, as soon as its call ends (in completion order). */
 typedef void (*luaretry_curl_done_fn)(void *ud, size_t index, const luaretry_curl_job *job);
 
+/* A job source, for a run whose jobs are made as they are needed (a list
+ * read as it goes): fills *job (zeroed, its `result` ignored) for job
+ * number `index` and returns 1, or returns 0 when there are no more.  The
+ * job is the library's copy; what its pointers reach (the request, the
+ * sink's ud...) must stay valid until `done` has been called for it. */
+typedef int (*luaretry_curl_next_fn)(void *ud, size_t index, luaretry_curl_job *job);
+
+/* The default of max_calls. */
+#define LUARETRY_CURL_MAX_CALLS 4096
+
 typedef struct {
   size_t max_transfers;      /* transfers at once; 0 counts as 1 */
   size_t max_calls;          /* calls in progress at once, transfers and
-                                waits together (each holds one of the
-                                policy's Lua states); 0: the larger of 1024
-                                and 2 * max_transfers */
-  CURL *easy;                /* a template: each call's handle is a
+                                waits together; 0: the larger of
+                                LUARETRY_CURL_MAX_CALLS and 2 * max_transfers.
+                                A call waiting for its retry holds no
+                                transfer and no easy handle, only about a
+                                kilobyte; the bound keeps a long outage from
+                                beginning every job of a large run. */
+  CURL *easy;                /* a template: each attempt's handle is a
                                 curl_easy_duphandle() of it, so options the
                                 host set (TLS, proxy, auth) apply; NULL:
                                 curl_easy_init() */
@@ -139,16 +152,23 @@ typedef struct {
                                 LUARETRY_CALL_SEED, job i gets seed + i.
                                 LUARETRY_CALL_VIRTUAL_TIME: waits take no
                                 time */
-  luaretry_curl_done_fn done;  /* or NULL */
+  luaretry_curl_done_fn done;  /* or NULL; with `next`, where results go */
   void *done_ud;
-  uint64_t reserved[4];
+  luaretry_curl_next_fn next;  /* set: jobs come from here, as calls can
+                                begin, and perform_many's jobs and n are
+                                NULL and 0; the memory of a run stays flat
+                                however many jobs there are.  A cancel asks
+                                for no more. */
+  void *next_ud;
+  uint64_t reserved[2];
 } luaretry_curl_many_options;
 
 LUARETRY_API void luaretry_curl_many_options_init(luaretry_curl_many_options *o);
 
 /*
- * Runs the n jobs until every call has ended (or the run is cancelled)
- * and fills each job's result.  Returns LUARETRY_OK when every job has a
+ * Runs the n jobs (or those o->next gives) until every call has ended or
+ * the run is cancelled, and fills each job's result (with o->next: each
+ * result reaches o->done only).  Returns LUARETRY_OK when every job has a
  * result, even a cancelled or failed one (see jobs[i].result); an error
  * code (LUARETRY_E_ARG, LUARETRY_E_NOMEM, LUARETRY_E_SYSTEM) only when
  * the run could not start, and then no job was begun.  Never prints.

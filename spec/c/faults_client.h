@@ -11,7 +11,7 @@
 
 typedef struct { char *data; size_t len; } faults_text;
 
-static size_t faults_keep(char *data, size_t size, size_t n, void *ud) {
+static inline size_t faults_keep(char *data, size_t size, size_t n, void *ud) {
   faults_text *t = ud;
   char *d = realloc(t->data, t->len + size * n + 1);
   if (!d) return 0;
@@ -23,7 +23,7 @@ static size_t faults_keep(char *data, size_t size, size_t n, void *ud) {
 }
 
 /* GET (or POST, with post set) http://address/path; the body, to free. */
-static char *faults_fetch(const char *address, const char *path, int post) {
+static inline char *faults_fetch(const char *address, const char *path, int post) {
   char url[160];
   snprintf(url, sizeof url, "http://%s%s", address, path);
   faults_text t = { NULL, 0 };
@@ -39,13 +39,13 @@ static char *faults_fetch(const char *address, const char *path, int post) {
 }
 
 /* Forgets the request log. */
-static void faults_reset(const char *address) {
+static inline void faults_reset(const char *address) {
   free(faults_fetch(address, "/_faults/reset", 1));
 }
 
 /* The distinct connections in the request log (its "conn" numbers, up to
  * 64 told apart), and in *requests how many requests it holds. */
-static int faults_connections(const char *address, int *requests) {
+static inline int faults_connections(const char *address, int *requests) {
   char *log = faults_fetch(address, "/_faults/requests", 0);
   long seen[64];
   int distinct = 0;
