@@ -11,8 +11,8 @@
  * of reach, as it is of timeout(1).)
  *
  * The outcome: the exit status (128+N for signal N), the tail of the
- * error output as the body the policy judges, error "timeout" when the
- * timeout ended the attempt.  Standard output streams into `out`, emptied
+ * error output as the body the policy judges; an attempt its timeout ended
+ * is status 0 with error "timeout", as an HTTP attempt without response.  Standard output streams into `out`, emptied
  * for each attempt; the final attempt's error output is shown on failure,
  * every attempt's with -v.  Standard input, when luaretry's was spooled,
  * is given whole to every attempt; no descriptor of luaretry's leaks. */
@@ -228,7 +228,13 @@ static luaretry_code attempt(void *ud, luaretry_call *c, int n, double timeout,
   o->kind = LUARETRY_OUTCOME_COMMAND;
   int ws = ch.status;
   o->status = !ch.reaped ? 128 + SIGKILL : WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-  o->error = ch.timed_out ? "timeout" : NULL;
+  if (ch.timed_out) {
+    /* no status of its own came, as an HTTP attempt that timed out has no
+     * response: status 0 and error "timeout", judged as that is (what our
+     * SIGTERM made of it says nothing about the command) */
+    o->status = 0;
+    o->error = "timeout";
+  }
   o->body = cmd->err;
   o->body_len = cmd->err_len;
   o->method = "EXEC";
