@@ -26,5 +26,8 @@ respond = routes{
   ["/ra-long"] = {status = 503, headers = {["Retry-After"] = "3600"}, body = "much later\n"},
   ["/reset-then-ok"] = sequence{{reset = true}, {status = 200, body = "ok\n"}},
   ["/new"] = {status = 200, body = "new content\n"},
+  -- a 200 whose body never ends (close-delimited, as fast as it is read)
+  ["/endless"] = {raw = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n",
+                  stream = {data = string.rep("e", 65536)}},
   default = {status = 200, body = "default\n"},
 }
