@@ -6,14 +6,18 @@
  *
  * The script API (also in policies/faults/README.md)
  * --------------------------------------------------
- * The script is ordinary Lua 5.4 with the standard libraries.  It defines
+ * The script is Lua 5.4 in a sandbox (faults_sandbox.c: no io, no
+ * os.execute; require reaches its folder and the system's Lua modules;
+ * 256 MiB).  It defines
  * a global `respond(req)`, called once per request, where
  *   req.method   "GET", "POST", ...
  *   req.path     the path, without the query ("/a/b")
  *   req.query    the raw query string ("" if none)
  *   req.headers  name -> value; names are lower-case, repeats are joined
  *                with ", "
- *   req.body     the request body ("" if none; chunked bodies decoded)
+ *   req.body     the request body ("" if none; chunked bodies decoded; its
+ *                first 16 MiB when longer)
+ *   req.body_len the body's whole length
  *   req.count    requests seen on this path so far, this one included
  *   req.total    requests seen on all paths so far, this one included
  *   req.state    a table kept per path across requests, for the script
@@ -33,6 +37,15 @@
  *                   client goes away or the server stops
  *   truncate = N    send the head with the full Content-Length but only N
  *                   bytes of the body, then close
+ *   raw             the response's bytes as they are (status line, headers,
+ *                   body: anything, malformed on purpose), then close
+ *   stream = {data = S, count = N, interval = T}
+ *                   after the head (raw or made), S sent N times (no count:
+ *                   for ever), T seconds apart (0: as fast as it is read),
+ *                   then close; a made head then has no Content-Length
+ *   then_reset = true  end the answer with a TCP reset instead of a close
+ *                   (a reset in the middle of a body, with truncate, raw or
+ *                   a stream)
  * `delay` also postpones `reset` and `truncate`.  Instead of a table,
  * respond may return a status number or a body string, and `respond`
  * itself may be such a value instead of a function, answered every time.
@@ -206,7 +219,7 @@ static void conn_advance (lr_faults *f, conn *c) {
     if (!conn_flush(f, c)) return;
     if (c->state == C_WRITE) {
       if (c->out.len > 0) return;  /* the rest when the socket drains */
-      if (c->close_after) { fault_conn_close(f, c, 0); return; }
+      if (c->close_after) { fault_conn_close(f, c, c->reset_at_end); return; }
       c->state = C_READ;
     }
     if (c->state != C_READ) return;
@@ -311,7 +324,7 @@ static short conn_events (conn *c, double now, int *timeout) {
  * after its last. */
 static void stream_next (lr_faults *f, conn *c, double now) {
   if (c->out.len || c->due > now) return;
-  if (c->stream_left == 0) { fault_conn_close(f, c, 0); return; }
+  if (c->stream_left == 0) { fault_conn_close(f, c, c->reset_at_end); return; }
   do {
     sb_add(&c->out, c->stream, c->stream_len);
     if (c->stream_left > 0) c->stream_left--;

@@ -39,6 +39,7 @@ typedef struct conn {
   int eof;             /* the client will send no more */
   int close_after;     /* close once the response is out */
   int reset_when_due;  /* the delayed action is a reset, not an answer */
+  int reset_at_end;    /* the answer (or stream) ends with a reset, not a FIN */
   int head_seen;
   double head_time, due;
   char *in;

@@ -250,6 +250,8 @@ static void put_answer (lua_State *L, exchange *x) {
         luaL_error(L, "respond: 'delay' must be a number of seconds >= 0");
     }
     truncate = int_field(L, t, "truncate", -1, 0, LUA_MAXINTEGER);
+    if (lua_getfield(L, t, "then_reset") != LUA_TNIL && lua_toboolean(L, -1))
+      c->reset_at_end = c->close_after = 1;
     if (lua_getfield(L, t, "hang") != LUA_TNIL && lua_toboolean(L, -1)) {
       x->action = A_HANG;
       return;
@@ -314,6 +316,7 @@ void fault_answer_script (lr_faults *f, conn *c) {
   lua_State *L = f->L;
   exchange x = {f, c, A_SEND, 0};
   size_t mark = c->out.len;
+  c->reset_at_end = 0;
   f->total++;
   fault_log_entry(f, c);
   lua_pushcfunction(L, run_script);

@@ -8,12 +8,15 @@
  *   offset 0, whole; a reader that gives nothing stops the call with
  *   LUARETRY_E_OPERATION, the transfer unreported;
  * - a redirect to file:// or ftp:// is not followed, even where the host
- *   asked for redirects: http and https only. */
+ *   asked for redirects: http and https only;
+ * - a compression bomb that the host asked curl to inflate streams
+ *   through: 256 MiB reach the sink, memory stays flat. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -272,11 +275,67 @@ static void test_schemes(void) {
   redirect_to("gopher://127.0.0.1/x");
 }
 
+/* ---- a compression bomb */
+
+#define INFLATED ((size_t)256 * 1024 * 1024)
+
+/* 256 MiB of zeros, gzipped by gzip(1) (in every Debian): about 256 KiB. */
+static char *gzip_bomb(size_t *len) {
+  FILE *p = popen("head -c 268435456 /dev/zero | gzip -c -9", "r");
+  size_t cap = 1 << 20;
+  char *buf = malloc(cap);
+  *len = 0;
+  if (!p || !buf) return NULL;
+  for (size_t n; (n = fread(buf + *len, 1, cap - *len, p)) > 0 && *len + n < cap;) *len += n;
+  pclose(p);
+  return buf;
+}
+
+static void test_bomb(void) {
+  size_t zlen = 0;
+  char *z = gzip_bomb(&zlen);
+  if (!CHECK(z && zlen > 1000 && zlen < 1024 * 1024)) return;
+  char *resp = malloc(zlen + 256);
+  int head = snprintf(resp, 256, "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n"
+                      "Content-Length: %zu\r\nConnection: close\r\n\r\n", zlen);
+  memcpy(resp + head, z, zlen);
+  const char *answers[] = { resp, NULL };
+  server s = { .sizes = { (size_t)head + zlen } };
+  if (!CHECK(server_start(&s, answers) == 0)) return;
+  luaretry_policy *p = policy("max_attempts = 1\ndeadline = 60\n");
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/bomb", s.port);
+  luaretry_request req = { .method = "GET", .url = url };
+  static stream_sink sink;
+  memset(&sink, 0, sizeof sink);
+  luaretry_curl_options o = { .sink = on_bytes, .sink_ud = &sink, .restart = on_restart };
+  CURL *h = curl_easy_init();
+  curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");  /* the host asks curl to inflate */
+  luaretry_decision d;
+  CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS);
+  CHECK_EQ_INT(sink.len, INFLATED);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  CHECK(ru.ru_maxrss < 64 * 1024);  /* KiB: the bomb never sat in memory */
+#endif
+  curl_easy_cleanup(h);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+  server_stop(&s);
+  free(resp);
+  free(z);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   test_streaming();
   test_upload();
   test_schemes();
+  test_bomb();
   curl_global_cleanup();
   return check_done();
 }
