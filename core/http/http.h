@@ -1,7 +1,8 @@
-/* http.h: what the libcurl helper's files share: one attempt's buffers and
- * the pieces that make it (attempt.c), used by a single call (perform.c),
- * batches (many.c) and the workflow transport (transport.c).  Public
- * headers and curl.h only: the helper is a user of the public API. */
+/* http.h: what the libcurl helper's files share: one transfer's callbacks
+ * and bounded buffers (transfer.c), one attempt made of it (attempt.c),
+ * used by a single call (perform.c), batches (many.c) and the workflow
+ * transport (transport.c).  Public headers and curl.h only: the helper is
+ * a user of the public API. */
 #ifndef LUARETRY_HTTP_H
 #define LUARETRY_HTTP_H
 
