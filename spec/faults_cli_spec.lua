@@ -6,10 +6,15 @@ local proc = require "support.proc"
 
 local SCRIPT = here .. "/faults/basic.lua"
 
--- Starts `luaretry faults ARGS...` in the background; the job and the
--- address it listens on (nil when it did not start).
+-- Starts `luaretry faults ARGS...` in the background, its files in a
+-- folder of its own under dir; the job and the address it listens on (nil
+-- when it did not start).
+local started = 0
 local function start(dir, args)
-  local job = proc.spawn({ "faults", table.unpack(args) }, dir)
+  started = started + 1
+  local own = dir .. "/job" .. started
+  assert(proc.sh("mkdir " .. proc.q(own)) == 0)
+  local job = proc.spawn({ "faults", table.unpack(args) }, own)
   local line = proc.wait_for(function ()
     return (job:stdout() or ""):match("listening on (%S+)\n")
   end, 5)

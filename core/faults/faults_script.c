@@ -212,6 +212,32 @@ static int get_stream (lua_State *L, int t, conn *c) {
   return 1;
 }
 
+/* The fields that make the answer something else than a made response:
+   then_reset, hang, reset, a stream, raw bytes.  1 when nothing more is
+   to be made. */
+static int special_answer (lua_State *L, int t, exchange *x) {
+  conn *c = x->c;
+  if (lua_getfield(L, t, "then_reset") != LUA_TNIL && lua_toboolean(L, -1))
+    c->reset_at_end = c->close_after = 1;
+  if (lua_getfield(L, t, "hang") != LUA_TNIL && lua_toboolean(L, -1)) {
+    x->action = A_HANG;
+    return 1;
+  }
+  if (lua_getfield(L, t, "reset") != LUA_TNIL && lua_toboolean(L, -1)) {
+    x->action = A_RESET;
+    return 1;
+  }
+  if (get_stream(L, t, c)) x->action = A_STREAM;
+  if (lua_getfield(L, t, "raw") != LUA_TNIL) {  /* the bytes, as they are */
+    size_t n;
+    const char *raw = luaL_checklstring(L, -1, &n);
+    sb_add(&c->out, raw, n);
+    c->close_after = 1;
+    return 1;
+  }
+  return 0;
+}
+
 /* Turn the script's answer (at the top of the stack) into a response. */
 static void put_answer (lua_State *L, exchange *x) {
   conn *c = x->c;
@@ -250,24 +276,7 @@ static void put_answer (lua_State *L, exchange *x) {
         luaL_error(L, "respond: 'delay' must be a number of seconds >= 0");
     }
     truncate = int_field(L, t, "truncate", -1, 0, LUA_MAXINTEGER);
-    if (lua_getfield(L, t, "then_reset") != LUA_TNIL && lua_toboolean(L, -1))
-      c->reset_at_end = c->close_after = 1;
-    if (lua_getfield(L, t, "hang") != LUA_TNIL && lua_toboolean(L, -1)) {
-      x->action = A_HANG;
-      return;
-    }
-    if (lua_getfield(L, t, "reset") != LUA_TNIL && lua_toboolean(L, -1)) {
-      x->action = A_RESET;
-      return;
-    }
-    if (get_stream(L, t, c)) x->action = A_STREAM;
-    if (lua_getfield(L, t, "raw") != LUA_TNIL) {  /* the bytes, as they are */
-      size_t n;
-      const char *raw = luaL_checklstring(L, -1, &n);
-      sb_add(&c->out, raw, n);
-      c->close_after = 1;
-      return;
-    }
+    if (special_answer(L, t, x)) return;
   }
   if (reason == NULL) reason = lr_http_reason(status);
   sb_fmt(&c->out, "HTTP/1.1 %d ", status);

@@ -308,7 +308,8 @@ end
 -- "slee[p] 40": the shell running pgrep has it in its command line.
 function M.pids(re)
   local t = {}
-  local p = io.popen("pgrep -f " .. M.q(re) .. " 2>/dev/null")
+  -- (pgrep hangs under the sanitizer runtime `make test` preloads)
+  local p = io.popen("env -u LD_PRELOAD timeout -s KILL 5 pgrep -f " .. M.q(re) .. " 2>/dev/null")
   for line in p:lines() do t[#t + 1] = tonumber(line) end
   p:close()
   return t
