@@ -29,7 +29,7 @@ local function table_rows(out)
     if line:match("^  probe%s+verdict%s+wait%s+rule$") then
       on = true
     elseif on then
-      local probe, rest = line:match("^  (%d+ %a+)%s%s+(.*)$")
+      local probe, rest = line:match("^  (%d+ [%a_]+)%s%s+(.*)$")
       if not probe then probe, rest = line:match("^  (%d+)%s+(.*)$") end
       if not probe then break end
       local verdict, wait, rule = rest:match("^(%S+)%s+(.-)%s%s+(%S+)$")
@@ -40,7 +40,8 @@ local function table_rows(out)
 end
 
 local PROBES = { "200", "400", "401", "403", "404", "408", "409", "429", "500", "501", "502",
-                 "503", "504", "0 connect", "0 timeout", "0 reset", "0 dns", "0 tls" }
+                 "503", "504", "0 connect", "0 timeout", "0 reset", "0 dns", "0 tls",
+                 "0 tls_verify" }
 
 local function shipped()
   local files = {}
@@ -120,6 +121,8 @@ describe("luaretry check", function ()
         assert.truthy(rows[probe], "no row for " .. probe .. " in:\n" .. r.stdout)
         assert.are_not.equal("policy_error", rows[probe].verdict, probe)
       end
+      -- no retry makes a certificate that does not verify good
+      assert.are.equal("final", rows["0 tls_verify"].verdict)
     end)
   end
 
@@ -136,9 +139,25 @@ describe("luaretry check", function ()
     for _, e in ipairs { "connect", "timeout", "reset", "dns", "tls" } do
       assert.are.equal("retry", rows["0 " .. e].verdict, e)
     end
+    assert.are.equal("final", rows["0 tls_verify"].verdict)
     -- the tuning, in two lines
     assert.matches("\n  tuning: name http; max_attempts 10, deadline 300 s", r.stdout)
     assert.matches("\n  backoff: exponential 1 s x2, max 32 s, jitter additive %(up to 1 s%)", r.stdout)
+  end)
+
+  it("the default rule: every transport failure is retried but tls_verify", function ()
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    local path = dir .. "/plain.lua"
+    proc.writefile(path, "max_attempts = 3\ndeadline = 10\nattempt_timeout = 5\n")
+    local r = check({ path })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    local rows = table_rows(r.stdout)
+    for _, e in ipairs { "connect", "timeout", "reset", "dns", "tls" } do
+      assert.are.equal("retry", rows["0 " .. e].verdict, e)
+    end
+    assert.are.equal("final", rows["0 tls_verify"].verdict)
+    assert.are.equal("default", rows["0 tls_verify"].rule)
   end)
 
   it("shows a wait the script chose, and reports a probe the classifier fails on", function ()

@@ -318,13 +318,100 @@ describe("faults server", function ()
     stop_cleanly(srv)
   end)
 
-  it("refuses a body over 16 MiB with 413", function ()
+  -- (It used to refuse a body over 16 MiB with 413; an upload of any size
+  -- is now taken, so uploads of 512 MiB can be tested.)
+  it("takes a body over 16 MiB: the script sees its first 16 MiB, the log its whole length and hash", function ()
+    local srv = start(scripts .. "basic.lua")
+    local file = os.tmpname()
+    cleanup(function () os.remove(file) end)
+    local chunk = {}
+    for i = 1, 4096 do chunk[i] = string.char(i * 13 % 256) end
+    local data = string.rep(table.concat(chunk), 5 * 1024 + 3)  -- 20 MiB + 12 KiB
+    writefile(file, data)
+    local body, status = request(srv, "/echo", "--data-binary @" .. q(file))
+    assert.are.equal(200, status)
+    assert.matches("len=16777216 ", body)
+    local log = requests_seen(srv)
+    assert.are.equal(#data, log[1].body_len)
+    assert.are.equal(fnv1a(data), log[1].body_hash)
+    -- and a request that follows on the same connection is whole
+    local out = curl("--data-binary @" .. q(file) .. " " .. q(srv.base .. "/echo") .. " " ..
+                     q(srv.base .. "/echo"))
+    assert.matches("count=2 .*len=16777216 .*count=3 .*len=16777216 ", out)
+    stop_cleanly(srv)
+  end)
+
+  it("still refuses a chunked body over 16 MiB with 413", function ()
     local srv = start(scripts .. "basic.lua")
     local file = os.tmpname()
     cleanup(function () os.remove(file) end)
     writefile(file, string.rep("z", 16 * 1024 * 1024 + 1))
-    local _, status = request(srv, "/echo", "--data-binary @" .. q(file))
+    local _, status = request(srv, "/echo", "-H 'Transfer-Encoding: chunked' --data-binary @" .. q(file))
     assert.are.equal(413, status)
+    stop_cleanly(srv)
+  end)
+
+  it("sends raw bytes, and streams: slow, counted, or endless", function ()
+    local srv = start(scripts .. "stream.lua")
+    local body, status = request(srv, "/raw")
+    assert.are.equal(200, status)
+    assert.are.equal("raw body", body)
+    local t0 = system.monotime()
+    body, status = request(srv, "/slow")
+    assert.are.equal(200, status)
+    assert.are.equal("ababababab", body)
+    assert.is_true(system.monotime() - t0 >= 0.35, "five pieces 0.1 s apart came at once")
+    local out, code = curl("--max-time 1 -o /dev/null -w '%{size_download}' " .. q(srv.base .. "/endless"))
+    assert.are.equal(28, code)  -- curl's timeout: it never ended
+    assert.is_true(tonumber(out) > 4 * 1024 * 1024, "endless gave only " .. out)
+    stop_cleanly(srv)
+  end)
+
+  it("runs its script in a sandbox: no io, no os.execute, no dofile, no binary chunks", function ()
+    local srv = start(scripts .. "sandbox.lua")
+    local body, status = request(srv, "/")
+    assert.are.equal(200, status)
+    assert.are.equal("io=nil execute=nil getenv=nil dofile=nil loadfile=nil debug=nil "
+                     .. "binary=refused time=number json=table", body)
+    stop_cleanly(srv)
+  end)
+
+  it("stops on SIGINT while its script loops for ever", function ()
+    local srv = start(scripts .. "stream.lua")
+    local job = io.popen("env -u LD_PRELOAD curl -s --max-time 10 -w ' %{http_code}' " ..
+                         q(srv.base .. "/loop"))
+    system.sleep(0.3)
+    local t0 = system.monotime()
+    os.execute("kill -INT " .. srv.pid)
+    local deadline = t0 + 3
+    local function running ()
+      local stat = readfile("/proc/" .. srv.pid .. "/stat")
+      return stat and stat:match(".*%) (%a)") ~= "Z"
+    end
+    while running() and system.monotime() < deadline do system.sleep(0.01) end
+    local secs = system.monotime() - t0
+    assert.is_false(running(), "still serving 3 s after SIGINT")
+    assert.is_true(secs < 1, "stopped " .. secs .. " s after SIGINT")
+    assert.matches("stopping", job:read("a"))
+    job:close()
+  end)
+
+  it("keeps its request log bounded in bytes, the newest entries kept", function ()
+    local srv = start(scripts .. "basic.lua")
+    -- 400 requests with 60 KiB of headers each: 24 MiB if all were kept
+    local header = "X-Big: " .. string.rep("h", 60 * 1024)
+    local hfile = os.tmpname()
+    cleanup(function () os.remove(hfile) end)
+    writefile(hfile, header .. "\n")
+    local args = {}
+    for i = 1, 400 do args[#args + 1] = "-o /dev/null " .. q(srv.base .. "/fast?" .. i) end
+    local _, code = curl("-H @" .. q(hfile) .. " " .. table.concat(args, " "))
+    assert.are.equal(0, code)
+    local body = curl(q(srv.base .. "/_faults/requests"))
+    assert.is_true(#body <= 9 * 1024 * 1024, "the log is " .. #body .. " bytes")
+    local log = assert(json.decode(body))
+    assert.is_true(#log < 400 and #log > 50, #log .. " entries")
+    assert.are.equal("400", log[#log].query)
     stop_cleanly(srv)
   end)
 

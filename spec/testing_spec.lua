@@ -21,7 +21,7 @@ describe("testing.outcome", function()
   end)
 
   it("reads a transport failure's name as status 0 with that error", function()
-    for _, e in ipairs { "reset", "timeout", "connect", "dns", "tls", "truncated",
+    for _, e in ipairs { "reset", "timeout", "connect", "dns", "tls", "tls_verify", "truncated",
                          "protocol", "transport" } do
       assert.are.same({ status = 0, error = e }, testing.outcome(e))
     end
@@ -272,7 +272,7 @@ describe("the README example: orders.lua", function()
 
   it("retries busy answers and broken connections, not client errors", function()
     assert.same({ "retry", "retry", "retry", "final", "final", "final", "success" },
-                testing.verdicts(ORDERS, { 503, 429, "reset", 400, 500, "tls", 200 }))
+                testing.verdicts(ORDERS, { 503, 429, "reset", 400, 500, "tls_verify", 200 }))
   end)
 
   it("waits as long as the gateway says", function()

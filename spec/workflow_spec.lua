@@ -91,4 +91,17 @@ describe("workflows", function ()
     assert.are.equal(2, r.code)
     assert.matches("a URL, %-%- COMMAND, or a policy with run%(%) is needed", r.stderr)
   end)
+
+  it("an endless body is cut at 16 MiB: the request fails with a transport error, memory bounded", function ()
+    local endless = proc.server(proc.root .. "/spec/run/server.lua")
+    finally(function () endless:stop() end)
+    -- (room in the script for 16 MiB: its own limit is 8 MiB)
+    local r = run({ "run", HERE .. "endless_run.lua", endless.base .. "/endless",
+                    "--set", "memory_limit=100000000" })
+    assert.are.equal(0, r.code, r.stderr)
+    local kept = tonumber(r.stdout:match(
+      "^status=0 error=transport detail=the response body is longer than 16777216 bytes body=(%d+)\n$"))
+    assert.truthy(kept, r.stdout)
+    assert.is_true(kept <= 16777216 and kept > 16000000, "kept " .. kept)
+  end)
 end)

@@ -17,7 +17,8 @@ typedef struct {
   char *name;              /* --output-dir: the file's name in DIR */
   char *path;              /* DIR/NAME */
   char number[16];         /* "[3]": how messages about the file start */
-  outfile file;            /* --output-dir: the body, kept on success */
+  outfile file;            /* the body: DIR/NAME kept on success, or standard
+                              output (a spool of its own) shown once decided */
 } batch_url;
 
 typedef struct {
@@ -29,7 +30,6 @@ typedef struct {
   FILE *json;              /* --log-json */
   luaretry_header headers[MAX_HEADERS];
   upload body;             /* -d, sent by every call */
-  outfile out;             /* standard output, without --output-dir */
   luaretry_curl_many *many;
   int worst;               /* the worst exit status of the calls so far */
   int interrupted;         /* some call ended cancelled */
@@ -105,7 +105,10 @@ static int collect_urls(batch *b) {
   char why[256], what[512];
   for (int i = 0; i < b->n; i++) {
     if (!url_valid(b->list[i], why, sizeof why)) {
-      snprintf(what, sizeof what, "run: bad URL %s: %s", b->list[i], why);
+      /* a URL curl cannot parse cannot be redacted by it: ours */
+      char *shown = url_redacted_rough(b->list[i]);
+      snprintf(what, sizeof what, "run: bad URL %s: %s", shown ? shown : "(URL)", why);
+      free(shown);
       return cli_usage("%s", what);
     }
   }
@@ -184,8 +187,7 @@ static int assign_names(batch *b) {
     u->name = base ? unique_name(&set, base) : NULL;
     u->path = u->name ? join_path(b->a->output_dir, u->name) : NULL;
     if (!u->path) { rc = -1; break; }
-    snprintf(u->number, sizeof u->number, "[%d]", u->log.index);
-    outfile_init(&u->file, u->path, u->number, OUTFILE_PRIVATE);
+    outfile_init(&u->file, u->path, u->number);
   }
   free(set.slot);
   return rc;
@@ -202,8 +204,11 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   int status = r->code != LUARETRY_OK ? cli_error_status(r->code)
                : cli_exit_status(r->final.reason);
   if (status == EXIT_INTERRUPTED) b->interrupted = 1;
-  if (outfile_finish(b->a->output_dir ? &u->file : &b->out, status == EXIT_OK) != 0)
-    status = EXIT_FINAL;
+  /* a file only on success; standard output shows the final attempt's */
+  int decided = r->code == LUARETRY_OK && r->final.reason != LUARETRY_REASON_CANCELLED &&
+                r->final.attempt > 0;
+  int keep = status == EXIT_OK || (!u->file.path && decided);
+  if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
   if (severity(status) > severity(b->worst)) b->worst = status;
   char last[64] = "none";
   if (r->final.attempt > 0) {
@@ -212,10 +217,13 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   }
   const char *verdict = r->code == LUARETRY_OK ? luaretry_reason_name(r->final.reason) : "error";
   const char *detail = r->code != LUARETRY_OK ? r->errmsg : NULL;
-  fprintf(stderr, "luaretry: [%d] %s: %s, %d attempt%s, status %s, %.3f s, exit %d%s%s\n",
-          u->log.index, u->log.target, verdict, r->final.attempt,
-          r->final.attempt == 1 ? "" : "s", last, r->elapsed, status, detail ? ": " : "",
-          detail ? detail : "");
+  if (r->code == LUARETRY_E_OPERATION && b->body.why[0]) detail = b->body.why;
+  fprintf(stderr, "luaretry: [%d] ", u->log.index);
+  cli_text(stderr, u->log.target);
+  fprintf(stderr, ": %s, %d attempt%s, status %s, %.3f s, exit %d%s", verdict, r->final.attempt,
+          r->final.attempt == 1 ? "" : "s", last, r->elapsed, status, detail ? ": " : "");
+  cli_text(stderr, detail);
+  fputc('\n', stderr);
 }
 
 /* URL i's request, log and job. */
@@ -228,10 +236,17 @@ static void prepare_url(batch *b, int i, long max_attempts) {
   u->log.target = url_redacted(b->list[i]);
   if (!u->log.target) u->log.target = strdup("(URL)");
   u->req = run_request(b->a, b->list[i], b->headers, &b->body);
+  snprintf(u->number, sizeof u->number, "[%d]", u->log.index);
+  outfile_init(&u->file, NULL, u->number);  /* --output-dir names it later */
   luaretry_curl_job *job = &b->jobs[i];
   job->request = &u->req;
   job->sink = outfile_write;
-  job->sink_ud = b->a->output_dir ? &u->file : &b->out;
+  job->sink_ud = &u->file;
+  job->restart = outfile_restart;
+  if (b->body.fd >= 0) {
+    job->upload = upload_read;
+    job->upload_ud = &b->body;
+  }
   job->observer = log_attempt;
   job->observer_ud = &u->log;
 }
@@ -246,9 +261,19 @@ static int prepare(batch *b, luaretry_policy *p) {
   }
   if (log_json_open(a->log_json, &b->json) != 0) return EXIT_USAGE;
   split_headers(a, b->headers);
-  if (a->data && upload_open(&b->body, a->data) != 0) return EXIT_USAGE;
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
+  int status = a->data ? upload_open(&b->body, a->data) : 0;
+  if (status != 0) return status;
+  /* -d @- or a FIFO: spooled once for every call, within the deadline */
+  spool_status st = upload_ready(&b->body, t.deadline, t.body_limit);
+  if (st != SPOOL_OK) {
+    if (st == SPOOL_DEADLINE)
+      fprintf(stderr, "luaretry: -d %s did not end before the deadline (%g s)\n", a->data,
+              t.deadline);
+    return st == SPOOL_DEADLINE ? EXIT_DEADLINE : st == SPOOL_INTERRUPTED ? EXIT_INTERRUPTED
+           : EXIT_USAGE;
+  }
   for (int i = 0; i < b->n; i++) prepare_url(b, i, t.max_attempts);
   if (a->output_dir && assign_names(b) != 0) {
     fprintf(stderr, "luaretry: out of memory\n");
@@ -302,7 +327,6 @@ int batch_run(const run_args *a, luaretry_policy *p) {
   memset(&b, 0, sizeof b);
   b.a = a;
   b.worst = EXIT_OK;
-  outfile_init(&b.out, NULL, NULL, OUTFILE_PRIVATE);
   int status = collect_urls(&b);
   if (status == EXIT_OK) status = prepare(&b, p);
   if (status == EXIT_OK) status = perform(&b, p);

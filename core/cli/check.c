@@ -11,7 +11,8 @@
 /* The probes: HTTP statuses, then status 0 with each transport failure. */
 static const int PROBE_STATUS[] = { 200, 400, 401, 403, 404, 408, 409, 429,
                                     500, 501, 502, 503, 504 };
-static const char *const PROBE_ERROR[] = { "connect", "timeout", "reset", "dns", "tls" };
+static const char *const PROBE_ERROR[] = { "connect", "timeout", "reset", "dns", "tls",
+                                           "tls_verify" };
 #define N_STATUS (sizeof PROBE_STATUS / sizeof PROBE_STATUS[0])
 #define N_ERROR (sizeof PROBE_ERROR / sizeof PROBE_ERROR[0])
 #define N_PROBES (N_STATUS + N_ERROR)
@@ -225,9 +226,9 @@ static int check_file(const char *path, char **sets, int nsets) {
   luaretry_tuning t;
   if (luaretry_policy_tuning(p, &t) == LUARETRY_OK) print_tuning(&t);
   print_settings(p);
-  printf("  %-12s %-13s %-16s %s\n", "probe", "verdict", "wait", "rule");
+  printf("  %-13s %-13s %-16s %s\n", "probe", "verdict", "wait", "rule");
   for (size_t i = 0; i < N_PROBES; i++) {
-    printf("  %-12s %-13s %-16s %s\n", rows[i].label, rows[i].verdict, rows[i].wait,
+    printf("  %-13s %-13s %-16s %s\n", rows[i].label, rows[i].verdict, rows[i].wait,
            rows[i].rule);
     free(rows[i].problem);
   }

@@ -5,7 +5,8 @@
  *   main.c      picks the subcommand; `faults` and `demo`
  *   usage.c     the usage and help texts, the usage error
  *   load.c      loading a policy with --set overrides, and its messages
- *   signals.c   exit statuses; SIGINT and SIGTERM cancel what runs
+ *   signals.c   exit statuses; the stop signals cancel what runs
+ *   escape.c    text from the network made safe for logs (JSON, terminal)
  *   outfile.c   a file replaced whole or not at all (-o, --output-dir, --svg)
  *   run.c       `run`: what to run, and one call of it (run.h for its files:)
  *     args.c      its command line and the request it describes
@@ -50,11 +51,27 @@ char *cli_policy_message(const char *msg, char **sets, int nsets);
 
 /* ---- signals.c */
 int cli_exit_status(luaretry_reason r);
-/* SIGINT and SIGTERM call `handler`; SIGPIPE is ignored. */
+/* The stop signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT) call `handler`,
+ * without SA_RESTART; SIGPIPE is ignored. */
 void cli_on_stop_signals(void (*handler)(int));
+/* The stop signals counted, and cancelling what runs (run.h). */
+void cli_catch_stop_signals(void);
+/* Whether a stop signal came. */
+int cli_interrupted(void);
+
+/* ---- escape.c: text that may hold a server's bytes */
+/* A JSON string (null for NULL) that always parses: controls escaped,
+ * bytes that are not UTF-8 taken as Latin-1. */
+void cli_json_string(FILE *f, const char *s);
+/* Text for a log line: controls (newlines too), C1 controls and bytes
+ * that are not UTF-8 as \xHH, so it can neither end the line nor drive
+ * the terminal. */
+void cli_text(FILE *f, const char *s);
+/* The same for a block of lines (a command's error output): newlines and
+ * tabs kept. */
+void cli_text_block(FILE *f, const char *s, size_t len);
 
 /* ---- log.c */
-void cli_json_string(FILE *f, const char *s);
 /* One JSON log line; status < 0 prints null. */
 void cli_json_decision(FILE *f, const luaretry_decision *d, int status,
                        const char *error, const char *target);

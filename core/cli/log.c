@@ -3,31 +3,22 @@
  * script's print() with -v, and the counters with --stats. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 #include "run.h"
 
-void cli_json_string(FILE *f, const char *s) {
-  if (!s) { fputs("null", f); return; }
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-    else if (c < 0x20) fprintf(f, "\\u%04x", c);
-    else fputc(c, f);
-  }
-  fputc('"', f);
-}
-
 /* The fields of a JSON log line, without the closing brace. */
 static void json_fields(FILE *f, const luaretry_decision *d, int status, const char *error,
-                        const char *target) {
+                        const char *detail, const char *target) {
   fprintf(f, "{\"attempt\":%d,\"status\":", d->attempt);
   if (status >= 0) fprintf(f, "%d", status);
   else fputs("null", f);
   fputs(",\"error\":", f);
   cli_json_string(f, error);
+  fputs(",\"error_detail\":", f);
+  cli_json_string(f, detail);
   fputs(",\"verdict\":", f);
   cli_json_string(f, luaretry_reason_name(d->reason));
   fprintf(f, ",\"wait\":%.6f,\"elapsed\":%.6f,\"next_timeout\":%.6f,\"rule\":", d->wait,
@@ -45,19 +36,20 @@ static void json_fields(FILE *f, const luaretry_decision *d, int status, const c
 
 void cli_json_decision(FILE *f, const luaretry_decision *d, int status, const char *error,
                        const char *target) {
-  json_fields(f, d, status, error, target);
+  json_fields(f, d, status, error, NULL, target);
   fputs("}\n", f);
   fflush(f);
 }
 
 /* A line of a batch has also the URL's number and the URL. */
 static void json_line(const attempt_log *log, const luaretry_decision *d, int status,
-                      const char *error) {
+                      const char *error, const char *detail) {
+  json_fields(log->json, d, status, error, detail, log->target);
   if (!log->index) {
-    cli_json_decision(log->json, d, status, error, log->target);
+    fputs("}\n", log->json);
+    fflush(log->json);
     return;
   }
-  json_fields(log->json, d, status, error, log->target);
   fprintf(log->json, ",\"index\":%d,\"url\":", log->index);
   cli_json_string(log->json, log->target);
   fputs("}\n", log->json);
@@ -66,10 +58,44 @@ static void json_line(const attempt_log *log, const luaretry_decision *d, int st
 
 /* Stopped between attempts: a cancel, or the circuit opened. */
 static void log_stop(const attempt_log *log, const luaretry_decision *d, const char *who) {
-  if (log->json) json_line(log, d, -1, NULL);
-  if (log->verbosity > 0 && d->reason == LUARETRY_REASON_CIRCUIT_OPEN)
-    fprintf(stderr, "luaretry: %sbefore attempt %d: circuit_open (%s): %s\n", who,
-            d->attempt + 1, d->rule, d->message ? d->message : "");
+  if (log->json) json_line(log, d, -1, NULL, NULL);
+  if (log->verbosity > 0 && d->reason == LUARETRY_REASON_CIRCUIT_OPEN) {
+    fprintf(stderr, "luaretry: %sbefore attempt %d: circuit_open (", who, d->attempt + 1);
+    cli_text(stderr, d->rule);
+    fputs("): ", stderr);
+    cli_text(stderr, d->message);
+    fputc('\n', stderr);
+  }
+}
+
+/* One attempt on standard error: "attempt N/M: OUTCOME -> VERDICT (...)",
+ * then the policy's message and the transport's own, each escaped: a
+ * server's bytes can reach them.  Made whole first, written at once. */
+static void text_line(const attempt_log *log, const char *who, const luaretry_outcome *o,
+                      const luaretry_decision *d) {
+  char *line = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&line, &len);
+  if (!f) return;
+  char outcome[64];
+  if (o->error) snprintf(outcome, sizeof outcome, "%s error", o->error);
+  else if (o->kind == LUARETRY_OUTCOME_COMMAND) snprintf(outcome, sizeof outcome, "exit %d", o->status);
+  else snprintf(outcome, sizeof outcome, "%d", o->status);
+  char of[32] = "";
+  if (log->max_attempts > 0) snprintf(of, sizeof of, "/%ld", log->max_attempts);
+  fprintf(f, "luaretry: %sattempt %d%s: ", who, d->attempt, of);
+  cli_text(f, outcome);
+  if (d->retry)
+    fprintf(f, " -> retry in %.3f s (%s; ", d->wait, luaretry_wait_source_name(d->wait_source));
+  else
+    fprintf(f, " -> %s (", luaretry_reason_name(d->reason));
+  cli_text(f, d->rule);
+  fputc(')', f);
+  if (d->message) fputs(": ", f), cli_text(f, d->message);
+  if (o->error_detail) fputs(": ", f), cli_text(f, o->error_detail);
+  fputc('\n', f);
+  if (fclose(f) == 0) fwrite(line, 1, len, stderr);
+  free(line);
 }
 
 void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
@@ -80,24 +106,13 @@ void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d
     log_stop(log, d, who);
     return;
   }
-  if (log->json) json_line(log, d, o->status, o->error);
-  if (d->hook_error && log->verbosity > 0)
-    fprintf(stderr, "luaretry: %s%s\n", who, d->hook_error);
-  if (log->verbosity == 0) return;
-  char outcome[64];
-  if (o->error) snprintf(outcome, sizeof outcome, "%s error", o->error);
-  else if (o->kind == LUARETRY_OUTCOME_COMMAND) snprintf(outcome, sizeof outcome, "exit %d", o->status);
-  else snprintf(outcome, sizeof outcome, "%d", o->status);
-  char of[32] = "";
-  if (log->max_attempts > 0) snprintf(of, sizeof of, "/%ld", log->max_attempts);
-  if (d->retry)
-    fprintf(stderr, "luaretry: %sattempt %d%s: %s -> retry in %.3f s (%s; %s)\n", who,
-            d->attempt, of, outcome, d->wait, luaretry_wait_source_name(d->wait_source),
-            d->rule);
-  else
-    fprintf(stderr, "luaretry: %sattempt %d%s: %s -> %s (%s)%s%s\n", who, d->attempt, of,
-            outcome, luaretry_reason_name(d->reason), d->rule, d->message ? ": " : "",
-            d->message ? d->message : "");
+  if (log->json) json_line(log, d, o->status, o->error, o->error_detail);
+  if (d->hook_error && log->verbosity > 0) {
+    fprintf(stderr, "luaretry: %s", who);
+    cli_text(stderr, d->hook_error);
+    fputc('\n', stderr);
+  }
+  if (log->verbosity > 0) text_line(log, who, o, d);
 }
 
 static void breaker_log(void *ud, luaretry_breaker_state state) {
@@ -107,7 +122,9 @@ static void breaker_log(void *ud, luaretry_breaker_state state) {
 
 static void script_print(void *ud, const char *line) {
   (void)ud;
-  fprintf(stderr, "luaretry: script: %s\n", line);
+  fputs("luaretry: script: ", stderr);
+  cli_text(stderr, line);
+  fputc('\n', stderr);
 }
 
 void log_policy_events(luaretry_policy *p, int verbosity) {
@@ -118,7 +135,8 @@ void log_policy_events(luaretry_policy *p, int verbosity) {
 int log_json_open(const char *path, FILE **json) {
   *json = NULL;
   if (!path) return 0;
-  *json = strcmp(path, "-") == 0 ? stderr : fopen(path, "w");
+  /* "e": O_CLOEXEC, so a command run per attempt never inherits it */
+  *json = strcmp(path, "-") == 0 ? stderr : fopen(path, "we");
   if (*json) return 0;
   fprintf(stderr, "luaretry: --log-json %s: %s\n", path, strerror(errno));
   return -1;

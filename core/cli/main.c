@@ -1,8 +1,10 @@
 /* main.c: the `luaretry` command, a thin user of the public API: picks the
  * subcommand, and holds the two that are only a few lines (faults, demo). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "faults/faults.h"
@@ -14,18 +16,25 @@
 /* ---- faults: the fault server in the foreground */
 
 static lr_faults *serving;
+static volatile sig_atomic_t stop_requests;
 
+/* The first stop signal stops the server (and a script that loops); a
+ * second one ends the process at once, whatever runs. */
 static void stop_serving(int sig) {
   (void)sig;
+  if (++stop_requests >= 2) _exit(EXIT_INTERRUPTED);
   if (serving) lr_faults_stop(serving);
 }
 
 static int cmd_faults(int argc, char **argv) {
   const char *listen = NULL, *script = NULL;
+  int any = 0;
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--listen") == 0) {
       if (i + 1 >= argc) return cli_usage("faults: --listen needs an address", NULL);
       listen = argv[++i];
+    } else if (strcmp(argv[i], "--listen-any") == 0) {
+      any = 1;
     } else if (argv[i][0] == '-') {
       return cli_usage("faults: unknown option %s", argv[i]);
     } else if (!script) {
@@ -36,13 +45,18 @@ static int cmd_faults(int argc, char **argv) {
   }
   if (!script) return cli_usage("faults: which SCRIPT?", NULL);
   char err[1024];
-  lr_faults *f = lr_faults_open(script, listen, err, sizeof err);
+  cli_on_stop_signals(stop_serving);
+  lr_faults *f = any ? lr_faults_open_any(script, listen, err, sizeof err)
+                     : lr_faults_open(script, listen, err, sizeof err);
   if (!f) {
     fprintf(stderr, "luaretry: faults: %s\n", err);
-    return EXIT_POLICY;
+    return stop_requests ? EXIT_INTERRUPTED : EXIT_POLICY;
   }
   serving = f;
-  cli_on_stop_signals(stop_serving);
+  if (stop_requests) lr_faults_stop(f);
+  if (!lr_faults_is_loopback(f))
+    fprintf(stderr, "luaretry: faults: warning: listening on %s, not a loopback address: "
+            "anyone who can reach it can drive %s\n", lr_faults_address(f), script);
   printf("listening on %s\n", lr_faults_address(f));
   fflush(stdout);
   int rc = lr_faults_serve(f);

@@ -1,5 +1,7 @@
-/* outfile.c: a file replaced whole or not at all (see outfile.h). */
+/* outfile.c: where a body goes, written as curl writes it (see outfile.h). */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,83 +11,218 @@
 #include "outfile.h"
 
 #define TMP_SUFFIX ".luaretry-XXXXXX"  /* what the specs look for as leftovers */
+#define MAX_LINKS 40                   /* as the kernel's ELOOP */
 
-void outfile_init(outfile *f, const char *path, const char *option, outfile_mode mode) {
+void outfile_init(outfile *f, const char *path, const char *option) {
   memset(f, 0, sizeof *f);
-  f->path = path;
+  f->path = path && strcmp(path, "-") != 0 ? path : NULL;
   f->option = option;
-  f->mode = mode;
-  f->fd = path ? -1 : STDOUT_FILENO;
+  f->fd = -1;
+  f->in_place = f->path == NULL;
 }
 
 /* "luaretry: -o out.txt: what: error"; `what` may be NULL. */
 static void complain(const outfile *f, const char *what, int err) {
-  fprintf(stderr, "luaretry: %s %s: %s%s%s\n", f->option, f->path, what ? what : "",
-          what ? ": " : "", strerror(err));
+  if (f->path)
+    fprintf(stderr, "luaretry: %s %s: %s%s%s\n", f->option, f->path, what ? what : "",
+            what ? ": " : "", strerror(err));
+  else
+    fprintf(stderr, "luaretry: standard output: %s%s%s\n", what ? what : "", what ? ": " : "",
+            strerror(err));
 }
 
-/* mkstemp makes 0600; OUTFILE_UMASK gives what open(..., 0666) would. */
-static int set_mode(outfile *f) {
-  if (f->mode != OUTFILE_UMASK) return 0;
-  mode_t mask = umask(0);
-  umask(mask);
-  return fchmod(f->fd, 0666 & ~mask);
+int outfile_spool_fd(void) {
+  const char *dir = getenv("TMPDIR");
+  if (!dir || !*dir) dir = "/tmp";
+  int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)) return fd;
+  /* a file system without O_TMPFILE: a name, unlinked at once */
+  char name[PATH_MAX];
+  if (snprintf(name, sizeof name, "%s/luaretry-spool-XXXXXX", dir) >= (int)sizeof name) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  fd = mkostemp(name, O_CLOEXEC);
+  if (fd >= 0) unlink(name);
+  return fd;
 }
 
-int outfile_create(outfile *f) {
-  if (!f->path || f->tmp) return 0;
-  if (f->failed || f->finished) return -1;
-  f->failed = 1;
-  size_t size = strlen(f->path) + sizeof TMP_SUFFIX;
+/* path with its symlinks followed (a dangling one names the file to make);
+ * malloc'ed, NULL when out of memory. */
+static char *follow_links(const char *path) {
+  char *cur = strdup(path);
+  for (int hops = 0; cur && hops < MAX_LINKS; hops++) {
+    struct stat st;
+    char link[PATH_MAX];
+    if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode)) return cur;
+    ssize_t n = readlink(cur, link, sizeof link - 1);
+    if (n < 0) return cur;
+    link[n] = '\0';
+    const char *slash = strrchr(cur, '/');
+    int dir_len = link[0] == '/' || !slash ? 0 : (int)(slash - cur + 1);
+    size_t size = (size_t)dir_len + (size_t)n + 1;
+    char *next = malloc(size);
+    if (next) snprintf(next, size, "%.*s%s", dir_len, cur, link);
+    free(cur);
+    cur = next;
+  }
+  return cur;  /* a loop: opening it fails with ELOOP, as it should */
+}
+
+/* The temporary beside the target, private until it is kept. */
+static int create_temp(outfile *f) {
+  size_t size = strlen(f->target) + sizeof TMP_SUFFIX;
   if (!(f->tmp = malloc(size))) {
     complain(f, NULL, ENOMEM);
     return -1;
   }
-  snprintf(f->tmp, size, "%s%s", f->path, TMP_SUFFIX);
-  f->fd = mkstemp(f->tmp);
-  if (f->fd < 0 || set_mode(f) != 0) {
+  snprintf(f->tmp, size, "%s%s", f->target, TMP_SUFFIX);
+  f->fd = mkostemp(f->tmp, O_CLOEXEC);
+  if (f->fd < 0) {
     complain(f, "cannot create a temporary file beside it", errno);
-    if (f->fd >= 0) close(f->fd), unlink(f->tmp);
     free(f->tmp);
     f->tmp = NULL;
-    f->fd = -1;
+    return -1;
+  }
+  return 0;
+}
+
+static int create_spool(outfile *f) {
+  f->fd = outfile_spool_fd();
+  if (f->fd < 0) complain(f, "cannot create a temporary file", errno);
+  return f->fd < 0 ? -1 : 0;
+}
+
+/* What the target is: a regular file to replace (or make), or something to
+ * write into; -1 after a message. */
+static int inspect_target(outfile *f) {
+  if (!(f->target = follow_links(f->path))) {
+    complain(f, NULL, ENOMEM);
+    return -1;
+  }
+  struct stat st;
+  if (stat(f->target, &st) != 0) {
+    mode_t mask = umask(0);
+    umask(mask);
+    f->mode = 0666 & ~mask;  /* what open(..., 0666) gives, as curl's */
+    return 0;
+  }
+  if (S_ISDIR(st.st_mode)) {
+    complain(f, NULL, EISDIR);
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    f->in_place = 1;  /* a device, a FIFO, a socket: never replaced */
+    if (access(f->target, W_OK) != 0) {
+      complain(f, NULL, errno);
+      return -1;
+    }
+    return 0;
+  }
+  f->existed = 1;
+  f->mode = st.st_mode & 0777;  /* no set-id bit carried onto new bytes */
+  f->uid = st.st_uid;
+  f->gid = st.st_gid;
+  return 0;
+}
+
+int outfile_create(outfile *f) {
+  if (f->fd >= 0) return 0;
+  if (f->failed || f->finished) return -1;
+  f->failed = 1;
+  if (f->path && !f->target && inspect_target(f) != 0) return -1;
+  if ((f->in_place ? create_spool(f) : create_temp(f)) != 0) return -1;
+  f->failed = 0;
+  return 0;
+}
+
+/* All of len bytes to fd; 0, or -1 with errno. */
+static int write_all(int fd, const char *data, size_t len) {
+  for (size_t done = 0; done < len;) {
+    ssize_t n = write(fd, data + done, len - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      return -1;
+    }
+    done += (size_t)n;
+  }
+  return 0;
+}
+
+size_t outfile_write(void *ud, const char *data, size_t len) {
+  outfile *f = ud;
+  if (outfile_create(f) != 0 || f->failed) return len;
+  if (write_all(f->fd, data, len) != 0) {
+    complain(f, "writing", errno);
+    f->failed = 1;
+  }
+  return len;
+}
+
+int outfile_restart(void *ud) {
+  outfile *f = ud;
+  if (f->fd < 0) return 0;
+  if (ftruncate(f->fd, 0) != 0 || lseek(f->fd, 0, SEEK_SET) != 0) {
+    complain(f, "emptying", errno);
     return -1;
   }
   f->failed = 0;
   return 0;
 }
 
-size_t outfile_write(void *ud, const char *data, size_t len) {
-  outfile *f = ud;
-  if (outfile_create(f) != 0) return len;
-  for (size_t done = 0; done < len && !f->failed;) {
-    ssize_t n = write(f->fd, data + done, len - done);
+/* The spool written into the target, from its start; 0 or -1 (with errno). */
+static int copy_spool(int from, int to) {
+  char buf[65536];
+  if (lseek(from, 0, SEEK_SET) != 0) return -1;
+  for (;;) {
+    ssize_t n = read(from, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (f->path) fprintf(stderr, "luaretry: writing %s %s: %s\n", f->option, f->path,
-                           strerror(errno));
-      else fprintf(stderr, "luaretry: writing standard output: %s\n", strerror(errno));
-      f->failed = 1;
-    } else {
-      done += (size_t)n;
-    }
+    if (n <= 0) return (int)n;
+    if (write_all(to, buf, (size_t)n) != 0) return -1;
   }
-  return len;
+}
+
+/* Kept: the spool into the device, FIFO or standard output, in place. */
+static int finish_in_place(outfile *f, int ok) {
+  if (ok && f->fd >= 0) {
+    /* no O_CREAT, no O_TRUNC: the thing is written into, never made;
+     * a stop signal interrupts a FIFO's open that waits for a reader */
+    int to = f->path ? open(f->target, O_WRONLY | O_CLOEXEC | O_NOCTTY) : STDOUT_FILENO;
+    if (to < 0 || copy_spool(f->fd, to) != 0) complain(f, "writing", errno), ok = 0;
+    if (f->path && to >= 0 && close(to) != 0 && ok) complain(f, "writing", errno), ok = 0;
+  }
+  if (f->fd >= 0) close(f->fd);
+  f->fd = -1;
+  return ok;
+}
+
+/* Kept: the temporary renamed into place with the file's mode; else
+ * removed. */
+static int finish_replace(outfile *f, int ok) {
+  if (ok && f->fd < 0 && outfile_create(f) != 0) ok = 0;
+  if (f->fd < 0) return ok;
+  if (ok && fchmod(f->fd, f->mode) != 0) complain(f, NULL, errno), ok = 0;
+  if (ok && f->existed && (f->uid != geteuid() || f->gid != getegid()) &&
+      fchown(f->fd, f->uid, f->gid) != 0) {
+    /* only root may give a file away: the bytes still replace it */
+  }
+  if (ok && fsync(f->fd) != 0) complain(f, NULL, errno), ok = 0;
+  if (close(f->fd) != 0 && ok) complain(f, NULL, errno), ok = 0;
+  f->fd = -1;
+  if (ok && rename(f->tmp, f->target) != 0) complain(f, NULL, errno), ok = 0;
+  if (!ok) unlink(f->tmp);
+  free(f->tmp);
+  f->tmp = NULL;
+  return ok;
 }
 
 int outfile_finish(outfile *f, int keep) {
-  if (!f->path) return keep && f->failed ? -1 : 0;
   if (f->finished) return 0;
-  int ok = keep && !f->failed && outfile_create(f) == 0;
-  if (f->tmp) {
-    if (ok && fsync(f->fd) != 0) complain(f, NULL, errno), ok = 0;
-    if (close(f->fd) != 0 && ok) complain(f, NULL, errno), ok = 0;
-    if (ok && rename(f->tmp, f->path) != 0) complain(f, NULL, errno), ok = 0;
-    if (!ok) unlink(f->tmp);
-    free(f->tmp);
-    f->tmp = NULL;
-    f->fd = -1;
-  }
+  int ok = keep && !f->failed;
+  ok = f->in_place ? finish_in_place(f, ok) : finish_replace(f, ok);
   f->finished = 1;
+  free(f->target);
+  f->target = NULL;
   return ok || !keep ? 0 : -1;
 }

@@ -1,45 +1,59 @@
-/* outfile.h: a file replaced whole or not at all, for -o, --output-dir and
- * --svg.
+/* outfile.h: where a body goes, written as curl writes it, and only when
+ * the caller keeps it (-o, --output-dir, standard output, --svg).
  *
- * The bytes go to a temporary beside the target (PATH.luaretry-XXXXXX: the
- * same folder, so the rename cannot cross file systems).  outfile_finish()
- * renames it into place when the caller keeps the result and removes it
- * otherwise: a reader never sees half a file, and a failed run leaves the
- * old file as it was.  Without a path the bytes go to standard output as
- * they come. */
+ * - A regular file (or a new one) is replaced whole or not at all: the
+ *   bytes go to a temporary beside it (TARGET.luaretry-XXXXXX, the same
+ *   folder, so the rename cannot cross file systems), renamed into place
+ *   when kept.  A new file gets 0666 less the umask, as curl's open()
+ *   gives it; a file replaced keeps its mode (and its owner, where we may).
+ * - A symlink is followed: its target is what is replaced or written.
+ * - Anything else (a device such as /dev/null, a FIFO, standard output,
+ *   "-") is never replaced: the bytes are spooled to an unlinked temporary
+ *   file and written into it, in place, once kept.
+ * So a reader never sees half a file, a failed run leaves the old one as
+ * it was, and nothing is left behind: the spool has no name, and the
+ * temporary is removed however the run ends (the stop signals unwind to
+ * outfile_finish()). */
 #ifndef LUARETRY_CLI_OUTFILE_H
 #define LUARETRY_CLI_OUTFILE_H
 
 #include <stddef.h>
-
-typedef enum {
-  OUTFILE_PRIVATE,   /* 0600, mkstemp's: what -o and --output-dir have made */
-  OUTFILE_UMASK      /* 0666 less the umask, as open() makes: --svg */
-} outfile_mode;
+#include <sys/types.h>
 
 typedef struct {
-  const char *path;        /* the target, the caller's; NULL: standard output */
+  const char *path;        /* as given, the caller's; NULL: standard output */
   const char *option;      /* messages say "OPTION PATH": "-o", "--svg", "[3]" */
-  outfile_mode mode;
-  char *tmp;               /* the temporary, while it exists */
-  int fd;
+  char *target;            /* path with its symlinks followed */
+  int in_place;            /* not a regular file: spooled, then written into */
+  char *tmp;               /* the temporary beside target, while it exists */
+  int fd;                  /* the temporary or the spool; -1 before */
   int failed;              /* creating or writing failed: the rest is dropped */
   int finished;
+  int existed;             /* target is a regular file that is replaced */
+  mode_t mode;             /* the mode the file gets */
+  uid_t uid;               /* the replaced file's owner, kept where we may */
+  gid_t gid;
 } outfile;
 
-/* Names the target; creates nothing yet. */
-void outfile_init(outfile *f, const char *path, const char *option, outfile_mode mode);
-/* Creates the temporary now (a no-op for standard output or when it
- * exists), so that a bad path shows before any work; -1 after a message. */
+/* Names the target ("-" is standard output); creates nothing yet. */
+void outfile_init(outfile *f, const char *path, const char *option);
+/* Creates the temporary or the spool now (a no-op when it exists), so that
+ * a bad path shows before any work; -1 after a message. */
 int outfile_create(outfile *f);
 /* A luaretry_sink_fn: appends, creating the temporary when needed.  Always
  * returns len: a failure is reported once and remembered, not passed on. */
 size_t outfile_write(void *f, const char *data, size_t len);
-/* keep: renames the temporary into place (an empty file when nothing was
- * written); otherwise removes it.  Later calls do nothing.  -1 when a
- * result to keep was lost (a write, fsync or rename failed), after a
- * message.  Standard output stays open: each call only says whether a
- * result to keep was lost, so a batch may ask once per call. */
+/* A luaretry_restart_fn: a new attempt begins, what was written is
+ * dropped (the file emptied, a remembered write failure forgotten). */
+int outfile_restart(void *f);
+/* keep: puts the bytes in place (an empty file when nothing was written);
+ * otherwise drops them.  Later calls do nothing.  -1 when a result to keep
+ * was lost (a write, fsync, copy or rename failed), after a message.
+ * Standard output stays open. */
 int outfile_finish(outfile *f, int keep);
+
+/* An unlinked temporary file in $TMPDIR (or /tmp), read-write, close on
+ * exec; -1 with errno. */
+int outfile_spool_fd(void);
 
 #endif

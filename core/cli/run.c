@@ -2,9 +2,11 @@
  * a batch of URLs, a command, or the policy's own run()) and runs a call of
  * it; batch.c, command.c and workflow.c hold the other ways.  Only public
  * API: luaretry.h and luaretry_curl.h. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "run.h"
@@ -42,9 +44,11 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   return 0;
 }
 
-/* run POLICY URL: the request through the libcurl helper. */
+/* run POLICY URL: the request through the libcurl helper, its body
+ * streamed to `out` (rewound for each attempt) and the upload read from
+ * its file as it is sent. */
 static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_call *c,
-                             const upload *body, outfile *out, luaretry_decision *final) {
+                             upload *body, outfile *out, luaretry_decision *final) {
   luaretry_header headers[MAX_HEADERS];
   split_headers(a, headers);
   luaretry_request req = run_request(a, a->url, headers, body);
@@ -52,15 +56,62 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
   luaretry_curl_options_init(&co);
   co.sink = outfile_write;
   co.sink_ud = out;
+  co.restart = outfile_restart;
+  if (body->fd >= 0) {
+    co.upload = upload_read;
+    co.upload_ud = body;
+  }
   CURL *h = curl_easy_init();
   luaretry_code rc = h ? luaretry_curl_perform(p, c, h, &req, &co, final) : LUARETRY_E_NOMEM;
   curl_easy_cleanup(h);
   return rc;
 }
 
-/* Begins the call (*c, freed by the caller) and runs it; the exit status. */
+/* What a call needs before its first attempt: the upload's first bytes,
+ * and what must be spooled (-d @-, a FIFO; a command's standard input),
+ * within the deadline.  0, or the exit status after a message. */
+static int inputs_ready(run_mode mode, luaretry_call *c, const luaretry_tuning *t,
+                        upload *body, int *stdin_fd) {
+  double left = t->deadline > 0 ? t->deadline - luaretry_call_elapsed(c) : 0;
+  if (t->deadline > 0 && left <= 0) left = 1e-3;
+  spool_status st = SPOOL_OK;
+  const char *what = body->arg;
+  if (mode == RUN_COMMAND && !isatty(STDIN_FILENO) && fcntl(STDIN_FILENO, F_GETFD) >= 0) {
+    /* given whole to every attempt, as -d @- is */
+    uint64_t size;
+    what = "standard input";
+    st = spool_input(STDIN_FILENO, what, left, stdin_fd, &size);
+  } else if (mode == RUN_URL) {
+    st = upload_ready(body, left, t->body_limit);
+  }
+  if (st == SPOOL_DEADLINE)
+    fprintf(stderr, "luaretry: %s%s did not end before the deadline (%g s)\n",
+            what == body->arg ? "-d " : "", what, t->deadline);
+  if (st == SPOOL_INTERRUPTED) fprintf(stderr, "luaretry: interrupted\n");
+  return st == SPOOL_OK ? 0 : st == SPOOL_DEADLINE ? EXIT_DEADLINE
+         : st == SPOOL_INTERRUPTED ? EXIT_INTERRUPTED : EXIT_USAGE;
+}
+
+/* A call that ended in error code rc: why, and the exit status. */
+static int call_error(luaretry_policy *p, luaretry_call *c, const upload *body, luaretry_code rc) {
+  if (rc == LUARETRY_E_OPERATION) {  /* our upload or output stopped it, and said why */
+    if (!body->why[0]) return EXIT_FINAL;
+    fprintf(stderr, "luaretry: -d %s: %s\n", body->arg, body->why);
+    return EXIT_USAGE;
+  }
+  const char *pm = luaretry_policy_errmsg(p);
+  fputs("luaretry: ", stderr);
+  cli_text(stderr, pm[0] ? pm : luaretry_call_errmsg(c));
+  fputc('\n', stderr);
+  return cli_error_status(rc);
+}
+
+/* Begins the call (*c, freed by the caller) and runs it; the exit status.
+ * *decided: the call ended on a decision (not cancelled, no error), so
+ * its final attempt's output is what standard output shows, as curl
+ * shows an error page. */
 static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attempt_log *log,
-                    const upload *body, outfile *out, luaretry_call **c) {
+                    upload *body, outfile *out, luaretry_call **c, int *decided) {
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
   if (a->has_seed) opt.flags |= LUARETRY_CALL_SEED, opt.seed = a->seed;
@@ -71,18 +122,23 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   }
   luaretry_call_observe(*c, log_attempt, log);
   cli_cancel_on_signal(*c, NULL);
+  luaretry_tuning t;
+  luaretry_policy_tuning(p, &t);
+  int stdin_fd = -1;
+  int status = inputs_ready(mode, *c, &t, body, &stdin_fd);
   luaretry_decision final;
   memset(&final, 0, sizeof final);
-  if (mode == RUN_URL) rc = url_run(a, p, *c, body, out, &final);
-  else if (mode == RUN_WORKFLOW) rc = workflow_run(p, *c, a->words, a->nwords, out, &final);
-  else rc = command_run(*c, a->command, out, &final);
-  cli_cancel_on_signal(NULL, NULL);
-  if (rc != LUARETRY_OK) {
-    const char *pm = luaretry_policy_errmsg(p);
-    fprintf(stderr, "luaretry: %s\n", pm[0] ? pm : luaretry_call_errmsg(*c));
-    return cli_error_status(rc);
+  if (status == 0) {
+    if (mode == RUN_URL) rc = url_run(a, p, *c, body, out, &final);
+    else if (mode == RUN_WORKFLOW) rc = workflow_run(p, *c, a->words, a->nwords, out, &final);
+    else rc = command_run(*c, a->command, stdin_fd, log, out, &final);
   }
+  cli_cancel_on_signal(NULL, NULL);
+  if (stdin_fd >= 0) close(stdin_fd);
+  if (status != 0) return status;
+  if (rc != LUARETRY_OK) return call_error(p, *c, body, rc);
   if (final.reason == LUARETRY_REASON_CANCELLED) fprintf(stderr, "luaretry: interrupted\n");
+  else *decided = final.attempt > 0;
   return cli_exit_status(final.reason);
 }
 
@@ -99,12 +155,15 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   }
   upload body = { 0 };
   outfile out;  /* finished even when upload_open() failed */
-  outfile_init(&out, a->output, "-o", OUTFILE_PRIVATE);
+  outfile_init(&out, a->output, "-o");
   luaretry_call *c = NULL;
-  int status = EXIT_USAGE;
-  if ((!a->data || upload_open(&body, a->data) == 0) && outfile_create(&out) == 0)
-    status = run_call(a, p, mode, &log, &body, &out, &c);
-  if (outfile_finish(&out, status == EXIT_OK) != 0 && status == EXIT_OK) status = EXIT_FINAL;
+  int decided = 0;
+  int status = a->data ? upload_open(&body, a->data) : 0;
+  if (status == 0 && outfile_create(&out) != 0) status = EXIT_USAGE;
+  if (status == 0) status = run_call(a, p, mode, &log, &body, &out, &c, &decided);
+  /* a file only on success; standard output shows the final attempt's */
+  int keep = status == EXIT_OK || (!out.path && decided);
+  if (outfile_finish(&out, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
   if (a->stats) log_stats(p);
   luaretry_call_free(c);
   upload_close(&body);
@@ -132,6 +191,8 @@ static int run_loaded(run_args *a) {
 }
 
 int cli_run(int argc, char **argv) {
+  /* from the start: a stop signal while reading input cancels too */
+  cli_catch_stop_signals();
   char **words = calloc((size_t)argc + 1, sizeof *words);
   if (!words) {
     fprintf(stderr, "luaretry: out of memory\n");

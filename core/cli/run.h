@@ -12,18 +12,36 @@
 #define MAX_HEADERS 128
 #define MAX_SETS 64
 
-/* ---- upload.c: -d DATA, -d @FILE (mapped, not copied), -d @- */
+/* ---- upload.c: -d DATA, -d @FILE (read as sent), -d @- and FIFOs
+ * (spooled once); standard input spooled for commands */
+
+typedef enum { SPOOL_OK, SPOOL_ERROR, SPOOL_DEADLINE, SPOOL_INTERRUPTED } spool_status;
 
 typedef struct {
-  const char *data;
-  size_t len;
-  void *map;
+  const char *arg;         /* -d's value; NULL: no body (a zeroed upload) */
+  const char *data;        /* -d DATA, or the body's first bytes (prefix) */
+  size_t len;              /* the whole body */
+  int fd;                  /* the file or spool read as sent; -1: in memory */
+  int src;                 /* what must still be spooled, or -1 */
+  int must_spool;
+  int spooled;             /* fd is our spool, which cannot change */
   char *owned;
+  char why[192];           /* why upload_read() gave nothing */
 } upload;
 
-/* 0, or -1 after a message. */
+/* Opens -d's source; 0, or the exit status after a message. */
 int upload_open(upload *u, const char *arg);
+/* Spools what must be (within `seconds`, 0: no limit, and until a stop
+ * signal) and reads the first `prefix` bytes into u->data. */
+spool_status upload_ready(upload *u, double seconds, size_t prefix);
+/* A luaretry_upload_fn over u->fd; u->why says why it gave nothing. */
+size_t upload_read(void *u, uint64_t offset, char *buf, size_t len);
 void upload_close(upload *u);  /* also on a zeroed upload */
+/* Reads src to its end into an unlinked temporary file (*out_fd, *size
+ * bytes), within `seconds` (0: no limit) and until a stop signal; `what`
+ * names it in messages. */
+spool_status spool_input(int src, const char *what, double seconds, int *out_fd,
+                         uint64_t *size);
 
 /* ---- args.c: the command line */
 
@@ -66,6 +84,9 @@ luaretry_request run_request(const run_args *a, const char *url, const luaretry_
 int url_valid(const char *url, char *why, size_t size);
 /* The URL as logs may show it: no user name or password; malloc'ed. */
 char *url_redacted(const char *url);
+/* The same for a string curl cannot parse: whatever stands before the
+ * last '@' of what would be its authority is dropped; malloc'ed. */
+char *url_redacted_rough(const char *url);
 /* --output-dir's name for it; malloc'ed. */
 char *url_file_name(const char *url);
 
@@ -96,13 +117,21 @@ void log_stats(const luaretry_policy *p);
  * one that came before cancels it at once).  Both NULL before freeing
  * them. */
 void cli_cancel_on_signal(luaretry_call *call, luaretry_curl_many *many);
+/* A command's process group, killed at once (SIGKILL) by a second stop
+ * signal; 0: none. */
+void cli_kill_on_second_signal(pid_t pgid);
+/* Stop signals received so far. */
+int cli_stop_signals(void);
 /* The exit status for a call that ended in error code rc. */
 int cli_error_status(luaretry_code rc);
 
 /* ---- the ways to run: each fills `final`; the final body goes to `out` */
 
-/* command.c: run POLICY -- COMMAND, each attempt a child process. */
-luaretry_code command_run(luaretry_call *c, char **argv, outfile *out, luaretry_decision *final);
+/* command.c: run POLICY -- COMMAND, each attempt a child process group;
+ * stdin_fd (or -1: luaretry's own standard input) is given whole to every
+ * attempt. */
+luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, attempt_log *log,
+                          outfile *out, luaretry_decision *final);
 /* workflow.c: run POLICY [ARGS...], the script's run(http, args) retried whole. */
 luaretry_code workflow_run(luaretry_policy *p, luaretry_call *c, char **args, int nargs,
                            outfile *out, luaretry_decision *final);

@@ -235,7 +235,7 @@ static int svg_save(const char *path, const herd *h) {
     return -1;
   }
   outfile f;
-  outfile_init(&f, path, "--svg", OUTFILE_UMASK);
+  outfile_init(&f, path, "--svg");
   outfile_write(&f, svg, len);
   free(svg);
   return outfile_finish(&f, 1);

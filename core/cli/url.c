@@ -37,6 +37,26 @@ char *url_redacted(const char *url) {
   return out;
 }
 
+char *url_redacted_rough(const char *url) {
+  const char *sep = strstr(url, "://");
+  size_t start = sep ? (size_t)(sep - url) + 3 : 0;
+  size_t end = start + strcspn(url + start, "/?#");
+  const char *at = NULL;
+  for (const char *c = url + start; c < url + end; c++)
+    if (*c == '@') at = c;
+  size_t len = strlen(url);
+  char *out = malloc(len + 1);
+  if (!out) return NULL;
+  if (!at) {
+    memcpy(out, url, len + 1);
+    return out;
+  }
+  size_t cut = (size_t)(at + 1 - url);
+  memcpy(out, url, start);
+  memcpy(out + start, url + cut, len - cut + 1);
+  return out;
+}
+
 static int hex_digit(char c) {
   return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;

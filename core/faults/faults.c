@@ -6,14 +6,18 @@
  *
  * The script API (also in policies/faults/README.md)
  * --------------------------------------------------
- * The script is ordinary Lua 5.4 with the standard libraries.  It defines
+ * The script is Lua 5.4 in a sandbox (faults_sandbox.c: no io, no
+ * os.execute; require reaches its folder and the system's Lua modules;
+ * 256 MiB).  It defines
  * a global `respond(req)`, called once per request, where
  *   req.method   "GET", "POST", ...
  *   req.path     the path, without the query ("/a/b")
  *   req.query    the raw query string ("" if none)
  *   req.headers  name -> value; names are lower-case, repeats are joined
  *                with ", "
- *   req.body     the request body ("" if none; chunked bodies decoded)
+ *   req.body     the request body ("" if none; chunked bodies decoded; its
+ *                first 16 MiB when longer)
+ *   req.body_len the body's whole length
  *   req.count    requests seen on this path so far, this one included
  *   req.total    requests seen on all paths so far, this one included
  *   req.state    a table kept per path across requests, for the script
@@ -33,6 +37,15 @@
  *                   client goes away or the server stops
  *   truncate = N    send the head with the full Content-Length but only N
  *                   bytes of the body, then close
+ *   raw             the response's bytes as they are (status line, headers,
+ *                   body: anything, malformed on purpose), then close
+ *   stream = {data = S, count = N, interval = T}
+ *                   after the head (raw or made), S sent N times (no count:
+ *                   for ever), T seconds apart (0: as fast as it is read),
+ *                   then close; a made head then has no Content-Length
+ *   then_reset = true  end the answer with a TCP reset instead of a close
+ *                   (a reset in the middle of a body, with truncate, raw or
+ *                   a stream)
  * `delay` also postpones `reset` and `truncate`.  Instead of a table,
  * respond may return a status number or a body string, and `respond`
  * itself may be such a value instead of a function, answered every time.
@@ -206,7 +219,7 @@ static void conn_advance (lr_faults *f, conn *c) {
     if (!conn_flush(f, c)) return;
     if (c->state == C_WRITE) {
       if (c->out.len > 0) return;  /* the rest when the socket drains */
-      if (c->close_after) { fault_conn_close(f, c, 0); return; }
+      if (c->close_after) { fault_conn_close(f, c, c->reset_at_end); return; }
       c->state = C_READ;
     }
     if (c->state != C_READ) return;
@@ -237,9 +250,10 @@ static void conn_advance (lr_faults *f, conn *c) {
 static void conn_event (lr_faults *f, conn *c, short rev) {
   if (rev == 0 || c->state == C_DEAD) return;
   if (rev & POLLNVAL) { fault_conn_close(f, c, 0); return; }
-  if (c->state == C_HANG) {  /* read and drop until the client leaves */
+  if (c->state == C_STREAM && (rev & POLLOUT) && !conn_flush(f, c)) return;
+  if (c->state == C_HANG || c->state == C_STREAM) {  /* read and drop until the client leaves */
     char tmp[4096];
-    ssize_t n = recv(c->fd, tmp, sizeof tmp, 0);
+    ssize_t n = (rev & (POLLIN | POLLHUP | POLLERR)) ? recv(c->fd, tmp, sizeof tmp, 0) : 1;
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
       fault_conn_close(f, c, 0);
     return;
@@ -280,6 +294,59 @@ static void accept_all (lr_faults *f) {
   }
 }
 
+/* ms until `due`, rounded up, into *timeout when sooner. */
+static void sooner (double due, double now, int *timeout) {
+  double ms = (due - now) * 1000;
+  int wait = ms <= 0 ? 0 : ms > 86400000 ? 86400000
+           : (int)ms + ((double)(int)ms < ms);
+  if (*timeout < 0 || wait < *timeout) *timeout = wait;
+}
+
+/* What to poll a connection for; *timeout lowered for what is due. */
+static short conn_events (conn *c, double now, int *timeout) {
+  switch (c->state) {
+    case C_READ: return (short)((c->eof ? 0 : POLLIN) | (c->out.len ? POLLOUT : 0));
+    case C_WRITE: return POLLOUT;
+    case C_HANG: return POLLIN;
+    case C_DELAY:
+      sooner(c->due, now, timeout);
+      return c->outoff < c->hold ? POLLOUT : 0;
+    case C_STREAM:
+      if (c->out.len) return POLLIN | POLLOUT;
+      sooner(c->due, now, timeout);
+      return POLLIN;
+  }
+  return 0;
+}
+
+#define STREAM_BATCH (256 * 1024)  /* what one turn queues of a stream with no interval */
+
+/* A stream's next piece once the last one is out and it is due; the close
+ * after its last. */
+static void stream_next (lr_faults *f, conn *c, double now) {
+  if (c->out.len || c->due > now) return;
+  if (c->stream_left == 0) { fault_conn_close(f, c, c->reset_at_end); return; }
+  do {
+    sb_add(&c->out, c->stream, c->stream_len);
+    if (c->stream_left > 0) c->stream_left--;
+  } while (c->stream_every == 0 && c->stream_left != 0 && c->out.len < STREAM_BATCH);
+  c->due = now + c->stream_every;
+  conn_flush(f, c);
+}
+
+/* What time made due: a delayed answer, a stream's next piece. */
+static void conn_due (lr_faults *f, conn *c, double now) {
+  if (c->state == C_STREAM) { stream_next(f, c, now); return; }
+  if (c->state != C_DELAY || c->due > now) return;
+  if (c->reset_when_due) fault_conn_close(f, c, 1);
+  else {
+    c->state = c->stream ? C_STREAM : C_WRITE;
+    c->due = now;
+    if (c->state == C_STREAM) stream_next(f, c, now);
+    else conn_advance(f, c);
+  }
+}
+
 int lr_faults_serve (lr_faults *f) {
   for (;;) {
     size_t n = f->nconns, i, j;
@@ -295,26 +362,8 @@ int lr_faults_serve (lr_faults *f) {
     f->pfds[0] = (struct pollfd){f->wake_fd, POLLIN, 0};
     f->pfds[1] = (struct pollfd){f->accept_paused ? -1 : f->listen_fd, POLLIN, 0};
     if (f->accept_paused) timeout = 100;
-    for (i = 0; i < n; i++) {
-      conn *c = f->conns[i];
-      short ev = 0;
-      switch (c->state) {
-        case C_READ:
-          ev = (short)((c->eof ? 0 : POLLIN) | (c->out.len ? POLLOUT : 0));
-          break;
-        case C_WRITE: ev = POLLOUT; break;
-        case C_HANG: ev = POLLIN; break;
-        case C_DELAY: {
-          double ms = (c->due - now) * 1000;
-          int wait = ms <= 0 ? 0 : ms > 86400000 ? 86400000
-                   : (int)ms + ((double)(int)ms < ms);  /* round up */
-          if (c->outoff < c->hold) ev = POLLOUT;
-          if (timeout < 0 || wait < timeout) timeout = wait;
-          break;
-        }
-      }
-      f->pfds[i + 2] = (struct pollfd){c->fd, ev, 0};
-    }
+    for (i = 0; i < n; i++)
+      f->pfds[i + 2] = (struct pollfd){f->conns[i]->fd, conn_events(f->conns[i], now, &timeout), 0};
     ready = poll(f->pfds, n + 2, timeout);
     if (ready < 0) {
       if (errno == EINTR) continue;
@@ -325,12 +374,7 @@ int lr_faults_serve (lr_faults *f) {
     if (f->pfds[1].revents & POLLIN) accept_all(f);
     for (i = 0; i < n; i++) conn_event(f, f->conns[i], f->pfds[i + 2].revents);
     now = fault_elapsed(f);
-    for (i = 0; i < f->nconns; i++) {
-      conn *c = f->conns[i];
-      if (c->state != C_DELAY || c->due > now) continue;
-      if (c->reset_when_due) fault_conn_close(f, c, 1);
-      else { c->state = C_WRITE; conn_advance(f, c); }
-    }
+    for (i = 0; i < f->nconns; i++) conn_due(f, f->conns[i], now);
     for (i = j = 0; i < f->nconns; i++) {
       if (f->conns[i]->state == C_DEAD) free(f->conns[i]);
       else f->conns[j++] = f->conns[i];
@@ -379,13 +423,31 @@ static int split_listen (const char *addr, char *host, size_t hostlen,
   return 0;
 }
 
-static int bind_listen (lr_faults *f, const char *addr, char *err,
+static int is_loopback (const struct sockaddr *sa) {
+  if (sa->sa_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+  if (sa->sa_family == AF_INET6) {
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(a) ||
+           (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+  }
+  return 0;
+}
+
+int lr_faults_is_loopback (const lr_faults *f) {
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof ss;
+  if (!f || getsockname(f->listen_fd, (struct sockaddr *)&ss, &len) != 0) return 0;
+  return is_loopback((const struct sockaddr *)&ss);
+}
+
+static int bind_listen (lr_faults *f, const char *addr, int any, char *err,
                         size_t errlen) {
   char host[256], port[8];
   struct addrinfo hints, *res = NULL;
   struct sockaddr_storage ss;
   socklen_t sslen = sizeof ss;
-  int rc, saved = EADDRNOTAVAIL;
+  int rc, saved = EADDRNOTAVAIL, refused = 0;
   if (addr == NULL) addr = "127.0.0.1:0";
   if (split_listen(addr, host, sizeof host, port, sizeof port) != 0) {
     snprintf(err, errlen, "bad listen address '%s' (expected HOST:PORT)",
@@ -405,6 +467,9 @@ static int bind_listen (lr_faults *f, const char *addr, char *err,
     for (struct addrinfo *a = res; a && f->listen_fd < 0; a = a->ai_next) {
       int fd, one = 1;
       if ((a->ai_family == AF_INET) != (pass == 0)) continue;
+      /* a script anyone could drive, on the LAN or the internet: only
+         when asked for */
+      if (!any && !is_loopback(a->ai_addr)) { refused = 1; continue; }
       fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
                   a->ai_protocol);
       if (fd < 0) { saved = errno; continue; }
@@ -418,6 +483,11 @@ static int bind_listen (lr_faults *f, const char *addr, char *err,
       f->listen_fd = fd;
     }
   freeaddrinfo(res);
+  if (f->listen_fd < 0 && refused) {
+    snprintf(err, errlen, "will not listen on %s: not a loopback address (anyone who can "
+             "reach it could drive the script; --listen-any if that is meant)", addr);
+    return -1;
+  }
   if (f->listen_fd < 0) {
     snprintf(err, errlen, "cannot listen on %s: %s", addr, strerror(saved));
     return -1;
@@ -441,15 +511,16 @@ static int bind_listen (lr_faults *f, const char *addr, char *err,
 }
 
 static lr_faults *open_any (const char *path, const char *chunkname,
-                            const char *source, const char *listen,
+                            const char *source, const char *listen, int any,
                             char *err, size_t errlen) {
   lr_faults *f = calloc(1, sizeof *f);
   if (f == NULL) { snprintf(err, errlen, "out of memory"); return NULL; }
+  atomic_init(&f->stopping, 0);
   f->listen_fd = -1;
   f->wake_fd = -1;
   clock_gettime(CLOCK_MONOTONIC, &f->t0);
   if (fault_load_script(f, path, chunkname, source, err, errlen) != 0 ||
-      bind_listen(f, listen, err, errlen) != 0) {
+      bind_listen(f, listen, any, err, errlen) != 0) {
     lr_faults_free(f);
     return NULL;
   }
@@ -464,7 +535,13 @@ static lr_faults *open_any (const char *path, const char *chunkname,
 lr_faults *lr_faults_open (const char *script_path, const char *listen,
                            char *err, size_t errlen) {
   if (script_path == NULL) { snprintf(err, errlen, "no script"); return NULL; }
-  return open_any(script_path, NULL, NULL, listen, err, errlen);
+  return open_any(script_path, NULL, NULL, listen, 0, err, errlen);
+}
+
+lr_faults *lr_faults_open_any (const char *script_path, const char *listen,
+                               char *err, size_t errlen) {
+  if (script_path == NULL) { snprintf(err, errlen, "no script"); return NULL; }
+  return open_any(script_path, NULL, NULL, listen, 1, err, errlen);
 }
 
 lr_faults *lr_faults_open_string (const char *chunkname, const char *source,
@@ -472,7 +549,7 @@ lr_faults *lr_faults_open_string (const char *chunkname, const char *source,
                                   size_t errlen) {
   if (source == NULL) { snprintf(err, errlen, "no script"); return NULL; }
   if (chunkname == NULL || chunkname[0] == '\0') chunkname = "=script";
-  return open_any(NULL, chunkname, source, listen, err, errlen);
+  return open_any(NULL, chunkname, source, listen, 0, err, errlen);
 }
 
 static void *serve_thread (void *arg) {
@@ -513,6 +590,7 @@ const char *lr_faults_address (const lr_faults *f) {
 void lr_faults_stop (lr_faults *f) {
   int saved = errno;  /* may run in a signal handler */
   uint64_t one = 1;
+  if (f) atomic_store(&f->stopping, 1);  /* a looping script sees it too */
   if (f && f->wake_fd >= 0 && write(f->wake_fd, &one, sizeof one) < 0) {
     /* only fails when the counter is saturated: already stopping */
   }

@@ -18,13 +18,21 @@
 typedef struct lr_faults lr_faults;
 
 /*
- * Load a script (text only; chunk name = its path) and bind `listen`:
- * "HOST:PORT", "[V6]:PORT", "localhost:PORT", ":PORT" or "PORT" (both on
- * 127.0.0.1); NULL means "127.0.0.1:0", and port 0 picks a free port.
+ * Load a script (text only; chunk name = its path; sandboxed, see
+ * faults.c) and bind `listen`: "HOST:PORT", "[V6]:PORT", "localhost:PORT",
+ * ":PORT" or "PORT" (both on 127.0.0.1); NULL means "127.0.0.1:0", and
+ * port 0 picks a free port.  Only a loopback address is taken: a server
+ * that anyone who reaches it can drive is a choice (lr_faults_open_any).
  * Nothing is served until lr_faults_serve().  NULL on failure.
  */
 lr_faults *lr_faults_open(const char *script_path, const char *listen,
                           char *err, size_t errlen);
+/* The same, on any address (0.0.0.0, a LAN address): `luaretry faults
+ * --listen-any`. */
+lr_faults *lr_faults_open_any(const char *script_path, const char *listen,
+                              char *err, size_t errlen);
+/* Whether the bound address is a loopback one. */
+int lr_faults_is_loopback(const lr_faults *f);
 lr_faults *lr_faults_open_string(const char *chunkname, const char *source,
                                  const char *listen, char *err,
                                  size_t errlen);
@@ -45,7 +53,8 @@ int lr_faults_port(const lr_faults *f);
 const char *lr_faults_address(const lr_faults *f);
 
 /* Ask the server to stop, for good: a later lr_faults_serve() returns at
-   once.  Async-signal-safe, idempotent. */
+   once, and a script running (even in an endless loop) is stopped at its
+   next instructions.  Async-signal-safe, idempotent. */
 void lr_faults_stop(lr_faults *f);
 /* Stop, join the thread if any, close everything and free; accepts NULL.
    Not to be called while another thread is inside lr_faults_serve()
@@ -56,7 +65,12 @@ void lr_faults_free(lr_faults *f);
 /* ------------------------------------------ HTTP parsing (faults_http.c) */
 
 #define LR_HTTP_MAX_HEAD    (64 * 1024)
+/* A body is kept in its first LR_HTTP_MAX_BODY bytes (req.body); a longer
+   one, up to LR_HTTP_MAX_LENGTH (Content-Length only, not chunked), is
+   counted and hashed as it passes and dropped: an upload of any size
+   costs the server nothing. */
 #define LR_HTTP_MAX_BODY    (16 * 1024 * 1024)
+#define LR_HTTP_MAX_LENGTH  ((size_t)4 << 30)
 #define LR_HTTP_MAX_HEADERS 256
 
 enum { LR_HTTP_MORE = 0, LR_HTTP_DONE = 1 };  /* else an HTTP error status */
@@ -73,7 +87,9 @@ typedef struct lr_http_req {
   size_t nheaders;
   lr_http_header headers[LR_HTTP_MAX_HEADERS];
   size_t head_len;     /* bytes of head; the body starts here */
-  size_t body_len;     /* body bytes so far (decoded, if chunked) */
+  size_t body_len;     /* body bytes so far in the buffer (decoded, if chunked) */
+  size_t dropped;      /* body bytes past LR_HTTP_MAX_BODY, passed on */
+  unsigned long long hash;  /* FNV-1a 64 of the whole body, once dropping */
   size_t end;          /* once done: where the next request starts */
   /* parse state */
   size_t scan, raw, content_length, chunk_left;
@@ -87,6 +103,9 @@ int lr_http_parse(lr_http_req *r, char *buf, size_t *len);
 
 /* Is the body complete? (So a 100 Continue is pointless.) */
 int lr_http_body_done(const lr_http_req *r);
+
+/* FNV-1a 64 of n bytes, continuing from h (0xcbf29ce484222325 to start). */
+unsigned long long lr_http_fnv1a(unsigned long long h, const char *s, size_t n);
 
 /* The first header of that (lower-case) name, or NULL. */
 const char *lr_http_header_get(const lr_http_req *r, const char *name);

@@ -74,7 +74,15 @@ void fault_conn_close (lr_faults *f, conn *c, int hard) {
   free(c->in);
   c->in = NULL;
   sb_free(&c->out);
+  fault_stream_free(c);
   f->accept_paused = 0;
+}
+
+void fault_stream_free (conn *c) {
+  free(c->stream);
+  c->stream = NULL;
+  c->stream_len = 0;
+  c->stream_left = 0;
 }
 
 void fault_put_simple (conn *c, int status, const char *ctype,

@@ -125,7 +125,7 @@ static int parse_framing (lr_http_req *r) {
     else if (strcmp(name, "content-length") == 0) {
       size_t n = 0, digits = strspn(v, "0123456789");
       if (digits == 0 || v[digits] != '\0') return 400;
-      if (digits > 9) return 413;
+      if (digits > 10) return 413;
       for (const char *d = v; *d; d++) n = n * 10 + (size_t)(*d - '0');
       if (have_cl && n != r->content_length) return 400;
       r->content_length = n;
@@ -133,7 +133,7 @@ static int parse_framing (lr_http_req *r) {
     }
   }
   if (have_te) { r->chunked = 1; r->content_length = 0; }
-  else if (r->content_length > LR_HTTP_MAX_BODY) return 413;
+  else if (r->content_length > LR_HTTP_MAX_LENGTH) return 413;
   v = lr_http_header_get(r, "connection");
   r->keep_alive = r->minor == 1 ? !(v && has_token(v, "close"))
                                 : (v && has_token(v, "keep-alive"));
@@ -237,6 +237,32 @@ static int parse_chunked (lr_http_req *r, char *buf, size_t len) {
   }
 }
 
+unsigned long long lr_http_fnv1a (unsigned long long h, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    h ^= (unsigned char)s[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+/* A body past LR_HTTP_MAX_BODY: what arrived beyond the kept part is
+   hashed and dropped (never bytes of a request that follows). */
+static void drop_past_limit (lr_http_req *r, char *buf, size_t *len) {
+  char *kept_end;
+  size_t have = *len - r->head_len, extra;
+  if (r->content_length <= LR_HTTP_MAX_BODY || have <= LR_HTTP_MAX_BODY) return;
+  kept_end = buf + r->head_len + LR_HTTP_MAX_BODY;
+  extra = have - LR_HTTP_MAX_BODY;
+  if (extra > r->content_length - LR_HTTP_MAX_BODY - r->dropped)
+    extra = r->content_length - LR_HTTP_MAX_BODY - r->dropped;
+  if (r->dropped == 0)
+    r->hash = lr_http_fnv1a(0xcbf29ce484222325ull, buf + r->head_len, LR_HTTP_MAX_BODY);
+  r->hash = lr_http_fnv1a(r->hash, kept_end, extra);
+  memmove(kept_end, kept_end + extra, (size_t)(buf + *len - kept_end) - extra);
+  *len -= extra;
+  r->dropped += extra;
+}
+
 int lr_http_parse (lr_http_req *r, char *buf, size_t *len) {
   int st;
   if (r->head_len == 0) {
@@ -244,10 +270,13 @@ int lr_http_parse (lr_http_req *r, char *buf, size_t *len) {
     if (st != LR_HTTP_MORE || r->head_len == 0) return st;
   }
   if (!r->chunked) {
-    size_t have = *len - r->head_len;
-    r->body_len = have < r->content_length ? have : r->content_length;
-    if (r->body_len < r->content_length) return LR_HTTP_MORE;
-    r->end = r->head_len + r->content_length;
+    size_t have, in_buf;
+    drop_past_limit(r, buf, len);
+    have = *len - r->head_len;
+    in_buf = r->content_length - r->dropped;
+    r->body_len = have < in_buf ? have : in_buf;
+    if (r->body_len < in_buf) return LR_HTTP_MORE;
+    r->end = r->head_len + in_buf;
     return LR_HTTP_DONE;
   }
   st = parse_chunked(r, buf, *len);
@@ -265,7 +294,7 @@ int lr_http_parse (lr_http_req *r, char *buf, size_t *len) {
 
 int lr_http_body_done (const lr_http_req *r) {
   return r->chunked ? r->chunk_state == CH_DONE
-                    : r->body_len == r->content_length;
+                    : r->body_len + r->dropped == r->content_length;
 }
 
 const char *lr_http_reason (int status) {

@@ -7,6 +7,7 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <time.h>
 
@@ -14,7 +15,8 @@
 
 #include "faults.h"
 
-#define LOG_MAX    100000
+#define LOG_MAX    100000            /* entries of the request log, and */
+#define LOG_MAX_BYTES (8 * 1024 * 1024)  /* its bytes: the oldest go first */
 #define READ_MIN   16384
 #define IN_MAX     (LR_HTTP_MAX_HEAD + LR_HTTP_MAX_BODY + 65536)
 #define BUILTIN    "/_faults/"
@@ -30,13 +32,14 @@ void sb_free (sbuf *b);
 
 /* ------------------------------------------------------------ state */
 
-enum { C_READ, C_WRITE, C_DELAY, C_HANG, C_DEAD };
+enum { C_READ, C_WRITE, C_DELAY, C_HANG, C_STREAM, C_DEAD };
 
 typedef struct conn {
   int fd, state;
   int eof;             /* the client will send no more */
   int close_after;     /* close once the response is out */
   int reset_when_due;  /* the delayed action is a reset, not an answer */
+  int reset_at_end;    /* the answer (or stream) ends with a reset, not a FIN */
   int head_seen;
   double head_time, due;
   char *in;
@@ -45,10 +48,16 @@ typedef struct conn {
   size_t outoff, hold;  /* in C_DELAY, bytes past `hold` wait for `due` */
   lr_http_req req;
   long long serial;    /* the connection's number, from 1: shows reuse */
+  char *stream;         /* C_STREAM: sent stream_left times (< 0: for ever), */
+  size_t stream_len;    /* one every stream_every seconds, then a close */
+  long long stream_left;
+  double stream_every;
 } conn;
 
 struct lr_faults {
   lua_State *L;
+  atomic_int stopping;  /* lr_faults_stop() came: the script is stopped too */
+  size_t lua_bytes;   /* the script's memory, bounded */
   int paths_ref;      /* registry: path -> {count = n, state = {}} */
   int listen_fd, wake_fd, port;
   int accept_paused;  /* out of descriptors: retry soon */
@@ -62,6 +71,7 @@ struct lr_faults {
   size_t cappfds;
   char **log;         /* ring of rendered JSON entries */
   size_t log_first, log_count;
+  size_t log_bytes;   /* their length, NULs included */
   long long total;
   long long connections;  /* accepted so far */
 };
@@ -69,6 +79,10 @@ struct lr_faults {
 /* faults_log.c */
 void fault_log_entry (lr_faults *f, conn *c);
 void fault_log_clear (lr_faults *f);
+
+/* faults_sandbox.c: the script's state, sandboxed, stopped by a stop */
+lua_State *fault_sandbox_new (lr_faults *f, const char *script_path, char *err,
+                              size_t errlen);
 
 /* faults_script.c */
 int fault_load_script (lr_faults *f, const char *path, const char *chunkname,
@@ -80,5 +94,6 @@ int fault_reset_paths (lua_State *L);
 double fault_elapsed (const lr_faults *f);
 void fault_conn_close (lr_faults *f, conn *c, int hard);   /* hard: a TCP reset */
 void fault_put_simple (conn *c, int status, const char *ctype, const char *body, size_t n);
+void fault_stream_free (conn *c);
 
 #endif

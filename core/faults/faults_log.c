@@ -57,15 +57,6 @@ static void sb_json (sbuf *b, const char *s) {
   sb_add(b, "\"", 1);
 }
 
-static uint64_t fnv1a (const char *s, size_t n) {
-  uint64_t h = 0xcbf29ce484222325u;
-  for (size_t i = 0; i < n; i++) {
-    h ^= (unsigned char)s[i];
-    h *= 0x100000001b3u;
-  }
-  return h;
-}
-
 void fault_log_entry (lr_faults *f, conn *c) {
   const lr_http_req *r = &c->req;
   const char *body = c->in + r->head_len;
@@ -77,9 +68,10 @@ void fault_log_entry (lr_faults *f, conn *c) {
   sb_json(&b, r->path);
   sb_str(&b, ",\"query\":");
   sb_json(&b, r->query);
+  /* a body past LR_HTTP_MAX_BODY was hashed whole as it passed */
   sb_fmt(&b, ",\"time\":%.6f,\"body_len\":%zu,\"body_hash\":\"%016llx\","
-         "\"headers\":{", c->head_time, r->body_len,
-         (unsigned long long)fnv1a(body, r->body_len));
+         "\"headers\":{", c->head_time, r->body_len + r->dropped,
+         r->dropped ? r->hash : lr_http_fnv1a(0xcbf29ce484222325ull, body, r->body_len));
   for (size_t i = 0; i < r->nheaders; i++) {  /* one key per name */
     const char *name = r->headers[i].name;
     size_t j, k;
@@ -110,18 +102,24 @@ void fault_log_entry (lr_faults *f, conn *c) {
     sb_free(&b);
     return;
   }
-  if (f->log_count == LOG_MAX) {  /* drop the oldest */
+  /* the oldest go first: at most LOG_MAX entries and LOG_MAX_BYTES bytes
+     (the newest is always kept) */
+  while (f->log_count > 0 &&
+         (f->log_count == LOG_MAX || f->log_bytes + b.len > LOG_MAX_BYTES)) {
+    f->log_bytes -= strlen(f->log[f->log_first]) + 1;
     free(f->log[f->log_first]);
-    f->log[f->log_first] = b.p;
     f->log_first = (f->log_first + 1) % LOG_MAX;
+    f->log_count--;
   }
-  else f->log[(f->log_first + f->log_count++) % LOG_MAX] = b.p;
+  f->log[(f->log_first + f->log_count++) % LOG_MAX] = b.p;
+  f->log_bytes += b.len;
 }
 
 void fault_log_clear (lr_faults *f) {
   for (size_t i = 0; i < f->log_count; i++)
     free(f->log[(f->log_first + i) % LOG_MAX]);
   f->log_first = f->log_count = 0;
+  f->log_bytes = 0;
 }
 
 

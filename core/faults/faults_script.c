@@ -59,7 +59,7 @@ static const char prelude[] =
 
 /* ------------------------------------------------------------ the script */
 
-enum { A_SEND, A_RESET, A_HANG };
+enum { A_SEND, A_RESET, A_HANG, A_STREAM };
 
 typedef struct exchange {
   lr_faults *f;
@@ -79,6 +79,8 @@ static void push_request (lua_State *L, exchange *x) {
   lua_setfield(L, -2, "query");
   lua_pushlstring(L, x->c->in + r->head_len, r->body_len);
   lua_setfield(L, -2, "body");
+  lua_pushinteger(L, (lua_Integer)(r->body_len + r->dropped));
+  lua_setfield(L, -2, "body_len");
   lua_pushinteger(L, x->f->total);
   lua_setfield(L, -2, "total");
   lua_pushnumber(L, x->c->head_time);
@@ -181,6 +183,61 @@ static void put_headers (lua_State *L, int t, conn *c, int *has_connection) {
   }
 }
 
+/* `stream = {data = S, count = N, interval = T}` of the answer at t:
+   after the head, S is sent N times (no count: for ever), T seconds apart,
+   then the connection closes.  1 when there is one. */
+static int get_stream (lua_State *L, int t, conn *c) {
+  size_t len;
+  const char *data;
+  if (lua_getfield(L, t, "stream") == LUA_TNIL) { lua_pop(L, 1); return 0; }
+  if (!lua_istable(L, -1)) luaL_error(L, "respond: 'stream' must be a table");
+  int s = lua_gettop(L);
+  fault_stream_free(c);
+  lua_getfield(L, s, "data");
+  if (!lua_isstring(L, -1)) luaL_error(L, "respond: 'stream.data' must be a string");
+  data = lua_tolstring(L, -1, &len);
+  if (len == 0) luaL_error(L, "respond: 'stream.data' must not be empty");
+  c->stream_left = int_field(L, s, "count", -1, 0, LUA_MAXINTEGER);
+  c->stream_every = 0;
+  if (lua_getfield(L, s, "interval") != LUA_TNIL) {
+    int isnum;
+    c->stream_every = lua_tonumberx(L, -1, &isnum);
+    if (!isnum || !(c->stream_every >= 0) || c->stream_every > 3600)
+      luaL_error(L, "respond: 'stream.interval' must be seconds from 0 to 3600");
+  }
+  if ((c->stream = malloc(len)) == NULL) luaL_error(L, "respond: out of memory");
+  memcpy(c->stream, data, len);
+  c->stream_len = len;
+  lua_settop(L, s - 1);
+  return 1;
+}
+
+/* The fields that make the answer something else than a made response:
+   then_reset, hang, reset, a stream, raw bytes.  1 when nothing more is
+   to be made. */
+static int special_answer (lua_State *L, int t, exchange *x) {
+  conn *c = x->c;
+  if (lua_getfield(L, t, "then_reset") != LUA_TNIL && lua_toboolean(L, -1))
+    c->reset_at_end = c->close_after = 1;
+  if (lua_getfield(L, t, "hang") != LUA_TNIL && lua_toboolean(L, -1)) {
+    x->action = A_HANG;
+    return 1;
+  }
+  if (lua_getfield(L, t, "reset") != LUA_TNIL && lua_toboolean(L, -1)) {
+    x->action = A_RESET;
+    return 1;
+  }
+  if (get_stream(L, t, c)) x->action = A_STREAM;
+  if (lua_getfield(L, t, "raw") != LUA_TNIL) {  /* the bytes, as they are */
+    size_t n;
+    const char *raw = luaL_checklstring(L, -1, &n);
+    sb_add(&c->out, raw, n);
+    c->close_after = 1;
+    return 1;
+  }
+  return 0;
+}
+
 /* Turn the script's answer (at the top of the stack) into a response. */
 static void put_answer (lua_State *L, exchange *x) {
   conn *c = x->c;
@@ -219,14 +276,7 @@ static void put_answer (lua_State *L, exchange *x) {
         luaL_error(L, "respond: 'delay' must be a number of seconds >= 0");
     }
     truncate = int_field(L, t, "truncate", -1, 0, LUA_MAXINTEGER);
-    if (lua_getfield(L, t, "hang") != LUA_TNIL && lua_toboolean(L, -1)) {
-      x->action = A_HANG;
-      return;
-    }
-    if (lua_getfield(L, t, "reset") != LUA_TNIL && lua_toboolean(L, -1)) {
-      x->action = A_RESET;
-      return;
-    }
+    if (special_answer(L, t, x)) return;
   }
   if (reason == NULL) reason = lr_http_reason(status);
   sb_fmt(&c->out, "HTTP/1.1 %d ", status);
@@ -238,7 +288,9 @@ static void put_answer (lua_State *L, exchange *x) {
                  luaL_typename(L, -1));
     put_headers(L, lua_gettop(L), c, &has_connection);
   }
-  sb_fmt(&c->out, "Content-Length: %zu\r\n", len);
+  /* a stream ends with the connection: no length to announce */
+  if (x->action == A_STREAM) c->close_after = 1;
+  else sb_fmt(&c->out, "Content-Length: %zu\r\n", len);
   if (c->close_after && !has_connection)
     sb_str(&c->out, "Connection: close\r\n");
   sb_str(&c->out, "\r\n");
@@ -273,6 +325,7 @@ void fault_answer_script (lr_faults *f, conn *c) {
   lua_State *L = f->L;
   exchange x = {f, c, A_SEND, 0};
   size_t mark = c->out.len;
+  c->reset_at_end = 0;
   f->total++;
   fault_log_entry(f, c);
   lua_pushcfunction(L, run_script);
@@ -288,6 +341,7 @@ void fault_answer_script (lr_faults *f, conn *c) {
     lua_pop(L, 1);
   }
   if (x.action == A_HANG) { c->state = C_HANG; return; }
+  if (x.action != A_STREAM) fault_stream_free(c);
   if (x.delay > 0) {
     c->state = C_DELAY;
     c->due = fault_elapsed(f) + x.delay;
@@ -295,16 +349,18 @@ void fault_answer_script (lr_faults *f, conn *c) {
     c->reset_when_due = x.action == A_RESET;
   }
   else if (x.action == A_RESET) fault_conn_close(f, c, 1);
-  else c->state = C_WRITE;
+  else {
+    c->state = c->stream ? C_STREAM : C_WRITE;
+    c->due = 0;  /* a stream's first piece goes once the head is out */
+  }
 }
 
 int fault_load_script (lr_faults *f, const char *path, const char *chunkname,
                         const char *source, char *err, size_t errlen) {
-  lua_State *L = f->L = luaL_newstate();
   const char *name = path ? path : chunkname;
+  lua_State *L = f->L = fault_sandbox_new(f, path, err, errlen);
   int st;
-  if (L == NULL) { snprintf(err, errlen, "%s: out of memory", name); return -1; }
-  luaL_openlibs(L);
+  if (L == NULL) return -1;
   st = luaL_loadbufferx(L, prelude, sizeof prelude - 1, "=faults prelude", "t");
   if (st == LUA_OK) st = lua_pcall(L, 0, 0, 0);
   if (st == LUA_OK) {

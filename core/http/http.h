@@ -1,7 +1,8 @@
-/* http.h: what the libcurl helper's files share: one attempt's buffers and
- * the pieces that make it (attempt.c), used by a single call (perform.c),
- * batches (many.c) and the workflow transport (transport.c).  Public
- * headers and curl.h only: the helper is a user of the public API. */
+/* http.h: what the libcurl helper's files share: one transfer's callbacks
+ * and bounded buffers (transfer.c), one attempt made of it (attempt.c),
+ * used by a single call (perform.c), batches (many.c) and the workflow
+ * transport (transport.c).  Public headers and curl.h only: the helper is
+ * a user of the public API. */
 #ifndef LUARETRY_HTTP_H
 #define LUARETRY_HTTP_H
 
@@ -9,21 +10,46 @@
 
 #include "luaretry_curl.h"
 
-#define MAX_HEADERS 128
-
 typedef struct {
   char *data;
   size_t len, cap;
   int failed;
 } buffer;
 
+/* Where one call's bodies go: the host's side of luaretry_curl_options or
+ * of a batch job. */
 typedef struct {
-  buffer body;
+  size_t body_limit;            /* bytes of each response kept for the script */
+  luaretry_sink_fn sink;        /* the final body, or with restart every one */
+  void *sink_ud;
+  luaretry_restart_fn restart;  /* set: sink streams every attempt's body */
+  luaretry_upload_fn upload;    /* set: the request body is read from here */
+  void *upload_ud;
+} lr_io;
+
+/* One transfer's state, what curl's callbacks see. */
+typedef struct {
+  buffer body;                  /* at most body_limit bytes of the response */
+  size_t body_limit;
+  int limit_fails;              /* a longer body fails the transfer (else
+                                   the rest is only streamed) */
+  size_t body_seen;             /* bytes of the response body so far */
+  luaretry_sink_fn stream;      /* every byte as it comes, or NULL */
+  void *stream_ud;
+  int body_too_long;            /* a body past body_limit where that fails */
+  int stream_failed;            /* the sink refused: the host stops the call */
   buffer header_text;           /* "name\0value\0" pairs of the last response */
-  luaretry_header headers[MAX_HEADERS];
-  size_t header_count;
-  const char *upload;
+  size_t head_bytes;            /* of the response's head so far */
+  int headers_too_long;         /* past LUARETRY_CURL_MAX_HEADER_BYTES */
+  luaretry_header *headers;     /* index into header_text, header_count used */
+  size_t header_count, header_cap;
+  const char *upload;           /* the body in memory, or NULL with reader */
   size_t upload_len, upload_pos;
+  luaretry_upload_fn reader;    /* the body through the host, or NULL */
+  void *reader_ud;
+  int upload_failed;            /* the reader gave nothing: the host stops */
+  char errbuf[CURL_ERROR_SIZE]; /* libcurl's own message of a failure */
+  char detail[160];             /* ours, when we ended the transfer */
 } transfer;
 
 /* One attempt of a call: the pieces luaretry_curl_perform and the batch
@@ -37,18 +63,29 @@ typedef struct {
 
 /* The request's headers as a curl list; *failed on out of memory. */
 struct curl_slist *lr_curl_header_list(const luaretry_request *r, int *failed);
-/* Every option of one transfer of r on h, its answer into t. */
+/* Every option of one transfer of r on h, its answer into t (whose
+ * body_limit, stream and reader the caller set). */
 void lr_curl_configure(CURL *h, const luaretry_request *r, transfer *t,
                        struct curl_slist *headers, double timeout);
-/* Points t->headers at the pairs received. */
-void lr_curl_index_headers(transfer *t);
+/* Takes our callbacks and buffers off h again, so that a host reusing the
+ * handle never reaches memory of ours. */
+void lr_curl_release(CURL *h);
+/* After a transfer: points t->headers at the pairs received; 0, or -1 when
+ * out of memory. */
+int lr_curl_index_headers(transfer *t);
+/* The transport failure's name and detail of a transfer that ended with
+ * res (NULL, NULL for a complete response). */
+void lr_curl_failure(const transfer *t, CURLcode res, const char **error,
+                     const char **detail);
 
 /* Before attempt `n` of call c: prepare(), is_idempotent(), the header
- * list, then every option of the attempt on h (timeout: `timeout`). */
+ * list, the io's restart, then every option of the attempt on h
+ * (timeout: `timeout`). */
 luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *req, int n,
-                                    CURL *h, double timeout, attempt *a);
+                                    CURL *h, double timeout, const lr_io *io, attempt *a);
 /* After the transfer ended with `res`: the outcome to report, pointing
- * into a (valid until the next setup on it). */
+ * into a (valid until the next setup on it).  LUARETRY_E_OPERATION when
+ * the host's sink or upload stopped it (nothing to report). */
 luaretry_code lr_curl_attempt_finish(CURL *h, attempt *a, CURLcode res, luaretry_outcome *out);
 void lr_curl_attempt_free(attempt *a);
 

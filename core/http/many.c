@@ -97,6 +97,7 @@ typedef struct {
   const luaretry_curl_many_options *o;
   luaretry_call_options copt;
   double deadline;              /* the policy's, to clip late retries */
+  size_t body_limit;            /* the policy's, for each attempt */
   slot *slots;
   size_t nslots, busy;
   live_call *calls;             /* ncalls entries; c == NULL: free */
@@ -253,7 +254,10 @@ static void start_attempt(batch *b, live_call *lc) {
     if (left < 0.001) left = 0.001;
     if (timeout == 0 || left < timeout) timeout = left;
   }
-  rc = lr_curl_attempt_setup(lc->c, lc->job->request, lc->next, lc->h, timeout, &s->a);
+  const luaretry_curl_job *job = lc->job;
+  lr_io io = { b->body_limit, job->sink, job->sink_ud, job->restart, job->upload,
+               job->upload_ud };
+  rc = lr_curl_attempt_setup(lc->c, job->request, lc->next, lc->h, timeout, &io, &s->a);
   if (rc == LUARETRY_OK && curl_multi_add_handle(b->m->multi, lc->h) != CURLM_OK) {
     curl_easy_setopt(lc->h, CURLOPT_HTTPHEADER, NULL);
     curl_slist_free_all(s->a.headers);
@@ -289,7 +293,7 @@ static void end_attempt(batch *b, live_call *lc, CURLcode res) {
   }
   if (rc != LUARETRY_OK || !d.retry) {
     if (rc == LUARETRY_OK && d.reason != LUARETRY_REASON_CANCELLED && job->sink &&
-        s->a.t.body.len)
+        !job->restart && s->a.t.body.len)
       job->sink(job->sink_ud, s->a.t.body.data, s->a.t.body.len);
     end_call(b, lc, rc, &d);
     return;
@@ -436,6 +440,7 @@ luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, luaretry_policy 
   b.n = n;
   b.o = o;
   b.deadline = t.deadline;
+  b.body_limit = t.body_limit;
   luaretry_call_options_init(&b.copt);
   if (o->call) b.copt = *o->call;
   for (size_t i = 0; i < n; i++) {

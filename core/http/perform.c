@@ -10,43 +10,69 @@ void luaretry_curl_options_init(luaretry_curl_options *o) {
   if (o) memset(o, 0, sizeof *o);
 }
 
+/* The host's options, with the policy's body_limit. */
+static luaretry_code io_of(luaretry_policy *p, const luaretry_curl_options *o, lr_io *io) {
+  luaretry_tuning t;
+  luaretry_code rc = luaretry_policy_tuning(p, &t);
+  if (rc != LUARETRY_OK) return rc;
+  memset(io, 0, sizeof *io);
+  io->body_limit = t.body_limit;
+  if (o) {
+    io->sink = o->sink;
+    io->sink_ud = o->sink_ud;
+    io->restart = o->restart;
+    io->upload = o->upload;
+    io->upload_ud = o->upload_ud;
+  }
+  return LUARETRY_OK;
+}
+
+/* Attempts until the policy stops the call; the final body to the sink
+ * when it was kept whole. */
+static luaretry_code attempts(luaretry_call *c, CURL *h, CURLM *m, const luaretry_request *req,
+                              const lr_io *io, attempt *a, luaretry_decision *final) {
+  for (int n = 1;; n++) {
+    luaretry_code rc = lr_curl_attempt_setup(c, req, n, h, luaretry_call_timeout(c), io, a);
+    if (rc != LUARETRY_OK) return rc;
+    CURLcode res = lr_curl_transfer_once(m, h, c);
+    luaretry_outcome out;
+    rc = lr_curl_attempt_finish(h, a, res, &out);
+    if (rc == LUARETRY_OK) rc = luaretry_call_report(c, &out, final);
+    if (rc != LUARETRY_OK) return rc;
+    if (!final->retry) {
+      if (final->reason != LUARETRY_REASON_CANCELLED && io->sink && !io->restart &&
+          a->t.body.len)
+        io->sink(io->sink_ud, a->t.body.data, a->t.body.len);
+      return LUARETRY_OK;
+    }
+    if (luaretry_call_wait(c, final->wait) == LUARETRY_E_CANCELLED) {
+      luaretry_call_stop_cancelled(c, final);
+      return LUARETRY_OK;
+    }
+    rc = luaretry_call_next(c, final);  /* the breaker may have opened meanwhile */
+    if (rc != LUARETRY_OK || !final->retry) return rc;
+  }
+}
+
 luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *h,
                                     const luaretry_request *req,
                                     const luaretry_curl_options *o,
                                     luaretry_decision *final) {
   if (!p || !c || !h || !req || !req->url || !final) return LUARETRY_E_ARG;
   memset(final, 0, sizeof *final);
+  lr_io io;
+  luaretry_code rc = io_of(p, o, &io);
+  if (rc != LUARETRY_OK) return rc;
   /* a call refused at begin (circuit open) never touches the network */
-  luaretry_code next = luaretry_call_next(c, final);
-  if (next != LUARETRY_OK || !final->retry) return next;
+  rc = luaretry_call_next(c, final);
+  if (rc != LUARETRY_OK || !final->retry) return rc;
   int private_multi;
   CURLM *m = lr_curl_multi_take(&private_multi);
   if (!m) return LUARETRY_E_NOMEM;
   attempt a;
   memset(&a, 0, sizeof a);
-  luaretry_code rc = LUARETRY_OK;
-  for (int n = 1;; n++) {
-    rc = lr_curl_attempt_setup(c, req, n, h, luaretry_call_timeout(c), &a);
-    if (rc != LUARETRY_OK) break;
-    CURLcode res = lr_curl_transfer_once(m, h, c);
-    luaretry_outcome out;
-    rc = lr_curl_attempt_finish(h, &a, res, &out);
-    if (rc != LUARETRY_OK) break;
-    rc = luaretry_call_report(c, &out, final);
-    if (rc != LUARETRY_OK) break;
-    if (!final->retry) {
-      if (final->reason != LUARETRY_REASON_CANCELLED && o && o->sink && a.t.body.len)
-        o->sink(o->sink_ud, a.t.body.data, a.t.body.len);
-      break;
-    }
-    if (luaretry_call_wait(c, final->wait) == LUARETRY_E_CANCELLED) {
-      luaretry_call_stop_cancelled(c, final);
-      break;
-    }
-    rc = luaretry_call_next(c, final);  /* the breaker may have opened meanwhile */
-    if (rc != LUARETRY_OK || !final->retry) break;
-  }
-  curl_easy_setopt(h, CURLOPT_READDATA, NULL);
+  rc = attempts(c, h, m, req, &io, &a, final);
+  lr_curl_release(h);
   lr_curl_attempt_free(&a);
   lr_curl_multi_give(m, private_multi);
   return rc;

@@ -9,7 +9,7 @@
 struct luaretry_curl_transport {
   CURL *h;
   luaretry_call *c;
-  transfer t;
+  transfer t;                   /* the last response, until the next */
 };
 
 luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c,
@@ -27,6 +27,7 @@ void luaretry_curl_transport_free(luaretry_curl_transport *tr) {
   if (!tr) return;
   free(tr->t.body.data);
   free(tr->t.header_text.data);
+  free(tr->t.headers);
   free(tr);
 }
 
@@ -42,22 +43,26 @@ luaretry_code luaretry_curl_transport_perform(void *ud, const luaretry_request *
     return LUARETRY_E_NOMEM;
   }
   transfer *t = &tr->t;
-  t->body.len = t->header_text.len = 0;
-  t->body.failed = t->header_text.failed = 0;
+  /* the script gets the body whole, so it is bounded here instead */
+  t->body_limit = LUARETRY_CURL_TRANSPORT_MAX_BODY;
+  t->limit_fails = 1;
+  t->stream = NULL;
+  t->reader = NULL;
   lr_curl_configure(tr->h, req, t, headers, timeout);
   int private_multi;
   CURLM *m = lr_curl_multi_take(&private_multi);
   CURLcode res = m ? lr_curl_transfer_once(m, tr->h, tr->c) : CURLE_OUT_OF_MEMORY;
   if (m) lr_curl_multi_give(m, private_multi);
-  curl_easy_setopt(tr->h, CURLOPT_HTTPHEADER, NULL);
+  lr_curl_release(tr->h);
   curl_slist_free_all(headers);
-  if (t->body.failed || t->header_text.failed) return LUARETRY_E_NOMEM;
+  if (t->body.failed || t->header_text.failed || lr_curl_index_headers(t) != 0)
+    return LUARETRY_E_NOMEM;
   if (res == CURLE_ABORTED_BY_CALLBACK) return LUARETRY_E_CANCELLED;
-  lr_curl_index_headers(t);
+  memset(resp, 0, sizeof *resp);
+  lr_curl_failure(t, res, &resp->error, &resp->error_detail);
   long status = 0;
-  if (res == CURLE_OK) curl_easy_getinfo(tr->h, CURLINFO_RESPONSE_CODE, &status);
+  if (!resp->error) curl_easy_getinfo(tr->h, CURLINFO_RESPONSE_CODE, &status);
   resp->status = (int)status;
-  resp->error = luaretry_curl_error_name(res);
   resp->body = t->body.data ? t->body.data : "";
   resp->body_len = t->body.len;
   resp->headers = t->headers;

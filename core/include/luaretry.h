@@ -280,7 +280,7 @@ typedef struct {
   luaretry_outcome_kind kind;
   int status;
   const char *error;     /* transport failure ("connect", "timeout", "reset",
-                            "dns", "tls", ...) or NULL */
+                            "dns", "tls", "tls_verify", ...) or NULL */
   const char *body;      /* may be NULL; cut to body_limit for the script */
   size_t body_len;
   const luaretry_header *headers;
@@ -291,7 +291,10 @@ typedef struct {
   int workflow;          /* inside a run() workflow */
   int not_repeatable;    /* the operation may have taken effect and is not
                             idempotent: a transient outcome becomes final */
-  uint64_t reserved[8];
+  const char *error_detail; /* the transport's own message for `error` (for
+                            the curl helper, libcurl's), or NULL; text from
+                            the network may be in it: escape it to print */
+  uint64_t reserved[7];
 } luaretry_outcome;
 
 /* Sets every field to its empty value (retry_after = -1). */
@@ -364,7 +367,8 @@ typedef struct {
   size_t body_len;
   const luaretry_header *headers;  /* lower-case names */
   size_t header_count;
-  uint64_t reserved[4];
+  const char *error_detail;    /* the transport's own message, or NULL */
+  uint64_t reserved[3];
 } luaretry_response;
 
 /* Makes one attempt of `req` (no retry); *resp stays valid until the next

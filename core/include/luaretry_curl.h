@@ -11,14 +11,50 @@
 extern "C" {
 #endif
 
-/* Receives the body of the final attempt (never a retried one's). */
+/* Receives a response body: the final attempt's once the call has stopped,
+ * or, with a restart function, every attempt's bytes as they arrive.  Return
+ * len; any other value stops the call (LUARETRY_E_OPERATION). */
 typedef size_t (*luaretry_sink_fn)(void *ud, const char *data, size_t len);
-/* (Each attempt's decision reaches luaretry_call_observe()'s observer.) */
+/* Streaming: an attempt begins, so what the sink received of the one
+ * before is to be forgotten (rewind the file, drop the spool).  Called
+ * with the sink's ud before every attempt; 0, or -1 to stop the call
+ * (LUARETRY_E_OPERATION). */
+typedef int (*luaretry_restart_fn)(void *ud);
+/* The request body, read from the host as it is sent: up to len bytes at
+ * `offset` into buf.  Returns how many it gave (at least 1), or 0 when it
+ * cannot (the source changed size or failed): the call stops
+ * (LUARETRY_E_OPERATION; the host knows why).  Offsets may go back: curl
+ * rewinds for a redirect or a new attempt. */
+typedef size_t (*luaretry_upload_fn)(void *ud, uint64_t offset, char *buf, size_t len);
+
+/*
+ * Where bodies go.  Memory stays bounded when bodies are large:
+ * - Responses: each attempt keeps at most the policy's body_limit bytes
+ *   for the script.  With `restart` set, `sink` receives every attempt's
+ *   body as it arrives (restart() first, before each attempt), so the
+ *   host writes it where it goes and keeps or drops it by the final
+ *   decision; a body of any length costs body_limit bytes.  Without
+ *   `restart`, the final attempt's body is given to `sink` whole once the
+ *   call stops, so every attempt's body is kept in memory until then.
+ * - Uploads: with `upload` set, the request's `body` need only hold its
+ *   first body_limit bytes (what is_idempotent and prepare see) and
+ *   `body_len` is the whole length; the bytes sent are read through
+ *   `upload` on every attempt.  A prepare() that replaces the body sends
+ *   its own, from memory.
+ * (Each attempt's decision reaches luaretry_call_observe()'s observer.)
+ */
 typedef struct {
   luaretry_sink_fn sink;
-  void *sink_ud;
-  uint64_t reserved[4];
+  void *sink_ud;                /* also restart's */
+  luaretry_restart_fn restart;  /* set: stream every attempt's body to sink */
+  luaretry_upload_fn upload;    /* set: the request body's bytes come from here */
+  void *upload_ud;
+  uint64_t reserved[1];
 } luaretry_curl_options;
+
+/* The most bytes of response headers the helper keeps for one response
+ * (names and values); more is a "protocol" failure, not memory. */
+#define LUARETRY_CURL_MAX_HEADER_BYTES (256 * 1024)
 
 /* Sets every field to its empty value (or use a designated initializer). */
 LUARETRY_API void luaretry_curl_options_init(luaretry_curl_options *o);
@@ -27,8 +63,12 @@ LUARETRY_API void luaretry_curl_options_init(luaretry_curl_options *o);
  * Performs `req` on handle `h` as call `c` of policy `p` until the policy
  * stops it.  Sets on h, for each attempt: URL, method, headers, the body
  * (sent whole again on every attempt), timeouts clipped to the deadline,
- * and its own write/header/read/seek callbacks; other options the host set
- * (TLS, proxy, auth...) are kept.  Returns LUARETRY_OK when a decision
+ * the protocols (http and https only, redirects included: no other scheme
+ * is reachable), an error buffer, and its own write/header/read/seek
+ * callbacks (unset again before it returns); other options the host set
+ * (TLS, proxy, auth, redirects...) are kept.  A response's headers are
+ * kept up to LUARETRY_CURL_MAX_HEADER_BYTES: a longer head fails the
+ * attempt as a "protocol" error.  Returns LUARETRY_OK when a decision
  * was reached (see final->reason), or an error code with
  * luaretry_call_errmsg(c) / luaretry_policy_errmsg(p).
  * luaretry_call_cancel(c) interrupts a transfer as well as a wait.
@@ -77,6 +117,7 @@ LUARETRY_API luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_ca
  */
 typedef struct luaretry_curl_many luaretry_curl_many;
 
+
 /* One handle may run many batches one after the other (it keeps the multi
  * handle, and with it the connection cache).  Not for two threads at once. */
 LUARETRY_API luaretry_code luaretry_curl_many_new(luaretry_curl_many **out);
@@ -119,7 +160,12 @@ typedef struct {
   luaretry_observer_fn observer;   /* every decision of this job's call */
   void *observer_ud;
   luaretry_curl_result result;     /* out */
-  uint64_t reserved[4];
+  luaretry_restart_fn restart;     /* as in luaretry_curl_options: set, the
+                                      sink gets every attempt's body as it
+                                      arrives (restart first, sink_ud) */
+  luaretry_upload_fn upload;       /* as in luaretry_curl_options */
+  void *upload_ud;
+  uint64_t reserved[1];
 } luaretry_curl_job;
 
 /* Called once per job, as soon as its call ends (in completion order). */
@@ -179,7 +225,12 @@ LUARETRY_API luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, lua
 
 /* A transport for luaretry_policy_run_workflow(): each http.* request of
  * the script is one attempt on `h`; `c` (may be NULL) cancels transfers.
+ * A response body is kept whole for the script, up to
+ * LUARETRY_CURL_TRANSPORT_MAX_BODY bytes: a longer one fails the request
+ * ("transport", with error_detail saying so), so an endless body cannot
+ * take the host's memory.
  * Pass luaretry_curl_transport_perform as the transport, the handle as ud. */
+#define LUARETRY_CURL_TRANSPORT_MAX_BODY (16 * 1024 * 1024)
 typedef struct luaretry_curl_transport luaretry_curl_transport;
 LUARETRY_API luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c,
                                           luaretry_curl_transport **out);
@@ -188,8 +239,9 @@ LUARETRY_API luaretry_code luaretry_curl_transport_perform(void *t, const luaret
                                               double timeout, luaretry_response *resp);
 
 /* The transport failure name of a curl result: "connect", "timeout",
- * "reset", "dns", "tls", "truncated", "protocol", "transport"; NULL for
- * CURLE_OK. */
+ * "reset", "dns", "tls", "tls_verify" (a certificate or host name that does
+ * not verify, a pinned key that does not match: final under the default
+ * rule), "truncated", "protocol", "transport"; NULL for CURLE_OK. */
 LUARETRY_API const char *luaretry_curl_error_name(CURLcode rc);
 
 /* Whether a transfer that ended with rc provably never left this machine

@@ -393,6 +393,8 @@ static void read_outcome(lua_State *L, int idx, outcome_buf *ob) {
   o->body = luaL_optlstring(L, -1, NULL, &o->body_len);
   lua_getfield(L, idx, "error");
   o->error = luaL_optstring(L, -1, NULL);
+  lua_getfield(L, idx, "error_detail");
+  o->error_detail = luaL_optstring(L, -1, NULL);
   lua_getfield(L, idx, "method");
   o->method = luaL_optstring(L, -1, NULL);
   lua_getfield(L, idx, "url");
@@ -406,7 +408,7 @@ static void read_outcome(lua_State *L, int idx, outcome_buf *ob) {
   lua_getfield(L, idx, "kind");
   const char *kind = luaL_optstring(L, -1, "http");
   o->kind = strcmp(kind, "command") == 0 ? LUARETRY_OUTCOME_COMMAND : LUARETRY_OUTCOME_HTTP;
-  lua_pop(L, 9);  /* the strings stay referenced by the table */
+  lua_pop(L, 10);  /* the strings stay referenced by the table */
   if (lua_getfield(L, idx, "headers") == LUA_TTABLE) {
     lua_pushnil(L);
     while (lua_next(L, -2) && o->header_count < 64) {

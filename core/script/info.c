@@ -54,6 +54,7 @@ int lr_info_index(lua_State *L) {
   else if (strcmp(k, "call") == 0 && s->cur_ctx->data) lr_script_push_call(L, s);
   else if (!o) return 0;
   else if (strcmp(k, "error") == 0) push_string_or_nil(L, o->error);
+  else if (strcmp(k, "error_detail") == 0) push_string_or_nil(L, o->error_detail);
   else if (strcmp(k, "method") == 0) push_string_or_nil(L, o->method);
   else if (strcmp(k, "url") == 0) push_string_or_nil(L, o->url);
   else if (strcmp(k, "workflow") == 0) lua_pushboolean(L, o->workflow);

@@ -108,7 +108,18 @@ static int run_hook(lr_script *s, int slot, int ref, const char *fname, const ch
 static void default_classify(const luaretry_outcome *o, lr_verdict *v) {
   v->rule = "default";
   if (o->kind == LUARETRY_OUTCOME_COMMAND) {
-    v->cls = o->status == 0 ? LUARETRY_CLASS_SUCCESS : LUARETRY_CLASS_TRANSIENT;
+    /* 126 (cannot execute) and 127 (not found) stay so however often the
+     * command is run; an attempt that timed out did not succeed, whatever
+     * status its first process left */
+    if (o->error) v->cls = LUARETRY_CLASS_TRANSIENT;
+    else if (o->status == 126 || o->status == 127) v->cls = LUARETRY_CLASS_FINAL;
+    else v->cls = o->status == 0 ? LUARETRY_CLASS_SUCCESS : LUARETRY_CLASS_TRANSIENT;
+    return;
+  }
+  /* a certificate or host name that does not verify: no retry makes it
+   * good, and retrying only hides an attack or a misconfiguration */
+  if (o->error && strcmp(o->error, "tls_verify") == 0) {
+    v->cls = LUARETRY_CLASS_FINAL;
     return;
   }
   switch (o->status) {

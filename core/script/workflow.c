@@ -88,6 +88,10 @@ static int perform(lua_State *L, luaretry_request *req) {
     lua_pushstring(L, resp.error);
     lua_setfield(L, -2, "error");
   }
+  if (resp.error_detail) {
+    lua_pushstring(L, resp.error_detail);
+    lua_setfield(L, -2, "error_detail");
+  }
   lua_createtable(L, 0, (int)resp.header_count);
   for (size_t i = 0; i < resp.header_count; i++) {
     lua_pushstring(L, resp.headers[i].value);

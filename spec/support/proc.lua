@@ -273,6 +273,48 @@ function Job:stop()
   self.done = true
 end
 
+---------------------------------------------------------------- resources
+
+-- Whether the programs under test run under AddressSanitizer, whose
+-- quarantine and shadow memory inflate resident memory: memory bounds are
+-- asserted in the normal build only.
+function M.asan()
+  return (os.getenv("LUARETRY_BIN") or ""):find("asan", 1, true) ~= nil or
+         (os.getenv("LD_PRELOAD") or ""):find("libasan", 1, true) ~= nil
+end
+
+-- The peak resident memory of a live process so far, in bytes (VmHWM),
+-- or nil when it is gone.
+function M.peak_rss(pid)
+  local status = M.readfile("/proc/" .. pid .. "/status")
+  local kb = status and status:match("VmHWM:%s*(%d+) kB")
+  return kb and tonumber(kb) * 1024
+end
+
+-- Samples job's peak resident memory until it ends (bounded by `seconds`):
+-- the largest seen, in bytes.  The job's own process, not its wrapper.
+function M.watch_rss(job, seconds)
+  local peak, deadline = 0, system.monotime() + (seconds or 30)
+  while system.monotime() < deadline and not M.readfile(job.dir .. "/job.end") do
+    local rss = M.peak_rss(job.pid)
+    if rss and rss > peak then peak = rss end
+    system.sleep(0.02)
+  end
+  return peak
+end
+
+-- The PIDs of processes whose command line matches the extended regex
+-- `re` (pgrep -f).  Write it so that it does not match itself, as
+-- "slee[p] 40": the shell running pgrep has it in its command line.
+function M.pids(re)
+  local t = {}
+  -- (pgrep hangs under the sanitizer runtime `make test` preloads)
+  local p = io.popen("env -u LD_PRELOAD timeout -s KILL 5 pgrep -f " .. M.q(re) .. " 2>/dev/null")
+  for line in p:lines() do t[#t + 1] = tonumber(line) end
+  p:close()
+  return t
+end
+
 -- The standard output of a short command.
 function M.readfile_cmd(cmdline)
   local p = io.popen(cmdline, "r")

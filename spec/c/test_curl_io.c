@@ -1,0 +1,341 @@
+/* test_curl_io.c: the curl helper's bodies and schemes, through the public
+ * API against a small server of our own (a thread answering canned
+ * responses on 127.0.0.1, as curl's tests do):
+ * - streaming: with a restart function the sink gets every attempt's body
+ *   as it arrives, restart() before each, and the script sees only
+ *   body_limit bytes of it;
+ * - uploads through the host's reader: every attempt reads the body from
+ *   offset 0, whole; a reader that gives nothing stops the call with
+ *   LUARETRY_E_OPERATION, the transfer unreported;
+ * - a redirect to file:// or ftp:// is not followed, even where the host
+ *   asked for redirects: http and https only;
+ * - a compression bomb that the host asked curl to inflate streams
+ *   through: 256 MiB reach the sink, memory stays flat. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "luaretry_curl.h"
+
+/* ---- the server: one canned response per connection, in order */
+
+typedef struct {
+  int fd, port;
+  const char *const *answers;   /* NULL-terminated */
+  size_t sizes[8];              /* each answer's length (0: strlen) */
+  pthread_t thread;
+} server;
+
+/* Reads a request: its head, then Content-Length bytes of body. */
+static void read_request(int c) {
+  char buf[65536];
+  size_t have = 0;
+  long long body = -1, got = 0;
+  for (int rounds = 0; rounds < 100000; rounds++) {
+    ssize_t n = read(c, buf + have, sizeof buf - have - 1);
+    if (n <= 0) return;
+    if (body >= 0) {
+      got += n;
+      if (got >= body) return;
+      continue;
+    }
+    have += (size_t)n;
+    buf[have] = '\0';
+    char *end = strstr(buf, "\r\n\r\n");
+    if (!end) continue;
+    const char *cl = strcasestr(buf, "content-length:");
+    body = cl ? atoll(cl + 15) : 0;
+    got = (long long)(have - (size_t)(end + 4 - buf));
+    if (got >= body) return;
+    have = 0;
+  }
+}
+
+static void *serve(void *ud) {
+  server *s = ud;
+  for (size_t i = 0; s->answers[i]; i++) {
+    int c = accept(s->fd, NULL, NULL);
+    if (c < 0) return NULL;
+    read_request(c);
+    size_t len = s->sizes[i] ? s->sizes[i] : strlen(s->answers[i]);
+    for (size_t done = 0; done < len;) {
+      ssize_t n = write(c, s->answers[i] + done, len - done);
+      if (n <= 0) break;
+      done += (size_t)n;
+    }
+    close(c);
+  }
+  return NULL;
+}
+
+static int server_start(server *s, const char *const *answers) {
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  s->answers = answers;
+  s->fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(s->fd, 8) != 0 ||
+      getsockname(s->fd, (struct sockaddr *)&a, &len) != 0)
+    return -1;
+  s->port = ntohs(a.sin_port);
+  return pthread_create(&s->thread, NULL, serve, s);
+}
+
+static void server_stop(server *s) {
+  shutdown(s->fd, SHUT_RDWR);
+  close(s->fd);
+  pthread_join(s->thread, NULL);
+}
+
+/* A 503 or 200 with `n` bytes of `fill` as its body. */
+static char *answer(int status, char fill, size_t n) {
+  char *s = malloc(n + 128);
+  int head = snprintf(s, 128, "HTTP/1.1 %d X\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                      status, n);
+  memset(s + head, fill, n);
+  s[head + n] = '\0';
+  return s;
+}
+
+static luaretry_policy *policy(const char *src) {
+  luaretry_policy *p = NULL;
+  luaretry_policy_new(&p);
+  if (!CHECK_CODE(luaretry_policy_load_string(p, "@io.lua", src), LUARETRY_OK))
+    fprintf(stderr, "  %s\n", luaretry_policy_errmsg(p));
+  return p;
+}
+
+/* ---- streaming */
+
+typedef struct {
+  size_t restarts, len, longest_seen;
+  char last[256 * 1024];
+} stream_sink;
+
+static size_t on_bytes(void *ud, const char *data, size_t len) {
+  stream_sink *s = ud;
+  if (s->len + len <= sizeof s->last) memcpy(s->last + s->len, data, len);
+  s->len += len;
+  return len;
+}
+
+static int on_restart(void *ud) {
+  stream_sink *s = ud;
+  s->restarts++;
+  s->len = 0;
+  return 0;
+}
+
+static const char BODY_SEEN[] =
+  "max_attempts = 3\ndeadline = 20\nbackoff = { initial = 0.01, jitter = 'none' }\n"
+  "body_limit = 1000\n"
+  "function is_transient(status, body, info)\n"
+  "  if #body ~= 1000 then error('the script got ' .. #body .. ' bytes') end\n"
+  "  return status == 503\n"
+  "end\n"
+  "function is_success(status, body) return status == 200 and #body == 1000 end\n";
+
+static void test_streaming(void) {
+  char *a503 = answer(503, 'A', 100000), *a200 = answer(200, 'B', 150000);
+  const char *answers[] = { a503, a200, NULL };
+  server s = { 0 };
+  if (!CHECK(server_start(&s, answers) == 0)) return;
+  luaretry_policy *p = policy(BODY_SEEN);
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/s", s.port);
+  luaretry_request req = { .method = "GET", .url = url };
+  static stream_sink sink;
+  luaretry_curl_options o = { .sink = on_bytes, .sink_ud = &sink, .restart = on_restart };
+  CURL *h = curl_easy_init();
+  luaretry_decision d;
+  CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS);
+  CHECK_EQ_INT(d.attempt, 2);
+  CHECK_EQ_INT(sink.restarts, 2);          /* before each attempt */
+  CHECK_EQ_INT(sink.len, 150000);          /* the last attempt's body, whole */
+  CHECK(sink.last[0] == 'B' && sink.last[149999] == 'B');
+  curl_easy_cleanup(h);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+  server_stop(&s);
+  free(a503);
+  free(a200);
+}
+
+/* ---- uploads through the host */
+
+#define UPLOAD (3 * 1024 * 1024)
+
+typedef struct {
+  uint64_t bytes, starts;       /* given in all; reads at offset 0 */
+  uint64_t fail_after;          /* give nothing past this many bytes (0: never) */
+} reader;
+
+static size_t read_body(void *ud, uint64_t offset, char *buf, size_t len) {
+  reader *r = ud;
+  if (r->fail_after && r->bytes >= r->fail_after) return 0;
+  if (offset == 0) r->starts++;
+  for (size_t i = 0; i < len; i++) buf[i] = (char)('a' + (offset + i) % 26);
+  r->bytes += len;
+  return len;
+}
+
+static const char RETRY_POST[] =
+  "max_attempts = 2\ndeadline = 20\nbackoff = { initial = 0.01, jitter = 'none' }\n"
+  "function is_idempotent(r) return r.body_len == 3145728 and #r.body == 65536 end\n";
+
+static void upload_once(reader *rd, luaretry_code want, int attempts) {
+  char *a503 = answer(503, 'x', 10), *a200 = answer(200, 'y', 10);
+  const char *answers[] = { a503, a200, NULL };
+  server s = { 0 };
+  if (!CHECK(server_start(&s, answers) == 0)) return;
+  luaretry_policy *p = policy(RETRY_POST);
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  char url[64], prefix[65536];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/u", s.port);
+  read_body(&(reader){ 0 }, 0, prefix, sizeof prefix);  /* what the script sees */
+  luaretry_request req = { .method = "POST", .url = url, .body = prefix, .body_len = UPLOAD };
+  luaretry_curl_options o = { .upload = read_body, .upload_ud = rd };
+  CURL *h = curl_easy_init();
+  luaretry_decision d;
+  CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), want);
+  if (want == LUARETRY_OK) CHECK_EQ_INT(d.attempt, attempts);
+  curl_easy_cleanup(h);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+  shutdown(s.fd, SHUT_RDWR);  /* the server may still wait for a second request */
+  server_stop(&s);
+  free(a503);
+  free(a200);
+}
+
+static void test_upload(void) {
+  reader rd = { 0 };
+  upload_once(&rd, LUARETRY_OK, 2);
+  CHECK_EQ_INT(rd.starts, 2);               /* each attempt from the start */
+  CHECK_EQ_INT(rd.bytes, 2 * (uint64_t)UPLOAD);
+  reader failing = { .fail_after = 1024 * 1024 };
+  upload_once(&failing, LUARETRY_E_OPERATION, 0);
+}
+
+/* ---- schemes */
+
+static char seen_error[64], seen_detail[256];
+
+static void observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
+  (void)ud, (void)d;
+  if (!o) return;
+  snprintf(seen_error, sizeof seen_error, "%s", o->error ? o->error : "(none)");
+  snprintf(seen_detail, sizeof seen_detail, "%s", o->error_detail ? o->error_detail : "(none)");
+}
+
+static void redirect_to(const char *location) {
+  char head[256];
+  snprintf(head, sizeof head, "HTTP/1.1 302 Found\r\nLocation: %s\r\nContent-Length: 0\r\n"
+           "Connection: close\r\n\r\n", location);
+  const char *answers[] = { head, NULL };
+  server s = { 0 };
+  if (!CHECK(server_start(&s, answers) == 0)) return;
+  luaretry_policy *p = policy("max_attempts = 1\ndeadline = 20\n");
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  luaretry_call_observe(c, observe, NULL);
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/r", s.port);
+  luaretry_request req = { .method = "GET", .url = url };
+  static stream_sink sink;
+  memset(&sink, 0, sizeof sink);
+  luaretry_curl_options o = { .sink = on_bytes, .sink_ud = &sink, .restart = on_restart };
+  CURL *h = curl_easy_init();
+  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);  /* the host asks for redirects */
+  luaretry_decision d;
+  CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_EXHAUSTED);  /* a failure, not the file */
+  CHECK_EQ_INT(sink.len, 0);
+  CHECK_EQ_STR(seen_error, "protocol");
+  CHECK_CONTAINS(seen_detail, "not supported or disabled");
+  curl_easy_cleanup(h);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+  server_stop(&s);
+}
+
+static void test_schemes(void) {
+  redirect_to("file:///etc/passwd");
+  redirect_to("ftp://127.0.0.1/x");
+  redirect_to("gopher://127.0.0.1/x");
+}
+
+/* ---- a compression bomb */
+
+#define INFLATED ((size_t)256 * 1024 * 1024)
+
+/* 256 MiB of zeros, gzipped by gzip(1) (in every Debian): about 256 KiB. */
+static char *gzip_bomb(size_t *len) {
+  FILE *p = popen("head -c 268435456 /dev/zero | gzip -c -9", "r");
+  size_t cap = 1 << 20;
+  char *buf = malloc(cap);
+  *len = 0;
+  if (!p || !buf) return NULL;
+  for (size_t n; (n = fread(buf + *len, 1, cap - *len, p)) > 0 && *len + n < cap;) *len += n;
+  pclose(p);
+  return buf;
+}
+
+static void test_bomb(void) {
+  size_t zlen = 0;
+  char *z = gzip_bomb(&zlen);
+  if (!CHECK(z && zlen > 1000 && zlen < 1024 * 1024)) return;
+  char *resp = malloc(zlen + 256);
+  int head = snprintf(resp, 256, "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n"
+                      "Content-Length: %zu\r\nConnection: close\r\n\r\n", zlen);
+  memcpy(resp + head, z, zlen);
+  const char *answers[] = { resp, NULL };
+  server s = { .sizes = { (size_t)head + zlen } };
+  if (!CHECK(server_start(&s, answers) == 0)) return;
+  luaretry_policy *p = policy("max_attempts = 1\ndeadline = 60\n");
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/bomb", s.port);
+  luaretry_request req = { .method = "GET", .url = url };
+  static stream_sink sink;
+  memset(&sink, 0, sizeof sink);
+  luaretry_curl_options o = { .sink = on_bytes, .sink_ud = &sink, .restart = on_restart };
+  CURL *h = curl_easy_init();
+  curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");  /* the host asks curl to inflate */
+  luaretry_decision d;
+  CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS);
+  CHECK_EQ_INT(sink.len, INFLATED);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  CHECK(ru.ru_maxrss < 64 * 1024);  /* KiB: the bomb never sat in memory */
+#endif
+  curl_easy_cleanup(h);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+  server_stop(&s);
+  free(resp);
+  free(z);
+}
+
+int main(void) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+  test_streaming();
+  test_upload();
+  test_schemes();
+  test_bomb();
+  curl_global_cleanup();
+  return check_done();
+}

@@ -1,0 +1,191 @@
+-- `luaretry run POLICY -- COMMAND` runs each attempt as GNU timeout runs a
+-- command: its own process group, SIGTERM then SIGKILL after a short grace
+-- at the timeout, the deadline or a cancel (at once on a second SIGINT),
+-- the attempt over when the group is gone; standard input spooled once and
+-- given whole to every attempt; 126 and 127 final; the error output shown;
+-- no descriptor of luaretry's in the command.
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
+package.path = here .. "/?.lua;" .. package.path
+local proc = require "support.proc"
+
+local root = proc.root
+local HTTP = root .. "/policies/http.lua"
+local CMD = here .. "/run/cmd.lua"
+
+-- A marker only this test's processes carry: "sleep 40.NNNN" with NNNN
+-- from the PID and a counter, so that pgrep finds them and nothing else.
+local serial = 0
+local function marker(seconds)
+  serial = serial + 1
+  return ("%d.%04d%03d"):format(seconds, tonumber(proc.readfile("/proc/self/stat"):match("^%d+")) % 10000,
+                                serial)
+end
+-- The regex for "sleep N" that does not match the shell running pgrep.
+local function sleeping(n) return "slee[p] " .. n:gsub("%.", "\\.") end
+
+-- Runs luaretry with `stdin` (a shell command) piped in; the wrapper
+-- records luaretry's own exit status and time.
+local function run_piped(stdin, args, dir)
+  local words = {}
+  for _, a in ipairs(args) do words[#words + 1] = proc.q(a) end
+  local f = function (name) return proc.q(dir .. "/" .. name) end
+  local script = "export LC_ALL=C; " .. stdin .. " | { t0=$EPOCHREALTIME; " .. proc.q(proc.bin) ..
+    " " .. table.concat(words, " ") .. " >" .. f("out") .. " 2>" .. f("err") ..
+    "; echo \"$? $t0 $EPOCHREALTIME\" > " .. f("end") .. "; }"
+  proc.sh("timeout -s KILL 30 bash -c " .. proc.q(script))
+  local code, t0, t1 = (proc.readfile(dir .. "/end") or ""):match("^(%d+) ([%d.]+) ([%d.]+)")
+  return { code = tonumber(code), secs = t1 and (tonumber(t1) - tonumber(t0)),
+           stdout = proc.readfile(dir .. "/out"), stderr = proc.readfile(dir .. "/err") }
+end
+
+describe("run -- COMMAND", function ()
+  local tmp
+  before_each(function () tmp = proc.tmpdir() end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  describe("process groups", function ()
+    it("--set deadline=3 -- sh -c 'sleep 40 & sleep 41': exit 5 within 3.5 s, nothing left", function ()
+      local a, b = marker(40), marker(41)
+      local r = proc.run({ "run", HTTP, "--set", "deadline=3", "--", "sh", "-c",
+                           "sleep " .. a .. " & sleep " .. b }, { timeout = 20 })
+      assert.are.equal(5, r.code, r.stderr)
+      assert.is_true(r.secs < 3.5, "took " .. r.secs .. " s")
+      assert.are.same({}, proc.pids(sleeping(a)))
+      assert.are.same({}, proc.pids(sleeping(b)))
+    end)
+
+    it("a background grandchild holding the pipes neither stretches the run nor outlives it", function ()
+      local m = marker(12)
+      local r = proc.run({ "run", HTTP, "--set", "deadline=2", "--", "sh", "-c",
+                           "sleep " .. m .. " & echo started" }, { timeout = 20 })
+      -- the group outlived the command's own process: the attempt timed
+      -- out, which is never a success
+      assert.are.equal(5, r.code, r.stderr)
+      assert.is_true(r.secs < 2.5, "took " .. r.secs .. " s")
+      assert.matches("attempt 1/10: timeout error %-> deadline", r.stderr)
+      assert.are.same({}, proc.pids(sleeping(m)))
+    end)
+
+    it("attempt_timeout=1, deadline=4: each attempt ends at its timeout, the run at the deadline", function ()
+      local m = marker(30)
+      local r = proc.run({ "run", CMD, "--set", "attempt_timeout=1", "--set", "deadline=4",
+                           "--set", "max_attempts=10", "--", "sh", "-c",
+                           "sleep " .. m .. " & sleep " .. m }, { timeout = 20 })
+      assert.are.equal(5, r.code, r.stderr)
+      assert.is_true(r.secs < 4.5, "took " .. r.secs .. " s")
+      assert.is_true(r.secs > 3.5, "took only " .. r.secs .. " s")
+      assert.matches("attempt 3/10: timeout error %-> retry", r.stderr)
+      assert.are.same({}, proc.pids(sleeping(m)))
+    end)
+
+    it("a command that ignores SIGTERM gets SIGKILL after a grace of 1 s", function ()
+      local m = marker(30)
+      local r = proc.run({ "run", CMD, "--set", "attempt_timeout=1", "--set", "max_attempts=1",
+                           "--", "sh", "-c", "trap '' TERM; sleep " .. m .. "; true" },
+                         { timeout = 20 })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.is_true(r.secs >= 1.9 and r.secs < 2.6, "took " .. r.secs .. " s")
+      assert.are.same({}, proc.pids(sleeping(m)))
+    end)
+
+    it("SIGINT stops a waiting command's whole group within 0.3 s: exit 130", function ()
+      local m = marker(20)
+      local job = proc.spawn({ "run", CMD, "--", "sh", "-c", "sleep " .. m .. "; true" }, tmp)
+      finally(function () job:stop() end)
+      assert.truthy(proc.wait_for(function () return #proc.pids(sleeping(m)) > 0 end, 5))
+      local sent = job:signal("INT")
+      local code, ended = job:wait(5)
+      assert.are.equal(130, code)
+      assert.is_true(ended - sent < 0.3, ("exited %.3f s after the signal"):format(ended - sent))
+      assert.are.same({}, proc.pids(sleeping(m)))
+      assert.matches("interrupted", job:stderr())
+    end)
+
+    it("a second SIGINT kills a group that ignores SIGTERM at once", function ()
+      local m = marker(30)
+      local job = proc.spawn({ "run", CMD, "--", "sh", "-c", "trap '' TERM INT; sleep " .. m .. "; true" }, tmp)
+      finally(function () job:stop() end)
+      assert.truthy(proc.wait_for(function () return #proc.pids(sleeping(m)) > 0 end, 5))
+      job:signal("INT")
+      proc.sleep(0.3)
+      assert.is_true(proc.alive(job.pid), "the grace is not over yet")
+      local sent = job:signal("INT")
+      local code, ended = job:wait(5)
+      assert.are.equal(130, code)
+      assert.is_true(ended - sent < 0.3, ("exited %.3f s after the second signal"):format(ended - sent))
+      assert.are.same({}, proc.pids(sleeping(m)))
+    end)
+  end)
+
+  describe("standard input", function ()
+    it("is spooled once and given whole to every attempt", function ()
+      local seen = tmp .. "/seen"
+      local r = run_piped("printf 'one\\ntwo\\n'", { "run", CMD, "--", "sh", "-c",
+                                                     "cat >> " .. proc.q(seen) .. "; exit 3" }, tmp)
+      assert.are.equal(4, r.code, r.stderr)
+      assert.are.equal(("one\ntwo\n"):rep(3), proc.readfile(seen))
+    end)
+
+    it("that does not end is bounded by the deadline: exit 5", function ()
+      local r = run_piped("sleep 2.5", { "run", CMD, "--set", "deadline=1", "--", "cat" }, tmp)
+      assert.are.equal(5, r.code, r.stderr)
+      assert.is_true(r.secs < 1.5, "took " .. r.secs .. " s")
+      assert.matches("standard input did not end before the deadline", r.stderr)
+    end)
+  end)
+
+  describe("126 and 127", function ()
+    local noexec
+    before_each(function ()
+      noexec = tmp .. "/noexec.sh"
+      proc.writefile(noexec, "#!/bin/sh\nexit 0\n")
+    end)
+
+    local policies = { CMD }
+    for _, name in ipairs { "azure-batch", "azure-interactive", "azure", "gcs", "http", "iam",
+                            "memorystore" } do
+      policies[#policies + 1] = root .. "/policies/" .. name .. ".lua"
+    end
+    for _, policy in ipairs(policies) do
+      it("are final under " .. policy:match("[^/]*/[^/]*$"), function ()
+        for _, case in ipairs { { tmp .. "/missing", 127 }, { noexec, 126 } } do
+          local r = proc.run({ "run", policy, "--", case[1] }, { timeout = 20 })
+          assert.are.equal(1, r.code, r.stderr)
+          assert.matches("attempt 1[/%d]*: exit " .. case[2] .. " %-> final", r.stderr)
+          assert.matches("cannot run", r.stderr)  -- the command's own error output
+        end
+      end)
+    end
+  end)
+
+  describe("error output", function ()
+    local script = "echo \"err $((n=$(cat count 2>/dev/null || echo 0)+1))\" >&2; echo $n > count; exit 3"
+
+    it("the final attempt's is shown on failure, with its control characters escaped", function ()
+      local r = proc.run({ "run", CMD, "--", "sh", "-c",
+                           "cd " .. proc.q(tmp) .. "; printf 'bad\\033[2Jbell\\007\\n' >&2; " .. script },
+                         { timeout = 20 })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.matches("attempt 3: sh's error output:\nbad\\x1b%[2Jbell\\x07\nerr 3\n", r.stderr)
+      assert.is_nil(r.stderr:find("err 1", 1, true))
+      assert.is_nil(r.stderr:find("\27", 1, true))
+    end)
+
+    it("every attempt's with -v; none on success", function ()
+      local r = proc.run({ "run", CMD, "-v", "--", "sh", "-c", "cd " .. proc.q(tmp) .. "; " .. script },
+                         { timeout = 20 })
+      assert.are.equal(4, r.code, r.stderr)
+      for i = 1, 3 do assert.matches("attempt " .. i .. ": sh's error output:\nerr " .. i .. "\n", r.stderr) end
+      r = proc.run({ "run", CMD, "--", "sh", "-c", "echo noise >&2; exit 0" }, { timeout = 20 })
+      assert.are.equal(0, r.code)
+      assert.is_nil(r.stderr:find("noise", 1, true))
+    end)
+  end)
+
+  it("no descriptor of luaretry's reaches the command, --log-json FILE included", function ()
+    local r = proc.run({ "run", CMD, "--log-json", tmp .. "/log.json", "--", "sh", "-c",
+                         "ls /proc/$$/fd" }, { timeout = 20 })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("0\n1\n2\n", r.stdout)
+  end)
+end)

@@ -1,0 +1,85 @@
+-- `luaretry faults`: on loopback unless --listen-any (and then it says so
+-- on every start); a second SIGINT ends it whatever its script does.
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
+package.path = here .. "/?.lua;" .. package.path
+local proc = require "support.proc"
+
+local SCRIPT = here .. "/faults/basic.lua"
+
+-- Starts `luaretry faults ARGS...` in the background, its files in a
+-- folder of its own under dir; the job and the address it listens on (nil
+-- when it did not start).
+local started = 0
+local function start(dir, args)
+  started = started + 1
+  local own = dir .. "/job" .. started
+  assert(proc.sh("mkdir " .. proc.q(own)) == 0)
+  local job = proc.spawn({ "faults", table.unpack(args) }, own)
+  local line = proc.wait_for(function ()
+    return (job:stdout() or ""):match("listening on (%S+)\n")
+  end, 5)
+  return job, line
+end
+
+describe("luaretry faults", function ()
+  local tmp
+  before_each(function () tmp = proc.tmpdir() end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  it("will not listen on an address that is not loopback without --listen-any", function ()
+    for _, addr in ipairs { "0.0.0.0:0", "[::]:0" } do
+      local r = proc.run({ "faults", "--listen", addr, SCRIPT }, { timeout = 10 })
+      assert.are.equal(3, r.code, r.stderr)
+      assert.matches("will not listen on " .. addr:gsub("%p", "%%%0") .. ": not a loopback address",
+                     r.stderr)
+      assert.matches("%-%-listen%-any", r.stderr)
+      assert.are.equal("", r.stdout)
+    end
+  end)
+
+  it("listens on 127.0.0.1 by default, and on localhost, without a warning", function ()
+    for _, args in ipairs { { SCRIPT }, { "--listen", "localhost:0", SCRIPT } } do
+      local job, addr = start(tmp, args)
+      finally(function () job:stop() end)
+      assert.matches("^127%.0%.0%.1:%d+$", addr)
+      job:stop()
+      assert.is_nil((job:stderr() or ""):find("warning"), job:stderr())
+    end
+  end)
+
+  it("with --listen-any listens on every interface, and says so on every start", function ()
+    for _ = 1, 2 do
+      local job, addr = start(tmp, { "--listen-any", "--listen", "0.0.0.0:0", SCRIPT })
+      finally(function () job:stop() end)
+      assert.matches("^0%.0%.0%.0:%d+$", addr)
+      assert.truthy(proc.wait_for(function ()
+        return (job:stderr() or ""):find("warning: listening on 0%.0%.0%.0:%d+, not a loopback address")
+      end, 2), job:stderr())
+      job:stop()
+    end
+  end)
+
+  it("a second SIGINT ends it even while a C call of its script runs", function ()
+    local script = tmp .. "/busy.lua"
+    -- a pattern that backtracks for minutes inside one C call: no hook
+    -- reaches it, only the second signal does
+    proc.writefile(script, [[respond = function ()
+  local s = string.rep("a", 3000)
+  return tostring(s:find(".-.-.-.-b"))
+end
+]])
+    local job, addr = start(tmp, { script })
+    finally(function () job:stop() end)
+    assert.truthy(addr)
+    local curl = io.popen("env -u LD_PRELOAD curl -s --max-time 20 http://" .. addr .. "/ 2>&1")
+    proc.sleep(0.3)
+    job:signal("INT")
+    proc.sleep(0.2)
+    assert.is_true(proc.alive(job.pid), "a C call cannot be stopped by the first signal")
+    local sent = job:signal("INT")
+    local code, ended = job:wait(3)
+    curl:close()
+    assert.are.equal(130, code)
+    assert.is_true(ended - sent < 0.5, ("ended %.3f s after the second SIGINT"):format(ended - sent))
+  end)
+end)

@@ -1,0 +1,174 @@
+-- Files as curl writes them: -o (and --output-dir, simulate --svg) create
+-- 0666 less the umask, an existing file keeps its mode, a target that is
+-- not a regular file (a device, a FIFO, "-") is written in place and never
+-- replaced, a symlink is followed, and no ending signal leaves a
+-- temporary file behind.
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
+package.path = here .. "/?.lua;" .. package.path
+local proc = require "support.proc"
+
+local HTTP = proc.root .. "/policies/http.lua"
+local FAST = { "--set", "backoff.initial=0.05", "--set", "backoff.jitter_max=0.05", "--seed", "1" }
+
+-- Runs luaretry under `prefix` (shell words: a umask, a redirection);
+-- {code, stdout, stderr}.
+local function run_in(prefix, args, dir)
+  local words = {}
+  for _, a in ipairs(args) do words[#words + 1] = proc.q(a) end
+  for _, a in ipairs(FAST) do words[#words + 1] = proc.q(a) end
+  local out, err = dir .. "/.out", dir .. "/.err"
+  local code = proc.sh("timeout -s KILL 30 sh -c " .. proc.q(prefix .. "; exec " .. proc.q(proc.bin) ..
+                       " " .. table.concat(words, " ") .. " </dev/null >" .. proc.q(out) .. " 2>" ..
+                       proc.q(err)))
+  local r = { code = code, stdout = proc.readfile(out), stderr = proc.readfile(err) }
+  os.remove(out)
+  os.remove(err)
+  return r
+end
+
+local function stat(path, fmt)
+  return (proc.readfile_cmd("stat -c " .. proc.q(fmt) .. " " .. proc.q(path) .. " 2>/dev/null")
+          :gsub("\n$", ""))
+end
+
+describe("files as curl writes them", function ()
+  local srv, tmp
+  setup(function () srv = proc.server(here .. "/run/server.lua") end)
+  teardown(function () if srv then srv:stop() end end)
+  before_each(function ()
+    srv:reset()
+    tmp = proc.tmpdir()
+  end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  local function url(path) return srv.base .. path end
+
+  it("a new file is 0666 less the umask", function ()
+    for mask, mode in pairs { ["022"] = "644", ["007"] = "660", ["077"] = "600" } do
+      local out = tmp .. "/new-" .. mask
+      local r = run_in("umask " .. mask, { "run", HTTP, url("/new"), "-o", out }, tmp)
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("new content\n", proc.readfile(out))
+      assert.are.equal(mode, stat(out, "%a"))
+    end
+    local dir = tmp .. "/dir"
+    proc.sh("mkdir " .. proc.q(dir))
+    local r = run_in("umask 022", { "run", HTTP, url("/new"), url("/flaky"), "--output-dir", dir }, tmp)
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("644", stat(dir .. "/new", "%a"))
+    assert.are.equal("644", stat(dir .. "/flaky", "%a"))
+  end)
+
+  it("an existing file keeps its mode", function ()
+    for _, mode in ipairs { "600", "640", "664" } do
+      local out = tmp .. "/old-" .. mode
+      proc.writefile(out, "old\n")
+      proc.sh("chmod " .. mode .. " " .. proc.q(out))
+      local r = run_in("umask 022", { "run", HTTP, url("/new"), "-o", out }, tmp)
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("new content\n", proc.readfile(out))
+      assert.are.equal(mode, stat(out, "%a"))
+    end
+    assert.are.same({}, proc.leftovers(tmp))
+  end)
+
+  it("a device node is written in place, never replaced (the -o /dev/null case)", function ()
+    if proc.readfile_cmd("id -u") ~= "0\n" then
+      pending("making a device node needs root")
+      return
+    end
+    local null = tmp .. "/null"
+    assert.are.equal(0, proc.sh("mknod -m 666 " .. proc.q(null) .. " c 1 3"))
+    local r = run_in(":", { "run", HTTP, url("/flaky"), "-o", null }, tmp)
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("character special file", stat(null, "%F"))
+    assert.are.equal("1,3", stat(null, "%Hr,%Lr"))
+    assert.are.same({ "null" }, proc.ls(tmp))
+  end)
+
+  it("a FIFO is written in place: its reader gets the body, the FIFO stays", function ()
+    local fifo, got = tmp .. "/fifo", tmp .. "/got"
+    assert.are.equal(0, proc.sh("mkfifo " .. proc.q(fifo)))
+    proc.sh("(timeout 20 cat " .. proc.q(fifo) .. " > " .. proc.q(got) .. ") >/dev/null 2>&1 &")
+    local r = run_in(":", { "run", HTTP, url("/flaky"), "-o", fifo }, tmp)
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("fifo", stat(fifo, "%F"))
+    assert.truthy(proc.wait_for(function () return proc.readfile(got) ~= "" and proc.readfile(got) end, 5))
+    assert.are.equal("the 200 body\0with \r\n and \255\254 bytes\n", proc.readfile(got))
+    assert.are.same({ "fifo", "got" }, proc.ls(tmp))
+  end)
+
+  it("a symlink is followed: it stays a link, its target gets the body and keeps its mode", function ()
+    local real, link = tmp .. "/real.txt", tmp .. "/link.txt"
+    proc.writefile(real, "old\n")
+    proc.sh("chmod 640 " .. proc.q(real) .. "; ln -s real.txt " .. proc.q(link))
+    local r = run_in("umask 022", { "run", HTTP, url("/new"), "-o", link }, tmp)
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("symbolic link", stat(link, "%F"))
+    assert.are.equal("new content\n", proc.readfile(real))
+    assert.are.equal("640", stat(real, "%a"))
+    -- a dangling link names the file to make
+    local dangling = tmp .. "/dangling"
+    proc.sh("ln -s made.txt " .. proc.q(dangling))
+    r = run_in("umask 022", { "run", HTTP, url("/new"), "-o", dangling }, tmp)
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("symbolic link", stat(dangling, "%F"))
+    assert.are.equal("new content\n", proc.readfile(tmp .. "/made.txt"))
+    assert.are.equal("644", stat(tmp .. "/made.txt", "%a"))
+    assert.are.same({}, proc.leftovers(tmp))
+  end)
+
+  it("-o - is standard output", function ()
+    local r = run_in(":", { "run", HTTP, url("/new"), "-o", "-" }, tmp)
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("new content\n", r.stdout)
+    assert.are.same({}, proc.ls(tmp))
+  end)
+
+  it("simulate --svg through a symlink and onto a device node", function ()
+    local real, link = tmp .. "/real.svg", tmp .. "/link.svg"
+    proc.writefile(real, "")
+    proc.sh("chmod 600 " .. proc.q(real) .. "; ln -s real.svg " .. proc.q(link))
+    local r = proc.run({ "simulate", HTTP, "--clients", "50", "--seed", "1", "--svg", link },
+                       { timeout = 30 })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("symbolic link", stat(link, "%F"))
+    assert.matches("^<%?xml", proc.readfile(real))
+    assert.are.equal("600", stat(real, "%a"))
+    if proc.readfile_cmd("id -u") == "0\n" then
+      local null = tmp .. "/null"
+      proc.sh("mknod -m 666 " .. proc.q(null) .. " c 1 3")
+      r = proc.run({ "simulate", HTTP, "--clients", "50", "--seed", "1", "--svg", null }, { timeout = 30 })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("character special file", stat(null, "%F"))
+    end
+    assert.are.same({}, proc.leftovers(tmp))
+  end)
+
+  for _, sig in ipairs { "HUP", "QUIT", "TERM", "INT" } do
+    it("SIG" .. sig .. " during a wait leaves the old file and no temporary: exit 130", function ()
+      local out = tmp .. "/out.txt"
+      proc.writefile(out, "old\n")
+      local job = proc.spawn({ "run", HTTP, url("/always503"), "--set", "backoff.initial=30",
+                               "--seed", "1", "-o", out }, tmp)
+      finally(function () job:stop() end)
+      assert.truthy(proc.wait_for(function () return (job:stderr() or ""):find("retry in") end, 5))
+      job:signal(sig)
+      local code = job:wait(5)
+      assert.are.equal(130, code)
+      assert.are.equal("old\n", proc.readfile(out))
+      assert.are.same({}, proc.leftovers(tmp))
+    end)
+  end
+
+  it("SIGHUP in the middle of a body leaves no temporary", function ()
+    local out = tmp .. "/out.bin"
+    local job = proc.spawn({ "run", HTTP, url("/endless"), "-o", out }, tmp)
+    finally(function () job:stop() end)
+    assert.truthy(proc.wait_for(function () return #proc.leftovers(tmp) > 0 end, 5))
+    job:signal("HUP")
+    assert.are.equal(130, job:wait(5))
+    assert.are.same({}, proc.leftovers(tmp))
+    assert.is_nil(proc.readfile(out))
+  end)
+end)

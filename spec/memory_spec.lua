@@ -1,0 +1,54 @@
+-- Bodies streamed, memory bounded: the curl helper keeps at most
+-- body_limit bytes of a response for the script and streams the rest into
+-- the output (rewound for each attempt), so a server streaming an endless
+-- 200 body cannot grow luaretry's memory, only its output file, until the
+-- deadline.  (Resident memory is asserted in the normal build only: ASan's
+-- quarantine inflates it.)
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
+package.path = here .. "/?.lua;" .. package.path
+local proc = require "support.proc"
+
+local HTTP = proc.root .. "/policies/http.lua"
+local MiB = 1024 * 1024
+
+describe("an endless 200 body", function ()
+  local srv, tmp
+  setup(function () srv = proc.server(here .. "/run/server.lua") end)
+  teardown(function () if srv then srv:stop() end end)
+  before_each(function () tmp = proc.tmpdir() end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  local function endless(more)
+    local args = { "run", HTTP, srv.base .. "/endless-paced", "--set", "deadline=3", "--seed", "1" }
+    for _, a in ipairs(more) do args[#args + 1] = a end
+    local job = proc.spawn(args, tmp)
+    local peak = proc.watch_rss(job, 20)
+    local code, ended = job:wait(5)
+    job:stop()
+    return code, peak, job
+  end
+
+  it("with -o FILE: exit 5 at the deadline, memory flat, the old file kept, no temporary", function ()
+    local out = tmp .. "/out.bin"
+    proc.writefile(out, "old\n")
+    local code, peak, job = endless({ "-o", out })
+    assert.are.equal(5, code, job:stderr())
+    assert.matches("attempt 1/10: timeout error %-> deadline", job:stderr())
+    assert.are.equal("old\n", proc.readfile(out))
+    assert.are.same({}, proc.leftovers(tmp))
+    if not proc.asan() then
+      assert.is_true(peak < 64 * MiB, ("peak RSS %.1f MiB"):format(peak / MiB))
+    end
+  end)
+
+  it("to standard output: exit 5 at the deadline, memory flat, the bytes spooled", function ()
+    local code, peak, job = endless({})
+    assert.are.equal(5, code, job:stderr())
+    -- what the final attempt received is shown, as curl shows it
+    local size = tonumber(proc.readfile_cmd("stat -c %s " .. proc.q(tmp .. "/job.out")))
+    assert.is_true(size > 64 * MiB, "only " .. size .. " bytes came")
+    if not proc.asan() then
+      assert.is_true(peak < 64 * MiB, ("peak RSS %.1f MiB"):format(peak / MiB))
+    end
+  end)
+end)
