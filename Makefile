@@ -163,6 +163,7 @@ bench: deps
 	./$(BUILD)/bench_waits
 	bash spec/bench/run_vs_curl.sh
 	bash spec/bench/batch.sh
+	bash spec/bench/million.sh
 	BENCH_LOOP=$(BUILD)/bench_loop bash spec/bench/peers.sh
 
 install:

@@ -197,6 +197,55 @@ describe("luaretry run, many URLs", function ()
     assert.is_true(r.secs < 2.0, ("took %.3f s"):format(r.secs))
   end)
 
+  describe("a list read as it goes", function ()
+    it("--urls - from a pipe: a bad URL fails alone, the others run, exit 2", function ()
+      local list = { srv.base .. "/ok/1", "http://[bad", srv.base .. "/ok/3" }
+      local file = url_file(list)
+      local err = tmp .. "/err"
+      local code = proc.sh("cat " .. proc.q(file) .. " | " .. proc.q(proc.bin) .. " run " ..
+                           proc.q(HTTP) .. " --urls - >/dev/null 2>" .. proc.q(err))
+      local stderr = proc.readfile(err)
+      assert.are.equal(2, code, stderr)
+      assert.matches("bad URL [^\n]* %(%[2%]%)", stderr)
+      local s = summaries(stderr)
+      assert.matches(": success, 1 attempt,", s[1])
+      assert.matches(": success, 1 attempt,", s[3])
+      assert.are.equal(1, #srv:requests_on("/ok/1"))
+      assert.are.equal(1, #srv:requests_on("/ok/3"))
+    end)
+
+    it("a regular file is checked whole first: a bad URL on its last line sends nothing", function ()
+      local list = urls("/ok/u%d", 5)
+      list[#list + 1] = "http://[bad"
+      local r = run(concat({ "run", HTTP, "--urls", url_file(list) }, FAST))
+      assert.are.equal(2, r.code)
+      assert.matches("bad URL [^\n]*line 6%)", r.stderr)
+      assert.are.equal(0, #srv:requests())
+    end)
+
+    it("memory does not grow with the list: 10,000 URLs peak within 3 MiB of 1,000", function ()
+      local function peak(n)
+        local list = {}
+        for i = 1, n do list[i] = srv.base .. "/ok/" .. i end
+        local dir = tmp .. "/job" .. n  -- one folder per job: its own end marker
+        proc.sh("mkdir " .. proc.q(dir))
+        local job = proc.spawn(concat({ "run", HTTP, "--parallel", "16", "-q",
+                                        "--urls", url_file(list) }, FAST), dir)
+        finally(function () job:stop() end)
+        local rss = proc.watch_rss(job, 120)
+        assert.are.equal(0, job:wait(5), job:stderr())
+        srv:reset()
+        return rss
+      end
+      local small, big = peak(1000), peak(10000)
+      if not proc.asan() then
+        assert.is_true(big - small < 3 * 1024 * 1024,
+                       ("peak RSS %.1f MiB for 1,000 URLs, %.1f MiB for 10,000"):format(
+                         small / 1048576, big / 1048576))
+      end
+    end)
+  end)
+
   describe("signals", function ()
     it("SIGINT during a batch: exit 130 within 100 ms, no temporary file", function ()
       local out = tmp .. "/out"
@@ -217,11 +266,15 @@ describe("luaretry run, many URLs", function ()
       assert.are.equal(130, code)
       assert.is_true(ended - sent < 0.1, ("exited %.3f s after the signal"):format(ended - sent))
       assert.are.same({}, proc.leftovers(out))
-      assert.matches("luaretry: interrupted\n$", job:stderr())
-      -- every URL has its summary; those not begun were never sent
+      -- every URL begun has its summary; the list was read no further, and
+      -- the last line says where to pick it up
       local s = summaries(job:stderr())
-      assert.are.equal(30, count(s))
-      assert.matches(": cancelled, 0 attempts, status none,", s[30])
+      local from = tonumber(job:stderr():match("luaretry: interrupted: the URLs from %[(%d+)%] on were not begun\n$"))
+      assert.is_truthy(from, job:stderr())
+      assert.is_true(from > 4 and from <= 30)
+      assert.are.equal(from - 1, count(s))
+      for i = 1, from - 1 do assert.is_truthy(s[i], "no summary for [" .. i .. "]") end
+      assert.matches(": cancelled, ", s[1])
     end)
   end)
 

@@ -125,6 +125,19 @@ describe("files as curl writes them", function ()
     assert.are.same({}, proc.ls(tmp))
   end)
 
+  it("standard output: bodies below, at and above what it keeps in memory, after a retry", function ()
+    local spill = proc.server(here .. "/run/spill.lua")
+    finally(function () spill:stop() end)
+    for _, n in ipairs({ 0, 1, 65535, 65536, 65537, 1048576 }) do
+      local r = run_in(":", { "run", HTTP, spill.base .. "/size/" .. n }, tmp)
+      assert.are.equal(0, r.code, r.stderr)
+      assert.matches("attempt 2/10: 200 %-> success", r.stderr)
+      assert.are.equal(n, #r.stdout, "size " .. n)
+      assert.are.equal(string.rep("0123456789abcdef", n // 16 + 1):sub(1, n), r.stdout)
+    end
+    assert.are.same({}, proc.ls(tmp))
+  end)
+
   it("simulate --svg through a symlink and onto a device node", function ()
     local real, link = tmp .. "/real.svg", tmp .. "/link.svg"
     proc.writefile(real, "")

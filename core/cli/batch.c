@@ -1,7 +1,17 @@
 /* batch.c: run POLICY URL URL... | --urls FILE.  Each URL is its own call,
  * all of them driven by luaretry_curl_perform_many() and sharing the
  * policy's budget, breaker and counters; each ends with a summary line, and
- * the batch exits with the worst status of its calls. */
+ * the batch exits with the worst status of its calls.
+ *
+ * The list is read as calls can begin, never held whole: the library asks
+ * for the next URL when a call may start (at most LUARETRY_CURL_MAX_CALLS
+ * in progress, transfers and waits together), and a URL's state is freed
+ * when its call ends, so a million URLs run in the memory of a few
+ * thousand.  A URL waiting for its retry holds no file descriptor either.
+ * A --urls FILE that is a regular file is checked whole first (a bad URL on
+ * its last line stops the batch before the first request, as it did when
+ * the list was read at once); a list from a pipe or standard input can only
+ * be checked as it comes, and a bad URL there fails alone. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,21 +22,35 @@
 #include "run.h"
 
 typedef struct {
-  attempt_log log;         /* log.index: the URL's number; log.target: redacted */
+  attempt_log log;         /* first: the job's observer_ud leads back here;
+                              log.index: the URL's number; log.target:
+                              redacted */
   luaretry_request req;
-  char *name;              /* --output-dir: the file's name in DIR */
-  char *path;              /* DIR/NAME */
+  char *url;               /* as given */
+  char *path;              /* --output-dir: DIR/NAME */
   char number[16];         /* "[3]": how messages about the file start */
   outfile file;            /* the body: DIR/NAME kept on success, or standard
                               output (a spool of its own) shown once decided */
 } batch_url;
 
+/* A set of names (open addressing, grown at half full), to make each
+ * --output-dir file name unique. */
+typedef struct {
+  char **slot;
+  size_t mask, count;
+} name_set;
+
 typedef struct {
   const run_args *a;
-  char **list;             /* the URLs: the command line's, then --urls FILE's */
-  int n, cap;
-  batch_url *urls;
-  luaretry_curl_job *jobs;
+  int next_word;           /* the command line's URLs come first */
+  FILE *list;              /* then --urls FILE's, read as they are needed */
+  long line_no;
+  int list_failed;         /* reading it failed: the batch fails */
+  char *line;
+  size_t line_size;
+  long urls;               /* URLs read so far (their numbers) */
+  long max_attempts;
+  name_set names;
   FILE *json;              /* --log-json */
   luaretry_header headers[MAX_HEADERS];
   upload body;             /* -d, sent by every call */
@@ -36,9 +60,9 @@ typedef struct {
 } batch;
 
 /* Exit statuses from best to worst: the batch exits with the worst of its
- * calls.  An interruption beats everything, then a policy error, then a
- * refusal (budget, circuit), the deadline, exhausted attempts, a final
- * response, success. */
+ * calls.  An interruption beats everything, then a policy error (or a bad
+ * URL met late), then a refusal (budget, circuit), the deadline, exhausted
+ * attempts, a final response, success. */
 static int severity(int status) {
   switch (status) {
   case EXIT_OK: return 0;
@@ -52,70 +76,85 @@ static int severity(int status) {
   return 5;
 }
 
-/* ---- the list of URLs */
-
-static int add_url(batch *b, const char *url) {
-  if (b->n == b->cap) {
-    int grown = b->cap ? b->cap * 2 : 64;
-    char **d = realloc(b->list, (size_t)grown * sizeof *d);
-    if (!d) return -1;
-    b->list = d;
-    b->cap = grown;
-  }
-  if (!(b->list[b->n] = strdup(url))) return -1;
-  b->n++;
-  return 0;
+static void fold_status(batch *b, int status) {
+  if (severity(status) > severity(b->worst)) b->worst = status;
 }
 
-/* --urls FILE: a URL a line; blank lines and # comments are skipped. */
-static int read_url_list(batch *b, const char *path) {
-  FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
-  if (!f) {
-    fprintf(stderr, "luaretry: --urls %s: %s\n", path, strerror(errno));
-    return -1;
-  }
-  char *line = NULL;
-  size_t size = 0;
+/* ---- the list of URLs */
+
+/* The next line of `f` that holds a URL (blank lines and # comments are
+ * skipped), trimmed, in *line; 1, 0 at the end, -1 when reading failed. */
+static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **url) {
   ssize_t len;
-  int rc = 0;
-  while (rc == 0 && (len = getline(&line, &size, f)) >= 0) {
-    char *s = line, *e = line + len;
+  while ((len = getline(line, size, f)) >= 0) {
+    (*line_no)++;
+    char *s = *line, *e = *line + len;
     while (s < e && (*s == ' ' || *s == '\t')) s++;
     while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) e--;
     *e = '\0';
-    if (*s && *s != '#') rc = add_url(b, s);
-  }
-  if (rc == 0 && ferror(f)) {
-    fprintf(stderr, "luaretry: --urls %s: %s\n", path, strerror(errno));
-    rc = -1;
-  } else if (rc != 0) {
-    fprintf(stderr, "luaretry: --urls %s: out of memory\n", path);
-  }
-  free(line);
-  if (f != stdin) fclose(f);
-  return rc;
-}
-
-/* The URLs, checked, and what else must hold before any call starts. */
-static int collect_urls(batch *b) {
-  const run_args *a = b->a;
-  for (int i = 0; i < a->nwords; i++)
-    if (add_url(b, a->words[i]) != 0) return EXIT_POLICY;
-  if (a->urls_file && read_url_list(b, a->urls_file) != 0) return EXIT_USAGE;
-  char why[256], what[512];
-  for (int i = 0; i < b->n; i++) {
-    if (!url_valid(b->list[i], why, sizeof why)) {
-      /* a URL curl cannot parse cannot be redacted by it: ours */
-      char *shown = url_redacted_rough(b->list[i]);
-      snprintf(what, sizeof what, "run: bad URL %s: %s", shown ? shown : "(URL)", why);
-      free(shown);
-      return cli_usage("%s", what);
+    if (*s && *s != '#') {
+      *url = s;
+      return 1;
     }
   }
-  if (b->n == 0) return cli_usage("run: --urls %s holds no URL", a->urls_file);
+  return ferror(f) ? -1 : 0;
+}
+
+static int bad_url(const char *url, const char *where, const char *why) {
+  /* a URL curl cannot parse cannot be redacted by it: ours */
+  char *shown = url_redacted_rough(url);
+  char what[640];
+  snprintf(what, sizeof what, "run: bad URL %s%s: %s", shown ? shown : "(URL)", where, why);
+  free(shown);
+  return cli_usage("%s", what);
+}
+
+/* A regular --urls FILE, checked whole before any request: every URL valid,
+ * at least one in all.  Then read again from its start. */
+static int check_list(batch *b, int *count) {
+  const char *name = b->a->urls_file;
+  char *url, why[256], where[320];
+  long line_no = 0;
+  int r;
+  while ((r = next_line(b->list, &b->line, &b->line_size, &line_no, &url)) == 1) {
+    (*count)++;
+    if (!url_valid(url, why, sizeof why)) {
+      snprintf(where, sizeof where, " (--urls %s, line %ld)", name, line_no);
+      return bad_url(url, where, why);
+    }
+  }
+  if (r < 0 || fseek(b->list, 0, SEEK_SET) != 0) {
+    fprintf(stderr, "luaretry: --urls %s: %s\n", name, strerror(errno));
+    return EXIT_USAGE;
+  }
+  return EXIT_OK;
+}
+
+/* What must hold before any call starts: the command line's URLs valid, a
+ * list that opens (and, when it is a regular file, is valid), a place for
+ * the files. */
+static int open_urls(batch *b) {
+  const run_args *a = b->a;
+  char why[256];
+  int count = a->nwords;
+  for (int i = 0; i < a->nwords; i++)
+    if (!url_valid(a->words[i], why, sizeof why)) return bad_url(a->words[i], "", why);
+  if (a->urls_file) {
+    b->list = strcmp(a->urls_file, "-") == 0 ? stdin : fopen(a->urls_file, "r");
+    if (!b->list) {
+      fprintf(stderr, "luaretry: --urls %s: %s\n", a->urls_file, strerror(errno));
+      return EXIT_USAGE;
+    }
+    struct stat st;
+    if (fstat(fileno(b->list), &st) == 0 && S_ISREG(st.st_mode)) {
+      int status = check_list(b, &count);
+      if (status != EXIT_OK) return status;
+      if (count == 0) return cli_usage("run: --urls %s holds no URL", a->urls_file);
+    }
+  }
   if (a->output) return cli_usage("run: -o takes one URL; with several use --output-dir DIR%s", "");
-  struct stat st;
   if (a->output_dir) {
+    struct stat st;
     const char *why_not = stat(a->output_dir, &st) != 0 ? strerror(errno)
                           : !S_ISDIR(st.st_mode) ? "not a directory" : NULL;
     if (why_not) {
@@ -126,13 +165,21 @@ static int collect_urls(batch *b) {
   return EXIT_OK;
 }
 
-/* ---- --output-dir: a file name for each URL */
+/* The next URL, a copy; NULL at the end of the list (or when reading it
+ * failed, which is remembered). */
+static char *next_url(batch *b) {
+  if (b->next_word < b->a->nwords) return strdup(b->a->words[b->next_word++]);
+  if (!b->list || b->list_failed) return NULL;
+  char *url;
+  int r = next_line(b->list, &b->line, &b->line_size, &b->line_no, &url);
+  if (r < 0) {
+    fprintf(stderr, "luaretry: --urls %s: %s\n", b->a->urls_file, strerror(errno));
+    b->list_failed = 1;
+  }
+  return r == 1 ? strdup(url) : NULL;
+}
 
-/* A set of names (open addressing), to make each file name unique. */
-typedef struct {
-  char **slot;
-  size_t mask;
-} name_set;
+/* ---- --output-dir: a file name for each URL */
 
 static size_t name_hash(const char *s) {
   size_t h = 1469598103934665603ull;
@@ -140,28 +187,50 @@ static size_t name_hash(const char *s) {
   return h;
 }
 
-/* 1 if added, 0 if already there. */
-static int name_add(name_set *set, char *name) {
+static char **name_find(name_set *set, const char *name) {
   size_t i = name_hash(name) & set->mask;
-  while (set->slot[i]) {
-    if (strcmp(set->slot[i], name) == 0) return 0;
-    i = (i + 1) & set->mask;
-  }
-  set->slot[i] = name;
-  return 1;
+  while (set->slot[i] && strcmp(set->slot[i], name) != 0) i = (i + 1) & set->mask;
+  return &set->slot[i];
 }
 
-/* `base`, or base.1, base.2 ... when taken; NULL when out of memory. */
+/* Room for one more name; -1 when out of memory. */
+static int name_room(name_set *set) {
+  if (set->slot && (set->count + 1) * 2 <= set->mask + 1) return 0;
+  size_t cap = set->slot ? (set->mask + 1) * 2 : 64;
+  name_set bigger = { calloc(cap, sizeof *bigger.slot), cap - 1, set->count };
+  if (!bigger.slot) return -1;
+  for (size_t i = 0; set->slot && i <= set->mask; i++)
+    if (set->slot[i]) *name_find(&bigger, set->slot[i]) = set->slot[i];
+  free(set->slot);
+  *set = bigger;
+  return 0;
+}
+
+/* `base`, or base.1, base.2 ... when taken, now in the set (which owns
+ * it); NULL when out of memory.  Takes base. */
 static char *unique_name(name_set *set, char *base) {
   char *name = base;
-  for (long k = 1; !name_add(set, name); k++) {
+  for (long k = 1; name; k++) {
+    if (name_room(set) != 0) break;
+    char **at = name_find(set, name);
+    if (!*at) {
+      *at = name;
+      set->count++;
+      if (name != base) free(base);
+      return name;
+    }
     if (name != base) free(name);
     size_t len = strlen(base) + 24;
-    if (!(name = malloc(len))) break;
-    snprintf(name, len, "%s.%ld", base, k);
+    if ((name = malloc(len))) snprintf(name, len, "%s.%ld", base, k);
   }
-  if (name != base) free(base);
-  return name;
+  if (name != base) free(name);
+  free(base);
+  return NULL;
+}
+
+static void names_free(name_set *set) {
+  for (size_t i = 0; set->slot && i <= set->mask; i++) free(set->slot[i]);
+  free(set->slot);
 }
 
 static char *join_path(const char *dir, const char *name) {
@@ -171,35 +240,91 @@ static char *join_path(const char *dir, const char *name) {
   return s;
 }
 
-/* Names for every URL, unique in the batch: NAME, then NAME.1, NAME.2 ...
- * for the URLs after the first with the same NAME; each its file DIR/NAME. */
-static int assign_names(batch *b) {
-  name_set set;
-  size_t cap = 16;
-  while (cap < (size_t)b->n * 2) cap *= 2;
-  set.slot = calloc(cap, sizeof *set.slot);
-  set.mask = cap - 1;
-  if (!set.slot) return -1;
-  int rc = 0;
-  for (int i = 0; rc == 0 && i < b->n; i++) {
-    batch_url *u = &b->urls[i];
-    char *base = url_file_name(u->req.url);
-    u->name = base ? unique_name(&set, base) : NULL;
-    u->path = u->name ? join_path(b->a->output_dir, u->name) : NULL;
-    if (!u->path) { rc = -1; break; }
-    outfile_init(&u->file, u->path, u->number);
-  }
-  free(set.slot);
-  return rc;
+/* ---- one URL's call */
+
+static void url_free(batch_url *u) {
+  if (!u) return;
+  outfile_finish(&u->file, 0);  /* a temporary is never left behind */
+  free((char *)u->log.target);
+  free(u->url);
+  free(u->path);
+  free(u);
 }
 
-/* ---- the calls */
+/* An observer: the attempt's log line; and a URL that waits for its retry
+ * gives back its file (what the failed attempt wrote is dropped anyway), so
+ * thousands of waiting URLs hold no descriptor. */
+static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
+  batch_url *u = ud;
+  log_attempt(&u->log, o, d);
+  if (d && d->retry) outfile_release(&u->file);
+}
+
+/* A URL's state and job; NULL (after a message) when out of memory. */
+static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
+  batch_url *u = calloc(1, sizeof *u);
+  if (!u) {
+    free(url);
+    return NULL;
+  }
+  u->url = url;
+  u->log.verbosity = b->a->verbosity;
+  u->log.json = b->json;
+  u->log.max_attempts = b->max_attempts;
+  u->log.index = (int)b->urls;
+  u->log.target = url_redacted(url);
+  if (!u->log.target) u->log.target = strdup("(URL)");
+  u->req = run_request(b->a, url, b->headers, &b->body);
+  snprintf(u->number, sizeof u->number, "[%ld]", b->urls);
+  if (b->a->output_dir) {
+    char *base = url_file_name(url);
+    char *name = base ? unique_name(&b->names, base) : NULL;
+    if (!name || !(u->path = join_path(b->a->output_dir, name))) {
+      url_free(u);
+      return NULL;
+    }
+  }
+  outfile_init(&u->file, u->path, u->number);
+  job->request = &u->req;
+  job->sink = outfile_write;
+  job->sink_ud = &u->file;
+  job->restart = outfile_restart;
+  if (b->body.fd >= 0) {
+    job->upload = upload_read;
+    job->upload_ud = &b->body;
+  }
+  job->observer = url_observe;
+  job->observer_ud = u;
+  return u;
+}
+
+/* A luaretry_curl_next_fn: the next URL's job. */
+static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
+  (void)index;  /* URLs are numbered here, bad ones included */
+  batch *b = ud;
+  char why[256];
+  for (char *url; (url = next_url(b));) {
+    b->urls++;
+    if (!url_valid(url, why, sizeof why)) {  /* from a pipe: not checked before */
+      char where[64];
+      snprintf(where, sizeof where, " ([%ld])", b->urls);
+      fold_status(b, bad_url(url, where, why));
+      free(url);
+      continue;
+    }
+    if (url_new(b, url, job)) return 1;
+    fprintf(stderr, "luaretry: [%ld] out of memory\n", b->urls);
+    fold_status(b, EXIT_POLICY);
+  }
+  return 0;
+}
 
 /* A call ended: keep or drop its file, print its summary line, fold its
  * exit status into the batch's. */
 static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
+  (void)i;
   batch *b = ud;
-  batch_url *u = &b->urls[i];
+  batch_url *u = job->observer_ud;
   const luaretry_curl_result *r = &job->result;
   int status = r->code != LUARETRY_OK ? cli_error_status(r->code)
                : cli_exit_status(r->final.reason);
@@ -209,7 +334,7 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
                 r->final.attempt > 0;
   int keep = status == EXIT_OK || (!u->file.path && decided);
   if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
-  if (severity(status) > severity(b->worst)) b->worst = status;
+  fold_status(b, status);
   char last[64] = "none";
   if (r->final.attempt > 0) {
     if (r->error) snprintf(last, sizeof last, "%s error", r->error);
@@ -218,51 +343,32 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   const char *verdict = r->code == LUARETRY_OK ? luaretry_reason_name(r->final.reason) : "error";
   const char *detail = r->code != LUARETRY_OK ? r->errmsg : NULL;
   if (r->code == LUARETRY_E_OPERATION && b->body.why[0]) detail = b->body.why;
-  fprintf(stderr, "luaretry: [%d] ", u->log.index);
-  cli_text(stderr, u->log.target);
-  fprintf(stderr, ": %s, %d attempt%s, status %s, %.3f s, exit %d%s", verdict, r->final.attempt,
+  /* made whole, then written at once: standard error is unbuffered, and a
+   * million lines written in pieces cost more than their transfers */
+  char *line = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&line, &len);
+  FILE *out = m ? m : stderr;
+  fprintf(out, "luaretry: [%d] ", u->log.index);
+  cli_text(out, u->log.target);
+  fprintf(out, ": %s, %d attempt%s, status %s, %.3f s, exit %d%s", verdict, r->final.attempt,
           r->final.attempt == 1 ? "" : "s", last, r->elapsed, status, detail ? ": " : "");
-  cli_text(stderr, detail);
-  fputc('\n', stderr);
+  cli_text(out, detail);
+  fputc('\n', out);
+  if (m && fclose(m) == 0) fwrite(line, 1, len, stderr);
+  free(line);
+  url_free(u);
 }
 
-/* URL i's request, log and job. */
-static void prepare_url(batch *b, int i, long max_attempts) {
-  batch_url *u = &b->urls[i];
-  u->log.verbosity = b->a->verbosity;
-  u->log.json = b->json;
-  u->log.max_attempts = max_attempts;
-  u->log.index = i + 1;
-  u->log.target = url_redacted(b->list[i]);
-  if (!u->log.target) u->log.target = strdup("(URL)");
-  u->req = run_request(b->a, b->list[i], b->headers, &b->body);
-  snprintf(u->number, sizeof u->number, "[%d]", u->log.index);
-  outfile_init(&u->file, NULL, u->number);  /* --output-dir names it later */
-  luaretry_curl_job *job = &b->jobs[i];
-  job->request = &u->req;
-  job->sink = outfile_write;
-  job->sink_ud = &u->file;
-  job->restart = outfile_restart;
-  if (b->body.fd >= 0) {
-    job->upload = upload_read;
-    job->upload_ud = &b->body;
-  }
-  job->observer = log_attempt;
-  job->observer_ud = &u->log;
-}
+/* ---- the batch */
 
 static int prepare(batch *b, luaretry_policy *p) {
   const run_args *a = b->a;
-  b->urls = calloc((size_t)b->n, sizeof *b->urls);
-  b->jobs = b->urls ? calloc((size_t)b->n, sizeof *b->jobs) : NULL;
-  if (!b->jobs) {
-    fprintf(stderr, "luaretry: out of memory\n");
-    return EXIT_POLICY;
-  }
   if (log_json_open(a->log_json, &b->json) != 0) return EXIT_USAGE;
   split_headers(a, b->headers);
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
+  b->max_attempts = t.max_attempts;
   int status = a->data ? upload_open(&b->body, a->data) : 0;
   if (status != 0) return status;
   /* -d @- or a FIFO: spooled once for every call, within the deadline */
@@ -273,11 +379,6 @@ static int prepare(batch *b, luaretry_policy *p) {
               t.deadline);
     return st == SPOOL_DEADLINE ? EXIT_DEADLINE : st == SPOOL_INTERRUPTED ? EXIT_INTERRUPTED
            : EXIT_USAGE;
-  }
-  for (int i = 0; i < b->n; i++) prepare_url(b, i, t.max_attempts);
-  if (a->output_dir && assign_names(b) != 0) {
-    fprintf(stderr, "luaretry: out of memory\n");
-    return EXIT_POLICY;
   }
   return EXIT_OK;
 }
@@ -293,33 +394,30 @@ static int perform(batch *b, luaretry_policy *p) {
   mo.call = &copt;
   mo.done = url_done;
   mo.done_ud = b;
+  mo.next = next_job;
+  mo.next_ud = b;
   if (rc == LUARETRY_OK) {
     cli_cancel_on_signal(NULL, b->many);
-    rc = luaretry_curl_perform_many(b->many, p, b->jobs, (size_t)b->n, &mo);
+    rc = luaretry_curl_perform_many(b->many, p, NULL, 0, &mo);
     cli_cancel_on_signal(NULL, NULL);
   }
   if (rc != LUARETRY_OK) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
     return EXIT_POLICY;
   }
-  if (b->interrupted) fprintf(stderr, "luaretry: interrupted\n");
-  return b->worst;
-}
-
-static void batch_free(batch *b) {
-  luaretry_curl_many_free(b->many);
-  for (int i = 0; b->urls && i < b->n; i++) {
-    outfile_finish(&b->urls[i].file, 0);  /* a temporary is never left behind */
-    free((char *)b->urls[i].log.target);
-    free(b->urls[i].name);
-    free(b->urls[i].path);
+  if (b->interrupted) {
+    char *more = next_url(b);  /* one look further: is anything left? */
+    free(more);
+    if (more)
+      fprintf(stderr, "luaretry: interrupted: the URLs from [%ld] on were not begun\n",
+              b->urls + 1);
+    else
+      fprintf(stderr, "luaretry: interrupted\n");
   }
-  upload_close(&b->body);
-  log_json_close(b->json);
-  for (int i = 0; i < b->n; i++) free(b->list[i]);
-  free(b->list);
-  free(b->urls);
-  free(b->jobs);
+  if (b->list_failed) fold_status(b, EXIT_USAGE);
+  if (b->urls == 0 && !b->interrupted)
+    return cli_usage("run: --urls %s holds no URL", b->a->urls_file);
+  return b->worst;
 }
 
 int batch_run(const run_args *a, luaretry_policy *p) {
@@ -327,10 +425,15 @@ int batch_run(const run_args *a, luaretry_policy *p) {
   memset(&b, 0, sizeof b);
   b.a = a;
   b.worst = EXIT_OK;
-  int status = collect_urls(&b);
+  int status = open_urls(&b);
   if (status == EXIT_OK) status = prepare(&b, p);
   if (status == EXIT_OK) status = perform(&b, p);
   if (a->stats) log_stats(p);
-  batch_free(&b);
+  luaretry_curl_many_free(b.many);
+  upload_close(&b.body);
+  log_json_close(b.json);
+  names_free(&b.names);
+  if (b.list && b.list != stdin) fclose(b.list);
+  free(b.line);
   return status;
 }

@@ -127,11 +127,13 @@ static int inspect_target(outfile *f) {
 }
 
 int outfile_create(outfile *f) {
-  if (f->fd >= 0) return 0;
+  if (f->fd >= 0 || (f->in_place && f->target && !f->failed && !f->finished)) return 0;
   if (f->failed || f->finished) return -1;
   f->failed = 1;
   if (f->path && !f->target && inspect_target(f) != 0) return -1;
-  if ((f->in_place ? create_spool(f) : create_temp(f)) != 0) return -1;
+  /* in place, memory first: a spool file costs an inode, and a batch of
+   * small bodies would spend most of its time making them */
+  if (!f->in_place && create_temp(f) != 0) return -1;
   f->failed = 0;
   return 0;
 }
@@ -150,9 +152,41 @@ static int write_all(int fd, const char *data, size_t len) {
   return 0;
 }
 
+/* In place: keeps len more bytes in memory, or moves to a spool file when
+ * they would pass OUTFILE_MEMORY; -1 after a message. */
+static int spool(outfile *f, const char *data, size_t len) {
+  if (f->mem_len + len <= OUTFILE_MEMORY) {
+    char *grown = realloc(f->mem, f->mem_len + len);
+    if (!grown) {
+      complain(f, NULL, ENOMEM);
+      return -1;
+    }
+    memcpy(grown + f->mem_len, data, len);
+    f->mem = grown;
+    f->mem_len += len;
+    return 1;
+  }
+  if (create_spool(f) != 0) return -1;
+  if (f->mem_len && write_all(f->fd, f->mem, f->mem_len) != 0) {
+    complain(f, "writing", errno);
+    return -1;
+  }
+  free(f->mem);
+  f->mem = NULL;
+  f->mem_len = 0;
+  return 0;
+}
+
 size_t outfile_write(void *ud, const char *data, size_t len) {
   outfile *f = ud;
   if (outfile_create(f) != 0 || f->failed) return len;
+  if (f->in_place && f->fd < 0) {
+    int kept = spool(f, data, len);
+    if (kept != 0) {
+      if (kept < 0) f->failed = 1;
+      return len;
+    }
+  }
   if (write_all(f->fd, data, len) != 0) {
     complain(f, "writing", errno);
     f->failed = 1;
@@ -162,13 +196,33 @@ size_t outfile_write(void *ud, const char *data, size_t len) {
 
 int outfile_restart(void *ud) {
   outfile *f = ud;
-  if (f->fd < 0) return 0;
+  f->mem_len = 0;
+  if (f->fd < 0) {
+    f->failed = 0;
+    return 0;
+  }
   if (ftruncate(f->fd, 0) != 0 || lseek(f->fd, 0, SEEK_SET) != 0) {
     complain(f, "emptying", errno);
     return -1;
   }
   f->failed = 0;
   return 0;
+}
+
+void outfile_release(outfile *f) {
+  free(f->mem);
+  f->mem = NULL;
+  f->mem_len = 0;
+  f->failed = 0;
+  if (f->fd < 0) return;
+  close(f->fd);
+  f->fd = -1;
+  if (f->tmp) {
+    unlink(f->tmp);
+    free(f->tmp);
+    f->tmp = NULL;
+  }
+  f->failed = 0;
 }
 
 /* The spool written into the target, from its start; 0 or -1 (with errno). */
@@ -185,15 +239,20 @@ static int copy_spool(int from, int to) {
 
 /* Kept: the spool into the device, FIFO or standard output, in place. */
 static int finish_in_place(outfile *f, int ok) {
-  if (ok && f->fd >= 0) {
+  if (ok && (f->fd >= 0 || f->mem_len)) {
     /* no O_CREAT, no O_TRUNC: the thing is written into, never made;
      * a stop signal interrupts a FIFO's open that waits for a reader */
     int to = f->path ? open(f->target, O_WRONLY | O_CLOEXEC | O_NOCTTY) : STDOUT_FILENO;
-    if (to < 0 || copy_spool(f->fd, to) != 0) complain(f, "writing", errno), ok = 0;
+    int failed = to < 0 || (f->fd >= 0 ? copy_spool(f->fd, to)
+                                       : write_all(to, f->mem, f->mem_len)) != 0;
+    if (failed) complain(f, "writing", errno), ok = 0;
     if (f->path && to >= 0 && close(to) != 0 && ok) complain(f, "writing", errno), ok = 0;
   }
   if (f->fd >= 0) close(f->fd);
   f->fd = -1;
+  free(f->mem);
+  f->mem = NULL;
+  f->mem_len = 0;
   return ok;
 }
 

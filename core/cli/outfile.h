@@ -8,8 +8,9 @@
  *   gives it; a file replaced keeps its mode (and its owner, where we may).
  * - A symlink is followed: its target is what is replaced or written.
  * - Anything else (a device such as /dev/null, a FIFO, standard output,
- *   "-") is never replaced: the bytes are spooled to an unlinked temporary
- *   file and written into it, in place, once kept.
+ *   "-") is never replaced: the bytes are spooled (in memory up to
+ *   OUTFILE_MEMORY, then to an unlinked temporary file) and written into
+ *   it, in place, once kept.
  * So a reader never sees half a file, a failed run leaves the old one as
  * it was, and nothing is left behind: the spool has no name, and the
  * temporary is removed however the run ends (the stop signals unwind to
@@ -20,6 +21,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#define OUTFILE_MEMORY (64 * 1024)
+
 typedef struct {
   const char *path;        /* as given, the caller's; NULL: standard output */
   const char *option;      /* messages say "OPTION PATH": "-o", "--svg", "[3]" */
@@ -27,6 +30,9 @@ typedef struct {
   int in_place;            /* not a regular file: spooled, then written into */
   char *tmp;               /* the temporary beside target, while it exists */
   int fd;                  /* the temporary or the spool; -1 before */
+  char *mem;               /* in place: the first OUTFILE_MEMORY bytes are
+                              kept here, a spool file made only past them */
+  size_t mem_len;
   int failed;              /* creating or writing failed: the rest is dropped */
   int finished;
   int existed;             /* target is a regular file that is replaced */
@@ -46,6 +52,10 @@ size_t outfile_write(void *f, const char *data, size_t len);
 /* A luaretry_restart_fn: a new attempt begins, what was written is
  * dropped (the file emptied, a remembered write failure forgotten). */
 int outfile_restart(void *f);
+/* While a call waits for its retry: what was written is dropped and the
+ * descriptor closed (a temporary removed), so a waiting call holds none;
+ * the next write makes it again. */
+void outfile_release(outfile *f);
 /* keep: puts the bytes in place (an empty file when nothing was written);
  * otherwise drops them.  Later calls do nothing.  -1 when a result to keep
  * was lost (a write, fsync, copy or rename failed), after a message.
