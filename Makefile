@@ -27,7 +27,7 @@ CURL_LIBS := $(shell pkg-config --libs libcurl 2>/dev/null)
 ifeq ($(SAN),)
 OPT = -O2 -g
 else ifeq ($(SAN),1)
-OPT = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+OPT = -O1 -g -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
 else ifeq ($(SAN),thread)
 OPT = -O1 -g -fsanitize=thread
 else

@@ -52,6 +52,13 @@ typedef struct {
   int policy_error;  /* the schedule ended on one */
 } schedule_out;
 
+/* Seconds for people: milliseconds shown, but a wait of 1e300 s in four
+ * significant digits rather than three hundred. */
+static const char *secs(char buf[32], double v) {
+  snprintf(buf, 32, fabs(v) < 1e9 ? "%.3f" : "%.4g", v);
+  return buf;
+}
+
 static int print_decision(void *ud, const luaretry_decision *d) {
   schedule_out *out = ud;
   const char *verdict = luaretry_reason_name(d->reason);
@@ -62,10 +69,12 @@ static int print_decision(void *ud, const luaretry_decision *d) {
   if (out->json) {
     cli_json_decision(stdout, d, -1, NULL, NULL);
   } else if (d->retry) {
-    printf("attempt %d: retry in %.3f s (%s), elapsed %.3f s\n", d->attempt, d->wait,
-           luaretry_wait_source_name(d->wait_source), d->elapsed);
+    char w[32], e[32];
+    printf("attempt %d: retry in %s s (%s), elapsed %s s\n", d->attempt, secs(w, d->wait),
+           luaretry_wait_source_name(d->wait_source), secs(e, d->elapsed));
   } else {
-    printf("attempt %d: %s at %.3f s (%s)\n", d->attempt, verdict, d->elapsed, d->rule);
+    char e[32];
+    printf("attempt %d: %s at %s s (%s)\n", d->attempt, verdict, secs(e, d->elapsed), d->rule);
   }
   return 0;
 }
@@ -245,8 +254,9 @@ static void print_summary(const herd *h, const char *svg) {
   printf("simulate: %s (%s): %ld clients fail together at t=0; outage %g s (503 before, 200 "
          "after); seed %llu (client i: seed + i)\n",
          h->name, h->path, h->clients, h->outage, (unsigned long long)h->seed);
-  printf("attempts: %zu in all: %ld at t=0, %zu retries; last attempt at %.3f s\n",
-         (size_t)h->clients + h->nretry, h->clients, h->nretry, h->last);
+  char a[32], b[32];
+  printf("attempts: %zu in all: %ld at t=0, %zu retries; last attempt at %s s\n",
+         (size_t)h->clients + h->nretry, h->clients, h->nretry, secs(a, h->last));
   long gave_up = h->clients - h->by_reason[LUARETRY_REASON_SUCCESS];
   printf("clients: %ld succeeded, %ld gave up", h->by_reason[LUARETRY_REASON_SUCCESS],
          gave_up);
@@ -263,11 +273,11 @@ static void print_summary(const herd *h, const char *svg) {
   }
   putchar('\n');
   if (h->nretry) {
-    printf("peak: %ld retries in one 100 ms window (from %.3f s); even spread: %.2f per "
-           "100 ms\n", h->peak, h->peak_at, h->even);
+    printf("peak: %ld retries in one 100 ms window (from %s s); even spread: %.2f per "
+           "100 ms\n", h->peak, secs(a, h->peak_at), h->even);
     printf("  (even spread = %zu retries, the attempts after t=0, / %ld windows of 100 ms "
-           "from the first retry at %.3f s to the last attempt at %.3f s)\n",
-           h->nretry, h->windows, h->retry[0], h->last);
+           "from the first retry at %s s to the last attempt at %s s)\n",
+           h->nretry, h->windows, secs(a, h->retry[0]), secs(b, h->last));
   } else {
     printf("peak: no retries\n");
   }
