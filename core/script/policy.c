@@ -436,10 +436,12 @@ static luaretry_code set(luaretry_policy *p, const char *name, const char *value
   if (k < 0) return LUARETRY_E_ARG;
   /* Loaded: a new load under the new settings, refused (policy unchanged)
    * when invalid; otherwise checked at the load to come. */
-  if (p->gen && reload_text(p) != LUARETRY_OK) {
+  luaretry_code rc = p->gen ? reload_text(p) : LUARETRY_OK;
+  if (rc != LUARETRY_OK) {
     p->overrides[k] = saved;
     p->override_count = saved_count;
-    return LUARETRY_E_ARG;
+    /* the host's memory ran out: the value may well be valid */
+    return rc == LUARETRY_E_NOMEM ? rc : LUARETRY_E_ARG;
   }
   return LUARETRY_OK;
 }

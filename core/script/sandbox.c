@@ -274,6 +274,10 @@ luaretry_code lr_sandbox_call(lr_sandbox *sb, lua_CFunction f, void *arg,
     sb->killed = LR_KILL_NONE;
     base_hook(sb, L);
     rc = LUARETRY_E_LIMIT;
+  } else if (status == LUA_ERRMEM) {
+    /* no limit was hit: the host's realloc failed, not the script */
+    lr_strlcpy(err, "out of memory", errlen);
+    rc = LUARETRY_E_NOMEM;
   } else {
     const char *msg = lua_tostring(L, -1);
     lr_strlcpy(err, msg ? msg : "error in error handling", errlen);
