@@ -58,7 +58,7 @@ LIB_OBJ = $(ENGINE_OBJ) $(SCRIPT_OBJ) $(HTTP_OBJ)
 ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
-C_TESTS = step_api blocking_cancel errors threads abi retry_after
+C_TESTS = step_api blocking_cancel errors threads abi retry_after alloc
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
@@ -115,6 +115,13 @@ $(BUILD)/luaretry.pc: Makefile core/include/luaretry.h
 # C tests and benchmarks use the public headers only.
 $(BUILD)/test_%: spec/c/test_%.c $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm
+
+# The allocation-failure test fails the N-th allocation of the library's
+# own files (and so of the Lua states, whose allocator calls realloc).
+WRAP_ALLOC = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup
+$(BUILD)/test_alloc: spec/c/test_alloc.c $(BUILD)/libluaretry.a spec/c/check.h
+	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm \
+	  $(WRAP_ALLOC)
 
 $(BUILD)/bench_%: spec/bench/%.c $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm
