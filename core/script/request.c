@@ -108,8 +108,11 @@ static void check_text(lua_State *L, const char *what, const char *v, size_t len
 
 static void check_url(lua_State *L, const char *url, size_t len) {
   check_text(L, "request.url", url, len);
-  if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
-    luaL_error(L, "prepare: request.url must be an http or https URL, not \"%.40s\"", url);
+  if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0) {
+    char shown[41];  /* lua_pushfstring knows no precision: cut here */
+    lr_strlcpy(shown, url, sizeof shown);
+    luaL_error(L, "prepare: request.url must be an http or https URL, not \"%s\"", shown);
+  }
 }
 
 typedef struct {

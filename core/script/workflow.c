@@ -46,17 +46,20 @@ static size_t read_headers(lua_State *L, int idx, luaretry_header *h) {
 
 /* A script reaches http and https only, and cannot split a request. */
 static void check_request(lua_State *L, const luaretry_request *req) {
+  char shown[41];  /* lua_pushfstring knows no precision: cut here */
+  lr_strlcpy(shown, req->url, sizeof shown);
   if (strncasecmp(req->url, "http://", 7) != 0 && strncasecmp(req->url, "https://", 8) != 0)
-    luaL_error(L, "http: only http and https URLs can be requested, not \"%.40s\"", req->url);
+    luaL_error(L, "http: only http and https URLs can be requested, not \"%s\"", shown);
   const char *texts[2] = { req->url, req->method };
   for (int i = 0; i < 2; i++)
     if (texts[i] && strpbrk(texts[i], "\r\n"))
       luaL_error(L, "http: the %s holds a line break", i ? "method" : "URL");
   for (size_t i = 0; i < req->header_count; i++)
     if (strpbrk(req->headers[i].name, "\r\n:") || strpbrk(req->headers[i].value, "\r\n") ||
-        !req->headers[i].name[0])
-      luaL_error(L, "http: header \"%.40s\" holds a line break or is not a name",
-                 req->headers[i].name);
+        !req->headers[i].name[0]) {
+      lr_strlcpy(shown, req->headers[i].name, sizeof shown);
+      luaL_error(L, "http: header \"%s\" holds a line break or is not a name", shown);
+    }
 }
 
 static int perform(lua_State *L, luaretry_request *req) {
@@ -66,9 +69,12 @@ static int perform(lua_State *L, luaretry_request *req) {
   double timeout = w->timeout;
   if (timeout > 0) {
     timeout -= lr_monotonic_now() - w->started;
-    if (timeout <= 0)
-      return luaL_error(L, "http: %s %s: the attempt's time (%.3f s) is used up", req->method,
-                        req->url, w->timeout);
+    if (timeout <= 0) {
+      char secs[32];  /* lua_pushfstring knows no precision */
+      lr_fmt(secs, sizeof secs, "%.3f", w->timeout);
+      return luaL_error(L, "http: %s %s: the attempt's time (%s s) is used up", req->method,
+                        req->url, secs);
+    }
   }
   luaretry_response resp;
   memset(&resp, 0, sizeof resp);
