@@ -1,7 +1,8 @@
 # luaretry.  `make` builds the library, the Lua module and the CLI into
 # build/ (it needs the libraries below, nothing else); `make demo` and
 # `make test` first install the Debian packages that are missing when run
-# as root (`make deps`).  `make bench`, `make install PREFIX=... DESTDIR=...`.
+# as root (`make deps`).  `make bench`, `make install PREFIX=... DESTDIR=...`,
+# `make fuzz` (each libFuzzer target for FUZZ_SECONDS).
 #
 # Layers (core/*/, checked by `make check-layers`):
 #   include/  the public headers, installed as they are
@@ -154,6 +155,7 @@ test: deps
 	LD_PRELOAD="$(ASAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
 	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke \
 	  busted --lua=lua5.4 --cpath='build/asan/?.so' --output=utfTerminal spec
+	$(MAKE) fuzz-smoke
 
 bench: deps
 	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop
@@ -270,11 +272,16 @@ fuzz-run-%:
 fuzz: fuzz-build
 	@for t in $(FUZZ_TARGETS); do $(MAKE) --no-print-directory fuzz-run-$$t || exit 1; done
 
+# The smoke run keeps libFuzzer's output in build/fuzz/smoke/NAME.log and
+# shows it only on a finding.
 fuzz-smoke: fuzz-build
 	rm -rf build/fuzz/smoke
+	@mkdir -p build/fuzz/smoke
 	@for t in $(FUZZ_TARGETS); do \
+	  log=build/fuzz/smoke/$$t.log; \
 	  $(MAKE) --no-print-directory fuzz-run-$$t FUZZ_TIME=$(FUZZ_SMOKE_SECONDS) \
-	    FUZZ_WORK=build/fuzz/smoke || exit 1; \
+	    FUZZ_WORK=build/fuzz/smoke > $$log 2>&1 || { tail -60 $$log; exit 1; }; \
+	  echo "fuzz_$$t: $$(grep '^Done' $$log)"; \
 	done
 
 # What the long runs found that adds coverage joins the committed corpus.
