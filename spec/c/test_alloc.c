@@ -146,6 +146,22 @@ static int op_load(void *unused) {
   return rc == LUARETRY_OK;
 }
 
+#ifndef LUARETRY_DATADIR
+#define LUARETRY_DATADIR "."
+#endif
+
+/* (a') A shipped policy read from its file: 13 KB, so the reader grows
+ * its buffer. */
+static int op_load_file(void *unused) {
+  (void)unused;
+  luaretry_policy *p = NULL;
+  luaretry_code rc = luaretry_policy_new(&p);
+  if (rc == LUARETRY_OK) rc = luaretry_policy_load_file(p, LUARETRY_DATADIR "/policies/gcs.lua");
+  CHECK(clean(rc, p ? luaretry_policy_errmsg(p) : NULL));
+  luaretry_policy_free(p);
+  return rc == LUARETRY_OK;
+}
+
 static const luaretry_header RETRY_AFTER[] = { { "Retry-After", "1" } };
 
 /* The outcome of attempt k of the call: 503 with Retry-After, a refused
@@ -301,6 +317,7 @@ int main(void) {
   luaretry_policy *keeper = loaded();
   for (int sticky = 0; sticky <= 1; sticky++) {
     fail_each("load", op_load, 0, sticky);
+    fail_each("file", op_load_file, 0, sticky);
     fail_each("call", op_call, 1, sticky);
     fail_each("set", op_set, 1, sticky);
     fail_each("workflow", op_workflow, 1, sticky);
