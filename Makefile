@@ -1,7 +1,8 @@
 # luaretry.  `make` builds the library, the Lua module and the CLI into
 # build/ (it needs the libraries below, nothing else); `make demo` and
 # `make test` first install the Debian packages that are missing when run
-# as root (`make deps`).  `make bench`, `make install PREFIX=... DESTDIR=...`.
+# as root (`make deps`).  `make bench`, `make install PREFIX=... DESTDIR=...`,
+# `make fuzz` (each libFuzzer target for FUZZ_SECONDS).
 #
 # Layers (core/*/, checked by `make check-layers`):
 #   include/  the public headers, installed as they are
@@ -30,8 +31,13 @@ else ifeq ($(SAN),1)
 OPT = -O1 -g -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
 else ifeq ($(SAN),thread)
 OPT = -O1 -g -fsanitize=thread
+else ifeq ($(SAN),fuzzer)
+# libFuzzer targets (spec/fuzz/): clang, with ASan and UBSan
+CC = clang
+OPT = -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
+  -fno-omit-frame-pointer
 else
-$(error SAN=$(SAN): expected SAN=1 (AddressSanitizer + UBSan) or SAN=thread)
+$(error SAN=$(SAN): expected SAN=1 (AddressSanitizer + UBSan), SAN=thread or SAN=fuzzer)
 endif
 
 # The build tree finds lua/ and policies/ here; `make install` rebuilds the
@@ -53,7 +59,7 @@ LIB_OBJ = $(ENGINE_OBJ) $(SCRIPT_OBJ) $(HTTP_OBJ)
 ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
-C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overlap curl_io
+C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
@@ -111,6 +117,13 @@ $(BUILD)/luaretry.pc: Makefile core/include/luaretry.h
 $(BUILD)/test_%: spec/c/test_%.c $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm
 
+# The allocation-failure test fails the N-th allocation of the library's
+# own files (and so of the Lua states, whose allocator calls realloc).
+WRAP_ALLOC = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup
+$(BUILD)/test_alloc: spec/c/test_alloc.c $(BUILD)/libluaretry.a spec/c/check.h
+	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm \
+	  $(WRAP_ALLOC)
+
 $(BUILD)/bench_%: spec/bench/%.c $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm
 
@@ -155,6 +168,7 @@ test: deps
 	LD_PRELOAD="$(ASAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
 	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke \
 	  busted --lua=lua5.4 --cpath='build/asan/?.so' --output=utfTerminal spec
+	$(MAKE) fuzz-smoke
 
 bench: deps
 	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop $(BUILD)/bench_reuse
@@ -219,3 +233,76 @@ test-c: $(FLEET_TEST_BIN)
 bench-fleet: deps $(BUILD)/bench_fleet
 	./$(BUILD)/bench_fleet
 bench: bench-fleet
+
+# ---- fuzzing (issue 9 item 7): libFuzzer targets in spec/fuzz/, built by
+# clang with ASan and UBSan into build/fuzz (SAN=fuzzer).  `make fuzz` runs
+# each for FUZZ_SECONDS, one at a time, new inputs going to
+# build/fuzz/corpus/NAME; `make fuzz-merge` keeps those that add coverage
+# in spec/fuzz/corpus/NAME (-merge=1).  `make test` runs each for
+# FUZZ_SMOKE_SECONDS over its committed corpus.
+DEB_PACKAGES += clang libclang-rt-dev
+FUZZ_TARGETS = policy retry_after http_parse run_args
+FUZZ_SECONDS ?= 300
+FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_BIN = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+# per target: -close_fd_mask=2 silences parse_run's usage messages (a
+# finding is still printed)
+FUZZ_OPTS_policy = -dict=spec/fuzz/policy.dict -max_len=4096 -timeout=10
+FUZZ_OPTS_retry_after = -dict=spec/fuzz/retry_after.dict -max_len=256 -timeout=10
+FUZZ_OPTS_http_parse = -dict=spec/fuzz/http.dict -max_len=8192 -timeout=10
+FUZZ_OPTS_run_args = -dict=spec/fuzz/run_args.dict -max_len=1024 -timeout=10 -close_fd_mask=2
+FUZZ_RUN = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 LUARETRY_DATADIR=$(CURDIR)
+
+.PHONY: fuzz fuzz-build fuzz-smoke fuzz-merge
+
+$(BUILD)/fuzz_policy: spec/fuzz/fuzz_policy.c $(BUILD)/libluaretry.a
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm
+
+$(BUILD)/fuzz_retry_after: spec/fuzz/fuzz_retry_after.c $(BUILD)/libluaretry.a
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) -lm
+
+$(BUILD)/fuzz_http_parse: spec/fuzz/fuzz_http_parse.c $(BUILD)/obj/faults/faults_http.o
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^
+
+FUZZ_CLI_OBJ = $(BUILD)/obj/cli/args.o $(BUILD)/obj/cli/usage.o $(BUILD)/obj/cli/load.o
+$(BUILD)/fuzz_run_args: spec/fuzz/fuzz_run_args.c $(FUZZ_CLI_OBJ) $(BUILD)/libluaretry.a
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^ $(LUA_LIBS) $(CURL_LIBS) -lm
+
+fuzz-build:
+	$(MAKE) BUILD=build/fuzz SAN=fuzzer $(FUZZ_BIN)
+
+# One target for FUZZ_TIME seconds over its committed corpus; new inputs
+# go to FUZZ_WORK, a finding stops here with its input in
+# build/fuzz/artifacts/.
+FUZZ_TIME ?= $(FUZZ_SECONDS)
+FUZZ_WORK ?= build/fuzz/corpus
+fuzz-run-%:
+	@mkdir -p $(FUZZ_WORK)/$* build/fuzz/artifacts
+	@echo "== fuzz_$* for $(FUZZ_TIME) s"
+	$(FUZZ_RUN) ./build/fuzz/fuzz_$* $(FUZZ_OPTS_$*) -max_total_time=$(FUZZ_TIME) \
+	  -print_final_stats=1 -artifact_prefix=build/fuzz/artifacts/$*- \
+	  $(FUZZ_WORK)/$* spec/fuzz/corpus/$*
+
+# One target at a time: the runs must not share the two cores.
+fuzz: fuzz-build
+	@for t in $(FUZZ_TARGETS); do $(MAKE) --no-print-directory fuzz-run-$$t || exit 1; done
+
+# The smoke run keeps libFuzzer's output in build/fuzz/smoke/NAME.log and
+# shows it only on a finding.
+fuzz-smoke: fuzz-build
+	rm -rf build/fuzz/smoke
+	@mkdir -p build/fuzz/smoke
+	@for t in $(FUZZ_TARGETS); do \
+	  log=build/fuzz/smoke/$$t.log; \
+	  $(MAKE) --no-print-directory fuzz-run-$$t FUZZ_TIME=$(FUZZ_SMOKE_SECONDS) \
+	    FUZZ_WORK=build/fuzz/smoke > $$log 2>&1 || { tail -60 $$log; exit 1; }; \
+	  echo "fuzz_$$t: $$(grep '^Done' $$log)"; \
+	done
+
+# What the long runs found that adds coverage joins the committed corpus.
+fuzz-merge: fuzz-build
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p build/fuzz/corpus/$$t; \
+	  $(FUZZ_RUN) ./build/fuzz/fuzz_$$t -merge=1 spec/fuzz/corpus/$$t build/fuzz/corpus/$$t \
+	    2>&1 | tail -2; \
+	done

@@ -23,7 +23,7 @@ typedef struct {
 
 static void put(writer *w, const void *p, size_t n) {
   if (w->len + n > MAX_BYTES)
-    luaL_error(w->L, "info.call holds more than %u bytes", MAX_BYTES);
+    luaL_error(w->L, "info.call holds more than %d bytes", (int)MAX_BYTES);
   if (w->len + n > w->cap) {
     size_t cap = w->cap ? w->cap * 2 : 256;
     while (cap < w->len + n) cap *= 2;
@@ -85,7 +85,7 @@ static void put_value(writer *w, int idx, int depth, const char *key) {
     size_t len;
     const char *s = lua_tolstring(L, idx, &len);
     uint32_t n = (uint32_t)len;
-    if (len > MAX_BYTES) luaL_error(L, "info.call holds more than %u bytes", MAX_BYTES);
+    if (len > MAX_BYTES) luaL_error(L, "info.call holds more than %d bytes", (int)MAX_BYTES);
     put(w, "s", 1);
     put(w, &n, sizeof n);
     put(w, s, len);

@@ -201,7 +201,10 @@ static void run_chunk(lua_State *L, lr_load *ld, int tracker) {
 static void read_fields(lua_State *L, lr_load *ld, int src, int lines) {
   for (int i = 0; i < F_COUNT; i++) {
     if (strchr(lr_fields[i].name, '.')) continue;  /* a table's field: below */
-    lua_getfield(L, src, lr_fields[i].name);  /* no metatable on either: raw */
+    /* raw: the script may have set a metatable on its globals (a strict
+     * __index that raises on an undefined name is common) */
+    lua_pushstring(L, lr_fields[i].name);
+    lua_rawget(L, src);
     int line = line_of(L, lines, lr_fields[i].name);
     if (lua_type(L, -1) == LUA_TFUNCTION) {
       lr_script *s = ld->script;
@@ -221,7 +224,8 @@ static void read_fields(lua_State *L, lr_load *ld, int src, int lines) {
 
 /* The script's own settings, and the overrides of them. */
 static void read_options(lua_State *L, lr_load *ld, int src) {
-  lua_getfield(L, src, "options");
+  lua_pushliteral(L, "options");
+  lua_rawget(L, src);
   int has_options = lua_type(L, -1) == LUA_TTABLE;
   for (size_t k = 0; k < ld->gen->option_count; k++) {
     const lr_override *o = &ld->gen->options[k];

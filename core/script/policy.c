@@ -265,9 +265,12 @@ static luaretry_code install(luaretry_policy *p, char *text, size_t len,
 }
 
 /* The whole file, and a byte offset past a "#!" line or a UTF-8 BOM (as
- * luaL_loadfile skips them); NULL with p->errmsg. */
-static char *read_script(luaretry_policy *p, const char *path, size_t *len) {
+ * luaL_loadfile skips them); NULL with p->errmsg and *rc (LUARETRY_E_IO, or
+ * LUARETRY_E_NOMEM when the host's memory ran out). */
+static char *read_script(luaretry_policy *p, const char *path, size_t *len,
+                         luaretry_code *rc) {
   FILE *f = fopen(path, "rb");
+  *rc = LUARETRY_E_IO;
   if (!f) {
     lr_fmt(p->errmsg, sizeof p->errmsg, "%s: cannot open: %s", path, strerror(errno));
     return NULL;
@@ -285,6 +288,7 @@ static char *read_script(luaretry_policy *p, const char *path, size_t *len) {
   int failed = !text || ferror(f);
   fclose(f);
   if (failed) {
+    if (!text) *rc = LUARETRY_E_NOMEM;
     lr_fmt(p->errmsg, sizeof p->errmsg, "%s: cannot read: %s", path,
            text ? strerror(errno) : "out of memory");
     free(text);
@@ -294,6 +298,7 @@ static char *read_script(luaretry_policy *p, const char *path, size_t *len) {
   if (n && text[0] == '#')  /* blank the first line, keep the numbering */
     for (size_t i = 0; i < n && text[i] != '\n'; i++) text[i] = ' ';
   *len = n;
+  *rc = LUARETRY_OK;
   return text;
 }
 
@@ -310,8 +315,7 @@ static luaretry_code load(luaretry_policy *p, const char *path,
   luaretry_code rc = LUARETRY_OK;
   if (path) {
     if (stat(path, &st) != 0) memset(&st, 0, sizeof st);
-    text = read_script(p, path, &len);
-    if (!text) rc = LUARETRY_E_IO;
+    text = read_script(p, path, &len, &rc);
     lr_fmt(name, sizeof name, "@%s", path);
   } else {
     len = strlen(source);
@@ -448,10 +452,12 @@ static luaretry_code set(luaretry_policy *p, const char *name, const char *value
   if (k < 0) return LUARETRY_E_ARG;
   /* Loaded: a new load under the new settings, refused (policy unchanged)
    * when invalid; otherwise checked at the load to come. */
-  if (p->gen && reload_text(p) != LUARETRY_OK) {
+  luaretry_code rc = p->gen ? reload_text(p) : LUARETRY_OK;
+  if (rc != LUARETRY_OK) {
     p->overrides[k] = saved;
     p->override_count = saved_count;
-    return LUARETRY_E_ARG;
+    /* the host's memory ran out: the value may well be valid */
+    return rc == LUARETRY_E_NOMEM ? rc : LUARETRY_E_ARG;
   }
   return LUARETRY_OK;
 }

@@ -173,6 +173,11 @@ lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
   }
   *(lr_sandbox **)lua_getextraspace(L) = sb;
   sb->L = L;
+  /* A new cycle as soon as the last one ends (pause 100, Lua's default
+   * 200 waits for memory to double): the memory limit counts garbage not
+   * yet collected, and a script that makes and drops large strings must
+   * not reach it with little live data. */
+  lua_gc(L, LUA_GCINC, 100, 0, 0);
   base_hook(sb, L);
   sb->remaining = limits->instructions > 0 ? limits->instructions : TIMED_STEPS;
   lua_pushcfunction(L, open_libs);
@@ -301,6 +306,10 @@ static luaretry_code finish(lr_sandbox *sb, int status, luaretry_code failure, c
     sb->killed = LR_KILL_NONE;
     base_hook(sb, L);
     rc = LUARETRY_E_LIMIT;
+  } else if (status == LUA_ERRMEM) {
+    /* no limit was hit: the host's realloc failed, not the script */
+    lr_strlcpy(err, "out of memory", errlen);
+    rc = LUARETRY_E_NOMEM;
   } else {
     const char *msg = lua_tostring(L, -1);
     lr_strlcpy(err, msg ? msg : "error in error handling", errlen);

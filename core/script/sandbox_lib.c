@@ -1,11 +1,12 @@
 /* sandbox_lib.c: the library a policy script sees: the base library
  * without dofile, loadfile and binary chunks, string (with the matcher of
- * lpattern.c), table, math, utf8, os.time/clock/date, a require that
- * reaches only the script's folder, lua/ and policies/, json on first use,
- * print to the host's log.  pcall, xpcall and the coroutine functions are
- * our own, so that once a limit is hit no script code catches it: neither
- * a pcall nor an xpcall handler.  No coroutines: a script has none.
- * math.random draws from the call's seeded stream. */
+ * lpattern.c), table (with insert, remove and move of ltable.c), math,
+ * utf8, os.time/clock/date, a require that reaches only the script's
+ * folder, lua/ and policies/, json on first use, print to the host's log.
+ * pcall, xpcall and the coroutine functions are our own, so that once a
+ * limit is hit no script code catches it: neither a pcall nor an xpcall
+ * handler.  No coroutines: a script has none.  math.random draws from the
+ * call's seeded stream. */
 #include <lauxlib.h>
 #include <lualib.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "lpattern.h"
+#include "ltable.h"
 #include "sandbox.h"
 
 #ifndef LUARETRY_DATADIR
@@ -274,6 +276,10 @@ int lr_sandbox_open_libs(lua_State *L) {
   lua_pushnil(L); lua_setfield(L, -2, "dump");
   /* and find, match, gmatch, gsub are bounded like the script */
   lr_pattern_install(L, -1);
+  lua_pop(L, 1);
+  /* and insert, remove and move pay for each element they shift */
+  lua_getglobal(L, LUA_TABLIBNAME);
+  lr_table_install(L, -1);
   lua_pop(L, 1);
   replace(L, NULL, "load", safe_load, 1);
   replace(L, NULL, "setmetatable", safe_setmetatable, 1);

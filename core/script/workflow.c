@@ -66,9 +66,12 @@ static int perform(lua_State *L, luaretry_request *req) {
   double timeout = w->timeout;
   if (timeout > 0) {
     timeout -= lr_monotonic_now() - w->started;
-    if (timeout <= 0)
-      return luaL_error(L, "http: %s %s: the attempt's time (%.3f s) is used up", req->method,
-                        req->url, w->timeout);
+    if (timeout <= 0) {
+      char secs[32];  /* lua_pushfstring knows no precision */
+      lr_fmt(secs, sizeof secs, "%.3f", w->timeout);
+      return luaL_error(L, "http: %s %s: the attempt's time (%s s) is used up", req->method,
+                        req->url, secs);
+    }
   }
   luaretry_response resp;
   memset(&resp, 0, sizeof resp);

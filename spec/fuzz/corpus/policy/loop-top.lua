@@ -1,0 +1,2 @@
+max_attempts = 1
+while true do end

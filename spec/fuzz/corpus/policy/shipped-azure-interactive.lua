@@ -1,0 +1,35 @@
+-- policies/azure-interactive.lua: Azure's Retry pattern, for interactive work.
+--
+-- Sources: Azure Architecture Center, "Retry pattern": "in an interactive
+-- web application accessing a remote service, it's better to fail after a
+-- smaller number of retries with only a short delay between retry
+-- attempts, and display a suitable message to the user (for example,
+-- 'please try again later')"; the Azure SDKs' retry policies for the
+-- servers' millisecond hints.  Faults are classified as in azure.lua
+-- (lua/azure_faults.lua): cancel, retry at once, retry after a delay.
+-- Tuning: 3 attempts in all, waits of 0.5 and 1 s (each spread by "equal"
+-- jitter: 0.25-0.5 s, 0.5-1 s), 5 s for one attempt and never more than 10 s
+-- for the whole call: a person is waiting.
+-- A server that asks for more than 2 s (`Retry-After`, `retry-after-ms` or
+-- `x-ms-retry-after-ms`) is not waited for: the call stops at once, to tell
+-- the user.  (Retry-After stops it with the engine's verdict `deadline`,
+-- exit 5; a millisecond hint, read by the script, with `final`, exit 1.)
+
+name = "azure-interactive"
+max_attempts = 3
+deadline = 10
+attempt_timeout = 5
+max_retry_after = 2
+backoff = {
+  kind = "exponential",
+  initial = 0.5,
+  multiplier = 2,
+  max = 2,
+  jitter = "equal",
+}
+
+local faults = require "azure_faults"
+
+function is_transient(status, body, info)
+  return faults.is_transient(status, body, info, max_retry_after)
+end

@@ -1,0 +1,52 @@
+-- policies/azure.lua: Azure's Retry pattern, general tuning.
+--
+-- Sources: Azure Architecture Center, "Retry pattern"; the Azure SDKs'
+-- retry policies (Azure Core) for the servers' millisecond hints.  The
+-- classifier is lua/azure_faults.lua, shared with azure-interactive.lua and
+-- azure-batch.lua; it answers each fault one of the pattern's three ways:
+--   - cancel (final): faults that are not transient or will not succeed if
+--     repeated, "an authentication failure caused by providing invalid
+--     credentials": 400, 401, 403, 404, 409, 501, every status not below,
+--     and a certificate or host name that does not verify (tls_verify);
+--   - retry at once (is_transient returns 0): an unusual, rare fault, such as
+--     a corrupted packet: a connection reset, the first time in a call;
+--   - retry after a delay "increased incrementally or exponentially": the
+--     commonplace busy and connectivity faults: 408 and other timeouts, 429,
+--     500, 502, 503, 504, and every other transport failure.  A server's
+--     `retry-after-ms` or `x-ms-retry-after-ms` (read as the Azure SDKs read
+--     them, before `Retry-After`) sets the wait instead of the backoff.
+-- Tuning: the pattern's own example ("retryCount = 3", "delay = 5 s", and
+-- "consider calculating an exponential delay here"), made exponential:
+-- 4 attempts in all, waits of 5, 10 and 20 s.  The waits are spread with
+-- "equal" jitter (half the delay fixed, half random) so that "requests from
+-- multiple instances of the application" spread "as evenly as possible":
+-- 2.5-5 s, 5-10 s, 10-20 s.
+-- Time: 30 s for one attempt and 120 s for the whole call.  The pattern
+-- asks to tune both to the business need and warns that a long-blocked
+-- operation "can hold critical resources"; 120 s holds the whole schedule
+-- (35 s of waits at most) and three full-length attempts, and the SDKs'
+-- defaults lie either side of it (Azure Core's 100 s network timeout per
+-- try, a few retries).  Nothing waits for ever on a silent server.
+--
+-- Only idempotent operations are repeated after they may have taken effect
+-- (the engine's rule: GET, HEAD, OPTIONS, PUT, DELETE).  The pattern advises
+-- a circuit breaker against long-lasting faults: add one with
+-- `--set breaker.failures=5` (or a `breaker` table in a copy of this file).
+
+name = "azure"
+max_attempts = 4
+deadline = 120
+attempt_timeout = 30
+backoff = {
+  kind = "exponential",
+  initial = 5,
+  multiplier = 2,
+  max = 60,
+  jitter = "equal",
+}
+
+local faults = require "azure_faults"
+
+function is_transient(status, body, info)
+  return faults.is_transient(status, body, info)
+end

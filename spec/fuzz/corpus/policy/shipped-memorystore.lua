@@ -1,0 +1,48 @@
+-- policies/memorystore.lua: Google Cloud Memorystore for Redis.
+--
+-- Source: Memorystore for Redis, "Exponential backoff" (read in its German
+-- translation, "Exponentielle Backoffs", with the English original):
+--   - retry every request answered with a 5xx or 429 ("HTTP-5xx- und
+--     429-Antwortcodefehler"), and transport failures (status 0), where no
+--     answer came at all; but not a certificate or host name that does not
+--     verify (tls_verify): the page's algorithm is for failures that pass,
+--     and a retry cannot make a certificate valid;
+--   - wait min(2^n + random_number_milliseconds, maximum_backoff) before
+--     retry n (n from 0), the random part up to 1000 ms and drawn anew for
+--     every retry: jitter "additive", jitter_max = 1, cap_jitter = true.
+--     (The German text says "größer oder gleich 1.000", at least 1000 ms, a
+--     slip of the translation: the English original, as on the Cloud
+--     Storage page, says at most 1000 ms; we follow the original.)
+--   - maximum_backoff "normalerweise 32 oder 64 Sekunden": 64 here;
+--   - once at maximum_backoff, keep retrying at that interval "up to a
+--     maximum number of retries", and "not indefinitely": 12 attempts in all,
+--     so 11 retries: six on the way up (1, 2, 4, 8, 16, 32 s, each + up to
+--     1 s), then five at the cap (64 s each): 383 s of waiting without jitter,
+--     at most 389 s with it.
+--     Mobile clients may need more: `--set max_attempts=N`.
+-- Time (the page names none): 30 s for one attempt, an API call that
+-- answers in well under a second when the service is well; 600 s for the
+-- whole call, which holds the whole 389 s schedule with quick attempts and
+-- stops a call whose attempts hang.
+-- Everything else (400, 401, 403, 404, 408, 409, ...) is final.  When the
+-- retries are exhausted the call stops with verdict "exhausted" (exit
+-- status 4 on the command line), to be reported or logged.
+
+name = "memorystore"
+max_attempts = 12
+deadline = 600
+attempt_timeout = 30
+backoff = {
+  kind = "exponential",
+  initial = 1,
+  multiplier = 2,
+  max = 64,
+  jitter = "additive",
+  jitter_max = 1,
+  cap_jitter = true,
+}
+
+function is_transient(status, body, info)
+  if status == 0 then return info.error ~= "tls_verify" end  -- connect, timeout, reset, dns, tls
+  return status == 429 or (status >= 500 and status <= 599)
+end

@@ -1,0 +1,49 @@
+/* fuzz_retry_after.c: luaretry_retry_after (the public Retry-After reader)
+ * on arbitrary bytes.  Invariants: the result is -1 or within [0, 1e9],
+ * never NaN; a delta-seconds value does not depend on `now`; an HTTP-date
+ * read at two instants differs by exactly the time between them (unless
+ * one reading is past or capped). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "luaretry.h"
+
+#define CAP 1e9
+
+static void check_range(double r) {
+  if (isnan(r) || (r != -1 && (r < 0 || r > CAP))) abort();
+}
+
+/* The same value read at two instants `delta` seconds apart: a date
+ * comes `delta` seconds nearer. */
+static void check_shift(const char *v, int date, double t0, double delta) {
+  double a = luaretry_retry_after(v, t0), b = luaretry_retry_after(v, t0 + delta);
+  check_range(a);
+  check_range(b);
+  if (!date || a < 0 || b < 0 || a >= CAP) return;  /* past at one of them, or capped */
+  if (fabs((a - b) - delta) > 1e-6 * (1 + fabs(delta))) abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  char *v = malloc(size + 1);
+  if (!v) return 0;
+  memcpy(v, data, size);
+  v[size] = '\0';
+  const char *s = v + strspn(v, " \t");
+  int number = *s >= '0' && *s <= '9';
+  /* instants: the epoch, RFC 9110's example date, about now, far ahead */
+  static const double nows[] = { 0, 784111777, 1.7e9, 4e9 };
+  for (size_t i = 0; i < sizeof nows / sizeof nows[0]; i++) check_shift(v, !number, nows[i], 3600);
+  /* a number of seconds reads the same at any instant */
+  if (number) {
+    double a = luaretry_retry_after(v, 0), b = luaretry_retry_after(v, 2e9);
+    if (a != b) abort();
+  }
+  check_range(luaretry_retry_after(v, NAN));
+  check_range(luaretry_retry_after(v, -INFINITY));
+  check_range(luaretry_retry_after(v, 1e300));
+  free(v);
+  return 0;
+}

@@ -1,0 +1,8 @@
+-- memory: the collector stopped, garbage made without end
+-- drive: classify; expect: memory limit reached
+max_attempts = 3
+function is_transient(status)
+  if status ~= 503 then return false end
+  collectgarbage("stop")
+  while true do local t = { 1, 2, 3 } end -- HERE
+end

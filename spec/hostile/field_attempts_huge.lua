@@ -1,0 +1,3 @@
+-- fields: max_attempts = 1e308
+-- drive: load; expect: max_attempts: expected
+max_attempts = 1e308 -- HERE

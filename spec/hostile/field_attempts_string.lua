@@ -1,0 +1,3 @@
+-- fields: max_attempts = 'three'
+-- drive: load; expect: max_attempts: expected
+max_attempts = 'three' -- HERE

@@ -1,0 +1,4 @@
+-- fields: max_attempts = 2 is_transient = 42
+-- drive: load; expect: is_transient: expected
+max_attempts = 2
+is_transient = 42 -- HERE

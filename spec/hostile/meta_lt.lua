@@ -1,0 +1,10 @@
+-- metamethods: __lt loops, reached by a < b
+-- drive: classify; expect: time limit reached
+max_attempts = 3
+local spin = function() while true do end end -- HERE
+local mt = { __lt = spin }
+local a, b = setmetatable({}, mt), setmetatable({}, mt)
+function is_transient(status)
+  if status ~= 503 then return false end
+  return a < b
+end

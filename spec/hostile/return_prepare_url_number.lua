@@ -1,0 +1,6 @@
+-- returns: prepare returns a table whose url is a number
+-- drive: cli_prepare; expect: request.url must be a string; where: prepare: 
+max_attempts = 2
+function prepare(request)
+  return { url = 42 }
+end
