@@ -195,6 +195,8 @@ static int check_file(const char *path, char **sets, int nsets) {
     luaretry_policy_free(p);
     return 0;
   }
+  char found[CLI_PATH_MAX];
+  if (luaretry_policy_find(path, found, sizeof found) == LUARETRY_OK) path = found;
   if (luaretry_policy_load_file(p, path) != LUARETRY_OK) {
     char *err = cli_policy_message(luaretry_policy_errmsg(p), sets, nsets);
     const char *text = err ? err : luaretry_policy_errmsg(p);

@@ -18,6 +18,7 @@
  *   check.c     `check`
  *   simulate.c  `simulate` (simulate.h: the herd it measures)
  *   svg.c       simulate --svg: the herd's histogram
+ *   list.c      `list`: the policies on the search path
  * No file calls back into one that calls it: main.c calls the subcommands,
  * they call the shared files below them. */
 #ifndef LUARETRY_CLI_H
@@ -42,8 +43,13 @@ int cli_usage(const char *fmt, const char *arg);
 /* Splits "NAME=VALUE" (a NAME of 1 to CLI_SET_NAME - 1 bytes); -1 when it
  * is not that. */
 int cli_split_set(const char *set, char name[CLI_SET_NAME], const char **value);
-/* Loads POLICY with NAME=VALUE overrides; NULL after printing why. */
-luaretry_policy *cli_load_policy(const char *path, char **sets, int nsets, int warn);
+#define CLI_PATH_MAX 8192
+/* POLICY, a file or a name on the search path (luaretry_policy_find), into
+ * path; -1 after printing where it was looked for. */
+int cli_find_policy(const char *policy, char path[CLI_PATH_MAX]);
+/* Finds POLICY and loads it with NAME=VALUE overrides; NULL after printing
+ * why. */
+luaretry_policy *cli_load_policy(const char *policy, char **sets, int nsets, int warn);
 /* A library message with "--set " before each line about one of the
  * NAME=VALUE sets (the library speaks of the field only); malloc'ed. */
 char *cli_policy_message(const char *msg, char **sets, int nsets);
@@ -63,5 +69,6 @@ void cli_json_decision(FILE *f, const luaretry_decision *d, int status,
 int cli_run(int argc, char **argv);       /* run.c */
 int cli_check(int argc, char **argv);     /* check.c */
 int cli_simulate(int argc, char **argv);  /* simulate.c */
+int cli_list(int argc, char **argv);      /* list.c */
 
 #endif

@@ -118,6 +118,25 @@ LUARETRY_API luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p,
 
 LUARETRY_API const char *luaretry_policy_errmsg(const luaretry_policy *p);
 
+/*
+ * A policy by name, as the command line and the Lua module take POLICY:
+ * when a file exists at `policy`, that file; otherwise a name without '/'
+ * is looked up, as NAME and then NAME.lua, in each folder of the search
+ * path in turn (luaretry_policy_dir()), so `gcs` finds the shipped gcs.lua
+ * unless a folder before it has one of its own.  The path found goes into
+ * `path` (terminated).  LUARETRY_E_IO when there is none, LUARETRY_E_ARG
+ * for an empty name or a `path` too small.  Reads the environment and the
+ * file system only; load the file with luaretry_policy_load_file().
+ */
+LUARETRY_API luaretry_code luaretry_policy_find(const char *policy, char *path, size_t size);
+
+/* Folder i (from 0) of the search path: each folder of $LUARETRY_PATH
+ * (':'-separated), then $XDG_CONFIG_HOME/luaretry/policies (default
+ * ~/.config/luaretry/policies), then the installed share/luaretry/policies
+ * ($LUARETRY_DATADIR/policies when that is set).  LUARETRY_E_ARG past the
+ * last one. */
+LUARETRY_API luaretry_code luaretry_policy_dir(size_t i, char *path, size_t size);
+
 /* Warnings of the last load: unknown names, clamped values. */
 LUARETRY_API size_t luaretry_policy_warning_count(const luaretry_policy *p);
 LUARETRY_API const char *luaretry_policy_warning(const luaretry_policy *p, size_t i);

@@ -127,9 +127,29 @@ static int new_policy(lua_State *L, const char *path, const char *chunkname,
   return 1;
 }
 
-/* luaretry.load(path [, opts]) -> policy | fail, message, error */
+/* "NAME: no such file, nor in DIR, DIR, DIR": where a name was looked for. */
+static int not_found(lua_State *L, const char *name) {
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, name);
+  luaL_addstring(&b, ": no such file");
+  char dir[4096];
+  for (size_t i = 0; !strchr(name, '/') && luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++) {
+    luaL_addstring(&b, i ? ", " : ", nor in ");
+    luaL_addstring(&b, dir);
+  }
+  luaL_pushresult(&b);
+  return fail(L, lua_tostring(L, -1), LUARETRY_E_IO);
+}
+
+/* luaretry.load(policy [, opts]) -> policy | fail, message, error: a path,
+ * or a name on the search path, as the command line takes POLICY. */
 static int l_load(lua_State *L) {
-  return new_policy(L, luaL_checkstring(L, 1), NULL, NULL, 2);
+  const char *name = luaL_checkstring(L, 1);
+  char path[8192];
+  luaretry_code rc = luaretry_policy_find(name, path, sizeof path);
+  if (rc == LUARETRY_E_IO) return not_found(L, name);
+  return new_policy(L, rc == LUARETRY_OK ? path : name, NULL, NULL, 2);
 }
 
 /* luaretry.load_string(source [, chunkname [, opts]]) */

@@ -12,12 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "find.h"
 #include "lpattern.h"
 #include "sandbox.h"
-
-#ifndef LUARETRY_DATADIR
-#define LUARETRY_DATADIR "/usr/local/share/luaretry"
-#endif
 
 /* Debian's lua-dkjson: json.encode / json.decode for scripts */
 #ifndef LUARETRY_DKJSON
@@ -91,8 +88,7 @@ static int safe_require(lua_State *L) {
   char rel[512], path[4700];
   lr_fmt(rel, sizeof rel, "%s", name);
   for (char *c = rel; *c; c++) if (*c == '.') *c = '/';
-  const char *datadir = getenv("LUARETRY_DATADIR");
-  if (!datadir || !*datadir) datadir = LUARETRY_DATADIR;
+  const char *datadir = lr_datadir();
   const char *dirs[3] = { sb->script_dir, NULL, NULL };
   char lua_dir[4200], pol_dir[4200];
   lr_fmt(lua_dir, sizeof lua_dir, "%s/lua", datadir);

@@ -79,7 +79,8 @@ end
 
 -- Runs build/luaretry with the argument list (strings, quoted here; a
 -- table {raw = "..."} goes to the shell as is).  Returns {code, stdout,
--- stderr, secs}.  opts: bin, timeout (seconds), plain.
+-- stderr, secs}.  opts: bin, timeout (seconds), plain, env (a list of
+-- "NAME=VALUE" for the command's environment).
 function M.run(args, opts)
   opts = opts or {}
   local words = {}
@@ -87,7 +88,9 @@ function M.run(args, opts)
     words[#words + 1] = type(a) == "table" and a.raw or M.q(a)
   end
   local out, err = os.tmpname(), os.tmpname()
-  local cmd = M.q(opts.bin or M.bin) .. " " .. table.concat(words, " ") ..
+  local env = ""
+  for _, kv in ipairs(opts.env or {}) do env = env .. M.q(kv) .. " " end
+  local cmd = (env ~= "" and "env " .. env or "") .. M.q(opts.bin or M.bin) .. " " .. table.concat(words, " ") ..
               " </dev/null >" .. M.q(out) .. " 2>" .. M.q(err)
   if opts.timeout then cmd = "timeout -s KILL " .. opts.timeout .. " " .. cmd end
   -- plain: not under the sanitizer runtime `make test` preloads (for
