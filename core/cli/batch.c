@@ -32,6 +32,7 @@ typedef struct {
   outfile out;             /* standard output, without --output-dir */
   luaretry_curl_many *many;
   int worst;               /* the worst exit status of the calls so far */
+  luaretry_reason worst_reason;  /* the verdict of the call that set it */
   int interrupted;         /* some call ended cancelled */
 } batch;
 
@@ -104,10 +105,12 @@ static int collect_urls(batch *b) {
   if (a->urls_file && read_url_list(b, a->urls_file) != 0) return EXIT_USAGE;
   char why[256], what[512];
   for (int i = 0; i < b->n; i++) {
-    if (!url_valid(b->list[i], why, sizeof why)) {
+    char *fixed;
+    if (!url_check(b->list[i], &fixed, why, sizeof why)) {
       snprintf(what, sizeof what, "run: bad URL %s: %s", b->list[i], why);
       return cli_usage("%s", what);
     }
+    if (fixed) free(b->list[i]), b->list[i] = fixed;  /* no scheme: http:// */
   }
   if (b->n == 0) return cli_usage("run: --urls %s holds no URL", a->urls_file);
   if (a->output) return cli_usage("run: -o takes one URL; with several use --output-dir DIR%s", "");
@@ -204,7 +207,7 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   if (status == EXIT_INTERRUPTED) b->interrupted = 1;
   if (outfile_finish(b->a->output_dir ? &u->file : &b->out, status == EXIT_OK) != 0)
     status = EXIT_FINAL;
-  if (severity(status) > severity(b->worst)) b->worst = status;
+  if (severity(status) > severity(b->worst)) b->worst = status, b->worst_reason = r->final.reason;
   char last[64] = "none";
   if (r->final.attempt > 0) {
     if (r->error) snprintf(last, sizeof last, "%s error", r->error);
@@ -246,7 +249,7 @@ static int prepare(batch *b, luaretry_policy *p) {
   }
   if (log_json_open(a->log_json, &b->json) != 0) return EXIT_USAGE;
   split_headers(a, b->headers);
-  if (a->data && upload_open(&b->body, a->data) != 0) return EXIT_USAGE;
+  if (a->data && data_open(a, &b->body) != 0) return EXIT_USAGE;
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
   for (int i = 0; i < b->n; i++) prepare_url(b, i, t.max_attempts);
@@ -258,6 +261,12 @@ static int prepare(batch *b, luaretry_policy *p) {
 }
 
 static int perform(batch *b, luaretry_policy *p) {
+  /* curl's options on a template every call's handle is copied from */
+  CURL *easy = curl_easy_init();
+  if (!easy || curlopts_apply(b->a, easy) != 0) {
+    curl_easy_cleanup(easy);
+    return EXIT_USAGE;
+  }
   luaretry_code rc = luaretry_curl_many_new(&b->many);
   luaretry_call_options copt;
   luaretry_call_options_init(&copt);
@@ -268,11 +277,14 @@ static int perform(batch *b, luaretry_policy *p) {
   mo.call = &copt;
   mo.done = url_done;
   mo.done_ud = b;
+  mo.easy = easy;
+  mo.connect_timeout = b->a->connect_timeout;
   if (rc == LUARETRY_OK) {
     cli_cancel_on_signal(NULL, b->many);
     rc = luaretry_curl_perform_many(b->many, p, b->jobs, (size_t)b->n, &mo);
     cli_cancel_on_signal(NULL, NULL);
   }
+  curl_easy_cleanup(easy);
   if (rc != LUARETRY_OK) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
     return EXIT_POLICY;
@@ -302,11 +314,12 @@ int batch_run(const run_args *a, luaretry_policy *p) {
   memset(&b, 0, sizeof b);
   b.a = a;
   b.worst = EXIT_OK;
+  b.worst_reason = LUARETRY_REASON_SUCCESS;
   outfile_init(&b.out, NULL, NULL, OUTFILE_PRIVATE);
   int status = collect_urls(&b);
   if (status == EXIT_OK) status = prepare(&b, p);
   if (status == EXIT_OK) status = perform(&b, p);
-  if (a->stats) log_stats(p);
+  report_end(a, p, b.json, b.worst_reason, -1, status);
   batch_free(&b);
   return status;
 }

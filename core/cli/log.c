@@ -83,7 +83,9 @@ void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d
   if (log->json) json_line(log, d, o->status, o->error);
   if (d->hook_error && log->verbosity > 0)
     fprintf(stderr, "luaretry: %s%s\n", who, d->hook_error);
-  if (log->verbosity == 0) return;
+  /* quiet as curl's -sS: nothing but the line of a failure's end */
+  if (log->verbosity == 0 && (!log->show_error || d->retry || d->reason == LUARETRY_REASON_SUCCESS))
+    return;
   char outcome[64];
   if (o->error) snprintf(outcome, sizeof outcome, "%s error", o->error);
   else if (o->kind == LUARETRY_OUTCOME_COMMAND) snprintf(outcome, sizeof outcome, "exit %d", o->status);

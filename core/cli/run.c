@@ -21,12 +21,18 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   /* A policy with run() takes the words after it as its arguments. */
   if (luaretry_policy_has_workflow(p)) {
     *mode = RUN_WORKFLOW;
-    if (a->method || a->data || a->nheaders)
-      return cli_usage("run: -X, -H and -d are for URLs; %s runs its own requests", a->policy);
+    if (a->method || a->data || a->nheaders || a->include || a->dump_header || a->write_out ||
+        a->fail || a->connect_timeout > 0)
+      return cli_usage("run: -X, -H, -d, -i, -D, -w, -f and --connect-timeout are for URLs; %s "
+                       "runs its own requests", a->policy);
     if (a->urls_file || a->output_dir || a->parallel)
       return cli_usage("run: --urls, --parallel and --output-dir are for URLs; %s runs its own "
                        "requests", a->policy);
     return 0;
+  }
+  if (a->nwords > 1 || a->urls_file || a->output_dir) {
+    if (a->include || a->dump_header || a->write_out || a->fail)
+      return cli_usage("run: -i, -D, -w and -f take one URL%s", "");
   }
   /* One URL alone is one call, as ever; several (or --urls, or
    * --output-dir) make a batch. */
@@ -38,29 +44,47 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   if (a->nwords == 0) return cli_usage("run: a URL, -- COMMAND, or a policy with run() is needed%s", "");
   char why[256];
   a->url = a->words[0];
-  if (!url_valid(a->url, why, sizeof why)) return cli_usage("run: bad URL: %s", why);
+  if (!url_check(a->url, &a->url_fixed, why, sizeof why)) return cli_usage("run: bad URL: %s", why);
+  if (a->url_fixed) a->url = a->url_fixed;
   return 0;
 }
 
-/* run POLICY URL: the request through the libcurl helper. */
+/* run POLICY URL: the request through the libcurl helper, with curl's
+ * options on its handle and -i, -D, -w, -f around the body. */
 static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_call *c,
-                             const upload *body, outfile *out, luaretry_decision *final) {
+                             attempt_log *log, const upload *body, outfile *out,
+                             luaretry_decision *final) {
   luaretry_header headers[MAX_HEADERS];
   split_headers(a, headers);
   luaretry_request req = run_request(a, a->url, headers, body);
-  luaretry_curl_options co;
-  luaretry_curl_options_init(&co);
-  co.sink = outfile_write;
-  co.sink_ud = out;
   CURL *h = curl_easy_init();
-  luaretry_code rc = h ? luaretry_curl_perform(p, c, h, &req, &co, final) : LUARETRY_E_NOMEM;
+  if (!h) return LUARETRY_E_NOMEM;
+  response r;
+  response_init(&r, a, log, out, h);
+  luaretry_code rc = LUARETRY_E_ARG;  /* run_call's sign of a usage error already told */
+  if (curlopts_apply(a, h) == 0 && (!a->write_out || writeout_load(a->write_out, &r.format) == 0)) {
+    luaretry_call_observe(c, response_observe, &r);
+    luaretry_curl_options co;
+    luaretry_curl_options_init(&co);
+    co.sink = response_sink;
+    co.sink_ud = &r;
+    co.connect_timeout = a->connect_timeout;
+    rc = luaretry_curl_perform(p, c, h, &req, &co, final);
+  }
+  if (rc == LUARETRY_OK) {
+    int status = cli_exit_status(final->reason);
+    if (response_finish(&r, final, status) != status) rc = LUARETRY_E_IO;
+  }
+  response_free(&r);
   curl_easy_cleanup(h);
   return rc;
 }
 
-/* Begins the call (*c, freed by the caller) and runs it; the exit status. */
+/* Begins the call (*c, freed by the caller) and runs it into *final; the
+ * exit status. */
 static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attempt_log *log,
-                    const upload *body, outfile *out, luaretry_call **c) {
+                    const upload *body, outfile *out, luaretry_call **c,
+                    luaretry_decision *final) {
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
   if (a->has_seed) opt.flags |= LUARETRY_CALL_SEED, opt.seed = a->seed;
@@ -71,19 +95,19 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   }
   luaretry_call_observe(*c, log_attempt, log);
   cli_cancel_on_signal(*c, NULL);
-  luaretry_decision final;
-  memset(&final, 0, sizeof final);
-  if (mode == RUN_URL) rc = url_run(a, p, *c, body, out, &final);
-  else if (mode == RUN_WORKFLOW) rc = workflow_run(p, *c, a->words, a->nwords, out, &final);
-  else rc = command_run(*c, a->command, out, &final);
+  if (mode == RUN_URL) rc = url_run(a, p, *c, log, body, out, final);
+  else if (mode == RUN_WORKFLOW) rc = workflow_run(a, p, *c, out, final);
+  else rc = command_run(*c, a->command, out, final);
   cli_cancel_on_signal(NULL, NULL);
+  if (rc == LUARETRY_E_IO) return EXIT_FINAL;  /* -D could not be written: said */
+  if (rc == LUARETRY_E_ARG && mode != RUN_COMMAND) return EXIT_USAGE;  /* curl's options: said */
   if (rc != LUARETRY_OK) {
     const char *pm = luaretry_policy_errmsg(p);
     fprintf(stderr, "luaretry: %s\n", pm[0] ? pm : luaretry_call_errmsg(*c));
     return cli_error_status(rc);
   }
-  if (final.reason == LUARETRY_REASON_CANCELLED) fprintf(stderr, "luaretry: interrupted\n");
-  return cli_exit_status(final.reason);
+  if (final->reason == LUARETRY_REASON_CANCELLED) fprintf(stderr, "luaretry: interrupted\n");
+  return cli_exit_status(final->reason);
 }
 
 /* One call: its log, its body (-d) and its output (-o, or standard output). */
@@ -92,20 +116,22 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   luaretry_policy_tuning(p, &t);
   char *target = a->url ? url_redacted(a->url)
                  : strdup(mode == RUN_WORKFLOW ? t.name : a->command[0]);
-  attempt_log log = { a->verbosity, NULL, t.max_attempts, target, 0 };
+  attempt_log log = { a->verbosity, NULL, t.max_attempts, target, 0, a->show_error };
   if (log_json_open(a->log_json, &log.json) != 0) {
     free(target);
     return EXIT_USAGE;
   }
   upload body = { 0 };
-  outfile out;  /* finished even when upload_open() failed */
+  outfile out;  /* finished even when data_open() failed */
   outfile_init(&out, a->output, "-o", OUTFILE_PRIVATE);
   luaretry_call *c = NULL;
+  luaretry_decision final;
+  memset(&final, 0, sizeof final);
   int status = EXIT_USAGE;
-  if ((!a->data || upload_open(&body, a->data) == 0) && outfile_create(&out) == 0)
-    status = run_call(a, p, mode, &log, &body, &out, &c);
+  if ((!a->data || data_open(a, &body) == 0) && outfile_create(&out) == 0)
+    status = run_call(a, p, mode, &log, &body, &out, &c, &final);
   if (outfile_finish(&out, status == EXIT_OK) != 0 && status == EXIT_OK) status = EXIT_FINAL;
-  if (a->stats) log_stats(p);
+  report_end(a, p, log.json, final.reason, final.attempt, status);
   luaretry_call_free(c);
   upload_close(&body);
   log_json_close(log.json);
@@ -121,7 +147,7 @@ static int run_loaded(run_args *a) {
   }
   int status = EXIT_POLICY;
   luaretry_policy *p = cli_load_policy(a->policy, a->sets, a->nsets, a->verbosity > 0);
-  run_mode mode;
+  run_mode mode = RUN_URL;
   if (p && (status = choose_mode(a, p, &mode)) == 0) {
     log_policy_events(p, a->verbosity);
     status = mode == RUN_BATCH ? batch_run(a, p) : run_one(a, p, mode);
@@ -140,6 +166,7 @@ int cli_run(int argc, char **argv) {
   run_args a;
   int status = parse_run(argc, argv, &a, words);
   if (status == 0) status = run_loaded(&a);
+  free(a.url_fixed);
   free(words);
   return status;
 }

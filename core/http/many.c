@@ -178,6 +178,7 @@ static void start_attempt(batch *b, live_call *lc) {
   }
   const luaretry_request *req = b->jobs[lc->job].request;
   rc = lr_curl_attempt_setup(lc->c, req, lc->next, lc->h, timeout, &s->a);
+  if (rc == LUARETRY_OK) lr_curl_connect_timeout(lc->h, b->o->connect_timeout, timeout);
   if (rc == LUARETRY_OK && curl_multi_add_handle(b->m->multi, lc->h) != CURLM_OK) {
     curl_easy_setopt(lc->h, CURLOPT_HTTPHEADER, NULL);
     curl_slist_free_all(s->a.headers);

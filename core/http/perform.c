@@ -1,9 +1,16 @@
 /* perform.c: one request performed under a policy until it stops:
  * luaretry_curl_perform.  Each attempt runs on a private multi handle so a
  * cancel interrupts the transfer at once. */
+#include <math.h>
 #include <string.h>
 
 #include "http.h"
+
+void lr_curl_connect_timeout(CURL *h, double connect, double timeout) {
+  if (!(connect > 0) || (timeout > 0 && connect >= timeout)) return;
+  long ms = (long)ceil(connect * 1000);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ms < 1 ? 1L : ms);
+}
 
 void luaretry_curl_options_init(luaretry_curl_options *o) {
   if (o) memset(o, 0, sizeof *o);
@@ -24,8 +31,10 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
   memset(&a, 0, sizeof a);
   luaretry_code rc = LUARETRY_OK;
   for (int n = 1;; n++) {
-    rc = lr_curl_attempt_setup(c, req, n, h, luaretry_call_timeout(c), &a);
+    double timeout = luaretry_call_timeout(c);
+    rc = lr_curl_attempt_setup(c, req, n, h, timeout, &a);
     if (rc != LUARETRY_OK) break;
+    if (o) lr_curl_connect_timeout(h, o->connect_timeout, timeout);
     CURLcode res = lr_curl_transfer_once(m, h, c);
     luaretry_outcome out;
     rc = lr_curl_attempt_finish(h, &a, res, &out);

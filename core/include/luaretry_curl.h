@@ -17,7 +17,10 @@ typedef size_t (*luaretry_sink_fn)(void *ud, const char *data, size_t len);
 typedef struct {
   luaretry_sink_fn sink;
   void *sink_ud;
-  uint64_t reserved[4];
+  double connect_timeout;      /* seconds for the connection of each attempt
+                                  (curl's --connect-timeout); never more than
+                                  the attempt's timeout; 0: the attempt's */
+  uint64_t reserved[3];
 } luaretry_curl_options;
 
 /* Sets every field to its empty value (or use a designated initializer). */
@@ -26,7 +29,8 @@ LUARETRY_API void luaretry_curl_options_init(luaretry_curl_options *o);
 /*
  * Performs `req` on handle `h` as call `c` of policy `p` until the policy
  * stops it.  Sets on h, for each attempt: URL, method, headers, the body
- * (sent whole again on every attempt), timeouts clipped to the deadline,
+ * (sent whole again on every attempt), timeouts clipped to the deadline
+ * (the connection's: o->connect_timeout when shorter),
  * and its own write/header/read/seek callbacks; other options the host set
  * (TLS, proxy, auth...) are kept.  Returns LUARETRY_OK when a decision
  * was reached (see final->reason), or an error code with
@@ -132,7 +136,8 @@ typedef struct {
                                 time */
   luaretry_curl_done_fn done;  /* or NULL */
   void *done_ud;
-  uint64_t reserved[4];
+  double connect_timeout;      /* as in luaretry_curl_options */
+  uint64_t reserved[3];
 } luaretry_curl_many_options;
 
 LUARETRY_API void luaretry_curl_many_options_init(luaretry_curl_many_options *o);
