@@ -3,7 +3,7 @@
  * The command is a user of the public API only (luaretry.h,
  * luaretry_curl.h) and of the fault server's faults/faults.h:
  *   main.c      picks the subcommand; `faults` and `demo`
- *   usage.c     the usage and help texts, the usage error
+ *   usage.c     the usage and help texts, --version, the usage error
  *   load.c      loading a policy with --set overrides, and its messages
  *   signals.c   exit statuses; SIGINT and SIGTERM cancel what runs
  *   outfile.c   a file replaced whole or not at all (-o, --output-dir, --svg)
@@ -34,9 +34,14 @@ enum {
 };
 
 /* ---- usage.c */
-extern const char CLI_USAGE[], CLI_HELP[];
+extern const char CLI_USAGE[];
 /* Prints "luaretry: " + fmt (with arg) and the usage; returns EXIT_USAGE. */
 int cli_usage(const char *fmt, const char *arg);
+/* `help`: the overview (command NULL) or a command's, on standard output. */
+int cli_help(const char *command);
+/* --version: luaretry's, libcurl's and Lua's versions, what is built in, and
+ * where policies are looked for. */
+int cli_version(void);
 
 /* ---- load.c */
 #define CLI_SET_NAME 64    /* room for the NAME of NAME=VALUE */

@@ -65,6 +65,10 @@ extern "C" {
  * LUARETRY_VERSION_NUM, which may be newer than the header's. */
 LUARETRY_API const char *luaretry_version(unsigned *num);
 
+/* The Lua release the library runs scripts with ("Lua 5.4.6"), for
+ * --version and bug reports. */
+LUARETRY_API const char *luaretry_lua_version(void);
+
 /* Append-only: a code never changes meaning. */
 typedef enum {
   LUARETRY_OK = 0,

@@ -21,6 +21,10 @@
 #define LUARETRY_DKJSON "/usr/share/lua/5.4/dkjson.lua"
 #endif
 
+const char *luaretry_lua_version(void) {
+  return LUA_RELEASE;
+}
+
 static int safe_load(lua_State *L) {
   /* load(chunk [, chunkname [, mode [, env]]]) with mode forced to text */
   int has_env = lua_gettop(L) >= 4;
