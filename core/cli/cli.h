@@ -8,10 +8,15 @@
  *   signals.c   exit statuses; SIGINT and SIGTERM cancel what runs
  *   outfile.c   a file replaced whole or not at all (-o, --output-dir, --svg)
  *   run.c       `run`: what to run, and one call of it (run.h for its files:)
- *     args.c      its command line and the request it describes
+ *     args.c      its command line (curl's options too) and the request
  *     upload.c    -d DATA, -d @FILE, -d @-
+ *     data.c      the body of -d, --data-binary, --data-raw, joined with &
+ *     curlopts.c  curl's options on the handle: TLS, -u, -A, -L, --compressed
+ *     response.c  -i, -D, -f around one URL's body; writeout.c: -w
  *     url.c       URLs through curl's parser: valid, redacted, file name
  *     log.c       attempt lines, --log-json, the breaker, --stats
+ *     report.c    the end, for machines: --stats=json, --metrics-file, and
+ *                 the summary object of --log-json
  *     command.c   run POLICY -- COMMAND
  *     workflow.c  run POLICY [ARGS] for a policy with run()
  *     batch.c     run POLICY URL URL... | --urls FILE
