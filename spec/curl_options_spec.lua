@@ -248,8 +248,8 @@ describe("run with curl's options", function ()
 
     it("--connect-timeout bounds the connection alone, a single URL and a batch", function ()
       assert.are.equal(0, sh("cc " .. q(here .. "/cli/blackhole.c") .. " -o " .. q(tmp .. "/blackhole")))
-      proc.sh("sh -c " .. q("exec " .. q(tmp .. "/blackhole") .. " >" .. q(tmp .. "/bh.out") ..
-              " </dev/null & echo $! > " .. q(tmp .. "/bh.pid")))
+      sh("exec " .. q(tmp .. "/blackhole") .. " >" .. q(tmp .. "/bh.out") ..
+         " </dev/null & echo $! > " .. q(tmp .. "/bh.pid"))
       local pid = tonumber(proc.wait_for(function () return proc.readfile(tmp .. "/bh.pid") end))
       finally(function () proc.kill(pid) end)
       local port = tonumber(proc.wait_for(function () return (proc.readfile(tmp .. "/bh.out") or ""):match("%d+") end))

@@ -134,7 +134,7 @@ static int not_found(lua_State *L, const char *name) {
   luaL_addstring(&b, name);
   luaL_addstring(&b, ": no such file");
   char dir[4096];
-  for (size_t i = 0; !strchr(name, '/') && luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++) {
+  for (size_t i = 0; luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++) {
     luaL_addstring(&b, i ? ", " : ", nor in ");
     luaL_addstring(&b, dir);
   }
@@ -148,7 +148,8 @@ static int l_load(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
   char path[8192];
   luaretry_code rc = luaretry_policy_find(name, path, sizeof path);
-  if (rc == LUARETRY_E_IO) return not_found(L, name);
+  /* a path is the library's to report ("cannot open"); a name, where it was looked for */
+  if (rc == LUARETRY_E_IO && !strchr(name, '/')) return not_found(L, name);
   return new_policy(L, rc == LUARETRY_OK ? path : name, NULL, NULL, 2);
 }
 
