@@ -119,6 +119,39 @@ describe("run with curl's options", function ()
     end)
   end)
 
+  describe("beyond one URL", function ()
+    it("-A, -u and -L hold for every URL of a batch and every request of a workflow", function ()
+      local r = run({ a.base .. "/auth", a.base .. "/redirect?" .. a.base .. "/landing", "-u", "user:s3cret",
+                      "-A", "batch/1", "-L" })
+      assert.are.equal(0, r.code, r.stderr)
+      for _, path in ipairs({ "/auth", "/redirect", "/landing" }) do
+        local seen = a:requests_on(path)[1]
+        assert.are.equal("batch/1", seen.headers["user-agent"], path)
+        assert.are.equal("Basic dXNlcjpzM2NyZXQ=", seen.headers.authorization, path)
+      end
+      a:reset()
+      proc.writefile(tmp .. "/flow.lua", [[
+max_attempts = 1
+deadline = 10
+function run(http, args)
+  local r = http.get(args[1])
+  return r.status, r.body
+end
+]])
+      r = proc.run({ "run", tmp .. "/flow.lua", a.base .. "/auth", "-u", "user:s3cret" }, { timeout = 30 })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("welcome\n", r.stdout)
+      assert.matches("^luaretry/", a:requests_on("/auth")[1].headers["user-agent"])
+      -- what only one URL has is refused for a workflow, before any request
+      a:reset()
+      r = proc.run({ "run", tmp .. "/flow.lua", a.base .. "/ok", "--connect-timeout", "1" })
+      assert.are.equal(2, r.code)
+      r = proc.run({ "run", "http", a.base .. "/ok", a.base .. "/ok", "-w", "%{http_code}" })
+      assert.are.equal(2, r.code)
+      assert.are.equal(0, #a:requests())
+    end)
+  end)
+
   describe("redirects", function ()
     it("without -L a 302 is the answer; -L/--location follows it", function ()
       local target = a.base .. "/landing"
