@@ -19,7 +19,7 @@ VERSION := $(shell sed -n 's/^\#define LUARETRY_VERSION_\(MAJOR\|MINOR\|PATCH\) 
 MAJOR := $(firstword $(subst ., ,$(VERSION)))
 
 DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted \
-  lua-dkjson curl lua-cjson valgrind openssl
+  lua-dkjson curl lua-cjson valgrind openssl mandoc man-db luarocks zsh gzip
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
 LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null)
 CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
@@ -59,11 +59,12 @@ LIB_OBJ = $(ENGINE_OBJ) $(SCRIPT_OBJ) $(HTTP_OBJ)
 ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
-C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc
+C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc find
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
-.PHONY: all deps demo test test-c test-lua check-layers bench install uninstall clean
+.PHONY: all deps demo test test-c test-lua check-layers check-man bench install uninstall \
+  rock install-rock clean
 
 all: $(BUILD)/libluaretry.a $(BUILD)/libluaretry.so $(BUILD)/luaretry.so $(BUILD)/luaretry \
   $(BUILD)/luaretry.pc
@@ -153,8 +154,14 @@ test-lua: all $(FAULT_BIN)
 
 ASAN_PRELOAD = $(shell $(CC) -print-file-name=libasan.so) $(shell $(CC) -print-file-name=libubsan.so)
 
+# The man pages, linted together from their folder, where each finds the
+# page it refers to.
+check-man:
+	cd core/cli/man && mandoc -Tlint luaretry.1 luaretry-policy.5
+
 test: deps
 	$(MAKE) check-layers
+	$(MAKE) check-man
 	$(MAKE) test-c
 	$(MAKE) test-lua
 	$(MAKE) BUILD=build/asan SAN=1 test-c
@@ -180,22 +187,30 @@ bench: deps
 	bash spec/bench/million.sh
 	BENCH_LOOP=$(BUILD)/bench_loop bash spec/bench/peers.sh
 
+# core/install/install.sh installs under $(DESTDIR)$(PREFIX) and keeps a manifest
+# (share/luaretry/install-manifest) that `make uninstall` removes exactly.
+INSTALL_ENV = DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' BUILD=build/install VERSION=$(VERSION) MAJOR=$(MAJOR)
+
 install:
 	rm -rf build/install  # objects and luaretry.pc hold the prefix: rebuild for this one
 	$(MAKE) BUILD=build/install DATADIR=$(PREFIX)/share/luaretry PREFIX=$(PREFIX) all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/share/luaretry/lua \
-	  $(DESTDIR)$(PREFIX)/share/luaretry/policies $(DESTDIR)$(PREFIX)/lib/lua/5.4
-	install -m 644 core/include/luaretry.h core/include/luaretry_curl.h $(DESTDIR)$(PREFIX)/include/
-	install -m 644 build/install/libluaretry.a $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 build/install/libluaretry.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf libluaretry.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
-	ln -sf libluaretry.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libluaretry.so
-	install -m 644 build/install/luaretry.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
-	install -m 755 build/install/luaretry $(DESTDIR)$(PREFIX)/bin/
-	install -m 755 build/install/luaretry.so $(DESTDIR)$(PREFIX)/lib/lua/5.4/
-	install -m 644 lua/*.lua $(DESTDIR)$(PREFIX)/share/luaretry/lua/
-	install -m 644 policies/*.lua $(DESTDIR)$(PREFIX)/share/luaretry/policies/
+	$(INSTALL_ENV) sh core/install/install.sh install
+
+uninstall:
+	$(INSTALL_ENV) sh core/install/install.sh uninstall
+
+# luarocks (lua/luaretry-VERSION-1.rockspec, build type "make"): the module
+# alone, built for the rock's own folder, where the helpers and policies go.
+ROCK_PREFIX ?= $(PREFIX)
+rock:
+	rm -rf build/rock
+	$(MAKE) BUILD=build/rock DATADIR=$(ROCK_PREFIX)/share/luaretry build/rock/luaretry.so
+
+install-rock:
+	install -d $(INST_LIBDIR) $(INST_PREFIX)/share/luaretry/lua $(INST_PREFIX)/share/luaretry/policies
+	install -m 755 build/rock/luaretry.so $(INST_LIBDIR)/
+	install -m 644 lua/*.lua $(INST_PREFIX)/share/luaretry/lua/
+	install -m 644 policies/*.lua $(INST_PREFIX)/share/luaretry/policies/
 
 clean:
 	rm -rf build

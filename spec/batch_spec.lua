@@ -319,7 +319,12 @@ describe("luaretry run, many URLs", function ()
       local r = run(concat({ "run", HTTP, "--log-json", file, "-q" }, FAST, list))
       assert.are.equal(0, r.code, r.stderr)
       local by_index = {}
-      for _, line in ipairs(proc.lines(proc.readfile(file))) do
+      local lines = proc.lines(proc.readfile(file))
+      -- the log ends with one summary object for the whole batch (issue 13)
+      local summary = proc.json.decode(table.remove(lines))
+      assert.is_true(summary.summary)
+      assert.are.same({ 4, 0, "success" }, { summary.attempts, summary.exit, summary.verdict })
+      for _, line in ipairs(lines) do
         local e = proc.json.decode(line)
         by_index[e.index] = (by_index[e.index] or 0) + 1
         assert.are.equal(list[e.index], e.url)

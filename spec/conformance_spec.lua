@@ -423,7 +423,7 @@ describe("Cloud Storage retry conformance (policies/gcs.lua)", function()
                                                   or "Content-Type: text/plain"
       args[#args + 1] = "-d"; args[#args + 1] = step.body
     elseif step.body_size then
-      args[#args + 1] = "-d"
+      args[#args + 1] = "--data-binary"  -- as it is: -d would drop the file's CR and LF bytes, as curl's does
       args[#args + 1] = "@" .. tmp .. (size == 9 * 1048576 and "/upload-9M.bin" or "/upload-small.bin")
     end
     local out = tmp .. "/out-" .. i

@@ -65,4 +65,128 @@ function is_transient(status, body, info) return status == 0 or transient(status
     assert.are.equal(0, r.code, r.stderr)
     assert.are.equal("new content\n", r.stdout)
   end)
+
+  -- Everything below runs with an environment of PATH, LD_LIBRARY_PATH,
+  -- LUA_CPATH and LUA_PATH only, as README.md's "Install" section says.
+  local function only_env(prefix)
+    return "env -i PATH=" .. q(prefix .. "/bin:/usr/bin:/bin") ..
+           " LD_LIBRARY_PATH=" .. q(prefix .. "/lib") ..
+           " LUA_CPATH=" .. q(prefix .. "/lib/lua/5.4/?.so;;") ..
+           " LUA_PATH=" .. q(prefix .. "/share/luaretry/lua/?.lua;;") .. " "
+  end
+
+  -- "file" and "dir" lines of a find(1) listing of root, sorted.
+  local function tree(root)
+    local t = {}
+    local p = io.popen("cd " .. q(root) .. " && find . -mindepth 1 | sort")
+    for line in p:lines() do t[#t + 1] = line end
+    p:close()
+    return t
+  end
+
+  it("into an empty folder: the command, list, man, pkg-config, a C program and the Lua module; uninstall empties it", function ()
+    local prefix = proc.tmpdir()
+    local srv
+    finally(function ()
+      if srv then srv:stop() end
+      proc.rmtree(prefix)
+    end)
+    local log = prefix .. ".log"
+    local make = "cd " .. q(proc.root) .. " && env -u LD_PRELOAD timeout 300 make "
+    assert.are.equal(0, proc.sh(make .. "install PREFIX=" .. q(prefix) .. " >" .. q(log) .. " 2>&1"),
+                     proc.readfile(log))
+    for _, f in ipairs({ "/lib/libluaretry.so.0.2.0", "/lib/libluaretry.so.0", "/lib/lua/5.4/luaretry.so",
+                         "/share/man/man1/luaretry.1", "/share/man/man5/luaretry-policy.5",
+                         "/share/bash-completion/completions/luaretry", "/share/zsh/site-functions/_luaretry",
+                         "/share/doc/luaretry/LICENSE", "/share/luaretry/install-manifest" }) do
+      assert.is_truthy(io.open(prefix .. f), "not installed: " .. f)
+    end
+    assert.are.equal("libluaretry.so.0.2.0", proc.readfile_cmd("readlink " .. q(prefix .. "/lib/libluaretry.so.0")):gsub("\n", ""))
+    local env = only_env(prefix)
+    local out = prefix .. "/out"
+    local function sh(cmd) return proc.sh("cd " .. q(prefix) .. " && " .. env .. cmd .. " >" .. q(out) .. " 2>&1") end
+
+    srv = proc.server(here .. "/run/server.lua")
+    -- the policy by its name, found in the installed share/luaretry/policies
+    assert.are.equal(0, sh("luaretry run http " .. q(srv.base .. "/new") .. " -q"), proc.readfile(out))
+    assert.are.equal("new content\n", proc.readfile(out))
+    assert.are.equal(0, sh("luaretry list"), proc.readfile(out))
+    assert.matches("^" .. prefix:gsub("%p", "%%%0") .. "/share/luaretry/policies:\n  azure ", proc.readfile(out))
+    assert.are.equal(0, sh("man -P cat luaretry"), proc.readfile(out))
+    assert.matches("retry HTTP requests and commands", proc.readfile(out))
+    assert.are.equal(0, sh("man -P cat 5 luaretry-policy"), proc.readfile(out))
+    assert.are.equal(0, sh("pkg-config --with-path=" .. q(prefix .. "/lib/pkgconfig") .. " --libs luaretry"))
+    assert.matches("%-L" .. prefix:gsub("%p", "%%%0") .. "/lib %-lluaretry", proc.readfile(out))
+    -- README's C example, linked against the shared library, found through LD_LIBRARY_PATH
+    local readme = assert(proc.readfile(proc.root .. "/README.md"))
+    proc.writefile(prefix .. "/retry_get.c", readme:match("\n## Embedding in C\n.-```c\n(.-)```"))
+    assert.are.equal(0, sh("cc retry_get.c $(pkg-config --with-path=" .. q(prefix .. "/lib/pkgconfig") ..
+                           " --cflags --libs luaretry) -o retry_get"), proc.readfile(out))
+    assert.are.equal(0, sh("./retry_get " .. q(prefix .. "/share/luaretry/policies/http.lua") .. " " ..
+                           q(srv.base .. "/new")), proc.readfile(out))
+    assert.matches("new content", proc.readfile(out))
+    -- stock lua5.4 finds the module, and the helpers through LUA_PATH
+    assert.are.equal(0, sh("lua5.4 -e " .. q('local l = require "luaretry"; assert(l.load("gcs")); ' ..
+                                             'assert(require "testing"); print("loaded")')), proc.readfile(out))
+    assert.are.equal("loaded\n", proc.readfile(out))
+
+    os.remove(prefix .. "/retry_get.c")
+    os.remove(prefix .. "/retry_get")
+    os.remove(out)
+    assert.are.equal(0, proc.sh(make .. "uninstall PREFIX=" .. q(prefix) .. " >" .. q(log) .. " 2>&1"),
+                     proc.readfile(log))
+    assert.are.same({}, tree(prefix))
+    os.remove(log)
+  end)
+
+  it("with DESTDIR: everything under DESTDIR/PREFIX and nothing else; uninstall takes only what it put", function ()
+    local dest, prefix = proc.tmpdir(), proc.tmpdir()
+    finally(function ()
+      proc.rmtree(dest)
+      proc.rmtree(prefix)
+    end)
+    -- the prefix holds something of its own, which must outlive the uninstall
+    proc.sh("mkdir -p " .. q(dest .. prefix .. "/bin"))
+    proc.writefile(dest .. prefix .. "/bin/other", "#!/bin/sh\n")
+    local before = tree(dest)
+    local log = dest .. ".log"
+    local make = "cd " .. q(proc.root) .. " && env -u LD_PRELOAD timeout 300 make "
+    local vars = " DESTDIR=" .. q(dest) .. " PREFIX=" .. q(prefix)
+    assert.are.equal(0, proc.sh(make .. "install" .. vars .. " >" .. q(log) .. " 2>&1"), proc.readfile(log))
+    assert.are.same({}, tree(prefix))  -- nothing lands in the real prefix
+    for _, path in ipairs(tree(dest)) do
+      local abs = path:sub(2)  -- "./tmp/x/bin" -> "/tmp/x/bin"
+      local above = prefix:sub(1, #abs) == abs and (#abs == #prefix or prefix:sub(#abs + 1, #abs + 1) == "/")
+      local under = abs:sub(1, #prefix + 1) == prefix .. "/"
+      assert.is_true(above or under, "outside DESTDIR/PREFIX: " .. path)
+    end
+    -- the files name PREFIX, never DESTDIR
+    assert.matches("prefix=" .. prefix:gsub("%p", "%%%0") .. "\n",
+                   proc.readfile(dest .. prefix .. "/lib/pkgconfig/luaretry.pc"))
+    assert.is_nil(proc.readfile(dest .. prefix .. "/lib/pkgconfig/luaretry.pc"):find(dest, 1, true))
+    -- a package manager moves the staged tree into place: it runs there as it is
+    proc.sh("cp -a " .. q(dest .. prefix) .. "/. " .. q(prefix))
+    local out = prefix .. "/../" .. "out"
+    assert.are.equal(0, proc.sh(only_env(prefix) .. "luaretry list >" .. q(out) .. " 2>&1"), proc.readfile(out))
+    assert.matches("\n  gcs +Google Cloud Storage%.\n", proc.readfile(out))
+    os.remove(out)
+    assert.are.equal(0, proc.sh(make .. "uninstall" .. vars .. " >" .. q(log) .. " 2>&1"), proc.readfile(log))
+    assert.are.same(before, tree(dest))
+    os.remove(log)
+  end)
+
+  it("luarocks --lua-version=5.4 make --tree DIR builds and installs a module stock lua5.4 loads", function ()
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    local log = dir .. "/rock.log"
+    local code = proc.sh("cd " .. q(proc.root) .. " && env -u LD_PRELOAD timeout 300 luarocks --lua-version=5.4 make --tree " ..
+                         q(dir .. "/tree") .. " lua/luaretry-0.2.0-1.rockspec >" .. q(log) .. " 2>&1")
+    assert.are.equal(0, code, proc.readfile(log))
+    local lua = "env -i PATH=/usr/bin:/bin LUA_CPATH=" .. q(dir .. "/tree/lib/lua/5.4/?.so;;") .. " lua5.4 -e "
+    -- a policy by name, and a script requiring the helpers installed with the rock
+    local script = 'local l = require "luaretry"; local p = assert(l.load("http")); ' ..
+                   'assert(l.load_string("max_attempts = 2; local r = require [[retry]]")); print(p:tuning().name)'
+    local r = proc.readfile_cmd(lua .. q(script) .. " 2>&1")
+    assert.are.equal("http\n", r)
+  end)
 end)

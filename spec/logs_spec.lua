@@ -44,8 +44,9 @@ describe("logs no server can forge", function ()
     assert.are.equal(3, r.code, r.stderr)
     local text = proc.readfile(log)
     local lines = proc.lines(text)
-    assert.are.equal(1, #lines)
+    assert.are.equal(2, #lines)  -- the attempt, then the summary
     assert.is_true(harmless(text))
+    assert.is_true(proc.json.decode(lines[2]).summary)
     local e = proc.json.decode(lines[1])
     assert.are.equal("policy_error", e.verdict)
     -- bytes that are not UTF-8 come back as the Latin-1 characters

@@ -132,10 +132,10 @@ describe("luaretry run", function ()
   describe("uploads", function ()
     local data = proc.varied_bytes(100 * 1024)
 
-    it("a POST with -d @FILE is not retried on 503 without is_idempotent", function ()
+    it("a POST with --data-binary @FILE is not retried on 503 without is_idempotent", function ()
       local file = tmp .. "/upload.bin"
       proc.writefile(file, data)
-      local r = run({ "run", HTTP, url("/always503"), "-d", "@" .. file })
+      local r = run({ "run", HTTP, url("/always503"), "--data-binary", "@" .. file })
       assert.are.equal(1, r.code, r.stderr)
       local seen = srv:requests_on("/always503")
       assert.are.equal(1, #seen)
@@ -147,7 +147,7 @@ describe("luaretry run", function ()
     it("with is_idempotent, every attempt carries the byte-identical body", function ()
       local file = tmp .. "/upload.bin"
       proc.writefile(file, data)
-      local r = run({ "run", RUN .. "post_idempotent.lua", url("/always503"), "-d", "@" .. file })
+      local r = run({ "run", RUN .. "post_idempotent.lua", url("/always503"), "--data-binary", "@" .. file })
       assert.are.equal(4, r.code, r.stderr)
       local seen = srv:requests_on("/always503")
       assert.are.equal(3, #seen)
@@ -246,7 +246,12 @@ describe("luaretry run", function ()
       for _, line in ipairs(proc.lines(proc.readfile(file))) do
         entries[#entries + 1] = proc.json.decode(line)
       end
-      return entries, r
+      -- the log ends with one summary object (issue 13): the rest are attempts
+      local summary = table.remove(entries)
+      assert.is_true(summary.summary, "no summary object at the end")
+      assert.are.equal(#entries, summary.attempts)
+      assert.are.equal(r.code, summary.exit)
+      return entries, r, summary
     end
 
     it("two runs with --seed 7 wait exactly the same", function ()
@@ -294,8 +299,9 @@ describe("luaretry run", function ()
       local r = run({ "run", HTTP, url("/flaky"), "--log-json", "-", "-q" })
       assert.are.equal(0, r.code)
       local lines = proc.lines(r.stderr)
-      assert.are.equal(3, #lines, r.stderr)
-      for i, line in ipairs(lines) do assert.are.equal(i, proc.json.decode(line).attempt) end
+      assert.are.equal(4, #lines, r.stderr)  -- three attempts and the summary
+      for i = 1, 3 do assert.are.equal(i, proc.json.decode(lines[i]).attempt) end
+      assert.is_true(proc.json.decode(lines[4]).summary)
     end)
   end)
 

@@ -56,6 +56,7 @@ typedef struct {
   upload body;             /* -d, sent by every call */
   luaretry_curl_many *many;
   int worst;               /* the worst exit status of the calls so far */
+  luaretry_reason worst_reason;  /* the verdict of the call that set it */
   int interrupted;         /* some call ended cancelled */
 } batch;
 
@@ -76,8 +77,8 @@ static int severity(int status) {
   return 5;
 }
 
-static void fold_status(batch *b, int status) {
-  if (severity(status) > severity(b->worst)) b->worst = status;
+static void fold_status(batch *b, int status, luaretry_reason reason) {
+  if (severity(status) > severity(b->worst)) b->worst = status, b->worst_reason = reason;
 }
 
 /* ---- the list of URLs */
@@ -118,7 +119,10 @@ static int check_list(batch *b, int *count) {
   int r;
   while ((r = next_line(b->list, &b->line, &b->line_size, &line_no, &url)) == 1) {
     (*count)++;
-    if (!url_valid(url, why, sizeof why)) {
+    char *fixed = NULL;
+    int valid = url_check(url, &fixed, why, sizeof why);
+    free(fixed);
+    if (!valid) {
       snprintf(where, sizeof where, " (--urls %s, line %ld)", name, line_no);
       return bad_url(url, where, why);
     }
@@ -137,8 +141,12 @@ static int open_urls(batch *b) {
   const run_args *a = b->a;
   char why[256];
   int count = a->nwords;
-  for (int i = 0; i < a->nwords; i++)
-    if (!url_valid(a->words[i], why, sizeof why)) return bad_url(a->words[i], "", why);
+  for (int i = 0; i < a->nwords; i++) {
+    char *fixed = NULL;
+    int valid = url_check(a->words[i], &fixed, why, sizeof why);
+    free(fixed);
+    if (!valid) return bad_url(a->words[i], "", why);
+  }
   if (a->urls_file) {
     b->list = strcmp(a->urls_file, "-") == 0 ? stdin : fopen(a->urls_file, "r");
     if (!b->list) {
@@ -305,16 +313,18 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
   char why[256];
   for (char *url; (url = next_url(b));) {
     b->urls++;
-    if (!url_valid(url, why, sizeof why)) {  /* from a pipe: not checked before */
+    char *fixed = NULL;
+    if (!url_check(url, &fixed, why, sizeof why)) {  /* from a pipe: not checked before */
       char where[64];
       snprintf(where, sizeof where, " ([%ld])", b->urls);
-      fold_status(b, bad_url(url, where, why));
+      fold_status(b, bad_url(url, where, why), LUARETRY_REASON_FINAL);
       free(url);
       continue;
     }
+    if (fixed) free(url), url = fixed;  /* no scheme: http://, as curl guesses */
     if (url_new(b, url, job)) return 1;
     fprintf(stderr, "luaretry: [%ld] out of memory\n", b->urls);
-    fold_status(b, EXIT_POLICY);
+    fold_status(b, EXIT_POLICY, LUARETRY_REASON_POLICY_ERROR);
   }
   return 0;
 }
@@ -334,7 +344,7 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
                 r->final.attempt > 0;
   int keep = status == EXIT_OK || (!u->file.path && decided);
   if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
-  fold_status(b, status);
+  fold_status(b, status, r->final.reason);
   char last[64] = "none";
   if (r->final.attempt > 0) {
     if (r->error) snprintf(last, sizeof last, "%s error", r->error);
@@ -369,7 +379,7 @@ static int prepare(batch *b, luaretry_policy *p) {
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
   b->max_attempts = t.max_attempts;
-  int status = a->data ? upload_open(&b->body, a->data) : 0;
+  int status = a->data ? data_open(a, &b->body) : 0;
   if (status != 0) return status;
   /* -d @- or a FIFO: spooled once for every call, within the deadline */
   spool_status st = upload_ready(&b->body, t.deadline, t.body_limit);
@@ -384,6 +394,12 @@ static int prepare(batch *b, luaretry_policy *p) {
 }
 
 static int perform(batch *b, luaretry_policy *p) {
+  /* curl's options on a template every call's handle is copied from */
+  CURL *easy = curl_easy_init();
+  if (!easy || curlopts_apply(b->a, easy) != 0) {
+    curl_easy_cleanup(easy);
+    return EXIT_USAGE;
+  }
   luaretry_code rc = luaretry_curl_many_new(&b->many);
   luaretry_call_options copt;
   luaretry_call_options_init(&copt);
@@ -396,11 +412,13 @@ static int perform(batch *b, luaretry_policy *p) {
   mo.done_ud = b;
   mo.next = next_job;
   mo.next_ud = b;
+  mo.easy = easy;
   if (rc == LUARETRY_OK) {
     cli_cancel_on_signal(NULL, b->many);
     rc = luaretry_curl_perform_many(b->many, p, NULL, 0, &mo);
     cli_cancel_on_signal(NULL, NULL);
   }
+  curl_easy_cleanup(easy);
   if (rc != LUARETRY_OK) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
     return EXIT_POLICY;
@@ -414,7 +432,7 @@ static int perform(batch *b, luaretry_policy *p) {
     else
       fprintf(stderr, "luaretry: interrupted\n");
   }
-  if (b->list_failed) fold_status(b, EXIT_USAGE);
+  if (b->list_failed) fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);
   if (b->urls == 0 && !b->interrupted)
     return cli_usage("run: --urls %s holds no URL", b->a->urls_file);
   return b->worst;
@@ -425,10 +443,11 @@ int batch_run(const run_args *a, luaretry_policy *p) {
   memset(&b, 0, sizeof b);
   b.a = a;
   b.worst = EXIT_OK;
+  b.worst_reason = LUARETRY_REASON_SUCCESS;
   int status = open_urls(&b);
   if (status == EXIT_OK) status = prepare(&b, p);
   if (status == EXIT_OK) status = perform(&b, p);
-  if (a->stats) log_stats(p);
+  report_end(a, p, b.json, b.worst_reason, -1, status);
   luaretry_curl_many_free(b.many);
   upload_close(&b.body);
   log_json_close(b.json);

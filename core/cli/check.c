@@ -129,14 +129,15 @@ static void secs(char *buf, size_t n, double v) {
 }
 
 static void print_tuning(const luaretry_tuning *t) {
-  char att[32], dl[32], to[32];
+  char att[32], dl[32], to[32], ct[48] = "";
   if (t->max_attempts > 0) snprintf(att, sizeof att, "%ld", t->max_attempts);
   else snprintf(att, sizeof att, "no limit");
   secs(dl, sizeof dl, t->deadline);
   secs(to, sizeof to, t->attempt_timeout);
-  printf("  tuning: name %s; max_attempts %s, deadline %s, attempt_timeout %s, "
+  if (t->connect_timeout > 0) snprintf(ct, sizeof ct, ", connect_timeout %g s", t->connect_timeout);
+  printf("  tuning: name %s; max_attempts %s, deadline %s, attempt_timeout %s%s, "
          "retry_after %s (max %g s), body_limit %zu B\n",
-         t->name ? t->name : "?", att, dl, to, t->retry_after ? "on" : "off",
+         t->name ? t->name : "?", att, dl, to, ct, t->retry_after ? "on" : "off",
          t->max_retry_after, t->body_limit);
   printf("  backoff: ");
   switch (t->kind) {
@@ -197,6 +198,8 @@ static int check_file(const char *path, char **sets, int nsets) {
     luaretry_policy_free(p);
     return 0;
   }
+  char found[CLI_PATH_MAX];
+  if (luaretry_policy_find(path, found, sizeof found) == LUARETRY_OK) path = found;
   if (luaretry_policy_load_file(p, path) != LUARETRY_OK) {
     char *err = cli_policy_message(luaretry_policy_errmsg(p), sets, nsets);
     const char *text = err ? err : luaretry_policy_errmsg(p);

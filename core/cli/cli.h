@@ -3,22 +3,28 @@
  * The command is a user of the public API only (luaretry.h,
  * luaretry_curl.h) and of the fault server's faults/faults.h:
  *   main.c      picks the subcommand; `faults` and `demo`
- *   usage.c     the usage and help texts, the usage error
+ *   usage.c     the usage and help texts, --version, the usage error
  *   load.c      loading a policy with --set overrides, and its messages
  *   signals.c   exit statuses; the stop signals cancel what runs
  *   escape.c    text from the network made safe for logs (JSON, terminal)
  *   outfile.c   a file replaced whole or not at all (-o, --output-dir, --svg)
  *   run.c       `run`: what to run, and one call of it (run.h for its files:)
- *     args.c      its command line and the request it describes
+ *     args.c      its command line (curl's options too) and the request
  *     upload.c    -d DATA, -d @FILE, -d @-
+ *     data.c      the body of -d, --data-binary, --data-raw, joined with &
+ *     curlopts.c  curl's options on the handle: TLS, -u, -A, -L, --compressed
+ *     response.c  -i, -D, -f around one URL's body; writeout.c: -w
  *     url.c       URLs through curl's parser: valid, redacted, file name
  *     log.c       attempt lines, --log-json, the breaker, --stats
+ *     report.c    the end, for machines: --stats=json, --metrics-file, and
+ *                 the summary object of --log-json
  *     command.c   run POLICY -- COMMAND
  *     workflow.c  run POLICY [ARGS] for a policy with run()
  *     batch.c     run POLICY URL URL... | --urls FILE
  *   check.c     `check`
  *   simulate.c  `simulate` (simulate.h: the herd it measures)
  *   svg.c       simulate --svg: the herd's histogram
+ *   list.c      `list`: the policies on the search path
  * No file calls back into one that calls it: main.c calls the subcommands,
  * they call the shared files below them. */
 #ifndef LUARETRY_CLI_H
@@ -34,17 +40,27 @@ enum {
 };
 
 /* ---- usage.c */
-extern const char CLI_USAGE[], CLI_HELP[];
+extern const char CLI_USAGE[];
 /* Prints "luaretry: " + fmt (with arg) and the usage; returns EXIT_USAGE. */
 int cli_usage(const char *fmt, const char *arg);
+/* `help`: the overview (command NULL) or a command's, on standard output. */
+int cli_help(const char *command);
+/* --version: luaretry's, libcurl's and Lua's versions, what is built in, and
+ * where policies are looked for. */
+int cli_version(void);
 
 /* ---- load.c */
 #define CLI_SET_NAME 64    /* room for the NAME of NAME=VALUE */
 /* Splits "NAME=VALUE" (a NAME of 1 to CLI_SET_NAME - 1 bytes); -1 when it
  * is not that. */
 int cli_split_set(const char *set, char name[CLI_SET_NAME], const char **value);
-/* Loads POLICY with NAME=VALUE overrides; NULL after printing why. */
-luaretry_policy *cli_load_policy(const char *path, char **sets, int nsets, int warn);
+#define CLI_PATH_MAX 8192
+/* POLICY, a file or a name on the search path (luaretry_policy_find), into
+ * path; -1 after printing where it was looked for. */
+int cli_find_policy(const char *policy, char path[CLI_PATH_MAX]);
+/* Finds POLICY and loads it with NAME=VALUE overrides; NULL after printing
+ * why. */
+luaretry_policy *cli_load_policy(const char *policy, char **sets, int nsets, int warn);
 /* A library message with "--set " before each line about one of the
  * NAME=VALUE sets (the library speaks of the field only); malloc'ed. */
 char *cli_policy_message(const char *msg, char **sets, int nsets);
@@ -80,5 +96,6 @@ void cli_json_decision(FILE *f, const luaretry_decision *d, int status,
 int cli_run(int argc, char **argv);       /* run.c */
 int cli_check(int argc, char **argv);     /* check.c */
 int cli_simulate(int argc, char **argv);  /* simulate.c */
+int cli_list(int argc, char **argv);      /* list.c */
 
 #endif

@@ -56,7 +56,32 @@ static void print_policy_error(const luaretry_policy *p, char **sets, int nsets)
   free(msg);
 }
 
-luaretry_policy *cli_load_policy(const char *path, char **sets, int nsets, int warn) {
+/* "no such file, nor NAME or NAME.lua in DIR, DIR, DIR": every folder, so
+ * a user sees at once where to put the file. */
+static void print_not_found(const char *policy) {
+  fprintf(stderr, "luaretry: policy %s: no such file", policy);
+  if (strchr(policy, '/')) {
+    fputc('\n', stderr);
+    return;
+  }
+  fprintf(stderr, ", nor %s%s in ", policy, strstr(policy, ".lua") ? "" : "(.lua)");
+  char dir[4096];
+  for (size_t i = 0; luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++)
+    fprintf(stderr, "%s%s", i ? ", " : "", dir);
+  fputs(" (see luaretry list)\n", stderr);
+}
+
+int cli_find_policy(const char *policy, char path[CLI_PATH_MAX]) {
+  luaretry_code rc = luaretry_policy_find(policy, path, CLI_PATH_MAX);
+  if (rc == LUARETRY_OK) return 0;
+  if (rc == LUARETRY_E_IO) print_not_found(policy);
+  else fprintf(stderr, "luaretry: policy %s: %s\n", policy, luaretry_strerror(rc));
+  return -1;
+}
+
+luaretry_policy *cli_load_policy(const char *policy, char **sets, int nsets, int warn) {
+  char path[CLI_PATH_MAX];
+  if (cli_find_policy(policy, path) != 0) return NULL;
   luaretry_policy *p;
   if (luaretry_policy_new(&p) != LUARETRY_OK) {
     fprintf(stderr, "luaretry: out of memory\n");

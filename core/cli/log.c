@@ -112,7 +112,10 @@ void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d
     cli_text(stderr, d->hook_error);
     fputc('\n', stderr);
   }
-  if (log->verbosity > 0) text_line(log, who, o, d);
+  /* quiet as curl's -sS: nothing but the line of a failure's end */
+  if (log->verbosity > 0 ||
+      (log->show_error && !d->retry && d->reason != LUARETRY_REASON_SUCCESS))
+    text_line(log, who, o, d);
 }
 
 static void breaker_log(void *ud, luaretry_breaker_state state) {

@@ -101,23 +101,28 @@ static int cmd_demo(void) {
   return status;
 }
 
+/* COMMAND --help (or -h) anywhere before a "--" that starts a command. */
+static int wants_help(int argc, char **argv) {
+  for (int i = 2; i < argc && strcmp(argv[i], "--") != 0; i++)
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     fputs(CLI_USAGE, stderr);
     return EXIT_USAGE;
   }
   const char *cmd = argv[1];
-  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
-    fputs(CLI_HELP, stdout);
-    return EXIT_OK;
-  }
-  if (strcmp(cmd, "--version") == 0) {
-    printf("luaretry %s\n", LUARETRY_VERSION);
-    return EXIT_OK;
-  }
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) return cli_help(NULL);
+  if (strcmp(cmd, "help") == 0)
+    return argc > 3 ? cli_usage("help takes one COMMAND%s", "") : cli_help(argc == 3 ? argv[2] : NULL);
+  if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) return cli_version();
+  if (wants_help(argc, argv)) return cli_help(cmd);
   if (strcmp(cmd, "simulate") == 0) return cli_simulate(argc - 2, argv + 2);
   if (strcmp(cmd, "check") == 0) return cli_check(argc - 2, argv + 2);
   if (strcmp(cmd, "run") == 0) return cli_run(argc - 2, argv + 2);
+  if (strcmp(cmd, "list") == 0) return cli_list(argc - 2, argv + 2);
   if (strcmp(cmd, "faults") == 0) return cmd_faults(argc - 2, argv + 2);
   if (strcmp(cmd, "demo") == 0) return argc == 2 ? cmd_demo() : cli_usage("demo takes no arguments", NULL);
   return cli_usage("unknown command %s", cmd);

@@ -23,8 +23,10 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   /* A policy with run() takes the words after it as its arguments. */
   if (luaretry_policy_has_workflow(p)) {
     *mode = RUN_WORKFLOW;
-    if (a->method || a->data || a->nheaders)
-      return cli_usage("run: -X, -H and -d are for URLs; %s runs its own requests", a->policy);
+    if (a->method || a->data || a->nheaders || a->include || a->dump_header || a->write_out ||
+        a->fail)
+      return cli_usage("run: -X, -H, -d, -i, -D, -w and -f are for URLs; %s runs its own "
+                       "requests", a->policy);
     if (a->urls_file || a->output_dir || a->parallel)
       return cli_usage("run: --urls, --parallel and --output-dir are for URLs; %s runs its own "
                        "requests", a->policy);
@@ -33,6 +35,8 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   /* One URL alone is one call, as ever; several (or --urls, or
    * --output-dir) make a batch. */
   if (a->nwords > 1 || a->urls_file || a->output_dir) {
+    if (a->include || a->dump_header || a->write_out || a->fail)
+      return cli_usage("run: -i, -D, -w and -f take one URL%s", "");
     *mode = RUN_BATCH;
     return 0;
   }
@@ -40,29 +44,48 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   if (a->nwords == 0) return cli_usage("run: a URL, -- COMMAND, or a policy with run() is needed%s", "");
   char why[256];
   a->url = a->words[0];
-  if (!url_valid(a->url, why, sizeof why)) return cli_usage("run: bad URL: %s", why);
+  if (!url_check(a->url, &a->url_fixed, why, sizeof why)) return cli_usage("run: bad URL: %s", why);
+  if (a->url_fixed) a->url = a->url_fixed;  /* no scheme: http://, as curl guesses */
   return 0;
 }
 
-/* run POLICY URL: the request through the libcurl helper, its body
- * streamed to `out` (rewound for each attempt) and the upload read from
- * its file as it is sent. */
+/* run POLICY URL: the request through the libcurl helper, with curl's
+ * options on its handle, its body streamed to `out` (rewound for each
+ * attempt) with -i, -D, -w and -f around it, and the upload read from its
+ * file as it is sent. */
 static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_call *c,
-                             upload *body, outfile *out, luaretry_decision *final) {
+                             attempt_log *log, upload *body, outfile *out,
+                             luaretry_decision *final) {
   luaretry_header headers[MAX_HEADERS];
   split_headers(a, headers);
   luaretry_request req = run_request(a, a->url, headers, body);
-  luaretry_curl_options co;
-  luaretry_curl_options_init(&co);
-  co.sink = outfile_write;
-  co.sink_ud = out;
-  co.restart = outfile_restart;
-  if (body->fd >= 0) {
-    co.upload = upload_read;
-    co.upload_ud = body;
-  }
   CURL *h = curl_easy_init();
-  luaretry_code rc = h ? luaretry_curl_perform(p, c, h, &req, &co, final) : LUARETRY_E_NOMEM;
+  if (!h) return LUARETRY_E_NOMEM;
+  response r;
+  response_init(&r, a, log, out, h);
+  luaretry_code rc = LUARETRY_E_ARG;  /* a usage error, already told */
+  if (curlopts_apply(a, h) == 0 && (!a->write_out || writeout_load(a->write_out, &r.format) == 0)) {
+    luaretry_call_observe(c, response_observe, &r);
+    luaretry_curl_options co;
+    luaretry_curl_options_init(&co);
+    co.sink = response_sink;
+    co.sink_ud = &r;
+    co.restart = response_restart;
+    if (body->fd >= 0) {
+      co.upload = upload_read;
+      co.upload_ud = body;
+    }
+    rc = luaretry_curl_perform(p, c, h, &req, &co, final);
+  }
+  if (rc == LUARETRY_OK) {
+    /* the body in place first: -w comes after it, as curl writes it */
+    int status = cli_exit_status(final->reason);
+    int decided = final->attempt > 0 && final->reason != LUARETRY_REASON_CANCELLED;
+    int keep = status == EXIT_OK || (!out->path && decided && !a->fail);
+    if (outfile_finish(out, keep) != 0 && status == EXIT_OK) rc = LUARETRY_E_IO;
+    if (rc == LUARETRY_OK && response_finish(&r, final, status) != status) rc = LUARETRY_E_IO;
+  }
+  response_free(&r);
   curl_easy_cleanup(h);
   return rc;
 }
@@ -93,7 +116,10 @@ static int inputs_ready(run_mode mode, luaretry_call *c, const luaretry_tuning *
 }
 
 /* A call that ended in error code rc: why, and the exit status. */
-static int call_error(luaretry_policy *p, luaretry_call *c, const upload *body, luaretry_code rc) {
+static int call_error(luaretry_policy *p, luaretry_call *c, run_mode mode, const upload *body,
+                      luaretry_code rc) {
+  if (rc == LUARETRY_E_IO) return EXIT_FINAL;  /* -D could not be written: said */
+  if (rc == LUARETRY_E_ARG && mode != RUN_COMMAND) return EXIT_USAGE;  /* curl's options: said */
   if (rc == LUARETRY_E_OPERATION) {  /* our upload or output stopped it, and said why */
     if (!body->why[0]) return EXIT_FINAL;
     fprintf(stderr, "luaretry: -d %s: %s\n", body->arg, body->why);
@@ -106,12 +132,13 @@ static int call_error(luaretry_policy *p, luaretry_call *c, const upload *body, 
   return cli_error_status(rc);
 }
 
-/* Begins the call (*c, freed by the caller) and runs it; the exit status.
- * *decided: the call ended on a decision (not cancelled, no error), so
- * its final attempt's output is what standard output shows, as curl
- * shows an error page. */
+/* Begins the call (*c, freed by the caller) and runs it into *final; the
+ * exit status.  *decided: the call ended on a decision (not cancelled, no
+ * error), so its final attempt's output is what standard output shows, as
+ * curl shows an error page. */
 static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attempt_log *log,
-                    upload *body, outfile *out, luaretry_call **c, int *decided) {
+                    upload *body, outfile *out, luaretry_call **c, luaretry_decision *final,
+                    int *decided) {
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
   if (a->has_seed) opt.flags |= LUARETRY_CALL_SEED, opt.seed = a->seed;
@@ -126,20 +153,18 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   luaretry_policy_tuning(p, &t);
   int stdin_fd = -1;
   int status = inputs_ready(mode, *c, &t, body, &stdin_fd);
-  luaretry_decision final;
-  memset(&final, 0, sizeof final);
   if (status == 0) {
-    if (mode == RUN_URL) rc = url_run(a, p, *c, body, out, &final);
-    else if (mode == RUN_WORKFLOW) rc = workflow_run(p, *c, a->words, a->nwords, out, &final);
-    else rc = command_run(*c, a->command, stdin_fd, log, out, &final);
+    if (mode == RUN_URL) rc = url_run(a, p, *c, log, body, out, final);
+    else if (mode == RUN_WORKFLOW) rc = workflow_run(a, p, *c, out, final);
+    else rc = command_run(*c, a->command, stdin_fd, log, out, final);
   }
   cli_cancel_on_signal(NULL, NULL);
   if (stdin_fd >= 0) close(stdin_fd);
   if (status != 0) return status;
-  if (rc != LUARETRY_OK) return call_error(p, *c, body, rc);
-  if (final.reason == LUARETRY_REASON_CANCELLED) fprintf(stderr, "luaretry: interrupted\n");
-  else *decided = final.attempt > 0;
-  return cli_exit_status(final.reason);
+  if (rc != LUARETRY_OK) return call_error(p, *c, mode, body, rc);
+  if (final->reason == LUARETRY_REASON_CANCELLED) fprintf(stderr, "luaretry: interrupted\n");
+  else *decided = final->attempt > 0;
+  return cli_exit_status(final->reason);
 }
 
 /* One call: its log, its body (-d) and its output (-o, or standard output). */
@@ -148,23 +173,26 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   luaretry_policy_tuning(p, &t);
   char *target = a->url ? url_redacted(a->url)
                  : strdup(mode == RUN_WORKFLOW ? t.name : a->command[0]);
-  attempt_log log = { a->verbosity, NULL, t.max_attempts, target, 0 };
+  attempt_log log = { a->verbosity, NULL, t.max_attempts, target, 0, a->show_error };
   if (log_json_open(a->log_json, &log.json) != 0) {
     free(target);
     return EXIT_USAGE;
   }
-  upload body = { 0 };
-  outfile out;  /* finished even when upload_open() failed */
+  upload body = { .fd = -1, .src = -1 };
+  outfile out;  /* finished even when data_open() failed */
   outfile_init(&out, a->output, "-o");
   luaretry_call *c = NULL;
+  luaretry_decision final;
+  memset(&final, 0, sizeof final);
   int decided = 0;
-  int status = a->data ? upload_open(&body, a->data) : 0;
+  int status = a->data ? data_open(a, &body) : 0;
   if (status == 0 && outfile_create(&out) != 0) status = EXIT_USAGE;
-  if (status == 0) status = run_call(a, p, mode, &log, &body, &out, &c, &decided);
-  /* a file only on success; standard output shows the final attempt's */
-  int keep = status == EXIT_OK || (!out.path && decided);
+  if (status == 0) status = run_call(a, p, mode, &log, &body, &out, &c, &final, &decided);
+  /* a file only on success; standard output shows the final attempt's,
+   * unless -f asked for none on failure (as curl's --fail) */
+  int keep = status == EXIT_OK || (!out.path && decided && !a->fail);
   if (outfile_finish(&out, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
-  if (a->stats) log_stats(p);
+  report_end(a, p, log.json, final.reason, final.attempt, status);
   luaretry_call_free(c);
   upload_close(&body);
   log_json_close(log.json);
@@ -180,7 +208,7 @@ static int run_loaded(run_args *a) {
   }
   int status = EXIT_POLICY;
   luaretry_policy *p = cli_load_policy(a->policy, a->sets, a->nsets, a->verbosity > 0);
-  run_mode mode;
+  run_mode mode = RUN_URL;
   if (p && (status = choose_mode(a, p, &mode)) == 0) {
     log_policy_events(p, a->verbosity);
     status = mode == RUN_BATCH ? batch_run(a, p) : run_one(a, p, mode);
@@ -201,6 +229,7 @@ int cli_run(int argc, char **argv) {
   run_args a;
   int status = parse_run(argc, argv, &a, words);
   if (status == 0) status = run_loaded(&a);
+  free(a.url_fixed);
   free(words);
   return status;
 }

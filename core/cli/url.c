@@ -4,20 +4,42 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "run.h"
 
-int url_valid(const char *url, char *why, size_t size) {
+/* Whether url starts with "scheme:" (any case). */
+static int has_scheme(const char *url, const char *scheme) {
+  size_t n = strlen(scheme);
+  return strncasecmp(url, scheme, n) == 0 && url[n] == ':';
+}
+
+int url_check(const char *url, char **fixed, char *why, size_t size) {
+  *fixed = NULL;
   CURLU *u = curl_url();
   if (!u) { snprintf(why, size, "out of memory"); return 0; }
-  CURLUcode rc = curl_url_set(u, CURLUPART_URL, url, 0);
-  char *scheme = NULL;
+  /* no scheme: guessed as curl guesses (http:// unless the host name says
+   * ftp. or the like, which is then refused) */
+  CURLUcode rc = curl_url_set(u, CURLUPART_URL, url, CURLU_GUESS_SCHEME);
+  char *scheme = NULL, *full = NULL;
   int ok = rc == CURLUE_OK && curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
            (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0);
   if (rc != CURLUE_OK) snprintf(why, size, "%s", curl_url_strerror(rc));
   else if (!ok) snprintf(why, size, "only http and https URLs are supported");
+  if (ok && !has_scheme(url, scheme)) {
+    if (curl_url_get(u, CURLUPART_URL, &full, 0) == CURLUE_OK) *fixed = strdup(full);
+    if (!*fixed) ok = 0, snprintf(why, size, "out of memory");
+  }
+  curl_free(full);
   curl_free(scheme);
   curl_url_cleanup(u);
+  return ok;
+}
+
+int url_valid(const char *url, char *why, size_t size) {
+  char *fixed;
+  int ok = url_check(url, &fixed, why, size);
+  free(fixed);
   return ok;
 }
 

@@ -1,6 +1,9 @@
-/* usage.c: the command's usage and help texts, and the usage error every
- * subcommand reports through. */
+/* usage.c: the command's usage and help texts (`luaretry help [COMMAND]`,
+ * `luaretry COMMAND --help`, `luaretry --version`), and the usage error
+ * every subcommand reports through. */
+#include <curl/curl.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -8,73 +11,186 @@ const char CLI_USAGE[] =
   "usage: luaretry run POLICY URL [-X METHOD] [-H 'Name: value']... [-d DATA | -d @FILE] [-o FILE]\n"
   "       luaretry run POLICY URL... | --urls FILE [--parallel N] [--output-dir DIR] [options]\n"
   "       luaretry run POLICY -- COMMAND [ARG]...\n"
+  "       luaretry run POLICY [ARG]...     (a policy with a run() workflow)\n"
   "       luaretry check POLICY... [--set NAME=VALUE]...\n"
   "       luaretry simulate POLICY [--attempts N] [--seed N] [--json] [--set NAME=VALUE]...\n"
   "                [--clients N [--outage SECONDS] [--svg FILE]]\n"
+  "       luaretry list [--names]\n"
   "       luaretry faults [--listen 127.0.0.1:PORT] SCRIPT\n"
   "       luaretry demo\n"
-  "       luaretry --help | --version\n";
+  "       luaretry help [COMMAND] | COMMAND --help | --version\n";
 
-const char CLI_HELP[] =
+static const char HELP_INTRO[] =
   "luaretry: a retry policy engine; C owns time, Lua policies own judgement.\n"
   "\n"
-  "  luaretry run POLICY URL [options]    perform an HTTP request, retried by POLICY\n"
-  "      -X METHOD        request method (default GET, or POST with -d)\n"
-  "      -H 'Name: value' a request header (repeatable)\n"
-  "      -d DATA | -d @FILE | -d @-   request body, sent whole on every attempt\n"
-  "      -o FILE          write the body to FILE, only on success (atomic rename)\n"
-  "  luaretry run POLICY URL URL... [options]   several URLs (or --urls): each its own\n"
-  "                       retried call; all share the policy's budget, breaker and\n"
-  "                       counters; attempt lines start with the URL's number [i],\n"
-  "                       and each URL ends with a summary line on standard error\n"
-  "                       ([i] URL: verdict, attempts, last status, seconds, exit)\n"
-  "      --urls FILE      more URLs, one a line (- for standard input; blank lines\n"
-  "                       and # comments skipped), after those on the command line\n"
-  "      --parallel N     at most N transfers at once, 1 to 1000 (default 1); a call\n"
-  "                       waiting for its backoff holds no transfer\n"
-  "      --output-dir DIR each body, on success only, to DIR/NAME (the URL's last\n"
-  "                       path segment, sanitized, \"index\" if empty; NAME.1, NAME.2\n"
-  "                       for repeats), through a temporary renamed into place;\n"
-  "                       without it the bodies go to standard output, each whole,\n"
-  "                       as the calls end.  -o takes one URL only.\n"
-  "                       Exit status: the worst of the calls' (0 < 1 < 4 < 5 < 6\n"
-  "                       < 3 < 130); --seed N gives URL i the seed N+i-1\n"
-  "  luaretry run POLICY -- COMMAND [ARG]...   run a command, retried by POLICY;\n"
-  "                       status = exit status, body = tail of its standard error\n"
-  "      --seed N         fixed jitter seed      --set NAME=VALUE  override a value\n"
-  "      -v | -q          also the script's print() output | no attempt lines\n"
-  "      --stats          the policy's counters at the end, on standard error\n"
-  "      --log-json FILE  one JSON object per attempt (- for standard error)\n"
+  "POLICY is a file, or a name looked up (as NAME, then NAME.lua) in the folders of\n"
+  "LUARETRY_PATH, then $XDG_CONFIG_HOME/luaretry/policies (~/.config/...), then the\n"
+  "installed share/luaretry/policies: `luaretry run gcs URL`.  `luaretry list` shows them.\n"
   "\n"
-  "  luaretry simulate POLICY [options]   print the wait schedule of POLICY when\n"
-  "                                       every attempt fails transiently\n"
-  "      --attempts N     simulate N attempts (default: the policy's max_attempts)\n"
-  "      --seed N         jitter seed (default 1); the same seed, the same waits\n"
-  "      --json           one JSON object per attempt instead of text (with\n"
-  "                       --clients: {client, attempt, time, status, verdict, wait})\n"
-  "      --set NAME=VALUE override a tuning value (max_attempts=3, backoff.initial=0.1)\n"
-  "      --clients N      N clients fail together at t=0 against an outage: each is\n"
-  "                       its own call (seed + client index); attempts before the\n"
-  "                       outage ends get 503, later ones 200; prints the attempts,\n"
-  "                       who succeeded or gave up, and the peak per 100 ms\n"
-  "      --outage SECONDS the outage's length (default 30)\n"
-  "      --svg FILE       also draw a histogram of attempts over time (SVG)\n"
-  "  luaretry check POLICY... [--set NAME=VALUE]   load each policy, report every\n"
-  "                       problem (errors, unknown names, clamped values), print\n"
-  "                       its tuning and its verdicts on probe outcomes; exit 0\n"
-  "                       when all are clean, 3 otherwise\n"
-  "  luaretry faults [--listen 127.0.0.1:PORT] SCRIPT   a fault-injecting HTTP\n"
-  "                       server scripted in Lua (port 0: any free port)\n"
-  "  luaretry demo        runs policies/http.lua against the built-in fault server\n"
-  "  luaretry --help | --version\n"
+  "Commands (luaretry help COMMAND for each; man luaretry for all):\n"
+  "  run        perform an HTTP request, a command or a workflow, retried by POLICY\n"
+  "  check      load policies and report every problem, their tuning and verdicts\n"
+  "  simulate   the wait schedule of a policy, or a herd of clients against an outage\n"
+  "  list       the policies on the search path, with their descriptions\n"
+  "  faults     a fault-injecting HTTP server scripted in Lua\n"
+  "  demo       policies/http.lua against the built-in fault server\n"
+  "  help       this text, or a command's\n"
+  "\n";
+
+static const char HELP_EXIT[] =
   "\n"
   "Exit status: 0 success; 1 a response the policy judged final; 2 usage error;\n"
   "3 policy error; 4 attempts exhausted; 5 deadline; 6 refused (budget, circuit);\n"
   "130 interrupted (SIGINT, SIGTERM).\n";
+
+static const char HELP_RUN[] =
+  "luaretry run POLICY URL [options]       an HTTP request, retried by POLICY\n"
+  "luaretry run POLICY URL URL... [options] several URLs (or --urls FILE), each its own call\n"
+  "luaretry run POLICY -- COMMAND [ARG]... a command; status = its exit status\n"
+  "luaretry run POLICY [ARG]...            a policy's run(http, args) workflow\n"
+  "\n"
+  "Options shared with curl, with curl's spelling and meaning:\n"
+  "  -X, --request METHOD      request method (default GET, or POST with -d)\n"
+  "  -H, --header 'Name: value'  a request header (repeatable; 'Name;' sends it empty)\n"
+  "  -d, --data DATA|@FILE|@-  body, POST; several are joined with &; a file is sent\n"
+  "                            as it is (curl drops its CR/LF); --data-ascii the same\n"
+  "      --data-binary DATA|@FILE  body sent as it is      --data-raw DATA  no @FILE\n"
+  "                            the body is sent whole again on every attempt\n"
+  "  -o, --output FILE         the body to FILE, replaced only on success\n"
+  "  -L, --location            follow redirects (http and https only)\n"
+  "      --max-redirs N        at most N of them (default 50, as curl; -1: no limit)\n"
+  "      --location-trusted    also send -u and Authorization/Cookie headers to other hosts\n"
+  "                            (without it they go to the first host only, as in curl)\n"
+  "  -u, --user USER:PASSWORD  Basic credentials (never prompts)\n"
+  "  -A, --user-agent TEXT     User-Agent (default luaretry/" LUARETRY_VERSION "; '' sends none)\n"
+  "      --compressed          ask for a compressed answer, write it decoded\n"
+  "  -k, --insecure            do not verify the server's certificate\n"
+  "      --cacert FILE         verify it against the CA certificates in FILE\n"
+  "  -E, --cert FILE[:PASSWORD]  client certificate      --key FILE  its private key\n"
+  "  -i, --include             write the final response's headers before its body\n"
+  "  -D, --dump-header FILE    write them to FILE (- for standard output)\n"
+  "  -w, --write-out FORMAT    after the body: %{http_code} %{num_attempts} %{time_total}\n"
+  "                            (the whole call, waits included) %{num_redirects}\n"
+  "                            %{url_effective} %{content_type} %{size_download}\n"
+  "                            %{redirect_url} %{exitcode} %{verdict} %header{NAME};\n"
+  "                            \\n \\t \\r escapes; @FILE reads the format\n"
+  "  -f, --fail                write no body when the call failed\n"
+  "  -I, --head                a HEAD request, headers written (-X HEAD -i)\n"
+  "  -m, --max-time SECONDS    per attempt, as curl's: the policy's attempt_timeout\n"
+  "      --retry-max-time SECONDS  the whole call, waits included: the policy's deadline\n"
+  "                            (0: none, for both)\n"
+  "      --connect-timeout SECONDS  for the connection of each attempt\n"
+  "  -s, --silent              no attempt lines, nothing on failure but its status\n"
+  "  -S, --show-error          with -s: the one final line of a failure\n"
+  "  -q, --quiet               as -sS: no attempt lines, one final line on failure\n"
+  "  -v, --verbose             also the script's print() output\n"
+  "Not taken (the policy decides, or see the README): --retry, --retry-delay, -O, -b, -c,\n"
+  "-F, -T, -x (set http_proxy), -K, -G, -Z.\n"
+  "\n"
+  "luaretry's own:\n"
+  "  --seed N                  fixed jitter seed        --set NAME=VALUE  override a value\n"
+  "  --stats | --stats=json    the policy's counters at the end, on standard error\n"
+  "  --log-json FILE           one JSON object per attempt, then a summary object\n"
+  "                            (verdict, attempts, total_wait, exit); - for standard error\n"
+  "  --metrics-file FILE       the counters in Prometheus text format, replaced whole\n"
+  "  --urls FILE               more URLs, one a line (- for standard input)\n"
+  "  --parallel N              at most N transfers at once, 1 to 1000 (default 1)\n"
+  "  --output-dir DIR          each body, on success only, to DIR/NAME (the URL's last\n"
+  "                            path segment; NAME.1, NAME.2 for repeats)\n"
+  "A batch (several URLs) shares the policy's budget, breaker and counters; each URL\n"
+  "ends with a summary line ([i] URL: verdict, attempts, status, seconds, exit) and the\n"
+  "batch exits with the worst status (0 < 1 < 4 < 5 < 6 < 3 < 130).  With -- COMMAND\n"
+  "the body is the tail of the command's standard error.\n";
+
+static const char HELP_CHECK[] =
+  "luaretry check POLICY... [--set NAME=VALUE]...\n"
+  "  Loads each policy and reports every problem (errors with file:line, unknown names\n"
+  "  with the closest known one, clamped values), then its effective tuning and its\n"
+  "  verdicts on probe outcomes (statuses and transport failures).  Exit 0 when every\n"
+  "  file is clean, 3 otherwise, 2 for a usage error.\n";
+
+static const char HELP_SIMULATE[] =
+  "luaretry simulate POLICY [options]   the wait schedule when every attempt fails\n"
+  "  --attempts N       simulate N attempts (default: the policy's max_attempts)\n"
+  "  --seed N           jitter seed (default 1); the same seed, the same waits\n"
+  "  --json             one JSON object per attempt instead of text\n"
+  "  --set NAME=VALUE   override a tuning value (max_attempts=3, backoff.initial=0.1)\n"
+  "  --clients N        N clients fail together at t=0 against an outage (503 before\n"
+  "                     it ends, 200 after); prints attempts, outcomes and the peak\n"
+  "                     of retries per 100 ms\n"
+  "  --outage SECONDS   the outage's length (default 30)\n"
+  "  --svg FILE         also draw a histogram of attempts over time\n";
+
+static const char HELP_LIST[] =
+  "luaretry list [--names]\n"
+  "  The policies POLICY can name, folder by folder in search order (LUARETRY_PATH,\n"
+  "  $XDG_CONFIG_HOME/luaretry/policies, the installed share/luaretry/policies), each\n"
+  "  with the first comment line of its file.  --names: the names alone.\n";
+
+static const char HELP_FAULTS[] =
+  "luaretry faults [--listen 127.0.0.1:PORT] SCRIPT\n"
+  "  A fault-injecting HTTP/1.1 server on loopback, answering as the Lua SCRIPT says\n"
+  "  (statuses, delays, resets, hangs, truncated bodies); port 0 picks a free one.\n";
+
+static const char HELP_DEMO[] =
+  "luaretry demo\n"
+  "  Runs policies/http.lua against the built-in fault server: 503, a reset, 429 with\n"
+  "  Retry-After, then 200.\n";
+
+static const char HELP_HELP[] =
+  "luaretry help [COMMAND]\n"
+  "  The overview, or COMMAND's options (the same as luaretry COMMAND --help).\n";
+
+static const struct { const char *name; const char *text; } HELPS[] = {
+  { "run", HELP_RUN }, { "check", HELP_CHECK }, { "simulate", HELP_SIMULATE },
+  { "list", HELP_LIST }, { "faults", HELP_FAULTS }, { "demo", HELP_DEMO }, { "help", HELP_HELP },
+};
+
+int cli_help(const char *command) {
+  if (!command) {
+    fputs(HELP_INTRO, stdout);
+    fputs(CLI_USAGE, stdout);
+    fputs(HELP_EXIT, stdout);
+    return EXIT_OK;
+  }
+  for (size_t i = 0; i < sizeof HELPS / sizeof HELPS[0]; i++) {
+    if (strcmp(HELPS[i].name, command) != 0) continue;
+    fputs(HELPS[i].text, stdout);
+    if (strcmp(command, "run") == 0 || strcmp(command, "check") == 0) fputs(HELP_EXIT, stdout);
+    return EXIT_OK;
+  }
+  return cli_usage("help: no command %s (run, check, simulate, list, faults, demo)", command);
+}
 
 int cli_usage(const char *fmt, const char *arg) {
   fprintf(stderr, "luaretry: ");
   fprintf(stderr, fmt, arg ? arg : "");
   fprintf(stderr, "\n%s", CLI_USAGE);
   return EXIT_USAGE;
+}
+
+/* --version: luaretry's, libcurl's and Lua's, and what is built in. */
+int cli_version(void) {
+  const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+  printf("luaretry %s\n", luaretry_version(NULL));
+  printf("libcurl %s", v->version);
+  if (v->ssl_version) printf(" (%s", v->ssl_version);
+  if (v->libz_version) printf(" zlib/%s", v->libz_version);
+  if (v->nghttp2_version) printf(" nghttp2/%s", v->nghttp2_version);
+  printf("%s\n", v->ssl_version ? ")" : "");
+  printf("%s\n", luaretry_lua_version());
+  printf("features:");
+  if (v->features & CURL_VERSION_SSL) printf(" https");
+  if (v->features & CURL_VERSION_HTTP2) printf(" http2");
+  if (v->features & CURL_VERSION_IPV6) printf(" ipv6");
+  if (v->features & CURL_VERSION_LIBZ) printf(" gzip deflate");
+  if (v->features & CURL_VERSION_BROTLI) printf(" br");
+  if (v->features & CURL_VERSION_ZSTD) printf(" zstd");
+  if (v->features & CURL_VERSION_ASYNCHDNS) printf(" async-dns");
+  printf(" lua-sandbox fault-server\n");
+  char dir[CLI_PATH_MAX];
+  printf("policies:");
+  for (size_t i = 0; luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++) printf(" %s", dir);
+  printf("\n");
+  return EXIT_OK;
 }

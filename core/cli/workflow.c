@@ -24,11 +24,13 @@ static luaretry_code attempt(void *ud, luaretry_call *c, int n, double timeout,
   return rc;
 }
 
-luaretry_code workflow_run(luaretry_policy *p, luaretry_call *c, char **args, int nargs,
-                           outfile *out, luaretry_decision *final) {
+luaretry_code workflow_run(const run_args *a, luaretry_policy *p, luaretry_call *c, outfile *out,
+                           luaretry_decision *final) {
   CURL *h = curl_easy_init();
-  workflow wf = { p, (const char *const *)args, nargs, NULL, NULL, 0 };
+  workflow wf = { p, (const char *const *)a->words, a->nwords, NULL, NULL, 0 };
   luaretry_code rc = h ? luaretry_curl_transport_new(h, c, &wf.transport) : LUARETRY_E_NOMEM;
+  /* curl's options (TLS, -u, -A, -L) hold for every request of the script */
+  if (rc == LUARETRY_OK && curlopts_apply(a, h) != 0) rc = LUARETRY_E_ARG;
   if (rc == LUARETRY_OK) rc = luaretry_call_run(c, attempt, &wf, final);
   if (rc == LUARETRY_OK && final->reason != LUARETRY_REASON_CANCELLED)
     outfile_write(out, wf.body, wf.body_len);

@@ -239,6 +239,12 @@ double luaretry_call_timeout(const luaretry_call *c) {
   return c ? c->next_timeout : 0;
 }
 
+double luaretry_call_connect_timeout(const luaretry_call *c) {
+  if (!c) return 0;
+  double t = c->next_timeout, connect = c->rules->connect_timeout;
+  return connect > 0 && (t == 0 || connect < t) ? connect : t;
+}
+
 double luaretry_call_elapsed(const luaretry_call *c) {
   return c ? lr_clock_now(&c->clock) - c->start : 0;
 }

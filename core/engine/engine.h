@@ -136,6 +136,7 @@ typedef struct {
   long max_attempts;        /* 0: none */
   double deadline;          /* 0: none */
   double attempt_timeout;   /* 0: none */
+  double connect_timeout;   /* 0: none */
   int retry_after;
   double max_retry_after;
   lr_backoff backoff;

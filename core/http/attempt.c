@@ -67,6 +67,7 @@ luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *re
   }
   route_bodies(req, io, a);
   lr_curl_configure(h, &a->r, &a->t, a->headers, timeout);
+  lr_curl_connect_timeout(h, luaretry_call_connect_timeout(c), timeout);
   return LUARETRY_OK;
 }
 

@@ -89,6 +89,10 @@ luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *re
 luaretry_code lr_curl_attempt_finish(CURL *h, attempt *a, CURLcode res, luaretry_outcome *out);
 void lr_curl_attempt_free(attempt *a);
 
+/* CURLOPT_CONNECTTIMEOUT_MS: `connect` seconds when > 0 and shorter than
+ * the attempt's `timeout` (the attempt's own already holds otherwise). */
+void lr_curl_connect_timeout(CURL *h, double connect, double timeout);
+
 /* One transfer of h on the multi handle m, ended early by a cancel of c. */
 CURLcode lr_curl_transfer_once(CURLM *m, CURL *h, luaretry_call *c);
 

@@ -253,6 +253,14 @@ static void configure_body(CURL *h, const luaretry_request *r, transfer *t) {
   curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 }
 
+/* The connection's own limit (the policy's connect_timeout), when shorter
+ * than the attempt's. */
+void lr_curl_connect_timeout(CURL *h, double connect, double timeout) {
+  if (!(connect > 0) || (timeout > 0 && connect >= timeout)) return;
+  long ms = (long)ceil(connect * 1000);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ms < 1 ? 1L : ms);
+}
+
 void lr_curl_configure(CURL *h, const luaretry_request *r, transfer *t,
                       struct curl_slist *headers, double timeout) {
   t->body.len = t->header_text.len = t->header_count = 0;

@@ -49,6 +49,7 @@ luaretry_code luaretry_curl_transport_perform(void *ud, const luaretry_request *
   t->stream = NULL;
   t->reader = NULL;
   lr_curl_configure(tr->h, req, t, headers, timeout);
+  if (tr->c) lr_curl_connect_timeout(tr->h, luaretry_call_connect_timeout(tr->c), timeout);
   int private_multi;
   CURLM *m = lr_curl_multi_take(&private_multi);
   CURLcode res = m ? lr_curl_transfer_once(m, tr->h, tr->c) : CURLE_OUT_OF_MEMORY;

@@ -88,6 +88,10 @@ extern "C" {
  * LUARETRY_VERSION_NUM, which may be newer than the header's. */
 LUARETRY_API const char *luaretry_version(unsigned *num);
 
+/* The Lua release the library runs scripts with ("Lua 5.4.6"), for
+ * --version and bug reports. */
+LUARETRY_API const char *luaretry_lua_version(void);
+
 /* Append-only: a code never changes meaning. */
 typedef enum {
   LUARETRY_OK = 0,
@@ -141,6 +145,25 @@ LUARETRY_API luaretry_code luaretry_policy_load_string(luaretry_policy *p,
 LUARETRY_API luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloaded);
 
 LUARETRY_API const char *luaretry_policy_errmsg(const luaretry_policy *p);
+
+/*
+ * A policy by name, as the command line and the Lua module take POLICY:
+ * when a file exists at `policy`, that file; otherwise a name without '/'
+ * is looked up, as NAME and then NAME.lua, in each folder of the search
+ * path in turn (luaretry_policy_dir()), so `gcs` finds the shipped gcs.lua
+ * unless a folder before it has one of its own.  The path found goes into
+ * `path` (terminated).  LUARETRY_E_IO when there is none, LUARETRY_E_ARG
+ * for an empty name or a `path` too small.  Reads the environment and the
+ * file system only; load the file with luaretry_policy_load_file().
+ */
+LUARETRY_API luaretry_code luaretry_policy_find(const char *policy, char *path, size_t size);
+
+/* Folder i (from 0) of the search path: each folder of $LUARETRY_PATH
+ * (':'-separated), then $XDG_CONFIG_HOME/luaretry/policies (default
+ * ~/.config/luaretry/policies), then the installed share/luaretry/policies
+ * ($LUARETRY_DATADIR/policies when that is set).  LUARETRY_E_ARG past the
+ * last one. */
+LUARETRY_API luaretry_code luaretry_policy_dir(size_t i, char *path, size_t size);
 
 /* Warnings of the last load: unknown names, clamped values. */
 LUARETRY_API size_t luaretry_policy_warning_count(const luaretry_policy *p);
@@ -221,7 +244,9 @@ typedef struct {
   double open_seconds;
   long probes;              /* calls let through when half-open */
   double time_limit;        /* seconds per call into the script */
-  uint64_t reserved[7];
+  double connect_timeout;   /* seconds to connect (HTTP); 0: none, only
+                               the attempt's timeout */
+  uint64_t reserved[6];
 } luaretry_tuning;
 
 /* Fills *t; its strings live as long as the loaded policy. */
@@ -462,6 +487,9 @@ LUARETRY_API luaretry_code luaretry_call_begin(luaretry_policy *p,
                                   const luaretry_call_options *o,
                                   luaretry_call **out);
 LUARETRY_API double luaretry_call_timeout(const luaretry_call *c); /* 0: none */
+/* The next attempt's time to connect: the policy's connect_timeout within
+ * luaretry_call_timeout(); 0: none. */
+LUARETRY_API double luaretry_call_connect_timeout(const luaretry_call *c);
 /* May an attempt be made now?  Ask before each attempt: d->retry = 1 (with
  * d->next_timeout), or the call has stopped for d->reason.  A call begun
  * while the circuit is open is refused before any attempt, and a retry

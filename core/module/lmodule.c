@@ -167,9 +167,30 @@ static int new_policy(lua_State *L, const char *path, const char *chunkname,
   return 1;
 }
 
-/* luaretry.load(path [, opts]) -> policy | fail, message, error */
+/* "NAME: no such file, nor in DIR, DIR, DIR": where a name was looked for. */
+static int not_found(lua_State *L, const char *name) {
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  luaL_addstring(&b, name);
+  luaL_addstring(&b, ": no such file");
+  char dir[4096];
+  for (size_t i = 0; luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++) {
+    luaL_addstring(&b, i ? ", " : ", nor in ");
+    luaL_addstring(&b, dir);
+  }
+  luaL_pushresult(&b);
+  return fail(L, lua_tostring(L, -1), LUARETRY_E_IO);
+}
+
+/* luaretry.load(policy [, opts]) -> policy | fail, message, error: a path,
+ * or a name on the search path, as the command line takes POLICY. */
 static int l_load(lua_State *L) {
-  return new_policy(L, luaL_checkstring(L, 1), NULL, NULL, 2);
+  const char *name = luaL_checkstring(L, 1);
+  char path[8192];
+  luaretry_code rc = luaretry_policy_find(name, path, sizeof path);
+  /* a path is the library's to report ("cannot open"); a name, where it was looked for */
+  if (rc == LUARETRY_E_IO && !strchr(name, '/')) return not_found(L, name);
+  return new_policy(L, rc == LUARETRY_OK ? path : name, NULL, NULL, 2);
 }
 
 /* luaretry.load_string(source [, chunkname [, opts]]) */
@@ -240,6 +261,7 @@ static int p_tuning(lua_State *L) {
   if (t.max_attempts) set_num(L, "max_attempts", (double)t.max_attempts);
   if (t.deadline > 0) set_num(L, "deadline", t.deadline);
   if (t.attempt_timeout > 0) set_num(L, "attempt_timeout", t.attempt_timeout);
+  if (t.connect_timeout > 0) set_num(L, "connect_timeout", t.connect_timeout);
   lua_pushboolean(L, t.retry_after);
   lua_setfield(L, -2, "retry_after");
   set_num(L, "max_retry_after", t.max_retry_after);

@@ -173,11 +173,6 @@ lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
   }
   *(lr_sandbox **)lua_getextraspace(L) = sb;
   sb->L = L;
-  /* A new cycle as soon as the last one ends (pause 100, Lua's default
-   * 200 waits for memory to double): the memory limit counts garbage not
-   * yet collected, and a script that makes and drops large strings must
-   * not reach it with little live data. */
-  lua_gc(L, LUA_GCINC, 100, 0, 0);
   base_hook(sb, L);
   sb->remaining = limits->instructions > 0 ? limits->instructions : TIMED_STEPS;
   lua_pushcfunction(L, open_libs);

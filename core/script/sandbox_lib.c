@@ -13,18 +13,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "find.h"
 #include "lpattern.h"
 #include "ltable.h"
 #include "sandbox.h"
-
-#ifndef LUARETRY_DATADIR
-#define LUARETRY_DATADIR "/usr/local/share/luaretry"
-#endif
 
 /* Debian's lua-dkjson: json.encode / json.decode for scripts */
 #ifndef LUARETRY_DKJSON
 #define LUARETRY_DKJSON "/usr/share/lua/5.4/dkjson.lua"
 #endif
+
+const char *luaretry_lua_version(void) {
+  return LUA_RELEASE;
+}
 
 static int safe_load(lua_State *L) {
   /* load(chunk [, chunkname [, mode [, env]]]) with mode forced to text */
@@ -93,8 +94,7 @@ static int safe_require(lua_State *L) {
   char rel[512], path[4700];
   lr_fmt(rel, sizeof rel, "%s", name);
   for (char *c = rel; *c; c++) if (*c == '.') *c = '/';
-  const char *datadir = getenv("LUARETRY_DATADIR");
-  if (!datadir || !*datadir) datadir = LUARETRY_DATADIR;
+  const char *datadir = lr_datadir();
   const char *dirs[3] = { sb->script_dir, NULL, NULL };
   char lua_dir[4200], pol_dir[4200];
   lr_fmt(lua_dir, sizeof lua_dir, "%s/lua", datadir);

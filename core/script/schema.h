@@ -45,6 +45,8 @@ typedef enum {
     "seconds for the whole call, waits included") \
   X(ATTEMPT_TIMEOUT, "attempt_timeout", T_SECONDS, 0, INFINITY, OPT | OPEN, NODEF, \
     TUNE(attempt_timeout), "seconds for one attempt, clipped to what is left of deadline") \
+  X(CONNECT_TIMEOUT, "connect_timeout", T_SECONDS, 0, INFINITY, OPT | OPEN, NODEF, \
+    TUNE(connect_timeout), "seconds to connect, within the attempt's timeout (HTTP)") \
   X(RETRY_AFTER, "retry_after", T_BOOL, 0, 1, 0, 1, TUNE(retry_after), \
     "wait at least what a Retry-After header asks") \
   X(MAX_RETRY_AFTER, "max_retry_after", T_SECONDS, 0, INFINITY, 0, 300, \

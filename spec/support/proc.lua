@@ -79,7 +79,8 @@ end
 
 -- Runs build/luaretry with the argument list (strings, quoted here; a
 -- table {raw = "..."} goes to the shell as is).  Returns {code, stdout,
--- stderr, secs}.  opts: bin, timeout (seconds), plain.
+-- stderr, secs}.  opts: bin, timeout (seconds), plain, env (a list of
+-- "NAME=VALUE" for the command's environment).
 function M.run(args, opts)
   opts = opts or {}
   local words = {}
@@ -87,7 +88,9 @@ function M.run(args, opts)
     words[#words + 1] = type(a) == "table" and a.raw or M.q(a)
   end
   local out, err = os.tmpname(), os.tmpname()
-  local cmd = M.q(opts.bin or M.bin) .. " " .. table.concat(words, " ") ..
+  local env = ""
+  for _, kv in ipairs(opts.env or {}) do env = env .. M.q(kv) .. " " end
+  local cmd = (env ~= "" and "env " .. env or "") .. M.q(opts.bin or M.bin) .. " " .. table.concat(words, " ") ..
               " </dev/null >" .. M.q(out) .. " 2>" .. M.q(err)
   if opts.timeout then cmd = "timeout -s KILL " .. opts.timeout .. " " .. cmd end
   -- plain: not under the sanitizer runtime `make test` preloads (for
@@ -171,20 +174,22 @@ Server.__index = Server
 -- runtime that `make test` preloads (curl hangs with libasan preloaded).
 local CURL = "env -u LD_PRELOAD curl -sS --max-time 5 "
 
--- Starts `luaretry faults --listen 127.0.0.1:0 SCRIPT` in the background.
+-- Starts `luaretry faults --listen 127.0.0.1:0 SCRIPT` in the background
+-- (opts.host: another loopback address, e.g. "127.0.0.2").
 -- The caller must stop it: srv:stop() (in a finally or after_each).
 function M.server(script, opts)
   opts = opts or {}
+  local host = opts.host or "127.0.0.1"
   local dir = M.tmpdir()
   local srv = setmetatable({ dir = dir, script = script }, Server)
   local pidfile, out, err = dir .. "/pid", dir .. "/out", dir .. "/err"
-  M.sh("sh -c " .. M.q("exec " .. M.q(opts.bin or M.bin) .. " faults --listen 127.0.0.1:0 " ..
+  M.sh("sh -c " .. M.q("exec " .. M.q(opts.bin or M.bin) .. " faults --listen " .. host .. ":0 " ..
        M.q(script) .. " >" .. M.q(out) .. " 2>" .. M.q(err) .. " </dev/null & echo $! > " ..
        M.q(pidfile)))
   srv.pid = tonumber(M.readfile(pidfile) or "")
   local line = M.wait_for(function ()
     local s = M.readfile(out)
-    return s and s:match("listening on 127%.0%.0%.1:%d+\n")
+    return s and s:match("listening on " .. host:gsub("%.", "%%.") .. ":%d+\n")
   end, 10)
   if not (srv.pid and line) then
     local why = (M.readfile(err) or "") .. (M.readfile(out) or "")
@@ -192,7 +197,8 @@ function M.server(script, opts)
     error("fault server did not start: " .. why, 2)
   end
   srv.port = tonumber(line:match(":(%d+)"))
-  srv.base = "http://127.0.0.1:" .. srv.port
+  srv.host = host
+  srv.base = "http://" .. host .. ":" .. srv.port
   return srv
 end
 

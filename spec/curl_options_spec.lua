@@ -1,0 +1,382 @@
+-- curl's options of `luaretry run` (issue 13, item 2), each with curl's
+-- spelling and meaning, against the fault server (two of them, on
+-- 127.0.0.1 and 127.0.0.2, for redirects to another host) and, for TLS,
+-- `openssl s_server` with throwaway certificates made here.
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
+package.path = here .. "/?.lua;" .. package.path
+local proc = require "support.proc"
+local q = proc.q
+
+local FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter_max=0.01", "--seed", "1" }
+
+local function concat(...)
+  local t = {}
+  for _, list in ipairs({ ... }) do for _, v in ipairs(list) do t[#t + 1] = v end end
+  return t
+end
+
+local function run(args) return proc.run(concat({ "run", "http" }, args, FAST), { timeout = 30 }) end
+
+-- A plain shell command with LD_PRELOAD removed (make test preloads ASan).
+local function sh(cmd) return proc.sh("env -u LD_PRELOAD sh -c " .. q(cmd)) end
+
+describe("run with curl's options", function ()
+  local a, b, tmp
+
+  setup(function ()
+    tmp = proc.tmpdir()
+    assert.are.equal(0, sh("printf 'squeezed\\n' | gzip -c > " .. q(tmp .. "/body.gz")))
+    local script = tmp .. "/server.lua"
+    proc.writefile(script, ("GZIP_BODY = %q\n"):format(proc.readfile(tmp .. "/body.gz")) ..
+                   proc.readfile(here .. "/cli/curl_server.lua"))
+    a = proc.server(script)
+    b = proc.server(script, { host = "127.0.0.2" })
+  end)
+  teardown(function ()
+    if a then a:stop() end
+    if b then b:stop() end
+    proc.rmtree(tmp)
+  end)
+  before_each(function ()
+    a:reset()
+    b:reset()
+  end)
+
+  describe("the request", function ()
+    it("-X/--request and -H/--header, short, long, attached", function ()
+      for _, args in ipairs({ { "-X", "PUT", "-H", "X-One: 1" }, { "--request", "PUT", "--header", "X-One: 1" },
+                              { "-XPUT", "-HX-One: 1" } }) do
+        a:reset()
+        local r = run(concat({ a.base .. "/ok" }, args))
+        assert.are.equal(0, r.code, r.stderr)
+        local seen = a:requests_on("/ok")
+        assert.are.equal(1, #seen)
+        assert.are.equal("PUT", seen[1].method)
+        assert.are.equal("1", seen[1].headers["x-one"])
+      end
+    end)
+
+    it("-d/--data: a POST; several are joined with &; @FILE is sent as it is", function ()
+      proc.writefile(tmp .. "/form", "b=2\r\nc=3\n")
+      local r = run({ a.base .. "/ok", "-d", "a=1", "--data", "@" .. tmp .. "/form" })
+      assert.are.equal(0, r.code, r.stderr)
+      local seen = a:requests_on("/ok")[1]
+      assert.are.equal("POST", seen.method)
+      assert.are.equal(proc.fnv1a("a=1&b=2\r\nc=3\n"), seen.body_hash)
+      assert.are.equal("application/x-www-form-urlencoded", seen.headers["content-type"])
+      -- alone, the file's bytes exactly (curl would drop its CR and LF)
+      a:reset()
+      r = run({ a.base .. "/ok", "-d", "@" .. tmp .. "/form" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(proc.fnv1a("b=2\r\nc=3\n"), a:requests_on("/ok")[1].body_hash)
+    end)
+
+    it("--data-binary @FILE is sent as it is; --data-raw takes @ literally", function ()
+      local bytes = "x\r\ny\n\0z"
+      proc.writefile(tmp .. "/bin", bytes)
+      local r = run({ a.base .. "/ok", "--data-binary", "@" .. tmp .. "/bin" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(proc.fnv1a(bytes), a:requests_on("/ok")[1].body_hash)
+      a:reset()
+      r = run({ a.base .. "/ok", "--data-raw", "@not-a-file" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(proc.fnv1a("@not-a-file"), a:requests_on("/ok")[1].body_hash)
+    end)
+
+    it("-A/--user-agent, luaretry/VERSION by default, none with -A ''", function ()
+      local version = proc.run({ "--version" }).stdout:match("^luaretry (%S+)")
+      assert.is_truthy(version)
+      run({ a.base .. "/ok" })
+      assert.are.equal("luaretry/" .. version, a:requests_on("/ok")[1].headers["user-agent"])
+      a:reset()
+      run({ a.base .. "/ok", "--user-agent", "probe/1" })
+      assert.are.equal("probe/1", a:requests_on("/ok")[1].headers["user-agent"])
+      a:reset()
+      run({ a.base .. "/ok", "-A", "" })
+      assert.is_nil(a:requests_on("/ok")[1].headers["user-agent"])
+    end)
+
+    it("-u/--user sends Basic credentials; without a password it is a usage error", function ()
+      local r = run({ a.base .. "/auth", "-u", "user:s3cret" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("welcome\n", r.stdout)
+      a:reset()
+      r = run({ a.base .. "/auth", "--user", "user" })
+      assert.are.equal(2, r.code)
+      assert.matches("does not prompt", r.stderr)
+      assert.are.equal(0, #a:requests())
+    end)
+
+    it("--compressed asks for gzip and writes the body decoded", function ()
+      local r = run({ a.base .. "/gzip", "--compressed" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("squeezed\n", r.stdout)
+      assert.matches("gzip", a:requests_on("/gzip")[1].headers["accept-encoding"])
+    end)
+
+    it("a URL without a scheme is http://", function ()
+      local r = run({ "127.0.0.1:" .. a.port .. "/ok", "-w", "|%{url_effective}" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("ok\n|http://127.0.0.1:" .. a.port .. "/ok", r.stdout)
+      local r2 = run({ "ftp.example.invalid/x" })  -- guessed as curl guesses: ftp, refused
+      assert.are.equal(2, r2.code)
+      assert.matches("only http and https", r2.stderr)
+    end)
+  end)
+
+  describe("beyond one URL", function ()
+    it("-A, -u and -L hold for every URL of a batch and every request of a workflow", function ()
+      local r = run({ a.base .. "/auth", a.base .. "/redirect?" .. a.base .. "/landing", "-u", "user:s3cret",
+                      "-A", "batch/1", "-L" })
+      assert.are.equal(0, r.code, r.stderr)
+      for _, path in ipairs({ "/auth", "/redirect", "/landing" }) do
+        local seen = a:requests_on(path)[1]
+        assert.are.equal("batch/1", seen.headers["user-agent"], path)
+        assert.are.equal("Basic dXNlcjpzM2NyZXQ=", seen.headers.authorization, path)
+      end
+      a:reset()
+      proc.writefile(tmp .. "/flow.lua", [[
+max_attempts = 1
+deadline = 10
+function run(http, args)
+  local r = http.get(args[1])
+  return r.status, r.body
+end
+]])
+      r = proc.run({ "run", tmp .. "/flow.lua", a.base .. "/auth", "-u", "user:s3cret" }, { timeout = 30 })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("welcome\n", r.stdout)
+      assert.matches("^luaretry/", a:requests_on("/auth")[1].headers["user-agent"])
+      -- --connect-timeout is the policy's connect_timeout: a workflow's requests too
+      r = proc.run({ "run", tmp .. "/flow.lua", a.base .. "/ok", "--connect-timeout", "1" })
+      assert.are.equal(0, r.code, r.stderr)
+      -- what only one URL has is refused for a batch, before any request
+      a:reset()
+      r = proc.run({ "run", "http", a.base .. "/ok", a.base .. "/ok", "-w", "%{http_code}" })
+      assert.are.equal(2, r.code)
+      assert.are.equal(0, #a:requests())
+    end)
+  end)
+
+  describe("redirects", function ()
+    it("without -L a 302 is the answer; -L/--location follows it", function ()
+      local target = a.base .. "/landing"
+      local r = run({ a.base .. "/redirect?" .. target })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("moved\n", r.stdout)
+      r = run({ a.base .. "/redirect?" .. target, "-L" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("landed\n", r.stdout)
+      r = run({ a.base .. "/redirect?" .. target, "--location" })
+      assert.are.equal("landed\n", r.stdout)
+    end)
+
+    it("--max-redirs: a loop stops there", function ()
+      local r = run({ a.base .. "/loop", "-L", "--max-redirs", "3", "--set", "max_attempts=1" })
+      assert.are_not.equal(0, r.code)
+      assert.are.equal(4, #a:requests_on("/loop"))
+    end)
+
+    it("to another host: -u, Authorization and Cookie are not sent there; --location-trusted sends them", function ()
+      local target = b.base .. "/landing"
+      local args = { a.base .. "/redirect?" .. target, "-L", "-u", "user:s3cret",
+                     "-H", "Cookie: session=1" }
+      local r = run(args)
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("landed\n", r.stdout)
+      local first, there = a:requests_on("/redirect")[1], b:requests_on("/landing")[1]
+      assert.are.equal("Basic dXNlcjpzM2NyZXQ=", first.headers.authorization)
+      assert.are.equal("session=1", first.headers.cookie)
+      assert.is_nil(there.headers.authorization)
+      assert.is_nil(there.headers.cookie)
+      -- an Authorization header of -H is dropped the same way
+      a:reset(); b:reset()
+      r = run({ a.base .. "/redirect?" .. target, "-L", "-H", "Authorization: Bearer t0ken" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("Bearer t0ken", a:requests_on("/redirect")[1].headers.authorization)
+      assert.is_nil(b:requests_on("/landing")[1].headers.authorization)
+      -- --location-trusted: the user said so
+      a:reset(); b:reset()
+      r = run(concat({ "--location-trusted" }, args))
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("Basic dXNlcjpzM2NyZXQ=", b:requests_on("/landing")[1].headers.authorization)
+    end)
+  end)
+
+  describe("what is written", function ()
+    it("-i/--include: the final response's headers, then its body", function ()
+      local r = run({ a.base .. "/flaky", "-i" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.matches("^HTTP/1%.1 200 OK\r\n", r.stdout)
+      assert.matches("\r\nX%-Attempt: second\r\n", r.stdout)
+      assert.is_nil(r.stdout:find("first", 1, true))  -- the retried attempt's are dropped
+      assert.matches("\r\n\r\ndone\n$", r.stdout)
+      -- into -o FILE too, as curl does
+      r = run({ a.base .. "/headers", "--include", "-o", tmp .. "/out" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.matches("^HTTP/1%.1 201 Created\r\n.*Location: /upload/session%-42\r\n.*\r\n\r\ncreated\n$",
+                     proc.readfile(tmp .. "/out"))
+    end)
+
+    it("-D/--dump-header FILE and -D -", function ()
+      local r = run({ a.base .. "/headers", "-D", tmp .. "/h" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("created\n", r.stdout)
+      local h = proc.readfile(tmp .. "/h")
+      assert.matches("^HTTP/1%.1 201 Created\r\n", h)
+      assert.matches("\r\nLocation: /upload/session%-42\r\n", h)
+      r = run({ a.base .. "/headers", "--dump-header", "-" })
+      assert.matches("^HTTP/1%.1 201 Created\r\n.*\r\n\r\ncreated\n$", r.stdout)
+    end)
+
+    it("-w/--write-out: %{http_code} %{num_attempts} %{time_total}, %header{...}, escapes", function ()
+      local r = run({ a.base .. "/flaky", "-w", "\\n%{http_code} %{num_attempts} %{time_total} %{verdict}\\n" })
+      assert.are.equal(0, r.code, r.stderr)
+      local code, n, t = r.stdout:match("^done\n\n(%d+) (%d+) ([%d.]+) success\n$")
+      assert.are.same({ "200", "2" }, { code, n })
+      assert.is_true(tonumber(t) > 0)
+      r = run({ a.base .. "/headers", "--write-out", "%header{location}|%{exitcode}|%%", "-o", "/dev/null" })
+      assert.are.equal("/upload/session-42|0|%", r.stdout)
+      proc.writefile(tmp .. "/fmt", "%{http_code}")
+      r = run({ a.base .. "/missing", "-w", "@" .. tmp .. "/fmt", "-o", tmp .. "/o" })
+      assert.are.equal(1, r.code)
+      assert.are.equal("404", r.stdout)
+      r = run({ a.base .. "/ok", "-w", "%{no_such_thing}" })
+      assert.are.equal(2, r.code)
+      assert.matches("unknown variable %%{no_such_thing}", r.stderr)
+    end)
+
+    it("-f/--fail: no body for a failed call", function ()
+      local r = run({ a.base .. "/missing", "-f" })
+      assert.are.equal(1, r.code)
+      assert.are.equal("", r.stdout)
+      r = run({ a.base .. "/ok", "--fail" })
+      assert.are.equal("ok\n", r.stdout)
+    end)
+
+    it("-q, and -sS as in curl: nothing but one final line on failure; -s alone: nothing", function ()
+      for _, flag in ipairs({ "-q", "-sS", "--silent" }) do
+        local r = run({ a.base .. "/missing", flag })
+        assert.are.equal(1, r.code)
+        if flag == "--silent" then
+          assert.are.equal("", r.stderr)
+        else
+          local lines = proc.lines(r.stderr)
+          assert.are.equal(1, #lines, r.stderr)
+          assert.matches("^luaretry: attempt 1/10: 404 %-> final %(.*policies/http%.lua:%d+%)$", lines[1])
+        end
+        local ok = run({ a.base .. "/flaky", flag })
+        assert.are.equal(0, ok.code)
+        assert.are.equal("", ok.stderr)
+      end
+    end)
+  end)
+
+  describe("time", function ()
+    it("--max-time is the attempt's timeout, --retry-max-time the call's deadline", function ()
+      local r = run({ a.base .. "/slow", "--max-time", "0.3", "--set", "max_attempts=2" })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.matches("attempt 1/2: timeout error", r.stderr)
+      assert.is_true(r.secs < 2.5, r.secs .. " s")
+      r = run({ a.base .. "/slow", "-m", "0.2", "--retry-max-time", "1" })
+      assert.are.equal(5, r.code, r.stderr)
+      assert.is_true(r.secs < 1.6, r.secs .. " s")
+      r = run({ a.base .. "/ok", "--max-time", "soon" })
+      assert.are.equal(2, r.code)
+    end)
+
+    it("--connect-timeout bounds the connection alone, a single URL and a batch", function ()
+      assert.are.equal(0, sh("cc " .. q(here .. "/cli/blackhole.c") .. " -o " .. q(tmp .. "/blackhole")))
+      sh("exec " .. q(tmp .. "/blackhole") .. " >" .. q(tmp .. "/bh.out") ..
+         " </dev/null & echo $! > " .. q(tmp .. "/bh.pid"))
+      local pid = tonumber(proc.wait_for(function () return proc.readfile(tmp .. "/bh.pid") end))
+      finally(function () proc.kill(pid) end)
+      local port = tonumber(proc.wait_for(function () return (proc.readfile(tmp .. "/bh.out") or ""):match("%d+") end))
+      local url = "http://127.0.0.1:" .. port .. "/"
+      local r = run({ url, "--connect-timeout", "0.3", "--max-time", "10", "--set", "max_attempts=1" })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.matches("timeout error", r.stderr)
+      assert.is_true(r.secs < 2, r.secs .. " s")
+      r = run({ url, url, "--connect-timeout", "0.3", "--max-time", "10", "--set", "max_attempts=1",
+                "--parallel", "2" })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.is_true(r.secs < 2, r.secs .. " s")
+    end)
+  end)
+
+  describe("TLS, against openssl s_server", function ()
+    local servers = {}
+
+    -- openssl s_server -www on a free port; its PID is stopped in teardown.
+    local function s_server(extra)
+      local n = #servers + 1
+      local out, pidfile = tmp .. "/tls" .. n .. ".out", tmp .. "/tls" .. n .. ".pid"
+      sh("cd " .. q(tmp) .. " && exec openssl s_server -accept 127.0.0.1:0 -cert server.pem " ..
+         "-key server.key -www " .. extra .. " >" .. q(out) .. " 2>&1 </dev/null & echo $! >" .. q(pidfile))
+      servers[n] = tonumber(proc.wait_for(function () return proc.readfile(pidfile) end))
+      local port = proc.wait_for(function () return (proc.readfile(out) or ""):match("ACCEPT 127%.0%.0%.1:(%d+)") end, 10)
+      assert.is_truthy(port, proc.readfile(out))
+      return "https://127.0.0.1:" .. port .. "/"
+    end
+
+    local plain, verify
+    setup(function ()
+      local req = "openssl req -x509 -newkey rsa:2048 -nodes -days 2 "
+      assert.are.equal(0, sh("cd " .. q(tmp) .. " && " .. req .. "-keyout server.key -out server.pem " ..
+        "-subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 2>/dev/null && " ..
+        req .. "-keyout client.key -out client.pem -subj /CN=client 2>/dev/null && " ..
+        "openssl pkey -in client.key -aes256 -passout pass:s3cret -out client-enc.key"))
+      plain = s_server("")
+      verify = s_server("-Verify 1 -CAfile client.pem")
+    end)
+    teardown(function ()
+      for _, pid in ipairs(servers) do proc.kill(pid) end
+    end)
+
+    local ONCE = { "--set", "max_attempts=1" }
+
+    it("a self-signed certificate does not verify; -k/--insecure takes it", function ()
+      local r = run(concat({ plain }, ONCE))
+      assert.are_not.equal(0, r.code)
+      assert.matches("tls", r.stderr)
+      for _, k in ipairs({ "-k", "--insecure" }) do
+        r = run(concat({ plain, k }, ONCE))
+        assert.are.equal(0, r.code, r.stderr)
+        assert.matches("s_server", r.stdout)
+      end
+    end)
+
+    it("--cacert: the certificate verifies against the file given", function ()
+      local r = run(concat({ plain, "--cacert", tmp .. "/server.pem" }, ONCE))
+      assert.are.equal(0, r.code, r.stderr)
+      assert.matches("s_server", r.stdout)
+    end)
+
+    it("--cert/--key: a client certificate, its key's password after a colon as in curl", function ()
+      local ca = { "--cacert", tmp .. "/server.pem" }
+      local r = run(concat({ verify }, ca, ONCE))
+      assert.are_not.equal(0, r.code)
+      r = run(concat({ verify, "--cert", tmp .. "/client.pem", "--key", tmp .. "/client.key" }, ca, ONCE))
+      assert.are.equal(0, r.code, r.stderr)
+      assert.matches("s_server", r.stdout)
+      r = run(concat({ verify, "-E", tmp .. "/client.pem:s3cret", "--key", tmp .. "/client-enc.key" }, ca, ONCE))
+      assert.are.equal(0, r.code, r.stderr)
+      r = run(concat({ verify, "-E", tmp .. "/client.pem:wrong", "--key", tmp .. "/client-enc.key" }, ca, ONCE))
+      assert.are_not.equal(0, r.code)
+    end)
+  end)
+
+  describe("options curl has and luaretry does not", function ()
+    it("are refused with what to do instead, and listed in the README", function ()
+      local readme = proc.readfile(proc.root .. "/README.md")
+      for _, opt in ipairs({ "--retry", "--retry-delay", "--retry-all-errors", "--retry-connrefused",
+                             "-O", "-b", "-c", "-F", "-T", "-x", "-K", "-G", "-Z", "--fail-with-body" }) do
+        local r = run({ a.base .. "/ok", opt, "x" })
+        assert.are.equal(2, r.code, opt)
+        assert.matches("curl's " .. opt:gsub("%p", "%%%0") .. " is not taken: ", r.stderr)
+        assert.is_truthy(readme:find("`" .. opt .. "`", 1, true), opt .. " not in the README")
+      end
+      assert.are.equal(0, #a:requests())
+    end)
+  end)
+end)

@@ -1,0 +1,130 @@
+-- Output for machines (issue 13, item 5): --stats=json, the summary object
+-- that ends --log-json, --metrics-file in Prometheus's text format,
+-- replaced whole.
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
+package.path = here .. "/?.lua;" .. package.path
+local proc = require "support.proc"
+
+local FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter_max=0.01", "--seed", "3" }
+
+local function run(args)
+  local t = { "run", "http" }
+  for _, a in ipairs(args) do t[#t + 1] = a end
+  for _, a in ipairs(FAST) do t[#t + 1] = a end
+  return proc.run(t, { timeout = 30 })
+end
+
+-- Prometheus text: { name = { help =, type =, value =, labels = } }; fails on a line that is not.
+local function parse_prometheus(text)
+  local metrics = {}
+  for _, line in ipairs(proc.lines(text)) do
+    local name, help = line:match("^# HELP (luaretry_[%w_]+) (.+)$")
+    if name then
+      metrics[name] = metrics[name] or {}
+      metrics[name].help = help
+    else
+      local tname, kind = line:match("^# TYPE (luaretry_[%w_]+) (%a+)$")
+      if tname then
+        metrics[tname] = metrics[tname] or {}
+        metrics[tname].type = kind
+      else
+        local mname, labels, value = line:match('^(luaretry_[%w_]+){(.-)} (%-?[%d.]+)$')
+        assert.is_truthy(mname, "not a sample: " .. line)
+        metrics[mname] = metrics[mname] or {}
+        metrics[mname].labels, metrics[mname].value = labels, tonumber(value)
+      end
+    end
+  end
+  return metrics
+end
+
+describe("output for machines", function ()
+  local srv, tmp
+
+  setup(function () srv = proc.server(here .. "/run/server.lua") end)
+  teardown(function () if srv then srv:stop() end end)
+  before_each(function ()
+    srv:reset()
+    tmp = proc.tmpdir()
+  end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  it("--stats=json: one JSON object of the policy's counters on standard error", function ()
+    local r = run({ srv.base .. "/flaky", "-q", "--stats=json" })
+    assert.are.equal(0, r.code, r.stderr)
+    local lines = proc.lines(r.stderr)
+    assert.are.equal(1, #lines, r.stderr)
+    local s = proc.json.decode(lines[1])
+    assert.are.same({ "http", 1, 3, 2, 1, 0, "closed" },
+                    { s.policy, s.calls, s.attempts, s.retries, s.successes, s.exhausted, s.breaker })
+    assert.is_true(s.time_waited > 0)
+  end)
+
+  it("--log-json ends with a summary: verdict, attempts, total wait, exit status", function ()
+    local log = tmp .. "/log.json"
+    local r = run({ srv.base .. "/always503", "--set", "max_attempts=3", "-q", "--log-json", log })
+    assert.are.equal(4, r.code, r.stderr)
+    local lines = proc.lines(proc.readfile(log))
+    assert.are.equal(4, #lines)
+    local waited = 0
+    for i = 1, 3 do waited = waited + proc.json.decode(lines[i]).wait end
+    local s = proc.json.decode(lines[4])
+    assert.are.same({ true, "exhausted", 3, 4, "http" }, { s.summary, s.verdict, s.attempts, s.exit, s.policy })
+    assert.is_true(math.abs(s.total_wait - waited) < 1e-5, s.total_wait .. " vs " .. waited)
+  end)
+
+  it("--metrics-file: the counters in Prometheus text format, each with HELP and TYPE", function ()
+    local file = tmp .. "/luaretry.prom"
+    local r = run({ srv.base .. "/always503", "--set", "max_attempts=3", "-q", "--metrics-file", file })
+    assert.are.equal(4, r.code, r.stderr)
+    local m = parse_prometheus(proc.readfile(file))
+    for name, v in pairs(m) do
+      assert.is_string(v.help, name)
+      assert.is_truthy(v.type == "counter" or v.type == "gauge", name)
+      assert.are.equal('policy="http"', v.labels, name)
+      if v.type == "counter" then assert.matches("_total$", name) end
+    end
+    assert.are.equal(1, m.luaretry_calls_total.value)
+    assert.are.equal(3, m.luaretry_attempts_total.value)
+    assert.are.equal(2, m.luaretry_retries_total.value)
+    assert.are.equal(1, m.luaretry_exhausted_total.value)
+    assert.are.equal(4, m.luaretry_exit_status.value)
+    assert.are.equal(0, m.luaretry_breaker_state.value)
+    assert.is_true(m.luaretry_wait_seconds_total.value > 0)
+    assert.is_true(math.abs(m.luaretry_last_run_timestamp_seconds.value - os.time()) < 60)
+  end)
+
+  it("--metrics-file replaces the file whole (a new file renamed over it) and leaves no temporary", function ()
+    local file = tmp .. "/luaretry.prom"
+    proc.writefile(file, "old\n")
+    local inode = proc.readfile_cmd("stat -c %i " .. proc.q(file))
+    -- a reader holding the old file still reads the old one: it was replaced, not rewritten
+    local old = io.open(file, "rb")
+    local r = run({ srv.base .. "/new", "-q", "--metrics-file", file })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("old\n", old:read("a"))
+    old:close()
+    assert.are_not.equal(inode, proc.readfile_cmd("stat -c %i " .. proc.q(file)))
+    assert.matches("luaretry_successes_total{policy=\"http\"} 1\n", proc.readfile(file))
+    assert.are.same({ "luaretry.prom" }, proc.ls(tmp))
+    -- a folder that does not exist: said, and the call's own status stands
+    r = run({ srv.base .. "/new", "-q", "--metrics-file", tmp .. "/none/x.prom" })
+    assert.are.equal(0, r.code)
+    assert.matches("%-%-metrics%-file", r.stderr)
+  end)
+
+  it("a batch: one summary for all its calls, and the metrics of all", function ()
+    local log, file = tmp .. "/log.json", tmp .. "/m.prom"
+    local r = run({ srv.base .. "/new", srv.base .. "/notfound", "-q", "--log-json", log,
+                    "--metrics-file", file, "--stats=json" })
+    assert.are.equal(1, r.code, r.stderr)
+    local lines = proc.lines(proc.readfile(log))
+    local s = proc.json.decode(lines[#lines])
+    assert.are.same({ true, "final", 2, 1 }, { s.summary, s.verdict, s.attempts, s.exit })
+    local m = parse_prometheus(proc.readfile(file))
+    assert.are.equal(2, m.luaretry_calls_total.value)
+    assert.are.equal(1, m.luaretry_finals_total.value)
+    assert.are.equal(1, m.luaretry_exit_status.value)
+    assert.matches('{"policy":"http","calls":2,', r.stderr)
+  end)
+end)
