@@ -253,12 +253,21 @@ static void configure_body(CURL *h, const luaretry_request *r, transfer *t) {
   curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 }
 
+/* Seconds as libcurl's milliseconds: at least 1 for any time above 0, and
+ * at most 1e15 (some 30,000 years), so 1e308 s converts without overflow;
+ * 0 for none. */
+static long ms_of(double seconds) {
+  if (!(seconds > 0)) return 0;
+  if (seconds >= 1e12) return 1000000000000000L;
+  long ms = (long)ceil(seconds * 1000);
+  return ms < 1 ? 1 : ms;
+}
+
 /* The connection's own limit (the policy's connect_timeout), when shorter
  * than the attempt's. */
 void lr_curl_connect_timeout(CURL *h, double connect, double timeout) {
   if (!(connect > 0) || (timeout > 0 && connect >= timeout)) return;
-  long ms = (long)ceil(connect * 1000);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ms < 1 ? 1L : ms);
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ms_of(connect));
 }
 
 void lr_curl_configure(CURL *h, const luaretry_request *r, transfer *t,
@@ -280,8 +289,7 @@ void lr_curl_configure(CURL *h, const luaretry_request *r, transfer *t,
   curl_easy_setopt(h, CURLOPT_HEADERDATA, t);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
   configure_body(h, r, t);
-  long ms = timeout > 0 ? (long)ceil(timeout * 1000) : 0;
-  if (timeout > 0 && ms < 1) ms = 1;
+  long ms = ms_of(timeout);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ms);
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ms);
 }
