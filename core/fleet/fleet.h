@@ -129,11 +129,24 @@ lr_fleet_code lr_fleet_sync_now(lr_fleet *f);
  * once when another thread holds the connection, or when disconnected. */
 void lr_fleet_maybe_sync(lr_fleet *f);
 
+/* The pre-retry check's: lr_fleet_sync_now unless the fleet's state was
+ * learned within sync_ms (by this thread or another, a round trip or a
+ * batch's reply), in which case nothing is sent and nothing waits. */
+lr_fleet_code lr_fleet_refresh(lr_fleet *f);
+
+/* Sends what was counted and not sent yet, when connected and healthy:
+ * one round trip, or none (nothing to send; Redis down or never reached).
+ * Before a handle is freed, so that a process's last outcomes count. */
+lr_fleet_code lr_fleet_flush(lr_fleet *f);
+
 #define LR_FLEET_LOCAL (-1)
 
 /* 1: a retry may go, 0: the fleet's budget refuses, LR_FLEET_LOCAL.  The
  * fleet's tokens at the last sync, plus this process's unsent deltas. */
 int lr_fleet_budget_allows_retry(lr_fleet *f);
+
+/* The fleet's tokens as lr_fleet_budget_allows_retry sees them. */
+double lr_fleet_tokens(lr_fleet *f);
 
 /* 1: admitted, 0: the fleet's circuit is open, LR_FLEET_LOCAL.  A first
  * attempt while the fleet is half-open needs one of the fleet's probe
@@ -163,6 +176,7 @@ typedef struct {
   double synced_ago;         /* seconds since the last good sync; -1: never */
   long long syncs, sync_failures;
   char where[300];           /* the redacted URL */
+  char key[220];             /* the hash's key in Redis: "luaretry:{KEY}" */
   char detail[300];          /* why degraded, or "" */
 } lr_fleet_view;
 

@@ -40,6 +40,10 @@ static long long tokens_now(lr_fleet *f) {
   return t < 0 ? 0 : t > max ? max : t;
 }
 
+double lr_fleet_tokens(lr_fleet *f) {
+  return f ? (double)tokens_now(f) / 1000 : 0;
+}
+
 int lr_fleet_budget_allows_retry(lr_fleet *f) {
   if (!f || !atomic_load(&f->budget) || !fresh(f, lr_fleet_coarse_ms())) return LR_FLEET_LOCAL;
   return tokens_now(f) * 2 > atomic_load(&f->max_milli);
@@ -94,6 +98,7 @@ void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v) {
   v->syncs = atomic_load(&f->syncs);
   v->sync_failures = atomic_load(&f->sync_failures);
   lr_fleet_fmt(v->where, sizeof v->where, "%s", f->url.redacted);
+  lr_fleet_fmt(v->key, sizeof v->key, "%s", f->key);
   pthread_mutex_lock(&f->note_lock);
   lr_fleet_fmt(v->detail, sizeof v->detail, "%s", f->detail);
   pthread_mutex_unlock(&f->note_lock);

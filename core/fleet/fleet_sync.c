@@ -104,6 +104,31 @@ lr_fleet_code lr_fleet_sync_now(lr_fleet *f) {
   return rc;
 }
 
+lr_fleet_code lr_fleet_refresh(lr_fleet *f) {
+  if (!f) return LR_FLEET_E_ARG;
+  long long ok = atomic_load(&f->last_ok_ms);
+  if (ok && lr_fleet_now_ms() - ok < f->set.sync_ms &&
+      atomic_load(&f->health) == LR_FLEET_HEALTHY)
+    return LR_FLEET_OK;
+  return lr_fleet_sync_now(f);
+}
+
+static int batch_empty(lr_fleet *f) {
+  return !atomic_load(&f->spent) && !atomic_load(&f->earned) && !atomic_load(&f->resets) &&
+         !atomic_load(&f->trail);
+}
+
+lr_fleet_code lr_fleet_flush(lr_fleet *f) {
+  if (!f) return LR_FLEET_E_ARG;
+  pthread_mutex_lock(&f->io);
+  lr_fleet_code rc = LR_FLEET_OK;
+  if (f->conn.fd >= 0 && atomic_load(&f->health) == LR_FLEET_HEALTHY) {
+    if (f->inflight || !batch_empty(f)) rc = sync_locked(f, 0, NULL);
+  }
+  pthread_mutex_unlock(&f->io);
+  return rc;
+}
+
 /* With the io lock: one probe permit asked in a round trip. */
 lr_fleet_code lr_fleet_ask_permit_locked(lr_fleet *f, long long *granted) {
   return sync_locked(f, 1, granted);

@@ -93,7 +93,7 @@ static void test_names(void) {
   CHECK_EQ_STR(luaretry_jitter_name(LUARETRY_JITTER_DECORRELATED), "decorrelated");
   for (int r = LUARETRY_REASON_NONE; r <= LUARETRY_REASON_SERVER_WAIT_TOO_LONG; r++)
     CHECK(strcmp(luaretry_reason_name((luaretry_reason)r), "unknown") != 0);
-  for (int c = LUARETRY_OK; c <= LUARETRY_E_SYSTEM; c++)
+  for (int c = LUARETRY_OK; c <= LUARETRY_E_FLEET; c++)
     CHECK(strcmp(luaretry_strerror((luaretry_code)c), "unknown error code") != 0);
 }
 
