@@ -11,7 +11,7 @@
 
 static const char *const WITH_VALUE[] = { "-X", "-H", "-d", "-o", "--seed", "--set",
                                           "--log-json", "--urls", "--output-dir",
-                                          "--parallel", NULL };
+                                          "--parallel", "--redis", NULL };
 
 static int takes_value(const char *opt) {
   for (int k = 0; WITH_VALUE[k]; k++)
@@ -56,6 +56,7 @@ static int take_value(run_args *a, const char *opt, char *v) {
   else if (strcmp(opt, "--log-json") == 0) a->log_json = v;
   else if (strcmp(opt, "--urls") == 0) a->urls_file = v;
   else if (strcmp(opt, "--output-dir") == 0) a->output_dir = v;
+  else if (strcmp(opt, "--redis") == 0) a->redis = v;
   else if (strcmp(opt, "--parallel") == 0) return set_parallel(a, v);
   else if (strcmp(opt, "-H") == 0) return add_header(a, v);
   else if (strcmp(opt, "--set") == 0) {

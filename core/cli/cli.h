@@ -5,6 +5,7 @@
  *   main.c      picks the subcommand; `faults` and `demo`
  *   usage.c     the usage and help texts, the usage error
  *   load.c      loading a policy with --set overrides, and its messages
+ *   fleet.c     --redis and LUARETRY_REDIS; `fleet`: the fleet's state in Redis
  *   signals.c   exit statuses; SIGINT and SIGTERM cancel what runs
  *   outfile.c   a file replaced whole or not at all (-o, --output-dir, --svg)
  *   run.c       `run`: what to run, and one call of it (run.h for its files:)
@@ -44,6 +45,10 @@ int cli_usage(const char *fmt, const char *arg);
 int cli_split_set(const char *set, char name[CLI_SET_NAME], const char **value);
 /* Loads POLICY with NAME=VALUE overrides; NULL after printing why. */
 luaretry_policy *cli_load_policy(const char *path, char **sets, int nsets, int warn);
+/* The same with fleet.redis = redis (NULL: none), which came from `from`
+ * ("--redis", "LUARETRY_REDIS"), named in a message about it. */
+luaretry_policy *cli_load_policy_redis(const char *path, char **sets, int nsets, int warn,
+                                       const char *redis, const char *from);
 /* A library message with "--set " before each line about one of the
  * NAME=VALUE sets (the library speaks of the field only); malloc'ed. */
 char *cli_policy_message(const char *msg, char **sets, int nsets);
@@ -59,9 +64,17 @@ void cli_json_string(FILE *f, const char *s);
 void cli_json_decision(FILE *f, const luaretry_decision *d, int status,
                        const char *error, const char *target);
 
+/* ---- fleet.c */
+/* --redis's URL if given, else LUARETRY_REDIS's, else NULL; *from names
+ * which. */
+const char *cli_redis_url(const char *given, const char **from);
+/* Before `run`'s first call: one sync with the fleet, if there is one. */
+void cli_fleet_start(luaretry_policy *p);
+
 /* ---- the subcommands */
 int cli_run(int argc, char **argv);       /* run.c */
 int cli_check(int argc, char **argv);     /* check.c */
 int cli_simulate(int argc, char **argv);  /* simulate.c */
+int cli_fleet(int argc, char **argv);     /* fleet.c */
 
 #endif

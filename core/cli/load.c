@@ -57,9 +57,23 @@ static void print_policy_error(const luaretry_policy *p, char **sets, int nsets)
 }
 
 luaretry_policy *cli_load_policy(const char *path, char **sets, int nsets, int warn) {
+  return cli_load_policy_redis(path, sets, nsets, warn, NULL, NULL);
+}
+
+luaretry_policy *cli_load_policy_redis(const char *path, char **sets, int nsets, int warn,
+                                       const char *redis, const char *from) {
   luaretry_policy *p;
   if (luaretry_policy_new(&p) != LUARETRY_OK) {
     fprintf(stderr, "luaretry: out of memory\n");
+    return NULL;
+  }
+  /* the library's message names the field and never the URL's password */
+  if (redis && luaretry_policy_set(p, "fleet.redis", redis) != LUARETRY_OK) {
+    const char *msg = luaretry_policy_errmsg(p);
+    const char *field = "fleet.redis: ";
+    if (strncmp(msg, field, strlen(field)) == 0) msg += strlen(field);
+    fprintf(stderr, "luaretry: %s: %s\n", from, msg);
+    luaretry_policy_free(p);
     return NULL;
   }
   for (int i = 0; i < nsets; i++) {

@@ -120,10 +120,14 @@ static int run_loaded(run_args *a) {
     return EXIT_POLICY;
   }
   int status = EXIT_POLICY;
-  luaretry_policy *p = cli_load_policy(a->policy, a->sets, a->nsets, a->verbosity > 0);
+  const char *from;
+  const char *redis = cli_redis_url(a->redis, &from);
+  luaretry_policy *p = cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0,
+                                             redis, from);
   run_mode mode;
   if (p && (status = choose_mode(a, p, &mode)) == 0) {
     log_policy_events(p, a->verbosity);
+    cli_fleet_start(p);
     status = mode == RUN_BATCH ? batch_run(a, p) : run_one(a, p, mode);
   }
   luaretry_policy_free(p);

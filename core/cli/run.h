@@ -40,6 +40,7 @@ typedef struct {
   const char *data;
   const char *output;
   const char *log_json;
+  const char *redis;       /* --redis URL (fleet.c: else LUARETRY_REDIS) */
   uint64_t seed;
   int has_seed;
   int verbosity;           /* 0 -q, 1 normal, 2 -v */

@@ -129,9 +129,9 @@ lr_fleet_code lr_fleet_sync_now(lr_fleet *f);
  * once when another thread holds the connection, or when disconnected. */
 void lr_fleet_maybe_sync(lr_fleet *f);
 
-/* The pre-retry check's: lr_fleet_sync_now unless the fleet's state was
- * learned within sync_ms (by this thread or another, a round trip or a
- * batch's reply), in which case nothing is sent and nothing waits. */
+/* The pre-retry check's: lr_fleet_sync_now, unless nothing counted is
+ * left to send and the fleet's state was learned within sync_ms (another
+ * thread's round trip, a batch's reply): then nothing waits. */
 lr_fleet_code lr_fleet_refresh(lr_fleet *f);
 
 /* Sends what was counted and not sent yet, when connected and healthy:
