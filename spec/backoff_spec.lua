@@ -12,7 +12,7 @@ end
 local function policy(b, extra)
   local parts = {}
   for k, v in pairs(b) do parts[#parts + 1] = k .. " = " .. lit(v) end
-  local src = "max_attempts = 100\nbackoff = { " .. table.concat(parts, ", ") .. " }\n"
+  local src = "max_attempts = 100\nattempt_timeout = 30\nbackoff = { " .. table.concat(parts, ", ") .. " }\n"
               .. (extra or "")
   local p, err = lr.load_string(src, "=backoff_spec")
   assert(p, err)
