@@ -18,6 +18,7 @@
  *     batch.c     run POLICY URL URL... | --urls FILE
  *   check.c     `check`
  *   simulate.c  `simulate` (simulate.h: the herd it measures)
+ *   simfleet.c  simulate --clients N --fleet: own guards next to the fleet's
  *   svg.c       simulate --svg: the herd's histogram
  * No file calls back into one that calls it: main.c calls the subcommands,
  * they call the shared files below them. */
@@ -76,5 +77,8 @@ int cli_run(int argc, char **argv);       /* run.c */
 int cli_check(int argc, char **argv);     /* check.c */
 int cli_simulate(int argc, char **argv);  /* simulate.c */
 int cli_fleet(int argc, char **argv);     /* fleet.c */
+/* simfleet.c: the exit status. */
+int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, double outage,
+                       uint64_t seed, int json);
 
 #endif

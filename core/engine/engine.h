@@ -160,6 +160,23 @@ typedef struct {
   void *ud;
 } lr_remote;
 
+/* ---- simfleet.c: a fleet on the virtual clock, for simulations: the
+ * state Redis would hold is an lr_shared that the local guards' code
+ * updates, and each client sees it as a process of the real fleet does:
+ * its outcomes go in batches at most `sync` seconds apart, and its view
+ * is the state at its last sync plus its own unsent counts. */
+
+typedef struct lr_simfleet lr_simfleet;
+
+/* NULL: out of memory. */
+lr_simfleet *lr_simfleet_new(const lr_guards *g, double sync, long clients);
+void lr_simfleet_free(lr_simfleet *s);
+/* Client i's view, for lr_call_new; valid until lr_simfleet_free. */
+const lr_remote *lr_simfleet_client(lr_simfleet *s, long i);
+/* A sync of client i now: where its process starts (the command's first
+ * sync) and ends (what it had not sent goes). */
+void lr_simfleet_sync(lr_simfleet *s, long i, double now);
+
 /* ---- the rules a call follows, produced by the policy */
 
 typedef struct {

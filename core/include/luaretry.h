@@ -613,6 +613,40 @@ LUARETRY_API luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed,
                                 long attempts, luaretry_decision_fn each,
                                 void *ud);
 
+/* What N clients failing together at t=0 do to a service, each one call
+ * on the virtual clock through the engine (luaretry simulate --clients N
+ * --fleet): every attempt that starts within `outage` seconds gets a 503,
+ * every later one a 200, and the policy's own classifier and rules decide.
+ * `fleet` = 0: each client has a budget and breaker of its own (N
+ * processes, one call each); 1: the N clients share one, each learning
+ * the others' counts as a process of the fleet does (a sync when its call
+ * begins, a batch of its outcomes at most `sync` seconds apart, and one
+ * before each retry), round trips taking no time.  Nothing here touches
+ * Redis or the policy's counters. */
+typedef struct {
+  long clients;                 /* 1 to 100000 */
+  double outage;                /* seconds, 0 to 1e6 */
+  uint64_t seed;                /* client i draws from seed + i */
+  int fleet;
+  double sync;                  /* seconds; 0: the policy's fleet.sync */
+  uint64_t reserved[4];
+} luaretry_herd_options;
+
+typedef struct {
+  uint64_t clients;
+  uint64_t first_attempts;      /* clients whose call made an attempt */
+  uint64_t attempts;            /* all of them, the first ones included */
+  double amplification;         /* attempts per first attempt */
+  uint64_t stops[16];           /* the clients' calls by the reason they
+                                   stopped (a luaretry_reason) */
+  double last_attempt;          /* the last attempt's start, seconds */
+  uint64_t reserved[8];
+} luaretry_herd_result;
+
+LUARETRY_API luaretry_code luaretry_simulate_herd(luaretry_policy *p,
+                                                  const luaretry_herd_options *o,
+                                                  luaretry_herd_result *r);
+
 /* `count` draws of the policy's backoff for retry n (n = 0 before the
  * second attempt) from a generator seeded with `seed`, each starting from
  * `previous` (decorrelated jitter's state; < 0: the policy's initial), into
