@@ -47,9 +47,10 @@ int cli_split_set(const char *set, char name[CLI_SET_NAME], const char **value);
 /* Loads POLICY with NAME=VALUE overrides; NULL after printing why. */
 luaretry_policy *cli_load_policy(const char *path, char **sets, int nsets, int warn);
 /* The same with fleet.redis = redis (NULL: none), which came from `from`
- * ("--redis", "LUARETRY_REDIS"), named in a message about it. */
+ * ("--redis", "LUARETRY_REDIS"), named in a message about it; *status
+ * (if given) the exit status when NULL: EXIT_USAGE for a bad URL. */
 luaretry_policy *cli_load_policy_redis(const char *path, char **sets, int nsets, int warn,
-                                       const char *redis, const char *from);
+                                       const char *redis, const char *from, int *status);
 /* A library message with "--set " before each line about one of the
  * NAME=VALUE sets (the library speaks of the field only); malloc'ed. */
 char *cli_policy_message(const char *msg, char **sets, int nsets);

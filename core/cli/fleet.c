@@ -95,8 +95,9 @@ int cli_fleet(int argc, char **argv) {
   const char *from;
   const char *url = cli_redis_url(a.redis, &from);
   if (!url) return cli_usage("fleet: where is Redis? --redis URL, or LUARETRY_REDIS", NULL);
-  luaretry_policy *p = cli_load_policy_redis(a.policy, a.sets, a.nsets, 0, url, from);
-  if (!p) return EXIT_POLICY;
+  luaretry_policy *p = cli_load_policy_redis(a.policy, a.sets, a.nsets, 0, url, from, &status);
+  if (!p) return status;
+  status = EXIT_OK;
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
   luaretry_fleet_status st;

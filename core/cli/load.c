@@ -57,11 +57,12 @@ static void print_policy_error(const luaretry_policy *p, char **sets, int nsets)
 }
 
 luaretry_policy *cli_load_policy(const char *path, char **sets, int nsets, int warn) {
-  return cli_load_policy_redis(path, sets, nsets, warn, NULL, NULL);
+  return cli_load_policy_redis(path, sets, nsets, warn, NULL, NULL, NULL);
 }
 
 luaretry_policy *cli_load_policy_redis(const char *path, char **sets, int nsets, int warn,
-                                       const char *redis, const char *from) {
+                                       const char *redis, const char *from, int *status) {
+  if (status) *status = EXIT_POLICY;
   luaretry_policy *p;
   if (luaretry_policy_new(&p) != LUARETRY_OK) {
     fprintf(stderr, "luaretry: out of memory\n");
@@ -74,6 +75,7 @@ luaretry_policy *cli_load_policy_redis(const char *path, char **sets, int nsets,
     if (strncmp(msg, field, strlen(field)) == 0) msg += strlen(field);
     fprintf(stderr, "luaretry: %s: %s\n", from, msg);
     luaretry_policy_free(p);
+    if (status) *status = EXIT_USAGE;
     return NULL;
   }
   for (int i = 0; i < nsets; i++) {

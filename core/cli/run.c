@@ -83,6 +83,9 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
     return cli_error_status(rc);
   }
   if (final.reason == LUARETRY_REASON_CANCELLED) fprintf(stderr, "luaretry: interrupted\n");
+  else if (final.attempt == 0 && final.message && a->verbosity > 0)  /* refused at begin */
+    fprintf(stderr, "luaretry: before attempt 1: %s (%s): %s\n",
+            luaretry_reason_name(final.reason), final.rule, final.message);
   return cli_exit_status(final.reason);
 }
 
@@ -123,7 +126,7 @@ static int run_loaded(run_args *a) {
   const char *from;
   const char *redis = cli_redis_url(a->redis, &from);
   luaretry_policy *p = cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0,
-                                             redis, from);
+                                             redis, from, &status);
   run_mode mode;
   if (p && (status = choose_mode(a, p, &mode)) == 0) {
     log_policy_events(p, a->verbosity);

@@ -211,10 +211,13 @@ static int check_field(lr_check *ck, int i) {
   if (s->flags & HOST) {
     char w[1200];
     where(ck, i, w, sizeof w);
-    add_error(ck->errors, ck->errors_size, "%s: %s is set by the host "
-              "(luaretry_policy_set, --set%s), not by the script", w,
-              lr_field_in(i, F_FLEET) ? "where Redis is" : "a sandbox limit",
-              i == F_FL_REDIS ? ", --redis, LUARETRY_REDIS" : "");
+    if (lr_field_in(i, F_FLEET))
+      add_error(ck->errors, ck->errors_size, "%s: the host says where Redis is and how long "
+                "to wait for it (luaretry_policy_set, --set%s), not the script", w,
+                i == F_FL_REDIS ? ", --redis, LUARETRY_REDIS" : "");
+    else
+      add_error(ck->errors, ck->errors_size, "%s: a sandbox limit is set by the host "
+                "(luaretry_policy_set, --set), not by the script", w);
     return -1;
   }
   switch (s->type) {

@@ -52,6 +52,10 @@ static void test_sizes(void) {
   CHECK_EQ_INT((long)sizeof(luaretry_curl_result), 176);
   CHECK_EQ_INT((long)sizeof(luaretry_curl_job), 248);
   CHECK_EQ_INT((long)sizeof(luaretry_curl_many_options), 80);
+  CHECK_EQ_INT((long)sizeof(luaretry_fleet_status), 720);
+  CHECK_EQ_INT((long)sizeof(luaretry_fleet_process), 152);
+  CHECK_EQ_INT((long)sizeof(luaretry_herd_options), 72);
+  CHECK_EQ_INT((long)sizeof(luaretry_herd_result), 232);
 #endif
 }
 
@@ -95,6 +99,9 @@ static void test_names(void) {
     CHECK(strcmp(luaretry_reason_name((luaretry_reason)r), "unknown") != 0);
   for (int c = LUARETRY_OK; c <= LUARETRY_E_FLEET; c++)
     CHECK(strcmp(luaretry_strerror((luaretry_code)c), "unknown error code") != 0);
+  for (int s = LUARETRY_GUARDS_LOCAL; s <= LUARETRY_GUARDS_FALLBACK; s++)
+    CHECK(strcmp(luaretry_guards_scope_name((luaretry_guards_scope)s), "unknown") != 0);
+  CHECK_EQ_STR(luaretry_guards_scope_name(LUARETRY_GUARDS_FLEET), "fleet");
 }
 
 static const char *POLICY =
