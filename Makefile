@@ -204,12 +204,23 @@ $(BUILD)/test_fleet_%: spec/c/test_fleet_%.c $(BUILD)/libluaretry.a spec/c/check
 $(BUILD)/bench_fleet: spec/bench/fleet.c $(BUILD)/libluaretry.a spec/c/redis_helper.h
 	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
+# A decision with fleet guards against local ones: public API (the helper
+# that starts redis-server speaks hiredis).
+$(BUILD)/bench_fleet_decide: spec/bench/fleet_decide.c $(BUILD)/libluaretry.a spec/c/redis_helper.h
+	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+
 # `make test` runs test-c twice (plain, then build/asan with SAN=1): the
 # fleet's programs ride along both times.
 C_TEST_BIN += $(FLEET_TEST_BIN)
 test-c: $(FLEET_TEST_BIN)
 
+# The fleet's side of `make bench`: its handle's costs (bench_fleet), a
+# decision with fleet guards against local ones (bench_fleet_decide), and
+# an outage seen by 100 processes, fleet / per process / no guards.
 .PHONY: bench-fleet
-bench-fleet: deps $(BUILD)/bench_fleet
+bench-fleet: deps
+	$(MAKE) all $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide
 	./$(BUILD)/bench_fleet
+	./$(BUILD)/bench_fleet_decide
+	bash spec/bench/fleet_run.sh
 bench: bench-fleet

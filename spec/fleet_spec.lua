@@ -76,8 +76,11 @@ describe("the fleet", function ()
     if r then r:stop() end
   end)
 
-  local function run_args(policy, path, key, extra)
-    local a = { "run", policy, srv.base .. path, "--redis", r.url, "--set", "fleet.key=" .. key }
+  -- A healthy Redis on a busy machine may take more than the default 100 ms
+  -- to answer; only the specs of a Redis that goes away keep the default.
+  local function run_args(policy, path, key, extra, command_timeout)
+    local a = { "run", policy, srv.base .. path, "--redis", r.url, "--set", "fleet.key=" .. key,
+                "--set", "fleet.command_timeout=" .. (command_timeout or 1000) }
     for _, x in ipairs(extra or {}) do a[#a + 1] = x end
     return a
   end
@@ -99,7 +102,7 @@ describe("the fleet", function ()
     -- a retry goes only while the fleet has more than 5 of its 10 tokens,
     -- and each one granted follows a failure the fleet has counted
     assert.is_true(sent >= 30 and sent <= 34, "requests: " .. sent)
-    assert.is_true(refused >= 26)
+    assert.is_true(refused >= 26, "refused: " .. refused)
     -- the model, with the policy's sync period, within 0.1 of the real run
     local sim = proc.run({ "simulate", BUDGET, "--clients", "30", "--fleet", "--json" })
     assert.are.equal(0, sim.code, sim.stderr)
@@ -108,7 +111,8 @@ describe("the fleet", function ()
                    ("model %.3f, real %.3f"):format(m.fleet.amplification, sent / 30))
     assert.are.equal(4, m.own.amplification)
     -- what Redis holds: the budget spent, every process listed
-    local st = proc.run({ "fleet", BUDGET, "--redis", r.url, "--set", "fleet.key=" .. key })
+    local st = proc.run({ "fleet", BUDGET, "--redis", r.url, "--set", "fleet.command_timeout=1000",
+                          "--set", "fleet.key=" .. key })
     assert.are.equal(0, st.code, st.stderr)
     assert.matches("budget: 0%.000 of 10 tokens", st.stdout)
     assert.matches("processes that synced in the last minute: 30\n", st.stdout)
@@ -116,15 +120,17 @@ describe("the fleet", function ()
 
   it("refuses a retry decided on stale counts once the fleet's budget is spent while it waits", function ()
     local key = new_key()
-    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, set = { ["fleet.key"] = key } }))
+    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 1000,
+                                      set = { ["fleet.key"] = key } }))
     assert(p:fleet_sync())
     local c = assert(p:begin {})
     local d = c:report { status = 503 }
-    assert.is_true(d.retry)                -- 9 tokens, as far as this process knows
+    assert.is_true(d.retry, d.message)     -- 9 tokens, as far as this process knows
     -- meanwhile the rest of the fleet spends the budget
     local other = proc.run(run_args(BUDGET, "/503", key, { "-q" }))
     assert.are.equal(4, other.code, other.stderr)
-    local p2 = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, set = { ["fleet.key"] = key } }))
+    local p2 = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 1000,
+                                      set = { ["fleet.key"] = key } }))
     for _ = 1, 3 do local c2 = assert(p2:begin {}); c2:report { status = 503 }; c2:next(); c2:close() end
     d = c:next()                            -- the pre-retry check asks the fleet again
     assert.are.equal("budget", d.verdict)
@@ -137,7 +143,8 @@ describe("the fleet", function ()
   it("a breaker opened by one process refuses calls in another within one sync period", function ()
     local key = new_key()
     local logs = {}
-    local p = assert(lr.load(BREAKER, { ["fleet.redis"] = r.url, set = { ["fleet.key"] = key },
+    local p = assert(lr.load(BREAKER, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 1000,
+                                        set = { ["fleet.key"] = key },
                                         log = function (line) logs[#logs + 1] = line end }))
     assert(p:fleet_sync())
     local function call()
@@ -193,7 +200,7 @@ describe("the fleet", function ()
   local function lost_redis(how)
     local key = new_key()
     srv:reset()
-    local wait = many(10, function () return run_args(LONG, "/503", key) end,
+    local wait = many(10, function () return run_args(LONG, "/503", key, {}, 100) end,
                       { background = true })
     proc.sleep(0.6)
     if how == "kill" then r:kill() else r:signal("STOP") end
@@ -220,6 +227,7 @@ describe("the fleet", function ()
     local key = new_key()
     local logs = {}
     local p = assert(lr.load(LONG, { ["fleet.redis"] = r.url, ["fleet.reconnect"] = 200,
+                                     ["fleet.command_timeout"] = 1000,
                                      set = { ["fleet.key"] = key },
                                      log = function (line) logs[#logs + 1] = line end }))
     local function fail_once()
@@ -264,10 +272,11 @@ describe("the fleet", function ()
       assert.falsy((x.stderr .. x.stdout):find("alice", 1, true))
     end
     -- the right one works, and is not shown either
-    local ok = proc.run({ "run", BUDGET, srv.base .. "/200", "--redis", r2.url, "--stats", "-v" })
+    local ok = proc.run({ "run", BUDGET, srv.base .. "/200", "--redis", r2.url, "--stats", "-v",
+                          "--set", "fleet.command_timeout=1000" })
     assert.are.equal(0, ok.code, ok.stderr)
     assert.matches("guards fleet", ok.stderr)
-    local st = proc.run({ "fleet", BUDGET, "--redis", r2.url })
+    local st = proc.run({ "fleet", BUDGET, "--redis", r2.url, "--set", "fleet.command_timeout=1000" })
     assert.are.equal(0, st.code, st.stderr)
     assert.matches("unix://%*%*%*@", st.stdout)
     assert.falsy((ok.stderr .. ok.stdout .. st.stdout .. st.stderr):find("s3cret", 1, true))
@@ -297,14 +306,16 @@ describe("the fleet", function ()
     assert.are.equal(2, st.code)                       -- no --redis, no LUARETRY_REDIS
     assert.matches("where is Redis%?", st.stderr)
     st = proc.readfile_cmd("env LUARETRY_REDIS=" .. q(r.url) .. " " .. q(proc.bin) ..
-                           " fleet " .. q(BREAKER) .. " --set fleet.key=" .. q(key) .. " 2>&1")
+                           " fleet " .. q(BREAKER) .. " --set fleet.key=" .. q(key) ..
+                           " --set fleet.command_timeout=1000 2>&1")
     assert.matches("fleet fleet%-breaker: luaretry:{" .. key:gsub("%-", "%%-") .. "}", st)
     assert.matches("breaker: open, opened at %d+%-%d+%-%d+ [%d:.]+ UTC", st)
     assert.matches("3 transient failures in a row", st)
     assert.matches("processes that synced in the last minute: 1\n", st)
-    local reset = proc.run({ "fleet", BREAKER, "--redis", r.url, "--set", "fleet.key=" .. key, "--reset" })
+    local slow_ok = { "--set", "fleet.command_timeout=1000", "--set", "fleet.key=" .. key }
+    local reset = proc.run({ "fleet", BREAKER, "--redis", r.url, "--reset", table.unpack(slow_ok) })
     assert.are.equal(0, reset.code, reset.stderr)
-    st = proc.run({ "fleet", BREAKER, "--redis", r.url, "--set", "fleet.key=" .. key })
+    st = proc.run({ "fleet", BREAKER, "--redis", r.url, table.unpack(slow_ok) })
     assert.matches("no state in Redis", st.stdout)
     assert.matches("processes that synced in the last minute: 0", st.stdout)
     -- a policy with nothing to share, and a Redis that is not there
@@ -347,7 +358,7 @@ describe("the fleet", function ()
     assert.matches("warning: .*fleet%.redis is set, but the policy has neither budget nor breaker", x.stderr)
     assert.matches("guards local", x.stderr)
     -- the module takes the host's settings like the other host-only fields
-    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 50 }))
+    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 500 }))
     assert(p:set("fleet.sync", "25"))
     assert(p:fleet_sync())
     assert.matches("^luaretry:{fleet%-budget}$", p:fleet().key)   -- the policy's name
@@ -362,7 +373,8 @@ describe("the fleet", function ()
 
   it("a reload or --set keeps the fleet (one connection) unless URL, key, sync or a timeout changes; a call in flight keeps its own", function ()
     local key, key2 = new_key(), new_key()
-    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, set = { ["fleet.key"] = key } }))
+    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 1000,
+                                      set = { ["fleet.key"] = key } }))
     local function clients()
       return tonumber(r:cli("INFO", "clients"):match("connected_clients:(%d+)"))
     end
@@ -376,7 +388,7 @@ describe("the fleet", function ()
     local c = assert(p:begin {})                        -- under the key of now
     assert(p:set("fleet.key", key2))                     -- a new fleet for the calls to come
     local d = c:report { status = 503 }                 -- counted by the call's own fleet
-    assert.is_true(d.retry)
+    assert.is_true(d.retry, d.message)
     c:close()                                           -- its last load goes: its count is sent
     assert.are.equal("1", r:cli("HGET", "luaretry:{" .. key .. "}", "fails"))
     assert(p:fleet_sync())
@@ -388,7 +400,8 @@ describe("the fleet", function ()
 
   it("calls on the virtual clock, simulations and check's probes never touch Redis", function ()
     local key = new_key()
-    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, set = { ["fleet.key"] = key } }))
+    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 1000,
+                                      set = { ["fleet.key"] = key } }))
     local final = p:run(function () return 503, "busy" end, { virtual = true, seed = 1 })
     assert.are.equal("exhausted", final.verdict)
     local c = assert(p:begin { virtual = true })
