@@ -153,9 +153,11 @@ test: deps
 	$(MAKE) test-c
 	$(MAKE) test-lua
 	$(MAKE) BUILD=build/asan SAN=1 test-c
-	$(MAKE) BUILD=build/tsan SAN=thread build/tsan/test_threads build/tsan/test_overlap
+	$(MAKE) BUILD=build/tsan SAN=thread build/tsan/test_threads build/tsan/test_overlap \
+	  build/tsan/test_fleet_calls
 	TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_threads
 	TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_overlap
+	TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_fleet_calls
 	# stock lua5.4 is not built with ASan: the module's specs run under valgrind
 	valgrind -q --error-exitcode=9 lua5.4 /usr/bin/busted --cpath='build/?.so' \
 	  spec/module_spec.lua spec/module_reentry_spec.lua spec/reload_spec.lua
@@ -196,7 +198,7 @@ clean:
 # ---- fleet (issue 14): core/fleet/ is part of the library (above); its
 # own tests and bench include its private headers, against a real
 # redis-server they start.
-FLEET_TEST_BIN = $(BUILD)/test_fleet_url $(BUILD)/test_fleet_redis
+FLEET_TEST_BIN = $(BUILD)/test_fleet_url $(BUILD)/test_fleet_redis $(BUILD)/test_fleet_calls
 
 $(BUILD)/test_fleet_%: spec/c/test_fleet_%.c $(BUILD)/libluaretry.a spec/c/check.h spec/c/redis_helper.h
 	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)

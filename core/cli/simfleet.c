@@ -68,7 +68,7 @@ int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, doubl
     if (!t.budget && !t.breaker)
       printf("  (the policy has neither budget nor breaker: there is nothing to share)\n");
     print_text("own guards (a process each):", &own);
-    char what[64];
+    char what[128];
     snprintf(what, sizeof what, "fleet guards (synced every %s ms):", sync);
     print_text(what, &fleet);
   }
