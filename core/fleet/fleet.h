@@ -43,6 +43,7 @@
 #define LUARETRY_FLEET_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct lr_fleet lr_fleet;
 
@@ -128,6 +129,9 @@ lr_fleet_code lr_fleet_sync_now(lr_fleet *f);
  * (one non-blocking send); reads a reply that has arrived.  Returns at
  * once when another thread holds the connection, or when disconnected. */
 void lr_fleet_maybe_sync(lr_fleet *f);
+/* The same with the caller's reading of CLOCK_MONOTONIC in ms (the
+ * engine's call has one already: a clock read less on the success path). */
+void lr_fleet_maybe_sync_at(lr_fleet *f, int64_t now_ms);
 
 /* The pre-retry check's: lr_fleet_sync_now, unless nothing counted is
  * left to send and the fleet's state was learned within sync_ms (another

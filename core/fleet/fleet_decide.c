@@ -11,12 +11,17 @@ void lr_fleet_record(lr_fleet *f, lr_fleet_outcome o) {
   if (!f) return;
   switch (o) {
   case LR_FLEET_SUCCESS:
-    atomic_fetch_add_explicit(&f->earned, atomic_load_explicit(&f->ratio_milli,
-                              memory_order_relaxed), memory_order_relaxed);
-    /* fall through: a success is also an answer */
+    if (atomic_load_explicit(&f->budget, memory_order_relaxed))
+      atomic_fetch_add_explicit(&f->earned, atomic_load_explicit(&f->ratio_milli,
+                                memory_order_relaxed), memory_order_relaxed);
+    /* a success is also an answer */
+    __attribute__((fallthrough));
   case LR_FLEET_ANSWERED:
+    /* plain stores, no locked instruction: the script only asks whether
+     * the batch holds an answer, not how many */
     atomic_store_explicit(&f->trail, 0, memory_order_relaxed);
-    atomic_fetch_add_explicit(&f->resets, 1, memory_order_relaxed);
+    if (!atomic_load_explicit(&f->resets, memory_order_relaxed))
+      atomic_store_explicit(&f->resets, 1, memory_order_relaxed);
     return;
   case LR_FLEET_FAILURE:
     atomic_fetch_add_explicit(&f->spent, 1000, memory_order_relaxed);

@@ -18,13 +18,14 @@ static int breaker_admits(void *ud, int first_attempt, double now) {
   return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
 }
 
-/* Counted at once; sent with the next batch (never waiting). */
+/* Counted at once; sent with the next batch (never waiting).  `now` is a
+ * real call's clock, CLOCK_MONOTONIC (a call on the virtual clock never
+ * reaches the fleet), read already: the sync period is judged by it. */
 static void record(void *ud, lr_remote_outcome o, double now) {
-  (void)now;
   lr_fleet_record(ud, o == LR_REMOTE_SUCCESS   ? LR_FLEET_SUCCESS
                       : o == LR_REMOTE_FAILURE ? LR_FLEET_FAILURE
                                                : LR_FLEET_ANSWERED);
-  lr_fleet_maybe_sync(ud);
+  lr_fleet_maybe_sync_at(ud, (int64_t)(now * 1000));
 }
 
 static void refresh(void *ud, double now) {

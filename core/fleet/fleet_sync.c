@@ -159,9 +159,11 @@ static void send_async(lr_fleet *f, int64_t now) {
 }
 
 void lr_fleet_maybe_sync(lr_fleet *f) {
-  if (!f) return;
-  int64_t now = lr_fleet_coarse_ms();
-  if (now < atomic_load_explicit(&f->next_sync_at, memory_order_relaxed)) return;
+  if (f) lr_fleet_maybe_sync_at(f, lr_fleet_coarse_ms());
+}
+
+void lr_fleet_maybe_sync_at(lr_fleet *f, int64_t now) {
+  if (!f || now < atomic_load_explicit(&f->next_sync_at, memory_order_relaxed)) return;
   now = lr_fleet_now_ms();
   if (pthread_mutex_trylock(&f->io) != 0) return;
   int64_t next = now + f->set.sync_ms;
