@@ -307,13 +307,21 @@ LUARETRY_API void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn
  * calls begin. */
 LUARETRY_API void luaretry_policy_on_fleet(luaretry_policy *p, luaretry_log_fn fn, void *ud);
 
-/* One round trip now (connecting if need be, whatever the reconnect
- * backoff): sends what was counted and learns the fleet's state.  For a
- * host about to begin its first call, so that the breaker and budget are
- * the fleet's from the start (the command does it); never needed for
- * correctness.  LUARETRY_E_STATE without fleet.redis; LUARETRY_E_FLEET
- * when Redis could not be reached or refused (errmsg says why, and the
- * policy goes on under its own guards). */
+/* One round trip now, bounded by fleet.connect_timeout and
+ * fleet.command_timeout: sends what was counted and learns the fleet's
+ * state.  For a host about to begin its first call, so that the breaker
+ * and budget are the fleet's from the start (the command does it), and
+ * for one that wants to rejoin at once after Redis was lost (otherwise the
+ * next retry's check reconnects, once the reconnect backoff allows).  The
+ * connection is made by the first round trip, and a success never makes
+ * one: until then (or without this call) the policy's own guards decide.
+ * LUARETRY_E_STATE without a fleet (fleet.redis unset, or neither budget
+ * nor breaker); LUARETRY_E_FLEET when Redis could not be reached or
+ * refused, or a reconnect is not due yet (errmsg says why; the policy goes
+ * on under its own guards).  What a load counted and did not send yet goes
+ * when the load does: at luaretry_policy_free, or when a reload or a set
+ * that changes the fleet's URL, key, sync or timeouts retires it after its
+ * last call (one round trip, none while Redis is down). */
 LUARETRY_API luaretry_code luaretry_policy_fleet_sync(luaretry_policy *p);
 
 /* One process that synced in the last minute. */
