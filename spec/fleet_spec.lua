@@ -256,6 +256,55 @@ describe("the fleet", function ()
     p:close()
   end)
 
+  it("a success never waits for Redis; a failure waits one round trip at most, and none while Redis is known down", function ()
+    local function policy(logs)
+      local p = assert(lr.load(LONG, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 300,
+                                       set = { ["fleet.key"] = new_key() },
+                                       log = function (line) logs[#logs + 1] = line end }))
+      assert.are.equal("fallback", p:metrics().guards)  -- not synced yet: its own guards
+      assert(p:fleet_sync())
+      assert.are.equal("fleet", p:metrics().guards)
+      return p
+    end
+    finally(function () r:signal("CONT") end)
+    -- successes over more than a sync period, Redis stopped: none waits
+    local p = policy({})
+    r:signal("STOP")
+    local slowest = 0
+    for _ = 1, 200 do
+      local t = proc.now()
+      local c = assert(p:begin {})
+      assert.are.equal("success", c:report { status = 200 }.verdict)
+      c:close()
+      slowest = math.max(slowest, proc.now() - t)
+      proc.sleep(0.001)
+    end
+    r:signal("CONT")
+    p:close()
+    assert.is_true(slowest < 0.1, ("slowest success: %.3f s"):format(slowest))
+    -- failures: the first waits one round trip (300 ms), the next none
+    local logs = {}
+    p = policy(logs)
+    r:signal("STOP")
+    local function failure()
+      local c = assert(p:begin {})
+      c:report { status = 503 }
+      local t = proc.now()
+      local d = c:next()                                -- the pre-retry check
+      c:close()
+      return proc.now() - t, d
+    end
+    local first, d = failure()
+    local second = failure()
+    r:signal("CONT")
+    p:close()
+    assert.is_true(first >= 0.25 and first < 0.3 + 0.2, ("first failure: %.3f s"):format(first))
+    assert.is_true(d.retry, d.message)                  -- the local guards decided
+    assert.is_true(second < 0.05, ("second failure: %.3f s"):format(second))
+    assert.are.equal(1, #logs)
+    assert.matches("no reply in time", logs[1])
+  end)
+
   it("a wrong password: one clear line, the local guards decide, the password never shown", function ()
     local r2 = redis.start { password = "s3cret-pw", tcp = true }
     finally(function () r2:stop() end)
@@ -369,6 +418,31 @@ describe("the fleet", function ()
     assert(p:set("fleet.redis", "none"))
     assert.are.equal("local", p:metrics().guards)
     p:close()
+    -- the key from a name with a space; setting an unreachable Redis waits for nothing
+    local spaced = write("spaced.lua", "name = 'my svc'\nmax_attempts = 2\ndeadline = 5\nbudget = {}\n")
+    local t0 = proc.now()
+    local far = assert(lr.load(spaced, { ["fleet.redis"] = "redis://192.0.2.1:6379/0",
+                                         ["fleet.connect_timeout"] = 5000 }))
+    assert.is_true(proc.now() - t0 < 0.5)
+    far:close()
+    local named = assert(lr.load(spaced, { ["fleet.redis"] = r.url }))
+    assert.are.equal("luaretry:{my_svc}", named:fleet().key)
+    named:close()
+    -- --redis none turns off what LUARETRY_REDIS turns on
+    local off = proc.readfile_cmd("env LUARETRY_REDIS=" .. q(r.url) .. " " .. q(proc.bin) .. " run " ..
+                                  q(BUDGET) .. " " .. q(srv.base .. "/200") ..
+                                  " --redis none --stats 2>&1 >/dev/null")
+    assert.matches("guards local", off)
+    local on = proc.readfile_cmd("env LUARETRY_REDIS=" .. q(r.url) .. " " .. q(proc.bin) .. " run " ..
+                                 q(BUDGET) .. " " .. q(srv.base .. "/200") ..
+                                 " --set fleet.command_timeout=1000 --stats 2>&1 >/dev/null")
+    assert.matches("guards fleet", on)
+    -- simulate's --fleet goes with --clients, and draws no --svg
+    local u = proc.run({ "simulate", BUDGET, "--fleet" })
+    assert.are.equal(2, u.code)
+    assert.matches("%-%-fleet needs %-%-clients N", u.stderr)
+    u = proc.run({ "simulate", BUDGET, "--clients", "3", "--fleet", "--svg", dir .. "/x.svg" })
+    assert.are.equal(2, u.code)
   end)
 
   it("a reload or --set keeps the fleet (one connection) unless URL, key, sync or a timeout changes; a call in flight keeps its own", function ()

@@ -160,6 +160,21 @@ static void test_fields(void) {
   CHECK(strstr(luaretry_policy_errmsg(p), "--set") == NULL);
   CHECK_CODE(luaretry_policy_set(p, "is_transient", "x"), LUARETRY_E_ARG);
   CHECK_EQ_STR(luaretry_policy_errmsg(p), "is_transient: can only be set in the script");
+  /* the fleet's rows: defaults, the key from the name, a URL never shown
+   * with its password (setting it makes no I/O: nothing listens there) */
+  CHECK_CODE(luaretry_policy_get(p, "fleet.sync", buf, sizeof buf), LUARETRY_OK);
+  CHECK_EQ_STR(buf, "200");
+  CHECK_CODE(luaretry_policy_get(p, "fleet.key", buf, sizeof buf), LUARETRY_OK);
+  CHECK_EQ_STR(buf, "abi");
+  CHECK_CODE(luaretry_policy_get(p, "fleet.redis", buf, sizeof buf), LUARETRY_OK);
+  CHECK_EQ_STR(buf, "none");
+  CHECK_CODE(luaretry_policy_set(p, "fleet.redis", "redis://u:pw1@127.0.0.1:1/2"), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_get(p, "fleet.redis", buf, sizeof buf), LUARETRY_OK);
+  CHECK_EQ_STR(buf, "redis://***@127.0.0.1:1/2");
+  CHECK_CODE(luaretry_policy_get(p, "fleet.command_timeout", buf, sizeof buf), LUARETRY_OK);
+  CHECK_EQ_STR(buf, "100");
+  CHECK_CODE(luaretry_policy_set(p, "fleet.sync", "0"), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "fleet.sync: expected a whole number from 1 to 60000");
   luaretry_policy_free(p);
 }
 
