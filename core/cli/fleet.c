@@ -78,7 +78,8 @@ static int parse_fleet(int argc, char **argv, fleet_args *a) {
     if (valued && i + 1 >= argc) return cli_usage("fleet: %s needs a value", s);
     if (strcmp(s, "--reset") == 0) a->reset = 1;
     else if (strcmp(s, "--redis") == 0) a->redis = argv[++i];
-    else if (strcmp(s, "--set") == 0 && a->nsets == 64) return cli_usage("fleet: too many --set", NULL);
+    else if (strcmp(s, "--set") == 0 && a->nsets == 64)
+      return cli_usage("fleet: too many --set", NULL);
     else if (strcmp(s, "--set") == 0) a->sets[a->nsets++] = argv[++i];
     else if (s[0] == '-' && s[1]) return cli_usage("fleet: unknown option %s", s);
     else if (!a->policy) a->policy = s;
@@ -101,7 +102,8 @@ int cli_fleet(int argc, char **argv) {
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
   luaretry_fleet_status st;
-  luaretry_code rc = a.reset ? luaretry_policy_fleet_reset(p) : luaretry_policy_fleet_status(p, &st);
+  luaretry_code rc = a.reset ? luaretry_policy_fleet_reset(p)
+                             : luaretry_policy_fleet_status(p, &st);
   if (rc == LUARETRY_OK && a.reset) {
     printf("fleet %s: reset: full budget, breaker closed, no processes\n", t.name);
   } else if (rc == LUARETRY_OK) {

@@ -103,6 +103,11 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key,
                            char *err, size_t errlen);
 void lr_fleet_free(lr_fleet *f);   /* NULL is fine */
 
+/* Parses a URL as lr_fleet_new does (no I/O): OK with the URL as messages
+ * show it in `redacted`, or why not in err (never with credentials). */
+lr_fleet_code lr_fleet_url_check(const char *url, char *redacted, size_t size, char *err,
+                                 size_t errlen);
+
 /* New guard numbers (a reload, an override); the fleet's counts go on.
  * Only the guard fields of *s are read: timeouts, sync, log and member
  * stay as lr_fleet_new set them. */

@@ -43,12 +43,8 @@ static void fleet_said(void *ud, const char *line) {
 }
 
 int lr_fleet_url_ok(const char *url, char *err, size_t errlen) {
-  lr_fleet_settings s;
-  lr_fleet_settings_init(&s);
-  lr_fleet *f = NULL;
-  char why[400] = "";
-  lr_fleet_code rc = lr_fleet_new(url, "check", &s, &f, why, sizeof why);
-  lr_fleet_free(f);
+  char why[400] = "", shown[FLEET_URL_SHOWN];
+  lr_fleet_code rc = lr_fleet_url_check(url, shown, sizeof shown, why, sizeof why);
   if (rc == LR_FLEET_OK) return 1;
   lr_fmt(err, errlen, "fleet.redis: %s", why[0] ? why : lr_fleet_strerror(rc));
   return 0;
@@ -107,6 +103,8 @@ int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const ch
   t->fleet_command_timeout = p->fleet_command_ms;
   t->fleet_reconnect = p->fleet_reconnect_ms;
   t->fleet_redis[0] = '\0';
+  if (p->fleet_url)   /* as get shows it, even when there is nothing to share */
+    lr_fleet_url_check(p->fleet_url, t->fleet_redis, sizeof t->fleet_redis, NULL, 0);
   g->fleet = NULL;
   memset(&g->rules.remote, 0, sizeof g->rules.remote);
   /* nothing to share: warned of, and no connection made */
@@ -134,9 +132,6 @@ int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const ch
   g->fleet = l;
   g->rules.remote.ops = &lr_fleet_remote_ops;
   g->rules.remote.ud = l->fleet;
-  lr_fleet_view v;
-  lr_fleet_view_get(l->fleet, &v);
-  lr_strlcpy(t->fleet_redis, v.where, sizeof t->fleet_redis);
   return 0;
 }
 
