@@ -134,8 +134,10 @@ LUARETRY_API void luaretry_policy_free(luaretry_policy *p);
  * (ms, 250 and 100), "fleet.reconnect" (ms, the longest wait before trying
  * Redis again, 30000).  Setting them makes no I/O.  A success never waits
  * for Redis; a retry (the pre-retry check of luaretry_call_next) makes at
- * most one round trip bounded by the command timeout, none while Redis is
- * known down (reconnect backoff).  When Redis is slow, down or refusing,
+ * most one round trip bounded by the command timeout (and the connect
+ * timeout when it reconnects first), none while Redis is known down
+ * (reconnect backoff).  So does a new call while the fleet's breaker is
+ * half-open, to ask for a probe permit.  When Redis is slow, down or refusing,
  * the policy's own guards decide at once, and the fleet's log (see
  * luaretry_policy_on_fleet) says so once, and once more when it is back;
  * no message carries the URL's user or password.  Calls on the virtual
@@ -557,7 +559,10 @@ LUARETRY_API double luaretry_call_timeout(const luaretry_call *c); /* 0: none */
  * whose wait ended with the circuit open is not made (circuit_open); with
  * fleet guards, neither is one whose wait ended with the fleet's budget
  * spent (budget): before a retry the fleet's counts are brought up to date
- * (at most one round trip, bounded by fleet.command_timeout). */
+ * (at most one round trip, bounded by fleet.command_timeout, and by
+ * fleet.connect_timeout more when it reconnects first; none while Redis
+ * is known down).  A host with its own event loop should know this call
+ * may block that long when its policy has fleet.redis. */
 LUARETRY_API luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d);
 LUARETRY_API luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_decision *d);
