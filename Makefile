@@ -8,6 +8,7 @@
 #   include/  the public headers, installed as they are
 #   engine/   clock, RNG, backoff, guards, the call state machine: plain C
 #   script/   sandbox, policy loading, schema, judge: the only library files with lua.h
+#   fleet/    the guards shared through Redis: the only files with hiredis.h
 #   http/     the libcurl helper: the only library files with curl.h
 #   module/   the Lua module; cli/ the command; faults/ the fault server
 
@@ -19,11 +20,14 @@ VERSION := $(shell sed -n 's/^\#define LUARETRY_VERSION_\(MAJOR\|MINOR\|PATCH\) 
 MAJOR := $(firstword $(subst ., ,$(VERSION)))
 
 DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted \
-  lua-dkjson curl lua-cjson valgrind openssl mandoc man-db luarocks zsh gzip
+  lua-dkjson curl lua-cjson valgrind openssl mandoc man-db luarocks zsh gzip \
+  libhiredis-dev redis-server
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
 LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null)
 CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
 CURL_LIBS := $(shell pkg-config --libs libcurl 2>/dev/null)
+HIREDIS_CFLAGS := $(shell pkg-config --cflags hiredis 2>/dev/null)
+HIREDIS_LIBS := $(shell pkg-config --libs hiredis 2>/dev/null)
 
 ifeq ($(SAN),)
 OPT = -O2 -g
@@ -51,11 +55,13 @@ LDFLAGS_ALL = $(OPT) -pthread $(LDFLAGS)
 obj = $(patsubst core/%.c,$(BUILD)/obj/%.o,$(1))
 ENGINE_OBJ = $(call obj,$(wildcard core/engine/*.c))
 SCRIPT_OBJ = $(call obj,$(wildcard core/script/*.c))
+FLEET_OBJ = $(call obj,$(wildcard core/fleet/*.c))
 HTTP_OBJ = $(call obj,$(wildcard core/http/*.c))
 MODULE_OBJ = $(call obj,$(wildcard core/module/*.c))
 CLI_OBJ = $(call obj,$(wildcard core/cli/*.c))
 FAULTS_OBJ = $(call obj,$(wildcard core/faults/*.c))
-LIB_OBJ = $(ENGINE_OBJ) $(SCRIPT_OBJ) $(HTTP_OBJ)
+LIB_OBJ = $(ENGINE_OBJ) $(SCRIPT_OBJ) $(FLEET_OBJ) $(HTTP_OBJ)
+LIB_LIBS = $(LUA_LIBS) $(CURL_LIBS) $(HIREDIS_LIBS) -lm
 ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
@@ -89,6 +95,9 @@ $(BUILD)/obj/%.o: core/%.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
 
+# Only core/fleet/ sees hiredis.
+$(BUILD)/obj/fleet/%.o: CFLAGS_ALL += $(HIREDIS_CFLAGS)
+
 -include $(ALL_OBJ:.o=.d)
 
 $(BUILD)/libluaretry.a: $(LIB_OBJ)
@@ -98,44 +107,43 @@ $(BUILD)/libluaretry.a: $(LIB_OBJ)
 # programs are built against.
 $(BUILD)/libluaretry.so: $(LIB_OBJ)
 	$(CC) $(LDFLAGS_ALL) -shared -Wl,-soname,$(SONAME) -o $(BUILD)/libluaretry.so.$(VERSION) \
-	  $^ $(LUA_LIBS) $(CURL_LIBS) -lm
+	  $^ $(LIB_LIBS)
 	ln -sf libluaretry.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf libluaretry.so.$(VERSION) $@
 
 # Debian's lua5.4 already holds the Lua library: the module must not link it.
-$(BUILD)/luaretry.so: $(ENGINE_OBJ) $(SCRIPT_OBJ) $(MODULE_OBJ)
-	$(CC) $(LDFLAGS_ALL) -shared -o $@ $^ -lm
+$(BUILD)/luaretry.so: $(ENGINE_OBJ) $(SCRIPT_OBJ) $(FLEET_OBJ) $(MODULE_OBJ)
+	$(CC) $(LDFLAGS_ALL) -shared -o $@ $^ $(HIREDIS_LIBS) -lm
 
 $(BUILD)/luaretry: $(CLI_OBJ) $(FAULTS_OBJ) $(BUILD)/libluaretry.a
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LUA_LIBS) $(CURL_LIBS) -lm
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIB_LIBS)
 
 $(BUILD)/luaretry.pc: Makefile core/include/luaretry.h
 	@mkdir -p $(BUILD)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry\nDescription: retry policy engine with sandboxed Lua policies\nVersion: %s\nRequires: libcurl\nRequires.private: lua5.4\nLibs: -L$${libdir} -lluaretry\nLibs.private: -lm -pthread\nCflags: -I$${includedir}\n' \
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry\nDescription: retry policy engine with sandboxed Lua policies\nVersion: %s\nRequires: libcurl\nRequires.private: lua5.4 hiredis\nLibs: -L$${libdir} -lluaretry\nLibs.private: -lm -pthread\nCflags: -I$${includedir}\n' \
 	  "$(PREFIX)" "$(VERSION)" > $@
 
 # C tests and benchmarks use the public headers only.
 $(BUILD)/test_%: spec/c/test_%.c $(BUILD)/libluaretry.a
-	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm
+	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
 # The allocation-failure test fails the N-th allocation of the library's
 # own files (and so of the Lua states, whose allocator calls realloc).
 WRAP_ALLOC = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup
 $(BUILD)/test_alloc: spec/c/test_alloc.c $(BUILD)/libluaretry.a spec/c/check.h
-	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm \
-	  $(WRAP_ALLOC)
+	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS) $(WRAP_ALLOC)
 
 $(BUILD)/bench_%: spec/bench/%.c $(BUILD)/libluaretry.a
-	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
 # Programs that embed the library and the fault server together: the
 # example event-loop host, connection reuse.
 HOST_TESTS = example_host test_reuse test_many_stream
 HOST_TEST_BIN = $(HOST_TESTS:%=$(BUILD)/%)
 $(BUILD)/example_host $(BUILD)/test_reuse $(BUILD)/test_many_stream: $(BUILD)/%: spec/c/%.c $(BUILD)/libluaretry.a $(FAULTS_OBJ)
-	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LUA_LIBS) $(CURL_LIBS) -lm
+	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LIB_LIBS)
 $(BUILD)/bench_reuse: spec/bench/reuse.c spec/c/faults_client.h $(BUILD)/libluaretry.a $(FAULTS_OBJ)
-	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LUA_LIBS) $(CURL_LIBS) -lm
+	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LIB_LIBS)
 
 # The fault server's own test drivers, for spec/faults_spec.lua.
 $(BUILD)/faults_%: spec/c/faults_%.c $(FAULTS_OBJ)
@@ -165,9 +173,11 @@ test: deps
 	$(MAKE) test-c
 	$(MAKE) test-lua
 	$(MAKE) BUILD=build/asan SAN=1 test-c
-	$(MAKE) BUILD=build/tsan SAN=thread build/tsan/test_threads build/tsan/test_overlap
+	$(MAKE) BUILD=build/tsan SAN=thread build/tsan/test_threads build/tsan/test_overlap \
+	  build/tsan/test_fleet_calls
 	TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_threads
 	TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_overlap
+	TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_fleet_calls
 	# stock lua5.4 is not built with ASan: the module's specs run under valgrind
 	valgrind -q --error-exitcode=9 lua5.4 /usr/bin/busted --cpath='build/?.so' \
 	  spec/module_spec.lua spec/module_reentry_spec.lua spec/reload_spec.lua
@@ -215,38 +225,36 @@ install-rock:
 clean:
 	rm -rf build
 
-# ---- fleet (issue 14, phase 1): core/fleet/, the Redis side of the
-# fleet-wide guards, with its tests and bench.  Kept in one block so that
-# the restructure can move it whole; it only adds to the rules above.
-DEB_PACKAGES += libhiredis-dev redis-server
-HIREDIS_CFLAGS = $(shell pkg-config --cflags hiredis 2>/dev/null)
-HIREDIS_LIBS = $(shell pkg-config --libs hiredis 2>/dev/null)
-FLEET = fleet fleet_sync fleet_decide fleet_admin fleet_script redis_conn redis_resolve redis_url
-FLEET_OBJ = $(FLEET:%=$(BUILD)/obj/fleet/%.o)
-FLEET_HEADERS = core/fleet/fleet.h core/fleet/fleet_internal.h
-FLEET_TEST_BIN = $(BUILD)/test_fleet_url $(BUILD)/test_fleet_redis
+# ---- fleet (issue 14): core/fleet/ is part of the library (above); its
+# own tests and bench include its private headers, against a real
+# redis-server they start.
+FLEET_TEST_BIN = $(BUILD)/test_fleet_url $(BUILD)/test_fleet_redis $(BUILD)/test_fleet_calls
 
-$(BUILD)/obj/fleet/%.o: core/fleet/%.c $(FLEET_HEADERS)
-	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -c $< -o $@
+$(BUILD)/test_fleet_%: spec/c/test_fleet_%.c $(BUILD)/libluaretry.a spec/c/check.h spec/c/redis_helper.h
+	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
-$(BUILD)/libluaretry_fleet.a: $(FLEET_OBJ)
-	rm -f $@ && ar rcs $@ $^
+$(BUILD)/bench_fleet: spec/bench/fleet.c $(BUILD)/libluaretry.a spec/c/redis_helper.h
+	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
-$(BUILD)/test_fleet_%: spec/c/test_fleet_%.c $(BUILD)/libluaretry_fleet.a spec/c/check.h spec/c/redis_helper.h
-	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -o $@ $< $(BUILD)/libluaretry_fleet.a $(HIREDIS_LIBS) -pthread -lm
-
-$(BUILD)/bench_fleet: spec/bench/fleet.c $(BUILD)/libluaretry_fleet.a spec/c/redis_helper.h
-	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -Ispec/c -o $@ $< $(BUILD)/libluaretry_fleet.a $(HIREDIS_LIBS) -pthread -lm
+# A decision with fleet guards against local ones: public API (the helper
+# that starts redis-server speaks hiredis).
+$(BUILD)/bench_fleet_decide: spec/bench/fleet_decide.c $(BUILD)/libluaretry.a spec/c/redis_helper.h
+	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
 # `make test` runs test-c twice (plain, then build/asan with SAN=1): the
 # fleet's programs ride along both times.
 C_TEST_BIN += $(FLEET_TEST_BIN)
 test-c: $(FLEET_TEST_BIN)
 
+# The fleet's side of `make bench`: its handle's costs (bench_fleet), a
+# decision with fleet guards against local ones (bench_fleet_decide), and
+# an outage seen by 100 processes, fleet / per process / no guards.
 .PHONY: bench-fleet
-bench-fleet: deps $(BUILD)/bench_fleet
+bench-fleet: deps
+	$(MAKE) all $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide
 	./$(BUILD)/bench_fleet
+	./$(BUILD)/bench_fleet_decide
+	bash spec/bench/fleet_run.sh
 bench: bench-fleet
 
 # ---- fuzzing (issue 9 item 7): libFuzzer targets in spec/fuzz/, built by
@@ -271,17 +279,17 @@ FUZZ_RUN = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 LUARETRY
 .PHONY: fuzz fuzz-build fuzz-smoke fuzz-merge
 
 $(BUILD)/fuzz_policy: spec/fuzz/fuzz_policy.c $(BUILD)/libluaretry.a
-	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) $(CURL_LIBS) -lm
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
 $(BUILD)/fuzz_retry_after: spec/fuzz/fuzz_retry_after.c $(BUILD)/libluaretry.a
-	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LUA_LIBS) -lm
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
 $(BUILD)/fuzz_http_parse: spec/fuzz/fuzz_http_parse.c $(BUILD)/obj/faults/faults_http.o
 	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^
 
 FUZZ_CLI_OBJ = $(BUILD)/obj/cli/args.o $(BUILD)/obj/cli/usage.o $(BUILD)/obj/cli/load.o
 $(BUILD)/fuzz_run_args: spec/fuzz/fuzz_run_args.c $(FUZZ_CLI_OBJ) $(BUILD)/libluaretry.a
-	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^ $(LUA_LIBS) $(CURL_LIBS) -lm
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^ $(LIB_LIBS)
 
 fuzz-build:
 	$(MAKE) BUILD=build/fuzz SAN=fuzzer $(FUZZ_BIN)

@@ -44,6 +44,8 @@ describe("check-layers", function ()
     { "cli/run.c", "#include <lauxlib.h>\n", "cli may not include Lua's lauxlib.h" },
     { "include/luaretry.h", "#include <curl/curl.h>\n", "may not include libcurl's" },
     { "script/judge.c", '#include "nowhere.h"\n', "is not in the folder nor in include/" },
+    { "script/policy.c", "#include <hiredis.h>\n", "script may not include hiredis's hiredis.h" },
+    { "engine/guard.c", '#include "fleet/fleet.h"\n', "engine may not include fleet's" },
   }
   for _, c in ipairs(cases) do
     it("fails on " .. c[2]:gsub("\n", "") .. " in " .. c[1], function ()

@@ -20,7 +20,7 @@ typedef enum {
   O_REQUEST, O_HEADER, O_DATA, O_DATA_BINARY, O_DATA_RAW, O_OUTPUT, O_USER, O_USER_AGENT,
   O_CACERT, O_CERT, O_KEY, O_MAX_REDIRS, O_DUMP_HEADER, O_WRITE_OUT, O_MAX_TIME,
   O_RETRY_MAX_TIME, O_CONNECT_TIMEOUT, O_SEED, O_SET, O_LOG_JSON, O_URLS, O_OUTPUT_DIR,
-  O_PARALLEL, O_METRICS_FILE
+  O_PARALLEL, O_METRICS_FILE, O_REDIS
 } option_id;
 
 typedef struct {
@@ -46,6 +46,7 @@ static const run_option OPTIONS[] = {
   { 0, "--connect-timeout", O_CONNECT_TIMEOUT }, { 0, "--seed", O_SEED }, { 0, "--set", O_SET },
   { 0, "--log-json", O_LOG_JSON }, { 0, "--urls", O_URLS }, { 0, "--output-dir", O_OUTPUT_DIR },
   { 0, "--parallel", O_PARALLEL }, { 0, "--metrics-file", O_METRICS_FILE },
+  { 0, "--redis", O_REDIS },
 };
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
@@ -229,6 +230,7 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_URLS: a->urls_file = v; break;
   case O_OUTPUT_DIR: a->output_dir = v; break;
   case O_PARALLEL: return set_parallel(a, v);
+  case O_REDIS: a->redis = v; break;
   case O_METRICS_FILE: a->metrics_file = v; break;
   default: break;
   }

@@ -5,6 +5,7 @@
  *   main.c      picks the subcommand; `faults` and `demo`
  *   usage.c     the usage and help texts, --version, the usage error
  *   load.c      loading a policy with --set overrides, and its messages
+ *   fleet.c     --redis and LUARETRY_REDIS; `fleet`: the fleet's state in Redis
  *   signals.c   exit statuses; the stop signals cancel what runs
  *   escape.c    text from the network made safe for logs (JSON, terminal)
  *   outfile.c   a file replaced whole or not at all (-o, --output-dir, --svg)
@@ -23,6 +24,7 @@
  *     batch.c     run POLICY URL URL... | --urls FILE
  *   check.c     `check`
  *   simulate.c  `simulate` (simulate.h: the herd it measures)
+ *   simfleet.c  simulate --clients N --fleet: own guards next to the fleet's
  *   svg.c       simulate --svg: the herd's histogram
  *   list.c      `list`: the policies on the search path
  * No file calls back into one that calls it: main.c calls the subcommands,
@@ -61,6 +63,11 @@ int cli_find_policy(const char *policy, char path[CLI_PATH_MAX]);
 /* Finds POLICY and loads it with NAME=VALUE overrides; NULL after printing
  * why. */
 luaretry_policy *cli_load_policy(const char *policy, char **sets, int nsets, int warn);
+/* The same with fleet.redis = redis (NULL: none), which came from `from`
+ * ("--redis", "LUARETRY_REDIS"), named in a message about it; *status
+ * (if given) the exit status when NULL: EXIT_USAGE for a bad URL. */
+luaretry_policy *cli_load_policy_redis(const char *policy, char **sets, int nsets, int warn,
+                                       const char *redis, const char *from, int *status);
 /* A library message with "--set " before each line about one of the
  * NAME=VALUE sets (the library speaks of the field only); malloc'ed. */
 char *cli_policy_message(const char *msg, char **sets, int nsets);
@@ -92,10 +99,21 @@ void cli_text_block(FILE *f, const char *s, size_t len);
 void cli_json_decision(FILE *f, const luaretry_decision *d, int status,
                        const char *error, const char *target);
 
+/* ---- fleet.c */
+/* --redis's URL if given, else LUARETRY_REDIS's, else NULL; *from names
+ * which. */
+const char *cli_redis_url(const char *given, const char **from);
+/* Before `run`'s first call: one sync with the fleet, if there is one. */
+void cli_fleet_start(luaretry_policy *p);
+
 /* ---- the subcommands */
 int cli_run(int argc, char **argv);       /* run.c */
 int cli_check(int argc, char **argv);     /* check.c */
 int cli_simulate(int argc, char **argv);  /* simulate.c */
 int cli_list(int argc, char **argv);      /* list.c */
+int cli_fleet(int argc, char **argv);     /* fleet.c */
+/* simfleet.c: the exit status. */
+int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, double outage,
+                       uint64_t seed, int json);
 
 #endif

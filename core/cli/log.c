@@ -59,8 +59,10 @@ static void json_line(const attempt_log *log, const luaretry_decision *d, int st
 /* Stopped between attempts: a cancel, or the circuit opened. */
 static void log_stop(const attempt_log *log, const luaretry_decision *d, const char *who) {
   if (log->json) json_line(log, d, -1, NULL, NULL);
-  if (log->verbosity > 0 && d->reason == LUARETRY_REASON_CIRCUIT_OPEN) {
-    fprintf(stderr, "luaretry: %sbefore attempt %d: circuit_open (", who, d->attempt + 1);
+  if (log->verbosity > 0 && (d->reason == LUARETRY_REASON_CIRCUIT_OPEN ||
+                             d->reason == LUARETRY_REASON_BUDGET)) {
+    fprintf(stderr, "luaretry: %sbefore attempt %d: %s (", who, d->attempt + 1,
+            luaretry_reason_name(d->reason));
     cli_text(stderr, d->rule);
     fputs("): ", stderr);
     cli_text(stderr, d->message);
@@ -130,9 +132,18 @@ static void script_print(void *ud, const char *line) {
   fputc('\n', stderr);
 }
 
+/* The fleet's health: lost, and back (never a password in it). */
+static void fleet_log(void *ud, const char *line) {
+  (void)ud;
+  fputs("luaretry: ", stderr);
+  cli_text(stderr, line);
+  fputc('\n', stderr);
+}
+
 void log_policy_events(luaretry_policy *p, int verbosity) {
   if (verbosity > 1) luaretry_policy_set_log(p, script_print, NULL);
   if (verbosity > 0) luaretry_policy_on_breaker(p, breaker_log, NULL);
+  luaretry_policy_on_fleet(p, verbosity > 0 ? fleet_log : NULL, NULL);
 }
 
 int log_json_open(const char *path, FILE **json) {
@@ -155,12 +166,13 @@ void log_stats(const luaretry_policy *p) {
   fprintf(stderr, "luaretry: stats: calls %llu, attempts %llu, retries %llu, successes %llu, "
           "finals %llu, exhausted %llu, deadline stops %llu, policy errors %llu, "
           "cancelled %llu, budget refusals %llu, circuit refusals %llu, breaker openings %llu, "
-          "waited %.3f s, breaker %s\n",
+          "waited %.3f s, breaker %s, guards %s\n",
           (unsigned long long)m.calls, (unsigned long long)m.attempts,
           (unsigned long long)m.retries, (unsigned long long)m.successes,
           (unsigned long long)m.finals, (unsigned long long)m.exhausted,
           (unsigned long long)m.deadline_stops, (unsigned long long)m.policy_errors,
           (unsigned long long)m.cancelled, (unsigned long long)m.budget_refusals,
           (unsigned long long)m.circuit_refusals, (unsigned long long)m.breaker_openings,
-          m.time_waited, luaretry_breaker_state_name(m.breaker));
+          m.time_waited, luaretry_breaker_state_name(m.breaker),
+          luaretry_guards_scope_name(m.guards));
 }

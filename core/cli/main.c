@@ -123,6 +123,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "check") == 0) return cli_check(argc - 2, argv + 2);
   if (strcmp(cmd, "run") == 0) return cli_run(argc - 2, argv + 2);
   if (strcmp(cmd, "list") == 0) return cli_list(argc - 2, argv + 2);
+  if (strcmp(cmd, "fleet") == 0) return cli_fleet(argc - 2, argv + 2);
   if (strcmp(cmd, "faults") == 0) return cmd_faults(argc - 2, argv + 2);
   if (strcmp(cmd, "demo") == 0) return argc == 2 ? cmd_demo() : cli_usage("demo takes no arguments", NULL);
   return cli_usage("unknown command %s", cmd);

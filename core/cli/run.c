@@ -164,6 +164,9 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   if (rc != LUARETRY_OK) return call_error(p, *c, mode, body, rc);
   if (final->reason == LUARETRY_REASON_CANCELLED) fprintf(stderr, "luaretry: interrupted\n");
   else *decided = final->attempt > 0;
+  if (final->attempt == 0 && final->message && a->verbosity > 0)  /* refused at begin */
+    fprintf(stderr, "luaretry: before attempt 1: %s (%s): %s\n",
+            luaretry_reason_name(final->reason), final->rule, final->message);
   return cli_exit_status(final->reason);
 }
 
@@ -207,10 +210,14 @@ static int run_loaded(run_args *a) {
     return EXIT_POLICY;
   }
   int status = EXIT_POLICY;
-  luaretry_policy *p = cli_load_policy(a->policy, a->sets, a->nsets, a->verbosity > 0);
+  const char *from;
+  const char *redis = cli_redis_url(a->redis, &from);
+  luaretry_policy *p = cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0,
+                                             redis, from, &status);
   run_mode mode = RUN_URL;
   if (p && (status = choose_mode(a, p, &mode)) == 0) {
     log_policy_events(p, a->verbosity);
+    cli_fleet_start(p);
     status = mode == RUN_BATCH ? batch_run(a, p) : run_one(a, p, mode);
   }
   luaretry_policy_free(p);

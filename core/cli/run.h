@@ -74,6 +74,7 @@ typedef struct {
   int ndata;
   const char *output;
   const char *log_json;
+  const char *redis;       /* --redis URL (fleet.c: else LUARETRY_REDIS) */
   uint64_t seed;
   int has_seed;
   int verbosity;           /* 0 -q or -s, 1 normal, 2 -v */

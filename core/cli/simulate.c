@@ -313,7 +313,7 @@ typedef struct {
   const char *path, *svg;
   long long attempts, seed, clients;
   double outage;
-  int json, have_outage;
+  int json, have_outage, fleet;
   char **sets;             /* room for argc + 1 */
   int nsets;
   char attempts_set[64];   /* --clients with --attempts: max_attempts=N */
@@ -355,6 +355,7 @@ static int parse_simulate(int argc, char **argv, simulate_args *a) {
     int takes = 0, status = 0;
     for (int k = 0; with_value[k]; k++) takes |= strcmp(s, with_value[k]) == 0;
     if (strcmp(s, "--json") == 0) a->json = 1;
+    else if (strcmp(s, "--fleet") == 0) a->fleet = 1;
     else if (takes && i + 1 >= argc) return cli_usage("%s needs a value", s);
     else if (takes) status = take_value(a, s, argv[++i]);
     else if (s[0] == '-' && s[1]) return cli_usage("simulate: unknown option %s", s);
@@ -363,8 +364,10 @@ static int parse_simulate(int argc, char **argv, simulate_args *a) {
     if (status) return status;
   }
   if (!a->path) return cli_usage("simulate: %s", "which POLICY?");
-  if (!a->clients && (a->svg || a->have_outage))
-    return cli_usage("simulate: %s needs --clients N", a->svg ? "--svg" : "--outage");
+  if (!a->clients && (a->svg || a->have_outage || a->fleet))
+    return cli_usage("simulate: %s needs --clients N",
+                     a->svg ? "--svg" : a->fleet ? "--fleet" : "--outage");
+  if (a->fleet && a->svg) return cli_usage("simulate: --fleet draws no --svg%s", "");
   if (a->clients && a->attempts) {  /* each client's call: the same override as --attempts */
     snprintf(a->attempts_set, sizeof a->attempts_set, "max_attempts=%lld", a->attempts);
     a->sets[a->nsets++] = a->attempts_set;
@@ -408,7 +411,10 @@ int cli_simulate(int argc, char **argv) {
   luaretry_policy *p = NULL;
   if (status == 0 && !(p = cli_load_policy(a.path, a.sets, a.nsets, 1))) status = EXIT_POLICY;
   if (p) {
-    status = a.clients ? simulate_herd(p, &a) : simulate_schedule(p, &a);
+    if (a.fleet)
+      status = cli_simulate_fleet(p, a.path, (long)a.clients, a.outage, (uint64_t)a.seed, a.json);
+    else
+      status = a.clients ? simulate_herd(p, &a) : simulate_schedule(p, &a);
     if (fflush(stdout) != 0) status = EXIT_POLICY;
   }
   luaretry_policy_free(p);

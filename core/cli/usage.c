@@ -14,8 +14,9 @@ const char CLI_USAGE[] =
   "       luaretry run POLICY [ARG]...     (a policy with a run() workflow)\n"
   "       luaretry check POLICY... [--set NAME=VALUE]...\n"
   "       luaretry simulate POLICY [--attempts N] [--seed N] [--json] [--set NAME=VALUE]...\n"
-  "                [--clients N [--outage SECONDS] [--svg FILE]]\n"
+  "                [--clients N [--outage SECONDS] [--svg FILE] [--fleet]]\n"
   "       luaretry list [--names]\n"
+  "       luaretry fleet POLICY [--redis URL] [--reset] [--set NAME=VALUE]...\n"
   "       luaretry faults [--listen 127.0.0.1:PORT] SCRIPT\n"
   "       luaretry demo\n"
   "       luaretry help [COMMAND] | COMMAND --help | --version\n";
@@ -32,6 +33,7 @@ static const char HELP_INTRO[] =
   "  check      load policies and report every problem, their tuning and verdicts\n"
   "  simulate   the wait schedule of a policy, or a herd of clients against an outage\n"
   "  list       the policies on the search path, with their descriptions\n"
+  "  fleet      a policy's fleet-wide budget and breaker, as Redis holds them\n"
   "  faults     a fault-injecting HTTP server scripted in Lua\n"
   "  demo       policies/http.lua against the built-in fault server\n"
   "  help       this text, or a command's\n"
@@ -95,6 +97,10 @@ static const char HELP_RUN[] =
   "  --metrics-file FILE       the counters in Prometheus text format, replaced whole\n"
   "  --urls FILE               more URLs, one a line (- for standard input)\n"
   "  --parallel N              at most N transfers at once, 1 to 1000 (default 1)\n"
+  "  --redis URL               share the budget and breaker with every process naming\n"
+  "                            this Redis (redis://[user:password@]host[:port][/db] or\n"
+  "                            unix:///path; default $LUARETRY_REDIS; none: off); when\n"
+  "                            Redis is slow or gone, the local guards decide, said once\n"
   "  --output-dir DIR          each body, on success only, to DIR/NAME (the URL's last\n"
   "                            path segment; NAME.1, NAME.2 for repeats)\n"
   "A batch (several URLs) shares the policy's budget, breaker and counters; each URL\n"
@@ -119,7 +125,17 @@ static const char HELP_SIMULATE[] =
   "                     it ends, 200 after); prints attempts, outcomes and the peak\n"
   "                     of retries per 100 ms\n"
   "  --outage SECONDS   the outage's length (default 30)\n"
-  "  --svg FILE         also draw a histogram of attempts over time\n";
+  "  --svg FILE         also draw a histogram of attempts over time\n"
+  "  --fleet            with --clients: the N clients sharing one budget and breaker\n"
+  "                     (as --redis makes them share), next to N with their own; the\n"
+  "                     requests per first attempt of each\n";
+
+static const char HELP_FLEET[] =
+  "luaretry fleet POLICY [--redis URL] [--reset] [--set NAME=VALUE]...\n"
+  "  The fleet's budget, breaker (and when it opened) and the processes that synced\n"
+  "  in the last minute, as Redis holds them ($LUARETRY_REDIS without --redis);\n"
+  "  --reset clears them.  Exit 1 when Redis cannot be read, 3 when the policy has\n"
+  "  nothing to share.\n";
 
 static const char HELP_LIST[] =
   "luaretry list [--names]\n"
@@ -143,7 +159,7 @@ static const char HELP_HELP[] =
 
 static const struct { const char *name; const char *text; } HELPS[] = {
   { "run", HELP_RUN }, { "check", HELP_CHECK }, { "simulate", HELP_SIMULATE },
-  { "list", HELP_LIST }, { "faults", HELP_FAULTS }, { "demo", HELP_DEMO }, { "help", HELP_HELP },
+  { "list", HELP_LIST }, { "fleet", HELP_FLEET }, { "faults", HELP_FAULTS }, { "demo", HELP_DEMO }, { "help", HELP_HELP },
 };
 
 int cli_help(const char *command) {
@@ -159,7 +175,8 @@ int cli_help(const char *command) {
     if (strcmp(command, "run") == 0 || strcmp(command, "check") == 0) fputs(HELP_EXIT, stdout);
     return EXIT_OK;
   }
-  return cli_usage("help: no command %s (run, check, simulate, list, faults, demo)", command);
+  return cli_usage("help: no command %s (run, check, simulate, list, fleet, faults, demo)",
+                   command);
 }
 
 int cli_usage(const char *fmt, const char *arg) {

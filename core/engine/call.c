@@ -18,6 +18,7 @@ struct luaretry_call {
   const lr_judge *judge;
   lr_shared *shared;       /* the policy's budget, breaker and counters */
   lr_shared *own;          /* ... or this call's own, when isolated */
+  const lr_remote *remote; /* asked first (the fleet), or NULL */
   long max_attempts;       /* the rules', or a simulation's */
   lr_clock clock;
   lr_waiter waiter;
@@ -124,9 +125,38 @@ static void stop_saying(luaretry_call *c, luaretry_decision *d, luaretry_reason 
   d->message = b;
 }
 
+/* ---- the guards: the remote view first (the fleet), the local guards
+ * when it does not know.  `now` is the call's clock; the local guards see
+ * it from guard_origin.  *remote says who answered, for the message. */
+
+static int budget_allows(luaretry_call *c, double now, int *remote) {
+  *remote = 0;
+  if (c->remote) {
+    int v = c->remote->ops->budget_allows_retry(c->remote->ud, now);
+    if (v != LR_REMOTE_LOCAL) return *remote = 1, v;
+  }
+  return lr_budget_allows_retry(c->shared, &c->rules->guards);
+}
+
+static int breaker_admits(luaretry_call *c, int first_attempt, double now, int *remote) {
+  *remote = 0;
+  if (c->remote) {
+    int v = c->remote->ops->breaker_admits(c->remote->ud, first_attempt, now);
+    if (v != LR_REMOTE_LOCAL) return *remote = 1, v;
+  }
+  return lr_breaker_admits(c->shared, &c->rules->guards, first_attempt, c->guard_origin + now);
+}
+
+static double budget_tokens(luaretry_call *c, int remote) {
+  return remote ? c->remote->ops->tokens(c->remote->ud) : lr_budget_tokens(c->shared);
+}
+
+/* In a refusal's message: whose counts decided. */
+static const char *whose(int remote) { return remote ? "the fleet's " : "the "; }
+
 luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_attempts,
-                          lr_shared *shared, const luaretry_call_options *o,
-                          luaretry_call **out) {
+                          lr_shared *shared, const lr_remote *remote,
+                          const luaretry_call_options *o, luaretry_call **out) {
   *out = NULL;
   luaretry_call *c = calloc(1, sizeof *c);
   if (!c) {
@@ -143,6 +173,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   if (c->clock.is_virtual) c->guard_origin = lr_monotonic_now();
   lr_waiter_init(&c->waiter);
   c->shared = shared;
+  c->remote = remote && remote->ops ? remote : NULL;
   if ((flags & LUARETRY_CALL_ISOLATED) || !shared) {
     /* a probe or a simulation: the policy's guards stay untouched */
     c->own = lr_aligned_calloc(sizeof *c->own);
@@ -159,17 +190,46 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->previous = rules->backoff.initial;
   c->next_timeout = timeout_at(rules, 0);
   lr_count(c->shared, LR_M_CALLS, 1);
-  if (!lr_breaker_admits(c->shared, &rules->guards, 1, c->guard_origin + c->start)) {
+  int remote_said;
+  if (rules->guards.breaker && !breaker_admits(c, 1, c->start, &remote_said)) {
     /* An open circuit: the call stops before it touches anything. */
     luaretry_decision d;
     memset(&d, 0, sizeof d);
-    stop_saying(c, &d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "the circuit is open: "
+    stop_saying(c, &d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit is open: "
                 "calls fail fast for %.3f s after %d transient failures in a row",
-                rules->guards.open_seconds, rules->guards.failures);
+                whose(remote_said), rules->guards.open_seconds, rules->guards.failures);
     lr_count(c->shared, LR_M_UNATTEMPTED, 1);
   }
   *out = c;
   return LUARETRY_OK;
+}
+
+/* Before a retry, after its wait: the guards are asked again, so a retry
+ * decided on counts that were stale is not made once the circuit opened or
+ * (with the fleet's counts, brought up to date here) the fleet's budget
+ * is spent.  The local budget is not asked again: its counts were current
+ * when the retry was decided.  1 when the call stopped (d filled). */
+static int refused_after_wait(luaretry_call *c, luaretry_decision *d) {
+  const lr_guards *g = &c->rules->guards;
+  if (!g->budget && !g->breaker) return 0;
+  double now = lr_clock_now(&c->clock);
+  if (c->remote) c->remote->ops->refresh(c->remote->ud, now);
+  int remote_said = 0;
+  if (g->breaker && !breaker_admits(c, 0, now, &remote_said)) {
+    stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit opened while "
+                "the call waited to retry (%d transient failures in a row)",
+                whose(remote_said), g->failures);
+  } else if (g->budget && c->remote &&
+             c->remote->ops->budget_allows_retry(c->remote->ud, now) == 0) {
+    stop_saying(c, d, LUARETRY_REASON_BUDGET, "budget", "the fleet's retry budget was spent "
+                "while the call waited to retry: %.3f of %g tokens left, retries need more "
+                "than half", budget_tokens(c, 1), g->max_tokens);
+  } else {
+    return 0;
+  }
+  lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+  if (c->observer) c->observer(c->observer_ud, NULL, d);
+  return 1;
 }
 
 luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
@@ -177,16 +237,7 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
   memset(d, 0, sizeof *d);
   d->attempt = c->attempts;
   d->elapsed = luaretry_call_elapsed(c);
-  if (!c->stopped && c->attempts > 0 &&
-      !lr_breaker_admits(c->shared, &c->rules->guards, 0,
-                         c->guard_origin + lr_clock_now(&c->clock))) {
-    /* the circuit opened while this call waited for its retry */
-    stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "the circuit opened while "
-                "the call waited to retry (%d transient failures in a row)",
-                c->rules->guards.failures);
-    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
-    if (c->observer) c->observer(c->observer_ud, NULL, d);
-  }
+  if (!c->stopped && c->attempts > 0) refused_after_wait(c, d);
   if (c->stopped) {
     d->retry = 0;
     d->reason = c->reason;
@@ -297,17 +348,21 @@ static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict 
                   double now, luaretry_decision *d) {
   const lr_guards *g = &c->rules->guards;
   int guarded = g->budget || g->breaker;
+  double guard_now = c->guard_origin + now;
   switch (v->cls) {
   case LUARETRY_CLASS_SUCCESS:
-    if (guarded) lr_guards_success(c->shared, g, now);
+    if (guarded) lr_guards_success(c->shared, g, guard_now);
+    if (guarded && c->remote) c->remote->ops->record(c->remote->ud, LR_REMOTE_SUCCESS, now);
     stop(c, d, LUARETRY_REASON_SUCCESS, v->rule);
     return 1;
   case LUARETRY_CLASS_FINAL:
-    if (guarded) lr_guards_answered(c->shared, g, now);
+    if (guarded) lr_guards_answered(c->shared, g, guard_now);
+    if (guarded && c->remote) c->remote->ops->record(c->remote->ud, LR_REMOTE_ANSWERED, now);
     stop(c, d, LUARETRY_REASON_FINAL, v->rule);
     return 1;
   case LUARETRY_CLASS_TRANSIENT:
-    if (guarded) lr_guards_failure(c->shared, g, now);
+    if (guarded) lr_guards_failure(c->shared, g, guard_now);
+    if (guarded && c->remote) c->remote->ops->record(c->remote->ud, LR_REMOTE_FAILURE, now);
     if (!o->not_repeatable) return 0;
     stop_saying(c, d, LUARETRY_REASON_FINAL, "idempotency", "transient, but %s%s is not "
                 "idempotent and may have taken effect", o->method ? o->method : "the operation",
@@ -329,15 +384,16 @@ static int limited(luaretry_call *c, double now, luaretry_decision *d) {
                 "gave up after %d attempts over %.3f s", d->attempt, d->elapsed);
     return 1;
   }
-  if (g->budget && !lr_budget_allows_retry(c->shared, g)) {
-    stop_saying(c, d, LUARETRY_REASON_BUDGET, "budget", "the retry budget refuses: %.3f of "
-                "%g tokens left, retries need more than half", lr_budget_tokens(c->shared),
-                g->max_tokens);
+  int remote_said;
+  if (g->budget && !budget_allows(c, now, &remote_said)) {
+    stop_saying(c, d, LUARETRY_REASON_BUDGET, "budget", "%sretry budget refuses: %.3f of "
+                "%g tokens left, retries need more than half", whose(remote_said),
+                budget_tokens(c, remote_said), g->max_tokens);
     return 1;
   }
-  if (g->breaker && !lr_breaker_admits(c->shared, g, 0, now)) {
-    stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "the circuit opened after %d "
-                "transient failures in a row", g->failures);
+  if (g->breaker && !breaker_admits(c, 0, now, &remote_said)) {
+    stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit opened after %d "
+                "transient failures in a row", whose(remote_said), g->failures);
     return 1;
   }
   return 0;
@@ -399,8 +455,7 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
   /* A simulation forces the class, but the judge still runs: a wait the
    * script chooses, and its errors, are part of the schedule. */
   if (forced && v.cls != LUARETRY_CLASS_ERROR) v.cls = *forced;
-  double guard_now = c->guard_origin + now;
-  if (judged(c, o, &v, guard_now, d) || limited(c, guard_now, d)) return LUARETRY_OK;
+  if (judged(c, o, &v, now, d) || limited(c, now, d)) return LUARETRY_OK;
 
   double w;
   luaretry_wait_source src;

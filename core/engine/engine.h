@@ -130,6 +130,53 @@ void lr_guards_success(lr_shared *s, const lr_guards *g, double now);
 void lr_guards_failure(lr_shared *s, const lr_guards *g, double now);
 void lr_guards_answered(lr_shared *s, const lr_guards *g, double now);
 
+/* ---- the remote view: guards shared beyond this process (the fleet's,
+ * through Redis), seen through a small interface so that the engine knows
+ * nothing of where they live.  The policy plugs one into a load's rules;
+ * each question answers 1, 0 or LR_REMOTE_LOCAL ("not known now: the
+ * local guards decide").  The local guards count every outcome as well,
+ * so they are warm whenever the remote view goes away.  `now` is the
+ * call's clock (a simulated fleet runs on it; the real one keeps its own). */
+
+#define LR_REMOTE_LOCAL (-1)
+
+typedef enum { LR_REMOTE_SUCCESS, LR_REMOTE_FAILURE, LR_REMOTE_ANSWERED } lr_remote_outcome;
+
+typedef struct {
+  int (*budget_allows_retry)(void *ud, double now);
+  int (*breaker_admits)(void *ud, int first_attempt, double now);
+  /* Counts an outcome.  Never waits. */
+  void (*record)(void *ud, lr_remote_outcome o, double now);
+  /* Before a retry, after its wait: brings the view up to date unless it
+   * is recent (at most one bounded round trip; none while the remote side
+   * is known to be down). */
+  void (*refresh)(void *ud, double now);
+  /* The remote budget's tokens, for messages. */
+  double (*tokens)(void *ud);
+} lr_remote_ops;
+
+typedef struct {
+  const lr_remote_ops *ops;   /* NULL: none */
+  void *ud;
+} lr_remote;
+
+/* ---- simfleet.c: a fleet on the virtual clock, for simulations: the
+ * state Redis would hold is an lr_shared that the local guards' code
+ * updates, and each client sees it as a process of the real fleet does:
+ * its outcomes go in batches at most `sync` seconds apart, and its view
+ * is the state at its last sync plus its own unsent counts. */
+
+typedef struct lr_simfleet lr_simfleet;
+
+/* NULL: out of memory. */
+lr_simfleet *lr_simfleet_new(const lr_guards *g, double sync, long clients);
+void lr_simfleet_free(lr_simfleet *s);
+/* Client i's view, for lr_call_new; valid until lr_simfleet_free. */
+const lr_remote *lr_simfleet_client(lr_simfleet *s, long i);
+/* A sync of client i now: where its process starts (the command's first
+ * sync) and ends (what it had not sent goes). */
+void lr_simfleet_sync(lr_simfleet *s, long i, double now);
+
 /* ---- the rules a call follows, produced by the policy */
 
 typedef struct {
@@ -141,6 +188,8 @@ typedef struct {
   double max_retry_after;
   lr_backoff backoff;
   lr_guards guards;         /* installed into the policy's lr_shared */
+  lr_remote remote;         /* the load's fleet, if any: it lives as long as
+                               the load (and so as the load's calls) */
 } lr_rules;
 
 /* The policy's judgement, as the state machine sees it: plain callbacks. */
@@ -194,11 +243,14 @@ typedef struct {
 /* A call judged by `j` under `rules` (both must outlive it: the judge's
  * release says when they may go), sharing `shared` (the policy's guards
  * and counters), or with guards of its own when the options say
- * LUARETRY_CALL_ISOLATED.  `max_attempts` > 0 overrides the rules'.  On
- * failure the judge is released. */
+ * LUARETRY_CALL_ISOLATED.  `remote` (NULL: none) is asked before the
+ * local guards: the caller chooses it (never the fleet for a call on the
+ * virtual clock; a simulated fleet for a simulation) and it must outlive
+ * the call.  `max_attempts` > 0 overrides the rules'.  On failure the
+ * judge is released. */
 luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_attempts,
-                          lr_shared *shared, const luaretry_call_options *o,
-                          luaretry_call **out);
+                          lr_shared *shared, const lr_remote *remote,
+                          const luaretry_call_options *o, luaretry_call **out);
 
 /* Report with a forced class (simulate): the judge still runs, for a wait
  * of its choosing and for its errors. */

@@ -20,6 +20,7 @@ const char *luaretry_strerror(luaretry_code code) {
   case LUARETRY_E_CANCELLED: return "cancelled";
   case LUARETRY_E_OPERATION: return "operation gave up";
   case LUARETRY_E_SYSTEM: return "system error";
+  case LUARETRY_E_FLEET: return "the fleet's Redis could not be reached or refused";
   }
   return "unknown error code";
 }
@@ -48,6 +49,15 @@ const char *luaretry_wait_source_name(luaretry_wait_source s) {
   case LUARETRY_WAIT_SERVER: return "server";
   case LUARETRY_WAIT_SCRIPT: return "script";
   case LUARETRY_WAIT_CLAMPED: return "clamped";
+  }
+  return "unknown";
+}
+
+const char *luaretry_guards_scope_name(luaretry_guards_scope s) {
+  switch (s) {
+  case LUARETRY_GUARDS_LOCAL: return "local";
+  case LUARETRY_GUARDS_FLEET: return "fleet";
+  case LUARETRY_GUARDS_FALLBACK: return "fallback";
   }
   return "unknown";
 }

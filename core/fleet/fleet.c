@@ -19,26 +19,6 @@
 
 #define MILLI 1000
 
-int64_t lr_fleet_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t lr_fleet_coarse_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-void lr_fleet_fmt(char *dst, size_t size, const char *fmt, ...) {
-  if (!dst || size == 0) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(dst, size, fmt, ap);
-  va_end(ap);
-}
-
 const char *lr_fleet_strerror(lr_fleet_code code) {
   switch (code) {
   case LR_FLEET_OK: return "ok";

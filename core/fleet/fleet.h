@@ -43,6 +43,7 @@
 #define LUARETRY_FLEET_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct lr_fleet lr_fleet;
 
@@ -102,6 +103,11 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key,
                            char *err, size_t errlen);
 void lr_fleet_free(lr_fleet *f);   /* NULL is fine */
 
+/* Parses a URL as lr_fleet_new does (no I/O): OK with the URL as messages
+ * show it in `redacted`, or why not in err (never with credentials). */
+lr_fleet_code lr_fleet_url_check(const char *url, char *redacted, size_t size, char *err,
+                                 size_t errlen);
+
 /* New guard numbers (a reload, an override); the fleet's counts go on.
  * Only the guard fields of *s are read: timeouts, sync, log and member
  * stay as lr_fleet_new set them. */
@@ -128,12 +134,28 @@ lr_fleet_code lr_fleet_sync_now(lr_fleet *f);
  * (one non-blocking send); reads a reply that has arrived.  Returns at
  * once when another thread holds the connection, or when disconnected. */
 void lr_fleet_maybe_sync(lr_fleet *f);
+/* The same with the caller's reading of CLOCK_MONOTONIC in ms (the
+ * engine's call has one already: a clock read less on the success path). */
+void lr_fleet_maybe_sync_at(lr_fleet *f, int64_t now_ms);
+
+/* The pre-retry check's: lr_fleet_sync_now, unless nothing counted is
+ * left to send and the fleet's state was learned within sync_ms (another
+ * thread's round trip, a batch's reply): then nothing waits. */
+lr_fleet_code lr_fleet_refresh(lr_fleet *f);
+
+/* Sends what was counted and not sent yet, when connected and healthy:
+ * one round trip, or none (nothing to send; Redis down or never reached).
+ * Before a handle is freed, so that a process's last outcomes count. */
+lr_fleet_code lr_fleet_flush(lr_fleet *f);
 
 #define LR_FLEET_LOCAL (-1)
 
 /* 1: a retry may go, 0: the fleet's budget refuses, LR_FLEET_LOCAL.  The
  * fleet's tokens at the last sync, plus this process's unsent deltas. */
 int lr_fleet_budget_allows_retry(lr_fleet *f);
+
+/* The fleet's tokens as lr_fleet_budget_allows_retry sees them. */
+double lr_fleet_tokens(lr_fleet *f);
 
 /* 1: admitted, 0: the fleet's circuit is open, LR_FLEET_LOCAL.  A first
  * attempt while the fleet is half-open needs one of the fleet's probe
@@ -163,6 +185,7 @@ typedef struct {
   double synced_ago;         /* seconds since the last good sync; -1: never */
   long long syncs, sync_failures;
   char where[300];           /* the redacted URL */
+  char key[220];             /* the hash's key in Redis: "luaretry:{KEY}" */
   char detail[300];          /* why degraded, or "" */
 } lr_fleet_view;
 

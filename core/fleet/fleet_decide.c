@@ -11,12 +11,17 @@ void lr_fleet_record(lr_fleet *f, lr_fleet_outcome o) {
   if (!f) return;
   switch (o) {
   case LR_FLEET_SUCCESS:
-    atomic_fetch_add_explicit(&f->earned, atomic_load_explicit(&f->ratio_milli,
-                              memory_order_relaxed), memory_order_relaxed);
-    /* fall through: a success is also an answer */
+    if (atomic_load_explicit(&f->budget, memory_order_relaxed))
+      atomic_fetch_add_explicit(&f->earned, atomic_load_explicit(&f->ratio_milli,
+                                memory_order_relaxed), memory_order_relaxed);
+    /* a success is also an answer */
+    __attribute__((fallthrough));
   case LR_FLEET_ANSWERED:
+    /* plain stores, no locked instruction: the script only asks whether
+     * the batch holds an answer, not how many */
     atomic_store_explicit(&f->trail, 0, memory_order_relaxed);
-    atomic_fetch_add_explicit(&f->resets, 1, memory_order_relaxed);
+    if (!atomic_load_explicit(&f->resets, memory_order_relaxed))
+      atomic_store_explicit(&f->resets, 1, memory_order_relaxed);
     return;
   case LR_FLEET_FAILURE:
     atomic_fetch_add_explicit(&f->spent, 1000, memory_order_relaxed);
@@ -38,6 +43,10 @@ static long long tokens_now(lr_fleet *f) {
                 atomic_load(&f->earned) - atomic_load(&f->spent);
   long long max = atomic_load(&f->max_milli);
   return t < 0 ? 0 : t > max ? max : t;
+}
+
+double lr_fleet_tokens(lr_fleet *f) {
+  return f ? (double)tokens_now(f) / 1000 : 0;
 }
 
 int lr_fleet_budget_allows_retry(lr_fleet *f) {
@@ -94,6 +103,7 @@ void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v) {
   v->syncs = atomic_load(&f->syncs);
   v->sync_failures = atomic_load(&f->sync_failures);
   lr_fleet_fmt(v->where, sizeof v->where, "%s", f->url.redacted);
+  lr_fleet_fmt(v->key, sizeof v->key, "%s", f->key);
   pthread_mutex_lock(&f->note_lock);
   lr_fleet_fmt(v->detail, sizeof v->detail, "%s", f->detail);
   pthread_mutex_unlock(&f->note_lock);

@@ -102,7 +102,7 @@ lr_fleet_code lr_conn_error_code(const struct redisReply *r);
 typedef struct {
   long long spent, earned;   /* milli-tokens */
   long long trail;           /* failures after the batch's last success or answer */
-  long long resets;          /* successes and answers */
+  long long resets;          /* > 0: the batch holds a success or an answer */
   long long want;            /* probe permits asked */
 } lr_fleet_batch;
 

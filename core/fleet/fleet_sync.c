@@ -33,7 +33,8 @@ static void give_back(lr_fleet *f, const lr_fleet_batch *b) {
 
 static void limits_of(lr_fleet *f, lr_fleet_limits *l) {
   l->max_milli = atomic_load(&f->max_milli);
-  l->failures = atomic_load(&f->failures);
+  /* without a breaker the fleet's never opens (its state would mislead) */
+  l->failures = atomic_load(&f->breaker) ? atomic_load(&f->failures) : 0;
   l->open_ms = atomic_load(&f->open_ms);
   l->probes = atomic_load(&f->probes);
   l->ttl_ms = (long long)f->set.ttl_seconds * 1000;
@@ -104,6 +105,35 @@ lr_fleet_code lr_fleet_sync_now(lr_fleet *f) {
   return rc;
 }
 
+static int batch_empty(lr_fleet *f) {
+  return !atomic_load(&f->spent) && !atomic_load(&f->earned) && !atomic_load(&f->resets) &&
+         !atomic_load(&f->trail);
+}
+
+/* Nothing to send and nothing owed: another thread's round trip (or a
+ * batch's reply) since this process's last outcome made the view as
+ * current as one of our own would. */
+lr_fleet_code lr_fleet_refresh(lr_fleet *f) {
+  if (!f) return LR_FLEET_E_ARG;
+  long long ok = atomic_load(&f->last_ok_ms);
+  if (ok && lr_fleet_now_ms() - ok < f->set.sync_ms &&
+      atomic_load(&f->health) == LR_FLEET_HEALTHY && batch_empty(f) &&
+      atomic_load(&f->inflight_net) == 0)
+    return LR_FLEET_OK;
+  return lr_fleet_sync_now(f);
+}
+
+lr_fleet_code lr_fleet_flush(lr_fleet *f) {
+  if (!f) return LR_FLEET_E_ARG;
+  pthread_mutex_lock(&f->io);
+  lr_fleet_code rc = LR_FLEET_OK;
+  if (f->conn.fd >= 0 && atomic_load(&f->health) == LR_FLEET_HEALTHY) {
+    if (f->inflight || !batch_empty(f)) rc = sync_locked(f, 0, NULL);
+  }
+  pthread_mutex_unlock(&f->io);
+  return rc;
+}
+
 /* With the io lock: one probe permit asked in a round trip. */
 lr_fleet_code lr_fleet_ask_permit_locked(lr_fleet *f, long long *granted) {
   return sync_locked(f, 1, granted);
@@ -129,9 +159,11 @@ static void send_async(lr_fleet *f, int64_t now) {
 }
 
 void lr_fleet_maybe_sync(lr_fleet *f) {
-  if (!f) return;
-  int64_t now = lr_fleet_coarse_ms();
-  if (now < atomic_load_explicit(&f->next_sync_at, memory_order_relaxed)) return;
+  if (f) lr_fleet_maybe_sync_at(f, lr_fleet_coarse_ms());
+}
+
+void lr_fleet_maybe_sync_at(lr_fleet *f, int64_t now) {
+  if (!f || now < atomic_load_explicit(&f->next_sync_at, memory_order_relaxed)) return;
   now = lr_fleet_now_ms();
   if (pthread_mutex_trylock(&f->io) != 0) return;
   int64_t next = now + f->set.sync_ms;

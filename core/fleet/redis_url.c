@@ -180,3 +180,11 @@ void lr_redis_url_scrub(const lr_redis_url *u, char *msg) {
   scrub_one(msg, u->password);
   scrub_one(msg, u->user);
 }
+
+lr_fleet_code lr_fleet_url_check(const char *url, char *redacted, size_t size, char *err,
+                                 size_t errlen) {
+  lr_redis_url u;
+  lr_fleet_code rc = lr_redis_url_parse(url, &u, err, errlen);
+  if (rc == LR_FLEET_OK) lr_fleet_fmt(redacted, size, "%s", u.redacted);
+  return rc;
+}

@@ -9,8 +9,9 @@
  * luaretry_strerror() names it and the handle's *_errmsg() function gives
  * the detail (for scripts: "file:line: what went wrong"), valid until the
  * next call on that handle.  Destructors accept NULL.  The library never
- * prints and never exits; its one piece of global state is the watchdog
- * below.
+ * prints, never exits and never reads the environment (LUARETRY_REDIS and
+ * LUARETRY_PATH are the command's, not the library's); its one piece of
+ * global state is the watchdog below.
  *
  * Lua states: a loaded script runs in Lua states that belong to that load,
  * not to calls.  Each call into the script (a decision, prepare,
@@ -104,7 +105,8 @@ typedef enum {
   LUARETRY_E_STATE,     /* a call used out of order (e.g. report after stop) */
   LUARETRY_E_CANCELLED, /* a wait or call was cancelled */
   LUARETRY_E_OPERATION, /* the host's operation callback gave up */
-  LUARETRY_E_SYSTEM     /* the OS refused (clock, eventfd, getrandom) */
+  LUARETRY_E_SYSTEM,    /* the OS refused (clock, eventfd, getrandom) */
+  LUARETRY_E_FLEET      /* the fleet's Redis could not be reached or refused */
 } luaretry_code;
 
 LUARETRY_API const char *luaretry_strerror(luaretry_code code);
@@ -127,6 +129,23 @@ LUARETRY_API void luaretry_policy_free(luaretry_policy *p);
  * is validated at once and refused (policy unchanged) when invalid; the
  * message names the field ("backoff.inital: unknown name, did you mean
  * backoff.initial?").
+ *
+ * The fleet (README "Fleet"): the host-only "fleet.redis" =
+ * "redis://[user:password@]host[:port][/db]" or "unix:///path/to/socket"
+ * ("none": off) shares the policy's budget and breaker with every process
+ * that names the same Redis and key (the script's fleet.key, else its
+ * name).  Its timeouts: "fleet.connect_timeout" and "fleet.command_timeout"
+ * (ms, 250 and 100), "fleet.reconnect" (ms, the longest wait before trying
+ * Redis again, 30000).  Setting them makes no I/O.  A success never waits
+ * for Redis; a retry (the pre-retry check of luaretry_call_next) makes at
+ * most one round trip bounded by the command timeout (and the connect
+ * timeout when it reconnects first), none while Redis is known down
+ * (reconnect backoff).  So does a new call while the fleet's breaker is
+ * half-open, to ask for a probe permit.  When Redis is slow, down or refusing,
+ * the policy's own guards decide at once, and the fleet's log (see
+ * luaretry_policy_on_fleet) says so once, and once more when it is back;
+ * no message carries the URL's user or password.  Calls on the virtual
+ * clock or with LUARETRY_CALL_ISOLATED never touch Redis.
  */
 LUARETRY_API luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
                                   const char *value);
@@ -263,6 +282,18 @@ typedef enum {
 
 LUARETRY_API const char *luaretry_breaker_state_name(luaretry_breaker_state s);
 
+/* Whose counts the guards decide on. */
+typedef enum {
+  LUARETRY_GUARDS_LOCAL = 0,   /* this process's: no fleet.redis */
+  LUARETRY_GUARDS_FLEET,       /* the fleet's, through Redis */
+  LUARETRY_GUARDS_FALLBACK     /* fleet.redis is set, but the fleet's counts
+                                  are not current (not synced yet, Redis slow,
+                                  down or refusing): this process's decide */
+} luaretry_guards_scope;
+
+/* "local", "fleet", "fallback". */
+LUARETRY_API const char *luaretry_guards_scope_name(luaretry_guards_scope s);
+
 typedef struct {
   uint64_t calls, attempts, retries, successes;
   uint64_t finals;            /* stopped on an outcome judged final */
@@ -275,7 +306,11 @@ typedef struct {
   luaretry_breaker_state breaker;
   uint64_t gave_up;             /* the host's operation gave up */
   uint64_t server_waits_too_long; /* a Retry-After above max_retry_after */
-  uint64_t reserved[6];
+  luaretry_guards_scope guards; /* whose counts the budget and breaker decide on
+                                   now; FLEET: budget_tokens and breaker are the
+                                   fleet's */
+  uint32_t reserved_32;
+  uint64_t reserved[5];
 } luaretry_metrics;
 
 LUARETRY_API luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m);
@@ -288,6 +323,66 @@ LUARETRY_API void luaretry_policy_on_breaker(luaretry_policy *p, luaretry_breake
 /* Where a script's print() goes (default: nowhere). */
 typedef void (*luaretry_log_fn)(void *ud, const char *line);
 LUARETRY_API void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud);
+
+/* ----------------------------------------------------------------- fleet */
+
+/* Where the fleet's changes of health are told, one line each, without
+ * credentials: lost ("fleet guards KEY: URL: why; local guards decide until
+ * Redis is back") and back.  Once per change, never per call, from the
+ * thread that noticed; the function must not call into the policy.
+ * Default: the log callback (luaretry_policy_set_log).  Set it before
+ * calls begin. */
+LUARETRY_API void luaretry_policy_on_fleet(luaretry_policy *p, luaretry_log_fn fn, void *ud);
+
+/* One round trip now, bounded by fleet.connect_timeout and
+ * fleet.command_timeout: sends what was counted and learns the fleet's
+ * state.  For a host about to begin its first call, so that the breaker
+ * and budget are the fleet's from the start (the command does it), and
+ * for one that wants to rejoin at once after Redis was lost (otherwise the
+ * next retry's check reconnects, once the reconnect backoff allows).  The
+ * connection is made by the first round trip, and a success never makes
+ * one: until then (or without this call) the policy's own guards decide.
+ * LUARETRY_E_STATE without a fleet (fleet.redis unset, or neither budget
+ * nor breaker); LUARETRY_E_FLEET when Redis could not be reached or
+ * refused, or a reconnect is not due yet (errmsg says why; the policy goes
+ * on under its own guards).  What a load counted and did not send yet goes
+ * when the load does: at luaretry_policy_free, or when a reload or a set
+ * that changes the fleet's URL, key, sync or timeouts retires it after its
+ * last call (one round trip, none while Redis is down). */
+LUARETRY_API luaretry_code luaretry_policy_fleet_sync(luaretry_policy *p);
+
+/* One process that synced in the last minute. */
+typedef struct {
+  char member[128];            /* "HOST:PID" */
+  double seen_ago;             /* seconds since its last sync */
+  uint64_t reserved[2];
+} luaretry_fleet_process;
+
+/* The fleet's state as Redis holds it. */
+typedef struct {
+  int exists;                  /* 0: no state (never synced, expired, reset) */
+  double tokens, max_tokens;   /* max_tokens as the last writer had it */
+  luaretry_breaker_state breaker;
+  long consecutive_failures, probes_left;
+  double opened_at;            /* Unix seconds on Redis's clock; 0: never */
+  double now;                  /* Redis's clock, Unix seconds */
+  char key[256];               /* the Redis key */
+  char where[320];             /* the URL, without user and password */
+  size_t process_count;
+  luaretry_fleet_process *processes;  /* most recent first; freed by
+                                         luaretry_fleet_status_free */
+  uint64_t reserved[8];
+} luaretry_fleet_status;
+
+/* Reads the fleet's state (one round trip, connecting at once); looking
+ * changes nothing.  LUARETRY_E_STATE without fleet.redis, LUARETRY_E_FLEET
+ * (errmsg) when Redis cannot be read. */
+LUARETRY_API luaretry_code luaretry_policy_fleet_status(luaretry_policy *p,
+                                                        luaretry_fleet_status *st);
+LUARETRY_API void luaretry_fleet_status_free(luaretry_fleet_status *st);
+/* Deletes the fleet's state in Redis: full budget, breaker closed, no
+ * processes listed. */
+LUARETRY_API luaretry_code luaretry_policy_fleet_reset(luaretry_policy *p);
 
 /* ------------------------------------------------------------- outcomes */
 
@@ -493,7 +588,13 @@ LUARETRY_API double luaretry_call_connect_timeout(const luaretry_call *c);
 /* May an attempt be made now?  Ask before each attempt: d->retry = 1 (with
  * d->next_timeout), or the call has stopped for d->reason.  A call begun
  * while the circuit is open is refused before any attempt, and a retry
- * whose wait ended with the circuit open is not made (circuit_open). */
+ * whose wait ended with the circuit open is not made (circuit_open); with
+ * fleet guards, neither is one whose wait ended with the fleet's budget
+ * spent (budget): before a retry the fleet's counts are brought up to date
+ * (at most one round trip, bounded by fleet.command_timeout, and by
+ * fleet.connect_timeout more when it reconnects first; none while Redis
+ * is known down).  A host with its own event loop should know this call
+ * may block that long when its policy has fleet.redis. */
 LUARETRY_API luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d);
 LUARETRY_API luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_decision *d);
@@ -556,6 +657,40 @@ typedef int (*luaretry_decision_fn)(void *ud, const luaretry_decision *d);
 LUARETRY_API luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed,
                                 long attempts, luaretry_decision_fn each,
                                 void *ud);
+
+/* What N clients failing together at t=0 do to a service, each one call
+ * on the virtual clock through the engine (luaretry simulate --clients N
+ * --fleet): every attempt that starts within `outage` seconds gets a 503,
+ * every later one a 200, and the policy's own classifier and rules decide.
+ * `fleet` = 0: each client has a budget and breaker of its own (N
+ * processes, one call each); 1: the N clients share one, each learning
+ * the others' counts as a process of the fleet does (a sync when its call
+ * begins, a batch of its outcomes at most `sync` seconds apart, and one
+ * before each retry), round trips taking no time.  Nothing here touches
+ * Redis or the policy's counters. */
+typedef struct {
+  long clients;                 /* 1 to 100000 */
+  double outage;                /* seconds, 0 to 1e6 */
+  uint64_t seed;                /* client i draws from seed + i */
+  int fleet;
+  double sync;                  /* seconds; 0: the policy's fleet.sync */
+  uint64_t reserved[4];
+} luaretry_herd_options;
+
+typedef struct {
+  uint64_t clients;
+  uint64_t first_attempts;      /* clients whose call made an attempt */
+  uint64_t attempts;            /* all of them, the first ones included */
+  double amplification;         /* attempts per first attempt */
+  uint64_t stops[16];           /* the clients' calls by the reason they
+                                   stopped (a luaretry_reason) */
+  double last_attempt;          /* the last attempt's start, seconds */
+  uint64_t reserved[8];
+} luaretry_herd_result;
+
+LUARETRY_API luaretry_code luaretry_simulate_herd(luaretry_policy *p,
+                                                  const luaretry_herd_options *o,
+                                                  luaretry_herd_result *r);
 
 /* `count` draws of the policy's backoff for retry n (n = 0 before the
  * second attempt) from a generator seeded with `seed`, each starting from

@@ -315,6 +315,57 @@ static int p_metrics(lua_State *L) {
   set_num(L, "time_waited", m.time_waited);
   set_num(L, "budget_tokens", m.budget_tokens);
   set_str(L, "breaker", luaretry_breaker_state_name(m.breaker));
+  set_str(L, "guards", luaretry_guards_scope_name(m.guards));
+  return 1;
+}
+
+/* p:fleet_sync() -> true | fail, message: one round trip with the fleet */
+static int p_fleet_sync(lua_State *L) {
+  luaretry_policy *p = check_policy(L, 1);
+  busy_until_return(L, 1);   /* the fleet's log may run opts.log */
+  luaretry_code rc = luaretry_policy_fleet_sync(p);
+  if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* The table p:fleet() returns, made under protection: the status's
+ * process list is freed whatever happens (lua_pcall of this). */
+static int push_fleet_status(lua_State *L) {
+  const luaretry_fleet_status *st = lua_touserdata(L, 1);
+  lua_createtable(L, 0, 12);
+  lua_pushboolean(L, st->exists);
+  lua_setfield(L, -2, "exists");
+  set_num(L, "tokens", st->tokens);
+  set_num(L, "max_tokens", st->max_tokens);
+  set_str(L, "breaker", luaretry_breaker_state_name(st->breaker));
+  set_num(L, "consecutive_failures", (double)st->consecutive_failures);
+  set_num(L, "probes_left", (double)st->probes_left);
+  set_num(L, "opened_at", st->opened_at);
+  set_num(L, "now", st->now);
+  set_str(L, "key", st->key);
+  set_str(L, "where", st->where);
+  lua_createtable(L, (int)st->process_count, 0);
+  for (size_t i = 0; i < st->process_count; i++) {
+    lua_pushstring(L, st->processes[i].member);
+    lua_rawseti(L, -2, (lua_Integer)i + 1);
+  }
+  lua_setfield(L, -2, "processes");
+  return 1;
+}
+
+/* p:fleet() -> the fleet's state in Redis | fail, message */
+static int p_fleet(lua_State *L) {
+  luaretry_policy *p = check_policy(L, 1);
+  busy_until_return(L, 1);
+  luaretry_fleet_status st;
+  luaretry_code rc = luaretry_policy_fleet_status(p, &st);
+  if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
+  lua_pushcfunction(L, push_fleet_status);
+  lua_pushlightuserdata(L, &st);
+  int status = lua_pcall(L, 1, 1, 0);
+  luaretry_fleet_status_free(&st);
+  if (status != LUA_OK) return lua_error(L);
   return 1;
 }
 
@@ -742,6 +793,7 @@ static const luaL_Reg policy_methods[] = {
   { "warnings", p_warnings }, { "memory", p_memory }, { "metrics", p_metrics }, { "schedule", p_schedule },
   { "sample", p_sample }, { "classify", p_classify }, { "begin", p_begin },
   { "run", p_run }, { "is_idempotent", p_is_idempotent }, { "close", p_gc },
+  { "fleet_sync", p_fleet_sync }, { "fleet", p_fleet },
   { NULL, NULL }
 };
 

@@ -14,7 +14,12 @@ static luaretry_code begin(luaretry_policy *p, const luaretry_call_options *o,
   *out = NULL;
   lr_gen *g = lr_policy_current(p);  /* the call's reference */
   if (!g) return LUARETRY_E_STATE;
-  return lr_call_new(&g->judge, &g->rules, max_attempts, lr_policy_shared(p), o, out);
+  /* Simulations, probes and tests (the virtual clock, or guards of their
+   * own) never touch the fleet: their counts are not real. */
+  unsigned flags = o ? o->flags : 0;
+  int pretend = (flags & (LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED)) != 0;
+  const lr_remote *remote = pretend ? NULL : &g->rules.remote;
+  return lr_call_new(&g->judge, &g->rules, max_attempts, lr_policy_shared(p), remote, o, out);
 }
 
 luaretry_code luaretry_call_begin(luaretry_policy *p, const luaretry_call_options *o,

@@ -45,6 +45,7 @@ static void gen_free(lr_gen *g) {
     b = next;
   }
   pthread_mutex_destroy(&g->grow);
+  lr_fleet_link_unref(g->fleet);
   free(g->text);
   free(g);
 }

@@ -30,6 +30,7 @@ luaretry_code luaretry_policy_new(luaretry_policy **out) {
   p->limits.instructions = 0;  /* counted only when the host asks */
   p->limits.memory = (size_t)lr_fields[F_MEMORY_LIMIT].def;
   p->limits.seconds = lr_fields[F_TIME_LIMIT].def;
+  lr_policy_fleet_init(p);
   pthread_mutex_init(&p->lock, NULL);
   pthread_mutex_init(&p->writer, NULL);
   lr_guards none;
@@ -91,13 +92,19 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   pthread_mutex_unlock((pthread_mutex_t *)&p->lock);
   m->budget_tokens = budget ? lr_budget_tokens(s) : 0;
   m->breaker = (luaretry_breaker_state)atomic_load(&s->breaker_state);
+  double tokens = m->budget_tokens;
+  lr_gen *g = lr_policy_current((luaretry_policy *)p);
+  m->guards = lr_fleet_link_scope(g ? g->fleet : NULL, &tokens, &m->breaker);
+  lr_gen_unref(g);
+  if (budget) m->budget_tokens = tokens;
   return LUARETRY_OK;
 }
 
 void luaretry_policy_free(luaretry_policy *p) {
   if (!p) return;
   /* every call is over (a policy outlives its calls) */
-  lr_gen_unref(p->gen);
+  lr_gen_unref(p->gen);   /* and with the last load, its fleet */
+  lr_policy_fleet_free(p);
   lr_free_warnings(p->warnings, &p->warning_count);
   lr_free_warnings(p->load_warnings, &p->load_warning_count);
   free(p->prepared);
@@ -143,7 +150,7 @@ luaretry_code luaretry_policy_tuning(const luaretry_policy *p, luaretry_tuning *
   pthread_mutex_lock(lock);
   luaretry_code rc = p->gen ? LUARETRY_OK : LUARETRY_E_STATE;
   if (p->gen) {
-    *t = p->tuning;
+    *t = p->tuning.pub;
     t->name = p->name;
     t->source = p->source;
     t->instruction_limit = p->gen->limits.instructions;
@@ -192,7 +199,7 @@ static void note_hooks(lr_gen *g, const lr_script *s) {
  * policy's (under the lock), or p->errmsg says why not. */
 static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load *ld) {
   char errors[sizeof p->errmsg];
-  luaretry_tuning tuning;
+  lr_tuning tuning;
   char *warnings[MAX_WARNINGS];
   size_t count = 0;
   for (size_t i = 0; i < ld->warning_count; i++) {
@@ -212,7 +219,20 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
     lr_strlcpy(p->errmsg, errors, sizeof p->errmsg);
     return LUARETRY_E_POLICY;
   }
-  g->body_limit = tuning.body_limit;
+  char name[sizeof p->name];
+  if (ld->fields[F_NAME].type == LUA_TSTRING)
+    lr_strlcpy(name, ld->fields[F_NAME].str, sizeof name);
+  else
+    default_name(name, sizeof name, ld->chunk_src);
+  if (p->fleet_url && !tuning.pub.budget && !tuning.pub.breaker)
+    lr_add_warning(warnings, &count, "%s: fleet.redis is set, but the policy has neither "
+                   "budget nor breaker: there is nothing to share", ld->chunk_src);
+  if (lr_policy_fleet_attach(p, g, &tuning, name, errors, sizeof errors) != 0) {
+    lr_free_warnings(warnings, &count);
+    lr_strlcpy(p->errmsg, errors, sizeof p->errmsg);
+    return LUARETRY_E_NOMEM;
+  }
+  g->body_limit = tuning.pub.body_limit;
   note_hooks(g, s);
   lr_gen_adopt(g, s);
   pthread_mutex_lock(&p->lock);
@@ -229,10 +249,7 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
   p->load_warning_count = ld->warning_count;
   ld->warning_count = 0;
   lr_strlcpy(p->source, ld->chunk_src, sizeof p->source);
-  if (ld->fields[F_NAME].type == LUA_TSTRING)
-    lr_strlcpy(p->name, ld->fields[F_NAME].str, sizeof p->name);
-  else
-    default_name(p->name, sizeof p->name, ld->chunk_src);
+  lr_strlcpy(p->name, name, sizeof p->name);
   lr_shared_configure(&p->shared, &g->rules.guards);
   pthread_mutex_unlock(&p->lock);
   lr_gen_unref(old);
@@ -409,6 +426,37 @@ static luaretry_code set_limit(luaretry_policy *p, int i, const char *value) {
   return rc;
 }
 
+/* fleet.redis and the Redis timeouts: a new load takes them, and with
+ * them a new fleet handle. */
+static luaretry_code set_fleet(luaretry_policy *p, int i, const char *value) {
+  char *old_url = p->fleet_url;
+  long old[3] = { p->fleet_connect_ms, p->fleet_command_ms, p->fleet_reconnect_ms };
+  double d;
+  if (i == F_FL_REDIS && strcmp(value, "none") == 0) {
+    p->fleet_url = NULL;
+  } else if (i == F_FL_REDIS) {
+    if (!lr_fleet_url_ok(value, p->errmsg, sizeof p->errmsg)) return LUARETRY_E_ARG;
+    if (!(p->fleet_url = strdup(value))) {
+      p->fleet_url = old_url;
+      lr_fmt(p->errmsg, sizeof p->errmsg, "out of memory");
+      return LUARETRY_E_NOMEM;
+    }
+  } else if (lr_schema_limit(i, value, &d, p->errmsg, sizeof p->errmsg) != 0) {
+    return LUARETRY_E_ARG;
+  } else {
+    *(i == F_FL_CONNECT ? &p->fleet_connect_ms
+      : i == F_FL_COMMAND ? &p->fleet_command_ms : &p->fleet_reconnect_ms) = (long)d;
+  }
+  luaretry_code rc = p->gen ? reload_text(p) : LUARETRY_OK;
+  char *gone = rc == LUARETRY_OK ? old_url : p->fleet_url;
+  if (rc != LUARETRY_OK) {
+    p->fleet_url = old_url;
+    p->fleet_connect_ms = old[0], p->fleet_command_ms = old[1], p->fleet_reconnect_ms = old[2];
+  }
+  if (gone != p->fleet_url) free(gone);
+  return rc;
+}
+
 /* Records NAME=VALUE among the overrides; its slot, or -1 (errmsg). */
 static int remember(luaretry_policy *p, const char *name, const char *value,
                     lr_override *saved, size_t *saved_count) {
@@ -437,6 +485,8 @@ static int remember(luaretry_policy *p, const char *name, const char *value,
 static luaretry_code set(luaretry_policy *p, const char *name, const char *value) {
   int i = lr_field_index(name);
   int option = strncmp(name, "options.", 8) == 0 && name[8];
+  if (i >= 0 && (lr_fields[i].flags & HOST) && lr_field_in(i, F_FLEET))
+    return set_fleet(p, i, value);
   if (i >= 0 && (lr_fields[i].flags & HOST)) return set_limit(p, i, value);
   if (!option && i < 0) {
     lr_unknown_field(p->errmsg, sizeof p->errmsg, name);
@@ -476,9 +526,14 @@ luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name, ch
   if (!p || !name || !buf || size == 0) return LUARETRY_E_ARG;
   int i = lr_field_index(name);
   if (i < 0 || !luaretry_field_at((size_t)i)->settable) return LUARETRY_E_ARG;
-  luaretry_tuning t;
-  luaretry_code rc = luaretry_policy_tuning(p, &t);
+  lr_tuning t;
+  luaretry_code rc = luaretry_policy_tuning(p, &t.pub);
   if (rc != LUARETRY_OK) return rc;
+  pthread_mutex_lock((pthread_mutex_t *)&p->lock);
+  luaretry_tuning pub = t.pub;
+  t = p->tuning;   /* the fields the public struct has no room for */
+  t.pub = pub;
+  pthread_mutex_unlock((pthread_mutex_t *)&p->lock);
   lr_schema_format(&t, i, buf, size);
   return LUARETRY_OK;
 }

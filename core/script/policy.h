@@ -24,6 +24,8 @@
 #define RULE_SIZE 1100
 
 struct lr_gen;
+struct lr_fleet;
+struct lr_fleet_link;
 
 /* The stack slots a state keeps between calls (sandbox.c keeps 1, the
  * handler): what every decision pushes, by lua_pushvalue. */
@@ -89,6 +91,7 @@ typedef struct lr_gen {
   size_t option_count;
   int has_decision_hooks;          /* is_success or is_transient: a state to judge */
   int has_run, has_on_breaker, has_on_retry, has_prepare;
+  struct lr_fleet_link *fleet;     /* referenced: rules.remote's fleet, or NULL */
   pthread_mutex_t grow;            /* adding slot blocks */
   lr_slot_block slots;
 } lr_gen;
@@ -100,7 +103,7 @@ struct luaretry_policy {
   struct timespec mtime;           /* the file's, at its last load */
   long long size;
   double last_check;               /* monotonic seconds of the last stat */
-  luaretry_tuning tuning;
+  lr_tuning tuning;
   char name[128];
   char source[1024];
   lr_field fields[F_COUNT];        /* as the script set them */
@@ -117,6 +120,10 @@ struct luaretry_policy {
   luaretry_classify_fn host_classify;
   void *host_ud;
   lr_log_target log;
+  /* the fleet (policy_fleet.c): the host's settings, under the writer lock */
+  char *fleet_url;                 /* fleet.redis with its credentials; NULL: none */
+  long fleet_connect_ms, fleet_command_ms, fleet_reconnect_ms;
+  lr_log_target fleet_log;         /* luaretry_policy_on_fleet; else `log` */
   /* what luaretry_policy_prepare and _run_workflow returned last */
   void *prepared;
   char *workflow_body;
@@ -197,5 +204,30 @@ lr_shared *lr_policy_shared(luaretry_policy *p);
 /* The policy's message, from a function any thread may call (under the
  * writer lock, as loads and sets write it). */
 void lr_policy_error(luaretry_policy *p, const char *msg);
+/* ---- fleet_link.c: the fleet a load uses */
+
+/* The host's defaults for the fleet's settings; what the policy holds of
+ * them (luaretry_policy_free). */
+void lr_policy_fleet_init(luaretry_policy *p);
+void lr_policy_fleet_free(luaretry_policy *p);
+/* Whether `url` is a Redis URL the fleet takes (no I/O); if not, why (no
+ * credentials in it). */
+int lr_fleet_url_ok(const char *url, char *err, size_t errlen);
+/* For a new load g with tuning *t of the policy named `name` (under the
+ * writer lock, before it is published): the fleet it uses, if
+ * fleet.redis is set and there is a guard to share, into g->fleet and
+ * g->rules.remote (the current load's link again when nothing but the
+ * guard numbers changed); fills t's fleet fields.  0, or -1 with err. */
+int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const char *name,
+                           char *err, size_t errlen);
+/* A load's reference to its link; the last one sends what was counted and
+ * not sent yet (one bounded round trip, none while Redis is down) and
+ * closes the connection. */
+void lr_fleet_link_unref(struct lr_fleet_link *l);
+struct lr_fleet *lr_fleet_link_fleet(struct lr_fleet_link *l);
+/* Whose counts decide now (LOCAL for no link), and the fleet's tokens and
+ * breaker state when they are the fleet's. */
+luaretry_guards_scope lr_fleet_link_scope(struct lr_fleet_link *l, double *tokens,
+                                          luaretry_breaker_state *breaker);
 
 #endif

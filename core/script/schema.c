@@ -211,8 +211,13 @@ static int check_field(lr_check *ck, int i) {
   if (s->flags & HOST) {
     char w[1200];
     where(ck, i, w, sizeof w);
-    add_error(ck->errors, ck->errors_size, "%s: a sandbox limit is set by the host "
-              "(luaretry_policy_set, --set), not by the script", w);
+    if (lr_field_in(i, F_FLEET))
+      add_error(ck->errors, ck->errors_size, "%s: the host says where Redis is and how long "
+                "to wait for it (luaretry_policy_set, --set%s), not the script", w,
+                i == F_FL_REDIS ? ", --redis, LUARETRY_REDIS" : "");
+    else
+      add_error(ck->errors, ck->errors_size, "%s: a sandbox limit is set by the host "
+                "(luaretry_policy_set, --set), not by the script", w);
     return -1;
   }
   switch (s->type) {
@@ -246,6 +251,7 @@ static int check_field(lr_check *ck, int i) {
     if (f->type == LUA_TTABLE) return 1;
     bad(ck, i, i == F_BUDGET ? "a table {max_tokens =, token_ratio =}"
              : i == F_BREAKER ? "a table {failures =, open_seconds =, probes =}"
+             : i == F_FLEET ? "a table {key =, sync =}"
              : "a table of the script's own settings");
     return -1;
   }
@@ -253,12 +259,13 @@ static int check_field(lr_check *ck, int i) {
 }
 
 /* Stores field i (its valid value, else its default) into the tuning. */
-static void store(luaretry_tuning *t, int i, const lr_field *f, int ok) {
+static void store(lr_tuning *t, int i, const lr_field *f, int ok) {
   const lr_field_spec *s = &lr_fields[i];
   if (s->tuning == NOTUNE) return;
   char *at = (char *)t + s->tuning;
   double v = ok > 0 ? f->num : isnan(s->def) ? 0 : s->def;
   switch (s->type) {
+  case T_STRING: lr_strlcpy(at, ok > 0 ? f->str : "", sizeof f->str); break;
   case T_COUNT: *(long *)at = (long)v; break;
   case T_BYTES: *(size_t *)at = (size_t)v; break;
   case T_SECONDS: case T_NUMBER: *(double *)at = v; break;
@@ -328,14 +335,25 @@ static void check_backoff(lr_check *ck, const int *ok, luaretry_tuning *t) {
     warn_at(ck, F_B_CAP_JITTER, "has no effect unless jitter is \"additive\"");
 }
 
+/* fleet.key names a Redis key the fleet's processes share: the fleet
+ * puts it in braces, so it may hold none, nor spaces. */
+static void check_fleet_key(lr_check *ck, const lr_field *f) {
+  int ok = f->str[0] != '\0';
+  for (const char *c = f->str; ok && *c; c++)
+    ok = (unsigned char)*c > 0x20 && *c != 0x7f && *c != '{' && *c != '}';
+  if (!ok) bad(ck, F_FL_KEY, "1 to 63 printable characters without spaces, '{' or '}'");
+}
+
 /* Validates the fields into the tuning; 0 when valid. */
-static int validate(lr_check *ck, luaretry_tuning *t) {
+static int validate(lr_check *ck, lr_tuning *x) {
   lr_field *f = ck->fields;
+  luaretry_tuning *t = &x->pub;
   int ok[F_COUNT];
   for (int i = 0; i < F_COUNT; i++) {
     ok[i] = check_field(ck, i);
-    store(t, i, &f[i], ok[i]);
+    store(x, i, &f[i], ok[i]);
   }
+  if (ok[F_FL_KEY] > 0) check_fleet_key(ck, &f[F_FL_KEY]);
   if (ok[F_MAX_ATTEMPTS] == 0 && ok[F_DEADLINE] == 0)
     add_error(ck->errors, ck->errors_size,
               "%s: neither max_attempts nor deadline is set: the policy could "
@@ -402,7 +420,7 @@ static void parse_override(const lr_override *o, int i, lr_field *f) {
 }
 
 int lr_schema_apply(const lr_field *script_fields, const lr_override *overrides,
-                    size_t override_count, const char *chunk, luaretry_tuning *t,
+                    size_t override_count, const char *chunk, lr_tuning *t,
                     lr_rules *r, char **warnings, size_t *warning_count, char *errors,
                     size_t errors_size) {
   lr_field fields[F_COUNT];
@@ -422,7 +440,7 @@ int lr_schema_apply(const lr_field *script_fields, const lr_override *overrides,
   memset(t, 0, sizeof *t);
   lr_check ck = { chunk, fields, errors, errors_size, warnings, warning_count };
   if (validate(&ck, t) != 0) return -1;
-  rules_of(t, r);
+  rules_of(&t->pub, r);
   return 0;
 }
 
@@ -445,13 +463,16 @@ static int guard_off(const luaretry_tuning *t, int i) {
          (lr_field_in(i, F_BACKOFF) && t->kind == LUARETRY_BACKOFF_SCRIPT);
 }
 
-void lr_schema_format(const luaretry_tuning *t, int i, char *buf, size_t size) {
+void lr_schema_format(const lr_tuning *t, int i, char *buf, size_t size) {
   const lr_field_spec *s = &lr_fields[i];
   const char *at = (const char *)t + s->tuning;
   lr_strlcpy(buf, "none", size);
-  if (i == F_NAME && t->name) lr_strlcpy(buf, t->name, size);
-  if (s->tuning == NOTUNE || guard_off(t, i)) return;
+  if (i == F_NAME && t->pub.name) lr_strlcpy(buf, t->pub.name, size);
+  if (s->tuning == NOTUNE || guard_off(&t->pub, i)) return;
   switch (s->type) {
+  case T_STRING:
+    if (*at) lr_strlcpy(buf, at, size);
+    break;
   case T_COUNT:
     if (*(const long *)at || !(s->flags & OPT)) lr_fmt(buf, size, "%ld", *(const long *)at);
     break;

@@ -32,8 +32,22 @@ typedef enum {
 #define HOST 0x4u  /* a sandbox limit: the host sets it, never the script */
 
 #define NODEF NAN  /* no default: unset, or one computed from other fields */
-#define TUNE(member) offsetof(luaretry_tuning, member)
+#define TUNE(member) offsetof(lr_tuning, pub.member)
+#define MORE(member) offsetof(lr_tuning, member)   /* not in the public struct */
 #define NOTUNE ((size_t)-1)
+
+#define FLEET_KEY_SIZE 64
+#define FLEET_URL_SHOWN 300
+
+/* The effective tuning: the public part (luaretry_tuning), then settings
+ * the public struct has no room for; luaretry_policy_get reads both. */
+typedef struct {
+  luaretry_tuning pub;
+  char fleet_key[FLEET_KEY_SIZE];      /* "": the policy's name */
+  long fleet_sync;                     /* ms */
+  char fleet_redis[FLEET_URL_SHOWN];   /* redacted; "": none (host) */
+  long fleet_connect_timeout, fleet_command_timeout, fleet_reconnect;  /* ms (host) */
+} lr_tuning;
 
 /* X(ID, name, type, lo, hi, flags, default, tuning member, doc) */
 #define LR_FIELDS(X) \
@@ -106,7 +120,21 @@ typedef enum {
   X(K_OPEN_SECONDS, "breaker.open_seconds", T_SECONDS, 0, INFINITY, OPEN, 30, \
     TUNE(open_seconds), "seconds the circuit stays open") \
   X(K_PROBES, "breaker.probes", T_COUNT, 1, 1e9, 0, 1, TUNE(probes), \
-    "calls let through when half-open")
+    "calls let through when half-open") \
+  X(FLEET, "fleet", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
+    "budget and breaker shared through Redis by every process naming it (fleet.redis)") \
+  X(FL_KEY, "fleet.key", T_STRING, 0, 0, 0, NODEF, MORE(fleet_key), \
+    "the fleet's key in Redis (default: the policy's name)") \
+  X(FL_SYNC, "fleet.sync", T_COUNT, 1, 60000, 0, 200, MORE(fleet_sync), \
+    "milliseconds: the longest a success's count waits before it goes to Redis") \
+  X(FL_REDIS, "fleet.redis", T_STRING, 0, 0, HOST | OPT, NODEF, MORE(fleet_redis), \
+    "redis://[user:password@]host[:port][/db] or unix:///path: share the guards") \
+  X(FL_CONNECT, "fleet.connect_timeout", T_COUNT, 1, 60000, HOST, 250, \
+    MORE(fleet_connect_timeout), "milliseconds to connect to Redis (and say hello)") \
+  X(FL_COMMAND, "fleet.command_timeout", T_COUNT, 1, 60000, HOST, 100, \
+    MORE(fleet_command_timeout), "milliseconds for one round trip to Redis") \
+  X(FL_RECONNECT, "fleet.reconnect", T_COUNT, 1, 3600000, HOST, 30000, \
+    MORE(fleet_reconnect), "the longest wait before reconnecting to Redis, milliseconds")
 
 #define LR_FIELD_ID(id, ...) F_##id,
 enum { LR_FIELDS(LR_FIELD_ID) F_COUNT };
@@ -155,15 +183,16 @@ void lr_free_warnings(char **list, size_t *count);
  * *t, *r and the warnings (appended to `warnings`) filled; -1 with every
  * problem in errors (the warnings too: a typo is often the cause). */
 int lr_schema_apply(const lr_field *script_fields, const lr_override *overrides,
-                    size_t override_count, const char *chunk, luaretry_tuning *t,
+                    size_t override_count, const char *chunk, lr_tuning *t,
                     lr_rules *r, char **warnings, size_t *warning_count, char *errors,
                     size_t errors_size);
 
 /* The value of field i in *t, as luaretry_policy_set() spells it. */
-void lr_schema_format(const luaretry_tuning *t, int i, char *buf, size_t size);
+void lr_schema_format(const lr_tuning *t, int i, char *buf, size_t size);
 
-/* Parses a host limit's value (instruction_limit, memory_limit) within its
- * row's range; 0, or -1 with the reason in err. */
+/* Parses a host setting's number (instruction_limit, memory_limit,
+ * fleet.connect_timeout...) within its row's range; 0, or -1 with the
+ * reason in err. */
 int lr_schema_limit(int i, const char *value, double *out, char *err, size_t errlen);
 
 #endif

@@ -52,6 +52,10 @@ static void test_sizes(void) {
   CHECK_EQ_INT((long)sizeof(luaretry_curl_result), 176);
   CHECK_EQ_INT((long)sizeof(luaretry_curl_job), 248);
   CHECK_EQ_INT((long)sizeof(luaretry_curl_many_options), 80);
+  CHECK_EQ_INT((long)sizeof(luaretry_fleet_status), 720);
+  CHECK_EQ_INT((long)sizeof(luaretry_fleet_process), 152);
+  CHECK_EQ_INT((long)sizeof(luaretry_herd_options), 72);
+  CHECK_EQ_INT((long)sizeof(luaretry_herd_result), 232);
 #endif
 }
 
@@ -93,8 +97,11 @@ static void test_names(void) {
   CHECK_EQ_STR(luaretry_jitter_name(LUARETRY_JITTER_DECORRELATED), "decorrelated");
   for (int r = LUARETRY_REASON_NONE; r <= LUARETRY_REASON_SERVER_WAIT_TOO_LONG; r++)
     CHECK(strcmp(luaretry_reason_name((luaretry_reason)r), "unknown") != 0);
-  for (int c = LUARETRY_OK; c <= LUARETRY_E_SYSTEM; c++)
+  for (int c = LUARETRY_OK; c <= LUARETRY_E_FLEET; c++)
     CHECK(strcmp(luaretry_strerror((luaretry_code)c), "unknown error code") != 0);
+  for (int s = LUARETRY_GUARDS_LOCAL; s <= LUARETRY_GUARDS_FALLBACK; s++)
+    CHECK(strcmp(luaretry_guards_scope_name((luaretry_guards_scope)s), "unknown") != 0);
+  CHECK_EQ_STR(luaretry_guards_scope_name(LUARETRY_GUARDS_FLEET), "fleet");
 }
 
 static const char *POLICY =
@@ -153,6 +160,21 @@ static void test_fields(void) {
   CHECK(strstr(luaretry_policy_errmsg(p), "--set") == NULL);
   CHECK_CODE(luaretry_policy_set(p, "is_transient", "x"), LUARETRY_E_ARG);
   CHECK_EQ_STR(luaretry_policy_errmsg(p), "is_transient: can only be set in the script");
+  /* the fleet's rows: defaults, the key from the name, a URL never shown
+   * with its password (setting it makes no I/O: nothing listens there) */
+  CHECK_CODE(luaretry_policy_get(p, "fleet.sync", buf, sizeof buf), LUARETRY_OK);
+  CHECK_EQ_STR(buf, "200");
+  CHECK_CODE(luaretry_policy_get(p, "fleet.key", buf, sizeof buf), LUARETRY_OK);
+  CHECK_EQ_STR(buf, "abi");
+  CHECK_CODE(luaretry_policy_get(p, "fleet.redis", buf, sizeof buf), LUARETRY_OK);
+  CHECK_EQ_STR(buf, "none");
+  CHECK_CODE(luaretry_policy_set(p, "fleet.redis", "redis://u:pw1@127.0.0.1:1/2"), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_get(p, "fleet.redis", buf, sizeof buf), LUARETRY_OK);
+  CHECK_EQ_STR(buf, "redis://***@127.0.0.1:1/2");
+  CHECK_CODE(luaretry_policy_get(p, "fleet.command_timeout", buf, sizeof buf), LUARETRY_OK);
+  CHECK_EQ_STR(buf, "100");
+  CHECK_CODE(luaretry_policy_set(p, "fleet.sync", "0"), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "fleet.sync: expected a whole number from 1 to 60000");
   luaretry_policy_free(p);
 }
 

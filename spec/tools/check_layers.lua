@@ -5,18 +5,22 @@
 -- 1. What each folder may include.  A quoted include names a header of
 --    the same folder, of include/ (the public headers), or "folder/x.h";
 --    the table below says which folders each may reach, and whether it
---    may see Lua's headers or libcurl's.
+--    may see Lua's headers, libcurl's or hiredis's.
 -- 2. No cycles between the library's files: from `nm` on the objects
 --    given, file A depends on file B when A uses a symbol B defines; any
 --    loop (A -> B -> ... -> A) is reported.
 -- Exit status 0 when both hold, 1 with one line per breach.
 
+-- The script layer owns a policy's settings and lifetime: it makes the
+-- fleet's handle and plugs it into the engine's guards (fleet/fleet_guard.h).
 local RULES = {
   include = { reach = { include = true }, lua = false, curl = true },
   engine  = { reach = { include = true, engine = true }, lua = false, curl = false },
-  script  = { reach = { include = true, engine = true, script = true }, lua = true, curl = false },
+  script  = { reach = { include = true, engine = true, script = true, fleet = true }, lua = true,
+              curl = false },
   http    = { reach = { include = true, http = true }, lua = false, curl = true },
-  fleet   = { reach = { include = true, engine = true, fleet = true }, lua = false, curl = false },
+  fleet   = { reach = { include = true, engine = true, fleet = true }, lua = false, curl = false,
+              redis = true },
   module  = { reach = { include = true, module = true }, lua = true, curl = false },
   cli     = { reach = { include = true, cli = true, faults = true }, lua = false, curl = true },
   faults  = { reach = { faults = true }, lua = true, curl = false },
@@ -61,6 +65,10 @@ local function check_include(file, folder, rule, lineno, quoted, name)
   local where = ("%s:%d"):format(file, lineno)
   if LUA_HEADERS[name] then
     if not rule.lua then breach("%s: %s may not include Lua's %s", where, folder, name) end
+    return
+  end
+  if name == "hiredis.h" or name:match("^hiredis/") then
+    if not rule.redis then breach("%s: %s may not include hiredis's %s", where, folder, name) end
     return
   end
   if name:match("^curl/") then

@@ -1,0 +1,148 @@
+/* simfleet.c: a fleet on the virtual clock, for simulations
+ * (luaretry_simulate_herd).  The state Redis would hold is an lr_shared
+ * updated by the local guards' own functions (the fleet's semantics are
+ * the local guards' on the fleet's counts), and each client sees it the
+ * way a process of the real fleet does (core/fleet/fleet_guard.c):
+ *   - a sync applies the client's unsent outcomes, in order, and takes a
+ *     snapshot of the state; it happens when the call begins (the
+ *     command's first sync), when an outcome comes sync seconds or more
+ *     after the last sync (a batch), before every retry that has unsent
+ *     outcomes (the pre-retry refresh), when a half-open breaker is asked
+ *     for a probe permit, and when the client's process ends;
+ *   - decisions read the snapshot, the tokens with the client's unsent
+ *     counts added.
+ * Round trips take no time: the model leaves Redis's latency out. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "engine.h"
+
+#define PENDING_MAX 64   /* a client's outcomes between syncs; more: sync */
+
+typedef struct {
+  lr_simfleet *fleet;
+  lr_remote remote;
+  double synced_at;        /* < 0: never */
+  long long tokens;        /* milli-tokens at the last sync */
+  int state;
+  double opened_at;
+  long long net;           /* milli-tokens since, unsent */
+  int npending;
+  lr_remote_outcome pending[PENDING_MAX];
+} sim_client;
+
+struct lr_simfleet {
+  lr_shared *shared;
+  lr_guards g;
+  double sync;
+  long clients;
+  sim_client *client;
+};
+
+extern const lr_remote_ops lr_simfleet_ops;
+
+lr_simfleet *lr_simfleet_new(const lr_guards *g, double sync, long clients) {
+  lr_simfleet *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->shared = lr_aligned_calloc(sizeof *s->shared);
+  s->client = calloc((size_t)clients, sizeof *s->client);
+  if (!s->shared || !s->client) {
+    lr_simfleet_free(s);
+    return NULL;
+  }
+  lr_shared_init(s->shared, g);
+  s->g = *g;
+  s->sync = sync;
+  s->clients = clients;
+  for (long i = 0; i < clients; i++) {
+    sim_client *c = &s->client[i];
+    c->fleet = s;
+    c->remote.ops = &lr_simfleet_ops;
+    c->remote.ud = c;
+    c->synced_at = -1;
+  }
+  return s;
+}
+
+void lr_simfleet_free(lr_simfleet *s) {
+  if (!s) return;
+  free(s->shared);
+  free(s->client);
+  free(s);
+}
+
+const lr_remote *lr_simfleet_client(lr_simfleet *s, long i) { return &s->client[i].remote; }
+
+static void snapshot(sim_client *c, double now) {
+  lr_shared *sh = c->fleet->shared;
+  c->tokens = atomic_load(&sh->milli_tokens);
+  c->state = atomic_load(&sh->breaker_state);
+  c->opened_at = (double)atomic_load(&sh->opened_at_ns) * 1e-9;
+  c->synced_at = now;
+}
+
+static void sync_client(sim_client *c, double now) {
+  lr_shared *sh = c->fleet->shared;
+  const lr_guards *g = &c->fleet->g;
+  for (int k = 0; k < c->npending; k++) {
+    if (c->pending[k] == LR_REMOTE_SUCCESS) lr_guards_success(sh, g, now);
+    else if (c->pending[k] == LR_REMOTE_FAILURE) lr_guards_failure(sh, g, now);
+    else lr_guards_answered(sh, g, now);
+  }
+  c->npending = 0;
+  c->net = 0;
+  snapshot(c, now);
+}
+
+void lr_simfleet_sync(lr_simfleet *s, long i, double now) { sync_client(&s->client[i], now); }
+
+static long long view_tokens(const sim_client *c) {
+  long long t = c->tokens + c->net, max = llround(c->fleet->g.max_tokens * 1000);
+  return t < 0 ? 0 : t > max ? max : t;
+}
+
+static void first_sync(sim_client *c, double now) {
+  if (c->synced_at < 0) sync_client(c, now);
+}
+
+static int budget_allows_retry(void *ud, double now) {
+  sim_client *c = ud;
+  first_sync(c, now);
+  return view_tokens(c) * 2 > llround(c->fleet->g.max_tokens * 1000);
+}
+
+static int breaker_admits(void *ud, int first_attempt, double now) {
+  sim_client *c = ud;
+  first_sync(c, now);
+  if (c->state == LUARETRY_BREAKER_CLOSED) return 1;
+  if (c->state == LUARETRY_BREAKER_OPEN && now - c->opened_at < c->fleet->g.open_seconds)
+    return 0;
+  if (!first_attempt) return 1;
+  /* a probe permit: a round trip to the fleet's own breaker */
+  sync_client(c, now);
+  int admitted = lr_breaker_admits(c->fleet->shared, &c->fleet->g, 1, now);
+  snapshot(c, now);
+  return admitted;
+}
+
+static void record(void *ud, lr_remote_outcome o, double now) {
+  sim_client *c = ud;
+  const lr_guards *g = &c->fleet->g;
+  if (g->budget && o == LR_REMOTE_SUCCESS) c->net += llround(g->token_ratio * 1000);
+  if (g->budget && o == LR_REMOTE_FAILURE) c->net -= 1000;
+  if (c->npending == PENDING_MAX) sync_client(c, now);
+  c->pending[c->npending++] = o;
+  if (c->synced_at < 0 || now - c->synced_at >= c->fleet->sync) sync_client(c, now);
+}
+
+static void refresh(void *ud, double now) {
+  sim_client *c = ud;
+  if (c->npending || c->synced_at < 0 || now - c->synced_at >= c->fleet->sync)
+    sync_client(c, now);
+}
+
+static double tokens(void *ud) { return (double)view_tokens(ud) / 1000; }
+
+const lr_remote_ops lr_simfleet_ops = {
+  budget_allows_retry, breaker_admits, record, refresh, tokens,
+};

@@ -1,0 +1,158 @@
+/* herd.c: luaretry_simulate_herd, N clients failing together, each one
+ * call through the engine on the virtual clock, driven in the order of
+ * their attempts (a heap of next-attempt times; ties by client number, so
+ * a seed gives the same result on every run).  With `fleet`, the clients
+ * share a simulated fleet (engine/simfleet.c); without, each call has
+ * guards of its own.  Calls are isolated: the policy's counters and the
+ * real fleet are never touched. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+
+#define HERD_MAX_CLIENTS 100000L
+#define HERD_ATTEMPT_CAP 100000L   /* per client, as luaretry_simulate's */
+
+typedef struct { double t; long i; } herd_event;
+
+typedef struct {
+  herd_event *heap;
+  long n;
+  luaretry_call **calls;
+  long *attempts;
+  lr_simfleet *fleet;
+  double outage;
+  luaretry_herd_result *r;
+} herd_run;
+
+static int before(const herd_event *a, const herd_event *b) {
+  return a->t < b->t || (a->t == b->t && a->i < b->i);
+}
+
+static void push(herd_run *h, double t, long i) {
+  long k = h->n++;
+  herd_event e = { t, i };
+  while (k > 0 && before(&e, &h->heap[(k - 1) / 2])) {
+    h->heap[k] = h->heap[(k - 1) / 2];
+    k = (k - 1) / 2;
+  }
+  h->heap[k] = e;
+}
+
+static herd_event pop(herd_run *h) {
+  herd_event top = h->heap[0], last = h->heap[--h->n];
+  long k = 0;
+  for (;;) {
+    long c = 2 * k + 1;
+    if (c >= h->n) break;
+    if (c + 1 < h->n && before(&h->heap[c + 1], &h->heap[c])) c++;
+    if (!before(&h->heap[c], &last)) break;
+    h->heap[k] = h->heap[c];
+    k = c;
+  }
+  if (h->n) h->heap[k] = last;
+  return top;
+}
+
+/* Client i's call is over: its process ends (a fleet's client sends what
+ * it had not). */
+static void finish(herd_run *h, long i, luaretry_reason reason, double t) {
+  if ((size_t)reason < sizeof h->r->stops / sizeof h->r->stops[0]) h->r->stops[reason]++;
+  if (h->fleet) lr_simfleet_sync(h->fleet, i, t);
+  luaretry_call_free(h->calls[i]);
+  h->calls[i] = NULL;
+}
+
+/* Client i at time t: the pre-attempt check, one attempt, its decision. */
+static luaretry_code step(herd_run *h, long i, double t) {
+  luaretry_call *c = h->calls[i];
+  luaretry_decision d;
+  luaretry_code rc = luaretry_call_next(c, &d);
+  if (rc != LUARETRY_OK) return rc;
+  if (!d.retry) return finish(h, i, d.reason, t), LUARETRY_OK;
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.status = t < h->outage ? 503 : 200;
+  o.body = "";
+  o.method = "GET";
+  if ((rc = luaretry_call_report(c, &o, &d)) != LUARETRY_OK) return rc;
+  if (h->attempts[i]++ == 0) h->r->first_attempts++;
+  h->r->attempts++;
+  if (t > h->r->last_attempt) h->r->last_attempt = t;
+  if (!d.retry || h->attempts[i] >= HERD_ATTEMPT_CAP)
+    return finish(h, i, d.retry ? LUARETRY_REASON_NONE : d.reason, t), LUARETRY_OK;
+  luaretry_call_wait(c, d.wait);   /* advances the call's virtual clock */
+  push(h, luaretry_call_elapsed(c), i);
+  return LUARETRY_OK;
+}
+
+/* Begins every client's call at t=0. */
+static luaretry_code begin_all(herd_run *h, luaretry_policy *p, lr_gen *g,
+                               const luaretry_herd_options *o) {
+  for (long i = 0; i < o->clients; i++) {
+    luaretry_call_options opt;
+    luaretry_call_options_init(&opt);
+    opt.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED;
+    opt.seed = o->seed + (uint64_t)i;
+    lr_gen_ref(g);   /* the call's; its judge gives it back */
+    const lr_remote *remote = NULL;
+    if (h->fleet) {
+      lr_simfleet_sync(h->fleet, i, 0);   /* as `run` does before its call */
+      remote = lr_simfleet_client(h->fleet, i);
+    }
+    luaretry_code rc = lr_call_new(&g->judge, &g->rules, 0, lr_policy_shared(p), remote, &opt,
+                                   &h->calls[i]);
+    if (rc != LUARETRY_OK) return rc;
+    push(h, 0, i);
+  }
+  return LUARETRY_OK;
+}
+
+static double fleet_sync(luaretry_policy *p, const luaretry_herd_options *o) {
+  if (o->sync > 0) return o->sync;
+  pthread_mutex_lock(&p->lock);
+  double s = (double)p->tuning.fleet_sync / 1000;
+  pthread_mutex_unlock(&p->lock);
+  return s;
+}
+
+static luaretry_code run(herd_run *h, luaretry_policy *p, lr_gen *g,
+                         const luaretry_herd_options *o) {
+  long n = o->clients;
+  h->heap = malloc(sizeof *h->heap * (size_t)n);
+  h->calls = calloc((size_t)n, sizeof *h->calls);
+  h->attempts = calloc((size_t)n, sizeof *h->attempts);
+  if (o->fleet) h->fleet = lr_simfleet_new(&g->rules.guards, fleet_sync(p, o), n);
+  if (!h->heap || !h->calls || !h->attempts || (o->fleet && !h->fleet)) return LUARETRY_E_NOMEM;
+  luaretry_code rc = begin_all(h, p, g, o);
+  while (rc == LUARETRY_OK && h->n > 0) {
+    herd_event e = pop(h);
+    rc = step(h, e.i, e.t);
+  }
+  return rc;
+}
+
+luaretry_code luaretry_simulate_herd(luaretry_policy *p, const luaretry_herd_options *o,
+                                     luaretry_herd_result *r) {
+  if (!p || !o || !r || o->clients < 1 || o->clients > HERD_MAX_CLIENTS ||
+      !(o->outage >= 0 && o->outage <= 1e6) || !(o->sync >= 0 && o->sync <= 3600))
+    return LUARETRY_E_ARG;
+  memset(r, 0, sizeof *r);
+  lr_gen *g = lr_policy_current(p);
+  if (!g) return LUARETRY_E_STATE;
+  herd_run h;
+  memset(&h, 0, sizeof h);
+  h.outage = o->outage;
+  h.r = r;
+  r->clients = (uint64_t)o->clients;
+  luaretry_code rc = run(&h, p, g, o);
+  for (long i = 0; h.calls && i < o->clients; i++) luaretry_call_free(h.calls[i]);
+  lr_simfleet_free(h.fleet);
+  free(h.heap);
+  free(h.calls);
+  free(h.attempts);
+  lr_gen_unref(g);
+  if (r->first_attempts) r->amplification = (double)r->attempts / (double)r->first_attempts;
+  return rc;
+}

@@ -1,0 +1,115 @@
+/* policy_fleet.c: the public luaretry_policy_fleet_* functions: the
+ * fleet of a policy's current load (fleet_link.c), synced, read or reset
+ * on the host's request. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fleet/fleet.h"
+#include "policy.h"
+
+void luaretry_policy_on_fleet(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
+  if (!p) return;
+  p->fleet_log.fn = fn;
+  p->fleet_log.ud = ud;
+}
+
+/* The current load's fleet, referenced through the load; NULL (errmsg
+ * set) without one. */
+static lr_gen *fleet_load(luaretry_policy *p) {
+  lr_gen *g = lr_policy_current(p);
+  if (g && g->fleet) return g;
+  lr_policy_error(p, !g ? "no policy loaded"
+                        : "no fleet: fleet.redis is not set, or the policy has neither "
+                          "budget nor breaker");
+  lr_gen_unref(g);
+  return NULL;
+}
+
+/* errmsg: where and why, without credentials (the fleet's own text). */
+static luaretry_code fleet_failed(luaretry_policy *p, lr_fleet *f, lr_fleet_code rc,
+                                  const char *err) {
+  lr_fleet_view v;
+  lr_fleet_view_get(f, &v);
+  char msg[800];
+  if (err && err[0]) lr_fmt(msg, sizeof msg, "fleet: %s", err);
+  else lr_fmt(msg, sizeof msg, "fleet: %s: %s", v.where, v.detail[0] ? v.detail
+                                                                      : lr_fleet_strerror(rc));
+  lr_policy_error(p, msg);
+  return LUARETRY_E_FLEET;
+}
+
+luaretry_code luaretry_policy_fleet_sync(luaretry_policy *p) {
+  if (!p) return LUARETRY_E_ARG;
+  lr_gen *g = fleet_load(p);
+  if (!g) return LUARETRY_E_STATE;
+  lr_fleet_code rc = lr_fleet_sync_now(lr_fleet_link_fleet(g->fleet));
+  luaretry_code out = rc == LR_FLEET_OK ? LUARETRY_OK
+                                        : fleet_failed(p, lr_fleet_link_fleet(g->fleet), rc, NULL);
+  lr_gen_unref(g);
+  return out;
+}
+
+static luaretry_code copy_status(const lr_fleet_status *in, const lr_fleet_view *v,
+                                 luaretry_fleet_status *st) {
+  st->exists = in->exists;
+  st->tokens = in->tokens;
+  st->max_tokens = in->max_tokens;
+  st->breaker = (luaretry_breaker_state)in->breaker;
+  st->consecutive_failures = in->consecutive_failures;
+  st->probes_left = in->probes_left;
+  st->opened_at = (double)in->opened_at_ms / 1000;
+  st->now = (double)in->now_ms / 1000;
+  lr_strlcpy(st->key, v->key, sizeof st->key);
+  lr_strlcpy(st->where, v->where, sizeof st->where);
+  if (!in->count) return LUARETRY_OK;
+  st->processes = calloc(in->count, sizeof *st->processes);
+  if (!st->processes) return LUARETRY_E_NOMEM;
+  st->process_count = in->count;
+  for (size_t i = 0; i < in->count; i++) {
+    lr_strlcpy(st->processes[i].member, in->processes[i].member,
+               sizeof st->processes[i].member);
+    st->processes[i].seen_ago = in->processes[i].seen_ago;
+  }
+  return LUARETRY_OK;
+}
+
+luaretry_code luaretry_policy_fleet_status(luaretry_policy *p, luaretry_fleet_status *st) {
+  if (!p || !st) return LUARETRY_E_ARG;
+  memset(st, 0, sizeof *st);
+  lr_gen *g = fleet_load(p);
+  if (!g) return LUARETRY_E_STATE;
+  lr_fleet *f = lr_fleet_link_fleet(g->fleet);
+  lr_fleet_status in;
+  char err[600] = "";
+  lr_fleet_code rc = lr_fleet_status_get(f, &in, err, sizeof err);
+  luaretry_code out = LUARETRY_OK;
+  if (rc != LR_FLEET_OK) {
+    out = fleet_failed(p, f, rc, err);
+  } else {
+    lr_fleet_view v;
+    lr_fleet_view_get(f, &v);
+    out = copy_status(&in, &v, st);
+    if (out != LUARETRY_OK) lr_policy_error(p, "out of memory");
+  }
+  lr_fleet_status_free(&in);
+  lr_gen_unref(g);
+  return out;
+}
+
+void luaretry_fleet_status_free(luaretry_fleet_status *st) {
+  if (!st) return;
+  free(st->processes);
+  st->processes = NULL;
+  st->process_count = 0;
+}
+
+luaretry_code luaretry_policy_fleet_reset(luaretry_policy *p) {
+  if (!p) return LUARETRY_E_ARG;
+  lr_gen *g = fleet_load(p);
+  if (!g) return LUARETRY_E_STATE;
+  char err[600] = "";
+  lr_fleet_code rc = lr_fleet_reset(lr_fleet_link_fleet(g->fleet), err, sizeof err);
+  luaretry_code out = rc == LR_FLEET_OK ? LUARETRY_OK : fleet_failed(p, lr_fleet_link_fleet(g->fleet), rc, err);
+  lr_gen_unref(g);
+  return out;
+}

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# spec/bench/fleet_run.sh: an outage seen by 100 processes (issue 14).  Each
+# process is one `luaretry run` call of 4 attempts against an always-503
+# fault server (spec/fleet/server.lua), all 100 started at once; side by
+# side in one run:
+#   fleet     the policy's budget (10 tokens, ratio 0.1) shared through a
+#             local redis-server (loopback TCP) with --redis;
+#   process   the same budget, each process its own;
+#   none      no budget.
+# For each: the requests the server saw per first attempt, the processes'
+# exit statuses, and the wall time until the last one ended.  Then
+# `simulate --clients 100 --fleet` for the same policy, the model's figure.
+# The servers are stopped by their PIDs on exit; every wait is bounded.
+set -u
+export LC_ALL=C
+cd "$(dirname "$0")/../.." || exit 1
+
+BIN=${LUARETRY_BIN:-build/luaretry}
+N=${FLEET_PROCESSES:-100}
+[ -x "$BIN" ] || { echo "fleet_run: $BIN not built (make all)" >&2; exit 1; }
+command -v redis-server >/dev/null || { echo "fleet_run: redis-server missing (make deps)" >&2; exit 1; }
+
+. spec/bench/fault_server.sh
+redis_pid=
+stop_all() {
+  if [ -n "$redis_pid" ]; then
+    kill "$redis_pid" 2>/dev/null
+    for _ in $(seq 100); do kill -0 "$redis_pid" 2>/dev/null || break; sleep 0.02; done
+    kill -KILL "$redis_pid" 2>/dev/null
+    wait "$redis_pid" 2>/dev/null
+  fi
+  cleanup
+}
+trap stop_all EXIT
+start_fault_server fleet_run spec/fleet/server.lua
+
+# redis-server on a free loopback port: a few tries, each bounded
+for try in 1 2 3 4 5; do
+  rport=$(( 20000 + (RANDOM * 7 + try * 7919) % 40000 ))
+  redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" \
+    --daemonize no >"$tmp/redis.log" 2>&1 </dev/null &
+  redis_pid=$!
+  for _ in $(seq 100); do
+    [ "$(redis-cli -p "$rport" ping 2>/dev/null)" = PONG ] && break 2
+    kill -0 "$redis_pid" 2>/dev/null || break
+    sleep 0.02
+  done
+  kill -KILL "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; redis_pid=
+done
+[ -n "$redis_pid" ] || { echo "fleet_run: redis-server did not start: $(cat "$tmp/redis.log")" >&2; exit 1; }
+REDIS=redis://127.0.0.1:$rport/0
+
+cat >"$tmp/guarded.lua" <<'EOF'
+name = "bench-fleet"
+max_attempts = 4
+deadline = 30
+attempt_timeout = 5
+backoff = { initial = 0.1, max = 0.4, jitter = "full" }
+budget = { max_tokens = 10, token_ratio = 0.1 }
+EOF
+grep -v '^budget' "$tmp/guarded.lua" >"$tmp/unguarded.lua"
+
+requests() { curl -s "$BASE/_faults/requests" | grep -o '"path"' | wc -l; }
+
+# One outage: N processes at once; prints a row of the table.
+outage() {
+  local label=$1 policy=$2; shift 2
+  curl -s -X POST "$BASE/_faults/reset" >/dev/null
+  rm -f "$tmp"/code.*
+  local t0=$EPOCHREALTIME pids=()
+  for i in $(seq "$N"); do
+    ( timeout -s KILL 60 "$BIN" run "$policy" "$BASE/503" -q "$@" >/dev/null 2>"$tmp/err.$i"
+      echo $? >"$tmp/code.$i" ) &
+    pids+=($!)
+  done
+  wait "${pids[@]}"   # not the servers
+  local t1=$EPOCHREALTIME
+  local sent codes
+  sent=$(requests)
+  codes=$(cat "$tmp"/code.* | sort | uniq -c | awk '{printf "%s%d x exit %s", (NR>1?", ":""), $1, $2}')
+  printf '| %s | %d | %d | %.2f | %s | %.2f s |\n' "$label" "$N" "$sent" \
+    "$(echo "$sent / $N" | bc -l)" "$codes" "$(echo "$t1 - $t0" | bc -l)"
+}
+
+echo "| guards | processes | requests seen | per first attempt | exit statuses | wall time |"
+echo "|---|---|---|---|---|---|"
+outage "fleet (--redis, one budget of 10 tokens)" "$tmp/guarded.lua" --redis "$REDIS"
+outage "per process (a budget of 10 tokens each)" "$tmp/guarded.lua"
+outage "none" "$tmp/unguarded.lua"
+model=$("$BIN" simulate "$tmp/guarded.lua" --clients "$N" --fleet --json)
+printf '| model: simulate --clients %d --fleet | fleet %s, per process %s |\n' "$N" \
+  "$(echo "$model" | sed -n 's/.*"fleet":{[^}]*"amplification":\([0-9.]*\).*/\1/p')" \
+  "$(echo "$model" | sed -n 's/.*"own":{[^}]*"amplification":\([0-9.]*\).*/\1/p')"

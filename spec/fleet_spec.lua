@@ -1,0 +1,494 @@
+-- The fleet (README "Fleet"): a policy's budget and breaker shared through
+-- a real redis-server (started here on a Unix socket and a loopback port,
+-- stopped by its PID) by real `luaretry run` processes against the real
+-- fault server, and by this process through the Lua module.  Each test
+-- has a fleet key of its own; times are short through --set.
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
+package.path = here .. "/?.lua;" .. package.path
+local proc = require "support.proc"
+local redis = require "support.redis"
+local lr = require "luaretry"
+local q = proc.q
+
+local BUDGET = proc.root .. "/spec/fleet/budget.lua"
+local BREAKER = proc.root .. "/spec/fleet/breaker.lua"
+local LONG = proc.root .. "/spec/fleet/long.lua"
+local SERVER = proc.root .. "/spec/fleet/server.lua"
+
+local LOST = "local guards decide until Redis is back"
+local BACK = "back, fleet%-wide again"
+
+local keys = 0
+local function new_key()
+  keys = keys + 1
+  return ("spec-%d-%d"):format(math.floor(proc.now() * 1000) % 1000000, keys)
+end
+
+local function count(s, pattern)
+  return select(2, (s or ""):gsub(pattern, ""))
+end
+
+-- `luaretry` processes at once, each with args_of(i); waits (bounded) for
+-- all and returns, for each, {code, stdout, stderr, secs}.  background:
+-- returns at once a function that waits and returns the same.
+local function many(n, args_of, opts)
+  opts = opts or {}
+  local dir = proc.tmpdir()
+  local env = os.getenv("ASAN_OPTIONS") and "env ASAN_OPTIONS=detect_leaks=1 " or ""
+  local lines = { "export LC_ALL=C" }
+  for i = 1, n do
+    local words = {}
+    for _, a in ipairs(args_of(i)) do words[#words + 1] = q(a) end
+    local f = dir .. "/" .. i
+    lines[#lines + 1] = ("( s=$EPOCHREALTIME; %s%s %s </dev/null >%s 2>%s; echo \"$? $s $EPOCHREALTIME\" >%s.tmp; mv %s.tmp %s ) &")
+      :format(env, q(proc.bin), table.concat(words, " "), q(f .. ".out"), q(f .. ".err"),
+              q(f .. ".end"), q(f .. ".end"), q(f .. ".end"))
+  end
+  lines[#lines + 1] = "wait"
+  proc.writefile(dir .. "/run.sh", table.concat(lines, "\n") .. "\n")
+  proc.sh("timeout -s KILL 60 bash " .. q(dir .. "/run.sh") .. " >/dev/null 2>&1 &")
+  local function collect()
+    local out = {}
+    for i = 1, n do
+      local f = dir .. "/" .. i
+      local e = proc.wait_for(function () return proc.readfile(f .. ".end") end, 30)
+      local code, t0, t1 = (e or ""):match("^(%d+) ([%d.]+) ([%d.]+)")
+      out[i] = { code = tonumber(code), secs = t1 and (tonumber(t1) - tonumber(t0)),
+                 stdout = proc.readfile(f .. ".out"), stderr = proc.readfile(f .. ".err") }
+    end
+    proc.rmtree(dir)
+    return out
+  end
+  if opts.background then return collect end
+  return collect()
+end
+
+describe("the fleet", function ()
+  local r, srv
+
+  setup(function ()
+    r = redis.start { tcp = true }
+    srv = proc.server(SERVER)
+  end)
+
+  teardown(function ()
+    if srv then srv:stop() end
+    if r then r:stop() end
+  end)
+
+  -- A healthy Redis on a busy machine may take more than the default 100 ms
+  -- to answer; only the specs of a Redis that goes away keep the default.
+  local function run_args(policy, path, key, extra, command_timeout)
+    local a = { "run", policy, srv.base .. path, "--redis", r.url, "--set", "fleet.key=" .. key,
+                "--set", "fleet.command_timeout=" .. (command_timeout or 1000) }
+    for _, x in ipairs(extra or {}) do a[#a + 1] = x end
+    return a
+  end
+
+  it("shares one budget: 30 processes, 4 attempts each, against a 503 make at most 4 retries in all, as simulate --fleet predicts", function ()
+    local key = new_key()
+    srv:reset()
+    local res = many(30, function () return run_args(BUDGET, "/503", key, { "--stats" }) end)
+    local sent = #srv:requests_on("/503")
+    local refused = 0
+    for i, x in ipairs(res) do
+      assert.truthy(x.code == 6 or x.code == 4, "process " .. i .. ": " .. tostring(x.code) .. x.stderr)
+      assert.matches("guards fleet", x.stderr)
+      if x.code == 6 then
+        refused = refused + 1
+        assert.matches("the fleet's retry budget", x.stderr)
+      end
+    end
+    -- a retry goes only while the fleet has more than 5 of its 10 tokens,
+    -- and each one granted follows a failure the fleet has counted
+    assert.is_true(sent >= 30 and sent <= 34, "requests: " .. sent)
+    assert.is_true(refused >= 26, "refused: " .. refused)
+    -- the model, with the policy's sync period, within 0.1 of the real run
+    local sim = proc.run({ "simulate", BUDGET, "--clients", "30", "--fleet", "--json" })
+    assert.are.equal(0, sim.code, sim.stderr)
+    local m = proc.json.decode(sim.stdout)
+    assert.is_true(math.abs(m.fleet.amplification - sent / 30) <= 0.1,
+                   ("model %.3f, real %.3f"):format(m.fleet.amplification, sent / 30))
+    assert.are.equal(4, m.own.amplification)
+    -- what Redis holds: the budget spent, every process listed
+    local st = proc.run({ "fleet", BUDGET, "--redis", r.url, "--set", "fleet.command_timeout=1000",
+                          "--set", "fleet.key=" .. key })
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("budget: 0%.000 of 10 tokens", st.stdout)
+    assert.matches("processes that synced in the last minute: 30\n", st.stdout)
+  end)
+
+  it("refuses a retry decided on stale counts once the fleet's budget is spent while it waits", function ()
+    local key = new_key()
+    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 1000,
+                                      set = { ["fleet.key"] = key } }))
+    assert(p:fleet_sync())
+    local c = assert(p:begin {})
+    local d = c:report { status = 503 }
+    assert.is_true(d.retry, d.message)     -- 9 tokens, as far as this process knows
+    -- meanwhile the rest of the fleet spends the budget
+    local other = proc.run(run_args(BUDGET, "/503", key, { "-q" }))
+    assert.are.equal(4, other.code, other.stderr)
+    local p2 = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 1000,
+                                      set = { ["fleet.key"] = key } }))
+    for _ = 1, 3 do local c2 = assert(p2:begin {}); c2:report { status = 503 }; c2:next(); c2:close() end
+    d = c:next()                            -- the pre-retry check asks the fleet again
+    assert.are.equal("budget", d.verdict)
+    assert.matches("spent while the call waited", d.message)
+    c:close()
+    p2:close()
+    p:close()
+  end)
+
+  it("a breaker opened by one process refuses calls in another within one sync period", function ()
+    local key = new_key()
+    local logs = {}
+    local p = assert(lr.load(BREAKER, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 1000,
+                                        set = { ["fleet.key"] = key },
+                                        log = function (line) logs[#logs + 1] = line end }))
+    assert(p:fleet_sync())
+    local function call()
+      local c = assert(p:begin {})
+      local d = c:next()
+      if d.retry then d = c:report { status = 200 } end
+      c:close()
+      return d.verdict
+    end
+    assert.are.equal("success", call())
+    assert.are.equal("fleet", p:metrics().guards)
+    -- another process fails three times in a row: the fleet's breaker opens
+    local a = proc.run(run_args(BREAKER, "/503", key, { "-q" }))
+    assert.are.equal(4, a.code, a.stderr)
+    local t0, refused_after = proc.now(), nil
+    for _ = 1, 400 do                       -- bounded: 2 s
+      if call() == "circuit_open" then refused_after = proc.now() - t0; break end
+      proc.sleep(0.005)
+    end
+    assert.truthy(refused_after, "never refused")
+    -- fleet.sync is 100 ms; 50 ms more for this loop's own steps
+    assert.is_true(refused_after <= 0.15, ("refused after %.3f s"):format(refused_after))
+    assert.are.equal("open", p:metrics().breaker)
+    assert.same({}, logs)                   -- Redis was fine: nothing to say
+    p:close()
+  end)
+
+  it("limits half-open probes fleet-wide: 8 processes after the open period, 1 request", function ()
+    local key = new_key()
+    local a = proc.run(run_args(BREAKER, "/503", key, { "-q" }))
+    assert.are.equal(4, a.code, a.stderr)
+    proc.sleep(1.1)                         -- open_seconds = 1
+    srv:reset()
+    local res = many(8, function () return run_args(BREAKER, "/503", key) end)
+    assert.are.equal(1, #srv:requests_on("/503"))
+    -- the probe fails and is not retried (the fleet's breaker opened again);
+    -- the other seven never made an attempt
+    local probes, refused = 0, 0
+    for i, x in ipairs(res) do
+      assert.are.equal(6, x.code, "process " .. i .. ": " .. tostring(x.stderr))
+      if x.stderr:find("attempt 1/3: 503", 1, true) then
+        probes = probes + 1
+        assert.matches("fleet's circuit opened while the call waited", x.stderr)
+      else
+        refused = refused + 1
+        assert.matches("fleet's circuit is open", x.stderr)
+      end
+    end
+    assert.are.equal(1, probes)
+    assert.are.equal(7, refused)
+  end)
+
+  local function lost_redis(how)
+    local key = new_key()
+    srv:reset()
+    local wait = many(10, function () return run_args(LONG, "/503", key, {}, 100) end,
+                      { background = true })
+    proc.sleep(0.6)
+    if how == "kill" then r:kill() else r:signal("STOP") end
+    local res = wait()
+    if how == "kill" then r:restart() else r:signal("CONT") end
+    for i, x in ipairs(res) do
+      -- deadline (5) at 3 s, on the local guards, with one line saying so
+      assert.are.equal(5, x.code, "process " .. i .. ": " .. tostring(x.stderr))
+      assert.is_true(x.secs < 3 + 1.5, ("process %d took %.3f s"):format(i, x.secs))
+      assert.are.equal(1, count(x.stderr, LOST), x.stderr)
+      assert.are.equal(1, count(x.stderr, "fleet guards"), x.stderr)
+    end
+  end
+
+  it("Redis killed mid-run: every process ends at its deadline on its local guards, saying so once", function ()
+    lost_redis("kill")
+  end)
+
+  it("Redis stopped (SIGSTOP) mid-run: the same, each round trip bounded by the command timeout", function ()
+    lost_redis("stop")
+  end)
+
+  it("Redis back: a process rejoins the fleet after its reconnect backoff, and says so once", function ()
+    local key = new_key()
+    local logs = {}
+    local p = assert(lr.load(LONG, { ["fleet.redis"] = r.url, ["fleet.reconnect"] = 200,
+                                     ["fleet.command_timeout"] = 1000,
+                                     set = { ["fleet.key"] = key },
+                                     log = function (line) logs[#logs + 1] = line end }))
+    local function fail_once()
+      local c = assert(p:begin {})
+      c:report { status = 503 }
+      c:next()                              -- the pre-retry check: a round trip
+      c:close()
+    end
+    assert(p:fleet_sync())
+    fail_once()
+    assert.are.equal("fleet", p:metrics().guards)
+    r:kill()
+    for _ = 1, 5 do fail_once() end
+    assert.are.equal("fallback", p:metrics().guards)
+    assert.are.equal(1, #logs)
+    assert.matches(LOST, logs[1])
+    r:restart()
+    local rejoined = proc.wait_for(function ()
+      fail_once()
+      return p:metrics().guards == "fleet"
+    end, 3)
+    assert.truthy(rejoined, "did not rejoin")
+    assert.are.equal(2, #logs)
+    assert.matches(BACK, logs[2])
+    assert.are.equal("1", r:cli("EXISTS", "luaretry:{" .. key .. "}"))
+    p:close()
+  end)
+
+  it("a success never waits for Redis; a failure waits one round trip at most, and none while Redis is known down", function ()
+    local function policy(logs)
+      local p = assert(lr.load(LONG, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 300,
+                                       set = { ["fleet.key"] = new_key() },
+                                       log = function (line) logs[#logs + 1] = line end }))
+      assert.are.equal("fallback", p:metrics().guards)  -- not synced yet: its own guards
+      assert(p:fleet_sync())
+      assert.are.equal("fleet", p:metrics().guards)
+      return p
+    end
+    finally(function () r:signal("CONT") end)
+    -- successes over more than a sync period, Redis stopped: none waits
+    local p = policy({})
+    r:signal("STOP")
+    local slowest = 0
+    for _ = 1, 200 do
+      local t = proc.now()
+      local c = assert(p:begin {})
+      assert.are.equal("success", c:report { status = 200 }.verdict)
+      c:close()
+      slowest = math.max(slowest, proc.now() - t)
+      proc.sleep(0.001)
+    end
+    r:signal("CONT")
+    p:close()
+    assert.is_true(slowest < 0.1, ("slowest success: %.3f s"):format(slowest))
+    -- failures: the first waits one round trip (300 ms), the next none
+    local logs = {}
+    p = policy(logs)
+    r:signal("STOP")
+    local function failure()
+      local c = assert(p:begin {})
+      c:report { status = 503 }
+      local t = proc.now()
+      local d = c:next()                                -- the pre-retry check
+      c:close()
+      return proc.now() - t, d
+    end
+    local first, d = failure()
+    local second = failure()
+    r:signal("CONT")
+    p:close()
+    assert.is_true(first >= 0.25 and first < 0.3 + 0.2, ("first failure: %.3f s"):format(first))
+    assert.is_true(d.retry, d.message)                  -- the local guards decided
+    assert.is_true(second < 0.05, ("second failure: %.3f s"):format(second))
+    assert.are.equal(1, #logs)
+    assert.matches("no reply in time", logs[1])
+  end)
+
+  it("a wrong password: one clear line, the local guards decide, the password never shown", function ()
+    local r2 = redis.start { password = "s3cret-pw", tcp = true }
+    finally(function () r2:stop() end)
+    local wrong = { "unix://:wrong-pw-123@" .. r2.sock,
+                    "redis://alice:wrong-pw-123@127.0.0.1:" .. r2.port .. "/0" }
+    for _, url in ipairs(wrong) do
+      local x = proc.run({ "run", BUDGET, srv.base .. "/503", "--redis", url, "--stats",
+                           "--log-json", "-", "-v" })
+      assert.are.equal(4, x.code, x.stderr)           -- 4 attempts: the local budget allows them
+      assert.are.equal(1, count(x.stderr, LOST), x.stderr)
+      assert.matches("AUTH", x.stderr)
+      assert.matches("guards fallback", x.stderr)
+      assert.falsy((x.stderr .. x.stdout):find("wrong-pw-123", 1, true))
+      assert.falsy((x.stderr .. x.stdout):find("alice", 1, true))
+    end
+    -- the right one works, and is not shown either
+    local ok = proc.run({ "run", BUDGET, srv.base .. "/200", "--redis", r2.url, "--stats", "-v",
+                          "--set", "fleet.command_timeout=1000" })
+    assert.are.equal(0, ok.code, ok.stderr)
+    assert.matches("guards fleet", ok.stderr)
+    local st = proc.run({ "fleet", BUDGET, "--redis", r2.url, "--set", "fleet.command_timeout=1000" })
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("unix://%*%*%*@", st.stdout)
+    assert.falsy((ok.stderr .. ok.stdout .. st.stdout .. st.stderr):find("s3cret", 1, true))
+  end)
+
+  it("an unreachable Redis: one clear line, the local guards decide, no wait beyond the connect timeout", function ()
+    local urls = { "redis://127.0.0.1:1/0", "redis://192.0.2.1:6379/0" }  -- refused; TEST-NET-1
+    for _, url in ipairs(urls) do
+      local x = proc.run({ "run", BUDGET, srv.base .. "/503", "--redis", url, "--stats",
+                           "--set", "fleet.connect_timeout=100" })
+      assert.are.equal(4, x.code, x.stderr)
+      assert.are.equal(1, count(x.stderr, LOST), x.stderr)
+      assert.matches("guards fallback", x.stderr)
+      -- three waits of at most 0.2 s; the first connect's 0.1 s; no more
+      assert.is_true(x.secs < 2, ("%s: %.3f s"):format(url, x.secs))
+    end
+  end)
+
+  it("luaretry fleet shows the state and --reset clears it; LUARETRY_REDIS names Redis", function ()
+    local key = new_key()
+    local a = proc.run(run_args(BREAKER, "/503", key, { "-q" }))
+    assert.are.equal(4, a.code, a.stderr)
+    local st = proc.readfile_cmd("env -u LUARETRY_REDIS " .. q(proc.bin) .. " fleet " ..
+                                 q(BREAKER) .. " >/dev/null 2>&1; echo $?")
+    assert.are.equal("2\n", st)                         -- no --redis, no LUARETRY_REDIS
+    st = proc.run({ "fleet", BREAKER, "--set", "fleet.key=" .. key })
+    assert.are.equal(2, st.code)                       -- no --redis, no LUARETRY_REDIS
+    assert.matches("where is Redis%?", st.stderr)
+    st = proc.readfile_cmd("env LUARETRY_REDIS=" .. q(r.url) .. " " .. q(proc.bin) ..
+                           " fleet " .. q(BREAKER) .. " --set fleet.key=" .. q(key) ..
+                           " --set fleet.command_timeout=1000 2>&1")
+    assert.matches("fleet fleet%-breaker: luaretry:{" .. key:gsub("%-", "%%-") .. "}", st)
+    assert.matches("breaker: open, opened at %d+%-%d+%-%d+ [%d:.]+ UTC", st)
+    assert.matches("3 transient failures in a row", st)
+    assert.matches("processes that synced in the last minute: 1\n", st)
+    local slow_ok = { "--set", "fleet.command_timeout=1000", "--set", "fleet.key=" .. key }
+    local reset = proc.run({ "fleet", BREAKER, "--redis", r.url, "--reset", table.unpack(slow_ok) })
+    assert.are.equal(0, reset.code, reset.stderr)
+    st = proc.run({ "fleet", BREAKER, "--redis", r.url, table.unpack(slow_ok) })
+    assert.matches("no state in Redis", st.stdout)
+    assert.matches("processes that synced in the last minute: 0", st.stdout)
+    -- a policy with nothing to share, and a Redis that is not there
+    local none = proc.run({ "fleet", proc.root .. "/policies/http.lua", "--redis", r.url })
+    assert.are.equal(3, none.code)
+    assert.matches("neither budget nor breaker", none.stderr)
+    local gone = proc.run({ "fleet", BREAKER, "--redis", "redis://127.0.0.1:1/0" })
+    assert.are.equal(1, gone.code)
+    assert.matches("^luaretry: fleet: redis://127%.0%.0%.1:1/0: connect", gone.stderr)
+    local bad = proc.run({ "run", BREAKER, srv.base .. "/200", "--redis", "http://x" })
+    assert.are.equal(2, bad.code)
+    assert.matches("^luaretry: %-%-redis: redis URL: expected", bad.stderr)
+  end)
+
+  it("settings: fleet.key and fleet.sync in the script and by --set; fleet.redis is the host's; nothing to share is a warning", function ()
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    local function write(name, src)
+      proc.writefile(dir .. "/" .. name, src)
+      return dir .. "/" .. name
+    end
+    local typo = write("typo.lua", "max_attempts = 2\ndeadline = 5\nbudget = {}\nfleet = { synk = 100 }\n")
+    local c = proc.run({ "check", typo })
+    assert.matches("fleet%.synk: unknown name, did you mean fleet%.sync%?", c.stderr .. c.stdout)
+    local host = write("host.lua", "max_attempts = 2\ndeadline = 5\nfleet = { redis = 'redis://x' }\n")
+    c = proc.run({ "check", host })
+    assert.are.equal(3, c.code)
+    assert.matches("fleet%.redis: the host says where Redis is", c.stderr .. c.stdout)
+    local badkey = write("badkey.lua", "max_attempts = 2\ndeadline = 5\nfleet = { key = 'a b' }\n")
+    c = proc.run({ "check", badkey })
+    assert.are.equal(3, c.code)
+    assert.matches("fleet%.key: expected 1 to 63 printable characters", c.stderr .. c.stdout)
+    local bad_sync = proc.run({ "check", BUDGET, "--set", "fleet.sync=0" })
+    assert.are.equal(3, bad_sync.code)
+    assert.matches("fleet%.sync: expected a whole number from 1 to 60000", bad_sync.stderr .. bad_sync.stdout)
+    -- a policy without budget or breaker: a warning, and no connection
+    local x = proc.run({ "run", proc.root .. "/policies/http.lua", srv.base .. "/200", "--redis", r.url,
+                         "--stats" })
+    assert.are.equal(0, x.code, x.stderr)
+    assert.matches("warning: .*fleet%.redis is set, but the policy has neither budget nor breaker", x.stderr)
+    assert.matches("guards local", x.stderr)
+    -- the module takes the host's settings like the other host-only fields
+    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 500 }))
+    assert(p:set("fleet.sync", "25"))
+    assert(p:fleet_sync())
+    assert.matches("^luaretry:{fleet%-budget}$", p:fleet().key)   -- the policy's name
+    local ok, err = p:set("fleet.redis", "redis://u:hunter2@host:99999/0")
+    assert.falsy(ok)
+    assert.matches("^fleet%.redis: redis URL", err)
+    assert.falsy(err:find("hunter2", 1, true))
+    assert(p:set("fleet.redis", "none"))
+    assert.are.equal("local", p:metrics().guards)
+    p:close()
+    -- the key from a name with a space; setting an unreachable Redis waits for nothing
+    local spaced = write("spaced.lua", "name = 'my svc'\nmax_attempts = 2\ndeadline = 5\nbudget = {}\n")
+    local t0 = proc.now()
+    local far = assert(lr.load(spaced, { ["fleet.redis"] = "redis://192.0.2.1:6379/0",
+                                         ["fleet.connect_timeout"] = 5000 }))
+    assert.is_true(proc.now() - t0 < 0.5)
+    far:close()
+    local named = assert(lr.load(spaced, { ["fleet.redis"] = r.url }))
+    assert.are.equal("luaretry:{my_svc}", named:fleet().key)
+    named:close()
+    -- --redis none turns off what LUARETRY_REDIS turns on
+    local off = proc.readfile_cmd("env LUARETRY_REDIS=" .. q(r.url) .. " " .. q(proc.bin) .. " run " ..
+                                  q(BUDGET) .. " " .. q(srv.base .. "/200") ..
+                                  " --redis none --stats 2>&1 >/dev/null")
+    assert.matches("guards local", off)
+    local on = proc.readfile_cmd("env LUARETRY_REDIS=" .. q(r.url) .. " " .. q(proc.bin) .. " run " ..
+                                 q(BUDGET) .. " " .. q(srv.base .. "/200") ..
+                                 " --set fleet.command_timeout=1000 --stats 2>&1 >/dev/null")
+    assert.matches("guards fleet", on)
+    -- simulate's --fleet goes with --clients, and draws no --svg
+    local u = proc.run({ "simulate", BUDGET, "--fleet" })
+    assert.are.equal(2, u.code)
+    assert.matches("%-%-fleet needs %-%-clients N", u.stderr)
+    u = proc.run({ "simulate", BUDGET, "--clients", "3", "--fleet", "--svg", dir .. "/x.svg" })
+    assert.are.equal(2, u.code)
+  end)
+
+  it("a reload or --set keeps the fleet (one connection) unless URL, key, sync or a timeout changes; a call in flight keeps its own", function ()
+    local key, key2 = new_key(), new_key()
+    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 1000,
+                                      set = { ["fleet.key"] = key } }))
+    local function clients()
+      return tonumber(r:cli("INFO", "clients"):match("connected_clients:(%d+)"))
+    end
+    local before = clients()
+    assert(p:fleet_sync())
+    assert.are.equal(before + 1, clients())
+    assert(p:set("budget.token_ratio", "0.2"))          -- new guard numbers, same fleet
+    assert(p:reload(BUDGET))
+    assert(p:fleet_sync())
+    assert.are.equal(before + 1, clients())
+    local c = assert(p:begin {})                        -- under the key of now
+    assert(p:set("fleet.key", key2))                     -- a new fleet for the calls to come
+    local d = c:report { status = 503 }                 -- counted by the call's own fleet
+    assert.is_true(d.retry, d.message)
+    c:close()                                           -- its last load goes: its count is sent
+    assert.are.equal("1", r:cli("HGET", "luaretry:{" .. key .. "}", "fails"))
+    assert(p:fleet_sync())
+    assert.are.equal("1", r:cli("EXISTS", "luaretry:{" .. key2 .. "}"))
+    proc.wait_for(function () return clients() == before + 1 end, 2)
+    assert.are.equal(before + 1, clients())             -- the old connection is closed
+    p:close()
+  end)
+
+  it("calls on the virtual clock, simulations and check's probes never touch Redis", function ()
+    local key = new_key()
+    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 1000,
+                                      set = { ["fleet.key"] = key } }))
+    local final = p:run(function () return 503, "busy" end, { virtual = true, seed = 1 })
+    assert.are.equal("exhausted", final.verdict)
+    local c = assert(p:begin { virtual = true })
+    c:report { status = 503 }
+    c:next()
+    c:close()
+    p:close()
+    local env = "env LUARETRY_REDIS=" .. q(r.url) .. " "
+    proc.readfile_cmd(env .. q(proc.bin) .. " simulate " .. q(BUDGET) .. " --clients 5 --fleet " ..
+                      "--set fleet.key=" .. key .. " >/dev/null 2>&1")
+    proc.readfile_cmd(env .. q(proc.bin) .. " check " .. q(BUDGET) .. " --set fleet.key=" .. key ..
+                      " >/dev/null 2>&1")
+    assert.are.equal("0", r:cli("EXISTS", "luaretry:{" .. key .. "}"))
+    assert.are.equal("0", r:cli("EXISTS", "luaretry:{" .. key .. "}:procs"))
+  end)
+end)
