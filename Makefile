@@ -69,7 +69,8 @@ C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overl
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
-.PHONY: all deps demo test test-c test-lua check-layers check-man bench install uninstall \
+.PHONY: all deps demo test test-build test-plain test-sanitized test-c test-lua check-layers \
+  check-man bench install uninstall \
   rock install-rock clean
 
 all: $(BUILD)/libluaretry.a $(BUILD)/libluaretry.so $(BUILD)/luaretry.so $(BUILD)/luaretry \
@@ -167,21 +168,32 @@ ASAN_PRELOAD = $(shell $(CC) -print-file-name=libasan.so) $(shell $(CC) -print-f
 check-man:
 	cd core/cli/man && mandoc -Tlint luaretry.1 luaretry-policy.5
 
+# Everything is built first, two compilers at a time; then the plain half
+# and the sanitized half run side by side: their specs mostly wait (on
+# servers, backoffs, timeouts), so two cores run both in about the time of
+# the longer.  Each half's output is shown whole when it ends (-O).
+TSAN_TESTS = test_threads test_overlap test_fleet_calls
 test: deps
-	$(MAKE) check-layers
-	$(MAKE) check-man
+	$(MAKE) -j2 check-layers check-man test-build
+	$(MAKE) -j2 -O test-plain test-sanitized
+
+test-build:
+	$(MAKE) -j2 all $(C_TEST_BIN) $(HOST_TEST_BIN) $(FAULT_BIN)
+	$(MAKE) -j2 BUILD=build/asan SAN=1 all $(C_TEST_BIN:$(BUILD)/%=build/asan/%) \
+	  $(HOST_TEST_BIN:$(BUILD)/%=build/asan/%) build/asan/faults_serve build/asan/faults_smoke
+	$(MAKE) -j2 BUILD=build/tsan SAN=thread $(TSAN_TESTS:%=build/tsan/%)
+	$(MAKE) -j2 fuzz-build
+
+test-plain:
 	$(MAKE) test-c
 	$(MAKE) test-lua
-	$(MAKE) BUILD=build/asan SAN=1 test-c
-	$(MAKE) BUILD=build/tsan SAN=thread build/tsan/test_threads build/tsan/test_overlap \
-	  build/tsan/test_fleet_calls
-	TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_threads
-	TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_overlap
-	TSAN_OPTIONS=halt_on_error=1 ./build/tsan/test_fleet_calls
+	for t in $(TSAN_TESTS); do TSAN_OPTIONS=halt_on_error=1 ./build/tsan/$$t || exit 1; done
 	# stock lua5.4 is not built with ASan: the module's specs run under valgrind
 	valgrind -q --error-exitcode=9 lua5.4 /usr/bin/busted --cpath='build/?.so' \
 	  spec/module_spec.lua spec/module_reentry_spec.lua spec/reload_spec.lua
-	$(MAKE) BUILD=build/asan SAN=1 all build/asan/faults_serve build/asan/faults_smoke
+
+test-sanitized:
+	$(MAKE) BUILD=build/asan SAN=1 test-c
 	LD_PRELOAD="$(ASAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
 	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke \
 	  busted --lua=lua5.4 --cpath='build/asan/?.so' --output=utfTerminal spec

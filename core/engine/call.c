@@ -426,6 +426,46 @@ static long long clamp_ns(double seconds) {
   return seconds >= 9.2e9 ? (long long)9.2e18 : seconds > 0 ? (long long)(seconds * 1e9) : 0;
 }
 
+/* A transient outcome the guards let through: the wait (backoff, or the
+ * server's or the script's), then a retry, or a stop when that wait would
+ * pass the deadline or the server asks too much. */
+static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v,
+                          const lr_attempt_ctx *ctx, luaretry_decision *d) {
+  const lr_rules *r = c->rules;
+  double w;
+  luaretry_wait_source src;
+  lr_verdict err;
+  err.cls = LUARETRY_CLASS_ERROR;
+  err.wait = -1;
+  err.rule = v->rule;
+  err.message[0] = '\0';
+  if (backoff_wait(c, v, ctx, &w, &src, &err) != 0) {
+    stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, err.rule, "%s", err.message);
+    return;
+  }
+  if (server_wait(c, o, &w, &src, d)) return;
+  if (r->deadline > 0 && d->elapsed + w >= r->deadline) {
+    stop_saying(c, d, LUARETRY_REASON_DEADLINE,
+                src == LUARETRY_WAIT_SERVER ? "retry_after" : "deadline",
+                "the next attempt would start at %.3f s, past the deadline (%.3f s)",
+                d->elapsed + w, r->deadline);
+    return;
+  }
+  d->retry = 1;
+  d->reason = LUARETRY_REASON_NONE;
+  d->wait = w;
+  lr_count(c->shared, LR_M_RETRIES, 1);
+  lr_count(c->shared, LR_METRIC_COUNT, clamp_ns(w));
+  d->wait_source = src;
+  d->next_timeout = c->next_timeout = timeout_at(r, d->elapsed + w);
+  d->rule = v->rule;
+  if (c->judge->on_retry) {
+    char *b = buffer(&c->hook_error);
+    if (b && c->judge->on_retry(c->judge->ud, o, d, ctx, b, MESSAGE_SIZE) != 0)
+      d->hook_error = b;
+  }
+}
+
 static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
                             const luaretry_class *forced, luaretry_decision *d) {
   if (!c || !o || !d) return LUARETRY_E_ARG;
@@ -435,7 +475,6 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
         luaretry_reason_name(c->reason));
     return LUARETRY_E_STATE;
   }
-  const lr_rules *r = c->rules;
   d->attempt = ++c->attempts;
   double now = lr_clock_now(&c->clock);
   d->elapsed = now - c->start;
@@ -456,39 +495,7 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
    * script chooses, and its errors, are part of the schedule. */
   if (forced && v.cls != LUARETRY_CLASS_ERROR) v.cls = *forced;
   if (judged(c, o, &v, now, d) || limited(c, now, d)) return LUARETRY_OK;
-
-  double w;
-  luaretry_wait_source src;
-  lr_verdict err;
-  err.cls = LUARETRY_CLASS_ERROR;
-  err.wait = -1;
-  err.rule = v.rule;
-  err.message[0] = '\0';
-  if (backoff_wait(c, &v, &ctx, &w, &src, &err) != 0) {
-    stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, err.rule, "%s", err.message);
-    return LUARETRY_OK;
-  }
-  if (server_wait(c, o, &w, &src, d)) return LUARETRY_OK;
-  if (r->deadline > 0 && d->elapsed + w >= r->deadline) {
-    stop_saying(c, d, LUARETRY_REASON_DEADLINE,
-                src == LUARETRY_WAIT_SERVER ? "retry_after" : "deadline",
-                "the next attempt would start at %.3f s, past the deadline (%.3f s)",
-                d->elapsed + w, r->deadline);
-    return LUARETRY_OK;
-  }
-  d->retry = 1;
-  d->reason = LUARETRY_REASON_NONE;
-  d->wait = w;
-  lr_count(c->shared, LR_M_RETRIES, 1);
-  lr_count(c->shared, LR_METRIC_COUNT, clamp_ns(w));
-  d->wait_source = src;
-  d->next_timeout = c->next_timeout = timeout_at(r, d->elapsed + w);
-  d->rule = v.rule;
-  if (c->judge->on_retry) {
-    char *b = buffer(&c->hook_error);
-    if (b && c->judge->on_retry(c->judge->ud, o, d, &ctx, b, MESSAGE_SIZE) != 0)
-      d->hook_error = b;
-  }
+  retry_or_stop(c, o, &v, &ctx, d);
   return LUARETRY_OK;
 }
 

@@ -441,12 +441,32 @@ int lr_faults_is_loopback (const lr_faults *f) {
   return is_loopback((const struct sockaddr *)&ss);
 }
 
+/* f->port and f->address ("127.0.0.1:PORT", "[::1]:PORT") from the socket
+ * bound, so port 0 shows the port the kernel chose. */
+static void name_bound (lr_faults *f) {
+  struct sockaddr_storage ss;
+  socklen_t sslen = sizeof ss;
+  getsockname(f->listen_fd, (struct sockaddr *)&ss, &sslen);
+  if (ss.ss_family == AF_INET6) {
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    char a[INET6_ADDRSTRLEN];
+    inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof a);
+    f->port = ntohs(s6->sin6_port);
+    snprintf(f->address, sizeof f->address, "[%s]:%d", a, f->port);
+  }
+  else {
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+    char a[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &s4->sin_addr, a, sizeof a);
+    f->port = ntohs(s4->sin_port);
+    snprintf(f->address, sizeof f->address, "%s:%d", a, f->port);
+  }
+}
+
 static int bind_listen (lr_faults *f, const char *addr, int any, char *err,
                         size_t errlen) {
   char host[256], port[8];
   struct addrinfo hints, *res = NULL;
-  struct sockaddr_storage ss;
-  socklen_t sslen = sizeof ss;
   int rc, saved = EADDRNOTAVAIL, refused = 0;
   if (addr == NULL) addr = "127.0.0.1:0";
   if (split_listen(addr, host, sizeof host, port, sizeof port) != 0) {
@@ -492,21 +512,7 @@ static int bind_listen (lr_faults *f, const char *addr, int any, char *err,
     snprintf(err, errlen, "cannot listen on %s: %s", addr, strerror(saved));
     return -1;
   }
-  getsockname(f->listen_fd, (struct sockaddr *)&ss, &sslen);
-  if (ss.ss_family == AF_INET6) {
-    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
-    char a[INET6_ADDRSTRLEN];
-    inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof a);
-    f->port = ntohs(s6->sin6_port);
-    snprintf(f->address, sizeof f->address, "[%s]:%d", a, f->port);
-  }
-  else {
-    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
-    char a[INET_ADDRSTRLEN];
-    inet_ntop(AF_INET, &s4->sin_addr, a, sizeof a);
-    f->port = ntohs(s4->sin_port);
-    snprintf(f->address, sizeof f->address, "%s:%d", a, f->port);
-  }
+  name_bound(f);
   return 0;
 }
 

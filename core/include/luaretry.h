@@ -37,12 +37,13 @@
  * per call), and a policy-level failure's luaretry_policy_errmsg() is the
  * last one of any thread.
  *
- * Time limit: a call into a script that runs longer than time_limit
- * (seconds of wall time, default 0.25) is stopped at its next Lua
- * instruction, as a policy error naming file and line, and the host goes
- * on.  A script pays nothing per instruction for this: the library's one
- * helper thread (the watchdog, running while any policy is loaded, waking
- * every 5 ms) arms a hook on a call that overruns.  It never calls into the
+ * Time limit: a call into a script is stopped within time_limit (seconds
+ * of wall time, default 0.25), at its next Lua instruction, as a policy
+ * error naming file and line, and the host goes on.  A script pays nothing
+ * per instruction for this: the library's one helper thread (the watchdog,
+ * running while any policy is loaded, waking every 5 ms) arms a hook on a
+ * call that has run four fifths of its limit, so a watchdog scheduled late
+ * still stops it in time.  It never calls into the
  * host.  An exact count, deterministic whatever the machine's speed, is
  * the host-only setting "instruction_limit", at the cost of a hook on
  * every instruction.

@@ -212,11 +212,13 @@ void lr_sandbox_resume(lr_sandbox *sb) {
 }
 
 /* Ticks a call may run, from its limit: the watchdog looks once a tick,
- * so the kill lands between 5 and 6 ticks (25 to 30 ms) before the limit,
- * which leaves room for the watchdog to be scheduled late and still stop
- * the script within it. */
+ * so the kill lands a fifth of the limit (at least 5 ticks, 25 ms) before
+ * it: room for the watchdog to be scheduled late on a loaded machine and
+ * still stop the script within its limit (0.25 s: stopped at about 0.2 s). */
 static long limit_ticks(double seconds) {
-  long ticks = (long)(seconds * 1000 / LR_WATCHDOG_TICK_MS) - 5;
+  long all = (long)(seconds * 1000 / LR_WATCHDOG_TICK_MS);
+  long margin = all / 5 > 5 ? all / 5 : 5;
+  long ticks = all - margin;
   return ticks < 1 ? 1 : ticks;
 }
 
