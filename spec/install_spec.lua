@@ -27,7 +27,7 @@ describe("make install", function ()
       proc.rmtree(prefix)
     end)
     local log = prefix .. "/make.log"
-    local code = proc.sh("cd " .. q(proc.root) .. " && env -u LD_PRELOAD timeout 300 make install PREFIX=" ..
+    local code = proc.sh("cd " .. q(proc.root) .. " && env -u LD_PRELOAD -u MAKEFLAGS -u MFLAGS -u MAKELEVEL timeout 300 make install PREFIX=" ..
                          q(prefix) .. " >" .. q(log) .. " 2>&1")
     assert.are.equal(0, code, proc.readfile(log))
     for _, f in ipairs({ "/include/luaretry.h", "/include/luaretry_curl.h", "/lib/libluaretry.a",
@@ -102,7 +102,7 @@ function is_transient(status, body, info) return status == 0 or transient(status
       proc.rmtree(prefix)
     end)
     local log = prefix .. ".log"
-    local make = "cd " .. q(proc.root) .. " && env -u LD_PRELOAD timeout 300 make "
+    local make = "cd " .. q(proc.root) .. " && env -u LD_PRELOAD -u MAKEFLAGS -u MFLAGS -u MAKELEVEL timeout 300 make "
     assert.are.equal(0, proc.sh(make .. "install PREFIX=" .. q(prefix) .. " >" .. q(log) .. " 2>&1"),
                      proc.readfile(log))
     for _, f in ipairs({ "/lib/libluaretry.so.0.2.0", "/lib/libluaretry.so.0", "/lib/lua/5.4/luaretry.so",
@@ -160,7 +160,7 @@ function is_transient(status, body, info) return status == 0 or transient(status
     proc.writefile(dest .. prefix .. "/bin/other", "#!/bin/sh\n")
     local before = tree(dest)
     local log = dest .. ".log"
-    local make = "cd " .. q(proc.root) .. " && env -u LD_PRELOAD timeout 300 make "
+    local make = "cd " .. q(proc.root) .. " && env -u LD_PRELOAD -u MAKEFLAGS -u MFLAGS -u MAKELEVEL timeout 300 make "
     local vars = " DESTDIR=" .. q(dest) .. " PREFIX=" .. q(prefix)
     assert.are.equal(0, proc.sh(make .. "install" .. vars .. " >" .. q(log) .. " 2>&1"), proc.readfile(log))
     assert.are.same({}, tree(prefix))  -- nothing lands in the real prefix
@@ -189,7 +189,7 @@ function is_transient(status, body, info) return status == 0 or transient(status
     local dir = proc.tmpdir()
     finally(function () proc.rmtree(dir) end)
     local log = dir .. "/rock.log"
-    local code = proc.sh("cd " .. q(proc.root) .. " && env -u LD_PRELOAD timeout 300 luarocks --lua-version=5.4 make --tree " ..
+    local code = proc.sh("cd " .. q(proc.root) .. " && env -u LD_PRELOAD -u MAKEFLAGS -u MFLAGS -u MAKELEVEL timeout 300 luarocks --lua-version=5.4 make --tree " ..
                          q(dir .. "/tree") .. " lua/luaretry-0.2.0-1.rockspec >" .. q(log) .. " 2>&1")
     assert.are.equal(0, code, proc.readfile(log))
     local lua = "env -i PATH=/usr/bin:/bin LUA_CPATH=" .. q(dir .. "/tree/lib/lua/5.4/?.so;;") .. " lua5.4 -e "
