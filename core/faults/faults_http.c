@@ -176,7 +176,8 @@ static int chunk_line (lr_http_req *r, const char *buf, size_t len,
                        size_t *n, size_t *skip) {
   const char *s = buf + r->raw;
   const char *nl = memchr(s, '\n', len - r->raw);
-  if (nl == NULL) return len - r->raw > MAX_LINE ? -1 : 0;
+  /* incomplete: MAX_LINE bytes and the CR before the LF may be here */
+  if (nl == NULL) return len - r->raw > MAX_LINE + 1 ? -1 : 0;
   *skip = (size_t)(nl - s) + 1;
   *n = (size_t)(nl - s) - (nl > s && nl[-1] == '\r');
   return *n > MAX_LINE ? -1 : 1;
