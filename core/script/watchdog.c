@@ -7,6 +7,7 @@
  *
  * A script pays for this two relaxed stores and a compare-and-swap per
  * call into it, instead of a hook on every instruction. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
@@ -21,28 +22,55 @@ static struct {
   atomic_long incarnation;  /* the thread that should run; 0: none */
   long started;             /* incarnations started so far */
   pthread_t thread;
+  pthread_cond_t stop;      /* signalled when the thread should end */
 } wd = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static pthread_once_t stop_once = PTHREAD_ONCE_INIT;
+
+/* The ticks are timed on the monotonic clock, so a change of the wall
+ * clock makes no tick long or short. */
+static void init_stop(void) {
+  pthread_condattr_t attr;
+  pthread_condattr_init(&attr);
+  pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+  pthread_cond_init(&wd.stop, &attr);
+  pthread_condattr_destroy(&attr);
+}
 
 static atomic_long ticks;
 
 long lr_watchdog_tick(void) { return atomic_load_explicit(&ticks, memory_order_relaxed); }
 
 /* A thread stops once another incarnation is wanted (or none): a new one
- * may start while the last one is still being joined. */
+ * may start while the last one is still being joined.  It waits on a
+ * condition rather than sleeping, so the last sandbox's removal wakes it at
+ * once: a short-lived process (one `luaretry run`) would otherwise wait up
+ * to a tick for the join at exit. */
 static void *watch(void *arg) {
   long me = (long)(intptr_t)arg;
-  struct timespec period = { 0, LR_WATCHDOG_TICK_MS * 1000000L };
+  struct timespec next;
+  clock_gettime(CLOCK_MONOTONIC, &next);
+  pthread_mutex_lock(&wd.lock);
   while (atomic_load(&wd.incarnation) == me) {
-    nanosleep(&period, NULL);
+    next.tv_nsec += LR_WATCHDOG_TICK_MS * 1000000L;
+    if (next.tv_nsec >= 1000000000L) { next.tv_sec++; next.tv_nsec -= 1000000000L; }
+    int rc = 0;
+    while (rc != ETIMEDOUT && atomic_load(&wd.incarnation) == me)
+      rc = pthread_cond_timedwait(&wd.stop, &wd.lock, &next);
+    if (atomic_load(&wd.incarnation) != me) break;
     long now = atomic_fetch_add(&ticks, 1) + 1;
-    pthread_mutex_lock(&wd.lock);
     for (lr_watched *w = wd.head; w; w = w->next) w->look(w, now);
-    pthread_mutex_unlock(&wd.lock);
+    /* a tick that came late does not make the next ones come in a rush */
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    if (t.tv_sec > next.tv_sec || (t.tv_sec == next.tv_sec && t.tv_nsec > next.tv_nsec)) next = t;
   }
+  pthread_mutex_unlock(&wd.lock);
   return NULL;
 }
 
 void lr_watchdog_add(lr_watched *w) {
+  pthread_once(&stop_once, init_stop);
   pthread_mutex_lock(&wd.lock);
   w->prev = NULL;
   w->next = wd.head;
@@ -70,6 +98,7 @@ void lr_watchdog_remove(lr_watched *w) {
   if (last) {
     atomic_store(&wd.incarnation, 0);
     wd.running = 0;
+    pthread_cond_broadcast(&wd.stop);
   }
   pthread_t thread = wd.thread;
   pthread_mutex_unlock(&wd.lock);
