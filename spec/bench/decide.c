@@ -384,8 +384,7 @@ static void print_inflight(long count) {
   luaretry_policy_free(p);
 }
 
-
-
+/* The figures in the order they are printed: each step a few lines. */
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) die(LUARETRY_DATADIR, "cannot chdir");
 

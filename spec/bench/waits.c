@@ -109,6 +109,7 @@ static summary summarize(const double *late) {
   return s;
 }
 
+/* Set-up, the two loops side by side, then the table: printed in order. */
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) die(LUARETRY_DATADIR, "cannot chdir");
 

@@ -81,6 +81,8 @@ static int count (const char *s, const char *part) {
   return n;
 }
 
+/* One straight script of requests and the answers each must get: long,
+ * but read top to bottom like the transcript it is. */
 int main (void) {
   char err[512];
   char *out;

@@ -109,6 +109,7 @@ static const char *POLICY =
     "backoff = { initial = 0.25, max = 10, jitter = \"full\" }\n"
     "budget = { max_tokens = 7 }\n";
 
+/* One check per field of the schema: its length follows the schema's. */
 static void test_fields(void) {
   size_t n = luaretry_field_count();
   CHECK(n >= 30);

@@ -81,7 +81,8 @@ static luaretry_class noop_classify(void *ud, const luaretry_outcome *o,
   return LUARETRY_CLASS_SUCCESS;
 }
 
-/* Every function, given NULL where a pointer belongs: an error, no crash. */
+/* Every function, given NULL where a pointer belongs: an error, no crash.
+ * One line per public function, so its length follows the API's. */
 static void test_null_arguments(void) {
   luaretry_policy *p = NULL;
   CHECK_CODE(luaretry_policy_new(NULL), LUARETRY_E_ARG);
@@ -158,6 +159,7 @@ static void test_null_arguments(void) {
   luaretry_policy_free(p);
 }
 
+/* Every bad script and the message it must get: a table written as code. */
 static void test_load_errors(void) {
   luaretry_policy *p = NULL;
   CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);

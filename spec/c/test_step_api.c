@@ -153,6 +153,8 @@ static void test_deadline(luaretry_policy *p, const char *rule) {
   luaretry_call_free(c);
 }
 
+/* A list of independent checks on one policy, each a few lines: split, it
+ * would only scatter the policy text they share. */
 static void test_string_policy(void) {
   luaretry_policy *p = load_str("@svc.lua", SVC);
   if (!p) return;
@@ -448,6 +450,7 @@ static void test_simulate(void) {
 
 /* ---- overrides */
 
+/* Each override in turn, set and read back: a flat list of checks. */
 static void test_overrides(void) {
   luaretry_policy *p = NULL;
   luaretry_tuning t;
