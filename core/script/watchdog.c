@@ -7,7 +7,6 @@
  *
  * A script pays for this two relaxed stores and a compare-and-swap per
  * call into it, instead of a hook on every instruction. */
-#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <time.h>
@@ -54,8 +53,8 @@ static void *watch(void *arg) {
   while (atomic_load(&wd.incarnation) == me) {
     next.tv_nsec += LR_WATCHDOG_TICK_MS * 1000000L;
     if (next.tv_nsec >= 1000000000L) { next.tv_sec++; next.tv_nsec -= 1000000000L; }
-    int rc = 0;
-    while (rc != ETIMEDOUT && atomic_load(&wd.incarnation) == me)
+    int rc = 0;  /* 0 again after a spurious wakeup: wait on */
+    while (rc == 0 && atomic_load(&wd.incarnation) == me)
       rc = pthread_cond_timedwait(&wd.stop, &wd.lock, &next);
     if (atomic_load(&wd.incarnation) != me) break;
     long now = atomic_fetch_add(&ticks, 1) + 1;
