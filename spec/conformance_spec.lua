@@ -40,7 +40,6 @@
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
 package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
-local lr = require "luaretry"
 
 local GCS = proc.root .. "/policies/gcs.lua"
 local TESTBENCH = here .. "/conformance/testbench.lua"
