@@ -237,7 +237,7 @@ install-rock:
 clean:
 	rm -rf build
 
-# ---- fleet (issue 14): core/fleet/ is part of the library (above); its
+# ---- fleet: core/fleet/ is part of the library (above); its
 # own tests and bench include its private headers, against a real
 # redis-server they start.
 FLEET_TEST_BIN = $(BUILD)/test_fleet_url $(BUILD)/test_fleet_redis $(BUILD)/test_fleet_calls
@@ -269,7 +269,7 @@ bench-fleet: deps
 	bash spec/bench/fleet_run.sh
 bench: bench-fleet
 
-# ---- fuzzing (issue 9 item 7): libFuzzer targets in spec/fuzz/, built by
+# ---- fuzzing: libFuzzer targets in spec/fuzz/, built by
 # clang with ASan and UBSan into build/fuzz (SAN=fuzzer).  `make fuzz` runs
 # each for FUZZ_SECONDS, one at a time, new inputs going to
 # build/fuzz/corpus/NAME; `make fuzz-merge` keeps those that add coverage

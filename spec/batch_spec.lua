@@ -82,7 +82,7 @@ describe("luaretry run, many URLs", function ()
     end
   end)
 
-  it("the issue's spec: 100 URLs always 503, --parallel 8, a budget of 10 tokens: < 130 requests, exit 6", function ()
+  it("an outage: 100 URLs always 503, --parallel 8, a budget of 10 tokens: < 130 requests, exit 6", function ()
     local file = url_file(urls("/always503/%d", 100))
     local r = run({ "run", DIR .. "budget.lua", "--parallel", "8", "--urls", file, "-q",
                     "--seed", "1", "--stats" })
@@ -320,7 +320,7 @@ describe("luaretry run, many URLs", function ()
       assert.are.equal(0, r.code, r.stderr)
       local by_index = {}
       local lines = proc.lines(proc.readfile(file))
-      -- the log ends with one summary object for the whole batch (issue 13)
+      -- the log ends with one summary object for the whole batch
       local summary = proc.json.decode(table.remove(lines))
       assert.is_true(summary.summary)
       assert.are.same({ 4, 0, "success" }, { summary.attempts, summary.exit, summary.verdict })

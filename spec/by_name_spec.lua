@@ -1,4 +1,4 @@
--- Policies by name (issue 13, item 1): POLICY is a file when one exists,
+-- Policies by name: POLICY is a file when one exists,
 -- else NAME or NAME.lua in LUARETRY_PATH's folders, then
 -- $XDG_CONFIG_HOME/luaretry/policies (~/.config/...), then the installed
 -- share/luaretry/policies (the build tree's policies/ here); the same for

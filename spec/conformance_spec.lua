@@ -69,31 +69,9 @@ end
 
 -- ------------------------------------------------------------ the data
 
--- n bytes of the testbench's pattern (period 65537): the same bytes.
-local PERIOD
-local function pattern(n)
-  if not PERIOD then
-    local t, x = {}, 0x2545F491
-    for i = 1, 65537 do
-      x = (x * 1103515245 + 12345) & 0x7fffffff
-      t[i] = string.char((x >> 16) & 0xff)
-    end
-    PERIOD = table.concat(t)
-  end
-  return PERIOD:rep(n // 65537 + 1):sub(1, n)
-end
-
--- The testbench's digest (FNV-1a 64 over 8-byte words).
-local function digest(s)
-  local h, n = 0xcbf29ce484222325, #s
-  local i = 1
-  while i + 7 <= n do
-    h = (h ~ string.unpack("<i8", s, i)) * 0x100000001b3
-    i = i + 8
-  end
-  for k = i, n do h = (h ~ s:byte(k)) * 0x100000001b3 end
-  return string.format("%016x", h)
-end
+-- the testbench's bytes and digest: one module for both sides
+local bytes = require "conformance.bytes"
+local pattern, digest = bytes.pattern, bytes.digest
 
 -- ------------------------------------------------------------ the methods
 

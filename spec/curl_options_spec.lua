@@ -1,4 +1,4 @@
--- curl's options of `luaretry run` (issue 13, item 2), each with curl's
+-- curl's options of `luaretry run`, each with curl's
 -- spelling and meaning, against the fault server (two of them, on
 -- 127.0.0.1 and 127.0.0.2, for redirects to another host) and, for TLS,
 -- `openssl s_server` with throwaway certificates made here.

@@ -1,5 +1,5 @@
--- Numbers at the edge of a double (issue 9: "every float-to-integer
--- conversion is clamped"): deadlines, waits, timeouts and jitter near
+-- Numbers at the edge of a double (every float-to-integer conversion
+-- is clamped): deadlines, waits, timeouts and jitter near
 -- 1e308 neither overflow nor wrap.  Under `make test`'s sanitizer pass this
 -- runs with -fsanitize=float-cast-overflow, which aborts on any unclamped
 -- conversion; in the normal build the values themselves are checked.

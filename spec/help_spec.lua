@@ -1,4 +1,4 @@
--- Help where people look (issue 13, item 3): `luaretry help [COMMAND]`,
+-- Help where people look: `luaretry help [COMMAND]`,
 -- `COMMAND --help`, --version, the man pages (mandoc -Tlint clean) and the
 -- bash and zsh completion, which agree with the options `run` takes.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"

@@ -1,4 +1,4 @@
--- The hostile corpus (spec/hostile/*.lua, issue 9 item 7): scripts that
+-- The hostile corpus (spec/hostile/*.lua): scripts that
 -- loop in every hook and metamethod, inside pcall and xpcall handlers,
 -- table.sort comparators and gsub callbacks, at load and per decision;
 -- memory bombs; C functions made to work for ever; error values of every

@@ -1,4 +1,4 @@
--- Output for machines (issue 13, item 5): --stats=json, the summary object
+-- Output for machines: --stats=json, the summary object
 -- that ends --log-json, --metrics-file in Prometheus's text format,
 -- replaced whole.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"

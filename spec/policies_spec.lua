@@ -86,6 +86,9 @@ describe("every shipped policy", function()
     end
   end)
 
+  -- The policies are installed alone: a path into the development notes
+  -- (a "seeds/" page, the contract) means nothing to their readers, so each
+  -- cites the public page by its title instead.
   it("names its sources by title, not by a path into this project's documents", function()
     for _, name in ipairs(SHIPPED) do
       local f = assert(io.open(policy(name), "r"))

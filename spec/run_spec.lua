@@ -246,7 +246,7 @@ describe("luaretry run", function ()
       for _, line in ipairs(proc.lines(proc.readfile(file))) do
         entries[#entries + 1] = proc.json.decode(line)
       end
-      -- the log ends with one summary object (issue 13): the rest are attempts
+      -- the log ends with one summary object: the rest are attempts
       local summary = table.remove(entries)
       assert.is_true(summary.summary, "no summary object at the end")
       assert.are.equal(#entries, summary.attempts)

@@ -45,7 +45,7 @@ uint64_t lr_rng_next(lr_rng *r);
 double lr_rng_unit(lr_rng *r);                  /* uniform in [0, 1) */
 double lr_rng_uniform(lr_rng *r, double lo, double hi);
 
-/* ---- backoff.c: the arithmetic of CONTRACT section 3 */
+/* ---- backoff.c: the arithmetic of README.md "The arithmetic" */
 
 typedef struct {
   luaretry_backoff_kind kind;

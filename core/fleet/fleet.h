@@ -1,6 +1,7 @@
 /* fleet.h: fleet-wide guards.  One retry budget and one circuit breaker per
  * policy, shared through Redis by every process that names the same server
- * and key (CONTRACT section 7, issue 14).
+ * and key (README.md "Fleet: one budget and one breaker for every
+ * process").
  *
  * Plain C: neither lua.h, curl.h nor hiredis.h is needed to use it.  The
  * engine keeps its local guards (guard.c) and asks the fleet first; every

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# spec/bench/fleet_run.sh: an outage seen by 100 processes (issue 14).  Each
+# spec/bench/fleet_run.sh: an outage seen by 100 processes.  Each
 # process is one `luaretry run` call of 4 attempts against an always-503
 # fault server (spec/fleet/server.lua), all 100 started at once; side by
 # side in one run:

@@ -1,4 +1,4 @@
--- xpcall: a looping function whose message handler loops too (issue 9)
+-- xpcall: a looping function whose message handler loops too
 -- drive: classify; expect: time limit reached
 max_attempts = 3
 function is_transient(status)
