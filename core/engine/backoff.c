@@ -1,6 +1,7 @@
 /* backoff.c: the wait before retry n, as README.md "The arithmetic" gives
- * it: Google Cloud's truncated exponential backoff ("min(((2^n)+r), max)"
- * on its "Retry strategy" pages) and the jitters of Azure's Retry pattern.
+ * it: Google Cloud's truncated exponential backoff (its "Retry strategy"
+ * pages: the smaller of 2^n plus a random part and a maximum) and the
+ * jitters of Azure's Retry pattern.
  * Powers are taken by repeated squaring rather than pow(): plain IEEE
  * multiplications give the same bits on every machine, and overflow only
  * ever reaches +inf, which the cap turns into `max`. */
