@@ -7,10 +7,13 @@
 # Layers (core/*/, checked by `make check-layers`):
 #   include/  the public headers, installed as they are
 #   engine/   clock, RNG, backoff, guards, the call state machine: plain C
-#   script/   sandbox, policy loading, schema, judge: the only library files with lua.h
+#   sandbox/  the metered Lua VM and what scripts may use: policies and the fault server
+#   policy/   loading, schema, judgement, requests, workflows: with sandbox/, the only
+#             library files with lua.h
 #   fleet/    the guards shared through Redis: the only files with hiredis.h
 #   http/     the libcurl helper: the only library files with curl.h
-#   module/   the Lua module; cli/ the command; faults/ the fault server
+#   module/   the Lua module; cli/ the command (run/ and simulate/ its wings); faults/
+#             the fault server
 
 PREFIX ?= /usr/local
 BUILD ?= build
@@ -54,13 +57,14 @@ LDFLAGS_ALL = $(OPT) -pthread $(LDFLAGS)
 
 obj = $(patsubst core/%.c,$(BUILD)/obj/%.o,$(1))
 ENGINE_OBJ = $(call obj,$(wildcard core/engine/*.c))
-SCRIPT_OBJ = $(call obj,$(wildcard core/script/*.c))
+SANDBOX_OBJ = $(call obj,$(wildcard core/sandbox/*.c))
+POLICY_OBJ = $(call obj,$(wildcard core/policy/*.c))
 FLEET_OBJ = $(call obj,$(wildcard core/fleet/*.c))
 HTTP_OBJ = $(call obj,$(wildcard core/http/*.c))
 MODULE_OBJ = $(call obj,$(wildcard core/module/*.c))
-CLI_OBJ = $(call obj,$(wildcard core/cli/*.c))
+CLI_OBJ = $(call obj,$(wildcard core/cli/*.c core/cli/*/*.c))
 FAULTS_OBJ = $(call obj,$(wildcard core/faults/*.c))
-LIB_OBJ = $(ENGINE_OBJ) $(SCRIPT_OBJ) $(FLEET_OBJ) $(HTTP_OBJ)
+LIB_OBJ = $(ENGINE_OBJ) $(SANDBOX_OBJ) $(POLICY_OBJ) $(FLEET_OBJ) $(HTTP_OBJ)
 LIB_LIBS = $(LUA_LIBS) $(CURL_LIBS) $(HIREDIS_LIBS) -lm
 ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
@@ -113,7 +117,7 @@ $(BUILD)/libluaretry.so: $(LIB_OBJ)
 	ln -sf libluaretry.so.$(VERSION) $@
 
 # Debian's lua5.4 already holds the Lua library: the module must not link it.
-$(BUILD)/luaretry.so: $(ENGINE_OBJ) $(SCRIPT_OBJ) $(FLEET_OBJ) $(MODULE_OBJ)
+$(BUILD)/luaretry.so: $(ENGINE_OBJ) $(SANDBOX_OBJ) $(POLICY_OBJ) $(FLEET_OBJ) $(MODULE_OBJ)
 	$(CC) $(LDFLAGS_ALL) -shared -o $@ $^ $(HIREDIS_LIBS) -lm
 
 $(BUILD)/luaretry: $(CLI_OBJ) $(FAULTS_OBJ) $(BUILD)/libluaretry.a
@@ -296,10 +300,10 @@ $(BUILD)/fuzz_policy: spec/fuzz/fuzz_policy.c $(BUILD)/libluaretry.a
 $(BUILD)/fuzz_retry_after: spec/fuzz/fuzz_retry_after.c $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
-$(BUILD)/fuzz_http_parse: spec/fuzz/fuzz_http_parse.c $(BUILD)/obj/faults/faults_http.o
+$(BUILD)/fuzz_http_parse: spec/fuzz/fuzz_http_parse.c $(BUILD)/obj/faults/http_parse.o
 	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^
 
-FUZZ_CLI_OBJ = $(BUILD)/obj/cli/args.o $(BUILD)/obj/cli/usage.o $(BUILD)/obj/cli/load.o
+FUZZ_CLI_OBJ = $(BUILD)/obj/cli/run/args.o $(BUILD)/obj/cli/usage.o $(BUILD)/obj/cli/policy_arg.o
 $(BUILD)/fuzz_run_args: spec/fuzz/fuzz_run_args.c $(FUZZ_CLI_OBJ) $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^ $(LIB_LIBS)
 

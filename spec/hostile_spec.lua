@@ -190,7 +190,7 @@ describe("the hostile corpus", function()
   end
 end)
 
--- The sandbox's table.insert, table.remove and table.move (core/script/
+-- The sandbox's table.insert, table.remove and table.move (core/sandbox/
 -- ltable.c) pay for each element they move, so the corpus's cwork_table_*
 -- end; otherwise they must be Lua 5.4's own.
 describe("the sandbox's table.insert, remove and move", function()

@@ -37,14 +37,17 @@ describe("check-layers", function ()
   local cases = {
     { "engine/clock.c", "#include <lua.h>\n", "engine may not include Lua's lua.h" },
     { "engine/call.c", "#include <curl/curl.h>\n", "engine may not include libcurl's curl/curl.h" },
-    { "engine/rng.c", '#include "script/policy.h"\n', "engine may not include script's" },
+    { "engine/rng.c", '#include "policy/policy.h"\n', "engine may not include policy's" },
+    { "sandbox/sandbox.c", '#include "policy/policy.h"\n', "sandbox may not include policy's" },
+    { "sandbox/lpattern.c", '#include "fleet/fleet.h"\n', "sandbox may not include fleet's" },
+    { "faults/server.c", '#include "policy/policy.h"\n', "faults may not include policy's" },
     { "http/perform.c", '#include "engine/engine.h"\n', "http may not include engine's" },
-    { "module/lmodule.c", '#include "script/sandbox.h"\n', "module may not include script's" },
+    { "module/lmodule.c", '#include "sandbox/sandbox.h"\n', "module may not include sandbox's" },
     { "cli/main.c", '#include "engine/engine.h"\n', "cli may not include engine's" },
-    { "cli/run.c", "#include <lauxlib.h>\n", "cli may not include Lua's lauxlib.h" },
+    { "cli/run/run.c", "#include <lauxlib.h>\n", "cli may not include Lua's lauxlib.h" },
     { "include/luaretry.h", "#include <curl/curl.h>\n", "may not include libcurl's" },
-    { "script/judge.c", '#include "nowhere.h"\n', "is not in the folder nor in include/" },
-    { "script/policy.c", "#include <hiredis.h>\n", "script may not include hiredis's hiredis.h" },
+    { "policy/judge.c", '#include "nowhere.h"\n', "is not in the folder nor in include/" },
+    { "policy/policy.c", "#include <hiredis.h>\n", "policy may not include hiredis's hiredis.h" },
     { "engine/guard.c", '#include "fleet/fleet.h"\n', "engine may not include fleet's" },
   }
   for _, c in ipairs(cases) do

@@ -1,4 +1,4 @@
--- The sandbox's own string.find, match, gmatch and gsub (core/script/lpattern.c):
+-- The sandbox's own string.find, match, gmatch and gsub (core/sandbox/lpattern.c):
 -- the same results and errors as Lua 5.4's, and stopped by the
 -- instruction limit where Lua's would run for minutes.
 local lr = require "luaretry"

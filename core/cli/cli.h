@@ -2,31 +2,33 @@
  *
  * The command is a user of the public API only (luaretry.h,
  * luaretry_curl.h) and of the fault server's faults/faults.h:
- *   main.c      picks the subcommand; `faults` and `demo`
- *   usage.c     the usage and help texts, --version, the usage error
- *   load.c      loading a policy with --set overrides, and its messages
- *   fleet.c     --redis and LUARETRY_REDIS; `fleet`: the fleet's state in Redis
- *   signals.c   exit statuses; the stop signals cancel what runs
- *   escape.c    text from the network made safe for logs (JSON, terminal)
- *   outfile.c   a file replaced whole or not at all (-o, --output-dir, --svg)
- *   run.c       `run`: what to run, and one call of it (run.h for its files:)
- *     args.c      its command line (curl's options too) and the request
- *     upload.c    -d DATA, -d @FILE, -d @-
- *     data.c      the body of -d, --data-binary, --data-raw, joined with &
- *     curlopts.c  curl's options on the handle: TLS, -u, -A, -L, --compressed
- *     response.c  -i, -D, -f around one URL's body; writeout.c: -w
- *     url.c       URLs through curl's parser: valid, redacted, file name
- *     log.c       attempt lines, --log-json, the breaker, --stats
- *     report.c    the end, for machines: --stats=json, --metrics-file, and
+ *   main.c        picks the subcommand; `faults` and `demo`
+ *   usage.c       the usage and help texts, --version, the usage error
+ *   policy_arg.c  loading a policy with --set overrides, and its messages
+ *   fleet_cmd.c   --redis and LUARETRY_REDIS; `fleet`: the fleet's state in Redis
+ *   escape.c      text from the network made safe for logs (JSON, terminal)
+ *   check.c       `check`
+ *   list.c        `list`: the policies on the search path
+ * run/: `run` and its curl-compatible command line (run/run.h):
+ *   run.c         what to run, and one call of it
+ *   args.c        its command line (curl's options too) and the request
+ *   signals.c     exit statuses; the stop signals cancel what runs
+ *   outfile.c     a file replaced whole or not at all (-o, --output-dir, --svg)
+ *   upload.c      -d DATA, -d @FILE, -d @-
+ *   data.c        the body of -d, --data-binary, --data-raw, joined with &
+ *   curlopts.c    curl's options on the handle: TLS, -u, -A, -L, --compressed
+ *   response.c    -i, -D, -f around one URL's body; writeout.c: -w
+ *   url.c         URLs through curl's parser: valid, redacted, file name
+ *   log.c         attempt lines, --log-json, the breaker, --stats
+ *   report.c      the end, for machines: --stats=json, --metrics-file, and
  *                 the summary object of --log-json
- *     command.c   run POLICY -- COMMAND
- *     workflow.c  run POLICY [ARGS] for a policy with run()
- *     batch.c     run POLICY URL URL... | --urls FILE
- *   check.c     `check`
- *   simulate.c  `simulate` (simulate.h: the herd it measures)
- *   simfleet.c  simulate --clients N --fleet: own guards next to the fleet's
- *   svg.c       simulate --svg: the herd's histogram
- *   list.c      `list`: the policies on the search path
+ *   command.c     run POLICY -- COMMAND
+ *   run_workflow.c  run POLICY [ARGS] for a policy with run()
+ *   batch.c       run POLICY URL URL... | --urls FILE
+ * simulate/: `simulate` (simulate/simulate.h: the herd it measures):
+ *   simulate.c    one client's schedule, and the herd
+ *   fleet_report.c  simulate --clients N --fleet: own guards next to the fleet's
+ *   svg.c         simulate --svg: the herd's histogram
  * No file calls back into one that calls it: main.c calls the subcommands,
  * they call the shared files below them. */
 #ifndef LUARETRY_CLI_H
@@ -51,7 +53,7 @@ int cli_help(const char *command);
  * where policies are looked for. */
 int cli_version(void);
 
-/* ---- load.c */
+/* ---- policy_arg.c */
 #define CLI_SET_NAME 64    /* room for the NAME of NAME=VALUE */
 /* Splits "NAME=VALUE" (a NAME of 1 to CLI_SET_NAME - 1 bytes); -1 when it
  * is not that. */
@@ -99,7 +101,7 @@ void cli_text_block(FILE *f, const char *s, size_t len);
 void cli_json_decision(FILE *f, const luaretry_decision *d, int status,
                        const char *error, const char *target);
 
-/* ---- fleet.c */
+/* ---- fleet_cmd.c */
 /* --redis's URL if given, else LUARETRY_REDIS's, else NULL; *from names
  * which. */
 const char *cli_redis_url(const char *given, const char **from);
@@ -111,8 +113,8 @@ int cli_run(int argc, char **argv);       /* run.c */
 int cli_check(int argc, char **argv);     /* check.c */
 int cli_simulate(int argc, char **argv);  /* simulate.c */
 int cli_list(int argc, char **argv);      /* list.c */
-int cli_fleet(int argc, char **argv);     /* fleet.c */
-/* simfleet.c: the exit status. */
+int cli_fleet(int argc, char **argv);     /* fleet_cmd.c */
+/* simulate/fleet_report.c: the exit status. */
 int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, double outage,
                        uint64_t seed, int json);
 

@@ -20,6 +20,10 @@ typedef struct {
 } lr_clock;
 
 double lr_monotonic_now(void);          /* CLOCK_MONOTONIC in seconds */
+int64_t lr_monotonic_ms(void);          /* the same in milliseconds: I/O deadlines */
+/* CLOCK_MONOTONIC_COARSE in ms (a few ms behind, a few ns to read): for
+ * hot paths that only compare against periods of seconds. */
+int64_t lr_monotonic_coarse_ms(void);
 double lr_clock_now(const lr_clock *c);
 
 typedef struct {

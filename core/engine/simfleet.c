@@ -2,7 +2,7 @@
  * (luaretry_simulate_herd).  The state Redis would hold is an lr_shared
  * updated by the local guards' own functions (the fleet's semantics are
  * the local guards' on the fleet's counts), and each client sees it the
- * way a process of the real fleet does (core/fleet/fleet_guard.c):
+ * way a process of the real fleet does (core/fleet/remote_guard.c):
  *   - a sync applies the client's unsent outcomes, in order, and takes a
  *     snapshot of the state; it happens when the call begins (the
  *     command's first sync), when an outcome comes sync seconds or more

@@ -2,7 +2,7 @@
  * faults.h: a Lua-scripted, fault-injecting HTTP/1.1 test server
  * (internal to luaretry; not part of the public header).
  *
- * The script's API is described at the top of faults.c and in
+ * The script's API is described at the top of server.c and in
  * policies/faults/README.md.  The library never prints and keeps no global
  * state; errors go into the caller's buffer ("path:line: ..." for scripts,
  * the address for bind errors).
@@ -19,7 +19,7 @@ typedef struct lr_faults lr_faults;
 
 /*
  * Load a script (text only; chunk name = its path; sandboxed, see
- * faults.c) and bind `listen`: "HOST:PORT", "[V6]:PORT", "localhost:PORT",
+ * server.c) and bind `listen`: "HOST:PORT", "[V6]:PORT", "localhost:PORT",
  * ":PORT" or "PORT" (both on 127.0.0.1); NULL means "127.0.0.1:0", and
  * port 0 picks a free port.  Only a loopback address is taken: a server
  * that anyone who reaches it can drive is a choice (lr_faults_open_any).
@@ -41,9 +41,7 @@ lr_faults *lr_faults_open_string(const char *chunkname, const char *source,
    if polling failed. */
 int lr_faults_serve(lr_faults *f);
 
-/* open + a background thread running lr_faults_serve(). */
-lr_faults *lr_faults_start(const char *script_path, const char *listen,
-                           char *err, size_t errlen);
+/* open_string + a background thread running lr_faults_serve(). */
 lr_faults *lr_faults_start_string(const char *chunkname, const char *source,
                                   const char *listen, char *err,
                                   size_t errlen);
@@ -58,11 +56,11 @@ const char *lr_faults_address(const lr_faults *f);
 void lr_faults_stop(lr_faults *f);
 /* Stop, join the thread if any, close everything and free; accepts NULL.
    Not to be called while another thread is inside lr_faults_serve()
-   unless that thread was started by lr_faults_start(). */
+   unless that thread was started by lr_faults_start_string(). */
 void lr_faults_free(lr_faults *f);
 
 
-/* ------------------------------------------ HTTP parsing (faults_http.c) */
+/* ------------------------------------------ HTTP parsing (http_parse.c) */
 
 #define LR_HTTP_MAX_HEAD    (64 * 1024)
 /* A body is kept in its first LR_HTTP_MAX_BODY bytes (req.body); a longer

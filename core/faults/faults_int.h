@@ -1,6 +1,6 @@
-/* faults_int.h: what the fault server's files share: faults.c (the event
- * loop, reading, set up, the /_faults/ endpoints), faults_script.c (the
- * script's answers), faults_log.c (the request log), faults_conn.c
+/* faults_int.h: what the fault server's files share: server.c (the event
+ * loop, reading, set up, the /_faults/ endpoints), answer.c (the
+ * script's answers), request_log.c (the request log), conn.c
  * (buffers, a connection's answer and close). */
 #ifndef LR_FAULTS_INT_H
 #define LR_FAULTS_INT_H
@@ -76,7 +76,7 @@ struct lr_faults {
   long long connections;  /* accepted so far */
 };
 
-/* faults_log.c */
+/* request_log.c */
 void fault_log_entry (lr_faults *f, conn *c);
 void fault_log_clear (lr_faults *f);
 
@@ -84,13 +84,13 @@ void fault_log_clear (lr_faults *f);
 lua_State *fault_sandbox_new (lr_faults *f, const char *script_path, char *err,
                               size_t errlen);
 
-/* faults_script.c */
+/* answer.c */
 int fault_load_script (lr_faults *f, const char *path, const char *chunkname,
                        const char *source, char *err, size_t errlen);
 void fault_answer_script (lr_faults *f, conn *c);
 int fault_reset_paths (lua_State *L);
 
-/* faults_conn.c */
+/* conn.c */
 double fault_elapsed (const lr_faults *f);
 void fault_conn_close (lr_faults *f, conn *c, int hard);   /* hard: a TCP reset */
 void fault_put_simple (conn *c, int status, const char *ctype, const char *body, size_t n);

@@ -10,18 +10,13 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "engine/engine.h"
 #include "fleet.h"
 
 struct redisReply;
 struct redisReader;
 struct lr_lookup;
 
-int64_t lr_fleet_now_ms(void);   /* CLOCK_MONOTONIC in ms: deadlines */
-/* CLOCK_MONOTONIC_COARSE in ms (a few ms behind, a few ns to read): the
- * hot path's clock, for the sync period, staleness and the open period. */
-int64_t lr_fleet_coarse_ms(void);
-void lr_fleet_fmt(char *dst, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* ---- redis_url.c */
 
@@ -97,7 +92,7 @@ lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms,
 /* Classifies an error reply (AUTH, READONLY, NOSCRIPT...) as a code. */
 lr_fleet_code lr_conn_error_code(const struct redisReply *r);
 
-/* ---- fleet_script.c: the atomic update, EVALSHA with EVAL behind it */
+/* ---- redis_script.c: the atomic update, EVALSHA with EVAL behind it */
 
 typedef struct {
   long long spent, earned;   /* milli-tokens */
@@ -142,7 +137,7 @@ lr_fleet_code lr_script_run(lr_fleet_script *s, lr_redis_conn *c,
                             int64_t deadline_ms, lr_fleet_reply *out, char *err,
                             size_t errlen);
 
-/* ---- fleet.c: the handle, its health and connection */
+/* ---- handle.c: the handle, its health and connection */
 
 struct lr_fleet {
   lr_fleet_settings set;        /* set.member points at member */
@@ -188,7 +183,7 @@ void lr_fleet_fail_locked(lr_fleet *f, lr_fleet_code rc, const char *detail);
 /* A good reply: the view, the clock offset, health (logging "back"). */
 void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now);
 
-/* ---- fleet_sync.c */
+/* ---- sync.c */
 
 /* A round trip that asks for one probe permit; *granted: how many came. */
 lr_fleet_code lr_fleet_ask_permit_locked(lr_fleet *f, long long *granted);

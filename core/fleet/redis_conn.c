@@ -44,7 +44,7 @@ void lr_conn_free(lr_redis_conn *c) {
 /* 1 when fd is ready for `events`, 0 at the deadline, -1 on an error. */
 static int wait_fd(int fd, short events, int64_t deadline_ms) {
   for (int rounds = 0; rounds < 10000; rounds++) {
-    int64_t left = deadline_ms - lr_fleet_now_ms();
+    int64_t left = deadline_ms - lr_monotonic_ms();
     if (left <= 0) return 0;
     struct pollfd p = { fd, events, 0 };
     int n = poll(&p, 1, left > 60000 ? 60000 : (int)left);
@@ -101,11 +101,11 @@ static lr_fleet_code connect_socket(lr_redis_conn *c, const lr_redis_url *u,
   if (rc != LR_FLEET_OK) return rc;
   int e = ENOENT;
   for (int i = 0; i < a.count && c->fd < 0; i++) {
-    if (i > 0 && lr_fleet_now_ms() >= deadline) break;
+    if (i > 0 && lr_monotonic_ms() >= deadline) break;
     c->fd = connect_one(&a.addr[i], a.len[i], deadline, &e);
   }
   if (c->fd >= 0) return LR_FLEET_OK;
-  lr_fleet_fmt(err, errlen, "connect: %s", e == ETIMEDOUT ? "no answer in time" : strerror(e));
+  lr_fmt(err, errlen, "connect: %s", e == ETIMEDOUT ? "no answer in time" : strerror(e));
   return e == ETIMEDOUT ? LR_FLEET_E_TIMEOUT : LR_FLEET_E_CONNECT;
 }
 
@@ -142,10 +142,10 @@ lr_fleet_code lr_conn_flush(lr_redis_conn *c, int64_t deadline_ms, char *err,
       if (deadline_ms == 0) return LR_FLEET_OK;   /* the rest goes next time */
       int ready = wait_fd(c->fd, POLLOUT, deadline_ms);
       if (ready > 0) continue;
-      lr_fleet_fmt(err, errlen, "sending: %s", ready == 0 ? "no room in time" : strerror(errno));
+      lr_fmt(err, errlen, "sending: %s", ready == 0 ? "no room in time" : strerror(errno));
       return ready == 0 ? LR_FLEET_E_TIMEOUT : LR_FLEET_E_CONNECT;
     }
-    lr_fleet_fmt(err, errlen, "sending: %s", n < 0 ? strerror(errno) : "nothing sent");
+    lr_fmt(err, errlen, "sending: %s", n < 0 ? strerror(errno) : "nothing sent");
     return LR_FLEET_E_CONNECT;
   }
   c->out_len = c->out_sent = 0;
@@ -161,7 +161,7 @@ static lr_fleet_code receive(lr_redis_conn *c, int *got, char *err, size_t errle
   *got = 0;
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return LR_FLEET_OK;
   if (n <= 0) {
-    lr_fleet_fmt(err, errlen, "receiving: %s",
+    lr_fmt(err, errlen, "receiving: %s",
                  n == 0 ? "the server closed the connection" : strerror(errno));
     return LR_FLEET_E_CONNECT;
   }
@@ -178,7 +178,7 @@ lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms,
   for (int rounds = 0; rc == LR_FLEET_OK && rounds < 100000; rounds++) {
     void *r = NULL;
     if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
-      lr_fleet_fmt(err, errlen, "reading a reply: %s", c->reader->errstr);
+      lr_fmt(err, errlen, "reading a reply: %s", c->reader->errstr);
       return LR_FLEET_E_PROTOCOL;
     }
     if (r) {
@@ -192,11 +192,11 @@ lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms,
     if (deadline_ms == 0) return LR_FLEET_OK;     /* not arrived yet */
     int ready = wait_fd(c->fd, POLLIN, deadline_ms);
     if (ready == 0) {
-      lr_fleet_fmt(err, errlen, "no reply in time");
+      lr_fmt(err, errlen, "no reply in time");
       return LR_FLEET_E_TIMEOUT;
     }
     if (ready < 0) {
-      lr_fleet_fmt(err, errlen, "receiving: %s", strerror(errno));
+      lr_fmt(err, errlen, "receiving: %s", strerror(errno));
       return LR_FLEET_E_CONNECT;
     }
   }
@@ -219,7 +219,7 @@ lr_fleet_code lr_conn_error_code(const redisReply *r) {
 static lr_fleet_code hello(lr_redis_conn *c, const lr_redis_url *u,
                            int64_t deadline, char *err, size_t errlen) {
   char db[16];
-  lr_fleet_fmt(db, sizeof db, "%d", u->db);
+  lr_fmt(db, sizeof db, "%d", u->db);
   const char *auth[3] = { "AUTH", u->user, u->password };
   const char *select[2] = { "SELECT", db };
   lr_fleet_code rc = LR_FLEET_OK;
@@ -234,7 +234,7 @@ static lr_fleet_code hello(lr_redis_conn *c, const lr_redis_url *u,
     if (rc != LR_FLEET_OK) break;
     if (first == LR_FLEET_OK && r->type == REDIS_REPLY_ERROR) {
       first = lr_conn_error_code(r);
-      lr_fleet_fmt(err, errlen, "%s refused: %.*s", c->awaited == 0 && u->db != 0 ?
+      lr_fmt(err, errlen, "%s refused: %.*s", c->awaited == 0 && u->db != 0 ?
                    "SELECT" : "AUTH", (int)(r->len > 200 ? 200 : r->len), r->str);
       lr_redis_url_scrub(u, err);
     }
@@ -254,7 +254,7 @@ lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u,
     lr_conn_close(c);
     return LR_FLEET_E_NOMEM;
   }
-  rc = hello(c, u, lr_fleet_now_ms() + command_timeout_ms, err, errlen);
+  rc = hello(c, u, lr_monotonic_ms() + command_timeout_ms, err, errlen);
   if (rc != LR_FLEET_OK) lr_conn_close(c);
   return rc;
 }

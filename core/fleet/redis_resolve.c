@@ -44,7 +44,7 @@ static lr_fleet_code start_lookup(lr_resolver *r, const char *host,
   struct gaicb *list[1] = { &l->cb };
   int e = getaddrinfo_a(GAI_NOWAIT, list, 1, NULL);
   if (e != 0) {
-    lr_fleet_fmt(err, errlen, "looking up %s: %s", host, gai_strerror(e));
+    lr_fmt(err, errlen, "looking up %s: %s", host, gai_strerror(e));
     free(l);
     return e == EAI_MEMORY ? LR_FLEET_E_NOMEM : LR_FLEET_E_CONNECT;
   }
@@ -58,7 +58,7 @@ static int wait_lookup(lr_resolver *r, int64_t deadline_ms) {
   for (int rounds = 0; rounds < 1000; rounds++) {
     int e = gai_error(&r->pending->cb);
     if (e != EAI_INPROGRESS) return e;
-    int64_t left = deadline_ms - lr_fleet_now_ms();
+    int64_t left = deadline_ms - lr_monotonic_ms();
     if (left <= 0) return EAI_INPROGRESS;
     struct timespec ts = { (time_t)(left / 1000), (long)(left % 1000) * 1000000L };
     gai_suspend(list, 1, &ts);   /* woken by the answer, a signal or time */
@@ -78,14 +78,14 @@ static lr_fleet_code resolve_name(lr_resolver *r, const char *host,
   }
   int e = wait_lookup(r, deadline_ms);
   if (e == EAI_INPROGRESS) {
-    lr_fleet_fmt(err, errlen, "looking up %s: no answer in time", host);
+    lr_fmt(err, errlen, "looking up %s: no answer in time", host);
     return LR_FLEET_E_TIMEOUT;
   }
   struct addrinfo *res = r->pending->cb.ar_result;
   lr_fleet_code rc = LR_FLEET_OK;
   if (e == 0 && res) take(res, out);
   else {
-    lr_fleet_fmt(err, errlen, "looking up %s: %s", host, gai_strerror(e ? e : EAI_NONAME));
+    lr_fmt(err, errlen, "looking up %s: %s", host, gai_strerror(e ? e : EAI_NONAME));
     rc = LR_FLEET_E_CONNECT;
   }
   if (res) freeaddrinfo(res);

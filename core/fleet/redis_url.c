@@ -62,7 +62,7 @@ static lr_fleet_code parse_userinfo(const char *s, size_t n, lr_redis_url *u,
   }
   bad |= decode(s, n, u->password, sizeof u->password);
   if (bad) {
-    lr_fleet_fmt(err, errlen, "redis URL: malformed or too long user or password "
+    lr_fmt(err, errlen, "redis URL: malformed or too long user or password "
                  "(percent-encode '@', ':' and '/')");
     return LR_FLEET_E_ARG;
   }
@@ -99,7 +99,7 @@ static lr_fleet_code parse_tcp(const char *s, lr_redis_url *u, char *err,
   }
   return LR_FLEET_OK;
 bad:
-  lr_fleet_fmt(err, errlen, "redis URL: expected redis://[[USER]:PASSWORD@]HOST"
+  lr_fmt(err, errlen, "redis URL: expected redis://[[USER]:PASSWORD@]HOST"
                "[:PORT][/DB] with PORT 1-65535 and DB a number");
   return LR_FLEET_E_ARG;
 }
@@ -118,7 +118,7 @@ static lr_fleet_code parse_unix(const char *s, lr_redis_url *u, char *err,
   u->is_unix = 1;
   return LR_FLEET_OK;
 bad:
-  lr_fleet_fmt(err, errlen, "redis URL: expected unix://[[USER]:PASSWORD@]/PATH"
+  lr_fmt(err, errlen, "redis URL: expected unix://[[USER]:PASSWORD@]/PATH"
                "[?db=N] with an absolute PATH of at most %zu bytes",
                sizeof u->path - 1);
   return LR_FLEET_E_ARG;
@@ -127,10 +127,10 @@ bad:
 static void redact(lr_redis_url *u) {
   const char *who = u->password[0] || u->user[0] ? "***@" : "";
   if (u->is_unix)
-    lr_fleet_fmt(u->redacted, sizeof u->redacted, "unix://%s%s?db=%d", who,
+    lr_fmt(u->redacted, sizeof u->redacted, "unix://%s%s?db=%d", who,
                  u->path, u->db);
   else
-    lr_fleet_fmt(u->redacted, sizeof u->redacted, strchr(u->host, ':') ?
+    lr_fmt(u->redacted, sizeof u->redacted, strchr(u->host, ':') ?
                  "redis://%s[%s]:%d/%d" : "redis://%s%s:%d/%d", who, u->host,
                  u->port, u->db);
 }
@@ -145,7 +145,7 @@ lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err,
   else if (strncmp(url, "unix://", 7) == 0) s = url + 7, is_unix = 1;
   else if (strncmp(url, "redis+unix://", 13) == 0) s = url + 13, is_unix = 1;
   else {
-    lr_fleet_fmt(err, errlen, strncmp(url, "rediss://", 9) == 0 ?
+    lr_fmt(err, errlen, strncmp(url, "rediss://", 9) == 0 ?
                  "redis URL: TLS (rediss://) is not supported; use redis:// or unix://" :
                  "redis URL: expected redis://HOST:PORT/DB or unix:///PATH");
     return LR_FLEET_E_ARG;
@@ -185,6 +185,6 @@ lr_fleet_code lr_fleet_url_check(const char *url, char *redacted, size_t size, c
                                  size_t errlen) {
   lr_redis_url u;
   lr_fleet_code rc = lr_redis_url_parse(url, &u, err, errlen);
-  if (rc == LR_FLEET_OK) lr_fleet_fmt(redacted, size, "%s", u.redacted);
+  if (rc == LR_FLEET_OK) lr_fmt(redacted, size, "%s", u.redacted);
   return rc;
 }

@@ -26,7 +26,7 @@ static double realtime_now(void) {
 
 /* The first Retry-After that reads as a wait (of several, the first valid
  * one counts, for the engine as for the script), or -1. */
-static double retry_after(const transfer *t) {
+static double retry_after(const lr_transfer *t) {
   double now = -1;
   for (size_t i = 0; i < t->header_count; i++) {
     if (strcmp(t->headers[i].name, "retry-after") != 0) continue;
@@ -39,8 +39,8 @@ static double retry_after(const transfer *t) {
 
 /* Where this attempt's bytes go: the body streamed or kept whole, the
  * upload from the host's reader unless prepare() gave a body of its own. */
-static void route_bodies(const luaretry_request *req, const lr_io *io, attempt *a) {
-  transfer *t = &a->t;
+static void route_bodies(const luaretry_request *req, const lr_io *io, lr_http_attempt *a) {
+  lr_transfer *t = &a->t;
   t->body_limit = io->restart || !io->sink ? io->body_limit : SIZE_MAX;
   t->limit_fails = 0;
   t->stream = io->restart ? io->sink : NULL;
@@ -51,7 +51,7 @@ static void route_bodies(const luaretry_request *req, const lr_io *io, attempt *
 }
 
 luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *req, int n,
-                                   CURL *h, double timeout, const lr_io *io, attempt *a) {
+                                   CURL *h, double timeout, const lr_io *io, lr_http_attempt *a) {
   luaretry_code rc = luaretry_call_prepare(c, req, n, &a->r);
   if (rc != LUARETRY_OK) return rc;
   a->idempotent = 1;
@@ -71,11 +71,11 @@ luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *re
   return LUARETRY_OK;
 }
 
-luaretry_code lr_curl_attempt_finish(CURL *h, attempt *a, CURLcode res, luaretry_outcome *out) {
+luaretry_code lr_curl_attempt_finish(CURL *h, lr_http_attempt *a, CURLcode res, luaretry_outcome *out) {
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
   curl_slist_free_all(a->headers);
   a->headers = NULL;
-  transfer *t = &a->t;
+  lr_transfer *t = &a->t;
   if (t->stream_failed || t->upload_failed) return LUARETRY_E_OPERATION;
   if (t->body.failed || t->header_text.failed || lr_curl_index_headers(t) != 0)
     return LUARETRY_E_NOMEM;
@@ -95,7 +95,7 @@ luaretry_code lr_curl_attempt_finish(CURL *h, attempt *a, CURLcode res, luaretry
   return LUARETRY_OK;
 }
 
-void lr_curl_attempt_free(attempt *a) {
+void lr_curl_attempt_free(lr_http_attempt *a) {
   curl_slist_free_all(a->headers);
   free(a->t.body.data);
   free(a->t.header_text.data);

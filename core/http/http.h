@@ -14,7 +14,7 @@ typedef struct {
   char *data;
   size_t len, cap;
   int failed;
-} buffer;
+} lr_http_buffer;
 
 /* Where one call's bodies go: the host's side of luaretry_curl_options or
  * of a batch job. */
@@ -29,7 +29,7 @@ typedef struct {
 
 /* One transfer's state, what curl's callbacks see. */
 typedef struct {
-  buffer body;                  /* at most body_limit bytes of the response */
+  lr_http_buffer body;                  /* at most body_limit bytes of the response */
   size_t body_limit;
   int limit_fails;              /* a longer body fails the transfer (else
                                    the rest is only streamed) */
@@ -38,7 +38,7 @@ typedef struct {
   void *stream_ud;
   int body_too_long;            /* a body past body_limit where that fails */
   int stream_failed;            /* the sink refused: the host stops the call */
-  buffer header_text;           /* "name\0value\0" pairs of the last response */
+  lr_http_buffer header_text;           /* "name\0value\0" pairs of the last response */
   size_t head_bytes;            /* of the response's head so far */
   int headers_too_long;         /* past LUARETRY_CURL_MAX_HEADER_BYTES */
   luaretry_header *headers;     /* index into header_text, header_count used */
@@ -50,44 +50,44 @@ typedef struct {
   int upload_failed;            /* the reader gave nothing: the host stops */
   char errbuf[CURL_ERROR_SIZE]; /* libcurl's own message of a failure */
   char detail[160];             /* ours, when we ended the transfer */
-} transfer;
+} lr_transfer;
 
 /* One attempt of a call: the pieces luaretry_curl_perform and the batch
  * share. */
 typedef struct {
-  transfer t;                   /* body, headers, upload of this attempt */
+  lr_transfer t;                   /* body, headers, upload of this attempt */
   luaretry_request r;           /* the request as prepare() left it */
   struct curl_slist *headers;   /* set on the handle for the transfer */
   int idempotent;
-} attempt;
+} lr_http_attempt;
 
 /* The request's headers as a curl list; *failed on out of memory. */
 struct curl_slist *lr_curl_header_list(const luaretry_request *r, int *failed);
 /* Every option of one transfer of r on h, its answer into t (whose
  * body_limit, stream and reader the caller set). */
-void lr_curl_configure(CURL *h, const luaretry_request *r, transfer *t,
+void lr_curl_configure(CURL *h, const luaretry_request *r, lr_transfer *t,
                        struct curl_slist *headers, double timeout);
 /* Takes our callbacks and buffers off h again, so that a host reusing the
  * handle never reaches memory of ours. */
 void lr_curl_release(CURL *h);
 /* After a transfer: points t->headers at the pairs received; 0, or -1 when
  * out of memory. */
-int lr_curl_index_headers(transfer *t);
+int lr_curl_index_headers(lr_transfer *t);
 /* The transport failure's name and detail of a transfer that ended with
  * res (NULL, NULL for a complete response). */
-void lr_curl_failure(const transfer *t, CURLcode res, const char **error,
+void lr_curl_failure(const lr_transfer *t, CURLcode res, const char **error,
                      const char **detail);
 
 /* Before attempt `n` of call c: prepare(), is_idempotent(), the header
  * list, the io's restart, then every option of the attempt on h
  * (timeout: `timeout`). */
 luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *req, int n,
-                                    CURL *h, double timeout, const lr_io *io, attempt *a);
+                                    CURL *h, double timeout, const lr_io *io, lr_http_attempt *a);
 /* After the transfer ended with `res`: the outcome to report, pointing
  * into a (valid until the next setup on it).  LUARETRY_E_OPERATION when
  * the host's sink or upload stopped it (nothing to report). */
-luaretry_code lr_curl_attempt_finish(CURL *h, attempt *a, CURLcode res, luaretry_outcome *out);
-void lr_curl_attempt_free(attempt *a);
+luaretry_code lr_curl_attempt_finish(CURL *h, lr_http_attempt *a, CURLcode res, luaretry_outcome *out);
+void lr_curl_attempt_free(lr_http_attempt *a);
 
 /* CURLOPT_CONNECTTIMEOUT_MS: `connect` seconds when > 0 and shorter than
  * the attempt's `timeout` (the attempt's own already holds otherwise). */

@@ -84,7 +84,7 @@ typedef struct live_call {
 
 /* A transfer slot: its attempt's buffers, and the call using it. */
 struct slot {
-  attempt a;
+  lr_http_attempt a;
   live_call *call;
 };
 

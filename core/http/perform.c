@@ -30,7 +30,7 @@ static luaretry_code io_of(luaretry_policy *p, const luaretry_curl_options *o, l
 /* Attempts until the policy stops the call; the final body to the sink
  * when it was kept whole. */
 static luaretry_code attempts(luaretry_call *c, CURL *h, CURLM *m, const luaretry_request *req,
-                              const lr_io *io, attempt *a, luaretry_decision *final) {
+                              const lr_io *io, lr_http_attempt *a, luaretry_decision *final) {
   for (int n = 1;; n++) {
     luaretry_code rc = lr_curl_attempt_setup(c, req, n, h, luaretry_call_timeout(c), io, a);
     if (rc != LUARETRY_OK) return rc;
@@ -69,7 +69,7 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
   int private_multi;
   CURLM *m = lr_curl_multi_take(&private_multi);
   if (!m) return LUARETRY_E_NOMEM;
-  attempt a;
+  lr_http_attempt a;
   memset(&a, 0, sizeof a);
   rc = attempts(c, h, m, req, &io, &a, final);
   lr_curl_release(h);

@@ -13,7 +13,7 @@
 
 #include "http.h"
 
-static void buf_add(buffer *b, const char *s, size_t n) {
+static void buf_add(lr_http_buffer *b, const char *s, size_t n) {
   if (b->failed) return;
   if (b->len + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 4096;
@@ -31,7 +31,7 @@ static void buf_add(buffer *b, const char *s, size_t n) {
 /* Keeps the first body_limit bytes for the script and streams every byte
  * to the host: a body of any length costs body_limit bytes here. */
 static size_t on_body(char *data, size_t size, size_t n, void *ud) {
-  transfer *t = ud;
+  lr_transfer *t = ud;
   size_t len = size * n;
   t->body_seen += len;
   size_t room = t->body_limit - t->body.len;
@@ -55,7 +55,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
  * cut at LUARETRY_CURL_MAX_HEADER_BYTES (counting every line, kept or not)
  * and fails the transfer, so no server can make us hold more. */
 static size_t on_header(char *data, size_t size, size_t n, void *ud) {
-  transfer *t = ud;
+  lr_transfer *t = ud;
   size_t len = size * n;
   if (len >= 5 && memcmp(data, "HTTP/", 5) == 0) {
     t->header_text.len = 0;
@@ -92,7 +92,7 @@ static double realtime_now(void) {
 }
 
 /* Room for every pair of header_text in t->headers. */
-static int reserve_headers(transfer *t) {
+static int reserve_headers(lr_transfer *t) {
   size_t pairs = 0;
   for (size_t i = 0; i < t->header_text.len; i++) pairs += t->header_text.data[i] == '\0';
   pairs /= 2;
@@ -104,7 +104,7 @@ static int reserve_headers(transfer *t) {
   return 0;
 }
 
-int lr_curl_index_headers(transfer *t) {
+int lr_curl_index_headers(lr_transfer *t) {
   t->header_count = 0;
   if (reserve_headers(t) != 0) return -1;
   const char *s = t->header_text.data, *end = s + t->header_text.len;
@@ -130,7 +130,7 @@ int lr_curl_index_headers(transfer *t) {
 /* The body from memory, or through the host's reader (pread-like, so the
  * whole body is never held here). */
 static size_t on_read(char *dst, size_t size, size_t n, void *ud) {
-  transfer *t = ud;
+  lr_transfer *t = ud;
   size_t left = t->upload_len - t->upload_pos, want = size * n;
   if (want > left) want = left;
   if (want == 0) return 0;
@@ -151,7 +151,7 @@ static size_t on_read(char *dst, size_t size, size_t n, void *ud) {
 /* curl rewinds through here after a partial send (redirect, auth, retry
  * on a reused connection): the body is always sent whole. */
 static int on_seek(void *ud, curl_off_t offset, int origin) {
-  transfer *t = ud;
+  lr_transfer *t = ud;
   if (origin != SEEK_SET || offset < 0 || (uint64_t)offset > (uint64_t)t->upload_len)
     return CURL_SEEKFUNC_CANTSEEK;
   t->upload_pos = (size_t)offset;
@@ -195,7 +195,7 @@ int luaretry_curl_never_sent(CURLcode rc) {
          rc == CURLE_COULDNT_RESOLVE_PROXY;
 }
 
-void lr_curl_failure(const transfer *t, CURLcode res, const char **error,
+void lr_curl_failure(const lr_transfer *t, CURLcode res, const char **error,
                      const char **detail) {
   if (t->headers_too_long) {
     *error = "protocol";
@@ -230,7 +230,7 @@ struct curl_slist *lr_curl_header_list(const luaretry_request *r, int *failed) {
 
 /* The method and body options: a body is sent through on_read, from
  * memory or the host's reader. */
-static void configure_body(CURL *h, const luaretry_request *r, transfer *t) {
+static void configure_body(CURL *h, const luaretry_request *r, lr_transfer *t) {
   const char *method = r->method;
   t->upload_pos = 0;
   if (r->body) {
@@ -270,7 +270,7 @@ void lr_curl_connect_timeout(CURL *h, double connect, double timeout) {
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ms_of(connect));
 }
 
-void lr_curl_configure(CURL *h, const luaretry_request *r, transfer *t,
+void lr_curl_configure(CURL *h, const luaretry_request *r, lr_transfer *t,
                       struct curl_slist *headers, double timeout) {
   t->body.len = t->header_text.len = t->header_count = 0;
   t->body.failed = t->header_text.failed = 0;

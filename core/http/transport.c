@@ -9,7 +9,7 @@
 struct luaretry_curl_transport {
   CURL *h;
   luaretry_call *c;
-  transfer t;                   /* the last response, until the next */
+  lr_transfer t;                   /* the last response, until the next */
 };
 
 luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c,
@@ -42,7 +42,7 @@ luaretry_code luaretry_curl_transport_perform(void *ud, const luaretry_request *
     curl_slist_free_all(headers);
     return LUARETRY_E_NOMEM;
   }
-  transfer *t = &tr->t;
+  lr_transfer *t = &tr->t;
   /* the script gets the body whole, so it is bounded here instead */
   t->body_limit = LUARETRY_CURL_TRANSPORT_MAX_BODY;
   t->limit_fails = 1;

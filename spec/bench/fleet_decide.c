@@ -1,4 +1,4 @@
-/* fleet_decide.c: what a decision costs with fleet guards next to local
+/* decide.c: what a decision costs with fleet guards next to local
  * ones, through the public API on the real clock, against a local
  * redis-server (started here on a loopback port, stopped at the end).
  *

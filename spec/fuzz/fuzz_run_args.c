@@ -1,4 +1,4 @@
-/* fuzz_run_args.c: the command line of `luaretry run` (core/cli/args.c:
+/* fuzz_run_args.c: the command line of `luaretry run` (core/cli/run/args.c:
  * parse_run, split_headers, run_request) and the NAME=VALUE split of
  * --set (cli_split_set), on arbitrary words: the input cut at NUL bytes.
  * parse_run never exits: a usage error prints (standard error is closed

@@ -11,19 +11,22 @@
 --    loop (A -> B -> ... -> A) is reported.
 -- Exit status 0 when both hold, 1 with one line per breach.
 
--- The script layer owns a policy's settings and lifetime: it makes the
--- fleet's handle and plugs it into the engine's guards (fleet/fleet_guard.h).
+-- The sandbox is the metered Lua VM both policies and the fault server run
+-- in: it reaches nothing above the engine.  The policy layer owns a
+-- policy's settings and lifetime: it makes the fleet's handle and plugs it
+-- into the engine's guards (fleet/remote_guard.h).
 local RULES = {
   include = { reach = { include = true }, lua = false, curl = true },
   engine  = { reach = { include = true, engine = true }, lua = false, curl = false },
-  script  = { reach = { include = true, engine = true, script = true, fleet = true }, lua = true,
-              curl = false },
+  sandbox = { reach = { include = true, engine = true, sandbox = true }, lua = true, curl = false },
+  policy  = { reach = { include = true, engine = true, sandbox = true, policy = true, fleet = true },
+              lua = true, curl = false },
   http    = { reach = { include = true, http = true }, lua = false, curl = true },
   fleet   = { reach = { include = true, engine = true, fleet = true }, lua = false, curl = false,
               redis = true },
   module  = { reach = { include = true, module = true }, lua = true, curl = false },
   cli     = { reach = { include = true, cli = true, faults = true }, lua = false, curl = true },
-  faults  = { reach = { faults = true }, lua = true, curl = false },
+  faults  = { reach = { faults = true, sandbox = true, engine = true }, lua = true, curl = false },
 }
 -- luaretry.h is what hosts without curl include: it must not pull curl in.
 local CURL_FREE = { ["include/luaretry.h"] = true }
@@ -49,19 +52,21 @@ local function list(cmd)
   return out
 end
 
--- The folder a quoted include reaches from `folder`, or nil and why.
-local function folder_of(folder, name)
+-- The folder a quoted include reaches from `folder` (a file in `dir`, a
+-- wing such as cli/run/ belonging to its top folder), or nil and why.
+local function folder_of(folder, dir, name)
   local top = name:match("^([%w_]+)/")
   if top then
     if RULES[top] then return top end
     return nil, "names no folder of core/"
   end
-  if exists(core .. "/" .. folder .. "/" .. name) then return folder end
+  if exists(dir .. "/" .. name) then return folder end
   if exists(core .. "/include/" .. name) then return "include" end
   return nil, "is not in the folder nor in include/"
 end
 
 local function check_include(file, folder, rule, lineno, quoted, name)
+  local dir = file:match("^(.*)/[^/]*$")
   local where = ("%s:%d"):format(file, lineno)
   if LUA_HEADERS[name] then
     if not rule.lua then breach("%s: %s may not include Lua's %s", where, folder, name) end
@@ -79,7 +84,7 @@ local function check_include(file, folder, rule, lineno, quoted, name)
     return
   end
   if not quoted then return end  -- the C library and the system
-  local target, why = folder_of(folder, name)
+  local target, why = folder_of(folder, dir, name)
   if not target then
     breach("%s: \"%s\" %s", where, name, why)
   elseif not rule.reach[target] then
@@ -91,7 +96,7 @@ local function check_file(file)
   local folder = file:sub(#core + 2):match("^([^/]+)/")
   local rule = folder and RULES[folder]
   if not rule then
-    breach("%s: not in a folder of core/ with rules (%s)", file, "include engine script http fleet module cli faults")
+    breach("%s: not in a folder of core/ with rules (%s)", file, "include engine sandbox policy http fleet module cli faults")
     return
   end
   local lineno = 0

@@ -1,0 +1,118 @@
+/* fleet_cmd.c: the command's side of the fleet: where Redis is (--redis, else
+ * the LUARETRY_REDIS environment variable: the command reads it, the
+ * library never does), the first sync of `run`, and `luaretry fleet
+ * POLICY [--redis URL] [--reset]`, which shows or clears the fleet's
+ * state in Redis.  Public API only. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+const char *cli_redis_url(const char *given, const char **from) {
+  *from = "--redis";
+  if (given) return given;
+  const char *env = getenv("LUARETRY_REDIS");
+  *from = "LUARETRY_REDIS";
+  return env && env[0] ? env : NULL;
+}
+
+/* Before the first call: the fleet's counts, so that an open circuit or a
+ * spent budget elsewhere is known from the start.  A failure is told once
+ * through the fleet's log and changes nothing else: the local guards
+ * decide, and no attempt is refused for it. */
+void cli_fleet_start(luaretry_policy *p) {
+  luaretry_metrics m;
+  if (luaretry_policy_metrics(p, &m) == LUARETRY_OK && m.guards != LUARETRY_GUARDS_LOCAL)
+    luaretry_policy_fleet_sync(p);
+}
+
+/* "2026-11-23 21:50:01.123 UTC" */
+static void utc(double t, char *buf, size_t size) {
+  time_t s = (time_t)t;
+  struct tm tm;
+  if (!gmtime_r(&s, &tm)) {
+    snprintf(buf, size, "%.3f", t);
+    return;
+  }
+  char day[32];
+  strftime(day, sizeof day, "%Y-%m-%d %H:%M:%S", &tm);
+  snprintf(buf, size, "%s.%03d UTC", day, (int)((t - (double)s) * 1000));
+}
+
+static void print_status(const char *name, const luaretry_fleet_status *st) {
+  printf("fleet %s: %s at %s\n", name, st->key, st->where);
+  if (!st->exists) {
+    printf("  no state in Redis (never synced, expired or reset): full budget, breaker closed\n");
+  } else {
+    printf("  budget: %.3f of %g tokens (a retry needs more than %g)\n", st->tokens,
+           st->max_tokens, st->max_tokens / 2);
+    printf("  breaker: %s", luaretry_breaker_state_name(st->breaker));
+    if (st->opened_at > 0) {
+      char when[64];
+      utc(st->opened_at, when, sizeof when);
+      printf(", opened at %s (%.1f s ago)", when, st->now - st->opened_at);
+    }
+    printf("; %ld transient failures in a row", st->consecutive_failures);
+    if (st->breaker == LUARETRY_BREAKER_HALF_OPEN) printf("; %ld probes left", st->probes_left);
+    printf("\n");
+  }
+  printf("  processes that synced in the last minute: %zu\n", st->process_count);
+  for (size_t i = 0; i < st->process_count; i++)
+    printf("    %-40s %.1f s ago\n", st->processes[i].member, st->processes[i].seen_ago);
+}
+
+typedef struct {
+  const char *policy, *redis;
+  int reset;
+  char *sets[64];
+  int nsets;
+} fleet_args;
+
+static int parse_fleet(int argc, char **argv, fleet_args *a) {
+  memset(a, 0, sizeof *a);
+  for (int i = 0; i < argc; i++) {
+    const char *s = argv[i];
+    int valued = strcmp(s, "--redis") == 0 || strcmp(s, "--set") == 0;
+    if (valued && i + 1 >= argc) return cli_usage("fleet: %s needs a value", s);
+    if (strcmp(s, "--reset") == 0) a->reset = 1;
+    else if (strcmp(s, "--redis") == 0) a->redis = argv[++i];
+    else if (strcmp(s, "--set") == 0 && a->nsets == 64)
+      return cli_usage("fleet: too many --set", NULL);
+    else if (strcmp(s, "--set") == 0) a->sets[a->nsets++] = argv[++i];
+    else if (s[0] == '-' && s[1]) return cli_usage("fleet: unknown option %s", s);
+    else if (!a->policy) a->policy = s;
+    else return cli_usage("fleet: unexpected argument %s", s);
+  }
+  if (!a->policy) return cli_usage("fleet: which POLICY?", NULL);
+  return 0;
+}
+
+int cli_fleet(int argc, char **argv) {
+  fleet_args a;
+  int status = parse_fleet(argc, argv, &a);
+  if (status) return status;
+  const char *from;
+  const char *url = cli_redis_url(a.redis, &from);
+  if (!url) return cli_usage("fleet: where is Redis? --redis URL, or LUARETRY_REDIS", NULL);
+  luaretry_policy *p = cli_load_policy_redis(a.policy, a.sets, a.nsets, 0, url, from, &status);
+  if (!p) return status;
+  status = EXIT_OK;
+  luaretry_tuning t;
+  luaretry_policy_tuning(p, &t);
+  luaretry_fleet_status st;
+  luaretry_code rc = a.reset ? luaretry_policy_fleet_reset(p)
+                             : luaretry_policy_fleet_status(p, &st);
+  if (rc == LUARETRY_OK && a.reset) {
+    printf("fleet %s: reset: full budget, breaker closed, no processes\n", t.name);
+  } else if (rc == LUARETRY_OK) {
+    print_status(t.name, &st);
+    luaretry_fleet_status_free(&st);
+  } else {
+    fprintf(stderr, "luaretry: %s\n", luaretry_policy_errmsg(p));
+    status = rc == LUARETRY_E_FLEET ? EXIT_FINAL : EXIT_POLICY;
+  }
+  luaretry_policy_free(p);
+  return status;
+}

@@ -1,0 +1,127 @@
+/* policy_arg.c: a policy as the commands load it: NAME=VALUE overrides first
+ * (--set), then the file, warnings on standard error; and library messages
+ * retold with "--set" before the lines about an override. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+int cli_split_set(const char *set, char name[CLI_SET_NAME], const char **value) {
+  const char *eq = strchr(set, '=');
+  if (!eq || eq == set || (size_t)(eq - set) >= CLI_SET_NAME) return -1;
+  memcpy(name, set, (size_t)(eq - set));
+  name[eq - set] = '\0';
+  *value = eq + 1;
+  return 0;
+}
+
+static void print_warnings(const luaretry_policy *p) {
+  for (size_t i = 0; i < luaretry_policy_warning_count(p); i++)
+    fprintf(stderr, "luaretry: warning: %s\n", luaretry_policy_warning(p, i));
+}
+
+/* Whether `line` speaks of the field set by one of the NAME=VALUE sets. */
+static int about_a_set(const char *line, size_t len, char **sets, int nsets) {
+  for (int i = 0; i < nsets; i++) {
+    const char *eq = strchr(sets[i], '=');
+    size_t n = eq ? (size_t)(eq - sets[i]) : strlen(sets[i]);
+    if (n < len && memcmp(line, sets[i], n) == 0 && line[n] == ':') return 1;
+  }
+  return 0;
+}
+
+char *cli_policy_message(const char *msg, char **sets, int nsets) {
+  size_t lines = 1;
+  for (const char *c = msg; *c; c++) lines += *c == '\n';
+  char *out = malloc(strlen(msg) + lines * 6 + 1);
+  if (!out) return NULL;
+  char *o = out;
+  for (const char *line = msg; *line;) {
+    const char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    if (about_a_set(line, len, sets, nsets)) o += sprintf(o, "--set ");
+    memcpy(o, line, len);
+    o += len;
+    if (end) *o++ = '\n';
+    line += len + (end != NULL);
+  }
+  *o = '\0';
+  return out;
+}
+
+static void print_policy_error(const luaretry_policy *p, char **sets, int nsets) {
+  char *msg = cli_policy_message(luaretry_policy_errmsg(p), sets, nsets);
+  fprintf(stderr, "luaretry: %s\n", msg ? msg : luaretry_policy_errmsg(p));
+  free(msg);
+}
+
+/* "no such file, nor NAME or NAME.lua in DIR, DIR, DIR": every folder, so
+ * a user sees at once where to put the file. */
+static void print_not_found(const char *policy) {
+  fprintf(stderr, "luaretry: policy %s: no such file", policy);
+  if (strchr(policy, '/')) {
+    fputc('\n', stderr);
+    return;
+  }
+  fprintf(stderr, ", nor %s%s in ", policy, strstr(policy, ".lua") ? "" : "(.lua)");
+  char dir[4096];
+  for (size_t i = 0; luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++)
+    fprintf(stderr, "%s%s", i ? ", " : "", dir);
+  fputs(" (see luaretry list)\n", stderr);
+}
+
+int cli_find_policy(const char *policy, char path[CLI_PATH_MAX]) {
+  luaretry_code rc = luaretry_policy_find(policy, path, CLI_PATH_MAX);
+  if (rc == LUARETRY_OK) return 0;
+  if (rc == LUARETRY_E_IO) print_not_found(policy);
+  else fprintf(stderr, "luaretry: policy %s: %s\n", policy, luaretry_strerror(rc));
+  return -1;
+}
+
+luaretry_policy *cli_load_policy(const char *policy, char **sets, int nsets, int warn) {
+  return cli_load_policy_redis(policy, sets, nsets, warn, NULL, NULL, NULL);
+}
+
+luaretry_policy *cli_load_policy_redis(const char *policy, char **sets, int nsets, int warn,
+                                       const char *redis, const char *from, int *status) {
+  if (status) *status = EXIT_POLICY;
+  char path[CLI_PATH_MAX];
+  if (cli_find_policy(policy, path) != 0) return NULL;
+  luaretry_policy *p;
+  if (luaretry_policy_new(&p) != LUARETRY_OK) {
+    fprintf(stderr, "luaretry: out of memory\n");
+    return NULL;
+  }
+  /* the library's message names the field and never the URL's password */
+  if (redis && luaretry_policy_set(p, "fleet.redis", redis) != LUARETRY_OK) {
+    const char *msg = luaretry_policy_errmsg(p);
+    const char *field = "fleet.redis: ";
+    if (strncmp(msg, field, strlen(field)) == 0) msg += strlen(field);
+    fprintf(stderr, "luaretry: %s: %s\n", from, msg);
+    luaretry_policy_free(p);
+    if (status) *status = EXIT_USAGE;
+    return NULL;
+  }
+  for (int i = 0; i < nsets; i++) {
+    char name[CLI_SET_NAME];
+    const char *value;
+    if (cli_split_set(sets[i], name, &value) != 0) {
+      fprintf(stderr, "luaretry: --set %s: expected NAME=VALUE\n", sets[i]);
+      luaretry_policy_free(p);
+      return NULL;
+    }
+    if (luaretry_policy_set(p, name, value) != LUARETRY_OK) {
+      print_policy_error(p, sets + i, 1);
+      luaretry_policy_free(p);
+      return NULL;
+    }
+  }
+  if (luaretry_policy_load_file(p, path) != LUARETRY_OK) {
+    print_policy_error(p, sets, nsets);
+    luaretry_policy_free(p);
+    return NULL;
+  }
+  if (warn) print_warnings(p);
+  return p;
+}

@@ -1,0 +1,346 @@
+/* args.c: the command line of `luaretry run`, and the request it
+ * describes.  Options shared with curl keep curl's spelling and meaning
+ * (curlopts.c applies them to the handle): long and short names, short
+ * flags bundled (-sSL), a short option's value attached (-XPUT) or next. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "run.h"
+
+#define MAX_PARALLEL 1000
+
+typedef enum {
+  O_VERBOSE, O_QUIET, O_SILENT, O_SHOW_ERROR, O_STATS, O_STATS_JSON, O_LOCATION,
+  O_LOCATION_TRUSTED, O_INSECURE, O_COMPRESSED, O_INCLUDE, O_FAIL, O_HEAD,
+  /* with a value from here on */
+  O_REQUEST, O_HEADER, O_DATA, O_DATA_BINARY, O_DATA_RAW, O_OUTPUT, O_USER, O_USER_AGENT,
+  O_CACERT, O_CERT, O_KEY, O_MAX_REDIRS, O_DUMP_HEADER, O_WRITE_OUT, O_MAX_TIME,
+  O_RETRY_MAX_TIME, O_CONNECT_TIMEOUT, O_SEED, O_SET, O_LOG_JSON, O_URLS, O_OUTPUT_DIR,
+  O_PARALLEL, O_METRICS_FILE, O_REDIS
+} option_id;
+
+typedef struct {
+  char short_name;         /* 0: none */
+  const char *long_name;   /* NULL: none */
+  option_id id;
+} run_option;
+
+static const run_option OPTIONS[] = {
+  { 'v', "--verbose", O_VERBOSE }, { 'q', "--quiet", O_QUIET }, { 's', "--silent", O_SILENT },
+  { 'S', "--show-error", O_SHOW_ERROR }, { 0, "--stats", O_STATS },
+  { 0, "--stats=json", O_STATS_JSON }, { 'L', "--location", O_LOCATION },
+  { 0, "--location-trusted", O_LOCATION_TRUSTED }, { 'k', "--insecure", O_INSECURE },
+  { 0, "--compressed", O_COMPRESSED }, { 'i', "--include", O_INCLUDE },
+  { 'f', "--fail", O_FAIL }, { 'I', "--head", O_HEAD },
+  { 'X', "--request", O_REQUEST }, { 'H', "--header", O_HEADER }, { 'd', "--data", O_DATA },
+  { 0, "--data-ascii", O_DATA }, { 0, "--data-binary", O_DATA_BINARY },
+  { 0, "--data-raw", O_DATA_RAW }, { 'o', "--output", O_OUTPUT }, { 'u', "--user", O_USER },
+  { 'A', "--user-agent", O_USER_AGENT }, { 0, "--cacert", O_CACERT }, { 'E', "--cert", O_CERT },
+  { 0, "--key", O_KEY }, { 0, "--max-redirs", O_MAX_REDIRS },
+  { 'D', "--dump-header", O_DUMP_HEADER }, { 'w', "--write-out", O_WRITE_OUT },
+  { 'm', "--max-time", O_MAX_TIME }, { 0, "--retry-max-time", O_RETRY_MAX_TIME },
+  { 0, "--connect-timeout", O_CONNECT_TIMEOUT }, { 0, "--seed", O_SEED }, { 0, "--set", O_SET },
+  { 0, "--log-json", O_LOG_JSON }, { 0, "--urls", O_URLS }, { 0, "--output-dir", O_OUTPUT_DIR },
+  { 0, "--parallel", O_PARALLEL }, { 0, "--metrics-file", O_METRICS_FILE },
+  { 0, "--redis", O_REDIS },
+};
+#define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
+
+/* curl's options that luaretry does not take, and what to do instead (the
+ * README's table says the same). */
+static const char *const NOT_TAKEN[][2] = {
+  { "--retry", "the policy decides how often: --set max_attempts=N" },
+  { "--retry-delay", "the policy's backoff decides the waits: --set backoff.initial=S" },
+  { "--retry-all-errors", "the policy's is_transient decides what is retried" },
+  { "--retry-connrefused", "a refused connection is retried by every shipped policy" },
+  { "--fail-with-body", "the body of a failed call is always written, unless -f" },
+  { "-O", "name the file: -o FILE, or --output-dir DIR (the URL's last segment)" },
+  { "--remote-name", "name the file: -o FILE, or --output-dir DIR (the URL's last segment)" },
+  { "-b", "no cookie engine: send -H 'Cookie: ...' (to the first host only)" },
+  { "--cookie", "no cookie engine: send -H 'Cookie: ...' (to the first host only)" },
+  { "-c", "no cookie engine: cookies received are not stored" },
+  { "--cookie-jar", "no cookie engine: cookies received are not stored" },
+  { "-F", "no multipart builder: --data-binary @FILE with its Content-Type" },
+  { "--form", "no multipart builder: --data-binary @FILE with its Content-Type" },
+  { "-T", "use -X PUT --data-binary @FILE (sent whole on every attempt)" },
+  { "--upload-file", "use -X PUT --data-binary @FILE (sent whole on every attempt)" },
+  { "-x", "set http_proxy, https_proxy and no_proxy: libcurl reads them" },
+  { "--proxy", "set http_proxy, https_proxy and no_proxy: libcurl reads them" },
+  { "-K", "no config file is read: every option is on the command line" },
+  { "--config", "no config file is read: every option is on the command line" },
+  { "-G", "put the query in the URL" },
+  { "--get", "put the query in the URL" },
+  { "-Z", "several URLs are a batch: luaretry run POLICY URL URL... --parallel N" },
+};
+#define N_NOT_TAKEN (sizeof NOT_TAKEN / sizeof NOT_TAKEN[0])
+
+static const run_option *find_long(const char *name) {
+  for (size_t k = 0; k < N_OPTIONS; k++)
+    if (OPTIONS[k].long_name && strcmp(OPTIONS[k].long_name, name) == 0) return &OPTIONS[k];
+  return NULL;
+}
+
+static const run_option *find_short(char c) {
+  for (size_t k = 0; k < N_OPTIONS; k++)
+    if (OPTIONS[k].short_name == c) return &OPTIONS[k];
+  return NULL;
+}
+
+/* An option luaretry does not know: why, when it is one of curl's. */
+static int unknown(const char *opt) {
+  for (size_t k = 0; k < N_NOT_TAKEN; k++) {
+    if (strcmp(NOT_TAKEN[k][0], opt) != 0) continue;
+    char what[256];
+    snprintf(what, sizeof what, "run: curl's %s is not taken: %s", opt, NOT_TAKEN[k][1]);
+    return cli_usage("%s", what);
+  }
+  return cli_usage("run: unknown option %s", opt);
+}
+
+static int set_parallel(run_args *a, const char *v) {
+  char *end;
+  errno = 0;
+  long n = strtol(v, &end, 10);
+  if (end == v || *end || errno || n < 1 || n > MAX_PARALLEL)
+    return cli_usage("run: --parallel %s: expected a whole number from 1 to 1000", v);
+  a->parallel = n;
+  return 0;
+}
+
+static int set_seed(run_args *a, const char *v) {
+  char *end;
+  errno = 0;
+  unsigned long long seed = strtoull(v, &end, 10);
+  if (end == v || *end || errno || v[0] == '-')
+    return cli_usage("run: --seed %s: expected a whole number, 0 or more", v);
+  a->seed = seed;
+  a->has_seed = 1;
+  return 0;
+}
+
+/* Seconds as curl takes them (a decimal number, 0 or more); -1 if not. */
+static double seconds(const char *v) {
+  char *end;
+  errno = 0;
+  double s = strtod(v, &end);
+  if (end == v || *end || errno || !(s >= 0) || !isfinite(s) || s > 1e9) return -1;
+  return s;
+}
+
+static int add_set(run_args *a, char *v) {
+  if (a->nsets == MAX_SETS) return cli_usage("run: too many --set", NULL);
+  a->sets[a->nsets++] = v;
+  return 0;
+}
+
+/* --max-time and --retry-max-time are the policy's attempt_timeout and
+ * deadline, set in their place among the --set overrides (a later one
+ * wins); 0 is curl's "no limit". */
+static int set_time(run_args *a, const char *opt, const char *field, const char *v) {
+  double s = seconds(v);
+  char what[128];
+  snprintf(what, sizeof what, "run: %s %%s: expected seconds, 0 (none) or more", opt);
+  if (s < 0) return cli_usage(what, v);
+  if (a->ntimes == MAX_TIMES) return cli_usage("run: too many time limits", NULL);
+  char *set = a->times[a->ntimes++];
+  snprintf(set, TIME_SET_SIZE, "%s=%s", field, s == 0 ? "none" : v);
+  return add_set(a, set);
+}
+
+static int add_header(run_args *a, char *v) {
+  if (a->nheaders == MAX_HEADERS) return cli_usage("run: too many -H", NULL);
+  if (!strchr(v, ':') && (!v[0] || v[strlen(v) - 1] != ';'))
+    return cli_usage("run: -H '%s': expected 'Name: value'", v);
+  a->headers[a->nheaders++] = v;
+  return 0;
+}
+
+static int add_data(run_args *a, data_kind kind, const char *v) {
+  if (a->ndata == MAX_DATA) return cli_usage("run: too many -d", NULL);
+  a->data_parts[a->ndata].kind = kind;
+  a->data_parts[a->ndata].arg = v;
+  a->ndata++;
+  if (!a->data) a->data = v;
+  return 0;
+}
+
+static int set_redirs(run_args *a, const char *v) {
+  char *end;
+  errno = 0;
+  long n = strtol(v, &end, 10);
+  if (end == v || *end || errno || n < -1)
+    return cli_usage("run: --max-redirs %s: expected a whole number (-1: no limit)", v);
+  a->max_redirs = n;
+  return 0;
+}
+
+static int set_flag(run_args *a, option_id id) {
+  switch (id) {
+  case O_VERBOSE: a->verbosity = 2; break;
+  case O_QUIET: a->verbosity = 0, a->show_error = 1; break;  /* curl's -sS */
+  case O_SILENT: a->verbosity = 0; break;
+  case O_SHOW_ERROR: a->show_error = 1; break;
+  case O_STATS: a->stats = 1; break;
+  case O_STATS_JSON: a->stats = 2; break;
+  case O_LOCATION: a->location = 1; break;
+  case O_LOCATION_TRUSTED: a->location = a->location_trusted = 1; break;
+  case O_INSECURE: a->insecure = 1; break;
+  case O_COMPRESSED: a->compressed = 1; break;
+  case O_INCLUDE: a->include = 1; break;
+  case O_FAIL: a->fail = 1; break;
+  case O_HEAD: a->method = "HEAD", a->include = 1; break;
+  default: break;
+  }
+  return 0;
+}
+
+/* One option that takes a value, and its value; 0 or a usage status. */
+static int take_value(run_args *a, option_id id, const char *opt, char *v) {
+  switch (id) {
+  case O_REQUEST: a->method = v; break;
+  case O_HEADER: return add_header(a, v);
+  case O_DATA: return add_data(a, DATA_ASCII, v);
+  case O_DATA_BINARY: return add_data(a, DATA_BINARY, v);
+  case O_DATA_RAW: return add_data(a, DATA_RAW, v);
+  case O_OUTPUT: a->output = v; break;
+  case O_USER:
+    if (!strchr(v, ':')) return cli_usage("run: -u %s: expected USER:PASSWORD (luaretry does not prompt)", v);
+    a->user = v;
+    break;
+  case O_USER_AGENT: a->user_agent = v; break;
+  case O_CACERT: a->cacert = v; break;
+  case O_CERT: a->cert = v; break;
+  case O_KEY: a->key = v; break;
+  case O_MAX_REDIRS: return set_redirs(a, v);
+  case O_DUMP_HEADER: a->dump_header = v; break;
+  case O_WRITE_OUT: a->write_out = v; break;
+  case O_MAX_TIME: return set_time(a, opt, "attempt_timeout", v);
+  case O_RETRY_MAX_TIME: return set_time(a, opt, "deadline", v);
+  case O_CONNECT_TIMEOUT:
+    if ((a->connect_timeout = seconds(v)) < 0)
+      return cli_usage("run: --connect-timeout %s: expected seconds, 0 (the attempt's) or more", v);
+    return set_time(a, opt, "connect_timeout", v);
+  case O_SEED: return set_seed(a, v);
+  case O_SET: return add_set(a, v);
+  case O_LOG_JSON: a->log_json = v; break;
+  case O_URLS: a->urls_file = v; break;
+  case O_OUTPUT_DIR: a->output_dir = v; break;
+  case O_PARALLEL: return set_parallel(a, v);
+  case O_REDIS: a->redis = v; break;
+  case O_METRICS_FILE: a->metrics_file = v; break;
+  default: break;
+  }
+  return 0;
+}
+
+/* argv[*i], a long option; *i moves past its value. */
+static int parse_long(run_args *a, int argc, char **argv, int *i) {
+  const run_option *o = find_long(argv[*i]);
+  if (!o) return unknown(argv[*i]);
+  if (o->id < O_REQUEST) return set_flag(a, o->id);
+  if (*i + 1 >= argc) return cli_usage("run: %s needs a value", o->long_name);
+  *i += 1;
+  return take_value(a, o->id, o->long_name, argv[*i]);
+}
+
+/* argv[*i], short options bundled (-sSL) and a value attached (-XPUT) or
+ * in the next word (-X PUT). */
+static int parse_short(run_args *a, int argc, char **argv, int *i) {
+  const char *s = argv[*i];
+  for (int j = 1; s[j]; j++) {
+    const run_option *o = find_short(s[j]);
+    if (!o) {
+      char opt[3] = { '-', s[j], '\0' };
+      return unknown(j == 1 && !s[2] ? opt : s);
+    }
+    if (o->id < O_REQUEST) {
+      set_flag(a, o->id);
+      continue;
+    }
+    char opt[3] = { '-', o->short_name, '\0' };
+    if (s[j + 1]) return take_value(a, o->id, opt, argv[*i] + j + 1);
+    if (*i + 1 >= argc) return cli_usage("run: %s needs a value", opt);
+    *i += 1;
+    return take_value(a, o->id, opt, argv[*i]);
+  }
+  return 0;
+}
+
+/* Options that do not go together. */
+static int check_combinations(const run_args *a) {
+  if (!a->policy) return cli_usage("run: which POLICY?", NULL);
+  if ((a->nwords || a->urls_file) && a->command)
+    return cli_usage("run: a URL or a COMMAND, not both", NULL);
+  if (a->command && (a->method || a->data || a->nheaders || a->output || a->fail))
+    return cli_usage("run: -X, -H, -d, -o and -f are for URLs, not commands", NULL);
+  if (a->command && (a->output_dir || a->parallel))
+    return cli_usage("run: --parallel and --output-dir are for URLs, not commands", NULL);
+  if (a->command && (a->include || a->dump_header || a->write_out || a->connect_timeout > 0 ||
+                     a->location || a->user || a->insecure || a->cacert || a->cert ||
+                     a->compressed || a->user_agent))
+    return cli_usage("run: curl's options are for URLs, not commands", NULL);
+  if (a->output && a->output_dir) return cli_usage("run: -o or --output-dir, not both", NULL);
+  if (a->urls_file && a->data && strcmp(a->urls_file, "-") == 0 && strcmp(a->data, "@-") == 0)
+    return cli_usage("run: --urls - and -d @- cannot both read standard input", NULL);
+  if (a->key && !a->cert) return cli_usage("run: --key goes with --cert", NULL);
+  return 0;
+}
+
+int parse_run(int argc, char **argv, run_args *a, char **words) {
+  memset(a, 0, sizeof *a);
+  a->words = words;
+  a->verbosity = 1;
+  a->max_redirs = 50;  /* curl's own default */
+  for (int i = 0; i < argc; i++) {
+    char *s = argv[i];
+    int status = 0;
+    if (strcmp(s, "--") == 0) {
+      if (i + 1 >= argc) return cli_usage("run: -- needs a COMMAND", NULL);
+      a->command = argv + i + 1;
+      break;
+    }
+    if (s[0] == '-' && s[1] == '-') status = parse_long(a, argc, argv, &i);
+    else if (s[0] == '-' && s[1]) status = parse_short(a, argc, argv, &i);
+    else if (!a->policy) a->policy = s;
+    else a->words[a->nwords++] = s;
+    if (status) return status;
+  }
+  return check_combinations(a);
+}
+
+/* "Name: value", or "Name;" for an empty header as curl spells it. */
+static void split_header(char *line, luaretry_header *h) {
+  char *colon = strchr(line, ':');
+  if (!colon) {
+    line[strlen(line) - 1] = '\0';
+    h->name = line;
+    h->value = "";
+    return;
+  }
+  *colon = '\0';
+  char *v = colon + 1;
+  while (*v == ' ' || *v == '\t') v++;
+  h->name = line;
+  h->value = v;
+}
+
+void split_headers(const run_args *a, luaretry_header *headers) {
+  for (int i = 0; i < a->nheaders; i++) split_header(a->headers[i], &headers[i]);
+}
+
+luaretry_request run_request(const run_args *a, const char *url, const luaretry_header *headers,
+                             const upload *body) {
+  luaretry_request req;
+  luaretry_request_init(&req);
+  req.method = a->method ? a->method : (a->data ? "POST" : "GET");
+  req.url = url;
+  req.headers = headers;
+  req.header_count = (size_t)a->nheaders;
+  req.body = a->data ? body->data : NULL;
+  req.body_len = body->len;
+  return req;
+}

@@ -1,0 +1,458 @@
+/* batch.c: run POLICY URL URL... | --urls FILE.  Each URL is its own call,
+ * all of them driven by luaretry_curl_perform_many() and sharing the
+ * policy's budget, breaker and counters; each ends with a summary line, and
+ * the batch exits with the worst status of its calls.
+ *
+ * The list is read as calls can begin, never held whole: the library asks
+ * for the next URL when a call may start (at most LUARETRY_CURL_MAX_CALLS
+ * in progress, transfers and waits together), and a URL's state is freed
+ * when its call ends, so a million URLs run in the memory of a few
+ * thousand.  A URL waiting for its retry holds no file descriptor either.
+ * A --urls FILE that is a regular file is checked whole first (a bad URL on
+ * its last line stops the batch before the first request, as it did when
+ * the list was read at once); a list from a pipe or standard input can only
+ * be checked as it comes, and a bad URL there fails alone. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+#include "run.h"
+
+typedef struct {
+  attempt_log log;         /* first: the job's observer_ud leads back here;
+                              log.index: the URL's number; log.target:
+                              redacted */
+  luaretry_request req;
+  char *url;               /* as given */
+  char *path;              /* --output-dir: DIR/NAME */
+  char number[16];         /* "[3]": how messages about the file start */
+  outfile file;            /* the body: DIR/NAME kept on success, or standard
+                              output (a spool of its own) shown once decided */
+} batch_url;
+
+/* A set of names (open addressing, grown at half full), to make each
+ * --output-dir file name unique. */
+typedef struct {
+  char **slot;
+  size_t mask, count;
+} name_set;
+
+typedef struct {
+  const run_args *a;
+  int next_word;           /* the command line's URLs come first */
+  FILE *list;              /* then --urls FILE's, read as they are needed */
+  long line_no;
+  int list_failed;         /* reading it failed: the batch fails */
+  char *line;
+  size_t line_size;
+  long urls;               /* URLs read so far (their numbers) */
+  long max_attempts;
+  name_set names;
+  FILE *json;              /* --log-json */
+  luaretry_header headers[MAX_HEADERS];
+  upload body;             /* -d, sent by every call */
+  luaretry_curl_many *many;
+  int worst;               /* the worst exit status of the calls so far */
+  luaretry_reason worst_reason;  /* the verdict of the call that set it */
+  int interrupted;         /* some call ended cancelled */
+} batch;
+
+/* Exit statuses from best to worst: the batch exits with the worst of its
+ * calls.  An interruption beats everything, then a policy error (or a bad
+ * URL met late), then a refusal (budget, circuit), the deadline, exhausted
+ * attempts, a final response, success. */
+static int severity(int status) {
+  switch (status) {
+  case EXIT_OK: return 0;
+  case EXIT_FINAL: return 1;
+  case EXIT_EXHAUSTED: return 2;
+  case EXIT_DEADLINE: return 3;
+  case EXIT_REFUSED: return 4;
+  case EXIT_POLICY: return 5;
+  case EXIT_INTERRUPTED: return 6;
+  }
+  return 5;
+}
+
+static void fold_status(batch *b, int status, luaretry_reason reason) {
+  if (severity(status) > severity(b->worst)) b->worst = status, b->worst_reason = reason;
+}
+
+/* ---- the list of URLs */
+
+/* The next line of `f` that holds a URL (blank lines and # comments are
+ * skipped), trimmed, in *line; 1, 0 at the end, -1 when reading failed. */
+static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **url) {
+  ssize_t len;
+  while ((len = getline(line, size, f)) >= 0) {
+    (*line_no)++;
+    char *s = *line, *e = *line + len;
+    while (s < e && (*s == ' ' || *s == '\t')) s++;
+    while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) e--;
+    *e = '\0';
+    if (*s && *s != '#') {
+      *url = s;
+      return 1;
+    }
+  }
+  return ferror(f) ? -1 : 0;
+}
+
+static int bad_url(const char *url, const char *where, const char *why) {
+  /* a URL curl cannot parse cannot be redacted by it: ours */
+  char *shown = url_redacted_rough(url);
+  char what[640];
+  snprintf(what, sizeof what, "run: bad URL %s%s: %s", shown ? shown : "(URL)", where, why);
+  free(shown);
+  return cli_usage("%s", what);
+}
+
+/* A regular --urls FILE, checked whole before any request: every URL valid,
+ * at least one in all.  Then read again from its start. */
+static int check_list(batch *b, int *count) {
+  const char *name = b->a->urls_file;
+  char *url, why[256], where[320];
+  long line_no = 0;
+  int r;
+  while ((r = next_line(b->list, &b->line, &b->line_size, &line_no, &url)) == 1) {
+    (*count)++;
+    char *fixed = NULL;
+    int valid = url_check(url, &fixed, why, sizeof why);
+    free(fixed);
+    if (!valid) {
+      snprintf(where, sizeof where, " (--urls %s, line %ld)", name, line_no);
+      return bad_url(url, where, why);
+    }
+  }
+  if (r < 0 || fseek(b->list, 0, SEEK_SET) != 0) {
+    fprintf(stderr, "luaretry: --urls %s: %s\n", name, strerror(errno));
+    return EXIT_USAGE;
+  }
+  return EXIT_OK;
+}
+
+/* What must hold before any call starts: the command line's URLs valid, a
+ * list that opens (and, when it is a regular file, is valid), a place for
+ * the files. */
+static int open_urls(batch *b) {
+  const run_args *a = b->a;
+  char why[256];
+  int count = a->nwords;
+  for (int i = 0; i < a->nwords; i++) {
+    char *fixed = NULL;
+    int valid = url_check(a->words[i], &fixed, why, sizeof why);
+    free(fixed);
+    if (!valid) return bad_url(a->words[i], "", why);
+  }
+  if (a->urls_file) {
+    b->list = strcmp(a->urls_file, "-") == 0 ? stdin : fopen(a->urls_file, "r");
+    if (!b->list) {
+      fprintf(stderr, "luaretry: --urls %s: %s\n", a->urls_file, strerror(errno));
+      return EXIT_USAGE;
+    }
+    struct stat st;
+    if (fstat(fileno(b->list), &st) == 0 && S_ISREG(st.st_mode)) {
+      int status = check_list(b, &count);
+      if (status != EXIT_OK) return status;
+      if (count == 0) return cli_usage("run: --urls %s holds no URL", a->urls_file);
+    }
+  }
+  if (a->output) return cli_usage("run: -o takes one URL; with several use --output-dir DIR%s", "");
+  if (a->output_dir) {
+    struct stat st;
+    const char *why_not = stat(a->output_dir, &st) != 0 ? strerror(errno)
+                          : !S_ISDIR(st.st_mode) ? "not a directory" : NULL;
+    if (why_not) {
+      fprintf(stderr, "luaretry: --output-dir %s: %s\n", a->output_dir, why_not);
+      return EXIT_USAGE;
+    }
+  }
+  return EXIT_OK;
+}
+
+/* The next URL, a copy; NULL at the end of the list (or when reading it
+ * failed, which is remembered). */
+static char *next_url(batch *b) {
+  if (b->next_word < b->a->nwords) return strdup(b->a->words[b->next_word++]);
+  if (!b->list || b->list_failed) return NULL;
+  char *url;
+  int r = next_line(b->list, &b->line, &b->line_size, &b->line_no, &url);
+  if (r < 0) {
+    fprintf(stderr, "luaretry: --urls %s: %s\n", b->a->urls_file, strerror(errno));
+    b->list_failed = 1;
+  }
+  return r == 1 ? strdup(url) : NULL;
+}
+
+/* ---- --output-dir: a file name for each URL */
+
+static size_t name_hash(const char *s) {
+  size_t h = 1469598103934665603ull;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h;
+}
+
+static char **name_find(name_set *set, const char *name) {
+  size_t i = name_hash(name) & set->mask;
+  while (set->slot[i] && strcmp(set->slot[i], name) != 0) i = (i + 1) & set->mask;
+  return &set->slot[i];
+}
+
+/* Room for one more name; -1 when out of memory. */
+static int name_room(name_set *set) {
+  if (set->slot && (set->count + 1) * 2 <= set->mask + 1) return 0;
+  size_t cap = set->slot ? (set->mask + 1) * 2 : 64;
+  name_set bigger = { calloc(cap, sizeof *bigger.slot), cap - 1, set->count };
+  if (!bigger.slot) return -1;
+  for (size_t i = 0; set->slot && i <= set->mask; i++)
+    if (set->slot[i]) *name_find(&bigger, set->slot[i]) = set->slot[i];
+  free(set->slot);
+  *set = bigger;
+  return 0;
+}
+
+/* `base`, or base.1, base.2 ... when taken, now in the set (which owns
+ * it); NULL when out of memory.  Takes base. */
+static char *unique_name(name_set *set, char *base) {
+  char *name = base;
+  for (long k = 1; name; k++) {
+    if (name_room(set) != 0) break;
+    char **at = name_find(set, name);
+    if (!*at) {
+      *at = name;
+      set->count++;
+      if (name != base) free(base);
+      return name;
+    }
+    if (name != base) free(name);
+    size_t len = strlen(base) + 24;
+    if ((name = malloc(len))) snprintf(name, len, "%s.%ld", base, k);
+  }
+  if (name != base) free(name);
+  free(base);
+  return NULL;
+}
+
+static void names_free(name_set *set) {
+  for (size_t i = 0; set->slot && i <= set->mask; i++) free(set->slot[i]);
+  free(set->slot);
+}
+
+static char *join_path(const char *dir, const char *name) {
+  size_t len = strlen(dir) + strlen(name) + 2;
+  char *s = malloc(len);
+  if (s) snprintf(s, len, "%s/%s", dir, name);
+  return s;
+}
+
+/* ---- one URL's call */
+
+static void url_free(batch_url *u) {
+  if (!u) return;
+  outfile_finish(&u->file, 0);  /* a temporary is never left behind */
+  free((char *)u->log.target);
+  free(u->url);
+  free(u->path);
+  free(u);
+}
+
+/* An observer: the attempt's log line; and a URL that waits for its retry
+ * gives back its file (what the failed attempt wrote is dropped anyway), so
+ * thousands of waiting URLs hold no descriptor. */
+static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
+  batch_url *u = ud;
+  log_attempt(&u->log, o, d);
+  if (d && d->retry) outfile_release(&u->file);
+}
+
+/* A URL's state and job; NULL (after a message) when out of memory. */
+static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
+  batch_url *u = calloc(1, sizeof *u);
+  if (!u) {
+    free(url);
+    return NULL;
+  }
+  u->url = url;
+  u->log.verbosity = b->a->verbosity;
+  u->log.json = b->json;
+  u->log.max_attempts = b->max_attempts;
+  u->log.index = (int)b->urls;
+  u->log.target = url_redacted(url);
+  if (!u->log.target) u->log.target = strdup("(URL)");
+  u->req = run_request(b->a, url, b->headers, &b->body);
+  snprintf(u->number, sizeof u->number, "[%ld]", b->urls);
+  if (b->a->output_dir) {
+    char *base = url_file_name(url);
+    char *name = base ? unique_name(&b->names, base) : NULL;
+    if (!name || !(u->path = join_path(b->a->output_dir, name))) {
+      url_free(u);
+      return NULL;
+    }
+  }
+  outfile_init(&u->file, u->path, u->number);
+  job->request = &u->req;
+  job->sink = outfile_write;
+  job->sink_ud = &u->file;
+  job->restart = outfile_restart;
+  if (b->body.fd >= 0) {
+    job->upload = upload_read;
+    job->upload_ud = &b->body;
+  }
+  job->observer = url_observe;
+  job->observer_ud = u;
+  return u;
+}
+
+/* A luaretry_curl_next_fn: the next URL's job. */
+static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
+  (void)index;  /* URLs are numbered here, bad ones included */
+  batch *b = ud;
+  char why[256];
+  for (char *url; (url = next_url(b));) {
+    b->urls++;
+    char *fixed = NULL;
+    if (!url_check(url, &fixed, why, sizeof why)) {  /* from a pipe: not checked before */
+      char where[64];
+      snprintf(where, sizeof where, " ([%ld])", b->urls);
+      fold_status(b, bad_url(url, where, why), LUARETRY_REASON_FINAL);
+      free(url);
+      continue;
+    }
+    if (fixed) free(url), url = fixed;  /* no scheme: http://, as curl guesses */
+    if (url_new(b, url, job)) return 1;
+    fprintf(stderr, "luaretry: [%ld] out of memory\n", b->urls);
+    fold_status(b, EXIT_POLICY, LUARETRY_REASON_POLICY_ERROR);
+  }
+  return 0;
+}
+
+/* A call ended: keep or drop its file, print its summary line, fold its
+ * exit status into the batch's. */
+static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
+  (void)i;
+  batch *b = ud;
+  batch_url *u = job->observer_ud;
+  const luaretry_curl_result *r = &job->result;
+  int status = r->code != LUARETRY_OK ? cli_error_status(r->code)
+               : cli_exit_status(r->final.reason);
+  if (status == EXIT_INTERRUPTED) b->interrupted = 1;
+  /* a file only on success; standard output shows the final attempt's */
+  int decided = r->code == LUARETRY_OK && r->final.reason != LUARETRY_REASON_CANCELLED &&
+                r->final.attempt > 0;
+  int keep = status == EXIT_OK || (!u->file.path && decided);
+  if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
+  fold_status(b, status, r->final.reason);
+  char last[64] = "none";
+  if (r->final.attempt > 0) {
+    if (r->error) snprintf(last, sizeof last, "%s error", r->error);
+    else snprintf(last, sizeof last, "%d", r->status);
+  }
+  const char *verdict = r->code == LUARETRY_OK ? luaretry_reason_name(r->final.reason) : "error";
+  const char *detail = r->code != LUARETRY_OK ? r->errmsg : NULL;
+  if (r->code == LUARETRY_E_OPERATION && b->body.why[0]) detail = b->body.why;
+  /* made whole, then written at once: standard error is unbuffered, and a
+   * million lines written in pieces cost more than their transfers */
+  char *line = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&line, &len);
+  FILE *out = m ? m : stderr;
+  fprintf(out, "luaretry: [%d] ", u->log.index);
+  cli_text(out, u->log.target);
+  fprintf(out, ": %s, %d attempt%s, status %s, %.3f s, exit %d%s", verdict, r->final.attempt,
+          r->final.attempt == 1 ? "" : "s", last, r->elapsed, status, detail ? ": " : "");
+  cli_text(out, detail);
+  fputc('\n', out);
+  if (m && fclose(m) == 0) fwrite(line, 1, len, stderr);
+  free(line);
+  url_free(u);
+}
+
+/* ---- the batch */
+
+static int prepare(batch *b, luaretry_policy *p) {
+  const run_args *a = b->a;
+  if (log_json_open(a->log_json, &b->json) != 0) return EXIT_USAGE;
+  split_headers(a, b->headers);
+  luaretry_tuning t;
+  luaretry_policy_tuning(p, &t);
+  b->max_attempts = t.max_attempts;
+  int status = a->data ? data_open(a, &b->body) : 0;
+  if (status != 0) return status;
+  /* -d @- or a FIFO: spooled once for every call, within the deadline */
+  spool_status st = upload_ready(&b->body, t.deadline, t.body_limit);
+  if (st != SPOOL_OK) {
+    if (st == SPOOL_DEADLINE)
+      fprintf(stderr, "luaretry: -d %s did not end before the deadline (%g s)\n", a->data,
+              t.deadline);
+    return st == SPOOL_DEADLINE ? EXIT_DEADLINE : st == SPOOL_INTERRUPTED ? EXIT_INTERRUPTED
+           : EXIT_USAGE;
+  }
+  return EXIT_OK;
+}
+
+static int perform(batch *b, luaretry_policy *p) {
+  /* curl's options on a template every call's handle is copied from */
+  CURL *easy = curl_easy_init();
+  if (!easy || curlopts_apply(b->a, easy) != 0) {
+    curl_easy_cleanup(easy);
+    return EXIT_USAGE;
+  }
+  luaretry_code rc = luaretry_curl_many_new(&b->many);
+  luaretry_call_options copt;
+  luaretry_call_options_init(&copt);
+  if (b->a->has_seed) copt.flags |= LUARETRY_CALL_SEED, copt.seed = b->a->seed;
+  luaretry_curl_many_options mo;
+  luaretry_curl_many_options_init(&mo);
+  mo.max_transfers = b->a->parallel ? (size_t)b->a->parallel : 1;
+  mo.call = &copt;
+  mo.done = url_done;
+  mo.done_ud = b;
+  mo.next = next_job;
+  mo.next_ud = b;
+  mo.easy = easy;
+  if (rc == LUARETRY_OK) {
+    cli_cancel_on_signal(NULL, b->many);
+    rc = luaretry_curl_perform_many(b->many, p, NULL, 0, &mo);
+    cli_cancel_on_signal(NULL, NULL);
+  }
+  curl_easy_cleanup(easy);
+  if (rc != LUARETRY_OK) {
+    fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
+    return EXIT_POLICY;
+  }
+  if (b->interrupted) {
+    char *more = next_url(b);  /* one look further: is anything left? */
+    free(more);
+    if (more)
+      fprintf(stderr, "luaretry: interrupted: the URLs from [%ld] on were not begun\n",
+              b->urls + 1);
+    else
+      fprintf(stderr, "luaretry: interrupted\n");
+  }
+  if (b->list_failed) fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);
+  if (b->urls == 0 && !b->interrupted)
+    return cli_usage("run: --urls %s holds no URL", b->a->urls_file);
+  return b->worst;
+}
+
+int batch_run(const run_args *a, luaretry_policy *p) {
+  batch b;
+  memset(&b, 0, sizeof b);
+  b.a = a;
+  b.worst = EXIT_OK;
+  b.worst_reason = LUARETRY_REASON_SUCCESS;
+  int status = open_urls(&b);
+  if (status == EXIT_OK) status = prepare(&b, p);
+  if (status == EXIT_OK) status = perform(&b, p);
+  report_end(a, p, b.json, b.worst_reason, -1, status);
+  luaretry_curl_many_free(b.many);
+  upload_close(&b.body);
+  log_json_close(b.json);
+  names_free(&b.names);
+  if (b.list && b.list != stdin) fclose(b.list);
+  free(b.line);
+  return status;
+}

@@ -1,0 +1,274 @@
+/* command.c: run POLICY -- COMMAND, each attempt run as GNU timeout runs
+ * a command.
+ *
+ * Each attempt is a child in a process group of its own.  At the attempt's
+ * timeout, the deadline or a cancel the whole group gets SIGTERM, then
+ * SIGKILL after KILL_GRACE (at once on a second stop signal); the attempt
+ * ends when the group is gone, not when its pipes close, so a background
+ * grandchild holding them can neither stretch the run nor outlive it.
+ * luaretry is the children's subreaper: an orphaned grandchild stays ours
+ * to wait for and reap.  (One that leaves the group, with setsid, is out
+ * of reach, as it is of timeout(1).)
+ *
+ * The outcome: the exit status (128+N for signal N), the tail of the
+ * error output as the body the policy judges; an attempt its timeout ended
+ * is status 0 with error "timeout", as an HTTP attempt without response.  Standard output streams into `out`, emptied
+ * for each attempt; the final attempt's error output is shown on failure,
+ * every attempt's with -v.  Standard input, when luaretry's was spooled,
+ * is given whole to every attempt; no descriptor of luaretry's leaks. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "run.h"
+
+#define STDERR_TAIL (64 * 1024)
+#define KILL_GRACE 1.0   /* seconds from SIGTERM to SIGKILL */
+#define TICK_MS 10       /* how soon a timeout, a cancel or the group's end is seen */
+
+typedef struct {
+  char **argv;
+  int stdin_fd;            /* the spooled standard input, or -1 */
+  int verbosity;
+  outfile *out;            /* the attempt's standard output */
+  char err[STDERR_TAIL];   /* the tail of its error output */
+  size_t err_len;
+} command;
+
+/* One attempt's child: its group and what the parent watches. */
+typedef struct {
+  pid_t pid;               /* also the group's id */
+  struct pollfd fds[2];    /* read ends of its standard output and error */
+  int status;              /* its wait status, once reaped */
+  int reaped;
+  double start, term_at;   /* term_at: when SIGTERM went (0: not yet) */
+  int timed_out, killed;
+} child;
+
+static void keep_tail(command *cmd, const char *s, size_t n) {
+  if (n >= STDERR_TAIL) {
+    memcpy(cmd->err, s + n - STDERR_TAIL, STDERR_TAIL);
+    cmd->err_len = STDERR_TAIL;
+  } else if (cmd->err_len + n > STDERR_TAIL) {
+    size_t drop = cmd->err_len + n - STDERR_TAIL;
+    memmove(cmd->err, cmd->err + drop, cmd->err_len - drop);
+    memcpy(cmd->err + cmd->err_len - drop, s, n);
+    cmd->err_len = STDERR_TAIL;
+  } else {
+    memcpy(cmd->err + cmd->err_len, s, n);
+    cmd->err_len += n;
+  }
+}
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* In the child, before exec: its own group, default signals, the spool as
+ * standard input, the pipes as output, no other descriptor. */
+static void child_setup(int in_fd, int out_fd, int err_fd) {
+  static const int RESET[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE };
+  setpgid(0, 0);
+  for (size_t i = 0; i < sizeof RESET / sizeof RESET[0]; i++) signal(RESET[i], SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+  if (in_fd >= 0) dup2(in_fd, STDIN_FILENO);
+  dup2(out_fd, STDOUT_FILENO);
+  dup2(err_fd, STDERR_FILENO);
+  /* O_CLOEXEC is everywhere already; this also covers libraries' */
+  close_range(3, ~0U, 0);
+}
+
+/* A fresh reading of the spool for this attempt: its own offset, from 0. */
+static int reopen_stdin(int spool) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/fd/%d", spool);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && (fd = dup(spool)) >= 0) lseek(fd, 0, SEEK_SET);
+  return fd;
+}
+
+/* Starts the child in its own group with its output on pipes; 0 or -1. */
+static int spawn(const command *cmd, child *ch) {
+  int out_pipe[2], err_pipe[2], in_fd = -1;
+  if (pipe2(out_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return -1;
+  if (pipe2(err_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    close(out_pipe[0]), close(out_pipe[1]);
+    return -1;
+  }
+  if (cmd->stdin_fd >= 0) in_fd = reopen_stdin(cmd->stdin_fd);
+  pid_t pid = cmd->stdin_fd >= 0 && in_fd < 0 ? -1 : fork();
+  if (pid == 0) {
+    fcntl(out_pipe[1], F_SETFL, 0);  /* the child's ends block, as usual */
+    fcntl(err_pipe[1], F_SETFL, 0);
+    child_setup(in_fd, out_pipe[1], err_pipe[1]);
+    execvp(cmd->argv[0], cmd->argv);
+    int err = errno;
+    dprintf(STDERR_FILENO, "luaretry: cannot run %s: %s\n", cmd->argv[0], strerror(err));
+    _exit(err == ENOENT ? 127 : 126);  /* as a shell says it */
+  }
+  if (pid > 0) setpgid(pid, pid);  /* whoever runs first, the group exists */
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  if (in_fd >= 0) close(in_fd);
+  if (pid < 0) {
+    close(out_pipe[0]), close(err_pipe[0]);
+    return -1;
+  }
+  memset(ch, 0, sizeof *ch);
+  ch->pid = pid;
+  ch->fds[0] = (struct pollfd){ out_pipe[0], POLLIN, 0 };
+  ch->fds[1] = (struct pollfd){ err_pipe[0], POLLIN, 0 };
+  ch->start = now_seconds();
+  return 0;
+}
+
+/* Reads what the pipes hold now (standard output streamed on). */
+static void drain(command *cmd, child *ch) {
+  char buf[65536];
+  for (int i = 0; i < 2; i++) {
+    for (int rounds = 0; ch->fds[i].fd >= 0 && rounds < 64; rounds++) {
+      ssize_t got = read(ch->fds[i].fd, buf, sizeof buf);
+      if (got > 0) {
+        if (i == 0) outfile_write(cmd->out, buf, (size_t)got);
+        else keep_tail(cmd, buf, (size_t)got);
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got == 0 || errno != EAGAIN) {
+        close(ch->fds[i].fd);
+        ch->fds[i].fd = -1;
+      }
+      break;
+    }
+  }
+}
+
+/* Reaps the group's members that ended; 1 once none is left. */
+static int group_gone(child *ch) {
+  int ws;
+  pid_t r;
+  while ((r = waitpid(-ch->pid, &ws, WNOHANG)) > 0) {
+    if (r == ch->pid) ch->status = ws, ch->reaped = 1;
+  }
+  return r < 0 && errno == ECHILD && kill(-ch->pid, 0) != 0;
+}
+
+/* SIGTERM at the timeout or a cancel, SIGKILL after the grace or at a
+ * second stop signal. */
+static void enforce(luaretry_call *c, child *ch, double timeout) {
+  double now = now_seconds();
+  int cancelled = luaretry_call_cancelled(c);
+  if (!ch->term_at && (cancelled || (timeout > 0 && now - ch->start >= timeout))) {
+    ch->timed_out = !cancelled;
+    ch->term_at = now;
+    kill(-ch->pid, SIGTERM);
+    kill(-ch->pid, SIGCONT);  /* a stopped member must see it too */
+  }
+  if (ch->term_at && !ch->killed && (now - ch->term_at >= KILL_GRACE || cli_stop_signals() >= 2)) {
+    ch->killed = 1;
+    kill(-ch->pid, SIGKILL);
+  }
+}
+
+/* Watches the child until its whole group is gone. */
+static void watch(command *cmd, luaretry_call *c, child *ch, double timeout) {
+  cli_kill_on_second_signal(ch->pid);
+  for (;;) {
+    int open_fds = (ch->fds[0].fd >= 0) + (ch->fds[1].fd >= 0);
+    if (open_fds) poll(ch->fds, 2, TICK_MS);  /* -1 entries are skipped */
+    else poll(NULL, 0, TICK_MS);
+    drain(cmd, ch);
+    if (group_gone(ch)) break;
+    enforce(c, ch, timeout);
+  }
+  cli_kill_on_second_signal(0);
+  drain(cmd, ch);  /* what is there now; a writer outside the group is not waited for */
+  for (int i = 0; i < 2; i++)
+    if (ch->fds[i].fd >= 0) close(ch->fds[i].fd);
+  int ws;
+  while (waitpid(-1, &ws, WNOHANG) > 0) {}  /* orphans that left the group */
+}
+
+/* -v: every attempt's error output; otherwise the failed final one's. */
+static void show_errors(const command *cmd, const luaretry_decision *d) {
+  if (!cmd->err_len) return;
+  int failed = !d->retry && d->reason != LUARETRY_REASON_SUCCESS &&
+               d->reason != LUARETRY_REASON_CANCELLED;
+  if (cmd->verbosity < 2 && !(failed && cmd->verbosity > 0)) return;
+  fprintf(stderr, "luaretry: attempt %d: %s's error output%s:\n", d->attempt, cmd->argv[0],
+          cmd->err_len == STDERR_TAIL ? " (its end)" : "");
+  cli_text_block(stderr, cmd->err, cmd->err_len);
+  if (cmd->err[cmd->err_len - 1] != '\n') fputc('\n', stderr);
+}
+
+/* A luaretry_operation_fn: one run of the command. */
+static luaretry_code attempt(void *ud, luaretry_call *c, int n, double timeout,
+                             luaretry_outcome *o) {
+  (void)n;
+  command *cmd = ud;
+  cmd->err_len = 0;
+  if (outfile_restart(cmd->out) != 0) return LUARETRY_E_OPERATION;
+  child ch;
+  if (spawn(cmd, &ch) != 0) return LUARETRY_E_SYSTEM;
+  watch(cmd, c, &ch, timeout);
+  luaretry_outcome_init(o);
+  o->kind = LUARETRY_OUTCOME_COMMAND;
+  int ws = ch.status;
+  o->status = !ch.reaped ? 128 + SIGKILL : WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+  if (ch.timed_out) {
+    /* no status of its own came, as an HTTP attempt that timed out has no
+     * response: status 0 and error "timeout", judged as that is (what our
+     * SIGTERM made of it says nothing about the command) */
+    o->status = 0;
+    o->error = "timeout";
+  }
+  o->body = cmd->err;
+  o->body_len = cmd->err_len;
+  o->method = "EXEC";
+  o->url = cmd->argv[0];
+  return LUARETRY_OK;
+}
+
+/* Each decision: the attempt's error output where it is shown. */
+typedef struct {
+  command *cmd;
+  luaretry_observer_fn next;
+  void *next_ud;
+} observer;
+
+static void observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
+  observer *ob = ud;
+  if (o) show_errors(ob->cmd, d);
+  if (ob->next) ob->next(ob->next_ud, o, d);
+}
+
+luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, attempt_log *log,
+                          outfile *out, luaretry_decision *final) {
+  command *cmd = calloc(1, sizeof *cmd);
+  if (!cmd) return LUARETRY_E_NOMEM;
+  cmd->argv = argv;
+  cmd->stdin_fd = stdin_fd;
+  cmd->verbosity = log->verbosity;
+  cmd->out = out;
+  /* orphaned grandchildren come to us, to be waited for with their group */
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
+  observer ob = { cmd, log_attempt, log };
+  luaretry_call_observe(c, observe, &ob);
+  luaretry_code rc = luaretry_call_run(c, attempt, cmd, final);
+  luaretry_call_observe(c, log_attempt, log);
+  free(cmd);
+  return rc;
+}

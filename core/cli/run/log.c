@@ -1,0 +1,178 @@
+/* log.c: what `run` tells as it goes: a line per attempt on standard error,
+ * one JSON object per attempt with --log-json, the breaker's changes, the
+ * script's print() with -v, and the counters with --stats. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "run.h"
+
+/* The fields of a JSON log line, without the closing brace. */
+static void json_fields(FILE *f, const luaretry_decision *d, int status, const char *error,
+                        const char *detail, const char *target) {
+  fprintf(f, "{\"attempt\":%d,\"status\":", d->attempt);
+  if (status >= 0) fprintf(f, "%d", status);
+  else fputs("null", f);
+  fputs(",\"error\":", f);
+  cli_json_string(f, error);
+  fputs(",\"error_detail\":", f);
+  cli_json_string(f, detail);
+  fputs(",\"verdict\":", f);
+  cli_json_string(f, luaretry_reason_name(d->reason));
+  fprintf(f, ",\"wait\":%.6f,\"elapsed\":%.6f,\"next_timeout\":%.6f,\"rule\":", d->wait,
+          d->elapsed, d->next_timeout);
+  cli_json_string(f, d->rule);
+  fputs(",\"wait_source\":", f);
+  cli_json_string(f, d->retry ? luaretry_wait_source_name(d->wait_source) : NULL);
+  fputs(",\"message\":", f);
+  cli_json_string(f, d->message);
+  if (target) {
+    fputs(",\"target\":", f);
+    cli_json_string(f, target);
+  }
+}
+
+void cli_json_decision(FILE *f, const luaretry_decision *d, int status, const char *error,
+                       const char *target) {
+  json_fields(f, d, status, error, NULL, target);
+  fputs("}\n", f);
+  fflush(f);
+}
+
+/* A line of a batch has also the URL's number and the URL. */
+static void json_line(const attempt_log *log, const luaretry_decision *d, int status,
+                      const char *error, const char *detail) {
+  json_fields(log->json, d, status, error, detail, log->target);
+  if (!log->index) {
+    fputs("}\n", log->json);
+    fflush(log->json);
+    return;
+  }
+  fprintf(log->json, ",\"index\":%d,\"url\":", log->index);
+  cli_json_string(log->json, log->target);
+  fputs("}\n", log->json);
+  fflush(log->json);
+}
+
+/* Stopped between attempts: a cancel, or the circuit opened. */
+static void log_stop(const attempt_log *log, const luaretry_decision *d, const char *who) {
+  if (log->json) json_line(log, d, -1, NULL, NULL);
+  if (log->verbosity > 0 && (d->reason == LUARETRY_REASON_CIRCUIT_OPEN ||
+                             d->reason == LUARETRY_REASON_BUDGET)) {
+    fprintf(stderr, "luaretry: %sbefore attempt %d: %s (", who, d->attempt + 1,
+            luaretry_reason_name(d->reason));
+    cli_text(stderr, d->rule);
+    fputs("): ", stderr);
+    cli_text(stderr, d->message);
+    fputc('\n', stderr);
+  }
+}
+
+/* One attempt on standard error: "attempt N/M: OUTCOME -> VERDICT (...)",
+ * then the policy's message and the transport's own, each escaped: a
+ * server's bytes can reach them.  Made whole first, written at once. */
+static void text_line(const attempt_log *log, const char *who, const luaretry_outcome *o,
+                      const luaretry_decision *d) {
+  char *line = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&line, &len);
+  if (!f) return;
+  char outcome[64];
+  if (o->error) snprintf(outcome, sizeof outcome, "%s error", o->error);
+  else if (o->kind == LUARETRY_OUTCOME_COMMAND) snprintf(outcome, sizeof outcome, "exit %d", o->status);
+  else snprintf(outcome, sizeof outcome, "%d", o->status);
+  char of[32] = "";
+  if (log->max_attempts > 0) snprintf(of, sizeof of, "/%ld", log->max_attempts);
+  fprintf(f, "luaretry: %sattempt %d%s: ", who, d->attempt, of);
+  cli_text(f, outcome);
+  if (d->retry)
+    fprintf(f, " -> retry in %.3f s (%s; ", d->wait, luaretry_wait_source_name(d->wait_source));
+  else
+    fprintf(f, " -> %s (", luaretry_reason_name(d->reason));
+  cli_text(f, d->rule);
+  fputc(')', f);
+  if (d->message) fputs(": ", f), cli_text(f, d->message);
+  if (o->error_detail) fputs(": ", f), cli_text(f, o->error_detail);
+  fputc('\n', f);
+  if (fclose(f) == 0) fwrite(line, 1, len, stderr);
+  free(line);
+}
+
+void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
+  attempt_log *log = ud;
+  char who[32] = "";  /* "[3] " in a batch */
+  if (log->index) snprintf(who, sizeof who, "[%d] ", log->index);
+  if (!o) {
+    log_stop(log, d, who);
+    return;
+  }
+  if (log->json) json_line(log, d, o->status, o->error, o->error_detail);
+  if (d->hook_error && log->verbosity > 0) {
+    fprintf(stderr, "luaretry: %s", who);
+    cli_text(stderr, d->hook_error);
+    fputc('\n', stderr);
+  }
+  /* quiet as curl's -sS: nothing but the line of a failure's end */
+  if (log->verbosity > 0 ||
+      (log->show_error && !d->retry && d->reason != LUARETRY_REASON_SUCCESS))
+    text_line(log, who, o, d);
+}
+
+static void breaker_log(void *ud, luaretry_breaker_state state) {
+  (void)ud;
+  fprintf(stderr, "luaretry: breaker: %s\n", luaretry_breaker_state_name(state));
+}
+
+static void script_print(void *ud, const char *line) {
+  (void)ud;
+  fputs("luaretry: script: ", stderr);
+  cli_text(stderr, line);
+  fputc('\n', stderr);
+}
+
+/* The fleet's health: lost, and back (never a password in it). */
+static void fleet_log(void *ud, const char *line) {
+  (void)ud;
+  fputs("luaretry: ", stderr);
+  cli_text(stderr, line);
+  fputc('\n', stderr);
+}
+
+void log_policy_events(luaretry_policy *p, int verbosity) {
+  if (verbosity > 1) luaretry_policy_set_log(p, script_print, NULL);
+  if (verbosity > 0) luaretry_policy_on_breaker(p, breaker_log, NULL);
+  luaretry_policy_on_fleet(p, verbosity > 0 ? fleet_log : NULL, NULL);
+}
+
+int log_json_open(const char *path, FILE **json) {
+  *json = NULL;
+  if (!path) return 0;
+  /* "e": O_CLOEXEC, so a command run per attempt never inherits it */
+  *json = strcmp(path, "-") == 0 ? stderr : fopen(path, "we");
+  if (*json) return 0;
+  fprintf(stderr, "luaretry: --log-json %s: %s\n", path, strerror(errno));
+  return -1;
+}
+
+void log_json_close(FILE *json) {
+  if (json && json != stderr) fclose(json);
+}
+
+void log_stats(const luaretry_policy *p) {
+  luaretry_metrics m;
+  luaretry_policy_metrics(p, &m);
+  fprintf(stderr, "luaretry: stats: calls %llu, attempts %llu, retries %llu, successes %llu, "
+          "finals %llu, exhausted %llu, deadline stops %llu, policy errors %llu, "
+          "cancelled %llu, budget refusals %llu, circuit refusals %llu, breaker openings %llu, "
+          "waited %.3f s, breaker %s, guards %s\n",
+          (unsigned long long)m.calls, (unsigned long long)m.attempts,
+          (unsigned long long)m.retries, (unsigned long long)m.successes,
+          (unsigned long long)m.finals, (unsigned long long)m.exhausted,
+          (unsigned long long)m.deadline_stops, (unsigned long long)m.policy_errors,
+          (unsigned long long)m.cancelled, (unsigned long long)m.budget_refusals,
+          (unsigned long long)m.circuit_refusals, (unsigned long long)m.breaker_openings,
+          m.time_waited, luaretry_breaker_state_name(m.breaker),
+          luaretry_guards_scope_name(m.guards));
+}

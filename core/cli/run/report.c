@@ -1,0 +1,130 @@
+/* report.c: the end of a run, for machines: --stats=json (one object on
+ * standard error; --stats alone is log.c's line for people), the summary
+ * object that ends --log-json, and --metrics-file in Prometheus's text
+ * exposition format, replaced whole (a temporary beside it, renamed) so
+ * node_exporter's textfile collector never reads half a file. */
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "run.h"
+
+/* The counters of luaretry_metrics, one table for JSON and Prometheus. */
+typedef struct {
+  const char *name;        /* --stats=json's key; luaretry_NAME_total */
+  const char *help;
+  size_t offset;           /* of a uint64_t in luaretry_metrics */
+} counter;
+
+#define C(field, help) { #field, help, offsetof(luaretry_metrics, field) }
+static const counter COUNTERS[] = {
+  C(calls, "Calls begun."),
+  C(attempts, "Attempts made."),
+  C(retries, "Retries decided."),
+  C(successes, "Calls that ended in success."),
+  C(finals, "Calls stopped on an outcome judged final."),
+  C(exhausted, "Calls that ran out of attempts."),
+  C(deadline_stops, "Calls stopped by their deadline."),
+  C(policy_errors, "Calls stopped by a policy error."),
+  C(cancelled, "Calls cancelled."),
+  C(budget_refusals, "Retries the retry budget refused."),
+  C(circuit_refusals, "Calls or retries refused by an open circuit."),
+  C(breaker_openings, "Times the circuit breaker opened."),
+  C(gave_up, "Calls whose operation gave up."),
+  C(server_waits_too_long, "Calls stopped by a Retry-After above max_retry_after."),
+};
+#undef C
+#define N_COUNTERS (sizeof COUNTERS / sizeof COUNTERS[0])
+
+static uint64_t value_of(const luaretry_metrics *m, const counter *c) {
+  uint64_t v;
+  memcpy(&v, (const char *)m + c->offset, sizeof v);
+  return v;
+}
+
+static void stats_json(const luaretry_metrics *m, const char *policy) {
+  fputs("{\"policy\":", stderr);
+  cli_json_string(stderr, policy);
+  for (size_t i = 0; i < N_COUNTERS; i++)
+    fprintf(stderr, ",\"%s\":%llu", COUNTERS[i].name, (unsigned long long)value_of(m, &COUNTERS[i]));
+  fprintf(stderr, ",\"time_waited\":%.6f,\"budget_tokens\":%.6f,\"breaker\":\"%s\"}\n",
+          m->time_waited, m->budget_tokens, luaretry_breaker_state_name(m->breaker));
+}
+
+/* A label value: backslash, double quote and newline escaped. */
+static void label(FILE *f, const char *s) {
+  for (; *s; s++) {
+    if (*s == '\\' || *s == '"') fprintf(f, "\\%c", *s);
+    else if (*s == '\n') fputs("\\n", f);
+    else fputc(*s, f);
+  }
+}
+
+static void metric(FILE *f, const char *name, const char *type, const char *help,
+                   const char *policy) {
+  fprintf(f, "# HELP luaretry_%s %s\n# TYPE luaretry_%s %s\nluaretry_%s{policy=\"", name, help,
+          name, type, name);
+  label(f, policy);
+  fputs("\"} ", f);
+}
+
+static void prometheus(FILE *f, const luaretry_metrics *m, const char *policy, int exit_status) {
+  char name[64];
+  for (size_t i = 0; i < N_COUNTERS; i++) {
+    snprintf(name, sizeof name, "%s_total", COUNTERS[i].name);
+    metric(f, name, "counter", COUNTERS[i].help, policy);
+    fprintf(f, "%llu\n", (unsigned long long)value_of(m, &COUNTERS[i]));
+  }
+  metric(f, "wait_seconds_total", "counter", "Seconds of waits decided.", policy);
+  fprintf(f, "%.6f\n", m->time_waited);
+  metric(f, "budget_tokens", "gauge", "Retry budget tokens left (0 without a budget).", policy);
+  fprintf(f, "%.6f\n", m->budget_tokens);
+  metric(f, "breaker_state", "gauge", "Circuit breaker: 0 closed, 1 open, 2 half-open.", policy);
+  fprintf(f, "%d\n", (int)m->breaker);
+  metric(f, "exit_status", "gauge", "Exit status of the run that wrote this file.", policy);
+  fprintf(f, "%d\n", exit_status);
+  metric(f, "last_run_timestamp_seconds", "gauge", "When that run ended (Unix time).", policy);
+  fprintf(f, "%lld\n", (long long)time(NULL));
+}
+
+/* The whole text into memory first, then one outfile: replaced whole. */
+static void metrics_file(const char *path, const luaretry_metrics *m, const char *policy,
+                         int exit_status) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&text, &len);
+  if (!mem) {
+    fprintf(stderr, "luaretry: --metrics-file %s: out of memory\n", path);
+    return;
+  }
+  prometheus(mem, m, policy, exit_status);
+  fclose(mem);
+  outfile out;
+  outfile_init(&out, path, "--metrics-file");
+  if (outfile_create(&out) == 0) outfile_write(&out, text, len);
+  outfile_finish(&out, 1);
+  free(text);
+}
+
+void report_end(const run_args *a, const luaretry_policy *p, FILE *json, luaretry_reason reason,
+                long attempts, int exit_status) {
+  luaretry_metrics m;
+  luaretry_tuning t;
+  if (luaretry_policy_metrics(p, &m) != LUARETRY_OK || luaretry_policy_tuning(p, &t) != LUARETRY_OK)
+    return;
+  if (json) {
+    fputs("{\"summary\":true,\"verdict\":", json);
+    cli_json_string(json, exit_status == EXIT_USAGE ? NULL : luaretry_reason_name(reason));
+    fprintf(json, ",\"attempts\":%ld,\"total_wait\":%.6f,\"exit\":%d,\"policy\":",
+            attempts < 0 ? (long)m.attempts : attempts, m.time_waited, exit_status);
+    cli_json_string(json, t.name);
+    fputs("}\n", json);
+    fflush(json);
+  }
+  if (a->stats == 1) log_stats(p);
+  if (a->stats == 2) stats_json(&m, t.name);
+  if (a->metrics_file) metrics_file(a->metrics_file, &m, t.name, exit_status);
+}

@@ -1,0 +1,106 @@
+/* response.c: what `run URL` writes besides the body, as curl does: -i
+ * the final response's headers before its body (into -o FILE too), -D FILE
+ * those headers alone (-D -: standard output), -w after everything, and
+ * with -f no body for a call that failed.
+ *
+ * The headers are the bytes libcurl received (status lines and all, every
+ * response of a redirect chain), taken from its debug callback: the curl
+ * helper owns the header callback, and keeps options the host set.  The
+ * body streams into `out` as it arrives, so an attempt's headers go in
+ * first, at its first body bytes; a new attempt (response_restart) empties
+ * both, so only the final attempt's remain. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "run.h"
+
+static int on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *ud) {
+  (void)h;
+  response *r = ud;
+  if (type != CURLINFO_HEADER_IN || r->failed) return 0;
+  if (r->len + size > r->cap) {
+    size_t cap = r->cap ? r->cap : 4096;
+    while (cap < r->len + size) cap *= 2;
+    char *d = realloc(r->headers, cap);
+    if (!d) { r->failed = 1; return 0; }
+    r->headers = d;
+    r->cap = cap;
+  }
+  memcpy(r->headers + r->len, data, size);
+  r->len += size;
+  return 0;
+}
+
+void response_init(response *r, const run_args *a, attempt_log *log, outfile *out, CURL *h) {
+  memset(r, 0, sizeof *r);
+  r->a = a;
+  r->log = log;
+  r->out = out;
+  r->h = h;
+  if (!a->include && !a->dump_header) return;
+  curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, on_debug);
+  curl_easy_setopt(h, CURLOPT_DEBUGDATA, r);
+  curl_easy_setopt(h, CURLOPT_VERBOSE, 1L);  /* the debug callback's switch */
+}
+
+/* The headers go before the body: at the final decision, or at the
+ * body's first bytes if they came first. */
+static void write_headers(response *r) {
+  if (r->headers_done || r->drop) return;
+  r->headers_done = 1;
+  if (r->a->include) outfile_write(r->out, r->headers, r->len);
+  if (r->a->dump_header && strcmp(r->a->dump_header, "-") == 0) {
+    /* before the body, which standard output gets once the call is over */
+    fwrite(r->headers, 1, r->len, stdout);
+    fflush(stdout);
+  }
+}
+
+void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
+  response *r = ud;
+  log_attempt(r->log, o, d);
+  if (o && d->retry) r->len = 0;  /* a retried attempt's headers are no one's */
+  if (d->retry) return;
+  if (r->a->fail && d->reason != LUARETRY_REASON_SUCCESS) r->drop = 1;
+  write_headers(r);
+}
+
+int response_restart(void *ud) {
+  response *r = ud;
+  /* a new attempt: its headers and body replace the last one's */
+  r->len = 0;
+  r->headers_done = 0;
+  r->drop = 0;
+  return outfile_restart(r->out);
+}
+
+size_t response_sink(void *ud, const char *data, size_t len) {
+  response *r = ud;
+  if (r->drop) return len;
+  write_headers(r);
+  return outfile_write(r->out, data, len);
+}
+
+int response_finish(response *r, const luaretry_decision *final, int status) {
+  if (r->a->dump_header && strcmp(r->a->dump_header, "-") != 0) {
+    FILE *f = fopen(r->a->dump_header, "wb");
+    if (!f || fwrite(r->headers, 1, r->len, f) != r->len || fclose(f) != 0) {
+      perror(r->a->dump_header);
+      if (status == EXIT_OK) status = EXIT_FINAL;
+    }
+  }
+  if (r->format) {
+    long code = 0;
+    curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &code);
+    writeout_info w = { r->h, final, (int)code, status };
+    writeout_print(stdout, r->format, &w);
+  }
+  return status;
+}
+
+void response_free(response *r) {
+  free(r->headers);
+  free(r->format);
+}

@@ -1,0 +1,242 @@
+/* run.c: `luaretry run`.  Loads the policy, decides what to run (one URL,
+ * a batch of URLs, a command, or the policy's own run()) and runs a call of
+ * it; batch.c, command.c and workflow.c hold the other ways.  Only public
+ * API: luaretry.h and luaretry_curl.h. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "run.h"
+
+typedef enum { RUN_URL, RUN_BATCH, RUN_COMMAND, RUN_WORKFLOW } run_mode;
+
+/* What to run, from the options and whether the policy has run(); 0 or a
+ * usage status. */
+static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
+  if (a->command) {
+    *mode = RUN_COMMAND;
+    return 0;
+  }
+  /* A policy with run() takes the words after it as its arguments. */
+  if (luaretry_policy_has_workflow(p)) {
+    *mode = RUN_WORKFLOW;
+    if (a->method || a->data || a->nheaders || a->include || a->dump_header || a->write_out ||
+        a->fail)
+      return cli_usage("run: -X, -H, -d, -i, -D, -w and -f are for URLs; %s runs its own "
+                       "requests", a->policy);
+    if (a->urls_file || a->output_dir || a->parallel)
+      return cli_usage("run: --urls, --parallel and --output-dir are for URLs; %s runs its own "
+                       "requests", a->policy);
+    return 0;
+  }
+  /* One URL alone is one call, as ever; several (or --urls, or
+   * --output-dir) make a batch. */
+  if (a->nwords > 1 || a->urls_file || a->output_dir) {
+    if (a->include || a->dump_header || a->write_out || a->fail)
+      return cli_usage("run: -i, -D, -w and -f take one URL%s", "");
+    *mode = RUN_BATCH;
+    return 0;
+  }
+  *mode = RUN_URL;
+  if (a->nwords == 0) return cli_usage("run: a URL, -- COMMAND, or a policy with run() is needed%s", "");
+  char why[256];
+  a->url = a->words[0];
+  if (!url_check(a->url, &a->url_fixed, why, sizeof why)) return cli_usage("run: bad URL: %s", why);
+  if (a->url_fixed) a->url = a->url_fixed;  /* no scheme: http://, as curl guesses */
+  return 0;
+}
+
+/* run POLICY URL: the request through the libcurl helper, with curl's
+ * options on its handle, its body streamed to `out` (rewound for each
+ * attempt) with -i, -D, -w and -f around it, and the upload read from its
+ * file as it is sent. */
+static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_call *c,
+                             attempt_log *log, upload *body, outfile *out,
+                             luaretry_decision *final) {
+  luaretry_header headers[MAX_HEADERS];
+  split_headers(a, headers);
+  luaretry_request req = run_request(a, a->url, headers, body);
+  CURL *h = curl_easy_init();
+  if (!h) return LUARETRY_E_NOMEM;
+  response r;
+  response_init(&r, a, log, out, h);
+  luaretry_code rc = LUARETRY_E_ARG;  /* a usage error, already told */
+  if (curlopts_apply(a, h) == 0 && (!a->write_out || writeout_load(a->write_out, &r.format) == 0)) {
+    luaretry_call_observe(c, response_observe, &r);
+    luaretry_curl_options co;
+    luaretry_curl_options_init(&co);
+    co.sink = response_sink;
+    co.sink_ud = &r;
+    co.restart = response_restart;
+    if (body->fd >= 0) {
+      co.upload = upload_read;
+      co.upload_ud = body;
+    }
+    rc = luaretry_curl_perform(p, c, h, &req, &co, final);
+  }
+  if (rc == LUARETRY_OK) {
+    /* the body in place first: -w comes after it, as curl writes it */
+    int status = cli_exit_status(final->reason);
+    int decided = final->attempt > 0 && final->reason != LUARETRY_REASON_CANCELLED;
+    int keep = status == EXIT_OK || (!out->path && decided && !a->fail);
+    if (outfile_finish(out, keep) != 0 && status == EXIT_OK) rc = LUARETRY_E_IO;
+    if (rc == LUARETRY_OK && response_finish(&r, final, status) != status) rc = LUARETRY_E_IO;
+  }
+  response_free(&r);
+  curl_easy_cleanup(h);
+  return rc;
+}
+
+/* What a call needs before its first attempt: the upload's first bytes,
+ * and what must be spooled (-d @-, a FIFO; a command's standard input),
+ * within the deadline.  0, or the exit status after a message. */
+static int inputs_ready(run_mode mode, luaretry_call *c, const luaretry_tuning *t,
+                        upload *body, int *stdin_fd) {
+  double left = t->deadline > 0 ? t->deadline - luaretry_call_elapsed(c) : 0;
+  if (t->deadline > 0 && left <= 0) left = 1e-3;
+  spool_status st = SPOOL_OK;
+  const char *what = body->arg;
+  if (mode == RUN_COMMAND && !isatty(STDIN_FILENO) && fcntl(STDIN_FILENO, F_GETFD) >= 0) {
+    /* given whole to every attempt, as -d @- is */
+    uint64_t size;
+    what = "standard input";
+    st = spool_input(STDIN_FILENO, what, left, stdin_fd, &size);
+  } else if (mode == RUN_URL) {
+    st = upload_ready(body, left, t->body_limit);
+  }
+  if (st == SPOOL_DEADLINE)
+    fprintf(stderr, "luaretry: %s%s did not end before the deadline (%g s)\n",
+            what == body->arg ? "-d " : "", what, t->deadline);
+  if (st == SPOOL_INTERRUPTED) fprintf(stderr, "luaretry: interrupted\n");
+  return st == SPOOL_OK ? 0 : st == SPOOL_DEADLINE ? EXIT_DEADLINE
+         : st == SPOOL_INTERRUPTED ? EXIT_INTERRUPTED : EXIT_USAGE;
+}
+
+/* A call that ended in error code rc: why, and the exit status. */
+static int call_error(luaretry_policy *p, luaretry_call *c, run_mode mode, const upload *body,
+                      luaretry_code rc) {
+  if (rc == LUARETRY_E_IO) return EXIT_FINAL;  /* -D could not be written: said */
+  if (rc == LUARETRY_E_ARG && mode != RUN_COMMAND) return EXIT_USAGE;  /* curl's options: said */
+  if (rc == LUARETRY_E_OPERATION) {  /* our upload or output stopped it, and said why */
+    if (!body->why[0]) return EXIT_FINAL;
+    fprintf(stderr, "luaretry: -d %s: %s\n", body->arg, body->why);
+    return EXIT_USAGE;
+  }
+  const char *pm = luaretry_policy_errmsg(p);
+  fputs("luaretry: ", stderr);
+  cli_text(stderr, pm[0] ? pm : luaretry_call_errmsg(c));
+  fputc('\n', stderr);
+  return cli_error_status(rc);
+}
+
+/* Begins the call (*c, freed by the caller) and runs it into *final; the
+ * exit status.  *decided: the call ended on a decision (not cancelled, no
+ * error), so its final attempt's output is what standard output shows, as
+ * curl shows an error page. */
+static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attempt_log *log,
+                    upload *body, outfile *out, luaretry_call **c, luaretry_decision *final,
+                    int *decided) {
+  luaretry_call_options opt;
+  luaretry_call_options_init(&opt);
+  if (a->has_seed) opt.flags |= LUARETRY_CALL_SEED, opt.seed = a->seed;
+  luaretry_code rc = luaretry_call_begin(p, &opt, c);
+  if (rc != LUARETRY_OK) {
+    fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
+    return EXIT_POLICY;
+  }
+  luaretry_call_observe(*c, log_attempt, log);
+  cli_cancel_on_signal(*c, NULL);
+  luaretry_tuning t;
+  luaretry_policy_tuning(p, &t);
+  int stdin_fd = -1;
+  int status = inputs_ready(mode, *c, &t, body, &stdin_fd);
+  if (status == 0) {
+    if (mode == RUN_URL) rc = url_run(a, p, *c, log, body, out, final);
+    else if (mode == RUN_WORKFLOW) rc = workflow_run(a, p, *c, out, final);
+    else rc = command_run(*c, a->command, stdin_fd, log, out, final);
+  }
+  cli_cancel_on_signal(NULL, NULL);
+  if (stdin_fd >= 0) close(stdin_fd);
+  if (status != 0) return status;
+  if (rc != LUARETRY_OK) return call_error(p, *c, mode, body, rc);
+  if (final->reason == LUARETRY_REASON_CANCELLED) fprintf(stderr, "luaretry: interrupted\n");
+  else *decided = final->attempt > 0;
+  if (final->attempt == 0 && final->message && a->verbosity > 0)  /* refused at begin */
+    fprintf(stderr, "luaretry: before attempt 1: %s (%s): %s\n",
+            luaretry_reason_name(final->reason), final->rule, final->message);
+  return cli_exit_status(final->reason);
+}
+
+/* One call: its log, its body (-d) and its output (-o, or standard output). */
+static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
+  luaretry_tuning t;
+  luaretry_policy_tuning(p, &t);
+  char *target = a->url ? url_redacted(a->url)
+                 : strdup(mode == RUN_WORKFLOW ? t.name : a->command[0]);
+  attempt_log log = { a->verbosity, NULL, t.max_attempts, target, 0, a->show_error };
+  if (log_json_open(a->log_json, &log.json) != 0) {
+    free(target);
+    return EXIT_USAGE;
+  }
+  upload body = { .fd = -1, .src = -1 };
+  outfile out;  /* finished even when data_open() failed */
+  outfile_init(&out, a->output, "-o");
+  luaretry_call *c = NULL;
+  luaretry_decision final;
+  memset(&final, 0, sizeof final);
+  int decided = 0;
+  int status = a->data ? data_open(a, &body) : 0;
+  if (status == 0 && outfile_create(&out) != 0) status = EXIT_USAGE;
+  if (status == 0) status = run_call(a, p, mode, &log, &body, &out, &c, &final, &decided);
+  /* a file only on success; standard output shows the final attempt's,
+   * unless -f asked for none on failure (as curl's --fail) */
+  int keep = status == EXIT_OK || (!out.path && decided && !a->fail);
+  if (outfile_finish(&out, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
+  report_end(a, p, log.json, final.reason, final.attempt, status);
+  luaretry_call_free(c);
+  upload_close(&body);
+  log_json_close(log.json);
+  free(target);
+  return status;
+}
+
+/* libcurl set up and the policy loaded around the run. */
+static int run_loaded(run_args *a) {
+  if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+    fprintf(stderr, "luaretry: cannot initialise libcurl\n");
+    return EXIT_POLICY;
+  }
+  int status = EXIT_POLICY;
+  const char *from;
+  const char *redis = cli_redis_url(a->redis, &from);
+  luaretry_policy *p = cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0,
+                                             redis, from, &status);
+  run_mode mode = RUN_URL;
+  if (p && (status = choose_mode(a, p, &mode)) == 0) {
+    log_policy_events(p, a->verbosity);
+    cli_fleet_start(p);
+    status = mode == RUN_BATCH ? batch_run(a, p) : run_one(a, p, mode);
+  }
+  luaretry_policy_free(p);
+  curl_global_cleanup();
+  return status;
+}
+
+int cli_run(int argc, char **argv) {
+  /* from the start: a stop signal while reading input cancels too */
+  cli_catch_stop_signals();
+  char **words = calloc((size_t)argc + 1, sizeof *words);
+  if (!words) {
+    fprintf(stderr, "luaretry: out of memory\n");
+    return EXIT_POLICY;
+  }
+  run_args a;
+  int status = parse_run(argc, argv, &a, words);
+  if (status == 0) status = run_loaded(&a);
+  free(a.url_fixed);
+  free(words);
+  return status;
+}

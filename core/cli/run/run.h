@@ -1,0 +1,233 @@
+/* run.h: what the files of `luaretry run` share. */
+#ifndef LUARETRY_CLI_RUN_H
+#define LUARETRY_CLI_RUN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "luaretry.h"
+#include "luaretry_curl.h"
+#include "outfile.h"
+
+#define MAX_HEADERS 128
+#define MAX_SETS 64
+
+/* ---- upload.c: -d DATA, -d @FILE (read as sent), -d @- and FIFOs
+ * (spooled once); standard input spooled for commands */
+
+typedef enum { SPOOL_OK, SPOOL_ERROR, SPOOL_DEADLINE, SPOOL_INTERRUPTED } spool_status;
+
+typedef struct {
+  const char *arg;         /* -d's value; NULL: no body (a zeroed upload) */
+  const char *data;        /* -d DATA, or the body's first bytes (prefix) */
+  size_t len;              /* the whole body */
+  int fd;                  /* the file or spool read as sent; -1: in memory */
+  int src;                 /* what must still be spooled, or -1 */
+  int must_spool;
+  int spooled;             /* fd is our spool, which cannot change */
+  char *owned;
+  char why[192];           /* why upload_read() gave nothing */
+} upload;
+
+/* Opens -d's source; 0, or the exit status after a message. */
+int upload_open(upload *u, const char *arg);
+/* Spools what must be (within `seconds`, 0: no limit, and until a stop
+ * signal) and reads the first `prefix` bytes into u->data. */
+spool_status upload_ready(upload *u, double seconds, size_t prefix);
+/* A luaretry_upload_fn over u->fd; u->why says why it gave nothing. */
+size_t upload_read(void *u, uint64_t offset, char *buf, size_t len);
+void upload_close(upload *u);  /* also on a zeroed upload */
+/* Reads src to its end into an unlinked temporary file (*out_fd, *size
+ * bytes), within `seconds` (0: no limit) and until a stop signal; `what`
+ * names it in messages. */
+spool_status spool_input(int src, const char *what, double seconds, int *out_fd,
+                         uint64_t *size);
+
+/* ---- args.c: the command line */
+
+#define MAX_DATA 64
+#define MAX_TIMES 8
+#define TIME_SET_SIZE 64
+
+/* -d/--data (@FILE loses its CR and LF, as curl's does), --data-binary
+ * (sent as it is), --data-raw (no @FILE). */
+typedef enum { DATA_ASCII, DATA_BINARY, DATA_RAW } data_kind;
+
+typedef struct {
+  data_kind kind;
+  const char *arg;
+} data_part;
+
+typedef struct {
+  const char *policy;
+  const char *url;         /* the one URL of a single call, once chosen */
+  char *url_fixed;         /* it, with http:// when it had no scheme; owned */
+  char **words;            /* after POLICY: the URLs, or run()'s arguments */
+  int nwords;
+  const char *urls_file;   /* --urls FILE */
+  const char *output_dir;  /* --output-dir DIR */
+  long parallel;           /* --parallel N; 0: not given */
+  char **command;          /* after --; NULL: none */
+  const char *method;
+  const char *data;        /* the first -d (any kind), or NULL: no body */
+  data_part data_parts[MAX_DATA];  /* joined with '&', as curl joins them */
+  int ndata;
+  const char *output;
+  const char *log_json;
+  const char *redis;       /* --redis URL (fleet_cmd.c: else LUARETRY_REDIS) */
+  uint64_t seed;
+  int has_seed;
+  int verbosity;           /* 0 -q or -s, 1 normal, 2 -v */
+  int show_error;          /* -q, -S: with verbosity 0, the final line of a failure */
+  int stats;               /* --stats: 1 text, 2 json */
+  const char *metrics_file;
+  char *headers[MAX_HEADERS];
+  int nheaders;
+  char *sets[MAX_SETS];    /* --set, and --max-time/--retry-max-time's */
+  int nsets;
+  char times[MAX_TIMES][TIME_SET_SIZE];
+  int ntimes;
+  /* curl's options (curlopts.c) */
+  const char *user, *user_agent, *cacert, *cert, *key;
+  int insecure, location, location_trusted, compressed, include, fail;
+  long max_redirs;
+  double connect_timeout;  /* 0: the attempt's */
+  const char *dump_header; /* -D FILE, "-": standard output */
+  const char *write_out;   /* -w FORMAT, or @FILE */
+} run_args;
+
+/* Parses the words after `run`; `words` has room for argc entries.  0, or
+ * the exit status after a usage message. */
+int parse_run(int argc, char **argv, run_args *a, char **words);
+/* The -H values as headers; splits the arguments in place, so call it once. */
+void split_headers(const run_args *a, luaretry_header *headers);
+/* The request the options describe for `url`, with `headers` from
+ * split_headers() and -d's body, if any, from upload_open(). */
+luaretry_request run_request(const run_args *a, const char *url, const luaretry_header *headers,
+                             const upload *body);
+
+/* ---- data.c: the body of -d, --data-binary, --data-raw */
+
+/* The parts joined with '&' into *u (one @FILE alone stays mapped, not
+ * copied); 0, or -1 after a message. */
+int data_open(const run_args *a, upload *u);
+
+/* ---- curlopts.c: curl's options on a handle */
+
+/* Sets on h what the options say (TLS, -u, -A or luaretry/VERSION, -L,
+ * --compressed); 0, or -1 after a message. */
+int curlopts_apply(const run_args *a, CURL *h);
+
+/* ---- url.c: URLs through curl's parser */
+
+/* Whether `url` is an http or https URL; if not, why.  A URL without a
+ * scheme is taken as http://, as curl takes it: *fixed (malloc'ed) is then
+ * the URL to use, else NULL. */
+int url_check(const char *url, char **fixed, char *why, size_t size);
+/* The URL as logs may show it: no user name or password; malloc'ed. */
+char *url_redacted(const char *url);
+/* The same for a string curl cannot parse: whatever stands before the
+ * last '@' of what would be its authority is dropped; malloc'ed. */
+char *url_redacted_rough(const char *url);
+/* --output-dir's name for it; malloc'ed. */
+char *url_file_name(const char *url);
+
+/* ---- log.c: a line per attempt on standard error, and --log-json */
+
+typedef struct {
+  int verbosity;           /* 0 quiet, 1 normal, 2 verbose */
+  FILE *json;              /* --log-json, or NULL */
+  long max_attempts;
+  const char *target;      /* URL without credentials, or the command */
+  int index;               /* in a batch: the URL's number, from 1; else 0 */
+  int show_error;          /* quiet: still the final line of a failure (-q, -S) */
+} attempt_log;
+
+/* A luaretry_observer_fn; ud is an attempt_log. */
+void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d);
+/* -v: the script's print(); not -q: the breaker's changes. */
+void log_policy_events(luaretry_policy *p, int verbosity);
+/* --log-json PATH ("-": standard error; NULL: none) into *json; -1 after a
+ * message. */
+int log_json_open(const char *path, FILE **json);
+void log_json_close(FILE *json);
+/* --stats: the policy's counters, one line on standard error. */
+void log_stats(const luaretry_policy *p);
+
+/* ---- writeout.c: -w FORMAT */
+
+typedef struct {
+  CURL *h;                 /* the handle of the last attempt */
+  const luaretry_decision *final;
+  int status;              /* its HTTP status; 0: none */
+  int exit_status;
+} writeout_info;
+
+/* -w's argument (FORMAT, @FILE, @-), checked, into *format (malloc'ed);
+ * 0 or a usage status after a message. */
+int writeout_load(const char *arg, char **format);
+void writeout_print(FILE *f, const char *format, const writeout_info *w);
+
+/* ---- response.c: -i, -D, -w and -f around one URL's body */
+
+typedef struct {
+  const run_args *a;
+  attempt_log *log;        /* where attempt lines go (log_attempt) */
+  outfile *out;            /* the body's place */
+  CURL *h;
+  char *headers;           /* the bytes of the attempt's response headers */
+  size_t len, cap;
+  int failed;              /* out of memory: the rest is dropped */
+  int headers_done;        /* written before the body */
+  int drop;                /* -f and the call failed: no body */
+  char *format;            /* -w, from writeout_load(); owned */
+} response;
+
+void response_init(response *r, const run_args *a, attempt_log *log, outfile *out, CURL *h);
+/* A luaretry_observer_fn: log_attempt, then what -i and -f need. */
+void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d);
+/* A luaretry_sink_fn in front of outfile_write. */
+size_t response_sink(void *ud, const char *data, size_t len);
+/* A luaretry_restart_fn: a new attempt begins. */
+int response_restart(void *ud);
+/* -D FILE and -w once the call ended; the exit status (1 when -D failed). */
+int response_finish(response *r, const luaretry_decision *final, int status);
+void response_free(response *r);
+
+/* ---- signals.c: SIGINT and SIGTERM cancel what runs */
+
+/* From now on a stop signal cancels `call` or `many` (either may be NULL;
+ * one that came before cancels it at once).  Both NULL before freeing
+ * them. */
+void cli_cancel_on_signal(luaretry_call *call, luaretry_curl_many *many);
+/* A command's process group, killed at once (SIGKILL) by a second stop
+ * signal; 0: none. */
+void cli_kill_on_second_signal(pid_t pgid);
+/* Stop signals received so far. */
+int cli_stop_signals(void);
+/* The exit status for a call that ended in error code rc. */
+int cli_error_status(luaretry_code rc);
+
+/* ---- report.c: what the end of a run tells machines */
+
+/* --stats (text or JSON) on standard error, --metrics-file, and the
+ * summary object that ends --log-json (`json`, may be NULL): the call's
+ * verdict, its attempts (< 0: the policy's count, for a batch), the total
+ * wait and the exit status. */
+void report_end(const run_args *a, const luaretry_policy *p, FILE *json, luaretry_reason reason,
+                long attempts, int exit_status);
+
+/* ---- the ways to run: each fills `final`; the final body goes to `out` */
+
+/* command.c: run POLICY -- COMMAND, each attempt a child process group;
+ * stdin_fd (or -1: luaretry's own standard input) is given whole to every
+ * attempt. */
+luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, attempt_log *log,
+                          outfile *out, luaretry_decision *final);
+/* workflow.c: run POLICY [ARGS...], the script's run(http, args) retried whole. */
+luaretry_code workflow_run(const run_args *a, luaretry_policy *p, luaretry_call *c, outfile *out,
+                           luaretry_decision *final);
+/* batch.c: run POLICY URL URL... | --urls FILE: each URL its own call. */
+int batch_run(const run_args *a, luaretry_policy *p);
+
+#endif

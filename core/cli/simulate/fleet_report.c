@@ -1,0 +1,77 @@
+/* fleet_report.c: `luaretry simulate POLICY --clients N --fleet`: N clients
+ * with guards of their own (a process each) next to N clients sharing the
+ * fleet's (luaretry_simulate_herd), and the load each puts on the failing
+ * service: attempts per first attempt.  Public API only. */
+#include <stdio.h>
+
+#include "cli/cli.h"
+
+#define N_STOPS (LUARETRY_REASON_SERVER_WAIT_TOO_LONG + 1)
+
+static void print_stops(const luaretry_herd_result *r) {
+  const char *sep = "";
+  for (int k = 0; k < N_STOPS; k++) {
+    if (!r->stops[k]) continue;
+    printf("%s%s %llu", sep, k ? luaretry_reason_name((luaretry_reason)k) : "capped",
+           (unsigned long long)r->stops[k]);
+    sep = ", ";
+  }
+}
+
+static void print_text(const char *what, const luaretry_herd_result *r) {
+  printf("  %-34s %6llu attempts for %llu first attempts: %.2f per first attempt (",
+         what, (unsigned long long)r->attempts, (unsigned long long)r->first_attempts,
+         r->amplification);
+  print_stops(r);
+  printf(")\n");
+}
+
+static void print_json(const char *what, const luaretry_herd_result *r, const char *sep) {
+  printf("\"%s\":{\"attempts\":%llu,\"first_attempts\":%llu,\"amplification\":%.6f,"
+         "\"last_attempt\":%.6f,\"stops\":{", what, (unsigned long long)r->attempts,
+         (unsigned long long)r->first_attempts, r->amplification, r->last_attempt);
+  const char *comma = "";
+  for (int k = 0; k < N_STOPS; k++) {
+    if (!r->stops[k]) continue;
+    printf("%s\"%s\":%llu", comma, k ? luaretry_reason_name((luaretry_reason)k) : "capped",
+           (unsigned long long)r->stops[k]);
+    comma = ",";
+  }
+  printf("}}%s", sep);
+}
+
+int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, double outage,
+                       uint64_t seed, int json) {
+  luaretry_herd_options o = { .clients = clients, .outage = outage, .seed = seed };
+  luaretry_herd_result own, fleet;
+  luaretry_code rc = luaretry_simulate_herd(p, &o, &own);
+  o.fleet = 1;
+  if (rc == LUARETRY_OK) rc = luaretry_simulate_herd(p, &o, &fleet);
+  if (rc != LUARETRY_OK) {
+    fprintf(stderr, "luaretry: simulate: %s\n", rc == LUARETRY_E_ARG
+            ? "--fleet takes at most 100000 --clients" : luaretry_strerror(rc));
+    return rc == LUARETRY_E_ARG ? EXIT_USAGE : EXIT_POLICY;
+  }
+  luaretry_tuning t;
+  luaretry_policy_tuning(p, &t);
+  char sync[64] = "none";
+  luaretry_policy_get(p, "fleet.sync", sync, sizeof sync);
+  if (json) {
+    printf("{\"clients\":%ld,\"outage\":%g,\"seed\":%llu,\"sync_ms\":%s,", clients, outage,
+           (unsigned long long)seed, sync);
+    print_json("own", &own, ",");
+    print_json("fleet", &fleet, "}\n");
+  } else {
+    printf("simulate: %s (%s): %ld clients fail together at t=0; outage %g s (503 before, "
+           "200 after); seed %llu (client i: seed + i)\n", t.name, path, clients, outage,
+           (unsigned long long)seed);
+    if (!t.budget && !t.breaker)
+      printf("  (the policy has neither budget nor breaker: there is nothing to share)\n");
+    print_text("own guards (a process each):", &own);
+    char what[128];
+    snprintf(what, sizeof what, "fleet guards (synced every %s ms):", sync);
+    print_text(what, &fleet);
+  }
+  int errors = own.stops[LUARETRY_REASON_POLICY_ERROR] || fleet.stops[LUARETRY_REASON_POLICY_ERROR];
+  return errors ? EXIT_POLICY : EXIT_OK;
+}

@@ -1,0 +1,423 @@
+/* simulate.c: `luaretry simulate`.
+ *
+ * Without --clients: the wait schedule a policy gives when every attempt
+ * fails transiently (luaretry_simulate).
+ *
+ * With --clients N: N clients fail at the same instant t=0 against an
+ * outage of --outage seconds.  Each client is its own call (seed + client
+ * index) on the virtual clock, driven through the step API: an attempt that
+ * starts before the outage ends is reported as a 503, one after it as a 200,
+ * so the policy's own classifier and rules decide.  Attempts take no time.
+ * Prints how the retries bunch up, and with --svg a histogram (svg.c).
+ *
+ * Only the public API (luaretry.h). */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/run/outfile.h"
+#include "cli/simulate/simulate.h"
+
+#define MAX_CLIENTS 1000000L
+#define MAX_OUTAGE 1e6
+#define CLIENT_ATTEMPT_CAP 100000L   /* as luaretry_simulate without max_attempts */
+#define MAX_RETRIES 20000000L        /* all clients together: 160 MB of times */
+#define MAX_BUCKETS 200
+
+/* Parses a whole non-negative integer; -1 when it is not one. */
+static long long parse_count(const char *s) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (end == s || *end || errno || v < 0) return -1;
+  return v;
+}
+
+/* Parses seconds, finite, 0 to MAX_OUTAGE; -1 when it is not that. */
+static double parse_seconds(const char *s) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (end == s || *end || errno || !isfinite(v) || v < 0 || v > MAX_OUTAGE) return -1;
+  return v;
+}
+
+/* ---- the schedule (no --clients) */
+
+typedef struct {
+  int json;
+  int policy_error;  /* the schedule ended on one */
+} schedule_out;
+
+/* Seconds for people: milliseconds shown, but a wait of 1e300 s in four
+ * significant digits rather than three hundred. */
+static const char *secs(char buf[32], double v) {
+  snprintf(buf, 32, fabs(v) < 1e9 ? "%.3f" : "%.4g", v);
+  return buf;
+}
+
+static int print_decision(void *ud, const luaretry_decision *d) {
+  schedule_out *out = ud;
+  const char *verdict = luaretry_reason_name(d->reason);
+  if (d->reason == LUARETRY_REASON_POLICY_ERROR) {
+    out->policy_error = 1;
+    fprintf(stderr, "luaretry: simulate: %s\n", d->message ? d->message : "policy error");
+  }
+  if (out->json) {
+    cli_json_decision(stdout, d, -1, NULL, NULL);
+  } else if (d->retry) {
+    char w[32], e[32];
+    printf("attempt %d: retry in %s s (%s), elapsed %s s\n", d->attempt, secs(w, d->wait),
+           luaretry_wait_source_name(d->wait_source), secs(e, d->elapsed));
+  } else {
+    char e[32];
+    printf("attempt %d: %s at %s s (%s)\n", d->attempt, verdict, secs(e, d->elapsed), d->rule);
+  }
+  return 0;
+}
+
+/* ---- the herd (--clients) */
+
+/* An attempt after a client's first, at time t. */
+static int record_retry(herd *h, double t) {
+  if (h->nretry == h->cap) {
+    size_t cap = h->cap ? h->cap * 2 : 4096;
+    if (cap > (size_t)MAX_RETRIES) cap = (size_t)MAX_RETRIES;
+    double *r = h->cap < (size_t)MAX_RETRIES ? realloc(h->retry, cap * sizeof *r) : NULL;
+    if (!r) {
+      fprintf(stderr, "luaretry: simulate: more than %ld attempts in all; use fewer "
+              "--clients or --attempts\n", MAX_RETRIES);
+      return -1;
+    }
+    h->retry = r;
+    h->cap = cap;
+  }
+  h->retry[h->nretry++] = t;
+  if (t > h->last) h->last = t;
+  return 0;
+}
+
+static void json_attempt(long client, const luaretry_decision *d, double t, int status) {
+  printf("{\"client\":%ld,\"attempt\":%d,\"time\":%.6f,\"status\":%d,\"verdict\":", client,
+         d->attempt, t, status);
+  cli_json_string(stdout, d->retry ? "retry" : luaretry_reason_name(d->reason));
+  printf(",\"wait\":%.6f}\n", d->retry ? d->wait : 0.0);
+}
+
+/* A client's verdict; the first policy error is shown, the rest counted. */
+static void count_verdict(herd *h, long i, const luaretry_decision *d) {
+  if (d->reason == LUARETRY_REASON_POLICY_ERROR && !h->by_reason[d->reason])
+    fprintf(stderr, "luaretry: simulate: client %ld: %s\n", i,
+            d->message ? d->message : "policy error");
+  if ((int)d->reason >= 0 && (int)d->reason < N_REASONS) h->by_reason[d->reason]++;
+}
+
+/* Client i's attempts: each reported as 503 while the outage lasts and 200
+ * after, each wait taken on the virtual clock, until the verdict. */
+static int drive_client(luaretry_call *c, herd *h, long i, int json) {
+  double t = 0;
+  for (long n = 1;; n++) {
+    luaretry_outcome o;
+    luaretry_outcome_init(&o);
+    o.kind = LUARETRY_OUTCOME_HTTP;
+    o.status = t < h->outage ? 503 : 200;
+    o.body = "";
+    o.method = "GET";
+    luaretry_decision d;
+    if (luaretry_call_report(c, &o, &d) != LUARETRY_OK) {
+      fprintf(stderr, "luaretry: simulate: client %ld: %s\n", i, luaretry_call_errmsg(c));
+      return EXIT_POLICY;
+    }
+    if (json) json_attempt(i, &d, t, o.status);
+    if (n > 1 && record_retry(h, t) != 0) return EXIT_POLICY;
+    if (!d.retry) {
+      count_verdict(h, i, &d);
+      return EXIT_OK;
+    }
+    if (n >= CLIENT_ATTEMPT_CAP) {
+      h->capped++;
+      return EXIT_OK;
+    }
+    luaretry_code rc = luaretry_call_wait(c, d.wait);
+    if (rc != LUARETRY_OK) {
+      fprintf(stderr, "luaretry: simulate: client %ld: %s\n", i, luaretry_strerror(rc));
+      return EXIT_POLICY;
+    }
+    t = luaretry_call_elapsed(c);
+  }
+}
+
+/* Runs every client, each its own call (seed + index); EXIT_OK when all
+ * ran, whatever their verdicts. */
+static int run_clients(luaretry_policy *p, herd *h, int json) {
+  for (long i = 0; i < h->clients; i++) {
+    luaretry_call_options opts;
+    luaretry_call_options_init(&opts);
+    opts.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED;
+    opts.seed = h->seed + (uint64_t)i;
+    luaretry_call *c;
+    luaretry_code rc = luaretry_call_begin(p, &opts, &c);
+    if (rc != LUARETRY_OK) {
+      fprintf(stderr, "luaretry: simulate: client %ld: %s\n", i, luaretry_strerror(rc));
+      return EXIT_POLICY;
+    }
+    int status = drive_client(c, h, i, json);
+    luaretry_call_free(c);
+    if (status != EXIT_OK) return status;
+  }
+  return EXIT_OK;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The peak in any window [t, t + WINDOW) that starts at a retry, and the
+ * even spread: retries / windows from the first retry to the last attempt. */
+static void measure(herd *h) {
+  if (!h->nretry) return;
+  qsort(h->retry, h->nretry, sizeof *h->retry, cmp_double);
+  size_t lo = 0;
+  for (size_t hi = 0; hi < h->nretry; hi++) {
+    while (h->retry[hi] - h->retry[lo] >= WINDOW) lo++;
+    long n = (long)(hi - lo + 1);
+    if (n > h->peak) {
+      h->peak = n;
+      h->peak_at = h->retry[lo];
+    }
+  }
+  double span = h->retry[h->nretry - 1] - h->retry[0];
+  h->windows = (long)ceil(span / WINDOW - 1e-9);
+  if (h->windows < 1) h->windows = 1;
+  h->even = (double)h->nretry / (double)h->windows;
+}
+
+/* A bucket width from 1, 2, 2.5, 5 x 10^k giving at most MAX_BUCKETS
+ * buckets over [0, last] (so ~100 to 200 of them). */
+static void choose_buckets(herd *h) {
+  static const double m[] = { 1, 2, 2.5, 5 };
+  h->width = 0.1;
+  if (h->last > 0) {
+    int e = (int)floor(log10(h->last / MAX_BUCKETS)) - 1;
+    for (int k = e; k <= e + 3; k++) {
+      int found = 0;
+      for (int j = 0; j < 4; j++) {
+        double w = m[j] * pow(10, k);
+        if (floor(h->last / w) + 1 <= MAX_BUCKETS) {
+          h->width = w;
+          found = 1;
+          break;
+        }
+      }
+      if (found) break;
+    }
+  }
+  h->nbuckets = (long)floor(h->last / h->width) + 1;
+}
+
+static int fill_buckets(herd *h) {
+  h->buckets = calloc((size_t)h->nbuckets, sizeof *h->buckets);
+  if (!h->buckets) return -1;
+  h->buckets[0] += h->clients;   /* every first attempt, at t=0 */
+  for (size_t i = 0; i < h->nretry; i++) {
+    long b = (long)floor(h->retry[i] / h->width);
+    if (b >= h->nbuckets) b = h->nbuckets - 1;
+    if (b < 0) b = 0;
+    h->buckets[b]++;
+  }
+  return 0;
+}
+
+/* Draws the SVG in memory, then replaces `path` with it whole. */
+static int svg_save(const char *path, const herd *h) {
+  char *svg = NULL;
+  size_t len = 0;
+  FILE *mem = open_memstream(&svg, &len);
+  if (mem) svg_write(mem, h);
+  if (!mem || fclose(mem) != 0) {
+    fprintf(stderr, "luaretry: --svg %s: out of memory\n", path);
+    free(svg);
+    return -1;
+  }
+  outfile f;
+  outfile_init(&f, path, "--svg");
+  outfile_write(&f, svg, len);
+  free(svg);
+  return outfile_finish(&f, 1);
+}
+
+static void print_summary(const herd *h, const char *svg) {
+  printf("simulate: %s (%s): %ld clients fail together at t=0; outage %g s (503 before, 200 "
+         "after); seed %llu (client i: seed + i)\n",
+         h->name, h->path, h->clients, h->outage, (unsigned long long)h->seed);
+  char a[32], b[32];
+  printf("attempts: %zu in all: %ld at t=0, %zu retries; last attempt at %s s\n",
+         (size_t)h->clients + h->nretry, h->clients, h->nretry, secs(a, h->last));
+  long gave_up = h->clients - h->by_reason[LUARETRY_REASON_SUCCESS];
+  printf("clients: %ld succeeded, %ld gave up", h->by_reason[LUARETRY_REASON_SUCCESS],
+         gave_up);
+  if (gave_up > 0) {
+    const char *sep = " (";
+    for (int r = 0; r < N_REASONS; r++) {
+      if (r == LUARETRY_REASON_SUCCESS || h->by_reason[r] == 0) continue;
+      printf("%s%s %ld", sep, luaretry_reason_name((luaretry_reason)r), h->by_reason[r]);
+      sep = ", ";
+    }
+    if (h->capped) printf("%sstopped after %ld attempts %ld", sep, CLIENT_ATTEMPT_CAP,
+                          h->capped);
+    putchar(')');
+  }
+  putchar('\n');
+  if (h->nretry) {
+    printf("peak: %ld retries in one 100 ms window (from %s s); even spread: %.2f per "
+           "100 ms\n", h->peak, secs(a, h->peak_at), h->even);
+    printf("  (even spread = %zu retries, the attempts after t=0, / %ld windows of 100 ms "
+           "from the first retry at %s s to the last attempt at %s s)\n",
+           h->nretry, h->windows, secs(a, h->retry[0]), secs(b, h->last));
+  } else {
+    printf("peak: no retries\n");
+  }
+  if (svg)
+    printf("svg: %s, %ld buckets of %g s\n", svg, h->nbuckets, h->width);
+}
+
+static int simulate_clients(luaretry_policy *p, herd *h, int json, const char *svg) {
+  luaretry_tuning t;
+  if (luaretry_policy_tuning(p, &t) == LUARETRY_OK && t.name) h->name = t.name;
+  int status = run_clients(p, h, json);
+  if (status != EXIT_OK) return status;
+  /* a policy error in the classifier is the policy's fault: exit 3, but
+   * the simulation still reports what happened */
+  if (h->by_reason[LUARETRY_REASON_POLICY_ERROR]) status = EXIT_POLICY;
+  measure(h);
+  choose_buckets(h);
+  if (svg) {
+    if (fill_buckets(h) != 0) {
+      fprintf(stderr, "luaretry: simulate: out of memory\n");
+      return EXIT_POLICY;
+    }
+    if (svg_save(svg, h) != 0) {
+      if (!json) print_summary(h, NULL);
+      return EXIT_POLICY;
+    }
+  }
+  if (!json) print_summary(h, svg);
+  return status;
+}
+
+typedef struct {
+  const char *path, *svg;
+  long long attempts, seed, clients;
+  double outage;
+  int json, have_outage, fleet;
+  char **sets;             /* room for argc + 1 */
+  int nsets;
+  char attempts_set[64];   /* --clients with --attempts: max_attempts=N */
+} simulate_args;
+
+/* One option that takes a value; 0 or a usage status. */
+static int take_value(simulate_args *a, const char *opt, char *v) {
+  if (strcmp(opt, "--set") == 0) {
+    a->sets[a->nsets++] = v;
+  } else if (strcmp(opt, "--svg") == 0) {
+    if (!*v) return cli_usage("--svg needs a file name%s", "");
+    a->svg = v;
+  } else if (strcmp(opt, "--outage") == 0) {
+    a->outage = parse_seconds(v);
+    if (a->outage < 0) return cli_usage("--outage %s: expected seconds from 0 to 1e6", v);
+    a->have_outage = 1;
+  } else if (strcmp(opt, "--clients") == 0) {
+    a->clients = parse_count(v);
+    if (a->clients < 1 || a->clients > MAX_CLIENTS)
+      return cli_usage("--clients %s: expected a whole number from 1 to 1000000", v);
+  } else {
+    int attempts = opt[2] == 'a';  /* --attempts, else --seed */
+    long long n = parse_count(v);
+    if (n < 0 || (attempts && (n < 1 || n > 1000000)))
+      return cli_usage(attempts ? "--attempts %s: expected a whole number from 1 to 1000000"
+                                : "--seed %s: expected a whole number, 0 or more", v);
+    if (attempts) a->attempts = n;
+    else a->seed = n;
+  }
+  return 0;
+}
+
+/* 0, or the exit status after a usage message. */
+static int parse_simulate(int argc, char **argv, simulate_args *a) {
+  static const char *const with_value[] = { "--attempts", "--seed", "--set", "--clients",
+                                            "--outage", "--svg", NULL };
+  for (int i = 0; i < argc; i++) {
+    const char *s = argv[i];
+    int takes = 0, status = 0;
+    for (int k = 0; with_value[k]; k++) takes |= strcmp(s, with_value[k]) == 0;
+    if (strcmp(s, "--json") == 0) a->json = 1;
+    else if (strcmp(s, "--fleet") == 0) a->fleet = 1;
+    else if (takes && i + 1 >= argc) return cli_usage("%s needs a value", s);
+    else if (takes) status = take_value(a, s, argv[++i]);
+    else if (s[0] == '-' && s[1]) return cli_usage("simulate: unknown option %s", s);
+    else if (!a->path) a->path = s;
+    else return cli_usage("simulate: unexpected argument %s", s);
+    if (status) return status;
+  }
+  if (!a->path) return cli_usage("simulate: %s", "which POLICY?");
+  if (!a->clients && (a->svg || a->have_outage || a->fleet))
+    return cli_usage("simulate: %s needs --clients N",
+                     a->svg ? "--svg" : a->fleet ? "--fleet" : "--outage");
+  if (a->fleet && a->svg) return cli_usage("simulate: --fleet draws no --svg%s", "");
+  if (a->clients && a->attempts) {  /* each client's call: the same override as --attempts */
+    snprintf(a->attempts_set, sizeof a->attempts_set, "max_attempts=%lld", a->attempts);
+    a->sets[a->nsets++] = a->attempts_set;
+  }
+  return 0;
+}
+
+static int simulate_herd(luaretry_policy *p, const simulate_args *a) {
+  herd h;
+  memset(&h, 0, sizeof h);
+  h.path = a->path;
+  h.name = a->path;
+  h.clients = (long)a->clients;
+  h.outage = a->outage;
+  h.seed = (uint64_t)a->seed;
+  int status = simulate_clients(p, &h, a->json, a->svg);
+  free(h.retry);
+  free(h.buckets);
+  return status;
+}
+
+static int simulate_schedule(luaretry_policy *p, const simulate_args *a) {
+  schedule_out out = { a->json, 0 };
+  luaretry_code rc = luaretry_simulate(p, (uint64_t)a->seed, (long)a->attempts, print_decision,
+                                       &out);
+  if (rc == LUARETRY_OK) return out.policy_error ? EXIT_POLICY : EXIT_OK;
+  fprintf(stderr, "luaretry: simulate: %s\n", luaretry_strerror(rc));
+  return EXIT_POLICY;
+}
+
+int cli_simulate(int argc, char **argv) {
+  simulate_args a;
+  memset(&a, 0, sizeof a);
+  a.seed = 1;
+  a.outage = 30;
+  if (!(a.sets = malloc(sizeof *a.sets * (size_t)(argc + 2)))) {
+    fprintf(stderr, "luaretry: out of memory\n");
+    return EXIT_POLICY;
+  }
+  int status = parse_simulate(argc, argv, &a);
+  luaretry_policy *p = NULL;
+  if (status == 0 && !(p = cli_load_policy(a.path, a.sets, a.nsets, 1))) status = EXIT_POLICY;
+  if (p) {
+    if (a.fleet)
+      status = cli_simulate_fleet(p, a.path, (long)a.clients, a.outage, (uint64_t)a.seed, a.json);
+    else
+      status = a.clients ? simulate_herd(p, &a) : simulate_schedule(p, &a);
+    if (fflush(stdout) != 0) status = EXIT_POLICY;
+  }
+  luaretry_policy_free(p);
+  free(a.sets);
+  return status;
+}

@@ -1,0 +1,390 @@
+/* answer.c: the fault server's script: loaded with the standard
+ * libraries and the sequence/cycle/routes helpers, called once per
+ * request with `req`, its answer turned into bytes on the connection or a
+ * reset, a hang, a truncation, after a delay (the API is described at the
+ * top of server.c). */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lualib.h>
+
+#include "faults_int.h"
+
+static const char prelude[] =
+  "local type, min = type, math.min\n"
+  "local function answer (x, req)\n"
+  "  if type(x) == 'function' then return x(req) end\n"
+  "  return x\n"
+  "end\n"
+  "local function list_of (name, t)\n"
+  "  if type(t) ~= 'table' or #t == 0 then\n"
+  "    error(name .. ': expects a non-empty list', 3)\n"
+  "  end\n"
+  "  return t\n"
+  "end\n"
+  "function sequence (t)\n"
+  "  list_of('sequence', t)\n"
+  "  return function (req) return answer(t[min(req.count, #t)], req) end\n"
+  "end\n"
+  "function cycle (t)\n"
+  "  list_of('cycle', t)\n"
+  "  return function (req) return answer(t[(req.count - 1) % #t + 1], req) end\n"
+  "end\n"
+  "function routes (map)\n"
+  "  if type(map) ~= 'table' then error('routes: expects a table', 2) end\n"
+  "  return function (req)\n"
+  "    local x = map[req.path]\n"
+  "    if x == nil then x = map.default end\n"
+  "    if x == nil then\n"
+  "      return {status = 404, body = 'no route for ' .. req.path .. '\\n'}\n"
+  "    end\n"
+  "    return answer(x, req)\n"
+  "  end\n"
+  "end\n";
+
+
+/* ------------------------------------------------------------ the script */
+
+enum { A_SEND, A_RESET, A_HANG, A_STREAM };
+
+typedef struct exchange {
+  lr_faults *f;
+  conn *c;
+  int action;
+  double delay;
+} exchange;
+
+static void push_request (lua_State *L, exchange *x) {
+  const lr_http_req *r = &x->c->req;
+  lua_createtable(L, 0, 10);
+  lua_pushstring(L, r->method);
+  lua_setfield(L, -2, "method");
+  lua_pushstring(L, r->path);
+  lua_setfield(L, -2, "path");
+  lua_pushstring(L, r->query);
+  lua_setfield(L, -2, "query");
+  lua_pushlstring(L, x->c->in + r->head_len, r->body_len);
+  lua_setfield(L, -2, "body");
+  lua_pushinteger(L, (lua_Integer)(r->body_len + r->dropped));
+  lua_setfield(L, -2, "body_len");
+  lua_pushinteger(L, x->f->total);
+  lua_setfield(L, -2, "total");
+  lua_pushnumber(L, x->c->head_time);
+  lua_setfield(L, -2, "time");
+  lua_createtable(L, 0, (int)r->nheaders);
+  for (size_t i = 0; i < r->nheaders; i++) {
+    const char *name = r->headers[i].name;
+    if (lua_getfield(L, -1, name) == LUA_TNIL)
+      lua_pushstring(L, r->headers[i].value);
+    else
+      lua_pushfstring(L, "%s, %s", lua_tostring(L, -1), r->headers[i].value);
+    lua_setfield(L, -3, name);
+    lua_pop(L, 1);
+  }
+  lua_setfield(L, -2, "headers");
+  /* the per-path entry */
+  lua_rawgeti(L, LUA_REGISTRYINDEX, x->f->paths_ref);
+  if (lua_getfield(L, -1, r->path) == LUA_TNIL) {
+    lua_pop(L, 1);
+    lua_createtable(L, 0, 2);
+    lua_pushinteger(L, 0);
+    lua_setfield(L, -2, "count");
+    lua_newtable(L);
+    lua_setfield(L, -2, "state");
+    lua_pushvalue(L, -1);
+    lua_setfield(L, -3, r->path);
+  }
+  lua_getfield(L, -1, "count");
+  lua_pushinteger(L, lua_tointeger(L, -1) + 1);
+  lua_remove(L, -2);
+  lua_pushvalue(L, -1);
+  lua_setfield(L, -3, "count");
+  lua_setfield(L, -4, "count");
+  lua_getfield(L, -1, "state");
+  lua_setfield(L, -4, "state");
+  lua_pop(L, 2);
+}
+
+static lua_Integer int_field (lua_State *L, int t, const char *name,
+                              lua_Integer def, lua_Integer lo, lua_Integer hi) {
+  int isint;
+  lua_Integer v;
+  if (lua_getfield(L, t, name) == LUA_TNIL) { lua_pop(L, 1); return def; }
+  v = lua_tointegerx(L, -1, &isint);
+  if (!isint || v < lo || v > hi)
+    luaL_error(L, "respond: '%s' must be an integer in %I..%I", name, lo, hi);
+  lua_pop(L, 1);
+  return v;
+}
+
+/* A header name or value from the script, checked so it cannot break the
+   framing. */
+static const char *header_text (lua_State *L, int idx, int is_name) {
+  size_t len, i;
+  const char *s;
+  int t = lua_type(L, idx);
+  if (t != LUA_TSTRING && t != LUA_TNUMBER)
+    luaL_error(L, "respond: header %s must be a string, got %s",
+               is_name ? "name" : "value", luaL_typename(L, idx));
+  s = lua_tolstring(L, idx, &len);
+  for (i = 0; i < len; i++) {
+    unsigned char ch = (unsigned char)s[i];
+    if (ch == '\r' || ch == '\n' || ch == '\0' ||
+        (is_name && (ch <= ' ' || ch == ':' || ch >= 0x7f)))
+      luaL_error(L, "respond: bad character in header %s '%s'",
+                 is_name ? "name" : "value", s);
+  }
+  if (is_name && len == 0) luaL_error(L, "respond: empty header name");
+  return s;
+}
+
+/* Write the headers of table `t` into the response. */
+static void put_headers (lua_State *L, int t, conn *c, int *has_connection) {
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    const char *name;
+    if (lua_type(L, -2) != LUA_TSTRING)
+      luaL_error(L, "respond: header names must be strings");
+    name = header_text(L, -2, 1);
+    if (strcasecmp(name, "content-length") != 0 &&
+        strcasecmp(name, "transfer-encoding") != 0) {
+      int list = lua_istable(L, -1);
+      lua_Integer n = list ? luaL_len(L, -1) : 1;
+      for (lua_Integer i = 1; i <= n; i++) {
+        const char *value;
+        if (list) lua_geti(L, -1, i);
+        value = header_text(L, -1, 0);
+        if (strcasecmp(name, "connection") == 0) {
+          *has_connection = 1;
+          if (strcasestr(value, "close")) c->close_after = 1;
+        }
+        sb_str(&c->out, name);
+        sb_str(&c->out, ": ");
+        sb_str(&c->out, value);
+        sb_str(&c->out, "\r\n");
+        if (list) lua_pop(L, 1);
+      }
+    }
+    lua_pop(L, 1);
+  }
+}
+
+/* `stream = {data = S, count = N, interval = T}` of the answer at t:
+   after the head, S is sent N times (no count: for ever), T seconds apart,
+   then the connection closes.  1 when there is one. */
+static int get_stream (lua_State *L, int t, conn *c) {
+  size_t len;
+  const char *data;
+  if (lua_getfield(L, t, "stream") == LUA_TNIL) { lua_pop(L, 1); return 0; }
+  if (!lua_istable(L, -1)) luaL_error(L, "respond: 'stream' must be a table");
+  int s = lua_gettop(L);
+  fault_stream_free(c);
+  lua_getfield(L, s, "data");
+  if (!lua_isstring(L, -1)) luaL_error(L, "respond: 'stream.data' must be a string");
+  data = lua_tolstring(L, -1, &len);
+  if (len == 0) luaL_error(L, "respond: 'stream.data' must not be empty");
+  c->stream_left = int_field(L, s, "count", -1, 0, LUA_MAXINTEGER);
+  c->stream_every = 0;
+  if (lua_getfield(L, s, "interval") != LUA_TNIL) {
+    int isnum;
+    c->stream_every = lua_tonumberx(L, -1, &isnum);
+    if (!isnum || !(c->stream_every >= 0) || c->stream_every > 3600)
+      luaL_error(L, "respond: 'stream.interval' must be seconds from 0 to 3600");
+  }
+  if ((c->stream = malloc(len)) == NULL) luaL_error(L, "respond: out of memory");
+  memcpy(c->stream, data, len);
+  c->stream_len = len;
+  lua_settop(L, s - 1);
+  return 1;
+}
+
+/* The fields that make the answer something else than a made response:
+   then_reset, hang, reset, a stream, raw bytes.  1 when nothing more is
+   to be made. */
+static int special_answer (lua_State *L, int t, exchange *x) {
+  conn *c = x->c;
+  if (lua_getfield(L, t, "then_reset") != LUA_TNIL && lua_toboolean(L, -1))
+    c->reset_at_end = c->close_after = 1;
+  if (lua_getfield(L, t, "hang") != LUA_TNIL && lua_toboolean(L, -1)) {
+    x->action = A_HANG;
+    return 1;
+  }
+  if (lua_getfield(L, t, "reset") != LUA_TNIL && lua_toboolean(L, -1)) {
+    x->action = A_RESET;
+    return 1;
+  }
+  if (get_stream(L, t, c)) x->action = A_STREAM;
+  if (lua_getfield(L, t, "raw") != LUA_TNIL) {  /* the bytes, as they are */
+    size_t n;
+    const char *raw = luaL_checklstring(L, -1, &n);
+    sb_add(&c->out, raw, n);
+    c->close_after = 1;
+    return 1;
+  }
+  return 0;
+}
+
+/* Turn the script's answer (at the top of the stack) into a response. */
+static void put_answer (lua_State *L, exchange *x) {
+  conn *c = x->c;
+  int t = lua_gettop(L), status = 200, has_connection = 0;
+  int head_only = strcmp(c->req.method, "HEAD") == 0;
+  const char *reason = NULL, *body = "";
+  size_t len = 0, sent;
+  lua_Integer truncate = -1;
+  switch (lua_type(L, t)) {
+    case LUA_TNUMBER:
+      lua_createtable(L, 0, 1);
+      lua_pushvalue(L, t);
+      lua_setfield(L, -2, "status");
+      lua_replace(L, t);
+      break;
+    case LUA_TSTRING: body = lua_tolstring(L, t, &len); break;
+    case LUA_TTABLE: break;
+    default:
+      luaL_error(L, "respond returned %s (expected a table, a status number"
+                 " or a body string)", luaL_typename(L, t));
+  }
+  if (lua_istable(L, t)) {
+    status = (int)int_field(L, t, "status", 200, 100, 999);
+    if (lua_getfield(L, t, "reason") != LUA_TNIL)
+      reason = header_text(L, -1, 0);
+    if (lua_getfield(L, t, "body") != LUA_TNIL) {
+      if (!lua_isstring(L, -1))
+        luaL_error(L, "respond: 'body' must be a string, got %s",
+                   luaL_typename(L, -1));
+      body = lua_tolstring(L, -1, &len);
+    }
+    if (lua_getfield(L, t, "delay") != LUA_TNIL) {
+      int isnum;
+      x->delay = lua_tonumberx(L, -1, &isnum);
+      if (!isnum || !(x->delay >= 0) || isinf(x->delay))
+        luaL_error(L, "respond: 'delay' must be a number of seconds >= 0");
+    }
+    truncate = int_field(L, t, "truncate", -1, 0, LUA_MAXINTEGER);
+    if (special_answer(L, t, x)) return;
+  }
+  if (reason == NULL) reason = lr_http_reason(status);
+  sb_fmt(&c->out, "HTTP/1.1 %d ", status);
+  sb_str(&c->out, reason);
+  sb_str(&c->out, "\r\n");
+  if (lua_istable(L, t) && lua_getfield(L, t, "headers") != LUA_TNIL) {
+    if (!lua_istable(L, -1))
+      luaL_error(L, "respond: 'headers' must be a table, got %s",
+                 luaL_typename(L, -1));
+    put_headers(L, lua_gettop(L), c, &has_connection);
+  }
+  /* a stream ends with the connection: no length to announce */
+  if (x->action == A_STREAM) c->close_after = 1;
+  else sb_fmt(&c->out, "Content-Length: %zu\r\n", len);
+  if (c->close_after && !has_connection)
+    sb_str(&c->out, "Connection: close\r\n");
+  sb_str(&c->out, "\r\n");
+  sent = truncate >= 0 && (size_t)truncate < len ? (size_t)truncate : len;
+  if (!head_only) sb_add(&c->out, body, sent);
+  if (truncate >= 0) c->close_after = 1;  /* unannounced, like a real cut */
+}
+
+static int run_script (lua_State *L) {
+  exchange *x = (exchange *)lua_touserdata(L, 1);
+  luaL_checkstack(L, 24, NULL);  /* put_answer keeps its fields on the stack */
+  if (lua_getglobal(L, "respond") == LUA_TFUNCTION) {
+    push_request(L, x);
+    lua_call(L, 1, 1);
+  }
+  else {  /* a fixed answer; still count the request */
+    push_request(L, x);
+    lua_pop(L, 1);
+  }
+  put_answer(L, x);
+  return 0;
+}
+
+int fault_reset_paths (lua_State *L) {
+  lr_faults *f = (lr_faults *)lua_touserdata(L, 1);
+  lua_newtable(L);
+  lua_rawseti(L, LUA_REGISTRYINDEX, f->paths_ref);
+  return 0;
+}
+
+void fault_answer_script (lr_faults *f, conn *c) {
+  lua_State *L = f->L;
+  exchange x = {f, c, A_SEND, 0};
+  size_t mark = c->out.len;
+  c->reset_at_end = 0;
+  f->total++;
+  fault_log_entry(f, c);
+  lua_pushcfunction(L, run_script);
+  lua_pushlightuserdata(L, &x);
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
+    size_t len;
+    const char *msg = lua_tolstring(L, -1, &len);
+    if (msg == NULL) msg = "(error object is not a string)", len = strlen(msg);
+    c->out.len = mark;  /* drop a half-written answer */
+    x.action = A_SEND;
+    x.delay = 0;
+    fault_put_simple(c, 500, "text/plain", msg, len);
+    lua_pop(L, 1);
+  }
+  if (x.action == A_HANG) { c->state = C_HANG; return; }
+  if (x.action != A_STREAM) fault_stream_free(c);
+  if (x.delay > 0) {
+    c->state = C_DELAY;
+    c->due = fault_elapsed(f) + x.delay;
+    c->hold = mark;
+    c->reset_when_due = x.action == A_RESET;
+  }
+  else if (x.action == A_RESET) fault_conn_close(f, c, 1);
+  else {
+    c->state = c->stream ? C_STREAM : C_WRITE;
+    c->due = 0;  /* a stream's first piece goes once the head is out */
+  }
+}
+
+int fault_load_script (lr_faults *f, const char *path, const char *chunkname,
+                        const char *source, char *err, size_t errlen) {
+  const char *name = path ? path : chunkname;
+  lua_State *L = f->L = fault_sandbox_new(f, path, err, errlen);
+  int st;
+  if (L == NULL) return -1;
+  st = luaL_loadbufferx(L, prelude, sizeof prelude - 1, "=faults prelude", "t");
+  if (st == LUA_OK) st = lua_pcall(L, 0, 0, 0);
+  if (st == LUA_OK) {
+    lua_newtable(L);
+    f->paths_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    if (path) st = luaL_loadfilex(L, path, "t");
+    else {  /* "@name" so messages read "name:line: ..." */
+      lua_pushfstring(L, "%s%s", strchr("@=", chunkname[0]) ? "" : "@",
+                      chunkname);
+      st = luaL_loadbufferx(L, source, strlen(source), lua_tostring(L, -1), "t");
+      lua_remove(L, -2);
+    }
+  }
+  if (st == LUA_OK) st = lua_pcall(L, 0, 0, 0);
+  if (st != LUA_OK) {
+    const char *msg = lua_tostring(L, -1);
+    snprintf(err, errlen, "%s", msg ? msg : "error object is not a string");
+    return -1;
+  }
+  if (lua_getglobal(L, "respond") == LUA_TNIL) {
+    snprintf(err, errlen, "%s: the script defines no global 'respond'", name);
+    return -1;
+  }
+  lua_pop(L, 1);
+  return 0;
+}
+

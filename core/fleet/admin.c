@@ -1,0 +1,130 @@
+/* admin.c: what `luaretry fleet POLICY [--reset]` needs: read the
+ * fleet's state and its registry of processes, or delete both.  Plain
+ * commands, not the update script: looking must not change what is seen
+ * (no sync is recorded, no breaker moves to half-open). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis.h>
+
+#include "fleet_internal.h"
+
+#define MINUTE_MS 60000
+
+/* Runs argc commands pipelined in one round trip with the io lock held;
+ * replies[i] for each, freed by the caller.  Connects at once if needed. */
+static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argvs[],
+                              redisReply *replies[], char *err, size_t errlen) {
+  char detail[300] = "";
+  lr_fleet_code rc = lr_fleet_connect_locked(f, 1, detail, sizeof detail);
+  int64_t deadline = lr_monotonic_ms() + f->set.command_timeout_ms;
+  if (rc == LR_FLEET_OK) rc = lr_fleet_drain_locked(f, deadline, detail, sizeof detail);
+  for (int i = 0; rc == LR_FLEET_OK && i < n; i++)
+    rc = lr_conn_append(&f->conn, argcs[i], argvs[i], NULL);
+  for (int i = 0; rc == LR_FLEET_OK && i < n; i++)
+    rc = lr_conn_read(&f->conn, deadline, &replies[i], detail, sizeof detail);
+  for (int i = 0; rc == LR_FLEET_OK && i < n; i++) {
+    if (replies[i]->type != REDIS_REPLY_ERROR) continue;
+    rc = lr_conn_error_code(replies[i]);
+    lr_fmt(detail, sizeof detail, "%s refused: %.200s", argvs[i][0], replies[i]->str);
+  }
+  if (rc != LR_FLEET_OK) {
+    lr_redis_url_scrub(&f->url, detail);
+    if (rc != LR_FLEET_E_REFUSED && rc != LR_FLEET_E_NOMEM && f->conn.fd >= 0)
+      lr_fleet_fail_locked(f, rc, detail);
+    lr_fmt(err, errlen, "%s: %s", f->url.redacted, detail);
+  }
+  return rc;
+}
+
+static long long field(const redisReply *hm, size_t i, int *present) {
+  if (i >= hm->elements || hm->element[i]->type != REDIS_REPLY_STRING) return 0;
+  *present = 1;
+  return strtoll(hm->element[i]->str, NULL, 10);
+}
+
+static void read_state(const redisReply *hm, lr_fleet_status *st) {
+  int present = 0;
+  st->tokens = (double)field(hm, 0, &present) / 1000;
+  st->breaker = (int)field(hm, 1, &present);
+  st->consecutive_failures = (int)field(hm, 2, &present);
+  st->opened_at_ms = field(hm, 3, &present);
+  st->probes_left = (int)field(hm, 4, &present);
+  st->max_tokens = (double)field(hm, 5, &present) / 1000;
+  st->updated_at_ms = field(hm, 6, &present);
+  st->exists = present;
+}
+
+/* ZREVRANGE ... WITHSCORES: member, score, member, score... */
+static lr_fleet_code read_processes(const redisReply *z, lr_fleet_status *st) {
+  size_t pairs = z->type == REDIS_REPLY_ARRAY ? z->elements / 2 : 0;
+  st->processes = pairs ? calloc(pairs, sizeof *st->processes) : NULL;
+  if (pairs && !st->processes) return LR_FLEET_E_NOMEM;
+  for (size_t i = 0; i < pairs; i++) {
+    const redisReply *m = z->element[2 * i], *s = z->element[2 * i + 1];
+    if (m->type != REDIS_REPLY_STRING || s->type != REDIS_REPLY_STRING) continue;
+    long long seen = strtoll(s->str, NULL, 10);
+    if (st->now_ms - seen > MINUTE_MS) continue;
+    lr_fleet_process *p = &st->processes[st->count++];
+    lr_fmt(p->member, sizeof p->member, "%s", m->str);
+    p->seen_ago = (double)(st->now_ms - seen) / 1000;
+  }
+  return LR_FLEET_OK;
+}
+
+static lr_fleet_code decode_status(redisReply *r[3], lr_fleet_status *st, char *err,
+                                   size_t errlen) {
+  const redisReply *t = r[0];
+  if (t->type != REDIS_REPLY_ARRAY || t->elements != 2 ||
+      t->element[0]->type != REDIS_REPLY_STRING || t->element[1]->type != REDIS_REPLY_STRING ||
+      r[1]->type != REDIS_REPLY_ARRAY || r[1]->elements != 7 || r[2]->type != REDIS_REPLY_ARRAY) {
+    lr_fmt(err, errlen, "unexpected replies to TIME, HMGET and ZREVRANGE");
+    return LR_FLEET_E_PROTOCOL;
+  }
+  st->now_ms = strtoll(t->element[0]->str, NULL, 10) * 1000 +
+               strtoll(t->element[1]->str, NULL, 10) / 1000;
+  read_state(r[1], st);
+  return read_processes(r[2], st);
+}
+
+lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err,
+                                  size_t errlen) {
+  if (!st) return LR_FLEET_E_ARG;
+  memset(st, 0, sizeof *st);
+  if (!f) return LR_FLEET_E_ARG;
+  const char *time_cmd[] = { "TIME" };
+  const char *hmget[] = { "HMGET", f->key, "tokens", "state", "fails", "opened_at",
+                          "probes_left", "max", "updated_at" };
+  const char *zrange[] = { "ZREVRANGE", f->procs_key, "0", "-1", "WITHSCORES" };
+  int argcs[3] = { 1, 9, 5 };
+  const char **argvs[3] = { time_cmd, hmget, zrange };
+  redisReply *r[3] = { NULL, NULL, NULL };
+  pthread_mutex_lock(&f->io);
+  lr_fleet_code rc = pipeline(f, 3, argcs, argvs, r, err, errlen);
+  pthread_mutex_unlock(&f->io);
+  if (rc == LR_FLEET_OK) rc = decode_status(r, st, err, errlen);
+  for (int i = 0; i < 3; i++)
+    if (r[i]) freeReplyObject(r[i]);
+  if (rc != LR_FLEET_OK) lr_fleet_status_free(st);
+  return rc;
+}
+
+void lr_fleet_status_free(lr_fleet_status *st) {
+  if (!st) return;
+  free(st->processes);
+  st->processes = NULL;
+  st->count = 0;
+}
+
+lr_fleet_code lr_fleet_reset(lr_fleet *f, char *err, size_t errlen) {
+  if (!f) return LR_FLEET_E_ARG;
+  const char *del[] = { "DEL", f->key, f->procs_key };
+  int argc = 3;
+  const char **argv = del;
+  redisReply *r = NULL;
+  pthread_mutex_lock(&f->io);
+  lr_fleet_code rc = pipeline(f, 1, &argc, &argv, &r, err, errlen);
+  pthread_mutex_unlock(&f->io);
+  if (r) freeReplyObject(r);
+  return rc;
+}

@@ -1,0 +1,110 @@
+/* decide.c: the engine's questions, answered from the last known
+ * state of the fleet without I/O (one exception: a probe permit while the
+ * fleet's breaker is half-open).  Each mirrors its local twin in
+ * core/guard.c; LR_FLEET_LOCAL hands the question back to it whenever the
+ * fleet's counts are not known to be current. */
+#include <string.h>
+
+#include "fleet_internal.h"
+
+void lr_fleet_record(lr_fleet *f, lr_fleet_outcome o) {
+  if (!f) return;
+  switch (o) {
+  case LR_FLEET_SUCCESS:
+    if (atomic_load_explicit(&f->budget, memory_order_relaxed))
+      atomic_fetch_add_explicit(&f->earned, atomic_load_explicit(&f->ratio_milli,
+                                memory_order_relaxed), memory_order_relaxed);
+    /* a success is also an answer */
+    __attribute__((fallthrough));
+  case LR_FLEET_ANSWERED:
+    /* plain stores, no locked instruction: the script only asks whether
+     * the batch holds an answer, not how many */
+    atomic_store_explicit(&f->trail, 0, memory_order_relaxed);
+    if (!atomic_load_explicit(&f->resets, memory_order_relaxed))
+      atomic_store_explicit(&f->resets, 1, memory_order_relaxed);
+    return;
+  case LR_FLEET_FAILURE:
+    atomic_fetch_add_explicit(&f->spent, 1000, memory_order_relaxed);
+    atomic_fetch_add_explicit(&f->trail, 1, memory_order_relaxed);
+    return;
+  }
+}
+
+/* Healthy and synced within stale_ms: the view may decide. */
+static int fresh(lr_fleet *f, int64_t now) {
+  return atomic_load_explicit(&f->health, memory_order_acquire) == LR_FLEET_HEALTHY &&
+         now - atomic_load_explicit(&f->last_ok_ms, memory_order_relaxed) <= f->set.stale_ms;
+}
+
+/* The fleet's tokens at the last sync, with what this process has counted
+ * since (sent or not), clamped as the script clamps. */
+static long long tokens_now(lr_fleet *f) {
+  long long t = atomic_load(&f->tokens) + atomic_load(&f->inflight_net) +
+                atomic_load(&f->earned) - atomic_load(&f->spent);
+  long long max = atomic_load(&f->max_milli);
+  return t < 0 ? 0 : t > max ? max : t;
+}
+
+double lr_fleet_tokens(lr_fleet *f) {
+  return f ? (double)tokens_now(f) / 1000 : 0;
+}
+
+int lr_fleet_budget_allows_retry(lr_fleet *f) {
+  if (!f || !atomic_load(&f->budget) || !fresh(f, lr_monotonic_coarse_ms())) return LR_FLEET_LOCAL;
+  return tokens_now(f) * 2 > atomic_load(&f->max_milli);
+}
+
+/* A first attempt while the fleet is half-open: one round trip asks Redis
+ * for a permit, at most once per sync period in this process; meanwhile
+ * (and while another thread talks to Redis) such calls are refused, as a
+ * half-open breaker refuses calls beyond its probes. */
+static int ask_permit(lr_fleet *f, int64_t now) {
+  long long asked = atomic_load(&f->permit_asked_at);
+  if (asked != 0 && now - asked < f->set.sync_ms) return 0;
+  if (pthread_mutex_trylock(&f->io) != 0) return 0;
+  atomic_store(&f->permit_asked_at, now);
+  long long granted = 0;
+  lr_fleet_code rc = lr_fleet_ask_permit_locked(f, &granted);
+  pthread_mutex_unlock(&f->io);
+  if (rc != LR_FLEET_OK) return LR_FLEET_LOCAL;
+  /* granted, or a probe elsewhere closed the breaker meanwhile */
+  return granted > 0 || atomic_load(&f->state) == 0;
+}
+
+int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt) {
+  if (!f || !atomic_load(&f->breaker)) return LR_FLEET_LOCAL;
+  int64_t now = lr_monotonic_coarse_ms();
+  if (!fresh(f, now)) return LR_FLEET_LOCAL;
+  int state = atomic_load(&f->state);
+  if (state == 0) return 1;
+  if (state == 1) {
+    long long redis_now = now + atomic_load(&f->clock_offset);
+    if (redis_now - atomic_load(&f->opened_at) < atomic_load(&f->open_ms)) return 0;
+  }
+  /* half-open, or open with its period over (the fleet's next sync makes
+   * it half-open): retries go on, a new call needs a permit */
+  if (!first_attempt) return 1;
+  return ask_permit(f, now);
+}
+
+void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v) {
+  memset(v, 0, sizeof *v);
+  if (!f) return;
+  int64_t now = lr_monotonic_ms();
+  v->health = (lr_fleet_health)atomic_load(&f->health);
+  v->fresh = fresh(f, now);
+  v->tokens = (double)tokens_now(f) / 1000;
+  v->breaker = atomic_load(&f->state);
+  v->consecutive_failures = atomic_load(&f->fails);
+  v->probes_left = atomic_load(&f->probes_left);
+  v->opened_at_ms = atomic_load(&f->opened_at);
+  long long ok = atomic_load(&f->last_ok_ms);
+  v->synced_ago = ok ? (double)(now - ok) / 1000 : -1;
+  v->syncs = atomic_load(&f->syncs);
+  v->sync_failures = atomic_load(&f->sync_failures);
+  lr_fmt(v->where, sizeof v->where, "%s", f->url.redacted);
+  lr_fmt(v->key, sizeof v->key, "%s", f->key);
+  pthread_mutex_lock(&f->note_lock);
+  lr_fmt(v->detail, sizeof v->detail, "%s", f->detail);
+  pthread_mutex_unlock(&f->note_lock);
+}

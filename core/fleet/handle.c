@@ -1,0 +1,232 @@
+/* fleet.c: the fleet handle: its settings, its health and its one
+ * connection (the sync paths are in sync.c).
+ *
+ * Health: UNKNOWN until the first round trip, then HEALTHY or DEGRADED.
+ * Any failure (a timeout, a refusal, a closed connection) degrades at once:
+ * the connection is dropped (a late reply would be out of step), decisions
+ * fall back to the local guards, and reconnects wait a jittered backoff
+ * doubling from reconnect_min_ms to reconnect_max_ms, so a dead Redis costs
+ * one connect attempt per backoff, not one per call.  The log callback
+ * hears of each change once. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fleet_internal.h"
+
+#define MILLI 1000
+
+const char *lr_fleet_strerror(lr_fleet_code code) {
+  switch (code) {
+  case LR_FLEET_OK: return "ok";
+  case LR_FLEET_E_ARG: return "bad argument";
+  case LR_FLEET_E_NOMEM: return "out of memory";
+  case LR_FLEET_E_CONNECT: return "cannot reach Redis";
+  case LR_FLEET_E_TIMEOUT: return "Redis did not answer in time";
+  case LR_FLEET_E_AUTH: return "Redis refused the credentials";
+  case LR_FLEET_E_REFUSED: return "Redis refused the command";
+  case LR_FLEET_E_PROTOCOL: return "unexpected reply from Redis";
+  case LR_FLEET_E_BACKOFF: return "Redis unavailable, waiting before reconnecting";
+  }
+  return "unknown error";
+}
+
+const char *lr_fleet_health_name(lr_fleet_health h) {
+  switch (h) {
+  case LR_FLEET_UNKNOWN: return "unknown";
+  case LR_FLEET_HEALTHY: return "fleet";
+  case LR_FLEET_DEGRADED: return "degraded";
+  }
+  return "unknown";
+}
+
+void lr_fleet_settings_init(lr_fleet_settings *s) {
+  memset(s, 0, sizeof *s);
+  s->max_tokens = 10;
+  s->token_ratio = 0.1;
+  s->failures = 5;
+  s->open_seconds = 30;
+  s->probes = 1;
+  s->connect_timeout_ms = 250;
+  s->command_timeout_ms = 100;
+  s->sync_ms = 200;
+  s->reconnect_min_ms = 500;
+  s->reconnect_max_ms = 30000;
+  s->ttl_seconds = 3600;
+}
+
+static int clamp_int(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* The guard numbers, read by decisions without a lock. */
+static void install_guards(lr_fleet *f, const lr_fleet_settings *s) {
+  atomic_store(&f->budget, s->budget != 0);
+  atomic_store(&f->breaker, s->breaker != 0);
+  atomic_store(&f->failures, s->failures);
+  atomic_store(&f->probes, s->probes);
+  atomic_store(&f->max_milli, llround(s->max_tokens * MILLI));
+  atomic_store(&f->ratio_milli, llround(s->token_ratio * MILLI));
+  atomic_store(&f->open_ms, llround(s->open_seconds * 1000));
+}
+
+/* The rest is fixed for the handle's life: read without a lock. */
+static void install(lr_fleet *f, const lr_fleet_settings *s) {
+  lr_fleet_settings c = *s;
+  c.connect_timeout_ms = clamp_int(c.connect_timeout_ms, 1, 60000);
+  c.command_timeout_ms = clamp_int(c.command_timeout_ms, 1, 60000);
+  c.sync_ms = clamp_int(c.sync_ms, 1, 60000);
+  if (c.stale_ms <= 0) c.stale_ms = 10 * c.sync_ms;
+  c.reconnect_min_ms = clamp_int(c.reconnect_min_ms, 1, 3600000);
+  c.reconnect_max_ms = clamp_int(c.reconnect_max_ms, c.reconnect_min_ms, 3600000);
+  c.ttl_seconds = clamp_int(c.ttl_seconds, 1, 30 * 86400);
+  c.member = f->member;
+  f->set = c;
+  install_guards(f, s);
+}
+
+/* Only the guard numbers change: timeouts, the log and the member are
+ * the handle's for life (a new URL or key is a new handle). */
+void lr_fleet_configure(lr_fleet *f, const lr_fleet_settings *s) {
+  if (f && s) install_guards(f, s);
+}
+
+static lr_fleet_code check_key(const char *key, char *err, size_t errlen) {
+  size_t n = key ? strlen(key) : 0;
+  int ok = n >= 1 && n <= 200;
+  for (size_t i = 0; ok && i < n; i++) {
+    unsigned char ch = (unsigned char)key[i];
+    ok = ch > 0x20 && ch != 0x7f && ch != '{' && ch != '}';
+  }
+  if (ok) return LR_FLEET_OK;
+  lr_fmt(err, errlen, "fleet key: expected 1 to 200 printable bytes without "
+               "spaces, '{' or '}' (the policy's name, or fleet.key)");
+  return LR_FLEET_E_ARG;
+}
+
+static void default_member(char *dst, size_t size) {
+  char host[64] = "host";
+  if (gethostname(host, sizeof host) != 0) strcpy(host, "host");
+  host[sizeof host - 1] = '\0';
+  lr_fmt(dst, size, "%s:%ld", host, (long)getpid());
+}
+
+lr_fleet_code lr_fleet_new(const char *url, const char *key,
+                           const lr_fleet_settings *s, lr_fleet **out,
+                           char *err, size_t errlen) {
+  if (!out || !s) return LR_FLEET_E_ARG;
+  *out = NULL;
+  lr_redis_url u;
+  lr_fleet_code rc = lr_redis_url_parse(url, &u, err, errlen);
+  if (rc == LR_FLEET_OK) rc = check_key(key, err, errlen);
+  if (rc != LR_FLEET_OK) return rc;
+  lr_fleet *f = calloc(1, sizeof *f);
+  if (!f) return LR_FLEET_E_NOMEM;
+  f->url = u;
+  lr_fmt(f->key, sizeof f->key, "luaretry:{%s}", key);
+  lr_fmt(f->procs_key, sizeof f->procs_key, "luaretry:{%s}:procs", key);
+  if (s->member && s->member[0]) lr_fmt(f->member, sizeof f->member, "%s", s->member);
+  else default_member(f->member, sizeof f->member);
+  install(f, s);
+  pthread_mutex_init(&f->io, NULL);
+  pthread_mutex_init(&f->note_lock, NULL);
+  lr_conn_init(&f->conn);
+  f->backoff_ms = f->set.reconnect_min_ms;
+  f->rng = (uint64_t)lr_monotonic_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid() ^
+           (uint64_t)(uintptr_t)f;
+  *out = f;
+  return LR_FLEET_OK;
+}
+
+void lr_fleet_free(lr_fleet *f) {
+  if (!f) return;
+  lr_conn_free(&f->conn);
+  pthread_mutex_destroy(&f->io);
+  pthread_mutex_destroy(&f->note_lock);
+  free(f);
+}
+
+/* ---- health */
+
+static void note(lr_fleet *f, const char *detail) {
+  pthread_mutex_lock(&f->note_lock);
+  lr_fmt(f->detail, sizeof f->detail, "%s", detail);
+  pthread_mutex_unlock(&f->note_lock);
+}
+
+/* fmt takes the key, the redacted URL and detail, in that order. */
+static void say(lr_fleet *f, const char *fmt, const char *detail) {
+  if (!f->set.log) return;
+  char line[1024];
+  lr_fmt(line, sizeof line, fmt, f->key, f->url.redacted, detail);
+  lr_redis_url_scrub(&f->url, line);
+  f->set.log(f->set.log_ud, line);
+}
+
+/* Full jitter over the upper half: processes that lost Redis together do
+ * not all come back in the same millisecond. */
+static int64_t jittered(lr_fleet *f, int64_t ms) {
+  f->rng ^= f->rng << 13, f->rng ^= f->rng >> 7, f->rng ^= f->rng << 17;
+  return ms / 2 + (int64_t)(f->rng % (uint64_t)(ms / 2 + 1));
+}
+
+void lr_fleet_fail_locked(lr_fleet *f, lr_fleet_code rc, const char *detail) {
+  char text[300];
+  lr_fmt(text, sizeof text, "%s", detail && detail[0] ? detail : lr_fleet_strerror(rc));
+  lr_redis_url_scrub(&f->url, text);
+  lr_conn_close(&f->conn);
+  f->inflight = 0;
+  atomic_store(&f->inflight_net, 0);
+  int64_t now = lr_monotonic_ms();
+  f->next_connect_at = now + jittered(f, f->backoff_ms);
+  f->backoff_ms = f->backoff_ms * 2 > f->set.reconnect_max_ms ? f->set.reconnect_max_ms
+                                                               : f->backoff_ms * 2;
+  atomic_fetch_add(&f->sync_failures, 1);
+  note(f, text);
+  if (atomic_exchange(&f->health, LR_FLEET_DEGRADED) != LR_FLEET_DEGRADED)
+    say(f, "fleet guards %s: %s: %s; local guards decide until Redis is back", text);
+}
+
+void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now) {
+  atomic_store(&f->tokens, r->tokens);
+  atomic_store(&f->state, (int)r->state);
+  atomic_store(&f->fails, (int)r->fails);
+  atomic_store(&f->opened_at, r->opened_at);
+  atomic_store(&f->probes_left, (int)r->probes_left);
+  atomic_store(&f->clock_offset, r->now_ms - now);
+  atomic_store(&f->last_ok_ms, now);
+  atomic_fetch_add(&f->syncs, 1);
+  f->backoff_ms = f->set.reconnect_min_ms;
+  if (atomic_exchange(&f->health, LR_FLEET_HEALTHY) == LR_FLEET_DEGRADED) {
+    note(f, "");
+    say(f, "fleet guards %s: %s: back%s, fleet-wide again", "");
+  }
+}
+
+/* ---- the connection */
+
+lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, char *err, size_t errlen) {
+  if (f->conn.fd >= 0) return LR_FLEET_OK;
+  int64_t now = lr_monotonic_ms();
+  if (!force && now < f->next_connect_at) {
+    lr_fmt(err, errlen, "%s", lr_fleet_strerror(LR_FLEET_E_BACKOFF));
+    return LR_FLEET_E_BACKOFF;
+  }
+  lr_fleet_code rc = lr_conn_open(&f->conn, &f->url, now + f->set.connect_timeout_ms,
+                                  f->set.command_timeout_ms, err, errlen);
+  if (rc == LR_FLEET_OK)
+    rc = lr_script_load(&f->script, &f->conn, lr_monotonic_ms() + f->set.command_timeout_ms,
+                        err, errlen);
+  if (rc != LR_FLEET_OK) {
+    lr_fleet_fail_locked(f, rc, err);
+    return rc;
+  }
+  if (atomic_load(&f->health) == LR_FLEET_DEGRADED) {
+    /* what was counted while Redis was away is old news: the local
+     * guards had it; the fleet goes on from now */
+    atomic_store(&f->spent, 0), atomic_store(&f->earned, 0);
+    atomic_store(&f->trail, 0), atomic_store(&f->resets, 0);
+  }
+  return LR_FLEET_OK;
+}

@@ -1,0 +1,157 @@
+/* redis_script.c: the fleet's state changes only inside one Redis Lua
+ * script, so that the deltas of many processes apply atomically and in one
+ * round trip.  It runs by EVALSHA; a server whose script cache was emptied
+ * (SCRIPT FLUSH, a restart, a failover) answers NOSCRIPT without running
+ * anything, and the same batch then goes once more by EVAL, which puts the
+ * script back in the cache under the same SHA (Redis's EVALSHA docs
+ * describe exactly this pattern). */
+#include <string.h>
+
+#include <hiredis.h>
+
+#include "fleet_internal.h"
+
+/* The semantics of core/guard.c on the fleet's counts.  Times are Redis's
+ * own (TIME), so hosts whose clocks disagree still agree on when an open
+ * breaker goes half-open.  State 0 closed, 1 open, 2 half-open (the
+ * values of luaretry_breaker_state).
+ *   KEYS[1]  hash: tokens (milli), state, fails, opened_at (ms),
+ *            probes_left, max, updated_at
+ *   KEYS[2]  sorted set: member -> time of its last sync (ms)
+ *   ARGV     max_milli failures open_ms probes ttl_ms member
+ *            spent earned trail resets want
+ *   returns  {tokens, state, fails, opened_at, probes_left, granted, now} */
+const char LR_FLEET_SCRIPT[] =
+  "if redis.replicate_commands then redis.replicate_commands() end\n"
+  "local t = redis.call('TIME')\n"
+  "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+  "local a = {}\n"
+  "for i = 1, 11 do a[i] = tonumber(ARGV[i]) end\n"
+  "local max, failures, open_ms, probes, ttl = a[1], a[2], a[3], a[4], a[5]\n"
+  "local spent, earned, trail, resets, want = a[7], a[8], a[9], a[10], a[11]\n"
+  "local h = redis.call('HMGET', KEYS[1], 'tokens', 'state', 'fails', 'opened_at', 'probes_left')\n"
+  "local tokens = tonumber(h[1]) or max\n"
+  "local state = tonumber(h[2]) or 0\n"
+  "local fails = tonumber(h[3]) or 0\n"
+  "local opened = tonumber(h[4]) or 0\n"
+  "local left = tonumber(h[5]) or 0\n"
+  /* the budget: -1000 per failure, +ratio*1000 per success, within [0, max] */
+  "tokens = math.max(0, math.min(max, tokens + earned - spent))\n"
+  /* open -> half-open once open_ms passed, with `probes` permits */
+  "if state == 1 and now - opened >= open_ms then state, opened, left = 2, now, probes end\n"
+  /* a success or an answer ends the run and closes a half-open breaker */
+  "if resets > 0 then\n"
+  "  fails = 0\n"
+  "  if state == 2 then state = 0 end\n"
+  "end\n"
+  /* the failures after the batch's last success: a half-open breaker opens
+   * again; a closed one opens at `failures` in a row */
+  "fails = fails + trail\n"
+  "if trail > 0 and state == 2 then state, opened = 1, now\n"
+  "elseif state == 0 and failures > 0 and fails >= failures then state, opened = 1, now end\n"
+  /* probe permits; permits handed out and never reported are renewed
+   * after another open period */
+  "local granted = 0\n"
+  "if want > 0 and state == 2 then\n"
+  "  if left <= 0 and now - opened >= open_ms then opened, left = now, probes end\n"
+  "  granted = math.min(want, left)\n"
+  "  left = left - granted\n"
+  "end\n"
+  "redis.call('HSET', KEYS[1], 'tokens', tokens, 'state', state, 'fails', fails,\n"
+  "  'opened_at', opened, 'probes_left', left, 'max', max, 'updated_at', now)\n"
+  "redis.call('PEXPIRE', KEYS[1], ttl)\n"
+  "redis.call('ZADD', KEYS[2], now, ARGV[6])\n"
+  "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - 60000)\n"
+  "redis.call('PEXPIRE', KEYS[2], ttl)\n"
+  "return {tokens, state, fails, opened, left, granted, now}\n";
+
+static void quote_error(const redisReply *r, const char *what, char *err, size_t errlen) {
+  lr_fmt(err, errlen, "%s refused: %.*s", what,
+               (int)(r->len > 200 ? 200 : r->len), r->str ? r->str : "");
+}
+
+lr_fleet_code lr_script_load(lr_fleet_script *s, lr_redis_conn *c,
+                             int64_t deadline_ms, char *err, size_t errlen) {
+  const char *argv[3] = { "SCRIPT", "LOAD", LR_FLEET_SCRIPT };
+  lr_fleet_code rc = lr_conn_append(c, 3, argv, NULL);
+  redisReply *r = NULL;
+  if (rc == LR_FLEET_OK) rc = lr_conn_read(c, deadline_ms, &r, err, errlen);
+  if (rc != LR_FLEET_OK) return rc;
+  if (r->type == REDIS_REPLY_STRING && r->len == 40) {
+    memcpy(s->sha, r->str, 40);
+    s->sha[40] = '\0';
+    s->use_eval = 0;
+  } else if (r->type == REDIS_REPLY_ERROR) {
+    rc = lr_conn_error_code(r);
+    quote_error(r, rc == LR_FLEET_E_AUTH ? "SCRIPT LOAD" :
+                "SCRIPT LOAD (Redis 5 or later with Lua scripting is needed)", err, errlen);
+  } else {
+    lr_fmt(err, errlen, "SCRIPT LOAD: unexpected reply of type %d", r->type);
+    rc = LR_FLEET_E_PROTOCOL;
+  }
+  freeReplyObject(r);
+  return rc;
+}
+
+lr_fleet_code lr_script_append(lr_fleet_script *s, lr_redis_conn *c,
+                               const char *keys[2], const char *member,
+                               const lr_fleet_limits *l, const lr_fleet_batch *b) {
+  long long nums[10] = { l->max_milli, l->failures, l->open_ms, l->probes, l->ttl_ms,
+                         b->spent, b->earned, b->trail, b->resets, b->want };
+  char text[10][24];
+  for (int i = 0; i < 10; i++) lr_fmt(text[i], sizeof text[i], "%lld", nums[i]);
+  int eval = s->use_eval || !s->sha[0];
+  const char *argv[16] = {
+    eval ? "EVAL" : "EVALSHA", eval ? LR_FLEET_SCRIPT : s->sha, "2", keys[0], keys[1],
+    text[0], text[1], text[2], text[3], text[4], member,
+    text[5], text[6], text[7], text[8], text[9],
+  };
+  return lr_conn_append(c, 16, argv, NULL);
+}
+
+static int integer_at(const redisReply *r, size_t i, long long *out) {
+  if (i >= r->elements || r->element[i]->type != REDIS_REPLY_INTEGER) return 0;
+  *out = r->element[i]->integer;
+  return 1;
+}
+
+lr_fleet_code lr_script_decode(lr_fleet_script *s, const redisReply *r,
+                               lr_fleet_reply *out, int *noscript, char *err,
+                               size_t errlen) {
+  *noscript = 0;
+  if (r->type == REDIS_REPLY_ERROR) {
+    *noscript = r->str && strncmp(r->str, "NOSCRIPT", 8) == 0;
+    if (*noscript) s->use_eval = 1;
+    quote_error(r, s->use_eval ? "EVAL" : "EVALSHA", err, errlen);
+    return lr_conn_error_code(r);
+  }
+  long long *fields[7] = { &out->tokens, &out->state, &out->fails, &out->opened_at,
+                           &out->probes_left, &out->granted, &out->now_ms };
+  int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 7;
+  for (size_t i = 0; ok && i < 7; i++) ok = integer_at(r, i, fields[i]);
+  if (!ok || out->state < 0 || out->state > 2) {
+    lr_fmt(err, errlen, "the fleet script's reply is not 7 integers");
+    return LR_FLEET_E_PROTOCOL;
+  }
+  s->use_eval = 0;   /* EVALSHA worked, or EVAL put the script back */
+  return LR_FLEET_OK;
+}
+
+lr_fleet_code lr_script_run(lr_fleet_script *s, lr_redis_conn *c,
+                            const char *keys[2], const char *member,
+                            const lr_fleet_limits *l, const lr_fleet_batch *b,
+                            int64_t deadline_ms, lr_fleet_reply *out, char *err,
+                            size_t errlen) {
+  lr_fleet_code rc = LR_FLEET_OK;
+  for (int round = 0; round < 2; round++) {   /* EVALSHA, then EVAL on NOSCRIPT */
+    redisReply *r = NULL;
+    int noscript = 0;
+    rc = lr_script_append(s, c, keys, member, l, b);
+    if (rc == LR_FLEET_OK) rc = lr_conn_read(c, deadline_ms, &r, err, errlen);
+    if (rc != LR_FLEET_OK) return rc;
+    rc = lr_script_decode(s, r, out, &noscript, err, errlen);
+    freeReplyObject(r);
+    if (!noscript) break;
+  }
+  return rc;
+}

@@ -1,0 +1,40 @@
+/* remote_guard.c: the fleet as the engine sees it, a remote view of the
+ * guards (lr_remote_ops in engine/engine.h).  The engine asks it before its
+ * local guards and counts every outcome into both; the policy plugs a
+ * handle in per load.  Only the pre-retry refresh and a half-open
+ * breaker's probe permit (fleet.h) may wait for Redis, each bounded. */
+#include "fleet.h"
+#include "remote_guard.h"
+
+static int budget_allows_retry(void *ud, double now) {
+  (void)now;   /* the fleet keeps its own clock */
+  int v = lr_fleet_budget_allows_retry(ud);
+  return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
+}
+
+static int breaker_admits(void *ud, int first_attempt, double now) {
+  (void)now;
+  int v = lr_fleet_breaker_admits(ud, first_attempt);
+  return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
+}
+
+/* Counted at once; sent with the next batch (never waiting).  `now` is a
+ * real call's clock, CLOCK_MONOTONIC (a call on the virtual clock never
+ * reaches the fleet), read already: the sync period is judged by it. */
+static void record(void *ud, lr_remote_outcome o, double now) {
+  lr_fleet_record(ud, o == LR_REMOTE_SUCCESS   ? LR_FLEET_SUCCESS
+                      : o == LR_REMOTE_FAILURE ? LR_FLEET_FAILURE
+                                               : LR_FLEET_ANSWERED);
+  lr_fleet_maybe_sync_at(ud, (int64_t)(now * 1000));
+}
+
+static void refresh(void *ud, double now) {
+  (void)now;
+  lr_fleet_refresh(ud);   /* a failure is told through the fleet's log */
+}
+
+static double tokens(void *ud) { return lr_fleet_tokens(ud); }
+
+const lr_remote_ops lr_fleet_remote_ops = {
+  budget_allows_retry, breaker_admits, record, refresh, tokens,
+};

@@ -1,0 +1,233 @@
+/* policy.h: what the policy's files share: policy.c (the public side:
+ * loading, reloading, settings), gen.c (a load of the script and the Lua
+ * states that run it), load.c (running a script in a new state and
+ * reading it), judge.c (the calls into the script), calls.c (a policy's
+ * calls), callstore.c (info.call between decisions).  The fields a script
+ * may set are in schema.h.
+ *
+ * Lua states belong to the load, not to calls: a call in flight holds a
+ * reference to its load (its rules and judge) and nothing else; each call
+ * into the script borrows a free state of that load for its duration. */
+#ifndef LUARETRY_POLICY_H
+#define LUARETRY_POLICY_H
+
+#include <lua.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "engine/engine.h"
+#include "sandbox/sandbox.h"
+#include "schema.h"
+
+#define MAX_OVERRIDES 64
+#define RULE_SIZE 1100
+
+struct lr_gen;
+struct lr_fleet;
+struct lr_fleet_link;
+
+/* The stack slots a state keeps between calls (sandbox.c keeps 1, the
+ * handler): what every decision pushes, by lua_pushvalue. */
+enum { SLOT_INFO = 2, SLOT_BODY, SLOT_IS_TRANSIENT, SLOT_IS_SUCCESS, SLOT_BASE = SLOT_IS_SUCCESS };
+
+/* One Lua state running a load's script, used by one thread at a time. */
+typedef struct lr_script {
+  struct lr_gen *gen;
+  struct lr_slot *slot;
+  lr_sandbox *sb;
+  int ref_is_transient, ref_is_success, ref_on_retry, ref_backoff, ref_info;
+  int ref_is_idempotent, ref_prepare, ref_options, ref_run, ref_headers;
+  int ref_on_breaker, ref_call;
+  const char *cur_body;            /* a body to make the cached Lua string of */
+  size_t cur_body_len;
+  /* "file:line" of each hook: its own file, which a require may make
+   * another than the script's */
+  char rule_is_transient[RULE_SIZE], rule_is_success[RULE_SIZE], rule_backoff[RULE_SIZE],
+      rule_is_idempotent[RULE_SIZE];
+  /* the call into the script in progress, read by the C functions Lua calls */
+  const luaretry_outcome *cur;
+  const lr_attempt_ctx *cur_ctx;
+  const luaretry_decision *cur_decision;
+  const luaretry_request *cur_request;
+  luaretry_request *cur_out;
+  void **cur_prepared;             /* where prepare's copy goes */
+  int cur_attempt, cur_fn;
+  unsigned generation, headers_generation;
+  int call_made;                   /* info.call was made in this call */
+  long backoff_n;
+  double backoff_previous;
+  const char *cur_breaker_state;
+  char errmsg[1024];
+} lr_script;
+
+/* A place for one state in a load, taken by one thread at a time. */
+typedef struct lr_slot {
+  _Alignas(64) atomic_int busy;    /* a line each: threads taking slots side by
+                                      side do not fight over one */
+  lr_script *script;               /* made by its first borrower */
+} lr_slot;
+
+#define SLOTS_PER_BLOCK 16
+typedef struct lr_slot_block {
+  lr_slot slot[SLOTS_PER_BLOCK];
+  _Atomic(struct lr_slot_block *) next;
+} lr_slot_block;
+
+/* One load of the script (a reload, or a change of a setting, makes the
+ * next): immutable once made, but for its states. */
+typedef struct lr_gen {
+  atomic_long refs;                /* its calls in flight, +1 while current */
+  luaretry_policy *p;
+  lr_judge judge;                  /* ud: this load */
+  lr_rules rules;
+  char *text;                      /* the script as read, for more states */
+  size_t text_len;
+  char chunkname[RULE_SIZE];
+  char script_path[4096];          /* "" for a string: no folder to require from */
+  lr_limits limits;
+  size_t body_limit;
+  lr_override options[MAX_OVERRIDES];   /* options.NAME overrides */
+  size_t option_count;
+  int has_decision_hooks;          /* is_success or is_transient: a state to judge */
+  int has_run, has_on_breaker, has_on_retry, has_prepare;
+  struct lr_fleet_link *fleet;     /* referenced: rules.remote's fleet, or NULL */
+  pthread_mutex_t grow;            /* adding slot blocks */
+  lr_slot_block slots;
+} lr_gen;
+
+struct luaretry_policy {
+  pthread_mutex_t writer;          /* one load or change of settings at a time */
+  pthread_mutex_t lock;            /* what readers take: the load, the tuning */
+  lr_gen *gen;                     /* the current load: NULL until then */
+  struct timespec mtime;           /* the file's, at its last load */
+  long long size;
+  double last_check;               /* monotonic seconds of the last stat */
+  lr_tuning tuning;
+  char name[128];
+  char source[1024];
+  lr_field fields[F_COUNT];        /* as the script set them */
+  lr_shared shared;                /* budget, breaker, counters */
+  luaretry_breaker_fn breaker_fn;
+  void *breaker_ud;
+  char *warnings[MAX_WARNINGS];     /* load warnings, then validation's */
+  size_t warning_count;
+  char *load_warnings[MAX_WARNINGS]; /* unknown names, found at load */
+  size_t load_warning_count;
+  lr_override overrides[MAX_OVERRIDES];
+  size_t override_count;
+  lr_limits limits;
+  luaretry_classify_fn host_classify;
+  void *host_ud;
+  lr_log_target log;
+  /* the fleet (policy_fleet.c): the host's settings, under the writer lock */
+  char *fleet_url;                 /* fleet.redis with its credentials; NULL: none */
+  long fleet_connect_ms, fleet_command_ms, fleet_reconnect_ms;
+  lr_log_target fleet_log;         /* luaretry_policy_on_fleet; else `log` */
+  /* what luaretry_policy_prepare and _run_workflow returned last */
+  void *prepared;
+  char *workflow_body;
+  size_t memory;                   /* bytes of the load's first state */
+  char errmsg[4096];
+};
+
+/* ---- gen.c */
+
+/* A load of `text` (taken over): no state made yet.  NULL: out of memory. */
+lr_gen *lr_gen_new(luaretry_policy *p, char *text, size_t len, const char *chunkname,
+                   const char *script_path);
+void lr_gen_ref(lr_gen *g);
+void lr_gen_unref(lr_gen *g);
+/* A free state of g, made if none is; NULL with err when none can be. */
+lr_script *lr_gen_borrow(lr_gen *g, char *err, size_t errlen);
+void lr_gen_return(lr_script *s);
+/* Puts s (made by the load that validated g) in g's first slot. */
+void lr_gen_adopt(lr_gen *g, lr_script *s);
+
+/* ---- load.c */
+
+/* What loading a script reads out of it. */
+typedef struct {
+  lr_gen *gen;
+  lr_field fields[F_COUNT];
+  int refs[F_COUNT];
+  char *warnings[MAX_WARNINGS];
+  size_t warning_count;
+  char chunk_src[1024];    /* short_src, for messages */
+  lr_script *script;       /* the instance being made */
+  int syntax_error;
+  int io_error;            /* the file opened but cannot be read */
+} lr_load;
+
+/* A new state of g running its script: refs and rules filled in, the
+ * fields and warnings it read left in *ld.  NULL with err set. */
+lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err,
+                         size_t errlen);
+void lr_script_free(lr_script *s);
+
+/* ---- judge.c */
+
+int lr_info_index(lua_State *L);   /* info's __index */
+int lr_info_newindex(lua_State *L);
+/* The load's judge (ud: the load). */
+lr_judge lr_gen_judge(lr_gen *g);
+/* The script's on_breaker(state), if it has one; errors go to its log. */
+void lr_gen_on_breaker(lr_gen *g, const char *state);
+/* is_idempotent(request) and prepare(request, attempt, info) in a state of
+ * g; prepare's copy of the request goes into *prepared (one malloc'ed
+ * block, freed there first).  Errors in err. */
+luaretry_code lr_gen_is_idempotent(lr_gen *g, const luaretry_request *r, int *yes,
+                                   const lr_attempt_ctx *ctx, char *err, size_t errlen);
+luaretry_code lr_gen_prepare(lr_gen *g, const luaretry_request *in, int attempt,
+                             luaretry_request *out, void **prepared,
+                             const lr_attempt_ctx *ctx, char *err, size_t errlen);
+
+/* ---- callstore.c: info.call, a table kept between a call's decisions */
+
+/* Pushes the call's table (made from ctx->data, or empty). */
+void lr_callstore_push(lua_State *L, lr_call_data *data);
+/* Keeps the table at idx in data for the next decision; raises on a value
+ * that cannot be kept. */
+void lr_callstore_save(lua_State *L, int idx, lr_call_data *data);
+/* Inside a protected call into the script, after the hook returned: the
+ * call's table, if the hook touched it, kept for the call's next one. */
+void lr_script_keep_call(lua_State *L, lr_script *s);
+/* info.call, made on first use in a call into the script. */
+void lr_script_push_call(lua_State *L, lr_script *s);
+
+/* ---- policy.c */
+
+/* The current load, referenced (release it with lr_gen_unref); NULL before
+ * a load. */
+lr_gen *lr_policy_current(luaretry_policy *p);
+lr_shared *lr_policy_shared(luaretry_policy *p);
+/* The policy's message, from a function any thread may call (under the
+ * writer lock, as loads and sets write it). */
+void lr_policy_error(luaretry_policy *p, const char *msg);
+/* ---- fleet_link.c: the fleet a load uses */
+
+/* The host's defaults for the fleet's settings; what the policy holds of
+ * them (luaretry_policy_free). */
+void lr_policy_fleet_init(luaretry_policy *p);
+void lr_policy_fleet_free(luaretry_policy *p);
+/* Whether `url` is a Redis URL the fleet takes (no I/O); if not, why (no
+ * credentials in it). */
+int lr_fleet_url_ok(const char *url, char *err, size_t errlen);
+/* For a new load g with tuning *t of the policy named `name` (under the
+ * writer lock, before it is published): the fleet it uses, if
+ * fleet.redis is set and there is a guard to share, into g->fleet and
+ * g->rules.remote (the current load's link again when nothing but the
+ * guard numbers changed); fills t's fleet fields.  0, or -1 with err. */
+int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const char *name,
+                           char *err, size_t errlen);
+/* A load's reference to its link; the last one sends what was counted and
+ * not sent yet (one bounded round trip, none while Redis is down) and
+ * closes the connection. */
+void lr_fleet_link_unref(struct lr_fleet_link *l);
+struct lr_fleet *lr_fleet_link_fleet(struct lr_fleet_link *l);
+/* Whose counts decide now (LOCAL for no link), and the fleet's tokens and
+ * breaker state when they are the fleet's. */
+luaretry_guards_scope lr_fleet_link_scope(struct lr_fleet_link *l, double *tokens,
+                                          luaretry_breaker_state *breaker);
+
+#endif
