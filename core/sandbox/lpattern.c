@@ -2,6 +2,12 @@
  * whose every step is paid for from the sandbox's budget: its instruction
  * limit when the host set one, else steps between two looks at the clock.
  *
+ * Ported from Lua 5.4.4's lstrlib.c (Debian's liblua5.4-dev): the functions
+ * keep lstrlib.c's names (MatchState, classEnd, singlematch, max_expand,
+ * min_expand, matchbalance, match_capture, start_capture, end_capture,
+ * str_find_aux, gmatch_aux, add_s, add_value, str_gsub...), so a fix
+ * upstream can be found with a diff.
+ *
  * The matcher backtracks like Lua's own: an item is tried, then what follows
  * it, and a failure undoes the last choice.  Errors in the pattern are found
  * where the matcher reaches them, as in Lua, so a pattern that is malformed
@@ -37,7 +43,7 @@ typedef struct {
   int depth;               /* match() calls left before "too complex" */
   int ncap;
   struct { const char *at; ptrdiff_t len; } cap[MAX_CAPTURES];
-} matcher;
+} MatchState;
 
 /* ---- the budget: the sandbox's instructions, or steps between two looks
  * at the clock (lr_sandbox_refuel decides which) */
@@ -58,9 +64,9 @@ static void pay(lua_State *L, lr_sandbox *sb, size_t units) {
   }
 }
 
-static void sync_out(matcher *m);
+static void sync_out(MatchState *m);
 
-static void out_of_fuel(matcher *m) {
+static void out_of_fuel(MatchState *m) {
   sync_out(m);
   lr_sandbox_refuel(m->L, m->sb);
   m->fuel = m->sb->remaining;
@@ -70,12 +76,12 @@ static void out_of_fuel(matcher *m) {
 /* Pattern errors hand the fuel back first. */
 #define FAIL(m, ...) (sync_out(m), luaL_error((m)->L, __VA_ARGS__))
 
-static void sync_out(matcher *m) { m->sb->remaining = m->fuel > 0 ? m->fuel : 0; }
+static void sync_out(MatchState *m) { m->sb->remaining = m->fuel > 0 ? m->fuel : 0; }
 
 /* ---- single characters and classes */
 
 /* %a, %d, ... and their upper-case complements; any other x is itself. */
-static int in_class(int c, int cl) {
+static int match_class(int c, int cl) {
   int r;
   switch (tolower(cl)) {
     case 'a': r = isalpha(c); break;
@@ -95,13 +101,13 @@ static int in_class(int c, int cl) {
 }
 
 /* [set]: `open` at '[', `close` at its ']'. */
-static int in_set(int c, const char *open, const char *close) {
+static int matchbracketclass(int c, const char *open, const char *close) {
   const char *q = open + 1;
   int hit = 1;
   if (*q == '^') { hit = 0; q++; }
   while (q < close) {
     if (*q == '%') {
-      if (in_class(c, uc(q[1]))) return hit;
+      if (match_class(c, uc(q[1]))) return hit;
       q += 2;
     } else if (q[1] == '-' && q + 2 < close) {
       if (uc(q[0]) <= c && c <= uc(q[2])) return hit;
@@ -115,7 +121,7 @@ static int in_set(int c, const char *open, const char *close) {
 }
 
 /* One past the single-character class at p (x, %x, [set], .). */
-static const char *item_end(matcher *m, const char *p) {
+static const char *classEnd(MatchState *m, const char *p) {
   if (*p == '%') {
     if (p + 1 >= m->p_end) FAIL(m, "malformed pattern (ends with '%%')");
     return p + 2;
@@ -132,26 +138,26 @@ static const char *item_end(matcher *m, const char *p) {
 }
 
 /* Does the class p..ep take the subject byte at s (s inside the subject)? */
-static int takes(matcher *m, const char *s, const char *p, const char *ep) {
+static int singlematch(MatchState *m, const char *s, const char *p, const char *ep) {
   int c = uc(*s);
   switch (*p) {
     case '.': return 1;
-    case '%': return in_class(c, uc(p[1]));
+    case '%': return match_class(c, uc(p[1]));
     case '[':
       CHARGE(m, (ep - p) / BULK);
-      return in_set(c, p, ep - 1);
+      return matchbracketclass(c, p, ep - 1);
     default: return uc(*p) == c;
   }
 }
 
-/* ---- the matcher */
+/* ---- the MatchState */
 
-static const char *match(matcher *m, const char *s, const char *p);
+static const char *match(MatchState *m, const char *s, const char *p);
 
 /* x*: take as many as possible, then give back one at a time. */
-static const char *greedy(matcher *m, const char *s, const char *p, const char *ep) {
+static const char *max_expand(MatchState *m, const char *s, const char *p, const char *ep) {
   ptrdiff_t n = 0;
-  while (s + n < m->s_end && takes(m, s + n, p, ep)) n++;
+  while (s + n < m->s_end && singlematch(m, s + n, p, ep)) n++;
   CHARGE(m, n);
   for (;; n--) {
     const char *r = match(m, s + n, ep + 1);
@@ -160,17 +166,17 @@ static const char *greedy(matcher *m, const char *s, const char *p, const char *
 }
 
 /* x-: take as few as possible, one more at a time. */
-static const char *lazy(matcher *m, const char *s, const char *p, const char *ep) {
+static const char *min_expand(MatchState *m, const char *s, const char *p, const char *ep) {
   for (;;) {
     const char *r = match(m, s, ep + 1);
     if (r) return r;
-    if (s >= m->s_end || !takes(m, s, p, ep)) return NULL;
+    if (s >= m->s_end || !singlematch(m, s, p, ep)) return NULL;
     s++;
   }
 }
 
 /* %bxy at p (p at x). */
-static const char *balanced(matcher *m, const char *s, const char *p) {
+static const char *matchbalance(MatchState *m, const char *s, const char *p) {
   if (p + 1 >= m->p_end) FAIL(m, "malformed pattern (missing arguments to '%%b')");
   if (s >= m->s_end || *s != *p) return NULL;
   char open = p[0], close = p[1];
@@ -188,7 +194,7 @@ static const char *balanced(matcher *m, const char *s, const char *p) {
 }
 
 /* %1 .. %9 (d is the digit). */
-static const char *backref(matcher *m, const char *s, int d) {
+static const char *match_capture(MatchState *m, const char *s, int d) {
   int i = d - '1';
   if (i < 0 || i >= m->ncap || m->cap[i].len == CAP_OPEN)
     FAIL(m, "invalid capture index %%%d", i + 1);
@@ -198,7 +204,7 @@ static const char *backref(matcher *m, const char *s, int d) {
   return memcmp(m->cap[i].at, s, (size_t)len) == 0 ? s + len : NULL;
 }
 
-static const char *open_capture(matcher *m, const char *s, const char *p, ptrdiff_t kind) {
+static const char *start_capture(MatchState *m, const char *s, const char *p, ptrdiff_t kind) {
   if (m->ncap >= MAX_CAPTURES) FAIL(m, "too many captures");
   m->cap[m->ncap].at = s;
   m->cap[m->ncap].len = kind;
@@ -208,7 +214,7 @@ static const char *open_capture(matcher *m, const char *s, const char *p, ptrdif
   return r;
 }
 
-static const char *close_capture(matcher *m, const char *s, const char *p) {
+static const char *end_capture(MatchState *m, const char *s, const char *p) {
   int i = m->ncap - 1;
   while (i >= 0 && m->cap[i].len != CAP_OPEN) i--;
   if (i < 0) FAIL(m, "invalid pattern capture");
@@ -222,17 +228,17 @@ static const char *close_capture(matcher *m, const char *s, const char *p) {
  * functions on purpose: it is one dispatch over the pattern's items, kept
  * in the shape of Lua's own lstrlib.c match() so the two can be compared
  * case by case (spec/pattern_spec.lua does so against stock Lua). */
-static const char *match(matcher *m, const char *s, const char *p) {
+static const char *match(MatchState *m, const char *s, const char *p) {
   if (m->depth-- == 0) FAIL(m, "pattern too complex");
   CHARGE(m, 1);
   while (p < m->p_end) {
     switch (*p) {
       case '(':
-        if (p + 1 < m->p_end && p[1] == ')') s = open_capture(m, s, p + 2, CAP_POSITION);
-        else s = open_capture(m, s, p + 1, CAP_OPEN);
+        if (p + 1 < m->p_end && p[1] == ')') s = start_capture(m, s, p + 2, CAP_POSITION);
+        else s = start_capture(m, s, p + 1, CAP_OPEN);
         goto out;
       case ')':
-        s = close_capture(m, s, p + 1);
+        s = end_capture(m, s, p + 1);
         goto out;
       case '$':
         if (p + 1 == m->p_end) {  /* only last is '$' an anchor */
@@ -241,9 +247,9 @@ static const char *match(matcher *m, const char *s, const char *p) {
         }
         break;
       case '%':
-        if (p + 1 == m->p_end) break;  /* item_end reports it */
+        if (p + 1 == m->p_end) break;  /* classEnd reports it */
         if (p[1] == 'b') {
-          s = balanced(m, s, p + 2);
+          s = matchbalance(m, s, p + 2);
           if (!s) goto out;
           p += 4;
           continue;
@@ -251,10 +257,10 @@ static const char *match(matcher *m, const char *s, const char *p) {
         if (p[1] == 'f') {
           p += 2;
           if (p >= m->p_end || *p != '[') FAIL(m, "missing '[' after '%%f' in pattern");
-          const char *ep = item_end(m, p);
+          const char *ep = classEnd(m, p);
           int before = s == m->s0 ? 0 : uc(s[-1]);
           int here = s < m->s_end ? uc(*s) : 0;
-          if (in_set(before, p, ep - 1) || !in_set(here, p, ep - 1)) {
+          if (matchbracketclass(before, p, ep - 1) || !matchbracketclass(here, p, ep - 1)) {
             s = NULL;
             goto out;
           }
@@ -262,7 +268,7 @@ static const char *match(matcher *m, const char *s, const char *p) {
           continue;
         }
         if (isdigit(uc(p[1]))) {
-          s = backref(m, s, uc(p[1]));
+          s = match_capture(m, s, uc(p[1]));
           if (!s) goto out;
           p += 2;
           continue;
@@ -272,9 +278,9 @@ static const char *match(matcher *m, const char *s, const char *p) {
         break;
     }
     /* a single-character class and what may follow it */
-    const char *ep = item_end(m, p);
+    const char *ep = classEnd(m, p);
     int q = ep < m->p_end ? *ep : 0;
-    if (s >= m->s_end || !takes(m, s, p, ep)) {
+    if (s >= m->s_end || !singlematch(m, s, p, ep)) {
       if (q == '*' || q == '?' || q == '-') {  /* zero of them is fine */
         p = ep + 1;
         continue;
@@ -289,9 +295,9 @@ static const char *match(matcher *m, const char *s, const char *p) {
       p = ep + 1;
       continue;
     }
-    if (q == '+') { s = greedy(m, s + 1, p, ep); goto out; }
-    if (q == '*') { s = greedy(m, s, p, ep); goto out; }
-    if (q == '-') { s = lazy(m, s, p, ep); goto out; }
+    if (q == '+') { s = max_expand(m, s + 1, p, ep); goto out; }
+    if (q == '*') { s = max_expand(m, s, p, ep); goto out; }
+    if (q == '-') { s = min_expand(m, s, p, ep); goto out; }
     s++;
     p = ep;
   }
@@ -302,7 +308,7 @@ out:
 
 /* ---- the library functions */
 
-static void matcher_init(matcher *m, lua_State *L, lr_sandbox *sb, const char *s,
+static void prepstate(MatchState *m, lua_State *L, lr_sandbox *sb, const char *s,
                          size_t ls, const char *p, size_t lp) {
   m->L = L;
   m->sb = sb;
@@ -314,7 +320,7 @@ static void matcher_init(matcher *m, lua_State *L, lr_sandbox *sb, const char *s
 
 /* One attempt at s: the fuel is held only while matching, so what a gsub
  * callback spends in between is never handed back. */
-static const char *attempt(matcher *m, const char *s, const char *p) {
+static const char *attempt(MatchState *m, const char *s, const char *p) {
   m->fuel = m->sb->remaining;
   m->ncap = 0;
   m->depth = MAX_DEPTH;
@@ -335,14 +341,14 @@ static int first_literal(const char *p, const char *p_end) {
 
 /* The next position at or after s where a match can start (s_end included
  * when lit < 0), or NULL; charges the bytes skipped. */
-static const char *next_start(matcher *m, const char *s, int lit) {
+static const char *next_start(MatchState *m, const char *s, int lit) {
   if (lit < 0 || s >= m->s_end || uc(*s) == lit) return s;
   const char *hit = memchr(s, lit, (size_t)(m->s_end - s));
   pay(m->L, m->sb, (size_t)((hit ? hit : m->s_end) - s) / BULK);
   return hit;
 }
 
-static void push_capture(matcher *m, int i, const char *s, const char *e) {
+static void push_onecapture(MatchState *m, int i, const char *s, const char *e) {
   lua_State *L = m->L;
   if (i >= m->ncap) {
     if (i != 0) luaL_error(L, "invalid capture index %%%d", i + 1);
@@ -357,14 +363,14 @@ static void push_capture(matcher *m, int i, const char *s, const char *e) {
 }
 
 /* The captures, or the whole match s..e when there are none (s non-NULL). */
-static int push_captures(matcher *m, const char *s, const char *e) {
+static int push_captures(MatchState *m, const char *s, const char *e) {
   int n = m->ncap == 0 && s ? 1 : m->ncap;
   luaL_checkstack(m->L, n, "too many captures");
-  for (int i = 0; i < n; i++) push_capture(m, i, s, e);
+  for (int i = 0; i < n; i++) push_onecapture(m, i, s, e);
   return n;
 }
 
-static size_t start_index(lua_Integer pos, size_t len) {
+static size_t posrelatI(lua_Integer pos, size_t len) {
   if (pos > 0) return (size_t)pos;
   if (pos == 0 || pos < -(lua_Integer)len) return 1;
   return len + (size_t)pos + 1;
@@ -403,11 +409,11 @@ static const char *plain_find(lua_State *L, lr_sandbox *sb, const char *s, size_
   return NULL;
 }
 
-static int find_or_match(lua_State *L, int find) {
+static int str_find_aux(lua_State *L, int find) {
   size_t ls, lp;
   const char *s = luaL_checklstring(L, 1, &ls);
   const char *p = luaL_checklstring(L, 2, &lp);
-  size_t init = start_index(luaL_optinteger(L, 3, 1), ls) - 1;
+  size_t init = posrelatI(luaL_optinteger(L, 3, 1), ls) - 1;
   if (init > ls) {
     luaL_pushfail(L);
     return 1;
@@ -423,8 +429,8 @@ static int find_or_match(lua_State *L, int find) {
     lua_pushinteger(L, (lua_Integer)(hit - s) + (lua_Integer)lp);
     return 2;
   }
-  matcher m;
-  matcher_init(&m, L, sb, s, ls, p, lp);
+  MatchState m;
+  prepstate(&m, L, sb, s, ls, p, lp);
   int anchored = lp > 0 && *p == '^';
   if (anchored) p++;
   int lit = anchored ? -1 : first_literal(p, m.p_end);
@@ -442,8 +448,8 @@ static int find_or_match(lua_State *L, int find) {
   return 1;
 }
 
-static int l_find(lua_State *L) { return find_or_match(L, 1); }
-static int l_match(lua_State *L) { return find_or_match(L, 0); }
+static int str_find(lua_State *L) { return str_find_aux(L, 1); }
+static int str_match(lua_State *L) { return str_find_aux(L, 0); }
 
 /* ---- gmatch */
 
@@ -452,14 +458,14 @@ typedef struct {
   size_t last_end;   /* end of the previous match, or (size_t)-1 */
 } gmatch_state;
 
-static int gmatch_step(lua_State *L) {
+static int gmatch_aux(lua_State *L) {
   size_t ls, lp;
   const char *s = lua_tolstring(L, lua_upvalueindex(1), &ls);
   const char *p = lua_tolstring(L, lua_upvalueindex(2), &lp);
   gmatch_state *g = lua_touserdata(L, lua_upvalueindex(3));
   lr_sandbox *sb = enter(L);
-  matcher m;
-  matcher_init(&m, L, sb, s, ls, p, lp);
+  MatchState m;
+  prepstate(&m, L, sb, s, ls, p, lp);
   int lit = first_literal(p, m.p_end);  /* '^' is no anchor here */
   if (g->next > ls) return 0;
   for (const char *at = s + g->next; (at = next_start(&m, at, lit)) != NULL; at++) {
@@ -473,23 +479,23 @@ static int gmatch_step(lua_State *L) {
   return 0;
 }
 
-static int l_gmatch(lua_State *L) {
+static int gmatch(lua_State *L) {
   size_t ls;
   luaL_checklstring(L, 1, &ls);
   luaL_checkstring(L, 2);
-  size_t init = start_index(luaL_optinteger(L, 3, 1), ls) - 1;
+  size_t init = posrelatI(luaL_optinteger(L, 3, 1), ls) - 1;
   lua_settop(L, 2);  /* the strings stay alive as upvalues */
   gmatch_state *g = lua_newuserdatauv(L, sizeof *g, 0);
   g->next = init > ls ? ls + 1 : init;
   g->last_end = (size_t)-1;
-  lua_pushcclosure(L, gmatch_step, 3);
+  lua_pushcclosure(L, gmatch_aux, 3);
   return 1;
 }
 
 /* ---- gsub */
 
 /* A string replacement: %0..%9 and %%. */
-static void add_template(matcher *m, luaL_Buffer *b, const char *s, const char *e) {
+static void add_s(MatchState *m, luaL_Buffer *b, const char *s, const char *e) {
   lua_State *L = m->L;
   size_t l;
   const char *r = lua_tolstring(L, 3, &l), *r_end = r + l;
@@ -509,7 +515,7 @@ static void add_template(matcher *m, luaL_Buffer *b, const char *s, const char *
       if (i < m->ncap && m->cap[i].len >= 0) {
         luaL_addlstring(b, m->cap[i].at, (size_t)m->cap[i].len);
       } else {
-        push_capture(m, i, s, e);
+        push_onecapture(m, i, s, e);
         luaL_addvalue(b);
       }
     } else {
@@ -520,17 +526,17 @@ static void add_template(matcher *m, luaL_Buffer *b, const char *s, const char *
 }
 
 /* Adds the replacement of s..e; 1 when it changed the text. */
-static int add_replacement(matcher *m, luaL_Buffer *b, const char *s, const char *e, int kind) {
+static int add_value(MatchState *m, luaL_Buffer *b, const char *s, const char *e, int kind) {
   lua_State *L = m->L;
   if (kind == LUA_TFUNCTION) {
     lua_pushvalue(L, 3);
     int n = push_captures(m, s, e);
     lua_call(L, n, 1);
   } else if (kind == LUA_TTABLE) {
-    push_capture(m, 0, s, e);
+    push_onecapture(m, 0, s, e);
     lua_gettable(L, 3);
   } else {
-    add_template(m, b, s, e);
+    add_s(m, b, s, e);
     return 1;
   }
   if (!lua_toboolean(L, -1)) {  /* false or nil: keep the match */
@@ -544,7 +550,7 @@ static int add_replacement(matcher *m, luaL_Buffer *b, const char *s, const char
   return 1;
 }
 
-static int l_gsub(lua_State *L) {
+static int str_gsub(lua_State *L) {
   size_t ls, lp;
   const char *s = luaL_checklstring(L, 1, &ls);
   const char *p = luaL_checklstring(L, 2, &lp);
@@ -556,8 +562,8 @@ static int l_gsub(lua_State *L) {
   lr_sandbox *sb = enter(L);
   int anchored = lp > 0 && *p == '^';
   if (anchored) { p++; lp--; }
-  matcher m;
-  matcher_init(&m, L, sb, s, ls, p, lp);
+  MatchState m;
+  prepstate(&m, L, sb, s, ls, p, lp);
   int lit = anchored ? -1 : first_literal(p, m.p_end);
   luaL_Buffer b;
   luaL_buffinit(L, &b);
@@ -572,7 +578,7 @@ static int l_gsub(lua_State *L) {
     const char *e = attempt(&m, at, p);
     if (e && e != last_end) {
       n++;
-      changed |= add_replacement(&m, &b, at, e, kind);
+      changed |= add_value(&m, &b, at, e, kind);
       at = last_end = e;
     } else if (at < m.s_end) {
       luaL_addchar(&b, *at++);
@@ -593,8 +599,8 @@ static int l_gsub(lua_State *L) {
 
 void lr_pattern_install(lua_State *L, int idx) {
   static const luaL_Reg fns[] = {
-    { "find", l_find }, { "match", l_match }, { "gmatch", l_gmatch },
-    { "gsub", l_gsub }, { NULL, NULL }
+    { "find", str_find }, { "match", str_match }, { "gmatch", gmatch },
+    { "gsub", str_gsub }, { NULL, NULL }
   };
   idx = lua_absindex(L, idx);
   for (const luaL_Reg *f = fns; f->name; f++) {

@@ -1,5 +1,6 @@
-/* ltable.c: table.move, table.insert and table.remove as Lua 5.4's
- * ltablib.c has them (same checks, same order of reads and writes, same
+/* ltable.c: table.move, table.insert and table.remove as Lua 5.4.4's
+ * ltablib.c has them (and its names: tinsert, tremove, tmove, checktab,
+ * aux_getn) (same checks, same order of reads and writes, same
  * metamethods, same errors), but every element moved is paid for from
  * the sandbox's budget, as the pattern matcher pays for its steps.
  *
@@ -27,25 +28,25 @@ static void pay_one(lua_State *L, lr_sandbox *sb) {
   if (--sb->remaining <= 0) lr_sandbox_refuel(L, sb);
 }
 
-static int has_field(lua_State *L, const char *key, int n) {
+static int checkfield(lua_State *L, const char *key, int n) {
   lua_pushstring(L, key);
   return lua_rawget(L, -n) != LUA_TNIL;
 }
 
 /* `arg` is a table, or has a metatable with the metamethods `what` needs. */
-static void check_table(lua_State *L, int arg, int what) {
+static void checktab(lua_State *L, int arg, int what) {
   if (lua_type(L, arg) == LUA_TTABLE) return;
   int n = 1;  /* the metatable and the fields tested, to pop */
-  if (lua_getmetatable(L, arg) && (!(what & TAB_R) || has_field(L, "__index", ++n)) &&
-      (!(what & TAB_W) || has_field(L, "__newindex", ++n)) &&
-      (!(what & TAB_L) || has_field(L, "__len", ++n)))
+  if (lua_getmetatable(L, arg) && (!(what & TAB_R) || checkfield(L, "__index", ++n)) &&
+      (!(what & TAB_W) || checkfield(L, "__newindex", ++n)) &&
+      (!(what & TAB_L) || checkfield(L, "__len", ++n)))
     lua_pop(L, n);
   else
     luaL_checktype(L, arg, LUA_TTABLE);  /* the error */
 }
 
-static lua_Integer length(lua_State *L, int arg, int what) {
-  check_table(L, arg, what | TAB_L);
+static lua_Integer aux_getn(lua_State *L, int arg, int what) {
+  checktab(L, arg, what | TAB_L);
   return luaL_len(L, arg);
 }
 
@@ -57,9 +58,9 @@ static void shift(lua_State *L, lr_sandbox *sb, int src, lua_Integer from, int d
   lua_seti(L, dst, to);
 }
 
-static int t_insert(lua_State *L) {
+static int tinsert(lua_State *L) {
   lr_sandbox *sb = lr_sandbox_of(L);
-  lua_Integer e = length(L, 1, TAB_RW);
+  lua_Integer e = aux_getn(L, 1, TAB_RW);
   e = (lua_Integer)((lua_Unsigned)e + 1u);  /* the first empty element */
   lua_Integer pos;
   switch (lua_gettop(L)) {
@@ -78,9 +79,9 @@ static int t_insert(lua_State *L) {
   return 0;
 }
 
-static int t_remove(lua_State *L) {
+static int tremove(lua_State *L) {
   lr_sandbox *sb = lr_sandbox_of(L);
-  lua_Integer size = length(L, 1, TAB_RW);
+  lua_Integer size = aux_getn(L, 1, TAB_RW);
   lua_Integer pos = luaL_optinteger(L, 2, size);
   if (pos != size)
     luaL_argcheck(L, (lua_Unsigned)pos - 1u <= (lua_Unsigned)size, REMOVE_POS_ARG,
@@ -92,13 +93,13 @@ static int t_remove(lua_State *L) {
   return 1;
 }
 
-static int t_move(lua_State *L) {
+static int tmove(lua_State *L) {
   lr_sandbox *sb = lr_sandbox_of(L);
   lua_Integer f = luaL_checkinteger(L, 2), e = luaL_checkinteger(L, 3);
   lua_Integer t = luaL_checkinteger(L, 4);
   int tt = !lua_isnoneornil(L, 5) ? 5 : 1;  /* the destination */
-  check_table(L, 1, TAB_R);
-  check_table(L, tt, TAB_W);
+  checktab(L, 1, TAB_R);
+  checktab(L, tt, TAB_W);
   if (e >= f) {
     luaL_argcheck(L, f > 0 || e < LUA_MAXINTEGER + f, 3, "too many elements to move");
     lua_Integer n = e - f + 1;
@@ -115,7 +116,7 @@ static int t_move(lua_State *L) {
 
 void lr_table_install(lua_State *L, int idx) {
   static const luaL_Reg fns[] = {
-    { "insert", t_insert }, { "remove", t_remove }, { "move", t_move }, { NULL, NULL }
+    { "insert", tinsert }, { "remove", tremove }, { "move", tmove }, { NULL, NULL }
   };
   idx = lua_absindex(L, idx);
   for (const luaL_Reg *f = fns; f->name; f++) {
