@@ -151,8 +151,8 @@ $(BUILD)/bench_reuse: spec/bench/reuse.c spec/c/faults_client.h $(BUILD)/libluar
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LIB_LIBS)
 
 # The fault server's own test drivers, for spec/faults_spec.lua.
-$(BUILD)/faults_%: spec/c/faults_%.c $(FAULTS_OBJ)
-	$(CC) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) -lm
+$(BUILD)/faults_%: spec/c/faults_%.c $(FAULTS_OBJ) $(SANDBOX_OBJ) $(ENGINE_OBJ)
+	$(CC) $(LDFLAGS_ALL) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) -lm
 
 # What each folder may include, and no cycles between the library's files.
 check-layers: $(LIB_OBJ) $(CLI_OBJ) $(FAULTS_OBJ) $(MODULE_OBJ)

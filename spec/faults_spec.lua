@@ -123,7 +123,8 @@ local function build (name)
   local exe = "/tmp/faults-build/" .. name
   local out, code = sh("mkdir -p /tmp/faults-build && cd " .. q(root) ..
     " && gcc -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -O2 -pthread" ..
-    " $(pkg-config --cflags lua5.4) -Icore core/faults/*.c" ..
+    " $(pkg-config --cflags lua5.4) -Icore -Icore/include core/faults/*.c core/sandbox/*.c" ..
+    " core/engine/*.c -DLUARETRY_DATADIR='\"" .. root .. "\"'" ..
     " spec/c/" .. name .. ".c -o " .. exe .. " $(pkg-config --libs lua5.4) -lm 2>&1")
   assert(code == 0, out)
   return exe

@@ -413,6 +413,41 @@ describe("the memory limit", function()
     has(err, "hog.lua:2: memory limit reached")
   end)
 
+  -- Lua collects and asks again when the allocator refuses: only live
+  -- data over the limit stops a script, never garbage awaiting collection.
+  it("counts live data, not garbage: 3 MiB kept and 1 MiB temporaries under 4 MiB live", function()
+    local src = [[
+      max_attempts = 3
+      kept = string.rep("k", 3 * 1048576)
+      function is_transient()
+        local n = 0
+        for i = 1, 40 do n = n + #string.rep(string.char(65 + i % 26), 1048576) end
+        return n == 40 * 1048576 and #kept == 3 * 1048576
+      end
+    ]]
+    local p = assert(lr.load_string(src, "=garbage", { time_limit = 30 }))
+    assert.are.equal(8388608, p:tuning().memory_limit)
+    assert.are.equal("retry", p:classify{ status = 503 }.verdict)
+    assert.are.equal("retry", p:classify{ status = 503 }.verdict)
+  end)
+
+  it("stops live data over the limit within a second, where it grew", function()
+    local src = [[
+      max_attempts = 3
+      function is_transient()
+        local live = {}
+        for i = 1, 100 do live[i] = string.rep(string.char(65 + i % 26), 1048576) end -- GROWS
+        return #live > 0
+      end
+    ]]
+    local p = assert(lr.load_string(src, "@live.lua", { time_limit = 30 }))
+    local t0 = os.clock()
+    local d = p:classify{ status = 503 }
+    assert.is_true(os.clock() - t0 < 1, "took " .. (os.clock() - t0) .. " s of CPU")
+    assert.are.equal("policy_error", d.verdict)
+    has(d.message, "live.lua:4: memory limit reached (8388608 bytes)")
+  end)
+
   it("is settable by the host", function()
     local src = [[
       max_attempts = 3

@@ -322,23 +322,18 @@ int fault_reset_paths (lua_State *L) {
 }
 
 void fault_answer_script (lr_faults *f, conn *c) {
-  lua_State *L = f->L;
   exchange x = {f, c, A_SEND, 0};
   size_t mark = c->out.len;
   c->reset_at_end = 0;
   f->total++;
   fault_log_entry(f, c);
-  lua_pushcfunction(L, run_script);
-  lua_pushlightuserdata(L, &x);
-  if (lua_pcall(L, 1, 0, 0) != LUA_OK) {
-    size_t len;
-    const char *msg = lua_tolstring(L, -1, &len);
-    if (msg == NULL) msg = "(error object is not a string)", len = strlen(msg);
+  char msg[512];
+  if (lr_sandbox_call(f->sb, run_script, &x, 0, LUARETRY_E_POLICY, msg, sizeof msg) !=
+      LUARETRY_OK) {
     c->out.len = mark;  /* drop a half-written answer */
     x.action = A_SEND;
     x.delay = 0;
-    fault_put_simple(c, 500, "text/plain", msg, len);
-    lua_pop(L, 1);
+    fault_put_simple(c, 500, "text/plain", msg, strlen(msg));
   }
   if (x.action == A_HANG) { c->state = C_HANG; return; }
   if (x.action != A_STREAM) fault_stream_free(c);
@@ -355,31 +350,62 @@ void fault_answer_script (lr_faults *f, conn *c) {
   }
 }
 
+/* The fault server's script is a test fixture, but one that may arrive
+ * from anywhere: it runs in the library's sandbox (core/sandbox/) with the
+ * fault server's allow-list, bounded memory, no time limit (a respond()
+ * may take what it takes) but stopped by lr_faults_stop() even in an
+ * endless loop; print() goes to standard error. */
+#define MEMORY_LIMIT ((size_t)256 * 1024 * 1024)
+
+static void print_to_stderr (void *ud, const char *line) {
+  (void)ud;
+  fprintf(stderr, "faults: %s\n", line);
+}
+
+static const lr_log_target print_target = { print_to_stderr, NULL };
+
+static lua_State *fault_sandbox_new (lr_faults *f, const char *path, char *err,
+                                     size_t errlen) {
+  lr_limits limits = { MEMORY_LIMIT, 0, 0 };
+  f->sb = lr_sandbox_new(&limits, path, &print_target, lr_sandbox_open_faults_libs);
+  if (f->sb == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  lr_sandbox_stop_on(f->sb, &f->stopping);
+  return f->L = f->sb->L;
+}
+
+/* Loads and runs a chunk (the prelude, the script) under the sandbox's
+ * protection: 0, or -1 with the message in err. */
+static int run_chunk (lr_faults *f, int loaded, char *err, size_t errlen) {
+  if (loaded != LUA_OK) {
+    const char *msg = lua_tostring(f->L, -1);
+    snprintf(err, errlen, "%s", msg ? msg : "error object is not a string");
+    lua_pop(f->L, 1);
+    return -1;
+  }
+  return lr_sandbox_pcall(f->sb, 0, 0, LUARETRY_E_POLICY, err, errlen) == LUARETRY_OK ? 0 : -1;
+}
+
 int fault_load_script (lr_faults *f, const char *path, const char *chunkname,
                         const char *source, char *err, size_t errlen) {
   const char *name = path ? path : chunkname;
-  lua_State *L = f->L = fault_sandbox_new(f, path, err, errlen);
-  int st;
+  lua_State *L = fault_sandbox_new(f, path, err, errlen);
   if (L == NULL) return -1;
-  st = luaL_loadbufferx(L, prelude, sizeof prelude - 1, "=faults prelude", "t");
-  if (st == LUA_OK) st = lua_pcall(L, 0, 0, 0);
-  if (st == LUA_OK) {
-    lua_newtable(L);
-    f->paths_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    if (path) st = luaL_loadfilex(L, path, "t");
-    else {  /* "@name" so messages read "name:line: ..." */
-      lua_pushfstring(L, "%s%s", strchr("@=", chunkname[0]) ? "" : "@",
-                      chunkname);
-      st = luaL_loadbufferx(L, source, strlen(source), lua_tostring(L, -1), "t");
-      lua_remove(L, -2);
-    }
-  }
-  if (st == LUA_OK) st = lua_pcall(L, 0, 0, 0);
-  if (st != LUA_OK) {
-    const char *msg = lua_tostring(L, -1);
-    snprintf(err, errlen, "%s", msg ? msg : "error object is not a string");
+  if (run_chunk(f, luaL_loadbufferx(L, prelude, sizeof prelude - 1, "=faults prelude", "t"),
+                err, errlen) != 0)
     return -1;
+  lua_newtable(L);
+  f->paths_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  int st;
+  if (path) st = luaL_loadfilex(L, path, "t");
+  else {  /* "@name" so messages read "name:line: ..." */
+    lua_pushfstring(L, "%s%s", strchr("@=", chunkname[0]) ? "" : "@", chunkname);
+    st = luaL_loadbufferx(L, source, strlen(source), lua_tostring(L, -1), "t");
+    lua_remove(L, -2);
   }
+  if (run_chunk(f, st, err, errlen) != 0) return -1;
   if (lua_getglobal(L, "respond") == LUA_TNIL) {
     snprintf(err, errlen, "%s: the script defines no global 'respond'", name);
     return -1;

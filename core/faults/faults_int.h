@@ -14,6 +14,7 @@
 #include <lua.h>
 
 #include "faults.h"
+#include "sandbox/sandbox.h"
 
 #define LOG_MAX    100000            /* entries of the request log, and */
 #define LOG_MAX_BYTES (8 * 1024 * 1024)  /* its bytes: the oldest go first */
@@ -55,9 +56,9 @@ typedef struct conn {
 } conn;
 
 struct lr_faults {
-  lua_State *L;
+  lr_sandbox *sb;      /* the script's state (core/sandbox/), and its */
+  lua_State *L;        /* Lua state */
   atomic_int stopping;  /* lr_faults_stop() came: the script is stopped too */
-  size_t lua_bytes;   /* the script's memory, bounded */
   int paths_ref;      /* registry: path -> {count = n, state = {}} */
   int listen_fd, wake_fd, port;
   int accept_paused;  /* out of descriptors: retry soon */
@@ -79,10 +80,6 @@ struct lr_faults {
 /* request_log.c */
 void fault_log_entry (lr_faults *f, conn *c);
 void fault_log_clear (lr_faults *f);
-
-/* faults_sandbox.c: the script's state, sandboxed, stopped by a stop */
-lua_State *fault_sandbox_new (lr_faults *f, const char *script_path, char *err,
-                              size_t errlen);
 
 /* answer.c */
 int fault_load_script (lr_faults *f, const char *path, const char *chunkname,

@@ -182,12 +182,10 @@ static void answer_builtin (lr_faults *f, conn *c) {
   else if (strcmp(what, "reset") == 0 && strcmp(m, "POST") == 0) {
     fault_log_clear(f);
     f->total = 0;
-    lua_pushcfunction(f->L, fault_reset_paths);
-    lua_pushlightuserdata(f->L, f);
-    if (lua_pcall(f->L, 1, 0, 0) != LUA_OK) {
-      lua_pop(f->L, 1);
+    char err[256];
+    if (lr_sandbox_call(f->sb, fault_reset_paths, f, 0, LUARETRY_E_POLICY, err, sizeof err) !=
+        LUARETRY_OK)
       fault_put_simple(c, 500, "text/plain", "out of memory\n", 14);
-    }
     else fault_put_simple(c, 200, "application/json", "{\"ok\":true}\n", 12);
   }
   else if (strcmp(what, "requests") == 0 || strcmp(what, "reset") == 0)
@@ -612,7 +610,7 @@ void lr_faults_free (lr_faults *f) {
   free(f->conns);
   free(f->pfds);
   if (f->log) { fault_log_clear(f); free(f->log); }
-  if (f->L) lua_close(f->L);
+  lr_sandbox_free(f->sb);
   if (f->listen_fd >= 0) close(f->listen_fd);
   if (f->wake_fd >= 0) close(f->wake_fd);
   free(f);

@@ -17,6 +17,7 @@
 #include "sandbox.h"
 
 #define HOOK_STEP 1000      /* instructions between two looks at the budget */
+#define STOP_STEP 10000     /* instructions between two looks at a stop flag */
 #define TIMED_STEPS 4096    /* matcher steps between two looks at the clock */
 
 enum { PHASE_IDLE, PHASE_RUNNING, PHASE_ARMING, PHASE_ARMED };
@@ -41,7 +42,17 @@ static int locate_error(lua_State *L);
 /* The hook a state runs with while no limit is hit: none when timed. */
 static void base_hook(lr_sandbox *sb, lua_State *L) {
   if (sb->limits.instructions > 0) lua_sethook(L, kill_hook, LUA_MASKCOUNT, HOOK_STEP);
+  else if (sb->stop) lua_sethook(L, kill_hook, LUA_MASKCOUNT, STOP_STEP);
   else lua_sethook(L, NULL, 0, 0);
+}
+
+void lr_sandbox_stop_on(lr_sandbox *sb, const atomic_int *stop) {
+  sb->stop = stop;
+  base_hook(sb, sb->L);
+}
+
+static int stopping(const lr_sandbox *sb) {
+  return sb->stop && atomic_load_explicit(sb->stop, memory_order_relaxed);
 }
 
 int lr_sandbox_kill(lua_State *L, lr_sandbox *sb, int why) {
@@ -59,6 +70,8 @@ static void kill_hook(lua_State *L, lua_Debug *ar) {
   if (!sb->killed) {
     if (atomic_load_explicit(&sb->expired, memory_order_relaxed)) {
       sb->killed = LR_KILL_TIME;
+    } else if (stopping(sb)) {
+      sb->killed = LR_KILL_STOP;
     } else if (sb->limits.instructions > 0) {
       sb->remaining -= HOOK_STEP;
       if (sb->remaining > 0) return;
@@ -74,6 +87,7 @@ void lr_sandbox_refuel(lua_State *L, lr_sandbox *sb) {
   if (sb->killed) lr_sandbox_kill(L, sb, sb->killed);
   if (atomic_load_explicit(&sb->expired, memory_order_relaxed))
     lr_sandbox_kill(L, sb, LR_KILL_TIME);
+  if (stopping(sb)) lr_sandbox_kill(L, sb, LR_KILL_STOP);
   if (sb->limits.instructions > 0) lr_sandbox_kill(L, sb, LR_KILL_INSTRUCTIONS);
   sb->remaining = TIMED_STEPS;
 }
@@ -129,6 +143,15 @@ static void timed_free(lr_sandbox *sb, void *ptr, size_t size) {
   if (++sb->deferred_count >= 64 || sb->deferred_bytes >= (256u << 10)) flush_deferred(sb, 1);
 }
 
+void lr_sandbox_memory_kill(lr_sandbox *sb) {
+  sb->refused = 0;
+  if (sb->L && !sb->killed) {
+    sb->killed = LR_KILL_MEMORY;
+    if (!sb->where[0]) note_where(sb, sb->L);  /* reads the stack only: allocates nothing */
+    lua_sethook(sb->L, kill_hook, LUA_MASKCOUNT, 1);
+  }
+}
+
 static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   lr_sandbox *sb = ud;
   size_t old = ptr ? osize : 0;
@@ -139,15 +162,28 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     return NULL;
   }
   if (nsize > old && sb->used - old + nsize > sb->limits.memory) {
-    if (sb->L && !sb->killed) {
-      sb->killed = LR_KILL_MEMORY;
-      note_where(sb, sb->L);  /* reads the call stack only: allocates nothing */
-      lua_sethook(sb->L, kill_hook, LUA_MASKCOUNT, 1);
+    /* Lua answers a first refusal with an emergency collection and asks
+     * again: only live data that still does not fit is the limit. */
+    if (!sb->refused) {
+      sb->refused = nsize;
+      /* lauxlib's buffers ask once and raise "not enough memory": where
+       * the first refusal was is where the limit was reached */
+      if (sb->L && !sb->killed && !sb->where[0]) note_where(sb, sb->L);
+      return NULL;
     }
+    lr_sandbox_memory_kill(sb);
     return NULL;
   }
   void *np = realloc(ptr, nsize);
-  if (np) sb->used = sb->used - old + nsize;
+  if (np) {
+    sb->used = sb->used - old + nsize;
+    /* Lua's second ask (the same size) fitted: the collection made room.
+     * A smaller success (lauxlib pushing "not enough memory") does not. */
+    if (sb->refused && nsize >= sb->refused && !sb->killed) {
+      sb->refused = 0;
+      sb->where[0] = '\0';
+    }
+  }
   return np;
 }
 
@@ -285,6 +321,9 @@ static void describe_kill(const lr_sandbox *sb, char *err, size_t errlen) {
     lr_fmt(err, errlen, "%s: time limit reached (%g s); a loop that never ends?", where,
            sb->limits.seconds);
     break;
+  case LR_KILL_STOP:
+    lr_fmt(err, errlen, "%s: stopped: the host is stopping", where);
+    break;
   default:
     lr_fmt(err, errlen, "%s: memory limit reached (%zu bytes)", where, sb->limits.memory);
     break;
@@ -295,6 +334,9 @@ static void describe_kill(const lr_sandbox *sb, char *err, size_t errlen) {
  * the handler on failure. */
 static luaretry_code finish(lr_sandbox *sb, int status, luaretry_code failure, char *err,
                             size_t errlen) {
+  /* an error after a refusal nothing made room for: the limit */
+  if (status != LUA_OK && sb->refused) lr_sandbox_memory_kill(sb);
+  sb->refused = 0;
   if (status == LUA_OK && !sb->killed) return LUARETRY_OK;
   lua_State *L = sb->L;
   luaretry_code rc = failure;

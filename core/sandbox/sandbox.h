@@ -1,6 +1,8 @@
 /* sandbox.h: a Lua 5.4 state with a memory limit, a time limit (and, when
- * the host asks for determinism, an exact instruction limit), and only the
- * libraries a policy may use.  Shared by the script side's files. */
+ * the host asks for determinism, an exact instruction limit), a stop flag,
+ * and only what its allow-list names (sandbox_lib.c).  The one Lua runtime
+ * of the library: policies (core/policy/) and the fault server
+ * (core/faults/) both run in it. */
 #ifndef LUARETRY_SANDBOX_H
 #define LUARETRY_SANDBOX_H
 
@@ -11,7 +13,7 @@
 
 #include "engine/engine.h"
 
-enum { LR_KILL_NONE = 0, LR_KILL_INSTRUCTIONS, LR_KILL_MEMORY, LR_KILL_TIME };
+enum { LR_KILL_NONE = 0, LR_KILL_INSTRUCTIONS, LR_KILL_MEMORY, LR_KILL_TIME, LR_KILL_STOP };
 
 typedef struct {
   size_t memory;            /* bytes of Lua memory */
@@ -37,6 +39,10 @@ typedef struct lr_sandbox {
   lr_limits limits;
   long remaining;           /* instructions (or, timed, steps to the next look) */
   int killed;               /* sticky until control is back in C */
+  size_t refused;           /* the size of an allocation refused over the
+                               limit, 0 if none: Lua collects and asks again;
+                               a second refusal is the limit */
+  const atomic_int *stop;   /* the host's stop flag, or NULL (lr_sandbox_stop_on) */
   char where[256];          /* "file:line" of the kill, when known */
   char script_dir[4096];    /* "" when loaded from a string */
   const lr_log_target *log;
@@ -58,8 +64,16 @@ typedef struct lr_sandbox {
  * when the state cannot be set up. */
 lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
                            const lr_log_target *log, lua_CFunction open_libs);
-/* sandbox_lib.c: the library a policy script sees. */
+/* sandbox_lib.c: the libraries a script sees, each an allow-list: a
+ * policy's, and the fault server's (the same, with coroutines, and a
+ * require that reaches the system's pure-Lua modules instead of lua/ and
+ * policies/). */
 int lr_sandbox_open_libs(lua_State *L);
+int lr_sandbox_open_faults_libs(lua_State *L);
+/* From now on a script of sb stops (sticky, LR_KILL_STOP) within a few
+ * thousand instructions of *stop becoming non-zero; for a host whose
+ * scripts have no time limit (the fault server). */
+void lr_sandbox_stop_on(lr_sandbox *sb, const atomic_int *stop);
 void lr_sandbox_free(lr_sandbox *sb);
 /* The sandbox a state belongs to (kept in its extra space). */
 /* Pushes at most 40 bytes of s and returns them, for quoting user text in an
@@ -99,6 +113,9 @@ void lr_sandbox_resume(lr_sandbox *sb);
 /* Stops the script: marks the kill, remembers where, makes every later
  * instruction fail until control is back in C, and raises. */
 int lr_sandbox_kill(lua_State *L, lr_sandbox *sb, int why);
+/* The memory limit is reached: marks the kill (sticky) without raising,
+ * for the allocator and for an out-of-memory error that a refusal caused. */
+void lr_sandbox_memory_kill(lr_sandbox *sb);
 /* C code that loops on the script's behalf (the pattern matcher) ran out
  * of sb->remaining: when counting, that is the instruction limit; when
  * timed, a moment to look at the clock.  Refills and returns, or kills. */

@@ -1,8 +1,13 @@
-/* sandbox_lib.c: the library a policy script sees: the base library
- * without dofile, loadfile and binary chunks, string (with the matcher of
- * lpattern.c), table (with insert, remove and move of ltable.c), math,
- * utf8, os.time/clock/date, a require that reaches only the script's
- * folder, lua/ and policies/, json on first use, print to the host's log.
+/* sandbox_lib.c: what a script sees, as data: an allow-list of names per
+ * library (as Redis keeps its scripts' libraries_allow_list); a state gets
+ * fresh tables holding those names and nothing else.  A policy gets the
+ * base library without dofile, loadfile and binary chunks, string (with
+ * the matcher of lpattern.c, without dump), table (with insert, remove and
+ * move of ltable.c), math, utf8, os.time/clock/date, a require that
+ * reaches only the script's folder, lua/ and policies/, json on first use,
+ * print to the host's log.  The fault server's scripts get the same plus
+ * coroutine, and a require that reaches the script's folder and the
+ * system's pure-Lua modules (dkjson) instead of lua/ and policies/.
  * pcall, xpcall and the coroutine functions are our own, so that once a
  * limit is hit no script code catches it: neither a pcall nor an xpcall
  * handler.  No coroutines: a script has none.  math.random draws from the
@@ -80,10 +85,9 @@ static int valid_module_name(const char *name) {
   return 1;
 }
 
-/* require reaches the script's folder, the helper library and the shipped
- * policies, nothing else; modules load as text, cached per state. */
+/* require reaches the folders of its upvalue 2 (the script's own first),
+ * nothing else; modules load as text, cached per state (upvalue 1). */
 static int safe_require(lua_State *L) {
-  lr_sandbox *sb = lr_sandbox_of(L);
   const char *name = luaL_checkstring(L, 1);
   lua_settop(L, 1);
   lua_pushvalue(L, lua_upvalueindex(1));  /* 2: cache */
@@ -94,16 +98,11 @@ static int safe_require(lua_State *L) {
   char rel[512], path[4700];
   lr_fmt(rel, sizeof rel, "%s", name);
   for (char *c = rel; *c; c++) if (*c == '.') *c = '/';
-  const char *datadir = lr_datadir();
-  const char *dirs[3] = { sb->script_dir, NULL, NULL };
-  char lua_dir[4200], pol_dir[4200];
-  lr_fmt(lua_dir, sizeof lua_dir, "%s/lua", datadir);
-  lr_fmt(pol_dir, sizeof pol_dir, "%s/policies", datadir);
-  dirs[1] = lua_dir;
-  dirs[2] = pol_dir;
-  for (int i = 0; i < 3; i++) {
-    if (!dirs[i][0]) continue;
-    lr_fmt(path, sizeof path, "%s/%s.lua", dirs[i], rel);
+  lua_Integer ndirs = luaL_len(L, lua_upvalueindex(2));
+  for (lua_Integer i = 1; i <= ndirs; i++) {
+    lua_rawgeti(L, lua_upvalueindex(2), i);
+    lr_fmt(path, sizeof path, "%s/%s.lua", lua_tostring(L, -1), rel);
+    lua_pop(L, 1);
     FILE *f = fopen(path, "r");
     if (!f) continue;
     fclose(f);
@@ -115,8 +114,17 @@ static int safe_require(lua_State *L) {
     lua_setfield(L, 2, name);
     return 1;
   }
-  return luaL_error(L, "require: module '%s' not found in the script's folder, "
-                    "%s or %s", name, lua_dir, pol_dir);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  lua_Integer first = lr_sandbox_of(L)->script_dir[0] ? 2 : 1;
+  for (lua_Integer i = first; i <= ndirs; i++) {
+    luaL_addstring(&b, i == first ? ", " : i == ndirs ? " or " : ", ");
+    lua_rawgeti(L, lua_upvalueindex(2), i);
+    luaL_addvalue(&b);
+  }
+  luaL_pushresult(&b);
+  return luaL_error(L, "require: module '%s' not found in the script's folder%s", name,
+                    lua_tostring(L, -1));
 }
 
 /* json.X on first use: loads dkjson (pure Lua, text only) into this state
@@ -141,6 +149,7 @@ static int json_index(lua_State *L) {
 
 static int pcall_done(lua_State *L, int status, lua_KContext extra) {
   lr_sandbox *sb = lr_sandbox_of(L);
+  if (status != LUA_OK && status != LUA_YIELD && sb->refused) lr_sandbox_memory_kill(sb);
   if (sb->killed) return lr_sandbox_kill(L, sb, sb->killed);
   if (status != LUA_OK && status != LUA_YIELD) {
     lua_pushboolean(L, 0);
@@ -227,75 +236,154 @@ static int refuse_randomseed(lua_State *L) {
                     "stream (the host's seed, --seed); a script cannot reseed it");
 }
 
-/* ---- the state's globals */
+/* ---- the state's globals, from the allow-lists */
 
-static void keep_fields(lua_State *L, const char *lib, lua_CFunction open,
-                        const char *const *names) {
-  lua_pushcfunction(L, open);
-  lua_call(L, 0, 1);
-  lua_newtable(L);
-  for (; *names; names++) {
-    lua_getfield(L, -2, *names);
-    lua_setfield(L, -2, *names);
+static const char *const BASE_NAMES[] = {
+  "assert", "collectgarbage", "error", "getmetatable", "ipairs", "load", "next", "pairs",
+  "pcall", "print", "rawequal", "rawget", "rawlen", "rawset", "select", "setmetatable",
+  "tonumber", "tostring", "type", "warn", "xpcall", "_VERSION", NULL };
+/* no dump: text chunks only; find, match, gmatch, gsub are lpattern.c's */
+static const char *const STRING_NAMES[] = {
+  "byte", "char", "find", "format", "gmatch", "gsub", "len", "lower", "match", "pack",
+  "packsize", "rep", "reverse", "sub", "unpack", "upper", NULL };
+/* insert, remove, move are ltable.c's */
+static const char *const TABLE_NAMES[] = {
+  "concat", "insert", "move", "pack", "remove", "sort", "unpack", NULL };
+static const char *const MATH_NAMES[] = {
+  "abs", "acos", "asin", "atan", "ceil", "cos", "deg", "exp", "floor", "fmod", "huge", "log",
+  "max", "maxinteger", "min", "mininteger", "modf", "pi", "rad", "random", "randomseed", "sin",
+  "sqrt", "tan", "tointeger", "type", "ult", NULL };
+static const char *const UTF8_NAMES[] = {
+  "char", "charpattern", "codepoint", "codes", "len", "offset", NULL };
+static const char *const OS_NAMES[] = { "clock", "date", "time", NULL };
+static const char *const COROUTINE_NAMES[] = {
+  "close", "create", "isyieldable", "resume", "running", "status", "wrap", "yield", NULL };
+
+typedef struct {
+  const char *name;          /* LUA_GNAME: the base library's globals */
+  lua_CFunction open;
+  const char *const *allowed;
+} allowed_lib;
+
+static const allowed_lib POLICY_LIBS[] = {
+  { LUA_GNAME, luaopen_base, BASE_NAMES }, { LUA_STRLIBNAME, luaopen_string, STRING_NAMES },
+  { LUA_TABLIBNAME, luaopen_table, TABLE_NAMES }, { LUA_MATHLIBNAME, luaopen_math, MATH_NAMES },
+  { LUA_UTF8LIBNAME, luaopen_utf8, UTF8_NAMES }, { LUA_OSLIBNAME, luaopen_os, OS_NAMES },
+  { NULL, NULL, NULL } };
+
+static const allowed_lib FAULTS_LIBS[] = {
+  { LUA_GNAME, luaopen_base, BASE_NAMES }, { LUA_STRLIBNAME, luaopen_string, STRING_NAMES },
+  { LUA_TABLIBNAME, luaopen_table, TABLE_NAMES }, { LUA_MATHLIBNAME, luaopen_math, MATH_NAMES },
+  { LUA_UTF8LIBNAME, luaopen_utf8, UTF8_NAMES }, { LUA_OSLIBNAME, luaopen_os, OS_NAMES },
+  { LUA_COLIBNAME, luaopen_coroutine, COROUTINE_NAMES }, { NULL, NULL, NULL } };
+
+/* Our own functions in place of the library's; `wraps`: the original is
+ * the replacement's upvalue. */
+typedef struct {
+  const char *lib, *name;
+  lua_CFunction f;
+  int wraps;
+} replacement;
+
+static const replacement REPLACED[] = {
+  { LUA_GNAME, "load", safe_load, 1 }, { LUA_GNAME, "setmetatable", safe_setmetatable, 1 },
+  { LUA_GNAME, "print", safe_print, 0 }, { LUA_GNAME, "pcall", safe_pcall, 0 },
+  { LUA_GNAME, "xpcall", safe_xpcall, 0 }, { LUA_MATHLIBNAME, "random", safe_random, 0 },
+  { LUA_MATHLIBNAME, "randomseed", refuse_randomseed, 0 }, { NULL, NULL, NULL, 0 } };
+
+/* Pushes the value the script gets for lib.name, from the opened library
+ * at `src`. */
+static void push_allowed(lua_State *L, int src, const char *lib, const char *name) {
+  lua_getfield(L, src, name);
+  for (const replacement *r = REPLACED; r->lib; r++) {
+    if (strcmp(r->lib, lib) != 0 || strcmp(r->name, name) != 0) continue;
+    if (r->wraps) {
+      lua_pushcclosure(L, r->f, 1);
+    } else {
+      lua_pop(L, 1);
+      lua_pushcfunction(L, r->f);
+    }
+    return;
   }
-  lua_setglobal(L, lib);
-  lua_pop(L, 1);
 }
 
-/* Replaces lib[name] (global when lib is NULL) by f, with the original as
- * its upvalue when `keep` is set. */
-static void replace(lua_State *L, const char *lib, const char *name, lua_CFunction f,
-                    int keep) {
-  if (lib) lua_getglobal(L, lib);
-  else lua_pushglobaltable(L);
-  if (keep) {
-    lua_getfield(L, -1, name);
-    lua_pushcclosure(L, f, 1);
-  } else {
-    lua_pushcfunction(L, f);
+/* A fresh table with the allowed names of the library `lib` opens. */
+static void push_library(lua_State *L, const allowed_lib *lib) {
+  luaL_requiref(L, lib->name, lib->open, 0);
+  int src = lua_gettop(L);
+  lua_newtable(L);
+  for (const char *const *n = lib->allowed; *n; n++) {
+    push_allowed(L, src, lib->name, *n);
+    lua_setfield(L, -2, *n);
   }
-  lua_setfield(L, -2, name);
-  lua_pop(L, 1);
+  lua_remove(L, src);
+}
+
+/* The globals: only the allowed names, in a table that replaces the
+ * state's global table (so a chunk loaded later sees nothing else). */
+static void open_allowed(lua_State *L, const allowed_lib *libs) {
+  push_library(L, &libs[0]);  /* the base library's names */
+  int g = lua_gettop(L);
+  lua_pushvalue(L, g);
+  lua_rawseti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+  lua_pushvalue(L, g);
+  lua_setfield(L, g, LUA_GNAME);
+  for (const allowed_lib *lib = libs + 1; lib->name; lib++) {
+    push_library(L, lib);
+    if (strcmp(lib->name, LUA_STRLIBNAME) == 0) {
+      lr_pattern_install(L, -1);
+      /* ("x"):rep reaches what the string metatable's __index holds */
+      lua_pushliteral(L, "");
+      lua_getmetatable(L, -1);
+      lua_pushvalue(L, -3);
+      lua_setfield(L, -2, "__index");
+      lua_pop(L, 2);
+    } else if (strcmp(lib->name, LUA_TABLIBNAME) == 0) {
+      lr_table_install(L, -1);
+    }
+    lua_setfield(L, g, lib->name);
+  }
+  lua_settop(L, g - 1);
+}
+
+/* require with its folders: the script's, then `more` (NULL-ended). */
+static void set_require(lua_State *L, const char *const *more) {
+  lr_sandbox *sb = lr_sandbox_of(L);
+  lua_newtable(L);  /* the cache */
+  lua_newtable(L);
+  int n = 0;
+  if (sb->script_dir[0]) {
+    lua_pushstring(L, sb->script_dir);
+    lua_rawseti(L, -2, ++n);
+  }
+  for (; *more; more++) {
+    lua_pushstring(L, *more);
+    lua_rawseti(L, -2, ++n);
+  }
+  lua_pushcclosure(L, safe_require, 2);
+  lua_setglobal(L, "require");
 }
 
 int lr_sandbox_open_libs(lua_State *L) {
-  luaL_requiref(L, LUA_GNAME, luaopen_base, 1);
-  luaL_requiref(L, LUA_STRLIBNAME, luaopen_string, 1);
-  luaL_requiref(L, LUA_TABLIBNAME, luaopen_table, 1);
-  luaL_requiref(L, LUA_MATHLIBNAME, luaopen_math, 1);
-  luaL_requiref(L, LUA_UTF8LIBNAME, luaopen_utf8, 1);
-  lua_settop(L, 0);
-  static const char *const os_kept[] = { "time", "clock", "date", NULL };
-  keep_fields(L, LUA_OSLIBNAME, luaopen_os, os_kept);
-
-  lua_pushnil(L); lua_setglobal(L, "dofile");
-  lua_pushnil(L); lua_setglobal(L, "loadfile");
-  /* The string metatable's __index is this table: removing dump here
-   * removes ("x"):dump too. */
-  lua_getglobal(L, LUA_STRLIBNAME);
-  lua_pushnil(L); lua_setfield(L, -2, "dump");
-  /* and find, match, gmatch, gsub are bounded like the script */
-  lr_pattern_install(L, -1);
-  lua_pop(L, 1);
-  /* and insert, remove and move pay for each element they shift */
-  lua_getglobal(L, LUA_TABLIBNAME);
-  lr_table_install(L, -1);
-  lua_pop(L, 1);
-  replace(L, NULL, "load", safe_load, 1);
-  replace(L, NULL, "setmetatable", safe_setmetatable, 1);
-  replace(L, NULL, "print", safe_print, 0);
-  replace(L, NULL, "pcall", safe_pcall, 0);
-  replace(L, NULL, "xpcall", safe_xpcall, 0);
-  replace(L, LUA_MATHLIBNAME, "random", safe_random, 0);
-  replace(L, LUA_MATHLIBNAME, "randomseed", refuse_randomseed, 0);
-  lua_newtable(L);
-  lua_pushcclosure(L, safe_require, 1);
-  lua_setglobal(L, "require");
+  open_allowed(L, POLICY_LIBS);
+  const char *datadir = lr_datadir();
+  char lua_dir[4200], pol_dir[4200];
+  lr_fmt(lua_dir, sizeof lua_dir, "%s/lua", datadir);
+  lr_fmt(pol_dir, sizeof pol_dir, "%s/policies", datadir);
+  const char *const dirs[] = { lua_dir, pol_dir, NULL };
+  set_require(L, dirs);
   lua_newtable(L);
   lua_newtable(L);
   lua_pushcfunction(L, json_index);
   lua_setfield(L, -2, "__index");
   lua_setmetatable(L, -2);
   lua_setglobal(L, "json");
+  return 0;
+}
+
+int lr_sandbox_open_faults_libs(lua_State *L) {
+  open_allowed(L, FAULTS_LIBS);
+  static const char *const dirs[] = { "/usr/local/share/lua/5.4", "/usr/share/lua/5.4", NULL };
+  set_require(L, dirs);
   return 0;
 }

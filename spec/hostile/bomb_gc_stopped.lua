@@ -1,5 +1,5 @@
--- memory: the collector stopped, garbage made without end
--- drive: classify; expect: memory limit reached
+-- memory: the collector stopped, garbage without end: live data stays small
+-- drive: classify; expect: time limit reached
 max_attempts = 3
 function is_transient(status)
   if status ~= 503 then return false end
