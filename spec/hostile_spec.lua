@@ -29,6 +29,11 @@ local MEMORY = 4 * 1024 * 1024
 local OPTS = { time_limit = 0.1, memory_limit = MEMORY }
 local SETS = { "--set", "time_limit=0.1", "--set", "memory_limit=" .. MEMORY }
 local WITHIN = 1.0   -- seconds: ten times the time limit
+-- A script that must end by its memory limit gets a time limit it cannot
+-- race on a busy machine (ASan and other work stretch the bomb's seconds),
+-- and a bound as wide.
+local MEMORY_OPTS = { time_limit = 10, memory_limit = MEMORY }
+local MEMORY_WITHIN = 5.0
 
 local function corpus()
   local names = {}
@@ -51,6 +56,10 @@ local function header(name)
   h.expects = {}
   for alt in (h.expect or ""):gmatch("[^|]+") do h.expects[#h.expects + 1] = alt end
   h.where = h.where or (mark and name .. ":" .. mark)
+  local memory_only = true
+  for _, alt in ipairs(h.expects) do memory_only = memory_only and alt:find("memory limit", 1, true) end
+  h.opts = memory_only and MEMORY_OPTS or OPTS
+  h.within = memory_only and MEMORY_WITHIN or WITHIN
   assert(h.drive and #h.expects > 0 and (h.where or h.drive == "harmless"), name .. ": header")
   return h
 end
@@ -71,7 +80,7 @@ local function timed(f)
 end
 
 local function loaded(h, opts)
-  local p, err = lr.load(h.path, opts or OPTS)
+  local p, err = lr.load(h.path, opts or h.opts)
   assert.is_not_nil(p, h.name .. ": " .. tostring(err))
   return p
 end
@@ -84,7 +93,7 @@ end
 local drive = {}
 
 function drive.load(h)
-  local secs, p, err = timed(function() return lr.load(h.path, OPTS) end)
+  local secs, p, err = timed(function() return lr.load(h.path, h.opts) end)
   assert.is_nil(p, h.name .. ": loaded")
   says(h, err)
   return secs
@@ -119,7 +128,7 @@ end
 
 function drive.breaker(h)
   local lines = {}
-  local opts = { time_limit = OPTS.time_limit, memory_limit = MEMORY,
+  local opts = { time_limit = h.opts.time_limit, memory_limit = MEMORY,
                  log = function(line) lines[#lines + 1] = line end }
   local p = loaded(h, opts)
   local c = assert(p:begin{ seed = 1, virtual = true })
@@ -181,10 +190,10 @@ describe("the hostile corpus", function()
 
   for _, name in ipairs(names) do
     local h = header(name)
-    it(h.family .. ": " .. name .. " ends in a clear error within a second, the host unharmed",
-       function()
+    it(h.family .. ": " .. name .. " ends in a clear error within " .. h.within ..
+       " s, the host unharmed", function()
       local secs = drive[h.drive](h)
-      assert.is_true(secs < WITHIN, ("%s took %.3f s"):format(name, secs))
+      assert.is_true(secs < h.within, ("%s took %.3f s"):format(name, secs))
       assert.are.equal("retry", healthy:classify{ status = 503 }.verdict)
     end)
   end

@@ -379,7 +379,7 @@ describe("a pattern that backtracks without end", function()
       assert.are.equal("policy_error", d.verdict)
       has(d.message, "time limit reached")
       has(d.message, "probe:4")
-      assert.is_true(secs < 0.5, name .. " took " .. secs .. " s")
+      assert.is_true(secs < 2, name .. " took " .. secs .. " s")  -- wide: a busy machine
       assert.are.equal("retry", p:classify{ status = 503, body = body }.verdict)
     end)
   end
@@ -403,7 +403,7 @@ describe("a pattern that backtracks without end", function()
       local d, secs = timed(function() return p:classify{ status = status, body = BODY } end)
       assert.are.equal("policy_error", d.verdict)
       has(d.message, "time limit reached")
-      assert.is_true(secs < 0.5, "took " .. secs .. " s")
+      assert.is_true(secs < 2, "took " .. secs .. " s")  -- wide: a busy machine
       assert.are.equal("retry", p:classify{ status = 503, body = BODY }.verdict)
     end
   end)
@@ -417,7 +417,7 @@ describe("a pattern that backtracks without end", function()
                                     "=low", { instruction_limit = 10000 }))
     local d, secs = timed(function() return q:classify{ status = 503, body = ("a"):rep(2000) } end)
     has(d.message, "instruction limit reached (10000 instructions)")
-    assert.is_true(secs < 0.05, "took " .. secs .. " s")
+    assert.is_true(secs < 1, "took " .. secs .. " s")  -- wide: a busy machine
   end)
 
   it("does not let a gsub callback's instructions be handed back", function()
@@ -466,6 +466,6 @@ describe("ordinary patterns on a 64 KiB body", function()
       body:find('(%u+)", "code"'), #body:match("^%[(.-)%]"), body:find("%d+}%]") }, ",")
     assert.are.equal("policy_error", d.verdict)
     assert.are.equal("is_transient: " .. want, d.message)
-    assert.is_true(secs < 0.5, "took " .. secs .. " s")
+    assert.is_true(secs < 2, "took " .. secs .. " s")  -- wide: a busy machine
   end)
 end)
