@@ -24,7 +24,7 @@ MAJOR := $(firstword $(subst ., ,$(VERSION)))
 
 DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted \
   lua-dkjson curl lua-cjson valgrind openssl mandoc man-db luarocks zsh gzip \
-  libhiredis-dev redis-server
+  libhiredis-dev redis-server clang libclang-rt-dev
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
 LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null)
 CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
@@ -69,13 +69,14 @@ LIB_LIBS = $(LUA_LIBS) $(CURL_LIBS) $(HIREDIS_LIBS) -lm
 ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
-C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc find
+C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc find \
+  fleet_url fleet_redis fleet_calls
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
 .PHONY: all deps demo test test-build test-plain test-sanitized test-c test-lua check-layers \
   check-man bench install uninstall \
-  rock install-rock clean
+  rock install-rock clean fuzz fuzz-build fuzz-smoke fuzz-merge
 
 all: $(BUILD)/libluaretry.a $(BUILD)/libluaretry.so $(BUILD)/luaretry.so $(BUILD)/luaretry \
   $(BUILD)/luaretry.pc
@@ -117,8 +118,11 @@ $(BUILD)/libluaretry.so: $(LIB_OBJ)
 	ln -sf libluaretry.so.$(VERSION) $@
 
 # Debian's lua5.4 already holds the Lua library: the module must not link it.
-$(BUILD)/luaretry.so: $(ENGINE_OBJ) $(SANDBOX_OBJ) $(POLICY_OBJ) $(FLEET_OBJ) $(MODULE_OBJ)
-	$(CC) $(LDFLAGS_ALL) -shared -o $@ $^ $(HIREDIS_LIBS) -lm
+# It exports luaopen_luaretry only (core/module/luaretry.map).
+MODULE_MAP = core/module/luaretry.map
+$(BUILD)/luaretry.so: $(ENGINE_OBJ) $(SANDBOX_OBJ) $(POLICY_OBJ) $(FLEET_OBJ) $(MODULE_OBJ) $(MODULE_MAP)
+	$(CC) $(LDFLAGS_ALL) -shared -Wl,--version-script=$(MODULE_MAP) -o $@ \
+	  $(filter %.o,$^) $(HIREDIS_LIBS) -lm
 
 $(BUILD)/luaretry: $(CLI_OBJ) $(FAULTS_OBJ) $(BUILD)/libluaretry.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIB_LIBS)
@@ -132,6 +136,11 @@ $(BUILD)/luaretry.pc: Makefile core/include/luaretry.h
 $(BUILD)/test_%: spec/c/test_%.c $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
+# The fleet's tests include its private headers, against a real
+# redis-server they start.
+$(BUILD)/test_fleet_%: spec/c/test_fleet_%.c $(BUILD)/libluaretry.a spec/c/check.h spec/c/redis_helper.h
+	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+
 # The allocation-failure test fails the N-th allocation of the library's
 # own files (and so of the Lua states, whose allocator calls realloc).
 WRAP_ALLOC = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup
@@ -140,6 +149,13 @@ $(BUILD)/test_alloc: spec/c/test_alloc.c $(BUILD)/libluaretry.a spec/c/check.h
 
 $(BUILD)/bench_%: spec/bench/%.c $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+$(BUILD)/bench_fleet: spec/bench/fleet.c $(BUILD)/libluaretry.a spec/c/redis_helper.h
+	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+
+# A decision with fleet guards against local ones: public API (the helper
+# that starts redis-server speaks hiredis).
+$(BUILD)/bench_fleet_decide: spec/bench/fleet_decide.c $(BUILD)/libluaretry.a spec/c/redis_helper.h
+	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
 # Programs that embed the library and the fault server together: the
 # example event-loop host, connection reuse.
@@ -203,8 +219,12 @@ test-sanitized:
 	  busted --lua=lua5.4 --cpath='build/asan/?.so' --output=utfTerminal spec
 	$(MAKE) fuzz-smoke
 
+# The fleet's part: its handle's costs (bench_fleet), a decision with
+# fleet guards against local ones (bench_fleet_decide), and an outage seen
+# by 100 processes, fleet / per process / no guards (fleet_run.sh).
 bench: deps
-	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop $(BUILD)/bench_reuse
+	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop $(BUILD)/bench_reuse \
+	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide
 	./$(BUILD)/bench_decide
 	./$(BUILD)/bench_reuse
 	./$(BUILD)/bench_waits
@@ -212,6 +232,9 @@ bench: deps
 	bash spec/bench/batch.sh
 	bash spec/bench/million.sh
 	BENCH_LOOP=$(BUILD)/bench_loop bash spec/bench/peers.sh
+	./$(BUILD)/bench_fleet
+	./$(BUILD)/bench_fleet_decide
+	bash spec/bench/fleet_run.sh
 
 # core/install/install.sh installs under $(DESTDIR)$(PREFIX) and keeps a manifest
 # (share/luaretry/install-manifest) that `make uninstall` removes exactly.
@@ -241,45 +264,12 @@ install-rock:
 clean:
 	rm -rf build
 
-# ---- fleet: core/fleet/ is part of the library (above); its
-# own tests and bench include its private headers, against a real
-# redis-server they start.
-FLEET_TEST_BIN = $(BUILD)/test_fleet_url $(BUILD)/test_fleet_redis $(BUILD)/test_fleet_calls
-
-$(BUILD)/test_fleet_%: spec/c/test_fleet_%.c $(BUILD)/libluaretry.a spec/c/check.h spec/c/redis_helper.h
-	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
-
-$(BUILD)/bench_fleet: spec/bench/fleet.c $(BUILD)/libluaretry.a spec/c/redis_helper.h
-	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
-
-# A decision with fleet guards against local ones: public API (the helper
-# that starts redis-server speaks hiredis).
-$(BUILD)/bench_fleet_decide: spec/bench/fleet_decide.c $(BUILD)/libluaretry.a spec/c/redis_helper.h
-	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
-
-# `make test` runs test-c twice (plain, then build/asan with SAN=1): the
-# fleet's programs ride along both times.
-C_TEST_BIN += $(FLEET_TEST_BIN)
-test-c: $(FLEET_TEST_BIN)
-
-# The fleet's side of `make bench`: its handle's costs (bench_fleet), a
-# decision with fleet guards against local ones (bench_fleet_decide), and
-# an outage seen by 100 processes, fleet / per process / no guards.
-.PHONY: bench-fleet
-bench-fleet: deps
-	$(MAKE) all $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide
-	./$(BUILD)/bench_fleet
-	./$(BUILD)/bench_fleet_decide
-	bash spec/bench/fleet_run.sh
-bench: bench-fleet
-
 # ---- fuzzing: libFuzzer targets in spec/fuzz/, built by
 # clang with ASan and UBSan into build/fuzz (SAN=fuzzer).  `make fuzz` runs
 # each for FUZZ_SECONDS, one at a time, new inputs going to
 # build/fuzz/corpus/NAME; `make fuzz-merge` keeps those that add coverage
 # in spec/fuzz/corpus/NAME (-merge=1).  `make test` runs each for
 # FUZZ_SMOKE_SECONDS over its committed corpus.
-DEB_PACKAGES += clang libclang-rt-dev
 FUZZ_TARGETS = policy retry_after http_parse run_args
 FUZZ_SECONDS ?= 300
 FUZZ_SMOKE_SECONDS ?= 10
@@ -290,9 +280,9 @@ FUZZ_OPTS_policy = -dict=spec/fuzz/policy.dict -max_len=4096 -timeout=10
 FUZZ_OPTS_retry_after = -dict=spec/fuzz/retry_after.dict -max_len=256 -timeout=10
 FUZZ_OPTS_http_parse = -dict=spec/fuzz/http.dict -max_len=8192 -timeout=10
 FUZZ_OPTS_run_args = -dict=spec/fuzz/run_args.dict -max_len=1024 -timeout=10 -close_fd_mask=2
+# inputs kept elsewhere in the tree, read as corpus but never copied
+FUZZ_EXTRA_policy = policies spec/hostile
 FUZZ_RUN = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 LUARETRY_DATADIR=$(CURDIR)
-
-.PHONY: fuzz fuzz-build fuzz-smoke fuzz-merge
 
 $(BUILD)/fuzz_policy: spec/fuzz/fuzz_policy.c $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
@@ -320,7 +310,7 @@ fuzz-run-%:
 	@echo "== fuzz_$* for $(FUZZ_TIME) s"
 	$(FUZZ_RUN) ./build/fuzz/fuzz_$* $(FUZZ_OPTS_$*) -max_total_time=$(FUZZ_TIME) \
 	  -print_final_stats=1 -artifact_prefix=build/fuzz/artifacts/$*- \
-	  $(FUZZ_WORK)/$* spec/fuzz/corpus/$*
+	  $(FUZZ_WORK)/$* spec/fuzz/corpus/$* $(FUZZ_EXTRA_$*)
 
 # One target at a time: the runs must not share the two cores.
 fuzz: fuzz-build

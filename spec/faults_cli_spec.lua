@@ -1,5 +1,5 @@
 -- `luaretry faults`: on loopback unless --listen-any (and then it says so
--- on every start); a second SIGINT ends it whatever its script does.
+-- on every start); the first SIGINT stops it cleanly, a second ends it whatever its script does.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
 package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
@@ -59,10 +59,10 @@ describe("luaretry faults", function ()
     end
   end)
 
-  it("a second SIGINT ends it even while a C call of its script runs", function ()
+  it("a SIGINT ends it even while its script's pattern match backtracks", function ()
     local script = tmp .. "/busy.lua"
-    -- a pattern that backtracks for minutes inside one C call: no hook
-    -- reaches it, only the second signal does
+    -- a pattern that backtracks for minutes inside one C call: the
+    -- sandbox's metered matcher looks at the stop flag between its steps
     proc.writefile(script, [[respond = function ()
   local s = string.rep("a", 3000)
   return tostring(s:find(".-.-.-.-b"))
@@ -73,13 +73,11 @@ end
     assert.truthy(addr)
     local curl = io.popen("env -u LD_PRELOAD curl -s --max-time 20 http://" .. addr .. "/ 2>&1")
     proc.sleep(0.3)
-    job:signal("INT")
-    proc.sleep(0.2)
-    assert.is_true(proc.alive(job.pid), "a C call cannot be stopped by the first signal")
+    assert.is_true(proc.alive(job.pid), "the server ended before the signal")
     local sent = job:signal("INT")
-    local code, ended = job:wait(3)
+    local code, ended = job:wait(5)
     curl:close()
-    assert.are.equal(130, code)
-    assert.is_true(ended - sent < 0.5, ("ended %.3f s after the second SIGINT"):format(ended - sent))
+    assert.are.equal(0, code)  -- the first signal: a clean stop
+    assert.is_true(ended - sent < 3, ("ended %.3f s after the SIGINT"):format(ended - sent))
   end)
 end)

@@ -101,4 +101,18 @@ describe("the shared library", function ()
     local soname = io.popen("objdump -p " .. q(build .. "/libluaretry.so") .. " | grep SONAME"):read("a")
     assert.matches("libluaretry%.so%." .. h:match("LUARETRY_VERSION_MAJOR (%d+)") .. "\n", soname)
   end)
+
+  -- A host that loads the module and links libluaretry.so must not get two
+  -- copies of the library (and two watchdog threads) through interposition.
+  it("the Lua module beside it exports luaopen_luaretry only", function ()
+    local build = proc.bin:match("^(.*)/[^/]*$")
+    local p = assert(io.popen("nm -D --defined-only " .. q(build .. "/luaretry.so") .. " 2>&1"))
+    local exported = {}
+    for line in p:lines() do
+      local kind, sym = line:match("%s(%a)%s(%S+)$")
+      if kind and kind:match("[TDBR]") then exported[#exported + 1] = sym end
+    end
+    p:close()
+    assert.are.same({ "luaopen_luaretry" }, exported)
+  end)
 end)

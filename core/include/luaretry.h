@@ -321,8 +321,13 @@ LUARETRY_API luaretry_code luaretry_policy_metrics(const luaretry_policy *p, lua
 typedef void (*luaretry_breaker_fn)(void *ud, luaretry_breaker_state s);
 LUARETRY_API void luaretry_policy_on_breaker(luaretry_policy *p, luaretry_breaker_fn fn, void *ud);
 
-/* Where a script's print() goes (default: nowhere). */
+/* Where a script's print() goes (default: nowhere).  The callback
+ * registrations share one verb: luaretry_policy_on_log, _on_breaker,
+ * _on_fleet. */
 typedef void (*luaretry_log_fn)(void *ud, const char *line);
+LUARETRY_API void luaretry_policy_on_log(luaretry_policy *p, luaretry_log_fn fn, void *ud);
+/* The old name of luaretry_policy_on_log, kept as an alias until the next
+ * major version (1.0), when it goes. */
 LUARETRY_API void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud);
 
 /* ----------------------------------------------------------------- fleet */
@@ -331,7 +336,7 @@ LUARETRY_API void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn
  * credentials: lost ("fleet guards KEY: URL: why; local guards decide until
  * Redis is back") and back.  Once per change, never per call, from the
  * thread that noticed; the function must not call into the policy.
- * Default: the log callback (luaretry_policy_set_log).  Set it before
+ * Default: the log callback (luaretry_policy_on_log).  Set it before
  * calls begin. */
 LUARETRY_API void luaretry_policy_on_fleet(luaretry_policy *p, luaretry_log_fn fn, void *ud);
 

@@ -150,7 +150,7 @@ static int new_policy(lua_State *L, const char *path, const char *chunkname,
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   if (lua_istable(L, opts) && lua_getfield(L, opts, "log") == LUA_TFUNCTION) {
     b->log_ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    luaretry_policy_set_log(b->p, log_to_host, b);
+    luaretry_policy_on_log(b->p, log_to_host, b);
   } else if (lua_istable(L, opts)) {
     lua_pop(L, 1);
   }

@@ -130,10 +130,14 @@ size_t luaretry_policy_memory(const luaretry_policy *p) {
   return p ? p->memory : 0;
 }
 
-void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
+void luaretry_policy_on_log(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
   if (!p) return;
   p->log.fn = fn;
   p->log.ud = ud;
+}
+
+void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
+  luaretry_policy_on_log(p, fn, ud);
 }
 
 luaretry_code luaretry_policy_set_classifier(luaretry_policy *p,

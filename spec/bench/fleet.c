@@ -10,7 +10,7 @@
  *       p99 over 2,000, over TCP and over the Unix socket;
  *   (d) (a) with 4 threads on one handle, next to 4 threads on one atomic.
  * Each (a), (b), (d) figure is the best of 5 interleaved runs of ~50 ms.
- * `make bench-fleet` (and `make bench`) builds and runs it. */
+ * `make bench` builds and runs it. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>

@@ -179,8 +179,33 @@ static void test_fields(void) {
   luaretry_policy_free(p);
 }
 
+static int printed;
+static void count_print(void *ud, const char *line) {
+  (void)ud;
+  if (strcmp(line, "hello") == 0) printed++;
+}
+
+/* The callback registrations share one verb (on_); set_log stays an alias
+ * of on_log until 1.0. */
+static void test_callback_names(void) {
+  static const char *src = "max_attempts = 1\nprint('hello')\n";
+  luaretry_policy *p;
+  if (!CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK)) return;
+  luaretry_policy_on_log(p, count_print, NULL);
+  CHECK_CODE(luaretry_policy_load_string(p, "=log", src), LUARETRY_OK);
+  CHECK_EQ_INT(printed, 1);
+  luaretry_policy_set_log(p, NULL, NULL);  /* the alias takes it away */
+  CHECK_CODE(luaretry_policy_load_string(p, "=log", src), LUARETRY_OK);
+  CHECK_EQ_INT(printed, 1);
+  luaretry_policy_set_log(p, count_print, NULL);
+  CHECK_CODE(luaretry_policy_load_string(p, "=log", src), LUARETRY_OK);
+  CHECK_EQ_INT(printed, 2);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   test_version();
+  test_callback_names();
   test_sizes();
   test_inits();
   test_names();

@@ -138,7 +138,7 @@ static int op_load(void *unused) {
   luaretry_policy *p = NULL;
   luaretry_code rc = luaretry_policy_new(&p);
   if (rc == LUARETRY_OK) {
-    luaretry_policy_set_log(p, log_line, NULL);
+    luaretry_policy_on_log(p, log_line, NULL);
     rc = luaretry_policy_load_string(p, "@alloc.lua", POLICY);
   }
   CHECK(clean(rc, p ? luaretry_policy_errmsg(p) : NULL));
@@ -268,7 +268,7 @@ static int op_workflow(void *policy) {
 static luaretry_policy *loaded(void) {
   luaretry_policy *p = NULL;
   if (!CHECK(luaretry_policy_new(&p) == LUARETRY_OK)) exit(1);
-  luaretry_policy_set_log(p, log_line, NULL);
+  luaretry_policy_on_log(p, log_line, NULL);
   if (!CHECK_CODE(luaretry_policy_load_string(p, "@alloc.lua", POLICY), LUARETRY_OK)) {
     fprintf(stderr, "%s\n", luaretry_policy_errmsg(p));
     exit(1);

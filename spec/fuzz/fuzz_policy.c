@@ -151,7 +151,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint64_t h = fnv(data, size);
   luaretry_policy *p;
   if (luaretry_policy_new(&p) != LUARETRY_OK) abort();
-  luaretry_policy_set_log(p, log_line, NULL);
+  luaretry_policy_on_log(p, log_line, NULL);
   if (luaretry_policy_set(p, "time_limit", "0.05") != LUARETRY_OK ||
       luaretry_policy_set(p, "memory_limit", "1048576") != LUARETRY_OK ||
       (h & 1 && luaretry_policy_set(p, "instruction_limit", "200000") != LUARETRY_OK))

@@ -141,7 +141,7 @@ static void fleet_log(void *ud, const char *line) {
 }
 
 void log_policy_events(luaretry_policy *p, int verbosity) {
-  if (verbosity > 1) luaretry_policy_set_log(p, script_print, NULL);
+  if (verbosity > 1) luaretry_policy_on_log(p, script_print, NULL);
   if (verbosity > 0) luaretry_policy_on_breaker(p, breaker_log, NULL);
   luaretry_policy_on_fleet(p, verbosity > 0 ? fleet_log : NULL, NULL);
 }
