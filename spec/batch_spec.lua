@@ -3,7 +3,6 @@
 -- once.  The real build/luaretry (LUARETRY_BIN if set) through real libcurl
 -- against the real fault server on 127.0.0.1, stopped by its PID.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 
 local HTTP = proc.root .. "/policies/http.lua"
@@ -38,13 +37,7 @@ local function count(t) local n = 0; for _ in pairs(t) do n = n + 1 end; return 
 describe("luaretry run, many URLs", function ()
   local srv, tmp
 
-  setup(function () srv = proc.server(DIR .. "server.lua") end)
-  teardown(function () if srv then srv:stop() end end)
-  before_each(function ()
-    srv:reset()
-    tmp = proc.tmpdir()
-  end)
-  after_each(function () proc.rmtree(tmp) end)
+  proc.with_server(DIR .. "server.lua", function (s, t) srv, tmp = s, t end)
 
   local function urls(pattern, n)
     local t = {}

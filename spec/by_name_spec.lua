@@ -4,7 +4,6 @@
 -- share/luaretry/policies (the build tree's policies/ here); the same for
 -- run, check, simulate, `list` and the Lua module's load.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 local luaretry = require "luaretry"
 

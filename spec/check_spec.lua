@@ -2,7 +2,6 @@
 -- the verdict table over the probe outcomes.  Runs the real build/luaretry
 -- (LUARETRY_BIN if set).
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 
 local root = proc.root

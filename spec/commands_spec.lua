@@ -5,7 +5,6 @@
 -- given whole to every attempt; 126 and 127 final; the error output shown;
 -- no descriptor of luaretry's in the command.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 
 local root = proc.root

@@ -38,7 +38,6 @@
 -- spec/conformance/retry_tests.json, or shared/conformance/storage/v1/
 -- retry_tests.json beside the checkout, and is pending when none is there.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 
 local GCS = proc.root .. "/policies/gcs.lua"

@@ -3,7 +3,6 @@
 -- 127.0.0.1 and 127.0.0.2, for redirects to another host) and, for TLS,
 -- `openssl s_server` with throwaway certificates made here.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 local q = proc.q
 

@@ -1,7 +1,6 @@
 -- The shipped examples under policies/examples/ do what their headers say.
 -- (iam-set-policy.lua runs in spec/workflow_spec.lua.)
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. here .. "/../lua/?.lua;" .. package.path
 local proc = require "support.proc"
 local testing = require "testing"
 

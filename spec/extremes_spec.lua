@@ -4,7 +4,6 @@
 -- runs with -fsanitize=float-cast-overflow, which aborts on any unclamped
 -- conversion; in the normal build the values themselves are checked.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 local lr = require "luaretry"
 

@@ -1,7 +1,6 @@
 -- `luaretry faults`: on loopback unless --listen-any (and then it says so
 -- on every start); the first SIGINT stops it cleanly, a second ends it whatever its script does.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 
 local SCRIPT = here .. "/faults/basic.lua"

@@ -4,7 +4,6 @@
 -- replaced, a symlink is followed, and no ending signal leaves a
 -- temporary file behind.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 
 local HTTP = proc.root .. "/policies/http.lua"
@@ -33,13 +32,7 @@ end
 
 describe("files as curl writes them", function ()
   local srv, tmp
-  setup(function () srv = proc.server(here .. "/run/server.lua") end)
-  teardown(function () if srv then srv:stop() end end)
-  before_each(function ()
-    srv:reset()
-    tmp = proc.tmpdir()
-  end)
-  after_each(function () proc.rmtree(tmp) end)
+  proc.with_server(here .. "/run/server.lua", function (s, t) srv, tmp = s, t end)
 
   local function url(path) return srv.base .. path end
 

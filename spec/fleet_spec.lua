@@ -4,7 +4,6 @@
 -- fault server, and by this process through the Lua module.  Each test
 -- has a fleet key of its own; times are short through --set.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 local redis = require "support.redis"
 local lr = require "luaretry"

@@ -3,7 +3,7 @@
 -- counters.  Calls run on the virtual clock; the breaker's open period is
 -- real time, so it is short here.
 local lr = require "luaretry"
-local proc = require "spec.support.proc"
+local proc = require "support.proc"
 
 local function policy(src)
   local p, err = lr.load_string(src, "=guards")

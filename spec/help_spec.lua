@@ -2,7 +2,6 @@
 -- `COMMAND --help`, --version, the man pages (mandoc -Tlint clean) and the
 -- bash and zsh completion, which agree with the options `run` takes.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 local q = proc.q
 

@@ -1,6 +1,5 @@
 -- lua/retry.lua, the helper library for policy scripts, required directly.
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
-package.path = here .. "../lua/?.lua;" .. package.path
 package.loaded.retry = nil
 local retry = require "retry"
 

@@ -5,7 +5,6 @@
 -- right verdict, luaretry's resident memory under 64 MiB (asserted in the
 -- normal build: ASan inflates it) and no temporary file left.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 
 local HTTP = proc.root .. "/policies/http.lua"

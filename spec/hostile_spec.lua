@@ -18,7 +18,6 @@
 -- the log when the breaker opens), cli_prepare and cli_run (luaretry run
 -- exits 3), harmless (nothing to stop: the script loads and decides).
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local lr = require "luaretry"
 local proc = require "support.proc"
 local text = require "support.text"

@@ -2,7 +2,6 @@
 -- compiled through pkg-config against the installed library and run
 -- against the real fault server.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 local q = proc.q
 

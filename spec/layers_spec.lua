@@ -1,7 +1,5 @@
 -- `make check-layers` (spec/tools/check_layers.lua): the tree passes, and a
 -- copy of it broken on purpose fails, naming the file, the line and why.
-local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 local q = proc.q
 

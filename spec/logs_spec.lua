@@ -2,7 +2,6 @@
 -- UTF-8 from the network are escaped in every log line and in --log-json
 -- (which stays valid JSON), and no credential appears in any message.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 
 local HTTP = proc.root .. "/policies/http.lua"

@@ -2,7 +2,6 @@
 -- that ends --log-json, --metrics-file in Prometheus's text format,
 -- replaced whole.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 
 local FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter_max=0.01", "--seed", "3" }
@@ -41,13 +40,7 @@ end
 describe("output for machines", function ()
   local srv, tmp
 
-  setup(function () srv = proc.server(here .. "/run/server.lua") end)
-  teardown(function () if srv then srv:stop() end end)
-  before_each(function ()
-    srv:reset()
-    tmp = proc.tmpdir()
-  end)
-  after_each(function () proc.rmtree(tmp) end)
+  proc.with_server(here .. "/run/server.lua", function (s, t) srv, tmp = s, t end)
 
   it("--stats=json: one JSON object of the policy's counters on standard error", function ()
     local r = run({ srv.base .. "/flaky", "-q", "--stats=json" })

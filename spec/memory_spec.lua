@@ -5,7 +5,6 @@
 -- deadline.  (Resident memory is asserted in the normal build only: ASan's
 -- quarantine inflates it.)
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 
 local HTTP = proc.root .. "/policies/http.lua"

@@ -5,8 +5,6 @@
 -- time); testing.run applies the idempotency rule, runs prepare and reads
 -- Retry-After as the engine does; simulate follows a wait the script
 -- chooses and fails on its errors.
-local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. here .. "/../lua/?.lua;" .. package.path
 local proc = require "support.proc"
 local lr = require "luaretry"
 local testing = require "testing"

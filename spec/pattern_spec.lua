@@ -3,7 +3,7 @@
 -- instruction limit where Lua's would run for minutes.
 local lr = require "luaretry"
 
-local text = require "spec.support.text"
+local text = require "support.text"
 local has = text.has
 
 -- Runs `code` as the body of a function at the top of a script in the

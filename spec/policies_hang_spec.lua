@@ -3,8 +3,6 @@
 -- sockets.  The deadline and attempt timeout are shortened with --set (the
 -- shipped values, minutes, are checked in spec/policies_spec.lua), so the
 -- whole file takes a few seconds.
-local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 
 local SHIPPED = { "http", "gcs", "iam", "memorystore", "azure", "azure-interactive", "azure-batch" }

@@ -3,7 +3,6 @@
 -- jitter-free schedule, the bounds of every jittered wait, the stop rule,
 -- the time limits, a clean load.
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
-package.path = here .. "../lua/?.lua;" .. here .. "?.lua;" .. package.path
 local lr = require "luaretry"
 local testing = require "testing"
 

@@ -11,7 +11,7 @@ local function load(src, opts)
   return p
 end
 
-local text = require "spec.support.text"
+local text = require "support.text"
 local line_of, has = text.line_of, text.has
 
 local function fields(s)

@@ -4,7 +4,6 @@
 -- " ..." for one cut short).  A change to
 -- the product that leaves the README behind fails here.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 local q = proc.q
 

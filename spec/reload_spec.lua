@@ -46,7 +46,7 @@ describe("reload", function ()
 end)
 
 describe("reload_if_changed", function ()
-  local proc = require "spec.support.proc"
+  local proc = require "support.proc"
 
   it("looks at the file at most once a second and reloads it when it changed", function ()
     local dir = proc.tmpdir()

@@ -1,7 +1,6 @@
 -- `luaretry run` end to end: the real build/luaretry (LUARETRY_BIN if set)
 -- through real libcurl against the real fault server on 127.0.0.1.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 
 local root = proc.root
@@ -25,19 +24,7 @@ local function count(t) local n = 0; for _ in pairs(t) do n = n + 1 end; return 
 describe("luaretry run", function ()
   local srv, tmp
 
-  setup(function ()
-    srv = proc.server(RUN .. "server.lua")
-  end)
-  teardown(function ()
-    if srv then srv:stop() end
-  end)
-  before_each(function ()
-    srv:reset()
-    tmp = proc.tmpdir()
-  end)
-  after_each(function ()
-    proc.rmtree(tmp)
-  end)
+  proc.with_server(RUN .. "server.lua", function (s, t) srv, tmp = s, t end)
 
   local function url(path) return srv.base .. path end
 

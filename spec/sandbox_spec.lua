@@ -5,7 +5,7 @@ local lr = require "luaretry"
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local FIX = here .. "fixtures/"
 
-local text = require "spec.support.text"
+local text = require "support.text"
 local line_of, has = text.line_of, text.has
 
 -- Runs `code` at the top of a script in the sandbox; the script reports

@@ -1,6 +1,6 @@
 -- simulate and a real run share one engine: with the same seed and the same
 -- overrides, the waits are the same, to the microsecond the logs print.
-local proc = require "spec.support.proc"
+local proc = require "support.proc"
 
 local SETS = { "--set", "max_attempts=5", "--set", "backoff.initial=0.02",
                "--set", "backoff.jitter_max=0.05", "--seed", "7" }

@@ -1,8 +1,6 @@
 -- `luaretry simulate`: the schedule of one call, and with --clients a herd of
 -- clients failing together against an outage (text, --json, --svg).  Runs
 -- the real build/luaretry (LUARETRY_BIN if set).
-local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 
 local HTTP = proc.root .. "/policies/http.lua"

@@ -1,6 +1,5 @@
 -- lua/testing.lua: the helpers for policy authors' specs.
 local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
-package.path = here .. "../lua/?.lua;" .. package.path
 local lr = require "luaretry"
 local testing = require "testing"
 

@@ -5,7 +5,6 @@
 -- and the script's info.error_detail.  A real TLS server: openssl s_server
 -- with a throwaway self-signed certificate.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 
 local root = proc.root

@@ -3,7 +3,6 @@
 -- spooled once and sent whole on every attempt, and a file that changes
 -- size meanwhile a clear error, never a short body nor a signal.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 
 local root = proc.root
@@ -25,13 +24,7 @@ end
 
 describe("uploads", function ()
   local srv, tmp
-  setup(function () srv = proc.server(here .. "/run/server.lua") end)
-  teardown(function () if srv then srv:stop() end end)
-  before_each(function ()
-    srv:reset()
-    tmp = proc.tmpdir()
-  end)
-  after_each(function () proc.rmtree(tmp) end)
+  proc.with_server(here .. "/run/server.lua", function (s, t) srv, tmp = s, t end)
 
   local function url(path) return srv.base .. path end
 

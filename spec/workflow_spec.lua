@@ -1,6 +1,6 @@
 -- Workflows: run(http, args) retried as a whole, end to end through the
 -- CLI, real libcurl and the fault server on 127.0.0.1.
-local proc = require "spec.support.proc"
+local proc = require "support.proc"
 local q = proc.q
 
 local HERE = proc.root .. "/spec/workflow/"

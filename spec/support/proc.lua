@@ -1,7 +1,7 @@
 -- spec/support/proc.lua: running build/luaretry (and other commands) from
 -- specs, and the fault server as a real process stopped by its PID.
 --
---   local proc = require "support.proc"   -- package.path must reach spec/
+--   local proc = require "support.proc"   -- .busted puts spec/ on package.path
 --   local srv = proc.server("spec/run/always503.lua")   -- stopped by PID
 --   local r = proc.run({"run", "policies/http.lua", srv.base .. "/x"})
 --   r.code, r.stdout, r.stderr, r.secs
@@ -200,6 +200,34 @@ function M.server(script, opts)
   srv.host = host
   srv.base = "http://" .. host .. ":" .. srv.port
   return srv
+end
+
+-- The fixture most command specs share, inside a describe(): a fault
+-- server on SCRIPT for the whole block, reset before each test, and a
+-- fresh temporary folder for each test; both cleaned up by busted's hooks.
+-- `set(srv, tmp)` is called whenever either changes, so the spec keeps its
+-- own locals:   local srv, tmp
+--               proc.with_server(script, function (s, t) srv, tmp = s, t end)
+function M.with_server(script, set, opts)
+  -- busted's hooks live in the spec file's environment, not in _G: the
+  -- caller's _ENV (a describe() body that calls it() has one)
+  local env, caller = _G, debug.getinfo(2, "f").func
+  for i = 1, 255 do
+    local name, value = debug.getupvalue(caller, i)
+    if not name then break end
+    if name == "_ENV" then env = value break end
+  end
+  local setup, teardown, before_each, after_each =
+    env.setup, env.teardown, env.before_each, env.after_each
+  local srv, tmp
+  setup(function () srv = M.server(script, opts); set(srv, tmp) end)
+  teardown(function () if srv then srv:stop() end end)
+  before_each(function ()
+    srv:reset()
+    tmp = M.tmpdir()
+    set(srv, tmp)
+  end)
+  after_each(function () M.rmtree(tmp) end)
 end
 
 function Server:stop()
