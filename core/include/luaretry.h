@@ -664,6 +664,10 @@ LUARETRY_API luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed,
                                 long attempts, luaretry_decision_fn each,
                                 void *ud);
 
+/* Every simulation stops a call after this many attempts when the policy
+ * sets no max_attempts (the deadline alone could allow millions). */
+#define LUARETRY_SIMULATE_ATTEMPT_CAP 100000L
+
 /* What N clients failing together at t=0 do to a service, each one call
  * on the virtual clock through the engine (luaretry simulate --clients N
  * --fleet): every attempt that starts within `outage` seconds gets a 503,
@@ -674,13 +678,23 @@ LUARETRY_API luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed,
  * begins, a batch of its outcomes at most `sync` seconds apart, and one
  * before each retry), round trips taking no time.  Nothing here touches
  * Redis or the policy's counters. */
+/* Each attempt of a herd's clients, as it is decided: the client, the
+ * attempt's start (virtual seconds), the status it got and the decision;
+ * return nonzero to stop the simulation (LUARETRY_E_CANCELLED).  Without
+ * `fleet`, client 0's attempts come first, then client 1's...; with it,
+ * every client's, in the order of their start times. */
+typedef int (*luaretry_herd_attempt_fn)(void *ud, long client, double time, int status,
+                                        const luaretry_decision *d);
+
 typedef struct {
-  long clients;                 /* 1 to 100000 */
+  long clients;                 /* 1 to 1000000 */
   double outage;                /* seconds, 0 to 1e6 */
   uint64_t seed;                /* client i draws from seed + i */
   int fleet;
   double sync;                  /* seconds; 0: the policy's fleet.sync */
-  uint64_t reserved[4];
+  luaretry_herd_attempt_fn each; /* NULL: none */
+  void *ud;
+  uint64_t reserved[2];
 } luaretry_herd_options;
 
 typedef struct {
@@ -689,7 +703,8 @@ typedef struct {
   uint64_t attempts;            /* all of them, the first ones included */
   double amplification;         /* attempts per first attempt */
   uint64_t stops[16];           /* the clients' calls by the reason they
-                                   stopped (a luaretry_reason) */
+                                   stopped (a luaretry_reason; [0]: stopped
+                                   by LUARETRY_SIMULATE_ATTEMPT_CAP) */
   double last_attempt;          /* the last attempt's start, seconds */
   uint64_t reserved[8];
 } luaretry_herd_result;

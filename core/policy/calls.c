@@ -29,7 +29,6 @@ luaretry_code luaretry_call_begin(luaretry_policy *p, const luaretry_call_option
 
 /* Without max_attempts a zero-wait policy would never reach its deadline
  * on a virtual clock; simulate stops there. */
-#define SIMULATE_MAX_ATTEMPTS 100000L
 
 luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed, long attempts,
                                 luaretry_decision_fn each, void *ud) {
@@ -42,7 +41,7 @@ luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed, long attempts
   luaretry_code rc = luaretry_policy_tuning(p, &t);
   if (rc != LUARETRY_OK) return rc;
   long limit = attempts > 0 ? attempts : t.max_attempts;
-  if (limit <= 0 || limit > SIMULATE_MAX_ATTEMPTS) limit = SIMULATE_MAX_ATTEMPTS;
+  if (limit <= 0 || limit > LUARETRY_SIMULATE_ATTEMPT_CAP) limit = LUARETRY_SIMULATE_ATTEMPT_CAP;
   luaretry_call *c;
   rc = begin(p, &opt, limit, &c);
   if (rc != LUARETRY_OK) return rc;

@@ -1,18 +1,20 @@
 /* herd.c: luaretry_simulate_herd, N clients failing together, each one
- * call through the engine on the virtual clock, driven in the order of
- * their attempts (a heap of next-attempt times; ties by client number, so
- * a seed gives the same result on every run).  With `fleet`, the clients
- * share a simulated fleet (engine/simfleet.c); without, each call has
- * guards of its own.  Calls are isolated: the policy's counters and the
- * real fleet are never touched. */
+ * call through the engine on the virtual clock: the one herd simulator,
+ * for `simulate --clients` with and without --fleet and for hosts.  With
+ * `fleet`, the clients share a simulated fleet (engine/simfleet.c) and are
+ * driven in the order of their attempts (a heap of next-attempt times;
+ * ties by client number, so a seed gives the same result on every run);
+ * without, each call has guards of its own and nothing joins them, so the
+ * clients run one after the other and memory stays flat whatever N.  Calls
+ * are isolated: the policy's counters and the real fleet are never
+ * touched. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "policy.h"
 
-#define HERD_MAX_CLIENTS 100000L
-#define HERD_ATTEMPT_CAP 100000L   /* per client, as luaretry_simulate's */
+#define HERD_MAX_CLIENTS 1000000L
 
 typedef struct { double t; long i; } herd_event;
 
@@ -24,6 +26,9 @@ typedef struct {
   lr_simfleet *fleet;
   double outage;
   luaretry_herd_result *r;
+  const luaretry_herd_options *o;
+  long base;                     /* calls[k], attempts[k] are client base + k's */
+  int stopped;                   /* `each` asked to stop */
 } herd_run;
 
 static int before(const herd_event *a, const herd_event *b) {
@@ -60,13 +65,14 @@ static herd_event pop(herd_run *h) {
 static void finish(herd_run *h, long i, luaretry_reason reason, double t) {
   if ((size_t)reason < sizeof h->r->stops / sizeof h->r->stops[0]) h->r->stops[reason]++;
   if (h->fleet) lr_simfleet_sync(h->fleet, i, t);
-  luaretry_call_free(h->calls[i]);
-  h->calls[i] = NULL;
+  luaretry_call_free(h->calls[i - h->base]);
+  h->calls[i - h->base] = NULL;
 }
 
 /* Client i at time t: the pre-attempt check, one attempt, its decision. */
 static luaretry_code step(herd_run *h, long i, double t) {
-  luaretry_call *c = h->calls[i];
+  luaretry_call *c = h->calls[i - h->base];
+  long *attempts = &h->attempts[i - h->base];
   luaretry_decision d;
   luaretry_code rc = luaretry_call_next(c, &d);
   if (rc != LUARETRY_OK) return rc;
@@ -77,36 +83,32 @@ static luaretry_code step(herd_run *h, long i, double t) {
   o.body = "";
   o.method = "GET";
   if ((rc = luaretry_call_report(c, &o, &d)) != LUARETRY_OK) return rc;
-  if (h->attempts[i]++ == 0) h->r->first_attempts++;
+  if ((*attempts)++ == 0) h->r->first_attempts++;
   h->r->attempts++;
   if (t > h->r->last_attempt) h->r->last_attempt = t;
-  if (!d.retry || h->attempts[i] >= HERD_ATTEMPT_CAP)
+  if (h->o->each && h->o->each(h->o->ud, i, t, o.status, &d)) h->stopped = 1;
+  if (!d.retry || *attempts >= LUARETRY_SIMULATE_ATTEMPT_CAP || h->stopped)
     return finish(h, i, d.retry ? LUARETRY_REASON_NONE : d.reason, t), LUARETRY_OK;
   luaretry_call_wait(c, d.wait);   /* advances the call's virtual clock */
-  push(h, luaretry_call_elapsed(c), i);
+  if (h->heap) push(h, luaretry_call_elapsed(c), i);
   return LUARETRY_OK;
 }
 
-/* Begins every client's call at t=0. */
-static luaretry_code begin_all(herd_run *h, luaretry_policy *p, lr_gen *g,
-                               const luaretry_herd_options *o) {
-  for (long i = 0; i < o->clients; i++) {
-    luaretry_call_options opt;
-    luaretry_call_options_init(&opt);
-    opt.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED;
-    opt.seed = o->seed + (uint64_t)i;
-    lr_gen_ref(g);   /* the call's; its judge gives it back */
-    const lr_remote *remote = NULL;
-    if (h->fleet) {
-      lr_simfleet_sync(h->fleet, i, 0);   /* as `run` does before its call */
-      remote = lr_simfleet_client(h->fleet, i);
-    }
-    luaretry_code rc = lr_call_new(&g->judge, &g->rules, 0, lr_policy_shared(p), remote, &opt,
-                                   &h->calls[i]);
-    if (rc != LUARETRY_OK) return rc;
-    push(h, 0, i);
+/* Begins client i's call at t=0. */
+static luaretry_code begin_one(herd_run *h, luaretry_policy *p, lr_gen *g, long i) {
+  luaretry_call_options opt;
+  luaretry_call_options_init(&opt);
+  opt.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED;
+  opt.seed = h->o->seed + (uint64_t)i;
+  lr_gen_ref(g);   /* the call's; its judge gives it back */
+  const lr_remote *remote = NULL;
+  if (h->fleet) {
+    lr_simfleet_sync(h->fleet, i, 0);   /* as `run` does before its call */
+    remote = lr_simfleet_client(h->fleet, i);
   }
-  return LUARETRY_OK;
+  h->attempts[i - h->base] = 0;
+  return lr_call_new(&g->judge, &g->rules, 0, lr_policy_shared(p), remote, &opt,
+                     &h->calls[i - h->base]);
 }
 
 static double fleet_sync(luaretry_policy *p, const luaretry_herd_options *o) {
@@ -117,19 +119,42 @@ static double fleet_sync(luaretry_policy *p, const luaretry_herd_options *o) {
   return s;
 }
 
-static luaretry_code run(herd_run *h, luaretry_policy *p, lr_gen *g,
-                         const luaretry_herd_options *o) {
-  long n = o->clients;
+/* A fleet: every call begins at t=0, and the heap drives them in order. */
+static luaretry_code run_fleet(herd_run *h, luaretry_policy *p, lr_gen *g) {
+  long n = h->o->clients;
   h->heap = malloc(sizeof *h->heap * (size_t)n);
   h->calls = calloc((size_t)n, sizeof *h->calls);
   h->attempts = calloc((size_t)n, sizeof *h->attempts);
-  if (o->fleet) h->fleet = lr_simfleet_new(&g->rules.guards, fleet_sync(p, o), n);
-  if (!h->heap || !h->calls || !h->attempts || (o->fleet && !h->fleet)) return LUARETRY_E_NOMEM;
-  luaretry_code rc = begin_all(h, p, g, o);
-  while (rc == LUARETRY_OK && h->n > 0) {
+  h->fleet = lr_simfleet_new(&g->rules.guards, fleet_sync(p, h->o), n);
+  if (!h->heap || !h->calls || !h->attempts || !h->fleet) return LUARETRY_E_NOMEM;
+  luaretry_code rc = LUARETRY_OK;
+  for (long i = 0; i < n && rc == LUARETRY_OK; i++) {
+    rc = begin_one(h, p, g, i);
+    if (rc == LUARETRY_OK) push(h, 0, i);
+  }
+  while (rc == LUARETRY_OK && h->n > 0 && !h->stopped) {
     herd_event e = pop(h);
     rc = step(h, e.i, e.t);
   }
+  return rc;
+}
+
+/* Clients with guards of their own: one after the other, one call alive. */
+static luaretry_code run_each(herd_run *h, luaretry_policy *p, lr_gen *g) {
+  luaretry_call *call = NULL;
+  long attempts = 0;
+  h->calls = &call;
+  h->attempts = &attempts;
+  luaretry_code rc = LUARETRY_OK;
+  for (long i = 0; i < h->o->clients && rc == LUARETRY_OK && !h->stopped; i++) {
+    h->base = i;
+    rc = begin_one(h, p, g, i);
+    while (rc == LUARETRY_OK && call) rc = step(h, i, luaretry_call_elapsed(call));
+    luaretry_call_free(call);
+    call = NULL;
+  }
+  h->calls = NULL;   /* not ours to free */
+  h->attempts = NULL;
   return rc;
 }
 
@@ -145,8 +170,10 @@ luaretry_code luaretry_simulate_herd(luaretry_policy *p, const luaretry_herd_opt
   memset(&h, 0, sizeof h);
   h.outage = o->outage;
   h.r = r;
+  h.o = o;
   r->clients = (uint64_t)o->clients;
-  luaretry_code rc = run(&h, p, g, o);
+  luaretry_code rc = o->fleet ? run_fleet(&h, p, g) : run_each(&h, p, g);
+  if (rc == LUARETRY_OK && h.stopped) rc = LUARETRY_E_CANCELLED;
   for (long i = 0; h.calls && i < o->clients; i++) luaretry_call_free(h.calls[i]);
   lr_simfleet_free(h.fleet);
   free(h.heap);

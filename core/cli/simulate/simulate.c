@@ -4,11 +4,12 @@
  * fails transiently (luaretry_simulate).
  *
  * With --clients N: N clients fail at the same instant t=0 against an
- * outage of --outage seconds.  Each client is its own call (seed + client
- * index) on the virtual clock, driven through the step API: an attempt that
- * starts before the outage ends is reported as a 503, one after it as a 200,
- * so the policy's own classifier and rules decide.  Attempts take no time.
- * Prints how the retries bunch up, and with --svg a histogram (svg.c).
+ * outage of --outage seconds, run by the library's herd simulator
+ * (luaretry_simulate_herd, as --fleet is): each client is its own call
+ * (seed + client index) with guards of its own on the virtual clock; an
+ * attempt that starts before the outage ends is a 503, one after it a 200,
+ * so the policy's own classifier and rules decide.  This file prints how
+ * the retries bunch up, and with --svg a histogram (svg.c).
  *
  * Only the public API (luaretry.h). */
 #include <errno.h>
@@ -23,7 +24,6 @@
 
 #define MAX_CLIENTS 1000000L
 #define MAX_OUTAGE 1e6
-#define CLIENT_ATTEMPT_CAP 100000L   /* as luaretry_simulate without max_attempts */
 #define MAX_RETRIES 20000000L        /* all clients together: 160 MB of times */
 #define MAX_BUCKETS 200
 
@@ -107,67 +107,42 @@ static void json_attempt(long client, const luaretry_decision *d, double t, int 
   printf(",\"wait\":%.6f}\n", d->retry ? d->wait : 0.0);
 }
 
-/* A client's verdict; the first policy error is shown, the rest counted. */
-static void count_verdict(herd *h, long i, const luaretry_decision *d) {
-  if (d->reason == LUARETRY_REASON_POLICY_ERROR && !h->by_reason[d->reason])
-    fprintf(stderr, "luaretry: simulate: client %ld: %s\n", i,
+/* What the library's herd tells of each attempt (luaretry_simulate_herd:
+ * client after client): the JSON line, the retry's time, the first policy
+ * error.  Nonzero stops the herd. */
+typedef struct {
+  herd *h;
+  int json;
+  int failed;  /* out of room for the retries' times */
+} herd_view;
+
+static int on_attempt(void *ud, long client, double t, int status, const luaretry_decision *d) {
+  herd_view *v = ud;
+  if (v->json) json_attempt(client, d, t, status);
+  if (d->attempt > 1 && record_retry(v->h, t) != 0) return v->failed = 1;
+  if (!d->retry && d->reason == LUARETRY_REASON_POLICY_ERROR &&
+      !v->h->by_reason[LUARETRY_REASON_POLICY_ERROR]++)
+    fprintf(stderr, "luaretry: simulate: client %ld: %s\n", client,
             d->message ? d->message : "policy error");
-  if ((int)d->reason >= 0 && (int)d->reason < N_REASONS) h->by_reason[d->reason]++;
+  return 0;
 }
 
-/* Client i's attempts: each reported as 503 while the outage lasts and 200
- * after, each wait taken on the virtual clock, until the verdict. */
-static int drive_client(luaretry_call *c, herd *h, long i, int json) {
-  double t = 0;
-  for (long n = 1;; n++) {
-    luaretry_outcome o;
-    luaretry_outcome_init(&o);
-    o.kind = LUARETRY_OUTCOME_HTTP;
-    o.status = t < h->outage ? 503 : 200;
-    o.body = "";
-    o.method = "GET";
-    luaretry_decision d;
-    if (luaretry_call_report(c, &o, &d) != LUARETRY_OK) {
-      fprintf(stderr, "luaretry: simulate: client %ld: %s\n", i, luaretry_call_errmsg(c));
-      return EXIT_POLICY;
-    }
-    if (json) json_attempt(i, &d, t, o.status);
-    if (n > 1 && record_retry(h, t) != 0) return EXIT_POLICY;
-    if (!d.retry) {
-      count_verdict(h, i, &d);
-      return EXIT_OK;
-    }
-    if (n >= CLIENT_ATTEMPT_CAP) {
-      h->capped++;
-      return EXIT_OK;
-    }
-    luaretry_code rc = luaretry_call_wait(c, d.wait);
-    if (rc != LUARETRY_OK) {
-      fprintf(stderr, "luaretry: simulate: client %ld: %s\n", i, luaretry_strerror(rc));
-      return EXIT_POLICY;
-    }
-    t = luaretry_call_elapsed(c);
-  }
-}
-
-/* Runs every client, each its own call (seed + index); EXIT_OK when all
- * ran, whatever their verdicts. */
+/* Runs every client through the library's herd simulator, each its own
+ * call (seed + index) with guards of its own; EXIT_OK when all ran,
+ * whatever their verdicts. */
 static int run_clients(luaretry_policy *p, herd *h, int json) {
-  for (long i = 0; i < h->clients; i++) {
-    luaretry_call_options opts;
-    luaretry_call_options_init(&opts);
-    opts.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED;
-    opts.seed = h->seed + (uint64_t)i;
-    luaretry_call *c;
-    luaretry_code rc = luaretry_call_begin(p, &opts, &c);
-    if (rc != LUARETRY_OK) {
-      fprintf(stderr, "luaretry: simulate: client %ld: %s\n", i, luaretry_strerror(rc));
-      return EXIT_POLICY;
-    }
-    int status = drive_client(c, h, i, json);
-    luaretry_call_free(c);
-    if (status != EXIT_OK) return status;
+  herd_view v = { h, json, 0 };
+  luaretry_herd_options o = { .clients = h->clients, .outage = h->outage, .seed = h->seed,
+                              .each = on_attempt, .ud = &v };
+  luaretry_herd_result r;
+  luaretry_code rc = luaretry_simulate_herd(p, &o, &r);
+  if (v.failed) return EXIT_POLICY;
+  if (rc != LUARETRY_OK) {
+    fprintf(stderr, "luaretry: simulate: %s\n", luaretry_strerror(rc));
+    return EXIT_POLICY;
   }
+  for (int k = 1; k < N_REASONS; k++) h->by_reason[k] = (long)r.stops[k];
+  h->capped = (long)r.stops[0];
   return EXIT_OK;
 }
 
@@ -267,8 +242,8 @@ static void print_summary(const herd *h, const char *svg) {
       printf("%s%s %ld", sep, luaretry_reason_name((luaretry_reason)r), h->by_reason[r]);
       sep = ", ";
     }
-    if (h->capped) printf("%sstopped after %ld attempts %ld", sep, CLIENT_ATTEMPT_CAP,
-                          h->capped);
+    if (h->capped) printf("%sstopped after %ld attempts %ld", sep,
+                          LUARETRY_SIMULATE_ATTEMPT_CAP, h->capped);
     putchar(')');
   }
   putchar('\n');

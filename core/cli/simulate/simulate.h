@@ -19,7 +19,7 @@ typedef struct {
   double *retry;           /* start times of attempts after the first */
   size_t nretry, cap;
   long by_reason[N_REASONS];
-  long capped;             /* clients stopped by CLIENT_ATTEMPT_CAP */
+  long capped;             /* clients stopped by LUARETRY_SIMULATE_ATTEMPT_CAP */
   double last;             /* the last attempt's start */
   /* the peak: most retries in any WINDOW, and where */
   long peak;
