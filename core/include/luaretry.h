@@ -430,6 +430,24 @@ LUARETRY_API void luaretry_outcome_init(luaretry_outcome *o);
  * Retry-After headers the first valid one counts. */
 LUARETRY_API double luaretry_retry_after(const char *value, double now);
 
+/* The wait until a spent rate-limit quota comes back, from a response's
+ * headers (names in any case), `now` as for luaretry_retry_after:
+ *  - the IETF RateLimit field (draft-ietf-httpapi-ratelimit-headers), a
+ *    list of quota items such as `"default";r=0;t=30`: the first item with
+ *    r=0 and a valid t (seconds) counts, across repeated fields in order;
+ *  - else X-RateLimit-Remaining: 0 with X-RateLimit-Reset (GitHub's and
+ *    others'), or RateLimit-Remaining: 0 with RateLimit-Reset (the draft's
+ *    older form): the reset is epoch seconds from 1e9 on (2001), delta
+ *    seconds below; a fraction is allowed; of a repeated header the first
+ *    valid value counts.
+ * -1 when no field says the quota is spent, and for anything malformed:
+ * negative, not a number, more than 15 digits, a reset in the past or
+ * more than 1e9 s ahead.  Bounded like a Retry-After by max_retry_after
+ * where a policy waits for it (the shipped http policy does, on 429, 503
+ * and a quota 403). */
+LUARETRY_API double luaretry_rate_limit(const luaretry_header *headers, size_t count,
+                                        double now);
+
 /* What a classifier says of one outcome. */
 typedef enum {
   LUARETRY_CLASS_SUCCESS = 0,

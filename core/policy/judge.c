@@ -152,6 +152,35 @@ static void host_classify(lr_gen *g, const luaretry_outcome *o, const lr_attempt
   }
 }
 
+/* A wait returned as a table, {wait = SECONDS, jitter = true, server = true},
+ * at the top of the stack: 0, or -1 with the reason in v->message.  Raw
+ * reads only, so no script code runs here, outside the sandbox's guard. */
+static int read_wait_table(lua_State *L, lr_script *s, lr_verdict *v) {
+  const char *bad = NULL, *what = "field ";
+  lua_pushnil(L);
+  while (!bad && lua_next(L, -2)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+    int t = lua_type(L, -1);
+    if (k && strcmp(k, "wait") == 0 && t == LUA_TNUMBER) v->wait = lua_tonumber(L, -1);
+    else if (k && strcmp(k, "jitter") == 0 && t == LUA_TBOOLEAN) v->jitter = lua_toboolean(L, -1);
+    else if (k && strcmp(k, "server") == 0 && t == LUA_TBOOLEAN) v->server = lua_toboolean(L, -1);
+    else if (k) bad = k;
+    else bad = "a key that is not a name", what = "";
+    lua_pop(L, 1);
+  }
+  if (bad) {
+    lua_pop(L, 1);  /* the key lua_next left */
+    lr_fmt(v->message, sizeof v->message, "%s: is_transient returned a table with %s%s "
+           "(expected wait = seconds, jitter = true/false, server = true/false)",
+           s->rule_is_transient, what, bad);
+    return -1;
+  }
+  if (isfinite(v->wait) && v->wait >= 0) return 0;
+  lr_fmt(v->message, sizeof v->message, "%s: is_transient returned a table without a valid "
+         "wait (a finite number of seconds, 0 or more)", s->rule_is_transient);
+  return -1;
+}
+
 /* is_transient's result, at the top of the stack, as a verdict. */
 static void read_transient(lua_State *L, lr_script *s, lr_verdict *v) {
   v->rule = s->rule_is_transient;
@@ -174,10 +203,15 @@ static void read_transient(lua_State *L, lr_script *s, lr_verdict *v) {
            "finite number of seconds, 0 or more)", s->rule_is_transient, w);
     return;
   }
+  case LUA_TTABLE:
+    v->cls = read_wait_table(L, s, v) == 0 ? LUARETRY_CLASS_TRANSIENT : LUARETRY_CLASS_ERROR;
+    if (v->cls == LUARETRY_CLASS_ERROR) v->wait = -1, v->jitter = v->server = 0;
+    return;
   default:
     v->cls = LUARETRY_CLASS_ERROR;
     lr_fmt(v->message, sizeof v->message, "%s: is_transient returned a %s (expected true, "
-           "false, nil or a number of seconds)", s->rule_is_transient, luaL_typename(L, -1));
+           "false, nil, a number of seconds or {wait = seconds, ...})", s->rule_is_transient,
+           luaL_typename(L, -1));
   }
 }
 
