@@ -153,3 +153,159 @@ function is_transient() return { wait = 5, jitter = true } end
     end
   end)
 end)
+
+-- ------------------------------------------------- the http policy, for real
+
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
+package.path = here .. "/?.lua;" .. here .. "/../lua/?.lua;" .. package.path
+local proc = require "support.proc"
+local HTTP = proc.root .. "/policies/http.lua"
+-- a short backoff, so that a server's wait is what decides
+local QUICK = { "--set", "backoff.initial=0.1", "--set", "backoff.jitter_max=0.1" }
+
+local function run(srv, path, extra)
+  local args = { "run", HTTP, srv.base .. path, "--log-json", "-", "-s" }
+  for _, a in ipairs(QUICK) do args[#args + 1] = a end
+  for _, a in ipairs(extra or {}) do args[#args + 1] = a end
+  local r = proc.run(args, { timeout = 30 })
+  r.log = {}
+  for _, line in ipairs(proc.lines(r.stderr)) do
+    if line:sub(1, 1) == "{" then r.log[#r.log + 1] = proc.json.decode(line) end
+  end
+  return r
+end
+
+describe("policies/http.lua against luaretry faults", function()
+  local srv
+  setup(function() srv = proc.server(here .. "/faults/ratelimit.lua") end)
+  teardown(function() if srv then srv:stop() end end)
+
+  -- a 429/503/403 whose headers say when the quota is back: that long, plus
+  -- at most jitter_max, as the server's wait
+  local function waits_for_reset(path, lo, hi)
+    local r = run(srv, path)
+    assert.are.equal(0, r.code, r.stderr)
+    local first = r.log[1]
+    assert.are.equal("retry", first.verdict)
+    assert.are.equal("server", first.wait_source, r.stderr)
+    assert.is_true(first.wait >= lo and first.wait <= hi, tostring(first.wait))
+    assert.matches("policies/http%.lua:%d+$", first.rule)
+    assert.are.equal("success", r.log[2].verdict)
+    assert.is_true(r.log[2].elapsed >= lo, "never earlier than the reset")
+  end
+
+  it("waits out the IETF RateLimit field on a 429", function() waits_for_reset("/ietf", 1, 1.1) end)
+  it("and on a 503 (the first spent quota counts)", function() waits_for_reset("/ietf503", 1, 1.1) end)
+  it("waits out X-RateLimit-Reset in delta seconds", function() waits_for_reset("/xdelta", 1, 1.1) end)
+  it("waits out X-RateLimit-Reset in epoch seconds", function() waits_for_reset("/xepoch", 0.9, 2.2) end)
+  it("retries a 403 that says the quota is spent", function() waits_for_reset("/quota403", 1, 1.1) end)
+  it("retries a 403 with a Retry-After", function() waits_for_reset("/after403", 1, 1.1) end)
+
+  it("keeps any other 403 final", function()
+    local r = run(srv, "/plain403")
+    assert.are.equal(1, r.code, r.stderr)
+    assert.are.equal("final", r.log[1].verdict)
+    assert.are.equal(1, #srv:requests_on("/plain403"))
+  end)
+
+  it("spreads the wait: clients told the same reset do not all come back at it", function()
+    local seen = {}
+    for seed = 1, 4 do
+      local r = run(srv, "/ietf", { "--seed", tostring(seed) })
+      assert.are.equal(0, r.code, r.stderr)
+      seen[#seen + 1] = r.log[1].wait
+      srv:reset()
+    end
+    table.sort(seen)
+    assert.is_true(seen[#seen] - seen[1] > 0.01, table.concat(seen, " "))
+  end)
+
+  it("stops with server_wait_too_long (exit 5) when the reset is past max_retry_after", function()
+    local r = run(srv, "/far")
+    assert.are.equal(5, r.code, r.stderr)
+    assert.are.equal("server_wait_too_long", r.log[1].verdict)
+    assert.are.equal("max_retry_after", r.log[1].rule)
+    local q = run(srv, "/ietf", { "--set", "max_retry_after=0.5" })
+    assert.are.equal(5, q.code, q.stderr)
+    assert.matches("asked for 1%.000 s, more than max_retry_after %(0%.500 s%)", q.log[1].message)
+  end)
+
+  it("ignores malformed values: the backoff applies", function()
+    local r = run(srv, "/garbage")
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("backoff", r.log[1].wait_source)
+    assert.is_true(r.log[1].wait < 0.25)
+  end)
+end)
+
+describe("policies/http.lua: POST and PATCH with an Idempotency-Key", function()
+  local srv
+  before_each(function() srv = proc.server(here .. "/faults/ratelimit.lua") end)
+  after_each(function() if srv then srv:stop() end end)
+
+  it("a POST without the key stays final after it may have taken effect", function()
+    local r = run(srv, "/busy", { "-d", "order=1" })
+    assert.are.equal(1, r.code, r.stderr)
+    assert.are.equal("final", r.log[1].verdict)
+    assert.are.equal("idempotency", r.log[1].rule)
+    assert.are.equal(1, #srv:requests_on("/busy"))
+  end)
+
+  for _, method in ipairs { "POST", "PATCH" } do
+    it(method .. " with the key is retried, with the same key on every attempt", function()
+      local r = run(srv, "/busy", { "-X", method, "-d", "order=1", "-H", "Idempotency-Key: k-7f3a" })
+      assert.are.equal(0, r.code, r.stderr)
+      local seen = srv:requests_on("/busy")
+      assert.are.equal(2, #seen)
+      for _, req in ipairs(seen) do
+        assert.are.equal(method, req.method)
+        assert.are.equal("k-7f3a", req.headers["idempotency-key"])
+      end
+    end)
+  end
+
+  it("--set options.idempotent_methods names more methods to retry", function()
+    local r = run(srv, "/busy", { "-d", "x", "--set", "options.idempotent_methods=LOCK, post" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, #srv:requests_on("/busy"))
+    srv:reset()
+    local q = run(srv, "/busy", { "-X", "LOCK" })
+    assert.are.equal(1, q.code, q.stderr)   -- not listed by default
+    srv:reset()
+    q = run(srv, "/busy", { "-X", "LOCK", "--set", "options.idempotent_methods=LOCK" })
+    assert.are.equal(0, q.code, q.stderr)
+  end)
+end)
+
+describe("the shipped policies' rate-limit and hint waits", function()
+  local testing = require "testing"
+  local function policy(name) return proc.root .. "/policies/" .. name .. ".lua" end
+
+  it("gcs, iam and memorystore wait out a 429's rate-limit reset as the server's wait", function()
+    for _, name in ipairs { "gcs", "iam", "memorystore" } do
+      local d = testing.classify(policy(name), { status = 429, headers = { RateLimit = '"q";r=0;t=40' } })
+      assert.are.equal("server", d.source, name)
+      assert.is_true(d.wait >= 40 and d.wait <= 41, name .. " " .. d.wait)
+      assert.are.equal("backoff", testing.classify(policy(name), 429).source, name)
+    end
+  end)
+
+  it("the azure policies wait out a 429's reset, and spread a millisecond hint", function()
+    for _, name in ipairs { "azure", "azure-batch" } do
+      local d = testing.classify(policy(name), { status = 429, headers = {
+        ["x-ratelimit-remaining"] = "0", ["x-ratelimit-reset"] = "45" } })
+      assert.are.equal("server", d.source, name)
+      assert.is_true(d.wait >= 45 and d.wait <= 46, name)
+      local waits = {}
+      for seed = 1, 5 do
+        local r = testing.run(policy(name), { { status = 503, headers = { ["retry-after-ms"] = "1500" } },
+                                              200 }, { seed = seed })
+        assert.are.equal("script", r.decisions[1].source)
+        assert.is_true(r.waits[1] >= 1.5 and r.waits[1] <= 2.5)
+        waits[#waits + 1] = r.waits[1]
+      end
+      table.sort(waits)
+      assert.is_true(waits[5] > waits[1], name .. ": the hint is spread")
+    end
+  end)
+end)
