@@ -97,7 +97,16 @@ describe("README.md", function()
     end
     it("shows what `" .. t.command .. "` prints", function()
       local args = {}
-      for word in t.command:gmatch("%S+") do args[#args + 1] = q(word) end
+      -- words as a shell splits them: blanks, and '...' quoting a word
+      local s = t.command
+      while true do
+        s = s:gsub("^%s+", "")
+        if s == "" then break end
+        local word, rest = s:match("^'([^']*)'(.*)$")
+        if not word then word, rest = s:match("^(%S+)(.*)$") end
+        args[#args + 1] = q(word)
+        s = rest
+      end
       args[1] = q(BIN)
       local out = dir .. "/cmd.out"
       proc.sh("cd " .. q(dir) .. " && " .. table.concat(args, " ") .. " >" .. q(out) .. " 2>&1")

@@ -8,18 +8,16 @@
 
 #include "cli.h"
 
-/* The probes: HTTP statuses, then status 0 with each transport failure. */
-static const int PROBE_STATUS[] = { 200, 400, 401, 403, 404, 408, 409, 429,
-                                    500, 501, 502, 503, 504 };
-static const char *const PROBE_ERROR[] = { "connect", "timeout", "reset", "dns", "tls",
-                                           "tls_verify" };
-#define N_STATUS (sizeof PROBE_STATUS / sizeof PROBE_STATUS[0])
-#define N_ERROR (sizeof PROBE_ERROR / sizeof PROBE_ERROR[0])
-#define N_PROBES (N_STATUS + N_ERROR)
+/* The probes: HTTP statuses, then status 0 with each transport failure;
+ * then those of --probe, written the same way (probe.c). */
+static const char *const PROBES[] = { "200", "400", "401", "403", "404", "408", "409", "429",
+                                      "500", "501", "502", "503", "504", "0 connect",
+                                      "0 timeout", "0 reset", "0 dns", "0 tls", "0 tls_verify" };
+#define N_PROBES (sizeof PROBES / sizeof PROBES[0])
 #define PROBE_SEED 1
 
 typedef struct {
-  char label[32];          /* "503", "0 reset" */
+  char label[256];         /* "503", "0 reset", "429 [Retry-After: 5]" */
   const char *verdict;     /* success, retry, final, policy_error, exhausted... */
   char wait[48];           /* wait source, "after N s", or "-" */
   char rule[256];
@@ -74,6 +72,8 @@ static int probe_verdict(probe_row *row, const luaretry_decision *d) {
   if (!d->retry) snprintf(row->wait, sizeof row->wait, "-");
   else if (d->wait_source == LUARETRY_WAIT_SCRIPT)
     snprintf(row->wait, sizeof row->wait, "after %g s", d->wait);
+  else if (d->wait_source == LUARETRY_WAIT_SERVER)
+    snprintf(row->wait, sizeof row->wait, "server %.4g s", d->wait);
   else snprintf(row->wait, sizeof row->wait, "%s", luaretry_wait_source_name(d->wait_source));
   snprintf(row->rule, sizeof row->rule, "%s", d->rule ? d->rule : "-");
   const char *why = NULL;
@@ -85,12 +85,33 @@ static int probe_verdict(probe_row *row, const luaretry_decision *d) {
   return -1;
 }
 
+/* The request before the attempt, as `run` makes it: prepare(request, 1)
+ * and is_idempotent(request) run; *not_repeatable as the curl helper sets
+ * it.  0, or -1 with the hook's error in why. */
+static int probe_request(luaretry_call *c, const cli_probe *pr, int *not_repeatable,
+                         char *why, size_t n) {
+  luaretry_request req, out;
+  cli_probe_request(pr, &req);
+  int idempotent = 1;
+  luaretry_code rc = luaretry_call_prepare(c, &req, 1, &out);
+  if (rc == LUARETRY_OK) rc = luaretry_call_is_idempotent(c, &out, &idempotent);
+  if (rc != LUARETRY_OK) {
+    const char *m = luaretry_call_errmsg(c);
+    snprintf(why, n, "%s", m && *m ? m : luaretry_strerror(rc));
+    return -1;
+  }
+  /* no connection made: the request never left (the engine's rule) */
+  int never_sent = pr->status == 0 && pr->error &&
+                   (strcmp(pr->error, "connect") == 0 || strcmp(pr->error, "dns") == 0);
+  *not_repeatable = !idempotent && !never_sent;
+  return 0;
+}
+
 /* One probe: a fresh call on the virtual clock with a fixed seed; the
  * decision on its first attempt. */
-static int run_probe(luaretry_policy *p, int status, const char *error, probe_row *row) {
+static int run_probe(luaretry_policy *p, const cli_probe *pr, probe_row *row) {
   memset(row, 0, sizeof *row);
-  if (error) snprintf(row->label, sizeof row->label, "0 %s", error);
-  else snprintf(row->label, sizeof row->label, "%d", status);
+  snprintf(row->label, sizeof row->label, "%s", pr->label);
   luaretry_call_options opts;
   luaretry_call_options_init(&opts);
   opts.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED | LUARETRY_CALL_ISOLATED;
@@ -103,13 +124,12 @@ static int run_probe(luaretry_policy *p, int status, const char *error, probe_ro
     return probe_failed(row, why);
   }
   luaretry_outcome o;
-  luaretry_outcome_init(&o);
-  o.kind = LUARETRY_OUTCOME_HTTP;
-  o.status = status;
-  o.error = error;
-  o.body = "";
-  o.body_len = 0;
-  o.method = "GET";
+  cli_probe_outcome(pr, &o);
+  char why[1024];
+  if (probe_request(c, pr, &o.not_repeatable, why, sizeof why) != 0) {
+    luaretry_call_free(c);
+    return probe_failed(row, why);
+  }
   luaretry_decision d;
   rc = luaretry_call_report(c, &o, &d);
   int result;
@@ -184,13 +204,33 @@ static int apply_sets(luaretry_policy *p, char **sets, int nsets, char *msg, siz
   return 0;
 }
 
+typedef struct {
+  char **sets, **files;
+  int nsets, nfiles;
+  cli_probe *probes;       /* the built-in ones, then --probe's */
+  size_t nprobes;
+} check_args;
+
+/* on_breaker, which no probe reaches, run once: NULL, or its problem. */
+static char *probe_on_breaker(luaretry_policy *p) {
+  char err[1024];
+  if (luaretry_policy_probe_on_breaker(p, "open", err, sizeof err) == LUARETRY_OK) return NULL;
+  size_t need = strlen(err) + 32;
+  char *msg = malloc(need);
+  if (msg) snprintf(msg, need, "on_breaker(\"open\"): %s", err);
+  return msg;
+}
+
 /* Checks one file; prints its block; returns 1 when it is clean. */
-static int check_file(const char *path, char **sets, int nsets) {
+static int check_file(const char *path, const check_args *a) {
+  char **sets = a->sets;
+  int nsets = a->nsets;
   luaretry_policy *p;
   if (luaretry_policy_new(&p) != LUARETRY_OK) {
     printf("%s: out of memory\n", path);
     return 0;
   }
+  luaretry_policy_warn_undefined_globals(p, 1);
   char msg[1024];
   if (apply_sets(p, sets, nsets, msg, sizeof msg) != 0) {
     printf("%s: not checked (1 problem)\n", path);
@@ -211,38 +251,43 @@ static int check_file(const char *path, char **sets, int nsets) {
     return 0;
   }
 
-  probe_row rows[N_PROBES];
-  int failed = 0;
-  for (size_t i = 0; i < N_PROBES; i++) {
-    int status = i < N_STATUS ? PROBE_STATUS[i] : 0;
-    const char *error = i < N_STATUS ? NULL : PROBE_ERROR[i - N_STATUS];
-    if (run_probe(p, status, error, &rows[i]) != 0) failed++;
+  probe_row *rows = calloc(a->nprobes, sizeof *rows);
+  if (!rows) {
+    printf("%s: out of memory\n", path);
+    luaretry_policy_free(p);
+    return 0;
   }
+  int failed = 0;
+  for (size_t i = 0; i < a->nprobes; i++)
+    if (run_probe(p, &a->probes[i], &rows[i]) != 0) failed++;
+  char *breaker_problem = probe_on_breaker(p);
+  failed += breaker_problem != NULL;
   size_t nwarn = luaretry_policy_warning_count(p);
   size_t problems = nwarn + (size_t)failed;
   if (problems == 0) printf("%s: ok\n", path);
   else printf("%s: loads, %zu problem%s\n", path, problems, problems == 1 ? "" : "s");
   for (size_t i = 0; i < nwarn; i++) print_lines("warning: ", luaretry_policy_warning(p, i));
-  for (size_t i = 0; i < N_PROBES; i++)
+  for (size_t i = 0; i < a->nprobes; i++)
     if (rows[i].problem) print_lines("error: ", rows[i].problem);
+  if (breaker_problem) print_lines("error: ", breaker_problem);
+  free(breaker_problem);
 
   luaretry_tuning t;
   if (luaretry_policy_tuning(p, &t) == LUARETRY_OK) print_tuning(&t);
   print_settings(p);
-  printf("  %-13s %-13s %-16s %s\n", "probe", "verdict", "wait", "rule");
-  for (size_t i = 0; i < N_PROBES; i++) {
-    printf("  %-13s %-13s %-16s %s\n", rows[i].label, rows[i].verdict, rows[i].wait,
+  int width = 13;  /* the probe column: as wide as its longest label */
+  for (size_t i = 0; i < a->nprobes; i++)
+    if ((int)strlen(rows[i].label) > width) width = (int)strlen(rows[i].label);
+  printf("  %-*s %-13s %-16s %s\n", width, "probe", "verdict", "wait", "rule");
+  for (size_t i = 0; i < a->nprobes; i++) {
+    printf("  %-*s %-13s %-16s %s\n", width, rows[i].label, rows[i].verdict, rows[i].wait,
            rows[i].rule);
     free(rows[i].problem);
   }
+  free(rows);
   luaretry_policy_free(p);
   return problems == 0;
 }
-
-typedef struct {
-  char **sets, **files;
-  int nsets, nfiles;
-} check_args;
 
 /* 0, or the exit status after a usage message. */
 static int parse_check(int argc, char **argv, check_args *a) {
@@ -257,6 +302,14 @@ static int parse_check(int argc, char **argv, check_args *a) {
       if (i + 1 >= argc || cli_split_set(argv[i + 1], name, &value) != 0)
         return cli_usage("check: --set %s: expected NAME=VALUE", i + 1 < argc ? argv[i + 1] : "");
       a->sets[a->nsets++] = argv[++i];
+    } else if (!dashdash && strcmp(s, "--probe") == 0) {
+      if (i + 1 >= argc) return cli_usage("check: --probe needs an outcome, e.g. '%s'", "429 [Retry-After: 5]");
+      char err[1024];
+      if (cli_probe_parse(argv[++i], &a->probes[a->nprobes], err, sizeof err) != 0) {
+        cli_probe_free(&a->probes[a->nprobes]);
+        return cli_usage("check: %s", err);
+      }
+      a->nprobes++;
     } else if (!dashdash && s[0] == '-' && s[1]) {
       return cli_usage("check: unknown option %s", s);
     } else {
@@ -272,7 +325,7 @@ static int check_files(const check_args *a) {
   int clean = 0;
   for (int i = 0; i < a->nfiles; i++) {
     if (i) putchar('\n');
-    clean += check_file(a->files[i], a->sets, a->nsets);
+    clean += check_file(a->files[i], a);
   }
   if (a->nfiles > 1)
     printf("\n%d file%s: %d clean, %d with problems\n", a->nfiles, a->nfiles == 1 ? "" : "s",
@@ -282,16 +335,32 @@ static int check_files(const check_args *a) {
   return status;
 }
 
+/* The built-in probes, parsed as --probe's are. */
+static int builtin_probes(check_args *a) {
+  char err[256];
+  for (size_t i = 0; i < N_PROBES; i++) {
+    if (cli_probe_parse(PROBES[i], &a->probes[a->nprobes], err, sizeof err) != 0) {
+      cli_probe_free(&a->probes[a->nprobes]);  /* only out of memory */
+      return -1;
+    }
+    a->nprobes++;
+  }
+  return 0;
+}
+
 int cli_check(int argc, char **argv) {
   check_args a = { malloc(sizeof(char *) * (size_t)(argc + 1)),
-                   malloc(sizeof(char *) * (size_t)(argc + 1)), 0, 0 };
+                   malloc(sizeof(char *) * (size_t)(argc + 1)), 0, 0,
+                   calloc(N_PROBES + (size_t)argc, sizeof(cli_probe)), 0 };
   int status;
-  if (!a.sets || !a.files) {
+  if (!a.sets || !a.files || !a.probes || builtin_probes(&a) != 0) {
     fprintf(stderr, "luaretry: out of memory\n");
     status = EXIT_POLICY;
   } else if ((status = parse_check(argc, argv, &a)) == 0) {
     status = check_files(&a);
   }
+  for (size_t i = 0; a.probes && i < a.nprobes; i++) cli_probe_free(&a.probes[i]);
+  free(a.probes);
   free(a.sets);
   free(a.files);
   return status;

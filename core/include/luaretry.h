@@ -189,6 +189,22 @@ LUARETRY_API luaretry_code luaretry_policy_dir(size_t i, char *path, size_t size
 LUARETRY_API size_t luaretry_policy_warning_count(const luaretry_policy *p);
 LUARETRY_API const char *luaretry_policy_warning(const luaretry_policy *p, size_t i);
 
+/* For checks (`luaretry check`), set before loading: a trap on the
+ * script's globals adds a warning ("FILE:LINE: NAME: read of an undefined
+ * global inside a hook") for each read of a global no one set, whenever a
+ * hook runs (a typo such as `statuss`); warnings stay in line order.  It
+ * finds only what runs: a probe must reach the line.  A script that sets a
+ * metatable on its globals (a strict mode) is left alone. */
+LUARETRY_API void luaretry_policy_warn_undefined_globals(luaretry_policy *p, int on);
+
+/* For checks: runs the script's on_breaker(state) once, as a breaker
+ * change would ("open", "half_open", "closed").  LUARETRY_OK also when the
+ * script has none; LUARETRY_E_POLICY with its error (file and line) in
+ * err. */
+LUARETRY_API luaretry_code luaretry_policy_probe_on_breaker(luaretry_policy *p,
+                                                            const char *state, char *err,
+                                                            size_t errlen);
+
 /* Bytes held by one Lua state of the loaded script, as it stood after the
  * load (each state made for threads in the script at once holds about as
  * much); memory_limit applies to each state. */

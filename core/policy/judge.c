@@ -372,16 +372,21 @@ static int call_on_breaker(lua_State *L) {
   return 0;
 }
 
-void lr_gen_on_breaker(lr_gen *g, const char *state) {
-  char err[512];
-  lr_script *s = begin_call(g, NULL, NULL, err, sizeof err);
+luaretry_code lr_gen_call_on_breaker(lr_gen *g, const char *state, char *err, size_t errlen) {
+  lr_script *s = begin_call(g, NULL, NULL, err, errlen);
   luaretry_code rc = LUARETRY_E_NOMEM;
   if (s) {
     s->cur_breaker_state = state;
     rc = s->ref_on_breaker ? lr_sandbox_call(s->sb, call_on_breaker, s, 0, LUARETRY_E_POLICY,
-                                             err, sizeof err) : LUARETRY_OK;
+                                             err, errlen) : LUARETRY_OK;
     end_call(s);
   }
+  return rc;
+}
+
+void lr_gen_on_breaker(lr_gen *g, const char *state) {
+  char err[512];
+  luaretry_code rc = lr_gen_call_on_breaker(g, state, err, sizeof err);
   const lr_log_target *log = &g->p->log;
   if (rc != LUARETRY_OK && log->fn) {
     char line[600];

@@ -265,6 +265,7 @@ static int load_protected(lua_State *L) {
   unknown_names(L, ld, src, from_table ? 0 : 1, lines, 0, "");
   read_options(L, ld, src);
   make_info(L, ld);
+  lr_lint_trap_globals(L, ld->gen);
   return 0;
 }
 
