@@ -277,6 +277,40 @@ describe("policies/http.lua: POST and PATCH with an Idempotency-Key", function()
   end)
 end)
 
+describe("a final verdict's reason", function()
+  local srv, dir
+  setup(function()
+    srv = proc.server(here .. "/faults/ratelimit.lua")
+    dir = proc.tmpdir()
+  end)
+  teardown(function()
+    if srv then srv:stop() end
+    if dir then proc.rmtree(dir) end
+  end)
+
+  it("reaches the attempt line and --log-json's message", function()
+    proc.writefile(dir .. "/why.lua", [[
+max_attempts = 3
+deadline = 10
+attempt_timeout = 5
+function is_transient(status, body, info)
+  if status == 403 then return false, "forbidden: the token lacks orders.write" end
+  return status >= 500, "ignored when the verdict is true"
+end
+]])
+    local r = proc.run({ "run", dir .. "/why.lua", srv.base .. "/plain403", "--log-json", "-" },
+                       { timeout = 30 })
+    assert.are.equal(1, r.code, r.stderr)
+    assert.truthy(r.stderr:find("403 -> final (" .. dir .. "/why.lua:4): forbidden: the token " ..
+                                "lacks orders.write", 1, true), r.stderr)
+    local first = proc.json.decode(proc.lines(r.stderr)[1])
+    assert.are.equal("forbidden: the token lacks orders.write", first.message)
+    local p = assert(lr.load(dir .. "/why.lua"))
+    assert.is_nil(p:classify { status = 503 }.message)   -- only a final verdict says why
+    assert.are.equal("ignored when the verdict is true", p:classify { status = 400 }.message)
+  end)
+end)
+
 describe("the shipped policies' rate-limit and hint waits", function()
   local testing = require "testing"
   local function policy(name) return proc.root .. "/policies/" .. name .. ".lua" end

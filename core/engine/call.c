@@ -365,7 +365,8 @@ static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict 
   case LUARETRY_CLASS_FINAL:
     if (guarded) lr_guards_answered(c->shared, g, guard_now);
     if (guarded && c->remote) c->remote->ops->record(c->remote->ud, LR_REMOTE_ANSWERED, now);
-    stop(c, d, LUARETRY_REASON_FINAL, v->rule);
+    if (v->reason) stop_saying(c, d, LUARETRY_REASON_FINAL, v->rule, "%s", v->message);
+    else stop(c, d, LUARETRY_REASON_FINAL, v->rule);
     return 1;
   case LUARETRY_CLASS_TRANSIENT:
     if (guarded) lr_guards_failure(c->shared, g, guard_now);
@@ -448,7 +449,7 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
   lr_verdict err;
   err.cls = LUARETRY_CLASS_ERROR;
   err.wait = -1;
-  err.jitter = err.server = 0;
+  err.jitter = err.server = err.reason = 0;
   err.rule = v->rule;
   err.message[0] = '\0';
   if (backoff_wait(c, v, ctx, &w, &src, &err) != 0) {
@@ -499,7 +500,7 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
   lr_verdict v;
   v.cls = LUARETRY_CLASS_TRANSIENT;
   v.wait = -1;
-  v.jitter = v.server = 0;
+  v.jitter = v.server = v.reason = 0;
   v.rule = "simulate";
   v.message[0] = '\0';
   lr_attempt_ctx ctx = context(c, d->attempt, d->elapsed);

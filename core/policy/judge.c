@@ -57,8 +57,8 @@ static int call_fresh(lua_State *L) {
   lua_pushinteger(L, s->cur->status);
   lua_pushvalue(L, 2);
   lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_info);
-  lua_call(L, 3, 1);
-  return 2;  /* the body, then the result */
+  lua_call(L, 3, 2);
+  return 3;  /* the body, then the verdict and its reason */
 }
 
 static int keep_call_protected(lua_State *L) {
@@ -66,8 +66,8 @@ static int keep_call_protected(lua_State *L) {
   return 0;
 }
 
-/* Runs is_success or is_transient; 0 with the result on the stack, or -1
- * with v filled as a policy error.  Nothing pushed here allocates (the
+/* Runs is_success or is_transient; 0 with its two results on the stack
+ * (the verdict, and a reason or nil), or -1 with v filled as a policy error.  Nothing pushed here allocates (the
  * body is cached first), so the hook is called directly, with no C
  * function between the host and the script. */
 static int run_hook(lr_script *s, int slot, int ref, const char *fname, const char *rule,
@@ -82,12 +82,13 @@ static int run_hook(lr_script *s, int slot, int ref, const char *fname, const ch
     lua_pushinteger(L, s->cur->status);
     lua_pushvalue(L, SLOT_BODY);
     lua_pushvalue(L, SLOT_INFO);
-    rc = lr_sandbox_pcall(s->sb, 3, 1, LUARETRY_E_POLICY, err, sizeof err);
+    rc = lr_sandbox_pcall(s->sb, 3, 2, LUARETRY_E_POLICY, err, sizeof err);
   } else {
     s->cur_fn = ref;
-    rc = lr_sandbox_call(s->sb, call_fresh, s, 2, LUARETRY_E_POLICY, err, sizeof err);
+    rc = lr_sandbox_call(s->sb, call_fresh, s, 3, LUARETRY_E_POLICY, err, sizeof err);
     if (rc == LUARETRY_OK) {  /* copies, not rotations: they cost less */
-      lua_copy(L, -2, SLOT_BODY);
+      lua_copy(L, -3, SLOT_BODY);
+      lua_copy(L, -2, -3);
       lua_copy(L, -1, -2);
       lua_pop(L, 1);
     }
@@ -181,16 +182,35 @@ static int read_wait_table(lua_State *L, lr_script *s, lr_verdict *v) {
   return -1;
 }
 
-/* is_transient's result, at the top of the stack, as a verdict. */
+static void read_wait(lua_State *L, lr_script *s, lr_verdict *v);
+
+/* A final verdict's reason (is_transient's second value, a string) into
+ * v->message, where the attempt line and --log-json find it. */
+static void read_reason(lua_State *L, lr_verdict *v) {
+  if (lua_type(L, -1) == LUA_TSTRING) {
+    v->reason = 1;
+    lr_strlcpy(v->message, lua_tostring(L, -1), sizeof v->message);
+  }
+}
+
+/* is_transient's results, at the top of the stack (the verdict, then a
+ * reason or nil), as a verdict; pops them. */
 static void read_transient(lua_State *L, lr_script *s, lr_verdict *v) {
   v->rule = s->rule_is_transient;
+  if (lua_isboolean(L, -2) || lua_isnil(L, -2)) {
+    v->cls = lua_toboolean(L, -2) ? LUARETRY_CLASS_TRANSIENT : LUARETRY_CLASS_FINAL;
+    if (v->cls == LUARETRY_CLASS_FINAL) read_reason(L, v);
+    lua_pop(L, 2);
+    return;
+  }
+  lua_pop(L, 1);  /* a reason counts only for a final verdict */
+  read_wait(L, s, v);
+  lua_pop(L, 1);
+}
+
+/* A wait (a number or a table) at the top of the stack, as a verdict. */
+static void read_wait(lua_State *L, lr_script *s, lr_verdict *v) {
   switch (lua_type(L, -1)) {
-  case LUA_TBOOLEAN:
-    v->cls = lua_toboolean(L, -1) ? LUARETRY_CLASS_TRANSIENT : LUARETRY_CLASS_FINAL;
-    return;
-  case LUA_TNIL:
-    v->cls = LUARETRY_CLASS_FINAL;
-    return;
   case LUA_TNUMBER: {
     double w = lua_tonumber(L, -1);
     if (isfinite(w) && w >= 0) {
@@ -218,8 +238,8 @@ static void read_transient(lua_State *L, lr_script *s, lr_verdict *v) {
 /* 1 when the script's is_success says success or failed (v filled). */
 static int script_success(lua_State *L, lr_script *s, lr_verdict *v) {
   if (run_hook(s, SLOT_IS_SUCCESS, s->ref_is_success, "is_success", s->rule_is_success, v)) return 1;
-  int t = lua_type(L, -1), yes = lua_toboolean(L, -1);
-  lua_pop(L, 1);
+  int t = lua_type(L, -2), yes = lua_toboolean(L, -2);
+  lua_pop(L, 2);
   if (t != LUA_TBOOLEAN && t != LUA_TNIL) {
     v->cls = LUARETRY_CLASS_ERROR;
     v->rule = s->rule_is_success;
@@ -248,7 +268,6 @@ static void judge_in(lr_script *s, const luaretry_outcome *o, lr_verdict *v) {
   }
   if (run_hook(s, SLOT_IS_TRANSIENT, s->ref_is_transient, "is_transient", s->rule_is_transient, v)) return;
   read_transient(L, s, v);
-  lua_pop(L, 1);
 }
 
 static void classify(void *ud, const luaretry_outcome *o, const lr_attempt_ctx *ctx,
