@@ -190,6 +190,27 @@ static void print_settings(const luaretry_policy *p) {
   printf("\n");
 }
 
+/* The top-level fields a required policy gave (require "http"), one line
+ * per policy they came from; nothing when the script inherits nothing. */
+static void print_origins(const luaretry_policy *p) {
+  const char *done[16];
+  size_t ndone = 0;
+  for (size_t i = 0; i < luaretry_field_count() && ndone < 16; i++) {
+    const char *from = luaretry_policy_origin(p, luaretry_field_at(i)->name);
+    int seen = !from;
+    for (size_t k = 0; k < ndone && !seen; k++) seen = strcmp(done[k], from) == 0;
+    if (seen) continue;
+    done[ndone++] = from;
+    printf("  inherited from %s:", from);
+    for (size_t j = i; j < luaretry_field_count(); j++) {
+      const char *name = luaretry_field_at(j)->name;
+      const char *o = strchr(name, '.') ? NULL : luaretry_policy_origin(p, name);
+      if (o && strcmp(o, from) == 0) printf(" %s", name);
+    }
+    printf("\n");
+  }
+}
+
 /* Applies the --set overrides; on failure writes why into msg. */
 static int apply_sets(luaretry_policy *p, char **sets, int nsets, char *msg, size_t n) {
   for (int i = 0; i < nsets; i++) {
@@ -275,6 +296,7 @@ static int check_file(const char *path, const check_args *a) {
   luaretry_tuning t;
   if (luaretry_policy_tuning(p, &t) == LUARETRY_OK) print_tuning(&t);
   print_settings(p);
+  print_origins(p);
   int width = 13;  /* the probe column: as wide as its longest label */
   for (size_t i = 0; i < a->nprobes; i++)
     if ((int)strlen(rows[i].label) > width) width = (int)strlen(rows[i].label);

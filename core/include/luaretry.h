@@ -197,6 +197,13 @@ LUARETRY_API const char *luaretry_policy_warning(const luaretry_policy *p, size_
  * metatable on its globals (a strict mode) is left alone. */
 LUARETRY_API void luaretry_policy_warn_undefined_globals(luaretry_policy *p, int on);
 
+/* Where the loaded script's field (or a table's field: "backoff.initial")
+ * came from when it was inherited: the name of the policy it requires
+ * ("http" for require "http"); NULL when the script set it itself or left
+ * it to the default.  A policy that requires another inherits its settings
+ * and hooks as defaults; its own assignments win wherever they stand. */
+LUARETRY_API const char *luaretry_policy_origin(const luaretry_policy *p, const char *field);
+
 /* For checks: runs the script's on_breaker(state) once, as a breaker
  * change would ("open", "half_open", "closed").  LUARETRY_OK also when the
  * script has none; LUARETRY_E_POLICY with its error (file and line) in

@@ -244,6 +244,7 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
   p->tuning = tuning;
   p->memory = s->sb->used;
   memcpy(p->fields, ld->fields, sizeof p->fields);
+  memcpy(p->origin, ld->origin, sizeof p->origin);
   lr_free_warnings(p->warnings, &p->warning_count);
   memcpy(p->warnings, warnings, count * sizeof *warnings);
   p->warning_count = count;
@@ -555,4 +556,14 @@ luaretry_code luaretry_policy_probe_on_breaker(luaretry_policy *p, const char *s
                                        : LUARETRY_OK;
   lr_gen_unref(g);
   return rc;
+}
+
+const char *luaretry_policy_origin(const luaretry_policy *p, const char *field) {
+  if (!p || !field) return NULL;
+  char top[64];
+  lr_strlcpy(top, field, sizeof top);
+  char *dot = strchr(top, '.');
+  if (dot) *dot = '\0';  /* backoff.initial: where backoff came from */
+  int i = lr_field_index(top);
+  return i >= 0 && p->origin[i][0] ? p->origin[i] : NULL;
 }

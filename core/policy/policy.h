@@ -129,6 +129,7 @@ struct luaretry_policy {
   char *workflow_body;
   size_t memory;                   /* bytes of the load's first state */
   int warn_globals;                /* luaretry_policy_warn_undefined_globals */
+  char origin[F_COUNT][64];        /* luaretry_policy_origin: "" for the script's own */
   char errmsg[4096];
 };
 
@@ -158,6 +159,7 @@ typedef struct {
   lr_script *script;       /* the instance being made */
   int syntax_error;
   int io_error;            /* the file opened but cannot be read */
+  char origin[F_COUNT][64]; /* the module a field was inherited from, or "" */
 } lr_load;
 
 /* A new state of g running its script: refs and rules filled in, the
