@@ -158,3 +158,29 @@ describe("luaretry check's warnings", function()
     end
   end)
 end)
+
+describe("luaretry simulate --probe", function()
+  local function simulate(args) return proc.run({ "simulate", table.unpack(args) }, { timeout = 60 }) end
+
+  it("meets the outcomes in order, the last repeating, judged as run judges them", function()
+    local r = simulate({ HTTP, "--probe", '429 [RateLimit: "q";r=0;t=5]', "--probe",
+                         "POST 503 [Idempotency-Key: k1]", "--probe", "200" })
+    assert.are.equal(0, r.code, r.stderr)
+    local lines = proc.lines(r.stdout)
+    assert.matches("^attempt 1: retry in 5%.%d+ s %(server%)", lines[1])
+    assert.matches("^attempt 2: retry in %d%.%d+ s %(backoff%)", lines[2])
+    assert.matches("^attempt 3: success at ", lines[3])
+    assert.are.equal(3, #lines)
+    local post = simulate({ HTTP, "--probe", "POST 503" })
+    assert.matches("^attempt 1: final at 0%.000 s %(idempotency%)", post.stdout)
+    local last = simulate({ HTTP, "--probe", "503", "--attempts", "4" })
+    assert.matches("attempt 4: exhausted", last.stdout)
+  end)
+
+  it("a probe that does not parse is a usage error, and --clients takes none", function()
+    local r = simulate({ HTTP, "--probe", "503 [X: y" })
+    assert.are.equal(2, r.code)
+    assert.truthy(r.stderr:find("--probe '503 [X: y'", 1, true), r.stderr)
+    assert.are.equal(2, simulate({ HTTP, "--probe", "503", "--clients", "3" }).code)
+  end)
+end)

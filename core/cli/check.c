@@ -85,28 +85,6 @@ static int probe_verdict(probe_row *row, const luaretry_decision *d) {
   return -1;
 }
 
-/* The request before the attempt, as `run` makes it: prepare(request, 1)
- * and is_idempotent(request) run; *not_repeatable as the curl helper sets
- * it.  0, or -1 with the hook's error in why. */
-static int probe_request(luaretry_call *c, const cli_probe *pr, int *not_repeatable,
-                         char *why, size_t n) {
-  luaretry_request req, out;
-  cli_probe_request(pr, &req);
-  int idempotent = 1;
-  luaretry_code rc = luaretry_call_prepare(c, &req, 1, &out);
-  if (rc == LUARETRY_OK) rc = luaretry_call_is_idempotent(c, &out, &idempotent);
-  if (rc != LUARETRY_OK) {
-    const char *m = luaretry_call_errmsg(c);
-    snprintf(why, n, "%s", m && *m ? m : luaretry_strerror(rc));
-    return -1;
-  }
-  /* no connection made: the request never left (the engine's rule) */
-  int never_sent = pr->status == 0 && pr->error &&
-                   (strcmp(pr->error, "connect") == 0 || strcmp(pr->error, "dns") == 0);
-  *not_repeatable = !idempotent && !never_sent;
-  return 0;
-}
-
 /* One probe: a fresh call on the virtual clock with a fixed seed; the
  * decision on its first attempt. */
 static int run_probe(luaretry_policy *p, const cli_probe *pr, probe_row *row) {
@@ -126,7 +104,7 @@ static int run_probe(luaretry_policy *p, const cli_probe *pr, probe_row *row) {
   luaretry_outcome o;
   cli_probe_outcome(pr, &o);
   char why[1024];
-  if (probe_request(c, pr, &o.not_repeatable, why, sizeof why) != 0) {
+  if (cli_probe_prepare(c, pr, 1, &o.not_repeatable, why, sizeof why) != 0) {
     luaretry_call_free(c);
     return probe_failed(row, why);
   }

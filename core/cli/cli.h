@@ -95,6 +95,11 @@ void cli_probe_free(cli_probe *p);
 /* The probe as an outcome (valid while p is) and as the request it answers. */
 void cli_probe_outcome(const cli_probe *p, luaretry_outcome *o);
 void cli_probe_request(const cli_probe *p, luaretry_request *r);
+/* The request before attempt `attempt`, as `run` makes it: prepare() and
+ * is_idempotent() run; *not_repeatable as the curl helper sets it.  0, or
+ * -1 with the hook's error in why. */
+int cli_probe_prepare(luaretry_call *c, const cli_probe *pr, int attempt, int *not_repeatable,
+                      char *why, size_t n);
 
 /* ---- signals.c */
 int cli_exit_status(luaretry_reason r);

@@ -114,3 +114,22 @@ void cli_probe_request(const cli_probe *p, luaretry_request *r) {
     r->body_len = strlen(p->body);
   }
 }
+
+int cli_probe_prepare(luaretry_call *c, const cli_probe *pr, int attempt, int *not_repeatable,
+                      char *why, size_t n) {
+  luaretry_request req, out;
+  cli_probe_request(pr, &req);
+  int idempotent = 1;
+  luaretry_code rc = luaretry_call_prepare(c, &req, attempt, &out);
+  if (rc == LUARETRY_OK) rc = luaretry_call_is_idempotent(c, &out, &idempotent);
+  if (rc != LUARETRY_OK) {
+    const char *m = luaretry_call_errmsg(c);
+    snprintf(why, n, "%s", m && *m ? m : luaretry_strerror(rc));
+    return -1;
+  }
+  /* no connection made: the request never left (the engine's rule) */
+  int never_sent = pr->status == 0 && pr->error &&
+                   (strcmp(pr->error, "connect") == 0 || strcmp(pr->error, "dns") == 0);
+  *not_repeatable = !idempotent && !never_sent;
+  return 0;
+}

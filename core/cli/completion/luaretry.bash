@@ -36,7 +36,7 @@ _luaretry() {
     case $cmd in
       run) opts=$_luaretry_run_options ;;
       check) opts="--set --probe --help" ;;
-      simulate) opts="--attempts --seed --json --set --clients --outage --svg --help" ;;
+      simulate) opts="--attempts --seed --json --set --probe --clients --outage --svg --help" ;;
       list) opts="--names --help" ;;
       faults) opts="--listen --help" ;;
     esac
