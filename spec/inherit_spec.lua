@@ -72,6 +72,20 @@ http = require "http"
     assert.are.equal(2, #srv:requests_on("/x"))
   end)
 
+  it("wraps require only while the file loads: at run time it is the sandbox's own", function()
+    write("base3.lua", "deadline = 5\n")
+    local p = assert(lr.load(write("late.lua", [[
+max_attempts = 2
+function is_transient(status, body, info)
+  return false, type(require "base3")   -- a policy file returns nothing: true
+end
+]])))
+    assert.are.equal("boolean", p:classify { status = 503 }.message)
+    local q = assert(lr.load(write("early.lua", 'max_attempts = 2\nlocal b = require "base3"\n' ..
+                                    'function is_transient() return false, type(b) end\n')))
+    assert.are.equal("table", q:classify { status = 503 }.message)
+  end)
+
   it("check shows which settings came from where", function()
     write("mid.lua", 'max_attempts = 3\ndeadline = 10\nrequire "http"\n')
     local path = write("top.lua", 'require "mid"\nattempt_timeout = 7\n')

@@ -67,9 +67,10 @@ static int keep_call_protected(lua_State *L) {
 }
 
 /* Runs is_success or is_transient; 0 with its two results on the stack
- * (the verdict, and a reason or nil), or -1 with v filled as a policy error.  Nothing pushed here allocates (the
- * body is cached first), so the hook is called directly, with no C
- * function between the host and the script. */
+ * (the verdict, and a reason or nil), or -1 with v filled as a policy
+ * error.  Nothing pushed here allocates (the body is cached first), so the
+ * hook is called directly, with no C function between the host and the
+ * script. */
 static int run_hook(lr_script *s, int slot, int ref, const char *fname, const char *rule,
                     lr_verdict *v) {
   char err[sizeof v->message];
@@ -182,32 +183,6 @@ static int read_wait_table(lua_State *L, lr_script *s, lr_verdict *v) {
   return -1;
 }
 
-static void read_wait(lua_State *L, lr_script *s, lr_verdict *v);
-
-/* A final verdict's reason (is_transient's second value, a string) into
- * v->message, where the attempt line and --log-json find it. */
-static void read_reason(lua_State *L, lr_verdict *v) {
-  if (lua_type(L, -1) == LUA_TSTRING) {
-    v->reason = 1;
-    lr_strlcpy(v->message, lua_tostring(L, -1), sizeof v->message);
-  }
-}
-
-/* is_transient's results, at the top of the stack (the verdict, then a
- * reason or nil), as a verdict; pops them. */
-static void read_transient(lua_State *L, lr_script *s, lr_verdict *v) {
-  v->rule = s->rule_is_transient;
-  if (lua_isboolean(L, -2) || lua_isnil(L, -2)) {
-    v->cls = lua_toboolean(L, -2) ? LUARETRY_CLASS_TRANSIENT : LUARETRY_CLASS_FINAL;
-    if (v->cls == LUARETRY_CLASS_FINAL) read_reason(L, v);
-    lua_pop(L, 2);
-    return;
-  }
-  lua_pop(L, 1);  /* a reason counts only for a final verdict */
-  read_wait(L, s, v);
-  lua_pop(L, 1);
-}
-
 /* A wait (a number or a table) at the top of the stack, as a verdict. */
 static void read_wait(lua_State *L, lr_script *s, lr_verdict *v) {
   switch (lua_type(L, -1)) {
@@ -233,6 +208,30 @@ static void read_wait(lua_State *L, lr_script *s, lr_verdict *v) {
            "false, nil, a number of seconds or {wait = seconds, ...})", s->rule_is_transient,
            luaL_typename(L, -1));
   }
+}
+
+/* A final verdict's reason (is_transient's second value, a string) into
+ * v->message, where the attempt line and --log-json find it. */
+static void read_reason(lua_State *L, lr_verdict *v) {
+  if (lua_type(L, -1) == LUA_TSTRING) {
+    v->reason = 1;
+    lr_strlcpy(v->message, lua_tostring(L, -1), sizeof v->message);
+  }
+}
+
+/* is_transient's results, at the top of the stack (the verdict, then a
+ * reason or nil), as a verdict; pops them. */
+static void read_transient(lua_State *L, lr_script *s, lr_verdict *v) {
+  v->rule = s->rule_is_transient;
+  if (lua_isboolean(L, -2) || lua_isnil(L, -2)) {
+    v->cls = lua_toboolean(L, -2) ? LUARETRY_CLASS_TRANSIENT : LUARETRY_CLASS_FINAL;
+    if (v->cls == LUARETRY_CLASS_FINAL) read_reason(L, v);
+    lua_pop(L, 2);
+    return;
+  }
+  lua_pop(L, 1);  /* a reason counts only for a final verdict */
+  read_wait(L, s, v);
+  lua_pop(L, 1);
 }
 
 /* 1 when the script's is_success says success or failed (v filled). */

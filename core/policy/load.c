@@ -336,6 +336,7 @@ static void note_origins(lua_State *L, lr_load *ld, int origin) {
 static void unwrap_require(lua_State *L) {
   lua_pushglobaltable(L);
   lua_pushliteral(L, "require");
+  lua_rawget(L, -2);
   if (lua_tocfunction(L, -1) == inheriting_require && lua_getupvalue(L, -1, UP_REQUIRE)) {
     lua_pushliteral(L, "require");
     lua_insert(L, -2);
