@@ -86,6 +86,22 @@ end
     assert.are.equal("table", q:classify { status = 503 }.message)
   end)
 
+  it("names a loop of requires; a failed require may be tried again; limits still stop it", function()
+    local p, err = lr.load(write("self.lua", 'max_attempts = 2\nrequire "self"\n'))
+    assert.is_nil(p)
+    assert.matches("self%.lua:2: require: 'self' requires itself", err)
+    assert(lr.load(write("again.lua", [[
+max_attempts = 2
+assert(not pcall(require, "nope"))
+local ok, why = pcall(require, "nope")
+assert(not ok and not why:find("loop"), why)
+]])))
+    write("spin.lua", "while true do end\n")
+    local q, e = lr.load(write("spins.lua", 'max_attempts = 2\npcall(require, "spin")\n'))
+    assert.is_nil(q)
+    assert.matches("spin%.lua:1: time limit reached", e)
+  end)
+
   it("check shows which settings came from where", function()
     write("mid.lua", 'max_attempts = 3\ndeadline = 10\nrequire "http"\n')
     local path = write("top.lua", 'require "mid"\nattempt_timeout = 7\n')

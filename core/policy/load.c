@@ -252,19 +252,36 @@ static void note_inherited(lua_State *L, int g, int before, int origin_before, i
   }
 }
 
+/* cache[name] = the value at the top (kept there). */
+static void cache_as(lua_State *L, int name) {
+  lua_pushvalue(L, name);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, lua_upvalueindex(UP_CACHE));
+}
+
 static int inheriting_require(lua_State *L) {
-  luaL_checkstring(L, 1);
+  const char *mod = luaL_checkstring(L, 1);
   lua_settop(L, 1);
   lua_pushvalue(L, 1);
-  if (lua_rawget(L, lua_upvalueindex(UP_CACHE)) != LUA_TNIL) return 1;
-  lua_pop(L, 1);
+  int cached = lua_rawget(L, lua_upvalueindex(UP_CACHE));
+  if (cached == LUA_TBOOLEAN && !lua_toboolean(L, -1))  /* false: loading */
+    return luaL_error(L, "require: '%s' requires itself (a loop of requires)", mod);
+  if (cached != LUA_TNIL) return 1;
+  lua_pushboolean(L, 0);  /* false: loading, until it returns */
+  cache_as(L, 1);
+  lua_settop(L, 1);
   lua_pushglobaltable(L);                            /* 2 */
   push_own(L, 2);                                    /* 3 */
   push_copy(L, 2);                                   /* 4: the globals before */
   push_copy(L, lua_upvalueindex(UP_ORIGIN));         /* 5 */
   lua_pushvalue(L, lua_upvalueindex(UP_REQUIRE));
   lua_pushvalue(L, 1);
-  lua_call(L, 1, 1);                                 /* 6: what the file returned */
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {             /* 6: what the file returned */
+    lua_pushnil(L);                                  /* not loading any more */
+    cache_as(L, 1);
+    lua_pop(L, 1);
+    return lua_error(L);                             /* the same error, on its way */
+  }
   note_inherited(L, 2, 4, 5, 1);                     /* 7: what it set */
   /* the script's own settings win, and a name is not inherited: it says
    * whose the policy is (logs, the fleet's key) */
@@ -282,9 +299,7 @@ static int inheriting_require(lua_State *L) {
     lua_pushvalue(L, -1); lua_pushnil(L); lua_rawset(L, lua_upvalueindex(UP_INHERITED));
   }
   if (lua_type(L, 6) != LUA_TBOOLEAN) lua_pushvalue(L, 6);  /* a module: its table */
-  lua_pushvalue(L, 1);
-  lua_pushvalue(L, -2);
-  lua_rawset(L, lua_upvalueindex(UP_CACHE));
+  cache_as(L, 1);
   return 1;
 }
 
