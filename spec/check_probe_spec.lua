@@ -98,6 +98,20 @@ describe("luaretry check runs every hook", function()
     end)
   end
 
+  it("runs on_retry and a backoff function even when no probe retries", function()
+    for hook, src in pairs {
+      on_retry = "function on_retry(info)\n  error('unreached')\nend\n",
+      backoff = "function backoff(n, previous)\n  error('unreached')\nend\n",
+    } do
+      local path = dir .. "/never_" .. hook .. ".lua"
+      proc.writefile(path, BASE .. "function is_transient() return false end\n" .. src)
+      local r = check({ path })
+      assert.are.equal(3, r.code, r.stdout)
+      assert.truthy(r.stdout:find("error: a forced retry: ", 1, true), r.stdout)
+      assert.truthy(r.stdout:find("never_" .. hook .. ".lua:6: unreached", 1, true), r.stdout)
+    end
+  end)
+
   it("passes a policy whose hooks all run cleanly", function()
     proc.writefile(dir .. "/ok.lua", BASE .. [[
 function on_breaker(state) end

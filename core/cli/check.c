@@ -220,6 +220,29 @@ static char *probe_on_breaker(luaretry_policy *p) {
   return msg;
 }
 
+/* The first decision's problem, for a forced retry (below). */
+static int first_problem(void *ud, const luaretry_decision *d) {
+  char **problem = ud;
+  const char *why = d->hook_error ? d->hook_error
+                  : d->reason == LUARETRY_REASON_POLICY_ERROR ? d->message : NULL;
+  if (why && !*problem) {
+    size_t need = strlen(why) + 40;
+    if ((*problem = malloc(need))) snprintf(*problem, need, "a forced retry: %s", why);
+  }
+  return 1;  /* one decision is enough */
+}
+
+/* When no probe retried, on_retry and a backoff function have not run
+ * yet: one retry the engine forces (luaretry_simulate) runs them.  NULL,
+ * or the problem. */
+static char *probe_retry_hooks(luaretry_policy *p, const probe_row *rows, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(rows[i].verdict, "retry") == 0) return NULL;
+  char *problem = NULL;
+  luaretry_simulate(p, PROBE_SEED, 2, first_problem, &problem);
+  return problem;
+}
+
 /* Checks one file; prints its block; returns 1 when it is clean. */
 static int check_file(const char *path, const check_args *a) {
   char **sets = a->sets;
@@ -260,7 +283,8 @@ static int check_file(const char *path, const check_args *a) {
   for (size_t i = 0; i < a->nprobes; i++)
     if (run_probe(p, &a->probes[i], &rows[i]) != 0) failed++;
   char *breaker_problem = probe_on_breaker(p);
-  failed += breaker_problem != NULL;
+  char *retry_problem = probe_retry_hooks(p, rows, a->nprobes);
+  failed += (breaker_problem != NULL) + (retry_problem != NULL);
   size_t nwarn = luaretry_policy_warning_count(p);
   size_t problems = nwarn + (size_t)failed;
   if (problems == 0) printf("%s: ok\n", path);
@@ -269,7 +293,9 @@ static int check_file(const char *path, const check_args *a) {
   for (size_t i = 0; i < a->nprobes; i++)
     if (rows[i].problem) print_lines("error: ", rows[i].problem);
   if (breaker_problem) print_lines("error: ", breaker_problem);
+  if (retry_problem) print_lines("error: ", retry_problem);
   free(breaker_problem);
+  free(retry_problem);
 
   luaretry_tuning t;
   if (luaretry_policy_tuning(p, &t) == LUARETRY_OK) print_tuning(&t);
