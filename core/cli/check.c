@@ -243,73 +243,88 @@ static char *probe_retry_hooks(luaretry_policy *p, const probe_row *rows, size_t
   return problem;
 }
 
-/* Checks one file; prints its block; returns 1 when it is clean. */
-static int check_file(const char *path, const check_args *a) {
-  char **sets = a->sets;
-  int nsets = a->nsets;
+/* Loads path into a new policy with the --set overrides; NULL after
+ * printing the file's block (not checked, does not load). */
+static luaretry_policy *load_checked(const char *path, const check_args *a) {
   luaretry_policy *p;
   if (luaretry_policy_new(&p) != LUARETRY_OK) {
     printf("%s: out of memory\n", path);
-    return 0;
+    return NULL;
   }
   luaretry_policy_warn_undefined_globals(p, 1);
   char msg[1024];
-  if (apply_sets(p, sets, nsets, msg, sizeof msg) != 0) {
+  if (apply_sets(p, a->sets, a->nsets, msg, sizeof msg) != 0) {
     printf("%s: not checked (1 problem)\n", path);
     print_lines("", msg);
     luaretry_policy_free(p);
-    return 0;
+    return NULL;
   }
-  char found[CLI_PATH_MAX];
-  if (luaretry_policy_find(path, found, sizeof found) == LUARETRY_OK) path = found;
   if (luaretry_policy_load_file(p, path) != LUARETRY_OK) {
-    char *err = cli_policy_message(luaretry_policy_errmsg(p), sets, nsets);
+    char *err = cli_policy_message(luaretry_policy_errmsg(p), a->sets, a->nsets);
     const char *text = err ? err : luaretry_policy_errmsg(p);
     int n = count_lines(text);
     printf("%s: does not load (%d problem%s)\n", path, n, n == 1 ? "" : "s");
     print_lines("", text);
     free(err);
     luaretry_policy_free(p);
-    return 0;
+    return NULL;
   }
+  return p;
+}
 
+/* The verdict table, its probe column as wide as its longest label. */
+static void print_rows(const probe_row *rows, size_t n) {
+  int width = 13;
+  for (size_t i = 0; i < n; i++)
+    if ((int)strlen(rows[i].label) > width) width = (int)strlen(rows[i].label);
+  printf("  %-*s %-13s %-16s %s\n", width, "probe", "verdict", "wait", "rule");
+  for (size_t i = 0; i < n; i++)
+    printf("  %-*s %-13s %-16s %s\n", width, rows[i].label, rows[i].verdict, rows[i].wait,
+           rows[i].rule);
+}
+
+/* The block's head and its problems: warnings (in line order), then the
+ * probes' errors and the hooks' that no probe reached; the count. */
+static size_t print_problems(const char *path, luaretry_policy *p, const probe_row *rows,
+                             size_t n, char *const *extra, size_t nextra) {
+  size_t failed = 0;
+  for (size_t i = 0; i < n; i++) failed += rows[i].problem != NULL;
+  for (size_t i = 0; i < nextra; i++) failed += extra[i] != NULL;
+  size_t nwarn = luaretry_policy_warning_count(p);
+  size_t problems = nwarn + failed;
+  if (problems == 0) printf("%s: ok\n", path);
+  else printf("%s: loads, %zu problem%s\n", path, problems, problems == 1 ? "" : "s");
+  for (size_t i = 0; i < nwarn; i++) print_lines("warning: ", luaretry_policy_warning(p, i));
+  for (size_t i = 0; i < n; i++)
+    if (rows[i].problem) print_lines("error: ", rows[i].problem);
+  for (size_t i = 0; i < nextra; i++)
+    if (extra[i]) print_lines("error: ", extra[i]);
+  return problems;
+}
+
+/* Checks one file; prints its block; returns 1 when it is clean. */
+static int check_file(const char *path, const check_args *a) {
+  char found[CLI_PATH_MAX];
+  if (luaretry_policy_find(path, found, sizeof found) == LUARETRY_OK) path = found;
+  luaretry_policy *p = load_checked(path, a);
+  if (!p) return 0;
   probe_row *rows = calloc(a->nprobes, sizeof *rows);
   if (!rows) {
     printf("%s: out of memory\n", path);
     luaretry_policy_free(p);
     return 0;
   }
-  int failed = 0;
-  for (size_t i = 0; i < a->nprobes; i++)
-    if (run_probe(p, &a->probes[i], &rows[i]) != 0) failed++;
-  char *breaker_problem = probe_on_breaker(p);
-  char *retry_problem = probe_retry_hooks(p, rows, a->nprobes);
-  failed += (breaker_problem != NULL) + (retry_problem != NULL);
-  size_t nwarn = luaretry_policy_warning_count(p);
-  size_t problems = nwarn + (size_t)failed;
-  if (problems == 0) printf("%s: ok\n", path);
-  else printf("%s: loads, %zu problem%s\n", path, problems, problems == 1 ? "" : "s");
-  for (size_t i = 0; i < nwarn; i++) print_lines("warning: ", luaretry_policy_warning(p, i));
-  for (size_t i = 0; i < a->nprobes; i++)
-    if (rows[i].problem) print_lines("error: ", rows[i].problem);
-  if (breaker_problem) print_lines("error: ", breaker_problem);
-  if (retry_problem) print_lines("error: ", retry_problem);
-  free(breaker_problem);
-  free(retry_problem);
-
+  for (size_t i = 0; i < a->nprobes; i++) run_probe(p, &a->probes[i], &rows[i]);
+  char *extra[2] = { probe_on_breaker(p), probe_retry_hooks(p, rows, a->nprobes) };
+  size_t problems = print_problems(path, p, rows, a->nprobes, extra, 2);
   luaretry_tuning t;
   if (luaretry_policy_tuning(p, &t) == LUARETRY_OK) print_tuning(&t);
   print_settings(p);
   print_origins(p);
-  int width = 13;  /* the probe column: as wide as its longest label */
-  for (size_t i = 0; i < a->nprobes; i++)
-    if ((int)strlen(rows[i].label) > width) width = (int)strlen(rows[i].label);
-  printf("  %-*s %-13s %-16s %s\n", width, "probe", "verdict", "wait", "rule");
-  for (size_t i = 0; i < a->nprobes; i++) {
-    printf("  %-*s %-13s %-16s %s\n", width, rows[i].label, rows[i].verdict, rows[i].wait,
-           rows[i].rule);
-    free(rows[i].problem);
-  }
+  print_rows(rows, a->nprobes);
+  for (size_t i = 0; i < a->nprobes; i++) free(rows[i].problem);
+  free(extra[0]);
+  free(extra[1]);
   free(rows);
   luaretry_policy_free(p);
   return problems == 0;
