@@ -173,6 +173,16 @@ describe("luaretry check's warnings", function()
   end)
 end)
 
+describe("the warnings run and simulate print", function()
+  it("come in line order too", function()
+    local r = proc.run({ "simulate", here .. "/fixtures/k_many_unknown.lua", "--attempts", "1" },
+                       { timeout = 30 })
+    local lines = {}
+    for n in r.stderr:gmatch("warning: [^\n]-:(%d+): ") do lines[#lines + 1] = tonumber(n) end
+    assert.are.same({ 4, 5, 6, 7, 8, 9, 10 }, lines, r.stderr)
+  end)
+end)
+
 describe("luaretry simulate --probe", function()
   local function simulate(args) return proc.run({ "simulate", table.unpack(args) }, { timeout = 60 }) end
 
