@@ -64,6 +64,7 @@ local function workdir()
   local dir = proc.tmpdir()
   proc.writefile(dir .. "/orders.lua", block_starting("-- orders.lua: our orders service, behind a gateway that sheds load."))
   proc.writefile(dir .. "/orders_spec.lua", block_starting("-- orders_spec.lua"))
+  proc.writefile(dir .. "/ours.lua", block_starting("-- ours.lua: http's rules, our limits, and teapots are final"))
   assert(proc.sh("ln -s " .. q(ROOT .. "/policies") .. " " .. q(dir .. "/policies") ..
                  " && ln -s " .. q(ROOT .. "/spec") .. " " .. q(dir .. "/spec")) == 0)
   return dir
