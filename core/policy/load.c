@@ -79,13 +79,19 @@ static void unknown_names(lua_State *L, lr_load *ld, int t, int baseline,
     }
     int line = *prefix ? default_line : line_of(L, lines, k);
     const char *near = lr_closest_field(k, prefix);
-    char where[1100];
+    char where[1100], from[160] = "";
     if (line) lr_fmt(where, sizeof where, "%s:%d", ld->chunk_src, line);
     else lr_fmt(where, sizeof where, "%s", ld->chunk_src);
+    if (!*prefix && ld->origins) {  /* a name a required file set: say which */
+      lua_pushvalue(L, -1);
+      if (lua_rawget(L, ld->origins) == LUA_TSTRING)
+        lr_fmt(from, sizeof from, " (set by require \"%s\")", lua_tostring(L, -1));
+      lua_pop(L, 1);
+    }
     lr_add_warning(ld->warnings, &ld->warning_count,
-                "%s: %s%s: unknown name%s%s%s", where, prefix,
+                "%s: %s%s: unknown name%s%s%s%s", where, prefix,
                 k, near ? ", did you mean " : "", near ? near : "",
-                near ? "?" : "");
+                near ? "?" : "", from);
   }
 }
 
@@ -447,6 +453,7 @@ static int load_protected(lua_State *L) {
   run_chunk(L, ld, tracker);
   unwrap_require(L);
   note_origins(L, ld, origin);
+  ld->origins = origin;
   /* a script sets globals, or returns a table with the same fields */
   int from_table = lua_type(L, -1) == LUA_TTABLE;
   int src = from_table ? lua_gettop(L) : 3;

@@ -160,6 +160,7 @@ typedef struct {
   int syntax_error;
   int io_error;            /* the file opened but cannot be read */
   char origin[F_COUNT][64]; /* the module a field was inherited from, or "" */
+  int origins;             /* while loading: the stack index of name -> module */
 } lr_load;
 
 /* A new state of g running its script: refs and rules filled in, the
