@@ -277,7 +277,7 @@ FUZZ_BIN = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 # per target: -close_fd_mask=2 silences parse_run's usage messages (a
 # finding is still printed)
 FUZZ_OPTS_policy = -dict=spec/fuzz/policy.dict -max_len=4096 -timeout=10
-FUZZ_OPTS_retry_after = -dict=spec/fuzz/retry_after.dict -max_len=256 -timeout=10
+FUZZ_OPTS_retry_after = -dict=spec/fuzz/retry_after.dict -max_len=1024 -timeout=10
 FUZZ_OPTS_http_parse = -dict=spec/fuzz/http.dict -max_len=8192 -timeout=10
 FUZZ_OPTS_run_args = -dict=spec/fuzz/run_args.dict -max_len=1024 -timeout=10 -close_fd_mask=2
 # inputs kept elsewhere in the tree, read as corpus but never copied

@@ -28,31 +28,35 @@
 --     `retry-after-ms` and `x-ms-retry-after-ms` (milliseconds), then
 --     `Retry-After` (seconds or an HTTP-date).  The engine reads
 --     Retry-After itself; the two millisecond headers are read here, from
---     info.headers, and is_transient returns their wait in seconds.  A hint
---     counts only on an answer that is retried anyway (a 503 with a hint is
---     waited for; a 400 with one is still final), and a negative or garbled
---     one is ignored, as the engine ignores a bad Retry-After.  When a
---     Retry-After is present too, the engine still waits at least that
---     long: never earlier than any server asked.
+--     info.headers, and is_transient returns their wait in seconds instead
+--     of the backoff, as the SDKs take it, spread upward by the policy's
+--     jitter ({wait = seconds, jitter = true}): clients told the same
+--     instant do not all come back at it.  A hint counts only on an answer
+--     that is retried anyway (a 503 with a hint is waited for; a 400 with
+--     one is still final), and a negative or garbled one is ignored, as the
+--     engine ignores a bad Retry-After.  When a Retry-After is present too,
+--     the engine still waits at least that long: never earlier than any
+--     server asked.
+--   * Throttling: a 429 or 503 whose rate-limit headers say the quota is
+--     spent (the IETF RateLimit field, X-RateLimit-Remaining: 0 with
+--     X-RateLimit-Reset, as Azure API Management can send them; the
+--     engine's reader, info.rate_limit) waits until the reset, as the
+--     server's wait (bounded by max_retry_after like a Retry-After).
 --
---   local faults = require "azure_faults"
 --   max_retry_after = 2        -- optional: hints above this stop the call
---   function is_transient(status, body, info)
---     return faults.is_transient(status, body, info, max_retry_after)
---   end
+--   is_transient = require("azure_faults").is_transient
 --
--- The fourth argument bounds the millisecond hints as max_retry_after
--- bounds Retry-After (default 300 s, the engine's own default): a hint
--- above it is not waited for, and the outcome is final.  (The script sees
--- its own max_retry_after, not a --set override of it: the engine does not
--- hand overrides to scripts.)
---
--- Define is_transient in the policy file itself (as above) rather than
--- assigning faults.is_transient to it: a decision's rule then names the
--- policy's own line.
+-- The policy's own max_retry_after (default 300 s, the engine's own
+-- default) bounds the millisecond hints as it bounds Retry-After: a hint
+-- above it is not waited for, and the outcome is final.  A fourth argument,
+-- when given, bounds them instead.  (The script sees its own
+-- max_retry_after, not a --set override of it: the engine does not hand
+-- overrides to scripts.)  A decision's rule names this file's line.
 --
 -- A module: it sets no globals, so a policy that requires it loads without
 -- warnings.
+local retry = require "retry"
+
 local M = {}
 
 -- Busy or connectivity faults answered by the server: retry after a delay.
@@ -110,9 +114,11 @@ function M.is_transient(status, body, info, limit)
   if status ~= 0 then
     local wait = M.server_wait(info.headers)
     if wait then
-      if wait > (limit or DEFAULT_LIMIT) then return false end
-      return wait
+      -- rawget: the policy's own max_retry_after, when it sets one
+      if wait > (limit or rawget(_ENV, "max_retry_after") or DEFAULT_LIMIT) then return false end
+      return { wait = wait, jitter = true }
     end
+    if status == 429 or status == 503 then return retry.rate_limit_wait(info) or true end
   end
   return true
 end

@@ -8,6 +8,10 @@
 --   retry.matches(body, '"status":%s*"(%u+)"')  --> a Lua pattern, on a
 --                                               bounded prefix of the body
 --   retry.any(f, g)(status, body, info)     --> f(...) or g(...)
+--   retry.rate_limit_wait(info)             --> {wait = s, server = true} when
+--                                               the headers say the quota is spent
+--   retry.header(request.headers, "idempotency-key")  --> the value, any case
+--   retry.method_in("POST", "GET HEAD", "POST,LOCK")  --> true: listed in one
 --
 -- Patterns in the sandbox count against the instruction limit (a pattern
 -- that backtracks without end on a server's body is stopped like a loop);
@@ -67,6 +71,43 @@ function M.all(...)
     end
     return true
   end
+end
+
+--- The wait a rate-limit answer asks for, as is_transient returns it:
+--- {wait = seconds until the quota is back, server = true} (so the engine
+--- spreads it by the policy's jitter and bounds it by max_retry_after as it
+--- does a Retry-After), or nil when the headers do not say the quota is
+--- spent.  The engine reads the fields (info.rate_limit): the IETF
+--- RateLimit field, X-RateLimit-Remaining: 0 with X-RateLimit-Reset.
+function M.rate_limit_wait(info)
+  local wait = info.rate_limit
+  if wait then return { wait = wait, server = true } end
+  return nil
+end
+
+--- A header's value by its name in any case, or nil.
+function M.header(headers, name)
+  if type(headers) ~= "table" then return nil end
+  name = name:lower()
+  for k, v in pairs(headers) do
+    if type(k) == "string" and k:lower() == name then return v end
+  end
+  return nil
+end
+
+--- True when `method` is named in one of the lists (words separated by
+--- commas or blanks, any case).
+function M.method_in(method, ...)
+  method = method:upper()
+  for i = 1, select("#", ...) do
+    local list = select(i, ...)
+    if type(list) == "string" then
+      for word in list:gmatch("[^,%s]+") do
+        if word:upper() == method then return true end
+      end
+    end
+  end
+  return false
 end
 
 return M

@@ -26,8 +26,4 @@ backoff = {
   jitter = "equal",
 }
 
-local faults = require "azure_faults"
-
-function is_transient(status, body, info)
-  return faults.is_transient(status, body, info)
-end
+is_transient = require("azure_faults").is_transient  -- the classifier above

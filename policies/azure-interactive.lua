@@ -28,8 +28,4 @@ backoff = {
   jitter = "equal",
 }
 
-local faults = require "azure_faults"
-
-function is_transient(status, body, info)
-  return faults.is_transient(status, body, info, max_retry_after)
-end
+is_transient = require("azure_faults").is_transient  -- bounded by max_retry_after

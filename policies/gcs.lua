@@ -93,19 +93,13 @@ name = "gcs"
 max_attempts = 10
 deadline = 600
 attempt_timeout = 120
-backoff = {
-  kind = "exponential",
-  initial = 1,
-  multiplier = 2,
-  max = 32,
-  jitter = "additive",
-  jitter_max = 1,
-  cap_jitter = true,
-}
+local google = require "google"
+backoff = google.backoff(32)  -- [TB], the formula shared with iam.lua and memorystore.lua
 
 function is_transient(status, body, info)
   if status == 0 then return info.error ~= "tls_verify" end  -- timeouts and disconnects [RS]
-  return status == 408 or status == 429 or (status >= 500 and status <= 599)
+  if status == 429 then return google.too_many_requests(info) end  -- a rate-limit reset counts
+  return status == 408 or (status >= 500 and status <= 599)
 end
 
 -- ---------------------------------------------------------------- requests

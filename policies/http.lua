@@ -10,6 +10,18 @@
 -- a certificate or host name that does not verify (tls_verify): no retry
 -- makes a bad certificate good, and retrying one only hides an attack or a
 -- misconfiguration.
+-- Rate limits: a 429, a 503 or a 403 whose headers say the quota is spent
+-- (the IETF `RateLimit` field with r=0, or `X-RateLimit-Remaining: 0` with
+-- `X-RateLimit-Reset`, as the engine reads them: info.rate_limit) waits
+-- until the reset, spread upward by the jitter and bounded by
+-- max_retry_after like a Retry-After (past it the call stops with
+-- server_wait_too_long, exit 5).  A 403 with a Retry-After is a quota
+-- answer too (GitHub's secondary limits); any other 403 is final.
+-- Idempotency: GET, HEAD, OPTIONS, PUT and DELETE are repeated; a POST or
+-- PATCH only when it carries an `Idempotency-Key` header (IETF draft-ietf-
+-- httpapi-idempotency-key-header: the server applies each key once), sent
+-- unchanged on every attempt.  More methods: `--set
+-- options.idempotent_methods=LOCK,PROPFIND` (a list, commas or blanks).
 
 name = "http"
 max_attempts = 10
@@ -17,12 +29,32 @@ deadline = 300
 attempt_timeout = 30
 backoff = { kind = "exponential", initial = 1, multiplier = 2, max = 32,
             jitter = "additive", jitter_max = 1, cap_jitter = false }
+options = {
+  idempotent_methods = "",  -- methods repeated besides GET, HEAD, OPTIONS, PUT, DELETE
+}
 
 local retry = require "retry"
 local transient_status = retry.status_in { 408, 429, 500, 502, 503, 504 }
+local QUOTA = { [403] = true, [429] = true, [503] = true }
 
 -- status 0: no response came (connect, timeout, reset, dns, tls, ...)
 function is_transient(status, body, info)
   if status == 0 then return info.error ~= "tls_verify" end
+  if QUOTA[status] then
+    local reset = retry.rate_limit_wait(info)
+    if reset then return reset end
+    if status == 403 then return info.retry_after ~= nil end
+  end
   return transient_status(status)
+end
+
+function is_idempotent(request)
+  local method = (request.method or (request.body and "POST" or "GET")):upper()
+  if retry.method_in(method, "GET HEAD OPTIONS PUT DELETE", options.idempotent_methods) then
+    return true
+  end
+  if method == "POST" or method == "PATCH" then
+    return retry.header(request.headers, "idempotency-key") ~= nil
+  end
+  return false
 end

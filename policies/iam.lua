@@ -41,21 +41,14 @@
 name = "iam"
 deadline = 300
 attempt_timeout = 30
-backoff = {
-  kind = "exponential",
-  initial = 1,
-  multiplier = 2,
-  max = 32,
-  jitter = "additive",
-  jitter_max = 1,
-  cap_jitter = true,
-}
+local google = require "google"
+backoff = google.backoff(32)  -- the formula shared with gcs.lua and memorystore.lua
 options = {
   retry_404 = false,  -- retry 404s: IAM reads are eventually consistent
 }
 
 local retry = require "retry"
-local server_error = retry.status_in { 429, 500, 502, 503, 504 }
+local server_error = retry.status_in { 500, 502, 503, 504 }
 
 -- The status of a Google API error body: {"error": {..., "status": "ABORTED"}}.
 -- retry.matches reads only the first 4 KiB: the pattern cannot run away.
@@ -67,5 +60,6 @@ function is_transient(status, body, info)
   if status == 0 then return info.error ~= "tls_verify" end  -- connect, timeout, reset, dns, tls
   if status == 404 then return options.retry_404 == true end
   if status == 409 then return info.workflow == true and aborted(body) end
+  if status == 429 then return google.too_many_requests(info) end  -- a rate-limit reset counts
   return server_error(status)
 end

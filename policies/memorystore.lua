@@ -32,17 +32,11 @@ name = "memorystore"
 max_attempts = 12
 deadline = 600
 attempt_timeout = 30
-backoff = {
-  kind = "exponential",
-  initial = 1,
-  multiplier = 2,
-  max = 64,
-  jitter = "additive",
-  jitter_max = 1,
-  cap_jitter = true,
-}
+local google = require "google"
+backoff = google.backoff(64)  -- the formula shared with gcs.lua and iam.lua
 
 function is_transient(status, body, info)
   if status == 0 then return info.error ~= "tls_verify" end  -- connect, timeout, reset, dns, tls
-  return status == 429 or (status >= 500 and status <= 599)
+  if status == 429 then return google.too_many_requests(info) end  -- a rate-limit reset counts
+  return status >= 500 and status <= 599
 end

@@ -63,6 +63,7 @@ local function workdir()
   local dir = proc.tmpdir()
   proc.writefile(dir .. "/orders.lua", block_starting("-- orders.lua: our orders service, behind a gateway that sheds load."))
   proc.writefile(dir .. "/orders_spec.lua", block_starting("-- orders_spec.lua"))
+  proc.writefile(dir .. "/ours.lua", block_starting("-- ours.lua: http's rules, our limits, and teapots are final"))
   assert(proc.sh("ln -s " .. q(ROOT .. "/policies") .. " " .. q(dir .. "/policies") ..
                  " && ln -s " .. q(ROOT .. "/spec") .. " " .. q(dir .. "/spec")) == 0)
   return dir
@@ -96,7 +97,16 @@ describe("README.md", function()
     end
     it("shows what `" .. t.command .. "` prints", function()
       local args = {}
-      for word in t.command:gmatch("%S+") do args[#args + 1] = q(word) end
+      -- words as a shell splits them: blanks, and '...' quoting a word
+      local s = t.command
+      while true do
+        s = s:gsub("^%s+", "")
+        if s == "" then break end
+        local word, rest = s:match("^'([^']*)'(.*)$")
+        if not word then word, rest = s:match("^(%S+)(.*)$") end
+        args[#args + 1] = q(word)
+        s = rest
+      end
       args[1] = q(BIN)
       local out = dir .. "/cmd.out"
       proc.sh("cd " .. q(dir) .. " && " .. table.concat(args, " ") .. " >" .. q(out) .. " 2>&1")

@@ -8,18 +8,16 @@
 
 #include "cli.h"
 
-/* The probes: HTTP statuses, then status 0 with each transport failure. */
-static const int PROBE_STATUS[] = { 200, 400, 401, 403, 404, 408, 409, 429,
-                                    500, 501, 502, 503, 504 };
-static const char *const PROBE_ERROR[] = { "connect", "timeout", "reset", "dns", "tls",
-                                           "tls_verify" };
-#define N_STATUS (sizeof PROBE_STATUS / sizeof PROBE_STATUS[0])
-#define N_ERROR (sizeof PROBE_ERROR / sizeof PROBE_ERROR[0])
-#define N_PROBES (N_STATUS + N_ERROR)
+/* The probes: HTTP statuses, then status 0 with each transport failure;
+ * then those of --probe, written the same way (probe.c). */
+static const char *const PROBES[] = { "200", "400", "401", "403", "404", "408", "409", "429",
+                                      "500", "501", "502", "503", "504", "0 connect",
+                                      "0 timeout", "0 reset", "0 dns", "0 tls", "0 tls_verify" };
+#define N_PROBES (sizeof PROBES / sizeof PROBES[0])
 #define PROBE_SEED 1
 
 typedef struct {
-  char label[32];          /* "503", "0 reset" */
+  char label[256];         /* "503", "0 reset", "429 [Retry-After: 5]" */
   const char *verdict;     /* success, retry, final, policy_error, exhausted... */
   char wait[48];           /* wait source, "after N s", or "-" */
   char rule[256];
@@ -74,6 +72,8 @@ static int probe_verdict(probe_row *row, const luaretry_decision *d) {
   if (!d->retry) snprintf(row->wait, sizeof row->wait, "-");
   else if (d->wait_source == LUARETRY_WAIT_SCRIPT)
     snprintf(row->wait, sizeof row->wait, "after %g s", d->wait);
+  else if (d->wait_source == LUARETRY_WAIT_SERVER)
+    snprintf(row->wait, sizeof row->wait, "server %.4g s", d->wait);
   else snprintf(row->wait, sizeof row->wait, "%s", luaretry_wait_source_name(d->wait_source));
   snprintf(row->rule, sizeof row->rule, "%s", d->rule ? d->rule : "-");
   const char *why = NULL;
@@ -87,10 +87,9 @@ static int probe_verdict(probe_row *row, const luaretry_decision *d) {
 
 /* One probe: a fresh call on the virtual clock with a fixed seed; the
  * decision on its first attempt. */
-static int run_probe(luaretry_policy *p, int status, const char *error, probe_row *row) {
+static int run_probe(luaretry_policy *p, const cli_probe *pr, probe_row *row) {
   memset(row, 0, sizeof *row);
-  if (error) snprintf(row->label, sizeof row->label, "0 %s", error);
-  else snprintf(row->label, sizeof row->label, "%d", status);
+  snprintf(row->label, sizeof row->label, "%s", pr->label);
   luaretry_call_options opts;
   luaretry_call_options_init(&opts);
   opts.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED | LUARETRY_CALL_ISOLATED;
@@ -103,13 +102,12 @@ static int run_probe(luaretry_policy *p, int status, const char *error, probe_ro
     return probe_failed(row, why);
   }
   luaretry_outcome o;
-  luaretry_outcome_init(&o);
-  o.kind = LUARETRY_OUTCOME_HTTP;
-  o.status = status;
-  o.error = error;
-  o.body = "";
-  o.body_len = 0;
-  o.method = "GET";
+  cli_probe_outcome(pr, &o);
+  char why[1024];
+  if (cli_probe_prepare(c, pr, 1, &o.not_repeatable, why, sizeof why) != 0) {
+    luaretry_call_free(c);
+    return probe_failed(row, why);
+  }
   luaretry_decision d;
   rc = luaretry_call_report(c, &o, &d);
   int result;
@@ -170,6 +168,27 @@ static void print_settings(const luaretry_policy *p) {
   printf("\n");
 }
 
+/* The top-level fields a required policy gave (require "http"), one line
+ * per policy they came from; nothing when the script inherits nothing. */
+static void print_origins(const luaretry_policy *p) {
+  const char *done[16];
+  size_t ndone = 0;
+  for (size_t i = 0; i < luaretry_field_count() && ndone < 16; i++) {
+    const char *from = luaretry_policy_origin(p, luaretry_field_at(i)->name);
+    int seen = !from;
+    for (size_t k = 0; k < ndone && !seen; k++) seen = strcmp(done[k], from) == 0;
+    if (seen) continue;
+    done[ndone++] = from;
+    printf("  inherited from %s:", from);
+    for (size_t j = i; j < luaretry_field_count(); j++) {
+      const char *name = luaretry_field_at(j)->name;
+      const char *o = strchr(name, '.') ? NULL : luaretry_policy_origin(p, name);
+      if (o && strcmp(o, from) == 0) printf(" %s", name);
+    }
+    printf("\n");
+  }
+}
+
 /* Applies the --set overrides; on failure writes why into msg. */
 static int apply_sets(luaretry_policy *p, char **sets, int nsets, char *msg, size_t n) {
   for (int i = 0; i < nsets; i++) {
@@ -184,65 +203,132 @@ static int apply_sets(luaretry_policy *p, char **sets, int nsets, char *msg, siz
   return 0;
 }
 
-/* Checks one file; prints its block; returns 1 when it is clean. */
-static int check_file(const char *path, char **sets, int nsets) {
+typedef struct {
+  char **sets, **files;
+  int nsets, nfiles;
+  cli_probe *probes;       /* the built-in ones, then --probe's */
+  size_t nprobes;
+} check_args;
+
+/* on_breaker, which no probe reaches, run once: NULL, or its problem. */
+static char *probe_on_breaker(luaretry_policy *p) {
+  char err[1024];
+  if (luaretry_policy_probe_on_breaker(p, "open", err, sizeof err) == LUARETRY_OK) return NULL;
+  size_t need = strlen(err) + 32;
+  char *msg = malloc(need);
+  if (msg) snprintf(msg, need, "on_breaker(\"open\"): %s", err);
+  return msg;
+}
+
+/* The first decision's problem, for a forced retry (below). */
+static int first_problem(void *ud, const luaretry_decision *d) {
+  char **problem = ud;
+  const char *why = d->hook_error ? d->hook_error
+                  : d->reason == LUARETRY_REASON_POLICY_ERROR ? d->message : NULL;
+  if (why && !*problem) {
+    size_t need = strlen(why) + 40;
+    if ((*problem = malloc(need))) snprintf(*problem, need, "a forced retry: %s", why);
+  }
+  return 1;  /* one decision is enough */
+}
+
+/* When no probe retried, on_retry and a backoff function have not run
+ * yet: one retry the engine forces (luaretry_simulate) runs them.  NULL,
+ * or the problem. */
+static char *probe_retry_hooks(luaretry_policy *p, const probe_row *rows, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (strcmp(rows[i].verdict, "retry") == 0) return NULL;
+  char *problem = NULL;
+  luaretry_simulate(p, PROBE_SEED, 2, first_problem, &problem);
+  return problem;
+}
+
+/* Loads path into a new policy with the --set overrides; NULL after
+ * printing the file's block (not checked, does not load). */
+static luaretry_policy *load_checked(const char *path, const check_args *a) {
   luaretry_policy *p;
   if (luaretry_policy_new(&p) != LUARETRY_OK) {
     printf("%s: out of memory\n", path);
-    return 0;
+    return NULL;
   }
+  luaretry_policy_warn_undefined_globals(p, 1);
   char msg[1024];
-  if (apply_sets(p, sets, nsets, msg, sizeof msg) != 0) {
+  if (apply_sets(p, a->sets, a->nsets, msg, sizeof msg) != 0) {
     printf("%s: not checked (1 problem)\n", path);
     print_lines("", msg);
     luaretry_policy_free(p);
-    return 0;
+    return NULL;
   }
-  char found[CLI_PATH_MAX];
-  if (luaretry_policy_find(path, found, sizeof found) == LUARETRY_OK) path = found;
   if (luaretry_policy_load_file(p, path) != LUARETRY_OK) {
-    char *err = cli_policy_message(luaretry_policy_errmsg(p), sets, nsets);
+    char *err = cli_policy_message(luaretry_policy_errmsg(p), a->sets, a->nsets);
     const char *text = err ? err : luaretry_policy_errmsg(p);
     int n = count_lines(text);
     printf("%s: does not load (%d problem%s)\n", path, n, n == 1 ? "" : "s");
     print_lines("", text);
     free(err);
     luaretry_policy_free(p);
-    return 0;
+    return NULL;
   }
+  return p;
+}
 
-  probe_row rows[N_PROBES];
-  int failed = 0;
-  for (size_t i = 0; i < N_PROBES; i++) {
-    int status = i < N_STATUS ? PROBE_STATUS[i] : 0;
-    const char *error = i < N_STATUS ? NULL : PROBE_ERROR[i - N_STATUS];
-    if (run_probe(p, status, error, &rows[i]) != 0) failed++;
-  }
+/* The verdict table, its probe column as wide as its longest label. */
+static void print_rows(const probe_row *rows, size_t n) {
+  int width = 13;
+  for (size_t i = 0; i < n; i++)
+    if ((int)strlen(rows[i].label) > width) width = (int)strlen(rows[i].label);
+  printf("  %-*s %-13s %-16s %s\n", width, "probe", "verdict", "wait", "rule");
+  for (size_t i = 0; i < n; i++)
+    printf("  %-*s %-13s %-16s %s\n", width, rows[i].label, rows[i].verdict, rows[i].wait,
+           rows[i].rule);
+}
+
+/* The block's head and its problems: warnings (in line order), then the
+ * probes' errors and the hooks' that no probe reached; the count. */
+static size_t print_problems(const char *path, luaretry_policy *p, const probe_row *rows,
+                             size_t n, char *const *extra, size_t nextra) {
+  size_t failed = 0;
+  for (size_t i = 0; i < n; i++) failed += rows[i].problem != NULL;
+  for (size_t i = 0; i < nextra; i++) failed += extra[i] != NULL;
   size_t nwarn = luaretry_policy_warning_count(p);
-  size_t problems = nwarn + (size_t)failed;
+  size_t problems = nwarn + failed;
   if (problems == 0) printf("%s: ok\n", path);
   else printf("%s: loads, %zu problem%s\n", path, problems, problems == 1 ? "" : "s");
   for (size_t i = 0; i < nwarn; i++) print_lines("warning: ", luaretry_policy_warning(p, i));
-  for (size_t i = 0; i < N_PROBES; i++)
+  for (size_t i = 0; i < n; i++)
     if (rows[i].problem) print_lines("error: ", rows[i].problem);
+  for (size_t i = 0; i < nextra; i++)
+    if (extra[i]) print_lines("error: ", extra[i]);
+  return problems;
+}
 
+/* Checks one file; prints its block; returns 1 when it is clean. */
+static int check_file(const char *path, const check_args *a) {
+  char found[CLI_PATH_MAX];
+  if (luaretry_policy_find(path, found, sizeof found) == LUARETRY_OK) path = found;
+  luaretry_policy *p = load_checked(path, a);
+  if (!p) return 0;
+  probe_row *rows = calloc(a->nprobes, sizeof *rows);
+  if (!rows) {
+    printf("%s: out of memory\n", path);
+    luaretry_policy_free(p);
+    return 0;
+  }
+  for (size_t i = 0; i < a->nprobes; i++) run_probe(p, &a->probes[i], &rows[i]);
+  char *extra[2] = { probe_on_breaker(p), probe_retry_hooks(p, rows, a->nprobes) };
+  size_t problems = print_problems(path, p, rows, a->nprobes, extra, 2);
   luaretry_tuning t;
   if (luaretry_policy_tuning(p, &t) == LUARETRY_OK) print_tuning(&t);
   print_settings(p);
-  printf("  %-13s %-13s %-16s %s\n", "probe", "verdict", "wait", "rule");
-  for (size_t i = 0; i < N_PROBES; i++) {
-    printf("  %-13s %-13s %-16s %s\n", rows[i].label, rows[i].verdict, rows[i].wait,
-           rows[i].rule);
-    free(rows[i].problem);
-  }
+  print_origins(p);
+  print_rows(rows, a->nprobes);
+  for (size_t i = 0; i < a->nprobes; i++) free(rows[i].problem);
+  free(extra[0]);
+  free(extra[1]);
+  free(rows);
   luaretry_policy_free(p);
   return problems == 0;
 }
-
-typedef struct {
-  char **sets, **files;
-  int nsets, nfiles;
-} check_args;
 
 /* 0, or the exit status after a usage message. */
 static int parse_check(int argc, char **argv, check_args *a) {
@@ -257,6 +343,14 @@ static int parse_check(int argc, char **argv, check_args *a) {
       if (i + 1 >= argc || cli_split_set(argv[i + 1], name, &value) != 0)
         return cli_usage("check: --set %s: expected NAME=VALUE", i + 1 < argc ? argv[i + 1] : "");
       a->sets[a->nsets++] = argv[++i];
+    } else if (!dashdash && strcmp(s, "--probe") == 0) {
+      if (i + 1 >= argc) return cli_usage("check: --probe needs an outcome, e.g. '%s'", "429 [Retry-After: 5]");
+      char err[1024];
+      if (cli_probe_parse(argv[++i], &a->probes[a->nprobes], err, sizeof err) != 0) {
+        cli_probe_free(&a->probes[a->nprobes]);
+        return cli_usage("check: %s", err);
+      }
+      a->nprobes++;
     } else if (!dashdash && s[0] == '-' && s[1]) {
       return cli_usage("check: unknown option %s", s);
     } else {
@@ -272,7 +366,7 @@ static int check_files(const check_args *a) {
   int clean = 0;
   for (int i = 0; i < a->nfiles; i++) {
     if (i) putchar('\n');
-    clean += check_file(a->files[i], a->sets, a->nsets);
+    clean += check_file(a->files[i], a);
   }
   if (a->nfiles > 1)
     printf("\n%d file%s: %d clean, %d with problems\n", a->nfiles, a->nfiles == 1 ? "" : "s",
@@ -282,16 +376,32 @@ static int check_files(const check_args *a) {
   return status;
 }
 
+/* The built-in probes, parsed as --probe's are. */
+static int builtin_probes(check_args *a) {
+  char err[256];
+  for (size_t i = 0; i < N_PROBES; i++) {
+    if (cli_probe_parse(PROBES[i], &a->probes[a->nprobes], err, sizeof err) != 0) {
+      cli_probe_free(&a->probes[a->nprobes]);  /* only out of memory */
+      return -1;
+    }
+    a->nprobes++;
+  }
+  return 0;
+}
+
 int cli_check(int argc, char **argv) {
   check_args a = { malloc(sizeof(char *) * (size_t)(argc + 1)),
-                   malloc(sizeof(char *) * (size_t)(argc + 1)), 0, 0 };
+                   malloc(sizeof(char *) * (size_t)(argc + 1)), 0, 0,
+                   calloc(N_PROBES + (size_t)argc, sizeof(cli_probe)), 0 };
   int status;
-  if (!a.sets || !a.files) {
+  if (!a.sets || !a.files || !a.probes || builtin_probes(&a) != 0) {
     fprintf(stderr, "luaretry: out of memory\n");
     status = EXIT_POLICY;
   } else if ((status = parse_check(argc, argv, &a)) == 0) {
     status = check_files(&a);
   }
+  for (size_t i = 0; a.probes && i < a.nprobes; i++) cli_probe_free(&a.probes[i]);
+  free(a.probes);
   free(a.sets);
   free(a.files);
   return status;

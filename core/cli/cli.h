@@ -9,6 +9,7 @@
  *   escape.c      text from the network made safe for logs (JSON, terminal)
  *   check.c       `check`
  *   list.c        `list`: the policies on the search path
+ *   probe.c       the outcomes of `check --probe` and `simulate --probe`
  * run/: `run` and its curl-compatible command line (run/run.h):
  *   run.c         what to run, and one call of it
  *   args.c        its command line (curl's options too) and the request
@@ -73,6 +74,32 @@ luaretry_policy *cli_load_policy_redis(const char *policy, char **sets, int nset
 /* A library message with "--set " before each line about one of the
  * NAME=VALUE sets (the library speaks of the field only); malloc'ed. */
 char *cli_policy_message(const char *msg, char **sets, int nsets);
+
+/* ---- probe.c */
+#define CLI_PROBE_HEADERS 32
+/* One outcome written as '[METHOD] STATUS [ERROR] [Name: value]...
+ * [body=TEXT]'; its strings point into `text`. */
+typedef struct {
+  char *text;              /* owned */
+  const char *method;      /* NULL: GET */
+  int status;
+  const char *error;       /* status 0: the transport failure */
+  luaretry_header headers[CLI_PROBE_HEADERS];  /* names in lower case */
+  size_t nheaders;
+  const char *body;        /* NULL: none */
+  char label[256];         /* the text as given */
+} cli_probe;
+/* 0, or -1 with a message naming the probe in err. */
+int cli_probe_parse(const char *spec, cli_probe *p, char *err, size_t n);
+void cli_probe_free(cli_probe *p);
+/* The probe as an outcome (valid while p is) and as the request it answers. */
+void cli_probe_outcome(const cli_probe *p, luaretry_outcome *o);
+void cli_probe_request(const cli_probe *p, luaretry_request *r);
+/* The request before attempt `attempt`, as `run` makes it: prepare() and
+ * is_idempotent() run; *not_repeatable as the curl helper sets it.  0, or
+ * -1 with the hook's error in why. */
+int cli_probe_prepare(luaretry_call *c, const cli_probe *pr, int attempt, int *not_repeatable,
+                      char *why, size_t n);
 
 /* ---- signals.c */
 int cli_exit_status(luaretry_reason r);

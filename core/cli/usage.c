@@ -12,9 +12,9 @@ const char CLI_USAGE[] =
   "       luaretry run POLICY URL... | --urls FILE [--parallel N] [--output-dir DIR] [options]\n"
   "       luaretry run POLICY -- COMMAND [ARG]...\n"
   "       luaretry run POLICY [ARG]...     (a policy with a run() workflow)\n"
-  "       luaretry check POLICY... [--set NAME=VALUE]...\n"
+  "       luaretry check POLICY... [--set NAME=VALUE]... [--probe OUTCOME]...\n"
   "       luaretry simulate POLICY [--attempts N] [--seed N] [--json] [--set NAME=VALUE]...\n"
-  "                [--clients N [--outage SECONDS] [--svg FILE] [--fleet]]\n"
+  "                [--probe OUTCOME]... | [--clients N [--outage SECONDS] [--svg FILE] [--fleet]]\n"
   "       luaretry list [--names]\n"
   "       luaretry fleet POLICY [--redis URL] [--reset] [--set NAME=VALUE]...\n"
   "       luaretry faults [--listen 127.0.0.1:PORT] SCRIPT\n"
@@ -109,11 +109,16 @@ static const char HELP_RUN[] =
   "the body is the tail of the command's standard error.\n";
 
 static const char HELP_CHECK[] =
-  "luaretry check POLICY... [--set NAME=VALUE]...\n"
+  "luaretry check POLICY... [--set NAME=VALUE]... [--probe OUTCOME]...\n"
   "  Loads each policy and reports every problem (errors with file:line, unknown names\n"
-  "  with the closest known one, clamped values), then its effective tuning and its\n"
-  "  verdicts on probe outcomes (statuses and transport failures).  Exit 0 when every\n"
-  "  file is clean, 3 otherwise, 2 for a usage error.\n";
+  "  with the closest known one, clamped values, reads of undefined globals in hooks,\n"
+  "  a hook that raises), then its effective tuning and its verdicts on probe outcomes\n"
+  "  (statuses and transport failures).  Every hook runs at least once.  Exit 0 when\n"
+  "  every file is clean, 3 otherwise, 2 for a usage error.\n"
+  "  --probe OUTCOME    add an outcome to the probes (repeatable), written\n"
+  "                     '[METHOD] STATUS [ERROR] [Name: value]... [body=TEXT]':\n"
+  "                     '429 [Retry-After: 5]', 'POST 503 [Idempotency-Key: k1]',\n"
+  "                     '0 reset', '503 body={\"retry_in_ms\": 1500}'\n";
 
 static const char HELP_SIMULATE[] =
   "luaretry simulate POLICY [options]   the wait schedule when every attempt fails\n"
@@ -121,6 +126,8 @@ static const char HELP_SIMULATE[] =
   "  --seed N           jitter seed (default 1); the same seed, the same waits\n"
   "  --json             one JSON object per attempt instead of text\n"
   "  --set NAME=VALUE   override a tuning value (max_attempts=3, backoff.initial=0.1)\n"
+  "  --probe OUTCOME    the attempts meet these outcomes in order, the last repeating,\n"
+  "                     written as for check: '429 [RateLimit: \"q\";r=0;t=30]', '200'\n"
   "  --clients N        N clients fail together at t=0 against an outage (503 before\n"
   "                     it ends, 200 after); prints attempts, outcomes and the peak\n"
   "                     of retries per 100 ms\n"

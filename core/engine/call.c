@@ -320,13 +320,20 @@ luaretry_code luaretry_call_wait(luaretry_call *c, double seconds) {
                                                  : LUARETRY_OK;
 }
 
+/* The policy's jitter over a server's (or a script's) wait: uniform in
+ * [0, jitter_max] for every kind but none. */
+static double spread(luaretry_call *c) {
+  const lr_backoff *b = &c->rules->backoff;
+  return b->jitter == LUARETRY_JITTER_NONE ? 0 : lr_rng_uniform(&c->rng, 0, b->jitter_max);
+}
+
 /* The wait a transient outcome earns before any server hint; 0 on success,
  * -1 on a policy error (message in err). */
 static int backoff_wait(luaretry_call *c, const lr_verdict *v, const lr_attempt_ctx *ctx,
                         double *w, luaretry_wait_source *src, lr_verdict *err) {
   long n = c->attempts - 1;  /* retry n follows attempt n + 1 */
-  if (v->wait >= 0) {
-    *w = v->wait;
+  if (v->wait >= 0 && !v->server) {
+    *w = v->wait + (v->jitter ? spread(c) : 0);
     *src = LUARETRY_WAIT_SCRIPT;
     return 0;
   }
@@ -358,7 +365,8 @@ static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict 
   case LUARETRY_CLASS_FINAL:
     if (guarded) lr_guards_answered(c->shared, g, guard_now);
     if (guarded && c->remote) c->remote->ops->record(c->remote->ud, LR_REMOTE_ANSWERED, now);
-    stop(c, d, LUARETRY_REASON_FINAL, v->rule);
+    if (v->reason) stop_saying(c, d, LUARETRY_REASON_FINAL, v->rule, "%s", v->message);
+    else stop(c, d, LUARETRY_REASON_FINAL, v->rule);
     return 1;
   case LUARETRY_CLASS_TRANSIENT:
     if (guarded) lr_guards_failure(c->shared, g, guard_now);
@@ -399,23 +407,27 @@ static int limited(luaretry_call *c, double now, luaretry_decision *d) {
   return 0;
 }
 
-/* A server's Retry-After over the wait w: never earlier than asked, and
+/* A server's Retry-After (or a wait the script read from the server, such
+ * as a rate-limit reset) over the wait w: never earlier than asked, and
  * spread upward by the policy's jitter (clients told the same instant must
- * not all come back at it).  1 when it ends the call instead (d filled). */
-static int server_wait(luaretry_call *c, const luaretry_outcome *o, double *w,
-                       luaretry_wait_source *src, luaretry_decision *d) {
+ * not all come back at it).  Of both, the longer counts.  1 when it ends
+ * the call instead (d filled). */
+static int server_wait(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v,
+                       double *w, luaretry_wait_source *src, luaretry_decision *d) {
   const lr_rules *r = c->rules;
-  if (!r->retry_after || !(o->retry_after >= 0) || !isfinite(o->retry_after)) return 0;
-  if (o->retry_after > r->max_retry_after) {
+  if (!r->retry_after) return 0;
+  double asked = o->retry_after >= 0 && isfinite(o->retry_after) ? o->retry_after : -1;
+  if (v->server && v->wait > asked) asked = v->wait;
+  if (asked < 0) return 0;
+  if (asked > r->max_retry_after) {
     stop_saying(c, d, LUARETRY_REASON_SERVER_WAIT_TOO_LONG, "max_retry_after",
                 "the server asked for %.3f s, more than max_retry_after (%.3f s)",
-                o->retry_after, r->max_retry_after);
+                asked, r->max_retry_after);
     return 1;
   }
-  double spread = r->backoff.jitter == LUARETRY_JITTER_NONE
-                      ? 0 : lr_rng_uniform(&c->rng, 0, r->backoff.jitter_max);
-  if (o->retry_after + spread > *w) {
-    *w = o->retry_after + spread;
+  double extra = spread(c);
+  if (asked + extra > *w) {
+    *w = asked + extra;
     *src = LUARETRY_WAIT_SERVER;
   }
   return 0;
@@ -437,13 +449,14 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
   lr_verdict err;
   err.cls = LUARETRY_CLASS_ERROR;
   err.wait = -1;
+  err.jitter = err.server = err.reason = 0;
   err.rule = v->rule;
   err.message[0] = '\0';
   if (backoff_wait(c, v, ctx, &w, &src, &err) != 0) {
     stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, err.rule, "%s", err.message);
     return;
   }
-  if (server_wait(c, o, &w, &src, d)) return;
+  if (server_wait(c, o, v, &w, &src, d)) return;
   if (r->deadline > 0 && d->elapsed + w >= r->deadline) {
     stop_saying(c, d, LUARETRY_REASON_DEADLINE,
                 src == LUARETRY_WAIT_SERVER ? "retry_after" : "deadline",
@@ -487,6 +500,7 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
   lr_verdict v;
   v.cls = LUARETRY_CLASS_TRANSIENT;
   v.wait = -1;
+  v.jitter = v.server = v.reason = 0;
   v.rule = "simulate";
   v.message[0] = '\0';
   lr_attempt_ctx ctx = context(c, d->attempt, d->elapsed);

@@ -200,6 +200,9 @@ typedef struct {
 typedef struct {
   luaretry_class cls;
   double wait;              /* >= 0: the script chose the wait */
+  int jitter;               /* spread `wait` upward by the policy's jitter */
+  int server;               /* `wait` is the server's: as a Retry-After */
+  int reason;               /* a final verdict's reason is in message */
   const char *rule;         /* static or owned by the policy */
   char message[512];        /* for LUARETRY_CLASS_ERROR */
 } lr_verdict;

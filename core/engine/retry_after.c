@@ -2,7 +2,9 @@
  * delta-seconds, or an HTTP-date in any of the three forms a recipient
  * must accept (IMF-fixdate, RFC 850, asctime).  Our own small parser: no
  * locale (day and month names are always English), no allocation, any
- * input; the result is bounded. */
+ * input; the result is bounded.  And the rate-limit fields that say a
+ * quota is spent until a reset (luaretry_rate_limit), with the same
+ * promises. */
 #include <ctype.h>
 #include <math.h>
 #include <stdint.h>
@@ -111,4 +113,118 @@ double luaretry_retry_after(const char *value, double now) {
   double when = http_date(s);
   if (when < 0 || when < now) return -1;
   return when - now > MAX_SECONDS ? MAX_SECONDS : when - now;
+}
+
+/* ---- rate-limit fields: the IETF RateLimit field and X-RateLimit-* */
+
+#define MAX_DIGITS 15  /* more is no number of seconds a server means */
+
+/* A number at s: digits with an optional fraction, blanks around, nothing
+ * else; -1 when it is not one. */
+static double plain_number(const char *s) {
+  if (!s) return -1;
+  s = skip_spaces(s);
+  double v = 0, scale = 1;
+  int n = 0, point = 0;
+  for (; isdigit((unsigned char)*s) || (*s == '.' && !point && n); s++) {
+    if (*s == '.') { point = 1; continue; }
+    if (++n > MAX_DIGITS) return -1;
+    if (point) v += (*s - '0') * (scale /= 10);
+    else v = v * 10 + (*s - '0');
+  }
+  if (!n || s[-1] == '.' || *skip_spaces(s)) return -1;
+  return v;
+}
+
+/* A Structured Field bare item or parameter value we do not read: a
+ * quoted string (with its escapes) or anything up to ';', ',' or a blank. */
+static const char *skip_value(const char *s) {
+  if (*s != '"') return s + strcspn(s, ";, \t");
+  for (s++; *s && *s != '"'; s++)
+    if (*s == '\\' && s[1]) s++;
+  return *s ? s + 1 : s;
+}
+
+/* A parameter's integer value (sf-integer, not negative), or -1. */
+static long long param_integer(const char **s) {
+  long long v = 0;
+  int n = 0;
+  const char *p = *s;
+  while (isdigit((unsigned char)*p) && n < MAX_DIGITS) v = v * 10 + (*p++ - '0'), n++;
+  *s = skip_value(*s);
+  return n && p == *s ? v : -1;
+}
+
+/* One item of a RateLimit field ("default";r=0;t=30): its r and t (-1 when
+ * absent or invalid; of a repeated parameter the last counts, as Structured
+ * Fields say); *s moves past the item's comma. */
+static void ratelimit_item(const char **s, long long *r, long long *t) {
+  const char *p = skip_value(skip_spaces(*s));
+  *r = *t = -1;
+  for (p = skip_spaces(p); *p == ';'; p = skip_spaces(p)) {
+    p = skip_spaces(p + 1);
+    const char *key = p;
+    while (*p && (islower((unsigned char)*p) || isdigit((unsigned char)*p) ||
+                  strchr("_-.*", *p)))
+      p++;
+    size_t klen = (size_t)(p - key);
+    if (*p != '=') continue;           /* a boolean parameter */
+    p++;
+    if (klen == 1 && (*key == 'r' || *key == 't')) *(*key == 'r' ? r : t) = param_integer(&p);
+    else p = skip_value(p);
+  }
+  while (*p && *p != ',') p = *p == '"' ? skip_value(p) : p + 1;  /* garbage to the comma */
+  *s = *p ? p + 1 : p;
+}
+
+/* Seconds until the quota is back by one RateLimit field value: the first
+ * item that says none is left (r=0) with a valid t; -1 when none does. */
+static double ratelimit_field(const char *value) {
+  const char *s = value;
+  while (*s) {
+    long long r, t;
+    ratelimit_item(&s, &r, &t);
+    if (r == 0 && t >= 0 && t <= MAX_SECONDS) return (double)t;
+  }
+  return -1;
+}
+
+/* An X-RateLimit-Reset (or RateLimit-Reset) value as a wait from now:
+ * epoch seconds from 1e9 on (2001), delta seconds below; -1 for a past or
+ * implausible instant (more than 1e9 s ahead: a misread unit). */
+static double reset_wait(double reset, double now) {
+  if (reset < 0) return -1;
+  double w = reset >= MAX_SECONDS ? reset - now : reset;
+  return w >= 0 && w <= MAX_SECONDS ? w : -1;
+}
+
+/* The first valid value of the named header (of several, the first valid
+ * one counts), as a plain number; -1 when none is valid. */
+static double first_number(const luaretry_header *h, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++) {
+    if (!h[i].name || strcasecmp(h[i].name, name) != 0) continue;
+    double v = plain_number(h[i].value);
+    if (v >= 0) return v;
+  }
+  return -1;
+}
+
+/* Remaining 0 and a valid reset under one pair of names; -1 otherwise. */
+static double spent_until_reset(const luaretry_header *h, size_t n, const char *remaining,
+                                const char *reset, double now) {
+  if (first_number(h, n, remaining) != 0) return -1;
+  return reset_wait(first_number(h, n, reset), now);
+}
+
+double luaretry_rate_limit(const luaretry_header *headers, size_t count, double now) {
+  if (!headers || !isfinite(now)) return -1;
+  for (size_t i = 0; i < count; i++) {
+    if (!headers[i].name || !headers[i].value || strcasecmp(headers[i].name, "ratelimit") != 0)
+      continue;
+    double w = ratelimit_field(headers[i].value);
+    if (w >= 0) return w;
+  }
+  double w = spent_until_reset(headers, count, "x-ratelimit-remaining", "x-ratelimit-reset", now);
+  if (w < 0) w = spent_until_reset(headers, count, "ratelimit-remaining", "ratelimit-reset", now);
+  return w;
 }

@@ -189,6 +189,29 @@ LUARETRY_API luaretry_code luaretry_policy_dir(size_t i, char *path, size_t size
 LUARETRY_API size_t luaretry_policy_warning_count(const luaretry_policy *p);
 LUARETRY_API const char *luaretry_policy_warning(const luaretry_policy *p, size_t i);
 
+/* For checks (`luaretry check`), set before loading: a trap on the
+ * script's globals adds a warning ("FILE:LINE: NAME: read of an undefined
+ * global inside a hook") for each read of a global no one set, whenever a
+ * hook runs (a typo such as `statuss`); warnings stay in line order.  It
+ * finds only what runs: a probe must reach the line.  A script that sets a
+ * metatable on its globals (a strict mode) is left alone. */
+LUARETRY_API void luaretry_policy_warn_undefined_globals(luaretry_policy *p, int on);
+
+/* Where the loaded script's field (or a table's field: "backoff.initial")
+ * came from when it was inherited: the name of the policy it requires
+ * ("http" for require "http"); NULL when the script set it itself or left
+ * it to the default.  A policy that requires another inherits its settings
+ * and hooks as defaults; its own assignments win wherever they stand. */
+LUARETRY_API const char *luaretry_policy_origin(const luaretry_policy *p, const char *field);
+
+/* For checks: runs the script's on_breaker(state) once, as a breaker
+ * change would ("open", "half_open", "closed").  LUARETRY_OK also when the
+ * script has none; LUARETRY_E_POLICY with its error (file and line) in
+ * err. */
+LUARETRY_API luaretry_code luaretry_policy_probe_on_breaker(luaretry_policy *p,
+                                                            const char *state, char *err,
+                                                            size_t errlen);
+
 /* Bytes held by one Lua state of the loaded script, as it stood after the
  * load (each state made for threads in the script at once holds about as
  * much); memory_limit applies to each state. */
@@ -434,6 +457,24 @@ LUARETRY_API void luaretry_outcome_init(luaretry_outcome *o);
  * the curl helper uses it for outcome.retry_after, and of several
  * Retry-After headers the first valid one counts. */
 LUARETRY_API double luaretry_retry_after(const char *value, double now);
+
+/* The wait until a spent rate-limit quota comes back, from a response's
+ * headers (names in any case), `now` as for luaretry_retry_after:
+ *  - the IETF RateLimit field (draft-ietf-httpapi-ratelimit-headers), a
+ *    list of quota items such as `"default";r=0;t=30`: the first item with
+ *    r=0 and a valid t (seconds) counts, across repeated fields in order;
+ *  - else X-RateLimit-Remaining: 0 with X-RateLimit-Reset (GitHub's and
+ *    others'), or RateLimit-Remaining: 0 with RateLimit-Reset (the draft's
+ *    older form): the reset is epoch seconds from 1e9 on (2001), delta
+ *    seconds below; a fraction is allowed; of a repeated header the first
+ *    valid value counts.
+ * -1 when no field says the quota is spent, and for anything malformed:
+ * negative, not a number, more than 15 digits, a reset in the past or
+ * more than 1e9 s ahead.  Bounded like a Retry-After by max_retry_after
+ * where a policy waits for it (the shipped http policy does, on 429, 503
+ * and a quota 403). */
+LUARETRY_API double luaretry_rate_limit(const luaretry_header *headers, size_t count,
+                                        double now);
 
 /* What a classifier says of one outcome. */
 typedef enum {

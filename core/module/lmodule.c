@@ -814,8 +814,39 @@ static int l_retry_after(lua_State *L) {
   return 1;
 }
 
+/* luaretry.rate_limit(headers [, now]) -> seconds, or nil: the engine's
+ * reader of the rate-limit fields over {name = value} or {name = {value,
+ * ...}} (several values of one name in order); at most 64 values are read. */
+static int l_rate_limit(lua_State *L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  double now = luaL_optnumber(L, 2, (double)time(NULL));
+  luaretry_header h[64];
+  size_t n = 0;
+  lua_settop(L, 1);
+  lua_pushnil(L);
+  while (lua_next(L, 1) && n < 64) {
+    if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
+      h[n].name = lua_tostring(L, -2);
+      h[n++].value = lua_tostring(L, -1);
+    } else if (lua_type(L, -2) == LUA_TSTRING && lua_istable(L, -1)) {
+      for (lua_Integer i = 1; n < 64 && lua_rawgeti(L, -1, i) == LUA_TSTRING; i++) {
+        h[n].name = lua_tostring(L, -3);
+        h[n++].value = lua_tostring(L, -1);
+        lua_pop(L, 1);  /* the string stays referenced by its table */
+      }
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+  double w = luaretry_rate_limit(h, n, now);
+  if (w < 0) return 0;
+  lua_pushnumber(L, w);
+  return 1;
+}
+
 static const luaL_Reg functions[] = {
   { "load", l_load }, { "load_string", l_load_string }, { "retry_after", l_retry_after },
+  { "rate_limit", l_rate_limit },
   { NULL, NULL }
 };
 

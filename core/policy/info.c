@@ -4,6 +4,7 @@
  * not read costs nothing. */
 #include <lauxlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "policy.h"
 
@@ -44,6 +45,21 @@ static void push_string_or_nil(lua_State *L, const char *v) {
   else lua_pushnil(L);
 }
 
+/* The engine's readers of the server's wait: Retry-After as the engine
+ * took it, the rate-limit fields read now; nil when there is none. */
+static int push_wait(lua_State *L, const luaretry_outcome *o, int rate_limit) {
+  double w = o->retry_after;
+  if (rate_limit) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    w = luaretry_rate_limit(o->headers, o->header_count,
+                            (double)now.tv_sec + (double)now.tv_nsec * 1e-9);
+  }
+  if (!(w >= 0)) return 0;
+  lua_pushnumber(L, w);
+  return 1;
+}
+
 int lr_info_index(lua_State *L) {
   lr_script *s = lua_touserdata(L, lua_upvalueindex(1));
   const char *k = lua_tostring(L, 2);
@@ -61,6 +77,8 @@ int lr_info_index(lua_State *L) {
   else if (strcmp(k, "kind") == 0)
     lua_pushstring(L, o->kind == LUARETRY_OUTCOME_COMMAND ? "command" : "http");
   else if (strcmp(k, "headers") == 0) push_headers(L, s);
+  else if (strcmp(k, "retry_after") == 0) return push_wait(L, o, 0);
+  else if (strcmp(k, "rate_limit") == 0) return push_wait(L, o, 1);
   else return 0;
   return 1;
 }

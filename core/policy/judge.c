@@ -57,8 +57,8 @@ static int call_fresh(lua_State *L) {
   lua_pushinteger(L, s->cur->status);
   lua_pushvalue(L, 2);
   lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_info);
-  lua_call(L, 3, 1);
-  return 2;  /* the body, then the result */
+  lua_call(L, 3, 2);
+  return 3;  /* the body, then the verdict and its reason */
 }
 
 static int keep_call_protected(lua_State *L) {
@@ -66,10 +66,11 @@ static int keep_call_protected(lua_State *L) {
   return 0;
 }
 
-/* Runs is_success or is_transient; 0 with the result on the stack, or -1
- * with v filled as a policy error.  Nothing pushed here allocates (the
- * body is cached first), so the hook is called directly, with no C
- * function between the host and the script. */
+/* Runs is_success or is_transient; 0 with its two results on the stack
+ * (the verdict, and a reason or nil), or -1 with v filled as a policy
+ * error.  Nothing pushed here allocates (the body is cached first), so the
+ * hook is called directly, with no C function between the host and the
+ * script. */
 static int run_hook(lr_script *s, int slot, int ref, const char *fname, const char *rule,
                     lr_verdict *v) {
   char err[sizeof v->message];
@@ -82,12 +83,13 @@ static int run_hook(lr_script *s, int slot, int ref, const char *fname, const ch
     lua_pushinteger(L, s->cur->status);
     lua_pushvalue(L, SLOT_BODY);
     lua_pushvalue(L, SLOT_INFO);
-    rc = lr_sandbox_pcall(s->sb, 3, 1, LUARETRY_E_POLICY, err, sizeof err);
+    rc = lr_sandbox_pcall(s->sb, 3, 2, LUARETRY_E_POLICY, err, sizeof err);
   } else {
     s->cur_fn = ref;
-    rc = lr_sandbox_call(s->sb, call_fresh, s, 2, LUARETRY_E_POLICY, err, sizeof err);
+    rc = lr_sandbox_call(s->sb, call_fresh, s, 3, LUARETRY_E_POLICY, err, sizeof err);
     if (rc == LUARETRY_OK) {  /* copies, not rotations: they cost less */
-      lua_copy(L, -2, SLOT_BODY);
+      lua_copy(L, -3, SLOT_BODY);
+      lua_copy(L, -2, -3);
       lua_copy(L, -1, -2);
       lua_pop(L, 1);
     }
@@ -152,16 +154,38 @@ static void host_classify(lr_gen *g, const luaretry_outcome *o, const lr_attempt
   }
 }
 
-/* is_transient's result, at the top of the stack, as a verdict. */
-static void read_transient(lua_State *L, lr_script *s, lr_verdict *v) {
-  v->rule = s->rule_is_transient;
+/* A wait returned as a table, {wait = SECONDS, jitter = true, server = true},
+ * at the top of the stack: 0, or -1 with the reason in v->message.  Raw
+ * reads only, so no script code runs here, outside the sandbox's guard. */
+static int read_wait_table(lua_State *L, lr_script *s, lr_verdict *v) {
+  const char *bad = NULL, *what = "field ";
+  lua_pushnil(L);
+  while (!bad && lua_next(L, -2)) {
+    const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+    int t = lua_type(L, -1);
+    if (k && strcmp(k, "wait") == 0 && t == LUA_TNUMBER) v->wait = lua_tonumber(L, -1);
+    else if (k && strcmp(k, "jitter") == 0 && t == LUA_TBOOLEAN) v->jitter = lua_toboolean(L, -1);
+    else if (k && strcmp(k, "server") == 0 && t == LUA_TBOOLEAN) v->server = lua_toboolean(L, -1);
+    else if (k) bad = k;
+    else bad = "a key that is not a name", what = "";
+    lua_pop(L, 1);
+  }
+  if (bad) {
+    lua_pop(L, 1);  /* the key lua_next left */
+    lr_fmt(v->message, sizeof v->message, "%s: is_transient returned a table with %s%s "
+           "(expected wait = seconds, jitter = true/false, server = true/false)",
+           s->rule_is_transient, what, bad);
+    return -1;
+  }
+  if (isfinite(v->wait) && v->wait >= 0) return 0;
+  lr_fmt(v->message, sizeof v->message, "%s: is_transient returned a table without a valid "
+         "wait (a finite number of seconds, 0 or more)", s->rule_is_transient);
+  return -1;
+}
+
+/* A wait (a number or a table) at the top of the stack, as a verdict. */
+static void read_wait(lua_State *L, lr_script *s, lr_verdict *v) {
   switch (lua_type(L, -1)) {
-  case LUA_TBOOLEAN:
-    v->cls = lua_toboolean(L, -1) ? LUARETRY_CLASS_TRANSIENT : LUARETRY_CLASS_FINAL;
-    return;
-  case LUA_TNIL:
-    v->cls = LUARETRY_CLASS_FINAL;
-    return;
   case LUA_TNUMBER: {
     double w = lua_tonumber(L, -1);
     if (isfinite(w) && w >= 0) {
@@ -174,18 +198,47 @@ static void read_transient(lua_State *L, lr_script *s, lr_verdict *v) {
            "finite number of seconds, 0 or more)", s->rule_is_transient, w);
     return;
   }
+  case LUA_TTABLE:
+    v->cls = read_wait_table(L, s, v) == 0 ? LUARETRY_CLASS_TRANSIENT : LUARETRY_CLASS_ERROR;
+    if (v->cls == LUARETRY_CLASS_ERROR) v->wait = -1, v->jitter = v->server = 0;
+    return;
   default:
     v->cls = LUARETRY_CLASS_ERROR;
     lr_fmt(v->message, sizeof v->message, "%s: is_transient returned a %s (expected true, "
-           "false, nil or a number of seconds)", s->rule_is_transient, luaL_typename(L, -1));
+           "false, nil, a number of seconds or {wait = seconds, ...})", s->rule_is_transient,
+           luaL_typename(L, -1));
   }
+}
+
+/* A final verdict's reason (is_transient's second value, a string) into
+ * v->message, where the attempt line and --log-json find it. */
+static void read_reason(lua_State *L, lr_verdict *v) {
+  if (lua_type(L, -1) == LUA_TSTRING) {
+    v->reason = 1;
+    lr_strlcpy(v->message, lua_tostring(L, -1), sizeof v->message);
+  }
+}
+
+/* is_transient's results, at the top of the stack (the verdict, then a
+ * reason or nil), as a verdict; pops them. */
+static void read_transient(lua_State *L, lr_script *s, lr_verdict *v) {
+  v->rule = s->rule_is_transient;
+  if (lua_isboolean(L, -2) || lua_isnil(L, -2)) {
+    v->cls = lua_toboolean(L, -2) ? LUARETRY_CLASS_TRANSIENT : LUARETRY_CLASS_FINAL;
+    if (v->cls == LUARETRY_CLASS_FINAL) read_reason(L, v);
+    lua_pop(L, 2);
+    return;
+  }
+  lua_pop(L, 1);  /* a reason counts only for a final verdict */
+  read_wait(L, s, v);
+  lua_pop(L, 1);
 }
 
 /* 1 when the script's is_success says success or failed (v filled). */
 static int script_success(lua_State *L, lr_script *s, lr_verdict *v) {
   if (run_hook(s, SLOT_IS_SUCCESS, s->ref_is_success, "is_success", s->rule_is_success, v)) return 1;
-  int t = lua_type(L, -1), yes = lua_toboolean(L, -1);
-  lua_pop(L, 1);
+  int t = lua_type(L, -2), yes = lua_toboolean(L, -2);
+  lua_pop(L, 2);
   if (t != LUA_TBOOLEAN && t != LUA_TNIL) {
     v->cls = LUARETRY_CLASS_ERROR;
     v->rule = s->rule_is_success;
@@ -214,7 +267,6 @@ static void judge_in(lr_script *s, const luaretry_outcome *o, lr_verdict *v) {
   }
   if (run_hook(s, SLOT_IS_TRANSIENT, s->ref_is_transient, "is_transient", s->rule_is_transient, v)) return;
   read_transient(L, s, v);
-  lua_pop(L, 1);
 }
 
 static void classify(void *ud, const luaretry_outcome *o, const lr_attempt_ctx *ctx,
@@ -338,16 +390,21 @@ static int call_on_breaker(lua_State *L) {
   return 0;
 }
 
-void lr_gen_on_breaker(lr_gen *g, const char *state) {
-  char err[512];
-  lr_script *s = begin_call(g, NULL, NULL, err, sizeof err);
+luaretry_code lr_gen_call_on_breaker(lr_gen *g, const char *state, char *err, size_t errlen) {
+  lr_script *s = begin_call(g, NULL, NULL, err, errlen);
   luaretry_code rc = LUARETRY_E_NOMEM;
   if (s) {
     s->cur_breaker_state = state;
     rc = s->ref_on_breaker ? lr_sandbox_call(s->sb, call_on_breaker, s, 0, LUARETRY_E_POLICY,
-                                             err, sizeof err) : LUARETRY_OK;
+                                             err, errlen) : LUARETRY_OK;
     end_call(s);
   }
+  return rc;
+}
+
+void lr_gen_on_breaker(lr_gen *g, const char *state) {
+  char err[512];
+  luaretry_code rc = lr_gen_call_on_breaker(g, state, err, sizeof err);
   const lr_log_target *log = &g->p->log;
   if (rc != LUARETRY_OK && log->fn) {
     char line[600];

@@ -10,10 +10,11 @@
 #include "policy.h"
 
 static int track_newindex(lua_State *L) {
-  /* __newindex on the globals while the chunk runs: note each name's line */
+  /* __newindex on the globals while the chunk runs: note each name's line
+   * in the script itself (not in a file it requires: another file's line) */
   lua_Debug ar;
   if (lua_type(L, 2) == LUA_TSTRING && lua_getstack(L, 1, &ar) &&
-      lua_getinfo(L, "l", &ar)) {
+      lua_getinfo(L, "Sl", &ar) && strcmp(ar.source, lua_tostring(L, lua_upvalueindex(2))) == 0) {
     lua_pushvalue(L, 2);
     lua_pushinteger(L, ar.currentline);
     lua_rawset(L, lua_upvalueindex(1));
@@ -78,13 +79,19 @@ static void unknown_names(lua_State *L, lr_load *ld, int t, int baseline,
     }
     int line = *prefix ? default_line : line_of(L, lines, k);
     const char *near = lr_closest_field(k, prefix);
-    char where[1100];
+    char where[1100], from[160] = "";
     if (line) lr_fmt(where, sizeof where, "%s:%d", ld->chunk_src, line);
     else lr_fmt(where, sizeof where, "%s", ld->chunk_src);
+    if (!*prefix && ld->origins) {  /* a name a required file set: say which */
+      lua_pushvalue(L, -1);
+      if (lua_rawget(L, ld->origins) == LUA_TSTRING)
+        lr_fmt(from, sizeof from, " (set by require \"%s\")", lua_tostring(L, -1));
+      lua_pop(L, 1);
+    }
     lr_add_warning(ld->warnings, &ld->warning_count,
-                "%s: %s%s: unknown name%s%s%s", where, prefix,
+                "%s: %s%s: unknown name%s%s%s%s", where, prefix,
                 k, near ? ", did you mean " : "", near ? near : "",
-                near ? "?" : "");
+                near ? "?" : "", from);
   }
 }
 
@@ -151,7 +158,7 @@ static void set_option(lua_State *L, int opts, const char *name, const char *val
 /* Makes the globals note the line of each name the chunk sets: leaves
  * 1: the names the sandbox put there (baseline), 2: name -> line,
  * 3: the globals; returns the index of the tracking metatable. */
-static int track_globals(lua_State *L) {
+static int track_globals(lua_State *L, const char *chunkname) {
   lua_newtable(L);
   lua_pushglobaltable(L);
   lua_pushnil(L);
@@ -166,11 +173,197 @@ static int track_globals(lua_State *L) {
   lua_pushglobaltable(L);                  /* 3 */
   lua_newtable(L);                         /* the tracker metatable */
   lua_pushvalue(L, 2);
-  lua_pushcclosure(L, track_newindex, 1);
+  lua_pushstring(L, chunkname);
+  lua_pushcclosure(L, track_newindex, 2);
   lua_setfield(L, -2, "__newindex");
   lua_pushvalue(L, -1);
   lua_setmetatable(L, 3);
   return lua_gettop(L);
+}
+
+/* ---- inheritance: a policy that requires another (require "http")
+ *
+ * While the chunk runs, `require` is wrapped: the required file's
+ * settings and hooks become defaults, and whatever the script itself set,
+ * before the require or after it, wins.  The wrapper returns what the file
+ * set (a table: name -> value) when the file returns nothing, so an
+ * inherited hook stays reachable for a wrapper of it. */
+
+enum { UP_REQUIRE = 1, UP_BASELINE, UP_INHERITED, UP_ORIGIN, UP_CACHE };
+
+/* A shallow copy of the table at idx, pushed. */
+static void push_copy(lua_State *L, int idx) {
+  idx = lua_absindex(L, idx);
+  lua_newtable(L);
+  lua_pushnil(L);
+  while (lua_next(L, idx)) {
+    lua_pushvalue(L, -2);
+    lua_insert(L, -2);
+    lua_rawset(L, -4);
+  }
+}
+
+/* Pushes what the script set itself so far: every name of the globals g
+ * that the sandbox did not put there and that no require gave as it is. */
+static void push_own(lua_State *L, int g) {
+  lua_newtable(L);
+  lua_pushnil(L);
+  while (lua_next(L, g)) {
+    int own = lua_type(L, -2) == LUA_TSTRING;
+    if (own) {
+      lua_pushvalue(L, -2);
+      own = lua_rawget(L, lua_upvalueindex(UP_BASELINE)) == LUA_TNIL;
+      lua_pushvalue(L, -3);
+      lua_rawget(L, lua_upvalueindex(UP_INHERITED));
+      own = own && !lua_rawequal(L, -1, -3);
+      lua_pop(L, 2);
+    }
+    if (own) {
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_rawset(L, -4);
+    } else {
+      lua_pop(L, 1);
+    }
+  }
+}
+
+/* Notes each global the file `name` changed (g against its copy `before`)
+ * as inherited, with its origin unless a nested require named one; pushes
+ * the table of them. */
+static void note_inherited(lua_State *L, int g, int before, int origin_before, int name) {
+  int origin = lua_upvalueindex(UP_ORIGIN);
+  lua_newtable(L);
+  int set = lua_gettop(L);
+  lua_pushnil(L);
+  while (lua_next(L, g)) {
+    lua_pushvalue(L, -2);
+    lua_rawget(L, before);
+    int changed = lua_type(L, -3) == LUA_TSTRING && !lua_rawequal(L, -1, -2);
+    lua_pop(L, 1);
+    if (changed) {
+      lua_pushvalue(L, -2); lua_pushvalue(L, -2); lua_rawset(L, set);
+      /* a nested require gave it (and the file kept it): that one's name */
+      lua_pushvalue(L, -2); lua_rawget(L, lua_upvalueindex(UP_INHERITED));
+      int nested = lua_rawequal(L, -1, -2);
+      lua_pushvalue(L, -3); lua_rawget(L, origin);
+      lua_pushvalue(L, -4); lua_rawget(L, origin_before);
+      nested = nested && !lua_rawequal(L, -1, -2);
+      lua_pop(L, 3);
+      lua_pushvalue(L, -2); lua_pushvalue(L, -2);
+      lua_rawset(L, lua_upvalueindex(UP_INHERITED));
+      if (!nested) { lua_pushvalue(L, -2); lua_pushvalue(L, name); lua_rawset(L, origin); }
+    }
+    lua_pop(L, 1);
+  }
+}
+
+/* cache[name] = the value at the top (kept there). */
+static void cache_as(lua_State *L, int name) {
+  lua_pushvalue(L, name);
+  lua_pushvalue(L, -2);
+  lua_rawset(L, lua_upvalueindex(UP_CACHE));
+}
+
+static int inheriting_require(lua_State *L) {
+  const char *mod = luaL_checkstring(L, 1);
+  lua_settop(L, 1);
+  lua_pushvalue(L, 1);
+  int cached = lua_rawget(L, lua_upvalueindex(UP_CACHE));
+  if (cached == LUA_TBOOLEAN && !lua_toboolean(L, -1))  /* false: loading */
+    return luaL_error(L, "require: '%s' requires itself (a loop of requires)", mod);
+  if (cached != LUA_TNIL) return 1;
+  lua_pushboolean(L, 0);  /* false: loading, until it returns */
+  cache_as(L, 1);
+  lua_settop(L, 1);
+  lua_pushglobaltable(L);                            /* 2 */
+  push_own(L, 2);                                    /* 3 */
+  push_copy(L, 2);                                   /* 4: the globals before */
+  push_copy(L, lua_upvalueindex(UP_ORIGIN));         /* 5 */
+  lua_pushvalue(L, lua_upvalueindex(UP_REQUIRE));
+  lua_pushvalue(L, 1);
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {             /* 6: what the file returned */
+    lua_pushnil(L);                                  /* not loading any more */
+    cache_as(L, 1);
+    lua_pop(L, 1);
+    return lua_error(L);                             /* the same error, on its way */
+  }
+  note_inherited(L, 2, 4, 5, 1);                     /* 7: what it set */
+  /* the script's own settings win, and a name is not inherited: it says
+   * whose the policy is (logs, the fleet's key) */
+  lua_pushliteral(L, "name");
+  lua_pushliteral(L, "name");
+  lua_rawget(L, 4);
+  lua_rawset(L, 2);
+  lua_pushnil(L);
+  while (lua_next(L, 3)) {
+    lua_pushvalue(L, -2);
+    lua_insert(L, -2);
+    lua_rawset(L, 2);
+    /* ours, not inherited: a require around this one names this file */
+    lua_pushvalue(L, -1); lua_pushnil(L); lua_rawset(L, lua_upvalueindex(UP_ORIGIN));
+    lua_pushvalue(L, -1); lua_pushnil(L); lua_rawset(L, lua_upvalueindex(UP_INHERITED));
+  }
+  if (lua_type(L, 6) != LUA_TBOOLEAN) lua_pushvalue(L, 6);  /* a module: its table */
+  cache_as(L, 1);
+  return 1;
+}
+
+/* Wraps the global require for the chunk's run; baseline at index 1.
+ * Leaves the origin table (name -> the module it came from) and returns
+ * its index, and the inherited one (name -> value) below it. */
+static int wrap_require(lua_State *L) {
+  lua_newtable(L);                                   /* inherited */
+  lua_newtable(L);                                   /* origin */
+  int origin = lua_gettop(L);
+  lua_getglobal(L, "require");
+  lua_pushvalue(L, 1);
+  lua_pushvalue(L, origin - 1);
+  lua_pushvalue(L, origin);
+  lua_newtable(L);
+  lua_pushcclosure(L, inheriting_require, 5);
+  lua_pushliteral(L, "require");
+  lua_insert(L, -2);
+  lua_pushglobaltable(L);
+  lua_insert(L, -3);
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+  return origin;
+}
+
+/* Each top-level field that still holds what a required file gave it:
+ * the module it came from, into ld->origin (for `check`). */
+static void note_origins(lua_State *L, lr_load *ld, int origin) {
+  int top = lua_gettop(L);
+  for (int i = 0; i < F_COUNT; i++) {
+    const char *name = lr_fields[i].name;
+    if (strchr(name, '.')) continue;
+    lua_pushstring(L, name);
+    lua_rawget(L, origin - 1);             /* what a require gave */
+    lua_pushglobaltable(L);
+    lua_pushstring(L, name);
+    lua_rawget(L, -2);                     /* raw: the script may be strict */
+    lua_remove(L, -2);
+    if (!lua_isnil(L, -1) && lua_rawequal(L, -1, -2)) {
+      lua_pushstring(L, name);
+      if (lua_rawget(L, origin) == LUA_TSTRING)
+        lr_strlcpy(ld->origin[i], lua_tostring(L, -1), sizeof ld->origin[i]);
+    }
+    lua_settop(L, top);
+  }
+}
+
+/* The sandbox's require back in place once the chunk has run. */
+static void unwrap_require(lua_State *L) {
+  lua_pushglobaltable(L);
+  lua_pushliteral(L, "require");
+  lua_rawget(L, -2);
+  if (lua_tocfunction(L, -1) == inheriting_require && lua_getupvalue(L, -1, UP_REQUIRE)) {
+    lua_pushliteral(L, "require");
+    lua_insert(L, -2);
+    lua_rawset(L, -4);
+  }
+  lua_pop(L, 2);
 }
 
 /* Compiles (text only) and runs the chunk; leaves what it returned. */
@@ -255,8 +448,12 @@ static void make_info(lua_State *L, lr_load *ld) {
 static int load_protected(lua_State *L) {
   lr_load *ld = lua_touserdata(L, 1);
   lua_settop(L, 0);
-  int tracker = track_globals(L);
+  int tracker = track_globals(L, ld->gen->chunkname);
+  int origin = wrap_require(L);
   run_chunk(L, ld, tracker);
+  unwrap_require(L);
+  note_origins(L, ld, origin);
+  ld->origins = origin;
   /* a script sets globals, or returns a table with the same fields */
   int from_table = lua_type(L, -1) == LUA_TTABLE;
   int src = from_table ? lua_gettop(L) : 3;
@@ -265,6 +462,7 @@ static int load_protected(lua_State *L) {
   unknown_names(L, ld, src, from_table ? 0 : 1, lines, 0, "");
   read_options(L, ld, src);
   make_info(L, ld);
+  lr_lint_trap_globals(L, ld->gen);
   return 0;
 }
 

@@ -214,6 +214,7 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
                       &g->rules, warnings, &count, errors, sizeof errors) != 0) {
     /* A failed load reports everything at once: the errors, then what
      * would have been warnings (a typo'd name is often the cause). */
+    lr_sort_warnings(warnings, count, ld->chunk_src);
     size_t len = strlen(errors);
     for (size_t i = 0; i < count; i++) {
       lr_fmt(errors + len, sizeof errors - len, "\n%s", warnings[i]);
@@ -237,6 +238,8 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
     return LUARETRY_E_NOMEM;
   }
   g->body_limit = tuning.pub.body_limit;
+  lr_sort_warnings(warnings, count, ld->chunk_src);
+  lr_sort_warnings(ld->warnings, ld->warning_count, ld->chunk_src);
   note_hooks(g, s);
   lr_gen_adopt(g, s);
   pthread_mutex_lock(&p->lock);
@@ -245,6 +248,7 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
   p->tuning = tuning;
   p->memory = s->sb->used;
   memcpy(p->fields, ld->fields, sizeof p->fields);
+  memcpy(p->origin, ld->origin, sizeof p->origin);
   lr_free_warnings(p->warnings, &p->warning_count);
   memcpy(p->warnings, warnings, count * sizeof *warnings);
   p->warning_count = count;
@@ -540,4 +544,30 @@ luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name, ch
   pthread_mutex_unlock((pthread_mutex_t *)&p->lock);
   lr_schema_format(&t, i, buf, size);
   return LUARETRY_OK;
+}
+
+/* For checks (lint.c traps globals): on_breaker, which no probe reaches. */
+luaretry_code luaretry_policy_probe_on_breaker(luaretry_policy *p, const char *state, char *err,
+                                               size_t errlen) {
+  if (!p || !state || !err || !errlen) return LUARETRY_E_ARG;
+  err[0] = '\0';
+  lr_gen *g = lr_policy_current(p);
+  if (!g) {
+    lr_fmt(err, errlen, "no policy loaded");
+    return LUARETRY_E_STATE;
+  }
+  luaretry_code rc = g->has_on_breaker ? lr_gen_call_on_breaker(g, state, err, errlen)
+                                       : LUARETRY_OK;
+  lr_gen_unref(g);
+  return rc;
+}
+
+const char *luaretry_policy_origin(const luaretry_policy *p, const char *field) {
+  if (!p || !field) return NULL;
+  char top[64];
+  lr_strlcpy(top, field, sizeof top);
+  char *dot = strchr(top, '.');
+  if (dot) *dot = '\0';  /* backoff.initial: where backoff came from */
+  int i = lr_field_index(top);
+  return i >= 0 && p->origin[i][0] ? p->origin[i] : NULL;
 }

@@ -128,6 +128,8 @@ struct luaretry_policy {
   void *prepared;
   char *workflow_body;
   size_t memory;                   /* bytes of the load's first state */
+  int warn_globals;                /* luaretry_policy_warn_undefined_globals */
+  char origin[F_COUNT][64];        /* luaretry_policy_origin: "" for the script's own */
   char errmsg[4096];
 };
 
@@ -157,6 +159,8 @@ typedef struct {
   lr_script *script;       /* the instance being made */
   int syntax_error;
   int io_error;            /* the file opened but cannot be read */
+  char origin[F_COUNT][64]; /* the module a field was inherited from, or "" */
+  int origins;             /* while loading: the stack index of name -> module */
 } lr_load;
 
 /* A new state of g running its script: refs and rules filled in, the
@@ -173,6 +177,17 @@ int lr_info_newindex(lua_State *L);
 lr_judge lr_gen_judge(lr_gen *g);
 /* The script's on_breaker(state), if it has one; errors go to its log. */
 void lr_gen_on_breaker(lr_gen *g, const char *state);
+/* The same, its error (file and line) in err instead. */
+luaretry_code lr_gen_call_on_breaker(lr_gen *g, const char *state, char *err, size_t errlen);
+
+/* ---- lint.c: what `check` adds to a load */
+
+/* With the policy's warn_undefined_globals on: a trap on the globals of
+ * state L (unless the script set a metatable of its own) that adds a
+ * warning for each read of an undefined global.  Under protection. */
+void lr_lint_trap_globals(lua_State *L, lr_gen *g);
+/* Warnings in the line order of script `src`, others after. */
+void lr_sort_warnings(char **w, size_t n, const char *src);
 /* is_idempotent(request) and prepare(request, attempt, info) in a state of
  * g; prepare's copy of the request goes into *prepared (one malloc'ed
  * block, freed there first).  Errors in err. */

@@ -26,6 +26,39 @@ static void check_shift(const char *v, int date, double t0, double delta) {
   if (fabs((a - b) - delta) > 1e-6 * (1 + fabs(delta))) abort();
 }
 
+#define MAX_LINES 400  /* more than the 300 headers a hostile answer might send */
+
+static void check_rate_limit(const luaretry_header *h, size_t n) {
+  static const double nows[] = { 0, 1.7e9, 4e9 };
+  for (size_t i = 0; i < sizeof nows / sizeof nows[0]; i++) {
+    double a = luaretry_rate_limit(h, n, nows[i]);
+    check_range(a);
+    if (a != luaretry_rate_limit(h, n, nows[i])) abort();
+  }
+  check_range(luaretry_rate_limit(h, n, NAN));
+}
+
+/* The bytes as the value of each field, then as header lines. */
+static void fuzz_rate_limit(const char *v, char *lines) {
+  luaretry_header one[3] = { { "ratelimit", v }, { "x-ratelimit-remaining", "0" },
+                             { "x-ratelimit-reset", v } };
+  check_rate_limit(one, 3);
+  one[1].value = v;
+  check_rate_limit(one + 1, 2);
+  static luaretry_header h[MAX_LINES];
+  size_t n = 0;
+  for (char *line = lines; line && n < MAX_LINES; n++) {
+    char *nl = strchr(line, '\n');
+    if (nl) *nl = '\0';
+    char *colon = strchr(line, ':');
+    if (colon) *colon = '\0';
+    h[n].name = line;
+    h[n].value = colon ? colon + 1 : "0";
+    line = nl ? nl + 1 : NULL;
+  }
+  check_rate_limit(h, n);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *v = malloc(size + 1);
   if (!v) return 0;
@@ -44,6 +77,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   check_range(luaretry_retry_after(v, NAN));
   check_range(luaretry_retry_after(v, -INFINITY));
   check_range(luaretry_retry_after(v, 1e300));
+  char *lines = malloc(size + 1);
+  if (lines) {
+    memcpy(lines, v, size + 1);
+    fuzz_rate_limit(v, lines);
+    free(lines);
+  }
   free(v);
   return 0;
 }

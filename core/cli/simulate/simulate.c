@@ -1,7 +1,8 @@
 /* simulate.c: `luaretry simulate`.
  *
  * Without --clients: the wait schedule a policy gives when every attempt
- * fails transiently (luaretry_simulate).
+ * fails transiently (luaretry_simulate), or, with --probe OUTCOME..., when
+ * the attempts meet those outcomes (probes.c).
  *
  * With --clients N: N clients fail at the same instant t=0 against an
  * outage of --outage seconds, run by the library's herd simulator
@@ -291,6 +292,8 @@ typedef struct {
   int json, have_outage, fleet;
   char **sets;             /* room for argc + 1 */
   int nsets;
+  cli_probe *probes;       /* --probe's, room for argc */
+  size_t nprobes;
   char attempts_set[64];   /* --clients with --attempts: max_attempts=N */
 } simulate_args;
 
@@ -298,6 +301,13 @@ typedef struct {
 static int take_value(simulate_args *a, const char *opt, char *v) {
   if (strcmp(opt, "--set") == 0) {
     a->sets[a->nsets++] = v;
+  } else if (strcmp(opt, "--probe") == 0) {
+    char err[1024];
+    if (cli_probe_parse(v, &a->probes[a->nprobes], err, sizeof err) != 0) {
+      cli_probe_free(&a->probes[a->nprobes]);
+      return cli_usage("simulate: %s", err);
+    }
+    a->nprobes++;
   } else if (strcmp(opt, "--svg") == 0) {
     if (!*v) return cli_usage("--svg needs a file name%s", "");
     a->svg = v;
@@ -324,7 +334,7 @@ static int take_value(simulate_args *a, const char *opt, char *v) {
 /* 0, or the exit status after a usage message. */
 static int parse_simulate(int argc, char **argv, simulate_args *a) {
   static const char *const with_value[] = { "--attempts", "--seed", "--set", "--clients",
-                                            "--outage", "--svg", NULL };
+                                            "--outage", "--svg", "--probe", NULL };
   for (int i = 0; i < argc; i++) {
     const char *s = argv[i];
     int takes = 0, status = 0;
@@ -343,7 +353,8 @@ static int parse_simulate(int argc, char **argv, simulate_args *a) {
     return cli_usage("simulate: %s needs --clients N",
                      a->svg ? "--svg" : a->fleet ? "--fleet" : "--outage");
   if (a->fleet && a->svg) return cli_usage("simulate: --fleet draws no --svg%s", "");
-  if (a->clients && a->attempts) {  /* each client's call: the same override as --attempts */
+  if (a->clients && a->nprobes) return cli_usage("simulate: --probe is for one call, not --clients%s", "");
+  if ((a->clients || a->nprobes) && a->attempts) {  /* each client's call: the same override as --attempts */
     snprintf(a->attempts_set, sizeof a->attempts_set, "max_attempts=%lld", a->attempts);
     a->sets[a->nsets++] = a->attempts_set;
   }
@@ -366,6 +377,11 @@ static int simulate_herd(luaretry_policy *p, const simulate_args *a) {
 
 static int simulate_schedule(luaretry_policy *p, const simulate_args *a) {
   schedule_out out = { a->json, 0 };
+  if (a->nprobes) {
+    int status = cli_simulate_probes(p, a->probes, a->nprobes, (uint64_t)a->seed, print_decision,
+                                     &out);
+    return status == EXIT_OK && out.policy_error ? EXIT_POLICY : status;
+  }
   luaretry_code rc = luaretry_simulate(p, (uint64_t)a->seed, (long)a->attempts, print_decision,
                                        &out);
   if (rc == LUARETRY_OK) return out.policy_error ? EXIT_POLICY : EXIT_OK;
@@ -378,7 +394,9 @@ int cli_simulate(int argc, char **argv) {
   memset(&a, 0, sizeof a);
   a.seed = 1;
   a.outage = 30;
-  if (!(a.sets = malloc(sizeof *a.sets * (size_t)(argc + 2)))) {
+  a.probes = calloc((size_t)argc + 1, sizeof *a.probes);
+  if (!a.probes || !(a.sets = malloc(sizeof *a.sets * (size_t)(argc + 2)))) {
+    free(a.probes);
     fprintf(stderr, "luaretry: out of memory\n");
     return EXIT_POLICY;
   }
@@ -393,6 +411,8 @@ int cli_simulate(int argc, char **argv) {
     if (fflush(stdout) != 0) status = EXIT_POLICY;
   }
   luaretry_policy_free(p);
+  for (size_t i = 0; i < a.nprobes; i++) cli_probe_free(&a.probes[i]);
+  free(a.probes);
   free(a.sets);
   return status;
 }

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cli/cli.h"
 #include "luaretry.h"
 
 #define WINDOW 0.1                   /* the peak's window, seconds */
@@ -31,6 +32,11 @@ typedef struct {
   long nbuckets;
   long *buckets;
 } herd;
+
+/* probes.c: one call whose attempts meet the outcomes pr[0..n) in order,
+ * the last repeating, each decision given to `each`; an exit status. */
+int cli_simulate_probes(luaretry_policy *p, const cli_probe *pr, size_t n, uint64_t seed,
+                        luaretry_decision_fn each, void *ud);
 
 /* svg.c: the histogram of a measured herd as one self-contained SVG. */
 void svg_write(FILE *f, const herd *h);

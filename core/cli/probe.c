@@ -1,0 +1,135 @@
+/* probe.c: the outcomes `check --probe` and `simulate --probe` take:
+ *   [METHOD] STATUS [ERROR] [Name: value]... [body=TEXT]
+ * e.g. '429 [RateLimit: "default";r=0;t=30]', 'POST 503 [Idempotency-Key:
+ * k-1]', '0 reset', '503 body={"retry_in_ms": 1500}'.  A header stands in
+ * brackets, so its value may hold blanks, ';' and quotes; the body is the
+ * rest of the text. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+static char *skip_blanks(char *s) {
+  while (*s == ' ' || *s == '\t') s++;
+  return s;
+}
+
+/* A word of [A-Za-z_] letters at s, cut with a NUL; NULL when there is none
+ * or it is followed by something other than a blank or the end. */
+static char *word(char **s, int upper) {
+  char *w = *s, *e = w;
+  while (upper ? isupper((unsigned char)*e) : (islower((unsigned char)*e) || *e == '_')) e++;
+  if (e == w || (*e && *e != ' ' && *e != '\t')) return NULL;
+  if (*e) *e++ = '\0';
+  *s = skip_blanks(e);
+  return w;
+}
+
+static int fail(char *err, size_t n, const char *spec, const char *why) {
+  snprintf(err, n, "--probe '%s': %s (expected '[METHOD] STATUS [ERROR] [Name: value]... "
+           "[body=TEXT]', e.g. '429 [Retry-After: 5]')", spec, why);
+  return -1;
+}
+
+/* "[Name: value]" at *s: one header, cut in place. */
+static const char *header(char **s, cli_probe *p) {
+  char *name = *s + 1, *colon = name;
+  while (*colon && *colon != ':' && *colon != ']' && !isspace((unsigned char)*colon)) colon++;
+  if (colon == name || *colon != ':') return "a header is [Name: value]";
+  char *end = strchr(colon, ']');
+  if (!end) return "a header's ']' is missing";
+  if (p->nheaders >= CLI_PROBE_HEADERS) return "too many headers (at most 32)";
+  *colon = '\0';
+  *end = '\0';
+  char *value = skip_blanks(colon + 1), *tail = end;
+  while (tail > value && (tail[-1] == ' ' || tail[-1] == '\t')) *--tail = '\0';
+  for (char *c = name; *c; c++) *c = (char)tolower((unsigned char)*c);
+  p->headers[p->nheaders].name = name;
+  p->headers[p->nheaders++].value = value;
+  *s = skip_blanks(end + 1);
+  return NULL;
+}
+
+int cli_probe_parse(const char *spec, cli_probe *p, char *err, size_t n) {
+  memset(p, 0, sizeof *p);
+  snprintf(p->label, sizeof p->label, "%s", spec);
+  if (!(p->text = strdup(spec))) return fail(err, n, spec, "out of memory");
+  char *s = skip_blanks(p->text);
+  if (isupper((unsigned char)*s) && !(p->method = word(&s, 1)))
+    return fail(err, n, spec, "a method is a word in capitals");
+  char *end;
+  long status = strtol(s, &end, 10);
+  if (!isdigit((unsigned char)*s) || end - s > 3 || (*end && *end != ' ' && *end != '\t'))
+    return fail(err, n, spec, "no status (0 to 999)");
+  p->status = (int)status;
+  s = skip_blanks(end);
+  if (p->status == 0 && !(p->error = word(&s, 0)))
+    return fail(err, n, spec, "status 0 needs a transport failure: connect, timeout, reset, ...");
+  while (*s == '[') {
+    const char *why = header(&s, p);
+    if (why) return fail(err, n, spec, why);
+  }
+  if (strncmp(s, "body=", 5) == 0) p->body = s + 5;
+  else if (*s) return fail(err, n, spec, "unexpected text after the headers");
+  return 0;
+}
+
+void cli_probe_free(cli_probe *p) {
+  free(p->text);
+  p->text = NULL;
+}
+
+void cli_probe_outcome(const cli_probe *p, luaretry_outcome *o) {
+  luaretry_outcome_init(o);
+  o->kind = LUARETRY_OUTCOME_HTTP;
+  o->status = p->status;
+  o->error = p->error;
+  o->body = p->body ? p->body : "";
+  o->body_len = strlen(o->body);
+  o->method = p->method ? p->method : "GET";
+  o->headers = p->headers;
+  o->header_count = p->nheaders;
+  /* Retry-After as the curl helper reads it: the first valid one */
+  for (size_t i = 0; i < p->nheaders && p->status; i++) {
+    if (strcmp(p->headers[i].name, "retry-after") != 0) continue;
+    double w = luaretry_retry_after(p->headers[i].value, (double)time(NULL));
+    if (w >= 0) {
+      o->retry_after = w;
+      break;
+    }
+  }
+}
+
+void cli_probe_request(const cli_probe *p, luaretry_request *r) {
+  memset(r, 0, sizeof *r);
+  r->method = p->method ? p->method : "GET";
+  r->url = "http://probe.invalid/";
+  r->headers = p->headers;
+  r->header_count = p->nheaders;
+  if (p->body) {
+    r->body = p->body;
+    r->body_len = strlen(p->body);
+  }
+}
+
+int cli_probe_prepare(luaretry_call *c, const cli_probe *pr, int attempt, int *not_repeatable,
+                      char *why, size_t n) {
+  luaretry_request req, out;
+  cli_probe_request(pr, &req);
+  int idempotent = 1;
+  luaretry_code rc = luaretry_call_prepare(c, &req, attempt, &out);
+  if (rc == LUARETRY_OK) rc = luaretry_call_is_idempotent(c, &out, &idempotent);
+  if (rc != LUARETRY_OK) {
+    const char *m = luaretry_call_errmsg(c);
+    snprintf(why, n, "%s", m && *m ? m : luaretry_strerror(rc));
+    return -1;
+  }
+  /* no connection made: the request never left (the engine's rule) */
+  int never_sent = pr->status == 0 && pr->error &&
+                   (strcmp(pr->error, "connect") == 0 || strcmp(pr->error, "dns") == 0);
+  *not_repeatable = !idempotent && !never_sent;
+  return 0;
+}

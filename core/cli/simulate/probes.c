@@ -1,0 +1,46 @@
+/* probes.c: `simulate --probe OUTCOME...`: one call on the virtual clock
+ * whose attempts meet the given outcomes in order (the last one repeats),
+ * each judged by the policy as `run` would judge it: prepare() and
+ * is_idempotent() before it, is_transient() after. */
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "cli/simulate/simulate.h"
+
+#define PROBE_ATTEMPT_CAP 100000L  /* as luaretry_simulate without max_attempts */
+
+int cli_simulate_probes(luaretry_policy *p, const cli_probe *pr, size_t n, uint64_t seed,
+                        luaretry_decision_fn each, void *ud) {
+  luaretry_call_options opts;
+  luaretry_call_options_init(&opts);
+  opts.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED | LUARETRY_CALL_ISOLATED;
+  opts.seed = seed;
+  luaretry_call *c;
+  luaretry_code rc = luaretry_call_begin(p, &opts, &c);
+  if (rc != LUARETRY_OK) {
+    fprintf(stderr, "luaretry: simulate: %s\n", luaretry_strerror(rc));
+    return EXIT_POLICY;
+  }
+  int status = EXIT_OK;
+  for (long k = 1; k <= PROBE_ATTEMPT_CAP; k++) {
+    const cli_probe *x = &pr[(size_t)k <= n ? (size_t)k - 1 : n - 1];
+    luaretry_outcome o;
+    cli_probe_outcome(x, &o);
+    char why[1024];
+    luaretry_decision d;
+    if (cli_probe_prepare(c, x, (int)k, &o.not_repeatable, why, sizeof why) != 0 ||
+        (rc = luaretry_call_report(c, &o, &d)) != LUARETRY_OK) {
+      fprintf(stderr, "luaretry: simulate: attempt %ld: %s\n", k,
+              rc == LUARETRY_OK ? why : luaretry_call_errmsg(c));
+      status = EXIT_POLICY;
+      break;
+    }
+    if (each(ud, &d) != 0 || !d.retry) break;
+    if (luaretry_call_wait(c, d.wait) != LUARETRY_OK) {
+      status = EXIT_POLICY;
+      break;
+    }
+  }
+  luaretry_call_free(c);
+  return status;
+}

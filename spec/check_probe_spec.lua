@@ -1,0 +1,210 @@
+-- `luaretry check`: --probe outcomes with headers, a method and a body; every
+-- hook run at least once (a hook that raises is an error with its file and
+-- line); reads of undefined globals in hooks; warnings in line order.
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
+package.path = here .. "/?.lua;" .. package.path
+local proc = require "support.proc"
+
+local HTTP = proc.root .. "/policies/http.lua"
+
+local function check(args) return proc.run({ "check", table.unpack(args) }, { timeout = 60 }) end
+
+-- The row of the probe `label`: verdict, wait, rule.
+local function row(out, label)
+  for _, line in ipairs(proc.lines(out)) do
+    if line:sub(1, #label + 2) == "  " .. label then
+      local rest = line:sub(#label + 3)
+      local verdict, wait, rule = rest:match("^%s+(%S+)%s+(.-)%s%s+(%S+)$")
+      if verdict then return { verdict = verdict, wait = wait, rule = rule } end
+    end
+  end
+  error("no probe row " .. label .. " in:\n" .. out)
+end
+
+describe("luaretry check --probe", function()
+  it("adds outcomes with headers, a method and a body to the probe table", function()
+    local r = check({ HTTP, "--probe", '429 [RateLimit: "default";r=0;t=30]',
+                      "--probe", "403 [X-RateLimit-Remaining: 0] [X-RateLimit-Reset: 20]",
+                      "--probe", "403", "--probe", "POST 503", "--probe", "POST 503 [Idempotency-Key: k1]",
+                      "--probe", '429 [RateLimit: "d";r=0;t=900]' })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    local rl = row(r.stdout, '429 [RateLimit: "default";r=0;t=30]')
+    assert.are.equal("retry", rl.verdict)
+    assert.matches("^server 30%.%d+ s$", rl.wait)
+    assert.matches("policies/http%.lua:%d+$", rl.rule)
+    assert.are.equal("retry", row(r.stdout, "403 [X-RateLimit-Remaining: 0] [X-RateLimit-Reset: 20]").verdict)
+    assert.are.equal("final", row(r.stdout, "403").verdict)
+    local post = row(r.stdout, "POST 503")
+    assert.are.same({ "final", "idempotency" }, { post.verdict, post.rule })
+    assert.are.equal("retry", row(r.stdout, "POST 503 [Idempotency-Key: k1]").verdict)
+    local far = row(r.stdout, '429 [RateLimit: "d";r=0;t=900]')
+    assert.are.same({ "server_wait_too_long", "max_retry_after" }, { far.verdict, far.rule })
+  end)
+
+  it("takes a body, and a transport failure after status 0", function()
+    local dir = proc.tmpdir()
+    finally(function() proc.rmtree(dir) end)
+    proc.writefile(dir .. "/p.lua", [[
+max_attempts = 3
+deadline = 10
+function is_transient(status, body, info)
+  if status == 0 then return info.error == "reset" end
+  local ms = body:match('"retry_in_ms":%s*(%d+)')
+  if ms then return { wait = tonumber(ms) / 1000, jitter = true } end
+  return false
+end
+]])
+    local r = check({ dir .. "/p.lua", "--probe", '503 body={"retry_in_ms": 1500}', "--probe", "0 reset" })
+    assert.are.equal(0, r.code, r.stdout)
+    local b = row(r.stdout, '503 body={"retry_in_ms": 1500}')
+    assert.are.equal("retry", b.verdict)
+    assert.matches("^after [12]%.%d+ s$", b.wait)  -- 1.5 s, spread by up to 1 s
+    assert.are.equal("retry", row(r.stdout, "0 reset").verdict)
+  end)
+
+  it("a probe that does not parse is a usage error naming it", function()
+    for _, bad in ipairs { "42x", "", "0", "503 [Retry-After 5]", "503 [Retry-After: 5",
+                           "503 trailing", "post 503", "1000" } do
+      local r = check({ HTTP, "--probe", bad })
+      assert.are.equal(2, r.code, bad)
+      assert.truthy(r.stderr:find("--probe '" .. bad .. "'", 1, true), r.stderr)
+    end
+    assert.are.equal(2, check({ HTTP, "--probe" }).code)
+  end)
+end)
+
+describe("luaretry check runs every hook", function()
+  local dir
+  before_each(function() dir = proc.tmpdir() end)
+  after_each(function() proc.rmtree(dir) end)
+
+  local BASE = "max_attempts = 3\ndeadline = 10\nattempt_timeout = 5\n"
+
+  for hook, src in pairs {
+    on_breaker = "function on_breaker(state)\n  error('breaker hook broke')\nend\n",
+    on_retry = "function on_retry(info)\n  error('retry hook broke')\nend\n",
+    prepare = "function prepare(request, attempt)\n  error('prepare hook broke')\nend\n",
+    is_idempotent = "function is_idempotent(request)\n  error('idempotent hook broke')\nend\n",
+    backoff = "function backoff(n, previous)\n  error('backoff hook broke')\nend\n",
+  } do
+    it("reports " .. hook .. " when it raises, with file and line; exit 3", function()
+      local path = dir .. "/" .. hook .. ".lua"
+      proc.writefile(path, BASE .. src)
+      local r = check({ path })
+      assert.are.equal(3, r.code, r.stdout)
+      assert.matches("loads, %d+ problems?", r.stdout)
+      assert.truthy(r.stdout:find("error: ", 1, true), r.stdout)
+      assert.truthy(r.stdout:find(hook .. ".lua:5: ", 1, true), r.stdout)
+    end)
+  end
+
+  it("runs on_retry and a backoff function even when no probe retries", function()
+    for hook, src in pairs {
+      on_retry = "function on_retry(info)\n  error('unreached')\nend\n",
+      backoff = "function backoff(n, previous)\n  error('unreached')\nend\n",
+    } do
+      local path = dir .. "/never_" .. hook .. ".lua"
+      proc.writefile(path, BASE .. "function is_transient() return false end\n" .. src)
+      local r = check({ path })
+      assert.are.equal(3, r.code, r.stdout)
+      assert.truthy(r.stdout:find("error: a forced retry: ", 1, true), r.stdout)
+      assert.truthy(r.stdout:find("never_" .. hook .. ".lua:6: unreached", 1, true), r.stdout)
+    end
+  end)
+
+  it("passes a policy whose hooks all run cleanly", function()
+    proc.writefile(dir .. "/ok.lua", BASE .. [[
+function on_breaker(state) end
+function on_retry(info) end
+function prepare(request, attempt) return request end
+function is_idempotent(request) return true end
+function backoff(n, previous) return 0.5 end
+]])
+    local r = check({ dir .. "/ok.lua" })
+    assert.are.equal(0, r.code, r.stdout)
+  end)
+end)
+
+describe("luaretry check warns of undefined globals in hooks", function()
+  local dir
+  before_each(function() dir = proc.tmpdir() end)
+  after_each(function() proc.rmtree(dir) end)
+
+  it("names the file, line and name of a typo", function()
+    local path = dir .. "/typo.lua"
+    proc.writefile(path, [[
+max_attempts = 3
+deadline = 10
+attempt_timeout = 5
+local limit = 429
+function is_transient(status, body, info)
+  if statuss == limit then return true end
+  return status >= 500 or DEBUG_MODE == true
+end
+]])
+    local r = check({ path })
+    assert.are.equal(3, r.code, r.stdout)
+    local a = r.stdout:find(path .. ":6: statuss: read of an undefined global", 1, true)
+    local b = r.stdout:find(path .. ":7: DEBUG_MODE: read of an undefined global", 1, true)
+    assert.truthy(a and b, r.stdout)
+    assert.is_true(a < b, "in line order")
+  end)
+
+  it("says nothing of globals the script sets, nor of the shipped policies", function()
+    for _, name in ipairs { "http", "gcs", "iam", "memorystore", "azure", "azure-interactive", "azure-batch" } do
+      local r = check({ proc.root .. "/policies/" .. name .. ".lua" })
+      assert.are.equal(0, r.code, r.stdout)
+      assert.is_nil(r.stdout:find("undefined global", 1, true), r.stdout)
+    end
+  end)
+end)
+
+describe("luaretry check's warnings", function()
+  it("come in line order, the same on every run", function()
+    local first
+    for _ = 1, 6 do
+      local r = check({ here .. "/fixtures/k_many_unknown.lua" })
+      local lines = {}
+      for n in r.stdout:gmatch("warning: [^\n]-:(%d+): ") do lines[#lines + 1] = tonumber(n) end
+      assert.are.same({ 4, 5, 6, 7, 8, 9, 10 }, lines, r.stdout)
+      first = first or r.stdout
+      assert.are.equal(first, r.stdout)
+    end
+  end)
+end)
+
+describe("the warnings run and simulate print", function()
+  it("come in line order too", function()
+    local r = proc.run({ "simulate", here .. "/fixtures/k_many_unknown.lua", "--attempts", "1" },
+                       { timeout = 30 })
+    local lines = {}
+    for n in r.stderr:gmatch("warning: [^\n]-:(%d+): ") do lines[#lines + 1] = tonumber(n) end
+    assert.are.same({ 4, 5, 6, 7, 8, 9, 10 }, lines, r.stderr)
+  end)
+end)
+
+describe("luaretry simulate --probe", function()
+  local function simulate(args) return proc.run({ "simulate", table.unpack(args) }, { timeout = 60 }) end
+
+  it("meets the outcomes in order, the last repeating, judged as run judges them", function()
+    local r = simulate({ HTTP, "--probe", '429 [RateLimit: "q";r=0;t=5]', "--probe",
+                         "POST 503 [Idempotency-Key: k1]", "--probe", "200" })
+    assert.are.equal(0, r.code, r.stderr)
+    local lines = proc.lines(r.stdout)
+    assert.matches("^attempt 1: retry in 5%.%d+ s %(server%)", lines[1])
+    assert.matches("^attempt 2: retry in %d%.%d+ s %(backoff%)", lines[2])
+    assert.matches("^attempt 3: success at ", lines[3])
+    assert.are.equal(3, #lines)
+    local post = simulate({ HTTP, "--probe", "POST 503" })
+    assert.matches("^attempt 1: final at 0%.000 s %(idempotency%)", post.stdout)
+    local last = simulate({ HTTP, "--probe", "503", "--attempts", "4" })
+    assert.matches("attempt 4: exhausted", last.stdout)
+  end)
+
+  it("a probe that does not parse is a usage error, and --clients takes none", function()
+    local r = simulate({ HTTP, "--probe", "503 [X: y" })
+    assert.are.equal(2, r.code)
+    assert.truthy(r.stderr:find("--probe '503 [X: y'", 1, true), r.stderr)
+    assert.are.equal(2, simulate({ HTTP, "--probe", "503", "--clients", "3" }).code)
+  end)
+end)
