@@ -16,6 +16,7 @@
 typedef enum {
   O_VERBOSE, O_QUIET, O_SILENT, O_SHOW_ERROR, O_STATS, O_STATS_JSON, O_LOCATION,
   O_LOCATION_TRUSTED, O_INSECURE, O_COMPRESSED, O_INCLUDE, O_FAIL, O_HEAD,
+  O_STDOUT_LIVE, O_STDOUT_FINAL,
   /* with a value from here on */
   O_REQUEST, O_HEADER, O_DATA, O_DATA_BINARY, O_DATA_RAW, O_OUTPUT, O_USER, O_USER_AGENT,
   O_CACERT, O_CERT, O_KEY, O_MAX_REDIRS, O_DUMP_HEADER, O_WRITE_OUT, O_MAX_TIME,
@@ -47,6 +48,7 @@ static const run_option OPTIONS[] = {
   { 0, "--log-json", O_LOG_JSON }, { 0, "--urls", O_URLS }, { 0, "--output-dir", O_OUTPUT_DIR },
   { 0, "--parallel", O_PARALLEL }, { 0, "--metrics-file", O_METRICS_FILE },
   { 0, "--redis", O_REDIS },
+  { 0, "--stdout=live", O_STDOUT_LIVE }, { 0, "--stdout=final", O_STDOUT_FINAL },
 };
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
@@ -193,6 +195,8 @@ static int set_flag(run_args *a, option_id id) {
   case O_INCLUDE: a->include = 1; break;
   case O_FAIL: a->fail = 1; break;
   case O_HEAD: a->method = "HEAD", a->include = 1; break;
+  case O_STDOUT_LIVE: a->stdout_live = 1; break;
+  case O_STDOUT_FINAL: a->stdout_live = 0; break;
   default: break;
   }
   return 0;
@@ -287,7 +291,17 @@ static int check_combinations(const run_args *a) {
   if (a->urls_file && a->data && strcmp(a->urls_file, "-") == 0 && strcmp(a->data, "@-") == 0)
     return cli_usage("run: --urls - and -d @- cannot both read standard input", NULL);
   if (a->key && !a->cert) return cli_usage("run: --key goes with --cert", NULL);
+  if (a->stdout_live && !a->command)
+    return cli_usage("run: --stdout=live is for -- COMMAND (a URL's body is never doubled)", NULL);
   return 0;
+}
+
+/* No POLICY: `run -- COMMAND` takes the shipped `command`, `run URL` (a
+ * word with "://" where POLICY goes) `http`, as a curl user expects. */
+static void default_policy(run_args *a) {
+  if (a->policy) return;
+  if (a->command && !a->nwords) a->policy = "command", a->policy_defaulted = 1;
+  else if ((a->nwords || a->urls_file) && !a->command) a->policy = "http", a->policy_defaulted = 1;
 }
 
 int parse_run(int argc, char **argv, run_args *a, char **words) {
@@ -305,10 +319,11 @@ int parse_run(int argc, char **argv, run_args *a, char **words) {
     }
     if (s[0] == '-' && s[1] == '-') status = parse_long(a, argc, argv, &i);
     else if (s[0] == '-' && s[1]) status = parse_short(a, argc, argv, &i);
-    else if (!a->policy) a->policy = s;
+    else if (!a->policy && !strstr(s, "://")) a->policy = s;
     else a->words[a->nwords++] = s;
     if (status) return status;
   }
+  default_policy(a);
   return check_combinations(a);
 }
 

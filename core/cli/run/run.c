@@ -156,7 +156,7 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   if (status == 0) {
     if (mode == RUN_URL) rc = url_run(a, p, *c, log, body, out, final);
     else if (mode == RUN_WORKFLOW) rc = workflow_run(a, p, *c, out, final);
-    else rc = command_run(*c, a->command, stdin_fd, log, out, final);
+    else rc = command_run(*c, a->command, stdin_fd, a->stdout_live, out, final);
   }
   cli_cancel_on_signal(NULL, NULL);
   if (stdin_fd >= 0) close(stdin_fd);
@@ -217,6 +217,8 @@ static int run_loaded(run_args *a) {
   run_mode mode = RUN_URL;
   if (p && (status = choose_mode(a, p, &mode)) == 0) {
     log_policy_events(p, a->verbosity);
+    if (mode == RUN_COMMAND && !a->policy_defaulted && a->verbosity > 0)
+      command_policy_check(p, a->policy);
     cli_fleet_start(p);
     status = mode == RUN_BATCH ? batch_run(a, p) : run_one(a, p, mode);
   }

@@ -60,6 +60,8 @@ typedef struct {
 
 typedef struct {
   const char *policy;
+  int policy_defaulted;    /* no POLICY given: "command" or "http" */
+  int stdout_live;         /* --stdout=live: every attempt's standard output */
   const char *url;         /* the one URL of a single call, once chosen */
   char *url_fixed;         /* it, with http:// when it had no scheme; owned */
   char **words;            /* after POLICY: the URLs, or run()'s arguments */
@@ -221,9 +223,13 @@ void report_end(const run_args *a, const luaretry_policy *p, FILE *json, luaretr
 
 /* command.c: run POLICY -- COMMAND, each attempt a child process group;
  * stdin_fd (or -1: luaretry's own standard input) is given whole to every
- * attempt. */
-luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, attempt_log *log,
+ * attempt; its error output passes through as it comes, its standard
+ * output too with live_stdout, else into `out`. */
+luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, int live_stdout,
                           outfile *out, luaretry_decision *final);
+/* command.c: one warning line when p's classifier never retries a failed
+ * command (exit 1 judged final), naming the `command` policy. */
+void command_policy_check(luaretry_policy *p, const char *policy);
 /* workflow.c: run POLICY [ARGS...], the script's run(http, args) retried whole. */
 luaretry_code workflow_run(const run_args *a, luaretry_policy *p, luaretry_call *c, outfile *out,
                            luaretry_decision *final);
