@@ -21,7 +21,8 @@ typedef enum {
   O_REQUEST, O_HEADER, O_DATA, O_DATA_BINARY, O_DATA_RAW, O_OUTPUT, O_USER, O_USER_AGENT,
   O_CACERT, O_CERT, O_KEY, O_MAX_REDIRS, O_DUMP_HEADER, O_WRITE_OUT, O_MAX_TIME,
   O_RETRY_MAX_TIME, O_CONNECT_TIMEOUT, O_SEED, O_SET, O_LOG_JSON, O_URLS, O_OUTPUT_DIR,
-  O_PARALLEL, O_METRICS_FILE, O_REDIS
+  O_PARALLEL, O_METRICS_FILE, O_REDIS,
+  O_TRACE_ASCII
 } option_id;
 
 typedef struct {
@@ -49,6 +50,7 @@ static const run_option OPTIONS[] = {
   { 0, "--parallel", O_PARALLEL }, { 0, "--metrics-file", O_METRICS_FILE },
   { 0, "--redis", O_REDIS },
   { 0, "--stdout=live", O_STDOUT_LIVE }, { 0, "--stdout=final", O_STDOUT_FINAL },
+  { 0, "--trace-ascii", O_TRACE_ASCII },
 };
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
@@ -236,6 +238,7 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_PARALLEL: return set_parallel(a, v);
   case O_REDIS: a->redis = v; break;
   case O_METRICS_FILE: a->metrics_file = v; break;
+  case O_TRACE_ASCII: a->trace_ascii = v; break;
   default: break;
   }
   return 0;
@@ -291,6 +294,8 @@ static int check_combinations(const run_args *a) {
   if (a->urls_file && a->data && strcmp(a->urls_file, "-") == 0 && strcmp(a->data, "@-") == 0)
     return cli_usage("run: --urls - and -d @- cannot both read standard input", NULL);
   if (a->key && !a->cert) return cli_usage("run: --key goes with --cert", NULL);
+  if (a->trace_ascii && a->command)
+    return cli_usage("run: --trace-ascii is for URLs, not commands", NULL);
   if (a->stdout_live && !a->command)
     return cli_usage("run: --stdout=live is for -- COMMAND (a URL's body is never doubled)", NULL);
   return 0;

@@ -350,6 +350,11 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
     if (r->error) snprintf(last, sizeof last, "%s error", r->error);
     else snprintf(last, sizeof last, "%d", r->status);
   }
+  /* -v and none: every URL's line; -q: a failed URL's only; -s: none */
+  if (b->a->verbosity == 0 && !(b->a->show_error && status != EXIT_OK)) {
+    url_free(u);
+    return;
+  }
   const char *verdict = r->code == LUARETRY_OK ? luaretry_reason_name(r->final.reason) : "error";
   const char *detail = r->code != LUARETRY_OK ? r->errmsg : NULL;
   if (r->code == LUARETRY_E_OPERATION && b->body.why[0]) detail = b->body.why;
@@ -423,7 +428,7 @@ static int perform(batch *b, luaretry_policy *p) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
     return EXIT_POLICY;
   }
-  if (b->interrupted) {
+  if (b->interrupted && (b->a->verbosity > 0 || b->a->show_error)) {
     char *more = next_url(b);  /* one look further: is anything left? */
     free(more);
     if (more)

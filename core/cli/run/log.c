@@ -59,8 +59,9 @@ static void json_line(const attempt_log *log, const luaretry_decision *d, int st
 /* Stopped between attempts: a cancel, or the circuit opened. */
 static void log_stop(const attempt_log *log, const luaretry_decision *d, const char *who) {
   if (log->json) json_line(log, d, -1, NULL, NULL);
-  if (log->verbosity > 0 && (d->reason == LUARETRY_REASON_CIRCUIT_OPEN ||
-                             d->reason == LUARETRY_REASON_BUDGET)) {
+  /* a refusal after a wait ends the call: -q's one line of a failure */
+  if ((log->verbosity > 0 || log->show_error) && (d->reason == LUARETRY_REASON_CIRCUIT_OPEN ||
+                                                  d->reason == LUARETRY_REASON_BUDGET)) {
     fprintf(stderr, "luaretry: %sbefore attempt %d: %s (", who, d->attempt + 1,
             luaretry_reason_name(d->reason));
     cli_text(stderr, d->rule);
@@ -114,9 +115,10 @@ void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d
     cli_text(stderr, d->hook_error);
     fputc('\n', stderr);
   }
-  /* quiet as curl's -sS: nothing but the line of a failure's end */
-  if (log->verbosity > 0 ||
-      (log->show_error && !d->retry && d->reason != LUARETRY_REASON_SUCCESS))
+  /* quiet as curl's -sS: nothing but the line of a failure's end (a
+   * cancel has its own line, "interrupted") */
+  if (log->verbosity > 0 || (log->show_error && !d->retry && d->reason != LUARETRY_REASON_SUCCESS &&
+                             d->reason != LUARETRY_REASON_CANCELLED))
     text_line(log, who, o, d);
 }
 

@@ -61,10 +61,11 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
   luaretry_request req = run_request(a, a->url, headers, body);
   CURL *h = curl_easy_init();
   if (!h) return LUARETRY_E_NOMEM;
+  int applied = curlopts_apply(a, h) == 0;  /* first: response's debug callback wins */
   response r;
   response_init(&r, a, log, out, h);
   luaretry_code rc = LUARETRY_E_ARG;  /* a usage error, already told */
-  if (curlopts_apply(a, h) == 0 && (!a->write_out || writeout_load(a->write_out, &r.format) == 0)) {
+  if (applied && (!a->write_out || writeout_load(a->write_out, &r.format) == 0)) {
     luaretry_call_observe(c, response_observe, &r);
     luaretry_curl_options co;
     luaretry_curl_options_init(&co);
@@ -162,9 +163,13 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   if (stdin_fd >= 0) close(stdin_fd);
   if (status != 0) return status;
   if (rc != LUARETRY_OK) return call_error(p, *c, mode, body, rc);
-  if (final->reason == LUARETRY_REASON_CANCELLED) fprintf(stderr, "luaretry: interrupted\n");
-  else *decided = final->attempt > 0;
-  if (final->attempt == 0 && final->message && a->verbosity > 0)  /* refused at begin */
+  int tell = a->verbosity > 0 || a->show_error;  /* -s: nothing */
+  if (final->reason == LUARETRY_REASON_CANCELLED) {
+    if (tell) fprintf(stderr, "luaretry: interrupted\n");
+  } else {
+    *decided = final->attempt > 0;
+  }
+  if (final->attempt == 0 && final->message && tell)  /* refused at begin: -q's one line */
     fprintf(stderr, "luaretry: before attempt 1: %s (%s): %s\n",
             luaretry_reason_name(final->reason), final->rule, final->message);
   return cli_exit_status(final->reason);
@@ -215,13 +220,15 @@ static int run_loaded(run_args *a) {
   luaretry_policy *p = cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0,
                                              redis, from, &status);
   run_mode mode = RUN_URL;
-  if (p && (status = choose_mode(a, p, &mode)) == 0) {
+  if (p && (status = choose_mode(a, p, &mode)) == 0 && trace_open(a) != 0) status = EXIT_USAGE;
+  else if (p && status == 0) {
     log_policy_events(p, a->verbosity);
     if (mode == RUN_COMMAND && !a->policy_defaulted && a->verbosity > 0)
       command_policy_check(p, a->policy);
     cli_fleet_start(p);
     status = mode == RUN_BATCH ? batch_run(a, p) : run_one(a, p, mode);
   }
+  trace_close();
   luaretry_policy_free(p);
   curl_global_cleanup();
   return status;

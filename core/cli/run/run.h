@@ -96,6 +96,7 @@ typedef struct {
   double connect_timeout;  /* 0: the attempt's */
   const char *dump_header; /* -D FILE, "-": standard output */
   const char *write_out;   /* -w FORMAT, or @FILE */
+  const char *trace_ascii; /* --trace-ascii FILE */
 } run_args;
 
 /* Parses the words after `run`; `words` has room for argc entries.  0, or
@@ -209,6 +210,20 @@ void cli_kill_on_second_signal(pid_t pgid);
 int cli_stop_signals(void);
 /* The exit status for a call that ended in error code rc. */
 int cli_error_status(luaretry_code rc);
+
+/* ---- trace.c: -v's header lines and --trace-ascii FILE, credentials
+ * redacted */
+
+/* From the options: -v, and --trace-ascii opened ("-" standard output, "%"
+ * standard error); 0, or -1 after a message. */
+int trace_open(const run_args *a);
+int trace_active(void);
+/* On h (and handles copied from it) when either is on. */
+void trace_apply(CURL *h);
+/* What libcurl's debug callback gives (a curl_infotype), for a callback of
+ * another's that also wants it. */
+void trace_feed(int type, const char *data, size_t size);
+void trace_close(void);
 
 /* ---- report.c: what the end of a run tells machines */
 
