@@ -161,6 +161,8 @@ static int open_urls(batch *b) {
     }
   }
   if (a->output) return cli_usage("run: -o takes one URL; with several use --output-dir DIR%s", "");
+  if (a->output_dir && a->create_dirs && create_dirs(a->output_dir, 1, "--output-dir") != 0)
+    return EXIT_USAGE;
   if (a->output_dir) {
     struct stat st;
     const char *why_not = stat(a->output_dir, &st) != 0 ? strerror(errno)
@@ -342,7 +344,8 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   /* a file only on success; standard output shows the final attempt's */
   int decided = r->code == LUARETRY_OK && r->final.reason != LUARETRY_REASON_CANCELLED &&
                 r->final.attempt > 0;
-  int keep = status == EXIT_OK || (!u->file.path && decided);
+  int keep = status == EXIT_OK || (!u->file.path && decided) ||
+             (b->a->fail_with_body && decided && !r->error && r->status > 0);
   if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
   fold_status(b, status, r->final.reason);
   char last[64] = "none";

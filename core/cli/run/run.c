@@ -82,7 +82,10 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     /* the body in place first: -w comes after it, as curl writes it */
     int status = cli_exit_status(final->reason);
     int decided = final->attempt > 0 && final->reason != LUARETRY_REASON_CANCELLED;
-    int keep = status == EXIT_OK || (!out->path && decided && !a->fail);
+    long code = 0;  /* the final attempt's answer, 0: none came */
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    int keep = status == EXIT_OK || (!out->path && decided && !a->fail) ||
+               (a->fail_with_body && decided && code > 0);  /* curl's: the answer, to -o too */
     if (outfile_finish(out, keep) != 0 && status == EXIT_OK) rc = LUARETRY_E_IO;
     if (rc == LUARETRY_OK && response_finish(&r, final, status) != status) rc = LUARETRY_E_IO;
   }
@@ -194,6 +197,9 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   memset(&final, 0, sizeof final);
   int decided = 0;
   int status = a->data ? data_open(a, &body) : 0;
+  if (status == 0 && a->create_dirs && a->output && strcmp(a->output, "-") != 0 &&
+      create_dirs(a->output, 0, "-o") != 0)
+    status = EXIT_USAGE;
   if (status == 0 && outfile_create(&out) != 0) status = EXIT_USAGE;
   if (status == 0) status = run_call(a, p, mode, &log, &body, &out, &c, &final, &decided);
   /* a file only on success; standard output shows the final attempt's,

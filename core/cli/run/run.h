@@ -97,6 +97,8 @@ typedef struct {
   const char *dump_header; /* -D FILE, "-": standard output */
   const char *write_out;   /* -w FORMAT, or @FILE */
   const char *trace_ascii; /* --trace-ascii FILE */
+  int create_dirs;         /* --create-dirs: for -o FILE and --output-dir */
+  int fail_with_body;      /* --fail-with-body: -o FILE gets a failure's answer too */
 } run_args;
 
 /* Parses the words after `run`; `words` has room for argc entries.  0, or
@@ -210,6 +212,12 @@ void cli_kill_on_second_signal(pid_t pgid);
 int cli_stop_signals(void);
 /* The exit status for a call that ended in error code rc. */
 int cli_error_status(luaretry_code rc);
+
+/* ---- dirs.c: --create-dirs */
+
+/* Makes the missing folders of `path` (whole: path itself is one; else up
+ * to its last '/'), mode 0750 as curl's; 0, or -1 after a message. */
+int create_dirs(const char *path, int whole, const char *option);
 
 /* ---- trace.c: -v's header lines and --trace-ascii FILE, credentials
  * redacted */
