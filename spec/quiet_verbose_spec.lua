@@ -91,6 +91,18 @@ describe("quiet and verbose", function ()
     end)
   end)
 
+  it("-q: an interrupted run is one line, -s none", function ()
+    for _, flag in ipairs { "-q", "-s" } do
+      local job = proc.spawn({ "run", flag, "--", "sh", "-c", "touch " .. proc.q(tmp .. "/up") .. "; sleep 20; true" }, tmp)
+      finally(function () job:stop() end)
+      assert.truthy(proc.wait_for(function () return proc.readfile(tmp .. "/up") end, 10))
+      job:signal("INT")
+      assert.are.equal(130, job:wait(10))
+      assert.are.same(flag == "-q" and { "luaretry: interrupted" } or {}, proc.lines(job:stderr() or ""))
+      os.remove(tmp .. "/up")
+    end
+  end)
+
   describe("-s: nothing", function ()
     it("a single call's failure, a batch's lines, a breaker's refusal", function ()
       local r = run("run", srv.base .. "/fail-for?n=9", "--set", "max_attempts=2", FAST, "-s")
@@ -148,6 +160,14 @@ describe("quiet and verbose", function ()
       r = run("run", srv.base .. "/ok", "-v", "-u", "alice:pa55word")
       assert.is_nil(r.stderr:find("pa55word", 1, true))
       assert.truthy(r.stderr:find("> Authorization: Basic [redacted]\n", 1, true), r.stderr)
+    end)
+
+    it("with -i: the headers on standard error and in the output both", function ()
+      local r = run("run", srv.base .. "/ok", "-v", "-i")
+      assert.are.equal(0, r.code, r.stderr)
+      assert.matches("^HTTP/1%.1 200 OK\r\n", r.stdout)
+      assert.truthy(r.stderr:find("\n> GET /ok HTTP/1.1\n", 1, true), r.stderr)
+      assert.truthy(r.stderr:find("\n< HTTP/1.1 200 OK\n", 1, true), r.stderr)
     end)
 
     it("every URL of a batch", function ()
