@@ -170,6 +170,20 @@ describe("quiet and verbose", function ()
       assert.truthy(r.stderr:find("\n< HTTP/1.1 200 OK\n", 1, true), r.stderr)
     end)
 
+    it("a workflow's requests too", function ()
+      local wf = tmp .. "/wf.lua"
+      proc.writefile(wf, "max_attempts = 2\ndeadline = 10\n" ..
+                     "function run(http, args)\n" ..
+                     "  local r = http.get(args[1], { Authorization = 'Bearer zzz-token' })\n" ..
+                     "  return r.status, r.body\nend\n")
+      local r = run("run", wf, srv.base .. "/ok", "-v")
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("ok\n", r.stdout)
+      assert.truthy(r.stderr:find("\n> GET /ok HTTP/1.1\n", 1, true), r.stderr)
+      assert.truthy(r.stderr:find("\n> Authorization: Bearer [redacted]\n", 1, true), r.stderr)
+      assert.is_nil(r.stderr:find("zzz-token", 1, true))
+    end)
+
     it("every URL of a batch", function ()
       local r = run("run", "http", srv.base .. "/ok", srv.base .. "/flaky", FAST, "-v", "--output-dir", tmp)
       assert.are.equal(0, r.code, r.stderr)
