@@ -101,6 +101,13 @@ describe("day one", function ()
       assert.matches("^luaretry: run: %-f and %-%-fail%-with%-body, not both", r.stderr)
     end)
 
+    it("a batch's summary line of a failed URL quotes it too", function ()
+      local r = run("run", "http", srv.base .. "/ok", srv.base .. "/missing", "--output-dir", tmp, "-q")
+      assert.are.equal(1, r.code)
+      assert.are.same({ "luaretry: [2] " .. srv.base .. "/missing: final, 1 attempt, status 404, " },
+                      { (r.stderr:gsub("[%d.]+ s, exit 1; body: {\"error\":\"no such bucket\"}\n$", "")) })
+    end)
+
     it("--fail-with-body in a batch: a failed URL's answer in its file", function ()
       local r = run("run", "http", srv.base .. "/ok", srv.base .. "/missing", "--output-dir", tmp,
                     "--fail-with-body")

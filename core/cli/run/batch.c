@@ -31,6 +31,7 @@ typedef struct {
   char number[16];         /* "[3]": how messages about the file start */
   outfile file;            /* the body: DIR/NAME kept on success, or standard
                               output (a spool of its own) shown once decided */
+  char *body_line;         /* "; body: ..." of a failure's final answer, or NULL */
 } batch_url;
 
 /* A set of names (open addressing, grown at half full), to make each
@@ -258,6 +259,7 @@ static void url_free(batch_url *u) {
   free((char *)u->log.target);
   free(u->url);
   free(u->path);
+  free(u->body_line);
   free(u);
 }
 
@@ -268,6 +270,12 @@ static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_deci
   batch_url *u = ud;
   log_attempt(&u->log, o, d);
   if (d && d->retry) outfile_release(&u->file);
+  if (o && d && !d->retry && d->reason != LUARETRY_REASON_SUCCESS && !u->body_line) {
+    /* its summary line quotes the answer too: with -q it is the only one */
+    size_t len;
+    FILE *f = open_memstream(&u->body_line, &len);
+    if (f) log_body_line(f, o), fclose(f);
+  }
 }
 
 /* A URL's state and job; NULL (after a message) when out of memory. */
@@ -372,6 +380,7 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   fprintf(out, ": %s, %d attempt%s, status %s, %.3f s, exit %d%s", verdict, r->final.attempt,
           r->final.attempt == 1 ? "" : "s", last, r->elapsed, status, detail ? ": " : "");
   cli_text(out, detail);
+  if (u->body_line) fputs(u->body_line, out);  /* escaped already */
   fputc('\n', out);
   if (m && fclose(m) == 0) fwrite(line, 1, len, stderr);
   free(line);

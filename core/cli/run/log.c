@@ -73,10 +73,7 @@ static void log_stop(const attempt_log *log, const luaretry_decision *d, const c
 
 #define BODY_SHOWN 160   /* bytes of a final answer's body a log line quotes */
 
-/* A failure's final answer: the first line of its body, escaped, so that
- * why a server refused reaches the user even when the body went nowhere
- * (-o FILE is kept only on success). */
-static void body_line(FILE *f, const luaretry_outcome *o) {
+void log_body_line(FILE *f, const luaretry_outcome *o) {
   if (o->kind != LUARETRY_OUTCOME_HTTP || o->error || o->status <= 0 || !o->body_len) return;
   size_t n = 0;
   while (n < o->body_len && n < BODY_SHOWN && o->body[n] != '\n' && o->body[n] != '\r') n++;
@@ -115,7 +112,7 @@ static void text_line(const attempt_log *log, const char *who, const luaretry_ou
   fputc(')', f);
   if (d->message) fputs(": ", f), cli_text(f, d->message);
   if (o->error_detail) fputs(": ", f), cli_text(f, o->error_detail);
-  if (!d->retry && d->reason != LUARETRY_REASON_SUCCESS) body_line(f, o);
+  if (!d->retry && d->reason != LUARETRY_REASON_SUCCESS) log_body_line(f, o);
   fputc('\n', f);
   if (fclose(f) == 0) fwrite(line, 1, len, stderr);
   free(line);

@@ -150,6 +150,11 @@ typedef struct {
 
 /* A luaretry_observer_fn; ud is an attempt_log. */
 void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d);
+/* A failure's final answer: "; body: " and the first line of its body,
+ * escaped, cut at 160 bytes (nothing when no answer or an empty one), so
+ * why a server refused reaches the user even when the body went nowhere
+ * (-o FILE is kept only on success). */
+void log_body_line(FILE *f, const luaretry_outcome *o);
 /* -v: the script's print(); not -q: the breaker's changes. */
 void log_policy_events(luaretry_policy *p, int verbosity);
 /* --log-json PATH ("-": standard error; NULL: none) into *json; -1 after a
