@@ -162,6 +162,20 @@ describe("quiet and verbose", function ()
       assert.truthy(r.stderr:find("> Authorization: Basic [redacted]\n", 1, true), r.stderr)
     end)
 
+    it("nor the server's Set-Cookie, nor a URL's user:password in a header it sent", function ()
+      local other = proc.server(here .. "/run/error_body.lua")
+      finally(function () other:stop() end)
+      local r = run("run", other.base .. "/cookie", "-v", "--trace-ascii", tmp .. "/trace")
+      assert.are.equal(0, r.code, r.stderr)
+      local trace = proc.readfile(tmp .. "/trace")
+      for _, text in ipairs { r.stderr, trace } do
+        assert.is_nil(text:find("abc123secret", 1, true))
+        assert.is_nil(text:find("letmein", 1, true))
+        assert.truthy(text:find("Set-Cookie: [redacted]", 1, true), text)
+        assert.truthy(text:find("Content-Location: http://127.0.0.1/elsewhere", 1, true), text)
+      end
+    end)
+
     it("with -i: the headers on standard error and in the output both", function ()
       local r = run("run", srv.base .. "/ok", "-v", "-i")
       assert.are.equal(0, r.code, r.stderr)

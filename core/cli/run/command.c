@@ -82,7 +82,7 @@ static void keep_tail(command *cmd, const char *s, size_t n) {
 static void write_all(int fd, const char *s, size_t n) {
   while (n > 0) {
     ssize_t w = write(fd, s, n);
-    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno == EINTR && !cli_stop_signals()) continue;  /* a stop ends the wait */
     if (w <= 0) {
       if (w < 0 && errno == EAGAIN) {
         struct pollfd p = { fd, POLLOUT, 0 };

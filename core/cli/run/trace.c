@@ -5,10 +5,10 @@
  * curl's trace dumps them (offset, then the bytes as text, '.' for what is
  * not printable, a line at each CRLF or every 64 bytes).
  *
- * Unlike curl, neither shows a credential: the values of Authorization,
- * Proxy-Authorization (the scheme kept), Cookie and Set-Cookie become
- * [redacted], and so does a user name or password in a URL, as in every
- * other luaretry message.  One transfer runs at a time per thread (a
+ * Unlike curl, neither shows a credential: the values of Authorization and
+ * Proxy-Authorization (their scheme kept), Cookie and Set-Cookie become
+ * [redacted], and a user name or password in a URL is left out, as in
+ * every other luaretry message.  One transfer runs at a time per thread (a
  * batch's share one), so one state serves the process. */
 #include <errno.h>
 #include <stdio.h>
@@ -159,7 +159,10 @@ void trace_feed(int type, const char *data, size_t size) {
   switch (type) {
   case CURLINFO_TEXT: {
     char *line = redacted(data, size && data[size - 1] == '\n' ? size - 1 : size, 0);
-    fprintf(T.ascii, "== Info: %s\n", line ? line : "");
+    fputs("== Info: ", T.ascii);
+    for (const char *c = line ? line : ""; *c; c++)  /* a server's bytes drive no terminal */
+      fputc((unsigned char)*c >= 0x20 && (unsigned char)*c < 0x7f ? *c : '.', T.ascii);
+    fputc('\n', T.ascii);
     free(line);
     break;
   }
