@@ -281,6 +281,13 @@ describe("run -- COMMAND", function ()
       assert.are.equal(4, r.code, r.stderr)
       assert.matches("attempt 1/2: 503 %-> retry in 0%.010 s %(backoff; [^)]*policies/http%.lua:%d+%)", r.stderr)
       assert.is_nil(r.stderr:find("no such file", 1, true))
+      -- every later word is a URL too: a batch, never a policy named after one
+      r = run { "run", srv.base .. "/a", "-q", "--set", "max_attempts=1", srv.base .. "/b", "127.0.0.1:1",
+                "--output-dir", tmp }
+      assert.are.equal(4, r.code, r.stderr)
+      assert.matches("%[1%] http://[^ ]*/a: exhausted", r.stderr)
+      assert.matches("%[2%] http://[^ ]*/b: exhausted", r.stderr)
+      assert.matches("%[3%] http://127%.0%.0%.1:1/: exhausted, 1 attempt, status connect error", r.stderr)
       r = run { "run", "https://127.0.0.1:1/x", "--set", "max_attempts=1" }
       assert.are.equal(4, r.code, r.stderr)
       assert.is_nil(r.stderr:find("no such file", 1, true))

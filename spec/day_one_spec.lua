@@ -126,6 +126,7 @@ describe("day one", function ()
         { { "run" }, "^luaretry: run: a URL, %-%- COMMAND or POLICY is needed" },
         { { "run", "http", "--bogus" }, "^luaretry: run: unknown option %-%-bogus\n" },
         { { "run", "--", }, "^luaretry: run: %-%- needs a COMMAND\n" },
+        { { "run", "https://h/x", "--", "true" }, "^luaretry: run: a URL or a COMMAND, not both\n" },
       } do
         local r = run(table.unpack(case[1]))
         assert.are.equal(2, r.code)

@@ -281,9 +281,9 @@ static int parse_short(run_args *a, int argc, char **argv, int *i) {
 
 /* Options that do not go together. */
 static int check_combinations(const run_args *a) {
-  if (!a->policy) return cli_usage("run: a URL, -- COMMAND or POLICY is needed", NULL);
   if ((a->nwords || a->urls_file) && a->command)
     return cli_usage("run: a URL or a COMMAND, not both", NULL);
+  if (!a->policy) return cli_usage("run: a URL, -- COMMAND or POLICY is needed", NULL);
   if (a->command && (a->method || a->data || a->nheaders || a->output || a->fail))
     return cli_usage("run: -X, -H, -d, -o and -f are for URLs, not commands", NULL);
   if (a->command && (a->output_dir || a->parallel))
@@ -330,7 +330,7 @@ int parse_run(int argc, char **argv, run_args *a, char **words) {
     }
     if (s[0] == '-' && s[1] == '-') status = parse_long(a, argc, argv, &i);
     else if (s[0] == '-' && s[1]) status = parse_short(a, argc, argv, &i);
-    else if (!a->policy && !strstr(s, "://")) a->policy = s;
+    else if (!a->policy && !a->nwords && !strstr(s, "://")) a->policy = s;  /* the first word only */
     else a->words[a->nwords++] = s;
     if (status) return status;
   }
