@@ -103,9 +103,13 @@ describe("run -- COMMAND", function ()
 
     it("a second SIGINT kills a group that ignores SIGTERM at once", function ()
       local m = marker(30)
-      local job = proc.spawn({ "run", CMD, "--", "sh", "-c", "trap '' TERM INT; sleep " .. m .. "; true" }, tmp)
+      -- the file says the trap is set (pgrep's "sleep M" also matches the
+      -- shell's own command line, before it ran the trap)
+      local up = tmp .. "/trapped"
+      local job = proc.spawn({ "run", CMD, "--", "sh", "-c", "trap '' TERM INT; touch " .. proc.q(up) ..
+                               "; sleep " .. m .. "; true" }, tmp)
       finally(function () job:stop() end)
-      assert.truthy(proc.wait_for(function () return #proc.pids(sleeping(m)) > 0 end, 5))
+      assert.truthy(proc.wait_for(function () return proc.readfile(up) and #proc.pids(sleeping(m)) > 0 end, 5))
       job:signal("INT")
       proc.sleep(0.3)
       assert.is_true(proc.alive(job.pid), "the grace is not over yet")

@@ -115,6 +115,10 @@ describe("quiet and verbose", function ()
       r = run("run", breaker, "-s", "--", "false")
       assert.are.equal(6, r.code)
       assert.are.equal("", r.stderr)
+      -- standard input that does not end before the deadline: exit 5, silently
+      local out = proc.readfile_cmd("(sleep 2 | " .. proc.q(proc.bin) ..
+                                    " run -s --set deadline=0.5 -- cat; echo rc=$?) 2>&1")
+      assert.are.equal("rc=5\n", out)
       -- without -s or -q, a batch has a line for every URL
       r = run("run", "http", srv.base .. "/ok", srv.base .. "/ok", "--output-dir", tmp)
       local _, n = r.stderr:gsub("luaretry: %[%d%] http://[^\n]*: success", "")

@@ -96,9 +96,10 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
 
 /* What a call needs before its first attempt: the upload's first bytes,
  * and what must be spooled (-d @-, a FIFO; a command's standard input),
- * within the deadline.  0, or the exit status after a message. */
+ * within the deadline.  0, or the exit status after a message (if `tell`:
+ * not -s). */
 static int inputs_ready(run_mode mode, luaretry_call *c, const luaretry_tuning *t,
-                        upload *body, int *stdin_fd) {
+                        upload *body, int *stdin_fd, int tell) {
   double left = t->deadline > 0 ? t->deadline - luaretry_call_elapsed(c) : 0;
   if (t->deadline > 0 && left <= 0) left = 1e-3;
   spool_status st = SPOOL_OK;
@@ -111,17 +112,18 @@ static int inputs_ready(run_mode mode, luaretry_call *c, const luaretry_tuning *
   } else if (mode == RUN_URL) {
     st = upload_ready(body, left, t->body_limit);
   }
-  if (st == SPOOL_DEADLINE)
+  if (st == SPOOL_DEADLINE && tell)
     fprintf(stderr, "luaretry: %s%s did not end before the deadline (%g s)\n",
             what == body->arg ? "-d " : "", what, t->deadline);
-  if (st == SPOOL_INTERRUPTED) fprintf(stderr, "luaretry: interrupted\n");
+  if (st == SPOOL_INTERRUPTED && tell) fprintf(stderr, "luaretry: interrupted\n");
   return st == SPOOL_OK ? 0 : st == SPOOL_DEADLINE ? EXIT_DEADLINE
          : st == SPOOL_INTERRUPTED ? EXIT_INTERRUPTED : EXIT_USAGE;
 }
 
-/* A call that ended in error code rc: why, and the exit status. */
+/* A call that ended in error code rc: why (if `tell`), and the exit
+ * status. */
 static int call_error(luaretry_policy *p, luaretry_call *c, run_mode mode, const upload *body,
-                      luaretry_code rc) {
+                      luaretry_code rc, int tell) {
   if (rc == LUARETRY_E_IO) return EXIT_FINAL;  /* -D could not be written: said */
   if (rc == LUARETRY_E_ARG && mode != RUN_COMMAND) return EXIT_USAGE;  /* curl's options: said */
   if (rc == LUARETRY_E_OPERATION) {  /* our upload or output stopped it, and said why */
@@ -130,6 +132,7 @@ static int call_error(luaretry_policy *p, luaretry_call *c, run_mode mode, const
     return EXIT_USAGE;
   }
   const char *pm = luaretry_policy_errmsg(p);
+  if (!tell) return cli_error_status(rc);
   fputs("luaretry: ", stderr);
   cli_text(stderr, pm[0] ? pm : luaretry_call_errmsg(c));
   fputc('\n', stderr);
@@ -156,7 +159,8 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
   int stdin_fd = -1;
-  int status = inputs_ready(mode, *c, &t, body, &stdin_fd);
+  int tell = a->verbosity > 0 || a->show_error;  /* -s: nothing */
+  int status = inputs_ready(mode, *c, &t, body, &stdin_fd, tell);
   if (status == 0) {
     if (mode == RUN_URL) rc = url_run(a, p, *c, log, body, out, final);
     else if (mode == RUN_WORKFLOW) rc = workflow_run(a, p, *c, out, final);
@@ -165,8 +169,7 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   cli_cancel_on_signal(NULL, NULL);
   if (stdin_fd >= 0) close(stdin_fd);
   if (status != 0) return status;
-  if (rc != LUARETRY_OK) return call_error(p, *c, mode, body, rc);
-  int tell = a->verbosity > 0 || a->show_error;  /* -s: nothing */
+  if (rc != LUARETRY_OK) return call_error(p, *c, mode, body, rc, tell);
   if (final->reason == LUARETRY_REASON_CANCELLED) {
     if (tell) fprintf(stderr, "luaretry: interrupted\n");
   } else {
