@@ -90,9 +90,13 @@ describe("run -- COMMAND", function ()
 
     it("SIGINT stops a waiting command's whole group within 0.3 s: exit 130", function ()
       local m = marker(20)
-      local job = proc.spawn({ "run", CMD, "--", "sh", "-c", "sleep " .. m .. "; true" }, tmp)
+      -- the file says the command runs (pgrep's "sleep M" also matches
+      -- luaretry's own command line, before it caught SIGINT)
+      local up = tmp .. "/up"
+      local job = proc.spawn({ "run", CMD, "--", "sh", "-c", "touch " .. proc.q(up) .. "; sleep " .. m .. "; true" },
+                             tmp)
       finally(function () job:stop() end)
-      assert.truthy(proc.wait_for(function () return #proc.pids(sleeping(m)) > 0 end, 5))
+      assert.truthy(proc.wait_for(function () return proc.readfile(up) and #proc.pids(sleeping(m)) > 0 end, 5))
       local sent = job:signal("INT")
       local code, ended = job:wait(5)
       assert.are.equal(130, code)
@@ -103,8 +107,8 @@ describe("run -- COMMAND", function ()
 
     it("a second SIGINT kills a group that ignores SIGTERM at once", function ()
       local m = marker(30)
-      -- the file says the trap is set (pgrep's "sleep M" also matches the
-      -- shell's own command line, before it ran the trap)
+      -- the file says the trap is set (pgrep's "sleep M" also matches
+      -- luaretry's and the shell's own command lines, before either is ready)
       local up = tmp .. "/trapped"
       local job = proc.spawn({ "run", CMD, "--", "sh", "-c", "trap '' TERM INT; touch " .. proc.q(up) ..
                                "; sleep " .. m .. "; true" }, tmp)
