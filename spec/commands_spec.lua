@@ -89,9 +89,13 @@ describe("run -- COMMAND", function ()
 
     it("SIGINT stops a waiting command's whole group within 0.3 s: exit 130", function ()
       local m = marker(20)
-      local job = proc.spawn({ "run", CMD, "--", "sh", "-c", "sleep " .. m .. "; true" }, tmp)
+      -- the file says the command runs (pgrep's "sleep M" also matches
+      -- luaretry's own command line, before it caught SIGINT)
+      local up = tmp .. "/up"
+      local job = proc.spawn({ "run", CMD, "--", "sh", "-c", "touch " .. proc.q(up) .. "; sleep " .. m .. "; true" },
+                             tmp)
       finally(function () job:stop() end)
-      assert.truthy(proc.wait_for(function () return #proc.pids(sleeping(m)) > 0 end, 5))
+      assert.truthy(proc.wait_for(function () return proc.readfile(up) and #proc.pids(sleeping(m)) > 0 end, 5))
       local sent = job:signal("INT")
       local code, ended = job:wait(5)
       assert.are.equal(130, code)
@@ -102,9 +106,13 @@ describe("run -- COMMAND", function ()
 
     it("a second SIGINT kills a group that ignores SIGTERM at once", function ()
       local m = marker(30)
-      local job = proc.spawn({ "run", CMD, "--", "sh", "-c", "trap '' TERM INT; sleep " .. m .. "; true" }, tmp)
+      -- the file says the trap is set (pgrep's "sleep M" also matches
+      -- luaretry's and the shell's own command lines, before either is ready)
+      local up = tmp .. "/trapped"
+      local job = proc.spawn({ "run", CMD, "--", "sh", "-c", "trap '' TERM INT; touch " .. proc.q(up) ..
+                               "; sleep " .. m .. "; true" }, tmp)
       finally(function () job:stop() end)
-      assert.truthy(proc.wait_for(function () return #proc.pids(sleeping(m)) > 0 end, 5))
+      assert.truthy(proc.wait_for(function () return proc.readfile(up) and #proc.pids(sleeping(m)) > 0 end, 5))
       job:signal("INT")
       proc.sleep(0.3)
       assert.is_true(proc.alive(job.pid), "the grace is not over yet")
@@ -141,7 +149,7 @@ describe("run -- COMMAND", function ()
     end)
 
     local policies = { CMD }
-    for _, name in ipairs { "azure-batch", "azure-interactive", "azure", "gcs", "http", "iam",
+    for _, name in ipairs { "command", "azure-batch", "azure-interactive", "azure", "gcs", "http", "iam",
                             "memorystore" } do
       policies[#policies + 1] = root .. "/policies/" .. name .. ".lua"
     end
@@ -160,24 +168,137 @@ describe("run -- COMMAND", function ()
   describe("error output", function ()
     local script = "echo \"err $((n=$(cat count 2>/dev/null || echo 0)+1))\" >&2; echo $n > count; exit 3"
 
-    it("the final attempt's is shown on failure, with its control characters escaped", function ()
+    it("every attempt's passes through as written, its lines never split by luaretry's", function ()
       local r = proc.run({ "run", CMD, "--", "sh", "-c",
-                           "cd " .. proc.q(tmp) .. "; printf 'bad\\033[2Jbell\\007\\n' >&2; " .. script },
+                           "cd " .. proc.q(tmp) .. "; printf 'bad\\033[2J\\n' >&2; printf 'no end' >&2; " .. script },
                          { timeout = 20 })
       assert.are.equal(4, r.code, r.stderr)
-      assert.matches("attempt 3: sh's error output:\nbad\\x1b%[2Jbell\\x07\nerr 3\n", r.stderr)
-      assert.is_nil(r.stderr:find("err 1", 1, true))
-      assert.is_nil(r.stderr:find("\27", 1, true))
+      -- the command's bytes as it wrote them (it is your command, not a
+      -- server); a partial last line is ended before luaretry's next line
+      for i = 1, 3 do
+        assert.truthy(r.stderr:find("bad\27[2J\nno enderr " .. i .. "\nluaretry: attempt " .. i .. "/3: exit 3 -> ", 1, true),
+                      r.stderr)
+      end
     end)
 
-    it("every attempt's with -v; none on success", function ()
-      local r = proc.run({ "run", CMD, "-v", "--", "sh", "-c", "cd " .. proc.q(tmp) .. "; " .. script },
+    it("a success's too, and with -q and -s", function ()
+      for _, flag in ipairs { "-v", "-q", "-s" } do
+        local r = proc.run({ "run", CMD, flag, "--", "sh", "-c", "echo noise >&2; exit 0" }, { timeout = 20 })
+        assert.are.equal(0, r.code)
+        assert.matches("^noise\n", r.stderr, flag)
+      end
+    end)
+
+    it("reaches luaretry's standard error while the attempt still runs", function ()
+      local go = tmp .. "/go"
+      local job = proc.spawn({ "run", CMD, "--", "sh", "-c",
+                               "echo started >&2; while [ ! -e " .. proc.q(go) .. " ]; do sleep 0.05; done" }, tmp)
+      finally(function () job:stop() end)
+      assert.truthy(proc.wait_for(function () return (job:stderr() or ""):find("started\n", 1, true) end, 10),
+                    "the line came only at the end")
+      assert.is_true(proc.alive(job.pid))
+      proc.writefile(go, "")
+      assert.are.equal(0, job:wait(10))
+    end)
+  end)
+
+  describe("standard output", function ()
+    local script = "n=$(($(cat count 2>/dev/null || echo 0)+1)); echo $n > count; echo \"out $n\"; [ $n -ge 3 ]"
+
+    it("only the final attempt's, by default (a pipe never gets it twice)", function ()
+      local r = proc.run({ "run", CMD, "--", "sh", "-c", "cd " .. proc.q(tmp) .. "; " .. script }, { timeout = 20 })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("out 3\n", r.stdout)
+    end)
+
+    it("every attempt's as it comes with --stdout=live; --stdout=final is the default", function ()
+      local r = proc.run({ "run", CMD, "--stdout=live", "--", "sh", "-c", "cd " .. proc.q(tmp) .. "; " .. script },
                          { timeout = 20 })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("out 1\nout 2\nout 3\n", r.stdout)
+      os.remove(tmp .. "/count")
+      r = proc.run({ "run", CMD, "--stdout=live", "--stdout=final", "--", "sh", "-c",
+                     "cd " .. proc.q(tmp) .. "; " .. script }, { timeout = 20 })
+      assert.are.equal("out 3\n", r.stdout)
+    end)
+
+    it("--stdout=live with a URL is a usage error", function ()
+      local r = proc.run({ "run", "http", "--stdout=live", "http://127.0.0.1:9/" }, { timeout = 20 })
+      assert.are.equal(2, r.code)
+      assert.matches("^luaretry: run: %-%-stdout=live is for %-%- COMMAND", r.stderr)
+    end)
+  end)
+
+  describe("without POLICY", function ()
+    local fast = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter=none" }
+    local function run(args)
+      local t = {}
+      for _, w in ipairs(args) do t[#t + 1] = w end
+      return proc.run(t, { timeout = 30 })
+    end
+
+    it("run -- COMMAND uses the shipped command policy: a failure is retried, 5 attempts", function ()
+      local r = run { "run", fast[1], fast[2], fast[3], fast[4], "--", "sh", "-c", "exit 3" }
       assert.are.equal(4, r.code, r.stderr)
-      for i = 1, 3 do assert.matches("attempt " .. i .. ": sh's error output:\nerr " .. i .. "\n", r.stderr) end
-      r = proc.run({ "run", CMD, "--", "sh", "-c", "echo noise >&2; exit 0" }, { timeout = 20 })
-      assert.are.equal(0, r.code)
-      assert.is_nil(r.stderr:find("noise", 1, true))
+      assert.matches("attempt 1/5: exit 3 %-> retry in 0%.010 s %(backoff; [^)]*policies/command%.lua:%d+%)", r.stderr)
+      assert.matches("attempt 5/5: exit 3 %-> exhausted", r.stderr)
+      assert.is_nil(r.stderr:find("warning", 1, true))
+    end)
+
+    it("--set options.final_exit_codes makes a status final; 126 and 127 are final at once", function ()
+      local r = run { "run", "--set", "options.final_exit_codes=3", "--", "sh", "-c", "exit 3" }
+      assert.are.equal(1, r.code, r.stderr)
+      assert.matches("attempt 1/5: exit 3 %-> final", r.stderr)
+      r = run { "run", "--", "no-such-command-" .. serial }
+      assert.are.equal(1, r.code, r.stderr)
+      assert.matches("^luaretry: cannot run no%-such%-command%-%d+: command not found\nluaretry: attempt 1/5: exit 127 %-> final", r.stderr)
+    end)
+
+    it("a command killed by SIGINT or SIGTERM is not run again", function ()
+      for _, sig in ipairs { "INT", "TERM" } do
+        local r = run { "run", "--", "sh", "-c", "kill -" .. sig .. " $$" }
+        assert.are.equal(1, r.code, r.stderr)
+        assert.matches("attempt 1/5: exit 1[34][03] %-> final", r.stderr)
+      end
+    end)
+
+    it("run http -- COMMAND warns, in one line, that http never retries it, and names command", function ()
+      local r = run { "run", "http", "--", "sh", "-c", "exit 3" }
+      assert.are.equal(1, r.code, r.stderr)
+      local warnings = {}
+      for line in r.stderr:gmatch("[^\n]+") do
+        if line:find("warning", 1, true) then warnings[#warnings + 1] = line end
+      end
+      assert.are.equal(1, #warnings, r.stderr)
+      assert.matches("^luaretry: warning: policy http never retries a command .*`command`", warnings[1])
+      -- the probe counted nowhere: the run's own counters hold its one call
+      r = run { "run", "http", "-q", "--stats", "--", "true" }
+      assert.are.equal(0, r.code, r.stderr)
+      assert.matches("calls 1, attempts 1,", r.stderr)
+      assert.is_nil(r.stderr:find("warning", 1, true))
+      -- a policy that retries a command is not warned about
+      r = run { "run", CMD, "--", "true" }
+      assert.is_nil(r.stderr:find("warning", 1, true))
+    end)
+
+    it("run URL (a word with :// where POLICY goes) uses http", function ()
+      local srv = proc.server(root .. "/policies/faults/always-503.lua")
+      finally(function () srv:stop() end)
+      local r = run { "run", srv.base .. "/x", "--set", "max_attempts=2", fast[1], fast[2], fast[3], fast[4] }
+      assert.are.equal(4, r.code, r.stderr)
+      assert.matches("attempt 1/2: 503 %-> retry in 0%.010 s %(backoff; [^)]*policies/http%.lua:%d+%)", r.stderr)
+      assert.is_nil(r.stderr:find("no such file", 1, true))
+      -- every later word is a URL too: a batch, never a policy named after one
+      r = run { "run", srv.base .. "/a", "-q", "--set", "max_attempts=1", srv.base .. "/b", "127.0.0.1:1",
+                "--output-dir", tmp }
+      assert.are.equal(4, r.code, r.stderr)
+      assert.matches("%[1%] http://[^ ]*/a: exhausted", r.stderr)
+      assert.matches("%[2%] http://[^ ]*/b: exhausted", r.stderr)
+      assert.matches("%[3%] http://127%.0%.0%.1:1/: exhausted, 1 attempt, status connect error", r.stderr)
+      r = run { "run", "https://127.0.0.1:1/x", "--set", "max_attempts=1" }
+      assert.are.equal(4, r.code, r.stderr)
+      assert.is_nil(r.stderr:find("no such file", 1, true))
+      assert.matches("attempt 1/1: connect error", r.stderr)
     end)
   end)
 

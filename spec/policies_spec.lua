@@ -65,7 +65,8 @@ end
 
 -- ------------------------------------------------------------- every one
 
-local SHIPPED = { "http", "gcs", "iam", "memorystore", "azure", "azure-interactive", "azure-batch" }
+local SHIPPED = { "http", "gcs", "iam", "memorystore", "azure", "azure-interactive", "azure-batch",
+                  "command" }
 
 describe("every shipped policy", function()
   it("sets a deadline and an attempt timeout, the attempt the shorter", function()
@@ -123,6 +124,54 @@ describe("policies/http.lua (the default)", function()
     local r = testing.run(HTTP, { 200 }, { duration = 1000 })  -- no answer ever comes
     assert.are.equal(30, r.decisions[1].elapsed)
     assert.is_true(r.elapsed <= 300)
+  end)
+end)
+
+-- -------------------------------------------------------------- command
+
+describe("policies/command.lua (run -- COMMAND without POLICY)", function()
+  local CMD = policy("command")
+  local function exit(n) return { kind = "command", status = n } end
+
+  it("loads without warnings", function() no_warnings(CMD) end)
+
+  it("retries every non-zero exit but 126, 127, 130 and 143; a timeout too; 0 succeeds", function()
+    local want = { [0] = "success", [1] = "retry", [2] = "retry", [3] = "retry", [75] = "retry",
+                   [124] = "retry", [125] = "retry", [126] = "final", [127] = "final",
+                   [128] = "retry", [137] = "retry", [130] = "final", [143] = "final",
+                   [255] = "retry" }
+    for code, verdict in pairs(want) do
+      assert.are.equal(verdict, testing.classify(CMD, exit(code)).verdict, "exit " .. code)
+    end
+    local timed_out = { kind = "command", status = 0, error = "timeout" }
+    assert.are.equal("retry", testing.classify(CMD, timed_out).verdict)
+  end)
+
+  it("options.final_exit_codes and options.retry_exit_codes tune it", function()
+    local set = { ["options.final_exit_codes"] = "1, 2 126,127" }
+    assert.are.equal("final", testing.classify(CMD, exit(1), { set = set }).verdict)
+    assert.are.equal("final", testing.classify(CMD, exit(2), { set = set }).verdict)
+    assert.are.equal("retry", testing.classify(CMD, exit(3), { set = set }).verdict)
+    assert.are.equal("retry", testing.classify(CMD, exit(130), { set = set }).verdict)
+    set = { ["options.retry_exit_codes"] = "75" }
+    assert.are.equal("retry", testing.classify(CMD, exit(75), { set = set }).verdict)
+    assert.are.equal("final", testing.classify(CMD, exit(1), { set = set }).verdict)
+    assert.are.equal("final", testing.classify(CMD, exit(127), { set = set }).verdict)
+    set = { ["options.final_exit_codes"] = "1,x" }
+    assert.are.equal("policy_error", testing.classify(CMD, exit(1), { set = set }).verdict)
+  end)
+
+  it("is bounded: 5 attempts, 300 s each, 600 s in all; waits 1 s doubling to 30 s, + up to 1 s", function()
+    local t = lr.load(CMD):tuning()
+    assert.are.equal(5, t.max_attempts)
+    assert.are.equal(300, t.attempt_timeout)
+    assert.are.equal(600, t.deadline)
+    local r = testing.run(CMD, { exit(1) })
+    assert.are.equal(5, r.attempts)
+    assert.are.equal("exhausted", r.verdict)
+    local waits = testing.waits(CMD, { set = NO_JITTER, outcome = exit(1) })
+    assert.are.same({ 1, 2, 4, 8 }, waits)
+    bounded(CMD, { 1, 2, 4, 8 }, { 2, 3, 5, 9 })
   end)
 end)
 

@@ -64,7 +64,9 @@ static int remember(listing *l, const char *name) {
   return (l->names[l->n] = strdup(name)) ? (int)(l->n++, 0) : -1;
 }
 
-/* The NAME.lua files of dir, sorted; *n of them. */
+/* The NAME.lua files of dir that are policies, sorted; *n of them: not a
+ * policy's spec beside it (NAME_spec.lua, which busted runs), nor a folder
+ * (fault scripts live in a subfolder, which is not looked into). */
 static char **lua_files(const char *dir, size_t *n) {
   *n = 0;
   DIR *d = opendir(dir);
@@ -74,6 +76,8 @@ static char **lua_files(const char *dir, size_t *n) {
   while (files && *n < MAX_LISTED && (e = readdir(d))) {
     size_t len = strlen(e->d_name);
     if (len <= 4 || e->d_name[0] == '.' || strcmp(e->d_name + len - 4, ".lua") != 0) continue;
+    if (len >= 9 && strcmp(e->d_name + len - 9, "_spec.lua") == 0) continue;
+    if (e->d_type == DT_DIR) continue;
     if ((files[*n] = strndup(e->d_name, len - 4))) (*n)++;
   }
   closedir(d);

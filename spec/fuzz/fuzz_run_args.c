@@ -20,8 +20,15 @@ static int is_word(char **argv, int argc, const char *s) {
 }
 
 static void check_parsed(const run_args *a, char **argv, int argc) {
-  if (!a->policy || !is_word(argv, argc, a->policy)) abort();
-  if (a->nwords < 0 || a->nwords >= argc || a->nheaders > MAX_HEADERS || a->nsets > MAX_SETS)
+  if (!a->policy) abort();
+  /* no POLICY given: the shipped one for what runs, else one of the words */
+  if (a->policy_defaulted ? strcmp(a->policy, a->command ? "command" : "http") != 0
+                          : !is_word(argv, argc, a->policy))
+    abort();
+  if (a->stdout_live && !a->command) abort();
+  if (a->fail && a->fail_with_body) abort();
+  if (a->nwords < 0 || a->nwords + !a->policy_defaulted > argc || a->nheaders > MAX_HEADERS ||
+      a->nsets > MAX_SETS)
     abort();
   if (a->parallel < 0 || a->parallel > 1000 || a->verbosity < 0 || a->verbosity > 2) abort();
   for (int i = 0; i < a->nwords; i++) if (!is_word(argv, argc, a->words[i])) abort();

@@ -7,7 +7,8 @@ _luaretry_run_options="-X --request -H --header -d --data --data-ascii --data-bi
   --compressed -k --insecure --cacert -E --cert --key -i --include -D --dump-header
   -w --write-out -f --fail -I --head -m --max-time --retry-max-time --connect-timeout
   -s --silent -S --show-error -q --quiet -v --verbose --seed --set --stats --stats=json
-  --log-json --metrics-file --urls --parallel --output-dir --help"
+  --log-json --metrics-file --urls --parallel --output-dir --help
+  --stdout=live --stdout=final --trace-ascii --create-dirs --fail-with-body"
 
 _luaretry() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
@@ -19,7 +20,8 @@ _luaretry() {
   fi
   local cmd=${COMP_WORDS[1]}
   case $prev in
-    -o|--output|-D|--dump-header|--cacert|-E|--cert|--key|--log-json|--metrics-file|--urls|--svg)
+    -o|--output|-D|--dump-header|--cacert|-E|--cert|--key|--log-json|--metrics-file|--urls|--svg|\
+    --trace-ascii)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --output-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     -X|--request) COMPREPLY=($(compgen -W "GET HEAD POST PUT DELETE PATCH OPTIONS" -- "$cur")); return ;;
@@ -50,7 +52,8 @@ _luaretry() {
       -X|--request|-H|--header|-d|--data|--data-ascii|--data-binary|--data-raw|-o|--output|\
       -u|--user|-A|--user-agent|--cacert|-E|--cert|--key|-D|--dump-header|-w|--write-out|\
       -m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|--log-json|\
-      --metrics-file|--urls|--parallel|--output-dir|--attempts|--clients|--outage|--svg|--probe) ((i++)) ;;
+      --metrics-file|--urls|--parallel|--output-dir|--attempts|--clients|--outage|--svg|--probe|\
+      --trace-ascii) ((i++)) ;;
       -*) ;;
       *) ((words_before++)) ;;
     esac

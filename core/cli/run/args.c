@@ -16,11 +16,13 @@
 typedef enum {
   O_VERBOSE, O_QUIET, O_SILENT, O_SHOW_ERROR, O_STATS, O_STATS_JSON, O_LOCATION,
   O_LOCATION_TRUSTED, O_INSECURE, O_COMPRESSED, O_INCLUDE, O_FAIL, O_HEAD,
+  O_STDOUT_LIVE, O_STDOUT_FINAL, O_CREATE_DIRS, O_FAIL_WITH_BODY,
   /* with a value from here on */
   O_REQUEST, O_HEADER, O_DATA, O_DATA_BINARY, O_DATA_RAW, O_OUTPUT, O_USER, O_USER_AGENT,
   O_CACERT, O_CERT, O_KEY, O_MAX_REDIRS, O_DUMP_HEADER, O_WRITE_OUT, O_MAX_TIME,
   O_RETRY_MAX_TIME, O_CONNECT_TIMEOUT, O_SEED, O_SET, O_LOG_JSON, O_URLS, O_OUTPUT_DIR,
-  O_PARALLEL, O_METRICS_FILE, O_REDIS
+  O_PARALLEL, O_METRICS_FILE, O_REDIS,
+  O_TRACE_ASCII
 } option_id;
 
 typedef struct {
@@ -47,6 +49,9 @@ static const run_option OPTIONS[] = {
   { 0, "--log-json", O_LOG_JSON }, { 0, "--urls", O_URLS }, { 0, "--output-dir", O_OUTPUT_DIR },
   { 0, "--parallel", O_PARALLEL }, { 0, "--metrics-file", O_METRICS_FILE },
   { 0, "--redis", O_REDIS },
+  { 0, "--stdout=live", O_STDOUT_LIVE }, { 0, "--stdout=final", O_STDOUT_FINAL },
+  { 0, "--trace-ascii", O_TRACE_ASCII }, { 0, "--create-dirs", O_CREATE_DIRS },
+  { 0, "--fail-with-body", O_FAIL_WITH_BODY },
 };
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
@@ -57,7 +62,6 @@ static const char *const NOT_TAKEN[][2] = {
   { "--retry-delay", "the policy's backoff decides the waits: --set backoff.initial=S" },
   { "--retry-all-errors", "the policy's is_transient decides what is retried" },
   { "--retry-connrefused", "a refused connection is retried by every shipped policy" },
-  { "--fail-with-body", "the body of a failed call is always written, unless -f" },
   { "-O", "name the file: -o FILE, or --output-dir DIR (the URL's last segment)" },
   { "--remote-name", "name the file: -o FILE, or --output-dir DIR (the URL's last segment)" },
   { "-b", "no cookie engine: send -H 'Cookie: ...' (to the first host only)" },
@@ -193,6 +197,10 @@ static int set_flag(run_args *a, option_id id) {
   case O_INCLUDE: a->include = 1; break;
   case O_FAIL: a->fail = 1; break;
   case O_HEAD: a->method = "HEAD", a->include = 1; break;
+  case O_STDOUT_LIVE: a->stdout_live = 1; break;
+  case O_STDOUT_FINAL: a->stdout_live = 0; break;
+  case O_CREATE_DIRS: a->create_dirs = 1; break;
+  case O_FAIL_WITH_BODY: a->fail_with_body = 1; break;
   default: break;
   }
   return 0;
@@ -232,6 +240,7 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_PARALLEL: return set_parallel(a, v);
   case O_REDIS: a->redis = v; break;
   case O_METRICS_FILE: a->metrics_file = v; break;
+  case O_TRACE_ASCII: a->trace_ascii = v; break;
   default: break;
   }
   return 0;
@@ -272,9 +281,9 @@ static int parse_short(run_args *a, int argc, char **argv, int *i) {
 
 /* Options that do not go together. */
 static int check_combinations(const run_args *a) {
-  if (!a->policy) return cli_usage("run: which POLICY?", NULL);
   if ((a->nwords || a->urls_file) && a->command)
     return cli_usage("run: a URL or a COMMAND, not both", NULL);
+  if (!a->policy) return cli_usage("run: a URL, -- COMMAND or POLICY is needed", NULL);
   if (a->command && (a->method || a->data || a->nheaders || a->output || a->fail))
     return cli_usage("run: -X, -H, -d, -o and -f are for URLs, not commands", NULL);
   if (a->command && (a->output_dir || a->parallel))
@@ -287,7 +296,23 @@ static int check_combinations(const run_args *a) {
   if (a->urls_file && a->data && strcmp(a->urls_file, "-") == 0 && strcmp(a->data, "@-") == 0)
     return cli_usage("run: --urls - and -d @- cannot both read standard input", NULL);
   if (a->key && !a->cert) return cli_usage("run: --key goes with --cert", NULL);
+  if (a->fail && a->fail_with_body)
+    return cli_usage("run: -f and --fail-with-body, not both (as in curl)", NULL);
+  if (a->command && (a->create_dirs || a->fail_with_body))
+    return cli_usage("run: --create-dirs and --fail-with-body are for URLs, not commands", NULL);
+  if (a->trace_ascii && a->command)
+    return cli_usage("run: --trace-ascii is for URLs, not commands", NULL);
+  if (a->stdout_live && !a->command)
+    return cli_usage("run: --stdout=live is for -- COMMAND (a URL's body is never doubled)", NULL);
   return 0;
+}
+
+/* No POLICY: `run -- COMMAND` takes the shipped `command`, `run URL` (a
+ * word with "://" where POLICY goes) `http`, as a curl user expects. */
+static void default_policy(run_args *a) {
+  if (a->policy) return;
+  if (a->command && !a->nwords) a->policy = "command", a->policy_defaulted = 1;
+  else if ((a->nwords || a->urls_file) && !a->command) a->policy = "http", a->policy_defaulted = 1;
 }
 
 int parse_run(int argc, char **argv, run_args *a, char **words) {
@@ -305,10 +330,11 @@ int parse_run(int argc, char **argv, run_args *a, char **words) {
     }
     if (s[0] == '-' && s[1] == '-') status = parse_long(a, argc, argv, &i);
     else if (s[0] == '-' && s[1]) status = parse_short(a, argc, argv, &i);
-    else if (!a->policy) a->policy = s;
+    else if (!a->policy && !a->nwords && !strstr(s, "://")) a->policy = s;  /* the first word only */
     else a->words[a->nwords++] = s;
     if (status) return status;
   }
+  default_policy(a);
   return check_combinations(a);
 }
 

@@ -31,6 +31,7 @@ typedef struct {
   char number[16];         /* "[3]": how messages about the file start */
   outfile file;            /* the body: DIR/NAME kept on success, or standard
                               output (a spool of its own) shown once decided */
+  char *body_line;         /* "; body: ..." of a failure's final answer, or NULL */
 } batch_url;
 
 /* A set of names (open addressing, grown at half full), to make each
@@ -161,6 +162,8 @@ static int open_urls(batch *b) {
     }
   }
   if (a->output) return cli_usage("run: -o takes one URL; with several use --output-dir DIR%s", "");
+  if (a->output_dir && a->create_dirs && create_dirs(a->output_dir, 1, "--output-dir") != 0)
+    return EXIT_USAGE;
   if (a->output_dir) {
     struct stat st;
     const char *why_not = stat(a->output_dir, &st) != 0 ? strerror(errno)
@@ -256,6 +259,7 @@ static void url_free(batch_url *u) {
   free((char *)u->log.target);
   free(u->url);
   free(u->path);
+  free(u->body_line);
   free(u);
 }
 
@@ -266,6 +270,12 @@ static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_deci
   batch_url *u = ud;
   log_attempt(&u->log, o, d);
   if (d && d->retry) outfile_release(&u->file);
+  if (o && d && !d->retry && d->reason != LUARETRY_REASON_SUCCESS && !u->body_line) {
+    /* its summary line quotes the answer too: with -q it is the only one */
+    size_t len;
+    FILE *f = open_memstream(&u->body_line, &len);
+    if (f) log_body_line(f, o), fclose(f);
+  }
 }
 
 /* A URL's state and job; NULL (after a message) when out of memory. */
@@ -342,13 +352,19 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   /* a file only on success; standard output shows the final attempt's */
   int decided = r->code == LUARETRY_OK && r->final.reason != LUARETRY_REASON_CANCELLED &&
                 r->final.attempt > 0;
-  int keep = status == EXIT_OK || (!u->file.path && decided);
+  int keep = status == EXIT_OK || (!u->file.path && decided) ||
+             (b->a->fail_with_body && decided && !r->error && r->status > 0);
   if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
   fold_status(b, status, r->final.reason);
   char last[64] = "none";
   if (r->final.attempt > 0) {
     if (r->error) snprintf(last, sizeof last, "%s error", r->error);
     else snprintf(last, sizeof last, "%d", r->status);
+  }
+  /* -v and none: every URL's line; -q: a failed URL's only; -s: none */
+  if (b->a->verbosity == 0 && !(b->a->show_error && status != EXIT_OK)) {
+    url_free(u);
+    return;
   }
   const char *verdict = r->code == LUARETRY_OK ? luaretry_reason_name(r->final.reason) : "error";
   const char *detail = r->code != LUARETRY_OK ? r->errmsg : NULL;
@@ -364,6 +380,7 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   fprintf(out, ": %s, %d attempt%s, status %s, %.3f s, exit %d%s", verdict, r->final.attempt,
           r->final.attempt == 1 ? "" : "s", last, r->elapsed, status, detail ? ": " : "");
   cli_text(out, detail);
+  if (u->body_line) fputs(u->body_line, out);  /* escaped already */
   fputc('\n', out);
   if (m && fclose(m) == 0) fwrite(line, 1, len, stderr);
   free(line);
@@ -423,7 +440,7 @@ static int perform(batch *b, luaretry_policy *p) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
     return EXIT_POLICY;
   }
-  if (b->interrupted) {
+  if (b->interrupted && (b->a->verbosity > 0 || b->a->show_error)) {
     char *more = next_url(b);  /* one look further: is anything left? */
     free(more);
     if (more)

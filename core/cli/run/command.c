@@ -12,10 +12,15 @@
  *
  * The outcome: the exit status (128+N for signal N), the tail of the
  * error output as the body the policy judges; an attempt its timeout ended
- * is status 0 with error "timeout", as an HTTP attempt without response.  Standard output streams into `out`, emptied
- * for each attempt; the final attempt's error output is shown on failure,
- * every attempt's with -v.  Standard input, when luaretry's was spooled,
- * is given whole to every attempt; no descriptor of luaretry's leaks. */
+ * is status 0 with error "timeout", as an HTTP attempt without response.
+ * Every attempt's error output passes through to ours as it comes, whole
+ * lines at a time (a partial last line is ended at the attempt's end), so
+ * luaretry's own lines, written between attempts, never split one.
+ * Standard output streams into `out`, emptied for each attempt, so only
+ * the final attempt's reaches ours (a retried command's output is never
+ * doubled in a pipe); with --stdout=live every attempt's passes through as
+ * it comes.  Standard input, when luaretry's was spooled, is given whole to
+ * every attempt; no descriptor of luaretry's leaks. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -34,14 +39,17 @@
 #define STDERR_TAIL (64 * 1024)
 #define KILL_GRACE 1.0   /* seconds from SIGTERM to SIGKILL */
 #define TICK_MS 10       /* how soon a timeout, a cancel or the group's end is seen */
+#define PENDING 4096     /* a partial error line held back; a longer one passes in pieces */
 
 typedef struct {
   char **argv;
   int stdin_fd;            /* the spooled standard input, or -1 */
-  int verbosity;
+  int live_stdout;         /* --stdout=live: every attempt's, as it comes */
   outfile *out;            /* the attempt's standard output */
   char err[STDERR_TAIL];   /* the tail of its error output */
   size_t err_len;
+  char pending[PENDING];   /* its error output after the last line end */
+  size_t pending_len;
 } command;
 
 /* One attempt's child: its group and what the parent watches. */
@@ -67,6 +75,49 @@ static void keep_tail(command *cmd, const char *s, size_t n) {
     memcpy(cmd->err + cmd->err_len, s, n);
     cmd->err_len += n;
   }
+}
+
+/* All of it to fd, or as much as fd takes: a closed or full terminal
+ * must not stop the command. */
+static void write_all(int fd, const char *s, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, s, n);
+    if (w < 0 && errno == EINTR && !cli_stop_signals()) continue;  /* a stop ends the wait */
+    if (w <= 0) {
+      if (w < 0 && errno == EAGAIN) {
+        struct pollfd p = { fd, POLLOUT, 0 };
+        if (poll(&p, 1, 1000) > 0) continue;
+      }
+      return;
+    }
+    s += w, n -= (size_t)w;
+  }
+}
+
+/* The command's error output to ours up to its last line end (\n, or \r
+ * for a progress line); the rest is held until its line ends. */
+static void pass_errors(command *cmd, const char *s, size_t n) {
+  while (n > 0) {
+    size_t take = n < PENDING - cmd->pending_len ? n : PENDING - cmd->pending_len;
+    memcpy(cmd->pending + cmd->pending_len, s, take);
+    cmd->pending_len += take;
+    s += take, n -= take;
+    size_t end = cmd->pending_len;
+    while (end > 0 && cmd->pending[end - 1] != '\n' && cmd->pending[end - 1] != '\r') end--;
+    if (end == 0 && cmd->pending_len == PENDING) end = PENDING;  /* a very long line */
+    write_all(STDERR_FILENO, cmd->pending, end);
+    memmove(cmd->pending, cmd->pending + end, cmd->pending_len - end);
+    cmd->pending_len -= end;
+  }
+}
+
+/* The attempt is over: a partial last line is ended, so what luaretry
+ * writes next starts a line of its own. */
+static void end_errors(command *cmd) {
+  if (!cmd->pending_len) return;
+  write_all(STDERR_FILENO, cmd->pending, cmd->pending_len);
+  write_all(STDERR_FILENO, "\n", 1);
+  cmd->pending_len = 0;
 }
 
 static double now_seconds(void) {
@@ -116,7 +167,9 @@ static int spawn(const command *cmd, child *ch) {
     child_setup(in_fd, out_pipe[1], err_pipe[1]);
     execvp(cmd->argv[0], cmd->argv);
     int err = errno;
-    dprintf(STDERR_FILENO, "luaretry: cannot run %s: %s\n", cmd->argv[0], strerror(err));
+    /* as a shell says it: "not found" for a name looked up on PATH */
+    dprintf(STDERR_FILENO, "luaretry: cannot run %s: %s\n", cmd->argv[0],
+            err == ENOENT && !strchr(cmd->argv[0], '/') ? "command not found" : strerror(err));
     _exit(err == ENOENT ? 127 : 126);  /* as a shell says it */
   }
   if (pid > 0) setpgid(pid, pid);  /* whoever runs first, the group exists */
@@ -142,8 +195,9 @@ static void drain(command *cmd, child *ch) {
     for (int rounds = 0; ch->fds[i].fd >= 0 && rounds < 64; rounds++) {
       ssize_t got = read(ch->fds[i].fd, buf, sizeof buf);
       if (got > 0) {
-        if (i == 0) outfile_write(cmd->out, buf, (size_t)got);
-        else keep_tail(cmd, buf, (size_t)got);
+        if (i == 0 && cmd->live_stdout) write_all(STDOUT_FILENO, buf, (size_t)got);
+        else if (i == 0) outfile_write(cmd->out, buf, (size_t)got);
+        else keep_tail(cmd, buf, (size_t)got), pass_errors(cmd, buf, (size_t)got);
         continue;
       }
       if (got < 0 && errno == EINTR) continue;
@@ -202,18 +256,6 @@ static void watch(command *cmd, luaretry_call *c, child *ch, double timeout) {
   while (waitpid(-1, &ws, WNOHANG) > 0) {}  /* orphans that left the group */
 }
 
-/* -v: every attempt's error output; otherwise the failed final one's. */
-static void show_errors(const command *cmd, const luaretry_decision *d) {
-  if (!cmd->err_len) return;
-  int failed = !d->retry && d->reason != LUARETRY_REASON_SUCCESS &&
-               d->reason != LUARETRY_REASON_CANCELLED;
-  if (cmd->verbosity < 2 && !(failed && cmd->verbosity > 0)) return;
-  fprintf(stderr, "luaretry: attempt %d: %s's error output%s:\n", d->attempt, cmd->argv[0],
-          cmd->err_len == STDERR_TAIL ? " (its end)" : "");
-  cli_text_block(stderr, cmd->err, cmd->err_len);
-  if (cmd->err[cmd->err_len - 1] != '\n') fputc('\n', stderr);
-}
-
 /* A luaretry_operation_fn: one run of the command. */
 static luaretry_code attempt(void *ud, luaretry_call *c, int n, double timeout,
                              luaretry_outcome *o) {
@@ -224,6 +266,7 @@ static luaretry_code attempt(void *ud, luaretry_call *c, int n, double timeout,
   child ch;
   if (spawn(cmd, &ch) != 0) return LUARETRY_E_SYSTEM;
   watch(cmd, c, &ch, timeout);
+  end_errors(cmd);
   luaretry_outcome_init(o);
   o->kind = LUARETRY_OUTCOME_COMMAND;
   int ws = ch.status;
@@ -242,33 +285,47 @@ static luaretry_code attempt(void *ud, luaretry_call *c, int n, double timeout,
   return LUARETRY_OK;
 }
 
-/* Each decision: the attempt's error output where it is shown. */
-typedef struct {
-  command *cmd;
-  luaretry_observer_fn next;
-  void *next_ud;
-} observer;
-
-static void observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
-  observer *ob = ud;
-  if (o) show_errors(ob->cmd, d);
-  if (ob->next) ob->next(ob->next_ud, o, d);
-}
-
-luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, attempt_log *log,
+luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, int live_stdout,
                           outfile *out, luaretry_decision *final) {
   command *cmd = calloc(1, sizeof *cmd);
   if (!cmd) return LUARETRY_E_NOMEM;
   cmd->argv = argv;
   cmd->stdin_fd = stdin_fd;
-  cmd->verbosity = log->verbosity;
+  cmd->live_stdout = live_stdout;
   cmd->out = out;
   /* orphaned grandchildren come to us, to be waited for with their group */
   prctl(PR_SET_CHILD_SUBREAPER, 1);
-  observer ob = { cmd, log_attempt, log };
-  luaretry_call_observe(c, observe, &ob);
   luaretry_code rc = luaretry_call_run(c, attempt, cmd, final);
-  luaretry_call_observe(c, log_attempt, log);
   free(cmd);
   return rc;
+}
+
+/* `run http -- CMD`: a policy whose classifier judges a plain failure
+ * (exit 1) final never retries the command, which is seldom what was
+ * meant; one warning line, from a probe on a call of its own (virtual
+ * time, its own guards and counters: nothing of the run's changes). */
+void command_policy_check(luaretry_policy *p, const char *policy) {
+  luaretry_call_options opts;
+  luaretry_call_options_init(&opts);
+  opts.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED | LUARETRY_CALL_ISOLATED;
+  opts.seed = 1;
+  luaretry_call *c;
+  if (luaretry_call_begin(p, &opts, &c) != LUARETRY_OK) return;
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.kind = LUARETRY_OUTCOME_COMMAND;
+  o.status = 1;
+  o.body = "";
+  o.method = "EXEC";
+  o.url = "probe";
+  luaretry_decision d;
+  if (luaretry_call_report(c, &o, &d) == LUARETRY_OK && !d.retry &&
+      d.reason == LUARETRY_REASON_FINAL) {
+    fputs("luaretry: warning: policy ", stderr);
+    cli_text(stderr, policy);
+    fputs(" never retries a command (its classifier judges exit 1 final, ", stderr);
+    cli_text(stderr, d.rule);
+    fputs("): for commands use the policy `command` (luaretry run -- COMMAND)\n", stderr);
+  }
+  luaretry_call_free(c);
 }

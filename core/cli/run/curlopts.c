@@ -74,5 +74,6 @@ int curlopts_apply(const run_args *a, CURL *h) {
     fprintf(stderr, "luaretry: --compressed: this libcurl decodes no compression\n");
     return -1;
   }
+  trace_apply(h);  /* -v, --trace-ascii */
   return tls_options(a, h);
 }

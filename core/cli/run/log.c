@@ -59,8 +59,9 @@ static void json_line(const attempt_log *log, const luaretry_decision *d, int st
 /* Stopped between attempts: a cancel, or the circuit opened. */
 static void log_stop(const attempt_log *log, const luaretry_decision *d, const char *who) {
   if (log->json) json_line(log, d, -1, NULL, NULL);
-  if (log->verbosity > 0 && (d->reason == LUARETRY_REASON_CIRCUIT_OPEN ||
-                             d->reason == LUARETRY_REASON_BUDGET)) {
+  /* a refusal after a wait ends the call: -q's one line of a failure */
+  if ((log->verbosity > 0 || log->show_error) && (d->reason == LUARETRY_REASON_CIRCUIT_OPEN ||
+                                                  d->reason == LUARETRY_REASON_BUDGET)) {
     fprintf(stderr, "luaretry: %sbefore attempt %d: %s (", who, d->attempt + 1,
             luaretry_reason_name(d->reason));
     cli_text(stderr, d->rule);
@@ -68,6 +69,22 @@ static void log_stop(const attempt_log *log, const luaretry_decision *d, const c
     cli_text(stderr, d->message);
     fputc('\n', stderr);
   }
+}
+
+#define BODY_SHOWN 160   /* bytes of a final answer's body a log line quotes */
+
+void log_body_line(FILE *f, const luaretry_outcome *o) {
+  if (o->kind != LUARETRY_OUTCOME_HTTP || o->error || o->status <= 0 || !o->body_len) return;
+  size_t n = 0;
+  while (n < o->body_len && n < BODY_SHOWN && o->body[n] != '\n' && o->body[n] != '\r') n++;
+  while (n > 0 && (o->body[n - 1] == ' ' || o->body[n - 1] == '\t')) n--;
+  if (n == 0) return;
+  char shown[BODY_SHOWN + 1];
+  memcpy(shown, o->body, n);
+  shown[n] = '\0';
+  fputs("; body: ", f);
+  cli_text(f, shown);
+  if (n < o->body_len && o->body[n] != '\n' && o->body[n] != '\r') fputs("...", f);
 }
 
 /* One attempt on standard error: "attempt N/M: OUTCOME -> VERDICT (...)",
@@ -95,6 +112,7 @@ static void text_line(const attempt_log *log, const char *who, const luaretry_ou
   fputc(')', f);
   if (d->message) fputs(": ", f), cli_text(f, d->message);
   if (o->error_detail) fputs(": ", f), cli_text(f, o->error_detail);
+  if (!d->retry && d->reason != LUARETRY_REASON_SUCCESS) log_body_line(f, o);
   fputc('\n', f);
   if (fclose(f) == 0) fwrite(line, 1, len, stderr);
   free(line);
@@ -114,9 +132,10 @@ void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d
     cli_text(stderr, d->hook_error);
     fputc('\n', stderr);
   }
-  /* quiet as curl's -sS: nothing but the line of a failure's end */
-  if (log->verbosity > 0 ||
-      (log->show_error && !d->retry && d->reason != LUARETRY_REASON_SUCCESS))
+  /* quiet as curl's -sS: nothing but the line of a failure's end (a
+   * cancel has its own line, "interrupted") */
+  if (log->verbosity > 0 || (log->show_error && !d->retry && d->reason != LUARETRY_REASON_SUCCESS &&
+                             d->reason != LUARETRY_REASON_CANCELLED))
     text_line(log, who, o, d);
 }
 

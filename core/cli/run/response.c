@@ -19,6 +19,7 @@
 static int on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *ud) {
   (void)h;
   response *r = ud;
+  trace_feed(type, data, size);  /* this callback replaced trace.c's */
   if (type != CURLINFO_HEADER_IN || r->failed) return 0;
   if (r->len + size > r->cap) {
     size_t cap = r->cap ? r->cap : 4096;
@@ -39,7 +40,7 @@ void response_init(response *r, const run_args *a, attempt_log *log, outfile *ou
   r->log = log;
   r->out = out;
   r->h = h;
-  if (!a->include && !a->dump_header) return;
+  if (!a->include && !a->dump_header && !trace_active()) return;
   curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, on_debug);
   curl_easy_setopt(h, CURLOPT_DEBUGDATA, r);
   curl_easy_setopt(h, CURLOPT_VERBOSE, 1L);  /* the debug callback's switch */

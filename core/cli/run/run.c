@@ -61,10 +61,11 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
   luaretry_request req = run_request(a, a->url, headers, body);
   CURL *h = curl_easy_init();
   if (!h) return LUARETRY_E_NOMEM;
+  int applied = curlopts_apply(a, h) == 0;  /* first: response's debug callback wins */
   response r;
   response_init(&r, a, log, out, h);
   luaretry_code rc = LUARETRY_E_ARG;  /* a usage error, already told */
-  if (curlopts_apply(a, h) == 0 && (!a->write_out || writeout_load(a->write_out, &r.format) == 0)) {
+  if (applied && (!a->write_out || writeout_load(a->write_out, &r.format) == 0)) {
     luaretry_call_observe(c, response_observe, &r);
     luaretry_curl_options co;
     luaretry_curl_options_init(&co);
@@ -81,7 +82,10 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     /* the body in place first: -w comes after it, as curl writes it */
     int status = cli_exit_status(final->reason);
     int decided = final->attempt > 0 && final->reason != LUARETRY_REASON_CANCELLED;
-    int keep = status == EXIT_OK || (!out->path && decided && !a->fail);
+    long code = 0;  /* the final attempt's answer, 0: none came */
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    int keep = status == EXIT_OK || (!out->path && decided && !a->fail) ||
+               (a->fail_with_body && decided && code > 0);  /* curl's: the answer, to -o too */
     if (outfile_finish(out, keep) != 0 && status == EXIT_OK) rc = LUARETRY_E_IO;
     if (rc == LUARETRY_OK && response_finish(&r, final, status) != status) rc = LUARETRY_E_IO;
   }
@@ -92,9 +96,10 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
 
 /* What a call needs before its first attempt: the upload's first bytes,
  * and what must be spooled (-d @-, a FIFO; a command's standard input),
- * within the deadline.  0, or the exit status after a message. */
+ * within the deadline.  0, or the exit status after a message (if `tell`:
+ * not -s). */
 static int inputs_ready(run_mode mode, luaretry_call *c, const luaretry_tuning *t,
-                        upload *body, int *stdin_fd) {
+                        upload *body, int *stdin_fd, int tell) {
   double left = t->deadline > 0 ? t->deadline - luaretry_call_elapsed(c) : 0;
   if (t->deadline > 0 && left <= 0) left = 1e-3;
   spool_status st = SPOOL_OK;
@@ -107,17 +112,18 @@ static int inputs_ready(run_mode mode, luaretry_call *c, const luaretry_tuning *
   } else if (mode == RUN_URL) {
     st = upload_ready(body, left, t->body_limit);
   }
-  if (st == SPOOL_DEADLINE)
+  if (st == SPOOL_DEADLINE && tell)
     fprintf(stderr, "luaretry: %s%s did not end before the deadline (%g s)\n",
             what == body->arg ? "-d " : "", what, t->deadline);
-  if (st == SPOOL_INTERRUPTED) fprintf(stderr, "luaretry: interrupted\n");
+  if (st == SPOOL_INTERRUPTED && tell) fprintf(stderr, "luaretry: interrupted\n");
   return st == SPOOL_OK ? 0 : st == SPOOL_DEADLINE ? EXIT_DEADLINE
          : st == SPOOL_INTERRUPTED ? EXIT_INTERRUPTED : EXIT_USAGE;
 }
 
-/* A call that ended in error code rc: why, and the exit status. */
+/* A call that ended in error code rc: why (if `tell`), and the exit
+ * status. */
 static int call_error(luaretry_policy *p, luaretry_call *c, run_mode mode, const upload *body,
-                      luaretry_code rc) {
+                      luaretry_code rc, int tell) {
   if (rc == LUARETRY_E_IO) return EXIT_FINAL;  /* -D could not be written: said */
   if (rc == LUARETRY_E_ARG && mode != RUN_COMMAND) return EXIT_USAGE;  /* curl's options: said */
   if (rc == LUARETRY_E_OPERATION) {  /* our upload or output stopped it, and said why */
@@ -126,6 +132,7 @@ static int call_error(luaretry_policy *p, luaretry_call *c, run_mode mode, const
     return EXIT_USAGE;
   }
   const char *pm = luaretry_policy_errmsg(p);
+  if (!tell) return cli_error_status(rc);
   fputs("luaretry: ", stderr);
   cli_text(stderr, pm[0] ? pm : luaretry_call_errmsg(c));
   fputc('\n', stderr);
@@ -152,19 +159,23 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
   int stdin_fd = -1;
-  int status = inputs_ready(mode, *c, &t, body, &stdin_fd);
+  int tell = a->verbosity > 0 || a->show_error;  /* -s: nothing */
+  int status = inputs_ready(mode, *c, &t, body, &stdin_fd, tell);
   if (status == 0) {
     if (mode == RUN_URL) rc = url_run(a, p, *c, log, body, out, final);
     else if (mode == RUN_WORKFLOW) rc = workflow_run(a, p, *c, out, final);
-    else rc = command_run(*c, a->command, stdin_fd, log, out, final);
+    else rc = command_run(*c, a->command, stdin_fd, a->stdout_live, out, final);
   }
   cli_cancel_on_signal(NULL, NULL);
   if (stdin_fd >= 0) close(stdin_fd);
   if (status != 0) return status;
-  if (rc != LUARETRY_OK) return call_error(p, *c, mode, body, rc);
-  if (final->reason == LUARETRY_REASON_CANCELLED) fprintf(stderr, "luaretry: interrupted\n");
-  else *decided = final->attempt > 0;
-  if (final->attempt == 0 && final->message && a->verbosity > 0)  /* refused at begin */
+  if (rc != LUARETRY_OK) return call_error(p, *c, mode, body, rc, tell);
+  if (final->reason == LUARETRY_REASON_CANCELLED) {
+    if (tell) fprintf(stderr, "luaretry: interrupted\n");
+  } else {
+    *decided = final->attempt > 0;
+  }
+  if (final->attempt == 0 && final->message && tell)  /* refused at begin: -q's one line */
     fprintf(stderr, "luaretry: before attempt 1: %s (%s): %s\n",
             luaretry_reason_name(final->reason), final->rule, final->message);
   return cli_exit_status(final->reason);
@@ -189,6 +200,9 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   memset(&final, 0, sizeof final);
   int decided = 0;
   int status = a->data ? data_open(a, &body) : 0;
+  if (status == 0 && a->create_dirs && a->output && strcmp(a->output, "-") != 0 &&
+      create_dirs(a->output, 0, "-o") != 0)
+    status = EXIT_USAGE;
   if (status == 0 && outfile_create(&out) != 0) status = EXIT_USAGE;
   if (status == 0) status = run_call(a, p, mode, &log, &body, &out, &c, &final, &decided);
   /* a file only on success; standard output shows the final attempt's,
@@ -215,11 +229,15 @@ static int run_loaded(run_args *a) {
   luaretry_policy *p = cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0,
                                              redis, from, &status);
   run_mode mode = RUN_URL;
-  if (p && (status = choose_mode(a, p, &mode)) == 0) {
+  if (p && (status = choose_mode(a, p, &mode)) == 0 && trace_open(a) != 0) status = EXIT_USAGE;
+  else if (p && status == 0) {
     log_policy_events(p, a->verbosity);
+    if (mode == RUN_COMMAND && !a->policy_defaulted && a->verbosity > 0)
+      command_policy_check(p, a->policy);
     cli_fleet_start(p);
     status = mode == RUN_BATCH ? batch_run(a, p) : run_one(a, p, mode);
   }
+  trace_close();
   luaretry_policy_free(p);
   curl_global_cleanup();
   return status;

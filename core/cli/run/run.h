@@ -60,6 +60,8 @@ typedef struct {
 
 typedef struct {
   const char *policy;
+  int policy_defaulted;    /* no POLICY given: "command" or "http" */
+  int stdout_live;         /* --stdout=live: every attempt's standard output */
   const char *url;         /* the one URL of a single call, once chosen */
   char *url_fixed;         /* it, with http:// when it had no scheme; owned */
   char **words;            /* after POLICY: the URLs, or run()'s arguments */
@@ -94,6 +96,9 @@ typedef struct {
   double connect_timeout;  /* 0: the attempt's */
   const char *dump_header; /* -D FILE, "-": standard output */
   const char *write_out;   /* -w FORMAT, or @FILE */
+  const char *trace_ascii; /* --trace-ascii FILE */
+  int create_dirs;         /* --create-dirs: for -o FILE and --output-dir */
+  int fail_with_body;      /* --fail-with-body: -o FILE gets a failure's answer too */
 } run_args;
 
 /* Parses the words after `run`; `words` has room for argc entries.  0, or
@@ -145,6 +150,11 @@ typedef struct {
 
 /* A luaretry_observer_fn; ud is an attempt_log. */
 void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d);
+/* A failure's final answer: "; body: " and the first line of its body,
+ * escaped, cut at 160 bytes (nothing when no answer or an empty one), so
+ * why a server refused reaches the user even when the body went nowhere
+ * (-o FILE is kept only on success). */
+void log_body_line(FILE *f, const luaretry_outcome *o);
 /* -v: the script's print(); not -q: the breaker's changes. */
 void log_policy_events(luaretry_policy *p, int verbosity);
 /* --log-json PATH ("-": standard error; NULL: none) into *json; -1 after a
@@ -208,6 +218,26 @@ int cli_stop_signals(void);
 /* The exit status for a call that ended in error code rc. */
 int cli_error_status(luaretry_code rc);
 
+/* ---- dirs.c: --create-dirs */
+
+/* Makes the missing folders of `path` (whole: path itself is one; else up
+ * to its last '/'), mode 0750 as curl's; 0, or -1 after a message. */
+int create_dirs(const char *path, int whole, const char *option);
+
+/* ---- trace.c: -v's header lines and --trace-ascii FILE, credentials
+ * redacted */
+
+/* From the options: -v, and --trace-ascii opened ("-" standard output, "%"
+ * standard error); 0, or -1 after a message. */
+int trace_open(const run_args *a);
+int trace_active(void);
+/* On h (and handles copied from it) when either is on. */
+void trace_apply(CURL *h);
+/* What libcurl's debug callback gives (a curl_infotype), for a callback of
+ * another's that also wants it. */
+void trace_feed(int type, const char *data, size_t size);
+void trace_close(void);
+
 /* ---- report.c: what the end of a run tells machines */
 
 /* --stats (text or JSON) on standard error, --metrics-file, and the
@@ -221,9 +251,13 @@ void report_end(const run_args *a, const luaretry_policy *p, FILE *json, luaretr
 
 /* command.c: run POLICY -- COMMAND, each attempt a child process group;
  * stdin_fd (or -1: luaretry's own standard input) is given whole to every
- * attempt. */
-luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, attempt_log *log,
+ * attempt; its error output passes through as it comes, its standard
+ * output too with live_stdout, else into `out`. */
+luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, int live_stdout,
                           outfile *out, luaretry_decision *final);
+/* command.c: one warning line when p's classifier never retries a failed
+ * command (exit 1 judged final), naming the `command` policy. */
+void command_policy_check(luaretry_policy *p, const char *policy);
 /* workflow.c: run POLICY [ARGS...], the script's run(http, args) retried whole. */
 luaretry_code workflow_run(const run_args *a, luaretry_policy *p, luaretry_call *c, outfile *out,
                            luaretry_decision *final);

@@ -1,0 +1,37 @@
+/* dirs.c: --create-dirs, as curl's: the folders -o FILE (or --output-dir
+ * DIR) needs are made, each missing one with mode 0750 as curl makes them
+ * (less the umask), before the first attempt. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "run.h"
+
+int create_dirs(const char *path, int whole, const char *option) {
+  char *p = strdup(path);
+  if (!p) {
+    fprintf(stderr, "luaretry: %s %s: out of memory\n", option, path);
+    return -1;
+  }
+  size_t n = strlen(p);
+  if (!whole) {  /* FILE's folder: up to its last '/' */
+    while (n > 0 && p[n - 1] != '/') n--;
+    p[n] = '\0';
+  }
+  int rc = 0;
+  /* each prefix ending at a '/' (and the whole), from the top down */
+  for (size_t i = 1; i <= n && rc == 0; i++) {
+    if (i < n && p[i] != '/') continue;
+    char keep = p[i];
+    p[i] = '\0';
+    if (mkdir(p, 0750) != 0 && errno != EEXIST) {
+      fprintf(stderr, "luaretry: --create-dirs: %s: %s\n", p, strerror(errno));
+      rc = -1;
+    }
+    p[i] = keep;
+  }
+  free(p);
+  return rc;
+}

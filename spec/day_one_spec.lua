@@ -1,0 +1,138 @@
+-- What a curl user meets on day one: --create-dirs (curl's meaning, for -o
+-- and --output-dir), the body of a final error answer (its first line in
+-- the final log line, even with -o; the whole of it with --fail-with-body,
+-- as curl's), and usage errors that say what is wrong first.  The real
+-- build/luaretry against the fault server.
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
+package.path = here .. "/?.lua;" .. package.path
+local proc = require "support.proc"
+
+local FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter=none", "--set", "max_attempts=2" }
+
+local function run(...)
+  local t = {}
+  for _, part in ipairs { ... } do
+    if type(part) == "table" then for _, w in ipairs(part) do t[#t + 1] = w end
+    else t[#t + 1] = part end
+  end
+  return proc.run(t, { timeout = 30 })
+end
+
+describe("day one", function ()
+  local srv, tmp
+  setup(function () srv = proc.server(here .. "/run/error_body.lua") end)
+  teardown(function () if srv then srv:stop() end end)
+  before_each(function () tmp = proc.tmpdir() end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  describe("--create-dirs", function ()
+    it("makes -o FILE's missing folders (mode 0750 less the umask); without it, exit 2", function ()
+      local file = tmp .. "/a/b/out.txt"
+      local r = run("run", srv.base .. "/ok", "-o", file)
+      assert.are.equal(2, r.code)
+      assert.matches("^luaretry: %-o [^\n]*/a/b/out%.txt", r.stderr)
+      r = run("run", srv.base .. "/ok", "--create-dirs", "-o", file)
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("fresh\n", proc.readfile(file))
+      local mode = proc.readfile_cmd("stat -c %a " .. proc.q(tmp .. "/a/b")):gsub("%s+$", "")
+      local umask = tonumber(proc.readfile_cmd("sh -c umask"), 8)
+      assert.are.equal(("%o"):format(tonumber("750", 8) & ~umask), mode)
+    end)
+
+    it("makes --output-dir DIR, and folders that exist are fine", function ()
+      local dir = tmp .. "/x/y"
+      local r = run("run", srv.base .. "/ok", "--output-dir", dir)
+      assert.are.equal(2, r.code)
+      r = run("run", srv.base .. "/ok", "--create-dirs", "--output-dir", dir)
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("fresh\n", proc.readfile(dir .. "/ok"))
+      r = run("run", srv.base .. "/ok", "--create-dirs", "--output-dir", dir)
+      assert.are.equal(0, r.code, r.stderr)
+    end)
+
+    it("says which folder it could not make", function ()
+      proc.writefile(tmp .. "/file", "")
+      local r = run("run", srv.base .. "/ok", "--create-dirs", "-o", tmp .. "/file/sub/out")
+      assert.are.equal(2, r.code)
+      assert.matches("^luaretry: %-%-create%-dirs: [^\n]*/file/sub: Not a directory\n", r.stderr)
+    end)
+  end)
+
+  describe("a final error answer's body", function ()
+    it("its first line ends the final log line, even with -o (the file is left alone)", function ()
+      proc.writefile(tmp .. "/out", "old\n")
+      local r = run("run", srv.base .. "/missing", "-o", tmp .. "/out")
+      assert.are.equal(1, r.code)
+      assert.matches("attempt 1/10: 404 %-> final %([^)]*%); body: {\"error\":\"no such bucket\"}\n", r.stderr)
+      assert.is_nil(r.stderr:find("second line", 1, true))
+      assert.are.equal("old\n", proc.readfile(tmp .. "/out"))
+      -- -q: it is the one line; a retried answer's line does not carry it
+      r = run("run", srv.base .. "/gone", FAST, "-q", "-o", tmp .. "/out")
+      assert.are.equal(4, r.code)
+      assert.are.same({ "luaretry: attempt 2/2: 503 -> exhausted (max_attempts): gave up after 2 attempts" },
+                      { (r.stderr:gsub(" over [%d.]+ s; body: try later\n$", "")) })
+      r = run("run", srv.base .. "/gone", FAST)
+      assert.is_nil(r.stderr:match("retry in [^\n]*body"))
+    end)
+
+    it("escaped, and cut", function ()
+      local r = run("run", srv.base .. "/forged", "-o", tmp .. "/out")
+      assert.are.equal(1, r.code)
+      assert.matches("; body: denied\\x1b%[2Jx+%.%.%.\n$", r.stderr)
+      assert.is_nil(r.stderr:find("\27", 1, true))
+      assert.is_true(#proc.lines(r.stderr)[1] < 400)
+    end)
+
+    it("--fail-with-body: -o FILE gets the answer, as curl writes it; the exit says it failed", function ()
+      proc.writefile(tmp .. "/out", "old\n")
+      local r = run("run", srv.base .. "/missing", "--fail-with-body", "-o", tmp .. "/out")
+      assert.are.equal(1, r.code)
+      assert.are.equal('{"error":"no such bucket"}\nsecond line\n', proc.readfile(tmp .. "/out"))
+      -- no answer at all (nothing listens): the old file stays
+      proc.writefile(tmp .. "/out", "old\n")
+      r = run("run", "http://127.0.0.1:1/x", FAST, "--fail-with-body", "-o", tmp .. "/out")
+      assert.are.equal(4, r.code)
+      assert.are.equal("old\n", proc.readfile(tmp .. "/out"))
+      -- standard output has it anyway; -f and --fail-with-body do not go together
+      r = run("run", srv.base .. "/missing", "--fail-with-body")
+      assert.are.equal('{"error":"no such bucket"}\nsecond line\n', r.stdout)
+      r = run("run", srv.base .. "/missing", "-f", "--fail-with-body")
+      assert.are.equal(2, r.code)
+      assert.matches("^luaretry: run: %-f and %-%-fail%-with%-body, not both", r.stderr)
+    end)
+
+    it("a batch's summary line of a failed URL quotes it too", function ()
+      local r = run("run", "http", srv.base .. "/ok", srv.base .. "/missing", "--output-dir", tmp, "-q")
+      assert.are.equal(1, r.code)
+      assert.are.same({ "luaretry: [2] " .. srv.base .. "/missing: final, 1 attempt, status 404, " },
+                      { (r.stderr:gsub("[%d.]+ s, exit 1; body: {\"error\":\"no such bucket\"}\n$", "")) })
+    end)
+
+    it("--fail-with-body in a batch: a failed URL's answer in its file", function ()
+      local r = run("run", "http", srv.base .. "/ok", srv.base .. "/missing", "--output-dir", tmp,
+                    "--fail-with-body")
+      assert.are.equal(1, r.code)
+      assert.are.equal("fresh\n", proc.readfile(tmp .. "/ok"))
+      assert.are.equal('{"error":"no such bucket"}\nsecond line\n', proc.readfile(tmp .. "/missing"))
+      r = run("run", "http", srv.base .. "/missing", srv.base .. "/ok", "--output-dir", tmp .. "/2",
+              "--create-dirs")
+      assert.is_nil(proc.readfile(tmp .. "/2/missing"))
+    end)
+  end)
+
+  describe("usage errors", function ()
+    it("say what is wrong on their first line, before the synopsis", function ()
+      for _, case in ipairs {
+        { { "run" }, "^luaretry: run: a URL, %-%- COMMAND or POLICY is needed" },
+        { { "run", "http", "--bogus" }, "^luaretry: run: unknown option %-%-bogus\n" },
+        { { "run", "--", }, "^luaretry: run: %-%- needs a COMMAND\n" },
+        { { "run", "https://h/x", "--", "true" }, "^luaretry: run: a URL or a COMMAND, not both\n" },
+      } do
+        local r = run(table.unpack(case[1]))
+        assert.are.equal(2, r.code)
+        assert.matches(case[2], r.stderr)
+        assert.matches("\nusage: luaretry run", r.stderr)
+      end
+    end)
+  end)
+end)
