@@ -237,7 +237,8 @@ typedef enum {
 } luaretry_jitter;
 
 /* "exponential", "constant", "linear", "function"; "none", "additive",
- * "full", "equal", "decorrelated". */
+ * "full", "equal", "decorrelated"; "unknown" for any other value, as every
+ * name function here (never NULL). */
 LUARETRY_API const char *luaretry_backoff_kind_name(luaretry_backoff_kind k);
 LUARETRY_API const char *luaretry_jitter_name(luaretry_jitter j);
 
