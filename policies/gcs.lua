@@ -104,7 +104,7 @@ backoff = {
 }
 
 function is_transient(status, body, info)
-  if status == 0 then return info.error ~= "tls_verify" end  -- timeouts and disconnects [RS]
+  if status == 0 then return info.error ~= "tls_verify" and info.error ~= "too_many_redirects" end  -- timeouts and disconnects [RS]
   return status == 408 or status == 429 or (status >= 500 and status <= 599)
 end
 

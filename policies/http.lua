@@ -23,6 +23,6 @@ local transient_status = retry.status_in { 408, 429, 500, 502, 503, 504 }
 
 -- status 0: no response came (connect, timeout, reset, dns, tls, ...)
 function is_transient(status, body, info)
-  if status == 0 then return info.error ~= "tls_verify" end
+  if status == 0 then return info.error ~= "tls_verify" and info.error ~= "too_many_redirects" end
   return transient_status(status)
 end

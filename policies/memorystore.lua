@@ -43,6 +43,6 @@ backoff = {
 }
 
 function is_transient(status, body, info)
-  if status == 0 then return info.error ~= "tls_verify" end  -- connect, timeout, reset, dns, tls
+  if status == 0 then return info.error ~= "tls_verify" and info.error ~= "too_many_redirects" end  -- connect, timeout, reset, dns, tls
   return status == 429 or (status >= 500 and status <= 599)
 end

@@ -177,6 +177,24 @@ end
       assert.are.equal(4, #a:requests_on("/loop"))
     end)
 
+    it("--max-redirs reached is final: the limit the user set is not retried", function ()
+      -- http's ten attempts, the default classifier, and every shipped policy
+      for _, policy in ipairs({ "http", "default", "gcs", "iam", "memorystore", "azure" }) do
+        a:reset()
+        local args = { "run", policy, a.base .. "/loop", "-L", "--max-redirs", "2", "--log-json", "-" }
+        if policy == "default" then
+          local file = tmp .. "/default.lua"
+          proc.writefile(file, "max_attempts = 5\ndeadline = 30\nbackoff = { initial = 0.01 }\n")
+          args[2] = file
+        end
+        local r = proc.run(concat(args, FAST), { timeout = 30 })
+        assert.are.equal(1, r.code, policy .. ": " .. r.stderr)
+        assert.are.equal(3, #a:requests_on("/loop"), policy)
+        assert.matches('"error":"too_many_redirects"', r.stderr, 1, false, policy)
+        assert.matches('"verdict":"final"', r.stderr, 1, false, policy)
+      end
+    end)
+
     it("to another host: -u, Authorization and Cookie are not sent there; --location-trusted sends them", function ()
       local target = b.base .. "/landing"
       local args = { a.base .. "/redirect?" .. target, "-L", "-u", "user:s3cret",
