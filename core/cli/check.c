@@ -199,7 +199,15 @@ static int check_file(const char *path, char **sets, int nsets) {
     return 0;
   }
   char found[CLI_PATH_MAX];
-  if (luaretry_policy_find(path, found, sizeof found) == LUARETRY_OK) path = found;
+  if (luaretry_policy_find(path, found, sizeof found) == LUARETRY_OK) {
+    path = found;
+  } else if (!cli_policy_is_file(path)) {
+    /* a bare name: the search path only, never a file of this folder */
+    printf("%s: does not load (1 problem)\n", path);
+    printf("  no policy %s(.lua) on the search path (luaretry list shows it)\n", path);
+    luaretry_policy_free(p);
+    return 0;
+  }
   if (luaretry_policy_load_file(p, path) != LUARETRY_OK) {
     char *err = cli_policy_message(luaretry_policy_errmsg(p), sets, nsets);
     const char *text = err ? err : luaretry_policy_errmsg(p);

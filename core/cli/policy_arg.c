@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -56,19 +57,34 @@ static void print_policy_error(const luaretry_policy *p, char **sets, int nsets)
   free(msg);
 }
 
+int cli_policy_is_file(const char *policy) {
+  size_t len = strlen(policy);
+  return strchr(policy, '/') != NULL || (len >= 4 && strcmp(policy + len - 4, ".lua") == 0);
+}
+
 /* "no such file, nor NAME or NAME.lua in DIR, DIR, DIR": every folder, so
  * a user sees at once where to put the file. */
 static void print_not_found(const char *policy) {
+  struct stat st;
+  if (cli_policy_is_file(policy) && stat(policy, &st) == 0) {
+    fprintf(stderr, "luaretry: policy %s: not a regular file\n", policy);
+    return;
+  }
   fprintf(stderr, "luaretry: policy %s: no such file", policy);
-  if (strchr(policy, '/')) {
+  if (cli_policy_is_file(policy)) {
     fputc('\n', stderr);
     return;
   }
-  fprintf(stderr, ", nor %s%s in ", policy, strstr(policy, ".lua") ? "" : "(.lua)");
+  /* a bare name is never a file of the current folder: say so when it is
+   * there, the one place a user might expect it */
+  fprintf(stderr, ", nor %s(.lua) in ", policy);
   char dir[4096];
   for (size_t i = 0; luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++)
     fprintf(stderr, "%s%s", i ? ", " : "", dir);
   fputs(" (see luaretry list)\n", stderr);
+  if (stat(policy, &st) == 0)
+    fprintf(stderr, "luaretry: a bare name is never looked up in the current folder: "
+            "run ./%s to use the file there\n", policy);
 }
 
 int cli_find_policy(const char *policy, char path[CLI_PATH_MAX]) {
