@@ -264,6 +264,32 @@ end
       assert.matches("unknown variable %%{no_such_thing}", r.stderr)
     end)
 
+    it("-w never cuts a format short: a long one is whole, a longer @FILE or a NUL byte is refused", function ()
+      -- 60000 bytes of text and a variable at the very end, on the command line and from a file
+      local long = ("x"):rep(60000) .. "%{http_code}"
+      local r = run({ a.base .. "/ok", "-w", long, "-o", "/dev/null" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(("x"):rep(60000) .. "200", r.stdout)
+      proc.writefile(tmp .. "/fmt", long)
+      r = run({ a.base .. "/ok", "-w", "@" .. tmp .. "/fmt", "-o", "/dev/null" })
+      assert.are.equal(("x"):rep(60000) .. "200", r.stdout)
+      -- past the limit: refused before any request, never printed in part
+      a:reset()
+      proc.writefile(tmp .. "/fmt", ("x"):rep(65536) .. "%{http_code}")
+      r = run({ a.base .. "/ok", "-w", "@" .. tmp .. "/fmt", "-o", "/dev/null" })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("%-w @[^\n]*: longer than 65536 bytes", r.stderr)
+      assert.are.equal("", r.stdout)
+      proc.writefile(tmp .. "/fmt", "%{http_code}\0%{exitcode}")
+      r = run({ a.base .. "/ok", "-w", "@" .. tmp .. "/fmt", "-o", "/dev/null" })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("holds a NUL byte", r.stderr)
+      r = run({ a.base .. "/ok", "-w", "%header{" .. ("h"):rep(300) .. "}", "-o", "/dev/null" })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("a header name above 255 bytes", r.stderr)
+      assert.are.equal(0, #a:requests())
+    end)
+
     it("-f/--fail: no body for a failed call", function ()
       local r = run({ a.base .. "/missing", "-f" })
       assert.are.equal(1, r.code)
