@@ -2,6 +2,7 @@
  * problem (load errors, warnings, classifier failures), print the effective
  * tuning and what the classifier says of a fixed set of probe outcomes.
  * Only the public API (luaretry.h). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,13 +27,32 @@ typedef struct {
   char *problem;           /* policy error or hook error, owned */
 } probe_row;
 
-/* Prints each line of a multi-line message, indented. */
+/* Text from the policy (its file name, its name, a message quoting what
+ * its script said): control bytes and bytes that are not UTF-8 as \xHH,
+ * so that a script cannot drive the terminal nor forge a line. */
+static void show(const char *s) { cli_text(stdout, s); }
+
+/* "PATH" then the rest of a heading line, printf-style. */
+__attribute__((format(printf, 2, 3)))
+static void heading(const char *path, const char *fmt, ...) {
+  show(path);
+  va_list ap;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+}
+
+/* Prints each line of a multi-line message, indented (escaped as show()). */
 static void print_lines(const char *prefix, const char *msg) {
   const char *s = msg && *msg ? msg : "(no detail)";
   while (*s) {
     const char *nl = strchr(s, '\n');
     size_t n = nl ? (size_t)(nl - s) : strlen(s);
-    if (n) printf("  %s%.*s\n", prefix, (int)n, s);
+    if (n) {
+      printf("  %s", prefix);
+      cli_text_block(stdout, s, n);
+      putchar('\n');
+    }
     s += n + (nl != NULL);
   }
 }
@@ -135,9 +155,11 @@ static void print_tuning(const luaretry_tuning *t) {
   secs(dl, sizeof dl, t->deadline);
   secs(to, sizeof to, t->attempt_timeout);
   if (t->connect_timeout > 0) snprintf(ct, sizeof ct, ", connect_timeout %g s", t->connect_timeout);
-  printf("  tuning: name %s; max_attempts %s, deadline %s, attempt_timeout %s%s, "
+  printf("  tuning: name ");
+  show(t->name ? t->name : "?");
+  printf("; max_attempts %s, deadline %s, attempt_timeout %s%s, "
          "retry_after %s (max %g s), body_limit %zu B\n",
-         t->name ? t->name : "?", att, dl, to, ct, t->retry_after ? "on" : "off",
+         att, dl, to, ct, t->retry_after ? "on" : "off",
          t->max_retry_after, t->body_limit);
   printf("  backoff: ");
   switch (t->kind) {
@@ -165,7 +187,8 @@ static void print_settings(const luaretry_policy *p) {
     char value[64];
     if (!f->settable || luaretry_policy_get(p, f->name, value, sizeof value) != LUARETRY_OK)
       continue;
-    printf(" %s=%s", f->name, value);
+    printf(" %s=", f->name);
+    show(value);
   }
   printf("\n");
 }
@@ -188,12 +211,12 @@ static int apply_sets(luaretry_policy *p, char **sets, int nsets, char *msg, siz
 static int check_file(const char *path, char **sets, int nsets) {
   luaretry_policy *p;
   if (luaretry_policy_new(&p) != LUARETRY_OK) {
-    printf("%s: out of memory\n", path);
+    heading(path, ": out of memory\n");
     return 0;
   }
   char msg[1024];
   if (apply_sets(p, sets, nsets, msg, sizeof msg) != 0) {
-    printf("%s: not checked (1 problem)\n", path);
+    heading(path, ": not checked (1 problem)\n");
     print_lines("", msg);
     luaretry_policy_free(p);
     return 0;
@@ -203,8 +226,8 @@ static int check_file(const char *path, char **sets, int nsets) {
     path = found;
   } else if (!cli_policy_is_file(path)) {
     /* a bare name: the search path only, never a file of this folder */
-    printf("%s: does not load (1 problem)\n", path);
-    printf("  no policy %s(.lua) on the search path (luaretry list shows it)\n", path);
+    heading(path, ": does not load (1 problem)\n  no policy ");
+    heading(path, "(.lua) on the search path (luaretry list shows it)\n");
     luaretry_policy_free(p);
     return 0;
   }
@@ -212,7 +235,7 @@ static int check_file(const char *path, char **sets, int nsets) {
     char *err = cli_policy_message(luaretry_policy_errmsg(p), sets, nsets);
     const char *text = err ? err : luaretry_policy_errmsg(p);
     int n = count_lines(text);
-    printf("%s: does not load (%d problem%s)\n", path, n, n == 1 ? "" : "s");
+    heading(path, ": does not load (%d problem%s)\n", n, n == 1 ? "" : "s");
     print_lines("", text);
     free(err);
     luaretry_policy_free(p);
@@ -228,8 +251,8 @@ static int check_file(const char *path, char **sets, int nsets) {
   }
   size_t nwarn = luaretry_policy_warning_count(p);
   size_t problems = nwarn + (size_t)failed;
-  if (problems == 0) printf("%s: ok\n", path);
-  else printf("%s: loads, %zu problem%s\n", path, problems, problems == 1 ? "" : "s");
+  if (problems == 0) heading(path, ": ok\n");
+  else heading(path, ": loads, %zu problem%s\n", problems, problems == 1 ? "" : "s");
   for (size_t i = 0; i < nwarn; i++) print_lines("warning: ", luaretry_policy_warning(p, i));
   for (size_t i = 0; i < N_PROBES; i++)
     if (rows[i].problem) print_lines("error: ", rows[i].problem);
@@ -239,8 +262,9 @@ static int check_file(const char *path, char **sets, int nsets) {
   print_settings(p);
   printf("  %-13s %-13s %-16s %s\n", "probe", "verdict", "wait", "rule");
   for (size_t i = 0; i < N_PROBES; i++) {
-    printf("  %-13s %-13s %-16s %s\n", rows[i].label, rows[i].verdict, rows[i].wait,
-           rows[i].rule);
+    printf("  %-13s %-13s %-16s ", rows[i].label, rows[i].verdict, rows[i].wait);
+    show(rows[i].rule);
+    putchar('\n');
     free(rows[i].problem);
   }
   luaretry_policy_free(p);

@@ -89,6 +89,9 @@ void cli_catch_stop_signals(void);
 int cli_interrupted(void);
 
 /* ---- escape.c: text that may hold a server's bytes */
+/* Length of the valid UTF-8 sequence of more than one byte at s (not
+ * overlong, no surrogate, at most U+10FFFF), or 0. */
+size_t cli_utf8_len(const unsigned char *s, size_t left);
 /* A JSON string (null for NULL) that always parses: controls escaped,
  * bytes that are not UTF-8 taken as Latin-1. */
 void cli_json_string(FILE *f, const char *s);
