@@ -233,6 +233,26 @@ describe("luaretry run", function ()
     end)
   end)
 
+  describe("secrets on the command line", function ()
+    it("-u, --redis's password, -H Authorization and Cookie are blanked in /proc/PID/cmdline, as curl does", function ()
+      local job = proc.spawn({ "run", HTTP, url("/hang"), "--seed", "1", "-u", "user:s3cret-user",
+                               "--redis", "redis://:s3cret-redis@127.0.0.1:1/0",
+                               "-H", "Authorization: Bearer s3cret-token", "-H", "Cookie: session=s3cret-cookie",
+                               "-Hproxy-authorization:Basic s3cret-attached", "-H", "X-Visible: shown" }, tmp)
+      finally(function () job:stop() end)
+      assert.is_truthy(proc.wait_for(function () return #srv:requests_on("/hang") >= 1 end, 10), job:stderr())
+      local cmdline = assert(proc.readfile("/proc/" .. job.pid .. "/cmdline"))
+      assert.is_nil(cmdline:find("s3cret", 1, true), cmdline)
+      assert.is_truthy(cmdline:find("\0-H\0X-Visible", 1, true), cmdline)  -- the rest stays
+      assert.is_truthy(cmdline:find("\0-u\0" .. (" "):rep(#"user:s3cret-user") .. "\0", 1, true), cmdline)
+      assert.is_truthy(cmdline:find("\0-H" .. (" "):rep(#"proxy-authorization:Basic s3cret-attached") .. "\0", 1, true))
+      -- and the request still carries them
+      local req = srv:requests_on("/hang")[1]
+      assert.are.equal("Bearer s3cret-token", req.headers.authorization)
+      assert.are.equal("session=s3cret-cookie", req.headers.cookie)
+    end)
+  end)
+
   describe("--log-json", function ()
     local FIELDS = { "attempt", "status", "error", "verdict", "wait", "elapsed", "rule",
                      "wait_source" }

@@ -94,11 +94,17 @@ typedef struct {
   double connect_timeout;  /* 0: the attempt's */
   const char *dump_header; /* -D FILE, "-": standard output */
   const char *write_out;   /* -w FORMAT, or @FILE */
+  /* copies of the secrets blanked in argv (-u, --redis, -H Authorization,
+   * Cookie, Proxy-Authorization), owned: run_args_free() */
+  char *secrets[MAX_HEADERS + 4];
+  int nsecrets;
 } run_args;
 
 /* Parses the words after `run`; `words` has room for argc entries.  0, or
  * the exit status after a usage message. */
 int parse_run(int argc, char **argv, run_args *a, char **words);
+/* What parse_run() allocated (the secrets' copies). */
+void run_args_free(run_args *a);
 /* The -H values as headers; splits the arguments in place, so call it once. */
 void split_headers(const run_args *a, luaretry_header *headers);
 /* The request the options describe for `url`, with `headers` from
