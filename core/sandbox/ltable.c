@@ -113,6 +113,10 @@ static int t_move(lua_State *L) {
   return 1;
 }
 
+lua_Integer lr_table_length(lua_State *L, int arg) {
+  return length(L, arg, TAB_RW);
+}
+
 void lr_table_install(lua_State *L, int idx) {
   static const luaL_Reg fns[] = {
     { "insert", t_insert }, { "remove", t_remove }, { "move", t_move }, { NULL, NULL }

@@ -280,6 +280,7 @@ int lr_sandbox_open_libs(lua_State *L) {
   /* and insert, remove and move pay for each element they shift */
   lua_getglobal(L, LUA_TABLIBNAME);
   lr_table_install(L, -1);
+  lr_sort_install(L, -1);
   lua_pop(L, 1);
   replace(L, NULL, "load", safe_load, 1);
   replace(L, NULL, "setmetatable", safe_setmetatable, 1);
