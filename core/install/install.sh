@@ -132,7 +132,7 @@ uninstall_all() {
   cp "$ROOT/$MANIFEST" "$NEW"
   refused=$(mktemp)
   # only the regular files and links the manifest names; the manifest last
-  grep '^file ' "$NEW" | cut -c6- | grep -vx "$MANIFEST" | while IFS= read -r f; do
+  grep '^file ' "$NEW" | cut -c6- | grep -vxF "$MANIFEST" | while IFS= read -r f; do
     if ! safe_path "$f"; then echo x >> "$refused"
     elif [ -L "$ROOT/$f" ] || [ -f "$ROOT/$f" ]; then rm -f "$ROOT/$f"
     elif [ -e "$ROOT/$f" ]; then
