@@ -193,6 +193,11 @@ describe("luaretry check", function ()
     assert.matches("error: probe 404: is_transient: \\x1b%[31mred\\x0d\\x9bx\n", r.stdout)
     assert.matches("broken%.lua: does not load", r.stdout)
     assert.matches("\\x1b%[2J\\xc2\\x9b", r.stdout)
+    -- run says why a policy does not load the same way
+    r = proc.run({ "run", broken, "http://127.0.0.1:1/" }, { timeout = 30 })
+    assert.are.equal(3, r.code, r.stderr)
+    assert.matches("unfinished string near '\"\\x1b%[2J\\xc2\\x9b'", r.stderr)
+    assert.is_nil(r.stderr:find("[\0-\9\11-\31\127]"), r.stderr)
   end)
 
   it("applies --set like run; an invalid override is a problem of the file", function ()

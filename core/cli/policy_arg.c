@@ -17,9 +17,17 @@ int cli_split_set(const char *set, char name[CLI_SET_NAME], const char **value) 
   return 0;
 }
 
+/* A message of the library that may quote the script (its error, its
+ * source): control bytes and bytes that are not UTF-8 as \xHH, lines kept. */
+static void print_message(const char *prefix, const char *msg) {
+  fprintf(stderr, "luaretry: %s", prefix);
+  cli_text_block(stderr, msg, strlen(msg));
+  fputc('\n', stderr);
+}
+
 static void print_warnings(const luaretry_policy *p) {
   for (size_t i = 0; i < luaretry_policy_warning_count(p); i++)
-    fprintf(stderr, "luaretry: warning: %s\n", luaretry_policy_warning(p, i));
+    print_message("warning: ", luaretry_policy_warning(p, i));
 }
 
 /* Whether `line` speaks of the field set by one of the NAME=VALUE sets. */
@@ -53,7 +61,7 @@ char *cli_policy_message(const char *msg, char **sets, int nsets) {
 
 static void print_policy_error(const luaretry_policy *p, char **sets, int nsets) {
   char *msg = cli_policy_message(luaretry_policy_errmsg(p), sets, nsets);
-  fprintf(stderr, "luaretry: %s\n", msg ? msg : luaretry_policy_errmsg(p));
+  print_message("", msg ? msg : luaretry_policy_errmsg(p));
   free(msg);
 }
 
