@@ -261,9 +261,15 @@ function is_transient(status, body, info) return status == 0 or transient(status
     assert.are.equal(1, code, out)
     assert.matches("bin/luaretry is a symbolic link %(to .*%) this install did not make", out)
     assert.are.equal("someone's tool\n", proc.readfile(outside .. "/tool"))
+    -- a folder where a file goes: not written into
+    proc.sh("rm " .. q(prefix .. "/bin/luaretry") .. " && mkdir " .. q(prefix .. "/bin/luaretry"))
+    code, out = install_sh("install", prefix)
+    assert.are.equal(1, code, out)
+    assert.matches("bin/luaretry is a folder, where a file goes: refusing to write into it", out)
+    assert.are.same({}, proc.ls(prefix .. "/bin/luaretry"))
     -- a link the install made (lib/libluaretry.so) is replaced, never
     -- followed: a second install over the first goes through
-    proc.sh("rm " .. q(prefix .. "/bin/luaretry"))
+    proc.sh("rmdir " .. q(prefix .. "/bin/luaretry"))
     code, out = install_sh("install", prefix)
     assert.are.equal(0, code, out)
     code, out = install_sh("install", prefix)

@@ -57,6 +57,10 @@ file() {  # MODE SOURCE RELATIVE-TARGET
   if [ -L "$ROOT/$3" ]; then
     die "install: $ROOT/$3 is a symbolic link (to $(readlink "$ROOT/$3")) this install did not make: refusing to write through it"
   fi
+  # install(1) would copy into a folder there, not replace it
+  if [ -d "$ROOT/$3" ]; then
+    die "install: $ROOT/$3 is a folder, where a file goes: refusing to write into it"
+  fi
   install -m "$1" "$2" "$ROOT/$3"
   echo "file $3" >> "$NEW"
 }
