@@ -94,10 +94,9 @@ static ssize_t bounded_line(FILE *f, char **line, size_t *size) {
   size_t n = 0;
   int c;
   while ((c = getc(f)) != EOF) {
-    if (n + 2 > *size) {
-      if (n >= MAX_URL_LINE) return -2;
+    if (n + 2 > *size) {  /* room for c and the NUL: at most MAX + 3 */
       size_t cap = *size ? *size * 2 : 256;
-      if (cap > MAX_URL_LINE + 2) cap = MAX_URL_LINE + 2;
+      if (cap > MAX_URL_LINE + 3) cap = MAX_URL_LINE + 3;
       char *grown = realloc(*line, cap);
       if (!grown) return -1;
       *line = grown;
@@ -105,6 +104,7 @@ static ssize_t bounded_line(FILE *f, char **line, size_t *size) {
     }
     (*line)[n++] = (char)c;
     if (c == '\n') break;
+    if (n > MAX_URL_LINE) return -2;  /* MAX + 1 bytes and no end yet */
   }
   if (n == 0) return -1;
   (*line)[n] = '\0';
