@@ -232,6 +232,12 @@ describe("luaretry run, many URLs", function ()
       assert.matches("run: %-%-urls [^\n]*, line 2: longer than 8000000 bytes, more than any URL " ..
                      "libcurl accepts: refused\n", r.stderr)
       assert.are.equal(0, #srv:requests())
+      -- 8,000,000 bytes is what curl still takes: not refused here
+      local edge = "http://127.0.0.1:1/"
+      edge = edge .. ("a"):rep(8000000 - #edge)
+      r = run(concat({ "run", HTTP, "--urls", url_file({ edge }), "--set", "max_attempts=1" }, FAST))
+      assert.is_nil(r.stderr:find("longer than", 1, true), r.stderr:sub(1, 300))
+      assert.are.equal(4, r.code, r.stderr:sub(1, 300))
       -- a pipe of a gigabyte on one line, under a 300 MB address space
       -- (plain runs: ASan reserves more than that for itself)
       local err = tmp .. "/err"
