@@ -293,7 +293,8 @@ $(BUILD)/fuzz_retry_after: spec/fuzz/fuzz_retry_after.c $(BUILD)/libluaretry.a
 $(BUILD)/fuzz_http_parse: spec/fuzz/fuzz_http_parse.c $(BUILD)/obj/faults/http_parse.o
 	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^
 
-FUZZ_CLI_OBJ = $(BUILD)/obj/cli/run/args.o $(BUILD)/obj/cli/usage.o $(BUILD)/obj/cli/policy_arg.o
+FUZZ_CLI_OBJ = $(BUILD)/obj/cli/run/args.o $(BUILD)/obj/cli/usage.o $(BUILD)/obj/cli/policy_arg.o \
+               $(BUILD)/obj/cli/escape.o
 $(BUILD)/fuzz_run_args: spec/fuzz/fuzz_run_args.c $(FUZZ_CLI_OBJ) $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^ $(LIB_LIBS)
 

@@ -39,7 +39,7 @@ local QUOTA = { [403] = true, [429] = true, [503] = true }
 
 -- status 0: no response came (connect, timeout, reset, dns, tls, ...)
 function is_transient(status, body, info)
-  if status == 0 then return info.error ~= "tls_verify" end
+  if status == 0 then return info.error ~= "tls_verify" and info.error ~= "too_many_redirects" end
   if QUOTA[status] then
     local reset = retry.rate_limit_wait(info)
     if reset then return reset end

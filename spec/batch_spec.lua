@@ -216,6 +216,32 @@ describe("luaretry run, many URLs", function ()
       assert.are.equal(0, #srv:requests())
     end)
 
+    it("a line longer than any URL libcurl accepts (8 MB) is refused at once, never read whole", function ()
+      -- a regular file: a URL, then 64 MB without a newline (sparse)
+      local file = url_file({ srv.base .. "/ok/1" })
+      assert.are.equal(0, proc.sh("truncate -s 64M " .. proc.q(file)))
+      local r = run(concat({ "run", HTTP, "--urls", file }, FAST))
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("run: %-%-urls [^\n]*, line 2: longer than 8000000 bytes, more than any URL " ..
+                     "libcurl accepts: refused\n", r.stderr)
+      assert.are.equal(0, #srv:requests())
+      -- 8,000,000 bytes is what curl still takes: not refused here
+      local edge = "http://127.0.0.1:1/"
+      edge = edge .. ("a"):rep(8000000 - #edge)
+      r = run(concat({ "run", HTTP, "--urls", url_file({ edge }), "--set", "max_attempts=1" }, FAST))
+      assert.is_nil(r.stderr:find("longer than", 1, true), r.stderr:sub(1, 300))
+      assert.are.equal(4, r.code, r.stderr:sub(1, 300))
+      -- a pipe of a gigabyte on one line, under a 300 MB address space
+      -- (plain runs: ASan reserves more than that for itself)
+      local err = tmp .. "/err"
+      local limit = proc.asan() and "" or "ulimit -v 300000; "
+      local code = proc.sh(limit .. "head -c 1000000000 /dev/zero | tr '\\0' a | timeout -s KILL 30 " ..
+                           proc.q(proc.bin) .. " run " .. proc.q(HTTP) .. " --urls - >/dev/null 2>" .. proc.q(err))
+      local stderr = proc.readfile(err)
+      assert.are.equal(2, code, stderr)
+      assert.matches("run: %-%-urls %-, line 1: longer than 8000000 bytes", stderr)
+    end)
+
     it("memory does not grow with the list: 10,000 URLs peak within 3 MiB of 1,000", function ()
       local function peak(n)
         local list = {}

@@ -1,5 +1,6 @@
--- Policies by name: POLICY is a file when one exists,
--- else NAME or NAME.lua in LUARETRY_PATH's folders, then
+-- Policies by name: POLICY with a '/' or ending in .lua is a file; a bare
+-- NAME is NAME or NAME.lua in LUARETRY_PATH's folders (never the current
+-- folder), then
 -- $XDG_CONFIG_HOME/luaretry/policies (~/.config/...), then the installed
 -- share/luaretry/policies (the build tree's policies/ here); the same for
 -- run, check, simulate, `list` and the Lua module's load.
@@ -37,25 +38,59 @@ describe("policies by name", function ()
     return proc.run(args, { env = e, timeout = 30 })
   end
 
-  it("run http URL: the shipped http.lua by its name, and as http.lua", function ()
-    for _, name in ipairs({ "http", "http.lua" }) do
-      srv:reset()
-      local r = run({ "run", name, srv.base .. "/new" })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal("new content\n", r.stdout)
-      assert.matches("attempt 1/10: 200 %-> success", r.stderr)
-    end
+  it("run http URL: the shipped http.lua by its name", function ()
+    local r = run({ "run", "http", srv.base .. "/new" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("new content\n", r.stdout)
+    assert.matches("attempt 1/10: 200 %-> success", r.stderr)
   end)
 
-  it("a file that exists is that file, even where a name would find another", function ()
-    proc.sh("mkdir -p " .. proc.q(tmp .. "/cwd"))
-    proc.writefile(tmp .. "/cwd/http", MINE)  -- a file named like the shipped policy
+  -- in folder cwd: luaretry ARGS, with only `env` set; code, stderr
+  local function run_in(cwd, args)
     local bin = proc.readfile_cmd("realpath " .. proc.q(proc.bin)):gsub("\n$", "")
-    local code = proc.sh("cd " .. proc.q(tmp .. "/cwd") .. " && env HOME=/nonexistent " ..
-                         proc.q(bin) .. " run http " .. proc.q(srv.base .. "/always503") ..
+    local words = {}
+    for _, a in ipairs(args) do words[#words + 1] = proc.q(a) end
+    local code = proc.sh("cd " .. proc.q(cwd) .. " && timeout 20 env " .. table.concat(env, " ") .. " " ..
+                         proc.q(bin) .. " " .. table.concat(words, " ") ..
                          " </dev/null >/dev/null 2>" .. proc.q(tmp .. "/err"))
-    assert.are.equal(4, code, proc.readfile(tmp .. "/err"))
-    assert.matches("attempt 3/3: 503 %-> exhausted", proc.readfile(tmp .. "/err"))
+    return code, proc.readfile(tmp .. "/err")
+  end
+
+  it("a bare name is never a file of the current folder; a path or NAME.lua is a file", function ()
+    proc.sh("mkdir -p " .. proc.q(tmp .. "/cwd"))
+    -- files named like the shipped policy, as in a shared folder: their
+    -- prepare could send the caller's Authorization header anywhere
+    proc.writefile(tmp .. "/cwd/http", MINE)
+    proc.writefile(tmp .. "/cwd/nosuch", MINE)
+    local code, err = run_in(tmp .. "/cwd", { "run", "http", srv.base .. "/new" })
+    assert.are.equal(0, code, err)
+    assert.matches("attempt 1/10: 200 %-> success", err)  -- the shipped one
+    code, err = run_in(tmp .. "/cwd", { "run", "nosuch", srv.base .. "/new" })
+    assert.are.equal(3, code, err)
+    assert.matches("policy nosuch: no such file, nor nosuch%(%.lua%) in ", err)
+    assert.matches("never looked up in the current folder: run %./nosuch", err)
+    code, err = run_in(tmp .. "/cwd", { "check", "nosuch" })
+    assert.are.equal(3, code, err)
+    -- ./http is the file
+    code, err = run_in(tmp .. "/cwd", { "run", "./http", srv.base .. "/always503" })
+    assert.are.equal(4, code, err)
+    assert.matches("attempt 3/3: 503 %-> exhausted", err)
+    -- NAME.lua is a file of the current folder, never looked up
+    code, err = run_in(tmp .. "/cwd", { "run", "http.lua", srv.base .. "/new" })
+    assert.are.equal(3, code, err)
+    assert.matches("policy http%.lua: no such file\n", err)
+    proc.writefile(tmp .. "/cwd/http.lua", MINE)
+    code, err = run_in(tmp .. "/cwd", { "run", "http.lua", srv.base .. "/always503" })
+    assert.are.equal(4, code, err)
+    assert.matches("attempt 3/3: 503 %-> exhausted", err)
+  end)
+
+  it("a FIFO named as a policy is refused, never opened", function ()
+    proc.sh("mkdir -p " .. proc.q(tmp .. "/cwd") .. " && mkfifo " .. proc.q(tmp .. "/cwd/pipe.lua"))
+    local code, err = run_in(tmp .. "/cwd", { "run", "pipe.lua", srv.base .. "/new" })
+    assert.are.equal(3, code, err)
+    assert.matches("policy pipe%.lua: not a regular file", err)
+    assert.are.equal(0, #srv:requests())
   end)
 
   it("LUARETRY_PATH comes first, then XDG_CONFIG_HOME, then the installed folder", function ()
@@ -131,6 +166,57 @@ describe("policies by name", function ()
     r = run({ "list", "--names" }, { "LUARETRY_PATH=" .. tmp .. "/a" })
     assert.are.equal("gcs\nmine\n", r.stdout:sub(1, 9))
     assert.matches("\nhttp\n", r.stdout)
+  end)
+
+  it("list: regular files only, never waits on a FIFO; names and descriptions escaped", function ()
+    local a = tmp .. "/a"
+    proc.sh("mkdir -p " .. proc.q(a .. "/dir.lua") .. " && mkfifo " .. proc.q(a .. "/pipe.lua"))
+    proc.writefile(a .. "/evil.lua", "-- clears \27[2J the screen\7\nmax_attempts = 1\n")
+    proc.writefile(a .. "/bad\27]0;x.lua", "-- a name with ESC\nmax_attempts = 1\n")
+    proc.sh("ln -s evil.lua " .. proc.q(a .. "/alias.lua"))
+    local r = run({ "list" }, { "LUARETRY_PATH=" .. a })  -- run's timeout: a blocked list fails
+    assert.are.equal(0, r.code, r.stderr)
+    assert.is_nil(r.stdout:find("pipe", 1, true))
+    assert.is_nil(r.stdout:find("dir", 1, true))
+    assert.is_nil(r.stdout:find("[\0-\8\11-\31\127]"), r.stdout)  -- no control byte but newline
+    assert.matches("\n  evil +clears \\x1b%[2J the screen\\x07\n", r.stdout)
+    assert.matches("\n  bad\\x1b%]0;x +a name with ESC\n", r.stdout)
+    assert.matches("\n  alias +clears", r.stdout)  -- a link to a regular file is one
+    assert.matches("never in the current\nfolder; a path with a / or a NAME%.lua is a file%.\n$", r.stdout)
+    r = run({ "list", "--names" }, { "LUARETRY_PATH=" .. a })
+    assert.are.equal("alias\nbad\\x1b]0;x\nevil\n", r.stdout:sub(1, 23))
+    -- a FIFO named as a policy to check: refused, not waited on
+    r = run({ "check", a .. "/pipe.lua" })
+    assert.are.equal(3, r.code, r.stdout .. r.stderr)
+    assert.matches("pipe%.lua: cannot read: not a regular file", r.stdout)
+  end)
+
+  it("list: linear in the number of files (40000 in four folders, within 1 s of CPU time)", function ()
+    local dirs = {}
+    for _, d in ipairs({ "a", "b", "c", "d" }) do
+      local dir = tmp .. "/" .. d
+      dirs[#dirs + 1] = dir
+      assert.are.equal(0, proc.sh("mkdir -p " .. proc.q(dir) .. " && cd " .. proc.q(dir) ..
+                                  " && seq -f 'p%05g_" .. d .. ".lua' 1 10000 | xargs touch"))
+    end
+    -- CPU time, not wall time, so that a busy machine does not matter: a
+    -- quadratic listing took 2.5 s of it for 30000 names, this one 0.1 s
+    local out = tmp .. "/names"
+    local code = proc.sh("ulimit -t 1; env LUARETRY_PATH=" .. proc.q(table.concat(dirs, ":")) ..
+                         " HOME=" .. proc.q(tmp) .. " " .. proc.q(proc.bin) .. " list --names >" .. proc.q(out))
+    assert.are.equal(0, code)
+    assert.is_true(#proc.lines(proc.readfile(out)) >= 40000)
+  end)
+
+  it("a policy file bigger than the memory limit is refused before it is read", function ()
+    local big = tmp .. "/big.lua"
+    assert.are.equal(0, proc.sh("truncate -s 100M " .. proc.q(big)))  -- sparse: no disk
+    local r = run({ "check", big, "--set", "memory_limit=1048576" })
+    assert.are.equal(3, r.code, r.stdout .. r.stderr)
+    assert.matches("big%.lua: 104857600 bytes, above the memory limit %(1048576 bytes%): not read", r.stdout)
+    r = run({ "run", big, "http://127.0.0.1:1/" })
+    assert.are.equal(3, r.code, r.stderr)
+    assert.matches("104857600 bytes, above the memory limit %(8388608 bytes%)", r.stderr)
   end)
 
   it("the Lua module's load takes a name on the same path", function ()

@@ -172,6 +172,33 @@ describe("luaretry check", function ()
                   r.stdout)
   end)
 
+  it("control bytes of the policy (file name, name, its errors, a source that does not load) reach the output escaped", function ()
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    local loads = dir .. "/evil\27[2J.lua"
+    proc.writefile(loads, 'name = "n\\27]0;title\\7"\nmax_attempts = 2\ndeadline = 10\nattempt_timeout = 5\n' ..
+                          'function is_transient(status)\n' ..
+                          '  if status == 404 then error("\\27[31mred\\r\\155x", 0) end\n  return false\nend\n')
+    local broken = dir .. "/broken.lua"
+    proc.writefile(broken, 'max_attempts = 2\nx = "\27[2J\194\155\n')
+    local r = check({ loads, broken })
+    assert.are.equal(3, r.code, r.stdout)
+    -- no control byte but newline, no C1 control, and nothing that is not UTF-8
+    assert.is_nil(r.stdout:find("[\0-\9\11-\31\127]"), r.stdout)
+    assert.is_nil(r.stdout:find("\194[\128-\159]"), r.stdout)
+    assert.is_truthy(utf8.len(r.stdout), r.stdout)
+    assert.matches("evil\\x1b%[2J%.lua: loads, 1 problem\n", r.stdout)
+    assert.matches("tuning: name n\\x1b%]0;title\\x07;", r.stdout)
+    assert.matches("error: probe 404: is_transient: \\x1b%[31mred\\x0d\\x9bx\n", r.stdout)
+    assert.matches("broken%.lua: does not load", r.stdout)
+    assert.matches("\\x1b%[2J\\xc2\\x9b", r.stdout)
+    -- run says why a policy does not load the same way
+    r = proc.run({ "run", broken, "http://127.0.0.1:1/" }, { timeout = 30 })
+    assert.are.equal(3, r.code, r.stderr)
+    assert.matches("unfinished string near '\"\\x1b%[2J\\xc2\\x9b'", r.stderr)
+    assert.is_nil(r.stderr:find("[\0-\9\11-\31\127]"), r.stderr)
+  end)
+
   it("applies --set like run; an invalid override is a problem of the file", function ()
     local r = check({ HTTP, "--set", "max_attempts=3", "--set", "backoff.jitter=none" })
     assert.are.equal(0, r.code, r.stdout .. r.stderr)

@@ -176,6 +176,24 @@ end
       assert.are.equal(4, #a:requests_on("/loop"))
     end)
 
+    it("--max-redirs reached is final: the limit the user set is not retried", function ()
+      -- http's ten attempts, the default classifier, and every shipped policy
+      for _, policy in ipairs({ "http", "default", "gcs", "iam", "memorystore", "azure" }) do
+        a:reset()
+        local args = { "run", policy, a.base .. "/loop", "-L", "--max-redirs", "2", "--log-json", "-" }
+        if policy == "default" then
+          local file = tmp .. "/default.lua"
+          proc.writefile(file, "max_attempts = 5\ndeadline = 30\nbackoff = { initial = 0.01 }\n")
+          args[2] = file
+        end
+        local r = proc.run(concat(args, FAST), { timeout = 30 })
+        assert.are.equal(1, r.code, policy .. ": " .. r.stderr)
+        assert.are.equal(3, #a:requests_on("/loop"), policy)
+        assert.matches('"error":"too_many_redirects"', r.stderr, 1, false, policy)
+        assert.matches('"verdict":"final"', r.stderr, 1, false, policy)
+      end
+    end)
+
     it("to another host: -u, Authorization and Cookie are not sent there; --location-trusted sends them", function ()
       local target = b.base .. "/landing"
       local args = { a.base .. "/redirect?" .. target, "-L", "-u", "user:s3cret",
@@ -243,6 +261,32 @@ end
       r = run({ a.base .. "/ok", "-w", "%{no_such_thing}" })
       assert.are.equal(2, r.code)
       assert.matches("unknown variable %%{no_such_thing}", r.stderr)
+    end)
+
+    it("-w never cuts a format short: a long one is whole, a longer @FILE or a NUL byte is refused", function ()
+      -- 60000 bytes of text and a variable at the very end, on the command line and from a file
+      local long = ("x"):rep(60000) .. "%{http_code}"
+      local r = run({ a.base .. "/ok", "-w", long, "-o", "/dev/null" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(("x"):rep(60000) .. "200", r.stdout)
+      proc.writefile(tmp .. "/fmt", long)
+      r = run({ a.base .. "/ok", "-w", "@" .. tmp .. "/fmt", "-o", "/dev/null" })
+      assert.are.equal(("x"):rep(60000) .. "200", r.stdout)
+      -- past the limit: refused before any request, never printed in part
+      a:reset()
+      proc.writefile(tmp .. "/fmt", ("x"):rep(65536) .. "%{http_code}")
+      r = run({ a.base .. "/ok", "-w", "@" .. tmp .. "/fmt", "-o", "/dev/null" })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("%-w @[^\n]*: longer than 65536 bytes", r.stderr)
+      assert.are.equal("", r.stdout)
+      proc.writefile(tmp .. "/fmt", "%{http_code}\0%{exitcode}")
+      r = run({ a.base .. "/ok", "-w", "@" .. tmp .. "/fmt", "-o", "/dev/null" })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("holds a NUL byte", r.stderr)
+      r = run({ a.base .. "/ok", "-w", "%header{" .. ("h"):rep(300) .. "}", "-o", "/dev/null" })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("a header name above 255 bytes", r.stderr)
+      assert.are.equal(0, #a:requests())
     end)
 
     it("-f/--fail: no body for a failed call", function ()

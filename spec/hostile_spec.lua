@@ -199,9 +199,10 @@ describe("the hostile corpus", function()
 end)
 
 -- The sandbox's table.insert, table.remove and table.move (core/sandbox/
--- ltable.c) pay for each element they move, so the corpus's cwork_table_*
--- end; otherwise they must be Lua 5.4's own.
-describe("the sandbox's table.insert, remove and move", function()
+-- ltable.c) pay for each element they move, and table.sort (lsort.c) for
+-- each comparison, so the corpus's cwork_table_* and cwork_sort_* end;
+-- otherwise they must be Lua 5.4's own.
+describe("the sandbox's table.insert, remove, move and sort", function()
   -- Runs `code` (a function body returning a string) in the sandbox and here.
   local function both(code)
     local p, msg = lr.load_string("max_attempts = 1\nerror(tostring((function() " .. code
@@ -229,6 +230,24 @@ describe("the sandbox's table.insert, remove and move", function()
     "local log = {} local p = setmetatable({}, { __index = function(_, k) log[#log + 1] = 'r' .. k return k end, "
       .. "__newindex = function(_, k, v) log[#log + 1] = 'w' .. k end, __len = function() return 3 end }) "
       .. "table.insert(p, 1, 'x') table.remove(p, 2) table.move(p, 1, 3, 2) return table.concat(log, ' ')",
+    "local t = {5, 2, 8, 1, 9, 3, 3, 7} table.sort(t) return table.concat(t, ',')",
+    "local t = {'pear', 'fig', 'apple', 'Fig'} table.sort(t) return table.concat(t, ',')",
+    "local t = {} for i = 1, 99 do t[i] = (i * 37) % 101 end table.sort(t, function(a, b) return a > b end) "
+      .. "return table.concat(t, ',')",
+    "local t = {} for i = 1, 99 do t[i] = {k = i % 7, i = i} end table.sort(t, function(a, b) return a.k < b.k end) "
+      .. "local o = {} for i, v in ipairs(t) do o[i] = v.i end return table.concat(o, ',')",
+    "local t = {1} table.sort(t) local u = {} table.sort(u) return #t .. #u",
+    "local ok, e = pcall(table.sort, {3, 1, 'x'}) return tostring(ok) .. ' ' .. e",
+    "local ok, e = pcall(table.sort, {3, 2, 1}, 5) return tostring(ok) .. ' ' .. e",
+    "local ok, e = pcall(table.sort, 5) return tostring(ok) .. ' ' .. e",
+    "local ok, e = pcall(table.sort, setmetatable({}, { __len = function() return 1 << 40 end, "
+      .. "__index = rawget, __newindex = rawset })) return tostring(ok) .. ' ' .. e",
+    "local t = {} for i = 1, 50 do t[i] = i % 5 end local ok, e = pcall(table.sort, t, function() return true end) "
+      .. "return tostring(ok) .. ' ' .. e",
+    "local log = {} local d = {4, 1, 3, 2, 5} local p = setmetatable({}, { __index = function(_, k) "
+      .. "log[#log + 1] = 'r' .. k return d[k] end, __newindex = function(_, k, v) log[#log + 1] = 'w' .. k .. '=' .. v "
+      .. "d[k] = v end, __len = function() return 5 end }) table.sort(p) return table.concat(log, ' ') .. ' | ' "
+      .. ".. table.concat(d, ',')",
   }
 
   it("give Lua 5.4's results, errors and metamethod calls", function()
@@ -254,5 +273,21 @@ describe("the sandbox's table.insert, remove and move", function()
       function is_transient() table.move({}, 1, 1e5, 2) return true end
     ]], "=move", { instruction_limit = 500000 }))
     assert.are.equal("retry", q:classify{ status = 503 }.verdict)
+    -- sort: about 1.7 million comparisons by a C function, no Lua code
+    -- between them: each one paid for
+    local s = assert(lr.load_string([[
+      max_attempts = 3
+      local t = {} for i = 1, 1e5 do t[i] = (i * 7919) % 100003 end
+      function is_transient() table.sort(t, math.ult) return true end
+    ]], "=sort", { instruction_limit = 1000000 }))
+    local d2 = s:classify{ status = 503 }
+    assert.are.equal("policy_error", d2.verdict)
+    has(d2.message, "sort:3: instruction limit reached")
+    local s2 = assert(lr.load_string([[
+      max_attempts = 3
+      local t = {} for i = 1, 1e3 do t[i] = (i * 7919) % 100003 end
+      function is_transient() table.sort(t, math.ult) return true end
+    ]], "=sort", { instruction_limit = 1000000 }))
+    assert.are.equal("retry", s2:classify{ status = 503 }.verdict)
   end)
 end)

@@ -184,6 +184,100 @@ function is_transient(status, body, info) return status == 0 or transient(status
     os.remove(log)
   end)
 
+  -- core/install/install.sh itself, on the build in build/ (what `make
+  -- install` runs after building for the prefix): code, its output
+  local function install_sh(action, prefix)
+    local h = proc.readfile(proc.root .. "/core/include/luaretry.h")
+    local v = {}
+    for _, part in ipairs({ "MAJOR", "MINOR", "PATCH" }) do
+      v[#v + 1] = h:match("#define LUARETRY_VERSION_" .. part .. " (%d+)")
+    end
+    local log = prefix .. ".log"
+    local code = proc.sh("cd " .. q(proc.root) .. " && env -u LD_PRELOAD DESTDIR= PREFIX=" .. q(prefix) ..
+                         " BUILD=" .. q(proc.bin:match("^(.*)/[^/]*$")) .. " VERSION=" .. table.concat(v, ".") ..
+                         " MAJOR=" .. v[1] .. " sh core/install/install.sh " .. action .. " >" .. q(log) .. " 2>&1")
+    local out = proc.readfile(log)
+    os.remove(log)
+    return code, out
+  end
+
+  it("uninstall follows its manifest only under the prefix: outside, '..', behind a link or not a file is refused", function ()
+    local prefix, outside = proc.tmpdir(), proc.tmpdir()
+    finally(function ()
+      proc.rmtree(prefix)
+      proc.rmtree(outside)
+    end)
+    local code, out = install_sh("install", prefix)
+    assert.are.equal(0, code, out)
+    -- what must outlive the uninstall: a file outside, a file of the
+    -- prefix's owner, a folder and a FIFO the manifest is edited to name
+    proc.writefile(outside .. "/victim", "keep me\n")
+    proc.writefile(prefix .. "/mine", "keep me too\n")
+    proc.sh("mkdir " .. q(prefix .. "/somedir") .. " && mkfifo " .. q(prefix .. "/fifo"))
+    proc.writefile(prefix .. "/somedir/inner", "kept\n")
+    proc.sh("ln -s " .. q(outside) .. " " .. q(prefix .. "/elsewhere"))
+    local rel = ("../"):rep(select(2, prefix:gsub("/", ""))) .. outside:sub(2) .. "/victim"
+    local manifest = prefix .. "/share/luaretry/install-manifest"
+    local f = assert(io.open(manifest, "a"))
+    f:write("file " .. outside .. "/victim\n", "file " .. rel .. "\n", "file bin/../mine\n",
+            "file elsewhere/victim\n", "file somedir\n", "file fifo\n", "dir elsewhere\n",
+            "dir ../" .. outside:match("[^/]*$") .. "\n")
+    f:close()
+    code, out = install_sh("uninstall", prefix)
+    assert.are.equal(1, code, out)
+    assert.matches("uninstall: " .. outside:gsub("%p", "%%%0") .. "/victim in the manifest is absolute", out)
+    assert.matches("uninstall: bin/%.%./mine in the manifest has '%.%.'", out)
+    assert.matches("elsewhere/victim in the manifest lies behind the symbolic link", out)
+    assert.matches("somedir is neither a regular file nor a link: refused", out)
+    assert.matches("fifo is neither a regular file nor a link: refused", out)
+    assert.matches("7 line%(s%) of the manifest refused; everything else removed", out)
+    assert.are.equal("keep me\n", proc.readfile(outside .. "/victim"))
+    assert.are.equal("keep me too\n", proc.readfile(prefix .. "/mine"))
+    assert.are.equal("kept\n", proc.readfile(prefix .. "/somedir/inner"))
+    assert.is_nil(io.open(prefix .. "/bin/luaretry"))  -- the rest went
+    assert.is_nil(io.open(manifest))
+    assert.are.same({ "./elsewhere", "./fifo", "./mine", "./somedir", "./somedir/inner" }, tree(prefix))
+  end)
+
+  it("install never writes through a symbolic link it did not make", function ()
+    local prefix, outside = proc.tmpdir(), proc.tmpdir()
+    finally(function ()
+      proc.rmtree(prefix)
+      proc.rmtree(outside)
+    end)
+    -- share/luaretry linking elsewhere
+    proc.sh("mkdir " .. q(prefix .. "/share") .. " && ln -s " .. q(outside) .. " " .. q(prefix .. "/share/luaretry"))
+    local code, out = install_sh("install", prefix)
+    assert.are.equal(1, code, out)
+    assert.matches("share/luaretry is a symbolic link %(to " .. outside:gsub("%p", "%%%0") ..
+                   "%) this install did not make: refusing to write through it", out)
+    assert.are.same({}, tree(outside))
+    -- a link where a file goes (bin/luaretry to someone's file)
+    proc.sh("rm " .. q(prefix .. "/share/luaretry") .. " && mkdir -p " .. q(prefix .. "/bin"))
+    proc.writefile(outside .. "/tool", "someone's tool\n")
+    proc.sh("ln -s " .. q(outside .. "/tool") .. " " .. q(prefix .. "/bin/luaretry"))
+    code, out = install_sh("install", prefix)
+    assert.are.equal(1, code, out)
+    assert.matches("bin/luaretry is a symbolic link %(to .*%) this install did not make", out)
+    assert.are.equal("someone's tool\n", proc.readfile(outside .. "/tool"))
+    -- a folder where a file goes: not written into
+    proc.sh("rm " .. q(prefix .. "/bin/luaretry") .. " && mkdir " .. q(prefix .. "/bin/luaretry"))
+    code, out = install_sh("install", prefix)
+    assert.are.equal(1, code, out)
+    assert.matches("bin/luaretry is a folder, where a file goes: refusing to write into it", out)
+    assert.are.same({}, proc.ls(prefix .. "/bin/luaretry"))
+    -- a link the install made (lib/libluaretry.so) is replaced, never
+    -- followed: a second install over the first goes through
+    proc.sh("rmdir " .. q(prefix .. "/bin/luaretry"))
+    code, out = install_sh("install", prefix)
+    assert.are.equal(0, code, out)
+    code, out = install_sh("install", prefix)
+    assert.are.equal(0, code, out)
+    code, out = install_sh("uninstall", prefix)
+    assert.are.equal(0, code, out)
+    assert.are.same({ "./bin", "./share" }, tree(prefix))  -- the folders that were there before
+  end)
+
   it("luarocks --lua-version=5.4 make --tree DIR builds and installs a module stock lua5.4 loads", function ()
     local dir = proc.tmpdir()
     finally(function () proc.rmtree(dir) end)

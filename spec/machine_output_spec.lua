@@ -87,6 +87,20 @@ describe("output for machines", function ()
     assert.is_true(math.abs(m.luaretry_last_run_timestamp_seconds.value - os.time()) < 60)
   end)
 
+  it("--metrics-file stays valid UTF-8 whatever bytes the policy's name holds", function ()
+    local policy = tmp .. "/odd.lua"
+    proc.writefile(policy, 'name = "caf\\195\\169 \\255\\254 \\"q\\" \\\\ \\n x"\n' ..
+                           "max_attempts = 1\ndeadline = 10\n")
+    local file = tmp .. "/odd.prom"
+    local r = proc.run({ "run", policy, srv.base .. "/new", "-q", "--metrics-file", file }, { timeout = 30 })
+    assert.are.equal(0, r.code, r.stderr)
+    local text = proc.readfile(file)
+    assert.is_truthy(utf8.len(text), "not UTF-8")
+    local m = parse_prometheus(text)
+    -- é kept, each stray byte U+FFFD, quote, backslash and newline escaped
+    assert.are.equal('policy="caf\u{e9} \u{fffd}\u{fffd} \\"q\\" \\\\ \\n x"', m.luaretry_calls_total.labels)
+  end)
+
   it("--metrics-file replaces the file whole (a new file renamed over it) and leaves no temporary", function ()
     local file = tmp .. "/luaretry.prom"
     proc.writefile(file, "old\n")

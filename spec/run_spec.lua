@@ -220,6 +220,47 @@ describe("luaretry run", function ()
     end)
   end)
 
+  describe("secrets on the command line", function ()
+    it("-u, --redis's password, -H Authorization and Cookie are blanked in /proc/PID/cmdline, as curl does", function ()
+      local job = proc.spawn({ "run", HTTP, url("/hang"), "--seed", "1", "-u", "user:s3cret-user",
+                               "--redis", "redis://:s3cret-redis@127.0.0.1:1/0",
+                               "-H", "Authorization: Bearer s3cret-token", "-H", "Cookie: session=s3cret-cookie",
+                               "-Hproxy-authorization:Basic s3cret-attached", "-H", "X-Visible: shown" }, tmp)
+      finally(function () job:stop() end)
+      assert.is_truthy(proc.wait_for(function () return #srv:requests_on("/hang") >= 1 end, 10), job:stderr())
+      local cmdline = assert(proc.readfile("/proc/" .. job.pid .. "/cmdline"))
+      assert.is_nil(cmdline:find("s3cret", 1, true), cmdline)
+      assert.is_truthy(cmdline:find("\0-H\0X-Visible", 1, true), cmdline)  -- the rest stays
+      assert.is_truthy(cmdline:find("\0-u\0" .. (" "):rep(#"user:s3cret-user") .. "\0", 1, true), cmdline)
+      assert.is_truthy(cmdline:find("\0-H" .. (" "):rep(#"proxy-authorization:Basic s3cret-attached") .. "\0", 1, true))
+      -- and the request still carries them
+      local req = srv:requests_on("/hang")[1]
+      assert.are.equal("Bearer s3cret-token", req.headers.authorization)
+      assert.are.equal("session=s3cret-cookie", req.headers.cookie)
+    end)
+
+    it("luaretry fleet --redis: the URL's password blanked while Redis is waited on", function ()
+      -- a "Redis" that never answers (the fault server, waiting for the
+      -- end of an HTTP header that RESP never sends): fleet waits 5 s
+      local policy = tmp .. "/budget.lua"
+      proc.writefile(policy, 'name = "b"\nmax_attempts = 2\ndeadline = 10\nbudget = { max_tokens = 10 }\n')
+      local port = srv.base:match(":(%d+)$")
+      local redis = "redis://:s3cret-redis@127.0.0.1:" .. port .. "/0"
+      local job = proc.spawn({ "fleet", policy, "--redis", redis, "--set", "fleet.command_timeout=5000",
+                               "--set", "fleet.connect_timeout=5000" }, tmp)
+      finally(function () job:stop() end)
+      local blank = "\0--redis\0" .. (" "):rep(#redis) .. "\0"
+      local cmdline = proc.wait_for(function ()
+        local c = proc.readfile("/proc/" .. job.pid .. "/cmdline")
+        return c and c:find(blank, 1, true) and c
+      end, 4)
+      assert.is_truthy(cmdline, proc.readfile("/proc/" .. job.pid .. "/cmdline"))
+      assert.is_nil(cmdline:find("s3cret", 1, true), cmdline)
+      assert.are.equal(1, job:wait(15))  -- no reply in time
+      assert.matches("redis://%*%*%*@127%.0%.0%.1:%d+/0: no reply in time", job:stderr())
+    end)
+  end)
+
   describe("--log-json", function ()
     local FIELDS = { "attempt", "status", "error", "verdict", "wait", "elapsed", "rule",
                      "wait_source" }

@@ -2,6 +2,7 @@
  * problem (load errors, warnings, classifier failures), print the effective
  * tuning and what the classifier says of a fixed set of probe outcomes.
  * Only the public API (luaretry.h). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,13 +25,32 @@ typedef struct {
   char *problem;           /* policy error or hook error, owned */
 } probe_row;
 
-/* Prints each line of a multi-line message, indented. */
+/* Text from the policy (its file name, its name, a message quoting what
+ * its script said): control bytes and bytes that are not UTF-8 as \xHH,
+ * so that a script cannot drive the terminal nor forge a line. */
+static void show(const char *s) { cli_text(stdout, s); }
+
+/* "PATH" then the rest of a heading line, printf-style. */
+__attribute__((format(printf, 2, 3)))
+static void heading(const char *path, const char *fmt, ...) {
+  show(path);
+  va_list ap;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+}
+
+/* Prints each line of a multi-line message, indented (escaped as show()). */
 static void print_lines(const char *prefix, const char *msg) {
   const char *s = msg && *msg ? msg : "(no detail)";
   while (*s) {
     const char *nl = strchr(s, '\n');
     size_t n = nl ? (size_t)(nl - s) : strlen(s);
-    if (n) printf("  %s%.*s\n", prefix, (int)n, s);
+    if (n) {
+      printf("  %s", prefix);
+      cli_text_block(stdout, s, n);
+      putchar('\n');
+    }
     s += n + (nl != NULL);
   }
 }
@@ -133,9 +153,11 @@ static void print_tuning(const luaretry_tuning *t) {
   secs(dl, sizeof dl, t->deadline);
   secs(to, sizeof to, t->attempt_timeout);
   if (t->connect_timeout > 0) snprintf(ct, sizeof ct, ", connect_timeout %g s", t->connect_timeout);
-  printf("  tuning: name %s; max_attempts %s, deadline %s, attempt_timeout %s%s, "
+  printf("  tuning: name ");
+  show(t->name ? t->name : "?");
+  printf("; max_attempts %s, deadline %s, attempt_timeout %s%s, "
          "retry_after %s (max %g s), body_limit %zu B\n",
-         t->name ? t->name : "?", att, dl, to, ct, t->retry_after ? "on" : "off",
+         att, dl, to, ct, t->retry_after ? "on" : "off",
          t->max_retry_after, t->body_limit);
   printf("  backoff: ");
   switch (t->kind) {
@@ -163,7 +185,8 @@ static void print_settings(const luaretry_policy *p) {
     char value[64];
     if (!f->settable || luaretry_policy_get(p, f->name, value, sizeof value) != LUARETRY_OK)
       continue;
-    printf(" %s=%s", f->name, value);
+    printf(" %s=", f->name);
+    show(value);
   }
   printf("\n");
 }
@@ -179,7 +202,9 @@ static void print_origins(const luaretry_policy *p) {
     for (size_t k = 0; k < ndone && !seen; k++) seen = strcmp(done[k], from) == 0;
     if (seen) continue;
     done[ndone++] = from;
-    printf("  inherited from %s:", from);
+    printf("  inherited from ");
+    show(from);
+    putchar(':');
     for (size_t j = i; j < luaretry_field_count(); j++) {
       const char *name = luaretry_field_at(j)->name;
       const char *o = strchr(name, '.') ? NULL : luaretry_policy_origin(p, name);
@@ -248,13 +273,13 @@ static char *probe_retry_hooks(luaretry_policy *p, const probe_row *rows, size_t
 static luaretry_policy *load_checked(const char *path, const check_args *a) {
   luaretry_policy *p;
   if (luaretry_policy_new(&p) != LUARETRY_OK) {
-    printf("%s: out of memory\n", path);
+    heading(path, ": out of memory\n");
     return NULL;
   }
   luaretry_policy_warn_undefined_globals(p, 1);
   char msg[1024];
   if (apply_sets(p, a->sets, a->nsets, msg, sizeof msg) != 0) {
-    printf("%s: not checked (1 problem)\n", path);
+    heading(path, ": not checked (1 problem)\n");
     print_lines("", msg);
     luaretry_policy_free(p);
     return NULL;
@@ -263,7 +288,7 @@ static luaretry_policy *load_checked(const char *path, const check_args *a) {
     char *err = cli_policy_message(luaretry_policy_errmsg(p), a->sets, a->nsets);
     const char *text = err ? err : luaretry_policy_errmsg(p);
     int n = count_lines(text);
-    printf("%s: does not load (%d problem%s)\n", path, n, n == 1 ? "" : "s");
+    heading(path, ": does not load (%d problem%s)\n", n, n == 1 ? "" : "s");
     print_lines("", text);
     free(err);
     luaretry_policy_free(p);
@@ -278,9 +303,11 @@ static void print_rows(const probe_row *rows, size_t n) {
   for (size_t i = 0; i < n; i++)
     if ((int)strlen(rows[i].label) > width) width = (int)strlen(rows[i].label);
   printf("  %-*s %-13s %-16s %s\n", width, "probe", "verdict", "wait", "rule");
-  for (size_t i = 0; i < n; i++)
-    printf("  %-*s %-13s %-16s %s\n", width, rows[i].label, rows[i].verdict, rows[i].wait,
-           rows[i].rule);
+  for (size_t i = 0; i < n; i++) {
+    printf("  %-*s %-13s %-16s ", width, rows[i].label, rows[i].verdict, rows[i].wait);
+    show(rows[i].rule);
+    putchar('\n');
+  }
 }
 
 /* The block's head and its problems: warnings (in line order), then the
@@ -292,8 +319,8 @@ static size_t print_problems(const char *path, luaretry_policy *p, const probe_r
   for (size_t i = 0; i < nextra; i++) failed += extra[i] != NULL;
   size_t nwarn = luaretry_policy_warning_count(p);
   size_t problems = nwarn + failed;
-  if (problems == 0) printf("%s: ok\n", path);
-  else printf("%s: loads, %zu problem%s\n", path, problems, problems == 1 ? "" : "s");
+  if (problems == 0) heading(path, ": ok\n");
+  else heading(path, ": loads, %zu problem%s\n", problems, problems == 1 ? "" : "s");
   for (size_t i = 0; i < nwarn; i++) print_lines("warning: ", luaretry_policy_warning(p, i));
   for (size_t i = 0; i < n; i++)
     if (rows[i].problem) print_lines("error: ", rows[i].problem);
@@ -305,12 +332,19 @@ static size_t print_problems(const char *path, luaretry_policy *p, const probe_r
 /* Checks one file; prints its block; returns 1 when it is clean. */
 static int check_file(const char *path, const check_args *a) {
   char found[CLI_PATH_MAX];
-  if (luaretry_policy_find(path, found, sizeof found) == LUARETRY_OK) path = found;
+  if (luaretry_policy_find(path, found, sizeof found) == LUARETRY_OK) {
+    path = found;
+  } else if (!cli_policy_is_file(path)) {
+    /* a bare name: the search path only, never a file of this folder */
+    heading(path, ": does not load (1 problem)\n  no policy ");
+    heading(path, "(.lua) on the search path (luaretry list shows it)\n");
+    return 0;
+  }
   luaretry_policy *p = load_checked(path, a);
   if (!p) return 0;
   probe_row *rows = calloc(a->nprobes, sizeof *rows);
   if (!rows) {
-    printf("%s: out of memory\n", path);
+    heading(path, ": out of memory\n");
     luaretry_policy_free(p);
     return 0;
   }

@@ -63,6 +63,10 @@ int cli_split_set(const char *set, char name[CLI_SET_NAME], const char **value);
 /* POLICY, a file or a name on the search path (luaretry_policy_find), into
  * path; -1 after printing where it was looked for. */
 int cli_find_policy(const char *policy, char path[CLI_PATH_MAX]);
+/* Whether POLICY is a file (a '/' in it, or ending in ".lua") rather than a
+ * bare name, which is looked up on the search path only, never in the
+ * current folder (luaretry_policy_find). */
+int cli_policy_is_file(const char *policy);
 /* Finds POLICY and loads it with NAME=VALUE overrides; NULL after printing
  * why. */
 luaretry_policy *cli_load_policy(const char *policy, char **sets, int nsets, int warn);
@@ -112,6 +116,9 @@ void cli_catch_stop_signals(void);
 int cli_interrupted(void);
 
 /* ---- escape.c: text that may hold a server's bytes */
+/* Length of the valid UTF-8 sequence of more than one byte at s (not
+ * overlong, no surrogate, at most U+10FFFF), or 0. */
+size_t cli_utf8_len(const unsigned char *s, size_t left);
 /* A JSON string (null for NULL) that always parses: controls escaped,
  * bytes that are not UTF-8 taken as Latin-1. */
 void cli_json_string(FILE *f, const char *s);

@@ -10,7 +10,7 @@
 
 /* Length of the valid UTF-8 sequence at s (not overlong, no surrogate, at
  * most U+10FFFF), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t left) {
+size_t cli_utf8_len(const unsigned char *s, size_t left) {
   unsigned long cp;
   size_t n;
   if (s[0] >= 0xc2 && s[0] <= 0xdf) n = 2, cp = s[0] & 0x1fu;
@@ -39,7 +39,7 @@ void cli_json_string(FILE *f, const char *s) {
   size_t left = strlen(s);
   fputc('"', f);
   while (left) {
-    size_t n = *p >= 0x80 ? utf8_len(p, left) : 1;
+    size_t n = *p >= 0x80 ? cli_utf8_len(p, left) : 1;
     if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
     else if (*p >= 0x20 && *p < 0x7f) fputc(*p, f);
     else if (n > 1 && !is_c1(p, n)) fwrite(p, 1, n, f);
@@ -55,7 +55,7 @@ void cli_json_string(FILE *f, const char *s) {
 static void text(FILE *f, const char *s, size_t len, int lines) {
   const unsigned char *p = (const unsigned char *)s;
   while (len) {
-    size_t n = *p >= 0x80 ? utf8_len(p, len) : 1;
+    size_t n = *p >= 0x80 ? cli_utf8_len(p, len) : 1;
     int keep = (*p >= 0x20 && *p < 0x7f) || (n > 1 && !is_c1(p, n)) ||
                (lines && (*p == '\n' || *p == '\t'));
     if (keep) {

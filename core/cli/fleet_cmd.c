@@ -70,6 +70,18 @@ typedef struct {
   int nsets;
 } fleet_args;
 
+/* --redis's URL copied and blanked in argv (spaces), as run and curl do,
+ * so that ps does not show its password while Redis is waited on.  The
+ * copy lives as long as the process (kept here: never a leak). */
+static const char *hide_redis(char *v) {
+  static char *copy;
+  free(copy);
+  copy = strdup(v);
+  if (!copy) return v;
+  memset(v, ' ', strlen(v));
+  return copy;
+}
+
 static int parse_fleet(int argc, char **argv, fleet_args *a) {
   memset(a, 0, sizeof *a);
   for (int i = 0; i < argc; i++) {
@@ -77,7 +89,7 @@ static int parse_fleet(int argc, char **argv, fleet_args *a) {
     int valued = strcmp(s, "--redis") == 0 || strcmp(s, "--set") == 0;
     if (valued && i + 1 >= argc) return cli_usage("fleet: %s needs a value", s);
     if (strcmp(s, "--reset") == 0) a->reset = 1;
-    else if (strcmp(s, "--redis") == 0) a->redis = argv[++i];
+    else if (strcmp(s, "--redis") == 0) a->redis = hide_redis(argv[++i]);
     else if (strcmp(s, "--set") == 0 && a->nsets == 64)
       return cli_usage("fleet: too many --set", NULL);
     else if (strcmp(s, "--set") == 0) a->sets[a->nsets++] = argv[++i];

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -16,9 +17,17 @@ int cli_split_set(const char *set, char name[CLI_SET_NAME], const char **value) 
   return 0;
 }
 
+/* A message of the library that may quote the script (its error, its
+ * source): control bytes and bytes that are not UTF-8 as \xHH, lines kept. */
+static void print_message(const char *prefix, const char *msg) {
+  fprintf(stderr, "luaretry: %s", prefix);
+  cli_text_block(stderr, msg, strlen(msg));
+  fputc('\n', stderr);
+}
+
 static void print_warnings(const luaretry_policy *p) {
   for (size_t i = 0; i < luaretry_policy_warning_count(p); i++)
-    fprintf(stderr, "luaretry: warning: %s\n", luaretry_policy_warning(p, i));
+    print_message("warning: ", luaretry_policy_warning(p, i));
 }
 
 /* Whether `line` speaks of the field set by one of the NAME=VALUE sets. */
@@ -52,23 +61,38 @@ char *cli_policy_message(const char *msg, char **sets, int nsets) {
 
 static void print_policy_error(const luaretry_policy *p, char **sets, int nsets) {
   char *msg = cli_policy_message(luaretry_policy_errmsg(p), sets, nsets);
-  fprintf(stderr, "luaretry: %s\n", msg ? msg : luaretry_policy_errmsg(p));
+  print_message("", msg ? msg : luaretry_policy_errmsg(p));
   free(msg);
+}
+
+int cli_policy_is_file(const char *policy) {
+  size_t len = strlen(policy);
+  return strchr(policy, '/') != NULL || (len >= 4 && strcmp(policy + len - 4, ".lua") == 0);
 }
 
 /* "no such file, nor NAME or NAME.lua in DIR, DIR, DIR": every folder, so
  * a user sees at once where to put the file. */
 static void print_not_found(const char *policy) {
+  struct stat st;
+  if (cli_policy_is_file(policy) && stat(policy, &st) == 0) {
+    fprintf(stderr, "luaretry: policy %s: not a regular file\n", policy);
+    return;
+  }
   fprintf(stderr, "luaretry: policy %s: no such file", policy);
-  if (strchr(policy, '/')) {
+  if (cli_policy_is_file(policy)) {
     fputc('\n', stderr);
     return;
   }
-  fprintf(stderr, ", nor %s%s in ", policy, strstr(policy, ".lua") ? "" : "(.lua)");
+  /* a bare name is never a file of the current folder: say so when it is
+   * there, the one place a user might expect it */
+  fprintf(stderr, ", nor %s(.lua) in ", policy);
   char dir[4096];
   for (size_t i = 0; luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++)
     fprintf(stderr, "%s%s", i ? ", " : "", dir);
   fputs(" (see luaretry list)\n", stderr);
+  if (stat(policy, &st) == 0)
+    fprintf(stderr, "luaretry: a bare name is never looked up in the current folder: "
+            "run ./%s to use the file there\n", policy);
 }
 
 int cli_find_policy(const char *policy, char path[CLI_PATH_MAX]) {

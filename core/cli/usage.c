@@ -24,9 +24,10 @@ const char CLI_USAGE[] =
 static const char HELP_INTRO[] =
   "luaretry: a retry policy engine; C owns time, Lua policies own judgement.\n"
   "\n"
-  "POLICY is a file, or a name looked up (as NAME, then NAME.lua) in the folders of\n"
-  "LUARETRY_PATH, then $XDG_CONFIG_HOME/luaretry/policies (~/.config/...), then the\n"
-  "installed share/luaretry/policies: `luaretry run gcs URL`.  `luaretry list` shows them.\n"
+  "POLICY with a / or ending in .lua is a file; a bare name is looked up (as NAME,\n"
+  "then NAME.lua), never in the current folder, in the folders of LUARETRY_PATH, then\n"
+  "$XDG_CONFIG_HOME/luaretry/policies (~/.config/...), then the installed\n"
+  "share/luaretry/policies: `luaretry run gcs URL`.  `luaretry list` shows them.\n"
   "\n"
   "Commands (luaretry help COMMAND for each; man luaretry for all):\n"
   "  run        perform an HTTP request, a command or a workflow, retried by POLICY\n"
@@ -165,7 +166,9 @@ static const char HELP_LIST[] =
   "luaretry list [--names]\n"
   "  The policies POLICY can name, folder by folder in search order (LUARETRY_PATH,\n"
   "  $XDG_CONFIG_HOME/luaretry/policies, the installed share/luaretry/policies), each\n"
-  "  with the first comment line of its file.  --names: the names alone.\n";
+  "  with the first comment line of its file.  A bare name is looked up there only,\n"
+  "  never in the current folder; a path with a / or a NAME.lua is a file.  Regular\n"
+  "  files only, at most 10000 a folder.  --names: the names alone.\n";
 
 static const char HELP_FAULTS[] =
   "luaretry faults [--listen 127.0.0.1:PORT] SCRIPT\n"

@@ -78,7 +78,7 @@ const char *luaretry_backoff_kind_name(luaretry_backoff_kind k) {
   case LUARETRY_BACKOFF_LINEAR: return "linear";
   case LUARETRY_BACKOFF_SCRIPT: return "function";
   }
-  return NULL;
+  return "unknown";
 }
 
 const char *luaretry_jitter_name(luaretry_jitter j) {
@@ -89,5 +89,5 @@ const char *luaretry_jitter_name(luaretry_jitter j) {
   case LUARETRY_JITTER_EQUAL: return "equal";
   case LUARETRY_JITTER_DECORRELATED: return "decorrelated";
   }
-  return NULL;
+  return "unknown";
 }

@@ -177,6 +177,9 @@ const char *luaretry_curl_error_name(CURLcode rc) {
   case CURLE_SSL_ISSUER_ERROR:
   case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
   case CURLE_SSL_INVALIDCERTSTATUS: return "tls_verify";
+  /* the redirect limit the user set (--max-redirs, CURLOPT_MAXREDIRS):
+   * the same chain again reaches the same limit */
+  case CURLE_TOO_MANY_REDIRECTS: return "too_many_redirects";
   case CURLE_SSL_CONNECT_ERROR:
   case CURLE_SSL_CERTPROBLEM:
   case CURLE_SSL_CIPHER: return "tls";
@@ -184,7 +187,6 @@ const char *luaretry_curl_error_name(CURLcode rc) {
   case CURLE_HTTP2:
   case CURLE_HTTP2_STREAM:
   case CURLE_BAD_CONTENT_ENCODING:
-  case CURLE_TOO_MANY_REDIRECTS:
   case CURLE_UNSUPPORTED_PROTOCOL: return "protocol";
   default: return "transport";
   }

@@ -167,11 +167,12 @@ LUARETRY_API luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p,
 LUARETRY_API const char *luaretry_policy_errmsg(const luaretry_policy *p);
 
 /*
- * A policy by name, as the command line and the Lua module take POLICY:
- * when a file exists at `policy`, that file; otherwise a name without '/'
- * is looked up, as NAME and then NAME.lua, in each folder of the search
- * path in turn (luaretry_policy_dir()), so `gcs` finds the shipped gcs.lua
- * unless a folder before it has one of its own.  The path found goes into
+ * A policy by name, as the command line and the Lua module take POLICY: a
+ * `policy` with a '/' or ending in ".lua" is a file (a regular one); any
+ * other is a bare name looked up, as NAME and then NAME.lua, in each folder
+ * of the search path in turn (luaretry_policy_dir()), never in the current
+ * folder, so `gcs` finds the shipped gcs.lua unless a folder before it has
+ * one of its own.  The path found goes into
  * `path` (terminated).  LUARETRY_E_IO when there is none, LUARETRY_E_ARG
  * for an empty name or a `path` too small.  Reads the environment and the
  * file system only; load the file with luaretry_policy_load_file().
@@ -260,7 +261,8 @@ typedef enum {
 } luaretry_jitter;
 
 /* "exponential", "constant", "linear", "function"; "none", "additive",
- * "full", "equal", "decorrelated". */
+ * "full", "equal", "decorrelated"; "unknown" for any other value, as every
+ * name function here (never NULL). */
 LUARETRY_API const char *luaretry_backoff_kind_name(luaretry_backoff_kind k);
 LUARETRY_API const char *luaretry_jitter_name(luaretry_jitter j);
 

@@ -241,7 +241,9 @@ LUARETRY_API luaretry_code luaretry_curl_transport_perform(void *t, const luaret
 /* The transport failure name of a curl result: "connect", "timeout",
  * "reset", "dns", "tls", "tls_verify" (a certificate or host name that does
  * not verify, a pinned key that does not match: final under the default
- * rule), "truncated", "protocol", "transport"; NULL for CURLE_OK. */
+ * rule), "too_many_redirects" (CURLOPT_MAXREDIRS reached: final under the
+ * default rule too), "truncated", "protocol", "transport"; NULL for
+ * CURLE_OK. */
 LUARETRY_API const char *luaretry_curl_error_name(CURLcode rc);
 
 /* Whether a transfer that ended with rc provably never left this machine

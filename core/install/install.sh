@@ -8,6 +8,12 @@
 # first, so an empty prefix is empty again and a shared one (/usr/local)
 # keeps what was there before.  Environment: DESTDIR, PREFIX, BUILD (the
 # build made for PREFIX), VERSION, MAJOR.
+#
+# Neither writes nor removes outside $DESTDIR$PREFIX: install refuses to
+# write through a symbolic link it did not make (a share/luaretry linking
+# elsewhere), and uninstall takes from its manifest only relative paths
+# without "..", reached through no symbolic link, and only the regular
+# files and links there; it refuses anything else with a message.
 set -eu
 : "${DESTDIR=}" "${PREFIX:?}" "${BUILD:?}" "${VERSION:?}" "${MAJOR:?}"
 ROOT=$DESTDIR$PREFIX
@@ -17,7 +23,8 @@ WRITE_MANIFEST=0
 # Even an install that failed half way leaves its manifest: uninstall can
 # always take back what was put there.
 finish() {
-  if [ "$WRITE_MANIFEST" = 1 ] && [ -d "$ROOT/share/luaretry" ]; then
+  if [ "$WRITE_MANIFEST" = 1 ] && [ -d "$ROOT/share/luaretry" ] && [ ! -L "$ROOT/share" ] &&
+     [ ! -L "$ROOT/share/luaretry" ] && [ ! -L "$ROOT/$MANIFEST" ]; then
     echo "file $MANIFEST" >> "$NEW"
     { grep '^file ' "$NEW" | sort -u; grep '^dir ' "$NEW" | sort -u; } > "$ROOT/$MANIFEST"
     chmod 644 "$ROOT/$MANIFEST"
@@ -26,10 +33,18 @@ finish() {
 }
 trap finish EXIT
 
+die() {
+  echo "$*" >&2
+  exit 1
+}
+
 # a folder and its parents under ROOT; those it creates go to the manifest
 # (sh has no local variables: $1 is the one thing a recursion keeps)
 folder() {
   [ "$(dirname "$1")" = . ] || folder "$(dirname "$1")"
+  if [ -L "$ROOT/$1" ]; then
+    die "install: $ROOT/$1 is a symbolic link (to $(readlink "$ROOT/$1")) this install did not make: refusing to write through it"
+  fi
   if [ ! -d "$ROOT/$1" ]; then
     mkdir "$ROOT/$1"
     echo "dir $1" >> "$NEW"
@@ -38,12 +53,25 @@ folder() {
 
 file() {  # MODE SOURCE RELATIVE-TARGET
   folder "$(dirname "$3")"
+  # this install makes no link where a file goes: one there is someone else's
+  if [ -L "$ROOT/$3" ]; then
+    die "install: $ROOT/$3 is a symbolic link (to $(readlink "$ROOT/$3")) this install did not make: refusing to write through it"
+  fi
+  # install(1) would copy into a folder there, not replace it
+  if [ -d "$ROOT/$3" ]; then
+    die "install: $ROOT/$3 is a folder, where a file goes: refusing to write into it"
+  fi
   install -m "$1" "$2" "$ROOT/$3"
   echo "file $3" >> "$NEW"
 }
 
 link() {  # TARGET RELATIVE-NAME
-  ln -sf "$1" "$ROOT/$2"
+  folder "$(dirname "$2")"
+  if [ -e "$ROOT/$2" ] && [ ! -L "$ROOT/$2" ]; then
+    die "install: $ROOT/$2 is there and is not a symbolic link: refusing to replace it"
+  fi
+  # -n: a link there is replaced, never followed into the folder it names
+  ln -sfn "$1" "$ROOT/$2"
   echo "file $2" >> "$NEW"
 }
 
@@ -78,18 +106,57 @@ install_all() {
   fi
 }
 
+# Whether a manifest path is one uninstall may touch: relative, no ".."
+# (nor "." but the prefix itself), and reached through no symbolic link
+# under ROOT.  Prints why not on standard error.
+safe_path() {
+  case "$1" in
+    "") echo "uninstall: an empty path in the manifest: refused" >&2; return 1 ;;
+    /*) echo "uninstall: $1 in the manifest is absolute, outside $ROOT: refused" >&2; return 1 ;;
+  esac
+  case "/$1/" in
+    */../*|*/./*|*//*) echo "uninstall: $1 in the manifest has '..', '.' or an empty part: refused" >&2; return 1 ;;
+  esac
+  p=$(dirname "$1")
+  while [ "$p" != . ]; do
+    if [ -L "$ROOT/$p" ]; then
+      echo "uninstall: $1 in the manifest lies behind the symbolic link $ROOT/$p: refused" >&2
+      return 1
+    fi
+    p=$(dirname "$p")
+  done
+}
+
 uninstall_all() {
-  if [ ! -f "$ROOT/$MANIFEST" ]; then
-    echo "uninstall: no $ROOT/$MANIFEST: nothing was installed there" >&2
+  if [ -L "$ROOT/share" ] || [ -L "$ROOT/share/luaretry" ] || [ -L "$ROOT/$MANIFEST" ] ||
+     [ ! -f "$ROOT/$MANIFEST" ]; then
+    echo "uninstall: no $ROOT/$MANIFEST (a regular file, reached through no symbolic link): nothing was installed there" >&2
     exit 1
   fi
   cp "$ROOT/$MANIFEST" "$NEW"
-  grep '^file ' "$NEW" | cut -c6- | while read -r f; do rm -f "$ROOT/$f"; done
-  # deepest first: a folder's children come after it in sorted order
-  grep '^dir ' "$NEW" | cut -c5- | sort -r | while read -r d; do
-    if [ "$d" = . ]; then rmdir "$ROOT" 2>/dev/null || true
-    else rmdir "$ROOT/$d" 2>/dev/null || true; fi
+  refused=$(mktemp)
+  # only the regular files and links the manifest names; the manifest last
+  grep '^file ' "$NEW" | cut -c6- | grep -vxF "$MANIFEST" | while IFS= read -r f; do
+    if ! safe_path "$f"; then echo x >> "$refused"
+    elif [ -L "$ROOT/$f" ] || [ -f "$ROOT/$f" ]; then rm -f "$ROOT/$f"
+    elif [ -e "$ROOT/$f" ]; then
+      echo "uninstall: $ROOT/$f is neither a regular file nor a link: refused" >&2
+      echo x >> "$refused"
+    fi
   done
+  rm -f "$ROOT/$MANIFEST"
+  # deepest first: a folder's children come after it in sorted order
+  grep '^dir ' "$NEW" | cut -c5- | sort -r | while IFS= read -r d; do
+    if [ "$d" = . ]; then rmdir "$ROOT" 2>/dev/null || true
+    elif ! safe_path "$d"; then echo x >> "$refused"
+    elif [ ! -L "$ROOT/$d" ]; then rmdir "$ROOT/$d" 2>/dev/null || true; fi
+  done
+  n=$(wc -l < "$refused")
+  rm -f "$refused"
+  if [ "$n" -gt 0 ]; then
+    echo "uninstall: $n line(s) of the manifest refused; everything else removed" >&2
+    exit 1
+  fi
 }
 
 case "${1:-}" in

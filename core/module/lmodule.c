@@ -188,8 +188,11 @@ static int l_load(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
   char path[8192];
   luaretry_code rc = luaretry_policy_find(name, path, sizeof path);
-  /* a path is the library's to report ("cannot open"); a name, where it was looked for */
-  if (rc == LUARETRY_E_IO && !strchr(name, '/')) return not_found(L, name);
+  /* a path (a '/' or ".lua") is the library's to report ("cannot open");
+   * a bare name, where it was looked for (never the current folder) */
+  size_t len = strlen(name);
+  int file = strchr(name, '/') || (len >= 4 && strcmp(name + len - 4, ".lua") == 0);
+  if (rc == LUARETRY_E_IO && !file) return not_found(L, name);
   return new_policy(L, rc == LUARETRY_OK ? path : name, NULL, NULL, 2);
 }
 

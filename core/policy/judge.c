@@ -119,8 +119,10 @@ static void default_classify(const luaretry_outcome *o, lr_verdict *v) {
     return;
   }
   /* a certificate or host name that does not verify: no retry makes it
-   * good, and retrying only hides an attack or a misconfiguration */
-  if (o->error && strcmp(o->error, "tls_verify") == 0) {
+   * good, and retrying only hides an attack or a misconfiguration; a
+   * redirect chain longer than the limit the user set is as long again */
+  if (o->error && (strcmp(o->error, "tls_verify") == 0 ||
+                   strcmp(o->error, "too_many_redirects") == 0)) {
     v->cls = LUARETRY_CLASS_FINAL;
     return;
   }

@@ -5,12 +5,14 @@
  * serialized by `writer`; `lock` guards what readers take (the current
  * load, the tuning). */
 #include <errno.h>
+#include <fcntl.h>
 #include <lauxlib.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "policy.h"
 
@@ -289,33 +291,65 @@ static luaretry_code install(luaretry_policy *p, char *text, size_t len,
   return rc;
 }
 
-/* The whole file, and a byte offset past a "#!" line or a UTF-8 BOM (as
- * luaL_loadfile skips them); NULL with p->errmsg and *rc (LUARETRY_E_IO, or
- * LUARETRY_E_NOMEM when the host's memory ran out). */
+/* An open descriptor on path when it is a regular file of at most `limit`
+ * bytes; -1 with p->errmsg.  O_NONBLOCK: a FIFO or a device is refused,
+ * never waited on; the size is refused before a byte is read. */
+static int open_script(luaretry_policy *p, const char *path, size_t limit) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: cannot open: %s", path, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  const char *why = NULL;
+  if (fstat(fd, &st) != 0) why = strerror(errno);
+  else if (!S_ISREG(st.st_mode)) why = "not a regular file";
+  if (why) {
+    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: cannot read: %s", path, why);
+  } else if ((unsigned long long)st.st_size > limit) {
+    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: %lld bytes, above the memory limit (%zu bytes): "
+           "not read", path, (long long)st.st_size, limit);
+  } else {
+    return fd;
+  }
+  close(fd);
+  return -1;
+}
+
+/* The whole file, at most the memory limit (the script could never fit in
+ * less), and a byte offset past a "#!" line or a UTF-8 BOM (as
+ * luaL_loadfile skips them); NULL with p->errmsg and *rc (LUARETRY_E_IO,
+ * or LUARETRY_E_NOMEM when the host's memory ran out). */
 static char *read_script(luaretry_policy *p, const char *path, size_t *len,
                          luaretry_code *rc) {
-  FILE *f = fopen(path, "rb");
+  size_t limit = p->limits.memory;
   *rc = LUARETRY_E_IO;
-  if (!f) {
-    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: cannot open: %s", path, strerror(errno));
-    return NULL;
-  }
+  int fd = open_script(p, path, limit);
+  if (fd < 0) return NULL;
   size_t cap = 8192, n = 0;
   char *text = malloc(cap);
-  for (;;) {
-    if (!text) break;
-    n += fread(text + n, 1, cap - n, f);
-    if (n < cap) break;
-    char *grown = realloc(text, cap *= 2);
-    if (!grown) { free(text); text = NULL; break; }
-    text = grown;
+  int err = 0;
+  /* a file that grows while read stops at limit + 1 bytes: refused */
+  while (text && n <= limit) {
+    if (n == cap) {
+      char *grown = realloc(text, cap *= 2);
+      if (!grown) { free(text); text = NULL; break; }
+      text = grown;
+    }
+    size_t want = cap - n < limit + 1 - n ? cap - n : limit + 1 - n;
+    ssize_t got = read(fd, text + n, want);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) err = errno;
+    if (got <= 0) break;
+    n += (size_t)got;
   }
-  int failed = !text || ferror(f);
-  fclose(f);
-  if (failed) {
+  close(fd);
+  if (!text || err || n > limit) {
     if (!text) *rc = LUARETRY_E_NOMEM;
-    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: cannot read: %s", path,
-           text ? strerror(errno) : "out of memory");
+    if (text && !err) lr_fmt(p->errmsg, sizeof p->errmsg, "%s: above the memory limit (%zu "
+                             "bytes): not read", path, limit);
+    else lr_fmt(p->errmsg, sizeof p->errmsg, "%s: cannot read: %s", path,
+                text ? strerror(err) : "out of memory");
     free(text);
     return NULL;
   }

@@ -1,9 +1,11 @@
-/* find.c: a policy by name.  POLICY is a file when one exists at that
- * path; a bare NAME (no '/') is also looked up, as NAME then NAME.lua, in
- * the folders of LUARETRY_PATH, the user's $XDG_CONFIG_HOME/luaretry/policies
- * (~/.config when unset) and the installed share/luaretry/policies: the
- * order a shell uses for commands, so a user's own gcs.lua can stand in for
- * the shipped one.  No Lua and no curl here: plain file names. */
+/* find.c: a policy by name.  POLICY with a '/' or ending in ".lua" is a
+ * file; a bare NAME is looked up, as NAME then NAME.lua, in the folders of
+ * LUARETRY_PATH, the user's $XDG_CONFIG_HOME/luaretry/policies (~/.config
+ * when unset) and the installed share/luaretry/policies, and never in the
+ * current folder: as a shell looks up a command, so a file called `http`
+ * in a shared folder cannot stand in for the shipped policy (and read the
+ * caller's credentials), while a user's own gcs.lua on the path can.  No
+ * Lua and no curl here: plain file names. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,16 +93,21 @@ luaretry_code luaretry_policy_dir(size_t i, char *path, size_t size) {
   return rc == 1 ? LUARETRY_OK : LUARETRY_E_ARG;
 }
 
+static int is_file_name(const char *policy) {
+  size_t len = strlen(policy);
+  return strchr(policy, '/') != NULL || (len >= 4 && strcmp(policy + len - 4, ".lua") == 0);
+}
+
 luaretry_code luaretry_policy_find(const char *policy, char *path, size_t size) {
   if (!policy || !*policy || !path || size == 0) return LUARETRY_E_ARG;
   path[0] = '\0';
-  if (is_file(policy)) return join(path, size, policy, "") ? LUARETRY_E_ARG : LUARETRY_OK;
-  if (strchr(policy, '/')) return LUARETRY_E_IO;  /* a path, not a name */
-  size_t len = strlen(policy);
-  int has_ext = len > 4 && strcmp(policy + len - 4, ".lua") == 0;
+  if (is_file_name(policy)) {  /* a file, never looked up */
+    if (!is_file(policy)) return LUARETRY_E_IO;
+    return join(path, size, policy, "") ? LUARETRY_E_ARG : LUARETRY_OK;
+  }
   char dir[4096], candidate[8192];
   for (size_t i = 0; luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++) {
-    for (int ext = 0; ext <= !has_ext; ext++) {
+    for (int ext = 0; ext <= 1; ext++) {
       int n = snprintf(candidate, sizeof candidate, "%s/%s%s", dir, policy, ext ? ".lua" : "");
       if (n < 0 || (size_t)n >= sizeof candidate) continue;
       if (!is_file(candidate)) continue;

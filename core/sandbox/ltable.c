@@ -114,6 +114,10 @@ static int tmove(lua_State *L) {
   return 1;
 }
 
+lua_Integer lr_table_length(lua_State *L, int arg) {
+  return length(L, arg, TAB_RW);
+}
+
 void lr_table_install(lua_State *L, int idx) {
   static const luaL_Reg fns[] = {
     { "insert", tinsert }, { "remove", tremove }, { "move", tmove }, { NULL, NULL }

@@ -246,7 +246,7 @@ static const char *const BASE_NAMES[] = {
 static const char *const STRING_NAMES[] = {
   "byte", "char", "find", "format", "gmatch", "gsub", "len", "lower", "match", "pack",
   "packsize", "rep", "reverse", "sub", "unpack", "upper", NULL };
-/* insert, remove, move are ltable.c's */
+/* insert, remove, move are ltable.c's, sort lsort.c's */
 static const char *const TABLE_NAMES[] = {
   "concat", "insert", "move", "pack", "remove", "sort", "unpack", NULL };
 static const char *const MATH_NAMES[] = {
@@ -340,6 +340,7 @@ static void open_allowed(lua_State *L, const allowed_lib *libs) {
       lua_pop(L, 2);
     } else if (strcmp(lib->name, LUA_TABLIBNAME) == 0) {
       lr_table_install(L, -1);
+      lr_sort_install(L, -1);
     }
     lua_setfield(L, g, lib->name);
   }

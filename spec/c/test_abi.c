@@ -102,6 +102,16 @@ static void test_names(void) {
   for (int s = LUARETRY_GUARDS_LOCAL; s <= LUARETRY_GUARDS_FALLBACK; s++)
     CHECK(strcmp(luaretry_guards_scope_name((luaretry_guards_scope)s), "unknown") != 0);
   CHECK_EQ_STR(luaretry_guards_scope_name(LUARETRY_GUARDS_FLEET), "fleet");
+  /* a value past the last (a host built against a newer header, a stray
+   * cast): every name function answers "unknown", never NULL */
+  CHECK_EQ_STR(luaretry_backoff_kind_name((luaretry_backoff_kind)(LUARETRY_BACKOFF_SCRIPT + 1)), "unknown");
+  CHECK_EQ_STR(luaretry_backoff_kind_name((luaretry_backoff_kind)-1), "unknown");
+  CHECK_EQ_STR(luaretry_jitter_name((luaretry_jitter)(LUARETRY_JITTER_DECORRELATED + 1)), "unknown");
+  CHECK_EQ_STR(luaretry_reason_name((luaretry_reason)(LUARETRY_REASON_SERVER_WAIT_TOO_LONG + 1)), "unknown");
+  CHECK_EQ_STR(luaretry_wait_source_name((luaretry_wait_source)(LUARETRY_WAIT_CLAMPED + 1)), "unknown");
+  CHECK_EQ_STR(luaretry_breaker_state_name((luaretry_breaker_state)(LUARETRY_BREAKER_HALF_OPEN + 1)), "unknown");
+  CHECK_EQ_STR(luaretry_guards_scope_name((luaretry_guards_scope)(LUARETRY_GUARDS_FALLBACK + 1)), "unknown");
+  CHECK_EQ_STR(luaretry_strerror((luaretry_code)(LUARETRY_E_FLEET + 1)), "unknown error code");
 }
 
 static const char *POLICY =

@@ -2,8 +2,8 @@
  * luaretry.h promises them: the search path's order (LUARETRY_PATH's
  * folders, empty entries skipped; $XDG_CONFIG_HOME, or ~/.config when it is
  * unset or not absolute; LUARETRY_DATADIR/policies last), NAME before
- * NAME.lua, a file that exists before any lookup, a path never looked up,
- * and the error codes. */
+ * NAME.lua, a bare name never taken from the current folder, a path or a
+ * NAME.lua that is a file and never looked up, and the error codes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,15 +75,35 @@ static void test_find(void) {
   /* the first folder that has it wins */
   if (CHECK_CODE(luaretry_policy_find("gcs", path, sizeof path), LUARETRY_OK))
     CHECK_EQ_STR(path, at("b/gcs.lua"));
-  if (CHECK_CODE(luaretry_policy_find("http.lua", path, sizeof path), LUARETRY_OK))
-    CHECK_EQ_STR(path, at("data/policies/http.lua"));
+  /* NAME.lua is a file, relative to the current folder: never looked up */
+  CHECK_CODE(luaretry_policy_find("http.lua", path, sizeof path), LUARETRY_E_IO);
   /* NAME before NAME.lua in one folder */
   if (CHECK_CODE(luaretry_policy_find("plain", path, sizeof path), LUARETRY_OK))
     CHECK_EQ_STR(path, at("a/plain"));
-  /* a file that exists is that file; a path is never looked up */
+  /* a path is that file, never looked up */
   if (CHECK_CODE(luaretry_policy_find(at("data/policies/gcs.lua"), path, sizeof path), LUARETRY_OK))
     CHECK_EQ_STR(path, at("data/policies/gcs.lua"));
   CHECK_CODE(luaretry_policy_find("./gcs", path, sizeof path), LUARETRY_E_IO);
+  /* a bare name is looked up as a shell looks up a command: files called
+   * gcs, gcs.lua and nosuch in the current folder change nothing, while
+   * ./gcs and gcs.lua name them */
+  char cwd[512];
+  if (CHECK(getcwd(cwd, sizeof cwd) != NULL) && CHECK(chdir(root) == 0)) {
+    touch("gcs");
+    touch("gcs.lua");
+    touch("nosuch");
+    if (CHECK_CODE(luaretry_policy_find("gcs", path, sizeof path), LUARETRY_OK))
+      CHECK_EQ_STR(path, at("b/gcs.lua"));
+    CHECK_CODE(luaretry_policy_find("nosuch", path, sizeof path), LUARETRY_E_IO);
+    if (CHECK_CODE(luaretry_policy_find("./gcs", path, sizeof path), LUARETRY_OK))
+      CHECK_EQ_STR(path, "./gcs");
+    if (CHECK_CODE(luaretry_policy_find("gcs.lua", path, sizeof path), LUARETRY_OK))
+      CHECK_EQ_STR(path, "gcs.lua");
+    /* a FIFO is not a policy file: refused, never opened (it would block) */
+    mkfifo(at("pipe.lua"), 0600);
+    CHECK_CODE(luaretry_policy_find("pipe.lua", path, sizeof path), LUARETRY_E_IO);
+    CHECK(chdir(cwd) == 0);
+  }
   CHECK_CODE(luaretry_policy_find("nosuch", path, sizeof path), LUARETRY_E_IO);
   CHECK_EQ_STR(path, "");
   /* a folder is not a policy */

@@ -75,6 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_parsed(&a, argv, argc);
     use_parsed(&a);
   }
+  run_args_free(&a);  /* the copies of the secrets it blanked */
   free(words);
   free(argv);
   free(text);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/cli.h"
 #include "run.h"
@@ -155,11 +156,38 @@ static int set_time(run_args *a, const char *opt, const char *field, const char 
   return add_set(a, set);
 }
 
+/* A secret's value copied, and its word in argv blanked as curl blanks
+ * it (spaces), so that /proc/PID/cmdline and ps show it no longer for the
+ * run's life; the copy is what the run uses.  v itself when out of room. */
+static char *hide(run_args *a, char *v) {
+  char *copy = a->nsecrets < (int)(sizeof a->secrets / sizeof a->secrets[0]) ? strdup(v) : NULL;
+  if (!copy) return v;
+  a->secrets[a->nsecrets++] = copy;
+  memset(v, ' ', strlen(v));
+  return copy;
+}
+
+void run_args_free(run_args *a) {
+  for (int i = 0; i < a->nsecrets; i++) free(a->secrets[i]);
+  a->nsecrets = 0;
+}
+
+/* Whether a -H line carries a credential: Authorization, Cookie, and
+ * Proxy-Authorization (what -v redacts too). */
+static int secret_header(const char *line) {
+  static const char *const NAMES[] = { "authorization", "cookie", "proxy-authorization" };
+  size_t n = strcspn(line, ":;");
+  while (n && (line[n - 1] == ' ' || line[n - 1] == '\t')) n--;
+  for (size_t k = 0; k < sizeof NAMES / sizeof NAMES[0]; k++)
+    if (strlen(NAMES[k]) == n && strncasecmp(line, NAMES[k], n) == 0) return 1;
+  return 0;
+}
+
 static int add_header(run_args *a, char *v) {
   if (a->nheaders == MAX_HEADERS) return cli_usage("run: too many -H", NULL);
   if (!strchr(v, ':') && (!v[0] || v[strlen(v) - 1] != ';'))
     return cli_usage("run: -H '%s': expected 'Name: value'", v);
-  a->headers[a->nheaders++] = v;
+  a->headers[a->nheaders++] = secret_header(v) ? hide(a, v) : v;
   return 0;
 }
 
@@ -217,7 +245,7 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_OUTPUT: a->output = v; break;
   case O_USER:
     if (!strchr(v, ':')) return cli_usage("run: -u %s: expected USER:PASSWORD (luaretry does not prompt)", v);
-    a->user = v;
+    a->user = hide(a, v);
     break;
   case O_USER_AGENT: a->user_agent = v; break;
   case O_CACERT: a->cacert = v; break;
@@ -238,7 +266,7 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_URLS: a->urls_file = v; break;
   case O_OUTPUT_DIR: a->output_dir = v; break;
   case O_PARALLEL: return set_parallel(a, v);
-  case O_REDIS: a->redis = v; break;
+  case O_REDIS: a->redis = hide(a, v); break;
   case O_METRICS_FILE: a->metrics_file = v; break;
   case O_TRACE_ASCII: a->trace_ascii = v; break;
   default: break;

@@ -84,11 +84,44 @@ static void fold_status(batch *b, int status, luaretry_reason reason) {
 
 /* ---- the list of URLs */
 
+/* The longest line read: libcurl refuses a longer URL
+ * (CURL_MAX_INPUT_LENGTH), so a longer line is refused as soon as it is
+ * that long, never read whole (a line of gigabytes keeps memory flat). */
+#define MAX_URL_LINE 8000000
+
+/* One line of f into *line (grown as needed, NUL-terminated); its length,
+ * -1 at the end or on an error, -2 when longer than MAX_URL_LINE. */
+static ssize_t bounded_line(FILE *f, char **line, size_t *size) {
+  size_t n = 0;
+  int c;
+  while ((c = getc(f)) != EOF) {
+    if (n + 2 > *size) {  /* room for c and the NUL: at most MAX + 3 */
+      size_t cap = *size ? *size * 2 : 256;
+      if (cap > MAX_URL_LINE + 3) cap = MAX_URL_LINE + 3;
+      char *grown = realloc(*line, cap);
+      if (!grown) return -1;
+      *line = grown;
+      *size = cap;
+    }
+    (*line)[n++] = (char)c;
+    if (c == '\n') break;
+    if (n > MAX_URL_LINE) return -2;  /* MAX + 1 bytes and no end yet */
+  }
+  if (n == 0) return -1;
+  (*line)[n] = '\0';
+  return (ssize_t)n;
+}
+
 /* The next line of `f` that holds a URL (blank lines and # comments are
- * skipped), trimmed, in *line; 1, 0 at the end, -1 when reading failed. */
+ * skipped), trimmed, in *line; 1, 0 at the end, -1 when reading failed, -2
+ * for a line longer than any URL (*line_no: its number). */
 static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **url) {
   ssize_t len;
-  while ((len = getline(line, size, f)) >= 0) {
+  while ((len = bounded_line(f, line, size)) >= 0 || len == -2) {
+    if (len == -2) {
+      (*line_no)++;
+      return -2;
+    }
     (*line_no)++;
     char *s = *line, *e = *line + len;
     while (s < e && (*s == ' ' || *s == '\t')) s++;
@@ -111,6 +144,13 @@ static int bad_url(const char *url, const char *where, const char *why) {
   return cli_usage("%s", what);
 }
 
+static int long_line(const char *name, long line_no) {
+  char what[4400];
+  snprintf(what, sizeof what, "run: --urls %s, line %ld: longer than %d bytes, more than "
+           "any URL libcurl accepts: refused", name, line_no, MAX_URL_LINE);
+  return cli_usage("%s", what);
+}
+
 /* A regular --urls FILE, checked whole before any request: every URL valid,
  * at least one in all.  Then read again from its start. */
 static int check_list(batch *b, int *count) {
@@ -128,6 +168,7 @@ static int check_list(batch *b, int *count) {
       return bad_url(url, where, why);
     }
   }
+  if (r == -2) return long_line(name, line_no);
   if (r < 0 || fseek(b->list, 0, SEEK_SET) != 0) {
     fprintf(stderr, "luaretry: --urls %s: %s\n", name, strerror(errno));
     return EXIT_USAGE;
@@ -183,7 +224,10 @@ static char *next_url(batch *b) {
   if (!b->list || b->list_failed) return NULL;
   char *url;
   int r = next_line(b->list, &b->line, &b->line_size, &b->line_no, &url);
-  if (r < 0) {
+  if (r == -2) {
+    long_line(b->a->urls_file, b->line_no);
+    b->list_failed = 1;
+  } else if (r < 0) {
     fprintf(stderr, "luaretry: --urls %s: %s\n", b->a->urls_file, strerror(errno));
     b->list_failed = 1;
   }

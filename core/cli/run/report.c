@@ -54,12 +54,20 @@ static void stats_json(const luaretry_metrics *m, const char *policy) {
           m->time_waited, m->budget_tokens, luaretry_breaker_state_name(m->breaker));
 }
 
-/* A label value: backslash, double quote and newline escaped. */
+/* A label value: backslash, double quote and newline escaped, as the
+ * text format wants; a byte that is not UTF-8 (a policy's name may hold
+ * any) becomes U+FFFD, so that the file stays valid UTF-8 and parses. */
 static void label(FILE *f, const char *s) {
-  for (; *s; s++) {
-    if (*s == '\\' || *s == '"') fprintf(f, "\\%c", *s);
-    else if (*s == '\n') fputs("\\n", f);
-    else fputc(*s, f);
+  size_t left = strlen(s);
+  const unsigned char *p = (const unsigned char *)s;
+  while (left) {
+    size_t n = *p >= 0x80 ? cli_utf8_len(p, left) : 1;
+    if (n == 0) fputs("\xEF\xBF\xBD", f), n = 1;
+    else if (*p == '\\' || *p == '"') fprintf(f, "\\%c", *p);
+    else if (*p == '\n') fputs("\\n", f);
+    else fwrite(p, 1, n, f);
+    p += n;
+    left -= n;
   }
 }
 

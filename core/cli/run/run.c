@@ -255,6 +255,7 @@ int cli_run(int argc, char **argv) {
   int status = parse_run(argc, argv, &a, words);
   if (status == 0) status = run_loaded(&a);
   free(a.url_fixed);
+  run_args_free(&a);
   free(words);
   return status;
 }

@@ -99,11 +99,17 @@ typedef struct {
   const char *trace_ascii; /* --trace-ascii FILE */
   int create_dirs;         /* --create-dirs: for -o FILE and --output-dir */
   int fail_with_body;      /* --fail-with-body: -o FILE gets a failure's answer too */
+  /* copies of the secrets blanked in argv (-u, --redis, -H Authorization,
+   * Cookie, Proxy-Authorization), owned: run_args_free() */
+  char *secrets[MAX_HEADERS + 4];
+  int nsecrets;
 } run_args;
 
 /* Parses the words after `run`; `words` has room for argc entries.  0, or
  * the exit status after a usage message. */
 int parse_run(int argc, char **argv, run_args *a, char **words);
+/* What parse_run() allocated (the secrets' copies). */
+void run_args_free(run_args *a);
 /* The -H values as headers; splits the arguments in place, so call it once. */
 void split_headers(const run_args *a, luaretry_header *headers);
 /* The request the options describe for `url`, with `headers` from

@@ -35,13 +35,23 @@ static int lookup(const char *s, size_t n) {
   return -1;
 }
 
+/* The whole format of FILE, never a part of it: one byte more than the
+ * limit is read to tell a format that fits from one that does not, and a
+ * NUL byte (which would end it early) is refused too. */
 static char *read_format(const char *path) {
   FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
-  char *s = f ? malloc(FORMAT_MAX + 1) : NULL;
-  size_t n = s ? fread(s, 1, FORMAT_MAX, f) : 0;
-  if (!s) fprintf(stderr, "luaretry: -w @%s: %s\n", path, f ? "out of memory" : strerror(errno));
-  else s[n] = '\0';
+  char *s = f ? malloc(FORMAT_MAX + 2) : NULL;
+  size_t n = s ? fread(s, 1, FORMAT_MAX + 1, f) : 0;
+  const char *why = !f ? strerror(errno) : !s ? "out of memory" : ferror(f) ? strerror(errno)
+                  : n > FORMAT_MAX ? "longer than 65536 bytes"
+                  : memchr(s, '\0', n) ? "holds a NUL byte" : NULL;
   if (f && f != stdin) fclose(f);
+  if (why) {
+    fprintf(stderr, "luaretry: -w @%s: %s\n", path, why);
+    free(s);
+    return NULL;
+  }
+  s[n] = '\0';
   return s;
 }
 
@@ -53,6 +63,8 @@ static int check(const char *format) {
     if (p[1] != '{' && !header) continue;  /* a lone %: printed as it is */
     const char *open = p + (header ? 8 : 2), *close = strchr(open, '}');
     if (!close) return cli_usage("run: -w: %s: no closing }", p);
+    /* print_header's buffer: no header name is that long, say so */
+    if (header && close - open >= 256) return cli_usage("run: -w: %s: a header name above 255 bytes", p);
     if (!header && lookup(open, (size_t)(close - open)) < 0) {
       char name[64];
       snprintf(name, sizeof name, "%.*s", (int)(close - open < 60 ? close - open : 60), open);
