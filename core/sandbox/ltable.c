@@ -115,7 +115,7 @@ static int tmove(lua_State *L) {
 }
 
 lua_Integer lr_table_length(lua_State *L, int arg) {
-  return length(L, arg, TAB_RW);
+  return aux_getn(L, arg, TAB_RW);
 }
 
 void lr_table_install(lua_State *L, int idx) {
