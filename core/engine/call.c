@@ -204,6 +204,29 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   return LUARETRY_OK;
 }
 
+/* The remote view brought up to date, within what is left of the
+ * deadline; a cancel ends the round trip at once.  The attempt's timeout
+ * is what is left after it.  1 when the call stopped (d filled). */
+static int refresh_remote(luaretry_call *c, double *now, luaretry_decision *d) {
+  const lr_rules *r = c->rules;
+  double left = r->deadline > 0 ? r->deadline - (*now - c->start) : 0;
+  if (r->deadline <= 0 || left > 0) c->remote->ops->refresh(c->remote->ud, *now, left, &c->waiter);
+  *now = lr_clock_now(&c->clock);
+  double elapsed = *now - c->start;
+  if (atomic_load(&c->waiter.cancelled)) {
+    stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
+    return 1;
+  }
+  if (r->deadline > 0 && elapsed >= r->deadline) {
+    stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline", "the deadline (%.3f s) passed "
+                "while the fleet's counts were brought up to date", r->deadline);
+    return 1;
+  }
+  double t = timeout_at(r, elapsed);
+  if (r->deadline > 0 && t < c->next_timeout) c->next_timeout = t;
+  return 0;
+}
+
 /* Before a retry, after its wait: the guards are asked again, so a retry
  * decided on counts that were stale is not made once the circuit opened or
  * (with the fleet's counts, brought up to date here) the fleet's budget
@@ -213,9 +236,10 @@ static int refused_after_wait(luaretry_call *c, luaretry_decision *d) {
   const lr_guards *g = &c->rules->guards;
   if (!g->budget && !g->breaker) return 0;
   double now = lr_clock_now(&c->clock);
-  if (c->remote) c->remote->ops->refresh(c->remote->ud, now);
   int remote_said = 0;
-  if (g->breaker && !breaker_admits(c, 0, now, &remote_said)) {
+  if (c->remote && refresh_remote(c, &now, d)) {
+    /* stopped: the deadline passed, or the call was cancelled */
+  } else if (g->breaker && !breaker_admits(c, 0, now, &remote_said)) {
     stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit opened while "
                 "the call waited to retry (%d transient failures in a row)",
                 whose(remote_said), g->failures);

@@ -153,8 +153,9 @@ typedef struct {
   void (*record)(void *ud, lr_remote_outcome o, double now);
   /* Before a retry, after its wait: brings the view up to date unless it
    * is recent (at most one bounded round trip; none while the remote side
-   * is known to be down). */
-  void (*refresh)(void *ud, double now);
+   * is known to be down), ending within `left` seconds (0: no deadline)
+   * and at once when the call's waiter is cancelled. */
+  void (*refresh)(void *ud, double now, double left, lr_waiter *w);
   /* The remote budget's tokens, for messages. */
   double (*tokens)(void *ud);
 } lr_remote_ops;

@@ -135,7 +135,8 @@ static void record(void *ud, lr_remote_outcome o, double now) {
   if (c->synced_at < 0 || now - c->synced_at >= c->fleet->sync) sync_client(c, now);
 }
 
-static void refresh(void *ud, double now) {
+static void refresh(void *ud, double now, double left, lr_waiter *w) {
+  (void)left, (void)w;   /* a simulated round trip takes no time */
   sim_client *c = ud;
   if (c->npending || c->synced_at < 0 || now - c->synced_at >= c->fleet->sync)
     sync_client(c, now);

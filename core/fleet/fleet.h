@@ -58,7 +58,8 @@ typedef enum {
   LR_FLEET_E_AUTH,     /* wrong user or password, or the server needs one */
   LR_FLEET_E_REFUSED,  /* an error reply: read-only replica, no scripting, bad DB... */
   LR_FLEET_E_PROTOCOL, /* a reply that is not what was asked for */
-  LR_FLEET_E_BACKOFF   /* degraded, the next reconnect is not due: nothing sent */
+  LR_FLEET_E_BACKOFF,  /* degraded, the next reconnect is not due: nothing sent */
+  LR_FLEET_E_CANCELLED /* the call whose round trip it was was cancelled */
 } lr_fleet_code;
 
 const char *lr_fleet_strerror(lr_fleet_code code);

@@ -3,7 +3,7 @@
  * local guards and counts every outcome into both; the policy plugs a
  * handle in per load.  Only the pre-retry refresh and a half-open
  * breaker's probe permit (fleet.h) may wait for Redis, each bounded. */
-#include "fleet.h"
+#include "fleet_internal.h"
 #include "remote_guard.h"
 
 static int budget_allows_retry(void *ud, double now) {
@@ -28,9 +28,12 @@ static void record(void *ud, lr_remote_outcome o, double now) {
   lr_fleet_maybe_sync_at(ud, (int64_t)(now * 1000));
 }
 
-static void refresh(void *ud, double now) {
+/* Within what is left of the call's deadline, and ended by its cancel. */
+static void refresh(void *ud, double now, double left, lr_waiter *w) {
   (void)now;
-  lr_fleet_refresh(ud);   /* a failure is told through the fleet's log */
+  int64_t limit = left > 0 ? lr_monotonic_ms() + (int64_t)(left * 1000) : 0;
+  if (left > 0 && limit <= lr_monotonic_ms()) return;   /* less than a ms: no round trip */
+  lr_fleet_refresh_by(ud, limit, w);   /* a failure is told through the fleet's log */
 }
 
 static double tokens(void *ud) { return lr_fleet_tokens(ud); }
