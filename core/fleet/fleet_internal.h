@@ -81,10 +81,10 @@ typedef struct {
 } lr_addresses;
 
 /* OK and up to LR_RESOLVE_MAX addresses in the resolver's order, or an
- * error code with err.  A lookup still running at the deadline is kept and
+ * error code with err; a cancel of w (NULL: none) ends the wait.  A lookup still running at the deadline is kept and
  * picked up by the next call for the same name. */
 lr_fleet_code lr_resolve(lr_resolver *r, const char *host, int port,
-                         int64_t deadline_ms, lr_addresses *out, char *err,
+                         int64_t deadline_ms, lr_waiter *w, lr_addresses *out, char *err,
                          size_t errlen);
 /* Waits for a lookup still running (the system resolver's own timeouts
  * bound it) and frees it. */

@@ -68,7 +68,7 @@ static lr_fleet_code addresses_of(lr_redis_conn *c, const lr_redis_url *u,
                                   size_t errlen) {
   memset(a, 0, sizeof *a);
   if (!u->is_unix)
-    return lr_resolve(&c->resolver, u->host, u->port, deadline, a, err, errlen);
+    return lr_resolve(&c->resolver, u->host, u->port, deadline, c->cancel, a, err, errlen);
   struct sockaddr_un *un = (struct sockaddr_un *)&a->addr[0];
   un->sun_family = AF_UNIX;
   memcpy(un->sun_path, u->path, strlen(u->path) + 1);   /* fits: checked at parse */

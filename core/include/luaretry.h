@@ -593,9 +593,12 @@ LUARETRY_API double luaretry_call_connect_timeout(const luaretry_call *c);
  * fleet guards, neither is one whose wait ended with the fleet's budget
  * spent (budget): before a retry the fleet's counts are brought up to date
  * (at most one round trip, bounded by fleet.command_timeout, and by
- * fleet.connect_timeout more when it reconnects first; none while Redis
- * is known down).  A host with its own event loop should know this call
- * may block that long when its policy has fleet.redis. */
+ * fleet.connect_timeout more when it reconnects first, and by what is left
+ * of the deadline; ended at once by luaretry_call_cancel; none while Redis
+ * is known down).  When the deadline passed meanwhile, the call stops
+ * (deadline); d->next_timeout is what is left of it.  A host with its own
+ * event loop should know this call may block that long when its policy
+ * has fleet.redis. */
 LUARETRY_API luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d);
 LUARETRY_API luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_decision *d);
