@@ -3,6 +3,8 @@
  * local guards and counts every outcome into both; the policy plugs a
  * handle in per load.  Only the pre-retry refresh and a half-open
  * breaker's probe permit (fleet.h) may wait for Redis, each bounded. */
+#include <math.h>
+
 #include "fleet_internal.h"
 #include "remote_guard.h"
 
@@ -28,11 +30,13 @@ static void record(void *ud, lr_remote_outcome o, double now) {
   lr_fleet_maybe_sync_at(ud, (int64_t)(now * 1000));
 }
 
-/* Within what is left of the call's deadline, and ended by its cancel. */
+/* Within what is left of the call's deadline, and ended by its cancel.
+ * The limit is rounded up (a ms at most past the deadline): a round trip
+ * cut short by it must leave the call past its deadline, never a ms
+ * before it with an attempt of a ms to make. */
 static void refresh(void *ud, double now, double left, lr_waiter *w) {
   (void)now;
-  int64_t limit = left > 0 ? lr_monotonic_ms() + (int64_t)(left * 1000) : 0;
-  if (left > 0 && limit <= lr_monotonic_ms()) return;   /* less than a ms: no round trip */
+  int64_t limit = left > 0 ? lr_monotonic_ms() + (int64_t)ceil(left * 1000) + 1 : 0;
   lr_fleet_refresh_by(ud, limit, w);   /* a failure is told through the fleet's log */
 }
 
