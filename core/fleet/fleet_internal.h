@@ -62,8 +62,8 @@ lr_fleet_code lr_reply_feed(struct redisReader *r, const char *buf, size_t n, ch
 /* The next whole reply (*out NULL: none yet), or E_PROTOCOL with why. */
 lr_fleet_code lr_reply_next(struct redisReader *r, struct redisReply **out, char *err,
                             size_t errlen);
-/* prefix, then s[0..n) with control bytes and '\\' escaped (\xNN, \\\\),
- * cut to fit size. */
+/* prefix, then s[0..n) with control bytes shown as \xNN and a backslash
+ * doubled, cut to fit size (never inside an escape). */
 void lr_reply_escape(const char *s, size_t n, char *out, size_t size, const char *prefix);
 
 /* ---- redis_resolve.c: a name lookup a deadline bounds */

@@ -354,7 +354,8 @@ LUARETRY_API luaretry_code luaretry_policy_fleet_sync(luaretry_policy *p);
 
 /* One process that synced in the last minute. */
 typedef struct {
-  char member[128];            /* "HOST:PID" */
+  char member[128];            /* "HOST:PID"; control bytes shown as \xNN and
+                                  a backslash doubled: any process may write one */
   double seen_ago;             /* seconds since its last sync */
   uint64_t reserved[2];
 } luaretry_fleet_process;
@@ -370,8 +371,8 @@ typedef struct {
   char key[256];               /* the Redis key */
   char where[320];             /* the URL, without user and password */
   size_t process_count;
-  luaretry_fleet_process *processes;  /* most recent first; freed by
-                                         luaretry_fleet_status_free */
+  luaretry_fleet_process *processes;  /* most recent first (1000 at most);
+                                         freed by luaretry_fleet_status_free */
   uint64_t reserved[8];
 } luaretry_fleet_status;
 
