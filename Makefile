@@ -244,7 +244,8 @@ clean:
 # ---- fleet: core/fleet/ is part of the library (above); its
 # own tests and bench include its private headers, against a real
 # redis-server they start.
-FLEET_TEST_BIN = $(BUILD)/test_fleet_url $(BUILD)/test_fleet_redis $(BUILD)/test_fleet_calls
+FLEET_TEST_BIN = $(BUILD)/test_fleet_url $(BUILD)/test_fleet_redis $(BUILD)/test_fleet_calls \
+  $(BUILD)/test_fleet_reply
 
 $(BUILD)/test_fleet_%: spec/c/test_fleet_%.c $(BUILD)/libluaretry.a spec/c/check.h spec/c/redis_helper.h
 	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
