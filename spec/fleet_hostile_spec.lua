@@ -136,6 +136,23 @@ describe("the fleet against a hostile Redis", function ()
     assert(ok, err)
   end)
 
+  it("a new call's probe permit round trip ends by the call's deadline", function ()
+    local f = fake("half-open-then-silent")
+    local ok, err = pcall(function ()
+      local r = run_against(f, BREAKER, "/200", { "--set", "fleet.command_timeout=10000",
+                                                   "--set", "deadline=1", "--log-json",
+                                                   tmp .. "/log.json" })
+      assert.are.equal(5, r.code, r.stderr)
+      assert.is_true(r.secs < 5, ("%.3f s"):format(r.secs))
+      assert.are.equal(2, count(f.log(), "EVALSHA"), f.log())
+      local log = proc.readfile(tmp .. "/log.json") or ""
+      -- stopped before its first attempt: no request
+      assert.matches('"verdict": ?"deadline", ?"attempts": ?0', log)
+    end)
+    f.stop()
+    assert(ok, err)
+  end)
+
   it("SIGTERM stops a run at once while a round trip waits for Redis", function ()
     local f = fake("silent-after-first")
     local ok, err = pcall(function ()

@@ -141,7 +141,9 @@ static int budget_allows(luaretry_call *c, double now, int *remote) {
 static int breaker_admits(luaretry_call *c, int first_attempt, double now, int *remote) {
   *remote = 0;
   if (c->remote) {
-    int v = c->remote->ops->breaker_admits(c->remote->ud, first_attempt, now);
+    double d = c->rules->deadline, left = d > 0 ? d - (now - c->start) : 0;
+    if (d > 0 && left <= 0) left = 1e-9;   /* no time: no round trip (0 is no deadline) */
+    int v = c->remote->ops->breaker_admits(c->remote->ud, first_attempt, now, left, &c->waiter);
     if (v != LR_REMOTE_LOCAL) return *remote = 1, v;
   }
   return lr_breaker_admits(c->shared, &c->rules->guards, first_attempt, c->guard_origin + now);
@@ -153,6 +155,22 @@ static double budget_tokens(luaretry_call *c, int remote) {
 
 /* In a refusal's message: whose counts decided. */
 static const char *whose(int remote) { return remote ? "the fleet's " : "the "; }
+
+/* After a probe permit's round trip (lr_call_new): the first attempt has
+ * what is left of the deadline, or the call stops if nothing is. */
+static void started_late(luaretry_call *c) {
+  double elapsed = lr_clock_now(&c->clock) - c->start;
+  if (elapsed < c->rules->deadline) {
+    double t = timeout_at(c->rules, elapsed);
+    if (t < c->next_timeout) c->next_timeout = t;
+    return;
+  }
+  luaretry_decision d;
+  memset(&d, 0, sizeof d);
+  stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline", "the deadline (%.3f s) passed "
+              "while the fleet was asked for a probe permit", c->rules->deadline);
+  lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+}
 
 luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_attempts,
                           lr_shared *shared, const lr_remote *remote,
@@ -199,6 +217,8 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
                 "calls fail fast for %.3f s after %d transient failures in a row",
                 whose(remote_said), rules->guards.open_seconds, rules->guards.failures);
     lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+  } else if (c->remote && rules->deadline > 0) {
+    started_late(c);
   }
   *out = c;
   return LUARETRY_OK;

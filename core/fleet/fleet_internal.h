@@ -227,10 +227,13 @@ lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, int64_t *deadline,
 /* Reads the reply to maybe_sync's batch, if one is owed, by the deadline. */
 lr_fleet_code lr_fleet_drain_locked(lr_fleet *f, int64_t deadline_ms, char *err,
                                     size_t errlen);
-/* A round trip's end: a cancelled one drops the connection (a late reply
- * would be out of step) and nothing else; any other failure goes to
- * lr_fleet_fail_locked. */
-void lr_fleet_failed_locked(lr_fleet *f, lr_fleet_code rc, const char *detail);
+/* A round trip's end: a cancelled one, or one that timed out when the
+ * call's limit_ms (0: none) left it less than 10 ms from `start`, drops the
+ * connection (a late reply would be out of step) and nothing else; any
+ * other failure goes to lr_fleet_fail_locked (a Redis slower than the time
+ * a call could give it is slow: local guards). */
+void lr_fleet_failed_locked(lr_fleet *f, lr_fleet_code rc, const char *detail, int64_t start,
+                            int64_t limit_ms);
 /* Marks the handle degraded (logging on the change), closes the
  * connection and schedules the next attempt. */
 void lr_fleet_fail_locked(lr_fleet *f, lr_fleet_code rc, const char *detail);
@@ -246,8 +249,13 @@ lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *s
 
 /* ---- sync.c */
 
-/* A round trip that asks for one probe permit; *granted: how many came. */
-lr_fleet_code lr_fleet_ask_permit_locked(lr_fleet *f, long long *granted);
+/* A round trip that asks for one probe permit; *granted: how many came.
+ * Within limit_ms (0: none), ended by a cancel of w (NULL: none). */
+lr_fleet_code lr_fleet_ask_permit_locked(lr_fleet *f, long long *granted, int64_t limit_ms,
+                                         lr_waiter *w);
+/* lr_fleet_breaker_admits, a probe permit's round trip within limit_ms
+ * and ended by a cancel of w; no time left: refused as while asking. */
+int lr_fleet_breaker_admits_by(lr_fleet *f, int first_attempt, int64_t limit_ms, lr_waiter *w);
 /* lr_fleet_refresh within limit_ms (CLOCK_MONOTONIC ms, 0: none), ended
  * at once by a cancel of w (NULL: none). */
 lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w);

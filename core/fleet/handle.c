@@ -189,12 +189,18 @@ void lr_fleet_fail_locked(lr_fleet *f, lr_fleet_code rc, const char *detail) {
     say(f, "fleet guards %s: %s: %s; local guards decide until Redis is back", text);
 }
 
-void lr_fleet_failed_locked(lr_fleet *f, lr_fleet_code rc, const char *detail) {
-  if (rc != LR_FLEET_E_CANCELLED) {
+/* Less than this for a whole round trip says nothing of Redis's health. */
+#define FAIR_MS 10
+
+void lr_fleet_failed_locked(lr_fleet *f, lr_fleet_code rc, const char *detail, int64_t start,
+                            int64_t limit_ms) {
+  int unfair = rc == LR_FLEET_E_TIMEOUT && limit_ms > 0 && limit_ms - start < FAIR_MS;
+  if (rc != LR_FLEET_E_CANCELLED && !unfair) {
     lr_fleet_fail_locked(f, rc, detail);
     return;
   }
-  /* the call gave up, not Redis: health and backoff stay as they were */
+  /* the call gave up, or its deadline left Redis no fair time to answer:
+   * health and backoff stay as they were */
   lr_conn_close(&f->conn);
   f->inflight = 0;
   atomic_store(&f->inflight_net, 0);
@@ -235,7 +241,7 @@ lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, int64_t *deadline,
   if (rc == LR_FLEET_OK)
     rc = lr_script_load(&f->script, &f->conn, &f->url, *deadline, err, errlen);
   if (rc != LR_FLEET_OK) {
-    lr_fleet_failed_locked(f, rc, err);
+    lr_fleet_failed_locked(f, rc, err, now, limit);
     return rc;
   }
   if (atomic_load(&f->health) == LR_FLEET_DEGRADED) {

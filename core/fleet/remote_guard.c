@@ -14,9 +14,17 @@ static int budget_allows_retry(void *ud, double now) {
   return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
 }
 
-static int breaker_admits(void *ud, int first_attempt, double now) {
+/* The call's deadline as CLOCK_MONOTONIC ms (0: none; 1, long past, when
+ * less than a ms is left: no round trip). */
+static int64_t limit_of(double left) {
+  if (left <= 0) return 0;
+  return left < 0.001 ? 1 : lr_monotonic_ms() + (int64_t)ceil(left * 1000) + 1;
+}
+
+static int breaker_admits(void *ud, int first_attempt, double now, double left,
+                          lr_waiter *w) {
   (void)now;
-  int v = lr_fleet_breaker_admits(ud, first_attempt);
+  int v = lr_fleet_breaker_admits_by(ud, first_attempt, limit_of(left), w);
   return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
 }
 
@@ -36,8 +44,7 @@ static void record(void *ud, lr_remote_outcome o, double now) {
  * before it with an attempt of a ms to make. */
 static void refresh(void *ud, double now, double left, lr_waiter *w) {
   (void)now;
-  int64_t limit = left > 0 ? lr_monotonic_ms() + (int64_t)ceil(left * 1000) + 1 : 0;
-  lr_fleet_refresh_by(ud, limit, w);   /* a failure is told through the fleet's log */
+  lr_fleet_refresh_by(ud, limit_of(left), w);   /* a failure is told through the fleet's log */
 }
 
 static double tokens(void *ud) { return lr_fleet_tokens(ud); }

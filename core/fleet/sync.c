@@ -76,7 +76,7 @@ lr_fleet_code lr_fleet_drain_locked(lr_fleet *f, int64_t deadline_ms, char *err,
 static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted,
                                  int64_t limit_ms, lr_waiter *w) {
   char err[300] = "";
-  int64_t deadline = limit_ms;
+  int64_t deadline = limit_ms, start = lr_monotonic_ms();
   f->conn.cancel = w;
   lr_fleet_code rc = lr_fleet_connect_locked(f, 0, &deadline, err, sizeof err);
   if (rc != LR_FLEET_OK) {
@@ -97,7 +97,7 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
                        err, sizeof err);
   f->conn.cancel = NULL;
   if (rc != LR_FLEET_OK) {
-    lr_fleet_failed_locked(f, rc, err);   /* the batch is dropped: see below */
+    lr_fleet_failed_locked(f, rc, err, start, limit_ms);   /* the batch is dropped: see below */
     return rc;
   }
   lr_fleet_succeeded_locked(f, &out, lr_monotonic_ms());
@@ -154,8 +154,9 @@ lr_fleet_code lr_fleet_flush(lr_fleet *f) {
 }
 
 /* With the io lock: one probe permit asked in a round trip. */
-lr_fleet_code lr_fleet_ask_permit_locked(lr_fleet *f, long long *granted) {
-  return sync_locked(f, 1, granted, 0, NULL);
+lr_fleet_code lr_fleet_ask_permit_locked(lr_fleet *f, long long *granted, int64_t limit_ms,
+                                         lr_waiter *w) {
+  return sync_locked(f, 1, granted, limit_ms, w);
 }
 
 /* maybe_sync's send: the batch goes without waiting for the reply. */

@@ -4,7 +4,7 @@
 -- and SCRIPT LOAD as Redis would, and the fleet's EVALSHA/EVAL as MODE
 -- says; every command's name is appended to DIR/log.  Runs until killed.
 --
--- MODE: good, silent, silent-after-first, endless-line, huge-array,
+-- MODE: good, silent, silent-after-first, half-open-then-silent, endless-line, huge-array,
 -- negative-count, nested, nil, nil-elements, tokens-above-max,
 -- open-in-future, overflow, auth-echo, slow (every reply 400 ms late).
 local socket = require "socket"
@@ -39,6 +39,9 @@ local function on_eval(argv)
   if MODE == "good" or MODE == "slow" then return good end
   if MODE == "silent" then return nil end
   if MODE == "silent-after-first" then return evals == 1 and good or nil end
+  if MODE == "half-open-then-silent" then
+    return evals == 1 and answer { max, 2, 0, now_ms() - 10, 1, 0, now_ms() } or nil
+  end
   if MODE == "endless-line" then
     local chunk = ("a"):rep(65536)
     return "+", function () return chunk end
