@@ -108,6 +108,9 @@ struct redisReader *lr_reply_reader_new(void) {
     return NULL;
   }
   r->privdata = b;
+#if defined(HIREDIS_MAJOR) && HIREDIS_MAJOR >= 1
+  r->maxelements = LR_REPLY_MAX_ELEMENTS;   /* hiredis 1.x's own limit, the same */
+#endif
   return r;
 }
 
