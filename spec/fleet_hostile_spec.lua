@@ -9,6 +9,7 @@ local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
 package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 local redis = require "support.redis"
+local lr = require "luaretry"
 local q = proc.q
 
 local BUDGET = proc.root .. "/spec/fleet/budget.lua"
@@ -279,6 +280,21 @@ describe("the fleet's keys and registry in a real Redis", function ()
       assert.are.equal(0, fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key, "--reset" }).code)
       local after = run({ "--set", "budget.max_tokens=20" })
       assert.are.equal(0, count(after.stderr, "fleet guards"), after.stderr)
+      -- settings no process has synced with for a minute give way
+      local now_ms = tonumber(r:cli("TIME"):match("^(%d+)")) * 1000
+      r:cli("HSET", "luaretry:{" .. key .. "}", "cfg_at", tostring(now_ms - 61000))
+      local later = run({ "--set", "budget.max_tokens=30" })
+      assert.are.equal(0, count(later.stderr, "fleet guards"), later.stderr)
+      -- and a process that changes its own settings (a reload) keeps the key
+      local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 2000,
+                                        set = { ["fleet.key"] = key,
+                                                ["budget.max_tokens"] = "30" } }))
+      assert(p:fleet_sync())
+      assert(p:set("budget.max_tokens", "40"))
+      assert(p:fleet_sync())
+      p:close()
+      local stale = run({ "--set", "budget.max_tokens=30" })
+      assert.matches("shared with other settings", stale.stderr)
     end)
     srv:stop()
     assert(ok, err)

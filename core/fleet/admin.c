@@ -116,6 +116,7 @@ lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *s
   }
   st->now_ms = sec * 1000 + usec / 1000;
   read_state(r[1], st);
+  if (st->opened_at_ms > st->now_ms) st->opened_at_ms = 0;   /* not a time the script writes */
   return read_processes(r[2], st);
 }
 
