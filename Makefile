@@ -24,7 +24,7 @@ MAJOR := $(firstword $(subst ., ,$(VERSION)))
 
 DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted \
   lua-dkjson curl lua-cjson valgrind openssl mandoc man-db luarocks zsh gzip \
-  libhiredis-dev redis-server clang libclang-rt-dev
+  libhiredis-dev redis-server clang libclang-rt-dev lua-socket
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
 LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null)
 CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
@@ -70,7 +70,7 @@ ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
 C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc find \
-  fleet_url fleet_redis fleet_calls
+  fleet_url fleet_redis fleet_calls fleet_reply
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
@@ -270,7 +270,7 @@ clean:
 # build/fuzz/corpus/NAME; `make fuzz-merge` keeps those that add coverage
 # in spec/fuzz/corpus/NAME (-merge=1).  `make test` runs each for
 # FUZZ_SMOKE_SECONDS over its committed corpus.
-FUZZ_TARGETS = policy retry_after http_parse run_args
+FUZZ_TARGETS = policy retry_after http_parse run_args redis_reply
 FUZZ_SECONDS ?= 300
 FUZZ_SMOKE_SECONDS ?= 10
 FUZZ_BIN = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
@@ -282,6 +282,7 @@ FUZZ_OPTS_http_parse = -dict=spec/fuzz/http.dict -max_len=8192 -timeout=10
 FUZZ_OPTS_run_args = -dict=spec/fuzz/run_args.dict -max_len=1024 -timeout=10 -close_fd_mask=2
 # inputs kept elsewhere in the tree, read as corpus but never copied
 FUZZ_EXTRA_policy = policies spec/hostile
+FUZZ_OPTS_redis_reply = -dict=spec/fuzz/redis_reply.dict -max_len=4096 -timeout=10
 FUZZ_RUN = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 LUARETRY_DATADIR=$(CURDIR)
 
 $(BUILD)/fuzz_policy: spec/fuzz/fuzz_policy.c $(BUILD)/libluaretry.a
@@ -292,6 +293,10 @@ $(BUILD)/fuzz_retry_after: spec/fuzz/fuzz_retry_after.c $(BUILD)/libluaretry.a
 
 $(BUILD)/fuzz_http_parse: spec/fuzz/fuzz_http_parse.c $(BUILD)/obj/faults/http_parse.o
 	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^
+
+# the fleet's reply reader and decoders: internal (core/fleet), with hiredis
+$(BUILD)/fuzz_redis_reply: spec/fuzz/fuzz_redis_reply.c $(BUILD)/libluaretry.a
+	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
 FUZZ_CLI_OBJ = $(BUILD)/obj/cli/run/args.o $(BUILD)/obj/cli/usage.o $(BUILD)/obj/cli/policy_arg.o \
                $(BUILD)/obj/cli/escape.o

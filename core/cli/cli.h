@@ -114,6 +114,10 @@ void cli_on_stop_signals(void (*handler)(int));
 void cli_catch_stop_signals(void);
 /* Whether a stop signal came. */
 int cli_interrupted(void);
+/* on: while nothing is there to undo (the fleet's first sync, before any
+ * call or file), a stop signal ends the process at once with 130; one that
+ * came already ends it now.  off: cancels as before. */
+void cli_exit_on_stop_signal(int on);
 
 /* ---- escape.c: text that may hold a server's bytes */
 /* Length of the valid UTF-8 sequence of more than one byte at s (not

@@ -21,11 +21,15 @@ const char *cli_redis_url(const char *given, const char **from) {
 /* Before the first call: the fleet's counts, so that an open circuit or a
  * spent budget elsewhere is known from the start.  A failure is told once
  * through the fleet's log and changes nothing else: the local guards
- * decide, and no attempt is refused for it. */
+ * decide, and no attempt is refused for it.  No call exists yet to
+ * cancel, nor any file to remove: a stop signal during this round trip
+ * (up to fleet.connect_timeout + fleet.command_timeout) exits at once. */
 void cli_fleet_start(luaretry_policy *p) {
   luaretry_metrics m;
-  if (luaretry_policy_metrics(p, &m) == LUARETRY_OK && m.guards != LUARETRY_GUARDS_LOCAL)
-    luaretry_policy_fleet_sync(p);
+  if (luaretry_policy_metrics(p, &m) != LUARETRY_OK || m.guards == LUARETRY_GUARDS_LOCAL) return;
+  cli_exit_on_stop_signal(1);
+  luaretry_policy_fleet_sync(p);
+  cli_exit_on_stop_signal(0);
 }
 
 /* "2026-11-23 21:50:01.123 UTC" */

@@ -160,7 +160,10 @@ static const char HELP_FLEET[] =
   "  The fleet's budget, breaker (and when it opened) and the processes that synced\n"
   "  in the last minute, as Redis holds them ($LUARETRY_REDIS without --redis);\n"
   "  --reset clears them.  Exit 1 when Redis cannot be read, 3 when the policy has\n"
-  "  nothing to share.\n";
+  "  nothing to share.  Names are shown with control bytes escaped (\\xNN).\n"
+  "  Processes share a key only with the same budget and breaker settings; one with\n"
+  "  others is refused (its local guards decide) until --reset, or a minute after\n"
+  "  the last process with the old ones.\n";
 
 static const char HELP_LIST[] =
   "luaretry list [--names]\n"

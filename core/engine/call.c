@@ -141,7 +141,9 @@ static int budget_allows(luaretry_call *c, double now, int *remote) {
 static int breaker_admits(luaretry_call *c, int first_attempt, double now, int *remote) {
   *remote = 0;
   if (c->remote) {
-    int v = c->remote->ops->breaker_admits(c->remote->ud, first_attempt, now);
+    double d = c->rules->deadline, left = d > 0 ? d - (now - c->start) : 0;
+    if (d > 0 && left <= 0) left = 1e-9;   /* no time: no round trip (0 is no deadline) */
+    int v = c->remote->ops->breaker_admits(c->remote->ud, first_attempt, now, left, &c->waiter);
     if (v != LR_REMOTE_LOCAL) return *remote = 1, v;
   }
   return lr_breaker_admits(c->shared, &c->rules->guards, first_attempt, c->guard_origin + now);
@@ -153,6 +155,22 @@ static double budget_tokens(luaretry_call *c, int remote) {
 
 /* In a refusal's message: whose counts decided. */
 static const char *whose(int remote) { return remote ? "the fleet's " : "the "; }
+
+/* After a probe permit's round trip (lr_call_new): the first attempt has
+ * what is left of the deadline, or the call stops if nothing is. */
+static void started_late(luaretry_call *c) {
+  double elapsed = lr_clock_now(&c->clock) - c->start;
+  if (elapsed < c->rules->deadline) {
+    double t = timeout_at(c->rules, elapsed);
+    if (t < c->next_timeout) c->next_timeout = t;
+    return;
+  }
+  luaretry_decision d;
+  memset(&d, 0, sizeof d);
+  stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline", "the deadline (%.3f s) passed "
+              "while the fleet was asked for a probe permit", c->rules->deadline);
+  lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+}
 
 luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_attempts,
                           lr_shared *shared, const lr_remote *remote,
@@ -199,9 +217,34 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
                 "calls fail fast for %.3f s after %d transient failures in a row",
                 whose(remote_said), rules->guards.open_seconds, rules->guards.failures);
     lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+  } else if (c->remote && rules->deadline > 0) {
+    started_late(c);
   }
   *out = c;
   return LUARETRY_OK;
+}
+
+/* The remote view brought up to date, within what is left of the
+ * deadline; a cancel ends the round trip at once.  The attempt's timeout
+ * is what is left after it.  1 when the call stopped (d filled). */
+static int refresh_remote(luaretry_call *c, double *now, luaretry_decision *d) {
+  const lr_rules *r = c->rules;
+  double left = r->deadline > 0 ? r->deadline - (*now - c->start) : 0;
+  if (r->deadline <= 0 || left > 0) c->remote->ops->refresh(c->remote->ud, *now, left, &c->waiter);
+  *now = lr_clock_now(&c->clock);
+  double elapsed = *now - c->start;
+  if (atomic_load(&c->waiter.cancelled)) {
+    stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
+    return 1;
+  }
+  if (r->deadline > 0 && elapsed >= r->deadline) {
+    stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline", "the deadline (%.3f s) passed "
+                "while the fleet's counts were brought up to date", r->deadline);
+    return 1;
+  }
+  double t = timeout_at(r, elapsed);
+  if (r->deadline > 0 && t < c->next_timeout) c->next_timeout = t;
+  return 0;
 }
 
 /* Before a retry, after its wait: the guards are asked again, so a retry
@@ -213,9 +256,10 @@ static int refused_after_wait(luaretry_call *c, luaretry_decision *d) {
   const lr_guards *g = &c->rules->guards;
   if (!g->budget && !g->breaker) return 0;
   double now = lr_clock_now(&c->clock);
-  if (c->remote) c->remote->ops->refresh(c->remote->ud, now);
   int remote_said = 0;
-  if (g->breaker && !breaker_admits(c, 0, now, &remote_said)) {
+  if (c->remote && refresh_remote(c, &now, d)) {
+    /* stopped: the deadline passed, or the call was cancelled */
+  } else if (g->breaker && !breaker_admits(c, 0, now, &remote_said)) {
     stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit opened while "
                 "the call waited to retry (%d transient failures in a row)",
                 whose(remote_said), g->failures);

@@ -148,13 +148,17 @@ typedef enum { LR_REMOTE_SUCCESS, LR_REMOTE_FAILURE, LR_REMOTE_ANSWERED } lr_rem
 
 typedef struct {
   int (*budget_allows_retry)(void *ud, double now);
-  int (*breaker_admits)(void *ud, int first_attempt, double now);
+  /* A first attempt's may make one round trip (a half-open breaker's
+   * probe permit), ending within `left` seconds (0: no deadline) and at
+   * once when w is cancelled. */
+  int (*breaker_admits)(void *ud, int first_attempt, double now, double left, lr_waiter *w);
   /* Counts an outcome.  Never waits. */
   void (*record)(void *ud, lr_remote_outcome o, double now);
   /* Before a retry, after its wait: brings the view up to date unless it
    * is recent (at most one bounded round trip; none while the remote side
-   * is known to be down). */
-  void (*refresh)(void *ud, double now);
+   * is known to be down), ending within `left` seconds (0: no deadline)
+   * and at once when the call's waiter is cancelled. */
+  void (*refresh)(void *ud, double now, double left, lr_waiter *w);
   /* The remote budget's tokens, for messages. */
   double (*tokens)(void *ud);
 } lr_remote_ops;

@@ -111,7 +111,9 @@ static int budget_allows_retry(void *ud, double now) {
   return view_tokens(c) * 2 > llround(c->fleet->g.max_tokens * 1000);
 }
 
-static int breaker_admits(void *ud, int first_attempt, double now) {
+static int breaker_admits(void *ud, int first_attempt, double now, double left,
+                          lr_waiter *w) {
+  (void)left, (void)w;   /* a simulated round trip takes no time */
   sim_client *c = ud;
   first_sync(c, now);
   if (c->state == LUARETRY_BREAKER_CLOSED) return 1;
@@ -135,7 +137,8 @@ static void record(void *ud, lr_remote_outcome o, double now) {
   if (c->synced_at < 0 || now - c->synced_at >= c->fleet->sync) sync_client(c, now);
 }
 
-static void refresh(void *ud, double now) {
+static void refresh(void *ud, double now, double left, lr_waiter *w) {
+  (void)left, (void)w;   /* a simulated round trip takes no time */
   sim_client *c = ud;
   if (c->npending || c->synced_at < 0 || now - c->synced_at >= c->fleet->sync)
     sync_client(c, now);

@@ -2,6 +2,8 @@
  * fleet's state and its registry of processes, or delete both.  Plain
  * commands, not the update script: looking must not change what is seen
  * (no sync is recorded, no breaker moves to half-open). */
+#include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,14 +12,15 @@
 #include "fleet_internal.h"
 
 #define MINUTE_MS 60000
+#define LR_FLEET_PROCESSES_MAX 1000
 
 /* Runs argc commands pipelined in one round trip with the io lock held;
  * replies[i] for each, freed by the caller.  Connects at once if needed. */
 static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argvs[],
                               redisReply *replies[], char *err, size_t errlen) {
   char detail[300] = "";
-  lr_fleet_code rc = lr_fleet_connect_locked(f, 1, detail, sizeof detail);
-  int64_t deadline = lr_monotonic_ms() + f->set.command_timeout_ms;
+  int64_t deadline = 0;
+  lr_fleet_code rc = lr_fleet_connect_locked(f, 1, &deadline, detail, sizeof detail);
   if (rc == LR_FLEET_OK) rc = lr_fleet_drain_locked(f, deadline, detail, sizeof detail);
   for (int i = 0; rc == LR_FLEET_OK && i < n; i++)
     rc = lr_conn_append(&f->conn, argcs[i], argvs[i], NULL);
@@ -25,8 +28,10 @@ static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argv
     rc = lr_conn_read(&f->conn, deadline, &replies[i], detail, sizeof detail);
   for (int i = 0; rc == LR_FLEET_OK && i < n; i++) {
     if (replies[i]->type != REDIS_REPLY_ERROR) continue;
+    char text[204];
+    lr_reply_quote(&f->url, replies[i], text, sizeof text);
     rc = lr_conn_error_code(replies[i]);
-    lr_fmt(detail, sizeof detail, "%s refused: %.200s", argvs[i][0], replies[i]->str);
+    lr_fmt(detail, sizeof detail, "%s refused: %s", argvs[i][0], text);
   }
   if (rc != LR_FLEET_OK) {
     lr_redis_url_scrub(&f->url, detail);
@@ -37,43 +42,65 @@ static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argv
   return rc;
 }
 
-static long long field(const redisReply *hm, size_t i, int *present) {
+/* A decimal integer within [lo, hi], all of s: 1, or 0 (*v untouched). */
+static int number_in(const char *s, size_t len, long long lo, long long hi, long long *v) {
+  char buf[32];
+  if (!s || len == 0 || len >= sizeof buf) return 0;
+  memcpy(buf, s, len);
+  buf[len] = '\0';
+  char *end;
+  errno = 0;
+  long long n = strtoll(buf, &end, 10);
+  if (errno || *end || n < lo || n > hi) return 0;
+  *v = n;
+  return 1;
+}
+
+/* The hash's fields as the script writes them; anything else is shown as
+ * 0 (a field absent, or not a number the script could have written). */
+static long long field(const redisReply *hm, size_t i, long long hi, int *present) {
+  long long v = 0;
   if (i >= hm->elements || hm->element[i]->type != REDIS_REPLY_STRING) return 0;
   *present = 1;
-  return strtoll(hm->element[i]->str, NULL, 10);
+  return number_in(hm->element[i]->str, hm->element[i]->len, 0, hi, &v) ? v : 0;
 }
+
+#define MS_MAX 7258118400000LL   /* 2200, in Unix ms */
 
 static void read_state(const redisReply *hm, lr_fleet_status *st) {
   int present = 0;
-  st->tokens = (double)field(hm, 0, &present) / 1000;
-  st->breaker = (int)field(hm, 1, &present);
-  st->consecutive_failures = (int)field(hm, 2, &present);
-  st->opened_at_ms = field(hm, 3, &present);
-  st->probes_left = (int)field(hm, 4, &present);
-  st->max_tokens = (double)field(hm, 5, &present) / 1000;
-  st->updated_at_ms = field(hm, 6, &present);
+  st->tokens = (double)field(hm, 0, LLONG_MAX / 2, &present) / 1000;
+  st->breaker = (int)field(hm, 1, 2, &present);
+  st->consecutive_failures = (int)field(hm, 2, INT_MAX, &present);
+  st->opened_at_ms = field(hm, 3, MS_MAX, &present);
+  st->probes_left = (int)field(hm, 4, INT_MAX, &present);
+  st->max_tokens = (double)field(hm, 5, LLONG_MAX / 2, &present) / 1000;
+  st->updated_at_ms = field(hm, 6, MS_MAX, &present);
   st->exists = present;
 }
 
-/* ZREVRANGE ... WITHSCORES: member, score, member, score... */
+/* ZREVRANGE ... WITHSCORES: member, score, member, score...  Members are
+ * shown with control bytes escaped: any process may write one. */
 static lr_fleet_code read_processes(const redisReply *z, lr_fleet_status *st) {
   size_t pairs = z->type == REDIS_REPLY_ARRAY ? z->elements / 2 : 0;
   st->processes = pairs ? calloc(pairs, sizeof *st->processes) : NULL;
   if (pairs && !st->processes) return LR_FLEET_E_NOMEM;
   for (size_t i = 0; i < pairs; i++) {
     const redisReply *m = z->element[2 * i], *s = z->element[2 * i + 1];
-    if (m->type != REDIS_REPLY_STRING || s->type != REDIS_REPLY_STRING) continue;
-    long long seen = strtoll(s->str, NULL, 10);
-    if (st->now_ms - seen > MINUTE_MS) continue;
+    long long seen = 0;
+    if (m->type != REDIS_REPLY_STRING || s->type != REDIS_REPLY_STRING ||
+        !number_in(s->str, s->len, 0, MS_MAX, &seen) || seen > st->now_ms ||
+        st->now_ms - seen > MINUTE_MS)
+      continue;
     lr_fleet_process *p = &st->processes[st->count++];
-    lr_fmt(p->member, sizeof p->member, "%s", m->str);
+    lr_reply_escape(m->str, m->len, p->member, sizeof p->member, "");
     p->seen_ago = (double)(st->now_ms - seen) / 1000;
   }
   return LR_FLEET_OK;
 }
 
-static lr_fleet_code decode_status(redisReply *r[3], lr_fleet_status *st, char *err,
-                                   size_t errlen) {
+lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *st, char *err,
+                                    size_t errlen) {
   const redisReply *t = r[0];
   if (t->type != REDIS_REPLY_ARRAY || t->elements != 2 ||
       t->element[0]->type != REDIS_REPLY_STRING || t->element[1]->type != REDIS_REPLY_STRING ||
@@ -81,9 +108,15 @@ static lr_fleet_code decode_status(redisReply *r[3], lr_fleet_status *st, char *
     lr_fmt(err, errlen, "unexpected replies to TIME, HMGET and ZREVRANGE");
     return LR_FLEET_E_PROTOCOL;
   }
-  st->now_ms = strtoll(t->element[0]->str, NULL, 10) * 1000 +
-               strtoll(t->element[1]->str, NULL, 10) / 1000;
+  long long sec = 0, usec = 0;
+  if (!number_in(t->element[0]->str, t->element[0]->len, 0, MS_MAX / 1000, &sec) ||
+      !number_in(t->element[1]->str, t->element[1]->len, 0, 999999, &usec)) {
+    lr_fmt(err, errlen, "TIME: not a time of day");
+    return LR_FLEET_E_PROTOCOL;
+  }
+  st->now_ms = sec * 1000 + usec / 1000;
   read_state(r[1], st);
+  if (st->opened_at_ms > st->now_ms) st->opened_at_ms = 0;   /* not a time the script writes */
   return read_processes(r[2], st);
 }
 
@@ -95,14 +128,17 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err,
   const char *time_cmd[] = { "TIME" };
   const char *hmget[] = { "HMGET", f->key, "tokens", "state", "fails", "opened_at",
                           "probes_left", "max", "updated_at" };
-  const char *zrange[] = { "ZREVRANGE", f->procs_key, "0", "-1", "WITHSCORES" };
+  /* the newest LR_FLEET_PROCESSES_MAX: a reply of bounded size */
+  char last[16];
+  lr_fmt(last, sizeof last, "%d", LR_FLEET_PROCESSES_MAX - 1);
+  const char *zrange[] = { "ZREVRANGE", f->procs_key, "0", last, "WITHSCORES" };
   int argcs[3] = { 1, 9, 5 };
   const char **argvs[3] = { time_cmd, hmget, zrange };
   redisReply *r[3] = { NULL, NULL, NULL };
   pthread_mutex_lock(&f->io);
   lr_fleet_code rc = pipeline(f, 3, argcs, argvs, r, err, errlen);
   pthread_mutex_unlock(&f->io);
-  if (rc == LR_FLEET_OK) rc = decode_status(r, st, err, errlen);
+  if (rc == LR_FLEET_OK) rc = lr_fleet_status_decode(r, st, err, errlen);
   for (int i = 0; i < 3; i++)
     if (r[i]) freeReplyObject(r[i]);
   if (rc != LR_FLEET_OK) lr_fleet_status_free(st);

@@ -58,13 +58,13 @@ int lr_fleet_budget_allows_retry(lr_fleet *f) {
  * for a permit, at most once per sync period in this process; meanwhile
  * (and while another thread talks to Redis) such calls are refused, as a
  * half-open breaker refuses calls beyond its probes. */
-static int ask_permit(lr_fleet *f, int64_t now) {
+static int ask_permit(lr_fleet *f, int64_t now, int64_t limit_ms, lr_waiter *w) {
   long long asked = atomic_load(&f->permit_asked_at);
   if (asked != 0 && now - asked < f->set.sync_ms) return 0;
   if (pthread_mutex_trylock(&f->io) != 0) return 0;
   atomic_store(&f->permit_asked_at, now);
   long long granted = 0;
-  lr_fleet_code rc = lr_fleet_ask_permit_locked(f, &granted);
+  lr_fleet_code rc = lr_fleet_ask_permit_locked(f, &granted, limit_ms, w);
   pthread_mutex_unlock(&f->io);
   if (rc != LR_FLEET_OK) return LR_FLEET_LOCAL;
   /* granted, or a probe elsewhere closed the breaker meanwhile */
@@ -72,6 +72,11 @@ static int ask_permit(lr_fleet *f, int64_t now) {
 }
 
 int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt) {
+  return lr_fleet_breaker_admits_by(f, first_attempt, 0, NULL);
+}
+
+int lr_fleet_breaker_admits_by(lr_fleet *f, int first_attempt, int64_t limit_ms,
+                               lr_waiter *w) {
   if (!f || !atomic_load(&f->breaker)) return LR_FLEET_LOCAL;
   int64_t now = lr_monotonic_coarse_ms();
   if (!fresh(f, now)) return LR_FLEET_LOCAL;
@@ -84,7 +89,8 @@ int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt) {
   /* half-open, or open with its period over (the fleet's next sync makes
    * it half-open): retries go on, a new call needs a permit */
   if (!first_attempt) return 1;
-  return ask_permit(f, now);
+  if (limit_ms > 0 && lr_monotonic_ms() >= limit_ms) return 0;   /* no time to ask */
+  return ask_permit(f, now, limit_ms, w);
 }
 
 void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v) {

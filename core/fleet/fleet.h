@@ -20,7 +20,9 @@
  *                              until the reply is in (one round trip)
  *   lr_fleet_sync_now          one round trip, bounded by command_timeout_ms
  *                              (plus connect_timeout_ms when a reconnect is
- *                              due); the failure path's
+ *                              due: AUTH, SELECT and SCRIPT LOAD share the
+ *                              command's time); the failure path's, which
+ *                              also ends by the call's deadline and cancel
  *   lr_fleet_breaker_admits(f, 1) while the fleet's breaker is half-open:
  *                              one bounded round trip to ask for a probe
  *                              permit, at most once per sync period
@@ -38,7 +40,13 @@
  *   unix://[[USER]:PASSWORD@]/PATH/TO/SOCKET[?db=N]
  *   redis+unix:// is accepted as a synonym of unix://.
  * No message this module produces contains USER or PASSWORD: URLs are shown
- * redacted, the userinfo replaced by three asterisks.
+ * redacted, the userinfo replaced by three asterisks, and a server's text
+ * is scrubbed of them before it is cut.
+ *
+ * Whatever answers on Redis's port is not trusted: replies are read with
+ * hard limits (reply.c), each number is checked against what the update
+ * script can answer, and anything else is LR_FLEET_E_PROTOCOL, which
+ * degrades to the local guards as a timeout does.
  */
 #ifndef LUARETRY_FLEET_H
 #define LUARETRY_FLEET_H
@@ -58,7 +66,8 @@ typedef enum {
   LR_FLEET_E_AUTH,     /* wrong user or password, or the server needs one */
   LR_FLEET_E_REFUSED,  /* an error reply: read-only replica, no scripting, bad DB... */
   LR_FLEET_E_PROTOCOL, /* a reply that is not what was asked for */
-  LR_FLEET_E_BACKOFF   /* degraded, the next reconnect is not due: nothing sent */
+  LR_FLEET_E_BACKOFF,  /* degraded, the next reconnect is not due: nothing sent */
+  LR_FLEET_E_CANCELLED /* the call whose round trip it was was cancelled */
 } lr_fleet_code;
 
 const char *lr_fleet_strerror(lr_fleet_code code);
@@ -79,7 +88,8 @@ typedef struct {
   int probes;                /* permits fleet-wide while half-open */
 
   int connect_timeout_ms;    /* name lookup + TCP or Unix connect; 250 */
-  int command_timeout_ms;    /* one round trip, AUTH and SELECT too; 100 */
+  int command_timeout_ms;    /* one round trip; after a connect, its AUTH,
+                                SELECT and SCRIPT LOAD within it; 100 */
   int sync_ms;               /* the longest a success's delta waits; 200 */
   int stale_ms;              /* a view older than this is not used; 0: 10 * sync_ms */
   int reconnect_min_ms;      /* first wait after a failure; 500 */
@@ -94,7 +104,9 @@ typedef struct {
 void lr_fleet_settings_init(lr_fleet_settings *s);
 
 /* Parses the URL and checks the key (the policy's name or its fleet.key:
- * 1 to 200 printable bytes, no '{', '}' or space).  Does no I/O: a handle
+ * 1 to 200 printable bytes, no '{', '}' or space).  The guard settings are
+ * stored with the key; a process whose settings differ from those stored
+ * is refused (E_REFUSED, local guards) until they give way (redis_script.c).  Does no I/O: a handle
  * is made even when Redis is down.  On an error, *out is NULL and err says
  * why (never with credentials).  Redis keys: "luaretry:{KEY}" (a hash) and
  * "luaretry:{KEY}:procs" (a sorted set); the braces keep both in one slot
@@ -128,7 +140,7 @@ void lr_fleet_record(lr_fleet *f, lr_fleet_outcome o);
 /* One round trip: flushes the batch, learns the fleet's state.  Connects
  * when not connected and the reconnect backoff allows (E_BACKOFF
  * otherwise, at once).  Never longer than connect_timeout_ms +
- * command_timeout_ms (twice command_timeout_ms after a SCRIPT FLUSH). */
+ * command_timeout_ms (a SCRIPT FLUSH's EVAL included). */
 lr_fleet_code lr_fleet_sync_now(lr_fleet *f);
 
 /* Never blocks.  When sync_ms passed since the last sync, sends the batch
@@ -205,7 +217,9 @@ typedef struct {
   double tokens, max_tokens; /* max_tokens: the last writer's */
   int breaker, consecutive_failures, probes_left;
   long long opened_at_ms, updated_at_ms, now_ms;   /* Redis's clock */
-  size_t count;              /* processes that synced in the last minute */
+  size_t count;              /* processes that synced in the last minute (the
+                                newest 1000 at most), names with control
+                                bytes escaped (\xNN) */
   lr_fleet_process *processes;   /* most recent first; lr_fleet_status_free */
 } lr_fleet_status;
 

@@ -35,6 +35,36 @@ lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err,
 /* Replaces every occurrence of the URL's user and password in msg by ***:
  * a server's error text is shown as it came, and must not leak them. */
 void lr_redis_url_scrub(const lr_redis_url *u, char *msg);
+/* An error reply's text as messages show it: the URL's user and password
+ * replaced (before it is cut), control bytes escaped, at most 200 bytes;
+ * with a user or password shorter than 3 bytes, only the error's code. */
+void lr_reply_quote(const lr_redis_url *u, const struct redisReply *r, char *out,
+                    size_t size);
+/* The same of s[0..n). */
+void lr_reply_quote_text(const lr_redis_url *u, const char *s, size_t n, char *out,
+                         size_t size);
+
+/* ---- reply.c: replies read with hard limits; a server's text made fit
+ * to show */
+
+#define LR_REPLY_MAX_BYTES (1 << 20)     /* strings of one reply, and unparsed bytes */
+#define LR_REPLY_MAX_ELEMENTS 4096       /* elements of one array */
+#define LR_REPLY_MAX_OBJECTS 16384       /* values in one reply, nested ones too */
+#define LR_REPLY_MAX_DEPTH 2             /* arrays in arrays in a reply */
+
+/* A hiredis reader whose replies are bounded as above; NULL: no memory. */
+struct redisReader *lr_reply_reader_new(void);
+void lr_reply_reader_free(struct redisReader *r);
+/* Feeds n bytes: E_PROTOCOL when more than LR_REPLY_MAX_BYTES would wait
+ * unparsed (a line that never ends). */
+lr_fleet_code lr_reply_feed(struct redisReader *r, const char *buf, size_t n, char *err,
+                            size_t errlen);
+/* The next whole reply (*out NULL: none yet), or E_PROTOCOL with why. */
+lr_fleet_code lr_reply_next(struct redisReader *r, struct redisReply **out, char *err,
+                            size_t errlen);
+/* prefix, then s[0..n) with control bytes shown as \xNN and a backslash
+ * doubled, cut to fit size (never inside an escape). */
+void lr_reply_escape(const char *s, size_t n, char *out, size_t size, const char *prefix);
 
 /* ---- redis_resolve.c: a name lookup a deadline bounds */
 
@@ -51,10 +81,10 @@ typedef struct {
 } lr_addresses;
 
 /* OK and up to LR_RESOLVE_MAX addresses in the resolver's order, or an
- * error code with err.  A lookup still running at the deadline is kept and
+ * error code with err; a cancel of w (NULL: none) ends the wait.  A lookup still running at the deadline is kept and
  * picked up by the next call for the same name. */
 lr_fleet_code lr_resolve(lr_resolver *r, const char *host, int port,
-                         int64_t deadline_ms, lr_addresses *out, char *err,
+                         int64_t deadline_ms, lr_waiter *w, lr_addresses *out, char *err,
                          size_t errlen);
 /* Waits for a lookup still running (the system resolver's own timeouts
  * bound it) and frees it. */
@@ -69,14 +99,18 @@ typedef struct {
   size_t out_len, out_sent;
   int awaited;                  /* replies owed by the server */
   lr_resolver resolver;
+  lr_waiter *cancel;            /* the call whose round trip this is, or NULL:
+                                   its cancel ends every wait at once */
 } lr_redis_conn;
 
 void lr_conn_init(lr_redis_conn *c);
 /* Connects (by connect_deadline) and says hello: AUTH and SELECT as the
- * URL asks (by command_deadline). */
+ * URL asks.  *command_deadline: in, a limit (0: none); out, the
+ * connected moment plus command_timeout_ms, or the limit if earlier: the
+ * hello and what follows it in the same round trip end by then. */
 lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u,
                            int64_t connect_deadline, int command_timeout_ms,
-                           char *err, size_t errlen);
+                           int64_t *command_deadline, char *err, size_t errlen);
 void lr_conn_close(lr_redis_conn *c);    /* keeps the resolver */
 void lr_conn_free(lr_redis_conn *c);     /* closes the resolver too */
 /* Queues one command; nothing is sent yet. */
@@ -103,7 +137,13 @@ typedef struct {
 
 typedef struct {
   long long max_milli, failures, open_ms, probes, ttl_ms;
+  long long ratio_milli;     /* not sent but as part of cfg */
+  int budget, breaker;
 } lr_fleet_limits;
+
+/* The guard settings as text, the same in every process that may share a
+ * key ("budget=1 max_tokens=10.000 ..."). */
+void lr_fleet_cfg_text(const lr_fleet_limits *l, char *buf, size_t size);
 
 typedef struct {
   long long tokens, state, fails, opened_at, probes_left, granted, now_ms;
@@ -118,20 +158,24 @@ extern const char LR_FLEET_SCRIPT[];
 
 /* SCRIPT LOAD, right after connecting: learns the SHA and proves the
  * server runs Lua scripts. */
-lr_fleet_code lr_script_load(lr_fleet_script *s, lr_redis_conn *c,
+lr_fleet_code lr_script_load(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
                              int64_t deadline_ms, char *err, size_t errlen);
 /* Queues EVALSHA (or EVAL) of the update with this batch. */
 lr_fleet_code lr_script_append(lr_fleet_script *s, lr_redis_conn *c,
                                const char *keys[2], const char *member,
                                const lr_fleet_limits *l, const lr_fleet_batch *b);
 /* Decodes its reply; *noscript set when the server had forgotten the
- * script (the batch was not applied). */
-lr_fleet_code lr_script_decode(lr_fleet_script *s, const struct redisReply *r,
-                               lr_fleet_reply *out, int *noscript, char *err,
+ * script (the batch was not applied).  Every number is checked against
+ * what the script can answer to the limits l and `want` sent: any other
+ * is E_PROTOCOL (a broken reply), never used.  Error text shown as
+ * lr_reply_quote shows it. */
+lr_fleet_code lr_script_decode(lr_fleet_script *s, const lr_redis_url *u,
+                               const struct redisReply *r, const lr_fleet_limits *l,
+                               long long want, lr_fleet_reply *out, int *noscript, char *err,
                                size_t errlen);
 /* Append, send, read, decode; on NOSCRIPT once more with EVAL, all within
  * the deadline. */
-lr_fleet_code lr_script_run(lr_fleet_script *s, lr_redis_conn *c,
+lr_fleet_code lr_script_run(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
                             const char *keys[2], const char *member,
                             const lr_fleet_limits *l, const lr_fleet_batch *b,
                             int64_t deadline_ms, lr_fleet_reply *out, char *err,
@@ -164,6 +208,7 @@ struct lr_fleet {
   int inflight;                 /* a batch sent by maybe_sync, reply unread */
   int64_t inflight_at, last_sent_at;
   lr_fleet_batch inflight_batch;
+  lr_fleet_limits inflight_limits;
   int64_t next_connect_at, backoff_ms;
   uint64_t rng;
 
@@ -172,20 +217,47 @@ struct lr_fleet {
 };
 
 /* With f->io held.  Connects when not connected (force: whatever the
- * backoff); OK at once when connected. */
-lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, char *err, size_t errlen);
+ * backoff); OK at once when connected.  *deadline: in, the latest any
+ * wait may end (0: none); out, when the round trip must be over: the
+ * command timeout from the moment the socket is connected (AUTH, SELECT
+ * and SCRIPT LOAD are part of it), never past the limit given.  The
+ * connection's cancel (f->conn.cancel) ends any wait at once. */
+lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, int64_t *deadline, char *err,
+                                      size_t errlen);
 /* Reads the reply to maybe_sync's batch, if one is owed, by the deadline. */
 lr_fleet_code lr_fleet_drain_locked(lr_fleet *f, int64_t deadline_ms, char *err,
                                     size_t errlen);
+/* A round trip's end: a cancelled one, or one that timed out when the
+ * call's limit_ms (0: none) left it less than 10 ms from `start`, drops the
+ * connection (a late reply would be out of step) and nothing else; any
+ * other failure goes to lr_fleet_fail_locked (a Redis slower than the time
+ * a call could give it is slow: local guards). */
+void lr_fleet_failed_locked(lr_fleet *f, lr_fleet_code rc, const char *detail, int64_t start,
+                            int64_t limit_ms);
 /* Marks the handle degraded (logging on the change), closes the
  * connection and schedules the next attempt. */
 void lr_fleet_fail_locked(lr_fleet *f, lr_fleet_code rc, const char *detail);
 /* A good reply: the view, the clock offset, health (logging "back"). */
 void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now);
 
+/* ---- admin.c */
+
+/* The replies to TIME, HMGET of the hash and ZREVRANGE of the registry
+ * as a status (st->processes: lr_fleet_status_free), or E_PROTOCOL. */
+lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *st, char *err,
+                                    size_t errlen);
+
 /* ---- sync.c */
 
-/* A round trip that asks for one probe permit; *granted: how many came. */
-lr_fleet_code lr_fleet_ask_permit_locked(lr_fleet *f, long long *granted);
+/* A round trip that asks for one probe permit; *granted: how many came.
+ * Within limit_ms (0: none), ended by a cancel of w (NULL: none). */
+lr_fleet_code lr_fleet_ask_permit_locked(lr_fleet *f, long long *granted, int64_t limit_ms,
+                                         lr_waiter *w);
+/* lr_fleet_breaker_admits, a probe permit's round trip within limit_ms
+ * and ended by a cancel of w; no time left: refused as while asking. */
+int lr_fleet_breaker_admits_by(lr_fleet *f, int first_attempt, int64_t limit_ms, lr_waiter *w);
+/* lr_fleet_refresh within limit_ms (CLOCK_MONOTONIC ms, 0: none), ended
+ * at once by a cancel of w (NULL: none). */
+lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w);
 
 #endif

@@ -30,6 +30,7 @@ const char *lr_fleet_strerror(lr_fleet_code code) {
   case LR_FLEET_E_REFUSED: return "Redis refused the command";
   case LR_FLEET_E_PROTOCOL: return "unexpected reply from Redis";
   case LR_FLEET_E_BACKOFF: return "Redis unavailable, waiting before reconnecting";
+  case LR_FLEET_E_CANCELLED: return "cancelled";
   }
   return "unknown error";
 }
@@ -188,6 +189,23 @@ void lr_fleet_fail_locked(lr_fleet *f, lr_fleet_code rc, const char *detail) {
     say(f, "fleet guards %s: %s: %s; local guards decide until Redis is back", text);
 }
 
+/* Less than this for a whole round trip says nothing of Redis's health. */
+#define FAIR_MS 10
+
+void lr_fleet_failed_locked(lr_fleet *f, lr_fleet_code rc, const char *detail, int64_t start,
+                            int64_t limit_ms) {
+  int unfair = rc == LR_FLEET_E_TIMEOUT && limit_ms > 0 && limit_ms - start < FAIR_MS;
+  if (rc != LR_FLEET_E_CANCELLED && !unfair) {
+    lr_fleet_fail_locked(f, rc, detail);
+    return;
+  }
+  /* the call gave up, or its deadline left Redis no fair time to answer:
+   * health and backoff stay as they were */
+  lr_conn_close(&f->conn);
+  f->inflight = 0;
+  atomic_store(&f->inflight_net, 0);
+}
+
 void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now) {
   atomic_store(&f->tokens, r->tokens);
   atomic_store(&f->state, (int)r->state);
@@ -206,20 +224,24 @@ void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now
 
 /* ---- the connection */
 
-lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, char *err, size_t errlen) {
+static int64_t earliest(int64_t a, int64_t limit) { return limit > 0 && limit < a ? limit : a; }
+
+lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, int64_t *deadline, char *err,
+                                      size_t errlen) {
+  int64_t limit = *deadline, now = lr_monotonic_ms();
+  *deadline = earliest(now + f->set.command_timeout_ms, limit);
   if (f->conn.fd >= 0) return LR_FLEET_OK;
-  int64_t now = lr_monotonic_ms();
   if (!force && now < f->next_connect_at) {
     lr_fmt(err, errlen, "%s", lr_fleet_strerror(LR_FLEET_E_BACKOFF));
     return LR_FLEET_E_BACKOFF;
   }
-  lr_fleet_code rc = lr_conn_open(&f->conn, &f->url, now + f->set.connect_timeout_ms,
-                                  f->set.command_timeout_ms, err, errlen);
+  *deadline = limit;
+  lr_fleet_code rc = lr_conn_open(&f->conn, &f->url, earliest(now + f->set.connect_timeout_ms,
+                                  limit), f->set.command_timeout_ms, deadline, err, errlen);
   if (rc == LR_FLEET_OK)
-    rc = lr_script_load(&f->script, &f->conn, lr_monotonic_ms() + f->set.command_timeout_ms,
-                        err, errlen);
+    rc = lr_script_load(&f->script, &f->conn, &f->url, *deadline, err, errlen);
   if (rc != LR_FLEET_OK) {
-    lr_fleet_fail_locked(f, rc, err);
+    lr_fleet_failed_locked(f, rc, err, now, limit);
     return rc;
   }
   if (atomic_load(&f->health) == LR_FLEET_DEGRADED) {

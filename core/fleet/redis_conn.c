@@ -28,7 +28,7 @@ void lr_conn_init(lr_redis_conn *c) {
 void lr_conn_close(lr_redis_conn *c) {
   if (c->fd >= 0) close(c->fd);
   c->fd = -1;
-  if (c->reader) redisReaderFree(c->reader);
+  if (c->reader) lr_reply_reader_free(c->reader);
   c->reader = NULL;
   free(c->out);
   c->out = NULL;
@@ -41,14 +41,23 @@ void lr_conn_free(lr_redis_conn *c) {
   lr_resolver_close(&c->resolver);
 }
 
-/* 1 when fd is ready for `events`, 0 at the deadline, -1 on an error. */
-static int wait_fd(int fd, short events, int64_t deadline_ms) {
+#define WAIT_CANCELLED (-2)
+
+/* 1 when fd is ready for `events`, 0 at the deadline, -1 on an error,
+ * WAIT_CANCELLED when the call `w` (NULL: none) is cancelled: its eventfd
+ * is polled beside fd, so a cancel (a stop signal's, another thread's)
+ * ends the wait at once. */
+static int wait_fd(int fd, short events, int64_t deadline_ms, lr_waiter *w) {
+  int wfd = w ? lr_waiter_fd(w) : -1;
   for (int rounds = 0; rounds < 10000; rounds++) {
+    if (w && atomic_load(&w->cancelled)) return WAIT_CANCELLED;
     int64_t left = deadline_ms - lr_monotonic_ms();
     if (left <= 0) return 0;
-    struct pollfd p = { fd, events, 0 };
-    int n = poll(&p, 1, left > 60000 ? 60000 : (int)left);
-    if (n > 0) return 1;
+    /* without an eventfd a cancel is seen within 20 ms */
+    int slice = w && wfd < 0 ? 20 : 60000;
+    struct pollfd p[2] = { { fd, events, 0 }, { wfd, POLLIN, 0 } };
+    int n = poll(p, wfd >= 0 ? 2 : 1, left > slice ? slice : (int)left);
+    if (n > 0 && p[0].revents) return 1;
     if (n < 0 && errno != EINTR) return -1;
   }
   return 0;
@@ -59,7 +68,7 @@ static lr_fleet_code addresses_of(lr_redis_conn *c, const lr_redis_url *u,
                                   size_t errlen) {
   memset(a, 0, sizeof *a);
   if (!u->is_unix)
-    return lr_resolve(&c->resolver, u->host, u->port, deadline, a, err, errlen);
+    return lr_resolve(&c->resolver, u->host, u->port, deadline, c->cancel, a, err, errlen);
   struct sockaddr_un *un = (struct sockaddr_un *)&a->addr[0];
   un->sun_family = AF_UNIX;
   memcpy(un->sun_path, u->path, strlen(u->path) + 1);   /* fits: checked at parse */
@@ -70,7 +79,7 @@ static lr_fleet_code addresses_of(lr_redis_conn *c, const lr_redis_url *u,
 
 /* One address: a connected non-blocking socket, or -1 and *e. */
 static int connect_one(const struct sockaddr_storage *sa, socklen_t len,
-                       int64_t deadline, int *e) {
+                       int64_t deadline, lr_waiter *w, int *e) {
   int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     *e = errno;
@@ -82,9 +91,10 @@ static int connect_one(const struct sockaddr_storage *sa, socklen_t len,
   if (connect(fd, (const struct sockaddr *)sa, len) != 0) {
     *e = errno;
     if (*e == EINPROGRESS) {
-      int ready = wait_fd(fd, POLLOUT, deadline);
+      int ready = wait_fd(fd, POLLOUT, deadline, w);
       socklen_t elen = sizeof *e;
       if (ready == 0) *e = ETIMEDOUT;
+      else if (ready == WAIT_CANCELLED) *e = ECANCELED;
       else if (ready < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, e, &elen) != 0) *e = errno;
     }
   }
@@ -102,11 +112,27 @@ static lr_fleet_code connect_socket(lr_redis_conn *c, const lr_redis_url *u,
   int e = ENOENT;
   for (int i = 0; i < a.count && c->fd < 0; i++) {
     if (i > 0 && lr_monotonic_ms() >= deadline) break;
-    c->fd = connect_one(&a.addr[i], a.len[i], deadline, &e);
+    c->fd = connect_one(&a.addr[i], a.len[i], deadline, c->cancel, &e);
+    if (e == ECANCELED) break;
   }
   if (c->fd >= 0) return LR_FLEET_OK;
+  if (e == ECANCELED) {
+    lr_fmt(err, errlen, "connect: the call was cancelled");
+    return LR_FLEET_E_CANCELLED;
+  }
   lr_fmt(err, errlen, "connect: %s", e == ETIMEDOUT ? "no answer in time" : strerror(e));
   return e == ETIMEDOUT ? LR_FLEET_E_TIMEOUT : LR_FLEET_E_CONNECT;
+}
+
+/* A wait that ended without the socket ready: why, as a code. */
+static lr_fleet_code waited_in_vain(int ready, const char *doing, const char *late, char *err,
+                                    size_t errlen) {
+  if (ready == WAIT_CANCELLED) {
+    lr_fmt(err, errlen, "%s: the call was cancelled", doing);
+    return LR_FLEET_E_CANCELLED;
+  }
+  lr_fmt(err, errlen, "%s: %s", doing, ready == 0 ? late : strerror(errno));
+  return ready == 0 ? LR_FLEET_E_TIMEOUT : LR_FLEET_E_CONNECT;
 }
 
 lr_fleet_code lr_conn_append(lr_redis_conn *c, int argc, const char **argv,
@@ -140,10 +166,9 @@ lr_fleet_code lr_conn_flush(lr_redis_conn *c, int64_t deadline_ms, char *err,
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       if (deadline_ms == 0) return LR_FLEET_OK;   /* the rest goes next time */
-      int ready = wait_fd(c->fd, POLLOUT, deadline_ms);
+      int ready = wait_fd(c->fd, POLLOUT, deadline_ms, c->cancel);
       if (ready > 0) continue;
-      lr_fmt(err, errlen, "sending: %s", ready == 0 ? "no room in time" : strerror(errno));
-      return ready == 0 ? LR_FLEET_E_TIMEOUT : LR_FLEET_E_CONNECT;
+      return waited_in_vain(ready, "sending", "no room in time", err, errlen);
     }
     lr_fmt(err, errlen, "sending: %s", n < 0 ? strerror(errno) : "nothing sent");
     return LR_FLEET_E_CONNECT;
@@ -165,40 +190,35 @@ static lr_fleet_code receive(lr_redis_conn *c, int *got, char *err, size_t errle
                  n == 0 ? "the server closed the connection" : strerror(errno));
     return LR_FLEET_E_CONNECT;
   }
-  if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) return LR_FLEET_E_NOMEM;
   *got = 1;
-  return LR_FLEET_OK;
+  return lr_reply_feed(c->reader, buf, (size_t)n, err, errlen);
 }
 
+/* Every round looks at the clock: a server that streams without end
+ * (a line that never ends) meets the deadline like a silent one. */
 lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms,
                            struct redisReply **reply, char *err, size_t errlen) {
   *reply = NULL;
   if (c->fd < 0 || !c->reader) return LR_FLEET_E_CONNECT;
   lr_fleet_code rc = lr_conn_flush(c, deadline_ms, err, errlen);
-  for (int rounds = 0; rc == LR_FLEET_OK && rounds < 100000; rounds++) {
-    void *r = NULL;
-    if (redisReaderGetReply(c->reader, &r) != REDIS_OK) {
-      lr_fmt(err, errlen, "reading a reply: %s", c->reader->errstr);
-      return LR_FLEET_E_PROTOCOL;
-    }
-    if (r) {
+  for (int rounds = 0; rc == LR_FLEET_OK; rounds++) {
+    rc = lr_reply_next(c->reader, reply, err, errlen);
+    if (rc != LR_FLEET_OK) return rc;
+    if (*reply) {
       c->awaited--;
-      *reply = r;
       return LR_FLEET_OK;
+    }
+    if (deadline_ms != 0 && (rounds > 0 || c->cancel)) {
+      int ready = lr_monotonic_ms() >= deadline_ms ? 0
+                  : c->cancel && atomic_load(&c->cancel->cancelled) ? WAIT_CANCELLED : 1;
+      if (ready != 1) return waited_in_vain(ready, "receiving", "no reply in time", err, errlen);
     }
     int got = 0;
     rc = receive(c, &got, err, errlen);
     if (rc != LR_FLEET_OK || got) continue;
     if (deadline_ms == 0) return LR_FLEET_OK;     /* not arrived yet */
-    int ready = wait_fd(c->fd, POLLIN, deadline_ms);
-    if (ready == 0) {
-      lr_fmt(err, errlen, "no reply in time");
-      return LR_FLEET_E_TIMEOUT;
-    }
-    if (ready < 0) {
-      lr_fmt(err, errlen, "receiving: %s", strerror(errno));
-      return LR_FLEET_E_CONNECT;
-    }
+    int ready = wait_fd(c->fd, POLLIN, deadline_ms, c->cancel);
+    if (ready <= 0) return waited_in_vain(ready, "receiving", "no reply in time", err, errlen);
   }
   return rc;
 }
@@ -233,10 +253,11 @@ static lr_fleet_code hello(lr_redis_conn *c, const lr_redis_url *u,
     rc = lr_conn_read(c, deadline, &r, err, errlen);
     if (rc != LR_FLEET_OK) break;
     if (first == LR_FLEET_OK && r->type == REDIS_REPLY_ERROR) {
+      char text[204];
+      lr_reply_quote(u, r, text, sizeof text);
       first = lr_conn_error_code(r);
-      lr_fmt(err, errlen, "%s refused: %.*s", c->awaited == 0 && u->db != 0 ?
-                   "SELECT" : "AUTH", (int)(r->len > 200 ? 200 : r->len), r->str);
-      lr_redis_url_scrub(u, err);
+      lr_fmt(err, errlen, "%s refused: %s", c->awaited == 0 && u->db != 0 ? "SELECT" : "AUTH",
+             text);
     }
     freeReplyObject(r);
   }
@@ -245,16 +266,19 @@ static lr_fleet_code hello(lr_redis_conn *c, const lr_redis_url *u,
 
 lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u,
                            int64_t connect_deadline, int command_timeout_ms,
-                           char *err, size_t errlen) {
+                           int64_t *command_deadline, char *err, size_t errlen) {
   lr_conn_close(c);
   lr_fleet_code rc = connect_socket(c, u, connect_deadline, err, errlen);
   if (rc != LR_FLEET_OK) return rc;
-  c->reader = redisReaderCreate();
+  /* the round trip's time starts once connected; never past the limit */
+  int64_t by = lr_monotonic_ms() + command_timeout_ms;
+  if (*command_deadline <= 0 || by < *command_deadline) *command_deadline = by;
+  c->reader = lr_reply_reader_new();
   if (!c->reader) {
     lr_conn_close(c);
     return LR_FLEET_E_NOMEM;
   }
-  rc = hello(c, u, lr_monotonic_ms() + command_timeout_ms, err, errlen);
+  rc = hello(c, u, *command_deadline, err, errlen);
   if (rc != LR_FLEET_OK) lr_conn_close(c);
   return rc;
 }

@@ -52,14 +52,16 @@ static lr_fleet_code start_lookup(lr_resolver *r, const char *host,
   return LR_FLEET_OK;
 }
 
-/* Waits for r->pending until the deadline; its gai_error. */
-static int wait_lookup(lr_resolver *r, int64_t deadline_ms) {
+/* Waits for r->pending until the deadline, or a cancel of w (seen within
+ * 20 ms); its gai_error. */
+static int wait_lookup(lr_resolver *r, int64_t deadline_ms, lr_waiter *w) {
   const struct gaicb *list[1] = { &r->pending->cb };
-  for (int rounds = 0; rounds < 1000; rounds++) {
+  for (int rounds = 0; rounds < 100000; rounds++) {
     int e = gai_error(&r->pending->cb);
     if (e != EAI_INPROGRESS) return e;
     int64_t left = deadline_ms - lr_monotonic_ms();
-    if (left <= 0) return EAI_INPROGRESS;
+    if (left <= 0 || (w && atomic_load(&w->cancelled))) return EAI_INPROGRESS;
+    if (w && left > 20) left = 20;
     struct timespec ts = { (time_t)(left / 1000), (long)(left % 1000) * 1000000L };
     gai_suspend(list, 1, &ts);   /* woken by the answer, a signal or time */
   }
@@ -67,7 +69,7 @@ static int wait_lookup(lr_resolver *r, int64_t deadline_ms) {
 }
 
 static lr_fleet_code resolve_name(lr_resolver *r, const char *host,
-                                  const char *service, int64_t deadline_ms,
+                                  const char *service, int64_t deadline_ms, lr_waiter *w,
                                   lr_addresses *out, char *err, size_t errlen) {
   if (r->pending && (strcmp(r->pending->name, host) != 0 ||
                      strcmp(r->pending->service, service) != 0))
@@ -76,7 +78,11 @@ static lr_fleet_code resolve_name(lr_resolver *r, const char *host,
     lr_fleet_code rc = start_lookup(r, host, service, err, errlen);
     if (rc != LR_FLEET_OK) return rc;
   }
-  int e = wait_lookup(r, deadline_ms);
+  int e = wait_lookup(r, deadline_ms, w);
+  if (e == EAI_INPROGRESS && w && atomic_load(&w->cancelled)) {
+    lr_fmt(err, errlen, "looking up %s: the call was cancelled", host);
+    return LR_FLEET_E_CANCELLED;
+  }
   if (e == EAI_INPROGRESS) {
     lr_fmt(err, errlen, "looking up %s: no answer in time", host);
     return LR_FLEET_E_TIMEOUT;
@@ -95,7 +101,7 @@ static lr_fleet_code resolve_name(lr_resolver *r, const char *host,
 }
 
 lr_fleet_code lr_resolve(lr_resolver *r, const char *host, int port,
-                         int64_t deadline_ms, lr_addresses *out, char *err,
+                         int64_t deadline_ms, lr_waiter *w, lr_addresses *out, char *err,
                          size_t errlen) {
   char service[16];
   snprintf(service, sizeof service, "%d", port);
@@ -109,7 +115,7 @@ lr_fleet_code lr_resolve(lr_resolver *r, const char *host, int port,
     freeaddrinfo(res);
     return LR_FLEET_OK;
   }
-  return resolve_name(r, host, service, deadline_ms, out, err, errlen);
+  return resolve_name(r, host, service, deadline_ms, w, out, err, errlen);
 }
 
 void lr_resolver_close(lr_resolver *r) {

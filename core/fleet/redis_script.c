@@ -5,6 +5,7 @@
  * anything, and the same batch then goes once more by EVAL, which puts the
  * script back in the cache under the same SHA (Redis's EVALSHA docs
  * describe exactly this pattern). */
+#include <limits.h>
 #include <string.h>
 
 #include <hiredis.h>
@@ -16,11 +17,19 @@
  * breaker goes half-open.  State 0 closed, 1 open, 2 half-open (the
  * values of luaretry_breaker_state).
  *   KEYS[1]  hash: tokens (milli), state, fails, opened_at (ms),
- *            probes_left, max, updated_at
+ *            probes_left, max, updated_at, cfg, cfg_at, cfg_by
  *   KEYS[2]  sorted set: member -> time of its last sync (ms)
  *   ARGV     max_milli failures open_ms probes ttl_ms member
- *            spent earned trail resets want
- *   returns  {tokens, state, fails, opened_at, probes_left, granted, now} */
+ *            spent earned trail resets want cfg
+ *   returns  {tokens, state, fails, opened_at, probes_left, granted, now},
+ *            or the error "LUARETRY_SETTINGS <cfg>" (nothing changed)
+ *
+ * cfg is the guard settings as text: processes that share a key must
+ * share them, or one budget would be spent by different rules.  The first
+ * writer's stand until no process with them has synced for a minute
+ * (then a new version of the policy takes over) or the process that last
+ * synced with them changes them (a reload); any other process with
+ * different settings is refused and goes on under its local guards. */
 const char LR_FLEET_SCRIPT[] =
   "if redis.replicate_commands then redis.replicate_commands() end\n"
   "local t = redis.call('TIME')\n"
@@ -29,7 +38,11 @@ const char LR_FLEET_SCRIPT[] =
   "for i = 1, 11 do a[i] = tonumber(ARGV[i]) end\n"
   "local max, failures, open_ms, probes, ttl = a[1], a[2], a[3], a[4], a[5]\n"
   "local spent, earned, trail, resets, want = a[7], a[8], a[9], a[10], a[11]\n"
-  "local h = redis.call('HMGET', KEYS[1], 'tokens', 'state', 'fails', 'opened_at', 'probes_left')\n"
+  "local h = redis.call('HMGET', KEYS[1], 'tokens', 'state', 'fails', 'opened_at', 'probes_left',\n"
+  "  'cfg', 'cfg_at', 'cfg_by')\n"
+  "if h[6] and h[6] ~= ARGV[12] and h[8] ~= ARGV[6] and now - (tonumber(h[7]) or 0) < 60000 then\n"
+  "  return redis.error_reply('LUARETRY_SETTINGS ' .. h[6])\n"
+  "end\n"
   "local tokens = tonumber(h[1]) or max\n"
   "local state = tonumber(h[2]) or 0\n"
   "local fails = tonumber(h[3]) or 0\n"
@@ -58,19 +71,29 @@ const char LR_FLEET_SCRIPT[] =
   "  left = left - granted\n"
   "end\n"
   "redis.call('HSET', KEYS[1], 'tokens', tokens, 'state', state, 'fails', fails,\n"
-  "  'opened_at', opened, 'probes_left', left, 'max', max, 'updated_at', now)\n"
+  "  'opened_at', opened, 'probes_left', left, 'max', max, 'updated_at', now,\n"
+  "  'cfg', ARGV[12], 'cfg_at', now, 'cfg_by', ARGV[6])\n"
   "redis.call('PEXPIRE', KEYS[1], ttl)\n"
   "redis.call('ZADD', KEYS[2], now, ARGV[6])\n"
   "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - 60000)\n"
   "redis.call('PEXPIRE', KEYS[2], ttl)\n"
   "return {tokens, state, fails, opened, left, granted, now}\n";
 
-static void quote_error(const redisReply *r, const char *what, char *err, size_t errlen) {
-  lr_fmt(err, errlen, "%s refused: %.*s", what,
-               (int)(r->len > 200 ? 200 : r->len), r->str ? r->str : "");
+static void quote_error(const lr_redis_url *u, const redisReply *r, const char *what,
+                        char *err, size_t errlen) {
+  char text[204];
+  lr_reply_quote(u, r, text, sizeof text);
+  lr_fmt(err, errlen, "%s refused: %s", what, text);
 }
 
-lr_fleet_code lr_script_load(lr_fleet_script *s, lr_redis_conn *c,
+void lr_fleet_cfg_text(const lr_fleet_limits *l, char *buf, size_t size) {
+  lr_fmt(buf, size, "budget=%d max_tokens=%lld.%03lld token_ratio=%lld.%03lld breaker=%d "
+         "failures=%lld open_ms=%lld probes=%lld", l->budget, l->max_milli / 1000,
+         l->max_milli % 1000, l->ratio_milli / 1000, l->ratio_milli % 1000, l->breaker,
+         l->failures, l->open_ms, l->probes);
+}
+
+lr_fleet_code lr_script_load(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
                              int64_t deadline_ms, char *err, size_t errlen) {
   const char *argv[3] = { "SCRIPT", "LOAD", LR_FLEET_SCRIPT };
   lr_fleet_code rc = lr_conn_append(c, 3, argv, NULL);
@@ -83,7 +106,7 @@ lr_fleet_code lr_script_load(lr_fleet_script *s, lr_redis_conn *c,
     s->use_eval = 0;
   } else if (r->type == REDIS_REPLY_ERROR) {
     rc = lr_conn_error_code(r);
-    quote_error(r, rc == LR_FLEET_E_AUTH ? "SCRIPT LOAD" :
+    quote_error(u, r, rc == LR_FLEET_E_AUTH ? "SCRIPT LOAD" :
                 "SCRIPT LOAD (Redis 5 or later with Lua scripting is needed)", err, errlen);
   } else {
     lr_fmt(err, errlen, "SCRIPT LOAD: unexpected reply of type %d", r->type);
@@ -98,46 +121,86 @@ lr_fleet_code lr_script_append(lr_fleet_script *s, lr_redis_conn *c,
                                const lr_fleet_limits *l, const lr_fleet_batch *b) {
   long long nums[10] = { l->max_milli, l->failures, l->open_ms, l->probes, l->ttl_ms,
                          b->spent, b->earned, b->trail, b->resets, b->want };
-  char text[10][24];
+  char text[10][24], cfg[200];
   for (int i = 0; i < 10; i++) lr_fmt(text[i], sizeof text[i], "%lld", nums[i]);
+  lr_fleet_cfg_text(l, cfg, sizeof cfg);
   int eval = s->use_eval || !s->sha[0];
-  const char *argv[16] = {
+  const char *argv[17] = {
     eval ? "EVAL" : "EVALSHA", eval ? LR_FLEET_SCRIPT : s->sha, "2", keys[0], keys[1],
     text[0], text[1], text[2], text[3], text[4], member,
-    text[5], text[6], text[7], text[8], text[9],
+    text[5], text[6], text[7], text[8], text[9], cfg,
   };
-  return lr_conn_append(c, 16, argv, NULL);
+  return lr_conn_append(c, 17, argv, NULL);
 }
 
 static int integer_at(const redisReply *r, size_t i, long long *out) {
-  if (i >= r->elements || r->element[i]->type != REDIS_REPLY_INTEGER) return 0;
+  if (i >= r->elements || !r->element || !r->element[i] ||
+      r->element[i]->type != REDIS_REPLY_INTEGER)
+    return 0;
   *out = r->element[i]->integer;
   return 1;
 }
 
-lr_fleet_code lr_script_decode(lr_fleet_script *s, const redisReply *r,
-                               lr_fleet_reply *out, int *noscript, char *err,
-                               size_t errlen) {
-  *noscript = 0;
-  if (r->type == REDIS_REPLY_ERROR) {
-    *noscript = r->str && strncmp(r->str, "NOSCRIPT", 8) == 0;
-    if (*noscript) s->use_eval = 1;
-    quote_error(r, s->use_eval ? "EVAL" : "EVALSHA", err, errlen);
-    return lr_conn_error_code(r);
+/* Redis's clock in ms, as TIME gives it: after 2001, before 2200.  Within
+ * it no difference of two times overflows. */
+#define REDIS_MS_MIN 1000000000000LL
+#define REDIS_MS_MAX 7258118400000LL
+
+/* What the script can answer, given what was sent: anything else is a
+ * broken reply (a proxy's, a stranger's), never used. */
+static const char *out_of_range(const lr_fleet_reply *o, const lr_fleet_limits *l,
+                                long long want) {
+  if (o->state < 0 || o->state > 2) return "a breaker state other than 0, 1 or 2";
+  if (o->tokens < 0 || o->tokens > l->max_milli) return "tokens outside 0..max_tokens";
+  if (o->fails < 0 || o->fails > INT_MAX) return "a negative or huge failure count";
+  if (o->probes_left < 0 || o->probes_left > INT_MAX) return "a negative or huge probe count";
+  if (o->granted < 0 || o->granted > want) return "more probe permits than were asked";
+  if (o->now_ms < REDIS_MS_MIN || o->now_ms > REDIS_MS_MAX) return "a time of day out of range";
+  if (o->opened_at < 0 || o->opened_at > o->now_ms) return "a breaker opened in the future";
+  return NULL;
+}
+
+static lr_fleet_code refused(lr_fleet_script *s, const lr_redis_url *u, const redisReply *r,
+                             const lr_fleet_limits *l, int *noscript, char *err,
+                             size_t errlen) {
+  *noscript = r->str && strncmp(r->str, "NOSCRIPT", 8) == 0;
+  if (*noscript) s->use_eval = 1;
+  if (r->str && strncmp(r->str, "LUARETRY_SETTINGS ", 18) == 0) {
+    char theirs[204], ours[200];
+    lr_reply_quote_text(u, r->str + 18, r->len - 18, theirs, sizeof theirs);
+    lr_fleet_cfg_text(l, ours, sizeof ours);
+    lr_fmt(err, errlen, "the key is shared with other settings (theirs: %s; ours: %s): "
+           "give this policy a fleet.key of its own, or reset the fleet", theirs, ours);
+    return LR_FLEET_E_REFUSED;
   }
+  quote_error(u, r, s->use_eval ? "EVAL" : "EVALSHA", err, errlen);
+  return lr_conn_error_code(r);
+}
+
+lr_fleet_code lr_script_decode(lr_fleet_script *s, const lr_redis_url *u, const redisReply *r,
+                               const lr_fleet_limits *l, long long want, lr_fleet_reply *out,
+                               int *noscript, char *err, size_t errlen) {
+  *noscript = 0;
+  if (r->type == REDIS_REPLY_ERROR) return refused(s, u, r, l, noscript, err, errlen);
   long long *fields[7] = { &out->tokens, &out->state, &out->fails, &out->opened_at,
                            &out->probes_left, &out->granted, &out->now_ms };
   int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 7;
   for (size_t i = 0; ok && i < 7; i++) ok = integer_at(r, i, fields[i]);
-  if (!ok || out->state < 0 || out->state > 2) {
-    lr_fmt(err, errlen, "the fleet script's reply is not 7 integers");
+  if (!ok) {
+    lr_fmt(err, errlen, "the fleet script's reply is not 7 integers (a reply of type %d)",
+           r->type);
+    return LR_FLEET_E_PROTOCOL;
+  }
+  const char *why = out_of_range(out, l, want);
+  if (why) {
+    lr_fmt(err, errlen, "the fleet script's reply is out of range: %s", why);
     return LR_FLEET_E_PROTOCOL;
   }
   s->use_eval = 0;   /* EVALSHA worked, or EVAL put the script back */
   return LR_FLEET_OK;
 }
 
-lr_fleet_code lr_script_run(lr_fleet_script *s, lr_redis_conn *c,
+lr_fleet_code lr_script_run(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
                             const char *keys[2], const char *member,
                             const lr_fleet_limits *l, const lr_fleet_batch *b,
                             int64_t deadline_ms, lr_fleet_reply *out, char *err,
@@ -149,7 +212,7 @@ lr_fleet_code lr_script_run(lr_fleet_script *s, lr_redis_conn *c,
     rc = lr_script_append(s, c, keys, member, l, b);
     if (rc == LR_FLEET_OK) rc = lr_conn_read(c, deadline_ms, &r, err, errlen);
     if (rc != LR_FLEET_OK) return rc;
-    rc = lr_script_decode(s, r, out, &noscript, err, errlen);
+    rc = lr_script_decode(s, u, r, l, b->want, out, &noscript, err, errlen);
     freeReplyObject(r);
     if (!noscript) break;
   }

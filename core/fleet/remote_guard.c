@@ -3,7 +3,9 @@
  * local guards and counts every outcome into both; the policy plugs a
  * handle in per load.  Only the pre-retry refresh and a half-open
  * breaker's probe permit (fleet.h) may wait for Redis, each bounded. */
-#include "fleet.h"
+#include <math.h>
+
+#include "fleet_internal.h"
 #include "remote_guard.h"
 
 static int budget_allows_retry(void *ud, double now) {
@@ -12,9 +14,17 @@ static int budget_allows_retry(void *ud, double now) {
   return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
 }
 
-static int breaker_admits(void *ud, int first_attempt, double now) {
+/* The call's deadline as CLOCK_MONOTONIC ms (0: none; 1, long past, when
+ * less than a ms is left: no round trip). */
+static int64_t limit_of(double left) {
+  if (left <= 0) return 0;
+  return left < 0.001 ? 1 : lr_monotonic_ms() + (int64_t)ceil(left * 1000) + 1;
+}
+
+static int breaker_admits(void *ud, int first_attempt, double now, double left,
+                          lr_waiter *w) {
   (void)now;
-  int v = lr_fleet_breaker_admits(ud, first_attempt);
+  int v = lr_fleet_breaker_admits_by(ud, first_attempt, limit_of(left), w);
   return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
 }
 
@@ -28,9 +38,13 @@ static void record(void *ud, lr_remote_outcome o, double now) {
   lr_fleet_maybe_sync_at(ud, (int64_t)(now * 1000));
 }
 
-static void refresh(void *ud, double now) {
+/* Within what is left of the call's deadline, and ended by its cancel.
+ * The limit is rounded up (a ms at most past the deadline): a round trip
+ * cut short by it must leave the call past its deadline, never a ms
+ * before it with an attempt of a ms to make. */
+static void refresh(void *ud, double now, double left, lr_waiter *w) {
   (void)now;
-  lr_fleet_refresh(ud);   /* a failure is told through the fleet's log */
+  lr_fleet_refresh_by(ud, limit_of(left), w);   /* a failure is told through the fleet's log */
 }
 
 static double tokens(void *ud) { return lr_fleet_tokens(ud); }

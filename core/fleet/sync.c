@@ -32,6 +32,9 @@ static void give_back(lr_fleet *f, const lr_fleet_batch *b) {
 }
 
 static void limits_of(lr_fleet *f, lr_fleet_limits *l) {
+  l->budget = atomic_load(&f->budget);
+  l->breaker = atomic_load(&f->breaker);
+  l->ratio_milli = atomic_load(&f->ratio_milli);
   l->max_milli = atomic_load(&f->max_milli);
   /* without a breaker the fleet's never opens (its state would mislead) */
   l->failures = atomic_load(&f->breaker) ? atomic_load(&f->failures) : 0;
@@ -46,7 +49,8 @@ static void limits_of(lr_fleet *f, lr_fleet_limits *l) {
 static lr_fleet_code settle_inflight(lr_fleet *f, redisReply *r, char *err, size_t errlen) {
   lr_fleet_reply out;
   int noscript = 0;
-  lr_fleet_code rc = lr_script_decode(&f->script, r, &out, &noscript, err, errlen);
+  lr_fleet_code rc = lr_script_decode(&f->script, &f->url, r, &f->inflight_limits, 0, &out,
+                                      &noscript, err, errlen);
   f->inflight = 0;
   /* the batch's deltas move from inflight_net into tokens (or back into
    * the next batch): written before inflight_net is cleared, so that a
@@ -67,11 +71,18 @@ lr_fleet_code lr_fleet_drain_locked(lr_fleet *f, int64_t deadline_ms, char *err,
   return rc;
 }
 
-static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted) {
+/* One round trip, all of it (a reconnect's too) within the connect and
+ * command timeouts and limit_ms (0: none); a cancel of w ends it. */
+static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted,
+                                 int64_t limit_ms, lr_waiter *w) {
   char err[300] = "";
-  lr_fleet_code rc = lr_fleet_connect_locked(f, 0, err, sizeof err);
-  if (rc != LR_FLEET_OK) return rc;
-  int64_t deadline = lr_monotonic_ms() + f->set.command_timeout_ms;
+  int64_t deadline = limit_ms, start = lr_monotonic_ms();
+  f->conn.cancel = w;
+  lr_fleet_code rc = lr_fleet_connect_locked(f, 0, &deadline, err, sizeof err);
+  if (rc != LR_FLEET_OK) {
+    f->conn.cancel = NULL;
+    return rc;
+  }
   rc = lr_fleet_drain_locked(f, deadline, err, sizeof err);
   lr_fleet_batch b;
   lr_fleet_limits l;
@@ -82,10 +93,11 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
   const char *keys[2] = { f->key, f->procs_key };
   f->last_sent_at = lr_monotonic_ms();
   if (rc == LR_FLEET_OK)
-    rc = lr_script_run(&f->script, &f->conn, keys, f->member, &l, &b, deadline, &out,
+    rc = lr_script_run(&f->script, &f->conn, &f->url, keys, f->member, &l, &b, deadline, &out,
                        err, sizeof err);
+  f->conn.cancel = NULL;
   if (rc != LR_FLEET_OK) {
-    lr_fleet_fail_locked(f, rc, err);   /* the batch is dropped: see below */
+    lr_fleet_failed_locked(f, rc, err, start, limit_ms);   /* the batch is dropped: see below */
     return rc;
   }
   lr_fleet_succeeded_locked(f, &out, lr_monotonic_ms());
@@ -99,7 +111,7 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
 lr_fleet_code lr_fleet_sync_now(lr_fleet *f) {
   if (!f) return LR_FLEET_E_ARG;
   pthread_mutex_lock(&f->io);
-  lr_fleet_code rc = sync_locked(f, 0, NULL);
+  lr_fleet_code rc = sync_locked(f, 0, NULL, 0, NULL);
   pthread_mutex_unlock(&f->io);
   atomic_store(&f->next_sync_at, lr_monotonic_ms() + f->set.sync_ms);
   return rc;
@@ -113,14 +125,21 @@ static int batch_empty(lr_fleet *f) {
 /* Nothing to send and nothing owed: another thread's round trip (or a
  * batch's reply) since this process's last outcome made the view as
  * current as one of our own would. */
-lr_fleet_code lr_fleet_refresh(lr_fleet *f) {
+lr_fleet_code lr_fleet_refresh(lr_fleet *f) { return lr_fleet_refresh_by(f, 0, NULL); }
+
+lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w) {
   if (!f) return LR_FLEET_E_ARG;
   long long ok = atomic_load(&f->last_ok_ms);
   if (ok && lr_monotonic_ms() - ok < f->set.sync_ms &&
       atomic_load(&f->health) == LR_FLEET_HEALTHY && batch_empty(f) &&
       atomic_load(&f->inflight_net) == 0)
     return LR_FLEET_OK;
-  return lr_fleet_sync_now(f);
+  if (limit_ms > 0 && lr_monotonic_ms() >= limit_ms) return LR_FLEET_E_TIMEOUT;
+  pthread_mutex_lock(&f->io);
+  lr_fleet_code rc = sync_locked(f, 0, NULL, limit_ms, w);
+  pthread_mutex_unlock(&f->io);
+  atomic_store(&f->next_sync_at, lr_monotonic_ms() + f->set.sync_ms);
+  return rc;
 }
 
 lr_fleet_code lr_fleet_flush(lr_fleet *f) {
@@ -128,15 +147,16 @@ lr_fleet_code lr_fleet_flush(lr_fleet *f) {
   pthread_mutex_lock(&f->io);
   lr_fleet_code rc = LR_FLEET_OK;
   if (f->conn.fd >= 0 && atomic_load(&f->health) == LR_FLEET_HEALTHY) {
-    if (f->inflight || !batch_empty(f)) rc = sync_locked(f, 0, NULL);
+    if (f->inflight || !batch_empty(f)) rc = sync_locked(f, 0, NULL, 0, NULL);
   }
   pthread_mutex_unlock(&f->io);
   return rc;
 }
 
 /* With the io lock: one probe permit asked in a round trip. */
-lr_fleet_code lr_fleet_ask_permit_locked(lr_fleet *f, long long *granted) {
-  return sync_locked(f, 1, granted);
+lr_fleet_code lr_fleet_ask_permit_locked(lr_fleet *f, long long *granted, int64_t limit_ms,
+                                         lr_waiter *w) {
+  return sync_locked(f, 1, granted, limit_ms, w);
 }
 
 /* maybe_sync's send: the batch goes without waiting for the reply. */
@@ -144,6 +164,7 @@ static void send_async(lr_fleet *f, int64_t now) {
   char err[300] = "";
   lr_fleet_limits l;
   limits_of(f, &l);
+  f->inflight_limits = l;
   take_batch(f, &f->inflight_batch);
   const char *keys[2] = { f->key, f->procs_key };
   lr_fleet_code rc = lr_script_append(&f->script, &f->conn, keys, f->member, &l,

@@ -384,7 +384,8 @@ LUARETRY_API luaretry_code luaretry_policy_fleet_sync(luaretry_policy *p);
 
 /* One process that synced in the last minute. */
 typedef struct {
-  char member[128];            /* "HOST:PID" */
+  char member[128];            /* "HOST:PID"; control bytes shown as \xNN and
+                                  a backslash doubled: any process may write one */
   double seen_ago;             /* seconds since its last sync */
   uint64_t reserved[2];
 } luaretry_fleet_process;
@@ -400,8 +401,8 @@ typedef struct {
   char key[256];               /* the Redis key */
   char where[320];             /* the URL, without user and password */
   size_t process_count;
-  luaretry_fleet_process *processes;  /* most recent first; freed by
-                                         luaretry_fleet_status_free */
+  luaretry_fleet_process *processes;  /* most recent first (1000 at most);
+                                         freed by luaretry_fleet_status_free */
   uint64_t reserved[8];
 } luaretry_fleet_status;
 
@@ -641,9 +642,12 @@ LUARETRY_API double luaretry_call_connect_timeout(const luaretry_call *c);
  * fleet guards, neither is one whose wait ended with the fleet's budget
  * spent (budget): before a retry the fleet's counts are brought up to date
  * (at most one round trip, bounded by fleet.command_timeout, and by
- * fleet.connect_timeout more when it reconnects first; none while Redis
- * is known down).  A host with its own event loop should know this call
- * may block that long when its policy has fleet.redis. */
+ * fleet.connect_timeout more when it reconnects first, and by what is left
+ * of the deadline; ended at once by luaretry_call_cancel; none while Redis
+ * is known down).  When the deadline passed meanwhile, the call stops
+ * (deadline); d->next_timeout is what is left of it.  A host with its own
+ * event loop should know this call may block that long when its policy
+ * has fleet.redis. */
 LUARETRY_API luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d);
 LUARETRY_API luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_decision *d);

@@ -9,6 +9,7 @@
  * that waits for its writer) returns EINTR and is abandoned. */
 #include <signal.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "run.h"
@@ -18,9 +19,12 @@ static luaretry_curl_many *volatile running_many;
 static volatile pid_t running_group;
 /* Counts signals, including those that arrive before the call exists. */
 static volatile sig_atomic_t stops;
+/* Nothing to undo yet (cli_exit_on_stop_signal). */
+static volatile sig_atomic_t exit_at_once;
 
 static void on_signal(int sig) {
   (void)sig;
+  if (exit_at_once) _exit(EXIT_INTERRUPTED);
   if (stops < 1000) stops++;
   luaretry_call *c = running_call;
   if (c) luaretry_call_cancel(c);
@@ -43,6 +47,11 @@ void cli_on_stop_signals(void (*handler)(int)) {
 void cli_catch_stop_signals(void) { cli_on_stop_signals(on_signal); }
 
 int cli_interrupted(void) { return stops > 0; }
+
+void cli_exit_on_stop_signal(int on) {
+  exit_at_once = on;
+  if (on && stops) _exit(EXIT_INTERRUPTED);
+}
 
 int cli_stop_signals(void) { return stops; }
 

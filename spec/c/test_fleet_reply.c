@@ -1,0 +1,152 @@
+/* test_fleet_reply.c: the fleet's bounded reply reader and its decoders,
+ * without any I/O (README "Fleet", "What is bounded"): each limit refuses
+ * what passes it and takes what is just within it; every number of the
+ * update script's answer is checked; a server's text is scrubbed of the
+ * password before it is cut and has its control bytes escaped. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis.h>
+
+#include "fleet.h"
+#include "fleet_internal.h"
+#include "check.h"
+
+/* Feeds s whole; the first reply (freed by the caller) or NULL, the
+ * code in *rc and why in err. */
+static redisReply *read_one(const char *s, size_t n, lr_fleet_code *rc, char *err,
+                            size_t errlen) {
+  struct redisReader *r = lr_reply_reader_new();
+  redisReply *out = NULL;
+  *rc = lr_reply_feed(r, s, n, err, errlen);
+  if (*rc == LR_FLEET_OK) *rc = lr_reply_next(r, &out, err, errlen);
+  lr_reply_reader_free(r);
+  return out;
+}
+
+static void refused(const char *s, const char *why) {
+  lr_fleet_code rc;
+  char err[300] = "";
+  redisReply *r = read_one(s, strlen(s), &rc, err, sizeof err);
+  CHECK_EQ_INT(rc, LR_FLEET_E_PROTOCOL);
+  CHECK(r == NULL);
+  CHECK_CONTAINS(err, why);
+  if (r) freeReplyObject(r);
+}
+
+static void test_limits(void) {
+  refused("*4097\r\n", "an array of 4097 elements (at most 4096)");
+  refused("*2000000000\r\n:1\r\n", "an array of 2000000000 elements");
+  refused("*1\r\n*1\r\n*1\r\n:1\r\n", "nested deeper than 2");
+  /* just within: 4096 elements, two levels */
+  char *big = malloc(8 + 4096 * 4 + 1);
+  strcpy(big, "*4096\r\n");
+  for (int i = 0; i < 4096; i++) strcat(big + 7 + i * 4, ":1\r\n");
+  lr_fleet_code rc;
+  char err[300] = "";
+  redisReply *r = read_one(big, strlen(big), &rc, err, sizeof err);
+  CHECK_EQ_INT(rc, LR_FLEET_OK);
+  if (CHECK(r != NULL)) CHECK_EQ_INT(r->elements, 4096);
+  if (r) freeReplyObject(r);
+  free(big);
+  r = read_one("*1\r\n*1\r\n:1\r\n", 11, &rc, err, sizeof err);
+  CHECK_EQ_INT(rc, LR_FLEET_OK);
+  if (r) freeReplyObject(r);
+  /* a line that never ends: refused once 1 MiB waits unparsed */
+  struct redisReader *rd = lr_reply_reader_new();
+  char chunk[65536];
+  memset(chunk, 'a', sizeof chunk);
+  chunk[0] = '+';
+  rc = LR_FLEET_OK;
+  int fed = 0;
+  while (rc == LR_FLEET_OK && fed < 100) {
+    rc = lr_reply_feed(rd, chunk, sizeof chunk, err, sizeof err);
+    chunk[0] = 'a';
+    fed++;
+    redisReply *none = NULL;
+    if (rc == LR_FLEET_OK) CHECK_EQ_INT(lr_reply_next(rd, &none, err, sizeof err), LR_FLEET_OK);
+  }
+  CHECK_EQ_INT(rc, LR_FLEET_E_PROTOCOL);
+  CHECK_EQ_INT(fed, 17);   /* 16 chunks make 1 MiB */
+  CHECK_CONTAINS(err, "more than 1048576 bytes");
+  lr_reply_reader_free(rd);
+}
+
+static lr_fleet_code decode(const char *s, lr_fleet_reply *out, char *err, size_t errlen) {
+  static lr_redis_url u;
+  lr_redis_url_parse("redis://127.0.0.1/0", &u, err, errlen);
+  lr_fleet_limits l = { .max_milli = 10000, .failures = 5, .open_ms = 1000, .probes = 1,
+                        .ttl_ms = 60000, .ratio_milli = 100, .budget = 1, .breaker = 1 };
+  lr_fleet_script sc = { .sha = "", .use_eval = 0 };
+  lr_fleet_code rc;
+  redisReply *r = read_one(s, strlen(s), &rc, err, errlen);
+  if (!r) return rc;
+  int noscript = 0;
+  rc = lr_script_decode(&sc, &u, r, &l, 0, out, &noscript, err, errlen);
+  freeReplyObject(r);
+  return rc;
+}
+
+static void answer_refused(const char *s, const char *why) {
+  lr_fleet_reply out;
+  char err[300] = "";
+  CHECK_EQ_INT(decode(s, &out, err, sizeof err), LR_FLEET_E_PROTOCOL);
+  CHECK_CONTAINS(err, why);
+}
+
+static void test_ranges(void) {
+  lr_fleet_reply out;
+  char err[300] = "";
+  CHECK_EQ_INT(decode("*7\r\n:10000\r\n:1\r\n:5\r\n:1764000000000\r\n:0\r\n:0\r\n"
+                      ":1764000001000\r\n", &out, err, sizeof err), LR_FLEET_OK);
+  CHECK_EQ_INT(out.opened_at, 1764000000000LL);
+  answer_refused("*7\r\n:10001\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n",
+                 "tokens outside 0..max_tokens");
+  answer_refused("*7\r\n:-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n", "tokens");
+  answer_refused("*7\r\n:0\r\n:3\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n", "state");
+  answer_refused("*7\r\n:0\r\n:0\r\n:-5\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n", "failure count");
+  answer_refused("*7\r\n:0\r\n:0\r\n:0\r\n:0\r\n:-1\r\n:0\r\n:1764000000000\r\n", "probe count");
+  answer_refused("*7\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1\r\n:1764000000000\r\n", "permits");
+  answer_refused("*7\r\n:0\r\n:1\r\n:0\r\n:1764000000001\r\n:0\r\n:0\r\n:1764000000000\r\n",
+                 "opened in the future");
+  answer_refused("*7\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:-9223372036854775808\r\n",
+                 "time of day");
+  answer_refused("*7\r\n$-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n", "not 7 integers");
+  answer_refused("$-1\r\n", "not 7 integers");
+}
+
+static void quoted(const char *url, const char *text, const char *want, const char *secret) {
+  lr_redis_url u;
+  char err[300] = "", out[204];
+  if (!CHECK_EQ_INT(lr_redis_url_parse(url, &u, err, sizeof err), LR_FLEET_OK)) return;
+  lr_reply_quote_text(&u, text, strlen(text), out, sizeof out);
+  CHECK_EQ_STR(out, want);
+  if (secret) CHECK(strstr(out, secret) == NULL);
+}
+
+static void test_quotes(void) {
+  char pw[241], url[300], text[400], want[204];
+  for (int i = 0; i < 240; i++) pw[i] = "Zq7-"[i % 4];
+  pw[240] = '\0';
+  snprintf(url, sizeof url, "redis://:%s@h/0", pw);
+  snprintf(text, sizeof text, "ERR AUTH %s called without any password", pw);
+  /* scrubbed before the cut: no piece of it */
+  quoted(url, text, "ERR AUTH *** called without any password", "Zq7-Zq7-");
+  quoted("redis://:pw@h/0", "ERR invalid password pw", "ERR", "pw");
+  quoted("redis://:PW@h/0", "PW is wrong", "", "PW");
+  quoted("redis://h/0", "ERR \x1b[2J\x07 and \\", "ERR \\x1b[2J\\x07 and \\\\", NULL);
+  /* cut at 200 bytes, never inside an escape */
+  memset(text, 'x', 198);
+  strcpy(text + 198, "\x01\x02");
+  memset(want, 'x', 198);
+  want[198] = '\0';
+  quoted("redis://h/0", text, want, NULL);
+}
+
+int main(void) {
+  test_limits();
+  test_ranges();
+  test_quotes();
+  return check_done();
+}

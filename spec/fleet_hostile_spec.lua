@@ -1,0 +1,318 @@
+-- The fleet against a Redis that is hostile, slow or broken (README
+-- "Fleet", "What is bounded"): a fake Redis (spec/fleet/fake_redis.lua, on
+-- 127.0.0.1, stopped by its PID) answers the fleet's update with lines
+-- that never end, huge or nested arrays, nils, numbers out of range, or
+-- nothing; a real redis-server holds members with control bytes, keys
+-- shared with other settings, and long keys.  Each case ends in bounded
+-- time, without a crash, under the local guards, saying so once.
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
+package.path = here .. "/?.lua;" .. package.path
+local proc = require "support.proc"
+local redis = require "support.redis"
+local lr = require "luaretry"
+local q = proc.q
+
+local BUDGET = proc.root .. "/spec/fleet/budget.lua"
+local BREAKER = proc.root .. "/spec/fleet/breaker.lua"
+local SERVER = proc.root .. "/spec/fleet/server.lua"
+local FAKE = proc.root .. "/spec/fleet/fake_redis.lua"
+local LOST = "local guards decide until Redis is back"
+local MiB = 1024 * 1024
+
+-- The fake, in the background; fake:stop() kills it by PID.
+local function fake(mode)
+  local dir = proc.tmpdir()
+  proc.sh("sh -c " .. q("exec env -u LD_PRELOAD -u ASAN_OPTIONS lua5.4 " .. q(FAKE) .. " " ..
+          q(mode) .. " " .. q(dir) .. " >" .. q(dir .. "/out") .. " 2>&1 </dev/null & echo $! > " ..
+          q(dir .. "/pid")))
+  local pid = tonumber(proc.wait_for(function () return proc.readfile(dir .. "/pid") end, 5) or "")
+  local port = tonumber(proc.wait_for(function () return proc.readfile(dir .. "/port") end, 5) or "")
+  local f = { dir = dir, pid = pid, port = port }
+  function f.url(auth) return "redis://" .. (auth or "") .. "127.0.0.1:" .. port .. "/0" end
+  function f.log() return proc.readfile(dir .. "/log") or "" end
+  function f.stop()
+    proc.kill(pid, 1)
+    proc.rmtree(dir)
+  end
+  if not (pid and port) then
+    local why = proc.readfile(dir .. "/out") or ""
+    f.stop()
+    error("the fake Redis did not start: " .. why, 2)
+  end
+  return f
+end
+
+local function count(s, pattern)
+  return select(2, (s or ""):gsub(pattern, ""))
+end
+
+describe("the fleet against a hostile Redis", function ()
+  local srv, tmp
+  setup(function () srv = proc.server(SERVER) end)
+  teardown(function () if srv then srv:stop() end end)
+  before_each(function () tmp = proc.tmpdir() end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  -- `luaretry run POLICY URL --redis FAKE` in the background: its exit
+  -- status, seconds, stderr and peak resident memory.
+  local function run_against(f, policy, path, extra)
+    local args = { "run", policy, srv.base .. path, "--redis", f.url(), "--set",
+                   "fleet.command_timeout=500", "--seed", "1" }
+    for _, x in ipairs(extra or {}) do args[#args + 1] = x end
+    local t0 = proc.now()
+    local job = proc.spawn(args, tmp)
+    local peak = proc.watch_rss(job, 20)
+    local code = job:wait(20)
+    job:stop()
+    local stderr = job:stderr() or ""
+    -- under the sanitizers (make test's second half), arithmetic on a
+    -- hostile number would be reported here
+    assert.is_nil(stderr:find("runtime error", 1, true), stderr)
+    assert.is_nil(stderr:find("Sanitizer", 1, true), stderr)
+    return { code = code, stderr = stderr, peak = peak, secs = proc.now() - t0 }
+  end
+
+  -- Replies the fleet cannot use: each run ends as without a fleet (4:
+  -- attempts exhausted against a 503), quickly, in bounded memory, and
+  -- says once why the local guards decide.
+  local broken = {
+    { "endless-line", "more than 1048576 bytes" },
+    { "huge-array", "an array of 2000000000 elements" },
+    -- (Debian's hiredis 0.14.1 refuses this count itself; 0.14.0 wrote
+    -- through a NULL pointer)
+    { "negative-count", "reading a reply: " },
+    { "nested", "nested deeper than 2" },
+    { "nil", "not 7 integers" },
+    { "nil-elements", "not 7 integers" },
+    { "tokens-above-max", "out of range: tokens outside" },
+    { "overflow", "out of range" },
+  }
+  for _, case in ipairs(broken) do
+    local mode, why = case[1], case[2]
+    it("a reply that is " .. mode .. " is refused: local guards, bounded time and memory", function ()
+      local f = fake(mode)
+      local ok, err = pcall(function ()
+        local r = run_against(f, BUDGET, "/503")
+        assert.are.equal(4, r.code, r.stderr)
+        assert.are.equal(1, count(r.stderr, LOST), r.stderr)
+        assert.matches(why, r.stderr)
+        if not proc.asan() then
+          assert.is_true(r.peak < 64 * MiB, ("peak RSS %.1f MiB"):format(r.peak / MiB))
+        end
+      end)
+      f.stop()
+      assert(ok, err)
+    end)
+  end
+
+  it("a breaker opened in the future is a broken reply, not a circuit open for ever", function ()
+    local f = fake("open-in-future")
+    local ok, err = pcall(function ()
+      local r = run_against(f, BREAKER, "/503")
+      -- the fleet's word would have refused the call (6); the local
+      -- breaker lets its 3 attempts go
+      assert.are.equal(4, r.code, r.stderr)
+      assert.matches("a breaker opened in the future", r.stderr)
+      assert.are.equal(1, count(r.stderr, LOST), r.stderr)
+    end)
+    f.stop()
+    assert(ok, err)
+  end)
+
+  it("the pre-retry round trip ends by the call's deadline, whatever the command timeout", function ()
+    local f = fake("silent-after-first")
+    local ok, err = pcall(function ()
+      -- deadline 1.5 s; a silent Redis would hold each round trip 10 s
+      local r = run_against(f, BUDGET, "/503", { "--set", "fleet.command_timeout=10000",
+                                                  "--set", "deadline=1.5", "--set",
+                                                  "max_attempts=100", "--log-json",
+                                                  tmp .. "/log.json" })
+      assert.are.equal(5, r.code, r.stderr)
+      local log = proc.readfile(tmp .. "/log.json") or ""
+      assert.matches('"verdict": ?"deadline"', log)
+      assert.matches("passed while the fleet's counts were brought up to date", log)
+      assert.is_true(r.secs < 5, ("%.3f s"):format(r.secs))
+    end)
+    f.stop()
+    assert(ok, err)
+  end)
+
+  it("a new call's probe permit round trip ends by the call's deadline", function ()
+    local f = fake("half-open-then-silent")
+    local ok, err = pcall(function ()
+      local r = run_against(f, BREAKER, "/200", { "--set", "fleet.command_timeout=10000",
+                                                   "--set", "deadline=1", "--log-json",
+                                                   tmp .. "/log.json" })
+      assert.are.equal(5, r.code, r.stderr)
+      assert.is_true(r.secs < 5, ("%.3f s"):format(r.secs))
+      assert.are.equal(2, count(f.log(), "EVALSHA"), f.log())
+      local log = proc.readfile(tmp .. "/log.json") or ""
+      -- stopped before its first attempt: no request
+      assert.matches('"verdict": ?"deadline", ?"attempts": ?0', log)
+    end)
+    f.stop()
+    assert(ok, err)
+  end)
+
+  it("SIGTERM stops a run at once while a round trip waits for Redis", function ()
+    local f = fake("silent-after-first")
+    local ok, err = pcall(function ()
+      local job = proc.spawn({ "run", BUDGET, srv.base .. "/503", "--redis", f.url(), "--set",
+                               "fleet.command_timeout=10000", "--set", "fleet.sync=10000",
+                               "--set", "backoff.initial=0.2", "--set", "backoff.max=0.2" }, tmp)
+      -- the first round trip answered; the second (before the retry) is
+      -- under way when the signal comes
+      local second = proc.wait_for(function () return count(f.log(), "EVALSHA") >= 2 end, 10)
+      proc.sleep(0.2)
+      local sent = job:signal("TERM")
+      local code, t = job:wait(5)
+      job:stop()
+      assert.is_true(second, f.log())
+      assert.are.equal(130, code, job:stderr())
+      assert.is_true(t - sent < 1, ("stopped %.3f s after SIGTERM"):format(t - sent))
+    end)
+    f.stop()
+    assert(ok, err)
+  end)
+
+  it("SIGTERM stops a run at once during its first sync, before any call", function ()
+    local f = fake("silent")
+    local ok, err = pcall(function ()
+      local job = proc.spawn({ "run", BUDGET, srv.base .. "/200", "--redis", f.url(), "--set",
+                               "fleet.command_timeout=10000" }, tmp)
+      local asked = proc.wait_for(function () return count(f.log(), "EVALSHA") >= 1 end, 10)
+      proc.sleep(0.2)
+      local sent = job:signal("TERM")
+      local code, t = job:wait(5)
+      job:stop()
+      assert.is_true(asked, f.log())
+      assert.are.equal(130, code, job:stderr())
+      assert.is_true(t - sent < 1, ("stopped %.3f s after SIGTERM"):format(t - sent))
+      assert.are.equal(0, #srv:requests_on("/200"))
+    end)
+    f.stop()
+    assert(ok, err)
+  end)
+
+  it("connect, AUTH, SCRIPT LOAD and the update share one command timeout", function ()
+    local f = fake("slow")   -- every reply 0.4 s late: each alone in time, not all three
+    local ok, err = pcall(function ()
+      local r = run_against({ url = function () return f.url(":pw-long-enough@") end }, BUDGET,
+                            "/200", { "--set", "fleet.command_timeout=1000" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.matches("no reply in time; " .. LOST, r.stderr)
+      assert.is_true(r.secs < 5, ("%.3f s"):format(r.secs))
+    end)
+    f.stop()
+    assert(ok, err)
+  end)
+
+  for _, pw in ipairs { "pw", ("Zq7-"):rep(60) } do
+    it(("a server's error that echoes the password (%d bytes) never shows it"):format(#pw), function ()
+      local f = fake("auth-echo")
+      local ok, err = pcall(function ()
+        local auth = ":" .. pw .. "@"
+        local r = proc.run({ "fleet", BUDGET, "--redis", f.url(auth) })
+        assert.are.equal(1, r.code, r.stderr)
+        assert.matches("AUTH refused", r.stderr)
+        local run = run_against({ url = function () return f.url(auth) end }, BUDGET, "/200")
+        assert.are.equal(0, run.code, run.stderr)
+        assert.matches("AUTH refused", run.stderr)
+        for _, out in ipairs { r.stdout, r.stderr, run.stderr } do
+          assert.is_nil(out:find(pw, 1, true), out)
+          -- not even a piece of it
+          if #pw > 20 then assert.is_nil(out:find(pw:sub(1, 12), 1, true), out) end
+        end
+      end)
+      f.stop()
+      assert(ok, err)
+    end)
+  end
+end)
+
+describe("the fleet's keys and registry in a real Redis", function ()
+  local r, tmp
+  setup(function () r = redis.start {} end)
+  teardown(function () if r then r:stop() end end)
+  before_each(function () tmp = proc.tmpdir() end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  local function fleet_cmd(policy, extra)
+    local args = { "fleet", policy, "--redis", r.url, "--set", "fleet.command_timeout=2000" }
+    for _, x in ipairs(extra or {}) do args[#args + 1] = x end
+    return proc.run(args)
+  end
+
+  it("shows members of the registry with their control bytes escaped", function ()
+    local key = "hostile-members"
+    local now = r:cli("TIME"):match("^(%d+)")
+    r:cli("ZADD", "luaretry:{" .. key .. "}:procs", now .. "000", "evil\27[2J\7host:1")
+    local st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
+    assert.are.equal(0, st.code, st.stderr)
+    assert.is_nil(st.stdout:find("\27", 1, true), st.stdout)
+    assert.is_nil(st.stdout:find("\7", 1, true), st.stdout)
+    assert.matches("evil\\x1b%[2J\\x07host:1", st.stdout, 1, false)
+  end)
+
+  it("refuses to share a key with a process whose budget differs, and says so", function ()
+    local key = "hostile-settings"
+    local srv = proc.server(SERVER)
+    local ok, err = pcall(function ()
+      local function run(extra)
+        local a = { "run", BUDGET, srv.base .. "/200", "--redis", r.url, "--set",
+                    "fleet.key=" .. key, "--set", "fleet.command_timeout=2000" }
+        for _, x in ipairs(extra or {}) do a[#a + 1] = x end
+        return proc.run(a)
+      end
+      local first = run()
+      assert.are.equal(0, first.code, first.stderr)
+      assert.are.equal(0, count(first.stderr, "fleet guards"), first.stderr)
+      local other = run({ "--set", "budget.max_tokens=20" })
+      assert.are.equal(0, other.code, other.stderr)
+      assert.matches("shared with other settings", other.stderr)
+      assert.matches("max_tokens=10%.000", other.stderr)
+      assert.matches("max_tokens=20%.000", other.stderr)
+      assert.are.equal(1, count(other.stderr, LOST), other.stderr)
+      -- the same settings share it as before
+      local same = run()
+      assert.are.equal(0, count(same.stderr, "fleet guards"), same.stderr)
+      -- after a reset the new settings take the key
+      assert.are.equal(0, fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key, "--reset" }).code)
+      local after = run({ "--set", "budget.max_tokens=20" })
+      assert.are.equal(0, count(after.stderr, "fleet guards"), after.stderr)
+      -- settings no process has synced with for a minute give way
+      local now_ms = tonumber(r:cli("TIME"):match("^(%d+)")) * 1000
+      r:cli("HSET", "luaretry:{" .. key .. "}", "cfg_at", tostring(now_ms - 61000))
+      local later = run({ "--set", "budget.max_tokens=30" })
+      assert.are.equal(0, count(later.stderr, "fleet guards"), later.stderr)
+      -- and a process that changes its own settings (a reload) keeps the key
+      local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 2000,
+                                        set = { ["fleet.key"] = key,
+                                                ["budget.max_tokens"] = "30" } }))
+      assert(p:fleet_sync())
+      assert(p:set("budget.max_tokens", "40"))
+      assert(p:fleet_sync())
+      p:close()
+      local stale = run({ "--set", "budget.max_tokens=30" })
+      assert.matches("shared with other settings", stale.stderr)
+    end)
+    srv:stop()
+    assert(ok, err)
+  end)
+
+  it("gives two long policy names that differ only past the limit two keys", function ()
+    local long = ("n"):rep(80)
+    local keys = {}
+    for i, tail in ipairs { "-a", "-b" } do
+      local path = tmp .. "/p" .. i .. ".lua"
+      proc.writefile(path, ("name = %q\nmax_attempts = 2\ndeadline = 5\n" ..
+                            "budget = { max_tokens = 10 }\n"):format(long .. tail))
+      local st = fleet_cmd(path)
+      assert.are.equal(0, st.code, st.stderr)
+      keys[i] = st.stdout:match("(luaretry:{[^}]*})")
+      assert.is_truthy(keys[i], st.stdout)
+      assert.is_true(#keys[i] <= 80, keys[i])
+    end
+    assert.are_not.equal(keys[1], keys[2])
+  end)
+end)
