@@ -183,10 +183,10 @@ test-lua: all $(FAULT_BIN)
 
 ASAN_PRELOAD = $(shell $(CC) -print-file-name=libasan.so) $(shell $(CC) -print-file-name=libubsan.so)
 
-# The man pages, linted together from their folder, where each finds the
-# page it refers to.
+# The man pages, every one, linted together from their folder, where each
+# finds the pages it refers to.
 check-man:
-	cd core/cli/man && mandoc -Tlint luaretry.1 luaretry-policy.5
+	cd core/cli/man && mandoc -Tlint *.[1-9]
 
 # Everything is built first, two compilers at a time; then the plain half
 # and the sanitized half run side by side: their specs mostly wait (on
