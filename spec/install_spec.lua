@@ -17,6 +17,35 @@ if proc.asan() then
   return
 end
 
+
+-- The EXAMPLES of a man page (mdoc source): each `.Bd -literal` block and
+-- each `.Dl` line, unescaped as the reader sees them, in order.
+local function man_examples(path)
+  local text = assert(proc.readfile(path))
+  local section = assert(text:match("\n%.Sh EXAMPLES\n(.-)\n%.Sh "), "no EXAMPLES in " .. path)
+  local function unescape(s)
+    return (s:gsub("\\%(dq", '"'):gsub("\\&", ""):gsub("\\%-", "-"):gsub("\\e", "\\"))
+  end
+  local list = {}
+  local pos = 1
+  while true do
+    local a, b = section:find("%.Bd %-literal[^\n]*\n", pos)
+    local c = section:find("\n%.Dl ", pos) or section:find("^%.Dl ", pos)
+    if c and (not a or c < a) then
+      local line = section:match("%.Dl ([^\n]*)", c)
+      list[#list + 1] = unescape(line)
+      pos = c + 4
+    elseif a then
+      local e = assert(section:find("\n%.Ed", b, false), "unclosed .Bd in " .. path)
+      list[#list + 1] = unescape(section:sub(b + 1, e))
+      pos = e + 3
+    else
+      break
+    end
+  end
+  return list
+end
+
 describe("make install", function ()
   it("installs a library that README's C example builds against and runs with", function ()
     local prefix = proc.tmpdir()
@@ -184,6 +213,56 @@ function is_transient(status, body, info) return status == 0 or transient(status
     os.remove(log)
   end)
 
+  it("runs every example of the man pages from the installed prefix, C ones built with -Werror", function ()
+    local prefix, work = proc.tmpdir(), proc.tmpdir()
+    finally(function ()
+      proc.rmtree(prefix)
+      proc.rmtree(work)
+    end)
+    local log = work .. "/make.log"
+    assert.are.equal(0, proc.sh("cd " .. q(proc.root) .. " && env -u LD_PRELOAD -u MAKEFLAGS -u MFLAGS -u MAKELEVEL " ..
+                                "timeout 300 make install PREFIX=" .. q(prefix) .. " >" .. q(log) .. " 2>&1"),
+                     proc.readfile(log))
+    for _, f in ipairs({ "man1/luaretry.1", "man3/libluaretry.3", "man5/luaretry-policy.5", "man5/luaretry-faults.5" }) do
+      assert.is_truthy(io.open(prefix .. "/share/man/" .. f), "not installed: " .. f)
+    end
+    for _, f in ipairs({ "examples/idempotency-key.lua", "examples/iam-set-policy.lua", "faults/flaky.lua",
+                         "faults/routes.lua" }) do
+      assert.is_truthy(io.open(prefix .. "/share/luaretry/" .. f), "not installed: " .. f)
+    end
+    -- a port the examples' 8399 stands for: one the system just gave out
+    local srv = proc.server(proc.root .. "/policies/faults/flaky.lua")
+    local port = tostring(srv.port)
+    srv:stop()
+    local env = "env -i PATH=" .. q(prefix .. "/bin:/usr/bin:/bin") ..
+                " LD_LIBRARY_PATH=" .. q(prefix .. "/lib") ..
+                " LUA_CPATH=" .. q(prefix .. "/lib/lua/5.4/?.so;;") ..
+                " LUA_PATH=" .. q(prefix .. "/share/luaretry/lua/?.lua;;") ..
+                " PKG_CONFIG_PATH=" .. q(prefix .. "/lib/pkgconfig") .. " "
+    local ran = 0
+    for _, page in ipairs({ "luaretry.1", "luaretry-policy.5", "luaretry-faults.5", "libluaretry.3" }) do
+      for i, example in ipairs(man_examples(proc.root .. "/core/cli/man/" .. page)) do
+        local where = page .. " example " .. i
+        example = example:gsub("/usr/local", (prefix:gsub("%%", "%%%%"))):gsub("8399", port)
+        local name = example:match("^/%* ([%w_]+%.c):")
+        local script
+        if name then   -- a C source: written where the next example builds it
+          proc.writefile(work .. "/" .. name, example)
+        else
+          -- a server an example started and a failure left behind is stopped
+          script = "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" .. example
+          proc.writefile(work .. "/example.sh", script)
+          local out = work .. "/example.out"
+          local code = proc.sh("cd " .. q(work) .. " && " .. env .. "timeout 120 sh -e example.sh >" ..
+                               q(out) .. " 2>&1")
+          assert.are.equal(0, code, where .. ":\n" .. example .. "\n" .. (proc.readfile(out) or ""))
+          ran = ran + 1
+        end
+      end
+    end
+    assert.is_true(ran >= 10, "examples run: " .. ran)
+  end)
+
   it("luarocks --lua-version=5.4 make --tree DIR builds and installs a module stock lua5.4 loads", function ()
     local dir = proc.tmpdir()
     finally(function () proc.rmtree(dir) end)
@@ -197,5 +276,13 @@ function is_transient(status, body, info) return status == 0 or transient(status
                    'assert(l.load_string("max_attempts = 2; local r = require [[retry]]")); print(p:tuning().name)'
     local r = proc.readfile_cmd(lua .. q(script) .. " 2>&1")
     assert.are.equal("http\n", r)
+    -- the specs' helpers, on the Lua path `luarocks path` gives for the tree
+    local path = proc.readfile_cmd("env -u LD_PRELOAD luarocks --lua-version=5.4 path --lr-path --tree " ..
+                                   q(dir .. "/tree")):gsub("\n$", "")
+    r = proc.readfile_cmd("env -i PATH=/usr/bin:/bin LUA_PATH=" .. q(path .. ";;") .. " LUA_CPATH=" ..
+                          q(dir .. "/tree/lib/lua/5.4/?.so;;") .. " lua5.4 -e " ..
+                          q('local t = require "testing"; print(t.run("http", { 503, 200 }, { set = { ["backoff.jitter"] = "none" } }).verdict)') ..
+                          " 2>&1")
+    assert.are.equal("success\n", r)
   end)
 end)
