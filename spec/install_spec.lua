@@ -71,7 +71,7 @@ describe("make install", function ()
     assert.matches("retry_get%.c", source)
     proc.writefile(prefix .. "/retry_get.c", source)
     local pc = "PKG_CONFIG_PATH=" .. q(prefix .. "/lib/pkgconfig") .. " pkg-config"
-    local cc = "cd " .. q(prefix) .. " && env -u LD_PRELOAD cc retry_get.c $(" .. pc .. " --cflags --libs luaretry)" ..
+    local cc = "cd " .. q(prefix) .. " && env -u LD_PRELOAD cc -Wall -Wextra -Werror retry_get.c $(" .. pc .. " --cflags --libs luaretry)" ..
                " -Wl,-rpath," .. q(prefix .. "/lib") .. " -o retry_get >cc.log 2>&1"
     assert.are.equal(0, proc.sh(cc), proc.readfile(prefix .. "/cc.log"))
 
@@ -158,10 +158,9 @@ function is_transient(status, body, info) return status == 0 or transient(status
     -- README's C example, linked against the shared library, found through LD_LIBRARY_PATH
     local readme = assert(proc.readfile(proc.root .. "/README.md"))
     proc.writefile(prefix .. "/retry_get.c", readme:match("\n## Embedding in C\n.-```c\n(.-)```"))
-    assert.are.equal(0, sh("cc retry_get.c $(pkg-config --with-path=" .. q(prefix .. "/lib/pkgconfig") ..
+    assert.are.equal(0, sh("cc -Wall -Wextra -Werror retry_get.c $(pkg-config --with-path=" .. q(prefix .. "/lib/pkgconfig") ..
                            " --cflags --libs luaretry) -o retry_get"), proc.readfile(out))
-    assert.are.equal(0, sh("./retry_get " .. q(prefix .. "/share/luaretry/policies/http.lua") .. " " ..
-                           q(srv.base .. "/new")), proc.readfile(out))
+    assert.are.equal(0, sh("./retry_get http " .. q(srv.base .. "/new")), proc.readfile(out))  -- by name
     assert.matches("new content", proc.readfile(out))
     -- stock lua5.4 finds the module, and the helpers through LUA_PATH
     assert.are.equal(0, sh("lua5.4 -e " .. q('local l = require "luaretry"; assert(l.load("gcs")); ' ..
