@@ -140,6 +140,23 @@ describe("man pages", function ()
     assert.are.same({}, missing)
   end)
 
+  it("libluaretry(3) names every function and method of the Lua module", function ()
+    -- the module's own registration tables (core/module/lmodule.c)
+    local src = assert(proc.readfile(root .. "/core/module/lmodule.c"))
+    local lib = man_text(root .. "/core/cli/man/libluaretry.3")
+    local missing, n = {}, 0
+    for tab, prefix in pairs({ policy_methods = "p:", call_methods = "c:", functions = "luaretry." }) do
+      local body = assert(src:match("static const luaL_Reg " .. tab .. "%[%] = {(.-)};"), tab)
+      for name in body:gmatch('{ "([%w_]+)",') do
+        n = n + 1
+        if not lib:find(prefix .. name, 1, true) then missing[#missing + 1] = prefix .. name end
+      end
+    end
+    assert.is_true(n >= 25, "registrations read: " .. n)
+    table.sort(missing)
+    assert.are.same({}, missing)
+  end)
+
   it("luaretry-policy(5) renders its quotes under mandoc and groff", function ()
     for _, cmd in ipairs({ "mandoc -Tutf8", "groff -man -Tutf8" }) do
       local text = proc.readfile_cmd("env -u LD_PRELOAD " .. cmd .. " " .. q(MAN5) .. " 2>&1 | col -bx")
