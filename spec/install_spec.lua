@@ -212,7 +212,7 @@ function is_transient(status, body, info) return status == 0 or transient(status
     os.remove(log)
   end)
 
-  it("runs every example of the man pages from the installed prefix, C ones built with -Werror", function ()
+  it("runs every example of the man pages, and README's Lua ones, from the installed prefix, C ones built with -Werror", function ()
     local prefix, work = proc.tmpdir(), proc.tmpdir()
     finally(function ()
       proc.rmtree(prefix)
@@ -259,7 +259,24 @@ function is_transient(status, body, info) return status == 0 or transient(status
         end
       end
     end
-    assert.is_true(ran >= 10, "examples run: " .. ran)
+    assert.is_true(ran >= 11, "examples run: " .. ran)
+
+    -- README's Lua module example, and its policy with its spec under busted
+    local readme = assert(proc.readfile(proc.root .. "/README.md"))
+    local function block(first)
+      local b = readme:match("```%w*\n(" .. first:gsub("%p", "%%%0") .. ".-)```")
+      return assert(b, "README has no block starting " .. first)
+    end
+    local out = work .. "/readme.out"
+    proc.writefile(work .. "/module.lua", block("local luaretry = require \"luaretry\""))
+    assert.are.equal(0, proc.sh("cd " .. q(work) .. " && " .. env .. "lua5.4 module.lua >" .. q(out) .. " 2>&1"),
+                     proc.readfile(out))
+    assert.matches("exhausted\t3\n$", proc.readfile(out))
+    proc.writefile(work .. "/orders.lua", block("-- orders.lua: our orders service"))
+    proc.writefile(work .. "/orders_spec.lua", block("-- orders_spec.lua"))
+    assert.are.equal(0, proc.sh("cd " .. q(work) .. " && " .. env .. "busted --lua=lua5.4 -o plainTerminal " ..
+                                "orders_spec.lua >" .. q(out) .. " 2>&1"), proc.readfile(out))
+    assert.matches(" 0 failures / 0 errors", proc.readfile(out))
   end)
 
   it("luarocks --lua-version=5.4 make --tree DIR builds and installs a module stock lua5.4 loads", function ()
