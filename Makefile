@@ -24,7 +24,7 @@ MAJOR := $(firstword $(subst ., ,$(VERSION)))
 
 DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted \
   lua-dkjson curl lua-cjson valgrind openssl mandoc man-db luarocks zsh gzip \
-  libhiredis-dev redis-server clang libclang-rt-dev lua-socket
+  libhiredis-dev redis-server clang libclang-rt-dev lua-socket groff-base bsdextrautils
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
 LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null)
 CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
@@ -183,10 +183,10 @@ test-lua: all $(FAULT_BIN)
 
 ASAN_PRELOAD = $(shell $(CC) -print-file-name=libasan.so) $(shell $(CC) -print-file-name=libubsan.so)
 
-# The man pages, linted together from their folder, where each finds the
-# page it refers to.
+# The man pages, every one, linted together from their folder, where each
+# finds the pages it refers to.
 check-man:
-	cd core/cli/man && mandoc -Tlint luaretry.1 luaretry-policy.5
+	cd core/cli/man && mandoc -Tlint *.[1-9]
 
 # Everything is built first, two compilers at a time; then the plain half
 # and the sanitized half run side by side: their specs mostly wait (on
@@ -260,6 +260,8 @@ install-rock:
 	install -m 755 build/rock/luaretry.so $(INST_LIBDIR)/
 	install -m 644 lua/*.lua $(INST_PREFIX)/share/luaretry/lua/
 	install -m 644 policies/*.lua $(INST_PREFIX)/share/luaretry/policies/
+	# the specs' helpers where the rock's Lua path finds them: require "testing"
+	if [ -n "$(INST_LUADIR)" ]; then install -d $(INST_LUADIR) && install -m 644 lua/testing.lua $(INST_LUADIR)/; fi
 
 clean:
 	rm -rf build

@@ -30,5 +30,6 @@ build = {
   install_variables = {
     INST_PREFIX = "$(PREFIX)",
     INST_LIBDIR = "$(LIBDIR)",
+    INST_LUADIR = "$(LUADIR)",
   },
 }

@@ -491,3 +491,30 @@ describe("the fleet", function ()
     assert.are.equal("0", r:cli("EXISTS", "luaretry:{" .. key .. "}:procs"))
   end)
 end)
+
+-- --redis given for a policy with nothing to share changes nothing: said
+-- even under -q.  No Redis is needed: such a policy never connects.
+describe("--redis for a policy with neither budget nor breaker", function ()
+  local NOWHERE = "redis://127.0.0.1:1/0"
+
+  it("is a warning that -q prints, naming --redis or LUARETRY_REDIS; -s prints nothing", function ()
+    local warn = "warning: gcs: %-%-redis names a Redis, but the policy has neither budget nor breaker"
+    local r = proc.run({ "run", "gcs", "-q", "--redis", NOWHERE, "--", "true" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.matches("^luaretry: " .. warn .. ": there is nothing to share\n$", r.stderr)
+    r = proc.run({ "run", "gcs", "-q", "--", "true" }, { env = { "LUARETRY_REDIS=" .. NOWHERE } })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.matches("LUARETRY_REDIS names a Redis", r.stderr)
+    r = proc.run({ "run", "gcs", "-s", "--redis", NOWHERE, "--", "true" })
+    assert.are.equal("", r.stderr)
+    -- without -q the library's own warning says it, once
+    r = proc.run({ "run", "gcs", "--redis", NOWHERE, "--", "true" })
+    local _, n = r.stderr:gsub("nothing to share", "")
+    assert.are.equal(1, n, r.stderr)
+    -- a budget (from --set alone) is something to share: no warning, and the
+    -- unreachable Redis leaves the local guards deciding
+    r = proc.run({ "run", "gcs", "-q", "--set", "budget.max_tokens=10", "--redis", NOWHERE, "--", "true" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.is_nil(r.stderr:find("nothing to share", 1, true), r.stderr)
+  end)
+end)

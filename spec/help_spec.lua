@@ -10,6 +10,18 @@ local BASH = root .. "/core/cli/completion/luaretry.bash"
 local ZSH = root .. "/core/cli/completion/_luaretry"
 local MAN1, MAN5 = root .. "/core/cli/man/luaretry.1", root .. "/core/cli/man/luaretry-policy.5"
 
+-- luaretry(1) as a reader sees it (mandoc's text, overstrikes removed).
+local function man_text(path)
+  return proc.readfile_cmd("env -u LD_PRELOAD mandoc -Tascii " .. q(path) .. " | col -bx")
+end
+
+-- Whether opt stands in text as a word of its own ("--set" is not found
+-- in "--settings", "-d" not in "-d@").
+local function has_word(text, word)
+  local pat = "%f[%w%-]" .. word:gsub("%p", "%%%0") .. "%f[^%w%-]"
+  return text:find(pat) ~= nil
+end
+
 -- The options of `run` the bash completion offers.
 local function run_options()
   local text = proc.readfile(BASH)
@@ -102,19 +114,55 @@ describe("help", function ()
 end)
 
 describe("man pages", function ()
-  it("mandoc -Tlint is clean on both", function ()
+  it("mandoc -Tlint is clean on every page, and there are the four", function ()
     -- from their folder, as make check-man runs it: each finds the page it names
-    local out = proc.readfile_cmd("cd " .. q(root .. "/core/cli/man") ..
-                                  " && env -u LD_PRELOAD mandoc -Tlint luaretry.1 luaretry-policy.5 2>&1; echo rc=$?")
+    local dir = q(root .. "/core/cli/man")
+    local pages = proc.readfile_cmd("cd " .. dir .. " && LC_ALL=C ls *.[1-9]")
+    assert.are.equal("libluaretry.3\nluaretry-faults.5\nluaretry-policy.5\nluaretry.1\n", pages)
+    local out = proc.readfile_cmd("cd " .. dir .. " && env -u LD_PRELOAD mandoc -Tlint *.[1-9] 2>&1; echo rc=$?")
     assert.are.equal("rc=0\n", out)
   end)
 
-  it("luaretry-policy(5) names every field a script may set", function ()
-    local man = proc.readfile(MAN5)
-    for _, field in ipairs({ "name", "max_attempts", "deadline", "attempt_timeout", "backoff", "retry_after",
-                             "max_retry_after", "body_limit", "budget", "breaker", "options",
-                             "is_transient", "is_success", "is_idempotent", "prepare", "on_retry", "run" }) do
-      assert.is_truthy(man:find(field, 1, true), field)
+  it("luaretry-policy(5) names every field of the schema table, and libluaretry(3) the host's", function ()
+    -- the rows of core/policy/schema.h: X(ID, "name", TYPE, lo, hi, FLAGS, ...)
+    local schema = assert(proc.readfile(root .. "/core/policy/schema.h"))
+    local man, lib = man_text(MAN5), man_text(root .. "/core/cli/man/libluaretry.3")
+    local n, missing = 0, {}
+    for name, flags in schema:gmatch('X%(%u[%u_]*, "([%w_.]+)", T_%u+, [^,]+, [^,]+, ([^,]+),') do
+      n = n + 1
+      local host = flags:find("HOST", 1, true)
+      -- a table's field by its own name (the page lists it under its table)
+      local word = host and name or name:match("[^.]+$")
+      if not has_word(man, word) then missing[#missing + 1] = "luaretry-policy(5): " .. name end
+      if host and not has_word(lib, name) then missing[#missing + 1] = "libluaretry(3): " .. name end
+    end
+    assert.is_true(n >= 40, "schema rows read: " .. n)
+    assert.are.same({}, missing)
+  end)
+
+  it("libluaretry(3) names every function and method of the Lua module", function ()
+    -- the module's own registration tables (core/module/lmodule.c)
+    local src = assert(proc.readfile(root .. "/core/module/lmodule.c"))
+    local lib = man_text(root .. "/core/cli/man/libluaretry.3")
+    local missing, n = {}, 0
+    for tab, prefix in pairs({ policy_methods = "p:", call_methods = "c:", functions = "luaretry." }) do
+      local body = assert(src:match("static const luaL_Reg " .. tab .. "%[%] = {(.-)};"), tab)
+      for name in body:gmatch('{ "([%w_]+)",') do
+        n = n + 1
+        if not lib:find(prefix .. name, 1, true) then missing[#missing + 1] = prefix .. name end
+      end
+    end
+    assert.is_true(n >= 25, "registrations read: " .. n)
+    table.sort(missing)
+    assert.are.same({}, missing)
+  end)
+
+  it("luaretry-policy(5) renders its quotes under mandoc and groff", function ()
+    for _, cmd in ipairs({ "mandoc -Tutf8", "groff -man -Tutf8" }) do
+      local text = proc.readfile_cmd("env -u LD_PRELOAD " .. cmd .. " " .. q(MAN5) .. " 2>&1 | col -bx")
+      assert.matches('"exponential" %(default', text, nil, cmd)
+      assert.matches('"none", "additive" %(default', text, nil, cmd)
+      assert.is_nil(text:find('""', 1, true), cmd)
     end
   end)
 end)
@@ -135,6 +183,8 @@ describe("completion", function ()
     assert.is_true(c.memorystore)
     c = complete({ "luaretry", "run", "-X", "P" })
     assert.are.same({ POST = true, PUT = true, PATCH = true }, c)
+    c = complete({ "luaretry", "fleet", "--redis", "redis://h/0", "g" })
+    assert.is_true(c.gcs)
     c = complete({ "luaretry", "help", "si" })
     assert.are.same({ simulate = true }, c)
   end)
@@ -148,5 +198,121 @@ describe("completion", function ()
       end
     end
     assert.matches("list %-%-names", text)
+  end)
+end)
+
+-- What the program accepts, read from its own sources: the commands main()
+-- dispatches, run's option table (core/cli/run/args.c), the option strings
+-- the other commands' parsers compare against, and the environment
+-- variables the command and the library read.  A new option or variable
+-- appears here by itself; the spec below then wants it documented.
+local function source(path) return assert(proc.readfile(root .. "/core/" .. path), path) end
+
+local function accepted()
+  local commands = {}
+  for c in source("cli/main.c"):gmatch('strcmp%(cmd, "(%l+)"%)') do
+    if c ~= "help" then commands[#commands + 1] = c end
+  end
+  local options = { run = {} }
+  local tab = assert(source("cli/run/args.c"):match("OPTIONS%[%] = {(.-)\n};"), "no OPTIONS table")
+  for short, long in tab:gmatch("{ ([^,]+), \"(%-%-[%w=-]+)\", O_") do
+    options.run[#options.run + 1] = long
+    local c = short:match("^'(.)'$")
+    if c then options.run[#options.run + 1] = "-" .. c end
+  end
+  local parsers = { check = source("cli/check.c"), simulate = source("cli/simulate/simulate.c"),
+                    list = source("cli/list.c"), fleet = source("cli/fleet_cmd.c"),
+                    faults = assert(source("cli/main.c"):match("static int cmd_faults(.-)\n}\n")) }
+  for cmd, text in pairs(parsers) do
+    local seen, t = {}, {}
+    for opt in text:gmatch('"(%-%-[%w][%w=-]*)"') do
+      if not seen[opt] and opt ~= "--help" then seen[opt] = true; t[#t + 1] = opt end
+    end
+    options[cmd] = t
+  end
+  local env, seen = {}, { HOME = true, TMPDIR = true }   -- the system's own
+  for _, dir in ipairs({ "cli", "cli/run", "cli/simulate", "sandbox", "policy", "faults" }) do
+    local p = io.popen("ls " .. q(root .. "/core/" .. dir) .. "/*.c")
+    for f in p:lines() do
+      for name in proc.readfile(f):gmatch('getenv%("([%w_]+)"%)') do
+        if not seen[name] then seen[name] = true; env[#env + 1] = name end
+      end
+    end
+    p:close()
+  end
+  return commands, options, env
+end
+
+-- The branch of zsh's `case $cmd in` for one command.
+local function zsh_branch(text, cmd)
+  return text:match("\n    " .. cmd .. "%)(.-);;") or ""
+end
+
+describe("every command, option and environment variable the program accepts", function ()
+  local commands, options, env = accepted()
+
+  it("is read from the sources (the reader itself works)", function ()
+    assert.is_true(#commands >= 7)
+    assert.is_true(#options.run >= 50)
+    assert.is_truthy(has_word(table.concat(options.fleet, " "), "--redis"))
+    assert.is_truthy(has_word(table.concat(options.faults, " "), "--listen-any"))
+    assert.is_truthy(has_word(table.concat(env, " "), "LUARETRY_REDIS"))
+    assert.is_false(has_word("--settings", "--set"))
+  end)
+
+  it("is in luaretry(1)", function ()
+    local man = man_text(MAN1)
+    local missing = {}
+    for _, cmd in ipairs(commands) do
+      if not man:find("\n     " .. cmd .. " ", 1, true) and not man:find("\n     " .. cmd .. "\n", 1, true) then
+        missing[#missing + 1] = "command " .. cmd
+      end
+    end
+    for cmd, list in pairs(options) do
+      for _, opt in ipairs(list) do
+        if not has_word(man, opt) then missing[#missing + 1] = cmd .. " " .. opt end
+      end
+    end
+    local envsec = man:match("\nENVIRONMENT\n(.-)\n%u") or ""
+    for _, name in ipairs(env) do
+      if not has_word(envsec, name) then missing[#missing + 1] = "environment " .. name end
+    end
+    table.sort(missing)
+    assert.are.same({}, missing)
+  end)
+
+  it("is in luaretry help and help COMMAND", function ()
+    local overview = proc.run({ "help" }).stdout
+    local missing = {}
+    for _, cmd in ipairs(commands) do
+      if not overview:find("\n  " .. cmd .. " ", 1, true) then missing[#missing + 1] = "command " .. cmd end
+      local text = proc.run({ "help", cmd }).stdout
+      for _, opt in ipairs(options[cmd] or {}) do
+        if not has_word(text, opt) then missing[#missing + 1] = "help " .. cmd .. ": " .. opt end
+      end
+    end
+    for _, name in ipairs(env) do
+      if not has_word(overview, name) then missing[#missing + 1] = "environment " .. name end
+    end
+    table.sort(missing)
+    assert.are.same({}, missing)
+  end)
+
+  it("is completed by bash and zsh", function ()
+    local zsh = proc.readfile(ZSH)
+    local missing = {}
+    local top = complete({ "luaretry", "" })
+    for _, cmd in ipairs(commands) do
+      if not top[cmd] then missing[#missing + 1] = "bash: command " .. cmd end
+      if not zsh:find("\n    '" .. cmd .. ":", 1, true) then missing[#missing + 1] = "zsh: command " .. cmd end
+      local offered = complete({ "luaretry", cmd, "-" })
+      local branch = zsh_branch(zsh, cmd)
+      for _, opt in ipairs(options[cmd] or {}) do
+        if not offered[opt] then missing[#missing + 1] = "bash: " .. cmd .. " " .. opt end
+        if not branch:find(opt, 1, true) then missing[#missing + 1] = "zsh: " .. cmd .. " " .. opt end
+      end
+    end
+    table.sort(missing)
+    assert.are.same({}, missing)
   end)
 end)

@@ -5,6 +5,35 @@ local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
 local proc = require "support.proc"
 local q = proc.q
 
+
+-- The EXAMPLES of a man page (mdoc source): each `.Bd -literal` block and
+-- each `.Dl` line, unescaped as the reader sees them, in order.
+local function man_examples(path)
+  local text = assert(proc.readfile(path))
+  local section = assert(text:match("\n%.Sh EXAMPLES\n(.-)\n%.Sh "), "no EXAMPLES in " .. path)
+  local function unescape(s)
+    return (s:gsub("\\%(dq", '"'):gsub("\\&", ""):gsub("\\%-", "-"):gsub("\\e", "\\"))
+  end
+  local list = {}
+  local pos = 1
+  while true do
+    local a, b = section:find("%.Bd %-literal[^\n]*\n", pos)
+    local c = section:find("\n%.Dl ", pos) or section:find("^%.Dl ", pos)
+    if c and (not a or c < a) then
+      local line = section:match("%.Dl ([^\n]*)", c)
+      list[#list + 1] = unescape(line)
+      pos = c + 4
+    elseif a then
+      local e = assert(section:find("\n%.Ed", b, false), "unclosed .Bd in " .. path)
+      list[#list + 1] = unescape(section:sub(b + 1, e))
+      pos = e + 3
+    else
+      break
+    end
+  end
+  return list
+end
+
 local BODY200 = "the 200 body\0with \r\n and \255\254 bytes\n"  -- spec/run/server.lua /flaky
 
 -- make install and luarocks build in the tree (build/install, build/rock):
@@ -42,7 +71,7 @@ describe("make install", function ()
     assert.matches("retry_get%.c", source)
     proc.writefile(prefix .. "/retry_get.c", source)
     local pc = "PKG_CONFIG_PATH=" .. q(prefix .. "/lib/pkgconfig") .. " pkg-config"
-    local cc = "cd " .. q(prefix) .. " && env -u LD_PRELOAD cc retry_get.c $(" .. pc .. " --cflags --libs luaretry)" ..
+    local cc = "cd " .. q(prefix) .. " && env -u LD_PRELOAD cc -Wall -Wextra -Werror retry_get.c $(" .. pc .. " --cflags --libs luaretry)" ..
                " -Wl,-rpath," .. q(prefix .. "/lib") .. " -o retry_get >cc.log 2>&1"
     assert.are.equal(0, proc.sh(cc), proc.readfile(prefix .. "/cc.log"))
 
@@ -129,10 +158,9 @@ function is_transient(status, body, info) return status == 0 or transient(status
     -- README's C example, linked against the shared library, found through LD_LIBRARY_PATH
     local readme = assert(proc.readfile(proc.root .. "/README.md"))
     proc.writefile(prefix .. "/retry_get.c", readme:match("\n## Embedding in C\n.-```c\n(.-)```"))
-    assert.are.equal(0, sh("cc retry_get.c $(pkg-config --with-path=" .. q(prefix .. "/lib/pkgconfig") ..
+    assert.are.equal(0, sh("cc -Wall -Wextra -Werror retry_get.c $(pkg-config --with-path=" .. q(prefix .. "/lib/pkgconfig") ..
                            " --cflags --libs luaretry) -o retry_get"), proc.readfile(out))
-    assert.are.equal(0, sh("./retry_get " .. q(prefix .. "/share/luaretry/policies/http.lua") .. " " ..
-                           q(srv.base .. "/new")), proc.readfile(out))
+    assert.are.equal(0, sh("./retry_get http " .. q(srv.base .. "/new")), proc.readfile(out))  -- by name
     assert.matches("new content", proc.readfile(out))
     -- stock lua5.4 finds the module, and the helpers through LUA_PATH
     assert.are.equal(0, sh("lua5.4 -e " .. q('local l = require "luaretry"; assert(l.load("gcs")); ' ..
@@ -292,4 +320,71 @@ function is_transient(status, body, info) return status == 0 or transient(status
     local r = proc.readfile_cmd(lua .. q(script) .. " 2>&1")
     assert.are.equal("http\n", r)
   end)
+  it("runs every example of the man pages, and README's Lua ones, from the installed prefix, C ones built with -Werror", function ()
+    local prefix, work = proc.tmpdir(), proc.tmpdir()
+    finally(function ()
+      proc.rmtree(prefix)
+      proc.rmtree(work)
+    end)
+    local log = work .. "/make.log"
+    assert.are.equal(0, proc.sh("cd " .. q(proc.root) .. " && env -u LD_PRELOAD -u MAKEFLAGS -u MFLAGS -u MAKELEVEL " ..
+                                "timeout 300 make install PREFIX=" .. q(prefix) .. " >" .. q(log) .. " 2>&1"),
+                     proc.readfile(log))
+    for _, f in ipairs({ "man1/luaretry.1", "man3/libluaretry.3", "man5/luaretry-policy.5", "man5/luaretry-faults.5" }) do
+      assert.is_truthy(io.open(prefix .. "/share/man/" .. f), "not installed: " .. f)
+    end
+    for _, f in ipairs({ "examples/idempotency-key.lua", "examples/iam-set-policy.lua", "faults/flaky.lua",
+                         "faults/routes.lua" }) do
+      assert.is_truthy(io.open(prefix .. "/share/luaretry/" .. f), "not installed: " .. f)
+    end
+    -- a port the examples' 8399 stands for: one the system just gave out
+    local srv = proc.server(proc.root .. "/policies/faults/flaky.lua")
+    local port = tostring(srv.port)
+    srv:stop()
+    local env = "env -i PATH=" .. q(prefix .. "/bin:/usr/bin:/bin") ..
+                " LD_LIBRARY_PATH=" .. q(prefix .. "/lib") ..
+                " LUA_CPATH=" .. q(prefix .. "/lib/lua/5.4/?.so;;") ..
+                " LUA_PATH=" .. q(prefix .. "/share/luaretry/lua/?.lua;;") ..
+                " PKG_CONFIG_PATH=" .. q(prefix .. "/lib/pkgconfig") .. " "
+    local ran = 0
+    for _, page in ipairs({ "luaretry.1", "luaretry-policy.5", "luaretry-faults.5", "libluaretry.3" }) do
+      for i, example in ipairs(man_examples(proc.root .. "/core/cli/man/" .. page)) do
+        local where = page .. " example " .. i
+        example = example:gsub("/usr/local", (prefix:gsub("%%", "%%%%"))):gsub("8399", port)
+        local name = example:match("^/%* ([%w_]+%.c):")
+        local script
+        if name then   -- a C source: written where the next example builds it
+          proc.writefile(work .. "/" .. name, example)
+        else
+          -- a server an example started and a failure left behind is stopped
+          script = "trap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n" .. example
+          proc.writefile(work .. "/example.sh", script)
+          local out = work .. "/example.out"
+          local code = proc.sh("cd " .. q(work) .. " && " .. env .. "timeout 120 sh -e example.sh >" ..
+                               q(out) .. " 2>&1")
+          assert.are.equal(0, code, where .. ":\n" .. example .. "\n" .. (proc.readfile(out) or ""))
+          ran = ran + 1
+        end
+      end
+    end
+    assert.is_true(ran >= 11, "examples run: " .. ran)
+
+    -- README's Lua module example, and its policy with its spec under busted
+    local readme = assert(proc.readfile(proc.root .. "/README.md"))
+    local function block(first)
+      local b = readme:match("```%w*\n(" .. first:gsub("%p", "%%%0") .. ".-)```")
+      return assert(b, "README has no block starting " .. first)
+    end
+    local out = work .. "/readme.out"
+    proc.writefile(work .. "/module.lua", block("local luaretry = require \"luaretry\""))
+    assert.are.equal(0, proc.sh("cd " .. q(work) .. " && " .. env .. "lua5.4 module.lua >" .. q(out) .. " 2>&1"),
+                     proc.readfile(out))
+    assert.matches("exhausted\t3\n$", proc.readfile(out))
+    proc.writefile(work .. "/orders.lua", block("-- orders.lua: our orders service"))
+    proc.writefile(work .. "/orders_spec.lua", block("-- orders_spec.lua"))
+    assert.are.equal(0, proc.sh("cd " .. q(work) .. " && " .. env .. "busted --lua=lua5.4 -o plainTerminal " ..
+                                "orders_spec.lua >" .. q(out) .. " 2>&1"), proc.readfile(out))
+    assert.matches(" 0 failures / 0 errors", proc.readfile(out))
+  end)
+
 end)

@@ -184,6 +184,96 @@ describe("p:run", function()
     assert.are.equal("retry", p:classify{ status = 503 }.verdict)
   end)
 
+  -- what the engine's other readers do: the curl helper and testing.run
+  it("reads Retry-After from the headers an outcome carries, in every form fn may return", function()
+    local p = assert(lr.load_string(SRC))
+    local forms = {
+      function() return { status = 429, headers = { ["Retry-After"] = "7" } } end,
+      function() return 429, "slow down", { ["retry-after"] = "7" } end,
+      function() return 429, nil, { ["RETRY-AFTER"] = "garbage", ["X-Other"] = "1" } end,
+    }
+    local waits = {}
+    for i, fn in ipairs(forms) do
+      local seen = {}
+      local d = p:run(function(attempt)
+        if attempt == 2 then return 200, "ok" end
+        return fn()
+      end, { seed = 1, virtual = true })
+      assert.are.equal("success", d.verdict, i)
+      waits[i] = d.elapsed
+    end
+    assert.are.same({ 7, 7, 1 }, waits)   -- garbage is ignored: the backoff's 1 s
+    -- an explicit retry_after wins over the header, as in testing.run
+    local d = p:run(function(attempt)
+      if attempt == 2 then return 200 end
+      return { status = 503, retry_after = 3, headers = { ["Retry-After"] = "9" } }
+    end, { seed = 1, virtual = true })
+    assert.are.equal(3, d.elapsed)
+    -- p:classify and the step API read the same header
+    assert.are.equal("server", p:classify{ status = 503, headers = { ["Retry-After"] = "4" } }.source)
+    assert.are.equal(4, p:classify{ status = 503, headers = { ["Retry-After"] = "4" } }.wait)
+    local c = p:begin{ seed = 1, virtual = true }
+    assert.are.equal(4, c:report{ status = 503, headers = { ["Retry-After"] = "4" } }.wait)
+    c:close()
+  end)
+
+  it("gives the waits testing.run gives on the same outcomes", function()
+    local testing = require "testing"
+    local outcomes = { { status = 503, headers = { ["Retry-After"] = "5" } }, "reset",
+                       { status = 429, headers = { ["Retry-After"] = "2" } }, 200 }
+    local p = assert(lr.load_string(SRC))
+    local d = p:run(function(attempt) return testing.outcome(outcomes[attempt]) end, { seed = 1, virtual = true })
+    local r = testing.run(p, outcomes, { seed = 1 })
+    assert.are.equal(r.verdict, d.verdict)
+    assert.are.equal(r.attempts, d.attempt)
+    local total = 0
+    for _, w in ipairs(r.waits) do total = total + w end
+    assert.are.equal(total, d.elapsed)
+    -- 5 (the server's), 2 (the backoff: 1 x2), 4 (the backoff, longer than the server's 2)
+    assert.are.equal(5 + 2 + 4, d.elapsed)
+  end)
+
+  it("names the field of an outcome of the wrong type", function()
+    local p = assert(lr.load_string(SRC))
+    local cases = {
+      { { status = "503" }, "outcome.status: expected a whole number, got string" },
+      { { status = 503.5 }, "outcome.status: expected a whole number, got number" },
+      { { status = 1000 }, "outcome.status: 1000 out of range (0 to 999)" },
+      { { status = 503, body = 5 }, "outcome.body: expected a string, got number" },
+      { { status = 0, error = true }, "outcome.error: expected a string, got boolean" },
+      { { status = 503, retry_after = "5" }, "outcome.retry_after: expected a number of seconds, got string" },
+      { { status = 503, headers = "Retry-After: 5" }, "outcome.headers: expected a table of name = value strings, got string" },
+      { { status = 503, headers = { ["Retry-After"] = 5 } }, "outcome.headers: expected name = value strings, got string = number" },
+      { { status = 503, kind = "cmd" }, 'outcome.kind: expected "http" or "command", got "cmd"' },
+      { 503, "outcome: expected a table, got number" },
+    }
+    for _, case in ipairs(cases) do
+      local ok, err = pcall(p.classify, p, case[1])
+      assert.is_false(ok)
+      has(err, case[2])
+      assert.is_nil(err:find("bad argument", 1, true), err)
+      local c = p:begin{ virtual = true }
+      ok, err = pcall(c.report, c, case[1])
+      assert.is_false(ok)
+      has(err, case[2])
+      c:close()
+      if type(case[1]) == "table" then
+        ok, err = pcall(p.run, p, function() return case[1] end, { virtual = true })
+        assert.is_false(ok)
+        has(err, case[2])
+      end
+    end
+    -- what fn returns besides a table
+    local ok, err = pcall(p.run, p, function() return 503, "busy", "Retry-After: 5" end, { virtual = true })
+    assert.is_false(ok)
+    has(err, "p:run: the function returned number, string and string")
+    ok, err = pcall(p.run, p, function() return "503" end, { virtual = true })
+    assert.is_false(ok)
+    has(err, "p:run: the function returned string, nil and nil")
+    -- and the policy goes on
+    assert.are.equal("retry", p:classify{ status = 503 }.verdict)
+  end)
+
   it("works with the OS seed", function()
     local p = assert(lr.load_string(SRC))
     local d = p:run(function() return 503 end, { virtual = true })
@@ -235,5 +325,41 @@ describe("policies/http.lua", function()
       end
       assert.are.equal("exhausted", s[10].verdict)
     end
+  end)
+end)
+
+-- What README's "The Lua module" promises of these, each.
+describe("the module's documented helpers", function()
+  it("luaretry.retry_after reads delta-seconds and HTTP-dates, nil for garbage", function()
+    assert.are.equal(5, lr.retry_after("5"))
+    assert.are.equal(30, lr.retry_after("Thu, 01 Jan 1970 00:01:00 GMT", 30))
+    assert.is_nil(lr.retry_after("-1"))
+    assert.is_nil(lr.retry_after("soon"))
+    assert.is_nil(lr.retry_after("Thu, 01 Jan 1970 00:01:00 GMT", 120))  -- past
+  end)
+
+  it("p:is_idempotent: the script's rule, else the method rule", function()
+    local p = assert(lr.load_string("max_attempts = 2"))
+    assert.is_true(p:is_idempotent{ method = "PUT" })
+    assert.is_false(p:is_idempotent{ method = "POST" })
+    local q = assert(lr.load_string([[
+max_attempts = 2
+function is_idempotent(r) return r.headers["Idempotency-Key"] ~= nil end]]))
+    assert.is_true(q:is_idempotent{ method = "POST", headers = { ["Idempotency-Key"] = "k1" } })
+    assert.is_false(q:is_idempotent{ method = "GET" })
+  end)
+
+  it("p:reload_if_changed: false when unchanged; p:close: every use refused after", function()
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write("max_attempts = 2\n")
+    f:close()
+    local p = assert(lr.load(path))
+    assert.is_false(p:reload_if_changed())
+    p:close()
+    local ok, err = pcall(p.reload_if_changed, p)
+    assert.is_false(ok)
+    has(err, "policy is closed")
+    os.remove(path)
   end)
 end)

@@ -145,6 +145,8 @@ void cli_json_decision(FILE *f, const luaretry_decision *d, int status,
 const char *cli_redis_url(const char *given, const char **from);
 /* Before `run`'s first call: one sync with the fleet, if there is one. */
 void cli_fleet_start(luaretry_policy *p);
+/* The warning that --redis (or LUARETRY_REDIS, `from`) shares nothing. */
+void cli_fleet_warn_unshared(luaretry_policy *p, const char *from);
 
 /* ---- the subcommands */
 int cli_run(int argc, char **argv);       /* run.c */

@@ -32,6 +32,16 @@ void cli_fleet_start(luaretry_policy *p) {
   cli_exit_on_stop_signal(0);
 }
 
+/* A Redis named for a policy with neither budget nor breaker is a setting
+ * that changes nothing, and a setting silently ignored is a lost one: said
+ * under -q too, where the library's warnings are not printed. */
+void cli_fleet_warn_unshared(luaretry_policy *p, const char *from) {
+  luaretry_tuning t;
+  if (luaretry_policy_tuning(p, &t) != LUARETRY_OK || t.budget || t.breaker) return;
+  fprintf(stderr, "luaretry: warning: %s: %s names a Redis, but the policy has neither budget "
+          "nor breaker: there is nothing to share\n", t.name, from);
+}
+
 /* "2026-11-23 21:50:01.123 UTC" */
 static void utc(double t, char *buf, size_t size) {
   time_t s = (time_t)t;

@@ -17,7 +17,7 @@ const char CLI_USAGE[] =
   "                [--probe OUTCOME]... | [--clients N [--outage SECONDS] [--svg FILE] [--fleet]]\n"
   "       luaretry list [--names]\n"
   "       luaretry fleet POLICY [--redis URL] [--reset] [--set NAME=VALUE]...\n"
-  "       luaretry faults [--listen 127.0.0.1:PORT] SCRIPT\n"
+  "       luaretry faults [--listen ADDRESS:PORT [--listen-any]] SCRIPT\n"
   "       luaretry demo\n"
   "       luaretry help [COMMAND] | COMMAND --help | --version\n";
 
@@ -38,6 +38,10 @@ static const char HELP_INTRO[] =
   "  faults     a fault-injecting HTTP server scripted in Lua\n"
   "  demo       policies/http.lua against the built-in fault server\n"
   "  help       this text, or a command's\n"
+  "\n"
+  "Environment: LUARETRY_PATH (policy folders, colon-separated), XDG_CONFIG_HOME,\n"
+  "LUARETRY_REDIS (run and fleet: the Redis of --redis), LUARETRY_DATADIR (in place of\n"
+  "the installed share/luaretry); http_proxy, https_proxy, no_proxy (libcurl's).\n"
   "\n";
 
 static const char HELP_EXIT[] =
@@ -174,9 +178,11 @@ static const char HELP_LIST[] =
   "  files only, at most 10000 a folder.  --names: the names alone.\n";
 
 static const char HELP_FAULTS[] =
-  "luaretry faults [--listen 127.0.0.1:PORT] SCRIPT\n"
+  "luaretry faults [--listen ADDRESS:PORT [--listen-any]] SCRIPT\n"
   "  A fault-injecting HTTP/1.1 server on loopback, answering as the Lua SCRIPT says\n"
-  "  (statuses, delays, resets, hangs, truncated bodies); port 0 picks a free one.\n";
+  "  (statuses, delays, resets, hangs, truncated bodies); port 0 picks a free one\n"
+  "  (default 127.0.0.1:0).  --listen-any: also a non-loopback ADDRESS (anyone who\n"
+  "  can reach it drives the script).  The script API: man 5 luaretry-faults.\n";
 
 static const char HELP_DEMO[] =
   "luaretry demo\n"

@@ -95,8 +95,13 @@ install_all() {
   file 755 "$BUILD/luaretry.so" lib/lua/5.4/luaretry.so
   for f in lua/*.lua; do file 644 "$f" "share/luaretry/$f"; done
   for f in policies/*.lua; do file 644 "$f" "share/luaretry/$f"; done
-  file 644 core/cli/man/luaretry.1 share/man/man1/luaretry.1
-  file 644 core/cli/man/luaretry-policy.5 share/man/man5/luaretry-policy.5
+  for f in policies/examples/*.lua policies/faults/*.lua; do
+    file 644 "$f" "share/luaretry/${f#policies/}"
+  done
+  # every page, in the section its name ends with
+  for f in core/cli/man/*.[1-9]; do
+    file 644 "$f" "share/man/man${f##*.}/$(basename "$f")"
+  done
   file 644 core/cli/completion/luaretry.bash share/bash-completion/completions/luaretry
   file 644 core/cli/completion/_luaretry share/zsh/site-functions/_luaretry
   for f in README.md LICENSE CHANGELOG.md; do file 644 "$f" "share/doc/luaretry/$f"; done

@@ -456,48 +456,100 @@ typedef struct {
   luaretry_header headers[64];
 } outcome_buf;
 
+/* An outcome's fields, each checked by type with a message that names it
+ * ("outcome.status: expected a whole number, got string"), never Lua's
+ * "bad argument #-1".  Each leaves the field's value on the stack (the
+ * table keeps its strings alive). */
+static int field_error(lua_State *L, const char *name, const char *want) {
+  return luaL_error(L, "outcome.%s: expected %s, got %s", name, want, luaL_typename(L, -1));
+}
+
+static lua_Integer field_int(lua_State *L, int idx, const char *name, lua_Integer def,
+                             lua_Integer lo, lua_Integer hi) {
+  if (lua_getfield(L, idx, name) == LUA_TNIL) return def;
+  int ok;
+  lua_Integer v = lua_tointegerx(L, -1, &ok);
+  if (!ok || lua_type(L, -1) != LUA_TNUMBER) field_error(L, name, "a whole number");
+  if (v < lo || v > hi)
+    luaL_error(L, "outcome.%s: %I out of range (%I to %I)", name, v, lo, hi);
+  return v;
+}
+
+static const char *field_str(lua_State *L, int idx, const char *name, size_t *len) {
+  if (lua_getfield(L, idx, name) == LUA_TNIL) return NULL;
+  if (lua_type(L, -1) != LUA_TSTRING) field_error(L, name, "a string");
+  return lua_tolstring(L, -1, len);
+}
+
+static double field_num(lua_State *L, int idx, const char *name, double def) {
+  if (lua_getfield(L, idx, name) == LUA_TNIL) return def;
+  if (lua_type(L, -1) != LUA_TNUMBER) field_error(L, name, "a number of seconds");
+  return lua_tonumber(L, -1);
+}
+
+/* The first Retry-After among the headers that reads as a wait, as the
+ * curl helper and testing.run read it; -1 when none. */
+static double headers_retry_after(const luaretry_outcome *o) {
+  for (size_t i = 0; i < o->header_count; i++) {
+    const char *n = o->headers[i].name;
+    if (strlen(n) != 11) continue;
+    char low[12];
+    for (int k = 0; k < 11; k++) low[k] = (char)(n[k] >= 'A' && n[k] <= 'Z' ? n[k] + 32 : n[k]);
+    low[11] = '\0';
+    if (strcmp(low, "retry-after") != 0) continue;
+    double w = luaretry_retry_after(o->headers[i].value, (double)time(NULL));
+    if (w >= 0) return w;
+  }
+  return -1;
+}
+
+static void read_headers(lua_State *L, int idx, outcome_buf *ob) {
+  luaretry_outcome *o = &ob->o;
+  int t = lua_getfield(L, idx, "headers");
+  if (t == LUA_TNIL) return;
+  if (t != LUA_TTABLE) field_error(L, "headers", "a table of name = value strings");
+  lua_pushnil(L);
+  while (lua_next(L, -2) && o->header_count < 64) {
+    if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+      luaL_error(L, "outcome.headers: expected name = value strings, got %s = %s",
+                 luaL_typename(L, -2), luaL_typename(L, -1));
+    ob->headers[o->header_count].name = lua_tostring(L, -2);
+    ob->headers[o->header_count].value = lua_tostring(L, -1);
+    o->header_count++;
+    lua_pop(L, 1);
+  }
+  o->headers = ob->headers;
+}
+
 /* Reads a table at `idx` (kept on the stack by the caller, so its strings
- * stay alive) into *ob. */
+ * stay alive) into *ob.  Without a retry_after field, a Retry-After header
+ * sets it, as it does for the engine's other readers. */
 static void read_outcome(lua_State *L, int idx, outcome_buf *ob) {
   luaretry_outcome *o = &ob->o;
   luaretry_outcome_init(o);
   idx = lua_absindex(L, idx);
-  luaL_checktype(L, idx, LUA_TTABLE);
-  lua_getfield(L, idx, "status");
-  o->status = (int)luaL_optinteger(L, -1, 0);
-  lua_getfield(L, idx, "body");
-  o->body = luaL_optlstring(L, -1, NULL, &o->body_len);
-  lua_getfield(L, idx, "error");
-  o->error = luaL_optstring(L, -1, NULL);
-  lua_getfield(L, idx, "error_detail");
-  o->error_detail = luaL_optstring(L, -1, NULL);
-  lua_getfield(L, idx, "method");
-  o->method = luaL_optstring(L, -1, NULL);
-  lua_getfield(L, idx, "url");
-  o->url = luaL_optstring(L, -1, NULL);
-  lua_getfield(L, idx, "retry_after");
-  o->retry_after = luaL_optnumber(L, -1, -1);
+  int top = lua_gettop(L);
+  if (!lua_istable(L, idx))
+    luaL_error(L, "outcome: expected a table, got %s", luaL_typename(L, idx));
+  o->status = (int)field_int(L, idx, "status", 0, 0, 999);
+  o->body = field_str(L, idx, "body", &o->body_len);
+  o->error = field_str(L, idx, "error", NULL);
+  o->error_detail = field_str(L, idx, "error_detail", NULL);
+  o->method = field_str(L, idx, "method", NULL);
+  o->url = field_str(L, idx, "url", NULL);
+  o->retry_after = field_num(L, idx, "retry_after", -1);
+  int has_retry_after = !lua_isnil(L, -1);
   lua_getfield(L, idx, "workflow");
   o->workflow = lua_toboolean(L, -1);
   lua_getfield(L, idx, "not_repeatable");
   o->not_repeatable = lua_toboolean(L, -1);
-  lua_getfield(L, idx, "kind");
-  const char *kind = luaL_optstring(L, -1, "http");
-  o->kind = strcmp(kind, "command") == 0 ? LUARETRY_OUTCOME_COMMAND : LUARETRY_OUTCOME_HTTP;
-  lua_pop(L, 10);  /* the strings stay referenced by the table */
-  if (lua_getfield(L, idx, "headers") == LUA_TTABLE) {
-    lua_pushnil(L);
-    while (lua_next(L, -2) && o->header_count < 64) {
-      if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
-        ob->headers[o->header_count].name = lua_tostring(L, -2);
-        ob->headers[o->header_count].value = lua_tostring(L, -1);
-        o->header_count++;
-      }
-      lua_pop(L, 1);
-    }
-    o->headers = ob->headers;
-  }
-  lua_pop(L, 1);
+  const char *kind = field_str(L, idx, "kind", NULL);
+  if (kind && strcmp(kind, "http") != 0 && strcmp(kind, "command") != 0)
+    luaL_error(L, "outcome.kind: expected \"http\" or \"command\", got \"%s\"", kind);
+  o->kind = kind && strcmp(kind, "command") == 0 ? LUARETRY_OUTCOME_COMMAND : LUARETRY_OUTCOME_HTTP;
+  read_headers(L, idx, ob);
+  if (!has_retry_after) o->retry_after = headers_retry_after(o);
+  lua_settop(L, top);  /* the strings stay referenced by the table */
 }
 
 static luaretry_call_options call_options(lua_State *L, int idx) {
@@ -712,7 +764,7 @@ static int c_cancel(lua_State *L) {
 }
 
 /* p:run(fn [, opts]): fn(attempt, timeout) returns an outcome table, or
- * status [, body]; the result says how the call ended. */
+ * status [, body [, headers]]; the result says how the call ended. */
 typedef struct {
   lua_State *L;
   int fn, base;
@@ -720,28 +772,45 @@ typedef struct {
   int failed;
 } run_ctx;
 
-/* fn's results as an outcome: a table, or an integer status from 0 to
- * 999 and an optional body; anything else is an error, never a guess. */
-static int read_result(lua_State *L, run_ctx *rc) {
-  if (lua_istable(L, -2)) {
-    lua_pop(L, 1);
-    read_outcome(L, -1, &rc->ob);
-    return 0;
+/* fn's results as an outcome table at the top: a table as it is, or an
+ * integer status from 0 to 999, an optional body and optional headers;
+ * anything else is an error, never a guess. */
+static void result_table(lua_State *L, int first) {
+  if (lua_istable(L, first)) {
+    lua_pushvalue(L, first);
+    return;
   }
   int isint;
-  lua_Integer status = lua_tointegerx(L, -2, &isint);
-  int body_type = lua_type(L, -1);
-  if (!isint || lua_type(L, -2) != LUA_TNUMBER || status < 0 || status > 999 ||
-      (body_type != LUA_TNIL && body_type != LUA_TSTRING)) {
-    lua_pushfstring(L, "p:run: the function returned %s%s and %s (expected an outcome table, "
-                    "or a status from 0 to 999 and a body)", luaL_typename(L, -2),
-                    isint ? " out of range" : "", luaL_typename(L, -1));
-    return -1;
-  }
-  luaretry_outcome_init(&rc->ob.o);
-  rc->ob.o.status = (int)status;
-  rc->ob.o.body = lua_tolstring(L, -1, &rc->ob.o.body_len);
-  return 0;
+  lua_Integer status = lua_tointegerx(L, first, &isint);
+  int body_type = lua_type(L, first + 1), headers_type = lua_type(L, first + 2);
+  if (!isint || lua_type(L, first) != LUA_TNUMBER || status < 0 || status > 999 ||
+      (body_type != LUA_TNIL && body_type != LUA_TSTRING) ||
+      (headers_type != LUA_TNIL && headers_type != LUA_TTABLE))
+    luaL_error(L, "p:run: the function returned %s%s, %s and %s (expected an outcome table, "
+               "or a status from 0 to 999, a body and headers)", luaL_typename(L, first),
+               isint && lua_type(L, first) == LUA_TNUMBER && (status < 0 || status > 999)
+                   ? " out of range" : "",
+               luaL_typename(L, first + 1), luaL_typename(L, first + 2));
+  lua_createtable(L, 0, 3);
+  lua_pushvalue(L, first);
+  lua_setfield(L, -2, "status");
+  lua_pushvalue(L, first + 1);
+  lua_setfield(L, -2, "body");
+  lua_pushvalue(L, first + 2);
+  lua_setfield(L, -2, "headers");
+}
+
+/* Under lua_pcall: (ctx, fn, attempt, timeout) -> the outcome table, read
+ * into ctx->ob.  fn's own error goes through as it was. */
+static int attempt_protected(lua_State *L) {
+  run_ctx *rc = lua_touserdata(L, 1);
+  lua_pushvalue(L, 2);
+  lua_pushvalue(L, 3);
+  lua_pushvalue(L, 4);
+  lua_call(L, 2, 3);  /* 5, 6, 7 */
+  result_table(L, 5);
+  read_outcome(L, -1, &rc->ob);
+  return 1;
 }
 
 static luaretry_code run_op(void *ud, luaretry_call *c, int attempt, double timeout,
@@ -750,14 +819,17 @@ static luaretry_code run_op(void *ud, luaretry_call *c, int attempt, double time
   run_ctx *rc = ud;
   lua_State *L = rc->L;
   lua_settop(L, rc->base);  /* drop the previous attempt's values */
+  lua_pushcfunction(L, attempt_protected);
+  lua_pushlightuserdata(L, rc);
   lua_pushvalue(L, rc->fn);
   lua_pushinteger(L, attempt);
   lua_pushnumber(L, timeout);
-  if (lua_pcall(L, 2, 2, 0) != LUA_OK || read_result(L, rc) != 0) {
+  /* no Lua error may cross the library's frames: caught here, raised by p_run */
+  if (lua_pcall(L, 4, 1, 0) != LUA_OK) {
     rc->failed = 1;
     return LUARETRY_E_OPERATION;
   }
-  *out = rc->ob.o;
+  *out = rc->ob.o;  /* the table at the top keeps its strings until the next attempt */
   return LUARETRY_OK;
 }
 

@@ -7,12 +7,12 @@ _luaretry_run_options="-X --request -H --header -d --data --data-ascii --data-bi
   --compressed -k --insecure --cacert -E --cert --key -i --include -D --dump-header
   -w --write-out -f --fail -I --head -m --max-time --retry-max-time --connect-timeout
   -s --silent -S --show-error -q --quiet -v --verbose --seed --set --stats --stats=json
-  --log-json --metrics-file --urls --parallel --output-dir --help
+  --log-json --metrics-file --urls --parallel --output-dir --redis --help
   --stdout=live --stdout=final --trace-ascii --create-dirs --fail-with-body"
 
 _luaretry() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-  local commands="run check simulate list faults demo help"
+  local commands="run check simulate list fleet faults demo help"
   COMPREPLY=()
   if [[ $COMP_CWORD -eq 1 ]]; then
     COMPREPLY=($(compgen -W "$commands --help --version" -- "$cur"))
@@ -27,7 +27,7 @@ _luaretry() {
     -X|--request) COMPREPLY=($(compgen -W "GET HEAD POST PUT DELETE PATCH OPTIONS" -- "$cur")); return ;;
     -H|--header|-d|--data|--data-ascii|--data-binary|--data-raw|-u|--user|-A|--user-agent|\
     -w|--write-out|-m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|\
-    --parallel|--attempts|--clients|--outage|--listen|--probe) return ;;
+    --parallel|--attempts|--clients|--outage|--listen|--probe|--redis) return ;;
   esac
   if [[ $cmd == help ]]; then
     [[ $COMP_CWORD -eq 2 ]] && COMPREPLY=($(compgen -W "$commands" -- "$cur"))
@@ -38,14 +38,15 @@ _luaretry() {
     case $cmd in
       run) opts=$_luaretry_run_options ;;
       check) opts="--set --probe --help" ;;
-      simulate) opts="--attempts --seed --json --set --probe --clients --outage --svg --help" ;;
+      simulate) opts="--attempts --seed --json --set --probe --clients --outage --svg --fleet --help" ;;
       list) opts="--names --help" ;;
-      faults) opts="--listen --help" ;;
+      fleet) opts="--redis --reset --set --help" ;;
+      faults) opts="--listen --listen-any --help" ;;
     esac
     COMPREPLY=($(compgen -W "$opts" -- "$cur"))
     return
   fi
-  # POLICY: the word after run or simulate, every word after check
+  # POLICY: the word after run, simulate or fleet, every word after check
   local i words_before=0
   for ((i = 2; i < COMP_CWORD; i++)); do
     case ${COMP_WORDS[i]} in
@@ -53,12 +54,12 @@ _luaretry() {
       -u|--user|-A|--user-agent|--cacert|-E|--cert|--key|-D|--dump-header|-w|--write-out|\
       -m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|--log-json|\
       --metrics-file|--urls|--parallel|--output-dir|--attempts|--clients|--outage|--svg|--probe|\
-      --trace-ascii) ((i++)) ;;
+      --trace-ascii|--redis|--listen) ((i++)) ;;
       -*) ;;
       *) ((words_before++)) ;;
     esac
   done
-  if [[ $cmd == check || ( $cmd =~ ^(run|simulate)$ && $words_before -eq 0 ) ]]; then
+  if [[ $cmd == check || ( $cmd =~ ^(run|simulate|fleet)$ && $words_before -eq 0 ) ]]; then
     COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" list --names 2>/dev/null)" -- "$cur")
                $(compgen -f -- "$cur"))
   elif [[ $cmd == faults ]]; then

@@ -228,6 +228,8 @@ static int run_loaded(run_args *a) {
   const char *redis = cli_redis_url(a->redis, &from);
   luaretry_policy *p = cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0,
                                              redis, from, &status);
+  /* -q shows no policy warnings, but this one (-s: nothing at all) */
+  if (p && redis && a->verbosity == 0 && a->show_error) cli_fleet_warn_unshared(p, from);
   run_mode mode = RUN_URL;
   if (p && (status = choose_mode(a, p, &mode)) == 0 && trace_open(a) != 0) status = EXIT_USAGE;
   else if (p && status == 0) {
