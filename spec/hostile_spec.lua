@@ -264,14 +264,14 @@ describe("the sandbox's table.insert, remove, move and sort", function()
     local p = assert(lr.load_string([[
       max_attempts = 3
       function is_transient() table.move({}, 1, 1e6, 2) return true end
-    ]], "=move", { instruction_limit = 500000 }))
+    ]], "=move", { instruction_limit = 500000, time_limit = 30 }))
     local d = p:classify{ status = 503 }
     assert.are.equal("policy_error", d.verdict)
     has(d.message, "move:2: instruction limit reached")
     local q = assert(lr.load_string([[
       max_attempts = 3
       function is_transient() table.move({}, 1, 1e5, 2) return true end
-    ]], "=move", { instruction_limit = 500000 }))
+    ]], "=move", { instruction_limit = 500000, time_limit = 30 }))
     assert.are.equal("retry", q:classify{ status = 503 }.verdict)
     -- sort: about 1.7 million comparisons by a C function, no Lua code
     -- between them: each one paid for
@@ -279,7 +279,7 @@ describe("the sandbox's table.insert, remove, move and sort", function()
       max_attempts = 3
       local t = {} for i = 1, 1e5 do t[i] = (i * 7919) % 100003 end
       function is_transient() table.sort(t, math.ult) return true end
-    ]], "=sort", { instruction_limit = 1000000 }))
+    ]], "=sort", { instruction_limit = 1000000, time_limit = 30 }))
     local d2 = s:classify{ status = 503 }
     assert.are.equal("policy_error", d2.verdict)
     has(d2.message, "sort:3: instruction limit reached")
@@ -287,7 +287,7 @@ describe("the sandbox's table.insert, remove, move and sort", function()
       max_attempts = 3
       local t = {} for i = 1, 1e3 do t[i] = (i * 7919) % 100003 end
       function is_transient() table.sort(t, math.ult) return true end
-    ]], "=sort", { instruction_limit = 1000000 }))
+    ]], "=sort", { instruction_limit = 1000000, time_limit = 30 }))
     assert.are.equal("retry", s2:classify{ status = 503 }.verdict)
   end)
 end)

@@ -351,7 +351,14 @@ static luaretry_code finish(lr_sandbox *sb, int status, luaretry_code failure, c
     rc = LUARETRY_E_NOMEM;
   } else {
     const char *msg = lua_tostring(L, -1);
-    lr_strlcpy(err, msg ? msg : "error in error handling", errlen);
+    if (msg && strcmp(msg, "not enough memory") == 0) {
+      /* lauxlib's buffers raise the host's out of memory as a plain error
+       * with this text (no position: not a script's error()) */
+      lr_strlcpy(err, "out of memory", errlen);
+      rc = LUARETRY_E_NOMEM;
+    } else {
+      lr_strlcpy(err, msg ? msg : "error in error handling", errlen);
+    }
   }
   lua_settop(L, sb->base);
   lua_gc(L, LUA_GCCOLLECT);
