@@ -58,6 +58,10 @@
  *   cycle{a, b}        the same, but starts over after the last entry
  *   routes{["/a"] = x, default = y}  dispatches on req.path (404 when
  *                      nothing matches and there is no default)
+ *   latency{x, base = S, slow = S, every = N | fraction = F, seed = N}
+ *                      x delayed by base seconds, and by slow seconds for
+ *                      every Nth request of the path, or a fraction F drawn
+ *                      from a hash of (seed, req.count)
  * Their entries may be status numbers, body strings, response tables or
  * respond-like functions: `respond = sequence{503, 503, 200}`.
  *
