@@ -102,6 +102,14 @@ CURLcode lr_curl_transfer_once(CURLM *m, CURL *h, luaretry_call *c);
 CURLM *lr_curl_multi_take(int *private_multi);
 void lr_curl_multi_give(CURLM *m, int private_multi);
 
+/* hedge.c: attempt `id` (started with luaretry_call_start) on h, with
+ * hedges beside it while the policy's hedge allows, until one decides:
+ * the others cancelled, the winner's body given to the sink (*delivered:
+ * the caller gives no body).  `a` is the attempt on h. */
+luaretry_code lr_curl_hedged(luaretry_call *c, CURL *h, CURLM *m, const luaretry_request *req,
+                             const lr_io *io, lr_http_attempt *a, int id, int *delivered,
+                             luaretry_decision *final);
+
 /* CLOCK_MONOTONIC in seconds. */
 double lr_curl_now(void);
 

@@ -129,6 +129,7 @@ struct luaretry_policy {
   char *workflow_body;
   size_t memory;                   /* bytes of the load's first state */
   char errmsg[4096];
+  lr_latency latency;              /* recent attempts, for hedge.delay = "pNN" */
 };
 
 /* ---- gen.c */
