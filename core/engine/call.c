@@ -508,9 +508,13 @@ static int land(luaretry_call *c, int id, lr_flight *f) {
 }
 
 /* A transient outcome while other attempts of the call are in flight:
- * judged and counted, but the call waits for them (no retry yet). */
-static int others_go_on(luaretry_call *c, luaretry_decision *d) {
+ * judged and counted, but the call waits for them (no retry yet), and no
+ * more hedges go this round: a failure is the backoff's to space out,
+ * never a reason to send more at once. */
+static int others_go_on(luaretry_call *c, const char *rule, luaretry_decision *d) {
   if (c->in_flight == 0) return 0;
+  c->hedge_closed = 1;
+  d->rule = rule;
   d->retry = 0;
   d->reason = LUARETRY_REASON_NONE;
   d->in_flight = c->in_flight;
@@ -560,7 +564,7 @@ static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
       lr_count(c->shared, LR_M_HEDGES_WON, 1);
     return LUARETRY_OK;
   }
-  if (others_go_on(c, d) || limited(c, now, d)) return LUARETRY_OK;
+  if (others_go_on(c, v.rule, d) || limited(c, now, d)) return LUARETRY_OK;
   retry_or_stop(c, o, &v, &ctx, d);
   return LUARETRY_OK;
 }
