@@ -144,8 +144,9 @@ $(BUILD)/bench_%: spec/bench/%.c $(BUILD)/libluaretry.a
 # Programs that embed the library and the fault server together: the
 # example event-loop host, connection reuse.
 HOST_TESTS = example_host test_reuse test_many_stream
+HOST_TESTS += test_hedge
 HOST_TEST_BIN = $(HOST_TESTS:%=$(BUILD)/%)
-$(BUILD)/example_host $(BUILD)/test_reuse $(BUILD)/test_many_stream: $(BUILD)/%: spec/c/%.c $(BUILD)/libluaretry.a $(FAULTS_OBJ)
+$(BUILD)/example_host $(BUILD)/test_reuse $(BUILD)/test_many_stream $(BUILD)/test_hedge: $(BUILD)/%: spec/c/%.c $(BUILD)/libluaretry.a $(FAULTS_OBJ)
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LIB_LIBS)
 $(BUILD)/bench_reuse: spec/bench/reuse.c spec/c/faults_client.h $(BUILD)/libluaretry.a $(FAULTS_OBJ)
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LIB_LIBS)
@@ -177,6 +178,7 @@ check-man:
 # servers, backoffs, timeouts), so two cores run both in about the time of
 # the longer.  Each half's output is shown whole when it ends (-O).
 TSAN_TESTS = test_threads test_overlap test_fleet_calls
+TSAN_TESTS += test_hedge
 test: deps
 	$(MAKE) -j2 check-layers check-man test-build
 	$(MAKE) -j2 -O test-plain test-sanitized
