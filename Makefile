@@ -150,6 +150,8 @@ $(BUILD)/example_host $(BUILD)/test_reuse $(BUILD)/test_many_stream $(BUILD)/tes
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LIB_LIBS)
 $(BUILD)/bench_reuse: spec/bench/reuse.c spec/c/faults_client.h $(BUILD)/libluaretry.a $(FAULTS_OBJ)
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LIB_LIBS)
+$(BUILD)/bench_hedge: spec/bench/hedge.c spec/c/faults_client.h $(BUILD)/libluaretry.a $(FAULTS_OBJ)
+	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LIB_LIBS)
 
 # The fault server's own test drivers, for spec/faults_spec.lua.
 $(BUILD)/faults_%: spec/c/faults_%.c $(FAULTS_OBJ)
@@ -274,6 +276,14 @@ bench-fleet: deps
 	./$(BUILD)/bench_fleet_decide
 	bash spec/bench/fleet_run.sh
 bench: bench-fleet
+
+# Hedging's side of `make bench`: the tail with and without a hedge, and
+# an overload with a budget (spec/bench/hedge.c).
+.PHONY: bench-hedge
+bench-hedge: deps
+	$(MAKE) all $(BUILD)/bench_hedge
+	./$(BUILD)/bench_hedge
+bench: bench-hedge
 
 # ---- fuzzing: libFuzzer targets in spec/fuzz/, built by
 # clang with ASan and UBSan into build/fuzz (SAN=fuzzer).  `make fuzz` runs
