@@ -208,6 +208,20 @@ describe("hedge's load errors", function ()
     end)
   end
 
+  it("check warns about a hedge on a policy under which no request is idempotent", function ()
+    local path = dir .. "/never.lua"
+    proc.writefile(path, "max_attempts = 3\nattempt_timeout = 2\nhedge = { delay = 0.1 }\n" ..
+                   "function is_idempotent(request) return false end\n")
+    local r = proc.run({"check", path})
+    assert.matches("loads, 1 problem", r.stdout)
+    assert.matches("warning: hedge: no request %(GET, HEAD, OPTIONS, PUT, DELETE, POST, PATCH%) " ..
+                   "is idempotent under the policy's is_idempotent: no hedge would ever go", r.stdout)
+    -- the method rule makes GET idempotent: no warning
+    r = proc.run({"check", proc.root .. "/policies/http.lua", "--set", "hedge.delay=0.1"})
+    assert.are.equal(0, r.code, r.stdout)
+    assert.not_matches("hedge:", r.stdout)
+  end)
+
   it("takes seconds below attempt_timeout and percentiles, from the script or --set", function ()
     local r, path = check("{ delay = 'p95', max = 2, ceiling = 0.5 }")
     assert.are.equal(0, r.code, r.stdout .. r.stderr)

@@ -184,6 +184,25 @@ static int apply_sets(luaretry_policy *p, char **sets, int nsets, char *msg, siz
   return 0;
 }
 
+/* A hedge on a policy under which no request is idempotent never goes:
+ * the warning for it (malloc'ed), or NULL.  Each method is asked bare
+ * (no headers, no body), as is_idempotent would see it. */
+static char *hedge_never(luaretry_policy *p) {
+  static const char *const METHODS[] = { "GET", "HEAD", "OPTIONS", "PUT", "DELETE", "POST",
+                                         "PATCH" };
+  char delay[64];
+  if (luaretry_policy_get(p, "hedge.delay", delay, sizeof delay) != LUARETRY_OK ||
+      strcmp(delay, "none") == 0)
+    return NULL;
+  for (size_t i = 0; i < sizeof METHODS / sizeof METHODS[0]; i++) {
+    luaretry_request r = { .method = METHODS[i], .url = "http://example.invalid/" };
+    int yes = 0;
+    if (luaretry_policy_is_idempotent(p, &r, &yes) != LUARETRY_OK || yes) return NULL;
+  }
+  return strdup("hedge: no request (GET, HEAD, OPTIONS, PUT, DELETE, POST, PATCH) is "
+                "idempotent under the policy's is_idempotent: no hedge would ever go");
+}
+
 /* Checks one file; prints its block; returns 1 when it is clean. */
 static int check_file(const char *path, char **sets, int nsets) {
   luaretry_policy *p;
@@ -219,10 +238,13 @@ static int check_file(const char *path, char **sets, int nsets) {
     if (run_probe(p, status, error, &rows[i]) != 0) failed++;
   }
   size_t nwarn = luaretry_policy_warning_count(p);
-  size_t problems = nwarn + (size_t)failed;
+  char *hedge = hedge_never(p);
+  size_t problems = nwarn + (size_t)failed + (hedge != NULL);
   if (problems == 0) printf("%s: ok\n", path);
   else printf("%s: loads, %zu problem%s\n", path, problems, problems == 1 ? "" : "s");
   for (size_t i = 0; i < nwarn; i++) print_lines("warning: ", luaretry_policy_warning(p, i));
+  if (hedge) print_lines("warning: ", hedge);
+  free(hedge);
   for (size_t i = 0; i < N_PROBES; i++)
     if (rows[i].problem) print_lines("error: ", rows[i].problem);
 

@@ -122,7 +122,8 @@ void report_end(const run_args *a, const luaretry_policy *p, FILE *json, luaretr
     fputs("{\"summary\":true,\"verdict\":", json);
     cli_json_string(json, exit_status == EXIT_USAGE ? NULL : luaretry_reason_name(reason));
     fprintf(json, ",\"attempts\":%ld,\"total_wait\":%.6f,\"exit\":%d,\"policy\":",
-            attempts < 0 ? (long)m.attempts : attempts, m.time_waited, exit_status);
+            /* hedges: attempts made, not the number of the one that decided */
+            attempts < 0 || m.hedges ? (long)m.attempts : attempts, m.time_waited, exit_status);
     cli_json_string(json, t.name);
     fprintf(json, ",\"hedges\":%llu,\"hedges_won\":%llu,\"hedges_cancelled\":%llu}\n",
             (unsigned long long)m.hedges, (unsigned long long)m.hedges_won,
