@@ -214,10 +214,42 @@ static void info_hedge(void) {
   luaretry_policy_free(p);
 }
 
+/* delay = "p50": the ceiling until 20 attempts are known, then their
+ * median, within floor and ceiling. */
+static void percentile(void) {
+  luaretry_policy *p = load("max_attempts = 5\nattempt_timeout = 4\n"
+                            "hedge = { delay = 'p50', floor = 0.01, ceiling = 0.5 }\n");
+  luaretry_decision d;
+  luaretry_outcome ok = status(200);
+  int id;
+  for (int i = 0; i < 30; i++) {
+    luaretry_call *c = begin(p);
+    luaretry_call_start(c, &id);
+    if (i == 0) CHECK_NEAR(luaretry_call_hedge_in(c), 0.5, 1e-9);  /* nothing known */
+    luaretry_call_wait(c, i % 2 ? 0.2 : 0.3);
+    CHECK_CODE(luaretry_call_report_attempt(c, id, &ok, &d), LUARETRY_OK);
+    luaretry_call_free(c);
+  }
+  luaretry_call *c = begin(p);
+  luaretry_call_start(c, &id);
+  CHECK_NEAR(luaretry_call_hedge_in(c), 0.2, 1e-3);  /* 15 at 0.2 s, 15 at 0.3 s */
+  luaretry_call_free(c);
+  CHECK_CODE(luaretry_policy_set(p, "hedge.ceiling", "0.1"), LUARETRY_OK);
+  c = begin(p);
+  luaretry_call_start(c, &id);
+  CHECK_NEAR(luaretry_call_hedge_in(c), 0.1, 1e-9);  /* the ceiling */
+  luaretry_call_free(c);
+  char buf[32];
+  CHECK_CODE(luaretry_policy_get(p, "hedge.delay", buf, sizeof buf), LUARETRY_OK);
+  CHECK_EQ_STR(buf, "p50");
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   failed_then_won();
   all_fail_then_retry();
   refusals();
   info_hedge();
+  percentile();
   return check_done();
 }
