@@ -41,6 +41,9 @@ typedef struct lr_script {
   int ref_on_breaker, ref_call;
   const char *cur_body;            /* a body to make the cached Lua string of */
   size_t cur_body_len;
+  /* is_success / is_transient declares fewer than 2 parameters (and no
+   * ...): it never sees the body, so none is made for it */
+  int bodiless_is_success, bodiless_is_transient;
   /* "file:line" of each hook: its own file, which a require may make
    * another than the script's */
   char rule_is_transient[RULE_SIZE], rule_is_success[RULE_SIZE], rule_backoff[RULE_SIZE],
