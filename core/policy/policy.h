@@ -69,6 +69,10 @@ typedef struct lr_slot {
   _Alignas(64) atomic_int busy;    /* a line each: threads taking slots side by
                                       side do not fight over one */
   lr_script *script;               /* made by its first borrower */
+  /* and a spare line: CPUs fetch lines in aligned pairs (the adjacent-line
+   * prefetcher), so two busy flags never share a pair, whatever the block's
+   * alignment */
+  char pair_pad[64];
 } lr_slot;
 
 #define SLOTS_PER_BLOCK 16
@@ -81,6 +85,10 @@ typedef struct lr_slot_block {
  * next): immutable once made, but for its states. */
 typedef struct lr_gen {
   atomic_long refs;                /* its calls in flight, +1 while current */
+  /* refs changes with every call's begin and end, on every thread; what
+   * follows is read by every decision: two lines apart (a line, and the
+   * pair the prefetcher fetches with it) */
+  char refs_pad[128 - sizeof(atomic_long)];
   luaretry_policy *p;
   lr_judge judge;                  /* ud: this load */
   lr_rules rules;
