@@ -53,7 +53,9 @@ struct luaretry_call {
   int hedge_closed;        /* no more hedges until the next attempt starts */
   double hedge_delay;      /* this round's, fixed when its attempt started */
   double last_start;       /* the latest start in flight, call seconds */
-  lr_flight flight[LR_FLIGHT_MAX];
+  lr_flight one;            /* the attempt in flight ... */
+  lr_flight *flight;        /* ... here, or LR_FLIGHT_MAX made at the first
+                               hedge: most calls never hedge */
 };
 
 void luaretry_outcome_init(luaretry_outcome *o) {
@@ -206,6 +208,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
     luaretry_call_free(c);
     return rc;
   }
+  c->flight = &c->one;
   c->start = lr_clock_now(&c->clock);
   c->previous = rules->backoff.initial;
   c->next_timeout = timeout_at(rules, 0);
@@ -280,6 +283,7 @@ void luaretry_call_free(luaretry_call *c) {
   free(c->message);
   free(c->errmsg);
   free(c->hook_error);
+  if (c->flight != &c->one) free(c->flight);
   free(c);
 }
 
@@ -666,6 +670,12 @@ luaretry_code luaretry_call_hedge(luaretry_call *c, const luaretry_request *r,
   int refused = hedge_refused(c, r, d->elapsed, d);
   if (refused < 0) return LUARETRY_E_POLICY;
   if (refused) return LUARETRY_OK;
+  if (c->flight == &c->one) {
+    lr_flight *more = malloc(LR_FLIGHT_MAX * sizeof *more);
+    if (!more) return LUARETRY_E_NOMEM;
+    more[0] = c->one;
+    c->flight = more;
+  }
   /* paid when sent: a slow answer that succeeds would never pay */
   if (c->rules->guards.budget) lr_budget_spend(c->shared, &c->rules->guards);
   lr_count(c->shared, LR_M_HEDGES, 1);

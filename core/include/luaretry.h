@@ -701,7 +701,10 @@ LUARETRY_API luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operatio
 LUARETRY_API luaretry_code luaretry_call_start(luaretry_call *c, int *attempt);
 /* Seconds until a hedge is due (0: now), or < 0 when none will be. */
 LUARETRY_API double luaretry_call_hedge_in(const luaretry_call *c);
-/* `request` is the one the attempts send (for is_idempotent). */
+/* `request` is the one the attempts send (for is_idempotent).
+ * LUARETRY_E_POLICY when is_idempotent failed (luaretry_call_errmsg says
+ * why), LUARETRY_E_NOMEM when the call's room for hedges (made at its
+ * first, ~260 bytes) cannot be had: no hedge, the attempts go on. */
 LUARETRY_API luaretry_code luaretry_call_hedge(luaretry_call *c, const luaretry_request *request,
                                                luaretry_decision *d);
 /* luaretry_call_report for attempt number `attempt` (from luaretry_call_start
