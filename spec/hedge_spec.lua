@@ -169,6 +169,30 @@ hedge = { delay = 0.1, max = 2 }
     assert.are.equal(1, r.summary.hedges_cancelled)
   end)
 
+  it("keeps each attempt's own prepared request while a hedge is prepared", function ()
+    local p = policy(dir, HEDGED .. [[
+function prepare(request, attempt)
+  request.headers["X-Attempt"] = tostring(attempt)
+  request.body = "body-of-" .. attempt .. string.rep(".", 1000)
+  request.url = request.url:gsub("%?.*", "") .. "?attempt=" .. attempt
+end
+-- the outcome's url is its own attempt's, not the hedge's prepared since
+function is_success(status, body, info)
+  return status == 200 and info.url:match("attempt=(%d+)$") == (info.hedge and "2" or "1")
+end
+function is_transient() return false end
+]])
+    local r = run(p, "/prepared", {"-X", "PUT", "-d", "x"})
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("PUT body-of-1" .. string.rep(".", 1000) .. " 1", r.stdout)
+    assert.are.equal(1, r.summary.hedges)
+    assert.are.equal(0, r.summary.hedges_won)
+    local reqs = srv:requests_on("/prepared")
+    assert.are.equal(2, #reqs)
+    assert.are.equal(1009, reqs[1].body_len)
+    assert.are.equal("2", reqs[2].headers["x-attempt"])
+  end)
+
   it("writes the winner to -o FILE, never the loser's bytes", function ()
     local out = dir .. "/out"
     local r = run(policy(dir, HEDGED), "/slow-first", {"-o", out})

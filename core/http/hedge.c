@@ -22,6 +22,7 @@ typedef struct {
   lr_http_attempt *a;      /* the attempt's state: the caller's, or `own` */
   int id;
   int live;                /* in the multi handle */
+  char *request;           /* the attempt's own copy of what prepare() made */
 } slot;
 
 typedef struct {
@@ -32,6 +33,51 @@ typedef struct {
   slot s[SLOTS];
   int n;
 } round_t;
+
+/* What prepare() makes lives in the call until its next prepare, so a
+ * hedge's prepare would pull it from under the attempt in flight: each
+ * attempt of a round keeps a copy of its own (one block), its transfer's
+ * upload pointed at it.  A request prepare() left alone is the host's, and
+ * stays.  0, or -1 when out of memory. */
+static size_t text_size(const char *s) { return s ? strlen(s) + 1 : 0; }
+
+static char *put_text(char **at, const char *s) {
+  if (!s) return NULL;
+  char *d = *at;
+  size_t n = strlen(s) + 1;
+  memcpy(d, s, n);
+  *at += n;
+  return d;
+}
+
+static int own_request(const luaretry_request *req, slot *x) {
+  luaretry_request *r = &x->a->r;
+  if (r->method == req->method && r->url == req->url && r->headers == req->headers &&
+      r->body == req->body)
+    return 0;
+  size_t size = r->header_count * sizeof(luaretry_header) + text_size(r->method) +
+                text_size(r->url) + (r->body ? r->body_len : 0);
+  for (size_t i = 0; i < r->header_count; i++)
+    size += text_size(r->headers[i].name) + text_size(r->headers[i].value);
+  char *block = malloc(size ? size : 1);
+  if (!block) return -1;
+  luaretry_header *headers = (luaretry_header *)block;
+  char *at = block + r->header_count * sizeof(luaretry_header);
+  for (size_t i = 0; i < r->header_count; i++) {
+    headers[i].name = put_text(&at, r->headers[i].name);
+    headers[i].value = put_text(&at, r->headers[i].value);
+  }
+  r->headers = headers;
+  r->method = put_text(&at, r->method);
+  r->url = put_text(&at, r->url);
+  if (r->body) {
+    memcpy(at, r->body, r->body_len);
+    if (x->a->t.upload == r->body) x->a->t.upload = at;
+    r->body = at;
+  }
+  x->request = block;
+  return 0;
+}
 
 /* Ends every transfer still running: cancelled, never reported. */
 static void cancel_live(round_t *r) {
@@ -50,8 +96,11 @@ static void free_hedges(round_t *r) {
   for (int i = 1; i < r->n; i++) {
     lr_curl_attempt_free(&r->s[i].own);
     curl_easy_cleanup(r->s[i].h);
+    free(r->s[i].request);
   }
   r->n = 1;
+  free(r->s[0].request);  /* the next attempt on h prepares anew */
+  r->s[0].request = NULL;
 }
 
 /* A hedge: attempt `id` on a copy of the host's handle, its body kept
@@ -69,7 +118,8 @@ static luaretry_code start_hedge(round_t *r, int id, double timeout) {
   io.restart = NULL;
   luaretry_code rc = lr_curl_attempt_setup(r->c, r->req, id, x->h, timeout, &io, x->a);
   if (rc != LUARETRY_OK) return rc;
-  if (curl_multi_add_handle(r->m, x->h) != CURLM_OK) return LUARETRY_E_NOMEM;
+  if (own_request(r->req, x) != 0 || curl_multi_add_handle(r->m, x->h) != CURLM_OK)
+    return LUARETRY_E_NOMEM;
   x->live = 1;
   return LUARETRY_OK;
 }
@@ -121,7 +171,10 @@ luaretry_code lr_curl_hedged(luaretry_call *c, CURL *h, CURLM *m, const luaretry
   *delivered = 1;
   luaretry_code rc = lr_curl_attempt_setup(c, req, id, h, luaretry_call_timeout(c), io, a);
   if (rc != LUARETRY_OK) return rc;
-  if (curl_multi_add_handle(m, h) != CURLM_OK) return LUARETRY_E_NOMEM;
+  if (own_request(req, &r.s[0]) != 0 || curl_multi_add_handle(m, h) != CURLM_OK) {
+    free_hedges(&r);
+    return LUARETRY_E_NOMEM;
+  }
   r.s[0].live = 1;
   int fd = luaretry_call_wakeup_fd(c);
   for (;;) {

@@ -20,4 +20,10 @@ respond = routes{
     return {delay = 0.2, body = big_b}
   end,
   ["/hang"] = {hang = true},
+  -- the body and X-Attempt prepare() gave; attempt 1 answers in 0.3 s, a
+  -- hedge in 2 s: the original wins after its hedge was prepared
+  ["/prepared"] = function (req)
+    local n = req.headers["x-attempt"]
+    return {delay = n == "1" and 0.3 or 2, body = req.method .. " " .. req.body .. " " .. tostring(n)}
+  end,
 }
