@@ -193,6 +193,25 @@ function is_transient() return false end
     assert.are.equal("2", reqs[2].headers["x-attempt"])
   end)
 
+  it("hedges in a batch, on free transfer slots (--parallel), each URL's winner in its file", function ()
+    local out = dir .. "/out"
+    proc.sh("mkdir " .. proc.q(out))
+    local args = {"run", policy(dir, HEDGED), "--output-dir", out, "--parallel", "8",
+                  "--log-json", dir .. "/log.json"}
+    for n = 1, 6 do args[#args + 1] = srv.base .. "/b/" .. n end
+    local r = proc.run(args, {timeout = 20})
+    assert.are.equal(0, r.code, r.stderr)
+    assert.is_true(r.secs < 0.9, r.secs .. " s")
+    for n = 1, 6 do
+      assert.are.equal(n % 2 == 1 and "fast" .. n .. "-2" or "fast" .. n .. "-1",
+                       proc.readfile(out .. "/" .. n))
+    end
+    local _, summary = log_of(dir .. "/log.json")
+    assert.are.equal(3, summary.hedges)
+    assert.are.equal(3, summary.hedges_won)
+    assert.are.equal(3, summary.hedges_cancelled)
+  end)
+
   it("writes the winner to -o FILE, never the loser's bytes", function ()
     local out = dir .. "/out"
     local r = run(policy(dir, HEDGED), "/slow-first", {"-o", out})

@@ -36,9 +36,7 @@ typedef struct {
 
 /* What prepare() makes lives in the call until its next prepare, so a
  * hedge's prepare would pull it from under the attempt in flight: each
- * attempt of a round keeps a copy of its own (one block), its transfer's
- * upload pointed at it.  A request prepare() left alone is the host's, and
- * stays.  0, or -1 when out of memory. */
+ * attempt of a round keeps a copy of its own (see http.h). */
 static size_t text_size(const char *s) { return s ? strlen(s) + 1 : 0; }
 
 static char *put_text(char **at, const char *s) {
@@ -50,8 +48,8 @@ static char *put_text(char **at, const char *s) {
   return d;
 }
 
-static int own_request(const luaretry_request *req, slot *x) {
-  luaretry_request *r = &x->a->r;
+int lr_curl_own_request(const luaretry_request *req, lr_http_attempt *a, char **block) {
+  luaretry_request *r = &a->r;
   if (r->method == req->method && r->url == req->url && r->headers == req->headers &&
       r->body == req->body)
     return 0;
@@ -59,10 +57,10 @@ static int own_request(const luaretry_request *req, slot *x) {
                 text_size(r->url) + (r->body ? r->body_len : 0);
   for (size_t i = 0; i < r->header_count; i++)
     size += text_size(r->headers[i].name) + text_size(r->headers[i].value);
-  char *block = malloc(size ? size : 1);
-  if (!block) return -1;
-  luaretry_header *headers = (luaretry_header *)block;
-  char *at = block + r->header_count * sizeof(luaretry_header);
+  char *copy = malloc(size ? size : 1);
+  if (!copy) return -1;
+  luaretry_header *headers = (luaretry_header *)copy;
+  char *at = copy + r->header_count * sizeof(luaretry_header);
   for (size_t i = 0; i < r->header_count; i++) {
     headers[i].name = put_text(&at, r->headers[i].name);
     headers[i].value = put_text(&at, r->headers[i].value);
@@ -72,10 +70,10 @@ static int own_request(const luaretry_request *req, slot *x) {
   r->url = put_text(&at, r->url);
   if (r->body) {
     memcpy(at, r->body, r->body_len);
-    if (x->a->t.upload == r->body) x->a->t.upload = at;
+    if (a->t.upload == r->body) a->t.upload = at;
     r->body = at;
   }
-  x->request = block;
+  *block = copy;
   return 0;
 }
 
@@ -118,7 +116,8 @@ static luaretry_code start_hedge(round_t *r, int id, double timeout) {
   io.restart = NULL;
   luaretry_code rc = lr_curl_attempt_setup(r->c, r->req, id, x->h, timeout, &io, x->a);
   if (rc != LUARETRY_OK) return rc;
-  if (own_request(r->req, x) != 0 || curl_multi_add_handle(r->m, x->h) != CURLM_OK)
+  if (lr_curl_own_request(r->req, x->a, &x->request) != 0 ||
+      curl_multi_add_handle(r->m, x->h) != CURLM_OK)
     return LUARETRY_E_NOMEM;
   x->live = 1;
   return LUARETRY_OK;
@@ -171,7 +170,8 @@ luaretry_code lr_curl_hedged(luaretry_call *c, CURL *h, CURLM *m, const luaretry
   *delivered = 1;
   luaretry_code rc = lr_curl_attempt_setup(c, req, id, h, luaretry_call_timeout(c), io, a);
   if (rc != LUARETRY_OK) return rc;
-  if (own_request(req, &r.s[0]) != 0 || curl_multi_add_handle(m, h) != CURLM_OK) {
+  if (lr_curl_own_request(req, a, &r.s[0].request) != 0 ||
+      curl_multi_add_handle(m, h) != CURLM_OK) {
     free_hedges(&r);
     return LUARETRY_E_NOMEM;
   }

@@ -87,6 +87,50 @@ static long open_connections(const char *address, long at_most) {
   return open;
 }
 
+/* A batch: 40 jobs, 64 transfers at once (a hedge needs a free slot);
+ * each call's first attempt is slow, so each is won by its hedge, all in
+ * one multi loop.  Bodies are the winners', whole. */
+typedef struct { faults_text body[40]; } bodies;
+
+static size_t keep_job(void *ud, const char *data, size_t len) {
+  return faults_keep((char *)data, 1, len, ud);
+}
+
+static void batch(luaretry_policy *p, const char *address) {
+  char url[128];
+  snprintf(url, sizeof url, "http://%s/b", address);
+  luaretry_request req = { .method = "GET", .url = url };
+  static bodies out;
+  memset(&out, 0, sizeof out);
+  luaretry_curl_job jobs[40];
+  memset(jobs, 0, sizeof jobs);
+  for (int i = 0; i < 40; i++) {
+    jobs[i].request = &req;
+    jobs[i].sink = keep_job;
+    jobs[i].sink_ud = &out.body[i];
+  }
+  luaretry_curl_many *m;
+  CHECK_CODE(luaretry_curl_many_new(&m), LUARETRY_OK);
+  luaretry_curl_many_options o;
+  luaretry_curl_many_options_init(&o);
+  o.max_transfers = 64;
+  luaretry_metrics before, after;
+  luaretry_policy_metrics(p, &before);
+  CHECK_CODE(luaretry_curl_perform_many(m, p, jobs, 40, &o), LUARETRY_OK);
+  luaretry_policy_metrics(p, &after);
+  int won = 0;
+  for (int i = 0; i < 40; i++) {
+    won += jobs[i].result.final.reason == LUARETRY_REASON_SUCCESS &&
+           out.body[i].data && strcmp(out.body[i].data, "fast") == 0;
+    free(out.body[i].data);
+  }
+  CHECK_EQ_INT(won, 40);
+  CHECK_EQ_INT((int)(after.hedges - before.hedges), 40);
+  CHECK_EQ_INT((int)(after.hedges_won - before.hedges_won), 40);
+  CHECK_EQ_INT((int)(after.hedges_cancelled - before.hedges_cancelled), 40);
+  luaretry_curl_many_free(m);  /* its connections go with its multi handle */
+}
+
 int main(void) {
   char err[256];
   curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -125,6 +169,11 @@ int main(void) {
   CHECK_EQ_INT(one.won, CALLS_EACH);
   open = open_connections(address, 2);
   CHECK(open >= 1 && open <= 2);
+  batch(p, address);
+  open = open_connections(address, 2);
+  CHECK(open >= 1 && open <= 2);
+  printf("test_hedge: a batch of 40 (64 transfers at once), each won by its hedge: %ld "
+         "connection(s) open after it\n", open);
   printf("test_hedge: %d hedged calls on %d threads, all won by their hedge; %d more on one "
          "thread: %ld connection(s) open after them, the asking one included\n",
          THREADS * CALLS_EACH, THREADS, CALLS_EACH, open);

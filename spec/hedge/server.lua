@@ -20,6 +20,13 @@ respond = routes{
     return {delay = 0.2, body = big_b}
   end,
   ["/hang"] = {hang = true},
+  -- batches: /b/N, odd N slow on its first request
+  default = function (req)
+    local n = tonumber(req.path:match("^/b/(%d+)$"))
+    if not n then return 404 end
+    if n % 2 == 1 and req.count == 1 then return {delay = 1, body = "slow" .. n} end
+    return "fast" .. n .. "-" .. req.count
+  end,
   -- the body and X-Attempt prepare() gave; attempt 1 answers in 0.3 s, a
   -- hedge in 2 s: the original wins after its hedge was prepared
   ["/prepared"] = function (req)
