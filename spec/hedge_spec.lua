@@ -277,3 +277,19 @@ describe("hedge's load errors", function ()
     assert.matches("hedge%.delay: 2 s is not below attempt_timeout", r.stdout .. r.stderr)
   end)
 end)
+
+describe("hedge in the Lua module", function ()
+  it("p:run makes one attempt at a time: never a hedge", function ()
+    local lr = require "luaretry"
+    local p = assert(lr.load_string("max_attempts = 3\nattempt_timeout = 5\n" ..
+                                    "hedge = { delay = 0.01, max = 2 }\n", "=hedged"))
+    local calls = 0
+    local final = p:run(function (attempt, timeout)
+      calls = calls + 1
+      return 200, "ok"
+    end, { virtual = true, seed = 1 })
+    assert.are.equal("success", final.verdict)
+    assert.are.equal(1, calls)
+    assert.are.equal(0, p:metrics().hedges)
+  end)
+end)
