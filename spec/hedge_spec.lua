@@ -212,6 +212,17 @@ function is_transient() return false end
     assert.are.equal(3, summary.hedges_cancelled)
   end)
 
+  it("does not hedge with -i, -D or -w, which tell of one transfer", function ()
+    for _, opt in ipairs{{"-i"}, {"-D", dir .. "/head"}, {"-w", "%{http_code}"}} do
+      srv:reset()
+      local r = run(policy(dir, HEDGED), "/slow-first", opt)
+      assert.are.equal(0, r.code, r.stderr)
+      assert.matches("body1", r.stdout)
+      assert.are.equal(0, r.summary.hedges)
+      assert.are.equal(1, seen(srv, "/slow-first"))
+    end
+  end)
+
   it("writes the winner to -o FILE, never the loser's bytes", function ()
     local out = dir .. "/out"
     local r = run(policy(dir, HEDGED), "/slow-first", {"-o", out})

@@ -51,6 +51,7 @@ struct luaretry_call {
   int started;             /* attempts started (or reported unannounced) */
   int in_flight, hedges_in_flight;
   int hedge_closed;        /* no more hedges until the next attempt starts */
+  int no_hedge;            /* LUARETRY_CALL_NO_HEDGE */
   double hedge_delay;      /* this round's, fixed when its attempt started */
   double last_start;       /* the latest start in flight, call seconds */
   lr_flight one;            /* the attempt in flight ... */
@@ -190,6 +191,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->rules = rules;
   c->max_attempts = max_attempts > 0 ? max_attempts : rules->max_attempts;
   c->clock.is_virtual = (flags & LUARETRY_CALL_VIRTUAL_TIME) != 0;
+  c->no_hedge = (flags & LUARETRY_CALL_NO_HEDGE) != 0;
   /* The guards see a virtual clock from the real time at its start: calls
    * begun apart stay apart, so they share a breaker sensibly. */
   if (c->clock.is_virtual) c->guard_origin = lr_monotonic_now();
@@ -614,7 +616,7 @@ luaretry_code luaretry_call_start(luaretry_call *c, int *attempt) {
   c->flight[0] = (lr_flight){ ++c->started, 0, at };
   c->in_flight = 1;
   c->last_start = at;
-  c->hedge_closed = c->rules->hedge.max <= 0;
+  c->hedge_closed = c->rules->hedge.max <= 0 || c->no_hedge;
   if (!c->hedge_closed) c->hedge_delay = lr_latency_delay(&c->rules->hedge);
   *attempt = c->started;
   return LUARETRY_OK;

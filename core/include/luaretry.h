@@ -578,6 +578,9 @@ typedef struct luaretry_call luaretry_call;
 /* A budget, breaker and counters of the call's own (a probe, a what-if):
  * the policy's are neither read nor changed. */
 #define LUARETRY_CALL_ISOLATED 0x4u
+/* No hedge for this call, whatever the policy's hedge says: for a host that
+ * tells of one transfer (curl's -i, -D, -w) and cannot tell of several. */
+#define LUARETRY_CALL_NO_HEDGE 0x8u
 
 typedef struct {
   unsigned flags;

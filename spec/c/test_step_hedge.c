@@ -186,6 +186,19 @@ static void refusals(void) {
   CHECK(luaretry_call_hedge_in(c) < 0);
   luaretry_call_free(c);
   luaretry_policy_free(p);
+  /* a call that asks for none */
+  p = load(HEDGED);
+  luaretry_call_options_init(&o);
+  o.flags = LUARETRY_CALL_NO_HEDGE | LUARETRY_CALL_VIRTUAL_TIME;
+  c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_start(c, &id), LUARETRY_OK);
+  luaretry_call_wait(c, 1);
+  CHECK(luaretry_call_hedge_in(c) < 0);
+  CHECK_CODE(luaretry_call_hedge(c, &GET, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 0);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
   /* no hedge in the policy */
   p = load("max_attempts = 5\nattempt_timeout = 4\n");
   c = begin(p);
