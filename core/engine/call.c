@@ -260,7 +260,7 @@ static int refused_after_wait(luaretry_call *c, luaretry_decision *d) {
 luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
   if (!c || !d) return LUARETRY_E_ARG;
   memset(d, 0, sizeof *d);
-  d->attempt = c->attempts;
+  d->attempt = c->started;  /* hedges that were cancelled were started too */
   d->elapsed = luaretry_call_elapsed(c);
   if (!c->stopped && c->attempts > 0) refused_after_wait(c, d);
   if (c->stopped) {
