@@ -694,7 +694,9 @@ LUARETRY_API luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operatio
  * is sent), while the circuit is not open, before the deadline and within
  * max_attempts (a hedge is an attempt); each is judged by is_transient like
  * any attempt (info.hedge is true), and every attempt's timeout ends by the
- * deadline.  A refusal closes hedging until the next luaretry_call_start.
+ * deadline.  A refusal, or an attempt that fails while others are in
+ * flight, closes hedging until the next luaretry_call_start (a failure is
+ * the backoff's to space out, never a reason to send more at once).
  * Hedges are spaced `delay` apart, at most hedge.max of them in flight.
  * Decisions carry d.hedge and d.in_flight; the policy counts hedges sent,
  * won and cancelled (luaretry_metrics).  Hosts that never call
