@@ -698,6 +698,9 @@ LUARETRY_API luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operatio
  * flight, closes hedging until the next luaretry_call_start (a failure is
  * the backoff's to space out, never a reason to send more at once).
  * Hedges are spaced `delay` apart, at most hedge.max of them in flight.
+ * With fleet guards a hedge asks the fleet's budget and breaker, but pays
+ * its token to this process's budget only.  LUARETRY_CALL_NO_HEDGE turns
+ * hedging off for one call.
  * Decisions carry d.hedge and d.in_flight; the policy counts hedges sent,
  * won and cancelled (luaretry_metrics).  Hosts that never call
  * luaretry_call_start report as before: attempts are numbered as reported
