@@ -70,7 +70,7 @@ ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
 C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc find \
-  fleet_url fleet_redis fleet_calls fleet_reply
+  fleet_url fleet_redis fleet_calls fleet_reply step_hedge
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
@@ -159,11 +159,13 @@ $(BUILD)/bench_fleet_decide: spec/bench/fleet_decide.c $(BUILD)/libluaretry.a sp
 
 # Programs that embed the library and the fault server together: the
 # example event-loop host, connection reuse.
-HOST_TESTS = example_host test_reuse test_many_stream
+HOST_TESTS = example_host test_reuse test_many_stream test_hedge
 HOST_TEST_BIN = $(HOST_TESTS:%=$(BUILD)/%)
-$(BUILD)/example_host $(BUILD)/test_reuse $(BUILD)/test_many_stream: $(BUILD)/%: spec/c/%.c $(BUILD)/libluaretry.a $(FAULTS_OBJ)
+$(BUILD)/example_host $(BUILD)/test_reuse $(BUILD)/test_many_stream $(BUILD)/test_hedge: $(BUILD)/%: spec/c/%.c $(BUILD)/libluaretry.a $(FAULTS_OBJ)
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LIB_LIBS)
 $(BUILD)/bench_reuse: spec/bench/reuse.c spec/c/faults_client.h $(BUILD)/libluaretry.a $(FAULTS_OBJ)
+	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LIB_LIBS)
+$(BUILD)/bench_hedge: spec/bench/hedge.c spec/c/faults_client.h $(BUILD)/libluaretry.a $(FAULTS_OBJ)
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LIB_LIBS)
 
 # The fault server's own test drivers, for spec/faults_spec.lua.
@@ -192,7 +194,7 @@ check-man:
 # and the sanitized half run side by side: their specs mostly wait (on
 # servers, backoffs, timeouts), so two cores run both in about the time of
 # the longer.  Each half's output is shown whole when it ends (-O).
-TSAN_TESTS = test_threads test_overlap test_fleet_calls
+TSAN_TESTS = test_threads test_overlap test_fleet_calls test_hedge
 test: deps
 	$(MAKE) -j2 check-layers check-man test-build
 	$(MAKE) -j2 -O test-plain test-sanitized
@@ -224,7 +226,7 @@ test-sanitized:
 # by 100 processes, fleet / per process / no guards (fleet_run.sh).
 bench: deps
 	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop $(BUILD)/bench_reuse \
-	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide
+	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_hedge
 	./$(BUILD)/bench_decide
 	./$(BUILD)/bench_reuse
 	./$(BUILD)/bench_waits
@@ -235,6 +237,7 @@ bench: deps
 	./$(BUILD)/bench_fleet
 	./$(BUILD)/bench_fleet_decide
 	bash spec/bench/fleet_run.sh
+	./$(BUILD)/bench_hedge
 
 # core/install/install.sh installs under $(DESTDIR)$(PREFIX) and keeps a manifest
 # (share/luaretry/install-manifest) that `make uninstall` removes exactly.
@@ -265,6 +268,13 @@ install-rock:
 
 clean:
 	rm -rf build
+
+# Hedging's side of `make bench` alone: the tail with and without a
+# hedge, and an overload with a budget (spec/bench/hedge.c).
+.PHONY: bench-hedge
+bench-hedge: deps
+	$(MAKE) all $(BUILD)/bench_hedge
+	./$(BUILD)/bench_hedge
 
 # ---- fuzzing: libFuzzer targets in spec/fuzz/, built by
 # clang with ASan and UBSan into build/fuzz (SAN=fuzzer).  `make fuzz` runs

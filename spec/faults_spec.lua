@@ -274,6 +274,58 @@ describe("faults server", function ()
     assert.matches("missing%.lua", failed.stderr)
   end)
 
+  it("is slow on purpose: latency{} delays every Nth request, or a seeded fraction, of a path", function ()
+    local srv = start(scripts .. "latency.lua")
+    local slow = {}
+    for i = 1, 6 do
+      local body, status, secs = request(srv, "/every")
+      assert.are.equal("e", body)
+      assert.are.equal(200, status)
+      slow[i] = secs >= 0.5
+      -- the fast ones answer at once; 0.45 s is far from both
+      if not slow[i] then assert.is_true(secs < 0.45, i .. ": " .. secs .. " s") end
+    end
+    assert.are.same({false, false, true, false, false, true}, slow)
+    local body, status, secs = request(srv, "/base")
+    assert.are.equal("b1", body)
+    assert.is_true(secs >= 0.2, secs .. " s")
+    -- a fraction: the same requests are slow after a reset, as on every run
+    local function pass ()
+      local set, n = {}, 0
+      for i = 1, 16 do
+        local b, st, t = request(srv, "/fraction")
+        assert.are.equal("f", b)
+        assert.are.equal(201, st)
+        if t >= 0.5 then set[#set + 1] = i; n = n + 1
+        else assert.is_true(t < 0.45, i .. ": " .. t .. " s") end
+      end
+      return set, n
+    end
+    local first, n = pass()
+    assert.is_true(n >= 1 and n <= 9, "slow: " .. n .. " of 16")
+    curl("-X POST " .. q(srv.base .. "/_faults/reset"))
+    assert.are.same(first, (pass()))
+    stop_cleanly(srv)
+  end)
+
+  it("refuses a latency{} it cannot follow, naming the script's line", function ()
+    local path = os.tmpname()
+    cleanup(function () os.remove(path) end)
+    for _, case in ipairs{
+      {'respond = latency{"x", every = 2, fraction = 0.5}', "every and fraction exclude each other"},
+      {'respond = latency{"x", slow = -1}', "slow must be seconds from 0 to 3600"},
+      {'respond = latency{"x", fraction = 2}', "fraction must be a number from 0 to 1"},
+      {'respond = latency{"x", every = 0}', "every must be a whole number from 1"},
+      {'respond = latency{base = 1}', "latency: expects a table"},
+    } do
+      writefile(path, "\n" .. case[1] .. "\n")
+      local srv, failed = start(path)
+      assert.is_nil(srv)
+      assert.are_not.equal(0, failed.code)
+      assert.matches(":2: latency: " .. case[2]:gsub("^latency: ", ""):gsub("%p", "%%%0"), failed.stderr)
+    end
+  end)
+
   it("names the address it cannot listen on", function ()
     local srv = start(scripts .. "basic.lua")
     local listen = "127.0.0.1:" .. srv.port

@@ -310,6 +310,25 @@ static void print_rows(const probe_row *rows, size_t n) {
   }
 }
 
+/* A hedge on a policy under which no request is idempotent never goes:
+ * the warning for it (malloc'ed), or NULL.  Each method is asked bare
+ * (no headers, no body), as is_idempotent would see it. */
+static char *hedge_never(luaretry_policy *p) {
+  static const char *const METHODS[] = { "GET", "HEAD", "OPTIONS", "PUT", "DELETE", "POST",
+                                         "PATCH" };
+  char delay[64];
+  if (luaretry_policy_get(p, "hedge.delay", delay, sizeof delay) != LUARETRY_OK ||
+      strcmp(delay, "none") == 0)
+    return NULL;
+  for (size_t i = 0; i < sizeof METHODS / sizeof METHODS[0]; i++) {
+    luaretry_request r = { .method = METHODS[i], .url = "http://example.invalid/" };
+    int yes = 0;
+    if (luaretry_policy_is_idempotent(p, &r, &yes) != LUARETRY_OK || yes) return NULL;
+  }
+  return strdup("hedge: no request (GET, HEAD, OPTIONS, PUT, DELETE, POST, PATCH) is "
+                "idempotent under the policy's is_idempotent: no hedge would ever go");
+}
+
 /* The block's head and its problems: warnings (in line order), then the
  * probes' errors and the hooks' that no probe reached; the count. */
 static size_t print_problems(const char *path, luaretry_policy *p, const probe_row *rows,
@@ -318,10 +337,13 @@ static size_t print_problems(const char *path, luaretry_policy *p, const probe_r
   for (size_t i = 0; i < n; i++) failed += rows[i].problem != NULL;
   for (size_t i = 0; i < nextra; i++) failed += extra[i] != NULL;
   size_t nwarn = luaretry_policy_warning_count(p);
-  size_t problems = nwarn + failed;
+  char *hedge = hedge_never(p);
+  size_t problems = nwarn + failed + (hedge != NULL);
   if (problems == 0) heading(path, ": ok\n");
   else heading(path, ": loads, %zu problem%s\n", problems, problems == 1 ? "" : "s");
   for (size_t i = 0; i < nwarn; i++) print_lines("warning: ", luaretry_policy_warning(p, i));
+  if (hedge) print_lines("warning: ", hedge);
+  free(hedge);
   for (size_t i = 0; i < n; i++)
     if (rows[i].problem) print_lines("error: ", rows[i].problem);
   for (size_t i = 0; i < nextra; i++)

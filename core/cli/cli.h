@@ -155,6 +155,12 @@ int cli_simulate(int argc, char **argv);  /* simulate.c */
 int cli_list(int argc, char **argv);      /* list.c */
 int cli_fleet(int argc, char **argv);     /* fleet_cmd.c */
 /* simulate/fleet_report.c: the exit status. */
+/* simulate/latency.c: --latency "BASE[,SLOW@FRACTION]" [--calls N] */
+typedef struct { double base, slow, fraction; } cli_latency;
+int cli_latency_parse(const char *s, cli_latency *l);  /* 0, or -1 */
+int cli_simulate_latency(luaretry_policy *p, const cli_latency *l, long calls, uint64_t seed,
+                         int json);
+
 int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, double outage,
                        uint64_t seed, int json);
 

@@ -15,6 +15,7 @@ const char CLI_USAGE[] =
   "       luaretry check POLICY... [--set NAME=VALUE]... [--probe OUTCOME]...\n"
   "       luaretry simulate POLICY [--attempts N] [--seed N] [--json] [--set NAME=VALUE]...\n"
   "                [--probe OUTCOME]... | [--clients N [--outage SECONDS] [--svg FILE] [--fleet]]\n"
+  "                [--latency BASE[,SLOW@FRACTION] [--calls N]]\n"
   "       luaretry list [--names]\n"
   "       luaretry fleet POLICY [--redis URL] [--reset] [--set NAME=VALUE]...\n"
   "       luaretry faults [--listen ADDRESS:PORT [--listen-any]] SCRIPT\n"
@@ -157,7 +158,12 @@ static const char HELP_SIMULATE[] =
   "  --svg FILE         also draw a histogram of attempts over time\n"
   "  --fleet            with --clients: the N clients sharing one budget and breaker\n"
   "                     (as --redis makes them share), next to N with their own; the\n"
-  "                     requests per first attempt of each\n";
+  "                     requests per first attempt of each\n"
+  "  --latency BASE[,SLOW@FRACTION]\n"
+  "                     calls whose attempts answer after BASE seconds, SLOW for a\n"
+  "                     FRACTION of them (0.01,1@0.05), on the virtual clock, with\n"
+  "                     the policy's hedge and without: p50, p99, p99.9, requests\n"
+  "  --calls N          with --latency: the calls (default 1000)\n";
 
 static const char HELP_FLEET[] =
   "luaretry fleet POLICY [--redis URL] [--reset] [--set NAME=VALUE]...\n"

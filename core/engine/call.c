@@ -13,6 +13,14 @@
 
 #define MESSAGE_SIZE 512
 
+/* An attempt in flight: its number, start and kind. */
+#define LR_FLIGHT_MAX 11   /* the attempt, and hedge.max (at most 10) hedges */
+typedef struct {
+  int id;
+  int hedge;
+  double start;
+} lr_flight;
+
 struct luaretry_call {
   const lr_rules *rules;   /* the load's: a reload does not move them */
   const lr_judge *judge;
@@ -38,6 +46,17 @@ struct luaretry_call {
   char *message;           /* why the call stopped, for the decision */
   char *errmsg;            /* luaretry_call_errmsg */
   char *hook_error;        /* on_retry's error, for the decision */
+  /* hedging: the attempts in flight, for a host that runs several at once
+   * (luaretry_call_start, luaretry_call_hedge, luaretry_call_report_attempt) */
+  int started;             /* attempts started (or reported unannounced) */
+  int in_flight, hedges_in_flight;
+  int hedge_closed;        /* no more hedges until the next attempt starts */
+  int no_hedge;            /* LUARETRY_CALL_NO_HEDGE */
+  double hedge_delay;      /* this round's, fixed when its attempt started */
+  double last_start;       /* the latest start in flight, call seconds */
+  lr_flight one;            /* the attempt in flight ... */
+  lr_flight *flight;        /* ... here, or LR_FLIGHT_MAX made at the first
+                               hedge: most calls never hedge */
 };
 
 void luaretry_outcome_init(luaretry_outcome *o) {
@@ -106,6 +125,10 @@ static void stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
   d->wait_source = LUARETRY_WAIT_NONE;
   d->rule = rule;  /* static, or owned by the policy: no copy per decision */
   if (r != LUARETRY_REASON_NONE) lr_count(c->shared, REASON_METRIC[r], 1);
+  /* the attempts still in flight are the host's to cancel now */
+  d->in_flight = c->in_flight;
+  if (c->in_flight) lr_count(c->shared, LR_M_HEDGES_CANCELLED, c->in_flight);
+  c->in_flight = c->hedges_in_flight = 0;
 }
 
 /* Stops the call for reason r with a message saying why. */
@@ -186,6 +209,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->rules = rules;
   c->max_attempts = max_attempts > 0 ? max_attempts : rules->max_attempts;
   c->clock.is_virtual = (flags & LUARETRY_CALL_VIRTUAL_TIME) != 0;
+  c->no_hedge = (flags & LUARETRY_CALL_NO_HEDGE) != 0;
   /* The guards see a virtual clock from the real time at its start: calls
    * begun apart stay apart, so they share a breaker sensibly. */
   if (c->clock.is_virtual) c->guard_origin = lr_monotonic_now();
@@ -204,6 +228,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
     luaretry_call_free(c);
     return rc;
   }
+  c->flight = &c->one;
   c->start = lr_clock_now(&c->clock);
   c->previous = rules->backoff.initial;
   c->next_timeout = timeout_at(rules, 0);
@@ -279,7 +304,7 @@ static int refused_after_wait(luaretry_call *c, luaretry_decision *d) {
 luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
   if (!c || !d) return LUARETRY_E_ARG;
   memset(d, 0, sizeof *d);
-  d->attempt = c->attempts;
+  d->attempt = c->started;  /* hedges that were cancelled were started too */
   d->elapsed = luaretry_call_elapsed(c);
   if (!c->stopped && c->attempts > 0) refused_after_wait(c, d);
   if (c->stopped) {
@@ -304,11 +329,12 @@ void luaretry_call_free(luaretry_call *c) {
   free(c->message);
   free(c->errmsg);
   free(c->hook_error);
+  if (c->flight != &c->one) free(c->flight);
   free(c);
 }
 
 static lr_attempt_ctx context(luaretry_call *c, int attempt, double elapsed) {
-  lr_attempt_ctx ctx = { attempt, elapsed, &c->rng, &c->data };
+  lr_attempt_ctx ctx = { attempt, elapsed, &c->rng, &c->data, 0 };
   return ctx;
 }
 
@@ -431,9 +457,9 @@ static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict 
  * 1 when one did (d filled). */
 static int limited(luaretry_call *c, double now, luaretry_decision *d) {
   const lr_guards *g = &c->rules->guards;
-  if (c->max_attempts > 0 && d->attempt >= c->max_attempts) {
+  if (c->max_attempts > 0 && c->started >= c->max_attempts) {
     stop_saying(c, d, LUARETRY_REASON_EXHAUSTED, "max_attempts",
-                "gave up after %d attempts over %.3f s", d->attempt, d->elapsed);
+                "gave up after %d attempts over %.3f s", c->started, d->elapsed);
     return 1;
   }
   int remote_said;
@@ -523,7 +549,42 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
   }
 }
 
-static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
+/* Takes attempt `id` (0: the oldest) out of the flight into *f; an
+ * attempt the host did not announce is numbered here.  -1: no such id. */
+static int land(luaretry_call *c, int id, lr_flight *f) {
+  if (c->in_flight == 0) {
+    if (id != 0) return -1;
+    f->id = ++c->started;
+    f->hedge = 0;
+    f->start = -1;
+    return 0;
+  }
+  int k = 0;
+  if (id != 0)
+    while (k < c->in_flight && c->flight[k].id != id) k++;
+  if (k == c->in_flight) return -1;
+  *f = c->flight[k];
+  memmove(&c->flight[k], &c->flight[k + 1], (size_t)(c->in_flight - k - 1) * sizeof *f);
+  c->in_flight--;
+  if (f->hedge) c->hedges_in_flight--;
+  return 0;
+}
+
+/* A transient outcome while other attempts of the call are in flight:
+ * judged and counted, but the call waits for them (no retry yet), and no
+ * more hedges go this round: a failure is the backoff's to space out,
+ * never a reason to send more at once. */
+static int others_go_on(luaretry_call *c, const char *rule, luaretry_decision *d) {
+  if (c->in_flight == 0) return 0;
+  c->hedge_closed = 1;
+  d->rule = rule;
+  d->retry = 0;
+  d->reason = LUARETRY_REASON_NONE;
+  d->in_flight = c->in_flight;
+  return 1;
+}
+
+static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
                             const luaretry_class *forced, luaretry_decision *d) {
   if (!c || !o || !d) return LUARETRY_E_ARG;
   memset(d, 0, sizeof *d);
@@ -532,9 +593,18 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
         luaretry_reason_name(c->reason));
     return LUARETRY_E_STATE;
   }
-  d->attempt = ++c->attempts;
+  lr_flight f;
+  if (land(c, id, &f) != 0) {
+    say(&c->errmsg, "attempt %d is not in flight", id);
+    return LUARETRY_E_ARG;
+  }
+  ++c->attempts;
+  d->attempt = f.id;
+  d->hedge = f.hedge;
   double now = lr_clock_now(&c->clock);
   d->elapsed = now - c->start;
+  if (f.start >= 0 && c->rules->hedge.percentile > 0 && (o->status || !o->error))
+    lr_latency_record(c->rules->hedge.latency, d->elapsed - f.start);
   if (atomic_load_explicit(&c->waiter.cancelled, memory_order_relaxed)) {
     stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
     return LUARETRY_OK;
@@ -548,11 +618,17 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
   v.rule = "simulate";
   v.message[0] = '\0';
   lr_attempt_ctx ctx = context(c, d->attempt, d->elapsed);
+  ctx.hedge = f.hedge;
   c->judge->classify(c->judge->ud, o, &ctx, &v);
   /* A simulation forces the class, but the judge still runs: a wait the
    * script chooses, and its errors, are part of the schedule. */
   if (forced && v.cls != LUARETRY_CLASS_ERROR) v.cls = *forced;
-  if (judged(c, o, &v, now, d) || limited(c, now, d)) return LUARETRY_OK;
+  if (judged(c, o, &v, now, d)) {
+    if (f.hedge && (v.cls == LUARETRY_CLASS_SUCCESS || v.cls == LUARETRY_CLASS_FINAL))
+      lr_count(c->shared, LR_M_HEDGES_WON, 1);
+    return LUARETRY_OK;
+  }
+  if (others_go_on(c, v.rule, d) || limited(c, now, d)) return LUARETRY_OK;
   retry_or_stop(c, o, &v, &ctx, d);
   return LUARETRY_OK;
 }
@@ -565,13 +641,114 @@ static luaretry_code observed(luaretry_call *c, const luaretry_outcome *o,
 
 luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_decision *d) {
-  return observed(c, o, d, report(c, o, NULL, d));
+  return observed(c, o, d, report(c, 0, o, NULL, d));
+}
+
+luaretry_code luaretry_call_report_attempt(luaretry_call *c, int attempt,
+                                           const luaretry_outcome *o, luaretry_decision *d) {
+  if (attempt <= 0) return LUARETRY_E_ARG;
+  return observed(c, o, d, report(c, attempt, o, NULL, d));
 }
 
 luaretry_code lr_call_report_class(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_class forced,
                                    luaretry_decision *d) {
-  return observed(c, o, d, report(c, o, &forced, d));
+  return observed(c, o, d, report(c, 0, o, &forced, d));
+}
+
+/* ---- hedging: several attempts of one call in flight */
+
+luaretry_code luaretry_call_start(luaretry_call *c, int *attempt) {
+  if (!c || !attempt) return LUARETRY_E_ARG;
+  if (c->stopped) {
+    say(&c->errmsg, "the call already stopped (%s); begin a new one",
+        luaretry_reason_name(c->reason));
+    return LUARETRY_E_STATE;
+  }
+  if (c->in_flight) {
+    say(&c->errmsg, "attempt %d is still in flight: a second one is a hedge "
+        "(luaretry_call_hedge)", c->flight[0].id);
+    return LUARETRY_E_STATE;
+  }
+  double at = luaretry_call_elapsed(c);
+  c->flight[0] = (lr_flight){ ++c->started, 0, at };
+  c->in_flight = 1;
+  c->last_start = at;
+  c->hedge_closed = c->rules->hedge.max <= 0 || c->no_hedge;
+  if (!c->hedge_closed) c->hedge_delay = lr_latency_delay(&c->rules->hedge);
+  *attempt = c->started;
+  return LUARETRY_OK;
+}
+
+double luaretry_call_hedge_in(const luaretry_call *c) {
+  if (!c || c->stopped || c->hedge_closed || c->in_flight == 0 ||
+      c->hedges_in_flight >= c->rules->hedge.max)
+    return -1;
+  double left = c->last_start + c->hedge_delay - luaretry_call_elapsed(c);
+  return left > 0 ? left : 0;
+}
+
+/* Why no hedge goes now (d filled, the round closed); 0 when one may. */
+static int hedge_refused(luaretry_call *c, const luaretry_request *r, double now,
+                         luaretry_decision *d) {
+  const lr_rules *rules = c->rules;
+  const char *why = NULL;
+  int idempotent = 1, remote_said = 0;
+  char *err = buffer(&c->errmsg);
+  lr_attempt_ctx ctx = context(c, c->started + 1, now);
+  if (!err) return -1;
+  if (c->judge->is_idempotent(c->judge->ud, r, &idempotent, &ctx, err, MESSAGE_SIZE) != 0)
+    return -1;
+  if (!idempotent) why = "the request is not idempotent";
+  else if (c->max_attempts > 0 && c->started >= c->max_attempts) why = "max_attempts";
+  else if (rules->deadline > 0 && now >= rules->deadline) why = "deadline";
+  else if (rules->guards.breaker && !breaker_admits(c, 0, now + c->start, &remote_said))
+    why = "the circuit is open";
+  else if (rules->guards.budget && !budget_allows(c, now + c->start, &remote_said))
+    why = "the retry budget refuses";
+  if (!why) return 0;
+  c->hedge_closed = 1;
+  d->retry = 0;
+  d->reason = LUARETRY_REASON_NONE;
+  d->message = say(&c->message, "no hedge: %s", why);
+  d->in_flight = c->in_flight;
+  return 1;
+}
+
+luaretry_code luaretry_call_hedge(luaretry_call *c, const luaretry_request *r,
+                                  luaretry_decision *d) {
+  if (!c || !r || !d) return LUARETRY_E_ARG;
+  memset(d, 0, sizeof *d);
+  d->attempt = c->started;
+  d->elapsed = luaretry_call_elapsed(c);
+  if (luaretry_call_hedge_in(c) != 0) {
+    d->in_flight = c->in_flight;
+    d->message = c->stopped ? NULL : "no hedge due";
+    d->reason = c->stopped ? c->reason : LUARETRY_REASON_NONE;
+    return LUARETRY_OK;
+  }
+  int refused = hedge_refused(c, r, d->elapsed, d);
+  if (refused < 0) return LUARETRY_E_POLICY;
+  if (refused) return LUARETRY_OK;
+  if (c->flight == &c->one) {
+    lr_flight *more = malloc(LR_FLIGHT_MAX * sizeof *more);
+    if (!more) return LUARETRY_E_NOMEM;
+    more[0] = c->one;
+    c->flight = more;
+  }
+  /* paid when sent: a slow answer that succeeds would never pay */
+  if (c->rules->guards.budget) lr_budget_spend(c->shared, &c->rules->guards);
+  lr_count(c->shared, LR_M_HEDGES, 1);
+  c->flight[c->in_flight++] = (lr_flight){ ++c->started, 1, d->elapsed };
+  c->hedges_in_flight++;
+  c->last_start = d->elapsed;
+  d->retry = 1;
+  d->hedge = 1;
+  d->attempt = c->started;
+  d->next_timeout = timeout_at(c->rules, d->elapsed);
+  d->in_flight = c->in_flight;
+  d->rule = "hedge";
+  return LUARETRY_OK;
 }
 
 void luaretry_call_observe(luaretry_call *c, luaretry_observer_fn fn, void *ud) {

@@ -92,6 +92,7 @@ enum {
   LR_M_CALLS, LR_M_UNATTEMPTED, LR_M_RETRIES, LR_M_SUCCESSES, LR_M_FINALS,
   LR_M_EXHAUSTED, LR_M_DEADLINE, LR_M_POLICY_ERRORS, LR_M_CANCELLED,
   LR_M_BUDGET, LR_M_CIRCUIT, LR_M_BREAKER_OPENINGS, LR_M_GAVE_UP, LR_M_SERVER_WAIT,
+  LR_M_HEDGES, LR_M_HEDGES_WON, LR_M_HEDGES_CANCELLED,  /* hedging: not stops */
   LR_METRIC_COUNT
 };
 
@@ -185,6 +186,37 @@ const lr_remote *lr_simfleet_client(lr_simfleet *s, long i);
  * sync) and ends (what it had not sent goes). */
 void lr_simfleet_sync(lr_simfleet *s, long i, double now);
 
+/* ---- hedge.c: another attempt while one is slow (the policy's hedge) */
+
+/* The latencies of a policy's recent answered attempts, for a hedge
+ * delay of "pNN": a ring written by the calls of every thread (relaxed
+ * atomics: a sample torn between two writers is still a latency), read
+ * when a call's attempt starts.  Only calls of a policy with a percentile
+ * hedge record into it, so no other decision writes these lines. */
+#define LR_LATENCY_RING 256
+#define LR_LATENCY_MIN 20   /* fewer samples: the ceiling */
+typedef struct {
+  _Alignas(64) atomic_ullong next;                  /* samples recorded, ever */
+  _Alignas(64) atomic_uint ms100[LR_LATENCY_RING];  /* 0.1 ms units */
+} lr_latency;
+
+typedef struct {
+  int max;                  /* hedges in flight at once; 0: no hedging */
+  double delay;             /* seconds after an attempt's start */
+  double percentile;        /* > 0: the delay is this percentile of the
+                               policy's recent attempts */
+  double floor, ceiling;    /* a percentile's bounds */
+  lr_latency *latency;      /* the policy's samples (with a percentile) */
+} lr_hedge;
+
+void lr_latency_record(lr_latency *l, double seconds);
+/* The delay hedge h gives now: its fixed delay, or its percentile of the
+ * recent samples within [floor, ceiling] (the ceiling until there are
+ * LR_LATENCY_MIN of them). */
+double lr_latency_delay(const lr_hedge *h);
+/* guard.c: a hedge takes its token from the budget as it is sent. */
+void lr_budget_spend(lr_shared *s, const lr_guards *g);
+
 /* ---- the rules a call follows, produced by the policy */
 
 typedef struct {
@@ -196,6 +228,7 @@ typedef struct {
   double max_retry_after;
   lr_backoff backoff;
   lr_guards guards;         /* installed into the policy's lr_shared */
+  lr_hedge hedge;           /* hedge.max == 0: none */
   lr_remote remote;         /* the load's fleet, if any: it lives as long as
                                the load (and so as the load's calls) */
 } lr_rules;
@@ -225,6 +258,7 @@ typedef struct {
   double elapsed;
   lr_rng *rng;              /* the call's own stream: a script's math.random */
   lr_call_data *data;
+  int hedge;                /* the attempt is a hedge: info.hedge */
 } lr_attempt_ctx;
 
 /* The policy's judgement, as the state machine sees it: plain callbacks,

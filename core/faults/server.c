@@ -58,6 +58,10 @@
  *   cycle{a, b}        the same, but starts over after the last entry
  *   routes{["/a"] = x, default = y}  dispatches on req.path (404 when
  *                      nothing matches and there is no default)
+ *   latency{x, base = S, slow = S, every = N | fraction = F, seed = N}
+ *                      x delayed by base seconds, and by slow seconds for
+ *                      every Nth request of the path, or a fraction F drawn
+ *                      from a hash of (seed, req.count)
  * Their entries may be status numbers, body strings, response tables or
  * respond-like functions: `respond = sequence{503, 503, 200}`.
  *
@@ -70,6 +74,8 @@
  *     "body_hash" (FNV-1a 64, hex),"headers"}; time is taken when the
  *     request's head had arrived
  *   POST /_faults/reset    forgets the log, the counts and the states
+ *   GET /_faults/connections  {"open": N, "accepted": M}: connections open
+ *     now (the asking one included) and accepted since the start
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -188,7 +194,19 @@ static void answer_builtin (lr_faults *f, conn *c) {
       fault_put_simple(c, 500, "text/plain", "out of memory\n", 14);
     else fault_put_simple(c, 200, "application/json", "{\"ok\":true}\n", 12);
   }
-  else if (strcmp(what, "requests") == 0 || strcmp(what, "reset") == 0)
+  else if (strcmp(what, "connections") == 0 &&
+           (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)) {
+    /* open now (the asking one included) and accepted so far: a client
+     * that leaks connections shows here */
+    char body[96];
+    size_t open = 0;
+    for (size_t i = 0; i < f->nconns; i++) open += f->conns[i]->state != C_DEAD;
+    int n = snprintf(body, sizeof body, "{\"open\":%zu,\"accepted\":%lld}\n", open,
+                     f->connections);
+    fault_put_simple(c, 200, "application/json", body, (size_t)n);
+  }
+  else if (strcmp(what, "requests") == 0 || strcmp(what, "reset") == 0 ||
+           strcmp(what, "connections") == 0)
     fault_put_simple(c, 405, "text/plain", "method not allowed\n", 19);
   else fault_put_simple(c, 404, "text/plain", "not found\n", 10);
 }

@@ -102,6 +102,21 @@ CURLcode lr_curl_transfer_once(CURLM *m, CURL *h, luaretry_call *c);
 CURLM *lr_curl_multi_take(int *private_multi);
 void lr_curl_multi_give(CURLM *m, int private_multi);
 
+/* hedge.c: what prepare() made for attempt a lives in the call until its
+ * next prepare, which a hedge's makes while a is in flight: a copy of a's
+ * request of its own (*block, to free once a is over), its upload pointed
+ * at it.  Nothing when prepare() left the host's request `req` as it was.
+ * 0, or -1 when out of memory. */
+int lr_curl_own_request(const luaretry_request *req, lr_http_attempt *a, char **block);
+
+/* hedge.c: attempt `id` (started with luaretry_call_start) on h, with
+ * hedges beside it while the policy's hedge allows, until one decides:
+ * the others cancelled, the winner's body given to the sink (*delivered:
+ * the caller gives no body).  `a` is the attempt on h. */
+luaretry_code lr_curl_hedged(luaretry_call *c, CURL *h, CURLM *m, const luaretry_request *req,
+                             const lr_io *io, lr_http_attempt *a, int id, int *delivered,
+                             luaretry_decision *final);
+
 /* CLOCK_MONOTONIC in seconds. */
 double lr_curl_now(void);
 

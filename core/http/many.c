@@ -71,6 +71,8 @@ typedef struct slot slot;
 /* A call in progress: in a transfer (s != NULL) or waiting until `due`.
  * A waiting call holds no easy handle either (the connections live in the
  * multi handle): its next attempt makes one from the template. */
+#define MAX_HEDGES 10  /* hedge.max's bound */
+
 typedef struct live_call {
   luaretry_call *c;
   CURL *h;
@@ -79,13 +81,18 @@ typedef struct live_call {
   luaretry_curl_job own;
   int next;                     /* the number of its next attempt */
   double due;                   /* monotonic seconds */
-  slot *s;
+  slot *s;                      /* its attempt's transfer (on h) */
+  slot *hedges[MAX_HEDGES];     /* its hedges' transfers, each on a copy of h */
+  int nhedges;
 } live_call;
 
 /* A transfer slot: its attempt's buffers, and the call using it. */
 struct slot {
   lr_http_attempt a;
   live_call *call;
+  CURL *h;                      /* the transfer's handle */
+  int id;                       /* its attempt's number */
+  char *request;                /* a hedged round's copy of what prepare() made */
 };
 
 typedef struct {
@@ -98,6 +105,7 @@ typedef struct {
   luaretry_call_options copt;
   double deadline;              /* the policy's, to clip late retries */
   size_t body_limit;            /* the policy's, for each attempt */
+  int hedging;                  /* the policy has a hedge */
   slot *slots;
   size_t nslots, busy;
   live_call *calls;             /* ncalls entries; c == NULL: free */
@@ -161,7 +169,32 @@ static void finish_job(batch *b, luaretry_curl_job *job, size_t i, luaretry_code
   r->errmsg = NULL;
 }
 
+/* A slot's transfer ends here (cancelled, or reported): its handle out of
+ * the multi, its headers and request copy freed, the slot free again. */
+static void free_slot(batch *b, slot *s) {
+  curl_multi_remove_handle(b->m->multi, s->h);
+  curl_easy_setopt(s->h, CURLOPT_HTTPHEADER, NULL);
+  curl_slist_free_all(s->a.headers);
+  s->a.headers = NULL;
+  free(s->request);
+  s->request = NULL;
+  s->call = NULL;
+  b->busy--;
+}
+
+/* The call's hedges still in flight, cancelled (never reported). */
+static void drop_hedges(batch *b, live_call *lc) {
+  for (int k = 0; k < lc->nhedges; k++) {
+    CURL *h = lc->hedges[k]->h;
+    free_slot(b, lc->hedges[k]);
+    curl_easy_cleanup(h);
+  }
+  lc->nhedges = 0;
+}
+
 static void release(batch *b, live_call *lc) {
+  if (lc->s) free_slot(b, lc->s);  /* a call ended with its transfers in flight */
+  drop_hedges(b, lc);
   if (lc->h) curl_easy_cleanup(lc->h);
   memset(lc, 0, sizeof *lc);
   b->spare[b->nspare++] = lc;
@@ -257,51 +290,146 @@ static void start_attempt(batch *b, live_call *lc) {
   const luaretry_curl_job *job = lc->job;
   lr_io io = { b->body_limit, job->sink, job->sink_ud, job->restart, job->upload,
                job->upload_ud };
-  rc = lr_curl_attempt_setup(lc->c, job->request, lc->next, lc->h, timeout, &io, &s->a);
-  if (rc == LUARETRY_OK && curl_multi_add_handle(b->m->multi, lc->h) != CURLM_OK) {
+  int id = lc->next;
+  if (b->hedging && (rc = luaretry_call_start(lc->c, &id)) != LUARETRY_OK) {
+    end_unstarted(b, lc, rc);
+    return;
+  }
+  rc = lr_curl_attempt_setup(lc->c, job->request, id, lc->h, timeout, &io, &s->a);
+  if (rc == LUARETRY_OK && b->hedging &&
+      lr_curl_own_request(job->request, &s->a, &s->request) != 0)
+    rc = LUARETRY_E_NOMEM;
+  if (rc == LUARETRY_OK && curl_multi_add_handle(b->m->multi, lc->h) != CURLM_OK)
+    rc = LUARETRY_E_NOMEM;
+  if (rc != LUARETRY_OK) {
     curl_easy_setopt(lc->h, CURLOPT_HTTPHEADER, NULL);
     curl_slist_free_all(s->a.headers);
     s->a.headers = NULL;
-    rc = LUARETRY_E_NOMEM;
-  }
-  if (rc != LUARETRY_OK) {
+    free(s->request);
+    s->request = NULL;
     end_unstarted(b, lc, rc);
     return;
   }
   s->call = lc;
+  s->h = lc->h;
+  s->id = id;
   lc->s = s;
   b->busy++;
 }
 
-/* A transfer ended with `res`: report it and follow the decision. */
-static void end_attempt(batch *b, live_call *lc, CURLcode res) {
-  slot *s = lc->s;
-  curl_multi_remove_handle(b->m->multi, lc->h);
-  s->call = NULL;
-  lc->s = NULL;
-  b->busy--;
-  lc->next++;
+/* A free transfer slot, or NULL. */
+static slot *free_slot_of(batch *b) {
+  for (size_t k = 0; k < b->nslots; k++)
+    if (!b->slots[k].call) return &b->slots[k];
+  return NULL;
+}
+
+/* Hedge `id` of lc on a free slot, a copy of lc's handle, its body kept
+ * whole (the attempt on lc->h owns the stream).  An error ends the call. */
+static void start_hedge(batch *b, live_call *lc, int id, double timeout) {
+  slot *s = free_slot_of(b);
+  CURL *h = s && lc->h && lc->nhedges < MAX_HEDGES ? curl_easy_duphandle(lc->h) : NULL;
+  luaretry_code rc = LUARETRY_E_NOMEM;
+  if (h) {
+    const luaretry_curl_job *job = lc->job;
+    lr_io io = { b->body_limit, job->sink, job->sink_ud, NULL, job->upload, job->upload_ud };
+    curl_easy_setopt(h, CURLOPT_PRIVATE, (void *)lc);
+    rc = lr_curl_attempt_setup(lc->c, job->request, id, h, timeout, &io, &s->a);
+    if (rc == LUARETRY_OK && lr_curl_own_request(job->request, &s->a, &s->request) != 0)
+      rc = LUARETRY_E_NOMEM;
+    if (rc == LUARETRY_OK && curl_multi_add_handle(b->m->multi, h) != CURLM_OK)
+      rc = LUARETRY_E_NOMEM;
+  }
+  if (h) {
+    s->call = lc;
+    s->h = h;
+    s->id = id;
+    lc->hedges[lc->nhedges++] = s;
+    b->busy++;
+  }
+  if (rc == LUARETRY_OK) return;
+  luaretry_decision d;
+  memset(&d, 0, sizeof d);
+  d.attempt = id;
+  d.elapsed = luaretry_call_elapsed(lc->c);
+  end_call(b, lc, rc, &d);
+}
+
+/* Hedges due now go; the ms until the next one is due, within `ms`. */
+static int hedges_due(batch *b, int ms) {
+  if (!b->hedging) return ms;
+  for (size_t k = 0; k < b->ncalls; k++) {
+    live_call *lc = &b->calls[k];
+    if (!lc->c || (!lc->s && !lc->nhedges)) continue;
+    double in = luaretry_call_hedge_in(lc->c);
+    if (in < 0) continue;
+    if (in > 0 || b->busy >= b->nslots) {
+      int wait = in > 0 ? (int)ceil(in * 1000) : 1000;
+      if (wait < ms) ms = wait;
+      continue;
+    }
+    luaretry_decision d;
+    luaretry_code rc = luaretry_call_hedge(lc->c, lc->job->request, &d);
+    if (rc != LUARETRY_OK) {
+      end_call(b, lc, rc, &d);
+      continue;
+    }
+    if (d.retry) start_hedge(b, lc, d.attempt, d.next_timeout);
+  }
+  return ms;
+}
+
+/* The winner's body to the job's sink: a hedge's replaces what the
+ * stream got. */
+static void deliver(live_call *lc, slot *s, int hedge, const luaretry_decision *d) {
+  luaretry_curl_job *job = lc->job;
+  if (d->reason == LUARETRY_REASON_CANCELLED || !job->sink || !s->a.t.body.len) return;
+  if (!hedge && job->restart) return;  /* streamed already */
+  if (hedge && job->restart && job->restart(job->sink_ud) != 0) return;
+  job->sink(job->sink_ud, s->a.t.body.data, s->a.t.body.len);
+}
+
+/* A transfer of lc (on slot s) ended with `res`: report it and follow the
+ * decision. */
+static void end_attempt(batch *b, live_call *lc, slot *s, CURLcode res) {
+  int hedge = s != lc->s;
+  curl_multi_remove_handle(b->m->multi, s->h);
   luaretry_outcome out;
   luaretry_decision d;
   memset(&d, 0, sizeof d);
-  luaretry_code rc = lr_curl_attempt_finish(lc->h, &s->a, res, &out);
-  if (rc == LUARETRY_OK) rc = luaretry_call_report(lc->c, &out, &d);
+  luaretry_code rc = lr_curl_attempt_finish(s->h, &s->a, res, &out);
+  if (rc == LUARETRY_OK)
+    rc = b->hedging ? luaretry_call_report_attempt(lc->c, s->id, &out, &d)
+                    : luaretry_call_report(lc->c, &out, &d);
   luaretry_curl_job *job = lc->job;
   if (rc == LUARETRY_OK) {
     job->result.status = out.status;
     job->result.error = out.error;
   }
+  if (rc == LUARETRY_OK && !d.retry && d.reason == LUARETRY_REASON_NONE) {
+    /* failed beside attempts still in flight: the call waits for them */
+    if (!hedge) lc->s = NULL;
+    for (int k = 0; hedge && k < lc->nhedges; k++)
+      if (lc->hedges[k] == s) lc->hedges[k] = lc->hedges[--lc->nhedges];
+    free_slot(b, s);
+    if (hedge) curl_easy_cleanup(s->h);
+    return;
+  }
+  if (rc == LUARETRY_OK && !d.retry) deliver(lc, s, hedge, &d);
+  for (int k = 0; hedge && k < lc->nhedges; k++)  /* the winner leaves the list */
+    if (lc->hedges[k] == s) lc->hedges[k] = lc->hedges[--lc->nhedges];
+  CURL *hedge_h = hedge ? s->h : NULL;
+  free_slot(b, s);
+  if (hedge_h) curl_easy_cleanup(hedge_h);
+  if (lc->s && lc->s != s) free_slot(b, lc->s);  /* the attempt the hedge beat */
+  lc->s = NULL;
+  drop_hedges(b, lc);
+  lc->next++;
   if (rc != LUARETRY_OK || !d.retry) {
-    if (rc == LUARETRY_OK && d.reason != LUARETRY_REASON_CANCELLED && job->sink &&
-        !job->restart && s->a.t.body.len)
-      job->sink(job->sink_ud, s->a.t.body.data, s->a.t.body.len);
     end_call(b, lc, rc, &d);
     return;
   }
   /* waiting: the handle goes back (its connection stays in the multi) */
-  curl_easy_setopt(lc->h, CURLOPT_HTTPHEADER, NULL);
-  curl_slist_free_all(s->a.headers);
-  s->a.headers = NULL;
   curl_easy_cleanup(lc->h);
   lc->h = NULL;
   if (b->copt.flags & LUARETRY_CALL_VIRTUAL_TIME) {
@@ -320,10 +448,10 @@ static void cancel_all(batch *b) {
     live_call *lc = &b->calls[k];
     if (!lc->c) continue;
     luaretry_call_cancel(lc->c);
-    if (lc->s) {
+    if (lc->s || lc->nhedges) {
       /* as luaretry_curl_perform does: the attempt is reported, and the
        * report stops the call as cancelled */
-      end_attempt(b, lc, CURLE_ABORTED_BY_CALLBACK);
+      end_attempt(b, lc, lc->s ? lc->s : lc->hedges[0], CURLE_ABORTED_BY_CALLBACK);
       if (!lc->c) continue;
     }
     luaretry_decision d;
@@ -352,7 +480,10 @@ static int collect_ended(batch *b) {
     live_call *lc = NULL;
     curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&lc);
     CURLcode res = msg->data.result;
-    if (lc && lc->s) end_attempt(b, lc, res);
+    slot *s = lc && lc->s && lc->s->h == msg->easy_handle ? lc->s : NULL;
+    for (int k = 0; lc && !s && k < lc->nhedges; k++)
+      if (lc->hedges[k]->h == msg->easy_handle) s = lc->hedges[k];
+    if (s) end_attempt(b, lc, s, res);
     ended++;
   }
   return ended;
@@ -368,6 +499,8 @@ static void run_batch(batch *b) {
     double now = lr_curl_now();
     while (b->busy < b->nslots && b->nwaiting && b->waiting[0]->due <= now)
       start_attempt(b, wait_pop(b));
+    /* then due hedges: they cut the tail of calls already in progress */
+    int hedge_ms = hedges_due(b, 1000);
     while (b->busy < b->nslots && b->nspare && more_jobs(b)) {
       live_call *lc = begin_next(b);
       if (lc) start_attempt(b, lc);
@@ -384,6 +517,7 @@ static void run_batch(batch *b) {
       double ms = ceil((b->waiting[0]->due - lr_curl_now()) * 1000);
       if (ms < timeout_ms) timeout_ms = ms < 0 ? 0 : (int)ms;
     }
+    if (hedge_ms < timeout_ms) timeout_ms = hedge_ms;
     struct curl_waitfd wake = { b->m->wake_fd, CURL_WAIT_POLLIN, 0 };
     curl_multi_poll(b->m->multi, &wake, 1, timeout_ms, NULL);
   }
@@ -392,7 +526,8 @@ static void run_batch(batch *b) {
 /* The table sizes: transfers, and calls in progress at once. */
 static void size_tables(batch *b, const luaretry_curl_many_options *o, size_t n) {
   b->nslots = o->max_transfers ? o->max_transfers : 1;
-  if (n && b->nslots > n) b->nslots = n;
+  /* fewer jobs than transfers: the rest is no use, but to hedges */
+  if (n && !b->hedging && b->nslots > n) b->nslots = n;
   size_t calls = o->max_calls ? o->max_calls : LUARETRY_CURL_MAX_CALLS;
   if (calls < 2 * b->nslots) calls = 2 * b->nslots;
   if (o->max_calls && calls > o->max_calls) calls = o->max_calls;
@@ -413,7 +548,10 @@ static luaretry_code alloc_tables(batch *b) {
 
 static void free_tables(batch *b) {
   if (b->slots)
-    for (size_t k = 0; k < b->nslots; k++) lr_curl_attempt_free(&b->slots[k].a);
+    for (size_t k = 0; k < b->nslots; k++) {
+      lr_curl_attempt_free(&b->slots[k].a);
+      free(b->slots[k].request);
+    }
   free(b->slots);
   free(b->calls);
   free(b->spare);
@@ -441,6 +579,9 @@ luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, luaretry_policy 
   b.o = o;
   b.deadline = t.deadline;
   b.body_limit = t.body_limit;
+  char hedge[32];
+  b.hedging = luaretry_policy_get(p, "hedge.delay", hedge, sizeof hedge) == LUARETRY_OK &&
+              strcmp(hedge, "none") != 0;
   luaretry_call_options_init(&b.copt);
   if (o->call) b.copt = *o->call;
   for (size_t i = 0; i < n; i++) {

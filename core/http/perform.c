@@ -31,16 +31,23 @@ static luaretry_code io_of(luaretry_policy *p, const luaretry_curl_options *o, l
  * when it was kept whole. */
 static luaretry_code attempts(luaretry_call *c, CURL *h, CURLM *m, const luaretry_request *req,
                               const lr_io *io, lr_http_attempt *a, luaretry_decision *final) {
-  for (int n = 1;; n++) {
-    luaretry_code rc = lr_curl_attempt_setup(c, req, n, h, luaretry_call_timeout(c), io, a);
+  for (;;) {
+    int n, delivered = 0;
+    luaretry_code rc = luaretry_call_start(c, &n);
     if (rc != LUARETRY_OK) return rc;
-    CURLcode res = lr_curl_transfer_once(m, h, c);
-    luaretry_outcome out;
-    rc = lr_curl_attempt_finish(h, a, res, &out);
-    if (rc == LUARETRY_OK) rc = luaretry_call_report(c, &out, final);
+    if (luaretry_call_hedge_in(c) >= 0) {  /* the policy hedges: hedge.c */
+      rc = lr_curl_hedged(c, h, m, req, io, a, n, &delivered, final);
+    } else {
+      rc = lr_curl_attempt_setup(c, req, n, h, luaretry_call_timeout(c), io, a);
+      if (rc != LUARETRY_OK) return rc;
+      CURLcode res = lr_curl_transfer_once(m, h, c);
+      luaretry_outcome out;
+      rc = lr_curl_attempt_finish(h, a, res, &out);
+      if (rc == LUARETRY_OK) rc = luaretry_call_report_attempt(c, n, &out, final);
+    }
     if (rc != LUARETRY_OK) return rc;
     if (!final->retry) {
-      if (final->reason != LUARETRY_REASON_CANCELLED && io->sink && !io->restart &&
+      if (!delivered && final->reason != LUARETRY_REASON_CANCELLED && io->sink && !io->restart &&
           a->t.body.len)
         io->sink(io->sink_ud, a->t.body.data, a->t.body.len);
       return LUARETRY_OK;

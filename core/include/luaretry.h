@@ -336,7 +336,11 @@ typedef struct {
                                    now; FLEET: budget_tokens and breaker are the
                                    fleet's */
   uint32_t reserved_32;
-  uint64_t reserved[5];
+  uint64_t hedges;            /* hedges sent */
+  uint64_t hedges_won;        /* hedges whose answer ended the call */
+  uint64_t hedges_cancelled;  /* attempts cancelled because another one of
+                                 their call answered first */
+  uint64_t reserved[2];
 } luaretry_metrics;
 
 LUARETRY_API luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m);
@@ -605,7 +609,13 @@ typedef struct {
                                  valid until the policy is freed or reloaded */
   const char *message;        /* policy error detail, or NULL */
   const char *hook_error;     /* on_retry failed (decision unchanged), or NULL */
-  uint64_t reserved[4];
+  int hedge;                  /* the attempt judged (or, from
+                                 luaretry_call_hedge, the one to start) is a
+                                 hedge */
+  int in_flight;              /* attempts of the call still running: with
+                                 retry = 0 and reason NONE, wait for them; once
+                                 the call stopped, cancel them */
+  uint64_t reserved[3];
 } luaretry_decision;
 
 /* ------------------------------------------------------------------ calls */
@@ -617,6 +627,9 @@ typedef struct luaretry_call luaretry_call;
 /* A budget, breaker and counters of the call's own (a probe, a what-if):
  * the policy's are neither read nor changed. */
 #define LUARETRY_CALL_ISOLATED 0x4u
+/* No hedge for this call, whatever the policy's hedge says: for a host that
+ * tells of one transfer (curl's -i, -D, -w) and cannot tell of several. */
+#define LUARETRY_CALL_NO_HEDGE 0x8u
 
 typedef struct {
   unsigned flags;
@@ -700,6 +713,65 @@ typedef luaretry_code (*luaretry_operation_fn)(void *ud, luaretry_call *c,
                                                luaretry_outcome *out);
 LUARETRY_API luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
                                 void *ud, luaretry_decision *final);
+
+/*
+ * Hedging (the policy's `hedge = { delay =, max = }`), for a host that can
+ * run several attempts of one call at once (an event loop; the curl helper
+ * does it on its multi handle).  An attempt that has not answered after
+ * the hedge's delay gets company: another attempt of the same request,
+ * while the first keeps running; the first acceptable answer wins.
+ *
+ *   luaretry_call_next(c, &d);                 // d.retry: an attempt may go
+ *   luaretry_call_start(c, &id);               // it starts now: attempt id
+ *   ... run attempt id with d.next_timeout ...
+ *   loop:
+ *     wait for an attempt to end, at most luaretry_call_hedge_in(c) s
+ *     (< 0: no hedge will be due; wait for the attempts only)
+ *     hedge due (luaretry_call_hedge_in(c) == 0):
+ *       luaretry_call_hedge(c, &request, &d);
+ *       d.retry: start attempt d.attempt now (a hedge, timeout
+ *                d.next_timeout), keep the others running
+ *       else:    no hedge (d.message says why); the others go on
+ *     attempt k ended: luaretry_call_report_attempt(c, k, &outcome, &d);
+ *       d.retry == 0, d.reason NONE: k failed transiently while others are
+ *                in flight (d.in_flight): wait for them
+ *       d.retry == 1: none is in flight any more; retry after d.wait, then
+ *                luaretry_call_next and luaretry_call_start again
+ *       else:    the call stopped (a success, a final answer, ...): cancel
+ *                the d.in_flight attempts still running, never report them
+ *
+ * Rules: a hedge goes only for an idempotent request (the script's
+ * is_idempotent(request), else the method rule: never a POST without it),
+ * while the retry budget would allow a retry (and it takes a token as it
+ * is sent), while the circuit is not open, before the deadline and within
+ * max_attempts (a hedge is an attempt); each is judged by is_transient like
+ * any attempt (info.hedge is true), and every attempt's timeout ends by the
+ * deadline.  A refusal, or an attempt that fails while others are in
+ * flight, closes hedging until the next luaretry_call_start (a failure is
+ * the backoff's to space out, never a reason to send more at once).
+ * Hedges are spaced `delay` apart, at most hedge.max of them in flight.
+ * With fleet guards a hedge asks the fleet's budget and breaker, but pays
+ * its token to this process's budget only.  LUARETRY_CALL_NO_HEDGE turns
+ * hedging off for one call.
+ * Decisions carry d.hedge and d.in_flight; the policy counts hedges sent,
+ * won and cancelled (luaretry_metrics).  Hosts that never call
+ * luaretry_call_start report as before: attempts are numbered as reported
+ * and nothing is hedged.  luaretry_call_run makes one attempt at a time.
+ */
+LUARETRY_API luaretry_code luaretry_call_start(luaretry_call *c, int *attempt);
+/* Seconds until a hedge is due (0: now), or < 0 when none will be. */
+LUARETRY_API double luaretry_call_hedge_in(const luaretry_call *c);
+/* `request` is the one the attempts send (for is_idempotent).
+ * LUARETRY_E_POLICY when is_idempotent failed (luaretry_call_errmsg says
+ * why), LUARETRY_E_NOMEM when the call's room for hedges (made at its
+ * first, ~260 bytes) cannot be had: no hedge, the attempts go on. */
+LUARETRY_API luaretry_code luaretry_call_hedge(luaretry_call *c, const luaretry_request *request,
+                                               luaretry_decision *d);
+/* luaretry_call_report for attempt number `attempt` (from luaretry_call_start
+ * or luaretry_call_hedge); LUARETRY_E_ARG when it is not in flight. */
+LUARETRY_API luaretry_code luaretry_call_report_attempt(luaretry_call *c, int attempt,
+                                                        const luaretry_outcome *o,
+                                                        luaretry_decision *d);
 
 /* Convenience: the schedule a policy gives when every attempt fails
  * transiently (a 503 the script's is_transient still sees: a wait it

@@ -72,6 +72,12 @@ LUARETRY_API void luaretry_curl_options_init(luaretry_curl_options *o);
  * was reached (see final->reason), or an error code with
  * luaretry_call_errmsg(c) / luaretry_policy_errmsg(p).
  * luaretry_call_cancel(c) interrupts a transfer as well as a wait.
+ * With the policy's hedge (luaretry.h), an attempt that has not answered
+ * after hedge.delay gets hedges on copies of h (curl_easy_duphandle: the
+ * host's options apply), on the same multi handle; the first acceptable
+ * answer wins, the others are cancelled.  The attempt on h streams to the
+ * sink as ever; a hedge keeps its body in memory and, when it wins, the
+ * sink is restarted (restart) and given that body whole.
  */
 LUARETRY_API luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *h,
                                     const luaretry_request *req,
@@ -113,6 +119,10 @@ LUARETRY_API luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_ca
  * behind others does not spend its deadline waiting for a slot; one begun
  * while the circuit is open is refused at once, and never reaches the
  * network), in the order of `jobs`; due retries go before new calls.
+ * A policy with a hedge hedges here too (as luaretry_curl_perform does):
+ * a hedge takes a free transfer slot, after due retries and before new
+ * calls, so with max_transfers no larger than the jobs that keep it busy
+ * none goes; a hedging policy's batch may use max_transfers beyond n.
  * Before each retry luaretry_call_next() is asked again.
  */
 typedef struct luaretry_curl_many luaretry_curl_many;

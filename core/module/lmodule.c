@@ -310,6 +310,8 @@ static int p_metrics(lua_State *L) {
     { "deadline_stops", m.deadline_stops }, { "policy_errors", m.policy_errors },
     { "cancelled", m.cancelled }, { "budget_refusals", m.budget_refusals },
     { "circuit_refusals", m.circuit_refusals }, { "breaker_openings", m.breaker_openings },
+    { "hedges", m.hedges }, { "hedges_won", m.hedges_won },
+    { "hedges_cancelled", m.hedges_cancelled },
   };
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
     lua_pushinteger(L, (lua_Integer)counts[i].v);

@@ -71,12 +71,16 @@ static int keep_call_protected(lua_State *L) {
  * error.  Nothing pushed here allocates (the body is cached first), so the
  * hook is called directly, with no C function between the host and the
  * script. */
-static int run_hook(lr_script *s, int slot, int ref, const char *fname, const char *rule,
-                    lr_verdict *v) {
+static int run_hook(lr_script *s, int slot, int ref, int bodiless, const char *fname,
+                    const char *rule, lr_verdict *v) {
   char err[sizeof v->message];
   lua_State *L = s->sb->L;
   luaretry_code rc;
-  if (body_cached(s, s->cur)) {
+  if (bodiless) {  /* hook(status): no body to make, and nothing allocated */
+    lua_pushvalue(L, slot);
+    lua_pushinteger(L, s->cur->status);
+    rc = lr_sandbox_pcall(s->sb, 1, 2, LUARETRY_E_POLICY, err, sizeof err);
+  } else if (body_cached(s, s->cur)) {
     /* nothing pushed here allocates: the hook is called directly, with
      * no C function between the host and the script */
     lua_pushvalue(L, slot);
@@ -238,7 +242,9 @@ static void read_transient(lua_State *L, lr_script *s, lr_verdict *v) {
 
 /* 1 when the script's is_success says success or failed (v filled). */
 static int script_success(lua_State *L, lr_script *s, lr_verdict *v) {
-  if (run_hook(s, SLOT_IS_SUCCESS, s->ref_is_success, "is_success", s->rule_is_success, v)) return 1;
+  if (run_hook(s, SLOT_IS_SUCCESS, s->ref_is_success, s->bodiless_is_success, "is_success",
+               s->rule_is_success, v))
+    return 1;
   int t = lua_type(L, -2), yes = lua_toboolean(L, -2);
   lua_pop(L, 2);
   if (t != LUA_TBOOLEAN && t != LUA_TNIL) {
@@ -267,7 +273,9 @@ static void judge_in(lr_script *s, const luaretry_outcome *o, lr_verdict *v) {
     default_classify(o, v);
     return;
   }
-  if (run_hook(s, SLOT_IS_TRANSIENT, s->ref_is_transient, "is_transient", s->rule_is_transient, v)) return;
+  if (run_hook(s, SLOT_IS_TRANSIENT, s->ref_is_transient, s->bodiless_is_transient,
+               "is_transient", s->rule_is_transient, v))
+    return;
   read_transient(L, s, v);
 }
 

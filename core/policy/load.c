@@ -129,6 +129,19 @@ static void read_table_fields(lua_State *L, lr_load *ld, int parent, int t, int 
   unknown_names(L, ld, t, 0, 0, line, prefix);
 }
 
+/* Whether the function at registry `ref` takes fewer than 2 parameters
+ * and no `...`: a classifier that cannot see the body.  Allocates nothing
+ * (a registry read, lua_getinfo "u"). */
+static int bodiless(lua_State *L, int ref) {
+  lua_Debug ar;
+  if (!ref) return 0;
+  if (lua_rawgeti(L, LUA_REGISTRYINDEX, ref) != LUA_TFUNCTION) {
+    lua_pop(L, 1);
+    return 0;
+  }
+  return lua_getinfo(L, ">u", &ar) && ar.nparams < 2 && !ar.isvararg;
+}
+
 static void function_rule(lua_State *L, int idx, char *rule, size_t size) {
   lua_Debug ar;
   lua_pushvalue(L, idx);
@@ -541,6 +554,8 @@ lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err,
   s->ref_run = ld->refs[F_RUN];
   s->ref_backoff = ld->refs[F_BACKOFF];
   s->ref_on_breaker = ld->refs[F_ON_BREAKER];
+  s->bodiless_is_success = bodiless(s->sb->L, s->ref_is_success);
+  s->bodiless_is_transient = bodiless(s->sb->L, s->ref_is_transient);
   if (lr_sandbox_call(s->sb, push_slots, s, SLOT_BASE - 1, LUARETRY_E_POLICY, err, errlen) !=
       LUARETRY_OK) {
     *rc = LUARETRY_E_NOMEM;

@@ -73,9 +73,13 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   memset(m, 0, sizeof *m);
   m->calls = (uint64_t)c[LR_M_CALLS];
   long long stops = 0;
-  for (int i = LR_M_SUCCESSES; i < LR_METRIC_COUNT; i++)
+  for (int i = LR_M_SUCCESSES; i <= LR_M_SERVER_WAIT; i++)
     if (i != LR_M_BREAKER_OPENINGS) stops += c[i];
-  m->attempts = (uint64_t)(c[LR_M_RETRIES] + stops - c[LR_M_UNATTEMPTED]);
+  /* a hedge is an attempt that began without a retry */
+  m->attempts = (uint64_t)(c[LR_M_RETRIES] + stops - c[LR_M_UNATTEMPTED] + c[LR_M_HEDGES]);
+  m->hedges = (uint64_t)c[LR_M_HEDGES];
+  m->hedges_won = (uint64_t)c[LR_M_HEDGES_WON];
+  m->hedges_cancelled = (uint64_t)c[LR_M_HEDGES_CANCELLED];
   m->retries = (uint64_t)c[LR_M_RETRIES];
   m->successes = (uint64_t)c[LR_M_SUCCESSES];
   m->finals = (uint64_t)c[LR_M_FINALS];
@@ -226,6 +230,7 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
     lr_strlcpy(p->errmsg, errors, sizeof p->errmsg);
     return LUARETRY_E_POLICY;
   }
+  g->rules.hedge.latency = &p->latency;  /* learned across reloads */
   char name[sizeof p->name];
   if (ld->fields[F_NAME].type == LUA_TSTRING)
     lr_strlcpy(name, ld->fields[F_NAME].str, sizeof name);

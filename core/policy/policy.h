@@ -41,6 +41,9 @@ typedef struct lr_script {
   int ref_on_breaker, ref_call;
   const char *cur_body;            /* a body to make the cached Lua string of */
   size_t cur_body_len;
+  /* is_success / is_transient declares fewer than 2 parameters (and no
+   * ...): it never sees the body, so none is made for it */
+  int bodiless_is_success, bodiless_is_transient;
   /* "file:line" of each hook: its own file, which a require may make
    * another than the script's */
   char rule_is_transient[RULE_SIZE], rule_is_success[RULE_SIZE], rule_backoff[RULE_SIZE],
@@ -66,6 +69,10 @@ typedef struct lr_slot {
   _Alignas(64) atomic_int busy;    /* a line each: threads taking slots side by
                                       side do not fight over one */
   lr_script *script;               /* made by its first borrower */
+  /* and a spare line: CPUs fetch lines in aligned pairs (the adjacent-line
+   * prefetcher), so two busy flags never share a pair, whatever the block's
+   * alignment */
+  char pair_pad[64];
 } lr_slot;
 
 #define SLOTS_PER_BLOCK 16
@@ -78,6 +85,10 @@ typedef struct lr_slot_block {
  * next): immutable once made, but for its states. */
 typedef struct lr_gen {
   atomic_long refs;                /* its calls in flight, +1 while current */
+  /* refs changes with every call's begin and end, on every thread; what
+   * follows is read by every decision: two lines apart (a line, and the
+   * pair the prefetcher fetches with it) */
+  char refs_pad[128 - sizeof(atomic_long)];
   luaretry_policy *p;
   lr_judge judge;                  /* ud: this load */
   lr_rules rules;
@@ -131,6 +142,7 @@ struct luaretry_policy {
   int warn_globals;                /* luaretry_policy_warn_undefined_globals */
   char origin[F_COUNT][64];        /* luaretry_policy_origin: "" for the script's own */
   char errmsg[4096];
+  lr_latency latency;              /* recent attempts, for hedge.delay = "pNN" */
 };
 
 /* ---- gen.c */

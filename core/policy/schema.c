@@ -201,6 +201,15 @@ static int number_ok(const lr_field_spec *s, double v) {
   return !(s->type == T_COUNT || s->type == T_BYTES) || v == floor(v);
 }
 
+/* "p95" -> 95, "p99.9" -> 99.9; 0 when not a percentile above 0 and
+ * below 100. */
+static double percentile_of(const char *s) {
+  if (s[0] != 'p' || !(s[1] >= '0' && s[1] <= '9')) return 0;
+  char *end;
+  double v = strtod(s + 1, &end);
+  return *end == '\0' && v > 0 && v < 100 ? v : 0;
+}
+
 /* Checks field i against its row; 1 when set and valid, 0 when unset,
  * -1 when invalid (reported). */
 static int check_field(lr_check *ck, int i) {
@@ -247,9 +256,15 @@ static int check_field(lr_check *ck, int i) {
     if (f->type == LUA_TTABLE || f->type == LUA_TFUNCTION) return 1;
     bad(ck, i, "a table or a function backoff(n, previous)");
     return -1;
+  case T_DELAY:
+    if ((f->type == LUA_TNUMBER && number_ok(s, f->num)) ||
+        (f->type == LUA_TSTRING && percentile_of(f->str) > 0)) return 1;
+    bad(ck, i, "a number of seconds above 0, or a percentile \"pNN\" (\"p95\", \"p99.9\")");
+    return -1;
   case T_TABLE:
     if (f->type == LUA_TTABLE) return 1;
     bad(ck, i, i == F_BUDGET ? "a table {max_tokens =, token_ratio =}"
+             : i == F_HEDGE ? "a table {delay =, max =}"
              : i == F_BREAKER ? "a table {failures =, open_seconds =, probes =}"
              : i == F_FLEET ? "a table {key =, sync =}"
              : "a table of the script's own settings");
@@ -269,6 +284,7 @@ static void store(lr_tuning *t, int i, const lr_field *f, int ok) {
   case T_COUNT: *(long *)at = (long)v; break;
   case T_BYTES: *(size_t *)at = (size_t)v; break;
   case T_SECONDS: case T_NUMBER: *(double *)at = v; break;
+  case T_DELAY: *(double *)at = ok > 0 && f->type == LUA_TNUMBER ? v : 0; break;
   case T_BOOL: *(int *)at = ok > 0 ? f->boolean : (int)v; break;
   case T_KIND:
     *(luaretry_backoff_kind *)at = ok > 0 ? enum_value(T_KIND, f->str) : (int)v;
@@ -344,6 +360,39 @@ static void check_fleet_key(lr_check *ck, const lr_field *f) {
   if (!ok) bad(ck, F_FL_KEY, "1 to 63 printable characters without spaces, '{' or '}'");
 }
 
+/* The hedge's rules between fields: a delay is needed, and a fixed one
+ * (or a percentile's bounds) must come before the attempt's timeout,
+ * else the hedge could never go. */
+static void check_hedge(lr_check *ck, const int *ok, lr_tuning *x) {
+  lr_field *f = ck->fields;
+  if (!declared(f, ok, F_HEDGE)) {
+    x->hedge_max = 0;
+    return;
+  }
+  char w[1200];
+  if (ok[F_H_DELAY] == 0) {
+    where(ck, F_HEDGE, w, sizeof w);
+    add_error(ck->errors, ck->errors_size, "%s: hedge.delay must be set (seconds, or "
+              "\"p95\")", w);
+  }
+  if (ok[F_H_DELAY] > 0 && f[F_H_DELAY].type == LUA_TSTRING)
+    x->hedge_percentile = percentile_of(f[F_H_DELAY].str);
+  if (ok[F_H_CEILING] <= 0) x->hedge_ceiling = 1;
+  double timeout = x->pub.attempt_timeout;
+  if (timeout > 0 && ok[F_H_DELAY] > 0 && !x->hedge_percentile && x->hedge_delay >= timeout) {
+    where(ck, F_H_DELAY, w, sizeof w);
+    add_error(ck->errors, ck->errors_size, "%s: %g s is not below attempt_timeout (%g s): "
+              "no hedge could ever go", w, x->hedge_delay, timeout);
+  }
+  if (ok[F_H_CEILING] > 0 && ok[F_H_FLOOR] >= 0 && x->hedge_ceiling < x->hedge_floor) {
+    where(ck, F_H_CEILING, w, sizeof w);
+    add_error(ck->errors, ck->errors_size, "%s: %g is below hedge.floor (%g)", w,
+              x->hedge_ceiling, x->hedge_floor);
+  }
+  if (timeout > 0 && x->hedge_ceiling >= timeout) x->hedge_ceiling = timeout / 2;
+  if (x->hedge_floor > x->hedge_ceiling) x->hedge_floor = x->hedge_ceiling;
+}
+
 /* Validates the fields into the tuning; 0 when valid. */
 static int validate(lr_check *ck, lr_tuning *x) {
   lr_field *f = ck->fields;
@@ -366,6 +415,7 @@ static int validate(lr_check *ck, lr_tuning *x) {
   else check_backoff(ck, ok, t);
   t->budget = declared(f, ok, F_BUDGET);
   t->breaker = declared(f, ok, F_BREAKER);
+  check_hedge(ck, ok, x);
   return ck->errors[0] != '\0';
 }
 
@@ -395,6 +445,14 @@ static void rules_of(const luaretry_tuning *t, lr_rules *r) {
   g->failures = (int)t->failures;
   g->open_seconds = t->open_seconds;
   g->probes = (int)t->probes;
+}
+
+static void hedge_rules_of(const lr_tuning *x, lr_rules *r) {
+  r->hedge.max = (int)x->hedge_max;
+  r->hedge.delay = x->hedge_delay;
+  r->hedge.percentile = x->hedge_percentile;
+  r->hedge.floor = x->hedge_floor;
+  r->hedge.ceiling = x->hedge_ceiling;
 }
 
 /* Reads an override's text as the value a script could have given. */
@@ -441,6 +499,7 @@ int lr_schema_apply(const lr_field *script_fields, const lr_override *overrides,
   lr_check ck = { chunk, fields, errors, errors_size, warnings, warning_count };
   if (validate(&ck, t) != 0) return -1;
   rules_of(&t->pub, r);
+  hedge_rules_of(t, r);
   return 0;
 }
 
@@ -463,12 +522,21 @@ static int guard_off(const luaretry_tuning *t, int i) {
          (lr_field_in(i, F_BACKOFF) && t->kind == LUARETRY_BACKOFF_SCRIPT);
 }
 
+/* The hedge's fields read "none" without a hedge. */
+static int hedge_off(const lr_tuning *t, int i) { return lr_field_in(i, F_HEDGE) && !t->hedge_max; }
+
 void lr_schema_format(const lr_tuning *t, int i, char *buf, size_t size) {
   const lr_field_spec *s = &lr_fields[i];
   const char *at = (const char *)t + s->tuning;
   lr_strlcpy(buf, "none", size);
   if (i == F_NAME && t->pub.name) lr_strlcpy(buf, t->pub.name, size);
-  if (s->tuning == NOTUNE || guard_off(&t->pub, i)) return;
+  if (s->tuning == NOTUNE || guard_off(&t->pub, i) || hedge_off(t, i)) return;
+  if (i == F_H_DELAY && t->hedge_percentile > 0) {
+    char p[32];
+    shortest(p, sizeof p, t->hedge_percentile);
+    lr_fmt(buf, size, "p%s", p);
+    return;
+  }
   switch (s->type) {
   case T_STRING:
     if (*at) lr_strlcpy(buf, at, size);
@@ -477,7 +545,7 @@ void lr_schema_format(const lr_tuning *t, int i, char *buf, size_t size) {
     if (*(const long *)at || !(s->flags & OPT)) lr_fmt(buf, size, "%ld", *(const long *)at);
     break;
   case T_BYTES: lr_fmt(buf, size, "%zu", *(const size_t *)at); break;
-  case T_SECONDS: case T_NUMBER:
+  case T_SECONDS: case T_NUMBER: case T_DELAY:
     if (*(const double *)at || !(s->flags & OPT)) shortest(buf, size, *(const double *)at);
     break;
   case T_BOOL: lr_strlcpy(buf, *(const int *)at ? "true" : "false", size); break;
@@ -524,6 +592,7 @@ static const char *type_word(lr_type t) {
   case T_FUNCTION: return "function";
   case T_TABLE: return "table";
   case T_BACKOFF: return "backoff";
+  case T_DELAY: return "delay";
   }
   return NULL;
 }

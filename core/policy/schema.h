@@ -23,7 +23,8 @@ typedef enum {
   T_JITTER,    /* luaretry_jitter, by name */
   T_FUNCTION,
   T_TABLE,     /* a table: its fields are the rows named "table.field" */
-  T_BACKOFF    /* a table (backoff.*) or a function backoff(n, previous) */
+  T_BACKOFF,   /* a table (backoff.*) or a function backoff(n, previous) */
+  T_DELAY      /* seconds above lo, or a latency percentile "pNN": hedge.delay */
 } lr_type;
 
 /* Row flags */
@@ -47,6 +48,11 @@ typedef struct {
   long fleet_sync;                     /* ms */
   char fleet_redis[FLEET_URL_SHOWN];   /* redacted; "": none (host) */
   long fleet_connect_timeout, fleet_command_timeout, fleet_reconnect;  /* ms (host) */
+  /* hedge: another attempt of an idempotent request while one is slow */
+  long hedge_max;                      /* extra attempts in flight; 0: no hedge */
+  double hedge_delay;                  /* seconds, or 0 with a percentile */
+  double hedge_percentile;             /* "p95": 95; 0: a fixed delay */
+  double hedge_floor, hedge_ceiling;   /* a percentile's bounds, seconds */
 } lr_tuning;
 
 /* X(ID, name, type, lo, hi, flags, default, tuning member, doc) */
@@ -134,7 +140,17 @@ typedef struct {
   X(FL_COMMAND, "fleet.command_timeout", T_COUNT, 1, 60000, HOST, 100, \
     MORE(fleet_command_timeout), "milliseconds for one round trip to Redis") \
   X(FL_RECONNECT, "fleet.reconnect", T_COUNT, 1, 3600000, HOST, 30000, \
-    MORE(fleet_reconnect), "the longest wait before reconnecting to Redis, milliseconds")
+    MORE(fleet_reconnect), "the longest wait before reconnecting to Redis, milliseconds") \
+  X(HEDGE, "hedge", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
+    "another attempt of an idempotent request when one has not answered after delay") \
+  X(H_DELAY, "hedge.delay", T_DELAY, 0, INFINITY, OPEN, NODEF, MORE(hedge_delay), \
+    "seconds without an answer before a hedge, or \"p95\": the policy's recent latency") \
+  X(H_MAX, "hedge.max", T_COUNT, 1, 10, 0, 1, MORE(hedge_max), \
+    "hedges in flight at once, beside the attempt they hedge") \
+  X(H_FLOOR, "hedge.floor", T_SECONDS, 0, INFINITY, OPEN, 0.01, MORE(hedge_floor), \
+    "the shortest delay a percentile gives, seconds") \
+  X(H_CEILING, "hedge.ceiling", T_SECONDS, 0, INFINITY, OPEN, NODEF, MORE(hedge_ceiling), \
+    "the longest delay a percentile gives (and before it is learned), seconds (default 1)")
 
 #define LR_FIELD_ID(id, ...) F_##id,
 enum { LR_FIELDS(LR_FIELD_ID) F_COUNT };

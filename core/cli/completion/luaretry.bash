@@ -27,7 +27,7 @@ _luaretry() {
     -X|--request) COMPREPLY=($(compgen -W "GET HEAD POST PUT DELETE PATCH OPTIONS" -- "$cur")); return ;;
     -H|--header|-d|--data|--data-ascii|--data-binary|--data-raw|-u|--user|-A|--user-agent|\
     -w|--write-out|-m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|\
-    --parallel|--attempts|--clients|--outage|--listen|--probe|--redis) return ;;
+    --parallel|--attempts|--clients|--outage|--listen|--probe|--redis|--latency|--calls) return ;;
   esac
   if [[ $cmd == help ]]; then
     [[ $COMP_CWORD -eq 2 ]] && COMPREPLY=($(compgen -W "$commands" -- "$cur"))
@@ -38,7 +38,7 @@ _luaretry() {
     case $cmd in
       run) opts=$_luaretry_run_options ;;
       check) opts="--set --probe --help" ;;
-      simulate) opts="--attempts --seed --json --set --probe --clients --outage --svg --fleet --help" ;;
+      simulate) opts="--attempts --seed --json --set --probe --clients --outage --svg --fleet --latency --calls --help" ;;
       list) opts="--names --help" ;;
       fleet) opts="--redis --reset --set --help" ;;
       faults) opts="--listen --listen-any --help" ;;
@@ -54,7 +54,7 @@ _luaretry() {
       -u|--user|-A|--user-agent|--cacert|-E|--cert|--key|-D|--dump-header|-w|--write-out|\
       -m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|--log-json|\
       --metrics-file|--urls|--parallel|--output-dir|--attempts|--clients|--outage|--svg|--probe|\
-      --trace-ascii|--redis|--listen) ((i++)) ;;
+      --trace-ascii|--redis|--listen|--latency|--calls) ((i++)) ;;
       -*) ;;
       *) ((words_before++)) ;;
     esac

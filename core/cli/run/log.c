@@ -9,6 +9,13 @@
 #include "cli/cli.h"
 #include "run.h"
 
+/* A decision's verdict: "in_flight" for an attempt that failed while
+ * others of its call (a hedge, or the attempt it hedged) go on. */
+static const char *verdict(const luaretry_decision *d) {
+  if (!d->retry && d->reason == LUARETRY_REASON_NONE && d->in_flight) return "in_flight";
+  return luaretry_reason_name(d->reason);
+}
+
 /* The fields of a JSON log line, without the closing brace. */
 static void json_fields(FILE *f, const luaretry_decision *d, int status, const char *error,
                         const char *detail, const char *target) {
@@ -20,7 +27,7 @@ static void json_fields(FILE *f, const luaretry_decision *d, int status, const c
   fputs(",\"error_detail\":", f);
   cli_json_string(f, detail);
   fputs(",\"verdict\":", f);
-  cli_json_string(f, luaretry_reason_name(d->reason));
+  cli_json_string(f, verdict(d));
   fprintf(f, ",\"wait\":%.6f,\"elapsed\":%.6f,\"next_timeout\":%.6f,\"rule\":", d->wait,
           d->elapsed, d->next_timeout);
   cli_json_string(f, d->rule);
@@ -28,6 +35,7 @@ static void json_fields(FILE *f, const luaretry_decision *d, int status, const c
   cli_json_string(f, d->retry ? luaretry_wait_source_name(d->wait_source) : NULL);
   fputs(",\"message\":", f);
   cli_json_string(f, d->message);
+  fprintf(f, ",\"hedge\":%s,\"in_flight\":%d", d->hedge ? "true" : "false", d->in_flight);
   if (target) {
     fputs(",\"target\":", f);
     cli_json_string(f, target);
@@ -102,14 +110,17 @@ static void text_line(const attempt_log *log, const char *who, const luaretry_ou
   else snprintf(outcome, sizeof outcome, "%d", o->status);
   char of[32] = "";
   if (log->max_attempts > 0) snprintf(of, sizeof of, "/%ld", log->max_attempts);
-  fprintf(f, "luaretry: %sattempt %d%s: ", who, d->attempt, of);
+  fprintf(f, "luaretry: %sattempt %d%s%s: ", who, d->attempt, of, d->hedge ? " (hedge)" : "");
   cli_text(f, outcome);
   if (d->retry)
     fprintf(f, " -> retry in %.3f s (%s; ", d->wait, luaretry_wait_source_name(d->wait_source));
   else
-    fprintf(f, " -> %s (", luaretry_reason_name(d->reason));
+    fprintf(f, " -> %s (", verdict(d));
   cli_text(f, d->rule);
   fputc(')', f);
+  if (d->in_flight)
+    fprintf(f, d->reason == LUARETRY_REASON_NONE ? "; %d more in flight" : "; %d in flight cancelled",
+            d->in_flight);
   if (d->message) fputs(": ", f), cli_text(f, d->message);
   if (o->error_detail) fputs(": ", f), cli_text(f, o->error_detail);
   if (!d->retry && d->reason != LUARETRY_REASON_SUCCESS) log_body_line(f, o);
@@ -185,7 +196,7 @@ void log_stats(const luaretry_policy *p) {
   fprintf(stderr, "luaretry: stats: calls %llu, attempts %llu, retries %llu, successes %llu, "
           "finals %llu, exhausted %llu, deadline stops %llu, policy errors %llu, "
           "cancelled %llu, budget refusals %llu, circuit refusals %llu, breaker openings %llu, "
-          "waited %.3f s, breaker %s, guards %s\n",
+          "waited %.3f s, breaker %s, guards %s, hedges %llu (won %llu, cancelled %llu)\n",
           (unsigned long long)m.calls, (unsigned long long)m.attempts,
           (unsigned long long)m.retries, (unsigned long long)m.successes,
           (unsigned long long)m.finals, (unsigned long long)m.exhausted,
@@ -193,5 +204,6 @@ void log_stats(const luaretry_policy *p) {
           (unsigned long long)m.cancelled, (unsigned long long)m.budget_refusals,
           (unsigned long long)m.circuit_refusals, (unsigned long long)m.breaker_openings,
           m.time_waited, luaretry_breaker_state_name(m.breaker),
-          luaretry_guards_scope_name(m.guards));
+          luaretry_guards_scope_name(m.guards), (unsigned long long)m.hedges,
+          (unsigned long long)m.hedges_won, (unsigned long long)m.hedges_cancelled);
 }

@@ -35,6 +35,9 @@ static const counter COUNTERS[] = {
   C(breaker_openings, "Times the circuit breaker opened."),
   C(gave_up, "Calls whose operation gave up."),
   C(server_waits_too_long, "Calls stopped by a Retry-After above max_retry_after."),
+  C(hedges, "Hedges sent (attempts beside a slow one)."),
+  C(hedges_won, "Hedges whose answer ended their call."),
+  C(hedges_cancelled, "Attempts cancelled because another of their call answered first."),
 };
 #undef C
 #define N_COUNTERS (sizeof COUNTERS / sizeof COUNTERS[0])
@@ -127,9 +130,12 @@ void report_end(const run_args *a, const luaretry_policy *p, FILE *json, luaretr
     fputs("{\"summary\":true,\"verdict\":", json);
     cli_json_string(json, exit_status == EXIT_USAGE ? NULL : luaretry_reason_name(reason));
     fprintf(json, ",\"attempts\":%ld,\"total_wait\":%.6f,\"exit\":%d,\"policy\":",
-            attempts < 0 ? (long)m.attempts : attempts, m.time_waited, exit_status);
+            /* hedges: attempts made, not the number of the one that decided */
+            attempts < 0 || m.hedges ? (long)m.attempts : attempts, m.time_waited, exit_status);
     cli_json_string(json, t.name);
-    fputs("}\n", json);
+    fprintf(json, ",\"hedges\":%llu,\"hedges_won\":%llu,\"hedges_cancelled\":%llu}\n",
+            (unsigned long long)m.hedges, (unsigned long long)m.hedges_won,
+            (unsigned long long)m.hedges_cancelled);
     fflush(json);
   }
   if (a->stats == 1) log_stats(p);

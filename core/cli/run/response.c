@@ -62,6 +62,8 @@ static void write_headers(response *r) {
 void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   response *r = ud;
   log_attempt(r->log, o, d);
+  /* an attempt that failed beside a hedge still running: nothing decided */
+  if (!d->retry && d->reason == LUARETRY_REASON_NONE && d->in_flight) return;
   if (o && d->retry) r->len = 0;  /* a retried attempt's headers are no one's */
   if (d->retry) return;
   if (r->a->fail && d->reason != LUARETRY_REASON_SUCCESS) r->drop = 1;

@@ -149,6 +149,8 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
   if (a->has_seed) opt.flags |= LUARETRY_CALL_SEED, opt.seed = a->seed;
+  /* -i, -D and -w tell of one transfer: no hedge beside it */
+  if (a->include || a->dump_header || a->write_out) opt.flags |= LUARETRY_CALL_NO_HEDGE;
   luaretry_code rc = luaretry_call_begin(p, &opt, c);
   if (rc != LUARETRY_OK) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));

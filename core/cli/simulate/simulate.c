@@ -290,6 +290,9 @@ typedef struct {
   long long attempts, seed, clients;
   double outage;
   int json, have_outage, fleet;
+  const char *latency;     /* --latency SPEC */
+  cli_latency lat;
+  long long calls;         /* --calls N */
   char **sets;             /* room for argc + 1 */
   int nsets;
   cli_probe *probes;       /* --probe's, room for argc */
@@ -315,6 +318,15 @@ static int take_value(simulate_args *a, const char *opt, char *v) {
     a->outage = parse_seconds(v);
     if (a->outage < 0) return cli_usage("--outage %s: expected seconds from 0 to 1e6", v);
     a->have_outage = 1;
+  } else if (strcmp(opt, "--latency") == 0) {
+    if (cli_latency_parse(v, &a->lat) != 0)
+      return cli_usage("--latency %s: expected BASE or BASE,SLOW@FRACTION in seconds "
+                       "(0.01,1@0.05: 10 ms, and 1 s for 5%% of the attempts)", v);
+    a->latency = v;
+  } else if (strcmp(opt, "--calls") == 0) {
+    a->calls = parse_count(v);
+    if (a->calls < 1 || a->calls > 1000000)
+      return cli_usage("--calls %s: expected a whole number from 1 to 1000000", v);
   } else if (strcmp(opt, "--clients") == 0) {
     a->clients = parse_count(v);
     if (a->clients < 1 || a->clients > MAX_CLIENTS)
@@ -334,7 +346,8 @@ static int take_value(simulate_args *a, const char *opt, char *v) {
 /* 0, or the exit status after a usage message. */
 static int parse_simulate(int argc, char **argv, simulate_args *a) {
   static const char *const with_value[] = { "--attempts", "--seed", "--set", "--clients",
-                                            "--outage", "--svg", "--probe", NULL };
+                                            "--outage", "--svg", "--probe", "--latency", "--calls",
+                                            NULL };
   for (int i = 0; i < argc; i++) {
     const char *s = argv[i];
     int takes = 0, status = 0;
@@ -354,6 +367,9 @@ static int parse_simulate(int argc, char **argv, simulate_args *a) {
                      a->svg ? "--svg" : a->fleet ? "--fleet" : "--outage");
   if (a->fleet && a->svg) return cli_usage("simulate: --fleet draws no --svg%s", "");
   if (a->clients && a->nprobes) return cli_usage("simulate: --probe is for one call, not --clients%s", "");
+  if (a->calls && !a->latency) return cli_usage("simulate: --calls needs --latency%s", "");
+  if (a->latency && (a->clients || a->attempts || a->nprobes))
+    return cli_usage("simulate: --latency goes alone (not with --clients, --attempts or --probe)%s", "");
   if ((a->clients || a->nprobes) && a->attempts) {  /* each client's call: the same override as --attempts */
     snprintf(a->attempts_set, sizeof a->attempts_set, "max_attempts=%lld", a->attempts);
     a->sets[a->nsets++] = a->attempts_set;
@@ -404,7 +420,10 @@ int cli_simulate(int argc, char **argv) {
   luaretry_policy *p = NULL;
   if (status == 0 && !(p = cli_load_policy(a.path, a.sets, a.nsets, 1))) status = EXIT_POLICY;
   if (p) {
-    if (a.fleet)
+    if (a.latency)
+      status = cli_simulate_latency(p, &a.lat, a.calls ? (long)a.calls : 1000, (uint64_t)a.seed,
+                                    a.json);
+    else if (a.fleet)
       status = cli_simulate_fleet(p, a.path, (long)a.clients, a.outage, (uint64_t)a.seed, a.json);
     else
       status = a.clients ? simulate_herd(p, &a) : simulate_schedule(p, &a);

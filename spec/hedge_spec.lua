@@ -1,0 +1,340 @@
+-- Hedged requests (hedge = { delay =, max = }): another attempt of an
+-- idempotent request while the first has not answered, the first
+-- acceptable answer winning, through `luaretry run` against the fault
+-- server (spec/hedge/server.lua); and hedge's load errors.
+local proc = require "spec.support.proc"
+
+local SERVER = proc.root .. "/spec/hedge/server.lua"
+
+local function policy(dir, text)
+  local path = dir .. "/p.lua"
+  proc.writefile(path, text)
+  return path
+end
+
+-- The --log-json lines: the attempts, then the summary.
+local function log_of(path)
+  local attempts, summary = {}, nil
+  for _, line in ipairs(proc.lines(proc.readfile(path) or "")) do
+    local o = proc.json.decode(line)
+    if o.summary then summary = o else attempts[#attempts + 1] = o end
+  end
+  return attempts, summary
+end
+
+local function seen(srv, path) return #srv:requests_on(path) end
+
+describe("hedge", function ()
+  local srv, dir
+  before_each(function ()
+    dir = proc.tmpdir()
+    srv = proc.server(SERVER)
+  end)
+  after_each(function ()
+    srv:stop()
+    proc.rmtree(dir)
+  end)
+
+  local function run(p, path, extra)
+    local log = dir .. "/log.json"
+    local args = {"run", p, srv.base .. path, "--log-json", log}
+    for _, a in ipairs(extra or {}) do args[#args + 1] = a end
+    local r = proc.run(args, {timeout = 20})
+    r.attempts, r.summary = log_of(log)
+    return r
+  end
+
+  local HEDGED = [[
+max_attempts = 5
+attempt_timeout = 5
+hedge = { delay = 0.1, max = 1 }
+]]
+
+  it("sends a hedge when the attempt is slow, and the hedge's answer wins alone", function ()
+    local r = run(policy(dir, HEDGED), "/slow-first")
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("body2", r.stdout)
+    assert.is_true(r.secs < 0.9, r.secs .. " s: the slow original was waited for")
+    assert.matches("attempt 2/5 %(hedge%): 200 %-> success %(default%); 1 in flight cancelled", r.stderr)
+    assert.are.equal(1, #r.attempts)
+    assert.is_true(r.attempts[1].hedge)
+    assert.are.equal(1, r.attempts[1].in_flight)
+    assert.are.equal(1, r.summary.hedges)
+    assert.are.equal(1, r.summary.hedges_won)
+    assert.are.equal(1, r.summary.hedges_cancelled)
+    assert.are.equal(2, r.summary.attempts)
+    assert.are.equal(2, seen(srv, "/slow-first"))
+  end)
+
+  it("is turned on by --set hedge.delay, and counted by --stats=json", function ()
+    local p = policy(dir, "max_attempts = 3\nattempt_timeout = 5\n")
+    local r = run(p, "/slow-first", {"--set", "hedge.delay=0.05", "--stats=json"})
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("body2", r.stdout)
+    local stats = proc.json.decode(r.stderr:match("(%b{})%s*$"))
+    assert.are.equal(1, stats.hedges)
+    assert.are.equal(1, stats.hedges_won)
+    assert.are.equal(1, stats.hedges_cancelled)
+  end)
+
+  it("never hedges a request that is not idempotent (a POST)", function ()
+    local r = run(policy(dir, HEDGED), "/slow-first", {"-X", "POST", "-d", "x"})
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("body1", r.stdout)
+    assert.is_true(r.secs >= 1)
+    assert.are.equal(0, r.summary.hedges)
+    assert.are.equal(1, seen(srv, "/slow-first"))
+  end)
+
+  it("judges a failed hedge by is_transient and waits for the original, which succeeds", function ()
+    local r = run(policy(dir, HEDGED), "/hedge-fails")
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("original", r.stdout)
+    assert.are.equal(2, #r.attempts)
+    assert.are.equal("in_flight", r.attempts[1].verdict)
+    assert.are.equal(503, r.attempts[1].status)
+    assert.is_true(r.attempts[1].hedge)
+    assert.are.equal("success", r.attempts[2].verdict)
+    assert.is_false(r.attempts[2].hedge)
+    assert.are.equal(1, r.summary.hedges)
+    assert.are.equal(0, r.summary.hedges_won)
+    assert.matches("attempt 2/5 %(hedge%): 503 %-> in_flight %(default%); 1 more in flight", r.stderr)
+  end)
+
+  it("tells the script which attempt is a hedge (info.hedge)", function ()
+    local p = policy(dir, HEDGED .. [[
+function is_success(status, body, info) return status == 200 and not info.hedge end
+function is_transient(status, body, info) return info.hedge end
+]])
+    local r = run(p, "/slow-first")
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("body1", r.stdout)  -- the hedge's 200 was not a success
+    assert.are.equal("in_flight", r.attempts[1].verdict)
+    assert.is_true(r.attempts[1].hedge)
+    assert.is_false(r.attempts[2].hedge)
+  end)
+
+  it("refuses a hedge while the breaker is open", function ()
+    local p = policy(dir, [[
+max_attempts = 5
+attempt_timeout = 5
+hedge = { delay = 0.1, max = 3 }
+breaker = { failures = 1, open_seconds = 30 }
+]])
+    local r = run(p, "/hedge-fails")
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("original", r.stdout)
+    -- the first hedge's 503 opened the circuit: no second hedge went
+    assert.are.equal(1, r.summary.hedges)
+    assert.are.equal(2, seen(srv, "/hedge-fails"))
+  end)
+
+  it("hedges only while the budget allows a retry, each hedge paying a token as it goes", function ()
+    local p = policy(dir, [[
+max_attempts = 10
+attempt_timeout = 5
+hedge = { delay = 0.05, max = 5 }
+budget = { max_tokens = 4, token_ratio = 0.1 }
+]])
+    -- an overload: every answer is slow; tokens 4 -> 3 -> 2, then no more
+    -- than half are left and the third hedge is refused
+    local r = run(p, "/all-slow")
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("slow", r.stdout)
+    assert.are.equal(2, r.summary.hedges)
+    assert.are.equal(3, seen(srv, "/all-slow"))
+  end)
+
+  it("bounds every attempt in flight by the deadline", function ()
+    local p = policy(dir, [[
+max_attempts = 10
+deadline = 0.5
+hedge = { delay = 0.1, max = 2 }
+]])
+    local r = run(p, "/hang")
+    assert.are.equal(5, r.code, r.stderr)
+    assert.is_true(r.secs < 1.5, r.secs .. " s")
+    assert.are.equal(2, r.summary.hedges)
+    assert.are.equal(3, seen(srv, "/hang"))
+    for _, a in ipairs(r.attempts) do assert.are.equal("timeout", a.error) end
+  end)
+
+  it("writes one winner's body whole when the attempt and its hedge answer at once", function ()
+    local r = run(policy(dir, HEDGED), "/both")
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(200000, #r.stdout)
+    assert.is_true(r.stdout == string.rep("A", 200000) or r.stdout == string.rep("B", 200000),
+                   "the bodies were mixed")
+    assert.are.equal(1, r.summary.hedges)
+    assert.are.equal(1, r.summary.hedges_cancelled)
+  end)
+
+  it("keeps each attempt's own prepared request while a hedge is prepared", function ()
+    local p = policy(dir, HEDGED .. [[
+function prepare(request, attempt)
+  request.headers["X-Attempt"] = tostring(attempt)
+  request.body = "body-of-" .. attempt .. string.rep(".", 1000)
+  request.url = request.url:gsub("%?.*", "") .. "?attempt=" .. attempt
+end
+-- the outcome's url is its own attempt's, not the hedge's prepared since
+function is_success(status, body, info)
+  return status == 200 and info.url:match("attempt=(%d+)$") == (info.hedge and "2" or "1")
+end
+function is_transient() return false end
+]])
+    local r = run(p, "/prepared", {"-X", "PUT", "-d", "x"})
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("PUT body-of-1" .. string.rep(".", 1000) .. " 1", r.stdout)
+    assert.are.equal(1, r.summary.hedges)
+    assert.are.equal(0, r.summary.hedges_won)
+    local reqs = srv:requests_on("/prepared")
+    assert.are.equal(2, #reqs)
+    assert.are.equal(1009, reqs[1].body_len)
+    assert.are.equal("2", reqs[2].headers["x-attempt"])
+  end)
+
+  it("hedges in a batch, on free transfer slots (--parallel), each URL's winner in its file", function ()
+    local out = dir .. "/out"
+    proc.sh("mkdir " .. proc.q(out))
+    local args = {"run", policy(dir, HEDGED), "--output-dir", out, "--parallel", "8",
+                  "--log-json", dir .. "/log.json"}
+    for n = 1, 6 do args[#args + 1] = srv.base .. "/b/" .. n end
+    local r = proc.run(args, {timeout = 20})
+    assert.are.equal(0, r.code, r.stderr)
+    assert.is_true(r.secs < 0.9, r.secs .. " s")
+    for n = 1, 6 do
+      assert.are.equal(n % 2 == 1 and "fast" .. n .. "-2" or "fast" .. n .. "-1",
+                       proc.readfile(out .. "/" .. n))
+    end
+    local _, summary = log_of(dir .. "/log.json")
+    assert.are.equal(3, summary.hedges)
+    assert.are.equal(3, summary.hedges_won)
+    assert.are.equal(3, summary.hedges_cancelled)
+  end)
+
+  it("does not hedge with -i, -D or -w, which tell of one transfer", function ()
+    for _, opt in ipairs{{"-i"}, {"-D", dir .. "/head"}, {"-w", "%{http_code}"}} do
+      srv:reset()
+      local r = run(policy(dir, HEDGED), "/slow-first", opt)
+      assert.are.equal(0, r.code, r.stderr)
+      assert.matches("body1", r.stdout)
+      assert.are.equal(0, r.summary.hedges)
+      assert.are.equal(1, seen(srv, "/slow-first"))
+    end
+  end)
+
+  it("writes the winner to -o FILE, never the loser's bytes", function ()
+    local out = dir .. "/out"
+    local r = run(policy(dir, HEDGED), "/slow-first", {"-o", out})
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("body2", proc.readfile(out))
+  end)
+end)
+
+describe("hedge's load errors", function ()
+  local dir
+  before_each(function () dir = proc.tmpdir() end)
+  after_each(function () proc.rmtree(dir) end)
+
+  local function check(hedge, timeout)
+    local path = dir .. "/bad.lua"
+    proc.writefile(path, "max_attempts = 3\nattempt_timeout = " .. (timeout or 2) ..
+                   "\n\nhedge = " .. hedge .. "\n")
+    return proc.run({"check", path}), path
+  end
+
+  for _, case in ipairs{
+    {"{ delay = 0 }", 'hedge%.delay: expected a number of seconds above 0, or a percentile "pNN"'},
+    {"{ delay = -1 }", "hedge%.delay: expected a number of seconds above 0.*got %-1"},
+    {"{ delay = 0/0 }", "hedge%.delay: expected a number of seconds above 0.*nan"},
+    {"{ delay = 2 }", "hedge%.delay: 2 s is not below attempt_timeout %(2 s%): no hedge could ever go"},
+    {"{ delay = 'p100' }", 'hedge%.delay: expected .*got "p100"'},
+    {"{ delay = 0.1, max = 0 }", "hedge%.max: expected a whole number from 1 to 10, got 0"},
+    {"{ delay = 0.1, max = 11 }", "hedge%.max: expected a whole number from 1 to 10, got 11"},
+    {"{ max = 2 }", "hedge: hedge%.delay must be set"},
+    {"true", "hedge: expected a table {delay =, max =}"},
+  } do
+    it("refuses hedge = " .. case[1] .. " with the file and line", function ()
+      local r, path = check(case[1])
+      assert.are.equal(3, r.code, r.stdout .. r.stderr)
+      local text = r.stdout .. r.stderr
+      assert.matches(path:gsub("%p", "%%%0") .. ":4: " .. case[2], text)
+    end)
+  end
+
+  it("check warns about a hedge on a policy under which no request is idempotent", function ()
+    local path = dir .. "/never.lua"
+    proc.writefile(path, "max_attempts = 3\nattempt_timeout = 2\nhedge = { delay = 0.1 }\n" ..
+                   "function is_idempotent(request) return false end\n")
+    local r = proc.run({"check", path})
+    assert.matches("loads, 1 problem", r.stdout)
+    assert.matches("warning: hedge: no request %(GET, HEAD, OPTIONS, PUT, DELETE, POST, PATCH%) " ..
+                   "is idempotent under the policy's is_idempotent: no hedge would ever go", r.stdout)
+    -- the method rule makes GET idempotent: no warning
+    r = proc.run({"check", proc.root .. "/policies/http.lua", "--set", "hedge.delay=0.1"})
+    assert.are.equal(0, r.code, r.stdout)
+    assert.not_matches("hedge:", r.stdout)
+  end)
+
+  it("takes seconds below attempt_timeout and percentiles, from the script or --set", function ()
+    local r, path = check("{ delay = 'p95', max = 2, ceiling = 0.5 }")
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    for _, v in ipairs{"p99.9", "0.25", "1.5"} do
+      r = proc.run({"check", path, "--set", "hedge.delay=" .. v})
+      assert.are.equal(0, r.code, v .. ": " .. r.stdout .. r.stderr)
+    end
+    r = proc.run({"check", path, "--set", "hedge.delay=2"})
+    assert.are.equal(3, r.code)
+    assert.matches("hedge%.delay: 2 s is not below attempt_timeout", r.stdout .. r.stderr)
+  end)
+end)
+
+describe("hedge in the Lua module", function ()
+  it("p:run makes one attempt at a time: never a hedge", function ()
+    local lr = require "luaretry"
+    local p = assert(lr.load_string("max_attempts = 3\nattempt_timeout = 5\n" ..
+                                    "hedge = { delay = 0.01, max = 2 }\n", "=hedged"))
+    local calls = 0
+    local final = p:run(function (attempt, timeout)
+      calls = calls + 1
+      return 200, "ok"
+    end, { virtual = true, seed = 1 })
+    assert.are.equal("success", final.verdict)
+    assert.are.equal(1, calls)
+    assert.are.equal(0, p:metrics().hedges)
+  end)
+end)
+
+describe("simulate --latency", function ()
+  it("shows the tail with the hedge and without, on the virtual clock, the same every run", function ()
+    local r = proc.run({"simulate", "http", "--set", "hedge.delay=0.05", "--latency",
+                        "0.01,1@0.05", "--json"})
+    assert.are.equal(0, r.code, r.stderr)
+    local lines = proc.lines(r.stdout)
+    assert.are.equal(2, #lines)
+    local with, without = proc.json.decode(lines[1]), proc.json.decode(lines[2])
+    assert.is_true(with.hedge)
+    assert.are.equal(1000, with.calls)
+    assert.is_true(with.p99 <= 0.1, with.p99)
+    assert.is_true(with.requests_per_call <= 1.08, with.requests_per_call)
+    assert.is_true(with.hedges > 0 and with.hedges_won > 0)
+    assert.is_false(without.hedge)
+    assert.are.equal(1, without.p99)
+    assert.are.equal(1, without.requests_per_call)
+    assert.are.equal(0, without.hedges)
+    assert.are.equal(r.stdout, proc.run({"simulate", "http", "--set", "hedge.delay=0.05",
+                                         "--latency", "0.01,1@0.05", "--json"}).stdout)
+    r = proc.run({"simulate", "http", "--set", "hedge.delay=0.05", "--latency", "0.01,1@0.05"})
+    assert.matches("with hedge:   p50 0%.010 s  p99 0%.0%d0 s", r.stdout)
+    assert.matches("without:      p50 0%.010 s  p99 1%.000 s", r.stdout)
+  end)
+
+  it("refuses a latency it cannot read, and --calls alone", function ()
+    local r = proc.run({"simulate", "http", "--latency", "0.01,x"})
+    assert.are.equal(2, r.code)
+    assert.matches("%-%-latency 0%.01,x: expected BASE or BASE,SLOW@FRACTION", r.stderr)
+    r = proc.run({"simulate", "http", "--calls", "10"})
+    assert.are.equal(2, r.code)
+    assert.matches("%-%-calls needs %-%-latency", r.stderr)
+  end)
+end)

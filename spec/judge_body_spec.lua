@@ -1,0 +1,41 @@
+-- A classifier that declares fewer than 2 parameters (is_transient(status),
+-- is_success(status)) never sees the body, so none is made for it; one
+-- with a body parameter, or `...`, gets it as ever.
+local lr = require "luaretry"
+
+local function decide(src, outcome)
+  local p = assert(lr.load_string("max_attempts = 3\n" .. src, "=body"))
+  local c = assert(p:begin { virtual = true, seed = 1 })
+  return c:report(outcome)
+end
+
+describe("the body handed to a classifier", function ()
+  it("is not needed by is_transient(status): its verdict is the same", function ()
+    local src = "function is_transient(status) return status == 503 end\n"
+    assert.is_true(decide(src, { status = 503, body = "busy" }).retry)
+    assert.are.equal("final", decide(src, { status = 404, body = "gone" }).verdict)
+    assert.is_true(decide(src, { status = 503 }).retry)
+  end)
+
+  it("reaches is_transient(status, ...) and is_transient(status, body)", function ()
+    local vararg = "function is_transient(status, ...) return select('#', ...) >= 1 and (...) == 'busy' end\n"
+    assert.is_true(decide(vararg, { status = 503, body = "busy" }).retry)
+    assert.are.equal("final", decide(vararg, { status = 503, body = "other" }).verdict)
+    local named = "function is_transient(status, body) return body == 'busy' end\n"
+    assert.is_true(decide(named, { status = 503, body = "busy" }).retry)
+    assert.are.equal("final", decide(named, { status = 503, body = "other" }).verdict)
+  end)
+
+  it("is not needed by is_success(status) either", function ()
+    local src = "function is_success(status) return status == 299 end\n" ..
+                "function is_transient(status, body) return body == 'again' end\n"
+    assert.are.equal("success", decide(src, { status = 299, body = "x" }).verdict)
+    assert.is_true(decide(src, { status = 200, body = "again" }).retry)
+  end)
+
+  it("still reports a classifier's error with file and line", function ()
+    local d = decide("function is_transient(status)\n  error('boom')\nend\n", { status = 503 })
+    assert.are.equal("policy_error", d.verdict)
+    assert.matches("body:3: boom", d.message)
+  end)
+end)
