@@ -83,7 +83,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/sockios.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -182,6 +184,7 @@ static void answer_builtin (lr_faults *f, conn *c) {
   else if (strcmp(what, "reset") == 0 && strcmp(m, "POST") == 0) {
     fault_log_clear(f);
     f->total = 0;
+    f->file_bytes = 0;
     lua_pushcfunction(f->L, fault_reset_paths);
     lua_pushlightuserdata(f->L, f);
     if (lua_pcall(f->L, 1, 0, 0) != LUA_OK) {
@@ -189,6 +192,12 @@ static void answer_builtin (lr_faults *f, conn *c) {
       fault_put_simple(c, 500, "text/plain", "out of memory\n", 14);
     }
     else fault_put_simple(c, 200, "application/json", "{\"ok\":true}\n", 12);
+  }
+  else if (strcmp(what, "stats") == 0 && strcmp(m, "GET") == 0) {
+    char body[128];
+    int n = snprintf(body, sizeof body, "{\"requests\":%lld,\"file_bytes\":%llu}\n", f->total,
+                     f->file_bytes);
+    fault_put_simple(c, 200, "application/json", body, (size_t)n);
   }
   else if (strcmp(what, "requests") == 0 || strcmp(what, "reset") == 0)
     fault_put_simple(c, 405, "text/plain", "method not allowed\n", 19);
@@ -323,8 +332,42 @@ static short conn_events (conn *c, double now, int *timeout) {
 
 /* A stream's next piece once the last one is out and it is due; the close
  * after its last. */
+/* A `file` answer's next bytes; at its end the connection goes on (or is
+ * reset at the cut). */
+static void file_next (lr_faults *f, conn *c, double now) {
+  unsigned long long stop = c->file_cut < c->file_end ? c->file_cut : c->file_end;
+  if (c->file_pos >= stop) {
+    int unsent = 0;
+    if (c->file_cut <= c->file_pos && ioctl(c->fd, SIOCOUTQ, &unsent) == 0 && unsent > 0) {
+      if (c->cut_since == 0) c->cut_since = now;
+      if (now - c->cut_since < 1) {  /* a reset would drop what is in flight */
+        c->due = now + 0.002;
+        return;
+      }
+    }
+    c->file_on = 0;
+    c->cut_since = 0;
+    if (c->file_cut <= c->file_pos || c->reset_at_end) { fault_conn_close(f, c, 1); return; }
+    c->state = C_WRITE;
+    conn_advance(f, c);
+    return;
+  }
+  size_t n = stop - c->file_pos < STREAM_BATCH ? (size_t)(stop - c->file_pos) : STREAM_BATCH;
+  unsigned char buf[4096];
+  for (size_t done = 0; done < n;) {
+    size_t k = n - done < sizeof buf ? n - done : sizeof buf;
+    for (size_t j = 0; j < k; j++) buf[j] = fault_file_byte(c->file_pos + done + j, c->file_seed);
+    sb_add(&c->out, buf, k);
+    done += k;
+  }
+  c->file_pos += n;
+  f->file_bytes += n;
+  conn_flush(f, c);
+}
+
 static void stream_next (lr_faults *f, conn *c, double now) {
   if (c->out.len || c->due > now) return;
+  if (c->file_on) { file_next(f, c, now); return; }
   if (c->stream_left == 0) { fault_conn_close(f, c, c->reset_at_end); return; }
   do {
     sb_add(&c->out, c->stream, c->stream_len);
@@ -340,7 +383,7 @@ static void conn_due (lr_faults *f, conn *c, double now) {
   if (c->state != C_DELAY || c->due > now) return;
   if (c->reset_when_due) fault_conn_close(f, c, 1);
   else {
-    c->state = c->stream ? C_STREAM : C_WRITE;
+    c->state = c->stream || c->file_on ? C_STREAM : C_WRITE;
     c->due = now;
     if (c->state == C_STREAM) stream_next(f, c, now);
     else conn_advance(f, c);

@@ -80,6 +80,7 @@ typedef struct live_call {
   int next;                     /* the number of its next attempt */
   double due;                   /* monotonic seconds */
   slot *s;
+  lr_resume resume;             /* what its sink holds of a download */
 } live_call;
 
 /* A transfer slot: its attempt's buffers, and the call using it. */
@@ -98,6 +99,8 @@ typedef struct {
   luaretry_call_options copt;
   double deadline;              /* the policy's, to clip late retries */
   size_t body_limit;            /* the policy's, for each attempt */
+  double stall_timeout;         /* the policy's */
+  long stall_speed;
   slot *slots;
   size_t nslots, busy;
   live_call *calls;             /* ncalls entries; c == NULL: free */
@@ -215,6 +218,7 @@ static live_call *begin_next(batch *b) {
   }
   luaretry_call_observe(lc->c, job->observer, job->observer_ud);
   lc->next = 1;
+  lr_resume_init(&lc->resume, job->resume);
   return lc;
 }
 
@@ -256,7 +260,7 @@ static void start_attempt(batch *b, live_call *lc) {
   }
   const luaretry_curl_job *job = lc->job;
   lr_io io = { b->body_limit, job->sink, job->sink_ud, job->restart, job->upload,
-               job->upload_ud };
+               job->upload_ud, b->stall_timeout, b->stall_speed, &lc->resume };
   rc = lr_curl_attempt_setup(lc->c, job->request, lc->next, lc->h, timeout, &io, &s->a);
   if (rc == LUARETRY_OK && curl_multi_add_handle(b->m->multi, lc->h) != CURLM_OK) {
     curl_easy_setopt(lc->h, CURLOPT_HTTPHEADER, NULL);
@@ -441,6 +445,8 @@ luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, luaretry_policy 
   b.o = o;
   b.deadline = t.deadline;
   b.body_limit = t.body_limit;
+  b.stall_timeout = t.stall_timeout;
+  b.stall_speed = t.stall_speed;
   luaretry_call_options_init(&b.copt);
   if (o->call) b.copt = *o->call;
   for (size_t i = 0; i < n; i++) {

@@ -266,7 +266,10 @@ typedef struct {
   double time_limit;        /* seconds per call into the script */
   double connect_timeout;   /* seconds to connect (HTTP); 0: none, only
                                the attempt's timeout */
-  uint64_t reserved[6];
+  double stall_timeout;     /* seconds below stall_speed that fail an
+                               attempt as "stalled" (HTTP); 0: none */
+  long stall_speed;         /* bytes per second, at least 1 */
+  uint64_t reserved[4];
 } luaretry_tuning;
 
 /* Fills *t; its strings live as long as the loaded policy. */

@@ -31,6 +31,7 @@ typedef struct {
   char number[16];         /* "[3]": how messages about the file start */
   outfile file;            /* the body: DIR/NAME kept on success, or standard
                               output (a spool of its own) shown once decided */
+  luaretry_curl_resume resume;  /* a download that ends early goes on */
 } batch_url;
 
 /* A set of names (open addressing, grown at half full), to make each
@@ -265,7 +266,8 @@ static void url_free(batch_url *u) {
 static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   batch_url *u = ud;
   log_attempt(&u->log, o, d);
-  if (d && d->retry) outfile_release(&u->file);
+  /* ... unless what it holds is resumed by the next attempt */
+  if (d && d->retry && !luaretry_curl_resumable(o)) outfile_release(&u->file);
 }
 
 /* A URL's state and job; NULL (after a message) when out of memory. */
@@ -303,6 +305,9 @@ static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
   }
   job->observer = url_observe;
   job->observer_ud = u;
+  u->resume.note = run_resume_note;
+  u->resume.note_ud = &u->log;
+  job->resume = &u->resume;
   return u;
 }
 
@@ -322,6 +327,14 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
       continue;
     }
     if (fixed) free(url), url = fixed;  /* no scheme: http://, as curl guesses */
+    if (b->a->get || b->a->upload_file) {  /* -G's query, -T's file name */
+      char *full = url_for_call(b->a, url);
+      free(url);
+      if (!(url = full)) {
+        fold_status(b, EXIT_POLICY, LUARETRY_REASON_POLICY_ERROR);
+        continue;
+      }
+    }
     if (url_new(b, url, job)) return 1;
     fprintf(stderr, "luaretry: [%ld] out of memory\n", b->urls);
     fold_status(b, EXIT_POLICY, LUARETRY_REASON_POLICY_ERROR);

@@ -176,3 +176,12 @@ void log_stats(const luaretry_policy *p) {
           m.time_waited, luaretry_breaker_state_name(m.breaker),
           luaretry_guards_scope_name(m.guards));
 }
+
+/* A download that starts over says so, once for each time. */
+void run_resume_note(void *ud, const char *line) {
+  const attempt_log *log = ud;
+  if (log->verbosity == 0) return;
+  fprintf(stderr, "luaretry: ");
+  if (log->index) fprintf(stderr, "[%d] ", log->index);
+  fprintf(stderr, "%s: %s\n", log->target, line);
+}
