@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -412,6 +413,14 @@ void form_header_make(run_args *a) {
   if (a->nheaders < MAX_HEADERS) a->headers[a->nheaders++] = a->form_header;
 }
 
+/* Whether -H gives a header of that (lower-case) name. */
+static int has_header(const run_args *a, const char *name) {
+  size_t n = strlen(name);
+  for (int i = 0; i < a->nheaders; i++)
+    if (strncasecmp(a->headers[i], name, n) == 0 && strchr(":;", a->headers[i][n])) return 1;
+  return 0;
+}
+
 /* The same for curl's download, upload and cookie options. */
 static int check_curl_combinations(run_args *a) {
   int url_only = a->speed_limit || a->speed_time > 0 || a->continue_at || a->remote_name ||
@@ -427,6 +436,11 @@ static int check_curl_combinations(run_args *a) {
   if (a->continue_at && !a->output && !a->remote_name)
     return cli_usage("run: -C - continues a file: it goes with -o FILE or -O", NULL);
   if (a->upload_file && !a->method) a->method = "PUT";
+  if (a->upload_file && !has_header(a, "content-type") && a->nheaders < MAX_HEADERS) {
+    /* the file as it is: not the form encoding libcurl gives a POST body */
+    char *ct = run_args_keep(a, strdup("Content-Type: application/octet-stream"));
+    if (ct) a->headers[a->nheaders++] = ct;
+  }
   if (a->nforms) {
     form_header_make(a);
     a->data = a->forms[0];  /* a body, POST unless -X */
