@@ -99,6 +99,9 @@ describe("curl's retried options", function ()
     assert.are.equal(0, run_in(dir, { "--remote-name-all", "-d", "x", srv.base .. "/m1", srv.base .. "/m2" }))
     assert.are.equal("x", proc.readfile(dir .. "/m1"))
     assert.are.equal("x", proc.readfile(dir .. "/m2"))
+    -- the Dockerfile line: curl -fsSLO --retry 3 URL
+    assert.are.equal(0, run_in(dir, { "-fsSLO", "-d", "df", srv.base .. "/docker.tgz" }))
+    assert.are.equal("df", proc.readfile(dir .. "/docker.tgz"))
   end)
 
   it("-b reads cookies at the start, -c writes the jar at the end; cookies received are sent on the retry", function ()

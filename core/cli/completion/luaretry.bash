@@ -7,7 +7,10 @@ _luaretry_run_options="-X --request -H --header -d --data --data-ascii --data-bi
   --compressed -k --insecure --cacert -E --cert --key -i --include -D --dump-header
   -w --write-out -f --fail -I --head -m --max-time --retry-max-time --connect-timeout
   -s --silent -S --show-error -q --quiet -v --verbose --seed --set --stats --stats=json
-  --log-json --metrics-file --urls --parallel --output-dir --help"
+  --log-json --metrics-file --urls --parallel --output-dir --help
+  -O --remote-name --remote-name-all -T --upload-file -F --form --form-string -G --get
+  -b --cookie -c --cookie-jar --resolve -x --proxy -K --config -Z --parallel-max
+  -Y --speed-limit -y --speed-time -C --continue-at"
 
 _luaretry() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
@@ -19,13 +22,16 @@ _luaretry() {
   fi
   local cmd=${COMP_WORDS[1]}
   case $prev in
-    -o|--output|-D|--dump-header|--cacert|-E|--cert|--key|--log-json|--metrics-file|--urls|--svg)
+    -o|--output|-D|--dump-header|--cacert|-E|--cert|--key|--log-json|--metrics-file|--urls|--svg|\
+    -T|--upload-file|-b|--cookie|-c|--cookie-jar|-K|--config)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    -C|--continue-at) COMPREPLY=($(compgen -W "-" -- "$cur")); return ;;
     --output-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     -X|--request) COMPREPLY=($(compgen -W "GET HEAD POST PUT DELETE PATCH OPTIONS" -- "$cur")); return ;;
     -H|--header|-d|--data|--data-ascii|--data-binary|--data-raw|-u|--user|-A|--user-agent|\
     -w|--write-out|-m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|\
-    --parallel|--attempts|--clients|--outage|--listen) return ;;
+    --parallel|--attempts|--clients|--outage|--listen|-F|--form|--form-string|--resolve|-x|\
+    --proxy|--parallel-max|-Y|--speed-limit|-y|--speed-time) return ;;
   esac
   if [[ $cmd == help ]]; then
     [[ $COMP_CWORD -eq 2 ]] && COMPREPLY=($(compgen -W "$commands" -- "$cur"))
@@ -50,7 +56,9 @@ _luaretry() {
       -X|--request|-H|--header|-d|--data|--data-ascii|--data-binary|--data-raw|-o|--output|\
       -u|--user|-A|--user-agent|--cacert|-E|--cert|--key|-D|--dump-header|-w|--write-out|\
       -m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|--log-json|\
-      --metrics-file|--urls|--parallel|--output-dir|--attempts|--clients|--outage|--svg) ((i++)) ;;
+      --metrics-file|--urls|--parallel|--output-dir|--attempts|--clients|--outage|--svg|\
+      -T|--upload-file|-F|--form|--form-string|-b|--cookie|-c|--cookie-jar|--resolve|-x|\
+      --proxy|-K|--config|--parallel-max|-Y|--speed-limit|-y|--speed-time|-C|--continue-at) ((i++)) ;;
       -*) ;;
       *) ((words_before++)) ;;
     esac

@@ -54,6 +54,7 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
    * --output-dir) make a batch. */
   if (a->nwords > 1 || a->urls_file || (a->output_dir && !a->remote_name)) {
     if (a->remote_name && !a->output_dir) a->output_dir = ".";  /* -O: curl's folder */
+    if (a->continue_at) return cli_usage("run: -C - takes one URL%s", "");
     if (a->include || a->dump_header || a->write_out || a->fail)
       return cli_usage("run: -i, -D, -w and -f take one URL%s", "");
     *mode = RUN_BATCH;
