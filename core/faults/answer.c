@@ -282,7 +282,7 @@ static int get_file (lua_State *L, int t, exchange *x, int status) {
   c->file_on = 1;
   c->file_pos = first;
   c->file_end = end;
-  c->file_cut = cut == (unsigned long long)-1 ? end : first + cut;
+  c->file_cut = cut == (unsigned long long)-1 ? (unsigned long long)-1 : first + cut;
   x->action = A_STREAM;
   lua_settop(L, ft - 1);
   return 1;
