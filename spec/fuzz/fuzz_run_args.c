@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/run.h"
+#include "cli/run/run.h"
 
 #define MAX_WORDS 300
 
