@@ -242,6 +242,7 @@ static void start_attempt(batch *b, live_call *lc) {
   }
   if (!lc->h) {
     lc->h = b->o->easy ? curl_easy_duphandle(b->o->easy) : curl_easy_init();
+    if (lc->h && b->o->share) curl_easy_setopt(lc->h, CURLOPT_SHARE, b->o->share);
     if (!lc->h) {
       end_unstarted(b, lc, LUARETRY_E_NOMEM);
       return;

@@ -239,7 +239,11 @@ typedef struct {
                                 however many jobs there are.  A cancel asks
                                 for no more. */
   void *next_ud;
-  uint64_t reserved[2];
+  CURLSH *share;             /* or NULL: set (CURLOPT_SHARE) on every
+                                attempt's handle, which curl_easy_duphandle()
+                                does not carry over: a cookie store the
+                                calls share, say.  Used by this thread only */
+  uint64_t reserved[1];
 } luaretry_curl_many_options;
 
 LUARETRY_API void luaretry_curl_many_options_init(luaretry_curl_many_options *o);

@@ -426,6 +426,7 @@ static int perform(batch *b, luaretry_policy *p) {
   mo.next = next_job;
   mo.next_ud = b;
   mo.easy = easy;
+  mo.share = curlopts_share();  /* -b, -c: one cookie store for every URL */
   if (rc == LUARETRY_OK) {
     cli_cancel_on_signal(NULL, b->many);
     rc = luaretry_curl_perform_many(b->many, p, NULL, 0, &mo);

@@ -83,6 +83,8 @@ int curlopts_begin(const run_args *a) {
   return 0;
 }
 
+CURLSH *curlopts_share(void) { return cookie_share; }
+
 int curlopts_end(const run_args *a) {
   int rc = 0;
   if (cookie_share && a->cookie_jar) {

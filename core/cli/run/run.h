@@ -174,6 +174,8 @@ int curlopts_apply(const run_args *a, CURL *h);
 /* Before the first attempt: -b's cookie file read into a store all the
  * call's handles share (one read, at the start); 0 or -1 after a message. */
 int curlopts_begin(const run_args *a);
+/* The store of -b and -c, or NULL: set on every handle of a batch. */
+CURLSH *curlopts_share(void);
 /* After the last: -c's jar written from that store (once, at the end),
  * the store and --resolve's list freed; -1 when the jar failed. */
 int curlopts_end(const run_args *a);
