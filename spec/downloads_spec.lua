@@ -117,6 +117,15 @@ describe("downloads", function ()
       assert.matches("stalled error", r.stderr)
     end)
 
+    it("bound a workflow's http.* requests too (the policy's stall_timeout)", function ()
+      local r = proc.run({ "run", here .. "/downloads/workflow.lua", srv.base .. "/stall" }, { timeout = 60 })
+      assert.are.equal(0, r.code, r.stderr)
+      -- the first answer (\"s\", then another after 4 s) was cut by the stall
+      assert.are.equal("done\n", r.stdout)
+      assert.matches("attempt 1/3: 0 %-> retry", r.stderr)
+      assert.are.equal(2, #srv:requests_on("/stall"))
+    end)
+
     it("refuse 0, negative and non-numeric values, naming the option", function ()
       for _, bad in ipairs({ { "--speed-time", "0" }, { "--speed-time", "-1" }, { "--speed-time", "abc" },
                              { "-y", "0" }, { "--speed-limit", "0" }, { "--speed-limit", "-5" },

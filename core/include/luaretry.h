@@ -589,6 +589,10 @@ LUARETRY_API double luaretry_call_timeout(const luaretry_call *c); /* 0: none */
 /* The next attempt's time to connect: the policy's connect_timeout within
  * luaretry_call_timeout(); 0: none. */
 LUARETRY_API double luaretry_call_connect_timeout(const luaretry_call *c);
+/* The policy's stall_timeout (seconds; 0: none) and stall_speed (bytes per
+ * second) for c's attempts: an HTTP attempt slower than that for that long
+ * is a "stalled" failure (the curl helper sets libcurl's low-speed limit). */
+LUARETRY_API void luaretry_call_stall(const luaretry_call *c, double *seconds, long *speed);
 /* May an attempt be made now?  Ask before each attempt: d->retry = 1 (with
  * d->next_timeout), or the call has stopped for d->reason.  A call begun
  * while the circuit is open is refused before any attempt, and a retry
