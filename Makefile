@@ -233,6 +233,7 @@ bench: deps
 	bash spec/bench/run_vs_curl.sh
 	bash spec/bench/batch.sh
 	bash spec/bench/million.sh
+	bash spec/bench/resume.sh
 	BENCH_LOOP=$(BUILD)/bench_loop bash spec/bench/peers.sh
 	./$(BUILD)/bench_fleet
 	./$(BUILD)/bench_fleet_decide

@@ -1,11 +1,13 @@
 -- policies/http.lua: the default HTTP policy.
 --
 -- Truncated exponential backoff as Google Cloud documents it (1 s doubling,
--- capped at 32 s, up to 1 s of random extra per retry), with the jitter
--- added after the cap (cap_jitter = false) so that clients which reach the
--- cap together still spread out.  Ten attempts in all, 30 s for one attempt
--- and five minutes for the whole call: a server that accepts and never
--- answers cannot hold it for ever.
+-- capped at 32 s, up to 1 s of random extra per retry), jitter added after
+-- the cap (cap_jitter = false) so clients that reach it together still
+-- spread out.  Ten attempts, five minutes for the call; an attempt is bounded
+-- by stalling, not by its length (30 s to connect, 30 s below 1 byte/s:
+-- "stalled"), so a download that keeps moving is never cut but by the
+-- deadline, and one that breaks is resumed (Range) where the server allows.
+--
 -- Transient: 408, 429, 500, 502, 503, 504 and every transport failure but
 -- a certificate or host name that does not verify (tls_verify): no retry
 -- makes a bad certificate good, and retrying one only hides an attack or a
@@ -26,7 +28,7 @@
 name = "http"
 max_attempts = 10
 deadline = 300
-attempt_timeout = 30
+connect_timeout, stall_timeout, stall_speed = 30, 30, 1
 backoff = { kind = "exponential", initial = 1, multiplier = 2, max = 32,
             jitter = "additive", jitter_max = 1, cap_jitter = false }
 options = {

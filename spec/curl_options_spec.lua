@@ -413,7 +413,7 @@ end
     it("are refused with what to do instead, and listed in the README", function ()
       local readme = proc.readfile(proc.root .. "/README.md")
       for _, opt in ipairs({ "--retry", "--retry-delay", "--retry-all-errors", "--retry-connrefused",
-                             "-O", "-b", "-c", "-F", "-T", "-x", "-K", "-G", "-Z" }) do
+                             "--fail-with-body" }) do
         local r = run({ a.base .. "/ok", opt, "x" })
         assert.are.equal(2, r.code, opt)
         assert.matches("curl's " .. opt:gsub("%p", "%%%0") .. " is not taken: ", r.stderr)

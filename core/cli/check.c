@@ -147,12 +147,15 @@ static void secs(char *buf, size_t n, double v) {
 }
 
 static void print_tuning(const luaretry_tuning *t) {
-  char att[32], dl[32], to[32], ct[48] = "";
+  char att[32], dl[32], to[32], ct[120] = "";
   if (t->max_attempts > 0) snprintf(att, sizeof att, "%ld", t->max_attempts);
   else snprintf(att, sizeof att, "no limit");
   secs(dl, sizeof dl, t->deadline);
   secs(to, sizeof to, t->attempt_timeout);
   if (t->connect_timeout > 0) snprintf(ct, sizeof ct, ", connect_timeout %g s", t->connect_timeout);
+  if (t->stall_timeout > 0)
+    snprintf(ct + strlen(ct), sizeof ct - strlen(ct), ", stall_timeout %g s below %ld B/s",
+             t->stall_timeout, t->stall_speed);
   printf("  tuning: name ");
   show(t->name ? t->name : "?");
   printf("; max_attempts %s, deadline %s, attempt_timeout %s%s, "

@@ -366,6 +366,11 @@ double luaretry_call_connect_timeout(const luaretry_call *c) {
   return connect > 0 && (t == 0 || connect < t) ? connect : t;
 }
 
+void luaretry_call_stall(const luaretry_call *c, double *seconds, long *speed) {
+  if (seconds) *seconds = c ? c->rules->stall_timeout : 0;
+  if (speed) *speed = c ? c->rules->stall_speed : 0;
+}
+
 double luaretry_call_elapsed(const luaretry_call *c) {
   return c ? lr_clock_now(&c->clock) - c->start : 0;
 }

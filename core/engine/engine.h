@@ -224,6 +224,8 @@ typedef struct {
   double deadline;          /* 0: none */
   double attempt_timeout;   /* 0: none */
   double connect_timeout;   /* 0: none */
+  double stall_timeout;     /* 0: none */
+  long stall_speed;
   int retry_after;
   double max_retry_after;
   lr_backoff backoff;

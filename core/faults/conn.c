@@ -83,6 +83,12 @@ void fault_stream_free (conn *c) {
   c->stream = NULL;
   c->stream_len = 0;
   c->stream_left = 0;
+  c->file_on = 0;
+}
+
+/* A period of 251 (a prime): a part spliced at a wrong offset shows. */
+unsigned char fault_file_byte (unsigned long long i, unsigned seed) {
+  return (unsigned char)((i + (unsigned long long)seed * 17u) % 251u);
 }
 
 void fault_put_simple (conn *c, int status, const char *ctype,

@@ -53,6 +53,11 @@ typedef struct conn {
   size_t stream_len;    /* one every stream_every seconds, then a close */
   long long stream_left;
   double stream_every;
+  int file_on;          /* C_STREAM of a `file` answer: bytes made as sent */
+  unsigned long long file_pos, file_end, file_cut;  /* cut: the reset */
+  unsigned file_seed;
+  double cut_since;     /* when the cut was reached: the reset waits (up to
+                           a second) until the client has every byte sent */
 } conn;
 
 struct lr_faults {
@@ -75,6 +80,7 @@ struct lr_faults {
   size_t log_bytes;   /* their length, NULs included */
   long long total;
   long long connections;  /* accepted so far */
+  unsigned long long file_bytes;  /* body bytes of `file` answers sent */
 };
 
 /* request_log.c */
@@ -92,5 +98,7 @@ double fault_elapsed (const lr_faults *f);
 void fault_conn_close (lr_faults *f, conn *c, int hard);   /* hard: a TCP reset */
 void fault_put_simple (conn *c, int status, const char *ctype, const char *body, size_t n);
 void fault_stream_free (conn *c);
+/* Byte i of a `file` answer's content (its seed): what specs check. */
+unsigned char fault_file_byte (unsigned long long i, unsigned seed);
 
 #endif

@@ -48,6 +48,10 @@ static void route_bodies(const luaretry_request *req, const lr_io *io, lr_http_a
   int own_body = a->r.body == req->body && a->r.body_len == req->body_len;
   t->reader = io->upload && own_body ? io->upload : NULL;
   t->reader_ud = io->upload_ud;
+  t->restart = io->restart;
+  t->resume = io->restart ? io->resume : NULL;
+  t->stall_timeout = io->stall_timeout;
+  t->stall_speed = io->stall_speed;
 }
 
 luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *req, int n,
@@ -57,9 +61,16 @@ luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *re
   a->idempotent = 1;
   rc = luaretry_call_is_idempotent(c, &a->r, &a->idempotent);
   if (rc != LUARETRY_OK) return rc;
-  if (io->restart && io->restart(io->sink_ud) != 0) return LUARETRY_E_OPERATION;
   int failed = 0;
   a->headers = lr_curl_header_list(&a->r, &failed);
+  /* resuming: the sink keeps what it has, and the request asks for the rest */
+  lr_resume *rs = io->restart ? io->resume : NULL;
+  if (!failed && rs && lr_resume_before(rs, &a->r, &a->headers) != 0) failed = 1;
+  if (!failed && io->restart && !(rs && rs->asking) && io->restart(io->sink_ud) != 0) {
+    curl_slist_free_all(a->headers);
+    a->headers = NULL;
+    return LUARETRY_E_OPERATION;
+  }
   if (failed) {
     curl_slist_free_all(a->headers);
     a->headers = NULL;
@@ -92,6 +103,13 @@ luaretry_code lr_curl_attempt_finish(CURL *h, lr_http_attempt *a, CURLcode res, 
   out->url = a->r.url;
   out->not_repeatable = !a->idempotent && !luaretry_curl_never_sent(res);
   if (status) out->retry_after = retry_after(t);
+  if (t->resume) {
+    /* an answer with no body at all still replaces what the sink held */
+    if (t->resume->asking && !t->resume->decided && !out->error &&
+        lr_resume_first_byte(t) != 0 && !t->resume->bad_range)
+      return LUARETRY_E_OPERATION;
+    lr_resume_after(t->resume, out, t->status_code);
+  }
   return LUARETRY_OK;
 }
 

@@ -16,6 +16,20 @@ typedef struct {
   int failed;
 } lr_http_buffer;
 
+/* One call's resumable download (resume.c): what the sink holds. */
+typedef struct {
+  const luaretry_curl_resume *opt;  /* NULL: no resuming */
+  uint64_t have;                /* bytes of the current version in the sink */
+  uint64_t total;               /* its whole length; 0: not known */
+  char validator[256];          /* its strong ETag or Last-Modified; "": none */
+  int initial;                  /* `have` is the host's offset (-C -) */
+  int asking;                   /* this attempt asks Range: bytes=have- */
+  int decided;                  /* this attempt's answer was judged */
+  int bad_range;                /* ... and it could not be appended */
+  int drop;                     /* ... and its body goes nowhere (416) */
+  char why[200];
+} lr_resume;
+
 /* Where one call's bodies go: the host's side of luaretry_curl_options or
  * of a batch job. */
 typedef struct {
@@ -25,6 +39,9 @@ typedef struct {
   luaretry_restart_fn restart;  /* set: sink streams every attempt's body */
   luaretry_upload_fn upload;    /* set: the request body is read from here */
   void *upload_ud;
+  double stall_timeout;         /* the policy's; 0: none */
+  long stall_speed;             /* bytes per second */
+  lr_resume *resume;            /* the call's, or NULL */
 } lr_io;
 
 /* One transfer's state, what curl's callbacks see. */
@@ -48,6 +65,11 @@ typedef struct {
   luaretry_upload_fn reader;    /* the body through the host, or NULL */
   void *reader_ud;
   int upload_failed;            /* the reader gave nothing: the host stops */
+  luaretry_restart_fn restart;  /* the stream's: a resumed answer starts over */
+  lr_resume *resume;            /* this attempt may append, or NULL */
+  long status_code;             /* of the last status line */
+  double stall_timeout;         /* CURLOPT_LOW_SPEED_TIME; 0: none */
+  long stall_speed;             /* CURLOPT_LOW_SPEED_LIMIT */
   char errbuf[CURL_ERROR_SIZE]; /* libcurl's own message of a failure */
   char detail[160];             /* ours, when we ended the transfer */
 } lr_transfer;
@@ -88,6 +110,20 @@ luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *re
  * the host's sink or upload stopped it (nothing to report). */
 luaretry_code lr_curl_attempt_finish(CURL *h, lr_http_attempt *a, CURLcode res, luaretry_outcome *out);
 void lr_curl_attempt_free(lr_http_attempt *a);
+
+/* ---- resume.c */
+
+/* A call's state, from the host's options (NULL: no resuming). */
+void lr_resume_init(lr_resume *rs, const luaretry_curl_resume *opt);
+/* Before an attempt of r: whether it asks for the rest (then the sink is
+ * not restarted), and its Range and If-Range headers appended to *list;
+ * -1 when out of memory. */
+int lr_resume_before(lr_resume *rs, const luaretry_request *r, struct curl_slist **list);
+/* At the answer's first body byte (t's headers are in): 0 to go on
+ * (appending, or restarted from zero), -1 to fail the attempt ("range"). */
+int lr_resume_first_byte(lr_transfer *t);
+/* After the attempt: keep what the sink holds for the next, or not. */
+void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status);
 
 /* CURLOPT_CONNECTTIMEOUT_MS: `connect` seconds when > 0 and shorter than
  * the attempt's `timeout` (the attempt's own already holds otherwise). */

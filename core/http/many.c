@@ -84,6 +84,7 @@ typedef struct live_call {
   slot *s;                      /* its attempt's transfer (on h) */
   slot *hedges[MAX_HEDGES];     /* its hedges' transfers, each on a copy of h */
   int nhedges;
+  lr_resume resume;             /* what its sink holds of a download */
 } live_call;
 
 /* A transfer slot: its attempt's buffers, and the call using it. */
@@ -106,6 +107,8 @@ typedef struct {
   double deadline;              /* the policy's, to clip late retries */
   size_t body_limit;            /* the policy's, for each attempt */
   int hedging;                  /* the policy has a hedge */
+  double stall_timeout;         /* the policy's */
+  long stall_speed;
   slot *slots;
   size_t nslots, busy;
   live_call *calls;             /* ncalls entries; c == NULL: free */
@@ -248,6 +251,7 @@ static live_call *begin_next(batch *b) {
   }
   luaretry_call_observe(lc->c, job->observer, job->observer_ud);
   lc->next = 1;
+  lr_resume_init(&lc->resume, job->resume);
   return lc;
 }
 
@@ -271,6 +275,7 @@ static void start_attempt(batch *b, live_call *lc) {
   }
   if (!lc->h) {
     lc->h = b->o->easy ? curl_easy_duphandle(b->o->easy) : curl_easy_init();
+    if (lc->h && b->o->share) curl_easy_setopt(lc->h, CURLOPT_SHARE, b->o->share);
     if (!lc->h) {
       end_unstarted(b, lc, LUARETRY_E_NOMEM);
       return;
@@ -289,7 +294,7 @@ static void start_attempt(batch *b, live_call *lc) {
   }
   const luaretry_curl_job *job = lc->job;
   lr_io io = { b->body_limit, job->sink, job->sink_ud, job->restart, job->upload,
-               job->upload_ud };
+               job->upload_ud, b->stall_timeout, b->stall_speed, &lc->resume };
   int id = lc->next;
   if (b->hedging && (rc = luaretry_call_start(lc->c, &id)) != LUARETRY_OK) {
     end_unstarted(b, lc, rc);
@@ -332,7 +337,8 @@ static void start_hedge(batch *b, live_call *lc, int id, double timeout) {
   luaretry_code rc = LUARETRY_E_NOMEM;
   if (h) {
     const luaretry_curl_job *job = lc->job;
-    lr_io io = { b->body_limit, job->sink, job->sink_ud, NULL, job->upload, job->upload_ud };
+    lr_io io = { b->body_limit, job->sink, job->sink_ud, NULL, job->upload, job->upload_ud,
+                 b->stall_timeout, b->stall_speed, NULL };
     curl_easy_setopt(h, CURLOPT_PRIVATE, (void *)lc);
     rc = lr_curl_attempt_setup(lc->c, job->request, id, h, timeout, &io, &s->a);
     if (rc == LUARETRY_OK && lr_curl_own_request(job->request, &s->a, &s->request) != 0)
@@ -582,6 +588,8 @@ luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, luaretry_policy 
   char hedge[32];
   b.hedging = luaretry_policy_get(p, "hedge.delay", hedge, sizeof hedge) == LUARETRY_OK &&
               strcmp(hedge, "none") != 0;
+  b.stall_timeout = t.stall_timeout;
+  b.stall_speed = t.stall_speed;
   luaretry_call_options_init(&b.copt);
   if (o->call) b.copt = *o->call;
   for (size_t i = 0; i < n; i++) {

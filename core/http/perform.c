@@ -17,6 +17,8 @@ static luaretry_code io_of(luaretry_policy *p, const luaretry_curl_options *o, l
   if (rc != LUARETRY_OK) return rc;
   memset(io, 0, sizeof *io);
   io->body_limit = t.body_limit;
+  io->stall_timeout = t.stall_timeout;
+  io->stall_speed = t.stall_speed;
   if (o) {
     io->sink = o->sink;
     io->sink_ud = o->sink_ud;
@@ -78,6 +80,9 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
   if (!m) return LUARETRY_E_NOMEM;
   lr_http_attempt a;
   memset(&a, 0, sizeof a);
+  lr_resume rs;
+  lr_resume_init(&rs, o ? o->resume : NULL);
+  io.resume = &rs;
   rc = attempts(c, h, m, req, &io, &a, final);
   lr_curl_release(h);
   lr_curl_attempt_free(&a);

@@ -33,6 +33,8 @@ static void buf_add(lr_http_buffer *b, const char *s, size_t n) {
 static size_t on_body(char *data, size_t size, size_t n, void *ud) {
   lr_transfer *t = ud;
   size_t len = size * n;
+  if (t->resume && !t->resume->decided && lr_resume_first_byte(t) != 0) return 0;
+  if (t->resume && t->resume->drop) return len;
   t->body_seen += len;
   size_t room = t->body_limit - t->body.len;
   if (len > room && t->limit_fails) {
@@ -47,6 +49,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
     t->stream_failed = 1;
     return 0;
   }
+  if (t->resume) t->resume->have += len;
   return len;
 }
 
@@ -58,6 +61,8 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud) {
   lr_transfer *t = ud;
   size_t len = size * n;
   if (len >= 5 && memcmp(data, "HTTP/", 5) == 0) {
+    const char *sp = memchr(data, ' ', len);
+    t->status_code = sp ? strtol(sp + 1, NULL, 10) : 0;
     t->header_text.len = 0;
     t->head_bytes = len;
     return len;
@@ -202,9 +207,17 @@ void lr_curl_failure(const lr_transfer *t, CURLcode res, const char **error,
   if (t->headers_too_long) {
     *error = "protocol";
     *detail = t->detail;
+  } else if (t->resume && t->resume->bad_range) {
+    *error = "range";
+    *detail = t->resume->why;
   } else if (t->body_too_long) {
     *error = "transport";
     *detail = t->detail;
+  } else if (res == CURLE_OPERATION_TIMEDOUT && t->stall_timeout > 0 &&
+             strncmp(t->errbuf, "Operation too slow", 18) == 0) {
+    /* libcurl's low-speed limit, not the attempt's timeout */
+    *error = "stalled";
+    *detail = t->errbuf;
   } else {
     *error = luaretry_curl_error_name(res);
     *detail = res == CURLE_OK ? NULL : t->errbuf[0] ? t->errbuf : curl_easy_strerror(res);
@@ -277,6 +290,7 @@ void lr_curl_configure(CURL *h, const luaretry_request *r, lr_transfer *t,
   t->body.len = t->header_text.len = t->header_count = 0;
   t->body.failed = t->header_text.failed = 0;
   t->body_seen = t->head_bytes = 0;
+  t->status_code = 0;
   t->body_too_long = t->stream_failed = t->headers_too_long = t->upload_failed = 0;
   t->errbuf[0] = t->detail[0] = '\0';
   curl_easy_setopt(h, CURLOPT_URL, r->url);
@@ -294,6 +308,10 @@ void lr_curl_configure(CURL *h, const luaretry_request *r, lr_transfer *t,
   long ms = ms_of(timeout);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ms);
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ms);
+  /* a stall bounds the attempt, whatever its length: curl's --speed-time */
+  long stall = t->stall_timeout > 0 ? (long)ceil(t->stall_timeout) : 0;
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, stall);
+  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, stall ? t->stall_speed : 0L);
 }
 
 /* Back to curl's own defaults for these options (as curl_easy_init

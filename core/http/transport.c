@@ -48,6 +48,7 @@ luaretry_code luaretry_curl_transport_perform(void *ud, const luaretry_request *
   t->limit_fails = 1;
   t->stream = NULL;
   t->reader = NULL;
+  luaretry_call_stall(tr->c, &t->stall_timeout, &t->stall_speed);
   lr_curl_configure(tr->h, req, t, headers, timeout);
   if (tr->c) lr_curl_connect_timeout(tr->h, luaretry_call_connect_timeout(tr->c), timeout);
   int private_multi;

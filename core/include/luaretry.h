@@ -291,7 +291,10 @@ typedef struct {
   double time_limit;        /* seconds per call into the script */
   double connect_timeout;   /* seconds to connect (HTTP); 0: none, only
                                the attempt's timeout */
-  uint64_t reserved[6];
+  double stall_timeout;     /* seconds below stall_speed that fail an
+                               attempt as "stalled" (HTTP); 0: none */
+  long stall_speed;         /* bytes per second, at least 1 */
+  uint64_t reserved[4];
 } luaretry_tuning;
 
 /* Fills *t; its strings live as long as the loaded policy. */
@@ -648,6 +651,10 @@ LUARETRY_API double luaretry_call_timeout(const luaretry_call *c); /* 0: none */
 /* The next attempt's time to connect: the policy's connect_timeout within
  * luaretry_call_timeout(); 0: none. */
 LUARETRY_API double luaretry_call_connect_timeout(const luaretry_call *c);
+/* The policy's stall_timeout (seconds; 0: none) and stall_speed (bytes per
+ * second) for c's attempts: an HTTP attempt slower than that for that long
+ * is a "stalled" failure (the curl helper sets libcurl's low-speed limit). */
+LUARETRY_API void luaretry_call_stall(const luaretry_call *c, double *seconds, long *speed);
 /* May an attempt be made now?  Ask before each attempt: d->retry = 1 (with
  * d->next_timeout), or the call has stopped for d->reason.  A call begun
  * while the circuit is open is refused before any attempt, and a retry

@@ -28,6 +28,38 @@ typedef int (*luaretry_restart_fn)(void *ud);
 typedef size_t (*luaretry_upload_fn)(void *ud, uint64_t offset, char *buf, size_t len);
 
 /*
+ * Resuming a download (curl's issues #1084 and #18035).  With `resume` set
+ * on a streamed GET (a restart function is needed), an attempt that ends
+ * early (a transport failure: reset, truncated, timeout, stalled) after a
+ * 200 or 206 that carried "Accept-Ranges: bytes" and a strong ETag (else a
+ * Last-Modified) leaves what the sink got in place: the next attempt asks
+ * "Range: bytes=N-" with "If-Range: <that validator>" and restart() is not
+ * called.  Its answer is appended only when it is a 206 whose Content-Range
+ * starts at N, with the same total length and the same validator.  A 200
+ * (the resource changed, or the server ignores Range) calls restart() at
+ * its first byte and is written from zero; a 206 that does not match, or
+ * any other status, calls restart() too and the attempt fails as "range"
+ * (a 206 that does not fit is never written), so the next attempt starts
+ * from zero: two versions are never spliced.  Each restart of a download
+ * that had bytes is told to `note` with the reason.
+ * `offset`: bytes the sink holds before the call (curl's -C -, a partial
+ * file): the first attempt asks for the rest, with no If-Range, and a 200
+ * starts over.
+ * Resuming changes nothing else: every attempt counts towards
+ * max_attempts, and the deadline bounds the call as ever.
+ */
+typedef struct {
+  uint64_t offset;              /* bytes the sink holds already (-C -) */
+  luaretry_log_fn note;         /* "restarting from zero: why", or NULL */
+  void *note_ud;
+  uint64_t reserved[4];
+} luaretry_curl_resume;
+
+/* Whether an attempt's outcome leaves a download that the next attempt can
+ * resume (the conditions above; the request must have been a GET). */
+LUARETRY_API int luaretry_curl_resumable(const luaretry_outcome *o);
+
+/*
  * Where bodies go.  Memory stays bounded when bodies are large:
  * - Responses: each attempt keeps at most the policy's body_limit bytes
  *   for the script.  With `restart` set, `sink` receives every attempt's
@@ -49,7 +81,8 @@ typedef struct {
   luaretry_restart_fn restart;  /* set: stream every attempt's body to sink */
   luaretry_upload_fn upload;    /* set: the request body's bytes come from here */
   void *upload_ud;
-  uint64_t reserved[1];
+  const luaretry_curl_resume *resume; /* set: a GET that ends early is
+                                   resumed (see above); valid until return */
 } luaretry_curl_options;
 
 /* The most bytes of response headers the helper keeps for one response
@@ -175,7 +208,7 @@ typedef struct {
                                       arrives (restart first, sink_ud) */
   luaretry_upload_fn upload;       /* as in luaretry_curl_options */
   void *upload_ud;
-  uint64_t reserved[1];
+  const luaretry_curl_resume *resume; /* as in luaretry_curl_options */
 } luaretry_curl_job;
 
 /* Called once per job, as soon as its call ends (in completion order). */
@@ -216,7 +249,11 @@ typedef struct {
                                 however many jobs there are.  A cancel asks
                                 for no more. */
   void *next_ud;
-  uint64_t reserved[2];
+  CURLSH *share;             /* or NULL: set (CURLOPT_SHARE) on every
+                                attempt's handle, which curl_easy_duphandle()
+                                does not carry over: a cookie store the
+                                calls share, say.  Used by this thread only */
+  uint64_t reserved[1];
 } luaretry_curl_many_options;
 
 LUARETRY_API void luaretry_curl_many_options_init(luaretry_curl_many_options *o);

@@ -265,6 +265,8 @@ static int p_tuning(lua_State *L) {
   if (t.deadline > 0) set_num(L, "deadline", t.deadline);
   if (t.attempt_timeout > 0) set_num(L, "attempt_timeout", t.attempt_timeout);
   if (t.connect_timeout > 0) set_num(L, "connect_timeout", t.connect_timeout);
+  if (t.stall_timeout > 0) set_num(L, "stall_timeout", t.stall_timeout);
+  set_num(L, "stall_speed", (double)t.stall_speed);
   lua_pushboolean(L, t.retry_after);
   lua_setfield(L, -2, "retry_after");
   set_num(L, "max_retry_after", t.max_retry_after);

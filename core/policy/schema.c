@@ -425,6 +425,8 @@ static void rules_of(const luaretry_tuning *t, lr_rules *r) {
   r->deadline = t->deadline;
   r->attempt_timeout = t->attempt_timeout;
   r->connect_timeout = t->connect_timeout;
+  r->stall_timeout = t->stall_timeout;
+  r->stall_speed = t->stall_speed;
   r->retry_after = t->retry_after;
   r->max_retry_after = t->max_retry_after;
   lr_backoff *b = &r->backoff;

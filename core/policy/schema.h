@@ -67,6 +67,10 @@ typedef struct {
     TUNE(attempt_timeout), "seconds for one attempt, clipped to what is left of deadline") \
   X(CONNECT_TIMEOUT, "connect_timeout", T_SECONDS, 0, INFINITY, OPT | OPEN, NODEF, \
     TUNE(connect_timeout), "seconds to connect, within the attempt's timeout (HTTP)") \
+  X(STALL_TIMEOUT, "stall_timeout", T_SECONDS, 0, INFINITY, OPT | OPEN, NODEF, \
+    TUNE(stall_timeout), "an attempt slower than stall_speed for this long fails as stalled (HTTP)") \
+  X(STALL_SPEED, "stall_speed", T_COUNT, 1, 1e12, 0, 1, TUNE(stall_speed), \
+    "bytes per second below which an attempt is stalling (HTTP)") \
   X(RETRY_AFTER, "retry_after", T_BOOL, 0, 1, 0, 1, TUNE(retry_after), \
     "wait at least what a Retry-After header asks") \
   X(MAX_RETRY_AFTER, "max_retry_after", T_SECONDS, 0, INFINITY, 0, 300, \

@@ -10,7 +10,10 @@
  * - a redirect to file:// or ftp:// is not followed, even where the host
  *   asked for redirects: http and https only;
  * - a compression bomb that the host asked curl to inflate streams
- *   through: 256 MiB reach the sink, memory stays flat. */
+ *   through: 256 MiB reach the sink, memory stays flat;
+ * - resume: a truncated 200 with Accept-Ranges and a strong ETag is
+ *   continued by a 206 that fits (no restart), or started over by a 200
+ *   (one restart, one note). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -330,8 +333,86 @@ static void test_bomb(void) {
   free(z);
 }
 
+/* ---- resuming a download (luaretry_curl_resume) */
+
+#define TRUNCATED_200 \
+  "HTTP/1.1 200 OK\r\nAccept-Ranges: bytes\r\nETag: \"v1\"\r\nContent-Length: 10\r\n\r\n0123"
+
+typedef struct {
+  int notes;
+  char last[300];
+} notes;
+
+static void on_note(void *ud, const char *line) {
+  notes *n = ud;
+  n->notes++;
+  snprintf(n->last, sizeof n->last, "%s", line);
+}
+
+static const char RESUME_POLICY[] =
+  "max_attempts = 3\ndeadline = 20\nbackoff = { initial = 0.01, jitter = 'none' }\n";
+
+/* Two canned answers, the second to the resumed request; what the sink
+ * ended with, its restarts, and the notes. */
+static void resume_once(const char *second, uint64_t offset, const char *want, size_t restarts,
+                        int want_notes) {
+  const char *answers[] = { TRUNCATED_200, second, NULL };
+  server s = { 0 };
+  if (!CHECK(server_start(&s, answers) == 0)) return;
+  luaretry_policy *p = policy(RESUME_POLICY);
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/f", s.port);
+  luaretry_request req = { .method = "GET", .url = url };
+  static stream_sink sink;
+  memset(&sink, 0, sizeof sink);
+  notes n = { 0 };
+  luaretry_curl_resume r = { .offset = offset, .note = on_note, .note_ud = &n };
+  luaretry_curl_options o = { .sink = on_bytes, .sink_ud = &sink, .restart = on_restart,
+                              .resume = &r };
+  CURL *h = curl_easy_init();
+  luaretry_decision d;
+  CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS);
+  CHECK_EQ_INT(sink.len, strlen(want));
+  CHECK(memcmp(sink.last, want, strlen(want)) == 0);
+  CHECK_EQ_INT(sink.restarts, restarts);
+  CHECK_EQ_INT(n.notes, want_notes);
+  curl_easy_cleanup(h);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+  shutdown(s.fd, SHUT_RDWR);
+  server_stop(&s);
+}
+
+static void test_resume(void) {
+  /* a 206 that fits is appended: restart() only before the first attempt */
+  resume_once("HTTP/1.1 206 Partial\r\nETag: \"v1\"\r\nAccept-Ranges: bytes\r\n"
+              "Content-Range: bytes 4-9/10\r\nContent-Length: 6\r\n\r\n456789",
+              0, "0123456789", 1, 0);
+  /* a 200 (the resource changed) starts over, told once */
+  resume_once("HTTP/1.1 200 OK\r\nETag: \"v2\"\r\nContent-Length: 10\r\n\r\nABCDEFGHIJ",
+              0, "ABCDEFGHIJ", 2, 1);
+  /* the outcome of the truncated attempt says it is resumable; one without
+   * a validator is not */
+  luaretry_header hs[] = { { "accept-ranges", "bytes" }, { "etag", "\"v1\"" } };
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.error = "truncated";
+  o.headers = hs;
+  o.header_count = 2;
+  CHECK(luaretry_curl_resumable(&o));
+  hs[1].value = "W/\"v1\"";
+  CHECK(!luaretry_curl_resumable(&o));
+  o.error = NULL;
+  hs[1].value = "\"v1\"";
+  CHECK(!luaretry_curl_resumable(&o));  /* a complete answer: nothing to resume */
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
+  test_resume();
   test_streaming();
   test_upload();
   test_schemes();

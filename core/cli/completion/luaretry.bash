@@ -8,7 +8,10 @@ _luaretry_run_options="-X --request -H --header -d --data --data-ascii --data-bi
   -w --write-out -f --fail -I --head -m --max-time --retry-max-time --connect-timeout
   -s --silent -S --show-error -q --quiet -v --verbose --seed --set --stats --stats=json
   --log-json --metrics-file --urls --parallel --output-dir --redis --help
-  --stdout=live --stdout=final --trace-ascii --create-dirs --fail-with-body"
+  --stdout=live --stdout=final --trace-ascii --create-dirs --fail-with-body
+  -O --remote-name --remote-name-all -T --upload-file -F --form --form-string -G --get
+  -b --cookie -c --cookie-jar --resolve -x --proxy -K --config -Z --parallel-max
+  -Y --speed-limit -y --speed-time -C --continue-at"
 
 _luaretry() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
@@ -21,13 +24,16 @@ _luaretry() {
   local cmd=${COMP_WORDS[1]}
   case $prev in
     -o|--output|-D|--dump-header|--cacert|-E|--cert|--key|--log-json|--metrics-file|--urls|--svg|\
-    --trace-ascii)
+    --trace-ascii|-T|--upload-file|-b|--cookie|-c|--cookie-jar|-K|--config)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    -C|--continue-at) COMPREPLY=($(compgen -W "-" -- "$cur")); return ;;
     --output-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     -X|--request) COMPREPLY=($(compgen -W "GET HEAD POST PUT DELETE PATCH OPTIONS" -- "$cur")); return ;;
     -H|--header|-d|--data|--data-ascii|--data-binary|--data-raw|-u|--user|-A|--user-agent|\
     -w|--write-out|-m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|\
-    --parallel|--attempts|--clients|--outage|--listen|--probe|--redis|--latency|--calls) return ;;
+    --parallel|--attempts|--clients|--outage|--listen|--probe|--redis|--latency|--calls|\
+    -F|--form|--form-string|--resolve|-x|--proxy|--parallel-max|-Y|--speed-limit|-y|\
+    --speed-time) return ;;
   esac
   if [[ $cmd == help ]]; then
     [[ $COMP_CWORD -eq 2 ]] && COMPREPLY=($(compgen -W "$commands" -- "$cur"))
@@ -54,7 +60,9 @@ _luaretry() {
       -u|--user|-A|--user-agent|--cacert|-E|--cert|--key|-D|--dump-header|-w|--write-out|\
       -m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|--log-json|\
       --metrics-file|--urls|--parallel|--output-dir|--attempts|--clients|--outage|--svg|--probe|\
-      --trace-ascii|--redis|--listen|--latency|--calls) ((i++)) ;;
+      --trace-ascii|--redis|--listen|--latency|--calls|\
+      -T|--upload-file|-F|--form|--form-string|-b|--cookie|-c|--cookie-jar|--resolve|-x|\
+      --proxy|-K|--config|--parallel-max|-Y|--speed-limit|-y|--speed-time|-C|--continue-at) ((i++)) ;;
       -*) ;;
       *) ((words_before++)) ;;
     esac

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "run.h"
@@ -18,12 +20,15 @@ typedef enum {
   O_VERBOSE, O_QUIET, O_SILENT, O_SHOW_ERROR, O_STATS, O_STATS_JSON, O_LOCATION,
   O_LOCATION_TRUSTED, O_INSECURE, O_COMPRESSED, O_INCLUDE, O_FAIL, O_HEAD,
   O_STDOUT_LIVE, O_STDOUT_FINAL, O_CREATE_DIRS, O_FAIL_WITH_BODY,
+  O_REMOTE_NAME, O_REMOTE_NAME_ALL, O_GET, O_PARALLEL_CURL,
   /* with a value from here on */
   O_REQUEST, O_HEADER, O_DATA, O_DATA_BINARY, O_DATA_RAW, O_OUTPUT, O_USER, O_USER_AGENT,
   O_CACERT, O_CERT, O_KEY, O_MAX_REDIRS, O_DUMP_HEADER, O_WRITE_OUT, O_MAX_TIME,
   O_RETRY_MAX_TIME, O_CONNECT_TIMEOUT, O_SEED, O_SET, O_LOG_JSON, O_URLS, O_OUTPUT_DIR,
   O_PARALLEL, O_METRICS_FILE, O_REDIS,
-  O_TRACE_ASCII
+  O_TRACE_ASCII,
+  O_SPEED_LIMIT, O_SPEED_TIME, O_CONTINUE_AT, O_UPLOAD_FILE, O_FORM, O_FORM_STRING,
+  O_COOKIE, O_COOKIE_JAR, O_RESOLVE, O_PROXY, O_CONFIG, O_PARALLEL_MAX, O_URL
 } option_id;
 
 typedef struct {
@@ -53,6 +58,14 @@ static const run_option OPTIONS[] = {
   { 0, "--stdout=live", O_STDOUT_LIVE }, { 0, "--stdout=final", O_STDOUT_FINAL },
   { 0, "--trace-ascii", O_TRACE_ASCII }, { 0, "--create-dirs", O_CREATE_DIRS },
   { 0, "--fail-with-body", O_FAIL_WITH_BODY },
+  { 'O', "--remote-name", O_REMOTE_NAME }, { 0, "--remote-name-all", O_REMOTE_NAME_ALL },
+  { 'G', "--get", O_GET }, { 'Z', NULL, O_PARALLEL_CURL },
+  { 'Y', "--speed-limit", O_SPEED_LIMIT }, { 'y', "--speed-time", O_SPEED_TIME },
+  { 'C', "--continue-at", O_CONTINUE_AT }, { 'T', "--upload-file", O_UPLOAD_FILE },
+  { 'F', "--form", O_FORM }, { 0, "--form-string", O_FORM_STRING },
+  { 'b', "--cookie", O_COOKIE }, { 'c', "--cookie-jar", O_COOKIE_JAR },
+  { 0, "--resolve", O_RESOLVE }, { 'x', "--proxy", O_PROXY }, { 'K', "--config", O_CONFIG },
+  { 0, "--parallel-max", O_PARALLEL_MAX }, { 0, "--url", O_URL },
 };
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
@@ -63,23 +76,7 @@ static const char *const NOT_TAKEN[][2] = {
   { "--retry-delay", "the policy's backoff decides the waits: --set backoff.initial=S" },
   { "--retry-all-errors", "the policy's is_transient decides what is retried" },
   { "--retry-connrefused", "a refused connection is retried by every shipped policy" },
-  { "-O", "name the file: -o FILE, or --output-dir DIR (the URL's last segment)" },
-  { "--remote-name", "name the file: -o FILE, or --output-dir DIR (the URL's last segment)" },
-  { "-b", "no cookie engine: send -H 'Cookie: ...' (to the first host only)" },
-  { "--cookie", "no cookie engine: send -H 'Cookie: ...' (to the first host only)" },
-  { "-c", "no cookie engine: cookies received are not stored" },
-  { "--cookie-jar", "no cookie engine: cookies received are not stored" },
-  { "-F", "no multipart builder: --data-binary @FILE with its Content-Type" },
-  { "--form", "no multipart builder: --data-binary @FILE with its Content-Type" },
-  { "-T", "use -X PUT --data-binary @FILE (sent whole on every attempt)" },
-  { "--upload-file", "use -X PUT --data-binary @FILE (sent whole on every attempt)" },
-  { "-x", "set http_proxy, https_proxy and no_proxy: libcurl reads them" },
-  { "--proxy", "set http_proxy, https_proxy and no_proxy: libcurl reads them" },
-  { "-K", "no config file is read: every option is on the command line" },
-  { "--config", "no config file is read: every option is on the command line" },
-  { "-G", "put the query in the URL" },
-  { "--get", "put the query in the URL" },
-  { "-Z", "several URLs are a batch: luaretry run POLICY URL URL... --parallel N" },
+  { "--fail-with-body", "the body of a failed call is always written, unless -f" },
 };
 #define N_NOT_TAKEN (sizeof NOT_TAKEN / sizeof NOT_TAKEN[0])
 
@@ -167,10 +164,6 @@ static char *hide(run_args *a, char *v) {
   return copy;
 }
 
-void run_args_free(run_args *a) {
-  for (int i = 0; i < a->nsecrets; i++) free(a->secrets[i]);
-  a->nsecrets = 0;
-}
 
 /* Whether a -H line carries a credential: Authorization, Cookie, and
  * Proxy-Authorization (what -v redacts too). */
@@ -229,9 +222,144 @@ static int set_flag(run_args *a, option_id id) {
   case O_STDOUT_FINAL: a->stdout_live = 0; break;
   case O_CREATE_DIRS: a->create_dirs = 1; break;
   case O_FAIL_WITH_BODY: a->fail_with_body = 1; break;
+  case O_REMOTE_NAME: case O_REMOTE_NAME_ALL: a->remote_name = 1; break;
+  case O_GET: a->get = 1; break;
+  case O_PARALLEL_CURL: a->parallel_z = 1; break;
   default: break;
   }
   return 0;
+}
+
+/* --speed-limit BYTES (a whole number, 1 or more) and --speed-time
+ * SECONDS (above 0): the policy's stall_speed and stall_timeout, set among
+ * the --set overrides.  curl's 0 ("off") is refused: --set stall_timeout=none
+ * says that. */
+static int set_speed(run_args *a, option_id id, const char *opt, const char *v) {
+  char *end;
+  errno = 0;
+  double x = strtod(v, &end);
+  int whole = id == O_SPEED_LIMIT;
+  if (end == v || *end || errno || !(x > 0) || !isfinite(x) || x > 1e12 ||
+      (whole && x != floor(x))) {
+    char what[96];
+    snprintf(what, sizeof what, "run: %s %%s: expected %s", opt,
+             whole ? "bytes per second, a whole number above 0" : "seconds above 0");
+    return cli_usage(what, v);
+  }
+  if (a->ntimes == MAX_TIMES) return cli_usage("run: too many time limits", NULL);
+  char *set = a->times[a->ntimes++];
+  snprintf(set, TIME_SET_SIZE, "%s=%s", whole ? "stall_speed" : "stall_timeout", v);
+  if (whole) a->speed_limit = (long)x;
+  else a->speed_time = x;
+  return add_set(a, set);
+}
+
+char *run_args_keep(run_args *a, char *s) {
+  if (!s) return NULL;
+  if (a->nowned == a->capowned) {
+    int cap = a->capowned ? 2 * a->capowned : 16;
+    char **o = realloc(a->owned, (size_t)cap * sizeof *o);
+    if (!o) {
+      free(s);
+      return NULL;
+    }
+    a->owned = o;
+    a->capowned = cap;
+  }
+  return a->owned[a->nowned++] = s;
+}
+
+void run_args_free(run_args *a) {
+  for (int i = 0; i < a->nsecrets; i++) free(a->secrets[i]);
+  a->nsecrets = 0;
+  for (int i = 0; i < a->nowned; i++) free(a->owned[i]);
+  free(a->owned);
+  a->owned = NULL;
+  a->nowned = a->capowned = 0;
+}
+
+/* A URL (or run()'s argument); -K's lines may add more than the command
+ * line has words, so the list grows. */
+static int add_word(run_args *a, char *s) {
+  if (a->nwords == a->capwords) {
+    int cap = a->capwords * 2 + 16;
+    char **w = malloc((size_t)cap * sizeof *w);
+    if (!w || !run_args_keep(a, (char *)w)) return cli_usage("run: out of memory", NULL);
+    memcpy(w, a->words, (size_t)a->nwords * sizeof *w);
+    a->words = w;
+    a->capwords = cap;
+  }
+  a->words[a->nwords++] = s;
+  return 0;
+}
+
+/* One line of a -K file, as if on the command line. */
+static int config_line(void *ud, int n, char **words, const char *path, long line) {
+  run_args *a = ud;
+  for (int k = 0; k < n; k++)
+    if (!run_args_keep(a, words[k])) {
+      if (k == 0 && n == 2) free(words[1]);
+      return cli_usage("run: out of memory", NULL);
+    }
+  int i = 0, status = parse_word(a, n, words, &i);
+  if (status == 0 && i + 1 < n) {
+    char what[512];
+    snprintf(what, sizeof what, "run: -K %s, line %ld: %s takes no value", path, line, words[0]);
+    return cli_usage("%s", what);
+  }
+  return status;
+}
+
+/* -K FILE: its options in its place among the command line's. */
+static int read_config(run_args *a, const char *path) {
+  if (a->config_depth >= 8) return cli_usage("run: -K %s: nested too deep", path);
+  a->config_depth++;
+  int status = config_words(path, config_line, a);
+  a->config_depth--;
+  return status;
+}
+
+/* -T FILE: a PUT of the file as it is (--data-binary @FILE). */
+static int set_upload_file(run_args *a, const char *v) {
+  size_t n = strlen(v) + 2;
+  char *at = run_args_keep(a, malloc(n));
+  if (!at) return cli_usage("run: -T: out of memory", NULL);
+  snprintf(at, n, "@%s", v);
+  a->upload_file = v;
+  return add_data(a, DATA_BINARY, at);
+}
+
+/* The options of downloads, uploads, cookies and connections that curl
+ * scripts use with --retry. */
+static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) {
+  switch (id) {
+  case O_SPEED_LIMIT: case O_SPEED_TIME: return set_speed(a, id, opt, v);
+  case O_CONTINUE_AT:
+    if (strcmp(v, "-") != 0)
+      return cli_usage("run: -C %s: only -C - (continue where the -o file ends) is taken", v);
+    a->continue_at = 1;
+    return 0;
+  case O_UPLOAD_FILE: return set_upload_file(a, v);
+  case O_FORM: case O_FORM_STRING:
+    if (a->nforms == MAX_FORMS) return cli_usage("run: too many -F", NULL);
+    if (!strchr(v, '=') || v[0] == '=')
+      return cli_usage("run: -F '%s': expected NAME=VALUE, NAME=@FILE or NAME=<FILE", v);
+    a->form_string[a->nforms] = id == O_FORM_STRING;
+    a->forms[a->nforms++] = v;
+    return 0;
+  case O_COOKIE: a->cookie = v; return 0;
+  case O_COOKIE_JAR: a->cookie_jar = v; return 0;
+  case O_RESOLVE:
+    if (a->nresolve == MAX_RESOLVE) return cli_usage("run: too many --resolve", NULL);
+    if (!strchr(v, ':')) return cli_usage("run: --resolve %s: expected HOST:PORT:ADDRESS", v);
+    a->resolve[a->nresolve++] = v;
+    return 0;
+  case O_PROXY: a->proxy = v; return 0;
+  case O_CONFIG: return read_config(a, v);
+  case O_PARALLEL_MAX: return set_parallel(a, v);
+  case O_URL: return add_word(a, v);
+  default: return 0;
+  }
 }
 
 /* One option that takes a value, and its value; 0 or a usage status. */
@@ -269,7 +397,7 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_REDIS: a->redis = hide(a, v); break;
   case O_METRICS_FILE: a->metrics_file = v; break;
   case O_TRACE_ASCII: a->trace_ascii = v; break;
-  default: break;
+  default: return take_curl_value(a, id, opt, v);
   }
   return 0;
 }
@@ -307,8 +435,58 @@ static int parse_short(run_args *a, int argc, char **argv, int *i) {
   return 0;
 }
 
+/* -F's boundary, random so no part's bytes can contain it by chance, and
+ * the Content-Type header that names it (form.c builds the body). */
+void form_header_make(run_args *a) {
+  unsigned char r[12] = { 0 };
+  if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
+    for (size_t i = 0; i < sizeof r; i++) r[i] = (unsigned char)(getpid() * 31 + (int)i * 7);
+  char hex[25];
+  for (size_t i = 0; i < sizeof r; i++) snprintf(hex + 2 * i, 3, "%02x", r[i]);
+  snprintf(a->form_header, sizeof a->form_header,
+           "Content-Type: multipart/form-data; boundary=------------------------%s", hex);
+  if (a->nheaders < MAX_HEADERS) a->headers[a->nheaders++] = a->form_header;
+}
+
+/* Whether -H gives a header of that (lower-case) name. */
+static int has_header(const run_args *a, const char *name) {
+  size_t n = strlen(name);
+  for (int i = 0; i < a->nheaders; i++)
+    if (strncasecmp(a->headers[i], name, n) == 0 && strchr(":;", a->headers[i][n])) return 1;
+  return 0;
+}
+
+/* The same for curl's download, upload and cookie options. */
+static int check_curl_combinations(run_args *a) {
+  int url_only = a->speed_limit || a->speed_time > 0 || a->continue_at || a->remote_name ||
+                 a->get || a->nforms || a->cookie || a->cookie_jar || a->nresolve || a->proxy ||
+                 a->parallel_z;
+  if (a->command && url_only)
+    return cli_usage("run: curl's options are for URLs, not commands", NULL);
+  if (a->nforms && a->data) return cli_usage("run: -F or -d (or -T), not both", NULL);
+  if (a->upload_file && a->ndata > 1) return cli_usage("run: -T or -d, not both", NULL);
+  if (a->get && a->upload_file) return cli_usage("run: -G or -T, not both", NULL);
+  if (a->get && a->nforms) return cli_usage("run: -G or -F, not both", NULL);
+  if (a->remote_name && a->output) return cli_usage("run: -O or -o, not both", NULL);
+  if (a->continue_at && !a->output && !a->remote_name)
+    return cli_usage("run: -C - continues a file: it goes with -o FILE or -O", NULL);
+  if (a->upload_file && !a->method) a->method = "PUT";
+  if (a->upload_file && !has_header(a, "content-type") && a->nheaders < MAX_HEADERS) {
+    /* the file as it is: not the form encoding libcurl gives a POST body */
+    char *ct = run_args_keep(a, strdup("Content-Type: application/octet-stream"));
+    if (ct) a->headers[a->nheaders++] = ct;
+  }
+  if (a->nforms) {
+    form_header_make(a);
+    a->data = a->forms[0];  /* a body, POST unless -X */
+  }
+  if (a->get) a->data = NULL;  /* the data goes in the query: no body */
+  if (a->parallel_z && !a->parallel) a->parallel = 50;  /* curl's --parallel-max default */
+  return 0;
+}
+
 /* Options that do not go together. */
-static int check_combinations(const run_args *a) {
+static int check_combinations(run_args *a) {
   if ((a->nwords || a->urls_file) && a->command)
     return cli_usage("run: a URL or a COMMAND, not both", NULL);
   if (!a->policy) return cli_usage("run: a URL, -- COMMAND or POLICY is needed", NULL);
@@ -332,6 +510,15 @@ static int check_combinations(const run_args *a) {
     return cli_usage("run: --trace-ascii is for URLs, not commands", NULL);
   if (a->stdout_live && !a->command)
     return cli_usage("run: --stdout=live is for -- COMMAND (a URL's body is never doubled)", NULL);
+  return check_curl_combinations(a);
+}
+
+int parse_word(run_args *a, int argc, char **argv, int *i) {
+  char *s = argv[*i];
+  if (s[0] == '-' && s[1] == '-') return parse_long(a, argc, argv, i);
+  if (s[0] == '-' && s[1]) return parse_short(a, argc, argv, i);
+  if (!a->policy && !a->nwords && !strstr(s, "://")) a->policy = s;  /* the first word only */
+  else return add_word(a, s);
   return 0;
 }
 
@@ -346,20 +533,16 @@ static void default_policy(run_args *a) {
 int parse_run(int argc, char **argv, run_args *a, char **words) {
   memset(a, 0, sizeof *a);
   a->words = words;
+  a->capwords = argc;
   a->verbosity = 1;
   a->max_redirs = 50;  /* curl's own default */
   for (int i = 0; i < argc; i++) {
-    char *s = argv[i];
-    int status = 0;
-    if (strcmp(s, "--") == 0) {
+    if (strcmp(argv[i], "--") == 0) {
       if (i + 1 >= argc) return cli_usage("run: -- needs a COMMAND", NULL);
       a->command = argv + i + 1;
       break;
     }
-    if (s[0] == '-' && s[1] == '-') status = parse_long(a, argc, argv, &i);
-    else if (s[0] == '-' && s[1]) status = parse_short(a, argc, argv, &i);
-    else if (!a->policy && !a->nwords && !strstr(s, "://")) a->policy = s;  /* the first word only */
-    else a->words[a->nwords++] = s;
+    int status = parse_word(a, argc, argv, &i);
     if (status) return status;
   }
   default_policy(a);

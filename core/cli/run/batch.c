@@ -32,6 +32,7 @@ typedef struct {
   outfile file;            /* the body: DIR/NAME kept on success, or standard
                               output (a spool of its own) shown once decided */
   char *body_line;         /* "; body: ..." of a failure's final answer, or NULL */
+  luaretry_curl_resume resume;  /* a download that ends early goes on */
 } batch_url;
 
 /* A set of names (open addressing, grown at half full), to make each
@@ -313,7 +314,8 @@ static void url_free(batch_url *u) {
 static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   batch_url *u = ud;
   log_attempt(&u->log, o, d);
-  if (d && d->retry) outfile_release(&u->file);
+  /* ... unless what it holds is resumed by the next attempt */
+  if (d && d->retry && !luaretry_curl_resumable(o)) outfile_release(&u->file);
   if (o && d && !d->retry && d->reason != LUARETRY_REASON_SUCCESS && !u->body_line) {
     /* its summary line quotes the answer too: with -q it is the only one */
     size_t len;
@@ -357,6 +359,9 @@ static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
   }
   job->observer = url_observe;
   job->observer_ud = u;
+  u->resume.note = run_resume_note;
+  u->resume.note_ud = &u->log;
+  job->resume = &u->resume;
   return u;
 }
 
@@ -376,6 +381,14 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
       continue;
     }
     if (fixed) free(url), url = fixed;  /* no scheme: http://, as curl guesses */
+    if (b->a->get || b->a->upload_file) {  /* -G's query, -T's file name */
+      char *full = url_for_call(b->a, url);
+      free(url);
+      if (!(url = full)) {
+        fold_status(b, EXIT_POLICY, LUARETRY_REASON_POLICY_ERROR);
+        continue;
+      }
+    }
     if (url_new(b, url, job)) return 1;
     fprintf(stderr, "luaretry: [%ld] out of memory\n", b->urls);
     fold_status(b, EXIT_POLICY, LUARETRY_REASON_POLICY_ERROR);
@@ -474,6 +487,7 @@ static int perform(batch *b, luaretry_policy *p) {
   mo.next = next_job;
   mo.next_ud = b;
   mo.easy = easy;
+  mo.share = curlopts_share();  /* -b, -c: one cookie store for every URL */
   if (rc == LUARETRY_OK) {
     cli_cancel_on_signal(NULL, b->many);
     rc = luaretry_curl_perform_many(b->many, p, NULL, 0, &mo);

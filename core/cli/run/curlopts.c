@@ -55,7 +55,68 @@ static int tls_options(const run_args *a, CURL *h) {
   return rc;
 }
 
+/* What every handle of the run shares: --resolve's list (libcurl reads it
+ * from each handle, which may be a copy of the batch's template) and the
+ * cookie store, so -b is read once at the start and -c written once at
+ * the end, never by a handle that ends mid-call. */
+static struct curl_slist *resolve_list;
+static CURLSH *cookie_share;
+
+int curlopts_begin(const run_args *a) {
+  for (int i = 0; i < a->nresolve; i++) {
+    struct curl_slist *next = curl_slist_append(resolve_list, a->resolve[i]);
+    if (!next) return -1;
+    resolve_list = next;
+  }
+  if (!a->cookie && !a->cookie_jar) return 0;
+  cookie_share = curl_share_init();
+  if (!cookie_share) return -1;
+  curl_share_setopt(cookie_share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE);
+  if (!a->cookie || strchr(a->cookie, '=')) return 0;  /* no file, or cookies given inline */
+  CURL *h = curl_easy_init();
+  if (!h) return -1;
+  curl_easy_setopt(h, CURLOPT_SHARE, cookie_share);
+  curl_easy_setopt(h, CURLOPT_COOKIEFILE, a->cookie);
+  /* the file, read now into the store; curl ignores a missing -b file too */
+  curl_easy_setopt(h, CURLOPT_COOKIELIST, "RELOAD");
+  curl_easy_cleanup(h);
+  return 0;
+}
+
+CURLSH *curlopts_share(void) { return cookie_share; }
+
+int curlopts_end(const run_args *a) {
+  int rc = 0;
+  if (cookie_share && a->cookie_jar) {
+    CURL *h = curl_easy_init();
+    if (h) {
+      curl_easy_setopt(h, CURLOPT_SHARE, cookie_share);
+      curl_easy_setopt(h, CURLOPT_COOKIEJAR, a->cookie_jar);
+      if (curl_easy_setopt(h, CURLOPT_COOKIELIST, "FLUSH") != CURLE_OK) rc = -1;
+      curl_easy_setopt(h, CURLOPT_COOKIEJAR, NULL);  /* written: not again at cleanup */
+      curl_easy_cleanup(h);
+    }
+  }
+  curl_share_cleanup(cookie_share);
+  cookie_share = NULL;
+  curl_slist_free_all(resolve_list);
+  resolve_list = NULL;
+  return rc;
+}
+
+/* -b, -c, -x, --resolve on a handle. */
+static void connection_options(const run_args *a, CURL *h) {
+  if (resolve_list) curl_easy_setopt(h, CURLOPT_RESOLVE, resolve_list);
+  if (a->proxy) curl_easy_setopt(h, CURLOPT_PROXY, a->proxy);
+  if (cookie_share) {
+    curl_easy_setopt(h, CURLOPT_SHARE, cookie_share);
+    curl_easy_setopt(h, CURLOPT_COOKIEFILE, "");  /* the engine on, no file read */
+  }
+  if (a->cookie && strchr(a->cookie, '=')) curl_easy_setopt(h, CURLOPT_COOKIE, a->cookie);
+}
+
 int curlopts_apply(const run_args *a, CURL *h) {
+  connection_options(a, h);
   /* curl's default is "curl/VERSION"; -A "" sends none, as curl's does */
   const char *agent = a->user_agent ? a->user_agent : "luaretry/" LUARETRY_VERSION;
   if (agent[0]) curl_easy_setopt(h, CURLOPT_USERAGENT, agent);

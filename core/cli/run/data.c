@@ -33,8 +33,8 @@ static int part_open(const data_part *part, upload *u, int whole) {
   return st == SPOOL_OK ? 0 : st == SPOOL_INTERRUPTED ? EXIT_INTERRUPTED : EXIT_USAGE;
 }
 
-int data_open(const run_args *a, upload *u) {
-  if (a->ndata == 1) return part_open(&a->data_parts[0], u, 0);  /* a large file is not copied */
+/* Every part read whole and joined with '&' into *u. */
+static int join_parts(const run_args *a, upload *u) {
   memset(u, 0, sizeof *u);
   u->fd = u->src = -1;
   upload parts[MAX_DATA];
@@ -66,4 +66,37 @@ int data_open(const run_args *a, upload *u) {
   u->data = joined;
   u->len = len;
   return 0;
+}
+
+int data_open(const run_args *a, upload *u) {
+  if (a->nforms) return form_open(a, u);
+  if (a->ndata == 1) return part_open(&a->data_parts[0], u, 0);  /* a large file is not copied */
+  return join_parts(a, u);
+}
+
+/* The URL's path ends with '/' (before any query or fragment). */
+static int ends_with_slash(const char *url) {
+  size_t n = strlen(url);
+  return n > 0 && url[n - 1] == '/' && !strpbrk(url, "?#");
+}
+
+char *url_for_call(const run_args *a, const char *url) {
+  upload q = { .fd = -1, .src = -1 };
+  const char *base = NULL;
+  if (a->get && a->ndata && join_parts(a, &q) != 0) return NULL;
+  if (a->upload_file && strcmp(a->upload_file, "-") != 0 && ends_with_slash(url)) {
+    base = strrchr(a->upload_file, '/');  /* curl's -T to a folder URL: the file's name */
+    base = base ? base + 1 : a->upload_file;
+  }
+  size_t n = strlen(url) + q.len + (base ? strlen(base) : 0) + 2;
+  char *out = malloc(n);
+  if (out) {
+    size_t at = strcspn(url, "#");  /* the query goes before a fragment */
+    snprintf(out, n, "%.*s%s%s%.*s", (int)at, url, base ? base : "",
+             !q.arg ? "" : memchr(url, '?', at) ? "&" : "?", (int)q.len, q.data ? q.data : "");
+  } else {
+    fprintf(stderr, "luaretry: out of memory\n");
+  }
+  upload_close(&q);
+  return out;
 }

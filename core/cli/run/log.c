@@ -207,3 +207,12 @@ void log_stats(const luaretry_policy *p) {
           luaretry_guards_scope_name(m.guards), (unsigned long long)m.hedges,
           (unsigned long long)m.hedges_won, (unsigned long long)m.hedges_cancelled);
 }
+
+/* A download that starts over says so, once for each time. */
+void run_resume_note(void *ud, const char *line) {
+  const attempt_log *log = ud;
+  if (log->verbosity == 0) return;
+  fprintf(stderr, "luaretry: ");
+  if (log->index) fprintf(stderr, "[%d] ", log->index);
+  fprintf(stderr, "%s: %s\n", log->target, line);
+}

@@ -276,10 +276,37 @@ static int finish_replace(outfile *f, int ok) {
   return ok;
 }
 
+int outfile_continue(outfile *f, unsigned long long *size) {
+  struct stat st;
+  if (!f->path || !(f->target = follow_links(f->path))) {
+    fprintf(stderr, "luaretry: -C - continues a file: not standard output\n");
+    return -1;
+  }
+  f->fd = open(f->target, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0666);
+  if (f->fd < 0 || fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+      lseek(f->fd, 0, SEEK_END) < 0) {
+    complain(f, "-C -", f->fd < 0 || S_ISREG(st.st_mode) ? errno : EINVAL);
+    return -1;
+  }
+  f->append = 1;
+  *size = (unsigned long long)st.st_size;
+  return 0;
+}
+
+/* -C -: the file has its bytes already; they reach the disk. */
+static int finish_append(outfile *f, int ok) {
+  if (f->fd < 0) return ok;
+  if (fsync(f->fd) != 0 && ok) complain(f, NULL, errno), ok = 0;
+  if (close(f->fd) != 0 && ok) complain(f, NULL, errno), ok = 0;
+  f->fd = -1;
+  return ok;
+}
+
 int outfile_finish(outfile *f, int keep) {
   if (f->finished) return 0;
   int ok = keep && !f->failed;
-  ok = f->in_place ? finish_in_place(f, ok) : finish_replace(f, ok);
+  ok = f->append ? finish_append(f, ok) : f->in_place ? finish_in_place(f, ok)
+       : finish_replace(f, ok);
   f->finished = 1;
   free(f->target);
   f->target = NULL;

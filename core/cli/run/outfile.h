@@ -39,6 +39,8 @@ typedef struct {
   mode_t mode;             /* the mode the file gets */
   uid_t uid;               /* the replaced file's owner, kept where we may */
   gid_t gid;
+  int append;              /* -C -: written into the file itself, after
+                              what it held; kept whatever the outcome */
 } outfile;
 
 /* Names the target ("-" is standard output); creates nothing yet. */
@@ -61,6 +63,11 @@ void outfile_release(outfile *f);
  * was lost (a write, fsync, copy or rename failed), after a message.
  * Standard output stays open. */
 int outfile_finish(outfile *f, int keep);
+
+/* -C -: the bytes go straight into the file (made when missing), after
+ * the *size bytes it holds; what a failed run wrote stays, for the next
+ * -C -, as curl leaves it; a restart empties it.  -1 after a message. */
+int outfile_continue(outfile *f, unsigned long long *size);
 
 /* An unlinked temporary file in $TMPDIR (or /tmp), read-write, close on
  * exec; -1 with errno. */

@@ -13,6 +13,24 @@
 
 typedef enum { RUN_URL, RUN_BATCH, RUN_COMMAND, RUN_WORKFLOW } run_mode;
 
+/* One URL: -G's query and -T's file name in it, -O's file named by it. */
+static int single_url_options(run_args *a) {
+  if (a->get || a->upload_file) {
+    char *full = run_args_keep(a, url_for_call(a, a->url));
+    if (!full) return EXIT_POLICY;
+    a->url = full;
+  }
+  if (!a->remote_name) return 0;
+  char *name = run_args_keep(a, url_file_name(a->url));
+  const char *dir = a->output_dir ? a->output_dir : ".";
+  size_t n = name ? strlen(dir) + strlen(name) + 2 : 0;
+  char *path = name ? run_args_keep(a, malloc(n)) : NULL;
+  if (!path) return EXIT_POLICY;
+  snprintf(path, n, "%s/%s", dir, name);
+  a->output = strcmp(dir, ".") == 0 ? name : path;
+  return 0;
+}
+
 /* What to run, from the options and whether the policy has run(); 0 or a
  * usage status. */
 static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
@@ -34,7 +52,9 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   }
   /* One URL alone is one call, as ever; several (or --urls, or
    * --output-dir) make a batch. */
-  if (a->nwords > 1 || a->urls_file || a->output_dir) {
+  if (a->nwords > 1 || a->urls_file || (a->output_dir && !a->remote_name)) {
+    if (a->remote_name && !a->output_dir) a->output_dir = ".";  /* -O: curl's folder */
+    if (a->continue_at) return cli_usage("run: -C - takes one URL%s", "");
     if (a->include || a->dump_header || a->write_out || a->fail)
       return cli_usage("run: -i, -D, -w and -f take one URL%s", "");
     *mode = RUN_BATCH;
@@ -46,7 +66,21 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   a->url = a->words[0];
   if (!url_check(a->url, &a->url_fixed, why, sizeof why)) return cli_usage("run: bad URL: %s", why);
   if (a->url_fixed) a->url = a->url_fixed;  /* no scheme: http://, as curl guesses */
-  return 0;
+  return single_url_options(a);
+}
+
+/* Every GET resumes a download that ends early; -C - from the end of the
+ * file. */
+static const luaretry_curl_resume *resume_options(const run_args *a, attempt_log *log,
+                                                  const outfile *out, luaretry_curl_resume *r) {
+  memset(r, 0, sizeof *r);
+  r->note = run_resume_note;
+  r->note_ud = log;
+  if (a->continue_at && out->fd >= 0) {
+    off_t end = lseek(out->fd, 0, SEEK_END);
+    r->offset = end > 0 ? (uint64_t)end : 0;
+  }
+  return r;
 }
 
 /* run POLICY URL: the request through the libcurl helper, with curl's
@@ -72,6 +106,8 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     co.sink = response_sink;
     co.sink_ud = &r;
     co.restart = response_restart;
+    luaretry_curl_resume resume;
+    co.resume = resume_options(a, log, out, &resume);
     if (body->fd >= 0) {
       co.upload = upload_read;
       co.upload_ud = body;
@@ -205,7 +241,9 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   if (status == 0 && a->create_dirs && a->output && strcmp(a->output, "-") != 0 &&
       create_dirs(a->output, 0, "-o") != 0)
     status = EXIT_USAGE;
-  if (status == 0 && outfile_create(&out) != 0) status = EXIT_USAGE;
+  unsigned long long held = 0;
+  if (status == 0 && (a->continue_at ? outfile_continue(&out, &held) : outfile_create(&out)) != 0)
+    status = EXIT_USAGE;
   if (status == 0) status = run_call(a, p, mode, &log, &body, &out, &c, &final, &decided);
   /* a file only on success; standard output shows the final attempt's,
    * unless -f asked for none on failure (as curl's --fail) */
@@ -217,6 +255,17 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   log_json_close(log.json);
   free(target);
   return status;
+}
+
+/* --speed-limit alone, with a policy that sets no stall_timeout: curl's
+ * 30 s.  0 or a usage status. */
+static int stall_default(const run_args *a, luaretry_policy *p) {
+  luaretry_tuning t;
+  luaretry_policy_tuning(p, &t);
+  if (!a->speed_limit || a->speed_time > 0 || t.stall_timeout > 0) return 0;
+  if (luaretry_policy_set(p, "stall_timeout", "30") == LUARETRY_OK) return 0;
+  fprintf(stderr, "luaretry: --speed-limit: %s\n", luaretry_policy_errmsg(p));
+  return EXIT_POLICY;
 }
 
 /* libcurl set up and the policy loaded around the run. */
@@ -234,12 +283,21 @@ static int run_loaded(run_args *a) {
   if (p && redis && a->verbosity == 0 && a->show_error) cli_fleet_warn_unshared(p, from);
   run_mode mode = RUN_URL;
   if (p && (status = choose_mode(a, p, &mode)) == 0 && trace_open(a) != 0) status = EXIT_USAGE;
-  else if (p && status == 0) {
+  else if (p && status == 0 && (status = stall_default(a, p)) == 0) {
     log_policy_events(p, a->verbosity);
     if (mode == RUN_COMMAND && !a->policy_defaulted && a->verbosity > 0)
       command_policy_check(p, a->policy);
     cli_fleet_start(p);
-    status = mode == RUN_BATCH ? batch_run(a, p) : run_one(a, p, mode);
+    if (curlopts_begin(a) != 0) {
+      fprintf(stderr, "luaretry: -b, -c or --resolve: out of memory\n");
+      status = EXIT_POLICY;
+    } else {
+      status = mode == RUN_BATCH ? batch_run(a, p) : run_one(a, p, mode);
+    }
+    if (curlopts_end(a) != 0 && status == EXIT_OK) {
+      fprintf(stderr, "luaretry: -c %s: the cookie jar could not be written\n", a->cookie_jar);
+      status = EXIT_FINAL;
+    }
   }
   trace_close();
   luaretry_policy_free(p);
@@ -258,6 +316,7 @@ int cli_run(int argc, char **argv) {
   run_args a;
   int status = parse_run(argc, argv, &a, words);
   if (status == 0) status = run_loaded(&a);
+  run_args_free(&a);
   free(a.url_fixed);
   run_args_free(&a);
   free(words);

@@ -46,6 +46,8 @@ spool_status spool_input(int src, const char *what, double seconds, int *out_fd,
 /* ---- args.c: the command line */
 
 #define MAX_DATA 64
+#define MAX_FORMS 64
+#define MAX_RESOLVE 32
 #define MAX_TIMES 8
 #define TIME_SET_SIZE 64
 
@@ -66,6 +68,7 @@ typedef struct {
   char *url_fixed;         /* it, with http:// when it had no scheme; owned */
   char **words;            /* after POLICY: the URLs, or run()'s arguments */
   int nwords;
+  int capwords;            /* room in words */
   const char *urls_file;   /* --urls FILE */
   const char *output_dir;  /* --output-dir DIR */
   long parallel;           /* --parallel N; 0: not given */
@@ -103,13 +106,62 @@ typedef struct {
    * Cookie, Proxy-Authorization), owned: run_args_free() */
   char *secrets[MAX_HEADERS + 4];
   int nsecrets;
+  /* downloads that stall, resume, and the rest of curl's retried options */
+  long speed_limit;        /* --speed-limit BYTES; 0: not given */
+  double speed_time;       /* --speed-time SECONDS; 0: not given */
+  int continue_at;         /* -C -: a partial -o file is continued */
+  int remote_name;         /* -O, --remote-name-all: the URL's own name */
+  int get;                 /* -G: -d's data goes in the URL's query */
+  const char *upload_file; /* -T FILE (PUT, sent whole every attempt) */
+  const char *forms[MAX_FORMS];  /* -F, --form-string */
+  int form_string[MAX_FORMS];    /* --form-string: no @ or < */
+  int nforms;
+  char form_header[96];    /* Content-Type: multipart/form-data; boundary= */
+  const char *cookie;      /* -b FILE or 'NAME=VALUE; ...' */
+  const char *cookie_jar;  /* -c FILE */
+  const char *proxy;       /* -x URL */
+  const char *resolve[MAX_RESOLVE];  /* --resolve HOST:PORT:ADDR */
+  int nresolve;
+  int parallel_z;          /* -Z: a batch in parallel, curl's 50 at once */
+  int config_depth;        /* -K inside -K */
+  char **owned;            /* strings made for the options (-K's words) */
+  int nowned, capowned;
 } run_args;
 
 /* Parses the words after `run`; `words` has room for argc entries.  0, or
  * the exit status after a usage message. */
 int parse_run(int argc, char **argv, run_args *a, char **words);
-/* What parse_run() allocated (the secrets' copies). */
+/* Frees what parse_run() made. */
 void run_args_free(run_args *a);
+/* A string the options keep until run_args_free(); NULL when out of memory. */
+char *run_args_keep(run_args *a, char *s);
+/* One option (argv[*i], its value next) or a word, as on the command line;
+ * -K's lines come through here.  0, or a usage status. */
+int parse_word(run_args *a, int argc, char **argv, int *i);
+
+/* ---- config.c: -K FILE, curl's config syntax */
+
+/* Takes the n (1 or 2) words of one line of a config file (malloc'ed,
+ * the taker's); 0 or a usage status. */
+typedef int (*config_word_fn)(void *ud, int n, char **words, const char *path, long line);
+/* Reads FILE ("-": standard input), each option line to `take`; 0 or a
+ * usage status after a message. */
+int config_words(const char *path, config_word_fn take, void *ud);
+
+/* ---- form.c: -F, the multipart body */
+
+/* Builds the multipart body of the -F parts into *u (an unlinked temporary
+ * file, sent whole on every attempt); 0, or the exit status after a message. */
+int form_open(const run_args *a, upload *u);
+/* The boundary and the Content-Type header, into a->form_header. */
+void form_header_make(run_args *a);
+
+/* ---- the URL of a call: -G's query, -T's file name */
+
+/* url with -G's query (the -d data joined with '&') and, for -T, the file's
+ * name when the URL ends with '/'; malloc'ed, or NULL after a message. */
+char *url_for_call(const run_args *a, const char *url);
+
 /* The -H values as headers; splits the arguments in place, so call it once. */
 void split_headers(const run_args *a, luaretry_header *headers);
 /* The request the options describe for `url`, with `headers` from
@@ -128,6 +180,14 @@ int data_open(const run_args *a, upload *u);
 /* Sets on h what the options say (TLS, -u, -A or luaretry/VERSION, -L,
  * --compressed); 0, or -1 after a message. */
 int curlopts_apply(const run_args *a, CURL *h);
+/* Before the first attempt: -b's cookie file read into a store all the
+ * call's handles share (one read, at the start); 0 or -1 after a message. */
+int curlopts_begin(const run_args *a);
+/* The store of -b and -c, or NULL: set on every handle of a batch. */
+CURLSH *curlopts_share(void);
+/* After the last: -c's jar written from that store (once, at the end),
+ * the store and --resolve's list freed; -1 when the jar failed. */
+int curlopts_end(const run_args *a);
 
 /* ---- url.c: URLs through curl's parser */
 
@@ -169,6 +229,9 @@ int log_json_open(const char *path, FILE **json);
 void log_json_close(FILE *json);
 /* --stats: the policy's counters, one line on standard error. */
 void log_stats(const luaretry_policy *p);
+/* A luaretry_curl_resume note, ud an attempt_log: "restarting the
+ * download from zero: why" on standard error, unless -s or -q. */
+void run_resume_note(void *ud, const char *line);
 
 /* ---- writeout.c: -w FORMAT */
 

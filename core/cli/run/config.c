@@ -1,0 +1,94 @@
+/* config.c: -K FILE, curl's config file, cut into the words of a command
+ * line (args.c takes them as it takes argv).  One option a line: "--name
+ * value", "name value", "name = value" or "name: value" (a name without
+ * dashes is a long option), "-X value" for a short one; a value quoted
+ * with "..." (\\ \" \t \n \r \v escapes) or bare up to the first blank;
+ * '#' starts a comment line; "url = URL" names a URL. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "run.h"
+
+/* A quoted value from s (after its '"') into out, escapes undone; -1 when
+ * the quote is not closed. */
+static int unquote(const char *s, char *out) {
+  size_t n = 0;
+  for (; *s && *s != '"'; s++) {
+    if (*s == '\\' && s[1]) {
+      s++;
+      const char *from = "tnrv", *to = "\t\n\r\v";
+      const char *k = strchr(from, *s);
+      out[n++] = k ? to[k - from] : *s;
+    } else {
+      out[n++] = *s;
+    }
+  }
+  out[n] = '\0';
+  return *s == '"' ? 0 : -1;
+}
+
+/* One line into its option word(s): "--name" [value], or "-Xvalue" for a
+ * short option (its value attached, as argv may have it).  The number of
+ * words (0: a comment or a blank line), or -1. */
+static int split_line(const char *line, char **words) {
+  const char *s = line + strspn(line, " \t");
+  if (!*s || *s == '#' || *s == '\n' || *s == '\r') return 0;
+  int is_short = *s == '-' && s[1] != '-';
+  size_t n = is_short ? strcspn(s, " \t\r\n") : strcspn(s, " \t=:\r\n");
+  const char *v = s + n;
+  v += strspn(v, " \t");
+  if (!is_short && (*v == '=' || *v == ':')) v++;
+  v += strspn(v, " \t");
+  size_t vlen = strcspn(v, "\r\n");
+  char *value = NULL;
+  if (vlen) {
+    if (!(value = malloc(vlen + 1))) return -1;
+    if (*v == '"') {
+      if (unquote(v + 1, value) != 0) { free(value); return -1; }
+    } else {
+      size_t bare = strcspn(v, " \t\r\n");
+      memcpy(value, v, bare);
+      value[bare] = '\0';
+    }
+  }
+  size_t size = n + 3 + (is_short && value ? strlen(value) : 0);
+  if (!(words[0] = malloc(size))) { free(value); return -1; }
+  snprintf(words[0], size, "%s%.*s%s", is_short ? "" : *s == '-' ? "" : "--", (int)n, s,
+           is_short && value ? value : "");
+  if (is_short || !value) {
+    free(value);
+    return 1;
+  }
+  words[1] = value;
+  return 2;
+}
+
+int config_words(const char *path, config_word_fn take, void *ud) {
+  int stdin_file = strcmp(path, "-") == 0;
+  FILE *f = stdin_file ? stdin : fopen(path, "r");
+  if (!f) {
+    char what[512];
+    snprintf(what, sizeof what, "run: -K %s: cannot be read", path);
+    perror(path);
+    return cli_usage("%s", what);
+  }
+  char line[8192];
+  long no = 0;
+  int status = 0;
+  while (status == 0 && fgets(line, sizeof line, f)) {
+    no++;
+    char *words[2] = { NULL, NULL };
+    int n = split_line(line, words);
+    if (n < 0) {
+      char what[512];
+      snprintf(what, sizeof what, "run: -K %s, line %ld: an unclosed quote", path, no);
+      status = cli_usage("%s", what);
+    } else if (n > 0) {
+      status = take(ud, n, words, path, no);
+    }
+  }
+  if (!stdin_file) fclose(f);
+  return status;
+}

@@ -1,0 +1,177 @@
+/* resume.c: a download that ends early goes on where it stopped (see
+ * luaretry_curl.h): the next attempt asks for the rest with Range and
+ * If-Range, and only a 206 that fits exactly (its start, its total length,
+ * its validator) is appended; anything else starts from zero.  RFC 9110
+ * sections 13.1.5 (If-Range), 14.4 (Content-Range) and 8.8.1 (a weak ETag
+ * is no validator for a range). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "http.h"
+
+void lr_resume_init(lr_resume *rs, const luaretry_curl_resume *opt) {
+  memset(rs, 0, sizeof *rs);
+  rs->opt = opt;
+  if (opt && opt->offset > 0) {
+    rs->have = opt->offset;
+    rs->initial = 1;
+  }
+}
+
+static void forget(lr_resume *rs) {
+  rs->have = rs->total = 0;
+  rs->validator[0] = '\0';
+  rs->initial = 0;
+}
+
+int lr_resume_before(lr_resume *rs, const luaretry_request *r, struct curl_slist **list) {
+  rs->asking = rs->decided = rs->bad_range = rs->drop = 0;
+  rs->why[0] = '\0';
+  int get = !r->body && (!r->method || strcmp(r->method, "GET") == 0);
+  if (!rs->opt || !get || rs->have == 0 || (!rs->validator[0] && !rs->initial)) {
+    forget(rs);
+    return 0;
+  }
+  char line[300];
+  snprintf(line, sizeof line, "Range: bytes=%" PRIu64 "-", rs->have);
+  struct curl_slist *next = curl_slist_append(*list, line);
+  if (!next) return -1;
+  *list = next;
+  if (rs->validator[0]) {
+    snprintf(line, sizeof line, "If-Range: %s", rs->validator);
+    if (!(next = curl_slist_append(*list, line))) return -1;
+    *list = next;
+  }
+  rs->asking = 1;
+  return 0;
+}
+
+/* The first header of that (lower-case) name among t's pairs, or NULL. */
+static const char *header(const lr_transfer *t, const char *name) {
+  const char *s = t->header_text.data, *end = s + t->header_text.len;
+  while (s && s < end) {
+    const char *value = s + strlen(s) + 1;
+    if (strcmp(s, name) == 0) return value;
+    s = value + strlen(value) + 1;
+  }
+  return NULL;
+}
+
+/* "bytes FIRST-LAST/TOTAL" (TOTAL may be "*": 0); 0, or -1 if it is not. */
+static int content_range(const char *v, uint64_t *first, uint64_t *total) {
+  uint64_t last;
+  char star;
+  if (!v) return -1;
+  if (sscanf(v, "bytes %" SCNu64 "-%" SCNu64 "/%" SCNu64, first, &last, total) == 3)
+    return last >= *first && last < *total ? 0 : -1;
+  if (sscanf(v, "bytes %" SCNu64 "-%" SCNu64 "/%c", first, &last, &star) == 3 && star == '*') {
+    *total = 0;
+    return 0;
+  }
+  return -1;
+}
+
+/* The validator this answer names: a strong ETag, else Last-Modified. */
+static const char *validator_of(const lr_transfer *t) {
+  const char *etag = header(t, "etag");
+  if (etag && etag[0] == '"') return etag;
+  return header(t, "last-modified");
+}
+
+/* Starts the sink over at this answer's first byte; -1 if it refused. */
+static int start_over(lr_transfer *t, const char *why) {
+  lr_resume *rs = t->resume;
+  if (rs->have > 0 && rs->opt->note) {
+    char line[300];
+    snprintf(line, sizeof line, "restarting the download from zero: %s", why);
+    rs->opt->note(rs->opt->note_ud, line);
+  }
+  forget(rs);
+  return t->restart && t->restart(t->stream_ud) != 0 ? -1 : 0;
+}
+
+/* Why a 206 cannot be appended, into rs->why; "" when it can. */
+static void check_partial(lr_transfer *t) {
+  lr_resume *rs = t->resume;
+  uint64_t first, total;
+  const char *v = validator_of(t);
+  if (content_range(header(t, "content-range"), &first, &total) != 0)
+    snprintf(rs->why, sizeof rs->why, "a 206 without a usable Content-Range");
+  else if (first != rs->have)
+    snprintf(rs->why, sizeof rs->why, "the server's part starts at byte %" PRIu64
+             ", not at %" PRIu64, first, rs->have);
+  else if (rs->total && total && total != rs->total)
+    snprintf(rs->why, sizeof rs->why, "the total length is now %" PRIu64 " bytes, not %" PRIu64,
+             total, rs->total);
+  else if (rs->validator[0] && v && strcmp(v, rs->validator) != 0)
+    snprintf(rs->why, sizeof rs->why, "the validator changed (%.80s, was %.80s)", v,
+             rs->validator);
+  else if (total)
+    rs->total = total;
+}
+
+int lr_resume_first_byte(lr_transfer *t) {
+  lr_resume *rs = t->resume;
+  rs->decided = 1;
+  if (!rs->asking) return 0;
+  if (t->status_code == 206) {
+    check_partial(t);
+    if (!rs->why[0]) return 0;  /* it fits: appended */
+  } else if (t->status_code == 200) {
+    return start_over(t, "the server sent the whole resource (200) instead of the rest");
+  } else if (t->status_code == 416 && rs->initial) {
+    /* -C - of a file that is whole already: it stays as it is */
+    rs->drop = 1;
+    return 0;
+  } else {
+    /* an error page: written from zero, and judged as any answer */
+    char why[64];
+    snprintf(why, sizeof why, "the server answered the Range request with %ld", t->status_code);
+    return start_over(t, why);
+  }
+  /* a 206 that does not fit is never written: the attempt fails, and the
+   * next one starts from zero */
+  rs->bad_range = 1;
+  start_over(t, rs->why);
+  return -1;
+}
+
+void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status) {
+  if (!rs->opt || rs->bad_range) return;  /* a bad range: forgotten already */
+  if (out->error && !rs->decided) return;   /* no body came: as it was */
+  /* only the resource's own bytes are resumed, never an error page's */
+  if (!luaretry_curl_resumable(out) || rs->have == 0 || (status != 200 && status != 206)) {
+    forget(rs);
+    return;
+  }
+  const char *v = NULL, *etag = NULL, *lm = NULL, *range = NULL, *length = NULL;
+  for (size_t i = 0; i < out->header_count; i++) {
+    const luaretry_header *h = &out->headers[i];
+    if (!etag && strcmp(h->name, "etag") == 0) etag = h->value;
+    if (!lm && strcmp(h->name, "last-modified") == 0) lm = h->value;
+    if (!range && strcmp(h->name, "content-range") == 0) range = h->value;
+    if (!length && strcmp(h->name, "content-length") == 0) length = h->value;
+  }
+  v = etag && etag[0] == '"' ? etag : lm;
+  snprintf(rs->validator, sizeof rs->validator, "%s", v ? v : "");
+  uint64_t first, total = 0;
+  if (range && content_range(range, &first, &total) == 0 && total) rs->total = total;
+  else if (!range && length) rs->total = strtoull(length, NULL, 10);
+  rs->initial = 0;
+}
+
+int luaretry_curl_resumable(const luaretry_outcome *o) {
+  if (!o || !o->error || strcmp(o->error, "range") == 0 || strcmp(o->error, "tls_verify") == 0)
+    return 0;
+  int ranges = 0, validator = 0;
+  for (size_t i = 0; i < o->header_count; i++) {
+    const luaretry_header *h = &o->headers[i];
+    if (strcmp(h->name, "accept-ranges") == 0 && strcasestr(h->value, "bytes")) ranges = 1;
+    if (strcmp(h->name, "etag") == 0 && h->value[0] == '"') validator = 1;
+    if (strcmp(h->name, "last-modified") == 0 && h->value[0]) validator = 1;
+  }
+  return ranges && validator;
+}

@@ -1,0 +1,196 @@
+-- The curl options scripts use with --retry: -O, --remote-name-all, -T,
+-- -F, -G, -b/-c, --resolve, -x, -K, -Z/--parallel-max, each against the
+-- fault server's echo (spec/curl_more/echo.lua) and its request log.
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
+package.path = here .. "/?.lua;" .. package.path
+local proc = require "support.proc"
+local q = proc.q
+
+local FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter_max=0.01", "--seed", "1" }
+
+local function run(args, opts)
+  local t = { "run", "http" }
+  for _, v in ipairs(args) do t[#t + 1] = v end
+  for _, v in ipairs(FAST) do t[#t + 1] = v end
+  opts = opts or {}
+  opts.timeout = 60
+  return proc.run(t, opts)
+end
+
+-- luaretry run in directory dir (for -O, which writes into the current one).
+local function run_in(dir, args)
+  local words = {}
+  for _, v in ipairs(args) do words[#words + 1] = q(v) end
+  local bin = proc.bin
+  if bin:sub(1, 1) ~= "/" then bin = os.getenv("PWD") .. "/" .. bin end
+  return proc.sh("cd " .. q(dir) .. " && " .. q(bin) .. " run http -s " .. table.concat(words, " ") ..
+                 " </dev/null >/dev/null 2>&1")
+end
+
+describe("curl's retried options", function ()
+  local srv, tmp
+
+  setup(function ()
+    tmp = proc.tmpdir()
+    proc.writefile(tmp .. "/up.txt", "the upload\n")
+    srv = proc.server(here .. "/curl_more/echo.lua")
+  end)
+  teardown(function ()
+    if srv then srv:stop() end
+    proc.rmtree(tmp)
+  end)
+  before_each(function () srv:reset() end)
+
+  it("-T FILE: a PUT of the file, sent whole on every attempt; a URL ending in / gets its name", function ()
+    local r = run({ "-T", tmp .. "/up.txt", srv.base .. "/once503" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("the upload\n", r.stdout)
+    local seen = srv:requests_on("/once503")
+    assert.are.equal(2, #seen)
+    for _, s in ipairs(seen) do
+      assert.are.equal("PUT", s.method)
+      assert.are.equal(11, s.body_len)
+      assert.are.equal("application/octet-stream", s.headers["content-type"])
+    end
+    r = run({ "--upload-file", tmp .. "/up.txt", srv.base .. "/dir/" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(1, #srv:requests_on("/dir/up.txt"))
+  end)
+
+  it("-F/--form: multipart (text, @FILE, <FILE), the same body on every attempt; a POST alone", function ()
+    local r0 = run({ "-F", "a=b", srv.base .. "/post" })
+    assert.are.equal(0, r0.code, r0.stderr)
+    assert.are.equal("POST", srv:requests_on("/post")[1].method)
+    -- a POST is not retried by the http policy: the multipart PUT is
+    local r = run({ "-X", "PUT", "-F", "name=value", "-F", "file=@" .. tmp .. "/up.txt;type=text/plain",
+                    "--form", "text=<" .. tmp .. "/up.txt", "--form-string", "raw=@not-a-file",
+                    srv.base .. "/once503" })
+    assert.are.equal(0, r.code, r.stderr)
+    local seen = srv:requests_on("/once503")
+    assert.are.equal(2, #seen)
+    assert.are.equal("PUT", seen[1].method)
+    assert.are.equal(seen[1].body_hash, seen[2].body_hash)
+    local boundary = seen[1].headers["content-type"]:match("^multipart/form%-data; boundary=(.+)$")
+    assert.is_truthy(boundary)
+    local body = r.stdout
+    assert.is_truthy(body:find('name="name"\r\n\r\nvalue\r\n', 1, true))
+    assert.is_truthy(body:find('name="file"; filename="up.txt"\r\nContent-Type: text/plain\r\n\r\nthe upload\n\r\n', 1, true))
+    assert.is_truthy(body:find('name="text"\r\n\r\nthe upload\n\r\n', 1, true))
+    assert.is_truthy(body:find('name="raw"\r\n\r\n@not-a-file\r\n', 1, true))
+    assert.is_truthy(body:find("--" .. boundary .. "--\r\n", 1, true))
+  end)
+
+  it("-G/--get: -d's data in the query of a GET", function ()
+    local r = run({ "-G", "-d", "a=1", "-d", "b=two", srv.base .. "/q?x=0" })
+    assert.are.equal(0, r.code, r.stderr)
+    local s = srv:requests_on("/q")[1]
+    assert.are.equal("GET", s.method)
+    assert.are.equal("x=0&a=1&b=two", s.query)
+    assert.are.equal(0, s.body_len)
+  end)
+
+  it("-O/--remote-name: the URL's name in the current folder, or --output-dir; --remote-name-all", function ()
+    local dir = tmp .. "/o"
+    proc.sh("mkdir -p " .. q(dir .. "/sub"))
+    assert.are.equal(0, run_in(dir, { "-O", "-d", "one", srv.base .. "/file.txt" }))
+    assert.are.equal("one", proc.readfile(dir .. "/file.txt"))
+    assert.are.equal(0, run_in(dir, { "--remote-name", "--output-dir", "sub", "-d", "two", srv.base .. "/f2" }))
+    assert.are.equal("two", proc.readfile(dir .. "/sub/f2"))
+    assert.are.equal(0, run_in(dir, { "--remote-name-all", "-d", "x", srv.base .. "/m1", srv.base .. "/m2" }))
+    assert.are.equal("x", proc.readfile(dir .. "/m1"))
+    assert.are.equal("x", proc.readfile(dir .. "/m2"))
+    -- the Dockerfile line: curl -fsSLO --retry 3 URL
+    assert.are.equal(0, run_in(dir, { "-fsSLO", "-d", "df", srv.base .. "/docker.tgz" }))
+    assert.are.equal("df", proc.readfile(dir .. "/docker.tgz"))
+  end)
+
+  it("-b reads cookies at the start, -c writes the jar at the end; cookies received are sent on the retry", function ()
+    local jar_in, jar_out = tmp .. "/in.jar", tmp .. "/out.jar"
+    proc.writefile(jar_in, "127.0.0.1\tFALSE\t/\tFALSE\t0\tfrom_file\tyes\n")
+    local r = run({ "-b", jar_in, "-c", jar_out, srv.base .. "/once503" })
+    assert.are.equal(0, r.code, r.stderr)
+    local seen = srv:requests_on("/once503")
+    assert.are.equal("from_file=yes", seen[1].headers.cookie)
+    assert.matches("seen=1", seen[2].headers.cookie)
+    assert.matches("from_file=yes", seen[2].headers.cookie)
+    local jar = proc.readfile(jar_out)
+    assert.matches("\tseen\t1", jar)
+    assert.matches("\tfrom_file\tyes", jar)
+    -- a batch: one store for every URL, the jar written once at the end
+    srv:reset()
+    local jar2 = tmp .. "/batch.jar"
+    r = run({ "-c", jar2, "--parallel", "1", srv.base .. "/once503", srv.base .. "/after" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.matches("seen=1", srv:requests_on("/once503")[2].headers.cookie)
+    assert.matches("seen=1", srv:requests_on("/after")[1].headers.cookie)
+    assert.matches("\tseen\t1", proc.readfile(jar2))
+    r = run({ "--cookie", "a=1; b=2", srv.base .. "/inline" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("a=1; b=2", srv:requests_on("/inline")[1].headers.cookie)
+  end)
+
+  it("--resolve HOST:PORT:ADDRESS", function ()
+    local r = run({ "--resolve", "luaretry.invalid:" .. srv.port .. ":127.0.0.1",
+                    "http://luaretry.invalid:" .. srv.port .. "/resolved" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("luaretry.invalid:" .. srv.port, srv:requests_on("/resolved")[1].headers.host)
+  end)
+
+  it("-x/--proxy, and the http_proxy variable beside it", function ()
+    local r = run({ "-x", srv.base, "http://luaretry.invalid/proxied" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("luaretry.invalid", srv:requests_on("/proxied")[1].headers.host)
+    r = run({ "http://luaretry.invalid/from-env" }, { env = { "http_proxy=" .. srv.base } })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(1, #srv:requests_on("/from-env"))
+  end)
+
+  it("-K/--config: curl's config syntax for luaretry's options", function ()
+    local cfg = tmp .. "/cfg"
+    proc.writefile(cfg, table.concat({
+      "# a comment", "", "silent", "request = PUT", '-H "X-One: 1"', 'header: "X-Two: a \\"quoted\\" 2"',
+      'url = "' .. srv.base .. '/configured"', "data-binary=@" .. tmp .. "/up.txt" }, "\n") .. "\n")
+    local r = run({ "-K", cfg })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("", r.stderr)
+    local s = srv:requests_on("/configured")[1]
+    assert.are.equal("PUT", s.method)
+    assert.are.equal("1", s.headers["x-one"])
+    assert.are.equal('a "quoted" 2', s.headers["x-two"])
+    assert.are.equal(11, s.body_len)
+    proc.writefile(cfg, "silent yes\n")
+    r = run({ srv.base .. "/x", "--config", cfg })
+    assert.are.equal(2, r.code)
+    assert.matches("line 1: %-%-silent takes no value", r.stderr)
+  end)
+
+  it("-Z runs a batch's URLs at once (curl's --parallel); --parallel-max N bounds them", function ()
+    local urls = { srv.base .. "/slow", srv.base .. "/slow", srv.base .. "/slow" }
+    local function times(extra)
+      srv:reset()
+      local args = { table.unpack(urls) }
+      for _, v in ipairs(extra) do args[#args + 1] = v end
+      local r = run(args)
+      assert.are.equal(0, r.code, r.stderr)
+      local t = {}
+      for _, s in ipairs(srv:requests_on("/slow")) do t[#t + 1] = s.time end
+      table.sort(t)
+      return t
+    end
+    local t = times({ "-Z" })
+    assert.is_true(t[3] - t[1] < 1.0)   -- all three began before the first answered (1.5 s)
+    t = times({ "--parallel-max", "1" })
+    assert.is_true(t[2] - t[1] >= 1.4 and t[3] - t[2] >= 1.4)
+  end)
+
+  it("refuses what does not go together, before any request", function ()
+    for _, args in ipairs({ { "-F", "novalue" }, { "-O", "-o", tmp .. "/x" }, { "-F", "a=b", "-d", "x" },
+                            { "-G", "-T", tmp .. "/up.txt" }, { "--resolve", "nocolon" },
+                            { "-K", tmp .. "/missing.cfg" } }) do
+      args[#args + 1] = srv.base .. "/never"
+      local r = run(args)
+      assert.are.equal(2, r.code, table.concat(args, " "))
+    end
+    assert.are.equal(0, #srv:requests())
+  end)
+end)
