@@ -412,8 +412,7 @@ end
   describe("options curl has and luaretry does not", function ()
     it("are refused with what to do instead, and listed in the README", function ()
       local readme = proc.readfile(proc.root .. "/README.md")
-      for _, opt in ipairs({ "--retry", "--retry-delay", "--retry-all-errors", "--retry-connrefused",
-                             "--fail-with-body" }) do
+      for _, opt in ipairs({ "--retry", "--retry-delay", "--retry-all-errors", "--retry-connrefused" }) do
         local r = run({ a.base .. "/ok", opt, "x" })
         assert.are.equal(2, r.code, opt)
         assert.matches("curl's " .. opt:gsub("%p", "%%%0") .. " is not taken: ", r.stderr)

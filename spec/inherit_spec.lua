@@ -22,7 +22,7 @@ describe("inheriting from a shipped policy", function()
     local t = assert(lr.load(write("before.lua", 'max_attempts = 3\ndeadline = 10\nrequire "http"\n'))):tuning()
     assert.are.equal(3, t.max_attempts)
     assert.are.equal(10, t.deadline)
-    assert.are.equal(30, t.attempt_timeout)   -- not set here: http's
+    assert.are.equal(30, t.connect_timeout)   -- not set here: http's
     assert.are.equal("before", t.name)         -- a name is never inherited
   end)
 

@@ -92,6 +92,7 @@ static const char HELP_RUN[] =
   "  -I, --head                a HEAD request, headers written (-X HEAD -i)\n"
   "  -O, --remote-name         the body to the URL's last path segment (in --output-dir,\n"
   "                            else here); --remote-name-all: the same, for every URL\n"
+  "      --url URL             a URL, as a word would be (curl's spelling, for -K files)\n"
   "  -T, --upload-file FILE    PUT FILE (sent whole on every attempt; a URL ending in /\n"
   "                            gets FILE's name)\n"
   "  -F, --form NAME=VALUE|NAME=@FILE[;type=T]|NAME=<FILE  multipart, POST; the body is\n"

@@ -9,7 +9,7 @@ _luaretry_run_options="-X --request -H --header -d --data --data-ascii --data-bi
   -s --silent -S --show-error -q --quiet -v --verbose --seed --set --stats --stats=json
   --log-json --metrics-file --urls --parallel --output-dir --redis --help
   --stdout=live --stdout=final --trace-ascii --create-dirs --fail-with-body
-  -O --remote-name --remote-name-all -T --upload-file -F --form --form-string -G --get
+  -O --remote-name --remote-name-all --url -T --upload-file -F --form --form-string -G --get
   -b --cookie -c --cookie-jar --resolve -x --proxy -K --config -Z --parallel-max
   -Y --speed-limit -y --speed-time -C --continue-at"
 
@@ -32,7 +32,7 @@ _luaretry() {
     -H|--header|-d|--data|--data-ascii|--data-binary|--data-raw|-u|--user|-A|--user-agent|\
     -w|--write-out|-m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|\
     --parallel|--attempts|--clients|--outage|--listen|--probe|--redis|--latency|--calls|\
-    -F|--form|--form-string|--resolve|-x|--proxy|--parallel-max|-Y|--speed-limit|-y|\
+    -F|--form|--form-string|--resolve|--url|-x|--proxy|--parallel-max|-Y|--speed-limit|-y|\
     --speed-time) return ;;
   esac
   if [[ $cmd == help ]]; then
@@ -61,7 +61,7 @@ _luaretry() {
       -m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|--log-json|\
       --metrics-file|--urls|--parallel|--output-dir|--attempts|--clients|--outage|--svg|--probe|\
       --trace-ascii|--redis|--listen|--latency|--calls|\
-      -T|--upload-file|-F|--form|--form-string|-b|--cookie|-c|--cookie-jar|--resolve|-x|\
+      -T|--upload-file|-F|--form|--form-string|-b|--cookie|-c|--cookie-jar|--resolve|--url|-x|\
       --proxy|-K|--config|--parallel-max|-Y|--speed-limit|-y|--speed-time|-C|--continue-at) ((i++)) ;;
       -*) ;;
       *) ((words_before++)) ;;
