@@ -87,6 +87,12 @@ describe("README.md", function()
     assert.matches(its .. " successes / 0 failures / 0 errors", text)
   end)
 
+  -- it introduces; the reference is the man pages
+  it("is at most 400 lines", function()
+    local n = select(2, README:gsub("\n", ""))
+    assert.is_true(n <= 400, n .. " lines")
+  end)
+
   local list = transcripts()
   it("has transcripts", function() assert.is_true(#list >= 5) end)
   for _, t in ipairs(list) do
