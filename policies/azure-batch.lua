@@ -31,3 +31,8 @@ local faults = require "azure_faults"
 function is_transient(status, body, info)
   return faults.is_transient(status, body, info)
 end
+
+-- Throttling (a 429, or a 503 ServerBusy): its own budget cost; the Retry
+-- pattern gives no other wait for it, so its backoff is the one above.
+is_throttling = faults.is_throttling
+throttle_backoff = { initial = 5, multiplier = 2, max = 120, jitter = "equal" }

@@ -275,3 +275,9 @@ function is_idempotent(request)
   if json_api then return json_condition(rule, q, request) end
   return xml_condition(rule, q, request)
 end
+
+-- Throttling: the engine's rule classes a 429 as throttling (its own budget
+-- cost); Google's backoff page gives one formula for 429 and 5xx alike, so
+-- the throttling backoff is the one above.
+throttle_backoff = { initial = 1, multiplier = 2, max = 32, jitter = "additive", jitter_max = 1,
+                     cap_jitter = true }

@@ -26,6 +26,7 @@ struct luaretry_call {
   double start;
   double guard_origin;     /* added to the clock for the guards */
   double previous;         /* decorrelated jitter's last wait */
+  double throttle_previous; /* ... and the throttling backoff's */
   double next_timeout;
   int attempts;            /* attempts reported so far */
   int stopped;
@@ -188,6 +189,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   }
   c->start = lr_clock_now(&c->clock);
   c->previous = rules->backoff.initial;
+  c->throttle_previous = rules->throttle_backoff.initial;
   c->next_timeout = timeout_at(rules, 0);
   lr_count(c->shared, LR_M_CALLS, 1);
   int remote_said;
@@ -330,13 +332,19 @@ static int backoff_wait(luaretry_call *c, const lr_verdict *v, const lr_attempt_
     *src = LUARETRY_WAIT_SCRIPT;
     return 0;
   }
+  int capped;
+  if (v->throttled) {  /* the throttling backoff, whatever the policy's backoff is */
+    *w = lr_backoff_wait(&c->rules->throttle_backoff, (uint64_t)n, &c->throttle_previous,
+                         &c->rng, &capped);
+    *src = capped ? LUARETRY_WAIT_CLAMPED : LUARETRY_WAIT_THROTTLE;
+    return 0;
+  }
   if (c->rules->backoff.kind == LUARETRY_BACKOFF_SCRIPT) {
     if (c->judge->backoff(c->judge->ud, ctx, n, c->previous, w, err) != 0) return -1;
     c->previous = *w;
     *src = LUARETRY_WAIT_BACKOFF;
     return 0;
   }
-  int capped;
   *w = lr_backoff_wait(&c->rules->backoff, (uint64_t)n, &c->previous, &c->rng, &capped);
   *src = capped ? LUARETRY_WAIT_CLAMPED : LUARETRY_WAIT_BACKOFF;
   return 0;
@@ -361,14 +369,20 @@ static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict 
     stop(c, d, LUARETRY_REASON_FINAL, v->rule);
     return 1;
   case LUARETRY_CLASS_TRANSIENT:
-    if (guarded) lr_guards_failure(c->shared, g, guard_now);
+    if (v->throttled) {
+      lr_count(c->shared, LR_M_THROTTLED, 1);
+      d->throttled = 1;
+      if (guarded) lr_guards_throttled(c->shared, g, guard_now);
+    } else if (guarded) {
+      lr_guards_failure(c->shared, g, guard_now);
+    }
     if (guarded && c->remote) c->remote->ops->record(c->remote->ud, LR_REMOTE_FAILURE, now);
     if (!o->not_repeatable) return 0;
     stop_saying(c, d, LUARETRY_REASON_FINAL, "idempotency", "transient, but %s%s is not "
                 "idempotent and may have taken effect", o->method ? o->method : "the operation",
                 o->method ? " request" : "");
     return 1;
-  case LUARETRY_CLASS_ERROR:
+  case LUARETRY_CLASS_ERROR: case LUARETRY_CLASS_THROTTLING:  /* the judge never says it */
     break;
   }
   stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, v->rule, "%s", v->message);
@@ -487,13 +501,18 @@ static luaretry_code report(luaretry_call *c, const luaretry_outcome *o,
   lr_verdict v;
   v.cls = LUARETRY_CLASS_TRANSIENT;
   v.wait = -1;
+  v.throttled = 0;
   v.rule = "simulate";
   v.message[0] = '\0';
   lr_attempt_ctx ctx = context(c, d->attempt, d->elapsed);
   c->judge->classify(c->judge->ud, o, &ctx, &v);
   /* A simulation forces the class, but the judge still runs: a wait the
    * script chooses, and its errors, are part of the schedule. */
-  if (forced && v.cls != LUARETRY_CLASS_ERROR) v.cls = *forced;
+  if (forced && v.cls != LUARETRY_CLASS_ERROR) {
+    v.throttled = *forced == LUARETRY_CLASS_THROTTLING ||
+                  (v.throttled && *forced == LUARETRY_CLASS_TRANSIENT);
+    v.cls = *forced == LUARETRY_CLASS_THROTTLING ? LUARETRY_CLASS_TRANSIENT : *forced;
+  }
   if (judged(c, o, &v, now, d) || limited(c, now, d)) return LUARETRY_OK;
   retry_or_stop(c, o, &v, &ctx, d);
   return LUARETRY_OK;

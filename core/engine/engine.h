@@ -77,6 +77,7 @@ double lr_backoff_wait(const lr_backoff *b, uint64_t n, double *previous,
 typedef struct {
   int budget;                 /* retry throttling on */
   double max_tokens, token_ratio;
+  double throttle_cost;       /* tokens a throttling outcome takes */
   int breaker;                /* circuit breaker on */
   int failures;               /* transient failures in a row to open */
   double open_seconds;
@@ -92,6 +93,7 @@ enum {
   LR_M_CALLS, LR_M_UNATTEMPTED, LR_M_RETRIES, LR_M_SUCCESSES, LR_M_FINALS,
   LR_M_EXHAUSTED, LR_M_DEADLINE, LR_M_POLICY_ERRORS, LR_M_CANCELLED,
   LR_M_BUDGET, LR_M_CIRCUIT, LR_M_BREAKER_OPENINGS, LR_M_GAVE_UP, LR_M_SERVER_WAIT,
+  LR_M_THROTTLED,
   LR_METRIC_COUNT
 };
 
@@ -132,6 +134,9 @@ double lr_budget_tokens(lr_shared *s);
 int lr_breaker_admits(lr_shared *s, const lr_guards *g, int first_attempt, double now);
 void lr_guards_success(lr_shared *s, const lr_guards *g, double now);
 void lr_guards_failure(lr_shared *s, const lr_guards *g, double now);
+/* A throttling answer: budget.throttle_cost tokens; the breaker takes it
+ * as a sign of life (the service answered, asking for less). */
+void lr_guards_throttled(lr_shared *s, const lr_guards *g, double now);
 void lr_guards_answered(lr_shared *s, const lr_guards *g, double now);
 
 /* ---- the remote view: guards shared beyond this process (the fleet's,
@@ -191,6 +196,7 @@ typedef struct {
   int retry_after;
   double max_retry_after;
   lr_backoff backoff;
+  lr_backoff throttle_backoff;  /* after an outcome judged throttling */
   lr_guards guards;         /* installed into the policy's lr_shared */
   lr_remote remote;         /* the load's fleet, if any: it lives as long as
                                the load (and so as the load's calls) */
@@ -200,6 +206,7 @@ typedef struct {
 typedef struct {
   luaretry_class cls;
   double wait;              /* >= 0: the script chose the wait */
+  int throttled;            /* transient, and the service throttling */
   const char *rule;         /* static or owned by the policy */
   char message[512];        /* for LUARETRY_CLASS_ERROR */
 } lr_verdict;

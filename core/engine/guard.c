@@ -27,7 +27,8 @@ void lr_shared_init(lr_shared *s, const lr_guards *g) {
 
 static int same_guards(const lr_guards *a, const lr_guards *b) {
   return a->budget == b->budget && a->max_tokens == b->max_tokens &&
-         a->token_ratio == b->token_ratio && a->breaker == b->breaker &&
+         a->token_ratio == b->token_ratio && a->throttle_cost == b->throttle_cost &&
+         a->breaker == b->breaker &&
          a->failures == b->failures && a->open_seconds == b->open_seconds &&
          a->probes == b->probes;
 }
@@ -162,4 +163,9 @@ void lr_guards_failure(lr_shared *s, const lr_guards *g, double now) {
     change(s, g, LUARETRY_BREAKER_HALF_OPEN, LUARETRY_BREAKER_OPEN, now);
   else if (n >= g->failures)
     change(s, g, LUARETRY_BREAKER_CLOSED, LUARETRY_BREAKER_OPEN, now);
+}
+
+void lr_guards_throttled(lr_shared *s, const lr_guards *g, double now) {
+  if (g->budget) add_tokens(s, g, -llround(g->throttle_cost * MILLI));
+  lr_guards_answered(s, g, now);
 }

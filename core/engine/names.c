@@ -49,6 +49,7 @@ const char *luaretry_wait_source_name(luaretry_wait_source s) {
   case LUARETRY_WAIT_SERVER: return "server";
   case LUARETRY_WAIT_SCRIPT: return "script";
   case LUARETRY_WAIT_CLAMPED: return "clamped";
+  case LUARETRY_WAIT_THROTTLE: return "throttle";
   }
   return "unknown";
 }

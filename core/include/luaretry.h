@@ -311,7 +311,8 @@ typedef struct {
                                    now; FLEET: budget_tokens and breaker are the
                                    fleet's */
   uint32_t reserved_32;
-  uint64_t reserved[5];
+  uint64_t throttled;           /* outcomes judged throttling */
+  uint64_t reserved[4];
 } luaretry_metrics;
 
 LUARETRY_API luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m);
@@ -435,7 +436,9 @@ typedef enum {
   LUARETRY_CLASS_SUCCESS = 0,
   LUARETRY_CLASS_FINAL,      /* not worth retrying */
   LUARETRY_CLASS_TRANSIENT,  /* retry after the backoff, or after `wait` */
-  LUARETRY_CLASS_ERROR       /* the classifier itself failed */
+  LUARETRY_CLASS_ERROR,      /* the classifier itself failed */
+  LUARETRY_CLASS_THROTTLING  /* transient, and the service is throttling the
+                                client: the throttling backoff and budget cost */
 } luaretry_class;
 
 /*
@@ -538,7 +541,8 @@ typedef enum {
   LUARETRY_WAIT_BACKOFF,  /* the policy's backoff */
   LUARETRY_WAIT_SERVER,   /* the server's Retry-After */
   LUARETRY_WAIT_SCRIPT,   /* is_transient returned a number */
-  LUARETRY_WAIT_CLAMPED   /* the backoff's cap (max) decided the wait */
+  LUARETRY_WAIT_CLAMPED,  /* the backoff's cap (max) decided the wait */
+  LUARETRY_WAIT_THROTTLE  /* the throttling backoff (throttle_backoff) */
 } luaretry_wait_source;
 
 LUARETRY_API const char *luaretry_wait_source_name(luaretry_wait_source s);
@@ -556,7 +560,9 @@ typedef struct {
                                  valid until the policy is freed or reloaded */
   const char *message;        /* policy error detail, or NULL */
   const char *hook_error;     /* on_retry failed (decision unchanged), or NULL */
-  uint64_t reserved[4];
+  int throttled;              /* the outcome was judged throttling */
+  uint32_t reserved_32;
+  uint64_t reserved[3];
 } luaretry_decision;
 
 /* ------------------------------------------------------------------ calls */

@@ -307,6 +307,7 @@ static int p_metrics(lua_State *L) {
     { "deadline_stops", m.deadline_stops }, { "policy_errors", m.policy_errors },
     { "cancelled", m.cancelled }, { "budget_refusals", m.budget_refusals },
     { "circuit_refusals", m.circuit_refusals }, { "breaker_openings", m.breaker_openings },
+    { "throttled", m.throttled },
   };
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
     lua_pushinteger(L, (lua_Integer)counts[i].v);
@@ -388,6 +389,10 @@ static void push_decision(lua_State *L, const luaretry_decision *d) {
   set_str(L, "rule", d->rule);
   set_str(L, "message", d->message);
   set_str(L, "hook_error", d->hook_error);
+  if (d->throttled) {  /* only when true: a decision's table stays as it was */
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "throttled");
+  }
 }
 
 static int collect_decision(void *ud, const luaretry_decision *d) {

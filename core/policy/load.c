@@ -211,7 +211,8 @@ static void read_fields(lua_State *L, lr_load *ld, int src, int lines) {
       char *rule = i == F_IS_TRANSIENT ? s->rule_is_transient
                  : i == F_IS_SUCCESS ? s->rule_is_success
                  : i == F_BACKOFF ? s->rule_backoff
-                 : i == F_IS_IDEMPOTENT ? s->rule_is_idempotent : NULL;
+                 : i == F_IS_IDEMPOTENT ? s->rule_is_idempotent
+                 : i == F_IS_THROTTLING ? s->rule_is_throttling : NULL;
       if (rule) function_rule(L, -1, rule, RULE_SIZE);
       lua_pushvalue(L, -1);
       ld->refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -323,6 +324,7 @@ lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err,
   s->ref_run = ld->refs[F_RUN];
   s->ref_backoff = ld->refs[F_BACKOFF];
   s->ref_on_breaker = ld->refs[F_ON_BREAKER];
+  s->ref_is_throttling = ld->refs[F_IS_THROTTLING];
   if (lr_sandbox_call(s->sb, push_slots, s, SLOT_BASE - 1, LUARETRY_E_POLICY, err, errlen) !=
       LUARETRY_OK) {
     *rc = LUARETRY_E_NOMEM;

@@ -38,13 +38,13 @@ typedef struct lr_script {
   lr_sandbox *sb;
   int ref_is_transient, ref_is_success, ref_on_retry, ref_backoff, ref_info;
   int ref_is_idempotent, ref_prepare, ref_options, ref_run, ref_headers;
-  int ref_on_breaker, ref_call;
+  int ref_on_breaker, ref_call, ref_is_throttling;
   const char *cur_body;            /* a body to make the cached Lua string of */
   size_t cur_body_len;
   /* "file:line" of each hook: its own file, which a require may make
    * another than the script's */
   char rule_is_transient[RULE_SIZE], rule_is_success[RULE_SIZE], rule_backoff[RULE_SIZE],
-      rule_is_idempotent[RULE_SIZE];
+      rule_is_idempotent[RULE_SIZE], rule_is_throttling[RULE_SIZE];
   /* the call into the script in progress, read by the C functions Lua calls */
   const luaretry_outcome *cur;
   const lr_attempt_ctx *cur_ctx;

@@ -252,6 +252,7 @@ static int check_field(lr_check *ck, int i) {
     bad(ck, i, i == F_BUDGET ? "a table {max_tokens =, token_ratio =}"
              : i == F_BREAKER ? "a table {failures =, open_seconds =, probes =}"
              : i == F_FLEET ? "a table {key =, sync =}"
+             : i == F_THROTTLE_BACKOFF ? "a table {initial =, multiplier =, max =, jitter =}"
              : "a table of the script's own settings");
     return -1;
   }
@@ -397,6 +398,21 @@ static void rules_of(const luaretry_tuning *t, lr_rules *r) {
   g->probes = (int)t->probes;
 }
 
+/* The rules of the settings beyond the public tuning. */
+static void rules_more(const lr_tuning *x, lr_rules *r) {
+  lr_backoff *b = &r->throttle_backoff;
+  b->kind = LUARETRY_BACKOFF_EXPONENTIAL;
+  b->initial = x->throttle_initial;
+  b->multiplier = x->throttle_multiplier;
+  b->max = x->throttle_max < x->throttle_initial ? x->throttle_initial : x->throttle_max;
+  b->step = x->throttle_initial;
+  b->jitter = x->throttle_jitter;
+  b->jitter_max = x->throttle_jitter_max;
+  b->cap_jitter = x->throttle_cap_jitter;
+  lr_backoff_prepare(b);
+  r->guards.throttle_cost = x->throttle_cost;
+}
+
 /* Reads an override's text as the value a script could have given. */
 static void parse_override(const lr_override *o, int i, lr_field *f) {
   memset(f, 0, sizeof *f);
@@ -441,6 +457,7 @@ int lr_schema_apply(const lr_field *script_fields, const lr_override *overrides,
   lr_check ck = { chunk, fields, errors, errors_size, warnings, warning_count };
   if (validate(&ck, t) != 0) return -1;
   rules_of(&t->pub, r);
+  rules_more(t, r);
   return 0;
 }
 

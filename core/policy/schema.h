@@ -47,6 +47,11 @@ typedef struct {
   long fleet_sync;                     /* ms */
   char fleet_redis[FLEET_URL_SHOWN];   /* redacted; "": none (host) */
   long fleet_connect_timeout, fleet_command_timeout, fleet_reconnect;  /* ms (host) */
+  /* throttling (is_throttling): its own backoff and budget cost */
+  double throttle_initial, throttle_multiplier, throttle_max, throttle_jitter_max;
+  luaretry_jitter throttle_jitter;
+  int throttle_cap_jitter;
+  double throttle_cost;
 } lr_tuning;
 
 /* X(ID, name, type, lo, hi, flags, default, tuning member, doc) */
@@ -115,12 +120,30 @@ typedef struct {
     "tokens when full; retries only while more than half are left") \
   X(G_TOKEN_RATIO, "budget.token_ratio", T_NUMBER, 0, 1000, OPEN, 0.1, TUNE(token_ratio), \
     "tokens a success gives back (a failure takes 1)") \
+  X(G_THROTTLE_COST, "budget.throttle_cost", T_NUMBER, 0, 1000, 0, 0.357, \
+    MORE(throttle_cost), "tokens a throttling outcome takes (AWS's 5 for 14: 0.357 of a failure's 1)") \
   X(K_FAILURES, "breaker.failures", T_COUNT, 1, 1e9, 0, 5, TUNE(failures), \
     "transient outcomes in a row that open the circuit") \
   X(K_OPEN_SECONDS, "breaker.open_seconds", T_SECONDS, 0, INFINITY, OPEN, 30, \
     TUNE(open_seconds), "seconds the circuit stays open") \
   X(K_PROBES, "breaker.probes", T_COUNT, 1, 1e9, 0, 1, TUNE(probes), \
     "calls let through when half-open") \
+  X(IS_THROTTLING, "is_throttling", T_FUNCTION, 0, 0, 0, NODEF, NOTUNE, \
+    "is_throttling(status, body, info): is this transient outcome the service throttling?") \
+  X(THROTTLE_BACKOFF, "throttle_backoff", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
+    "the wait before a retry after throttling (default: AWS's 1 s doubling to 20 s, full jitter)") \
+  X(TB_INITIAL, "throttle_backoff.initial", T_SECONDS, 0, INFINITY, 0, 1, \
+    MORE(throttle_initial), "the first raw delay after throttling, seconds") \
+  X(TB_MULTIPLIER, "throttle_backoff.multiplier", T_NUMBER, 1, INFINITY, 0, 2, \
+    MORE(throttle_multiplier), "growth per retry after throttling") \
+  X(TB_MAX, "throttle_backoff.max", T_SECONDS, 0, INFINITY, OPEN, 20, MORE(throttle_max), \
+    "the cap after throttling, seconds") \
+  X(TB_JITTER, "throttle_backoff.jitter", T_JITTER, 0, 0, 0, LUARETRY_JITTER_FULL, \
+    MORE(throttle_jitter), "none, additive, full, equal or decorrelated") \
+  X(TB_JITTER_MAX, "throttle_backoff.jitter_max", T_SECONDS, 0, INFINITY, 0, 1, \
+    MORE(throttle_jitter_max), "additive jitter's range after throttling, seconds") \
+  X(TB_CAP_JITTER, "throttle_backoff.cap_jitter", T_BOOL, 0, 1, 0, 0, \
+    MORE(throttle_cap_jitter), "true: min(d + r, max); false: min(d, max) + r") \
   X(FLEET, "fleet", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
     "budget and breaker shared through Redis by every process naming it (fleet.redis)") \
   X(FL_KEY, "fleet.key", T_STRING, 0, 0, 0, NODEF, MORE(fleet_key), \

@@ -28,6 +28,7 @@ static void json_fields(FILE *f, const luaretry_decision *d, int status, const c
   cli_json_string(f, d->retry ? luaretry_wait_source_name(d->wait_source) : NULL);
   fputs(",\"message\":", f);
   cli_json_string(f, d->message);
+  if (d->throttled) fputs(",\"throttled\":true", f);
   if (target) {
     fputs(",\"target\":", f);
     cli_json_string(f, target);

@@ -35,6 +35,7 @@ static const counter COUNTERS[] = {
   C(breaker_openings, "Times the circuit breaker opened."),
   C(gave_up, "Calls whose operation gave up."),
   C(server_waits_too_long, "Calls stopped by a Retry-After above max_retry_after."),
+  C(throttled, "Outcomes judged throttling (is_throttling, or a 429)."),
 };
 #undef C
 #define N_COUNTERS (sizeof COUNTERS / sizeof COUNTERS[0])

@@ -1,0 +1,8 @@
+-- The fault server for spec/load_spec.lua:
+--   /throttle  429 twice, then 200       /busy  503 twice, then 200
+--   /hdr       503 twice, then 200 (the attempt headers are read from the log)
+respond = routes{
+  ["/throttle"] = sequence{429, 429, {body = "ok\n"}},
+  ["/busy"] = sequence{503, 503, {body = "ok\n"}},
+  ["/hdr"] = sequence{503, 503, {body = "ok\n"}},
+}

@@ -1,0 +1,192 @@
+-- Load-aware guards: throttling as its own class (is_throttling, its own
+-- backoff and budget cost), attempt headers, the failure-rate and
+-- slow-call breaker, client-side throttling and rate limiting.  Calls run
+-- on the virtual clock with fixed seeds; the attempt headers are checked
+-- against the fault server, which logs what it was sent.
+local lr = require "luaretry"
+local proc = require "spec.support.proc"
+
+local function policy(src, name)
+  local p, err = lr.load_string(src, name or "=load")
+  assert(p, err)
+  return p
+end
+
+-- A call that gets `statuses` in turn (the last one repeats) until it
+-- stops; its decisions.
+local function run_call(p, statuses, seed)
+  local c = assert(p:begin { virtual = true, seed = seed or 1 })
+  local ds = {}
+  local first = c:next()
+  if not first.retry then return { first } end
+  for i = 1, 200 do
+    local d = c:report { status = statuses[math.min(i, #statuses)] }
+    ds[#ds + 1] = d
+    if not d.retry then break end
+    c:wait(d.wait)
+    local n = c:next()
+    if not n.retry then ds[#ds + 1] = n break end
+  end
+  return ds
+end
+
+describe("throttling as its own class", function ()
+  local BASE = [[
+max_attempts = 6
+backoff = { initial = 0.05, multiplier = 2, max = 1, jitter = "none" }
+]]
+
+  it("a 429 is throttling by default: the throttling backoff (1 s doubling to 20 s, full jitter)", function ()
+    local p = policy(BASE)
+    local ds = run_call(p, { 429 })
+    assert.are.equal(6, #ds)
+    for i = 1, 5 do
+      assert.is_true(ds[i].throttled)
+      assert.are.equal("throttle", ds[i].source)
+      -- full jitter: uniform in [0, min(1 * 2^n, 20)]
+      assert.is_true(ds[i].wait >= 0 and ds[i].wait <= math.min(2 ^ (i - 1), 20))
+    end
+    -- a 503 is transient, not throttling: the policy's backoff
+    ds = run_call(p, { 503 })
+    assert.is_nil(ds[1].throttled)
+    assert.are.equal("backoff", ds[1].source)
+    assert.are.equal(0.05, ds[1].wait)
+    assert.are.equal(0.1, ds[2].wait)
+    assert.are.equal(6, p:metrics().throttled)   -- the last 429 too, though not retried
+  end)
+
+  it("throttle_backoff sets its own base, multiplier, cap and jitter", function ()
+    local p = policy(BASE .. [[
+throttle_backoff = { initial = 2, multiplier = 3, max = 10, jitter = "none" }
+]])
+    local ds = run_call(p, { 429 })
+    local want = { 2, 6, 10, 10, 10 }
+    for i = 1, 5 do assert.are.equal(want[i], ds[i].wait) end
+    assert.are.equal("clamped", ds[3].source)
+    -- a Retry-After still counts: never earlier than the server asked
+    local c = assert(p:begin { virtual = true, seed = 1 })
+    local d = c:report { status = 429, retry_after = 7 }
+    assert.are.equal("server", d.source)
+    assert.is_true(d.wait >= 7 and d.wait <= 8)
+  end)
+
+  it("is_throttling(status, body, info) classes a transient outcome; file and line on a bad result", function ()
+    local p = policy(BASE .. [[
+throttle_backoff = { initial = 3, jitter = "none" }
+function is_transient(status) return status == 503 or status == 429 end
+function is_throttling(status, body, info)
+  return status == 503 and body:find("SlowDown", 1, true) ~= nil
+end
+]])
+    local c = assert(p:begin { virtual = true, seed = 1 })
+    local d = c:report { status = 503, body = "<Code>SlowDown</Code>" }
+    assert.is_true(d.throttled)
+    assert.are.equal(3, d.wait)
+    d = c:report { status = 503, body = "oops" }
+    assert.is_nil(d.throttled)
+    assert.are.equal(0.1, d.wait)   -- retry 1 of the policy's backoff
+    -- with is_throttling, a 429 is what the script says
+    d = c:report { status = 429 }
+    assert.is_nil(d.throttled)
+    local bad = policy(BASE .. "function is_throttling() return 'yes' end\n", "@bad_throttle.lua")
+    d = bad:begin { virtual = true, seed = 1 }:report { status = 503 }
+    assert.are.equal("policy_error", d.verdict)
+    assert.matches("bad_throttle.lua:3: is_throttling returned a string", d.message)
+    -- not asked of an outcome that is not transient
+    local never = policy(BASE .. "function is_throttling() error('asked') end\n")
+    assert.are.equal("final", never:begin { virtual = true, seed = 1 }:report { status = 404 }.verdict)
+    assert.are.equal("success", never:begin { virtual = true, seed = 1 }:report { status = 200 }.verdict)
+  end)
+
+  it("a throttling outcome takes budget.throttle_cost tokens (default 0.357, AWS's 5 for 14)", function ()
+    local p = policy(BASE .. [[
+max_attempts = 100
+budget = { max_tokens = 10, token_ratio = 0.1 }
+throttle_backoff = { initial = 0, jitter = "none" }
+]])
+    -- 10 tokens, retries while more than 5: 503s allow 4 retries, 429s 14
+    local ds = run_call(p, { 429 })
+    assert.are.equal("budget", ds[#ds].verdict)
+    assert.are.equal(15, #ds)
+    assert.is_true(math.abs(p:metrics().budget_tokens - (10 - 15 * 0.357)) < 1e-9)
+    local q = policy(BASE .. [[
+max_attempts = 100
+budget = { max_tokens = 10, token_ratio = 0.1, throttle_cost = 1 }
+throttle_backoff = { initial = 0, jitter = "none" }
+]])
+    ds = run_call(q, { 429 })
+    assert.are.equal(5, #ds)
+    assert.are.equal("budget", ds[#ds].verdict)
+  end)
+
+  it("the breaker takes throttling as a sign of life, not a failure", function ()
+    local p = policy(BASE .. [[
+max_attempts = 20
+breaker = { failures = 3, open_seconds = 60 }
+throttle_backoff = { initial = 0, jitter = "none" }
+]])
+    local ds = run_call(p, { 503, 503, 429, 503, 503, 429, 503, 503, 200 })
+    assert.are.equal("success", ds[#ds].verdict)
+    assert.are.equal("closed", p:metrics().breaker)
+  end)
+
+  it("rejects nonsense throttling settings at load with file and line", function ()
+    local p, err = lr.load_string(BASE .. "throttle_backoff = { initial = -1, multiplier = 0.5, max = 0 }\n",
+                                  "@tb.lua")
+    assert.is_nil(p)
+    assert.matches("tb.lua:3: throttle_backoff.initial", err)
+    assert.matches("throttle_backoff.multiplier", err)
+    assert.matches("throttle_backoff.max", err)
+    p, err = lr.load_string(BASE .. "budget = { throttle_cost = 0/0 }\n", "@tc.lua")
+    assert.is_nil(p)
+    assert.matches("tc.lua:3: budget.throttle_cost", err)
+    p, err = lr.load_string(BASE .. "throttle_backoff = { intial = 1 }\n", "@ty.lua")
+    assert.truthy(p, err)
+    local warned = false
+    for _, w in ipairs(p:warnings()) do
+      if w:find("throttle_backoff.intial: unknown name, did you mean throttle_backoff.initial?", 1, true) then warned = true end
+    end
+    assert.is_true(warned)
+  end)
+end)
+
+describe("throttling against the fault server", function ()
+  local srv, dir
+  setup(function ()
+    srv = proc.server(proc.root .. "/spec/load/server.lua")
+    dir = proc.tmpdir()
+  end)
+  teardown(function ()
+    if srv then srv:stop() end
+    proc.rmtree(dir)
+  end)
+
+  it("a run logs a 429 as throttled and waits by throttle_backoff; a 503 by backoff", function ()
+    local pol = dir .. "/t.lua"
+    proc.writefile(pol, [[
+max_attempts = 5
+deadline = 30
+attempt_timeout = 5
+backoff = { initial = 0.05, jitter = "none" }
+throttle_backoff = { initial = 0.2, multiplier = 1, jitter = "none" }
+]])
+    local function log_of(path)
+      local r = proc.run({ "run", pol, srv.base .. path, "--log-json", dir .. "/log" }, { timeout = 60 })
+      assert.are.equal(0, r.code, r.stderr)
+      local lines = {}
+      for _, l in ipairs(proc.lines(proc.readfile(dir .. "/log"))) do lines[#lines + 1] = proc.json.decode(l) end
+      return lines, r
+    end
+    local lines, r = log_of("/throttle")
+    assert.is_true(lines[1].throttled)
+    assert.are.equal("throttle", lines[1].wait_source)
+    assert.are.equal(0.2, lines[1].wait)
+    assert.is_true(lines[2].throttled)
+    assert.is_nil(lines[3].throttled)
+    assert.is_true(r.secs >= 0.4)
+    lines = log_of("/busy")
+    assert.is_nil(lines[1].throttled)
+    assert.are.equal("backoff", lines[1].wait_source)
+    assert.are.equal(0.05, lines[1].wait)
+  end)
+end)
