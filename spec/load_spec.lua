@@ -190,3 +190,112 @@ throttle_backoff = { initial = 0.2, multiplier = 1, jitter = "none" }
     assert.are.equal(0.05, lines[1].wait)
   end)
 end)
+
+describe("attempt headers", function ()
+  local srv, dir
+  setup(function ()
+    srv = proc.server(proc.root .. "/spec/load/server.lua")
+    dir = proc.tmpdir()
+  end)
+  teardown(function ()
+    if srv then srv:stop() end
+    proc.rmtree(dir)
+  end)
+  before_each(function () srv:reset() end)
+
+  local UUID4 = "^%x%x%x%x%x%x%x%x%-%x%x%x%x%-4%x%x%x%-[89ab]%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$"
+
+  local function headers_seen(args)
+    local r = proc.run(args, { timeout = 60 })
+    assert.are.equal(0, r.code, r.stderr)
+    local seen = {}
+    for _, q in ipairs(srv:requests_on("/hdr")) do seen[#seen + 1] = q.headers end
+    return seen
+  end
+
+  it("attempt_header numbers the attempts; info.invocation_id is one UUID v4 per call", function ()
+    local pol = dir .. "/h.lua"
+    proc.writefile(pol, [[
+max_attempts = 5
+deadline = 30
+attempt_timeout = 5
+backoff = { initial = 0.01, jitter = "none" }
+attempt_header = "X-Attempt"
+function prepare(request, attempt, info) request.headers["x-invocation"] = info.invocation_id end
+]])
+    local seen = headers_seen({ "run", pol, srv.base .. "/hdr", "-H", "X-Attempt: 99" })
+    assert.are.equal(3, #seen)
+    for i, h in ipairs(seen) do
+      assert.are.equal(tostring(i), h["x-attempt"])   -- the caller's header replaced
+      assert.matches(UUID4, h["x-invocation"])
+      assert.are.equal(seen[1]["x-invocation"], h["x-invocation"])
+    end
+    srv:reset()
+    local again = headers_seen({ "run", pol, srv.base .. "/hdr" })
+    assert.are_not.equal(seen[1]["x-invocation"], again[1]["x-invocation"])   -- a new call, a new id
+    -- a fixed seed: a fixed id, and the same waits as without an id
+    srv:reset()
+    local a = headers_seen({ "run", pol, srv.base .. "/hdr", "--seed", "7" })
+    srv:reset()
+    local b = headers_seen({ "run", pol, srv.base .. "/hdr", "--seed", "7" })
+    assert.are.equal(a[1]["x-invocation"], b[1]["x-invocation"])
+  end)
+
+  it("gcs.lua sends x-goog-api-client's gccl-invocation-id and gccl-attempt-count, and the idempotency token", function ()
+    local seen = headers_seen({ "run", proc.root .. "/policies/gcs.lua", srv.base .. "/hdr",
+      "--set", "backoff.initial=0.01", "--set", "backoff.jitter=none",
+      "-H", "x-goog-api-client: gl-python/3.12 gccl-attempt-count/9" })
+    assert.are.equal(3, #seen)
+    local id = seen[1]["x-goog-gcs-idempotency-token"]
+    assert.matches(UUID4, id)
+    for i, h in ipairs(seen) do
+      assert.are.equal("gl-python/3.12 gccl-invocation-id/" .. id .. " gccl-attempt-count/" .. i,
+                       h["x-goog-api-client"])
+      assert.are.equal(id, h["x-goog-gcs-idempotency-token"])
+    end
+  end)
+
+  it("the AWS example sends amz-sdk-invocation-id and amz-sdk-request", function ()
+    local seen = headers_seen({ "run", proc.root .. "/policies/examples/aws-sdk.lua", srv.base .. "/hdr",
+      "--set", "backoff.max=0.05" })
+    assert.are.equal(3, #seen)
+    for i, h in ipairs(seen) do
+      assert.matches(UUID4, h["amz-sdk-invocation-id"])
+      assert.are.equal(seen[1]["amz-sdk-invocation-id"], h["amz-sdk-invocation-id"])
+      assert.are.equal("attempt=" .. i .. "; max=3", h["amz-sdk-request"])
+    end
+  end)
+
+  it("rejects an attempt_header that is no header name, with file and line", function ()
+    local p, err = lr.load_string("max_attempts = 2\nattempt_header = 'X Attempt:'\n", "@ah.lua")
+    assert.is_nil(p)
+    assert.matches("ah.lua:2: attempt_header: expected a header name", err)
+  end)
+
+  it("the module's call gives its invocation id; the seed fixes it", function ()
+    local p = policy("max_attempts = 2\n")
+    local a = p:begin { virtual = true, seed = 3 }:invocation_id()
+    assert.matches(UUID4, a)
+    assert.are.equal(a, p:begin { virtual = true, seed = 3 }:invocation_id())
+    assert.are_not.equal(a, p:begin { virtual = true, seed = 4 }:invocation_id())
+  end)
+end)
+
+describe("the AWS example's classes", function ()
+  it("throttling codes in JSON and XML bodies, a 429; other 400s are final", function ()
+    local p = assert(lr.load(proc.root .. "/policies/examples/aws-sdk.lua"))
+    local function judge(status, body)
+      return p:begin { virtual = true, seed = 1 }:report { status = status, body = body }
+    end
+    local d = judge(400, '{"__type":"com.amazon.coral.availability#ThrottlingException","message":"Rate exceeded"}')
+    assert.are.equal("retry", d.verdict)
+    assert.is_true(d.throttled)
+    d = judge(503, "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>")
+    assert.is_true(d.throttled)
+    assert.is_true(judge(429, "").throttled)
+    d = judge(503, "<Error><Code>ServiceUnavailable</Code></Error>")
+    assert.are.equal("retry", d.verdict)
+    assert.is_nil(d.throttled)
+    assert.are.equal("final", judge(400, '{"__type":"ValidationException"}').verdict)
+  end)
+end)

@@ -35,6 +35,8 @@ struct luaretry_call {
   luaretry_observer_fn observer;
   void *observer_ud;
   lr_call_data data;       /* the script side's, between decisions */
+  uint64_t invocation[2];  /* the invocation id's bits, drawn at the start */
+  char invocation_id[37];  /* ... and its text, made on first use */
   /* made on first use: most calls never need them */
   char *message;           /* why the call stopped, for the decision */
   char *errmsg;            /* luaretry_call_errmsg */
@@ -187,6 +189,12 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
     luaretry_call_free(c);
     return rc;
   }
+  /* The invocation id from a stream of its own, derived from the call's:
+   * the jitter's draws stay what they were without it. */
+  lr_rng id_rng;
+  lr_rng_seed(&id_rng, c->rng.s[0] ^ c->rng.s[3] ^ 0x6c72696e766f6b65ull);
+  c->invocation[0] = lr_rng_next(&id_rng);
+  c->invocation[1] = lr_rng_next(&id_rng);
   c->start = lr_clock_now(&c->clock);
   c->previous = rules->backoff.initial;
   c->throttle_previous = rules->throttle_backoff.initial;
@@ -259,6 +267,7 @@ void luaretry_call_free(luaretry_call *c) {
   free(c->own);
   free(c->data.blob);
   free(c->data.prepared);
+  free(c->data.headers);
   free(c->message);
   free(c->errmsg);
   free(c->hook_error);
@@ -266,8 +275,21 @@ void luaretry_call_free(luaretry_call *c) {
 }
 
 static lr_attempt_ctx context(luaretry_call *c, int attempt, double elapsed) {
-  lr_attempt_ctx ctx = { attempt, elapsed, &c->rng, &c->data };
+  lr_attempt_ctx ctx = { attempt, elapsed, &c->rng, &c->data, c };
   return ctx;
+}
+
+const char *luaretry_call_invocation_id(luaretry_call *c) {
+  if (!c) return "";
+  if (!c->invocation_id[0]) {
+    /* RFC 9562's version 4: the version nibble 4, the variant bits 10 */
+    uint64_t hi = (c->invocation[0] & ~0xf000ull) | 0x4000ull;
+    uint64_t lo = (c->invocation[1] & ~(3ull << 62)) | (2ull << 62);
+    snprintf(c->invocation_id, sizeof c->invocation_id, "%08x-%04x-%04x-%04x-%012llx",
+             (unsigned)(hi >> 32), (unsigned)(hi >> 16) & 0xffff, (unsigned)hi & 0xffff,
+             (unsigned)(lo >> 48), (unsigned long long)(lo & 0xffffffffffffull));
+  }
+  return c->invocation_id;
 }
 
 luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_request *r,

@@ -195,6 +195,7 @@ typedef struct {
   double connect_timeout;   /* 0: none */
   int retry_after;
   double max_retry_after;
+  char attempt_header[64];  /* "": none; else sent with the attempt number */
   lr_backoff backoff;
   lr_backoff throttle_backoff;  /* after an outcome judged throttling */
   lr_guards guards;         /* installed into the policy's lr_shared */
@@ -217,6 +218,7 @@ typedef struct {
   char *blob;               /* info.call, serialized between decisions */
   size_t blob_len;
   void *prepared;           /* prepare()'s copy of the request, one block */
+  void *headers;            /* the headers with attempt_header's, one block */
 } lr_call_data;
 
 /* The call a judgement is for. */
@@ -225,6 +227,7 @@ typedef struct {
   double elapsed;
   lr_rng *rng;              /* the call's own stream: a script's math.random */
   lr_call_data *data;
+  luaretry_call *call;      /* for its invocation id */
 } lr_attempt_ctx;
 
 /* The policy's judgement, as the state machine sees it: plain callbacks,

@@ -620,6 +620,11 @@ LUARETRY_API luaretry_code luaretry_call_is_idempotent(luaretry_call *c,
                                                        int *idempotent);
 LUARETRY_API luaretry_code luaretry_call_prepare(luaretry_call *c, const luaretry_request *in,
                                                  int attempt, luaretry_request *out);
+/* The call's invocation id: a UUID version 4 ("xxxxxxxx-xxxx-4xxx-yxxx-
+ * xxxxxxxxxxxx", lower case), the same for all its attempts, drawn from a
+ * stream derived from the call's seed (a fixed seed gives a fixed id; the
+ * jitter's draws are not changed by it).  Valid as long as the call. */
+LUARETRY_API const char *luaretry_call_invocation_id(luaretry_call *c);
 
 /* A file descriptor that becomes readable once the call is cancelled, for
  * a host that waits on I/O itself (poll it with its sockets); made on first

@@ -708,6 +708,12 @@ static int c_prepare(lua_State *L) {
   return 1;
 }
 
+/* c:invocation_id() -> the call's UUID, the same for all its attempts */
+static int c_invocation_id(lua_State *L) {
+  lua_pushstring(L, luaretry_call_invocation_id(check_call(L, 1)));
+  return 1;
+}
+
 static int c_cancel(lua_State *L) {
   luaretry_call_cancel(check_call(L, 1));
   return 0;
@@ -803,7 +809,7 @@ static const luaL_Reg policy_methods[] = {
 };
 
 static const luaL_Reg call_methods[] = {
-  { "report", c_report }, { "next", c_next }, { "timeout", c_timeout }, { "elapsed", c_elapsed },
+  { "report", c_report }, { "next", c_next }, { "invocation_id", c_invocation_id }, { "timeout", c_timeout }, { "elapsed", c_elapsed },
   { "wait", c_wait }, { "cancel", c_cancel }, { "close", c_gc },
   { "is_idempotent", c_is_idempotent }, { "prepare", c_prepare }, { NULL, NULL }
 };

@@ -388,7 +388,10 @@ void lr_gen_on_breaker(lr_gen *g, const char *state) {
 static luaretry_code judge_prepare(void *ud, const luaretry_request *in, int attempt,
                                    luaretry_request *out, const lr_attempt_ctx *ctx, char *err,
                                    size_t errlen) {
-  return lr_gen_prepare(ud, in, attempt, out, &ctx->data->prepared, ctx, err, errlen);
+  lr_gen *g = ud;
+  luaretry_code rc = lr_gen_prepare(g, in, attempt, out, &ctx->data->prepared, ctx, err, errlen);
+  if (rc != LUARETRY_OK || !g->rules.attempt_header[0]) return rc;
+  return lr_add_attempt_header(g->rules.attempt_header, attempt, out, &ctx->data->headers);
 }
 
 static luaretry_code judge_is_idempotent(void *ud, const luaretry_request *r, int *yes,

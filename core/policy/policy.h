@@ -131,6 +131,12 @@ struct luaretry_policy {
   char errmsg[4096];
 };
 
+/* ---- request.c: attempt_header's header added to *r (its other headers
+ * kept, one of the same name replaced); the array goes in *block, which
+ * the call frees. */
+luaretry_code lr_add_attempt_header(const char *name, int attempt, luaretry_request *r,
+                                    void **block);
+
 /* ---- gen.c */
 
 /* A load of `text` (taken over): no state made yet.  NULL: out of memory. */

@@ -345,6 +345,17 @@ static void check_fleet_key(lr_check *ck, const lr_field *f) {
   if (!ok) bad(ck, F_FL_KEY, "1 to 63 printable characters without spaces, '{' or '}'");
 }
 
+/* attempt_header names a header: an HTTP token (RFC 9110), nothing that
+ * could end the line or the name. */
+static void check_header_name(lr_check *ck, const lr_field *f) {
+  static const char tchar[] = "!#$%&'*+-.^_`|~";
+  int ok = f->str[0] != '\0';
+  for (const char *c = f->str; ok && *c; c++)
+    ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+         strchr(tchar, *c) != NULL;
+  if (!ok) bad(ck, F_ATTEMPT_HEADER, "a header name (letters, digits and !#$%&'*+-.^_`|~)");
+}
+
 /* Validates the fields into the tuning; 0 when valid. */
 static int validate(lr_check *ck, lr_tuning *x) {
   lr_field *f = ck->fields;
@@ -355,6 +366,7 @@ static int validate(lr_check *ck, lr_tuning *x) {
     store(x, i, &f[i], ok[i]);
   }
   if (ok[F_FL_KEY] > 0) check_fleet_key(ck, &f[F_FL_KEY]);
+  if (ok[F_ATTEMPT_HEADER] > 0) check_header_name(ck, &f[F_ATTEMPT_HEADER]);
   if (ok[F_MAX_ATTEMPTS] == 0 && ok[F_DEADLINE] == 0)
     add_error(ck->errors, ck->errors_size,
               "%s: neither max_attempts nor deadline is set: the policy could "
@@ -411,6 +423,7 @@ static void rules_more(const lr_tuning *x, lr_rules *r) {
   b->cap_jitter = x->throttle_cap_jitter;
   lr_backoff_prepare(b);
   r->guards.throttle_cost = x->throttle_cost;
+  lr_strlcpy(r->attempt_header, x->attempt_header, sizeof r->attempt_header);
 }
 
 /* Reads an override's text as the value a script could have given. */

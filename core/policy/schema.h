@@ -52,6 +52,7 @@ typedef struct {
   luaretry_jitter throttle_jitter;
   int throttle_cap_jitter;
   double throttle_cost;
+  char attempt_header[64];             /* "": none */
 } lr_tuning;
 
 /* X(ID, name, type, lo, hi, flags, default, tuning member, doc) */
@@ -144,6 +145,8 @@ typedef struct {
     MORE(throttle_jitter_max), "additive jitter's range after throttling, seconds") \
   X(TB_CAP_JITTER, "throttle_backoff.cap_jitter", T_BOOL, 0, 1, 0, 0, \
     MORE(throttle_cap_jitter), "true: min(d + r, max); false: min(d, max) + r") \
+  X(ATTEMPT_HEADER, "attempt_header", T_STRING, 0, 0, 0, NODEF, MORE(attempt_header), \
+    "a header sent with every attempt, its value the attempt number (1, 2, ...)") \
   X(FLEET, "fleet", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
     "budget and breaker shared through Redis by every process naming it (fleet.redis)") \
   X(FL_KEY, "fleet.key", T_STRING, 0, 0, 0, NODEF, MORE(fleet_key), \
