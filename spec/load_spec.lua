@@ -299,3 +299,128 @@ describe("the AWS example's classes", function ()
     assert.are.equal("final", judge(400, '{"__type":"ValidationException"}').verdict)
   end)
 end)
+
+describe("the failure-rate and slow-call breaker", function ()
+  -- One attempt per call (max_attempts = 1): the outcomes go in one by one.
+  local function one(p, status, secs)
+    local c = assert(p:begin { virtual = true, seed = 1 })
+    local n = c:next()
+    if not n.retry then return n end
+    if secs then c:wait(secs) end   -- the attempt lasts `secs` on the virtual clock
+    return c:report { status = status }
+  end
+
+  -- 60% failures, never three in a row: F F S F S, F F S F S ...
+  local PATTERN = { 503, 503, 200, 503, 200 }
+
+  it("opens on a failure rate within min_calls outcomes; failures = 5 alone never does", function ()
+    local rated = policy([[
+max_attempts = 1
+breaker = { failures = 5, failure_rate = 0.5, window = 20, min_calls = 10, open_seconds = 60 }
+]])
+    local opened_at
+    for i = 1, 100 do
+      local d = one(rated, PATTERN[(i - 1) % 5 + 1])
+      if d.verdict == "circuit_open" then opened_at = i break end
+    end
+    assert.are.equal(11, opened_at)   -- the 10th outcome opened it: 6 of 10 failed
+    assert.are.equal("open", rated:metrics().breaker)
+    assert.are.equal(1, rated:metrics().breaker_openings)
+    local d = one(rated, 200)
+    assert.matches("or a failure or slow%-call rate over its window", d.message)
+
+    local consecutive = policy([[
+max_attempts = 1
+breaker = { failures = 5, open_seconds = 60 }
+]])
+    for i = 1, 1000 do
+      assert.are_not.equal("circuit_open", one(consecutive, PATTERN[(i - 1) % 5 + 1]).verdict)
+    end
+    assert.are.equal(0, consecutive:metrics().breaker_openings)
+  end)
+
+  it("waits for min_calls, and takes the rate over the last `window` outcomes only", function ()
+    local p = policy([[
+max_attempts = 1
+breaker = { failures = 1000, failure_rate = 0.5, window = 10, min_calls = 4, open_seconds = 60 }
+]])
+    for _ = 1, 3 do assert.are.equal("exhausted", one(p, 503).verdict) end
+    assert.are.equal("closed", p:metrics().breaker) -- 3 failures of 3: below min_calls
+    local q = policy([[
+max_attempts = 1
+breaker = { failures = 1000, failure_rate = 0.5, window = 10, min_calls = 10, open_seconds = 60 }
+]])
+    -- 4 failures, then successes: 4 of 10 is below the rate, and the window slides
+    for _ = 1, 4 do one(q, 503) end
+    for _ = 1, 30 do one(q, 200) end
+    for _ = 1, 4 do one(q, 503) end
+    assert.are.equal("closed", q:metrics().breaker)
+    one(q, 503)   -- 5 failures of the last 10
+    assert.are.equal("open", q:metrics().breaker)
+  end)
+
+  it("throttling and final answers are not failures; slow attempts count as slow, whatever their answer", function ()
+    local p = policy([[
+max_attempts = 1
+attempt_timeout = 10
+breaker = { failures = 1000, failure_rate = 0.5, slow_call = { seconds = 2, rate = 0.5 },
+            window = 10, min_calls = 10, open_seconds = 60 }
+]])
+    for _ = 1, 10 do one(p, 429) end
+    for _ = 1, 10 do one(p, 404) end
+    assert.are.equal("closed", p:metrics().breaker)
+    for _ = 1, 6 do one(p, 200, 1.9) end   -- quick enough
+    assert.are.equal("closed", p:metrics().breaker)
+    for _ = 1, 4 do one(p, 200, 2) end     -- 4 slow of 10
+    assert.are.equal("closed", p:metrics().breaker)
+    one(p, 200, 5)                         -- 5 slow of the last 10
+    assert.are.equal("open", p:metrics().breaker)
+  end)
+
+  it("half-open: probes (or half_open_calls) let calls through; a success closes it with a fresh window", function ()
+    local p = policy([[
+max_attempts = 1
+breaker = { failures = 1000, failure_rate = 0.5, window = 4, open_seconds = 0.05, half_open_calls = 2 }
+]])
+    for _ = 1, 4 do one(p, 503) end
+    assert.are.equal("open", p:metrics().breaker)
+    assert.are.equal("circuit_open", one(p, 200).verdict)
+    proc.sleep(0.2)  -- open_seconds is real time for the guards
+    assert.are.equal("success", one(p, 200).verdict)
+    assert.are.equal("closed", p:metrics().breaker)
+    -- a fresh window: three failures of three is below min_calls (4)
+    for _ = 1, 3 do one(p, 503) end
+    assert.are.equal("closed", p:metrics().breaker)
+  end)
+
+  it("rejects nonsense at load with file and line", function ()
+    local function err_of(src)
+      local p, err = lr.load_string("max_attempts = 3\nattempt_timeout = 5\n" .. src, "@br.lua")
+      assert.is_nil(p, "loaded: " .. src)
+      return err
+    end
+    assert.matches("br.lua:3: breaker.failure_rate: expected", err_of("breaker = { failure_rate = 0 }\n"))
+    assert.matches("br.lua:3: breaker.failure_rate: expected", err_of("breaker = { failure_rate = 0/0 }\n"))
+    assert.matches("br.lua:3: breaker.failure_rate: expected", err_of("breaker = { failure_rate = 1.5 }\n"))
+    assert.matches("br.lua:3: breaker.window: expected", err_of("breaker = { failure_rate = 0.5, window = 0 }\n"))
+    assert.matches("br.lua:3: breaker.min_calls: 50 is above breaker.window %(20%)",
+                   err_of("breaker = { failure_rate = 0.5, window = 20, min_calls = 50 }\n"))
+    assert.matches("br.lua:3: breaker.slow_call.seconds: 6 s is above attempt_timeout %(5 s%)",
+                   err_of("breaker = { slow_call = { seconds = 6, rate = 0.5 } }\n"))
+    assert.matches("br.lua:3: breaker.slow_call.rate: needs breaker.slow_call.seconds",
+                   err_of("breaker = { slow_call = { rate = 0.5 } }\n"))
+    assert.matches("br.lua:3: breaker.slow_call.rate: expected",
+                   err_of("breaker = { slow_call = { seconds = 1, rate = -1 } }\n"))
+    assert.matches("br.lua:3: breaker.slow_call: expected a table",
+                   err_of("breaker = { slow_call = 3 }\n"))
+    assert.matches("set probes or half_open_calls, not both",
+                   err_of("breaker = { probes = 1, half_open_calls = 2 }\n"))
+    -- a typo inside slow_call is reported
+    local p = assert(lr.load_string("max_attempts = 3\nbreaker = { slow_call = { second = 1 } }\n", "@ty.lua"))
+    local found = false
+    for _, w in ipairs(p:warnings()) do
+      if w:find("breaker.slow_call.second: unknown name", 1, true) then found = true end
+    end
+    assert.is_true(found)
+  end)
+end)

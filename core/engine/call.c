@@ -27,6 +27,8 @@ struct luaretry_call {
   double guard_origin;     /* added to the clock for the guards */
   double previous;         /* decorrelated jitter's last wait */
   double throttle_previous; /* ... and the throttling backoff's */
+  double attempt_start;    /* seconds into the call the attempt began (the
+                              breaker's slow-call rule) */
   double next_timeout;
   int attempts;            /* attempts reported so far */
   int stopped;
@@ -154,6 +156,11 @@ static double budget_tokens(luaretry_call *c, int remote) {
   return remote ? c->remote->ops->tokens(c->remote->ud) : lr_budget_tokens(c->shared);
 }
 
+/* In a breaker's message: the rate rules, when it has them. */
+static const char *rate_note(const lr_guards *g) {
+  return lr_breaker_rated(g) ? ", or a failure or slow-call rate over its window" : "";
+}
+
 /* In a refusal's message: whose counts decided. */
 static const char *whose(int remote) { return remote ? "the fleet's " : "the "; }
 
@@ -206,8 +213,9 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
     luaretry_decision d;
     memset(&d, 0, sizeof d);
     stop_saying(c, &d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit is open: "
-                "calls fail fast for %.3f s after %d transient failures in a row",
-                whose(remote_said), rules->guards.open_seconds, rules->guards.failures);
+                "calls fail fast for %.3f s after %d transient failures in a row%s",
+                whose(remote_said), rules->guards.open_seconds, rules->guards.failures,
+                rate_note(&rules->guards));
     lr_count(c->shared, LR_M_UNATTEMPTED, 1);
   }
   *out = c;
@@ -227,8 +235,8 @@ static int refused_after_wait(luaretry_call *c, luaretry_decision *d) {
   int remote_said = 0;
   if (g->breaker && !breaker_admits(c, 0, now, &remote_said)) {
     stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit opened while "
-                "the call waited to retry (%d transient failures in a row)",
-                whose(remote_said), g->failures);
+                "the call waited to retry (%d transient failures in a row%s)",
+                whose(remote_said), g->failures, rate_note(g));
   } else if (g->budget && c->remote &&
              c->remote->ops->budget_allows_retry(c->remote->ud, now) == 0) {
     stop_saying(c, d, LUARETRY_REASON_BUDGET, "budget", "the fleet's retry budget was spent "
@@ -257,6 +265,7 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
   }
   d->retry = 1;
   d->next_timeout = c->next_timeout;
+  c->attempt_start = d->elapsed;  /* the attempt asked for begins now */
   return LUARETRY_OK;
 }
 
@@ -379,6 +388,11 @@ static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict 
   const lr_guards *g = &c->rules->guards;
   int guarded = g->budget || g->breaker;
   double guard_now = c->guard_origin + now;
+  if (v->cls != LUARETRY_CLASS_ERROR && lr_breaker_rated(g)) {
+    int failed = v->cls == LUARETRY_CLASS_TRANSIENT && !v->throttled;
+    int slow = g->slow_seconds > 0 && d->elapsed - c->attempt_start >= g->slow_seconds;
+    lr_breaker_record(c->shared, g, failed, slow, guard_now);
+  }
   switch (v->cls) {
   case LUARETRY_CLASS_SUCCESS:
     if (guarded) lr_guards_success(c->shared, g, guard_now);
@@ -429,7 +443,7 @@ static int limited(luaretry_call *c, double now, luaretry_decision *d) {
   }
   if (g->breaker && !breaker_admits(c, 0, now, &remote_said)) {
     stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit opened after %d "
-                "transient failures in a row", whose(remote_said), g->failures);
+                "transient failures in a row%s", whose(remote_said), g->failures, rate_note(g));
     return 1;
   }
   return 0;
@@ -494,6 +508,7 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
   lr_count(c->shared, LR_METRIC_COUNT, clamp_ns(w));
   d->wait_source = src;
   d->next_timeout = c->next_timeout = timeout_at(r, d->elapsed + w);
+  c->attempt_start = d->elapsed + w;  /* a host that does not ask next */
   d->rule = v->rule;
   if (c->judge->on_retry) {
     char *b = buffer(&c->hook_error);

@@ -82,7 +82,15 @@ typedef struct {
   int failures;               /* transient failures in a row to open */
   double open_seconds;
   int probes;                 /* calls let through when half-open */
+  /* the rate rules, beside `failures`: over the last `window` outcomes
+   * (once `min_calls` are in), open when the share of failures reaches
+   * failure_rate, or that of attempts lasting slow_seconds or more
+   * reaches slow_rate.  0: off. */
+  double failure_rate, slow_seconds, slow_rate;
+  int window, min_calls;
 } lr_guards;
+
+#define LR_WINDOW_MAX 1000    /* outcomes a rate window may hold */
 
 /* Every attempt ends in a decision: a retry, or a stop for a reason.  So
  * attempts are not counted one by one (an atomic less per decision): they
@@ -113,6 +121,11 @@ typedef struct {
   atomic_llong milli_tokens;
   atomic_int breaker_state, consecutive_failures, probes_left;
   atomic_llong opened_at_ns;
+  /* the rate rules' window: a ring of the last outcomes (bit 0: failed,
+   * bit 1: slow), under a spin lock held for a few instructions */
+  atomic_flag window_lock;
+  int window_len, window_pos, window_failed, window_slow;
+  unsigned char window_ring[LR_WINDOW_MAX];
   luaretry_breaker_fn on_change;
   void *on_change_ud;
 } lr_shared;
@@ -137,6 +150,12 @@ void lr_guards_failure(lr_shared *s, const lr_guards *g, double now);
 /* A throttling answer: budget.throttle_cost tokens; the breaker takes it
  * as a sign of life (the service answered, asking for less). */
 void lr_guards_throttled(lr_shared *s, const lr_guards *g, double now);
+/* Whether the breaker has rate rules. */
+int lr_breaker_rated(const lr_guards *g);
+/* An outcome into the rate window (failed: a transient failure, not
+ * throttling; slow: the attempt lasted slow_seconds or more), which opens
+ * a closed circuit when a rate is reached.  1 when this outcome opened it. */
+int lr_breaker_record(lr_shared *s, const lr_guards *g, int failed, int slow, double now);
 void lr_guards_answered(lr_shared *s, const lr_guards *g, double now);
 
 /* ---- the remote view: guards shared beyond this process (the fleet's,

@@ -94,9 +94,12 @@ static void read_table_fields(lua_State *L, lr_load *ld, int parent, int t, int 
   lr_fmt(prefix, sizeof prefix, "%s.", lr_fields[parent].name);
   size_t plen = strlen(prefix);
   for (int j = 0; j < F_COUNT; j++) {
-    if (!lr_field_in(j, parent)) continue;
+    if (!lr_field_in(j, parent) || strchr(lr_fields[j].name + plen, '.')) continue;
     lua_pushstring(L, lr_fields[j].name + plen);
     lua_rawget(L, t);
+    /* a table in the table (breaker.slow_call): its fields, one level down */
+    if (has_fields(j) && lua_type(L, -1) == LUA_TTABLE)
+      read_table_fields(L, ld, j, lua_gettop(L), line);
     read_field(L, &ld->fields[j], line);
   }
   unknown_names(L, ld, t, 0, 0, line, prefix);

@@ -253,6 +253,7 @@ static int check_field(lr_check *ck, int i) {
              : i == F_BREAKER ? "a table {failures =, open_seconds =, probes =}"
              : i == F_FLEET ? "a table {key =, sync =}"
              : i == F_THROTTLE_BACKOFF ? "a table {initial =, multiplier =, max =, jitter =}"
+             : i == F_K_SLOW_CALL ? "a table {seconds =, rate =}"
              : "a table of the script's own settings");
     return -1;
   }
@@ -356,6 +357,41 @@ static void check_header_name(lr_check *ck, const lr_field *f) {
   if (!ok) bad(ck, F_ATTEMPT_HEADER, "a header name (letters, digits and !#$%&'*+-.^_`|~)");
 }
 
+static void error_at(lr_check *ck, int i, const char *what) {
+  char w[1200];
+  where(ck, i, w, sizeof w);
+  add_error(ck->errors, ck->errors_size, "%s: %s", w, what);
+}
+
+/* The breaker's rate rules: what they need and what cannot work. */
+static void check_breaker_rates(lr_check *ck, const int *ok, lr_tuning *x) {
+  luaretry_tuning *t = &x->pub;
+  if (ok[F_K_MIN_CALLS] <= 0) x->min_calls = x->window;
+  else if (x->min_calls > x->window) {
+    char why[96];
+    lr_fmt(why, sizeof why, "%ld is above breaker.window (%ld)", x->min_calls, x->window);
+    error_at(ck, F_K_MIN_CALLS, why);
+  }
+  if (ok[F_K_SLOW_RATE] > 0 && ok[F_K_SLOW_SECONDS] <= 0)
+    error_at(ck, F_K_SLOW_RATE, "needs breaker.slow_call.seconds (what a slow attempt is)");
+  double longest = t->attempt_timeout > 0 ? t->attempt_timeout : t->deadline;
+  if (ok[F_K_SLOW_SECONDS] > 0 && longest > 0 && x->slow_seconds > longest) {
+    char why[160];
+    lr_fmt(why, sizeof why, "%g s is above %s (%g s): no attempt can be that slow",
+           x->slow_seconds, t->attempt_timeout > 0 ? "attempt_timeout" : "deadline", longest);
+    error_at(ck, F_K_SLOW_SECONDS, why);
+  }
+  if (ok[F_K_HALF_OPEN_CALLS] > 0) {
+    if (ok[F_K_PROBES] > 0) error_at(ck, F_K_HALF_OPEN_CALLS, "set probes or half_open_calls, not both");
+    t->probes = x->half_open_calls;
+  }
+  int rated = ok[F_K_FAILURE_RATE] > 0 || ok[F_K_SLOW_SECONDS] > 0;
+  if (!rated && (ok[F_K_WINDOW] > 0 || ok[F_K_MIN_CALLS] > 0) && !ck->fields[F_K_WINDOW].from_set &&
+      !ck->fields[F_K_MIN_CALLS].from_set)
+    warn_at(ck, ok[F_K_WINDOW] > 0 ? F_K_WINDOW : F_K_MIN_CALLS,
+            "has no effect without failure_rate or slow_call");
+}
+
 /* Validates the fields into the tuning; 0 when valid. */
 static int validate(lr_check *ck, lr_tuning *x) {
   lr_field *f = ck->fields;
@@ -379,6 +415,7 @@ static int validate(lr_check *ck, lr_tuning *x) {
   else check_backoff(ck, ok, t);
   t->budget = declared(f, ok, F_BUDGET);
   t->breaker = declared(f, ok, F_BREAKER);
+  check_breaker_rates(ck, ok, x);
   return ck->errors[0] != '\0';
 }
 
@@ -424,6 +461,12 @@ static void rules_more(const lr_tuning *x, lr_rules *r) {
   lr_backoff_prepare(b);
   r->guards.throttle_cost = x->throttle_cost;
   lr_strlcpy(r->attempt_header, x->attempt_header, sizeof r->attempt_header);
+  lr_guards *g = &r->guards;
+  g->failure_rate = x->failure_rate;
+  g->slow_seconds = x->slow_seconds;
+  g->slow_rate = x->slow_seconds > 0 ? x->slow_rate : 0;
+  g->window = (int)x->window;
+  g->min_calls = (int)x->min_calls;
 }
 
 /* Reads an override's text as the value a script could have given. */

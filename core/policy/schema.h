@@ -53,6 +53,9 @@ typedef struct {
   int throttle_cap_jitter;
   double throttle_cost;
   char attempt_header[64];             /* "": none */
+  /* the breaker's rate rules */
+  double failure_rate, slow_seconds, slow_rate;
+  long window, min_calls, half_open_calls;
 } lr_tuning;
 
 /* X(ID, name, type, lo, hi, flags, default, tuning member, doc) */
@@ -147,6 +150,20 @@ typedef struct {
     MORE(throttle_cap_jitter), "true: min(d + r, max); false: min(d, max) + r") \
   X(ATTEMPT_HEADER, "attempt_header", T_STRING, 0, 0, 0, NODEF, MORE(attempt_header), \
     "a header sent with every attempt, its value the attempt number (1, 2, ...)") \
+  X(K_FAILURE_RATE, "breaker.failure_rate", T_NUMBER, 0, 1, OPEN | OPT, NODEF, \
+    MORE(failure_rate), "the share of failures over the window that opens the circuit") \
+  X(K_SLOW_CALL, "breaker.slow_call", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
+    "attempts lasting `seconds` or more are slow; a share `rate` of them opens the circuit") \
+  X(K_SLOW_SECONDS, "breaker.slow_call.seconds", T_SECONDS, 0, INFINITY, OPEN | OPT, NODEF, \
+    MORE(slow_seconds), "an attempt this long or longer is slow") \
+  X(K_SLOW_RATE, "breaker.slow_call.rate", T_NUMBER, 0, 1, OPEN, 1, MORE(slow_rate), \
+    "the share of slow attempts over the window that opens the circuit") \
+  X(K_WINDOW, "breaker.window", T_COUNT, 1, LR_WINDOW_MAX, 0, 100, MORE(window), \
+    "outcomes the rates are taken over (the last N)") \
+  X(K_MIN_CALLS, "breaker.min_calls", T_COUNT, 1, LR_WINDOW_MAX, 0, NODEF, MORE(min_calls), \
+    "outcomes the window must hold before a rate can open the circuit (default: window)") \
+  X(K_HALF_OPEN_CALLS, "breaker.half_open_calls", T_COUNT, 1, 1e9, OPT, NODEF, \
+    MORE(half_open_calls), "another name for probes (resilience4j's)") \
   X(FLEET, "fleet", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
     "budget and breaker shared through Redis by every process naming it (fleet.redis)") \
   X(FL_KEY, "fleet.key", T_STRING, 0, 0, 0, NODEF, MORE(fleet_key), \
