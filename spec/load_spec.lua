@@ -424,3 +424,203 @@ breaker = { failures = 1000, failure_rate = 0.5, window = 4, open_seconds = 0.05
     assert.is_true(found)
   end)
 end)
+
+describe("client-side throttling (throttle = { k, window })", function ()
+  local function one(p, status, seed)
+    local c = assert(p:begin { virtual = true, seed = seed })
+    local n = c:next()
+    if not n.retry then return n end
+    return c:report { status = status }
+  end
+
+  it("never refuses while the service accepts; refuses most first attempts once it does not", function ()
+    local p = policy("max_attempts = 1\nthrottle = { k = 2, window = 60 }\n")
+    for i = 1, 300 do assert.are.equal("success", one(p, 200, i).verdict) end
+    assert.are.equal(0, p:metrics().throttle_refusals)
+    local q = policy("max_attempts = 1\nthrottle = { k = 2, window = 60 }\n")
+    local reached = 0
+    for i = 1, 1000 do
+      local d = one(q, 503, i)
+      if d.verdict ~= "throttle" then reached = reached + 1 end
+    end
+    -- with no accepts the refusal is n / (n + 1): about ln(1000) attempts get through
+    assert.is_true(reached >= 2 and reached <= 30, "reached " .. reached)
+    assert.are.equal(1000 - reached, q:metrics().throttle_refusals)
+    local d = one(q, 503, 5000)
+    assert.are.equal("throttle", d.verdict)
+    assert.matches("the client%-side throttle refuses %(it refuses 100%% of attempts now", d.message)
+  end)
+
+  it("K sets how many failures it tolerates: a 60% failing service is let through at K = 3, not at K = 1.5", function ()
+    local function reached(k)
+      local p = policy("max_attempts = 1\nthrottle = { k = " .. k .. ", window = 60 }\n")
+      local n = 0
+      for i = 1, 1000 do
+        local d = one(p, (i % 5 < 3) and 503 or 200, i)
+        if d.verdict ~= "throttle" then n = n + 1 end
+      end
+      return n
+    end
+    -- 40% accepted: K * 0.4 = 1.2 at K = 3, above 1: no refusal once accepts
+    -- come; 0.6 at K = 1.5: the refusal p = 1 - 0.6 (1 - p) tends to 1
+    local n3, n15 = reached(3), reached(1.5)
+    assert.is_true(n3 >= 950, "K = 3 reached " .. n3)
+    assert.is_true(n15 <= 300, "K = 1.5 reached " .. n15)
+  end)
+
+  it("retries count too, and a refused retry stops the call with verdict throttle (exit 6's class)", function ()
+    local p = policy("max_attempts = 50\nbackoff = { initial = 0, jitter = 'none' }\nthrottle = { k = 2, window = 60 }\n")
+    local c = assert(p:begin { virtual = true, seed = 1 })
+    local d
+    for _ = 1, 50 do
+      d = c:report { status = 503 }
+      if not d.retry then break end
+    end
+    assert.are.equal("throttle", d.verdict)
+    assert.is_true(d.attempt < 50)
+  end)
+
+  it("forgets what is older than its window", function ()
+    local p = policy("max_attempts = 1\nthrottle = { k = 2, window = 0.2 }\n")
+    for i = 1, 50 do one(p, 503, i) end
+    assert.are.equal("throttle", one(p, 503, 999).verdict)
+    proc.sleep(0.5)   -- the guards' clock is real time plus the calls' virtual waits
+    assert.are.equal("success", one(p, 200, 1000).verdict)
+  end)
+
+  it("rejects K <= 1, a window of 0 and NaN at load with file and line", function ()
+    for _, src in ipairs { "throttle = { k = 1 }", "throttle = { k = 0.5 }", "throttle = { k = 0/0 }",
+                           "throttle = { window = 0 }", "throttle = { window = -1 }" } do
+      local p, err = lr.load_string("max_attempts = 2\n" .. src .. "\n", "@th.lua")
+      assert.is_nil(p, src)
+      assert.matches("th.lua:2: throttle%.", err)
+    end
+  end)
+end)
+
+describe("the rate limiter (rate = { limit, burst } or { adaptive = true })", function ()
+  it("paces first attempts: c:next() says how long to wait for the token", function ()
+    local p = policy("max_attempts = 3\nrate = { limit = 10 }\n")
+    local waits = {}
+    for i = 1, 5 do
+      local c = assert(p:begin { virtual = true, seed = i })
+      local n = c:next()
+      assert.is_true(n.retry)
+      waits[i] = n.wait
+      if i > 1 then assert.are.equal("rate", n.source) end
+    end
+    for i = 1, 5 do
+      -- the k-th call's token comes (k - 1) / 10 s after the first's; real time
+      -- passes between the calls too (at most a second here, on a busy machine)
+      assert.is_true(waits[i] <= (i - 1) * 0.1 + 1e-9 and waits[i] >= (i - 1) * 0.1 - 1,
+                     "wait " .. i .. ": " .. waits[i])
+    end
+    assert.are.equal(10, p:metrics().rate)
+  end)
+
+  it("burst lets that many go at once; a token past the deadline ends the call with verdict rate_limit", function ()
+    local p = policy("max_attempts = 3\ndeadline = 0.35\nrate = { limit = 10, burst = 3 }\n")
+    local verdicts = {}
+    for i = 1, 8 do
+      local c = assert(p:begin { virtual = true, seed = i })
+      local n = c:next()
+      verdicts[i] = n.retry and (n.wait > 0 and "wait" or "now") or n.verdict
+      if not n.retry then assert.matches("the rate limiter's next token", n.message) end
+    end
+    assert.are.same({ "now", "now", "now" }, { verdicts[1], verdicts[2], verdicts[3] })
+    assert.are.equal("rate_limit", verdicts[8])
+    assert.is_true(p:metrics().rate_limited >= 1)
+  end)
+
+  it("a retry waits for its token after the backoff, within the deadline", function ()
+    local p = policy("max_attempts = 5\nbackoff = { initial = 0.01, jitter = 'none' }\nrate = { limit = 2 }\n")
+    local c = assert(p:begin { virtual = true, seed = 1 })
+    assert.are.equal(0, c:next().wait)
+    local d = c:report { status = 503 }
+    assert.are.equal("rate", d.source)
+    assert.is_true(d.wait > 0.4 and d.wait <= 0.5 + 1e-9, "wait " .. d.wait)
+    c:wait(d.wait)
+    assert.are.equal(0, c:next().wait)   -- the token was reserved with the decision
+  end)
+
+  it("adaptive: unlimited until a throttling answer, then x0.7 of the send rate, then up with successes", function ()
+    local p = policy("max_attempts = 1\nrate = { adaptive = true }\n")
+    local function call(status)
+      local c = assert(p:begin { virtual = true, seed = 1 })
+      local n = c:next()
+      local d = c:report { status = status }
+      return n, d
+    end
+    for _ = 1, 20 do assert.are.equal(0, (call(200)).wait) end
+    assert.are.equal(0, p:metrics().rate)
+    call(429)
+    local r = p:metrics().rate
+    assert.is_true(r > 0 and r <= 21 * 0.7 + 1e-9, "rate " .. r)   -- 21 sent within the last second
+    call(429)                                  -- within a second of the last decrease: no change
+    assert.are.equal(r, p:metrics().rate)
+    local n = call(200)
+    assert.is_true(n.wait > 0)                 -- paced now
+    assert.is_true(p:metrics().rate > r)       -- a success raised it
+  end)
+
+  it("rejects rates <= 0 or NaN, a burst of 0, and a rate table with neither limit nor adaptive", function ()
+    for _, src in ipairs { "rate = { limit = 0 }", "rate = { limit = -5 }", "rate = { limit = 0/0 }",
+                           "rate = { limit = 10, burst = 0 }", "rate = { burst = 3 }" } do
+      local p, err = lr.load_string("max_attempts = 2\n" .. src .. "\n", "@rl.lua")
+      assert.is_nil(p, src)
+      assert.matches("rl.lua:2: rate", err)
+    end
+  end)
+end)
+
+describe("pacing against the fault server", function ()
+  local srv, dir
+  setup(function ()
+    srv = proc.server(proc.root .. "/spec/load/server.lua")
+    dir = proc.tmpdir()
+  end)
+  teardown(function ()
+    if srv then srv:stop() end
+    proc.rmtree(dir)
+  end)
+  before_each(function () srv:reset() end)
+
+  local function urls(n, path)
+    local t = {}
+    for i = 1, n do t[i] = srv.base .. path .. "?i=" .. i end
+    proc.writefile(dir .. "/urls", table.concat(t, "\n") .. "\n")
+    return dir .. "/urls"
+  end
+
+  it("a batch at --parallel 8 sends at most `limit` a second after the burst", function ()
+    local pol = dir .. "/r.lua"
+    proc.writefile(pol, "max_attempts = 3\ndeadline = 60\nattempt_timeout = 10\nrate = { limit = 20, burst = 2 }\n")
+    local r = proc.run({ "run", pol, "--urls", urls(30, "/ok"), "--parallel", "8", "-s", "--output-dir", dir },
+                       { timeout = 120 })
+    assert.are.equal(0, r.code, r.stderr)
+    local times = {}
+    for _, q in ipairs(srv:requests_on("/ok")) do times[#times + 1] = q.time end
+    assert.are.equal(30, #times)
+    table.sort(times)
+    -- 2 at once, then one each 50 ms: 28 more need 1.4 s at least
+    assert.is_true(times[30] - times[1] >= 1.35, "span " .. (times[30] - times[1]))
+    -- no 1-second stretch holds more than limit + burst requests
+    for i = 1, #times do
+      local n = 0
+      for j = i, #times do if times[j] - times[i] < 1 then n = n + 1 end end
+      assert.is_true(n <= 22, "requests within a second: " .. n)
+    end
+  end)
+
+  it("the SRE throttle keeps an always-503 service from most first attempts; exit 6, verdict throttle", function ()
+    local pol = dir .. "/t.lua"
+    proc.writefile(pol, "max_attempts = 1\ndeadline = 60\nattempt_timeout = 10\nthrottle = { k = 2, window = 60 }\n")
+    local r = proc.run({ "run", pol, "--urls", urls(200, "/down"), "--parallel", "4", "--seed", "1",
+                         "--log-json", dir .. "/log" }, { timeout = 120 })
+    assert.are.equal(6, r.code, r.stderr)
+    local seen = #srv:requests_on("/down")
+    assert.is_true(seen >= 2 and seen <= 40, "requests that reached the service: " .. seen)
+    local log = proc.readfile(dir .. "/log")
+    assert.matches('"verdict":"throttle"', log)
+  end)
+end)

@@ -29,6 +29,10 @@ struct luaretry_call {
   double throttle_previous; /* ... and the throttling backoff's */
   double attempt_start;    /* seconds into the call the attempt began (the
                               breaker's slow-call rule) */
+  double admit_at;         /* seconds into the call the next attempt's token
+                              comes (the rate limiter) */
+  int admitted;            /* attempts that hold a token: the next has one
+                              when admitted > attempts */
   double next_timeout;
   int attempts;            /* attempts reported so far */
   int stopped;
@@ -96,6 +100,7 @@ static const int REASON_METRIC[] = {
   [LUARETRY_REASON_CANCELLED] = LR_M_CANCELLED, [LUARETRY_REASON_BUDGET] = LR_M_BUDGET,
   [LUARETRY_REASON_CIRCUIT_OPEN] = LR_M_CIRCUIT, [LUARETRY_REASON_GAVE_UP] = LR_M_GAVE_UP,
   [LUARETRY_REASON_SERVER_WAIT_TOO_LONG] = LR_M_SERVER_WAIT,
+  [LUARETRY_REASON_THROTTLE] = LR_M_THROTTLE_STOPS, [LUARETRY_REASON_RATE_LIMIT] = LR_M_RATE_STOPS,
 };
 
 static void stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
@@ -161,6 +166,45 @@ static const char *rate_note(const lr_guards *g) {
   return lr_breaker_rated(g) ? ", or a failure or slow-call rate over its window" : "";
 }
 
+/* ---- client-side throttling and the rate limiter (pace.c), on the
+ * guard clock: `at` is the call's clock */
+
+static int throttle_refuses(luaretry_call *c, double at) {
+  const lr_guards *g = &c->rules->guards;
+  return g->throttle_k > 0 &&
+         !lr_throttle_admits(c->shared, g, c->guard_origin + at, lr_rng_unit(&c->rng));
+}
+
+static void stop_throttled(luaretry_call *c, luaretry_decision *d, double at) {
+  const lr_guards *g = &c->rules->guards;
+  stop_saying(c, d, LUARETRY_REASON_THROTTLE, "throttle", "the client-side throttle refuses "
+              "(it refuses %.0f%% of attempts now: fewer than 1 in %g was accepted over "
+              "%g s)", 100 * lr_throttle_refusal(c->shared, g, c->guard_origin + at),
+              g->throttle_k, g->throttle_window);
+}
+
+/* A token for the attempt that would start `start` seconds into the call:
+ * the extra wait, or -1 when it would come past the deadline (nothing
+ * reserved then). */
+static double rate_token(luaretry_call *c, double start) {
+  const lr_rules *r = c->rules;
+  double base = c->guard_origin + c->start;
+  double latest = r->deadline > 0 ? base + r->deadline : -1;
+  double extra = lr_rate_reserve(c->shared, &r->guards, base + start, latest);
+  if (extra >= 0) {
+    c->admitted = c->attempts + 1;
+    c->admit_at = start + extra;
+  }
+  return extra;
+}
+
+static void stop_rate_limited(luaretry_call *c, luaretry_decision *d, double start) {
+  stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate", "the rate limiter's next token "
+              "(%.3f per second now) comes after the deadline (%.3f s; the attempt would "
+              "start at %.3f s or later)", lr_rate_now(c->shared, &c->rules->guards),
+              c->rules->deadline, start);
+}
+
 /* In a refusal's message: whose counts decided. */
 static const char *whose(int remote) { return remote ? "the fleet's " : "the "; }
 
@@ -217,6 +261,11 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
                 whose(remote_said), rules->guards.open_seconds, rules->guards.failures,
                 rate_note(&rules->guards));
     lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+  } else if (throttle_refuses(c, c->start)) {
+    luaretry_decision d;
+    memset(&d, 0, sizeof d);
+    stop_throttled(c, &d, c->start);
+    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
   }
   *out = c;
   return LUARETRY_OK;
@@ -263,9 +312,21 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     d->message = c->message && c->message[0] ? c->message : NULL;
     return LUARETRY_OK;
   }
+  if (c->rules->guards.rate && c->admitted <= c->attempts && rate_token(c, d->elapsed) < 0) {
+    stop_rate_limited(c, d, d->elapsed);
+    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+    if (c->observer) c->observer(c->observer_ud, NULL, d);
+    return LUARETRY_OK;
+  }
   d->retry = 1;
   d->next_timeout = c->next_timeout;
-  c->attempt_start = d->elapsed;  /* the attempt asked for begins now */
+  if (c->admitted > c->attempts && c->admit_at > d->elapsed) {
+    /* the rate limiter's token comes then: wait for it, then attempt */
+    d->wait = c->admit_at - d->elapsed;
+    d->wait_source = LUARETRY_WAIT_RATE;
+    lr_count(c->shared, LR_METRIC_COUNT, (long long)(d->wait * 1e9));
+  }
+  c->attempt_start = d->elapsed + d->wait;  /* the attempt asked for begins then */
   return LUARETRY_OK;
 }
 
@@ -393,6 +454,11 @@ static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict 
     int slow = g->slow_seconds > 0 && d->elapsed - c->attempt_start >= g->slow_seconds;
     lr_breaker_record(c->shared, g, failed, slow, guard_now);
   }
+  if (v->cls != LUARETRY_CLASS_ERROR) {
+    lr_throttle_record(c->shared, g, v->cls != LUARETRY_CLASS_TRANSIENT, guard_now);
+    if (v->cls == LUARETRY_CLASS_SUCCESS || v->throttled)
+      lr_rate_answer(c->shared, g, v->throttled, guard_now);
+  }
   switch (v->cls) {
   case LUARETRY_CLASS_SUCCESS:
     if (guarded) lr_guards_success(c->shared, g, guard_now);
@@ -446,6 +512,10 @@ static int limited(luaretry_call *c, double now, luaretry_decision *d) {
                 "transient failures in a row%s", whose(remote_said), g->failures, rate_note(g));
     return 1;
   }
+  if (throttle_refuses(c, now)) {
+    stop_throttled(c, d, now);
+    return 1;
+  }
   return 0;
 }
 
@@ -494,6 +564,14 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
     return;
   }
   if (server_wait(c, o, &w, &src, d)) return;
+  if (r->guards.rate) {
+    double extra = rate_token(c, d->elapsed + w);
+    if (extra < 0) {
+      stop_rate_limited(c, d, d->elapsed + w);
+      return;
+    }
+    if (extra > 0) w += extra, src = LUARETRY_WAIT_RATE;
+  }
   if (r->deadline > 0 && d->elapsed + w >= r->deadline) {
     stop_saying(c, d, LUARETRY_REASON_DEADLINE,
                 src == LUARETRY_WAIT_SERVER ? "retry_after" : "deadline",
@@ -608,6 +686,14 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
     /* refused at begin (circuit open): a decision, not a misuse */
     if (c->attempts == 0) return luaretry_call_next(c, final);
     return LUARETRY_E_STATE;
+  }
+  if (c->rules->guards.rate && c->attempts == 0) {  /* the first attempt's token */
+    luaretry_code rc = luaretry_call_next(c, final);
+    if (rc != LUARETRY_OK || !final->retry) return rc;
+    if (lr_wait(&c->clock, &c->waiter, final->wait)) {
+      luaretry_call_stop_cancelled(c, final);
+      return LUARETRY_OK;
+    }
   }
   for (;;) {
     luaretry_outcome o;

@@ -88,6 +88,13 @@ typedef struct {
    * reaches slow_rate.  0: off. */
   double failure_rate, slow_seconds, slow_rate;
   int window, min_calls;
+  /* client-side throttling (the SRE book's): 0: off */
+  double throttle_k, throttle_window;
+  /* the rate limiter: a token bucket of rate_limit per second (adaptive:
+   * the most it may reach; 0: no most) and rate_burst tokens */
+  int rate, rate_adaptive;
+  double rate_limit;
+  long rate_burst;
 } lr_guards;
 
 #define LR_WINDOW_MAX 1000    /* outcomes a rate window may hold */
@@ -101,9 +108,25 @@ enum {
   LR_M_CALLS, LR_M_UNATTEMPTED, LR_M_RETRIES, LR_M_SUCCESSES, LR_M_FINALS,
   LR_M_EXHAUSTED, LR_M_DEADLINE, LR_M_POLICY_ERRORS, LR_M_CANCELLED,
   LR_M_BUDGET, LR_M_CIRCUIT, LR_M_BREAKER_OPENINGS, LR_M_GAVE_UP, LR_M_SERVER_WAIT,
+  LR_M_THROTTLE_STOPS, LR_M_RATE_STOPS,   /* the last of the stops */
   LR_M_THROTTLED,
   LR_METRIC_COUNT
 };
+
+/* pace.c's state: the client-side throttle's counts (ten buckets over its
+ * window) and the rate limiter's (GCRA's theoretical arrival time, the
+ * adaptive rate), under a spin lock held for a few instructions. */
+#define LR_PACE_BUCKETS 10
+typedef struct {
+  atomic_flag lock;
+  long long bucket_slot[LR_PACE_BUCKETS];
+  long requests[LR_PACE_BUCKETS], accepts[LR_PACE_BUCKETS];
+  double tat;               /* when the next token is free (guard clock) */
+  double rate;              /* adaptive: tokens per second now; 0: not limited yet */
+  double last_decrease;     /* adaptive: when it last slowed down */
+  long long sent_slot[LR_PACE_BUCKETS];
+  long sent[LR_PACE_BUCKETS];   /* attempts per tenth of a second: the send rate */
+} lr_pace;
 
 /* The counters, striped: each thread adds to a stripe of its own (by a
  * thread-local index), a cache line or two apart from the others', so
@@ -126,6 +149,7 @@ typedef struct {
   atomic_flag window_lock;
   int window_len, window_pos, window_failed, window_slow;
   unsigned char window_ring[LR_WINDOW_MAX];
+  lr_pace pace;
   luaretry_breaker_fn on_change;
   void *on_change_ud;
 } lr_shared;
@@ -157,6 +181,28 @@ int lr_breaker_rated(const lr_guards *g);
  * a closed circuit when a rate is reached.  1 when this outcome opened it. */
 int lr_breaker_record(lr_shared *s, const lr_guards *g, int failed, int slow, double now);
 void lr_guards_answered(lr_shared *s, const lr_guards *g, double now);
+
+/* ---- pace.c: client-side throttling and the rate limiter (guard clock) */
+
+void lr_pace_init(lr_pace *p);
+/* Starts afresh under its lock (new settings while calls run). */
+void lr_pace_reset(lr_pace *p);
+/* The throttle: 1 when an attempt may go now (it is counted as a
+ * request either way); `u` is a uniform draw in [0, 1) from the call. */
+int lr_throttle_admits(lr_shared *s, const lr_guards *g, double now, double u);
+/* The throttle's probability of refusing now, for messages. */
+double lr_throttle_refusal(lr_shared *s, const lr_guards *g, double now);
+/* An answer: accepted (a success or a final answer) or not. */
+void lr_throttle_record(lr_shared *s, const lr_guards *g, int accepted, double now);
+/* A token for an attempt that would start at `at`: the extra seconds to
+ * wait for it (0: at once), reserved; or -1, nothing reserved, when it
+ * would come after `latest`. */
+double lr_rate_reserve(lr_shared *s, const lr_guards *g, double at, double latest);
+/* The adaptive rate follows the answers: throttling slows it down, a
+ * success speeds it up. */
+void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now);
+/* Tokens per second now (0: none). */
+double lr_rate_now(lr_shared *s, const lr_guards *g);
 
 /* ---- the remote view: guards shared beyond this process (the fleet's,
  * through Redis), seen through a small interface so that the engine knows

@@ -24,6 +24,7 @@ void lr_shared_init(lr_shared *s, const lr_guards *g) {
   atomic_init(&s->opened_at_ns, 0);
   atomic_init(&s->probes_left, 0);
   atomic_flag_clear(&s->window_lock);
+  lr_pace_init(&s->pace);
 }
 
 static int same_guards(const lr_guards *a, const lr_guards *b) {
@@ -33,7 +34,10 @@ static int same_guards(const lr_guards *a, const lr_guards *b) {
          a->failures == b->failures && a->open_seconds == b->open_seconds &&
          a->probes == b->probes && a->failure_rate == b->failure_rate &&
          a->slow_seconds == b->slow_seconds && a->slow_rate == b->slow_rate &&
-         a->window == b->window && a->min_calls == b->min_calls;
+         a->window == b->window && a->min_calls == b->min_calls &&
+         a->throttle_k == b->throttle_k && a->throttle_window == b->throttle_window &&
+         a->rate == b->rate && a->rate_adaptive == b->rate_adaptive &&
+         a->rate_limit == b->rate_limit && a->rate_burst == b->rate_burst;
 }
 
 static void window_clear(lr_shared *s) {
@@ -49,6 +53,7 @@ void lr_shared_configure(lr_shared *s, const lr_guards *g) {
   atomic_store(&s->breaker_state, LUARETRY_BREAKER_CLOSED);
   atomic_store(&s->consecutive_failures, 0);
   window_clear(s);
+  lr_pace_reset(&s->pace);
 }
 
 /* The thread's stripe, from 1 (0: not chosen yet). */

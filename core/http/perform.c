@@ -66,6 +66,11 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
   /* a call refused at begin (circuit open) never touches the network */
   rc = luaretry_call_next(c, final);
   if (rc != LUARETRY_OK || !final->retry) return rc;
+  /* the rate limiter's token may come later */
+  if (final->wait > 0 && luaretry_call_wait(c, final->wait) == LUARETRY_E_CANCELLED) {
+    luaretry_call_stop_cancelled(c, final);
+    return LUARETRY_OK;
+  }
   int private_multi;
   CURLM *m = lr_curl_multi_take(&private_multi);
   if (!m) return LUARETRY_E_NOMEM;

@@ -312,7 +312,11 @@ typedef struct {
                                    fleet's */
   uint32_t reserved_32;
   uint64_t throttled;           /* outcomes judged throttling */
-  uint64_t reserved[4];
+  uint64_t throttle_refusals;   /* attempts the client-side throttle refused */
+  uint64_t rate_limited;        /* calls whose rate-limiter wait would pass the deadline */
+  double rate;                  /* the rate limiter's requests per second now
+                                   (0: none, or adaptive and not yet limited) */
+  uint64_t reserved[1];
 } luaretry_metrics;
 
 LUARETRY_API luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m);
@@ -528,12 +532,14 @@ typedef enum {
   LUARETRY_REASON_BUDGET,
   LUARETRY_REASON_CIRCUIT_OPEN,
   LUARETRY_REASON_GAVE_UP,              /* the host's operation gave up */
-  LUARETRY_REASON_SERVER_WAIT_TOO_LONG  /* a Retry-After above max_retry_after */
+  LUARETRY_REASON_SERVER_WAIT_TOO_LONG, /* a Retry-After above max_retry_after */
+  LUARETRY_REASON_THROTTLE,             /* the client-side throttle refused the attempt */
+  LUARETRY_REASON_RATE_LIMIT            /* the rate limiter's wait would pass the deadline */
 } luaretry_reason;
 
 /* "retry" for NONE, else "success", "final", "exhausted", "deadline",
  * "policy_error", "cancelled", "budget", "circuit_open", "gave_up",
- * "server_wait_too_long". */
+ * "server_wait_too_long", "throttle", "rate_limit". */
 LUARETRY_API const char *luaretry_reason_name(luaretry_reason r);
 
 typedef enum {
@@ -542,7 +548,8 @@ typedef enum {
   LUARETRY_WAIT_SERVER,   /* the server's Retry-After */
   LUARETRY_WAIT_SCRIPT,   /* is_transient returned a number */
   LUARETRY_WAIT_CLAMPED,  /* the backoff's cap (max) decided the wait */
-  LUARETRY_WAIT_THROTTLE  /* the throttling backoff (throttle_backoff) */
+  LUARETRY_WAIT_THROTTLE, /* the throttling backoff (throttle_backoff) */
+  LUARETRY_WAIT_RATE      /* the rate limiter (`rate`): a token comes then */
 } luaretry_wait_source;
 
 LUARETRY_API const char *luaretry_wait_source_name(luaretry_wait_source s);
@@ -601,7 +608,12 @@ LUARETRY_API double luaretry_call_connect_timeout(const luaretry_call *c);
  * (at most one round trip, bounded by fleet.command_timeout, and by
  * fleet.connect_timeout more when it reconnects first; none while Redis
  * is known down).  A host with its own event loop should know this call
- * may block that long when its policy has fleet.redis. */
+ * may block that long when its policy has fleet.redis.  With the policy's
+ * rate limiter (`rate`), d->wait may be above 0 (wait_source RATE): the
+ * attempt's token comes then; wait that long (luaretry_call_wait, or the
+ * host's own timer), then make the attempt (asking again gives what is
+ * left of the wait; the token is kept).  A token that would come after the
+ * deadline stops the call (reason RATE_LIMIT). */
 LUARETRY_API luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d);
 LUARETRY_API luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_decision *d);

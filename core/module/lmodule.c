@@ -307,7 +307,8 @@ static int p_metrics(lua_State *L) {
     { "deadline_stops", m.deadline_stops }, { "policy_errors", m.policy_errors },
     { "cancelled", m.cancelled }, { "budget_refusals", m.budget_refusals },
     { "circuit_refusals", m.circuit_refusals }, { "breaker_openings", m.breaker_openings },
-    { "throttled", m.throttled },
+    { "throttled", m.throttled }, { "throttle_refusals", m.throttle_refusals },
+    { "rate_limited", m.rate_limited },
   };
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
     lua_pushinteger(L, (lua_Integer)counts[i].v);
@@ -315,6 +316,7 @@ static int p_metrics(lua_State *L) {
   }
   set_num(L, "time_waited", m.time_waited);
   set_num(L, "budget_tokens", m.budget_tokens);
+  set_num(L, "rate", m.rate);
   set_str(L, "breaker", luaretry_breaker_state_name(m.breaker));
   set_str(L, "guards", luaretry_guards_scope_name(m.guards));
   return 1;

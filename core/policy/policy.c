@@ -71,7 +71,7 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   memset(m, 0, sizeof *m);
   m->calls = (uint64_t)c[LR_M_CALLS];
   long long stops = 0;
-  for (int i = LR_M_SUCCESSES; i <= LR_M_SERVER_WAIT; i++)  /* the stops */
+  for (int i = LR_M_SUCCESSES; i <= LR_M_RATE_STOPS; i++)  /* the stops */
     if (i != LR_M_BREAKER_OPENINGS) stops += c[i];
   m->attempts = (uint64_t)(c[LR_M_RETRIES] + stops - c[LR_M_UNATTEMPTED]);
   m->retries = (uint64_t)c[LR_M_RETRIES];
@@ -83,6 +83,8 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   m->cancelled = (uint64_t)c[LR_M_CANCELLED];
   m->budget_refusals = (uint64_t)c[LR_M_BUDGET];
   m->throttled = (uint64_t)c[LR_M_THROTTLED];
+  m->throttle_refusals = (uint64_t)c[LR_M_THROTTLE_STOPS];
+  m->rate_limited = (uint64_t)c[LR_M_RATE_STOPS];
   m->circuit_refusals = (uint64_t)c[LR_M_CIRCUIT];
   m->breaker_openings = (uint64_t)c[LR_M_BREAKER_OPENINGS];
   m->gave_up = (uint64_t)c[LR_M_GAVE_UP];
@@ -90,6 +92,7 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   m->time_waited = (double)lr_counted(s, LR_METRIC_COUNT) * 1e-9;
   pthread_mutex_lock((pthread_mutex_t *)&p->lock);
   int budget = p->gen && p->gen->rules.guards.budget;
+  if (p->gen) m->rate = lr_rate_now(s, &p->gen->rules.guards);
   pthread_mutex_unlock((pthread_mutex_t *)&p->lock);
   m->budget_tokens = budget ? lr_budget_tokens(s) : 0;
   m->breaker = (luaretry_breaker_state)atomic_load(&s->breaker_state);

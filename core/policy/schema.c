@@ -254,6 +254,8 @@ static int check_field(lr_check *ck, int i) {
              : i == F_FLEET ? "a table {key =, sync =}"
              : i == F_THROTTLE_BACKOFF ? "a table {initial =, multiplier =, max =, jitter =}"
              : i == F_K_SLOW_CALL ? "a table {seconds =, rate =}"
+             : i == F_THROTTLE ? "a table {k =, window =}"
+             : i == F_RATE ? "a table {limit =, burst =, adaptive =}"
              : "a table of the script's own settings");
     return -1;
   }
@@ -416,6 +418,15 @@ static int validate(lr_check *ck, lr_tuning *x) {
   t->budget = declared(f, ok, F_BUDGET);
   t->breaker = declared(f, ok, F_BREAKER);
   check_breaker_rates(ck, ok, x);
+  x->throttle = declared(f, ok, F_THROTTLE);
+  x->rate = declared(f, ok, F_RATE);
+  if (x->rate && ok[F_R_LIMIT] <= 0 && !x->rate_adaptive && f[F_RATE].type == LUA_TTABLE) {
+    char w[1200];
+    where(ck, F_RATE, w, sizeof w);
+    add_error(ck->errors, ck->errors_size, "%s: needs limit (attempts per second) or "
+              "adaptive = true", w);
+  }
+  if (x->rate && ok[F_R_LIMIT] <= 0 && !x->rate_adaptive) x->rate = 0;  /* --set burst alone */
   return ck->errors[0] != '\0';
 }
 
@@ -467,6 +478,12 @@ static void rules_more(const lr_tuning *x, lr_rules *r) {
   g->slow_rate = x->slow_seconds > 0 ? x->slow_rate : 0;
   g->window = (int)x->window;
   g->min_calls = (int)x->min_calls;
+  g->throttle_k = x->throttle ? x->throttle_k : 0;
+  g->throttle_window = x->throttle_window;
+  g->rate = x->rate;
+  g->rate_adaptive = x->rate_adaptive;
+  g->rate_limit = x->rate_limit;
+  g->rate_burst = x->rate_burst;
 }
 
 /* Reads an override's text as the value a script could have given. */
@@ -531,8 +548,10 @@ static void shortest(char *buf, size_t size, double v) {
   }
 }
 
-static int guard_off(const luaretry_tuning *t, int i) {
+static int guard_off(const lr_tuning *x, int i) {
+  const luaretry_tuning *t = &x->pub;
   return (lr_field_in(i, F_BUDGET) && !t->budget) || (lr_field_in(i, F_BREAKER) && !t->breaker) ||
+         (lr_field_in(i, F_THROTTLE) && !x->throttle) || (lr_field_in(i, F_RATE) && !x->rate) ||
          (lr_field_in(i, F_BACKOFF) && t->kind == LUARETRY_BACKOFF_SCRIPT);
 }
 
@@ -541,7 +560,7 @@ void lr_schema_format(const lr_tuning *t, int i, char *buf, size_t size) {
   const char *at = (const char *)t + s->tuning;
   lr_strlcpy(buf, "none", size);
   if (i == F_NAME && t->pub.name) lr_strlcpy(buf, t->pub.name, size);
-  if (s->tuning == NOTUNE || guard_off(&t->pub, i)) return;
+  if (s->tuning == NOTUNE || guard_off(t, i)) return;
   switch (s->type) {
   case T_STRING:
     if (*at) lr_strlcpy(buf, at, size);

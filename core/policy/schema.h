@@ -56,6 +56,10 @@ typedef struct {
   /* the breaker's rate rules */
   double failure_rate, slow_seconds, slow_rate;
   long window, min_calls, half_open_calls;
+  /* client-side throttling and the rate limiter */
+  int throttle, rate, rate_adaptive;
+  double throttle_k, throttle_window, rate_limit;
+  long rate_burst;
 } lr_tuning;
 
 /* X(ID, name, type, lo, hi, flags, default, tuning member, doc) */
@@ -164,6 +168,20 @@ typedef struct {
     "outcomes the window must hold before a rate can open the circuit (default: window)") \
   X(K_HALF_OPEN_CALLS, "breaker.half_open_calls", T_COUNT, 1, 1e9, OPT, NODEF, \
     MORE(half_open_calls), "another name for probes (resilience4j's)") \
+  X(THROTTLE, "throttle", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
+    "client-side throttling (the SRE book's), first attempts included: { k = 2, window = 120 }") \
+  X(T_K, "throttle.k", T_NUMBER, 1, 1000, OPEN, 2, MORE(throttle_k), \
+    "refuse locally with probability (requests - k * accepts) / (requests + 1)") \
+  X(T_WINDOW, "throttle.window", T_SECONDS, 0, 86400, OPEN, 120, MORE(throttle_window), \
+    "seconds of requests and accepts the throttle counts") \
+  X(RATE, "rate", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
+    "a token bucket before every attempt: { limit = PER_SECOND, burst = N } or { adaptive = true }") \
+  X(R_LIMIT, "rate.limit", T_NUMBER, 0, 1e9, OPEN | OPT, NODEF, MORE(rate_limit), \
+    "attempts per second (adaptive: the most it may reach)") \
+  X(R_BURST, "rate.burst", T_COUNT, 1, 1e9, 0, 1, MORE(rate_burst), \
+    "attempts that may go at once when tokens have gathered") \
+  X(R_ADAPTIVE, "rate.adaptive", T_BOOL, 0, 1, 0, 0, MORE(rate_adaptive), \
+    "follow throttling answers (AIMD: x0.7 on throttling, +2/s per second of successes)") \
   X(FLEET, "fleet", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
     "budget and breaker shared through Redis by every process naming it (fleet.redis)") \
   X(FL_KEY, "fleet.key", T_STRING, 0, 0, 0, NODEF, MORE(fleet_key), \

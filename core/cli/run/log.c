@@ -61,7 +61,9 @@ static void json_line(const attempt_log *log, const luaretry_decision *d, int st
 static void log_stop(const attempt_log *log, const luaretry_decision *d, const char *who) {
   if (log->json) json_line(log, d, -1, NULL, NULL);
   if (log->verbosity > 0 && (d->reason == LUARETRY_REASON_CIRCUIT_OPEN ||
-                             d->reason == LUARETRY_REASON_BUDGET)) {
+                             d->reason == LUARETRY_REASON_BUDGET ||
+                             d->reason == LUARETRY_REASON_THROTTLE ||
+                             d->reason == LUARETRY_REASON_RATE_LIMIT)) {
     fprintf(stderr, "luaretry: %sbefore attempt %d: %s (", who, d->attempt + 1,
             luaretry_reason_name(d->reason));
     cli_text(stderr, d->rule);

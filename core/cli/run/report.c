@@ -36,6 +36,8 @@ static const counter COUNTERS[] = {
   C(gave_up, "Calls whose operation gave up."),
   C(server_waits_too_long, "Calls stopped by a Retry-After above max_retry_after."),
   C(throttled, "Outcomes judged throttling (is_throttling, or a 429)."),
+  C(throttle_refusals, "Attempts the client-side throttle refused."),
+  C(rate_limited, "Calls whose rate-limiter wait would pass the deadline."),
 };
 #undef C
 #define N_COUNTERS (sizeof COUNTERS / sizeof COUNTERS[0])

@@ -1,0 +1,165 @@
+/* pace.c: the guards that act on first attempts too: client-side
+ * throttling as the SRE book describes it ("Handling Overload": each
+ * client refuses a request locally with probability
+ * max(0, (requests - K * accepts) / (requests + 1)) over a recent window),
+ * and a rate limiter: a token bucket kept as GCRA's theoretical arrival
+ * time, so a reservation is one comparison and one addition, and a waiting
+ * attempt holds its token while it waits.  The adaptive rate is AIMD:
+ * throttling answers multiply it by 0.7 (the beta of AWS's adaptive mode),
+ * at most once a second (the answers in flight when it slowed down tell
+ * nothing new); each success adds 2 / rate, about 2 requests a second per
+ * second.  Time is the guard clock of each call (virtual in simulations). */
+#include <math.h>
+#include <string.h>
+
+#include "engine.h"
+
+#define DECREASE 0.7        /* AWS's CUBIC beta, used as AIMD's factor */
+#define INCREASE 2.0        /* requests per second added per second of successes */
+#define MIN_RATE 0.5        /* the adaptive rate never goes below (tokens/s) */
+
+static void lock(lr_pace *p) {
+  while (atomic_flag_test_and_set_explicit(&p->lock, memory_order_acquire)) {}
+}
+
+static void unlock(lr_pace *p) { atomic_flag_clear_explicit(&p->lock, memory_order_release); }
+
+void lr_pace_init(lr_pace *p) {
+  memset(p, 0, sizeof *p);
+  atomic_flag_clear(&p->lock);
+}
+
+void lr_pace_reset(lr_pace *p) {
+  lock(p);
+  memset(p->bucket_slot, 0, sizeof p->bucket_slot);
+  memset(p->requests, 0, sizeof p->requests);
+  memset(p->accepts, 0, sizeof p->accepts);
+  memset(p->sent_slot, 0, sizeof p->sent_slot);
+  memset(p->sent, 0, sizeof p->sent);
+  p->tat = p->rate = p->last_decrease = 0;
+  unlock(p);
+}
+
+/* ---- the throttle's counts: ten buckets, each a tenth of the window */
+
+/* The bucket for `now`, emptied when it held an older slot. */
+static int bucket(lr_pace *p, const lr_guards *g, double now) {
+  long long slot = (long long)floor(now / (g->throttle_window / LR_PACE_BUCKETS));
+  int i = (int)(((slot % LR_PACE_BUCKETS) + LR_PACE_BUCKETS) % LR_PACE_BUCKETS);
+  if (p->bucket_slot[i] != slot) {
+    p->bucket_slot[i] = slot;
+    p->requests[i] = p->accepts[i] = 0;
+  }
+  return i;
+}
+
+static double refusal(lr_pace *p, const lr_guards *g, double now) {
+  long long slot = (long long)floor(now / (g->throttle_window / LR_PACE_BUCKETS));
+  double requests = 0, accepts = 0;
+  for (int i = 0; i < LR_PACE_BUCKETS; i++) {
+    if (p->bucket_slot[i] <= slot - LR_PACE_BUCKETS) continue;  /* out of the window */
+    requests += (double)p->requests[i];
+    accepts += (double)p->accepts[i];
+  }
+  double r = (requests - g->throttle_k * accepts) / (requests + 1);
+  return r > 0 ? r : 0;
+}
+
+int lr_throttle_admits(lr_shared *s, const lr_guards *g, double now, double u) {
+  if (!(g->throttle_k > 0)) return 1;
+  lr_pace *p = &s->pace;
+  lock(p);
+  double r = refusal(p, g, now);
+  p->requests[bucket(p, g, now)]++;
+  unlock(p);
+  return u >= r;
+}
+
+double lr_throttle_refusal(lr_shared *s, const lr_guards *g, double now) {
+  if (!(g->throttle_k > 0)) return 0;
+  lock(&s->pace);
+  double r = refusal(&s->pace, g, now);
+  unlock(&s->pace);
+  return r;
+}
+
+void lr_throttle_record(lr_shared *s, const lr_guards *g, int accepted, double now) {
+  if (!(g->throttle_k > 0) || !accepted) return;
+  lock(&s->pace);
+  s->pace.accepts[bucket(&s->pace, g, now)]++;
+  unlock(&s->pace);
+}
+
+/* ---- the rate limiter */
+
+/* The attempts sent over the last second, from tenths of a second. */
+static double send_rate(lr_pace *p, double now) {
+  long long slot = (long long)floor(now * 10);
+  long sum = 0;
+  for (int i = 0; i < LR_PACE_BUCKETS; i++)
+    if (p->sent_slot[i] > slot - LR_PACE_BUCKETS) sum += p->sent[i];
+  return (double)sum;
+}
+
+static void count_sent(lr_pace *p, double at) {
+  long long slot = (long long)floor(at * 10);
+  int i = (int)(((slot % LR_PACE_BUCKETS) + LR_PACE_BUCKETS) % LR_PACE_BUCKETS);
+  if (p->sent_slot[i] != slot) {
+    p->sent_slot[i] = slot;
+    p->sent[i] = 0;
+  }
+  p->sent[i]++;
+}
+
+/* Adaptive: the rate it found, or until the first throttling answer its
+ * most (none: not limited). */
+static double current_rate(const lr_pace *p, const lr_guards *g) {
+  return g->rate_adaptive && p->rate > 0 ? p->rate : g->rate_limit;
+}
+
+double lr_rate_reserve(lr_shared *s, const lr_guards *g, double at, double latest) {
+  if (!g->rate) return 0;
+  lr_pace *p = &s->pace;
+  lock(p);
+  double rate = current_rate(p, g), wait = 0;
+  if (rate > 0) {
+    double interval = 1 / rate, tolerance = (double)(g->rate_burst - 1) * interval;
+    double start = p->tat - tolerance > at ? p->tat - tolerance : at;
+    if (latest >= 0 && start > latest) {
+      unlock(p);
+      return -1;
+    }
+    p->tat = (p->tat > start ? p->tat : start) + interval;
+    wait = start - at;
+  }
+  count_sent(p, at + wait);
+  unlock(p);
+  return wait;
+}
+
+void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now) {
+  if (!g->rate || !g->rate_adaptive) return;
+  lr_pace *p = &s->pace;
+  lock(p);
+  if (throttled && (p->rate == 0 || now - p->last_decrease >= 1)) {
+    /* the first throttling answer: from the rate it was sending at */
+    double from = p->rate > 0 ? p->rate : send_rate(p, now);
+    if (g->rate_limit > 0 && (from <= 0 || from > g->rate_limit)) from = g->rate_limit;
+    p->rate = from * DECREASE;
+    if (p->rate < MIN_RATE) p->rate = MIN_RATE;
+    p->last_decrease = now;
+    if (p->tat < now) p->tat = now;
+  } else if (!throttled && p->rate > 0) {
+    p->rate += INCREASE / p->rate;
+    if (g->rate_limit > 0 && p->rate > g->rate_limit) p->rate = g->rate_limit;
+  }
+  unlock(p);
+}
+
+double lr_rate_now(lr_shared *s, const lr_guards *g) {
+  if (!g->rate) return 0;
+  lock(&s->pace);
+  double r = current_rate(&s->pace, g);
+  unlock(&s->pace);
+  return r;
+}
