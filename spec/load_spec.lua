@@ -624,3 +624,51 @@ describe("pacing against the fault server", function ()
     assert.matches('"verdict":"throttle"', log)
   end)
 end)
+
+describe("simulate shows each guard (--process, --status)", function ()
+  local HTTP = proc.root .. "/policies/http.lua"
+  local function sim(args)
+    local all = { "simulate", HTTP, "--clients", "100", "--process", "--json" }
+    for _, a in ipairs(args) do all[#all + 1] = a end
+    local r = proc.run(all, { timeout = 120 })
+    assert.are.equal(0, r.code, r.stderr)
+    return proc.json.decode(r.stdout).process
+  end
+
+  it("the SRE throttle keeps a burst of 100 calls against an outage to a few requests", function ()
+    local plain = sim { "--outage", "60" }
+    assert.is_true(plain.attempts >= 300, "without: " .. plain.attempts)
+    local throttled = sim { "--outage", "60", "--set", "throttle.k=2" }
+    assert.is_true(throttled.attempts <= 20, "with: " .. throttled.attempts)
+    assert.are.equal(100, throttled.stops.throttle)
+  end)
+
+  it("the rate limiter spreads first attempts: 100 at 10 a second take 9.9 s", function ()
+    local r = sim { "--outage", "5", "--set", "rate.limit=10" }
+    assert.is_true(r.last_attempt >= 9.9 - 1e-6, "last " .. r.last_attempt)
+    assert.are.equal(100, r.stops.success)
+    local free = sim { "--outage", "5" }
+    assert.is_true(free.last_attempt < r.last_attempt)
+  end)
+
+  it("--status 429 makes the outage's answers throttling: the throttling backoff and budget cost apply", function ()
+    local a = sim { "--outage", "20", "--status", "429", "--set", "budget.max_tokens=10",
+                    "--set", "budget.throttle_cost=0" }
+    local b = sim { "--outage", "20", "--set", "budget.max_tokens=10", "--set", "budget.throttle_cost=0" }
+    -- throttling costs nothing here: no budget refusal; 503s spend the budget
+    assert.is_nil(a.stops.budget)
+    assert.is_true((b.stops.budget or 0) > 0)
+  end)
+
+  it("refuses --status outside 100-599, and --process with --fleet or without --clients", function ()
+    for _, args in ipairs {
+      { "simulate", HTTP, "--clients", "5", "--status", "99" },
+      { "simulate", HTTP, "--process" },
+      { "simulate", HTTP, "--clients", "5", "--process", "--fleet" },
+      { "simulate", HTTP, "--status", "429" },
+    } do
+      local r = proc.run(args, { timeout = 60 })
+      assert.are.equal(2, r.code, table.concat(args, " "))
+    end
+  end)
+end)

@@ -114,8 +114,9 @@ int cli_check(int argc, char **argv);     /* check.c */
 int cli_simulate(int argc, char **argv);  /* simulate.c */
 int cli_list(int argc, char **argv);      /* list.c */
 int cli_fleet(int argc, char **argv);     /* fleet_cmd.c */
-/* simulate/fleet_report.c: the exit status. */
+/* simulate/fleet_report.c: --fleet (own guards next to the fleet's) or
+ * --process (the clients as calls of one process); the exit status. */
 int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, double outage,
-                       uint64_t seed, int json);
+                       uint64_t seed, int status, int json, int process);
 
 #endif

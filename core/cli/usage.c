@@ -14,7 +14,7 @@ const char CLI_USAGE[] =
   "       luaretry run POLICY [ARG]...     (a policy with a run() workflow)\n"
   "       luaretry check POLICY... [--set NAME=VALUE]...\n"
   "       luaretry simulate POLICY [--attempts N] [--seed N] [--json] [--set NAME=VALUE]...\n"
-  "                [--clients N [--outage SECONDS] [--svg FILE] [--fleet]]\n"
+  "                [--clients N [--outage SECONDS] [--status CODE] [--svg FILE] [--fleet | --process]]\n"
   "       luaretry list [--names]\n"
   "       luaretry fleet POLICY [--redis URL] [--reset] [--set NAME=VALUE]...\n"
   "       luaretry faults [--listen 127.0.0.1:PORT] SCRIPT\n"
@@ -128,7 +128,12 @@ static const char HELP_SIMULATE[] =
   "  --svg FILE         also draw a histogram of attempts over time\n"
   "  --fleet            with --clients: the N clients sharing one budget and breaker\n"
   "                     (as --redis makes them share), next to N with their own; the\n"
-  "                     requests per first attempt of each\n";
+  "                     requests per first attempt of each\n"
+  "  --process          with --clients: the N clients as calls of one process sharing\n"
+  "                     its guards (budget, breaker, throttle, rate) in time order; the\n"
+  "                     requests that reach the service and when the last one starts\n"
+  "  --status CODE      with --clients: the outage's answer (default 503; 429 for\n"
+  "                     throttling answers)\n";
 
 static const char HELP_FLEET[] =
   "luaretry fleet POLICY [--redis URL] [--reset] [--set NAME=VALUE]...\n"

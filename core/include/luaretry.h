@@ -698,7 +698,11 @@ typedef struct {
   uint64_t seed;                /* client i draws from seed + i */
   int fleet;
   double sync;                  /* seconds; 0: the policy's fleet.sync */
-  uint64_t reserved[4];
+  int outage_status;            /* the outage's answer; 0: 503 (429: throttling) */
+  int shared;                   /* 1: the N clients are calls of one process,
+                                   sharing its guards (budget, breaker,
+                                   throttle, rate): fresh ones, not the policy's */
+  uint64_t reserved[3];
 } luaretry_herd_options;
 
 typedef struct {

@@ -2,8 +2,9 @@
  * call through the engine on the virtual clock, driven in the order of
  * their attempts (a heap of next-attempt times; ties by client number, so
  * a seed gives the same result on every run).  With `fleet`, the clients
- * share a simulated fleet (engine/simfleet.c); without, each call has
- * guards of its own.  Calls are isolated: the policy's counters and the
+ * share a simulated fleet (engine/simfleet.c); with `shared`, the guards
+ * of one process (fresh ones); without either, each call has guards of
+ * its own.  Calls are isolated: the policy's counters and the
  * real fleet are never touched. */
 #include <math.h>
 #include <stdlib.h>
@@ -22,7 +23,9 @@ typedef struct {
   luaretry_call **calls;
   long *attempts;
   lr_simfleet *fleet;
+  lr_shared *process;       /* shared: the one process's guards */
   double outage;
+  int status;               /* the outage's answer */
   luaretry_herd_result *r;
 } herd_run;
 
@@ -71,9 +74,14 @@ static luaretry_code step(herd_run *h, long i, double t) {
   luaretry_code rc = luaretry_call_next(c, &d);
   if (rc != LUARETRY_OK) return rc;
   if (!d.retry) return finish(h, i, d.reason, t), LUARETRY_OK;
+  if (d.wait > 0) {  /* the rate limiter's token comes later: back in line */
+    luaretry_call_wait(c, d.wait);
+    push(h, luaretry_call_elapsed(c), i);
+    return LUARETRY_OK;
+  }
   luaretry_outcome o;
   luaretry_outcome_init(&o);
-  o.status = t < h->outage ? 503 : 200;
+  o.status = t < h->outage ? h->status : 200;
   o.body = "";
   o.method = "GET";
   if ((rc = luaretry_call_report(c, &o, &d)) != LUARETRY_OK) return rc;
@@ -93,7 +101,8 @@ static luaretry_code begin_all(herd_run *h, luaretry_policy *p, lr_gen *g,
   for (long i = 0; i < o->clients; i++) {
     luaretry_call_options opt;
     luaretry_call_options_init(&opt);
-    opt.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED;
+    opt.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME |
+                (h->process ? 0 : LUARETRY_CALL_ISOLATED);
     opt.seed = o->seed + (uint64_t)i;
     lr_gen_ref(g);   /* the call's; its judge gives it back */
     const lr_remote *remote = NULL;
@@ -101,7 +110,8 @@ static luaretry_code begin_all(herd_run *h, luaretry_policy *p, lr_gen *g,
       lr_simfleet_sync(h->fleet, i, 0);   /* as `run` does before its call */
       remote = lr_simfleet_client(h->fleet, i);
     }
-    luaretry_code rc = lr_call_new(&g->judge, &g->rules, 0, lr_policy_shared(p), remote, &opt,
+    luaretry_code rc = lr_call_new(&g->judge, &g->rules, 0,
+                                   h->process ? h->process : lr_policy_shared(p), remote, &opt,
                                    &h->calls[i]);
     if (rc != LUARETRY_OK) return rc;
     push(h, 0, i);
@@ -124,6 +134,9 @@ static luaretry_code run(herd_run *h, luaretry_policy *p, lr_gen *g,
   h->calls = calloc((size_t)n, sizeof *h->calls);
   h->attempts = calloc((size_t)n, sizeof *h->attempts);
   if (o->fleet) h->fleet = lr_simfleet_new(&g->rules.guards, fleet_sync(p, o), n);
+  if (o->shared && (h->process = lr_aligned_calloc(sizeof *h->process)))
+    lr_shared_init(h->process, &g->rules.guards);
+  if (o->shared && !h->process) return LUARETRY_E_NOMEM;
   if (!h->heap || !h->calls || !h->attempts || (o->fleet && !h->fleet)) return LUARETRY_E_NOMEM;
   luaretry_code rc = begin_all(h, p, g, o);
   while (rc == LUARETRY_OK && h->n > 0) {
@@ -136,7 +149,8 @@ static luaretry_code run(herd_run *h, luaretry_policy *p, lr_gen *g,
 luaretry_code luaretry_simulate_herd(luaretry_policy *p, const luaretry_herd_options *o,
                                      luaretry_herd_result *r) {
   if (!p || !o || !r || o->clients < 1 || o->clients > HERD_MAX_CLIENTS ||
-      !(o->outage >= 0 && o->outage <= 1e6) || !(o->sync >= 0 && o->sync <= 3600))
+      !(o->outage >= 0 && o->outage <= 1e6) || !(o->sync >= 0 && o->sync <= 3600) ||
+      (o->outage_status && (o->outage_status < 100 || o->outage_status > 599)))
     return LUARETRY_E_ARG;
   memset(r, 0, sizeof *r);
   lr_gen *g = lr_policy_current(p);
@@ -144,11 +158,13 @@ luaretry_code luaretry_simulate_herd(luaretry_policy *p, const luaretry_herd_opt
   herd_run h;
   memset(&h, 0, sizeof h);
   h.outage = o->outage;
+  h.status = o->outage_status ? o->outage_status : 503;
   h.r = r;
   r->clients = (uint64_t)o->clients;
   luaretry_code rc = run(&h, p, g, o);
   for (long i = 0; h.calls && i < o->clients; i++) luaretry_call_free(h.calls[i]);
   lr_simfleet_free(h.fleet);
+  free(h.process);
   free(h.heap);
   free(h.calls);
   free(h.attempts);

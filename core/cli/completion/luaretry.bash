@@ -25,7 +25,7 @@ _luaretry() {
     -X|--request) COMPREPLY=($(compgen -W "GET HEAD POST PUT DELETE PATCH OPTIONS" -- "$cur")); return ;;
     -H|--header|-d|--data|--data-ascii|--data-binary|--data-raw|-u|--user|-A|--user-agent|\
     -w|--write-out|-m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|\
-    --parallel|--attempts|--clients|--outage|--listen) return ;;
+    --parallel|--attempts|--clients|--outage|--status|--listen) return ;;
   esac
   if [[ $cmd == help ]]; then
     [[ $COMP_CWORD -eq 2 ]] && COMPREPLY=($(compgen -W "$commands" -- "$cur"))
@@ -36,7 +36,7 @@ _luaretry() {
     case $cmd in
       run) opts=$_luaretry_run_options ;;
       check) opts="--set --help" ;;
-      simulate) opts="--attempts --seed --json --set --clients --outage --svg --help" ;;
+      simulate) opts="--attempts --seed --json --set --clients --outage --status --svg --fleet --process --help" ;;
       list) opts="--names --help" ;;
       faults) opts="--listen --help" ;;
     esac
@@ -50,7 +50,7 @@ _luaretry() {
       -X|--request|-H|--header|-d|--data|--data-ascii|--data-binary|--data-raw|-o|--output|\
       -u|--user|-A|--user-agent|--cacert|-E|--cert|--key|-D|--dump-header|-w|--write-out|\
       -m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|--log-json|\
-      --metrics-file|--urls|--parallel|--output-dir|--attempts|--clients|--outage|--svg) ((i++)) ;;
+      --metrics-file|--urls|--parallel|--output-dir|--attempts|--clients|--outage|--status|--svg) ((i++)) ;;
       -*) ;;
       *) ((words_before++)) ;;
     esac

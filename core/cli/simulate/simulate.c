@@ -123,7 +123,7 @@ static int drive_client(luaretry_call *c, herd *h, long i, int json) {
     luaretry_outcome o;
     luaretry_outcome_init(&o);
     o.kind = LUARETRY_OUTCOME_HTTP;
-    o.status = t < h->outage ? 503 : 200;
+    o.status = t < h->outage ? h->status : 200;
     o.body = "";
     o.method = "GET";
     luaretry_decision d;
@@ -251,9 +251,9 @@ static int svg_save(const char *path, const herd *h) {
 }
 
 static void print_summary(const herd *h, const char *svg) {
-  printf("simulate: %s (%s): %ld clients fail together at t=0; outage %g s (503 before, 200 "
+  printf("simulate: %s (%s): %ld clients fail together at t=0; outage %g s (%d before, 200 "
          "after); seed %llu (client i: seed + i)\n",
-         h->name, h->path, h->clients, h->outage, (unsigned long long)h->seed);
+         h->name, h->path, h->clients, h->outage, h->status, (unsigned long long)h->seed);
   char a[32], b[32];
   printf("attempts: %zu in all: %ld at t=0, %zu retries; last attempt at %s s\n",
          (size_t)h->clients + h->nretry, h->clients, h->nretry, secs(a, h->last));
@@ -311,9 +311,9 @@ static int simulate_clients(luaretry_policy *p, herd *h, int json, const char *s
 
 typedef struct {
   const char *path, *svg;
-  long long attempts, seed, clients;
+  long long attempts, seed, clients, status;
   double outage;
-  int json, have_outage, fleet;
+  int json, have_outage, fleet, process;
   char **sets;             /* room for argc + 1 */
   int nsets;
   char attempts_set[64];   /* --clients with --attempts: max_attempts=N */
@@ -330,6 +330,10 @@ static int take_value(simulate_args *a, const char *opt, char *v) {
     a->outage = parse_seconds(v);
     if (a->outage < 0) return cli_usage("--outage %s: expected seconds from 0 to 1e6", v);
     a->have_outage = 1;
+  } else if (strcmp(opt, "--status") == 0) {
+    a->status = parse_count(v);
+    if (a->status < 100 || a->status > 599)
+      return cli_usage("--status %s: expected an HTTP status from 100 to 599", v);
   } else if (strcmp(opt, "--clients") == 0) {
     a->clients = parse_count(v);
     if (a->clients < 1 || a->clients > MAX_CLIENTS)
@@ -349,13 +353,14 @@ static int take_value(simulate_args *a, const char *opt, char *v) {
 /* 0, or the exit status after a usage message. */
 static int parse_simulate(int argc, char **argv, simulate_args *a) {
   static const char *const with_value[] = { "--attempts", "--seed", "--set", "--clients",
-                                            "--outage", "--svg", NULL };
+                                            "--outage", "--svg", "--status", NULL };
   for (int i = 0; i < argc; i++) {
     const char *s = argv[i];
     int takes = 0, status = 0;
     for (int k = 0; with_value[k]; k++) takes |= strcmp(s, with_value[k]) == 0;
     if (strcmp(s, "--json") == 0) a->json = 1;
     else if (strcmp(s, "--fleet") == 0) a->fleet = 1;
+    else if (strcmp(s, "--process") == 0) a->process = 1;
     else if (takes && i + 1 >= argc) return cli_usage("%s needs a value", s);
     else if (takes) status = take_value(a, s, argv[++i]);
     else if (s[0] == '-' && s[1]) return cli_usage("simulate: unknown option %s", s);
@@ -364,10 +369,13 @@ static int parse_simulate(int argc, char **argv, simulate_args *a) {
     if (status) return status;
   }
   if (!a->path) return cli_usage("simulate: %s", "which POLICY?");
-  if (!a->clients && (a->svg || a->have_outage || a->fleet))
+  if (!a->clients && (a->svg || a->have_outage || a->fleet || a->process || a->status != 503))
     return cli_usage("simulate: %s needs --clients N",
-                     a->svg ? "--svg" : a->fleet ? "--fleet" : "--outage");
-  if (a->fleet && a->svg) return cli_usage("simulate: --fleet draws no --svg%s", "");
+                     a->svg ? "--svg" : a->fleet ? "--fleet" : a->process ? "--process"
+                     : a->have_outage ? "--outage" : "--status");
+  if ((a->fleet || a->process) && a->svg)
+    return cli_usage("simulate: %s draws no --svg", a->fleet ? "--fleet" : "--process");
+  if (a->fleet && a->process) return cli_usage("simulate: --fleet or --process, not both%s", "");
   if (a->clients && a->attempts) {  /* each client's call: the same override as --attempts */
     snprintf(a->attempts_set, sizeof a->attempts_set, "max_attempts=%lld", a->attempts);
     a->sets[a->nsets++] = a->attempts_set;
@@ -382,6 +390,7 @@ static int simulate_herd(luaretry_policy *p, const simulate_args *a) {
   h.name = a->path;
   h.clients = (long)a->clients;
   h.outage = a->outage;
+  h.status = (int)a->status;
   h.seed = (uint64_t)a->seed;
   int status = simulate_clients(p, &h, a->json, a->svg);
   free(h.retry);
@@ -403,6 +412,7 @@ int cli_simulate(int argc, char **argv) {
   memset(&a, 0, sizeof a);
   a.seed = 1;
   a.outage = 30;
+  a.status = 503;
   if (!(a.sets = malloc(sizeof *a.sets * (size_t)(argc + 2)))) {
     fprintf(stderr, "luaretry: out of memory\n");
     return EXIT_POLICY;
@@ -411,8 +421,9 @@ int cli_simulate(int argc, char **argv) {
   luaretry_policy *p = NULL;
   if (status == 0 && !(p = cli_load_policy(a.path, a.sets, a.nsets, 1))) status = EXIT_POLICY;
   if (p) {
-    if (a.fleet)
-      status = cli_simulate_fleet(p, a.path, (long)a.clients, a.outage, (uint64_t)a.seed, a.json);
+    if (a.fleet || a.process)
+      status = cli_simulate_fleet(p, a.path, (long)a.clients, a.outage, (uint64_t)a.seed,
+                                  (int)a.status, a.json, a.process);
     else
       status = a.clients ? simulate_herd(p, &a) : simulate_schedule(p, &a);
     if (fflush(stdout) != 0) status = EXIT_POLICY;
