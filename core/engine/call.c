@@ -185,14 +185,17 @@ static void stop_throttled(luaretry_call *c, luaretry_decision *d, double at) {
 
 /* A token for the attempt that would start `start` seconds into the call:
  * the extra wait, or -1 when it would come past the deadline (nothing
- * reserved then). */
+ * reserved then).  An adaptive limiter may hand out a time to ask again
+ * instead (admitted stays, and luaretry_call_next asks then). */
 static double rate_token(luaretry_call *c, double start) {
   const lr_rules *r = c->rules;
   double base = c->guard_origin + c->start;
   double latest = r->deadline > 0 ? base + r->deadline : -1;
-  double extra = lr_rate_reserve(c->shared, &r->guards, base + start, latest);
+  int held;
+  double extra = lr_rate_reserve(c->shared, &r->guards, base + start, latest,
+                                 r->guards.rate_adaptive ? lr_rng_unit(&c->rng) : 0, &held);
   if (extra >= 0) {
-    c->admitted = c->attempts + 1;
+    c->admitted = held ? c->attempts + 1 : c->attempts;  /* not held: ask again then */
     c->admit_at = start + extra;
   }
   return extra;
@@ -320,7 +323,7 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
   }
   d->retry = 1;
   d->next_timeout = c->next_timeout;
-  if (c->admitted > c->attempts && c->admit_at > d->elapsed) {
+  if (c->admit_at > d->elapsed) {
     /* the rate limiter's token comes then: wait for it, then attempt */
     d->wait = c->admit_at - d->elapsed;
     d->wait_source = LUARETRY_WAIT_RATE;
@@ -678,6 +681,19 @@ static void gave_up(luaretry_call *c, int attempt, luaretry_code rc, luaretry_de
   if (c->observer) c->observer(c->observer_ud, NULL, d);
 }
 
+/* luaretry_call_next until it says go at once (a rate limiter's token may
+ * take waits) or stop; a cancel stops the call. */
+static luaretry_code await_token(luaretry_call *c, luaretry_decision *d) {
+  for (;;) {
+    luaretry_code rc = luaretry_call_next(c, d);
+    if (rc != LUARETRY_OK || !d->retry || !(d->wait > 0)) return rc;
+    if (lr_wait(&c->clock, &c->waiter, d->wait)) {
+      luaretry_call_stop_cancelled(c, d);
+      return LUARETRY_OK;
+    }
+  }
+}
+
 luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
                                 void *ud, luaretry_decision *final) {
   if (!c || !op || !final) return LUARETRY_E_ARG;
@@ -688,12 +704,8 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
     return LUARETRY_E_STATE;
   }
   if (c->rules->guards.rate && c->attempts == 0) {  /* the first attempt's token */
-    luaretry_code rc = luaretry_call_next(c, final);
+    luaretry_code rc = await_token(c, final);
     if (rc != LUARETRY_OK || !final->retry) return rc;
-    if (lr_wait(&c->clock, &c->waiter, final->wait)) {
-      luaretry_call_stop_cancelled(c, final);
-      return LUARETRY_OK;
-    }
   }
   for (;;) {
     luaretry_outcome o;
@@ -715,7 +727,7 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
       luaretry_call_stop_cancelled(c, final);
       return LUARETRY_OK;
     }
-    rc = luaretry_call_next(c, final);  /* the breaker may have opened meanwhile */
+    rc = await_token(c, final);  /* the breaker may have opened meanwhile */
     if (rc != LUARETRY_OK || !final->retry) return rc;
   }
 }

@@ -126,6 +126,8 @@ typedef struct {
   double last_decrease;     /* adaptive: when it last slowed down */
   long long sent_slot[LR_PACE_BUCKETS];
   long sent[LR_PACE_BUCKETS];   /* attempts per tenth of a second: the send rate */
+  long long ok_slot[LR_PACE_BUCKETS];
+  long ok[LR_PACE_BUCKETS];     /* successes per tenth of a second: what the service took */
 } lr_pace;
 
 /* The counters, striped: each thread adds to a stripe of its own (by a
@@ -195,9 +197,12 @@ double lr_throttle_refusal(lr_shared *s, const lr_guards *g, double now);
 /* An answer: accepted (a success or a final answer) or not. */
 void lr_throttle_record(lr_shared *s, const lr_guards *g, int accepted, double now);
 /* A token for an attempt that would start at `at`: the extra seconds to
- * wait for it (0: at once), reserved; or -1, nothing reserved, when it
- * would come after `latest`. */
-double lr_rate_reserve(lr_shared *s, const lr_guards *g, double at, double latest);
+ * wait for it (0: at once), reserved (*held = 1); or, adaptive, when it
+ * would come more than a second ahead, the seconds after which to ask
+ * again (*held = 0; `u` in [0, 1) spreads them); or -1, nothing reserved,
+ * when it would come after `latest`. */
+double lr_rate_reserve(lr_shared *s, const lr_guards *g, double at, double latest, double u,
+                       int *held);
 /* The adaptive rate follows the answers: throttling slows it down, a
  * success speeds it up. */
 void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now);

@@ -181,7 +181,7 @@ typedef struct {
   X(R_BURST, "rate.burst", T_COUNT, 1, 1e9, 0, 1, MORE(rate_burst), \
     "attempts that may go at once when tokens have gathered") \
   X(R_ADAPTIVE, "rate.adaptive", T_BOOL, 0, 1, 0, 0, MORE(rate_adaptive), \
-    "follow throttling answers (AIMD: x0.7 on throttling, +2/s per second of successes)") \
+    "follow throttling answers (AIMD: x0.7 on throttling, +6/s per second of successes)") \
   X(FLEET, "fleet", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
     "budget and breaker shared through Redis by every process naming it (fleet.redis)") \
   X(FL_KEY, "fleet.key", T_STRING, 0, 0, 0, NODEF, MORE(fleet_key), \
