@@ -612,6 +612,33 @@ describe("pacing against the fault server", function ()
     end
   end)
 
+  it("a token past the deadline ends the call at once: verdict rate_limit, exit 6, no request", function ()
+    local pol = dir .. "/late.lua"
+    proc.writefile(pol, "max_attempts = 3\ndeadline = 2\nattempt_timeout = 1\nrate = { limit = 0.2 }\n")
+    local r = proc.run({ "run", pol, "--urls", urls(2, "/ok"), "--log-json", dir .. "/log" }, { timeout = 60 })
+    assert.are.equal(6, r.code, r.stderr)
+    assert.is_true(r.secs < 1.9, "it did not wait for the token: " .. r.secs)
+    assert.are.equal(1, #srv:requests_on("/ok"))
+    assert.matches('"verdict":"rate_limit"', proc.readfile(dir .. "/log"))
+  end)
+
+  it("a service failing 60% of calls: the failure-rate breaker opens after min_calls; failures = 5 alone never", function ()
+    local function run(breaker)
+      srv:reset()
+      local pol = dir .. "/b.lua"
+      proc.writefile(pol, "max_attempts = 1\ndeadline = 30\nattempt_timeout = 5\nbreaker = " .. breaker .. "\n")
+      local r = proc.run({ "run", pol, "--urls", urls(40, "/sixty"), "--log-json", dir .. "/log" }, { timeout = 120 })
+      return r, #srv:requests_on("/sixty")
+    end
+    local r, seen = run("{ failures = 5, failure_rate = 0.5, window = 20, min_calls = 10, open_seconds = 60 }")
+    assert.are.equal(6, r.code, r.stderr)
+    assert.are.equal(10, seen)    -- 6 of the first 10 failed: open; the other 30 never sent
+    r, seen = run("{ failures = 5, open_seconds = 60 }")
+    assert.are.equal(4, r.code, r.stderr)   -- exhausted (max_attempts = 1), never circuit_open
+    assert.are.equal(40, seen)
+    assert.is_nil(proc.readfile(dir .. "/log"):find('"circuit_open"', 1, true))
+  end)
+
   it("the SRE throttle keeps an always-503 service from most first attempts; exit 6, verdict throttle", function ()
     local pol = dir .. "/t.lua"
     proc.writefile(pol, "max_attempts = 1\ndeadline = 60\nattempt_timeout = 10\nthrottle = { k = 2, window = 60 }\n")
