@@ -211,6 +211,28 @@ static void stop_rate_limited(luaretry_call *c, luaretry_decision *d, double sta
 /* In a refusal's message: whose counts decided. */
 static const char *whose(int remote) { return remote ? "the fleet's " : "the "; }
 
+/* A call the guards refuse before its first attempt (an open circuit, the
+ * client-side throttle) stops before it touches anything. */
+static void refused_at_begin(luaretry_call *c) {
+  const lr_rules *rules = c->rules;
+  int remote_said;
+  if (rules->guards.breaker && !breaker_admits(c, 1, c->start, &remote_said)) {
+    /* An open circuit: the call stops before it touches anything. */
+    luaretry_decision d;
+    memset(&d, 0, sizeof d);
+    stop_saying(c, &d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit is open: "
+                "calls fail fast for %.3f s after %d transient failures in a row%s",
+                whose(remote_said), rules->guards.open_seconds, rules->guards.failures,
+                rate_note(&rules->guards));
+    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+  } else if (throttle_refuses(c, c->start)) {
+    luaretry_decision d;
+    memset(&d, 0, sizeof d);
+    stop_throttled(c, &d, c->start);
+    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+  }
+}
+
 luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_attempts,
                           lr_shared *shared, const lr_remote *remote,
                           const luaretry_call_options *o, luaretry_call **out) {
@@ -254,22 +276,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->throttle_previous = rules->throttle_backoff.initial;
   c->next_timeout = timeout_at(rules, 0);
   lr_count(c->shared, LR_M_CALLS, 1);
-  int remote_said;
-  if (rules->guards.breaker && !breaker_admits(c, 1, c->start, &remote_said)) {
-    /* An open circuit: the call stops before it touches anything. */
-    luaretry_decision d;
-    memset(&d, 0, sizeof d);
-    stop_saying(c, &d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit is open: "
-                "calls fail fast for %.3f s after %d transient failures in a row%s",
-                whose(remote_said), rules->guards.open_seconds, rules->guards.failures,
-                rate_note(&rules->guards));
-    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
-  } else if (throttle_refuses(c, c->start)) {
-    luaretry_decision d;
-    memset(&d, 0, sizeof d);
-    stop_throttled(c, &d, c->start);
-    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
-  }
+  refused_at_begin(c);
   *out = c;
   return LUARETRY_OK;
 }
