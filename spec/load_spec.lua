@@ -563,6 +563,20 @@ describe("the rate limiter (rate = { limit, burst } or { adaptive = true })", fu
     assert.is_true(p:metrics().rate > r)       -- a success raised it
   end)
 
+  it("a tiny rate gives huge waits, never an overflow (UBSan watches the sanitized run)", function ()
+    local p = policy("max_attempts = 3\nrate = { limit = 1e-300 }\n")
+    local c = assert(p:begin { virtual = true, seed = 1 })
+    assert.are.equal(0, c:next().wait)
+    local c2 = assert(p:begin { virtual = true, seed = 2 })
+    local n = c2:next()
+    assert.is_true(n.retry and n.wait > 9e299 and n.wait < 1.1e300)
+    -- the throttle's and the limiter's buckets 1e300 s in are clamped
+    local q = policy("max_attempts = 3\nthrottle = { k = 2 }\nrate = { adaptive = true }\n")
+    local c3 = assert(q:begin { virtual = true, seed = 1 })
+    c3:wait(1e300)
+    assert.are.equal("retry", c3:report { status = 429 }.verdict)
+  end)
+
   it("rejects rates <= 0 or NaN, a burst of 0, and a rate table with neither limit nor adaptive", function ()
     for _, src in ipairs { "rate = { limit = 0 }", "rate = { limit = -5 }", "rate = { limit = 0/0 }",
                            "rate = { limit = 10, burst = 0 }", "rate = { burst = 3 }" } do

@@ -161,6 +161,11 @@ static double budget_tokens(luaretry_call *c, int remote) {
   return remote ? c->remote->ops->tokens(c->remote->ud) : lr_budget_tokens(c->shared);
 }
 
+/* Nanoseconds for the counters, clamped: a 1e300 s wait still counts. */
+static long long clamp_ns(double seconds) {
+  return seconds >= 9.2e9 ? (long long)9.2e18 : seconds > 0 ? (long long)(seconds * 1e9) : 0;
+}
+
 /* In a breaker's message: the rate rules, when it has them. */
 static const char *rate_note(const lr_guards *g) {
   return lr_breaker_rated(g) ? ", or a failure or slow-call rate over its window" : "";
@@ -322,7 +327,8 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     d->message = c->message && c->message[0] ? c->message : NULL;
     return LUARETRY_OK;
   }
-  if (c->rules->guards.rate && c->admitted <= c->attempts && rate_token(c, d->elapsed) < 0) {
+  int fresh = c->rules->guards.rate && c->admitted <= c->attempts;  /* a token to ask for */
+  if (fresh && rate_token(c, d->elapsed) < 0) {
     stop_rate_limited(c, d, d->elapsed);
     lr_count(c->shared, LR_M_UNATTEMPTED, 1);
     if (c->observer) c->observer(c->observer_ud, NULL, d);
@@ -334,7 +340,7 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     /* the rate limiter's token comes then: wait for it, then attempt */
     d->wait = c->admit_at - d->elapsed;
     d->wait_source = LUARETRY_WAIT_RATE;
-    lr_count(c->shared, LR_METRIC_COUNT, (long long)(d->wait * 1e9));
+    if (fresh) lr_count(c->shared, LR_METRIC_COUNT, clamp_ns(d->wait));  /* once per ask */
   }
   c->attempt_start = d->elapsed + d->wait;  /* the attempt asked for begins then */
   return LUARETRY_OK;
@@ -551,10 +557,6 @@ static int server_wait(luaretry_call *c, const luaretry_outcome *o, double *w,
   return 0;
 }
 
-/* Nanoseconds for the counters, clamped: a 1e300 s wait still counts. */
-static long long clamp_ns(double seconds) {
-  return seconds >= 9.2e9 ? (long long)9.2e18 : seconds > 0 ? (long long)(seconds * 1e9) : 0;
-}
 
 /* A transient outcome the guards let through: the wait (backoff, or the
  * server's or the script's), then a retry, or a stop when that wait would

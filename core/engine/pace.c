@@ -34,6 +34,14 @@ static void lock(lr_pace *p) {
 
 static void unlock(lr_pace *p) { atomic_flag_clear_explicit(&p->lock, memory_order_release); }
 
+/* A bucket's number for x (time over its width), clamped: a call on the
+ * virtual clock may stand 1e300 s in. */
+static long long slot_of(double x) {
+  if (!(x > -9e15)) return (long long)-9e15;
+  if (x > 9e15) return (long long)9e15;
+  return (long long)floor(x);
+}
+
 void lr_pace_init(lr_pace *p) {
   memset(p, 0, sizeof *p);
   atomic_flag_clear(&p->lock);
@@ -56,7 +64,7 @@ void lr_pace_reset(lr_pace *p) {
 
 /* The bucket for `now`, emptied when it held an older slot. */
 static int bucket(lr_pace *p, const lr_guards *g, double now) {
-  long long slot = (long long)floor(now / (g->throttle_window / LR_PACE_BUCKETS));
+  long long slot = slot_of(now / (g->throttle_window / LR_PACE_BUCKETS));
   int i = (int)(((slot % LR_PACE_BUCKETS) + LR_PACE_BUCKETS) % LR_PACE_BUCKETS);
   if (p->bucket_slot[i] != slot) {
     p->bucket_slot[i] = slot;
@@ -66,7 +74,7 @@ static int bucket(lr_pace *p, const lr_guards *g, double now) {
 }
 
 static double refusal(lr_pace *p, const lr_guards *g, double now) {
-  long long slot = (long long)floor(now / (g->throttle_window / LR_PACE_BUCKETS));
+  long long slot = slot_of(now / (g->throttle_window / LR_PACE_BUCKETS));
   double requests = 0, accepts = 0;
   for (int i = 0; i < LR_PACE_BUCKETS; i++) {
     if (p->bucket_slot[i] <= slot - LR_PACE_BUCKETS) continue;  /* out of the window */
@@ -106,7 +114,7 @@ void lr_throttle_record(lr_shared *s, const lr_guards *g, int accepted, double n
 
 /* Events over the last second, from tenths of a second (sends, successes). */
 static double per_second(const long long *slots, const long *counts, double now) {
-  long long slot = (long long)floor(now * 10);
+  long long slot = slot_of(now * 10);
   long sum = 0;
   for (int i = 0; i < LR_PACE_BUCKETS; i++)
     if (slots[i] > slot - LR_PACE_BUCKETS && slots[i] <= slot) sum += counts[i];
@@ -114,7 +122,7 @@ static double per_second(const long long *slots, const long *counts, double now)
 }
 
 static void count_at(long long *slots, long *counts, double at) {
-  long long slot = (long long)floor(at * 10);
+  long long slot = slot_of(at * 10);
   int i = (int)(((slot % LR_PACE_BUCKETS) + LR_PACE_BUCKETS) % LR_PACE_BUCKETS);
   if (slots[i] != slot) {
     slots[i] = slot;
