@@ -123,4 +123,12 @@ function M.is_transient(status, body, info, limit)
   return true
 end
 
+--- is_throttling for Azure: a 429, or a 503 whose error code is ServerBusy
+--- (Azure Storage's answer when an account reaches its scalability
+--- targets, as its error-code list and scalability pages say).
+function M.is_throttling(status, body)
+  if status == 429 then return true end
+  return status == 503 and type(body) == "string" and body:find("ServerBusy", 1, true) ~= nil
+end
+
 return M

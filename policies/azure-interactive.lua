@@ -28,4 +28,10 @@ backoff = {
   jitter = "equal",
 }
 
-is_transient = require("azure_faults").is_transient  -- bounded by max_retry_after
+local faults = require "azure_faults"
+is_transient = faults.is_transient  -- bounded by max_retry_after
+
+-- Throttling (a 429, or a 503 ServerBusy): its own budget cost; the Retry
+-- pattern gives no other wait for it, so its backoff is the one above.
+is_throttling = faults.is_throttling
+throttle_backoff = { initial = 0.5, multiplier = 2, max = 2, jitter = "equal" }

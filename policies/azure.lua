@@ -45,4 +45,10 @@ backoff = {
   jitter = "equal",
 }
 
-is_transient = require("azure_faults").is_transient  -- the classifier above
+local faults = require "azure_faults"
+is_transient = faults.is_transient  -- the classifier above
+
+-- Throttling (a 429, or a 503 ServerBusy): its own budget cost; the Retry
+-- pattern gives no other wait for it, so its backoff is the one above.
+is_throttling = faults.is_throttling
+throttle_backoff = { initial = 5, multiplier = 2, max = 60, jitter = "equal" }

@@ -269,3 +269,33 @@ function is_idempotent(request)
   if json_api then return json_condition(rule, q, request) end
   return xml_condition(rule, q, request)
 end
+
+-- Throttling: the engine's rule classes a 429 as throttling (its own budget
+-- cost); Google's backoff page gives one formula for 429 and 5xx alike, so
+-- the throttling backoff is the one above.
+throttle_backoff = { initial = 1, multiplier = 2, max = 32, jitter = "additive", jitter_max = 1,
+                     cap_jitter = true }
+
+-- Attempt headers, as Google's storage clients send them: x-goog-api-client
+-- carries `gccl-invocation-id/ID gccl-attempt-count/N` (after any tokens the
+-- caller's own header had) and x-goog-gcs-idempotency-token the call's
+-- invocation id, the same on every attempt of the call (info.invocation_id).
+local function header_named(headers, lower)
+  for name, value in pairs(headers) do
+    if name:lower() == lower then return name, value end
+  end
+end
+
+function prepare(request, attempt, info)
+  local id = info.invocation_id
+  if not id then return end  -- a prepare outside a call
+  local h = request.headers
+  local name, value = header_named(h, "x-goog-api-client")
+  value = (value or ""):gsub("%s*gccl%-invocation%-id/%S*", ""):gsub("%s*gccl%-attempt%-count/%S*", "")
+  value = value:gsub("^%s+", "")
+  h[name or "x-goog-api-client"] = (value ~= "" and value .. " " or "") ..
+    "gccl-invocation-id/" .. id .. " gccl-attempt-count/" .. attempt
+  if not header_named(h, "x-goog-gcs-idempotency-token") then
+    h["x-goog-gcs-idempotency-token"] = id
+  end
+end

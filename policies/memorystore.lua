@@ -40,3 +40,9 @@ function is_transient(status, body, info)
   if status == 429 then return google.too_many_requests(info) end  -- a rate-limit reset counts
   return status >= 500 and status <= 599
 end
+
+-- Throttling: the engine's rule classes a 429 as throttling (its own budget
+-- cost); Google's backoff page gives one formula for 429 and 5xx alike, so
+-- the throttling backoff is the one above.
+throttle_backoff = { initial = 1, multiplier = 2, max = 64, jitter = "additive", jitter_max = 1,
+                     cap_jitter = true }

@@ -154,7 +154,8 @@ int cli_check(int argc, char **argv);     /* check.c */
 int cli_simulate(int argc, char **argv);  /* simulate.c */
 int cli_list(int argc, char **argv);      /* list.c */
 int cli_fleet(int argc, char **argv);     /* fleet_cmd.c */
-/* simulate/fleet_report.c: the exit status. */
+/* simulate/fleet_report.c: --fleet (own guards next to the fleet's) or
+ * --process (the clients as calls of one process); the exit status. */
 /* simulate/latency.c: --latency "BASE[,SLOW@FRACTION]" [--calls N] */
 typedef struct { double base, slow, fraction; } cli_latency;
 int cli_latency_parse(const char *s, cli_latency *l);  /* 0, or -1 */
@@ -162,6 +163,6 @@ int cli_simulate_latency(luaretry_policy *p, const cli_latency *l, long calls, u
                          int json);
 
 int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, double outage,
-                       uint64_t seed, int json);
+                       uint64_t seed, int status, int json, int process);
 
 #endif

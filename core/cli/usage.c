@@ -14,8 +14,8 @@ const char CLI_USAGE[] =
   "       luaretry run POLICY [ARG]...     (a policy with a run() workflow)\n"
   "       luaretry check POLICY... [--set NAME=VALUE]... [--probe OUTCOME]...\n"
   "       luaretry simulate POLICY [--attempts N] [--seed N] [--json] [--set NAME=VALUE]...\n"
-  "                [--probe OUTCOME]... | [--clients N [--outage SECONDS] [--svg FILE] [--fleet]]\n"
-  "                [--latency BASE[,SLOW@FRACTION] [--calls N]]\n"
+  "                [--probe OUTCOME]... | [--clients N [--outage SECONDS] [--status CODE] [--svg FILE]\n"
+  "                [--fleet | --process]] | [--latency BASE[,SLOW@FRACTION] [--calls N]]\n"
   "       luaretry list [--names]\n"
   "       luaretry fleet POLICY [--redis URL] [--reset] [--set NAME=VALUE]...\n"
   "       luaretry faults [--listen ADDRESS:PORT [--listen-any]] SCRIPT\n"
@@ -190,7 +190,13 @@ static const char HELP_SIMULATE[] =
   "                     calls whose attempts answer after BASE seconds, SLOW for a\n"
   "                     FRACTION of them (0.01,1@0.05), on the virtual clock, with\n"
   "                     the policy's hedge and without: p50, p99, p99.9, requests\n"
-  "  --calls N          with --latency: the calls (default 1000)\n";
+  "  --calls N          with --latency: the calls (default 1000)\n"
+
+  "  --process          with --clients: the N clients as calls of one process sharing\n"
+  "                     its guards (budget, breaker, throttle, rate) in time order; the\n"
+  "                     requests that reach the service and when the last one starts\n"
+  "  --status CODE      with --clients: the outage's answer (default 503; 429 for\n"
+  "                     throttling answers)\n";
 
 static const char HELP_FLEET[] =
   "luaretry fleet POLICY [--redis URL] [--reset] [--set NAME=VALUE]...\n"

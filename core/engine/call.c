@@ -34,6 +34,13 @@ struct luaretry_call {
   double start;
   double guard_origin;     /* added to the clock for the guards */
   double previous;         /* decorrelated jitter's last wait */
+  double throttle_previous; /* ... and the throttling backoff's */
+  double attempt_start;    /* seconds into the call the attempt began (the
+                              breaker's slow-call rule) */
+  double admit_at;         /* seconds into the call the next attempt's token
+                              comes (the rate limiter) */
+  int admitted;            /* attempts that hold a token: the next has one
+                              when admitted > attempts */
   double next_timeout;
   int attempts;            /* attempts reported so far */
   int stopped;
@@ -42,6 +49,8 @@ struct luaretry_call {
   luaretry_observer_fn observer;
   void *observer_ud;
   lr_call_data data;       /* the script side's, between decisions */
+  uint64_t invocation[2];  /* the invocation id's bits, drawn at the start */
+  char invocation_id[37];  /* ... and its text, made on first use */
   /* made on first use: most calls never need them */
   char *message;           /* why the call stopped, for the decision */
   char *errmsg;            /* luaretry_call_errmsg */
@@ -110,6 +119,7 @@ static const int REASON_METRIC[] = {
   [LUARETRY_REASON_CANCELLED] = LR_M_CANCELLED, [LUARETRY_REASON_BUDGET] = LR_M_BUDGET,
   [LUARETRY_REASON_CIRCUIT_OPEN] = LR_M_CIRCUIT, [LUARETRY_REASON_GAVE_UP] = LR_M_GAVE_UP,
   [LUARETRY_REASON_SERVER_WAIT_TOO_LONG] = LR_M_SERVER_WAIT,
+  [LUARETRY_REASON_THROTTLE] = LR_M_THROTTLE_STOPS, [LUARETRY_REASON_RATE_LIMIT] = LR_M_RATE_STOPS,
 };
 
 static void stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
@@ -176,6 +186,58 @@ static double budget_tokens(luaretry_call *c, int remote) {
   return remote ? c->remote->ops->tokens(c->remote->ud) : lr_budget_tokens(c->shared);
 }
 
+/* Nanoseconds for the counters, clamped: a 1e300 s wait still counts. */
+static long long clamp_ns(double seconds) {
+  return seconds >= 9.2e9 ? (long long)9.2e18 : seconds > 0 ? (long long)(seconds * 1e9) : 0;
+}
+
+/* In a breaker's message: the rate rules, when it has them. */
+static const char *rate_note(const lr_guards *g) {
+  return lr_breaker_rated(g) ? ", or a failure or slow-call rate over its window" : "";
+}
+
+/* ---- client-side throttling and the rate limiter (pace.c), on the
+ * guard clock: `at` is the call's clock */
+
+static int throttle_refuses(luaretry_call *c, double at) {
+  const lr_guards *g = &c->rules->guards;
+  return g->throttle_k > 0 &&
+         !lr_throttle_admits(c->shared, g, c->guard_origin + at, lr_rng_unit(&c->rng));
+}
+
+static void stop_throttled(luaretry_call *c, luaretry_decision *d, double at) {
+  const lr_guards *g = &c->rules->guards;
+  stop_saying(c, d, LUARETRY_REASON_THROTTLE, "throttle", "the client-side throttle refuses "
+              "(it refuses %.0f%% of attempts now: fewer than 1 in %g was accepted over "
+              "%g s)", 100 * lr_throttle_refusal(c->shared, g, c->guard_origin + at),
+              g->throttle_k, g->throttle_window);
+}
+
+/* A token for the attempt that would start `start` seconds into the call:
+ * the extra wait, or -1 when it would come past the deadline (nothing
+ * reserved then).  An adaptive limiter may hand out a time to ask again
+ * instead (admitted stays, and luaretry_call_next asks then). */
+static double rate_token(luaretry_call *c, double start) {
+  const lr_rules *r = c->rules;
+  double base = c->guard_origin + c->start;
+  double latest = r->deadline > 0 ? base + r->deadline : -1;
+  int held;
+  double extra = lr_rate_reserve(c->shared, &r->guards, base + start, latest,
+                                 r->guards.rate_adaptive ? lr_rng_unit(&c->rng) : 0, &held);
+  if (extra >= 0) {
+    c->admitted = held ? c->attempts + 1 : c->attempts;  /* not held: ask again then */
+    c->admit_at = start + extra;
+  }
+  return extra;
+}
+
+static void stop_rate_limited(luaretry_call *c, luaretry_decision *d, double start) {
+  stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate", "the rate limiter's next token "
+              "(%.3f per second now) comes after the deadline (%.3f s; the attempt would "
+              "start at %.3f s or later)", lr_rate_now(c->shared, &c->rules->guards),
+              c->rules->deadline, start);
+}
+
 /* In a refusal's message: whose counts decided. */
 static const char *whose(int remote) { return remote ? "the fleet's " : "the "; }
 
@@ -193,6 +255,28 @@ static void started_late(luaretry_call *c) {
   stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline", "the deadline (%.3f s) passed "
               "while the fleet was asked for a probe permit", c->rules->deadline);
   lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+}
+
+/* A call the guards refuse before its first attempt (an open circuit, the
+ * client-side throttle) stops before it touches anything. */
+static void refused_at_begin(luaretry_call *c) {
+  const lr_rules *rules = c->rules;
+  int remote_said;
+  if (rules->guards.breaker && !breaker_admits(c, 1, c->start, &remote_said)) {
+    /* An open circuit: the call stops before it touches anything. */
+    luaretry_decision d;
+    memset(&d, 0, sizeof d);
+    stop_saying(c, &d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit is open: "
+                "calls fail fast for %.3f s after %d transient failures in a row%s",
+                whose(remote_said), rules->guards.open_seconds, rules->guards.failures,
+                rate_note(&rules->guards));
+    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+  } else if (throttle_refuses(c, c->start)) {
+    luaretry_decision d;
+    memset(&d, 0, sizeof d);
+    stop_throttled(c, &d, c->start);
+    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+  }
 }
 
 luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_attempts,
@@ -229,22 +313,19 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
     return rc;
   }
   c->flight = &c->one;
+  /* The invocation id from a stream of its own, derived from the call's:
+   * the jitter's draws stay what they were without it. */
+  lr_rng id_rng;
+  lr_rng_seed(&id_rng, c->rng.s[0] ^ c->rng.s[3] ^ 0x6c72696e766f6b65ull);
+  c->invocation[0] = lr_rng_next(&id_rng);
+  c->invocation[1] = lr_rng_next(&id_rng);
   c->start = lr_clock_now(&c->clock);
   c->previous = rules->backoff.initial;
+  c->throttle_previous = rules->throttle_backoff.initial;
   c->next_timeout = timeout_at(rules, 0);
   lr_count(c->shared, LR_M_CALLS, 1);
-  int remote_said;
-  if (rules->guards.breaker && !breaker_admits(c, 1, c->start, &remote_said)) {
-    /* An open circuit: the call stops before it touches anything. */
-    luaretry_decision d;
-    memset(&d, 0, sizeof d);
-    stop_saying(c, &d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit is open: "
-                "calls fail fast for %.3f s after %d transient failures in a row",
-                whose(remote_said), rules->guards.open_seconds, rules->guards.failures);
-    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
-  } else if (c->remote && rules->deadline > 0) {
-    started_late(c);
-  }
+  refused_at_begin(c);
+  if (!c->stopped && c->remote && rules->deadline > 0) started_late(c);
   *out = c;
   return LUARETRY_OK;
 }
@@ -286,8 +367,8 @@ static int refused_after_wait(luaretry_call *c, luaretry_decision *d) {
     /* stopped: the deadline passed, or the call was cancelled */
   } else if (g->breaker && !breaker_admits(c, 0, now, &remote_said)) {
     stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit opened while "
-                "the call waited to retry (%d transient failures in a row)",
-                whose(remote_said), g->failures);
+                "the call waited to retry (%d transient failures in a row%s)",
+                whose(remote_said), g->failures, rate_note(g));
   } else if (g->budget && c->remote &&
              c->remote->ops->budget_allows_retry(c->remote->ud, now) == 0) {
     stop_saying(c, d, LUARETRY_REASON_BUDGET, "budget", "the fleet's retry budget was spent "
@@ -314,8 +395,22 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     d->message = c->message && c->message[0] ? c->message : NULL;
     return LUARETRY_OK;
   }
+  int fresh = c->rules->guards.rate && c->admitted <= c->attempts;  /* a token to ask for */
+  if (fresh && rate_token(c, d->elapsed) < 0) {
+    stop_rate_limited(c, d, d->elapsed);
+    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+    if (c->observer) c->observer(c->observer_ud, NULL, d);
+    return LUARETRY_OK;
+  }
   d->retry = 1;
   d->next_timeout = c->next_timeout;
+  if (c->admit_at > d->elapsed) {
+    /* the rate limiter's token comes then: wait for it, then attempt */
+    d->wait = c->admit_at - d->elapsed;
+    d->wait_source = LUARETRY_WAIT_RATE;
+    if (fresh) lr_count(c->shared, LR_METRIC_COUNT, clamp_ns(d->wait));  /* once per ask */
+  }
+  c->attempt_start = d->elapsed + d->wait;  /* the attempt asked for begins then */
   return LUARETRY_OK;
 }
 
@@ -326,6 +421,7 @@ void luaretry_call_free(luaretry_call *c) {
   free(c->own);
   free(c->data.blob);
   free(c->data.prepared);
+  free(c->data.headers);
   free(c->message);
   free(c->errmsg);
   free(c->hook_error);
@@ -334,8 +430,21 @@ void luaretry_call_free(luaretry_call *c) {
 }
 
 static lr_attempt_ctx context(luaretry_call *c, int attempt, double elapsed) {
-  lr_attempt_ctx ctx = { attempt, elapsed, &c->rng, &c->data, 0 };
+  lr_attempt_ctx ctx = { attempt, elapsed, &c->rng, &c->data, 0, c };
   return ctx;
+}
+
+const char *luaretry_call_invocation_id(luaretry_call *c) {
+  if (!c) return "";
+  if (!c->invocation_id[0]) {
+    /* RFC 9562's version 4: the version nibble 4, the variant bits 10 */
+    uint64_t hi = (c->invocation[0] & ~0xf000ull) | 0x4000ull;
+    uint64_t lo = (c->invocation[1] & ~(3ull << 62)) | (2ull << 62);
+    snprintf(c->invocation_id, sizeof c->invocation_id, "%08x-%04x-%04x-%04x-%012llx",
+             (unsigned)(hi >> 32), (unsigned)(hi >> 16) & 0xffff, (unsigned)hi & 0xffff,
+             (unsigned)(lo >> 48), (unsigned long long)(lo & 0xffffffffffffull));
+  }
+  return c->invocation_id;
 }
 
 luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_request *r,
@@ -412,13 +521,19 @@ static int backoff_wait(luaretry_call *c, const lr_verdict *v, const lr_attempt_
     *src = LUARETRY_WAIT_SCRIPT;
     return 0;
   }
+  int capped;
+  if (v->throttled) {  /* the throttling backoff, whatever the policy's backoff is */
+    *w = lr_backoff_wait(&c->rules->throttle_backoff, (uint64_t)n, &c->throttle_previous,
+                         &c->rng, &capped);
+    *src = capped ? LUARETRY_WAIT_CLAMPED : LUARETRY_WAIT_THROTTLE;
+    return 0;
+  }
   if (c->rules->backoff.kind == LUARETRY_BACKOFF_SCRIPT) {
     if (c->judge->backoff(c->judge->ud, ctx, n, c->previous, w, err) != 0) return -1;
     c->previous = *w;
     *src = LUARETRY_WAIT_BACKOFF;
     return 0;
   }
-  int capped;
   *w = lr_backoff_wait(&c->rules->backoff, (uint64_t)n, &c->previous, &c->rng, &capped);
   *src = capped ? LUARETRY_WAIT_CLAMPED : LUARETRY_WAIT_BACKOFF;
   return 0;
@@ -431,6 +546,16 @@ static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict 
   const lr_guards *g = &c->rules->guards;
   int guarded = g->budget || g->breaker;
   double guard_now = c->guard_origin + now;
+  if (v->cls != LUARETRY_CLASS_ERROR && lr_breaker_rated(g)) {
+    int failed = v->cls == LUARETRY_CLASS_TRANSIENT && !v->throttled;
+    int slow = g->slow_seconds > 0 && d->elapsed - c->attempt_start >= g->slow_seconds;
+    lr_breaker_record(c->shared, g, failed, slow, guard_now);
+  }
+  if (v->cls != LUARETRY_CLASS_ERROR) {
+    lr_throttle_record(c->shared, g, v->cls != LUARETRY_CLASS_TRANSIENT, guard_now);
+    if (v->cls == LUARETRY_CLASS_SUCCESS || v->throttled)
+      lr_rate_answer(c->shared, g, v->throttled, guard_now);
+  }
   switch (v->cls) {
   case LUARETRY_CLASS_SUCCESS:
     if (guarded) lr_guards_success(c->shared, g, guard_now);
@@ -444,14 +569,20 @@ static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict 
     else stop(c, d, LUARETRY_REASON_FINAL, v->rule);
     return 1;
   case LUARETRY_CLASS_TRANSIENT:
-    if (guarded) lr_guards_failure(c->shared, g, guard_now);
+    if (v->throttled) {
+      lr_count(c->shared, LR_M_THROTTLED, 1);
+      d->throttled = 1;
+      if (guarded) lr_guards_throttled(c->shared, g, guard_now);
+    } else if (guarded) {
+      lr_guards_failure(c->shared, g, guard_now);
+    }
     if (guarded && c->remote) c->remote->ops->record(c->remote->ud, LR_REMOTE_FAILURE, now);
     if (!o->not_repeatable) return 0;
     stop_saying(c, d, LUARETRY_REASON_FINAL, "idempotency", "transient, but %s%s is not "
                 "idempotent and may have taken effect", o->method ? o->method : "the operation",
                 o->method ? " request" : "");
     return 1;
-  case LUARETRY_CLASS_ERROR:
+  case LUARETRY_CLASS_ERROR: case LUARETRY_CLASS_THROTTLING:  /* the judge never says it */
     break;
   }
   stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, v->rule, "%s", v->message);
@@ -476,7 +607,11 @@ static int limited(luaretry_call *c, double now, luaretry_decision *d) {
   }
   if (g->breaker && !breaker_admits(c, 0, now, &remote_said)) {
     stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit opened after %d "
-                "transient failures in a row", whose(remote_said), g->failures);
+                "transient failures in a row%s", whose(remote_said), g->failures, rate_note(g));
+    return 1;
+  }
+  if (throttle_refuses(c, now)) {
+    stop_throttled(c, d, now);
     return 1;
   }
   return 0;
@@ -508,10 +643,6 @@ static int server_wait(luaretry_call *c, const luaretry_outcome *o, const lr_ver
   return 0;
 }
 
-/* Nanoseconds for the counters, clamped: a 1e300 s wait still counts. */
-static long long clamp_ns(double seconds) {
-  return seconds >= 9.2e9 ? (long long)9.2e18 : seconds > 0 ? (long long)(seconds * 1e9) : 0;
-}
 
 /* A transient outcome the guards let through: the wait (backoff, or the
  * server's or the script's), then a retry, or a stop when that wait would
@@ -532,6 +663,14 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
     return;
   }
   if (server_wait(c, o, v, &w, &src, d)) return;
+  if (r->guards.rate) {
+    double extra = rate_token(c, d->elapsed + w);
+    if (extra < 0) {
+      stop_rate_limited(c, d, d->elapsed + w);
+      return;
+    }
+    if (extra > 0) w += extra, src = LUARETRY_WAIT_RATE;
+  }
   if (r->deadline > 0 && d->elapsed + w >= r->deadline) {
     stop_saying(c, d, LUARETRY_REASON_DEADLINE,
                 src == LUARETRY_WAIT_SERVER ? "retry_after" : "deadline",
@@ -546,6 +685,7 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
   lr_count(c->shared, LR_METRIC_COUNT, clamp_ns(w));
   d->wait_source = src;
   d->next_timeout = c->next_timeout = timeout_at(r, d->elapsed + w);
+  c->attempt_start = d->elapsed + w;  /* a host that does not ask next */
   d->rule = v->rule;
   if (c->judge->on_retry) {
     char *b = buffer(&c->hook_error);
@@ -620,6 +760,7 @@ static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
   v.cls = LUARETRY_CLASS_TRANSIENT;
   v.wait = -1;
   v.jitter = v.server = v.reason = 0;
+  v.throttled = 0;
   v.rule = "simulate";
   v.message[0] = '\0';
   lr_attempt_ctx ctx = context(c, d->attempt, d->elapsed);
@@ -627,7 +768,11 @@ static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
   c->judge->classify(c->judge->ud, o, &ctx, &v);
   /* A simulation forces the class, but the judge still runs: a wait the
    * script chooses, and its errors, are part of the schedule. */
-  if (forced && v.cls != LUARETRY_CLASS_ERROR) v.cls = *forced;
+  if (forced && v.cls != LUARETRY_CLASS_ERROR) {
+    v.throttled = *forced == LUARETRY_CLASS_THROTTLING ||
+                  (v.throttled && *forced == LUARETRY_CLASS_TRANSIENT);
+    v.cls = *forced == LUARETRY_CLASS_THROTTLING ? LUARETRY_CLASS_TRANSIENT : *forced;
+  }
   if (judged(c, o, &v, now, d)) {
     if (f.hedge && (v.cls == LUARETRY_CLASS_SUCCESS || v.cls == LUARETRY_CLASS_FINAL))
       lr_count(c->shared, LR_M_HEDGES_WON, 1);
@@ -784,6 +929,19 @@ static void gave_up(luaretry_call *c, int attempt, luaretry_code rc, luaretry_de
   if (c->observer) c->observer(c->observer_ud, NULL, d);
 }
 
+/* luaretry_call_next until it says go at once (a rate limiter's token may
+ * take waits) or stop; a cancel stops the call. */
+static luaretry_code await_token(luaretry_call *c, luaretry_decision *d) {
+  for (;;) {
+    luaretry_code rc = luaretry_call_next(c, d);
+    if (rc != LUARETRY_OK || !d->retry || !(d->wait > 0)) return rc;
+    if (lr_wait(&c->clock, &c->waiter, d->wait)) {
+      luaretry_call_stop_cancelled(c, d);
+      return LUARETRY_OK;
+    }
+  }
+}
+
 luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
                                 void *ud, luaretry_decision *final) {
   if (!c || !op || !final) return LUARETRY_E_ARG;
@@ -792,6 +950,10 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
     /* refused at begin (circuit open): a decision, not a misuse */
     if (c->attempts == 0) return luaretry_call_next(c, final);
     return LUARETRY_E_STATE;
+  }
+  if (c->rules->guards.rate && c->attempts == 0) {  /* the first attempt's token */
+    luaretry_code rc = await_token(c, final);
+    if (rc != LUARETRY_OK || !final->retry) return rc;
   }
   for (;;) {
     luaretry_outcome o;
@@ -813,7 +975,7 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
       luaretry_call_stop_cancelled(c, final);
       return LUARETRY_OK;
     }
-    rc = luaretry_call_next(c, final);  /* the breaker may have opened meanwhile */
+    rc = await_token(c, final);  /* the breaker may have opened meanwhile */
     if (rc != LUARETRY_OK || !final->retry) return rc;
   }
 }

@@ -77,11 +77,27 @@ double lr_backoff_wait(const lr_backoff *b, uint64_t n, double *previous,
 typedef struct {
   int budget;                 /* retry throttling on */
   double max_tokens, token_ratio;
+  double throttle_cost;       /* tokens a throttling outcome takes */
   int breaker;                /* circuit breaker on */
   int failures;               /* transient failures in a row to open */
   double open_seconds;
   int probes;                 /* calls let through when half-open */
+  /* the rate rules, beside `failures`: over the last `window` outcomes
+   * (once `min_calls` are in), open when the share of failures reaches
+   * failure_rate, or that of attempts lasting slow_seconds or more
+   * reaches slow_rate.  0: off. */
+  double failure_rate, slow_seconds, slow_rate;
+  int window, min_calls;
+  /* client-side throttling (the SRE book's): 0: off */
+  double throttle_k, throttle_window;
+  /* the rate limiter: a token bucket of rate_limit per second (adaptive:
+   * the most it may reach; 0: no most) and rate_burst tokens */
+  int rate, rate_adaptive;
+  double rate_limit;
+  long rate_burst;
 } lr_guards;
+
+#define LR_WINDOW_MAX 1000    /* outcomes a rate window may hold */
 
 /* Every attempt ends in a decision: a retry, or a stop for a reason.  So
  * attempts are not counted one by one (an atomic less per decision): they
@@ -92,9 +108,28 @@ enum {
   LR_M_CALLS, LR_M_UNATTEMPTED, LR_M_RETRIES, LR_M_SUCCESSES, LR_M_FINALS,
   LR_M_EXHAUSTED, LR_M_DEADLINE, LR_M_POLICY_ERRORS, LR_M_CANCELLED,
   LR_M_BUDGET, LR_M_CIRCUIT, LR_M_BREAKER_OPENINGS, LR_M_GAVE_UP, LR_M_SERVER_WAIT,
+  LR_M_THROTTLE_STOPS, LR_M_RATE_STOPS,   /* the last of the stops */
+  LR_M_THROTTLED,
   LR_M_HEDGES, LR_M_HEDGES_WON, LR_M_HEDGES_CANCELLED,  /* hedging: not stops */
   LR_METRIC_COUNT
 };
+
+/* pace.c's state: the client-side throttle's counts (ten buckets over its
+ * window) and the rate limiter's (GCRA's theoretical arrival time, the
+ * adaptive rate), under a spin lock held for a few instructions. */
+#define LR_PACE_BUCKETS 10
+typedef struct {
+  atomic_flag lock;
+  long long bucket_slot[LR_PACE_BUCKETS];
+  long requests[LR_PACE_BUCKETS], accepts[LR_PACE_BUCKETS];
+  double tat;               /* when the next token is free (guard clock) */
+  double rate;              /* adaptive: tokens per second now; 0: not limited yet */
+  double last_decrease;     /* adaptive: when it last slowed down */
+  long long sent_slot[LR_PACE_BUCKETS];
+  long sent[LR_PACE_BUCKETS];   /* attempts per tenth of a second: the send rate */
+  long long ok_slot[LR_PACE_BUCKETS];
+  long ok[LR_PACE_BUCKETS];     /* successes per tenth of a second: what the service took */
+} lr_pace;
 
 /* The counters, striped: each thread adds to a stripe of its own (by a
  * thread-local index), a cache line or two apart from the others', so
@@ -112,6 +147,12 @@ typedef struct {
   atomic_llong milli_tokens;
   atomic_int breaker_state, consecutive_failures, probes_left;
   atomic_llong opened_at_ns;
+  /* the rate rules' window: a ring of the last outcomes (bit 0: failed,
+   * bit 1: slow), under a spin lock held for a few instructions */
+  atomic_flag window_lock;
+  int window_len, window_pos, window_failed, window_slow;
+  unsigned char window_ring[LR_WINDOW_MAX];
+  lr_pace pace;
   luaretry_breaker_fn on_change;
   void *on_change_ud;
 } lr_shared;
@@ -133,7 +174,41 @@ double lr_budget_tokens(lr_shared *s);
 int lr_breaker_admits(lr_shared *s, const lr_guards *g, int first_attempt, double now);
 void lr_guards_success(lr_shared *s, const lr_guards *g, double now);
 void lr_guards_failure(lr_shared *s, const lr_guards *g, double now);
+/* A throttling answer: budget.throttle_cost tokens; the breaker takes it
+ * as a sign of life (the service answered, asking for less). */
+void lr_guards_throttled(lr_shared *s, const lr_guards *g, double now);
+/* Whether the breaker has rate rules. */
+int lr_breaker_rated(const lr_guards *g);
+/* An outcome into the rate window (failed: a transient failure, not
+ * throttling; slow: the attempt lasted slow_seconds or more), which opens
+ * a closed circuit when a rate is reached.  1 when this outcome opened it. */
+int lr_breaker_record(lr_shared *s, const lr_guards *g, int failed, int slow, double now);
 void lr_guards_answered(lr_shared *s, const lr_guards *g, double now);
+
+/* ---- pace.c: client-side throttling and the rate limiter (guard clock) */
+
+void lr_pace_init(lr_pace *p);
+/* Starts afresh under its lock (new settings while calls run). */
+void lr_pace_reset(lr_pace *p);
+/* The throttle: 1 when an attempt may go now (it is counted as a
+ * request either way); `u` is a uniform draw in [0, 1) from the call. */
+int lr_throttle_admits(lr_shared *s, const lr_guards *g, double now, double u);
+/* The throttle's probability of refusing now, for messages. */
+double lr_throttle_refusal(lr_shared *s, const lr_guards *g, double now);
+/* An answer: accepted (a success or a final answer) or not. */
+void lr_throttle_record(lr_shared *s, const lr_guards *g, int accepted, double now);
+/* A token for an attempt that would start at `at`: the extra seconds to
+ * wait for it (0: at once), reserved (*held = 1); or, adaptive, when it
+ * would come more than a second ahead, the seconds after which to ask
+ * again (*held = 0; `u` in [0, 1) spreads them); or -1, nothing reserved,
+ * when it would come after `latest`. */
+double lr_rate_reserve(lr_shared *s, const lr_guards *g, double at, double latest, double u,
+                       int *held);
+/* The adaptive rate follows the answers: throttling slows it down, a
+ * success speeds it up. */
+void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now);
+/* Tokens per second now (0: none). */
+double lr_rate_now(lr_shared *s, const lr_guards *g);
 
 /* ---- the remote view: guards shared beyond this process (the fleet's,
  * through Redis), seen through a small interface so that the engine knows
@@ -228,7 +303,9 @@ typedef struct {
   long stall_speed;
   int retry_after;
   double max_retry_after;
+  char attempt_header[64];  /* "": none; else sent with the attempt number */
   lr_backoff backoff;
+  lr_backoff throttle_backoff;  /* after an outcome judged throttling */
   lr_guards guards;         /* installed into the policy's lr_shared */
   lr_hedge hedge;           /* hedge.max == 0: none */
   lr_remote remote;         /* the load's fleet, if any: it lives as long as
@@ -242,6 +319,7 @@ typedef struct {
   int jitter;               /* spread `wait` upward by the policy's jitter */
   int server;               /* `wait` is the server's: as a Retry-After */
   int reason;               /* a final verdict's reason is in message */
+  int throttled;            /* transient, and the service throttling */
   const char *rule;         /* static or owned by the policy */
   char message[512];        /* for LUARETRY_CLASS_ERROR */
 } lr_verdict;
@@ -252,6 +330,7 @@ typedef struct {
   char *blob;               /* info.call, serialized between decisions */
   size_t blob_len;
   void *prepared;           /* prepare()'s copy of the request, one block */
+  void *headers;            /* the headers with attempt_header's, one block */
 } lr_call_data;
 
 /* The call a judgement is for. */
@@ -261,6 +340,7 @@ typedef struct {
   lr_rng *rng;              /* the call's own stream: a script's math.random */
   lr_call_data *data;
   int hedge;                /* the attempt is a hedge: info.hedge */
+  luaretry_call *call;      /* for its invocation id */
 } lr_attempt_ctx;
 
 /* The policy's judgement, as the state machine sees it: plain callbacks,

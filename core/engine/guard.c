@@ -23,13 +23,27 @@ void lr_shared_init(lr_shared *s, const lr_guards *g) {
   atomic_init(&s->consecutive_failures, 0);
   atomic_init(&s->opened_at_ns, 0);
   atomic_init(&s->probes_left, 0);
+  atomic_flag_clear(&s->window_lock);
+  lr_pace_init(&s->pace);
 }
 
 static int same_guards(const lr_guards *a, const lr_guards *b) {
   return a->budget == b->budget && a->max_tokens == b->max_tokens &&
-         a->token_ratio == b->token_ratio && a->breaker == b->breaker &&
+         a->token_ratio == b->token_ratio && a->throttle_cost == b->throttle_cost &&
+         a->breaker == b->breaker &&
          a->failures == b->failures && a->open_seconds == b->open_seconds &&
-         a->probes == b->probes;
+         a->probes == b->probes && a->failure_rate == b->failure_rate &&
+         a->slow_seconds == b->slow_seconds && a->slow_rate == b->slow_rate &&
+         a->window == b->window && a->min_calls == b->min_calls &&
+         a->throttle_k == b->throttle_k && a->throttle_window == b->throttle_window &&
+         a->rate == b->rate && a->rate_adaptive == b->rate_adaptive &&
+         a->rate_limit == b->rate_limit && a->rate_burst == b->rate_burst;
+}
+
+static void window_clear(lr_shared *s) {
+  while (atomic_flag_test_and_set_explicit(&s->window_lock, memory_order_acquire)) {}
+  s->window_len = s->window_pos = s->window_failed = s->window_slow = 0;
+  atomic_flag_clear_explicit(&s->window_lock, memory_order_release);
 }
 
 void lr_shared_configure(lr_shared *s, const lr_guards *g) {
@@ -38,6 +52,8 @@ void lr_shared_configure(lr_shared *s, const lr_guards *g) {
   atomic_store(&s->milli_tokens, (long long)llround(g->max_tokens * MILLI));
   atomic_store(&s->breaker_state, LUARETRY_BREAKER_CLOSED);
   atomic_store(&s->consecutive_failures, 0);
+  window_clear(s);
+  lr_pace_reset(&s->pace);
 }
 
 /* The thread's stripe, from 1 (0: not chosen yet). */
@@ -110,6 +126,9 @@ static void change(lr_shared *s, const lr_guards *g, luaretry_breaker_state from
     atomic_store(&s->opened_at_ns, to_ns(now));
   }
   if (to == LUARETRY_BREAKER_CLOSED) atomic_store(&s->consecutive_failures, 0);
+  /* each state starts its rates afresh (resilience4j's rule too): a
+   * circuit just closed is not judged on what opened it */
+  if (to == LUARETRY_BREAKER_CLOSED || to == LUARETRY_BREAKER_OPEN) window_clear(s);
   if (s->on_change) s->on_change(s->on_change_ud, to);
 }
 
@@ -168,4 +187,44 @@ void lr_guards_failure(lr_shared *s, const lr_guards *g, double now) {
 
 void lr_budget_spend(lr_shared *s, const lr_guards *g) {
   if (g->budget) add_tokens(s, g, -MILLI);
+}
+
+void lr_guards_throttled(lr_shared *s, const lr_guards *g, double now) {
+  if (g->budget) add_tokens(s, g, -llround(g->throttle_cost * MILLI));
+  lr_guards_answered(s, g, now);
+}
+
+/* ---- the rate rules: a count-based sliding window of outcomes */
+
+int lr_breaker_rated(const lr_guards *g) {
+  return g->breaker && g->window > 0 && (g->failure_rate > 0 || g->slow_rate > 0);
+}
+
+int lr_breaker_record(lr_shared *s, const lr_guards *g, int failed, int slow, double now) {
+  if (!lr_breaker_rated(g)) return 0;
+  if (atomic_load(&s->breaker_state) != LUARETRY_BREAKER_CLOSED) return 0;
+  int window = g->window < LR_WINDOW_MAX ? g->window : LR_WINDOW_MAX;
+  unsigned char bits = (unsigned char)((failed ? 1 : 0) | (slow ? 2 : 0));
+  while (atomic_flag_test_and_set_explicit(&s->window_lock, memory_order_acquire)) {}
+  if (s->window_pos >= window) s->window_pos = 0;  /* a smaller window after a reload */
+  if (s->window_len >= window) {
+    unsigned char old = s->window_ring[s->window_pos];
+    s->window_failed -= old & 1;
+    s->window_slow -= (old >> 1) & 1;
+  } else {
+    s->window_len++;
+  }
+  s->window_ring[s->window_pos] = bits;
+  s->window_pos = (s->window_pos + 1) % window;
+  s->window_failed += bits & 1;
+  s->window_slow += (bits >> 1) & 1;
+  int n = s->window_len, open = 0;
+  if (n >= g->min_calls) {
+    open = (g->failure_rate > 0 && s->window_failed >= g->failure_rate * n) ||
+           (g->slow_rate > 0 && s->window_slow >= g->slow_rate * n);
+  }
+  atomic_flag_clear_explicit(&s->window_lock, memory_order_release);
+  if (!open) return 0;
+  change(s, g, LUARETRY_BREAKER_CLOSED, LUARETRY_BREAKER_OPEN, now);
+  return 1;
 }

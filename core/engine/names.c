@@ -38,6 +38,8 @@ const char *luaretry_reason_name(luaretry_reason r) {
   case LUARETRY_REASON_CIRCUIT_OPEN: return "circuit_open";
   case LUARETRY_REASON_GAVE_UP: return "gave_up";
   case LUARETRY_REASON_SERVER_WAIT_TOO_LONG: return "server_wait_too_long";
+  case LUARETRY_REASON_THROTTLE: return "throttle";
+  case LUARETRY_REASON_RATE_LIMIT: return "rate_limit";
   }
   return "unknown";
 }
@@ -49,6 +51,8 @@ const char *luaretry_wait_source_name(luaretry_wait_source s) {
   case LUARETRY_WAIT_SERVER: return "server";
   case LUARETRY_WAIT_SCRIPT: return "script";
   case LUARETRY_WAIT_CLAMPED: return "clamped";
+  case LUARETRY_WAIT_THROTTLE: return "throttle";
+  case LUARETRY_WAIT_RATE: return "rate";
   }
   return "unknown";
 }

@@ -273,6 +273,16 @@ static void start_attempt(batch *b, live_call *lc) {
     end_call(b, lc, rc, &d);
     return;
   }
+  if (d.wait > 0) {  /* the rate limiter's token comes later: wait without a slot */
+    if (b->copt.flags & LUARETRY_CALL_VIRTUAL_TIME) {
+      luaretry_call_wait(lc->c, d.wait);
+      lc->due = 0;
+    } else {
+      lc->due = lr_curl_now() + d.wait;
+    }
+    wait_push(b, lc);
+    return;
+  }
   if (!lc->h) {
     lc->h = b->o->easy ? curl_easy_duphandle(b->o->easy) : curl_easy_init();
     if (lc->h && b->o->share) curl_easy_setopt(lc->h, CURLOPT_SHARE, b->o->share);

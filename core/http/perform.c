@@ -29,6 +29,19 @@ static luaretry_code io_of(luaretry_policy *p, const luaretry_curl_options *o, l
   return LUARETRY_OK;
 }
 
+/* luaretry_call_next until it says go at once (the rate limiter's token
+ * may take waits) or stop; a cancel stops the call. */
+static luaretry_code await_token(luaretry_call *c, luaretry_decision *d) {
+  for (;;) {
+    luaretry_code rc = luaretry_call_next(c, d);
+    if (rc != LUARETRY_OK || !d->retry || !(d->wait > 0)) return rc;
+    if (luaretry_call_wait(c, d->wait) == LUARETRY_E_CANCELLED) {
+      luaretry_call_stop_cancelled(c, d);
+      return LUARETRY_OK;
+    }
+  }
+}
+
 /* Attempts until the policy stops the call; the final body to the sink
  * when it was kept whole. */
 static luaretry_code attempts(luaretry_call *c, CURL *h, CURLM *m, const luaretry_request *req,
@@ -58,7 +71,7 @@ static luaretry_code attempts(luaretry_call *c, CURL *h, CURLM *m, const luaretr
       luaretry_call_stop_cancelled(c, final);
       return LUARETRY_OK;
     }
-    rc = luaretry_call_next(c, final);  /* the breaker may have opened meanwhile */
+    rc = await_token(c, final);  /* the breaker may have opened meanwhile */
     if (rc != LUARETRY_OK || !final->retry) return rc;
   }
 }
@@ -73,7 +86,7 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
   luaretry_code rc = io_of(p, o, &io);
   if (rc != LUARETRY_OK) return rc;
   /* a call refused at begin (circuit open) never touches the network */
-  rc = luaretry_call_next(c, final);
+  rc = await_token(c, final);
   if (rc != LUARETRY_OK || !final->retry) return rc;
   int private_multi;
   CURLM *m = lr_curl_multi_take(&private_multi);

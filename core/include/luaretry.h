@@ -338,12 +338,14 @@ typedef struct {
   luaretry_guards_scope guards; /* whose counts the budget and breaker decide on
                                    now; FLEET: budget_tokens and breaker are the
                                    fleet's */
-  uint32_t reserved_32;
+  uint32_t rate_limited;      /* calls whose rate-limiter wait would pass the
+                                 deadline (counts modulo 2^32: the room left) */
   uint64_t hedges;            /* hedges sent */
   uint64_t hedges_won;        /* hedges whose answer ended the call */
   uint64_t hedges_cancelled;  /* attempts cancelled because another one of
                                  their call answered first */
-  uint64_t reserved[2];
+  uint64_t throttled;         /* outcomes judged throttling */
+  uint64_t throttle_refusals; /* attempts the client-side throttle refused */
 } luaretry_metrics;
 
 LUARETRY_API luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m);
@@ -491,7 +493,9 @@ typedef enum {
   LUARETRY_CLASS_SUCCESS = 0,
   LUARETRY_CLASS_FINAL,      /* not worth retrying */
   LUARETRY_CLASS_TRANSIENT,  /* retry after the backoff, or after `wait` */
-  LUARETRY_CLASS_ERROR       /* the classifier itself failed */
+  LUARETRY_CLASS_ERROR,      /* the classifier itself failed */
+  LUARETRY_CLASS_THROTTLING  /* transient, and the service is throttling the
+                                client: the throttling backoff and budget cost */
 } luaretry_class;
 
 /*
@@ -581,12 +585,14 @@ typedef enum {
   LUARETRY_REASON_BUDGET,
   LUARETRY_REASON_CIRCUIT_OPEN,
   LUARETRY_REASON_GAVE_UP,              /* the host's operation gave up */
-  LUARETRY_REASON_SERVER_WAIT_TOO_LONG  /* a Retry-After above max_retry_after */
+  LUARETRY_REASON_SERVER_WAIT_TOO_LONG, /* a Retry-After above max_retry_after */
+  LUARETRY_REASON_THROTTLE,             /* the client-side throttle refused the attempt */
+  LUARETRY_REASON_RATE_LIMIT            /* the rate limiter's wait would pass the deadline */
 } luaretry_reason;
 
 /* "retry" for NONE, else "success", "final", "exhausted", "deadline",
  * "policy_error", "cancelled", "budget", "circuit_open", "gave_up",
- * "server_wait_too_long". */
+ * "server_wait_too_long", "throttle", "rate_limit". */
 LUARETRY_API const char *luaretry_reason_name(luaretry_reason r);
 
 typedef enum {
@@ -594,7 +600,9 @@ typedef enum {
   LUARETRY_WAIT_BACKOFF,  /* the policy's backoff */
   LUARETRY_WAIT_SERVER,   /* the server's Retry-After */
   LUARETRY_WAIT_SCRIPT,   /* is_transient returned a number */
-  LUARETRY_WAIT_CLAMPED   /* the backoff's cap (max) decided the wait */
+  LUARETRY_WAIT_CLAMPED,  /* the backoff's cap (max) decided the wait */
+  LUARETRY_WAIT_THROTTLE, /* the throttling backoff (throttle_backoff) */
+  LUARETRY_WAIT_RATE      /* the rate limiter (`rate`): a token comes then */
 } luaretry_wait_source;
 
 LUARETRY_API const char *luaretry_wait_source_name(luaretry_wait_source s);
@@ -618,7 +626,9 @@ typedef struct {
   int in_flight;              /* attempts of the call still running: with
                                  retry = 0 and reason NONE, wait for them; once
                                  the call stopped, cancel them */
-  uint64_t reserved[3];
+  int throttled;              /* the outcome was judged throttling */
+  uint32_t reserved_32;
+  uint64_t reserved[2];
 } luaretry_decision;
 
 /* ------------------------------------------------------------------ calls */
@@ -667,7 +677,12 @@ LUARETRY_API void luaretry_call_stall(const luaretry_call *c, double *seconds, l
  * is known down).  When the deadline passed meanwhile, the call stops
  * (deadline); d->next_timeout is what is left of it.  A host with its own
  * event loop should know this call may block that long when its policy
- * has fleet.redis. */
+ * has fleet.redis.  With the policy's rate limiter (`rate`), d->wait may
+ * be above 0 (wait_source RATE): the attempt's token comes then; wait that
+ * long (luaretry_call_wait, or the host's own timer), then make the
+ * attempt (asking again gives what is left of the wait; the token is
+ * kept).  A token that would come after the deadline stops the call
+ * (reason RATE_LIMIT). */
 LUARETRY_API luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d);
 LUARETRY_API luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_decision *d);
@@ -686,6 +701,11 @@ LUARETRY_API luaretry_code luaretry_call_is_idempotent(luaretry_call *c,
                                                        int *idempotent);
 LUARETRY_API luaretry_code luaretry_call_prepare(luaretry_call *c, const luaretry_request *in,
                                                  int attempt, luaretry_request *out);
+/* The call's invocation id: a UUID version 4 ("xxxxxxxx-xxxx-4xxx-yxxx-
+ * xxxxxxxxxxxx", lower case), the same for all its attempts, drawn from a
+ * stream derived from the call's seed (a fixed seed gives a fixed id; the
+ * jitter's draws are not changed by it).  Valid as long as the call. */
+LUARETRY_API const char *luaretry_call_invocation_id(luaretry_call *c);
 
 /* A file descriptor that becomes readable once the call is cancelled, for
  * a host that waits on I/O itself (poll it with its sockets); made on first
@@ -820,7 +840,11 @@ typedef struct {
   double sync;                  /* seconds; 0: the policy's fleet.sync */
   luaretry_herd_attempt_fn each; /* NULL: none */
   void *ud;
-  uint64_t reserved[2];
+  int outage_status;            /* the outage's answer; 0: 503 (429: throttling) */
+  int shared;                   /* 1: the N clients are calls of one process,
+                                   sharing its guards (budget, breaker,
+                                   throttle, rate): fresh ones, not the policy's */
+  uint64_t reserved[1];
 } luaretry_herd_options;
 
 typedef struct {

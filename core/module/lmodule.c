@@ -314,6 +314,8 @@ static int p_metrics(lua_State *L) {
     { "circuit_refusals", m.circuit_refusals }, { "breaker_openings", m.breaker_openings },
     { "hedges", m.hedges }, { "hedges_won", m.hedges_won },
     { "hedges_cancelled", m.hedges_cancelled },
+    { "throttled", m.throttled }, { "throttle_refusals", m.throttle_refusals },
+    { "rate_limited", m.rate_limited },
   };
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
     lua_pushinteger(L, (lua_Integer)counts[i].v);
@@ -395,6 +397,10 @@ static void push_decision(lua_State *L, const luaretry_decision *d) {
   set_str(L, "rule", d->rule);
   set_str(L, "message", d->message);
   set_str(L, "hook_error", d->hook_error);
+  if (d->throttled) {  /* only when true: a decision's table stays as it was */
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "throttled");
+  }
 }
 
 static int collect_decision(void *ud, const luaretry_decision *d) {
@@ -762,6 +768,12 @@ static int c_prepare(lua_State *L) {
   return 1;
 }
 
+/* c:invocation_id() -> the call's UUID, the same for all its attempts */
+static int c_invocation_id(lua_State *L) {
+  lua_pushstring(L, luaretry_call_invocation_id(check_call(L, 1)));
+  return 1;
+}
+
 static int c_cancel(lua_State *L) {
   luaretry_call_cancel(check_call(L, 1));
   return 0;
@@ -877,7 +889,7 @@ static const luaL_Reg policy_methods[] = {
 };
 
 static const luaL_Reg call_methods[] = {
-  { "report", c_report }, { "next", c_next }, { "timeout", c_timeout }, { "elapsed", c_elapsed },
+  { "report", c_report }, { "next", c_next }, { "invocation_id", c_invocation_id }, { "timeout", c_timeout }, { "elapsed", c_elapsed },
   { "wait", c_wait }, { "cancel", c_cancel }, { "close", c_gc },
   { "is_idempotent", c_is_idempotent }, { "prepare", c_prepare }, { NULL, NULL }
 };

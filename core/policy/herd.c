@@ -1,13 +1,13 @@
 /* herd.c: luaretry_simulate_herd, N clients failing together, each one
  * call through the engine on the virtual clock: the one herd simulator,
- * for `simulate --clients` with and without --fleet and for hosts.  With
- * `fleet`, the clients share a simulated fleet (engine/simfleet.c) and are
- * driven in the order of their attempts (a heap of next-attempt times;
- * ties by client number, so a seed gives the same result on every run);
- * without, each call has guards of its own and nothing joins them, so the
- * clients run one after the other and memory stays flat whatever N.  Calls
- * are isolated: the policy's counters and the real fleet are never
- * touched. */
+ * for `simulate --clients` (with --fleet or --process too) and for hosts.
+ * With `fleet` (a simulated fleet, engine/simfleet.c) or `shared` (the
+ * guards of one process, fresh ones) the clients are driven in the order
+ * of their attempts (a heap of next-attempt times; ties by client number,
+ * so a seed gives the same result on every run); without either, each call
+ * has guards of its own and nothing joins them, so the clients run one
+ * after the other and memory stays flat whatever N.  Calls are isolated:
+ * the policy's counters and the real fleet are never touched. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +24,9 @@ typedef struct {
   luaretry_call **calls;
   long *attempts;
   lr_simfleet *fleet;
+  lr_shared *process;       /* shared: the one process's guards */
   double outage;
+  int status;               /* the outage's answer */
   luaretry_herd_result *r;
   const luaretry_herd_options *o;
   long base;                     /* calls[k], attempts[k] are client base + k's */
@@ -77,9 +79,14 @@ static luaretry_code step(herd_run *h, long i, double t) {
   luaretry_code rc = luaretry_call_next(c, &d);
   if (rc != LUARETRY_OK) return rc;
   if (!d.retry) return finish(h, i, d.reason, t), LUARETRY_OK;
+  if (d.wait > 0) {  /* the rate limiter's token comes later: back in line */
+    luaretry_call_wait(c, d.wait);
+    push(h, luaretry_call_elapsed(c), i);
+    return LUARETRY_OK;
+  }
   luaretry_outcome o;
   luaretry_outcome_init(&o);
-  o.status = t < h->outage ? 503 : 200;
+  o.status = t < h->outage ? h->status : 200;
   o.body = "";
   o.method = "GET";
   if ((rc = luaretry_call_report(c, &o, &d)) != LUARETRY_OK) return rc;
@@ -98,7 +105,8 @@ static luaretry_code step(herd_run *h, long i, double t) {
 static luaretry_code begin_one(herd_run *h, luaretry_policy *p, lr_gen *g, long i) {
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
-  opt.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED;
+  opt.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME |
+              (h->process ? 0 : LUARETRY_CALL_ISOLATED);
   opt.seed = h->o->seed + (uint64_t)i;
   lr_gen_ref(g);   /* the call's; its judge gives it back */
   const lr_remote *remote = NULL;
@@ -107,7 +115,8 @@ static luaretry_code begin_one(herd_run *h, luaretry_policy *p, lr_gen *g, long 
     remote = lr_simfleet_client(h->fleet, i);
   }
   h->attempts[i - h->base] = 0;
-  return lr_call_new(&g->judge, &g->rules, 0, lr_policy_shared(p), remote, &opt,
+  return lr_call_new(&g->judge, &g->rules, 0, h->process ? h->process : lr_policy_shared(p),
+                     remote, &opt,
                      &h->calls[i - h->base]);
 }
 
@@ -119,14 +128,18 @@ static double fleet_sync(luaretry_policy *p, const luaretry_herd_options *o) {
   return s;
 }
 
-/* A fleet: every call begins at t=0, and the heap drives them in order. */
-static luaretry_code run_fleet(herd_run *h, luaretry_policy *p, lr_gen *g) {
+/* A fleet or one process: every call begins at t=0, and the heap drives
+ * them in order. */
+static luaretry_code run_heap(herd_run *h, luaretry_policy *p, lr_gen *g) {
   long n = h->o->clients;
   h->heap = malloc(sizeof *h->heap * (size_t)n);
   h->calls = calloc((size_t)n, sizeof *h->calls);
   h->attempts = calloc((size_t)n, sizeof *h->attempts);
-  h->fleet = lr_simfleet_new(&g->rules.guards, fleet_sync(p, h->o), n);
-  if (!h->heap || !h->calls || !h->attempts || !h->fleet) return LUARETRY_E_NOMEM;
+  if (h->o->fleet) h->fleet = lr_simfleet_new(&g->rules.guards, fleet_sync(p, h->o), n);
+  if (h->o->shared && (h->process = lr_aligned_calloc(sizeof *h->process)))
+    lr_shared_init(h->process, &g->rules.guards);
+  if ((h->o->shared && !h->process) || (h->o->fleet && !h->fleet)) return LUARETRY_E_NOMEM;
+  if (!h->heap || !h->calls || !h->attempts) return LUARETRY_E_NOMEM;
   luaretry_code rc = LUARETRY_OK;
   for (long i = 0; i < n && rc == LUARETRY_OK; i++) {
     rc = begin_one(h, p, g, i);
@@ -161,7 +174,8 @@ static luaretry_code run_each(herd_run *h, luaretry_policy *p, lr_gen *g) {
 luaretry_code luaretry_simulate_herd(luaretry_policy *p, const luaretry_herd_options *o,
                                      luaretry_herd_result *r) {
   if (!p || !o || !r || o->clients < 1 || o->clients > HERD_MAX_CLIENTS ||
-      !(o->outage >= 0 && o->outage <= 1e6) || !(o->sync >= 0 && o->sync <= 3600))
+      !(o->outage >= 0 && o->outage <= 1e6) || !(o->sync >= 0 && o->sync <= 3600) ||
+      (o->outage_status && (o->outage_status < 100 || o->outage_status > 599)))
     return LUARETRY_E_ARG;
   memset(r, 0, sizeof *r);
   lr_gen *g = lr_policy_current(p);
@@ -169,13 +183,15 @@ luaretry_code luaretry_simulate_herd(luaretry_policy *p, const luaretry_herd_opt
   herd_run h;
   memset(&h, 0, sizeof h);
   h.outage = o->outage;
+  h.status = o->outage_status ? o->outage_status : 503;
   h.r = r;
   h.o = o;
   r->clients = (uint64_t)o->clients;
-  luaretry_code rc = o->fleet ? run_fleet(&h, p, g) : run_each(&h, p, g);
+  luaretry_code rc = o->fleet || o->shared ? run_heap(&h, p, g) : run_each(&h, p, g);
   if (rc == LUARETRY_OK && h.stopped) rc = LUARETRY_E_CANCELLED;
   for (long i = 0; h.calls && i < o->clients; i++) luaretry_call_free(h.calls[i]);
   lr_simfleet_free(h.fleet);
+  free(h.process);
   free(h.heap);
   free(h.calls);
   free(h.attempts);

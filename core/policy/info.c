@@ -69,6 +69,8 @@ int lr_info_index(lua_State *L) {
   else if (strcmp(k, "elapsed") == 0) lua_pushnumber(L, s->cur_ctx->elapsed);
   else if (strcmp(k, "call") == 0 && s->cur_ctx->data) lr_script_push_call(L, s);
   else if (strcmp(k, "hedge") == 0) lua_pushboolean(L, s->cur_ctx->hedge);
+  else if (strcmp(k, "invocation_id") == 0 && s->cur_ctx->call)
+    lua_pushstring(L, luaretry_call_invocation_id(s->cur_ctx->call));
   else if (!o) return 0;
   else if (strcmp(k, "error") == 0) push_string_or_nil(L, o->error);
   else if (strcmp(k, "error_detail") == 0) push_string_or_nil(L, o->error_detail);

@@ -83,7 +83,8 @@ static int run_hook(lr_script *s, int slot, int ref, int bodiless, const char *f
   } else if (body_cached(s, s->cur)) {
     /* nothing pushed here allocates: the hook is called directly, with
      * no C function between the host and the script */
-    lua_pushvalue(L, slot);
+    if (slot) lua_pushvalue(L, slot);
+    else lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
     lua_pushinteger(L, s->cur->status);
     lua_pushvalue(L, SLOT_BODY);
     lua_pushvalue(L, SLOT_INFO);
@@ -133,6 +134,7 @@ static void default_classify(const luaretry_outcome *o, lr_verdict *v) {
   switch (o->status) {
   case 0: case 408: case 429: case 500: case 502: case 503: case 504:
     v->cls = LUARETRY_CLASS_TRANSIENT;
+    v->throttled = o->status == 429 && !o->error;
     return;
   }
   v->cls = o->error ? LUARETRY_CLASS_TRANSIENT : LUARETRY_CLASS_FINAL;
@@ -150,6 +152,10 @@ static void host_classify(lr_gen *g, const luaretry_outcome *o, const lr_attempt
   v->cls = g->p->host_classify(g->p->host_ud, o, ctx->attempt, &wait);
   v->wait = wait >= 0 && isfinite(wait) ? wait : -1;
   v->rule = "host classifier";
+  if (v->cls == LUARETRY_CLASS_THROTTLING) {
+    v->cls = LUARETRY_CLASS_TRANSIENT;
+    v->throttled = 1;
+  }
   if (v->cls != LUARETRY_CLASS_SUCCESS && v->cls != LUARETRY_CLASS_FINAL &&
       v->cls != LUARETRY_CLASS_TRANSIENT) {
     /* ERROR, or a value outside the enum: a policy error with a message */
@@ -260,6 +266,27 @@ static int script_success(lua_State *L, lr_script *s, lr_verdict *v) {
   return 1;
 }
 
+/* A transient outcome: throttling?  The script's is_throttling, or else
+ * the engine's rule: an HTTP 429 (Too Many Requests) is. */
+static void judge_throttling(lua_State *L, lr_script *s, lr_verdict *v) {
+  const luaretry_outcome *o = s->cur;
+  if (!s->ref_is_throttling) {
+    v->throttled = o->kind != LUARETRY_OUTCOME_COMMAND && o->status == 429 && !o->error;
+    return;
+  }
+  if (run_hook(s, 0, s->ref_is_throttling, 0, "is_throttling", s->rule_is_throttling, v)) return;
+  int t = lua_type(L, -2), yes = lua_toboolean(L, -2);  /* and a reason, ignored */
+  lua_pop(L, 2);
+  if (t != LUA_TBOOLEAN && t != LUA_TNIL) {
+    v->cls = LUARETRY_CLASS_ERROR;
+    v->rule = s->rule_is_throttling;
+    lr_fmt(v->message, sizeof v->message, "%s: is_throttling returned a %s (expected true, "
+           "false or nil)", s->rule_is_throttling, lua_typename(L, t));
+    return;
+  }
+  v->throttled = yes;
+}
+
 static void judge_in(lr_script *s, const luaretry_outcome *o, lr_verdict *v) {
   lua_State *L = s->sb->L;
   if (s->ref_is_success) {
@@ -271,12 +298,14 @@ static void judge_in(lr_script *s, const luaretry_outcome *o, lr_verdict *v) {
   }
   if (!s->ref_is_transient) {
     default_classify(o, v);
+    if (v->cls == LUARETRY_CLASS_TRANSIENT && s->ref_is_throttling) judge_throttling(L, s, v);
     return;
   }
   if (run_hook(s, SLOT_IS_TRANSIENT, s->ref_is_transient, s->bodiless_is_transient,
                "is_transient", s->rule_is_transient, v))
     return;
   read_transient(L, s, v);
+  if (v->cls == LUARETRY_CLASS_TRANSIENT) judge_throttling(L, s, v);
 }
 
 static void classify(void *ud, const luaretry_outcome *o, const lr_attempt_ctx *ctx,
@@ -426,7 +455,10 @@ void lr_gen_on_breaker(lr_gen *g, const char *state) {
 static luaretry_code judge_prepare(void *ud, const luaretry_request *in, int attempt,
                                    luaretry_request *out, const lr_attempt_ctx *ctx, char *err,
                                    size_t errlen) {
-  return lr_gen_prepare(ud, in, attempt, out, &ctx->data->prepared, ctx, err, errlen);
+  lr_gen *g = ud;
+  luaretry_code rc = lr_gen_prepare(g, in, attempt, out, &ctx->data->prepared, ctx, err, errlen);
+  if (rc != LUARETRY_OK || !g->rules.attempt_header[0]) return rc;
+  return lr_add_attempt_header(g->rules.attempt_header, attempt, out, &ctx->data->headers);
 }
 
 static luaretry_code judge_is_idempotent(void *ud, const luaretry_request *r, int *yes,

@@ -121,9 +121,12 @@ static void read_table_fields(lua_State *L, lr_load *ld, int parent, int t, int 
   lr_fmt(prefix, sizeof prefix, "%s.", lr_fields[parent].name);
   size_t plen = strlen(prefix);
   for (int j = 0; j < F_COUNT; j++) {
-    if (!lr_field_in(j, parent)) continue;
+    if (!lr_field_in(j, parent) || strchr(lr_fields[j].name + plen, '.')) continue;
     lua_pushstring(L, lr_fields[j].name + plen);
     lua_rawget(L, t);
+    /* a table in the table (breaker.slow_call): its fields, one level down */
+    if (has_fields(j) && lua_type(L, -1) == LUA_TTABLE)
+      read_table_fields(L, ld, j, lua_gettop(L), line);
     read_field(L, &ld->fields[j], line);
   }
   unknown_names(L, ld, t, 0, 0, line, prefix);
@@ -437,7 +440,8 @@ static void read_fields(lua_State *L, lr_load *ld, int src, int lines) {
       char *rule = i == F_IS_TRANSIENT ? s->rule_is_transient
                  : i == F_IS_SUCCESS ? s->rule_is_success
                  : i == F_BACKOFF ? s->rule_backoff
-                 : i == F_IS_IDEMPOTENT ? s->rule_is_idempotent : NULL;
+                 : i == F_IS_IDEMPOTENT ? s->rule_is_idempotent
+                 : i == F_IS_THROTTLING ? s->rule_is_throttling : NULL;
       if (rule) function_rule(L, -1, rule, RULE_SIZE);
       lua_pushvalue(L, -1);
       ld->refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -556,6 +560,7 @@ lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err,
   s->ref_on_breaker = ld->refs[F_ON_BREAKER];
   s->bodiless_is_success = bodiless(s->sb->L, s->ref_is_success);
   s->bodiless_is_transient = bodiless(s->sb->L, s->ref_is_transient);
+  s->ref_is_throttling = ld->refs[F_IS_THROTTLING];
   if (lr_sandbox_call(s->sb, push_slots, s, SLOT_BASE - 1, LUARETRY_E_POLICY, err, errlen) !=
       LUARETRY_OK) {
     *rc = LUARETRY_E_NOMEM;

@@ -73,7 +73,7 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   memset(m, 0, sizeof *m);
   m->calls = (uint64_t)c[LR_M_CALLS];
   long long stops = 0;
-  for (int i = LR_M_SUCCESSES; i <= LR_M_SERVER_WAIT; i++)
+  for (int i = LR_M_SUCCESSES; i <= LR_M_RATE_STOPS; i++)  /* the stops */
     if (i != LR_M_BREAKER_OPENINGS) stops += c[i];
   /* a hedge is an attempt that began without a retry */
   m->attempts = (uint64_t)(c[LR_M_RETRIES] + stops - c[LR_M_UNATTEMPTED] + c[LR_M_HEDGES]);
@@ -88,6 +88,9 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   m->policy_errors = (uint64_t)c[LR_M_POLICY_ERRORS];
   m->cancelled = (uint64_t)c[LR_M_CANCELLED];
   m->budget_refusals = (uint64_t)c[LR_M_BUDGET];
+  m->throttled = (uint64_t)c[LR_M_THROTTLED];
+  m->throttle_refusals = (uint64_t)c[LR_M_THROTTLE_STOPS];
+  m->rate_limited = (uint32_t)c[LR_M_RATE_STOPS];
   m->circuit_refusals = (uint64_t)c[LR_M_CIRCUIT];
   m->breaker_openings = (uint64_t)c[LR_M_BREAKER_OPENINGS];
   m->gave_up = (uint64_t)c[LR_M_GAVE_UP];
@@ -195,7 +198,7 @@ static lr_gen *new_gen(luaretry_policy *p, char *text, size_t len, const char *c
 
 /* What the load's first state found defined. */
 static void note_hooks(lr_gen *g, const lr_script *s) {
-  g->has_decision_hooks = s->ref_is_success || s->ref_is_transient;
+  g->has_decision_hooks = s->ref_is_success || s->ref_is_transient || s->ref_is_throttling;
   g->has_run = s->ref_run != 0;
   g->has_on_breaker = s->ref_on_breaker != 0;
   g->has_on_retry = s->ref_on_retry != 0;

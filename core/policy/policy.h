@@ -38,7 +38,7 @@ typedef struct lr_script {
   lr_sandbox *sb;
   int ref_is_transient, ref_is_success, ref_on_retry, ref_backoff, ref_info;
   int ref_is_idempotent, ref_prepare, ref_options, ref_run, ref_headers;
-  int ref_on_breaker, ref_call;
+  int ref_on_breaker, ref_call, ref_is_throttling;
   const char *cur_body;            /* a body to make the cached Lua string of */
   size_t cur_body_len;
   /* is_success / is_transient declares fewer than 2 parameters (and no
@@ -47,7 +47,7 @@ typedef struct lr_script {
   /* "file:line" of each hook: its own file, which a require may make
    * another than the script's */
   char rule_is_transient[RULE_SIZE], rule_is_success[RULE_SIZE], rule_backoff[RULE_SIZE],
-      rule_is_idempotent[RULE_SIZE];
+      rule_is_idempotent[RULE_SIZE], rule_is_throttling[RULE_SIZE];
   /* the call into the script in progress, read by the C functions Lua calls */
   const luaretry_outcome *cur;
   const lr_attempt_ctx *cur_ctx;
@@ -144,6 +144,12 @@ struct luaretry_policy {
   char errmsg[4096];
   lr_latency latency;              /* recent attempts, for hedge.delay = "pNN" */
 };
+
+/* ---- request.c: attempt_header's header added to *r (its other headers
+ * kept, one of the same name replaced); the array goes in *block, which
+ * the call frees. */
+luaretry_code lr_add_attempt_header(const char *name, int attempt, luaretry_request *r,
+                                    void **block);
 
 /* ---- gen.c */
 

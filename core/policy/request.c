@@ -232,3 +232,28 @@ luaretry_code lr_gen_prepare(lr_gen *g, const luaretry_request *in, int attempt,
   lr_gen_return(s);
   return rc;
 }
+
+/* ---- attempt_header: the attempt number in a header of the policy's
+ * naming, over any header of that name the request had */
+
+luaretry_code lr_add_attempt_header(const char *name, int attempt, luaretry_request *r,
+                                    void **block) {
+  size_t n = 0;
+  for (size_t i = 0; i < r->header_count; i++)
+    if (strcasecmp(r->headers[i].name, name) != 0) n++;
+  char *mem = malloc((n + 1) * sizeof(luaretry_header) + 16);
+  if (!mem) return LUARETRY_E_NOMEM;
+  luaretry_header *h = (luaretry_header *)mem;
+  char *value = mem + (n + 1) * sizeof(luaretry_header);
+  lr_fmt(value, 16, "%d", attempt);
+  size_t k = 0;
+  for (size_t i = 0; i < r->header_count; i++)  /* the strings stay where they are */
+    if (strcasecmp(r->headers[i].name, name) != 0) h[k++] = r->headers[i];
+  h[k].name = name;
+  h[k].value = value;
+  free(*block);
+  *block = mem;
+  r->headers = h;
+  r->header_count = n + 1;
+  return LUARETRY_OK;
+}

@@ -267,6 +267,10 @@ static int check_field(lr_check *ck, int i) {
              : i == F_HEDGE ? "a table {delay =, max =}"
              : i == F_BREAKER ? "a table {failures =, open_seconds =, probes =}"
              : i == F_FLEET ? "a table {key =, sync =}"
+             : i == F_THROTTLE_BACKOFF ? "a table {initial =, multiplier =, max =, jitter =}"
+             : i == F_K_SLOW_CALL ? "a table {seconds =, rate =}"
+             : i == F_THROTTLE ? "a table {k =, window =}"
+             : i == F_RATE ? "a table {limit =, burst =, adaptive =}"
              : "a table of the script's own settings");
     return -1;
   }
@@ -393,6 +397,52 @@ static void check_hedge(lr_check *ck, const int *ok, lr_tuning *x) {
   if (x->hedge_floor > x->hedge_ceiling) x->hedge_floor = x->hedge_ceiling;
 }
 
+/* attempt_header names a header: an HTTP token (RFC 9110), nothing that
+ * could end the line or the name. */
+static void check_header_name(lr_check *ck, const lr_field *f) {
+  static const char tchar[] = "!#$%&'*+-.^_`|~";
+  int ok = f->str[0] != '\0';
+  for (const char *c = f->str; ok && *c; c++)
+    ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+         strchr(tchar, *c) != NULL;
+  if (!ok) bad(ck, F_ATTEMPT_HEADER, "a header name (letters, digits and !#$%&'*+-.^_`|~)");
+}
+
+static void error_at(lr_check *ck, int i, const char *what) {
+  char w[1200];
+  where(ck, i, w, sizeof w);
+  add_error(ck->errors, ck->errors_size, "%s: %s", w, what);
+}
+
+/* The breaker's rate rules: what they need and what cannot work. */
+static void check_breaker_rates(lr_check *ck, const int *ok, lr_tuning *x) {
+  luaretry_tuning *t = &x->pub;
+  if (ok[F_K_MIN_CALLS] <= 0) x->min_calls = x->window;
+  else if (x->min_calls > x->window) {
+    char why[96];
+    lr_fmt(why, sizeof why, "%ld is above breaker.window (%ld)", x->min_calls, x->window);
+    error_at(ck, F_K_MIN_CALLS, why);
+  }
+  if (ok[F_K_SLOW_RATE] > 0 && ok[F_K_SLOW_SECONDS] <= 0)
+    error_at(ck, F_K_SLOW_RATE, "needs breaker.slow_call.seconds (what a slow attempt is)");
+  double longest = t->attempt_timeout > 0 ? t->attempt_timeout : t->deadline;
+  if (ok[F_K_SLOW_SECONDS] > 0 && longest > 0 && x->slow_seconds > longest) {
+    char why[160];
+    lr_fmt(why, sizeof why, "%g s is above %s (%g s): no attempt can be that slow",
+           x->slow_seconds, t->attempt_timeout > 0 ? "attempt_timeout" : "deadline", longest);
+    error_at(ck, F_K_SLOW_SECONDS, why);
+  }
+  if (ok[F_K_HALF_OPEN_CALLS] > 0) {
+    if (ok[F_K_PROBES] > 0) error_at(ck, F_K_HALF_OPEN_CALLS, "set probes or half_open_calls, not both");
+    t->probes = x->half_open_calls;
+  }
+  int rated = ok[F_K_FAILURE_RATE] > 0 || ok[F_K_SLOW_SECONDS] > 0;
+  if (!rated && (ok[F_K_WINDOW] > 0 || ok[F_K_MIN_CALLS] > 0) && !ck->fields[F_K_WINDOW].from_set &&
+      !ck->fields[F_K_MIN_CALLS].from_set)
+    warn_at(ck, ok[F_K_WINDOW] > 0 ? F_K_WINDOW : F_K_MIN_CALLS,
+            "has no effect without failure_rate or slow_call");
+}
+
 /* Validates the fields into the tuning; 0 when valid. */
 static int validate(lr_check *ck, lr_tuning *x) {
   lr_field *f = ck->fields;
@@ -403,6 +453,7 @@ static int validate(lr_check *ck, lr_tuning *x) {
     store(x, i, &f[i], ok[i]);
   }
   if (ok[F_FL_KEY] > 0) check_fleet_key(ck, &f[F_FL_KEY]);
+  if (ok[F_ATTEMPT_HEADER] > 0) check_header_name(ck, &f[F_ATTEMPT_HEADER]);
   if (ok[F_MAX_ATTEMPTS] == 0 && ok[F_DEADLINE] == 0)
     add_error(ck->errors, ck->errors_size,
               "%s: neither max_attempts nor deadline is set: the policy could "
@@ -416,6 +467,16 @@ static int validate(lr_check *ck, lr_tuning *x) {
   t->budget = declared(f, ok, F_BUDGET);
   t->breaker = declared(f, ok, F_BREAKER);
   check_hedge(ck, ok, x);
+  check_breaker_rates(ck, ok, x);
+  x->throttle = declared(f, ok, F_THROTTLE);
+  x->rate = declared(f, ok, F_RATE);
+  if (x->rate && ok[F_R_LIMIT] <= 0 && !x->rate_adaptive && f[F_RATE].type == LUA_TTABLE) {
+    char w[1200];
+    where(ck, F_RATE, w, sizeof w);
+    add_error(ck->errors, ck->errors_size, "%s: needs limit (attempts per second) or "
+              "adaptive = true", w);
+  }
+  if (x->rate && ok[F_R_LIMIT] <= 0 && !x->rate_adaptive) x->rate = 0;  /* --set burst alone */
   return ck->errors[0] != '\0';
 }
 
@@ -455,6 +516,34 @@ static void hedge_rules_of(const lr_tuning *x, lr_rules *r) {
   r->hedge.percentile = x->hedge_percentile;
   r->hedge.floor = x->hedge_floor;
   r->hedge.ceiling = x->hedge_ceiling;
+}
+
+/* The rules of the settings beyond the public tuning. */
+static void rules_more(const lr_tuning *x, lr_rules *r) {
+  lr_backoff *b = &r->throttle_backoff;
+  b->kind = LUARETRY_BACKOFF_EXPONENTIAL;
+  b->initial = x->throttle_initial;
+  b->multiplier = x->throttle_multiplier;
+  b->max = x->throttle_max < x->throttle_initial ? x->throttle_initial : x->throttle_max;
+  b->step = x->throttle_initial;
+  b->jitter = x->throttle_jitter;
+  b->jitter_max = x->throttle_jitter_max;
+  b->cap_jitter = x->throttle_cap_jitter;
+  lr_backoff_prepare(b);
+  r->guards.throttle_cost = x->throttle_cost;
+  lr_strlcpy(r->attempt_header, x->attempt_header, sizeof r->attempt_header);
+  lr_guards *g = &r->guards;
+  g->failure_rate = x->failure_rate;
+  g->slow_seconds = x->slow_seconds;
+  g->slow_rate = x->slow_seconds > 0 ? x->slow_rate : 0;
+  g->window = (int)x->window;
+  g->min_calls = (int)x->min_calls;
+  g->throttle_k = x->throttle ? x->throttle_k : 0;
+  g->throttle_window = x->throttle_window;
+  g->rate = x->rate;
+  g->rate_adaptive = x->rate_adaptive;
+  g->rate_limit = x->rate_limit;
+  g->rate_burst = x->rate_burst;
 }
 
 /* Reads an override's text as the value a script could have given. */
@@ -502,6 +591,7 @@ int lr_schema_apply(const lr_field *script_fields, const lr_override *overrides,
   if (validate(&ck, t) != 0) return -1;
   rules_of(&t->pub, r);
   hedge_rules_of(t, r);
+  rules_more(t, r);
   return 0;
 }
 
@@ -519,8 +609,10 @@ static void shortest(char *buf, size_t size, double v) {
   }
 }
 
-static int guard_off(const luaretry_tuning *t, int i) {
+static int guard_off(const lr_tuning *x, int i) {
+  const luaretry_tuning *t = &x->pub;
   return (lr_field_in(i, F_BUDGET) && !t->budget) || (lr_field_in(i, F_BREAKER) && !t->breaker) ||
+         (lr_field_in(i, F_THROTTLE) && !x->throttle) || (lr_field_in(i, F_RATE) && !x->rate) ||
          (lr_field_in(i, F_BACKOFF) && t->kind == LUARETRY_BACKOFF_SCRIPT);
 }
 
@@ -532,7 +624,7 @@ void lr_schema_format(const lr_tuning *t, int i, char *buf, size_t size) {
   const char *at = (const char *)t + s->tuning;
   lr_strlcpy(buf, "none", size);
   if (i == F_NAME && t->pub.name) lr_strlcpy(buf, t->pub.name, size);
-  if (s->tuning == NOTUNE || guard_off(&t->pub, i) || hedge_off(t, i)) return;
+  if (s->tuning == NOTUNE || guard_off(t, i) || hedge_off(t, i)) return;
   if (i == F_H_DELAY && t->hedge_percentile > 0) {
     char p[32];
     shortest(p, sizeof p, t->hedge_percentile);

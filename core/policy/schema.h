@@ -53,6 +53,19 @@ typedef struct {
   double hedge_delay;                  /* seconds, or 0 with a percentile */
   double hedge_percentile;             /* "p95": 95; 0: a fixed delay */
   double hedge_floor, hedge_ceiling;   /* a percentile's bounds, seconds */
+  /* throttling (is_throttling): its own backoff and budget cost */
+  double throttle_initial, throttle_multiplier, throttle_max, throttle_jitter_max;
+  luaretry_jitter throttle_jitter;
+  int throttle_cap_jitter;
+  double throttle_cost;
+  char attempt_header[64];             /* "": none */
+  /* the breaker's rate rules */
+  double failure_rate, slow_seconds, slow_rate;
+  long window, min_calls, half_open_calls;
+  /* client-side throttling and the rate limiter */
+  int throttle, rate, rate_adaptive;
+  double throttle_k, throttle_window, rate_limit;
+  long rate_burst;
 } lr_tuning;
 
 /* X(ID, name, type, lo, hi, flags, default, tuning member, doc) */
@@ -125,12 +138,60 @@ typedef struct {
     "tokens when full; retries only while more than half are left") \
   X(G_TOKEN_RATIO, "budget.token_ratio", T_NUMBER, 0, 1000, OPEN, 0.1, TUNE(token_ratio), \
     "tokens a success gives back (a failure takes 1)") \
+  X(G_THROTTLE_COST, "budget.throttle_cost", T_NUMBER, 0, 1000, 0, 0.357, \
+    MORE(throttle_cost), "tokens a throttling outcome takes (AWS's 5 for 14: 0.357 of a failure's 1)") \
   X(K_FAILURES, "breaker.failures", T_COUNT, 1, 1e9, 0, 5, TUNE(failures), \
     "transient outcomes in a row that open the circuit") \
   X(K_OPEN_SECONDS, "breaker.open_seconds", T_SECONDS, 0, INFINITY, OPEN, 30, \
     TUNE(open_seconds), "seconds the circuit stays open") \
   X(K_PROBES, "breaker.probes", T_COUNT, 1, 1e9, 0, 1, TUNE(probes), \
     "calls let through when half-open") \
+  X(IS_THROTTLING, "is_throttling", T_FUNCTION, 0, 0, 0, NODEF, NOTUNE, \
+    "is_throttling(status, body, info): is this transient outcome the service throttling?") \
+  X(THROTTLE_BACKOFF, "throttle_backoff", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
+    "the wait before a retry after throttling (default: AWS's 1 s doubling to 20 s, full jitter)") \
+  X(TB_INITIAL, "throttle_backoff.initial", T_SECONDS, 0, INFINITY, 0, 1, \
+    MORE(throttle_initial), "the first raw delay after throttling, seconds") \
+  X(TB_MULTIPLIER, "throttle_backoff.multiplier", T_NUMBER, 1, INFINITY, 0, 2, \
+    MORE(throttle_multiplier), "growth per retry after throttling") \
+  X(TB_MAX, "throttle_backoff.max", T_SECONDS, 0, INFINITY, OPEN, 20, MORE(throttle_max), \
+    "the cap after throttling, seconds") \
+  X(TB_JITTER, "throttle_backoff.jitter", T_JITTER, 0, 0, 0, LUARETRY_JITTER_FULL, \
+    MORE(throttle_jitter), "none, additive, full, equal or decorrelated") \
+  X(TB_JITTER_MAX, "throttle_backoff.jitter_max", T_SECONDS, 0, INFINITY, 0, 1, \
+    MORE(throttle_jitter_max), "additive jitter's range after throttling, seconds") \
+  X(TB_CAP_JITTER, "throttle_backoff.cap_jitter", T_BOOL, 0, 1, 0, 0, \
+    MORE(throttle_cap_jitter), "true: min(d + r, max); false: min(d, max) + r") \
+  X(ATTEMPT_HEADER, "attempt_header", T_STRING, 0, 0, 0, NODEF, MORE(attempt_header), \
+    "a header sent with every attempt, its value the attempt number (1, 2, ...)") \
+  X(K_FAILURE_RATE, "breaker.failure_rate", T_NUMBER, 0, 1, OPEN | OPT, NODEF, \
+    MORE(failure_rate), "the share of failures over the window that opens the circuit") \
+  X(K_SLOW_CALL, "breaker.slow_call", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
+    "attempts lasting `seconds` or more are slow; a share `rate` of them opens the circuit") \
+  X(K_SLOW_SECONDS, "breaker.slow_call.seconds", T_SECONDS, 0, INFINITY, OPEN | OPT, NODEF, \
+    MORE(slow_seconds), "an attempt this long or longer is slow") \
+  X(K_SLOW_RATE, "breaker.slow_call.rate", T_NUMBER, 0, 1, OPEN, 1, MORE(slow_rate), \
+    "the share of slow attempts over the window that opens the circuit") \
+  X(K_WINDOW, "breaker.window", T_COUNT, 1, LR_WINDOW_MAX, 0, 100, MORE(window), \
+    "outcomes the rates are taken over (the last N)") \
+  X(K_MIN_CALLS, "breaker.min_calls", T_COUNT, 1, LR_WINDOW_MAX, 0, NODEF, MORE(min_calls), \
+    "outcomes the window must hold before a rate can open the circuit (default: window)") \
+  X(K_HALF_OPEN_CALLS, "breaker.half_open_calls", T_COUNT, 1, 1e9, OPT, NODEF, \
+    MORE(half_open_calls), "another name for probes (resilience4j's)") \
+  X(THROTTLE, "throttle", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
+    "client-side throttling (the SRE book's), first attempts included: { k = 2, window = 120 }") \
+  X(T_K, "throttle.k", T_NUMBER, 1, 1000, OPEN, 2, MORE(throttle_k), \
+    "refuse locally with probability (requests - k * accepts) / (requests + 1)") \
+  X(T_WINDOW, "throttle.window", T_SECONDS, 0, 86400, OPEN, 120, MORE(throttle_window), \
+    "seconds of requests and accepts the throttle counts") \
+  X(RATE, "rate", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
+    "a token bucket before every attempt: { limit = PER_SECOND, burst = N } or { adaptive = true }") \
+  X(R_LIMIT, "rate.limit", T_NUMBER, 0, 1e9, OPEN | OPT, NODEF, MORE(rate_limit), \
+    "attempts per second (adaptive: the most it may reach)") \
+  X(R_BURST, "rate.burst", T_COUNT, 1, 1e9, 0, 1, MORE(rate_burst), \
+    "attempts that may go at once when tokens have gathered") \
+  X(R_ADAPTIVE, "rate.adaptive", T_BOOL, 0, 1, 0, 0, MORE(rate_adaptive), \
+    "follow throttling answers (AIMD: x0.7 on throttling, +6/s per second of successes)") \
   X(FLEET, "fleet", T_TABLE, 0, 0, 0, NODEF, NOTUNE, \
     "budget and breaker shared through Redis by every process naming it (fleet.redis)") \
   X(FL_KEY, "fleet.key", T_STRING, 0, 0, 0, NODEF, MORE(fleet_key), \

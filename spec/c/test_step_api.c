@@ -281,11 +281,20 @@ static void test_default_classifier(void) {
   luaretry_call *c = begin_virtual(p, 1);
   CHECK_EQ_DBL(luaretry_call_timeout(c), 0);  /* no timeout, no deadline */
   expect_retry(c, 503, 1, 0, 0.5, 0, LUARETRY_WAIT_BACKOFF, "default");
-  expect_retry(c, 429, 2, 0.5, 1, 0, LUARETRY_WAIT_BACKOFF, "default");
+  expect_retry(c, 502, 2, 0.5, 1, 0, LUARETRY_WAIT_BACKOFF, "default");
   luaretry_decision d;
   expect_stop(c, 502, LUARETRY_REASON_EXHAUSTED, "exhausted", 3,
               "max_attempts", &d);
   CHECK_EQ_DBL(d.elapsed, 1.5);
+  CHECK_EQ_INT(d.throttled, 0);
+  luaretry_call_free(c);
+  /* a 429 is throttling: the throttling backoff (1 s, full jitter) */
+  c = begin_virtual(p, 1);
+  CHECK_CODE(report(c, 429, -1, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 1);
+  CHECK_EQ_INT(d.throttled, 1);
+  CHECK_EQ_INT(d.wait_source, LUARETRY_WAIT_THROTTLE);
+  CHECK(d.wait >= 0 && d.wait <= 1);
   luaretry_call_free(c);
 
   c = begin_virtual(p, 1);
@@ -335,6 +344,7 @@ static luaretry_class classify(void *ud, const luaretry_outcome *o,
   case 200: return LUARETRY_CLASS_SUCCESS;
   case 503: return LUARETRY_CLASS_TRANSIENT;  /* *wait stays < 0: backoff */
   case 429: *wait = 0.25; return LUARETRY_CLASS_TRANSIENT;
+  case 420: return LUARETRY_CLASS_THROTTLING;
   case 599: return LUARETRY_CLASS_ERROR;
   case 598: return (luaretry_class)42;  /* a host bug: not a guess either */
   default: return LUARETRY_CLASS_FINAL;
@@ -370,6 +380,13 @@ static void test_c_classifier(void) {
               "host classifier", &d);
   CHECK_CONTAINS(d.message, "unknown class");
   luaretry_call_free(c);
+  /* a host classifier can say throttling: the throttling backoff */
+  c = begin_virtual(p, 1);
+  CHECK_CODE(report(c, 420, -1, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 1);
+  CHECK_EQ_INT(d.throttled, 1);
+  CHECK_EQ_INT(d.wait_source, LUARETRY_WAIT_THROTTLE);
+  luaretry_call_free(c);
 
   /* Removing it gives the script back its judgement. */
   CHECK_CODE(luaretry_policy_set_classifier(p, NULL, NULL), LUARETRY_OK);
@@ -377,7 +394,7 @@ static void test_c_classifier(void) {
   expect_stop(c, 418, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1,
               "svc.lua:6", &d);
   luaretry_call_free(c);
-  CHECK_EQ_INT(s.calls, 6);
+  CHECK_EQ_INT(s.calls, 7);
   luaretry_policy_free(p);
 }
 

@@ -150,8 +150,30 @@ int main(void) {
   luaretry_policy_metrics(p, &after);
   CHECK((long)after.calls >= (long)THREADS * (DECISIONS / PER_CALL + 2000));
 
+  /* the load guards under threads: the rate breaker's window, the
+   * throttle's buckets and the rate limiter's bucket take their spin
+   * locks from every thread; every call ends, and every stop is counted */
+  static const char *const load[][2] = {
+    { "breaker.failure_rate", "0.9" }, { "breaker.window", "50" },
+    { "breaker.open_seconds", "0.001" }, { "throttle.k", "2" }, { "rate.limit", "1e6" },
+  };
+  for (size_t k = 0; k < sizeof load / sizeof load[0]; k++)
+    CHECK_CODE(luaretry_policy_set(p, load[k][0], load[k][1]), LUARETRY_OK);
+  long budget_refused = refused;
+  luaretry_policy_metrics(p, &before);
+  run_threads(blocking_worker, w, p);
+  luaretry_policy_metrics(p, &after);
+  ok = refused = 0;
+  for (int i = 0; i < THREADS; i++) ok += w[i].successes, refused += w[i].failures;
+  CHECK_EQ_INT(ok + refused, THREADS * 2000L);
+  CHECK_EQ_INT((long)(after.successes - before.successes), ok);
+  /* two failures for a success: the service accepts a third of the
+   * requests, below 1 / k: the throttle refuses most calls */
+  CHECK(after.throttle_refusals > before.throttle_refusals);
+  CHECK(after.rate == 1e6);
+
   printf("%d threads x %d decisions on one policy: %ld attempts counted, %ld budget refusals\n",
-         THREADS, DECISIONS, (long)m.attempts, refused);
+         THREADS, DECISIONS, (long)m.attempts, budget_refused);
   luaretry_policy_free(p);
   return check_done();
 }

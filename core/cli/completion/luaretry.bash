@@ -31,7 +31,7 @@ _luaretry() {
     -X|--request) COMPREPLY=($(compgen -W "GET HEAD POST PUT DELETE PATCH OPTIONS" -- "$cur")); return ;;
     -H|--header|-d|--data|--data-ascii|--data-binary|--data-raw|-u|--user|-A|--user-agent|\
     -w|--write-out|-m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|\
-    --parallel|--attempts|--clients|--outage|--listen|--probe|--redis|--latency|--calls|\
+    --parallel|--attempts|--clients|--outage|--listen|--probe|--redis|--latency|--calls|--status|\
     -F|--form|--form-string|--resolve|--url|-x|--proxy|--parallel-max|-Y|--speed-limit|-y|\
     --speed-time) return ;;
   esac
@@ -44,7 +44,7 @@ _luaretry() {
     case $cmd in
       run) opts=$_luaretry_run_options ;;
       check) opts="--set --probe --help" ;;
-      simulate) opts="--attempts --seed --json --set --probe --clients --outage --svg --fleet --latency --calls --help" ;;
+      simulate) opts="--attempts --seed --json --set --probe --clients --outage --status --svg --fleet --process --latency --calls --help" ;;
       list) opts="--names --help" ;;
       fleet) opts="--redis --reset --set --help" ;;
       faults) opts="--listen --listen-any --help" ;;
@@ -60,7 +60,7 @@ _luaretry() {
       -u|--user|-A|--user-agent|--cacert|-E|--cert|--key|-D|--dump-header|-w|--write-out|\
       -m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|--log-json|\
       --metrics-file|--urls|--parallel|--output-dir|--attempts|--clients|--outage|--svg|--probe|\
-      --trace-ascii|--redis|--listen|--latency|--calls|\
+      --trace-ascii|--redis|--listen|--latency|--calls|--status|\
       -T|--upload-file|-F|--form|--form-string|-b|--cookie|-c|--cookie-jar|--resolve|--url|-x|\
       --proxy|-K|--config|--parallel-max|-Y|--speed-limit|-y|--speed-time|-C|--continue-at) ((i++)) ;;
       -*) ;;

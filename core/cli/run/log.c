@@ -36,6 +36,7 @@ static void json_fields(FILE *f, const luaretry_decision *d, int status, const c
   fputs(",\"message\":", f);
   cli_json_string(f, d->message);
   fprintf(f, ",\"hedge\":%s,\"in_flight\":%d", d->hedge ? "true" : "false", d->in_flight);
+  if (d->throttled) fputs(",\"throttled\":true", f);
   if (target) {
     fputs(",\"target\":", f);
     cli_json_string(f, target);
@@ -69,7 +70,9 @@ static void log_stop(const attempt_log *log, const luaretry_decision *d, const c
   if (log->json) json_line(log, d, -1, NULL, NULL);
   /* a refusal after a wait ends the call: -q's one line of a failure */
   if ((log->verbosity > 0 || log->show_error) && (d->reason == LUARETRY_REASON_CIRCUIT_OPEN ||
-                                                  d->reason == LUARETRY_REASON_BUDGET)) {
+                                                  d->reason == LUARETRY_REASON_BUDGET ||
+                                                  d->reason == LUARETRY_REASON_THROTTLE ||
+                                                  d->reason == LUARETRY_REASON_RATE_LIMIT)) {
     fprintf(stderr, "luaretry: %sbefore attempt %d: %s (", who, d->attempt + 1,
             luaretry_reason_name(d->reason));
     cli_text(stderr, d->rule);

@@ -38,6 +38,9 @@ static const counter COUNTERS[] = {
   C(hedges, "Hedges sent (attempts beside a slow one)."),
   C(hedges_won, "Hedges whose answer ended their call."),
   C(hedges_cancelled, "Attempts cancelled because another of their call answered first."),
+  C(throttled, "Outcomes judged throttling (is_throttling, or a 429)."),
+  C(throttle_refusals, "Attempts the client-side throttle refused."),
+  C(rate_limited, "Calls whose rate-limiter wait would pass the deadline."),
 };
 #undef C
 #define N_COUNTERS (sizeof COUNTERS / sizeof COUNTERS[0])

@@ -3,10 +3,11 @@
  * fleet's (luaretry_simulate_herd), and the load each puts on the failing
  * service: attempts per first attempt.  Public API only. */
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/cli.h"
 
-#define N_STOPS (LUARETRY_REASON_SERVER_WAIT_TOO_LONG + 1)
+#define N_STOPS (LUARETRY_REASON_RATE_LIMIT + 1)
 
 static void print_stops(const luaretry_herd_result *r) {
   const char *sep = "";
@@ -40,9 +41,58 @@ static void print_json(const char *what, const luaretry_herd_result *r, const ch
   printf("}}%s", sep);
 }
 
+/* The guards a policy has, in a few words. */
+static void print_guards(luaretry_policy *p) {
+  static const char *const names[] = { "budget.max_tokens", "breaker.failures",
+                                       "breaker.failure_rate", "throttle.k", "rate.limit",
+                                       "rate.adaptive", NULL };
+  printf("  guards:");
+  int any = 0;
+  for (int k = 0; names[k]; k++) {
+    char v[64] = "none";
+    luaretry_policy_get(p, names[k], v, sizeof v);
+    if (strcmp(v, "none") == 0 || strcmp(v, "false") == 0) continue;
+    printf(" %s=%s", names[k], v);
+    any = 1;
+  }
+  printf("%s\n", any ? "" : " none");
+}
+
+/* --process: the N clients as calls of one process, its guards shared. */
+static int simulate_process(luaretry_policy *p, const char *path, luaretry_herd_options *o,
+                            int json) {
+  luaretry_herd_result r;
+  o->shared = 1;
+  luaretry_code rc = luaretry_simulate_herd(p, o, &r);
+  if (rc != LUARETRY_OK) {
+    fprintf(stderr, "luaretry: simulate: %s\n", rc == LUARETRY_E_ARG
+            ? "--process takes at most 100000 --clients" : luaretry_strerror(rc));
+    return rc == LUARETRY_E_ARG ? EXIT_USAGE : EXIT_POLICY;
+  }
+  luaretry_tuning t;
+  luaretry_policy_tuning(p, &t);
+  if (json) {
+    printf("{\"clients\":%ld,\"outage\":%g,\"status\":%d,\"seed\":%llu,", o->clients,
+           o->outage, o->outage_status, (unsigned long long)o->seed);
+    print_json("process", &r, "}\n");
+  } else {
+    printf("simulate: %s (%s): %ld clients of one process fail together at t=0; outage %g s "
+           "(%d before, 200 after); seed %llu (client i: seed + i)\n", t.name, path,
+           o->clients, o->outage, o->outage_status, (unsigned long long)o->seed);
+    print_guards(p);
+    print_text("one process (its guards shared):", &r);
+    printf("  requests that reached the service: %llu, %.2f per client; the last at %.3f s\n",
+           (unsigned long long)r.attempts, (double)r.attempts / (double)o->clients,
+           r.last_attempt);
+  }
+  return r.stops[LUARETRY_REASON_POLICY_ERROR] ? EXIT_POLICY : EXIT_OK;
+}
+
 int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, double outage,
-                       uint64_t seed, int json) {
-  luaretry_herd_options o = { .clients = clients, .outage = outage, .seed = seed };
+                       uint64_t seed, int status, int json, int process) {
+  luaretry_herd_options o = { .clients = clients, .outage = outage, .seed = seed,
+                              .outage_status = status };
+  if (process) return simulate_process(p, path, &o, json);
   luaretry_herd_result own, fleet;
   luaretry_code rc = luaretry_simulate_herd(p, &o, &own);
   o.fleet = 1;
@@ -62,9 +112,9 @@ int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, doubl
     print_json("own", &own, ",");
     print_json("fleet", &fleet, "}\n");
   } else {
-    printf("simulate: %s (%s): %ld clients fail together at t=0; outage %g s (503 before, "
+    printf("simulate: %s (%s): %ld clients fail together at t=0; outage %g s (%d before, "
            "200 after); seed %llu (client i: seed + i)\n", t.name, path, clients, outage,
-           (unsigned long long)seed);
+           status, (unsigned long long)seed);
     if (!t.budget && !t.breaker)
       printf("  (the policy has neither budget nor breaker: there is nothing to share)\n");
     print_text("own guards (a process each):", &own);

@@ -134,6 +134,7 @@ static int on_attempt(void *ud, long client, double t, int status, const luaretr
 static int run_clients(luaretry_policy *p, herd *h, int json) {
   herd_view v = { h, json, 0 };
   luaretry_herd_options o = { .clients = h->clients, .outage = h->outage, .seed = h->seed,
+                              .outage_status = h->status,
                               .each = on_attempt, .ud = &v };
   luaretry_herd_result r;
   luaretry_code rc = luaretry_simulate_herd(p, &o, &r);
@@ -227,9 +228,9 @@ static int svg_save(const char *path, const herd *h) {
 }
 
 static void print_summary(const herd *h, const char *svg) {
-  printf("simulate: %s (%s): %ld clients fail together at t=0; outage %g s (503 before, 200 "
+  printf("simulate: %s (%s): %ld clients fail together at t=0; outage %g s (%d before, 200 "
          "after); seed %llu (client i: seed + i)\n",
-         h->name, h->path, h->clients, h->outage, (unsigned long long)h->seed);
+         h->name, h->path, h->clients, h->outage, h->status, (unsigned long long)h->seed);
   char a[32], b[32];
   printf("attempts: %zu in all: %ld at t=0, %zu retries; last attempt at %s s\n",
          (size_t)h->clients + h->nretry, h->clients, h->nretry, secs(a, h->last));
@@ -287,9 +288,9 @@ static int simulate_clients(luaretry_policy *p, herd *h, int json, const char *s
 
 typedef struct {
   const char *path, *svg;
-  long long attempts, seed, clients;
+  long long attempts, seed, clients, status;
   double outage;
-  int json, have_outage, fleet;
+  int json, have_outage, fleet, process;
   const char *latency;     /* --latency SPEC */
   cli_latency lat;
   long long calls;         /* --calls N */
@@ -327,6 +328,10 @@ static int take_value(simulate_args *a, const char *opt, char *v) {
     a->calls = parse_count(v);
     if (a->calls < 1 || a->calls > 1000000)
       return cli_usage("--calls %s: expected a whole number from 1 to 1000000", v);
+  } else if (strcmp(opt, "--status") == 0) {
+    a->status = parse_count(v);
+    if (a->status < 100 || a->status > 599)
+      return cli_usage("--status %s: expected an HTTP status from 100 to 599", v);
   } else if (strcmp(opt, "--clients") == 0) {
     a->clients = parse_count(v);
     if (a->clients < 1 || a->clients > MAX_CLIENTS)
@@ -347,13 +352,14 @@ static int take_value(simulate_args *a, const char *opt, char *v) {
 static int parse_simulate(int argc, char **argv, simulate_args *a) {
   static const char *const with_value[] = { "--attempts", "--seed", "--set", "--clients",
                                             "--outage", "--svg", "--probe", "--latency", "--calls",
-                                            NULL };
+                                            "--status", NULL };
   for (int i = 0; i < argc; i++) {
     const char *s = argv[i];
     int takes = 0, status = 0;
     for (int k = 0; with_value[k]; k++) takes |= strcmp(s, with_value[k]) == 0;
     if (strcmp(s, "--json") == 0) a->json = 1;
     else if (strcmp(s, "--fleet") == 0) a->fleet = 1;
+    else if (strcmp(s, "--process") == 0) a->process = 1;
     else if (takes && i + 1 >= argc) return cli_usage("%s needs a value", s);
     else if (takes) status = take_value(a, s, argv[++i]);
     else if (s[0] == '-' && s[1]) return cli_usage("simulate: unknown option %s", s);
@@ -362,10 +368,13 @@ static int parse_simulate(int argc, char **argv, simulate_args *a) {
     if (status) return status;
   }
   if (!a->path) return cli_usage("simulate: %s", "which POLICY?");
-  if (!a->clients && (a->svg || a->have_outage || a->fleet))
+  if (!a->clients && (a->svg || a->have_outage || a->fleet || a->process || a->status != 503))
     return cli_usage("simulate: %s needs --clients N",
-                     a->svg ? "--svg" : a->fleet ? "--fleet" : "--outage");
-  if (a->fleet && a->svg) return cli_usage("simulate: --fleet draws no --svg%s", "");
+                     a->svg ? "--svg" : a->fleet ? "--fleet" : a->process ? "--process"
+                     : a->have_outage ? "--outage" : "--status");
+  if ((a->fleet || a->process) && a->svg)
+    return cli_usage("simulate: %s draws no --svg", a->fleet ? "--fleet" : "--process");
+  if (a->fleet && a->process) return cli_usage("simulate: --fleet or --process, not both%s", "");
   if (a->clients && a->nprobes) return cli_usage("simulate: --probe is for one call, not --clients%s", "");
   if (a->calls && !a->latency) return cli_usage("simulate: --calls needs --latency%s", "");
   if (a->latency && (a->clients || a->attempts || a->nprobes))
@@ -384,6 +393,7 @@ static int simulate_herd(luaretry_policy *p, const simulate_args *a) {
   h.name = a->path;
   h.clients = (long)a->clients;
   h.outage = a->outage;
+  h.status = (int)a->status;
   h.seed = (uint64_t)a->seed;
   int status = simulate_clients(p, &h, a->json, a->svg);
   free(h.retry);
@@ -410,6 +420,7 @@ int cli_simulate(int argc, char **argv) {
   memset(&a, 0, sizeof a);
   a.seed = 1;
   a.outage = 30;
+  a.status = 503;
   a.probes = calloc((size_t)argc + 1, sizeof *a.probes);
   if (!a.probes || !(a.sets = malloc(sizeof *a.sets * (size_t)(argc + 2)))) {
     free(a.probes);
@@ -423,8 +434,9 @@ int cli_simulate(int argc, char **argv) {
     if (a.latency)
       status = cli_simulate_latency(p, &a.lat, a.calls ? (long)a.calls : 1000, (uint64_t)a.seed,
                                     a.json);
-    else if (a.fleet)
-      status = cli_simulate_fleet(p, a.path, (long)a.clients, a.outage, (uint64_t)a.seed, a.json);
+    else if (a.fleet || a.process)
+      status = cli_simulate_fleet(p, a.path, (long)a.clients, a.outage, (uint64_t)a.seed,
+                                  (int)a.status, a.json, a.process);
     else
       status = a.clients ? simulate_herd(p, &a) : simulate_schedule(p, &a);
     if (fflush(stdout) != 0) status = EXIT_POLICY;

@@ -9,13 +9,14 @@
 #include "luaretry.h"
 
 #define WINDOW 0.1                   /* the peak's window, seconds */
-#define N_REASONS (LUARETRY_REASON_SERVER_WAIT_TOO_LONG + 1)
+#define N_REASONS (LUARETRY_REASON_RATE_LIMIT + 1)
 
 typedef struct {
   const char *path;
   const char *name;        /* the policy's name */
   long clients;
   double outage;
+  int status;              /* the outage's answer (503, or 429: throttling) */
   uint64_t seed;
   double *retry;           /* start times of attempts after the first */
   size_t nretry, cap;
