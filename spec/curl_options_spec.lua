@@ -410,13 +410,13 @@ end
   end)
 
   describe("options curl has and luaretry does not", function ()
-    it("are refused with what to do instead, and listed in the README", function ()
-      local readme = proc.readfile(proc.root .. "/README.md")
+    it("are refused with what to do instead, and listed in luaretry(1)", function ()
+      local man = proc.readfile(proc.root .. "/core/cli/man/luaretry.1")
       for _, opt in ipairs({ "--retry", "--retry-delay", "--retry-all-errors", "--retry-connrefused" }) do
         local r = run({ a.base .. "/ok", opt, "x" })
         assert.are.equal(2, r.code, opt)
         assert.matches("curl's " .. opt:gsub("%p", "%%%0") .. " is not taken: ", r.stderr)
-        assert.is_truthy(readme:find("`" .. opt .. "`", 1, true), opt .. " not in the README")
+        assert.is_truthy(man:find("Fl " .. opt:sub(2):gsub("%-", "\\-"), 1, true), opt .. " not in luaretry(1)")
       end
       assert.are.equal(0, #a:requests())
     end)

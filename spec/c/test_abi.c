@@ -95,7 +95,7 @@ static void test_names(void) {
   for (int j = LUARETRY_JITTER_NONE; j <= LUARETRY_JITTER_DECORRELATED; j++)
     CHECK(luaretry_jitter_name((luaretry_jitter)j) != NULL);
   CHECK_EQ_STR(luaretry_jitter_name(LUARETRY_JITTER_DECORRELATED), "decorrelated");
-  for (int r = LUARETRY_REASON_NONE; r <= LUARETRY_REASON_SERVER_WAIT_TOO_LONG; r++)
+  for (int r = LUARETRY_REASON_NONE; r <= LUARETRY_REASON_RATE_LIMIT; r++)
     CHECK(strcmp(luaretry_reason_name((luaretry_reason)r), "unknown") != 0);
   for (int c = LUARETRY_OK; c <= LUARETRY_E_FLEET; c++)
     CHECK(strcmp(luaretry_strerror((luaretry_code)c), "unknown error code") != 0);
@@ -107,8 +107,8 @@ static void test_names(void) {
   CHECK_EQ_STR(luaretry_backoff_kind_name((luaretry_backoff_kind)(LUARETRY_BACKOFF_SCRIPT + 1)), "unknown");
   CHECK_EQ_STR(luaretry_backoff_kind_name((luaretry_backoff_kind)-1), "unknown");
   CHECK_EQ_STR(luaretry_jitter_name((luaretry_jitter)(LUARETRY_JITTER_DECORRELATED + 1)), "unknown");
-  CHECK_EQ_STR(luaretry_reason_name((luaretry_reason)(LUARETRY_REASON_SERVER_WAIT_TOO_LONG + 1)), "unknown");
-  CHECK_EQ_STR(luaretry_wait_source_name((luaretry_wait_source)(LUARETRY_WAIT_CLAMPED + 1)), "unknown");
+  CHECK_EQ_STR(luaretry_reason_name((luaretry_reason)(LUARETRY_REASON_RATE_LIMIT + 1)), "unknown");
+  CHECK_EQ_STR(luaretry_wait_source_name((luaretry_wait_source)(LUARETRY_WAIT_RATE + 1)), "unknown");
   CHECK_EQ_STR(luaretry_breaker_state_name((luaretry_breaker_state)(LUARETRY_BREAKER_HALF_OPEN + 1)), "unknown");
   CHECK_EQ_STR(luaretry_guards_scope_name((luaretry_guards_scope)(LUARETRY_GUARDS_FALLBACK + 1)), "unknown");
   CHECK_EQ_STR(luaretry_strerror((luaretry_code)(LUARETRY_E_FLEET + 1)), "unknown error code");

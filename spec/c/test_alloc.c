@@ -110,7 +110,7 @@ static void log_line(void *ud, const char *line) {
 
 /* The codes the operations returned and the reasons calls stopped for,
  * while failures were injected: printed with each operation's steps. */
-static long codes[LUARETRY_E_SYSTEM + 1], reasons[LUARETRY_REASON_SERVER_WAIT_TOO_LONG + 1];
+static long codes[LUARETRY_E_SYSTEM + 1], reasons[LUARETRY_REASON_RATE_LIMIT + 1];
 
 static int valid_code(luaretry_code rc) {
   if (rc < LUARETRY_OK || rc > LUARETRY_E_SYSTEM) return 0;
@@ -182,7 +182,7 @@ static void outcome(int k, luaretry_outcome *o) {
  * success, or a policy error that says memory ran out (or, when even the
  * message could not be made, says nothing). */
 static int clean_decision(const luaretry_decision *d) {
-  if (d->reason > LUARETRY_REASON_SERVER_WAIT_TOO_LONG) return 0;
+  if (d->reason > LUARETRY_REASON_RATE_LIMIT) return 0;
   reasons[d->reason]++;
   if (d->retry != (d->reason == LUARETRY_REASON_NONE) || d->wait < 0) return 0;
   if (d->hook_error && !out_of_memory(d->hook_error)) return 0;
@@ -303,7 +303,7 @@ static long fail_each(const char *name, operation op, int fresh, int sticky) {
   for (int i = 0; i <= LUARETRY_E_SYSTEM; i++)
     if (codes[i]) printf(" %s %ld", luaretry_strerror((luaretry_code)i), codes[i]);
   printf("; decisions");
-  for (int i = 0; i <= LUARETRY_REASON_SERVER_WAIT_TOO_LONG; i++)
+  for (int i = 0; i <= LUARETRY_REASON_RATE_LIMIT; i++)
     if (reasons[i]) printf(" %s %ld", luaretry_reason_name((luaretry_reason)i), reasons[i]);
   printf("\n");
   memset(codes, 0, sizeof codes);
