@@ -349,6 +349,10 @@ typedef struct {
 } luaretry_metrics;
 
 LUARETRY_API luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m);
+/* The rate limiter's attempts per second now (the policy's `rate`): its
+ * limit, or what the adaptive one allows; 0 without a limiter, or adaptive
+ * and not yet limited.  Beside the metrics, whose room went to counters. */
+LUARETRY_API double luaretry_policy_rate(const luaretry_policy *p);
 
 /* Called on each change of the breaker's state (from the thread whose
  * outcome caused it). */

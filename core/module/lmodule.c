@@ -323,6 +323,7 @@ static int p_metrics(lua_State *L) {
   }
   set_num(L, "time_waited", m.time_waited);
   set_num(L, "budget_tokens", m.budget_tokens);
+  set_num(L, "rate", luaretry_policy_rate(check_policy(L, 1)));
   set_str(L, "breaker", luaretry_breaker_state_name(m.breaker));
   set_str(L, "guards", luaretry_guards_scope_name(m.guards));
   return 1;

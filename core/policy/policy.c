@@ -109,6 +109,15 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   return LUARETRY_OK;
 }
 
+double luaretry_policy_rate(const luaretry_policy *p) {
+  if (!p) return 0;
+  lr_shared *s = (lr_shared *)&p->shared;
+  pthread_mutex_lock((pthread_mutex_t *)&p->lock);
+  double rate = p->gen ? lr_rate_now(s, &p->gen->rules.guards) : 0;
+  pthread_mutex_unlock((pthread_mutex_t *)&p->lock);
+  return rate;
+}
+
 void luaretry_policy_free(luaretry_policy *p) {
   if (!p) return;
   /* every call is over (a policy outlives its calls) */

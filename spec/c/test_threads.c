@@ -170,6 +170,7 @@ int main(void) {
   /* two failures for a success: the service accepts a third of the
    * requests, below 1 / k: the throttle refuses most calls */
   CHECK(after.throttle_refusals > before.throttle_refusals);
+  CHECK(luaretry_policy_rate(p) == 1e6);
 
   printf("%d threads x %d decisions on one policy: %ld attempts counted, %ld budget refusals\n",
          THREADS, DECISIONS, (long)m.attempts, budget_refused);
