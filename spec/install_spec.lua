@@ -89,11 +89,7 @@ function is_transient(status, body, info) return status == 0 or transient(status
     local r = proc.run({ prefix .. "/fast.lua", srv.base .. "/flaky" },
                        { bin = prefix .. "/retry_get", timeout = 30, plain = true })
     assert.are.equal(0, r.code, r.stderr)
-    assert.are.equal(BODY200, r.stdout)
-    local lines = proc.lines(r.stderr)
-    assert.are.equal(3, #lines, r.stderr)
-    assert.matches("^attempt 1: status 503 %-> retry, wait 0%.050 s", lines[1])
-    assert.matches("^attempt 3: status 200 %-> success", lines[3])
+    assert.are.equal(BODY200, r.stdout)   -- the final body only: two 503s were retried
     assert.are.equal(3, #srv:requests_on("/flaky"))
 
     -- the installed command finds the installed policies and helpers

@@ -161,7 +161,8 @@ package.path = here .. "/?.lua;" .. here .. "/../lua/?.lua;" .. package.path
 local proc = require "support.proc"
 local HTTP = proc.root .. "/policies/http.lua"
 -- a short backoff, so that a server's wait is what decides
-local QUICK = { "--set", "backoff.initial=0.1", "--set", "backoff.jitter_max=0.1" }
+local QUICK = { "--set", "backoff.initial=0.1", "--set", "backoff.jitter_max=0.1",
+                "--set", "throttle_backoff.initial=0.1" }
 
 local function run(srv, path, extra)
   local args = { "run", HTTP, srv.base .. path, "--log-json", "-", "-s" }
@@ -230,10 +231,10 @@ describe("policies/http.lua against luaretry faults", function()
     assert.matches("asked for 1%.000 s, more than max_retry_after %(0%.500 s%)", q.log[1].message)
   end)
 
-  it("ignores malformed values: the backoff applies", function()
+  it("ignores malformed values: the backoff applies (a 429's: throttling's)", function()
     local r = run(srv, "/garbage")
     assert.are.equal(0, r.code, r.stderr)
-    assert.are.equal("backoff", r.log[1].wait_source)
+    assert.are.equal("throttle", r.log[1].wait_source)
     assert.is_true(r.log[1].wait < 0.25)
   end)
 end)
@@ -320,7 +321,7 @@ describe("the shipped policies' rate-limit and hint waits", function()
       local d = testing.classify(policy(name), { status = 429, headers = { RateLimit = '"q";r=0;t=40' } })
       assert.are.equal("server", d.source, name)
       assert.is_true(d.wait >= 40 and d.wait <= 41, name .. " " .. d.wait)
-      assert.are.equal("backoff", testing.classify(policy(name), 429).source, name)
+      assert.are.equal("throttle", testing.classify(policy(name), 429).source, name)
     end
   end)
 
