@@ -25,7 +25,7 @@ MAJOR := $(firstword $(subst ., ,$(VERSION)))
 DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted \
   lua-dkjson curl lua-cjson valgrind openssl mandoc man-db luarocks zsh gzip \
   libhiredis-dev redis-server clang libclang-rt-dev lua-socket groff-base bsdextrautils \
-  nginx-light
+  nginx-light clang-format
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
 LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null)
 CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
@@ -76,7 +76,7 @@ C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
 .PHONY: all deps demo test test-build test-plain test-sanitized test-c test-lua check-layers \
-  check-man bench install uninstall \
+  check-man check-format format bench install uninstall \
   rock install-rock clean fuzz fuzz-build fuzz-smoke fuzz-merge
 
 all: $(BUILD)/libluaretry.a $(BUILD)/libluaretry.so $(BUILD)/luaretry.so $(BUILD)/luaretry \
@@ -186,6 +186,16 @@ test-lua: all $(FAULT_BIN)
 
 ASAN_PRELOAD = $(shell $(CC) -print-file-name=libasan.so) $(shell $(CC) -print-file-name=libubsan.so)
 
+# One style for every C file (.clang-format): check-format fails on a
+# file that drifts, format applies the style.
+C_SOURCES = $(shell find core spec/c spec/fuzz spec/bench -name '*.[ch]' | sort)
+check-format:
+	@clang-format --dry-run --Werror $(C_SOURCES) && \
+	  echo "check-format: $(words $(C_SOURCES)) C files in the house style"
+
+format:
+	@clang-format -i $(C_SOURCES)
+
 # The man pages, every one, linted together from their folder, where each
 # finds the pages it refers to.
 check-man:
@@ -197,7 +207,7 @@ check-man:
 # the longer.  Each half's output is shown whole when it ends (-O).
 TSAN_TESTS = test_threads test_overlap test_fleet_calls test_hedge
 test: deps
-	$(MAKE) -j2 check-layers check-man test-build
+	$(MAKE) -j2 check-layers check-man check-format test-build
 	$(MAKE) -j2 -O test-plain test-sanitized
 
 test-build:

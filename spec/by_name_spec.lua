@@ -21,7 +21,7 @@ is_transient = retry.status_in { 503 }
 describe("policies by name", function ()
   local srv, tmp, env
 
-  setup(function () srv = proc.server(here .. "/run/server.lua") end)
+  setup(function () srv = proc.server(here .. "/fixtures/run/server.lua") end)
   teardown(function () if srv then srv:stop() end end)
   before_each(function ()
     srv:reset()

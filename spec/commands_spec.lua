@@ -9,7 +9,7 @@ local proc = require "support.proc"
 
 local root = proc.root
 local HTTP = root .. "/policies/http.lua"
-local CMD = here .. "/run/cmd.lua"
+local CMD = here .. "/fixtures/run/cmd.lua"
 
 -- A marker only this test's processes carry: "sleep 40.NNNN" with NNNN
 -- from the PID and a counter, so that pgrep finds them and nothing else.

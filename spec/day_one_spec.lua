@@ -20,7 +20,7 @@ end
 
 describe("day one", function ()
   local srv, tmp
-  setup(function () srv = proc.server(here .. "/run/error_body.lua") end)
+  setup(function () srv = proc.server(here .. "/fixtures/run/error_body.lua") end)
   teardown(function () if srv then srv:stop() end end)
   before_each(function () tmp = proc.tmpdir() end)
   after_each(function () proc.rmtree(tmp) end)

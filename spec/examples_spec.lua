@@ -47,7 +47,7 @@ describe("policies/examples/idempotency-key.lua", function()
   end)
 
   it("under `luaretry run`, the server sees the same key on each attempt", function()
-    local srv = proc.server(here .. "/run/server.lua")
+    local srv = proc.server(here .. "/fixtures/run/server.lua")
     finally(function() srv:stop() end)
     local r = proc.run({ "run", KEYED, srv.base .. "/flaky", "-X", "POST", "-d", "{}",
                          "--set", "backoff.initial=0.01", "--set", "backoff.jitter=none" },

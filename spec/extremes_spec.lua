@@ -55,7 +55,7 @@ describe("numbers near the top of a double", function()
   end)
 
   it("a real call with 1e308 s limits runs (timeouts handed to libcurl are clamped)", function()
-    local srv = proc.server(here .. "/run/server.lua")
+    local srv = proc.server(here .. "/fixtures/run/server.lua")
     finally(function() srv:stop() end)
     local r = proc.run({ "run", proc.root .. "/policies/http.lua", srv.base .. "/flaky",
                          "--set", "deadline=1e308", "--set", "attempt_timeout=1e308",

@@ -32,7 +32,7 @@ end
 
 describe("files as curl writes them", function ()
   local srv, tmp
-  proc.with_server(here .. "/run/server.lua", function (s, t) srv, tmp = s, t end)
+  proc.with_server(here .. "/fixtures/run/server.lua", function (s, t) srv, tmp = s, t end)
 
   local function url(path) return srv.base .. path end
 
@@ -119,7 +119,7 @@ describe("files as curl writes them", function ()
   end)
 
   it("standard output: bodies below, at and above what it keeps in memory, after a retry", function ()
-    local spill = proc.server(here .. "/run/spill.lua")
+    local spill = proc.server(here .. "/fixtures/run/spill.lua")
     finally(function () spill:stop() end)
     for _, n in ipairs({ 0, 1, 65535, 65536, 65537, 1048576 }) do
       local r = run_in(":", { "run", HTTP, spill.base .. "/size/" .. n }, tmp)

@@ -204,7 +204,7 @@ end)
 
 describe("luaretry run and the guards", function ()
   local srv
-  setup(function () srv = proc.server(proc.root .. "/spec/run/server.lua") end)
+  setup(function () srv = proc.server(proc.root .. "/spec/fixtures/run/server.lua") end)
   teardown(function () if srv then srv:stop() end end)
   before_each(function () srv:reset() end)
 

@@ -34,7 +34,7 @@ local function man_examples(path)
   return list
 end
 
-local BODY200 = "the 200 body\0with \r\n and \255\254 bytes\n"  -- spec/run/server.lua /flaky
+local BODY200 = "the 200 body\0with \r\n and \255\254 bytes\n"  -- spec/fixtures/run/server.lua /flaky
 
 -- make install and luarocks build in the tree (build/install, build/rock):
 -- once, in the plain pass; `make test` runs the sanitizer pass beside it,
@@ -85,7 +85,7 @@ local retry = require "retry"
 local transient = retry.status_in { 500, 502, 503, 504 }
 function is_transient(status, body, info) return status == 0 or transient(status) end
 ]])
-    srv = proc.server(here .. "/run/server.lua")
+    srv = proc.server(here .. "/fixtures/run/server.lua")
     local r = proc.run({ prefix .. "/fast.lua", srv.base .. "/flaky" },
                        { bin = prefix .. "/retry_get", timeout = 30, plain = true })
     assert.are.equal(0, r.code, r.stderr)
@@ -140,7 +140,7 @@ function is_transient(status, body, info) return status == 0 or transient(status
     local out = prefix .. "/out"
     local function sh(cmd) return proc.sh("cd " .. q(prefix) .. " && " .. env .. cmd .. " >" .. q(out) .. " 2>&1") end
 
-    srv = proc.server(here .. "/run/server.lua")
+    srv = proc.server(here .. "/fixtures/run/server.lua")
     -- the policy by its name, found in the installed share/luaretry/policies
     assert.are.equal(0, sh("luaretry run http " .. q(srv.base .. "/new") .. " -q"), proc.readfile(out))
     assert.are.equal("new content\n", proc.readfile(out))

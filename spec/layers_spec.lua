@@ -114,3 +114,19 @@ describe("the shared library", function ()
     assert.are.same({ "luaopen_luaretry" }, exported)
   end)
 end)
+
+-- make check-format: clang-format with the tree's .clang-format, as make
+-- test runs it, passes the tree's files and fails on one that drifts.
+describe("check-format", function ()
+  it("passes a file of the tree and fails on the same file drifted", function ()
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    assert(proc.sh("cp " .. q(proc.root .. "/.clang-format") .. " " .. q(proc.root .. "/core/engine/rng.c") ..
+                   " " .. q(dir)) == 0)
+    local check = "cd " .. q(dir) .. " && clang-format --dry-run --Werror rng.c 2>/dev/null"
+    assert.are.equal(0, proc.sh(check))
+    local text = proc.readfile(dir .. "/rng.c")
+    proc.writefile(dir .. "/rng.c", (text:gsub("%) {\n", ")\n{\n", 1)))  -- a brace on its own line
+    assert.are_not.equal(0, proc.sh(check))
+  end)
+end)

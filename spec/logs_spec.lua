@@ -5,7 +5,7 @@ local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
 local proc = require "support.proc"
 
 local HTTP = proc.root .. "/policies/http.lua"
-local QUOTE = here .. "/run/quote_body.lua"
+local QUOTE = here .. "/fixtures/run/quote_body.lua"
 
 -- No byte a terminal obeys: C0 controls but the newline, DEL, C1 (as
 -- UTF-8 or bare), and every line valid UTF-8.
@@ -20,7 +20,7 @@ end
 
 describe("logs no server can forge", function ()
   local srv, tmp
-  setup(function () srv = proc.server(here .. "/run/server.lua") end)
+  setup(function () srv = proc.server(here .. "/fixtures/run/server.lua") end)
   teardown(function () if srv then srv:stop() end end)
   before_each(function () tmp = proc.tmpdir() end)
   after_each(function () proc.rmtree(tmp) end)

@@ -40,7 +40,7 @@ end
 describe("output for machines", function ()
   local srv, tmp
 
-  proc.with_server(here .. "/run/server.lua", function (s, t) srv, tmp = s, t end)
+  proc.with_server(here .. "/fixtures/run/server.lua", function (s, t) srv, tmp = s, t end)
 
   it("--stats=json: one JSON object of the policy's counters on standard error", function ()
     local r = run({ srv.base .. "/flaky", "-q", "--stats=json" })

@@ -12,7 +12,7 @@ local MiB = 1024 * 1024
 
 describe("an endless 200 body", function ()
   local srv, tmp
-  setup(function () srv = proc.server(here .. "/run/server.lua") end)
+  setup(function () srv = proc.server(here .. "/fixtures/run/server.lua") end)
   teardown(function () if srv then srv:stop() end end)
   before_each(function () tmp = proc.tmpdir() end)
   after_each(function () proc.rmtree(tmp) end)

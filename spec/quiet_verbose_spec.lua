@@ -167,7 +167,7 @@ describe("quiet and verbose", function ()
     end)
 
     it("nor the server's Set-Cookie, nor a URL's user:password in a header it sent", function ()
-      local other = proc.server(here .. "/run/error_body.lua")
+      local other = proc.server(here .. "/fixtures/run/error_body.lua")
       finally(function () other:stop() end)
       local r = run("run", other.base .. "/cookie", "-v", "--trace-ascii", tmp .. "/trace")
       assert.are.equal(0, r.code, r.stderr)

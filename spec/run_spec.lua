@@ -5,7 +5,7 @@ local proc = require "support.proc"
 
 local root = proc.root
 local HTTP = root .. "/policies/http.lua"
-local RUN = here .. "/run/"
+local RUN = here .. "/fixtures/run/"
 local FAST = { "--set", "backoff.initial=0.05", "--set", "backoff.jitter_max=0.05", "--seed", "1" }
 
 -- args .. FAST .. more

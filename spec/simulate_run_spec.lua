@@ -21,7 +21,7 @@ end
 
 describe("simulate and run", function ()
   local srv
-  setup(function () srv = proc.server(proc.root .. "/spec/run/server.lua") end)
+  setup(function () srv = proc.server(proc.root .. "/spec/fixtures/run/server.lua") end)
   teardown(function () if srv then srv:stop() end end)
 
   it("give the same waits for the same seed", function ()

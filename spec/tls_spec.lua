@@ -96,7 +96,7 @@ describe("error_detail", function ()
   it("names a connection refused, in the attempt line and --log-json", function ()
     local tmp = proc.tmpdir()
     finally(function () proc.rmtree(tmp) end)
-    local gone = proc.server(here .. "/run/server.lua")
+    local gone = proc.server(here .. "/fixtures/run/server.lua")
     local port = gone.port
     gone:stop()
     local r = proc.run({ "run", HTTP, "http://127.0.0.1:" .. port .. "/", "--set", "max_attempts=1",

@@ -8,7 +8,7 @@ local proc = require "support.proc"
 local root = proc.root
 local HTTP = root .. "/policies/http.lua"
 local GCS = root .. "/policies/gcs.lua"
-local IDEM = here .. "/run/post_idempotent.lua"
+local IDEM = here .. "/fixtures/run/post_idempotent.lua"
 local MiB = 1024 * 1024
 
 -- Runs luaretry from bash with `prefix` before it (a pipe, say) and a
@@ -24,7 +24,7 @@ end
 
 describe("uploads", function ()
   local srv, tmp
-  proc.with_server(here .. "/run/server.lua", function (s, t) srv, tmp = s, t end)
+  proc.with_server(here .. "/fixtures/run/server.lua", function (s, t) srv, tmp = s, t end)
 
   local function url(path) return srv.base .. path end
 

@@ -93,7 +93,7 @@ describe("workflows", function ()
   end)
 
   it("an endless body is cut at 16 MiB: the request fails with a transport error, memory bounded", function ()
-    local endless = proc.server(proc.root .. "/spec/run/server.lua")
+    local endless = proc.server(proc.root .. "/spec/fixtures/run/server.lua")
     finally(function () endless:stop() end)
     -- (room in the script for 16 MiB: its own limit is 8 MiB)
     local r = run({ "run", HERE .. "endless_run.lua", endless.base .. "/endless",

@@ -11,18 +11,19 @@
 
 /* The probes: HTTP statuses, then status 0 with each transport failure;
  * then those of --probe, written the same way (probe.c). */
-static const char *const PROBES[] = { "200", "400", "401", "403", "404", "408", "409", "429",
-                                      "500", "501", "502", "503", "504", "0 connect",
-                                      "0 timeout", "0 reset", "0 dns", "0 tls", "0 tls_verify" };
-#define N_PROBES (sizeof PROBES / sizeof PROBES[0])
+static const char *const PROBES[] = { "200",     "400",   "401",   "403",         "404",
+                                      "408",     "409",   "429",   "500",         "501",
+                                      "502",     "503",   "504",   "0 connect",   "0 timeout",
+                                      "0 reset", "0 dns", "0 tls", "0 tls_verify" };
+#define N_PROBES   (sizeof PROBES / sizeof PROBES[0])
 #define PROBE_SEED 1
 
 typedef struct {
-  char label[256];         /* "503", "0 reset", "429 [Retry-After: 5]" */
-  const char *verdict;     /* success, retry, final, policy_error, exhausted... */
-  char wait[48];           /* wait source, "after N s", or "-" */
+  char label[256];     /* "503", "0 reset", "429 [Retry-After: 5]" */
+  const char *verdict; /* success, retry, final, policy_error, exhausted... */
+  char wait[48];       /* wait source, "after N s", or "-" */
   char rule[256];
-  char *problem;           /* policy error or hook error, owned */
+  char *problem; /* policy error or hook error, owned */
 } probe_row;
 
 /* Text from the policy (its file name, its name, a message quoting what
@@ -31,8 +32,7 @@ typedef struct {
 static void show(const char *s) { cli_text(stdout, s); }
 
 /* "PATH" then the rest of a heading line, printf-style. */
-__attribute__((format(printf, 2, 3)))
-static void heading(const char *path, const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) static void heading(const char *path, const char *fmt, ...) {
   show(path);
   va_list ap;
   va_start(ap, fmt);
@@ -89,17 +89,20 @@ static int probe_failed(probe_row *row, const char *why) {
  * hook's error). */
 static int probe_verdict(probe_row *row, const luaretry_decision *d) {
   row->verdict = d->retry ? "retry" : luaretry_reason_name(d->reason);
-  if (!d->retry) snprintf(row->wait, sizeof row->wait, "-");
+  if (!d->retry)
+    snprintf(row->wait, sizeof row->wait, "-");
   else if (d->wait_source == LUARETRY_WAIT_SCRIPT)
     snprintf(row->wait, sizeof row->wait, "after %g s", d->wait);
   else if (d->wait_source == LUARETRY_WAIT_SERVER)
     snprintf(row->wait, sizeof row->wait, "server %.4g s", d->wait);
-  else snprintf(row->wait, sizeof row->wait, "%s", luaretry_wait_source_name(d->wait_source));
+  else
+    snprintf(row->wait, sizeof row->wait, "%s", luaretry_wait_source_name(d->wait_source));
   snprintf(row->rule, sizeof row->rule, "%s", d->rule ? d->rule : "-");
   const char *why = NULL;
   if (!d->retry && d->reason == LUARETRY_REASON_POLICY_ERROR)
     why = d->message ? d->message : "policy error";
-  else if (d->hook_error) why = d->hook_error;
+  else if (d->hook_error)
+    why = d->hook_error;
   if (!why) return 0;
   row->problem = probe_problem(row, why);
   return -1;
@@ -142,14 +145,18 @@ static int run_probe(luaretry_policy *p, const cli_probe *pr, probe_row *row) {
 }
 
 static void secs(char *buf, size_t n, double v) {
-  if (v > 0) snprintf(buf, n, "%g s", v);
-  else snprintf(buf, n, "none");
+  if (v > 0)
+    snprintf(buf, n, "%g s", v);
+  else
+    snprintf(buf, n, "none");
 }
 
 static void print_tuning(const luaretry_tuning *t) {
   char att[32], dl[32], to[32], ct[120] = "";
-  if (t->max_attempts > 0) snprintf(att, sizeof att, "%ld", t->max_attempts);
-  else snprintf(att, sizeof att, "no limit");
+  if (t->max_attempts > 0)
+    snprintf(att, sizeof att, "%ld", t->max_attempts);
+  else
+    snprintf(att, sizeof att, "no limit");
   secs(dl, sizeof dl, t->deadline);
   secs(to, sizeof to, t->attempt_timeout);
   if (t->connect_timeout > 0) snprintf(ct, sizeof ct, ", connect_timeout %g s", t->connect_timeout);
@@ -158,18 +165,20 @@ static void print_tuning(const luaretry_tuning *t) {
              t->stall_timeout, t->stall_speed);
   printf("  tuning: name ");
   show(t->name ? t->name : "?");
-  printf("; max_attempts %s, deadline %s, attempt_timeout %s%s, "
-         "retry_after %s (max %g s), body_limit %zu B\n",
-         att, dl, to, ct, t->retry_after ? "on" : "off",
-         t->max_retry_after, t->body_limit);
+  printf(
+    "; max_attempts %s, deadline %s, attempt_timeout %s%s, "
+    "retry_after %s (max %g s), body_limit %zu B\n",
+    att, dl, to, ct, t->retry_after ? "on" : "off", t->max_retry_after, t->body_limit);
   printf("  backoff: ");
   switch (t->kind) {
   case LUARETRY_BACKOFF_SCRIPT: printf("the script's backoff(n, previous)"); break;
   case LUARETRY_BACKOFF_EXPONENTIAL:
-    printf("exponential %g s x%g, max %g s", t->initial, t->multiplier, t->max); break;
+    printf("exponential %g s x%g, max %g s", t->initial, t->multiplier, t->max);
+    break;
   case LUARETRY_BACKOFF_CONSTANT: printf("constant %g s", t->initial); break;
   case LUARETRY_BACKOFF_LINEAR:
-    printf("linear %g s +%g s, max %g s", t->initial, t->step, t->max); break;
+    printf("linear %g s +%g s, max %g s", t->initial, t->step, t->max);
+    break;
   default: printf("%s", luaretry_backoff_kind_name(t->kind)); break;
   }
   printf(", jitter %s", luaretry_jitter_name(t->jitter));
@@ -222,7 +231,7 @@ static int apply_sets(luaretry_policy *p, char **sets, int nsets, char *msg, siz
   for (int i = 0; i < nsets; i++) {
     char name[CLI_SET_NAME];
     const char *value;
-    cli_split_set(sets[i], name, &value);  /* checked by parse_check() */
+    cli_split_set(sets[i], name, &value); /* checked by parse_check() */
     if (luaretry_policy_set(p, name, value) != LUARETRY_OK) {
       snprintf(msg, n, "--set %s", luaretry_policy_errmsg(p));
       return -1;
@@ -234,7 +243,7 @@ static int apply_sets(luaretry_policy *p, char **sets, int nsets, char *msg, siz
 typedef struct {
   char **sets, **files;
   int nsets, nfiles;
-  cli_probe *probes;       /* the built-in ones, then --probe's */
+  cli_probe *probes; /* the built-in ones, then --probe's */
   size_t nprobes;
 } check_args;
 
@@ -251,13 +260,14 @@ static char *probe_on_breaker(luaretry_policy *p) {
 /* The first decision's problem, for a forced retry (below). */
 static int first_problem(void *ud, const luaretry_decision *d) {
   char **problem = ud;
-  const char *why = d->hook_error ? d->hook_error
-                  : d->reason == LUARETRY_REASON_POLICY_ERROR ? d->message : NULL;
+  const char *why = d->hook_error                               ? d->hook_error
+                    : d->reason == LUARETRY_REASON_POLICY_ERROR ? d->message
+                                                                : NULL;
   if (why && !*problem) {
     size_t need = strlen(why) + 40;
     if ((*problem = malloc(need))) snprintf(*problem, need, "a forced retry: %s", why);
   }
-  return 1;  /* one decision is enough */
+  return 1; /* one decision is enough */
 }
 
 /* When no probe retried, on_retry and a backoff function have not run
@@ -317,8 +327,9 @@ static void print_rows(const probe_row *rows, size_t n) {
  * the warning for it (malloc'ed), or NULL.  Each method is asked bare
  * (no headers, no body), as is_idempotent would see it. */
 static char *hedge_never(luaretry_policy *p) {
-  static const char *const METHODS[] = { "GET", "HEAD", "OPTIONS", "PUT", "DELETE", "POST",
-                                         "PATCH" };
+  static const char *const METHODS[] = {
+    "GET", "HEAD", "OPTIONS", "PUT", "DELETE", "POST", "PATCH"
+  };
   char delay[64];
   if (luaretry_policy_get(p, "hedge.delay", delay, sizeof delay) != LUARETRY_OK ||
       strcmp(delay, "none") == 0)
@@ -328,22 +339,25 @@ static char *hedge_never(luaretry_policy *p) {
     int yes = 0;
     if (luaretry_policy_is_idempotent(p, &r, &yes) != LUARETRY_OK || yes) return NULL;
   }
-  return strdup("hedge: no request (GET, HEAD, OPTIONS, PUT, DELETE, POST, PATCH) is "
-                "idempotent under the policy's is_idempotent: no hedge would ever go");
+  return strdup(
+    "hedge: no request (GET, HEAD, OPTIONS, PUT, DELETE, POST, PATCH) is "
+    "idempotent under the policy's is_idempotent: no hedge would ever go");
 }
 
 /* The block's head and its problems: warnings (in line order), then the
  * probes' errors and the hooks' that no probe reached; the count. */
-static size_t print_problems(const char *path, luaretry_policy *p, const probe_row *rows,
-                             size_t n, char *const *extra, size_t nextra) {
+static size_t print_problems(const char *path, luaretry_policy *p, const probe_row *rows, size_t n,
+                             char *const *extra, size_t nextra) {
   size_t failed = 0;
   for (size_t i = 0; i < n; i++) failed += rows[i].problem != NULL;
   for (size_t i = 0; i < nextra; i++) failed += extra[i] != NULL;
   size_t nwarn = luaretry_policy_warning_count(p);
   char *hedge = hedge_never(p);
   size_t problems = nwarn + failed + (hedge != NULL);
-  if (problems == 0) heading(path, ": ok\n");
-  else heading(path, ": loads, %zu problem%s\n", problems, problems == 1 ? "" : "s");
+  if (problems == 0)
+    heading(path, ": ok\n");
+  else
+    heading(path, ": loads, %zu problem%s\n", problems, problems == 1 ? "" : "s");
   for (size_t i = 0; i < nwarn; i++) print_lines("warning: ", luaretry_policy_warning(p, i));
   if (hedge) print_lines("warning: ", hedge);
   free(hedge);
@@ -403,7 +417,8 @@ static int parse_check(int argc, char **argv, check_args *a) {
         return cli_usage("check: --set %s: expected NAME=VALUE", i + 1 < argc ? argv[i + 1] : "");
       a->sets[a->nsets++] = argv[++i];
     } else if (!dashdash && strcmp(s, "--probe") == 0) {
-      if (i + 1 >= argc) return cli_usage("check: --probe needs an outcome, e.g. '%s'", "429 [Retry-After: 5]");
+      if (i + 1 >= argc)
+        return cli_usage("check: --probe needs an outcome, e.g. '%s'", "429 [Retry-After: 5]");
       char err[1024];
       if (cli_probe_parse(argv[++i], &a->probes[a->nprobes], err, sizeof err) != 0) {
         cli_probe_free(&a->probes[a->nprobes]);
@@ -428,8 +443,8 @@ static int check_files(const check_args *a) {
     clean += check_file(a->files[i], a);
   }
   if (a->nfiles > 1)
-    printf("\n%d file%s: %d clean, %d with problems\n", a->nfiles, a->nfiles == 1 ? "" : "s",
-           clean, a->nfiles - clean);
+    printf("\n%d file%s: %d clean, %d with problems\n", a->nfiles, a->nfiles == 1 ? "" : "s", clean,
+           a->nfiles - clean);
   int status = clean == a->nfiles ? EXIT_OK : EXIT_POLICY;
   if (fflush(stdout) != 0) status = EXIT_POLICY;
   return status;
@@ -440,7 +455,7 @@ static int builtin_probes(check_args *a) {
   char err[256];
   for (size_t i = 0; i < N_PROBES; i++) {
     if (cli_probe_parse(PROBES[i], &a->probes[a->nprobes], err, sizeof err) != 0) {
-      cli_probe_free(&a->probes[a->nprobes]);  /* only out of memory */
+      cli_probe_free(&a->probes[a->nprobes]); /* only out of memory */
       return -1;
     }
     a->nprobes++;
@@ -450,8 +465,11 @@ static int builtin_probes(check_args *a) {
 
 int cli_check(int argc, char **argv) {
   check_args a = { malloc(sizeof(char *) * (size_t)(argc + 1)),
-                   malloc(sizeof(char *) * (size_t)(argc + 1)), 0, 0,
-                   calloc(N_PROBES + (size_t)argc, sizeof(cli_probe)), 0 };
+                   malloc(sizeof(char *) * (size_t)(argc + 1)),
+                   0,
+                   0,
+                   calloc(N_PROBES + (size_t)argc, sizeof(cli_probe)),
+                   0 };
   int status;
   if (!a.sets || !a.files || !a.probes || builtin_probes(&a) != 0) {
     fprintf(stderr, "luaretry: out of memory\n");

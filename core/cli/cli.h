@@ -40,8 +40,14 @@
 #include "luaretry.h"
 
 enum {
-  EXIT_OK = 0, EXIT_FINAL = 1, EXIT_USAGE = 2, EXIT_POLICY = 3,
-  EXIT_EXHAUSTED = 4, EXIT_DEADLINE = 5, EXIT_REFUSED = 6, EXIT_INTERRUPTED = 130
+  EXIT_OK = 0,
+  EXIT_FINAL = 1,
+  EXIT_USAGE = 2,
+  EXIT_POLICY = 3,
+  EXIT_EXHAUSTED = 4,
+  EXIT_DEADLINE = 5,
+  EXIT_REFUSED = 6,
+  EXIT_INTERRUPTED = 130
 };
 
 /* ---- usage.c */
@@ -55,7 +61,7 @@ int cli_help(const char *command);
 int cli_version(void);
 
 /* ---- policy_arg.c */
-#define CLI_SET_NAME 64    /* room for the NAME of NAME=VALUE */
+#define CLI_SET_NAME 64 /* room for the NAME of NAME=VALUE */
 /* Splits "NAME=VALUE" (a NAME of 1 to CLI_SET_NAME - 1 bytes); -1 when it
  * is not that. */
 int cli_split_set(const char *set, char name[CLI_SET_NAME], const char **value);
@@ -84,14 +90,14 @@ char *cli_policy_message(const char *msg, char **sets, int nsets);
 /* One outcome written as '[METHOD] STATUS [ERROR] [Name: value]...
  * [body=TEXT]'; its strings point into `text`. */
 typedef struct {
-  char *text;              /* owned */
-  const char *method;      /* NULL: GET */
+  char *text;         /* owned */
+  const char *method; /* NULL: GET */
   int status;
-  const char *error;       /* status 0: the transport failure */
-  luaretry_header headers[CLI_PROBE_HEADERS];  /* names in lower case */
+  const char *error;                          /* status 0: the transport failure */
+  luaretry_header headers[CLI_PROBE_HEADERS]; /* names in lower case */
   size_t nheaders;
-  const char *body;        /* NULL: none */
-  char label[256];         /* the text as given */
+  const char *body; /* NULL: none */
+  char label[256];  /* the text as given */
 } cli_probe;
 /* 0, or -1 with a message naming the probe in err. */
 int cli_probe_parse(const char *spec, cli_probe *p, char *err, size_t n);
@@ -136,8 +142,8 @@ void cli_text_block(FILE *f, const char *s, size_t len);
 
 /* ---- log.c */
 /* One JSON log line; status < 0 prints null. */
-void cli_json_decision(FILE *f, const luaretry_decision *d, int status,
-                       const char *error, const char *target);
+void cli_json_decision(FILE *f, const luaretry_decision *d, int status, const char *error,
+                       const char *target);
 
 /* ---- fleet_cmd.c */
 /* --redis's URL if given, else LUARETRY_REDIS's, else NULL; *from names
@@ -149,16 +155,18 @@ void cli_fleet_start(luaretry_policy *p);
 void cli_fleet_warn_unshared(luaretry_policy *p, const char *from);
 
 /* ---- the subcommands */
-int cli_run(int argc, char **argv);       /* run.c */
-int cli_check(int argc, char **argv);     /* check.c */
-int cli_simulate(int argc, char **argv);  /* simulate.c */
-int cli_list(int argc, char **argv);      /* list.c */
-int cli_fleet(int argc, char **argv);     /* fleet_cmd.c */
+int cli_run(int argc, char **argv);      /* run.c */
+int cli_check(int argc, char **argv);    /* check.c */
+int cli_simulate(int argc, char **argv); /* simulate.c */
+int cli_list(int argc, char **argv);     /* list.c */
+int cli_fleet(int argc, char **argv);    /* fleet_cmd.c */
 /* simulate/fleet_report.c: --fleet (own guards next to the fleet's) or
  * --process (the clients as calls of one process); the exit status. */
 /* simulate/latency.c: --latency "BASE[,SLOW@FRACTION]" [--calls N] */
-typedef struct { double base, slow, fraction; } cli_latency;
-int cli_latency_parse(const char *s, cli_latency *l);  /* 0, or -1 */
+typedef struct {
+  double base, slow, fraction;
+} cli_latency;
+int cli_latency_parse(const char *s, cli_latency *l); /* 0, or -1 */
 int cli_simulate_latency(luaretry_policy *p, const cli_latency *l, long calls, uint64_t seed,
                          int json);
 

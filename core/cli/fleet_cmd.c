@@ -38,8 +38,10 @@ void cli_fleet_start(luaretry_policy *p) {
 void cli_fleet_warn_unshared(luaretry_policy *p, const char *from) {
   luaretry_tuning t;
   if (luaretry_policy_tuning(p, &t) != LUARETRY_OK || t.budget || t.breaker) return;
-  fprintf(stderr, "luaretry: warning: %s: %s names a Redis, but the policy has neither budget "
-          "nor breaker: there is nothing to share\n", t.name, from);
+  fprintf(stderr,
+          "luaretry: warning: %s: %s names a Redis, but the policy has neither budget "
+          "nor breaker: there is nothing to share\n",
+          t.name, from);
 }
 
 /* "2026-11-23 21:50:01.123 UTC" */
@@ -60,8 +62,8 @@ static void print_status(const char *name, const luaretry_fleet_status *st) {
   if (!st->exists) {
     printf("  no state in Redis (never synced, expired or reset): full budget, breaker closed\n");
   } else {
-    printf("  budget: %.3f of %g tokens (a retry needs more than %g)\n", st->tokens,
-           st->max_tokens, st->max_tokens / 2);
+    printf("  budget: %.3f of %g tokens (a retry needs more than %g)\n", st->tokens, st->max_tokens,
+           st->max_tokens / 2);
     printf("  breaker: %s", luaretry_breaker_state_name(st->breaker));
     if (st->opened_at > 0) {
       char when[64];
@@ -102,14 +104,20 @@ static int parse_fleet(int argc, char **argv, fleet_args *a) {
     const char *s = argv[i];
     int valued = strcmp(s, "--redis") == 0 || strcmp(s, "--set") == 0;
     if (valued && i + 1 >= argc) return cli_usage("fleet: %s needs a value", s);
-    if (strcmp(s, "--reset") == 0) a->reset = 1;
-    else if (strcmp(s, "--redis") == 0) a->redis = hide_redis(argv[++i]);
+    if (strcmp(s, "--reset") == 0)
+      a->reset = 1;
+    else if (strcmp(s, "--redis") == 0)
+      a->redis = hide_redis(argv[++i]);
     else if (strcmp(s, "--set") == 0 && a->nsets == 64)
       return cli_usage("fleet: too many --set", NULL);
-    else if (strcmp(s, "--set") == 0) a->sets[a->nsets++] = argv[++i];
-    else if (s[0] == '-' && s[1]) return cli_usage("fleet: unknown option %s", s);
-    else if (!a->policy) a->policy = s;
-    else return cli_usage("fleet: unexpected argument %s", s);
+    else if (strcmp(s, "--set") == 0)
+      a->sets[a->nsets++] = argv[++i];
+    else if (s[0] == '-' && s[1])
+      return cli_usage("fleet: unknown option %s", s);
+    else if (!a->policy)
+      a->policy = s;
+    else
+      return cli_usage("fleet: unexpected argument %s", s);
   }
   if (!a->policy) return cli_usage("fleet: which POLICY?", NULL);
   return 0;
@@ -128,8 +136,8 @@ int cli_fleet(int argc, char **argv) {
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
   luaretry_fleet_status st;
-  luaretry_code rc = a.reset ? luaretry_policy_fleet_reset(p)
-                             : luaretry_policy_fleet_status(p, &st);
+  luaretry_code rc =
+    a.reset ? luaretry_policy_fleet_reset(p) : luaretry_policy_fleet_status(p, &st);
   if (rc == LUARETRY_OK && a.reset) {
     printf("fleet %s: reset: full budget, breaker closed, no processes\n", t.name);
   } else if (rc == LUARETRY_OK) {

@@ -13,23 +13,23 @@
 
 #include "cli.h"
 
-#define MAX_LISTED 10000   /* files looked at per folder, at most */
-#define DESC_MAX 200
-#define DESC_LINES 50      /* lines read for a description, at most */
+#define MAX_LISTED 10000 /* files looked at per folder, at most */
+#define DESC_MAX   200
+#define DESC_LINES 50 /* lines read for a description, at most */
 
 /* Every name shown so far, for shadowing: an open-addressing hash set, so
  * a listing is linear in the number of files (sorting each folder aside). */
 typedef struct {
   char **slots;
-  size_t n, cap;           /* cap: a power of two, at least twice n */
-  int names_only;          /* --names: one name a line, for completion */
+  size_t n, cap;  /* cap: a power of two, at least twice n */
+  int names_only; /* --names: one name a line, for completion */
 } listing;
 
 static int by_name(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static size_t hash(const char *s) {  /* FNV-1a */
+static size_t hash(const char *s) { /* FNV-1a */
   uint64_t h = 14695981039346656037u;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211u;
   return (size_t)h;
@@ -41,9 +41,7 @@ static char **slot(const listing *l, const char *name) {
   return &l->slots[i];
 }
 
-static int seen(const listing *l, const char *name) {
-  return l->cap && *slot(l, name) != NULL;
-}
+static int seen(const listing *l, const char *name) { return l->cap && *slot(l, name) != NULL; }
 
 static int grow(listing *l) {
   size_t cap = l->cap ? l->cap * 2 : 128;
@@ -172,8 +170,10 @@ static void list_dir(listing *l, const char *dir) {
 int cli_list(int argc, char **argv) {
   listing l = { NULL, 0, 0, 0 };
   for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--names") == 0) l.names_only = 1;
-    else return cli_usage("list: unexpected argument %s", argv[i]);
+    if (strcmp(argv[i], "--names") == 0)
+      l.names_only = 1;
+    else
+      return cli_usage("list: unexpected argument %s", argv[i]);
   }
   char dir[CLI_PATH_MAX];
   for (size_t i = 0; luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++) list_dir(&l, dir);
@@ -184,8 +184,9 @@ int cli_list(int argc, char **argv) {
     fputc('\n', stderr);
   }
   if (l.n && !l.names_only)
-    puts("\nA bare NAME is looked up in these folders, in this order, never in the current\n"
-         "folder; a path with a / or a NAME.lua is a file.");
+    puts(
+      "\nA bare NAME is looked up in these folders, in this order, never in the current\n"
+      "folder; a path with a / or a NAME.lua is a file.");
   for (size_t i = 0; i < l.cap; i++) free(l.slots[i]);
   free(l.slots);
   return EXIT_OK;

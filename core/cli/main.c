@@ -55,8 +55,10 @@ static int cmd_faults(int argc, char **argv) {
   serving = f;
   if (stop_requests) lr_faults_stop(f);
   if (!lr_faults_is_loopback(f))
-    fprintf(stderr, "luaretry: faults: warning: listening on %s, not a loopback address: "
-            "anyone who can reach it can drive %s\n", lr_faults_address(f), script);
+    fprintf(stderr,
+            "luaretry: faults: warning: listening on %s, not a loopback address: "
+            "anyone who can reach it can drive %s\n",
+            lr_faults_address(f), script);
   printf("listening on %s\n", lr_faults_address(f));
   fflush(stdout);
   int rc = lr_faults_serve(f);
@@ -93,8 +95,8 @@ static int cmd_demo(void) {
           "waits shortened through the same overrides as --set:\n"
           "  luaretry run %s %s --set backoff.initial=0.2 --set backoff.jitter_max=0.1\n\n",
           lr_faults_address(f), policy, policy, url);
-  char *args[] = { policy, url, "--set", "backoff.initial=0.2", "--set",
-                   "backoff.jitter_max=0.1", NULL };
+  char *args[] = { policy, url, "--set", "backoff.initial=0.2", "--set", "backoff.jitter_max=0.1",
+                   NULL };
   int status = cli_run(6, args);
   lr_faults_free(f);
   fprintf(stderr, "\nluaretry demo: exit status %d\n", status);
@@ -116,7 +118,8 @@ int main(int argc, char **argv) {
   const char *cmd = argv[1];
   if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) return cli_help(NULL);
   if (strcmp(cmd, "help") == 0)
-    return argc > 3 ? cli_usage("help takes one COMMAND%s", "") : cli_help(argc == 3 ? argv[2] : NULL);
+    return argc > 3 ? cli_usage("help takes one COMMAND%s", "")
+                    : cli_help(argc == 3 ? argv[2] : NULL);
   if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) return cli_version();
   if (wants_help(argc, argv)) return cli_help(cmd);
   if (strcmp(cmd, "simulate") == 0) return cli_simulate(argc - 2, argv + 2);
@@ -125,6 +128,7 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "list") == 0) return cli_list(argc - 2, argv + 2);
   if (strcmp(cmd, "fleet") == 0) return cli_fleet(argc - 2, argv + 2);
   if (strcmp(cmd, "faults") == 0) return cmd_faults(argc - 2, argv + 2);
-  if (strcmp(cmd, "demo") == 0) return argc == 2 ? cmd_demo() : cli_usage("demo takes no arguments", NULL);
+  if (strcmp(cmd, "demo") == 0)
+    return argc == 2 ? cmd_demo() : cli_usage("demo takes no arguments", NULL);
   return cli_usage("unknown command %s", cmd);
 }

@@ -91,15 +91,19 @@ static void print_not_found(const char *policy) {
     fprintf(stderr, "%s%s", i ? ", " : "", dir);
   fputs(" (see luaretry list)\n", stderr);
   if (stat(policy, &st) == 0)
-    fprintf(stderr, "luaretry: a bare name is never looked up in the current folder: "
-            "run ./%s to use the file there\n", policy);
+    fprintf(stderr,
+            "luaretry: a bare name is never looked up in the current folder: "
+            "run ./%s to use the file there\n",
+            policy);
 }
 
 int cli_find_policy(const char *policy, char path[CLI_PATH_MAX]) {
   luaretry_code rc = luaretry_policy_find(policy, path, CLI_PATH_MAX);
   if (rc == LUARETRY_OK) return 0;
-  if (rc == LUARETRY_E_IO) print_not_found(policy);
-  else fprintf(stderr, "luaretry: policy %s: %s\n", policy, luaretry_strerror(rc));
+  if (rc == LUARETRY_E_IO)
+    print_not_found(policy);
+  else
+    fprintf(stderr, "luaretry: policy %s: %s\n", policy, luaretry_strerror(rc));
   return -1;
 }
 

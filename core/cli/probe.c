@@ -29,8 +29,10 @@ static char *word(char **s, int upper) {
 }
 
 static int fail(char *err, size_t n, const char *spec, const char *why) {
-  snprintf(err, n, "--probe '%s': %s (expected '[METHOD] STATUS [ERROR] [Name: value]... "
-           "[body=TEXT]', e.g. '429 [Retry-After: 5]')", spec, why);
+  snprintf(err, n,
+           "--probe '%s': %s (expected '[METHOD] STATUS [ERROR] [Name: value]... "
+           "[body=TEXT]', e.g. '429 [Retry-After: 5]')",
+           spec, why);
   return -1;
 }
 
@@ -72,8 +74,10 @@ int cli_probe_parse(const char *spec, cli_probe *p, char *err, size_t n) {
     const char *why = header(&s, p);
     if (why) return fail(err, n, spec, why);
   }
-  if (strncmp(s, "body=", 5) == 0) p->body = s + 5;
-  else if (*s) return fail(err, n, spec, "unexpected text after the headers");
+  if (strncmp(s, "body=", 5) == 0)
+    p->body = s + 5;
+  else if (*s)
+    return fail(err, n, spec, "unexpected text after the headers");
   return 0;
 }
 

@@ -8,13 +8,15 @@
 #include "cli.h"
 
 const char CLI_USAGE[] =
-  "usage: luaretry run [POLICY] URL [-X METHOD] [-H 'Name: value']... [-d DATA | -d @FILE] [-o FILE]\n"
+  "usage: luaretry run [POLICY] URL [-X METHOD] [-H 'Name: value']... [-d DATA | -d @FILE] [-o "
+  "FILE]\n"
   "       luaretry run [POLICY] URL... | --urls FILE [--parallel N] [--output-dir DIR] [options]\n"
   "       luaretry run [POLICY] -- COMMAND [ARG]...\n"
   "       luaretry run POLICY [ARG]...     (a policy with a run() workflow)\n"
   "       luaretry check POLICY... [--set NAME=VALUE]... [--probe OUTCOME]...\n"
   "       luaretry simulate POLICY [--attempts N] [--seed N] [--json] [--set NAME=VALUE]...\n"
-  "                [--probe OUTCOME]... | [--clients N [--outage SECONDS] [--status CODE] [--svg FILE]\n"
+  "                [--probe OUTCOME]... | [--clients N [--outage SECONDS] [--status CODE] [--svg "
+  "FILE]\n"
   "                [--fleet | --process]] | [--latency BASE[,SLOW@FRACTION] [--calls N]]\n"
   "       luaretry list [--names]\n"
   "       luaretry fleet POLICY [--redis URL] [--reset] [--set NAME=VALUE]...\n"
@@ -72,7 +74,8 @@ static const char HELP_RUN[] =
   "      --location-trusted    also send -u and Authorization/Cookie headers to other hosts\n"
   "                            (without it they go to the first host only, as in curl)\n"
   "  -u, --user USER:PASSWORD  Basic credentials (never prompts)\n"
-  "  -A, --user-agent TEXT     User-Agent (default luaretry/" LUARETRY_VERSION "; '' sends none)\n"
+  "  -A, --user-agent TEXT     User-Agent (default luaretry/" LUARETRY_VERSION
+  "; '' sends none)\n"
   "      --compressed          ask for a compressed answer, write it decoded\n"
   "  -k, --insecure            do not verify the server's certificate\n"
   "      --cacert FILE         verify it against the CA certificates in FILE\n"
@@ -232,9 +235,13 @@ static const char HELP_HELP[] =
   "luaretry help [COMMAND]\n"
   "  The overview, or COMMAND's options (the same as luaretry COMMAND --help).\n";
 
-static const struct { const char *name; const char *text; } HELPS[] = {
-  { "run", HELP_RUN }, { "check", HELP_CHECK }, { "simulate", HELP_SIMULATE },
-  { "list", HELP_LIST }, { "fleet", HELP_FLEET }, { "faults", HELP_FAULTS }, { "demo", HELP_DEMO }, { "help", HELP_HELP },
+static const struct {
+  const char *name;
+  const char *text;
+} HELPS[] = {
+  { "run", HELP_RUN },   { "check", HELP_CHECK }, { "simulate", HELP_SIMULATE },
+  { "list", HELP_LIST }, { "fleet", HELP_FLEET }, { "faults", HELP_FAULTS },
+  { "demo", HELP_DEMO }, { "help", HELP_HELP },
 };
 
 int cli_help(const char *command) {
@@ -282,7 +289,8 @@ int cli_version(void) {
   printf(" lua-sandbox fault-server\n");
   char dir[CLI_PATH_MAX];
   printf("policies:");
-  for (size_t i = 0; luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++) printf(" %s", dir);
+  for (size_t i = 0; luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++)
+    printf(" %s", dir);
   printf("\n");
   return EXIT_OK;
 }

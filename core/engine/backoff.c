@@ -27,36 +27,33 @@ static double power(double base, uint64_t n) {
  * delay grows with n). */
 void lr_backoff_prepare(lr_backoff *b) {
   b->capped_from = UINT64_MAX;
-  if (b->kind != LUARETRY_BACKOFF_EXPONENTIAL || b->initial <= 0 || b->multiplier <= 1)
-    return;
-  uint64_t lo = 0, hi = UINT64_MAX;  /* raw(hi) > max; raw(n) for n < lo is not */
+  if (b->kind != LUARETRY_BACKOFF_EXPONENTIAL || b->initial <= 0 || b->multiplier <= 1) return;
+  uint64_t lo = 0, hi = UINT64_MAX; /* raw(hi) > max; raw(n) for n < lo is not */
   if (!(b->initial * power(b->multiplier, hi) > b->max)) return;
   while (lo < hi) {
     uint64_t mid = lo + (hi - lo) / 2;
-    if (b->initial * power(b->multiplier, mid) > b->max) hi = mid;
-    else lo = mid + 1;
+    if (b->initial * power(b->multiplier, mid) > b->max)
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   b->capped_from = lo;
 }
 
 double lr_backoff_raw(const lr_backoff *b, uint64_t n) {
   switch (b->kind) {
-  case LUARETRY_BACKOFF_CONSTANT:
-    return b->initial;
-  case LUARETRY_BACKOFF_LINEAR:
-    return b->initial + b->step * (double)n;
+  case LUARETRY_BACKOFF_CONSTANT: return b->initial;
+  case LUARETRY_BACKOFF_LINEAR: return b->initial + b->step * (double)n;
   case LUARETRY_BACKOFF_EXPONENTIAL:
-    if (b->initial == 0) return 0;  /* 0 * inf would be NaN */
+    if (b->initial == 0) return 0; /* 0 * inf would be NaN */
     if (n >= b->capped_from) return INFINITY;
     return b->initial * power(b->multiplier, n);
-  case LUARETRY_BACKOFF_SCRIPT:
-    break;
+  case LUARETRY_BACKOFF_SCRIPT: break;
   }
   return 0;
 }
 
-double lr_backoff_wait(const lr_backoff *b, uint64_t n, double *previous,
-                       lr_rng *r, int *capped) {
+double lr_backoff_wait(const lr_backoff *b, uint64_t n, double *previous, lr_rng *r, int *capped) {
   double d = lr_backoff_raw(b, n);
   double v = d > b->max ? b->max : d;
   double w;
@@ -73,12 +70,8 @@ double lr_backoff_wait(const lr_backoff *b, uint64_t n, double *previous,
     }
     break;
   }
-  case LUARETRY_JITTER_FULL:
-    w = lr_rng_uniform(r, 0, v);
-    break;
-  case LUARETRY_JITTER_EQUAL:
-    w = v / 2 + lr_rng_uniform(r, 0, v / 2);
-    break;
+  case LUARETRY_JITTER_FULL: w = lr_rng_uniform(r, 0, v); break;
+  case LUARETRY_JITTER_EQUAL: w = v / 2 + lr_rng_uniform(r, 0, v / 2); break;
   case LUARETRY_JITTER_DECORRELATED:
     w = lr_rng_uniform(r, b->initial, 3 * *previous);
     *capped = w > b->max;
@@ -86,9 +79,7 @@ double lr_backoff_wait(const lr_backoff *b, uint64_t n, double *previous,
     *previous = w;
     break;
   case LUARETRY_JITTER_NONE:
-  default:
-    w = v;
-    break;
+  default: w = v; break;
   }
   return w;
 }

@@ -14,7 +14,7 @@
 #define MESSAGE_SIZE 512
 
 /* An attempt in flight: its number, start and kind. */
-#define LR_FLIGHT_MAX 11   /* the attempt, and hedge.max (at most 10) hedges */
+#define LR_FLIGHT_MAX 11 /* the attempt, and hedge.max (at most 10) hedges */
 typedef struct {
   int id;
   int hedge;
@@ -22,7 +22,7 @@ typedef struct {
 } lr_flight;
 
 struct luaretry_call {
-  const lr_rules *rules;   /* the load's: a reload does not move them */
+  const lr_rules *rules; /* the load's: a reload does not move them */
   const lr_judge *judge;
   lr_shared *shared;       /* the policy's budget, breaker and counters */
   lr_shared *own;          /* ... or this call's own, when isolated */
@@ -32,39 +32,39 @@ struct luaretry_call {
   lr_waiter waiter;
   lr_rng rng;
   double start;
-  double guard_origin;     /* added to the clock for the guards */
-  double previous;         /* decorrelated jitter's last wait */
+  double guard_origin;      /* added to the clock for the guards */
+  double previous;          /* decorrelated jitter's last wait */
   double throttle_previous; /* ... and the throttling backoff's */
-  double attempt_start;    /* seconds into the call the attempt began (the
+  double attempt_start;     /* seconds into the call the attempt began (the
                               breaker's slow-call rule) */
-  double admit_at;         /* seconds into the call the next attempt's token
+  double admit_at;          /* seconds into the call the next attempt's token
                               comes (the rate limiter) */
-  int admitted;            /* attempts that hold a token: the next has one
+  int admitted;             /* attempts that hold a token: the next has one
                               when admitted > attempts */
   double next_timeout;
-  int attempts;            /* attempts reported so far */
+  int attempts; /* attempts reported so far */
   int stopped;
   luaretry_reason reason;
   const char *stop_rule;
   luaretry_observer_fn observer;
   void *observer_ud;
-  lr_call_data data;       /* the script side's, between decisions */
-  uint64_t invocation[2];  /* the invocation id's bits, drawn at the start */
-  char invocation_id[37];  /* ... and its text, made on first use */
+  lr_call_data data;      /* the script side's, between decisions */
+  uint64_t invocation[2]; /* the invocation id's bits, drawn at the start */
+  char invocation_id[37]; /* ... and its text, made on first use */
   /* made on first use: most calls never need them */
-  char *message;           /* why the call stopped, for the decision */
-  char *errmsg;            /* luaretry_call_errmsg */
-  char *hook_error;        /* on_retry's error, for the decision */
+  char *message;    /* why the call stopped, for the decision */
+  char *errmsg;     /* luaretry_call_errmsg */
+  char *hook_error; /* on_retry's error, for the decision */
   /* hedging: the attempts in flight, for a host that runs several at once
    * (luaretry_call_start, luaretry_call_hedge, luaretry_call_report_attempt) */
-  int started;             /* attempts started (or reported unannounced) */
+  int started; /* attempts started (or reported unannounced) */
   int in_flight, hedges_in_flight;
-  int hedge_closed;        /* no more hedges until the next attempt starts */
-  int no_hedge;            /* LUARETRY_CALL_NO_HEDGE */
-  double hedge_delay;      /* this round's, fixed when its attempt started */
-  double last_start;       /* the latest start in flight, call seconds */
-  lr_flight one;            /* the attempt in flight ... */
-  lr_flight *flight;        /* ... here, or LR_FLIGHT_MAX made at the first
+  int hedge_closed;   /* no more hedges until the next attempt starts */
+  int no_hedge;       /* LUARETRY_CALL_NO_HEDGE */
+  double hedge_delay; /* this round's, fixed when its attempt started */
+  double last_start;  /* the latest start in flight, call seconds */
+  lr_flight one;      /* the attempt in flight ... */
+  lr_flight *flight;  /* ... here, or LR_FLIGHT_MAX made at the first
                                hedge: most calls never hedge */
 };
 
@@ -89,8 +89,7 @@ static char *buffer(char **slot) {
   return *slot;
 }
 
-static const char *say(char **slot, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+static const char *say(char **slot, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static const char *say(char **slot, const char *fmt, ...) {
   char *b = buffer(slot);
   if (!b) return NULL;
@@ -113,17 +112,21 @@ static double timeout_at(const lr_rules *r, double at) {
 }
 
 static const int REASON_METRIC[] = {
-  [LUARETRY_REASON_SUCCESS] = LR_M_SUCCESSES, [LUARETRY_REASON_FINAL] = LR_M_FINALS,
-  [LUARETRY_REASON_EXHAUSTED] = LR_M_EXHAUSTED, [LUARETRY_REASON_DEADLINE] = LR_M_DEADLINE,
+  [LUARETRY_REASON_SUCCESS] = LR_M_SUCCESSES,
+  [LUARETRY_REASON_FINAL] = LR_M_FINALS,
+  [LUARETRY_REASON_EXHAUSTED] = LR_M_EXHAUSTED,
+  [LUARETRY_REASON_DEADLINE] = LR_M_DEADLINE,
   [LUARETRY_REASON_POLICY_ERROR] = LR_M_POLICY_ERRORS,
-  [LUARETRY_REASON_CANCELLED] = LR_M_CANCELLED, [LUARETRY_REASON_BUDGET] = LR_M_BUDGET,
-  [LUARETRY_REASON_CIRCUIT_OPEN] = LR_M_CIRCUIT, [LUARETRY_REASON_GAVE_UP] = LR_M_GAVE_UP,
+  [LUARETRY_REASON_CANCELLED] = LR_M_CANCELLED,
+  [LUARETRY_REASON_BUDGET] = LR_M_BUDGET,
+  [LUARETRY_REASON_CIRCUIT_OPEN] = LR_M_CIRCUIT,
+  [LUARETRY_REASON_GAVE_UP] = LR_M_GAVE_UP,
   [LUARETRY_REASON_SERVER_WAIT_TOO_LONG] = LR_M_SERVER_WAIT,
-  [LUARETRY_REASON_THROTTLE] = LR_M_THROTTLE_STOPS, [LUARETRY_REASON_RATE_LIMIT] = LR_M_RATE_STOPS,
+  [LUARETRY_REASON_THROTTLE] = LR_M_THROTTLE_STOPS,
+  [LUARETRY_REASON_RATE_LIMIT] = LR_M_RATE_STOPS,
 };
 
-static void stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
-                 const char *rule) {
+static void stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r, const char *rule) {
   c->stopped = 1;
   c->reason = r;
   c->stop_rule = rule;
@@ -133,7 +136,7 @@ static void stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
   d->wait = 0;
   d->next_timeout = 0;
   d->wait_source = LUARETRY_WAIT_NONE;
-  d->rule = rule;  /* static, or owned by the policy: no copy per decision */
+  d->rule = rule; /* static, or owned by the policy: no copy per decision */
   if (r != LUARETRY_REASON_NONE) lr_count(c->shared, REASON_METRIC[r], 1);
   /* the attempts still in flight are the host's to cancel now */
   d->in_flight = c->in_flight;
@@ -142,11 +145,10 @@ static void stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
 }
 
 /* Stops the call for reason r with a message saying why. */
-static void stop_saying(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
-                        const char *rule, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static void stop_saying(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
-                        const char *rule, const char *fmt, ...) {
+static void stop_saying(luaretry_call *c, luaretry_decision *d, luaretry_reason r, const char *rule,
+                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void stop_saying(luaretry_call *c, luaretry_decision *d, luaretry_reason r, const char *rule,
+                        const char *fmt, ...) {
   char *b = buffer(&c->message);
   if (b) {
     va_list ap;
@@ -175,7 +177,7 @@ static int breaker_admits(luaretry_call *c, int first_attempt, double now, int *
   *remote = 0;
   if (c->remote) {
     double d = c->rules->deadline, left = d > 0 ? d - (now - c->start) : 0;
-    if (d > 0 && left <= 0) left = 1e-9;   /* no time: no round trip (0 is no deadline) */
+    if (d > 0 && left <= 0) left = 1e-9; /* no time: no round trip (0 is no deadline) */
     int v = c->remote->ops->breaker_admits(c->remote->ud, first_attempt, now, left, &c->waiter);
     if (v != LR_REMOTE_LOCAL) return *remote = 1, v;
   }
@@ -207,10 +209,12 @@ static int throttle_refuses(luaretry_call *c, double at) {
 
 static void stop_throttled(luaretry_call *c, luaretry_decision *d, double at) {
   const lr_guards *g = &c->rules->guards;
-  stop_saying(c, d, LUARETRY_REASON_THROTTLE, "throttle", "the client-side throttle refuses "
+  stop_saying(c, d, LUARETRY_REASON_THROTTLE, "throttle",
+              "the client-side throttle refuses "
               "(it refuses %.0f%% of attempts now: fewer than 1 in %g was accepted over "
-              "%g s)", 100 * lr_throttle_refusal(c->shared, g, c->guard_origin + at),
-              g->throttle_k, g->throttle_window);
+              "%g s)",
+              100 * lr_throttle_refusal(c->shared, g, c->guard_origin + at), g->throttle_k,
+              g->throttle_window);
 }
 
 /* A token for the attempt that would start `start` seconds into the call:
@@ -225,17 +229,18 @@ static double rate_token(luaretry_call *c, double start) {
   double extra = lr_rate_reserve(c->shared, &r->guards, base + start, latest,
                                  r->guards.rate_adaptive ? lr_rng_unit(&c->rng) : 0, &held);
   if (extra >= 0) {
-    c->admitted = held ? c->attempts + 1 : c->attempts;  /* not held: ask again then */
+    c->admitted = held ? c->attempts + 1 : c->attempts; /* not held: ask again then */
     c->admit_at = start + extra;
   }
   return extra;
 }
 
 static void stop_rate_limited(luaretry_call *c, luaretry_decision *d, double start) {
-  stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate", "the rate limiter's next token "
+  stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate",
+              "the rate limiter's next token "
               "(%.3f per second now) comes after the deadline (%.3f s; the attempt would "
-              "start at %.3f s or later)", lr_rate_now(c->shared, &c->rules->guards),
-              c->rules->deadline, start);
+              "start at %.3f s or later)",
+              lr_rate_now(c->shared, &c->rules->guards), c->rules->deadline, start);
 }
 
 /* In a refusal's message: whose counts decided. */
@@ -252,8 +257,10 @@ static void started_late(luaretry_call *c) {
   }
   luaretry_decision d;
   memset(&d, 0, sizeof d);
-  stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline", "the deadline (%.3f s) passed "
-              "while the fleet was asked for a probe permit", c->rules->deadline);
+  stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline",
+              "the deadline (%.3f s) passed "
+              "while the fleet was asked for a probe permit",
+              c->rules->deadline);
   lr_count(c->shared, LR_M_UNATTEMPTED, 1);
 }
 
@@ -266,7 +273,8 @@ static void refused_at_begin(luaretry_call *c) {
     /* An open circuit: the call stops before it touches anything. */
     luaretry_decision d;
     memset(&d, 0, sizeof d);
-    stop_saying(c, &d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit is open: "
+    stop_saying(c, &d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker",
+                "%scircuit is open: "
                 "calls fail fast for %.3f s after %d transient failures in a row%s",
                 whose(remote_said), rules->guards.open_seconds, rules->guards.failures,
                 rate_note(&rules->guards));
@@ -344,8 +352,10 @@ static int refresh_remote(luaretry_call *c, double *now, luaretry_decision *d) {
     return 1;
   }
   if (r->deadline > 0 && elapsed >= r->deadline) {
-    stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline", "the deadline (%.3f s) passed "
-                "while the fleet's counts were brought up to date", r->deadline);
+    stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
+                "the deadline (%.3f s) passed "
+                "while the fleet's counts were brought up to date",
+                r->deadline);
     return 1;
   }
   double t = timeout_at(r, elapsed);
@@ -366,14 +376,17 @@ static int refused_after_wait(luaretry_call *c, luaretry_decision *d) {
   if (c->remote && refresh_remote(c, &now, d)) {
     /* stopped: the deadline passed, or the call was cancelled */
   } else if (g->breaker && !breaker_admits(c, 0, now, &remote_said)) {
-    stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit opened while "
+    stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker",
+                "%scircuit opened while "
                 "the call waited to retry (%d transient failures in a row%s)",
                 whose(remote_said), g->failures, rate_note(g));
   } else if (g->budget && c->remote &&
              c->remote->ops->budget_allows_retry(c->remote->ud, now) == 0) {
-    stop_saying(c, d, LUARETRY_REASON_BUDGET, "budget", "the fleet's retry budget was spent "
+    stop_saying(c, d, LUARETRY_REASON_BUDGET, "budget",
+                "the fleet's retry budget was spent "
                 "while the call waited to retry: %.3f of %g tokens left, retries need more "
-                "than half", budget_tokens(c, 1), g->max_tokens);
+                "than half",
+                budget_tokens(c, 1), g->max_tokens);
   } else {
     return 0;
   }
@@ -385,7 +398,7 @@ static int refused_after_wait(luaretry_call *c, luaretry_decision *d) {
 luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
   if (!c || !d) return LUARETRY_E_ARG;
   memset(d, 0, sizeof *d);
-  d->attempt = c->started;  /* hedges that were cancelled were started too */
+  d->attempt = c->started; /* hedges that were cancelled were started too */
   d->elapsed = luaretry_call_elapsed(c);
   if (!c->stopped && c->attempts > 0) refused_after_wait(c, d);
   if (c->stopped) {
@@ -395,7 +408,7 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     d->message = c->message && c->message[0] ? c->message : NULL;
     return LUARETRY_OK;
   }
-  int fresh = c->rules->guards.rate && c->admitted <= c->attempts;  /* a token to ask for */
+  int fresh = c->rules->guards.rate && c->admitted <= c->attempts; /* a token to ask for */
   if (fresh && rate_token(c, d->elapsed) < 0) {
     stop_rate_limited(c, d, d->elapsed);
     lr_count(c->shared, LR_M_UNATTEMPTED, 1);
@@ -408,9 +421,9 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     /* the rate limiter's token comes then: wait for it, then attempt */
     d->wait = c->admit_at - d->elapsed;
     d->wait_source = LUARETRY_WAIT_RATE;
-    if (fresh) lr_count(c->shared, LR_METRIC_COUNT, clamp_ns(d->wait));  /* once per ask */
+    if (fresh) lr_count(c->shared, LR_METRIC_COUNT, clamp_ns(d->wait)); /* once per ask */
   }
-  c->attempt_start = d->elapsed + d->wait;  /* the attempt asked for begins then */
+  c->attempt_start = d->elapsed + d->wait; /* the attempt asked for begins then */
   return LUARETRY_OK;
 }
 
@@ -447,8 +460,7 @@ const char *luaretry_call_invocation_id(luaretry_call *c) {
   return c->invocation_id;
 }
 
-luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_request *r,
-                                          int *yes) {
+luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_request *r, int *yes) {
   if (!c || !r || !yes) return LUARETRY_E_ARG;
   char *err = buffer(&c->errmsg);
   if (!err) return LUARETRY_E_NOMEM;
@@ -465,9 +477,7 @@ luaretry_code luaretry_call_prepare(luaretry_call *c, const luaretry_request *in
   return c->judge->prepare(c->judge->ud, in, attempt, out, &ctx, err, MESSAGE_SIZE);
 }
 
-double luaretry_call_timeout(const luaretry_call *c) {
-  return c ? c->next_timeout : 0;
-}
+double luaretry_call_timeout(const luaretry_call *c) { return c ? c->next_timeout : 0; }
 
 double luaretry_call_connect_timeout(const luaretry_call *c) {
   if (!c) return 0;
@@ -500,8 +510,7 @@ int luaretry_call_cancelled(const luaretry_call *c) {
 
 luaretry_code luaretry_call_wait(luaretry_call *c, double seconds) {
   if (!c || isnan(seconds)) return LUARETRY_E_ARG;
-  return lr_wait(&c->clock, &c->waiter, seconds) ? LUARETRY_E_CANCELLED
-                                                 : LUARETRY_OK;
+  return lr_wait(&c->clock, &c->waiter, seconds) ? LUARETRY_E_CANCELLED : LUARETRY_OK;
 }
 
 /* The policy's jitter over a server's (or a script's) wait: uniform in
@@ -513,18 +522,18 @@ static double spread(luaretry_call *c) {
 
 /* The wait a transient outcome earns before any server hint; 0 on success,
  * -1 on a policy error (message in err). */
-static int backoff_wait(luaretry_call *c, const lr_verdict *v, const lr_attempt_ctx *ctx,
-                        double *w, luaretry_wait_source *src, lr_verdict *err) {
-  long n = c->attempts - 1;  /* retry n follows attempt n + 1 */
+static int backoff_wait(luaretry_call *c, const lr_verdict *v, const lr_attempt_ctx *ctx, double *w,
+                        luaretry_wait_source *src, lr_verdict *err) {
+  long n = c->attempts - 1; /* retry n follows attempt n + 1 */
   if (v->wait >= 0 && !v->server) {
     *w = v->wait + (v->jitter ? spread(c) : 0);
     *src = LUARETRY_WAIT_SCRIPT;
     return 0;
   }
   int capped;
-  if (v->throttled) {  /* the throttling backoff, whatever the policy's backoff is */
-    *w = lr_backoff_wait(&c->rules->throttle_backoff, (uint64_t)n, &c->throttle_previous,
-                         &c->rng, &capped);
+  if (v->throttled) { /* the throttling backoff, whatever the policy's backoff is */
+    *w = lr_backoff_wait(&c->rules->throttle_backoff, (uint64_t)n, &c->throttle_previous, &c->rng,
+                         &capped);
     *src = capped ? LUARETRY_WAIT_CLAMPED : LUARETRY_WAIT_THROTTLE;
     return 0;
   }
@@ -541,8 +550,8 @@ static int backoff_wait(luaretry_call *c, const lr_verdict *v, const lr_attempt_
 
 /* The verdict's effect on the guards; 1 when the verdict ends the call
  * (d filled), 0 when a transient outcome may be retried. */
-static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v,
-                  double now, luaretry_decision *d) {
+static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v, double now,
+                  luaretry_decision *d) {
   const lr_guards *g = &c->rules->guards;
   int guarded = g->budget || g->breaker;
   double guard_now = c->guard_origin + now;
@@ -565,8 +574,10 @@ static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict 
   case LUARETRY_CLASS_FINAL:
     if (guarded) lr_guards_answered(c->shared, g, guard_now);
     if (guarded && c->remote) c->remote->ops->record(c->remote->ud, LR_REMOTE_ANSWERED, now);
-    if (v->reason) stop_saying(c, d, LUARETRY_REASON_FINAL, v->rule, "%s", v->message);
-    else stop(c, d, LUARETRY_REASON_FINAL, v->rule);
+    if (v->reason)
+      stop_saying(c, d, LUARETRY_REASON_FINAL, v->rule, "%s", v->message);
+    else
+      stop(c, d, LUARETRY_REASON_FINAL, v->rule);
     return 1;
   case LUARETRY_CLASS_TRANSIENT:
     if (v->throttled) {
@@ -578,12 +589,13 @@ static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict 
     }
     if (guarded && c->remote) c->remote->ops->record(c->remote->ud, LR_REMOTE_FAILURE, now);
     if (!o->not_repeatable) return 0;
-    stop_saying(c, d, LUARETRY_REASON_FINAL, "idempotency", "transient, but %s%s is not "
-                "idempotent and may have taken effect", o->method ? o->method : "the operation",
-                o->method ? " request" : "");
+    stop_saying(c, d, LUARETRY_REASON_FINAL, "idempotency",
+                "transient, but %s%s is not "
+                "idempotent and may have taken effect",
+                o->method ? o->method : "the operation", o->method ? " request" : "");
     return 1;
-  case LUARETRY_CLASS_ERROR: case LUARETRY_CLASS_THROTTLING:  /* the judge never says it */
-    break;
+  case LUARETRY_CLASS_ERROR:
+  case LUARETRY_CLASS_THROTTLING: /* the judge never says it */ break;
   }
   stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, v->rule, "%s", v->message);
   return 1;
@@ -600,14 +612,17 @@ static int limited(luaretry_call *c, double now, luaretry_decision *d) {
   }
   int remote_said;
   if (g->budget && !budget_allows(c, now, &remote_said)) {
-    stop_saying(c, d, LUARETRY_REASON_BUDGET, "budget", "%sretry budget refuses: %.3f of "
-                "%g tokens left, retries need more than half", whose(remote_said),
-                budget_tokens(c, remote_said), g->max_tokens);
+    stop_saying(c, d, LUARETRY_REASON_BUDGET, "budget",
+                "%sretry budget refuses: %.3f of "
+                "%g tokens left, retries need more than half",
+                whose(remote_said), budget_tokens(c, remote_said), g->max_tokens);
     return 1;
   }
   if (g->breaker && !breaker_admits(c, 0, now, &remote_said)) {
-    stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker", "%scircuit opened after %d "
-                "transient failures in a row%s", whose(remote_said), g->failures, rate_note(g));
+    stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker",
+                "%scircuit opened after %d "
+                "transient failures in a row%s",
+                whose(remote_said), g->failures, rate_note(g));
     return 1;
   }
   if (throttle_refuses(c, now)) {
@@ -622,8 +637,8 @@ static int limited(luaretry_call *c, double now, luaretry_decision *d) {
  * spread upward by the policy's jitter (clients told the same instant must
  * not all come back at it).  Of both, the longer counts.  1 when it ends
  * the call instead (d filled). */
-static int server_wait(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v,
-                       double *w, luaretry_wait_source *src, luaretry_decision *d) {
+static int server_wait(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v, double *w,
+                       luaretry_wait_source *src, luaretry_decision *d) {
   const lr_rules *r = c->rules;
   if (!r->retry_after) return 0;
   double asked = o->retry_after >= 0 && isfinite(o->retry_after) ? o->retry_after : -1;
@@ -631,8 +646,8 @@ static int server_wait(luaretry_call *c, const luaretry_outcome *o, const lr_ver
   if (asked < 0) return 0;
   if (asked > r->max_retry_after) {
     stop_saying(c, d, LUARETRY_REASON_SERVER_WAIT_TOO_LONG, "max_retry_after",
-                "the server asked for %.3f s, more than max_retry_after (%.3f s)",
-                asked, r->max_retry_after);
+                "the server asked for %.3f s, more than max_retry_after (%.3f s)", asked,
+                r->max_retry_after);
     return 1;
   }
   double extra = spread(c);
@@ -642,7 +657,6 @@ static int server_wait(luaretry_call *c, const luaretry_outcome *o, const lr_ver
   }
   return 0;
 }
-
 
 /* A transient outcome the guards let through: the wait (backoff, or the
  * server's or the script's), then a retry, or a stop when that wait would
@@ -685,12 +699,11 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
   lr_count(c->shared, LR_METRIC_COUNT, clamp_ns(w));
   d->wait_source = src;
   d->next_timeout = c->next_timeout = timeout_at(r, d->elapsed + w);
-  c->attempt_start = d->elapsed + w;  /* a host that does not ask next */
+  c->attempt_start = d->elapsed + w; /* a host that does not ask next */
   d->rule = v->rule;
   if (c->judge->on_retry) {
     char *b = buffer(&c->hook_error);
-    if (b && c->judge->on_retry(c->judge->ud, o, d, ctx, b, MESSAGE_SIZE) != 0)
-      d->hook_error = b;
+    if (b && c->judge->on_retry(c->judge->ud, o, d, ctx, b, MESSAGE_SIZE) != 0) d->hook_error = b;
   }
 }
 
@@ -769,8 +782,8 @@ static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
   /* A simulation forces the class, but the judge still runs: a wait the
    * script chooses, and its errors, are part of the schedule. */
   if (forced && v.cls != LUARETRY_CLASS_ERROR) {
-    v.throttled = *forced == LUARETRY_CLASS_THROTTLING ||
-                  (v.throttled && *forced == LUARETRY_CLASS_TRANSIENT);
+    v.throttled =
+      *forced == LUARETRY_CLASS_THROTTLING || (v.throttled && *forced == LUARETRY_CLASS_TRANSIENT);
     v.cls = *forced == LUARETRY_CLASS_THROTTLING ? LUARETRY_CLASS_TRANSIENT : *forced;
   }
   if (judged(c, o, &v, now, d)) {
@@ -783,8 +796,8 @@ static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
   return LUARETRY_OK;
 }
 
-static luaretry_code observed(luaretry_call *c, const luaretry_outcome *o,
-                              luaretry_decision *d, luaretry_code rc) {
+static luaretry_code observed(luaretry_call *c, const luaretry_outcome *o, luaretry_decision *d,
+                              luaretry_code rc) {
   if (rc == LUARETRY_OK && c->observer) c->observer(c->observer_ud, o, d);
   return rc;
 }
@@ -794,15 +807,14 @@ luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
   return observed(c, o, d, report(c, 0, o, NULL, d));
 }
 
-luaretry_code luaretry_call_report_attempt(luaretry_call *c, int attempt,
-                                           const luaretry_outcome *o, luaretry_decision *d) {
+luaretry_code luaretry_call_report_attempt(luaretry_call *c, int attempt, const luaretry_outcome *o,
+                                           luaretry_decision *d) {
   if (attempt <= 0) return LUARETRY_E_ARG;
   return observed(c, o, d, report(c, attempt, o, NULL, d));
 }
 
 luaretry_code lr_call_report_class(luaretry_call *c, const luaretry_outcome *o,
-                                   luaretry_class forced,
-                                   luaretry_decision *d) {
+                                   luaretry_class forced, luaretry_decision *d) {
   return observed(c, o, d, report(c, 0, o, &forced, d));
 }
 
@@ -816,8 +828,10 @@ luaretry_code luaretry_call_start(luaretry_call *c, int *attempt) {
     return LUARETRY_E_STATE;
   }
   if (c->in_flight) {
-    say(&c->errmsg, "attempt %d is still in flight: a second one is a hedge "
-        "(luaretry_call_hedge)", c->flight[0].id);
+    say(&c->errmsg,
+        "attempt %d is still in flight: a second one is a hedge "
+        "(luaretry_call_hedge)",
+        c->flight[0].id);
     return LUARETRY_E_STATE;
   }
   double at = luaretry_call_elapsed(c);
@@ -849,9 +863,12 @@ static int hedge_refused(luaretry_call *c, const luaretry_request *r, double now
   if (!err) return -1;
   if (c->judge->is_idempotent(c->judge->ud, r, &idempotent, &ctx, err, MESSAGE_SIZE) != 0)
     return -1;
-  if (!idempotent) why = "the request is not idempotent";
-  else if (c->max_attempts > 0 && c->started >= c->max_attempts) why = "max_attempts";
-  else if (rules->deadline > 0 && now >= rules->deadline) why = "deadline";
+  if (!idempotent)
+    why = "the request is not idempotent";
+  else if (c->max_attempts > 0 && c->started >= c->max_attempts)
+    why = "max_attempts";
+  else if (rules->deadline > 0 && now >= rules->deadline)
+    why = "deadline";
   else if (rules->guards.breaker && !breaker_admits(c, 0, now + c->start, &remote_said))
     why = "the circuit is open";
   else if (rules->guards.budget && !budget_allows(c, now + c->start, &remote_said))
@@ -922,8 +939,10 @@ static void gave_up(luaretry_call *c, int attempt, luaretry_code rc, luaretry_de
   d->attempt = attempt;
   d->elapsed = luaretry_call_elapsed(c);
   d->hook_error = NULL;
-  stop_saying(c, d, LUARETRY_REASON_GAVE_UP, "operation", "attempt %d: the operation "
-              "gave up: %s", attempt, luaretry_strerror(rc));
+  stop_saying(c, d, LUARETRY_REASON_GAVE_UP, "operation",
+              "attempt %d: the operation "
+              "gave up: %s",
+              attempt, luaretry_strerror(rc));
   lr_count(c->shared, LR_M_UNATTEMPTED, 1);
   say(&c->errmsg, "%s", d->message ? d->message : "the operation gave up");
   if (c->observer) c->observer(c->observer_ud, NULL, d);
@@ -942,8 +961,8 @@ static luaretry_code await_token(luaretry_call *c, luaretry_decision *d) {
   }
 }
 
-luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
-                                void *ud, luaretry_decision *final) {
+luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op, void *ud,
+                                luaretry_decision *final) {
   if (!c || !op || !final) return LUARETRY_E_ARG;
   memset(final, 0, sizeof *final);
   if (c->stopped) {
@@ -951,7 +970,7 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
     if (c->attempts == 0) return luaretry_call_next(c, final);
     return LUARETRY_E_STATE;
   }
-  if (c->rules->guards.rate && c->attempts == 0) {  /* the first attempt's token */
+  if (c->rules->guards.rate && c->attempts == 0) { /* the first attempt's token */
     luaretry_code rc = await_token(c, final);
     if (rc != LUARETRY_OK || !final->retry) return rc;
   }
@@ -975,7 +994,7 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
       luaretry_call_stop_cancelled(c, final);
       return LUARETRY_OK;
     }
-    rc = await_token(c, final);  /* the breaker may have opened meanwhile */
+    rc = await_token(c, final); /* the breaker may have opened meanwhile */
     if (rc != LUARETRY_OK || !final->retry) return rc;
   }
 }

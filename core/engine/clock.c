@@ -13,7 +13,7 @@
 
 double lr_monotonic_now(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  /* cannot fail for this clock id */
+  clock_gettime(CLOCK_MONOTONIC, &ts); /* cannot fail for this clock id */
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -64,26 +64,30 @@ void lr_waiter_cancel(lr_waiter *w) {
   if (fd >= 0) {
     uint64_t one = 1;
     ssize_t n = write(fd, &one, sizeof one);
-    (void)n;  /* a full counter already wakes the waiter */
+    (void)n; /* a full counter already wakes the waiter */
   }
   errno = saved;
 }
 
 static struct timespec to_timespec(double seconds) {
   struct timespec ts;
-  if (seconds > 1e9) seconds = 1e9;  /* ppoll's limit is far beyond any wait */
+  if (seconds > 1e9) seconds = 1e9; /* ppoll's limit is far beyond any wait */
   ts.tv_sec = (time_t)seconds;
   ts.tv_nsec = (long)((seconds - (double)ts.tv_sec) * 1e9);
   if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
   /* Round up to the next nanosecond so a wait never ends a hair early. */
-  else ts.tv_nsec += 1;
-  if (ts.tv_nsec >= 1000000000L) { ts.tv_sec += 1; ts.tv_nsec -= 1000000000L; }
+  else
+    ts.tv_nsec += 1;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec += 1;
+    ts.tv_nsec -= 1000000000L;
+  }
   return ts;
 }
 
 int lr_wait(lr_clock *c, lr_waiter *w, double seconds) {
   if (atomic_load(&w->cancelled)) return 1;
-  if (!(seconds > 0)) return 0;  /* a zero wait makes no syscall */
+  if (!(seconds > 0)) return 0; /* a zero wait makes no syscall */
   if (c->is_virtual) {
     c->virtual_now += seconds;
     return 0;
@@ -97,7 +101,7 @@ int lr_wait(lr_clock *c, lr_waiter *w, double seconds) {
     if (fd >= 0) {
       struct timespec ts = to_timespec(left);
       struct pollfd pfd = { .fd = fd, .events = POLLIN };
-      ppoll(&pfd, 1, &ts, NULL);  /* EINTR: loop and re-check */
+      ppoll(&pfd, 1, &ts, NULL); /* EINTR: loop and re-check */
     } else {
       /* no eventfd to be had: notice a cancel within 10 ms */
       struct timespec ts = to_timespec(left < 0.01 ? left : 0.01);

@@ -16,11 +16,11 @@
 
 typedef struct {
   int is_virtual;
-  double virtual_now;  /* seconds, only for the virtual clock */
+  double virtual_now; /* seconds, only for the virtual clock */
 } lr_clock;
 
-double lr_monotonic_now(void);          /* CLOCK_MONOTONIC in seconds */
-int64_t lr_monotonic_ms(void);          /* the same in milliseconds: I/O deadlines */
+double lr_monotonic_now(void); /* CLOCK_MONOTONIC in seconds */
+int64_t lr_monotonic_ms(void); /* the same in milliseconds: I/O deadlines */
 /* CLOCK_MONOTONIC_COARSE in ms (a few ms behind, a few ns to read): for
  * hot paths that only compare against periods of seconds. */
 int64_t lr_monotonic_coarse_ms(void);
@@ -28,25 +28,27 @@ double lr_clock_now(const lr_clock *c);
 
 typedef struct {
   atomic_int cancelled;
-  atomic_int wakeup_fd;                  /* eventfd, or -1 until needed */
+  atomic_int wakeup_fd; /* eventfd, or -1 until needed */
 } lr_waiter;
 
 void lr_waiter_init(lr_waiter *w);
 /* The fd a cancel writes to, made on first use; -1 if none can be had. */
 int lr_waiter_fd(lr_waiter *w);
 void lr_waiter_close(lr_waiter *w);
-void lr_waiter_cancel(lr_waiter *w);            /* async-signal-safe */
+void lr_waiter_cancel(lr_waiter *w); /* async-signal-safe */
 /* 0 when `seconds` have passed on the clock, 1 when cancelled. */
 int lr_wait(lr_clock *c, lr_waiter *w, double seconds);
 
 /* ---- rng.c: xoshiro256**, one stream per call */
 
-typedef struct { uint64_t s[4]; } lr_rng;
+typedef struct {
+  uint64_t s[4];
+} lr_rng;
 
 void lr_rng_seed(lr_rng *r, uint64_t seed);
-int lr_rng_seed_os(lr_rng *r);                  /* 0, or -1 (errno set) */
+int lr_rng_seed_os(lr_rng *r); /* 0, or -1 (errno set) */
 uint64_t lr_rng_next(lr_rng *r);
-double lr_rng_unit(lr_rng *r);                  /* uniform in [0, 1) */
+double lr_rng_unit(lr_rng *r); /* uniform in [0, 1) */
 double lr_rng_uniform(lr_rng *r, double lo, double hi);
 
 /* ---- backoff.c: the arithmetic of README.md "The arithmetic" */
@@ -57,7 +59,7 @@ typedef struct {
   luaretry_jitter jitter;
   double jitter_max;
   int cap_jitter;
-  uint64_t capped_from;   /* set by lr_backoff_prepare */
+  uint64_t capped_from; /* set by lr_backoff_prepare */
 } lr_backoff;
 
 /* Completes *b once its fields are set (precomputes where the cap starts). */
@@ -69,19 +71,18 @@ double lr_backoff_raw(const lr_backoff *b, uint64_t n);
 /* The wait for retry n; *previous carries decorrelated jitter's state
  * (start it at b->initial) and is updated.  *capped says whether the cap
  * decided the wait. */
-double lr_backoff_wait(const lr_backoff *b, uint64_t n, double *previous,
-                       lr_rng *r, int *capped);
+double lr_backoff_wait(const lr_backoff *b, uint64_t n, double *previous, lr_rng *r, int *capped);
 
 /* ---- guard.c: the budget, the breaker and the counters of a policy */
 
 typedef struct {
-  int budget;                 /* retry throttling on */
+  int budget; /* retry throttling on */
   double max_tokens, token_ratio;
-  double throttle_cost;       /* tokens a throttling outcome takes */
-  int breaker;                /* circuit breaker on */
-  int failures;               /* transient failures in a row to open */
+  double throttle_cost; /* tokens a throttling outcome takes */
+  int breaker;          /* circuit breaker on */
+  int failures;         /* transient failures in a row to open */
   double open_seconds;
-  int probes;                 /* calls let through when half-open */
+  int probes; /* calls let through when half-open */
   /* the rate rules, beside `failures`: over the last `window` outcomes
    * (once `min_calls` are in), open when the share of failures reaches
    * failure_rate, or that of attempts lasting slow_seconds or more
@@ -97,7 +98,7 @@ typedef struct {
   long rate_burst;
 } lr_guards;
 
-#define LR_WINDOW_MAX 1000    /* outcomes a rate window may hold */
+#define LR_WINDOW_MAX 1000 /* outcomes a rate window may hold */
 
 /* Every attempt ends in a decision: a retry, or a stop for a reason.  So
  * attempts are not counted one by one (an atomic less per decision): they
@@ -105,12 +106,26 @@ typedef struct {
  * own (LR_M_UNATTEMPTED: refused at begin, a cancel or a refusal after a
  * wait, an operation that gave up). */
 enum {
-  LR_M_CALLS, LR_M_UNATTEMPTED, LR_M_RETRIES, LR_M_SUCCESSES, LR_M_FINALS,
-  LR_M_EXHAUSTED, LR_M_DEADLINE, LR_M_POLICY_ERRORS, LR_M_CANCELLED,
-  LR_M_BUDGET, LR_M_CIRCUIT, LR_M_BREAKER_OPENINGS, LR_M_GAVE_UP, LR_M_SERVER_WAIT,
-  LR_M_THROTTLE_STOPS, LR_M_RATE_STOPS,   /* the last of the stops */
+  LR_M_CALLS,
+  LR_M_UNATTEMPTED,
+  LR_M_RETRIES,
+  LR_M_SUCCESSES,
+  LR_M_FINALS,
+  LR_M_EXHAUSTED,
+  LR_M_DEADLINE,
+  LR_M_POLICY_ERRORS,
+  LR_M_CANCELLED,
+  LR_M_BUDGET,
+  LR_M_CIRCUIT,
+  LR_M_BREAKER_OPENINGS,
+  LR_M_GAVE_UP,
+  LR_M_SERVER_WAIT,
+  LR_M_THROTTLE_STOPS,
+  LR_M_RATE_STOPS, /* the last of the stops */
   LR_M_THROTTLED,
-  LR_M_HEDGES, LR_M_HEDGES_WON, LR_M_HEDGES_CANCELLED,  /* hedging: not stops */
+  LR_M_HEDGES,
+  LR_M_HEDGES_WON,
+  LR_M_HEDGES_CANCELLED, /* hedging: not stops */
   LR_METRIC_COUNT
 };
 
@@ -122,13 +137,13 @@ typedef struct {
   atomic_flag lock;
   long long bucket_slot[LR_PACE_BUCKETS];
   long requests[LR_PACE_BUCKETS], accepts[LR_PACE_BUCKETS];
-  double tat;               /* when the next token is free (guard clock) */
-  double rate;              /* adaptive: tokens per second now; 0: not limited yet */
-  double last_decrease;     /* adaptive: when it last slowed down */
+  double tat;           /* when the next token is free (guard clock) */
+  double rate;          /* adaptive: tokens per second now; 0: not limited yet */
+  double last_decrease; /* adaptive: when it last slowed down */
   long long sent_slot[LR_PACE_BUCKETS];
-  long sent[LR_PACE_BUCKETS];   /* attempts per tenth of a second: the send rate */
+  long sent[LR_PACE_BUCKETS]; /* attempts per tenth of a second: the send rate */
   long long ok_slot[LR_PACE_BUCKETS];
-  long ok[LR_PACE_BUCKETS];     /* successes per tenth of a second: what the service took */
+  long ok[LR_PACE_BUCKETS]; /* successes per tenth of a second: what the service took */
 } lr_pace;
 
 /* The counters, striped: each thread adds to a stripe of its own (by a
@@ -142,7 +157,7 @@ typedef struct {
 
 typedef struct {
   lr_stripe stripes[LR_STRIPES];
-  lr_guards guards;           /* the settings last configured: for a reload to
+  lr_guards guards; /* the settings last configured: for a reload to
                                  tell whether they changed */
   atomic_llong milli_tokens;
   atomic_int breaker_state, consecutive_failures, probes_left;
@@ -240,7 +255,7 @@ typedef struct {
 } lr_remote_ops;
 
 typedef struct {
-  const lr_remote_ops *ops;   /* NULL: none */
+  const lr_remote_ops *ops; /* NULL: none */
   void *ud;
 } lr_remote;
 
@@ -269,19 +284,19 @@ void lr_simfleet_sync(lr_simfleet *s, long i, double now);
  * when a call's attempt starts.  Only calls of a policy with a percentile
  * hedge record into it, so no other decision writes these lines. */
 #define LR_LATENCY_RING 256
-#define LR_LATENCY_MIN 20   /* fewer samples: the ceiling */
+#define LR_LATENCY_MIN  20 /* fewer samples: the ceiling */
 typedef struct {
-  _Alignas(64) atomic_ullong next;                  /* samples recorded, ever */
-  _Alignas(64) atomic_uint ms100[LR_LATENCY_RING];  /* 0.1 ms units */
+  _Alignas(64) atomic_ullong next;                 /* samples recorded, ever */
+  _Alignas(64) atomic_uint ms100[LR_LATENCY_RING]; /* 0.1 ms units */
 } lr_latency;
 
 typedef struct {
-  int max;                  /* hedges in flight at once; 0: no hedging */
-  double delay;             /* seconds after an attempt's start */
-  double percentile;        /* > 0: the delay is this percentile of the
+  int max;               /* hedges in flight at once; 0: no hedging */
+  double delay;          /* seconds after an attempt's start */
+  double percentile;     /* > 0: the delay is this percentile of the
                                policy's recent attempts */
-  double floor, ceiling;    /* a percentile's bounds */
-  lr_latency *latency;      /* the policy's samples (with a percentile) */
+  double floor, ceiling; /* a percentile's bounds */
+  lr_latency *latency;   /* the policy's samples (with a percentile) */
 } lr_hedge;
 
 void lr_latency_record(lr_latency *l, double seconds);
@@ -295,72 +310,70 @@ void lr_budget_spend(lr_shared *s, const lr_guards *g);
 /* ---- the rules a call follows, produced by the policy */
 
 typedef struct {
-  long max_attempts;        /* 0: none */
-  double deadline;          /* 0: none */
-  double attempt_timeout;   /* 0: none */
-  double connect_timeout;   /* 0: none */
-  double stall_timeout;     /* 0: none */
+  long max_attempts;      /* 0: none */
+  double deadline;        /* 0: none */
+  double attempt_timeout; /* 0: none */
+  double connect_timeout; /* 0: none */
+  double stall_timeout;   /* 0: none */
   long stall_speed;
   int retry_after;
   double max_retry_after;
-  char attempt_header[64];  /* "": none; else sent with the attempt number */
+  char attempt_header[64]; /* "": none; else sent with the attempt number */
   lr_backoff backoff;
-  lr_backoff throttle_backoff;  /* after an outcome judged throttling */
-  lr_guards guards;         /* installed into the policy's lr_shared */
-  lr_hedge hedge;           /* hedge.max == 0: none */
-  lr_remote remote;         /* the load's fleet, if any: it lives as long as
+  lr_backoff throttle_backoff; /* after an outcome judged throttling */
+  lr_guards guards;            /* installed into the policy's lr_shared */
+  lr_hedge hedge;              /* hedge.max == 0: none */
+  lr_remote remote;            /* the load's fleet, if any: it lives as long as
                                the load (and so as the load's calls) */
 } lr_rules;
 
 /* The policy's judgement, as the state machine sees it: plain callbacks. */
 typedef struct {
   luaretry_class cls;
-  double wait;              /* >= 0: the script chose the wait */
-  int jitter;               /* spread `wait` upward by the policy's jitter */
-  int server;               /* `wait` is the server's: as a Retry-After */
-  int reason;               /* a final verdict's reason is in message */
-  int throttled;            /* transient, and the service throttling */
-  const char *rule;         /* static or owned by the policy */
-  char message[512];        /* for LUARETRY_CLASS_ERROR */
+  double wait;       /* >= 0: the script chose the wait */
+  int jitter;        /* spread `wait` upward by the policy's jitter */
+  int server;        /* `wait` is the server's: as a Retry-After */
+  int reason;        /* a final verdict's reason is in message */
+  int throttled;     /* transient, and the service throttling */
+  const char *rule;  /* static or owned by the policy */
+  char message[512]; /* for LUARETRY_CLASS_ERROR */
 } lr_verdict;
 
 /* What the script side keeps for one call between its decisions; the
  * engine only frees it (free()) when the call ends. */
 typedef struct {
-  char *blob;               /* info.call, serialized between decisions */
+  char *blob; /* info.call, serialized between decisions */
   size_t blob_len;
-  void *prepared;           /* prepare()'s copy of the request, one block */
-  void *headers;            /* the headers with attempt_header's, one block */
+  void *prepared; /* prepare()'s copy of the request, one block */
+  void *headers;  /* the headers with attempt_header's, one block */
 } lr_call_data;
 
 /* The call a judgement is for. */
 typedef struct {
   int attempt;
   double elapsed;
-  lr_rng *rng;              /* the call's own stream: a script's math.random */
+  lr_rng *rng; /* the call's own stream: a script's math.random */
   lr_call_data *data;
-  int hedge;                /* the attempt is a hedge: info.hedge */
-  luaretry_call *call;      /* for its invocation id */
+  int hedge;           /* the attempt is a hedge: info.hedge */
+  luaretry_call *call; /* for its invocation id */
 } lr_attempt_ctx;
 
 /* The policy's judgement, as the state machine sees it: plain callbacks,
  * `ud` the policy's (one load of its script).  Errors go into err. */
 typedef struct {
   void *ud;
-  void (*classify)(void *ud, const luaretry_outcome *o, const lr_attempt_ctx *ctx,
-                   lr_verdict *v);
+  void (*classify)(void *ud, const luaretry_outcome *o, const lr_attempt_ctx *ctx, lr_verdict *v);
   /* For LUARETRY_BACKOFF_SCRIPT: 0 and *wait, or -1 and v->message. */
-  int (*backoff)(void *ud, const lr_attempt_ctx *ctx, long n, double previous,
-                 double *wait, lr_verdict *v);
+  int (*backoff)(void *ud, const lr_attempt_ctx *ctx, long n, double previous, double *wait,
+                 lr_verdict *v);
   /* Optional: 0, or -1 with the hook's error in err (the decision stands). */
   int (*on_retry)(void *ud, const luaretry_outcome *o, const luaretry_decision *d,
                   const lr_attempt_ctx *ctx, char *err, size_t errlen);
   /* The script's is_idempotent(request) and prepare(request, attempt). */
   luaretry_code (*is_idempotent)(void *ud, const luaretry_request *r, int *yes,
                                  const lr_attempt_ctx *ctx, char *err, size_t errlen);
-  luaretry_code (*prepare)(void *ud, const luaretry_request *in, int attempt,
-                           luaretry_request *out, const lr_attempt_ctx *ctx, char *err,
-                           size_t errlen);
+  luaretry_code (*prepare)(void *ud, const luaretry_request *in, int attempt, luaretry_request *out,
+                           const lr_attempt_ctx *ctx, char *err, size_t errlen);
   /* The call is over: what it held of ud is given back. */
   void (*release)(void *ud);
 } lr_judge;
@@ -382,15 +395,13 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
 /* Report with a forced class (simulate): the judge still runs, for a wait
  * of its choosing and for its errors. */
 luaretry_code lr_call_report_class(luaretry_call *c, const luaretry_outcome *o,
-                                   luaretry_class forced,
-                                   luaretry_decision *d);
+                                   luaretry_class forced, luaretry_decision *d);
 
 /* ---- util.c */
 
 /* Copy and format with truncation, always terminated: messages are cut,
  * never overflowed. */
 void lr_strlcpy(char *dst, const char *src, size_t size);
-void lr_fmt(char *dst, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void lr_fmt(char *dst, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

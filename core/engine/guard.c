@@ -11,7 +11,7 @@
 
 #include "engine.h"
 
-#define MILLI 1000  /* tokens in thousandths: gRPC's ratio has 3 decimals */
+#define MILLI 1000 /* tokens in thousandths: gRPC's ratio has 3 decimals */
 
 void lr_shared_init(lr_shared *s, const lr_guards *g) {
   memset(s, 0, sizeof *s);
@@ -30,18 +30,18 @@ void lr_shared_init(lr_shared *s, const lr_guards *g) {
 static int same_guards(const lr_guards *a, const lr_guards *b) {
   return a->budget == b->budget && a->max_tokens == b->max_tokens &&
          a->token_ratio == b->token_ratio && a->throttle_cost == b->throttle_cost &&
-         a->breaker == b->breaker &&
-         a->failures == b->failures && a->open_seconds == b->open_seconds &&
-         a->probes == b->probes && a->failure_rate == b->failure_rate &&
-         a->slow_seconds == b->slow_seconds && a->slow_rate == b->slow_rate &&
-         a->window == b->window && a->min_calls == b->min_calls &&
+         a->breaker == b->breaker && a->failures == b->failures &&
+         a->open_seconds == b->open_seconds && a->probes == b->probes &&
+         a->failure_rate == b->failure_rate && a->slow_seconds == b->slow_seconds &&
+         a->slow_rate == b->slow_rate && a->window == b->window && a->min_calls == b->min_calls &&
          a->throttle_k == b->throttle_k && a->throttle_window == b->throttle_window &&
          a->rate == b->rate && a->rate_adaptive == b->rate_adaptive &&
          a->rate_limit == b->rate_limit && a->rate_burst == b->rate_burst;
 }
 
 static void window_clear(lr_shared *s) {
-  while (atomic_flag_test_and_set_explicit(&s->window_lock, memory_order_acquire)) {}
+  while (atomic_flag_test_and_set_explicit(&s->window_lock, memory_order_acquire)) {
+  }
   s->window_len = s->window_pos = s->window_failed = s->window_slow = 0;
   atomic_flag_clear_explicit(&s->window_lock, memory_order_release);
 }
@@ -97,9 +97,7 @@ int lr_budget_allows_retry(lr_shared *s, const lr_guards *g) {
   return atomic_load(&s->milli_tokens) * 2 > llround(g->max_tokens * MILLI);
 }
 
-double lr_budget_tokens(lr_shared *s) {
-  return (double)atomic_load(&s->milli_tokens) / MILLI;
-}
+double lr_budget_tokens(lr_shared *s) { return (double)atomic_load(&s->milli_tokens) / MILLI; }
 
 /* ---- the breaker: closed -> open after `failures` transient failures in
  * a row; open for `open_seconds`, refusing every call; then half-open,
@@ -146,7 +144,8 @@ int lr_breaker_admits(lr_shared *s, const lr_guards *g, int first_attempt, doubl
     /* one permit per probe call; probes that never told (cancelled, a
      * policy error) are given another chance after open_seconds */
     int left = atomic_load(&s->probes_left);
-    while (left > 0 && !atomic_compare_exchange_weak(&s->probes_left, &left, left - 1)) {}
+    while (left > 0 && !atomic_compare_exchange_weak(&s->probes_left, &left, left - 1)) {
+    }
     if (left > 0) return 1;
     double since = (double)atomic_load(&s->opened_at_ns) * 1e-9;
     if (now - since < g->open_seconds) return 0;
@@ -205,8 +204,9 @@ int lr_breaker_record(lr_shared *s, const lr_guards *g, int failed, int slow, do
   if (atomic_load(&s->breaker_state) != LUARETRY_BREAKER_CLOSED) return 0;
   int window = g->window < LR_WINDOW_MAX ? g->window : LR_WINDOW_MAX;
   unsigned char bits = (unsigned char)((failed ? 1 : 0) | (slow ? 2 : 0));
-  while (atomic_flag_test_and_set_explicit(&s->window_lock, memory_order_acquire)) {}
-  if (s->window_pos >= window) s->window_pos = 0;  /* a smaller window after a reload */
+  while (atomic_flag_test_and_set_explicit(&s->window_lock, memory_order_acquire)) {
+  }
+  if (s->window_pos >= window) s->window_pos = 0; /* a smaller window after a reload */
   if (s->window_len >= window) {
     unsigned char old = s->window_ring[s->window_pos];
     s->window_failed -= old & 1;

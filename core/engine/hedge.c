@@ -10,7 +10,7 @@
 void lr_latency_record(lr_latency *l, double seconds) {
   if (!l || !(seconds >= 0)) return;
   double units = seconds * 1e4;
-  unsigned v = units >= 4e9 ? 4000000000u : (unsigned)units + 1;  /* 0: empty */
+  unsigned v = units >= 4e9 ? 4000000000u : (unsigned)units + 1; /* 0: empty */
   unsigned long long i = atomic_fetch_add_explicit(&l->next, 1, memory_order_relaxed);
   atomic_store_explicit(&l->ms100[i % LR_LATENCY_RING], v, memory_order_relaxed);
 }

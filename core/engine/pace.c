@@ -23,13 +23,14 @@
 
 #include "engine.h"
 
-#define DECREASE 0.7        /* the factor on throttling (AWS's adaptive mode's beta) */
-#define INCREASE 6.0        /* attempts a second added per second of successes */
-#define MIN_RATE 0.5        /* the adaptive rate never goes below (tokens/s) */
-#define HORIZON 1.0         /* adaptive: seconds of tokens handed out ahead */
+#define DECREASE 0.7 /* the factor on throttling (AWS's adaptive mode's beta) */
+#define INCREASE 6.0 /* attempts a second added per second of successes */
+#define MIN_RATE 0.5 /* the adaptive rate never goes below (tokens/s) */
+#define HORIZON  1.0 /* adaptive: seconds of tokens handed out ahead */
 
 static void lock(lr_pace *p) {
-  while (atomic_flag_test_and_set_explicit(&p->lock, memory_order_acquire)) {}
+  while (atomic_flag_test_and_set_explicit(&p->lock, memory_order_acquire)) {
+  }
 }
 
 static void unlock(lr_pace *p) { atomic_flag_clear_explicit(&p->lock, memory_order_release); }
@@ -77,7 +78,7 @@ static double refusal(lr_pace *p, const lr_guards *g, double now) {
   long long slot = slot_of(now / (g->throttle_window / LR_PACE_BUCKETS));
   double requests = 0, accepts = 0;
   for (int i = 0; i < LR_PACE_BUCKETS; i++) {
-    if (p->bucket_slot[i] <= slot - LR_PACE_BUCKETS) continue;  /* out of the window */
+    if (p->bucket_slot[i] <= slot - LR_PACE_BUCKETS) continue; /* out of the window */
     requests += (double)p->requests[i];
     accepts += (double)p->accepts[i];
   }
@@ -182,7 +183,7 @@ void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now)
     if (p->tat < now) p->tat = now;
   } else if (!throttled) {
     count_at(p->ok_slot, p->ok, now);
-    if (p->rate > 0) p->rate += INCREASE / p->rate;  /* ~ INCREASE a second per second */
+    if (p->rate > 0) p->rate += INCREASE / p->rate; /* ~ INCREASE a second per second */
     if (g->rate_limit > 0 && p->rate > g->rate_limit) p->rate = g->rate_limit;
   }
   unlock(p);

@@ -14,7 +14,7 @@
 
 #include "engine.h"
 
-#define MAX_SECONDS 1e9  /* about 31 years: past any max_retry_after */
+#define MAX_SECONDS 1e9 /* about 31 years: past any max_retry_after */
 
 static const char *skip_spaces(const char *s) {
   while (*s == ' ' || *s == '\t') s++;
@@ -57,7 +57,7 @@ static long long days_from_civil(long long y, int m, int d) {
   y -= m < 2;
   long long era = (y >= 0 ? y : y - 399) / 400;
   long long yoe = y - era * 400;
-  long long mp = (m + 10) % 12;  /* March is 0 */
+  long long mp = (m + 10) % 12; /* March is 0 */
   long long doy = (153 * mp + 2) / 5 + d - 1;
   long long doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
   return era * 146097 + doe - 719468;
@@ -71,23 +71,23 @@ static int valid_day(long year, int month, long day) {
 
 /* An HTTP-date as seconds since the epoch; -1 when it is not one. */
 static double http_date(const char *s) {
-  while (isalpha((unsigned char)*s)) s++;       /* the day's name: not checked */
+  while (isalpha((unsigned char)*s)) s++; /* the day's name: not checked */
   int asctime_form = *s == ' ';
   if (!asctime_form && *s++ != ',') return -1;
   s = skip_spaces(s);
   long day, year, secs;
   int month;
-  if (asctime_form) {                           /* "Nov  6 08:49:37 1994" */
+  if (asctime_form) { /* "Nov  6 08:49:37 1994" */
     if ((month = month_of(&s)) < 0) return -1;
     s = skip_spaces(s);
     if ((day = digits(&s, 1, 2)) < 0 || *s++ != ' ' || clock_of(&s, &secs) < 0) return -1;
     if (*s++ != ' ' || (year = digits(&s, 4, 4)) < 0) return -1;
-  } else {                                      /* "06 Nov 1994 ..." or "06-Nov-94 ..." */
+  } else { /* "06 Nov 1994 ..." or "06-Nov-94 ..." */
     if ((day = digits(&s, 1, 2)) < 0) return -1;
     char sep = *s++;
     if ((sep != ' ' && sep != '-') || (month = month_of(&s)) < 0 || *s++ != sep) return -1;
     if ((year = digits(&s, 2, 4)) < 0) return -1;
-    if (year < 100) year += year < 70 ? 2000 : 1900;  /* RFC 9110: two-digit years */
+    if (year < 100) year += year < 70 ? 2000 : 1900; /* RFC 9110: two-digit years */
     if (*s++ != ' ' || clock_of(&s, &secs) < 0) return -1;
     s = skip_spaces(s);
     if (strncasecmp(s, "GMT", 3) != 0) return -1;
@@ -117,7 +117,7 @@ double luaretry_retry_after(const char *value, double now) {
 
 /* ---- rate-limit fields: the IETF RateLimit field and X-RateLimit-* */
 
-#define MAX_DIGITS 15  /* more is no number of seconds a server means */
+#define MAX_DIGITS 15 /* more is no number of seconds a server means */
 
 /* A number at s: digits with an optional fraction, blanks around, nothing
  * else; -1 when it is not one. */
@@ -127,10 +127,15 @@ static double plain_number(const char *s) {
   double v = 0, scale = 1;
   int n = 0, point = 0;
   for (; isdigit((unsigned char)*s) || (*s == '.' && !point && n); s++) {
-    if (*s == '.') { point = 1; continue; }
+    if (*s == '.') {
+      point = 1;
+      continue;
+    }
     if (++n > MAX_DIGITS) return -1;
-    if (point) v += (*s - '0') * (scale /= 10);
-    else v = v * 10 + (*s - '0');
+    if (point)
+      v += (*s - '0') * (scale /= 10);
+    else
+      v = v * 10 + (*s - '0');
   }
   if (!n || s[-1] == '.' || *skip_spaces(s)) return -1;
   return v;
@@ -164,16 +169,17 @@ static void ratelimit_item(const char **s, long long *r, long long *t) {
   for (p = skip_spaces(p); *p == ';'; p = skip_spaces(p)) {
     p = skip_spaces(p + 1);
     const char *key = p;
-    while (*p && (islower((unsigned char)*p) || isdigit((unsigned char)*p) ||
-                  strchr("_-.*", *p)))
+    while (*p && (islower((unsigned char)*p) || isdigit((unsigned char)*p) || strchr("_-.*", *p)))
       p++;
     size_t klen = (size_t)(p - key);
-    if (*p != '=') continue;           /* a boolean parameter */
+    if (*p != '=') continue; /* a boolean parameter */
     p++;
-    if (klen == 1 && (*key == 'r' || *key == 't')) *(*key == 'r' ? r : t) = param_integer(&p);
-    else p = skip_value(p);
+    if (klen == 1 && (*key == 'r' || *key == 't'))
+      *(*key == 'r' ? r : t) = param_integer(&p);
+    else
+      p = skip_value(p);
   }
-  while (*p && *p != ',') p = *p == '"' ? skip_value(p) : p + 1;  /* garbage to the comma */
+  while (*p && *p != ',') p = *p == '"' ? skip_value(p) : p + 1; /* garbage to the comma */
   *s = *p ? p + 1 : p;
 }
 

@@ -44,9 +44,7 @@ uint64_t lr_rng_next(lr_rng *r) {
 
 /* The top 53 bits make every representable step equally likely: no
  * modulo, no bias. */
-double lr_rng_unit(lr_rng *r) {
-  return (double)(lr_rng_next(r) >> 11) * 0x1.0p-53;
-}
+double lr_rng_unit(lr_rng *r) { return (double)(lr_rng_next(r) >> 11) * 0x1.0p-53; }
 
 double lr_rng_uniform(lr_rng *r, double lo, double hi) {
   if (!(hi > lo)) return lo;

@@ -17,16 +17,16 @@
 
 #include "engine.h"
 
-#define PENDING_MAX 64   /* a client's outcomes between syncs; more: sync */
+#define PENDING_MAX 64 /* a client's outcomes between syncs; more: sync */
 
 typedef struct {
   lr_simfleet *fleet;
   lr_remote remote;
-  double synced_at;        /* < 0: never */
-  long long tokens;        /* milli-tokens at the last sync */
+  double synced_at; /* < 0: never */
+  long long tokens; /* milli-tokens at the last sync */
   int state;
   double opened_at;
-  long long net;           /* milli-tokens since, unsent */
+  long long net; /* milli-tokens since, unsent */
   int npending;
   lr_remote_outcome pending[PENDING_MAX];
 } sim_client;
@@ -85,9 +85,12 @@ static void sync_client(sim_client *c, double now) {
   lr_shared *sh = c->fleet->shared;
   const lr_guards *g = &c->fleet->g;
   for (int k = 0; k < c->npending; k++) {
-    if (c->pending[k] == LR_REMOTE_SUCCESS) lr_guards_success(sh, g, now);
-    else if (c->pending[k] == LR_REMOTE_FAILURE) lr_guards_failure(sh, g, now);
-    else lr_guards_answered(sh, g, now);
+    if (c->pending[k] == LR_REMOTE_SUCCESS)
+      lr_guards_success(sh, g, now);
+    else if (c->pending[k] == LR_REMOTE_FAILURE)
+      lr_guards_failure(sh, g, now);
+    else
+      lr_guards_answered(sh, g, now);
   }
   c->npending = 0;
   c->net = 0;
@@ -111,14 +114,12 @@ static int budget_allows_retry(void *ud, double now) {
   return view_tokens(c) * 2 > llround(c->fleet->g.max_tokens * 1000);
 }
 
-static int breaker_admits(void *ud, int first_attempt, double now, double left,
-                          lr_waiter *w) {
-  (void)left, (void)w;   /* a simulated round trip takes no time */
+static int breaker_admits(void *ud, int first_attempt, double now, double left, lr_waiter *w) {
+  (void)left, (void)w; /* a simulated round trip takes no time */
   sim_client *c = ud;
   first_sync(c, now);
   if (c->state == LUARETRY_BREAKER_CLOSED) return 1;
-  if (c->state == LUARETRY_BREAKER_OPEN && now - c->opened_at < c->fleet->g.open_seconds)
-    return 0;
+  if (c->state == LUARETRY_BREAKER_OPEN && now - c->opened_at < c->fleet->g.open_seconds) return 0;
   if (!first_attempt) return 1;
   /* a probe permit: a round trip to the fleet's own breaker */
   sync_client(c, now);
@@ -138,10 +139,9 @@ static void record(void *ud, lr_remote_outcome o, double now) {
 }
 
 static void refresh(void *ud, double now, double left, lr_waiter *w) {
-  (void)left, (void)w;   /* a simulated round trip takes no time */
+  (void)left, (void)w; /* a simulated round trip takes no time */
   sim_client *c = ud;
-  if (c->npending || c->synced_at < 0 || now - c->synced_at >= c->fleet->sync)
-    sync_client(c, now);
+  if (c->npending || c->synced_at < 0 || now - c->synced_at >= c->fleet->sync) sync_client(c, now);
 }
 
 static double tokens(void *ud) { return (double)view_tokens(ud) / 1000; }

@@ -87,7 +87,8 @@ static const char prelude[] =
   "  if every ~= nil and (math.type(every) ~= 'integer' or every < 1) then\n"
   "    error('latency: every must be a whole number from 1', 2)\n"
   "  end\n"
-  "  if fraction ~= nil and (math.type(fraction) == nil or not (fraction >= 0 and fraction <= 1)) then\n"
+  "  if fraction ~= nil and (math.type(fraction) == nil or not (fraction >= 0 and fraction <= 1)) "
+  "then\n"
   "    error('latency: fraction must be a number from 0 to 1', 2)\n"
   "  end\n"
   "  if math.type(seed) ~= 'integer' then error('latency: seed must be an integer', 2) end\n"
@@ -107,7 +108,6 @@ static const char prelude[] =
   "  end\n"
   "end\n";
 
-
 /* ------------------------------------------------------------ the script */
 
 enum { A_SEND, A_RESET, A_HANG, A_STREAM };
@@ -119,7 +119,7 @@ typedef struct exchange {
   double delay;
 } exchange;
 
-static void push_request (lua_State *L, exchange *x) {
+static void push_request(lua_State *L, exchange *x) {
   const lr_http_req *r = &x->c->req;
   lua_createtable(L, 0, 10);
   lua_pushstring(L, r->method);
@@ -170,11 +170,14 @@ static void push_request (lua_State *L, exchange *x) {
   lua_pop(L, 2);
 }
 
-static lua_Integer int_field (lua_State *L, int t, const char *name,
-                              lua_Integer def, lua_Integer lo, lua_Integer hi) {
+static lua_Integer int_field(lua_State *L, int t, const char *name, lua_Integer def, lua_Integer lo,
+                             lua_Integer hi) {
   int isint;
   lua_Integer v;
-  if (lua_getfield(L, t, name) == LUA_TNIL) { lua_pop(L, 1); return def; }
+  if (lua_getfield(L, t, name) == LUA_TNIL) {
+    lua_pop(L, 1);
+    return def;
+  }
   v = lua_tointegerx(L, -1, &isint);
   if (!isint || v < lo || v > hi)
     luaL_error(L, "respond: '%s' must be an integer in %I..%I", name, lo, hi);
@@ -184,35 +187,32 @@ static lua_Integer int_field (lua_State *L, int t, const char *name,
 
 /* A header name or value from the script, checked so it cannot break the
    framing. */
-static const char *header_text (lua_State *L, int idx, int is_name) {
+static const char *header_text(lua_State *L, int idx, int is_name) {
   size_t len, i;
   const char *s;
   int t = lua_type(L, idx);
   if (t != LUA_TSTRING && t != LUA_TNUMBER)
-    luaL_error(L, "respond: header %s must be a string, got %s",
-               is_name ? "name" : "value", luaL_typename(L, idx));
+    luaL_error(L, "respond: header %s must be a string, got %s", is_name ? "name" : "value",
+               luaL_typename(L, idx));
   s = lua_tolstring(L, idx, &len);
   for (i = 0; i < len; i++) {
     unsigned char ch = (unsigned char)s[i];
     if (ch == '\r' || ch == '\n' || ch == '\0' ||
         (is_name && (ch <= ' ' || ch == ':' || ch >= 0x7f)))
-      luaL_error(L, "respond: bad character in header %s '%s'",
-                 is_name ? "name" : "value", s);
+      luaL_error(L, "respond: bad character in header %s '%s'", is_name ? "name" : "value", s);
   }
   if (is_name && len == 0) luaL_error(L, "respond: empty header name");
   return s;
 }
 
 /* Write the headers of table `t` into the response. */
-static void put_headers (lua_State *L, int t, conn *c, int *has_connection) {
+static void put_headers(lua_State *L, int t, conn *c, int *has_connection) {
   lua_pushnil(L);
   while (lua_next(L, t)) {
     const char *name;
-    if (lua_type(L, -2) != LUA_TSTRING)
-      luaL_error(L, "respond: header names must be strings");
+    if (lua_type(L, -2) != LUA_TSTRING) luaL_error(L, "respond: header names must be strings");
     name = header_text(L, -2, 1);
-    if (strcasecmp(name, "content-length") != 0 &&
-        strcasecmp(name, "transfer-encoding") != 0) {
+    if (strcasecmp(name, "content-length") != 0 && strcasecmp(name, "transfer-encoding") != 0) {
       int list = lua_istable(L, -1);
       lua_Integer n = list ? luaL_len(L, -1) : 1;
       for (lua_Integer i = 1; i <= n; i++) {
@@ -237,10 +237,13 @@ static void put_headers (lua_State *L, int t, conn *c, int *has_connection) {
 /* `stream = {data = S, count = N, interval = T}` of the answer at t:
    after the head, S is sent N times (no count: for ever), T seconds apart,
    then the connection closes.  1 when there is one. */
-static int get_stream (lua_State *L, int t, conn *c) {
+static int get_stream(lua_State *L, int t, conn *c) {
   size_t len;
   const char *data;
-  if (lua_getfield(L, t, "stream") == LUA_TNIL) { lua_pop(L, 1); return 0; }
+  if (lua_getfield(L, t, "stream") == LUA_TNIL) {
+    lua_pop(L, 1);
+    return 0;
+  }
   if (!lua_istable(L, -1)) luaL_error(L, "respond: 'stream' must be a table");
   int s = lua_gettop(L);
   fault_stream_free(c);
@@ -264,26 +267,27 @@ static int get_stream (lua_State *L, int t, conn *c) {
 }
 
 /* A string field of table t, or NULL; checked as a header value. */
-static const char *str_field (lua_State *L, int t, const char *name) {
-  if (lua_getfield(L, t, name) == LUA_TNIL) { lua_pop(L, 1); return NULL; }
+static const char *str_field(lua_State *L, int t, const char *name) {
+  if (lua_getfield(L, t, name) == LUA_TNIL) {
+    lua_pop(L, 1);
+    return NULL;
+  }
   const char *v = header_text(L, -1, 0);
-  lua_pop(L, 1);  /* the table still holds it */
+  lua_pop(L, 1); /* the table still holds it */
   return v;
 }
 
 /* The request's "bytes=FIRST-[LAST]" within size: 1 and the range, 0 for
    none (no Range, or If-Range naming another version: the whole file), -1
    for a range that is not satisfiable. */
-static int file_range (const conn *c, const char *etag, const char *lm,
-                       unsigned long long size, unsigned long long *first,
-                       unsigned long long *end) {
+static int file_range(const conn *c, const char *etag, const char *lm, unsigned long long size,
+                      unsigned long long *first, unsigned long long *end) {
   const char *range = lr_http_header_get(&c->req, "range");
   const char *if_range = lr_http_header_get(&c->req, "if-range");
   unsigned long long a, b;
   int n;
   if (range == NULL) return 0;
-  if (if_range && !(etag && strcmp(if_range, etag) == 0) &&
-      !(lm && strcmp(if_range, lm) == 0))
+  if (if_range && !(etag && strcmp(if_range, etag) == 0) && !(lm && strcmp(if_range, lm) == 0))
     return 0;
   n = sscanf(range, "bytes=%llu-%llu", &a, &b);
   if (n < 1) return 0;
@@ -299,12 +303,15 @@ static int file_range (const conn *c, const char *etag, const char *lm,
    connection reset after `reset_after` body bytes of this answer.  The
    head is made here, the script's headers and status (for the whole file)
    included.  1 when there is one. */
-static int get_file (lua_State *L, int t, exchange *x, int status) {
+static int get_file(lua_State *L, int t, exchange *x, int status) {
   conn *c = x->c;
   unsigned long long size, first = 0, end, cut;
   int ranges, has_connection = 0, r;
   const char *etag, *lm;
-  if (lua_getfield(L, t, "file") == LUA_TNIL) { lua_pop(L, 1); return 0; }
+  if (lua_getfield(L, t, "file") == LUA_TNIL) {
+    lua_pop(L, 1);
+    return 0;
+  }
   if (!lua_istable(L, -1)) luaL_error(L, "respond: 'file' must be a table");
   int ft = lua_gettop(L);
   size = (unsigned long long)int_field(L, ft, "size", 0, 0, (lua_Integer)1 << 40);
@@ -319,12 +326,16 @@ static int get_file (lua_State *L, int t, exchange *x, int status) {
   r = ranges ? file_range(c, etag, lm, size, &first, &end) : 0;
   if (r != 0) status = r > 0 ? 206 : 416;
   sb_fmt(&c->out, "HTTP/1.1 %d %s\r\n", status, lr_http_reason(status));
-  if (lua_getfield(L, t, "headers") == LUA_TTABLE) put_headers(L, lua_gettop(L), c, &has_connection);
+  if (lua_getfield(L, t, "headers") == LUA_TTABLE)
+    put_headers(L, lua_gettop(L), c, &has_connection);
   if (ranges) sb_str(&c->out, "Accept-Ranges: bytes\r\n");
   if (etag) sb_fmt(&c->out, "ETag: %s\r\n", etag);
   if (lm) sb_fmt(&c->out, "Last-Modified: %s\r\n", lm);
   if (r > 0) sb_fmt(&c->out, "Content-Range: bytes %llu-%llu/%llu\r\n", first, end - 1, size);
-  if (r < 0) { sb_fmt(&c->out, "Content-Range: bytes */%llu\r\n", size); first = end = 0; }
+  if (r < 0) {
+    sb_fmt(&c->out, "Content-Range: bytes */%llu\r\n", size);
+    first = end = 0;
+  }
   sb_fmt(&c->out, "Content-Length: %llu\r\n", end - first);
   if (c->close_after && !has_connection) sb_str(&c->out, "Connection: close\r\n");
   sb_str(&c->out, "\r\n");
@@ -342,7 +353,7 @@ static int get_file (lua_State *L, int t, exchange *x, int status) {
 /* The fields that make the answer something else than a made response:
    then_reset, hang, reset, a stream, raw bytes.  1 when nothing more is
    to be made. */
-static int special_answer (lua_State *L, int t, exchange *x) {
+static int special_answer(lua_State *L, int t, exchange *x) {
   conn *c = x->c;
   if (lua_getfield(L, t, "then_reset") != LUA_TNIL && lua_toboolean(L, -1))
     c->reset_at_end = c->close_after = 1;
@@ -356,7 +367,7 @@ static int special_answer (lua_State *L, int t, exchange *x) {
   }
   if (get_file(L, t, x, (int)int_field(L, t, "status", 200, 100, 999))) return 1;
   if (get_stream(L, t, c)) x->action = A_STREAM;
-  if (lua_getfield(L, t, "raw") != LUA_TNIL) {  /* the bytes, as they are */
+  if (lua_getfield(L, t, "raw") != LUA_TNIL) { /* the bytes, as they are */
     size_t n;
     const char *raw = luaL_checklstring(L, -1, &n);
     sb_add(&c->out, raw, n);
@@ -367,7 +378,7 @@ static int special_answer (lua_State *L, int t, exchange *x) {
 }
 
 /* Turn the script's answer (at the top of the stack) into a response. */
-static void put_answer (lua_State *L, exchange *x) {
+static void put_answer(lua_State *L, exchange *x) {
   conn *c = x->c;
   int t = lua_gettop(L), status = 200, has_connection = 0;
   int head_only = strcmp(c->req.method, "HEAD") == 0;
@@ -375,26 +386,26 @@ static void put_answer (lua_State *L, exchange *x) {
   size_t len = 0, sent;
   lua_Integer truncate = -1;
   switch (lua_type(L, t)) {
-    case LUA_TNUMBER:
-      lua_createtable(L, 0, 1);
-      lua_pushvalue(L, t);
-      lua_setfield(L, -2, "status");
-      lua_replace(L, t);
-      break;
-    case LUA_TSTRING: body = lua_tolstring(L, t, &len); break;
-    case LUA_TTABLE: break;
-    default:
-      luaL_error(L, "respond returned %s (expected a table, a status number"
-                 " or a body string)", luaL_typename(L, t));
+  case LUA_TNUMBER:
+    lua_createtable(L, 0, 1);
+    lua_pushvalue(L, t);
+    lua_setfield(L, -2, "status");
+    lua_replace(L, t);
+    break;
+  case LUA_TSTRING: body = lua_tolstring(L, t, &len); break;
+  case LUA_TTABLE: break;
+  default:
+    luaL_error(L,
+               "respond returned %s (expected a table, a status number"
+               " or a body string)",
+               luaL_typename(L, t));
   }
   if (lua_istable(L, t)) {
     status = (int)int_field(L, t, "status", 200, 100, 999);
-    if (lua_getfield(L, t, "reason") != LUA_TNIL)
-      reason = header_text(L, -1, 0);
+    if (lua_getfield(L, t, "reason") != LUA_TNIL) reason = header_text(L, -1, 0);
     if (lua_getfield(L, t, "body") != LUA_TNIL) {
       if (!lua_isstring(L, -1))
-        luaL_error(L, "respond: 'body' must be a string, got %s",
-                   luaL_typename(L, -1));
+        luaL_error(L, "respond: 'body' must be a string, got %s", luaL_typename(L, -1));
       body = lua_tolstring(L, -1, &len);
     }
     if (lua_getfield(L, t, "delay") != LUA_TNIL) {
@@ -412,29 +423,28 @@ static void put_answer (lua_State *L, exchange *x) {
   sb_str(&c->out, "\r\n");
   if (lua_istable(L, t) && lua_getfield(L, t, "headers") != LUA_TNIL) {
     if (!lua_istable(L, -1))
-      luaL_error(L, "respond: 'headers' must be a table, got %s",
-                 luaL_typename(L, -1));
+      luaL_error(L, "respond: 'headers' must be a table, got %s", luaL_typename(L, -1));
     put_headers(L, lua_gettop(L), c, &has_connection);
   }
   /* a stream ends with the connection: no length to announce */
-  if (x->action == A_STREAM) c->close_after = 1;
-  else sb_fmt(&c->out, "Content-Length: %zu\r\n", len);
-  if (c->close_after && !has_connection)
-    sb_str(&c->out, "Connection: close\r\n");
+  if (x->action == A_STREAM)
+    c->close_after = 1;
+  else
+    sb_fmt(&c->out, "Content-Length: %zu\r\n", len);
+  if (c->close_after && !has_connection) sb_str(&c->out, "Connection: close\r\n");
   sb_str(&c->out, "\r\n");
   sent = truncate >= 0 && (size_t)truncate < len ? (size_t)truncate : len;
   if (!head_only) sb_add(&c->out, body, sent);
-  if (truncate >= 0) c->close_after = 1;  /* unannounced, like a real cut */
+  if (truncate >= 0) c->close_after = 1; /* unannounced, like a real cut */
 }
 
-static int run_script (lua_State *L) {
+static int run_script(lua_State *L) {
   exchange *x = (exchange *)lua_touserdata(L, 1);
-  luaL_checkstack(L, 24, NULL);  /* put_answer keeps its fields on the stack */
+  luaL_checkstack(L, 24, NULL); /* put_answer keeps its fields on the stack */
   if (lua_getglobal(L, "respond") == LUA_TFUNCTION) {
     push_request(L, x);
     lua_call(L, 1, 1);
-  }
-  else {  /* a fixed answer; still count the request */
+  } else { /* a fixed answer; still count the request */
     push_request(L, x);
     lua_pop(L, 1);
   }
@@ -442,15 +452,15 @@ static int run_script (lua_State *L) {
   return 0;
 }
 
-int fault_reset_paths (lua_State *L) {
+int fault_reset_paths(lua_State *L) {
   lr_faults *f = (lr_faults *)lua_touserdata(L, 1);
   lua_newtable(L);
   lua_rawseti(L, LUA_REGISTRYINDEX, f->paths_ref);
   return 0;
 }
 
-void fault_answer_script (lr_faults *f, conn *c) {
-  exchange x = {f, c, A_SEND, 0};
+void fault_answer_script(lr_faults *f, conn *c) {
+  exchange x = { f, c, A_SEND, 0 };
   size_t mark = c->out.len;
   c->reset_at_end = 0;
   f->total++;
@@ -458,23 +468,26 @@ void fault_answer_script (lr_faults *f, conn *c) {
   char msg[512];
   if (lr_sandbox_call(f->sb, run_script, &x, 0, LUARETRY_E_POLICY, msg, sizeof msg) !=
       LUARETRY_OK) {
-    c->out.len = mark;  /* drop a half-written answer */
+    c->out.len = mark; /* drop a half-written answer */
     x.action = A_SEND;
     x.delay = 0;
     fault_put_simple(c, 500, "text/plain", msg, strlen(msg));
   }
-  if (x.action == A_HANG) { c->state = C_HANG; return; }
+  if (x.action == A_HANG) {
+    c->state = C_HANG;
+    return;
+  }
   if (x.action != A_STREAM) fault_stream_free(c);
   if (x.delay > 0) {
     c->state = C_DELAY;
     c->due = fault_elapsed(f) + x.delay;
     c->hold = mark;
     c->reset_when_due = x.action == A_RESET;
-  }
-  else if (x.action == A_RESET) fault_conn_close(f, c, 1);
+  } else if (x.action == A_RESET)
+    fault_conn_close(f, c, 1);
   else {
     c->state = c->stream || c->file_on ? C_STREAM : C_WRITE;
-    c->due = 0;  /* a stream's first piece goes once the head is out */
+    c->due = 0; /* a stream's first piece goes once the head is out */
   }
 }
 
@@ -485,15 +498,14 @@ void fault_answer_script (lr_faults *f, conn *c) {
  * endless loop; print() goes to standard error. */
 #define MEMORY_LIMIT ((size_t)256 * 1024 * 1024)
 
-static void print_to_stderr (void *ud, const char *line) {
+static void print_to_stderr(void *ud, const char *line) {
   (void)ud;
   fprintf(stderr, "faults: %s\n", line);
 }
 
 static const lr_log_target print_target = { print_to_stderr, NULL };
 
-static lua_State *fault_sandbox_new (lr_faults *f, const char *path, char *err,
-                                     size_t errlen) {
+static lua_State *fault_sandbox_new(lr_faults *f, const char *path, char *err, size_t errlen) {
   lr_limits limits = { MEMORY_LIMIT, 0, 0 };
   f->sb = lr_sandbox_new(&limits, path, &print_target, lr_sandbox_open_faults_libs);
   if (f->sb == NULL) {
@@ -506,7 +518,7 @@ static lua_State *fault_sandbox_new (lr_faults *f, const char *path, char *err,
 
 /* Loads and runs a chunk (the prelude, the script) under the sandbox's
  * protection: 0, or -1 with the message in err. */
-static int run_chunk (lr_faults *f, int loaded, char *err, size_t errlen) {
+static int run_chunk(lr_faults *f, int loaded, char *err, size_t errlen) {
   if (loaded != LUA_OK) {
     const char *msg = lua_tostring(f->L, -1);
     snprintf(err, errlen, "%s", msg ? msg : "error object is not a string");
@@ -516,19 +528,20 @@ static int run_chunk (lr_faults *f, int loaded, char *err, size_t errlen) {
   return lr_sandbox_pcall(f->sb, 0, 0, LUARETRY_E_POLICY, err, errlen) == LUARETRY_OK ? 0 : -1;
 }
 
-int fault_load_script (lr_faults *f, const char *path, const char *chunkname,
-                        const char *source, char *err, size_t errlen) {
+int fault_load_script(lr_faults *f, const char *path, const char *chunkname, const char *source,
+                      char *err, size_t errlen) {
   const char *name = path ? path : chunkname;
   lua_State *L = fault_sandbox_new(f, path, err, errlen);
   if (L == NULL) return -1;
-  if (run_chunk(f, luaL_loadbufferx(L, prelude, sizeof prelude - 1, "=faults prelude", "t"),
-                err, errlen) != 0)
+  if (run_chunk(f, luaL_loadbufferx(L, prelude, sizeof prelude - 1, "=faults prelude", "t"), err,
+                errlen) != 0)
     return -1;
   lua_newtable(L);
   f->paths_ref = luaL_ref(L, LUA_REGISTRYINDEX);
   int st;
-  if (path) st = luaL_loadfilex(L, path, "t");
-  else {  /* "@name" so messages read "name:line: ..." */
+  if (path)
+    st = luaL_loadfilex(L, path, "t");
+  else { /* "@name" so messages read "name:line: ..." */
     lua_pushfstring(L, "%s%s", strchr("@=", chunkname[0]) ? "" : "@", chunkname);
     st = luaL_loadbufferx(L, source, strlen(source), lua_tostring(L, -1), "t");
     lua_remove(L, -2);
@@ -541,4 +554,3 @@ int fault_load_script (lr_faults *f, const char *path, const char *chunkname,
   lua_pop(L, 1);
   return 0;
 }
-

@@ -25,26 +25,23 @@ typedef struct lr_faults lr_faults;
  * that anyone who reaches it can drive is a choice (lr_faults_open_any).
  * Nothing is served until lr_faults_serve().  NULL on failure.
  */
-lr_faults *lr_faults_open(const char *script_path, const char *listen,
-                          char *err, size_t errlen);
+lr_faults *lr_faults_open(const char *script_path, const char *listen, char *err, size_t errlen);
 /* The same, on any address (0.0.0.0, a LAN address): `luaretry faults
  * --listen-any`. */
-lr_faults *lr_faults_open_any(const char *script_path, const char *listen,
-                              char *err, size_t errlen);
+lr_faults *lr_faults_open_any(const char *script_path, const char *listen, char *err,
+                              size_t errlen);
 /* Whether the bound address is a loopback one. */
 int lr_faults_is_loopback(const lr_faults *f);
-lr_faults *lr_faults_open_string(const char *chunkname, const char *source,
-                                 const char *listen, char *err,
-                                 size_t errlen);
+lr_faults *lr_faults_open_string(const char *chunkname, const char *source, const char *listen,
+                                 char *err, size_t errlen);
 
 /* Serve in the calling thread until lr_faults_stop(): 0, or -1 (errno set)
    if polling failed. */
 int lr_faults_serve(lr_faults *f);
 
 /* open_string + a background thread running lr_faults_serve(). */
-lr_faults *lr_faults_start_string(const char *chunkname, const char *source,
-                                  const char *listen, char *err,
-                                  size_t errlen);
+lr_faults *lr_faults_start_string(const char *chunkname, const char *source, const char *listen,
+                                  char *err, size_t errlen);
 
 int lr_faults_port(const lr_faults *f);
 /* The bound address as "127.0.0.1:PORT" or "[::1]:PORT". */
@@ -59,7 +56,6 @@ void lr_faults_stop(lr_faults *f);
    unless that thread was started by lr_faults_start_string(). */
 void lr_faults_free(lr_faults *f);
 
-
 /* ------------------------------------------ HTTP parsing (http_parse.c) */
 
 #define LR_HTTP_MAX_HEAD    (64 * 1024)
@@ -71,24 +67,26 @@ void lr_faults_free(lr_faults *f);
 #define LR_HTTP_MAX_LENGTH  ((size_t)4 << 30)
 #define LR_HTTP_MAX_HEADERS 256
 
-enum { LR_HTTP_MORE = 0, LR_HTTP_DONE = 1 };  /* else an HTTP error status */
+enum { LR_HTTP_MORE = 0, LR_HTTP_DONE = 1 }; /* else an HTTP error status */
 
-typedef struct lr_http_header { char *name, *value; } lr_http_header;
+typedef struct lr_http_header {
+  char *name, *value;
+} lr_http_header;
 
 /* One request, parsed in place in the connection's input buffer.  Zero it
    before the first byte of each request. */
 typedef struct lr_http_req {
   /* results, valid once head_len > 0 */
-  const char *method, *path, *query;  /* the target is split at '?' */
-  int minor;                             /* HTTP/1.minor */
+  const char *method, *path, *query; /* the target is split at '?' */
+  int minor;                         /* HTTP/1.minor */
   int keep_alive, expect_continue;
   size_t nheaders;
   lr_http_header headers[LR_HTTP_MAX_HEADERS];
-  size_t head_len;     /* bytes of head; the body starts here */
-  size_t body_len;     /* body bytes so far in the buffer (decoded, if chunked) */
-  size_t dropped;      /* body bytes past LR_HTTP_MAX_BODY, passed on */
-  unsigned long long hash;  /* FNV-1a 64 of the whole body, once dropping */
-  size_t end;          /* once done: where the next request starts */
+  size_t head_len;         /* bytes of head; the body starts here */
+  size_t body_len;         /* body bytes so far in the buffer (decoded, if chunked) */
+  size_t dropped;          /* body bytes past LR_HTTP_MAX_BODY, passed on */
+  unsigned long long hash; /* FNV-1a 64 of the whole body, once dropping */
+  size_t end;              /* once done: where the next request starts */
   /* parse state */
   size_t scan, raw, content_length, chunk_left;
   int chunked, chunk_state;

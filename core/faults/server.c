@@ -108,17 +108,17 @@
 
 #include "faults_int.h"
 
-
 /* ------------------------------------------------------------ connections */
 
-
 /* Send what may be sent now; 0 if the connection died. */
-static int conn_flush (lr_faults *f, conn *c) {
+static int conn_flush(lr_faults *f, conn *c) {
   size_t limit = c->state == C_DELAY ? c->hold : c->out.len;
-  if (c->out.oom) { fault_conn_close(f, c, 0); return 0; }
+  if (c->out.oom) {
+    fault_conn_close(f, c, 0);
+    return 0;
+  }
   while (c->outoff < limit) {
-    ssize_t n = send(c->fd, c->out.p + c->outoff, limit - c->outoff,
-                     MSG_NOSIGNAL);
+    ssize_t n = send(c->fd, c->out.p + c->outoff, limit - c->outoff, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return 1;
@@ -134,8 +134,7 @@ static int conn_flush (lr_faults *f, conn *c) {
 /* With `to` NULL, stores in offs where each pointer of r lies in the
  * buffer `from` (SIZE_MAX: elsewhere, e.g. the static ""); with `to`, points
  * them into `to` at the same offsets. */
-static void rebase (lr_http_req *r, const char *from, size_t cap, size_t *offs,
-                    char *to) {
+static void rebase(lr_http_req *r, const char *from, size_t cap, size_t *offs, char *to) {
   const char **ptrs[3 + 2 * LR_HTTP_MAX_HEADERS];
   size_t n = 0;
   ptrs[n++] = &r->method;
@@ -155,7 +154,7 @@ static void rebase (lr_http_req *r, const char *from, size_t cap, size_t *offs,
   }
 }
 
-static void conn_read (lr_faults *f, conn *c) {
+static void conn_read(lr_faults *f, conn *c) {
   ssize_t n;
   if (c->incap - c->inlen < READ_MIN && c->incap < IN_MAX) {
     size_t cap = c->incap ? c->incap * 2 : READ_MIN * 2;
@@ -165,37 +164,45 @@ static void conn_read (lr_faults *f, conn *c) {
      * as offsets across the realloc, which may move the buffer. */
     size_t offsets[3 + 2 * LR_HTTP_MAX_HEADERS];
     rebase(&c->req, c->in, c->incap, offsets, NULL);
-    if ((p = realloc(c->in, cap)) == NULL) { fault_conn_close(f, c, 0); return; }
+    if ((p = realloc(c->in, cap)) == NULL) {
+      fault_conn_close(f, c, 0);
+      return;
+    }
     rebase(&c->req, NULL, cap, offsets, p);
     c->in = p;
     c->incap = cap;
   }
-  if (c->inlen == c->incap) { fault_conn_close(f, c, 0); return; }  /* cannot be */
+  if (c->inlen == c->incap) {
+    fault_conn_close(f, c, 0);
+    return;
+  } /* cannot be */
   n = recv(c->fd, c->in + c->inlen, c->incap - c->inlen, 0);
-  if (n > 0) c->inlen += (size_t)n;
-  else if (n == 0) c->eof = 1;
+  if (n > 0)
+    c->inlen += (size_t)n;
+  else if (n == 0)
+    c->eof = 1;
   else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
     fault_conn_close(f, c, 0);
 }
 
 /* A response of the server's own (errors, the built-in paths). */
 
-static void answer_builtin (lr_faults *f, conn *c) {
+static void answer_builtin(lr_faults *f, conn *c) {
   const char *what = c->req.path + strlen(BUILTIN), *m = c->req.method;
-  if (strcmp(what, "requests") == 0 &&
-      (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)) {
-    sbuf b = {0};
+  if (strcmp(what, "requests") == 0 && (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)) {
+    sbuf b = { 0 };
     sb_add(&b, "[", 1);
     for (size_t i = 0; i < f->log_count; i++) {
       if (i > 0) sb_add(&b, ",\n", 2);
       sb_str(&b, f->log[(f->log_first + i) % LOG_MAX]);
     }
     sb_add(&b, "]\n", 2);
-    if (b.oom) fault_put_simple(c, 500, "text/plain", "out of memory\n", 14);
-    else fault_put_simple(c, 200, "application/json", b.p, b.len);
+    if (b.oom)
+      fault_put_simple(c, 500, "text/plain", "out of memory\n", 14);
+    else
+      fault_put_simple(c, 200, "application/json", b.p, b.len);
     sb_free(&b);
-  }
-  else if (strcmp(what, "reset") == 0 && strcmp(m, "POST") == 0) {
+  } else if (strcmp(what, "reset") == 0 && strcmp(m, "POST") == 0) {
     fault_log_clear(f);
     f->total = 0;
     f->file_bytes = 0;
@@ -203,56 +210,62 @@ static void answer_builtin (lr_faults *f, conn *c) {
     if (lr_sandbox_call(f->sb, fault_reset_paths, f, 0, LUARETRY_E_POLICY, err, sizeof err) !=
         LUARETRY_OK)
       fault_put_simple(c, 500, "text/plain", "out of memory\n", 14);
-    else fault_put_simple(c, 200, "application/json", "{\"ok\":true}\n", 12);
-  }
-  else if (strcmp(what, "connections") == 0 &&
-           (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)) {
+    else
+      fault_put_simple(c, 200, "application/json", "{\"ok\":true}\n", 12);
+  } else if (strcmp(what, "connections") == 0 &&
+             (strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0)) {
     /* open now (the asking one included) and accepted so far: a client
      * that leaks connections shows here */
     char body[96];
     size_t open = 0;
     for (size_t i = 0; i < f->nconns; i++) open += f->conns[i]->state != C_DEAD;
-    int n = snprintf(body, sizeof body, "{\"open\":%zu,\"accepted\":%lld}\n", open,
-                     f->connections);
+    int n = snprintf(body, sizeof body, "{\"open\":%zu,\"accepted\":%lld}\n", open, f->connections);
     fault_put_simple(c, 200, "application/json", body, (size_t)n);
-  }
-  else if (strcmp(what, "stats") == 0 && strcmp(m, "GET") == 0) {
+  } else if (strcmp(what, "stats") == 0 && strcmp(m, "GET") == 0) {
     char body[128];
     int n = snprintf(body, sizeof body, "{\"requests\":%lld,\"file_bytes\":%llu}\n", f->total,
                      f->file_bytes);
     fault_put_simple(c, 200, "application/json", body, (size_t)n);
-  }
-  else if (strcmp(what, "requests") == 0 || strcmp(what, "reset") == 0 ||
-           strcmp(what, "connections") == 0 || strcmp(what, "stats") == 0)
+  } else if (strcmp(what, "requests") == 0 || strcmp(what, "reset") == 0 ||
+             strcmp(what, "connections") == 0 || strcmp(what, "stats") == 0)
     fault_put_simple(c, 405, "text/plain", "method not allowed\n", 19);
-  else fault_put_simple(c, 404, "text/plain", "not found\n", 10);
+  else
+    fault_put_simple(c, 404, "text/plain", "not found\n", 10);
 }
 
-static void answer (lr_faults *f, conn *c) {
+static void answer(lr_faults *f, conn *c) {
   lr_http_req *r = &c->req;
   c->close_after = !r->keep_alive || c->eof;
-  if (strncmp(r->path, BUILTIN, strlen(BUILTIN)) == 0) answer_builtin(f, c);
-  else fault_answer_script(f, c);
+  if (strncmp(r->path, BUILTIN, strlen(BUILTIN)) == 0)
+    answer_builtin(f, c);
+  else
+    fault_answer_script(f, c);
   if (c->state == C_DEAD) return;
   /* the request is done with: keep only what follows it */
   memmove(c->in, c->in + r->end, c->inlen - r->end);
   c->inlen -= r->end;
   memset(r, 0, sizeof *r);
   c->head_seen = 0;
-  if (c->incap > 4 * READ_MIN && c->inlen < READ_MIN) {  /* after a big body */
+  if (c->incap > 4 * READ_MIN && c->inlen < READ_MIN) { /* after a big body */
     char *p = realloc(c->in, 2 * READ_MIN);
-    if (p) { c->in = p; c->incap = 2 * READ_MIN; }
+    if (p) {
+      c->in = p;
+      c->incap = 2 * READ_MIN;
+    }
   }
 }
 
 /* Do everything that can be done without waiting. */
-static void conn_advance (lr_faults *f, conn *c) {
+static void conn_advance(lr_faults *f, conn *c) {
   while (c->state != C_DEAD) {
     int st;
     if (!conn_flush(f, c)) return;
     if (c->state == C_WRITE) {
-      if (c->out.len > 0) return;  /* the rest when the socket drains */
-      if (c->close_after) { fault_conn_close(f, c, c->reset_at_end); return; }
+      if (c->out.len > 0) return; /* the rest when the socket drains */
+      if (c->close_after) {
+        fault_conn_close(f, c, c->reset_at_end);
+        return;
+      }
       c->state = C_READ;
     }
     if (c->state != C_READ) return;
@@ -261,16 +274,19 @@ static void conn_advance (lr_faults *f, conn *c) {
       c->head_seen = 1;
       c->head_time = fault_elapsed(f);
       /* curl waits up to a second for this before sending the body */
-      if (st == LR_HTTP_MORE && c->req.expect_continue &&
-          c->req.minor == 1 && !lr_http_body_done(&c->req))
+      if (st == LR_HTTP_MORE && c->req.expect_continue && c->req.minor == 1 &&
+          !lr_http_body_done(&c->req))
         sb_str(&c->out, "HTTP/1.1 100 Continue\r\n\r\n");
     }
     if (st == LR_HTTP_MORE) {
-      if (c->eof) fault_conn_close(f, c, 0);
-      else if (c->out.len > 0) continue;  /* send the 100 Continue */
+      if (c->eof)
+        fault_conn_close(f, c, 0);
+      else if (c->out.len > 0)
+        continue; /* send the 100 Continue */
       return;
     }
-    if (st == LR_HTTP_DONE) answer(f, c);
+    if (st == LR_HTTP_DONE)
+      answer(f, c);
     else {
       char msg[64];
       int n = snprintf(msg, sizeof msg, "%d %s\n", st, lr_http_reason(st));
@@ -280,24 +296,29 @@ static void conn_advance (lr_faults *f, conn *c) {
   }
 }
 
-static void conn_event (lr_faults *f, conn *c, short rev) {
+static void conn_event(lr_faults *f, conn *c, short rev) {
   if (rev == 0 || c->state == C_DEAD) return;
-  if (rev & POLLNVAL) { fault_conn_close(f, c, 0); return; }
+  if (rev & POLLNVAL) {
+    fault_conn_close(f, c, 0);
+    return;
+  }
   if (c->state == C_STREAM && (rev & POLLOUT) && !conn_flush(f, c)) return;
-  if (c->state == C_HANG || c->state == C_STREAM) {  /* read and drop until the client leaves */
+  if (c->state == C_HANG || c->state == C_STREAM) { /* read and drop until the client leaves */
     char tmp[4096];
     ssize_t n = (rev & (POLLIN | POLLHUP | POLLERR)) ? recv(c->fd, tmp, sizeof tmp, 0) : 1;
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-      fault_conn_close(f, c, 0);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) fault_conn_close(f, c, 0);
     return;
   }
   if (c->state == C_READ && !c->eof && (rev & (POLLIN | POLLHUP | POLLERR)))
     conn_read(f, c);
-  else if (rev & (POLLHUP | POLLERR)) { fault_conn_close(f, c, 0); return; }
+  else if (rev & (POLLHUP | POLLERR)) {
+    fault_conn_close(f, c, 0);
+    return;
+  }
   conn_advance(f, c);
 }
 
-static void accept_all (lr_faults *f) {
+static void accept_all(lr_faults *f) {
   for (;;) {
     int fd = accept4(f->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     int one = 1;
@@ -311,7 +332,11 @@ static void accept_all (lr_faults *f) {
     if (f->nconns == f->capconns) {
       size_t cap = f->capconns ? f->capconns * 2 : 64;
       conn **p = realloc(f->conns, cap * sizeof *p);
-      if (p == NULL) { close(fd); f->accept_paused = 1; return; }
+      if (p == NULL) {
+        close(fd);
+        f->accept_paused = 1;
+        return;
+      }
       f->conns = p;
       f->capconns = cap;
     }
@@ -328,50 +353,50 @@ static void accept_all (lr_faults *f) {
 }
 
 /* ms until `due`, rounded up, into *timeout when sooner. */
-static void sooner (double due, double now, int *timeout) {
+static void sooner(double due, double now, int *timeout) {
   double ms = (due - now) * 1000;
-  int wait = ms <= 0 ? 0 : ms > 86400000 ? 86400000
-           : (int)ms + ((double)(int)ms < ms);
+  int wait = ms <= 0 ? 0 : ms > 86400000 ? 86400000 : (int)ms + ((double)(int)ms < ms);
   if (*timeout < 0 || wait < *timeout) *timeout = wait;
 }
 
 /* What to poll a connection for; *timeout lowered for what is due. */
-static short conn_events (conn *c, double now, int *timeout) {
+static short conn_events(conn *c, double now, int *timeout) {
   switch (c->state) {
-    case C_READ: return (short)((c->eof ? 0 : POLLIN) | (c->out.len ? POLLOUT : 0));
-    case C_WRITE: return POLLOUT;
-    case C_HANG: return POLLIN;
-    case C_DELAY:
-      sooner(c->due, now, timeout);
-      return c->outoff < c->hold ? POLLOUT : 0;
-    case C_STREAM:
-      if (c->out.len) return POLLIN | POLLOUT;
-      sooner(c->due, now, timeout);
-      return POLLIN;
+  case C_READ: return (short)((c->eof ? 0 : POLLIN) | (c->out.len ? POLLOUT : 0));
+  case C_WRITE: return POLLOUT;
+  case C_HANG: return POLLIN;
+  case C_DELAY: sooner(c->due, now, timeout); return c->outoff < c->hold ? POLLOUT : 0;
+  case C_STREAM:
+    if (c->out.len) return POLLIN | POLLOUT;
+    sooner(c->due, now, timeout);
+    return POLLIN;
   }
   return 0;
 }
 
-#define STREAM_BATCH (256 * 1024)  /* what one turn queues of a stream with no interval */
+#define STREAM_BATCH (256 * 1024) /* what one turn queues of a stream with no interval */
 
 /* A stream's next piece once the last one is out and it is due; the close
  * after its last. */
 /* A `file` answer's next bytes; at its end the connection goes on (or is
  * reset at the cut). */
-static void file_next (lr_faults *f, conn *c, double now) {
+static void file_next(lr_faults *f, conn *c, double now) {
   unsigned long long stop = c->file_cut < c->file_end ? c->file_cut : c->file_end;
   if (c->file_pos >= stop) {
     int unsent = 0;
     if (c->file_cut <= c->file_pos && ioctl(c->fd, SIOCOUTQ, &unsent) == 0 && unsent > 0) {
       if (c->cut_since == 0) c->cut_since = now;
-      if (now - c->cut_since < 1) {  /* a reset would drop what is in flight */
+      if (now - c->cut_since < 1) { /* a reset would drop what is in flight */
         c->due = now + 0.002;
         return;
       }
     }
     c->file_on = 0;
     c->cut_since = 0;
-    if (c->file_cut <= c->file_pos || c->reset_at_end) { fault_conn_close(f, c, 1); return; }
+    if (c->file_cut <= c->file_pos || c->reset_at_end) {
+      fault_conn_close(f, c, 1);
+      return;
+    }
     c->state = C_WRITE;
     conn_advance(f, c);
     return;
@@ -389,10 +414,16 @@ static void file_next (lr_faults *f, conn *c, double now) {
   conn_flush(f, c);
 }
 
-static void stream_next (lr_faults *f, conn *c, double now) {
+static void stream_next(lr_faults *f, conn *c, double now) {
   if (c->out.len || c->due > now) return;
-  if (c->file_on) { file_next(f, c, now); return; }
-  if (c->stream_left == 0) { fault_conn_close(f, c, c->reset_at_end); return; }
+  if (c->file_on) {
+    file_next(f, c, now);
+    return;
+  }
+  if (c->stream_left == 0) {
+    fault_conn_close(f, c, c->reset_at_end);
+    return;
+  }
   do {
     sb_add(&c->out, c->stream, c->stream_len);
     if (c->stream_left > 0) c->stream_left--;
@@ -402,19 +433,25 @@ static void stream_next (lr_faults *f, conn *c, double now) {
 }
 
 /* What time made due: a delayed answer, a stream's next piece. */
-static void conn_due (lr_faults *f, conn *c, double now) {
-  if (c->state == C_STREAM) { stream_next(f, c, now); return; }
+static void conn_due(lr_faults *f, conn *c, double now) {
+  if (c->state == C_STREAM) {
+    stream_next(f, c, now);
+    return;
+  }
   if (c->state != C_DELAY || c->due > now) return;
-  if (c->reset_when_due) fault_conn_close(f, c, 1);
+  if (c->reset_when_due)
+    fault_conn_close(f, c, 1);
   else {
     c->state = c->stream || c->file_on ? C_STREAM : C_WRITE;
     c->due = now;
-    if (c->state == C_STREAM) stream_next(f, c, now);
-    else conn_advance(f, c);
+    if (c->state == C_STREAM)
+      stream_next(f, c, now);
+    else
+      conn_advance(f, c);
   }
 }
 
-int lr_faults_serve (lr_faults *f) {
+int lr_faults_serve(lr_faults *f) {
   for (;;) {
     size_t n = f->nconns, i, j;
     int timeout = -1, ready;
@@ -422,40 +459,44 @@ int lr_faults_serve (lr_faults *f) {
     if (f->cappfds < n + 2) {
       size_t cap = (n + 2) * 2;
       struct pollfd *p = realloc(f->pfds, cap * sizeof *p);
-      if (p == NULL) { errno = ENOMEM; return -1; }
+      if (p == NULL) {
+        errno = ENOMEM;
+        return -1;
+      }
       f->pfds = p;
       f->cappfds = cap;
     }
-    f->pfds[0] = (struct pollfd){f->wake_fd, POLLIN, 0};
-    f->pfds[1] = (struct pollfd){f->accept_paused ? -1 : f->listen_fd, POLLIN, 0};
+    f->pfds[0] = (struct pollfd){ f->wake_fd, POLLIN, 0 };
+    f->pfds[1] = (struct pollfd){ f->accept_paused ? -1 : f->listen_fd, POLLIN, 0 };
     if (f->accept_paused) timeout = 100;
     for (i = 0; i < n; i++)
-      f->pfds[i + 2] = (struct pollfd){f->conns[i]->fd, conn_events(f->conns[i], now, &timeout), 0};
+      f->pfds[i + 2] =
+        (struct pollfd){ f->conns[i]->fd, conn_events(f->conns[i], now, &timeout), 0 };
     ready = poll(f->pfds, n + 2, timeout);
     if (ready < 0) {
       if (errno == EINTR) continue;
       return -1;
     }
-    if (f->pfds[0].revents) return 0;  /* the eventfd stays set: stop sticks */
+    if (f->pfds[0].revents) return 0; /* the eventfd stays set: stop sticks */
     f->accept_paused = 0;
     if (f->pfds[1].revents & POLLIN) accept_all(f);
     for (i = 0; i < n; i++) conn_event(f, f->conns[i], f->pfds[i + 2].revents);
     now = fault_elapsed(f);
     for (i = 0; i < f->nconns; i++) conn_due(f, f->conns[i], now);
     for (i = j = 0; i < f->nconns; i++) {
-      if (f->conns[i]->state == C_DEAD) free(f->conns[i]);
-      else f->conns[j++] = f->conns[i];
+      if (f->conns[i]->state == C_DEAD)
+        free(f->conns[i]);
+      else
+        f->conns[j++] = f->conns[i];
     }
     f->nconns = j;
   }
 }
 
-
 /* ------------------------------------------------------------ set up */
 
 /* Split "HOST:PORT", "[V6]:PORT", ":PORT", "PORT" or "HOST". */
-static int split_listen (const char *addr, char *host, size_t hostlen,
-                         char *port, size_t portlen) {
+static int split_listen(const char *addr, char *host, size_t hostlen, char *port, size_t portlen) {
   const char *colon, *h = addr, *p = NULL;
   size_t hl;
   snprintf(port, portlen, "0");
@@ -465,43 +506,42 @@ static int split_listen (const char *addr, char *host, size_t hostlen,
     h = addr + 1;
     hl = (size_t)(rb - h);
     colon = rb[1] ? rb + 1 : NULL;
-  }
-  else if ((colon = strrchr(addr, ':')) != NULL) {
-    if (memchr(addr, ':', (size_t)(colon - addr))) return -1;  /* bare v6 */
+  } else if ((colon = strrchr(addr, ':')) != NULL) {
+    if (memchr(addr, ':', (size_t)(colon - addr))) return -1; /* bare v6 */
     hl = (size_t)(colon - addr);
-  }
-  else if (addr[strspn(addr, "0123456789")] == '\0') {
-    hl = 0;  /* just a port */
+  } else if (addr[strspn(addr, "0123456789")] == '\0') {
+    hl = 0; /* just a port */
     colon = NULL;
     p = addr;
-  }
-  else hl = strlen(addr);
+  } else
+    hl = strlen(addr);
   if (colon) p = colon + 1;
   if (p) {
     size_t digits = strspn(p, "0123456789");
-    if (digits == 0 || digits > 5 || p[digits] != '\0' || atoi(p) > 65535)
-      return -1;
+    if (digits == 0 || digits > 5 || p[digits] != '\0' || atoi(p) > 65535) return -1;
     snprintf(port, portlen, "%s", p);
   }
-  if (hl == 0) { h = "127.0.0.1"; hl = 9; }  /* never all interfaces by default */
+  if (hl == 0) {
+    h = "127.0.0.1";
+    hl = 9;
+  } /* never all interfaces by default */
   if (hl >= hostlen) return -1;
   memcpy(host, h, hl);
   host[hl] = '\0';
   return 0;
 }
 
-static int is_loopback (const struct sockaddr *sa) {
+static int is_loopback(const struct sockaddr *sa) {
   if (sa->sa_family == AF_INET)
     return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
   if (sa->sa_family == AF_INET6) {
     const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-    return IN6_IS_ADDR_LOOPBACK(a) ||
-           (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
   }
   return 0;
 }
 
-int lr_faults_is_loopback (const lr_faults *f) {
+int lr_faults_is_loopback(const lr_faults *f) {
   struct sockaddr_storage ss;
   socklen_t len = sizeof ss;
   if (!f || getsockname(f->listen_fd, (struct sockaddr *)&ss, &len) != 0) return 0;
@@ -510,7 +550,7 @@ int lr_faults_is_loopback (const lr_faults *f) {
 
 /* f->port and f->address ("127.0.0.1:PORT", "[::1]:PORT") from the socket
  * bound, so port 0 shows the port the kernel chose. */
-static void name_bound (lr_faults *f) {
+static void name_bound(lr_faults *f) {
   struct sockaddr_storage ss;
   socklen_t sslen = sizeof ss;
   getsockname(f->listen_fd, (struct sockaddr *)&ss, &sslen);
@@ -520,8 +560,7 @@ static void name_bound (lr_faults *f) {
     inet_ntop(AF_INET6, &s6->sin6_addr, a, sizeof a);
     f->port = ntohs(s6->sin6_port);
     snprintf(f->address, sizeof f->address, "[%s]:%d", a, f->port);
-  }
-  else {
+  } else {
     struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
     char a[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &s4->sin_addr, a, sizeof a);
@@ -530,15 +569,13 @@ static void name_bound (lr_faults *f) {
   }
 }
 
-static int bind_listen (lr_faults *f, const char *addr, int any, char *err,
-                        size_t errlen) {
+static int bind_listen(lr_faults *f, const char *addr, int any, char *err, size_t errlen) {
   char host[256], port[8];
   struct addrinfo hints, *res = NULL;
   int rc, saved = EADDRNOTAVAIL, refused = 0;
   if (addr == NULL) addr = "127.0.0.1:0";
   if (split_listen(addr, host, sizeof host, port, sizeof port) != 0) {
-    snprintf(err, errlen, "bad listen address '%s' (expected HOST:PORT)",
-             addr);
+    snprintf(err, errlen, "bad listen address '%s' (expected HOST:PORT)", addr);
     return -1;
   }
   memset(&hints, 0, sizeof hints);
@@ -556,13 +593,17 @@ static int bind_listen (lr_faults *f, const char *addr, int any, char *err,
       if ((a->ai_family == AF_INET) != (pass == 0)) continue;
       /* a script anyone could drive, on the LAN or the internet: only
          when asked for */
-      if (!any && !is_loopback(a->ai_addr)) { refused = 1; continue; }
-      fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                  a->ai_protocol);
-      if (fd < 0) { saved = errno; continue; }
+      if (!any && !is_loopback(a->ai_addr)) {
+        refused = 1;
+        continue;
+      }
+      fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) {
+        saved = errno;
+        continue;
+      }
       setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 ||
-          listen(fd, SOMAXCONN) != 0) {
+      if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0) {
         saved = errno;
         close(fd);
         continue;
@@ -571,8 +612,10 @@ static int bind_listen (lr_faults *f, const char *addr, int any, char *err,
     }
   freeaddrinfo(res);
   if (f->listen_fd < 0 && refused) {
-    snprintf(err, errlen, "will not listen on %s: not a loopback address (anyone who can "
-             "reach it could drive the script; --listen-any if that is meant)", addr);
+    snprintf(err, errlen,
+             "will not listen on %s: not a loopback address (anyone who can "
+             "reach it could drive the script; --listen-any if that is meant)",
+             addr);
     return -1;
   }
   if (f->listen_fd < 0) {
@@ -583,11 +626,13 @@ static int bind_listen (lr_faults *f, const char *addr, int any, char *err,
   return 0;
 }
 
-static lr_faults *open_any (const char *path, const char *chunkname,
-                            const char *source, const char *listen, int any,
-                            char *err, size_t errlen) {
+static lr_faults *open_any(const char *path, const char *chunkname, const char *source,
+                           const char *listen, int any, char *err, size_t errlen) {
   lr_faults *f = calloc(1, sizeof *f);
-  if (f == NULL) { snprintf(err, errlen, "out of memory"); return NULL; }
+  if (f == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
   atomic_init(&f->stopping, 0);
   f->listen_fd = -1;
   f->wake_fd = -1;
@@ -605,32 +650,39 @@ static lr_faults *open_any (const char *path, const char *chunkname,
   return f;
 }
 
-lr_faults *lr_faults_open (const char *script_path, const char *listen,
-                           char *err, size_t errlen) {
-  if (script_path == NULL) { snprintf(err, errlen, "no script"); return NULL; }
+lr_faults *lr_faults_open(const char *script_path, const char *listen, char *err, size_t errlen) {
+  if (script_path == NULL) {
+    snprintf(err, errlen, "no script");
+    return NULL;
+  }
   return open_any(script_path, NULL, NULL, listen, 0, err, errlen);
 }
 
-lr_faults *lr_faults_open_any (const char *script_path, const char *listen,
-                               char *err, size_t errlen) {
-  if (script_path == NULL) { snprintf(err, errlen, "no script"); return NULL; }
+lr_faults *lr_faults_open_any(const char *script_path, const char *listen, char *err,
+                              size_t errlen) {
+  if (script_path == NULL) {
+    snprintf(err, errlen, "no script");
+    return NULL;
+  }
   return open_any(script_path, NULL, NULL, listen, 1, err, errlen);
 }
 
-lr_faults *lr_faults_open_string (const char *chunkname, const char *source,
-                                  const char *listen, char *err,
-                                  size_t errlen) {
-  if (source == NULL) { snprintf(err, errlen, "no script"); return NULL; }
+lr_faults *lr_faults_open_string(const char *chunkname, const char *source, const char *listen,
+                                 char *err, size_t errlen) {
+  if (source == NULL) {
+    snprintf(err, errlen, "no script");
+    return NULL;
+  }
   if (chunkname == NULL || chunkname[0] == '\0') chunkname = "=script";
   return open_any(NULL, chunkname, source, listen, 0, err, errlen);
 }
 
-static void *serve_thread (void *arg) {
+static void *serve_thread(void *arg) {
   lr_faults_serve((lr_faults *)arg);
   return NULL;
 }
 
-static lr_faults *start (lr_faults *f, char *err, size_t errlen) {
+static lr_faults *start(lr_faults *f, char *err, size_t errlen) {
   int rc;
   if (f == NULL) return NULL;
   if ((rc = pthread_create(&f->thread, NULL, serve_thread, f)) != 0) {
@@ -642,30 +694,26 @@ static lr_faults *start (lr_faults *f, char *err, size_t errlen) {
   return f;
 }
 
-lr_faults *lr_faults_start_string (const char *chunkname, const char *source,
-                                   const char *listen, char *err,
-                                   size_t errlen) {
-  return start(lr_faults_open_string(chunkname, source, listen, err, errlen),
-               err, errlen);
+lr_faults *lr_faults_start_string(const char *chunkname, const char *source, const char *listen,
+                                  char *err, size_t errlen) {
+  return start(lr_faults_open_string(chunkname, source, listen, err, errlen), err, errlen);
 }
 
-int lr_faults_port (const lr_faults *f) { return f ? f->port : 0; }
+int lr_faults_port(const lr_faults *f) { return f ? f->port : 0; }
 
-const char *lr_faults_address (const lr_faults *f) {
-  return f ? f->address : "";
-}
+const char *lr_faults_address(const lr_faults *f) { return f ? f->address : ""; }
 
-void lr_faults_stop (lr_faults *f) {
-  int saved = errno;  /* may run in a signal handler */
+void lr_faults_stop(lr_faults *f) {
+  int saved = errno; /* may run in a signal handler */
   uint64_t one = 1;
-  if (f) atomic_store(&f->stopping, 1);  /* a looping script sees it too */
+  if (f) atomic_store(&f->stopping, 1); /* a looping script sees it too */
   if (f && f->wake_fd >= 0 && write(f->wake_fd, &one, sizeof one) < 0) {
     /* only fails when the counter is saturated: already stopping */
   }
   errno = saved;
 }
 
-void lr_faults_free (lr_faults *f) {
+void lr_faults_free(lr_faults *f) {
   if (f == NULL) return;
   if (f->threaded) {
     lr_faults_stop(f);
@@ -673,12 +721,19 @@ void lr_faults_free (lr_faults *f) {
   }
   for (size_t i = 0; i < f->nconns; i++) {
     conn *c = f->conns[i];
-    if (c->state != C_DEAD) { close(c->fd); free(c->in); sb_free(&c->out); }
+    if (c->state != C_DEAD) {
+      close(c->fd);
+      free(c->in);
+      sb_free(&c->out);
+    }
     free(c);
   }
   free(f->conns);
   free(f->pfds);
-  if (f->log) { fault_log_clear(f); free(f->log); }
+  if (f->log) {
+    fault_log_clear(f);
+    free(f->log);
+  }
   lr_sandbox_free(f->sb);
   if (f->listen_fd >= 0) close(f->listen_fd);
   if (f->wake_fd >= 0) close(f->wake_fd);

@@ -11,7 +11,7 @@
 
 #include "fleet_internal.h"
 
-#define MINUTE_MS 60000
+#define MINUTE_MS              60000
 #define LR_FLEET_PROCESSES_MAX 1000
 
 /* Runs argc commands pipelined in one round trip with the io lock held;
@@ -65,7 +65,7 @@ static long long field(const redisReply *hm, size_t i, long long hi, int *presen
   return number_in(hm->element[i]->str, hm->element[i]->len, 0, hi, &v) ? v : 0;
 }
 
-#define MS_MAX 7258118400000LL   /* 2200, in Unix ms */
+#define MS_MAX 7258118400000LL /* 2200, in Unix ms */
 
 static void read_state(const redisReply *hm, lr_fleet_status *st) {
   int present = 0;
@@ -100,7 +100,7 @@ static lr_fleet_code read_processes(const redisReply *z, lr_fleet_status *st) {
 }
 
 lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *st, char *err,
-                                    size_t errlen) {
+                                     size_t errlen) {
   const redisReply *t = r[0];
   if (t->type != REDIS_REPLY_ARRAY || t->elements != 2 ||
       t->element[0]->type != REDIS_REPLY_STRING || t->element[1]->type != REDIS_REPLY_STRING ||
@@ -116,18 +116,17 @@ lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *s
   }
   st->now_ms = sec * 1000 + usec / 1000;
   read_state(r[1], st);
-  if (st->opened_at_ms > st->now_ms) st->opened_at_ms = 0;   /* not a time the script writes */
+  if (st->opened_at_ms > st->now_ms) st->opened_at_ms = 0; /* not a time the script writes */
   return read_processes(r[2], st);
 }
 
-lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err,
-                                  size_t errlen) {
+lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, size_t errlen) {
   if (!st) return LR_FLEET_E_ARG;
   memset(st, 0, sizeof *st);
   if (!f) return LR_FLEET_E_ARG;
   const char *time_cmd[] = { "TIME" };
-  const char *hmget[] = { "HMGET", f->key, "tokens", "state", "fails", "opened_at",
-                          "probes_left", "max", "updated_at" };
+  const char *hmget[] = { "HMGET",     f->key,        "tokens", "state",     "fails",
+                          "opened_at", "probes_left", "max",    "updated_at" };
   /* the newest LR_FLEET_PROCESSES_MAX: a reply of bounded size */
   char last[16];
   lr_fmt(last, sizeof last, "%d", LR_FLEET_PROCESSES_MAX - 1);

@@ -12,8 +12,9 @@ void lr_fleet_record(lr_fleet *f, lr_fleet_outcome o) {
   switch (o) {
   case LR_FLEET_SUCCESS:
     if (atomic_load_explicit(&f->budget, memory_order_relaxed))
-      atomic_fetch_add_explicit(&f->earned, atomic_load_explicit(&f->ratio_milli,
-                                memory_order_relaxed), memory_order_relaxed);
+      atomic_fetch_add_explicit(&f->earned,
+                                atomic_load_explicit(&f->ratio_milli, memory_order_relaxed),
+                                memory_order_relaxed);
     /* a success is also an answer */
     __attribute__((fallthrough));
   case LR_FLEET_ANSWERED:
@@ -39,15 +40,13 @@ static int fresh(lr_fleet *f, int64_t now) {
 /* The fleet's tokens at the last sync, with what this process has counted
  * since (sent or not), clamped as the script clamps. */
 static long long tokens_now(lr_fleet *f) {
-  long long t = atomic_load(&f->tokens) + atomic_load(&f->inflight_net) +
-                atomic_load(&f->earned) - atomic_load(&f->spent);
+  long long t = atomic_load(&f->tokens) + atomic_load(&f->inflight_net) + atomic_load(&f->earned) -
+                atomic_load(&f->spent);
   long long max = atomic_load(&f->max_milli);
   return t < 0 ? 0 : t > max ? max : t;
 }
 
-double lr_fleet_tokens(lr_fleet *f) {
-  return f ? (double)tokens_now(f) / 1000 : 0;
-}
+double lr_fleet_tokens(lr_fleet *f) { return f ? (double)tokens_now(f) / 1000 : 0; }
 
 int lr_fleet_budget_allows_retry(lr_fleet *f) {
   if (!f || !atomic_load(&f->budget) || !fresh(f, lr_monotonic_coarse_ms())) return LR_FLEET_LOCAL;
@@ -75,8 +74,7 @@ int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt) {
   return lr_fleet_breaker_admits_by(f, first_attempt, 0, NULL);
 }
 
-int lr_fleet_breaker_admits_by(lr_fleet *f, int first_attempt, int64_t limit_ms,
-                               lr_waiter *w) {
+int lr_fleet_breaker_admits_by(lr_fleet *f, int first_attempt, int64_t limit_ms, lr_waiter *w) {
   if (!f || !atomic_load(&f->breaker)) return LR_FLEET_LOCAL;
   int64_t now = lr_monotonic_coarse_ms();
   if (!fresh(f, now)) return LR_FLEET_LOCAL;
@@ -89,7 +87,7 @@ int lr_fleet_breaker_admits_by(lr_fleet *f, int first_attempt, int64_t limit_ms,
   /* half-open, or open with its period over (the fleet's next sync makes
    * it half-open): retries go on, a new call needs a permit */
   if (!first_attempt) return 1;
-  if (limit_ms > 0 && lr_monotonic_ms() >= limit_ms) return 0;   /* no time to ask */
+  if (limit_ms > 0 && lr_monotonic_ms() >= limit_ms) return 0; /* no time to ask */
   return ask_permit(f, now, limit_ms, w);
 }
 

@@ -59,7 +59,7 @@ typedef struct lr_fleet lr_fleet;
 /* Append-only: a code never changes meaning. */
 typedef enum {
   LR_FLEET_OK = 0,
-  LR_FLEET_E_ARG,      /* a bad URL, key or setting */
+  LR_FLEET_E_ARG, /* a bad URL, key or setting */
   LR_FLEET_E_NOMEM,
   LR_FLEET_E_CONNECT,  /* name not resolved, connection refused, reset or closed */
   LR_FLEET_E_TIMEOUT,  /* connect or command took longer than allowed */
@@ -83,20 +83,20 @@ typedef struct {
   int budget;
   double max_tokens, token_ratio;
   int breaker;
-  int failures;              /* transient failures in a row, fleet-wide */
-  double open_seconds;       /* on Redis's clock */
-  int probes;                /* permits fleet-wide while half-open */
+  int failures;        /* transient failures in a row, fleet-wide */
+  double open_seconds; /* on Redis's clock */
+  int probes;          /* permits fleet-wide while half-open */
 
-  int connect_timeout_ms;    /* name lookup + TCP or Unix connect; 250 */
-  int command_timeout_ms;    /* one round trip; after a connect, its AUTH,
+  int connect_timeout_ms; /* name lookup + TCP or Unix connect; 250 */
+  int command_timeout_ms; /* one round trip; after a connect, its AUTH,
                                 SELECT and SCRIPT LOAD within it; 100 */
-  int sync_ms;               /* the longest a success's delta waits; 200 */
-  int stale_ms;              /* a view older than this is not used; 0: 10 * sync_ms */
-  int reconnect_min_ms;      /* first wait after a failure; 500 */
-  int reconnect_max_ms;      /* doubling up to this, jittered; 30000 */
-  int ttl_seconds;           /* state expires this long after the last sync; 3600 */
-  const char *member;        /* name in the registry; NULL: "HOST:PID" */
-  lr_fleet_log_fn log;       /* NULL: silent */
+  int sync_ms;            /* the longest a success's delta waits; 200 */
+  int stale_ms;           /* a view older than this is not used; 0: 10 * sync_ms */
+  int reconnect_min_ms;   /* first wait after a failure; 500 */
+  int reconnect_max_ms;   /* doubling up to this, jittered; 30000 */
+  int ttl_seconds;        /* state expires this long after the last sync; 3600 */
+  const char *member;     /* name in the registry; NULL: "HOST:PID" */
+  lr_fleet_log_fn log;    /* NULL: silent */
   void *log_ud;
 } lr_fleet_settings;
 
@@ -111,10 +111,9 @@ void lr_fleet_settings_init(lr_fleet_settings *s);
  * why (never with credentials).  Redis keys: "luaretry:{KEY}" (a hash) and
  * "luaretry:{KEY}:procs" (a sorted set); the braces keep both in one slot
  * of a Redis Cluster. */
-lr_fleet_code lr_fleet_new(const char *url, const char *key,
-                           const lr_fleet_settings *s, lr_fleet **out,
-                           char *err, size_t errlen);
-void lr_fleet_free(lr_fleet *f);   /* NULL is fine */
+lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_settings *s,
+                           lr_fleet **out, char *err, size_t errlen);
+void lr_fleet_free(lr_fleet *f); /* NULL is fine */
 
 /* Parses a URL as lr_fleet_new does (no I/O): OK with the URL as messages
  * show it in `redacted`, or why not in err (never with credentials). */
@@ -129,9 +128,9 @@ void lr_fleet_configure(lr_fleet *f, const lr_fleet_settings *s);
 /* ---- the engine's side */
 
 typedef enum {
-  LR_FLEET_SUCCESS,    /* +token_ratio, resets the failure run, closes half-open */
-  LR_FLEET_FAILURE,    /* -1 token, one more failure in a row */
-  LR_FLEET_ANSWERED    /* a final answer: resets the run, closes half-open */
+  LR_FLEET_SUCCESS, /* +token_ratio, resets the failure run, closes half-open */
+  LR_FLEET_FAILURE, /* -1 token, one more failure in a row */
+  LR_FLEET_ANSWERED /* a final answer: resets the run, closes half-open */
 } lr_fleet_outcome;
 
 /* Counts an outcome into the next batch.  Lock-free, no I/O. */
@@ -180,26 +179,26 @@ int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt);
 /* ---- what is known */
 
 typedef enum {
-  LR_FLEET_UNKNOWN = 0,   /* no sync yet */
-  LR_FLEET_HEALTHY,       /* the last round trip worked */
-  LR_FLEET_DEGRADED       /* the last one failed: local guards decide */
+  LR_FLEET_UNKNOWN = 0, /* no sync yet */
+  LR_FLEET_HEALTHY,     /* the last round trip worked */
+  LR_FLEET_DEGRADED     /* the last one failed: local guards decide */
 } lr_fleet_health;
 
 const char *lr_fleet_health_name(lr_fleet_health h);
 
 typedef struct {
   lr_fleet_health health;
-  int fresh;                 /* healthy and synced within stale_ms: used */
-  double tokens;             /* the fleet's, this process's unsent deltas in */
-  int breaker;               /* luaretry_breaker_state: 0 closed, 1 open, 2 half-open */
-  int consecutive_failures;  /* fleet-wide */
-  int probes_left;           /* permits not yet handed out */
-  long long opened_at_ms;    /* Redis's clock, Unix ms; 0: never */
-  double synced_ago;         /* seconds since the last good sync; -1: never */
+  int fresh;                /* healthy and synced within stale_ms: used */
+  double tokens;            /* the fleet's, this process's unsent deltas in */
+  int breaker;              /* luaretry_breaker_state: 0 closed, 1 open, 2 half-open */
+  int consecutive_failures; /* fleet-wide */
+  int probes_left;          /* permits not yet handed out */
+  long long opened_at_ms;   /* Redis's clock, Unix ms; 0: never */
+  double synced_ago;        /* seconds since the last good sync; -1: never */
   long long syncs, sync_failures;
-  char where[300];           /* the redacted URL */
-  char key[220];             /* the hash's key in Redis: "luaretry:{KEY}" */
-  char detail[300];          /* why degraded, or "" */
+  char where[300];  /* the redacted URL */
+  char key[220];    /* the hash's key in Redis: "luaretry:{KEY}" */
+  char detail[300]; /* why degraded, or "" */
 } lr_fleet_view;
 
 void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v);
@@ -208,23 +207,22 @@ void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v);
  * round trip, connecting at once whatever the reconnect backoff. */
 
 typedef struct {
-  char member[128];          /* "HOST:PID" */
-  double seen_ago;           /* seconds */
+  char member[128]; /* "HOST:PID" */
+  double seen_ago;  /* seconds */
 } lr_fleet_process;
 
 typedef struct {
   int exists;                /* 0: no state in Redis (never synced, expired, reset) */
   double tokens, max_tokens; /* max_tokens: the last writer's */
   int breaker, consecutive_failures, probes_left;
-  long long opened_at_ms, updated_at_ms, now_ms;   /* Redis's clock */
-  size_t count;              /* processes that synced in the last minute (the
+  long long opened_at_ms, updated_at_ms, now_ms; /* Redis's clock */
+  size_t count;                                  /* processes that synced in the last minute (the
                                 newest 1000 at most), names with control
                                 bytes escaped (\xNN) */
-  lr_fleet_process *processes;   /* most recent first; lr_fleet_status_free */
+  lr_fleet_process *processes;                   /* most recent first; lr_fleet_status_free */
 } lr_fleet_status;
 
-lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st,
-                                  char *err, size_t errlen);
+lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, size_t errlen);
 void lr_fleet_status_free(lr_fleet_status *st);
 /* Deletes the key's hash and registry: the fleet starts afresh. */
 lr_fleet_code lr_fleet_reset(lr_fleet *f, char *err, size_t errlen);

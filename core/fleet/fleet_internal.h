@@ -17,40 +17,36 @@ struct redisReply;
 struct redisReader;
 struct lr_lookup;
 
-
 /* ---- redis_url.c */
 
 typedef struct {
   int is_unix;
-  char host[256];        /* TCP: name or address, IPv6 without brackets */
+  char host[256]; /* TCP: name or address, IPv6 without brackets */
   int port;
-  char path[108];        /* Unix: the socket's path (sun_path's size) */
+  char path[108]; /* Unix: the socket's path (sun_path's size) */
   char user[128], password[256];
   int db;
-  char redacted[300];    /* the URL as messages show it */
+  char redacted[300]; /* the URL as messages show it */
 } lr_redis_url;
 
-lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err,
-                                 size_t errlen);
+lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err, size_t errlen);
 /* Replaces every occurrence of the URL's user and password in msg by ***:
  * a server's error text is shown as it came, and must not leak them. */
 void lr_redis_url_scrub(const lr_redis_url *u, char *msg);
 /* An error reply's text as messages show it: the URL's user and password
  * replaced (before it is cut), control bytes escaped, at most 200 bytes;
  * with a user or password shorter than 3 bytes, only the error's code. */
-void lr_reply_quote(const lr_redis_url *u, const struct redisReply *r, char *out,
-                    size_t size);
+void lr_reply_quote(const lr_redis_url *u, const struct redisReply *r, char *out, size_t size);
 /* The same of s[0..n). */
-void lr_reply_quote_text(const lr_redis_url *u, const char *s, size_t n, char *out,
-                         size_t size);
+void lr_reply_quote_text(const lr_redis_url *u, const char *s, size_t n, char *out, size_t size);
 
 /* ---- reply.c: replies read with hard limits; a server's text made fit
  * to show */
 
-#define LR_REPLY_MAX_BYTES (1 << 20)     /* strings of one reply, and unparsed bytes */
-#define LR_REPLY_MAX_ELEMENTS 4096       /* elements of one array */
-#define LR_REPLY_MAX_OBJECTS 16384       /* values in one reply, nested ones too */
-#define LR_REPLY_MAX_DEPTH 2             /* arrays in arrays in a reply */
+#define LR_REPLY_MAX_BYTES    (1 << 20) /* strings of one reply, and unparsed bytes */
+#define LR_REPLY_MAX_ELEMENTS 4096      /* elements of one array */
+#define LR_REPLY_MAX_OBJECTS  16384     /* values in one reply, nested ones too */
+#define LR_REPLY_MAX_DEPTH    2         /* arrays in arrays in a reply */
 
 /* A hiredis reader whose replies are bounded as above; NULL: no memory. */
 struct redisReader *lr_reply_reader_new(void);
@@ -69,7 +65,7 @@ void lr_reply_escape(const char *s, size_t n, char *out, size_t size, const char
 /* ---- redis_resolve.c: a name lookup a deadline bounds */
 
 typedef struct {
-  struct lr_lookup *pending;   /* a lookup that outlived its deadline, or NULL */
+  struct lr_lookup *pending; /* a lookup that outlived its deadline, or NULL */
 } lr_resolver;
 
 #define LR_RESOLVE_MAX 4
@@ -83,9 +79,8 @@ typedef struct {
 /* OK and up to LR_RESOLVE_MAX addresses in the resolver's order, or an
  * error code with err; a cancel of w (NULL: none) ends the wait.  A lookup still running at the deadline is kept and
  * picked up by the next call for the same name. */
-lr_fleet_code lr_resolve(lr_resolver *r, const char *host, int port,
-                         int64_t deadline_ms, lr_waiter *w, lr_addresses *out, char *err,
-                         size_t errlen);
+lr_fleet_code lr_resolve(lr_resolver *r, const char *host, int port, int64_t deadline_ms,
+                         lr_waiter *w, lr_addresses *out, char *err, size_t errlen);
 /* Waits for a lookup still running (the system resolver's own timeouts
  * bound it) and frees it. */
 void lr_resolver_close(lr_resolver *r);
@@ -93,13 +88,13 @@ void lr_resolver_close(lr_resolver *r);
 /* ---- redis_conn.c: one connection, every operation with a deadline */
 
 typedef struct {
-  int fd;                       /* -1: closed */
+  int fd; /* -1: closed */
   struct redisReader *reader;
-  char *out;                    /* formatted commands not yet sent */
+  char *out; /* formatted commands not yet sent */
   size_t out_len, out_sent;
-  int awaited;                  /* replies owed by the server */
+  int awaited; /* replies owed by the server */
   lr_resolver resolver;
-  lr_waiter *cancel;            /* the call whose round trip this is, or NULL:
+  lr_waiter *cancel; /* the call whose round trip this is, or NULL:
                                    its cancel ends every wait at once */
 } lr_redis_conn;
 
@@ -108,36 +103,34 @@ void lr_conn_init(lr_redis_conn *c);
  * URL asks.  *command_deadline: in, a limit (0: none); out, the
  * connected moment plus command_timeout_ms, or the limit if earlier: the
  * hello and what follows it in the same round trip end by then. */
-lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u,
-                           int64_t connect_deadline, int command_timeout_ms,
-                           int64_t *command_deadline, char *err, size_t errlen);
-void lr_conn_close(lr_redis_conn *c);    /* keeps the resolver */
-void lr_conn_free(lr_redis_conn *c);     /* closes the resolver too */
+lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u, int64_t connect_deadline,
+                           int command_timeout_ms, int64_t *command_deadline, char *err,
+                           size_t errlen);
+void lr_conn_close(lr_redis_conn *c); /* keeps the resolver */
+void lr_conn_free(lr_redis_conn *c);  /* closes the resolver too */
 /* Queues one command; nothing is sent yet. */
-lr_fleet_code lr_conn_append(lr_redis_conn *c, int argc, const char **argv,
-                             const size_t *lens);
+lr_fleet_code lr_conn_append(lr_redis_conn *c, int argc, const char **argv, const size_t *lens);
 /* Sends what is queued.  deadline_ms 0: only what goes without waiting. */
-lr_fleet_code lr_conn_flush(lr_redis_conn *c, int64_t deadline_ms, char *err,
-                            size_t errlen);
+lr_fleet_code lr_conn_flush(lr_redis_conn *c, int64_t deadline_ms, char *err, size_t errlen);
 /* The next reply.  deadline_ms 0: only if it has arrived (*reply NULL and
  * LR_FLEET_OK otherwise).  The caller frees it with freeReplyObject. */
-lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms,
-                           struct redisReply **reply, char *err, size_t errlen);
+lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms, struct redisReply **reply,
+                           char *err, size_t errlen);
 /* Classifies an error reply (AUTH, READONLY, NOSCRIPT...) as a code. */
 lr_fleet_code lr_conn_error_code(const struct redisReply *r);
 
 /* ---- redis_script.c: the atomic update, EVALSHA with EVAL behind it */
 
 typedef struct {
-  long long spent, earned;   /* milli-tokens */
-  long long trail;           /* failures after the batch's last success or answer */
-  long long resets;          /* > 0: the batch holds a success or an answer */
-  long long want;            /* probe permits asked */
+  long long spent, earned; /* milli-tokens */
+  long long trail;         /* failures after the batch's last success or answer */
+  long long resets;        /* > 0: the batch holds a success or an answer */
+  long long want;          /* probe permits asked */
 } lr_fleet_batch;
 
 typedef struct {
   long long max_milli, failures, open_ms, probes, ttl_ms;
-  long long ratio_milli;     /* not sent but as part of cfg */
+  long long ratio_milli; /* not sent but as part of cfg */
   int budget, breaker;
 } lr_fleet_limits;
 
@@ -150,8 +143,8 @@ typedef struct {
 } lr_fleet_reply;
 
 typedef struct {
-  char sha[41];              /* "" until SCRIPT LOAD answered */
-  int use_eval;              /* the server forgot it: EVAL next time */
+  char sha[41]; /* "" until SCRIPT LOAD answered */
+  int use_eval; /* the server forgot it: EVAL next time */
 } lr_fleet_script;
 
 extern const char LR_FLEET_SCRIPT[];
@@ -161,30 +154,28 @@ extern const char LR_FLEET_SCRIPT[];
 lr_fleet_code lr_script_load(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
                              int64_t deadline_ms, char *err, size_t errlen);
 /* Queues EVALSHA (or EVAL) of the update with this batch. */
-lr_fleet_code lr_script_append(lr_fleet_script *s, lr_redis_conn *c,
-                               const char *keys[2], const char *member,
-                               const lr_fleet_limits *l, const lr_fleet_batch *b);
+lr_fleet_code lr_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[2],
+                               const char *member, const lr_fleet_limits *l,
+                               const lr_fleet_batch *b);
 /* Decodes its reply; *noscript set when the server had forgotten the
  * script (the batch was not applied).  Every number is checked against
  * what the script can answer to the limits l and `want` sent: any other
  * is E_PROTOCOL (a broken reply), never used.  Error text shown as
  * lr_reply_quote shows it. */
 lr_fleet_code lr_script_decode(lr_fleet_script *s, const lr_redis_url *u,
-                               const struct redisReply *r, const lr_fleet_limits *l,
-                               long long want, lr_fleet_reply *out, int *noscript, char *err,
-                               size_t errlen);
+                               const struct redisReply *r, const lr_fleet_limits *l, long long want,
+                               lr_fleet_reply *out, int *noscript, char *err, size_t errlen);
 /* Append, send, read, decode; on NOSCRIPT once more with EVAL, all within
  * the deadline. */
 lr_fleet_code lr_script_run(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
-                            const char *keys[2], const char *member,
-                            const lr_fleet_limits *l, const lr_fleet_batch *b,
-                            int64_t deadline_ms, lr_fleet_reply *out, char *err,
-                            size_t errlen);
+                            const char *keys[2], const char *member, const lr_fleet_limits *l,
+                            const lr_fleet_batch *b, int64_t deadline_ms, lr_fleet_reply *out,
+                            char *err, size_t errlen);
 
 /* ---- handle.c: the handle, its health and connection */
 
 struct lr_fleet {
-  lr_fleet_settings set;        /* set.member points at member */
+  lr_fleet_settings set; /* set.member points at member */
   lr_redis_url url;
   char key[220], procs_key[230], member[128];
 
@@ -197,7 +188,7 @@ struct lr_fleet {
 
   /* The last known state of the fleet, written after each sync. */
   atomic_int health, state, fails, probes_left;
-  atomic_llong tokens, opened_at, clock_offset;   /* Redis ms - our monotonic ms */
+  atomic_llong tokens, opened_at, clock_offset; /* Redis ms - our monotonic ms */
   atomic_llong last_ok_ms, inflight_net, next_sync_at, permit_asked_at;
   atomic_llong syncs, sync_failures;
 
@@ -205,14 +196,14 @@ struct lr_fleet {
   pthread_mutex_t io;
   lr_redis_conn conn;
   lr_fleet_script script;
-  int inflight;                 /* a batch sent by maybe_sync, reply unread */
+  int inflight; /* a batch sent by maybe_sync, reply unread */
   int64_t inflight_at, last_sent_at;
   lr_fleet_batch inflight_batch;
   lr_fleet_limits inflight_limits;
   int64_t next_connect_at, backoff_ms;
   uint64_t rng;
 
-  pthread_mutex_t note_lock;    /* guards detail */
+  pthread_mutex_t note_lock; /* guards detail */
   char detail[300];
 };
 
@@ -225,8 +216,7 @@ struct lr_fleet {
 lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, int64_t *deadline, char *err,
                                       size_t errlen);
 /* Reads the reply to maybe_sync's batch, if one is owed, by the deadline. */
-lr_fleet_code lr_fleet_drain_locked(lr_fleet *f, int64_t deadline_ms, char *err,
-                                    size_t errlen);
+lr_fleet_code lr_fleet_drain_locked(lr_fleet *f, int64_t deadline_ms, char *err, size_t errlen);
 /* A round trip's end: a cancelled one, or one that timed out when the
  * call's limit_ms (0: none) left it less than 10 ms from `start`, drops the
  * connection (a late reply would be out of step) and nothing else; any
@@ -245,7 +235,7 @@ void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now
 /* The replies to TIME, HMGET of the hash and ZREVRANGE of the registry
  * as a status (st->processes: lr_fleet_status_free), or E_PROTOCOL. */
 lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *st, char *err,
-                                    size_t errlen);
+                                     size_t errlen);
 
 /* ---- sync.c */
 

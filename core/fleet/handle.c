@@ -101,8 +101,9 @@ static lr_fleet_code check_key(const char *key, char *err, size_t errlen) {
     ok = ch > 0x20 && ch != 0x7f && ch != '{' && ch != '}';
   }
   if (ok) return LR_FLEET_OK;
-  lr_fmt(err, errlen, "fleet key: expected 1 to 200 printable bytes without "
-               "spaces, '{' or '}' (the policy's name, or fleet.key)");
+  lr_fmt(err, errlen,
+         "fleet key: expected 1 to 200 printable bytes without "
+         "spaces, '{' or '}' (the policy's name, or fleet.key)");
   return LR_FLEET_E_ARG;
 }
 
@@ -113,9 +114,8 @@ static void default_member(char *dst, size_t size) {
   lr_fmt(dst, size, "%s:%ld", host, (long)getpid());
 }
 
-lr_fleet_code lr_fleet_new(const char *url, const char *key,
-                           const lr_fleet_settings *s, lr_fleet **out,
-                           char *err, size_t errlen) {
+lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_settings *s,
+                           lr_fleet **out, char *err, size_t errlen) {
   if (!out || !s) return LR_FLEET_E_ARG;
   *out = NULL;
   lr_redis_url u;
@@ -127,8 +127,10 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key,
   f->url = u;
   lr_fmt(f->key, sizeof f->key, "luaretry:{%s}", key);
   lr_fmt(f->procs_key, sizeof f->procs_key, "luaretry:{%s}:procs", key);
-  if (s->member && s->member[0]) lr_fmt(f->member, sizeof f->member, "%s", s->member);
-  else default_member(f->member, sizeof f->member);
+  if (s->member && s->member[0])
+    lr_fmt(f->member, sizeof f->member, "%s", s->member);
+  else
+    default_member(f->member, sizeof f->member);
   install(f, s);
   pthread_mutex_init(&f->io, NULL);
   pthread_mutex_init(&f->note_lock, NULL);
@@ -181,8 +183,8 @@ void lr_fleet_fail_locked(lr_fleet *f, lr_fleet_code rc, const char *detail) {
   atomic_store(&f->inflight_net, 0);
   int64_t now = lr_monotonic_ms();
   f->next_connect_at = now + jittered(f, f->backoff_ms);
-  f->backoff_ms = f->backoff_ms * 2 > f->set.reconnect_max_ms ? f->set.reconnect_max_ms
-                                                               : f->backoff_ms * 2;
+  f->backoff_ms =
+    f->backoff_ms * 2 > f->set.reconnect_max_ms ? f->set.reconnect_max_ms : f->backoff_ms * 2;
   atomic_fetch_add(&f->sync_failures, 1);
   note(f, text);
   if (atomic_exchange(&f->health, LR_FLEET_DEGRADED) != LR_FLEET_DEGRADED)
@@ -236,10 +238,10 @@ lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, int64_t *deadline,
     return LR_FLEET_E_BACKOFF;
   }
   *deadline = limit;
-  lr_fleet_code rc = lr_conn_open(&f->conn, &f->url, earliest(now + f->set.connect_timeout_ms,
-                                  limit), f->set.command_timeout_ms, deadline, err, errlen);
-  if (rc == LR_FLEET_OK)
-    rc = lr_script_load(&f->script, &f->conn, &f->url, *deadline, err, errlen);
+  lr_fleet_code rc =
+    lr_conn_open(&f->conn, &f->url, earliest(now + f->set.connect_timeout_ms, limit),
+                 f->set.command_timeout_ms, deadline, err, errlen);
+  if (rc == LR_FLEET_OK) rc = lr_script_load(&f->script, &f->conn, &f->url, *deadline, err, errlen);
   if (rc != LR_FLEET_OK) {
     lr_fleet_failed_locked(f, rc, err, now, limit);
     return rc;

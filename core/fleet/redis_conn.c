@@ -63,23 +63,22 @@ static int wait_fd(int fd, short events, int64_t deadline_ms, lr_waiter *w) {
   return 0;
 }
 
-static lr_fleet_code addresses_of(lr_redis_conn *c, const lr_redis_url *u,
-                                  int64_t deadline, lr_addresses *a, char *err,
-                                  size_t errlen) {
+static lr_fleet_code addresses_of(lr_redis_conn *c, const lr_redis_url *u, int64_t deadline,
+                                  lr_addresses *a, char *err, size_t errlen) {
   memset(a, 0, sizeof *a);
   if (!u->is_unix)
     return lr_resolve(&c->resolver, u->host, u->port, deadline, c->cancel, a, err, errlen);
   struct sockaddr_un *un = (struct sockaddr_un *)&a->addr[0];
   un->sun_family = AF_UNIX;
-  memcpy(un->sun_path, u->path, strlen(u->path) + 1);   /* fits: checked at parse */
+  memcpy(un->sun_path, u->path, strlen(u->path) + 1); /* fits: checked at parse */
   a->len[0] = (socklen_t)sizeof *un;
   a->count = 1;
   return LR_FLEET_OK;
 }
 
 /* One address: a connected non-blocking socket, or -1 and *e. */
-static int connect_one(const struct sockaddr_storage *sa, socklen_t len,
-                       int64_t deadline, lr_waiter *w, int *e) {
+static int connect_one(const struct sockaddr_storage *sa, socklen_t len, int64_t deadline,
+                       lr_waiter *w, int *e) {
   int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     *e = errno;
@@ -93,9 +92,12 @@ static int connect_one(const struct sockaddr_storage *sa, socklen_t len,
     if (*e == EINPROGRESS) {
       int ready = wait_fd(fd, POLLOUT, deadline, w);
       socklen_t elen = sizeof *e;
-      if (ready == 0) *e = ETIMEDOUT;
-      else if (ready == WAIT_CANCELLED) *e = ECANCELED;
-      else if (ready < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, e, &elen) != 0) *e = errno;
+      if (ready == 0)
+        *e = ETIMEDOUT;
+      else if (ready == WAIT_CANCELLED)
+        *e = ECANCELED;
+      else if (ready < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, e, &elen) != 0)
+        *e = errno;
     }
   }
   if (*e == 0) return fd;
@@ -104,8 +106,8 @@ static int connect_one(const struct sockaddr_storage *sa, socklen_t len,
 }
 
 /* Each address in turn (a refusal moves on at once), all by the deadline. */
-static lr_fleet_code connect_socket(lr_redis_conn *c, const lr_redis_url *u,
-                                    int64_t deadline, char *err, size_t errlen) {
+static lr_fleet_code connect_socket(lr_redis_conn *c, const lr_redis_url *u, int64_t deadline,
+                                    char *err, size_t errlen) {
   lr_addresses a;
   lr_fleet_code rc = addresses_of(c, u, deadline, &a, err, errlen);
   if (rc != LR_FLEET_OK) return rc;
@@ -135,8 +137,7 @@ static lr_fleet_code waited_in_vain(int ready, const char *doing, const char *la
   return ready == 0 ? LR_FLEET_E_TIMEOUT : LR_FLEET_E_CONNECT;
 }
 
-lr_fleet_code lr_conn_append(lr_redis_conn *c, int argc, const char **argv,
-                             const size_t *lens) {
+lr_fleet_code lr_conn_append(lr_redis_conn *c, int argc, const char **argv, const size_t *lens) {
   char *cmd = NULL;
   int n = redisFormatCommandArgv(&cmd, argc, argv, lens);
   if (n < 0 || !cmd) return LR_FLEET_E_NOMEM;
@@ -153,19 +154,18 @@ lr_fleet_code lr_conn_append(lr_redis_conn *c, int argc, const char **argv,
   return LR_FLEET_OK;
 }
 
-lr_fleet_code lr_conn_flush(lr_redis_conn *c, int64_t deadline_ms, char *err,
-                            size_t errlen) {
+lr_fleet_code lr_conn_flush(lr_redis_conn *c, int64_t deadline_ms, char *err, size_t errlen) {
   if (c->fd < 0) return LR_FLEET_E_CONNECT;
   while (c->out_sent < c->out_len) {
-    ssize_t n = send(c->fd, c->out + c->out_sent, c->out_len - c->out_sent,
-                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n =
+      send(c->fd, c->out + c->out_sent, c->out_len - c->out_sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       c->out_sent += (size_t)n;
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (deadline_ms == 0) return LR_FLEET_OK;   /* the rest goes next time */
+      if (deadline_ms == 0) return LR_FLEET_OK; /* the rest goes next time */
       int ready = wait_fd(c->fd, POLLOUT, deadline_ms, c->cancel);
       if (ready > 0) continue;
       return waited_in_vain(ready, "sending", "no room in time", err, errlen);
@@ -187,7 +187,7 @@ static lr_fleet_code receive(lr_redis_conn *c, int *got, char *err, size_t errle
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return LR_FLEET_OK;
   if (n <= 0) {
     lr_fmt(err, errlen, "receiving: %s",
-                 n == 0 ? "the server closed the connection" : strerror(errno));
+           n == 0 ? "the server closed the connection" : strerror(errno));
     return LR_FLEET_E_CONNECT;
   }
   *got = 1;
@@ -196,8 +196,8 @@ static lr_fleet_code receive(lr_redis_conn *c, int *got, char *err, size_t errle
 
 /* Every round looks at the clock: a server that streams without end
  * (a line that never ends) meets the deadline like a silent one. */
-lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms,
-                           struct redisReply **reply, char *err, size_t errlen) {
+lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms, struct redisReply **reply,
+                           char *err, size_t errlen) {
   *reply = NULL;
   if (c->fd < 0 || !c->reader) return LR_FLEET_E_CONNECT;
   lr_fleet_code rc = lr_conn_flush(c, deadline_ms, err, errlen);
@@ -209,14 +209,15 @@ lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms,
       return LR_FLEET_OK;
     }
     if (deadline_ms != 0 && (rounds > 0 || c->cancel)) {
-      int ready = lr_monotonic_ms() >= deadline_ms ? 0
-                  : c->cancel && atomic_load(&c->cancel->cancelled) ? WAIT_CANCELLED : 1;
+      int ready = lr_monotonic_ms() >= deadline_ms                  ? 0
+                  : c->cancel && atomic_load(&c->cancel->cancelled) ? WAIT_CANCELLED
+                                                                    : 1;
       if (ready != 1) return waited_in_vain(ready, "receiving", "no reply in time", err, errlen);
     }
     int got = 0;
     rc = receive(c, &got, err, errlen);
     if (rc != LR_FLEET_OK || got) continue;
-    if (deadline_ms == 0) return LR_FLEET_OK;     /* not arrived yet */
+    if (deadline_ms == 0) return LR_FLEET_OK; /* not arrived yet */
     int ready = wait_fd(c->fd, POLLIN, deadline_ms, c->cancel);
     if (ready <= 0) return waited_in_vain(ready, "receiving", "no reply in time", err, errlen);
   }
@@ -236,8 +237,8 @@ lr_fleet_code lr_conn_error_code(const redisReply *r) {
 }
 
 /* AUTH and SELECT in one write; the first error reply wins. */
-static lr_fleet_code hello(lr_redis_conn *c, const lr_redis_url *u,
-                           int64_t deadline, char *err, size_t errlen) {
+static lr_fleet_code hello(lr_redis_conn *c, const lr_redis_url *u, int64_t deadline, char *err,
+                           size_t errlen) {
   char db[16];
   lr_fmt(db, sizeof db, "%d", u->db);
   const char *auth[3] = { "AUTH", u->user, u->password };
@@ -264,9 +265,9 @@ static lr_fleet_code hello(lr_redis_conn *c, const lr_redis_url *u,
   return rc != LR_FLEET_OK ? rc : first;
 }
 
-lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u,
-                           int64_t connect_deadline, int command_timeout_ms,
-                           int64_t *command_deadline, char *err, size_t errlen) {
+lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u, int64_t connect_deadline,
+                           int command_timeout_ms, int64_t *command_deadline, char *err,
+                           size_t errlen) {
   lr_conn_close(c);
   lr_fleet_code rc = connect_socket(c, u, connect_deadline, err, errlen);
   if (rc != LR_FLEET_OK) return rc;

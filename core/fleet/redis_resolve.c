@@ -16,7 +16,7 @@
 #include "fleet_internal.h"
 
 struct lr_lookup {
-  struct gaicb cb;          /* first: gai_* functions see only this */
+  struct gaicb cb; /* first: gai_* functions see only this */
   struct addrinfo hints;
   char name[256], service[16];
 };
@@ -30,8 +30,8 @@ static void take(const struct addrinfo *ai, lr_addresses *out) {
   }
 }
 
-static lr_fleet_code start_lookup(lr_resolver *r, const char *host,
-                                  const char *service, char *err, size_t errlen) {
+static lr_fleet_code start_lookup(lr_resolver *r, const char *host, const char *service, char *err,
+                                  size_t errlen) {
   struct lr_lookup *l = calloc(1, sizeof *l);
   if (!l) return LR_FLEET_E_NOMEM;
   snprintf(l->name, sizeof l->name, "%s", host);
@@ -63,16 +63,16 @@ static int wait_lookup(lr_resolver *r, int64_t deadline_ms, lr_waiter *w) {
     if (left <= 0 || (w && atomic_load(&w->cancelled))) return EAI_INPROGRESS;
     if (w && left > 20) left = 20;
     struct timespec ts = { (time_t)(left / 1000), (long)(left % 1000) * 1000000L };
-    gai_suspend(list, 1, &ts);   /* woken by the answer, a signal or time */
+    gai_suspend(list, 1, &ts); /* woken by the answer, a signal or time */
   }
   return gai_error(&r->pending->cb);
 }
 
-static lr_fleet_code resolve_name(lr_resolver *r, const char *host,
-                                  const char *service, int64_t deadline_ms, lr_waiter *w,
-                                  lr_addresses *out, char *err, size_t errlen) {
-  if (r->pending && (strcmp(r->pending->name, host) != 0 ||
-                     strcmp(r->pending->service, service) != 0))
+static lr_fleet_code resolve_name(lr_resolver *r, const char *host, const char *service,
+                                  int64_t deadline_ms, lr_waiter *w, lr_addresses *out, char *err,
+                                  size_t errlen) {
+  if (r->pending &&
+      (strcmp(r->pending->name, host) != 0 || strcmp(r->pending->service, service) != 0))
     lr_resolver_close(r);
   if (!r->pending) {
     lr_fleet_code rc = start_lookup(r, host, service, err, errlen);
@@ -89,7 +89,8 @@ static lr_fleet_code resolve_name(lr_resolver *r, const char *host,
   }
   struct addrinfo *res = r->pending->cb.ar_result;
   lr_fleet_code rc = LR_FLEET_OK;
-  if (e == 0 && res) take(res, out);
+  if (e == 0 && res)
+    take(res, out);
   else {
     lr_fmt(err, errlen, "looking up %s: %s", host, gai_strerror(e ? e : EAI_NONAME));
     rc = LR_FLEET_E_CONNECT;
@@ -100,16 +101,15 @@ static lr_fleet_code resolve_name(lr_resolver *r, const char *host,
   return rc;
 }
 
-lr_fleet_code lr_resolve(lr_resolver *r, const char *host, int port,
-                         int64_t deadline_ms, lr_waiter *w, lr_addresses *out, char *err,
-                         size_t errlen) {
+lr_fleet_code lr_resolve(lr_resolver *r, const char *host, int port, int64_t deadline_ms,
+                         lr_waiter *w, lr_addresses *out, char *err, size_t errlen) {
   char service[16];
   snprintf(service, sizeof service, "%d", port);
   struct addrinfo hints, *res = NULL;
   memset(&hints, 0, sizeof hints);
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  int e = getaddrinfo(host, service, &hints, &res);   /* no I/O: numeric only */
+  int e = getaddrinfo(host, service, &hints, &res); /* no I/O: numeric only */
   if (e == 0) {
     take(res, out);
     freeaddrinfo(res);

@@ -79,18 +79,19 @@ const char LR_FLEET_SCRIPT[] =
   "redis.call('PEXPIRE', KEYS[2], ttl)\n"
   "return {tokens, state, fails, opened, left, granted, now}\n";
 
-static void quote_error(const lr_redis_url *u, const redisReply *r, const char *what,
-                        char *err, size_t errlen) {
+static void quote_error(const lr_redis_url *u, const redisReply *r, const char *what, char *err,
+                        size_t errlen) {
   char text[204];
   lr_reply_quote(u, r, text, sizeof text);
   lr_fmt(err, errlen, "%s refused: %s", what, text);
 }
 
 void lr_fleet_cfg_text(const lr_fleet_limits *l, char *buf, size_t size) {
-  lr_fmt(buf, size, "budget=%d max_tokens=%lld.%03lld token_ratio=%lld.%03lld breaker=%d "
-         "failures=%lld open_ms=%lld probes=%lld", l->budget, l->max_milli / 1000,
-         l->max_milli % 1000, l->ratio_milli / 1000, l->ratio_milli % 1000, l->breaker,
-         l->failures, l->open_ms, l->probes);
+  lr_fmt(buf, size,
+         "budget=%d max_tokens=%lld.%03lld token_ratio=%lld.%03lld breaker=%d "
+         "failures=%lld open_ms=%lld probes=%lld",
+         l->budget, l->max_milli / 1000, l->max_milli % 1000, l->ratio_milli / 1000,
+         l->ratio_milli % 1000, l->breaker, l->failures, l->open_ms, l->probes);
 }
 
 lr_fleet_code lr_script_load(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
@@ -106,8 +107,11 @@ lr_fleet_code lr_script_load(lr_fleet_script *s, lr_redis_conn *c, const lr_redi
     s->use_eval = 0;
   } else if (r->type == REDIS_REPLY_ERROR) {
     rc = lr_conn_error_code(r);
-    quote_error(u, r, rc == LR_FLEET_E_AUTH ? "SCRIPT LOAD" :
-                "SCRIPT LOAD (Redis 5 or later with Lua scripting is needed)", err, errlen);
+    quote_error(u, r,
+                rc == LR_FLEET_E_AUTH
+                  ? "SCRIPT LOAD"
+                  : "SCRIPT LOAD (Redis 5 or later with Lua scripting is needed)",
+                err, errlen);
   } else {
     lr_fmt(err, errlen, "SCRIPT LOAD: unexpected reply of type %d", r->type);
     rc = LR_FLEET_E_PROTOCOL;
@@ -116,19 +120,33 @@ lr_fleet_code lr_script_load(lr_fleet_script *s, lr_redis_conn *c, const lr_redi
   return rc;
 }
 
-lr_fleet_code lr_script_append(lr_fleet_script *s, lr_redis_conn *c,
-                               const char *keys[2], const char *member,
-                               const lr_fleet_limits *l, const lr_fleet_batch *b) {
+lr_fleet_code lr_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[2],
+                               const char *member, const lr_fleet_limits *l,
+                               const lr_fleet_batch *b) {
   long long nums[10] = { l->max_milli, l->failures, l->open_ms, l->probes, l->ttl_ms,
-                         b->spent, b->earned, b->trail, b->resets, b->want };
+                         b->spent,     b->earned,   b->trail,   b->resets, b->want };
   char text[10][24], cfg[200];
   for (int i = 0; i < 10; i++) lr_fmt(text[i], sizeof text[i], "%lld", nums[i]);
   lr_fleet_cfg_text(l, cfg, sizeof cfg);
   int eval = s->use_eval || !s->sha[0];
   const char *argv[17] = {
-    eval ? "EVAL" : "EVALSHA", eval ? LR_FLEET_SCRIPT : s->sha, "2", keys[0], keys[1],
-    text[0], text[1], text[2], text[3], text[4], member,
-    text[5], text[6], text[7], text[8], text[9], cfg,
+    eval ? "EVAL" : "EVALSHA",
+    eval ? LR_FLEET_SCRIPT : s->sha,
+    "2",
+    keys[0],
+    keys[1],
+    text[0],
+    text[1],
+    text[2],
+    text[3],
+    text[4],
+    member,
+    text[5],
+    text[6],
+    text[7],
+    text[8],
+    text[9],
+    cfg,
   };
   return lr_conn_append(c, 17, argv, NULL);
 }
@@ -148,8 +166,7 @@ static int integer_at(const redisReply *r, size_t i, long long *out) {
 
 /* What the script can answer, given what was sent: anything else is a
  * broken reply (a proxy's, a stranger's), never used. */
-static const char *out_of_range(const lr_fleet_reply *o, const lr_fleet_limits *l,
-                                long long want) {
+static const char *out_of_range(const lr_fleet_reply *o, const lr_fleet_limits *l, long long want) {
   if (o->state < 0 || o->state > 2) return "a breaker state other than 0, 1 or 2";
   if (o->tokens < 0 || o->tokens > l->max_milli) return "tokens outside 0..max_tokens";
   if (o->fails < 0 || o->fails > INT_MAX) return "a negative or huge failure count";
@@ -161,16 +178,17 @@ static const char *out_of_range(const lr_fleet_reply *o, const lr_fleet_limits *
 }
 
 static lr_fleet_code refused(lr_fleet_script *s, const lr_redis_url *u, const redisReply *r,
-                             const lr_fleet_limits *l, int *noscript, char *err,
-                             size_t errlen) {
+                             const lr_fleet_limits *l, int *noscript, char *err, size_t errlen) {
   *noscript = r->str && strncmp(r->str, "NOSCRIPT", 8) == 0;
   if (*noscript) s->use_eval = 1;
   if (r->str && strncmp(r->str, "LUARETRY_SETTINGS ", 18) == 0) {
     char theirs[204], ours[200];
     lr_reply_quote_text(u, r->str + 18, r->len - 18, theirs, sizeof theirs);
     lr_fleet_cfg_text(l, ours, sizeof ours);
-    lr_fmt(err, errlen, "the key is shared with other settings (theirs: %s; ours: %s): "
-           "give this policy a fleet.key of its own, or reset the fleet", theirs, ours);
+    lr_fmt(err, errlen,
+           "the key is shared with other settings (theirs: %s; ours: %s): "
+           "give this policy a fleet.key of its own, or reset the fleet",
+           theirs, ours);
     return LR_FLEET_E_REFUSED;
   }
   quote_error(u, r, s->use_eval ? "EVAL" : "EVALSHA", err, errlen);
@@ -182,13 +200,12 @@ lr_fleet_code lr_script_decode(lr_fleet_script *s, const lr_redis_url *u, const 
                                int *noscript, char *err, size_t errlen) {
   *noscript = 0;
   if (r->type == REDIS_REPLY_ERROR) return refused(s, u, r, l, noscript, err, errlen);
-  long long *fields[7] = { &out->tokens, &out->state, &out->fails, &out->opened_at,
+  long long *fields[7] = { &out->tokens,      &out->state,   &out->fails, &out->opened_at,
                            &out->probes_left, &out->granted, &out->now_ms };
   int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 7;
   for (size_t i = 0; ok && i < 7; i++) ok = integer_at(r, i, fields[i]);
   if (!ok) {
-    lr_fmt(err, errlen, "the fleet script's reply is not 7 integers (a reply of type %d)",
-           r->type);
+    lr_fmt(err, errlen, "the fleet script's reply is not 7 integers (a reply of type %d)", r->type);
     return LR_FLEET_E_PROTOCOL;
   }
   const char *why = out_of_range(out, l, want);
@@ -196,17 +213,16 @@ lr_fleet_code lr_script_decode(lr_fleet_script *s, const lr_redis_url *u, const 
     lr_fmt(err, errlen, "the fleet script's reply is out of range: %s", why);
     return LR_FLEET_E_PROTOCOL;
   }
-  s->use_eval = 0;   /* EVALSHA worked, or EVAL put the script back */
+  s->use_eval = 0; /* EVALSHA worked, or EVAL put the script back */
   return LR_FLEET_OK;
 }
 
 lr_fleet_code lr_script_run(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
-                            const char *keys[2], const char *member,
-                            const lr_fleet_limits *l, const lr_fleet_batch *b,
-                            int64_t deadline_ms, lr_fleet_reply *out, char *err,
-                            size_t errlen) {
+                            const char *keys[2], const char *member, const lr_fleet_limits *l,
+                            const lr_fleet_batch *b, int64_t deadline_ms, lr_fleet_reply *out,
+                            char *err, size_t errlen) {
   lr_fleet_code rc = LR_FLEET_OK;
-  for (int round = 0; round < 2; round++) {   /* EVALSHA, then EVAL on NOSCRIPT */
+  for (int round = 0; round < 2; round++) { /* EVALSHA, then EVAL on NOSCRIPT */
     redisReply *r = NULL;
     int noscript = 0;
     rc = lr_script_append(s, c, keys, member, l, b);

@@ -51,8 +51,8 @@ static int parse_number(const char *s, size_t n, long lo, long hi, int *out) {
 }
 
 /* userinfo = [USER:]PASSWORD, already cut at '@'. */
-static lr_fleet_code parse_userinfo(const char *s, size_t n, lr_redis_url *u,
-                                    char *err, size_t errlen) {
+static lr_fleet_code parse_userinfo(const char *s, size_t n, lr_redis_url *u, char *err,
+                                    size_t errlen) {
   const char *colon = memchr(s, ':', n);
   int bad = 0;
   if (colon) {
@@ -62,16 +62,16 @@ static lr_fleet_code parse_userinfo(const char *s, size_t n, lr_redis_url *u,
   }
   bad |= decode(s, n, u->password, sizeof u->password);
   if (bad) {
-    lr_fmt(err, errlen, "redis URL: malformed or too long user or password "
-                 "(percent-encode '@', ':' and '/')");
+    lr_fmt(err, errlen,
+           "redis URL: malformed or too long user or password "
+           "(percent-encode '@', ':' and '/')");
     return LR_FLEET_E_ARG;
   }
   return LR_FLEET_OK;
 }
 
 /* HOST[:PORT][/DB] */
-static lr_fleet_code parse_tcp(const char *s, lr_redis_url *u, char *err,
-                               size_t errlen) {
+static lr_fleet_code parse_tcp(const char *s, lr_redis_url *u, char *err, size_t errlen) {
   const char *end_host, *rest;
   if (*s == '[') {
     end_host = strchr(s, ']');
@@ -99,14 +99,14 @@ static lr_fleet_code parse_tcp(const char *s, lr_redis_url *u, char *err,
   }
   return LR_FLEET_OK;
 bad:
-  lr_fmt(err, errlen, "redis URL: expected redis://[[USER]:PASSWORD@]HOST"
-               "[:PORT][/DB] with PORT 1-65535 and DB a number");
+  lr_fmt(err, errlen,
+         "redis URL: expected redis://[[USER]:PASSWORD@]HOST"
+         "[:PORT][/DB] with PORT 1-65535 and DB a number");
   return LR_FLEET_E_ARG;
 }
 
 /* /PATH[?db=N] */
-static lr_fleet_code parse_unix(const char *s, lr_redis_url *u, char *err,
-                                size_t errlen) {
+static lr_fleet_code parse_unix(const char *s, lr_redis_url *u, char *err, size_t errlen) {
   size_t pn = strcspn(s, "?");
   if (*s != '/' || pn >= sizeof u->path) goto bad;
   memcpy(u->path, s, pn);
@@ -118,36 +118,39 @@ static lr_fleet_code parse_unix(const char *s, lr_redis_url *u, char *err,
   u->is_unix = 1;
   return LR_FLEET_OK;
 bad:
-  lr_fmt(err, errlen, "redis URL: expected unix://[[USER]:PASSWORD@]/PATH"
-               "[?db=N] with an absolute PATH of at most %zu bytes",
-               sizeof u->path - 1);
+  lr_fmt(err, errlen,
+         "redis URL: expected unix://[[USER]:PASSWORD@]/PATH"
+         "[?db=N] with an absolute PATH of at most %zu bytes",
+         sizeof u->path - 1);
   return LR_FLEET_E_ARG;
 }
 
 static void redact(lr_redis_url *u) {
   const char *who = u->password[0] || u->user[0] ? "***@" : "";
   if (u->is_unix)
-    lr_fmt(u->redacted, sizeof u->redacted, "unix://%s%s?db=%d", who,
-                 u->path, u->db);
+    lr_fmt(u->redacted, sizeof u->redacted, "unix://%s%s?db=%d", who, u->path, u->db);
   else
-    lr_fmt(u->redacted, sizeof u->redacted, strchr(u->host, ':') ?
-                 "redis://%s[%s]:%d/%d" : "redis://%s%s:%d/%d", who, u->host,
-                 u->port, u->db);
+    lr_fmt(u->redacted, sizeof u->redacted,
+           strchr(u->host, ':') ? "redis://%s[%s]:%d/%d" : "redis://%s%s:%d/%d", who, u->host,
+           u->port, u->db);
 }
 
-lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err,
-                                 size_t errlen) {
+lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err, size_t errlen) {
   memset(u, 0, sizeof *u);
   if (!url) url = "";
   int is_unix = 0;
   const char *s;
-  if (strncmp(url, "redis://", 8) == 0) s = url + 8;
-  else if (strncmp(url, "unix://", 7) == 0) s = url + 7, is_unix = 1;
-  else if (strncmp(url, "redis+unix://", 13) == 0) s = url + 13, is_unix = 1;
+  if (strncmp(url, "redis://", 8) == 0)
+    s = url + 8;
+  else if (strncmp(url, "unix://", 7) == 0)
+    s = url + 7, is_unix = 1;
+  else if (strncmp(url, "redis+unix://", 13) == 0)
+    s = url + 13, is_unix = 1;
   else {
-    lr_fmt(err, errlen, strncmp(url, "rediss://", 9) == 0 ?
-                 "redis URL: TLS (rediss://) is not supported; use redis:// or unix://" :
-                 "redis URL: expected redis://HOST:PORT/DB or unix:///PATH");
+    lr_fmt(err, errlen,
+           strncmp(url, "rediss://", 9) == 0
+             ? "redis URL: TLS (rediss://) is not supported; use redis:// or unix://"
+             : "redis URL: expected redis://HOST:PORT/DB or unix:///PATH");
     return LR_FLEET_E_ARG;
   }
   /* userinfo ends at the last '@' before the path (TCP) or before '/' (Unix) */
@@ -168,7 +171,7 @@ lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err,
 
 static void scrub_one(char *msg, const char *secret) {
   size_t n = strlen(secret);
-  if (n < 3) return;   /* shorter ones would blot out ordinary words */
+  if (n < 3) return; /* shorter ones would blot out ordinary words */
   for (char *p = strstr(msg, secret); p; p = strstr(p + 3, secret)) {
     memcpy(p, "***", 3);
     memmove(p + 3, p + n, strlen(p + n) + 1);

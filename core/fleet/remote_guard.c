@@ -9,7 +9,7 @@
 #include "remote_guard.h"
 
 static int budget_allows_retry(void *ud, double now) {
-  (void)now;   /* the fleet keeps its own clock */
+  (void)now; /* the fleet keeps its own clock */
   int v = lr_fleet_budget_allows_retry(ud);
   return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
 }
@@ -21,8 +21,7 @@ static int64_t limit_of(double left) {
   return left < 0.001 ? 1 : lr_monotonic_ms() + (int64_t)ceil(left * 1000) + 1;
 }
 
-static int breaker_admits(void *ud, int first_attempt, double now, double left,
-                          lr_waiter *w) {
+static int breaker_admits(void *ud, int first_attempt, double now, double left, lr_waiter *w) {
   (void)now;
   int v = lr_fleet_breaker_admits_by(ud, first_attempt, limit_of(left), w);
   return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
@@ -44,7 +43,7 @@ static void record(void *ud, lr_remote_outcome o, double now) {
  * before it with an attempt of a ms to make. */
 static void refresh(void *ud, double now, double left, lr_waiter *w) {
   (void)now;
-  lr_fleet_refresh_by(ud, limit_of(left), w);   /* a failure is told through the fleet's log */
+  lr_fleet_refresh_by(ud, limit_of(left), w); /* a failure is told through the fleet's log */
 }
 
 static double tokens(void *ud) { return lr_fleet_tokens(ud); }

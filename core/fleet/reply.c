@@ -21,8 +21,8 @@
 #include "fleet_internal.h"
 
 typedef struct {
-  size_t objects, bytes;      /* in the reply being read */
-  char why[96];               /* the limit that refused it */
+  size_t objects, bytes; /* in the reply being read */
+  char why[96];          /* the limit that refused it */
 } budget;
 
 static redisReplyObjectFunctions plain, bounded;
@@ -68,8 +68,9 @@ static void *make_string(const redisReadTask *t, char *s, size_t len) {
 static void *make_array(const redisReadTask *t, count_t n) {
   if ((long long)n < 0 || (long long)n > LR_REPLY_MAX_ELEMENTS) {
     budget *b = t->privdata;
-    if (b) lr_fmt(b->why, sizeof b->why, "an array of %lld elements (at most %d)",
-                  (long long)n, LR_REPLY_MAX_ELEMENTS);
+    if (b)
+      lr_fmt(b->why, sizeof b->why, "an array of %lld elements (at most %d)", (long long)n,
+             LR_REPLY_MAX_ELEMENTS);
     return NULL;
   }
   return admit(t, 0) ? plain.createArray(t, n) : NULL;
@@ -79,9 +80,7 @@ static void *make_integer(const redisReadTask *t, long long v) {
   return admit(t, 0) ? plain.createInteger(t, v) : NULL;
 }
 
-static void *make_nil(const redisReadTask *t) {
-  return admit(t, 0) ? plain.createNil(t) : NULL;
-}
+static void *make_nil(const redisReadTask *t) { return admit(t, 0) ? plain.createNil(t) : NULL; }
 
 /* hiredis's own functions, taken from a reader it made: they are static
  * in hiredis.c. */
@@ -109,7 +108,7 @@ struct redisReader *lr_reply_reader_new(void) {
   }
   r->privdata = b;
 #if defined(HIREDIS_MAJOR) && HIREDIS_MAJOR >= 1
-  r->maxelements = LR_REPLY_MAX_ELEMENTS;   /* hiredis 1.x's own limit, the same */
+  r->maxelements = LR_REPLY_MAX_ELEMENTS; /* hiredis 1.x's own limit, the same */
 #endif
   return r;
 }
@@ -125,8 +124,7 @@ lr_fleet_code lr_reply_feed(struct redisReader *r, const char *buf, size_t n, ch
                             size_t errlen) {
   /* what waits unparsed: a line or bulk string still incomplete */
   if (r->len - r->pos > LR_REPLY_MAX_BYTES || n > LR_REPLY_MAX_BYTES - (r->len - r->pos)) {
-    lr_fmt(err, errlen, "reading a reply: more than %d bytes of it in flight",
-           LR_REPLY_MAX_BYTES);
+    lr_fmt(err, errlen, "reading a reply: more than %d bytes of it in flight", LR_REPLY_MAX_BYTES);
     return LR_FLEET_E_PROTOCOL;
   }
   if (redisReaderFeed(r, buf, n) != REDIS_OK) {
@@ -147,7 +145,7 @@ lr_fleet_code lr_reply_next(struct redisReader *r, struct redisReply **out, char
     lr_reply_escape(why, strlen(why), err, errlen, "reading a reply: ");
     return LR_FLEET_E_PROTOCOL;
   }
-  if (reply && b) b->objects = b->bytes = 0, b->why[0] = '\0';   /* the next one starts */
+  if (reply && b) b->objects = b->bytes = 0, b->why[0] = '\0'; /* the next one starts */
   *out = reply;
   return LR_FLEET_OK;
 }
@@ -165,8 +163,9 @@ void lr_reply_escape(const char *s, size_t n, char *out, size_t size, const char
       out[o++] = (char)ch;
       continue;
     }
-    if (o + 5 >= size) break;   /* never half an escape */
-    if (ch == '\\') out[o++] = '\\', out[o++] = '\\';
+    if (o + 5 >= size) break; /* never half an escape */
+    if (ch == '\\')
+      out[o++] = '\\', out[o++] = '\\';
     else {
       static const char hex[] = "0123456789abcdef";
       out[o++] = '\\', out[o++] = 'x', out[o++] = hex[ch >> 4], out[o++] = hex[ch & 15];
@@ -177,13 +176,11 @@ void lr_reply_escape(const char *s, size_t n, char *out, size_t size, const char
 
 /* The reply's text, each occurrence of the URL's user or password
  * replaced before anything is cut (a cut could leave part of one). */
-void lr_reply_quote(const lr_redis_url *u, const struct redisReply *r, char *out,
-                    size_t size) {
+void lr_reply_quote(const lr_redis_url *u, const struct redisReply *r, char *out, size_t size) {
   lr_reply_quote_text(u, r && r->str ? r->str : "", r && r->str ? r->len : 0, out, size);
 }
 
-void lr_reply_quote_text(const lr_redis_url *u, const char *s, size_t n, char *out,
-                         size_t size) {
+void lr_reply_quote_text(const lr_redis_url *u, const char *s, size_t n, char *out, size_t size) {
   if (n > LR_REPLY_MAX_BYTES) n = LR_REPLY_MAX_BYTES;
   char *copy = malloc(n + 1);
   if (!copy) {
@@ -192,7 +189,7 @@ void lr_reply_quote_text(const lr_redis_url *u, const char *s, size_t n, char *o
   }
   memcpy(copy, s, n);
   copy[n] = '\0';
-  for (size_t i = 0; i < n; i++)   /* a NUL inside must not hide what follows */
+  for (size_t i = 0; i < n; i++) /* a NUL inside must not hide what follows */
     if (!copy[i]) copy[i] = ' ';
   /* a secret too short to scrub without blotting out words: only the
    * error's code word is shown, and not even that if it holds one */

@@ -49,20 +49,21 @@ static void limits_of(lr_fleet *f, lr_fleet_limits *l) {
 static lr_fleet_code settle_inflight(lr_fleet *f, redisReply *r, char *err, size_t errlen) {
   lr_fleet_reply out;
   int noscript = 0;
-  lr_fleet_code rc = lr_script_decode(&f->script, &f->url, r, &f->inflight_limits, 0, &out,
-                                      &noscript, err, errlen);
+  lr_fleet_code rc =
+    lr_script_decode(&f->script, &f->url, r, &f->inflight_limits, 0, &out, &noscript, err, errlen);
   f->inflight = 0;
   /* the batch's deltas move from inflight_net into tokens (or back into
    * the next batch): written before inflight_net is cleared, so that a
    * budget decision meanwhile counts them twice for a moment, never not */
-  if (noscript) give_back(f, &f->inflight_batch);
-  else if (rc == LR_FLEET_OK) lr_fleet_succeeded_locked(f, &out, lr_monotonic_ms());
+  if (noscript)
+    give_back(f, &f->inflight_batch);
+  else if (rc == LR_FLEET_OK)
+    lr_fleet_succeeded_locked(f, &out, lr_monotonic_ms());
   atomic_store(&f->inflight_net, 0);
   return noscript ? LR_FLEET_OK : rc;
 }
 
-lr_fleet_code lr_fleet_drain_locked(lr_fleet *f, int64_t deadline_ms, char *err,
-                                    size_t errlen) {
+lr_fleet_code lr_fleet_drain_locked(lr_fleet *f, int64_t deadline_ms, char *err, size_t errlen) {
   if (!f->inflight) return LR_FLEET_OK;
   redisReply *r = NULL;
   lr_fleet_code rc = lr_conn_read(&f->conn, deadline_ms, &r, err, errlen);
@@ -73,8 +74,8 @@ lr_fleet_code lr_fleet_drain_locked(lr_fleet *f, int64_t deadline_ms, char *err,
 
 /* One round trip, all of it (a reconnect's too) within the connect and
  * command timeouts and limit_ms (0: none); a cancel of w ends it. */
-static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted,
-                                 int64_t limit_ms, lr_waiter *w) {
+static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted, int64_t limit_ms,
+                                 lr_waiter *w) {
   char err[300] = "";
   int64_t deadline = limit_ms, start = lr_monotonic_ms();
   f->conn.cancel = w;
@@ -93,11 +94,11 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
   const char *keys[2] = { f->key, f->procs_key };
   f->last_sent_at = lr_monotonic_ms();
   if (rc == LR_FLEET_OK)
-    rc = lr_script_run(&f->script, &f->conn, &f->url, keys, f->member, &l, &b, deadline, &out,
-                       err, sizeof err);
+    rc = lr_script_run(&f->script, &f->conn, &f->url, keys, f->member, &l, &b, deadline, &out, err,
+                       sizeof err);
   f->conn.cancel = NULL;
   if (rc != LR_FLEET_OK) {
-    lr_fleet_failed_locked(f, rc, err, start, limit_ms);   /* the batch is dropped: see below */
+    lr_fleet_failed_locked(f, rc, err, start, limit_ms); /* the batch is dropped: see below */
     return rc;
   }
   lr_fleet_succeeded_locked(f, &out, lr_monotonic_ms());
@@ -167,8 +168,8 @@ static void send_async(lr_fleet *f, int64_t now) {
   f->inflight_limits = l;
   take_batch(f, &f->inflight_batch);
   const char *keys[2] = { f->key, f->procs_key };
-  lr_fleet_code rc = lr_script_append(&f->script, &f->conn, keys, f->member, &l,
-                                      &f->inflight_batch);
+  lr_fleet_code rc =
+    lr_script_append(&f->script, &f->conn, keys, f->member, &l, &f->inflight_batch);
   if (rc == LR_FLEET_OK) rc = lr_conn_flush(&f->conn, 0, err, sizeof err);
   if (rc != LR_FLEET_OK) {
     lr_fleet_fail_locked(f, rc, err);
@@ -190,15 +191,16 @@ void lr_fleet_maybe_sync_at(lr_fleet *f, int64_t now) {
   int64_t next = now + f->set.sync_ms;
   if (f->conn.fd >= 0 && atomic_load(&f->health) == LR_FLEET_HEALTHY) {
     char err[300] = "";
-    lr_fleet_code rc = lr_fleet_drain_locked(f, 0, err, sizeof err);   /* no wait */
-    if (rc == LR_FLEET_OK && f->inflight &&
-        now - f->inflight_at > f->set.command_timeout_ms) {
+    lr_fleet_code rc = lr_fleet_drain_locked(f, 0, err, sizeof err); /* no wait */
+    if (rc == LR_FLEET_OK && f->inflight && now - f->inflight_at > f->set.command_timeout_ms) {
       rc = LR_FLEET_E_TIMEOUT;
       lr_fmt(err, sizeof err, "no reply in time");
     }
-    if (rc != LR_FLEET_OK) lr_fleet_fail_locked(f, rc, err);
-    else if (!f->inflight && now - f->last_sent_at >= f->set.sync_ms) send_async(f, now);
-    next = f->inflight ? now + 1   /* look for the reply soon */
+    if (rc != LR_FLEET_OK)
+      lr_fleet_fail_locked(f, rc, err);
+    else if (!f->inflight && now - f->last_sent_at >= f->set.sync_ms)
+      send_async(f, now);
+    next = f->inflight ? now + 1 /* look for the reply soon */
                        : f->last_sent_at + f->set.sync_ms;
   }
   atomic_store(&f->next_sync_at, next);

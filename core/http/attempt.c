@@ -54,8 +54,8 @@ static void route_bodies(const luaretry_request *req, const lr_io *io, lr_http_a
   t->stall_speed = io->stall_speed;
 }
 
-luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *req, int n,
-                                   CURL *h, double timeout, const lr_io *io, lr_http_attempt *a) {
+luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *req, int n, CURL *h,
+                                    double timeout, const lr_io *io, lr_http_attempt *a) {
   luaretry_code rc = luaretry_call_prepare(c, req, n, &a->r);
   if (rc != LUARETRY_OK) return rc;
   a->idempotent = 1;
@@ -82,7 +82,8 @@ luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *re
   return LUARETRY_OK;
 }
 
-luaretry_code lr_curl_attempt_finish(CURL *h, lr_http_attempt *a, CURLcode res, luaretry_outcome *out) {
+luaretry_code lr_curl_attempt_finish(CURL *h, lr_http_attempt *a, CURLcode res,
+                                     luaretry_outcome *out) {
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
   curl_slist_free_all(a->headers);
   a->headers = NULL;
@@ -105,8 +106,8 @@ luaretry_code lr_curl_attempt_finish(CURL *h, lr_http_attempt *a, CURLcode res, 
   if (status) out->retry_after = retry_after(t);
   if (t->resume) {
     /* an answer with no body at all still replaces what the sink held */
-    if (t->resume->asking && !t->resume->decided && !out->error &&
-        lr_resume_first_byte(t) != 0 && !t->resume->bad_range)
+    if (t->resume->asking && !t->resume->decided && !out->error && lr_resume_first_byte(t) != 0 &&
+        !t->resume->bad_range)
       return LUARETRY_E_OPERATION;
     lr_resume_after(t->resume, out, t->status_code);
   }
@@ -128,12 +129,21 @@ CURLcode lr_curl_transfer_once(CURLM *m, CURL *h, luaretry_call *c) {
   int fd = c ? luaretry_call_wakeup_fd(c) : -1;
   for (;;) {
     int running = 0;
-    if (curl_multi_perform(m, &running) != CURLM_OK) { result = CURLE_OUT_OF_MEMORY; break; }
+    if (curl_multi_perform(m, &running) != CURLM_OK) {
+      result = CURLE_OUT_OF_MEMORY;
+      break;
+    }
     int left;
     CURLMsg *msg = curl_multi_info_read(m, &left);
-    if (msg && msg->msg == CURLMSG_DONE) { result = msg->data.result; break; }
+    if (msg && msg->msg == CURLMSG_DONE) {
+      result = msg->data.result;
+      break;
+    }
     if (!running) break;
-    if (c && luaretry_call_cancelled(c)) { result = CURLE_ABORTED_BY_CALLBACK; break; }
+    if (c && luaretry_call_cancelled(c)) {
+      result = CURLE_ABORTED_BY_CALLBACK;
+      break;
+    }
     struct curl_waitfd wake = { fd, CURL_WAIT_POLLIN, 0 };
     curl_multi_poll(m, fd >= 0 ? &wake : NULL, fd >= 0 ? 1 : 0, fd >= 0 ? 1000 : 50, NULL);
   }
@@ -171,6 +181,8 @@ CURLM *lr_curl_multi_take(int *private_multi) {
 }
 
 void lr_curl_multi_give(CURLM *m, int private_multi) {
-  if (private_multi) curl_multi_cleanup(m);
-  else multi_busy = 0;
+  if (private_multi)
+    curl_multi_cleanup(m);
+  else
+    multi_busy = 0;
 }

@@ -14,15 +14,15 @@
 
 #include "http.h"
 
-#define SLOTS 11  /* the attempt and at most 10 hedges */
+#define SLOTS 11 /* the attempt and at most 10 hedges */
 
 typedef struct {
-  CURL *h;                 /* the host's handle, or a hedge's copy */
-  lr_http_attempt own;     /* a hedge's attempt */
-  lr_http_attempt *a;      /* the attempt's state: the caller's, or `own` */
+  CURL *h;             /* the host's handle, or a hedge's copy */
+  lr_http_attempt own; /* a hedge's attempt */
+  lr_http_attempt *a;  /* the attempt's state: the caller's, or `own` */
   int id;
-  int live;                /* in the multi handle */
-  char *request;           /* the attempt's own copy of what prepare() made */
+  int live;      /* in the multi handle */
+  char *request; /* the attempt's own copy of what prepare() made */
 } slot;
 
 typedef struct {
@@ -97,7 +97,7 @@ static void free_hedges(round_t *r) {
     free(r->s[i].request);
   }
   r->n = 1;
-  free(r->s[0].request);  /* the next attempt on h prepares anew */
+  free(r->s[0].request); /* the next attempt on h prepares anew */
   r->s[0].request = NULL;
 }
 
@@ -111,7 +111,7 @@ static luaretry_code start_hedge(round_t *r, int id, double timeout) {
   r->n++;
   x->a = &x->own;
   x->id = id;
-  curl_easy_setopt(x->h, CURLOPT_VERBOSE, 0L);  /* the host's trace is the attempt's */
+  curl_easy_setopt(x->h, CURLOPT_VERBOSE, 0L); /* the host's trace is the attempt's */
   lr_io io = *r->io;
   io.restart = NULL;
   luaretry_code rc = lr_curl_attempt_setup(r->c, r->req, id, x->h, timeout, &io, x->a);
@@ -127,7 +127,7 @@ static luaretry_code start_hedge(round_t *r, int id, double timeout) {
 static void deliver(round_t *r, slot *x, const luaretry_decision *final) {
   const lr_io *io = r->io;
   if (final->reason == LUARETRY_REASON_CANCELLED || !io->sink) return;
-  if (x == &r->s[0] && io->restart) return;  /* streamed already */
+  if (x == &r->s[0] && io->restart) return; /* streamed already */
   if (io->restart && io->restart(io->sink_ud) != 0) return;
   if (x->a->t.body.len) io->sink(io->sink_ud, x->a->t.body.data, x->a->t.body.len);
 }
@@ -144,7 +144,7 @@ static int landed(round_t *r, CURLMsg *msg, luaretry_code *rc, luaretry_decision
   *rc = lr_curl_attempt_finish(x->h, x->a, msg->data.result, &out);
   if (*rc == LUARETRY_OK) *rc = luaretry_call_report_attempt(r->c, x->id, &out, final);
   if (*rc != LUARETRY_OK) return 1;
-  if (!final->retry && final->reason == LUARETRY_REASON_NONE) return 0;  /* others go on */
+  if (!final->retry && final->reason == LUARETRY_REASON_NONE) return 0; /* others go on */
   cancel_live(r);
   if (!final->retry) deliver(r, x, final);
   return 1;
@@ -180,13 +180,18 @@ luaretry_code lr_curl_hedged(luaretry_call *c, CURL *h, CURLM *m, const luaretry
   for (;;) {
     int running = 0, left;
     CURLMsg *msg;
-    if (curl_multi_perform(m, &running) != CURLM_OK) { rc = LUARETRY_E_NOMEM; break; }
+    if (curl_multi_perform(m, &running) != CURLM_OK) {
+      rc = LUARETRY_E_NOMEM;
+      break;
+    }
     int over = 0;
     while (!over && (msg = curl_multi_info_read(m, &left)))
       if (msg->msg == CURLMSG_DONE) over = landed(&r, msg, &rc, final);
     if (over) break;
-    if (luaretry_call_cancelled(c)) {  /* reported as cut short: the call stops */
-      CURLMsg cut = { CURLMSG_DONE, r.s[0].live ? h : NULL, { .result = CURLE_ABORTED_BY_CALLBACK } };
+    if (luaretry_call_cancelled(c)) { /* reported as cut short: the call stops */
+      CURLMsg cut = { CURLMSG_DONE,
+                      r.s[0].live ? h : NULL,
+                      { .result = CURLE_ABORTED_BY_CALLBACK } };
       for (int i = 0; i < r.n && !cut.easy_handle; i++)
         if (r.s[i].live) cut.easy_handle = r.s[i].h;
       if (cut.easy_handle && landed(&r, &cut, &rc, final)) break;

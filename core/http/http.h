@@ -18,51 +18,51 @@ typedef struct {
 
 /* One call's resumable download (resume.c): what the sink holds. */
 typedef struct {
-  const luaretry_curl_resume *opt;  /* NULL: no resuming */
-  uint64_t have;                /* bytes of the current version in the sink */
-  uint64_t total;               /* its whole length; 0: not known */
-  char validator[256];          /* its strong ETag or Last-Modified; "": none */
-  int initial;                  /* `have` is the host's offset (-C -) */
-  int asking;                   /* this attempt asks Range: bytes=have- */
-  int decided;                  /* this attempt's answer was judged */
-  int bad_range;                /* ... and it could not be appended */
-  int drop;                     /* ... and its body goes nowhere (416) */
+  const luaretry_curl_resume *opt; /* NULL: no resuming */
+  uint64_t have;                   /* bytes of the current version in the sink */
+  uint64_t total;                  /* its whole length; 0: not known */
+  char validator[256];             /* its strong ETag or Last-Modified; "": none */
+  int initial;                     /* `have` is the host's offset (-C -) */
+  int asking;                      /* this attempt asks Range: bytes=have- */
+  int decided;                     /* this attempt's answer was judged */
+  int bad_range;                   /* ... and it could not be appended */
+  int drop;                        /* ... and its body goes nowhere (416) */
   char why[200];
 } lr_resume;
 
 /* Where one call's bodies go: the host's side of luaretry_curl_options or
  * of a batch job. */
 typedef struct {
-  size_t body_limit;            /* bytes of each response kept for the script */
-  luaretry_sink_fn sink;        /* the final body, or with restart every one */
+  size_t body_limit;     /* bytes of each response kept for the script */
+  luaretry_sink_fn sink; /* the final body, or with restart every one */
   void *sink_ud;
-  luaretry_restart_fn restart;  /* set: sink streams every attempt's body */
-  luaretry_upload_fn upload;    /* set: the request body is read from here */
+  luaretry_restart_fn restart; /* set: sink streams every attempt's body */
+  luaretry_upload_fn upload;   /* set: the request body is read from here */
   void *upload_ud;
-  double stall_timeout;         /* the policy's; 0: none */
-  long stall_speed;             /* bytes per second */
-  lr_resume *resume;            /* the call's, or NULL */
+  double stall_timeout; /* the policy's; 0: none */
+  long stall_speed;     /* bytes per second */
+  lr_resume *resume;    /* the call's, or NULL */
 } lr_io;
 
 /* One transfer's state, what curl's callbacks see. */
 typedef struct {
-  lr_http_buffer body;                  /* at most body_limit bytes of the response */
+  lr_http_buffer body; /* at most body_limit bytes of the response */
   size_t body_limit;
-  int limit_fails;              /* a longer body fails the transfer (else
+  int limit_fails;         /* a longer body fails the transfer (else
                                    the rest is only streamed) */
-  size_t body_seen;             /* bytes of the response body so far */
-  luaretry_sink_fn stream;      /* every byte as it comes, or NULL */
+  size_t body_seen;        /* bytes of the response body so far */
+  luaretry_sink_fn stream; /* every byte as it comes, or NULL */
   void *stream_ud;
-  int body_too_long;            /* a body past body_limit where that fails */
-  int stream_failed;            /* the sink refused: the host stops the call */
-  lr_http_buffer header_text;           /* "name\0value\0" pairs of the last response */
-  size_t head_bytes;            /* of the response's head so far */
-  int headers_too_long;         /* past LUARETRY_CURL_MAX_HEADER_BYTES */
-  luaretry_header *headers;     /* index into header_text, header_count used */
+  int body_too_long;          /* a body past body_limit where that fails */
+  int stream_failed;          /* the sink refused: the host stops the call */
+  lr_http_buffer header_text; /* "name\0value\0" pairs of the last response */
+  size_t head_bytes;          /* of the response's head so far */
+  int headers_too_long;       /* past LUARETRY_CURL_MAX_HEADER_BYTES */
+  luaretry_header *headers;   /* index into header_text, header_count used */
   size_t header_count, header_cap;
-  const char *upload;           /* the body in memory, or NULL with reader */
+  const char *upload; /* the body in memory, or NULL with reader */
   size_t upload_len, upload_pos;
-  luaretry_upload_fn reader;    /* the body through the host, or NULL */
+  luaretry_upload_fn reader; /* the body through the host, or NULL */
   void *reader_ud;
   int upload_failed;            /* the reader gave nothing: the host stops */
   luaretry_restart_fn restart;  /* the stream's: a resumed answer starts over */
@@ -77,9 +77,9 @@ typedef struct {
 /* One attempt of a call: the pieces luaretry_curl_perform and the batch
  * share. */
 typedef struct {
-  lr_transfer t;                   /* body, headers, upload of this attempt */
-  luaretry_request r;           /* the request as prepare() left it */
-  struct curl_slist *headers;   /* set on the handle for the transfer */
+  lr_transfer t;              /* body, headers, upload of this attempt */
+  luaretry_request r;         /* the request as prepare() left it */
+  struct curl_slist *headers; /* set on the handle for the transfer */
   int idempotent;
 } lr_http_attempt;
 
@@ -97,18 +97,18 @@ void lr_curl_release(CURL *h);
 int lr_curl_index_headers(lr_transfer *t);
 /* The transport failure's name and detail of a transfer that ended with
  * res (NULL, NULL for a complete response). */
-void lr_curl_failure(const lr_transfer *t, CURLcode res, const char **error,
-                     const char **detail);
+void lr_curl_failure(const lr_transfer *t, CURLcode res, const char **error, const char **detail);
 
 /* Before attempt `n` of call c: prepare(), is_idempotent(), the header
  * list, the io's restart, then every option of the attempt on h
  * (timeout: `timeout`). */
-luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *req, int n,
-                                    CURL *h, double timeout, const lr_io *io, lr_http_attempt *a);
+luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *req, int n, CURL *h,
+                                    double timeout, const lr_io *io, lr_http_attempt *a);
 /* After the transfer ended with `res`: the outcome to report, pointing
  * into a (valid until the next setup on it).  LUARETRY_E_OPERATION when
  * the host's sink or upload stopped it (nothing to report). */
-luaretry_code lr_curl_attempt_finish(CURL *h, lr_http_attempt *a, CURLcode res, luaretry_outcome *out);
+luaretry_code lr_curl_attempt_finish(CURL *h, lr_http_attempt *a, CURLcode res,
+                                     luaretry_outcome *out);
 void lr_curl_attempt_free(lr_http_attempt *a);
 
 /* ---- resume.c */

@@ -14,7 +14,7 @@
 
 struct luaretry_curl_many {
   CURLM *multi;
-  int wake_fd;                  /* eventfd written by a cancel */
+  int wake_fd; /* eventfd written by a cancel */
   atomic_int cancelled;
 };
 
@@ -52,7 +52,7 @@ void luaretry_curl_many_cancel(luaretry_curl_many *m) {
   atomic_store(&m->cancelled, 1);
   uint64_t one = 1;
   ssize_t n = write(m->wake_fd, &one, sizeof one);
-  (void)n;  /* a full counter is already readable: the loop wakes anyway */
+  (void)n; /* a full counter is already readable: the loop wakes anyway */
   errno = saved;
 }
 
@@ -71,49 +71,49 @@ typedef struct slot slot;
 /* A call in progress: in a transfer (s != NULL) or waiting until `due`.
  * A waiting call holds no easy handle either (the connections live in the
  * multi handle): its next attempt makes one from the template. */
-#define MAX_HEDGES 10  /* hedge.max's bound */
+#define MAX_HEDGES 10 /* hedge.max's bound */
 
 typedef struct live_call {
   luaretry_call *c;
   CURL *h;
-  size_t index;                 /* the job's number */
-  luaretry_curl_job *job;       /* jobs[index], or `own` for a pulled job */
+  size_t index;           /* the job's number */
+  luaretry_curl_job *job; /* jobs[index], or `own` for a pulled job */
   luaretry_curl_job own;
-  int next;                     /* the number of its next attempt */
-  double due;                   /* monotonic seconds */
-  slot *s;                      /* its attempt's transfer (on h) */
-  slot *hedges[MAX_HEDGES];     /* its hedges' transfers, each on a copy of h */
+  int next;                 /* the number of its next attempt */
+  double due;               /* monotonic seconds */
+  slot *s;                  /* its attempt's transfer (on h) */
+  slot *hedges[MAX_HEDGES]; /* its hedges' transfers, each on a copy of h */
   int nhedges;
-  lr_resume resume;             /* what its sink holds of a download */
+  lr_resume resume; /* what its sink holds of a download */
 } live_call;
 
 /* A transfer slot: its attempt's buffers, and the call using it. */
 struct slot {
   lr_http_attempt a;
   live_call *call;
-  CURL *h;                      /* the transfer's handle */
-  int id;                       /* its attempt's number */
-  char *request;                /* a hedged round's copy of what prepare() made */
+  CURL *h;       /* the transfer's handle */
+  int id;        /* its attempt's number */
+  char *request; /* a hedged round's copy of what prepare() made */
 };
 
 typedef struct {
   luaretry_curl_many *m;
   luaretry_policy *p;
-  luaretry_curl_job *jobs;      /* the array, or NULL when pulled from o->next */
+  luaretry_curl_job *jobs; /* the array, or NULL when pulled from o->next */
   size_t n, next_job;
-  int source_done;              /* o->next said there are no more */
+  int source_done; /* o->next said there are no more */
   const luaretry_curl_many_options *o;
   luaretry_call_options copt;
-  double deadline;              /* the policy's, to clip late retries */
-  size_t body_limit;            /* the policy's, for each attempt */
-  int hedging;                  /* the policy has a hedge */
-  double stall_timeout;         /* the policy's */
+  double deadline;      /* the policy's, to clip late retries */
+  size_t body_limit;    /* the policy's, for each attempt */
+  int hedging;          /* the policy has a hedge */
+  double stall_timeout; /* the policy's */
   long stall_speed;
   slot *slots;
   size_t nslots, busy;
-  live_call *calls;             /* ncalls entries; c == NULL: free */
-  live_call **spare;            /* the free entries, a stack */
-  live_call **waiting;          /* calls waiting for their retry: a heap on due */
+  live_call *calls;    /* ncalls entries; c == NULL: free */
+  live_call **spare;   /* the free entries, a stack */
+  live_call **waiting; /* calls waiting for their retry: a heap on due */
   size_t ncalls, nlive, nspare, nwaiting;
 } batch;
 
@@ -152,9 +152,7 @@ static live_call *wait_pop(batch *b) {
 
 /* ---- jobs and calls */
 
-static int more_jobs(const batch *b) {
-  return b->jobs ? b->next_job < b->n : !b->source_done;
-}
+static int more_jobs(const batch *b) { return b->jobs ? b->next_job < b->n : !b->source_done; }
 
 static void finish_job(batch *b, luaretry_curl_job *job, size_t i, luaretry_code code,
                        const luaretry_decision *d, luaretry_call *c) {
@@ -196,7 +194,7 @@ static void drop_hedges(batch *b, live_call *lc) {
 }
 
 static void release(batch *b, live_call *lc) {
-  if (lc->s) free_slot(b, lc->s);  /* a call ended with its transfers in flight */
+  if (lc->s) free_slot(b, lc->s); /* a call ended with its transfers in flight */
   drop_hedges(b, lc);
   if (lc->h) curl_easy_cleanup(lc->h);
   memset(lc, 0, sizeof *lc);
@@ -273,7 +271,7 @@ static void start_attempt(batch *b, live_call *lc) {
     end_call(b, lc, rc, &d);
     return;
   }
-  if (d.wait > 0) {  /* the rate limiter's token comes later: wait without a slot */
+  if (d.wait > 0) { /* the rate limiter's token comes later: wait without a slot */
     if (b->copt.flags & LUARETRY_CALL_VIRTUAL_TIME) {
       luaretry_call_wait(lc->c, d.wait);
       lc->due = 0;
@@ -303,7 +301,7 @@ static void start_attempt(batch *b, live_call *lc) {
     if (timeout == 0 || left < timeout) timeout = left;
   }
   const luaretry_curl_job *job = lc->job;
-  lr_io io = { b->body_limit, job->sink, job->sink_ud, job->restart, job->upload,
+  lr_io io = { b->body_limit,  job->sink,        job->sink_ud,   job->restart, job->upload,
                job->upload_ud, b->stall_timeout, b->stall_speed, &lc->resume };
   int id = lc->next;
   if (b->hedging && (rc = luaretry_call_start(lc->c, &id)) != LUARETRY_OK) {
@@ -311,8 +309,7 @@ static void start_attempt(batch *b, live_call *lc) {
     return;
   }
   rc = lr_curl_attempt_setup(lc->c, job->request, id, lc->h, timeout, &io, &s->a);
-  if (rc == LUARETRY_OK && b->hedging &&
-      lr_curl_own_request(job->request, &s->a, &s->request) != 0)
+  if (rc == LUARETRY_OK && b->hedging && lr_curl_own_request(job->request, &s->a, &s->request) != 0)
     rc = LUARETRY_E_NOMEM;
   if (rc == LUARETRY_OK && curl_multi_add_handle(b->m->multi, lc->h) != CURLM_OK)
     rc = LUARETRY_E_NOMEM;
@@ -347,8 +344,8 @@ static void start_hedge(batch *b, live_call *lc, int id, double timeout) {
   luaretry_code rc = LUARETRY_E_NOMEM;
   if (h) {
     const luaretry_curl_job *job = lc->job;
-    lr_io io = { b->body_limit, job->sink, job->sink_ud, NULL, job->upload, job->upload_ud,
-                 b->stall_timeout, b->stall_speed, NULL };
+    lr_io io = { b->body_limit,  job->sink,        job->sink_ud,   NULL, job->upload,
+                 job->upload_ud, b->stall_timeout, b->stall_speed, NULL };
     curl_easy_setopt(h, CURLOPT_PRIVATE, (void *)lc);
     rc = lr_curl_attempt_setup(lc->c, job->request, id, h, timeout, &io, &s->a);
     if (rc == LUARETRY_OK && lr_curl_own_request(job->request, &s->a, &s->request) != 0)
@@ -400,7 +397,7 @@ static int hedges_due(batch *b, int ms) {
 static void deliver(live_call *lc, slot *s, int hedge, const luaretry_decision *d) {
   luaretry_curl_job *job = lc->job;
   if (d->reason == LUARETRY_REASON_CANCELLED || !job->sink || !s->a.t.body.len) return;
-  if (!hedge && job->restart) return;  /* streamed already */
+  if (!hedge && job->restart) return; /* streamed already */
   if (hedge && job->restart && job->restart(job->sink_ud) != 0) return;
   job->sink(job->sink_ud, s->a.t.body.data, s->a.t.body.len);
 }
@@ -432,12 +429,12 @@ static void end_attempt(batch *b, live_call *lc, slot *s, CURLcode res) {
     return;
   }
   if (rc == LUARETRY_OK && !d.retry) deliver(lc, s, hedge, &d);
-  for (int k = 0; hedge && k < lc->nhedges; k++)  /* the winner leaves the list */
+  for (int k = 0; hedge && k < lc->nhedges; k++) /* the winner leaves the list */
     if (lc->hedges[k] == s) lc->hedges[k] = lc->hedges[--lc->nhedges];
   CURL *hedge_h = hedge ? s->h : NULL;
   free_slot(b, s);
   if (hedge_h) curl_easy_cleanup(hedge_h);
-  if (lc->s && lc->s != s) free_slot(b, lc->s);  /* the attempt the hedge beat */
+  if (lc->s && lc->s != s) free_slot(b, lc->s); /* the attempt the hedge beat */
   lc->s = NULL;
   drop_hedges(b, lc);
   lc->next++;
@@ -449,7 +446,7 @@ static void end_attempt(batch *b, live_call *lc, slot *s, CURLcode res) {
   curl_easy_cleanup(lc->h);
   lc->h = NULL;
   if (b->copt.flags & LUARETRY_CALL_VIRTUAL_TIME) {
-    luaretry_call_wait(lc->c, d.wait);  /* advances the call's clock only */
+    luaretry_call_wait(lc->c, d.wait); /* advances the call's clock only */
     lc->due = 0;
   } else {
     lc->due = lr_curl_now() + d.wait;
@@ -525,7 +522,7 @@ static void run_batch(batch *b) {
 
     int running = 0;
     if (b->busy) curl_multi_perform(b->m->multi, &running);
-    if (collect_ended(b)) continue;  /* slots came free: fill them first */
+    if (collect_ended(b)) continue; /* slots came free: fill them first */
 
     /* sleep until a transfer moves, the next retry is due, or a cancel */
     int timeout_ms = 1000;

@@ -50,7 +50,7 @@ static luaretry_code attempts(luaretry_call *c, CURL *h, CURLM *m, const luaretr
     int n, delivered = 0;
     luaretry_code rc = luaretry_call_start(c, &n);
     if (rc != LUARETRY_OK) return rc;
-    if (luaretry_call_hedge_in(c) >= 0) {  /* the policy hedges: hedge.c */
+    if (luaretry_call_hedge_in(c) >= 0) { /* the policy hedges: hedge.c */
       rc = lr_curl_hedged(c, h, m, req, io, a, n, &delivered, final);
     } else {
       rc = lr_curl_attempt_setup(c, req, n, h, luaretry_call_timeout(c), io, a);
@@ -71,14 +71,13 @@ static luaretry_code attempts(luaretry_call *c, CURL *h, CURLM *m, const luaretr
       luaretry_call_stop_cancelled(c, final);
       return LUARETRY_OK;
     }
-    rc = await_token(c, final);  /* the breaker may have opened meanwhile */
+    rc = await_token(c, final); /* the breaker may have opened meanwhile */
     if (rc != LUARETRY_OK || !final->retry) return rc;
   }
 }
 
 luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *h,
-                                    const luaretry_request *req,
-                                    const luaretry_curl_options *o,
+                                    const luaretry_request *req, const luaretry_curl_options *o,
                                     luaretry_decision *final) {
   if (!p || !c || !h || !req || !req->url || !final) return LUARETRY_E_ARG;
   memset(final, 0, sizeof *final);

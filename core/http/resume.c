@@ -101,14 +101,13 @@ static void check_partial(lr_transfer *t) {
   if (content_range(header(t, "content-range"), &first, &total) != 0)
     snprintf(rs->why, sizeof rs->why, "a 206 without a usable Content-Range");
   else if (first != rs->have)
-    snprintf(rs->why, sizeof rs->why, "the server's part starts at byte %" PRIu64
-             ", not at %" PRIu64, first, rs->have);
+    snprintf(rs->why, sizeof rs->why,
+             "the server's part starts at byte %" PRIu64 ", not at %" PRIu64, first, rs->have);
   else if (rs->total && total && total != rs->total)
     snprintf(rs->why, sizeof rs->why, "the total length is now %" PRIu64 " bytes, not %" PRIu64,
              total, rs->total);
   else if (rs->validator[0] && v && strcmp(v, rs->validator) != 0)
-    snprintf(rs->why, sizeof rs->why, "the validator changed (%.80s, was %.80s)", v,
-             rs->validator);
+    snprintf(rs->why, sizeof rs->why, "the validator changed (%.80s, was %.80s)", v, rs->validator);
   else if (total)
     rs->total = total;
 }
@@ -119,7 +118,7 @@ int lr_resume_first_byte(lr_transfer *t) {
   if (!rs->asking) return 0;
   if (t->status_code == 206) {
     check_partial(t);
-    if (!rs->why[0]) return 0;  /* it fits: appended */
+    if (!rs->why[0]) return 0; /* it fits: appended */
   } else if (t->status_code == 200) {
     return start_over(t, "the server sent the whole resource (200) instead of the rest");
   } else if (t->status_code == 416 && rs->initial) {
@@ -141,7 +140,7 @@ int lr_resume_first_byte(lr_transfer *t) {
 
 void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status) {
   if (!rs->opt || rs->bad_range) return;  /* a bad range: forgotten already */
-  if (out->error && !rs->decided) return;   /* no body came: as it was */
+  if (out->error && !rs->decided) return; /* no body came: as it was */
   /* only the resource's own bytes are resumed, never an error page's */
   if (!luaretry_curl_resumable(out) || rs->have == 0 || (status != 200 && status != 206)) {
     forget(rs);
@@ -158,8 +157,10 @@ void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status) {
   v = etag && etag[0] == '"' ? etag : lm;
   snprintf(rs->validator, sizeof rs->validator, "%s", v ? v : "");
   uint64_t first, total = 0;
-  if (range && content_range(range, &first, &total) == 0 && total) rs->total = total;
-  else if (!range && length) rs->total = strtoull(length, NULL, 10);
+  if (range && content_range(range, &first, &total) == 0 && total)
+    rs->total = total;
+  else if (!range && length)
+    rs->total = strtoull(length, NULL, 10);
   rs->initial = 0;
 }
 

@@ -19,7 +19,10 @@ static void buf_add(lr_http_buffer *b, const char *s, size_t n) {
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->len + n + 1) cap *= 2;
     char *d = realloc(b->data, cap);
-    if (!d) { b->failed = 1; return; }
+    if (!d) {
+      b->failed = 1;
+      return;
+    }
     b->data = d;
     b->cap = cap;
   }
@@ -176,7 +179,7 @@ const char *luaretry_curl_error_name(CURLcode rc) {
   case CURLE_PARTIAL_FILE: return "truncated";
   /* what no retry makes good: the peer is not who it says (or we cannot
    * tell), so retrying only hides an attack or a misconfiguration */
-  case CURLE_PEER_FAILED_VERIFICATION:  /* also CURLE_SSL_CACERT */
+  case CURLE_PEER_FAILED_VERIFICATION: /* also CURLE_SSL_CACERT */
   case CURLE_SSL_CACERT_BADFILE:
   case CURLE_SSL_CRL_BADFILE:
   case CURLE_SSL_ISSUER_ERROR:
@@ -202,8 +205,7 @@ int luaretry_curl_never_sent(CURLcode rc) {
          rc == CURLE_COULDNT_RESOLVE_PROXY;
 }
 
-void lr_curl_failure(const lr_transfer *t, CURLcode res, const char **error,
-                     const char **detail) {
+void lr_curl_failure(const lr_transfer *t, CURLcode res, const char **error, const char **detail) {
   if (t->headers_too_long) {
     *error = "protocol";
     *detail = t->detail;
@@ -229,7 +231,10 @@ struct curl_slist *lr_curl_header_list(const luaretry_request *r, int *failed) {
   for (size_t i = 0; i < r->header_count; i++) {
     size_t n = strlen(r->headers[i].name) + strlen(r->headers[i].value) + 3;
     char *line = malloc(n);
-    if (!line) { *failed = 1; break; }
+    if (!line) {
+      *failed = 1;
+      break;
+    }
     /* "Name;" tells curl to send an empty header rather than drop it */
     if (r->headers[i].value[0])
       snprintf(line, n, "%s: %s", r->headers[i].name, r->headers[i].value);
@@ -237,7 +242,10 @@ struct curl_slist *lr_curl_header_list(const luaretry_request *r, int *failed) {
       snprintf(line, n, "%s;", r->headers[i].name);
     struct curl_slist *next = curl_slist_append(list, line);
     free(line);
-    if (!next) { *failed = 1; break; }
+    if (!next) {
+      *failed = 1;
+      break;
+    }
     list = next;
   }
   return list;
@@ -286,7 +294,7 @@ void lr_curl_connect_timeout(CURL *h, double connect, double timeout) {
 }
 
 void lr_curl_configure(CURL *h, const luaretry_request *r, lr_transfer *t,
-                      struct curl_slist *headers, double timeout) {
+                       struct curl_slist *headers, double timeout) {
   t->body.len = t->header_text.len = t->header_count = 0;
   t->body.failed = t->header_text.failed = 0;
   t->body_seen = t->head_bytes = 0;

@@ -9,7 +9,7 @@
 struct luaretry_curl_transport {
   CURL *h;
   luaretry_call *c;
-  lr_transfer t;                   /* the last response, until the next */
+  lr_transfer t; /* the last response, until the next */
 };
 
 luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c,
@@ -31,8 +31,8 @@ void luaretry_curl_transport_free(luaretry_curl_transport *tr) {
   free(tr);
 }
 
-luaretry_code luaretry_curl_transport_perform(void *ud, const luaretry_request *req,
-                                              double timeout, luaretry_response *resp) {
+luaretry_code luaretry_curl_transport_perform(void *ud, const luaretry_request *req, double timeout,
+                                              luaretry_response *resp) {
   luaretry_curl_transport *tr = ud;
   if (!tr || !req || !req->url || !resp) return LUARETRY_E_ARG;
   if (tr->c && luaretry_call_cancelled(tr->c)) return LUARETRY_E_CANCELLED;

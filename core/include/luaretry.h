@@ -149,13 +149,12 @@ LUARETRY_API void luaretry_policy_free(luaretry_policy *p);
  * clock or with LUARETRY_CALL_ISOLATED never touch Redis.
  */
 LUARETRY_API luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name,
-                                  const char *value);
+                                               const char *value);
 
 /* Load (or reload) a script.  On failure a loaded policy stays as it was. */
 LUARETRY_API luaretry_code luaretry_policy_load_file(luaretry_policy *p, const char *path);
-LUARETRY_API luaretry_code luaretry_policy_load_string(luaretry_policy *p,
-                                          const char *chunkname,
-                                          const char *source);
+LUARETRY_API luaretry_code luaretry_policy_load_string(luaretry_policy *p, const char *chunkname,
+                                                       const char *source);
 
 /* For a policy loaded from a file: looks at the file's modification time
  * (at most once a second, however often called) and reloads it when it
@@ -209,9 +208,8 @@ LUARETRY_API const char *luaretry_policy_origin(const luaretry_policy *p, const 
  * change would ("open", "half_open", "closed").  LUARETRY_OK also when the
  * script has none; LUARETRY_E_POLICY with its error (file and line) in
  * err. */
-LUARETRY_API luaretry_code luaretry_policy_probe_on_breaker(luaretry_policy *p,
-                                                            const char *state, char *err,
-                                                            size_t errlen);
+LUARETRY_API luaretry_code luaretry_policy_probe_on_breaker(luaretry_policy *p, const char *state,
+                                                            char *err, size_t errlen);
 
 /* Bytes held by one Lua state of the loaded script, as it stood after the
  * load (each state made for threads in the script at once holds about as
@@ -267,55 +265,54 @@ LUARETRY_API const char *luaretry_backoff_kind_name(luaretry_backoff_kind k);
 LUARETRY_API const char *luaretry_jitter_name(luaretry_jitter j);
 
 typedef struct {
-  const char *name;         /* the script's `name`, or its file name */
-  const char *source;       /* chunk name: the file's path */
-  long max_attempts;        /* 0: no limit */
-  double deadline;          /* seconds; 0: none */
-  double attempt_timeout;   /* seconds; 0: none */
-  int retry_after;          /* honour Retry-After */
-  double max_retry_after;   /* seconds, always finite */
-  size_t body_limit;        /* bytes of body handed to the script */
+  const char *name;       /* the script's `name`, or its file name */
+  const char *source;     /* chunk name: the file's path */
+  long max_attempts;      /* 0: no limit */
+  double deadline;        /* seconds; 0: none */
+  double attempt_timeout; /* seconds; 0: none */
+  int retry_after;        /* honour Retry-After */
+  double max_retry_after; /* seconds, always finite */
+  size_t body_limit;      /* bytes of body handed to the script */
   luaretry_backoff_kind kind;
   double initial, multiplier, max, step;
   luaretry_jitter jitter;
   double jitter_max;
   int cap_jitter;
-  long instruction_limit;   /* 0: not counted (the time limit applies) */
+  long instruction_limit; /* 0: not counted (the time limit applies) */
   size_t memory_limit;
-  int budget;               /* retry throttling on */
+  int budget; /* retry throttling on */
   double max_tokens, token_ratio;
-  int breaker;              /* circuit breaker on */
-  long failures;            /* transient outcomes in a row that open it */
+  int breaker;   /* circuit breaker on */
+  long failures; /* transient outcomes in a row that open it */
   double open_seconds;
-  long probes;              /* calls let through when half-open */
-  double time_limit;        /* seconds per call into the script */
-  double connect_timeout;   /* seconds to connect (HTTP); 0: none, only
+  long probes;            /* calls let through when half-open */
+  double time_limit;      /* seconds per call into the script */
+  double connect_timeout; /* seconds to connect (HTTP); 0: none, only
                                the attempt's timeout */
-  double stall_timeout;     /* seconds below stall_speed that fail an
+  double stall_timeout;   /* seconds below stall_speed that fail an
                                attempt as "stalled" (HTTP); 0: none */
-  long stall_speed;         /* bytes per second, at least 1 */
+  long stall_speed;       /* bytes per second, at least 1 */
   uint64_t reserved[4];
 } luaretry_tuning;
 
 /* Fills *t; its strings live as long as the loaded policy. */
-LUARETRY_API luaretry_code luaretry_policy_tuning(const luaretry_policy *p,
-                                     luaretry_tuning *t);
+LUARETRY_API luaretry_code luaretry_policy_tuning(const luaretry_policy *p, luaretry_tuning *t);
 
 /* The overload guards all calls of a policy share in a process (the
  * script's `budget` and `breaker`), and its counters. */
 typedef enum {
   LUARETRY_BREAKER_CLOSED = 0,
-  LUARETRY_BREAKER_OPEN,       /* calls stop at once: circuit_open */
-  LUARETRY_BREAKER_HALF_OPEN   /* `probes` calls may try */
+  LUARETRY_BREAKER_OPEN,     /* calls stop at once: circuit_open */
+  LUARETRY_BREAKER_HALF_OPEN /* `probes` calls may try */
 } luaretry_breaker_state;
 
 LUARETRY_API const char *luaretry_breaker_state_name(luaretry_breaker_state s);
 
 /* Whose counts the guards decide on. */
 typedef enum {
-  LUARETRY_GUARDS_LOCAL = 0,   /* this process's: no fleet.redis */
-  LUARETRY_GUARDS_FLEET,       /* the fleet's, through Redis */
-  LUARETRY_GUARDS_FALLBACK     /* fleet.redis is set, but the fleet's counts
+  LUARETRY_GUARDS_LOCAL = 0, /* this process's: no fleet.redis */
+  LUARETRY_GUARDS_FLEET,     /* the fleet's, through Redis */
+  LUARETRY_GUARDS_FALLBACK   /* fleet.redis is set, but the fleet's counts
                                   are not current (not synced yet, Redis slow,
                                   down or refusing): this process's decide */
 } luaretry_guards_scope;
@@ -325,27 +322,27 @@ LUARETRY_API const char *luaretry_guards_scope_name(luaretry_guards_scope s);
 
 typedef struct {
   uint64_t calls, attempts, retries, successes;
-  uint64_t finals;            /* stopped on an outcome judged final */
+  uint64_t finals; /* stopped on an outcome judged final */
   uint64_t exhausted, deadline_stops, policy_errors, cancelled;
-  uint64_t budget_refusals;   /* retries the budget refused */
-  uint64_t circuit_refusals;  /* calls or retries refused by an open circuit */
+  uint64_t budget_refusals;  /* retries the budget refused */
+  uint64_t circuit_refusals; /* calls or retries refused by an open circuit */
   uint64_t breaker_openings;
-  double time_waited;         /* seconds of waits decided */
-  double budget_tokens;       /* tokens left (0 without a budget) */
+  double time_waited;   /* seconds of waits decided */
+  double budget_tokens; /* tokens left (0 without a budget) */
   luaretry_breaker_state breaker;
-  uint64_t gave_up;             /* the host's operation gave up */
+  uint64_t gave_up;               /* the host's operation gave up */
   uint64_t server_waits_too_long; /* a Retry-After above max_retry_after */
-  luaretry_guards_scope guards; /* whose counts the budget and breaker decide on
+  luaretry_guards_scope guards;   /* whose counts the budget and breaker decide on
                                    now; FLEET: budget_tokens and breaker are the
                                    fleet's */
-  uint32_t rate_limited;      /* calls whose rate-limiter wait would pass the
+  uint32_t rate_limited;          /* calls whose rate-limiter wait would pass the
                                  deadline (counts modulo 2^32: the room left) */
-  uint64_t hedges;            /* hedges sent */
-  uint64_t hedges_won;        /* hedges whose answer ended the call */
-  uint64_t hedges_cancelled;  /* attempts cancelled because another one of
+  uint64_t hedges;                /* hedges sent */
+  uint64_t hedges_won;            /* hedges whose answer ended the call */
+  uint64_t hedges_cancelled;      /* attempts cancelled because another one of
                                  their call answered first */
-  uint64_t throttled;         /* outcomes judged throttling */
-  uint64_t throttle_refusals; /* attempts the client-side throttle refused */
+  uint64_t throttled;             /* outcomes judged throttling */
+  uint64_t throttle_refusals;     /* attempts the client-side throttle refused */
 } luaretry_metrics;
 
 LUARETRY_API luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m);
@@ -397,24 +394,24 @@ LUARETRY_API luaretry_code luaretry_policy_fleet_sync(luaretry_policy *p);
 
 /* One process that synced in the last minute. */
 typedef struct {
-  char member[128];            /* "HOST:PID"; control bytes shown as \xNN and
+  char member[128]; /* "HOST:PID"; control bytes shown as \xNN and
                                   a backslash doubled: any process may write one */
-  double seen_ago;             /* seconds since its last sync */
+  double seen_ago;  /* seconds since its last sync */
   uint64_t reserved[2];
 } luaretry_fleet_process;
 
 /* The fleet's state as Redis holds it. */
 typedef struct {
-  int exists;                  /* 0: no state (never synced, expired, reset) */
-  double tokens, max_tokens;   /* max_tokens as the last writer had it */
+  int exists;                /* 0: no state (never synced, expired, reset) */
+  double tokens, max_tokens; /* max_tokens as the last writer had it */
   luaretry_breaker_state breaker;
   long consecutive_failures, probes_left;
-  double opened_at;            /* Unix seconds on Redis's clock; 0: never */
-  double now;                  /* Redis's clock, Unix seconds */
-  char key[256];               /* the Redis key */
-  char where[320];             /* the URL, without user and password */
+  double opened_at; /* Unix seconds on Redis's clock; 0: never */
+  double now;       /* Redis's clock, Unix seconds */
+  char key[256];    /* the Redis key */
+  char where[320];  /* the URL, without user and password */
   size_t process_count;
-  luaretry_fleet_process *processes;  /* most recent first (1000 at most);
+  luaretry_fleet_process *processes; /* most recent first (1000 at most);
                                          freed by luaretry_fleet_status_free */
   uint64_t reserved[8];
 } luaretry_fleet_status;
@@ -437,24 +434,24 @@ typedef enum {
 } luaretry_outcome_kind;
 
 typedef struct {
-  const char *name;  /* lower-case */
+  const char *name; /* lower-case */
   const char *value;
 } luaretry_header;
 
 typedef struct {
   luaretry_outcome_kind kind;
   int status;
-  const char *error;     /* transport failure ("connect", "timeout", "reset",
+  const char *error; /* transport failure ("connect", "timeout", "reset",
                             "dns", "tls", "tls_verify", ...) or NULL */
-  const char *body;      /* may be NULL; cut to body_limit for the script */
+  const char *body;  /* may be NULL; cut to body_limit for the script */
   size_t body_len;
   const luaretry_header *headers;
   size_t header_count;
-  const char *method;    /* may be NULL */
-  const char *url;       /* may be NULL */
-  double retry_after;    /* server-requested wait in seconds; < 0: none */
-  int workflow;          /* inside a run() workflow */
-  int not_repeatable;    /* the operation may have taken effect and is not
+  const char *method;       /* may be NULL */
+  const char *url;          /* may be NULL */
+  double retry_after;       /* server-requested wait in seconds; < 0: none */
+  int workflow;             /* inside a run() workflow */
+  int not_repeatable;       /* the operation may have taken effect and is not
                             idempotent: a transient outcome becomes final */
   const char *error_detail; /* the transport's own message for `error` (for
                             the curl helper, libcurl's), or NULL; text from
@@ -489,16 +486,15 @@ LUARETRY_API double luaretry_retry_after(const char *value, double now);
  * more than 1e9 s ahead.  Bounded like a Retry-After by max_retry_after
  * where a policy waits for it (the shipped http policy does, on 429, 503
  * and a quota 403). */
-LUARETRY_API double luaretry_rate_limit(const luaretry_header *headers, size_t count,
-                                        double now);
+LUARETRY_API double luaretry_rate_limit(const luaretry_header *headers, size_t count, double now);
 
 /* What a classifier says of one outcome. */
 typedef enum {
   LUARETRY_CLASS_SUCCESS = 0,
-  LUARETRY_CLASS_FINAL,      /* not worth retrying */
-  LUARETRY_CLASS_TRANSIENT,  /* retry after the backoff, or after `wait` */
-  LUARETRY_CLASS_ERROR,      /* the classifier itself failed */
-  LUARETRY_CLASS_THROTTLING  /* transient, and the service is throttling the
+  LUARETRY_CLASS_FINAL,     /* not worth retrying */
+  LUARETRY_CLASS_TRANSIENT, /* retry after the backoff, or after `wait` */
+  LUARETRY_CLASS_ERROR,     /* the classifier itself failed */
+  LUARETRY_CLASS_THROTTLING /* transient, and the service is throttling the
                                 client: the throttling backoff and budget cost */
 } luaretry_class;
 
@@ -507,12 +503,10 @@ typedef enum {
  * judge outcomes in C; the benchmark's baseline).  Set *wait to a number of
  * seconds >= 0 to choose the wait, leave it negative for the backoff.
  */
-typedef luaretry_class (*luaretry_classify_fn)(void *ud,
-                                               const luaretry_outcome *o,
-                                               int attempt, double *wait);
+typedef luaretry_class (*luaretry_classify_fn)(void *ud, const luaretry_outcome *o, int attempt,
+                                               double *wait);
 LUARETRY_API luaretry_code luaretry_policy_set_classifier(luaretry_policy *p,
-                                             luaretry_classify_fn fn,
-                                             void *ud);
+                                                          luaretry_classify_fn fn, void *ud);
 
 /* A request as the script's is_idempotent(request) and prepare(request,
  * attempt) see it.  Header names are sent as given. */
@@ -521,7 +515,7 @@ typedef struct {
   const char *url;
   const luaretry_header *headers;
   size_t header_count;
-  const char *body;      /* NULL: no body */
+  const char *body; /* NULL: no body */
   size_t body_len;
   uint64_t reserved[4];
 } luaretry_request;
@@ -532,27 +526,26 @@ LUARETRY_API void luaretry_request_init(luaretry_request *r);
 /* The script's is_idempotent(request), or else the method rule: GET, HEAD,
  * OPTIONS, PUT and DELETE are, POST and PATCH (and others) are not. */
 LUARETRY_API luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p,
-                                            const luaretry_request *r,
-                                            int *idempotent);
+                                                         const luaretry_request *r,
+                                                         int *idempotent);
 
 /* Runs the script's prepare(request, attempt) when it has one.  *out is
  * the request to send: `in` itself, or copies owned by the policy until
  * the next prepare (or free). */
-LUARETRY_API luaretry_code luaretry_policy_prepare(luaretry_policy *p,
-                                      const luaretry_request *in, int attempt,
-                                      luaretry_request *out);
+LUARETRY_API luaretry_code luaretry_policy_prepare(luaretry_policy *p, const luaretry_request *in,
+                                                   int attempt, luaretry_request *out);
 
 /* ------------------------------------------------------------- workflows */
 
 /* One HTTP exchange as a workflow's http.* functions see it. */
 typedef struct {
-  int status;                  /* 0: no response (see error) */
-  const char *error;           /* transport failure name, or NULL */
+  int status;        /* 0: no response (see error) */
+  const char *error; /* transport failure name, or NULL */
   const char *body;
   size_t body_len;
-  const luaretry_header *headers;  /* lower-case names */
+  const luaretry_header *headers; /* lower-case names */
   size_t header_count;
-  const char *error_detail;    /* the transport's own message, or NULL */
+  const char *error_detail; /* the transport's own message, or NULL */
   uint64_t reserved[3];
 } luaretry_response;
 
@@ -571,9 +564,9 @@ LUARETRY_API int luaretry_policy_has_workflow(const luaretry_policy *p);
  * the next run.  A Lua error is LUARETRY_E_POLICY (message with file and
  * line in luaretry_policy_errmsg). */
 LUARETRY_API luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const *args,
-                                           int nargs, luaretry_transport_fn transport,
-                                           void *ud, double timeout,
-                                           luaretry_outcome *out);
+                                                        int nargs, luaretry_transport_fn transport,
+                                                        void *ud, double timeout,
+                                                        luaretry_outcome *out);
 
 /* ------------------------------------------------------------- decisions */
 
@@ -612,25 +605,25 @@ typedef enum {
 LUARETRY_API const char *luaretry_wait_source_name(luaretry_wait_source s);
 
 typedef struct {
-  int retry;                  /* 1: attempt again after `wait` */
-  luaretry_reason reason;     /* why the call stopped (retry == 0) */
-  int attempt;                /* the attempt just judged, from 1 */
-  double wait;                /* seconds before the next attempt, 0 if none */
-  double next_timeout;        /* the next attempt's timeout; 0: none */
-  double elapsed;             /* seconds since the call began */
+  int retry;              /* 1: attempt again after `wait` */
+  luaretry_reason reason; /* why the call stopped (retry == 0) */
+  int attempt;            /* the attempt just judged, from 1 */
+  double wait;            /* seconds before the next attempt, 0 if none */
+  double next_timeout;    /* the next attempt's timeout; 0: none */
+  double elapsed;         /* seconds since the call began */
   luaretry_wait_source wait_source;
-  const char *rule;           /* what decided: "policies/http.lua:12",
+  const char *rule;       /* what decided: "policies/http.lua:12",
                                  "default", "deadline", "max_attempts" ...;
                                  valid until the policy is freed or reloaded */
-  const char *message;        /* policy error detail, or NULL */
-  const char *hook_error;     /* on_retry failed (decision unchanged), or NULL */
-  int hedge;                  /* the attempt judged (or, from
+  const char *message;    /* policy error detail, or NULL */
+  const char *hook_error; /* on_retry failed (decision unchanged), or NULL */
+  int hedge;              /* the attempt judged (or, from
                                  luaretry_call_hedge, the one to start) is a
                                  hedge */
-  int in_flight;              /* attempts of the call still running: with
+  int in_flight;          /* attempts of the call still running: with
                                  retry = 0 and reason NONE, wait for them; once
                                  the call stopped, cancel them */
-  int throttled;              /* the outcome was judged throttling */
+  int throttled;          /* the outcome was judged throttling */
   uint32_t reserved_32;
   uint64_t reserved[2];
 } luaretry_decision;
@@ -639,14 +632,14 @@ typedef struct {
 
 typedef struct luaretry_call luaretry_call;
 
-#define LUARETRY_CALL_SEED 0x1u         /* use .seed, not the OS */
+#define LUARETRY_CALL_SEED         0x1u /* use .seed, not the OS */
 #define LUARETRY_CALL_VIRTUAL_TIME 0x2u /* waits advance a virtual clock */
 /* A budget, breaker and counters of the call's own (a probe, a what-if):
  * the policy's are neither read nor changed. */
-#define LUARETRY_CALL_ISOLATED 0x4u
+#define LUARETRY_CALL_ISOLATED     0x4u
 /* No hedge for this call, whatever the policy's hedge says: for a host that
  * tells of one transfer (curl's -i, -D, -w) and cannot tell of several. */
-#define LUARETRY_CALL_NO_HEDGE 0x8u
+#define LUARETRY_CALL_NO_HEDGE     0x8u
 
 typedef struct {
   unsigned flags;
@@ -658,9 +651,8 @@ LUARETRY_API void luaretry_call_options_init(luaretry_call_options *o);
 
 /* Step API: begin, make an attempt with luaretry_call_timeout(), report its
  * outcome, follow the decision.  Nothing here sleeps. */
-LUARETRY_API luaretry_code luaretry_call_begin(luaretry_policy *p,
-                                  const luaretry_call_options *o,
-                                  luaretry_call **out);
+LUARETRY_API luaretry_code luaretry_call_begin(luaretry_policy *p, const luaretry_call_options *o,
+                                               luaretry_call **out);
 LUARETRY_API double luaretry_call_timeout(const luaretry_call *c); /* 0: none */
 /* The next attempt's time to connect: the policy's connect_timeout within
  * luaretry_call_timeout(); 0: none. */
@@ -689,7 +681,7 @@ LUARETRY_API void luaretry_call_stall(const luaretry_call *c, double *seconds, l
  * (reason RATE_LIMIT). */
 LUARETRY_API luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d);
 LUARETRY_API luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
-                                   luaretry_decision *d);
+                                                luaretry_decision *d);
 LUARETRY_API double luaretry_call_elapsed(const luaretry_call *c);
 LUARETRY_API const char *luaretry_call_errmsg(const luaretry_call *c);
 LUARETRY_API void luaretry_call_free(luaretry_call *c);
@@ -700,8 +692,7 @@ LUARETRY_API void luaretry_call_free(luaretry_call *c);
  * of calls may use them on their threads at once.  *out as for
  * luaretry_policy_prepare(), owned by the call until its next prepare.
  * Errors in luaretry_call_errmsg(). */
-LUARETRY_API luaretry_code luaretry_call_is_idempotent(luaretry_call *c,
-                                                       const luaretry_request *r,
+LUARETRY_API luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_request *r,
                                                        int *idempotent);
 LUARETRY_API luaretry_code luaretry_call_prepare(luaretry_call *c, const luaretry_request *in,
                                                  int attempt, luaretry_request *out);
@@ -739,11 +730,10 @@ LUARETRY_API int luaretry_call_cancelled(const luaretry_call *c);
 /* Blocking call: runs `op` for each attempt, classifies, waits, repeats.
  * `op` fills *out (its buffers must stay valid until op is called again or
  * run returns) and returns LUARETRY_OK, or any other code to give up. */
-typedef luaretry_code (*luaretry_operation_fn)(void *ud, luaretry_call *c,
-                                               int attempt, double timeout,
-                                               luaretry_outcome *out);
-LUARETRY_API luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op,
-                                void *ud, luaretry_decision *final);
+typedef luaretry_code (*luaretry_operation_fn)(void *ud, luaretry_call *c, int attempt,
+                                               double timeout, luaretry_outcome *out);
+LUARETRY_API luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op, void *ud,
+                                             luaretry_decision *final);
 
 /*
  * Hedging (the policy's `hedge = { delay =, max = }`), for a host that can
@@ -810,9 +800,8 @@ LUARETRY_API luaretry_code luaretry_call_report_attempt(luaretry_call *c, int at
  * clock, with guards of its own.  `attempts` > 0 overrides max_attempts.
  * `each` receives every decision; return nonzero from it to stop early. */
 typedef int (*luaretry_decision_fn)(void *ud, const luaretry_decision *d);
-LUARETRY_API luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed,
-                                long attempts, luaretry_decision_fn each,
-                                void *ud);
+LUARETRY_API luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed, long attempts,
+                                             luaretry_decision_fn each, void *ud);
 
 /* Every simulation stops a call after this many attempts when the policy
  * sets no max_attempts (the deadline alone could allow millions). */
@@ -837,15 +826,15 @@ typedef int (*luaretry_herd_attempt_fn)(void *ud, long client, double time, int 
                                         const luaretry_decision *d);
 
 typedef struct {
-  long clients;                 /* 1 to 1000000 */
-  double outage;                /* seconds, 0 to 1e6 */
-  uint64_t seed;                /* client i draws from seed + i */
+  long clients;  /* 1 to 1000000 */
+  double outage; /* seconds, 0 to 1e6 */
+  uint64_t seed; /* client i draws from seed + i */
   int fleet;
-  double sync;                  /* seconds; 0: the policy's fleet.sync */
+  double sync;                   /* seconds; 0: the policy's fleet.sync */
   luaretry_herd_attempt_fn each; /* NULL: none */
   void *ud;
-  int outage_status;            /* the outage's answer; 0: 503 (429: throttling) */
-  int shared;                   /* 1: the N clients are calls of one process,
+  int outage_status; /* the outage's answer; 0: 503 (429: throttling) */
+  int shared;        /* 1: the N clients are calls of one process,
                                    sharing its guards (budget, breaker,
                                    throttle, rate): fresh ones, not the policy's */
   uint64_t reserved[1];
@@ -853,13 +842,13 @@ typedef struct {
 
 typedef struct {
   uint64_t clients;
-  uint64_t first_attempts;      /* clients whose call made an attempt */
-  uint64_t attempts;            /* all of them, the first ones included */
-  double amplification;         /* attempts per first attempt */
-  uint64_t stops[16];           /* the clients' calls by the reason they
+  uint64_t first_attempts; /* clients whose call made an attempt */
+  uint64_t attempts;       /* all of them, the first ones included */
+  double amplification;    /* attempts per first attempt */
+  uint64_t stops[16];      /* the clients' calls by the reason they
                                    stopped (a luaretry_reason; [0]: stopped
                                    by LUARETRY_SIMULATE_ATTEMPT_CAP) */
-  double last_attempt;          /* the last attempt's start, seconds */
+  double last_attempt;     /* the last attempt's start, seconds */
   uint64_t reserved[8];
 } luaretry_herd_result;
 
@@ -872,10 +861,9 @@ LUARETRY_API luaretry_code luaretry_simulate_herd(luaretry_policy *p,
  * `previous` (decorrelated jitter's state; < 0: the policy's initial), into
  * out[]: the engine's own arithmetic, for tests and documentation.
  * LUARETRY_E_STATE when the backoff is a script function. */
-LUARETRY_API luaretry_code luaretry_policy_sample_backoff(const luaretry_policy *p,
-                                                          uint64_t n, uint64_t seed,
-                                                          double previous, double *out,
-                                                          size_t count);
+LUARETRY_API luaretry_code luaretry_policy_sample_backoff(const luaretry_policy *p, uint64_t n,
+                                                          uint64_t seed, double previous,
+                                                          double *out, size_t count);
 
 #ifdef __cplusplus
 }

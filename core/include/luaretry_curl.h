@@ -49,8 +49,8 @@ typedef size_t (*luaretry_upload_fn)(void *ud, uint64_t offset, char *buf, size_
  * max_attempts, and the deadline bounds the call as ever.
  */
 typedef struct {
-  uint64_t offset;              /* bytes the sink holds already (-C -) */
-  luaretry_log_fn note;         /* "restarting from zero: why", or NULL */
+  uint64_t offset;      /* bytes the sink holds already (-C -) */
+  luaretry_log_fn note; /* "restarting from zero: why", or NULL */
   void *note_ud;
   uint64_t reserved[4];
 } luaretry_curl_resume;
@@ -77,9 +77,9 @@ LUARETRY_API int luaretry_curl_resumable(const luaretry_outcome *o);
  */
 typedef struct {
   luaretry_sink_fn sink;
-  void *sink_ud;                /* also restart's */
-  luaretry_restart_fn restart;  /* set: stream every attempt's body to sink */
-  luaretry_upload_fn upload;    /* set: the request body's bytes come from here */
+  void *sink_ud;               /* also restart's */
+  luaretry_restart_fn restart; /* set: stream every attempt's body to sink */
+  luaretry_upload_fn upload;   /* set: the request body's bytes come from here */
   void *upload_ud;
   const luaretry_curl_resume *resume; /* set: a GET that ends early is
                                    resumed (see above); valid until return */
@@ -113,9 +113,9 @@ LUARETRY_API void luaretry_curl_options_init(luaretry_curl_options *o);
  * sink is restarted (restart) and given that body whole.
  */
 LUARETRY_API luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *h,
-                                    const luaretry_request *req,
-                                    const luaretry_curl_options *o,
-                                    luaretry_decision *final);
+                                                 const luaretry_request *req,
+                                                 const luaretry_curl_options *o,
+                                                 luaretry_decision *final);
 
 /* Connections outlive calls: each thread that calls luaretry_curl_perform()
  * keeps one libcurl multi handle, and with it a cache of keep-alive
@@ -160,7 +160,6 @@ LUARETRY_API luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_ca
  */
 typedef struct luaretry_curl_many luaretry_curl_many;
 
-
 /* One handle may run many batches one after the other (it keeps the multi
  * handle, and with it the connection cache).  Not for two threads at once. */
 LUARETRY_API luaretry_code luaretry_curl_many_new(luaretry_curl_many **out);
@@ -180,16 +179,16 @@ LUARETRY_API CURLM *luaretry_curl_many_multi(luaretry_curl_many *m);
 /* What became of a job; in jobs[i].result once the run returns (and
  * passed to `done` as soon as the call ends). */
 typedef struct {
-  luaretry_code code;        /* LUARETRY_OK: `final` is the call's decision;
+  luaretry_code code;      /* LUARETRY_OK: `final` is the call's decision;
                                 else why none was reached (out of memory, a
                                 prepare or is_idempotent that failed) */
-  luaretry_decision final;   /* final.attempt: attempts made (0: none, e.g.
+  luaretry_decision final; /* final.attempt: attempts made (0: none, e.g.
                                 circuit_open at begin, or cancelled first);
                                 final.message only valid inside `done` */
-  int status;                /* HTTP status of the last attempt; 0: none */
-  const char *error;         /* its transport failure name, or NULL */
-  double elapsed;            /* seconds from the call's begin to its end */
-  const char *errmsg;        /* code != LUARETRY_OK: the detail; only valid
+  int status;              /* HTTP status of the last attempt; 0: none */
+  const char *error;       /* its transport failure name, or NULL */
+  double elapsed;          /* seconds from the call's begin to its end */
+  const char *errmsg;      /* code != LUARETRY_OK: the detail; only valid
                                 inside `done` (NULL afterwards) */
   uint64_t reserved[4];
 } luaretry_curl_result;
@@ -200,13 +199,13 @@ typedef struct {
   luaretry_sink_fn sink;           /* the final attempt's body, or NULL (not
                                       called when the call was cancelled) */
   void *sink_ud;
-  luaretry_observer_fn observer;   /* every decision of this job's call */
+  luaretry_observer_fn observer; /* every decision of this job's call */
   void *observer_ud;
-  luaretry_curl_result result;     /* out */
-  luaretry_restart_fn restart;     /* as in luaretry_curl_options: set, the
+  luaretry_curl_result result; /* out */
+  luaretry_restart_fn restart; /* as in luaretry_curl_options: set, the
                                       sink gets every attempt's body as it
                                       arrives (restart first, sink_ud) */
-  luaretry_upload_fn upload;       /* as in luaretry_curl_options */
+  luaretry_upload_fn upload;   /* as in luaretry_curl_options */
   void *upload_ud;
   const luaretry_curl_resume *resume; /* as in luaretry_curl_options */
 } luaretry_curl_job;
@@ -225,15 +224,15 @@ typedef int (*luaretry_curl_next_fn)(void *ud, size_t index, luaretry_curl_job *
 #define LUARETRY_CURL_MAX_CALLS 4096
 
 typedef struct {
-  size_t max_transfers;      /* transfers at once; 0 counts as 1 */
-  size_t max_calls;          /* calls in progress at once, transfers and
+  size_t max_transfers;              /* transfers at once; 0 counts as 1 */
+  size_t max_calls;                  /* calls in progress at once, transfers and
                                 waits together; 0: the larger of
                                 LUARETRY_CURL_MAX_CALLS and 2 * max_transfers.
                                 A call waiting for its retry holds no
                                 transfer and no easy handle, only about a
                                 kilobyte; the bound keeps a long outage from
                                 beginning every job of a large run. */
-  CURL *easy;                /* a template: each attempt's handle is a
+  CURL *easy;                        /* a template: each attempt's handle is a
                                 curl_easy_duphandle() of it, so options the
                                 host set (TLS, proxy, auth) apply; NULL:
                                 curl_easy_init() */
@@ -241,15 +240,15 @@ typedef struct {
                                 LUARETRY_CALL_SEED, job i gets seed + i.
                                 LUARETRY_CALL_VIRTUAL_TIME: waits take no
                                 time */
-  luaretry_curl_done_fn done;  /* or NULL; with `next`, where results go */
+  luaretry_curl_done_fn done;        /* or NULL; with `next`, where results go */
   void *done_ud;
-  luaretry_curl_next_fn next;  /* set: jobs come from here, as calls can
+  luaretry_curl_next_fn next; /* set: jobs come from here, as calls can
                                 begin, and perform_many's jobs and n are
                                 NULL and 0; the memory of a run stays flat
                                 however many jobs there are.  A cancel asks
                                 for no more. */
   void *next_ud;
-  CURLSH *share;             /* or NULL: set (CURLOPT_SHARE) on every
+  CURLSH *share; /* or NULL: set (CURLOPT_SHARE) on every
                                 attempt's handle, which curl_easy_duphandle()
                                 does not carry over: a cookie store the
                                 calls share, say.  Used by this thread only */
@@ -267,8 +266,8 @@ LUARETRY_API void luaretry_curl_many_options_init(luaretry_curl_many_options *o)
  * the run could not start, and then no job was begun.  Never prints.
  */
 LUARETRY_API luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, luaretry_policy *p,
-                                         luaretry_curl_job *jobs, size_t n,
-                                         const luaretry_curl_many_options *o);
+                                                      luaretry_curl_job *jobs, size_t n,
+                                                      const luaretry_curl_many_options *o);
 
 /* A transport for luaretry_policy_run_workflow(): each http.* request of
  * the script is one attempt on `h`; `c` (may be NULL) cancels transfers.
@@ -280,10 +279,10 @@ LUARETRY_API luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, lua
 #define LUARETRY_CURL_TRANSPORT_MAX_BODY (16 * 1024 * 1024)
 typedef struct luaretry_curl_transport luaretry_curl_transport;
 LUARETRY_API luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c,
-                                          luaretry_curl_transport **out);
+                                                       luaretry_curl_transport **out);
 LUARETRY_API void luaretry_curl_transport_free(luaretry_curl_transport *t);
 LUARETRY_API luaretry_code luaretry_curl_transport_perform(void *t, const luaretry_request *req,
-                                              double timeout, luaretry_response *resp);
+                                                           double timeout, luaretry_response *resp);
 
 /* The transport failure name of a curl result: "connect", "timeout",
  * "reset", "dns", "tls", "tls_verify" (a certificate or host name that does

@@ -11,22 +11,22 @@
 #include "luaretry.h"
 
 #define POLICY_MT "luaretry.policy"
-#define CALL_MT "luaretry.call"
-#define BUSY_MT "luaretry.busy"
+#define CALL_MT   "luaretry.call"
+#define BUSY_MT   "luaretry.busy"
 
 typedef struct {
   luaretry_policy *p;
-  lua_State *L;      /* the thread inside the library now, for opts.log */
-  int log_ref;       /* opts.log, a host function, or LUA_NOREF */
-  int calls;         /* live calls: a policy outlives its calls, whatever
+  lua_State *L; /* the thread inside the library now, for opts.log */
+  int log_ref;  /* opts.log, a host function, or LUA_NOREF */
+  int calls;    /* live calls: a policy outlives its calls, whatever
                         order Lua finalizes them in */
-  int busy;          /* library calls in progress: a close from inside one
+  int busy;     /* library calls in progress: a close from inside one
                         (opts.log) waits until they are all back */
   int closed;
 } policy_box;
 typedef struct {
   luaretry_call *c;
-  int busy;          /* inside report/next/run: a callback may not reenter */
+  int busy; /* inside report/next/run: a callback may not reenter */
 } call_box;
 
 static void policy_release(lua_State *L, policy_box *b);
@@ -34,7 +34,7 @@ static void policy_release(lua_State *L, policy_box *b);
 static luaretry_policy *check_policy(lua_State *L, int i) {
   policy_box *b = luaL_checkudata(L, i, POLICY_MT);
   if (!b->p || b->closed) luaL_error(L, "policy is closed");
-  b->L = L;  /* the thread calling now: opts.log runs on it */
+  b->L = L; /* the thread calling now: opts.log runs on it */
   return b->p;
 }
 
@@ -135,9 +135,9 @@ static luaretry_code apply_options(lua_State *L, luaretry_policy *p, int opts) {
 
 static void log_to_host(void *ud, const char *line);
 
-static int new_policy(lua_State *L, const char *path, const char *chunkname,
-                      const char *source, int opts) {
-  lua_settop(L, opts);  /* the box must not land where opts is looked for */
+static int new_policy(lua_State *L, const char *path, const char *chunkname, const char *source,
+                      int opts) {
+  lua_settop(L, opts); /* the box must not land where opts is looked for */
   policy_box *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->p = NULL;
   b->L = L;
@@ -218,16 +218,15 @@ static void log_to_host(void *ud, const char *line) {
   if (!lua_checkstack(L, 2)) return;
   lua_rawgeti(L, LUA_REGISTRYINDEX, b->log_ref);
   lua_pushstring(L, line);
-  if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1);  /* a log must not fail a call */
+  if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1); /* a log must not fail a call */
 }
 
 static int p_reload(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   busy_until_return(L, 3);
-  luaretry_code rc = lua_isnoneornil(L, 3)
-                         ? luaretry_policy_load_file(p, luaL_checkstring(L, 2))
-                         : luaretry_policy_load_string(p, luaL_checkstring(L, 3),
-                                                       luaL_checkstring(L, 2));
+  luaretry_code rc = lua_isnoneornil(L, 3) ? luaretry_policy_load_file(p, luaL_checkstring(L, 2))
+                                           : luaretry_policy_load_string(p, luaL_checkstring(L, 3),
+                                                                         luaL_checkstring(L, 2));
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
   lua_pushboolean(L, 1);
   return 1;
@@ -306,15 +305,27 @@ static int p_metrics(lua_State *L) {
   luaretry_metrics m;
   luaretry_policy_metrics(check_policy(L, 1), &m);
   lua_createtable(L, 0, 16);
-  const struct { const char *name; uint64_t v; } counts[] = {
-    { "calls", m.calls }, { "attempts", m.attempts }, { "retries", m.retries },
-    { "successes", m.successes }, { "finals", m.finals }, { "exhausted", m.exhausted },
-    { "deadline_stops", m.deadline_stops }, { "policy_errors", m.policy_errors },
-    { "cancelled", m.cancelled }, { "budget_refusals", m.budget_refusals },
-    { "circuit_refusals", m.circuit_refusals }, { "breaker_openings", m.breaker_openings },
-    { "hedges", m.hedges }, { "hedges_won", m.hedges_won },
+  const struct {
+    const char *name;
+    uint64_t v;
+  } counts[] = {
+    { "calls", m.calls },
+    { "attempts", m.attempts },
+    { "retries", m.retries },
+    { "successes", m.successes },
+    { "finals", m.finals },
+    { "exhausted", m.exhausted },
+    { "deadline_stops", m.deadline_stops },
+    { "policy_errors", m.policy_errors },
+    { "cancelled", m.cancelled },
+    { "budget_refusals", m.budget_refusals },
+    { "circuit_refusals", m.circuit_refusals },
+    { "breaker_openings", m.breaker_openings },
+    { "hedges", m.hedges },
+    { "hedges_won", m.hedges_won },
     { "hedges_cancelled", m.hedges_cancelled },
-    { "throttled", m.throttled }, { "throttle_refusals", m.throttle_refusals },
+    { "throttled", m.throttled },
+    { "throttle_refusals", m.throttle_refusals },
     { "rate_limited", m.rate_limited },
   };
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
@@ -332,7 +343,7 @@ static int p_metrics(lua_State *L) {
 /* p:fleet_sync() -> true | fail, message: one round trip with the fleet */
 static int p_fleet_sync(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
-  busy_until_return(L, 1);   /* the fleet's log may run opts.log */
+  busy_until_return(L, 1); /* the fleet's log may run opts.log */
   luaretry_code rc = luaretry_policy_fleet_sync(p);
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
   lua_pushboolean(L, 1);
@@ -398,7 +409,7 @@ static void push_decision(lua_State *L, const luaretry_decision *d) {
   set_str(L, "rule", d->rule);
   set_str(L, "message", d->message);
   set_str(L, "hook_error", d->hook_error);
-  if (d->throttled) {  /* only when true: a decision's table stays as it was */
+  if (d->throttled) { /* only when true: a decision's table stays as it was */
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "throttled");
   }
@@ -449,8 +460,8 @@ static int p_sample(lua_State *L) {
   luaretry_policy_tuning(p, &t);
   luaL_argcheck(L, t.kind != LUARETRY_BACKOFF_SCRIPT, 1, "the backoff is a script function");
   double *waits = lua_newuserdatauv(L, (size_t)count * sizeof *waits, 0);
-  luaretry_code rc = luaretry_policy_sample_backoff(p, (uint64_t)n, seed, previous, waits,
-                                                    (size_t)count);
+  luaretry_code rc =
+    luaretry_policy_sample_backoff(p, (uint64_t)n, seed, previous, waits, (size_t)count);
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   lua_createtable(L, (int)count, 0);
   for (lua_Integer i = 1; i <= count; i++) {
@@ -481,8 +492,7 @@ static lua_Integer field_int(lua_State *L, int idx, const char *name, lua_Intege
   int ok;
   lua_Integer v = lua_tointegerx(L, -1, &ok);
   if (!ok || lua_type(L, -1) != LUA_TNUMBER) field_error(L, name, "a whole number");
-  if (v < lo || v > hi)
-    luaL_error(L, "outcome.%s: %I out of range (%I to %I)", name, v, lo, hi);
+  if (v < lo || v > hi) luaL_error(L, "outcome.%s: %I out of range (%I to %I)", name, v, lo, hi);
   return v;
 }
 
@@ -560,7 +570,7 @@ static void read_outcome(lua_State *L, int idx, outcome_buf *ob) {
   o->kind = kind && strcmp(kind, "command") == 0 ? LUARETRY_OUTCOME_COMMAND : LUARETRY_OUTCOME_HTTP;
   read_headers(L, idx, ob);
   if (!has_retry_after) o->retry_after = headers_retry_after(o);
-  lua_settop(L, top);  /* the strings stay referenced by the table */
+  lua_settop(L, top); /* the strings stay referenced by the table */
 }
 
 static luaretry_call_options call_options(lua_State *L, int idx) {
@@ -599,7 +609,7 @@ static void read_request(lua_State *L, int idx, request_buf *rb) {
   rb->r.url = luaL_optstring(L, -1, "");
   lua_getfield(L, idx, "body");
   rb->r.body = luaL_optlstring(L, -1, NULL, &rb->r.body_len);
-  lua_pop(L, 3);  /* the table keeps the strings */
+  lua_pop(L, 3); /* the table keeps the strings */
   if (lua_getfield(L, idx, "headers") == LUA_TTABLE) {
     lua_pushnil(L);
     while (lua_next(L, -2) && rb->r.header_count < 64) {
@@ -637,10 +647,10 @@ static int p_classify(lua_State *L) {
   outcome_buf ob;
   read_outcome(L, 2, &ob);
   luaretry_call_options opt = {
-    .flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED,
-    .seed = 1 };
+    .flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED, .seed = 1
+  };
   luaretry_call *c;
-  luaretry_code rc = luaretry_call_begin(p, &opt, &c);  /* a probe: counts nowhere */
+  luaretry_code rc = luaretry_call_begin(p, &opt, &c); /* a probe: counts nowhere */
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   luaretry_decision d;
   rc = luaretry_call_report(c, &ob.o, &d);
@@ -674,7 +684,7 @@ static int p_begin(lua_State *L) {
   b->c = NULL;
   b->busy = 0;
   luaL_setmetatable(L, CALL_MT);
-  lua_pushvalue(L, 1);  /* the policy outlives its calls */
+  lua_pushvalue(L, 1); /* the policy outlives its calls */
   lua_setiuservalue(L, -2, 1);
   luaretry_code rc = luaretry_call_begin(p, &opt, &b->c);
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
@@ -716,7 +726,7 @@ static int c_next(lua_State *L) {
   luaretry_decision d;
   luaretry_call *c = check_call(L, 1);
   call_box *cb = lua_touserdata(L, 1);
-  cb->busy = 1;  /* a breaker's change runs on_breaker, and so opts.log */
+  cb->busy = 1; /* a breaker's change runs on_breaker, and so opts.log */
   luaretry_code rc = luaretry_call_next(c, &d);
   cb->busy = 0;
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
@@ -803,10 +813,13 @@ static void result_table(lua_State *L, int first) {
   if (!isint || lua_type(L, first) != LUA_TNUMBER || status < 0 || status > 999 ||
       (body_type != LUA_TNIL && body_type != LUA_TSTRING) ||
       (headers_type != LUA_TNIL && headers_type != LUA_TTABLE))
-    luaL_error(L, "p:run: the function returned %s%s, %s and %s (expected an outcome table, "
-               "or a status from 0 to 999, a body and headers)", luaL_typename(L, first),
+    luaL_error(L,
+               "p:run: the function returned %s%s, %s and %s (expected an outcome table, "
+               "or a status from 0 to 999, a body and headers)",
+               luaL_typename(L, first),
                isint && lua_type(L, first) == LUA_TNUMBER && (status < 0 || status > 999)
-                   ? " out of range" : "",
+                 ? " out of range"
+                 : "",
                luaL_typename(L, first + 1), luaL_typename(L, first + 2));
   lua_createtable(L, 0, 3);
   lua_pushvalue(L, first);
@@ -824,7 +837,7 @@ static int attempt_protected(lua_State *L) {
   lua_pushvalue(L, 2);
   lua_pushvalue(L, 3);
   lua_pushvalue(L, 4);
-  lua_call(L, 2, 3);  /* 5, 6, 7 */
+  lua_call(L, 2, 3); /* 5, 6, 7 */
   result_table(L, 5);
   read_outcome(L, -1, &rc->ob);
   return 1;
@@ -835,7 +848,7 @@ static luaretry_code run_op(void *ud, luaretry_call *c, int attempt, double time
   (void)c;
   run_ctx *rc = ud;
   lua_State *L = rc->L;
-  lua_settop(L, rc->base);  /* drop the previous attempt's values */
+  lua_settop(L, rc->base); /* drop the previous attempt's values */
   lua_pushcfunction(L, attempt_protected);
   lua_pushlightuserdata(L, rc);
   lua_pushvalue(L, rc->fn);
@@ -846,7 +859,7 @@ static luaretry_code run_op(void *ud, luaretry_call *c, int attempt, double time
     rc->failed = 1;
     return LUARETRY_E_OPERATION;
   }
-  *out = rc->ob.o;  /* the table at the top keeps its strings until the next attempt */
+  *out = rc->ob.o; /* the table at the top keeps its strings until the next attempt */
   return LUARETRY_OK;
 }
 
@@ -854,7 +867,7 @@ static int p_run(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   luaretry_call_options opt = call_options(L, 3);
-  busy_until_return(L, 3);  /* 4 */
+  busy_until_return(L, 3); /* 4 */
   /* 5: the call, kept in a box so an error still frees it */
   call_box *b = lua_newuserdatauv(L, sizeof *b, 1);
   b->c = NULL;
@@ -865,7 +878,7 @@ static int p_run(lua_State *L) {
   luaretry_code code = luaretry_call_begin(p, &opt, &b->c);
   if (code != LUARETRY_OK) return fail(L, luaretry_strerror(code), code);
   ((policy_box *)lua_touserdata(L, 1))->calls++;
-  run_ctx *rc = lua_newuserdatauv(L, sizeof *rc, 0);  /* 6 */
+  run_ctx *rc = lua_newuserdatauv(L, sizeof *rc, 0); /* 6 */
   rc->L = L;
   rc->fn = 2;
   rc->base = 6;
@@ -874,26 +887,41 @@ static int p_run(lua_State *L) {
   b->busy = 1;
   code = luaretry_call_run(b->c, run_op, rc, &d);
   b->busy = 0;
-  if (rc->failed) return lua_error(L);  /* fn's own error, as it was */
+  if (rc->failed) return lua_error(L); /* fn's own error, as it was */
   lua_settop(L, 6);
   push_decision(L, &d);
   return 1;
 }
 
-static const luaL_Reg policy_methods[] = {
-  { "reload", p_reload }, { "reload_if_changed", p_reload_if_changed }, { "set", p_set }, { "tuning", p_tuning },
-  { "warnings", p_warnings }, { "memory", p_memory }, { "metrics", p_metrics }, { "schedule", p_schedule },
-  { "sample", p_sample }, { "classify", p_classify }, { "begin", p_begin },
-  { "run", p_run }, { "is_idempotent", p_is_idempotent }, { "close", p_gc },
-  { "fleet_sync", p_fleet_sync }, { "fleet", p_fleet },
-  { NULL, NULL }
-};
+static const luaL_Reg policy_methods[] = { { "reload", p_reload },
+                                           { "reload_if_changed", p_reload_if_changed },
+                                           { "set", p_set },
+                                           { "tuning", p_tuning },
+                                           { "warnings", p_warnings },
+                                           { "memory", p_memory },
+                                           { "metrics", p_metrics },
+                                           { "schedule", p_schedule },
+                                           { "sample", p_sample },
+                                           { "classify", p_classify },
+                                           { "begin", p_begin },
+                                           { "run", p_run },
+                                           { "is_idempotent", p_is_idempotent },
+                                           { "close", p_gc },
+                                           { "fleet_sync", p_fleet_sync },
+                                           { "fleet", p_fleet },
+                                           { NULL, NULL } };
 
-static const luaL_Reg call_methods[] = {
-  { "report", c_report }, { "next", c_next }, { "invocation_id", c_invocation_id }, { "timeout", c_timeout }, { "elapsed", c_elapsed },
-  { "wait", c_wait }, { "cancel", c_cancel }, { "close", c_gc },
-  { "is_idempotent", c_is_idempotent }, { "prepare", c_prepare }, { NULL, NULL }
-};
+static const luaL_Reg call_methods[] = { { "report", c_report },
+                                         { "next", c_next },
+                                         { "invocation_id", c_invocation_id },
+                                         { "timeout", c_timeout },
+                                         { "elapsed", c_elapsed },
+                                         { "wait", c_wait },
+                                         { "cancel", c_cancel },
+                                         { "close", c_gc },
+                                         { "is_idempotent", c_is_idempotent },
+                                         { "prepare", c_prepare },
+                                         { NULL, NULL } };
 
 /* luaretry.retry_after(value [, now]) -> seconds, or nil: the engine's
  * Retry-After reader (now: seconds since the epoch, default the clock's) */
@@ -924,7 +952,7 @@ static int l_rate_limit(lua_State *L) {
       for (lua_Integer i = 1; n < 64 && lua_rawgeti(L, -1, i) == LUA_TSTRING; i++) {
         h[n].name = lua_tostring(L, -3);
         h[n++].value = lua_tostring(L, -1);
-        lua_pop(L, 1);  /* the string stays referenced by its table */
+        lua_pop(L, 1); /* the string stays referenced by its table */
       }
       lua_pop(L, 1);
     }
@@ -936,14 +964,13 @@ static int l_rate_limit(lua_State *L) {
   return 1;
 }
 
-static const luaL_Reg functions[] = {
-  { "load", l_load }, { "load_string", l_load_string }, { "retry_after", l_retry_after },
-  { "rate_limit", l_rate_limit },
-  { NULL, NULL }
-};
+static const luaL_Reg functions[] = { { "load", l_load },
+                                      { "load_string", l_load_string },
+                                      { "retry_after", l_retry_after },
+                                      { "rate_limit", l_rate_limit },
+                                      { NULL, NULL } };
 
-static void new_class(lua_State *L, const char *name, const luaL_Reg *methods,
-                      lua_CFunction gc) {
+static void new_class(lua_State *L, const char *name, const luaL_Reg *methods, lua_CFunction gc) {
   luaL_newmetatable(L, name);
   lua_newtable(L);
   luaL_setfuncs(L, methods, 0);

@@ -8,11 +8,11 @@
 
 #include "policy.h"
 
-static luaretry_code begin(luaretry_policy *p, const luaretry_call_options *o,
-                           long max_attempts, luaretry_call **out) {
+static luaretry_code begin(luaretry_policy *p, const luaretry_call_options *o, long max_attempts,
+                           luaretry_call **out) {
   if (!p || !out) return LUARETRY_E_ARG;
   *out = NULL;
-  lr_gen *g = lr_policy_current(p);  /* the call's reference */
+  lr_gen *g = lr_policy_current(p); /* the call's reference */
   if (!g) return LUARETRY_E_STATE;
   /* Simulations, probes and tests (the virtual clock, or guards of their
    * own) never touch the fleet: their counts are not real. */
@@ -60,9 +60,8 @@ luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed, long attempts
   return rc;
 }
 
-luaretry_code luaretry_policy_sample_backoff(const luaretry_policy *p, uint64_t n,
-                                             uint64_t seed, double previous, double *out,
-                                             size_t count) {
+luaretry_code luaretry_policy_sample_backoff(const luaretry_policy *p, uint64_t n, uint64_t seed,
+                                             double previous, double *out, size_t count) {
   if (!p || (!out && count)) return LUARETRY_E_ARG;
   lr_gen *g = lr_policy_current((luaretry_policy *)p);
   if (!g) return LUARETRY_E_STATE;
@@ -96,8 +95,8 @@ luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p, const luaretry_r
   return rc;
 }
 
-luaretry_code luaretry_policy_prepare(luaretry_policy *p, const luaretry_request *in,
-                                      int attempt, luaretry_request *out) {
+luaretry_code luaretry_policy_prepare(luaretry_policy *p, const luaretry_request *in, int attempt,
+                                      luaretry_request *out) {
   if (!p || !in || !out) return LUARETRY_E_ARG;
   lr_gen *g = lr_policy_current(p);
   if (!g) return LUARETRY_E_STATE;

@@ -16,7 +16,7 @@
 
 typedef struct {
   lua_State *L;
-  char **box;      /* the bytes so far, in a userdata that frees them if a
+  char **box; /* the bytes so far, in a userdata that frees them if a
                       value cannot be kept and the save is abandoned */
   size_t len, cap;
 } writer;
@@ -52,10 +52,12 @@ static void put_table(writer *w, int idx, int depth) {
     int k = lua_gettop(L) - 1;
     int kt = lua_type(L, k);
     if (kt != LUA_TSTRING && kt != LUA_TNUMBER && kt != LUA_TBOOLEAN)
-      luaL_error(L, "info.call: a key that is a %s cannot be kept (strings, numbers and "
-                 "booleans can)", luaL_typename(L, k));
+      luaL_error(L,
+                 "info.call: a key that is a %s cannot be kept (strings, numbers and "
+                 "booleans can)",
+                 luaL_typename(L, k));
     put_value(w, k, depth, NULL);
-    lua_pushvalue(L, k);  /* a name for the message, without touching the key */
+    lua_pushvalue(L, k); /* a name for the message, without touching the key */
     const char *name = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
     put_value(w, lua_gettop(L) - 1, depth + 1, name);
     lua_pop(L, 2);
@@ -91,13 +93,12 @@ static void put_value(writer *w, int idx, int depth, const char *key) {
     put(w, s, len);
     return;
   }
-  case LUA_TTABLE:
-    put_table(w, lua_absindex(L, idx), depth + 1);
-    return;
+  case LUA_TTABLE: put_table(w, lua_absindex(L, idx), depth + 1); return;
   default:
-    luaL_error(L, "info.call%s%s: a %s cannot be kept between attempts (strings, numbers, "
-               "booleans and tables of them can)", key ? "." : "", key ? key : "",
-               luaL_typename(L, idx));
+    luaL_error(L,
+               "info.call%s%s: a %s cannot be kept between attempts (strings, numbers, "
+               "booleans and tables of them can)",
+               key ? "." : "", key ? key : "", luaL_typename(L, idx));
   }
 }
 
@@ -180,7 +181,7 @@ void lr_callstore_save(lua_State *L, int idx, lr_call_data *data) {
   char **box = lua_newuserdatauv(L, sizeof *box, 0);
   *box = NULL;
   lua_createtable(L, 0, 1);
-  lua_pushcfunction(L, free_box);  /* C: runs with hooks off, and ends */
+  lua_pushcfunction(L, free_box); /* C: runs with hooks off, and ends */
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   writer w = { L, box, 0, 0 };
@@ -199,8 +200,10 @@ void lr_script_push_call(lua_State *L, lr_script *s) {
   }
   lr_callstore_push(L, s->cur_ctx->data);
   lua_pushvalue(L, -1);
-  if (s->ref_call == LUA_NOREF) s->ref_call = luaL_ref(L, LUA_REGISTRYINDEX);
-  else lua_rawseti(L, LUA_REGISTRYINDEX, s->ref_call);
+  if (s->ref_call == LUA_NOREF)
+    s->ref_call = luaL_ref(L, LUA_REGISTRYINDEX);
+  else
+    lua_rawseti(L, LUA_REGISTRYINDEX, s->ref_call);
   s->call_made = 1;
 }
 

@@ -19,7 +19,7 @@
 struct lr_fleet_link {
   atomic_long refs;
   lr_fleet *fleet;
-  char *url;                    /* with its credentials: compared, never shown */
+  char *url; /* with its credentials: compared, never shown */
   char key[FLEET_KEY_SIZE];
   long sync, connect, command, reconnect;
 };
@@ -57,11 +57,11 @@ static void key_of_name(char *dst, size_t size, const char *name) {
     if ((unsigned char)*c <= 0x20 || *c == 0x7f || *c == '{' || *c == '}') *c = '_';
 }
 
-static int same_link(const struct lr_fleet_link *l, const luaretry_policy *p,
-                     const char *key, long sync) {
-  return l && strcmp(l->url, p->fleet_url) == 0 && strcmp(l->key, key) == 0 &&
-         l->sync == sync && l->connect == p->fleet_connect_ms &&
-         l->command == p->fleet_command_ms && l->reconnect == p->fleet_reconnect_ms;
+static int same_link(const struct lr_fleet_link *l, const luaretry_policy *p, const char *key,
+                     long sync) {
+  return l && strcmp(l->url, p->fleet_url) == 0 && strcmp(l->key, key) == 0 && l->sync == sync &&
+         l->connect == p->fleet_connect_ms && l->command == p->fleet_command_ms &&
+         l->reconnect == p->fleet_reconnect_ms;
 }
 
 static void guard_settings(const lr_rules *r, lr_fleet_settings *s) {
@@ -78,8 +78,8 @@ static struct lr_fleet_link *new_link(luaretry_policy *p, const lr_fleet_setting
                                       const char *key, char *err, size_t errlen) {
   struct lr_fleet_link *l = calloc(1, sizeof *l);
   char *url = strdup(p->fleet_url);
-  lr_fleet_code rc = l && url ? lr_fleet_new(url, key, s, &l->fleet, err, errlen)
-                              : LR_FLEET_E_NOMEM;
+  lr_fleet_code rc =
+    l && url ? lr_fleet_new(url, key, s, &l->fleet, err, errlen) : LR_FLEET_E_NOMEM;
   if (rc != LR_FLEET_OK) {
     if (rc == LR_FLEET_E_NOMEM) lr_fmt(err, errlen, "out of memory");
     free(url);
@@ -96,14 +96,14 @@ static struct lr_fleet_link *new_link(luaretry_policy *p, const lr_fleet_setting
   return l;
 }
 
-int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const char *name,
-                           char *err, size_t errlen) {
+int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const char *name, char *err,
+                           size_t errlen) {
   if (!t->fleet_key[0]) key_of_name(t->fleet_key, sizeof t->fleet_key, name);
   t->fleet_connect_timeout = p->fleet_connect_ms;
   t->fleet_command_timeout = p->fleet_command_ms;
   t->fleet_reconnect = p->fleet_reconnect_ms;
   t->fleet_redis[0] = '\0';
-  if (p->fleet_url)   /* as get shows it, even when there is nothing to share */
+  if (p->fleet_url) /* as get shows it, even when there is nothing to share */
     lr_fleet_url_check(p->fleet_url, t->fleet_redis, sizeof t->fleet_redis, NULL, 0);
   g->fleet = NULL;
   memset(&g->rules.remote, 0, sizeof g->rules.remote);
@@ -137,7 +137,7 @@ int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const ch
 
 void lr_fleet_link_unref(struct lr_fleet_link *l) {
   if (!l || atomic_fetch_sub(&l->refs, 1) != 1) return;
-  lr_fleet_flush(l->fleet);   /* this process's last counts */
+  lr_fleet_flush(l->fleet); /* this process's last counts */
   lr_fleet_free(l->fleet);
   free(l->url);
   free(l);

@@ -17,7 +17,7 @@ static _Thread_local unsigned slot_hint;
 
 lr_gen *lr_gen_new(luaretry_policy *p, char *text, size_t len, const char *chunkname,
                    const char *script_path) {
-  lr_gen *g = lr_aligned_calloc(sizeof *g);  /* its slots are a line each */
+  lr_gen *g = lr_aligned_calloc(sizeof *g); /* its slots are a line each */
   if (!g) {
     free(text);
     return NULL;
@@ -107,9 +107,7 @@ lr_script *lr_gen_borrow(lr_gen *g, char *err, size_t errlen) {
   return slot->script;
 }
 
-void lr_gen_return(lr_script *s) {
-  atomic_store_explicit(&s->slot->busy, 0, memory_order_release);
-}
+void lr_gen_return(lr_script *s) { atomic_store_explicit(&s->slot->busy, 0, memory_order_release); }
 
 void lr_gen_adopt(lr_gen *g, lr_script *s) {
   lr_slot *slot = &g->slots.slot[0];

@@ -16,7 +16,10 @@
 
 #define HERD_MAX_CLIENTS 1000000L
 
-typedef struct { double t; long i; } herd_event;
+typedef struct {
+  double t;
+  long i;
+} herd_event;
 
 typedef struct {
   herd_event *heap;
@@ -24,13 +27,13 @@ typedef struct {
   luaretry_call **calls;
   long *attempts;
   lr_simfleet *fleet;
-  lr_shared *process;       /* shared: the one process's guards */
+  lr_shared *process; /* shared: the one process's guards */
   double outage;
-  int status;               /* the outage's answer */
+  int status; /* the outage's answer */
   luaretry_herd_result *r;
   const luaretry_herd_options *o;
-  long base;                     /* calls[k], attempts[k] are client base + k's */
-  int stopped;                   /* `each` asked to stop */
+  long base;   /* calls[k], attempts[k] are client base + k's */
+  int stopped; /* `each` asked to stop */
 } herd_run;
 
 static int before(const herd_event *a, const herd_event *b) {
@@ -79,7 +82,7 @@ static luaretry_code step(herd_run *h, long i, double t) {
   luaretry_code rc = luaretry_call_next(c, &d);
   if (rc != LUARETRY_OK) return rc;
   if (!d.retry) return finish(h, i, d.reason, t), LUARETRY_OK;
-  if (d.wait > 0) {  /* the rate limiter's token comes later: back in line */
+  if (d.wait > 0) { /* the rate limiter's token comes later: back in line */
     luaretry_call_wait(c, d.wait);
     push(h, luaretry_call_elapsed(c), i);
     return LUARETRY_OK;
@@ -96,7 +99,7 @@ static luaretry_code step(herd_run *h, long i, double t) {
   if (h->o->each && h->o->each(h->o->ud, i, t, o.status, &d)) h->stopped = 1;
   if (!d.retry || *attempts >= LUARETRY_SIMULATE_ATTEMPT_CAP || h->stopped)
     return finish(h, i, d.retry ? LUARETRY_REASON_NONE : d.reason, t), LUARETRY_OK;
-  luaretry_call_wait(c, d.wait);   /* advances the call's virtual clock */
+  luaretry_call_wait(c, d.wait); /* advances the call's virtual clock */
   if (h->heap) push(h, luaretry_call_elapsed(c), i);
   return LUARETRY_OK;
 }
@@ -105,19 +108,18 @@ static luaretry_code step(herd_run *h, long i, double t) {
 static luaretry_code begin_one(herd_run *h, luaretry_policy *p, lr_gen *g, long i) {
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
-  opt.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME |
-              (h->process ? 0 : LUARETRY_CALL_ISOLATED);
+  opt.flags =
+    LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | (h->process ? 0 : LUARETRY_CALL_ISOLATED);
   opt.seed = h->o->seed + (uint64_t)i;
-  lr_gen_ref(g);   /* the call's; its judge gives it back */
+  lr_gen_ref(g); /* the call's; its judge gives it back */
   const lr_remote *remote = NULL;
   if (h->fleet) {
-    lr_simfleet_sync(h->fleet, i, 0);   /* as `run` does before its call */
+    lr_simfleet_sync(h->fleet, i, 0); /* as `run` does before its call */
     remote = lr_simfleet_client(h->fleet, i);
   }
   h->attempts[i - h->base] = 0;
-  return lr_call_new(&g->judge, &g->rules, 0, h->process ? h->process : lr_policy_shared(p),
-                     remote, &opt,
-                     &h->calls[i - h->base]);
+  return lr_call_new(&g->judge, &g->rules, 0, h->process ? h->process : lr_policy_shared(p), remote,
+                     &opt, &h->calls[i - h->base]);
 }
 
 static double fleet_sync(luaretry_policy *p, const luaretry_herd_options *o) {
@@ -166,7 +168,7 @@ static luaretry_code run_each(herd_run *h, luaretry_policy *p, lr_gen *g) {
     luaretry_call_free(call);
     call = NULL;
   }
-  h->calls = NULL;   /* not ours to free */
+  h->calls = NULL; /* not ours to free */
   h->attempts = NULL;
   return rc;
 }

@@ -35,14 +35,18 @@ static void push_headers(lua_State *L, lr_script *s) {
     lua_rawset(L, -3);
   }
   lua_pushvalue(L, -1);
-  if (s->ref_headers == LUA_NOREF) s->ref_headers = luaL_ref(L, LUA_REGISTRYINDEX);
-  else lua_rawseti(L, LUA_REGISTRYINDEX, s->ref_headers);
+  if (s->ref_headers == LUA_NOREF)
+    s->ref_headers = luaL_ref(L, LUA_REGISTRYINDEX);
+  else
+    lua_rawseti(L, LUA_REGISTRYINDEX, s->ref_headers);
   s->headers_generation = s->generation;
 }
 
 static void push_string_or_nil(lua_State *L, const char *v) {
-  if (v) lua_pushstring(L, v);
-  else lua_pushnil(L);
+  if (v)
+    lua_pushstring(L, v);
+  else
+    lua_pushnil(L);
 }
 
 /* The engine's readers of the server's wait: Retry-After as the engine
@@ -65,28 +69,41 @@ int lr_info_index(lua_State *L) {
   const char *k = lua_tostring(L, 2);
   const luaretry_outcome *o = s->cur;
   if (!k || !s->cur_ctx) return 0;
-  if (strcmp(k, "attempt") == 0) lua_pushinteger(L, s->cur_ctx->attempt);
-  else if (strcmp(k, "elapsed") == 0) lua_pushnumber(L, s->cur_ctx->elapsed);
-  else if (strcmp(k, "call") == 0 && s->cur_ctx->data) lr_script_push_call(L, s);
-  else if (strcmp(k, "hedge") == 0) lua_pushboolean(L, s->cur_ctx->hedge);
+  if (strcmp(k, "attempt") == 0)
+    lua_pushinteger(L, s->cur_ctx->attempt);
+  else if (strcmp(k, "elapsed") == 0)
+    lua_pushnumber(L, s->cur_ctx->elapsed);
+  else if (strcmp(k, "call") == 0 && s->cur_ctx->data)
+    lr_script_push_call(L, s);
+  else if (strcmp(k, "hedge") == 0)
+    lua_pushboolean(L, s->cur_ctx->hedge);
   else if (strcmp(k, "invocation_id") == 0 && s->cur_ctx->call)
     lua_pushstring(L, luaretry_call_invocation_id(s->cur_ctx->call));
-  else if (!o) return 0;
-  else if (strcmp(k, "error") == 0) push_string_or_nil(L, o->error);
-  else if (strcmp(k, "error_detail") == 0) push_string_or_nil(L, o->error_detail);
-  else if (strcmp(k, "method") == 0) push_string_or_nil(L, o->method);
-  else if (strcmp(k, "url") == 0) push_string_or_nil(L, o->url);
-  else if (strcmp(k, "workflow") == 0) lua_pushboolean(L, o->workflow);
+  else if (!o)
+    return 0;
+  else if (strcmp(k, "error") == 0)
+    push_string_or_nil(L, o->error);
+  else if (strcmp(k, "error_detail") == 0)
+    push_string_or_nil(L, o->error_detail);
+  else if (strcmp(k, "method") == 0)
+    push_string_or_nil(L, o->method);
+  else if (strcmp(k, "url") == 0)
+    push_string_or_nil(L, o->url);
+  else if (strcmp(k, "workflow") == 0)
+    lua_pushboolean(L, o->workflow);
   else if (strcmp(k, "kind") == 0)
     lua_pushstring(L, o->kind == LUARETRY_OUTCOME_COMMAND ? "command" : "http");
-  else if (strcmp(k, "headers") == 0) push_headers(L, s);
-  else if (strcmp(k, "retry_after") == 0) return push_wait(L, o, 0);
-  else if (strcmp(k, "rate_limit") == 0) return push_wait(L, o, 1);
-  else return 0;
+  else if (strcmp(k, "headers") == 0)
+    push_headers(L, s);
+  else if (strcmp(k, "retry_after") == 0)
+    return push_wait(L, o, 0);
+  else if (strcmp(k, "rate_limit") == 0)
+    return push_wait(L, o, 1);
+  else
+    return 0;
   return 1;
 }
 
 int lr_info_newindex(lua_State *L) {
   return luaL_error(L, "info is read-only (keep what a call needs in info.call)");
 }
-

@@ -44,7 +44,7 @@ static int body_cached(lr_script *s, const luaretry_outcome *o) {
   s->cur_body = o->body ? o->body : "";
   s->cur_body_len = len;
   size_t cached_len;
-  const char *cached = lua_tolstring(s->sb->L, SLOT_BODY, &cached_len);  /* no conversion */
+  const char *cached = lua_tolstring(s->sb->L, SLOT_BODY, &cached_len); /* no conversion */
   return cached_len == len && memcmp(cached, s->cur_body, len) == 0;
 }
 
@@ -52,13 +52,13 @@ static int body_cached(lr_script *s, const luaretry_outcome *o) {
  * body string, which is returned too (for the body slot). */
 static int call_fresh(lua_State *L) {
   lr_script *s = lua_touserdata(L, 1);
-  lua_pushlstring(L, s->cur_body, s->cur_body_len);  /* 2: kept */
+  lua_pushlstring(L, s->cur_body, s->cur_body_len); /* 2: kept */
   lua_rawgeti(L, LUA_REGISTRYINDEX, s->cur_fn);
   lua_pushinteger(L, s->cur->status);
   lua_pushvalue(L, 2);
   lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_info);
   lua_call(L, 3, 2);
-  return 3;  /* the body, then the verdict and its reason */
+  return 3; /* the body, then the verdict and its reason */
 }
 
 static int keep_call_protected(lua_State *L) {
@@ -76,15 +76,17 @@ static int run_hook(lr_script *s, int slot, int ref, int bodiless, const char *f
   char err[sizeof v->message];
   lua_State *L = s->sb->L;
   luaretry_code rc;
-  if (bodiless) {  /* hook(status): no body to make, and nothing allocated */
+  if (bodiless) { /* hook(status): no body to make, and nothing allocated */
     lua_pushvalue(L, slot);
     lua_pushinteger(L, s->cur->status);
     rc = lr_sandbox_pcall(s->sb, 1, 2, LUARETRY_E_POLICY, err, sizeof err);
   } else if (body_cached(s, s->cur)) {
     /* nothing pushed here allocates: the hook is called directly, with
      * no C function between the host and the script */
-    if (slot) lua_pushvalue(L, slot);
-    else lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+    if (slot)
+      lua_pushvalue(L, slot);
+    else
+      lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
     lua_pushinteger(L, s->cur->status);
     lua_pushvalue(L, SLOT_BODY);
     lua_pushvalue(L, SLOT_INFO);
@@ -92,7 +94,7 @@ static int run_hook(lr_script *s, int slot, int ref, int bodiless, const char *f
   } else {
     s->cur_fn = ref;
     rc = lr_sandbox_call(s->sb, call_fresh, s, 3, LUARETRY_E_POLICY, err, sizeof err);
-    if (rc == LUARETRY_OK) {  /* copies, not rotations: they cost less */
+    if (rc == LUARETRY_OK) { /* copies, not rotations: they cost less */
       lua_copy(L, -3, SLOT_BODY);
       lua_copy(L, -2, -3);
       lua_copy(L, -1, -2);
@@ -101,8 +103,7 @@ static int run_hook(lr_script *s, int slot, int ref, int bodiless, const char *f
   }
   if (rc == LUARETRY_OK && s->call_made) {
     /* on failure the stack is back at its base: the hook's result is gone */
-    rc = lr_sandbox_call(s->sb, keep_call_protected, s, 0, LUARETRY_E_POLICY, err,
-                         sizeof err);
+    rc = lr_sandbox_call(s->sb, keep_call_protected, s, 0, LUARETRY_E_POLICY, err, sizeof err);
   }
   if (rc == LUARETRY_OK) return 0;
   s->call_made = 0;
@@ -118,21 +119,30 @@ static void default_classify(const luaretry_outcome *o, lr_verdict *v) {
     /* 126 (cannot execute) and 127 (not found) stay so however often the
      * command is run; an attempt that timed out did not succeed, whatever
      * status its first process left */
-    if (o->error) v->cls = LUARETRY_CLASS_TRANSIENT;
-    else if (o->status == 126 || o->status == 127) v->cls = LUARETRY_CLASS_FINAL;
-    else v->cls = o->status == 0 ? LUARETRY_CLASS_SUCCESS : LUARETRY_CLASS_TRANSIENT;
+    if (o->error)
+      v->cls = LUARETRY_CLASS_TRANSIENT;
+    else if (o->status == 126 || o->status == 127)
+      v->cls = LUARETRY_CLASS_FINAL;
+    else
+      v->cls = o->status == 0 ? LUARETRY_CLASS_SUCCESS : LUARETRY_CLASS_TRANSIENT;
     return;
   }
   /* a certificate or host name that does not verify: no retry makes it
    * good, and retrying only hides an attack or a misconfiguration; a
    * redirect chain longer than the limit the user set is as long again */
-  if (o->error && (strcmp(o->error, "tls_verify") == 0 ||
-                   strcmp(o->error, "too_many_redirects") == 0)) {
+  if (o->error &&
+      (strcmp(o->error, "tls_verify") == 0 || strcmp(o->error, "too_many_redirects") == 0)) {
     v->cls = LUARETRY_CLASS_FINAL;
     return;
   }
   switch (o->status) {
-  case 0: case 408: case 429: case 500: case 502: case 503: case 504:
+  case 0:
+  case 408:
+  case 429:
+  case 500:
+  case 502:
+  case 503:
+  case 504:
     v->cls = LUARETRY_CLASS_TRANSIENT;
     v->throttled = o->status == 429 && !o->error;
     return;
@@ -160,8 +170,7 @@ static void host_classify(lr_gen *g, const luaretry_outcome *o, const lr_attempt
       v->cls != LUARETRY_CLASS_TRANSIENT) {
     /* ERROR, or a value outside the enum: a policy error with a message */
     lr_fmt(v->message, sizeof v->message, "the host classifier %s (attempt %d)",
-           v->cls == LUARETRY_CLASS_ERROR ? "failed" : "returned an unknown class",
-           ctx->attempt);
+           v->cls == LUARETRY_CLASS_ERROR ? "failed" : "returned an unknown class", ctx->attempt);
     v->cls = LUARETRY_CLASS_ERROR;
   }
 }
@@ -175,23 +184,31 @@ static int read_wait_table(lua_State *L, lr_script *s, lr_verdict *v) {
   while (!bad && lua_next(L, -2)) {
     const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
     int t = lua_type(L, -1);
-    if (k && strcmp(k, "wait") == 0 && t == LUA_TNUMBER) v->wait = lua_tonumber(L, -1);
-    else if (k && strcmp(k, "jitter") == 0 && t == LUA_TBOOLEAN) v->jitter = lua_toboolean(L, -1);
-    else if (k && strcmp(k, "server") == 0 && t == LUA_TBOOLEAN) v->server = lua_toboolean(L, -1);
-    else if (k) bad = k;
-    else bad = "a key that is not a name", what = "";
+    if (k && strcmp(k, "wait") == 0 && t == LUA_TNUMBER)
+      v->wait = lua_tonumber(L, -1);
+    else if (k && strcmp(k, "jitter") == 0 && t == LUA_TBOOLEAN)
+      v->jitter = lua_toboolean(L, -1);
+    else if (k && strcmp(k, "server") == 0 && t == LUA_TBOOLEAN)
+      v->server = lua_toboolean(L, -1);
+    else if (k)
+      bad = k;
+    else
+      bad = "a key that is not a name", what = "";
     lua_pop(L, 1);
   }
   if (bad) {
-    lua_pop(L, 1);  /* the key lua_next left */
-    lr_fmt(v->message, sizeof v->message, "%s: is_transient returned a table with %s%s "
+    lua_pop(L, 1); /* the key lua_next left */
+    lr_fmt(v->message, sizeof v->message,
+           "%s: is_transient returned a table with %s%s "
            "(expected wait = seconds, jitter = true/false, server = true/false)",
            s->rule_is_transient, what, bad);
     return -1;
   }
   if (isfinite(v->wait) && v->wait >= 0) return 0;
-  lr_fmt(v->message, sizeof v->message, "%s: is_transient returned a table without a valid "
-         "wait (a finite number of seconds, 0 or more)", s->rule_is_transient);
+  lr_fmt(v->message, sizeof v->message,
+         "%s: is_transient returned a table without a valid "
+         "wait (a finite number of seconds, 0 or more)",
+         s->rule_is_transient);
   return -1;
 }
 
@@ -206,8 +223,10 @@ static void read_wait(lua_State *L, lr_script *s, lr_verdict *v) {
       return;
     }
     v->cls = LUARETRY_CLASS_ERROR;
-    lr_fmt(v->message, sizeof v->message, "%s: is_transient returned %g (a wait must be a "
-           "finite number of seconds, 0 or more)", s->rule_is_transient, w);
+    lr_fmt(v->message, sizeof v->message,
+           "%s: is_transient returned %g (a wait must be a "
+           "finite number of seconds, 0 or more)",
+           s->rule_is_transient, w);
     return;
   }
   case LUA_TTABLE:
@@ -216,9 +235,10 @@ static void read_wait(lua_State *L, lr_script *s, lr_verdict *v) {
     return;
   default:
     v->cls = LUARETRY_CLASS_ERROR;
-    lr_fmt(v->message, sizeof v->message, "%s: is_transient returned a %s (expected true, "
-           "false, nil, a number of seconds or {wait = seconds, ...})", s->rule_is_transient,
-           luaL_typename(L, -1));
+    lr_fmt(v->message, sizeof v->message,
+           "%s: is_transient returned a %s (expected true, "
+           "false, nil, a number of seconds or {wait = seconds, ...})",
+           s->rule_is_transient, luaL_typename(L, -1));
   }
 }
 
@@ -241,7 +261,7 @@ static void read_transient(lua_State *L, lr_script *s, lr_verdict *v) {
     lua_pop(L, 2);
     return;
   }
-  lua_pop(L, 1);  /* a reason counts only for a final verdict */
+  lua_pop(L, 1); /* a reason counts only for a final verdict */
   read_wait(L, s, v);
   lua_pop(L, 1);
 }
@@ -256,8 +276,10 @@ static int script_success(lua_State *L, lr_script *s, lr_verdict *v) {
   if (t != LUA_TBOOLEAN && t != LUA_TNIL) {
     v->cls = LUARETRY_CLASS_ERROR;
     v->rule = s->rule_is_success;
-    lr_fmt(v->message, sizeof v->message, "%s: is_success returned a %s (expected true, "
-           "false or nil)", s->rule_is_success, lua_typename(L, t));
+    lr_fmt(v->message, sizeof v->message,
+           "%s: is_success returned a %s (expected true, "
+           "false or nil)",
+           s->rule_is_success, lua_typename(L, t));
     return 1;
   }
   if (!yes) return 0;
@@ -275,13 +297,15 @@ static void judge_throttling(lua_State *L, lr_script *s, lr_verdict *v) {
     return;
   }
   if (run_hook(s, 0, s->ref_is_throttling, 0, "is_throttling", s->rule_is_throttling, v)) return;
-  int t = lua_type(L, -2), yes = lua_toboolean(L, -2);  /* and a reason, ignored */
+  int t = lua_type(L, -2), yes = lua_toboolean(L, -2); /* and a reason, ignored */
   lua_pop(L, 2);
   if (t != LUA_TBOOLEAN && t != LUA_TNIL) {
     v->cls = LUARETRY_CLASS_ERROR;
     v->rule = s->rule_is_throttling;
-    lr_fmt(v->message, sizeof v->message, "%s: is_throttling returned a %s (expected true, "
-           "false or nil)", s->rule_is_throttling, lua_typename(L, t));
+    lr_fmt(v->message, sizeof v->message,
+           "%s: is_throttling returned a %s (expected true, "
+           "false or nil)",
+           s->rule_is_throttling, lua_typename(L, t));
     return;
   }
   v->throttled = yes;
@@ -301,8 +325,8 @@ static void judge_in(lr_script *s, const luaretry_outcome *o, lr_verdict *v) {
     if (v->cls == LUARETRY_CLASS_TRANSIENT && s->ref_is_throttling) judge_throttling(L, s, v);
     return;
   }
-  if (run_hook(s, SLOT_IS_TRANSIENT, s->ref_is_transient, s->bodiless_is_transient,
-               "is_transient", s->rule_is_transient, v))
+  if (run_hook(s, SLOT_IS_TRANSIENT, s->ref_is_transient, s->bodiless_is_transient, "is_transient",
+               s->rule_is_transient, v))
     return;
   read_transient(L, s, v);
   if (v->cls == LUARETRY_CLASS_TRANSIENT) judge_throttling(L, s, v);
@@ -315,7 +339,7 @@ static void classify(void *ud, const luaretry_outcome *o, const lr_attempt_ctx *
     host_classify(g, o, ctx, v);
     return;
   }
-  if (!g->has_decision_hooks) {  /* no state needed */
+  if (!g->has_decision_hooks) { /* no state needed */
     if (default_success(o)) {
       v->cls = LUARETRY_CLASS_SUCCESS;
       v->rule = "default";
@@ -354,8 +378,10 @@ static int backoff_result(lua_State *L, lr_script *s, double *wait, lr_verdict *
     *wait = w;
     return 0;
   }
-  lr_fmt(v->message, sizeof v->message, "%s: backoff returned %s%s (expected a finite number "
-         "of seconds, 0 or more)", s->rule_backoff, type == LUA_TNUMBER ? "" : "a ",
+  lr_fmt(v->message, sizeof v->message,
+         "%s: backoff returned %s%s (expected a finite number "
+         "of seconds, 0 or more)",
+         s->rule_backoff, type == LUA_TNUMBER ? "" : "a ",
          type == LUA_TNUMBER ? "an invalid number" : lua_typename(L, type));
   return -1;
 }
@@ -368,11 +394,12 @@ static int script_backoff(void *ud, const lr_attempt_ctx *ctx, long n, double pr
   s->backoff_previous = previous;
   v->rule = s->rule_backoff;
   char err[sizeof v->message];
-  luaretry_code rc = lr_sandbox_call(s->sb, call_backoff, s, 1, LUARETRY_E_POLICY, err,
-                                     sizeof err);
+  luaretry_code rc = lr_sandbox_call(s->sb, call_backoff, s, 1, LUARETRY_E_POLICY, err, sizeof err);
   int r = -1;
-  if (rc != LUARETRY_OK) lr_fmt(v->message, sizeof v->message, "backoff: %s", err);
-  else r = backoff_result(s->sb->L, s, wait, v);
+  if (rc != LUARETRY_OK)
+    lr_fmt(v->message, sizeof v->message, "backoff: %s", err);
+  else
+    r = backoff_result(s->sb->L, s, wait, v);
   end_call(s);
   return r;
 }
@@ -385,14 +412,22 @@ static int call_on_retry(lua_State *L) {
   const luaretry_outcome *o = s->cur;
   lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_on_retry);
   lua_createtable(L, 0, 8);
-  lua_pushinteger(L, d->attempt); lua_setfield(L, -2, "attempt");
-  lua_pushinteger(L, o->status); lua_setfield(L, -2, "status");
-  if (o->error) { lua_pushstring(L, o->error); lua_setfield(L, -2, "error"); }
-  lua_pushnumber(L, d->wait); lua_setfield(L, -2, "delay");
-  lua_pushnumber(L, d->elapsed); lua_setfield(L, -2, "elapsed");
+  lua_pushinteger(L, d->attempt);
+  lua_setfield(L, -2, "attempt");
+  lua_pushinteger(L, o->status);
+  lua_setfield(L, -2, "status");
+  if (o->error) {
+    lua_pushstring(L, o->error);
+    lua_setfield(L, -2, "error");
+  }
+  lua_pushnumber(L, d->wait);
+  lua_setfield(L, -2, "delay");
+  lua_pushnumber(L, d->elapsed);
+  lua_setfield(L, -2, "elapsed");
   lua_pushstring(L, luaretry_wait_source_name(d->wait_source));
   lua_setfield(L, -2, "wait_source");
-  lua_pushstring(L, d->rule); lua_setfield(L, -2, "rule");
+  lua_pushstring(L, d->rule);
+  lua_setfield(L, -2, "rule");
   /* the rest (info.call, headers...) from the decision's info */
   lua_createtable(L, 0, 1);
   lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_info);
@@ -410,8 +445,8 @@ static int on_retry(void *ud, const luaretry_outcome *o, const luaretry_decision
   if (!s) return -1;
   s->cur_decision = d;
   char msg[512];
-  luaretry_code rc = lr_sandbox_call(s->sb, call_on_retry, s, 0, LUARETRY_E_POLICY, msg,
-                                     sizeof msg);
+  luaretry_code rc =
+    lr_sandbox_call(s->sb, call_on_retry, s, 0, LUARETRY_E_POLICY, msg, sizeof msg);
   s->call_made = 0;
   end_call(s);
   if (rc == LUARETRY_OK) return 0;
@@ -434,8 +469,9 @@ luaretry_code lr_gen_call_on_breaker(lr_gen *g, const char *state, char *err, si
   luaretry_code rc = LUARETRY_E_NOMEM;
   if (s) {
     s->cur_breaker_state = state;
-    rc = s->ref_on_breaker ? lr_sandbox_call(s->sb, call_on_breaker, s, 0, LUARETRY_E_POLICY,
-                                             err, errlen) : LUARETRY_OK;
+    rc = s->ref_on_breaker
+           ? lr_sandbox_call(s->sb, call_on_breaker, s, 0, LUARETRY_E_POLICY, err, errlen)
+           : LUARETRY_OK;
     end_call(s);
   }
   return rc;
@@ -469,7 +505,8 @@ static luaretry_code judge_is_idempotent(void *ud, const luaretry_request *r, in
 static void release(void *ud) { lr_gen_unref(ud); }
 
 lr_judge lr_gen_judge(lr_gen *g) {
-  lr_judge j = { g, classify, script_backoff, on_retry, judge_is_idempotent, judge_prepare,
-                 release };
+  lr_judge j = {
+    g, classify, script_backoff, on_retry, judge_is_idempotent, judge_prepare, release
+  };
   return j;
 }

@@ -13,8 +13,7 @@
  * that name none (or another file) go after them. */
 static long warning_line(const char *w, const char *src) {
   size_t n = strlen(src);
-  if (strncmp(w, src, n) != 0 || w[n] != ':' || w[n + 1] < '0' || w[n + 1] > '9')
-    return LONG_MAX;
+  if (strncmp(w, src, n) != 0 || w[n] != ':' || w[n + 1] < '0' || w[n + 1] > '9') return LONG_MAX;
   return strtol(w + n + 1, NULL, 10);
 }
 
@@ -37,8 +36,10 @@ void luaretry_policy_warn_undefined_globals(luaretry_policy *p, int on) {
 /* One warning per file, line and name, under the lock. */
 static void note_read(luaretry_policy *p, const char *src, int line, const char *name) {
   char text[600];
-  lr_fmt(text, sizeof text, "%s:%d: %s: read of an undefined global inside a hook (a typo? "
-         "make it local, or set it at the top level)", src, line, name);
+  lr_fmt(text, sizeof text,
+         "%s:%d: %s: read of an undefined global inside a hook (a typo? "
+         "make it local, or set it at the top level)",
+         src, line, name);
   pthread_mutex_lock(&p->lock);
   int seen = 0;
   for (size_t i = 0; i < p->warning_count && !seen; i++) seen = strcmp(p->warnings[i], text) == 0;
@@ -57,8 +58,8 @@ static int trap_index(lua_State *L) {
   size_t n;
   /* dkjson probes for optional globals of its own: not the script's typo */
   if (lua_type(L, 2) == LUA_TSTRING && lua_getstack(L, 1, &ar) && lua_getinfo(L, "Sl", &ar) &&
-      ar.currentline > 0 && !((n = strlen(ar.short_src)) >= 10 &&
-                              strcmp(ar.short_src + n - 10, "dkjson.lua") == 0))
+      ar.currentline > 0 &&
+      !((n = strlen(ar.short_src)) >= 10 && strcmp(ar.short_src + n - 10, "dkjson.lua") == 0))
     note_read(g->p, ar.short_src, ar.currentline, lua_tostring(L, 2));
   return 0;
 }
@@ -66,7 +67,7 @@ static int trap_index(lua_State *L) {
 void lr_lint_trap_globals(lua_State *L, lr_gen *g) {
   if (!g->p->warn_globals) return;
   lua_pushglobaltable(L);
-  if (lua_getmetatable(L, -1)) {  /* the script's own (a strict mode): leave it */
+  if (lua_getmetatable(L, -1)) { /* the script's own (a strict mode): leave it */
     lua_pop(L, 2);
     return;
   }

@@ -13,8 +13,8 @@ static int track_newindex(lua_State *L) {
   /* __newindex on the globals while the chunk runs: note each name's line
    * in the script itself (not in a file it requires: another file's line) */
   lua_Debug ar;
-  if (lua_type(L, 2) == LUA_TSTRING && lua_getstack(L, 1, &ar) &&
-      lua_getinfo(L, "Sl", &ar) && strcmp(ar.source, lua_tostring(L, lua_upvalueindex(2))) == 0) {
+  if (lua_type(L, 2) == LUA_TSTRING && lua_getstack(L, 1, &ar) && lua_getinfo(L, "Sl", &ar) &&
+      strcmp(ar.source, lua_tostring(L, lua_upvalueindex(2))) == 0) {
     lua_pushvalue(L, 2);
     lua_pushinteger(L, ar.currentline);
     lua_rawset(L, lua_upvalueindex(1));
@@ -25,9 +25,8 @@ static int track_newindex(lua_State *L) {
 
 static int line_of(lua_State *L, int lines, const char *name) {
   int line = 0;
-  if (!lines) return 0;  /* nothing pushed: a returned table has no lines */
-  if (lua_getfield(L, lines, name) == LUA_TNUMBER)
-    line = (int)lua_tointeger(L, -1);
+  if (!lines) return 0; /* nothing pushed: a returned table has no lines */
+  if (lua_getfield(L, lines, name) == LUA_TNUMBER) line = (int)lua_tointeger(L, -1);
   lua_pop(L, 1);
   return line;
 }
@@ -42,7 +41,7 @@ static void copy_string(char *dst, size_t size, const char *s, size_t len) {
   }
   uint64_t h = 0xcbf29ce484222325ULL;
   for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
-  size_t head = size - 18;   /* '~', 16 hex digits, NUL */
+  size_t head = size - 18; /* '~', 16 hex digits, NUL */
   memcpy(dst, s, head);
   lr_fmt(dst + head, 18, "~%016llx", (unsigned long long)h);
 }
@@ -83,8 +82,8 @@ static int has_fields(int i) {
 
 /* Warns of each string key of table `t` that no field has; `baseline`
  * (or 0) holds names the sandbox itself put there. */
-static void unknown_names(lua_State *L, lr_load *ld, int t, int baseline,
-                          int lines, int default_line, const char *prefix) {
+static void unknown_names(lua_State *L, lr_load *ld, int t, int baseline, int lines,
+                          int default_line, const char *prefix) {
   lua_pushnil(L);
   while (lua_next(L, t)) {
     lua_pop(L, 1);
@@ -100,18 +99,19 @@ static void unknown_names(lua_State *L, lr_load *ld, int t, int baseline,
     int line = *prefix ? default_line : line_of(L, lines, k);
     const char *near = lr_closest_field(k, prefix);
     char where[1100], from[160] = "";
-    if (line) lr_fmt(where, sizeof where, "%s:%d", ld->chunk_src, line);
-    else lr_fmt(where, sizeof where, "%s", ld->chunk_src);
-    if (!*prefix && ld->origins) {  /* a name a required file set: say which */
+    if (line)
+      lr_fmt(where, sizeof where, "%s:%d", ld->chunk_src, line);
+    else
+      lr_fmt(where, sizeof where, "%s", ld->chunk_src);
+    if (!*prefix && ld->origins) { /* a name a required file set: say which */
       lua_pushvalue(L, -1);
       if (lua_rawget(L, ld->origins) == LUA_TSTRING)
         lr_fmt(from, sizeof from, " (set by require \"%s\")", lua_tostring(L, -1));
       lua_pop(L, 1);
     }
-    lr_add_warning(ld->warnings, &ld->warning_count,
-                "%s: %s%s: unknown name%s%s%s%s", where, prefix,
-                k, near ? ", did you mean " : "", near ? near : "",
-                near ? "?" : "", from);
+    lr_add_warning(ld->warnings, &ld->warning_count, "%s: %s%s: unknown name%s%s%s%s", where,
+                   prefix, k, near ? ", did you mean " : "", near ? near : "", near ? "?" : "",
+                   from);
   }
 }
 
@@ -152,7 +152,6 @@ static void function_rule(lua_State *L, int idx, char *rule, size_t size) {
   lr_fmt(rule, size, "%s:%d", ar.short_src, ar.linedefined);
 }
 
-
 /* options[name] = value, typed by the script's default; raises on an
  * unknown option or a value of the wrong type. */
 static void set_option(lua_State *L, int opts, const char *name, const char *value) {
@@ -190,7 +189,6 @@ static void set_option(lua_State *L, int opts, const char *name, const char *val
   lua_setfield(L, opts, name);
 }
 
-
 /* Makes the globals note the line of each name the chunk sets: leaves
  * 1: the names the sandbox put there (baseline), 2: name -> line,
  * 3: the globals; returns the index of the tracking metatable. */
@@ -206,8 +204,8 @@ static int track_globals(lua_State *L, const char *chunkname) {
   }
   lua_pop(L, 1);
   lua_newtable(L);
-  lua_pushglobaltable(L);                  /* 3 */
-  lua_newtable(L);                         /* the tracker metatable */
+  lua_pushglobaltable(L); /* 3 */
+  lua_newtable(L);        /* the tracker metatable */
   lua_pushvalue(L, 2);
   lua_pushstring(L, chunkname);
   lua_pushcclosure(L, track_newindex, 2);
@@ -278,17 +276,27 @@ static void note_inherited(lua_State *L, int g, int before, int origin_before, i
     int changed = lua_type(L, -3) == LUA_TSTRING && !lua_rawequal(L, -1, -2);
     lua_pop(L, 1);
     if (changed) {
-      lua_pushvalue(L, -2); lua_pushvalue(L, -2); lua_rawset(L, set);
+      lua_pushvalue(L, -2);
+      lua_pushvalue(L, -2);
+      lua_rawset(L, set);
       /* a nested require gave it (and the file kept it): that one's name */
-      lua_pushvalue(L, -2); lua_rawget(L, lua_upvalueindex(UP_INHERITED));
+      lua_pushvalue(L, -2);
+      lua_rawget(L, lua_upvalueindex(UP_INHERITED));
       int nested = lua_rawequal(L, -1, -2);
-      lua_pushvalue(L, -3); lua_rawget(L, origin);
-      lua_pushvalue(L, -4); lua_rawget(L, origin_before);
+      lua_pushvalue(L, -3);
+      lua_rawget(L, origin);
+      lua_pushvalue(L, -4);
+      lua_rawget(L, origin_before);
       nested = nested && !lua_rawequal(L, -1, -2);
       lua_pop(L, 3);
-      lua_pushvalue(L, -2); lua_pushvalue(L, -2);
+      lua_pushvalue(L, -2);
+      lua_pushvalue(L, -2);
       lua_rawset(L, lua_upvalueindex(UP_INHERITED));
-      if (!nested) { lua_pushvalue(L, -2); lua_pushvalue(L, name); lua_rawset(L, origin); }
+      if (!nested) {
+        lua_pushvalue(L, -2);
+        lua_pushvalue(L, name);
+        lua_rawset(L, origin);
+      }
     }
     lua_pop(L, 1);
   }
@@ -306,25 +314,25 @@ static int inheriting_require(lua_State *L) {
   lua_settop(L, 1);
   lua_pushvalue(L, 1);
   int cached = lua_rawget(L, lua_upvalueindex(UP_CACHE));
-  if (cached == LUA_TBOOLEAN && !lua_toboolean(L, -1))  /* false: loading */
+  if (cached == LUA_TBOOLEAN && !lua_toboolean(L, -1)) /* false: loading */
     return luaL_error(L, "require: '%s' requires itself (a loop of requires)", mod);
   if (cached != LUA_TNIL) return 1;
-  lua_pushboolean(L, 0);  /* false: loading, until it returns */
+  lua_pushboolean(L, 0); /* false: loading, until it returns */
   cache_as(L, 1);
   lua_settop(L, 1);
-  lua_pushglobaltable(L);                            /* 2 */
-  push_own(L, 2);                                    /* 3 */
-  push_copy(L, 2);                                   /* 4: the globals before */
-  push_copy(L, lua_upvalueindex(UP_ORIGIN));         /* 5 */
+  lua_pushglobaltable(L);                    /* 2 */
+  push_own(L, 2);                            /* 3 */
+  push_copy(L, 2);                           /* 4: the globals before */
+  push_copy(L, lua_upvalueindex(UP_ORIGIN)); /* 5 */
   lua_pushvalue(L, lua_upvalueindex(UP_REQUIRE));
   lua_pushvalue(L, 1);
-  if (lua_pcall(L, 1, 1, 0) != LUA_OK) {             /* 6: what the file returned */
-    lua_pushnil(L);                                  /* not loading any more */
+  if (lua_pcall(L, 1, 1, 0) != LUA_OK) { /* 6: what the file returned */
+    lua_pushnil(L);                      /* not loading any more */
     cache_as(L, 1);
     lua_pop(L, 1);
-    return lua_error(L);                             /* the same error, on its way */
+    return lua_error(L); /* the same error, on its way */
   }
-  note_inherited(L, 2, 4, 5, 1);                     /* 7: what it set */
+  note_inherited(L, 2, 4, 5, 1); /* 7: what it set */
   /* the script's own settings win, and a name is not inherited: it says
    * whose the policy is (logs, the fleet's key) */
   lua_pushliteral(L, "name");
@@ -337,10 +345,14 @@ static int inheriting_require(lua_State *L) {
     lua_insert(L, -2);
     lua_rawset(L, 2);
     /* ours, not inherited: a require around this one names this file */
-    lua_pushvalue(L, -1); lua_pushnil(L); lua_rawset(L, lua_upvalueindex(UP_ORIGIN));
-    lua_pushvalue(L, -1); lua_pushnil(L); lua_rawset(L, lua_upvalueindex(UP_INHERITED));
+    lua_pushvalue(L, -1);
+    lua_pushnil(L);
+    lua_rawset(L, lua_upvalueindex(UP_ORIGIN));
+    lua_pushvalue(L, -1);
+    lua_pushnil(L);
+    lua_rawset(L, lua_upvalueindex(UP_INHERITED));
   }
-  if (lua_type(L, 6) != LUA_TBOOLEAN) lua_pushvalue(L, 6);  /* a module: its table */
+  if (lua_type(L, 6) != LUA_TBOOLEAN) lua_pushvalue(L, 6); /* a module: its table */
   cache_as(L, 1);
   return 1;
 }
@@ -349,8 +361,8 @@ static int inheriting_require(lua_State *L) {
  * Leaves the origin table (name -> the module it came from) and returns
  * its index, and the inherited one (name -> value) below it. */
 static int wrap_require(lua_State *L) {
-  lua_newtable(L);                                   /* inherited */
-  lua_newtable(L);                                   /* origin */
+  lua_newtable(L); /* inherited */
+  lua_newtable(L); /* origin */
   int origin = lua_gettop(L);
   lua_getglobal(L, "require");
   lua_pushvalue(L, 1);
@@ -375,10 +387,10 @@ static void note_origins(lua_State *L, lr_load *ld, int origin) {
     const char *name = lr_fields[i].name;
     if (strchr(name, '.')) continue;
     lua_pushstring(L, name);
-    lua_rawget(L, origin - 1);             /* what a require gave */
+    lua_rawget(L, origin - 1); /* what a require gave */
     lua_pushglobaltable(L);
     lua_pushstring(L, name);
-    lua_rawget(L, -2);                     /* raw: the script may be strict */
+    lua_rawget(L, -2); /* raw: the script may be strict */
     lua_remove(L, -2);
     if (!lua_isnil(L, -1) && lua_rawequal(L, -1, -2)) {
       lua_pushstring(L, name);
@@ -429,7 +441,7 @@ static void run_chunk(lua_State *L, lr_load *ld, int tracker) {
  * table at src; keeps a reference to each function. */
 static void read_fields(lua_State *L, lr_load *ld, int src, int lines) {
   for (int i = 0; i < F_COUNT; i++) {
-    if (strchr(lr_fields[i].name, '.')) continue;  /* a table's field: below */
+    if (strchr(lr_fields[i].name, '.')) continue; /* a table's field: below */
     /* raw: the script may have set a metatable on its globals (a strict
      * __index that raises on an undefined name is common) */
     lua_pushstring(L, lr_fields[i].name);
@@ -437,11 +449,12 @@ static void read_fields(lua_State *L, lr_load *ld, int src, int lines) {
     int line = line_of(L, lines, lr_fields[i].name);
     if (lua_type(L, -1) == LUA_TFUNCTION) {
       lr_script *s = ld->script;
-      char *rule = i == F_IS_TRANSIENT ? s->rule_is_transient
-                 : i == F_IS_SUCCESS ? s->rule_is_success
-                 : i == F_BACKOFF ? s->rule_backoff
-                 : i == F_IS_IDEMPOTENT ? s->rule_is_idempotent
-                 : i == F_IS_THROTTLING ? s->rule_is_throttling : NULL;
+      char *rule = i == F_IS_TRANSIENT    ? s->rule_is_transient
+                   : i == F_IS_SUCCESS    ? s->rule_is_success
+                   : i == F_BACKOFF       ? s->rule_backoff
+                   : i == F_IS_IDEMPOTENT ? s->rule_is_idempotent
+                   : i == F_IS_THROTTLING ? s->rule_is_throttling
+                                          : NULL;
       if (rule) function_rule(L, -1, rule, RULE_SIZE);
       lua_pushvalue(L, -1);
       ld->refs[i] = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -510,10 +523,14 @@ static int push_slots(lua_State *L) {
   lua_settop(L, 0);
   lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_info);
   lua_pushliteral(L, "");
-  if (s->ref_is_transient) lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_is_transient);
-  else lua_pushnil(L);
-  if (s->ref_is_success) lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_is_success);
-  else lua_pushnil(L);
+  if (s->ref_is_transient)
+    lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_is_transient);
+  else
+    lua_pushnil(L);
+  if (s->ref_is_success)
+    lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_is_success);
+  else
+    lua_pushnil(L);
   return SLOT_BASE - 1;
 }
 
@@ -523,8 +540,7 @@ void lr_script_free(lr_script *s) {
   free(s);
 }
 
-lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err,
-                         size_t errlen) {
+lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err, size_t errlen) {
   lr_script *s = calloc(1, sizeof *s);
   if (!s) {
     *rc = LUARETRY_E_NOMEM;

@@ -26,10 +26,10 @@ static void breaker_changed(void *ud, luaretry_breaker_state state) {
 
 luaretry_code luaretry_policy_new(luaretry_policy **out) {
   if (!out) return LUARETRY_E_ARG;
-  luaretry_policy *p = lr_aligned_calloc(sizeof *p);  /* the counters' stripes */
+  luaretry_policy *p = lr_aligned_calloc(sizeof *p); /* the counters' stripes */
   *out = p;
   if (!p) return LUARETRY_E_NOMEM;
-  p->limits.instructions = 0;  /* counted only when the host asks */
+  p->limits.instructions = 0; /* counted only when the host asks */
   p->limits.memory = (size_t)lr_fields[F_MEMORY_LIMIT].def;
   p->limits.seconds = lr_fields[F_TIME_LIMIT].def;
   lr_policy_fleet_init(p);
@@ -73,7 +73,7 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   memset(m, 0, sizeof *m);
   m->calls = (uint64_t)c[LR_M_CALLS];
   long long stops = 0;
-  for (int i = LR_M_SUCCESSES; i <= LR_M_RATE_STOPS; i++)  /* the stops */
+  for (int i = LR_M_SUCCESSES; i <= LR_M_RATE_STOPS; i++) /* the stops */
     if (i != LR_M_BREAKER_OPENINGS) stops += c[i];
   /* a hedge is an attempt that began without a retry */
   m->attempts = (uint64_t)(c[LR_M_RETRIES] + stops - c[LR_M_UNATTEMPTED] + c[LR_M_HEDGES]);
@@ -121,7 +121,7 @@ double luaretry_policy_rate(const luaretry_policy *p) {
 void luaretry_policy_free(luaretry_policy *p) {
   if (!p) return;
   /* every call is over (a policy outlives its calls) */
-  lr_gen_unref(p->gen);   /* and with the last load, its fleet */
+  lr_gen_unref(p->gen); /* and with the last load, its fleet */
   lr_policy_fleet_free(p);
   lr_free_warnings(p->warnings, &p->warning_count);
   lr_free_warnings(p->load_warnings, &p->load_warning_count);
@@ -132,21 +132,15 @@ void luaretry_policy_free(luaretry_policy *p) {
   free(p);
 }
 
-const char *luaretry_policy_errmsg(const luaretry_policy *p) {
-  return p ? p->errmsg : "no policy";
-}
+const char *luaretry_policy_errmsg(const luaretry_policy *p) { return p ? p->errmsg : "no policy"; }
 
-size_t luaretry_policy_warning_count(const luaretry_policy *p) {
-  return p ? p->warning_count : 0;
-}
+size_t luaretry_policy_warning_count(const luaretry_policy *p) { return p ? p->warning_count : 0; }
 
 const char *luaretry_policy_warning(const luaretry_policy *p, size_t i) {
   return p && i < p->warning_count ? p->warnings[i] : NULL;
 }
 
-size_t luaretry_policy_memory(const luaretry_policy *p) {
-  return p ? p->memory : 0;
-}
+size_t luaretry_policy_memory(const luaretry_policy *p) { return p ? p->memory : 0; }
 
 void luaretry_policy_on_log(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
   if (!p) return;
@@ -158,8 +152,8 @@ void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
   luaretry_policy_on_log(p, fn, ud);
 }
 
-luaretry_code luaretry_policy_set_classifier(luaretry_policy *p,
-                                             luaretry_classify_fn fn, void *ud) {
+luaretry_code luaretry_policy_set_classifier(luaretry_policy *p, luaretry_classify_fn fn,
+                                             void *ud) {
   if (!p) return LUARETRY_E_ARG;
   p->host_classify = fn;
   p->host_ud = ud;
@@ -190,7 +184,6 @@ static void default_name(char *dst, size_t size, const char *chunk) {
   char *dot = strrchr(dst, '.');
   if (dot && strcmp(dot, ".lua") == 0) *dot = '\0';
 }
-
 
 /* A new load of `text` (taken over) for p, with p's settings of now. */
 static lr_gen *new_gen(luaretry_policy *p, char *text, size_t len, const char *chunkname,
@@ -242,15 +235,17 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
     lr_strlcpy(p->errmsg, errors, sizeof p->errmsg);
     return LUARETRY_E_POLICY;
   }
-  g->rules.hedge.latency = &p->latency;  /* learned across reloads */
+  g->rules.hedge.latency = &p->latency; /* learned across reloads */
   char name[sizeof p->name];
   if (ld->fields[F_NAME].type == LUA_TSTRING)
     lr_strlcpy(name, ld->fields[F_NAME].str, sizeof name);
   else
     default_name(name, sizeof name, ld->chunk_src);
   if (p->fleet_url && !tuning.pub.budget && !tuning.pub.breaker)
-    lr_add_warning(warnings, &count, "%s: fleet.redis is set, but the policy has neither "
-                   "budget nor breaker: there is nothing to share", ld->chunk_src);
+    lr_add_warning(warnings, &count,
+                   "%s: fleet.redis is set, but the policy has neither "
+                   "budget nor breaker: there is nothing to share",
+                   ld->chunk_src);
   if (lr_policy_fleet_attach(p, g, &tuning, name, errors, sizeof errors) != 0) {
     lr_free_warnings(warnings, &count);
     lr_strlcpy(p->errmsg, errors, sizeof p->errmsg);
@@ -286,8 +281,8 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
 /* Loads `text` (taken over) as the policy's script: validated, it becomes
  * the policy; calls in flight keep the load they began with.  Under the
  * writer lock. */
-static luaretry_code install(luaretry_policy *p, char *text, size_t len,
-                             const char *chunkname, const char *script_path) {
+static luaretry_code install(luaretry_policy *p, char *text, size_t len, const char *chunkname,
+                             const char *script_path) {
   lr_gen *g = new_gen(p, text, len, chunkname, script_path);
   if (!g) {
     lr_fmt(p->errmsg, sizeof p->errmsg, "out of memory");
@@ -296,8 +291,10 @@ static luaretry_code install(luaretry_policy *p, char *text, size_t len,
   lr_load *ld = calloc(1, sizeof *ld);
   luaretry_code rc = LUARETRY_E_NOMEM;
   lr_script *s = NULL;
-  if (ld) s = lr_script_new(g, ld, &rc, p->errmsg, sizeof p->errmsg);
-  else lr_fmt(p->errmsg, sizeof p->errmsg, "out of memory");
+  if (ld)
+    s = lr_script_new(g, ld, &rc, p->errmsg, sizeof p->errmsg);
+  else
+    lr_fmt(p->errmsg, sizeof p->errmsg, "out of memory");
   if (s) {
     rc = adopt(p, g, s, ld);
     if (rc != LUARETRY_OK) lr_script_free(s);
@@ -319,13 +316,17 @@ static int open_script(luaretry_policy *p, const char *path, size_t limit) {
   }
   struct stat st;
   const char *why = NULL;
-  if (fstat(fd, &st) != 0) why = strerror(errno);
-  else if (!S_ISREG(st.st_mode)) why = "not a regular file";
+  if (fstat(fd, &st) != 0)
+    why = strerror(errno);
+  else if (!S_ISREG(st.st_mode))
+    why = "not a regular file";
   if (why) {
     lr_fmt(p->errmsg, sizeof p->errmsg, "%s: cannot read: %s", path, why);
   } else if ((unsigned long long)st.st_size > limit) {
-    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: %lld bytes, above the memory limit (%zu bytes): "
-           "not read", path, (long long)st.st_size, limit);
+    lr_fmt(p->errmsg, sizeof p->errmsg,
+           "%s: %lld bytes, above the memory limit (%zu bytes): "
+           "not read",
+           path, (long long)st.st_size, limit);
   } else {
     return fd;
   }
@@ -337,8 +338,7 @@ static int open_script(luaretry_policy *p, const char *path, size_t limit) {
  * less), and a byte offset past a "#!" line or a UTF-8 BOM (as
  * luaL_loadfile skips them); NULL with p->errmsg and *rc (LUARETRY_E_IO,
  * or LUARETRY_E_NOMEM when the host's memory ran out). */
-static char *read_script(luaretry_policy *p, const char *path, size_t *len,
-                         luaretry_code *rc) {
+static char *read_script(luaretry_policy *p, const char *path, size_t *len, luaretry_code *rc) {
   size_t limit = p->limits.memory;
   *rc = LUARETRY_E_IO;
   int fd = open_script(p, path, limit);
@@ -350,7 +350,11 @@ static char *read_script(luaretry_policy *p, const char *path, size_t *len,
   while (text && n <= limit) {
     if (n == cap) {
       char *grown = realloc(text, cap *= 2);
-      if (!grown) { free(text); text = NULL; break; }
+      if (!grown) {
+        free(text);
+        text = NULL;
+        break;
+      }
       text = grown;
     }
     size_t want = cap - n < limit + 1 - n ? cap - n : limit + 1 - n;
@@ -363,23 +367,27 @@ static char *read_script(luaretry_policy *p, const char *path, size_t *len,
   close(fd);
   if (!text || err || n > limit) {
     if (!text) *rc = LUARETRY_E_NOMEM;
-    if (text && !err) lr_fmt(p->errmsg, sizeof p->errmsg, "%s: above the memory limit (%zu "
-                             "bytes): not read", path, limit);
-    else lr_fmt(p->errmsg, sizeof p->errmsg, "%s: cannot read: %s", path,
-                text ? strerror(err) : "out of memory");
+    if (text && !err)
+      lr_fmt(p->errmsg, sizeof p->errmsg,
+             "%s: above the memory limit (%zu "
+             "bytes): not read",
+             path, limit);
+    else
+      lr_fmt(p->errmsg, sizeof p->errmsg, "%s: cannot read: %s", path,
+             text ? strerror(err) : "out of memory");
     free(text);
     return NULL;
   }
   if (n >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) memset(text, ' ', 3);
-  if (n && text[0] == '#')  /* blank the first line, keep the numbering */
+  if (n && text[0] == '#') /* blank the first line, keep the numbering */
     for (size_t i = 0; i < n && text[i] != '\n'; i++) text[i] = ' ';
   *len = n;
   *rc = LUARETRY_OK;
   return text;
 }
 
-static luaretry_code load(luaretry_policy *p, const char *path,
-                          const char *chunkname, const char *source) {
+static luaretry_code load(luaretry_policy *p, const char *path, const char *chunkname,
+                          const char *source) {
   if (!p || (!path && !source)) return LUARETRY_E_ARG;
   pthread_mutex_lock(&p->writer);
   p->errmsg[0] = '\0';
@@ -396,8 +404,10 @@ static luaretry_code load(luaretry_policy *p, const char *path,
   } else {
     len = strlen(source);
     text = malloc(len + 1);
-    if (!text) rc = LUARETRY_E_NOMEM;
-    else memcpy(text, source, len + 1);
+    if (!text)
+      rc = LUARETRY_E_NOMEM;
+    else
+      memcpy(text, source, len + 1);
     lr_strlcpy(name, chunkname ? chunkname : "=policy", sizeof name);
   }
   if (rc == LUARETRY_OK) rc = install(p, text, len, name, path ? path : "");
@@ -437,8 +447,7 @@ luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloade
   struct stat st;
   luaretry_code rc = LUARETRY_OK;
   if (due && stat(path, &st) != 0) {
-    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: %s (the loaded policy stays)", path,
-           strerror(errno));
+    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: %s (the loaded policy stays)", path, strerror(errno));
     rc = LUARETRY_E_IO;
     due = 0;
   }
@@ -477,9 +486,12 @@ static luaretry_code set_limit(luaretry_policy *p, int i, const char *value) {
   double d;
   if (lr_schema_limit(i, value, &d, p->errmsg, sizeof p->errmsg) != 0) return LUARETRY_E_ARG;
   lr_limits old = p->limits;
-  if (i == F_MEMORY_LIMIT) p->limits.memory = (size_t)d;
-  else if (i == F_TIME_LIMIT) p->limits.seconds = d;
-  else p->limits.instructions = (long)d;
+  if (i == F_MEMORY_LIMIT)
+    p->limits.memory = (size_t)d;
+  else if (i == F_TIME_LIMIT)
+    p->limits.seconds = d;
+  else
+    p->limits.instructions = (long)d;
   luaretry_code rc = p->gen ? reload_text(p) : LUARETRY_OK;
   if (rc != LUARETRY_OK) p->limits = old;
   return rc;
@@ -503,8 +515,9 @@ static luaretry_code set_fleet(luaretry_policy *p, int i, const char *value) {
   } else if (lr_schema_limit(i, value, &d, p->errmsg, sizeof p->errmsg) != 0) {
     return LUARETRY_E_ARG;
   } else {
-    *(i == F_FL_CONNECT ? &p->fleet_connect_ms
-      : i == F_FL_COMMAND ? &p->fleet_command_ms : &p->fleet_reconnect_ms) = (long)d;
+    *(i == F_FL_CONNECT   ? &p->fleet_connect_ms
+      : i == F_FL_COMMAND ? &p->fleet_command_ms
+                          : &p->fleet_reconnect_ms) = (long)d;
   }
   luaretry_code rc = p->gen ? reload_text(p) : LUARETRY_OK;
   char *gone = rc == LUARETRY_OK ? old_url : p->fleet_url;
@@ -517,8 +530,8 @@ static luaretry_code set_fleet(luaretry_policy *p, int i, const char *value) {
 }
 
 /* Records NAME=VALUE among the overrides; its slot, or -1 (errmsg). */
-static int remember(luaretry_policy *p, const char *name, const char *value,
-                    lr_override *saved, size_t *saved_count) {
+static int remember(luaretry_policy *p, const char *name, const char *value, lr_override *saved,
+                    size_t *saved_count) {
   if (strlen(name) >= sizeof p->overrides[0].name) {
     lr_fmt(p->errmsg, sizeof p->errmsg, "%s: name too long", name);
     return -1;
@@ -590,7 +603,7 @@ luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name, ch
   if (rc != LUARETRY_OK) return rc;
   pthread_mutex_lock((pthread_mutex_t *)&p->lock);
   luaretry_tuning pub = t.pub;
-  t = p->tuning;   /* the fields the public struct has no room for */
+  t = p->tuning; /* the fields the public struct has no room for */
   t.pub = pub;
   pthread_mutex_unlock((pthread_mutex_t *)&p->lock);
   lr_schema_format(&t, i, buf, size);
@@ -607,8 +620,8 @@ luaretry_code luaretry_policy_probe_on_breaker(luaretry_policy *p, const char *s
     lr_fmt(err, errlen, "no policy loaded");
     return LUARETRY_E_STATE;
   }
-  luaretry_code rc = g->has_on_breaker ? lr_gen_call_on_breaker(g, state, err, errlen)
-                                       : LUARETRY_OK;
+  luaretry_code rc =
+    g->has_on_breaker ? lr_gen_call_on_breaker(g, state, err, errlen) : LUARETRY_OK;
   lr_gen_unref(g);
   return rc;
 }
@@ -618,7 +631,7 @@ const char *luaretry_policy_origin(const luaretry_policy *p, const char *field) 
   char top[64];
   lr_strlcpy(top, field, sizeof top);
   char *dot = strchr(top, '.');
-  if (dot) *dot = '\0';  /* backoff.initial: where backoff came from */
+  if (dot) *dot = '\0'; /* backoff.initial: where backoff came from */
   int i = lr_field_index(top);
   return i >= 0 && p->origin[i][0] ? p->origin[i] : NULL;
 }

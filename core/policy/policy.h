@@ -21,7 +21,7 @@
 #include "schema.h"
 
 #define MAX_OVERRIDES 64
-#define RULE_SIZE 1100
+#define RULE_SIZE     1100
 
 struct lr_gen;
 struct lr_fleet;
@@ -39,7 +39,7 @@ typedef struct lr_script {
   int ref_is_transient, ref_is_success, ref_on_retry, ref_backoff, ref_info;
   int ref_is_idempotent, ref_prepare, ref_options, ref_run, ref_headers;
   int ref_on_breaker, ref_call, ref_is_throttling;
-  const char *cur_body;            /* a body to make the cached Lua string of */
+  const char *cur_body; /* a body to make the cached Lua string of */
   size_t cur_body_len;
   /* is_success / is_transient declares fewer than 2 parameters (and no
    * ...): it never sees the body, so none is made for it */
@@ -47,17 +47,17 @@ typedef struct lr_script {
   /* "file:line" of each hook: its own file, which a require may make
    * another than the script's */
   char rule_is_transient[RULE_SIZE], rule_is_success[RULE_SIZE], rule_backoff[RULE_SIZE],
-      rule_is_idempotent[RULE_SIZE], rule_is_throttling[RULE_SIZE];
+    rule_is_idempotent[RULE_SIZE], rule_is_throttling[RULE_SIZE];
   /* the call into the script in progress, read by the C functions Lua calls */
   const luaretry_outcome *cur;
   const lr_attempt_ctx *cur_ctx;
   const luaretry_decision *cur_decision;
   const luaretry_request *cur_request;
   luaretry_request *cur_out;
-  void **cur_prepared;             /* where prepare's copy goes */
+  void **cur_prepared; /* where prepare's copy goes */
   int cur_attempt, cur_fn;
   unsigned generation, headers_generation;
-  int call_made;                   /* info.call was made in this call */
+  int call_made; /* info.call was made in this call */
   long backoff_n;
   double backoff_previous;
   const char *cur_breaker_state;
@@ -66,9 +66,9 @@ typedef struct lr_script {
 
 /* A place for one state in a load, taken by one thread at a time. */
 typedef struct lr_slot {
-  _Alignas(64) atomic_int busy;    /* a line each: threads taking slots side by
+  _Alignas(64) atomic_int busy; /* a line each: threads taking slots side by
                                       side do not fight over one */
-  lr_script *script;               /* made by its first borrower */
+  lr_script *script;            /* made by its first borrower */
   /* and a spare line: CPUs fetch lines in aligned pairs (the adjacent-line
    * prefetcher), so two busy flags never share a pair, whatever the block's
    * alignment */
@@ -84,44 +84,44 @@ typedef struct lr_slot_block {
 /* One load of the script (a reload, or a change of a setting, makes the
  * next): immutable once made, but for its states. */
 typedef struct lr_gen {
-  atomic_long refs;                /* its calls in flight, +1 while current */
+  atomic_long refs; /* its calls in flight, +1 while current */
   /* refs changes with every call's begin and end, on every thread; what
    * follows is read by every decision: two lines apart (a line, and the
    * pair the prefetcher fetches with it) */
   char refs_pad[128 - sizeof(atomic_long)];
   luaretry_policy *p;
-  lr_judge judge;                  /* ud: this load */
+  lr_judge judge; /* ud: this load */
   lr_rules rules;
-  char *text;                      /* the script as read, for more states */
+  char *text; /* the script as read, for more states */
   size_t text_len;
   char chunkname[RULE_SIZE];
-  char script_path[4096];          /* "" for a string: no folder to require from */
+  char script_path[4096]; /* "" for a string: no folder to require from */
   lr_limits limits;
   size_t body_limit;
-  lr_override options[MAX_OVERRIDES];   /* options.NAME overrides */
+  lr_override options[MAX_OVERRIDES]; /* options.NAME overrides */
   size_t option_count;
-  int has_decision_hooks;          /* is_success or is_transient: a state to judge */
+  int has_decision_hooks; /* is_success or is_transient: a state to judge */
   int has_run, has_on_breaker, has_on_retry, has_prepare;
-  struct lr_fleet_link *fleet;     /* referenced: rules.remote's fleet, or NULL */
-  pthread_mutex_t grow;            /* adding slot blocks */
+  struct lr_fleet_link *fleet; /* referenced: rules.remote's fleet, or NULL */
+  pthread_mutex_t grow;        /* adding slot blocks */
   lr_slot_block slots;
 } lr_gen;
 
 struct luaretry_policy {
-  pthread_mutex_t writer;          /* one load or change of settings at a time */
-  pthread_mutex_t lock;            /* what readers take: the load, the tuning */
-  lr_gen *gen;                     /* the current load: NULL until then */
-  struct timespec mtime;           /* the file's, at its last load */
+  pthread_mutex_t writer; /* one load or change of settings at a time */
+  pthread_mutex_t lock;   /* what readers take: the load, the tuning */
+  lr_gen *gen;            /* the current load: NULL until then */
+  struct timespec mtime;  /* the file's, at its last load */
   long long size;
-  double last_check;               /* monotonic seconds of the last stat */
+  double last_check; /* monotonic seconds of the last stat */
   lr_tuning tuning;
   char name[128];
   char source[1024];
-  lr_field fields[F_COUNT];        /* as the script set them */
-  lr_shared shared;                /* budget, breaker, counters */
+  lr_field fields[F_COUNT]; /* as the script set them */
+  lr_shared shared;         /* budget, breaker, counters */
   luaretry_breaker_fn breaker_fn;
   void *breaker_ud;
-  char *warnings[MAX_WARNINGS];     /* load warnings, then validation's */
+  char *warnings[MAX_WARNINGS]; /* load warnings, then validation's */
   size_t warning_count;
   char *load_warnings[MAX_WARNINGS]; /* unknown names, found at load */
   size_t load_warning_count;
@@ -132,17 +132,17 @@ struct luaretry_policy {
   void *host_ud;
   lr_log_target log;
   /* the fleet (policy_fleet.c): the host's settings, under the writer lock */
-  char *fleet_url;                 /* fleet.redis with its credentials; NULL: none */
+  char *fleet_url; /* fleet.redis with its credentials; NULL: none */
   long fleet_connect_ms, fleet_command_ms, fleet_reconnect_ms;
-  lr_log_target fleet_log;         /* luaretry_policy_on_fleet; else `log` */
+  lr_log_target fleet_log; /* luaretry_policy_on_fleet; else `log` */
   /* what luaretry_policy_prepare and _run_workflow returned last */
   void *prepared;
   char *workflow_body;
-  size_t memory;                   /* bytes of the load's first state */
-  int warn_globals;                /* luaretry_policy_warn_undefined_globals */
-  char origin[F_COUNT][64];        /* luaretry_policy_origin: "" for the script's own */
+  size_t memory;            /* bytes of the load's first state */
+  int warn_globals;         /* luaretry_policy_warn_undefined_globals */
+  char origin[F_COUNT][64]; /* luaretry_policy_origin: "" for the script's own */
   char errmsg[4096];
-  lr_latency latency;              /* recent attempts, for hedge.delay = "pNN" */
+  lr_latency latency; /* recent attempts, for hedge.delay = "pNN" */
 };
 
 /* ---- request.c: attempt_header's header added to *r (its other headers
@@ -173,23 +173,22 @@ typedef struct {
   int refs[F_COUNT];
   char *warnings[MAX_WARNINGS];
   size_t warning_count;
-  char chunk_src[1024];    /* short_src, for messages */
-  lr_script *script;       /* the instance being made */
+  char chunk_src[1024]; /* short_src, for messages */
+  lr_script *script;    /* the instance being made */
   int syntax_error;
-  int io_error;            /* the file opened but cannot be read */
+  int io_error;             /* the file opened but cannot be read */
   char origin[F_COUNT][64]; /* the module a field was inherited from, or "" */
-  int origins;             /* while loading: the stack index of name -> module */
+  int origins;              /* while loading: the stack index of name -> module */
 } lr_load;
 
 /* A new state of g running its script: refs and rules filled in, the
  * fields and warnings it read left in *ld.  NULL with err set. */
-lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err,
-                         size_t errlen);
+lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err, size_t errlen);
 void lr_script_free(lr_script *s);
 
 /* ---- judge.c */
 
-int lr_info_index(lua_State *L);   /* info's __index */
+int lr_info_index(lua_State *L); /* info's __index */
 int lr_info_newindex(lua_State *L);
 /* The load's judge (ud: the load). */
 lr_judge lr_gen_judge(lr_gen *g);
@@ -212,8 +211,8 @@ void lr_sort_warnings(char **w, size_t n, const char *src);
 luaretry_code lr_gen_is_idempotent(lr_gen *g, const luaretry_request *r, int *yes,
                                    const lr_attempt_ctx *ctx, char *err, size_t errlen);
 luaretry_code lr_gen_prepare(lr_gen *g, const luaretry_request *in, int attempt,
-                             luaretry_request *out, void **prepared,
-                             const lr_attempt_ctx *ctx, char *err, size_t errlen);
+                             luaretry_request *out, void **prepared, const lr_attempt_ctx *ctx,
+                             char *err, size_t errlen);
 
 /* ---- callstore.c: info.call, a table kept between a call's decisions */
 
@@ -251,8 +250,8 @@ int lr_fleet_url_ok(const char *url, char *err, size_t errlen);
  * fleet.redis is set and there is a guard to share, into g->fleet and
  * g->rules.remote (the current load's link again when nothing but the
  * guard numbers changed); fills t's fleet fields.  0, or -1 with err. */
-int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const char *name,
-                           char *err, size_t errlen);
+int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const char *name, char *err,
+                           size_t errlen);
 /* A load's reference to its link; the last one sends what was counted and
  * not sent yet (one bounded round trip, none while Redis is down) and
  * closes the connection. */

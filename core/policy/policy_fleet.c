@@ -31,9 +31,11 @@ static luaretry_code fleet_failed(luaretry_policy *p, lr_fleet *f, lr_fleet_code
   lr_fleet_view v;
   lr_fleet_view_get(f, &v);
   char msg[800];
-  if (err && err[0]) lr_fmt(msg, sizeof msg, "fleet: %s", err);
-  else lr_fmt(msg, sizeof msg, "fleet: %s: %s", v.where, v.detail[0] ? v.detail
-                                                                      : lr_fleet_strerror(rc));
+  if (err && err[0])
+    lr_fmt(msg, sizeof msg, "fleet: %s", err);
+  else
+    lr_fmt(msg, sizeof msg, "fleet: %s: %s", v.where,
+           v.detail[0] ? v.detail : lr_fleet_strerror(rc));
   lr_policy_error(p, msg);
   return LUARETRY_E_FLEET;
 }
@@ -43,8 +45,8 @@ luaretry_code luaretry_policy_fleet_sync(luaretry_policy *p) {
   lr_gen *g = fleet_load(p);
   if (!g) return LUARETRY_E_STATE;
   lr_fleet_code rc = lr_fleet_sync_now(lr_fleet_link_fleet(g->fleet));
-  luaretry_code out = rc == LR_FLEET_OK ? LUARETRY_OK
-                                        : fleet_failed(p, lr_fleet_link_fleet(g->fleet), rc, NULL);
+  luaretry_code out =
+    rc == LR_FLEET_OK ? LUARETRY_OK : fleet_failed(p, lr_fleet_link_fleet(g->fleet), rc, NULL);
   lr_gen_unref(g);
   return out;
 }
@@ -66,8 +68,7 @@ static luaretry_code copy_status(const lr_fleet_status *in, const lr_fleet_view 
   if (!st->processes) return LUARETRY_E_NOMEM;
   st->process_count = in->count;
   for (size_t i = 0; i < in->count; i++) {
-    lr_strlcpy(st->processes[i].member, in->processes[i].member,
-               sizeof st->processes[i].member);
+    lr_strlcpy(st->processes[i].member, in->processes[i].member, sizeof st->processes[i].member);
     st->processes[i].seen_ago = in->processes[i].seen_ago;
   }
   return LUARETRY_OK;
@@ -109,7 +110,8 @@ luaretry_code luaretry_policy_fleet_reset(luaretry_policy *p) {
   if (!g) return LUARETRY_E_STATE;
   char err[600] = "";
   lr_fleet_code rc = lr_fleet_reset(lr_fleet_link_fleet(g->fleet), err, sizeof err);
-  luaretry_code out = rc == LR_FLEET_OK ? LUARETRY_OK : fleet_failed(p, lr_fleet_link_fleet(g->fleet), rc, err);
+  luaretry_code out =
+    rc == LR_FLEET_OK ? LUARETRY_OK : fleet_failed(p, lr_fleet_link_fleet(g->fleet), rc, err);
   lr_gen_unref(g);
   return out;
 }

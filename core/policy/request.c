@@ -38,7 +38,7 @@ static void push_request(lua_State *L, const luaretry_request *r, size_t body_li
 
 static int method_is_idempotent(const char *m) {
   static const char *const safe[] = { "GET", "HEAD", "OPTIONS", "PUT", "DELETE", NULL };
-  if (!m) return 1;  /* no method: a GET */
+  if (!m) return 1; /* no method: a GET */
   for (int i = 0; safe[i]; i++)
     if (strcmp(m, safe[i]) == 0) return 1;
   return 0;
@@ -64,8 +64,8 @@ luaretry_code lr_gen_is_idempotent(lr_gen *g, const luaretry_request *r, int *ye
   }
   s->cur_request = r;
   char msg[1024];
-  luaretry_code rc = lr_sandbox_call(s->sb, call_is_idempotent, s, 1, LUARETRY_E_POLICY, msg,
-                                     sizeof msg);
+  luaretry_code rc =
+    lr_sandbox_call(s->sb, call_is_idempotent, s, 1, LUARETRY_E_POLICY, msg, sizeof msg);
   s->cur_request = NULL;
   if (rc != LUARETRY_OK) {
     lr_fmt(err, errlen, "is_idempotent: %s", msg);
@@ -95,7 +95,7 @@ static const char *field(lua_State *L, int t, const char *k, size_t *len) {
   }
   if (type != LUA_TSTRING) luaL_error(L, "prepare: request.%s must be a string", k);
   const char *v = lua_tolstring(L, -1, len);
-  lua_pop(L, 1);  /* the table keeps it alive */
+  lua_pop(L, 1); /* the table keeps it alive */
   return v;
 }
 
@@ -109,7 +109,8 @@ static void check_text(lua_State *L, const char *what, const char *v, size_t len
 static void check_url(lua_State *L, const char *url, size_t len) {
   check_text(L, "request.url", url, len);
   if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
-    luaL_error(L, "prepare: request.url must be an http or https URL, not \"%s\"", lr_quote_clip(L, url));
+    luaL_error(L, "prepare: request.url must be an http or https URL, not \"%s\"",
+               lr_quote_clip(L, url));
 }
 
 typedef struct {
@@ -188,22 +189,22 @@ static void pack(lua_State *L, int t, int original_body, const luaretry_request 
 static int call_prepare(lua_State *L) {
   lr_script *s = lua_touserdata(L, 1);
   lua_settop(L, 1);
-  push_request(L, s->cur_request, s->gen->body_limit);     /* 2 */
-  lua_getfield(L, 2, "body");                               /* 3: as given */
+  push_request(L, s->cur_request, s->gen->body_limit); /* 2 */
+  lua_getfield(L, 2, "body");                          /* 3: as given */
   lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_prepare);
   lua_pushvalue(L, 2);
   lua_pushinteger(L, s->cur_attempt);
   lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_info);
   lua_call(L, 3, 1);
-  int t = lua_istable(L, -1) ? lua_gettop(L) : 2;  /* a returned table wins */
+  int t = lua_istable(L, -1) ? lua_gettop(L) : 2; /* a returned table wins */
   pack(L, t, 3, s->cur_request, s->cur_out, s->cur_prepared);
   lr_script_keep_call(L, s);
   return 0;
 }
 
 luaretry_code lr_gen_prepare(lr_gen *g, const luaretry_request *in, int attempt,
-                             luaretry_request *out, void **prepared,
-                             const lr_attempt_ctx *ctx, char *err, size_t errlen) {
+                             luaretry_request *out, void **prepared, const lr_attempt_ctx *ctx,
+                             char *err, size_t errlen) {
   *out = *in;
   if (!g->has_prepare) return LUARETRY_OK;
   lr_script *s = lr_gen_borrow(g, err, errlen);
@@ -247,7 +248,7 @@ luaretry_code lr_add_attempt_header(const char *name, int attempt, luaretry_requ
   char *value = mem + (n + 1) * sizeof(luaretry_header);
   lr_fmt(value, 16, "%d", attempt);
   size_t k = 0;
-  for (size_t i = 0; i < r->header_count; i++)  /* the strings stay where they are */
+  for (size_t i = 0; i < r->header_count; i++) /* the strings stay where they are */
     if (strcasecmp(r->headers[i].name, name) != 0) h[k++] = r->headers[i];
   h[k].name = name;
   h[k].value = value;

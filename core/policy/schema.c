@@ -70,8 +70,8 @@ void lr_unknown_field(char *buf, size_t size, const char *name) {
     prefix[dot - name + 1] = '\0';
   }
   const char *near = lr_closest_field(dot ? dot + 1 : name, prefix);
-  lr_fmt(buf, size, "%s: unknown name%s%s%s", name, near ? ", did you mean " : "",
-         near ? near : "", near ? "?" : "");
+  lr_fmt(buf, size, "%s: unknown name%s%s%s", name, near ? ", did you mean " : "", near ? near : "",
+         near ? "?" : "");
 }
 
 /* ---- messages */
@@ -93,7 +93,7 @@ void lr_free_warnings(char **list, size_t *count) {
 }
 
 static void add_error(char *buf, size_t size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+  __attribute__((format(printf, 3, 4)));
 static void add_error(char *buf, size_t size, const char *fmt, ...) {
   size_t len = strlen(buf);
   if (len + 2 >= size) return;
@@ -117,10 +117,14 @@ static const char *lua_type_name(int t) {
 }
 
 static void describe(const lr_field *f, char *buf, size_t size) {
-  if (f->type == LUA_TNUMBER) lr_fmt(buf, size, "%g", f->num);
-  else if (f->type == LUA_TSTRING) lr_fmt(buf, size, "\"%s\"", f->str);
-  else if (f->type == LUA_TBOOLEAN) lr_fmt(buf, size, "%s", f->boolean ? "true" : "false");
-  else lr_fmt(buf, size, "a %s", lua_type_name(f->type));
+  if (f->type == LUA_TNUMBER)
+    lr_fmt(buf, size, "%g", f->num);
+  else if (f->type == LUA_TSTRING)
+    lr_fmt(buf, size, "\"%s\"", f->str);
+  else if (f->type == LUA_TBOOLEAN)
+    lr_fmt(buf, size, "%s", f->boolean ? "true" : "false");
+  else
+    lr_fmt(buf, size, "a %s", lua_type_name(f->type));
 }
 
 static void shortest(char *buf, size_t size, double v);
@@ -133,10 +137,14 @@ static void expectation(const lr_field_spec *s, char *buf, size_t size) {
   char lo[32], hi[32];
   shortest(lo, sizeof lo, s->lo);
   shortest(hi, sizeof hi, s->hi);
-  if (isinf(s->hi) && (s->flags & OPEN)) lr_fmt(buf, size, "%s%s above %s", what, unit, lo);
-  else if (isinf(s->hi)) lr_fmt(buf, size, "%s%s, %s or more", what, unit, lo);
-  else if (s->flags & OPEN) lr_fmt(buf, size, "%s%s above %s and at most %s", what, unit, lo, hi);
-  else lr_fmt(buf, size, "%s%s from %s to %s", what, unit, lo, hi);
+  if (isinf(s->hi) && (s->flags & OPEN))
+    lr_fmt(buf, size, "%s%s above %s", what, unit, lo);
+  else if (isinf(s->hi))
+    lr_fmt(buf, size, "%s%s, %s or more", what, unit, lo);
+  else if (s->flags & OPEN)
+    lr_fmt(buf, size, "%s%s above %s and at most %s", what, unit, lo, hi);
+  else
+    lr_fmt(buf, size, "%s%s from %s to %s", what, unit, lo, hi);
 }
 
 static const char *enum_name(lr_type type, int v) {
@@ -158,7 +166,10 @@ static void enum_choices(lr_type type, char *buf, size_t size) {
   buf[0] = '\0';
   for (int v = 0; v <= last; v++) {
     size_t len = strlen(buf);
-    lr_fmt(buf + len, size - len, "%s\"%s\"", v == 0 ? "" : v == last ? " or " : ", ",
+    lr_fmt(buf + len, size - len, "%s\"%s\"",
+           v == 0      ? ""
+           : v == last ? " or "
+                       : ", ",
            enum_name(type, v));
   }
 }
@@ -177,9 +188,12 @@ typedef struct {
 /* An override speaks of its field alone; the host names the switch. */
 static void where(const lr_check *ck, int i, char *buf, size_t size) {
   const lr_field *f = &ck->fields[i];
-  if (f->from_set) lr_fmt(buf, size, "%s", lr_fields[i].name);
-  else if (f->line) lr_fmt(buf, size, "%s:%d: %s", ck->chunk, f->line, lr_fields[i].name);
-  else lr_fmt(buf, size, "%s: %s", ck->chunk, lr_fields[i].name);
+  if (f->from_set)
+    lr_fmt(buf, size, "%s", lr_fields[i].name);
+  else if (f->line)
+    lr_fmt(buf, size, "%s:%d: %s", ck->chunk, f->line, lr_fields[i].name);
+  else
+    lr_fmt(buf, size, "%s: %s", ck->chunk, lr_fields[i].name);
 }
 
 static void bad(lr_check *ck, int i, const char *expected) {
@@ -221,12 +235,15 @@ static int check_field(lr_check *ck, int i) {
     char w[1200];
     where(ck, i, w, sizeof w);
     if (lr_field_in(i, F_FLEET))
-      add_error(ck->errors, ck->errors_size, "%s: the host says where Redis is and how long "
-                "to wait for it (luaretry_policy_set, --set%s), not the script", w,
-                i == F_FL_REDIS ? ", --redis, LUARETRY_REDIS" : "");
+      add_error(ck->errors, ck->errors_size,
+                "%s: the host says where Redis is and how long "
+                "to wait for it (luaretry_policy_set, --set%s), not the script",
+                w, i == F_FL_REDIS ? ", --redis, LUARETRY_REDIS" : "");
     else
-      add_error(ck->errors, ck->errors_size, "%s: a sandbox limit is set by the host "
-                "(luaretry_policy_set, --set), not by the script", w);
+      add_error(ck->errors, ck->errors_size,
+                "%s: a sandbox limit is set by the host "
+                "(luaretry_policy_set, --set), not by the script",
+                w);
     return -1;
   }
   switch (s->type) {
@@ -234,7 +251,10 @@ static int check_field(lr_check *ck, int i) {
     if (f->type == LUA_TSTRING) return 1;
     bad(ck, i, "a string");
     return -1;
-  case T_COUNT: case T_BYTES: case T_SECONDS: case T_NUMBER:
+  case T_COUNT:
+  case T_BYTES:
+  case T_SECONDS:
+  case T_NUMBER:
     if (f->type == LUA_TNUMBER && number_ok(s, f->num)) return 1;
     expectation(s, expected, sizeof expected);
     bad(ck, i, expected);
@@ -243,7 +263,8 @@ static int check_field(lr_check *ck, int i) {
     if (f->type == LUA_TBOOLEAN) return 1;
     bad(ck, i, "true or false");
     return -1;
-  case T_KIND: case T_JITTER:
+  case T_KIND:
+  case T_JITTER:
     if (f->type == LUA_TSTRING && enum_value(s->type, f->str) >= 0) return 1;
     enum_choices(s->type, expected, sizeof expected);
     bad(ck, i, expected);
@@ -258,20 +279,22 @@ static int check_field(lr_check *ck, int i) {
     return -1;
   case T_DELAY:
     if ((f->type == LUA_TNUMBER && number_ok(s, f->num)) ||
-        (f->type == LUA_TSTRING && percentile_of(f->str) > 0)) return 1;
+        (f->type == LUA_TSTRING && percentile_of(f->str) > 0))
+      return 1;
     bad(ck, i, "a number of seconds above 0, or a percentile \"pNN\" (\"p95\", \"p99.9\")");
     return -1;
   case T_TABLE:
     if (f->type == LUA_TTABLE) return 1;
-    bad(ck, i, i == F_BUDGET ? "a table {max_tokens =, token_ratio =}"
-             : i == F_HEDGE ? "a table {delay =, max =}"
-             : i == F_BREAKER ? "a table {failures =, open_seconds =, probes =}"
-             : i == F_FLEET ? "a table {key =, sync =}"
-             : i == F_THROTTLE_BACKOFF ? "a table {initial =, multiplier =, max =, jitter =}"
-             : i == F_K_SLOW_CALL ? "a table {seconds =, rate =}"
-             : i == F_THROTTLE ? "a table {k =, window =}"
-             : i == F_RATE ? "a table {limit =, burst =, adaptive =}"
-             : "a table of the script's own settings");
+    bad(ck, i,
+        i == F_BUDGET             ? "a table {max_tokens =, token_ratio =}"
+        : i == F_HEDGE            ? "a table {delay =, max =}"
+        : i == F_BREAKER          ? "a table {failures =, open_seconds =, probes =}"
+        : i == F_FLEET            ? "a table {key =, sync =}"
+        : i == F_THROTTLE_BACKOFF ? "a table {initial =, multiplier =, max =, jitter =}"
+        : i == F_K_SLOW_CALL      ? "a table {seconds =, rate =}"
+        : i == F_THROTTLE         ? "a table {k =, window =}"
+        : i == F_RATE             ? "a table {limit =, burst =, adaptive =}"
+                                  : "a table of the script's own settings");
     return -1;
   }
   return -1;
@@ -287,12 +310,11 @@ static void store(lr_tuning *t, int i, const lr_field *f, int ok) {
   case T_STRING: lr_strlcpy(at, ok > 0 ? f->str : "", sizeof f->str); break;
   case T_COUNT: *(long *)at = (long)v; break;
   case T_BYTES: *(size_t *)at = (size_t)v; break;
-  case T_SECONDS: case T_NUMBER: *(double *)at = v; break;
+  case T_SECONDS:
+  case T_NUMBER: *(double *)at = v; break;
   case T_DELAY: *(double *)at = ok > 0 && f->type == LUA_TNUMBER ? v : 0; break;
   case T_BOOL: *(int *)at = ok > 0 ? f->boolean : (int)v; break;
-  case T_KIND:
-    *(luaretry_backoff_kind *)at = ok > 0 ? enum_value(T_KIND, f->str) : (int)v;
-    break;
+  case T_KIND: *(luaretry_backoff_kind *)at = ok > 0 ? enum_value(T_KIND, f->str) : (int)v; break;
   case T_JITTER: *(luaretry_jitter *)at = ok > 0 ? enum_value(T_JITTER, f->str) : (int)v; break;
   default: break;
   }
@@ -330,11 +352,12 @@ static void check_backoff(lr_check *ck, const int *ok, luaretry_tuning *t) {
   if (ok[F_B_MAX] > 0 && ok[F_B_INITIAL] >= 0 && t->max < t->initial) {
     char w[1200];
     where(ck, F_B_MAX, w, sizeof w);
-    add_error(ck->errors, ck->errors_size, "%s: %g is below backoff.initial (%g)", w,
-              t->max, t->initial);
+    add_error(ck->errors, ck->errors_size, "%s: %g is below backoff.initial (%g)", w, t->max,
+              t->initial);
   }
   if (t->kind == LUARETRY_BACKOFF_EXPONENTIAL && t->multiplier < 1 && ok[F_B_MULTIPLIER] > 0) {
-    warn_at(ck, F_B_MULTIPLIER, "below 1 would shrink the waits; clamped to 1 "
+    warn_at(ck, F_B_MULTIPLIER,
+            "below 1 would shrink the waits; clamped to 1 "
             "(a backoff function can return any schedule)");
     t->multiplier = 1;
   }
@@ -376,8 +399,10 @@ static void check_hedge(lr_check *ck, const int *ok, lr_tuning *x) {
   char w[1200];
   if (ok[F_H_DELAY] == 0) {
     where(ck, F_HEDGE, w, sizeof w);
-    add_error(ck->errors, ck->errors_size, "%s: hedge.delay must be set (seconds, or "
-              "\"p95\")", w);
+    add_error(ck->errors, ck->errors_size,
+              "%s: hedge.delay must be set (seconds, or "
+              "\"p95\")",
+              w);
   }
   if (ok[F_H_DELAY] > 0 && f[F_H_DELAY].type == LUA_TSTRING)
     x->hedge_percentile = percentile_of(f[F_H_DELAY].str);
@@ -385,13 +410,15 @@ static void check_hedge(lr_check *ck, const int *ok, lr_tuning *x) {
   double timeout = x->pub.attempt_timeout;
   if (timeout > 0 && ok[F_H_DELAY] > 0 && !x->hedge_percentile && x->hedge_delay >= timeout) {
     where(ck, F_H_DELAY, w, sizeof w);
-    add_error(ck->errors, ck->errors_size, "%s: %g s is not below attempt_timeout (%g s): "
-              "no hedge could ever go", w, x->hedge_delay, timeout);
+    add_error(ck->errors, ck->errors_size,
+              "%s: %g s is not below attempt_timeout (%g s): "
+              "no hedge could ever go",
+              w, x->hedge_delay, timeout);
   }
   if (ok[F_H_CEILING] > 0 && ok[F_H_FLOOR] >= 0 && x->hedge_ceiling < x->hedge_floor) {
     where(ck, F_H_CEILING, w, sizeof w);
-    add_error(ck->errors, ck->errors_size, "%s: %g is below hedge.floor (%g)", w,
-              x->hedge_ceiling, x->hedge_floor);
+    add_error(ck->errors, ck->errors_size, "%s: %g is below hedge.floor (%g)", w, x->hedge_ceiling,
+              x->hedge_floor);
   }
   if (timeout > 0 && x->hedge_ceiling >= timeout) x->hedge_ceiling = timeout / 2;
   if (x->hedge_floor > x->hedge_ceiling) x->hedge_floor = x->hedge_ceiling;
@@ -417,7 +444,8 @@ static void error_at(lr_check *ck, int i, const char *what) {
 /* The breaker's rate rules: what they need and what cannot work. */
 static void check_breaker_rates(lr_check *ck, const int *ok, lr_tuning *x) {
   luaretry_tuning *t = &x->pub;
-  if (ok[F_K_MIN_CALLS] <= 0) x->min_calls = x->window;
+  if (ok[F_K_MIN_CALLS] <= 0)
+    x->min_calls = x->window;
   else if (x->min_calls > x->window) {
     char why[96];
     lr_fmt(why, sizeof why, "%ld is above breaker.window (%ld)", x->min_calls, x->window);
@@ -428,12 +456,13 @@ static void check_breaker_rates(lr_check *ck, const int *ok, lr_tuning *x) {
   double longest = t->attempt_timeout > 0 ? t->attempt_timeout : t->deadline;
   if (ok[F_K_SLOW_SECONDS] > 0 && longest > 0 && x->slow_seconds > longest) {
     char why[160];
-    lr_fmt(why, sizeof why, "%g s is above %s (%g s): no attempt can be that slow",
-           x->slow_seconds, t->attempt_timeout > 0 ? "attempt_timeout" : "deadline", longest);
+    lr_fmt(why, sizeof why, "%g s is above %s (%g s): no attempt can be that slow", x->slow_seconds,
+           t->attempt_timeout > 0 ? "attempt_timeout" : "deadline", longest);
     error_at(ck, F_K_SLOW_SECONDS, why);
   }
   if (ok[F_K_HALF_OPEN_CALLS] > 0) {
-    if (ok[F_K_PROBES] > 0) error_at(ck, F_K_HALF_OPEN_CALLS, "set probes or half_open_calls, not both");
+    if (ok[F_K_PROBES] > 0)
+      error_at(ck, F_K_HALF_OPEN_CALLS, "set probes or half_open_calls, not both");
     t->probes = x->half_open_calls;
   }
   int rated = ok[F_K_FAILURE_RATE] > 0 || ok[F_K_SLOW_SECONDS] > 0;
@@ -457,13 +486,17 @@ static int validate(lr_check *ck, lr_tuning *x) {
   if (ok[F_MAX_ATTEMPTS] == 0 && ok[F_DEADLINE] == 0)
     add_error(ck->errors, ck->errors_size,
               "%s: neither max_attempts nor deadline is set: the policy could "
-              "retry forever", ck->chunk);
+              "retry forever",
+              ck->chunk);
   if (ok[F_ATTEMPT_TIMEOUT] == 0 && ok[F_DEADLINE] == 0)
     lr_add_warning(ck->warnings, ck->warning_count,
                    "%s: neither attempt_timeout nor deadline is set: one attempt could "
-                   "last for ever (a server that accepts and never answers)", ck->chunk);
-  if (f[F_BACKOFF].type == LUA_TFUNCTION) script_backoff(ck, t);
-  else check_backoff(ck, ok, t);
+                   "last for ever (a server that accepts and never answers)",
+                   ck->chunk);
+  if (f[F_BACKOFF].type == LUA_TFUNCTION)
+    script_backoff(ck, t);
+  else
+    check_backoff(ck, ok, t);
   t->budget = declared(f, ok, F_BUDGET);
   t->breaker = declared(f, ok, F_BREAKER);
   check_hedge(ck, ok, x);
@@ -473,10 +506,12 @@ static int validate(lr_check *ck, lr_tuning *x) {
   if (x->rate && ok[F_R_LIMIT] <= 0 && !x->rate_adaptive && f[F_RATE].type == LUA_TTABLE) {
     char w[1200];
     where(ck, F_RATE, w, sizeof w);
-    add_error(ck->errors, ck->errors_size, "%s: needs limit (attempts per second) or "
-              "adaptive = true", w);
+    add_error(ck->errors, ck->errors_size,
+              "%s: needs limit (attempts per second) or "
+              "adaptive = true",
+              w);
   }
-  if (x->rate && ok[F_R_LIMIT] <= 0 && !x->rate_adaptive) x->rate = 0;  /* --set burst alone */
+  if (x->rate && ok[F_R_LIMIT] <= 0 && !x->rate_adaptive) x->rate = 0; /* --set burst alone */
   return ck->errors[0] != '\0';
 }
 
@@ -569,19 +604,20 @@ static void parse_override(const lr_override *o, int i, lr_field *f) {
 }
 
 int lr_schema_apply(const lr_field *script_fields, const lr_override *overrides,
-                    size_t override_count, const char *chunk, lr_tuning *t,
-                    lr_rules *r, char **warnings, size_t *warning_count, char *errors,
-                    size_t errors_size) {
+                    size_t override_count, const char *chunk, lr_tuning *t, lr_rules *r,
+                    char **warnings, size_t *warning_count, char *errors, size_t errors_size) {
   lr_field fields[F_COUNT];
   memcpy(fields, script_fields, sizeof fields);
   errors[0] = '\0';
   for (size_t k = 0; k < override_count; k++) {
     int i = lr_field_index(overrides[k].name);
-    if (i < 0) continue;  /* options.NAME: applied in the script's state */
+    if (i < 0) continue; /* options.NAME: applied in the script's state */
     lr_type type = lr_fields[i].type;
     if (type == T_FUNCTION || type == T_TABLE || type == T_BACKOFF) {
-      add_error(errors, errors_size, "%s: functions and tables can only be set "
-                "in the script", overrides[k].name);
+      add_error(errors, errors_size,
+                "%s: functions and tables can only be set "
+                "in the script",
+                overrides[k].name);
       return -1;
     }
     parse_override(&overrides[k], i, &fields[i]);
@@ -639,11 +675,14 @@ void lr_schema_format(const lr_tuning *t, int i, char *buf, size_t size) {
     if (*(const long *)at || !(s->flags & OPT)) lr_fmt(buf, size, "%ld", *(const long *)at);
     break;
   case T_BYTES: lr_fmt(buf, size, "%zu", *(const size_t *)at); break;
-  case T_SECONDS: case T_NUMBER: case T_DELAY:
+  case T_SECONDS:
+  case T_NUMBER:
+  case T_DELAY:
     if (*(const double *)at || !(s->flags & OPT)) shortest(buf, size, *(const double *)at);
     break;
   case T_BOOL: lr_strlcpy(buf, *(const int *)at ? "true" : "false", size); break;
-  case T_KIND: case T_JITTER: lr_strlcpy(buf, enum_name(s->type, *(const int *)at), size); break;
+  case T_KIND:
+  case T_JITTER: lr_strlcpy(buf, enum_name(s->type, *(const int *)at), size); break;
   default: break;
   }
 }
@@ -682,7 +721,8 @@ static const char *type_word(lr_type t) {
   case T_SECONDS: return "seconds";
   case T_NUMBER: return "number";
   case T_BOOL: return "boolean";
-  case T_KIND: case T_JITTER: return "enum";
+  case T_KIND:
+  case T_JITTER: return "enum";
   case T_FUNCTION: return "function";
   case T_TABLE: return "table";
   case T_BACKOFF: return "backoff";
@@ -707,15 +747,19 @@ static void make_public(void) {
     luaretry_field *f = &public_fields[i];
     f->name = s->name;
     f->type = type_word(s->type);
-    f->values = s->type == T_KIND ? public_values[0] : s->type == T_JITTER ? public_values[1] : NULL;
+    f->values = s->type == T_KIND     ? public_values[0]
+                : s->type == T_JITTER ? public_values[1]
+                                      : NULL;
     f->doc = s->doc;
     f->host_only = (s->flags & HOST) != 0;
     f->settable = s->type != T_FUNCTION && s->type != T_TABLE && s->type != T_BACKOFF;
     if (isnan(s->def)) continue;
-    if (s->type == T_BOOL) lr_strlcpy(public_defaults[i], s->def ? "true" : "false", 32);
+    if (s->type == T_BOOL)
+      lr_strlcpy(public_defaults[i], s->def ? "true" : "false", 32);
     else if (s->type == T_KIND || s->type == T_JITTER)
       lr_strlcpy(public_defaults[i], enum_name(s->type, (int)s->def), 32);
-    else shortest(public_defaults[i], 32, s->def);
+    else
+      shortest(public_defaults[i], 32, s->def);
     f->default_value = public_defaults[i];
   }
 }

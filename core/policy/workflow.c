@@ -19,9 +19,9 @@ typedef struct {
   int nargs;
   luaretry_transport_fn transport;
   void *ud;
-  double timeout;              /* for the whole run: its requests share it */
-  double started;              /* monotonic seconds */
-  luaretry_code transport_rc;  /* a transport that gave up ends the run */
+  double timeout;             /* for the whole run: its requests share it */
+  double started;             /* monotonic seconds */
+  luaretry_code transport_rc; /* a transport that gave up ends the run */
   int status;
 } workflow;
 
@@ -47,7 +47,8 @@ static size_t read_headers(lua_State *L, int idx, luaretry_header *h) {
 /* A script reaches http and https only, and cannot split a request. */
 static void check_request(lua_State *L, const luaretry_request *req) {
   if (strncasecmp(req->url, "http://", 7) != 0 && strncasecmp(req->url, "https://", 8) != 0)
-    luaL_error(L, "http: only http and https URLs can be requested, not \"%s\"", lr_quote_clip(L, req->url));
+    luaL_error(L, "http: only http and https URLs can be requested, not \"%s\"",
+               lr_quote_clip(L, req->url));
   const char *texts[2] = { req->url, req->method };
   for (int i = 0; i < 2; i++)
     if (texts[i] && strpbrk(texts[i], "\r\n"))
@@ -67,7 +68,7 @@ static int perform(lua_State *L, luaretry_request *req) {
   if (timeout > 0) {
     timeout -= lr_monotonic_now() - w->started;
     if (timeout <= 0) {
-      char secs[32];  /* lua_pushfstring knows no precision */
+      char secs[32]; /* lua_pushfstring knows no precision */
       lr_fmt(secs, sizeof secs, "%.3f", w->timeout);
       return luaL_error(L, "http: %s %s: the attempt's time (%s s) is used up", req->method,
                         req->url, secs);
@@ -75,7 +76,7 @@ static int perform(lua_State *L, luaretry_request *req) {
   }
   luaretry_response resp;
   memset(&resp, 0, sizeof resp);
-  lr_sandbox_pause(w->s->sb);  /* the host's time is not the script's */
+  lr_sandbox_pause(w->s->sb); /* the host's time is not the script's */
   luaretry_code rc = w->transport(w->ud, req, timeout, &resp);
   lr_sandbox_resume(w->s->sb);
   if (rc != LUARETRY_OK) {
@@ -145,8 +146,10 @@ static int http_request(lua_State *L) {
 static int run_protected(lua_State *L) {
   workflow *w = lua_touserdata(L, 1);
   lua_rawgeti(L, LUA_REGISTRYINDEX, w->s->ref_run);
-  static const luaL_Reg fns[] = { { "get", http_get }, { "put", http_put },
-                                  { "post", http_post }, { "request", http_request },
+  static const luaL_Reg fns[] = { { "get", http_get },
+                                  { "put", http_put },
+                                  { "post", http_post },
+                                  { "request", http_request },
                                   { NULL, NULL } };
   lua_createtable(L, 0, 4);
   lua_pushlightuserdata(L, w);
@@ -159,8 +162,10 @@ static int run_protected(lua_State *L) {
   lua_call(L, 2, 2);
   lua_Integer status = lua_tointeger(L, -2);
   if (!lua_isinteger(L, -2) || (lua_type(L, -1) != LUA_TSTRING && !lua_isnil(L, -1)))
-    return luaL_error(L, "run must return status, body (an integer and a string), "
-                      "not a %s and a %s", luaL_typename(L, -2), luaL_typename(L, -1));
+    return luaL_error(L,
+                      "run must return status, body (an integer and a string), "
+                      "not a %s and a %s",
+                      luaL_typename(L, -2), luaL_typename(L, -1));
   if (status < 0 || status > 999)
     return luaL_error(L, "run returned status %I: a status is from 0 to 999", status);
   w->status = (int)status;
@@ -179,11 +184,10 @@ int luaretry_policy_has_workflow(const luaretry_policy *p) {
 }
 
 /* Runs the workflow in state s; its body into p's buffer. */
-static luaretry_code run_in(luaretry_policy *p, lr_script *s, workflow *w,
-                            luaretry_outcome *out) {
+static luaretry_code run_in(luaretry_policy *p, lr_script *s, workflow *w, luaretry_outcome *out) {
   char err[1024];
-  luaretry_code rc = lr_sandbox_call(s->sb, run_protected, w, 1, LUARETRY_E_POLICY, err,
-                                     sizeof err);
+  luaretry_code rc =
+    lr_sandbox_call(s->sb, run_protected, w, 1, LUARETRY_E_POLICY, err, sizeof err);
   if (rc != LUARETRY_OK) {
     char msg[sizeof err + 8];
     lr_fmt(msg, sizeof msg, "run: %s", err);
@@ -207,10 +211,9 @@ static luaretry_code run_in(luaretry_policy *p, lr_script *s, workflow *w,
   return LUARETRY_OK;
 }
 
-luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const *args,
-                                           int nargs, luaretry_transport_fn transport,
-                                           void *ud, double timeout,
-                                           luaretry_outcome *out) {
+luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const *args, int nargs,
+                                           luaretry_transport_fn transport, void *ud,
+                                           double timeout, luaretry_outcome *out) {
   if (!p || !transport || !out || nargs < 0 || (nargs && !args)) return LUARETRY_E_ARG;
   lr_gen *g = lr_policy_current(p);
   if (!g) return LUARETRY_E_STATE;
@@ -224,8 +227,7 @@ luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const
     rc = LUARETRY_E_NOMEM;
   }
   if (s) {
-    workflow w = { s, args, nargs, transport, ud, timeout, lr_monotonic_now(), LUARETRY_OK,
-                   0 };
+    workflow w = { s, args, nargs, transport, ud, timeout, lr_monotonic_now(), LUARETRY_OK, 0 };
     rc = run_in(p, s, &w, out);
     lr_gen_return(s);
   }

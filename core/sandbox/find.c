@@ -84,10 +84,13 @@ luaretry_code luaretry_policy_dir(size_t i, char *path, size_t size) {
     i -= n_env;
     char user[4096];
     int has_user = user_dir(user, sizeof user);
-    if (has_user < 0) has_user = 0;  /* a HOME too long to use: skipped */
-    if (has_user && i == 0) rc = join(path, size, user, "") ? -1 : 1;
-    else if (i == (size_t)has_user) rc = join(path, size, lr_datadir(), "/policies") ? -1 : 1;
-    else rc = 0;
+    if (has_user < 0) has_user = 0; /* a HOME too long to use: skipped */
+    if (has_user && i == 0)
+      rc = join(path, size, user, "") ? -1 : 1;
+    else if (i == (size_t)has_user)
+      rc = join(path, size, lr_datadir(), "/policies") ? -1 : 1;
+    else
+      rc = 0;
   }
   if (rc < 0) path[0] = '\0';
   return rc == 1 ? LUARETRY_OK : LUARETRY_E_ARG;
@@ -101,7 +104,7 @@ static int is_file_name(const char *policy) {
 luaretry_code luaretry_policy_find(const char *policy, char *path, size_t size) {
   if (!policy || !*policy || !path || size == 0) return LUARETRY_E_ARG;
   path[0] = '\0';
-  if (is_file_name(policy)) {  /* a file, never looked up */
+  if (is_file_name(policy)) { /* a file, never looked up */
     if (!is_file(policy)) return LUARETRY_E_IO;
     return join(path, size, policy, "") ? LUARETRY_E_ARG : LUARETRY_OK;
   }

@@ -27,22 +27,25 @@
 #include "sandbox.h"
 
 #define MAX_CAPTURES 32   /* LUA_MAXCAPTURES */
-#define MAX_DEPTH 200     /* nested match() calls: "pattern too complex" */
-#define CAP_OPEN (-1)     /* capture length while it is still open */
+#define MAX_DEPTH    200  /* nested match() calls: "pattern too complex" */
+#define CAP_OPEN     (-1) /* capture length while it is still open */
 #define CAP_POSITION (-2) /* a () capture */
-#define BULK 16           /* bytes of bulk work per unit */
+#define BULK         16   /* bytes of bulk work per unit */
 
 #define uc(c) ((unsigned char)(c))
 
 typedef struct {
-  const char *s0, *s_end;  /* the subject */
-  const char *p_end;       /* the end of the pattern */
+  const char *s0, *s_end; /* the subject */
+  const char *p_end;      /* the end of the pattern */
   lua_State *L;
   lr_sandbox *sb;
-  long fuel;               /* sb->remaining, held here while matching */
-  int depth;               /* match() calls left before "too complex" */
+  long fuel; /* sb->remaining, held here while matching */
+  int depth; /* match() calls left before "too complex" */
   int ncap;
-  struct { const char *at; ptrdiff_t len; } cap[MAX_CAPTURES];
+  struct {
+    const char *at;
+    ptrdiff_t len;
+  } cap[MAX_CAPTURES];
 } MatchState;
 
 /* ---- the budget: the sandbox's instructions, or steps between two looks
@@ -72,7 +75,10 @@ static void out_of_fuel(MatchState *m) {
   m->fuel = m->sb->remaining;
 }
 
-#define CHARGE(m, n) do { if (((m)->fuel -= (long)(n)) <= 0) out_of_fuel(m); } while (0)
+#define CHARGE(m, n)                                   \
+  do {                                                 \
+    if (((m)->fuel -= (long)(n)) <= 0) out_of_fuel(m); \
+  } while (0)
 /* Pattern errors hand the fuel back first. */
 #define FAIL(m, ...) (sync_out(m), luaL_error((m)->L, __VA_ARGS__))
 
@@ -84,18 +90,18 @@ static void sync_out(MatchState *m) { m->sb->remaining = m->fuel > 0 ? m->fuel :
 static int match_class(int c, int cl) {
   int r;
   switch (tolower(cl)) {
-    case 'a': r = isalpha(c); break;
-    case 'c': r = iscntrl(c); break;
-    case 'd': r = isdigit(c); break;
-    case 'g': r = isgraph(c); break;
-    case 'l': r = islower(c); break;
-    case 'p': r = ispunct(c); break;
-    case 's': r = isspace(c); break;
-    case 'u': r = isupper(c); break;
-    case 'w': r = isalnum(c); break;
-    case 'x': r = isxdigit(c); break;
-    case 'z': r = c == 0; break;  /* deprecated in the manual, still there */
-    default: return cl == c;
+  case 'a': r = isalpha(c); break;
+  case 'c': r = iscntrl(c); break;
+  case 'd': r = isdigit(c); break;
+  case 'g': r = isgraph(c); break;
+  case 'l': r = islower(c); break;
+  case 'p': r = ispunct(c); break;
+  case 's': r = isspace(c); break;
+  case 'u': r = isupper(c); break;
+  case 'w': r = isalnum(c); break;
+  case 'x': r = isxdigit(c); break;
+  case 'z': r = c == 0; break; /* deprecated in the manual, still there */
+  default: return cl == c;
   }
   return isupper(cl) ? !r : r != 0;
 }
@@ -104,7 +110,10 @@ static int match_class(int c, int cl) {
 static int matchbracketclass(int c, const char *open, const char *close) {
   const char *q = open + 1;
   int hit = 1;
-  if (*q == '^') { hit = 0; q++; }
+  if (*q == '^') {
+    hit = 0;
+    q++;
+  }
   while (q < close) {
     if (*q == '%') {
       if (match_class(c, uc(q[1]))) return hit;
@@ -129,7 +138,7 @@ static const char *classEnd(MatchState *m, const char *p) {
   if (*p != '[') return p + 1;
   const char *q = p + 1;
   if (q < m->p_end && *q == '^') q++;
-  do {  /* the first member may be ']' itself */
+  do { /* the first member may be ']' itself */
     if (q >= m->p_end) FAIL(m, "malformed pattern (missing ']')");
     if (*q++ == '%' && q < m->p_end) q++;
   } while (q >= m->p_end || *q != ']');
@@ -141,12 +150,10 @@ static const char *classEnd(MatchState *m, const char *p) {
 static int singlematch(MatchState *m, const char *s, const char *p, const char *ep) {
   int c = uc(*s);
   switch (*p) {
-    case '.': return 1;
-    case '%': return match_class(c, uc(p[1]));
-    case '[':
-      CHARGE(m, (ep - p) / BULK);
-      return matchbracketclass(c, p, ep - 1);
-    default: return uc(*p) == c;
+  case '.': return 1;
+  case '%': return match_class(c, uc(p[1]));
+  case '[': CHARGE(m, (ep - p) / BULK); return matchbracketclass(c, p, ep - 1);
+  default: return uc(*p) == c;
   }
 }
 
@@ -198,7 +205,7 @@ static const char *match_capture(MatchState *m, const char *s, int d) {
   int i = d - '1';
   if (i < 0 || i >= m->ncap || m->cap[i].len == CAP_OPEN)
     FAIL(m, "invalid capture index %%%d", i + 1);
-  ptrdiff_t len = m->cap[i].len;  /* a position capture never matches */
+  ptrdiff_t len = m->cap[i].len; /* a position capture never matches */
   if (len < 0 || m->s_end - s < len) return NULL;
   CHARGE(m, len / BULK);
   return memcmp(m->cap[i].at, s, (size_t)len) == 0 ? s + len : NULL;
@@ -233,55 +240,54 @@ static const char *match(MatchState *m, const char *s, const char *p) {
   CHARGE(m, 1);
   while (p < m->p_end) {
     switch (*p) {
-      case '(':
-        if (p + 1 < m->p_end && p[1] == ')') s = start_capture(m, s, p + 2, CAP_POSITION);
-        else s = start_capture(m, s, p + 1, CAP_OPEN);
+    case '(':
+      if (p + 1 < m->p_end && p[1] == ')')
+        s = start_capture(m, s, p + 2, CAP_POSITION);
+      else
+        s = start_capture(m, s, p + 1, CAP_OPEN);
+      goto out;
+    case ')': s = end_capture(m, s, p + 1); goto out;
+    case '$':
+      if (p + 1 == m->p_end) { /* only last is '$' an anchor */
+        if (s != m->s_end) s = NULL;
         goto out;
-      case ')':
-        s = end_capture(m, s, p + 1);
-        goto out;
-      case '$':
-        if (p + 1 == m->p_end) {  /* only last is '$' an anchor */
-          if (s != m->s_end) s = NULL;
+      }
+      break;
+    case '%':
+      if (p + 1 == m->p_end) break; /* classEnd reports it */
+      if (p[1] == 'b') {
+        s = matchbalance(m, s, p + 2);
+        if (!s) goto out;
+        p += 4;
+        continue;
+      }
+      if (p[1] == 'f') {
+        p += 2;
+        if (p >= m->p_end || *p != '[') FAIL(m, "missing '[' after '%%f' in pattern");
+        const char *ep = classEnd(m, p);
+        int before = s == m->s0 ? 0 : uc(s[-1]);
+        int here = s < m->s_end ? uc(*s) : 0;
+        if (matchbracketclass(before, p, ep - 1) || !matchbracketclass(here, p, ep - 1)) {
+          s = NULL;
           goto out;
         }
-        break;
-      case '%':
-        if (p + 1 == m->p_end) break;  /* classEnd reports it */
-        if (p[1] == 'b') {
-          s = matchbalance(m, s, p + 2);
-          if (!s) goto out;
-          p += 4;
-          continue;
-        }
-        if (p[1] == 'f') {
-          p += 2;
-          if (p >= m->p_end || *p != '[') FAIL(m, "missing '[' after '%%f' in pattern");
-          const char *ep = classEnd(m, p);
-          int before = s == m->s0 ? 0 : uc(s[-1]);
-          int here = s < m->s_end ? uc(*s) : 0;
-          if (matchbracketclass(before, p, ep - 1) || !matchbracketclass(here, p, ep - 1)) {
-            s = NULL;
-            goto out;
-          }
-          p = ep;
-          continue;
-        }
-        if (isdigit(uc(p[1]))) {
-          s = match_capture(m, s, uc(p[1]));
-          if (!s) goto out;
-          p += 2;
-          continue;
-        }
-        break;
-      default:
-        break;
+        p = ep;
+        continue;
+      }
+      if (isdigit(uc(p[1]))) {
+        s = match_capture(m, s, uc(p[1]));
+        if (!s) goto out;
+        p += 2;
+        continue;
+      }
+      break;
+    default: break;
     }
     /* a single-character class and what may follow it */
     const char *ep = classEnd(m, p);
     int q = ep < m->p_end ? *ep : 0;
     if (s >= m->s_end || !singlematch(m, s, p, ep)) {
-      if (q == '*' || q == '?' || q == '-') {  /* zero of them is fine */
+      if (q == '*' || q == '?' || q == '-') { /* zero of them is fine */
         p = ep + 1;
         continue;
       }
@@ -291,13 +297,25 @@ static const char *match(MatchState *m, const char *s, const char *p) {
     CHARGE(m, 1);
     if (q == '?') {
       const char *r = match(m, s + 1, ep + 1);
-      if (r) { s = r; goto out; }
+      if (r) {
+        s = r;
+        goto out;
+      }
       p = ep + 1;
       continue;
     }
-    if (q == '+') { s = max_expand(m, s + 1, p, ep); goto out; }
-    if (q == '*') { s = max_expand(m, s, p, ep); goto out; }
-    if (q == '-') { s = min_expand(m, s, p, ep); goto out; }
+    if (q == '+') {
+      s = max_expand(m, s + 1, p, ep);
+      goto out;
+    }
+    if (q == '*') {
+      s = max_expand(m, s, p, ep);
+      goto out;
+    }
+    if (q == '-') {
+      s = min_expand(m, s, p, ep);
+      goto out;
+    }
     s++;
     p = ep;
   }
@@ -308,8 +326,8 @@ out:
 
 /* ---- the library functions */
 
-static void prepstate(MatchState *m, lua_State *L, lr_sandbox *sb, const char *s,
-                         size_t ls, const char *p, size_t lp) {
+static void prepstate(MatchState *m, lua_State *L, lr_sandbox *sb, const char *s, size_t ls,
+                      const char *p, size_t lp) {
   m->L = L;
   m->sb = sb;
   m->s0 = s;
@@ -384,10 +402,10 @@ static int has_specials(const char *p, size_t lp) {
 
 /* The first occurrence of p (lp > 0) in s..s+ls: memchr for its first
  * byte, then the rest compared, each candidate paid for as it is tried. */
-static const char *plain_find(lua_State *L, lr_sandbox *sb, const char *s, size_t ls,
-                              const char *p, size_t lp) {
+static const char *plain_find(lua_State *L, lr_sandbox *sb, const char *s, size_t ls, const char *p,
+                              size_t lp) {
   if (lp > ls) return NULL;
-  const char *at = s, *last = s + (ls - lp);  /* the last possible start */
+  const char *at = s, *last = s + (ls - lp); /* the last possible start */
   long left = sb->remaining;
   while (at <= last) {
     const char *c = memchr(at, p[0], (size_t)(last - at) + 1);
@@ -395,7 +413,7 @@ static const char *plain_find(lua_State *L, lr_sandbox *sb, const char *s, size_
     left -= 1 + (long)((size_t)(c - at) / BULK + lp / BULK);
     if (left <= 0) {
       sb->remaining = 0;
-      lr_sandbox_refuel(L, sb);  /* kills, or looks at the clock and refills */
+      lr_sandbox_refuel(L, sb); /* kills, or looks at the clock and refills */
       left = sb->remaining;
     }
     if (memcmp(c + 1, p + 1, lp - 1) == 0) {
@@ -454,8 +472,8 @@ static int str_match(lua_State *L) { return str_find_aux(L, 0); }
 /* ---- gmatch */
 
 typedef struct {
-  size_t next;       /* where the next search starts */
-  size_t last_end;   /* end of the previous match, or (size_t)-1 */
+  size_t next;     /* where the next search starts */
+  size_t last_end; /* end of the previous match, or (size_t)-1 */
 } gmatch_state;
 
 static int gmatch_aux(lua_State *L) {
@@ -466,7 +484,7 @@ static int gmatch_aux(lua_State *L) {
   lr_sandbox *sb = enter(L);
   MatchState m;
   prepstate(&m, L, sb, s, ls, p, lp);
-  int lit = first_literal(p, m.p_end);  /* '^' is no anchor here */
+  int lit = first_literal(p, m.p_end); /* '^' is no anchor here */
   if (g->next > ls) return 0;
   for (const char *at = s + g->next; (at = next_start(&m, at, lit)) != NULL; at++) {
     const char *e = attempt(&m, at, p);
@@ -484,7 +502,7 @@ static int gmatch(lua_State *L) {
   luaL_checklstring(L, 1, &ls);
   luaL_checkstring(L, 2);
   size_t init = posrelatI(luaL_optinteger(L, 3, 1), ls) - 1;
-  lua_settop(L, 2);  /* the strings stay alive as upvalues */
+  lua_settop(L, 2); /* the strings stay alive as upvalues */
   gmatch_state *g = lua_newuserdatauv(L, sizeof *g, 0);
   g->next = init > ls ? ls + 1 : init;
   g->last_end = (size_t)-1;
@@ -504,7 +522,7 @@ static void add_s(MatchState *m, luaL_Buffer *b, const char *s, const char *e) {
     const char *pct = memchr(r, '%', (size_t)(r_end - r));
     if (!pct) break;
     luaL_addlstring(b, r, (size_t)(pct - r));
-    int c = uc(pct[1]);  /* the '\0' after the string when '%' is last */
+    int c = uc(pct[1]); /* the '\0' after the string when '%' is last */
     r = pct + 2;
     if (c == '%') {
       luaL_addchar(b, '%');
@@ -539,7 +557,7 @@ static int add_value(MatchState *m, luaL_Buffer *b, const char *s, const char *e
     add_s(m, b, s, e);
     return 1;
   }
-  if (!lua_toboolean(L, -1)) {  /* false or nil: keep the match */
+  if (!lua_toboolean(L, -1)) { /* false or nil: keep the match */
     lua_pop(L, 1);
     luaL_addlstring(b, s, (size_t)(e - s));
     return 0;
@@ -556,12 +574,15 @@ static int str_gsub(lua_State *L) {
   const char *p = luaL_checklstring(L, 2, &lp);
   int kind = lua_type(L, 3);
   lua_Integer max_n = luaL_optinteger(L, 4, (lua_Integer)ls + 1);
-  luaL_argexpected(L, kind == LUA_TNUMBER || kind == LUA_TSTRING ||
-                   kind == LUA_TFUNCTION || kind == LUA_TTABLE, 3,
-                   "string/function/table");
+  luaL_argexpected(
+    L, kind == LUA_TNUMBER || kind == LUA_TSTRING || kind == LUA_TFUNCTION || kind == LUA_TTABLE, 3,
+    "string/function/table");
   lr_sandbox *sb = enter(L);
   int anchored = lp > 0 && *p == '^';
-  if (anchored) { p++; lp--; }
+  if (anchored) {
+    p++;
+    lp--;
+  }
   MatchState m;
   prepstate(&m, L, sb, s, ls, p, lp);
   int lit = anchored ? -1 : first_literal(p, m.p_end);
@@ -588,7 +609,7 @@ static int str_gsub(lua_State *L) {
     if (anchored) break;
   }
   if (!changed) {
-    lua_pushvalue(L, 1);  /* the subject as it came: a number stays one */
+    lua_pushvalue(L, 1); /* the subject as it came: a number stays one */
   } else {
     luaL_addlstring(&b, at, (size_t)(m.s_end - at));
     luaL_pushresult(&b);
@@ -598,10 +619,11 @@ static int str_gsub(lua_State *L) {
 }
 
 void lr_pattern_install(lua_State *L, int idx) {
-  static const luaL_Reg fns[] = {
-    { "find", str_find }, { "match", str_match }, { "gmatch", gmatch },
-    { "gsub", str_gsub }, { NULL, NULL }
-  };
+  static const luaL_Reg fns[] = { { "find", str_find },
+                                  { "match", str_match },
+                                  { "gmatch", gmatch },
+                                  { "gsub", str_gsub },
+                                  { NULL, NULL } };
   idx = lua_absindex(L, idx);
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushcfunction(L, f->func);

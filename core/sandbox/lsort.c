@@ -72,8 +72,8 @@ static int sort_comp(lua_State *L, lr_sandbox *sb, int a, int b) {
   }
   pay(L, sb, cost);
   lua_pushvalue(L, 2);
-  lua_pushvalue(L, a - 1);  /* -1: the function above it */
-  lua_pushvalue(L, b - 2);  /* -2: the function and a */
+  lua_pushvalue(L, a - 1); /* -1: the function above it */
+  lua_pushvalue(L, b - 2); /* -2: the function and a */
   lua_call(L, 2, 1);
   int res = lua_toboolean(L, -1);
   lua_pop(L, 1);
@@ -83,8 +83,8 @@ static int sort_comp(lua_State *L, lr_sandbox *sb, int a, int b) {
 /* With the pivot P at the top and in a[up - 1]: moves what is below P
  * before what is above it; P's final place. */
 static IdxT partition(lua_State *L, lr_sandbox *sb, IdxT lo, IdxT up) {
-  IdxT i = lo;      /* incremented before its first use */
-  IdxT j = up - 1;  /* decremented before its first use */
+  IdxT i = lo;     /* incremented before its first use */
+  IdxT j = up - 1; /* decremented before its first use */
   /* a[lo .. i] <= P <= a[j .. up], a[up - 1] == P */
   for (;;) {
     while (lua_geti(L, 1, ++i), sort_comp(L, sb, -1, -2)) {
@@ -95,7 +95,7 @@ static IdxT partition(lua_State *L, lr_sandbox *sb, IdxT lo, IdxT up) {
       if (j < i) luaL_error(L, "invalid order function for sorting");
       lua_pop(L, 1);
     }
-    if (j < i) {  /* crossed: P goes to a[i] */
+    if (j < i) { /* crossed: P goes to a[i] */
       lua_pop(L, 1);
       set2(L, up - 1, i);
       return i;
@@ -112,16 +112,20 @@ static IdxT choosePivot(IdxT lo, IdxT up, unsigned int rnd) {
 
 static void auxsort(lua_State *L, lr_sandbox *sb, IdxT lo, IdxT up, unsigned int rnd,
                     unsigned int *draws) {
-  while (lo < up) {  /* a loop for the larger half: the stack stays O(log n) */
+  while (lo < up) { /* a loop for the larger half: the stack stays O(log n) */
     IdxT p, n;
     /* a[lo], a[p] and a[up] in order */
     lua_geti(L, 1, lo);
     lua_geti(L, 1, up);
-    if (sort_comp(L, sb, -1, -2)) set2(L, lo, up);
-    else lua_pop(L, 2);
+    if (sort_comp(L, sb, -1, -2))
+      set2(L, lo, up);
+    else
+      lua_pop(L, 2);
     if (up - lo == 1) break;
-    if (up - lo < RANLIMIT || rnd == 0) p = (lo + up) / 2;
-    else p = choosePivot(lo, up, rnd);
+    if (up - lo < RANLIMIT || rnd == 0)
+      p = (lo + up) / 2;
+    else
+      p = choosePivot(lo, up, rnd);
     lua_geti(L, 1, p);
     lua_geti(L, 1, lo);
     if (sort_comp(L, sb, -2, -1)) {
@@ -129,14 +133,16 @@ static void auxsort(lua_State *L, lr_sandbox *sb, IdxT lo, IdxT up, unsigned int
     } else {
       lua_pop(L, 1);
       lua_geti(L, 1, up);
-      if (sort_comp(L, sb, -1, -2)) set2(L, p, up);
-      else lua_pop(L, 2);
+      if (sort_comp(L, sb, -1, -2))
+        set2(L, p, up);
+      else
+        lua_pop(L, 2);
     }
     if (up - lo == 2) break;
-    lua_geti(L, 1, p);        /* the pivot P */
+    lua_geti(L, 1, p); /* the pivot P */
     lua_pushvalue(L, -1);
     lua_geti(L, 1, up - 1);
-    set2(L, p, up - 1);       /* a[p] = a[up - 1]; a[up - 1] = P */
+    set2(L, p, up - 1); /* a[p] = a[up - 1]; a[up - 1] = P */
     p = partition(L, sb, lo, up);
     if (p - lo < up - p) {
       auxsort(L, sb, lo, p - 1, rnd, draws);
@@ -147,7 +153,7 @@ static void auxsort(lua_State *L, lr_sandbox *sb, IdxT lo, IdxT up, unsigned int
       n = up - p;
       up = p - 1;
     }
-    if ((up - lo) / 128 > n) rnd = l_randomizePivot(draws);  /* badly split */
+    if ((up - lo) / 128 > n) rnd = l_randomizePivot(draws); /* badly split */
   }
 }
 

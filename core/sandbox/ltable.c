@@ -15,9 +15,9 @@
 #include "ltable.h"
 #include "sandbox.h"
 
-#define TAB_R 1 /* read */
-#define TAB_W 2 /* write */
-#define TAB_L 4 /* length */
+#define TAB_R  1 /* read */
+#define TAB_W  2 /* write */
+#define TAB_L  4 /* length */
 #define TAB_RW (TAB_R | TAB_W)
 
 /* The argument table.remove's "position out of bounds" names: 1 up to Lua
@@ -36,13 +36,13 @@ static int checkfield(lua_State *L, const char *key, int n) {
 /* `arg` is a table, or has a metatable with the metamethods `what` needs. */
 static void checktab(lua_State *L, int arg, int what) {
   if (lua_type(L, arg) == LUA_TTABLE) return;
-  int n = 1;  /* the metatable and the fields tested, to pop */
+  int n = 1; /* the metatable and the fields tested, to pop */
   if (lua_getmetatable(L, arg) && (!(what & TAB_R) || checkfield(L, "__index", ++n)) &&
       (!(what & TAB_W) || checkfield(L, "__newindex", ++n)) &&
       (!(what & TAB_L) || checkfield(L, "__len", ++n)))
     lua_pop(L, n);
   else
-    luaL_checktype(L, arg, LUA_TTABLE);  /* the error */
+    luaL_checktype(L, arg, LUA_TTABLE); /* the error */
 }
 
 static lua_Integer aux_getn(lua_State *L, int arg, int what) {
@@ -61,19 +61,16 @@ static void shift(lua_State *L, lr_sandbox *sb, int src, lua_Integer from, int d
 static int tinsert(lua_State *L) {
   lr_sandbox *sb = lr_sandbox_of(L);
   lua_Integer e = aux_getn(L, 1, TAB_RW);
-  e = (lua_Integer)((lua_Unsigned)e + 1u);  /* the first empty element */
+  e = (lua_Integer)((lua_Unsigned)e + 1u); /* the first empty element */
   lua_Integer pos;
   switch (lua_gettop(L)) {
-  case 2:
-    pos = e;
-    break;
+  case 2: pos = e; break;
   case 3:
     pos = luaL_checkinteger(L, 2);
     luaL_argcheck(L, (lua_Unsigned)pos - 1u < (lua_Unsigned)e, 2, "position out of bounds");
     for (lua_Integer i = e; i > pos; i--) shift(L, sb, 1, i - 1, 1, i);
     break;
-  default:
-    return luaL_error(L, "wrong number of arguments to 'insert'");
+  default: return luaL_error(L, "wrong number of arguments to 'insert'");
   }
   lua_seti(L, 1, pos);
   return 0;
@@ -97,7 +94,7 @@ static int tmove(lua_State *L) {
   lr_sandbox *sb = lr_sandbox_of(L);
   lua_Integer f = luaL_checkinteger(L, 2), e = luaL_checkinteger(L, 3);
   lua_Integer t = luaL_checkinteger(L, 4);
-  int tt = !lua_isnoneornil(L, 5) ? 5 : 1;  /* the destination */
+  int tt = !lua_isnoneornil(L, 5) ? 5 : 1; /* the destination */
   checktab(L, 1, TAB_R);
   checktab(L, tt, TAB_W);
   if (e >= f) {
@@ -114,9 +111,7 @@ static int tmove(lua_State *L) {
   return 1;
 }
 
-lua_Integer lr_table_length(lua_State *L, int arg) {
-  return aux_getn(L, arg, TAB_RW);
-}
+lua_Integer lr_table_length(lua_State *L, int arg) { return aux_getn(L, arg, TAB_RW); }
 
 void lr_table_install(lua_State *L, int idx) {
   static const luaL_Reg fns[] = {

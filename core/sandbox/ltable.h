@@ -22,5 +22,4 @@ lua_Integer lr_table_length(lua_State *L, int arg);
  * its three.  May raise (memory). */
 void lr_sort_install(lua_State *L, int idx);
 
-
 #endif

@@ -16,13 +16,13 @@
 
 #include "sandbox.h"
 
-#define HOOK_STEP 1000      /* instructions between two looks at the budget */
-#define STOP_STEP 10000     /* instructions between two looks at a stop flag */
-#define TIMED_STEPS 4096    /* matcher steps between two looks at the clock */
+#define HOOK_STEP   1000  /* instructions between two looks at the budget */
+#define STOP_STEP   10000 /* instructions between two looks at a stop flag */
+#define TIMED_STEPS 4096  /* matcher steps between two looks at the clock */
 
 enum { PHASE_IDLE, PHASE_RUNNING, PHASE_ARMING, PHASE_ARMED };
 
-#define HANDLER 1  /* the stack slot of every call's message handler */
+#define HANDLER 1 /* the stack slot of every call's message handler */
 
 /* Where the script is: the innermost Lua function with a line. */
 static void note_where(lr_sandbox *sb, lua_State *L) {
@@ -41,9 +41,12 @@ static int locate_error(lua_State *L);
 
 /* The hook a state runs with while no limit is hit: none when timed. */
 static void base_hook(lr_sandbox *sb, lua_State *L) {
-  if (sb->limits.instructions > 0) lua_sethook(L, kill_hook, LUA_MASKCOUNT, HOOK_STEP);
-  else if (sb->stop) lua_sethook(L, kill_hook, LUA_MASKCOUNT, STOP_STEP);
-  else lua_sethook(L, NULL, 0, 0);
+  if (sb->limits.instructions > 0)
+    lua_sethook(L, kill_hook, LUA_MASKCOUNT, HOOK_STEP);
+  else if (sb->stop)
+    lua_sethook(L, kill_hook, LUA_MASKCOUNT, STOP_STEP);
+  else
+    lua_sethook(L, NULL, 0, 0);
 }
 
 void lr_sandbox_stop_on(lr_sandbox *sb, const atomic_int *stop) {
@@ -77,7 +80,7 @@ static void kill_hook(lua_State *L, lua_Debug *ar) {
       if (sb->remaining > 0) return;
       sb->killed = LR_KILL_INSTRUCTIONS;
     } else {
-      return;  /* armed as a call ended: nothing to stop */
+      return; /* armed as a call ended: nothing to stop */
     }
   }
   lr_sandbox_kill(L, sb, sb->killed);
@@ -99,7 +102,8 @@ void lr_sandbox_refuel(lua_State *L, lr_sandbox *sb) {
  * happening during the walk. */
 static void arm_running(lr_sandbox *sb) {
   atomic_store(&sb->arming, 1);
-  while (atomic_load(&sb->freeing)) {}
+  while (atomic_load(&sb->freeing)) {
+  }
   lua_sethook(sb->L, kill_hook, LUA_MASKCOUNT, 1);
   atomic_store(&sb->arming, 0);
 }
@@ -112,7 +116,8 @@ static void flush_deferred(lr_sandbox *sb, int guarded) {
       atomic_store(&sb->freeing, 1);
       if (!atomic_load(&sb->arming)) break;
       atomic_store(&sb->freeing, 0);
-      while (atomic_load(&sb->arming)) {}
+      while (atomic_load(&sb->arming)) {
+      }
     }
   }
   while (sb->deferred) {
@@ -129,12 +134,12 @@ static void flush_deferred(lr_sandbox *sb, int guarded) {
  * many frees, and none at all for a call that frees little. */
 static void timed_free(lr_sandbox *sb, void *ptr, size_t size) {
   if (atomic_load_explicit(&sb->phase, memory_order_relaxed) == PHASE_IDLE) {
-    free(ptr);  /* the watchdog arms only a running call */
+    free(ptr); /* the watchdog arms only a running call */
     return;
   }
   if (size < sizeof(void *)) {
     flush_deferred(sb, 1);
-    free(ptr);  /* too small to link: still after the handshake */
+    free(ptr); /* too small to link: still after the handshake */
     return;
   }
   *(void **)ptr = sb->deferred;
@@ -147,7 +152,7 @@ void lr_sandbox_memory_kill(lr_sandbox *sb) {
   sb->refused = 0;
   if (sb->L && !sb->killed) {
     sb->killed = LR_KILL_MEMORY;
-    if (!sb->where[0]) note_where(sb, sb->L);  /* reads the stack only: allocates nothing */
+    if (!sb->where[0]) note_where(sb, sb->L); /* reads the stack only: allocates nothing */
     lua_sethook(sb->L, kill_hook, LUA_MASKCOUNT, 1);
   }
 }
@@ -156,8 +161,10 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   lr_sandbox *sb = ud;
   size_t old = ptr ? osize : 0;
   if (nsize == 0) {
-    if (sb->limits.seconds > 0) timed_free(sb, ptr, osize);
-    else free(ptr);
+    if (sb->limits.seconds > 0)
+      timed_free(sb, ptr, osize);
+    else
+      free(ptr);
     sb->used -= old;
     return NULL;
   }
@@ -195,12 +202,14 @@ lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
   /* The libraries need some room whatever the limit. */
   if (sb->limits.memory < 64 * 1024) sb->limits.memory = 64 * 1024;
   sb->log = log;
-  lr_rng_seed(&sb->load_rng, 0);  /* a script's top level draws the same every load */
+  lr_rng_seed(&sb->load_rng, 0); /* a script's top level draws the same every load */
   if (script_path) {
     lr_strlcpy(sb->script_dir, script_path, sizeof sb->script_dir);
     char *slash = strrchr(sb->script_dir, '/');
-    if (slash) *slash = '\0';
-    else strcpy(sb->script_dir, ".");
+    if (slash)
+      *slash = '\0';
+    else
+      strcpy(sb->script_dir, ".");
   }
   lua_State *L = lua_newstate(limited_alloc, sb);
   if (!L) {
@@ -218,7 +227,7 @@ lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
     return NULL;
   }
   lua_settop(L, 0);
-  lua_pushcfunction(L, locate_error);  /* stays at HANDLER: no push per call */
+  lua_pushcfunction(L, locate_error); /* stays at HANDLER: no push per call */
   sb->base = HANDLER;
   sb->limits.memory = limits->memory;
   sb->watched.look = watch;
@@ -287,11 +296,12 @@ static void leave(lr_sandbox *sb) {
   if (sb->limits.seconds <= 0) return;
   int phase = PHASE_RUNNING;
   if (!atomic_compare_exchange_strong(&sb->phase, &phase, PHASE_IDLE)) {
-    while (atomic_load(&sb->phase) == PHASE_ARMING) {}
+    while (atomic_load(&sb->phase) == PHASE_ARMING) {
+    }
     if (atomic_load(&sb->phase) == PHASE_ARMED) base_hook(sb, sb->L);
     atomic_store(&sb->phase, PHASE_IDLE);
   }
-  if (sb->deferred) flush_deferred(sb, 0);  /* idle: the watchdog keeps off */
+  if (sb->deferred) flush_deferred(sb, 0); /* idle: the watchdog keeps off */
 }
 
 /* The message handler of every call into a script: an error value that is
@@ -301,8 +311,8 @@ static int locate_error(lua_State *L) {
   lua_Debug ar;
   for (int level = 1; lua_getstack(L, level, &ar); level++) {
     if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
-      lua_pushfstring(L, "%s:%d: error object is a %s value", ar.short_src,
-                      ar.currentline, luaL_typename(L, 1));
+      lua_pushfstring(L, "%s:%d: error object is a %s value", ar.short_src, ar.currentline,
+                      luaL_typename(L, 1));
       return 1;
     }
   }
@@ -314,16 +324,16 @@ static void describe_kill(const lr_sandbox *sb, char *err, size_t errlen) {
   const char *where = sb->where[0] ? sb->where : "the script";
   switch (sb->killed) {
   case LR_KILL_INSTRUCTIONS:
-    lr_fmt(err, errlen, "%s: instruction limit reached (%ld instructions); a loop that "
-           "never ends?", where, sb->limits.instructions);
+    lr_fmt(err, errlen,
+           "%s: instruction limit reached (%ld instructions); a loop that "
+           "never ends?",
+           where, sb->limits.instructions);
     break;
   case LR_KILL_TIME:
     lr_fmt(err, errlen, "%s: time limit reached (%g s); a loop that never ends?", where,
            sb->limits.seconds);
     break;
-  case LR_KILL_STOP:
-    lr_fmt(err, errlen, "%s: stopped: the host is stopping", where);
-    break;
+  case LR_KILL_STOP: lr_fmt(err, errlen, "%s: stopped: the host is stopping", where); break;
   default:
     lr_fmt(err, errlen, "%s: memory limit reached (%zu bytes)", where, sb->limits.memory);
     break;
@@ -373,9 +383,8 @@ luaretry_code lr_sandbox_pcall(lr_sandbox *sb, int nargs, int nresults, luaretry
   return finish(sb, status, failure, err, errlen);
 }
 
-luaretry_code lr_sandbox_call(lr_sandbox *sb, lua_CFunction f, void *arg,
-                              int nresults, luaretry_code failure, char *err,
-                              size_t errlen) {
+luaretry_code lr_sandbox_call(lr_sandbox *sb, lua_CFunction f, void *arg, int nresults,
+                              luaretry_code failure, char *err, size_t errlen) {
   lua_pushcfunction(sb->L, f);
   lua_pushlightuserdata(sb->L, arg);
   return lr_sandbox_pcall(sb, 1, nresults, failure, err, errlen);

@@ -16,9 +16,9 @@
 enum { LR_KILL_NONE = 0, LR_KILL_INSTRUCTIONS, LR_KILL_MEMORY, LR_KILL_TIME, LR_KILL_STOP };
 
 typedef struct {
-  size_t memory;            /* bytes of Lua memory */
-  long instructions;        /* per call into the script; 0: not counted */
-  double seconds;           /* wall time per call into the script; 0: none */
+  size_t memory;     /* bytes of Lua memory */
+  long instructions; /* per call into the script; 0: not counted */
+  double seconds;    /* wall time per call into the script; 0: none */
 } lr_limits;
 
 /* Where print() goes: the policy's, read at each print. */
@@ -37,27 +37,27 @@ typedef struct lr_sandbox {
   lua_State *L;
   size_t used;
   lr_limits limits;
-  long remaining;           /* instructions (or, timed, steps to the next look) */
-  int killed;               /* sticky until control is back in C */
-  size_t refused;           /* the size of an allocation refused over the
+  long remaining;         /* instructions (or, timed, steps to the next look) */
+  int killed;             /* sticky until control is back in C */
+  size_t refused;         /* the size of an allocation refused over the
                                limit, 0 if none: Lua collects and asks again;
                                a second refusal is the limit */
-  const atomic_int *stop;   /* the host's stop flag, or NULL (lr_sandbox_stop_on) */
-  char where[256];          /* "file:line" of the kill, when known */
-  char script_dir[4096];    /* "" when loaded from a string */
+  const atomic_int *stop; /* the host's stop flag, or NULL (lr_sandbox_stop_on) */
+  char where[256];        /* "file:line" of the kill, when known */
+  char script_dir[4096];  /* "" when loaded from a string */
   const lr_log_target *log;
-  lr_rng load_rng;          /* math.random outside a call: at load */
-  lr_rng *rng;              /* math.random's stream: the call's */
+  lr_rng load_rng; /* math.random outside a call: at load */
+  lr_rng *rng;     /* math.random's stream: the call's */
   /* the watchdog's side (watchdog.c) */
-  atomic_int phase;         /* idle, running, being armed, armed */
-  atomic_long entered;      /* the watchdog's tick when the call began */
-  atomic_int expired;       /* the time limit passed: stop at once */
-  atomic_int arming, freeing;    /* a handshake: see limited_alloc */
-  int base;                        /* stack slots kept between calls: the
+  atomic_int phase;           /* idle, running, being armed, armed */
+  atomic_long entered;        /* the watchdog's tick when the call began */
+  atomic_int expired;         /* the time limit passed: stop at once */
+  atomic_int arming, freeing; /* a handshake: see limited_alloc */
+  int base;                   /* stack slots kept between calls: the
                                       handler (1), then the script side's */
-  void *deferred;                  /* frees held back while a call runs */
+  void *deferred;             /* frees held back while a call runs */
   size_t deferred_count, deferred_bytes;
-  lr_watched watched;              /* in the watchdog's list */
+  lr_watched watched; /* in the watchdog's list */
 } lr_sandbox;
 
 /* A state whose globals `open_libs` sets up; NULL when out of memory or
@@ -96,9 +96,8 @@ static inline lr_sandbox *lr_sandbox_of(lua_State *L) {
  * `failure` with the Lua error message ("file:line: ..." whatever the
  * error value's type), in err.
  */
-luaretry_code lr_sandbox_call(lr_sandbox *sb, lua_CFunction f, void *arg,
-                              int nresults, luaretry_code failure, char *err,
-                              size_t errlen);
+luaretry_code lr_sandbox_call(lr_sandbox *sb, lua_CFunction f, void *arg, int nresults,
+                              luaretry_code failure, char *err, size_t errlen);
 
 /* The same for a function and its nargs arguments the caller pushed (which
  * must not have needed protection to push): no C function in between. */

@@ -28,9 +28,7 @@
 #define LUARETRY_DKJSON "/usr/share/lua/5.4/dkjson.lua"
 #endif
 
-const char *luaretry_lua_version(void) {
-  return LUA_RELEASE;
-}
+const char *luaretry_lua_version(void) { return LUA_RELEASE; }
 
 static int safe_load(lua_State *L) {
   /* load(chunk [, chunkname [, mode [, env]]]) with mode forced to text */
@@ -90,14 +88,14 @@ static int valid_module_name(const char *name) {
 static int safe_require(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
   lua_settop(L, 1);
-  lua_pushvalue(L, lua_upvalueindex(1));  /* 2: cache */
+  lua_pushvalue(L, lua_upvalueindex(1)); /* 2: cache */
   if (lua_getfield(L, 2, name) != LUA_TNIL) return 1;
   lua_pop(L, 1);
-  if (!valid_module_name(name))
-    return luaL_error(L, "require: '%s' is not a module name", name);
+  if (!valid_module_name(name)) return luaL_error(L, "require: '%s' is not a module name", name);
   char rel[512], path[4700];
   lr_fmt(rel, sizeof rel, "%s", name);
-  for (char *c = rel; *c; c++) if (*c == '.') *c = '/';
+  for (char *c = rel; *c; c++)
+    if (*c == '.') *c = '/';
   lua_Integer ndirs = luaL_len(L, lua_upvalueindex(2));
   for (lua_Integer i = 1; i <= ndirs; i++) {
     lua_rawgeti(L, lua_upvalueindex(2), i);
@@ -109,7 +107,10 @@ static int safe_require(lua_State *L) {
     if (luaL_loadfilex(L, path, "t") != LUA_OK) return lua_error(L);
     lua_pushstring(L, name);
     lua_call(L, 1, 1);
-    if (lua_isnil(L, -1)) { lua_pop(L, 1); lua_pushboolean(L, 1); }
+    if (lua_isnil(L, -1)) {
+      lua_pop(L, 1);
+      lua_pushboolean(L, 1);
+    }
     lua_pushvalue(L, -1);
     lua_setfield(L, 2, name);
     return 1;
@@ -184,7 +185,7 @@ static int safe_xpcall(lua_State *L) {
   lua_replace(L, 2);
   lua_pushboolean(L, 1);
   lua_pushvalue(L, 1);
-  lua_rotate(L, 3, 2);  /* true and f go after the handler */
+  lua_rotate(L, 3, 2); /* true and f go after the handler */
   int status = lua_pcallk(L, n - 2, LUA_MULTRET, 2, 2, pcall_done);
   return pcall_done(L, status, 2);
 }
@@ -207,13 +208,11 @@ static int safe_random(lua_State *L) {
   uint64_t x = lr_rng_next(r);
   lua_Integer lo, up;
   switch (lua_gettop(L)) {
-  case 0:
-    lua_pushnumber(L, (double)(x >> 11) * 0x1.0p-53);
-    return 1;
+  case 0: lua_pushnumber(L, (double)(x >> 11) * 0x1.0p-53); return 1;
   case 1:
     lo = 1;
     up = luaL_checkinteger(L, 1);
-    if (up == 0) {  /* random(0): every bit random, as Lua's */
+    if (up == 0) { /* random(0): every bit random, as Lua's */
       lua_pushinteger(L, (lua_Integer)x);
       return 1;
     }
@@ -222,8 +221,7 @@ static int safe_random(lua_State *L) {
     lo = luaL_checkinteger(L, 1);
     up = luaL_checkinteger(L, 2);
     break;
-  default:
-    return luaL_error(L, "wrong number of arguments");
+  default: return luaL_error(L, "wrong number of arguments");
   }
   luaL_argcheck(L, lo <= up, lua_gettop(L), "interval is empty");
   uint64_t v = uniform_to(r, x, (uint64_t)up - (uint64_t)lo);
@@ -232,50 +230,62 @@ static int safe_random(lua_State *L) {
 }
 
 static int refuse_randomseed(lua_State *L) {
-  return luaL_error(L, "math.randomseed: math.random draws from the call's own seeded "
+  return luaL_error(L,
+                    "math.randomseed: math.random draws from the call's own seeded "
                     "stream (the host's seed, --seed); a script cannot reseed it");
 }
 
 /* ---- the state's globals, from the allow-lists */
 
-static const char *const BASE_NAMES[] = {
-  "assert", "collectgarbage", "error", "getmetatable", "ipairs", "load", "next", "pairs",
-  "pcall", "print", "rawequal", "rawget", "rawlen", "rawset", "select", "setmetatable",
-  "tonumber", "tostring", "type", "warn", "xpcall", "_VERSION", NULL };
+static const char *const BASE_NAMES[] = { "assert",   "collectgarbage", "error",    "getmetatable",
+                                          "ipairs",   "load",           "next",     "pairs",
+                                          "pcall",    "print",          "rawequal", "rawget",
+                                          "rawlen",   "rawset",         "select",   "setmetatable",
+                                          "tonumber", "tostring",       "type",     "warn",
+                                          "xpcall",   "_VERSION",       NULL };
 /* no dump: text chunks only; find, match, gmatch, gsub are lpattern.c's */
-static const char *const STRING_NAMES[] = {
-  "byte", "char", "find", "format", "gmatch", "gsub", "len", "lower", "match", "pack",
-  "packsize", "rep", "reverse", "sub", "unpack", "upper", NULL };
+static const char *const STRING_NAMES[] = { "byte",     "char", "find",    "format", "gmatch",
+                                            "gsub",     "len",  "lower",   "match",  "pack",
+                                            "packsize", "rep",  "reverse", "sub",    "unpack",
+                                            "upper",    NULL };
 /* insert, remove, move are ltable.c's, sort lsort.c's */
-static const char *const TABLE_NAMES[] = {
-  "concat", "insert", "move", "pack", "remove", "sort", "unpack", NULL };
-static const char *const MATH_NAMES[] = {
-  "abs", "acos", "asin", "atan", "ceil", "cos", "deg", "exp", "floor", "fmod", "huge", "log",
-  "max", "maxinteger", "min", "mininteger", "modf", "pi", "rad", "random", "randomseed", "sin",
-  "sqrt", "tan", "tointeger", "type", "ult", NULL };
-static const char *const UTF8_NAMES[] = {
-  "char", "charpattern", "codepoint", "codes", "len", "offset", NULL };
+static const char *const TABLE_NAMES[] = { "concat", "insert", "move",   "pack",
+                                           "remove", "sort",   "unpack", NULL };
+static const char *const MATH_NAMES[] = { "abs",        "acos", "asin", "atan",       "ceil",
+                                          "cos",        "deg",  "exp",  "floor",      "fmod",
+                                          "huge",       "log",  "max",  "maxinteger", "min",
+                                          "mininteger", "modf", "pi",   "rad",        "random",
+                                          "randomseed", "sin",  "sqrt", "tan",        "tointeger",
+                                          "type",       "ult",  NULL };
+static const char *const UTF8_NAMES[] = { "char", "charpattern", "codepoint", "codes",
+                                          "len",  "offset",      NULL };
 static const char *const OS_NAMES[] = { "clock", "date", "time", NULL };
-static const char *const COROUTINE_NAMES[] = {
-  "close", "create", "isyieldable", "resume", "running", "status", "wrap", "yield", NULL };
+static const char *const COROUTINE_NAMES[] = { "close",  "create",  "isyieldable",
+                                               "resume", "running", "status",
+                                               "wrap",   "yield",   NULL };
 
 typedef struct {
-  const char *name;          /* LUA_GNAME: the base library's globals */
+  const char *name; /* LUA_GNAME: the base library's globals */
   lua_CFunction open;
   const char *const *allowed;
 } allowed_lib;
 
-static const allowed_lib POLICY_LIBS[] = {
-  { LUA_GNAME, luaopen_base, BASE_NAMES }, { LUA_STRLIBNAME, luaopen_string, STRING_NAMES },
-  { LUA_TABLIBNAME, luaopen_table, TABLE_NAMES }, { LUA_MATHLIBNAME, luaopen_math, MATH_NAMES },
-  { LUA_UTF8LIBNAME, luaopen_utf8, UTF8_NAMES }, { LUA_OSLIBNAME, luaopen_os, OS_NAMES },
-  { NULL, NULL, NULL } };
+static const allowed_lib POLICY_LIBS[] = { { LUA_GNAME, luaopen_base, BASE_NAMES },
+                                           { LUA_STRLIBNAME, luaopen_string, STRING_NAMES },
+                                           { LUA_TABLIBNAME, luaopen_table, TABLE_NAMES },
+                                           { LUA_MATHLIBNAME, luaopen_math, MATH_NAMES },
+                                           { LUA_UTF8LIBNAME, luaopen_utf8, UTF8_NAMES },
+                                           { LUA_OSLIBNAME, luaopen_os, OS_NAMES },
+                                           { NULL, NULL, NULL } };
 
-static const allowed_lib FAULTS_LIBS[] = {
-  { LUA_GNAME, luaopen_base, BASE_NAMES }, { LUA_STRLIBNAME, luaopen_string, STRING_NAMES },
-  { LUA_TABLIBNAME, luaopen_table, TABLE_NAMES }, { LUA_MATHLIBNAME, luaopen_math, MATH_NAMES },
-  { LUA_UTF8LIBNAME, luaopen_utf8, UTF8_NAMES }, { LUA_OSLIBNAME, luaopen_os, OS_NAMES },
-  { LUA_COLIBNAME, luaopen_coroutine, COROUTINE_NAMES }, { NULL, NULL, NULL } };
+static const allowed_lib FAULTS_LIBS[] = { { LUA_GNAME, luaopen_base, BASE_NAMES },
+                                           { LUA_STRLIBNAME, luaopen_string, STRING_NAMES },
+                                           { LUA_TABLIBNAME, luaopen_table, TABLE_NAMES },
+                                           { LUA_MATHLIBNAME, luaopen_math, MATH_NAMES },
+                                           { LUA_UTF8LIBNAME, luaopen_utf8, UTF8_NAMES },
+                                           { LUA_OSLIBNAME, luaopen_os, OS_NAMES },
+                                           { LUA_COLIBNAME, luaopen_coroutine, COROUTINE_NAMES },
+                                           { NULL, NULL, NULL } };
 
 /* Our own functions in place of the library's; `wraps`: the original is
  * the replacement's upvalue. */
@@ -285,11 +295,14 @@ typedef struct {
   int wraps;
 } replacement;
 
-static const replacement REPLACED[] = {
-  { LUA_GNAME, "load", safe_load, 1 }, { LUA_GNAME, "setmetatable", safe_setmetatable, 1 },
-  { LUA_GNAME, "print", safe_print, 0 }, { LUA_GNAME, "pcall", safe_pcall, 0 },
-  { LUA_GNAME, "xpcall", safe_xpcall, 0 }, { LUA_MATHLIBNAME, "random", safe_random, 0 },
-  { LUA_MATHLIBNAME, "randomseed", refuse_randomseed, 0 }, { NULL, NULL, NULL, 0 } };
+static const replacement REPLACED[] = { { LUA_GNAME, "load", safe_load, 1 },
+                                        { LUA_GNAME, "setmetatable", safe_setmetatable, 1 },
+                                        { LUA_GNAME, "print", safe_print, 0 },
+                                        { LUA_GNAME, "pcall", safe_pcall, 0 },
+                                        { LUA_GNAME, "xpcall", safe_xpcall, 0 },
+                                        { LUA_MATHLIBNAME, "random", safe_random, 0 },
+                                        { LUA_MATHLIBNAME, "randomseed", refuse_randomseed, 0 },
+                                        { NULL, NULL, NULL, 0 } };
 
 /* Pushes the value the script gets for lib.name, from the opened library
  * at `src`. */
@@ -322,7 +335,7 @@ static void push_library(lua_State *L, const allowed_lib *lib) {
 /* The globals: only the allowed names, in a table that replaces the
  * state's global table (so a chunk loaded later sees nothing else). */
 static void open_allowed(lua_State *L, const allowed_lib *libs) {
-  push_library(L, &libs[0]);  /* the base library's names */
+  push_library(L, &libs[0]); /* the base library's names */
   int g = lua_gettop(L);
   lua_pushvalue(L, g);
   lua_rawseti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
@@ -350,7 +363,7 @@ static void open_allowed(lua_State *L, const allowed_lib *libs) {
 /* require with its folders: the script's, then `more` (NULL-ended). */
 static void set_require(lua_State *L, const char *const *more) {
   lr_sandbox *sb = lr_sandbox_of(L);
-  lua_newtable(L);  /* the cache */
+  lua_newtable(L); /* the cache */
   lua_newtable(L);
   int n = 0;
   if (sb->script_dir[0]) {

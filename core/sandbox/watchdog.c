@@ -14,14 +14,14 @@
 #include "sandbox.h"
 
 static struct {
-  pthread_mutex_t lock;     /* the list, count and thread */
+  pthread_mutex_t lock; /* the list, count and thread */
   lr_watched *head;
   size_t count;
   int running;
-  atomic_long incarnation;  /* the thread that should run; 0: none */
-  long started;             /* incarnations started so far */
+  atomic_long incarnation; /* the thread that should run; 0: none */
+  long started;            /* incarnations started so far */
   pthread_t thread;
-  pthread_cond_t stop;      /* signalled when the thread should end */
+  pthread_cond_t stop; /* signalled when the thread should end */
 } wd = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static pthread_once_t stop_once = PTHREAD_ONCE_INIT;
@@ -52,8 +52,11 @@ static void *watch(void *arg) {
   pthread_mutex_lock(&wd.lock);
   while (atomic_load(&wd.incarnation) == me) {
     next.tv_nsec += LR_WATCHDOG_TICK_MS * 1000000L;
-    if (next.tv_nsec >= 1000000000L) { next.tv_sec++; next.tv_nsec -= 1000000000L; }
-    int rc = 0;  /* 0 again after a spurious wakeup: wait on */
+    if (next.tv_nsec >= 1000000000L) {
+      next.tv_sec++;
+      next.tv_nsec -= 1000000000L;
+    }
+    int rc = 0; /* 0 again after a spurious wakeup: wait on */
     while (rc == 0 && atomic_load(&wd.incarnation) == me)
       rc = pthread_cond_timedwait(&wd.stop, &wd.lock, &next);
     if (atomic_load(&wd.incarnation) != me) break;
@@ -89,8 +92,10 @@ void lr_watchdog_add(lr_watched *w) {
 
 void lr_watchdog_remove(lr_watched *w) {
   pthread_mutex_lock(&wd.lock);
-  if (w->prev) w->prev->next = w->next;
-  else if (wd.head == w) wd.head = w->next;
+  if (w->prev)
+    w->prev->next = w->next;
+  else if (wd.head == w)
+    wd.head = w->next;
   if (w->next) w->next->prev = w->prev;
   w->prev = w->next = NULL;
   int last = --wd.count == 0 && wd.running;

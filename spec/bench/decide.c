@@ -38,15 +38,15 @@
 #define LUARETRY_DATADIR "."
 #endif
 
-#define RUNS 5
-#define RUN_SECONDS 0.06
-#define POLICIES 1000
+#define RUNS            5
+#define RUN_SECONDS     0.06
+#define POLICIES        1000
 #define TARGET_OVERHEAD 1.25
-#define BODIES 64
-#define TARGET_MEMORY (64 * 1024)
+#define BODIES          64
+#define TARGET_MEMORY   (64 * 1024)
 
 static const char BODY[] = "<html><body>503 Service Unavailable</body></html>";
-static char bodies[BODIES][sizeof BODY];  /* (a') and (c'): BODY, numbered */
+static char bodies[BODIES][sizeof BODY]; /* (a') and (c'): BODY, numbered */
 
 static void make_bodies(void) {
   for (int i = 0; i < BODIES; i++) {
@@ -76,7 +76,7 @@ typedef struct {
   uint64_t seed;
   luaretry_outcome o;
   long decisions, calls;
-  int vary;               /* a different body every decision */
+  int vary; /* a different body every decision */
 } engine_loop;
 
 static void engine_begin(engine_loop *e) {
@@ -98,7 +98,7 @@ static double engine_run(engine_loop *e, long n) {
     if (luaretry_call_report(e->c, &e->o, &d) != LUARETRY_OK)
       die("report", luaretry_call_errmsg(e->c));
     if (d.retry) {
-      luaretry_call_wait(e->c, d.wait);  /* virtual: advances the clock */
+      luaretry_call_wait(e->c, d.wait); /* virtual: advances the clock */
     } else {
       if (d.reason == LUARETRY_REASON_POLICY_ERROR)
         die("policy error", d.message ? d.message : "?");
@@ -113,7 +113,10 @@ static double engine_run(engine_loop *e, long n) {
 
 /* (a) on T threads at once, one policy, each thread its own calls: the
  * decisions per second of all threads together. */
-typedef struct { engine_loop loop; long n; } thread_job;
+typedef struct {
+  engine_loop loop;
+  long n;
+} thread_job;
 
 static void *thread_run(void *arg) {
   thread_job *job = arg;
@@ -139,14 +142,20 @@ static double throughput(luaretry_policy *p, int threads, long n) {
   return (double)threads * (double)n / elapsed;
 }
 
-static luaretry_class c_classify(void *ud, const luaretry_outcome *o,
-                                 int attempt, double *wait) {
-  (void)ud; (void)attempt; (void)wait;
+static luaretry_class c_classify(void *ud, const luaretry_outcome *o, int attempt, double *wait) {
+  (void)ud;
+  (void)attempt;
+  (void)wait;
   if (o->error) return LUARETRY_CLASS_TRANSIENT;
   if (o->status >= 200 && o->status <= 399) return LUARETRY_CLASS_SUCCESS;
   switch (o->status) {
-  case 0: case 408: case 429: case 500: case 502: case 503: case 504:
-    return LUARETRY_CLASS_TRANSIENT;
+  case 0:
+  case 408:
+  case 429:
+  case 500:
+  case 502:
+  case 503:
+  case 504: return LUARETRY_CLASS_TRANSIENT;
   }
   return LUARETRY_CLASS_FINAL;
 }
@@ -156,9 +165,8 @@ static luaretry_policy *load_http(int long_calls) {
   if (luaretry_policy_new(&p) != LUARETRY_OK) die("policy_new", "out of memory");
   if (luaretry_policy_load_file(p, "policies/http.lua") != LUARETRY_OK)
     die("policies/http.lua", luaretry_policy_errmsg(p));
-  if (long_calls &&
-      (luaretry_policy_set(p, "max_attempts", "1000000000") != LUARETRY_OK ||
-       luaretry_policy_set(p, "deadline", "none") != LUARETRY_OK))
+  if (long_calls && (luaretry_policy_set(p, "max_attempts", "1000000000") != LUARETRY_OK ||
+                     luaretry_policy_set(p, "deadline", "none") != LUARETRY_OK))
     die("set", luaretry_policy_errmsg(p));
   return p;
 }
@@ -181,7 +189,7 @@ static void engine_init(engine_loop *e, luaretry_policy *p) {
 typedef struct {
   lua_State *L;
   int fn, info;
-  int vary;       /* (c'): (a')'s bodies */
+  int vary; /* (c'): (a')'s bodies */
 } bare_loop;
 
 static void bare_init(bare_loop *b, int vary) {
@@ -196,17 +204,22 @@ static void bare_init(bare_loop *b, int vary) {
   lua_pop(L, 1);
   if (luaL_dofile(L, LUARETRY_DATADIR "/policies/http.lua") != LUA_OK)
     die("bare state", lua_tostring(L, -1));
-  if (lua_getglobal(L, "is_transient") != LUA_TFUNCTION)
-    die("bare state", "no is_transient");
+  if (lua_getglobal(L, "is_transient") != LUA_TFUNCTION) die("bare state", "no is_transient");
   b->fn = luaL_ref(L, LUA_REGISTRYINDEX);
   /* What the engine's info offers, as a plain table made once. */
   lua_createtable(L, 0, 6);
-  lua_pushinteger(L, 1); lua_setfield(L, -2, "attempt");
-  lua_pushnumber(L, 0); lua_setfield(L, -2, "elapsed");
-  lua_pushstring(L, "GET"); lua_setfield(L, -2, "method");
-  lua_pushstring(L, "http://service.invalid/v1/items"); lua_setfield(L, -2, "url");
-  lua_pushboolean(L, 0); lua_setfield(L, -2, "workflow");
-  lua_newtable(L); lua_setfield(L, -2, "headers");
+  lua_pushinteger(L, 1);
+  lua_setfield(L, -2, "attempt");
+  lua_pushnumber(L, 0);
+  lua_setfield(L, -2, "elapsed");
+  lua_pushstring(L, "GET");
+  lua_setfield(L, -2, "method");
+  lua_pushstring(L, "http://service.invalid/v1/items");
+  lua_setfield(L, -2, "url");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "workflow");
+  lua_newtable(L);
+  lua_setfield(L, -2, "headers");
   b->info = luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
@@ -242,7 +255,10 @@ static size_t resident_bytes(void) {
 
 static const char *verdict(int ok) { return ok ? "ok" : "MISSED"; }
 
-typedef struct { double a, a2, b, c, c2, e; long n; } timings;
+typedef struct {
+  double a, a2, b, c, c2, e;
+  long n;
+} timings;
 
 /* Best of RUNS interleaved runs of every decision loop. */
 static timings time_decisions(void) {
@@ -269,7 +285,7 @@ static timings time_decisions(void) {
   if (t.n > 20000000) t.n = 20000000;
   for (int r = 0; r < RUNS; r++) {
     double v[6] = { engine_run(&la, t.n), engine_run(&la2, t.n), engine_run(&lc, t.n),
-                    bare_run(&bc, t.n), bare_run(&bc2, t.n), engine_run(&le, t.n) };
+                    bare_run(&bc, t.n),   bare_run(&bc2, t.n),   engine_run(&le, t.n) };
     double *best[6] = { &t.a, &t.a2, &t.b, &t.c, &t.c2, &t.e };
     for (int k = 0; k < 6; k++)
       if (v[k] < *best[k]) *best[k] = v[k];
@@ -287,8 +303,8 @@ static timings time_decisions(void) {
 }
 
 static void print_decisions(const timings *t) {
-  printf("%ld decisions per run, best of %d runs; status 503, a %zu-byte body\n\n", t->n,
-         RUNS, sizeof BODY - 1);
+  printf("%ld decisions per run, best of %d runs; status 503, a %zu-byte body\n\n", t->n, RUNS,
+         sizeof BODY - 1);
   printf("%-46s %14s   %s\n", "figure", "result", "target");
   printf("%-46s %11.1f ns\n", "(a) decision, Lua is_transient, same body", t->a);
   printf("%-46s %11.1f ns\n", "(c) bare lua_pcall of it, same body", t->c);
@@ -338,8 +354,10 @@ static void print_begins(void) {
     for (int i = 0; i < BEGINS; i++) luaretry_call_begin(p, &o, &calls[i]);
     double ns = (now() - t0) * 1e9 / BEGINS;
     for (int i = 0; i < BEGINS; i++) luaretry_call_free(calls[i]);
-    if (round == 0) cold = ns;
-    else warm = ns;
+    if (round == 0)
+      cold = ns;
+    else
+      warm = ns;
   }
   double slot[2];
   memcpy(&slot[1], &p, sizeof p);
@@ -349,8 +367,8 @@ static void print_begins(void) {
   printf("%-46s %11.1f ns   < 2000 ns  %s\n", "begin, the first 10,000 on a new policy", cold,
          verdict(cold < 2000));
   printf("%-46s %11.1f ns\n", "begin, warm", warm);
-  printf("%-46s %11.1f us   (makes the thread's Lua state)\n",
-         "first decision of a new thread", slot[0] / 1000);
+  printf("%-46s %11.1f us   (makes the thread's Lua state)\n", "first decision of a new thread",
+         slot[0] / 1000);
   luaretry_policy_free(p);
 }
 
@@ -393,8 +411,8 @@ int main(void) {
   char date[64];
   time_t clock_now = time(NULL);
   strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&clock_now));
-  printf("luaretry %s bench: decide   %s, %ld CPUs, %s, %s\n", LUARETRY_VERSION,
-         u.machine, sysconf(_SC_NPROCESSORS_ONLN), LUA_RELEASE, date);
+  printf("luaretry %s bench: decide   %s, %ld CPUs, %s, %s\n", LUARETRY_VERSION, u.machine,
+         sysconf(_SC_NPROCESSORS_ONLN), LUA_RELEASE, date);
 
   make_bodies();
   timings t = time_decisions();
@@ -424,8 +442,8 @@ int main(void) {
   luaretry_policy_free(one);
   char buf[64];
   snprintf(buf, sizeof buf, "%zu B (%.1f KiB)", one_bytes, one_bytes / 1024.0);
-  printf("%-38s %22s   < %d KiB  %s\n", "memory of one loaded policy (http.lua)",
-         buf, TARGET_MEMORY / 1024, verdict(one_bytes < TARGET_MEMORY));
+  printf("%-38s %22s   < %d KiB  %s\n", "memory of one loaded policy (http.lua)", buf,
+         TARGET_MEMORY / 1024, verdict(one_bytes < TARGET_MEMORY));
 
   luaretry_policy **many = calloc(POLICIES, sizeof *many);
   if (!many) die("calloc", "out of memory");
@@ -438,16 +456,14 @@ int main(void) {
   double load_time = now() - t0;
   size_t rss1 = resident_bytes();
   snprintf(buf, sizeof buf, "%.2f MiB", total / 1048576.0);
-  printf("%-38s %22s   (%.1f KiB each)\n", "memory of 1000 loaded policies (Lua)",
-         buf, total / 1024.0 / POLICIES);
+  printf("%-38s %22s   (%.1f KiB each)\n", "memory of 1000 loaded policies (Lua)", buf,
+         total / 1024.0 / POLICIES);
   if (rss1 > rss0) {
     snprintf(buf, sizeof buf, "%.2f MiB", (rss1 - rss0) / 1048576.0);
-    printf("%-38s %22s   (%.1f KiB each, handle included)\n",
-           "resident growth for those 1000", buf,
+    printf("%-38s %22s   (%.1f KiB each, handle included)\n", "resident growth for those 1000", buf,
            (rss1 - rss0) / 1024.0 / POLICIES);
   }
-  printf("%-38s %19.1f us\n", "load of one policy (mean of 1000)",
-         load_time * 1e6 / POLICIES);
+  printf("%-38s %19.1f us\n", "load of one policy (mean of 1000)", load_time * 1e6 / POLICIES);
   for (int i = 0; i < POLICIES; i++) luaretry_policy_free(many[i]);
   free(many);
   return 0;

@@ -20,9 +20,9 @@
 #include "fleet.h"
 #include "redis_helper.h"
 
-#define RUNS 5
-#define OPS 2000000L
-#define TRIPS 2000
+#define RUNS    5
+#define OPS     2000000L
+#define TRIPS   2000
 #define THREADS 4
 
 static double now(void) { return redis_now_(); }
@@ -65,15 +65,17 @@ static double run(loop_kind k, lr_fleet *f, long n) {
     case PLAIN_LOADS:
       sink = (int)atomic_load(&plain_counter) + (int)atomic_load(&plain_counter);
       break;
-    case DECISION:
-      sink = lr_fleet_breaker_admits(f, 1) + lr_fleet_budget_allows_retry(f);
-      break;
+    case DECISION: sink = lr_fleet_breaker_admits(f, 1) + lr_fleet_budget_allows_retry(f); break;
     }
   }
   return (now() - t0) * 1e9 / (double)n;
 }
 
-typedef struct { loop_kind k; lr_fleet *f; long n; } job;
+typedef struct {
+  loop_kind k;
+  lr_fleet *f;
+  long n;
+} job;
 
 static void *thread_main(void *arg) {
   job *j = arg;
@@ -126,7 +128,7 @@ int main(void) {
   snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", srv.port);
   snprintf(unix_url, sizeof unix_url, "unix://%s", srv.sock);
   lr_fleet *f = open_fleet(url, "bench");
-  run(SUCCESS_PATH, f, OPS / 10);   /* warm up */
+  run(SUCCESS_PATH, f, OPS / 10); /* warm up */
   double add, path, rec, loads, dec, tadd, tpath;
   best_of(f, 0, PLAIN_ADD, SUCCESS_PATH, &add, &path);
   best_of(f, 0, PLAIN_ADD, RECORD, &add, &rec);
@@ -138,12 +140,15 @@ int main(void) {
   printf("| success path: record + maybe_sync, 1 thread | %.1f ns | plain atomic add %.1f ns |\n",
          path, add);
   printf("| lr_fleet_record alone | %.1f ns | plain atomic add %.1f ns |\n", rec, add);
-  printf("| decision: breaker_admits + budget_allows_retry | %.1f ns | two atomic loads %.1f ns |\n",
-         dec, loads);
-  printf("| success path, %d threads on one handle | %.1f ns per op | %d threads, one atomic: %.1f ns |\n",
-         THREADS, tpath, THREADS, tadd);
-  printf("| syncs sent meanwhile by maybe_sync (sync_ms 200) | %lld | health %s |\n",
-         v.syncs, lr_fleet_health_name(v.health));
+  printf(
+    "| decision: breaker_admits + budget_allows_retry | %.1f ns | two atomic loads %.1f ns |\n",
+    dec, loads);
+  printf(
+    "| success path, %d threads on one handle | %.1f ns per op | %d threads, one atomic: %.1f ns "
+    "|\n",
+    THREADS, tpath, THREADS, tadd);
+  printf("| syncs sent meanwhile by maybe_sync (sync_ms 200) | %lld | health %s |\n", v.syncs,
+         lr_fleet_health_name(v.health));
   round_trips("TCP 127.0.0.1", f);
   lr_fleet *u = open_fleet(unix_url, "bench");
   round_trips("Unix socket", u);

@@ -20,18 +20,18 @@
 #include "luaretry.h"
 #include "redis_helper.h"
 
-#define ROUNDS 10
+#define ROUNDS    10
 #define PER_ROUND 20000
-#define BATCH 100
-#define FAILURES 400
+#define BATCH     100
+#define FAILURES  400
 
 static const char *POLICY =
-    "max_attempts = 4\n"
-    "deadline = 30\n"
-    "attempt_timeout = 5\n"
-    "budget = { max_tokens = 1000, token_ratio = 0.1 }\n"
-    "breaker = { failures = 1000000, open_seconds = 1 }\n"
-    "function is_transient(status) return status >= 500 end\n";
+  "max_attempts = 4\n"
+  "deadline = 30\n"
+  "attempt_timeout = 5\n"
+  "budget = { max_tokens = 1000, token_ratio = 0.1 }\n"
+  "breaker = { failures = 1000000, open_seconds = 1 }\n"
+  "function is_transient(status) return status >= 500 end\n";
 
 static void die(const char *what, const char *detail) {
   fprintf(stderr, "bench_fleet_decide: %s: %s\n", what, detail);
@@ -45,8 +45,7 @@ static luaretry_policy *load(const char *redis) {
     die("fleet.redis", luaretry_policy_errmsg(p));
   if (luaretry_policy_load_string(p, "=bench", POLICY) != LUARETRY_OK)
     die("load", luaretry_policy_errmsg(p));
-  if (redis && luaretry_policy_fleet_sync(p) != LUARETRY_OK)
-    die("sync", luaretry_policy_errmsg(p));
+  if (redis && luaretry_policy_fleet_sync(p) != LUARETRY_OK) die("sync", luaretry_policy_errmsg(p));
   return p;
 }
 
@@ -132,8 +131,8 @@ int main(void) {
   double *lr = malloc(n * sizeof *lr), *lc = malloc(n * sizeof *lc);
   double *fr = malloc(n * sizeof *fr), *fc = malloc(n * sizeof *fc);
   if (!lr || !lc || !fr || !fc) die("memory", "out of memory");
-  for (int i = 0; i < PER_ROUND; i++) whole_call(local), whole_call(fleet);  /* warm */
-  for (int r = 0; r < ROUNDS; r++) {   /* interleaved: the VM's drift hits both */
+  for (int i = 0; i < PER_ROUND; i++) whole_call(local), whole_call(fleet); /* warm */
+  for (int r = 0; r < ROUNDS; r++) { /* interleaved: the VM's drift hits both */
     size_t b0 = (size_t)r * (nb / ROUNDS);
     for (size_t i = 0; i < nb / ROUNDS; i++) lr[b0 + i] = reports(local);
     for (size_t i = 0; i < nb / ROUNDS; i++) fr[b0 + i] = reports(fleet);
@@ -143,8 +142,10 @@ int main(void) {
   luaretry_metrics m;
   luaretry_policy_metrics(fleet, &m);
   if (m.guards != LUARETRY_GUARDS_FLEET) die("fleet", "the guards are not fleet-wide");
-  printf("| real clock, %zu of each | fleet guards | local guards | fleet / local |\n"
-         "|---|---|---|---|\n", n);
+  printf(
+    "| real clock, %zu of each | fleet guards | local guards | fleet / local |\n"
+    "|---|---|---|---|\n",
+    n);
   row("success decision: luaretry_call_report of a 200 (mean of 100)", lr, fr, nb, "ns", 1);
   row("a call that succeeds: begin + report + free", lc, fc, n, "ns", 1);
   for (int i = 0; i < FAILURES; i++) lr[i] = failure(local), fr[i] = failure(fleet);

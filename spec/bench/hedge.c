@@ -20,7 +20,7 @@
 #include "luaretry.h"
 #include "luaretry_curl.h"
 
-#define CALLS 1000
+#define CALLS   1000
 #define THREADS 20
 
 static const char SERVER[] =
@@ -47,7 +47,7 @@ static size_t sink(void *ud, const char *data, size_t len) {
 typedef struct {
   luaretry_policy *p;
   const char *url;
-  int from, to;         /* call indices of this thread */
+  int from, to; /* call indices of this thread */
   double *latency;
   int failed;
 } worker;
@@ -115,11 +115,12 @@ static double run(const char *address, const char *path, int calls, const char *
   int requests = 0;
   faults_connections(address, &requests);
   double p99 = lat[calls * 99 / 100 - 1];
-  printf("%-34s p50 %7.1f ms  p99 %7.1f ms  p99.9 %7.1f ms  requests %5d (%.3f per call, "
-         "hedges %llu, won %llu)  failed %d  wall %.1f s\n",
-         label, lat[calls / 2 - 1] * 1e3, p99 * 1e3, lat[calls * 999 / 1000 - 1] * 1e3, requests,
-         (double)requests / calls, (unsigned long long)m.hedges, (unsigned long long)m.hedges_won,
-         failed, wall);
+  printf(
+    "%-34s p50 %7.1f ms  p99 %7.1f ms  p99.9 %7.1f ms  requests %5d (%.3f per call, "
+    "hedges %llu, won %llu)  failed %d  wall %.1f s\n",
+    label, lat[calls / 2 - 1] * 1e3, p99 * 1e3, lat[calls * 999 / 1000 - 1] * 1e3, requests,
+    (double)requests / calls, (unsigned long long)m.hedges, (unsigned long long)m.hedges_won,
+    failed, wall);
   free(lat);
   luaretry_policy_free(p);
   return p99;
@@ -150,7 +151,7 @@ static double sequential(const char *address, const char *hedge) {
         luaretry_curl_perform(p, c, h, &req, &o, &d);
       luaretry_call_free(c);
     }
-    double per = (now() - t0) * 1e3;  /* us per call: ms for 1000 */
+    double per = (now() - t0) * 1e3; /* us per call: ms for 1000 */
     if (per < best) best = per;
   }
   curl_easy_cleanup(h);
@@ -167,22 +168,23 @@ int main(void) {
     return 1;
   }
   const char *address = lr_faults_address(server);
-  printf("bench_hedge: %d GETs, %d threads; 10 ms answers, 1 s for a seeded 5%%\n", CALLS,
-         THREADS);
+  printf("bench_hedge: %d GETs, %d threads; 10 ms answers, 1 s for a seeded 5%%\n", CALLS, THREADS);
   run(address, "/tail", CALLS, NULL, NULL, "no hedge");
   double p99 = run(address, "/tail", CALLS, NULL, "0.05", "hedge.delay = 0.05");
   run(address, "/tail", CALLS, NULL, "p95", "hedge.delay = \"p95\"");
   printf("bench_hedge: goal p99 <= 100 ms with the hedge: %s\n", p99 <= 0.1 ? "met" : "MISSED");
-  printf("bench_hedge: an overload (every answer 0.2 s), 200 GETs, budget max_tokens 10, "
-         "token_ratio 0.1\n");
+  printf(
+    "bench_hedge: an overload (every answer 0.2 s), 200 GETs, budget max_tokens 10, "
+    "token_ratio 0.1\n");
   run(address, "/overload", 200, "budget = { max_tokens = 10, token_ratio = 0.1 }\n", NULL,
       "no hedge");
   run(address, "/overload", 200, "budget = { max_tokens = 10, token_ratio = 0.1 }\n", "0.05",
       "hedge.delay = 0.05, budget");
   double plain = sequential(address, NULL), hedged = sequential(address, "0.05");
-  printf("bench_hedge: a hedged call that needs no hedge (1,000 sequential GETs, one thread, "
-         "best of 7): %.1f us per call, against %.1f us unhedged (%.2fx)\n", hedged, plain,
-         hedged / plain);
+  printf(
+    "bench_hedge: a hedged call that needs no hedge (1,000 sequential GETs, one thread, "
+    "best of 7): %.1f us per call, against %.1f us unhedged (%.2fx)\n",
+    hedged, plain, hedged / plain);
   lr_faults_free(server);
   curl_global_cleanup();
   return 0;

@@ -28,7 +28,7 @@
 #define LUARETRY_DATADIR "."
 #endif
 
-#define K 3  /* failures before the success */
+#define K 3 /* failures before the success */
 
 static void die(const char *what, const char *detail) {
   fprintf(stderr, "bench_loop: %s: %s\n", what, detail);
@@ -41,11 +41,14 @@ static double now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-typedef struct { long attempts; } op_state;
+typedef struct {
+  long attempts;
+} op_state;
 
 static luaretry_code op(void *ud, luaretry_call *c, int attempt, double timeout,
                         luaretry_outcome *out) {
-  (void)c; (void)timeout;
+  (void)c;
+  (void)timeout;
   op_state *s = ud;
   s->attempts++;
   out->status = attempt <= K ? 503 : 200;
@@ -67,10 +70,8 @@ static double run(luaretry_policy *p, int is_virtual, long n) {
   for (long i = 0; i < n; i++) {
     luaretry_call *c;
     luaretry_decision d;
-    if (luaretry_call_begin(p, &opt, &c) != LUARETRY_OK)
-      die("begin", luaretry_policy_errmsg(p));
-    if (luaretry_call_run(c, op, &s, &d) != LUARETRY_OK)
-      die("run", luaretry_call_errmsg(c));
+    if (luaretry_call_begin(p, &opt, &c) != LUARETRY_OK) die("begin", luaretry_policy_errmsg(p));
+    if (luaretry_call_run(c, op, &s, &d) != LUARETRY_OK) die("run", luaretry_call_errmsg(c));
     if (d.reason != LUARETRY_REASON_SUCCESS || d.attempt != K + 1)
       die("run", "a call did not succeed at attempt 4");
     luaretry_call_free(c);

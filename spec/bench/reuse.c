@@ -21,8 +21,8 @@
 #include "luaretry.h"
 #include "luaretry_curl.h"
 
-#define CALLS 1000
-#define RUNS 15
+#define CALLS  1000
+#define RUNS   15
 #define TARGET 1.1
 
 static const char SERVER[] = "respond = routes{ ['/ok'] = 'fine\\n' }\n";
@@ -90,8 +90,7 @@ static int calls(luaretry_policy *p, const char *url, int fresh) {
   return failures;
 }
 
-static void measure(line *l, int which, luaretry_policy *p, const char *address,
-                    const char *url) {
+static void measure(line *l, int which, luaretry_policy *p, const char *address, const char *url) {
   faults_reset(address);
   double t0 = now();
   int failures = which == 0 ? bare(url) : calls(p, url, which == 2);
@@ -127,8 +126,10 @@ int main(void) {
   for (int run = 0; run < RUNS; run++)
     for (int which = 0; which < 3; which++) measure(&lines[which], which, p, address, url);
 
-  printf("\nluaretry %s bench: reuse   %d sequential calls to a keep-alive server "
-         "(127.0.0.1), best of %d runs\n\n", luaretry_version(NULL), CALLS, RUNS);
+  printf(
+    "\nluaretry %s bench: reuse   %d sequential calls to a keep-alive server "
+    "(127.0.0.1), best of %d runs\n\n",
+    luaretry_version(NULL), CALLS, RUNS);
   printf("%-46s %12s %12s %8s\n", "figure", "per call", "connections", "x base");
   for (int i = 0; i < 3; i++)
     printf("%-46s %9.1f us %12d %7.2fx%s\n", lines[i].name, lines[i].best * 1e6,

@@ -21,7 +21,7 @@ POLICY=policies/http.lua
 CURL=$(command -v curl || true)
 
 . spec/bench/fault_server.sh
-start_fault_server run_vs_curl spec/run/bench_server.lua
+start_fault_server run_vs_curl spec/fixtures/run/bench_server.lua
 
 # Microseconds now, without a fork.
 now_us() { local t=$EPOCHREALTIME; echo $(( ${t/./} )); }

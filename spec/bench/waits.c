@@ -29,10 +29,10 @@
 #define LUARETRY_DATADIR "."
 #endif
 
-#define WAITS 1000
+#define WAITS  1000
 #define MIN_MS 1.0
 #define MAX_MS 20.0
-#define SEED 0x5eed2024u
+#define SEED   0x5eed2024u
 
 static void die(const char *what, const char *detail) {
   fprintf(stderr, "bench_waits: %s: %s\n", what, detail);
@@ -53,12 +53,12 @@ static uint64_t next_u64(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-static double waits[WAITS];  /* seconds */
+static double waits[WAITS]; /* seconds */
 
 typedef struct {
-  luaretry_call *call;       /* NULL: the nanosleep baseline */
+  luaretry_call *call; /* NULL: the nanosleep baseline */
   pthread_barrier_t *start;
-  double late_us[WAITS];     /* measured minus asked, microseconds */
+  double late_us[WAITS]; /* measured minus asked, microseconds */
   const char *error;
 } loop;
 
@@ -93,15 +93,18 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-typedef struct { double p50, p99, max, mean; int early; } summary;
+typedef struct {
+  double p50, p99, max, mean;
+  int early;
+} summary;
 
 /* Nearest-rank percentiles. */
 static summary summarize(const double *late) {
   double v[WAITS];
   memcpy(v, late, sizeof v);
   qsort(v, WAITS, sizeof v[0], cmp_double);
-  summary s = { v[(WAITS * 50 + 99) / 100 - 1], v[(WAITS * 99 + 99) / 100 - 1],
-                v[WAITS - 1], 0, 0 };
+  summary s = { v[(WAITS * 50 + 99) / 100 - 1], v[(WAITS * 99 + 99) / 100 - 1], v[WAITS - 1], 0,
+                0 };
   for (int i = 0; i < WAITS; i++) {
     s.mean += v[i] / WAITS;
     if (v[i] < 0) s.early++;
@@ -118,13 +121,13 @@ int main(void) {
   char date[64];
   time_t t = time(NULL);
   strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&t));
-  printf("\nluaretry %s bench: waits   %s, %ld CPUs, %s\n", LUARETRY_VERSION,
-         u.machine, sysconf(_SC_NPROCESSORS_ONLN), date);
+  printf("\nluaretry %s bench: waits   %s, %ld CPUs, %s\n", LUARETRY_VERSION, u.machine,
+         sysconf(_SC_NPROCESSORS_ONLN), date);
 
   uint64_t s = SEED;
   double total = 0;
   for (int i = 0; i < WAITS; i++) {
-    double r = (double)(next_u64(&s) >> 11) * 0x1.0p-53;  /* [0, 1) */
+    double r = (double)(next_u64(&s) >> 11) * 0x1.0p-53; /* [0, 1) */
     waits[i] = (MIN_MS + r * (MAX_MS - MIN_MS)) * 1e-3;
     total += waits[i];
   }
@@ -135,9 +138,8 @@ int main(void) {
     die("policies/http.lua", luaretry_policy_errmsg(p));
   luaretry_call *c;
   luaretry_call_options opt;
-  luaretry_call_options_init(&opt);  /* the real clock */
-  if (luaretry_call_begin(p, &opt, &c) != LUARETRY_OK)
-    die("begin", luaretry_policy_errmsg(p));
+  luaretry_call_options_init(&opt); /* the real clock */
+  if (luaretry_call_begin(p, &opt, &c) != LUARETRY_OK) die("begin", luaretry_policy_errmsg(p));
 
   static loop lr, ns;
   pthread_barrier_t start;
@@ -145,8 +147,7 @@ int main(void) {
   lr.call = c;
   lr.start = ns.start = &start;
   pthread_t a, b;
-  if (pthread_create(&a, NULL, run_loop, &lr) != 0 ||
-      pthread_create(&b, NULL, run_loop, &ns) != 0)
+  if (pthread_create(&a, NULL, run_loop, &lr) != 0 || pthread_create(&b, NULL, run_loop, &ns) != 0)
     die("pthread_create", "failed");
   pthread_join(a, NULL);
   pthread_join(b, NULL);
@@ -154,9 +155,10 @@ int main(void) {
   if (lr.error) die("luaretry", lr.error);
 
   summary x = summarize(lr.late_us), y = summarize(ns.late_us);
-  printf("%d waits of %.0f to %.0f ms (uniform, seed 0x%x, %.2f s in all); both loops "
-         "at once, one thread each\n\n",
-         WAITS, MIN_MS, MAX_MS, (unsigned)SEED, total);
+  printf(
+    "%d waits of %.0f to %.0f ms (uniform, seed 0x%x, %.2f s in all); both loops "
+    "at once, one thread each\n\n",
+    WAITS, MIN_MS, MAX_MS, (unsigned)SEED, total);
   printf("%-34s %20s %20s %10s\n", "lateness (measured - asked)", "luaretry_call_wait",
          "nanosleep baseline", "diff");
   printf("%-34s %17.1f us %17.1f us %7.1f us\n", "p50", x.p50, y.p50, x.p50 - y.p50);
@@ -170,5 +172,5 @@ int main(void) {
 
   luaretry_call_free(c);
   luaretry_policy_free(p);
-  return 0;  /* a MISSED target is reported, like decide.c's, not a failure */
+  return 0; /* a MISSED target is reported, like decide.c's, not a failure */
 }

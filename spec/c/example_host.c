@@ -26,7 +26,7 @@
 #include "luaretry.h"
 #include "luaretry_curl.h"
 
-#define CALLS 10000
+#define CALLS         10000
 #define MAX_TRANSFERS 64
 
 static const char SERVER[] =
@@ -59,8 +59,8 @@ typedef struct {
   luaretry_call *c;
   int kind;
   char url[96];
-  CURL *h;                 /* while in a transfer */
-  double retry_after;      /* of the last response; -1: none */
+  CURL *h;            /* while in a transfer */
+  double retry_after; /* of the last response; -1: none */
   int status;
   luaretry_reason reason;
   int attempts, done;
@@ -74,7 +74,10 @@ static double now(void) {
 
 /* ---- a binary heap of calls by due time */
 
-typedef struct { double due; int call; } timer;
+typedef struct {
+  double due;
+  int call;
+} timer;
 static timer heap[CALLS];
 static int heap_len;
 
@@ -119,8 +122,8 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud) {
   size_t len = size * n;
   if (len > sizeof name && strncasecmp(data, name, sizeof name - 1) == 0) {
     char value[128];
-    size_t vlen = len - (sizeof name - 1) < sizeof value - 1 ? len - (sizeof name - 1)
-                                                              : sizeof value - 1;
+    size_t vlen =
+      len - (sizeof name - 1) < sizeof value - 1 ? len - (sizeof name - 1) : sizeof value - 1;
     memcpy(value, data + sizeof name - 1, vlen);
     value[vlen] = '\0';
     value[strcspn(value, "\r\n")] = '\0';
@@ -224,8 +227,7 @@ static int check(host_call *calls) {
   for (int i = 0; i < CALLS; i++) {
     host_call *hc = &calls[i];
     const char *got = hc->done ? luaretry_reason_name(hc->reason) : "(not finished)";
-    if (!hc->done || strcmp(got, WANT[hc->kind]) != 0 ||
-        hc->attempts != WANT_ATTEMPTS[hc->kind]) {
+    if (!hc->done || strcmp(got, WANT[hc->kind]) != 0 || hc->attempts != WANT_ATTEMPTS[hc->kind]) {
       if (wrong++ < 10)
         fprintf(stderr, "example_host: %s ended %s after %d attempts, expected %s after %d\n",
                 hc->url, got, hc->attempts, WANT[hc->kind], WANT_ATTEMPTS[hc->kind]);
@@ -233,9 +235,10 @@ static int check(host_call *calls) {
       verdicts[hc->kind]++;
     }
   }
-  printf("example_host: %d calls in flight on one thread: %ld success (1 attempt), %ld success "
-         "(3 attempts), %ld final, %ld exhausted; %d wrong\n", CALLS, verdicts[0], verdicts[1],
-         verdicts[2], verdicts[3], wrong);
+  printf(
+    "example_host: %d calls in flight on one thread: %ld success (1 attempt), %ld success "
+    "(3 attempts), %ld final, %ld exhausted; %d wrong\n",
+    CALLS, verdicts[0], verdicts[1], verdicts[2], verdicts[3], wrong);
   return wrong;
 }
 

@@ -9,7 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct { char *data; size_t len; } faults_text;
+typedef struct {
+  char *data;
+  size_t len;
+} faults_text;
 
 static inline size_t faults_keep(char *data, size_t size, size_t n, void *ud) {
   faults_text *t = ud;

@@ -12,12 +12,12 @@
 
 static lr_faults *server;
 
-static void on_signal (int sig) {
+static void on_signal(int sig) {
   (void)sig;
   lr_faults_stop(server);
 }
 
-int main (int argc, char **argv) {
+int main(int argc, char **argv) {
   char err[1024];
   struct sigaction sa;
   int rc;

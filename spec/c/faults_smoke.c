@@ -18,10 +18,20 @@
 
 static int failures;
 
-#define CHECK(cond) do { if (!(cond)) { failures++; \
-  fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); } } while (0)
-#define CHECK_HAS(s, part) do { if (strstr((s), (part)) == NULL) { failures++; \
-  fprintf(stderr, "%s:%d: no \"%s\" in:\n%s\n", __FILE__, __LINE__, (part), (s)); } } while (0)
+#define CHECK(cond)                                                      \
+  do {                                                                   \
+    if (!(cond)) {                                                       \
+      failures++;                                                        \
+      fprintf(stderr, "%s:%d: failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                    \
+  } while (0)
+#define CHECK_HAS(s, part)                                                            \
+  do {                                                                                \
+    if (strstr((s), (part)) == NULL) {                                                \
+      failures++;                                                                     \
+      fprintf(stderr, "%s:%d: no \"%s\" in:\n%s\n", __FILE__, __LINE__, (part), (s)); \
+    }                                                                                 \
+  } while (0)
 
 static const char script[] =
   "respond = routes{\n"
@@ -32,9 +42,9 @@ static const char script[] =
   "  default = 'default',\n"
   "}\n";
 
-static int dial (int port) {
+static int dial(int port) {
   struct sockaddr_in sa;
-  struct timeval tv = {5, 0};  /* no check can wait forever */
+  struct timeval tv = { 5, 0 }; /* no check can wait forever */
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   memset(&sa, 0, sizeof sa);
   sa.sin_family = AF_INET;
@@ -49,7 +59,7 @@ static int dial (int port) {
 }
 
 /* Read until the peer closes (or 5 s pass); *reset tells how it ended. */
-static char *read_all (int fd, int *reset) {
+static char *read_all(int fd, int *reset) {
   size_t len = 0, cap = 1 << 16;
   char *buf = malloc(cap + 1);
   ssize_t n;
@@ -63,7 +73,7 @@ static char *read_all (int fd, int *reset) {
 }
 
 /* Send `raw`, say we are done sending, and return everything answered. */
-static char *talk (int port, const char *raw, size_t len) {
+static char *talk(int port, const char *raw, size_t len) {
   int fd = dial(port);
   char *out;
   send(fd, raw, len, MSG_NOSIGNAL);
@@ -75,7 +85,7 @@ static char *talk (int port, const char *raw, size_t len) {
 
 #define TALK(port, lit) talk((port), (lit), sizeof(lit) - 1)
 
-static int count (const char *s, const char *part) {
+static int count(const char *s, const char *part) {
   int n = 0;
   for (; (s = strstr(s, part)) != NULL; s++) n++;
   return n;
@@ -83,7 +93,7 @@ static int count (const char *s, const char *part) {
 
 /* One straight script of requests and the answers each must get: long,
  * but read top to bottom like the transcript it is. */
-int main (void) {
+int main(void) {
   char err[512];
   char *out;
   int port, fd, reset;
@@ -91,7 +101,10 @@ int main (void) {
 
   lr_faults_free(NULL);
   f = lr_faults_start_string("inline.lua", script, NULL, err, sizeof err);
-  if (f == NULL) { fprintf(stderr, "start: %s\n", err); return 1; }
+  if (f == NULL) {
+    fprintf(stderr, "start: %s\n", err);
+    return 1;
+  }
   port = lr_faults_port(f);
   CHECK(port > 0);
   CHECK_HAS(lr_faults_address(f), "127.0.0.1:");
@@ -102,13 +115,14 @@ int main (void) {
   CHECK_HAS(out, "count 2");
   free(out);
 
-  out = TALK(port, "\r\nGET /b HTTP/1.1\nHost: x\n\n");  /* bare LF */
+  out = TALK(port, "\r\nGET /b HTTP/1.1\nHost: x\n\n"); /* bare LF */
   CHECK_HAS(out, "HTTP/1.1 200 OK\r\nContent-Length: 7\r\n");
   CHECK_HAS(out, "default");
   free(out);
 
-  out = TALK(port, "POST /len HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
-                   "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: y\r\n\r\n");
+  out = TALK(port,
+             "POST /len HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+             "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: y\r\n\r\n");
   CHECK_HAS(out, "\r\n\r\n11");
   free(out);
 
@@ -121,7 +135,7 @@ int main (void) {
   CHECK(strstr(out, "count") == NULL);
   free(out);
 
-  fd = dial(port);  /* HTTP/1.0: the server closes by itself */
+  fd = dial(port); /* HTTP/1.0: the server closes by itself */
   send(fd, "GET /a HTTP/1.0\r\n\r\n", 19, MSG_NOSIGNAL);
   out = read_all(fd, &reset);
   CHECK(!reset);
@@ -129,11 +143,11 @@ int main (void) {
   free(out);
   close(fd);
 
-  fd = dial(port);  /* 100 Continue comes before the body is sent */
-  send(fd, "POST /len HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n",
-       63, MSG_NOSIGNAL);
+  fd = dial(port); /* 100 Continue comes before the body is sent */
+  send(fd, "POST /len HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n", 63,
+       MSG_NOSIGNAL);
   {
-    char buf[64] = {0};
+    char buf[64] = { 0 };
     recv(fd, buf, sizeof buf - 1, 0);
     CHECK(strcmp(buf, "HTTP/1.1 100 Continue\r\n\r\n") == 0);
   }
@@ -236,7 +250,9 @@ int main (void) {
   }
 
   lr_faults_free(f);
-  if (failures) fprintf(stderr, "faults_smoke: %d failed\n", failures);
-  else printf("faults_smoke: ok\n");
+  if (failures)
+    fprintf(stderr, "faults_smoke: %d failed\n", failures);
+  else
+    printf("faults_smoke: ok\n");
   return failures != 0;
 }

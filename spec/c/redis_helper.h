@@ -36,7 +36,7 @@ typedef struct {
   int port;
   char dir[64], sock[128];
   const char *extra[REDIS_EXTRA_MAX + 1];
-  const char *auth;   /* the helper's own AUTH password, or NULL */
+  const char *auth; /* the helper's own AUTH password, or NULL */
 } redis_srv;
 
 static double redis_now_(void) {
@@ -47,7 +47,8 @@ static double redis_now_(void) {
 
 static void redis_sleep_ms(int ms) {
   struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
 }
 
 /* A loopback port nobody listens on right now. */
@@ -81,8 +82,7 @@ static redisContext *redis_connect_(const redis_srv *s) {
 }
 
 /* One command (printf-like, hiredis's format); NULL when it failed. */
-static redisReply *redis_cmd(const redis_srv *s, const char *fmt, ...)
-    __attribute__((unused));
+static redisReply *redis_cmd(const redis_srv *s, const char *fmt, ...) __attribute__((unused));
 static redisReply *redis_cmd(const redis_srv *s, const char *fmt, ...) {
   redisContext *c = redis_connect_(s);
   if (!c) return NULL;
@@ -98,7 +98,7 @@ static int redis_ready_(const redis_srv *s) {
   redisContext *c = redis_connect_(s);
   if (!c) return 0;
   redisReply *r = redisCommand(c, "PING");
-  int ok = r != NULL;   /* PONG, or NOAUTH from a server with a password: up */
+  int ok = r != NULL; /* PONG, or NOAUTH from a server with a password: up */
   if (r) freeReplyObject(r);
   redisFree(c);
   return ok;
@@ -108,10 +108,25 @@ static int redis_spawn_(redis_srv *s) {
   char port[16], logfile[96];
   snprintf(port, sizeof port, "%d", s->port);
   snprintf(logfile, sizeof logfile, "%s/redis.log", s->dir);
-  const char *argv[32] = { "redis-server", "--port", port, "--bind", "127.0.0.1",
-                           "--save", "", "--appendonly", "no", "--dir", s->dir,
-                           "--unixsocket", s->sock, "--unixsocketperm", "700",
-                           "--logfile", logfile, "--daemonize", "no" };
+  const char *argv[32] = { "redis-server",
+                           "--port",
+                           port,
+                           "--bind",
+                           "127.0.0.1",
+                           "--save",
+                           "",
+                           "--appendonly",
+                           "no",
+                           "--dir",
+                           s->dir,
+                           "--unixsocket",
+                           s->sock,
+                           "--unixsocketperm",
+                           "700",
+                           "--logfile",
+                           logfile,
+                           "--daemonize",
+                           "no" };
   int n = 19;
   for (int i = 0; s->extra[i] && n < 31; i++) argv[n++] = s->extra[i];
   argv[n] = NULL;
@@ -147,7 +162,7 @@ static int redis_start(redis_srv *s, ...) {
   for (int i = 0; i < REDIS_EXTRA_MAX; i++)
     if (!(s->extra[i] = va_arg(ap, const char *))) break;
   va_end(ap);
-  for (int tries = 0; tries < 3; tries++) {   /* a port may be taken meanwhile */
+  for (int tries = 0; tries < 3; tries++) { /* a port may be taken meanwhile */
     s->port = redis_free_port();
     if (s->port > 0 && redis_spawn_(s) == 0) return 0;
   }
@@ -163,7 +178,7 @@ static void redis_signal(redis_srv *s, int sig) {
 /* Stops it by its PID: SIGTERM (SIGKILL with hard), bounded. */
 static void redis_halt(redis_srv *s, int hard) {
   if (s->pid <= 0) return;
-  kill(s->pid, SIGCONT);   /* a stopped server cannot act on SIGTERM */
+  kill(s->pid, SIGCONT); /* a stopped server cannot act on SIGTERM */
   kill(s->pid, hard ? SIGKILL : SIGTERM);
   double until = redis_now_() + 5;
   for (int i = 0; i < 1000; i++) {

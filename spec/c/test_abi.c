@@ -104,20 +104,26 @@ static void test_names(void) {
   CHECK_EQ_STR(luaretry_guards_scope_name(LUARETRY_GUARDS_FLEET), "fleet");
   /* a value past the last (a host built against a newer header, a stray
    * cast): every name function answers "unknown", never NULL */
-  CHECK_EQ_STR(luaretry_backoff_kind_name((luaretry_backoff_kind)(LUARETRY_BACKOFF_SCRIPT + 1)), "unknown");
+  CHECK_EQ_STR(luaretry_backoff_kind_name((luaretry_backoff_kind)(LUARETRY_BACKOFF_SCRIPT + 1)),
+               "unknown");
   CHECK_EQ_STR(luaretry_backoff_kind_name((luaretry_backoff_kind)-1), "unknown");
-  CHECK_EQ_STR(luaretry_jitter_name((luaretry_jitter)(LUARETRY_JITTER_DECORRELATED + 1)), "unknown");
+  CHECK_EQ_STR(luaretry_jitter_name((luaretry_jitter)(LUARETRY_JITTER_DECORRELATED + 1)),
+               "unknown");
   CHECK_EQ_STR(luaretry_reason_name((luaretry_reason)(LUARETRY_REASON_RATE_LIMIT + 1)), "unknown");
-  CHECK_EQ_STR(luaretry_wait_source_name((luaretry_wait_source)(LUARETRY_WAIT_RATE + 1)), "unknown");
-  CHECK_EQ_STR(luaretry_breaker_state_name((luaretry_breaker_state)(LUARETRY_BREAKER_HALF_OPEN + 1)), "unknown");
-  CHECK_EQ_STR(luaretry_guards_scope_name((luaretry_guards_scope)(LUARETRY_GUARDS_FALLBACK + 1)), "unknown");
+  CHECK_EQ_STR(luaretry_wait_source_name((luaretry_wait_source)(LUARETRY_WAIT_RATE + 1)),
+               "unknown");
+  CHECK_EQ_STR(
+    luaretry_breaker_state_name((luaretry_breaker_state)(LUARETRY_BREAKER_HALF_OPEN + 1)),
+    "unknown");
+  CHECK_EQ_STR(luaretry_guards_scope_name((luaretry_guards_scope)(LUARETRY_GUARDS_FALLBACK + 1)),
+               "unknown");
   CHECK_EQ_STR(luaretry_strerror((luaretry_code)(LUARETRY_E_FLEET + 1)), "unknown error code");
 }
 
 static const char *POLICY =
-    "max_attempts = 4\n"
-    "backoff = { initial = 0.25, max = 10, jitter = \"full\" }\n"
-    "budget = { max_tokens = 7 }\n";
+  "max_attempts = 4\n"
+  "backoff = { initial = 0.25, max = 10, jitter = \"full\" }\n"
+  "budget = { max_tokens = 7 }\n";
 
 /* One check per field of the schema: its length follows the schema's. */
 static void test_fields(void) {
@@ -140,7 +146,7 @@ static void test_fields(void) {
     }
     settable++;
     if (!CHECK_CODE(luaretry_policy_get(p, f->name, buf, sizeof buf), LUARETRY_OK)) continue;
-    if (strcmp(buf, "none") == 0) continue;  /* unset: "none" keeps it so */
+    if (strcmp(buf, "none") == 0) continue; /* unset: "none" keeps it so */
     /* what get says, set takes, and get says again */
     char again[64];
     if (CHECK_CODE(luaretry_policy_set(p, f->name, buf), LUARETRY_OK) &&
@@ -157,7 +163,7 @@ static void test_fields(void) {
   CHECK_CODE(luaretry_policy_get(p, "budget.max_tokens", buf, sizeof buf), LUARETRY_OK);
   CHECK_EQ_STR(buf, "7");
   CHECK_CODE(luaretry_policy_get(p, "breaker.failures", buf, sizeof buf), LUARETRY_OK);
-  CHECK_EQ_STR(buf, "none");  /* no breaker declared */
+  CHECK_EQ_STR(buf, "none"); /* no breaker declared */
   CHECK_CODE(luaretry_policy_get(p, "deadline", buf, sizeof buf), LUARETRY_OK);
   CHECK_EQ_STR(buf, "none");
   CHECK_CODE(luaretry_policy_get(p, "is_transient", buf, sizeof buf), LUARETRY_E_ARG);
@@ -204,7 +210,7 @@ static void test_callback_names(void) {
   luaretry_policy_on_log(p, count_print, NULL);
   CHECK_CODE(luaretry_policy_load_string(p, "=log", src), LUARETRY_OK);
   CHECK_EQ_INT(printed, 1);
-  luaretry_policy_set_log(p, NULL, NULL);  /* the alias takes it away */
+  luaretry_policy_set_log(p, NULL, NULL); /* the alias takes it away */
   CHECK_CODE(luaretry_policy_load_string(p, "=log", src), LUARETRY_OK);
   CHECK_EQ_INT(printed, 1);
   luaretry_policy_set_log(p, count_print, NULL);

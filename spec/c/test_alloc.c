@@ -21,7 +21,7 @@
 #include "luaretry.h"
 #include "check.h"
 
-#define MAX_STEPS 100000L   /* far more allocations than any operation makes */
+#define MAX_STEPS 100000L /* far more allocations than any operation makes */
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t size);
@@ -30,10 +30,10 @@ char *__real_strdup(const char *s);
 
 static struct {
   atomic_int armed;
-  atomic_long count;        /* allocations since armed */
+  atomic_long count; /* allocations since armed */
   long fail_at;
-  int sticky;               /* every allocation from fail_at on fails */
-  atomic_long failed;       /* failures injected since armed */
+  int sticky;         /* every allocation from fail_at on fails */
+  atomic_long failed; /* failures injected since armed */
 } inj;
 
 static int should_fail(void) {
@@ -47,12 +47,8 @@ static int should_fail(void) {
 }
 
 void *__wrap_malloc(size_t n) { return should_fail() ? NULL : __real_malloc(n); }
-void *__wrap_calloc(size_t n, size_t size) {
-  return should_fail() ? NULL : __real_calloc(n, size);
-}
-void *__wrap_realloc(void *p, size_t n) {
-  return n && should_fail() ? NULL : __real_realloc(p, n);
-}
+void *__wrap_calloc(size_t n, size_t size) { return should_fail() ? NULL : __real_calloc(n, size); }
+void *__wrap_realloc(void *p, size_t n) { return n && should_fail() ? NULL : __real_realloc(p, n); }
 char *__wrap_strdup(const char *s) { return should_fail() ? NULL : __real_strdup(s); }
 
 static void arm(long fail_at, int sticky) {
@@ -171,10 +167,26 @@ static void outcome(int k, luaretry_outcome *o) {
   o->method = "POST";
   o->url = "https://example.com/x";
   switch (k) {
-  case 1: o->status = 503; o->headers = RETRY_AFTER; o->header_count = 1; o->retry_after = 1; break;
-  case 2: o->status = 0; o->error = "connect"; break;
-  case 3: o->status = 409; o->body = "ABORTED"; o->body_len = 7; break;
-  default: o->status = 200; o->body = "ok"; o->body_len = 2; break;
+  case 1:
+    o->status = 503;
+    o->headers = RETRY_AFTER;
+    o->header_count = 1;
+    o->retry_after = 1;
+    break;
+  case 2:
+    o->status = 0;
+    o->error = "connect";
+    break;
+  case 3:
+    o->status = 409;
+    o->body = "ABORTED";
+    o->body_len = 7;
+    break;
+  default:
+    o->status = 200;
+    o->body = "ok";
+    o->body_len = 2;
+    break;
   }
 }
 
@@ -192,8 +204,9 @@ static int clean_decision(const luaretry_decision *d) {
 
 /* One attempt's request hooks; 1 when both did their work. */
 static int request_hooks(luaretry_call *c, int k) {
-  luaretry_request in = { .method = "POST", .url = "https://example.com/x", .body = "{}",
-                          .body_len = 2 };
+  luaretry_request in = {
+    .method = "POST", .url = "https://example.com/x", .body = "{}", .body_len = 2
+  };
   int yes = 0;
   luaretry_code rc = luaretry_call_is_idempotent(c, &in, &yes);
   CHECK(clean(rc, luaretry_call_errmsg(c)));
@@ -208,8 +221,7 @@ static int request_hooks(luaretry_call *c, int k) {
 /* (b) A whole call: begin, attempts with is_idempotent, prepare and a
  * report, waits on the virtual clock, free.  Succeeds at attempt 4. */
 static int op_call(void *policy) {
-  luaretry_call_options o = { .flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME,
-                              .seed = 7 };
+  luaretry_call_options o = { .flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME, .seed = 7 };
   luaretry_call *c;
   luaretry_code rc = luaretry_call_begin(policy, &o, &c);
   CHECK(clean(rc, NULL));
@@ -290,7 +302,7 @@ static long fail_each(const char *name, operation op, int fresh, int sticky) {
     int ok = op(p);
     int injected = disarm();
     if (!injected) {
-      CHECK(ok);  /* no failure met: the operation did all it should */
+      CHECK(ok); /* no failure met: the operation did all it should */
       luaretry_policy_free(p);
       break;
     }

@@ -15,7 +15,7 @@
 #include "luaretry.h"
 #include "check.h"
 
-#define CANCEL_BOUND 0.050  /* run returns within this of the cancel */
+#define CANCEL_BOUND 0.050 /* run returns within this of the cancel */
 
 static double now(void) {
   struct timespec ts;
@@ -55,14 +55,14 @@ typedef struct {
   const int *statuses;
   int count;
   int calls;
-  int give_up_at;          /* attempt that returns `give_up` instead; 0: none */
+  int give_up_at; /* attempt that returns `give_up` instead; 0: none */
   luaretry_code give_up;
-  double timeouts[8];      /* the timeouts the first attempts were given */
-  double elapsed[1024];    /* luaretry_call_elapsed at each attempt */
+  double timeouts[8];   /* the timeouts the first attempts were given */
+  double elapsed[1024]; /* luaretry_call_elapsed at each attempt */
 } fake_op;
 
-static luaretry_code operation(void *ud, luaretry_call *c, int attempt,
-                               double timeout, luaretry_outcome *out) {
+static luaretry_code operation(void *ud, luaretry_call *c, int attempt, double timeout,
+                               luaretry_outcome *out) {
   fake_op *f = ud;
   f->calls++;
   if (attempt - 1 < 8) f->timeouts[attempt - 1] = timeout;
@@ -75,9 +75,9 @@ static luaretry_code operation(void *ud, luaretry_call *c, int attempt,
 }
 
 static const char LONG_BACKOFF[] =
-    "name = \"slow\"\n"
-    "max_attempts = 3\n"
-    "backoff = { initial = 5, jitter = \"none\" }\n";
+  "name = \"slow\"\n"
+  "max_attempts = 3\n"
+  "backoff = { initial = 5, jitter = \"none\" }\n";
 
 /* ---- (a) cancel from another thread */
 
@@ -138,7 +138,7 @@ static int64_t volatile g_signal_ns;
 static void on_alarm(int sig) {
   (void)sig;
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);  /* async-signal-safe */
+  clock_gettime(CLOCK_MONOTONIC, &ts); /* async-signal-safe */
   g_signal_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
   g_signalled = 1;
   luaretry_call_cancel(g_call);
@@ -154,7 +154,7 @@ static void test_cancel_from_signal(void) {
   sa.sa_handler = on_alarm;
   sigemptyset(&sa.sa_mask);
   CHECK_EQ_INT(sigaction(SIGALRM, &sa, &old), 0);
-  struct itimerval it = { { 0, 0 }, { 0, 100000 } };  /* once, in 100 ms */
+  struct itimerval it = { { 0, 0 }, { 0, 100000 } }; /* once, in 100 ms */
   CHECK_EQ_INT(setitimer(ITIMER_REAL, &it, NULL), 0);
 
   static const int s503[] = { 503 };
@@ -195,22 +195,21 @@ static void test_waits_not_early(void) {
     int64_t took = now_ns() - t0;
     if ((double)took < seconds * 1e9) {
       early++;
-      fprintf(stderr, "wait %d: asked %.9f s, took %.9f s\n", i, seconds,
-              (double)took * 1e-9);
+      fprintf(stderr, "wait %d: asked %.9f s, took %.9f s\n", i, seconds, (double)took * 1e-9);
     }
     double over = (double)took * 1e-9 - seconds;
     if (over > worst) worst = over;
   }
   CHECK_EQ_INT(failed, 0);
   CHECK_EQ_INT(early, 0);
-  printf("200 real waits of 1-5 ms: none early, worst overshoot %.3f ms\n",
-         worst * 1e3);
+  printf("200 real waits of 1-5 ms: none early, worst overshoot %.3f ms\n", worst * 1e3);
   luaretry_call_free(c);
 
   /* The same through the blocking call: 20 attempts, 2 ms apart. */
-  luaretry_policy *q = load_str("@quick.lua",
-      "max_attempts = 20\n"
-      "backoff = { kind = \"constant\", initial = 0.002, jitter = \"none\" }\n");
+  luaretry_policy *q =
+    load_str("@quick.lua",
+             "max_attempts = 20\n"
+             "backoff = { kind = \"constant\", initial = 0.002, jitter = \"none\" }\n");
   if (CHECK(q != NULL)) {
     c = begin(q, 0, 0);
     static const int s500[] = { 500 };
@@ -223,8 +222,7 @@ static void test_waits_not_early(void) {
     CHECK_EQ_INT(final.attempt, 20);
     CHECK_EQ_INT(op.calls, 20);
     CHECK(took >= 19 * 0.002);
-    for (int i = 1; i < 20; i++)
-      CHECK(op.elapsed[i] - op.elapsed[i - 1] >= 0.002);
+    for (int i = 1; i < 20; i++) CHECK(op.elapsed[i] - op.elapsed[i - 1] >= 0.002);
     luaretry_call_free(c);
     luaretry_policy_free(q);
   }
@@ -235,16 +233,15 @@ static void test_waits_not_early(void) {
 
 static void test_operation_gives_up(void) {
   luaretry_policy *p = load_str("@fast.lua",
-      "max_attempts = 5\ndeadline = 30\nattempt_timeout = 7\n"
-      "backoff = { initial = 0.5, jitter = \"none\" }\n");
+                                "max_attempts = 5\ndeadline = 30\nattempt_timeout = 7\n"
+                                "backoff = { initial = 0.5, jitter = \"none\" }\n");
   if (!CHECK(p != NULL)) return;
   static const int s503[] = { 503 };
-  static const luaretry_code codes[] = { LUARETRY_E_OPERATION,
-                                         LUARETRY_E_SYSTEM, LUARETRY_E_NOMEM };
+  static const luaretry_code codes[] = { LUARETRY_E_OPERATION, LUARETRY_E_SYSTEM,
+                                         LUARETRY_E_NOMEM };
   for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++) {
     luaretry_call *c = begin(p, LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED, 1);
-    fake_op op = { .statuses = s503, .count = 1, .give_up_at = 3,
-                   .give_up = codes[i] };
+    fake_op op = { .statuses = s503, .count = 1, .give_up_at = 3, .give_up = codes[i] };
     luaretry_decision final;
     CHECK_CODE(luaretry_call_run(c, operation, &op, &final), codes[i]);
     CHECK_EQ_INT(op.calls, 3);
@@ -258,7 +255,7 @@ static void test_operation_gives_up(void) {
     CHECK_CONTAINS(luaretry_call_errmsg(c), luaretry_strerror(codes[i]));
     /* Timeouts handed to the operation: attempt_timeout, clipped. */
     CHECK_EQ_DBL(op.timeouts[0], 7);
-    CHECK_EQ_DBL(op.elapsed[2], 1.5);  /* waits 0.5 + 1 */
+    CHECK_EQ_DBL(op.elapsed[2], 1.5); /* waits 0.5 + 1 */
     CHECK_CODE(luaretry_call_run(c, operation, &op, &final), LUARETRY_E_STATE);
     luaretry_call_free(c);
   }
@@ -282,7 +279,10 @@ static void test_operation_gives_up(void) {
 
 /* ---- (e) the virtual clock: 1,000 attempts of a 0-64 s schedule */
 
-typedef struct { long n; double sum; } wait_sum;
+typedef struct {
+  long n;
+  double sum;
+} wait_sum;
 
 static int add_wait(void *ud, const luaretry_decision *d) {
   wait_sum *s = ud;
@@ -292,10 +292,11 @@ static int add_wait(void *ud, const luaretry_decision *d) {
 }
 
 static void test_virtual_clock(void) {
-  luaretry_policy *p = load_str("@long.lua",
-      "max_attempts = 1000\n"
-      "backoff = { initial = 1, multiplier = 2, max = 64, jitter = \"full\" }\n"
-      "function is_transient(status) return status >= 500 end\n");
+  luaretry_policy *p =
+    load_str("@long.lua",
+             "max_attempts = 1000\n"
+             "backoff = { initial = 1, multiplier = 2, max = 64, jitter = \"full\" }\n"
+             "function is_transient(status) return status >= 500 end\n");
   if (!CHECK(p != NULL)) return;
   wait_sum expected = { 0, 0 };
   CHECK_CODE(luaretry_simulate(p, 7, 0, add_wait, &expected), LUARETRY_OK);
@@ -314,7 +315,7 @@ static void test_virtual_clock(void) {
   CHECK_EQ_INT(final.reason, LUARETRY_REASON_EXHAUSTED);
   CHECK_EQ_INT(final.attempt, 1000);
   CHECK_EQ_INT(op->calls, 1000);
-  CHECK_EQ_DBL(final.elapsed, expected.sum);  /* elapsed = sum of the waits */
+  CHECK_EQ_DBL(final.elapsed, expected.sum); /* elapsed = sum of the waits */
   CHECK_EQ_DBL(luaretry_call_elapsed(c), expected.sum);
   CHECK(expected.sum > 1000 && expected.sum < 999 * 64);
   int in_range = 1;
@@ -324,8 +325,8 @@ static void test_virtual_clock(void) {
   }
   CHECK(in_range);
   CHECK(real < 1.0);
-  printf("1000 virtual attempts: %.0f s of schedule in %.1f ms of real time\n",
-         final.elapsed, real * 1e3);
+  printf("1000 virtual attempts: %.0f s of schedule in %.1f ms of real time\n", final.elapsed,
+         real * 1e3);
   free(op);
   luaretry_call_free(c);
   luaretry_policy_free(p);
@@ -355,18 +356,24 @@ static void *work(void *ud) {
       o.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED;
       o.seed = (uint64_t)r;
       luaretry_call *c = NULL;
-      if (luaretry_call_begin(p, &o, &c) != LUARETRY_OK) { w->wrong++; continue; }
+      if (luaretry_call_begin(p, &o, &c) != LUARETRY_OK) {
+        w->wrong++;
+        continue;
+      }
       fake_op op = { .statuses = seq, .count = 4 };
       luaretry_decision final;
-      if (luaretry_call_run(c, operation, &op, &final) != LUARETRY_OK) w->wrong++;
+      if (luaretry_call_run(c, operation, &op, &final) != LUARETRY_OK)
+        w->wrong++;
       else if (r == 0) {
         w->reason = final.reason;
         w->attempt = final.attempt;
         w->elapsed = final.elapsed;
         w->ok++;
       } else if (final.reason == w->reason && final.attempt == w->attempt &&
-                 final.elapsed == w->elapsed) w->ok++;
-      else w->wrong++;
+                 final.elapsed == w->elapsed)
+        w->ok++;
+      else
+        w->wrong++;
       luaretry_call_free(c);
     }
   }
@@ -379,7 +386,13 @@ static void test_threads(void) {
                "max_attempts = 10\n"
                "backoff = { initial = 1, multiplier = 3, jitter = \"none\" }\n"
                "function is_transient(status) return status == 503 end\n",
-               300, 0, 0, 0, 0, 0, 0 };
+               300,
+               0,
+               0,
+               0,
+               0,
+               0,
+               0 };
   worker b = { "@b.lua",
                "max_attempts = 3\n"
                "backoff = { kind = \"linear\", initial = 2, step = 0.5,"
@@ -387,7 +400,13 @@ static void test_threads(void) {
                "function is_transient(status, body, info)\n"
                "  return status == 503 and info.attempt < 10\n"
                "end\n",
-               300, 0, 0, 0, 0, 0, 0 };
+               300,
+               0,
+               0,
+               0,
+               0,
+               0,
+               0 };
   pthread_t ta, tb;
   CHECK_EQ_INT(pthread_create(&ta, NULL, work, &a), 0);
   CHECK_EQ_INT(pthread_create(&tb, NULL, work, &b), 0);

@@ -30,8 +30,8 @@
 
 typedef struct {
   int fd, port;
-  const char *const *answers;   /* NULL-terminated */
-  size_t sizes[8];              /* each answer's length (0: strlen) */
+  const char *const *answers; /* NULL-terminated */
+  size_t sizes[8];            /* each answer's length (0: strlen) */
   pthread_t thread;
 } server;
 
@@ -162,8 +162,8 @@ static void test_streaming(void) {
   CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_OK);
   CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS);
   CHECK_EQ_INT(d.attempt, 2);
-  CHECK_EQ_INT(sink.restarts, 2);          /* before each attempt */
-  CHECK_EQ_INT(sink.len, 150000);          /* the last attempt's body, whole */
+  CHECK_EQ_INT(sink.restarts, 2); /* before each attempt */
+  CHECK_EQ_INT(sink.len, 150000); /* the last attempt's body, whole */
   CHECK(sink.last[0] == 'B' && sink.last[149999] == 'B');
   curl_easy_cleanup(h);
   luaretry_call_free(c);
@@ -178,8 +178,8 @@ static void test_streaming(void) {
 #define UPLOAD (3 * 1024 * 1024)
 
 typedef struct {
-  uint64_t bytes, starts;       /* given in all; reads at offset 0 */
-  uint64_t fail_after;          /* give nothing past this many bytes (0: never) */
+  uint64_t bytes, starts; /* given in all; reads at offset 0 */
+  uint64_t fail_after;    /* give nothing past this many bytes (0: never) */
 } reader;
 
 static size_t read_body(void *ud, uint64_t offset, char *buf, size_t len) {
@@ -205,7 +205,7 @@ static void upload_once(reader *rd, luaretry_code want, int attempts) {
   CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
   char url[64], prefix[65536];
   snprintf(url, sizeof url, "http://127.0.0.1:%d/u", s.port);
-  read_body(&(reader){ 0 }, 0, prefix, sizeof prefix);  /* what the script sees */
+  read_body(&(reader){ 0 }, 0, prefix, sizeof prefix); /* what the script sees */
   luaretry_request req = { .method = "POST", .url = url, .body = prefix, .body_len = UPLOAD };
   luaretry_curl_options o = { .upload = read_body, .upload_ud = rd };
   CURL *h = curl_easy_init();
@@ -215,7 +215,7 @@ static void upload_once(reader *rd, luaretry_code want, int attempts) {
   curl_easy_cleanup(h);
   luaretry_call_free(c);
   luaretry_policy_free(p);
-  shutdown(s.fd, SHUT_RDWR);  /* the server may still wait for a second request */
+  shutdown(s.fd, SHUT_RDWR); /* the server may still wait for a second request */
   server_stop(&s);
   free(a503);
   free(a200);
@@ -224,7 +224,7 @@ static void upload_once(reader *rd, luaretry_code want, int attempts) {
 static void test_upload(void) {
   reader rd = { 0 };
   upload_once(&rd, LUARETRY_OK, 2);
-  CHECK_EQ_INT(rd.starts, 2);               /* each attempt from the start */
+  CHECK_EQ_INT(rd.starts, 2); /* each attempt from the start */
   CHECK_EQ_INT(rd.bytes, 2 * (uint64_t)UPLOAD);
   reader failing = { .fail_after = 1024 * 1024 };
   upload_once(&failing, LUARETRY_E_OPERATION, 0);
@@ -243,8 +243,10 @@ static void observe(void *ud, const luaretry_outcome *o, const luaretry_decision
 
 static void redirect_to(const char *location) {
   char head[256];
-  snprintf(head, sizeof head, "HTTP/1.1 302 Found\r\nLocation: %s\r\nContent-Length: 0\r\n"
-           "Connection: close\r\n\r\n", location);
+  snprintf(head, sizeof head,
+           "HTTP/1.1 302 Found\r\nLocation: %s\r\nContent-Length: 0\r\n"
+           "Connection: close\r\n\r\n",
+           location);
   const char *answers[] = { head, NULL };
   server s = { 0 };
   if (!CHECK(server_start(&s, answers) == 0)) return;
@@ -259,10 +261,10 @@ static void redirect_to(const char *location) {
   memset(&sink, 0, sizeof sink);
   luaretry_curl_options o = { .sink = on_bytes, .sink_ud = &sink, .restart = on_restart };
   CURL *h = curl_easy_init();
-  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);  /* the host asks for redirects */
+  curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L); /* the host asks for redirects */
   luaretry_decision d;
   CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_OK);
-  CHECK_EQ_INT(d.reason, LUARETRY_REASON_EXHAUSTED);  /* a failure, not the file */
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_EXHAUSTED); /* a failure, not the file */
   CHECK_EQ_INT(sink.len, 0);
   CHECK_EQ_STR(seen_error, "protocol");
   CHECK_CONTAINS(seen_detail, "not supported or disabled");
@@ -299,8 +301,10 @@ static void test_bomb(void) {
   char *z = gzip_bomb(&zlen);
   if (!CHECK(z && zlen > 1000 && zlen < 1024 * 1024)) return;
   char *resp = malloc(zlen + 256);
-  int head = snprintf(resp, 256, "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n"
-                      "Content-Length: %zu\r\nConnection: close\r\n\r\n", zlen);
+  int head = snprintf(resp, 256,
+                      "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n"
+                      "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                      zlen);
   memcpy(resp + head, z, zlen);
   const char *answers[] = { resp, NULL };
   server s = { .sizes = { (size_t)head + zlen } };
@@ -315,7 +319,7 @@ static void test_bomb(void) {
   memset(&sink, 0, sizeof sink);
   luaretry_curl_options o = { .sink = on_bytes, .sink_ud = &sink, .restart = on_restart };
   CURL *h = curl_easy_init();
-  curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");  /* the host asks curl to inflate */
+  curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, ""); /* the host asks curl to inflate */
   luaretry_decision d;
   CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_OK);
   CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS);
@@ -323,7 +327,7 @@ static void test_bomb(void) {
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
-  CHECK(ru.ru_maxrss < 64 * 1024);  /* KiB: the bomb never sat in memory */
+  CHECK(ru.ru_maxrss < 64 * 1024); /* KiB: the bomb never sat in memory */
 #endif
   curl_easy_cleanup(h);
   luaretry_call_free(c);
@@ -369,8 +373,9 @@ static void resume_once(const char *second, uint64_t offset, const char *want, s
   memset(&sink, 0, sizeof sink);
   notes n = { 0 };
   luaretry_curl_resume r = { .offset = offset, .note = on_note, .note_ud = &n };
-  luaretry_curl_options o = { .sink = on_bytes, .sink_ud = &sink, .restart = on_restart,
-                              .resume = &r };
+  luaretry_curl_options o = {
+    .sink = on_bytes, .sink_ud = &sink, .restart = on_restart, .resume = &r
+  };
   CURL *h = curl_easy_init();
   luaretry_decision d;
   CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_OK);
@@ -388,12 +393,13 @@ static void resume_once(const char *second, uint64_t offset, const char *want, s
 
 static void test_resume(void) {
   /* a 206 that fits is appended: restart() only before the first attempt */
-  resume_once("HTTP/1.1 206 Partial\r\nETag: \"v1\"\r\nAccept-Ranges: bytes\r\n"
-              "Content-Range: bytes 4-9/10\r\nContent-Length: 6\r\n\r\n456789",
-              0, "0123456789", 1, 0);
+  resume_once(
+    "HTTP/1.1 206 Partial\r\nETag: \"v1\"\r\nAccept-Ranges: bytes\r\n"
+    "Content-Range: bytes 4-9/10\r\nContent-Length: 6\r\n\r\n456789",
+    0, "0123456789", 1, 0);
   /* a 200 (the resource changed) starts over, told once */
-  resume_once("HTTP/1.1 200 OK\r\nETag: \"v2\"\r\nContent-Length: 10\r\n\r\nABCDEFGHIJ",
-              0, "ABCDEFGHIJ", 2, 1);
+  resume_once("HTTP/1.1 200 OK\r\nETag: \"v2\"\r\nContent-Length: 10\r\n\r\nABCDEFGHIJ", 0,
+              "ABCDEFGHIJ", 2, 1);
   /* the outcome of the truncated attempt says it is resumable; one without
    * a validator is not */
   luaretry_header hs[] = { { "accept-ranges", "bytes" }, { "etag", "\"v1\"" } };
@@ -407,7 +413,7 @@ static void test_resume(void) {
   CHECK(!luaretry_curl_resumable(&o));
   o.error = NULL;
   hs[1].value = "\"v1\"";
-  CHECK(!luaretry_curl_resumable(&o));  /* a complete answer: nothing to resume */
+  CHECK(!luaretry_curl_resumable(&o)); /* a complete answer: nothing to resume */
 }
 
 int main(void) {

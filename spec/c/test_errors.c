@@ -25,7 +25,7 @@ static void test_strerror(void) {
     if (strcmp(s, unknown) == 0) break;
     names[n++] = s;
   }
-  CHECK(n >= LUARETRY_E_SYSTEM + 1);  /* every code up to the last known */
+  CHECK(n >= LUARETRY_E_SYSTEM + 1); /* every code up to the last known */
   for (int i = 0; i < n; i++) {
     CHECK(names[i][0] != '\0');
     for (int j = 0; j < i; j++)
@@ -37,7 +37,10 @@ static void test_strerror(void) {
 }
 
 static void test_names(void) {
-  static const struct { luaretry_reason r; const char *name; } reasons[] = {
+  static const struct {
+    luaretry_reason r;
+    const char *name;
+  } reasons[] = {
     { LUARETRY_REASON_NONE, "retry" },
     { LUARETRY_REASON_SUCCESS, "success" },
     { LUARETRY_REASON_FINAL, "final" },
@@ -55,11 +58,12 @@ static void test_names(void) {
   for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
     CHECK(strcmp(reasons[i].name, r_unknown) != 0);
 
-  static const struct { luaretry_wait_source s; const char *name; } sources[] = {
-    { LUARETRY_WAIT_NONE, "none" },
-    { LUARETRY_WAIT_BACKOFF, "backoff" },
-    { LUARETRY_WAIT_SERVER, "server" },
-    { LUARETRY_WAIT_SCRIPT, "script" },
+  static const struct {
+    luaretry_wait_source s;
+    const char *name;
+  } sources[] = {
+    { LUARETRY_WAIT_NONE, "none" },       { LUARETRY_WAIT_BACKOFF, "backoff" },
+    { LUARETRY_WAIT_SERVER, "server" },   { LUARETRY_WAIT_SCRIPT, "script" },
     { LUARETRY_WAIT_CLAMPED, "clamped" },
   };
   for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++)
@@ -68,16 +72,22 @@ static void test_names(void) {
   CHECK(s_unknown != NULL && s_unknown[0] != '\0');
 }
 
-static luaretry_code noop_op(void *ud, luaretry_call *c, int attempt,
-                             double timeout, luaretry_outcome *out) {
-  (void)ud; (void)c; (void)attempt; (void)timeout;
+static luaretry_code noop_op(void *ud, luaretry_call *c, int attempt, double timeout,
+                             luaretry_outcome *out) {
+  (void)ud;
+  (void)c;
+  (void)attempt;
+  (void)timeout;
   out->status = 200;
   return LUARETRY_OK;
 }
 
-static luaretry_class noop_classify(void *ud, const luaretry_outcome *o,
-                                    int attempt, double *wait) {
-  (void)ud; (void)o; (void)attempt; (void)wait;
+static luaretry_class noop_classify(void *ud, const luaretry_outcome *o, int attempt,
+                                    double *wait) {
+  (void)ud;
+  (void)o;
+  (void)attempt;
+  (void)wait;
   return LUARETRY_CLASS_SUCCESS;
 }
 
@@ -94,21 +104,19 @@ static void test_null_arguments(void) {
   CHECK_CODE(luaretry_policy_set(p, "max_attempts", NULL), LUARETRY_E_ARG);
   CHECK_CODE(luaretry_policy_load_file(NULL, "x.lua"), LUARETRY_E_ARG);
   CHECK_CODE(luaretry_policy_load_file(p, NULL), LUARETRY_E_ARG);
-  CHECK_CODE(luaretry_policy_load_string(NULL, "@x", "max_attempts = 1"),
-             LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_load_string(NULL, "@x", "max_attempts = 1"), LUARETRY_E_ARG);
   CHECK_CODE(luaretry_policy_load_string(p, "@x", NULL), LUARETRY_E_ARG);
   CHECK(luaretry_policy_errmsg(NULL) != NULL);
   CHECK_EQ_INT(luaretry_policy_warning_count(NULL), 0);
   CHECK(luaretry_policy_warning(NULL, 0) == NULL);
   CHECK(luaretry_policy_warning(p, 0) == NULL);
   CHECK_EQ_INT(luaretry_policy_memory(NULL), 0);
-  CHECK_EQ_INT(luaretry_policy_memory(p), 0);  /* nothing loaded yet */
+  CHECK_EQ_INT(luaretry_policy_memory(p), 0); /* nothing loaded yet */
   luaretry_tuning t;
   CHECK_CODE(luaretry_policy_tuning(NULL, &t), LUARETRY_E_ARG);
   CHECK_CODE(luaretry_policy_tuning(p, NULL), LUARETRY_E_ARG);
   luaretry_policy_set_log(NULL, NULL, NULL);
-  CHECK_CODE(luaretry_policy_set_classifier(NULL, noop_classify, NULL),
-             LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_set_classifier(NULL, noop_classify, NULL), LUARETRY_E_ARG);
   int idem = -1;
   luaretry_request req = { .method = "GET", .url = "http://x.invalid/" };
   luaretry_request out;
@@ -122,12 +130,11 @@ static void test_null_arguments(void) {
   luaretry_call_options_init(NULL);
 
   /* Calls. */
-  luaretry_call *c = (luaretry_call *)&t;  /* must be reset to NULL */
+  luaretry_call *c = (luaretry_call *)&t; /* must be reset to NULL */
   CHECK_CODE(luaretry_call_begin(NULL, NULL, &c), LUARETRY_E_ARG);
   CHECK_CODE(luaretry_call_begin(p, NULL, NULL), LUARETRY_E_ARG);
-  CHECK_CODE(luaretry_policy_load_string(p, "@ok.lua", "max_attempts = 2"),
-             LUARETRY_OK);
-  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);  /* options: NULL */
+  CHECK_CODE(luaretry_policy_load_string(p, "@ok.lua", "max_attempts = 2"), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK); /* options: NULL */
   CHECK_EQ_DBL(luaretry_call_timeout(NULL), 0);
   CHECK_EQ_DBL(luaretry_call_elapsed(NULL), 0);
   CHECK(luaretry_call_errmsg(NULL) != NULL);
@@ -173,68 +180,59 @@ static void test_load_errors(void) {
   CHECK_CODE(luaretry_policy_tuning(p, &t), LUARETRY_E_STATE);
   CHECK_CODE(luaretry_simulate(p, 1, 0, NULL, NULL), LUARETRY_E_STATE);
 
-  CHECK_CODE(luaretry_policy_load_file(p, "spec/fixtures/c_no_such_policy.lua"),
-             LUARETRY_E_IO);
+  CHECK_CODE(luaretry_policy_load_file(p, "spec/fixtures/c_no_such_policy.lua"), LUARETRY_E_IO);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "spec/fixtures/c_no_such_policy.lua");
   CHECK_CODE(luaretry_policy_load_file(p, "spec/fixtures"), LUARETRY_E_IO);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "spec/fixtures");
 
-  CHECK_CODE(luaretry_policy_load_file(p, "spec/fixtures/c_syntax_error.lua"),
-             LUARETRY_E_SYNTAX);
+  CHECK_CODE(luaretry_policy_load_file(p, "spec/fixtures/c_syntax_error.lua"), LUARETRY_E_SYNTAX);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "spec/fixtures/c_syntax_error.lua:4:");
-  CHECK_CODE(luaretry_policy_load_string(p, "@inline.lua",
-                                         "max_attempts = 3\nfunction (\n"),
+  CHECK_CODE(luaretry_policy_load_string(p, "@inline.lua", "max_attempts = 3\nfunction (\n"),
              LUARETRY_E_SYNTAX);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "inline.lua:2:");
   /* Binary chunks are refused. */
-  CHECK_CODE(luaretry_policy_load_string(p, "@bin.lua", "\x1bLua"),
-             LUARETRY_E_SYNTAX);
+  CHECK_CODE(luaretry_policy_load_string(p, "@bin.lua", "\x1bLua"), LUARETRY_E_SYNTAX);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "binary");
 
   /* A runtime error and an invalid field: E_POLICY with file:line. */
-  CHECK_CODE(luaretry_policy_load_string(p, "@rt.lua",
-                                         "max_attempts = 3\nlocal x = nil + 1\n"),
+  CHECK_CODE(luaretry_policy_load_string(p, "@rt.lua", "max_attempts = 3\nlocal x = nil + 1\n"),
              LUARETRY_E_POLICY);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "rt.lua:2:");
-  CHECK_CODE(luaretry_policy_load_string(p, "@field.lua",
-                                         "deadline = 5\nmax_attempts = 2.5\n"),
+  CHECK_CODE(luaretry_policy_load_string(p, "@field.lua", "deadline = 5\nmax_attempts = 2.5\n"),
              LUARETRY_E_POLICY);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "field.lua:2: max_attempts");
   /* The sandbox: no io, no os.execute, no __gc. */
-  CHECK_CODE(luaretry_policy_load_string(p, "@io.lua",
-                                         "max_attempts = 3\nio.open('/etc/passwd')\n"),
-             LUARETRY_E_POLICY);
+  CHECK_CODE(
+    luaretry_policy_load_string(p, "@io.lua", "max_attempts = 3\nio.open('/etc/passwd')\n"),
+    LUARETRY_E_POLICY);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "io.lua:2:");
-  CHECK_CODE(luaretry_policy_load_string(p, "@os.lua",
-                                         "max_attempts = 3\nos.execute('true')\n"),
+  CHECK_CODE(luaretry_policy_load_string(p, "@os.lua", "max_attempts = 3\nos.execute('true')\n"),
              LUARETRY_E_POLICY);
-  CHECK_CODE(luaretry_policy_load_string(p, "@gc.lua",
-      "max_attempts = 3\nsetmetatable({}, { __gc = function() end })\n"),
+  CHECK_CODE(luaretry_policy_load_string(
+               p, "@gc.lua", "max_attempts = 3\nsetmetatable({}, { __gc = function() end })\n"),
              LUARETRY_E_POLICY);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "__gc");
 
   /* Sandbox limits at load: E_LIMIT, and a pcall cannot swallow them. */
-  CHECK_CODE(luaretry_policy_load_file(p, "spec/fixtures/c_runaway.lua"),
-             LUARETRY_E_LIMIT);
+  CHECK_CODE(luaretry_policy_load_file(p, "spec/fixtures/c_runaway.lua"), LUARETRY_E_LIMIT);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "time limit reached (0.25 s)");
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "spec/fixtures/c_runaway.lua:");
   CHECK_CODE(luaretry_policy_set(p, "memory_limit", "1048576"), LUARETRY_OK);
   CHECK_CODE(luaretry_policy_load_string(p, "@hog.lua",
-      "max_attempts = 3\nlocal t = {}\n"
-      "for i = 1, 1e8 do t[i] = ('x'):rep(100) .. i end\n"),
+                                         "max_attempts = 3\nlocal t = {}\n"
+                                         "for i = 1, 1e8 do t[i] = ('x'):rep(100) .. i end\n"),
              LUARETRY_E_LIMIT);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "memory limit");
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "hog.lua:3");
   CHECK_CODE(luaretry_policy_set(p, "instruction_limit", "10000"), LUARETRY_OK);
-  CHECK_CODE(luaretry_policy_load_string(p, "@count.lua",
-      "max_attempts = 3\nlocal n = 0\nfor i = 1, 1e6 do n = n + i end\n"),
+  CHECK_CODE(luaretry_policy_load_string(
+               p, "@count.lua", "max_attempts = 3\nlocal n = 0\nfor i = 1, 1e6 do n = n + i end\n"),
              LUARETRY_E_LIMIT);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "10000");
 
   /* Still nothing loaded, and the host goes on: a good script loads. */
   CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_E_STATE);
-  CHECK_CODE(luaretry_policy_load_string(p, "@good.lua", "max_attempts = 3"),
-             LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(p, "@good.lua", "max_attempts = 3"), LUARETRY_OK);
   CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
   luaretry_call_free(c);
   luaretry_policy_free(p);
@@ -246,13 +244,15 @@ static void test_limits_at_decision(void) {
   CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
   if (!p) return;
   CHECK_CODE(luaretry_policy_set(p, "memory_limit", "2000000"), LUARETRY_OK);
-  CHECK_CODE(luaretry_policy_load_string(p, "@hook.lua",
-      "max_attempts = 3\n"
-      "function is_transient(status, body)\n"
-      "  if status == 500 then while true do pcall(error) end end\n"
-      "  if status == 507 then local s = body while true do s = s .. s end end\n"
-      "  return status == 503\n"
-      "end\n"), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(
+               p, "@hook.lua",
+               "max_attempts = 3\n"
+               "function is_transient(status, body)\n"
+               "  if status == 500 then while true do pcall(error) end end\n"
+               "  if status == 507 then local s = body while true do s = s .. s end end\n"
+               "  return status == 503\n"
+               "end\n"),
+             LUARETRY_OK);
   static const int statuses[] = { 500, 507 };
   static const char *const words[] = { "time limit", "memory limit" };
   for (int i = 0; i < 2; i++) {

@@ -46,7 +46,7 @@ static void test_dirs(void) {
       CHECK_EQ_STR(dir, at(want[i]));
   }
   CHECK_CODE(luaretry_policy_dir(4, dir, sizeof dir), LUARETRY_E_ARG);
-  CHECK_CODE(luaretry_policy_dir(0, dir, 4), LUARETRY_E_ARG);  /* too small: cut, refused */
+  CHECK_CODE(luaretry_policy_dir(0, dir, 4), LUARETRY_E_ARG); /* too small: cut, refused */
   /* XDG_CONFIG_HOME relative: ignored, as the XDG spec says; HOME's .config */
   setenv("XDG_CONFIG_HOME", "relative", 1);
   setenv("HOME", at("home"), 1);
@@ -118,8 +118,9 @@ static void test_find(void) {
 int main(void) {
   snprintf(root, sizeof root, "/tmp/luaretry-find-XXXXXX");
   if (!mkdtemp(root)) return 1;
-  const char *dirs[] = { "a", "b", "xdg", "xdg/luaretry", "xdg/luaretry/policies", "data",
-                         "data/policies", "home" };
+  const char *dirs[] = {
+    "a", "b", "xdg", "xdg/luaretry", "xdg/luaretry/policies", "data", "data/policies", "home"
+  };
   for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) folder(dirs[i]);
   test_dirs();
   test_find();

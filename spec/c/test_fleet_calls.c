@@ -18,16 +18,16 @@
 #include "redis_helper.h"
 
 #define THREADS 4
-#define CALLS 400
+#define CALLS   400
 
 static const char *POLICY =
-    "name = 'threads'\n"
-    "max_attempts = 3\n"
-    "deadline = 30\n"
-    "attempt_timeout = 5\n"
-    "budget = { max_tokens = 1000, token_ratio = 0.5 }\n"
-    "breaker = { failures = 1000000, open_seconds = 1 }\n"
-    "fleet = { sync = 5 }\n";
+  "name = 'threads'\n"
+  "max_attempts = 3\n"
+  "deadline = 30\n"
+  "attempt_timeout = 5\n"
+  "budget = { max_tokens = 1000, token_ratio = 0.5 }\n"
+  "breaker = { failures = 1000000, open_seconds = 1 }\n"
+  "fleet = { sync = 5 }\n";
 
 static luaretry_policy *p;
 static atomic_int done_threads, decided, bad;
@@ -57,8 +57,9 @@ static void *caller(void *arg) {
 static void *changer(void *arg) {
   (void)arg;
   static const char *const sets[][2] = {
-    { "budget.token_ratio", "0.4" }, { "fleet.key", "threads-b" }, { "budget.token_ratio", "0.5" },
-    { "fleet.sync", "7" }, { "breaker.open_seconds", "2" }, { "fleet.key", "threads-c" },
+    { "budget.token_ratio", "0.4" }, { "fleet.key", "threads-b" },
+    { "budget.token_ratio", "0.5" }, { "fleet.sync", "7" },
+    { "breaker.open_seconds", "2" }, { "fleet.key", "threads-c" },
   };
   for (int round = 0; atomic_load(&done_threads) < THREADS && round < 100000; round++) {
     const char *const *s = sets[round % 6];

@@ -58,15 +58,15 @@ static lr_fleet_settings test_settings(void) {
   s.open_seconds = 1;
   s.probes = 1;
   s.connect_timeout_ms = 300;
-  s.command_timeout_ms = 250;   /* generous: the ASan build is slower */
+  s.command_timeout_ms = 250; /* generous: the ASan build is slower */
   s.sync_ms = 50;
   s.reconnect_min_ms = 50;
   s.reconnect_max_ms = 200;
   return s;
 }
 
-static lr_fleet *handle(const char *url, const char *key, const char *member,
-                        lr_fleet_settings s, logbook *log) {
+static lr_fleet *handle(const char *url, const char *key, const char *member, lr_fleet_settings s,
+                        logbook *log) {
   lr_fleet *f = NULL;
   char err[300] = "";
   s.member = member;
@@ -107,14 +107,14 @@ static void test_budget_shared(void) {
   reset(a);
   CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
   CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
-  CHECK_EQ_INT(lr_fleet_budget_allows_retry(b), 1);   /* 10 tokens */
-  fail_and_sync(a, 4);                                /* a spends 4 */
+  CHECK_EQ_INT(lr_fleet_budget_allows_retry(b), 1); /* 10 tokens */
+  fail_and_sync(a, 4);                              /* a spends 4 */
   CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
-  CHECK_EQ_INT(lr_fleet_budget_allows_retry(b), 1);   /* 6 > 5 */
-  fail_and_sync(a, 1);                                /* 5: half, not more */
+  CHECK_EQ_INT(lr_fleet_budget_allows_retry(b), 1); /* 6 > 5 */
+  fail_and_sync(a, 1);                              /* 5: half, not more */
   CHECK_EQ_INT(lr_fleet_budget_allows_retry(a), 0);
   CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
-  CHECK_EQ_INT(lr_fleet_budget_allows_retry(b), 0);   /* b spent nothing */
+  CHECK_EQ_INT(lr_fleet_budget_allows_retry(b), 0); /* b spent nothing */
   lr_fleet_view v;
   lr_fleet_view_get(b, &v);
   CHECK_NEAR(v.tokens, 5.0, 1e-9);
@@ -145,7 +145,7 @@ static void test_batched_outcomes(void) {
   CHECK_NEAR(v.tokens, 7.1, 1e-9);
   CHECK_EQ_INT(v.breaker, 0);
   fail_and_sync(a, 1);
-  lr_fleet_record(a, LR_FLEET_ANSWERED);   /* a final answer: no token, ends the run */
+  lr_fleet_record(a, LR_FLEET_ANSWERED); /* a final answer: no token, ends the run */
   CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
   lr_fleet_view_get(a, &v);
   CHECK_EQ_INT(v.consecutive_failures, 0);
@@ -172,9 +172,9 @@ static void test_breaker_seen_within_sync(void) {
   CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
   CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 1);
   fail_and_sync(a, 2);
-  CHECK_EQ_INT(lr_fleet_breaker_admits(a, 1), 1);     /* 2 of 3 */
+  CHECK_EQ_INT(lr_fleet_breaker_admits(a, 1), 1); /* 2 of 3 */
   fail_and_sync(a, 1);
-  CHECK_EQ_INT(lr_fleet_breaker_admits(a, 1), 0);     /* open */
+  CHECK_EQ_INT(lr_fleet_breaker_admits(a, 1), 0); /* open */
   CHECK_EQ_INT(lr_fleet_breaker_admits(a, 0), 0);
   double t0 = now_s(), learned = -1;
   for (int i = 0; i < 400 && now_s() - t0 < 2; i++) {
@@ -211,26 +211,26 @@ static void test_half_open_probes(void) {
   CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
   CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 0);
   redis_sleep_ms(350);
-  CHECK_EQ_INT(lr_fleet_breaker_admits(a, 1), 1);     /* the fleet's one permit */
-  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 0);     /* none left */
+  CHECK_EQ_INT(lr_fleet_breaker_admits(a, 1), 1); /* the fleet's one permit */
+  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 0); /* none left */
   lr_fleet_view v;
   lr_fleet_view_get(b, &v);
   long long syncs = v.syncs;
   CHECK_EQ_INT(v.breaker, 2);
-  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 0);     /* asked just now: no I/O */
+  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 0); /* asked just now: no I/O */
   lr_fleet_view_get(b, &v);
   CHECK_EQ_INT(v.syncs, syncs);
-  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 0), 1);     /* retries go on */
-  lr_fleet_record(a, LR_FLEET_SUCCESS);               /* the probe worked */
+  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 0), 1); /* retries go on */
+  lr_fleet_record(a, LR_FLEET_SUCCESS);           /* the probe worked */
   CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
   CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
-  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 1);     /* closed */
+  CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 1); /* closed */
   /* a probe that never reports: its permit is renewed after open_seconds */
   fail_and_sync(a, 1);
   redis_sleep_ms(350);
   CHECK_EQ_INT(lr_fleet_breaker_admits(a, 1), 1);
   redis_sleep_ms(100);
-  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);   /* as a call's maybe_sync would */
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK); /* as a call's maybe_sync would */
   CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 0);
   redis_sleep_ms(300);
   CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 1);
@@ -266,8 +266,8 @@ static void test_script_flush(void) {
   reset(a);
   CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
   flush_scripts();
-  fail_and_sync(a, 1);                       /* EVALSHA: NOSCRIPT, then EVAL */
-  CHECK_EQ_INT(cached_scripts(), 1);         /* EVAL put it back */
+  fail_and_sync(a, 1);               /* EVALSHA: NOSCRIPT, then EVAL */
+  CHECK_EQ_INT(cached_scripts(), 1); /* EVAL put it back */
   lr_fleet_status st = status_of(a);
   CHECK_NEAR(st.tokens, 9, 1e-9);
   lr_fleet_status_free(&st);
@@ -286,7 +286,7 @@ static void test_script_flush(void) {
   CHECK_EQ_INT(v.syncs, before + 1);
   CHECK_EQ_INT(v.health, LR_FLEET_HEALTHY);
   st = status_of(a);
-  CHECK_NEAR(st.tokens, 8, 1e-9);            /* the failure was not lost */
+  CHECK_NEAR(st.tokens, 8, 1e-9); /* the failure was not lost */
   lr_fleet_status_free(&st);
   lr_fleet_free(a);
 }
@@ -300,7 +300,7 @@ static void test_status_and_reset(void) {
   CHECK_EQ_INT(st.count, 0);
   lr_fleet_status_free(&st);
   fail_and_sync(a, 2);
-  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);   /* over the Unix socket */
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK); /* over the Unix socket */
   st = status_of(b);
   CHECK_EQ_INT(st.exists, 1);
   CHECK_NEAR(st.tokens, 8, 1e-9);
@@ -309,13 +309,13 @@ static void test_status_and_reset(void) {
   CHECK_EQ_INT(st.breaker, 0);
   CHECK(st.now_ms >= st.updated_at_ms && st.updated_at_ms > 0);
   if (CHECK_EQ_INT(st.count, 2)) {
-    CHECK_EQ_STR(st.processes[0].member, "host-b:2");   /* most recent first */
+    CHECK_EQ_STR(st.processes[0].member, "host-b:2"); /* most recent first */
     CHECK_EQ_STR(st.processes[1].member, "host-a:1");
     CHECK(st.processes[1].seen_ago >= 0 && st.processes[1].seen_ago < 5);
   }
   lr_fleet_status_free(&st);
   redisReply *r = redis_cmd(&SRV, "PTTL luaretry:{status}");
-  CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer > 3000000);   /* ~1 hour */
+  CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer > 3000000); /* ~1 hour */
   if (r) freeReplyObject(r);
   reset(b);
   st = status_of(a);
@@ -346,15 +346,17 @@ static void test_database(void) {
 /* ---- threads: no delta lost or counted twice */
 
 #define THREADS 4
-#define ROUNDS 50
+#define ROUNDS  50
 
 static void *hammer(void *arg) {
   lr_fleet *f = arg;
   for (int i = 0; i < ROUNDS; i++) {
     lr_fleet_record(f, LR_FLEET_FAILURE);
-    lr_fleet_record(f, LR_FLEET_SUCCESS);   /* ratio 0: earns nothing */
-    if (i % 5 == 0) lr_fleet_sync_now(f);
-    else lr_fleet_maybe_sync(f);
+    lr_fleet_record(f, LR_FLEET_SUCCESS); /* ratio 0: earns nothing */
+    if (i % 5 == 0)
+      lr_fleet_sync_now(f);
+    else
+      lr_fleet_maybe_sync(f);
     lr_fleet_budget_allows_retry(f);
     lr_fleet_breaker_admits(f, 1);
   }
@@ -380,7 +382,6 @@ static void test_threads(void) {
   CHECK_EQ_INT(v.sync_failures, 0);
   lr_fleet_free(f);
 }
-
 
 /* ---- failures: bounded, reported once, no credential, recovered */
 
@@ -438,8 +439,8 @@ static void degraded_for(lr_fleet *f, double seconds, logbook *log) {
     if (lr_fleet_sync_now(f) != LR_FLEET_E_BACKOFF) attempts++;
     redis_sleep_ms(1);
   }
-  CHECK(calls >= 5);   /* each connect attempt may take its full deadline */
-  CHECK(attempts <= 2 + (int)(seconds / 0.025));   /* backoff >= 25 ms (50 ms, jittered) */
+  CHECK(calls >= 5); /* each connect attempt may take its full deadline */
+  CHECK(attempts <= 2 + (int)(seconds / 0.025)); /* backoff >= 25 ms (50 ms, jittered) */
   CHECK_EQ_INT(log->n, 1);
 }
 
@@ -514,7 +515,7 @@ static void test_stopped_server(void) {
   redis_signal(&SRV, SIGSTOP);
   lr_fleet_record(f, LR_FLEET_FAILURE);
   fails_once(f, LR_FLEET_E_TIMEOUT, s.command_timeout_ms / 1000.0 + 0.15, &log);
-  degraded_for(f, 0.3, &log);   /* reconnects: connect works, SCRIPT LOAD times out */
+  degraded_for(f, 0.3, &log); /* reconnects: connect works, SCRIPT LOAD times out */
   redis_signal(&SRV, SIGCONT);
   recovers(f, 3, &log);
   lr_fleet_free(f);
@@ -531,11 +532,11 @@ static void test_killed_server(void) {
   lr_fleet *f = handle(url, "killed", "host-a:1", s, &log);
   CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK);
   lr_fleet_maybe_sync(f);
-  redis_halt(&own, 1);   /* SIGKILL, mid-run */
+  redis_halt(&own, 1); /* SIGKILL, mid-run */
   lr_fleet_record(f, LR_FLEET_FAILURE);
   fails_once(f, LR_FLEET_E_CONNECT, s.command_timeout_ms / 1000.0 + 0.15, &log);
   degraded_for(f, 0.5, &log);
-  CHECK(redis_spawn_(&own) == 0);   /* back, same port, empty */
+  CHECK(redis_spawn_(&own) == 0); /* back, same port, empty */
   recovers(f, 3, &log);
   /* what was counted while Redis was away stayed with the local guards */
   lr_fleet_status st = status_of(f);
@@ -567,7 +568,8 @@ static void test_passwords(void) {
     no_secret(f, &log, "alice");
     lr_fleet_free(f);
   }
-  const char *good[2] = { "redis://:right-pw-1@127.0.0.1:%d", "redis://alice:alice-pw-1@127.0.0.1:%d" };
+  const char *good[2] = { "redis://:right-pw-1@127.0.0.1:%d",
+                          "redis://alice:alice-pw-1@127.0.0.1:%d" };
   for (int i = 0; i < 2; i++) {
     char url[120];
     snprintf(url, sizeof url, good[i], own.port);
@@ -580,7 +582,7 @@ static void test_passwords(void) {
 
 static void test_unreachable(void) {
   int port = 0, fd = listener(1, &port);
-  if (fd >= 0) close(fd);   /* a port nobody listens on */
+  if (fd >= 0) close(fd); /* a port nobody listens on */
   char url[120];
   snprintf(url, sizeof url, "redis://bob:hunter-22@127.0.0.1:%d/0", port);
   logbook log;
@@ -609,8 +611,7 @@ static void test_readonly_replica(void) {
   char port[16];
   snprintf(port, sizeof port, "%d", SRV.port);
   redis_srv rep;
-  if (!CHECK(redis_start(&rep, "--replicaof", "127.0.0.1", port, (const char *)NULL) == 0))
-    return;
+  if (!CHECK(redis_start(&rep, "--replicaof", "127.0.0.1", port, (const char *)NULL) == 0)) return;
   char url[100];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", rep.port);
   logbook log;

@@ -15,8 +15,7 @@
 
 /* Feeds s whole; the first reply (freed by the caller) or NULL, the
  * code in *rc and why in err. */
-static redisReply *read_one(const char *s, size_t n, lr_fleet_code *rc, char *err,
-                            size_t errlen) {
+static redisReply *read_one(const char *s, size_t n, lr_fleet_code *rc, char *err, size_t errlen) {
   struct redisReader *r = lr_reply_reader_new();
   redisReply *out = NULL;
   *rc = lr_reply_feed(r, s, n, err, errlen);
@@ -68,7 +67,7 @@ static void test_limits(void) {
     if (rc == LR_FLEET_OK) CHECK_EQ_INT(lr_reply_next(rd, &none, err, sizeof err), LR_FLEET_OK);
   }
   CHECK_EQ_INT(rc, LR_FLEET_E_PROTOCOL);
-  CHECK_EQ_INT(fed, 17);   /* 16 chunks make 1 MiB */
+  CHECK_EQ_INT(fed, 17); /* 16 chunks make 1 MiB */
   CHECK_CONTAINS(err, "more than 1048576 bytes");
   lr_reply_reader_free(rd);
 }
@@ -76,8 +75,14 @@ static void test_limits(void) {
 static lr_fleet_code decode(const char *s, lr_fleet_reply *out, char *err, size_t errlen) {
   static lr_redis_url u;
   lr_redis_url_parse("redis://127.0.0.1/0", &u, err, errlen);
-  lr_fleet_limits l = { .max_milli = 10000, .failures = 5, .open_ms = 1000, .probes = 1,
-                        .ttl_ms = 60000, .ratio_milli = 100, .budget = 1, .breaker = 1 };
+  lr_fleet_limits l = { .max_milli = 10000,
+                        .failures = 5,
+                        .open_ms = 1000,
+                        .probes = 1,
+                        .ttl_ms = 60000,
+                        .ratio_milli = 100,
+                        .budget = 1,
+                        .breaker = 1 };
   lr_fleet_script sc = { .sha = "", .use_eval = 0 };
   lr_fleet_code rc;
   redisReply *r = read_one(s, strlen(s), &rc, err, errlen);
@@ -99,7 +104,9 @@ static void test_ranges(void) {
   lr_fleet_reply out;
   char err[300] = "";
   CHECK_EQ_INT(decode("*7\r\n:10000\r\n:1\r\n:5\r\n:1764000000000\r\n:0\r\n:0\r\n"
-                      ":1764000001000\r\n", &out, err, sizeof err), LR_FLEET_OK);
+                      ":1764000001000\r\n",
+                      &out, err, sizeof err),
+               LR_FLEET_OK);
   CHECK_EQ_INT(out.opened_at, 1764000000000LL);
   answer_refused("*7\r\n:10001\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n",
                  "tokens outside 0..max_tokens");

@@ -48,8 +48,8 @@ static void test_tcp(void) {
 static void test_credentials(void) {
   lr_redis_url u;
   char err[300] = "";
-  CHECK_EQ_INT(lr_redis_url_parse("redis://alice:s3cret%40x@10.0.0.3:6380/1", &u, err,
-                                  sizeof err), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_redis_url_parse("redis://alice:s3cret%40x@10.0.0.3:6380/1", &u, err, sizeof err),
+               LR_FLEET_OK);
   CHECK_EQ_STR(u.user, "alice");
   CHECK_EQ_STR(u.password, "s3cret@x");
   CHECK_EQ_STR(u.redacted, "redis://***@10.0.0.3:6380/1");
@@ -66,8 +66,7 @@ static void test_credentials(void) {
   refuses("redis://:s3cret%00@h", "percent-encode");
   /* a server's message that quotes a credential is scrubbed */
   char msg[200] = "ERR user alice with s3cret@x denied";
-  CHECK_EQ_INT(lr_redis_url_parse("redis://alice:s3cret%40x@h", &u, err, sizeof err),
-               LR_FLEET_OK);
+  CHECK_EQ_INT(lr_redis_url_parse("redis://alice:s3cret%40x@h", &u, err, sizeof err), LR_FLEET_OK);
   lr_redis_url_scrub(&u, msg);
   CHECK_EQ_STR(msg, "ERR user *** with *** denied");
 }
@@ -87,8 +86,7 @@ static void test_unix(void) {
   CHECK_EQ_STR(u.password, "s3cret");
   CHECK_EQ_INT(u.db, 4);
   CHECK_EQ_STR(u.redacted, "unix://***@/tmp/r.sock?db=4");
-  CHECK_EQ_INT(lr_redis_url_parse("redis+unix:///tmp/r.sock", &u, err, sizeof err),
-               LR_FLEET_OK);
+  CHECK_EQ_INT(lr_redis_url_parse("redis+unix:///tmp/r.sock", &u, err, sizeof err), LR_FLEET_OK);
   refuses("unix://relative.sock", "absolute PATH");
   refuses("unix:///tmp/r.sock?database=1", "?db=N");
   char longpath[200];
@@ -118,8 +116,7 @@ static void test_new(void) {
   const char *bad_keys[] = { "", "a b", "a{b", "x}", "tab\t" };
   for (size_t i = 0; i < sizeof bad_keys / sizeof *bad_keys; i++) {
     f = (lr_fleet *)&s;
-    CHECK_EQ_INT(lr_fleet_new("redis://h", bad_keys[i], &s, &f, err, sizeof err),
-                 LR_FLEET_E_ARG);
+    CHECK_EQ_INT(lr_fleet_new("redis://h", bad_keys[i], &s, &f, err, sizeof err), LR_FLEET_E_ARG);
     CHECK(f == NULL);
     CHECK_CONTAINS(err, "fleet key");
   }

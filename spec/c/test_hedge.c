@@ -17,7 +17,7 @@
 #include "luaretry.h"
 #include "luaretry_curl.h"
 
-#define THREADS 4
+#define THREADS    4
 #define CALLS_EACH 6
 
 /* Attempt 1 (the X-Attempt header prepare() sets) answers after 0.5 s, any
@@ -62,8 +62,8 @@ static void *calls(void *arg) {
     luaretry_decision d;
     if (luaretry_call_begin(w->p, NULL, &c) == LUARETRY_OK &&
         luaretry_curl_perform(w->p, c, h, &req, &o, &d) == LUARETRY_OK &&
-        d.reason == LUARETRY_REASON_SUCCESS && d.hedge && d.attempt == 2 &&
-        body.data && strcmp(body.data, "fast") == 0)
+        d.reason == LUARETRY_REASON_SUCCESS && d.hedge && d.attempt == 2 && body.data &&
+        strcmp(body.data, "fast") == 0)
       w->won++;
     luaretry_call_free(c);
     free(body.data);
@@ -90,7 +90,9 @@ static long open_connections(const char *address, long at_most) {
 /* A batch: 40 jobs, 64 transfers at once (a hedge needs a free slot);
  * each call's first attempt is slow, so each is won by its hedge, all in
  * one multi loop.  Bodies are the winners', whole. */
-typedef struct { faults_text body[40]; } bodies;
+typedef struct {
+  faults_text body[40];
+} bodies;
 
 static size_t keep_job(void *ud, const char *data, size_t len) {
   return faults_keep((char *)data, 1, len, ud);
@@ -120,15 +122,15 @@ static void batch(luaretry_policy *p, const char *address) {
   luaretry_policy_metrics(p, &after);
   int won = 0;
   for (int i = 0; i < 40; i++) {
-    won += jobs[i].result.final.reason == LUARETRY_REASON_SUCCESS &&
-           out.body[i].data && strcmp(out.body[i].data, "fast") == 0;
+    won += jobs[i].result.final.reason == LUARETRY_REASON_SUCCESS && out.body[i].data &&
+           strcmp(out.body[i].data, "fast") == 0;
     free(out.body[i].data);
   }
   CHECK_EQ_INT(won, 40);
   CHECK_EQ_INT((int)(after.hedges - before.hedges), 40);
   CHECK_EQ_INT((int)(after.hedges_won - before.hedges_won), 40);
   CHECK_EQ_INT((int)(after.hedges_cancelled - before.hedges_cancelled), 40);
-  luaretry_curl_many_free(m);  /* its connections go with its multi handle */
+  luaretry_curl_many_free(m); /* its connections go with its multi handle */
 }
 
 int main(void) {
@@ -165,18 +167,21 @@ int main(void) {
   CHECK_EQ_INT((int)open, 1);
   /* one thread again: its cache keeps at most the winners' connection */
   worker one = { p, address, 0 };
-  calls(&one);  /* on this thread: its multi handle stays */
+  calls(&one); /* on this thread: its multi handle stays */
   CHECK_EQ_INT(one.won, CALLS_EACH);
   open = open_connections(address, 2);
   CHECK(open >= 1 && open <= 2);
   batch(p, address);
   open = open_connections(address, 2);
   CHECK(open >= 1 && open <= 2);
-  printf("test_hedge: a batch of 40 (64 transfers at once), each won by its hedge: %ld "
-         "connection(s) open after it\n", open);
-  printf("test_hedge: %d hedged calls on %d threads, all won by their hedge; %d more on one "
-         "thread: %ld connection(s) open after them, the asking one included\n",
-         THREADS * CALLS_EACH, THREADS, CALLS_EACH, open);
+  printf(
+    "test_hedge: a batch of 40 (64 transfers at once), each won by its hedge: %ld "
+    "connection(s) open after it\n",
+    open);
+  printf(
+    "test_hedge: %d hedged calls on %d threads, all won by their hedge; %d more on one "
+    "thread: %ld connection(s) open after them, the asking one included\n",
+    THREADS * CALLS_EACH, THREADS, CALLS_EACH, open);
   luaretry_policy_free(p);
   lr_faults_free(server);
   curl_global_cleanup();

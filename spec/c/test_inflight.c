@@ -61,8 +61,10 @@ int main(void) {
   }
   double grown = resident_mib() - before;
   CHECK_EQ_INT(waiting, CALLS);
-  printf("test_inflight: %d calls waiting: resident memory grew %.1f MiB (%.0f bytes a call); "
-         "one Lua state holds %zu bytes\n", CALLS, grown, grown * 1048576.0 / CALLS, one_state);
+  printf(
+    "test_inflight: %d calls waiting: resident memory grew %.1f MiB (%.0f bytes a call); "
+    "one Lua state holds %zu bytes\n",
+    CALLS, grown, grown * 1048576.0 / CALLS, one_state);
 #if !defined(__SANITIZE_ADDRESS__)
   CHECK(grown <= 100);
 #endif
@@ -71,8 +73,8 @@ int main(void) {
   o.status = 200;
   int ok = 0;
   for (int i = 0; i < CALLS; i += 997)
-    ok += luaretry_call_report(calls[i], &o, &d) == LUARETRY_OK &&
-          d.reason == LUARETRY_REASON_SUCCESS;
+    ok +=
+      luaretry_call_report(calls[i], &o, &d) == LUARETRY_OK && d.reason == LUARETRY_REASON_SUCCESS;
   CHECK_EQ_INT(ok, (CALLS + 996) / 997);
   for (int i = 0; i < CALLS; i++) luaretry_call_free(calls[i]);
   free(calls);

@@ -25,9 +25,9 @@
 #include "luaretry.h"
 #include "luaretry_curl.h"
 
-#define JOBS 10000
+#define JOBS       10000
 #define FIRST_LOOK 1000
-#define MAX_CALLS 64
+#define MAX_CALLS  64
 
 static const char SERVER[] =
   "respond = function (req)\n"
@@ -41,16 +41,16 @@ static const char POLICY[] =
 
 typedef struct {
   const char *address;
-  size_t jobs;               /* how many the source has */
+  size_t jobs; /* how many the source has */
   size_t pulled, done, asked, most_open, bad_index;
-  unsigned char *seen;       /* done per index */
-  int wrong;                 /* verdicts or attempts not as expected */
+  unsigned char *seen;                 /* done per index */
+  int wrong;                           /* verdicts or attempts not as expected */
   luaretry_request req[MAX_CALLS * 2]; /* a ring: a job's request lives
                                           until its done */
   char url[MAX_CALLS * 2][96];
   long rss_first;
   luaretry_curl_many *many;
-  size_t cancel_after;       /* 0: never */
+  size_t cancel_after; /* 0: never */
 } source;
 
 static long rss_kib(void) {
@@ -74,7 +74,7 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
   snprintf(s->url[k], sizeof s->url[k], "http://%s/%s/%zu", s->address,
            flaky(s->pulled) ? "flaky" : "ok", s->pulled);
   s->req[k] = (luaretry_request){ .method = "GET", .url = s->url[k] };
-  job->request = s->pulled == 7 ? NULL : &s->req[k];  /* job 7 has none */
+  job->request = s->pulled == 7 ? NULL : &s->req[k]; /* job 7 has none */
   s->pulled++;
   size_t open = s->pulled - s->done;
   if (open > s->most_open) s->most_open = open;
@@ -136,8 +136,8 @@ int main(void) {
   CHECK_EQ_INT(s.wrong, 0);
   CHECK((long)s.most_open <= MAX_CALLS);
   long grown = rss_kib() - s.rss_first;
-  printf("test_many_stream: %d jobs, at most %zu open, RSS %+ld KiB from job %d to the end\n",
-         JOBS, s.most_open, grown, FIRST_LOOK);
+  printf("test_many_stream: %d jobs, at most %zu open, RSS %+ld KiB from job %d to the end\n", JOBS,
+         s.most_open, grown, FIRST_LOOK);
 #if !defined(__SANITIZE_ADDRESS__)
   CHECK(grown < 1024);
 #endif

@@ -15,8 +15,8 @@
 #include "luaretry.h"
 
 #define CALL_THREADS 4
-#define CALLS_EACH 1500
-#define CHANGES 40
+#define CALLS_EACH   1500
+#define CHANGES      40
 
 static const char *const SCRIPT[2] = {
   "name = 'overlap'\n"
@@ -64,8 +64,9 @@ static void *caller(void *arg) {
       continue;
     }
     luaretry_header h[1] = { { "accept", "*/*" } };
-    luaretry_request req = { .method = "GET", .url = "http://example.invalid/", .headers = h,
-                             .header_count = 1 };
+    luaretry_request req = {
+      .method = "GET", .url = "http://example.invalid/", .headers = h, .header_count = 1
+    };
     luaretry_request out;
     int idem = 0;
     if (luaretry_call_prepare(c, &req, 1, &out) != LUARETRY_OK ||
@@ -79,8 +80,10 @@ static void *caller(void *arg) {
       if (!d.retry) break;
       luaretry_call_wait(c, d.wait);
     }
-    if (d.reason == LUARETRY_REASON_SUCCESS && d.attempt == 3) atomic_fetch_add(&decided, 1);
-    else atomic_fetch_add(&wrong, 1);
+    if (d.reason == LUARETRY_REASON_SUCCESS && d.attempt == 3)
+      atomic_fetch_add(&decided, 1);
+    else
+      atomic_fetch_add(&wrong, 1);
     luaretry_call_free(c);
   }
   return NULL;
@@ -149,8 +152,7 @@ int main(void) {
   if (!CHECK_CODE(luaretry_policy_load_string(policy, "=overlap0", SCRIPT[0]), LUARETRY_OK))
     return check_done();
   pthread_t t[CALL_THREADS + 3];
-  for (long i = 0; i < CALL_THREADS; i++)
-    pthread_create(&t[i], NULL, caller, (void *)(intptr_t)i);
+  for (long i = 0; i < CALL_THREADS; i++) pthread_create(&t[i], NULL, caller, (void *)(intptr_t)i);
   pthread_create(&t[CALL_THREADS], NULL, changer, NULL);
   pthread_create(&t[CALL_THREADS + 1], NULL, requester, NULL);
   pthread_create(&t[CALL_THREADS + 2], NULL, reader, NULL);
@@ -161,9 +163,10 @@ int main(void) {
   luaretry_policy_metrics(policy, &m);
   CHECK_EQ_INT((long)m.calls, CALL_THREADS * CALLS_EACH);
   CHECK_EQ_INT((long)m.attempts, 3L * CALL_THREADS * CALLS_EACH);
-  printf("test_overlap: %d calls on %d threads while %d loads and %d sets ran, and the "
-         "policy-level functions and workflow on another\n", CALL_THREADS * CALLS_EACH,
-         CALL_THREADS, CHANGES, 2 * CHANGES);
+  printf(
+    "test_overlap: %d calls on %d threads while %d loads and %d sets ran, and the "
+    "policy-level functions and workflow on another\n",
+    CALL_THREADS * CALLS_EACH, CALL_THREADS, CHANGES, 2 * CHANGES);
   luaretry_policy_free(policy);
   return check_done();
 }

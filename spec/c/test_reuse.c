@@ -69,7 +69,7 @@ static void host_cache(luaretry_policy *p, const char *address) {
   luaretry_request req = { .method = "GET", .url = url };
   int ok = 0;
   for (int i = 0; i < 10; i++) {
-    ok += curl_easy_perform(mine) == CURLE_OK;  /* the host's own transfer */
+    ok += curl_easy_perform(mine) == CURLE_OK; /* the host's own transfer */
     luaretry_call *c = NULL;
     luaretry_decision d;
     if (luaretry_call_begin(p, NULL, &c) == LUARETRY_OK &&
@@ -103,7 +103,7 @@ int main(void) {
            fresh ? "a new easy handle each" : "one easy handle", opened);
   }
   faults_reset(address);
-  calls(p, address, "/flaky", 0, 3);  /* its retries too */
+  calls(p, address, "/flaky", 0, 3); /* its retries too */
   int requests, opened = faults_connections(address, &requests);
   CHECK_EQ_INT(requests, 3);
   CHECK_EQ_INT(opened, 1);

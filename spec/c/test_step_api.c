@@ -21,29 +21,29 @@
 /* Line numbers below matter: is_transient is defined on line 6 and raises
  * on line 7. */
 static const char SVC[] =
-    "name = \"svc\"\n"                                               /* 1 */
-    "max_attempts = 6\n"                                             /* 2 */
-    "deadline = 10\n"                                                /* 3 */
-    "attempt_timeout = 4\n"                                          /* 4 */
-    "backoff = { initial = 1, multiplier = 2, max = 3, jitter = \"none\" }\n"
-    "function is_transient(status, body, info)\n"                    /* 6 */
-    "  if status == 418 then error(\"teapot \" .. info.attempt) end\n" /* 7 */
-    "  if status == 419 then return \"maybe\" end\n"
-    "  if status == 420 then return 0.75 end\n"
-    "  if status == 421 then return -1 end\n"
-    "  return status == 503 or status == 429\n"
-    "end\n";
+  "name = \"svc\"\n"      /* 1 */
+  "max_attempts = 6\n"    /* 2 */
+  "deadline = 10\n"       /* 3 */
+  "attempt_timeout = 4\n" /* 4 */
+  "backoff = { initial = 1, multiplier = 2, max = 3, jitter = \"none\" }\n"
+  "function is_transient(status, body, info)\n"                      /* 6 */
+  "  if status == 418 then error(\"teapot \" .. info.attempt) end\n" /* 7 */
+  "  if status == 419 then return \"maybe\" end\n"
+  "  if status == 420 then return 0.75 end\n"
+  "  if status == 421 then return -1 end\n"
+  "  return status == 503 or status == 429\n"
+  "end\n";
 
 /* No is_transient: the default classifier decides. */
 static const char PLAIN[] =
-    "max_attempts = 3\n"
-    "backoff = { initial = 0.5, jitter = \"none\" }\n";
+  "max_attempts = 3\n"
+  "backoff = { initial = 0.5, jitter = \"none\" }\n";
 
 static const char SIM[] =
-    "name = \"sim\"\n"
-    "max_attempts = 8\n"
-    "backoff = { initial = 0.5, multiplier = 2, max = 8, jitter = \"additive\","
-    " jitter_max = 1 }\n";
+  "name = \"sim\"\n"
+  "max_attempts = 8\n"
+  "backoff = { initial = 0.5, multiplier = 2, max = 8, jitter = \"additive\","
+  " jitter_max = 1 }\n";
 
 static luaretry_policy *load_str(const char *chunk, const char *src) {
   luaretry_policy *p = NULL;
@@ -79,9 +79,8 @@ static luaretry_code report(luaretry_call *c, int status, double retry_after,
 }
 
 /* Reports `status`, checks a retry decision, then waits as the host would. */
-static void expect_retry(luaretry_call *c, int status, int attempt,
-                         double elapsed, double wait, double next_timeout,
-                         luaretry_wait_source src, const char *rule) {
+static void expect_retry(luaretry_call *c, int status, int attempt, double elapsed, double wait,
+                         double next_timeout, luaretry_wait_source src, const char *rule) {
   luaretry_decision d;
   CHECK_CODE(report(c, status, -1, &d), LUARETRY_OK);
   CHECK_EQ_INT(d.retry, 1);
@@ -92,8 +91,7 @@ static void expect_retry(luaretry_call *c, int status, int attempt,
   CHECK_EQ_DBL(d.wait, wait);
   CHECK_EQ_DBL(d.next_timeout, next_timeout);
   CHECK_EQ_DBL(luaretry_call_timeout(c), next_timeout);
-  CHECK_EQ_STR(luaretry_wait_source_name(d.wait_source),
-               luaretry_wait_source_name(src));
+  CHECK_EQ_STR(luaretry_wait_source_name(d.wait_source), luaretry_wait_source_name(src));
   CHECK_EQ_STR(d.rule, rule);
   CHECK(d.message == NULL);
   CHECK(d.hook_error == NULL);
@@ -101,9 +99,8 @@ static void expect_retry(luaretry_call *c, int status, int attempt,
   CHECK_EQ_DBL(luaretry_call_elapsed(c), elapsed + wait);
 }
 
-static void expect_stop(luaretry_call *c, int status, luaretry_reason reason,
-                        const char *name, int attempt, const char *rule,
-                        luaretry_decision *d) {
+static void expect_stop(luaretry_call *c, int status, luaretry_reason reason, const char *name,
+                        int attempt, const char *rule, luaretry_decision *d) {
   CHECK_CODE(report(c, status, -1, d), LUARETRY_OK);
   CHECK_EQ_INT(d->retry, 0);
   CHECK_EQ_INT(d->reason, reason);
@@ -119,7 +116,7 @@ static void expect_stop(luaretry_call *c, int status, luaretry_reason reason,
 /* 503, 503, 200 with jitter "none": waits 1 and 2, then success. */
 static void test_success_after_retries(luaretry_policy *p, const char *rule) {
   luaretry_call *c = begin_virtual(p, 1);
-  CHECK_EQ_DBL(luaretry_call_timeout(c), 4);  /* attempt_timeout < deadline */
+  CHECK_EQ_DBL(luaretry_call_timeout(c), 4); /* attempt_timeout < deadline */
   CHECK_EQ_DBL(luaretry_call_elapsed(c), 0);
   expect_retry(c, 503, 1, 0, 1, 4, LUARETRY_WAIT_BACKOFF, rule);
   expect_retry(c, 503, 2, 1, 2, 4, LUARETRY_WAIT_BACKOFF, rule);
@@ -176,23 +173,20 @@ static void test_string_policy(void) {
   /* A Lua error is a policy error naming file and line; report is OK. */
   c = begin_virtual(p, 3);
   expect_retry(c, 503, 1, 0, 1, 4, LUARETRY_WAIT_BACKOFF, "svc.lua:6");
-  expect_stop(c, 418, LUARETRY_REASON_POLICY_ERROR, "policy_error", 2,
-              "svc.lua:6", &d);
+  expect_stop(c, 418, LUARETRY_REASON_POLICY_ERROR, "policy_error", 2, "svc.lua:6", &d);
   CHECK_CONTAINS(d.message, "svc.lua:7:");
-  CHECK_CONTAINS(d.message, "teapot 2");  /* info.attempt reached the script */
+  CHECK_CONTAINS(d.message, "teapot 2"); /* info.attempt reached the script */
   CHECK_CODE(report(c, 503, -1, &d), LUARETRY_E_STATE);
   CHECK_CONTAINS(luaretry_call_errmsg(c), "policy_error");
   luaretry_call_free(c);
 
   /* Any other value is a policy error, never a guess. */
   c = begin_virtual(p, 3);
-  expect_stop(c, 419, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1,
-              "svc.lua:6", &d);
+  expect_stop(c, 419, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "svc.lua:6", &d);
   CHECK_CONTAINS(d.message, "string");
   luaretry_call_free(c);
   c = begin_virtual(p, 3);
-  expect_stop(c, 421, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1,
-              "svc.lua:6", &d);
+  expect_stop(c, 421, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "svc.lua:6", &d);
   CHECK_CONTAINS(d.message, "-1");
   luaretry_call_free(c);
 
@@ -209,13 +203,13 @@ static void test_string_policy(void) {
   CHECK_EQ_DBL(d.wait, 2);
   CHECK_EQ_INT(d.wait_source, LUARETRY_WAIT_BACKOFF);
   luaretry_call_wait(c, d.wait);
-  CHECK_CODE(report(c, 503, 6, &d), LUARETRY_OK);  /* 4.5 + 6 > 10 */
+  CHECK_CODE(report(c, 503, 6, &d), LUARETRY_OK); /* 4.5 + 6 > 10 */
   CHECK_EQ_INT(d.retry, 0);
   CHECK_EQ_INT(d.reason, LUARETRY_REASON_DEADLINE);
   CHECK_EQ_STR(d.rule, "retry_after");
   luaretry_call_free(c);
   c = begin_virtual(p, 3);
-  CHECK_CODE(report(c, 503, 400, &d), LUARETRY_OK);  /* > max_retry_after */
+  CHECK_CODE(report(c, 503, 400, &d), LUARETRY_OK); /* > max_retry_after */
   /* not a deadline: no deadline was reached, the server asked too much */
   CHECK_EQ_INT(d.reason, LUARETRY_REASON_SERVER_WAIT_TOO_LONG);
   CHECK_EQ_STR(luaretry_reason_name(d.reason), "server_wait_too_long");
@@ -253,8 +247,7 @@ static void test_file_policy(void) {
   test_deadline(p, FIXTURE ":7");
   luaretry_call *c = begin_virtual(p, 9);
   luaretry_decision d;
-  expect_stop(c, 418, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1,
-              FIXTURE ":7", &d);
+  expect_stop(c, 418, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, FIXTURE ":7", &d);
   CHECK_CONTAINS(d.message, FIXTURE ":8:");
   CHECK_CONTAINS(d.message, "teapot at attempt 1");
   luaretry_call_free(c);
@@ -267,7 +260,7 @@ static void test_default_classifier(void) {
   if (!p) return;
   luaretry_tuning t;
   CHECK_CODE(luaretry_policy_tuning(p, &t), LUARETRY_OK);
-  CHECK_EQ_STR(t.name, "plain");  /* from the chunk name */
+  CHECK_EQ_STR(t.name, "plain"); /* from the chunk name */
   CHECK_EQ_STR(t.source, "plain.lua");
   CHECK_EQ_INT(t.max_attempts, 3);
   CHECK_EQ_DBL(t.deadline, 0);
@@ -279,12 +272,11 @@ static void test_default_classifier(void) {
   CHECK_EQ_INT(t.jitter, LUARETRY_JITTER_NONE);
 
   luaretry_call *c = begin_virtual(p, 1);
-  CHECK_EQ_DBL(luaretry_call_timeout(c), 0);  /* no timeout, no deadline */
+  CHECK_EQ_DBL(luaretry_call_timeout(c), 0); /* no timeout, no deadline */
   expect_retry(c, 503, 1, 0, 0.5, 0, LUARETRY_WAIT_BACKOFF, "default");
   expect_retry(c, 502, 2, 0.5, 1, 0, LUARETRY_WAIT_BACKOFF, "default");
   luaretry_decision d;
-  expect_stop(c, 502, LUARETRY_REASON_EXHAUSTED, "exhausted", 3,
-              "max_attempts", &d);
+  expect_stop(c, 502, LUARETRY_REASON_EXHAUSTED, "exhausted", 3, "max_attempts", &d);
   CHECK_EQ_DBL(d.elapsed, 1.5);
   CHECK_EQ_INT(d.throttled, 0);
   luaretry_call_free(c);
@@ -318,13 +310,13 @@ static void test_default_classifier(void) {
     CHECK_EQ_DBL(t.max, 40);
     CHECK_EQ_DBL(t.deadline, 600);
     CHECK_EQ_INT(t.max_attempts, 0);
-    CHECK_EQ_INT(t.jitter, LUARETRY_JITTER_ADDITIVE);  /* the default */
+    CHECK_EQ_INT(t.jitter, LUARETRY_JITTER_ADDITIVE); /* the default */
     CHECK_EQ_DBL(t.jitter_max, 1);
     CHECK_EQ_INT(t.cap_jitter, 0);
     CHECK_EQ_INT(t.retry_after, 1);
     CHECK_EQ_DBL(t.max_retry_after, 300);
     CHECK_EQ_INT(t.body_limit, 64 * 1024);
-    CHECK_EQ_INT(t.instruction_limit, 0);  /* not counted: a time limit instead */
+    CHECK_EQ_INT(t.instruction_limit, 0); /* not counted: a time limit instead */
     CHECK_EQ_DBL(t.time_limit, 0.25);
     CHECK(t.memory_limit >= 64 * 1024);
   }
@@ -333,20 +325,22 @@ static void test_default_classifier(void) {
 
 /* ---- the C classifier */
 
-typedef struct { int calls; int last_attempt; } classifier_state;
+typedef struct {
+  int calls;
+  int last_attempt;
+} classifier_state;
 
-static luaretry_class classify(void *ud, const luaretry_outcome *o,
-                               int attempt, double *wait) {
+static luaretry_class classify(void *ud, const luaretry_outcome *o, int attempt, double *wait) {
   classifier_state *s = ud;
   s->calls++;
   s->last_attempt = attempt;
   switch (o->status) {
   case 200: return LUARETRY_CLASS_SUCCESS;
-  case 503: return LUARETRY_CLASS_TRANSIENT;  /* *wait stays < 0: backoff */
+  case 503: return LUARETRY_CLASS_TRANSIENT; /* *wait stays < 0: backoff */
   case 429: *wait = 0.25; return LUARETRY_CLASS_TRANSIENT;
   case 420: return LUARETRY_CLASS_THROTTLING;
   case 599: return LUARETRY_CLASS_ERROR;
-  case 598: return (luaretry_class)42;  /* a host bug: not a guess either */
+  case 598: return (luaretry_class)42; /* a host bug: not a guess either */
   default: return LUARETRY_CLASS_FINAL;
   }
 }
@@ -361,8 +355,7 @@ static void test_c_classifier(void) {
   expect_retry(c, 429, 2, 1, 0.25, 4, LUARETRY_WAIT_SCRIPT, "host classifier");
   CHECK_EQ_INT(s.last_attempt, 2);
   luaretry_decision d;
-  expect_stop(c, 200, LUARETRY_REASON_SUCCESS, "success", 3,
-              "host classifier", &d);
+  expect_stop(c, 200, LUARETRY_REASON_SUCCESS, "success", 3, "host classifier", &d);
   CHECK_EQ_INT(s.calls, 3);
   luaretry_call_free(c);
 
@@ -371,13 +364,11 @@ static void test_c_classifier(void) {
   expect_stop(c, 418, LUARETRY_REASON_FINAL, "final", 1, "host classifier", &d);
   luaretry_call_free(c);
   c = begin_virtual(p, 1);
-  expect_stop(c, 599, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1,
-              "host classifier", &d);
+  expect_stop(c, 599, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "host classifier", &d);
   CHECK_CONTAINS(d.message, "host classifier failed");
   luaretry_call_free(c);
   c = begin_virtual(p, 1);
-  expect_stop(c, 598, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1,
-              "host classifier", &d);
+  expect_stop(c, 598, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "host classifier", &d);
   CHECK_CONTAINS(d.message, "unknown class");
   luaretry_call_free(c);
   /* a host classifier can say throttling: the throttling backoff */
@@ -391,8 +382,7 @@ static void test_c_classifier(void) {
   /* Removing it gives the script back its judgement. */
   CHECK_CODE(luaretry_policy_set_classifier(p, NULL, NULL), LUARETRY_OK);
   c = begin_virtual(p, 1);
-  expect_stop(c, 418, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1,
-              "svc.lua:6", &d);
+  expect_stop(c, 418, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "svc.lua:6", &d);
   luaretry_call_free(c);
   CHECK_EQ_INT(s.calls, 7);
   luaretry_policy_free(p);
@@ -404,8 +394,8 @@ static void test_c_classifier(void) {
 typedef struct {
   int n, stop_after;
   double waits[MAX_RECORD];
-  luaretry_decision last;  /* its strings live only during the callback: */
-  char last_rule[64];      /* copied here */
+  luaretry_decision last; /* its strings live only during the callback: */
+  char last_rule[64];     /* copied here */
 } record;
 
 static int on_decision(void *ud, const luaretry_decision *d) {
@@ -429,7 +419,7 @@ static void test_simulate(void) {
   CHECK_CODE(luaretry_simulate(p, 43, 0, on_decision, &other), LUARETRY_OK);
   CHECK_EQ_INT(a.n, 8);
   CHECK_EQ_INT(b.n, 8);
-  CHECK(memcmp(a.waits, b.waits, sizeof a.waits) == 0);  /* bit for bit */
+  CHECK(memcmp(a.waits, b.waits, sizeof a.waits) == 0); /* bit for bit */
   CHECK(memcmp(a.waits, other.waits, 7 * sizeof(double)) != 0);
   CHECK_EQ_INT(a.last.reason, LUARETRY_REASON_EXHAUSTED);
   CHECK_EQ_INT(a.last.attempt, 8);
@@ -482,14 +472,13 @@ static void test_overrides(void) {
   CHECK_EQ_INT(t.max_attempts, 4);
   CHECK_EQ_DBL(t.initial, 0.25);
   CHECK_EQ_DBL(t.max, 1);
-  CHECK_EQ_DBL(t.deadline, 10);  /* the script's */
+  CHECK_EQ_DBL(t.deadline, 10); /* the script's */
   luaretry_call *before = begin_virtual(p, 1);
 
   /* After load: a bad value is refused, naming the field; nothing moves. */
   static const char *const bad[][2] = {
-    { "max_attempts", "0" }, { "max_attempts", "many" },
-    { "deadline", "-1" }, { "backoff.jitter", "sideways" },
-    { "backoff.max", "0.1" },  /* below initial */
+    { "max_attempts", "0" },          { "max_attempts", "many" }, { "deadline", "-1" },
+    { "backoff.jitter", "sideways" }, { "backoff.max", "0.1" }, /* below initial */
     { "retry_after", "maybe" },
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -519,10 +508,9 @@ static void test_overrides(void) {
   expect_retry(before, 503, 2, 0.25, 0.5, 4, LUARETRY_WAIT_BACKOFF, "svc.lua:6");
   luaretry_call_free(before);
   luaretry_call *after = begin_virtual(p, 1);
-  CHECK_EQ_DBL(luaretry_call_timeout(after), 4);  /* no deadline to clip */
+  CHECK_EQ_DBL(luaretry_call_timeout(after), 4); /* no deadline to clip */
   expect_retry(after, 503, 1, 0, 0.25, 4, LUARETRY_WAIT_BACKOFF, "svc.lua:6");
-  expect_stop(after, 503, LUARETRY_REASON_EXHAUSTED, "exhausted", 2,
-              "max_attempts", &d);
+  expect_stop(after, 503, LUARETRY_REASON_EXHAUSTED, "exhausted", 2, "max_attempts", &d);
   luaretry_call_free(after);
 
   /* Overrides outlive a reload. */
@@ -556,10 +544,11 @@ static void test_warnings(void) {
   for (size_t i = 0; i < n; i++) {
     const char *w = luaretry_policy_warning(p, i);
     if (!CHECK(w != NULL)) continue;
-    if (strstr(w, "w.lua:1") && strstr(w, "max_attemps") &&
-        strstr(w, "did you mean max_attempts")) typo = 1;
+    if (strstr(w, "w.lua:1") && strstr(w, "max_attemps") && strstr(w, "did you mean max_attempts"))
+      typo = 1;
     if (strstr(w, "w.lua:3") && strstr(w, "backoff.intial") &&
-        strstr(w, "did you mean backoff.initial")) nested = 1;
+        strstr(w, "did you mean backoff.initial"))
+      nested = 1;
     if (strstr(w, "backoff.multiplier") && strstr(w, "clamped")) clamped = 1;
   }
   CHECK(typo);
@@ -569,11 +558,10 @@ static void test_warnings(void) {
   luaretry_tuning t;
   CHECK_CODE(luaretry_policy_tuning(p, &t), LUARETRY_OK);
   CHECK_EQ_DBL(t.multiplier, 1);
-  CHECK_EQ_INT(t.max_attempts, 0);  /* the typo set nothing */
+  CHECK_EQ_INT(t.max_attempts, 0); /* the typo set nothing */
 
   /* A failed reload keeps the warnings of the policy still loaded. */
-  CHECK_CODE(luaretry_policy_load_string(p, "@x.lua", "max_attempts = ="),
-             LUARETRY_E_SYNTAX);
+  CHECK_CODE(luaretry_policy_load_string(p, "@x.lua", "max_attempts = ="), LUARETRY_E_SYNTAX);
   CHECK_EQ_INT(luaretry_policy_warning_count(p), 3);
   /* A clean load clears them. */
   CHECK_CODE(luaretry_policy_load_string(p, "@svc.lua", SVC), LUARETRY_OK);
@@ -589,16 +577,18 @@ static void test_failed_reload(void) {
   luaretry_tuning before, t;
   CHECK_CODE(luaretry_policy_tuning(p, &before), LUARETRY_OK);
 
-  static const struct { const char *chunk, *src; luaretry_code rc;
-                        const char *msg; } bad[] = {
-    { "@broken.lua", "name = \"broken\"\nmax_attempts = = 3\n",
-      LUARETRY_E_SYNTAX, "broken.lua:2:" },
-    { "@invalid.lua", "name = \"invalid\"\nmax_attempts = -2\n",
-      LUARETRY_E_POLICY, "invalid.lua:2: max_attempts" },
-    { "@raises.lua", "name = \"raises\"\nmax_attempts = 3\nerror('no')\n",
-      LUARETRY_E_POLICY, "raises.lua:3:" },
-    { "@forever.lua", "name = \"forever\"\n", LUARETRY_E_POLICY,
-      "retry forever" },
+  static const struct {
+    const char *chunk, *src;
+    luaretry_code rc;
+    const char *msg;
+  } bad[] = {
+    { "@broken.lua", "name = \"broken\"\nmax_attempts = = 3\n", LUARETRY_E_SYNTAX,
+      "broken.lua:2:" },
+    { "@invalid.lua", "name = \"invalid\"\nmax_attempts = -2\n", LUARETRY_E_POLICY,
+      "invalid.lua:2: max_attempts" },
+    { "@raises.lua", "name = \"raises\"\nmax_attempts = 3\nerror('no')\n", LUARETRY_E_POLICY,
+      "raises.lua:3:" },
+    { "@forever.lua", "name = \"forever\"\n", LUARETRY_E_POLICY, "retry forever" },
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     CHECK_CODE(luaretry_policy_load_string(p, bad[i].chunk, bad[i].src), bad[i].rc);
@@ -609,15 +599,13 @@ static void test_failed_reload(void) {
     CHECK_EQ_INT(t.max_attempts, before.max_attempts);
     CHECK_EQ_DBL(t.initial, before.initial);
   }
-  CHECK_CODE(luaretry_policy_load_file(p, "spec/fixtures/c_missing.lua"),
-             LUARETRY_E_IO);
+  CHECK_CODE(luaretry_policy_load_file(p, "spec/fixtures/c_missing.lua"), LUARETRY_E_IO);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "spec/fixtures/c_missing.lua");
   /* The old script still judges. */
   test_success_after_retries(p, "svc.lua:6");
   luaretry_call *c = begin_virtual(p, 1);
   luaretry_decision d;
-  expect_stop(c, 418, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1,
-              "svc.lua:6", &d);
+  expect_stop(c, 418, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "svc.lua:6", &d);
   CHECK_CONTAINS(d.message, "svc.lua:7:");
   luaretry_call_free(c);
   luaretry_policy_free(p);
@@ -635,7 +623,7 @@ static void test_real_clock(void) {
   luaretry_policy *p = load_str("@svc.lua", SVC);
   if (!p) return;
   luaretry_call *c = NULL;
-  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);  /* OS seed */
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK); /* OS seed */
   if (c) {
     double t0 = now();
     CHECK_CODE(luaretry_call_wait(c, 0.02), LUARETRY_OK);

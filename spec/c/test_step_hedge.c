@@ -45,12 +45,12 @@ static const char HEDGED[] =
 static void failed_then_won(void) {
   luaretry_policy *p = load(HEDGED);
   luaretry_call *c = begin(p);
-  CHECK(luaretry_call_hedge_in(c) < 0);  /* nothing in flight */
+  CHECK(luaretry_call_hedge_in(c) < 0); /* nothing in flight */
   int id = 0;
   CHECK_CODE(luaretry_call_start(c, &id), LUARETRY_OK);
   CHECK_EQ_INT(id, 1);
   CHECK_NEAR(luaretry_call_hedge_in(c), 0.05, 1e-9);
-  CHECK_CODE(luaretry_call_start(c, &id), LUARETRY_E_STATE);  /* a second is a hedge */
+  CHECK_CODE(luaretry_call_start(c, &id), LUARETRY_E_STATE); /* a second is a hedge */
   luaretry_call_wait(c, 0.05);
   CHECK_EQ_DBL(luaretry_call_hedge_in(c), 0);
   luaretry_decision d;
@@ -60,7 +60,7 @@ static void failed_then_won(void) {
   CHECK_EQ_INT(d.attempt, 2);
   CHECK_EQ_INT(d.in_flight, 2);
   CHECK_NEAR(d.next_timeout, 4, 1e-9);
-  CHECK(luaretry_call_hedge_in(c) < 0);  /* max = 1 in flight beside it */
+  CHECK(luaretry_call_hedge_in(c) < 0); /* max = 1 in flight beside it */
   luaretry_outcome busy = status(503), ok = status(200);
   CHECK_CODE(luaretry_call_report_attempt(c, 7, &ok, &d), LUARETRY_E_ARG);
   CHECK_CODE(luaretry_call_report_attempt(c, 2, &busy, &d), LUARETRY_OK);
@@ -69,7 +69,7 @@ static void failed_then_won(void) {
   CHECK_EQ_INT(d.hedge, 1);
   CHECK_EQ_INT(d.attempt, 2);
   CHECK_EQ_INT(d.in_flight, 1);
-  CHECK(luaretry_call_hedge_in(c) < 0);  /* a failure sends no more this round */
+  CHECK(luaretry_call_hedge_in(c) < 0); /* a failure sends no more this round */
   CHECK_CODE(luaretry_call_report_attempt(c, 1, &ok, &d), LUARETRY_OK);
   CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS);
   CHECK_EQ_INT(d.hedge, 0);
@@ -83,7 +83,7 @@ static void failed_then_won(void) {
   CHECK_CODE(luaretry_call_report_attempt(c, 2, &ok, &d), LUARETRY_OK);
   CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS);
   CHECK_EQ_INT(d.hedge, 1);
-  CHECK_EQ_INT(d.in_flight, 1);  /* the host cancels it, never reports it */
+  CHECK_EQ_INT(d.in_flight, 1); /* the host cancels it, never reports it */
   CHECK_CODE(luaretry_call_report_attempt(c, 1, &ok, &d), LUARETRY_E_STATE);
   luaretry_call_free(c);
 
@@ -118,7 +118,7 @@ static void all_fail_then_retry(void) {
   CHECK_EQ_INT(d.retry, 1);
   CHECK_CODE(luaretry_call_start(c, &id), LUARETRY_OK);
   CHECK_EQ_INT(id, 3);
-  CHECK_NEAR(luaretry_call_hedge_in(c), 0.05, 1e-9);  /* a new round */
+  CHECK_NEAR(luaretry_call_hedge_in(c), 0.05, 1e-9); /* a new round */
   /* a plain report takes the attempt in flight */
   luaretry_outcome ok = status(200);
   CHECK_CODE(luaretry_call_report(c, &ok, &d), LUARETRY_OK);
@@ -129,8 +129,7 @@ static void all_fail_then_retry(void) {
 }
 
 /* A refusal: d.retry 0, reason NONE, the message; no more this round. */
-static void refused(luaretry_policy *p, const luaretry_request *r, double wait,
-                    const char *why) {
+static void refused(luaretry_policy *p, const luaretry_request *r, double wait, const char *why) {
   luaretry_call *c = begin(p);
   int id;
   luaretry_decision d;
@@ -156,8 +155,9 @@ static void refusals(void) {
   refused(p, &GET, 0.2, "deadline");
   luaretry_policy_free(p);
   /* 2 tokens: the first hedge may go (2 > half) and pays one; then not */
-  p = load("max_attempts = 5\nattempt_timeout = 4\nhedge = { delay = 0.05 }\n"
-           "budget = { max_tokens = 2, token_ratio = 0.1 }\n");
+  p = load(
+    "max_attempts = 5\nattempt_timeout = 4\nhedge = { delay = 0.05 }\n"
+    "budget = { max_tokens = 2, token_ratio = 0.1 }\n");
   luaretry_call *c = begin(p);
   int id;
   luaretry_decision d;
@@ -172,8 +172,9 @@ static void refusals(void) {
   refused(p, &GET, 0.05, "budget");
   luaretry_policy_free(p);
   /* the breaker open: a 503 opened it (failures = 1) */
-  p = load("max_attempts = 5\nattempt_timeout = 4\nhedge = { delay = 0.05 }\n"
-           "breaker = { failures = 1, open_seconds = 60 }\n");
+  p = load(
+    "max_attempts = 5\nattempt_timeout = 4\nhedge = { delay = 0.05 }\n"
+    "breaker = { failures = 1, open_seconds = 60 }\n");
   c = begin(p);
   luaretry_outcome busy = status(503);
   luaretry_call_report(c, &busy, &d);
@@ -181,7 +182,7 @@ static void refusals(void) {
   luaretry_call_options o;
   luaretry_call_options_init(&o);
   c = NULL;
-  luaretry_call_begin(p, &o, &c);  /* refused at begin: no attempt, no hedge */
+  luaretry_call_begin(p, &o, &c); /* refused at begin: no attempt, no hedge */
   CHECK_CODE(luaretry_call_start(c, &id), LUARETRY_E_STATE);
   CHECK(luaretry_call_hedge_in(c) < 0);
   luaretry_call_free(c);
@@ -210,9 +211,10 @@ static void refusals(void) {
 
 /* info.hedge reaches the script. */
 static void info_hedge(void) {
-  luaretry_policy *p = load("max_attempts = 5\nattempt_timeout = 4\nhedge = { delay = 0.05 }\n"
-                            "function is_success(status, body, info) return not info.hedge end\n"
-                            "function is_transient(status, body, info) return false end\n");
+  luaretry_policy *p = load(
+    "max_attempts = 5\nattempt_timeout = 4\nhedge = { delay = 0.05 }\n"
+    "function is_success(status, body, info) return not info.hedge end\n"
+    "function is_transient(status, body, info) return false end\n");
   luaretry_call *c = begin(p);
   int id;
   luaretry_decision d;
@@ -221,7 +223,7 @@ static void info_hedge(void) {
   luaretry_call_wait(c, 0.05);
   luaretry_call_hedge(c, &GET, &d);
   CHECK_CODE(luaretry_call_report_attempt(c, 2, &ok, &d), LUARETRY_OK);
-  CHECK_EQ_INT(d.reason, LUARETRY_REASON_FINAL);  /* not a success: a hedge */
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_FINAL); /* not a success: a hedge */
   CHECK_EQ_INT(d.in_flight, 1);
   luaretry_call_free(c);
   luaretry_policy_free(p);
@@ -230,27 +232,28 @@ static void info_hedge(void) {
 /* delay = "p50": the ceiling until 20 attempts are known, then their
  * median, within floor and ceiling. */
 static void percentile(void) {
-  luaretry_policy *p = load("max_attempts = 5\nattempt_timeout = 4\n"
-                            "hedge = { delay = 'p50', floor = 0.01, ceiling = 0.5 }\n");
+  luaretry_policy *p = load(
+    "max_attempts = 5\nattempt_timeout = 4\n"
+    "hedge = { delay = 'p50', floor = 0.01, ceiling = 0.5 }\n");
   luaretry_decision d;
   luaretry_outcome ok = status(200);
   int id;
   for (int i = 0; i < 30; i++) {
     luaretry_call *c = begin(p);
     luaretry_call_start(c, &id);
-    if (i == 0) CHECK_NEAR(luaretry_call_hedge_in(c), 0.5, 1e-9);  /* nothing known */
+    if (i == 0) CHECK_NEAR(luaretry_call_hedge_in(c), 0.5, 1e-9); /* nothing known */
     luaretry_call_wait(c, i % 2 ? 0.2 : 0.3);
     CHECK_CODE(luaretry_call_report_attempt(c, id, &ok, &d), LUARETRY_OK);
     luaretry_call_free(c);
   }
   luaretry_call *c = begin(p);
   luaretry_call_start(c, &id);
-  CHECK_NEAR(luaretry_call_hedge_in(c), 0.2, 1e-3);  /* 15 at 0.2 s, 15 at 0.3 s */
+  CHECK_NEAR(luaretry_call_hedge_in(c), 0.2, 1e-3); /* 15 at 0.2 s, 15 at 0.3 s */
   luaretry_call_free(c);
   CHECK_CODE(luaretry_policy_set(p, "hedge.ceiling", "0.1"), LUARETRY_OK);
   c = begin(p);
   luaretry_call_start(c, &id);
-  CHECK_NEAR(luaretry_call_hedge_in(c), 0.1, 1e-9);  /* the ceiling */
+  CHECK_NEAR(luaretry_call_hedge_in(c), 0.1, 1e-9); /* the ceiling */
   luaretry_call_free(c);
   char buf[32];
   CHECK_CODE(luaretry_policy_get(p, "hedge.delay", buf, sizeof buf), LUARETRY_OK);

@@ -9,9 +9,9 @@
 #include "check.h"
 #include "luaretry.h"
 
-#define THREADS 8
+#define THREADS   8
 #define DECISIONS 100000
-#define PER_CALL 10  /* 9 transient outcomes, then a success */
+#define PER_CALL  10 /* 9 transient outcomes, then a success */
 
 /* A Lua classifier that reads its arguments, so every decision runs in a
  * Lua state: 503 is transient, anything else final. */
@@ -37,7 +37,10 @@ static void *step_worker(void *arg) {
   for (long n = 0; n < DECISIONS / PER_CALL; n++) {
     opt.seed = (uint64_t)(w->id * 1000003L + n);
     luaretry_call *c;
-    if (luaretry_call_begin(w->p, &opt, &c) != LUARETRY_OK) { w->failures++; continue; }
+    if (luaretry_call_begin(w->p, &opt, &c) != LUARETRY_OK) {
+      w->failures++;
+      continue;
+    }
     for (int a = 1; a <= PER_CALL; a++) {
       luaretry_outcome o;
       luaretry_outcome_init(&o);
@@ -45,7 +48,10 @@ static void *step_worker(void *arg) {
       o.body = "busy";
       o.body_len = 4;
       luaretry_decision d;
-      if (luaretry_call_report(c, &o, &d) != LUARETRY_OK) { w->failures++; break; }
+      if (luaretry_call_report(c, &o, &d) != LUARETRY_OK) {
+        w->failures++;
+        break;
+      }
       w->decisions++;
       if (d.retry) {
         w->retries++;
@@ -78,12 +84,16 @@ static void *blocking_worker(void *arg) {
   for (long n = 0; n < 2000; n++) {
     opt.seed = (uint64_t)n;
     luaretry_call *c;
-    if (luaretry_call_begin(w->p, &opt, &c) != LUARETRY_OK) { w->failures++; continue; }
+    if (luaretry_call_begin(w->p, &opt, &c) != LUARETRY_OK) {
+      w->failures++;
+      continue;
+    }
     luaretry_decision d;
     if (luaretry_call_run(c, flaky, NULL, &d) != LUARETRY_OK ||
         d.reason != LUARETRY_REASON_SUCCESS || d.attempt != 3)
       w->failures++;
-    else w->successes++;
+    else
+      w->successes++;
     luaretry_call_free(c);
   }
   return NULL;
@@ -154,8 +164,11 @@ int main(void) {
    * throttle's buckets and the rate limiter's bucket take their spin
    * locks from every thread; every call ends, and every stop is counted */
   static const char *const load[][2] = {
-    { "breaker.failure_rate", "0.9" }, { "breaker.window", "50" },
-    { "breaker.open_seconds", "0.001" }, { "throttle.k", "2" }, { "rate.limit", "1e6" },
+    { "breaker.failure_rate", "0.9" },
+    { "breaker.window", "50" },
+    { "breaker.open_seconds", "0.001" },
+    { "throttle.k", "2" },
+    { "rate.limit", "1e6" },
   };
   for (size_t k = 0; k < sizeof load / sizeof load[0]; k++)
     CHECK_CODE(luaretry_policy_set(p, load[k][0], load[k][1]), LUARETRY_OK);

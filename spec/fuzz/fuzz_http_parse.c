@@ -13,12 +13,12 @@
 
 #include "faults/faults.h"
 
-#define MAX_SEEN 64      /* requests compared per input */
+#define MAX_SEEN 64 /* requests compared per input */
 
 typedef struct {
   int status;
   size_t nheaders, body_len;
-  uint64_t digest;  /* of method, path, query, headers and body */
+  uint64_t digest; /* of method, path, query, headers and body */
 } seen;
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
@@ -39,7 +39,7 @@ static uint64_t check_done(const lr_http_req *r, const char *buf, size_t len) {
   if (!r->chunked && r->body_len != r->content_length) abort();
   if (r->body_len > LR_HTTP_MAX_BODY || !lr_http_body_done(r)) abort();
   check_in_head(r->method, buf, r);
-  if (strcmp(r->path, "/") != 0) check_in_head(r->path, buf, r);  /* else maybe a literal */
+  if (strcmp(r->path, "/") != 0) check_in_head(r->path, buf, r); /* else maybe a literal */
   if (*r->query) check_in_head(r->query, buf, r);
   uint64_t h = 0xcbf29ce484222325ULL;
   h = fnv(h, r->method, strlen(r->method) + 1);
@@ -49,7 +49,8 @@ static uint64_t check_done(const lr_http_req *r, const char *buf, size_t len) {
     const char *n = r->headers[i].name, *v = r->headers[i].value;
     check_in_head(n, buf, r);
     check_in_head(v, buf, r);
-    for (const char *c = n; *c; c++) if (*c >= 'A' && *c <= 'Z') abort();
+    for (const char *c = n; *c; c++)
+      if (*c >= 'A' && *c <= 'Z') abort();
     h = fnv(h, n, strlen(n) + 1);
     h = fnv(h, v, strlen(v) + 1);
   }
@@ -74,7 +75,7 @@ static size_t parse_all(const uint8_t *data, size_t size, size_t step, seen *out
     size_t before = len;
     int st = lr_http_parse(r, buf, &len);
     if (len > before) abort();
-    ASAN_POISON_MEMORY_REGION(buf + len, before - len);  /* decoded away */
+    ASAN_POISON_MEMORY_REGION(buf + len, before - len); /* decoded away */
     if (st == LR_HTTP_MORE) {
       if (fed == size) break;
       continue;
@@ -82,7 +83,7 @@ static size_t parse_all(const uint8_t *data, size_t size, size_t step, seen *out
     seen *s = &out[n++];
     memset(s, 0, sizeof *s);
     s->status = st;
-    if (st != LR_HTTP_DONE) break;  /* the server answers and closes */
+    if (st != LR_HTTP_DONE) break; /* the server answers and closes */
     s->nheaders = r->nheaders;
     s->body_len = r->body_len;
     s->digest = check_done(r, buf, len);

@@ -51,7 +51,9 @@ static void check_decision(const luaretry_decision *d) {
 }
 
 static const luaretry_header HEADERS[] = {
-  { "Retry-After", "2" }, { "content-type", "text/plain" }, { "X-RateLimit-Reset", "5" },
+  { "Retry-After", "2" },
+  { "content-type", "text/plain" },
+  { "X-RateLimit-Reset", "5" },
 };
 
 /* The outcome of attempt k, from the input's hash. */
@@ -74,8 +76,12 @@ static void outcome_of(uint64_t h, int k, luaretry_outcome *o) {
 
 /* One attempt's request hooks; 0 when the call may go on. */
 static int request_hooks(luaretry_call *c, int k) {
-  luaretry_request in = { .method = k % 2 ? "PUT" : "GET", .url = "https://example.com/x",
-                          .headers = HEADERS, .header_count = 2, .body = "abc", .body_len = 3 };
+  luaretry_request in = { .method = k % 2 ? "PUT" : "GET",
+                          .url = "https://example.com/x",
+                          .headers = HEADERS,
+                          .header_count = 2,
+                          .body = "abc",
+                          .body_len = 3 };
   int yes = 0;
   luaretry_code rc = luaretry_call_is_idempotent(c, &in, &yes);
   check_code(rc, luaretry_call_errmsg(c));
@@ -87,8 +93,7 @@ static int request_hooks(luaretry_call *c, int k) {
 }
 
 static void one_call(luaretry_policy *p, uint64_t h) {
-  luaretry_call_options o = { .flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME,
-                              .seed = h };
+  luaretry_call_options o = { .flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME, .seed = h };
   luaretry_call *c;
   luaretry_code rc = luaretry_call_begin(p, &o, &c);
   check_code(rc, "begin");

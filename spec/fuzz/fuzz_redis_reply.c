@@ -32,8 +32,14 @@ static void check_shape(const redisReply *r, int depth) {
 
 static void check_script(const redisReply *r, const lr_redis_url *u) {
   lr_fleet_script s = { .sha = "", .use_eval = 0 };
-  lr_fleet_limits l = { .max_milli = 10000, .failures = 5, .open_ms = 30000, .probes = 1,
-                        .ttl_ms = 3600000, .ratio_milli = 100, .budget = 1, .breaker = 1 };
+  lr_fleet_limits l = { .max_milli = 10000,
+                        .failures = 5,
+                        .open_ms = 30000,
+                        .probes = 1,
+                        .ttl_ms = 3600000,
+                        .ratio_milli = 100,
+                        .budget = 1,
+                        .breaker = 1 };
   lr_fleet_reply out;
   int noscript = 0;
   char err[300];
@@ -92,8 +98,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       check_shape(r, 0);
       check_script(r, &u);
       if (r->type == REDIS_REPLY_ERROR || r->type == REDIS_REPLY_STATUS) check_quote(r, &u);
-      if (nkept < 3) kept[nkept++] = r;
-      else freeReplyObject(r);
+      if (nkept < 3)
+        kept[nkept++] = r;
+      else
+        freeReplyObject(r);
     }
   }
   if (nkept == 3) check_status(kept);

@@ -22,11 +22,11 @@ static void check_shift(const char *v, int date, double t0, double delta) {
   double a = luaretry_retry_after(v, t0), b = luaretry_retry_after(v, t0 + delta);
   check_range(a);
   check_range(b);
-  if (!date || a < 0 || b < 0 || a >= CAP) return;  /* past at one of them, or capped */
+  if (!date || a < 0 || b < 0 || a >= CAP) return; /* past at one of them, or capped */
   if (fabs((a - b) - delta) > 1e-6 * (1 + fabs(delta))) abort();
 }
 
-#define MAX_LINES 400  /* more than the 300 headers a hostile answer might send */
+#define MAX_LINES 400 /* more than the 300 headers a hostile answer might send */
 
 static void check_rate_limit(const luaretry_header *h, size_t n) {
   static const double nows[] = { 0, 1.7e9, 4e9 };
@@ -40,7 +40,8 @@ static void check_rate_limit(const luaretry_header *h, size_t n) {
 
 /* The bytes as the value of each field, then as header lines. */
 static void fuzz_rate_limit(const char *v, char *lines) {
-  luaretry_header one[3] = { { "ratelimit", v }, { "x-ratelimit-remaining", "0" },
+  luaretry_header one[3] = { { "ratelimit", v },
+                             { "x-ratelimit-remaining", "0" },
                              { "x-ratelimit-reset", v } };
   check_rate_limit(one, 3);
   one[1].value = v;

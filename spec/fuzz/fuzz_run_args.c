@@ -20,10 +20,11 @@ int config_words(const char *path, config_word_fn take, void *ud) {
   (void)take;
   (void)ud;
   return 0;
-}  /* more than MAX_HEADERS and MAX_SETS together */
+} /* more than MAX_HEADERS and MAX_SETS together */
 
 static int is_word(char **argv, int argc, const char *s) {
-  for (int i = 0; i < argc; i++) if (argv[i] == s) return 1;
+  for (int i = 0; i < argc; i++)
+    if (argv[i] == s) return 1;
   return 0;
 }
 
@@ -39,7 +40,8 @@ static void check_parsed(const run_args *a, char **argv, int argc) {
       a->nsets > MAX_SETS)
     abort();
   if (a->parallel < 0 || a->parallel > 1000 || a->verbosity < 0 || a->verbosity > 2) abort();
-  for (int i = 0; i < a->nwords; i++) if (!is_word(argv, argc, a->words[i])) abort();
+  for (int i = 0; i < a->nwords; i++)
+    if (!is_word(argv, argc, a->words[i])) abort();
   if (a->command && (a->command <= argv || a->command >= argv + argc)) abort();
   if (a->command && (a->nwords || a->urls_file)) abort();
 }
@@ -73,8 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(text, data, size);
   text[size] = '\0';
   int argc = 0;
-  for (char *w = text; w <= text + size && argc < MAX_WORDS; w += strlen(w) + 1)
-    argv[argc++] = w;
+  for (char *w = text; w <= text + size && argc < MAX_WORDS; w += strlen(w) + 1) argv[argc++] = w;
   if (size == 0) argc = 0;
   run_args a;
   int st = parse_run(argc, argv, &a, words);
@@ -83,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_parsed(&a, argv, argc);
     use_parsed(&a);
   }
-  run_args_free(&a);  /* the copies of the secrets it blanked */
+  run_args_free(&a); /* the copies of the secrets it blanked */
   free(words);
   free(argv);
   free(text);

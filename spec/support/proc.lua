@@ -2,7 +2,7 @@
 -- specs, and the fault server as a real process stopped by its PID.
 --
 --   local proc = require "support.proc"   -- .busted puts spec/ on package.path
---   local srv = proc.server("spec/run/always503.lua")   -- stopped by PID
+--   local srv = proc.server("spec/fixtures/run/always503.lua")   -- stopped by PID
 --   local r = proc.run({"run", "policies/http.lua", srv.base .. "/x"})
 --   r.code, r.stdout, r.stderr, r.secs
 --

@@ -17,55 +17,137 @@
 #define MAX_PARALLEL 1000
 
 typedef enum {
-  O_VERBOSE, O_QUIET, O_SILENT, O_SHOW_ERROR, O_STATS, O_STATS_JSON, O_LOCATION,
-  O_LOCATION_TRUSTED, O_INSECURE, O_COMPRESSED, O_INCLUDE, O_FAIL, O_HEAD,
-  O_STDOUT_LIVE, O_STDOUT_FINAL, O_CREATE_DIRS, O_FAIL_WITH_BODY,
-  O_REMOTE_NAME, O_REMOTE_NAME_ALL, O_GET, O_PARALLEL_CURL,
+  O_VERBOSE,
+  O_QUIET,
+  O_SILENT,
+  O_SHOW_ERROR,
+  O_STATS,
+  O_STATS_JSON,
+  O_LOCATION,
+  O_LOCATION_TRUSTED,
+  O_INSECURE,
+  O_COMPRESSED,
+  O_INCLUDE,
+  O_FAIL,
+  O_HEAD,
+  O_STDOUT_LIVE,
+  O_STDOUT_FINAL,
+  O_CREATE_DIRS,
+  O_FAIL_WITH_BODY,
+  O_REMOTE_NAME,
+  O_REMOTE_NAME_ALL,
+  O_GET,
+  O_PARALLEL_CURL,
   /* with a value from here on */
-  O_REQUEST, O_HEADER, O_DATA, O_DATA_BINARY, O_DATA_RAW, O_OUTPUT, O_USER, O_USER_AGENT,
-  O_CACERT, O_CERT, O_KEY, O_MAX_REDIRS, O_DUMP_HEADER, O_WRITE_OUT, O_MAX_TIME,
-  O_RETRY_MAX_TIME, O_CONNECT_TIMEOUT, O_SEED, O_SET, O_LOG_JSON, O_URLS, O_OUTPUT_DIR,
-  O_PARALLEL, O_METRICS_FILE, O_REDIS,
+  O_REQUEST,
+  O_HEADER,
+  O_DATA,
+  O_DATA_BINARY,
+  O_DATA_RAW,
+  O_OUTPUT,
+  O_USER,
+  O_USER_AGENT,
+  O_CACERT,
+  O_CERT,
+  O_KEY,
+  O_MAX_REDIRS,
+  O_DUMP_HEADER,
+  O_WRITE_OUT,
+  O_MAX_TIME,
+  O_RETRY_MAX_TIME,
+  O_CONNECT_TIMEOUT,
+  O_SEED,
+  O_SET,
+  O_LOG_JSON,
+  O_URLS,
+  O_OUTPUT_DIR,
+  O_PARALLEL,
+  O_METRICS_FILE,
+  O_REDIS,
   O_TRACE_ASCII,
-  O_SPEED_LIMIT, O_SPEED_TIME, O_CONTINUE_AT, O_UPLOAD_FILE, O_FORM, O_FORM_STRING,
-  O_COOKIE, O_COOKIE_JAR, O_RESOLVE, O_PROXY, O_CONFIG, O_PARALLEL_MAX, O_URL
+  O_SPEED_LIMIT,
+  O_SPEED_TIME,
+  O_CONTINUE_AT,
+  O_UPLOAD_FILE,
+  O_FORM,
+  O_FORM_STRING,
+  O_COOKIE,
+  O_COOKIE_JAR,
+  O_RESOLVE,
+  O_PROXY,
+  O_CONFIG,
+  O_PARALLEL_MAX,
+  O_URL
 } option_id;
 
 typedef struct {
-  char short_name;         /* 0: none */
-  const char *long_name;   /* NULL: none */
+  char short_name;       /* 0: none */
+  const char *long_name; /* NULL: none */
   option_id id;
 } run_option;
 
 static const run_option OPTIONS[] = {
-  { 'v', "--verbose", O_VERBOSE }, { 'q', "--quiet", O_QUIET }, { 's', "--silent", O_SILENT },
-  { 'S', "--show-error", O_SHOW_ERROR }, { 0, "--stats", O_STATS },
-  { 0, "--stats=json", O_STATS_JSON }, { 'L', "--location", O_LOCATION },
-  { 0, "--location-trusted", O_LOCATION_TRUSTED }, { 'k', "--insecure", O_INSECURE },
-  { 0, "--compressed", O_COMPRESSED }, { 'i', "--include", O_INCLUDE },
-  { 'f', "--fail", O_FAIL }, { 'I', "--head", O_HEAD },
-  { 'X', "--request", O_REQUEST }, { 'H', "--header", O_HEADER }, { 'd', "--data", O_DATA },
-  { 0, "--data-ascii", O_DATA }, { 0, "--data-binary", O_DATA_BINARY },
-  { 0, "--data-raw", O_DATA_RAW }, { 'o', "--output", O_OUTPUT }, { 'u', "--user", O_USER },
-  { 'A', "--user-agent", O_USER_AGENT }, { 0, "--cacert", O_CACERT }, { 'E', "--cert", O_CERT },
-  { 0, "--key", O_KEY }, { 0, "--max-redirs", O_MAX_REDIRS },
-  { 'D', "--dump-header", O_DUMP_HEADER }, { 'w', "--write-out", O_WRITE_OUT },
-  { 'm', "--max-time", O_MAX_TIME }, { 0, "--retry-max-time", O_RETRY_MAX_TIME },
-  { 0, "--connect-timeout", O_CONNECT_TIMEOUT }, { 0, "--seed", O_SEED }, { 0, "--set", O_SET },
-  { 0, "--log-json", O_LOG_JSON }, { 0, "--urls", O_URLS }, { 0, "--output-dir", O_OUTPUT_DIR },
-  { 0, "--parallel", O_PARALLEL }, { 0, "--metrics-file", O_METRICS_FILE },
+  { 'v', "--verbose", O_VERBOSE },
+  { 'q', "--quiet", O_QUIET },
+  { 's', "--silent", O_SILENT },
+  { 'S', "--show-error", O_SHOW_ERROR },
+  { 0, "--stats", O_STATS },
+  { 0, "--stats=json", O_STATS_JSON },
+  { 'L', "--location", O_LOCATION },
+  { 0, "--location-trusted", O_LOCATION_TRUSTED },
+  { 'k', "--insecure", O_INSECURE },
+  { 0, "--compressed", O_COMPRESSED },
+  { 'i', "--include", O_INCLUDE },
+  { 'f', "--fail", O_FAIL },
+  { 'I', "--head", O_HEAD },
+  { 'X', "--request", O_REQUEST },
+  { 'H', "--header", O_HEADER },
+  { 'd', "--data", O_DATA },
+  { 0, "--data-ascii", O_DATA },
+  { 0, "--data-binary", O_DATA_BINARY },
+  { 0, "--data-raw", O_DATA_RAW },
+  { 'o', "--output", O_OUTPUT },
+  { 'u', "--user", O_USER },
+  { 'A', "--user-agent", O_USER_AGENT },
+  { 0, "--cacert", O_CACERT },
+  { 'E', "--cert", O_CERT },
+  { 0, "--key", O_KEY },
+  { 0, "--max-redirs", O_MAX_REDIRS },
+  { 'D', "--dump-header", O_DUMP_HEADER },
+  { 'w', "--write-out", O_WRITE_OUT },
+  { 'm', "--max-time", O_MAX_TIME },
+  { 0, "--retry-max-time", O_RETRY_MAX_TIME },
+  { 0, "--connect-timeout", O_CONNECT_TIMEOUT },
+  { 0, "--seed", O_SEED },
+  { 0, "--set", O_SET },
+  { 0, "--log-json", O_LOG_JSON },
+  { 0, "--urls", O_URLS },
+  { 0, "--output-dir", O_OUTPUT_DIR },
+  { 0, "--parallel", O_PARALLEL },
+  { 0, "--metrics-file", O_METRICS_FILE },
   { 0, "--redis", O_REDIS },
-  { 0, "--stdout=live", O_STDOUT_LIVE }, { 0, "--stdout=final", O_STDOUT_FINAL },
-  { 0, "--trace-ascii", O_TRACE_ASCII }, { 0, "--create-dirs", O_CREATE_DIRS },
+  { 0, "--stdout=live", O_STDOUT_LIVE },
+  { 0, "--stdout=final", O_STDOUT_FINAL },
+  { 0, "--trace-ascii", O_TRACE_ASCII },
+  { 0, "--create-dirs", O_CREATE_DIRS },
   { 0, "--fail-with-body", O_FAIL_WITH_BODY },
-  { 'O', "--remote-name", O_REMOTE_NAME }, { 0, "--remote-name-all", O_REMOTE_NAME_ALL },
-  { 'G', "--get", O_GET }, { 'Z', NULL, O_PARALLEL_CURL },
-  { 'Y', "--speed-limit", O_SPEED_LIMIT }, { 'y', "--speed-time", O_SPEED_TIME },
-  { 'C', "--continue-at", O_CONTINUE_AT }, { 'T', "--upload-file", O_UPLOAD_FILE },
-  { 'F', "--form", O_FORM }, { 0, "--form-string", O_FORM_STRING },
-  { 'b', "--cookie", O_COOKIE }, { 'c', "--cookie-jar", O_COOKIE_JAR },
-  { 0, "--resolve", O_RESOLVE }, { 'x', "--proxy", O_PROXY }, { 'K', "--config", O_CONFIG },
-  { 0, "--parallel-max", O_PARALLEL_MAX }, { 0, "--url", O_URL },
+  { 'O', "--remote-name", O_REMOTE_NAME },
+  { 0, "--remote-name-all", O_REMOTE_NAME_ALL },
+  { 'G', "--get", O_GET },
+  { 'Z', NULL, O_PARALLEL_CURL },
+  { 'Y', "--speed-limit", O_SPEED_LIMIT },
+  { 'y', "--speed-time", O_SPEED_TIME },
+  { 'C', "--continue-at", O_CONTINUE_AT },
+  { 'T', "--upload-file", O_UPLOAD_FILE },
+  { 'F', "--form", O_FORM },
+  { 0, "--form-string", O_FORM_STRING },
+  { 'b', "--cookie", O_COOKIE },
+  { 'c', "--cookie-jar", O_COOKIE_JAR },
+  { 0, "--resolve", O_RESOLVE },
+  { 'x', "--proxy", O_PROXY },
+  { 'K', "--config", O_CONFIG },
+  { 0, "--parallel-max", O_PARALLEL_MAX },
+  { 0, "--url", O_URL },
 };
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
@@ -164,7 +246,6 @@ static char *hide(run_args *a, char *v) {
   return copy;
 }
 
-
 /* Whether a -H line carries a credential: Authorization, Cookie, and
  * Proxy-Authorization (what -v redacts too). */
 static int secret_header(const char *line) {
@@ -206,7 +287,7 @@ static int set_redirs(run_args *a, const char *v) {
 static int set_flag(run_args *a, option_id id) {
   switch (id) {
   case O_VERBOSE: a->verbosity = 2; break;
-  case O_QUIET: a->verbosity = 0, a->show_error = 1; break;  /* curl's -sS */
+  case O_QUIET: a->verbosity = 0, a->show_error = 1; break; /* curl's -sS */
   case O_SILENT: a->verbosity = 0; break;
   case O_SHOW_ERROR: a->show_error = 1; break;
   case O_STATS: a->stats = 1; break;
@@ -222,7 +303,8 @@ static int set_flag(run_args *a, option_id id) {
   case O_STDOUT_FINAL: a->stdout_live = 0; break;
   case O_CREATE_DIRS: a->create_dirs = 1; break;
   case O_FAIL_WITH_BODY: a->fail_with_body = 1; break;
-  case O_REMOTE_NAME: case O_REMOTE_NAME_ALL: a->remote_name = 1; break;
+  case O_REMOTE_NAME:
+  case O_REMOTE_NAME_ALL: a->remote_name = 1; break;
   case O_GET: a->get = 1; break;
   case O_PARALLEL_CURL: a->parallel_z = 1; break;
   default: break;
@@ -249,8 +331,10 @@ static int set_speed(run_args *a, option_id id, const char *opt, const char *v) 
   if (a->ntimes == MAX_TIMES) return cli_usage("run: too many time limits", NULL);
   char *set = a->times[a->ntimes++];
   snprintf(set, TIME_SET_SIZE, "%s=%s", whole ? "stall_speed" : "stall_timeout", v);
-  if (whole) a->speed_limit = (long)x;
-  else a->speed_time = x;
+  if (whole)
+    a->speed_limit = (long)x;
+  else
+    a->speed_time = x;
   return add_set(a, set);
 }
 
@@ -333,14 +417,16 @@ static int set_upload_file(run_args *a, const char *v) {
  * scripts use with --retry. */
 static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) {
   switch (id) {
-  case O_SPEED_LIMIT: case O_SPEED_TIME: return set_speed(a, id, opt, v);
+  case O_SPEED_LIMIT:
+  case O_SPEED_TIME: return set_speed(a, id, opt, v);
   case O_CONTINUE_AT:
     if (strcmp(v, "-") != 0)
       return cli_usage("run: -C %s: only -C - (continue where the -o file ends) is taken", v);
     a->continue_at = 1;
     return 0;
   case O_UPLOAD_FILE: return set_upload_file(a, v);
-  case O_FORM: case O_FORM_STRING:
+  case O_FORM:
+  case O_FORM_STRING:
     if (a->nforms == MAX_FORMS) return cli_usage("run: too many -F", NULL);
     if (!strchr(v, '=') || v[0] == '=')
       return cli_usage("run: -F '%s': expected NAME=VALUE, NAME=@FILE or NAME=<FILE", v);
@@ -372,7 +458,8 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_DATA_RAW: return add_data(a, DATA_RAW, v);
   case O_OUTPUT: a->output = v; break;
   case O_USER:
-    if (!strchr(v, ':')) return cli_usage("run: -u %s: expected USER:PASSWORD (luaretry does not prompt)", v);
+    if (!strchr(v, ':'))
+      return cli_usage("run: -u %s: expected USER:PASSWORD (luaretry does not prompt)", v);
     a->user = hide(a, v);
     break;
   case O_USER_AGENT: a->user_agent = v; break;
@@ -478,10 +565,10 @@ static int check_curl_combinations(run_args *a) {
   }
   if (a->nforms) {
     form_header_make(a);
-    a->data = a->forms[0];  /* a body, POST unless -X */
+    a->data = a->forms[0]; /* a body, POST unless -X */
   }
-  if (a->get) a->data = NULL;  /* the data goes in the query: no body */
-  if (a->parallel_z && !a->parallel) a->parallel = 50;  /* curl's --parallel-max default */
+  if (a->get) a->data = NULL;                          /* the data goes in the query: no body */
+  if (a->parallel_z && !a->parallel) a->parallel = 50; /* curl's --parallel-max default */
   return 0;
 }
 
@@ -494,9 +581,9 @@ static int check_combinations(run_args *a) {
     return cli_usage("run: -X, -H, -d, -o and -f are for URLs, not commands", NULL);
   if (a->command && (a->output_dir || a->parallel))
     return cli_usage("run: --parallel and --output-dir are for URLs, not commands", NULL);
-  if (a->command && (a->include || a->dump_header || a->write_out || a->connect_timeout > 0 ||
-                     a->location || a->user || a->insecure || a->cacert || a->cert ||
-                     a->compressed || a->user_agent))
+  if (a->command &&
+      (a->include || a->dump_header || a->write_out || a->connect_timeout > 0 || a->location ||
+       a->user || a->insecure || a->cacert || a->cert || a->compressed || a->user_agent))
     return cli_usage("run: curl's options are for URLs, not commands", NULL);
   if (a->output && a->output_dir) return cli_usage("run: -o or --output-dir, not both", NULL);
   if (a->urls_file && a->data && strcmp(a->urls_file, "-") == 0 && strcmp(a->data, "@-") == 0)
@@ -517,8 +604,10 @@ int parse_word(run_args *a, int argc, char **argv, int *i) {
   char *s = argv[*i];
   if (s[0] == '-' && s[1] == '-') return parse_long(a, argc, argv, i);
   if (s[0] == '-' && s[1]) return parse_short(a, argc, argv, i);
-  if (!a->policy && !a->nwords && !strstr(s, "://")) a->policy = s;  /* the first word only */
-  else return add_word(a, s);
+  if (!a->policy && !a->nwords && !strstr(s, "://"))
+    a->policy = s; /* the first word only */
+  else
+    return add_word(a, s);
   return 0;
 }
 
@@ -526,8 +615,10 @@ int parse_word(run_args *a, int argc, char **argv, int *i) {
  * word with "://" where POLICY goes) `http`, as a curl user expects. */
 static void default_policy(run_args *a) {
   if (a->policy) return;
-  if (a->command && !a->nwords) a->policy = "command", a->policy_defaulted = 1;
-  else if ((a->nwords || a->urls_file) && !a->command) a->policy = "http", a->policy_defaulted = 1;
+  if (a->command && !a->nwords)
+    a->policy = "command", a->policy_defaulted = 1;
+  else if ((a->nwords || a->urls_file) && !a->command)
+    a->policy = "http", a->policy_defaulted = 1;
 }
 
 int parse_run(int argc, char **argv, run_args *a, char **words) {
@@ -535,7 +626,7 @@ int parse_run(int argc, char **argv, run_args *a, char **words) {
   a->words = words;
   a->capwords = argc;
   a->verbosity = 1;
-  a->max_redirs = 50;  /* curl's own default */
+  a->max_redirs = 50; /* curl's own default */
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--") == 0) {
       if (i + 1 >= argc) return cli_usage("run: -- needs a COMMAND", NULL);

@@ -22,17 +22,17 @@
 #include "run.h"
 
 typedef struct {
-  attempt_log log;         /* first: the job's observer_ud leads back here;
+  attempt_log log; /* first: the job's observer_ud leads back here;
                               log.index: the URL's number; log.target:
                               redacted */
   luaretry_request req;
-  char *url;               /* as given */
-  char *path;              /* --output-dir: DIR/NAME */
-  char number[16];         /* "[3]": how messages about the file start */
-  outfile file;            /* the body: DIR/NAME kept on success, or standard
+  char *url;                   /* as given */
+  char *path;                  /* --output-dir: DIR/NAME */
+  char number[16];             /* "[3]": how messages about the file start */
+  outfile file;                /* the body: DIR/NAME kept on success, or standard
                               output (a spool of its own) shown once decided */
-  char *body_line;         /* "; body: ..." of a failure's final answer, or NULL */
-  luaretry_curl_resume resume;  /* a download that ends early goes on */
+  char *body_line;             /* "; body: ..." of a failure's final answer, or NULL */
+  luaretry_curl_resume resume; /* a download that ends early goes on */
 } batch_url;
 
 /* A set of names (open addressing, grown at half full), to make each
@@ -44,22 +44,22 @@ typedef struct {
 
 typedef struct {
   const run_args *a;
-  int next_word;           /* the command line's URLs come first */
-  FILE *list;              /* then --urls FILE's, read as they are needed */
+  int next_word; /* the command line's URLs come first */
+  FILE *list;    /* then --urls FILE's, read as they are needed */
   long line_no;
-  int list_failed;         /* reading it failed: the batch fails */
+  int list_failed; /* reading it failed: the batch fails */
   char *line;
   size_t line_size;
-  long urls;               /* URLs read so far (their numbers) */
+  long urls; /* URLs read so far (their numbers) */
   long max_attempts;
   name_set names;
-  FILE *json;              /* --log-json */
+  FILE *json; /* --log-json */
   luaretry_header headers[MAX_HEADERS];
-  upload body;             /* -d, sent by every call */
+  upload body; /* -d, sent by every call */
   luaretry_curl_many *many;
-  int worst;               /* the worst exit status of the calls so far */
-  luaretry_reason worst_reason;  /* the verdict of the call that set it */
-  int interrupted;         /* some call ended cancelled */
+  int worst;                    /* the worst exit status of the calls so far */
+  luaretry_reason worst_reason; /* the verdict of the call that set it */
+  int interrupted;              /* some call ended cancelled */
 } batch;
 
 /* Exit statuses from best to worst: the batch exits with the worst of its
@@ -96,7 +96,7 @@ static ssize_t bounded_line(FILE *f, char **line, size_t *size) {
   size_t n = 0;
   int c;
   while ((c = getc(f)) != EOF) {
-    if (n + 2 > *size) {  /* room for c and the NUL: at most MAX + 3 */
+    if (n + 2 > *size) { /* room for c and the NUL: at most MAX + 3 */
       size_t cap = *size ? *size * 2 : 256;
       if (cap > MAX_URL_LINE + 3) cap = MAX_URL_LINE + 3;
       char *grown = realloc(*line, cap);
@@ -106,7 +106,7 @@ static ssize_t bounded_line(FILE *f, char **line, size_t *size) {
     }
     (*line)[n++] = (char)c;
     if (c == '\n') break;
-    if (n > MAX_URL_LINE) return -2;  /* MAX + 1 bytes and no end yet */
+    if (n > MAX_URL_LINE) return -2; /* MAX + 1 bytes and no end yet */
   }
   if (n == 0) return -1;
   (*line)[n] = '\0';
@@ -147,8 +147,10 @@ static int bad_url(const char *url, const char *where, const char *why) {
 
 static int long_line(const char *name, long line_no) {
   char what[4400];
-  snprintf(what, sizeof what, "run: --urls %s, line %ld: longer than %d bytes, more than "
-           "any URL libcurl accepts: refused", name, line_no, MAX_URL_LINE);
+  snprintf(what, sizeof what,
+           "run: --urls %s, line %ld: longer than %d bytes, more than "
+           "any URL libcurl accepts: refused",
+           name, line_no, MAX_URL_LINE);
   return cli_usage("%s", what);
 }
 
@@ -209,7 +211,8 @@ static int open_urls(batch *b) {
   if (a->output_dir) {
     struct stat st;
     const char *why_not = stat(a->output_dir, &st) != 0 ? strerror(errno)
-                          : !S_ISDIR(st.st_mode) ? "not a directory" : NULL;
+                          : !S_ISDIR(st.st_mode)        ? "not a directory"
+                                                        : NULL;
     if (why_not) {
       fprintf(stderr, "luaretry: --output-dir %s: %s\n", a->output_dir, why_not);
       return EXIT_USAGE;
@@ -300,7 +303,7 @@ static char *join_path(const char *dir, const char *name) {
 
 static void url_free(batch_url *u) {
   if (!u) return;
-  outfile_finish(&u->file, 0);  /* a temporary is never left behind */
+  outfile_finish(&u->file, 0); /* a temporary is never left behind */
   free((char *)u->log.target);
   free(u->url);
   free(u->path);
@@ -367,21 +370,21 @@ static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
 
 /* A luaretry_curl_next_fn: the next URL's job. */
 static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
-  (void)index;  /* URLs are numbered here, bad ones included */
+  (void)index; /* URLs are numbered here, bad ones included */
   batch *b = ud;
   char why[256];
   for (char *url; (url = next_url(b));) {
     b->urls++;
     char *fixed = NULL;
-    if (!url_check(url, &fixed, why, sizeof why)) {  /* from a pipe: not checked before */
+    if (!url_check(url, &fixed, why, sizeof why)) { /* from a pipe: not checked before */
       char where[64];
       snprintf(where, sizeof where, " ([%ld])", b->urls);
       fold_status(b, bad_url(url, where, why), LUARETRY_REASON_FINAL);
       free(url);
       continue;
     }
-    if (fixed) free(url), url = fixed;  /* no scheme: http://, as curl guesses */
-    if (b->a->get || b->a->upload_file) {  /* -G's query, -T's file name */
+    if (fixed) free(url), url = fixed;    /* no scheme: http://, as curl guesses */
+    if (b->a->get || b->a->upload_file) { /* -G's query, -T's file name */
       char *full = url_for_call(b->a, url);
       free(url);
       if (!(url = full)) {
@@ -403,20 +406,22 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   batch *b = ud;
   batch_url *u = job->observer_ud;
   const luaretry_curl_result *r = &job->result;
-  int status = r->code != LUARETRY_OK ? cli_error_status(r->code)
-               : cli_exit_status(r->final.reason);
+  int status =
+    r->code != LUARETRY_OK ? cli_error_status(r->code) : cli_exit_status(r->final.reason);
   if (status == EXIT_INTERRUPTED) b->interrupted = 1;
   /* a file only on success; standard output shows the final attempt's */
-  int decided = r->code == LUARETRY_OK && r->final.reason != LUARETRY_REASON_CANCELLED &&
-                r->final.attempt > 0;
+  int decided =
+    r->code == LUARETRY_OK && r->final.reason != LUARETRY_REASON_CANCELLED && r->final.attempt > 0;
   int keep = status == EXIT_OK || (!u->file.path && decided) ||
              (b->a->fail_with_body && decided && !r->error && r->status > 0);
   if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
   fold_status(b, status, r->final.reason);
   char last[64] = "none";
   if (r->final.attempt > 0) {
-    if (r->error) snprintf(last, sizeof last, "%s error", r->error);
-    else snprintf(last, sizeof last, "%d", r->status);
+    if (r->error)
+      snprintf(last, sizeof last, "%s error", r->error);
+    else
+      snprintf(last, sizeof last, "%d", r->status);
   }
   /* -v and none: every URL's line; -q: a failed URL's only; -s: none */
   if (b->a->verbosity == 0 && !(b->a->show_error && status != EXIT_OK)) {
@@ -437,7 +442,7 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   fprintf(out, ": %s, %d attempt%s, status %s, %.3f s, exit %d%s", verdict, r->final.attempt,
           r->final.attempt == 1 ? "" : "s", last, r->elapsed, status, detail ? ": " : "");
   cli_text(out, detail);
-  if (u->body_line) fputs(u->body_line, out);  /* escaped already */
+  if (u->body_line) fputs(u->body_line, out); /* escaped already */
   fputc('\n', out);
   if (m && fclose(m) == 0) fwrite(line, 1, len, stderr);
   free(line);
@@ -461,8 +466,9 @@ static int prepare(batch *b, luaretry_policy *p) {
     if (st == SPOOL_DEADLINE)
       fprintf(stderr, "luaretry: -d %s did not end before the deadline (%g s)\n", a->data,
               t.deadline);
-    return st == SPOOL_DEADLINE ? EXIT_DEADLINE : st == SPOOL_INTERRUPTED ? EXIT_INTERRUPTED
-           : EXIT_USAGE;
+    return st == SPOOL_DEADLINE      ? EXIT_DEADLINE
+           : st == SPOOL_INTERRUPTED ? EXIT_INTERRUPTED
+                                     : EXIT_USAGE;
   }
   return EXIT_OK;
 }
@@ -487,7 +493,7 @@ static int perform(batch *b, luaretry_policy *p) {
   mo.next = next_job;
   mo.next_ud = b;
   mo.easy = easy;
-  mo.share = curlopts_share();  /* -b, -c: one cookie store for every URL */
+  mo.share = curlopts_share(); /* -b, -c: one cookie store for every URL */
   if (rc == LUARETRY_OK) {
     cli_cancel_on_signal(NULL, b->many);
     rc = luaretry_curl_perform_many(b->many, p, NULL, 0, &mo);
@@ -499,7 +505,7 @@ static int perform(batch *b, luaretry_policy *p) {
     return EXIT_POLICY;
   }
   if (b->interrupted && (b->a->verbosity > 0 || b->a->show_error)) {
-    char *more = next_url(b);  /* one look further: is anything left? */
+    char *more = next_url(b); /* one look further: is anything left? */
     free(more);
     if (more)
       fprintf(stderr, "luaretry: interrupted: the URLs from [%ld] on were not begun\n",

@@ -37,28 +37,28 @@
 #include "run.h"
 
 #define STDERR_TAIL (64 * 1024)
-#define KILL_GRACE 1.0   /* seconds from SIGTERM to SIGKILL */
-#define TICK_MS 10       /* how soon a timeout, a cancel or the group's end is seen */
-#define PENDING 4096     /* a partial error line held back; a longer one passes in pieces */
+#define KILL_GRACE  1.0  /* seconds from SIGTERM to SIGKILL */
+#define TICK_MS     10   /* how soon a timeout, a cancel or the group's end is seen */
+#define PENDING     4096 /* a partial error line held back; a longer one passes in pieces */
 
 typedef struct {
   char **argv;
-  int stdin_fd;            /* the spooled standard input, or -1 */
-  int live_stdout;         /* --stdout=live: every attempt's, as it comes */
-  outfile *out;            /* the attempt's standard output */
-  char err[STDERR_TAIL];   /* the tail of its error output */
+  int stdin_fd;          /* the spooled standard input, or -1 */
+  int live_stdout;       /* --stdout=live: every attempt's, as it comes */
+  outfile *out;          /* the attempt's standard output */
+  char err[STDERR_TAIL]; /* the tail of its error output */
   size_t err_len;
-  char pending[PENDING];   /* its error output after the last line end */
+  char pending[PENDING]; /* its error output after the last line end */
   size_t pending_len;
 } command;
 
 /* One attempt's child: its group and what the parent watches. */
 typedef struct {
-  pid_t pid;               /* also the group's id */
-  struct pollfd fds[2];    /* read ends of its standard output and error */
-  int status;              /* its wait status, once reaped */
+  pid_t pid;            /* also the group's id */
+  struct pollfd fds[2]; /* read ends of its standard output and error */
+  int status;           /* its wait status, once reaped */
   int reaped;
-  double start, term_at;   /* term_at: when SIGTERM went (0: not yet) */
+  double start, term_at; /* term_at: when SIGTERM went (0: not yet) */
   int timed_out, killed;
 } child;
 
@@ -82,7 +82,7 @@ static void keep_tail(command *cmd, const char *s, size_t n) {
 static void write_all(int fd, const char *s, size_t n) {
   while (n > 0) {
     ssize_t w = write(fd, s, n);
-    if (w < 0 && errno == EINTR && !cli_stop_signals()) continue;  /* a stop ends the wait */
+    if (w < 0 && errno == EINTR && !cli_stop_signals()) continue; /* a stop ends the wait */
     if (w <= 0) {
       if (w < 0 && errno == EAGAIN) {
         struct pollfd p = { fd, POLLOUT, 0 };
@@ -104,7 +104,7 @@ static void pass_errors(command *cmd, const char *s, size_t n) {
     s += take, n -= take;
     size_t end = cmd->pending_len;
     while (end > 0 && cmd->pending[end - 1] != '\n' && cmd->pending[end - 1] != '\r') end--;
-    if (end == 0 && cmd->pending_len == PENDING) end = PENDING;  /* a very long line */
+    if (end == 0 && cmd->pending_len == PENDING) end = PENDING; /* a very long line */
     write_all(STDERR_FILENO, cmd->pending, end);
     memmove(cmd->pending, cmd->pending + end, cmd->pending_len - end);
     cmd->pending_len -= end;
@@ -162,7 +162,7 @@ static int spawn(const command *cmd, child *ch) {
   if (cmd->stdin_fd >= 0) in_fd = reopen_stdin(cmd->stdin_fd);
   pid_t pid = cmd->stdin_fd >= 0 && in_fd < 0 ? -1 : fork();
   if (pid == 0) {
-    fcntl(out_pipe[1], F_SETFL, 0);  /* the child's ends block, as usual */
+    fcntl(out_pipe[1], F_SETFL, 0); /* the child's ends block, as usual */
     fcntl(err_pipe[1], F_SETFL, 0);
     child_setup(in_fd, out_pipe[1], err_pipe[1]);
     execvp(cmd->argv[0], cmd->argv);
@@ -170,9 +170,9 @@ static int spawn(const command *cmd, child *ch) {
     /* as a shell says it: "not found" for a name looked up on PATH */
     dprintf(STDERR_FILENO, "luaretry: cannot run %s: %s\n", cmd->argv[0],
             err == ENOENT && !strchr(cmd->argv[0], '/') ? "command not found" : strerror(err));
-    _exit(err == ENOENT ? 127 : 126);  /* as a shell says it */
+    _exit(err == ENOENT ? 127 : 126); /* as a shell says it */
   }
-  if (pid > 0) setpgid(pid, pid);  /* whoever runs first, the group exists */
+  if (pid > 0) setpgid(pid, pid); /* whoever runs first, the group exists */
   close(out_pipe[1]);
   close(err_pipe[1]);
   if (in_fd >= 0) close(in_fd);
@@ -195,9 +195,12 @@ static void drain(command *cmd, child *ch) {
     for (int rounds = 0; ch->fds[i].fd >= 0 && rounds < 64; rounds++) {
       ssize_t got = read(ch->fds[i].fd, buf, sizeof buf);
       if (got > 0) {
-        if (i == 0 && cmd->live_stdout) write_all(STDOUT_FILENO, buf, (size_t)got);
-        else if (i == 0) outfile_write(cmd->out, buf, (size_t)got);
-        else keep_tail(cmd, buf, (size_t)got), pass_errors(cmd, buf, (size_t)got);
+        if (i == 0 && cmd->live_stdout)
+          write_all(STDOUT_FILENO, buf, (size_t)got);
+        else if (i == 0)
+          outfile_write(cmd->out, buf, (size_t)got);
+        else
+          keep_tail(cmd, buf, (size_t)got), pass_errors(cmd, buf, (size_t)got);
         continue;
       }
       if (got < 0 && errno == EINTR) continue;
@@ -229,7 +232,7 @@ static void enforce(luaretry_call *c, child *ch, double timeout) {
     ch->timed_out = !cancelled;
     ch->term_at = now;
     kill(-ch->pid, SIGTERM);
-    kill(-ch->pid, SIGCONT);  /* a stopped member must see it too */
+    kill(-ch->pid, SIGCONT); /* a stopped member must see it too */
   }
   if (ch->term_at && !ch->killed && (now - ch->term_at >= KILL_GRACE || cli_stop_signals() >= 2)) {
     ch->killed = 1;
@@ -242,18 +245,21 @@ static void watch(command *cmd, luaretry_call *c, child *ch, double timeout) {
   cli_kill_on_second_signal(ch->pid);
   for (;;) {
     int open_fds = (ch->fds[0].fd >= 0) + (ch->fds[1].fd >= 0);
-    if (open_fds) poll(ch->fds, 2, TICK_MS);  /* -1 entries are skipped */
-    else poll(NULL, 0, TICK_MS);
+    if (open_fds)
+      poll(ch->fds, 2, TICK_MS); /* -1 entries are skipped */
+    else
+      poll(NULL, 0, TICK_MS);
     drain(cmd, ch);
     if (group_gone(ch)) break;
     enforce(c, ch, timeout);
   }
   cli_kill_on_second_signal(0);
-  drain(cmd, ch);  /* what is there now; a writer outside the group is not waited for */
+  drain(cmd, ch); /* what is there now; a writer outside the group is not waited for */
   for (int i = 0; i < 2; i++)
     if (ch->fds[i].fd >= 0) close(ch->fds[i].fd);
   int ws;
-  while (waitpid(-1, &ws, WNOHANG) > 0) {}  /* orphans that left the group */
+  while (waitpid(-1, &ws, WNOHANG) > 0) {
+  } /* orphans that left the group */
 }
 
 /* A luaretry_operation_fn: one run of the command. */

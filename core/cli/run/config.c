@@ -46,7 +46,10 @@ static int split_line(const char *line, char **words) {
   if (vlen) {
     if (!(value = malloc(vlen + 1))) return -1;
     if (*v == '"') {
-      if (unquote(v + 1, value) != 0) { free(value); return -1; }
+      if (unquote(v + 1, value) != 0) {
+        free(value);
+        return -1;
+      }
     } else {
       size_t bare = strcspn(v, " \t\r\n");
       memcpy(value, v, bare);
@@ -54,9 +57,15 @@ static int split_line(const char *line, char **words) {
     }
   }
   size_t size = n + 3 + (is_short && value ? strlen(value) : 0);
-  if (!(words[0] = malloc(size))) { free(value); return -1; }
-  snprintf(words[0], size, "%s%.*s%s", is_short ? "" : *s == '-' ? "" : "--", (int)n, s,
-           is_short && value ? value : "");
+  if (!(words[0] = malloc(size))) {
+    free(value);
+    return -1;
+  }
+  snprintf(words[0], size, "%s%.*s%s",
+           is_short    ? ""
+           : *s == '-' ? ""
+                       : "--",
+           (int)n, s, is_short && value ? value : "");
   if (is_short || !value) {
     free(value);
     return 1;

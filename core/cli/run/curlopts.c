@@ -44,7 +44,7 @@ static int tls_options(const run_args *a, CURL *h) {
   char *file, *password;
   int rc = split_cert(a->cert, &file, &password);
   if (rc == 0) {
-    curl_easy_setopt(h, CURLOPT_SSLCERT, file);  /* libcurl copies strings */
+    curl_easy_setopt(h, CURLOPT_SSLCERT, file); /* libcurl copies strings */
     if (password) curl_easy_setopt(h, CURLOPT_KEYPASSWD, password);
     if (a->key) curl_easy_setopt(h, CURLOPT_SSLKEY, a->key);
   } else {
@@ -72,7 +72,7 @@ int curlopts_begin(const run_args *a) {
   cookie_share = curl_share_init();
   if (!cookie_share) return -1;
   curl_share_setopt(cookie_share, CURLSHOPT_SHARE, CURL_LOCK_DATA_COOKIE);
-  if (!a->cookie || strchr(a->cookie, '=')) return 0;  /* no file, or cookies given inline */
+  if (!a->cookie || strchr(a->cookie, '=')) return 0; /* no file, or cookies given inline */
   CURL *h = curl_easy_init();
   if (!h) return -1;
   curl_easy_setopt(h, CURLOPT_SHARE, cookie_share);
@@ -93,7 +93,7 @@ int curlopts_end(const run_args *a) {
       curl_easy_setopt(h, CURLOPT_SHARE, cookie_share);
       curl_easy_setopt(h, CURLOPT_COOKIEJAR, a->cookie_jar);
       if (curl_easy_setopt(h, CURLOPT_COOKIELIST, "FLUSH") != CURLE_OK) rc = -1;
-      curl_easy_setopt(h, CURLOPT_COOKIEJAR, NULL);  /* written: not again at cleanup */
+      curl_easy_setopt(h, CURLOPT_COOKIEJAR, NULL); /* written: not again at cleanup */
       curl_easy_cleanup(h);
     }
   }
@@ -110,7 +110,7 @@ static void connection_options(const run_args *a, CURL *h) {
   if (a->proxy) curl_easy_setopt(h, CURLOPT_PROXY, a->proxy);
   if (cookie_share) {
     curl_easy_setopt(h, CURLOPT_SHARE, cookie_share);
-    curl_easy_setopt(h, CURLOPT_COOKIEFILE, "");  /* the engine on, no file read */
+    curl_easy_setopt(h, CURLOPT_COOKIEFILE, ""); /* the engine on, no file read */
   }
   if (a->cookie && strchr(a->cookie, '=')) curl_easy_setopt(h, CURLOPT_COOKIE, a->cookie);
 }
@@ -135,6 +135,6 @@ int curlopts_apply(const run_args *a, CURL *h) {
     fprintf(stderr, "luaretry: --compressed: this libcurl decodes no compression\n");
     return -1;
   }
-  trace_apply(h);  /* -v, --trace-ascii */
+  trace_apply(h); /* -v, --trace-ascii */
   return tls_options(a, h);
 }

@@ -44,7 +44,7 @@ static int join_parts(const run_args *a, upload *u) {
     if ((status = part_open(&a->data_parts[opened], &parts[opened], 1)) != 0) break;
     total += parts[opened].len + 1;
   }
-  if (status != 0) upload_close(&parts[opened]);  /* what a failed open holds */
+  if (status != 0) upload_close(&parts[opened]); /* what a failed open holds */
   char *joined = status == 0 ? malloc(total + 1) : NULL;
   if (status == 0 && !joined) {
     fprintf(stderr, "luaretry: -d: out of memory\n");
@@ -70,7 +70,7 @@ static int join_parts(const run_args *a, upload *u) {
 
 int data_open(const run_args *a, upload *u) {
   if (a->nforms) return form_open(a, u);
-  if (a->ndata == 1) return part_open(&a->data_parts[0], u, 0);  /* a large file is not copied */
+  if (a->ndata == 1) return part_open(&a->data_parts[0], u, 0); /* a large file is not copied */
   return join_parts(a, u);
 }
 
@@ -85,15 +85,18 @@ char *url_for_call(const run_args *a, const char *url) {
   const char *base = NULL;
   if (a->get && a->ndata && join_parts(a, &q) != 0) return NULL;
   if (a->upload_file && strcmp(a->upload_file, "-") != 0 && ends_with_slash(url)) {
-    base = strrchr(a->upload_file, '/');  /* curl's -T to a folder URL: the file's name */
+    base = strrchr(a->upload_file, '/'); /* curl's -T to a folder URL: the file's name */
     base = base ? base + 1 : a->upload_file;
   }
   size_t n = strlen(url) + q.len + (base ? strlen(base) : 0) + 2;
   char *out = malloc(n);
   if (out) {
-    size_t at = strcspn(url, "#");  /* the query goes before a fragment */
+    size_t at = strcspn(url, "#"); /* the query goes before a fragment */
     snprintf(out, n, "%.*s%s%s%.*s", (int)at, url, base ? base : "",
-             !q.arg ? "" : memchr(url, '?', at) ? "&" : "?", (int)q.len, q.data ? q.data : "");
+             !q.arg                 ? ""
+             : memchr(url, '?', at) ? "&"
+                                    : "?",
+             (int)q.len, q.data ? q.data : "");
   } else {
     fprintf(stderr, "luaretry: out of memory\n");
   }

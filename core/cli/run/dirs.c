@@ -16,7 +16,7 @@ int create_dirs(const char *path, int whole, const char *option) {
     return -1;
   }
   size_t n = strlen(p);
-  if (!whole) {  /* FILE's folder: up to its last '/' */
+  if (!whole) { /* FILE's folder: up to its last '/' */
     while (n > 0 && p[n - 1] != '/') n--;
     p[n] = '\0';
   }

@@ -38,7 +38,10 @@ static int copy_file(int fd, const char *path) {
   ssize_t n;
   int rc = 0;
   while ((n = read(in, buf, sizeof buf)) > 0)
-    if (put(fd, buf, (size_t)n) != 0) { rc = -1; break; }
+    if (put(fd, buf, (size_t)n) != 0) {
+      rc = -1;
+      break;
+    }
   if (n < 0) rc = -1;
   if (rc) perror(path);
   close(in);

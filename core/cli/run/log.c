@@ -20,16 +20,18 @@ static const char *verdict(const luaretry_decision *d) {
 static void json_fields(FILE *f, const luaretry_decision *d, int status, const char *error,
                         const char *detail, const char *target) {
   fprintf(f, "{\"attempt\":%d,\"status\":", d->attempt);
-  if (status >= 0) fprintf(f, "%d", status);
-  else fputs("null", f);
+  if (status >= 0)
+    fprintf(f, "%d", status);
+  else
+    fputs("null", f);
   fputs(",\"error\":", f);
   cli_json_string(f, error);
   fputs(",\"error_detail\":", f);
   cli_json_string(f, detail);
   fputs(",\"verdict\":", f);
   cli_json_string(f, verdict(d));
-  fprintf(f, ",\"wait\":%.6f,\"elapsed\":%.6f,\"next_timeout\":%.6f,\"rule\":", d->wait,
-          d->elapsed, d->next_timeout);
+  fprintf(f, ",\"wait\":%.6f,\"elapsed\":%.6f,\"next_timeout\":%.6f,\"rule\":", d->wait, d->elapsed,
+          d->next_timeout);
   cli_json_string(f, d->rule);
   fputs(",\"wait_source\":", f);
   cli_json_string(f, d->retry ? luaretry_wait_source_name(d->wait_source) : NULL);
@@ -69,10 +71,9 @@ static void json_line(const attempt_log *log, const luaretry_decision *d, int st
 static void log_stop(const attempt_log *log, const luaretry_decision *d, const char *who) {
   if (log->json) json_line(log, d, -1, NULL, NULL);
   /* a refusal after a wait ends the call: -q's one line of a failure */
-  if ((log->verbosity > 0 || log->show_error) && (d->reason == LUARETRY_REASON_CIRCUIT_OPEN ||
-                                                  d->reason == LUARETRY_REASON_BUDGET ||
-                                                  d->reason == LUARETRY_REASON_THROTTLE ||
-                                                  d->reason == LUARETRY_REASON_RATE_LIMIT)) {
+  if ((log->verbosity > 0 || log->show_error) &&
+      (d->reason == LUARETRY_REASON_CIRCUIT_OPEN || d->reason == LUARETRY_REASON_BUDGET ||
+       d->reason == LUARETRY_REASON_THROTTLE || d->reason == LUARETRY_REASON_RATE_LIMIT)) {
     fprintf(stderr, "luaretry: %sbefore attempt %d: %s (", who, d->attempt + 1,
             luaretry_reason_name(d->reason));
     cli_text(stderr, d->rule);
@@ -82,7 +83,7 @@ static void log_stop(const attempt_log *log, const luaretry_decision *d, const c
   }
 }
 
-#define BODY_SHOWN 160   /* bytes of a final answer's body a log line quotes */
+#define BODY_SHOWN 160 /* bytes of a final answer's body a log line quotes */
 
 void log_body_line(FILE *f, const luaretry_outcome *o) {
   if (o->kind != LUARETRY_OUTCOME_HTTP || o->error || o->status <= 0 || !o->body_len) return;
@@ -108,9 +109,12 @@ static void text_line(const attempt_log *log, const char *who, const luaretry_ou
   FILE *f = open_memstream(&line, &len);
   if (!f) return;
   char outcome[64];
-  if (o->error) snprintf(outcome, sizeof outcome, "%s error", o->error);
-  else if (o->kind == LUARETRY_OUTCOME_COMMAND) snprintf(outcome, sizeof outcome, "exit %d", o->status);
-  else snprintf(outcome, sizeof outcome, "%d", o->status);
+  if (o->error)
+    snprintf(outcome, sizeof outcome, "%s error", o->error);
+  else if (o->kind == LUARETRY_OUTCOME_COMMAND)
+    snprintf(outcome, sizeof outcome, "exit %d", o->status);
+  else
+    snprintf(outcome, sizeof outcome, "%d", o->status);
   char of[32] = "";
   if (log->max_attempts > 0) snprintf(of, sizeof of, "/%ld", log->max_attempts);
   fprintf(f, "luaretry: %sattempt %d%s%s: ", who, d->attempt, of, d->hedge ? " (hedge)" : "");
@@ -122,7 +126,8 @@ static void text_line(const attempt_log *log, const char *who, const luaretry_ou
   cli_text(f, d->rule);
   fputc(')', f);
   if (d->in_flight)
-    fprintf(f, d->reason == LUARETRY_REASON_NONE ? "; %d more in flight" : "; %d in flight cancelled",
+    fprintf(f,
+            d->reason == LUARETRY_REASON_NONE ? "; %d more in flight" : "; %d in flight cancelled",
             d->in_flight);
   if (d->message) fputs(": ", f), cli_text(f, d->message);
   if (o->error_detail) fputs(": ", f), cli_text(f, o->error_detail);
@@ -134,7 +139,7 @@ static void text_line(const attempt_log *log, const char *who, const luaretry_ou
 
 void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   attempt_log *log = ud;
-  char who[32] = "";  /* "[3] " in a batch */
+  char who[32] = ""; /* "[3] " in a batch */
   if (log->index) snprintf(who, sizeof who, "[%d] ", log->index);
   if (!o) {
     log_stop(log, d, who);
@@ -196,7 +201,8 @@ void log_json_close(FILE *json) {
 void log_stats(const luaretry_policy *p) {
   luaretry_metrics m;
   luaretry_policy_metrics(p, &m);
-  fprintf(stderr, "luaretry: stats: calls %llu, attempts %llu, retries %llu, successes %llu, "
+  fprintf(stderr,
+          "luaretry: stats: calls %llu, attempts %llu, retries %llu, successes %llu, "
           "finals %llu, exhausted %llu, deadline stops %llu, policy errors %llu, "
           "cancelled %llu, budget refusals %llu, circuit refusals %llu, breaker openings %llu, "
           "waited %.3f s, breaker %s, guards %s, hedges %llu (won %llu, cancelled %llu)\n",

@@ -10,8 +10,8 @@
 
 #include "outfile.h"
 
-#define TMP_SUFFIX ".luaretry-XXXXXX"  /* what the specs look for as leftovers */
-#define MAX_LINKS 40                   /* as the kernel's ELOOP */
+#define TMP_SUFFIX ".luaretry-XXXXXX" /* what the specs look for as leftovers */
+#define MAX_LINKS  40                 /* as the kernel's ELOOP */
 
 void outfile_init(outfile *f, const char *path, const char *option) {
   memset(f, 0, sizeof *f);
@@ -66,7 +66,7 @@ static char *follow_links(const char *path) {
     free(cur);
     cur = next;
   }
-  return cur;  /* a loop: opening it fails with ELOOP, as it should */
+  return cur; /* a loop: opening it fails with ELOOP, as it should */
 }
 
 /* The temporary beside the target, private until it is kept. */
@@ -104,7 +104,7 @@ static int inspect_target(outfile *f) {
   if (stat(f->target, &st) != 0) {
     mode_t mask = umask(0);
     umask(mask);
-    f->mode = 0666 & ~mask;  /* what open(..., 0666) gives, as curl's */
+    f->mode = 0666 & ~mask; /* what open(..., 0666) gives, as curl's */
     return 0;
   }
   if (S_ISDIR(st.st_mode)) {
@@ -112,7 +112,7 @@ static int inspect_target(outfile *f) {
     return -1;
   }
   if (!S_ISREG(st.st_mode)) {
-    f->in_place = 1;  /* a device, a FIFO, a socket: never replaced */
+    f->in_place = 1; /* a device, a FIFO, a socket: never replaced */
     if (access(f->target, W_OK) != 0) {
       complain(f, NULL, errno);
       return -1;
@@ -120,7 +120,7 @@ static int inspect_target(outfile *f) {
     return 0;
   }
   f->existed = 1;
-  f->mode = st.st_mode & 0777;  /* no set-id bit carried onto new bytes */
+  f->mode = st.st_mode & 0777; /* no set-id bit carried onto new bytes */
   f->uid = st.st_uid;
   f->gid = st.st_gid;
   return 0;
@@ -243,8 +243,8 @@ static int finish_in_place(outfile *f, int ok) {
     /* no O_CREAT, no O_TRUNC: the thing is written into, never made;
      * a stop signal interrupts a FIFO's open that waits for a reader */
     int to = f->path ? open(f->target, O_WRONLY | O_CLOEXEC | O_NOCTTY) : STDOUT_FILENO;
-    int failed = to < 0 || (f->fd >= 0 ? copy_spool(f->fd, to)
-                                       : write_all(to, f->mem, f->mem_len)) != 0;
+    int failed =
+      to < 0 || (f->fd >= 0 ? copy_spool(f->fd, to) : write_all(to, f->mem, f->mem_len)) != 0;
     if (failed) complain(f, "writing", errno), ok = 0;
     if (f->path && to >= 0 && close(to) != 0 && ok) complain(f, "writing", errno), ok = 0;
   }
@@ -305,8 +305,9 @@ static int finish_append(outfile *f, int ok) {
 int outfile_finish(outfile *f, int keep) {
   if (f->finished) return 0;
   int ok = keep && !f->failed;
-  ok = f->append ? finish_append(f, ok) : f->in_place ? finish_in_place(f, ok)
-       : finish_replace(f, ok);
+  ok = f->append     ? finish_append(f, ok)
+       : f->in_place ? finish_in_place(f, ok)
+                     : finish_replace(f, ok);
   f->finished = 1;
   free(f->target);
   f->target = NULL;

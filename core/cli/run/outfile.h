@@ -24,22 +24,22 @@
 #define OUTFILE_MEMORY (64 * 1024)
 
 typedef struct {
-  const char *path;        /* as given, the caller's; NULL: standard output */
-  const char *option;      /* messages say "OPTION PATH": "-o", "--svg", "[3]" */
-  char *target;            /* path with its symlinks followed */
-  int in_place;            /* not a regular file: spooled, then written into */
-  char *tmp;               /* the temporary beside target, while it exists */
-  int fd;                  /* the temporary or the spool; -1 before */
-  char *mem;               /* in place: the first OUTFILE_MEMORY bytes are
+  const char *path;   /* as given, the caller's; NULL: standard output */
+  const char *option; /* messages say "OPTION PATH": "-o", "--svg", "[3]" */
+  char *target;       /* path with its symlinks followed */
+  int in_place;       /* not a regular file: spooled, then written into */
+  char *tmp;          /* the temporary beside target, while it exists */
+  int fd;             /* the temporary or the spool; -1 before */
+  char *mem;          /* in place: the first OUTFILE_MEMORY bytes are
                               kept here, a spool file made only past them */
   size_t mem_len;
-  int failed;              /* creating or writing failed: the rest is dropped */
+  int failed; /* creating or writing failed: the rest is dropped */
   int finished;
-  int existed;             /* target is a regular file that is replaced */
-  mode_t mode;             /* the mode the file gets */
-  uid_t uid;               /* the replaced file's owner, kept where we may */
+  int existed; /* target is a regular file that is replaced */
+  mode_t mode; /* the mode the file gets */
+  uid_t uid;   /* the replaced file's owner, kept where we may */
   gid_t gid;
-  int append;              /* -C -: written into the file itself, after
+  int append; /* -C -: written into the file itself, after
                               what it held; kept whatever the outcome */
 } outfile;
 

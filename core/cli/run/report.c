@@ -14,12 +14,13 @@
 
 /* The counters of luaretry_metrics, one table for JSON and Prometheus. */
 typedef struct {
-  const char *name;        /* --stats=json's key; luaretry_NAME_total */
+  const char *name; /* --stats=json's key; luaretry_NAME_total */
   const char *help;
-  size_t offset;           /* of a uint64_t in luaretry_metrics */
+  size_t offset; /* of a uint64_t in luaretry_metrics */
 } counter;
 
-#define C(field, help) { #field, help, offsetof(luaretry_metrics, field) }
+#define C(field, help) \
+  { #field, help, offsetof(luaretry_metrics, field) }
 static const counter COUNTERS[] = {
   C(calls, "Calls begun."),
   C(attempts, "Attempts made."),
@@ -55,7 +56,8 @@ static void stats_json(const luaretry_metrics *m, const char *policy) {
   fputs("{\"policy\":", stderr);
   cli_json_string(stderr, policy);
   for (size_t i = 0; i < N_COUNTERS; i++)
-    fprintf(stderr, ",\"%s\":%llu", COUNTERS[i].name, (unsigned long long)value_of(m, &COUNTERS[i]));
+    fprintf(stderr, ",\"%s\":%llu", COUNTERS[i].name,
+            (unsigned long long)value_of(m, &COUNTERS[i]));
   fprintf(stderr, ",\"time_waited\":%.6f,\"budget_tokens\":%.6f,\"breaker\":\"%s\"}\n",
           m->time_waited, m->budget_tokens, luaretry_breaker_state_name(m->breaker));
 }
@@ -68,10 +70,14 @@ static void label(FILE *f, const char *s) {
   const unsigned char *p = (const unsigned char *)s;
   while (left) {
     size_t n = *p >= 0x80 ? cli_utf8_len(p, left) : 1;
-    if (n == 0) fputs("\xEF\xBF\xBD", f), n = 1;
-    else if (*p == '\\' || *p == '"') fprintf(f, "\\%c", *p);
-    else if (*p == '\n') fputs("\\n", f);
-    else fwrite(p, 1, n, f);
+    if (n == 0)
+      fputs("\xEF\xBF\xBD", f), n = 1;
+    else if (*p == '\\' || *p == '"')
+      fprintf(f, "\\%c", *p);
+    else if (*p == '\n')
+      fputs("\\n", f);
+    else
+      fwrite(p, 1, n, f);
     p += n;
     left -= n;
   }

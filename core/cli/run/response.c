@@ -19,13 +19,16 @@
 static int on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *ud) {
   (void)h;
   response *r = ud;
-  trace_feed(type, data, size);  /* this callback replaced trace.c's */
+  trace_feed(type, data, size); /* this callback replaced trace.c's */
   if (type != CURLINFO_HEADER_IN || r->failed) return 0;
   if (r->len + size > r->cap) {
     size_t cap = r->cap ? r->cap : 4096;
     while (cap < r->len + size) cap *= 2;
     char *d = realloc(r->headers, cap);
-    if (!d) { r->failed = 1; return 0; }
+    if (!d) {
+      r->failed = 1;
+      return 0;
+    }
     r->headers = d;
     r->cap = cap;
   }
@@ -43,7 +46,7 @@ void response_init(response *r, const run_args *a, attempt_log *log, outfile *ou
   if (!a->include && !a->dump_header && !trace_active()) return;
   curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, on_debug);
   curl_easy_setopt(h, CURLOPT_DEBUGDATA, r);
-  curl_easy_setopt(h, CURLOPT_VERBOSE, 1L);  /* the debug callback's switch */
+  curl_easy_setopt(h, CURLOPT_VERBOSE, 1L); /* the debug callback's switch */
 }
 
 /* The headers go before the body: at the final decision, or at the
@@ -64,7 +67,7 @@ void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decisi
   log_attempt(r->log, o, d);
   /* an attempt that failed beside a hedge still running: nothing decided */
   if (!d->retry && d->reason == LUARETRY_REASON_NONE && d->in_flight) return;
-  if (o && d->retry) r->len = 0;  /* a retried attempt's headers are no one's */
+  if (o && d->retry) r->len = 0; /* a retried attempt's headers are no one's */
   if (d->retry) return;
   if (r->a->fail && d->reason != LUARETRY_REASON_SUCCESS) r->drop = 1;
   write_headers(r);

@@ -43,17 +43,21 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
     *mode = RUN_WORKFLOW;
     if (a->method || a->data || a->nheaders || a->include || a->dump_header || a->write_out ||
         a->fail)
-      return cli_usage("run: -X, -H, -d, -i, -D, -w and -f are for URLs; %s runs its own "
-                       "requests", a->policy);
+      return cli_usage(
+        "run: -X, -H, -d, -i, -D, -w and -f are for URLs; %s runs its own "
+        "requests",
+        a->policy);
     if (a->urls_file || a->output_dir || a->parallel)
-      return cli_usage("run: --urls, --parallel and --output-dir are for URLs; %s runs its own "
-                       "requests", a->policy);
+      return cli_usage(
+        "run: --urls, --parallel and --output-dir are for URLs; %s runs its own "
+        "requests",
+        a->policy);
     return 0;
   }
   /* One URL alone is one call, as ever; several (or --urls, or
    * --output-dir) make a batch. */
   if (a->nwords > 1 || a->urls_file || (a->output_dir && !a->remote_name)) {
-    if (a->remote_name && !a->output_dir) a->output_dir = ".";  /* -O: curl's folder */
+    if (a->remote_name && !a->output_dir) a->output_dir = "."; /* -O: curl's folder */
     if (a->continue_at) return cli_usage("run: -C - takes one URL%s", "");
     if (a->include || a->dump_header || a->write_out || a->fail)
       return cli_usage("run: -i, -D, -w and -f take one URL%s", "");
@@ -61,11 +65,12 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
     return 0;
   }
   *mode = RUN_URL;
-  if (a->nwords == 0) return cli_usage("run: a URL, -- COMMAND, or a policy with run() is needed%s", "");
+  if (a->nwords == 0)
+    return cli_usage("run: a URL, -- COMMAND, or a policy with run() is needed%s", "");
   char why[256];
   a->url = a->words[0];
   if (!url_check(a->url, &a->url_fixed, why, sizeof why)) return cli_usage("run: bad URL: %s", why);
-  if (a->url_fixed) a->url = a->url_fixed;  /* no scheme: http://, as curl guesses */
+  if (a->url_fixed) a->url = a->url_fixed; /* no scheme: http://, as curl guesses */
   return single_url_options(a);
 }
 
@@ -95,10 +100,10 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
   luaretry_request req = run_request(a, a->url, headers, body);
   CURL *h = curl_easy_init();
   if (!h) return LUARETRY_E_NOMEM;
-  int applied = curlopts_apply(a, h) == 0;  /* first: response's debug callback wins */
+  int applied = curlopts_apply(a, h) == 0; /* first: response's debug callback wins */
   response r;
   response_init(&r, a, log, out, h);
-  luaretry_code rc = LUARETRY_E_ARG;  /* a usage error, already told */
+  luaretry_code rc = LUARETRY_E_ARG; /* a usage error, already told */
   if (applied && (!a->write_out || writeout_load(a->write_out, &r.format) == 0)) {
     luaretry_call_observe(c, response_observe, &r);
     luaretry_curl_options co;
@@ -118,10 +123,10 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     /* the body in place first: -w comes after it, as curl writes it */
     int status = cli_exit_status(final->reason);
     int decided = final->attempt > 0 && final->reason != LUARETRY_REASON_CANCELLED;
-    long code = 0;  /* the final attempt's answer, 0: none came */
+    long code = 0; /* the final attempt's answer, 0: none came */
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     int keep = status == EXIT_OK || (!out->path && decided && !a->fail) ||
-               (a->fail_with_body && decided && code > 0);  /* curl's: the answer, to -o too */
+               (a->fail_with_body && decided && code > 0); /* curl's: the answer, to -o too */
     if (outfile_finish(out, keep) != 0 && status == EXIT_OK) rc = LUARETRY_E_IO;
     if (rc == LUARETRY_OK && response_finish(&r, final, status) != status) rc = LUARETRY_E_IO;
   }
@@ -134,8 +139,8 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
  * and what must be spooled (-d @-, a FIFO; a command's standard input),
  * within the deadline.  0, or the exit status after a message (if `tell`:
  * not -s). */
-static int inputs_ready(run_mode mode, luaretry_call *c, const luaretry_tuning *t,
-                        upload *body, int *stdin_fd, int tell) {
+static int inputs_ready(run_mode mode, luaretry_call *c, const luaretry_tuning *t, upload *body,
+                        int *stdin_fd, int tell) {
   double left = t->deadline > 0 ? t->deadline - luaretry_call_elapsed(c) : 0;
   if (t->deadline > 0 && left <= 0) left = 1e-3;
   spool_status st = SPOOL_OK;
@@ -152,17 +157,19 @@ static int inputs_ready(run_mode mode, luaretry_call *c, const luaretry_tuning *
     fprintf(stderr, "luaretry: %s%s did not end before the deadline (%g s)\n",
             what == body->arg ? "-d " : "", what, t->deadline);
   if (st == SPOOL_INTERRUPTED && tell) fprintf(stderr, "luaretry: interrupted\n");
-  return st == SPOOL_OK ? 0 : st == SPOOL_DEADLINE ? EXIT_DEADLINE
-         : st == SPOOL_INTERRUPTED ? EXIT_INTERRUPTED : EXIT_USAGE;
+  return st == SPOOL_OK            ? 0
+         : st == SPOOL_DEADLINE    ? EXIT_DEADLINE
+         : st == SPOOL_INTERRUPTED ? EXIT_INTERRUPTED
+                                   : EXIT_USAGE;
 }
 
 /* A call that ended in error code rc: why (if `tell`), and the exit
  * status. */
 static int call_error(luaretry_policy *p, luaretry_call *c, run_mode mode, const upload *body,
                       luaretry_code rc, int tell) {
-  if (rc == LUARETRY_E_IO) return EXIT_FINAL;  /* -D could not be written: said */
-  if (rc == LUARETRY_E_ARG && mode != RUN_COMMAND) return EXIT_USAGE;  /* curl's options: said */
-  if (rc == LUARETRY_E_OPERATION) {  /* our upload or output stopped it, and said why */
+  if (rc == LUARETRY_E_IO) return EXIT_FINAL; /* -D could not be written: said */
+  if (rc == LUARETRY_E_ARG && mode != RUN_COMMAND) return EXIT_USAGE; /* curl's options: said */
+  if (rc == LUARETRY_E_OPERATION) { /* our upload or output stopped it, and said why */
     if (!body->why[0]) return EXIT_FINAL;
     fprintf(stderr, "luaretry: -d %s: %s\n", body->arg, body->why);
     return EXIT_USAGE;
@@ -197,12 +204,15 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
   int stdin_fd = -1;
-  int tell = a->verbosity > 0 || a->show_error;  /* -s: nothing */
+  int tell = a->verbosity > 0 || a->show_error; /* -s: nothing */
   int status = inputs_ready(mode, *c, &t, body, &stdin_fd, tell);
   if (status == 0) {
-    if (mode == RUN_URL) rc = url_run(a, p, *c, log, body, out, final);
-    else if (mode == RUN_WORKFLOW) rc = workflow_run(a, p, *c, out, final);
-    else rc = command_run(*c, a->command, stdin_fd, a->stdout_live, out, final);
+    if (mode == RUN_URL)
+      rc = url_run(a, p, *c, log, body, out, final);
+    else if (mode == RUN_WORKFLOW)
+      rc = workflow_run(a, p, *c, out, final);
+    else
+      rc = command_run(*c, a->command, stdin_fd, a->stdout_live, out, final);
   }
   cli_cancel_on_signal(NULL, NULL);
   if (stdin_fd >= 0) close(stdin_fd);
@@ -213,7 +223,7 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   } else {
     *decided = final->attempt > 0;
   }
-  if (final->attempt == 0 && final->message && tell)  /* refused at begin: -q's one line */
+  if (final->attempt == 0 && final->message && tell) /* refused at begin: -q's one line */
     fprintf(stderr, "luaretry: before attempt 1: %s (%s): %s\n",
             luaretry_reason_name(final->reason), final->rule, final->message);
   return cli_exit_status(final->reason);
@@ -223,15 +233,15 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
 static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
-  char *target = a->url ? url_redacted(a->url)
-                 : strdup(mode == RUN_WORKFLOW ? t.name : a->command[0]);
+  char *target =
+    a->url ? url_redacted(a->url) : strdup(mode == RUN_WORKFLOW ? t.name : a->command[0]);
   attempt_log log = { a->verbosity, NULL, t.max_attempts, target, 0, a->show_error };
   if (log_json_open(a->log_json, &log.json) != 0) {
     free(target);
     return EXIT_USAGE;
   }
   upload body = { .fd = -1, .src = -1 };
-  outfile out;  /* finished even when data_open() failed */
+  outfile out; /* finished even when data_open() failed */
   outfile_init(&out, a->output, "-o");
   luaretry_call *c = NULL;
   luaretry_decision final;
@@ -277,12 +287,13 @@ static int run_loaded(run_args *a) {
   int status = EXIT_POLICY;
   const char *from;
   const char *redis = cli_redis_url(a->redis, &from);
-  luaretry_policy *p = cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0,
-                                             redis, from, &status);
+  luaretry_policy *p =
+    cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0, redis, from, &status);
   /* -q shows no policy warnings, but this one (-s: nothing at all) */
   if (p && redis && a->verbosity == 0 && a->show_error) cli_fleet_warn_unshared(p, from);
   run_mode mode = RUN_URL;
-  if (p && (status = choose_mode(a, p, &mode)) == 0 && trace_open(a) != 0) status = EXIT_USAGE;
+  if (p && (status = choose_mode(a, p, &mode)) == 0 && trace_open(a) != 0)
+    status = EXIT_USAGE;
   else if (p && status == 0 && (status = stall_default(a, p)) == 0) {
     log_policy_events(p, a->verbosity);
     if (mode == RUN_COMMAND && !a->policy_defaulted && a->verbosity > 0)

@@ -10,7 +10,7 @@
 #include "outfile.h"
 
 #define MAX_HEADERS 128
-#define MAX_SETS 64
+#define MAX_SETS    64
 
 /* ---- upload.c: -d DATA, -d @FILE (read as sent), -d @- and FIFOs
  * (spooled once); standard input spooled for commands */
@@ -18,15 +18,15 @@
 typedef enum { SPOOL_OK, SPOOL_ERROR, SPOOL_DEADLINE, SPOOL_INTERRUPTED } spool_status;
 
 typedef struct {
-  const char *arg;         /* -d's value; NULL: no body (a zeroed upload) */
-  const char *data;        /* -d DATA, or the body's first bytes (prefix) */
-  size_t len;              /* the whole body */
-  int fd;                  /* the file or spool read as sent; -1: in memory */
-  int src;                 /* what must still be spooled, or -1 */
+  const char *arg;  /* -d's value; NULL: no body (a zeroed upload) */
+  const char *data; /* -d DATA, or the body's first bytes (prefix) */
+  size_t len;       /* the whole body */
+  int fd;           /* the file or spool read as sent; -1: in memory */
+  int src;          /* what must still be spooled, or -1 */
   int must_spool;
-  int spooled;             /* fd is our spool, which cannot change */
+  int spooled; /* fd is our spool, which cannot change */
   char *owned;
-  char why[192];           /* why upload_read() gave nothing */
+  char why[192]; /* why upload_read() gave nothing */
 } upload;
 
 /* Opens -d's source; 0, or the exit status after a message. */
@@ -36,19 +36,18 @@ int upload_open(upload *u, const char *arg);
 spool_status upload_ready(upload *u, double seconds, size_t prefix);
 /* A luaretry_upload_fn over u->fd; u->why says why it gave nothing. */
 size_t upload_read(void *u, uint64_t offset, char *buf, size_t len);
-void upload_close(upload *u);  /* also on a zeroed upload */
+void upload_close(upload *u); /* also on a zeroed upload */
 /* Reads src to its end into an unlinked temporary file (*out_fd, *size
  * bytes), within `seconds` (0: no limit) and until a stop signal; `what`
  * names it in messages. */
-spool_status spool_input(int src, const char *what, double seconds, int *out_fd,
-                         uint64_t *size);
+spool_status spool_input(int src, const char *what, double seconds, int *out_fd, uint64_t *size);
 
 /* ---- args.c: the command line */
 
-#define MAX_DATA 64
-#define MAX_FORMS 64
-#define MAX_RESOLVE 32
-#define MAX_TIMES 8
+#define MAX_DATA      64
+#define MAX_FORMS     64
+#define MAX_RESOLVE   32
+#define MAX_TIMES     8
 #define TIME_SET_SIZE 64
 
 /* -d/--data (@FILE loses its CR and LF, as curl's does), --data-binary
@@ -62,33 +61,33 @@ typedef struct {
 
 typedef struct {
   const char *policy;
-  int policy_defaulted;    /* no POLICY given: "command" or "http" */
-  int stdout_live;         /* --stdout=live: every attempt's standard output */
-  const char *url;         /* the one URL of a single call, once chosen */
-  char *url_fixed;         /* it, with http:// when it had no scheme; owned */
-  char **words;            /* after POLICY: the URLs, or run()'s arguments */
+  int policy_defaulted; /* no POLICY given: "command" or "http" */
+  int stdout_live;      /* --stdout=live: every attempt's standard output */
+  const char *url;      /* the one URL of a single call, once chosen */
+  char *url_fixed;      /* it, with http:// when it had no scheme; owned */
+  char **words;         /* after POLICY: the URLs, or run()'s arguments */
   int nwords;
-  int capwords;            /* room in words */
-  const char *urls_file;   /* --urls FILE */
-  const char *output_dir;  /* --output-dir DIR */
-  long parallel;           /* --parallel N; 0: not given */
-  char **command;          /* after --; NULL: none */
+  int capwords;           /* room in words */
+  const char *urls_file;  /* --urls FILE */
+  const char *output_dir; /* --output-dir DIR */
+  long parallel;          /* --parallel N; 0: not given */
+  char **command;         /* after --; NULL: none */
   const char *method;
-  const char *data;        /* the first -d (any kind), or NULL: no body */
-  data_part data_parts[MAX_DATA];  /* joined with '&', as curl joins them */
+  const char *data;               /* the first -d (any kind), or NULL: no body */
+  data_part data_parts[MAX_DATA]; /* joined with '&', as curl joins them */
   int ndata;
   const char *output;
   const char *log_json;
-  const char *redis;       /* --redis URL (fleet_cmd.c: else LUARETRY_REDIS) */
+  const char *redis; /* --redis URL (fleet_cmd.c: else LUARETRY_REDIS) */
   uint64_t seed;
   int has_seed;
-  int verbosity;           /* 0 -q or -s, 1 normal, 2 -v */
-  int show_error;          /* -q, -S: with verbosity 0, the final line of a failure */
-  int stats;               /* --stats: 1 text, 2 json */
+  int verbosity;  /* 0 -q or -s, 1 normal, 2 -v */
+  int show_error; /* -q, -S: with verbosity 0, the final line of a failure */
+  int stats;      /* --stats: 1 text, 2 json */
   const char *metrics_file;
   char *headers[MAX_HEADERS];
   int nheaders;
-  char *sets[MAX_SETS];    /* --set, and --max-time/--retry-max-time's */
+  char *sets[MAX_SETS]; /* --set, and --max-time/--retry-max-time's */
   int nsets;
   char times[MAX_TIMES][TIME_SET_SIZE];
   int ntimes;
@@ -107,24 +106,24 @@ typedef struct {
   char *secrets[MAX_HEADERS + 4];
   int nsecrets;
   /* downloads that stall, resume, and the rest of curl's retried options */
-  long speed_limit;        /* --speed-limit BYTES; 0: not given */
-  double speed_time;       /* --speed-time SECONDS; 0: not given */
-  int continue_at;         /* -C -: a partial -o file is continued */
-  int remote_name;         /* -O, --remote-name-all: the URL's own name */
-  int get;                 /* -G: -d's data goes in the URL's query */
-  const char *upload_file; /* -T FILE (PUT, sent whole every attempt) */
-  const char *forms[MAX_FORMS];  /* -F, --form-string */
-  int form_string[MAX_FORMS];    /* --form-string: no @ or < */
+  long speed_limit;             /* --speed-limit BYTES; 0: not given */
+  double speed_time;            /* --speed-time SECONDS; 0: not given */
+  int continue_at;              /* -C -: a partial -o file is continued */
+  int remote_name;              /* -O, --remote-name-all: the URL's own name */
+  int get;                      /* -G: -d's data goes in the URL's query */
+  const char *upload_file;      /* -T FILE (PUT, sent whole every attempt) */
+  const char *forms[MAX_FORMS]; /* -F, --form-string */
+  int form_string[MAX_FORMS];   /* --form-string: no @ or < */
   int nforms;
-  char form_header[96];    /* Content-Type: multipart/form-data; boundary= */
-  const char *cookie;      /* -b FILE or 'NAME=VALUE; ...' */
-  const char *cookie_jar;  /* -c FILE */
-  const char *proxy;       /* -x URL */
-  const char *resolve[MAX_RESOLVE];  /* --resolve HOST:PORT:ADDR */
+  char form_header[96];             /* Content-Type: multipart/form-data; boundary= */
+  const char *cookie;               /* -b FILE or 'NAME=VALUE; ...' */
+  const char *cookie_jar;           /* -c FILE */
+  const char *proxy;                /* -x URL */
+  const char *resolve[MAX_RESOLVE]; /* --resolve HOST:PORT:ADDR */
   int nresolve;
-  int parallel_z;          /* -Z: a batch in parallel, curl's 50 at once */
-  int config_depth;        /* -K inside -K */
-  char **owned;            /* strings made for the options (-K's words) */
+  int parallel_z;   /* -Z: a batch in parallel, curl's 50 at once */
+  int config_depth; /* -K inside -K */
+  char **owned;     /* strings made for the options (-K's words) */
   int nowned, capowned;
 } run_args;
 
@@ -206,12 +205,12 @@ char *url_file_name(const char *url);
 /* ---- log.c: a line per attempt on standard error, and --log-json */
 
 typedef struct {
-  int verbosity;           /* 0 quiet, 1 normal, 2 verbose */
-  FILE *json;              /* --log-json, or NULL */
+  int verbosity; /* 0 quiet, 1 normal, 2 verbose */
+  FILE *json;    /* --log-json, or NULL */
   long max_attempts;
-  const char *target;      /* URL without credentials, or the command */
-  int index;               /* in a batch: the URL's number, from 1; else 0 */
-  int show_error;          /* quiet: still the final line of a failure (-q, -S) */
+  const char *target; /* URL without credentials, or the command */
+  int index;          /* in a batch: the URL's number, from 1; else 0 */
+  int show_error;     /* quiet: still the final line of a failure (-q, -S) */
 } attempt_log;
 
 /* A luaretry_observer_fn; ud is an attempt_log. */
@@ -236,9 +235,9 @@ void run_resume_note(void *ud, const char *line);
 /* ---- writeout.c: -w FORMAT */
 
 typedef struct {
-  CURL *h;                 /* the handle of the last attempt */
+  CURL *h; /* the handle of the last attempt */
   const luaretry_decision *final;
-  int status;              /* its HTTP status; 0: none */
+  int status; /* its HTTP status; 0: none */
   int exit_status;
 } writeout_info;
 
@@ -251,15 +250,15 @@ void writeout_print(FILE *f, const char *format, const writeout_info *w);
 
 typedef struct {
   const run_args *a;
-  attempt_log *log;        /* where attempt lines go (log_attempt) */
-  outfile *out;            /* the body's place */
+  attempt_log *log; /* where attempt lines go (log_attempt) */
+  outfile *out;     /* the body's place */
   CURL *h;
-  char *headers;           /* the bytes of the attempt's response headers */
+  char *headers; /* the bytes of the attempt's response headers */
   size_t len, cap;
-  int failed;              /* out of memory: the rest is dropped */
-  int headers_done;        /* written before the body */
-  int drop;                /* -f and the call failed: no body */
-  char *format;            /* -w, from writeout_load(); owned */
+  int failed;       /* out of memory: the rest is dropped */
+  int headers_done; /* written before the body */
+  int drop;         /* -f and the call failed: no body */
+  char *format;     /* -w, from writeout_load(); owned */
 } response;
 
 void response_init(response *r, const run_args *a, attempt_log *log, outfile *out, CURL *h);

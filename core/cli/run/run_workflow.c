@@ -8,7 +8,7 @@ typedef struct {
   const char *const *args;
   int nargs;
   luaretry_curl_transport *transport;
-  const char *body;        /* the last run's, valid until the next */
+  const char *body; /* the last run's, valid until the next */
   size_t body_len;
 } workflow;
 
@@ -17,9 +17,8 @@ static luaretry_code attempt(void *ud, luaretry_call *c, int n, double timeout,
                              luaretry_outcome *o) {
   (void)c, (void)n;
   workflow *wf = ud;
-  luaretry_code rc = luaretry_policy_run_workflow(wf->p, wf->args, wf->nargs,
-                                                  luaretry_curl_transport_perform,
-                                                  wf->transport, timeout, o);
+  luaretry_code rc = luaretry_policy_run_workflow(
+    wf->p, wf->args, wf->nargs, luaretry_curl_transport_perform, wf->transport, timeout, o);
   if (rc == LUARETRY_OK) wf->body = o->body, wf->body_len = o->body_len;
   return rc;
 }

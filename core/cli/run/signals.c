@@ -41,7 +41,7 @@ void cli_on_stop_signals(void (*handler)(int)) {
   sa.sa_handler = handler;
   sigemptyset(&sa.sa_mask);
   for (size_t i = 0; i < sizeof STOP / sizeof STOP[0]; i++) sigaction(STOP[i], &sa, NULL);
-  signal(SIGPIPE, SIG_IGN);  /* a closed pipe is a write error, not a death */
+  signal(SIGPIPE, SIG_IGN); /* a closed pipe is a write error, not a death */
 }
 
 void cli_catch_stop_signals(void) { cli_on_stop_signals(on_signal); }
@@ -75,7 +75,7 @@ int cli_exit_status(luaretry_reason r) {
   case LUARETRY_REASON_EXHAUSTED: return EXIT_EXHAUSTED;
   case LUARETRY_REASON_DEADLINE:
   case LUARETRY_REASON_SERVER_WAIT_TOO_LONG: return EXIT_DEADLINE;
-  case LUARETRY_REASON_GAVE_UP: return EXIT_POLICY;  /* the attempt could not be made */
+  case LUARETRY_REASON_GAVE_UP: return EXIT_POLICY; /* the attempt could not be made */
   case LUARETRY_REASON_POLICY_ERROR: return EXIT_POLICY;
   case LUARETRY_REASON_CANCELLED: return EXIT_INTERRUPTED;
   case LUARETRY_REASON_BUDGET:

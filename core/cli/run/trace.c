@@ -19,12 +19,12 @@
 #include "cli/cli.h"
 #include "run.h"
 
-#define TRACE_WIDTH 64   /* bytes a trace line shows at most, as curl's */
+#define TRACE_WIDTH 64 /* bytes a trace line shows at most, as curl's */
 
 static struct {
-  int verbose;           /* -v */
-  FILE *ascii;           /* --trace-ascii, or NULL */
-  int ascii_owned;       /* a file of ours to close */
+  int verbose;     /* -v */
+  FILE *ascii;     /* --trace-ascii, or NULL */
+  int ascii_owned; /* a file of ours to close */
 } T;
 
 static const char *const SECRET_HEADERS[] = { "authorization", "proxy-authorization", "cookie",
@@ -125,8 +125,8 @@ static void ascii_dump(const char *what, const char *data, size_t size, int head
   size_t i = 0;
   while (i < size) {
     size_t n = 0;
-    while (n < TRACE_WIDTH && i + n < size && !(data[i + n] == '\r' && i + n + 1 < size &&
-                                                data[i + n + 1] == '\n'))
+    while (n < TRACE_WIDTH && i + n < size &&
+           !(data[i + n] == '\r' && i + n + 1 < size && data[i + n + 1] == '\n'))
       n++;
     size_t skip = i + n + 1 < size && data[i + n] == '\r' && data[i + n + 1] == '\n' ? 2 : 0;
     char *line = header ? redacted(data + i, n, 1) : NULL;
@@ -151,16 +151,19 @@ static int on_debug(CURL *h, curl_infotype type, char *data, size_t size, void *
 
 void trace_feed(int type, const char *data, size_t size) {
   if (T.verbose) {
-    if (type == CURLINFO_HEADER_OUT) verbose_lines("> ", data, size, 1);
-    else if (type == CURLINFO_HEADER_IN) verbose_lines("< ", data, size, 1);
-    else if (type == CURLINFO_TEXT) verbose_lines("* ", data, size, 0);
+    if (type == CURLINFO_HEADER_OUT)
+      verbose_lines("> ", data, size, 1);
+    else if (type == CURLINFO_HEADER_IN)
+      verbose_lines("< ", data, size, 1);
+    else if (type == CURLINFO_TEXT)
+      verbose_lines("* ", data, size, 0);
   }
   if (!T.ascii) return;
   switch (type) {
   case CURLINFO_TEXT: {
     char *line = redacted(data, size && data[size - 1] == '\n' ? size - 1 : size, 0);
     fputs("== Info: ", T.ascii);
-    for (const char *c = line ? line : ""; *c; c++)  /* a server's bytes drive no terminal */
+    for (const char *c = line ? line : ""; *c; c++) /* a server's bytes drive no terminal */
       fputc((unsigned char)*c >= 0x20 && (unsigned char)*c < 0x7f ? *c : '.', T.ascii);
     fputc('\n', T.ascii);
     free(line);
@@ -182,23 +185,24 @@ int trace_open(const run_args *a) {
   if (!a->trace_ascii) return 0;
   const char *path = a->trace_ascii;
   /* curl's spellings: "-" standard output, "%" standard error */
-  if (strcmp(path, "-") == 0) T.ascii = stdout;
-  else if (strcmp(path, "%") == 0) T.ascii = stderr;
-  else if ((T.ascii = fopen(path, "we"))) T.ascii_owned = 1;
+  if (strcmp(path, "-") == 0)
+    T.ascii = stdout;
+  else if (strcmp(path, "%") == 0)
+    T.ascii = stderr;
+  else if ((T.ascii = fopen(path, "we")))
+    T.ascii_owned = 1;
   if (T.ascii) return 0;
   fprintf(stderr, "luaretry: --trace-ascii %s: %s\n", path, strerror(errno));
   return -1;
 }
 
-int trace_active(void) {
-  return T.verbose || T.ascii;
-}
+int trace_active(void) { return T.verbose || T.ascii; }
 
 void trace_apply(CURL *h) {
   if (!trace_active()) return;
   curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, on_debug);
   curl_easy_setopt(h, CURLOPT_DEBUGDATA, NULL);
-  curl_easy_setopt(h, CURLOPT_VERBOSE, 1L);  /* the debug callback's switch */
+  curl_easy_setopt(h, CURLOPT_VERBOSE, 1L); /* the debug callback's switch */
 }
 
 void trace_close(void) {

@@ -24,7 +24,7 @@
 #include "run.h"
 
 #define PROC_SUPER_MAGIC 0x9fa0
-#define SYSFS_MAGIC 0x62656572
+#define SYSFS_MAGIC      0x62656572
 
 static double now_seconds(void) {
   struct timespec ts;
@@ -40,15 +40,14 @@ static spool_status wait_readable(int src, double end) {
     double left = end > 0 ? end - now_seconds() : 1;
     if (left <= 0) return SPOOL_DEADLINE;
     struct pollfd p = { src, POLLIN, 0 };
-    int ms = left < 0.1 ? (int)(left * 1000) + 1 : 100;  /* a signal is seen within 100 ms */
+    int ms = left < 0.1 ? (int)(left * 1000) + 1 : 100; /* a signal is seen within 100 ms */
     int n = poll(&p, 1, ms);
     if (n > 0) return SPOOL_OK;
-    if (n < 0 && errno != EINTR) return SPOOL_OK;  /* let read() say what is wrong */
+    if (n < 0 && errno != EINTR) return SPOOL_OK; /* let read() say what is wrong */
   }
 }
 
-spool_status spool_input(int src, const char *what, double seconds, int *out_fd,
-                         uint64_t *size) {
+spool_status spool_input(int src, const char *what, double seconds, int *out_fd, uint64_t *size) {
   int fd = outfile_spool_fd();
   if (fd < 0) {
     fprintf(stderr, "luaretry: %s: cannot create a temporary file: %s\n", what, strerror(errno));
@@ -69,7 +68,9 @@ spool_status spool_input(int src, const char *what, double seconds, int *out_fd,
     ssize_t w = n > 0 ? write(fd, buf, (size_t)n) : -1;
     if (n < 0 || w != n) {
       fprintf(stderr, "luaretry: %s: %s\n", what,
-              n < 0 ? strerror(errno) : w < 0 ? strerror(errno) : "short write to the spool");
+              n < 0   ? strerror(errno)
+              : w < 0 ? strerror(errno)
+                      : "short write to the spool");
       close(fd);
       return SPOOL_ERROR;
     }
@@ -138,7 +139,8 @@ static int read_prefix(upload *u, size_t prefix) {
     ssize_t n = pread(u->fd, u->owned + got, want - got, (off_t)got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      fprintf(stderr, "luaretry: -d %s: %s\n", u->arg, n < 0 ? strerror(errno) : "shorter than its size");
+      fprintf(stderr, "luaretry: -d %s: %s\n", u->arg,
+              n < 0 ? strerror(errno) : "shorter than its size");
       return -1;
     }
     got += (size_t)n;
@@ -148,9 +150,9 @@ static int read_prefix(upload *u, size_t prefix) {
 }
 
 spool_status upload_ready(upload *u, double seconds, size_t prefix) {
-  if (!u->arg) return SPOOL_OK;  /* no body */
+  if (!u->arg) return SPOOL_OK; /* no body */
   if (u->fd < 0) {
-    if (!u->must_spool) return SPOOL_OK;  /* -d DATA, or no body */
+    if (!u->must_spool) return SPOOL_OK; /* -d DATA, or no body */
     char what[64];
     snprintf(what, sizeof what, "-d %.40s", u->arg);
     uint64_t size = 0;
@@ -172,8 +174,10 @@ size_t upload_read(void *ud, uint64_t offset, char *buf, size_t len) {
       return 0;
     }
     if ((uint64_t)st.st_size != (uint64_t)u->len) {
-      snprintf(u->why, sizeof u->why, "the file changed size during the upload (%zu bytes, "
-               "now %jd): no body is sent that is not the file", u->len, (intmax_t)st.st_size);
+      snprintf(u->why, sizeof u->why,
+               "the file changed size during the upload (%zu bytes, "
+               "now %jd): no body is sent that is not the file",
+               u->len, (intmax_t)st.st_size);
       return 0;
     }
   }
@@ -181,14 +185,15 @@ size_t upload_read(void *ud, uint64_t offset, char *buf, size_t len) {
     ssize_t n = pread(u->fd, buf, len, (off_t)offset);
     if (n < 0 && errno == EINTR) continue;
     if (n > 0) return (size_t)n;
-    snprintf(u->why, sizeof u->why, "%s", n < 0 ? strerror(errno)
-             : "the file ended before its size: it changed during the upload");
+    snprintf(
+      u->why, sizeof u->why, "%s",
+      n < 0 ? strerror(errno) : "the file ended before its size: it changed during the upload");
     return 0;
   }
 }
 
 void upload_close(upload *u) {
-  if (!u->arg) return;  /* zeroed: nothing was opened */
+  if (!u->arg) return; /* zeroed: nothing was opened */
   if (u->fd >= 0) close(u->fd);
   if (u->src > STDIN_FILENO) close(u->src);
   free(u->owned);

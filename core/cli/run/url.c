@@ -17,15 +17,20 @@ static int has_scheme(const char *url, const char *scheme) {
 int url_check(const char *url, char **fixed, char *why, size_t size) {
   *fixed = NULL;
   CURLU *u = curl_url();
-  if (!u) { snprintf(why, size, "out of memory"); return 0; }
+  if (!u) {
+    snprintf(why, size, "out of memory");
+    return 0;
+  }
   /* no scheme: guessed as curl guesses (http:// unless the host name says
    * ftp. or the like, which is then refused) */
   CURLUcode rc = curl_url_set(u, CURLUPART_URL, url, CURLU_GUESS_SCHEME);
   char *scheme = NULL, *full = NULL;
   int ok = rc == CURLUE_OK && curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
            (strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0);
-  if (rc != CURLUE_OK) snprintf(why, size, "%s", curl_url_strerror(rc));
-  else if (!ok) snprintf(why, size, "only http and https URLs are supported");
+  if (rc != CURLUE_OK)
+    snprintf(why, size, "%s", curl_url_strerror(rc));
+  else if (!ok)
+    snprintf(why, size, "only http and https URLs are supported");
   if (ok && !has_scheme(url, scheme)) {
     if (curl_url_get(u, CURLUPART_URL, &full, 0) == CURLUE_OK) *fixed = strdup(full);
     if (!*fixed) ok = 0, snprintf(why, size, "out of memory");
@@ -73,8 +78,10 @@ char *url_redacted_rough(const char *url) {
 }
 
 static int hex_digit(char c) {
-  return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
-         : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+  return c >= '0' && c <= '9'   ? c - '0'
+         : c >= 'a' && c <= 'f' ? c - 'a' + 10
+         : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                : -1;
 }
 
 /* The last path segment, %-decoded, every byte but [A-Za-z0-9._+~-] turned
@@ -100,7 +107,7 @@ char *url_file_name(const char *url) {
       name[n++] = ok ? (char)c : '_';
     }
     name[n] = '\0';
-    if (name[0] == '.') name[0] = '_';  /* no hidden files, no "." or ".." */
+    if (name[0] == '.') name[0] = '_'; /* no hidden files, no "." or ".." */
   }
   curl_free(path);
   curl_url_cleanup(u);

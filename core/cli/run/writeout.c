@@ -14,16 +14,33 @@
 #define FORMAT_MAX 65536
 
 typedef enum {
-  W_HTTP_CODE, W_NUM_ATTEMPTS, W_TIME_TOTAL, W_NUM_REDIRECTS, W_URL_EFFECTIVE,
-  W_CONTENT_TYPE, W_SIZE_DOWNLOAD, W_REDIRECT_URL, W_EXITCODE, W_VERDICT
+  W_HTTP_CODE,
+  W_NUM_ATTEMPTS,
+  W_TIME_TOTAL,
+  W_NUM_REDIRECTS,
+  W_URL_EFFECTIVE,
+  W_CONTENT_TYPE,
+  W_SIZE_DOWNLOAD,
+  W_REDIRECT_URL,
+  W_EXITCODE,
+  W_VERDICT
 } variable;
 
-static const struct { const char *name; variable v; } VARIABLES[] = {
-  { "http_code", W_HTTP_CODE }, { "response_code", W_HTTP_CODE },
-  { "num_attempts", W_NUM_ATTEMPTS }, { "time_total", W_TIME_TOTAL },
-  { "num_redirects", W_NUM_REDIRECTS }, { "url_effective", W_URL_EFFECTIVE },
-  { "content_type", W_CONTENT_TYPE }, { "size_download", W_SIZE_DOWNLOAD },
-  { "redirect_url", W_REDIRECT_URL }, { "exitcode", W_EXITCODE }, { "verdict", W_VERDICT },
+static const struct {
+  const char *name;
+  variable v;
+} VARIABLES[] = {
+  { "http_code", W_HTTP_CODE },
+  { "response_code", W_HTTP_CODE },
+  { "num_attempts", W_NUM_ATTEMPTS },
+  { "time_total", W_TIME_TOTAL },
+  { "num_redirects", W_NUM_REDIRECTS },
+  { "url_effective", W_URL_EFFECTIVE },
+  { "content_type", W_CONTENT_TYPE },
+  { "size_download", W_SIZE_DOWNLOAD },
+  { "redirect_url", W_REDIRECT_URL },
+  { "exitcode", W_EXITCODE },
+  { "verdict", W_VERDICT },
 };
 #define N_VARIABLES (sizeof VARIABLES / sizeof VARIABLES[0])
 
@@ -42,9 +59,12 @@ static char *read_format(const char *path) {
   FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
   char *s = f ? malloc(FORMAT_MAX + 2) : NULL;
   size_t n = s ? fread(s, 1, FORMAT_MAX + 1, f) : 0;
-  const char *why = !f ? strerror(errno) : !s ? "out of memory" : ferror(f) ? strerror(errno)
-                  : n > FORMAT_MAX ? "longer than 65536 bytes"
-                  : memchr(s, '\0', n) ? "holds a NUL byte" : NULL;
+  const char *why = !f                   ? strerror(errno)
+                    : !s                 ? "out of memory"
+                    : ferror(f)          ? strerror(errno)
+                    : n > FORMAT_MAX     ? "longer than 65536 bytes"
+                    : memchr(s, '\0', n) ? "holds a NUL byte"
+                                         : NULL;
   if (f && f != stdin) fclose(f);
   if (why) {
     fprintf(stderr, "luaretry: -w @%s: %s\n", path, why);
@@ -58,19 +78,25 @@ static char *read_format(const char *path) {
 /* Checks every %{...} of the format; 0 or a usage status. */
 static int check(const char *format) {
   for (const char *p = format; (p = strchr(p, '%')); p++) {
-    if (p[1] == '%') { p++; continue; }
+    if (p[1] == '%') {
+      p++;
+      continue;
+    }
     int header = strncmp(p + 1, "header{", 7) == 0;
-    if (p[1] != '{' && !header) continue;  /* a lone %: printed as it is */
+    if (p[1] != '{' && !header) continue; /* a lone %: printed as it is */
     const char *open = p + (header ? 8 : 2), *close = strchr(open, '}');
     if (!close) return cli_usage("run: -w: %s: no closing }", p);
     /* print_header's buffer: no header name is that long, say so */
-    if (header && close - open >= 256) return cli_usage("run: -w: %s: a header name above 255 bytes", p);
+    if (header && close - open >= 256)
+      return cli_usage("run: -w: %s: a header name above 255 bytes", p);
     if (!header && lookup(open, (size_t)(close - open)) < 0) {
       char name[64];
       snprintf(name, sizeof name, "%.*s", (int)(close - open < 60 ? close - open : 60), open);
-      return cli_usage("run: -w: unknown variable %%{%s} (http_code, num_attempts, time_total, "
-                       "num_redirects, url_effective, content_type, size_download, "
-                       "redirect_url, exitcode, verdict, or %%header{NAME})", name);
+      return cli_usage(
+        "run: -w: unknown variable %%{%s} (http_code, num_attempts, time_total, "
+        "num_redirects, url_effective, content_type, size_download, "
+        "redirect_url, exitcode, verdict, or %%header{NAME})",
+        name);
     }
     p = close;
   }
@@ -134,14 +160,29 @@ static const char *escape(FILE *f, const char *p) {
 
 void writeout_print(FILE *f, const char *format, const writeout_info *w) {
   for (const char *p = format; *p; p++) {
-    if (*p == '\\') { p = escape(f, p); continue; }
-    if (*p != '%') { fputc(*p, f); continue; }
-    if (p[1] == '%') { fputc('%', f); p++; continue; }
+    if (*p == '\\') {
+      p = escape(f, p);
+      continue;
+    }
+    if (*p != '%') {
+      fputc(*p, f);
+      continue;
+    }
+    if (p[1] == '%') {
+      fputc('%', f);
+      p++;
+      continue;
+    }
     int header = strncmp(p + 1, "header{", 7) == 0;
     const char *open = p + (header ? 8 : 2), *close = strchr(open, '}');
-    if ((p[1] != '{' && !header) || !close) { fputc('%', f); continue; }
-    if (header) print_header(f, open, (size_t)(close - open), w->h);
-    else print_variable(f, (variable)lookup(open, (size_t)(close - open)), w);
+    if ((p[1] != '{' && !header) || !close) {
+      fputc('%', f);
+      continue;
+    }
+    if (header)
+      print_header(f, open, (size_t)(close - open), w->h);
+    else
+      print_variable(f, (variable)lookup(open, (size_t)(close - open)), w);
     p = close;
   }
   fflush(f);

@@ -20,17 +20,18 @@ static void print_stops(const luaretry_herd_result *r) {
 }
 
 static void print_text(const char *what, const luaretry_herd_result *r) {
-  printf("  %-34s %6llu attempts for %llu first attempts: %.2f per first attempt (",
-         what, (unsigned long long)r->attempts, (unsigned long long)r->first_attempts,
-         r->amplification);
+  printf("  %-34s %6llu attempts for %llu first attempts: %.2f per first attempt (", what,
+         (unsigned long long)r->attempts, (unsigned long long)r->first_attempts, r->amplification);
   print_stops(r);
   printf(")\n");
 }
 
 static void print_json(const char *what, const luaretry_herd_result *r, const char *sep) {
-  printf("\"%s\":{\"attempts\":%llu,\"first_attempts\":%llu,\"amplification\":%.6f,"
-         "\"last_attempt\":%.6f,\"stops\":{", what, (unsigned long long)r->attempts,
-         (unsigned long long)r->first_attempts, r->amplification, r->last_attempt);
+  printf(
+    "\"%s\":{\"attempts\":%llu,\"first_attempts\":%llu,\"amplification\":%.6f,"
+    "\"last_attempt\":%.6f,\"stops\":{",
+    what, (unsigned long long)r->attempts, (unsigned long long)r->first_attempts, r->amplification,
+    r->last_attempt);
   const char *comma = "";
   for (int k = 0; k < N_STOPS; k++) {
     if (!r->stops[k]) continue;
@@ -43,9 +44,13 @@ static void print_json(const char *what, const luaretry_herd_result *r, const ch
 
 /* The guards a policy has, in a few words. */
 static void print_guards(luaretry_policy *p) {
-  static const char *const names[] = { "budget.max_tokens", "breaker.failures",
-                                       "breaker.failure_rate", "throttle.k", "rate.limit",
-                                       "rate.adaptive", NULL };
+  static const char *const names[] = { "budget.max_tokens",
+                                       "breaker.failures",
+                                       "breaker.failure_rate",
+                                       "throttle.k",
+                                       "rate.limit",
+                                       "rate.adaptive",
+                                       NULL };
   printf("  guards:");
   int any = 0;
   for (int k = 0; names[k]; k++) {
@@ -65,41 +70,44 @@ static int simulate_process(luaretry_policy *p, const char *path, luaretry_herd_
   o->shared = 1;
   luaretry_code rc = luaretry_simulate_herd(p, o, &r);
   if (rc != LUARETRY_OK) {
-    fprintf(stderr, "luaretry: simulate: %s\n", rc == LUARETRY_E_ARG
-            ? "--process takes at most 100000 --clients" : luaretry_strerror(rc));
+    fprintf(
+      stderr, "luaretry: simulate: %s\n",
+      rc == LUARETRY_E_ARG ? "--process takes at most 100000 --clients" : luaretry_strerror(rc));
     return rc == LUARETRY_E_ARG ? EXIT_USAGE : EXIT_POLICY;
   }
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
   if (json) {
-    printf("{\"clients\":%ld,\"outage\":%g,\"status\":%d,\"seed\":%llu,", o->clients,
-           o->outage, o->outage_status, (unsigned long long)o->seed);
+    printf("{\"clients\":%ld,\"outage\":%g,\"status\":%d,\"seed\":%llu,", o->clients, o->outage,
+           o->outage_status, (unsigned long long)o->seed);
     print_json("process", &r, "}\n");
   } else {
-    printf("simulate: %s (%s): %ld clients of one process fail together at t=0; outage %g s "
-           "(%d before, 200 after); seed %llu (client i: seed + i)\n", t.name, path,
-           o->clients, o->outage, o->outage_status, (unsigned long long)o->seed);
+    printf(
+      "simulate: %s (%s): %ld clients of one process fail together at t=0; outage %g s "
+      "(%d before, 200 after); seed %llu (client i: seed + i)\n",
+      t.name, path, o->clients, o->outage, o->outage_status, (unsigned long long)o->seed);
     print_guards(p);
     print_text("one process (its guards shared):", &r);
     printf("  requests that reached the service: %llu, %.2f per client; the last at %.3f s\n",
-           (unsigned long long)r.attempts, (double)r.attempts / (double)o->clients,
-           r.last_attempt);
+           (unsigned long long)r.attempts, (double)r.attempts / (double)o->clients, r.last_attempt);
   }
   return r.stops[LUARETRY_REASON_POLICY_ERROR] ? EXIT_POLICY : EXIT_OK;
 }
 
 int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, double outage,
                        uint64_t seed, int status, int json, int process) {
-  luaretry_herd_options o = { .clients = clients, .outage = outage, .seed = seed,
-                              .outage_status = status };
+  luaretry_herd_options o = {
+    .clients = clients, .outage = outage, .seed = seed, .outage_status = status
+  };
   if (process) return simulate_process(p, path, &o, json);
   luaretry_herd_result own, fleet;
   luaretry_code rc = luaretry_simulate_herd(p, &o, &own);
   o.fleet = 1;
   if (rc == LUARETRY_OK) rc = luaretry_simulate_herd(p, &o, &fleet);
   if (rc != LUARETRY_OK) {
-    fprintf(stderr, "luaretry: simulate: %s\n", rc == LUARETRY_E_ARG
-            ? "--fleet takes at most 100000 --clients" : luaretry_strerror(rc));
+    fprintf(
+      stderr, "luaretry: simulate: %s\n",
+      rc == LUARETRY_E_ARG ? "--fleet takes at most 100000 --clients" : luaretry_strerror(rc));
     return rc == LUARETRY_E_ARG ? EXIT_USAGE : EXIT_POLICY;
   }
   luaretry_tuning t;
@@ -112,9 +120,10 @@ int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, doubl
     print_json("own", &own, ",");
     print_json("fleet", &fleet, "}\n");
   } else {
-    printf("simulate: %s (%s): %ld clients fail together at t=0; outage %g s (%d before, "
-           "200 after); seed %llu (client i: seed + i)\n", t.name, path, clients, outage,
-           status, (unsigned long long)seed);
+    printf(
+      "simulate: %s (%s): %ld clients fail together at t=0; outage %g s (%d before, "
+      "200 after); seed %llu (client i: seed + i)\n",
+      t.name, path, clients, outage, status, (unsigned long long)seed);
     if (!t.budget && !t.breaker)
       printf("  (the policy has neither budget nor breaker: there is nothing to share)\n");
     print_text("own guards (a process each):", &own);

@@ -10,9 +10,9 @@
 
 #include "cli/cli.h"
 
-#define MAX_CALLS 1000000
+#define MAX_CALLS  1000000
 #define MAX_FLIGHT 12
-#define MAX_EVENTS 100000   /* per call: a bound on its loop, never reached */
+#define MAX_EVENTS 100000 /* per call: a bound on its loop, never reached */
 
 int cli_latency_parse(const char *s, cli_latency *l) {
   char *end;
@@ -38,7 +38,11 @@ static double unit(uint64_t *x) {
   return (double)(z >> 11) / 9007199254740992.0;
 }
 
-typedef struct { int id; double end; int timed_out; } flight;
+typedef struct {
+  int id;
+  double end;
+  int timed_out;
+} flight;
 
 typedef struct {
   luaretry_call *c;
@@ -98,8 +102,8 @@ static int call(one *o, double *took) {
     out.error = f.timed_out ? "timeout" : NULL;
     out.method = "GET";
     if (luaretry_call_report_attempt(o->c, f.id, &out, &d) != LUARETRY_OK) return -1;
-    if (!d.retry && d.reason == LUARETRY_REASON_NONE) continue;  /* others in flight */
-    o->n = 0;  /* the call stopped: the others are cancelled */
+    if (!d.retry && d.reason == LUARETRY_REASON_NONE) continue; /* others in flight */
+    o->n = 0; /* the call stopped: the others are cancelled */
     if (!d.retry) break;
     luaretry_call_wait(o->c, d.wait);
     if (luaretry_call_next(o->c, &d) != LUARETRY_OK || !d.retry ||
@@ -117,8 +121,8 @@ static int by_value(const void *a, const void *b) {
 }
 
 /* One pass of `calls` calls; its line (or JSON object). */
-static int pass(luaretry_policy *p, const cli_latency *l, long calls, uint64_t seed,
-                int hedged, int json, double *took) {
+static int pass(luaretry_policy *p, const cli_latency *l, long calls, uint64_t seed, int hedged,
+                int json, double *took) {
   luaretry_metrics before, after;
   luaretry_policy_metrics(p, &before);
   uint64_t rng = seed;
@@ -126,7 +130,8 @@ static int pass(luaretry_policy *p, const cli_latency *l, long calls, uint64_t s
   for (long i = 0; i < calls; i++) {
     luaretry_call_options opt;
     luaretry_call_options_init(&opt);
-    opt.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED | (hedged ? 0 : LUARETRY_CALL_NO_HEDGE);
+    opt.flags =
+      LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED | (hedged ? 0 : LUARETRY_CALL_NO_HEDGE);
     opt.seed = seed + (uint64_t)i;
     one o = { NULL, l, &rng, { { 0, 0, 0 } }, 0, 0 };
     if (luaretry_call_begin(p, &opt, &o.c) != LUARETRY_OK) return EXIT_POLICY;
@@ -140,16 +145,20 @@ static int pass(luaretry_policy *p, const cli_latency *l, long calls, uint64_t s
   qsort(took, (size_t)calls, sizeof *took, by_value);
   double p50 = took[(calls - 1) / 2], p99 = took[(calls * 99 - 1) / 100],
          p999 = took[(calls * 999 - 1) / 1000];
-  unsigned long long hedges = after.hedges - before.hedges, won = after.hedges_won - before.hedges_won;
+  unsigned long long hedges = after.hedges - before.hedges,
+                     won = after.hedges_won - before.hedges_won;
   if (json)
-    printf("{\"hedge\":%s,\"calls\":%ld,\"p50\":%.6f,\"p99\":%.6f,\"p999\":%.6f,"
-           "\"requests\":%ld,\"requests_per_call\":%.6f,\"hedges\":%llu,\"hedges_won\":%llu}\n",
-           hedged ? "true" : "false", calls, p50, p99, p999, sent, (double)sent / (double)calls,
-           hedges, won);
+    printf(
+      "{\"hedge\":%s,\"calls\":%ld,\"p50\":%.6f,\"p99\":%.6f,\"p999\":%.6f,"
+      "\"requests\":%ld,\"requests_per_call\":%.6f,\"hedges\":%llu,\"hedges_won\":%llu}\n",
+      hedged ? "true" : "false", calls, p50, p99, p999, sent, (double)sent / (double)calls, hedges,
+      won);
   else
-    printf("%-13s p50 %.3f s  p99 %.3f s  p99.9 %.3f s  %.3f requests per call (hedges %llu, "
-           "won %llu)\n", hedged ? "with hedge:" : "without:", p50, p99, p999,
-           (double)sent / (double)calls, hedges, won);
+    printf(
+      "%-13s p50 %.3f s  p99 %.3f s  p99.9 %.3f s  %.3f requests per call (hedges %llu, "
+      "won %llu)\n",
+      hedged ? "with hedge:" : "without:", p50, p99, p999, (double)sent / (double)calls, hedges,
+      won);
   return EXIT_OK;
 }
 

@@ -7,7 +7,7 @@
 #include "cli/cli.h"
 #include "cli/simulate/simulate.h"
 
-#define PROBE_ATTEMPT_CAP 100000L  /* as luaretry_simulate without max_attempts */
+#define PROBE_ATTEMPT_CAP 100000L /* as luaretry_simulate without max_attempts */
 
 int cli_simulate_probes(luaretry_policy *p, const cli_probe *pr, size_t n, uint64_t seed,
                         luaretry_decision_fn each, void *ud) {

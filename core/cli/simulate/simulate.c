@@ -24,8 +24,8 @@
 #include "cli/simulate/simulate.h"
 
 #define MAX_CLIENTS 1000000L
-#define MAX_OUTAGE 1e6
-#define MAX_RETRIES 20000000L        /* all clients together: 160 MB of times */
+#define MAX_OUTAGE  1e6
+#define MAX_RETRIES 20000000L /* all clients together: 160 MB of times */
 #define MAX_BUCKETS 200
 
 /* Parses a whole non-negative integer; -1 when it is not one. */
@@ -50,7 +50,7 @@ static double parse_seconds(const char *s) {
 
 typedef struct {
   int json;
-  int policy_error;  /* the schedule ended on one */
+  int policy_error; /* the schedule ended on one */
 } schedule_out;
 
 /* Seconds for people: milliseconds shown, but a wait of 1e300 s in four
@@ -89,8 +89,10 @@ static int record_retry(herd *h, double t) {
     if (cap > (size_t)MAX_RETRIES) cap = (size_t)MAX_RETRIES;
     double *r = h->cap < (size_t)MAX_RETRIES ? realloc(h->retry, cap * sizeof *r) : NULL;
     if (!r) {
-      fprintf(stderr, "luaretry: simulate: more than %ld attempts in all; use fewer "
-              "--clients or --attempts\n", MAX_RETRIES);
+      fprintf(stderr,
+              "luaretry: simulate: more than %ld attempts in all; use fewer "
+              "--clients or --attempts\n",
+              MAX_RETRIES);
       return -1;
     }
     h->retry = r;
@@ -114,7 +116,7 @@ static void json_attempt(long client, const luaretry_decision *d, double t, int 
 typedef struct {
   herd *h;
   int json;
-  int failed;  /* out of room for the retries' times */
+  int failed; /* out of room for the retries' times */
 } herd_view;
 
 static int on_attempt(void *ud, long client, double t, int status, const luaretry_decision *d) {
@@ -133,9 +135,12 @@ static int on_attempt(void *ud, long client, double t, int status, const luaretr
  * whatever their verdicts. */
 static int run_clients(luaretry_policy *p, herd *h, int json) {
   herd_view v = { h, json, 0 };
-  luaretry_herd_options o = { .clients = h->clients, .outage = h->outage, .seed = h->seed,
+  luaretry_herd_options o = { .clients = h->clients,
+                              .outage = h->outage,
+                              .seed = h->seed,
                               .outage_status = h->status,
-                              .each = on_attempt, .ud = &v };
+                              .each = on_attempt,
+                              .ud = &v };
   luaretry_herd_result r;
   luaretry_code rc = luaretry_simulate_herd(p, &o, &r);
   if (v.failed) return EXIT_POLICY;
@@ -199,7 +204,7 @@ static void choose_buckets(herd *h) {
 static int fill_buckets(herd *h) {
   h->buckets = calloc((size_t)h->nbuckets, sizeof *h->buckets);
   if (!h->buckets) return -1;
-  h->buckets[0] += h->clients;   /* every first attempt, at t=0 */
+  h->buckets[0] += h->clients; /* every first attempt, at t=0 */
   for (size_t i = 0; i < h->nretry; i++) {
     long b = (long)floor(h->retry[i] / h->width);
     if (b >= h->nbuckets) b = h->nbuckets - 1;
@@ -228,15 +233,15 @@ static int svg_save(const char *path, const herd *h) {
 }
 
 static void print_summary(const herd *h, const char *svg) {
-  printf("simulate: %s (%s): %ld clients fail together at t=0; outage %g s (%d before, 200 "
-         "after); seed %llu (client i: seed + i)\n",
-         h->name, h->path, h->clients, h->outage, h->status, (unsigned long long)h->seed);
+  printf(
+    "simulate: %s (%s): %ld clients fail together at t=0; outage %g s (%d before, 200 "
+    "after); seed %llu (client i: seed + i)\n",
+    h->name, h->path, h->clients, h->outage, h->status, (unsigned long long)h->seed);
   char a[32], b[32];
   printf("attempts: %zu in all: %ld at t=0, %zu retries; last attempt at %s s\n",
          (size_t)h->clients + h->nretry, h->clients, h->nretry, secs(a, h->last));
   long gave_up = h->clients - h->by_reason[LUARETRY_REASON_SUCCESS];
-  printf("clients: %ld succeeded, %ld gave up", h->by_reason[LUARETRY_REASON_SUCCESS],
-         gave_up);
+  printf("clients: %ld succeeded, %ld gave up", h->by_reason[LUARETRY_REASON_SUCCESS], gave_up);
   if (gave_up > 0) {
     const char *sep = " (";
     for (int r = 0; r < N_REASONS; r++) {
@@ -244,22 +249,24 @@ static void print_summary(const herd *h, const char *svg) {
       printf("%s%s %ld", sep, luaretry_reason_name((luaretry_reason)r), h->by_reason[r]);
       sep = ", ";
     }
-    if (h->capped) printf("%sstopped after %ld attempts %ld", sep,
-                          LUARETRY_SIMULATE_ATTEMPT_CAP, h->capped);
+    if (h->capped)
+      printf("%sstopped after %ld attempts %ld", sep, LUARETRY_SIMULATE_ATTEMPT_CAP, h->capped);
     putchar(')');
   }
   putchar('\n');
   if (h->nretry) {
-    printf("peak: %ld retries in one 100 ms window (from %s s); even spread: %.2f per "
-           "100 ms\n", h->peak, secs(a, h->peak_at), h->even);
-    printf("  (even spread = %zu retries, the attempts after t=0, / %ld windows of 100 ms "
-           "from the first retry at %s s to the last attempt at %s s)\n",
-           h->nretry, h->windows, secs(a, h->retry[0]), secs(b, h->last));
+    printf(
+      "peak: %ld retries in one 100 ms window (from %s s); even spread: %.2f per "
+      "100 ms\n",
+      h->peak, secs(a, h->peak_at), h->even);
+    printf(
+      "  (even spread = %zu retries, the attempts after t=0, / %ld windows of 100 ms "
+      "from the first retry at %s s to the last attempt at %s s)\n",
+      h->nretry, h->windows, secs(a, h->retry[0]), secs(b, h->last));
   } else {
     printf("peak: no retries\n");
   }
-  if (svg)
-    printf("svg: %s, %ld buckets of %g s\n", svg, h->nbuckets, h->width);
+  if (svg) printf("svg: %s, %ld buckets of %g s\n", svg, h->nbuckets, h->width);
 }
 
 static int simulate_clients(luaretry_policy *p, herd *h, int json, const char *svg) {
@@ -291,14 +298,14 @@ typedef struct {
   long long attempts, seed, clients, status;
   double outage;
   int json, have_outage, fleet, process;
-  const char *latency;     /* --latency SPEC */
+  const char *latency; /* --latency SPEC */
   cli_latency lat;
-  long long calls;         /* --calls N */
-  char **sets;             /* room for argc + 1 */
+  long long calls; /* --calls N */
+  char **sets;     /* room for argc + 1 */
   int nsets;
-  cli_probe *probes;       /* --probe's, room for argc */
+  cli_probe *probes; /* --probe's, room for argc */
   size_t nprobes;
-  char attempts_set[64];   /* --clients with --attempts: max_attempts=N */
+  char attempts_set[64]; /* --clients with --attempts: max_attempts=N */
 } simulate_args;
 
 /* One option that takes a value; 0 or a usage status. */
@@ -321,8 +328,10 @@ static int take_value(simulate_args *a, const char *opt, char *v) {
     a->have_outage = 1;
   } else if (strcmp(opt, "--latency") == 0) {
     if (cli_latency_parse(v, &a->lat) != 0)
-      return cli_usage("--latency %s: expected BASE or BASE,SLOW@FRACTION in seconds "
-                       "(0.01,1@0.05: 10 ms, and 1 s for 5%% of the attempts)", v);
+      return cli_usage(
+        "--latency %s: expected BASE or BASE,SLOW@FRACTION in seconds "
+        "(0.01,1@0.05: 10 ms, and 1 s for 5%% of the attempts)",
+        v);
     a->latency = v;
   } else if (strcmp(opt, "--calls") == 0) {
     a->calls = parse_count(v);
@@ -337,49 +346,65 @@ static int take_value(simulate_args *a, const char *opt, char *v) {
     if (a->clients < 1 || a->clients > MAX_CLIENTS)
       return cli_usage("--clients %s: expected a whole number from 1 to 1000000", v);
   } else {
-    int attempts = opt[2] == 'a';  /* --attempts, else --seed */
+    int attempts = opt[2] == 'a'; /* --attempts, else --seed */
     long long n = parse_count(v);
     if (n < 0 || (attempts && (n < 1 || n > 1000000)))
       return cli_usage(attempts ? "--attempts %s: expected a whole number from 1 to 1000000"
-                                : "--seed %s: expected a whole number, 0 or more", v);
-    if (attempts) a->attempts = n;
-    else a->seed = n;
+                                : "--seed %s: expected a whole number, 0 or more",
+                       v);
+    if (attempts)
+      a->attempts = n;
+    else
+      a->seed = n;
   }
   return 0;
 }
 
 /* 0, or the exit status after a usage message. */
 static int parse_simulate(int argc, char **argv, simulate_args *a) {
-  static const char *const with_value[] = { "--attempts", "--seed", "--set", "--clients",
-                                            "--outage", "--svg", "--probe", "--latency", "--calls",
-                                            "--status", NULL };
+  static const char *const with_value[] = { "--attempts", "--seed",   "--set",   "--clients",
+                                            "--outage",   "--svg",    "--probe", "--latency",
+                                            "--calls",    "--status", NULL };
   for (int i = 0; i < argc; i++) {
     const char *s = argv[i];
     int takes = 0, status = 0;
     for (int k = 0; with_value[k]; k++) takes |= strcmp(s, with_value[k]) == 0;
-    if (strcmp(s, "--json") == 0) a->json = 1;
-    else if (strcmp(s, "--fleet") == 0) a->fleet = 1;
-    else if (strcmp(s, "--process") == 0) a->process = 1;
-    else if (takes && i + 1 >= argc) return cli_usage("%s needs a value", s);
-    else if (takes) status = take_value(a, s, argv[++i]);
-    else if (s[0] == '-' && s[1]) return cli_usage("simulate: unknown option %s", s);
-    else if (!a->path) a->path = s;
-    else return cli_usage("simulate: unexpected argument %s", s);
+    if (strcmp(s, "--json") == 0)
+      a->json = 1;
+    else if (strcmp(s, "--fleet") == 0)
+      a->fleet = 1;
+    else if (strcmp(s, "--process") == 0)
+      a->process = 1;
+    else if (takes && i + 1 >= argc)
+      return cli_usage("%s needs a value", s);
+    else if (takes)
+      status = take_value(a, s, argv[++i]);
+    else if (s[0] == '-' && s[1])
+      return cli_usage("simulate: unknown option %s", s);
+    else if (!a->path)
+      a->path = s;
+    else
+      return cli_usage("simulate: unexpected argument %s", s);
     if (status) return status;
   }
   if (!a->path) return cli_usage("simulate: %s", "which POLICY?");
   if (!a->clients && (a->svg || a->have_outage || a->fleet || a->process || a->status != 503))
-    return cli_usage("simulate: %s needs --clients N",
-                     a->svg ? "--svg" : a->fleet ? "--fleet" : a->process ? "--process"
-                     : a->have_outage ? "--outage" : "--status");
+    return cli_usage("simulate: %s needs --clients N", a->svg           ? "--svg"
+                                                       : a->fleet       ? "--fleet"
+                                                       : a->process     ? "--process"
+                                                       : a->have_outage ? "--outage"
+                                                                        : "--status");
   if ((a->fleet || a->process) && a->svg)
     return cli_usage("simulate: %s draws no --svg", a->fleet ? "--fleet" : "--process");
   if (a->fleet && a->process) return cli_usage("simulate: --fleet or --process, not both%s", "");
-  if (a->clients && a->nprobes) return cli_usage("simulate: --probe is for one call, not --clients%s", "");
+  if (a->clients && a->nprobes)
+    return cli_usage("simulate: --probe is for one call, not --clients%s", "");
   if (a->calls && !a->latency) return cli_usage("simulate: --calls needs --latency%s", "");
   if (a->latency && (a->clients || a->attempts || a->nprobes))
-    return cli_usage("simulate: --latency goes alone (not with --clients, --attempts or --probe)%s", "");
-  if ((a->clients || a->nprobes) && a->attempts) {  /* each client's call: the same override as --attempts */
+    return cli_usage("simulate: --latency goes alone (not with --clients, --attempts or --probe)%s",
+                     "");
+  if ((a->clients || a->nprobes) &&
+      a->attempts) { /* each client's call: the same override as --attempts */
     snprintf(a->attempts_set, sizeof a->attempts_set, "max_attempts=%lld", a->attempts);
     a->sets[a->nsets++] = a->attempts_set;
   }
@@ -404,12 +429,12 @@ static int simulate_herd(luaretry_policy *p, const simulate_args *a) {
 static int simulate_schedule(luaretry_policy *p, const simulate_args *a) {
   schedule_out out = { a->json, 0 };
   if (a->nprobes) {
-    int status = cli_simulate_probes(p, a->probes, a->nprobes, (uint64_t)a->seed, print_decision,
-                                     &out);
+    int status =
+      cli_simulate_probes(p, a->probes, a->nprobes, (uint64_t)a->seed, print_decision, &out);
     return status == EXIT_OK && out.policy_error ? EXIT_POLICY : status;
   }
-  luaretry_code rc = luaretry_simulate(p, (uint64_t)a->seed, (long)a->attempts, print_decision,
-                                       &out);
+  luaretry_code rc =
+    luaretry_simulate(p, (uint64_t)a->seed, (long)a->attempts, print_decision, &out);
   if (rc == LUARETRY_OK) return out.policy_error ? EXIT_POLICY : EXIT_OK;
   fprintf(stderr, "luaretry: simulate: %s\n", luaretry_strerror(rc));
   return EXIT_POLICY;
@@ -432,8 +457,8 @@ int cli_simulate(int argc, char **argv) {
   if (status == 0 && !(p = cli_load_policy(a.path, a.sets, a.nsets, 1))) status = EXIT_POLICY;
   if (p) {
     if (a.latency)
-      status = cli_simulate_latency(p, &a.lat, a.calls ? (long)a.calls : 1000, (uint64_t)a.seed,
-                                    a.json);
+      status =
+        cli_simulate_latency(p, &a.lat, a.calls ? (long)a.calls : 1000, (uint64_t)a.seed, a.json);
     else if (a.fleet || a.process)
       status = cli_simulate_fleet(p, a.path, (long)a.clients, a.outage, (uint64_t)a.seed,
                                   (int)a.status, a.json, a.process);

@@ -8,25 +8,25 @@
 #include "cli/cli.h"
 #include "luaretry.h"
 
-#define WINDOW 0.1                   /* the peak's window, seconds */
+#define WINDOW    0.1 /* the peak's window, seconds */
 #define N_REASONS (LUARETRY_REASON_RATE_LIMIT + 1)
 
 typedef struct {
   const char *path;
-  const char *name;        /* the policy's name */
+  const char *name; /* the policy's name */
   long clients;
   double outage;
-  int status;              /* the outage's answer (503, or 429: throttling) */
+  int status; /* the outage's answer (503, or 429: throttling) */
   uint64_t seed;
-  double *retry;           /* start times of attempts after the first */
+  double *retry; /* start times of attempts after the first */
   size_t nretry, cap;
   long by_reason[N_REASONS];
-  long capped;             /* clients stopped by LUARETRY_SIMULATE_ATTEMPT_CAP */
-  double last;             /* the last attempt's start */
+  long capped; /* clients stopped by LUARETRY_SIMULATE_ATTEMPT_CAP */
+  double last; /* the last attempt's start */
   /* the peak: most retries in any WINDOW, and where */
   long peak;
   double peak_at;
-  double even;             /* retries per WINDOW if spread evenly */
+  double even; /* retries per WINDOW if spread evenly */
   long windows;
   /* the histogram */
   double width;
