@@ -69,6 +69,8 @@ static void sb_json(sbuf *b, const char *s) {
   sb_add(b, "\"", 1);
 }
 
+/* One JSON entry per request: a flat sequence of fields, longer than most
+ * functions but read top to bottom like the entry it writes. */
 void fault_log_entry(lr_faults *f, conn *c) {
   const lr_http_req *r = &c->req;
   const char *body = c->in + r->head_len;

@@ -151,26 +151,27 @@ extern const char LR_FLEET_SCRIPT[];
 
 /* SCRIPT LOAD, right after connecting: learns the SHA and proves the
  * server runs Lua scripts. */
-lr_fleet_code lr_script_load(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
-                             int64_t deadline_ms, char *err, size_t errlen);
+lr_fleet_code lr_redis_script_load(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
+                                   int64_t deadline_ms, char *err, size_t errlen);
 /* Queues EVALSHA (or EVAL) of the update with this batch. */
-lr_fleet_code lr_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[2],
-                               const char *member, const lr_fleet_limits *l,
-                               const lr_fleet_batch *b);
+lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[2],
+                                     const char *member, const lr_fleet_limits *l,
+                                     const lr_fleet_batch *b);
 /* Decodes its reply; *noscript set when the server had forgotten the
  * script (the batch was not applied).  Every number is checked against
  * what the script can answer to the limits l and `want` sent: any other
  * is E_PROTOCOL (a broken reply), never used.  Error text shown as
  * lr_reply_quote shows it. */
-lr_fleet_code lr_script_decode(lr_fleet_script *s, const lr_redis_url *u,
-                               const struct redisReply *r, const lr_fleet_limits *l, long long want,
-                               lr_fleet_reply *out, int *noscript, char *err, size_t errlen);
+lr_fleet_code lr_redis_script_decode(lr_fleet_script *s, const lr_redis_url *u,
+                                     const struct redisReply *r, const lr_fleet_limits *l,
+                                     long long want, lr_fleet_reply *out, int *noscript, char *err,
+                                     size_t errlen);
 /* Append, send, read, decode; on NOSCRIPT once more with EVAL, all within
  * the deadline. */
-lr_fleet_code lr_script_run(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
-                            const char *keys[2], const char *member, const lr_fleet_limits *l,
-                            const lr_fleet_batch *b, int64_t deadline_ms, lr_fleet_reply *out,
-                            char *err, size_t errlen);
+lr_fleet_code lr_redis_script_run(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
+                                  const char *keys[2], const char *member, const lr_fleet_limits *l,
+                                  const lr_fleet_batch *b, int64_t deadline_ms, lr_fleet_reply *out,
+                                  char *err, size_t errlen);
 
 /* ---- handle.c: the handle, its health and connection */
 

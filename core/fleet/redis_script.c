@@ -94,8 +94,8 @@ void lr_fleet_cfg_text(const lr_fleet_limits *l, char *buf, size_t size) {
          l->ratio_milli % 1000, l->breaker, l->failures, l->open_ms, l->probes);
 }
 
-lr_fleet_code lr_script_load(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
-                             int64_t deadline_ms, char *err, size_t errlen) {
+lr_fleet_code lr_redis_script_load(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
+                                   int64_t deadline_ms, char *err, size_t errlen) {
   const char *argv[3] = { "SCRIPT", "LOAD", LR_FLEET_SCRIPT };
   lr_fleet_code rc = lr_conn_append(c, 3, argv, NULL);
   redisReply *r = NULL;
@@ -120,9 +120,9 @@ lr_fleet_code lr_script_load(lr_fleet_script *s, lr_redis_conn *c, const lr_redi
   return rc;
 }
 
-lr_fleet_code lr_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[2],
-                               const char *member, const lr_fleet_limits *l,
-                               const lr_fleet_batch *b) {
+lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[2],
+                                     const char *member, const lr_fleet_limits *l,
+                                     const lr_fleet_batch *b) {
   long long nums[10] = { l->max_milli, l->failures, l->open_ms, l->probes, l->ttl_ms,
                          b->spent,     b->earned,   b->trail,   b->resets, b->want };
   char text[10][24], cfg[200];
@@ -195,9 +195,9 @@ static lr_fleet_code refused(lr_fleet_script *s, const lr_redis_url *u, const re
   return lr_conn_error_code(r);
 }
 
-lr_fleet_code lr_script_decode(lr_fleet_script *s, const lr_redis_url *u, const redisReply *r,
-                               const lr_fleet_limits *l, long long want, lr_fleet_reply *out,
-                               int *noscript, char *err, size_t errlen) {
+lr_fleet_code lr_redis_script_decode(lr_fleet_script *s, const lr_redis_url *u, const redisReply *r,
+                                     const lr_fleet_limits *l, long long want, lr_fleet_reply *out,
+                                     int *noscript, char *err, size_t errlen) {
   *noscript = 0;
   if (r->type == REDIS_REPLY_ERROR) return refused(s, u, r, l, noscript, err, errlen);
   long long *fields[7] = { &out->tokens,      &out->state,   &out->fails, &out->opened_at,
@@ -217,18 +217,18 @@ lr_fleet_code lr_script_decode(lr_fleet_script *s, const lr_redis_url *u, const 
   return LR_FLEET_OK;
 }
 
-lr_fleet_code lr_script_run(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
-                            const char *keys[2], const char *member, const lr_fleet_limits *l,
-                            const lr_fleet_batch *b, int64_t deadline_ms, lr_fleet_reply *out,
-                            char *err, size_t errlen) {
+lr_fleet_code lr_redis_script_run(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
+                                  const char *keys[2], const char *member, const lr_fleet_limits *l,
+                                  const lr_fleet_batch *b, int64_t deadline_ms, lr_fleet_reply *out,
+                                  char *err, size_t errlen) {
   lr_fleet_code rc = LR_FLEET_OK;
   for (int round = 0; round < 2; round++) { /* EVALSHA, then EVAL on NOSCRIPT */
     redisReply *r = NULL;
     int noscript = 0;
-    rc = lr_script_append(s, c, keys, member, l, b);
+    rc = lr_redis_script_append(s, c, keys, member, l, b);
     if (rc == LR_FLEET_OK) rc = lr_conn_read(c, deadline_ms, &r, err, errlen);
     if (rc != LR_FLEET_OK) return rc;
-    rc = lr_script_decode(s, u, r, l, b->want, out, &noscript, err, errlen);
+    rc = lr_redis_script_decode(s, u, r, l, b->want, out, &noscript, err, errlen);
     freeReplyObject(r);
     if (!noscript) break;
   }

@@ -49,8 +49,8 @@ static void limits_of(lr_fleet *f, lr_fleet_limits *l) {
 static lr_fleet_code settle_inflight(lr_fleet *f, redisReply *r, char *err, size_t errlen) {
   lr_fleet_reply out;
   int noscript = 0;
-  lr_fleet_code rc =
-    lr_script_decode(&f->script, &f->url, r, &f->inflight_limits, 0, &out, &noscript, err, errlen);
+  lr_fleet_code rc = lr_redis_script_decode(&f->script, &f->url, r, &f->inflight_limits, 0, &out,
+                                            &noscript, err, errlen);
   f->inflight = 0;
   /* the batch's deltas move from inflight_net into tokens (or back into
    * the next batch): written before inflight_net is cleared, so that a
@@ -94,8 +94,8 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
   const char *keys[2] = { f->key, f->procs_key };
   f->last_sent_at = lr_monotonic_ms();
   if (rc == LR_FLEET_OK)
-    rc = lr_script_run(&f->script, &f->conn, &f->url, keys, f->member, &l, &b, deadline, &out, err,
-                       sizeof err);
+    rc = lr_redis_script_run(&f->script, &f->conn, &f->url, keys, f->member, &l, &b, deadline, &out,
+                             err, sizeof err);
   f->conn.cancel = NULL;
   if (rc != LR_FLEET_OK) {
     lr_fleet_failed_locked(f, rc, err, start, limit_ms); /* the batch is dropped: see below */
@@ -169,7 +169,7 @@ static void send_async(lr_fleet *f, int64_t now) {
   take_batch(f, &f->inflight_batch);
   const char *keys[2] = { f->key, f->procs_key };
   lr_fleet_code rc =
-    lr_script_append(&f->script, &f->conn, keys, f->member, &l, &f->inflight_batch);
+    lr_redis_script_append(&f->script, &f->conn, keys, f->member, &l, &f->inflight_batch);
   if (rc == LR_FLEET_OK) rc = lr_conn_flush(&f->conn, 0, err, sizeof err);
   if (rc != LR_FLEET_OK) {
     lr_fleet_fail_locked(f, rc, err);

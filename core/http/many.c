@@ -263,7 +263,8 @@ static void end_unstarted(batch *b, live_call *lc, luaretry_code rc) {
 }
 
 /* Starts lc's next attempt on a free slot; ends the call instead when it
- * may not go on. */
+ * may not go on.  Kept whole: each failing step must undo the same
+ * handle and slot state, which one exit path does. */
 static void start_attempt(batch *b, live_call *lc) {
   luaretry_decision d;
   luaretry_code rc = luaretry_call_next(lc->c, &d);

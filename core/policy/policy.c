@@ -211,7 +211,8 @@ static void note_hooks(lr_gen *g, const lr_script *s) {
 }
 
 /* The load g, its first state s read into ld, validated: it becomes the
- * policy's (under the lock), or p->errmsg says why not. */
+ * policy's (under the lock), or p->errmsg says why not.  Kept whole: every
+ * step can fail and each undoes what came before, in one place. */
 static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load *ld) {
   char errors[sizeof p->errmsg];
   lr_tuning tuning;

@@ -225,7 +225,8 @@ static double percentile_of(const char *s) {
 }
 
 /* Checks field i against its row; 1 when set and valid, 0 when unset,
- * -1 when invalid (reported). */
+ * -1 when invalid (reported).  Longer than most: one switch over the
+ * row's type, each case a few lines, read best as one table. */
 static int check_field(lr_check *ck, int i) {
   const lr_field_spec *s = &lr_fields[i];
   lr_field *f = &ck->fields[i];

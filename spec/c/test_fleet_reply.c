@@ -88,7 +88,7 @@ static lr_fleet_code decode(const char *s, lr_fleet_reply *out, char *err, size_
   redisReply *r = read_one(s, strlen(s), &rc, err, errlen);
   if (!r) return rc;
   int noscript = 0;
-  rc = lr_script_decode(&sc, &u, r, &l, 0, out, &noscript, err, errlen);
+  rc = lr_redis_script_decode(&sc, &u, r, &l, 0, out, &noscript, err, errlen);
   freeReplyObject(r);
   return rc;
 }

@@ -1,7 +1,7 @@
 /* fuzz_redis_reply.c: what a Redis server (or anything on its port) sends
  * the fleet, read by the fleet's bounded reader (lr_reply_reader_new) and
  * decoded as each of the fleet's questions would decode it: the update
- * script's answer (lr_script_decode), the status (TIME, HMGET, ZREVRANGE:
+ * script's answer (lr_redis_script_decode), the status (TIME, HMGET, ZREVRANGE:
  * lr_fleet_status_decode) and an error's text (lr_reply_quote).
  *
  * The first byte picks the piece size (1 to 16 bytes) the rest is fed in,
@@ -43,7 +43,7 @@ static void check_script(const redisReply *r, const lr_redis_url *u) {
   lr_fleet_reply out;
   int noscript = 0;
   char err[300];
-  if (lr_script_decode(&s, u, r, &l, 1, &out, &noscript, err, sizeof err) == LR_FLEET_OK) {
+  if (lr_redis_script_decode(&s, u, r, &l, 1, &out, &noscript, err, sizeof err) == LR_FLEET_OK) {
     if (out.tokens < 0 || out.tokens > l.max_milli || out.state < 0 || out.state > 2) abort();
     if (out.opened_at > out.now_ms || out.granted > 1 || out.granted < 0) abort();
   }
