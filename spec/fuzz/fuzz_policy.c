@@ -44,9 +44,9 @@ static void check_decision(const luaretry_decision *d) {
   if (!isfinite(d->wait) || d->wait < 0 || !isfinite(d->next_timeout) || d->next_timeout < 0)
     abort();
   if (!isfinite(d->elapsed) || d->elapsed < 0) abort();
-  if (d->reason > LUARETRY_REASON_SERVER_WAIT_TOO_LONG || d->wait_source > LUARETRY_WAIT_CLAMPED)
-    abort();
-  if (d->retry != (d->reason == LUARETRY_REASON_NONE)) abort();
+  if (d->reason > LUARETRY_REASON_RATE_LIMIT || d->wait_source > LUARETRY_WAIT_RATE) abort();
+  /* no retry and no reason: only while other attempts of the call run */
+  if (d->retry != (d->reason == LUARETRY_REASON_NONE) && !d->in_flight) abort();
   if (d->reason == LUARETRY_REASON_POLICY_ERROR && (!d->message || !d->rule)) abort();
 }
 
