@@ -55,8 +55,14 @@ local function header(name)
   h.expects = {}
   for alt in (h.expect or ""):gmatch("[^|]+") do h.expects[#h.expects + 1] = alt end
   h.where = h.where or (mark and name .. ":" .. mark)
-  local memory_only = true
-  for _, alt in ipairs(h.expects) do memory_only = memory_only and alt:find("memory limit", 1, true) end
+  -- a memory bomb (its family, or every expected text) that no time limit
+  -- is expected to end: the time limit must not win the race
+  local all_memory, any_time = true, false
+  for _, alt in ipairs(h.expects) do
+    all_memory = all_memory and alt:find("memory limit", 1, true) ~= nil
+    any_time = any_time or alt:find("time limit", 1, true) ~= nil
+  end
+  local memory_only = not any_time and (all_memory or h.family == "memory")
   h.opts = memory_only and MEMORY_OPTS or OPTS
   h.within = memory_only and MEMORY_WITHIN or WITHIN
   assert(h.drive and #h.expects > 0 and (h.where or h.drive == "harmless"), name .. ": header")
