@@ -93,9 +93,11 @@ describe("every shipped policy", function()
     end
   end)
 
-  -- The policies are installed alone: a path into the development notes
-  -- (a "seeds/" page, the contract) means nothing to their readers, so each
-  -- cites the public page by its title instead.
+  -- The policies are installed alone: a path into documents that are not
+  -- shipped (the development notes' folder of saved pages, or the product
+  -- contract) means nothing to their readers, so each cites the public page
+  -- by its title instead.  The two strings below are what must NOT appear in
+  -- a policy; this spec reads no such file.
   it("names its sources by title, not by a path into this project's documents", function()
     for _, name in ipairs(SHIPPED) do
       local f = assert(io.open(policy(name), "r"))
