@@ -266,22 +266,26 @@ static void read_transient(lua_State *L, lr_script *s, lr_verdict *v) {
   lua_pop(L, 1);
 }
 
+/* A yes-or-no hook's two results (a reason, ignored, with the verdict),
+ * popped: 1 or 0, or -1 with v filled as a policy error. */
+static int hook_boolean(lua_State *L, const char *fname, const char *rule, lr_verdict *v) {
+  int t = lua_type(L, -2), yes = lua_toboolean(L, -2);
+  lua_pop(L, 2);
+  if (t == LUA_TBOOLEAN || t == LUA_TNIL) return yes;
+  v->cls = LUARETRY_CLASS_ERROR;
+  v->rule = rule;
+  lr_fmt(v->message, sizeof v->message, "%s: %s returned a %s (expected true, false or nil)", rule,
+         fname, lua_typename(L, t));
+  return -1;
+}
+
 /* 1 when the script's is_success says success or failed (v filled). */
 static int script_success(lua_State *L, lr_script *s, lr_verdict *v) {
   if (run_hook(s, SLOT_IS_SUCCESS, s->ref_is_success, s->bodiless_is_success, "is_success",
                s->rule_is_success, v))
     return 1;
-  int t = lua_type(L, -2), yes = lua_toboolean(L, -2);
-  lua_pop(L, 2);
-  if (t != LUA_TBOOLEAN && t != LUA_TNIL) {
-    v->cls = LUARETRY_CLASS_ERROR;
-    v->rule = s->rule_is_success;
-    lr_fmt(v->message, sizeof v->message,
-           "%s: is_success returned a %s (expected true, "
-           "false or nil)",
-           s->rule_is_success, lua_typename(L, t));
-    return 1;
-  }
+  int yes = hook_boolean(L, "is_success", s->rule_is_success, v);
+  if (yes < 0) return 1;
   if (!yes) return 0;
   v->cls = LUARETRY_CLASS_SUCCESS;
   v->rule = s->rule_is_success;
@@ -297,17 +301,8 @@ static void judge_throttling(lua_State *L, lr_script *s, lr_verdict *v) {
     return;
   }
   if (run_hook(s, 0, s->ref_is_throttling, 0, "is_throttling", s->rule_is_throttling, v)) return;
-  int t = lua_type(L, -2), yes = lua_toboolean(L, -2); /* and a reason, ignored */
-  lua_pop(L, 2);
-  if (t != LUA_TBOOLEAN && t != LUA_TNIL) {
-    v->cls = LUARETRY_CLASS_ERROR;
-    v->rule = s->rule_is_throttling;
-    lr_fmt(v->message, sizeof v->message,
-           "%s: is_throttling returned a %s (expected true, "
-           "false or nil)",
-           s->rule_is_throttling, lua_typename(L, t));
-    return;
-  }
+  int yes = hook_boolean(L, "is_throttling", s->rule_is_throttling, v);
+  if (yes < 0) return;
   v->throttled = yes;
 }
 
