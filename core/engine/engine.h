@@ -378,7 +378,7 @@ typedef struct {
   void (*release)(void *ud);
 } lr_judge;
 
-/* ---- call.c: the state machine */
+/* ---- call*.c: the state machine (call_internal.h says which file does what) */
 
 /* A call judged by `j` under `rules` (both must outlive it: the judge's
  * release says when they may go), sharing `shared` (the policy's guards

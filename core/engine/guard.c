@@ -182,7 +182,7 @@ void lr_guards_failure(lr_shared *s, const lr_guards *g, double now) {
     change(s, g, LUARETRY_BREAKER_CLOSED, LUARETRY_BREAKER_OPEN, now);
 }
 
-/* ---- hedging: a hedge pays its token when it is sent (call.c) */
+/* ---- hedging: a hedge pays its token when it is sent (call_hedge.c) */
 
 void lr_budget_spend(lr_shared *s, const lr_guards *g) {
   if (g->budget) add_tokens(s, g, -MILLI);

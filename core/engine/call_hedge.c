@@ -1,0 +1,107 @@
+/* call_hedge.c: several attempts of one call in flight.  A hedge is
+ * sent only for an idempotent request while the guards would allow a
+ * retry, and pays the budget when it is sent. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "call_internal.h"
+
+/* ---- hedging: several attempts of one call in flight */
+
+luaretry_code luaretry_call_start(luaretry_call *c, int *attempt) {
+  if (!c || !attempt) return LUARETRY_E_ARG;
+  if (c->stopped) {
+    lr_call_say(&c->errmsg, "the call already stopped (%s); begin a new one",
+                luaretry_reason_name(c->reason));
+    return LUARETRY_E_STATE;
+  }
+  if (c->in_flight) {
+    lr_call_say(&c->errmsg,
+                "attempt %d is still in flight: a second one is a hedge "
+                "(luaretry_call_hedge)",
+                c->flight[0].id);
+    return LUARETRY_E_STATE;
+  }
+  double at = luaretry_call_elapsed(c);
+  c->flight[0] = (lr_flight){ ++c->started, 0, at };
+  c->in_flight = 1;
+  c->last_start = at;
+  c->hedge_closed = c->rules->hedge.max <= 0 || c->no_hedge;
+  if (!c->hedge_closed) c->hedge_delay = lr_latency_delay(&c->rules->hedge);
+  *attempt = c->started;
+  return LUARETRY_OK;
+}
+
+double luaretry_call_hedge_in(const luaretry_call *c) {
+  if (!c || c->stopped || c->hedge_closed || c->in_flight == 0 ||
+      c->hedges_in_flight >= c->rules->hedge.max)
+    return -1;
+  double left = c->last_start + c->hedge_delay - luaretry_call_elapsed(c);
+  return left > 0 ? left : 0;
+}
+
+/* Why no hedge goes now (d filled, the round closed); 0 when one may. */
+static int hedge_refused(luaretry_call *c, const luaretry_request *r, double now,
+                         luaretry_decision *d) {
+  const lr_rules *rules = c->rules;
+  const char *why = NULL;
+  int idempotent = 1, remote_said = 0;
+  char *err = lr_call_buffer(&c->errmsg);
+  lr_attempt_ctx ctx = lr_call_context(c, c->started + 1, now);
+  if (!err) return -1;
+  if (c->judge->is_idempotent(c->judge->ud, r, &idempotent, &ctx, err, MESSAGE_SIZE) != 0)
+    return -1;
+  if (!idempotent)
+    why = "the request is not idempotent";
+  else if (c->max_attempts > 0 && c->started >= c->max_attempts)
+    why = "max_attempts";
+  else if (rules->deadline > 0 && now >= rules->deadline)
+    why = "deadline";
+  else if (rules->guards.breaker && !lr_call_breaker_admits(c, 0, now + c->start, &remote_said))
+    why = "the circuit is open";
+  else if (rules->guards.budget && !lr_call_budget_allows(c, now + c->start, &remote_said))
+    why = "the retry budget refuses";
+  if (!why) return 0;
+  c->hedge_closed = 1;
+  d->retry = 0;
+  d->reason = LUARETRY_REASON_NONE;
+  d->message = lr_call_say(&c->message, "no hedge: %s", why);
+  d->in_flight = c->in_flight;
+  return 1;
+}
+
+luaretry_code luaretry_call_hedge(luaretry_call *c, const luaretry_request *r,
+                                  luaretry_decision *d) {
+  if (!c || !r || !d) return LUARETRY_E_ARG;
+  memset(d, 0, sizeof *d);
+  d->attempt = c->started;
+  d->elapsed = luaretry_call_elapsed(c);
+  if (luaretry_call_hedge_in(c) != 0) {
+    d->in_flight = c->in_flight;
+    d->message = c->stopped ? NULL : "no hedge due";
+    d->reason = c->stopped ? c->reason : LUARETRY_REASON_NONE;
+    return LUARETRY_OK;
+  }
+  int refused = hedge_refused(c, r, d->elapsed, d);
+  if (refused < 0) return LUARETRY_E_POLICY;
+  if (refused) return LUARETRY_OK;
+  if (c->flight == &c->one) {
+    lr_flight *more = malloc(LR_FLIGHT_MAX * sizeof *more);
+    if (!more) return LUARETRY_E_NOMEM;
+    more[0] = c->one;
+    c->flight = more;
+  }
+  /* paid when sent: a slow answer that succeeds would never pay */
+  if (c->rules->guards.budget) lr_budget_spend(c->shared, &c->rules->guards);
+  lr_count(c->shared, LR_M_HEDGES, 1);
+  c->flight[c->in_flight++] = (lr_flight){ ++c->started, 1, d->elapsed };
+  c->hedges_in_flight++;
+  c->last_start = d->elapsed;
+  d->retry = 1;
+  d->hedge = 1;
+  d->attempt = c->started;
+  d->next_timeout = lr_call_timeout_at(c->rules, d->elapsed);
+  d->in_flight = c->in_flight;
+  d->rule = "hedge";
+  return LUARETRY_OK;
+}

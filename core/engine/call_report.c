@@ -1,0 +1,228 @@
+/* call_report.c: an attempt's outcome judged into a decision: the
+ * verdict's class, the wait (backoff, throttling backoff, the server's or
+ * the script's), the deadline, and the on_retry hook. */
+#include <math.h>
+#include <string.h>
+
+#include "call_internal.h"
+
+/* The policy's jitter over a server's (or a script's) wait: uniform in
+ * [0, jitter_max] for every kind but none. */
+static double spread(luaretry_call *c) {
+  const lr_backoff *b = &c->rules->backoff;
+  return b->jitter == LUARETRY_JITTER_NONE ? 0 : lr_rng_uniform(&c->rng, 0, b->jitter_max);
+}
+
+/* The wait a transient outcome earns before any server hint; 0 on success,
+ * -1 on a policy error (message in err). */
+static int backoff_wait(luaretry_call *c, const lr_verdict *v, const lr_attempt_ctx *ctx, double *w,
+                        luaretry_wait_source *src, lr_verdict *err) {
+  long n = c->attempts - 1; /* retry n follows attempt n + 1 */
+  if (v->wait >= 0 && !v->server) {
+    *w = v->wait + (v->jitter ? spread(c) : 0);
+    *src = LUARETRY_WAIT_SCRIPT;
+    return 0;
+  }
+  int capped;
+  if (v->throttled) { /* the throttling backoff, whatever the policy's backoff is */
+    *w = lr_backoff_wait(&c->rules->throttle_backoff, (uint64_t)n, &c->throttle_previous, &c->rng,
+                         &capped);
+    *src = capped ? LUARETRY_WAIT_CLAMPED : LUARETRY_WAIT_THROTTLE;
+    return 0;
+  }
+  if (c->rules->backoff.kind == LUARETRY_BACKOFF_SCRIPT) {
+    if (c->judge->backoff(c->judge->ud, ctx, n, c->previous, w, err) != 0) return -1;
+    c->previous = *w;
+    *src = LUARETRY_WAIT_BACKOFF;
+    return 0;
+  }
+  *w = lr_backoff_wait(&c->rules->backoff, (uint64_t)n, &c->previous, &c->rng, &capped);
+  *src = capped ? LUARETRY_WAIT_CLAMPED : LUARETRY_WAIT_BACKOFF;
+  return 0;
+}
+
+/* A server's Retry-After (or a wait the script read from the server, such
+ * as a rate-limit reset) over the wait w: never earlier than asked, and
+ * spread upward by the policy's jitter (clients told the same instant must
+ * not all come back at it).  Of both, the longer counts.  1 when it ends
+ * the call instead (d filled). */
+static int server_wait(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v, double *w,
+                       luaretry_wait_source *src, luaretry_decision *d) {
+  const lr_rules *r = c->rules;
+  if (!r->retry_after) return 0;
+  double asked = o->retry_after >= 0 && isfinite(o->retry_after) ? o->retry_after : -1;
+  if (v->server && v->wait > asked) asked = v->wait;
+  if (asked < 0) return 0;
+  if (asked > r->max_retry_after) {
+    lr_call_stop_saying(c, d, LUARETRY_REASON_SERVER_WAIT_TOO_LONG, "max_retry_after",
+                        "the server asked for %.3f s, more than max_retry_after (%.3f s)", asked,
+                        r->max_retry_after);
+    return 1;
+  }
+  double extra = spread(c);
+  if (asked + extra > *w) {
+    *w = asked + extra;
+    *src = LUARETRY_WAIT_SERVER;
+  }
+  return 0;
+}
+
+/* A transient outcome the guards let through: the wait (backoff, or the
+ * server's or the script's), then a retry, or a stop when that wait would
+ * pass the deadline or the server asks too much. */
+static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v,
+                          const lr_attempt_ctx *ctx, luaretry_decision *d) {
+  const lr_rules *r = c->rules;
+  double w;
+  luaretry_wait_source src;
+  lr_verdict err;
+  err.cls = LUARETRY_CLASS_ERROR;
+  err.wait = -1;
+  err.jitter = err.server = err.reason = 0;
+  err.rule = v->rule;
+  err.message[0] = '\0';
+  if (backoff_wait(c, v, ctx, &w, &src, &err) != 0) {
+    lr_call_stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, err.rule, "%s", err.message);
+    return;
+  }
+  if (server_wait(c, o, v, &w, &src, d)) return;
+  if (r->guards.rate) {
+    double extra = lr_call_rate_token(c, d->elapsed + w);
+    if (extra < 0) {
+      lr_call_stop_rate_limited(c, d, d->elapsed + w);
+      return;
+    }
+    if (extra > 0) w += extra, src = LUARETRY_WAIT_RATE;
+  }
+  if (r->deadline > 0 && d->elapsed + w >= r->deadline) {
+    lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE,
+                        src == LUARETRY_WAIT_SERVER ? "retry_after" : "deadline",
+                        "the next attempt would start at %.3f s, past the deadline (%.3f s)",
+                        d->elapsed + w, r->deadline);
+    return;
+  }
+  d->retry = 1;
+  d->reason = LUARETRY_REASON_NONE;
+  d->wait = w;
+  lr_count(c->shared, LR_M_RETRIES, 1);
+  lr_count(c->shared, LR_METRIC_COUNT, lr_clamp_ns(w));
+  d->wait_source = src;
+  d->next_timeout = c->next_timeout = lr_call_timeout_at(r, d->elapsed + w);
+  c->attempt_start = d->elapsed + w; /* a host that does not ask next */
+  d->rule = v->rule;
+  if (c->judge->on_retry) {
+    char *b = lr_call_buffer(&c->hook_error);
+    if (b && c->judge->on_retry(c->judge->ud, o, d, ctx, b, MESSAGE_SIZE) != 0) d->hook_error = b;
+  }
+}
+
+/* Takes attempt `id` (0: the oldest) out of the flight into *f; an
+ * attempt the host did not announce is numbered here.  -1: no such id. */
+static int land(luaretry_call *c, int id, lr_flight *f) {
+  if (c->in_flight == 0) {
+    if (id != 0) return -1;
+    f->id = ++c->started;
+    f->hedge = 0;
+    f->start = -1;
+    return 0;
+  }
+  int k = 0;
+  if (id != 0)
+    while (k < c->in_flight && c->flight[k].id != id) k++;
+  if (k == c->in_flight) return -1;
+  *f = c->flight[k];
+  memmove(&c->flight[k], &c->flight[k + 1], (size_t)(c->in_flight - k - 1) * sizeof *f);
+  c->in_flight--;
+  if (f->hedge) c->hedges_in_flight--;
+  return 0;
+}
+
+/* A transient outcome while other attempts of the call are in flight:
+ * judged and counted, but the call waits for them (no retry yet), and no
+ * more hedges go this round: a failure is the backoff's to space out,
+ * never a reason to send more at once. */
+static int others_go_on(luaretry_call *c, const char *rule, luaretry_decision *d) {
+  if (c->in_flight == 0) return 0;
+  c->hedge_closed = 1;
+  d->rule = rule;
+  d->retry = 0;
+  d->reason = LUARETRY_REASON_NONE;
+  d->in_flight = c->in_flight;
+  return 1;
+}
+
+static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
+                            const luaretry_class *forced, luaretry_decision *d) {
+  if (!c || !o || !d) return LUARETRY_E_ARG;
+  memset(d, 0, sizeof *d);
+  if (c->stopped) {
+    lr_call_say(&c->errmsg, "the call already stopped (%s); begin a new one",
+                luaretry_reason_name(c->reason));
+    return LUARETRY_E_STATE;
+  }
+  lr_flight f;
+  if (land(c, id, &f) != 0) {
+    lr_call_say(&c->errmsg, "attempt %d is not in flight", id);
+    return LUARETRY_E_ARG;
+  }
+  ++c->attempts;
+  d->attempt = f.id;
+  d->hedge = f.hedge;
+  double now = lr_clock_now(&c->clock);
+  d->elapsed = now - c->start;
+  if (f.start >= 0 && c->rules->hedge.percentile > 0 && (o->status || !o->error))
+    lr_latency_record(c->rules->hedge.latency, d->elapsed - f.start);
+  if (atomic_load_explicit(&c->waiter.cancelled, memory_order_relaxed)) {
+    lr_call_stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
+    return LUARETRY_OK;
+  }
+  /* Field by field: zeroing the 512-byte message on every decision cost
+   * more than the rest of the arithmetic. */
+  lr_verdict v;
+  v.cls = LUARETRY_CLASS_TRANSIENT;
+  v.wait = -1;
+  v.jitter = v.server = v.reason = 0;
+  v.throttled = 0;
+  v.rule = "simulate";
+  v.message[0] = '\0';
+  lr_attempt_ctx ctx = lr_call_context(c, d->attempt, d->elapsed);
+  ctx.hedge = f.hedge;
+  c->judge->classify(c->judge->ud, o, &ctx, &v);
+  /* A simulation forces the class, but the judge still runs: a wait the
+   * script chooses, and its errors, are part of the schedule. */
+  if (forced && v.cls != LUARETRY_CLASS_ERROR) {
+    v.throttled =
+      *forced == LUARETRY_CLASS_THROTTLING || (v.throttled && *forced == LUARETRY_CLASS_TRANSIENT);
+    v.cls = *forced == LUARETRY_CLASS_THROTTLING ? LUARETRY_CLASS_TRANSIENT : *forced;
+  }
+  if (lr_call_judged(c, o, &v, now, d)) {
+    if (f.hedge && (v.cls == LUARETRY_CLASS_SUCCESS || v.cls == LUARETRY_CLASS_FINAL))
+      lr_count(c->shared, LR_M_HEDGES_WON, 1);
+    return LUARETRY_OK;
+  }
+  if (others_go_on(c, v.rule, d) || lr_call_limited(c, now, d)) return LUARETRY_OK;
+  retry_or_stop(c, o, &v, &ctx, d);
+  return LUARETRY_OK;
+}
+
+static luaretry_code observed(luaretry_call *c, const luaretry_outcome *o, luaretry_decision *d,
+                              luaretry_code rc) {
+  if (rc == LUARETRY_OK && c->observer) c->observer(c->observer_ud, o, d);
+  return rc;
+}
+
+luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
+                                   luaretry_decision *d) {
+  return observed(c, o, d, report(c, 0, o, NULL, d));
+}
+
+luaretry_code luaretry_call_report_attempt(luaretry_call *c, int attempt, const luaretry_outcome *o,
+                                           luaretry_decision *d) {
+  if (attempt <= 0) return LUARETRY_E_ARG;
+  return observed(c, o, d, report(c, attempt, o, NULL, d));
+}
+
+luaretry_code lr_call_report_class(luaretry_call *c, const luaretry_outcome *o,
+                                   luaretry_class forced, luaretry_decision *d) {
+  return observed(c, o, d, report(c, 0, o, &forced, d));
+}

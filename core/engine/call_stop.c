@@ -1,0 +1,71 @@
+/* call_stop.c: how a call stops, and the messages saying why: the
+ * buffers every part of the state machine writes its reasons into. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "call_internal.h"
+
+/* One of the call's message buffers, made on first use; NULL when out of
+ * memory (the message is then left out, never the decision). */
+char *lr_call_buffer(char **slot) {
+  if (!*slot) *slot = malloc(MESSAGE_SIZE);
+  return *slot;
+}
+
+const char *lr_call_say(char **slot, const char *fmt, ...) {
+  char *b = lr_call_buffer(slot);
+  if (!b) return NULL;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(b, MESSAGE_SIZE, fmt, ap);
+  va_end(ap);
+  return b;
+}
+
+static const int REASON_METRIC[] = {
+  [LUARETRY_REASON_SUCCESS] = LR_M_SUCCESSES,
+  [LUARETRY_REASON_FINAL] = LR_M_FINALS,
+  [LUARETRY_REASON_EXHAUSTED] = LR_M_EXHAUSTED,
+  [LUARETRY_REASON_DEADLINE] = LR_M_DEADLINE,
+  [LUARETRY_REASON_POLICY_ERROR] = LR_M_POLICY_ERRORS,
+  [LUARETRY_REASON_CANCELLED] = LR_M_CANCELLED,
+  [LUARETRY_REASON_BUDGET] = LR_M_BUDGET,
+  [LUARETRY_REASON_CIRCUIT_OPEN] = LR_M_CIRCUIT,
+  [LUARETRY_REASON_GAVE_UP] = LR_M_GAVE_UP,
+  [LUARETRY_REASON_SERVER_WAIT_TOO_LONG] = LR_M_SERVER_WAIT,
+  [LUARETRY_REASON_THROTTLE] = LR_M_THROTTLE_STOPS,
+  [LUARETRY_REASON_RATE_LIMIT] = LR_M_RATE_STOPS,
+};
+
+void lr_call_stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r, const char *rule) {
+  c->stopped = 1;
+  c->reason = r;
+  c->stop_rule = rule;
+  c->next_timeout = 0;
+  d->retry = 0;
+  d->reason = r;
+  d->wait = 0;
+  d->next_timeout = 0;
+  d->wait_source = LUARETRY_WAIT_NONE;
+  d->rule = rule; /* static, or owned by the policy: no copy per decision */
+  if (r != LUARETRY_REASON_NONE) lr_count(c->shared, REASON_METRIC[r], 1);
+  /* the attempts still in flight are the host's to cancel now */
+  d->in_flight = c->in_flight;
+  if (c->in_flight) lr_count(c->shared, LR_M_HEDGES_CANCELLED, c->in_flight);
+  c->in_flight = c->hedges_in_flight = 0;
+}
+
+/* Stops the call for reason r with a message saying why. */
+void lr_call_stop_saying(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
+                         const char *rule, const char *fmt, ...) {
+  char *b = lr_call_buffer(&c->message);
+  if (b) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, MESSAGE_SIZE, fmt, ap);
+    va_end(ap);
+  }
+  lr_call_stop(c, d, r, rule);
+  d->message = b;
+}
