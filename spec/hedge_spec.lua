@@ -296,6 +296,18 @@ describe("hedge in workflows", function ()
     assert.are.equal(1, proc.json.decode(counts).open, counts)
     assert.are.equal(1, r.summary.hedges_cancelled)
   end)
+
+  it("stops at once on Ctrl-C while a request and its hedge are in flight", function ()
+    local job = proc.spawn({"run", WF .. "run.lua", srv.base, "get /hang"}, dir)
+    finally(function () job:stop() end)
+    -- both sent: the attempt (it hangs, attempt_timeout 10 s) and its hedge
+    assert.truthy(proc.wait_for(function () return seen(srv, "/hang") == 2 or nil end, 10))
+    job:signal("INT")
+    local code = job:wait(5)
+    assert.are.equal(130, code, job:stderr())
+    assert.matches("request 1: attempt %d/3: transport error %-> cancelled", job:stderr())
+    assert.matches("interrupted", job:stderr())
+  end)
 end)
 
 describe("hedge's load errors", function ()
