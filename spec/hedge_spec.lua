@@ -297,6 +297,22 @@ describe("hedge in workflows", function ()
     assert.are.equal(1, r.summary.hedges_cancelled)
   end)
 
+  it("gives the script the original's answer when its hedge failed", function ()
+    local r = run{"get /hedge-fails"}
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("original", r.stdout)
+    assert.are.equal(2, seen(srv, "/hedge-fails"))
+    -- the request's two decisions, then the run's
+    assert.are.equal(3, #r.attempts)
+    assert.are.equal("in_flight", r.attempts[1].verdict)
+    assert.are.equal(503, r.attempts[1].status)
+    assert.are.equal("success", r.attempts[2].verdict)
+    assert.is_false(r.attempts[2].hedge)
+    assert.are.equal(1, r.attempts[2].request)
+    assert.are.equal(1, r.summary.hedges)
+    assert.are.equal(0, r.summary.hedges_won)
+  end)
+
   it("stops at once on Ctrl-C while a request and its hedge are in flight", function ()
     local job = proc.spawn({"run", WF .. "run.lua", srv.base, "get /hang"}, dir)
     finally(function () job:stop() end)
