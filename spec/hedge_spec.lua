@@ -231,6 +231,101 @@ function is_transient() return false end
   end)
 end)
 
+describe("hedge in workflows", function ()
+  -- run(http, {BASE, "get PATH" | "post PATH", ...}): the bodies joined by "|"
+  local WF = proc.root .. "/spec/fixtures/hedge_workflow/"
+  local srv, dir
+  before_each(function ()
+    dir = proc.tmpdir()
+    srv = proc.server(WF .. "server.lua")
+  end)
+  after_each(function ()
+    srv:stop()
+    proc.rmtree(dir)
+  end)
+
+  local function run(steps)
+    local log = dir .. "/log.json"
+    local args = {"run", WF .. "run.lua", srv.base}
+    for _, s in ipairs(steps) do args[#args + 1] = s end
+    args[#args + 1] = "--log-json"
+    args[#args + 1] = log
+    local r = proc.run(args, {timeout = 20})
+    r.attempts, r.summary = log_of(log)
+    return r
+  end
+
+  it("hedges a slow idempotent request: the hedge's answer reaches the script alone", function ()
+    local r = run{"get /slow-first"}
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("body2", r.stdout)
+    assert.is_true(r.secs < 2.5, r.secs .. " s: the slow original (3 s) was waited for")
+    assert.are.equal(2, seen(srv, "/slow-first"))
+    assert.matches("request 1: attempt 2/3 %(hedge%): 200 %-> success %(default%); " ..
+                   "1 in flight cancelled", r.stderr)
+    assert.matches("\nluaretry: attempt 1/3: 200 %-> success", "\n" .. r.stderr)
+    -- the request's line, then the run's
+    assert.are.equal(2, #r.attempts)
+    assert.are.equal(1, r.attempts[1].request)
+    assert.is_true(r.attempts[1].hedge)
+    assert.are.equal(1, r.attempts[1].in_flight)
+    assert.are.equal("success", r.attempts[1].verdict)
+    assert.is_nil(r.attempts[2].request)
+    assert.are.equal(1, r.summary.hedges)
+    assert.are.equal(1, r.summary.hedges_won)
+    assert.are.equal(1, r.summary.hedges_cancelled)
+  end)
+
+  it("never hedges a request that is not idempotent (a POST without Idempotency-Key)", function ()
+    local r = run{"post /post-slow"}
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("post1", r.stdout)
+    assert.is_true(r.secs >= 0.5, r.secs .. " s")
+    assert.are.equal(1, seen(srv, "/post-slow"))
+    assert.are.equal(0, r.summary.hedges)
+    assert.not_matches("request 1:", r.stderr)
+  end)
+
+  it("leaves no connection open behind the cancelled attempt", function ()
+    local r = run{"get /slow-once", "post /pause", "get /_faults/connections"}
+    assert.are.equal(0, r.code, r.stderr)
+    local first, pause, counts = r.stdout:match("^([^|]*)|([^|]*)|(.*)$")
+    assert.are.equal("once2", first)
+    assert.are.equal("paused", pause)
+    -- the winner's connection, kept and asked on; the cut original's closed
+    assert.are.equal(1, proc.json.decode(counts).open, counts)
+    assert.are.equal(1, r.summary.hedges_cancelled)
+  end)
+
+  it("gives the script the original's answer when its hedge failed", function ()
+    local r = run{"get /hedge-fails"}
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("original", r.stdout)
+    assert.are.equal(2, seen(srv, "/hedge-fails"))
+    -- the request's two decisions, then the run's
+    assert.are.equal(3, #r.attempts)
+    assert.are.equal("in_flight", r.attempts[1].verdict)
+    assert.are.equal(503, r.attempts[1].status)
+    assert.are.equal("success", r.attempts[2].verdict)
+    assert.is_false(r.attempts[2].hedge)
+    assert.are.equal(1, r.attempts[2].request)
+    assert.are.equal(1, r.summary.hedges)
+    assert.are.equal(0, r.summary.hedges_won)
+  end)
+
+  it("stops at once on Ctrl-C while a request and its hedge are in flight", function ()
+    local job = proc.spawn({"run", WF .. "run.lua", srv.base, "get /hang"}, dir)
+    finally(function () job:stop() end)
+    -- both sent: the attempt (it hangs, attempt_timeout 10 s) and its hedge
+    assert.truthy(proc.wait_for(function () return seen(srv, "/hang") == 2 or nil end, 10))
+    job:signal("INT")
+    local code = job:wait(5)
+    assert.are.equal(130, code, job:stderr())
+    assert.matches("request 1: attempt %d/3: transport error %-> cancelled", job:stderr())
+    assert.matches("interrupted", job:stderr())
+  end)
+end)
+
 describe("hedge's load errors", function ()
   local dir
   before_each(function () dir = proc.tmpdir() end)

@@ -42,7 +42,7 @@ static double retry_after(const lr_transfer *t) {
 static void route_bodies(const luaretry_request *req, const lr_io *io, lr_http_attempt *a) {
   lr_transfer *t = &a->t;
   t->body_limit = io->restart || !io->sink ? io->body_limit : SIZE_MAX;
-  t->limit_fails = 0;
+  t->limit_fails = io->limit_fails;
   t->stream = io->restart ? io->sink : NULL;
   t->stream_ud = io->sink_ud;
   int own_body = a->r.body == req->body && a->r.body_len == req->body_len;
@@ -56,7 +56,11 @@ static void route_bodies(const luaretry_request *req, const lr_io *io, lr_http_a
 
 luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *req, int n, CURL *h,
                                     double timeout, const lr_io *io, lr_http_attempt *a) {
-  luaretry_code rc = luaretry_call_prepare(c, req, n, &a->r);
+  luaretry_code rc = LUARETRY_OK;
+  if (io->as_given)
+    a->r = *req;
+  else
+    rc = luaretry_call_prepare(c, req, n, &a->r);
   if (rc != LUARETRY_OK) return rc;
   a->idempotent = 1;
   rc = luaretry_call_is_idempotent(c, &a->r, &a->idempotent);

@@ -101,6 +101,15 @@ static void free_hedges(round_t *r) {
   r->s[0].request = NULL;
 }
 
+/* An attempt's timeout within what is left of io->until, when set (a
+ * workflow's request shares its run's time). */
+static double within(const lr_io *io, double timeout) {
+  if (!(io->until > 0)) return timeout;
+  double left = io->until - lr_curl_now();
+  if (left < 0.001) left = 0.001; /* 0 would be no timeout at all */
+  return timeout > 0 && timeout < left ? timeout : left;
+}
+
 /* A hedge: attempt `id` on a copy of the host's handle, its body kept
  * whole (no restart: the attempt on the host's handle owns the stream). */
 static luaretry_code start_hedge(round_t *r, int id, double timeout) {
@@ -114,7 +123,8 @@ static luaretry_code start_hedge(round_t *r, int id, double timeout) {
   curl_easy_setopt(x->h, CURLOPT_VERBOSE, 0L); /* the host's trace is the attempt's */
   lr_io io = *r->io;
   io.restart = NULL;
-  luaretry_code rc = lr_curl_attempt_setup(r->c, r->req, id, x->h, timeout, &io, x->a);
+  luaretry_code rc =
+    lr_curl_attempt_setup(r->c, r->req, id, x->h, within(r->io, timeout), &io, x->a);
   if (rc != LUARETRY_OK) return rc;
   if (lr_curl_own_request(r->req, x->a, &x->request) != 0 ||
       curl_multi_add_handle(r->m, x->h) != CURLM_OK)
@@ -147,6 +157,7 @@ static int landed(round_t *r, CURLMsg *msg, luaretry_code *rc, luaretry_decision
   if (!final->retry && final->reason == LUARETRY_REASON_NONE) return 0; /* others go on */
   cancel_live(r);
   if (!final->retry) deliver(r, x, final);
+  if (r->io->landed) r->io->landed(r->io->landed_ud, &out);
   return 1;
 }
 
@@ -168,7 +179,8 @@ luaretry_code lr_curl_hedged(luaretry_call *c, CURL *h, CURLM *m, const luaretry
   r.c = c, r.m = m, r.req = req, r.io = io, r.n = 1;
   r.s[0] = (slot){ .h = h, .a = a, .id = id };
   *delivered = 1;
-  luaretry_code rc = lr_curl_attempt_setup(c, req, id, h, luaretry_call_timeout(c), io, a);
+  luaretry_code rc =
+    lr_curl_attempt_setup(c, req, id, h, within(io, luaretry_call_timeout(c)), io, a);
   if (rc != LUARETRY_OK) return rc;
   if (lr_curl_own_request(req, a, &r.s[0].request) != 0 ||
       curl_multi_add_handle(m, h) != CURLM_OK) {
@@ -176,7 +188,12 @@ luaretry_code lr_curl_hedged(luaretry_call *c, CURL *h, CURLM *m, const luaretry
     return LUARETRY_E_NOMEM;
   }
   r.s[0].live = 1;
-  int fd = luaretry_call_wakeup_fd(c);
+  /* the call's cancel, and its parent's (a workflow's run) */
+  struct curl_waitfd wake[2];
+  int nwake = 0, fds[2] = { luaretry_call_wakeup_fd(c),
+                            io->parent ? luaretry_call_wakeup_fd(io->parent) : -1 };
+  for (int i = 0; i < 2; i++)
+    if (fds[i] >= 0) wake[nwake++] = (struct curl_waitfd){ fds[i], CURL_WAIT_POLLIN, 0 };
   for (;;) {
     int running = 0, left;
     CURLMsg *msg;
@@ -188,6 +205,7 @@ luaretry_code lr_curl_hedged(luaretry_call *c, CURL *h, CURLM *m, const luaretry
     while (!over && (msg = curl_multi_info_read(m, &left)))
       if (msg->msg == CURLMSG_DONE) over = landed(&r, msg, &rc, final);
     if (over) break;
+    if (io->parent && luaretry_call_cancelled(io->parent)) luaretry_call_cancel(c);
     if (luaretry_call_cancelled(c)) { /* reported as cut short: the call stops */
       CURLMsg cut = { CURLMSG_DONE,
                       r.s[0].live ? h : NULL,
@@ -199,8 +217,7 @@ luaretry_code lr_curl_hedged(luaretry_call *c, CURL *h, CURLM *m, const luaretry
     int ms = hedge_or_wait(&r, &rc);
     if (rc != LUARETRY_OK) break;
     if (ms == 0) continue;
-    struct curl_waitfd wake = { fd, CURL_WAIT_POLLIN, 0 };
-    curl_multi_poll(m, fd >= 0 ? &wake : NULL, fd >= 0 ? 1 : 0, ms, NULL);
+    curl_multi_poll(m, nwake ? wake : NULL, (unsigned)nwake, ms, NULL);
   }
   cancel_live(&r);
   free_hedges(&r);

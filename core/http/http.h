@@ -42,6 +42,16 @@ typedef struct {
   double stall_timeout; /* the policy's; 0: none */
   long stall_speed;     /* bytes per second */
   lr_resume *resume;    /* the call's, or NULL */
+  /* a workflow's request (transport.c): */
+  int as_given;          /* sent as the script made it: no prepare() */
+  int limit_fails;       /* a body past body_limit fails the attempt */
+  double until;          /* > 0: lr_curl_now() by which every attempt ends
+                            (what is left of the run's time) */
+  luaretry_call *parent; /* or NULL: its cancel cancels the call too */
+  /* the attempt whose answer ended a hedged round, before its memory goes
+   * (a hedge's goes with the round); o points into that attempt */
+  void (*landed)(void *ud, const luaretry_outcome *o);
+  void *landed_ud;
 } lr_io;
 
 /* One transfer's state, what curl's callbacks see. */

@@ -302,8 +302,15 @@ static void start_attempt(batch *b, live_call *lc) {
     if (timeout == 0 || left < timeout) timeout = left;
   }
   const luaretry_curl_job *job = lc->job;
-  lr_io io = { b->body_limit,  job->sink,        job->sink_ud,   job->restart, job->upload,
-               job->upload_ud, b->stall_timeout, b->stall_speed, &lc->resume };
+  lr_io io = { .body_limit = b->body_limit,
+               .sink = job->sink,
+               .sink_ud = job->sink_ud,
+               .restart = job->restart,
+               .upload = job->upload,
+               .upload_ud = job->upload_ud,
+               .stall_timeout = b->stall_timeout,
+               .stall_speed = b->stall_speed,
+               .resume = &lc->resume };
   int id = lc->next;
   if (b->hedging && (rc = luaretry_call_start(lc->c, &id)) != LUARETRY_OK) {
     end_unstarted(b, lc, rc);
@@ -345,8 +352,13 @@ static void start_hedge(batch *b, live_call *lc, int id, double timeout) {
   luaretry_code rc = LUARETRY_E_NOMEM;
   if (h) {
     const luaretry_curl_job *job = lc->job;
-    lr_io io = { b->body_limit,  job->sink,        job->sink_ud,   NULL, job->upload,
-                 job->upload_ud, b->stall_timeout, b->stall_speed, NULL };
+    lr_io io = { .body_limit = b->body_limit,
+                 .sink = job->sink,
+                 .sink_ud = job->sink_ud,
+                 .upload = job->upload,
+                 .upload_ud = job->upload_ud,
+                 .stall_timeout = b->stall_timeout,
+                 .stall_speed = b->stall_speed };
     curl_easy_setopt(h, CURLOPT_PRIVATE, (void *)lc);
     rc = lr_curl_attempt_setup(lc->c, job->request, id, h, timeout, &io, &s->a);
     if (rc == LUARETRY_OK && lr_curl_own_request(job->request, &s->a, &s->request) != 0)

@@ -1,6 +1,9 @@
 /* transport.c: a transport for workflows (luaretry_policy_run_workflow):
  * each http.* request of the script is one attempt on the host's handle,
- * with no retry of its own. */
+ * with no retry of its own.  With a policy that hedges, an idempotent
+ * request is one round of a call of its own, on hedge.c's path: the
+ * attempt, and hedges beside it while it is slow; the answer that ended
+ * the round is copied for the script (a hedge's goes with the round). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +13,14 @@ struct luaretry_curl_transport {
   CURL *h;
   luaretry_call *c;
   lr_transfer t; /* the last response, until the next */
+  /* hedging (luaretry_curl_transport_hedge) */
+  luaretry_policy *p;
+  luaretry_observer_fn observer;
+  void *observer_ud;
+  int round_told; /* this round's decisions go to the observer */
+  char *answer;   /* the round's answer, one block: headers, texts, body */
+  luaretry_response kept;
+  int answer_failed;
 };
 
 luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c,
@@ -23,12 +34,134 @@ luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c,
   return LUARETRY_OK;
 }
 
+luaretry_code luaretry_curl_transport_hedge(luaretry_curl_transport *tr, luaretry_policy *p,
+                                            luaretry_observer_fn observer, void *ud) {
+  if (!tr) return LUARETRY_E_ARG;
+  tr->p = p;
+  tr->observer = observer;
+  tr->observer_ud = ud;
+  return LUARETRY_OK;
+}
+
 void luaretry_curl_transport_free(luaretry_curl_transport *tr) {
   if (!tr) return;
+  free(tr->answer);
   free(tr->t.body.data);
   free(tr->t.header_text.data);
   free(tr->t.headers);
   free(tr);
+}
+
+/* ---- a hedged request: one round of a call of its own */
+
+static size_t text_size(const char *s) { return s ? strlen(s) + 1 : 0; }
+
+static const char *put_text(char **at, const char *s) {
+  if (!s) return NULL;
+  size_t n = strlen(s) + 1;
+  char *d = memcpy(*at, s, n);
+  *at += n;
+  return d;
+}
+
+/* lr_io.landed: the round's answer, copied whole into one block. */
+static void keep_answer(void *ud, const luaretry_outcome *o) {
+  luaretry_curl_transport *tr = ud;
+  size_t size =
+    o->header_count * sizeof(luaretry_header) + text_size(o->error_detail) + o->body_len + 1;
+  for (size_t i = 0; i < o->header_count; i++)
+    size += text_size(o->headers[i].name) + text_size(o->headers[i].value);
+  char *block = malloc(size);
+  free(tr->answer);
+  tr->answer = block;
+  if (!block) {
+    tr->answer_failed = 1;
+    return;
+  }
+  luaretry_header *h = (luaretry_header *)block;
+  char *at = block + o->header_count * sizeof(luaretry_header);
+  for (size_t i = 0; i < o->header_count; i++) {
+    h[i].name = put_text(&at, o->headers[i].name);
+    h[i].value = put_text(&at, o->headers[i].value);
+  }
+  luaretry_response *k = &tr->kept;
+  memset(k, 0, sizeof *k);
+  k->error_detail = put_text(&at, o->error_detail);
+  if (o->body_len) memcpy(at, o->body, o->body_len);
+  at[o->body_len] = '\0';
+  k->body = at;
+  k->body_len = o->body_len;
+  k->status = o->status;
+  k->error = o->error; /* a name of the library's: static */
+  k->headers = h;
+  k->header_count = o->header_count;
+}
+
+/* The round's decisions go to the host's observer once a hedge is in
+ * them: a request that answered alone says nothing, as before. */
+static void tell(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
+  luaretry_curl_transport *tr = ud;
+  if (d->hedge || d->in_flight) tr->round_told = 1;
+  if (tr->round_told && tr->observer) tr->observer(tr->observer_ud, o, d);
+}
+
+/* Whether req goes on the hedged path: the policy hedges, req is
+ * idempotent under it, and its breaker is closed (a half-open one keeps
+ * its probes for calls). */
+static int hedges(luaretry_curl_transport *tr, const luaretry_request *req) {
+  char max[32];
+  int idempotent = 0;
+  luaretry_metrics m;
+  return tr->p && luaretry_policy_get(tr->p, "hedge.max", max, sizeof max) == LUARETRY_OK &&
+         strcmp(max, "none") != 0 &&
+         luaretry_policy_is_idempotent(tr->p, req, &idempotent) == LUARETRY_OK && idempotent &&
+         luaretry_policy_metrics(tr->p, &m) == LUARETRY_OK && m.breaker == LUARETRY_BREAKER_CLOSED;
+}
+
+/* req as one round of a call of the policy's: *resp the answer that ended
+ * it; *plain set, nothing done, when the call was refused at begin. */
+static luaretry_code hedged(luaretry_curl_transport *tr, const luaretry_request *req,
+                            double timeout, luaretry_response *resp, int *plain) {
+  luaretry_call *c;
+  luaretry_code rc = luaretry_call_begin(tr->p, NULL, &c);
+  if (rc != LUARETRY_OK) return rc;
+  int id;
+  if (luaretry_call_start(c, &id) != LUARETRY_OK) { /* refused at begin */
+    luaretry_call_free(c);
+    *plain = 1;
+    return LUARETRY_OK;
+  }
+  luaretry_call_observe(c, tell, tr);
+  tr->round_told = 0;
+  tr->answer_failed = 0;
+  free(tr->answer);
+  tr->answer = NULL;
+  lr_io io;
+  memset(&io, 0, sizeof io);
+  io.body_limit = LUARETRY_CURL_TRANSPORT_MAX_BODY; /* the script gets it whole */
+  io.limit_fails = 1;
+  io.as_given = 1;
+  io.until = timeout > 0 ? lr_curl_now() + timeout : 0;
+  io.parent = tr->c;
+  io.landed = keep_answer;
+  io.landed_ud = tr;
+  luaretry_call_stall(c, &io.stall_timeout, &io.stall_speed);
+  int private_multi, delivered;
+  CURLM *m = lr_curl_multi_take(&private_multi);
+  lr_http_attempt a;
+  memset(&a, 0, sizeof a);
+  luaretry_decision final;
+  memset(&final, 0, sizeof final);
+  rc = m ? lr_curl_hedged(c, tr->h, m, req, &io, &a, id, &delivered, &final) : LUARETRY_E_NOMEM;
+  if (m) lr_curl_multi_give(m, private_multi);
+  lr_curl_release(tr->h);
+  lr_curl_attempt_free(&a);
+  luaretry_call_free(c);
+  if (rc != LUARETRY_OK) return rc;
+  if (final.reason == LUARETRY_REASON_CANCELLED) return LUARETRY_E_CANCELLED;
+  if (tr->answer_failed || !tr->answer) return LUARETRY_E_NOMEM;
+  *resp = tr->kept;
+  return LUARETRY_OK;
 }
 
 luaretry_code luaretry_curl_transport_perform(void *ud, const luaretry_request *req, double timeout,
@@ -36,6 +169,11 @@ luaretry_code luaretry_curl_transport_perform(void *ud, const luaretry_request *
   luaretry_curl_transport *tr = ud;
   if (!tr || !req || !req->url || !resp) return LUARETRY_E_ARG;
   if (tr->c && luaretry_call_cancelled(tr->c)) return LUARETRY_E_CANCELLED;
+  if (hedges(tr, req)) {
+    int plain = 0;
+    luaretry_code rc = hedged(tr, req, timeout, resp, &plain);
+    if (!plain) return rc;
+  }
   int failed = 0;
   struct curl_slist *headers = lr_curl_header_list(req, &failed);
   if (failed) {

@@ -778,6 +778,9 @@ LUARETRY_API luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operatio
  * won and cancelled (luaretry_metrics).  Hosts that never call
  * luaretry_call_start report as before: attempts are numbered as reported
  * and nothing is hedged.  luaretry_call_run makes one attempt at a time.
+ * spec/c/example_host.c is such a host: one curl multi loop, a timer at
+ * luaretry_call_hedge_in() after each start, every transfer reported under
+ * its own attempt number, the losers' transfers removed unreported.
  */
 LUARETRY_API luaretry_code luaretry_call_start(luaretry_call *c, int *attempt);
 /* Seconds until a hedge is due (0: now), or < 0 when none will be. */

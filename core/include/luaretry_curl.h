@@ -283,6 +283,20 @@ LUARETRY_API luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c
 LUARETRY_API void luaretry_curl_transport_free(luaretry_curl_transport *t);
 LUARETRY_API luaretry_code luaretry_curl_transport_perform(void *t, const luaretry_request *req,
                                                            double timeout, luaretry_response *resp);
+/* Hedged requests in a workflow: with `p` (the workflow's policy) set, a
+ * request that is idempotent under p (is_idempotent, else the method rule:
+ * never a POST without it), while p has a hedge and its breaker is closed,
+ * runs as luaretry_curl_perform's attempts do: hedges on copies of the
+ * handle beside a slow attempt, the first acceptable answer winning, the
+ * others cancelled.  It is one round of a call of p of its own (counted as
+ * a call; each hedge pays its budget token; hedges sent, won and
+ * cancelled in p's metrics), never retried: the workflow retries as a
+ * whole.  The script gets the answer that ended the round, whole (a loser's
+ * bytes never), judged or not.  `observer` (or NULL) gets the decisions of
+ * each round in which a hedge went.  p = NULL: no hedging (the default). */
+LUARETRY_API luaretry_code luaretry_curl_transport_hedge(luaretry_curl_transport *t,
+                                                         luaretry_policy *p,
+                                                         luaretry_observer_fn observer, void *ud);
 
 /* The transport failure name of a curl result: "connect", "timeout",
  * "reset", "dns", "tls", "tls_verify" (a certificate or host name that does

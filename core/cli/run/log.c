@@ -56,6 +56,7 @@ void cli_json_decision(FILE *f, const luaretry_decision *d, int status, const ch
 static void json_line(const attempt_log *log, const luaretry_decision *d, int status,
                       const char *error, const char *detail) {
   json_fields(log->json, d, status, error, detail, log->target);
+  if (log->request) fprintf(log->json, ",\"request\":%d", log->request);
   if (!log->index) {
     fputs("}\n", log->json);
     fflush(log->json);
@@ -139,8 +140,9 @@ static void text_line(const attempt_log *log, const char *who, const luaretry_ou
 
 void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   attempt_log *log = ud;
-  char who[32] = ""; /* "[3] " in a batch */
+  char who[32] = ""; /* "[3] " in a batch, "request 2: " in a workflow */
   if (log->index) snprintf(who, sizeof who, "[%d] ", log->index);
+  if (log->request) snprintf(who, sizeof who, "request %d: ", log->request);
   if (!o) {
     log_stop(log, d, who);
     return;

@@ -210,7 +210,7 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
     if (mode == RUN_URL)
       rc = url_run(a, p, *c, log, body, out, final);
     else if (mode == RUN_WORKFLOW)
-      rc = workflow_run(a, p, *c, out, final);
+      rc = workflow_run(a, p, *c, log, out, final);
     else
       rc = command_run(*c, a->command, stdin_fd, a->stdout_live, out, final);
   }
@@ -235,7 +235,7 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   luaretry_policy_tuning(p, &t);
   char *target =
     a->url ? url_redacted(a->url) : strdup(mode == RUN_WORKFLOW ? t.name : a->command[0]);
-  attempt_log log = { a->verbosity, NULL, t.max_attempts, target, 0, a->show_error };
+  attempt_log log = { a->verbosity, NULL, t.max_attempts, target, 0, a->show_error, 0 };
   if (log_json_open(a->log_json, &log.json) != 0) {
     free(target);
     return EXIT_USAGE;

@@ -211,6 +211,7 @@ typedef struct {
   const char *target; /* URL without credentials, or the command */
   int index;          /* in a batch: the URL's number, from 1; else 0 */
   int show_error;     /* quiet: still the final line of a failure (-q, -S) */
+  int request;        /* a workflow's hedged request: its number in the run */
 } attempt_log;
 
 /* A luaretry_observer_fn; ud is an attempt_log. */
@@ -326,9 +327,10 @@ luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, int live_
 /* command.c: one warning line when p's classifier never retries a failed
  * command (exit 1 judged final), naming the `command` policy. */
 void command_policy_check(luaretry_policy *p, const char *policy);
-/* workflow.c: run POLICY [ARGS...], the script's run(http, args) retried whole. */
-luaretry_code workflow_run(const run_args *a, luaretry_policy *p, luaretry_call *c, outfile *out,
-                           luaretry_decision *final);
+/* workflow.c: run POLICY [ARGS...], the script's run(http, args) retried
+ * whole; a hedged request's decisions go to log as "request N: ...". */
+luaretry_code workflow_run(const run_args *a, luaretry_policy *p, luaretry_call *c,
+                           const attempt_log *log, outfile *out, luaretry_decision *final);
 /* batch.c: run POLICY URL URL... | --urls FILE: each URL its own call. */
 int batch_run(const run_args *a, luaretry_policy *p);
 

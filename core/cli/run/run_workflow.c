@@ -1,6 +1,8 @@
 /* run_workflow.c: run POLICY [ARGS...] for a policy with run(http, args): the
  * script makes its own requests through the curl transport, and the call
- * retries the whole run; the last run's result is what the command prints. */
+ * retries the whole run; the last run's result is what the command prints.
+ * With the policy's hedge, its idempotent requests hedge (the transport's
+ * round of a call of their own), each told as "request N: attempt ...". */
 #include "run.h"
 
 typedef struct {
@@ -10,24 +12,38 @@ typedef struct {
   luaretry_curl_transport *transport;
   const char *body; /* the last run's, valid until the next */
   size_t body_len;
+  attempt_log request_log; /* the run's log, .request the request's number */
 } workflow;
+
+/* A luaretry_transport_fn: the request numbered within its run. */
+static luaretry_code request(void *ud, const luaretry_request *req, double timeout,
+                             luaretry_response *resp) {
+  workflow *wf = ud;
+  wf->request_log.request++;
+  return luaretry_curl_transport_perform(wf->transport, req, timeout, resp);
+}
 
 /* A luaretry_operation_fn: one run of the script's run(). */
 static luaretry_code attempt(void *ud, luaretry_call *c, int n, double timeout,
                              luaretry_outcome *o) {
   (void)c, (void)n;
   workflow *wf = ud;
-  luaretry_code rc = luaretry_policy_run_workflow(
-    wf->p, wf->args, wf->nargs, luaretry_curl_transport_perform, wf->transport, timeout, o);
+  wf->request_log.request = 0;
+  luaretry_code rc =
+    luaretry_policy_run_workflow(wf->p, wf->args, wf->nargs, request, wf, timeout, o);
   if (rc == LUARETRY_OK) wf->body = o->body, wf->body_len = o->body_len;
   return rc;
 }
 
-luaretry_code workflow_run(const run_args *a, luaretry_policy *p, luaretry_call *c, outfile *out,
-                           luaretry_decision *final) {
+luaretry_code workflow_run(const run_args *a, luaretry_policy *p, luaretry_call *c,
+                           const attempt_log *log, outfile *out, luaretry_decision *final) {
   CURL *h = curl_easy_init();
-  workflow wf = { p, (const char *const *)a->words, a->nwords, NULL, NULL, 0 };
+  workflow wf = { p, (const char *const *)a->words, a->nwords, NULL, NULL, 0, *log };
+  wf.request_log.target = NULL; /* the run's target is the policy's name */
   luaretry_code rc = h ? luaretry_curl_transport_new(h, c, &wf.transport) : LUARETRY_E_NOMEM;
+  /* -i, -D and -w tell of one transfer: no hedge beside it */
+  if (rc == LUARETRY_OK && !(a->include || a->dump_header || a->write_out))
+    rc = luaretry_curl_transport_hedge(wf.transport, p, log_attempt, &wf.request_log);
   /* curl's options (TLS, -u, -A, -L) hold for every request of the script */
   if (rc == LUARETRY_OK && curlopts_apply(a, h) != 0) rc = LUARETRY_E_ARG;
   if (rc == LUARETRY_OK) rc = luaretry_call_run(c, attempt, &wf, final);
