@@ -276,6 +276,14 @@ describe("hedge in workflows", function ()
     assert.are.equal(1, r.summary.hedges_cancelled)
   end)
 
+  it("counts the workflow as one call: a hedged request is a round of it, not a call", function ()
+    local r = run{"get /slow-first", "get /slow-once", "--stats"}
+    assert.are.equal(0, r.code, r.stderr)
+    assert.matches("stats: calls 1, ", r.stderr)
+    assert.matches("retries 0,", r.stderr)
+    assert.matches("hedges 2 %(won 2, cancelled 2%)", r.stderr)
+  end)
+
   it("never hedges a request that is not idempotent (a POST without Idempotency-Key)", function ()
     local r = run{"post /post-slow"}
     assert.are.equal(0, r.code, r.stderr)

@@ -41,6 +41,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->max_attempts = max_attempts > 0 ? max_attempts : rules->max_attempts;
   c->clock.is_virtual = (flags & LUARETRY_CALL_VIRTUAL_TIME) != 0;
   c->no_hedge = (flags & LUARETRY_CALL_NO_HEDGE) != 0;
+  c->one_round = (flags & LUARETRY_CALL_ONE_ROUND) != 0;
   /* The guards see a virtual clock from the real time at its start: calls
    * begun apart stay apart, so they share a breaker sensibly. */
   if (c->clock.is_virtual) c->guard_origin = lr_monotonic_now();
@@ -70,9 +71,11 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->previous = rules->backoff.initial;
   c->throttle_previous = rules->throttle_backoff.initial;
   c->next_timeout = lr_call_timeout_at(rules, 0);
-  lr_count(c->shared, LR_M_CALLS, 1);
-  lr_call_refused_at_begin(c);
-  if (!c->stopped && c->remote && rules->deadline > 0) lr_call_started_late(c);
+  if (!c->one_round) { /* a round: its enclosing call was counted and admitted */
+    lr_count(c->shared, LR_M_CALLS, 1);
+    lr_call_refused_at_begin(c);
+    if (!c->stopped && c->remote && rules->deadline > 0) lr_call_started_late(c);
+  }
   *out = c;
   return LUARETRY_OK;
 }

@@ -151,6 +151,32 @@ static int others_go_on(luaretry_call *c, const char *rule, luaretry_decision *d
   return 1;
 }
 
+/* A round's answer (LUARETRY_CALL_ONE_ROUND): the guards count the
+ * enclosing call's outcome, not this one's, and a round never retries: an
+ * answer ends it, but a transient one waits for the attempts still in
+ * flight.  1 when the round is over or waits (d filled). */
+static int round_over(luaretry_call *c, const lr_verdict *v, luaretry_decision *d) {
+  switch (v->cls) {
+  case LUARETRY_CLASS_SUCCESS: lr_call_stop(c, d, LUARETRY_REASON_SUCCESS, v->rule); return 1;
+  case LUARETRY_CLASS_FINAL:
+    if (v->reason)
+      lr_call_stop_saying(c, d, LUARETRY_REASON_FINAL, v->rule, "%s", v->message);
+    else
+      lr_call_stop(c, d, LUARETRY_REASON_FINAL, v->rule);
+    return 1;
+  case LUARETRY_CLASS_TRANSIENT:
+    d->throttled = v->throttled;
+    if (!others_go_on(c, v->rule, d))
+      lr_call_stop_saying(c, d, LUARETRY_REASON_FINAL, v->rule,
+                          "transient: the round is over, the enclosing call decides");
+    return 1;
+  case LUARETRY_CLASS_ERROR:
+  case LUARETRY_CLASS_THROTTLING: break;
+  }
+  lr_call_stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, v->rule, "%s", v->message);
+  return 1;
+}
+
 static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
                             const luaretry_class *forced, luaretry_decision *d) {
   if (!c || !o || !d) return LUARETRY_E_ARG;
@@ -195,7 +221,7 @@ static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
       *forced == LUARETRY_CLASS_THROTTLING || (v.throttled && *forced == LUARETRY_CLASS_TRANSIENT);
     v.cls = *forced == LUARETRY_CLASS_THROTTLING ? LUARETRY_CLASS_TRANSIENT : *forced;
   }
-  if (lr_call_judged(c, o, &v, now, d)) {
+  if (c->one_round ? round_over(c, &v, d) : lr_call_judged(c, o, &v, now, d)) {
     if (f.hedge && (v.cls == LUARETRY_CLASS_SUCCESS || v.cls == LUARETRY_CLASS_FINAL))
       lr_count(c->shared, LR_M_HEDGES_WON, 1);
     return LUARETRY_OK;

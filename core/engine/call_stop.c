@@ -49,7 +49,7 @@ void lr_call_stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r, con
   d->next_timeout = 0;
   d->wait_source = LUARETRY_WAIT_NONE;
   d->rule = rule; /* static, or owned by the policy: no copy per decision */
-  if (r != LUARETRY_REASON_NONE) lr_count(c->shared, REASON_METRIC[r], 1);
+  if (r != LUARETRY_REASON_NONE && !c->one_round) lr_count(c->shared, REASON_METRIC[r], 1);
   /* the attempts still in flight are the host's to cancel now */
   d->in_flight = c->in_flight;
   if (c->in_flight) lr_count(c->shared, LR_M_HEDGES_CANCELLED, c->in_flight);

@@ -123,7 +123,10 @@ static int hedges(luaretry_curl_transport *tr, const luaretry_request *req) {
 static luaretry_code hedged(luaretry_curl_transport *tr, const luaretry_request *req,
                             double timeout, luaretry_response *resp, int *plain) {
   luaretry_call *c;
-  luaretry_code rc = luaretry_call_begin(tr->p, NULL, &c);
+  luaretry_call_options one;
+  luaretry_call_options_init(&one);
+  one.flags = LUARETRY_CALL_ONE_ROUND; /* the workflow's own call is counted */
+  luaretry_code rc = luaretry_call_begin(tr->p, &one, &c);
   if (rc != LUARETRY_OK) return rc;
   int id;
   if (luaretry_call_start(c, &id) != LUARETRY_OK) { /* refused at begin */

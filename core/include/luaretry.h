@@ -640,6 +640,13 @@ typedef struct luaretry_call luaretry_call;
 /* No hedge for this call, whatever the policy's hedge says: for a host that
  * tells of one transfer (curl's -i, -D, -w) and cannot tell of several. */
 #define LUARETRY_CALL_NO_HEDGE     0x8u
+/* One round inside an operation the host judges as a whole (a workflow's
+ * request): the attempt and its hedges, never a retry; a transient answer
+ * ends it (reason FINAL) once no attempt is in flight.  The guards count
+ * the enclosing call, not the round: it is not a call in the metrics,
+ * the guards do not refuse its start nor record its answers; its hedges
+ * are still asked for, paid and counted as hedges. */
+#define LUARETRY_CALL_ONE_ROUND    0x10u
 
 typedef struct {
   unsigned flags;

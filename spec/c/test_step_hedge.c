@@ -261,8 +261,51 @@ static void percentile(void) {
   luaretry_policy_free(p);
 }
 
+/* LUARETRY_CALL_ONE_ROUND: a transient answer ends the round (after the
+ * hedge in flight answers too), no retry; the round is no call to the
+ * metrics and the breaker never hears of it, but its hedge pays a token. */
+static void one_round(void) {
+  luaretry_policy *p = load(
+    "max_attempts = 5\ndeadline = 10\nattempt_timeout = 4\n"
+    "hedge = { delay = 0.05, max = 1 }\n"
+    "budget = { max_tokens = 10, token_ratio = 0.1 }\n"
+    "breaker = { failures = 1, open_seconds = 60 }\n");
+  luaretry_call_options o;
+  luaretry_call_options_init(&o);
+  o.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ONE_ROUND;
+  o.seed = 7;
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
+  int id;
+  CHECK_CODE(luaretry_call_start(c, &id), LUARETRY_OK);
+  luaretry_call_wait(c, 0.05);
+  luaretry_decision d;
+  CHECK_CODE(luaretry_call_hedge(c, &GET, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.hedge, 1);
+  luaretry_outcome busy = status(503);
+  CHECK_CODE(luaretry_call_report_attempt(c, 1, &busy, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 0);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_NONE); /* the hedge is still out */
+  CHECK_EQ_INT(d.in_flight, 1);
+  CHECK_CODE(luaretry_call_report_attempt(c, 2, &busy, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 0);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_FINAL);
+  CHECK(d.message && strstr(d.message, "round"));
+  luaretry_call_free(c);
+  luaretry_metrics m;
+  CHECK_CODE(luaretry_policy_metrics(p, &m), LUARETRY_OK);
+  CHECK_EQ_INT((int)m.calls, 0);
+  CHECK_EQ_INT((int)m.finals, 0);
+  CHECK_EQ_INT((int)m.retries, 0);
+  CHECK_EQ_INT((int)m.hedges, 1);
+  CHECK_EQ_INT(m.breaker, LUARETRY_BREAKER_CLOSED); /* two 503s, failures = 1 */
+  CHECK_NEAR(m.budget_tokens, 9, 1e-9);             /* the hedge's token */
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   failed_then_won();
+  one_round();
   all_fail_then_retry();
   refusals();
   info_hedge();
