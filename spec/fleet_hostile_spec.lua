@@ -1,5 +1,5 @@
 -- The fleet against a Redis that is hostile, slow or broken (README
--- "Fleet", "What is bounded"): a fake Redis (spec/fleet/fake_redis.lua, on
+-- "Fleet", "What is bounded"): a fake Redis (spec/fixtures/fleet/fake_redis.lua, on
 -- 127.0.0.1, stopped by its PID) answers the fleet's update with lines
 -- that never end, huge or nested arrays, nils, numbers out of range, or
 -- nothing; a real redis-server holds members with control bytes, keys
@@ -12,10 +12,10 @@ local redis = require "support.redis"
 local lr = require "luaretry"
 local q = proc.q
 
-local BUDGET = proc.root .. "/spec/fleet/budget.lua"
-local BREAKER = proc.root .. "/spec/fleet/breaker.lua"
-local SERVER = proc.root .. "/spec/fleet/server.lua"
-local FAKE = proc.root .. "/spec/fleet/fake_redis.lua"
+local BUDGET = proc.root .. "/spec/fixtures/fleet/budget.lua"
+local BREAKER = proc.root .. "/spec/fixtures/fleet/breaker.lua"
+local SERVER = proc.root .. "/spec/fixtures/fleet/server.lua"
+local FAKE = proc.root .. "/spec/fixtures/fleet/fake_redis.lua"
 local LOST = "local guards decide until Redis is back"
 local MiB = 1024 * 1024
 

@@ -9,10 +9,10 @@ local redis = require "support.redis"
 local lr = require "luaretry"
 local q = proc.q
 
-local BUDGET = proc.root .. "/spec/fleet/budget.lua"
-local BREAKER = proc.root .. "/spec/fleet/breaker.lua"
-local LONG = proc.root .. "/spec/fleet/long.lua"
-local SERVER = proc.root .. "/spec/fleet/server.lua"
+local BUDGET = proc.root .. "/spec/fixtures/fleet/budget.lua"
+local BREAKER = proc.root .. "/spec/fixtures/fleet/breaker.lua"
+local LONG = proc.root .. "/spec/fixtures/fleet/long.lua"
+local SERVER = proc.root .. "/spec/fixtures/fleet/server.lua"
 
 local LOST = "local guards decide until Redis is back"
 local BACK = "back, fleet%-wide again"

@@ -1,10 +1,10 @@
 -- Hedged requests (hedge = { delay =, max = }): another attempt of an
 -- idempotent request while the first has not answered, the first
 -- acceptable answer winning, through `luaretry run` against the fault
--- server (spec/hedge/server.lua); and hedge's load errors.
+-- server (spec/fixtures/hedge/server.lua); and hedge's load errors.
 local proc = require "spec.support.proc"
 
-local SERVER = proc.root .. "/spec/hedge/server.lua"
+local SERVER = proc.root .. "/spec/fixtures/hedge/server.lua"
 
 local function policy(dir, text)
   local path = dir .. "/p.lua"
