@@ -2,9 +2,10 @@
  * documents it, with fixed seeds: the hedge cuts the tail below the slow
  * latency at a few percent more requests, without it the tail is the slow
  * latency at one request a call; the same options give the same figures,
- * attempts longer than their timeout time out and are retried, the
- * policy's own counters stay untouched, and bad options, a missing load
- * and a script error are refused with a code and a message. */
+ * attempts longer than their timeout time out and are retried, each run
+ * has fresh guards and the policy's own counters stay untouched, and bad
+ * options, a missing load and a script error are refused with a code and
+ * a message. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -93,6 +94,25 @@ static void timeouts_are_retried(void) {
   luaretry_policy_free(p);
 }
 
+/* A budget spent by one run is not the next one's: each has its own. */
+static void fresh_guards_each_run(void) {
+  luaretry_policy *p = load(
+    "max_attempts = 3\ndeadline = 60\nattempt_timeout = 0.5\n"
+    "backoff = { kind = 'constant', initial = 0.25, jitter = 'none' }\n"
+    "budget = { max_tokens = 4, token_ratio = 0.1 }\n");
+  luaretry_latency_options o;
+  luaretry_latency_options_init(&o);
+  o.calls = 20;
+  o.base = 2;
+  luaretry_latency_result first, second;
+  CHECK_CODE(luaretry_simulate_latency(p, &o, &first), LUARETRY_OK);
+  CHECK(first.requests > 20 && first.requests < 60); /* the budget refused most retries */
+  CHECK_CODE(luaretry_simulate_latency(p, &o, &second), LUARETRY_OK);
+  CHECK_EQ_INT(second.requests, first.requests);
+  CHECK_EQ_DBL(second.p99, first.p99);
+  luaretry_policy_free(p);
+}
+
 static void refusals(void) {
   luaretry_policy *p = load(HEDGED);
   luaretry_latency_result r;
@@ -139,6 +159,7 @@ static void refusals(void) {
 int main(void) {
   hedge_cuts_the_tail();
   timeouts_are_retried();
+  fresh_guards_each_run();
   refusals();
   return check_done();
 }
