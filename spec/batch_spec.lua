@@ -6,7 +6,7 @@ local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
 local proc = require "support.proc"
 
 local HTTP = proc.root .. "/policies/http.lua"
-local DIR = here .. "/batch/"
+local DIR = here .. "/fixtures/batch/"
 local FAST = { "--set", "backoff.initial=0.05", "--set", "backoff.jitter_max=0.05", "--seed", "1" }
 
 local function run(args, opts)

@@ -1,6 +1,6 @@
 -- The curl options scripts use with --retry: -O, --remote-name-all, -T,
 -- -F, -G, -b/-c, --resolve, -x, -K, -Z/--parallel-max, each against the
--- fault server's echo (spec/curl_more/echo.lua) and its request log.
+-- fault server's echo (spec/fixtures/curl_more/echo.lua) and its request log.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
 package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
@@ -33,7 +33,7 @@ describe("curl's retried options", function ()
   setup(function ()
     tmp = proc.tmpdir()
     proc.writefile(tmp .. "/up.txt", "the upload\n")
-    srv = proc.server(here .. "/curl_more/echo.lua")
+    srv = proc.server(here .. "/fixtures/curl_more/echo.lua")
   end)
   teardown(function ()
     if srv then srv:stop() end

@@ -27,7 +27,7 @@ describe("run with curl's options", function ()
     assert.are.equal(0, sh("printf 'squeezed\\n' | gzip -c > " .. q(tmp .. "/body.gz")))
     local script = tmp .. "/server.lua"
     proc.writefile(script, ("GZIP_BODY = %q\n"):format(proc.readfile(tmp .. "/body.gz")) ..
-                   proc.readfile(here .. "/cli/curl_server.lua"))
+                   proc.readfile(here .. "/fixtures/cli/curl_server.lua"))
     a = proc.server(script)
     b = proc.server(script, { host = "127.0.0.2" })
   end)
@@ -329,7 +329,7 @@ end
     end)
 
     it("--connect-timeout bounds the connection alone, a single URL and a batch", function ()
-      assert.are.equal(0, sh("cc " .. q(here .. "/cli/blackhole.c") .. " -o " .. q(tmp .. "/blackhole")))
+      assert.are.equal(0, sh("cc " .. q(here .. "/fixtures/cli/blackhole.c") .. " -o " .. q(tmp .. "/blackhole")))
       sh("exec " .. q(tmp .. "/blackhole") .. " >" .. q(tmp .. "/bh.out") ..
          " </dev/null & echo $! > " .. q(tmp .. "/bh.pid"))
       local pid = tonumber(proc.wait_for(function () return proc.readfile(tmp .. "/bh.pid") end))

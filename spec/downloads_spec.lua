@@ -37,7 +37,7 @@ describe("downloads", function ()
 
   setup(function ()
     tmp = proc.tmpdir()
-    srv = proc.server(here .. "/downloads/server.lua")
+    srv = proc.server(here .. "/fixtures/downloads/server.lua")
   end)
   teardown(function ()
     if srv then srv:stop() end
@@ -118,7 +118,7 @@ describe("downloads", function ()
     end)
 
     it("bound a workflow's http.* requests too (the policy's stall_timeout)", function ()
-      local r = proc.run({ "run", here .. "/downloads/workflow.lua", srv.base .. "/stall" }, { timeout = 60 })
+      local r = proc.run({ "run", here .. "/fixtures/downloads/workflow.lua", srv.base .. "/stall" }, { timeout = 60 })
       assert.are.equal(0, r.code, r.stderr)
       -- the first answer (\"s\", then another after 4 s) was cut by the stall
       assert.are.equal("done\n", r.stdout)

@@ -3,7 +3,7 @@
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
 local proc = require "support.proc"
 
-local SCRIPT = here .. "/faults/basic.lua"
+local SCRIPT = here .. "/fixtures/faults/basic.lua"
 
 -- Starts `luaretry faults ARGS...` in the background, its files in a
 -- folder of its own under dir; the job and the address it listens on (nil

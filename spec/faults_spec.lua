@@ -6,7 +6,7 @@ local system = require("system")
 
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "."
 local root = here .. "/.."
-local scripts = here .. "/faults/"
+local scripts = here .. "/fixtures/faults/"
 local SERVE = os.getenv("FAULTS_SERVE")
 local SMOKE = os.getenv("FAULTS_SMOKE")
 

@@ -1,21 +1,19 @@
 -- The fleet against a Redis that is hostile, slow or broken (README
--- "Fleet", "What is bounded"): a fake Redis (spec/fleet/fake_redis.lua, on
+-- "Fleet", "What is bounded"): a fake Redis (spec/fixtures/fleet/fake_redis.lua, on
 -- 127.0.0.1, stopped by its PID) answers the fleet's update with lines
 -- that never end, huge or nested arrays, nils, numbers out of range, or
 -- nothing; a real redis-server holds members with control bytes, keys
 -- shared with other settings, and long keys.  Each case ends in bounded
 -- time, without a crash, under the local guards, saying so once.
-local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 local redis = require "support.redis"
 local lr = require "luaretry"
 local q = proc.q
 
-local BUDGET = proc.root .. "/spec/fleet/budget.lua"
-local BREAKER = proc.root .. "/spec/fleet/breaker.lua"
-local SERVER = proc.root .. "/spec/fleet/server.lua"
-local FAKE = proc.root .. "/spec/fleet/fake_redis.lua"
+local BUDGET = proc.root .. "/spec/fixtures/fleet/budget.lua"
+local BREAKER = proc.root .. "/spec/fixtures/fleet/breaker.lua"
+local SERVER = proc.root .. "/spec/fixtures/fleet/server.lua"
+local FAKE = proc.root .. "/spec/fixtures/fleet/fake_redis.lua"
 local LOST = "local guards decide until Redis is back"
 local MiB = 1024 * 1024
 
@@ -48,10 +46,7 @@ end
 
 describe("the fleet against a hostile Redis", function ()
   local srv, tmp
-  setup(function () srv = proc.server(SERVER) end)
-  teardown(function () if srv then srv:stop() end end)
-  before_each(function () tmp = proc.tmpdir() end)
-  after_each(function () proc.rmtree(tmp) end)
+  proc.with_server(SERVER, function (s, t) srv, tmp = s, t end)
 
   -- `luaretry run POLICY URL --redis FAKE` in the background: its exit
   -- status, seconds, stderr and peak resident memory.
@@ -231,11 +226,8 @@ describe("the fleet against a hostile Redis", function ()
 end)
 
 describe("the fleet's keys and registry in a real Redis", function ()
-  local r, tmp
-  setup(function () r = redis.start {} end)
-  teardown(function () if r then r:stop() end end)
-  before_each(function () tmp = proc.tmpdir() end)
-  after_each(function () proc.rmtree(tmp) end)
+  local r, tmp, srv
+  redis.with_redis({ server = SERVER }, function (x, t, s) r, tmp, srv = x, t, s end)
 
   local function fleet_cmd(policy, extra)
     local args = { "fleet", policy, "--redis", r.url, "--set", "fleet.command_timeout=2000" }
@@ -256,48 +248,43 @@ describe("the fleet's keys and registry in a real Redis", function ()
 
   it("refuses to share a key with a process whose budget differs, and says so", function ()
     local key = "hostile-settings"
-    local srv = proc.server(SERVER)
-    local ok, err = pcall(function ()
-      local function run(extra)
-        local a = { "run", BUDGET, srv.base .. "/200", "--redis", r.url, "--set",
-                    "fleet.key=" .. key, "--set", "fleet.command_timeout=2000" }
-        for _, x in ipairs(extra or {}) do a[#a + 1] = x end
-        return proc.run(a)
-      end
-      local first = run()
-      assert.are.equal(0, first.code, first.stderr)
-      assert.are.equal(0, count(first.stderr, "fleet guards"), first.stderr)
-      local other = run({ "--set", "budget.max_tokens=20" })
-      assert.are.equal(0, other.code, other.stderr)
-      assert.matches("shared with other settings", other.stderr)
-      assert.matches("max_tokens=10%.000", other.stderr)
-      assert.matches("max_tokens=20%.000", other.stderr)
-      assert.are.equal(1, count(other.stderr, LOST), other.stderr)
-      -- the same settings share it as before
-      local same = run()
-      assert.are.equal(0, count(same.stderr, "fleet guards"), same.stderr)
-      -- after a reset the new settings take the key
-      assert.are.equal(0, fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key, "--reset" }).code)
-      local after = run({ "--set", "budget.max_tokens=20" })
-      assert.are.equal(0, count(after.stderr, "fleet guards"), after.stderr)
-      -- settings no process has synced with for a minute give way
-      local now_ms = tonumber(r:cli("TIME"):match("^(%d+)")) * 1000
-      r:cli("HSET", "luaretry:{" .. key .. "}", "cfg_at", tostring(now_ms - 61000))
-      local later = run({ "--set", "budget.max_tokens=30" })
-      assert.are.equal(0, count(later.stderr, "fleet guards"), later.stderr)
-      -- and a process that changes its own settings (a reload) keeps the key
-      local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 2000,
-                                        set = { ["fleet.key"] = key,
-                                                ["budget.max_tokens"] = "30" } }))
-      assert(p:fleet_sync())
-      assert(p:set("budget.max_tokens", "40"))
-      assert(p:fleet_sync())
-      p:close()
-      local stale = run({ "--set", "budget.max_tokens=30" })
-      assert.matches("shared with other settings", stale.stderr)
-    end)
-    srv:stop()
-    assert(ok, err)
+    local function run(extra)
+      local a = { "run", BUDGET, srv.base .. "/200", "--redis", r.url, "--set",
+                  "fleet.key=" .. key, "--set", "fleet.command_timeout=2000" }
+      for _, x in ipairs(extra or {}) do a[#a + 1] = x end
+      return proc.run(a)
+    end
+    local first = run()
+    assert.are.equal(0, first.code, first.stderr)
+    assert.are.equal(0, count(first.stderr, "fleet guards"), first.stderr)
+    local other = run({ "--set", "budget.max_tokens=20" })
+    assert.are.equal(0, other.code, other.stderr)
+    assert.matches("shared with other settings", other.stderr)
+    assert.matches("max_tokens=10%.000", other.stderr)
+    assert.matches("max_tokens=20%.000", other.stderr)
+    assert.are.equal(1, count(other.stderr, LOST), other.stderr)
+    -- the same settings share it as before
+    local same = run()
+    assert.are.equal(0, count(same.stderr, "fleet guards"), same.stderr)
+    -- after a reset the new settings take the key
+    assert.are.equal(0, fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key, "--reset" }).code)
+    local after = run({ "--set", "budget.max_tokens=20" })
+    assert.are.equal(0, count(after.stderr, "fleet guards"), after.stderr)
+    -- settings no process has synced with for a minute give way
+    local now_ms = tonumber(r:cli("TIME"):match("^(%d+)")) * 1000
+    r:cli("HSET", "luaretry:{" .. key .. "}", "cfg_at", tostring(now_ms - 61000))
+    local later = run({ "--set", "budget.max_tokens=30" })
+    assert.are.equal(0, count(later.stderr, "fleet guards"), later.stderr)
+    -- and a process that changes its own settings (a reload) keeps the key
+    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 2000,
+                                      set = { ["fleet.key"] = key,
+                                              ["budget.max_tokens"] = "30" } }))
+    assert(p:fleet_sync())
+    assert(p:set("budget.max_tokens", "40"))
+    assert(p:fleet_sync())
+    p:close()
+    local stale = run({ "--set", "budget.max_tokens=30" })
+    assert.matches("shared with other settings", stale.stderr)
   end)
 
   it("gives two long policy names that differ only past the limit two keys", function ()

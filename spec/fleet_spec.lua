@@ -3,16 +3,15 @@
 -- stopped by its PID) by real `luaretry run` processes against the real
 -- fault server, and by this process through the Lua module.  Each test
 -- has a fleet key of its own; times are short through --set.
-local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
 local proc = require "support.proc"
 local redis = require "support.redis"
 local lr = require "luaretry"
 local q = proc.q
 
-local BUDGET = proc.root .. "/spec/fleet/budget.lua"
-local BREAKER = proc.root .. "/spec/fleet/breaker.lua"
-local LONG = proc.root .. "/spec/fleet/long.lua"
-local SERVER = proc.root .. "/spec/fleet/server.lua"
+local BUDGET = proc.root .. "/spec/fixtures/fleet/budget.lua"
+local BREAKER = proc.root .. "/spec/fixtures/fleet/breaker.lua"
+local LONG = proc.root .. "/spec/fixtures/fleet/long.lua"
+local SERVER = proc.root .. "/spec/fixtures/fleet/server.lua"
 
 local LOST = "local guards decide until Redis is back"
 local BACK = "back, fleet%-wide again"
@@ -63,17 +62,8 @@ local function many(n, args_of, opts)
 end
 
 describe("the fleet", function ()
-  local r, srv
-
-  setup(function ()
-    r = redis.start { tcp = true }
-    srv = proc.server(SERVER)
-  end)
-
-  teardown(function ()
-    if srv then srv:stop() end
-    if r then r:stop() end
-  end)
+  local r, tmp, srv
+  redis.with_redis({ tcp = true, server = SERVER }, function (x, t, s) r, tmp, srv = x, t, s end)
 
   -- A healthy Redis on a busy machine may take more than the default 100 ms
   -- to answer; only the specs of a Redis that goes away keep the default.
@@ -379,11 +369,9 @@ describe("the fleet", function ()
   end)
 
   it("settings: fleet.key and fleet.sync in the script and by --set; fleet.redis is the host's; nothing to share is a warning", function ()
-    local dir = proc.tmpdir()
-    finally(function () proc.rmtree(dir) end)
     local function write(name, src)
-      proc.writefile(dir .. "/" .. name, src)
-      return dir .. "/" .. name
+      proc.writefile(tmp .. "/" .. name, src)
+      return tmp .. "/" .. name
     end
     local typo = write("typo.lua", "max_attempts = 2\ndeadline = 5\nbudget = {}\nfleet = { synk = 100 }\n")
     local c = proc.run({ "check", typo })
@@ -440,7 +428,7 @@ describe("the fleet", function ()
     local u = proc.run({ "simulate", BUDGET, "--fleet" })
     assert.are.equal(2, u.code)
     assert.matches("%-%-fleet needs %-%-clients N", u.stderr)
-    u = proc.run({ "simulate", BUDGET, "--clients", "3", "--fleet", "--svg", dir .. "/x.svg" })
+    u = proc.run({ "simulate", BUDGET, "--clients", "3", "--fleet", "--svg", tmp .. "/x.svg" })
     assert.are.equal(2, u.code)
   end)
 

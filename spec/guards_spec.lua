@@ -209,7 +209,7 @@ describe("luaretry run and the guards", function ()
   before_each(function () srv:reset() end)
 
   it("a retry the budget refuses ends the run with exit 6, named as local", function ()
-    local r = proc.run({ "run", proc.root .. "/spec/guards/budget.lua", srv.base .. "/always503",
+    local r = proc.run({ "run", proc.root .. "/spec/fixtures/guards/budget.lua", srv.base .. "/always503",
                          "--stats" }, { timeout = 30 })
     assert.are.equal(6, r.code, r.stderr)
     assert.matches("503 %-> budget %(budget%): the retry budget refuses", r.stderr)
@@ -218,7 +218,7 @@ describe("luaretry run and the guards", function ()
   end)
 
   it("an open circuit ends the run with exit 6 and no request after it opened", function ()
-    local r = proc.run({ "run", proc.root .. "/spec/guards/breaker.lua", srv.base .. "/always503" },
+    local r = proc.run({ "run", proc.root .. "/spec/fixtures/guards/breaker.lua", srv.base .. "/always503" },
                        { timeout = 30 })
     assert.are.equal(6, r.code, r.stderr)
     assert.matches("circuit_open %(breaker%)", r.stderr)

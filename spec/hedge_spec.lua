@@ -1,10 +1,10 @@
 -- Hedged requests (hedge = { delay =, max = }): another attempt of an
 -- idempotent request while the first has not answered, the first
 -- acceptable answer winning, through `luaretry run` against the fault
--- server (spec/hedge/server.lua); and hedge's load errors.
-local proc = require "spec.support.proc"
+-- server (spec/fixtures/hedge/server.lua); and hedge's load errors.
+local proc = require "support.proc"
 
-local SERVER = proc.root .. "/spec/hedge/server.lua"
+local SERVER = proc.root .. "/spec/fixtures/hedge/server.lua"
 
 local function policy(dir, text)
   local path = dir .. "/p.lua"
@@ -12,14 +12,20 @@ local function policy(dir, text)
   return path
 end
 
--- The --log-json lines: the attempts, then the summary.
-local function log_of(path)
-  local attempts, summary = {}, nil
-  for _, line in ipairs(proc.lines(proc.readfile(path) or "")) do
+-- `luaretry ARGS... --log-json DIR/log.json`: its result, with the log's
+-- lines decoded in r.attempts and r.summary.
+local function run_logged(dir, args)
+  local log = dir .. "/log.json"
+  local all = { table.unpack(args) }
+  all[#all + 1], all[#all + 2] = "--log-json", log
+  os.remove(log)
+  local r = proc.run(all, {timeout = 20})
+  r.attempts = {}
+  for _, line in ipairs(proc.lines(proc.readfile(log) or "")) do
     local o = proc.json.decode(line)
-    if o.summary then summary = o else attempts[#attempts + 1] = o end
+    if o.summary then r.summary = o else r.attempts[#r.attempts + 1] = o end
   end
-  return attempts, summary
+  return r
 end
 
 local function seen(srv, path) return #srv:requests_on(path) end
@@ -36,12 +42,9 @@ describe("hedge", function ()
   end)
 
   local function run(p, path, extra)
-    local log = dir .. "/log.json"
-    local args = {"run", p, srv.base .. path, "--log-json", log}
+    local args = {"run", p, srv.base .. path}
     for _, a in ipairs(extra or {}) do args[#args + 1] = a end
-    local r = proc.run(args, {timeout = 20})
-    r.attempts, r.summary = log_of(log)
-    return r
+    return run_logged(dir, args)
   end
 
   local HEDGED = [[
@@ -196,20 +199,18 @@ function is_transient() return false end
   it("hedges in a batch, on free transfer slots (--parallel), each URL's winner in its file", function ()
     local out = dir .. "/out"
     proc.sh("mkdir " .. proc.q(out))
-    local args = {"run", policy(dir, HEDGED), "--output-dir", out, "--parallel", "8",
-                  "--log-json", dir .. "/log.json"}
+    local args = {"run", policy(dir, HEDGED), "--output-dir", out, "--parallel", "8"}
     for n = 1, 6 do args[#args + 1] = srv.base .. "/b/" .. n end
-    local r = proc.run(args, {timeout = 20})
+    local r = run_logged(dir, args)
     assert.are.equal(0, r.code, r.stderr)
     assert.is_true(r.secs < 0.9, r.secs .. " s")
     for n = 1, 6 do
       assert.are.equal(n % 2 == 1 and "fast" .. n .. "-2" or "fast" .. n .. "-1",
                        proc.readfile(out .. "/" .. n))
     end
-    local _, summary = log_of(dir .. "/log.json")
-    assert.are.equal(3, summary.hedges)
-    assert.are.equal(3, summary.hedges_won)
-    assert.are.equal(3, summary.hedges_cancelled)
+    assert.are.equal(3, r.summary.hedges)
+    assert.are.equal(3, r.summary.hedges_won)
+    assert.are.equal(3, r.summary.hedges_cancelled)
   end)
 
   it("does not hedge with -i, -D or -w, which tell of one transfer", function ()
@@ -346,6 +347,11 @@ describe("hedge's load errors", function ()
     return proc.run({"check", path}), path
   end
 
+  -- `check PATH --set hedge.delay=DELAY`
+  local function recheck(path, delay)
+    return proc.run({"check", path, "--set", "hedge.delay=" .. delay})
+  end
+
   for _, case in ipairs{
     {"{ delay = 0 }", 'hedge%.delay: expected a number of seconds above 0, or a percentile "pNN"'},
     {"{ delay = -1 }", "hedge%.delay: expected a number of seconds above 0.*got %-1"},
@@ -383,10 +389,10 @@ describe("hedge's load errors", function ()
     local r, path = check("{ delay = 'p95', max = 2, ceiling = 0.5 }")
     assert.are.equal(0, r.code, r.stdout .. r.stderr)
     for _, v in ipairs{"p99.9", "0.25", "1.5"} do
-      r = proc.run({"check", path, "--set", "hedge.delay=" .. v})
+      r = recheck(path, v)
       assert.are.equal(0, r.code, v .. ": " .. r.stdout .. r.stderr)
     end
-    r = proc.run({"check", path, "--set", "hedge.delay=2"})
+    r = recheck(path, "2")
     assert.are.equal(3, r.code)
     assert.matches("hedge%.delay: 2 s is not below attempt_timeout", r.stdout .. r.stderr)
   end)
@@ -409,9 +415,13 @@ describe("hedge in the Lua module", function ()
 end)
 
 describe("simulate --latency", function ()
+  -- `simulate http` with a hedge after 50 ms, 10 ms latency and 1 s for 5%
+  local function simulate(...)
+    return proc.run({"simulate", "http", "--set", "hedge.delay=0.05", "--latency", "0.01,1@0.05", ...})
+  end
+
   it("shows the tail with the hedge and without, on the virtual clock, the same every run", function ()
-    local r = proc.run({"simulate", "http", "--set", "hedge.delay=0.05", "--latency",
-                        "0.01,1@0.05", "--json"})
+    local r = simulate("--json")
     assert.are.equal(0, r.code, r.stderr)
     local lines = proc.lines(r.stdout)
     assert.are.equal(2, #lines)
@@ -425,11 +435,22 @@ describe("simulate --latency", function ()
     assert.are.equal(1, without.p99)
     assert.are.equal(1, without.requests_per_call)
     assert.are.equal(0, without.hedges)
-    assert.are.equal(r.stdout, proc.run({"simulate", "http", "--set", "hedge.delay=0.05",
-                                         "--latency", "0.01,1@0.05", "--json"}).stdout)
-    r = proc.run({"simulate", "http", "--set", "hedge.delay=0.05", "--latency", "0.01,1@0.05"})
+    assert.are.equal(r.stdout, simulate("--json").stdout)
+    r = simulate()
     assert.matches("with hedge:   p50 0%.010 s  p99 0%.0%d0 s", r.stdout)
     assert.matches("without:      p50 0%.010 s  p99 1%.000 s", r.stdout)
+  end)
+
+  it("gives each run fresh guards of its own: the run without the hedge inherits no spent budget", function ()
+    -- every attempt times out; a budget of 4 tokens allows one retry in all
+    local r = proc.run({"simulate", "http", "--set", "attempt_timeout=0.5", "--set", "budget.max_tokens=4",
+                        "--set", "budget.token_ratio=0.1", "--latency", "2", "--calls", "20", "--json"})
+    assert.are.equal(0, r.code, r.stderr)
+    local lines = proc.lines(r.stdout)
+    local with, without = proc.json.decode(lines[1]), proc.json.decode(lines[2])
+    assert.are.equal(21, with.requests)
+    assert.are.equal(with.requests, without.requests)
+    assert.are.equal(with.p99, without.p99)
   end)
 
   it("refuses a latency it cannot read, and --calls alone", function ()

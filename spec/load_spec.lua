@@ -4,12 +4,27 @@
 -- on the virtual clock with fixed seeds; the attempt headers are checked
 -- against the fault server, which logs what it was sent.
 local lr = require "luaretry"
-local proc = require "spec.support.proc"
+local proc = require "support.proc"
+
+local SERVER = proc.root .. "/spec/fixtures/load/server.lua"
 
 local function policy(src, name)
   local p, err = lr.load_string(src, name or "=load")
   assert(p, err)
   return p
+end
+
+-- `luaretry ARGS... --log-json LOG`: its result, with r.log the log's
+-- text and r.lines its lines decoded (the attempts, then the summary).
+local function run_logged(args, log, timeout)
+  local all = { table.unpack(args) }
+  all[#all + 1], all[#all + 2] = "--log-json", log
+  os.remove(log)
+  local r = proc.run(all, { timeout = timeout or 60 })
+  r.log = proc.readfile(log) or ""
+  r.lines = {}
+  for _, l in ipairs(proc.lines(r.log)) do r.lines[#r.lines + 1] = proc.json.decode(l) end
+  return r
 end
 
 -- A call that gets `statuses` in turn (the last one repeats) until it
@@ -152,14 +167,7 @@ end)
 
 describe("throttling against the fault server", function ()
   local srv, dir
-  setup(function ()
-    srv = proc.server(proc.root .. "/spec/load/server.lua")
-    dir = proc.tmpdir()
-  end)
-  teardown(function ()
-    if srv then srv:stop() end
-    proc.rmtree(dir)
-  end)
+  proc.with_server(SERVER, function (s, t) srv, dir = s, t end)
 
   it("a run logs a 429 as throttled and waits by throttle_backoff; a 503 by backoff", function ()
     local pol = dir .. "/t.lua"
@@ -171,11 +179,9 @@ backoff = { initial = 0.05, jitter = "none" }
 throttle_backoff = { initial = 0.2, multiplier = 1, jitter = "none" }
 ]])
     local function log_of(path)
-      local r = proc.run({ "run", pol, srv.base .. path, "--log-json", dir .. "/log" }, { timeout = 60 })
+      local r = run_logged({ "run", pol, srv.base .. path }, dir .. "/log")
       assert.are.equal(0, r.code, r.stderr)
-      local lines = {}
-      for _, l in ipairs(proc.lines(proc.readfile(dir .. "/log"))) do lines[#lines + 1] = proc.json.decode(l) end
-      return lines, r
+      return r.lines, r
     end
     local lines, r = log_of("/throttle")
     assert.is_true(lines[1].throttled)
@@ -193,15 +199,7 @@ end)
 
 describe("attempt headers", function ()
   local srv, dir
-  setup(function ()
-    srv = proc.server(proc.root .. "/spec/load/server.lua")
-    dir = proc.tmpdir()
-  end)
-  teardown(function ()
-    if srv then srv:stop() end
-    proc.rmtree(dir)
-  end)
-  before_each(function () srv:reset() end)
+  proc.with_server(SERVER, function (s, t) srv, dir = s, t end)
 
   local UUID4 = "^%x%x%x%x%x%x%x%x%-%x%x%x%x%-4%x%x%x%-[89ab]%x%x%x%-%x%x%x%x%x%x%x%x%x%x%x%x$"
 
@@ -589,15 +587,7 @@ end)
 
 describe("pacing against the fault server", function ()
   local srv, dir
-  setup(function ()
-    srv = proc.server(proc.root .. "/spec/load/server.lua")
-    dir = proc.tmpdir()
-  end)
-  teardown(function ()
-    if srv then srv:stop() end
-    proc.rmtree(dir)
-  end)
-  before_each(function () srv:reset() end)
+  proc.with_server(SERVER, function (s, t) srv, dir = s, t end)
 
   local function urls(n, path)
     local t = {}
@@ -629,11 +619,11 @@ describe("pacing against the fault server", function ()
   it("a token past the deadline ends the call at once: verdict rate_limit, exit 6, no request", function ()
     local pol = dir .. "/late.lua"
     proc.writefile(pol, "max_attempts = 3\ndeadline = 2\nattempt_timeout = 1\nrate = { limit = 0.2 }\n")
-    local r = proc.run({ "run", pol, "--urls", urls(2, "/ok"), "--log-json", dir .. "/log" }, { timeout = 60 })
+    local r = run_logged({ "run", pol, "--urls", urls(2, "/ok") }, dir .. "/log")
     assert.are.equal(6, r.code, r.stderr)
     assert.is_true(r.secs < 1.9, "it did not wait for the token: " .. r.secs)
     assert.are.equal(1, #srv:requests_on("/ok"))
-    assert.matches('"verdict":"rate_limit"', proc.readfile(dir .. "/log"))
+    assert.matches('"verdict":"rate_limit"', r.log)
   end)
 
   it("a service failing 60% of calls: the failure-rate breaker opens after min_calls; failures = 5 alone never", function ()
@@ -641,7 +631,7 @@ describe("pacing against the fault server", function ()
       srv:reset()
       local pol = dir .. "/b.lua"
       proc.writefile(pol, "max_attempts = 1\ndeadline = 30\nattempt_timeout = 5\nbreaker = " .. breaker .. "\n")
-      local r = proc.run({ "run", pol, "--urls", urls(40, "/sixty"), "--log-json", dir .. "/log" }, { timeout = 120 })
+      local r = run_logged({ "run", pol, "--urls", urls(40, "/sixty") }, dir .. "/log", 120)
       return r, #srv:requests_on("/sixty")
     end
     local r, seen = run("{ failures = 5, failure_rate = 0.5, window = 20, min_calls = 10, open_seconds = 60 }")
@@ -650,19 +640,18 @@ describe("pacing against the fault server", function ()
     r, seen = run("{ failures = 5, open_seconds = 60 }")
     assert.are.equal(4, r.code, r.stderr)   -- exhausted (max_attempts = 1), never circuit_open
     assert.are.equal(40, seen)
-    assert.is_nil(proc.readfile(dir .. "/log"):find('"circuit_open"', 1, true))
+    assert.is_nil(r.log:find('"circuit_open"', 1, true))
   end)
 
   it("the SRE throttle keeps an always-503 service from most first attempts; exit 6, verdict throttle", function ()
     local pol = dir .. "/t.lua"
     proc.writefile(pol, "max_attempts = 1\ndeadline = 60\nattempt_timeout = 10\nthrottle = { k = 2, window = 60 }\n")
-    local r = proc.run({ "run", pol, "--urls", urls(200, "/down"), "--parallel", "4", "--seed", "1",
-                         "--log-json", dir .. "/log" }, { timeout = 120 })
+    local r = run_logged({ "run", pol, "--urls", urls(200, "/down"), "--parallel", "4", "--seed", "1" },
+                         dir .. "/log", 120)
     assert.are.equal(6, r.code, r.stderr)
     local seen = #srv:requests_on("/down")
     assert.is_true(seen >= 2 and seen <= 40, "requests that reached the service: " .. seen)
-    local log = proc.readfile(dir .. "/log")
-    assert.matches('"verdict":"throttle"', log)
+    assert.matches('"verdict":"throttle"', r.log)
   end)
 end)
 

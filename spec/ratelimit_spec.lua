@@ -178,7 +178,7 @@ end
 
 describe("policies/http.lua against luaretry faults", function()
   local srv
-  setup(function() srv = proc.server(here .. "/faults/ratelimit.lua") end)
+  setup(function() srv = proc.server(here .. "/fixtures/faults/ratelimit.lua") end)
   teardown(function() if srv then srv:stop() end end)
 
   -- a 429/503/403 whose headers say when the quota is back: that long, plus
@@ -241,7 +241,7 @@ end)
 
 describe("policies/http.lua: POST and PATCH with an Idempotency-Key", function()
   local srv
-  before_each(function() srv = proc.server(here .. "/faults/ratelimit.lua") end)
+  before_each(function() srv = proc.server(here .. "/fixtures/faults/ratelimit.lua") end)
   after_each(function() if srv then srv:stop() end end)
 
   it("a POST without the key stays final after it may have taken effect", function()
@@ -281,7 +281,7 @@ end)
 describe("a final verdict's reason", function()
   local srv, dir
   setup(function()
-    srv = proc.server(here .. "/faults/ratelimit.lua")
+    srv = proc.server(here .. "/fixtures/faults/ratelimit.lua")
     dir = proc.tmpdir()
   end)
   teardown(function()

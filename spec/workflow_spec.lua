@@ -3,7 +3,7 @@
 local proc = require "support.proc"
 local q = proc.q
 
-local HERE = proc.root .. "/spec/workflow/"
+local HERE = proc.root .. "/spec/fixtures/workflow/"
 local IAM_EXAMPLE = proc.root .. "/policies/examples/iam-set-policy.lua"
 
 local function run(args) return proc.run(args, { timeout = 30 }) end

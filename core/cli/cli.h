@@ -160,16 +160,13 @@ int cli_check(int argc, char **argv);    /* check.c */
 int cli_simulate(int argc, char **argv); /* simulate.c */
 int cli_list(int argc, char **argv);     /* list.c */
 int cli_fleet(int argc, char **argv);    /* fleet_cmd.c */
+/* simulate/latency.c: --latency "BASE[,SLOW@FRACTION]" [--calls N]: SPEC
+ * into base, slow and fraction (0, or -1); the two runs printed. */
+int cli_latency_parse(const char *s, luaretry_latency_options *l);
+int cli_simulate_latency(luaretry_policy *p, const luaretry_latency_options *l, int json);
+
 /* simulate/fleet_report.c: --fleet (own guards next to the fleet's) or
  * --process (the clients as calls of one process); the exit status. */
-/* simulate/latency.c: --latency "BASE[,SLOW@FRACTION]" [--calls N] */
-typedef struct {
-  double base, slow, fraction;
-} cli_latency;
-int cli_latency_parse(const char *s, cli_latency *l); /* 0, or -1 */
-int cli_simulate_latency(luaretry_policy *p, const cli_latency *l, long calls, uint64_t seed,
-                         int json);
-
 int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, double outage,
                        uint64_t seed, int status, int json, int process);
 

@@ -866,6 +866,43 @@ LUARETRY_API luaretry_code luaretry_simulate_herd(luaretry_policy *p,
                                                   const luaretry_herd_options *o,
                                                   luaretry_herd_result *r);
 
+/* What the policy's hedge does to the tail (luaretry simulate --latency):
+ * `calls` calls one after another on the virtual clock, each attempt
+ * answering 200 after `base` seconds, or after `slow` seconds for a
+ * `fraction` of the attempts (drawn from `seed`; call i's jitter from
+ * seed + i), an attempt longer than its timeout timing out.  Run it with
+ * `no_hedge` 0 and 1 and the same options: both see the same latencies.
+ * The calls share a budget and breaker of their own, fresh for each run;
+ * the policy's guards, counters and fleet are never touched.
+ * LUARETRY_E_ARG when an option is out of range (luaretry_policy_errmsg
+ * names it), LUARETRY_E_POLICY when the script failed in a call (its
+ * message there too), LUARETRY_E_NOMEM (8 bytes a call are kept). */
+typedef struct {
+  long calls;      /* 1 to 1000000; luaretry_latency_options_init: 1000 */
+  double base;     /* seconds, 0 to 3600 */
+  double slow;     /* seconds, 0 to 3600 */
+  double fraction; /* the share of slow attempts, 0 to 1 */
+  uint64_t seed;
+  int no_hedge; /* 1: no call is hedged, whatever the policy says */
+  uint32_t reserved_32;
+  uint64_t reserved[4];
+} luaretry_latency_options;
+
+typedef struct {
+  uint64_t calls;
+  double p50, p99, p999;    /* seconds from a call's begin to its end */
+  uint64_t requests;        /* attempts sent, hedges included */
+  double requests_per_call; /* requests / calls */
+  uint64_t hedges;          /* hedges sent */
+  uint64_t hedges_won;      /* hedges whose answer ended their call */
+  uint64_t reserved[8];
+} luaretry_latency_result;
+
+LUARETRY_API void luaretry_latency_options_init(luaretry_latency_options *o);
+LUARETRY_API luaretry_code luaretry_simulate_latency(luaretry_policy *p,
+                                                     const luaretry_latency_options *o,
+                                                     luaretry_latency_result *r);
+
 /* `count` draws of the policy's backoff for retry n (n = 0 before the
  * second attempt) from a generator seeded with `seed`, each starting from
  * `previous` (decorrelated jitter's state; < 0: the policy's initial), into

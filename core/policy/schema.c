@@ -209,6 +209,20 @@ static void warn_at(lr_check *ck, int i, const char *what) {
   lr_add_warning(ck->warnings, ck->warning_count, "%s: %s", w, what);
 }
 
+/* An error of field i beyond its type and range (bad() says those), such
+ * as a rule between fields: named with its file and line all the same. */
+static void error_at(lr_check *ck, int i, const char *fmt, ...)
+  __attribute__((format(printf, 3, 4)));
+static void error_at(lr_check *ck, int i, const char *fmt, ...) {
+  char w[1200], what[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  where(ck, i, w, sizeof w);
+  add_error(ck->errors, ck->errors_size, "%s: %s", w, what);
+}
+
 static int number_ok(const lr_field_spec *s, double v) {
   if (!isfinite(v) || v < s->lo || v > s->hi) return 0;
   if ((s->flags & OPEN) && v == s->lo) return 0;
@@ -233,18 +247,15 @@ static int check_field(lr_check *ck, int i) {
   if (f->type == LUA_TNIL) return 0;
   char expected[160];
   if (s->flags & HOST) {
-    char w[1200];
-    where(ck, i, w, sizeof w);
     if (lr_field_in(i, F_FLEET))
-      add_error(ck->errors, ck->errors_size,
-                "%s: the host says where Redis is and how long "
-                "to wait for it (luaretry_policy_set, --set%s), not the script",
-                w, i == F_FL_REDIS ? ", --redis, LUARETRY_REDIS" : "");
+      error_at(ck, i,
+               "the host says where Redis is and how long to wait for it (luaretry_policy_set, "
+               "--set%s), not the script",
+               i == F_FL_REDIS ? ", --redis, LUARETRY_REDIS" : "");
     else
-      add_error(ck->errors, ck->errors_size,
-                "%s: a sandbox limit is set by the host "
-                "(luaretry_policy_set, --set), not by the script",
-                w);
+      error_at(
+        ck, i,
+        "a sandbox limit is set by the host (luaretry_policy_set, --set), not by the script");
     return -1;
   }
   switch (s->type) {
@@ -334,10 +345,7 @@ static int declared(const lr_field *f, const int *ok, int parent) {
 static void script_backoff(lr_check *ck, luaretry_tuning *t) {
   for (int i = 0; i < F_COUNT; i++) {
     if (!lr_field_in(i, F_BACKOFF) || ck->fields[i].type == LUA_TNIL) continue;
-    char w[1200];
-    where(ck, i, w, sizeof w);
-    add_error(ck->errors, ck->errors_size,
-              "%s: backoff is a function in this script; its fields cannot be set", w);
+    error_at(ck, i, "backoff is a function in this script; its fields cannot be set");
   }
   t->kind = LUARETRY_BACKOFF_SCRIPT;
   t->initial = t->multiplier = t->max = t->step = t->jitter_max = 0;
@@ -350,12 +358,8 @@ static void check_backoff(lr_check *ck, const int *ok, luaretry_tuning *t) {
   lr_field *f = ck->fields;
   if (ok[F_B_MAX] <= 0) t->max = t->initial > 32 ? t->initial : 32;
   if (ok[F_B_STEP] <= 0) t->step = t->initial;
-  if (ok[F_B_MAX] > 0 && ok[F_B_INITIAL] >= 0 && t->max < t->initial) {
-    char w[1200];
-    where(ck, F_B_MAX, w, sizeof w);
-    add_error(ck->errors, ck->errors_size, "%s: %g is below backoff.initial (%g)", w, t->max,
-              t->initial);
-  }
+  if (ok[F_B_MAX] > 0 && ok[F_B_INITIAL] >= 0 && t->max < t->initial)
+    error_at(ck, F_B_MAX, "%g is below backoff.initial (%g)", t->max, t->initial);
   if (t->kind == LUARETRY_BACKOFF_EXPONENTIAL && t->multiplier < 1 && ok[F_B_MULTIPLIER] > 0) {
     warn_at(ck, F_B_MULTIPLIER,
             "below 1 would shrink the waits; clamped to 1 "
@@ -397,30 +401,16 @@ static void check_hedge(lr_check *ck, const int *ok, lr_tuning *x) {
     x->hedge_max = 0;
     return;
   }
-  char w[1200];
-  if (ok[F_H_DELAY] == 0) {
-    where(ck, F_HEDGE, w, sizeof w);
-    add_error(ck->errors, ck->errors_size,
-              "%s: hedge.delay must be set (seconds, or "
-              "\"p95\")",
-              w);
-  }
+  if (ok[F_H_DELAY] == 0) error_at(ck, F_HEDGE, "hedge.delay must be set (seconds, or \"p95\")");
   if (ok[F_H_DELAY] > 0 && f[F_H_DELAY].type == LUA_TSTRING)
     x->hedge_percentile = percentile_of(f[F_H_DELAY].str);
   if (ok[F_H_CEILING] <= 0) x->hedge_ceiling = 1;
   double timeout = x->pub.attempt_timeout;
-  if (timeout > 0 && ok[F_H_DELAY] > 0 && !x->hedge_percentile && x->hedge_delay >= timeout) {
-    where(ck, F_H_DELAY, w, sizeof w);
-    add_error(ck->errors, ck->errors_size,
-              "%s: %g s is not below attempt_timeout (%g s): "
-              "no hedge could ever go",
-              w, x->hedge_delay, timeout);
-  }
-  if (ok[F_H_CEILING] > 0 && ok[F_H_FLOOR] >= 0 && x->hedge_ceiling < x->hedge_floor) {
-    where(ck, F_H_CEILING, w, sizeof w);
-    add_error(ck->errors, ck->errors_size, "%s: %g is below hedge.floor (%g)", w, x->hedge_ceiling,
-              x->hedge_floor);
-  }
+  if (timeout > 0 && ok[F_H_DELAY] > 0 && !x->hedge_percentile && x->hedge_delay >= timeout)
+    error_at(ck, F_H_DELAY, "%g s is not below attempt_timeout (%g s): no hedge could ever go",
+             x->hedge_delay, timeout);
+  if (ok[F_H_CEILING] > 0 && ok[F_H_FLOOR] >= 0 && x->hedge_ceiling < x->hedge_floor)
+    error_at(ck, F_H_CEILING, "%g is below hedge.floor (%g)", x->hedge_ceiling, x->hedge_floor);
   if (timeout > 0 && x->hedge_ceiling >= timeout) x->hedge_ceiling = timeout / 2;
   if (x->hedge_floor > x->hedge_ceiling) x->hedge_floor = x->hedge_ceiling;
 }
@@ -436,31 +426,19 @@ static void check_header_name(lr_check *ck, const lr_field *f) {
   if (!ok) bad(ck, F_ATTEMPT_HEADER, "a header name (letters, digits and !#$%&'*+-.^_`|~)");
 }
 
-static void error_at(lr_check *ck, int i, const char *what) {
-  char w[1200];
-  where(ck, i, w, sizeof w);
-  add_error(ck->errors, ck->errors_size, "%s: %s", w, what);
-}
-
 /* The breaker's rate rules: what they need and what cannot work. */
 static void check_breaker_rates(lr_check *ck, const int *ok, lr_tuning *x) {
   luaretry_tuning *t = &x->pub;
   if (ok[F_K_MIN_CALLS] <= 0)
     x->min_calls = x->window;
-  else if (x->min_calls > x->window) {
-    char why[96];
-    lr_fmt(why, sizeof why, "%ld is above breaker.window (%ld)", x->min_calls, x->window);
-    error_at(ck, F_K_MIN_CALLS, why);
-  }
+  else if (x->min_calls > x->window)
+    error_at(ck, F_K_MIN_CALLS, "%ld is above breaker.window (%ld)", x->min_calls, x->window);
   if (ok[F_K_SLOW_RATE] > 0 && ok[F_K_SLOW_SECONDS] <= 0)
     error_at(ck, F_K_SLOW_RATE, "needs breaker.slow_call.seconds (what a slow attempt is)");
   double longest = t->attempt_timeout > 0 ? t->attempt_timeout : t->deadline;
-  if (ok[F_K_SLOW_SECONDS] > 0 && longest > 0 && x->slow_seconds > longest) {
-    char why[160];
-    lr_fmt(why, sizeof why, "%g s is above %s (%g s): no attempt can be that slow", x->slow_seconds,
-           t->attempt_timeout > 0 ? "attempt_timeout" : "deadline", longest);
-    error_at(ck, F_K_SLOW_SECONDS, why);
-  }
+  if (ok[F_K_SLOW_SECONDS] > 0 && longest > 0 && x->slow_seconds > longest)
+    error_at(ck, F_K_SLOW_SECONDS, "%g s is above %s (%g s): no attempt can be that slow",
+             x->slow_seconds, t->attempt_timeout > 0 ? "attempt_timeout" : "deadline", longest);
   if (ok[F_K_HALF_OPEN_CALLS] > 0) {
     if (ok[F_K_PROBES] > 0)
       error_at(ck, F_K_HALF_OPEN_CALLS, "set probes or half_open_calls, not both");
@@ -504,14 +482,8 @@ static int validate(lr_check *ck, lr_tuning *x) {
   check_breaker_rates(ck, ok, x);
   x->throttle = declared(f, ok, F_THROTTLE);
   x->rate = declared(f, ok, F_RATE);
-  if (x->rate && ok[F_R_LIMIT] <= 0 && !x->rate_adaptive && f[F_RATE].type == LUA_TTABLE) {
-    char w[1200];
-    where(ck, F_RATE, w, sizeof w);
-    add_error(ck->errors, ck->errors_size,
-              "%s: needs limit (attempts per second) or "
-              "adaptive = true",
-              w);
-  }
+  if (x->rate && ok[F_R_LIMIT] <= 0 && !x->rate_adaptive && f[F_RATE].type == LUA_TTABLE)
+    error_at(ck, F_RATE, "needs limit (attempts per second) or adaptive = true");
   if (x->rate && ok[F_R_LIMIT] <= 0 && !x->rate_adaptive) x->rate = 0; /* --set burst alone */
   return ck->errors[0] != '\0';
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # spec/bench/fleet_run.sh: an outage seen by 100 processes.  Each
 # process is one `luaretry run` call of 4 attempts against an always-503
-# fault server (spec/fleet/server.lua), all 100 started at once; side by
+# fault server (spec/fixtures/fleet/server.lua), all 100 started at once; side by
 # side in one run:
 #   fleet     the policy's budget (10 tokens, ratio 0.1) shared through a
 #             local redis-server (loopback TCP) with --redis;
@@ -32,7 +32,7 @@ stop_all() {
   cleanup
 }
 trap stop_all EXIT
-start_fault_server fleet_run spec/fleet/server.lua
+start_fault_server fleet_run spec/fixtures/fleet/server.lua
 
 # redis-server on a free loopback port: a few tries, each bounded
 for try in 1 2 3 4 5; do

@@ -56,6 +56,8 @@ static void test_sizes(void) {
   CHECK_EQ_INT((long)sizeof(luaretry_fleet_process), 152);
   CHECK_EQ_INT((long)sizeof(luaretry_herd_options), 72);
   CHECK_EQ_INT((long)sizeof(luaretry_herd_result), 232);
+  CHECK_EQ_INT((long)sizeof(luaretry_latency_options), 80);
+  CHECK_EQ_INT((long)sizeof(luaretry_latency_result), 128);
 #endif
 }
 
@@ -74,6 +76,12 @@ static void test_inits(void) {
   memset(&co, 0xAB, sizeof co);
   luaretry_call_options_init(&co);
   CHECK(all_zero(&co, sizeof co));
+  luaretry_latency_options lo;
+  memset(&lo, 0xAB, sizeof lo);
+  luaretry_latency_options_init(&lo);
+  CHECK_EQ_INT(lo.calls, 1000);
+  lo.calls = 0;
+  CHECK(all_zero(&lo, sizeof lo));
   luaretry_curl_options cu;
   memset(&cu, 0xAB, sizeof cu);
   luaretry_curl_options_init(&cu);

@@ -202,6 +202,21 @@ function M.server(script, opts)
   return srv
 end
 
+-- busted's setup, teardown, before_each and after_each for a fixture
+-- helper called from a describe() body, `level` frames above the helper
+-- (2: the helper's caller).  The hooks live in the spec file's
+-- environment, not in _G: the caller's _ENV (a describe() body that calls
+-- it() has one).
+function M.hooks(level)
+  local env, caller = _G, debug.getinfo(level + 1, "f").func
+  for i = 1, 255 do
+    local name, value = debug.getupvalue(caller, i)
+    if not name then break end
+    if name == "_ENV" then env = value break end
+  end
+  return env.setup, env.teardown, env.before_each, env.after_each
+end
+
 -- The fixture most command specs share, inside a describe(): a fault
 -- server on SCRIPT for the whole block, reset before each test, and a
 -- fresh temporary folder for each test; both cleaned up by busted's hooks.
@@ -209,16 +224,7 @@ end
 -- own locals:   local srv, tmp
 --               proc.with_server(script, function (s, t) srv, tmp = s, t end)
 function M.with_server(script, set, opts)
-  -- busted's hooks live in the spec file's environment, not in _G: the
-  -- caller's _ENV (a describe() body that calls it() has one)
-  local env, caller = _G, debug.getinfo(2, "f").func
-  for i = 1, 255 do
-    local name, value = debug.getupvalue(caller, i)
-    if not name then break end
-    if name == "_ENV" then env = value break end
-  end
-  local setup, teardown, before_each, after_each =
-    env.setup, env.teardown, env.before_each, env.after_each
+  local setup, teardown, before_each, after_each = M.hooks(2)
   local srv, tmp
   setup(function () srv = M.server(script, opts); set(srv, tmp) end)
   teardown(function () if srv then srv:stop() end end)

@@ -6,6 +6,8 @@
 --   local redis = require "support.redis"
 --   local r = redis.start { password = "pw", tcp = true }
 --   r.url, r.sock, r.port, r:cli("GET", "k"), r:kill(), r:restart(), r:stop()
+--
+-- or, for a whole describe() block, redis.with_redis (below).
 local proc = require "support.proc"
 
 local M = {}
@@ -89,6 +91,34 @@ function Redis:stop()
   end
   self.pid = nil
   proc.rmtree(self.dir)
+end
+
+-- The fleet specs' fixture, inside a describe() (as proc.with_server): a
+-- redis-server started with `opts` (as start takes them) for the whole
+-- block, with opts.server = SCRIPT the fault server too (reset before each
+-- test), and a fresh temporary folder for each test; all cleaned up by
+-- busted's hooks.  `set(r, tmp, srv)` is called whenever one changes:
+--   local r, tmp, srv
+--   redis.with_redis({ tcp = true, server = SERVER },
+--                    function (x, t, s) r, tmp, srv = x, t, s end)
+function M.with_redis(opts, set)
+  local setup, teardown, before_each, after_each = proc.hooks(2)
+  local r, tmp, srv
+  setup(function ()
+    r = M.start(opts)
+    if opts.server then srv = proc.server(opts.server) end
+    set(r, tmp, srv)
+  end)
+  teardown(function ()
+    if srv then srv:stop() end
+    if r then r:stop() end
+  end)
+  before_each(function ()
+    if srv then srv:reset() end
+    tmp = proc.tmpdir()
+    set(r, tmp, srv)
+  end)
+  after_each(function () proc.rmtree(tmp) end)
 end
 
 return M

@@ -299,7 +299,7 @@ typedef struct {
   double outage;
   int json, have_outage, fleet, process;
   const char *latency; /* --latency SPEC */
-  cli_latency lat;
+  luaretry_latency_options lat;
   long long calls; /* --calls N */
   char **sets;     /* room for argc + 1 */
   int nsets;
@@ -444,6 +444,7 @@ int cli_simulate(int argc, char **argv) {
   simulate_args a;
   memset(&a, 0, sizeof a);
   a.seed = 1;
+  luaretry_latency_options_init(&a.lat);
   a.outage = 30;
   a.status = 503;
   a.probes = calloc((size_t)argc + 1, sizeof *a.probes);
@@ -456,10 +457,11 @@ int cli_simulate(int argc, char **argv) {
   luaretry_policy *p = NULL;
   if (status == 0 && !(p = cli_load_policy(a.path, a.sets, a.nsets, 1))) status = EXIT_POLICY;
   if (p) {
-    if (a.latency)
-      status =
-        cli_simulate_latency(p, &a.lat, a.calls ? (long)a.calls : 1000, (uint64_t)a.seed, a.json);
-    else if (a.fleet || a.process)
+    if (a.latency) {
+      if (a.calls) a.lat.calls = (long)a.calls;
+      a.lat.seed = (uint64_t)a.seed;
+      status = cli_simulate_latency(p, &a.lat, a.json);
+    } else if (a.fleet || a.process)
       status = cli_simulate_fleet(p, a.path, (long)a.clients, a.outage, (uint64_t)a.seed,
                                   (int)a.status, a.json, a.process);
     else
