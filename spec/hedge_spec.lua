@@ -246,14 +246,9 @@ describe("hedge in workflows", function ()
   end)
 
   local function run(steps)
-    local log = dir .. "/log.json"
     local args = {"run", WF .. "run.lua", srv.base}
     for _, s in ipairs(steps) do args[#args + 1] = s end
-    args[#args + 1] = "--log-json"
-    args[#args + 1] = log
-    local r = proc.run(args, {timeout = 20})
-    r.attempts, r.summary = log_of(log)
-    return r
+    return run_logged(dir, args)
   end
 
   it("hedges a slow idempotent request: the hedge's answer reaches the script alone", function ()
