@@ -3,7 +3,7 @@
 -- a 429; paced below the limit, or adaptive, few do.  The comparisons are
 -- between runs of the same spec, with wide margins (a busy machine
 -- delays requests, which only lowers the 429s of the paced runs).
-local proc = require "spec.support.proc"
+local proc = require "support.proc"
 
 local NGINX
 for _, path in ipairs { "/usr/sbin/nginx", "/usr/bin/nginx" } do
