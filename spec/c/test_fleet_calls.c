@@ -27,6 +27,7 @@ static const char *POLICY =
   "attempt_timeout = 5\n"
   "budget = { max_tokens = 1000, token_ratio = 0.5 }\n"
   "breaker = { failures = 1000000, open_seconds = 1 }\n"
+  "throttle = { k = 1000, window = 60 }\n" /* counted fleet-wide, refusing nothing */
   "fleet = { sync = 5 }\n";
 
 static luaretry_policy *p;
@@ -40,12 +41,17 @@ static void *caller(void *arg) {
       atomic_fetch_add(&bad, 1);
       continue;
     }
-    luaretry_outcome o;
-    luaretry_outcome_init(&o);
-    o.status = (i + id) % 3 == 0 ? 503 : 200;
     luaretry_decision d;
-    if (luaretry_call_report(c, &o, &d) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
-    if (d.retry && luaretry_call_next(c, &d) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
+    /* the pre-attempt check: the throttle may refuse (a new fleet key
+     * starts a new window: one failure in it refuses half) */
+    if (luaretry_call_next(c, &d) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
+    if (d.retry) {
+      luaretry_outcome o;
+      luaretry_outcome_init(&o);
+      o.status = (i + id) % 3 == 0 ? 503 : (i + id) % 5 == 1 ? 429 : 200; /* 429: throttled */
+      if (luaretry_call_report(c, &o, &d) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
+      if (d.retry && luaretry_call_next(c, &d) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
+    }
     atomic_fetch_add(&decided, 1);
     luaretry_call_free(c);
   }

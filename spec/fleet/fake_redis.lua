@@ -23,6 +23,7 @@ end
 local function bulk(s) return "$" .. #s .. "\r\n" .. s .. "\r\n" end
 
 -- The update script's answer: tokens state fails opened_at probes_left granted now
+-- requests accepts (the throttle's window)
 local function answer(t)
   local out = { "*" .. #t .. "\r\n" }
   for _, v in ipairs(t) do out[#out + 1] = ":" .. v .. "\r\n" end
@@ -35,12 +36,12 @@ local evals = 0
 local function on_eval(argv)
   evals = evals + 1
   local max = tonumber(argv[6]) or 10000
-  local good = answer { max, 0, 0, 0, 0, 0, now_ms() }
+  local good = answer { max, 0, 0, 0, 0, 0, now_ms(), 0, 0 }
   if MODE == "good" or MODE == "slow" then return good end
   if MODE == "silent" then return nil end
   if MODE == "silent-after-first" then return evals == 1 and good or nil end
   if MODE == "half-open-then-silent" then
-    return evals == 1 and answer { max, 2, 0, now_ms() - 10, 1, 0, now_ms() } or nil
+    return evals == 1 and answer { max, 2, 0, now_ms() - 10, 1, 0, now_ms(), 0, 0 } or nil
   end
   if MODE == "endless-line" then
     local chunk = ("a"):rep(65536)
@@ -53,14 +54,14 @@ local function on_eval(argv)
   if MODE == "negative-count" then return "*2147483655\r\n:1\r\n:1\r\n:1\r\n" end
   if MODE == "nested" then return ("*1\r\n"):rep(6) .. ":1\r\n" end
   if MODE == "nil" then return "$-1\r\n" end
-  if MODE == "nil-elements" then return "*7\r\n$-1\r\n*-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n" end
-  if MODE == "tokens-above-max" then return answer { max * 100, 0, 0, 0, 0, 0, now_ms() } end
+  if MODE == "nil-elements" then return "*9\r\n$-1\r\n*-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n" end
+  if MODE == "tokens-above-max" then return answer { max * 100, 0, 0, 0, 0, 0, now_ms(), 0, 0 } end
   if MODE == "open-in-future" then
-    return answer { max, 1, 99, now_ms() + 3600000, 0, 0, now_ms() }
+    return answer { max, 1, 99, now_ms() + 3600000, 0, 0, now_ms(), 0, 0 }
   end
   if MODE == "overflow" then
-    return "*7\r\n:9223372036854775807\r\n:0\r\n:-9223372036854775808\r\n" ..
-           ":-9223372036854775808\r\n:0\r\n:0\r\n:-9223372036854775808\r\n"
+    return "*9\r\n:9223372036854775807\r\n:0\r\n:-9223372036854775808\r\n" ..
+           ":-9223372036854775808\r\n:0\r\n:0\r\n:-9223372036854775808\r\n:0\r\n:0\r\n"
   end
   return "-ERR unknown mode\r\n"
 end
