@@ -22,7 +22,7 @@
 
 #include "engine.h"
 
-#define PENDING_MAX 64 /* a client's outcomes between syncs; more: sync */
+#define PENDING_MAX 64                       /* a client's outcomes between syncs; more: sync */
 #define SPEND       ((lr_remote_outcome)100) /* a hedge's token, in the batch */
 
 typedef struct {
@@ -32,8 +32,8 @@ typedef struct {
   long long tokens; /* milli-tokens at the last sync */
   int state;
   double opened_at;
-  long long net; /* milli-tokens since, unsent */
-  double requests, accepts;         /* the throttle's window at the last sync */
+  long long net;                       /* milli-tokens since, unsent */
+  double requests, accepts;            /* the throttle's window at the last sync */
   long long new_requests, new_accepts; /* since, unsent */
   int npending;
   lr_remote_outcome pending[PENDING_MAX];
@@ -191,6 +191,6 @@ static void refresh(void *ud, double now, double left, lr_waiter *w) {
 static double tokens(void *ud) { return (double)view_tokens(ud) / 1000; }
 
 const lr_remote_ops lr_simfleet_ops = {
-  budget_allows_retry, breaker_admits, record,   refresh,
-  tokens,              throttle_request, throttle_refusal, spend,
+  budget_allows_retry, breaker_admits,   record, refresh, tokens,
+  throttle_request,    throttle_refusal, spend,
 };

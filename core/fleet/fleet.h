@@ -135,8 +135,8 @@ void lr_fleet_configure(lr_fleet *f, const lr_fleet_settings *s);
 /* ---- the engine's side */
 
 typedef enum {
-  LR_FLEET_SUCCESS, /* +token_ratio, resets the failure run, closes half-open */
-  LR_FLEET_FAILURE, /* -1 token, one more failure in a row */
+  LR_FLEET_SUCCESS,  /* +token_ratio, resets the failure run, closes half-open */
+  LR_FLEET_FAILURE,  /* -1 token, one more failure in a row */
   LR_FLEET_ANSWERED, /* a final answer: resets the run, closes half-open */
   LR_FLEET_THROTTLED /* a throttling answer: -throttle_cost tokens, an answer */
 } lr_fleet_outcome;

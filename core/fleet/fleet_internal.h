@@ -122,10 +122,10 @@ lr_fleet_code lr_conn_error_code(const struct redisReply *r);
 /* ---- redis_script.c: the atomic update, EVALSHA with EVAL behind it */
 
 typedef struct {
-  long long spent, earned; /* milli-tokens */
-  long long trail;         /* failures after the batch's last success or answer */
-  long long resets;        /* > 0: the batch holds a success or an answer */
-  long long want;          /* probe permits asked */
+  long long spent, earned;     /* milli-tokens */
+  long long trail;             /* failures after the batch's last success or answer */
+  long long resets;            /* > 0: the batch holds a success or an answer */
+  long long want;              /* probe permits asked */
   long long requests, accepts; /* the throttle's */
   long long throttled;         /* throttling answers: throttle_cost each */
 } lr_fleet_batch;
@@ -134,9 +134,9 @@ typedef struct {
   long long max_milli, failures, open_ms, probes, ttl_ms;
   long long ratio_milli; /* not sent but as part of cfg */
   int budget, breaker;
-  long long cost_milli;   /* a throttling answer's tokens */
-  long long k_milli;      /* the throttle's K; not sent but as part of cfg */
-  long long bucket_ms;    /* a tenth of the throttle's window; 0: no throttle */
+  long long cost_milli; /* a throttling answer's tokens */
+  long long k_milli;    /* the throttle's K; not sent but as part of cfg */
+  long long bucket_ms;  /* a tenth of the throttle's window; 0: no throttle */
 } lr_fleet_limits;
 
 /* The guard settings as text, the same in every process that may share a
@@ -200,8 +200,8 @@ struct lr_fleet {
   atomic_int health, state, fails, probes_left;
   atomic_llong tokens, opened_at, clock_offset; /* Redis ms - our monotonic ms */
   atomic_llong last_ok_ms, inflight_net, next_sync_at, permit_asked_at;
-  atomic_llong fleet_requests, fleet_accepts;         /* the throttle's window */
-  atomic_llong inflight_requests, inflight_accepts;   /* sent, reply unread */
+  atomic_llong fleet_requests, fleet_accepts;       /* the throttle's window */
+  atomic_llong inflight_requests, inflight_accepts; /* sent, reply unread */
   atomic_llong syncs, sync_failures;
 
   /* Everything below belongs to whoever holds io. */

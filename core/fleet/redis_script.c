@@ -168,10 +168,9 @@ lr_fleet_code lr_redis_script_load(lr_fleet_script *s, lr_redis_conn *c, const l
 lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[2],
                                      const char *member, const lr_fleet_limits *l,
                                      const lr_fleet_batch *b) {
-  long long nums[15] = { l->max_milli,   l->failures,  l->open_ms,    l->probes,
-                         l->ttl_ms,      b->spent,     b->earned,     b->trail,
-                         b->resets,      b->want,      b->requests,   b->accepts,
-                         b->throttled,   l->cost_milli, l->bucket_ms };
+  long long nums[15] = { l->max_milli, l->failures, l->open_ms,   l->probes,     l->ttl_ms,
+                         b->spent,     b->earned,   b->trail,     b->resets,     b->want,
+                         b->requests,  b->accepts,  b->throttled, l->cost_milli, l->bucket_ms };
   char text[15][24], cfg[300];
   for (int i = 0; i < 15; i++) lr_fmt(text[i], sizeof text[i], "%lld", nums[i]);
   lr_fleet_cfg_text(l, cfg, sizeof cfg);
@@ -216,7 +215,7 @@ static int integer_at(const redisReply *r, size_t i, long long *out) {
 #define REDIS_MS_MIN 1000000000000LL
 #define REDIS_MS_MAX 7258118400000LL
 /* The throttle's counts over a window: far beyond any fleet's */
-#define WINDOW_MAX 1000000000000000LL
+#define WINDOW_MAX   1000000000000000LL
 
 /* What the script can answer, given what was sent: anything else is a
  * broken reply (a proxy's, a stranger's), never used. */
@@ -257,9 +256,9 @@ lr_fleet_code lr_redis_script_decode(lr_fleet_script *s, const lr_redis_url *u, 
                                      int *noscript, char *err, size_t errlen) {
   *noscript = 0;
   if (r->type == REDIS_REPLY_ERROR) return refused(s, u, r, l, noscript, err, errlen);
-  long long *fields[9] = { &out->tokens,  &out->state,  &out->fails,
+  long long *fields[9] = { &out->tokens,    &out->state,       &out->fails,
                            &out->opened_at, &out->probes_left, &out->granted,
-                           &out->now_ms, &out->requests,    &out->accepts };
+                           &out->now_ms,    &out->requests,    &out->accepts };
   int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 9;
   for (size_t i = 0; ok && i < 9; i++) ok = integer_at(r, i, fields[i]);
   if (!ok) {

@@ -69,6 +69,6 @@ static void refresh(void *ud, double now, double left, lr_waiter *w) {
 static double tokens(void *ud) { return lr_fleet_tokens(ud); }
 
 const lr_remote_ops lr_fleet_remote_ops = {
-  budget_allows_retry, breaker_admits, record,   refresh,
-  tokens,              throttle_request, throttle_refusal, spend,
+  budget_allows_retry, breaker_admits,   record, refresh, tokens,
+  throttle_request,    throttle_refusal, spend,
 };

@@ -110,19 +110,23 @@ static void test_ranges(void) {
   CHECK_EQ_INT(out.opened_at, 1764000000000LL);
   answer_refused("*9\r\n:10001\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n",
                  "tokens outside 0..max_tokens");
-  answer_refused("*9\r\n:-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n", "tokens");
-  answer_refused("*9\r\n:0\r\n:3\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n", "state");
-  answer_refused("*9\r\n:0\r\n:0\r\n:-5\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n", "failure count");
-  answer_refused("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:-1\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n", "probe count");
-  answer_refused("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1\r\n:1764000000000\r\n:0\r\n:0\r\n", "permits");
-  answer_refused("*9\r\n:0\r\n:1\r\n:0\r\n:1764000000001\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n",
-                 "opened in the future");
+  answer_refused("*9\r\n:-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n",
+                 "tokens");
+  answer_refused("*9\r\n:0\r\n:3\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n",
+                 "state");
+  answer_refused("*9\r\n:0\r\n:0\r\n:-5\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n",
+                 "failure count");
+  answer_refused("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:-1\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n",
+                 "probe count");
+  answer_refused("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1\r\n:1764000000000\r\n:0\r\n:0\r\n",
+                 "permits");
+  answer_refused(
+    "*9\r\n:0\r\n:1\r\n:0\r\n:1764000000001\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n",
+    "opened in the future");
   answer_refused("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:-9223372036854775808\r\n:0\r\n:0\r\n",
                  "time of day");
-  answer_refused("*9\r\n$-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n",
-                 "not 9 integers");
-  answer_refused("*7\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n",
-                 "not 9 integers");
+  answer_refused("*9\r\n$-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n", "not 9 integers");
+  answer_refused("*7\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n", "not 9 integers");
   answer_refused("$-1\r\n", "not 9 integers");
   /* throttle counts: none without a throttle, never negative */
   answer_refused("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:5\r\n:0\r\n",
