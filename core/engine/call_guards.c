@@ -58,7 +58,9 @@ static int throttle_refuses(luaretry_call *c, double at, int *remote) {
 
 static void stop_throttled(luaretry_call *c, luaretry_decision *d, double at, int remote) {
   const lr_guards *g = &c->rules->guards;
-  double r = remote ? c->remote->ops->throttle_refusal(c->remote->ud, at) : LR_REMOTE_LOCAL;
+  double r = remote && c->remote->ops->throttle_refusal
+               ? c->remote->ops->throttle_refusal(c->remote->ud, at)
+               : LR_REMOTE_LOCAL;
   if (r < 0) r = lr_throttle_refusal(c->shared, g, c->guard_origin + at);
   lr_call_stop_saying(c, d, LUARETRY_REASON_THROTTLE, "throttle",
                       "%sclient-side throttle refuses "
