@@ -158,6 +158,14 @@ static void test_throttle_shared(void) {
   CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
   CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
   CHECK_NEAR(lr_fleet_throttle_refusal(b), 5.0 / 10, 1e-9);
+  /* another K on the same key is refused: its own counts decide */
+  lr_fleet_settings k3 = s;
+  k3.throttle_k = 3;
+  lr_fleet *c = handle(URL, "throttle", "host-c:3", k3, NULL);
+  CHECK_EQ_INT(lr_fleet_sync_now(c), LR_FLEET_E_REFUSED);
+  lr_fleet_throttle_request(c);
+  CHECK_EQ_DBL(lr_fleet_throttle_refusal(c), LR_FLEET_LOCAL);
+  lr_fleet_free(c);
   /* past the window: forgotten */
   redis_sleep_ms(1200);
   CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
