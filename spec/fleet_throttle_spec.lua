@@ -106,6 +106,13 @@ describe("the fleet's client-side throttle", function ()
     local total = 0
     for i = 0, 9 do total = total + (tonumber(r:cli("HGET", "luaretry:{" .. key .. "}", "tr" .. i)) or 0) end
     assert.are.equal(15, total)
+    -- a throttle alone is something to share: no warning, and `luaretry
+    -- fleet` knows the policy's fleet
+    local quiet = proc.run(run_args(REFUSE, key, { srv.base .. "/200", "-q" }))
+    assert.is_nil(quiet.stderr:find("nothing to share", 1, true), quiet.stderr)
+    local st = proc.run({ "fleet", REFUSE, "--redis", r.url, "--set", "fleet.key=" .. key,
+                          "--set", "fleet.command_timeout=1000" })
+    assert.are.equal(0, st.code, st.stderr)
   end)
 
   -- The run is built so that the count is decided by the seeds, not by
