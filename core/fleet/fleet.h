@@ -1,6 +1,6 @@
-/* fleet.h: fleet-wide guards.  One retry budget and one circuit breaker per
- * policy, shared through Redis by every process that names the same server
- * and key (README.md "Fleet: one budget and one breaker for every
+/* fleet.h: fleet-wide guards.  One retry budget, one circuit breaker and
+ * one client-side throttle's window per policy, shared through Redis by
+ * every process that names the same server and key (README.md "Fleet: one budget and one breaker for every
  * process").
  *
  * Plain C: neither lua.h, curl.h nor hiredis.h is needed to use it.  The
@@ -11,7 +11,8 @@
  * the view has gone stale.
  *
  * Cost model:
- *   lr_fleet_record            a few relaxed atomic adds, no lock, no I/O
+ *   lr_fleet_record, lr_fleet_spend, lr_fleet_throttle_request
+ *                              a few relaxed atomic adds, no lock, no I/O
  *   lr_fleet_budget_allows_retry, lr_fleet_breaker_admits (closed or open)
  *                              atomic loads, no lock, no I/O
  *   lr_fleet_maybe_sync        never blocks: a coarse clock read; once per
