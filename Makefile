@@ -249,6 +249,7 @@ bench: deps
 	./$(BUILD)/bench_fleet
 	./$(BUILD)/bench_fleet_decide
 	bash spec/bench/fleet_run.sh
+	bash spec/bench/throttle_procs.sh
 	./$(BUILD)/bench_hedge
 
 # core/install/install.sh installs under $(DESTDIR)$(PREFIX) and keeps a manifest

@@ -77,8 +77,8 @@ describe("the fleet against a hostile Redis", function ()
     -- through a NULL pointer)
     { "negative-count", "reading a reply: " },
     { "nested", "nested deeper than 2" },
-    { "nil", "not 7 integers" },
-    { "nil-elements", "not 7 integers" },
+    { "nil", "not 9 integers" },
+    { "nil-elements", "not 9 integers" },
     { "tokens-above-max", "out of range: tokens outside" },
     { "overflow", "out of range" },
   }

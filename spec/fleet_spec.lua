@@ -359,7 +359,7 @@ describe("the fleet", function ()
     -- a policy with nothing to share, and a Redis that is not there
     local none = proc.run({ "fleet", proc.root .. "/policies/http.lua", "--redis", r.url })
     assert.are.equal(3, none.code)
-    assert.matches("neither budget nor breaker", none.stderr)
+    assert.matches("neither budget, breaker nor throttle", none.stderr)
     local gone = proc.run({ "fleet", BREAKER, "--redis", "redis://127.0.0.1:1/0" })
     assert.are.equal(1, gone.code)
     assert.matches("^luaretry: fleet: redis://127%.0%.0%.1:1/0: connect", gone.stderr)

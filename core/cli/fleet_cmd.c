@@ -38,6 +38,9 @@ void cli_fleet_start(luaretry_policy *p) {
 void cli_fleet_warn_unshared(luaretry_policy *p, const char *from) {
   luaretry_tuning t;
   if (luaretry_policy_tuning(p, &t) != LUARETRY_OK || t.budget || t.breaker) return;
+  char k[64] = "none"; /* a client-side throttle is shared too */
+  if (luaretry_policy_get(p, "throttle.k", k, sizeof k) == LUARETRY_OK && strcmp(k, "none") != 0)
+    return;
   fprintf(stderr,
           "luaretry: warning: %s: %s names a Redis, but the policy has neither budget "
           "nor breaker: there is nothing to share\n",

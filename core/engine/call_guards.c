@@ -39,20 +39,34 @@ static const char *rate_note(const lr_guards *g) {
 /* ---- client-side throttling and the rate limiter (pace.c), on the
  * guard clock: `at` is the call's clock */
 
-static int throttle_refuses(luaretry_call *c, double at) {
+/* The throttle asked about an attempt at `at`: the remote view's counts
+ * first (one request counted there), the local ones counted either way so
+ * that they are warm when the remote view goes; one draw either way, so a
+ * seed gives the same schedule with or without a fleet.  *remote: whose
+ * counts decided. */
+static int throttle_refuses(luaretry_call *c, double at, int *remote) {
   const lr_guards *g = &c->rules->guards;
-  return g->throttle_k > 0 &&
-         !lr_throttle_admits(c->shared, g, c->guard_origin + at, lr_rng_unit(&c->rng));
+  *remote = 0;
+  if (!(g->throttle_k > 0)) return 0;
+  double u = lr_rng_unit(&c->rng), r = LR_REMOTE_LOCAL;
+  if (c->remote && c->remote->ops->throttle_request)
+    r = c->remote->ops->throttle_request(c->remote->ud, at);
+  int local = lr_throttle_admits(c->shared, g, c->guard_origin + at, u);
+  if (r >= 0) return *remote = 1, u < r;
+  return !local;
 }
 
-static void stop_throttled(luaretry_call *c, luaretry_decision *d, double at) {
+static void stop_throttled(luaretry_call *c, luaretry_decision *d, double at, int remote) {
   const lr_guards *g = &c->rules->guards;
+  double r = remote && c->remote->ops->throttle_refusal
+               ? c->remote->ops->throttle_refusal(c->remote->ud, at)
+               : LR_REMOTE_LOCAL;
+  if (r < 0) r = lr_throttle_refusal(c->shared, g, c->guard_origin + at);
   lr_call_stop_saying(c, d, LUARETRY_REASON_THROTTLE, "throttle",
-                      "the client-side throttle refuses "
+                      "%sclient-side throttle refuses "
                       "(it refuses %.0f%% of attempts now: fewer than 1 in %g was accepted over "
                       "%g s)",
-                      100 * lr_throttle_refusal(c->shared, g, c->guard_origin + at), g->throttle_k,
-                      g->throttle_window);
+                      remote ? "the fleet's " : "the ", 100 * r, g->throttle_k, g->throttle_window);
 }
 
 /* A token for the attempt that would start `start` seconds into the call:
@@ -117,10 +131,10 @@ void lr_call_refused_at_begin(luaretry_call *c) {
                         whose(remote_said), rules->guards.open_seconds, rules->guards.failures,
                         rate_note(&rules->guards));
     lr_count(c->shared, LR_M_UNATTEMPTED, 1);
-  } else if (throttle_refuses(c, c->start)) {
+  } else if (throttle_refuses(c, c->start, &remote_said)) {
     luaretry_decision d;
     memset(&d, 0, sizeof d);
-    stop_throttled(c, &d, c->start);
+    stop_throttled(c, &d, c->start, remote_said);
     lr_count(c->shared, LR_M_UNATTEMPTED, 1);
   }
 }
@@ -157,7 +171,9 @@ static int refresh_remote(luaretry_call *c, double *now, luaretry_decision *d) {
  * when the retry was decided.  1 when the call stopped (d filled). */
 int lr_call_refused_after_wait(luaretry_call *c, luaretry_decision *d) {
   const lr_guards *g = &c->rules->guards;
-  if (!g->budget && !g->breaker) return 0;
+  /* a fleet-wide throttle's counts are brought up to date too: the next
+   * decision then sees the fleet as of this attempt */
+  if (!g->budget && !g->breaker && !(c->remote && g->throttle_k > 0)) return 0;
   double now = lr_clock_now(&c->clock);
   int remote_said = 0;
   if (c->remote && refresh_remote(c, &now, d)) {
@@ -188,6 +204,8 @@ int lr_call_judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict
                    luaretry_decision *d) {
   const lr_guards *g = &c->rules->guards;
   int guarded = g->budget || g->breaker;
+  /* the remote view counts for the throttle too (its accepts) */
+  const lr_remote *remote = c->remote && (guarded || g->throttle_k > 0) ? c->remote : NULL;
   double guard_now = c->guard_origin + now;
   if (v->cls != LUARETRY_CLASS_ERROR && lr_breaker_rated(g)) {
     int failed = v->cls == LUARETRY_CLASS_TRANSIENT && !v->throttled;
@@ -202,12 +220,12 @@ int lr_call_judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict
   switch (v->cls) {
   case LUARETRY_CLASS_SUCCESS:
     if (guarded) lr_guards_success(c->shared, g, guard_now);
-    if (guarded && c->remote) c->remote->ops->record(c->remote->ud, LR_REMOTE_SUCCESS, now);
+    if (remote) remote->ops->record(remote->ud, LR_REMOTE_SUCCESS, now);
     lr_call_stop(c, d, LUARETRY_REASON_SUCCESS, v->rule);
     return 1;
   case LUARETRY_CLASS_FINAL:
     if (guarded) lr_guards_answered(c->shared, g, guard_now);
-    if (guarded && c->remote) c->remote->ops->record(c->remote->ud, LR_REMOTE_ANSWERED, now);
+    if (remote) remote->ops->record(remote->ud, LR_REMOTE_ANSWERED, now);
     if (v->reason)
       lr_call_stop_saying(c, d, LUARETRY_REASON_FINAL, v->rule, "%s", v->message);
     else
@@ -221,7 +239,8 @@ int lr_call_judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict
     } else if (guarded) {
       lr_guards_failure(c->shared, g, guard_now);
     }
-    if (guarded && c->remote) c->remote->ops->record(c->remote->ud, LR_REMOTE_FAILURE, now);
+    if (remote)
+      remote->ops->record(remote->ud, v->throttled ? LR_REMOTE_THROTTLED : LR_REMOTE_FAILURE, now);
     if (!o->not_repeatable) return 0;
     lr_call_stop_saying(c, d, LUARETRY_REASON_FINAL, "idempotency",
                         "transient, but %s%s is not "
@@ -259,8 +278,8 @@ int lr_call_limited(luaretry_call *c, double now, luaretry_decision *d) {
                         whose(remote_said), g->failures, rate_note(g));
     return 1;
   }
-  if (throttle_refuses(c, now)) {
-    stop_throttled(c, d, now);
+  if (throttle_refuses(c, now, &remote_said)) {
+    stop_throttled(c, d, now, remote_said);
     return 1;
   }
   return 0;

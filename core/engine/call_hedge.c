@@ -92,7 +92,12 @@ luaretry_code luaretry_call_hedge(luaretry_call *c, const luaretry_request *r,
     c->flight = more;
   }
   /* paid when sent: a slow answer that succeeds would never pay */
-  if (c->rules->guards.budget) lr_budget_spend(c->shared, &c->rules->guards);
+  if (c->rules->guards.budget) {
+    lr_budget_spend(c->shared, &c->rules->guards);
+    /* and the fleet's, as a delta in its next batch (never waiting) */
+    if (c->remote && c->remote->ops->spend)
+      c->remote->ops->spend(c->remote->ud, d->elapsed + c->start);
+  }
   lr_count(c->shared, LR_M_HEDGES, 1);
   c->flight[c->in_flight++] = (lr_flight){ ++c->started, 1, d->elapsed };
   c->hedges_in_flight++;

@@ -212,6 +212,14 @@ int lr_throttle_admits(lr_shared *s, const lr_guards *g, double now, double u);
 double lr_throttle_refusal(lr_shared *s, const lr_guards *g, double now);
 /* An answer: accepted (a success or a final answer) or not. */
 void lr_throttle_record(lr_shared *s, const lr_guards *g, int accepted, double now);
+/* The SRE formula on counts: max(0, (requests - k * accepts) / (requests + 1)). */
+double lr_throttle_formula(double k, double requests, double accepts);
+/* A simulated fleet's side: counts added at `now` in a batch, and the
+ * window's totals at `now`. */
+void lr_throttle_add(lr_shared *s, const lr_guards *g, long long requests, long long accepts,
+                     double now);
+void lr_throttle_totals(lr_shared *s, const lr_guards *g, double now, double *requests,
+                        double *accepts);
 /* A token for an attempt that would start at `at`: the extra seconds to
  * wait for it (0: at once), reserved (*held = 1); or, adaptive, when it
  * would come more than a second ahead, the seconds after which to ask
@@ -235,7 +243,15 @@ double lr_rate_now(lr_shared *s, const lr_guards *g);
 
 #define LR_REMOTE_LOCAL (-1)
 
-typedef enum { LR_REMOTE_SUCCESS, LR_REMOTE_FAILURE, LR_REMOTE_ANSWERED } lr_remote_outcome;
+/* THROTTLED: a throttling answer, which costs the fleet what it costs the
+ * local guards (lr_guards_throttled): budget.throttle_cost tokens, and an
+ * answer to the breaker. */
+typedef enum {
+  LR_REMOTE_SUCCESS,
+  LR_REMOTE_FAILURE,
+  LR_REMOTE_ANSWERED,
+  LR_REMOTE_THROTTLED
+} lr_remote_outcome;
 
 typedef struct {
   int (*budget_allows_retry)(void *ud, double now);
@@ -252,6 +268,18 @@ typedef struct {
   void (*refresh)(void *ud, double now, double left, lr_waiter *w);
   /* The remote budget's tokens, for messages. */
   double (*tokens)(void *ud);
+  /* ---- appended (a view may leave them NULL: the local guards decide) */
+  /* The client-side throttle: counts one request (an attempt it is asked
+   * about, refused or not, as the SRE book counts) and answers the
+   * probability of refusing it from the remote counts before it, or
+   * LR_REMOTE_LOCAL.  Accepts are counted by `record` (a success, an
+   * answer).  Never waits. */
+  double (*throttle_request)(void *ud, double now);
+  /* The same probability without counting (for messages), or LR_REMOTE_LOCAL. */
+  double (*throttle_refusal)(void *ud, double now);
+  /* A hedge sent: one budget token spent remotely as locally
+   * (lr_budget_spend).  Never waits. */
+  void (*spend)(void *ud, double now);
 } lr_remote_ops;
 
 typedef struct {

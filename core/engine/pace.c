@@ -74,16 +74,26 @@ static int bucket(lr_pace *p, const lr_guards *g, double now) {
   return i;
 }
 
-static double refusal(lr_pace *p, const lr_guards *g, double now) {
+static void totals(const lr_pace *p, const lr_guards *g, double now, double *requests,
+                   double *accepts) {
   long long slot = slot_of(now / (g->throttle_window / LR_PACE_BUCKETS));
-  double requests = 0, accepts = 0;
+  *requests = *accepts = 0;
   for (int i = 0; i < LR_PACE_BUCKETS; i++) {
     if (p->bucket_slot[i] <= slot - LR_PACE_BUCKETS) continue; /* out of the window */
-    requests += (double)p->requests[i];
-    accepts += (double)p->accepts[i];
+    *requests += (double)p->requests[i];
+    *accepts += (double)p->accepts[i];
   }
-  double r = (requests - g->throttle_k * accepts) / (requests + 1);
+}
+
+double lr_throttle_formula(double k, double requests, double accepts) {
+  double r = (requests - k * accepts) / (requests + 1);
   return r > 0 ? r : 0;
+}
+
+static double refusal(lr_pace *p, const lr_guards *g, double now) {
+  double requests, accepts;
+  totals(p, g, now, &requests, &accepts);
+  return lr_throttle_formula(g->throttle_k, requests, accepts);
 }
 
 int lr_throttle_admits(lr_shared *s, const lr_guards *g, double now, double u) {
@@ -108,6 +118,25 @@ void lr_throttle_record(lr_shared *s, const lr_guards *g, int accepted, double n
   if (!(g->throttle_k > 0) || !accepted) return;
   lock(&s->pace);
   s->pace.accepts[bucket(&s->pace, g, now)]++;
+  unlock(&s->pace);
+}
+
+void lr_throttle_add(lr_shared *s, const lr_guards *g, long long requests, long long accepts,
+                     double now) {
+  if (!(g->throttle_k > 0) || (!requests && !accepts)) return;
+  lock(&s->pace);
+  int i = bucket(&s->pace, g, now);
+  s->pace.requests[i] += (long)requests;
+  s->pace.accepts[i] += (long)accepts;
+  unlock(&s->pace);
+}
+
+void lr_throttle_totals(lr_shared *s, const lr_guards *g, double now, double *requests,
+                        double *accepts) {
+  *requests = *accepts = 0;
+  if (!(g->throttle_k > 0)) return;
+  lock(&s->pace);
+  totals(&s->pace, g, now, requests, accepts);
   unlock(&s->pace);
 }
 

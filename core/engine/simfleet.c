@@ -10,14 +10,20 @@
  *     outcomes (the pre-retry refresh), when a half-open breaker is asked
  *     for a probe permit, and when the client's process ends;
  *   - decisions read the snapshot, the tokens with the client's unsent
- *     counts added.
+ *     counts added; the client-side throttle likewise: the window's
+ *     requests and accepts at the last sync (the fleet's lr_shared counts
+ *     them in pace.c's buckets, as Redis does in the same buckets) plus
+ *     the client's unsent ones; a client's requests also make a batch go
+ *     when one is due, as in the real fleet;
+ *   - a hedge's token is an outcome of its own in the batch (SPEND).
  * Round trips take no time: the model leaves Redis's latency out. */
 #include <math.h>
 #include <stdlib.h>
 
 #include "engine.h"
 
-#define PENDING_MAX 64 /* a client's outcomes between syncs; more: sync */
+#define PENDING_MAX 64                       /* a client's outcomes between syncs; more: sync */
+#define SPEND       ((lr_remote_outcome)100) /* a hedge's token, in the batch */
 
 typedef struct {
   lr_simfleet *fleet;
@@ -26,7 +32,9 @@ typedef struct {
   long long tokens; /* milli-tokens at the last sync */
   int state;
   double opened_at;
-  long long net; /* milli-tokens since, unsent */
+  long long net;                       /* milli-tokens since, unsent */
+  double requests, accepts;            /* the throttle's window at the last sync */
+  long long new_requests, new_accepts; /* since, unsent */
   int npending;
   lr_remote_outcome pending[PENDING_MAX];
 } sim_client;
@@ -78,6 +86,7 @@ static void snapshot(sim_client *c, double now) {
   c->tokens = atomic_load(&sh->milli_tokens);
   c->state = atomic_load(&sh->breaker_state);
   c->opened_at = (double)atomic_load(&sh->opened_at_ns) * 1e-9;
+  lr_throttle_totals(sh, &c->fleet->g, now, &c->requests, &c->accepts);
   c->synced_at = now;
 }
 
@@ -85,15 +94,18 @@ static void sync_client(sim_client *c, double now) {
   lr_shared *sh = c->fleet->shared;
   const lr_guards *g = &c->fleet->g;
   for (int k = 0; k < c->npending; k++) {
-    if (c->pending[k] == LR_REMOTE_SUCCESS)
-      lr_guards_success(sh, g, now);
-    else if (c->pending[k] == LR_REMOTE_FAILURE)
-      lr_guards_failure(sh, g, now);
-    else
-      lr_guards_answered(sh, g, now);
+    switch ((int)c->pending[k]) {
+    case LR_REMOTE_SUCCESS: lr_guards_success(sh, g, now); break;
+    case LR_REMOTE_FAILURE: lr_guards_failure(sh, g, now); break;
+    case LR_REMOTE_THROTTLED: lr_guards_throttled(sh, g, now); break;
+    case SPEND: lr_budget_spend(sh, g); break;
+    default: lr_guards_answered(sh, g, now); break;
+    }
   }
+  lr_throttle_add(sh, g, c->new_requests, c->new_accepts, now);
   c->npending = 0;
   c->net = 0;
+  c->new_requests = c->new_accepts = 0;
   snapshot(c, now);
 }
 
@@ -128,15 +140,47 @@ static int breaker_admits(void *ud, int first_attempt, double now, double left, 
   return admitted;
 }
 
-static void record(void *ud, lr_remote_outcome o, double now) {
-  sim_client *c = ud;
-  const lr_guards *g = &c->fleet->g;
-  if (g->budget && o == LR_REMOTE_SUCCESS) c->net += llround(g->token_ratio * 1000);
-  if (g->budget && o == LR_REMOTE_FAILURE) c->net -= 1000;
-  if (c->npending == PENDING_MAX) sync_client(c, now);
-  c->pending[c->npending++] = o;
+/* A batch goes when one is due (or the client never synced). */
+static void maybe_sync(sim_client *c, double now) {
   if (c->synced_at < 0 || now - c->synced_at >= c->fleet->sync) sync_client(c, now);
 }
+
+static void pend(sim_client *c, lr_remote_outcome o, double now) {
+  const lr_guards *g = &c->fleet->g;
+  if (g->budget && o == LR_REMOTE_SUCCESS) c->net += llround(g->token_ratio * 1000);
+  if (g->budget && (o == LR_REMOTE_FAILURE || o == SPEND)) c->net -= 1000;
+  if (g->budget && o == LR_REMOTE_THROTTLED) c->net -= llround(g->throttle_cost * 1000);
+  if (o == LR_REMOTE_SUCCESS || o == LR_REMOTE_ANSWERED) c->new_accepts++;
+  if (c->npending == PENDING_MAX) sync_client(c, now);
+  c->pending[c->npending++] = o;
+}
+
+static void record(void *ud, lr_remote_outcome o, double now) {
+  pend(ud, o, now);
+  maybe_sync(ud, now);
+}
+
+static double refusal(const sim_client *c) {
+  const lr_guards *g = &c->fleet->g;
+  return lr_throttle_formula(g->throttle_k, c->requests + (double)c->new_requests,
+                             c->accepts + (double)c->new_accepts);
+}
+
+static double throttle_request(void *ud, double now) {
+  sim_client *c = ud;
+  first_sync(c, now);
+  double r = refusal(c);
+  c->new_requests++;
+  maybe_sync(c, now);
+  return r;
+}
+
+static double throttle_refusal(void *ud, double now) {
+  (void)now;
+  return refusal(ud);
+}
+
+static void spend(void *ud, double now) { pend(ud, SPEND, now); }
 
 static void refresh(void *ud, double now, double left, lr_waiter *w) {
   (void)left, (void)w; /* a simulated round trip takes no time */
@@ -147,5 +191,6 @@ static void refresh(void *ud, double now, double left, lr_waiter *w) {
 static double tokens(void *ud) { return (double)view_tokens(ud) / 1000; }
 
 const lr_remote_ops lr_simfleet_ops = {
-  budget_allows_retry, breaker_admits, record, refresh, tokens,
+  budget_allows_retry, breaker_admits,   record, refresh, tokens,
+  throttle_request,    throttle_refusal, spend,
 };

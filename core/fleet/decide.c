@@ -9,7 +9,21 @@
 
 void lr_fleet_record(lr_fleet *f, lr_fleet_outcome o) {
   if (!f) return;
+  /* a success or a final answer is the throttle's accept */
+  if ((o == LR_FLEET_SUCCESS || o == LR_FLEET_ANSWERED) &&
+      atomic_load_explicit(&f->throttle, memory_order_relaxed))
+    atomic_fetch_add_explicit(&f->accepts, 1, memory_order_relaxed);
   switch (o) {
+  case LR_FLEET_THROTTLED:
+    /* counted, not priced: the script prices it with the cost every
+     * process sharing the key shares (cfg) */
+    if (atomic_load_explicit(&f->budget, memory_order_relaxed))
+      atomic_fetch_add_explicit(&f->throttled, 1, memory_order_relaxed);
+    /* a throttling answer is an answer (lr_guards_throttled) */
+    atomic_store_explicit(&f->trail, 0, memory_order_relaxed);
+    if (!atomic_load_explicit(&f->resets, memory_order_relaxed))
+      atomic_store_explicit(&f->resets, 1, memory_order_relaxed);
+    return;
   case LR_FLEET_SUCCESS:
     if (atomic_load_explicit(&f->budget, memory_order_relaxed))
       atomic_fetch_add_explicit(&f->earned,
@@ -41,12 +55,52 @@ static int fresh(lr_fleet *f, int64_t now) {
  * since (sent or not), clamped as the script clamps. */
 static long long tokens_now(lr_fleet *f) {
   long long t = atomic_load(&f->tokens) + atomic_load(&f->inflight_net) + atomic_load(&f->earned) -
-                atomic_load(&f->spent);
+                atomic_load(&f->spent) - atomic_load(&f->throttled) * atomic_load(&f->cost_milli);
   long long max = atomic_load(&f->max_milli);
   return t < 0 ? 0 : t > max ? max : t;
 }
 
 double lr_fleet_tokens(lr_fleet *f) { return f ? (double)tokens_now(f) / 1000 : 0; }
+
+void lr_fleet_spend(lr_fleet *f) {
+  if (f && atomic_load_explicit(&f->budget, memory_order_relaxed))
+    atomic_fetch_add_explicit(&f->spent, 1000, memory_order_relaxed);
+}
+
+/* The throttle's window as this process sees it: the fleet's at the last
+ * sync, with this process's counts since (the batch in flight is counted
+ * in both for a moment after its reply, never in neither). */
+static void window_now(lr_fleet *f, double *requests, double *accepts) {
+  *requests = (double)(atomic_load(&f->fleet_requests) + atomic_load(&f->inflight_requests) +
+                       atomic_load(&f->requests));
+  *accepts = (double)(atomic_load(&f->fleet_accepts) + atomic_load(&f->inflight_accepts) +
+                      atomic_load(&f->accepts));
+}
+
+/* The throttle's window moves by a tenth of it per bucket: a view up to a
+ * bucket old (a call whose attempts last longer than stale_ms syncs no
+ * oftener) still tells the fleet's share of accepts; a degraded handle's
+ * never. */
+static int throttle_fresh(lr_fleet *f) {
+  long long age = lr_monotonic_coarse_ms() - atomic_load(&f->last_ok_ms);
+  long long bucket = atomic_load(&f->bucket_ms);
+  return atomic_load(&f->health) == LR_FLEET_HEALTHY &&
+         age <= (bucket > f->set.stale_ms ? bucket : f->set.stale_ms);
+}
+
+double lr_fleet_throttle_refusal(lr_fleet *f) {
+  if (!f || !atomic_load(&f->throttle) || !throttle_fresh(f)) return LR_FLEET_LOCAL;
+  double requests, accepts;
+  window_now(f, &requests, &accepts);
+  return lr_throttle_formula((double)atomic_load(&f->k_milli) / 1000, requests, accepts);
+}
+
+double lr_fleet_throttle_request(lr_fleet *f) {
+  if (!f || !atomic_load(&f->throttle)) return LR_FLEET_LOCAL;
+  double r = lr_fleet_throttle_refusal(f);
+  atomic_fetch_add_explicit(&f->requests, 1, memory_order_relaxed);
+  return r;
+}
 
 int lr_fleet_budget_allows_retry(lr_fleet *f) {
   if (!f || !atomic_load(&f->budget) || !fresh(f, lr_monotonic_coarse_ms())) return LR_FLEET_LOCAL;
@@ -101,6 +155,7 @@ void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v) {
   v->breaker = atomic_load(&f->state);
   v->consecutive_failures = atomic_load(&f->fails);
   v->probes_left = atomic_load(&f->probes_left);
+  window_now(f, &v->requests, &v->accepts);
   v->opened_at_ms = atomic_load(&f->opened_at);
   long long ok = atomic_load(&f->last_ok_ms);
   v->synced_ago = ok ? (double)(now - ok) / 1000 : -1;

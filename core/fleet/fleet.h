@@ -1,6 +1,6 @@
-/* fleet.h: fleet-wide guards.  One retry budget and one circuit breaker per
- * policy, shared through Redis by every process that names the same server
- * and key (README.md "Fleet: one budget and one breaker for every
+/* fleet.h: fleet-wide guards.  One retry budget, one circuit breaker and
+ * one client-side throttle's window per policy, shared through Redis by
+ * every process that names the same server and key (README.md "Fleet: one budget and one breaker for every
  * process").
  *
  * Plain C: neither lua.h, curl.h nor hiredis.h is needed to use it.  The
@@ -11,7 +11,8 @@
  * the view has gone stale.
  *
  * Cost model:
- *   lr_fleet_record            a few relaxed atomic adds, no lock, no I/O
+ *   lr_fleet_record, lr_fleet_spend, lr_fleet_throttle_request
+ *                              a few relaxed atomic adds, no lock, no I/O
  *   lr_fleet_budget_allows_retry, lr_fleet_breaker_admits (closed or open)
  *                              atomic loads, no lock, no I/O
  *   lr_fleet_maybe_sync        never blocks: a coarse clock read; once per
@@ -86,6 +87,13 @@ typedef struct {
   int failures;        /* transient failures in a row, fleet-wide */
   double open_seconds; /* on Redis's clock */
   int probes;          /* permits fleet-wide while half-open */
+  /* the client-side throttle (the policy's `throttle`) on the fleet's
+   * counts: requests and accepts over `throttle_window` seconds, in ten
+   * buckets on Redis's clock as the local throttle keeps them in ten on
+   * its own; a throttling answer costs `throttle_cost` tokens (the budget's
+   * budget.throttle_cost) and is an answer to the breaker */
+  int throttle;
+  double throttle_k, throttle_window, throttle_cost;
 
   int connect_timeout_ms; /* name lookup + TCP or Unix connect; 250 */
   int command_timeout_ms; /* one round trip; after a connect, its AUTH,
@@ -128,9 +136,10 @@ void lr_fleet_configure(lr_fleet *f, const lr_fleet_settings *s);
 /* ---- the engine's side */
 
 typedef enum {
-  LR_FLEET_SUCCESS, /* +token_ratio, resets the failure run, closes half-open */
-  LR_FLEET_FAILURE, /* -1 token, one more failure in a row */
-  LR_FLEET_ANSWERED /* a final answer: resets the run, closes half-open */
+  LR_FLEET_SUCCESS,  /* +token_ratio, resets the failure run, closes half-open */
+  LR_FLEET_FAILURE,  /* -1 token, one more failure in a row */
+  LR_FLEET_ANSWERED, /* a final answer: resets the run, closes half-open */
+  LR_FLEET_THROTTLED /* a throttling answer: -throttle_cost tokens, an answer */
 } lr_fleet_outcome;
 
 /* Counts an outcome into the next batch.  Lock-free, no I/O. */
@@ -169,6 +178,18 @@ int lr_fleet_budget_allows_retry(lr_fleet *f);
 /* The fleet's tokens as lr_fleet_budget_allows_retry sees them. */
 double lr_fleet_tokens(lr_fleet *f);
 
+/* A hedge sent: one token, into the next batch.  Lock-free, no I/O. */
+void lr_fleet_spend(lr_fleet *f);
+
+/* The client-side throttle: counts one request into the next batch and
+ * answers the probability of refusing it from the fleet's window at the
+ * last sync plus this process's counts since (sent or not), or
+ * LR_FLEET_LOCAL when the view is not fresh (the request is counted all
+ * the same).  Lock-free, no I/O. */
+double lr_fleet_throttle_request(lr_fleet *f);
+/* The same probability, nothing counted; LR_FLEET_LOCAL when not fresh. */
+double lr_fleet_throttle_refusal(lr_fleet *f);
+
 /* 1: admitted, 0: the fleet's circuit is open, LR_FLEET_LOCAL.  A first
  * attempt while the fleet is half-open needs one of the fleet's probe
  * permits: one bounded round trip asks for it (at most once per sync_ms;
@@ -193,6 +214,7 @@ typedef struct {
   int breaker;              /* luaretry_breaker_state: 0 closed, 1 open, 2 half-open */
   int consecutive_failures; /* fleet-wide */
   int probes_left;          /* permits not yet handed out */
+  double requests, accepts; /* the throttle's window, this process's since in */
   long long opened_at_ms;   /* Redis's clock, Unix ms; 0: never */
   double synced_ago;        /* seconds since the last good sync; -1: never */
   long long syncs, sync_failures;

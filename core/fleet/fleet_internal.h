@@ -122,16 +122,21 @@ lr_fleet_code lr_conn_error_code(const struct redisReply *r);
 /* ---- redis_script.c: the atomic update, EVALSHA with EVAL behind it */
 
 typedef struct {
-  long long spent, earned; /* milli-tokens */
-  long long trail;         /* failures after the batch's last success or answer */
-  long long resets;        /* > 0: the batch holds a success or an answer */
-  long long want;          /* probe permits asked */
+  long long spent, earned;     /* milli-tokens */
+  long long trail;             /* failures after the batch's last success or answer */
+  long long resets;            /* > 0: the batch holds a success or an answer */
+  long long want;              /* probe permits asked */
+  long long requests, accepts; /* the throttle's */
+  long long throttled;         /* throttling answers: throttle_cost each */
 } lr_fleet_batch;
 
 typedef struct {
   long long max_milli, failures, open_ms, probes, ttl_ms;
   long long ratio_milli; /* not sent but as part of cfg */
   int budget, breaker;
+  long long cost_milli; /* a throttling answer's tokens */
+  long long k_milli;    /* the throttle's K; not sent but as part of cfg */
+  long long bucket_ms;  /* a tenth of the throttle's window; 0: no throttle */
 } lr_fleet_limits;
 
 /* The guard settings as text, the same in every process that may share a
@@ -140,6 +145,7 @@ void lr_fleet_cfg_text(const lr_fleet_limits *l, char *buf, size_t size);
 
 typedef struct {
   long long tokens, state, fails, opened_at, probes_left, granted, now_ms;
+  long long requests, accepts; /* the throttle's window, this batch in */
 } lr_fleet_reply;
 
 typedef struct {
@@ -183,14 +189,19 @@ struct lr_fleet {
   /* The guard numbers, read by decisions without a lock. */
   atomic_int budget, breaker, failures, probes;
   atomic_llong max_milli, ratio_milli, open_ms;
+  atomic_int throttle;
+  atomic_llong k_milli, bucket_ms, cost_milli;
 
   /* The batch being gathered: lr_fleet_record adds, a sync takes. */
   atomic_llong spent, earned, trail, resets;
+  atomic_llong requests, accepts, throttled;
 
   /* The last known state of the fleet, written after each sync. */
   atomic_int health, state, fails, probes_left;
   atomic_llong tokens, opened_at, clock_offset; /* Redis ms - our monotonic ms */
   atomic_llong last_ok_ms, inflight_net, next_sync_at, permit_asked_at;
+  atomic_llong fleet_requests, fleet_accepts;       /* the throttle's window */
+  atomic_llong inflight_requests, inflight_accepts; /* sent, reply unread */
   atomic_llong syncs, sync_failures;
 
   /* Everything below belongs to whoever holds io. */

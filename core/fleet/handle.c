@@ -70,6 +70,13 @@ static void install_guards(lr_fleet *f, const lr_fleet_settings *s) {
   atomic_store(&f->max_milli, llround(s->max_tokens * MILLI));
   atomic_store(&f->ratio_milli, llround(s->token_ratio * MILLI));
   atomic_store(&f->open_ms, llround(s->open_seconds * 1000));
+  /* the throttle's buckets: a tenth of its window each, in whole ms */
+  int throttle = s->throttle && s->throttle_k > 0 && s->throttle_window > 0;
+  long long bucket = throttle ? llround(s->throttle_window * 100) : 0;
+  atomic_store(&f->k_milli, throttle ? llround(s->throttle_k * MILLI) : 0);
+  atomic_store(&f->bucket_ms, throttle && bucket < 1 ? 1 : bucket);
+  atomic_store(&f->cost_milli, llround(s->throttle_cost * MILLI));
+  atomic_store(&f->throttle, throttle);
 }
 
 /* The rest is fixed for the handle's life: read without a lock. */
@@ -181,6 +188,7 @@ void lr_fleet_fail_locked(lr_fleet *f, lr_fleet_code rc, const char *detail) {
   lr_conn_close(&f->conn);
   f->inflight = 0;
   atomic_store(&f->inflight_net, 0);
+  atomic_store(&f->inflight_requests, 0), atomic_store(&f->inflight_accepts, 0);
   int64_t now = lr_monotonic_ms();
   f->next_connect_at = now + jittered(f, f->backoff_ms);
   f->backoff_ms =
@@ -206,6 +214,7 @@ void lr_fleet_failed_locked(lr_fleet *f, lr_fleet_code rc, const char *detail, i
   lr_conn_close(&f->conn);
   f->inflight = 0;
   atomic_store(&f->inflight_net, 0);
+  atomic_store(&f->inflight_requests, 0), atomic_store(&f->inflight_accepts, 0);
 }
 
 void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now) {
@@ -214,6 +223,8 @@ void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now
   atomic_store(&f->fails, (int)r->fails);
   atomic_store(&f->opened_at, r->opened_at);
   atomic_store(&f->probes_left, (int)r->probes_left);
+  atomic_store(&f->fleet_requests, r->requests);
+  atomic_store(&f->fleet_accepts, r->accepts);
   atomic_store(&f->clock_offset, r->now_ms - now);
   atomic_store(&f->last_ok_ms, now);
   atomic_fetch_add(&f->syncs, 1);
@@ -252,6 +263,8 @@ lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, int64_t *deadline,
      * guards had it; the fleet goes on from now */
     atomic_store(&f->spent, 0), atomic_store(&f->earned, 0);
     atomic_store(&f->trail, 0), atomic_store(&f->resets, 0);
+    atomic_store(&f->requests, 0), atomic_store(&f->accepts, 0);
+    atomic_store(&f->throttled, 0);
   }
   return LR_FLEET_OK;
 }

@@ -17,12 +17,30 @@
  * breaker goes half-open.  State 0 closed, 1 open, 2 half-open (the
  * values of luaretry_breaker_state).
  *   KEYS[1]  hash: tokens (milli), state, fails, opened_at (ms),
- *            probes_left, max, updated_at, cfg, cfg_at, cfg_by
+ *            probes_left, max, updated_at, cfg, cfg_at, cfg_by; with the
+ *            client-side throttle, its ten buckets tsI (the bucket's
+ *            number: Redis's ms over bucket_ms), trI, taI (requests and
+ *            accepts), I = 0..9
  *   KEYS[2]  sorted set: member -> time of its last sync (ms)
  *   ARGV     max_milli failures open_ms probes ttl_ms member
  *            spent earned trail resets want cfg
- *   returns  {tokens, state, fails, opened_at, probes_left, granted, now},
- *            or the error "LUARETRY_SETTINGS <cfg>" (nothing changed)
+ *            requests accepts throttled cost_milli bucket_ms
+ *   returns  {tokens, state, fails, opened_at, probes_left, granted, now,
+ *            requests, accepts} (the last two: the throttle's window, this
+ *            batch in), or the error "LUARETRY_SETTINGS <cfg>" (nothing
+ *            changed)
+ *
+ * The throttle's window is kept in buckets, not as a decayed pair: ten
+ * buckets of a tenth of the window each are what the local throttle keeps
+ * (engine/pace.c), so the fleet's refusal is the local formula on the
+ * sum of every process's counts, and `simulate --fleet` models it with the
+ * local code; a bucket costs three hash fields, written only by a batch
+ * that counted something.
+ *
+ * A throttling answer is priced here, throttled * cost_milli, by the cost
+ * that cfg makes every process share; that it is an answer (it ends a
+ * run of failures, closes a half-open breaker) the batch says through
+ * resets and trail, as for any answer.
  *
  * cfg is the guard settings as text: processes that share a key must
  * share them, or one budget would be spent by different rules.  The first
@@ -35,7 +53,7 @@ const char LR_FLEET_SCRIPT[] =
   "local t = redis.call('TIME')\n"
   "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
   "local a = {}\n"
-  "for i = 1, 11 do a[i] = tonumber(ARGV[i]) end\n"
+  "for i = 1, 17 do a[i] = tonumber(ARGV[i]) end\n"
   "local max, failures, open_ms, probes, ttl = a[1], a[2], a[3], a[4], a[5]\n"
   "local spent, earned, trail, resets, want = a[7], a[8], a[9], a[10], a[11]\n"
   "local h = redis.call('HMGET', KEYS[1], 'tokens', 'state', 'fails', 'opened_at', 'probes_left',\n"
@@ -49,7 +67,8 @@ const char LR_FLEET_SCRIPT[] =
   "local opened = tonumber(h[4]) or 0\n"
   "local left = tonumber(h[5]) or 0\n"
   /* the budget: -1000 per failure, +ratio*1000 per success, within [0, max] */
-  "tokens = math.max(0, math.min(max, tokens + earned - spent))\n"
+  "local requests, accepts, throttled, cost, width = a[13], a[14], a[15], a[16], a[17]\n"
+  "tokens = math.max(0, math.min(max, tokens + earned - spent - throttled * cost))\n"
   /* open -> half-open once open_ms passed, with `probes` permits */
   "if state == 1 and now - opened >= open_ms then state, opened, left = 2, now, probes end\n"
   /* a success or an answer ends the run and closes a half-open breaker */
@@ -70,6 +89,29 @@ const char LR_FLEET_SCRIPT[] =
   "  granted = math.min(want, left)\n"
   "  left = left - granted\n"
   "end\n"
+  /* the throttle's window: this batch into the bucket of now, the sum of
+   * the buckets within the window */
+  "local wr, wa = 0, 0\n"
+  "if width > 0 then\n"
+  "  local slot, f = math.floor(now / width), {}\n"
+  "  for i = 0, 9 do f[#f + 1] = 'ts' .. i; f[#f + 1] = 'tr' .. i; f[#f + 1] = 'ta' .. i end\n"
+  "  local b = redis.call('HMGET', KEYS[1], unpack(f))\n"
+  "  local i = slot % 10\n"
+  "  local r, c = tonumber(b[3 * i + 2]) or 0, tonumber(b[3 * i + 3]) or 0\n"
+  "  if tonumber(b[3 * i + 1]) ~= slot then r, c = 0, 0 end\n"
+  "  if requests + accepts > 0 then\n"
+  "    r, c = r + requests, c + accepts\n"
+  "    redis.call('HSET', KEYS[1], 'ts' .. i, slot, 'tr' .. i, r, 'ta' .. i, c)\n"
+  "    b[3 * i + 1], b[3 * i + 2], b[3 * i + 3] = slot, r, c\n"
+  "  end\n"
+  "  for j = 0, 9 do\n"
+  "    local s = tonumber(b[3 * j + 1])\n"
+  "    if s and s > slot - 10 and s <= slot then\n"
+  "      wr = wr + (tonumber(b[3 * j + 2]) or 0)\n"
+  "      wa = wa + (tonumber(b[3 * j + 3]) or 0)\n"
+  "    end\n"
+  "  end\n"
+  "end\n"
   "redis.call('HSET', KEYS[1], 'tokens', tokens, 'state', state, 'fails', fails,\n"
   "  'opened_at', opened, 'probes_left', left, 'max', max, 'updated_at', now,\n"
   "  'cfg', ARGV[12], 'cfg_at', now, 'cfg_by', ARGV[6])\n"
@@ -77,7 +119,7 @@ const char LR_FLEET_SCRIPT[] =
   "redis.call('ZADD', KEYS[2], now, ARGV[6])\n"
   "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - 60000)\n"
   "redis.call('PEXPIRE', KEYS[2], ttl)\n"
-  "return {tokens, state, fails, opened, left, granted, now}\n";
+  "return {tokens, state, fails, opened, left, granted, now, wr, wa}\n";
 
 static void quote_error(const lr_redis_url *u, const redisReply *r, const char *what, char *err,
                         size_t errlen) {
@@ -89,9 +131,12 @@ static void quote_error(const lr_redis_url *u, const redisReply *r, const char *
 void lr_fleet_cfg_text(const lr_fleet_limits *l, char *buf, size_t size) {
   lr_fmt(buf, size,
          "budget=%d max_tokens=%lld.%03lld token_ratio=%lld.%03lld breaker=%d "
-         "failures=%lld open_ms=%lld probes=%lld",
+         "failures=%lld open_ms=%lld probes=%lld throttle_cost=%lld.%03lld "
+         "throttle_k=%lld.%03lld throttle_bucket_ms=%lld",
          l->budget, l->max_milli / 1000, l->max_milli % 1000, l->ratio_milli / 1000,
-         l->ratio_milli % 1000, l->breaker, l->failures, l->open_ms, l->probes);
+         l->ratio_milli % 1000, l->breaker, l->failures, l->open_ms, l->probes,
+         l->cost_milli / 1000, l->cost_milli % 1000, l->k_milli / 1000, l->k_milli % 1000,
+         l->bucket_ms);
 }
 
 lr_fleet_code lr_redis_script_load(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
@@ -123,13 +168,14 @@ lr_fleet_code lr_redis_script_load(lr_fleet_script *s, lr_redis_conn *c, const l
 lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[2],
                                      const char *member, const lr_fleet_limits *l,
                                      const lr_fleet_batch *b) {
-  long long nums[10] = { l->max_milli, l->failures, l->open_ms, l->probes, l->ttl_ms,
-                         b->spent,     b->earned,   b->trail,   b->resets, b->want };
-  char text[10][24], cfg[200];
-  for (int i = 0; i < 10; i++) lr_fmt(text[i], sizeof text[i], "%lld", nums[i]);
+  long long nums[15] = { l->max_milli, l->failures, l->open_ms,   l->probes,     l->ttl_ms,
+                         b->spent,     b->earned,   b->trail,     b->resets,     b->want,
+                         b->requests,  b->accepts,  b->throttled, l->cost_milli, l->bucket_ms };
+  char text[15][24], cfg[300];
+  for (int i = 0; i < 15; i++) lr_fmt(text[i], sizeof text[i], "%lld", nums[i]);
   lr_fleet_cfg_text(l, cfg, sizeof cfg);
   int eval = s->use_eval || !s->sha[0];
-  const char *argv[17] = {
+  const char *argv[22] = {
     eval ? "EVAL" : "EVALSHA",
     eval ? LR_FLEET_SCRIPT : s->sha,
     "2",
@@ -147,8 +193,13 @@ lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const
     text[8],
     text[9],
     cfg,
+    text[10],
+    text[11],
+    text[12],
+    text[13],
+    text[14],
   };
-  return lr_conn_append(c, 17, argv, NULL);
+  return lr_conn_append(c, 22, argv, NULL);
 }
 
 static int integer_at(const redisReply *r, size_t i, long long *out) {
@@ -163,6 +214,8 @@ static int integer_at(const redisReply *r, size_t i, long long *out) {
  * it no difference of two times overflows. */
 #define REDIS_MS_MIN 1000000000000LL
 #define REDIS_MS_MAX 7258118400000LL
+/* The throttle's counts over a window: far beyond any fleet's */
+#define WINDOW_MAX   1000000000000000LL
 
 /* What the script can answer, given what was sent: anything else is a
  * broken reply (a proxy's, a stranger's), never used. */
@@ -174,6 +227,9 @@ static const char *out_of_range(const lr_fleet_reply *o, const lr_fleet_limits *
   if (o->granted < 0 || o->granted > want) return "more probe permits than were asked";
   if (o->now_ms < REDIS_MS_MIN || o->now_ms > REDIS_MS_MAX) return "a time of day out of range";
   if (o->opened_at < 0 || o->opened_at > o->now_ms) return "a breaker opened in the future";
+  if (o->requests < 0 || o->accepts < 0 || o->requests > WINDOW_MAX || o->accepts > WINDOW_MAX ||
+      (!l->bucket_ms && (o->requests || o->accepts)))
+    return "throttle counts that are negative, huge, or sent for no throttle";
   return NULL;
 }
 
@@ -182,7 +238,7 @@ static lr_fleet_code refused(lr_fleet_script *s, const lr_redis_url *u, const re
   *noscript = r->str && strncmp(r->str, "NOSCRIPT", 8) == 0;
   if (*noscript) s->use_eval = 1;
   if (r->str && strncmp(r->str, "LUARETRY_SETTINGS ", 18) == 0) {
-    char theirs[204], ours[200];
+    char theirs[204], ours[300];
     lr_reply_quote_text(u, r->str + 18, r->len - 18, theirs, sizeof theirs);
     lr_fleet_cfg_text(l, ours, sizeof ours);
     lr_fmt(err, errlen,
@@ -200,12 +256,13 @@ lr_fleet_code lr_redis_script_decode(lr_fleet_script *s, const lr_redis_url *u, 
                                      int *noscript, char *err, size_t errlen) {
   *noscript = 0;
   if (r->type == REDIS_REPLY_ERROR) return refused(s, u, r, l, noscript, err, errlen);
-  long long *fields[7] = { &out->tokens,      &out->state,   &out->fails, &out->opened_at,
-                           &out->probes_left, &out->granted, &out->now_ms };
-  int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 7;
-  for (size_t i = 0; ok && i < 7; i++) ok = integer_at(r, i, fields[i]);
+  long long *fields[9] = { &out->tokens,    &out->state,       &out->fails,
+                           &out->opened_at, &out->probes_left, &out->granted,
+                           &out->now_ms,    &out->requests,    &out->accepts };
+  int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 9;
+  for (size_t i = 0; ok && i < 9; i++) ok = integer_at(r, i, fields[i]);
   if (!ok) {
-    lr_fmt(err, errlen, "the fleet script's reply is not 7 integers (a reply of type %d)", r->type);
+    lr_fmt(err, errlen, "the fleet script's reply is not 9 integers (a reply of type %d)", r->type);
     return LR_FLEET_E_PROTOCOL;
   }
   const char *why = out_of_range(out, l, want);

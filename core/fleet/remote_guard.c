@@ -31,10 +31,30 @@ static int breaker_admits(void *ud, int first_attempt, double now, double left, 
  * real call's clock, CLOCK_MONOTONIC (a call on the virtual clock never
  * reaches the fleet), read already: the sync period is judged by it. */
 static void record(void *ud, lr_remote_outcome o, double now) {
-  lr_fleet_record(ud, o == LR_REMOTE_SUCCESS   ? LR_FLEET_SUCCESS
-                      : o == LR_REMOTE_FAILURE ? LR_FLEET_FAILURE
-                                               : LR_FLEET_ANSWERED);
+  lr_fleet_record(ud, o == LR_REMOTE_SUCCESS     ? LR_FLEET_SUCCESS
+                      : o == LR_REMOTE_FAILURE   ? LR_FLEET_FAILURE
+                      : o == LR_REMOTE_THROTTLED ? LR_FLEET_THROTTLED
+                                                 : LR_FLEET_ANSWERED);
   lr_fleet_maybe_sync_at(ud, (int64_t)(now * 1000));
+}
+
+/* A request counted; a batch goes if one is due (a process whose calls
+ * the throttle refuses has no outcome to drive the syncs). */
+static double throttle_request(void *ud, double now) {
+  double r = lr_fleet_throttle_request(ud);
+  lr_fleet_maybe_sync_at(ud, (int64_t)(now * 1000));
+  return r == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : r;
+}
+
+static double throttle_refusal(void *ud, double now) {
+  (void)now;
+  double r = lr_fleet_throttle_refusal(ud);
+  return r == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : r;
+}
+
+static void spend(void *ud, double now) {
+  (void)now;
+  lr_fleet_spend(ud);
 }
 
 /* Within what is left of the call's deadline, and ended by its cancel.
@@ -49,5 +69,6 @@ static void refresh(void *ud, double now, double left, lr_waiter *w) {
 static double tokens(void *ud) { return lr_fleet_tokens(ud); }
 
 const lr_remote_ops lr_fleet_remote_ops = {
-  budget_allows_retry, breaker_admits, record, refresh, tokens,
+  budget_allows_retry, breaker_admits,   record, refresh, tokens,
+  throttle_request,    throttle_refusal, spend,
 };

@@ -21,6 +21,9 @@ static void take_batch(lr_fleet *f, lr_fleet_batch *b) {
   b->earned = atomic_exchange(&f->earned, 0);
   b->resets = atomic_exchange(&f->resets, 0);
   b->trail = atomic_exchange(&f->trail, 0);
+  b->requests = atomic_exchange(&f->requests, 0);
+  b->accepts = atomic_exchange(&f->accepts, 0);
+  b->throttled = atomic_exchange(&f->throttled, 0);
   b->want = 0;
 }
 
@@ -29,6 +32,9 @@ static void give_back(lr_fleet *f, const lr_fleet_batch *b) {
   atomic_fetch_add(&f->earned, b->earned);
   atomic_fetch_add(&f->resets, b->resets);
   atomic_fetch_add(&f->trail, b->trail);
+  atomic_fetch_add(&f->requests, b->requests);
+  atomic_fetch_add(&f->accepts, b->accepts);
+  atomic_fetch_add(&f->throttled, b->throttled);
 }
 
 static void limits_of(lr_fleet *f, lr_fleet_limits *l) {
@@ -40,8 +46,12 @@ static void limits_of(lr_fleet *f, lr_fleet_limits *l) {
   l->failures = atomic_load(&f->breaker) ? atomic_load(&f->failures) : 0;
   l->open_ms = atomic_load(&f->open_ms);
   l->probes = atomic_load(&f->probes);
+  l->cost_milli = atomic_load(&f->cost_milli);
+  l->k_milli = atomic_load(&f->k_milli);
+  l->bucket_ms = atomic_load(&f->throttle) ? atomic_load(&f->bucket_ms) : 0;
   l->ttl_ms = (long long)f->set.ttl_seconds * 1000;
   if (l->ttl_ms < 2 * l->open_ms + 60000) l->ttl_ms = 2 * l->open_ms + 60000;
+  if (l->ttl_ms < 10 * l->bucket_ms + 60000) l->ttl_ms = 10 * l->bucket_ms + 60000;
 }
 
 /* The reply to maybe_sync's batch: applied, or the batch handed back to
@@ -60,6 +70,7 @@ static lr_fleet_code settle_inflight(lr_fleet *f, redisReply *r, char *err, size
   else if (rc == LR_FLEET_OK)
     lr_fleet_succeeded_locked(f, &out, lr_monotonic_ms());
   atomic_store(&f->inflight_net, 0);
+  atomic_store(&f->inflight_requests, 0), atomic_store(&f->inflight_accepts, 0);
   return noscript ? LR_FLEET_OK : rc;
 }
 
@@ -120,7 +131,8 @@ lr_fleet_code lr_fleet_sync_now(lr_fleet *f) {
 
 static int batch_empty(lr_fleet *f) {
   return !atomic_load(&f->spent) && !atomic_load(&f->earned) && !atomic_load(&f->resets) &&
-         !atomic_load(&f->trail);
+         !atomic_load(&f->trail) && !atomic_load(&f->requests) && !atomic_load(&f->accepts) &&
+         !atomic_load(&f->throttled);
 }
 
 /* Nothing to send and nothing owed: another thread's round trip (or a
@@ -133,7 +145,7 @@ lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w) {
   long long ok = atomic_load(&f->last_ok_ms);
   if (ok && lr_monotonic_ms() - ok < f->set.sync_ms &&
       atomic_load(&f->health) == LR_FLEET_HEALTHY && batch_empty(f) &&
-      atomic_load(&f->inflight_net) == 0)
+      atomic_load(&f->inflight_net) == 0 && atomic_load(&f->inflight_requests) == 0)
     return LR_FLEET_OK;
   if (limit_ms > 0 && lr_monotonic_ms() >= limit_ms) return LR_FLEET_E_TIMEOUT;
   pthread_mutex_lock(&f->io);
@@ -177,7 +189,10 @@ static void send_async(lr_fleet *f, int64_t now) {
   }
   f->inflight = 1;
   f->inflight_at = f->last_sent_at = now;
-  atomic_store(&f->inflight_net, f->inflight_batch.earned - f->inflight_batch.spent);
+  const lr_fleet_batch *b = &f->inflight_batch;
+  atomic_store(&f->inflight_net, b->earned - b->spent - b->throttled * l.cost_milli);
+  atomic_store(&f->inflight_requests, b->requests);
+  atomic_store(&f->inflight_accepts, b->accepts);
 }
 
 void lr_fleet_maybe_sync(lr_fleet *f) {

@@ -72,6 +72,10 @@ static void guard_settings(const lr_rules *r, lr_fleet_settings *s) {
   s->failures = r->guards.failures;
   s->open_seconds = r->guards.open_seconds;
   s->probes = r->guards.probes;
+  s->throttle = r->guards.throttle_k > 0;
+  s->throttle_k = r->guards.throttle_k;
+  s->throttle_window = r->guards.throttle_window;
+  s->throttle_cost = r->guards.throttle_cost;
 }
 
 static struct lr_fleet_link *new_link(luaretry_policy *p, const lr_fleet_settings *s,
@@ -108,7 +112,7 @@ int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const ch
   g->fleet = NULL;
   memset(&g->rules.remote, 0, sizeof g->rules.remote);
   /* nothing to share: warned of, and no connection made */
-  if (!p->fleet_url || (!t->pub.budget && !t->pub.breaker)) return 0;
+  if (!p->fleet_url || (!t->pub.budget && !t->pub.breaker && !t->throttle)) return 0;
   lr_fleet_settings s;
   lr_fleet_settings_init(&s);
   guard_settings(&g->rules, &s);

@@ -242,7 +242,7 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
     lr_strlcpy(name, ld->fields[F_NAME].str, sizeof name);
   else
     default_name(name, sizeof name, ld->chunk_src);
-  if (p->fleet_url && !tuning.pub.budget && !tuning.pub.breaker)
+  if (p->fleet_url && !tuning.pub.budget && !tuning.pub.breaker && !tuning.throttle)
     lr_add_warning(warnings, &count,
                    "%s: fleet.redis is set, but the policy has neither "
                    "budget nor breaker: there is nothing to share",

@@ -27,10 +27,28 @@ static const char *POLICY =
   "attempt_timeout = 5\n"
   "budget = { max_tokens = 1000, token_ratio = 0.5 }\n"
   "breaker = { failures = 1000000, open_seconds = 1 }\n"
+  "throttle = { k = 1000, window = 60 }\n" /* counted fleet-wide, refusing nothing */
+  "hedge = { delay = 0.001, max = 1 }\n"   /* a hedge's token, spent fleet-wide */
   "fleet = { sync = 5 }\n";
 
 static luaretry_policy *p;
 static atomic_int done_threads, decided, bad;
+
+static const luaretry_request GET = { .method = "GET", .url = "http://example.invalid/" };
+
+/* An attempt started, a hedge beside it once due (its token goes into the
+ * fleet's batch), the first attempt's success. */
+static void hedged(luaretry_call *c) {
+  int id = 0;
+  if (luaretry_call_start(c, &id) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
+  for (int k = 0; k < 200 && luaretry_call_hedge_in(c) > 0; k++) redis_sleep_ms(1);
+  luaretry_decision d;
+  if (luaretry_call_hedge(c, &GET, &d) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
+  luaretry_outcome ok;
+  luaretry_outcome_init(&ok);
+  ok.status = 200;
+  if (luaretry_call_report_attempt(c, id, &ok, &d) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
+}
 
 static void *caller(void *arg) {
   int id = (int)(long)arg;
@@ -40,12 +58,19 @@ static void *caller(void *arg) {
       atomic_fetch_add(&bad, 1);
       continue;
     }
-    luaretry_outcome o;
-    luaretry_outcome_init(&o);
-    o.status = (i + id) % 3 == 0 ? 503 : 200;
     luaretry_decision d;
-    if (luaretry_call_report(c, &o, &d) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
-    if (d.retry && luaretry_call_next(c, &d) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
+    /* the pre-attempt check: the throttle may refuse (a new fleet key
+     * starts a new window: one failure in it refuses half) */
+    if (luaretry_call_next(c, &d) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
+    if (d.retry && i % 16 == 0) {
+      hedged(c);
+    } else if (d.retry) {
+      luaretry_outcome o;
+      luaretry_outcome_init(&o);
+      o.status = (i + id) % 3 == 0 ? 503 : (i + id) % 5 == 1 ? 429 : 200; /* 429: throttled */
+      if (luaretry_call_report(c, &o, &d) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
+      if (d.retry && luaretry_call_next(c, &d) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
+    }
     atomic_fetch_add(&decided, 1);
     luaretry_call_free(c);
   }
@@ -95,6 +120,8 @@ int main(void) {
   luaretry_metrics m;
   CHECK_CODE(luaretry_policy_metrics(p, &m), LUARETRY_OK);
   CHECK_EQ_INT((long)m.guards, (long)LUARETRY_GUARDS_FLEET);
+  CHECK(m.hedges > 0);
+  CHECK(m.throttled > 0);
   luaretry_fleet_status st;
   CHECK_CODE(luaretry_policy_fleet_status(p, &st), LUARETRY_OK);
   CHECK(st.exists);

@@ -130,6 +130,75 @@ static void test_budget_shared(void) {
   lr_fleet_free(b);
 }
 
+/* The client-side throttle on the fleet's counts: b's refusal is raised by
+ * a's requests, lowered by a's accepts, and the window (1 s, ten buckets
+ * of 100 ms on Redis's clock) forgets them. */
+static void test_throttle_shared(void) {
+  lr_fleet_settings s = test_settings();
+  s.throttle = 1, s.throttle_k = 2, s.throttle_window = 1;
+  lr_fleet *a = handle(URL, "throttle", "host-a:1", s, NULL);
+  lr_fleet *b = handle(URL, "throttle", "host-b:2", s, NULL);
+  reset(a);
+  CHECK_EQ_DBL(lr_fleet_throttle_request(a), LR_FLEET_LOCAL); /* no sync yet */
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);            /* 1 request */
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
+  CHECK_NEAR(lr_fleet_throttle_refusal(b), 1.0 / 2, 1e-9);
+  for (int i = 0; i < 8; i++) lr_fleet_throttle_request(a); /* 9 requests, no accept */
+  CHECK_NEAR(lr_fleet_throttle_refusal(a), 9.0 / 10, 1e-9); /* unsent: a's own view */
+  CHECK_NEAR(lr_fleet_throttle_refusal(b), 1.0 / 2, 1e-9);  /* b has not seen them */
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
+  CHECK_NEAR(lr_fleet_throttle_refusal(b), 9.0 / 10, 1e-9);
+  lr_fleet_view v;
+  lr_fleet_view_get(b, &v);
+  CHECK_EQ_DBL(v.requests, 9);
+  /* two successes of a's: 9 - 2 * 2 = 5 over 10 */
+  lr_fleet_record(a, LR_FLEET_SUCCESS);
+  lr_fleet_record(a, LR_FLEET_SUCCESS);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
+  CHECK_NEAR(lr_fleet_throttle_refusal(b), 5.0 / 10, 1e-9);
+  /* another K on the same key is refused: its own counts decide */
+  lr_fleet_settings k3 = s;
+  k3.throttle_k = 3;
+  lr_fleet *c = handle(URL, "throttle", "host-c:3", k3, NULL);
+  CHECK_EQ_INT(lr_fleet_sync_now(c), LR_FLEET_E_REFUSED);
+  lr_fleet_throttle_request(c);
+  CHECK_EQ_DBL(lr_fleet_throttle_refusal(c), LR_FLEET_LOCAL);
+  lr_fleet_free(c);
+  /* past the window: forgotten */
+  redis_sleep_ms(1200);
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
+  CHECK_EQ_DBL(lr_fleet_throttle_refusal(b), 0);
+  lr_fleet_free(a);
+  lr_fleet_free(b);
+}
+
+/* A throttling answer costs throttle_cost tokens and is an answer: it ends
+ * a run of failures (the breaker of 3 does not open); a hedge spends a
+ * whole token and is no failure. */
+static void test_throttled_and_spent(void) {
+  lr_fleet_settings s = test_settings();
+  s.throttle_cost = 0.5;
+  lr_fleet *a = handle(URL, "throttled", "host-a:1", s, NULL);
+  reset(a);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK); /* 10 tokens */
+  lr_fleet_record(a, LR_FLEET_FAILURE);
+  lr_fleet_record(a, LR_FLEET_FAILURE);
+  lr_fleet_record(a, LR_FLEET_THROTTLED);
+  lr_fleet_record(a, LR_FLEET_FAILURE);
+  lr_fleet_record(a, LR_FLEET_FAILURE);
+  lr_fleet_spend(a);
+  CHECK_NEAR(lr_fleet_tokens(a), 10 - 4 - 0.5 - 1, 1e-9); /* unsent, counted */
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  lr_fleet_view v;
+  lr_fleet_view_get(a, &v);
+  CHECK_NEAR(v.tokens, 4.5, 1e-9);
+  CHECK_EQ_INT(v.breaker, 0);
+  CHECK_EQ_INT(v.consecutive_failures, 2);
+  lr_fleet_free(a);
+}
+
 /* One batch of several outcomes: the run of failures is the one after the
  * last success or answer, tokens move by the net sum. */
 static void test_batched_outcomes(void) {
@@ -632,6 +701,8 @@ int main(void) {
   snprintf(UNIX_URL, sizeof UNIX_URL, "unix://%s", SRV.sock);
   test_budget_shared();
   test_batched_outcomes();
+  test_throttle_shared();
+  test_throttled_and_spent();
   test_breaker_seen_within_sync();
   test_half_open_probes();
   test_script_flush();

@@ -103,24 +103,36 @@ static void answer_refused(const char *s, const char *why) {
 static void test_ranges(void) {
   lr_fleet_reply out;
   char err[300] = "";
-  CHECK_EQ_INT(decode("*7\r\n:10000\r\n:1\r\n:5\r\n:1764000000000\r\n:0\r\n:0\r\n"
-                      ":1764000001000\r\n",
+  CHECK_EQ_INT(decode("*9\r\n:10000\r\n:1\r\n:5\r\n:1764000000000\r\n:0\r\n:0\r\n"
+                      ":1764000001000\r\n:0\r\n:0\r\n",
                       &out, err, sizeof err),
                LR_FLEET_OK);
   CHECK_EQ_INT(out.opened_at, 1764000000000LL);
-  answer_refused("*7\r\n:10001\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n",
+  answer_refused("*9\r\n:10001\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n",
                  "tokens outside 0..max_tokens");
-  answer_refused("*7\r\n:-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n", "tokens");
-  answer_refused("*7\r\n:0\r\n:3\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n", "state");
-  answer_refused("*7\r\n:0\r\n:0\r\n:-5\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n", "failure count");
-  answer_refused("*7\r\n:0\r\n:0\r\n:0\r\n:0\r\n:-1\r\n:0\r\n:1764000000000\r\n", "probe count");
-  answer_refused("*7\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1\r\n:1764000000000\r\n", "permits");
-  answer_refused("*7\r\n:0\r\n:1\r\n:0\r\n:1764000000001\r\n:0\r\n:0\r\n:1764000000000\r\n",
-                 "opened in the future");
-  answer_refused("*7\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:-9223372036854775808\r\n",
+  answer_refused("*9\r\n:-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n",
+                 "tokens");
+  answer_refused("*9\r\n:0\r\n:3\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n",
+                 "state");
+  answer_refused("*9\r\n:0\r\n:0\r\n:-5\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n",
+                 "failure count");
+  answer_refused("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:-1\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n",
+                 "probe count");
+  answer_refused("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1\r\n:1764000000000\r\n:0\r\n:0\r\n",
+                 "permits");
+  answer_refused(
+    "*9\r\n:0\r\n:1\r\n:0\r\n:1764000000001\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n",
+    "opened in the future");
+  answer_refused("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:-9223372036854775808\r\n:0\r\n:0\r\n",
                  "time of day");
-  answer_refused("*7\r\n$-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n", "not 7 integers");
-  answer_refused("$-1\r\n", "not 7 integers");
+  answer_refused("*9\r\n$-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n", "not 9 integers");
+  answer_refused("*7\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n", "not 9 integers");
+  answer_refused("$-1\r\n", "not 9 integers");
+  /* throttle counts: none without a throttle, never negative */
+  answer_refused("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:5\r\n:0\r\n",
+                 "throttle counts");
+  answer_refused("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:-1\r\n",
+                 "throttle counts");
 }
 
 static void quoted(const char *url, const char *text, const char *want, const char *secret) {

@@ -124,7 +124,9 @@ int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, doubl
       "simulate: %s (%s): %ld clients fail together at t=0; outage %g s (%d before, "
       "200 after); seed %llu (client i: seed + i)\n",
       t.name, path, clients, outage, status, (unsigned long long)seed);
-    if (!t.budget && !t.breaker)
+    char k[64] = "none";
+    luaretry_policy_get(p, "throttle.k", k, sizeof k);
+    if (!t.budget && !t.breaker && strcmp(k, "none") == 0)
       printf("  (the policy has neither budget nor breaker: there is nothing to share)\n");
     print_text("own guards (a process each):", &own);
     char what[128];
