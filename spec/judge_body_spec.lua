@@ -38,4 +38,30 @@ describe("the body handed to a classifier", function ()
     assert.are.equal("policy_error", d.verdict)
     assert.matches("body:3: boom", d.message)
   end)
+
+  it("is each decision's own: a new body every time, short or long, never the one before", function ()
+    local p = assert(lr.load_string("max_attempts = 100\n" ..
+      "function is_transient(status, body) return body:sub(-2) ~= 'ok' end\n", "=body"))
+    local c = assert(p:begin { virtual = true, seed = 1 })
+    local long = string.rep("x", 100)
+    local bodies = { "busy", "busy", "ok", long, long .. "ok", long, "", "busy!ok", "busy" }
+    for i, body in ipairs(bodies) do
+      local d = c:report { status = 503, body = body }
+      local want = body:sub(-2) ~= "ok"
+      assert.are.equal(want, d.retry, "decision " .. i .. " on " .. #body .. " bytes")
+      if not d.retry then c = assert(p:begin { virtual = true, seed = 1 }) end
+    end
+  end)
+
+  it("that does not fit under memory_limit is a policy error naming the limit; the next fits", function ()
+    local p = assert(lr.load_string("max_attempts = 100\nbody_limit = 1048576\n" ..
+      "function is_transient(status, body) return #body > 0 end\n", "=body",
+      { memory_limit = 65536 }))
+    local c = assert(p:begin { virtual = true, seed = 1 })
+    local d = c:report { status = 503, body = string.rep("x", 200000) }
+    assert.are.equal("policy_error", d.verdict)
+    assert.matches("memory limit reached", d.message)
+    c = assert(p:begin { virtual = true, seed = 1 })
+    assert.is_true(c:report({ status = 503, body = string.rep("y", 1000) }).retry)
+  end)
 end)
