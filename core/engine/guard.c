@@ -6,6 +6,8 @@
  * call), and time from each call's clock (so a breaker on virtual time
  * opens and closes on virtual time). */
 #include <math.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,13 +58,54 @@ void lr_shared_configure(lr_shared *s, const lr_guards *g) {
   lr_pace_reset(&s->pace);
 }
 
-/* The thread's stripe, from 1 (0: not chosen yet). */
+/* The thread's stripe, from 1 (0: not chosen yet), and whether it owns
+ * it (the only writer: LR_OWNED_STRIPES of them, handed out once each at
+ * a time, given back by the key's destructor when the thread ends). */
 static _Thread_local unsigned thread_stripe;
+static _Thread_local int thread_owns;
+static atomic_int stripe_owned[LR_OWNED_STRIPES];
 static atomic_uint stripes_handed;
+static pthread_key_t stripe_key;
+static pthread_once_t stripe_once = PTHREAD_ONCE_INIT;
+
+static void give_back(void *stripe) {
+  thread_stripe = 0; /* a count after this (another destructor's) chooses again */
+  thread_owns = 0;
+  atomic_store_explicit(&stripe_owned[(uintptr_t)stripe - 1], 0, memory_order_release);
+}
+
+static void make_key(void) {
+  if (pthread_key_create(&stripe_key, give_back) != 0) stripe_key = (pthread_key_t)-1;
+}
+
+__attribute__((noinline)) static void choose_stripe(void) {
+  pthread_once(&stripe_once, make_key);
+  for (int k = 0; k < LR_OWNED_STRIPES && stripe_key != (pthread_key_t)-1; k++) {
+    int free_ = 0;
+    if (atomic_load_explicit(&stripe_owned[k], memory_order_relaxed) == 0 &&
+        atomic_compare_exchange_strong_explicit(&stripe_owned[k], &free_, 1, memory_order_acquire,
+                                                memory_order_relaxed)) {
+      if (pthread_setspecific(stripe_key, (void *)(uintptr_t)(k + 1)) != 0) {
+        give_back((void *)(uintptr_t)(k + 1));
+        break;
+      }
+      thread_stripe = (unsigned)k + 1;
+      thread_owns = 1;
+      return;
+    }
+  }
+  thread_stripe =
+    LR_OWNED_STRIPES + 1 + atomic_fetch_add(&stripes_handed, 1) % (LR_STRIPES - LR_OWNED_STRIPES);
+}
 
 void lr_count(lr_shared *s, int metric, long long n) {
-  if (!thread_stripe) thread_stripe = atomic_fetch_add(&stripes_handed, 1) % LR_STRIPES + 1;
-  atomic_fetch_add_explicit(&s->stripes[thread_stripe - 1].v[metric], n, memory_order_relaxed);
+  if (!thread_stripe) choose_stripe();
+  atomic_llong *v = &s->stripes[thread_stripe - 1].v[metric];
+  if (thread_owns) /* the one writer: no locked add needed */
+    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+  else
+    atomic_fetch_add_explicit(v, n, memory_order_relaxed);
 }
 
 long long lr_counted(const lr_shared *s, int metric) {
@@ -73,8 +116,8 @@ long long lr_counted(const lr_shared *s, int metric) {
 }
 
 void *lr_aligned_calloc(size_t size) {
-  size_t rounded = (size + 63) / 64 * 64;
-  void *p = aligned_alloc(64, rounded);
+  size_t rounded = (size + 127) / 128 * 128; /* a stripe's alignment */
+  void *p = aligned_alloc(128, rounded);
   if (p) memset(p, 0, rounded);
   return p;
 }
