@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
@@ -38,22 +39,58 @@ void lr_waiter_init(lr_waiter *w) {
   atomic_init(&w->wakeup_fd, -1);
 }
 
-/* The eventfd is made on the first wait that needs it, by the waiting
- * thread: a call that never waits makes no system call for it.  Stored
- * before the waiter looks at `cancelled`, read by a cancel after it sets
- * `cancelled`: one of the two always sees the other. */
+/* Eventfds no cancel wrote to, kept by the thread that closed their call
+ * for its next calls: a call that waits (every HTTP attempt does) would
+ * otherwise open and close one, two syscalls a call.  Closed when the
+ * thread ends; dropped in a forked child, which shares them with its
+ * parent. */
+#define SPARE_FDS 4
+static _Thread_local int spare[SPARE_FDS], spares;
+static pthread_key_t spare_key;
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void close_spares(void *unused) {
+  (void)unused;
+  while (spares > 0) close(spare[--spares]);
+}
+
+static void drop_spares(void) { spares = 0; } /* the child: the parent's now */
+
+static void make_spare_key(void) {
+  if (pthread_key_create(&spare_key, close_spares) != 0) spare_key = (pthread_key_t)-1;
+  pthread_atfork(NULL, NULL, drop_spares);
+}
+
+static int new_fd(void) {
+  if (spares > 0) return spare[--spares];
+  return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+/* The eventfd is made (or taken from the spares) on the first wait that
+ * needs it, by the waiting thread: a call that never waits makes no system
+ * call for it.  Stored before the waiter looks at `cancelled`, read by a
+ * cancel after it sets `cancelled`: one of the two always sees the other. */
 int lr_waiter_fd(lr_waiter *w) {
   int fd = atomic_load(&w->wakeup_fd);
   if (fd < 0) {
-    fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    fd = new_fd();
     if (fd >= 0) atomic_store(&w->wakeup_fd, fd);
   }
   return fd;
 }
 
+/* A cancel sets `cancelled` before it writes: an fd of a call never
+ * cancelled holds nothing and serves again. */
 void lr_waiter_close(lr_waiter *w) {
   int fd = atomic_exchange(&w->wakeup_fd, -1);
-  if (fd >= 0) close(fd);
+  if (fd < 0) return;
+  pthread_once(&spare_once, make_spare_key);
+  if (!atomic_load(&w->cancelled) && spares < SPARE_FDS && spare_key != (pthread_key_t)-1 &&
+      pthread_setspecific(spare_key, &spare_key) == 0) {
+    spare[spares++] = fd;
+    return;
+  }
+  close(fd);
 }
 
 /* Only atomics and write(2): all async-signal-safe. */
@@ -101,7 +138,14 @@ int lr_wait(lr_clock *c, lr_waiter *w, double seconds) {
     if (fd >= 0) {
       struct timespec ts = to_timespec(left);
       struct pollfd pfd = { .fd = fd, .events = POLLIN };
-      ppoll(&pfd, 1, &ts, NULL); /* EINTR: loop and re-check */
+      /* EINTR: loop and re-check; readable but not cancelled (a cancel that
+       * raced with the free of the fd's last call): emptied, or it would
+       * wake this wait at once again and again */
+      if (ppoll(&pfd, 1, &ts, NULL) > 0 && !atomic_load(&w->cancelled)) {
+        uint64_t count;
+        ssize_t n = read(fd, &count, sizeof count);
+        (void)n;
+      }
     } else {
       /* no eventfd to be had: notice a cancel within 10 ms */
       struct timespec ts = to_timespec(left < 0.01 ? left : 0.01);
