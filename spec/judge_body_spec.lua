@@ -64,4 +64,29 @@ describe("the body handed to a classifier", function ()
     c = assert(p:begin { virtual = true, seed = 1 })
     assert.is_true(c:report({ status = 503, body = string.rep("y", 1000) }).retry)
   end)
+
+  it("near memory_limit, many short bodies kept by the script: each decision a verdict or the limit", function ()
+    -- short strings are interned: their table grows as the script keeps
+    -- them, and near the limit a body is pushed with no room to grow it
+    -- (with this limit, about 150 of these pushes: Lua keeps the table)
+    local p = assert(lr.load_string("max_attempts = 1000000\n" ..
+      "local kept = {}\n" ..
+      "function is_transient(status, body) kept[#kept + 1] = body; return true end\n", "=body",
+      { memory_limit = 262144 }))
+    local c = assert(p:begin { virtual = true, seed = 1 })
+    local limited, retried = 0, 0
+    for i = 1, 6000 do
+      local d = c:report { status = 503, body = string.format("busy %06d", i) }
+      if d.retry then
+        retried = retried + 1
+      else
+        assert.are.equal("policy_error", d.verdict)
+        assert.matches("memory limit reached", d.message)
+        limited = limited + 1
+        c = assert(p:begin { virtual = true, seed = 1 })
+      end
+    end
+    assert.is_true(retried > 100)
+    assert.is_true(limited > 0)
+  end)
 end)

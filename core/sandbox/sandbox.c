@@ -260,6 +260,14 @@ int lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
   lua_pushlstring(sb->L, s, len);
   free(sb->reserve); /* not taken: a short string Lua already had */
   sb->reserve = NULL;
+  if (sb->refused || sb->killed) {
+    /* a short string's table could not grow under the limit: Lua keeps
+     * the table as it was and raises nothing, so no limit was reached */
+    sb->refused = 0;
+    sb->killed = LR_KILL_NONE;
+    sb->where[0] = '\0';
+    base_hook(sb, sb->L);
+  }
   return 0;
 }
 
