@@ -39,31 +39,37 @@ void lr_waiter_init(lr_waiter *w) {
   atomic_init(&w->wakeup_fd, -1);
 }
 
-/* Eventfds no cancel wrote to, kept by the thread that closed their call
- * for its next calls: a call that waits (every HTTP attempt does) would
- * otherwise open and close one, two syscalls a call.  Closed when the
- * thread ends; dropped in a forked child, which shares them with its
- * parent. */
-#define SPARE_FDS 4
-static _Thread_local int spare[SPARE_FDS], spares;
-static pthread_key_t spare_key;
+/* Eventfds no cancel wrote to, kept for the next calls of the process: a
+ * call that waits (every HTTP attempt does) would otherwise open and close
+ * one, two syscalls a call.  A few at most (a host's threads do not each
+ * keep one), under a lock held for a few instructions; a forked child
+ * closes its copies, which it shares with its parent.  No thread-exit
+ * hook: a key's destructor would run the library's code after a dlclose
+ * of the Lua module. */
+#define SPARE_FDS 16
+static struct {
+  pthread_mutex_t lock;
+  int fd[SPARE_FDS], count;
+} spare = { .lock = PTHREAD_MUTEX_INITIALIZER };
 static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
 
-static void close_spares(void *unused) {
-  (void)unused;
-  while (spares > 0) close(spare[--spares]);
+static void spare_lock(void) { pthread_mutex_lock(&spare.lock); }
+static void spare_unlock(void) { pthread_mutex_unlock(&spare.lock); }
+
+static void spare_forked(void) { /* the child, one thread, the lock held by it */
+  while (spare.count > 0) close(spare.fd[--spare.count]);
+  pthread_mutex_unlock(&spare.lock);
 }
 
-static void drop_spares(void) { spares = 0; } /* the child: the parent's now */
-
-static void make_spare_key(void) {
-  if (pthread_key_create(&spare_key, close_spares) != 0) spare_key = (pthread_key_t)-1;
-  pthread_atfork(NULL, NULL, drop_spares);
-}
+static void watch_forks(void) { pthread_atfork(spare_lock, spare_unlock, spare_forked); }
 
 static int new_fd(void) {
-  if (spares > 0) return spare[--spares];
-  return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  int fd = -1;
+  pthread_once(&spare_once, watch_forks);
+  pthread_mutex_lock(&spare.lock);
+  if (spare.count > 0) fd = spare.fd[--spare.count];
+  pthread_mutex_unlock(&spare.lock);
+  return fd >= 0 ? fd : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 }
 
 /* The eventfd is made (or taken from the spares) on the first wait that
@@ -84,13 +90,14 @@ int lr_waiter_fd(lr_waiter *w) {
 void lr_waiter_close(lr_waiter *w) {
   int fd = atomic_exchange(&w->wakeup_fd, -1);
   if (fd < 0) return;
-  pthread_once(&spare_once, make_spare_key);
-  if (!atomic_load(&w->cancelled) && spares < SPARE_FDS && spare_key != (pthread_key_t)-1 &&
-      pthread_setspecific(spare_key, &spare_key) == 0) {
-    spare[spares++] = fd;
-    return;
+  int kept = 0;
+  if (!atomic_load(&w->cancelled)) {
+    pthread_once(&spare_once, watch_forks);
+    pthread_mutex_lock(&spare.lock);
+    if (spare.count < SPARE_FDS) spare.fd[spare.count++] = fd, kept = 1;
+    pthread_mutex_unlock(&spare.lock);
   }
-  close(fd);
+  if (!kept) close(fd);
 }
 
 /* Only atomics and write(2): all async-signal-safe. */

@@ -148,10 +148,9 @@ typedef struct {
 
 /* The counters, striped: each thread adds to a stripe of its own (by a
  * thread-local index), so threads deciding at once do not fight over one
- * line.  The first LR_OWNED_STRIPES belong to one thread each while it
- * lives (claimed at its first count, given back when it ends): their one
- * writer adds with a plain load and store, no locked instruction; threads
- * beyond them share the rest, with atomic adds.  A stripe spans whole
+ * line.  The first LR_OWNED_STRIPES threads to count own one each: its
+ * one writer adds with a plain load and store, no locked instruction;
+ * later threads share the rest, with atomic adds.  A stripe spans whole
  * pairs of lines (the adjacent-line prefetcher fetches lines in aligned
  * pairs), so no two stripes share a pair.  A reader sums the stripes.
  * v[LR_METRIC_COUNT] holds the nanoseconds waited. */

@@ -6,8 +6,6 @@
  * call), and time from each call's clock (so a breaker on virtual time
  * opens and closes on virtual time). */
 #include <math.h>
-#include <pthread.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,40 +57,20 @@ void lr_shared_configure(lr_shared *s, const lr_guards *g) {
 }
 
 /* The thread's stripe, from 1 (0: not chosen yet), and whether it owns
- * it (the only writer: LR_OWNED_STRIPES of them, handed out once each at
- * a time, given back by the key's destructor when the thread ends). */
+ * it: the first LR_OWNED_STRIPES threads to count own one each, for good
+ * (a thread's end is not seen: a key's destructor would run the library's
+ * code after a dlclose of the Lua module), and are its only writer; later
+ * threads share the rest. */
 static _Thread_local unsigned thread_stripe;
 static _Thread_local int thread_owns;
-static atomic_int stripe_owned[LR_OWNED_STRIPES];
-static atomic_uint stripes_handed;
-static pthread_key_t stripe_key;
-static pthread_once_t stripe_once = PTHREAD_ONCE_INIT;
-
-static void give_back(void *stripe) {
-  thread_stripe = 0; /* a count after this (another destructor's) chooses again */
-  thread_owns = 0;
-  atomic_store_explicit(&stripe_owned[(uintptr_t)stripe - 1], 0, memory_order_release);
-}
-
-static void make_key(void) {
-  if (pthread_key_create(&stripe_key, give_back) != 0) stripe_key = (pthread_key_t)-1;
-}
+static atomic_uint stripes_owned, stripes_handed;
 
 __attribute__((noinline)) static void choose_stripe(void) {
-  pthread_once(&stripe_once, make_key);
-  for (int k = 0; k < LR_OWNED_STRIPES && stripe_key != (pthread_key_t)-1; k++) {
-    int free_ = 0;
-    if (atomic_load_explicit(&stripe_owned[k], memory_order_relaxed) == 0 &&
-        atomic_compare_exchange_strong_explicit(&stripe_owned[k], &free_, 1, memory_order_acquire,
-                                                memory_order_relaxed)) {
-      if (pthread_setspecific(stripe_key, (void *)(uintptr_t)(k + 1)) != 0) {
-        give_back((void *)(uintptr_t)(k + 1));
-        break;
-      }
-      thread_stripe = (unsigned)k + 1;
-      thread_owns = 1;
-      return;
-    }
+  unsigned k = atomic_fetch_add(&stripes_owned, 1);
+  if (k < LR_OWNED_STRIPES) {
+    thread_stripe = k + 1;
+    thread_owns = 1;
+    return;
   }
   thread_stripe =
     LR_OWNED_STRIPES + 1 + atomic_fetch_add(&stripes_handed, 1) % (LR_STRIPES - LR_OWNED_STRIPES);

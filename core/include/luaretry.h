@@ -706,7 +706,7 @@ LUARETRY_API const char *luaretry_call_invocation_id(luaretry_call *c);
  * a host that waits on I/O itself (poll it with its sockets); made on first
  * use, owned by the call.  -1 if the system has none to give.  Valid until
  * luaretry_call_free: the descriptor of a call never cancelled serves a
- * later call of the thread that freed it, so a host stops polling it then. */
+ * later call, so a host stops polling it then. */
 LUARETRY_API int luaretry_call_wakeup_fd(luaretry_call *c);
 
 /* Stops the call as cancelled, where the host noticed the cancel itself

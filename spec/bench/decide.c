@@ -491,8 +491,10 @@ int main(void) {
   char date[64];
   time_t clock_now = time(NULL);
   strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&clock_now));
-  printf("luaretry %s bench: decide   %s, %ld CPUs, %s, %s\n", LUARETRY_VERSION, u.machine,
-         sysconf(_SC_NPROCESSORS_ONLN), LUA_RELEASE, date);
+  double load[1] = { -1 }; /* the machine is shared: how busy it was */
+  getloadavg(load, 1);
+  printf("luaretry %s bench: decide   %s, %ld CPUs, load %.2f, %s, %s\n", LUARETRY_VERSION,
+         u.machine, sysconf(_SC_NPROCESSORS_ONLN), load[0], LUA_RELEASE, date);
 
   make_bodies();
   timings t = time_decisions();

@@ -137,10 +137,12 @@ int main(void) {
   for (int run = 0; run < RUNS; run++)
     for (int which = 0; which < 3; which++) measure(&lines[which], which, p, address, url);
 
+  double load[1] = { -1 }; /* the machine is shared: how busy it was */
+  getloadavg(load, 1);
   printf(
     "\nluaretry %s bench: reuse   %d sequential calls to a keep-alive server "
-    "(127.0.0.1), best of %d runs\n\n",
-    luaretry_version(NULL), CALLS, RUNS);
+    "(127.0.0.1), best of %d runs, load %.2f\n\n",
+    luaretry_version(NULL), CALLS, RUNS, load[0]);
   printf("%-46s %12s %8s %12s %8s %12s\n", "figure", "per call", "x base", "CPU per call", "x base",
          "connections");
   for (int i = 0; i < 3; i++)

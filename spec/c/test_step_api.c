@@ -699,9 +699,9 @@ static int open_fds(void) {
 }
 
 /* A call that waits on the real clock opens an eventfd (for cancel); one
- * never cancelled serves the thread's next calls, so a thousand calls
- * leave no more than a few open, and a cancelled call's wakeup does not
- * reach the next call: its wait lasts. */
+ * never cancelled serves later calls, so a thousand calls one after the
+ * other leave no more than a few open, and a cancelled call's wakeup does
+ * not reach the next call: its wait lasts. */
 static void test_wakeup_fds(void) {
   luaretry_policy *p = load_str("@svc.lua", SVC);
   if (!p) return;

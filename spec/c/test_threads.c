@@ -145,9 +145,9 @@ int main(void) {
   CHECK_EQ_INT((long)m.successes, (long)THREADS * DECISIONS / PER_CALL);
   CHECK_EQ_INT((long)m.retries, (long)THREADS * DECISIONS / PER_CALL * (PER_CALL - 1));
 
-  /* threads that end hand their counter stripes on (a stripe has one
-   * writer at a time): waves of THREADS threads, each wave after the last
-   * ended, still count every decision */
+  /* more threads than there are stripes to own: the first to count own
+   * one (its only writer), later ones share the rest; waves of THREADS
+   * threads, each after the last ended, still count every decision */
   luaretry_metrics wave0;
   luaretry_policy_metrics(p, &wave0);
   long wave_decisions = 0;
