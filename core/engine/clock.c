@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <math.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
@@ -38,22 +39,65 @@ void lr_waiter_init(lr_waiter *w) {
   atomic_init(&w->wakeup_fd, -1);
 }
 
-/* The eventfd is made on the first wait that needs it, by the waiting
- * thread: a call that never waits makes no system call for it.  Stored
- * before the waiter looks at `cancelled`, read by a cancel after it sets
- * `cancelled`: one of the two always sees the other. */
+/* Eventfds no cancel wrote to, kept for the next calls of the process: a
+ * call that waits (every HTTP attempt does) would otherwise open and close
+ * one, two syscalls a call.  A few at most (a host's threads do not each
+ * keep one), under a lock held for a few instructions; a forked child
+ * closes its copies, which it shares with its parent.  No thread-exit
+ * hook: a key's destructor would run the library's code after a dlclose
+ * of the Lua module. */
+#define SPARE_FDS 16
+static struct {
+  pthread_mutex_t lock;
+  int fd[SPARE_FDS], count;
+} spare = { .lock = PTHREAD_MUTEX_INITIALIZER };
+static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+
+static void spare_lock(void) { pthread_mutex_lock(&spare.lock); }
+static void spare_unlock(void) { pthread_mutex_unlock(&spare.lock); }
+
+static void spare_forked(void) { /* the child, one thread, the lock held by it */
+  while (spare.count > 0) close(spare.fd[--spare.count]);
+  pthread_mutex_unlock(&spare.lock);
+}
+
+static void watch_forks(void) { pthread_atfork(spare_lock, spare_unlock, spare_forked); }
+
+static int new_fd(void) {
+  int fd = -1;
+  pthread_once(&spare_once, watch_forks);
+  pthread_mutex_lock(&spare.lock);
+  if (spare.count > 0) fd = spare.fd[--spare.count];
+  pthread_mutex_unlock(&spare.lock);
+  return fd >= 0 ? fd : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+/* The eventfd is made (or taken from the spares) on the first wait that
+ * needs it, by the waiting thread: a call that never waits makes no system
+ * call for it.  Stored before the waiter looks at `cancelled`, read by a
+ * cancel after it sets `cancelled`: one of the two always sees the other. */
 int lr_waiter_fd(lr_waiter *w) {
   int fd = atomic_load(&w->wakeup_fd);
   if (fd < 0) {
-    fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    fd = new_fd();
     if (fd >= 0) atomic_store(&w->wakeup_fd, fd);
   }
   return fd;
 }
 
+/* A cancel sets `cancelled` before it writes: an fd of a call never
+ * cancelled holds nothing and serves again. */
 void lr_waiter_close(lr_waiter *w) {
   int fd = atomic_exchange(&w->wakeup_fd, -1);
-  if (fd >= 0) close(fd);
+  if (fd < 0) return;
+  int kept = 0;
+  if (!atomic_load(&w->cancelled)) {
+    pthread_once(&spare_once, watch_forks);
+    pthread_mutex_lock(&spare.lock);
+    if (spare.count < SPARE_FDS) spare.fd[spare.count++] = fd, kept = 1;
+    pthread_mutex_unlock(&spare.lock);
+  }
+  if (!kept) close(fd);
 }
 
 /* Only atomics and write(2): all async-signal-safe. */
@@ -101,7 +145,14 @@ int lr_wait(lr_clock *c, lr_waiter *w, double seconds) {
     if (fd >= 0) {
       struct timespec ts = to_timespec(left);
       struct pollfd pfd = { .fd = fd, .events = POLLIN };
-      ppoll(&pfd, 1, &ts, NULL); /* EINTR: loop and re-check */
+      /* EINTR: loop and re-check; readable but not cancelled (a cancel that
+       * raced with the free of the fd's last call): emptied, or it would
+       * wake this wait at once again and again */
+      if (ppoll(&pfd, 1, &ts, NULL) > 0 && !atomic_load(&w->cancelled)) {
+        uint64_t count;
+        ssize_t n = read(fd, &count, sizeof count);
+        (void)n;
+      }
     } else {
       /* no eventfd to be had: notice a cancel within 10 ms */
       struct timespec ts = to_timespec(left < 0.01 ? left : 0.01);

@@ -147,12 +147,17 @@ typedef struct {
 } lr_pace;
 
 /* The counters, striped: each thread adds to a stripe of its own (by a
- * thread-local index), a cache line or two apart from the others', so
- * threads deciding at once do not fight over one line.  A reader sums the
- * stripes.  v[LR_METRIC_COUNT] holds the nanoseconds waited. */
-#define LR_STRIPES 8
+ * thread-local index), so threads deciding at once do not fight over one
+ * line.  The first LR_OWNED_STRIPES threads to count own one each: its
+ * one writer adds with a plain load and store, no locked instruction;
+ * later threads share the rest, with atomic adds.  A stripe spans whole
+ * pairs of lines (the adjacent-line prefetcher fetches lines in aligned
+ * pairs), so no two stripes share a pair.  A reader sums the stripes.
+ * v[LR_METRIC_COUNT] holds the nanoseconds waited. */
+#define LR_OWNED_STRIPES 6
+#define LR_STRIPES       8
 typedef struct {
-  _Alignas(64) atomic_llong v[LR_METRIC_COUNT + 1];
+  _Alignas(128) atomic_llong v[LR_METRIC_COUNT + 1];
 } lr_stripe;
 
 typedef struct {

@@ -56,13 +56,36 @@ void lr_shared_configure(lr_shared *s, const lr_guards *g) {
   lr_pace_reset(&s->pace);
 }
 
-/* The thread's stripe, from 1 (0: not chosen yet). */
-static _Thread_local unsigned thread_stripe;
-static atomic_uint stripes_handed;
+/* The thread's stripe, from 1 (0: not chosen yet), negative when shared:
+ * the first LR_OWNED_STRIPES threads to count own one each, for good (a
+ * thread's end is not seen: a key's destructor would run the library's code
+ * after a dlclose of the Lua module), and are its only writer; later
+ * threads share the rest.  One thread-local: each costs a call in a shared
+ * object. */
+static _Thread_local int thread_stripe;
+static atomic_uint stripes_owned, stripes_handed;
+
+__attribute__((noinline)) static int choose_stripe(void) {
+  unsigned k = atomic_fetch_add(&stripes_owned, 1);
+  if (k < LR_OWNED_STRIPES)
+    thread_stripe = (int)k + 1;
+  else
+    thread_stripe =
+      -(LR_OWNED_STRIPES + 1 +
+        (int)(atomic_fetch_add(&stripes_handed, 1) % (LR_STRIPES - LR_OWNED_STRIPES)));
+  return thread_stripe;
+}
 
 void lr_count(lr_shared *s, int metric, long long n) {
-  if (!thread_stripe) thread_stripe = atomic_fetch_add(&stripes_handed, 1) % LR_STRIPES + 1;
-  atomic_fetch_add_explicit(&s->stripes[thread_stripe - 1].v[metric], n, memory_order_relaxed);
+  int k = thread_stripe;
+  if (!k) k = choose_stripe();
+  if (k > 0) { /* the one writer: no locked add needed */
+    atomic_llong *v = &s->stripes[k - 1].v[metric];
+    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+  } else {
+    atomic_fetch_add_explicit(&s->stripes[-k - 1].v[metric], n, memory_order_relaxed);
+  }
 }
 
 long long lr_counted(const lr_shared *s, int metric) {
@@ -73,8 +96,8 @@ long long lr_counted(const lr_shared *s, int metric) {
 }
 
 void *lr_aligned_calloc(size_t size) {
-  size_t rounded = (size + 63) / 64 * 64;
-  void *p = aligned_alloc(64, rounded);
+  size_t rounded = (size + 127) / 128 * 128; /* a stripe's alignment */
+  void *p = aligned_alloc(128, rounded);
   if (p) memset(p, 0, rounded);
   return p;
 }

@@ -711,7 +711,9 @@ LUARETRY_API const char *luaretry_call_invocation_id(luaretry_call *c);
 
 /* A file descriptor that becomes readable once the call is cancelled, for
  * a host that waits on I/O itself (poll it with its sockets); made on first
- * use, owned by the call.  -1 if the system has none to give. */
+ * use, owned by the call.  -1 if the system has none to give.  Valid until
+ * luaretry_call_free: the descriptor of a call never cancelled serves a
+ * later call, so a host stops polling it then. */
 LUARETRY_API int luaretry_call_wakeup_fd(luaretry_call *c);
 
 /* Stops the call as cancelled, where the host noticed the cancel itself

@@ -53,6 +53,7 @@ static void push_string_or_nil(lua_State *L, const char *v) {
  * took it, the rate-limit fields read now; nil when there is none. */
 static int push_wait(lua_State *L, const luaretry_outcome *o, int rate_limit) {
   double w = o->retry_after;
+  if (rate_limit && !o->header_count) return 0; /* no headers: no clock read */
   if (rate_limit) {
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -64,44 +65,90 @@ static int push_wait(lua_State *L, const luaretry_outcome *o, int rate_limit) {
   return 1;
 }
 
+/* info's fields.  A script reads one or two of them per decision, each
+ * read a call into C: the name is found by its length, then a memcmp or
+ * two, not a strcmp down a list (the last name cost 14 strcmps). */
+enum {
+  K_ATTEMPT,
+  K_ELAPSED,
+  K_CALL,
+  K_HEDGE,
+  K_INVOCATION_ID,
+  K_ERROR,
+  K_ERROR_DETAIL,
+  K_METHOD,
+  K_URL,
+  K_WORKFLOW,
+  K_KIND,
+  K_HEADERS,
+  K_RETRY_AFTER,
+  K_RATE_LIMIT,
+  K_NONE
+};
+
+static int field_of(const char *k, size_t len) {
+#define IS(name) (memcmp(k, name, sizeof name - 1) == 0)
+  switch (len) {
+  case 3: return IS("url") ? K_URL : K_NONE;
+  case 4: return IS("call") ? K_CALL : IS("kind") ? K_KIND : K_NONE;
+  case 5: return IS("error") ? K_ERROR : IS("hedge") ? K_HEDGE : K_NONE;
+  case 6: return IS("method") ? K_METHOD : K_NONE;
+  case 7:
+    return IS("attempt")   ? K_ATTEMPT
+           : IS("elapsed") ? K_ELAPSED
+           : IS("headers") ? K_HEADERS
+                           : K_NONE;
+  case 8: return IS("workflow") ? K_WORKFLOW : K_NONE;
+  case 10: return IS("rate_limit") ? K_RATE_LIMIT : K_NONE;
+  case 11: return IS("retry_after") ? K_RETRY_AFTER : K_NONE;
+  case 12: return IS("error_detail") ? K_ERROR_DETAIL : K_NONE;
+  case 13: return IS("invocation_id") ? K_INVOCATION_ID : K_NONE;
+  }
+  return K_NONE;
+#undef IS
+}
+
+/* The fields that need no outcome (a backoff or prepare has none). */
+static int push_ctx_field(lua_State *L, lr_script *s, int key) {
+  const lr_attempt_ctx *ctx = s->cur_ctx;
+  switch (key) {
+  case K_ATTEMPT: lua_pushinteger(L, ctx->attempt); return 1;
+  case K_ELAPSED: lua_pushnumber(L, ctx->elapsed); return 1;
+  case K_HEDGE: lua_pushboolean(L, ctx->hedge); return 1;
+  case K_CALL:
+    if (!ctx->data) return 0;
+    lr_script_push_call(L, s);
+    return 1;
+  case K_INVOCATION_ID:
+    if (!ctx->call) return 0;
+    lua_pushstring(L, luaretry_call_invocation_id(ctx->call));
+    return 1;
+  }
+  return -1; /* an outcome's field */
+}
+
 int lr_info_index(lua_State *L) {
   lr_script *s = lua_touserdata(L, lua_upvalueindex(1));
-  const char *k = lua_tostring(L, 2);
+  size_t len;
+  const char *k = lua_tolstring(L, 2, &len); /* a number key is no name either */
   const luaretry_outcome *o = s->cur;
   if (!k || !s->cur_ctx) return 0;
-  if (strcmp(k, "attempt") == 0)
-    lua_pushinteger(L, s->cur_ctx->attempt);
-  else if (strcmp(k, "elapsed") == 0)
-    lua_pushnumber(L, s->cur_ctx->elapsed);
-  else if (strcmp(k, "call") == 0 && s->cur_ctx->data)
-    lr_script_push_call(L, s);
-  else if (strcmp(k, "hedge") == 0)
-    lua_pushboolean(L, s->cur_ctx->hedge);
-  else if (strcmp(k, "invocation_id") == 0 && s->cur_ctx->call)
-    lua_pushstring(L, luaretry_call_invocation_id(s->cur_ctx->call));
-  else if (!o)
-    return 0;
-  else if (strcmp(k, "error") == 0)
-    push_string_or_nil(L, o->error);
-  else if (strcmp(k, "error_detail") == 0)
-    push_string_or_nil(L, o->error_detail);
-  else if (strcmp(k, "method") == 0)
-    push_string_or_nil(L, o->method);
-  else if (strcmp(k, "url") == 0)
-    push_string_or_nil(L, o->url);
-  else if (strcmp(k, "workflow") == 0)
-    lua_pushboolean(L, o->workflow);
-  else if (strcmp(k, "kind") == 0)
+  int key = field_of(k, len), pushed = push_ctx_field(L, s, key);
+  if (pushed >= 0 || !o) return pushed > 0;
+  switch (key) {
+  case K_ERROR: push_string_or_nil(L, o->error); return 1;
+  case K_ERROR_DETAIL: push_string_or_nil(L, o->error_detail); return 1;
+  case K_METHOD: push_string_or_nil(L, o->method); return 1;
+  case K_URL: push_string_or_nil(L, o->url); return 1;
+  case K_WORKFLOW: lua_pushboolean(L, o->workflow); return 1;
+  case K_KIND:
     lua_pushstring(L, o->kind == LUARETRY_OUTCOME_COMMAND ? "command" : "http");
-  else if (strcmp(k, "headers") == 0)
-    push_headers(L, s);
-  else if (strcmp(k, "retry_after") == 0)
-    return push_wait(L, o, 0);
-  else if (strcmp(k, "rate_limit") == 0)
-    return push_wait(L, o, 1);
-  else
-    return 0;
-  return 1;
+    return 1;
+  case K_HEADERS: push_headers(L, s); return 1;
+  case K_RETRY_AFTER: return push_wait(L, o, 0);
+  case K_RATE_LIMIT: return push_wait(L, o, 1);
+  }
+  return 0;
 }
 
 int lr_info_newindex(lua_State *L) {

@@ -66,11 +66,23 @@ static int keep_call_protected(lua_State *L) {
   return 0;
 }
 
+/* Whether the body slot holds this call's body: cached, or a new string
+ * put there without a protected C call (lr_sandbox_push_string). */
+static int body_ready(lr_script *s) {
+  if (body_cached(s, s->cur)) return 1;
+  lua_State *L = s->sb->L;
+  if (lr_sandbox_push_string(s->sb, s->cur_body, s->cur_body_len) != 0) return 0;
+  lua_copy(L, -1, SLOT_BODY);
+  lua_pop(L, 1);
+  return 1;
+}
+
 /* Runs is_success or is_transient; 0 with its two results on the stack
  * (the verdict, and a reason or nil), or -1 with v filled as a policy
- * error.  Nothing pushed here allocates (the body is cached first), so the
+ * error.  Nothing pushed here allocates (the body is ready first), so the
  * hook is called directly, with no C function between the host and the
- * script. */
+ * script; only a body the sandbox cannot push safely outside protection
+ * (near the memory limit) is made under it, by call_fresh. */
 static int run_hook(lr_script *s, int slot, int ref, int bodiless, const char *fname,
                     const char *rule, lr_verdict *v) {
   char err[sizeof v->message];
@@ -80,9 +92,7 @@ static int run_hook(lr_script *s, int slot, int ref, int bodiless, const char *f
     lua_pushvalue(L, slot);
     lua_pushinteger(L, s->cur->status);
     rc = lr_sandbox_pcall(s->sb, 1, 2, LUARETRY_E_POLICY, err, sizeof err);
-  } else if (body_cached(s, s->cur)) {
-    /* nothing pushed here allocates: the hook is called directly, with
-     * no C function between the host and the script */
+  } else if (body_ready(s)) {
     if (slot)
       lua_pushvalue(L, slot);
     else

@@ -160,6 +160,12 @@ void lr_sandbox_memory_kill(lr_sandbox *sb) {
 static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   lr_sandbox *sb = ud;
   size_t old = ptr ? osize : 0;
+  if (!ptr && sb->reserve && nsize && nsize <= sb->reserve_size) {
+    void *np = sb->reserve; /* lr_sandbox_push_string's: within the limit */
+    sb->reserve = NULL;
+    sb->used += nsize;
+    return np;
+  }
   if (nsize == 0) {
     if (sb->limits.seconds > 0)
       timed_free(sb, ptr, osize);
@@ -240,6 +246,29 @@ void lr_sandbox_free(lr_sandbox *sb) {
   if (sb->limits.seconds > 0) lr_watchdog_remove(&sb->watched);
   if (sb->L) lua_close(sb->L);
   free(sb);
+}
+
+/* More than a string's header (24 bytes in Lua 5.4) and its final NUL. */
+#define STRING_OVERHEAD 64
+
+int lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
+  size_t need = len + STRING_OVERHEAD;
+  if (need < len || sb->killed || sb->used + need > sb->limits.memory) return -1;
+  sb->reserve = malloc(need);
+  if (!sb->reserve) return -1;
+  sb->reserve_size = need;
+  lua_pushlstring(sb->L, s, len);
+  free(sb->reserve); /* not taken: a short string Lua already had */
+  sb->reserve = NULL;
+  if (sb->refused || sb->killed) {
+    /* a short string's table could not grow under the limit: Lua keeps
+     * the table as it was and raises nothing, so no limit was reached */
+    sb->refused = 0;
+    sb->killed = LR_KILL_NONE;
+    sb->where[0] = '\0';
+    base_hook(sb, sb->L);
+  }
+  return 0;
 }
 
 void lr_sandbox_pause(lr_sandbox *sb) {

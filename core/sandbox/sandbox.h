@@ -58,6 +58,8 @@ typedef struct lr_sandbox {
   void *deferred;             /* frees held back while a call runs */
   size_t deferred_count, deferred_bytes;
   lr_watched watched; /* in the watchdog's list */
+  void *reserve;      /* lr_sandbox_push_string's block, until Lua takes it */
+  size_t reserve_size;
 } lr_sandbox;
 
 /* A state whose globals `open_libs` sets up; NULL when out of memory or
@@ -103,6 +105,15 @@ luaretry_code lr_sandbox_call(lr_sandbox *sb, lua_CFunction f, void *arg, int nr
  * must not have needed protection to push): no C function in between. */
 luaretry_code lr_sandbox_pcall(lr_sandbox *sb, int nargs, int nresults, luaretry_code failure,
                                char *err, size_t errlen);
+
+/* Pushes a copy of s[0..len) as a Lua string outside any protected call,
+ * where a memory error would abort the host: only when nothing can raise
+ * one, that is when the string fits under the memory limit and its block
+ * is already allocated (Lua's first new block in lua_pushlstring is the
+ * string's; the collector's step after it raises nothing).  0 when pushed;
+ * -1 when it must be pushed under protection instead (lr_sandbox_call),
+ * nothing pushed. */
+int lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len);
 
 /* Around host code a script calls (a workflow's transport): the time it
  * takes is not the script's. */

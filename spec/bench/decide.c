@@ -18,7 +18,21 @@
  * memory of calls in flight (1,000 and 100,000 begun and waiting); the
  * memory of one loaded http.lua, and of 1,000.
  *
- * Each timing is the best of 5 runs, interleaved; a run lasts ~60 ms.
+ * (a), (a'), (c) and (c') run the same function, policies/http.lua's
+ * is_transient(status, body, info), loaded from the same file (its
+ * require "retry" from lua/), with the same arguments: 503, the same
+ * bodies, and an info whose fields read alike (the engine's is a
+ * read-only proxy, the bare loop's a plain table).
+ *
+ * Each timing is the best of 5 runs, interleaved; a run lasts ~60 ms.  The
+ * loops on one thread are timed on that thread's CPU clock
+ * (CLOCK_THREAD_CPUTIME_ID): the VM is shared, and a run that lost its CPU
+ * to a neighbour for a while would otherwise count that time as the
+ * loop's.  The 2-thread scaling is timed both ways: the wall clock
+ * (decisions per second of both threads, what the host gets) and each
+ * thread's CPU clock (what each decision costs while the other thread
+ * runs beside it: a line both threads write makes every decision dearer),
+ * with how much of the time both threads did run at once.
  * `make bench` builds and runs it from the top of the tree. */
 #include <lauxlib.h>
 #include <lua.h>
@@ -62,6 +76,14 @@ static double now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* This thread's CPU time: what a loop costs, without the time a neighbour
+ * on the shared VM held its CPU. */
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static void die(const char *what, const char *detail) {
   fprintf(stderr, "bench_decide: %s: %s\n", what, detail);
   exit(1);
@@ -89,10 +111,10 @@ static void engine_begin(engine_loop *e) {
   e->calls++;
 }
 
-/* n decisions; ns per decision. */
+/* n decisions; ns of this thread's CPU per decision. */
 static double engine_run(engine_loop *e, long n) {
   luaretry_decision d;
-  double t0 = now();
+  double t0 = cpu_now();
   for (long i = 0; i < n; i++) {
     if (e->vary) e->o.body = bodies[i % BODIES];
     if (luaretry_call_report(e->c, &e->o, &d) != LUARETRY_OK)
@@ -106,27 +128,35 @@ static double engine_run(engine_loop *e, long n) {
       engine_begin(e);
     }
   }
-  double t = now() - t0;
+  double t = cpu_now() - t0;
   e->decisions += n;
   return t * 1e9 / (double)n;
 }
 
 /* (a) on T threads at once, one policy, each thread its own calls: the
- * decisions per second of all threads together. */
+ * decisions per second of all threads together (wall clock), and each
+ * thread's CPU time per decision. */
 typedef struct {
   engine_loop loop;
   long n;
+  double cpu_ns; /* per decision, this thread's CPU clock */
 } thread_job;
 
 static void *thread_run(void *arg) {
   thread_job *job = arg;
-  engine_run(&job->loop, job->n);
+  job->cpu_ns = engine_run(&job->loop, job->n);
   return NULL;
 }
 
 static void engine_init(engine_loop *e, luaretry_policy *p);
 
-static double throughput(luaretry_policy *p, int threads, long n) {
+typedef struct {
+  double per_second; /* decisions of all threads, wall clock */
+  double cpu_ns;     /* the threads' mean CPU time per decision */
+  double overlap;    /* CPU seconds of all threads / wall seconds: 2 if both ran all along */
+} scaling;
+
+static scaling throughput(luaretry_policy *p, int threads, long n) {
   thread_job jobs[8];
   pthread_t t[8];
   for (int i = 0; i < threads; i++) {
@@ -138,8 +168,13 @@ static double throughput(luaretry_policy *p, int threads, long n) {
   for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, thread_run, &jobs[i]);
   for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
   double elapsed = now() - t0;
-  for (int i = 0; i < threads; i++) luaretry_call_free(jobs[i].loop.c);
-  return (double)threads * (double)n / elapsed;
+  scaling sc = { (double)threads * (double)n / elapsed, 0, 0 };
+  for (int i = 0; i < threads; i++) {
+    luaretry_call_free(jobs[i].loop.c);
+    sc.cpu_ns += jobs[i].cpu_ns / threads;
+    sc.overlap += jobs[i].cpu_ns * 1e-9 * (double)n / elapsed;
+  }
+  return sc;
 }
 
 static luaretry_class c_classify(void *ud, const luaretry_outcome *o, int attempt, double *wait) {
@@ -226,7 +261,7 @@ static void bare_init(bare_loop *b, int vary) {
 static double bare_run(bare_loop *b, long n) {
   lua_State *L = b->L;
   long yes = 0;
-  double t0 = now();
+  double t0 = cpu_now();
   for (long i = 0; i < n; i++) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, b->fn);
     lua_pushinteger(L, 503);
@@ -237,7 +272,7 @@ static double bare_run(bare_loop *b, long n) {
     yes += lua_toboolean(L, -1);
     lua_pop(L, 1);
   }
-  double t = now() - t0;
+  double t = cpu_now() - t0;
   if (yes != n) die("bare pcall", "is_transient(503) was not true");
   return t * 1e9 / (double)n;
 }
@@ -303,8 +338,11 @@ static timings time_decisions(void) {
 }
 
 static void print_decisions(const timings *t) {
-  printf("%ld decisions per run, best of %d runs; status 503, a %zu-byte body\n\n", t->n, RUNS,
-         sizeof BODY - 1);
+  printf(
+    "policy: policies/http.lua, its is_transient(status, body, info) in the engine and bare\n"
+    "%ld decisions per run, best of %d runs, this thread's CPU time; status 503, a %zu-byte "
+    "body\n\n",
+    t->n, RUNS, sizeof BODY - 1);
   printf("%-46s %14s   %s\n", "figure", "result", "target");
   printf("%-46s %11.1f ns\n", "(a) decision, Lua is_transient, same body", t->a);
   printf("%-46s %11.1f ns\n", "(c) bare lua_pcall of it, same body", t->c);
@@ -402,6 +440,48 @@ static void print_inflight(long count) {
   luaretry_policy_free(p);
 }
 
+/* Scaling: the same Lua decision on 1 and 2 threads sharing the policy,
+ * best of RUNS each.  Target: 2 threads make at least 1.8x the decisions
+ * of one, judged on the CPU clocks (on the wall clock a shared VM's other
+ * tenants decide it), and only on runs where both threads did run at once
+ * at least 80% of the time (a neighbour that takes a CPU away also slows
+ * the caches and the core the threads share). */
+#define TARGET_SCALING 1.8
+
+static void print_scaling(long n) {
+  luaretry_policy *p_lua = load_http(1);
+  scaling one = { 0, 1e300, 0 }, two = { 0, 1e300, 0 };
+  int overlapped = 0; /* 2-thread runs where both threads ran at once >= 80% of the time */
+  for (int r = 0; r < RUNS; r++) {
+    scaling s1 = throughput(p_lua, 1, n), s2 = throughput(p_lua, 2, n);
+    if (s1.per_second > one.per_second) one.per_second = s1.per_second;
+    if (s1.cpu_ns < one.cpu_ns) one.cpu_ns = s1.cpu_ns;
+    if (s2.per_second > two.per_second) two.per_second = s2.per_second;
+    /* a run whose threads took turns shows no contention: not counted */
+    if (s2.overlap < 1.8) continue;
+    overlapped++;
+    if (s2.cpu_ns < two.cpu_ns) two.cpu_ns = s2.cpu_ns, two.overlap = s2.overlap;
+  }
+  luaretry_policy_free(p_lua);
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  printf("%-46s %11.1f ns\n", "(a) on 1 thread: per decision (wall)", 1e9 / one.per_second);
+  printf("%-46s %11.1f ns   (%.2fx the decisions of one thread; ideal %ld)\n",
+         "(a) on 2 threads, one policy (wall)", 2e9 / two.per_second,
+         two.per_second / one.per_second, cpus >= 2 ? 2L : 1L);
+  printf("%-46s %11.1f ns\n", "(a) on 1 thread: CPU time per decision", one.cpu_ns);
+  if (cpus < 2 || !overlapped) {
+    printf("%-46s %14s   (not judged: in no run did both threads run at once 80%% of the time)\n",
+           "(a) on 2 threads: CPU time per decision", "-");
+    return;
+  }
+  double by_cpu = 2 * one.cpu_ns / two.cpu_ns;
+  printf("%-46s %11.1f ns   (%d of %d runs overlapped; the best at %.0f%%)\n",
+         "(a) on 2 threads: CPU time per decision", two.cpu_ns, overlapped, RUNS,
+         100 * (two.overlap - 1));
+  printf("%-46s %13.2fx   >= %.2fx  %s\n", "2 threads / 1, by CPU time", by_cpu, TARGET_SCALING,
+         verdict(by_cpu >= TARGET_SCALING));
+}
+
 /* The figures in the order they are printed: each step a few lines. */
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) die(LUARETRY_DATADIR, "cannot chdir");
@@ -411,27 +491,16 @@ int main(void) {
   char date[64];
   time_t clock_now = time(NULL);
   strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&clock_now));
-  printf("luaretry %s bench: decide   %s, %ld CPUs, %s, %s\n", LUARETRY_VERSION, u.machine,
-         sysconf(_SC_NPROCESSORS_ONLN), LUA_RELEASE, date);
+  double load[1] = { -1 }; /* the machine is shared: how busy it was */
+  getloadavg(load, 1);
+  printf("luaretry %s bench: decide   %s, %ld CPUs, load %.2f, %s, %s\n", LUARETRY_VERSION,
+         u.machine, sysconf(_SC_NPROCESSORS_ONLN), load[0], LUA_RELEASE, date);
 
   make_bodies();
   timings t = time_decisions();
   print_decisions(&t);
 
-  /* Scaling: the same Lua decision on 1 and 2 threads sharing the policy. */
-  luaretry_policy *p_lua = load_http(1);
-  double tput1 = 0, tput2 = 0;
-  for (int r = 0; r < RUNS; r++) {
-    double t1 = throughput(p_lua, 1, t.n), t2 = throughput(p_lua, 2, t.n);
-    if (t1 > tput1) tput1 = t1;
-    if (t2 > tput2) tput2 = t2;
-  }
-  printf("%-46s %11.1f ns\n", "(a) on 1 thread: per decision", 1e9 / tput1);
-  printf("%-46s %11.1f ns   (%.2fx the decisions of one thread; ideal %ld)\n",
-         "(a) on 2 threads, one policy: per decision", 2e9 / tput2, tput2 / tput1,
-         sysconf(_SC_NPROCESSORS_ONLN) >= 2 ? 2L : 1L);
-  luaretry_policy_free(p_lua);
-
+  print_scaling(t.n);
   print_begins();
   print_inflight(1000);
   print_inflight(100000);

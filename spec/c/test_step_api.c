@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <dirent.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "luaretry.h"
@@ -646,6 +648,86 @@ static void test_real_clock(void) {
   luaretry_policy_free(p);
 }
 
+/* The first wait of a new call seeded from the OS: full jitter, in [0, 1]. */
+static double first_wait(luaretry_policy *p) {
+  luaretry_call *c = NULL;
+  double w = -1;
+  luaretry_decision d;
+  if (luaretry_call_begin(p, NULL, &c) == LUARETRY_OK && report(c, 503, -1, &d) == LUARETRY_OK &&
+      d.retry)
+    w = d.wait;
+  luaretry_call_free(c);
+  return w;
+}
+
+/* Calls seeded from the OS (by way of their thread's generator) draw
+ * apart, and so do a forked child and its parent after the fork. */
+static void test_os_seeds(void) {
+  luaretry_policy *p =
+    load_str("=jitter", "max_attempts = 3\nbackoff = { initial = 1, jitter = 'full' }\n");
+  if (!p) return;
+  double a = first_wait(p), b = first_wait(p);
+  CHECK(a >= 0 && a <= 1 && b >= 0 && b <= 1);
+  CHECK(a != b);
+  int fds[2];
+  if (!CHECK(pipe(fds) == 0)) return;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    double w = first_wait(p);
+    _exit(write(fds[1], &w, sizeof w) == (ssize_t)sizeof w ? 0 : 1);
+  }
+  double mine = first_wait(p), child = -2;
+  CHECK(pid > 0 && read(fds[0], &child, sizeof child) == (ssize_t)sizeof child);
+  int status = 1;
+  if (pid > 0) waitpid(pid, &status, 0);
+  CHECK_EQ_INT(status, 0);
+  CHECK(child >= 0 && child <= 1);
+  CHECK(mine != child); /* the child does not repeat its parent's stream */
+  close(fds[0]);
+  close(fds[1]);
+  luaretry_policy_free(p);
+}
+
+static int open_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  int n = 0;
+  if (!d) return -1;
+  while (readdir(d)) n++;
+  closedir(d);
+  return n;
+}
+
+/* A call that waits on the real clock opens an eventfd (for cancel); one
+ * never cancelled serves later calls, so a thousand calls one after the
+ * other leave no more than a few open, and a cancelled call's wakeup does
+ * not reach the next call: its wait lasts. */
+static void test_wakeup_fds(void) {
+  luaretry_policy *p = load_str("@svc.lua", SVC);
+  if (!p) return;
+  int before = open_fds();
+  for (int i = 0; i < 1000; i++) {
+    luaretry_call *c = NULL;
+    if (!CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK)) break;
+    CHECK_CODE(luaretry_call_wait(c, 1e-6), LUARETRY_OK);
+    luaretry_call_free(c);
+  }
+  int after = open_fds();
+  CHECK(before > 0 && after <= before + 4);
+  luaretry_call *c = NULL, *next = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_wait(c, 1e-6), LUARETRY_OK); /* it has its fd */
+  luaretry_call_cancel(c);
+  CHECK_CODE(luaretry_call_wait(c, 10), LUARETRY_E_CANCELLED);
+  luaretry_call_free(c);
+  CHECK_CODE(luaretry_call_begin(p, NULL, &next), LUARETRY_OK);
+  double t0 = now();
+  CHECK_CODE(luaretry_call_wait(next, 0.02), LUARETRY_OK);
+  CHECK(now() - t0 >= 0.02);
+  luaretry_call_free(next);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) {
     perror(LUARETRY_DATADIR);
@@ -660,5 +742,7 @@ int main(void) {
   test_warnings();
   test_failed_reload();
   test_real_clock();
+  test_os_seeds();
+  test_wakeup_fds();
   return check_done();
 }

@@ -26,6 +26,7 @@ static const char POLICY[] =
 typedef struct {
   luaretry_policy *p;
   int id;
+  long calls; /* step_worker: calls to make; 0: DECISIONS / PER_CALL */
   long decisions, retries, successes, failures;
 } worker;
 
@@ -34,7 +35,8 @@ static void *step_worker(void *arg) {
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
   opt.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME;
-  for (long n = 0; n < DECISIONS / PER_CALL; n++) {
+  long calls = w->calls ? w->calls : DECISIONS / PER_CALL;
+  for (long n = 0; n < calls; n++) {
     opt.seed = (uint64_t)(w->id * 1000003L + n);
     luaretry_call *c;
     if (luaretry_call_begin(w->p, &opt, &c) != LUARETRY_OK) {
@@ -99,15 +101,20 @@ static void *blocking_worker(void *arg) {
   return NULL;
 }
 
-static void run_threads(void *(*fn)(void *), worker *w, luaretry_policy *p) {
+static void run_threads_of(void *(*fn)(void *), worker *w, luaretry_policy *p, long calls) {
   pthread_t t[THREADS];
   for (int i = 0; i < THREADS; i++) {
     memset(&w[i], 0, sizeof w[i]);
     w[i].p = p;
     w[i].id = i;
+    w[i].calls = calls;
     pthread_create(&t[i], NULL, fn, &w[i]);
   }
   for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+}
+
+static void run_threads(void *(*fn)(void *), worker *w, luaretry_policy *p) {
+  run_threads_of(fn, w, p, 0);
 }
 
 int main(void) {
@@ -137,6 +144,25 @@ int main(void) {
   CHECK_EQ_INT((long)m.calls, (long)THREADS * DECISIONS / PER_CALL);
   CHECK_EQ_INT((long)m.successes, (long)THREADS * DECISIONS / PER_CALL);
   CHECK_EQ_INT((long)m.retries, (long)THREADS * DECISIONS / PER_CALL * (PER_CALL - 1));
+
+  /* more threads than there are stripes to own: the first to count own
+   * one (its only writer), later ones share the rest; waves of THREADS
+   * threads, each after the last ended, still count every decision */
+  luaretry_metrics wave0;
+  luaretry_policy_metrics(p, &wave0);
+  long wave_decisions = 0;
+  for (int wave = 0; wave < 5; wave++) {
+    run_threads_of(step_worker, w, p, 100);
+    for (int i = 0; i < THREADS; i++) {
+      CHECK_EQ_INT(w[i].failures, 0);
+      wave_decisions += w[i].decisions;
+    }
+  }
+  luaretry_metrics wave1;
+  CHECK_CODE(luaretry_policy_metrics(p, &wave1), LUARETRY_OK);
+  CHECK_EQ_INT(wave_decisions, 5L * THREADS * 100 * PER_CALL);
+  CHECK_EQ_INT((long)(wave1.attempts - wave0.attempts), wave_decisions);
+  CHECK_EQ_INT((long)(wave1.calls - wave0.calls), 5L * THREADS * 100);
 
   /* the blocking call too, on the same policy, with a shared budget:
    * each call fails twice then succeeds, so tokens go -2 + 0.5 a call and
