@@ -5,6 +5,7 @@
  * each call's rules (so a reload never changes them under a running
  * call), and time from each call's clock (so a breaker on virtual time
  * opens and closes on virtual time). */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +82,10 @@ void lr_count(lr_shared *s, int metric, long long n) {
   if (!k) k = choose_stripe();
   if (k > 0) { /* the one writer: no locked add needed */
     atomic_llong *v = &s->stripes[k - 1].v[metric];
-    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n,
+    long long old = atomic_load_explicit(v, memory_order_relaxed);
+    /* saturates: the wait total of absurd waits (clamped to 9.2e18 ns each)
+     * must not overflow, which a plain signed add would */
+    atomic_store_explicit(v, n > 0 && old > LLONG_MAX - n ? LLONG_MAX : old + n,
                           memory_order_relaxed);
   } else {
     atomic_fetch_add_explicit(&s->stripes[-k - 1].v[metric], n, memory_order_relaxed);
@@ -90,8 +94,11 @@ void lr_count(lr_shared *s, int metric, long long n) {
 
 long long lr_counted(const lr_shared *s, int metric) {
   long long sum = 0;
-  for (int k = 0; k < LR_STRIPES; k++)
-    sum += atomic_load_explicit(&((lr_shared *)s)->stripes[k].v[metric], memory_order_relaxed);
+  for (int k = 0; k < LR_STRIPES; k++) {
+    long long v =
+      atomic_load_explicit(&((lr_shared *)s)->stripes[k].v[metric], memory_order_relaxed);
+    sum = v > 0 && sum > LLONG_MAX - v ? LLONG_MAX : sum + v; /* as lr_count: saturated */
+  }
   return sum;
 }
 
