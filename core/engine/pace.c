@@ -13,22 +13,22 @@
  * The adaptive rate is AIMD that tolerates a little throttling.  Unlimited
  * until the first throttling answer, it then starts from 0.7 of what the
  * service took over the last second (at least 4 a second) and grows fast
- * (4 a second more per success: doubling in a fraction of a second) until
- * the next throttling answer, which takes 0.9 of half of it or of what the
- * service took, the more.  From then on, at most once a second, when more than 5% of
- * the last second's answers were throttling, it takes 0.9 of itself; each
- * success adds 1 / rate, one attempt a second more per second.  A limiter
- * with no burst (nginx's limit_req with burst 0) rejects a share of
- * requests well below its rate, as sends and its clock jitter by a
- * millisecond or two; decreasing on every throttling answer (AWS's adaptive
- * mode: CUBIC, beta 0.7) then keeps the rate far below the limit, and
- * CUBIC's fast return to the last maximum sits where rejections are
- * already many.  Against limit_req at 50 r/s, 1000 URLs at --parallel 16
- * (spec/bench/limit_req.sh): 0.045 to 0.07 429s per success in 1.14 to
- * 1.23 times the ideal time, where AIMD by 0.7 on every throttling answer
- * measured 0.06 to 0.09 in 1.6 to 1.8 times, CUBIC (beta 0.7, C 0.4) 0.13
- * to 0.33 in 1.8 to 2.5 times.  Time is the guard clock of each call
- * (virtual in simulations). */
+ * (4 a second more per success: a slow start).  From then on, at most once
+ * a second, when more than 5% of the last second's answers were
+ * throttling, it takes 0.9 of itself (ending a slow start: 0.9 of half of
+ * itself or of what the service took, the more); each success adds
+ * 1 / rate, one attempt a second more per second.  Why not AWS's CUBIC
+ * (beta 0.7 on every throttling answer): a limiter with no burst (nginx's
+ * limit_req, burst 0) rejects a share of requests well below its rate, as
+ * sends and its clock jitter by a millisecond or two; slowing down on each
+ * rejection keeps the rate far below the limit, and CUBIC's fast return to
+ * the last maximum sits where rejections are already many.  Against
+ * limit_req at 50 r/s, 1000 URLs at --parallel 16 (spec/bench/limit_req.sh):
+ * 0.045 to 0.052 429s per success in 1.14 to 1.16 times the ideal time
+ * over four runs; AIMD by 0.7 on every throttling answer, +6/s per second,
+ * measured 0.06 to 0.09 in 1.6 to 1.8 times (before a retry's token stopped
+ * idling the bucket), CUBIC 0.13 to 0.33 in 1.8 to 2.5 times.  Time is the
+ * guard clock of each call (virtual in simulations). */
 #include <math.h>
 #include <string.h>
 
