@@ -13,8 +13,10 @@
  * T / (R + 1) of the window's first answer) until the server says more;
  * a slot there is not held ahead: the call asks again when it comes, as
  * the server's answers by then may say more.
- * The window is taken to end 2% after its reset.  Time is the guard clock
- * (virtual in simulations). */
+ * The window is taken to end 2% after its reset; a reset past
+ * max_retry_after is ignored, as fields that do not read are.  The state
+ * is the policy's in this process (the fleet's Redis does not share it).
+ * Time is the guard clock (virtual in simulations). */
 #include <math.h>
 #include <time.h>
 
