@@ -69,17 +69,34 @@ static void stop_throttled(luaretry_call *c, luaretry_decision *d, double at, in
                       remote ? "the fleet's " : "the ", 100 * r, g->throttle_k, g->throttle_window);
 }
 
-/* A token for the attempt that would start `start` seconds into the call:
- * the extra wait, or -1 when it would come past the deadline (nothing
- * reserved then).  An adaptive limiter may hand out a time to ask again
- * instead (admitted stays, and luaretry_call_next asks then). */
+/* A token for the attempt that would start `start` seconds into the call
+ * (and a slot under the server's RateLimit fields, quota.c: it waits for
+ * both): the extra wait, or -1 when it would come past the deadline
+ * (nothing reserved then).  The limiter may hand out a time to ask again
+ * instead (admitted stays, and luaretry_call_next asks then): adaptive,
+ * past the server's window, and for a later attempt (a retry after its
+ * backoff) whose token is free when it comes. */
 double lr_call_rate_token(luaretry_call *c, double start) {
   const lr_rules *r = c->rules;
   double base = c->guard_origin + c->start;
   double latest = r->deadline > 0 ? base + r->deadline : -1;
-  int held;
-  double extra = lr_rate_reserve(c->shared, &r->guards, base + start, latest,
-                                 r->guards.rate_adaptive ? lr_rng_unit(&c->rng) : 0, &held);
+  double now = base + (lr_clock_now(&c->clock) - c->start);
+  int held = 1;
+  double quota = 0; /* the server's quota first (quota.c), then the token bucket: the later */
+  c->quota_refused = 0;
+  if (r->guards.rate_headers && base + start > now) {
+    held = 0; /* a later attempt asks the server's quota when it comes */
+  } else if (r->guards.rate_headers) {
+    quota =
+      lr_quota_reserve(c->shared, base + start, latest, lr_rng_unit(&c->rng), &c->quota_seq, &held);
+    if (quota < 0) return c->quota_refused = 1, -1;
+  }
+  double extra = quota;
+  if (held) {
+    extra = lr_rate_reserve(c->shared, &r->guards, now, base + start + quota, latest,
+                            r->guards.rate_adaptive ? lr_rng_unit(&c->rng) : 0, &held);
+    if (extra >= 0) extra += quota;
+  }
   if (extra >= 0) {
     c->admitted = held ? c->attempts + 1 : c->attempts; /* not held: ask again then */
     c->admit_at = start + extra;
@@ -88,6 +105,13 @@ double lr_call_rate_token(luaretry_call *c, double start) {
 }
 
 void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double start) {
+  if (c->quota_refused) {
+    lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate.headers",
+                        "the server's RateLimit quota leaves no room before the deadline "
+                        "(%.3f s; the attempt would start at %.3f s or later)",
+                        c->rules->deadline, start);
+    return;
+  }
   lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate",
                       "the rate limiter's next token "
                       "(%.3f per second now) comes after the deadline (%.3f s; the attempt would "
@@ -216,6 +240,8 @@ int lr_call_judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict
     lr_throttle_record(c->shared, g, v->cls != LUARETRY_CLASS_TRANSIENT, guard_now);
     if (v->cls == LUARETRY_CLASS_SUCCESS || v->throttled)
       lr_rate_answer(c->shared, g, v->throttled, guard_now);
+    if (g->rate_headers)
+      lr_quota_answer(c->shared, g, o->headers, o->header_count, c->quota_seq, guard_now);
   }
   switch (v->cls) {
   case LUARETRY_CLASS_SUCCESS:

@@ -39,6 +39,11 @@ struct luaretry_call {
                               comes (the rate limiter) */
   int admitted;             /* attempts that hold a token: the next has one
                               when admitted > attempts */
+  /* quota.c: the server's number of the latest attempt paced by its
+   * RateLimit fields, and whether they, not the token bucket, left no room
+   * before the deadline */
+  unsigned long long quota_seq;
+  int quota_refused;
   double next_timeout;
   int attempts; /* attempts reported so far */
   int stopped;

@@ -96,6 +96,10 @@ typedef struct {
   int rate, rate_adaptive;
   double rate_limit;
   long rate_burst;
+  /* rate.headers: the server's RateLimit fields pace the next attempts
+   * (quota.c); max_wait bounds the reset it believes (max_retry_after) */
+  int rate_headers;
+  double rate_headers_max_wait;
 } lr_guards;
 
 #define LR_WINDOW_MAX 1000 /* outcomes a rate window may hold */
@@ -129,6 +133,22 @@ enum {
   LR_METRIC_COUNT
 };
 
+/* quota.c's state: what the server's RateLimit fields said of its quota,
+ * under its own spin lock (guard clock).  `until`: the server's window
+ * ends then; `span`: its length as first told (resets within a quarter of
+ * it are the same window's); `next`: the earliest start of the next
+ * attempt; `spacing`: seconds between attempts once the window is spent or
+ * over (w / q, else t / (r + 1) of the window's first answer; 0: none
+ * known); `left`: attempts the server still takes before `until`; `sent`:
+ * attempts paced so far (an answer's count is lowered by those sent after
+ * its own). */
+typedef struct {
+  atomic_flag lock;
+  double until, span, next, spacing;
+  long long left;
+  unsigned long long sent;
+} lr_quota_pace;
+
 /* pace.c's state: the client-side throttle's counts (ten buckets over its
  * window) and the rate limiter's (GCRA's theoretical arrival time, the
  * adaptive rate), under a spin lock held for a few instructions. */
@@ -144,6 +164,12 @@ typedef struct {
   long sent[LR_PACE_BUCKETS]; /* attempts per tenth of a second: the send rate */
   long long ok_slot[LR_PACE_BUCKETS];
   long ok[LR_PACE_BUCKETS]; /* successes per tenth of a second: what the service took */
+  /* adaptive: throttling answers per tenth of a second, and whether it
+   * is still growing fast after the first one (slow start) */
+  long long thr_slot[LR_PACE_BUCKETS];
+  long thr[LR_PACE_BUCKETS];
+  int probing;
+  lr_quota_pace quota;
 } lr_pace;
 
 /* The counters, striped: each thread adds to a stripe of its own (by a
@@ -225,18 +251,47 @@ void lr_throttle_add(lr_shared *s, const lr_guards *g, long long requests, long 
                      double now);
 void lr_throttle_totals(lr_shared *s, const lr_guards *g, double now, double *requests,
                         double *accepts);
-/* A token for an attempt that would start at `at`: the extra seconds to
- * wait for it (0: at once), reserved (*held = 1); or, adaptive, when it
- * would come more than a second ahead, the seconds after which to ask
- * again (*held = 0; `u` in [0, 1) spreads them); or -1, nothing reserved,
- * when it would come after `latest`. */
-double lr_rate_reserve(lr_shared *s, const lr_guards *g, double at, double latest, double u,
-                       int *held);
+/* A token for an attempt that would start at `at` (`now`: the guard
+ * clock now): the extra seconds to wait for it (0: at once), reserved
+ * (*held = 1); or the seconds after which to ask again (*held = 0): 0 for
+ * an attempt after `now` whose token is free at `at`, and, adaptive, when
+ * it would come more than a quarter of a second ahead (`u` in [0, 1)
+ * spreads them); or -1, nothing reserved, when it would come after
+ * `latest`. */
+double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, double latest,
+                       double u, int *held);
 /* The adaptive rate follows the answers: throttling slows it down, a
  * success speeds it up. */
 void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now);
 /* Tokens per second now (0: none). */
 double lr_rate_now(lr_shared *s, const lr_guards *g);
+
+/* ---- quota.c: pacing by the server's RateLimit fields (rate.headers) */
+
+/* What the rate-limit fields say (retry_after.c's readers): `remaining`
+ * requests until `reset` seconds from now; `quota` per `window` seconds
+ * when a RateLimit-Policy says so (0: not said). */
+typedef struct {
+  double remaining, reset, quota, window;
+} lr_quota_hint;
+/* 1: read; 0: no such field; -1: a field that does not read (ignored). */
+int lr_quota_read(const luaretry_header *headers, size_t count, double now, lr_quota_hint *q);
+
+void lr_quota_reset(lr_quota_pace *q);
+/* The slot of an attempt that would start at `at` (guard clock) under
+ * what the server said: the extra seconds to wait (0: at once), held
+ * (*held = 1) with *seq its number for its answer; or, past the server's
+ * window, the seconds after which to ask again (*held = 0; `u` in [0, 1)
+ * spreads them); or -1, nothing taken, when it would come after `latest`
+ * (< 0: no latest). */
+double lr_quota_reserve(lr_shared *s, double at, double latest, double u, unsigned long long *seq,
+                        int *held);
+/* An answer's headers (`seq`: its attempt's number, 0 when it had none):
+ * what they say of the quota, from `now` (guard clock).  1 when a field
+ * was read, 0 when there was none, -1 when one was ignored (malformed, or
+ * a reset past max_wait). */
+int lr_quota_answer(lr_shared *s, const lr_guards *g, const luaretry_header *headers, size_t count,
+                    unsigned long long seq, double now);
 
 /* ---- the remote view: guards shared beyond this process (the fleet's,
  * through Redis), seen through a small interface so that the engine knows

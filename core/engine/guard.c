@@ -37,7 +37,8 @@ static int same_guards(const lr_guards *a, const lr_guards *b) {
          a->slow_rate == b->slow_rate && a->window == b->window && a->min_calls == b->min_calls &&
          a->throttle_k == b->throttle_k && a->throttle_window == b->throttle_window &&
          a->rate == b->rate && a->rate_adaptive == b->rate_adaptive &&
-         a->rate_limit == b->rate_limit && a->rate_burst == b->rate_burst;
+         a->rate_limit == b->rate_limit && a->rate_burst == b->rate_burst &&
+         a->rate_headers == b->rate_headers && a->rate_headers_max_wait == b->rate_headers_max_wait;
 }
 
 static void window_clear(lr_shared *s) {

@@ -4,29 +4,46 @@
  * max(0, (requests - K * accepts) / (requests + 1)) over a recent window),
  * and a rate limiter: a token bucket kept as GCRA's theoretical arrival
  * time, so a reservation is one comparison and one addition, and a waiting
- * attempt holds its token while it waits (adaptive: at most a second
- * ahead; a later one asks again, as a token handed out at a rate since
- * lowered would come too early).  The adaptive rate is AIMD: the first
- * throttling answer sets it to 0.7 of what the service accepted (its
- * successes) over the last second, or of what was sent when none was;
- * later throttling answers multiply it by 0.7 (the beta of AWS's adaptive
- * mode), at most once a second (the answers in flight when it slowed down
- * tell nothing new); each success adds 6 / rate, about 6 attempts a second
- * more per second.  Measured against nginx's limit_req (50 r/s, 1000 URLs,
- * spec/bench/limit_req.sh), AIMD did better than CUBIC with AWS's
- * constants (beta 0.7, C 0.4): 0.06 429s per success in 1.56x the ideal
- * time, against 0.13 to 0.33 in 1.8x to 2.5x; CUBIC's cubic probe
- * overshoots a limit with no burst.  Time is the guard clock of each call
- * (virtual in simulations). */
+ * attempt holds its token while it waits (adaptive: at most a quarter of
+ * a second ahead; a later one asks again, as a token handed out at a rate
+ * since lowered would come too early).  A later attempt (a retry after its
+ * backoff) whose token would be free then asks when it comes: taken now,
+ * it would move the bucket's time past the gap and leave it idle.
+ *
+ * The adaptive rate is AIMD that tolerates a little throttling.  Unlimited
+ * until the first throttling answer, it then starts from 0.7 of what the
+ * service took over the last second (at least 4 a second) and grows fast
+ * (4 a second more per success: a slow start).  From then on, at most once
+ * a second, when more than 5% of the last second's answers were
+ * throttling, it takes 0.9 of itself (ending a slow start: 0.9 of half of
+ * itself or of what the service took, the more); each success adds
+ * 1 / rate, one attempt a second more per second.  Why not AWS's CUBIC
+ * (beta 0.7 on every throttling answer): a limiter with no burst (nginx's
+ * limit_req, burst 0) rejects a share of requests well below its rate, as
+ * sends and its clock jitter by a millisecond or two; slowing down on each
+ * rejection keeps the rate far below the limit, and CUBIC's fast return to
+ * the last maximum sits where rejections are already many.  Against
+ * limit_req at 50 r/s, 1000 URLs at --parallel 16 (spec/bench/limit_req.sh):
+ * 0.045 to 0.052 429s per success in 1.14 to 1.16 times the ideal time
+ * over four runs; AIMD by 0.7 on every throttling answer, +6/s per second,
+ * measured 0.06 to 0.09 in 1.6 to 1.8 times (before a retry's token stopped
+ * idling the bucket), CUBIC 0.13 to 0.33 in 1.8 to 2.5 times.  Time is the
+ * guard clock of each call (virtual in simulations). */
 #include <math.h>
 #include <string.h>
 
 #include "engine.h"
 
-#define DECREASE 0.7 /* the factor on throttling (AWS's adaptive mode's beta) */
-#define INCREASE 6.0 /* attempts a second added per second of successes */
-#define MIN_RATE 0.5 /* the adaptive rate never goes below (tokens/s) */
-#define HORIZON  1.0 /* adaptive: seconds of tokens handed out ahead */
+#define FIRST_DECREASE 0.7  /* the first throttling answer: of what the service took */
+#define FIRST_FLOOR    4.0  /* ... at least this many a second */
+#define PROBE          4.0  /* then, until the next: attempts a second added per success */
+#define OVERSHOT       0.5  /* ... which takes this much of the rate, or what was taken */
+#define DECREASE       0.9  /* later: the factor when throttling passes TOLERATED */
+#define TOLERATED      0.05 /* the share of throttling answers over a second let be */
+#define HOLD           1.0  /* seconds between decreases at least */
+#define INCREASE       1.0  /* attempts a second added per second of successes */
+#define MIN_RATE       0.5  /* the adaptive rate never goes below (tokens/s) */
+#define HORIZON        0.25 /* adaptive: seconds of tokens handed out ahead */
 
 static void lock(lr_pace *p) {
   while (atomic_flag_test_and_set_explicit(&p->lock, memory_order_acquire)) {
@@ -46,6 +63,7 @@ static long long slot_of(double x) {
 void lr_pace_init(lr_pace *p) {
   memset(p, 0, sizeof *p);
   atomic_flag_clear(&p->lock);
+  atomic_flag_clear(&p->quota.lock);
 }
 
 void lr_pace_reset(lr_pace *p) {
@@ -57,8 +75,12 @@ void lr_pace_reset(lr_pace *p) {
   memset(p->sent, 0, sizeof p->sent);
   memset(p->ok_slot, 0, sizeof p->ok_slot);
   memset(p->ok, 0, sizeof p->ok);
+  memset(p->thr_slot, 0, sizeof p->thr_slot);
+  memset(p->thr, 0, sizeof p->thr);
+  p->probing = 0;
   p->tat = p->rate = p->last_decrease = 0;
   unlock(p);
+  lr_quota_reset(&p->quota);
 }
 
 /* ---- the throttle's counts: ten buckets, each a tenth of the window */
@@ -167,8 +189,8 @@ static double current_rate(const lr_pace *p, const lr_guards *g) {
   return g->rate_adaptive && p->rate > 0 ? p->rate : g->rate_limit;
 }
 
-double lr_rate_reserve(lr_shared *s, const lr_guards *g, double at, double latest, double u,
-                       int *held) {
+double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, double latest,
+                       double u, int *held) {
   *held = 1;
   if (!g->rate) return 0;
   lr_pace *p = &s->pace;
@@ -180,6 +202,13 @@ double lr_rate_reserve(lr_shared *s, const lr_guards *g, double at, double lates
     if (latest >= 0 && start > latest) {
       unlock(p);
       return -1;
+    }
+    if (start <= at && at > now) {
+      /* a later attempt (a retry after its backoff) whose token is free
+       * then: taken now, it would leave the bucket idle until then */
+      unlock(p);
+      *held = 0;
+      return 0;
     }
     if (g->rate_adaptive && start - at > HORIZON) {
       /* tokens are held at most HORIZON ahead: the rate may change before
@@ -196,23 +225,39 @@ double lr_rate_reserve(lr_shared *s, const lr_guards *g, double at, double lates
   return wait;
 }
 
+/* A decrease: from the rate now, or from what the service took over the
+ * last second when that is less (a rate that overshot). */
+static void decrease(lr_pace *p, const lr_guards *g, double now) {
+  double took = per_second(p->ok_slot, p->ok, now);
+  double from = p->rate;
+  if (p->probing && from > 0) /* it overshot: half of it, or what was taken */
+    from = took > from * OVERSHOT ? took : from * OVERSHOT;
+  if (from <= 0) from = took;
+  if (from <= 0) from = per_second(p->sent_slot, p->sent, now);
+  if (g->rate_limit > 0 && (from <= 0 || from > g->rate_limit)) from = g->rate_limit;
+  p->probing = p->rate == 0; /* the first: nothing known yet, probe fast */
+  p->rate = from * (p->rate == 0 ? FIRST_DECREASE : DECREASE);
+  if (p->rate < MIN_RATE) p->rate = MIN_RATE;
+  if (p->probing && p->rate < FIRST_FLOOR) p->rate = FIRST_FLOOR;
+  p->last_decrease = now;
+  if (p->tat < now) p->tat = now;
+}
+
 void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now) {
   if (!g->rate || !g->rate_adaptive) return;
   lr_pace *p = &s->pace;
   lock(p);
-  if (throttled && (p->rate == 0 || now - p->last_decrease >= 1)) {
-    /* the first throttling answer: from what the service took, else from
-     * what was sent */
-    double took = per_second(p->ok_slot, p->ok, now);
-    double from = p->rate > 0 ? p->rate : took > 0 ? took : per_second(p->sent_slot, p->sent, now);
-    if (g->rate_limit > 0 && (from <= 0 || from > g->rate_limit)) from = g->rate_limit;
-    p->rate = from * DECREASE;
-    if (p->rate < MIN_RATE) p->rate = MIN_RATE;
-    p->last_decrease = now;
-    if (p->tat < now) p->tat = now;
-  } else if (!throttled) {
+  if (throttled) {
+    count_at(p->thr_slot, p->thr, now);
+    double thr = per_second(p->thr_slot, p->thr, now), ok = per_second(p->ok_slot, p->ok, now);
+    if (p->rate == 0 || (now - p->last_decrease >= HOLD && thr > TOLERATED * (thr + ok)))
+      decrease(p, g, now);
+  } else {
     count_at(p->ok_slot, p->ok, now);
-    if (p->rate > 0) p->rate += INCREASE / p->rate; /* ~ INCREASE a second per second */
+    if (p->probing)
+      p->rate += PROBE;
+    else if (p->rate > 0)
+      p->rate += INCREASE / p->rate; /* ~ INCREASE a second per second */
     if (g->rate_limit > 0 && p->rate > g->rate_limit) p->rate = g->rate_limit;
   }
   unlock(p);

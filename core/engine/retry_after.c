@@ -160,12 +160,19 @@ static long long param_integer(const char **s) {
   return n && p == *s ? v : -1;
 }
 
-/* One item of a RateLimit field ("default";r=0;t=30): its r and t (-1 when
- * absent or invalid; of a repeated parameter the last counts, as Structured
- * Fields say); *s moves past the item's comma. */
-static void ratelimit_item(const char **s, long long *r, long long *t) {
-  const char *p = skip_value(skip_spaces(*s));
-  *r = *t = -1;
+/* One item of a RateLimit field ("default";r=0;t=30) or RateLimit-Policy
+ * field ("default";q=100;w=60): the values of the one-letter parameters
+ * k[0] and k[1] into v[0] and v[1] (-1 when absent or invalid; of a
+ * repeated parameter the last counts, as Structured Fields say), and the
+ * item's name as it stands (*name, *name_len); *s moves past the item's
+ * comma. */
+static void sf_item(const char **s, const char k[2], long long v[2], const char **name,
+                    size_t *name_len) {
+  const char *p = skip_spaces(*s);
+  *name = p;
+  p = skip_value(p);
+  *name_len = (size_t)(p - *name);
+  v[0] = v[1] = -1;
   for (p = skip_spaces(p); *p == ';'; p = skip_spaces(p)) {
     p = skip_spaces(p + 1);
     const char *key = p;
@@ -174,13 +181,22 @@ static void ratelimit_item(const char **s, long long *r, long long *t) {
     size_t klen = (size_t)(p - key);
     if (*p != '=') continue; /* a boolean parameter */
     p++;
-    if (klen == 1 && (*key == 'r' || *key == 't'))
-      *(*key == 'r' ? r : t) = param_integer(&p);
+    if (klen == 1 && (*key == k[0] || *key == k[1]))
+      v[*key == k[0] ? 0 : 1] = param_integer(&p);
     else
       p = skip_value(p);
   }
   while (*p && *p != ',') p = *p == '"' ? skip_value(p) : p + 1; /* garbage to the comma */
   *s = *p ? p + 1 : p;
+}
+
+static void ratelimit_item(const char **s, long long *r, long long *t) {
+  long long v[2];
+  const char *name;
+  size_t len;
+  sf_item(s, "rt", v, &name, &len);
+  *r = v[0];
+  *t = v[1];
 }
 
 /* Seconds until the quota is back by one RateLimit field value: the first
@@ -233,4 +249,88 @@ double luaretry_rate_limit(const luaretry_header *headers, size_t count, double 
   double w = spent_until_reset(headers, count, "x-ratelimit-remaining", "x-ratelimit-reset", now);
   if (w < 0) w = spent_until_reset(headers, count, "ratelimit-remaining", "ratelimit-reset", now);
   return w;
+}
+
+/* ---- the quota as the fields tell it, for pacing before a 429 (quota.c):
+ * the same readers, every remaining count rather than only 0 */
+
+/* Of the RateLimit items, the tightest (r = 0 with the longest t, else the
+ * longest t / r), and the RateLimit-Policy item of the same name's q and
+ * w.  1 when one was read, 0 when there is no field, -1 when there is one
+ * and no item reads. */
+static int ietf_quota(const luaretry_header *h, size_t n, lr_quota_hint *q) {
+  int seen = 0, found = 0;
+  const char *best = NULL;
+  size_t best_len = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!h[i].name || !h[i].value || strcasecmp(h[i].name, "ratelimit") != 0) continue;
+    seen = 1;
+    for (const char *s = h[i].value; *s;) {
+      long long v[2];
+      const char *name;
+      size_t len;
+      sf_item(&s, "rt", v, &name, &len);
+      if (v[0] < 0 || v[1] < 0 || v[1] > MAX_SECONDS) continue;
+      double r = (double)v[0], t = (double)v[1];
+      int tighter = !found || (r == 0 ? q->remaining > 0 || t > q->reset
+                                      : q->remaining > 0 && t / r > q->reset / q->remaining);
+      if (!tighter) continue;
+      found = 1;
+      q->remaining = r;
+      q->reset = t;
+      best = name;
+      best_len = len;
+    }
+  }
+  for (size_t i = 0; found && i < n; i++) {
+    if (!h[i].name || !h[i].value || strcasecmp(h[i].name, "ratelimit-policy") != 0) continue;
+    for (const char *s = h[i].value; *s;) {
+      long long v[2];
+      const char *name;
+      size_t len;
+      sf_item(&s, "qw", v, &name, &len);
+      if (len != best_len || strncmp(name, best, len) != 0 || v[0] <= 0 || v[1] <= 0) continue;
+      q->quota = (double)v[0];
+      q->window = (double)v[1];
+      return 1;
+    }
+  }
+  return found ? 1 : seen ? -1 : 0;
+}
+
+/* Remaining and reset under one pair of older names: 1, 0 (neither
+ * field), -1 (one of them, and no valid pair). */
+static int pair_quota(const luaretry_header *h, size_t n, const char *remaining, const char *reset,
+                      double now, lr_quota_hint *q) {
+  int seen = 0;
+  for (size_t i = 0; i < n && !seen; i++)
+    seen =
+      h[i].name && (strcasecmp(h[i].name, remaining) == 0 || strcasecmp(h[i].name, reset) == 0);
+  if (!seen) return 0;
+  double r = first_number(h, n, remaining), t = reset_wait(first_number(h, n, reset), now);
+  if (r < 0 || t < 0) return -1;
+  q->remaining = floor(r);
+  q->reset = t;
+  return 1;
+}
+
+int lr_quota_read(const luaretry_header *headers, size_t count, double now, lr_quota_hint *q) {
+  memset(q, 0, sizeof *q);
+  if (!headers || !isfinite(now)) return 0;
+  int v = ietf_quota(headers, count, q);
+  if (v > 0) return v;
+  int w = pair_quota(headers, count, "x-ratelimit-remaining", "x-ratelimit-reset", now, q);
+  if (w > 0) return w;
+  int x = pair_quota(headers, count, "ratelimit-remaining", "ratelimit-reset", now, q);
+  if (x > 0) return x;
+  return v < 0 || w < 0 || x < 0 ? -1 : 0;
+}
+
+int luaretry_rate_quota(const luaretry_header *headers, size_t count, double now, double *remaining,
+                        double *reset) {
+  lr_quota_hint q;
+  int v = lr_quota_read(headers, count, now, &q);
+  if (remaining) *remaining = v > 0 ? q.remaining : -1;
+  if (reset) *reset = v > 0 ? q.reset : -1;
+  return v;
 }

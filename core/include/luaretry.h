@@ -488,6 +488,15 @@ LUARETRY_API double luaretry_retry_after(const char *value, double now);
  * and a quota 403). */
 LUARETRY_API double luaretry_rate_limit(const luaretry_header *headers, size_t count, double now);
 
+/* What the rate-limit fields say of the quota, as rate.headers paces by
+ * them: *remaining requests in the next *reset seconds, from the tightest
+ * item of the IETF RateLimit field (r and t), else RateLimit-Remaining and
+ * RateLimit-Reset, else X-RateLimit-Remaining and X-RateLimit-Reset (epoch
+ * seconds against `now`, or delta seconds).  1 when read; 0 when there is
+ * no such field; -1 when there is one that does not read (it is ignored). */
+LUARETRY_API int luaretry_rate_quota(const luaretry_header *headers, size_t count, double now,
+                                     double *remaining, double *reset);
+
 /* What a classifier says of one outcome. */
 typedef enum {
   LUARETRY_CLASS_SUCCESS = 0,

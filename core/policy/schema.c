@@ -305,7 +305,7 @@ static int check_field(lr_check *ck, int i) {
         : i == F_THROTTLE_BACKOFF ? "a table {initial =, multiplier =, max =, jitter =}"
         : i == F_K_SLOW_CALL      ? "a table {seconds =, rate =}"
         : i == F_THROTTLE         ? "a table {k =, window =}"
-        : i == F_RATE             ? "a table {limit =, burst =, adaptive =}"
+        : i == F_RATE             ? "a table {limit =, burst =, adaptive =, headers =}"
                                   : "a table of the script's own settings");
     return -1;
   }
@@ -482,9 +482,10 @@ static int validate(lr_check *ck, lr_tuning *x) {
   check_breaker_rates(ck, ok, x);
   x->throttle = declared(f, ok, F_THROTTLE);
   x->rate = declared(f, ok, F_RATE);
-  if (x->rate && ok[F_R_LIMIT] <= 0 && !x->rate_adaptive && f[F_RATE].type == LUA_TTABLE)
-    error_at(ck, F_RATE, "needs limit (attempts per second) or adaptive = true");
-  if (x->rate && ok[F_R_LIMIT] <= 0 && !x->rate_adaptive) x->rate = 0; /* --set burst alone */
+  int paced = ok[F_R_LIMIT] > 0 || x->rate_adaptive || x->rate_headers;
+  if (x->rate && !paced && f[F_RATE].type == LUA_TTABLE)
+    error_at(ck, F_RATE, "needs limit (attempts per second), adaptive = true or headers = true");
+  if (x->rate && !paced) x->rate = 0; /* --set burst alone */
   return ck->errors[0] != '\0';
 }
 
@@ -552,6 +553,8 @@ static void rules_more(const lr_tuning *x, lr_rules *r) {
   g->rate_adaptive = x->rate_adaptive;
   g->rate_limit = x->rate_limit;
   g->rate_burst = x->rate_burst;
+  g->rate_headers = x->rate && x->rate_headers;
+  g->rate_headers_max_wait = x->pub.max_retry_after;
 }
 
 /* Reads an override's text as the value a script could have given. */

@@ -63,7 +63,7 @@ typedef struct {
   double failure_rate, slow_seconds, slow_rate;
   long window, min_calls, half_open_calls;
   /* client-side throttling and the rate limiter */
-  int throttle, rate, rate_adaptive;
+  int throttle, rate, rate_adaptive, rate_headers;
   double throttle_k, throttle_window, rate_limit;
   long rate_burst;
 } lr_tuning;
@@ -193,7 +193,9 @@ typedef struct {
   X(R_BURST, "rate.burst", T_COUNT, 1, 1e9, 0, 1, MORE(rate_burst),                                \
     "attempts that may go at once when tokens have gathered")                                      \
   X(R_ADAPTIVE, "rate.adaptive", T_BOOL, 0, 1, 0, 0, MORE(rate_adaptive),                          \
-    "follow throttling answers (AIMD: x0.7 on throttling, +6/s per second of successes)")          \
+    "follow throttling answers (AIMD: x0.9 past 5% throttled, +1/s per second of successes)")      \
+  X(R_HEADERS, "rate.headers", T_BOOL, 0, 1, 0, 0, MORE(rate_headers),                             \
+    "pace by the server's RateLimit fields: at most r attempts in the next t seconds")             \
   X(FLEET, "fleet", T_TABLE, 0, 0, 0, NODEF, NOTUNE,                                               \
     "budget and breaker shared through Redis by every process naming it (fleet.redis)")            \
   X(FL_KEY, "fleet.key", T_STRING, 0, 0, 0, NODEF, MORE(fleet_key),                                \

@@ -138,8 +138,45 @@ static void test_rate_limit_edges(void) {
   CHECK_EQ_DBL(luaretry_rate_limit(nulls, 3, NOW), -1);
 }
 
+/* luaretry_rate_quota: every remaining count, the tightest item, the
+ * policy's quota beside it; -1 for fields that do not read. */
+static void test_rate_quota(void) {
+  double r, t;
+  luaretry_header ietf[] = { H("ratelimit", "\"day\";r=9000;t=80000, \"min\";r=50;t=30"),
+                             H("ratelimit-policy", "\"min\";q=100;w=60") };
+  CHECK_EQ_INT(luaretry_rate_quota(ietf, 2, NOW, &r, &t), 1);
+  CHECK_EQ_DBL(r, 9000); /* 80000 / 9000 s apart: tighter than 30 / 50 */
+  CHECK_EQ_DBL(t, 80000);
+  luaretry_header spent[] = { H("ratelimit", "\"a\";r=5;t=10, \"b\";r=0;t=3") };
+  CHECK_EQ_INT(luaretry_rate_quota(spent, 1, NOW, &r, &t), 1);
+  CHECK_EQ_DBL(r, 0);
+  CHECK_EQ_DBL(t, 3);
+  luaretry_header legacy[] = { H("x-ratelimit-remaining", "7"),
+                               H("x-ratelimit-reset", "1700000020") };
+  CHECK_EQ_INT(luaretry_rate_quota(legacy, 2, NOW, &r, &t), 1);
+  CHECK_EQ_DBL(r, 7);
+  CHECK_EQ_DBL(t, 20);
+  luaretry_header draft[] = { H("ratelimit-remaining", "2"), H("ratelimit-reset", "4") };
+  CHECK_EQ_INT(luaretry_rate_quota(draft, 2, NOW, &r, &t), 1);
+  CHECK_EQ_DBL(t, 4);
+  luaretry_header none[] = { H("retry-after", "5") };
+  CHECK_EQ_INT(luaretry_rate_quota(none, 1, NOW, &r, &t), 0);
+  const char *bad[] = { "\"a\";r=-1;t=5", "\"a\";r=1;t=zz", "garbage", "\"a\";r=1",
+                        "\"a\";r=0;t=99999999999999999999" };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    luaretry_header h[] = { H("ratelimit", bad[i]) };
+    CHECK_EQ_INT(luaretry_rate_quota(h, 1, NOW, &r, &t), -1);
+    CHECK_EQ_DBL(r, -1);
+  }
+  luaretry_header half[] = { H("x-ratelimit-remaining", "lots"), H("x-ratelimit-reset", "5") };
+  CHECK_EQ_INT(luaretry_rate_quota(half, 2, NOW, &r, &t), -1);
+  CHECK_EQ_INT(luaretry_rate_quota(NULL, 2, NOW, &r, &t), 0);
+  CHECK_EQ_INT(luaretry_rate_quota(legacy, 2, NAN, NULL, NULL), 0);
+}
+
 int main(void) {
   test_delta_seconds();
+  test_rate_quota();
   test_dates();
   test_ietf_field();
   test_x_ratelimit();

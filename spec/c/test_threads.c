@@ -74,9 +74,13 @@ static void *step_worker(void *arg) {
 static luaretry_code flaky(void *ud, luaretry_call *c, int attempt, double timeout,
                            luaretry_outcome *out) {
   (void)ud, (void)c, (void)timeout;
+  /* a quota far from spent: rate.headers takes its lock, never a wait */
+  static const luaretry_header quota[] = { { "ratelimit", "\"q\";r=1000000;t=1" } };
   out->status = attempt < 3 ? 503 : 200;
   out->body = "busy";
   out->body_len = 4;
+  out->headers = quota;
+  out->header_count = 1;
   return LUARETRY_OK;
 }
 
@@ -187,14 +191,15 @@ int main(void) {
   CHECK((long)after.calls >= (long)THREADS * (DECISIONS / PER_CALL + 2000));
 
   /* the load guards under threads: the rate breaker's window, the
-   * throttle's buckets and the rate limiter's bucket take their spin
-   * locks from every thread; every call ends, and every stop is counted */
+   * throttle's buckets, the rate limiter's bucket and the server's quota
+   * (rate.headers) take their spin locks from every thread; every call ends, and every stop is counted */
   static const char *const load[][2] = {
     { "breaker.failure_rate", "0.9" },
     { "breaker.window", "50" },
     { "breaker.open_seconds", "0.001" },
     { "throttle.k", "2" },
     { "rate.limit", "1e6" },
+    { "rate.headers", "true" }, /* the server's quota's lock too */
   };
   for (size_t k = 0; k < sizeof load / sizeof load[0]; k++)
     CHECK_CODE(luaretry_policy_set(p, load[k][0], load[k][1]), LUARETRY_OK);

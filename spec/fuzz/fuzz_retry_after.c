@@ -36,6 +36,12 @@ static void check_rate_limit(const luaretry_header *h, size_t n) {
     if (a != luaretry_rate_limit(h, n, nows[i])) abort();
   }
   check_range(luaretry_rate_limit(h, n, NAN));
+  /* the pacing reader: read or not, a count and a reset in range */
+  double r, t;
+  int v = luaretry_rate_quota(h, n, 1.7e9, &r, &t);
+  if (v < -1 || v > 1) abort();
+  if (v == 1 && !(r >= 0 && r < 1e16 && t >= 0 && t <= 1e9)) abort();
+  if (v != 1 && (r != -1 || t != -1)) abort();
 }
 
 /* The bytes as the value of each field, then as header lines. */

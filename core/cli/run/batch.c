@@ -52,6 +52,7 @@ typedef struct {
   size_t line_size;
   long urls; /* URLs read so far (their numbers) */
   long max_attempts;
+  double quota_max_wait; /* attempt_log's */
   name_set names;
   FILE *json; /* --log-json */
   luaretry_header headers[MAX_HEADERS];
@@ -338,6 +339,7 @@ static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
   u->log.verbosity = b->a->verbosity;
   u->log.json = b->json;
   u->log.max_attempts = b->max_attempts;
+  u->log.quota_max_wait = b->quota_max_wait;
   u->log.index = (int)b->urls;
   u->log.target = url_redacted(url);
   if (!u->log.target) u->log.target = strdup("(URL)");
@@ -458,6 +460,7 @@ static int prepare(batch *b, luaretry_policy *p) {
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
   b->max_attempts = t.max_attempts;
+  b->quota_max_wait = log_quota_max_wait(p);
   int status = a->data ? data_open(a, &b->body) : 0;
   if (status != 0) return status;
   /* -d @- or a FIFO: spooled once for every call, within the deadline */

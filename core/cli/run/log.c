@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "run.h"
@@ -138,6 +139,34 @@ static void text_line(const attempt_log *log, const char *who, const luaretry_ou
   free(line);
 }
 
+double log_quota_max_wait(const luaretry_policy *p) {
+  char on[16];
+  if (luaretry_policy_get(p, "rate.headers", on, sizeof on) != LUARETRY_OK ||
+      strcmp(on, "true") != 0)
+    return 0;
+  luaretry_tuning t;
+  luaretry_policy_tuning(p, &t);
+  return t.max_retry_after;
+}
+
+/* -v: RateLimit fields that pacing ignores, and why. */
+static void quota_note(const attempt_log *log, const char *who, const luaretry_outcome *o,
+                       const luaretry_decision *d) {
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  double r, t;
+  int v = luaretry_rate_quota(o->headers, o->header_count,
+                              (double)now.tv_sec + (double)now.tv_nsec * 1e-9, &r, &t);
+  if (v < 0)
+    fprintf(stderr, "luaretry: %sattempt %d: RateLimit fields ignored: they do not read\n", who,
+            d->attempt);
+  else if (v > 0 && t > log->quota_max_wait)
+    fprintf(stderr,
+            "luaretry: %sattempt %d: RateLimit fields ignored: a reset in %.0f s is past "
+            "max_retry_after (%g s)\n",
+            who, d->attempt, t, log->quota_max_wait);
+}
+
 void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   attempt_log *log = ud;
   char who[32] = ""; /* "[3] " in a batch, "request 2: " in a workflow */
@@ -148,6 +177,7 @@ void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d
     return;
   }
   if (log->json) json_line(log, d, o->status, o->error, o->error_detail);
+  if (log->verbosity > 1 && log->quota_max_wait > 0 && o->header_count) quota_note(log, who, o, d);
   if (d->hook_error && log->verbosity > 0) {
     fprintf(stderr, "luaretry: %s", who);
     cli_text(stderr, d->hook_error);

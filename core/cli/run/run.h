@@ -212,8 +212,14 @@ typedef struct {
   int index;          /* in a batch: the URL's number, from 1; else 0 */
   int show_error;     /* quiet: still the final line of a failure (-q, -S) */
   int request;        /* a workflow's hedged request: its number in the run */
+  /* rate.headers: max_retry_after (-v says which RateLimit fields it
+   * ignores); 0: off */
+  double quota_max_wait;
 } attempt_log;
 
+/* For attempt_log.quota_max_wait: the policy's max_retry_after when it
+ * paces by the RateLimit fields (rate.headers), else 0. */
+double log_quota_max_wait(const luaretry_policy *p);
 /* A luaretry_observer_fn; ud is an attempt_log. */
 void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d);
 /* A failure's final answer: "; body: " and the first line of its body,
