@@ -37,7 +37,10 @@ void cli_fleet_start(luaretry_policy *p) {
  * under -q too, where the library's warnings are not printed. */
 void cli_fleet_warn_unshared(luaretry_policy *p, const char *from) {
   luaretry_tuning t;
+  luaretry_metrics m;
   if (luaretry_policy_tuning(p, &t) != LUARETRY_OK || t.budget || t.breaker) return;
+  /* a fixed rate is shared too: the policy has a fleet then */
+  if (luaretry_policy_metrics(p, &m) == LUARETRY_OK && m.guards != LUARETRY_GUARDS_LOCAL) return;
   fprintf(stderr,
           "luaretry: warning: %s: %s names a Redis, but the policy has neither budget "
           "nor breaker: there is nothing to share\n",

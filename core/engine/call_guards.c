@@ -59,8 +59,46 @@ static void stop_throttled(luaretry_call *c, luaretry_decision *d, double at) {
  * the extra wait, or -1 when it would come past the deadline (nothing
  * reserved then).  An adaptive limiter may hand out a time to ask again
  * instead (admitted stays, and luaretry_call_next asks then). */
+/* The fleet's rate limiter (a fixed rate; an adaptive one stays the
+ * process's): 1 with *extra as lr_call_rate_token returns it, 0 when the
+ * local limiter decides.  A later attempt (a retry decided now) asks when
+ * its time comes, at luaretry_call_next: a slot leased now would be spent
+ * by nobody meanwhile. */
+static int remote_rate(luaretry_call *c, double start, double *extra) {
+  const lr_rules *r = c->rules;
+  if (!c->remote || !c->remote->ops->rate_reserve || r->guards.rate_adaptive) return 0;
+  double now = lr_clock_now(&c->clock), at = c->start + start;
+  c->rate_remote = 1;
+  if (at > now + 0.001) {
+    c->admitted = c->attempts; /* not held: ask again then */
+    c->admit_at = start;
+    return *extra = 0, 1;
+  }
+  double latest = r->deadline > 0 ? c->start + r->deadline : -1;
+  double left = r->deadline > 0 ? latest - now : 0;
+  if (r->deadline > 0 && left <= 0) left = 1e-9; /* no time: no round trip */
+  double wait = 0;
+  int v = c->remote->ops->rate_reserve(c->remote->ud, now, at, latest, left, lr_rng_unit(&c->rng),
+                                       &c->waiter, &wait);
+  if (latest >= 0 && lr_clock_now(&c->clock) >= latest) { /* the round trip took the rest */
+    c->rate_remote = 2;
+    return *extra = -1, 1;
+  }
+  if (v == LR_REMOTE_LOCAL) return c->rate_remote = 0;
+  if ((v == 1 && wait < 0) || (latest >= 0 && at + wait > latest)) return *extra = -1, 1;
+  c->admitted = v == 1 ? c->attempts + 1 : c->attempts;
+  c->admit_at = start + wait;
+  if (r->deadline > 0) { /* what is left once the token comes */
+    double t = lr_call_timeout_at(r, c->admit_at);
+    if (t < c->next_timeout) c->next_timeout = t;
+  }
+  return *extra = wait, 1;
+}
+
 double lr_call_rate_token(luaretry_call *c, double start) {
   const lr_rules *r = c->rules;
+  double remote_extra;
+  if (remote_rate(c, start, &remote_extra)) return remote_extra;
   double base = c->guard_origin + c->start;
   double latest = r->deadline > 0 ? base + r->deadline : -1;
   int held;
@@ -74,6 +112,21 @@ double lr_call_rate_token(luaretry_call *c, double start) {
 }
 
 void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double start) {
+  if (c->rate_remote == 2) {
+    lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
+                        "the deadline (%.3f s) passed while the fleet's rate limiter was asked "
+                        "for a token",
+                        c->rules->deadline);
+    return;
+  }
+  if (c->rate_remote) {
+    lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate",
+                        "the fleet's rate limiter's next token (%g per second for every process) "
+                        "comes after the deadline (%.3f s; the attempt would start at %.3f s or "
+                        "later)",
+                        c->rules->guards.rate_limit, c->rules->deadline, start);
+    return;
+  }
   lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate",
                       "the rate limiter's next token "
                       "(%.3f per second now) comes after the deadline (%.3f s; the attempt would "

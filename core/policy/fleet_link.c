@@ -72,6 +72,16 @@ static void guard_settings(const lr_rules *r, lr_fleet_settings *s) {
   s->failures = r->guards.failures;
   s->open_seconds = r->guards.open_seconds;
   s->probes = r->guards.probes;
+  /* a fixed rate is the fleet's; an adaptive one follows this process's
+   * answers and stays its own (README "Fleet") */
+  s->rate = r->guards.rate && !r->guards.rate_adaptive && r->guards.rate_limit > 0;
+  s->rate_limit = r->guards.rate_limit;
+  s->rate_burst = r->guards.rate_burst;
+}
+
+/* A fixed rate limiter, shared by the fleet. */
+static int fleet_rate(const lr_rules *r) {
+  return r->guards.rate && !r->guards.rate_adaptive && r->guards.rate_limit > 0;
 }
 
 static struct lr_fleet_link *new_link(luaretry_policy *p, const lr_fleet_settings *s,
@@ -108,7 +118,7 @@ int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const ch
   g->fleet = NULL;
   memset(&g->rules.remote, 0, sizeof g->rules.remote);
   /* nothing to share: warned of, and no connection made */
-  if (!p->fleet_url || (!t->pub.budget && !t->pub.breaker)) return 0;
+  if (!p->fleet_url || (!t->pub.budget && !t->pub.breaker && !fleet_rate(&g->rules))) return 0;
   lr_fleet_settings s;
   lr_fleet_settings_init(&s);
   guard_settings(&g->rules, &s);

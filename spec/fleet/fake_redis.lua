@@ -6,7 +6,10 @@
 --
 -- MODE: good, silent, silent-after-first, half-open-then-silent, endless-line, huge-array,
 -- negative-count, nested, nil, nil-elements, tokens-above-max,
--- open-in-future, overflow, auth-echo, slow (every reply 400 ms late).
+-- open-in-future, overflow, auth-echo, slow (every reply 400 ms late);
+-- for the rate limiter's script (EVAL with one key; the budget's goes
+-- well): rate-garbage (more slots than asked), rate-nil, rate-silent,
+-- rate-slow (its replies 3 s late).
 local socket = require "socket"
 
 local MODE, DIR = arg[1], arg[2]
@@ -31,12 +34,23 @@ end
 
 local evals = 0
 
+-- What the rate limiter's script gets (after SCRIPT LOAD): nil, no answer.
+local function on_rate(argv)
+  local want = tonumber(argv[7]) or 1
+  local now_us = math.floor(socket.gettime() * 1e6)
+  if MODE == "rate-garbage" then return answer { want + 5, now_us, now_us, 0 } end
+  if MODE == "rate-nil" then return "$-1\r\n" end
+  if MODE == "rate-slow" then return answer { 1, now_us, now_us, 0 }, nil, 3 end
+  return nil
+end
+
 -- What the fleet's update gets.  A function: bytes to stream for ever.
 local function on_eval(argv)
+  if argv[3] == "1" then return on_rate(argv) end
   evals = evals + 1
   local max = tonumber(argv[6]) or 10000
   local good = answer { max, 0, 0, 0, 0, 0, now_ms() }
-  if MODE == "good" or MODE == "slow" then return good end
+  if MODE == "good" or MODE == "slow" or MODE:match("^rate%-") then return good end
   if MODE == "silent" then return nil end
   if MODE == "silent-after-first" then return evals == 1 and good or nil end
   if MODE == "half-open-then-silent" then
@@ -67,7 +81,7 @@ end
 
 local function on_command(argv)
   local name = (argv[1] or ""):upper()
-  log(name)
+  log(name .. ((name == "EVAL" or name == "EVALSHA") and argv[3] == "1" and " rate" or ""))
   if name == "AUTH" then
     if MODE == "auth-echo" then
       return "-ERR AUTH " .. argv[#argv] .. " called without any password configured " ..
@@ -120,9 +134,9 @@ local function serve(c, st)
     local argv, rest = parse(st.buf)
     if not argv then return end
     st.buf = rest
-    local reply, stream = on_command(argv)
+    local reply, stream, late = on_command(argv)
     if reply then
-      st.queue[#st.queue + 1] = { due = socket.gettime() + (MODE == "slow" and 0.4 or 0),
+      st.queue[#st.queue + 1] = { due = socket.gettime() + (late or (MODE == "slow" and 0.4 or 0)),
                                   bytes = reply }
     end
     if stream then st.stream = stream end

@@ -124,12 +124,19 @@ int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, doubl
       "simulate: %s (%s): %ld clients fail together at t=0; outage %g s (%d before, "
       "200 after); seed %llu (client i: seed + i)\n",
       t.name, path, clients, outage, status, (unsigned long long)seed);
-    if (!t.budget && !t.breaker)
+    char limit[64] = "none", adaptive[16] = "false";
+    luaretry_policy_get(p, "rate.limit", limit, sizeof limit);
+    luaretry_policy_get(p, "rate.adaptive", adaptive, sizeof adaptive);
+    int fixed_rate = strcmp(limit, "none") != 0 && strcmp(adaptive, "true") != 0;
+    if (!t.budget && !t.breaker && !fixed_rate)
       printf("  (the policy has neither budget nor breaker: there is nothing to share)\n");
     print_text("own guards (a process each):", &own);
     char what[128];
     snprintf(what, sizeof what, "fleet guards (synced every %s ms):", sync);
     print_text(what, &fleet);
+    /* the rate limiter shows in time, not in attempts */
+    printf("  the last attempt at: own guards %.3f s, fleet guards %.3f s\n", own.last_attempt,
+           fleet.last_attempt);
   }
   int errors = own.stops[LUARETRY_REASON_POLICY_ERROR] || fleet.stops[LUARETRY_REASON_POLICY_ERROR];
   return errors ? EXIT_POLICY : EXIT_OK;
