@@ -1,0 +1,118 @@
+/* test_fleet_rate.c: the fleet's rate limiter under threads, through the
+ * public API, against a real redis-server (redis_helper.h).  Three policy
+ * handles stand for three processes of a fleet (each its own fleet handle,
+ * connection and lease); five threads make blocking calls on them (two
+ * share a handle, so its lease and connection are shared by threads), each
+ * attempt's moment recorded.  Also run under ThreadSanitizer (make test).
+ * Then: the attempts of all three, in any second, stay within
+ * limit + burst + what the three may hold leased (README "Fleet"), and the
+ * run lasts as long as the fleet's one limit says, not a third of it. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check.h"
+#include "luaretry.h"
+#include "redis_helper.h"
+
+#define HANDLES 3
+#define THREADS 5
+#define CALLS   30
+#define LIMIT   50
+#define BLOCK   5 /* the most a process leases at once: a tenth of a second of LIMIT */
+
+static const char *POLICY = "name = 'fleet-rate-threads'\n"
+                            "max_attempts = 1\n"
+                            "deadline = 30\n"
+                            "attempt_timeout = 5\n"
+                            "rate = { limit = 50, burst = 1 }\n";
+
+static luaretry_policy *handles[HANDLES];
+static double moments[THREADS * CALLS];
+static atomic_int recorded, bad;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static luaretry_code attempt(void *ud, luaretry_call *c, int n, double timeout,
+                             luaretry_outcome *out) {
+  (void)ud, (void)c, (void)n, (void)timeout;
+  int k = atomic_fetch_add(&recorded, 1);
+  if (k < THREADS * CALLS) moments[k] = now_s();
+  out->status = 200;
+  return LUARETRY_OK;
+}
+
+static void *caller(void *arg) {
+  luaretry_policy *p = handles[(long)arg % HANDLES]; /* threads 0 and 3 share one */
+  for (int i = 0; i < CALLS; i++) {
+    luaretry_call *c;
+    luaretry_decision d;
+    if (luaretry_call_begin(p, NULL, &c) != LUARETRY_OK) {
+      atomic_fetch_add(&bad, 1);
+      continue;
+    }
+    if (luaretry_call_run(c, attempt, NULL, &d) != LUARETRY_OK ||
+        d.reason != LUARETRY_REASON_SUCCESS)
+      atomic_fetch_add(&bad, 1);
+    luaretry_call_free(c);
+  }
+  return NULL;
+}
+
+static int by_time(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The most attempts in any `window` seconds. */
+static int most_in(const double *t, int n, double window) {
+  int most = 0;
+  for (int i = 0, j = 0; i < n; i++) {
+    while (t[i] - t[j] > window) j++;
+    if (i - j + 1 > most) most = i - j + 1;
+  }
+  return most;
+}
+
+int main(void) {
+  redis_srv srv;
+  if (redis_start(&srv, (const char *)NULL) != 0) return 1;
+  char url[100];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", srv.port);
+  for (int h = 0; h < HANDLES; h++) {
+    CHECK_CODE(luaretry_policy_new(&handles[h]), LUARETRY_OK);
+    CHECK_CODE(luaretry_policy_set(handles[h], "fleet.redis", url), LUARETRY_OK);
+    CHECK_CODE(luaretry_policy_set(handles[h], "fleet.command_timeout", "2000"), LUARETRY_OK);
+    CHECK_CODE(luaretry_policy_load_string(handles[h], "=rate", POLICY), LUARETRY_OK);
+  }
+  pthread_t t[THREADS];
+  for (long i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, caller, (void *)i);
+  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  CHECK_EQ_INT((long)atomic_load(&bad), 0);
+  int n = atomic_load(&recorded);
+  CHECK_EQ_INT((long)n, (long)THREADS * CALLS);
+  qsort(moments, (size_t)n, sizeof moments[0], by_time);
+  int most = most_in(moments, n, 1.0);
+  double span = moments[n - 1] - moments[0];
+  printf("fleet rate: at most %d attempts in any second (bound %d); %d over %.3f s: %.1f/s\n",
+         most, LIMIT + 1 + HANDLES * BLOCK, n, span, (n - 1) / span);
+  CHECK(most <= LIMIT + 1 + HANDLES * BLOCK);
+  CHECK(most > LIMIT / 2);
+  /* one limit for all: (n - 1) / LIMIT seconds at least, less the burst
+   * and the blocks held at the start */
+  CHECK(span >= (double)(n - 1 - HANDLES * BLOCK) / LIMIT);
+  redisReply *r = redis_cmd(&srv, "HGET luaretry:{fleet-rate-threads}:rate cfg");
+  CHECK(r && r->type == REDIS_REPLY_STRING);
+  if (r && r->type == REDIS_REPLY_STRING) CHECK_EQ_STR(r->str, "rate.limit=50 rate.burst=1");
+  if (r) freeReplyObject(r);
+  for (int h = 0; h < HANDLES; h++) luaretry_policy_free(handles[h]);
+  redis_stop(&srv);
+  return check_done();
+}
