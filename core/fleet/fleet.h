@@ -191,8 +191,8 @@ int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt);
  * comes after `latest`), 0: ask again after *wait, LR_FLEET_LOCAL: the
  * local limiter decides (off, Redis down, slow, refusing or garbled: said
  * once through the log, as for the budget). */
-int lr_fleet_rate_reserve(lr_fleet *f, double at, double latest, int64_t limit_ms,
-                          double u, lr_waiter *w, double *wait);
+int lr_fleet_rate_reserve(lr_fleet *f, double at, double latest, int64_t limit_ms, double u,
+                          lr_waiter *w, double *wait);
 
 /* ---- what is known */
 

@@ -224,6 +224,9 @@ extern const char LR_RATE_SCRIPT[];
 
 /* The settings' text the rate key's processes must share. */
 void lr_fleet_rate_cfg_text(double limit, long burst, char *buf, size_t size);
+
+/* ---- handle.c (beside its functions below) */
+
 /* New rate settings (with rate_lock taken inside): slots held go when
  * they change. */
 void lr_fleet_rate_install(lr_fleet *f, const lr_fleet_settings *s);

@@ -87,6 +87,18 @@ static void install(lr_fleet *f, const lr_fleet_settings *s) {
   install_guards(f, s);
 }
 
+/* The rate limiter's settings, under its lock (redis_rate.c uses them). */
+void lr_fleet_rate_install(lr_fleet *f, const lr_fleet_settings *s) {
+  int on = s->rate && s->rate_limit > 0 && s->rate_burst >= 1;
+  pthread_mutex_lock(&f->rate_lock);
+  if (!on || s->rate_limit != f->rate_limit || s->rate_burst != f->rate_burst)
+    lr_lease_init(&f->lease); /* slots of other settings */
+  f->rate_limit = on ? s->rate_limit : 0;
+  f->rate_burst = on ? s->rate_burst : 1;
+  pthread_mutex_unlock(&f->rate_lock);
+  atomic_store(&f->rate, on);
+}
+
 /* Only the guard numbers change: timeouts, the log and the member are
  * the handle's for life (a new URL or key is a new handle). */
 void lr_fleet_configure(lr_fleet *f, const lr_fleet_settings *s) {

@@ -57,17 +57,6 @@ void lr_fleet_rate_cfg_text(double limit, long burst, char *buf, size_t size) {
   lr_fmt(buf, size, "rate.limit=%.17g rate.burst=%ld", limit, burst);
 }
 
-void lr_fleet_rate_install(lr_fleet *f, const lr_fleet_settings *s) {
-  int on = s->rate && s->rate_limit > 0 && s->rate_burst >= 1;
-  pthread_mutex_lock(&f->rate_lock);
-  if (!on || s->rate_limit != f->rate_limit || s->rate_burst != f->rate_burst)
-    lr_lease_init(&f->lease); /* slots of other settings */
-  f->rate_limit = on ? s->rate_limit : 0;
-  f->rate_burst = on ? s->rate_burst : 1;
-  pthread_mutex_unlock(&f->rate_lock);
-  atomic_store(&f->rate, on);
-}
-
 typedef struct {
   long long granted, now_us, b_us, retry_us;
 } rate_reply;
@@ -148,11 +137,16 @@ static lr_fleet_code append(lr_fleet *f, long want, double limit, long burst, in
     lr_fleet_code rc = lr_conn_append(&f->conn, 3, load, NULL);
     if (rc != LR_FLEET_OK) return rc;
   }
-  const char *argv[11] = { eval ? "EVAL" : "EVALSHA", eval ? LR_RATE_SCRIPT : f->rate_sha,
-                           "1",    f->rate_key,
-                           num[0], num[1],
-                           num[2], num[3],
-                           num[4], f->member,
+  const char *argv[11] = { eval ? "EVAL" : "EVALSHA",
+                           eval ? LR_RATE_SCRIPT : f->rate_sha,
+                           "1",
+                           f->rate_key,
+                           num[0],
+                           num[1],
+                           num[2],
+                           num[3],
+                           num[4],
+                           f->member,
                            cfg };
   return lr_conn_append(&f->conn, 11, argv, NULL);
 }
@@ -166,8 +160,8 @@ static void learn_sha(lr_fleet *f, const redisReply *r) {
 }
 
 /* One round trip for `want` slots, under io, by `deadline`. */
-static lr_fleet_code run_script(lr_fleet *f, long want, double limit, long burst,
-                                int64_t deadline, rate_reply *o, char *err, size_t errlen) {
+static lr_fleet_code run_script(lr_fleet *f, long want, double limit, long burst, int64_t deadline,
+                                rate_reply *o, char *err, size_t errlen) {
   lr_fleet_code rc = LR_FLEET_OK;
   for (int round = 0; round < 2; round++) { /* EVALSHA, then LOAD+EVAL on NOSCRIPT */
     int replies = 0;
@@ -217,8 +211,8 @@ static lr_fleet_code lease_locked(lr_fleet *f, long want, double limit, long bur
 /* Ask again soon: another thread is talking to Redis. */
 #define BUSY_WAIT 0.005
 
-int lr_fleet_rate_reserve(lr_fleet *f, double at, double latest, int64_t limit_ms,
-                          double u, lr_waiter *w, double *wait) {
+int lr_fleet_rate_reserve(lr_fleet *f, double at, double latest, int64_t limit_ms, double u,
+                          lr_waiter *w, double *wait) {
   if (!f || !atomic_load(&f->rate)) return LR_FLEET_LOCAL;
   pthread_mutex_lock(&f->rate_lock);
   int v = lr_lease_take(&f->lease, at, latest, wait);

@@ -24,11 +24,12 @@
 #define LIMIT   50
 #define BLOCK   5 /* the most a process leases at once: a tenth of a second of LIMIT */
 
-static const char *POLICY = "name = 'fleet-rate-threads'\n"
-                            "max_attempts = 1\n"
-                            "deadline = 30\n"
-                            "attempt_timeout = 5\n"
-                            "rate = { limit = 50, burst = 1 }\n";
+static const char *POLICY =
+  "name = 'fleet-rate-threads'\n"
+  "max_attempts = 1\n"
+  "deadline = 30\n"
+  "attempt_timeout = 5\n"
+  "rate = { limit = 50, burst = 1 }\n";
 
 static luaretry_policy *handles[HANDLES];
 static double moments[THREADS * CALLS];
@@ -101,8 +102,8 @@ int main(void) {
   qsort(moments, (size_t)n, sizeof moments[0], by_time);
   int most = most_in(moments, n, 1.0);
   double span = moments[n - 1] - moments[0];
-  printf("fleet rate: at most %d attempts in any second (bound %d); %d over %.3f s: %.1f/s\n",
-         most, LIMIT + 1 + HANDLES * BLOCK, n, span, (n - 1) / span);
+  printf("fleet rate: at most %d attempts in any second (bound %d); %d over %.3f s: %.1f/s\n", most,
+         LIMIT + 1 + HANDLES * BLOCK, n, span, (n - 1) / span);
   CHECK(most <= LIMIT + 1 + HANDLES * BLOCK);
   CHECK(most > LIMIT / 2);
   /* one limit for all: (n - 1) / LIMIT seconds at least, less the burst
