@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "engine/engine.h"
 #include "luaretry.h"
 #include "redis_helper.h"
 
@@ -82,7 +83,67 @@ static int most_in(const double *t, int n, double window) {
   return most;
 }
 
+/* The lease's arithmetic (engine/lease.c), as luaretry-policy(5) says it. */
+static void lease_rules(void) {
+  double tat = 0, b, retry, wait;
+  /* a fresh bucket: `burst` slots at once, then one per interval, within
+   * the horizon */
+  CHECK_EQ_INT(lr_lease_grant(&tat, 100, 10, 3, 5, LR_LEASE_HORIZON, &b, &retry), 5);
+  lr_lease l;
+  lr_lease_init(&l);
+  lr_lease_add(&l, 5, 100, b, 0.1);
+  double want[5] = { 0, 0, 0, 0.1, 0.2 };
+  for (int j = 0; j < 5; j++) {
+    CHECK_EQ_INT(lr_lease_take(&l, 100, -1, &wait), 1);
+    CHECK_NEAR(wait, want[j], 1e-9);
+  }
+  CHECK_EQ_INT(lr_lease_take(&l, 100, -1, &wait), 0);
+  /* slots held a horizon ahead: none more, and when one would fit */
+  tat = 100 + LR_LEASE_HORIZON + 0.5;
+  CHECK_EQ_INT(lr_lease_grant(&tat, 100, 10, 1, 5, LR_LEASE_HORIZON, &b, &retry), 0);
+  CHECK_NEAR(retry, 0.5, 1e-9);
+  /* a slot past the deadline is kept for another call; one too old to
+   * spend is dropped */
+  lr_lease_init(&l);
+  lr_lease_add(&l, 2, 100, 100.5, 0.1);
+  CHECK_EQ_INT(lr_lease_take(&l, 100, 100.2, &wait), -1);
+  CHECK_EQ_INT(lr_lease_take(&l, 100.55, -1, &wait), 1);
+  CHECK_NEAR(wait, 0, 1e-9);
+  CHECK_EQ_INT(lr_lease_take(&l, 100.6 + LR_LEASE_LATE + 0.01, -1, &wait), 0);
+  /* blocks: doubled while spent, halved when slots went unspent, at most
+   * a tenth of a second of the limit */
+  lr_lease_init(&l);
+  CHECK_EQ_INT(lr_lease_want(&l, 1000), 1);
+  l.used = 1;
+  CHECK_EQ_INT(lr_lease_want(&l, 1000), 2);
+  l.used = 2;
+  CHECK_EQ_INT(lr_lease_want(&l, 1000), 4);
+  l.used = 2, l.dropped = 2;
+  CHECK_EQ_INT(lr_lease_want(&l, 1000), 2);
+  for (int k = 0; k < 20; k++) l.used = l.want, lr_lease_want(&l, 1000);
+  CHECK_EQ_INT(l.want, LR_LEASE_MAX);
+  l.used = l.want;
+  CHECK_EQ_INT(lr_lease_want(&l, 30), 3);
+  CHECK_EQ_INT(lr_lease_want(&l, 5), 1);
+  /* many processes asking blocks at random moments: in any T seconds the
+   * fleet's slot times number at most limit * T + burst */
+  double times[4000];
+  int n = 0;
+  tat = 0;
+  uint64_t x = 12345;
+  for (double now = 0; now < 20 && n < 3900;) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    now += (double)(x % 1000) / 20000; /* 0 to 50 ms apart */
+    long got = lr_lease_grant(&tat, now, 40, 4, 1 + (long)(x % 7), LR_LEASE_HORIZON, &b, &retry);
+    for (long j = 0; j < got; j++) times[n++] = b + (double)j / 40 > now ? b + (double)j / 40 : now;
+  }
+  qsort(times, (size_t)n, sizeof times[0], by_time);
+  CHECK(n > 700);
+  CHECK(most_in(times, n, 2.0) <= 40 * 2 + 4 + 1); /* + 1: a closed window */
+}
+
 int main(void) {
+  lease_rules();
   redis_srv srv;
   if (redis_start(&srv, (const char *)NULL) != 0) return 1;
   char url[100];
