@@ -108,6 +108,7 @@ describe("the fleet's rate limiter against a real Redis", function ()
       return a
     end
     srv:reset()
+    r:cli("CONFIG", "RESETSTAT")
     for i, x in ipairs(many(PROCS, function (i) return batch(i, r.url) end)) do
       assert.are.equal(0, x.code, "process " .. i .. ": " .. x.stderr)
       assert.are.equal(0, count(x.stderr, LOST), x.stderr)
@@ -121,6 +122,10 @@ describe("the fleet's rate limiter against a real Redis", function ()
            fleet[#fleet] - fleet[1], (#fleet - 1) / (fleet[#fleet] - fleet[1])))
     assert.is_true(fleet_most <= bound, fleet_most .. " > " .. bound)
     assert.is_true(fleet_most > LIMIT, fleet_most .. " <= " .. LIMIT)
+    -- the request path is cheap: a round trip leases a block of slots
+    local trips = tonumber(r:cli("INFO", "commandstats"):match("cmdstat_evalsha:calls=(%d+)"))
+    print(("  round trips to Redis (EVALSHA): %d for %d attempts"):format(trips, #fleet))
+    assert.is_true(trips < #fleet, trips .. " round trips")
     -- Redis holds the bucket: its theoretical arrival time and settings
     assert.matches("rate.limit=20 rate.burst=1", r:cli("HGET", "luaretry:{" .. key .. "}:rate", "cfg"))
 

@@ -273,15 +273,18 @@ typedef struct {
 /* ---- lease.c: the fleet's rate limiter, one GCRA for every process
  * (README "Fleet").  Redis (core/fleet/redis_rate.c's script, the same
  * arithmetic in µs on Redis's clock) or a simulated fleet keeps the
- * theoretical arrival time; a process leases a block of the next tokens'
- * times (slots) in one round trip and spends them locally, each at or
- * after its time and at most LR_LEASE_LATE s after it (later: dropped).
- * So over any T seconds the fleet's attempts are at most
- * limit * (T + LR_LEASE_LATE + the round trip) + burst, whatever the
- * number of processes or the size of their blocks. */
+ * theoretical arrival time; a process whose lease is empty leases a block
+ * of the next tokens' times (slots) in one round trip, in the fleet's
+ * order (FIFO: a busy fleet hands out later slots, up to a horizon, so a
+ * process waits its turn instead of asking again and again), and spends
+ * them locally, each at or after its time and at most LR_LEASE_LATE s
+ * after it (later: dropped).  So over any T seconds the fleet's attempts
+ * are at most limit * (T + LR_LEASE_LATE + the round trip) + burst,
+ * whatever the number of processes or the size of their blocks; and a
+ * process holds at most one block. */
 
 #define LR_LEASE_MAX     64   /* slots a process holds at most */
-#define LR_LEASE_HORIZON 1.0  /* seconds ahead the fleet hands slots out */
+#define LR_LEASE_HORIZON 10.0 /* seconds ahead the fleet hands slots out */
 #define LR_LEASE_LATE    0.05 /* seconds after its time a slot may be spent */
 #define LR_LEASE_BLOCK   0.1  /* a block is at most this much of the fleet's rate */
 #define LR_LEASE_SPREAD  0.05 /* when none fit the horizon: asks spread this far */
@@ -291,6 +294,8 @@ typedef struct {
   int head, count;
   int want;           /* the next block's size */
   long used, dropped; /* since the last block was asked for */
+  double full_until;  /* the fleet had no slot in its horizon: asking
+                         again before then would be a wasted round trip */
 } lr_lease;
 
 void lr_lease_init(lr_lease *l);
@@ -300,6 +305,9 @@ void lr_lease_init(lr_lease *l);
  * is when one would fit (seconds from now). */
 long lr_lease_grant(double *tat, double now, double limit, long burst, long want, double horizon,
                     double *b, double *retry);
+/* How far ahead a call may take slots: LR_LEASE_HORIZON, or less when its
+ * deadline (`latest` >= 0, `now` on the same clock) comes sooner. */
+double lr_lease_horizon(double now, double latest);
 /* A process's side: slot j (< n) of a grant at max(origin, b + j * interval). */
 void lr_lease_add(lr_lease *l, long n, double origin, double b, double interval);
 /* The slot for an attempt at `at`: 1 and *wait (from `at`), 0 when none is
@@ -309,6 +317,12 @@ int lr_lease_take(lr_lease *l, double at, double latest, double *wait);
  * LR_LEASE_MAX and what is free): doubled when the last was all spent,
  * halved when slots of it were dropped unspent. */
 long lr_lease_want(lr_lease *l, double limit);
+/* After a grant of none at `now`: the fleet's next slot comes `retry` s
+ * later; this process asks again once a block of `want` would fit. */
+void lr_lease_full(lr_lease *l, double now, double retry, long want, double interval);
+/* Whether a round trip now would be in vain: 1 and *wait (from `at`,
+ * spread by u in [0, 1)) until it would not. */
+int lr_lease_wait_full(const lr_lease *l, double now, double at, double u, double *wait);
 
 /* ---- simfleet.c: a fleet on the virtual clock, for simulations: the
  * state Redis would hold is an lr_shared that the local guards' code

@@ -73,3 +73,18 @@ long lr_lease_want(lr_lease *l, double limit) {
   l->used = l->dropped = 0;
   return l->want;
 }
+
+void lr_lease_full(lr_lease *l, double now, double retry, long want, double interval) {
+  l->full_until = now + retry + (double)(want - 1) * interval;
+}
+
+int lr_lease_wait_full(const lr_lease *l, double now, double at, double u, double *wait) {
+  if (now >= l->full_until) return 0;
+  *wait = l->full_until - at + u * LR_LEASE_SPREAD;
+  return 1;
+}
+
+double lr_lease_horizon(double now, double latest) {
+  if (latest < 0 || latest - now >= LR_LEASE_HORIZON) return LR_LEASE_HORIZON;
+  return latest > now ? latest - now : 0;
+}

@@ -159,14 +159,19 @@ static int rate_reserve(void *ud, double now, double at, double latest, double l
   const lr_guards *g = &c->fleet->g;
   if (!g->rate || g->rate_adaptive || !(g->rate_limit > 0)) return LR_REMOTE_LOCAL;
   int v = lr_lease_take(&c->lease, at, latest, wait);
+  if (v == 0 && lr_lease_wait_full(&c->lease, now, at, u, wait)) return 0;
   if (v == 0) {
     double b, retry;
     long want = lr_lease_want(&c->lease, g->rate_limit);
     long n = lr_lease_grant(&c->fleet->tat, now, g->rate_limit, g->rate_burst, want,
-                            LR_LEASE_HORIZON, &b, &retry);
+                            lr_lease_horizon(now, latest), &b, &retry);
     lr_lease_add(&c->lease, n, now, b, 1 / g->rate_limit);
     v = lr_lease_take(&c->lease, at, latest, wait);
-    if (v == 0) return *wait = now - at + retry + u * LR_LEASE_SPREAD, 0;
+    if (v == 0) {
+      lr_lease_full(&c->lease, now, retry, want, 1 / g->rate_limit);
+      lr_lease_wait_full(&c->lease, now, at, u, wait);
+      return 0;
+    }
   }
   if (v < 0) *wait = -1;
   return 1;

@@ -20,7 +20,8 @@
 
 /* The arithmetic of lr_lease_grant (engine/lease.c) in µs.
  *   KEYS[1]  hash: tat (µs, Redis's clock), cfg, cfg_at, cfg_by
- *   ARGV     limit burst want horizon_us ttl_ms member cfg
+ *   ARGV     limit burst want horizon_us ttl_ms member cfg (horizon_us: no
+ *            slot further ahead, LR_LEASE_HORIZON or the call's deadline)
  *   returns  {granted, now_us, b_us, retry_us}: slot j of the grant at
  *            max(now, b + j * 1e6 / limit); none: one fits in retry_us;
  *            or the error "LUARETRY_SETTINGS <cfg>" (nothing changed).
@@ -61,34 +62,42 @@ typedef struct {
   long long granted, now_us, b_us, retry_us;
 } rate_reply;
 
+/* What one round trip asks for. */
+typedef struct {
+  long want, burst;
+  double limit;
+  long long horizon_us; /* slots no further ahead (the call's deadline's) */
+} rate_ask;
+
 #define HORIZON_US ((long long)(LR_LEASE_HORIZON * 1e6))
 #define NOW_US_MIN 1000000000000000LL /* 2001 */
 #define NOW_US_MAX 7258118400000000LL /* 2200 */
 
 /* What the script can answer to what was asked: anything else is a
  * broken reply (a proxy's, a stranger's), never used. */
-static const char *out_of_range(const rate_reply *o, long want, double limit, long burst) {
+static const char *out_of_range(const rate_reply *o, const rate_ask *a) {
   if (o->now_us < NOW_US_MIN || o->now_us > NOW_US_MAX) return "a time of day out of range";
-  if (o->granted < 0 || o->granted > want) return "more slots than were asked";
-  double tolerance = (double)(burst - 1) * 1e6 / limit;
+  if (o->granted < 0 || o->granted > a->want) return "more slots than were asked";
+  double interval = 1e6 / a->limit, tolerance = (double)(a->burst - 1) * interval;
   double b = (double)o->b_us, now = (double)o->now_us;
   if (b < now - tolerance - 2) return "a slot before the bucket could hold it";
-  if (o->granted > 0 && (b > now + HORIZON_US + 1 || o->retry_us != 0))
+  if (o->granted > 0 && (b > now + (double)a->horizon_us + 1 || o->retry_us != 0))
     return "a slot beyond the horizon";
-  /* the fleet's slots reach at most a horizon and a block ahead */
-  if (o->granted == 0 && (o->retry_us < 0 || (double)o->retry_us > LR_LEASE_MAX * 1e6 / limit + 2))
+  /* others' slots reach at most the longest horizon and a block ahead */
+  if (o->granted == 0 &&
+      (o->retry_us < 0 || (double)o->retry_us > (double)HORIZON_US + LR_LEASE_MAX * interval + 2))
     return "a wait for a slot out of range";
   return NULL;
 }
 
-static lr_fleet_code decode(lr_fleet *f, const redisReply *r, long want, double limit, long burst,
-                            rate_reply *o, char *err, size_t errlen) {
+static lr_fleet_code decode(lr_fleet *f, const redisReply *r, const rate_ask *a, rate_reply *o,
+                            char *err, size_t errlen) {
   if (r->type == REDIS_REPLY_ERROR) {
     char text[204];
     lr_reply_quote_text(&f->url, r->str ? r->str : "", r->str ? r->len : 0, text, sizeof text);
     if (r->str && strncmp(r->str, "LUARETRY_SETTINGS ", 18) == 0) {
       char ours[120];
-      lr_fleet_rate_cfg_text(limit, burst, ours, sizeof ours);
+      lr_fleet_rate_cfg_text(a->limit, a->burst, ours, sizeof ours);
       lr_fmt(err, errlen,
              "the rate key is shared with other settings (theirs: %s; ours: %s): give this "
              "policy a fleet.key of its own, or reset the fleet",
@@ -108,7 +117,7 @@ static lr_fleet_code decode(lr_fleet *f, const redisReply *r, long want, double 
     lr_fmt(err, errlen, "the rate script's reply is not 4 integers (a reply of type %d)", r->type);
     return LR_FLEET_E_PROTOCOL;
   }
-  const char *why = out_of_range(o, want, limit, burst);
+  const char *why = out_of_range(o, a);
   if (why) {
     lr_fmt(err, errlen, "the rate script's reply is out of range: %s", why);
     return LR_FLEET_E_PROTOCOL;
@@ -122,14 +131,14 @@ static int is_noscript(const redisReply *r) {
 
 /* Queues the script's run: EVALSHA, or (SHA unknown or forgotten) SCRIPT
  * LOAD then EVAL in the same round trip.  *replies: how many to read. */
-static lr_fleet_code append(lr_fleet *f, long want, double limit, long burst, int *replies) {
+static lr_fleet_code append(lr_fleet *f, const rate_ask *a, int *replies) {
   char num[5][32], cfg[120];
-  lr_fmt(num[0], sizeof num[0], "%.17g", limit);
-  lr_fmt(num[1], sizeof num[1], "%ld", burst);
-  lr_fmt(num[2], sizeof num[2], "%ld", want);
-  lr_fmt(num[3], sizeof num[3], "%lld", HORIZON_US);
+  lr_fmt(num[0], sizeof num[0], "%.17g", a->limit);
+  lr_fmt(num[1], sizeof num[1], "%ld", a->burst);
+  lr_fmt(num[2], sizeof num[2], "%ld", a->want);
+  lr_fmt(num[3], sizeof num[3], "%lld", a->horizon_us);
   lr_fmt(num[4], sizeof num[4], "%lld", (long long)f->set.ttl_seconds * 1000 + 60000);
-  lr_fleet_rate_cfg_text(limit, burst, cfg, sizeof cfg);
+  lr_fleet_rate_cfg_text(a->limit, a->burst, cfg, sizeof cfg);
   int eval = !f->rate_sha[0];
   *replies = eval ? 2 : 1;
   if (eval) {
@@ -160,12 +169,12 @@ static void learn_sha(lr_fleet *f, const redisReply *r) {
 }
 
 /* One round trip for `want` slots, under io, by `deadline`. */
-static lr_fleet_code run_script(lr_fleet *f, long want, double limit, long burst, int64_t deadline,
-                                rate_reply *o, char *err, size_t errlen) {
+static lr_fleet_code run_script(lr_fleet *f, const rate_ask *a, int64_t deadline, rate_reply *o,
+                                char *err, size_t errlen) {
   lr_fleet_code rc = LR_FLEET_OK;
   for (int round = 0; round < 2; round++) { /* EVALSHA, then LOAD+EVAL on NOSCRIPT */
     int replies = 0;
-    rc = append(f, want, limit, burst, &replies);
+    rc = append(f, a, &replies);
     redisReply *r = NULL;
     for (int k = 0; rc == LR_FLEET_OK && k < replies; k++) {
       if (r) freeReplyObject(r);
@@ -179,7 +188,7 @@ static lr_fleet_code run_script(lr_fleet *f, long want, double limit, long burst
     }
     int again = is_noscript(r) && replies == 1;
     if (again) f->rate_sha[0] = '\0';
-    if (!again) rc = decode(f, r, want, limit, burst, o, err, errlen);
+    if (!again) rc = decode(f, r, a, o, err, errlen);
     freeReplyObject(r);
     if (!again) break;
   }
@@ -188,8 +197,8 @@ static lr_fleet_code run_script(lr_fleet *f, long want, double limit, long burst
 
 /* With io held: connect if need be, read what maybe_sync left owed, then
  * the script.  A failure degrades the handle (said once). */
-static lr_fleet_code lease_locked(lr_fleet *f, long want, double limit, long burst,
-                                  int64_t limit_ms, lr_waiter *w, rate_reply *o) {
+static lr_fleet_code lease_locked(lr_fleet *f, const rate_ask *a, int64_t limit_ms, lr_waiter *w,
+                                  rate_reply *o) {
   char err[300] = "";
   int64_t deadline = limit_ms, start = lr_monotonic_ms();
   f->conn.cancel = w;
@@ -199,7 +208,7 @@ static lr_fleet_code lease_locked(lr_fleet *f, long want, double limit, long bur
     return rc;
   }
   rc = lr_fleet_drain_locked(f, deadline, err, sizeof err);
-  if (rc == LR_FLEET_OK) rc = run_script(f, want, limit, burst, deadline, o, err, sizeof err);
+  if (rc == LR_FLEET_OK) rc = run_script(f, a, deadline, o, err, sizeof err);
   f->conn.cancel = NULL;
   if (rc != LR_FLEET_OK)
     lr_fleet_failed_locked(f, rc, err, start, limit_ms);
@@ -216,34 +225,40 @@ int lr_fleet_rate_reserve(lr_fleet *f, double at, double latest, int64_t limit_m
   if (!f || !atomic_load(&f->rate)) return LR_FLEET_LOCAL;
   pthread_mutex_lock(&f->rate_lock);
   int v = lr_lease_take(&f->lease, at, latest, wait);
+  /* the fleet's horizon was full at the last ask: not again before a
+   * block fits (every waiting call of a batch asks) */
+  int full = v == 0 && lr_lease_wait_full(&f->lease, lr_monotonic_now(), at, u, wait);
   pthread_mutex_unlock(&f->rate_lock);
+  if (full) return 0;
   if (v != 0) return v > 0 ? 1 : (*wait = -1, 1);
   if (limit_ms > 0 && lr_monotonic_ms() >= limit_ms) return LR_FLEET_LOCAL; /* no time to ask */
   if (pthread_mutex_trylock(&f->io) != 0) return *wait = BUSY_WAIT * (1 + u), 0;
   pthread_mutex_lock(&f->rate_lock);
   v = lr_lease_take(&f->lease, at, latest, wait); /* another thread's block */
-  long want = lr_lease_want(&f->lease, f->rate_limit), burst = f->rate_burst;
-  double limit = f->rate_limit;
+  rate_ask a = { lr_lease_want(&f->lease, f->rate_limit), f->rate_burst, f->rate_limit,
+                 llround(lr_lease_horizon(lr_monotonic_now(), latest) * 1e6) };
   pthread_mutex_unlock(&f->rate_lock);
   if (v != 0) {
     pthread_mutex_unlock(&f->io);
     return v > 0 ? 1 : (*wait = -1, 1);
   }
   rate_reply o;
-  lr_fleet_code rc = lease_locked(f, want, limit, burst, limit_ms, w, &o);
+  lr_fleet_code rc = lease_locked(f, &a, limit_ms, w, &o);
   /* the reply's moment, read after it came: slots are never early */
   double got = lr_monotonic_now();
   if (rc == LR_FLEET_OK) {
     pthread_mutex_lock(&f->rate_lock);
-    if (f->rate_limit == limit && f->rate_burst == burst) /* not reconfigured meanwhile */
+    if (f->rate_limit == a.limit && f->rate_burst == a.burst) /* not reconfigured meanwhile */
       lr_lease_add(&f->lease, (long)o.granted, got, got + (double)(o.b_us - o.now_us) / 1e6,
-                   1 / limit);
+                   1 / a.limit);
     v = lr_lease_take(&f->lease, at, latest, wait);
+    if (v == 0) {
+      lr_lease_full(&f->lease, got, (double)o.retry_us / 1e6, a.want, 1 / a.limit);
+      lr_lease_wait_full(&f->lease, got, at, u, wait);
+    }
     pthread_mutex_unlock(&f->rate_lock);
   }
   pthread_mutex_unlock(&f->io);
   if (rc != LR_FLEET_OK) return LR_FLEET_LOCAL;
-  if (v != 0) return v > 0 ? 1 : (*wait = -1, 1);
-  *wait = got - at + (double)o.retry_us / 1e6 + u * LR_LEASE_SPREAD;
-  return 0;
+  return v == 0 ? 0 : v > 0 ? 1 : (*wait = -1, 1);
 }
