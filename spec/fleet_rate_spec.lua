@@ -151,6 +151,41 @@ describe("the fleet's rate limiter against a real Redis", function ()
     assert.is_true(own_most > 1.5 * bound, own_most .. " <= " .. 1.5 * bound)
   end)
 
+  -- The fleet's bucket taken 4 s ahead (as a busy fleet would have it):
+  -- a call waits its turn when its deadline allows, and stops at once
+  -- (rate_limit, exit 6) when it does not.
+  it("queues a call behind a busy fleet, or stops it at once when its turn comes after its deadline", function ()
+    local key = new_key()
+    local function busy()
+      local sec, usec = r:cli("TIME"):match("^(%d+)\n(%d+)$")
+      local now_us = tonumber(sec) * 1000000 + tonumber(usec)
+      r:cli("HSET", "luaretry:{" .. key .. "}:rate", "tat", tostring(now_us + 4000000),
+            "cfg", "rate.limit=20 rate.burst=1", "cfg_at", tostring(now_us), "cfg_by", "spec")
+    end
+    local function run(deadline)
+      local log = tmp .. "/log.json"
+      local t0 = proc.now()
+      local x = proc.run({ "run", RATE, srv.base .. "/200", "--redis", r.url, "--set",
+                           "fleet.key=" .. key, "--set", "fleet.command_timeout=1000", "--set",
+                           "deadline=" .. deadline, "--log-json", log })
+      return x, proc.now() - t0, proc.readfile(log) or ""
+    end
+    srv:reset()
+    busy()
+    local x, secs, log = run(2)
+    assert.are.equal(6, x.code, x.stderr)
+    assert.is_true(secs < 1.5, ("%.3f s"):format(secs))
+    assert.matches('"verdict": ?"rate_limit"', log)
+    assert.matches("the fleet's rate limiter's next token (20 per second for every process) " ..
+                   "comes after the deadline", log, 1, true)
+    assert.are.equal(0, #srv:requests_on("/200"))
+    busy()
+    x, secs = run(30)
+    assert.are.equal(0, x.code, x.stderr)
+    assert.is_true(secs >= 3.9, ("%.3f s"):format(secs))
+    assert.are.equal(1, #srv:requests_on("/200"))
+  end)
+
   it("refuses a process whose rate settings differ from the fleet's: it limits itself, saying why once", function ()
     local key = new_key()
     local base = { "run", RATE, srv.base .. "/200", "--redis", r.url, "--set",
