@@ -192,6 +192,8 @@ describe("the fleet's rate limiter against a real Redis", function ()
                    "fleet.key=" .. key, "--set", "fleet.command_timeout=1000" }
     local first = proc.run(base)
     assert.are.equal(0, first.code, first.stderr)
+    -- a fixed rate is something to share
+    assert.is_nil(first.stderr:find("nothing to share", 1, true), first.stderr)
     local args = { table.unpack(base) }
     args[#args + 1] = "--set"
     args[#args + 1] = "rate.limit=10"
@@ -201,6 +203,16 @@ describe("the fleet's rate limiter against a real Redis", function ()
                    "rate.burst=1; ours: rate.limit=10 rate.burst=1%)", other.stderr)
     assert.are.equal(1, count(other.stderr, LOST), other.stderr)
     assert.matches("rate.limit=20", r:cli("HGET", "luaretry:{" .. key .. "}:rate", "cfg"))
+    -- `luaretry fleet --reset` clears the rate bucket too: the other
+    -- settings are welcome then
+    local reset = proc.run({ "fleet", RATE, "--redis", r.url, "--set", "fleet.key=" .. key, "--set",
+                             "fleet.command_timeout=1000", "--reset" })
+    assert.are.equal(0, reset.code, reset.stderr)
+    assert.are.equal("0", r:cli("EXISTS", "luaretry:{" .. key .. "}:rate"))
+    other = proc.run(args)
+    assert.are.equal(0, other.code, other.stderr)
+    assert.are.equal(0, count(other.stderr, LOST), other.stderr)
+    assert.matches("rate.limit=10", r:cli("HGET", "luaretry:{" .. key .. "}:rate", "cfg"))
   end)
 
   it("leaves an adaptive rate to each process: the budget is shared, no rate key is written", function ()
