@@ -167,6 +167,7 @@ static int rate_reserve(void *ud, double now, double at, double latest, double l
                             lr_lease_horizon(now, latest), &b, &retry);
     lr_lease_add(&c->lease, n, now, b, 1 / g->rate_limit);
     v = lr_lease_take(&c->lease, at, latest, wait);
+    if (v == 0 && latest >= 0 && b > latest) return *wait = -1, 1; /* after the deadline */
     if (v == 0) {
       lr_lease_full(&c->lease, now, retry, want, 1 / g->rate_limit);
       lr_lease_wait_full(&c->lease, now, at, u, wait);

@@ -252,7 +252,10 @@ int lr_fleet_rate_reserve(lr_fleet *f, double at, double latest, int64_t limit_m
       lr_lease_add(&f->lease, (long)o.granted, got, got + (double)(o.b_us - o.now_us) / 1e6,
                    1 / a.limit);
     v = lr_lease_take(&f->lease, at, latest, wait);
-    if (v == 0) {
+    double first = got + (double)(o.b_us - o.now_us) / 1e6; /* the fleet's next slot */
+    if (v == 0 && latest >= 0 && first > latest) {
+      v = -1; /* it comes after this call's deadline */
+    } else if (v == 0) {
       lr_lease_full(&f->lease, got, (double)o.retry_us / 1e6, a.want, 1 / a.limit);
       lr_lease_wait_full(&f->lease, got, at, u, wait);
     }
