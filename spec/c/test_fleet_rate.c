@@ -3,7 +3,8 @@
  * handles stand for three processes of a fleet (each its own fleet handle,
  * connection and lease); five threads make blocking calls on them (two
  * share a handle, so its lease and connection are shared by threads), each
- * attempt's moment recorded.  Also run under ThreadSanitizer (make test).
+ * attempt's moment recorded, while another thread reloads one handle with
+ * the same settings.  Also run under ThreadSanitizer (make test).
  * Then: the attempts of all three, in any second, stay within
  * limit + burst + what the three may hold leased (README "Fleet"), and the
  * run lasts as long as the fleet's one limit says, not a third of it. */
@@ -34,7 +35,7 @@ static const char *POLICY =
 
 static luaretry_policy *handles[HANDLES];
 static double moments[THREADS * CALLS];
-static atomic_int recorded, bad;
+static atomic_int recorded, bad, callers_done;
 
 static double now_s(void) {
   struct timespec ts;
@@ -64,6 +65,21 @@ static void *caller(void *arg) {
         d.reason != LUARETRY_REASON_SUCCESS)
       atomic_fetch_add(&bad, 1);
     luaretry_call_free(c);
+  }
+  atomic_fetch_add(&callers_done, 1);
+  return NULL;
+}
+
+/* Reloads handle 1 while calls run on it (the same settings: its fleet,
+ * bucket and lease go on), so TSan sees a reload beside the leases. */
+
+static void *reloader(void *arg) {
+  (void)arg;
+  for (int round = 0; atomic_load(&callers_done) < THREADS && round < 10000; round++) {
+    if (luaretry_policy_load_string(handles[1], "=rate", POLICY) != LUARETRY_OK ||
+        luaretry_policy_set(handles[1], "rate.burst", "1") != LUARETRY_OK)
+      atomic_fetch_add(&bad, 1);
+    redis_sleep_ms(20);
   }
   return NULL;
 }
@@ -154,9 +170,10 @@ int main(void) {
     CHECK_CODE(luaretry_policy_set(handles[h], "fleet.command_timeout", "2000"), LUARETRY_OK);
     CHECK_CODE(luaretry_policy_load_string(handles[h], "=rate", POLICY), LUARETRY_OK);
   }
-  pthread_t t[THREADS];
+  pthread_t t[THREADS + 1];
   for (long i = 0; i < THREADS; i++) pthread_create(&t[i], NULL, caller, (void *)i);
-  for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
+  pthread_create(&t[THREADS], NULL, reloader, NULL);
+  for (int i = 0; i <= THREADS; i++) pthread_join(t[i], NULL);
   CHECK_EQ_INT((long)atomic_load(&bad), 0);
   int n = atomic_load(&recorded);
   CHECK_EQ_INT((long)n, (long)THREADS * CALLS);
