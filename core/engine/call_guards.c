@@ -69,29 +69,75 @@ static void stop_throttled(luaretry_call *c, luaretry_decision *d, double at, in
                       remote ? "the fleet's " : "the ", 100 * r, g->throttle_k, g->throttle_window);
 }
 
+/* The fleet's rate limiter (a fixed rate; an adaptive one stays the
+ * process's): 1 with *extra as lr_call_rate_token returns it, 0 when the
+ * local limiter decides.  A later attempt (a retry decided now) asks when
+ * its time comes, at luaretry_call_next: a slot leased now would be spent
+ * by nobody meanwhile. */
+static int remote_rate(luaretry_call *c, double start, double *extra) {
+  const lr_rules *r = c->rules;
+  if (!c->remote || !c->remote->ops->rate_reserve || r->guards.rate_adaptive) return 0;
+  double now = lr_clock_now(&c->clock), at = c->start + start;
+  c->rate_remote = 1;
+  if (at > now + 0.001) {
+    c->admitted = c->attempts; /* not held: ask again then */
+    c->admit_at = start;
+    return *extra = 0, 1;
+  }
+  double latest = r->deadline > 0 ? c->start + r->deadline : -1;
+  double left = r->deadline > 0 ? latest - now : 0;
+  if (r->deadline > 0 && left <= 0) left = 1e-9; /* no time: no round trip */
+  double wait = 0;
+  int v = c->remote->ops->rate_reserve(c->remote->ud, now, at, latest, left, lr_rng_unit(&c->rng),
+                                       &c->waiter, &wait);
+  if (latest >= 0 && lr_clock_now(&c->clock) >= latest) { /* the round trip took the rest */
+    c->rate_remote = 2;
+    return *extra = -1, 1;
+  }
+  if (v == LR_REMOTE_LOCAL) return c->rate_remote = 0;
+  if ((v == 1 && wait < 0) || (latest >= 0 && at + wait > latest)) return *extra = -1, 1;
+  c->admitted = v == 1 ? c->attempts + 1 : c->attempts;
+  c->admit_at = start + wait;
+  if (r->deadline > 0) { /* what is left once the token comes */
+    double t = lr_call_timeout_at(r, c->admit_at);
+    if (t < c->next_timeout) c->next_timeout = t;
+  }
+  return *extra = wait, 1;
+}
+
 /* A token for the attempt that would start `start` seconds into the call
  * (and a slot under the server's RateLimit fields, quota.c: it waits for
  * both): the extra wait, or -1 when it would come past the deadline
  * (nothing reserved then).  The limiter may hand out a time to ask again
  * instead (admitted stays, and luaretry_call_next asks then): adaptive,
  * past the server's window, and for a later attempt (a retry after its
- * backoff) whose token is free when it comes. */
+ * backoff) whose token is free when it comes.  With the fleet's limiter,
+ * the server's quota is asked first, then the fleet, for the start the
+ * quota gives. */
 double lr_call_rate_token(luaretry_call *c, double start) {
   const lr_rules *r = c->rules;
   double base = c->guard_origin + c->start;
   double latest = r->deadline > 0 ? base + r->deadline : -1;
   double now = base + (lr_clock_now(&c->clock) - c->start);
-  int held = 1;
+  int held = 1, quota_taken = 0;
   double quota = 0; /* the server's quota first (quota.c), then the token bucket: the later */
-  c->quota_refused = 0;
-  if (r->guards.rate_headers && base + start > now) {
+  int ask_quota = r->guards.rate_headers && !c->quota_held; /* held: taken at the last ask */
+  c->quota_refused = c->quota_held = 0;
+  if (ask_quota && base + start > now) {
     held = 0; /* a later attempt asks the server's quota when it comes */
-  } else if (r->guards.rate_headers) {
+  } else if (ask_quota) {
     quota =
       lr_quota_reserve(c->shared, base + start, latest, lr_rng_unit(&c->rng), &c->quota_seq, &held);
     if (quota < 0) return c->quota_refused = 1, -1;
+    quota_taken = held;
   }
-  double extra = quota;
+  double extra = quota, remote_extra;
+  if (held && remote_rate(c, start + quota, &remote_extra)) {
+    /* the fleet's token is asked when the quota's slot comes: that slot
+     * stays this attempt's, not asked for again */
+    if (remote_extra >= 0 && c->admitted <= c->attempts) c->quota_held = quota_taken;
+    return remote_extra < 0 ? -1 : quota + remote_extra;
+  }
   if (held) {
     extra = lr_rate_reserve(c->shared, &r->guards, now, base + start + quota, latest,
                             r->guards.rate_adaptive ? lr_rng_unit(&c->rng) : 0, &held);
@@ -110,6 +156,21 @@ void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double st
                         "the server's RateLimit quota leaves no room before the deadline "
                         "(%.3f s; the attempt would start at %.3f s or later)",
                         c->rules->deadline, start);
+    return;
+  }
+  if (c->rate_remote == 2) {
+    lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
+                        "the deadline (%.3f s) passed while the fleet's rate limiter was asked "
+                        "for a token",
+                        c->rules->deadline);
+    return;
+  }
+  if (c->rate_remote) {
+    lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate",
+                        "the fleet's rate limiter's next token (%g per second for every process) "
+                        "comes after the deadline (%.3f s; the attempt would start at %.3f s or "
+                        "later)",
+                        c->rules->guards.rate_limit, c->rules->deadline, start);
     return;
   }
   lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate",

@@ -44,6 +44,7 @@ struct luaretry_call {
    * before the deadline */
   unsigned long long quota_seq;
   int quota_refused;
+  int quota_held; /* the quota's slot is taken for the attempt asked again */
   double next_timeout;
   int attempts; /* attempts reported so far */
   int stopped;
@@ -70,6 +71,8 @@ struct luaretry_call {
   lr_flight one;      /* the attempt in flight ... */
   lr_flight *flight;  /* ... here, or LR_FLIGHT_MAX made at the first
                                hedge: most calls never hedge */
+  int rate_remote;    /* the fleet's rate limiter answered the last ask (2:
+                         the deadline passed while it was asked) */
 };
 
 /* Nanoseconds for the counters, clamped: a 1e300 s wait still counts. */

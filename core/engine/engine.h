@@ -340,12 +340,77 @@ typedef struct {
   /* A hedge sent: one budget token spent remotely as locally
    * (lr_budget_spend).  Never waits. */
   void (*spend)(void *ud, double now);
+  /* The fleet's rate limiter: a token for an attempt that would start at
+   * `at` (the call's clock, `now` being it now), no later than `latest`
+   * (< 0: no deadline).  1: held, *wait the seconds from `at` until it
+   * comes, or *wait < 0 (nothing held) when it would come after `latest`;
+   * 0: none held, ask again *wait seconds after `at`; LR_REMOTE_LOCAL: the
+   * local limiter decides.  May make one round trip (a block of tokens),
+   * ending within `left` seconds (0: no deadline) and at once when w is
+   * cancelled; `u` in [0, 1) spreads the asks of waiting processes.  NULL:
+   * none (the local limiter). */
+  int (*rate_reserve)(void *ud, double now, double at, double latest, double left, double u,
+                      lr_waiter *w, double *wait);
 } lr_remote_ops;
 
 typedef struct {
   const lr_remote_ops *ops; /* NULL: none */
   void *ud;
 } lr_remote;
+
+/* ---- lease.c: the fleet's rate limiter, one GCRA for every process
+ * (README "Fleet").  Redis (core/fleet/redis_rate.c's script, the same
+ * arithmetic in µs on Redis's clock) or a simulated fleet keeps the
+ * theoretical arrival time; a process whose lease is empty leases a block
+ * of the next tokens' times (slots) in one round trip, in the fleet's
+ * order (FIFO: a busy fleet hands out later slots, up to a horizon, so a
+ * process waits its turn instead of asking again and again), and spends
+ * them locally, each at or after its time and at most LR_LEASE_LATE s
+ * after it (later: dropped).  So over any T seconds the fleet's attempts
+ * are at most limit * (T + LR_LEASE_LATE + the round trip) + burst,
+ * whatever the number of processes or the size of their blocks; and a
+ * process holds at most one block. */
+
+#define LR_LEASE_MAX     64   /* slots a process holds at most */
+#define LR_LEASE_HORIZON 10.0 /* seconds ahead the fleet hands slots out */
+#define LR_LEASE_LATE    0.05 /* seconds after its time a slot may be spent */
+#define LR_LEASE_BLOCK   0.1  /* a block is at most this much of the fleet's rate */
+#define LR_LEASE_SPREAD  0.05 /* when none fit the horizon: asks spread this far */
+
+typedef struct {
+  double slot[LR_LEASE_MAX]; /* the times of the slots held, ascending */
+  int head, count;
+  int want;           /* the next block's size */
+  long used, dropped; /* since the last block was asked for */
+  double full_until;  /* the fleet had no slot in its horizon: asking
+                         again before then would be a wasted round trip */
+} lr_lease;
+
+void lr_lease_init(lr_lease *l);
+/* The fleet's side: up to `want` slots within `horizon` s of now from the
+ * GCRA whose theoretical arrival time is *tat (advanced).  Slot j of the
+ * grant comes at max(now, *b + j / limit).  Returns how many; none: *retry
+ * is when one would fit (seconds from now). */
+long lr_lease_grant(double *tat, double now, double limit, long burst, long want, double horizon,
+                    double *b, double *retry);
+/* How far ahead a call may take slots: LR_LEASE_HORIZON, or less when its
+ * deadline (`latest` >= 0, `now` on the same clock) comes sooner. */
+double lr_lease_horizon(double now, double latest);
+/* A process's side: slot j (< n) of a grant at max(origin, b + j * interval). */
+void lr_lease_add(lr_lease *l, long n, double origin, double b, double interval);
+/* The slot for an attempt at `at`: 1 and *wait (from `at`), 0 when none is
+ * held, -1 when the next comes after `latest` (>= 0; kept for others). */
+int lr_lease_take(lr_lease *l, double at, double latest, double *wait);
+/* The next block's size (1 to LR_LEASE_BLOCK of limit, at most
+ * LR_LEASE_MAX and what is free): doubled when the last was all spent,
+ * halved when slots of it were dropped unspent. */
+long lr_lease_want(lr_lease *l, double limit);
+/* After a grant of none at `now`: the fleet's next slot comes `retry` s
+ * later; this process asks again once a block of `want` would fit. */
+void lr_lease_full(lr_lease *l, double now, double retry, long want, double interval);
+/* Whether a round trip now would be in vain: 1 and *wait (from `at`,
+ * spread by u in [0, 1)) until it would not. */
+int lr_lease_wait_full(const lr_lease *l, double now, double at, double u, double *wait);
 
 /* ---- simfleet.c: a fleet on the virtual clock, for simulations: the
  * state Redis would hold is an lr_shared that the local guards' code

@@ -37,6 +37,7 @@ typedef struct {
   long long new_requests, new_accepts; /* since, unsent */
   int npending;
   lr_remote_outcome pending[PENDING_MAX];
+  lr_lease lease; /* the rate limiter's slots it holds */
 } sim_client;
 
 struct lr_simfleet {
@@ -45,6 +46,7 @@ struct lr_simfleet {
   double sync;
   long clients;
   sim_client *client;
+  double tat; /* the rate limiter's GCRA, as Redis holds it */
 };
 
 extern const lr_remote_ops lr_simfleet_ops;
@@ -68,6 +70,7 @@ lr_simfleet *lr_simfleet_new(const lr_guards *g, double sync, long clients) {
     c->remote.ops = &lr_simfleet_ops;
     c->remote.ud = c;
     c->synced_at = -1;
+    lr_lease_init(&c->lease);
   }
   return s;
 }
@@ -190,7 +193,36 @@ static void refresh(void *ud, double now, double left, lr_waiter *w) {
 
 static double tokens(void *ud) { return (double)view_tokens(ud) / 1000; }
 
+/* The rate limiter as a process of the real fleet keeps it
+ * (core/fleet/redis_rate.c): slots from its lease, a block leased from
+ * the fleet's GCRA (a round trip) when none is left. */
+static int rate_reserve(void *ud, double now, double at, double latest, double left, double u,
+                        lr_waiter *w, double *wait) {
+  (void)left, (void)w; /* a simulated round trip takes no time */
+  sim_client *c = ud;
+  const lr_guards *g = &c->fleet->g;
+  if (!g->rate || g->rate_adaptive || !(g->rate_limit > 0)) return LR_REMOTE_LOCAL;
+  int v = lr_lease_take(&c->lease, at, latest, wait);
+  if (v == 0 && lr_lease_wait_full(&c->lease, now, at, u, wait)) return 0;
+  if (v == 0) {
+    double b, retry;
+    long want = lr_lease_want(&c->lease, g->rate_limit);
+    long n = lr_lease_grant(&c->fleet->tat, now, g->rate_limit, g->rate_burst, want,
+                            lr_lease_horizon(now, latest), &b, &retry);
+    lr_lease_add(&c->lease, n, now, b, 1 / g->rate_limit);
+    v = lr_lease_take(&c->lease, at, latest, wait);
+    if (v == 0 && latest >= 0 && b > latest) return *wait = -1, 1; /* after the deadline */
+    if (v == 0) {
+      lr_lease_full(&c->lease, now, retry, want, 1 / g->rate_limit);
+      lr_lease_wait_full(&c->lease, now, at, u, wait);
+      return 0;
+    }
+  }
+  if (v < 0) *wait = -1;
+  return 1;
+}
+
 const lr_remote_ops lr_simfleet_ops = {
-  budget_allows_retry, breaker_admits,   record, refresh, tokens,
-  throttle_request,    throttle_refusal, spend,
+  budget_allows_retry, breaker_admits,   record, refresh,      tokens,
+  throttle_request,    throttle_refusal, spend,  rate_reserve,
 };

@@ -153,8 +153,8 @@ void lr_fleet_status_free(lr_fleet_status *st) {
 
 lr_fleet_code lr_fleet_reset(lr_fleet *f, char *err, size_t errlen) {
   if (!f) return LR_FLEET_E_ARG;
-  const char *del[] = { "DEL", f->key, f->procs_key };
-  int argc = 3;
+  const char *del[] = { "DEL", f->key, f->procs_key, f->rate_key };
+  int argc = 4;
   const char **argv = del;
   redisReply *r = NULL;
   pthread_mutex_lock(&f->io);

@@ -55,6 +55,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/engine.h"
+
 typedef struct lr_fleet lr_fleet;
 
 /* Append-only: a code never changes meaning. */
@@ -106,6 +108,11 @@ typedef struct {
   const char *member;     /* name in the registry; NULL: "HOST:PID" */
   lr_fleet_log_fn log;    /* NULL: silent */
   void *log_ud;
+  /* the rate limiter (the policy's fixed `rate`), one GCRA for the fleet
+   * under "luaretry:{KEY}:rate" (redis_rate.c): 0: off */
+  int rate;
+  double rate_limit; /* tokens per second, > 0 */
+  long rate_burst;   /* >= 1 */
 } lr_fleet_settings;
 
 /* Fills the defaults above; guards off. */
@@ -196,6 +203,17 @@ double lr_fleet_throttle_refusal(lr_fleet *f);
  * meanwhile such calls are refused, as a half-open breaker refuses calls
  * beyond its probes). */
 int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt);
+
+/* The fleet's rate limiter (lr_remote_ops' rate_reserve, in seconds of
+ * CLOCK_MONOTONIC): a slot of this process's lease for an attempt at
+ * `at`, else one round trip (bounded by the command timeout, limit_ms and
+ * a cancel of w; none while another thread talks to Redis: ask again in a
+ * few ms) leases a block of them.  1: held (*wait from `at`, or -1 when it
+ * comes after `latest`), 0: ask again after *wait, LR_FLEET_LOCAL: the
+ * local limiter decides (off, Redis down, slow, refusing or garbled: said
+ * once through the log, as for the budget). */
+int lr_fleet_rate_reserve(lr_fleet *f, double at, double latest, int64_t limit_ms, double u,
+                          lr_waiter *w, double *wait);
 
 /* ---- what is known */
 

@@ -217,7 +217,32 @@ struct lr_fleet {
 
   pthread_mutex_t note_lock; /* guards detail */
   char detail[300];
+
+  /* The rate limiter (redis_rate.c): its settings and this process's
+   * slots under rate_lock; its script's SHA belongs to whoever holds io. */
+  atomic_int rate;
+  pthread_mutex_t rate_lock;
+  double rate_limit;
+  long rate_burst;
+  lr_lease lease;
+  char rate_key[230];
+  char rate_sha[41];
 };
+
+/* ---- redis_rate.c */
+
+extern const char LR_RATE_SCRIPT[];
+
+/* The settings' text the rate key's processes must share. */
+void lr_fleet_rate_cfg_text(double limit, long burst, char *buf, size_t size);
+
+/* ---- handle.c (beside its functions below) */
+
+/* New rate settings (with rate_lock taken inside): slots held go when
+ * they change. */
+void lr_fleet_rate_install(lr_fleet *f, const lr_fleet_settings *s);
+/* A good reply, from whichever script: health back (said once). */
+void lr_fleet_healthy_locked(lr_fleet *f);
 
 /* With f->io held.  Connects when not connected (force: whatever the
  * backoff); OK at once when connected.  *deadline: in, the latest any

@@ -94,10 +94,24 @@ static void install(lr_fleet *f, const lr_fleet_settings *s) {
   install_guards(f, s);
 }
 
+/* The rate limiter's settings, under its lock (redis_rate.c uses them). */
+void lr_fleet_rate_install(lr_fleet *f, const lr_fleet_settings *s) {
+  int on = s->rate && s->rate_limit > 0 && s->rate_burst >= 1;
+  pthread_mutex_lock(&f->rate_lock);
+  if (!on || s->rate_limit != f->rate_limit || s->rate_burst != f->rate_burst)
+    lr_lease_init(&f->lease); /* slots of other settings */
+  f->rate_limit = on ? s->rate_limit : 0;
+  f->rate_burst = on ? s->rate_burst : 1;
+  pthread_mutex_unlock(&f->rate_lock);
+  atomic_store(&f->rate, on);
+}
+
 /* Only the guard numbers change: timeouts, the log and the member are
  * the handle's for life (a new URL or key is a new handle). */
 void lr_fleet_configure(lr_fleet *f, const lr_fleet_settings *s) {
-  if (f && s) install_guards(f, s);
+  if (!f || !s) return;
+  install_guards(f, s);
+  lr_fleet_rate_install(f, s);
 }
 
 static lr_fleet_code check_key(const char *key, char *err, size_t errlen) {
@@ -134,6 +148,10 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_sett
   f->url = u;
   lr_fmt(f->key, sizeof f->key, "luaretry:{%s}", key);
   lr_fmt(f->procs_key, sizeof f->procs_key, "luaretry:{%s}:procs", key);
+  lr_fmt(f->rate_key, sizeof f->rate_key, "luaretry:{%s}:rate", key);
+  pthread_mutex_init(&f->rate_lock, NULL);
+  lr_lease_init(&f->lease);
+  lr_fleet_rate_install(f, s);
   if (s->member && s->member[0])
     lr_fmt(f->member, sizeof f->member, "%s", s->member);
   else
@@ -154,6 +172,7 @@ void lr_fleet_free(lr_fleet *f) {
   lr_conn_free(&f->conn);
   pthread_mutex_destroy(&f->io);
   pthread_mutex_destroy(&f->note_lock);
+  pthread_mutex_destroy(&f->rate_lock);
   free(f);
 }
 
@@ -228,6 +247,10 @@ void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now
   atomic_store(&f->clock_offset, r->now_ms - now);
   atomic_store(&f->last_ok_ms, now);
   atomic_fetch_add(&f->syncs, 1);
+  lr_fleet_healthy_locked(f);
+}
+
+void lr_fleet_healthy_locked(lr_fleet *f) {
   f->backoff_ms = f->set.reconnect_min_ms;
   if (atomic_exchange(&f->health, LR_FLEET_HEALTHY) == LR_FLEET_DEGRADED) {
     note(f, "");

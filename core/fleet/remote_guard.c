@@ -68,7 +68,15 @@ static void refresh(void *ud, double now, double left, lr_waiter *w) {
 
 static double tokens(void *ud) { return lr_fleet_tokens(ud); }
 
+/* The call's clock is CLOCK_MONOTONIC in seconds, as the lease's is. */
+static int rate_reserve(void *ud, double now, double at, double latest, double left, double u,
+                        lr_waiter *w, double *wait) {
+  (void)now;
+  int v = lr_fleet_rate_reserve(ud, at, latest, limit_of(left), u, w, wait);
+  return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
+}
+
 const lr_remote_ops lr_fleet_remote_ops = {
-  budget_allows_retry, breaker_admits,   record, refresh, tokens,
-  throttle_request,    throttle_refusal, spend,
+  budget_allows_retry, breaker_admits,   record, refresh,      tokens,
+  throttle_request,    throttle_refusal, spend,  rate_reserve,
 };

@@ -689,7 +689,8 @@ LUARETRY_API void luaretry_call_stall(const luaretry_call *c, double *seconds, l
  * is known down).  When the deadline passed meanwhile, the call stops
  * (deadline); d->next_timeout is what is left of it.  A host with its own
  * event loop should know this call may block that long when its policy
- * has fleet.redis.  With the policy's rate limiter (`rate`), d->wait may
+ * has fleet.redis (with a fixed `rate` too: a block of the fleet's tokens
+ * is leased in one such round trip when this process has none left).  With the policy's rate limiter (`rate`), d->wait may
  * be above 0 (wait_source RATE): the attempt's token comes then; wait that
  * long (luaretry_call_wait, or the host's own timer), then make the
  * attempt (asking again gives what is left of the wait; the token is

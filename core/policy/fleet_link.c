@@ -64,6 +64,11 @@ static int same_link(const struct lr_fleet_link *l, const luaretry_policy *p, co
          l->reconnect == p->fleet_reconnect_ms;
 }
 
+/* A fixed rate limiter, shared by the fleet. */
+static int fleet_rate(const lr_rules *r) {
+  return r->guards.rate && !r->guards.rate_adaptive && r->guards.rate_limit > 0;
+}
+
 static void guard_settings(const lr_rules *r, lr_fleet_settings *s) {
   s->budget = r->guards.budget;
   s->max_tokens = r->guards.max_tokens;
@@ -76,6 +81,11 @@ static void guard_settings(const lr_rules *r, lr_fleet_settings *s) {
   s->throttle_k = r->guards.throttle_k;
   s->throttle_window = r->guards.throttle_window;
   s->throttle_cost = r->guards.throttle_cost;
+  /* a fixed rate is the fleet's; an adaptive one follows this process's
+   * answers and stays its own (README "Fleet") */
+  s->rate = fleet_rate(r);
+  s->rate_limit = r->guards.rate_limit;
+  s->rate_burst = r->guards.rate_burst;
 }
 
 static struct lr_fleet_link *new_link(luaretry_policy *p, const lr_fleet_settings *s,
@@ -112,7 +122,9 @@ int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const ch
   g->fleet = NULL;
   memset(&g->rules.remote, 0, sizeof g->rules.remote);
   /* nothing to share: warned of, and no connection made */
-  if (!p->fleet_url || (!t->pub.budget && !t->pub.breaker && !t->throttle)) return 0;
+  if (!p->fleet_url ||
+      (!t->pub.budget && !t->pub.breaker && !t->throttle && !fleet_rate(&g->rules)))
+    return 0;
   lr_fleet_settings s;
   lr_fleet_settings_init(&s);
   guard_settings(&g->rules, &s);

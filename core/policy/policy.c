@@ -242,10 +242,11 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
     lr_strlcpy(name, ld->fields[F_NAME].str, sizeof name);
   else
     default_name(name, sizeof name, ld->chunk_src);
-  if (p->fleet_url && !tuning.pub.budget && !tuning.pub.breaker && !tuning.throttle)
+  if (p->fleet_url && !tuning.pub.budget && !tuning.pub.breaker && !tuning.throttle &&
+      !(tuning.rate && !tuning.rate_adaptive))
     lr_add_warning(warnings, &count,
                    "%s: fleet.redis is set, but the policy has neither "
-                   "budget nor breaker: there is nothing to share",
+                   "budget nor breaker, throttle or fixed rate: there is nothing to share",
                    ld->chunk_src);
   if (lr_policy_fleet_attach(p, g, &tuning, name, errors, sizeof errors) != 0) {
     lr_free_warnings(warnings, &count);

@@ -124,14 +124,22 @@ int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, doubl
       "simulate: %s (%s): %ld clients fail together at t=0; outage %g s (%d before, "
       "200 after); seed %llu (client i: seed + i)\n",
       t.name, path, clients, outage, status, (unsigned long long)seed);
-    char k[64] = "none";
+    char k[64] = "none", limit[64] = "none", adaptive[16] = "false";
     luaretry_policy_get(p, "throttle.k", k, sizeof k);
-    if (!t.budget && !t.breaker && strcmp(k, "none") == 0)
-      printf("  (the policy has neither budget nor breaker: there is nothing to share)\n");
+    luaretry_policy_get(p, "rate.limit", limit, sizeof limit);
+    luaretry_policy_get(p, "rate.adaptive", adaptive, sizeof adaptive);
+    int fixed_rate = strcmp(limit, "none") != 0 && strcmp(adaptive, "true") != 0;
+    if (!t.budget && !t.breaker && strcmp(k, "none") == 0 && !fixed_rate)
+      printf(
+        "  (the policy has neither budget nor breaker, throttle or fixed rate: there is "
+        "nothing to share)\n");
     print_text("own guards (a process each):", &own);
     char what[128];
     snprintf(what, sizeof what, "fleet guards (synced every %s ms):", sync);
     print_text(what, &fleet);
+    /* the rate limiter shows in time, not in attempts */
+    printf("  the last attempt at: own guards %.3f s, fleet guards %.3f s\n", own.last_attempt,
+           fleet.last_attempt);
   }
   int errors = own.stops[LUARETRY_REASON_POLICY_ERROR] || fleet.stops[LUARETRY_REASON_POLICY_ERROR];
   return errors ? EXIT_POLICY : EXIT_OK;

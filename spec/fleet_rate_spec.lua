@@ -1,0 +1,346 @@
+-- The fleet's rate limiter (README "Fleet"): one token bucket (a GCRA) for
+-- every process naming the same Redis.  Real `luaretry run --urls
+-- --parallel` batches against the fault server and a real redis-server,
+-- measured in the server's request log; the same batches without Redis
+-- (a limit per process); a Redis that answers the rate script with
+-- garbage, slowly or not at all (spec/fixtures/fleet/fake_redis.lua); settings that
+-- disagree; an adaptive rate, which stays the process's.
+local proc = require "support.proc"
+local redis = require "support.redis"
+local q = proc.q
+
+local DIR = proc.root .. "/spec/fixtures/fleet_rate"
+local RATE = DIR .. "/rate.lua"
+local ADAPTIVE = DIR .. "/adaptive.lua"
+local SERVER = DIR .. "/server.lua"
+local FAKE = proc.root .. "/spec/fixtures/fleet/fake_redis.lua"
+local LOST = "local guards decide until Redis is back"
+
+local LIMIT, BURST = 20, 1 -- rate.lua's
+local PROCS, URLS, PARALLEL = 4, 30, 4
+local BLOCK = 2 -- the most a process leases at once: a tenth of a second of LIMIT
+
+local keys = 0
+local function new_key()
+  keys = keys + 1
+  return ("rate-%d-%d"):format(math.floor(proc.now() * 1000) % 1000000, keys)
+end
+
+local function count(s, pattern)
+  return select(2, (s or ""):gsub(pattern, ""))
+end
+
+-- `luaretry` processes at once, each with args_of(i); waits (bounded) for
+-- all: for each, {code, stderr}.
+local function many(n, args_of)
+  local dir = proc.tmpdir()
+  local env = os.getenv("ASAN_OPTIONS") and "env ASAN_OPTIONS=detect_leaks=1 " or ""
+  local lines = {}
+  for i = 1, n do
+    local words = {}
+    for _, a in ipairs(args_of(i)) do words[#words + 1] = q(a) end
+    local f = dir .. "/" .. i
+    lines[#lines + 1] = ("( %s%s %s </dev/null >/dev/null 2>%s; echo $? >%s.tmp; mv %s.tmp %s ) &")
+      :format(env, q(proc.bin), table.concat(words, " "), q(f .. ".err"), q(f .. ".end"),
+              q(f .. ".end"), q(f .. ".end"))
+  end
+  lines[#lines + 1] = "wait"
+  proc.writefile(dir .. "/run.sh", table.concat(lines, "\n") .. "\n")
+  proc.sh("timeout -s KILL 60 bash " .. q(dir .. "/run.sh") .. " >/dev/null 2>&1 &")
+  local out = {}
+  for i = 1, n do
+    local f = dir .. "/" .. i
+    local e = proc.wait_for(function () return proc.readfile(f .. ".end") end, 60)
+    out[i] = { code = tonumber(e or ""), stderr = proc.readfile(f .. ".err") or "" }
+  end
+  proc.rmtree(dir)
+  return out
+end
+
+-- The request times the server saw on /200, sorted; the most in any
+-- `window` seconds; and the span from the first to the last.
+local function times(srv)
+  local t = {}
+  for _, r in ipairs(srv:requests_on("/200")) do t[#t + 1] = r.time end
+  table.sort(t)
+  return t
+end
+
+local function most_in(t, window)
+  local most, j = 0, 1
+  for i = 1, #t do
+    while t[i] - t[j] > window do j = j + 1 end
+    if i - j + 1 > most then most = i - j + 1 end
+  end
+  return most
+end
+
+-- A file of n URLs on the server (distinct queries: each its own call).
+local function urls_file(dir, srv, n, tag)
+  local lines = {}
+  for i = 1, n do lines[i] = ("%s/200?%s=%d"):format(srv.base, tag, i) end
+  local path = dir .. "/" .. tag .. ".txt"
+  proc.writefile(path, table.concat(lines, "\n") .. "\n")
+  return path
+end
+
+describe("the fleet's rate limiter against a real Redis", function ()
+  local r, srv, tmp
+
+  setup(function ()
+    r = redis.start()
+    srv = proc.server(SERVER)
+  end)
+  teardown(function ()
+    if srv then srv:stop() end
+    if r then r:stop() end
+  end)
+  before_each(function () tmp = proc.tmpdir() end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  it("holds 4 batches to one limit (within limit*T + burst + their leased blocks over 2 s), not 4 limits, as simulate --fleet predicts", function ()
+    local key = new_key()
+    local function batch(i, redis_url)
+      local a = { "run", RATE, "--urls", urls_file(tmp, srv, URLS, "p" .. i), "--parallel",
+                  tostring(PARALLEL), "-s", "--set",
+                  "fleet.key=" .. key, "--set", "fleet.command_timeout=1000" }
+      if redis_url then a[#a + 1] = "--redis"; a[#a + 1] = redis_url end
+      return a
+    end
+    srv:reset()
+    r:cli("CONFIG", "RESETSTAT")
+    for i, x in ipairs(many(PROCS, function (i) return batch(i, r.url) end)) do
+      assert.are.equal(0, x.code, "process " .. i .. ": " .. x.stderr)
+      assert.are.equal(0, count(x.stderr, LOST), x.stderr)
+    end
+    local fleet = times(srv)
+    assert.are.equal(PROCS * URLS, #fleet)
+    local bound = LIMIT * 2 + BURST + PROCS * BLOCK
+    local fleet_most = most_in(fleet, 2)
+    print(("\n  fleet-wide: at most %d requests in any 2 s (bound %d, half the limit %d); " ..
+           "%d requests over %.2f s: %.1f per second"):format(fleet_most, bound, LIMIT, #fleet,
+           fleet[#fleet] - fleet[1], (#fleet - 1) / (fleet[#fleet] - fleet[1])))
+    assert.is_true(fleet_most <= bound, fleet_most .. " > " .. bound)
+    assert.is_true(fleet_most > LIMIT, fleet_most .. " <= " .. LIMIT)
+    -- the request path is cheap: a round trip leases a block of slots
+    local trips = tonumber(r:cli("INFO", "commandstats"):match("cmdstat_evalsha:calls=(%d+)"))
+    print(("  round trips to Redis (EVALSHA): %d for %d attempts"):format(trips, #fleet))
+    assert.is_true(trips < #fleet, trips .. " round trips")
+    -- Redis holds the bucket: its theoretical arrival time and settings
+    assert.matches("rate.limit=20 rate.burst=1", r:cli("HGET", "luaretry:{" .. key .. "}:rate", "cfg"))
+
+    -- the model: the same requests, one bucket on the virtual clock
+    local sim = proc.run({ "simulate", RATE, "--clients", tostring(PROCS * URLS), "--fleet",
+                           "--outage", "0", "--json" })
+    assert.are.equal(0, sim.code, sim.stderr)
+    local m = proc.json.decode(sim.stdout)
+    local span = fleet[#fleet] - fleet[1]
+    print(("  simulate --fleet: the last attempt at %.3f s; the real fleet's span %.3f s")
+          :format(m.fleet.last_attempt, span))
+    assert.is_true(math.abs(m.fleet.last_attempt - span) <= 0.15 * m.fleet.last_attempt,
+                   ("model %.3f s, real %.3f s"):format(m.fleet.last_attempt, span))
+    assert.are.equal(0, m.own.last_attempt) -- a bucket each: nothing waits
+
+    -- without Redis: a limit per process, several times the fleet's
+    srv:reset()
+    for i, x in ipairs(many(PROCS, function (i) return batch(i) end)) do
+      assert.are.equal(0, x.code, "process " .. i .. ": " .. x.stderr)
+    end
+    local own_most = most_in(times(srv), 2)
+    print(("  per process: at most %d requests in any 2 s"):format(own_most))
+    assert.is_true(own_most > 1.5 * bound, own_most .. " <= " .. 1.5 * bound)
+  end)
+
+  -- The fleet's bucket taken 4 s ahead (as a busy fleet would have it):
+  -- a call waits its turn when its deadline allows, and stops at once
+  -- (rate_limit, exit 6) when it does not.
+  it("queues a call behind a busy fleet, or stops it at once when its turn comes after its deadline", function ()
+    local key = new_key()
+    local function busy()
+      local sec, usec = r:cli("TIME"):match("^(%d+)\n(%d+)$")
+      local now_us = tonumber(sec) * 1000000 + tonumber(usec)
+      r:cli("HSET", "luaretry:{" .. key .. "}:rate", "tat", tostring(now_us + 4000000),
+            "cfg", "rate.limit=20 rate.burst=1", "cfg_at", tostring(now_us), "cfg_by", "spec")
+    end
+    local function run(deadline)
+      local log = tmp .. "/log.json"
+      local t0 = proc.now()
+      local x = proc.run({ "run", RATE, srv.base .. "/200", "--redis", r.url, "--set",
+                           "fleet.key=" .. key, "--set", "fleet.command_timeout=1000", "--set",
+                           "deadline=" .. deadline, "--log-json", log })
+      return x, proc.now() - t0, proc.readfile(log) or ""
+    end
+    srv:reset()
+    busy()
+    local x, secs, log = run(2)
+    assert.are.equal(6, x.code, x.stderr)
+    assert.is_true(secs < 1.5, ("%.3f s"):format(secs))
+    assert.matches('"verdict": ?"rate_limit"', log)
+    assert.matches("the fleet's rate limiter's next token (20 per second for every process) " ..
+                   "comes after the deadline", log, 1, true)
+    assert.are.equal(0, #srv:requests_on("/200"))
+    busy()
+    x, secs = run(30)
+    assert.are.equal(0, x.code, x.stderr)
+    assert.is_true(secs >= 3.9, ("%.3f s"):format(secs))
+    assert.are.equal(1, #srv:requests_on("/200"))
+  end)
+
+  it("refuses a process whose rate settings differ from the fleet's: it limits itself, saying why once", function ()
+    local key = new_key()
+    local base = { "run", RATE, srv.base .. "/200", "--redis", r.url, "--set",
+                   "fleet.key=" .. key, "--set", "fleet.command_timeout=1000" }
+    local first = proc.run(base)
+    assert.are.equal(0, first.code, first.stderr)
+    -- a fixed rate is something to share
+    assert.is_nil(first.stderr:find("nothing to share", 1, true), first.stderr)
+    local args = { table.unpack(base) }
+    args[#args + 1] = "--set"
+    args[#args + 1] = "rate.limit=10"
+    local other = proc.run(args)
+    assert.are.equal(0, other.code, other.stderr)
+    assert.matches("the rate key is shared with other settings %(theirs: rate.limit=20 " ..
+                   "rate.burst=1; ours: rate.limit=10 rate.burst=1%)", other.stderr)
+    assert.are.equal(1, count(other.stderr, LOST), other.stderr)
+    assert.matches("rate.limit=20", r:cli("HGET", "luaretry:{" .. key .. "}:rate", "cfg"))
+    -- `luaretry fleet --reset` clears the rate bucket too: the other
+    -- settings are welcome then
+    local reset = proc.run({ "fleet", RATE, "--redis", r.url, "--set", "fleet.key=" .. key, "--set",
+                             "fleet.command_timeout=1000", "--reset" })
+    assert.are.equal(0, reset.code, reset.stderr)
+    assert.are.equal("0", r:cli("EXISTS", "luaretry:{" .. key .. "}:rate"))
+    other = proc.run(args)
+    assert.are.equal(0, other.code, other.stderr)
+    assert.are.equal(0, count(other.stderr, LOST), other.stderr)
+    assert.matches("rate.limit=10", r:cli("HGET", "luaretry:{" .. key .. "}:rate", "cfg"))
+  end)
+
+  it("leaves an adaptive rate to each process: the budget is shared, no rate key is written", function ()
+    local key = new_key()
+    local x = proc.run({ "run", ADAPTIVE, srv.base .. "/200", "-s", "--redis", r.url, "--set",
+                         "fleet.key=" .. key, "--set", "fleet.command_timeout=1000" })
+    assert.are.equal(0, x.code, x.stderr)
+    assert.are.equal("1", r:cli("EXISTS", "luaretry:{" .. key .. "}"))
+    assert.are.equal("0", r:cli("EXISTS", "luaretry:{" .. key .. "}:rate"))
+  end)
+
+  it("refuses bad rate settings at load, before Redis is asked", function ()
+    local key = new_key()
+    for _, set in ipairs { "rate.limit=0", "rate.limit=nan", "rate.limit=-1", "rate.limit=inf",
+                           "rate.burst=0" } do
+      local x = proc.run({ "run", RATE, srv.base .. "/200", "--redis", r.url, "--set",
+                           "fleet.key=" .. key, "--set", set })
+      assert.are.equal(3, x.code, set .. ": " .. x.stderr)
+      assert.matches("%-%-set " .. set:match("^[^=]+"):gsub("%.", "%%.") .. ": expected", x.stderr)
+    end
+    assert.are.equal("0", r:cli("EXISTS", "luaretry:{" .. key .. "}:rate"))
+    assert.are.equal("0", r:cli("EXISTS", "luaretry:{" .. key .. "}"))
+  end)
+end)
+
+-- The fake, in the background; fake.stop() kills it by PID.
+local function fake(mode)
+  local dir = proc.tmpdir()
+  proc.sh("sh -c " .. q("exec env -u LD_PRELOAD -u ASAN_OPTIONS lua5.4 " .. q(FAKE) .. " " ..
+          q(mode) .. " " .. q(dir) .. " >" .. q(dir .. "/out") .. " 2>&1 </dev/null & echo $! > " ..
+          q(dir .. "/pid")))
+  local pid = tonumber(proc.wait_for(function () return proc.readfile(dir .. "/pid") end, 5) or "")
+  local port = tonumber(proc.wait_for(function () return proc.readfile(dir .. "/port") end, 5) or "")
+  local f = { url = "redis://127.0.0.1:" .. tostring(port) .. "/0" }
+  function f.log() return proc.readfile(dir .. "/log") or "" end
+  function f.stop()
+    if pid then proc.kill(pid, 1) end
+    proc.rmtree(dir)
+  end
+  if not (pid and port) then
+    f.stop()
+    error("the fake Redis did not start", 2)
+  end
+  return f
+end
+
+describe("the fleet's rate limiter against a hostile Redis", function ()
+  local srv, tmp
+  setup(function () srv = proc.server(SERVER) end)
+  teardown(function () if srv then srv:stop() end end)
+  before_each(function () tmp = proc.tmpdir() end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  -- A rate script answered with garbage, late or never: the batch goes
+  -- on under the local limiter at once, says so once, and ends in time.
+  local cases = {
+    { "rate-garbage", "out of range: more slots than were asked" },
+    { "rate-nil", "not 4 integers" },
+    { "rate-silent", nil },
+    { "rate-slow", nil },
+  }
+  for _, case in ipairs(cases) do
+    local mode, why = case[1], case[2]
+    it("a rate script that is " .. mode:sub(6) .. ": local limiting at once, said once", function ()
+      local f = fake(mode)
+      local ok, err = pcall(function ()
+        srv:reset()
+        local t0 = proc.now()
+        local x = proc.run({ "run", RATE, "--urls", urls_file(tmp, srv, 10, "h"), "--parallel", "4",
+                             "--redis", f.url, "--set",
+                             "fleet.command_timeout=500" }, { timeout = 30 })
+        local secs = proc.now() - t0
+        assert.are.equal(0, x.code, x.stderr)
+        assert.are.equal(1, count(x.stderr, LOST), x.stderr)
+        if why then assert.matches(why, x.stderr, 1, true) end
+        assert.is_nil(x.stderr:find("runtime error", 1, true), x.stderr)
+        assert.are.equal(10, #srv:requests_on("/200"))
+        -- asked once, then again only as the reconnect backoff (250 ms at
+        -- least) allows: the other calls went local at once
+        local asks = count(f.log(), "EVAL rate") + count(f.log(), "EVALSHA rate")
+        assert.is_true(asks >= 1 and asks <= 1 + secs / 0.25, asks .. " asks in " .. secs .. " s")
+        -- one round trip of 0.5 s at most, then 10 tokens at 20 a second
+        assert.is_true(secs < 5, ("%.3f s"):format(secs))
+        -- the local limiter paced them (9 intervals of 50 ms), not all at once
+        local t = times(srv)
+        assert.is_true(t[#t] - t[1] >= 0.3, ("10 requests in %.3f s"):format(t[#t] - t[1]))
+      end)
+      f.stop()
+      assert(ok, err)
+    end)
+  end
+
+  it("no call waits past its deadline for a silent Redis, whatever the command timeout", function ()
+    local f = fake("rate-silent")
+    local ok, err = pcall(function ()
+      srv:reset()
+      local log = tmp .. "/log.json"
+      local t0 = proc.now()
+      local x = proc.run({ "run", RATE, srv.base .. "/200", "--redis", f.url, "--set",
+                           "fleet.command_timeout=10000", "--set", "deadline=1", "--log-json", log },
+                         { timeout = 30 })
+      local secs = proc.now() - t0
+      assert.are.equal(5, x.code, x.stderr)
+      assert.is_true(secs < 4, ("%.3f s"):format(secs))
+      local j = proc.readfile(log) or ""
+      assert.matches("passed while the fleet's rate limiter was asked for a token", j, 1, true)
+      assert.matches('"verdict": ?"deadline"', j)
+      assert.are.equal(0, #srv:requests_on("/200"))
+    end)
+    f.stop()
+    assert(ok, err)
+  end)
+
+  it("SIGTERM stops a run at once while the rate script's round trip waits", function ()
+    local f = fake("rate-silent")
+    local ok, err = pcall(function ()
+      local job = proc.spawn({ "run", RATE, srv.base .. "/200", "--redis", f.url, "--set",
+                               "fleet.command_timeout=10000" }, tmp)
+      local asked = proc.wait_for(function () return count(f.log(), "EVAL rate") >= 1 end, 10)
+      proc.sleep(0.2)
+      local sent = job:signal("TERM")
+      local code, t = job:wait(5)
+      job:stop()
+      assert.is_true(asked, f.log())
+      assert.are.equal(130, code, job:stderr())
+      assert.is_true(t - sent < 1, ("stopped %.3f s after SIGTERM"):format(t - sent))
+    end)
+    f.stop()
+    assert(ok, err)
+  end)
+end)
