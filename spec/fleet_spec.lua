@@ -482,11 +482,12 @@ end)
 
 -- --redis given for a policy with nothing to share changes nothing: said
 -- even under -q.  No Redis is needed: such a policy never connects.
-describe("--redis for a policy with neither budget nor breaker", function ()
+describe("--redis for a policy with nothing to share (no budget, breaker, throttle or fixed rate)", function ()
   local NOWHERE = "redis://127.0.0.1:1/0"
 
   it("is a warning that -q prints, naming --redis or LUARETRY_REDIS; -s prints nothing", function ()
-    local warn = "warning: gcs: %-%-redis names a Redis, but the policy has neither budget nor breaker"
+    local warn = "warning: gcs: %-%-redis names a Redis, but the policy has neither budget nor " ..
+                 "breaker, throttle or fixed rate"
     local r = proc.run({ "run", "gcs", "-q", "--redis", NOWHERE, "--", "true" })
     assert.are.equal(0, r.code, r.stderr)
     assert.matches("^luaretry: " .. warn .. ": there is nothing to share\n$", r.stderr)
