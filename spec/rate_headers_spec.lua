@@ -3,7 +3,7 @@
 -- (fixed seeds), and a batch against the fault server, whose quota of 4 a
 -- second the fields tell (spec/fixtures/rate_headers/server.lua).
 local lr = require "luaretry"
-local proc = require "spec.support.proc"
+local proc = require "support.proc"
 
 local function policy(src)
   local p, err = lr.load_string(src, "=rh")
@@ -120,10 +120,23 @@ describe("rate = { headers = true } on the virtual clock", function ()
     answer(p, { RateLimit = '"q";r=100;t=1' })
     local w = waits(p, 3)
     near(0.5, w[1], "call 1"); near(1, w[2], "call 2"); near(1.5, w[3], "call 3")
-    -- the server is the stricter: none for 2 s against 100 a second
+    -- the server is the stricter: none for 2 s against 100 a second.  The
+    -- quota is asked when the bucket's token comes (0.01 s on): a call is
+    -- told to ask again then, and then to wait for the server's window
     p = policy("max_attempts = 3\ndeadline = 60\nrate = { limit = 100, headers = true }\n")
     answer(p, { RateLimit = '"q";r=0;t=2' })
-    near(2.04, waits(p, 1)[1], "call 1")
+    local c = assert(p:begin { virtual = true, seed = 7 })
+    local total, asks = 0, 0
+    for _ = 1, 5 do
+      local n = c:next()
+      assert.is_true(n.retry)
+      asks = asks + 1
+      if n.wait == 0 then break end
+      total = total + n.wait
+      c:wait(n.wait)
+    end
+    assert.are.equal(3, asks)
+    near(2.04, total, "call 1")
   end)
 
   it("is a load error in any other form; rate = {} names headers among its choices", function ()
@@ -163,6 +176,16 @@ describe("rate = { headers = true } against the fault server", function ()
 
   it("without it the same batch gets 429s (and retries them)", function ()
     assert.is_true(batch("/ietf") > 10)
+  end)
+
+  it("with the fleet's fixed rate too: the quota first, then the fleet's token; no 429", function ()
+    local rd = require("support.redis").start()
+    finally(function () rd:stop() end)
+    local n, r = batch("/ietf", "--set", "rate.headers=true", "--set", "rate.limit=50",
+                       "--redis", rd.url, "-v")
+    assert.are.equal(10, n, r.stderr)
+    assert.matches(":rate", rd:cli("KEYS", "*"))      -- the fleet's bucket was asked
+    assert.not_matches("falls back", r.stderr)
   end)
 
   it("fields it cannot read, or a reset past max_retry_after, are ignored: -v says so", function ()

@@ -106,48 +106,50 @@ static int remote_rate(luaretry_call *c, double start, double *extra) {
 }
 
 /* A token for the attempt that would start `start` seconds into the call
- * (and a slot under the server's RateLimit fields, quota.c: it waits for
- * both): the extra wait, or -1 when it would come past the deadline
- * (nothing reserved then).  The limiter may hand out a time to ask again
- * instead (admitted stays, and luaretry_call_next asks then): adaptive,
- * past the server's window, and for a later attempt (a retry after its
- * backoff) whose token is free when it comes.  With the fleet's limiter,
- * the server's quota is asked first, then the fleet, for the start the
- * quota gives. */
+ * (the fleet's limiter, else this process's), then, when the policy reads
+ * the server's RateLimit fields, a slot under its quota (quota.c), asked
+ * when the token comes: a quota read meanwhile counts.  The extra wait, or
+ * -1 when it would come past the deadline (nothing reserved then).  Either
+ * may hand out a time to ask again instead (admitted stays, and
+ * luaretry_call_next asks then): adaptive, past the server's window, for a
+ * later attempt (a retry after its backoff) whose token is free when it
+ * comes, and for the quota of an attempt whose token comes later. */
 double lr_call_rate_token(luaretry_call *c, double start) {
   const lr_rules *r = c->rules;
   double base = c->guard_origin + c->start;
   double latest = r->deadline > 0 ? base + r->deadline : -1;
   double now = base + (lr_clock_now(&c->clock) - c->start);
-  int held = 1, quota_taken = 0;
-  double quota = 0; /* the server's quota first (quota.c), then the token bucket: the later */
-  int ask_quota = r->guards.rate_headers && !c->quota_held; /* held: taken at the last ask */
-  c->quota_refused = c->quota_held = 0;
-  if (ask_quota && base + start > now) {
-    held = 0; /* a later attempt asks the server's quota when it comes */
-  } else if (ask_quota) {
-    quota =
-      lr_quota_reserve(c->shared, base + start, latest, lr_rng_unit(&c->rng), &c->quota_seq, &held);
-    if (quota < 0) return c->quota_refused = 1, -1;
-    quota_taken = held;
+  int held = 1;
+  double extra = 0;
+  c->quota_refused = 0;
+  if (!c->token_held) {
+    if (remote_rate(c, start, &extra)) {
+      if (extra < 0) return -1;
+      held = c->admitted > c->attempts;
+    } else {
+      extra = lr_rate_reserve(c->shared, &r->guards, now, base + start, latest,
+                              r->guards.rate_adaptive ? lr_rng_unit(&c->rng) : 0, &held);
+      if (extra < 0) return -1;
+      c->admitted = held ? c->attempts + 1 : c->attempts; /* not held: ask again then */
+      c->admit_at = start + extra;
+    }
+    if (!held || !r->guards.rate_headers) return extra;
+    c->token_held = 1; /* until the quota lets the attempt go */
+    if (base + start + extra > now) {
+      c->admitted = c->attempts;
+      return extra;
+    }
+  } else if (base + start > now) {
+    c->admitted = c->attempts, c->admit_at = start;
+    return 0;
   }
-  double extra = quota, remote_extra;
-  if (held && remote_rate(c, start + quota, &remote_extra)) {
-    /* the fleet's token is asked when the quota's slot comes: that slot
-     * stays this attempt's, not asked for again */
-    if (remote_extra >= 0 && c->admitted <= c->attempts) c->quota_held = quota_taken;
-    return remote_extra < 0 ? -1 : quota + remote_extra;
-  }
-  if (held) {
-    extra = lr_rate_reserve(c->shared, &r->guards, now, base + start + quota, latest,
-                            r->guards.rate_adaptive ? lr_rng_unit(&c->rng) : 0, &held);
-    if (extra >= 0) extra += quota;
-  }
-  if (extra >= 0) {
-    c->admitted = held ? c->attempts + 1 : c->attempts; /* not held: ask again then */
-    c->admit_at = start + extra;
-  }
-  return extra;
+  double quota =
+    lr_quota_reserve(c->shared, base + start, latest, lr_rng_unit(&c->rng), &c->quota_seq, &held);
+  if (quota < 0) return c->token_held = 0, c->quota_refused = 1, -1;
+  if (held) c->token_held = 0;
+  c->admitted = held ? c->attempts + 1 : c->attempts;
+  c->admit_at = start + quota;
+  return quota;
 }
 
 void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double start) {

@@ -44,7 +44,7 @@ struct luaretry_call {
    * before the deadline */
   unsigned long long quota_seq;
   int quota_refused;
-  int quota_held; /* the quota's slot is taken for the attempt asked again */
+  int token_held; /* the limiter's token is taken; the server's quota is asked next */
   double next_timeout;
   int attempts; /* attempts reported so far */
   int stopped;
