@@ -178,7 +178,12 @@ describe("rate = { headers = true } against the fault server", function ()
     assert.is_true(batch("/ietf") > 10)
   end)
 
-  it("with the fleet's fixed rate too: the quota first, then the fleet's token; no 429", function ()
+  it("with a limit too: the quota asked when the bucket's token comes; no 429", function ()
+    local n, r = batch("/ietf", "--set", "rate.headers=true", "--set", "rate.limit=50")
+    assert.are.equal(10, n, r.stderr)
+  end)
+
+  it("with the fleet's fixed rate too: the token first, then the quota; no 429", function ()
     local rd = require("support.redis").start()
     finally(function () rd:stop() end)
     local n, r = batch("/ietf", "--set", "rate.headers=true", "--set", "rate.limit=50",
