@@ -297,7 +297,7 @@ bench-hedge: deps
 # FUZZ_SMOKE_SECONDS over its committed corpus.
 FUZZ_TARGETS = policy retry_after http_parse run_args redis_reply
 FUZZ_SECONDS ?= 300
-FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_SMOKE_SECONDS ?= 5
 FUZZ_BIN = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 # per target: -close_fd_mask=2 silences parse_run's usage messages (a
 # finding is still printed)

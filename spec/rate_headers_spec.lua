@@ -157,7 +157,6 @@ describe("rate = { headers = true } against the fault server", function ()
     local urls = {}
     for i = 1, 10 do urls[i] = srv.base .. path .. "?i=" .. i end
     proc.writefile(dir .. "/urls", table.concat(urls, "\n") .. "\n")
-    proc.sleep(1.1) -- the last test's window is over
     local args = { "run", proc.root .. "/policies/http.lua", "--urls", dir .. "/urls",
                    "--parallel", "4", "--output-dir", dir, ... }
     local r = proc.run(args, { timeout = 120 })

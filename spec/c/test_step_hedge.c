@@ -300,6 +300,24 @@ static void one_round(void) {
   CHECK_EQ_INT((int)m.hedges, 1);
   CHECK_EQ_INT(m.breaker, LUARETRY_BREAKER_CLOSED); /* two 503s, failures = 1 */
   CHECK_NEAR(m.budget_tokens, 9, 1e-9);             /* the hedge's token */
+  /* An open circuit refuses a call at once, and a hedge; not a round's
+   * start, which its enclosing call was admitted for. */
+  luaretry_call *plain = begin(p);
+  luaretry_outcome again = status(503);
+  CHECK_CODE(luaretry_call_report(plain, &again, &d), LUARETRY_OK);
+  luaretry_call_free(plain);
+  CHECK_CODE(luaretry_policy_metrics(p, &m), LUARETRY_OK);
+  CHECK_EQ_INT(m.breaker, LUARETRY_BREAKER_OPEN);
+  plain = begin(p);
+  CHECK_CODE(luaretry_call_start(plain, &id), LUARETRY_E_STATE); /* refused at begin */
+  luaretry_call_free(plain);
+  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_start(c, &id), LUARETRY_OK);
+  luaretry_call_wait(c, 0.05);
+  CHECK_CODE(luaretry_call_hedge(c, &GET, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.hedge, 0); /* no hedge through an open circuit */
+  CHECK(d.message && strstr(d.message, "circuit"));
+  luaretry_call_free(c);
   luaretry_policy_free(p);
 }
 
