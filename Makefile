@@ -48,12 +48,19 @@ else
 $(error SAN=$(SAN): expected SAN=1 (AddressSanitizer + UBSan), SAN=thread or SAN=fuzzer)
 endif
 
-# The build tree finds lua/ and policies/ here; `make install` rebuilds the
-# library for $(PREFIX)/share/luaretry.
+# The build tree finds lua/ and policies/ here; `make install` builds in
+# build/install for $(PREFIX)/share/luaretry (DATADIR_OBJ, below, again for
+# each prefix).
 DATADIR ?= $(CURDIR)
 WARN = -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE
-CFLAGS_ALL = $(WARN) $(OPT) -fPIC -pthread -fvisibility=hidden -MMD -MP \
-  -Icore/include -Icore $(LUA_CFLAGS) $(CURL_CFLAGS) -DLUARETRY_DATADIR='"$(DATADIR)"' $(CFLAGS)
+CFLAGS_CORE = $(WARN) $(OPT) -fPIC -pthread -fvisibility=hidden -MMD -MP \
+  -Icore/include -Icore $(LUA_CFLAGS) $(CURL_CFLAGS) $(CFLAGS)
+DATADIR_DEF = -DLUARETRY_DATADIR='"$(DATADIR)"'
+# Tests and benchmarks find lua/ and policies/ through it as well.
+CFLAGS_ALL = $(CFLAGS_CORE) $(DATADIR_DEF)
+# Of the library and the command, only these objects hold the prefix: an
+# install for another prefix rebuilds them alone.
+DATADIR_OBJ = $(BUILD)/obj/sandbox/find.o $(BUILD)/obj/cli/main.o
 LDFLAGS_ALL = $(OPT) -pthread $(LDFLAGS)
 
 obj = $(patsubst core/%.c,$(BUILD)/obj/%.o,$(1))
@@ -100,10 +107,11 @@ demo: deps
 
 $(BUILD)/obj/%.o: core/%.c
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_ALL) -c $< -o $@
+	$(CC) $(CFLAGS_CORE) -c $< -o $@
 
 # Only core/fleet/ sees hiredis.
-$(BUILD)/obj/fleet/%.o: CFLAGS_ALL += $(HIREDIS_CFLAGS)
+$(BUILD)/obj/fleet/%.o: CFLAGS_CORE += $(HIREDIS_CFLAGS)
+$(DATADIR_OBJ): CFLAGS_CORE += $(DATADIR_DEF)
 
 -include $(ALL_OBJ:.o=.d)
 
@@ -257,8 +265,9 @@ bench: deps
 INSTALL_ENV = DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' BUILD=build/install VERSION=$(VERSION) MAJOR=$(MAJOR)
 
 install:
-	rm -rf build/install  # objects and luaretry.pc hold the prefix: rebuild for this one
-	$(MAKE) BUILD=build/install DATADIR=$(PREFIX)/share/luaretry PREFIX=$(PREFIX) all
+	# what holds the prefix is made again for this one
+	rm -f build/install/obj/sandbox/find.o build/install/obj/cli/main.o build/install/luaretry.pc
+	$(MAKE) -j2 BUILD=build/install DATADIR=$(PREFIX)/share/luaretry PREFIX=$(PREFIX) all
 	$(INSTALL_ENV) sh core/install/install.sh install
 
 uninstall:
@@ -268,8 +277,8 @@ uninstall:
 # alone, built for the rock's own folder, where the helpers and policies go.
 ROCK_PREFIX ?= $(PREFIX)
 rock:
-	rm -rf build/rock
-	$(MAKE) BUILD=build/rock DATADIR=$(ROCK_PREFIX)/share/luaretry build/rock/luaretry.so
+	rm -f build/rock/obj/sandbox/find.o
+	$(MAKE) -j2 BUILD=build/rock DATADIR=$(ROCK_PREFIX)/share/luaretry build/rock/luaretry.so
 
 install-rock:
 	install -d $(INST_LIBDIR) $(INST_PREFIX)/share/luaretry/lua $(INST_PREFIX)/share/luaretry/policies
