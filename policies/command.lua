@@ -40,7 +40,7 @@ local function code_set(name)
   return set
 end
 
-function is_transient(status, body, info)
+function is_transient(status, _, info) -- the body is not read: none is copied
   if info.kind ~= "command" then
     -- an HTTP outcome (a workflow): as the default classifier judges it
     if status == 0 then return info.error ~= "tls_verify" end

@@ -39,8 +39,9 @@ local retry = require "retry"
 local transient_status = retry.status_in { 408, 429, 500, 502, 503, 504 }
 local QUOTA = { [403] = true, [429] = true, [503] = true }
 
--- status 0: no response came (connect, timeout, reset, dns, tls, ...)
-function is_transient(status, body, info)
+-- status 0: no response came (connect, timeout, reset, dns, tls, ...).
+-- The body is not read: named _, the engine hands "" and copies none.
+function is_transient(status, _, info)
   if status == 0 then return info.error ~= "tls_verify" and info.error ~= "too_many_redirects" end
   if QUOTA[status] then
     local reset = retry.rate_limit_wait(info)

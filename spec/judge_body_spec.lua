@@ -1,6 +1,7 @@
 -- A classifier that declares fewer than 2 parameters (is_transient(status),
 -- is_success(status)) never sees the body, so none is made for it; one
--- with a body parameter, or `...`, gets it as ever.
+-- whose second parameter is named `_` gets ""; one with a body parameter,
+-- or `...`, gets it as ever.
 local lr = require "luaretry"
 
 local function decide(src, outcome)
@@ -24,6 +25,18 @@ describe("the body handed to a classifier", function ()
     local named = "function is_transient(status, body) return body == 'busy' end\n"
     assert.is_true(decide(named, { status = 503, body = "busy" }).retry)
     assert.are.equal("final", decide(named, { status = 503, body = "other" }).verdict)
+  end)
+
+  it("is \"\" for a classifier whose second parameter is named _, and info still comes", function ()
+    local src = "function is_transient(status, _, info) return _ == '' and info.attempt == 1 end\n"
+    assert.is_true(decide(src, { status = 503, body = "busy" }).retry)
+    local wrapped = "local inner = function (status, body) return body == 'busy' end\n" ..
+                    "function is_transient(status, _, info) return inner(status, _) end\n"
+    assert.are.equal("final", decide(wrapped, { status = 503, body = "busy" }).verdict)
+    -- the shipped http.lua reads no body: it names it _
+    local p = assert(lr.load("http"))
+    local c = assert(p:begin { virtual = true, seed = 1 })
+    assert.is_true(c:report { status = 503, body = string.rep("x", 100) }.retry)
   end)
 
   it("is not needed by is_success(status) either", function ()

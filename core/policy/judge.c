@@ -88,17 +88,17 @@ static int run_hook(lr_script *s, int slot, int ref, int bodiless, const char *f
   char err[sizeof v->message];
   lua_State *L = s->sb->L;
   luaretry_code rc;
-  if (bodiless) { /* hook(status): no body to make, and nothing allocated */
+  if (bodiless == LR_HOOK_STATUS_ONLY) { /* hook(status): nothing allocated */
     lua_pushvalue(L, slot);
     lua_pushinteger(L, s->cur->status);
     rc = lr_sandbox_pcall(s->sb, 1, 2, LUARETRY_E_POLICY, err, sizeof err);
-  } else if (body_ready(s)) {
+  } else if (bodiless == LR_HOOK_BODY_UNUSED || body_ready(s)) {
     if (slot)
       lua_pushvalue(L, slot);
     else
       lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
     lua_pushinteger(L, s->cur->status);
-    lua_pushvalue(L, SLOT_BODY);
+    lua_pushvalue(L, bodiless == LR_HOOK_BODY_UNUSED ? SLOT_EMPTY : SLOT_BODY);
     lua_pushvalue(L, SLOT_INFO);
     rc = lr_sandbox_pcall(s->sb, 3, 2, LUARETRY_E_POLICY, err, sizeof err);
   } else {

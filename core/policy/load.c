@@ -132,17 +132,23 @@ static void read_table_fields(lua_State *L, lr_load *ld, int parent, int t, int 
   unknown_names(L, ld, t, 0, 0, line, prefix);
 }
 
-/* Whether the function at registry `ref` takes fewer than 2 parameters
- * and no `...`: a classifier that cannot see the body.  Allocates nothing
- * (a registry read, lua_getinfo "u"). */
+/* What the classifier at registry `ref` is handed: the status alone when
+ * it takes fewer than 2 parameters and no `...` (it cannot see the body);
+ * "" for the body when its second parameter is named `_`, Lua's name for
+ * one that is not used (no body is made); else the body.  Allocates
+ * nothing (a registry read, lua_getlocal and lua_getinfo "u"). */
 static int bodiless(lua_State *L, int ref) {
   lua_Debug ar;
-  if (!ref) return 0;
+  if (!ref) return LR_HOOK_BODY;
   if (lua_rawgeti(L, LUA_REGISTRYINDEX, ref) != LUA_TFUNCTION) {
     lua_pop(L, 1);
-    return 0;
+    return LR_HOOK_BODY;
   }
-  return lua_getinfo(L, ">u", &ar) && ar.nparams < 2 && !ar.isvararg;
+  const char *second = lua_getlocal(L, NULL, 2); /* a parameter's name, or NULL */
+  int unused = second && strcmp(second, "_") == 0;
+  if (!lua_getinfo(L, ">u", &ar)) return LR_HOOK_BODY;
+  if (ar.nparams < 2 && !ar.isvararg) return LR_HOOK_STATUS_ONLY;
+  return unused ? LR_HOOK_BODY_UNUSED : LR_HOOK_BODY;
 }
 
 static void function_rule(lua_State *L, int idx, char *rule, size_t size) {
@@ -531,6 +537,7 @@ static int push_slots(lua_State *L) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_is_success);
   else
     lua_pushnil(L);
+  lua_pushliteral(L, "");
   return SLOT_BASE - 1;
 }
 

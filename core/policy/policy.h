@@ -29,7 +29,16 @@ struct lr_fleet_link;
 
 /* The stack slots a state keeps between calls (sandbox.c keeps 1, the
  * handler): what every decision pushes, by lua_pushvalue. */
-enum { SLOT_INFO = 2, SLOT_BODY, SLOT_IS_TRANSIENT, SLOT_IS_SUCCESS, SLOT_BASE = SLOT_IS_SUCCESS };
+enum {
+  SLOT_INFO = 2,
+  SLOT_BODY,
+  SLOT_IS_TRANSIENT,
+  SLOT_IS_SUCCESS,
+  SLOT_EMPTY, /* "": the body of a classifier that names it `_` */
+  SLOT_BASE = SLOT_EMPTY
+};
+/* What a classifier is handed (load.c finds it once, judge.c follows it). */
+enum { LR_HOOK_BODY, LR_HOOK_STATUS_ONLY, LR_HOOK_BODY_UNUSED };
 
 /* One Lua state running a load's script, used by one thread at a time. */
 typedef struct lr_script {
