@@ -232,13 +232,14 @@ test-plain:
 	# stock lua5.4 is not built with ASan: the module's specs run under valgrind
 	valgrind -q --error-exitcode=9 lua5.4 /usr/bin/busted --cpath='build/?.so' \
 	  spec/module_spec.lua spec/module_reentry_spec.lua spec/reload_spec.lua
+	# in this half: the sanitized one runs longer (ASan's specs)
+	$(MAKE) fuzz-smoke
 
 test-sanitized:
 	$(MAKE) BUILD=build/asan SAN=1 test-c
 	LD_PRELOAD="$(ASAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
 	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke \
 	  busted --lua=lua5.4 --cpath='build/asan/?.so' --output=utfTerminal spec
-	$(MAKE) fuzz-smoke
 
 # The fleet's part: its handle's costs (bench_fleet), a decision with
 # fleet guards against local ones (bench_fleet_decide), and an outage seen
