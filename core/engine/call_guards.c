@@ -315,10 +315,7 @@ int lr_call_judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict
   case LUARETRY_CLASS_FINAL:
     if (guarded) lr_guards_answered(c->shared, g, guard_now);
     if (remote) remote->ops->record(remote->ud, LR_REMOTE_ANSWERED, now);
-    if (v->reason)
-      lr_call_stop_saying(c, d, LUARETRY_REASON_FINAL, v->rule, "%s", v->message);
-    else
-      lr_call_stop(c, d, LUARETRY_REASON_FINAL, v->rule);
+    lr_call_stop_final(c, d, v);
     return 1;
   case LUARETRY_CLASS_TRANSIENT:
     if (v->throttled) {

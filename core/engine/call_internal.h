@@ -108,6 +108,8 @@ void lr_call_stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r, con
 void lr_call_stop_saying(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
                          const char *rule, const char *fmt, ...)
   __attribute__((format(printf, 5, 6)));
+/* A final verdict's stop, with the script's reason when it gave one. */
+void lr_call_stop_final(luaretry_call *c, luaretry_decision *d, const lr_verdict *v);
 
 /* ---- call_guards.c: the remote view (the fleet) first, the local guards
  * when it does not know; `now` is the call's clock.  *remote says who

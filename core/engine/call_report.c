@@ -158,12 +158,7 @@ static int others_go_on(luaretry_call *c, const char *rule, luaretry_decision *d
 static int round_over(luaretry_call *c, const lr_verdict *v, luaretry_decision *d) {
   switch (v->cls) {
   case LUARETRY_CLASS_SUCCESS: lr_call_stop(c, d, LUARETRY_REASON_SUCCESS, v->rule); return 1;
-  case LUARETRY_CLASS_FINAL:
-    if (v->reason)
-      lr_call_stop_saying(c, d, LUARETRY_REASON_FINAL, v->rule, "%s", v->message);
-    else
-      lr_call_stop(c, d, LUARETRY_REASON_FINAL, v->rule);
-    return 1;
+  case LUARETRY_CLASS_FINAL: lr_call_stop_final(c, d, v); return 1;
   case LUARETRY_CLASS_TRANSIENT:
     d->throttled = v->throttled;
     if (!others_go_on(c, v->rule, d))

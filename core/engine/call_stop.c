@@ -69,3 +69,10 @@ void lr_call_stop_saying(luaretry_call *c, luaretry_decision *d, luaretry_reason
   lr_call_stop(c, d, r, rule);
   d->message = b;
 }
+
+void lr_call_stop_final(luaretry_call *c, luaretry_decision *d, const lr_verdict *v) {
+  if (v->reason)
+    lr_call_stop_saying(c, d, LUARETRY_REASON_FINAL, v->rule, "%s", v->message);
+  else
+    lr_call_stop(c, d, LUARETRY_REASON_FINAL, v->rule);
+}
