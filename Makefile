@@ -78,7 +78,7 @@ ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
 C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc find \
-  fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate
+  fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate fleet_nowait
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
@@ -213,7 +213,7 @@ check-man:
 # and the sanitized half run side by side: their specs mostly wait (on
 # servers, backoffs, timeouts), so two cores run both in about the time of
 # the longer.  Each half's output is shown whole when it ends (-O).
-TSAN_TESTS = test_threads test_overlap test_fleet_calls test_hedge test_fleet_rate
+TSAN_TESTS = test_threads test_overlap test_fleet_calls test_hedge test_fleet_rate test_fleet_nowait
 test: deps
 	$(MAKE) -j2 check-layers check-man check-format test-build
 	$(MAKE) -j2 -O test-plain test-sanitized

@@ -114,36 +114,39 @@ describe("the fleet against a hostile Redis", function ()
     assert(ok, err)
   end)
 
-  it("the pre-retry round trip ends by the call's deadline, whatever the command timeout", function ()
+  -- No step waits for Redis: the round trips are the handle's worker's.
+  it("a silent Redis holds no retry: the call goes on on what is known, whatever the command timeout", function ()
     local f = fake("silent-after-first")
     local ok, err = pcall(function ()
-      -- deadline 1.5 s; a silent Redis would hold each round trip 10 s
+      -- a silent Redis would hold each round trip 10 s
       local r = run_against(f, BUDGET, "/503", { "--set", "fleet.command_timeout=10000",
                                                   "--set", "deadline=1.5", "--set",
                                                   "max_attempts=100", "--log-json",
                                                   tmp .. "/log.json" })
-      assert.are.equal(5, r.code, r.stderr)
-      local log = proc.readfile(tmp .. "/log.json") or ""
-      assert.matches('"verdict": ?"deadline"', log)
-      assert.matches("passed while the fleet's counts were brought up to date", log)
-      assert.is_true(r.secs < 5, ("%.3f s"):format(r.secs))
+      -- the budget's tokens as last known, less this process's failures
+      -- since; or, once the view is stale, the local guards to the deadline
+      assert.truthy(r.code == 5 or r.code == 6, r.stderr)
+      assert.is_true(r.secs < 3, ("%.3f s"):format(r.secs))
+      assert.is_true(count(f.log(), "EVALSHA") >= 2, f.log())
     end)
     f.stop()
     assert(ok, err)
   end)
 
-  it("a new call's probe permit round trip ends by the call's deadline", function ()
+  it("a new call never waits for a probe permit: refused at once while the worker asks", function ()
     local f = fake("half-open-then-silent")
     local ok, err = pcall(function ()
       local r = run_against(f, BREAKER, "/200", { "--set", "fleet.command_timeout=10000",
                                                    "--set", "deadline=1", "--log-json",
                                                    tmp .. "/log.json" })
-      assert.are.equal(5, r.code, r.stderr)
-      assert.is_true(r.secs < 5, ("%.3f s"):format(r.secs))
-      assert.are.equal(2, count(f.log(), "EVALSHA"), f.log())
+      -- the fleet is half-open and granted this process no permit: the
+      -- call is refused as a half-open breaker refuses calls beyond its
+      -- probes; the worker's ask (silent, 10 s) holds neither it nor exit
+      assert.are.equal(6, r.code, r.stderr)
+      assert.is_true(r.secs < 3, ("%.3f s"):format(r.secs))
       local log = proc.readfile(tmp .. "/log.json") or ""
-      -- stopped before its first attempt: no request
-      assert.matches('"verdict": ?"deadline", ?"attempts": ?0', log)
+      assert.matches('"verdict": ?"circuit_open", ?"attempts": ?0', log)
+      assert.are.equal(0, #srv:requests_on("/200"))
     end)
     f.stop()
     assert(ok, err)

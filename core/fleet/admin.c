@@ -21,7 +21,6 @@ static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argv
   char detail[300] = "";
   int64_t deadline = 0;
   lr_fleet_code rc = lr_fleet_connect_locked(f, 1, &deadline, detail, sizeof detail);
-  if (rc == LR_FLEET_OK) rc = lr_fleet_drain_locked(f, deadline, detail, sizeof detail);
   for (int i = 0; rc == LR_FLEET_OK && i < n; i++)
     rc = lr_conn_append(&f->conn, argcs[i], argvs[i], NULL);
   for (int i = 0; rc == LR_FLEET_OK && i < n; i++)
@@ -39,6 +38,7 @@ static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argv
       lr_fleet_fail_locked(f, rc, detail);
     lr_fmt(err, errlen, "%s: %s", f->url.redacted, detail);
   }
+  lr_fleet_tell(f);
   return rc;
 }
 

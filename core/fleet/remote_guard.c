@@ -1,41 +1,75 @@
 /* remote_guard.c: the fleet as the engine sees it, a remote view of the
  * guards (lr_remote_ops in engine/engine.h).  The engine asks it before its
  * local guards and counts every outcome into both; the policy plugs a
- * handle in per load.  Only the pre-retry refresh and a half-open
- * breaker's probe permit (fleet.h) may wait for Redis, each bounded. */
+ * handle in per load.  Nothing here waits for Redis: a round trip a
+ * question needs is the handle's worker's (worker.c), and the question is
+ * answered at once with what is known. */
 #include <math.h>
 
 #include "fleet_internal.h"
 #include "remote_guard.h"
 
+/* The failure this thread recorded last: its handle, number and call
+ * clock.  A retry is decided twice: when its failure is reported (the
+ * same `now` as the record: this process's count is in the view at once)
+ * and after its wait.  The second decision must see the fleet's counts
+ * with that failure in them, as they were when a round trip made it; no
+ * step waits for one.  A retry whose wait ended before its failure's
+ * round trip came back is refused by the fleet's budget while Redis is
+ * no slower than usual (four of its usual round trips, 5 ms at least:
+ * otherwise 100 processes failing at once would each retry on counts that
+ * knew only their own failure), and left to the local guards once it is
+ * (the worker's round trip ends by the command timeout, and the handle
+ * degrades). */
+#define PATIENCE_MIN 0.005 /* s */
+
+static double patience(void *ud) {
+  double p = 4 * lr_fleet_round_trip(ud);
+  return p > PATIENCE_MIN ? p : PATIENCE_MIN;
+}
+
+static _Thread_local struct {
+  void *ud;
+  long long seq;
+  double now;
+} failed;
+
 static int budget_allows_retry(void *ud, double now) {
-  (void)now; /* the fleet keeps its own clock */
   int v = lr_fleet_budget_allows_retry(ud);
+  if (v == 1 && failed.ud == ud && failed.now != now && !lr_fleet_failure_counted(ud, failed.seq))
+    v = now - failed.now < patience(ud) ? 0 : LR_FLEET_LOCAL;
   return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
 }
 
 /* The call's deadline as CLOCK_MONOTONIC ms (0: none; 1, long past, when
- * less than a ms is left: no round trip). */
+ * less than a ms is left). */
 static int64_t limit_of(double left) {
   if (left <= 0) return 0;
   return left < 0.001 ? 1 : lr_monotonic_ms() + (int64_t)ceil(left * 1000) + 1;
 }
 
 static int breaker_admits(void *ud, int first_attempt, double now, double left, lr_waiter *w) {
-  (void)now;
-  int v = lr_fleet_breaker_admits_by(ud, first_attempt, limit_of(left), w);
+  (void)now, (void)left, (void)w; /* nothing waits */
+  int v = lr_fleet_breaker_admits(ud, first_attempt);
   return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
 }
 
-/* Counted at once; sent with the next batch (never waiting).  `now` is a
- * real call's clock, CLOCK_MONOTONIC (a call on the virtual clock never
- * reaches the fleet), read already: the sync period is judged by it. */
+/* Counted at once; sent with the next batch (never waiting): a failure's
+ * at once, so that the fleet's counts are back before the retry is asked
+ * about again after its wait, a success's within the sync period.  `now`
+ * is a real call's clock, CLOCK_MONOTONIC (a call on the virtual clock
+ * never reaches the fleet), read already: the sync period is judged by
+ * it. */
 static void record(void *ud, lr_remote_outcome o, double now) {
   lr_fleet_record(ud, o == LR_REMOTE_SUCCESS     ? LR_FLEET_SUCCESS
                       : o == LR_REMOTE_FAILURE   ? LR_FLEET_FAILURE
                       : o == LR_REMOTE_THROTTLED ? LR_FLEET_THROTTLED
                                                  : LR_FLEET_ANSWERED);
-  lr_fleet_maybe_sync_at(ud, (int64_t)(now * 1000));
+  if (o == LR_REMOTE_FAILURE) {
+    failed.ud = ud, failed.seq = lr_fleet_failure_seq(ud), failed.now = now;
+    lr_fleet_refresh_soon(ud);
+  } else
+    lr_fleet_maybe_sync_at(ud, (int64_t)(now * 1000));
 }
 
 /* A request counted; a batch goes if one is due (a process whose calls
@@ -57,13 +91,12 @@ static void spend(void *ud, double now) {
   lr_fleet_spend(ud);
 }
 
-/* Within what is left of the call's deadline, and ended by its cancel.
- * The limit is rounded up (a ms at most past the deadline): a round trip
- * cut short by it must leave the call past its deadline, never a ms
- * before it with an attempt of a ms to make. */
+/* The worker is kicked when the view is not recent; the retry is decided
+ * at once on what is known (the failure's own round trip, kicked when it
+ * was recorded, is usually back by now). */
 static void refresh(void *ud, double now, double left, lr_waiter *w) {
-  (void)now;
-  lr_fleet_refresh_by(ud, limit_of(left), w); /* a failure is told through the fleet's log */
+  (void)now, (void)left, (void)w;
+  lr_fleet_refresh_soon(ud);
 }
 
 static double tokens(void *ud) { return lr_fleet_tokens(ud); }
@@ -72,7 +105,8 @@ static double tokens(void *ud) { return lr_fleet_tokens(ud); }
 static int rate_reserve(void *ud, double now, double at, double latest, double left, double u,
                         lr_waiter *w, double *wait) {
   (void)now;
-  int v = lr_fleet_rate_reserve(ud, at, latest, limit_of(left), u, w, wait);
+  (void)w;
+  int v = lr_fleet_rate_reserve(ud, at, latest, limit_of(left), u, wait);
   return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
 }
 

@@ -44,7 +44,7 @@ luaretry_code luaretry_policy_fleet_sync(luaretry_policy *p) {
   if (!p) return LUARETRY_E_ARG;
   lr_gen *g = fleet_load(p);
   if (!g) return LUARETRY_E_STATE;
-  lr_fleet_code rc = lr_fleet_sync_now(lr_fleet_link_fleet(g->fleet));
+  lr_fleet_code rc = lr_fleet_sync_to_call(lr_fleet_link_fleet(g->fleet));
   luaretry_code out =
     rc == LR_FLEET_OK ? LUARETRY_OK : fleet_failed(p, lr_fleet_link_fleet(g->fleet), rc, NULL);
   lr_gen_unref(g);
