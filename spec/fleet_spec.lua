@@ -89,7 +89,8 @@ describe("the fleet", function ()
       end
     end
     -- a retry goes only while the fleet has more than 5 of its 10 tokens,
-    -- and each one granted follows a failure the fleet has counted
+    -- and each one granted follows a failure the fleet has counted (the
+    -- command waits in the library: its pre-retry check makes a round trip)
     assert.is_true(sent >= 30 and sent <= 34, "requests: " .. sent)
     assert.is_true(refused >= 26, "refused: " .. refused)
     -- the model, with the policy's sync period, within 0.1 of the real run

@@ -41,7 +41,6 @@ void lr_fleet_record(lr_fleet *f, lr_fleet_outcome o) {
   case LR_FLEET_FAILURE:
     atomic_fetch_add_explicit(&f->spent, 1000, memory_order_relaxed);
     atomic_fetch_add_explicit(&f->trail, 1, memory_order_relaxed);
-    atomic_fetch_add(&f->fail_seq, 1); /* after its spend: a batch that has it has both */
     return;
   }
 }
@@ -101,12 +100,6 @@ double lr_fleet_throttle_request(lr_fleet *f) {
   double r = lr_fleet_throttle_refusal(f);
   atomic_fetch_add_explicit(&f->requests, 1, memory_order_relaxed);
   return r;
-}
-
-long long lr_fleet_failure_seq(lr_fleet *f) { return f ? atomic_load(&f->fail_seq) : 0; }
-
-int lr_fleet_failure_counted(lr_fleet *f, long long seq) {
-  return !f || atomic_load(&f->fail_synced) >= seq;
 }
 
 double lr_fleet_round_trip(lr_fleet *f) { return f ? (double)atomic_load(&f->rtt_us) / 1e6 : 0; }

@@ -200,12 +200,6 @@ lr_fleet_code lr_fleet_flush(lr_fleet *f);
  * fleet's tokens at the last sync, plus this process's unsent deltas. */
 int lr_fleet_budget_allows_retry(lr_fleet *f);
 
-/* The failures this process recorded so far (a sequence number), and
- * whether the one numbered seq has been counted by the fleet (its round
- * trip came back): a retry checked again after its wait is decided on
- * counts that include its own failure, or refused (remote_guard.c). */
-long long lr_fleet_failure_seq(lr_fleet *f);
-int lr_fleet_failure_counted(lr_fleet *f, long long seq);
 /* A round trip's usual time in seconds (a moving average; 0: none yet). */
 double lr_fleet_round_trip(lr_fleet *f);
 

@@ -214,9 +214,8 @@ struct lr_fleet {
   atomic_llong fleet_requests, fleet_accepts;       /* the throttle's window */
   atomic_llong inflight_requests, inflight_accepts; /* sent, reply unread */
   atomic_llong syncs, sync_failures;
-  atomic_llong permits;               /* probe permits the worker brought, not yet taken */
-  atomic_llong fail_seq, fail_synced; /* failures recorded; of them, counted by the fleet */
-  atomic_llong rtt_us;                /* the round trips' time, a moving average */
+  atomic_llong permits; /* probe permits the worker brought, not yet taken */
+  atomic_llong rtt_us;  /* the round trips' time, a moving average */
 
   /* Everything below belongs to whoever holds io. */
   pthread_mutex_t io;
@@ -324,6 +323,10 @@ lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *s
                                      size_t errlen);
 
 /* ---- sync.c */
+
+/* lr_fleet_refresh within limit_ms (CLOCK_MONOTONIC ms, 0: none), ended
+ * at once by a cancel of w (NULL: none): a blocking call's. */
+lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w);
 
 /* Kicks the worker to ask for a probe permit (with the batch): what it
  * brings goes to f->permits. */

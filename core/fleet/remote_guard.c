@@ -9,35 +9,13 @@
 #include "fleet_internal.h"
 #include "remote_guard.h"
 
-/* The failure this thread recorded last: its handle, number and call
- * clock.  A retry is decided twice: when its failure is reported (the
- * same `now` as the record: this process's count is in the view at once)
- * and after its wait.  The second decision must see the fleet's counts
- * with that failure in them, as they were when a round trip made it; no
- * step waits for one.  A retry whose wait ended before its failure's
- * round trip came back is refused by the fleet's budget while Redis is
- * no slower than usual (four of its usual round trips, 5 ms at least:
- * otherwise 100 processes failing at once would each retry on counts that
- * knew only their own failure), and left to the local guards once it is
- * (the worker's round trip ends by the command timeout, and the handle
- * degrades). */
-#define PATIENCE_MIN 0.005 /* s */
-
-static double patience(void *ud) {
-  double p = 4 * lr_fleet_round_trip(ud);
-  return p > PATIENCE_MIN ? p : PATIENCE_MIN;
-}
-
-static _Thread_local struct {
-  void *ud;
-  long long seq;
-  double now;
-} failed;
-
+/* The last known state of the fleet, with this process's counts since:
+ * the check after a retry's wait is answered from it too (its failure's
+ * round trip, kicked when it was recorded, is usually back by then; a
+ * view older than stale_ms is not used). */
 static int budget_allows_retry(void *ud, double now) {
+  (void)now; /* the fleet keeps its own clock */
   int v = lr_fleet_budget_allows_retry(ud);
-  if (v == 1 && failed.ud == ud && failed.now != now && !lr_fleet_failure_counted(ud, failed.seq))
-    v = now - failed.now < patience(ud) ? 0 : LR_FLEET_LOCAL;
   return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
 }
 
@@ -65,10 +43,9 @@ static void record(void *ud, lr_remote_outcome o, double now) {
                       : o == LR_REMOTE_FAILURE   ? LR_FLEET_FAILURE
                       : o == LR_REMOTE_THROTTLED ? LR_FLEET_THROTTLED
                                                  : LR_FLEET_ANSWERED);
-  if (o == LR_REMOTE_FAILURE) {
-    failed.ud = ud, failed.seq = lr_fleet_failure_seq(ud), failed.now = now;
+  if (o == LR_REMOTE_FAILURE)
     lr_fleet_refresh_soon(ud);
-  } else
+  else
     lr_fleet_maybe_sync_at(ud, (int64_t)(now * 1000));
 }
 
@@ -91,12 +68,21 @@ static void spend(void *ud, double now) {
   lr_fleet_spend(ud);
 }
 
-/* The worker is kicked when the view is not recent; the retry is decided
- * at once on what is known (the failure's own round trip, kicked when it
- * was recorded, is usually back by now). */
+/* A call whose thread waits in the library anyway (luaretry_call_wait,
+ * luaretry_call_run: its backoff was a wait there) waits for one round
+ * trip, within what is left of its deadline and ended by its cancel, so
+ * that its retry is decided on the fleet's counts as of now (the limit is
+ * rounded up, a ms at most past the deadline: a round trip cut short by
+ * it must leave the call past its deadline).  An event loop's call never
+ * waits: the worker is kicked when the view is not recent, and the retry
+ * is decided on what is known (the failure's own round trip, kicked when
+ * it was recorded, is usually back by now). */
 static void refresh(void *ud, double now, double left, lr_waiter *w) {
-  (void)now, (void)left, (void)w;
-  lr_fleet_refresh_soon(ud);
+  (void)now;
+  if (w && atomic_load(&w->blocking))
+    lr_fleet_refresh_by(ud, limit_of(left), w); /* a failure is told through the fleet's log */
+  else
+    lr_fleet_refresh_soon(ud);
 }
 
 static double tokens(void *ud) { return lr_fleet_tokens(ud); }

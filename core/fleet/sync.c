@@ -11,6 +11,7 @@
  * The batch is a handful of atomic counters that lr_fleet_record adds to
  * and a sync swaps for zeros, so recording never takes a lock. */
 #include <string.h>
+#include <time.h>
 
 #include <hiredis.h>
 
@@ -59,7 +60,6 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
   lr_fleet_batch b;
   lr_fleet_limits l;
   lr_fleet_reply out;
-  long long through = atomic_load(&f->fail_seq); /* read first: the batch has these */
   take_batch(f, &b);
   b.want = want;
   limits_of(f, &l);
@@ -76,7 +76,6 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
   if (rc == LR_FLEET_OK) {
     int64_t done = lr_monotonic_ms();
     lr_fleet_succeeded_locked(f, &out, done);
-    atomic_store(&f->fail_synced, through);
     long long rtt = (done - f->last_sent_at) * 1000, avg = atomic_load(&f->rtt_us);
     atomic_store(&f->rtt_us, avg ? (7 * avg + rtt) / 8 : rtt);
   }
@@ -133,11 +132,32 @@ static int recent(lr_fleet *f) {
          atomic_load(&f->inflight_net) == 0 && atomic_load(&f->inflight_requests) == 0;
 }
 
-lr_fleet_code lr_fleet_refresh(lr_fleet *f) {
+lr_fleet_code lr_fleet_refresh(lr_fleet *f) { return lr_fleet_refresh_by(f, 0, NULL); }
+
+/* The io lock, which the worker may hold for its own round trip (this
+ * call's failure's, often): waited for by limit_ms (0: none) and ended by
+ * a cancel of w, in slices of 20 ms. */
+static lr_fleet_code lock_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w) {
+  for (;;) {
+    if (w && atomic_load(&w->cancelled)) return LR_FLEET_E_CANCELLED;
+    int64_t now = lr_monotonic_ms(), until = now + 20;
+    if (limit_ms > 0 && now >= limit_ms) return LR_FLEET_E_TIMEOUT;
+    if (limit_ms > 0 && limit_ms < until) until = limit_ms;
+    struct timespec ts = { (time_t)(until / 1000), (long)(until % 1000) * 1000000L };
+    if (pthread_mutex_clocklock(&f->io, CLOCK_MONOTONIC, &ts) == 0) return LR_FLEET_OK;
+  }
+}
+
+lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w) {
   if (!f) return LR_FLEET_E_ARG;
   if (recent(f)) return LR_FLEET_OK;
-  pthread_mutex_lock(&f->io);
-  lr_fleet_code rc = sync_locked(f, 0, NULL, 0, NULL);
+  lr_fleet_code rc = lock_by(f, limit_ms, w);
+  if (rc != LR_FLEET_OK) return rc;
+  if (recent(f)) { /* the worker's round trip was this one */
+    pthread_mutex_unlock(&f->io);
+    return LR_FLEET_OK;
+  }
+  rc = sync_locked(f, 0, NULL, limit_ms, w);
   pthread_mutex_unlock(&f->io);
   atomic_store(&f->next_sync_at, lr_monotonic_ms() + f->set.sync_ms);
   lr_fleet_tell(f);
