@@ -165,6 +165,8 @@ $(BUILD)/bench_fleet: spec/bench/fleet.c $(BUILD)/libluaretry.a spec/c/redis_hel
 # that starts redis-server speaks hiredis).
 $(BUILD)/bench_fleet_decide: spec/bench/fleet_decide.c $(BUILD)/libluaretry.a spec/c/redis_helper.h
 	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+$(BUILD)/bench_fleet_steps: spec/bench/fleet_steps.c $(BUILD)/libluaretry.a spec/c/redis_helper.h
+	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
 # Programs that embed the library and the fault server together: the
 # example event-loop host, connection reuse.
@@ -246,7 +248,7 @@ test-sanitized:
 # by 100 processes, fleet / per process / no guards (fleet_run.sh).
 bench: deps
 	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop $(BUILD)/bench_reuse \
-	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_hedge
+	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_fleet_steps $(BUILD)/bench_hedge
 	./$(BUILD)/bench_decide
 	./$(BUILD)/bench_reuse
 	./$(BUILD)/bench_waits
@@ -257,6 +259,7 @@ bench: deps
 	BENCH_LOOP=$(BUILD)/bench_loop bash spec/bench/peers.sh
 	./$(BUILD)/bench_fleet
 	./$(BUILD)/bench_fleet_decide
+	./$(BUILD)/bench_fleet_steps
 	bash spec/bench/fleet_run.sh
 	bash spec/bench/throttle_procs.sh
 	./$(BUILD)/bench_hedge
