@@ -311,6 +311,53 @@ describe("the fleet", function ()
     assert.falsy((ok.stderr .. ok.stdout .. st.stdout .. st.stderr):find("s3cret", 1, true))
   end)
 
+  it("an ACL user (redis://USER:PASSWORD@): AUTH user password; wrong or unpermitted said clearly, the password never shown; rediss:// refused", function ()
+    local user, pw = "fleet-user", "acl-pw-7xq"
+    assert.are.equal("OK", r:cli("ACL", "SETUSER", user, "reset", "on", ">" .. pw, "~luaretry:*",
+                                 "+@all"))
+    assert.are.equal("OK", r:cli("ACL", "SETUSER", "no-scripts", "reset", "on", ">" .. pw,
+                                 "~luaretry:*", "+@all", "-@scripting"))
+    finally(function () r:cli("ACL", "DELUSER", user, "no-scripts") end)
+    local function url(u, p) return ("redis://%s:%s@127.0.0.1:%d/0"):format(u, p, r.port) end
+    local function shown(...)
+      local all = table.concat({ ... }, "\n")
+      assert.falsy(all:find(pw, 1, true), all)
+      assert.falsy(all:find("wrong-acl-pw", 1, true), all)
+    end
+    local key = new_key()
+    -- the user's own: the fleet's, as `luaretry fleet` shows (the userinfo as ***)
+    local ok = proc.run({ "run", BUDGET, srv.base .. "/503", "--redis", url(user, pw), "--stats",
+                          "-v", "--log-json", "-", "--set", "fleet.key=" .. key, "--set",
+                          "fleet.command_timeout=1000" })
+    assert.are.equal(4, ok.code, ok.stderr)
+    assert.matches("guards fleet", ok.stderr)
+    local st = proc.run({ "fleet", BUDGET, "--redis", url(user, pw), "--set", "fleet.key=" .. key,
+                          "--set", "fleet.command_timeout=1000" })
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("redis://%*%*%*@127%.0%.0%.1:" .. r.port, st.stdout)
+    assert.matches("budget: [%d.]+ of 10 tokens", st.stdout)
+    shown(ok.stderr, ok.stdout, st.stdout, st.stderr)
+    -- a wrong password, and a user that may not run scripts: one clear line each
+    local cases = { { url(user, "wrong-acl-pw"), "AUTH" }, { url("no-scripts", pw), "NOPERM" } }
+    for _, c in ipairs(cases) do
+      local x = proc.run({ "run", BUDGET, srv.base .. "/503", "--redis", c[1], "--stats", "-v",
+                           "--log-json", "-", "--set", "fleet.command_timeout=1000" })
+      assert.are.equal(4, x.code, x.stderr)           -- the local budget's 4 attempts
+      assert.are.equal(1, count(x.stderr, LOST), x.stderr)
+      assert.matches(c[2], x.stderr)
+      assert.matches("guards fallback", x.stderr)
+      local f = proc.run({ "fleet", BUDGET, "--redis", c[1], "--set", "fleet.command_timeout=1000" })
+      assert.are_not.equal(0, f.code)
+      shown(x.stderr, x.stdout, f.stdout, f.stderr)
+    end
+    -- TLS: refused before anything is sent, saying why
+    local t = proc.run({ "run", BUDGET, srv.base .. "/200", "--redis",
+                         ("rediss://%s:%s@127.0.0.1:%d/0"):format(user, pw, r.port) })
+    assert.are_not.equal(0, t.code)
+    assert.matches("TLS %(rediss://%) needs a hiredis built with TLS support", t.stderr)
+    shown(t.stderr, t.stdout)
+  end)
+
   it("an unreachable Redis: one clear line, the local guards decide, no wait beyond the connect timeout", function ()
     local urls = { "redis://127.0.0.1:1/0", "redis://192.0.2.1:6379/0" }  -- refused; TEST-NET-1
     for _, url in ipairs(urls) do
