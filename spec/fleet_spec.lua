@@ -358,6 +358,31 @@ describe("the fleet", function ()
     shown(t.stderr, t.stdout)
   end)
 
+  it("luaretry fleet shows every shared guard: budget, breaker, the throttle's window, the rate's leases", function ()
+    local key = new_key()
+    local policy = tmp .. "/every-guard.lua"
+    proc.writefile(policy, table.concat({
+      'name = "every-guard"', "max_attempts = 2", "deadline = 10",
+      "backoff = { initial = 0.01, max = 0.02 }",
+      "budget = { max_tokens = 10, token_ratio = 0.1 }",
+      "breaker = { failures = 5, open_seconds = 30 }",
+      "throttle = { k = 100, window = 60 }", "rate = { limit = 50, burst = 5 }" }, "\n"))
+    -- the second attempt: sent (4), or refused by the throttle (6), 2/3 of the time
+    local x = proc.run(run_args(policy, "/503", key, { "-q" }))
+    assert.truthy(x.code == 4 or x.code == 6, x.stderr)
+    local failures = x.code == 4 and 2 or 1
+    local st = proc.run({ "fleet", policy, "--redis", r.url, "--set", "fleet.key=" .. key,
+                          "--set", "fleet.command_timeout=1000" })
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches(("budget: %d%%.000 of 10 tokens"):format(10 - failures), st.stdout)
+    assert.matches(("breaker: closed; %d transient failures in a row"):format(failures), st.stdout)
+    -- a request refused by the throttle is counted all the same
+    assert.matches("throttle window: 2 requests, 0 accepted over the last 60 s\n", st.stdout)
+    assert.matches("rate: 50 per second for the fleet; slots leased out up to [%d.]+ s ahead %(%d+%)\n",
+                   st.stdout)
+    assert.matches("processes that synced in the last minute: 1\n", st.stdout)
+  end)
+
   it("an unreachable Redis: one clear line, the local guards decide, no wait beyond the connect timeout", function ()
     local urls = { "redis://127.0.0.1:1/0", "redis://192.0.2.1:6379/0" }  -- refused; TEST-NET-1
     for _, url in ipairs(urls) do

@@ -278,10 +278,17 @@ typedef struct {
   double tokens, max_tokens; /* max_tokens: the last writer's */
   int breaker, consecutive_failures, probes_left;
   long long opened_at_ms, updated_at_ms, now_ms; /* Redis's clock */
-  size_t count;                                  /* processes that synced in the last minute (the
+  /* the client-side throttle's window (throttle: this handle has one) */
+  int throttle;
+  double window_requests, window_accepts, window_seconds;
+  /* the fleet's rate limiter (rate: this handle has one): slots leased
+   * to processes, up to rate_ahead s after now */
+  int rate;
+  double rate_limit, rate_ahead;
+  size_t count;                /* processes that synced in the last minute (the
                                 newest 1000 at most), names with control
                                 bytes escaped (\xNN) */
-  lr_fleet_process *processes;                   /* most recent first; lr_fleet_status_free */
+  lr_fleet_process *processes; /* most recent first; lr_fleet_status_free */
 } lr_fleet_status;
 
 lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, size_t errlen);

@@ -417,7 +417,13 @@ typedef struct {
   size_t process_count;
   luaretry_fleet_process *processes; /* most recent first (1000 at most);
                                          freed by luaretry_fleet_status_free */
-  uint64_t reserved[8];
+  /* carved from the reserved room: the client-side throttle's window
+   * (window_seconds 0: the policy has no throttle) and the fleet's rate
+   * limiter (rate_limit 0: none), whose slots are leased to processes up
+   * to rate_ahead s after now */
+  double window_requests, window_accepts, window_seconds;
+  double rate_limit, rate_ahead;
+  uint64_t reserved[3];
 } luaretry_fleet_status;
 
 /* Reads the fleet's state (one round trip, connecting at once); looking
