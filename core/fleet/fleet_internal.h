@@ -269,6 +269,10 @@ void lr_fleet_rate_cfg_text(double limit, long burst, char *buf, size_t size);
 /* New rate settings (with rate_lock taken inside): slots held go when
  * they change. */
 void lr_fleet_rate_install(lr_fleet *f, const lr_fleet_settings *s);
+/* A caller's finding that the worker's round trip is overdue (Redis slower
+ * than usual): degraded without the io lock, said once; the worker's
+ * reply, when it comes, makes it healthy again (said: back). */
+void lr_fleet_slow(lr_fleet *f, const char *detail);
 /* A good reply, from whichever script: health back (said once). */
 void lr_fleet_healthy_locked(lr_fleet *f);
 

@@ -277,6 +277,12 @@ void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now
   lr_fleet_healthy_locked(f);
 }
 
+void lr_fleet_slow(lr_fleet *f, const char *detail) {
+  if (atomic_exchange(&f->health, LR_FLEET_DEGRADED) == LR_FLEET_DEGRADED) return;
+  note(f, detail);
+  say(f, "fleet guards %s: %s: %s; local guards decide until Redis is back", detail);
+}
+
 void lr_fleet_healthy_locked(lr_fleet *f) {
   f->backoff_ms = f->set.reconnect_min_ms;
   if (atomic_exchange(&f->health, LR_FLEET_HEALTHY) == LR_FLEET_DEGRADED) {

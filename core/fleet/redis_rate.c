@@ -271,10 +271,17 @@ int lr_fleet_rate_reserve(lr_fleet *f, double at, double latest, int64_t limit_m
   lr_fleet_kick(f, LR_WORK_RATE, lease_asked);
   /* Redis known down (the worker reconnects when the backoff allows), or
    * slower than usual: the local limiter, at once */
+  if (atomic_load(&f->health) == LR_FLEET_DEGRADED) return LR_FLEET_LOCAL;
   int64_t patience = (int64_t)(8000 * lr_fleet_round_trip(f));
-  if (atomic_load(&f->health) == LR_FLEET_DEGRADED ||
-      now_ms - asked_at > (patience > PATIENCE_MS ? patience : PATIENCE_MS))
+  if (patience < PATIENCE_MS) patience = PATIENCE_MS;
+  if (now_ms - asked_at > patience) {
+    char why[80];
+    lr_fmt(why, sizeof why, "the rate script's reply is %lld ms late",
+           (long long)(now_ms - asked_at));
+    lr_fleet_slow(f, why);
+    lr_fleet_tell(f);
     return LR_FLEET_LOCAL;
+  }
   *wait = ASK_AGAIN * (1 + u);
   return 0;
 }
