@@ -19,6 +19,11 @@
 static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argvs[],
                               redisReply *replies[], char *err, size_t errlen) {
   char detail[300] = "";
+  if (!lr_fleet_owned(f)) { /* a fork's child: the connection is the parent's */
+    lr_fmt(err, errlen, "%s: a fork's child shares no fleet: load the policy again",
+           f->url.redacted);
+    return LR_FLEET_E_REFUSED;
+  }
   int64_t deadline = 0;
   lr_fleet_code rc = lr_fleet_connect_locked(f, 1, &deadline, detail, sizeof detail);
   for (int i = 0; rc == LR_FLEET_OK && i < n; i++)
@@ -165,6 +170,7 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
   int argcs[5] = { 1, 9, 5, 32, 3 };
   const char **argvs[5] = { time_cmd, hmget, zrange, buckets, tat };
   redisReply *r[5] = { NULL, NULL, NULL, NULL, NULL };
+  if (!lr_fleet_owned(f)) return pipeline(f, 0, NULL, NULL, NULL, err, errlen); /* says why */
   pthread_mutex_lock(&f->io);
   lr_fleet_code rc = pipeline(f, 5, argcs, argvs, r, err, errlen);
   pthread_mutex_unlock(&f->io);
@@ -201,6 +207,7 @@ lr_fleet_code lr_fleet_reset(lr_fleet *f, char *err, size_t errlen) {
   int argc = 4;
   const char **argv = del;
   redisReply *r = NULL;
+  if (!lr_fleet_owned(f)) return pipeline(f, 0, NULL, NULL, NULL, err, errlen); /* says why */
   pthread_mutex_lock(&f->io);
   lr_fleet_code rc = pipeline(f, 1, &argc, &argv, &r, err, errlen);
   pthread_mutex_unlock(&f->io);

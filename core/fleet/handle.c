@@ -174,6 +174,14 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_sett
 
 void lr_fleet_free(lr_fleet *f) {
   if (!f) return;
+  if (!lr_fleet_owned(f)) {
+    /* a fork's child: the parent's threads (the worker, a name lookup)
+     * are not here and may have held its locks and conditions when it
+     * forked: only the memory and the descriptor are the child's */
+    if (f->conn.fd >= 0) close(f->conn.fd);
+    free(f);
+    return;
+  }
   lr_fleet_worker_stop(f);
   lr_fleet_tell(f);
   lr_conn_free(&f->conn);

@@ -94,6 +94,7 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
  * budget for outcomes that did not happen.  The local guards have it. */
 lr_fleet_code lr_fleet_sync_now(lr_fleet *f) {
   if (!f) return LR_FLEET_E_ARG;
+  if (!lr_fleet_owned(f)) return LR_FLEET_E_REFUSED; /* a fork's child: see worker.c */
   pthread_mutex_lock(&f->io);
   lr_fleet_code rc = sync_locked(f, 0, NULL, 0, NULL);
   pthread_mutex_unlock(&f->io);
@@ -104,6 +105,7 @@ lr_fleet_code lr_fleet_sync_now(lr_fleet *f) {
 
 lr_fleet_code lr_fleet_sync_to_call(lr_fleet *f) {
   if (!f) return LR_FLEET_E_ARG;
+  if (!lr_fleet_owned(f)) return LR_FLEET_E_REFUSED;
   long long granted = 0;
   pthread_mutex_lock(&f->io);
   lr_fleet_code rc = sync_locked(f, atomic_load(&f->breaker) ? 1 : 0, &granted, 0, NULL);
@@ -150,6 +152,7 @@ static lr_fleet_code lock_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w) {
 
 lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w) {
   if (!f) return LR_FLEET_E_ARG;
+  if (!lr_fleet_owned(f)) return LR_FLEET_E_REFUSED;
   if (recent(f)) return LR_FLEET_OK;
   lr_fleet_code rc = lock_by(f, limit_ms, w);
   if (rc != LR_FLEET_OK) return rc;

@@ -8,7 +8,9 @@
  * trips; every step (begin, next, report, hedge, report_attempt) returns
  * within a generous 50 ms (the bench, spec/bench/fleet_steps.c, measures
  * the p99.9), and freeing the policy is not held by the stopped Redis
- * either. */
+ * either.  A fork's child (Redis running) has no worker: its calls go on
+ * under the local guards once the view is stale, and its exit waits for
+ * nothing. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -75,6 +77,41 @@ static void one_call(luaretry_policy *p, int i) {
   luaretry_call_free(c);
 }
 
+/* In a fork's child: calls decided at once, on the local guards once the
+ * view went stale; freeing the policy waits for no round trip.  The exit
+ * status says which check failed (0: none). */
+static int child(luaretry_policy *p) {
+  redis_sleep_ms(100); /* stale_ms is 10 sync periods: 50 ms */
+  double t0 = redis_now_();
+  for (int i = 0; i < 50; i++) one_call(p, i);
+  luaretry_metrics m;
+  if (luaretry_policy_metrics(p, &m) != LUARETRY_OK || m.guards != LUARETRY_GUARDS_FALLBACK)
+    return 2;
+  if (slowest >= BOUND || redis_now_() - t0 > 50 * BOUND) return 3;
+  luaretry_policy_free(p);
+  return redis_now_() - t0 < 5 ? 0 : 4;
+}
+
+static void test_fork(const char *url) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_set(p, "fleet.redis", url), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(p, "=nowait", POLICY), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_fleet_sync(p), LUARETRY_OK);
+  for (int i = 0; i < 20; i++) one_call(p, i); /* the worker runs */
+  slowest = 0;
+  pid_t pid = fork();
+  if (pid == 0) _exit(child(p));
+  int status = -1;
+  for (int i = 0; i < 1000 && waitpid(pid, &status, WNOHANG) == 0; i++) redis_sleep_ms(10);
+  if (!CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    fprintf(stderr, "  the fork's child: status %d\n", status);
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   redis_srv srv;
   if (redis_start(&srv, (const char *)NULL) != 0) return 1;
@@ -112,6 +149,7 @@ int main(void) {
   double freed = redis_now_() - t0;
   if (!CHECK(freed < 1)) fprintf(stderr, "  free took %.3f s\n", freed);
   redis_signal(&srv, SIGCONT);
+  test_fork(url);
   redis_stop(&srv);
   return check_done();
 }
