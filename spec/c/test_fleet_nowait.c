@@ -19,6 +19,12 @@
 #include "luaretry.h"
 #include "redis_helper.h"
 
+#ifdef __SANITIZE_THREAD__
+#define SANITIZE_THREAD 1
+#else
+#define SANITIZE_THREAD 0
+#endif
+
 #define CALLS 200
 #define BOUND 0.050 /* s: generous on a busy machine; a round trip would be 5 s */
 
@@ -149,9 +155,8 @@ int main(void) {
   double freed = redis_now_() - t0;
   if (!CHECK(freed < 1)) fprintf(stderr, "  free took %.3f s\n", freed);
   redis_signal(&srv, SIGCONT);
-#ifndef __SANITIZE_THREAD__ /* ThreadSanitizer does not follow a threaded process into a fork */
-  test_fork(url);
-#endif
+  /* ThreadSanitizer does not follow a threaded process into a fork */
+  if (!SANITIZE_THREAD) test_fork(url);
   redis_stop(&srv);
   return check_done();
 }
