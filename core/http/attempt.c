@@ -113,6 +113,13 @@ luaretry_code lr_curl_attempt_finish(CURL *h, lr_http_attempt *a, CURLcode res,
     if (t->resume->asking && !t->resume->decided && !out->error && lr_resume_first_byte(t) != 0 &&
         !t->resume->bad_range)
       return LUARETRY_E_OPERATION;
+    /* a part that fitted but ended short of the total: the bytes are
+     * right, the rest is asked for by the next attempt */
+    if (!out->error && t->resume->decided && *lr_resume_short(t->resume)) {
+      out->error = "truncated";
+      out->error_detail = t->resume->why;
+      out->status = 0;
+    }
     lr_resume_after(t->resume, out, t->status_code);
   }
   return LUARETRY_OK;

@@ -21,6 +21,8 @@ typedef struct {
   const luaretry_curl_resume *opt; /* NULL: no resuming */
   uint64_t have;                   /* bytes of the current version in the sink */
   uint64_t total;                  /* its whole length; 0: not known */
+  uint64_t end;                    /* where this attempt's 206 part ends
+                                      (its last byte + 1); 0: no part */
   char validator[256];             /* its strong ETag or Last-Modified; "": none */
   int initial;                     /* `have` is the host's offset (-C -) */
   int asking;                      /* this attempt asks Range: bytes=have- */
@@ -132,6 +134,14 @@ int lr_resume_before(lr_resume *rs, const luaretry_request *r, struct curl_slist
 /* At the answer's first body byte (t's headers are in): 0 to go on
  * (appending, or restarted from zero), -1 to fail the attempt ("range"). */
 int lr_resume_first_byte(lr_transfer *t);
+/* "bytes FIRST-LAST/TOTAL" into r (TOTAL "*": 0); 0, or -1 if it is not. */
+int lr_content_range(const char *v, uint64_t r[3]);
+/* Before len more bytes of an appended part are written: 0, or -1 (the
+ * attempt fails as "range") when they go past its Content-Range. */
+int lr_resume_body(lr_transfer *t, size_t len);
+/* After a complete answer: "" when what the sink holds is whole, else
+ * why not (a 206 part that ended short of the total), into rs->why. */
+const char *lr_resume_short(lr_resume *rs);
 /* After the attempt: keep what the sink holds for the next, or not. */
 void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status);
 
