@@ -25,7 +25,7 @@ MAJOR := $(firstword $(subst ., ,$(VERSION)))
 DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted \
   lua-dkjson curl lua-cjson valgrind openssl mandoc man-db luarocks zsh gzip \
   libhiredis-dev redis-server clang libclang-rt-dev lua-socket groff-base bsdextrautils \
-  nginx-light clang-format
+  nginx-light clang-format libssl-dev
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
 LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null)
 CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
@@ -73,7 +73,7 @@ MODULE_OBJ = $(call obj,$(wildcard core/module/*.c))
 CLI_OBJ = $(call obj,$(wildcard core/cli/*.c core/cli/*/*.c))
 FAULTS_OBJ = $(call obj,$(wildcard core/faults/*.c))
 LIB_OBJ = $(ENGINE_OBJ) $(SANDBOX_OBJ) $(POLICY_OBJ) $(FLEET_OBJ) $(HTTP_OBJ)
-LIB_LIBS = $(LUA_LIBS) $(CURL_LIBS) $(HIREDIS_LIBS) -lm
+LIB_LIBS = $(LUA_LIBS) $(CURL_LIBS) $(HIREDIS_LIBS) -lcrypto -lm
 ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
@@ -138,7 +138,7 @@ $(BUILD)/luaretry: $(CLI_OBJ) $(FAULTS_OBJ) $(BUILD)/libluaretry.a
 
 $(BUILD)/luaretry.pc: Makefile core/include/luaretry.h
 	@mkdir -p $(BUILD)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry\nDescription: retry policy engine with sandboxed Lua policies\nVersion: %s\nRequires: libcurl\nRequires.private: lua5.4 hiredis\nLibs: -L$${libdir} -lluaretry\nLibs.private: -lm -pthread\nCflags: -I$${includedir}\n' \
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry\nDescription: retry policy engine with sandboxed Lua policies\nVersion: %s\nRequires: libcurl\nRequires.private: lua5.4 hiredis libcrypto\nLibs: -L$${libdir} -lluaretry\nLibs.private: -lm -pthread\nCflags: -I$${includedir}\n' \
 	  "$(PREFIX)" "$(VERSION)" > $@
 
 # C tests and benchmarks use the public headers only.

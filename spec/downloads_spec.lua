@@ -289,6 +289,113 @@ describe("downloads", function ()
     end)
   end)
 
+  describe("digests (issue 30): the download is verified before it is kept", function ()
+    local SUM = "sha-256=93a6015a3874a774dd59fdd5db19414b301525381eb5ddcc265cdcc68bb9d350"
+
+    it("a resumed download whose server states Repr-Digest or x-goog-hash: checked whole, kept", function ()
+      for _, path in ipairs({ "/repr-resumed", "/goog-resumed" }) do
+        local out = tmp .. "/d.bin"
+        local r = run({ srv.base .. path, "-o", out })
+        assert.are.equal(0, r.code, r.stderr)
+        assert.are.equal(content(100), proc.readfile(out))
+        assert.are.equal("bytes=50-", ranges(path)[2].range, path)
+        assert.is_nil(r.stderr:find("mismatch"), path)
+      end
+    end)
+
+    it("a body that is not what its server says is digest_mismatch: retried from zero, never written", function ()
+      for path, field in pairs({ ["/repr-bad-once"] = "repr-digest says",
+                                 ["/md5-bad-once"] = "content-md5 says",
+                                 ["/goog-bad-once"] = "x-goog-hash says" }) do
+        srv:reset()
+        local out, log = tmp .. "/bad.bin", tmp .. "/bad.json"
+        local r = run({ srv.base .. path, "-o", out, "--log-json", log })
+        assert.are.equal(0, r.code, r.stderr)
+        assert.are.equal(content(100), proc.readfile(out))
+        assert.matches("attempt 1/10: digest_mismatch error %-> retry", r.stderr)
+        assert.matches(field, r.stderr, 1, true)
+        assert.are.equal(1, count(r.stderr, "restarting the download from zero"), path)
+        assert.matches('"error":"digest_mismatch"', proc.readfile(log), 1, true)
+        assert.are.equal(2, #srv:requests_on(path))
+        os.remove(log)
+      end
+    end)
+
+    it("a server that always sends other bytes than it says: exhausted, nothing written", function ()
+      local out = tmp .. "/never.bin"
+      local r = run({ srv.base .. "/repr-bad", "-o", out, "--set", "max_attempts=3" })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.is_nil(proc.readfile(out))
+      assert.are.equal(3, count(r.stderr, "digest_mismatch error"))
+      assert.are.same({}, proc.leftovers(tmp))
+    end)
+
+    it("standard output is verified the same way (spooled until the verdict)", function ()
+      local r = run({ srv.base .. "/repr-bad", "--set", "max_attempts=2" })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.are.equal("", r.stdout)
+      r = run({ srv.base .. "/repr-bad-once" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(content(100), r.stdout)
+    end)
+
+    it("a resumed part that makes the whole other than its Repr-Digest: from zero", function ()
+      local out = tmp .. "/whole.bin"
+      local r = run({ srv.base .. "/repr-bad-whole", "-o", out })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(content(100), proc.readfile(out))
+      local seen = ranges("/repr-bad-whole")
+      assert.are.equal(3, #seen)
+      assert.are.equal("bytes=50-", seen[2].range)
+      assert.is_nil(seen[3].range)
+      assert.matches("digest_mismatch error", r.stderr)
+    end)
+
+    it("an answer with a Content-Encoding is not checked against its server's digests", function ()
+      local r = run({ srv.base .. "/content-coded", "-o", tmp .. "/coded.bin" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(content(100), proc.readfile(tmp .. "/coded.bin"))
+    end)
+
+    it("--checksum: the user's digest; a match is kept", function ()
+      local out = tmp .. "/sum.bin"
+      local r = run({ srv.base .. "/whole", "-o", out, "--checksum", SUM })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(content(20000), proc.readfile(out))
+      proc.writefile(tmp .. "/expected", content(100000))
+      local md5 = proc.readfile_cmd("md5sum " .. proc.q(tmp .. "/expected")):sub(1, 32)
+      os.remove(tmp .. "/expected")
+      r = run({ srv.base .. "/etag", "-o", out, "--checksum", "md5=" .. md5 })
+      assert.are.equal(0, r.code, r.stderr)  -- resumed three times, checked whole
+      assert.are.equal(content(100000), proc.readfile(out))
+    end)
+
+    it("--checksum: a mismatch is retried once from zero, then final (exit 1), nothing written", function ()
+      local out = tmp .. "/sum2.bin"
+      local r = run({ srv.base .. "/whole", "-o", out, "--checksum", "sha-256=" .. ("0"):rep(64) })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.is_nil(proc.readfile(out))
+      assert.matches("attempt 1/10: digest_mismatch error %-> retry", r.stderr)
+      assert.matches("attempt 2/10: checksum_mismatch error %-> final", r.stderr)
+      assert.matches("%-%-checksum says 0000", r.stderr)
+      assert.are.equal(2, #srv:requests_on("/whole"))
+      assert.are.same({}, proc.leftovers(tmp))
+    end)
+
+    it("--checksum: a bad value, -C -, several URLs or a command are refused (exit 2)", function ()
+      for _, args in ipairs({ { srv.base .. "/whole", "--checksum", "sha-256=abc" },
+                              { srv.base .. "/whole", "--checksum", "sha-1=" .. ("0"):rep(40) },
+                              { srv.base .. "/whole", "--checksum", "sha-256=" .. ("g"):rep(64) },
+                              { srv.base .. "/whole", "-o", tmp .. "/c", "-C", "-", "--checksum", SUM },
+                              { srv.base .. "/whole", srv.base .. "/etag", "--checksum", SUM } }) do
+        local r = run(args)
+        assert.are.equal(2, r.code, table.concat(args, " "))
+        assert.matches("%-%-checksum", r.stderr)
+      end
+      assert.are.equal(0, #srv:requests())
+    end)
+  end)
+
   describe("-C - (continue a partial file)", function ()
     it("asks for the rest of the file on disk and appends it", function ()
       local out = tmp .. "/part.bin"

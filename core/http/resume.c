@@ -12,14 +12,17 @@
 
 #include "http.h"
 
-void lr_resume_init(lr_resume *rs, const luaretry_curl_resume *opt) {
+int lr_resume_init(lr_resume *rs, const luaretry_curl_resume *opt) {
   memset(rs, 0, sizeof *rs);
   rs->opt = opt;
   if (opt && opt->offset > 0) {
     rs->have = opt->offset;
     rs->initial = 1;
   }
+  return opt && opt->checksum && lr_digest_hex(opt->checksum, &rs->expect) != 0 ? -1 : 0;
 }
+
+void lr_resume_free(lr_resume *rs) { lr_hash_free(&rs->whole); }
 
 static void forget(lr_resume *rs) {
   rs->have = rs->total = rs->end = 0;
@@ -189,6 +192,14 @@ void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status) {
   if (!rs->opt || rs->bad_range) return;  /* a bad range: forgotten already */
   if (out->error && !rs->decided) return; /* no body came: as it was */
   /* only the resource's own bytes are resumed, never an error page's */
+  if (out->error && strstr(out->error, "_mismatch")) {
+    if (rs->opt->note)
+      rs->opt->note(rs->opt->note_ud,
+                    "restarting the download from zero: its "
+                    "digest did not match");
+    forget(rs);
+    return;
+  }
   if (!luaretry_curl_resumable(out) || rs->have == 0 || (status != 200 && status != 206)) {
     if (out->error && rs->have > 0 && (status == 200 || status == 206) && rs->opt->note)
       rs->opt->note(rs->opt->note_ud,
@@ -219,7 +230,7 @@ void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status) {
  * Accept-Ranges): a Content-Range of bytes, not "bytes *" of a 416. */
 int luaretry_curl_resumable(const luaretry_outcome *o) {
   if (!o || !o->error || strcmp(o->error, "range") == 0 || strcmp(o->error, "tls_verify") == 0 ||
-      strcmp(o->error, "digest_mismatch") == 0)
+      strstr(o->error, "_mismatch"))
     return 0;
   int ranges = 0, validator = 0;
   uint64_t r[3];

@@ -53,6 +53,13 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
     t->stream_failed = 1;
     return 0;
   }
+  /* hashed as written: the sink's bytes are the ones verified */
+  if (!t->digest_ready && lr_digest_begin(t) != 0) {
+    t->body.failed = 1;
+    return 0;
+  }
+  if (t->part.algs) lr_hash_add(&t->part, data, len);
+  if (t->resume && t->resume->whole.algs) lr_hash_add(&t->resume->whole, data, len);
   if (t->resume) t->resume->have += len;
   return len;
 }

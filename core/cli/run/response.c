@@ -70,6 +70,8 @@ void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decisi
   if (o && d->retry) r->len = 0; /* a retried attempt's headers are no one's */
   if (d->retry) return;
   if (r->a->fail && d->reason != LUARETRY_REASON_SUCCESS) r->drop = 1;
+  /* bytes known to be other than their server or the user said */
+  if (o && o->error && strstr(o->error, "_mismatch")) r->drop = r->damaged = 1;
   write_headers(r);
 }
 

@@ -59,6 +59,7 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   if (a->nwords > 1 || a->urls_file || (a->output_dir && !a->remote_name)) {
     if (a->remote_name && !a->output_dir) a->output_dir = "."; /* -O: curl's folder */
     if (a->continue_at) return cli_usage("run: -C - takes one URL%s", "");
+    if (a->checksum) return cli_usage("run: --checksum takes one URL%s", "");
     if (a->include || a->dump_header || a->write_out || a->fail)
       return cli_usage("run: -i, -D, -w and -f take one URL%s", "");
     *mode = RUN_BATCH;
@@ -81,6 +82,7 @@ static const luaretry_curl_resume *resume_options(const run_args *a, attempt_log
   memset(r, 0, sizeof *r);
   r->note = run_resume_note;
   r->note_ud = log;
+  r->checksum = a->checksum;
   if (a->continue_at && out->fd >= 0) {
     off_t end = lseek(out->fd, 0, SEEK_END);
     r->offset = end > 0 ? (uint64_t)end : 0;
@@ -127,6 +129,7 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     int keep = status == EXIT_OK || (!out->path && decided && !a->fail) ||
                (a->fail_with_body && decided && code > 0); /* curl's: the answer, to -o too */
+    if (r.damaged) keep = 0;
     if (outfile_finish(out, keep) != 0 && status == EXIT_OK) rc = LUARETRY_E_IO;
     if (rc == LUARETRY_OK && response_finish(&r, final, status) != status) rc = LUARETRY_E_IO;
   }

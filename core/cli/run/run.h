@@ -109,6 +109,7 @@ typedef struct {
   long speed_limit;             /* --speed-limit BYTES; 0: not given */
   double speed_time;            /* --speed-time SECONDS; 0: not given */
   int continue_at;              /* -C -: a partial -o file is continued */
+  const char *checksum;         /* --checksum ALG=HEX, or NULL */
   int remote_name;              /* -O, --remote-name-all: the URL's own name */
   int get;                      /* -G: -d's data goes in the URL's query */
   const char *upload_file;      /* -T FILE (PUT, sent whole every attempt) */
@@ -265,6 +266,7 @@ typedef struct {
   int failed;       /* out of memory: the rest is dropped */
   int headers_done; /* written before the body */
   int drop;         /* -f and the call failed: no body */
+  int damaged;      /* the final body did not match its digest: written nowhere */
   char *format;     /* -w, from writeout_load(); owned */
 } response;
 
