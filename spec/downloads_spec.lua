@@ -396,6 +396,116 @@ describe("downloads", function ()
     end)
   end)
 
+  describe("resume across runs (issue 30): a cut -o download goes on in the next run", function ()
+    local function partial(out)
+      local dir, base = out:match("^(.*)/([^/]*)$")
+      return dir .. "/." .. base .. ".luaretry-partial"
+    end
+    local function sidecar(url, validator)
+      return "luaretry-partial 1\n" .. url .. "\n" .. validator .. "\n"
+    end
+
+    it("SIGTERM keeps the bytes beside FILE (never at FILE); the same command continues them", function ()
+      local out, url = tmp .. "/slow.bin", srv.base .. "/slow"
+      local jobdir = proc.tmpdir()
+      local job = proc.spawn({ "run", "http", url, "-o", out }, jobdir)
+      -- stopped once some bytes are in (the temporary grows), long before the end
+      local got = proc.wait_for(function ()
+        for _, name in ipairs(proc.ls(tmp)) do
+          if name:match("^slow%.bin%.luaretry%-") then
+            local f = proc.readfile(tmp .. "/" .. name)
+            if f and #f >= 20 then return true end
+          end
+        end
+      end, 20)
+      assert.is_true(got, "no bytes came")
+      job:signal("TERM")
+      local code = job:wait(20)
+      assert.are.equal(130, code, job:stderr())
+      proc.rmtree(jobdir)
+      assert.is_nil(proc.readfile(out))  -- FILE never holds half a file
+      local held = proc.readfile(partial(out))
+      assert.is_truthy(held)
+      assert.is_true(#held >= 20 and #held < 100, #held)
+      assert.are.equal(("0123456789"):rep(10):sub(1, #held), held)
+      assert.are.equal(sidecar(url, '"r1"'), proc.readfile(partial(out) .. ".url"))
+      -- the same command again: Range from where it stopped, If-Range its validator
+      local r = run({ url, "-o", out })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(("0123456789"):rep(10), proc.readfile(out))
+      local seen = ranges("/slow")
+      assert.are.equal(("bytes=%d-"):format(#held), seen[#seen].range)
+      assert.are.equal('"r1"', seen[#seen].if_range)
+      assert.is_nil(proc.readfile(partial(out)))  -- removed on success
+      assert.is_nil(proc.readfile(partial(out) .. ".url"))
+      assert.are.same({}, proc.leftovers(tmp))
+    end)
+
+    it("a partial whose validator no longer matches starts over, said once, and goes", function ()
+      local out, url = tmp .. "/w.bin", srv.base .. "/whole"
+      proc.writefile(partial(out), content(20000):sub(1, 5000))
+      proc.writefile(partial(out) .. ".url", sidecar(url, '"old"'))
+      local r = run({ url, "-o", out })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(content(20000), proc.readfile(out))
+      local seen = ranges("/whole")
+      assert.are.equal("bytes=5000-", seen[1].range)
+      assert.are.equal('"old"', seen[1].if_range)
+      assert.are.equal(1, count(r.stderr, "restarting the download from zero"))
+      assert.is_nil(proc.readfile(partial(out)))
+      assert.is_nil(proc.readfile(partial(out) .. ".url"))
+    end)
+
+    it("a partial of another URL is removed, and the download starts from zero", function ()
+      local out, url = tmp .. "/o.bin", srv.base .. "/whole"
+      proc.writefile(partial(out), "xxxxx")
+      proc.writefile(partial(out) .. ".url", sidecar(srv.base .. "/other", '"w"'))
+      local r = run({ url, "-o", out })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(content(20000), proc.readfile(out))
+      assert.is_nil(ranges("/whole")[1].range)
+      assert.is_nil(proc.readfile(partial(out)))
+      assert.is_nil(proc.readfile(partial(out) .. ".url"))
+    end)
+
+    it("a final answer removes the partial, and FILE is not made", function ()
+      local out, url = tmp .. "/g.bin", srv.base .. "/gone"
+      proc.writefile(partial(out), "xxxxx")
+      proc.writefile(partial(out) .. ".url", sidecar(url, '"w"'))
+      local r = run({ url, "-o", out, "-f" })
+      assert.are_not.equal(0, r.code)
+      assert.is_nil(proc.readfile(out))
+      assert.is_nil(proc.readfile(partial(out)))
+      assert.is_nil(proc.readfile(partial(out) .. ".url"))
+      assert.are.same({}, proc.leftovers(tmp))
+    end)
+
+    it("so does a call cut by its deadline (--retry-max-time)", function ()
+      local out, url = tmp .. "/dl.bin", srv.base .. "/slow"
+      local r = run({ url, "-o", out, "--retry-max-time", "2" })
+      assert.are_not.equal(0, r.code, r.stderr)
+      assert.matches("deadline", r.stderr)
+      assert.is_nil(proc.readfile(out))
+      local held = proc.readfile(partial(out))
+      assert.is_truthy(held, r.stderr)
+      assert.are.equal(("0123456789"):rep(10):sub(1, #held), held)
+      r = run({ url, "-o", out })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(("0123456789"):rep(10), proc.readfile(out))
+      local seen = ranges("/slow")
+      assert.are.equal(("bytes=%d-"):format(#held), seen[#seen].range)
+      assert.is_nil(proc.readfile(partial(out)))
+    end)
+
+    it("a call that fails otherwise (attempts spent) keeps nothing", function ()
+      local out = tmp .. "/spent.bin"
+      local r = run({ srv.base .. "/etag", "-o", out, "--set", "max_attempts=2" })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.is_nil(proc.readfile(partial(out)))
+      assert.are.same({}, proc.leftovers(tmp))
+    end)
+  end)
+
   describe("-C - (continue a partial file)", function ()
     it("asks for the rest of the file on disk and appends it", function ()
       local out = tmp .. "/part.bin"

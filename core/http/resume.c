@@ -18,6 +18,7 @@ int lr_resume_init(lr_resume *rs, const luaretry_curl_resume *opt) {
   if (opt && opt->offset > 0) {
     rs->have = opt->offset;
     rs->initial = 1;
+    if (opt->validator) snprintf(rs->validator, sizeof rs->validator, "%s", opt->validator);
   }
   return opt && opt->checksum && lr_digest_hex(opt->checksum, &rs->expect) != 0 ? -1 : 0;
 }
@@ -171,7 +172,7 @@ int lr_resume_first_byte(lr_transfer *t) {
     if (!rs->why[0]) return 0; /* it fits: appended */
   } else if (t->status_code == 200) {
     return start_over(t, "the server sent the whole resource (200) instead of the rest");
-  } else if (t->status_code == 416 && rs->initial) {
+  } else if (t->status_code == 416 && rs->initial && !rs->validator[0]) {
     /* -C - of a file that is whole already: it stays as it is */
     rs->drop = 1;
     return 0;

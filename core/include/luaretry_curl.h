@@ -43,8 +43,8 @@ typedef size_t (*luaretry_upload_fn)(void *ud, uint64_t offset, char *buf, size_
  * from zero: two versions are never spliced.  Each restart of a download
  * that had bytes is told to `note` with the reason.
  * `offset`: bytes the sink holds before the call (curl's -C -, a partial
- * file): the first attempt asks for the rest, with no If-Range, and a 200
- * starts over.
+ * file): the first attempt asks for the rest, with If-Range: `validator`
+ * when set, and a 200 starts over.
  * Resuming changes nothing else: every attempt counts towards
  * max_attempts, and the deadline bounds the call as ever.
  * Digests: a complete 2xx answer whose server states a digest of what it
@@ -66,9 +66,12 @@ typedef struct {
   uint64_t offset;      /* bytes the sink holds already (-C -) */
   luaretry_log_fn note; /* "restarting from zero: why", or NULL */
   void *note_ud;
-  const char *checksum; /* "sha-256=HEX" (sha-512, md5): the whole body's
+  const char *checksum;  /* "sha-256=HEX" (sha-512, md5): the whole body's
                            digest as the host knows it, or NULL (see above) */
-  uint64_t reserved[3];
+  const char *validator; /* with offset: the strong ETag or Last-Modified
+                            of the bytes held (an earlier run's), sent as
+                            If-Range; NULL: none (curl's -C -) */
+  uint64_t reserved[2];
 } luaretry_curl_resume;
 
 /* Whether an attempt's outcome leaves a download that the next attempt can

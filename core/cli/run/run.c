@@ -76,18 +76,52 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
 }
 
 /* Every GET resumes a download that ends early; -C - from the end of the
- * file. */
+ * file, an earlier run's partial from its end with its validator. */
 static const luaretry_curl_resume *resume_options(const run_args *a, attempt_log *log,
                                                   const outfile *out, luaretry_curl_resume *r) {
   memset(r, 0, sizeof *r);
   r->note = run_resume_note;
   r->note_ud = log;
   r->checksum = a->checksum;
-  if (a->continue_at && out->fd >= 0) {
+  if ((a->continue_at || out->partial) && out->fd >= 0) {
     off_t end = lseek(out->fd, 0, SEEK_END);
     r->offset = end > 0 ? (uint64_t)end : 0;
+    r->validator = out->partial ? out->validator : NULL;
   }
   return r;
+}
+
+/* The validator of what the sink holds when the call was cut, as the last
+ * answer on h names it: a 200 or 206 (itself proof of ranges) with
+ * Accept-Ranges and a strong ETag, else a Last-Modified; NULL: none. */
+static const char *cut_validator(CURL *h) {
+  long code = 0;
+  struct curl_header *e;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+  if (code != 200 && code != 206) return NULL;
+  if (code == 200 && (curl_easy_header(h, "Accept-Ranges", 0, CURLH_HEADER, -1, &e) != CURLHE_OK ||
+                      !strstr(e->value, "bytes")))
+    return NULL;
+  if (curl_easy_header(h, "ETag", 0, CURLH_HEADER, -1, &e) == CURLHE_OK && e->value[0] == '"')
+    return e->value;
+  if (curl_easy_header(h, "Last-Modified", 0, CURLH_HEADER, -1, &e) == CURLHE_OK && e->value[0])
+    return e->value;
+  return NULL;
+}
+
+/* A call cut by a stop signal or its deadline keeps its bytes for the
+ * next run (outfile.h), when they are the resource's, from its byte 0. */
+static void keep_partial(const run_args *a, const luaretry_decision *final, CURL *h,
+                         const response *r, outfile *out) {
+  if (!out->across_runs || r->suspect || out->fd < 0 ||
+      (final->reason != LUARETRY_REASON_CANCELLED && final->reason != LUARETRY_REASON_DEADLINE))
+    return;
+  const char *validator = cut_validator(h);
+  if (!validator || lseek(out->fd, 0, SEEK_END) <= 0) return;
+  char *url = url_redacted(a->url);
+  if (url && outfile_partial_keep(out, url, validator) == 0 && r->log->verbosity > 0)
+    fprintf(stderr, "luaretry: %s: the partial download is kept for the next run\n", url);
+  free(url);
 }
 
 /* run POLICY URL: the request through the libcurl helper, with curl's
@@ -121,6 +155,7 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     }
     rc = luaretry_curl_perform(p, c, h, &req, &co, final);
   }
+  if (rc == LUARETRY_OK) keep_partial(a, final, h, &r, out);
   if (rc == LUARETRY_OK) {
     /* the body in place first: -w comes after it, as curl writes it */
     int status = cli_exit_status(final->reason);
@@ -232,6 +267,15 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   return cli_exit_status(final->reason);
 }
 
+/* A -o FILE (or -O) GET of one URL keeps what it got when it is cut, and
+ * continues it in the next run (outfile.h); not with --checksum, which
+ * could not hash the bytes of an earlier run. */
+static int across_runs(const run_args *a, run_mode mode) {
+  return mode == RUN_URL && a->output && strcmp(a->output, "-") != 0 && !a->continue_at &&
+         !a->checksum && !a->data && !a->upload_file &&
+         (!a->method || strcmp(a->method, "GET") == 0);
+}
+
 /* One call: its log, its body (-d) and its output (-o, or standard output). */
 static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   luaretry_tuning t;
@@ -256,7 +300,13 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
       create_dirs(a->output, 0, "-o") != 0)
     status = EXIT_USAGE;
   unsigned long long held = 0;
-  if (status == 0 && (a->continue_at ? outfile_continue(&out, &held) : outfile_create(&out)) != 0)
+  out.across_runs = across_runs(a, mode);
+  char *url = out.across_runs ? url_redacted(a->url) : NULL;
+  int partial = status == 0 && url ? outfile_partial_open(&out, url) : 0;
+  free(url);
+  if (partial < 0) status = EXIT_USAGE;
+  if (status == 0 && !partial &&
+      (a->continue_at ? outfile_continue(&out, &held) : outfile_create(&out)) != 0)
     status = EXIT_USAGE;
   if (status == 0) status = run_call(a, p, mode, &log, &body, &out, &c, &final, &decided);
   /* a file only on success; standard output shows the final attempt's,

@@ -267,6 +267,7 @@ typedef struct {
   int headers_done; /* written before the body */
   int drop;         /* -f and the call failed: no body */
   int damaged;      /* the final body did not match its digest: written nowhere */
+  int suspect;      /* the last attempt's did not: no partial is kept of it */
   char *format;     /* -w, from writeout_load(); owned */
 } response;
 
