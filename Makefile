@@ -305,7 +305,7 @@ bench-hedge: deps
 # build/fuzz/corpus/NAME; `make fuzz-merge` keeps those that add coverage
 # in spec/fuzz/corpus/NAME (-merge=1).  `make test` runs each for
 # FUZZ_SMOKE_SECONDS over its committed corpus.
-FUZZ_TARGETS = policy retry_after http_parse run_args redis_reply
+FUZZ_TARGETS = policy retry_after http_parse run_args redis_reply digest
 FUZZ_SECONDS ?= 300
 FUZZ_SMOKE_SECONDS ?= 5
 FUZZ_BIN = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
@@ -318,6 +318,7 @@ FUZZ_OPTS_run_args = -dict=spec/fuzz/run_args.dict -max_len=1024 -timeout=10 -cl
 # inputs kept elsewhere in the tree, read as corpus but never copied
 FUZZ_EXTRA_policy = policies spec/hostile
 FUZZ_OPTS_redis_reply = -dict=spec/fuzz/redis_reply.dict -max_len=4096 -timeout=10
+FUZZ_OPTS_digest = -dict=spec/fuzz/digest.dict -max_len=4096 -timeout=10
 FUZZ_RUN = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 LUARETRY_DATADIR=$(CURDIR)
 
 $(BUILD)/fuzz_policy: spec/fuzz/fuzz_policy.c $(BUILD)/libluaretry.a
@@ -332,6 +333,10 @@ $(BUILD)/fuzz_http_parse: spec/fuzz/fuzz_http_parse.c $(BUILD)/obj/faults/http_p
 # the fleet's reply reader and decoders: internal (core/fleet), with hiredis
 $(BUILD)/fuzz_redis_reply: spec/fuzz/fuzz_redis_reply.c $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+
+# the download path's readers: internal (core/http)
+$(BUILD)/fuzz_digest: spec/fuzz/fuzz_digest.c $(BUILD)/libluaretry.a
+	$(CC) $(CFLAGS_ALL) -Icore/http -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
 FUZZ_CLI_OBJ = $(BUILD)/obj/cli/run/args.o $(BUILD)/obj/cli/usage.o $(BUILD)/obj/cli/policy_arg.o \
                $(BUILD)/obj/cli/escape.o
