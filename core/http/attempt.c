@@ -127,7 +127,9 @@ luaretry_code lr_curl_attempt_finish(CURL *h, lr_http_attempt *a, CURLcode res,
   }
   /* the whole answer came: it is what its server (and the host) said */
   const char *mismatch = NULL;
-  if (!out->error && status >= 200 && status < 300 && !(t->resume && t->resume->drop))
+  /* a HEAD's fields describe the GET's body, which did not come */
+  if (!out->error && status >= 200 && status < 300 && strcmp(out->method, "HEAD") != 0 &&
+      !(t->resume && t->resume->drop))
     mismatch = lr_digest_check(t);
   if (mismatch) {
     out->error = mismatch;

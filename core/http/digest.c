@@ -248,8 +248,11 @@ const char *lr_digest_check(lr_transfer *t) {
   if (!t->digest_ready && lr_digest_begin(t) != 0) return NULL;
   lr_resume *rs = t->resume;
   int whole_answer = t->status_code == 200;
-  /* the whole so far: this body for a 200, else the sink's from zero */
-  const lr_hash *whole = whole_answer ? &t->part : rs && rs->whole_ok ? &rs->whole : NULL;
+  /* the whole so far: this body for a 200, the sink's from zero for the
+   * rest of a download we asked for (not a part the host's Range asked) */
+  const lr_hash *whole = whole_answer                       ? &t->part
+                         : rs && rs->whole_ok && rs->asking ? &rs->whole
+                                                            : NULL;
   if (!t->coded) {
     if (t->said_part.field && differs(t, &t->part, &t->said_part, "body")) return "digest_mismatch";
     if (t->said_whole.field && whole && differs(t, whole, &t->said_whole, "download"))

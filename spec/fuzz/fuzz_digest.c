@@ -19,7 +19,7 @@
 #include "http.h"
 
 static const char *const FIELDS[] = { "repr-digest", "content-digest", "x-goog-hash",
-                                      "content-md5", "content-range", "checksum" };
+                                      "content-md5", "content-range",  "checksum" };
 static const size_t LEN[LR_ALGS] = { 4, 16, 32, 64 };
 
 static void check_said(const lr_digest_said *s) {
