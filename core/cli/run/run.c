@@ -116,7 +116,10 @@ static void keep_partial(const run_args *a, const luaretry_decision *final, CURL
   if (!out->across_runs || r->suspect || out->fd < 0 ||
       (final->reason != LUARETRY_REASON_CANCELLED && final->reason != LUARETRY_REASON_DEADLINE))
     return;
-  const char *validator = cut_validator(h);
+  long code = 0;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+  /* cut before any answer: an earlier run's partial stays as it was */
+  const char *validator = code == 0 && out->partial ? out->validator : cut_validator(h);
   if (!validator || lseek(out->fd, 0, SEEK_END) <= 0) return;
   char *url = url_redacted(a->url);
   if (url && outfile_partial_keep(out, url, validator) == 0 && r->log->verbosity > 0)
