@@ -194,10 +194,10 @@ void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status) {
   if (out->error && !rs->decided) return; /* no body came: as it was */
   /* only the resource's own bytes are resumed, never an error page's */
   if (out->error && strstr(out->error, "_mismatch")) {
-    if (rs->opt->note)
+    /* checksum_mismatch is final: no attempt follows to restart */
+    if (rs->opt->note && strcmp(out->error, "digest_mismatch") == 0)
       rs->opt->note(rs->opt->note_ud,
-                    "restarting the download from zero: its "
-                    "digest did not match");
+                    "restarting the download from zero: its digest did not match");
     forget(rs);
     return;
   }
