@@ -372,6 +372,8 @@ int outfile_partial_keep(outfile *f, const char *url, const char *validator) {
   f->partial = f->validator = NULL;
   free(f->tmp);
   f->tmp = NULL;
+  free(f->target);
+  f->target = NULL;
   f->finished = 1;
   return ok ? 0 : -1;
 }
