@@ -392,6 +392,18 @@ describe("downloads", function ()
       assert.are.same({}, proc.leftovers(tmp))
     end)
 
+    it("--checksum: a hedge's body is checked too", function ()
+      local hello = "sha-256=2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
+      local r = run({ srv.base .. "/hedged", "--set", "hedge.delay=0.2", "--checksum", hello })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("hello", r.stdout)
+      srv:reset()
+      r = run({ srv.base .. "/hedged", "--set", "hedge.delay=0.2", "--checksum", "sha-256=" .. ("0"):rep(64) })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.are.equal("", r.stdout)
+      assert.matches("checksum_mismatch", r.stderr)
+    end)
+
     it("--checksum: a bad value, -C -, several URLs or a command are refused (exit 2)", function ()
       for _, args in ipairs({ { srv.base .. "/whole", "--checksum", "sha-256=abc" },
                               { srv.base .. "/whole", "--checksum", "sha-1=" .. ("0"):rep(40) },

@@ -50,6 +50,7 @@ static void route_bodies(const luaretry_request *req, const lr_io *io, lr_http_a
   t->reader_ud = io->upload_ud;
   t->restart = io->restart;
   t->resume = io->restart ? io->resume : NULL;
+  t->call = io->resume;
   t->stall_timeout = io->stall_timeout;
   t->stall_speed = io->stall_speed;
   lr_hash_free(&t->part);

@@ -219,7 +219,7 @@ int lr_digest_begin(lr_transfer *t) {
   unsigned algs = 0;
   if (!t->coded && t->said_part.field) algs |= 1u << t->said_part.alg;
   if (!t->coded && t->said_whole.field && whole_answer) algs |= 1u << t->said_whole.alg;
-  if (rs && rs->expect.field && whole_answer) algs |= 1u << rs->expect.alg;
+  if (t->call && t->call->expect.field && whole_answer) algs |= 1u << t->call->expect.alg;
   if (algs && lr_hash_start(&t->part, algs) != 0) return -1;
   if (!rs || rs->have > 0) return 0; /* appended: the whole hash goes on */
   /* the sink starts from zero: so does the hash of all it will hold */
@@ -258,7 +258,9 @@ const char *lr_digest_check(lr_transfer *t) {
     if (t->said_whole.field && whole && differs(t, whole, &t->said_whole, "download"))
       return "digest_mismatch";
   }
-  if (rs && rs->expect.field && whole && differs(t, whole, &rs->expect, "download"))
-    return ++rs->expect_misses > 1 ? "checksum_mismatch" : "digest_mismatch";
+  /* the host's own, on a hedge's body too */
+  lr_resume *call = t->call;
+  if (call && call->expect.field && whole && differs(t, whole, &call->expect, "download"))
+    return ++call->expect_misses > 1 ? "checksum_mismatch" : "digest_mismatch";
   return NULL;
 }

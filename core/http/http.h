@@ -101,6 +101,7 @@ typedef struct {
   int upload_failed;            /* the reader gave nothing: the host stops */
   luaretry_restart_fn restart;  /* the stream's: a resumed answer starts over */
   lr_resume *resume;            /* this attempt may append, or NULL */
+  lr_resume *call;              /* the call's, a hedge's too (its checksum) */
   long status_code;             /* of the last status line */
   double stall_timeout;         /* CURLOPT_LOW_SPEED_TIME; 0: none */
   long stall_speed;             /* CURLOPT_LOW_SPEED_LIMIT */
