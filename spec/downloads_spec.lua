@@ -392,6 +392,23 @@ describe("downloads", function ()
       assert.are.same({}, proc.leftovers(tmp))
     end)
 
+    it("--checksum with -C -: the bytes on disk are read and hashed with the rest", function ()
+      local out = tmp .. "/cc.bin"
+      proc.writefile(out, content(20000):sub(1, 7000))
+      local r = run({ srv.base .. "/whole", "-C", "-", "-o", out, "--checksum", SUM })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(content(20000), proc.readfile(out))
+      assert.are.equal("bytes=7000-", ranges("/whole")[1].range)
+      -- bytes on disk that are not the resource's: the whole does not match
+      srv:reset()
+      proc.writefile(out, ("?"):rep(7000))
+      r = run({ srv.base .. "/whole", "-C", "-", "-o", out, "--checksum", SUM })
+      assert.matches("attempt 1/10: digest_mismatch error %-> retry", r.stderr)
+      assert.are.equal(0, r.code, r.stderr)  -- the next attempt, from zero, matches
+      assert.are.equal(content(20000), proc.readfile(out))
+      os.remove(out)
+    end)
+
     it("--checksum: a hedge's body is checked too", function ()
       local hello = "sha-256=2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"
       local r = run({ srv.base .. "/hedged", "--set", "hedge.delay=0.2", "--checksum", hello })
@@ -408,7 +425,6 @@ describe("downloads", function ()
       for _, args in ipairs({ { srv.base .. "/whole", "--checksum", "sha-256=abc" },
                               { srv.base .. "/whole", "--checksum", "sha-1=" .. ("0"):rep(40) },
                               { srv.base .. "/whole", "--checksum", "sha-256=" .. ("g"):rep(64) },
-                              { srv.base .. "/whole", "-o", tmp .. "/c", "-C", "-", "--checksum", SUM },
                               { srv.base .. "/whole", srv.base .. "/etag", "--checksum", SUM } }) do
         local r = run(args)
         assert.are.equal(2, r.code, table.concat(args, " "))
@@ -494,6 +510,22 @@ describe("downloads", function ()
       assert.are.equal(1, count(r.stderr, "restarting the download from zero"))
       assert.is_nil(proc.readfile(partial(out)))
       assert.is_nil(proc.readfile(partial(out) .. ".url"))
+    end)
+
+    it("a partial continued with --checksum is hashed whole: a damaged one is caught", function ()
+      local out, url = tmp .. "/sum.bin", srv.base .. "/whole"
+      local SUM = "sha-256=93a6015a3874a774dd59fdd5db19414b301525381eb5ddcc265cdcc68bb9d350"
+      proc.writefile(partial(out), ("?"):rep(5000))
+      proc.writefile(partial(out) .. ".url", sidecar(url, '"w"'))
+      local r = run({ url, "-o", out, "--checksum", SUM })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(content(20000), proc.readfile(out))
+      local seen = ranges("/whole")
+      assert.are.equal("bytes=5000-", seen[1].range)
+      assert.is_nil(seen[2].range)  -- caught, then from zero
+      assert.matches("attempt 1/10: digest_mismatch error", r.stderr)
+      assert.is_nil(proc.readfile(partial(out)))
+      assert.are.same({}, proc.leftovers(tmp))
     end)
 
     it("a partial of another URL is removed, and the download starts from zero", function ()

@@ -205,6 +205,31 @@ void lr_digest_text(const unsigned char *v, size_t len, char *out, size_t cap) {
 
 /* ---- the check of one answer */
 
+/* The bytes the sink held before the call (-C -, an earlier run's), read
+ * through the host into the whole hash, before this answer's are added;
+ * without a reader the whole is not known. */
+static int hash_held(lr_transfer *t) {
+  lr_resume *rs = t->resume;
+  if (rs->whole_ok || !rs->opt->held) return 0;
+  unsigned algs = rs->expect.field ? 1u << rs->expect.alg : 0;
+  if (!t->coded && t->said_whole.field) algs |= 1u << t->said_whole.alg;
+  if (!algs) return 0;
+  if (lr_hash_start(&rs->whole, algs) != 0) return -1;
+  char buf[65536];
+  for (uint64_t off = 0; off < rs->have;) {
+    size_t want = rs->have - off < sizeof buf ? (size_t)(rs->have - off) : sizeof buf;
+    size_t n = rs->opt->held(t->stream_ud, off, buf, want);
+    if (n == 0 || n > want) {
+      lr_hash_free(&rs->whole); /* unreadable: not known, not checked */
+      return 0;
+    }
+    lr_hash_add(&rs->whole, buf, n);
+    off += n;
+  }
+  rs->whole_ok = 1;
+  return 0;
+}
+
 int lr_digest_begin(lr_transfer *t) {
   t->digest_ready = 1;
   const char *s = t->header_text.data, *end = s + t->header_text.len;
@@ -221,6 +246,7 @@ int lr_digest_begin(lr_transfer *t) {
   if (!t->coded && t->said_whole.field && whole_answer) algs |= 1u << t->said_whole.alg;
   if (t->call && t->call->expect.field && whole_answer) algs |= 1u << t->call->expect.alg;
   if (algs && lr_hash_start(&t->part, algs) != 0) return -1;
+  if (rs && rs->initial && rs->have > 0) return hash_held(t);
   if (!rs || rs->have > 0) return 0; /* appended: the whole hash goes on */
   /* the sink starts from zero: so does the hash of all it will hold */
   algs = rs->expect.field ? 1u << rs->expect.alg : 0;

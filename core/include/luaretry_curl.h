@@ -60,18 +60,22 @@ typedef size_t (*luaretry_upload_fn)(void *ud, uint64_t offset, char *buf, size_
  * next as "checksum_mismatch" (final in the default classifier and the
  * http policy: the server serves something else).  A checksum that is not
  * one: LUARETRY_E_ARG.  With `offset` the bytes held before the call are
- * not hashed: the host's checksum is not checked then.
+ * hashed only when `held` reads them; otherwise only a Content-Digest of
+ * the rest is checked, and the host's checksum is not.
  */
 typedef struct {
   uint64_t offset;      /* bytes the sink holds already (-C -) */
   luaretry_log_fn note; /* "restarting from zero: why", or NULL */
   void *note_ud;
-  const char *checksum;  /* "sha-256=HEX" (sha-512, md5): the whole body's
+  const char *checksum;    /* "sha-256=HEX" (sha-512, md5): the whole body's
                            digest as the host knows it, or NULL (see above) */
-  const char *validator; /* with offset: the strong ETag or Last-Modified
+  const char *validator;   /* with offset: the strong ETag or Last-Modified
                             of the bytes held (an earlier run's), sent as
                             If-Range; NULL: none (curl's -C -) */
-  uint64_t reserved[2];
+  luaretry_upload_fn held; /* with offset: reads the bytes held (given the
+                              sink's ud) so that digests and checksum cover
+                              them; NULL: they are not hashed */
+  uint64_t reserved[1];
 } luaretry_curl_resume;
 
 /* Whether an attempt's outcome leaves a download that the next attempt can

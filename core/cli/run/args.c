@@ -578,8 +578,6 @@ static int check_curl_combinations(run_args *a) {
   if (a->remote_name && a->output) return cli_usage("run: -O or -o, not both", NULL);
   if (a->continue_at && !a->output && !a->remote_name)
     return cli_usage("run: -C - continues a file: it goes with -o FILE or -O", NULL);
-  /* the bytes -C - finds on disk were never hashed */
-  if (a->continue_at && a->checksum) return cli_usage("run: -C - or --checksum, not both", NULL);
   if (a->upload_file && !a->method) a->method = "PUT";
   if (a->upload_file && !has_header(a, "content-type") && a->nheaders < MAX_HEADERS) {
     /* the file as it is: not the form encoding libcurl gives a POST body */

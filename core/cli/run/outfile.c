@@ -323,7 +323,8 @@ int outfile_partial_open(outfile *f, const char *url) {
   struct stat st;
   int have = lstat(partial, &st) == 0 && S_ISREG(st.st_mode);
   if (have && sidecar_matches(side, url, validator, cap)) {
-    f->fd = open(partial, O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
+    /* read too: its bytes are hashed for the digests */
+    f->fd = open(partial, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
     f->partial = strdup(partial);
     f->validator = strdup(validator);
     if (f->fd >= 0 && f->partial && f->validator && lseek(f->fd, 0, SEEK_END) >= 0) {
@@ -384,7 +385,7 @@ int outfile_continue(outfile *f, unsigned long long *size) {
     fprintf(stderr, "luaretry: -C - continues a file: not standard output\n");
     return -1;
   }
-  f->fd = open(f->target, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0666);
+  f->fd = open(f->target, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0666);
   if (f->fd < 0 || fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode) ||
       lseek(f->fd, 0, SEEK_END) < 0) {
     complain(f, "-C -", f->fd < 0 || S_ISREG(st.st_mode) ? errno : EINVAL);

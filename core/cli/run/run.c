@@ -75,6 +75,14 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   return single_url_options(a);
 }
 
+/* The bytes -C - or an earlier run left, for the digests (the sink's ud
+ * is the response). */
+static size_t held_read(void *ud, uint64_t offset, char *buf, size_t len) {
+  const response *r = ud;
+  ssize_t n = pread(r->out->fd, buf, len, (off_t)offset);
+  return n > 0 ? (size_t)n : 0;
+}
+
 /* Every GET resumes a download that ends early; -C - from the end of the
  * file, an earlier run's partial from its end with its validator. */
 static const luaretry_curl_resume *resume_options(const run_args *a, attempt_log *log,
@@ -87,6 +95,7 @@ static const luaretry_curl_resume *resume_options(const run_args *a, attempt_log
     off_t end = lseek(out->fd, 0, SEEK_END);
     r->offset = end > 0 ? (uint64_t)end : 0;
     r->validator = out->partial ? out->validator : NULL;
+    r->held = held_read;
   }
   return r;
 }
@@ -271,12 +280,10 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
 }
 
 /* A -o FILE (or -O) GET of one URL keeps what it got when it is cut, and
- * continues it in the next run (outfile.h); not with --checksum, which
- * could not hash the bytes of an earlier run. */
+ * continues it in the next run (outfile.h). */
 static int across_runs(const run_args *a, run_mode mode) {
   return mode == RUN_URL && a->output && strcmp(a->output, "-") != 0 && !a->continue_at &&
-         !a->checksum && !a->data && !a->upload_file &&
-         (!a->method || strcmp(a->method, "GET") == 0);
+         !a->data && !a->upload_file && (!a->method || strcmp(a->method, "GET") == 0);
 }
 
 /* One call: its log, its body (-d) and its output (-o, or standard output). */
