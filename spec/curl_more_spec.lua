@@ -80,6 +80,19 @@ describe("curl's retried options", function ()
     assert.is_truthy(body:find("--" .. boundary .. "--\r\n", 1, true))
   end)
 
+  it("-F: a name or file name with '\"', CR or LF is escaped as curl does (%22, %0D, %0A): no header injected", function ()
+    local evil = tmp .. '/q"x\r\nX-Inj: 1.txt'
+    proc.writefile(evil, "payload")
+    local r = run({ "-X", "PUT", "-F", 'n"a\r\nX-Name: 2=v', "-F", "up=@" .. evil, srv.base .. "/form" })
+    os.remove(evil)
+    assert.are.equal(0, r.code, r.stderr)
+    local body = r.stdout
+    assert.is_truthy(body:find('name="n%22a%0D%0AX-Name: 2"\r\n\r\nv\r\n', 1, true), body)
+    assert.is_truthy(body:find('name="up"; filename="q%22x%0D%0AX-Inj: 1.txt"\r\n', 1, true), body)
+    assert.is_falsy(body:find("\nX-Inj", 1, true))
+    assert.is_falsy(body:find("\nX-Name", 1, true))
+  end)
+
   it("-G/--get: -d's data in the query of a GET", function ()
     local r = run({ "-G", "-d", "a=1", "-d", "b=two", srv.base .. "/q?x=0" })
     assert.are.equal(0, r.code, r.stderr)
