@@ -204,6 +204,19 @@ describe("luaretry run", function ()
       assert.matches("interrupted", job:stderr())
     end)
 
+    it("signals ignored at start stay ignored (nohup, a background job): the call goes on", function ()
+      local job = proc.spawn({ "run", HTTP, url("/flaky"), "--seed", "1", "--set", "backoff.initial=1",
+                               "--set", "backoff.max=1", "--set", "backoff.jitter=none" }, tmp,
+                             { ignore = "HUP,INT,QUIT" })
+      finally(function () job:stop() end)
+      assert.is_truthy(proc.wait_for(function () return (job:stderr() or ""):find("retry in") end, 10))
+      for _, sig in ipairs { "HUP", "INT", "QUIT" } do job:signal(sig) end
+      local code = job:wait(30)
+      assert.are.equal(0, code, job:stderr())
+      assert.are.equal(3, #srv:requests_on("/flaky"))
+      assert.not_matches("interrupted", job:stderr())
+    end)
+
     it("SIGTERM during a transfer to a hanging server: exit 130 within 100 ms", function ()
       local outdir = tmp .. "/o"
       proc.sh("mkdir " .. proc.q(outdir))
