@@ -275,6 +275,7 @@ describe("the fleet's rate limiter against a hostile Redis", function ()
   -- on under the local limiter at once, says so once, and ends in time.
   local cases = {
     { "rate-garbage", "out of range: more slots than were asked" },
+    { "rate-far", "out of range: a next slot that does not agree with its wait" },
     { "rate-nil", "not 4 integers" },
     { "rate-silent", nil },
     { "rate-slow", nil },
