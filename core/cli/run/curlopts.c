@@ -5,7 +5,6 @@
  * host (or port, or scheme) it sends neither -u's credentials nor an
  * Authorization or Cookie header of -H, unless --location-trusted. */
 #include <errno.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
