@@ -228,11 +228,12 @@ TREE_STATE = $(BUILD)/tree-state
 tree-before:
 	@mkdir -p $(BUILD)
 	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
-	  git status --porcelain --untracked-files=all > $(TREE_STATE); else rm -f $(TREE_STATE); fi
+	  git status --porcelain --untracked-files=all -- . ':!$(BUILD)' > $(TREE_STATE); \
+	else rm -f $(TREE_STATE); fi
 
 tree-after:
 	@if [ -f $(TREE_STATE) ]; then \
-	  git status --porcelain --untracked-files=all > $(TREE_STATE).after; \
+	  git status --porcelain --untracked-files=all -- . ':!$(BUILD)' > $(TREE_STATE).after; \
 	  if ! cmp -s $(TREE_STATE) $(TREE_STATE).after; then \
 	    echo "make test changed the tree (git status before / after):"; \
 	    diff $(TREE_STATE) $(TREE_STATE).after; exit 1; fi; \
