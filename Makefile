@@ -82,7 +82,7 @@ C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overl
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
-.PHONY: all deps demo test test-build test-plain test-sanitized test-c test-lua check-layers \
+.PHONY: all deps demo test tree-before tree-after test-build test-plain test-sanitized test-c test-lua check-layers \
   check-man check-format format bench install uninstall \
   rock install-rock clean fuzz fuzz-build fuzz-smoke fuzz-merge
 
@@ -215,8 +215,29 @@ check-man:
 # the longer.  Each half's output is shown whole when it ends (-O).
 TSAN_TESTS = test_threads test_overlap test_fleet_calls test_hedge test_fleet_rate
 test: deps
+	@$(MAKE) --no-print-directory tree-before
 	$(MAKE) -j2 check-layers check-man check-format test-build
 	$(MAKE) -j2 -O test-plain test-sanitized
+	@$(MAKE) --no-print-directory tree-after
+
+# The tests leave nothing behind: in a git checkout, `git status` after
+# them is what it was before (empty on a fresh clone); build/ is ignored.
+# Compared, not required empty, so a tree with edits of one's own can run
+# the tests too.
+TREE_STATE = $(BUILD)/tree-state
+tree-before:
+	@mkdir -p $(BUILD)
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	  git status --porcelain --untracked-files=all -- . ':!$(BUILD)' > $(TREE_STATE); \
+	else rm -f $(TREE_STATE); fi
+
+tree-after:
+	@if [ -f $(TREE_STATE) ]; then \
+	  git status --porcelain --untracked-files=all -- . ':!$(BUILD)' > $(TREE_STATE).after; \
+	  if ! cmp -s $(TREE_STATE) $(TREE_STATE).after; then \
+	    echo "make test changed the tree (git status before / after):"; \
+	    diff $(TREE_STATE) $(TREE_STATE).after; exit 1; fi; \
+	  echo "tree-after: git status as before the tests"; fi
 
 test-build:
 	$(MAKE) -j2 all $(C_TEST_BIN) $(HOST_TEST_BIN) $(FAULT_BIN)

@@ -61,7 +61,9 @@ function is_idempotent(request)
     return true
   end
   if method == "POST" or method == "PATCH" then
-    return retry.header(request.headers, "idempotency-key") ~= nil
+    -- an empty or blank key is no key (curl's -H 'Idempotency-Key;' sends one)
+    local key = retry.header(request.headers, "idempotency-key")
+    return type(key) == "string" and key:find("%S") ~= nil
   end
   return false
 end

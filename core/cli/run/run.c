@@ -363,7 +363,7 @@ static int run_loaded(run_args *a) {
     if (mode == RUN_COMMAND && !a->policy_defaulted && a->verbosity > 0)
       command_policy_check(p, a->policy);
     cli_fleet_start(p);
-    if (curlopts_begin(a) != 0) {
+    if (curlopts_begin(a, mode != RUN_WORKFLOW) != 0) {
       fprintf(stderr, "luaretry: -b, -c or --resolve: out of memory\n");
       status = EXIT_POLICY;
     } else {
