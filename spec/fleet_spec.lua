@@ -279,7 +279,9 @@ describe("the fleet", function ()
     assert.are.equal("fallback", p:metrics().guards)
     r:signal("CONT")
     p:close()
-    assert.is_true(slowest < 0.05, ("slowest step: %.3f s"):format(slowest))
+    -- a wait for the stopped Redis would take its round trip (300 ms); a
+    -- busy machine may deschedule a step for less
+    assert.is_true(slowest < 0.25, ("slowest step: %.3f s"):format(slowest))
     -- lost once (and back, once Redis went on before the close)
     assert.are.equal(1, count(table.concat(logs, "\n"), LOST), table.concat(logs, "\n"))
     assert.matches("no reply in time", logs[1])
@@ -473,7 +475,7 @@ describe("the fleet", function ()
     local t0 = proc.now()
     local far = assert(lr.load(spaced, { ["fleet.redis"] = "redis://192.0.2.1:6379/0",
                                          ["fleet.connect_timeout"] = 5000 }))
-    assert.is_true(proc.now() - t0 < 0.5)
+    assert.is_true(proc.now() - t0 < 2.5)  -- the connect would take 5 s
     far:close()
     local named = assert(lr.load(spaced, { ["fleet.redis"] = r.url }))
     assert.are.equal("luaretry:{my_svc}", named:fleet().key)
