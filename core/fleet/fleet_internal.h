@@ -19,6 +19,7 @@ struct redisReader;
 struct lr_lookup;
 
 #define LR_FLEET_SAID_MAX 4
+#define LR_SENTINEL_MAX   8 /* sentinels one URL may name */
 
 /* What one round trip of the rate limiter asks for (redis_rate.c). */
 typedef struct {
@@ -38,6 +39,12 @@ typedef struct {
   char user[128], password[256];
   int db;
   char redacted[300]; /* the URL as messages show it */
+  /* redis-sentinel://: the sentinels, asked in turn, and the master's
+   * name; host and port above are unused (the master's come from them) */
+  int sentinels; /* 0: a plain URL */
+  char sentinel_host[LR_SENTINEL_MAX][256];
+  int sentinel_port[LR_SENTINEL_MAX];
+  char master[128];
 } lr_redis_url;
 
 lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err, size_t errlen);
@@ -105,8 +112,9 @@ typedef struct {
   size_t out_len, out_sent;
   int awaited; /* replies owed by the server */
   lr_resolver resolver;
-  lr_waiter *cancel; /* the call whose round trip this is, or NULL:
+  lr_waiter *cancel;  /* the call whose round trip this is, or NULL:
                                    its cancel ends every wait at once */
+  int sentinel_first; /* redis-sentinel://: the one that answered last */
 } lr_redis_conn;
 
 void lr_conn_init(lr_redis_conn *c);
@@ -129,6 +137,21 @@ lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms, struct redisRe
                            char *err, size_t errlen);
 /* Classifies an error reply (AUTH, READONLY, NOSCRIPT...) as a code. */
 lr_fleet_code lr_conn_error_code(const struct redisReply *r);
+
+/* ---- redis_sentinel.c: the master's address, asked of the sentinels */
+
+/* Asks u's sentinels in turn (the last that answered first; each gets an
+ * equal share of what is left before deadline_ms) with SENTINEL
+ * get-master-addr-by-name, on c (closed again after); OK and *master: a
+ * copy of u naming the master's HOST:PORT as a plain URL, or an error
+ * saying what the last one asked answered. */
+lr_fleet_code lr_sentinel_master(lr_redis_conn *c, const lr_redis_url *u, int64_t deadline_ms,
+                                 lr_redis_url *master, char *err, size_t errlen);
+/* The reply to ROLE: OK when it says master, E_REFUSED (a replica: a
+ * failover under way, or one the sentinels have not seen yet) with why,
+ * E_PROTOCOL when it is no ROLE reply. */
+lr_fleet_code lr_sentinel_role(const lr_redis_url *u, const struct redisReply *r, char *err,
+                               size_t errlen);
 
 /* ---- redis_script.c: the atomic update, EVALSHA with EVAL behind it */
 

@@ -236,20 +236,28 @@ lr_fleet_code lr_conn_error_code(const redisReply *r) {
   return LR_FLEET_E_REFUSED;
 }
 
-/* AUTH and SELECT in one write; the first error reply wins. */
-static lr_fleet_code hello(lr_redis_conn *c, const lr_redis_url *u, int64_t deadline, char *err,
-                           size_t errlen) {
+/* AUTH, SELECT and (for a sentinel's master) ROLE in one write; the
+ * first error reply wins. */
+static lr_fleet_code hello(lr_redis_conn *c, const lr_redis_url *u, int role, int64_t deadline,
+                           char *err, size_t errlen) {
   char db[16];
   lr_fmt(db, sizeof db, "%d", u->db);
   const char *auth[3] = { "AUTH", u->user, u->password };
   const char *select[2] = { "SELECT", db };
+  const char *names[3];
+  int n = 0;
   lr_fleet_code rc = LR_FLEET_OK;
-  if (u->password[0] || u->user[0])
+  if (u->password[0] || u->user[0]) {
     rc = u->user[0] ? lr_conn_append(c, 3, auth, NULL)
                     : lr_conn_append(c, 2, (const char *[]){ "AUTH", u->password }, NULL);
-  if (rc == LR_FLEET_OK && u->db != 0) rc = lr_conn_append(c, 2, select, NULL);
+    names[n++] = "AUTH";
+  }
+  if (rc == LR_FLEET_OK && u->db != 0)
+    rc = lr_conn_append(c, 2, select, NULL), names[n++] = "SELECT";
+  if (rc == LR_FLEET_OK && role)
+    rc = lr_conn_append(c, 1, (const char *[]){ "ROLE" }, NULL), names[n++] = "ROLE";
   lr_fleet_code first = LR_FLEET_OK;
-  while (rc == LR_FLEET_OK && c->awaited > 0) {
+  for (int k = 0; rc == LR_FLEET_OK && c->awaited > 0 && k < n; k++) {
     redisReply *r = NULL;
     rc = lr_conn_read(c, deadline, &r, err, errlen);
     if (rc != LR_FLEET_OK) break;
@@ -257,18 +265,18 @@ static lr_fleet_code hello(lr_redis_conn *c, const lr_redis_url *u, int64_t dead
       char text[204];
       lr_reply_quote(u, r, text, sizeof text);
       first = lr_conn_error_code(r);
-      lr_fmt(err, errlen, "%s refused: %s", c->awaited == 0 && u->db != 0 ? "SELECT" : "AUTH",
-             text);
+      lr_fmt(err, errlen, "%s refused: %s", names[k], text);
+    } else if (first == LR_FLEET_OK && strcmp(names[k], "ROLE") == 0) {
+      first = lr_sentinel_role(u, r, err, errlen);
     }
     freeReplyObject(r);
   }
   return rc != LR_FLEET_OK ? rc : first;
 }
 
-lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u, int64_t connect_deadline,
-                           int command_timeout_ms, int64_t *command_deadline, char *err,
-                           size_t errlen) {
-  lr_conn_close(c);
+static lr_fleet_code open_one(lr_redis_conn *c, const lr_redis_url *u, int role,
+                              int64_t connect_deadline, int command_timeout_ms,
+                              int64_t *command_deadline, char *err, size_t errlen) {
   lr_fleet_code rc = connect_socket(c, u, connect_deadline, err, errlen);
   if (rc != LR_FLEET_OK) return rc;
   /* the round trip's time starts once connected; never past the limit */
@@ -279,7 +287,32 @@ lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u, int64_t conn
     lr_conn_close(c);
     return LR_FLEET_E_NOMEM;
   }
-  rc = hello(c, u, *command_deadline, err, errlen);
+  rc = hello(c, u, role, *command_deadline, err, errlen);
   if (rc != LR_FLEET_OK) lr_conn_close(c);
+  return rc;
+}
+
+/* A sentinel URL: the master asked of the sentinels first, within the
+ * same connect deadline, then connected to and asked its ROLE (a replica
+ * the sentinels still name during a failover is refused: the next
+ * connect asks them again). */
+lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u, int64_t connect_deadline,
+                           int command_timeout_ms, int64_t *command_deadline, char *err,
+                           size_t errlen) {
+  lr_conn_close(c);
+  if (!u->sentinels)
+    return open_one(c, u, 0, connect_deadline, command_timeout_ms, command_deadline, err, errlen);
+  lr_redis_url *m = malloc(sizeof *m);
+  if (!m) return LR_FLEET_E_NOMEM;
+  lr_fleet_code rc = lr_sentinel_master(c, u, connect_deadline, m, err, errlen);
+  if (rc == LR_FLEET_OK) {
+    char why[300] = "";
+    rc = open_one(c, m, 1, connect_deadline, command_timeout_ms, command_deadline, why, sizeof why);
+    if (rc != LR_FLEET_OK)
+      lr_fmt(err, errlen,
+             strchr(m->host, ':') ? "master %s at [%s]:%d: %s" : "master %s at %s:%d: %s",
+             u->master, m->host, m->port, why);
+  }
+  free(m);
   return rc;
 }
