@@ -147,9 +147,9 @@ lr_fleet_code lr_conn_error_code(const struct redisReply *r);
  * saying what the last one asked answered. */
 lr_fleet_code lr_sentinel_master(lr_redis_conn *c, const lr_redis_url *u, int64_t deadline_ms,
                                  lr_redis_url *master, char *err, size_t errlen);
-/* The reply to ROLE: OK when it says master, E_REFUSED (a replica: a
- * failover under way, or one the sentinels have not seen yet) with why,
- * E_PROTOCOL when it is no ROLE reply. */
+/* The reply to INFO replication: OK when its role is master, E_REFUSED
+ * (a replica: a failover under way, or one the sentinels have not seen
+ * yet) with why, E_PROTOCOL when it names no role. */
 lr_fleet_code lr_sentinel_role(const lr_redis_url *u, const struct redisReply *r, char *err,
                                size_t errlen);
 

@@ -236,8 +236,11 @@ lr_fleet_code lr_conn_error_code(const redisReply *r) {
   return LR_FLEET_E_REFUSED;
 }
 
-/* AUTH, SELECT and (for a sentinel's master) ROLE in one write; the
- * first error reply wins. */
+/* AUTH, SELECT and (for a sentinel's master) INFO replication in one
+ * write; the first error reply wins.  INFO, not ROLE: ROLE's reply nests
+ * deeper than the bounded reader allows; an ACL user without INFO
+ * (NOPERM) skips the check: a replica's READONLY reply to the update
+ * sends the next connect back to the sentinels all the same. */
 static lr_fleet_code hello(lr_redis_conn *c, const lr_redis_url *u, int role, int64_t deadline,
                            char *err, size_t errlen) {
   char db[16];
@@ -255,18 +258,21 @@ static lr_fleet_code hello(lr_redis_conn *c, const lr_redis_url *u, int role, in
   if (rc == LR_FLEET_OK && u->db != 0)
     rc = lr_conn_append(c, 2, select, NULL), names[n++] = "SELECT";
   if (rc == LR_FLEET_OK && role)
-    rc = lr_conn_append(c, 1, (const char *[]){ "ROLE" }, NULL), names[n++] = "ROLE";
+    rc = lr_conn_append(c, 2, (const char *[]){ "INFO", "replication" }, NULL), names[n++] = "INFO";
   lr_fleet_code first = LR_FLEET_OK;
   for (int k = 0; rc == LR_FLEET_OK && c->awaited > 0 && k < n; k++) {
     redisReply *r = NULL;
     rc = lr_conn_read(c, deadline, &r, err, errlen);
     if (rc != LR_FLEET_OK) break;
-    if (first == LR_FLEET_OK && r->type == REDIS_REPLY_ERROR) {
+    int info = strcmp(names[k], "INFO") == 0;
+    if (info && r->type == REDIS_REPLY_ERROR && r->str && strncmp(r->str, "NOPERM", 6) == 0) {
+      /* not allowed to ask: see above */
+    } else if (first == LR_FLEET_OK && r->type == REDIS_REPLY_ERROR) {
       char text[204];
       lr_reply_quote(u, r, text, sizeof text);
       first = lr_conn_error_code(r);
       lr_fmt(err, errlen, "%s refused: %s", names[k], text);
-    } else if (first == LR_FLEET_OK && strcmp(names[k], "ROLE") == 0) {
+    } else if (first == LR_FLEET_OK && info) {
       first = lr_sentinel_role(u, r, err, errlen);
     }
     freeReplyObject(r);

@@ -1,6 +1,6 @@
 /* redis_sentinel.c: a redis-sentinel:// URL's master, found by asking its
  * sentinels (SENTINEL get-master-addr-by-name), and checked to be one
- * (ROLE).  Nothing is cached across connections: every connect asks again,
+ * (INFO replication's role).  Nothing is cached across connections: every connect asks again,
  * so a failover is followed by the first reconnect after it (a connection
  * error, a READONLY reply or a ROLE that is not master all close the
  * connection, redis_conn.c and handle.c).  Each sentinel gets an equal
@@ -111,14 +111,20 @@ lr_fleet_code lr_sentinel_master(lr_redis_conn *c, const lr_redis_url *u, int64_
 lr_fleet_code lr_sentinel_role(const lr_redis_url *u, const redisReply *r, char *err,
                                size_t errlen) {
   (void)u;
-  if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
-      r->element[0]->type != REDIS_REPLY_STRING) {
-    lr_fmt(err, errlen, "ROLE: not a ROLE reply");
+  const char *role = NULL;
+  if (r->type == REDIS_REPLY_STRING) {
+    role = strstr(r->str, "role:");
+    if (role && role != r->str && role[-1] != '\n') role = NULL;
+  }
+  if (!role) {
+    lr_fmt(err, errlen, "INFO replication: no role in the reply");
     return LR_FLEET_E_PROTOCOL;
   }
-  if (strcmp(r->element[0]->str, "master") == 0) return LR_FLEET_OK;
-  char role[40];
-  lr_reply_escape(r->element[0]->str, r->element[0]->len, role, sizeof role, "");
-  lr_fmt(err, errlen, "ROLE: %s, not master (a failover under way?)", role);
+  role += 5;
+  size_t n = strcspn(role, "\r\n");
+  if (n == 6 && strncmp(role, "master", 6) == 0) return LR_FLEET_OK;
+  char text[40];
+  lr_reply_escape(role, n, text, sizeof text, "");
+  lr_fmt(err, errlen, "its role is %s, not master (a failover under way?)", text);
   return LR_FLEET_E_REFUSED;
 }
