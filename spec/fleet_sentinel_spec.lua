@@ -84,7 +84,8 @@ describe("the fleet behind Redis Sentinel", function ()
     dir = proc.tmpdir()
     policy = dir .. "/policy.lua"
     proc.writefile(policy, POLICY_TEXT)
-    master = redis.start { tcp = true }
+    -- (replicas sync at once, not after the 5 s Redis waits for more)
+    master = redis.start { tcp = true, args = { "--repl-diskless-sync-delay", "0" } }
     replica = redis.start { tcp = true, args = { "--replicaof", "127.0.0.1", tostring(master.port) } }
     sentinels = {}
     local hosts = {}
@@ -96,6 +97,9 @@ describe("the fleet behind Redis Sentinel", function ()
     -- a failover needs the sentinels to know the replica and each other
     -- (they learn it from the master within a few seconds)
     local ready = proc.wait_for(function ()
+      if not replica:cli("INFO", "replication"):find("master_link_status:up", 1, true) then
+        return false
+      end
       for _, s in ipairs(sentinels) do
         local m = master_info(s)
         if m["num-slaves"] ~= "1" or m["num-other-sentinels"] ~= "2" then return false end
@@ -144,56 +148,38 @@ describe("the fleet behind Redis Sentinel", function ()
   end)
 
   it("goes on under the local guards through a failover, and finds the new master", function ()
-    local tmp = proc.tmpdir()
     local key = new_key()
-    local urls = {}
-    for i = 1, 400 do urls[i] = srv.base .. "/503" end
-    proc.writefile(tmp .. "/urls", table.concat(urls, "\n") .. "\n")
-    local job = proc.spawn({ "run", policy, "--urls", tmp .. "/urls", "--redis", url, "--set",
-                             "fleet.key=" .. key, "--seed", "1" }, tmp)
-    local ok, err = pcall(function ()
-      -- the batch has reached the master before it dies
-      assert.truthy(proc.wait_for(function ()
-        return master:cli("EXISTS", "luaretry:{" .. key .. "}") == "1"
-      end, 10), "the batch never synced: " .. (job:stderr() or ""))
-      master:kill()
-      -- the sentinels promote the replica (down after 1 s, then a vote)
-      local promoted = proc.wait_for(function ()
-        return cli_port(sentinels[1].port, "SENTINEL", "get-master-addr-by-name", NAME)
-               == "127.0.0.1\n" .. replica.port
-      end, 30)
-      assert.truthy(promoted, "no failover")
-      -- the batch went on under its local guards, and comes back fleet-wide
-      -- on the new master
-      local back = proc.wait_for(function () return (job:stderr() or ""):find(BACK) end, 30)
-      if not back then
-        local st = fleet(key)
-        local e = job:stderr()
-        error("not back: " .. st.stdout .. st.stderr .. "\n" .. e:gsub("luaretry: %[[^\n]*\n", "") ..
-              "\nLAST: " .. e:sub(-400) .. "\nKEYS: " .. replica:cli("KEYS", "*") .. "\nINFO: " ..
-              replica:cli("INFO", "replication"))
-      end
-      job:signal("TERM")
-      job:wait(10)
-      local stderr = job:stderr() or ""
-      assert.are.equal(1, count(stderr, LOST:gsub("%p", "%%%0")), stderr)
-      -- every call ended by its deadline (3 s), the outage's ones too
-      local n, worst = 0, 0
-      for t in stderr:gmatch("status %d+, ([%d.]+) s, exit") do
-        n, worst = n + 1, math.max(worst, tonumber(t))
-      end
-      assert.is_true(n >= 2, "calls: " .. n)
-      assert.is_true(worst <= 3.5, "the slowest call: " .. worst .. " s")
-      -- the fleet's state is on the new master, shared across processes
-      local key2 = new_key()
-      for _ = 1, 2 do assert.are.equal(4, run(key2).code) end
-      local st = fleet(key2)
-      assert.are.equal(0, st.code, st.stderr)
-      assert.matches("budget: 994%.000 of 1000 tokens", st.stdout)
-      assert.are.equal("1", replica:cli("EXISTS", "luaretry:{" .. key2 .. "}"))
-    end)
-    job:stop()
-    proc.rmtree(tmp)
-    assert(ok, err)
+    assert.are.equal(4, run(key).code)
+    assert.are.equal("1", master:cli("EXISTS", "luaretry:{" .. key .. "}"))
+    master:kill()
+    -- one process after another (each its own handle: it says the outage
+    -- once) until one finds the fleet again: the sentinels promote the
+    -- replica (the master down after 1 s, then a vote), and the next
+    -- connect asks them again
+    local outages, runs, clean, t0 = 0, 0, nil, proc.now()
+    while not clean and proc.now() - t0 < 45 do
+      local x = run(key)
+      runs = runs + 1
+      assert.are.equal(4, x.code, x.stderr)
+      -- a call ends by its deadline (3 s), whatever Redis does
+      assert.is_true(x.secs < 3 + 2, ("%.2f s: %s"):format(x.secs, x.stderr))
+      local said = count(x.stderr, LOST:gsub("%p", "%%%0"))
+      assert.is_true(said <= 1, x.stderr)
+      outages = outages + said
+      if said == 0 then clean = x end
+    end
+    assert.truthy(clean, "no process found the new master in 45 s")
+    assert.is_true(outages >= 1, "no process saw the outage")
+    assert.are.equal("127.0.0.1\n" .. replica.port,
+                     cli_port(sentinels[1].port, "SENTINEL", "get-master-addr-by-name", NAME))
+    -- the new master holds the fleet's state, shared across processes: the
+    -- replicated one, and two more processes' failures (three each)
+    local key2 = new_key()
+    for _ = 1, 2 do assert.are.equal(4, run(key2).code) end
+    local st = fleet(key2)
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("budget: 994%.000 of 1000 tokens", st.stdout)
+    assert.are.equal("1", replica:cli("EXISTS", "luaretry:{" .. key2 .. "}"))
+    assert.are.equal("1", replica:cli("EXISTS", "luaretry:{" .. key .. "}"))
   end)
 end)
