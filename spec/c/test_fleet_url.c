@@ -96,6 +96,41 @@ static void test_unix(void) {
   refuses(longpath, "at most 107 bytes");
 }
 
+/* Lettuce's form: sentinels (26379 by default), the DB, the master */
+static void test_sentinel(void) {
+  lr_redis_url u;
+  char err[300] = "";
+  CHECK_EQ_INT(lr_redis_url_parse("redis-sentinel://alice:s3cret@10.0.0.1,10.0.0.2:26380,[::1]:7/3"
+                                  "#my%2Dmaster",
+                                  &u, err, sizeof err),
+               LR_FLEET_OK);
+  CHECK_EQ_INT(u.sentinels, 3);
+  CHECK_EQ_STR(u.sentinel_host[0], "10.0.0.1");
+  CHECK_EQ_INT(u.sentinel_port[0], 26379);
+  CHECK_EQ_STR(u.sentinel_host[1], "10.0.0.2");
+  CHECK_EQ_INT(u.sentinel_port[1], 26380);
+  CHECK_EQ_STR(u.sentinel_host[2], "::1");
+  CHECK_EQ_INT(u.sentinel_port[2], 7);
+  CHECK_EQ_INT(u.db, 3);
+  CHECK_EQ_STR(u.master, "my-master");
+  CHECK_EQ_STR(u.user, "alice");
+  CHECK_EQ_STR(u.password, "s3cret");
+  CHECK_EQ_STR(u.redacted,
+               "redis-sentinel://***@10.0.0.1:26379,10.0.0.2:26380,[::1]:7/3#my-master");
+  CHECK_EQ_INT(lr_redis_url_parse("redis-sentinel://h#m", &u, err, sizeof err), LR_FLEET_OK);
+  CHECK_EQ_INT(u.db, 0);
+  CHECK_EQ_STR(u.redacted, "redis-sentinel://h:26379/0#m");
+  refuses("redis-sentinel://:s3cret@h:26379/0", "the master's name (#MASTER) is missing");
+  refuses("redis-sentinel://h:26379/0#", "(#MASTER) is missing");
+  refuses("redis-sentinel://h/0#a%20b", "a space or control byte");
+  refuses("redis-sentinel://h:0#m", "PORT 1-65535");
+  refuses("redis-sentinel://h,,k#m", "expected redis-sentinel://");
+  refuses("redis-sentinel://h/x#m", "DB a number");
+  refuses("redis-sentinel://#m", "expected redis-sentinel://");
+  refuses("redis-sentinel://a,b,c,d,e,f,g,h,i#m", "more than 8 sentinels");
+  refuses("sentinel://h#m", "redis-sentinel://HOST:PORT");
+}
+
 static void test_new(void) {
   lr_fleet_settings s;
   lr_fleet_settings_init(&s);
@@ -129,6 +164,7 @@ int main(void) {
   test_tcp();
   test_credentials();
   test_unix();
+  test_sentinel();
   test_new();
   return check_done();
 }
