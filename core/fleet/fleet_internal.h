@@ -118,13 +118,15 @@ typedef struct {
 } lr_redis_conn;
 
 void lr_conn_init(lr_redis_conn *c);
-/* Connects (by connect_deadline) and says hello: AUTH and SELECT as the
- * URL asks.  *command_deadline: in, a limit (0: none); out, the
+/* Connects (by connect_deadline) to u's HOST:PORT or path (not a
+ * sentinel URL's: lr_redis_open) and says hello: AUTH and SELECT as the
+ * URL asks, and with check_role INFO replication, whose role must be
+ * master.  *command_deadline: in, a limit (0: none); out, the
  * connected moment plus command_timeout_ms, or the limit if earlier: the
  * hello and what follows it in the same round trip end by then. */
-lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u, int64_t connect_deadline,
-                           int command_timeout_ms, int64_t *command_deadline, char *err,
-                           size_t errlen);
+lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u, int check_role,
+                           int64_t connect_deadline, int command_timeout_ms,
+                           int64_t *command_deadline, char *err, size_t errlen);
 void lr_conn_close(lr_redis_conn *c); /* keeps the resolver */
 void lr_conn_free(lr_redis_conn *c);  /* closes the resolver too */
 /* Queues one command; nothing is sent yet. */
@@ -147,11 +149,13 @@ lr_fleet_code lr_conn_error_code(const struct redisReply *r);
  * saying what the last one asked answered. */
 lr_fleet_code lr_sentinel_master(lr_redis_conn *c, const lr_redis_url *u, int64_t deadline_ms,
                                  lr_redis_url *master, char *err, size_t errlen);
-/* The reply to INFO replication: OK when its role is master, E_REFUSED
- * (a replica: a failover under way, or one the sentinels have not seen
- * yet) with why, E_PROTOCOL when it names no role. */
-lr_fleet_code lr_sentinel_role(const lr_redis_url *u, const struct redisReply *r, char *err,
-                               size_t errlen);
+/* Connects as lr_conn_open does; a redis-sentinel:// URL's master
+ * asked of its sentinels first (within the same connect deadline), then
+ * connected to with its role checked (a replica the sentinels still name
+ * during a failover is refused: the next connect asks them again). */
+lr_fleet_code lr_redis_open(lr_redis_conn *c, const lr_redis_url *u, int64_t connect_deadline,
+                            int command_timeout_ms, int64_t *command_deadline, char *err,
+                            size_t errlen);
 
 /* ---- redis_script.c: the atomic update, EVALSHA with EVAL behind it */
 

@@ -314,8 +314,8 @@ lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, int64_t *deadline,
   }
   *deadline = limit;
   lr_fleet_code rc =
-    lr_conn_open(&f->conn, &f->url, earliest(now + f->set.connect_timeout_ms, limit),
-                 f->set.command_timeout_ms, deadline, err, errlen);
+    lr_redis_open(&f->conn, &f->url, earliest(now + f->set.connect_timeout_ms, limit),
+                  f->set.command_timeout_ms, deadline, err, errlen);
   if (rc == LR_FLEET_OK)
     rc = lr_redis_script_load(&f->script, &f->conn, &f->url, *deadline, err, errlen);
   if (rc != LR_FLEET_OK) {

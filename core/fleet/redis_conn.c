@@ -236,6 +236,28 @@ lr_fleet_code lr_conn_error_code(const redisReply *r) {
   return LR_FLEET_E_REFUSED;
 }
 
+/* The reply to INFO replication: OK when its role is master, E_REFUSED
+ * (a replica: a failover under way, or one the sentinels have not seen
+ * yet) with why, E_PROTOCOL when it names no role. */
+static lr_fleet_code role_of(const redisReply *r, char *err, size_t errlen) {
+  const char *role = NULL;
+  if (r->type == REDIS_REPLY_STRING) {
+    role = strstr(r->str, "role:");
+    if (role && role != r->str && role[-1] != '\n') role = NULL;
+  }
+  if (!role) {
+    lr_fmt(err, errlen, "INFO replication: no role in the reply");
+    return LR_FLEET_E_PROTOCOL;
+  }
+  role += 5;
+  size_t n = strcspn(role, "\r\n");
+  if (n == 6 && strncmp(role, "master", 6) == 0) return LR_FLEET_OK;
+  char text[40];
+  lr_reply_escape(role, n, text, sizeof text, "");
+  lr_fmt(err, errlen, "its role is %s, not master (a failover under way?)", text);
+  return LR_FLEET_E_REFUSED;
+}
+
 /* AUTH, SELECT and (for a sentinel's master) INFO replication in one
  * write; the first error reply wins.  INFO, not ROLE: ROLE's reply nests
  * deeper than the bounded reader allows; an ACL user without INFO
@@ -273,7 +295,7 @@ static lr_fleet_code hello(lr_redis_conn *c, const lr_redis_url *u, int role, in
       first = lr_conn_error_code(r);
       lr_fmt(err, errlen, "%s refused: %s", names[k], text);
     } else if (first == LR_FLEET_OK && info) {
-      first = lr_sentinel_role(u, r, err, errlen);
+      first = role_of(r, err, errlen);
     }
     freeReplyObject(r);
   }
@@ -298,27 +320,10 @@ static lr_fleet_code open_one(lr_redis_conn *c, const lr_redis_url *u, int role,
   return rc;
 }
 
-/* A sentinel URL: the master asked of the sentinels first, within the
- * same connect deadline, then connected to and asked its ROLE (a replica
- * the sentinels still name during a failover is refused: the next
- * connect asks them again). */
-lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u, int64_t connect_deadline,
-                           int command_timeout_ms, int64_t *command_deadline, char *err,
-                           size_t errlen) {
+lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u, int check_role,
+                           int64_t connect_deadline, int command_timeout_ms,
+                           int64_t *command_deadline, char *err, size_t errlen) {
   lr_conn_close(c);
-  if (!u->sentinels)
-    return open_one(c, u, 0, connect_deadline, command_timeout_ms, command_deadline, err, errlen);
-  lr_redis_url *m = malloc(sizeof *m);
-  if (!m) return LR_FLEET_E_NOMEM;
-  lr_fleet_code rc = lr_sentinel_master(c, u, connect_deadline, m, err, errlen);
-  if (rc == LR_FLEET_OK) {
-    char why[300] = "";
-    rc = open_one(c, m, 1, connect_deadline, command_timeout_ms, command_deadline, why, sizeof why);
-    if (rc != LR_FLEET_OK)
-      lr_fmt(err, errlen,
-             strchr(m->host, ':') ? "master %s at [%s]:%d: %s" : "master %s at %s:%d: %s",
-             u->master, m->host, m->port, why);
-  }
-  free(m);
-  return rc;
+  return open_one(c, u, check_role, connect_deadline, command_timeout_ms, command_deadline, err,
+                  errlen);
 }

@@ -1,10 +1,11 @@
 /* redis_sentinel.c: a redis-sentinel:// URL's master, found by asking its
- * sentinels (SENTINEL get-master-addr-by-name), and checked to be one
- * (INFO replication's role).  Nothing is cached across connections: every connect asks again,
- * so a failover is followed by the first reconnect after it (a connection
- * error, a READONLY reply or a ROLE that is not master all close the
- * connection, redis_conn.c and handle.c).  Each sentinel gets an equal
- * share of the time left, so a silent one cannot use up the others'. */
+ * sentinels (SENTINEL get-master-addr-by-name) and checked to be one (its
+ * INFO replication's role, redis_conn.c).  Nothing is cached across
+ * connections: every connect asks again, so a failover is followed by the
+ * first reconnect after it (a connection error, a READONLY reply or a
+ * role that is not master all close the connection: redis_conn.c,
+ * handle.c).  Each sentinel gets an equal share of the time left, so a
+ * silent one cannot use up the others'. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +66,7 @@ static lr_fleet_code ask_one(lr_redis_conn *c, const lr_redis_url *u, int i, int
   s.port = u->sentinel_port[i];
   int64_t cmd_by = by;
   int left = (int)(by - lr_monotonic_ms());
-  lr_fleet_code rc = lr_conn_open(c, &s, by, left > 0 ? left : 1, &cmd_by, err, errlen);
+  lr_fleet_code rc = lr_conn_open(c, &s, 0, by, left > 0 ? left : 1, &cmd_by, err, errlen);
   const char *argv[3] = { "SENTINEL", "get-master-addr-by-name", u->master };
   if (rc == LR_FLEET_OK) rc = lr_conn_append(c, 3, argv, NULL);
   redisReply *r = NULL;
@@ -108,23 +109,25 @@ lr_fleet_code lr_sentinel_master(lr_redis_conn *c, const lr_redis_url *u, int64_
   return rc == LR_FLEET_E_CANCELLED || rc == LR_FLEET_E_TIMEOUT ? rc : LR_FLEET_E_CONNECT;
 }
 
-lr_fleet_code lr_sentinel_role(const lr_redis_url *u, const redisReply *r, char *err,
-                               size_t errlen) {
-  (void)u;
-  const char *role = NULL;
-  if (r->type == REDIS_REPLY_STRING) {
-    role = strstr(r->str, "role:");
-    if (role && role != r->str && role[-1] != '\n') role = NULL;
+lr_fleet_code lr_redis_open(lr_redis_conn *c, const lr_redis_url *u, int64_t connect_deadline,
+                            int command_timeout_ms, int64_t *command_deadline, char *err,
+                            size_t errlen) {
+  if (!u->sentinels)
+    return lr_conn_open(c, u, 0, connect_deadline, command_timeout_ms, command_deadline, err,
+                        errlen);
+  lr_conn_close(c);
+  lr_redis_url *m = malloc(sizeof *m);
+  if (!m) return LR_FLEET_E_NOMEM;
+  lr_fleet_code rc = lr_sentinel_master(c, u, connect_deadline, m, err, errlen);
+  if (rc == LR_FLEET_OK) {
+    char why[300] = "";
+    rc = lr_conn_open(c, m, 1, connect_deadline, command_timeout_ms, command_deadline, why,
+                      sizeof why);
+    if (rc != LR_FLEET_OK)
+      lr_fmt(err, errlen,
+             strchr(m->host, ':') ? "master %s at [%s]:%d: %s" : "master %s at %s:%d: %s",
+             u->master, m->host, m->port, why);
   }
-  if (!role) {
-    lr_fmt(err, errlen, "INFO replication: no role in the reply");
-    return LR_FLEET_E_PROTOCOL;
-  }
-  role += 5;
-  size_t n = strcspn(role, "\r\n");
-  if (n == 6 && strncmp(role, "master", 6) == 0) return LR_FLEET_OK;
-  char text[40];
-  lr_reply_escape(role, n, text, sizeof text, "");
-  lr_fmt(err, errlen, "its role is %s, not master (a failover under way?)", text);
-  return LR_FLEET_E_REFUSED;
+  free(m);
+  return rc;
 }

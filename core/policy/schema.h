@@ -203,7 +203,8 @@ typedef struct {
   X(FL_SYNC, "fleet.sync", T_COUNT, 1, 60000, 0, 200, MORE(fleet_sync),                            \
     "milliseconds: the longest a success's count waits before it goes to Redis")                   \
   X(FL_REDIS, "fleet.redis", T_STRING, 0, 0, HOST | OPT, NODEF, MORE(fleet_redis),                 \
-    "redis://[user:password@]host[:port][/db] or unix:///path: share the guards")                  \
+    "redis://[user:password@]host[:port][/db], unix:///path or redis-sentinel://"                  \
+    "[user:password@]host:port[,host:port]...[/db]#master: share the guards")                      \
   X(FL_CONNECT, "fleet.connect_timeout", T_COUNT, 1, 60000, HOST, 250,                             \
     MORE(fleet_connect_timeout), "milliseconds to connect to Redis (and say hello)")               \
   X(FL_COMMAND, "fleet.command_timeout", T_COUNT, 1, 60000, HOST, 100,                             \
