@@ -135,6 +135,29 @@ describe("the fleet against a hostile Redis", function ()
     end)
   end
 
+  -- A node the sentinels name that is no master (a failover under way): the
+  -- next connect, after the reconnect backoff (50 ms here), asks again.
+  for _, case in ipairs {
+    { "sentinel-replica", "master m at 127%.0%.0%.1:%d+: its role is slave, not master" },
+    { "sentinel-readonly", "READONLY You can't write against a read only replica" },
+  } do
+    local mode, why = case[1], case[2]
+    it("a " .. mode .. " sends the next connect back to the sentinels", function ()
+      local f = fake(mode)
+      local ok, err = pcall(function ()
+        local url = "redis-sentinel://127.0.0.1:" .. f.port .. "/0#m"
+        local r = run_against({ url = function () return url end }, BUDGET, "/503",
+                              { "--set", "fleet.reconnect=50" })
+        assert.are.equal(4, r.code, r.stderr)
+        assert.are.equal(1, count(r.stderr, LOST), r.stderr)
+        assert.matches(why, r.stderr)
+        assert.is_true(count(f.log(), "SENTINEL") >= 2, f.log())
+      end)
+      f.stop()
+      assert(ok, err)
+    end)
+  end
+
   it("a breaker opened in the future is a broken reply, not a circuit open for ever", function ()
     local f = fake("open-in-future")
     local ok, err = pcall(function ()
