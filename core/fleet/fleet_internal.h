@@ -115,6 +115,14 @@ typedef struct {
   lr_waiter *cancel;  /* the call whose round trip this is, or NULL:
                                    its cancel ends every wait at once */
   int sentinel_first; /* redis-sentinel://: the one that answered last */
+  /* redis_cluster.c: the keys' slot (-1: none), where MOVED sent them
+   * (port 0: the URL's node), where an ASK sends the next round trip */
+  int slot;
+  char moved_host[256], ask_host[256];
+  int moved_port, ask_port;
+  int redirected; /* a MOVED or ASK for the slot was read */
+  int asking;     /* this connection is an ASK's: ASKING before each command */
+  int skip;       /* ASKING replies to read and drop */
 } lr_redis_conn;
 
 void lr_conn_init(lr_redis_conn *c);
@@ -156,6 +164,23 @@ lr_fleet_code lr_sentinel_master(lr_redis_conn *c, const lr_redis_url *u, int64_
 lr_fleet_code lr_redis_open(lr_redis_conn *c, const lr_redis_url *u, int64_t connect_deadline,
                             int command_timeout_ms, int64_t *command_deadline, char *err,
                             size_t errlen);
+
+/* ---- redis_cluster.c: MOVED and ASK followed */
+
+#define LR_CLUSTER_REDIRECTS 3 /* in one round trip */
+
+/* The key's hash slot (its {tag}'s when it has one), 0-16383. */
+int lr_cluster_slot(const char *key, size_t n);
+/* An error reply read on c: a MOVED or ASK naming c->slot is noted (the
+ * target kept, c->redirected set). */
+void lr_cluster_note(lr_redis_conn *c, const struct redisReply *r);
+/* After a failed round trip: 1 when a redirect was read and another may
+ * be followed (the caller closes the connection, connects again, to the
+ * target, and repeats the round trip), 0 otherwise. */
+int lr_cluster_again(lr_redis_conn *c, int *redirects);
+/* After a round trip: the ASK forgotten; 1 when the connection was an
+ * ASK's, which the caller closes (the next round trip goes to the owner). */
+int lr_cluster_done(lr_redis_conn *c);
 
 /* ---- redis_script.c: the atomic update, EVALSHA with EVAL behind it */
 

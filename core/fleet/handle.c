@@ -165,6 +165,7 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_sett
   lr_waiter_init(&f->stopper);
   f->pid = getpid();
   lr_conn_init(&f->conn);
+  f->conn.slot = lr_cluster_slot(f->key, strlen(f->key)); /* every key shares its tag */
   f->backoff_ms = f->set.reconnect_min_ms;
   f->rng = (uint64_t)lr_monotonic_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid() ^
            (uint64_t)(uintptr_t)f;

@@ -23,6 +23,7 @@
 void lr_conn_init(lr_redis_conn *c) {
   memset(c, 0, sizeof *c);
   c->fd = -1;
+  c->slot = -1;
 }
 
 void lr_conn_close(lr_redis_conn *c) {
@@ -34,6 +35,7 @@ void lr_conn_close(lr_redis_conn *c) {
   c->out = NULL;
   c->out_len = c->out_sent = 0;
   c->awaited = 0;
+  c->asking = c->skip = 0;
 }
 
 void lr_conn_free(lr_redis_conn *c) {
@@ -137,7 +139,7 @@ static lr_fleet_code waited_in_vain(int ready, const char *doing, const char *la
   return ready == 0 ? LR_FLEET_E_TIMEOUT : LR_FLEET_E_CONNECT;
 }
 
-lr_fleet_code lr_conn_append(lr_redis_conn *c, int argc, const char **argv, const size_t *lens) {
+static lr_fleet_code append_one(lr_redis_conn *c, int argc, const char **argv, const size_t *lens) {
   char *cmd = NULL;
   int n = redisFormatCommandArgv(&cmd, argc, argv, lens);
   if (n < 0 || !cmd) return LR_FLEET_E_NOMEM;
@@ -152,6 +154,17 @@ lr_fleet_code lr_conn_append(lr_redis_conn *c, int argc, const char **argv, cons
   c->out_len += (size_t)n;
   c->awaited++;
   return LR_FLEET_OK;
+}
+
+/* On an ASK's connection every command goes after an ASKING, whose reply
+ * lr_conn_read drops. */
+lr_fleet_code lr_conn_append(lr_redis_conn *c, int argc, const char **argv, const size_t *lens) {
+  if (c->asking) {
+    lr_fleet_code rc = append_one(c, 1, (const char *[]){ "ASKING" }, NULL);
+    if (rc != LR_FLEET_OK) return rc;
+    c->skip++;
+  }
+  return append_one(c, argc, argv, lens);
 }
 
 lr_fleet_code lr_conn_flush(lr_redis_conn *c, int64_t deadline_ms, char *err, size_t errlen) {
@@ -204,8 +217,15 @@ lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms, struct redisRe
   for (int rounds = 0; rc == LR_FLEET_OK; rounds++) {
     rc = lr_reply_next(c->reader, reply, err, errlen);
     if (rc != LR_FLEET_OK) return rc;
+    if (*reply && c->skip > 0) { /* an ASKING's */
+      c->skip--, c->awaited--;
+      freeReplyObject(*reply);
+      *reply = NULL;
+      continue;
+    }
     if (*reply) {
       c->awaited--;
+      lr_cluster_note(c, *reply);
       return LR_FLEET_OK;
     }
     if (deadline_ms != 0 && (rounds > 0 || c->cancel)) {

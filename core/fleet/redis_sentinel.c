@@ -109,9 +109,38 @@ lr_fleet_code lr_sentinel_master(lr_redis_conn *c, const lr_redis_url *u, int64_
   return rc == LR_FLEET_E_CANCELLED || rc == LR_FLEET_E_TIMEOUT ? rc : LR_FLEET_E_CONNECT;
 }
 
+/* A cluster's node that an ASK or MOVED named (the URL's credentials and
+ * DB); a MOVED's that cannot be reached is forgotten: the next connect
+ * goes to the URL's node, which says where the slot is now. */
+static lr_fleet_code open_redirected(lr_redis_conn *c, const lr_redis_url *u,
+                                     int64_t connect_deadline, int command_timeout_ms,
+                                     int64_t *command_deadline, char *err, size_t errlen) {
+  lr_redis_url *m = malloc(sizeof *m);
+  if (!m) return LR_FLEET_E_NOMEM;
+  *m = *u;
+  int ask = c->ask_port != 0;
+  memcpy(m->host, ask ? c->ask_host : c->moved_host, sizeof m->host);
+  m->port = ask ? c->ask_port : c->moved_port;
+  m->is_unix = 0;
+  char why[300] = "";
+  lr_fleet_code rc =
+    lr_conn_open(c, m, 0, connect_deadline, command_timeout_ms, command_deadline, why, sizeof why);
+  if (rc == LR_FLEET_OK) c->asking = ask;
+  if (rc != LR_FLEET_OK) {
+    if (!ask) c->moved_port = 0;
+    lr_fmt(err, errlen, strchr(m->host, ':') ? "%s [%s]:%d: %s" : "%s %s:%d: %s",
+           ask ? "ASK's node" : "MOVED's node", m->host, m->port, why);
+  }
+  free(m);
+  return rc;
+}
+
 lr_fleet_code lr_redis_open(lr_redis_conn *c, const lr_redis_url *u, int64_t connect_deadline,
                             int command_timeout_ms, int64_t *command_deadline, char *err,
                             size_t errlen) {
+  if (!u->sentinels && (c->ask_port || c->moved_port)) /* redis_cluster.c */
+    return open_redirected(c, u, connect_deadline, command_timeout_ms, command_deadline, err,
+                           errlen);
   if (!u->sentinels)
     return lr_conn_open(c, u, 0, connect_deadline, command_timeout_ms, command_deadline, err,
                         errlen);

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <hiredis.h>
+
 #include "fleet.h"
 #include "fleet_internal.h"
 #include "check.h"
@@ -131,6 +133,60 @@ static void test_sentinel(void) {
   refuses("sentinel://h#m", "redis-sentinel://HOST:PORT");
 }
 
+/* The cluster's hash slot (CRC16-XMODEM mod 16384), as the Redis Cluster
+ * specification's examples and `redis-cli cluster keyslot` give it, and
+ * which redirects are believed. */
+static void test_cluster(void) {
+  CHECK_EQ_INT(lr_cluster_slot("123456789", 9), 0x31C3); /* the CRC's check value */
+  CHECK_EQ_INT(lr_cluster_slot("foo", 3), 12182);
+  CHECK_EQ_INT(lr_cluster_slot("bar", 3), 5061);
+  CHECK_EQ_INT(lr_cluster_slot("{user1000}.following", 20), lr_cluster_slot("user1000", 8));
+  /* the first {...} decides; an empty one makes no tag (the whole key) */
+  CHECK(lr_cluster_slot("foo{}{bar}", 10) != lr_cluster_slot("bar", 3));
+  CHECK_EQ_INT(lr_cluster_slot("{}x", 3) == lr_cluster_slot("", 0), 0); /* {} is no tag */
+  CHECK_EQ_INT(lr_cluster_slot("luaretry:{gcs}", 14), lr_cluster_slot("luaretry:{gcs}:procs", 20));
+  lr_redis_conn c;
+  lr_conn_init(&c);
+  c.slot = 12182;
+  redisReply r = { .type = REDIS_REPLY_ERROR };
+  const char *ignored[] = { "MOVED 5061 127.0.0.1:7001", /* another slot */
+                            "MOVED 12182 127.0.0.1:0",   /* no port */
+                            "MOVED 12182 127.0.0.1",     /* no port */
+                            "MOVED 12182 :7001",         /* no host */
+                            "MOVED x 127.0.0.1:7001",    /* no slot */
+                            "MOVED 12182 a b:7001",      /* a space */
+                            "CLUSTERDOWN The cluster is down",
+                            "TRYAGAIN",
+                            "ASK 1 h:1" };
+  for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++) {
+    r.str = (char *)ignored[i];
+    r.len = strlen(ignored[i]);
+    lr_cluster_note(&c, &r);
+    CHECK_EQ_INT(c.redirected, 0);
+  }
+  r.str = "MOVED 12182 127.0.0.1:7002";
+  r.len = strlen(r.str);
+  lr_cluster_note(&c, &r);
+  CHECK_EQ_INT(c.redirected, 1);
+  CHECK_EQ_STR(c.moved_host, "127.0.0.1");
+  CHECK_EQ_INT(c.moved_port, 7002);
+  int redirects = 0;
+  CHECK_EQ_INT(lr_cluster_again(&c, &redirects), 1);
+  r.str = "ASK 12182 [::1]:7003";
+  r.len = strlen(r.str);
+  lr_cluster_note(&c, &r);
+  CHECK_EQ_STR(c.ask_host, "[::1]");
+  CHECK_EQ_INT(c.ask_port, 7003);
+  /* bounded: the fourth redirect in one round trip is not followed */
+  CHECK_EQ_INT(lr_cluster_again(&c, &redirects), 1);
+  c.redirected = 1;
+  CHECK_EQ_INT(lr_cluster_again(&c, &redirects), 1);
+  c.redirected = 1;
+  CHECK_EQ_INT(lr_cluster_again(&c, &redirects), 0);
+  CHECK_EQ_INT(c.ask_port, 0);
+  lr_conn_free(&c);
+}
+
 static void test_new(void) {
   lr_fleet_settings s;
   lr_fleet_settings_init(&s);
@@ -165,6 +221,7 @@ int main(void) {
   test_credentials();
   test_unix();
   test_sentinel();
+  test_cluster();
   test_new();
   return check_done();
 }
