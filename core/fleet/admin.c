@@ -38,7 +38,7 @@ static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argv
     deadline = 0;
     rc = lr_fleet_connect_locked(f, 1, &deadline, detail, sizeof detail);
   }
-  if (lr_cluster_done(&f->conn)) lr_conn_close(&f->conn);
+  lr_cluster_done(&f->conn);
   for (int i = 0; rc == LR_FLEET_OK && i < n; i++) {
     if (replies[i]->type != REDIS_REPLY_ERROR) continue;
     char text[204];

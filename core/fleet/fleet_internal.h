@@ -123,6 +123,7 @@ typedef struct {
   int redirected; /* a MOVED or ASK for the slot was read */
   int asking;     /* this connection is an ASK's: ASKING before each command */
   int skip;       /* ASKING replies to read and drop */
+  int dropped;    /* the last reply read was an ASKING's */
 } lr_redis_conn;
 
 void lr_conn_init(lr_redis_conn *c);
@@ -178,9 +179,8 @@ void lr_cluster_note(lr_redis_conn *c, const struct redisReply *r);
  * be followed (the caller closes the connection, connects again, to the
  * target, and repeats the round trip), 0 otherwise. */
 int lr_cluster_again(lr_redis_conn *c, int *redirects);
-/* After a round trip: the ASK forgotten; 1 when the connection was an
- * ASK's, which the caller closes (the next round trip goes to the owner). */
-int lr_cluster_done(lr_redis_conn *c);
+/* After a round trip: the ASK's target forgotten (its connection stays). */
+void lr_cluster_done(lr_redis_conn *c);
 
 /* ---- redis_script.c: the atomic update, EVALSHA with EVAL behind it */
 

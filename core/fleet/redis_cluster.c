@@ -2,8 +2,10 @@
  * fleet's keys share one hash tag (luaretry:{KEY}, luaretry:{KEY}:procs,
  * luaretry:{KEY}:rate), so one node owns all of them; a node that does not
  * answers MOVED (the slot lives elsewhere: remembered for every later
- * connect) or ASK (the slot is being migrated and the key is already on
- * the target: that node once, after ASKING).  A redirect is believed only
+ * connect) or ASK (the slot is being migrated and the keys are already
+ * on the target: that node, each command after an ASKING, for as long as
+ * the connection lasts: once the migration ends ASKING is harmless, and
+ * if the slot moves on, the node's MOVED is followed).  A redirect is believed only
  * when it names the keys' own slot, and followed at most
  * LR_CLUSTER_REDIRECTS times in one round trip (a MOVED loop, a node that
  * answers MOVED back): then the round trip fails as any refusal does and
@@ -90,8 +92,7 @@ int lr_cluster_again(lr_redis_conn *c, int *redirects) {
   return 0;
 }
 
-int lr_cluster_done(lr_redis_conn *c) {
+void lr_cluster_done(lr_redis_conn *c) {
   c->redirected = 0;
   c->ask_port = 0;
-  return c->asking; /* an ASK's node served one round trip: the next goes to the owner */
 }

@@ -35,7 +35,7 @@ void lr_conn_close(lr_redis_conn *c) {
   c->out = NULL;
   c->out_len = c->out_sent = 0;
   c->awaited = 0;
-  c->asking = c->skip = 0;
+  c->asking = c->skip = c->dropped = 0;
 }
 
 void lr_conn_free(lr_redis_conn *c) {
@@ -217,13 +217,15 @@ lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms, struct redisRe
   for (int rounds = 0; rc == LR_FLEET_OK; rounds++) {
     rc = lr_reply_next(c->reader, reply, err, errlen);
     if (rc != LR_FLEET_OK) return rc;
-    if (*reply && c->skip > 0) { /* an ASKING's */
-      c->skip--, c->awaited--;
+    /* ASKING and its command alternate: the first of each pair dropped */
+    if (*reply && c->skip > 0 && !c->dropped) {
+      c->skip--, c->awaited--, c->dropped = 1;
       freeReplyObject(*reply);
       *reply = NULL;
       continue;
     }
     if (*reply) {
+      c->dropped = 0;
       c->awaited--;
       lr_cluster_note(c, *reply);
       return LR_FLEET_OK;

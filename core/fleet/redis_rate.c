@@ -214,7 +214,7 @@ static lr_fleet_code lease_locked(lr_fleet *f, const rate_ask *a, rate_reply *o)
     }
     rc = run_script(f, a, deadline, o, err, sizeof err);
   }
-  if (lr_cluster_done(&f->conn)) lr_conn_close(&f->conn);
+  lr_cluster_done(&f->conn);
   f->conn.cancel = NULL;
   if (rc == LR_FLEET_E_BACKOFF) return rc;
   if (rc != LR_FLEET_OK)

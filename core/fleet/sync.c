@@ -85,7 +85,7 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
     rc = lr_redis_script_run(&f->script, &f->conn, &f->url, keys, f->member, &l, &b, deadline, &out,
                              err, sizeof err);
   }
-  if (lr_cluster_done(&f->conn)) lr_conn_close(&f->conn);
+  lr_cluster_done(&f->conn);
   f->conn.cancel = NULL;
   if (rc == LR_FLEET_OK) {
     int64_t done = lr_monotonic_ms();
