@@ -158,6 +158,39 @@ describe("the fleet against a hostile Redis", function ()
     end)
   end
 
+  -- A cluster's node that redirects for ever, or for another slot, or is
+  -- down, rehashing or loading: bounded, local guards, said once.
+  for _, case in ipairs {
+    { "moved-self", "MOVED %d+ 127%.0%.0%.1:%d+" },
+    { "moved-other-slot", "MOVED %d+ 127%.0%.0%.1:%d+" },
+    { "clusterdown", "CLUSTERDOWN The cluster is down" },
+    { "tryagain", "TRYAGAIN Multiple keys request" },
+    { "loading", "LOADING Redis is loading" },
+  } do
+    local mode, why = case[1], case[2]
+    it("a cluster node answering " .. mode .. " leaves the local guards deciding, said once", function ()
+      local f = fake(mode)
+      local ok, err = pcall(function ()
+        local r = run_against(f, BUDGET, "/503")
+        assert.are.equal(4, r.code, r.stderr)
+        assert.are.equal(1, count(r.stderr, LOST), r.stderr)
+        assert.matches(why, r.stderr)
+        assert.is_true(r.secs < 8, r.secs .. " s")
+        -- a redirect is followed at most 3 times in a round trip, one
+        -- for another slot never
+        local evals = count(f.log(), "EVAL")
+        if mode == "moved-self" then
+          assert.is_true(evals >= 4 and evals % 4 == 0, f.log())
+        elseif mode == "moved-other-slot" then
+          assert.is_true(evals >= 1, f.log())
+          assert.is_nil(f.log():find("EVALSHA\nEVALSHA"), f.log())
+        end
+      end)
+      f.stop()
+      assert(ok, err)
+    end)
+  end
+
   it("a breaker opened in the future is a broken reply, not a circuit open for ever", function ()
     local f = fake("open-in-future")
     local ok, err = pcall(function ()
