@@ -61,6 +61,7 @@ typedef struct {
   int worst;                    /* the worst exit status of the calls so far */
   luaretry_reason worst_reason; /* the verdict of the call that set it */
   int interrupted;              /* some call ended cancelled */
+  long failed_early;            /* --fail-early: the URL that failed first; 0: none */
 } batch;
 
 /* Exit statuses from best to worst: the batch exits with the worst of its
@@ -345,7 +346,12 @@ static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
   if (!u->log.target) u->log.target = strdup("(URL)");
   u->req = run_request(b->a, url, b->headers, &b->body);
   snprintf(u->number, sizeof u->number, "[%ld]", b->urls);
-  if (b->a->output_dir) {
+  if (b->a->output && b->urls == 1) { /* --remote-name-all -o FILE: the first URL's */
+    if (!(u->path = strdup(b->a->output))) {
+      url_free(u);
+      return NULL;
+    }
+  } else if (b->a->output_dir) {
     char *base = url_file_name(url);
     char *name = base ? unique_name(&b->names, base) : NULL;
     if (!name || !(u->path = join_path(b->a->output_dir, name))) {
@@ -375,6 +381,7 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
   (void)index; /* URLs are numbered here, bad ones included */
   batch *b = ud;
   char why[256];
+  if (b->failed_early) return 0; /* --fail-early: no URL begins after a failure */
   for (char *url; (url = next_url(b));) {
     b->urls++;
     char *fixed = NULL;
@@ -414,10 +421,13 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   /* a file only on success; standard output shows the final attempt's */
   int decided =
     r->code == LUARETRY_OK && r->final.reason != LUARETRY_REASON_CANCELLED && r->final.attempt > 0;
-  int keep = status == EXIT_OK || (!u->file.path && decided) ||
+  /* -f: a failed URL's answer is not shown, as curl's --fail, URL by URL */
+  int keep = status == EXIT_OK || (!u->file.path && decided && !b->a->fail) ||
              (b->a->fail_with_body && decided && !r->error && r->status > 0);
   if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
   fold_status(b, status, r->final.reason);
+  if (b->a->fail_early && status != EXIT_OK && status != EXIT_INTERRUPTED && !b->failed_early)
+    b->failed_early = u->log.index;
   char last[64] = "none";
   if (r->final.attempt > 0) {
     if (r->error)
@@ -515,6 +525,13 @@ static int perform(batch *b, luaretry_policy *p) {
               b->urls + 1);
     else
       fprintf(stderr, "luaretry: interrupted\n");
+  }
+  if (b->failed_early && (b->a->verbosity > 0 || b->a->show_error)) {
+    char *more = next_url(b); /* one look further, as above */
+    free(more);
+    if (more)
+      fprintf(stderr, "luaretry: --fail-early: [%ld] failed; the URLs from [%ld] on were not begun\n",
+              b->failed_early, b->urls + 1);
   }
   if (b->list_failed) fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);
   if (b->urls == 0 && !b->interrupted)

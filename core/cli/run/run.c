@@ -20,7 +20,7 @@ static int single_url_options(run_args *a) {
     if (!full) return EXIT_POLICY;
     a->url = full;
   }
-  if (!a->remote_name) return 0;
+  if (!a->remote_name || a->output) return 0; /* --remote-name-all -o FILE: FILE */
   char *name = run_args_keep(a, url_file_name(a->url));
   const char *dir = a->output_dir ? a->output_dir : ".";
   size_t n = name ? strlen(dir) + strlen(name) + 2 : 0;
@@ -59,8 +59,10 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   if (a->nwords > 1 || a->urls_file || (a->output_dir && !a->remote_name)) {
     if (a->remote_name && !a->output_dir) a->output_dir = "."; /* -O: curl's folder */
     if (a->continue_at) return cli_usage("run: -C - takes one URL%s", "");
-    if (a->include || a->dump_header || a->write_out || a->fail)
-      return cli_usage("run: -i, -D, -w and -f take one URL%s", "");
+    if (a->include || a->dump_header || a->write_out)
+      return cli_usage("run: -i, -D and -w take one URL%s", "");
+    if (a->output && a->remote_name != 2)
+      return cli_usage("run: -o takes one URL (with --remote-name-all, the first's)%s", "");
     *mode = RUN_BATCH;
     return 0;
   }
@@ -188,7 +190,7 @@ static int call_error(luaretry_policy *p, luaretry_call *c, run_mode mode, const
  * curl shows an error page. */
 static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attempt_log *log,
                     upload *body, outfile *out, luaretry_call **c, luaretry_decision *final,
-                    int *decided) {
+                    int *decided, int *command_status) {
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
   if (a->has_seed) opt.flags |= LUARETRY_CALL_SEED, opt.seed = a->seed;
@@ -212,7 +214,8 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
     else if (mode == RUN_WORKFLOW)
       rc = workflow_run(a, p, *c, log, out, final);
     else
-      rc = command_run(*c, a->command, stdin_fd, a->stdout_live, out, final);
+      rc = command_run(*c, a->command, stdin_fd, a->stdout_live, a->before_retry, out, final,
+                       command_status);
   }
   cli_cancel_on_signal(NULL, NULL);
   if (stdin_fd >= 0) close(stdin_fd);
@@ -227,6 +230,34 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
     fprintf(stderr, "luaretry: before attempt 1: %s (%s): %s\n",
             luaretry_reason_name(final->reason), final->rule, final->message);
   return cli_exit_status(final->reason);
+}
+
+/* -w for a command: what a command has (%{exitcode}, %{num_attempts},
+ * %{time_total}, %{verdict}); a variable of HTTP's is a usage error, never
+ * an empty field.  0 or a usage status. */
+static int command_writeout(const run_args *a, char **format) {
+  static const char *const OK[] = { "exitcode}", "num_attempts}", "time_total}", "verdict}" };
+  if (writeout_load(a->write_out, format) != 0) return EXIT_USAGE;
+  for (const char *s = *format; (s = strstr(s, "%{")) != NULL; s += 2) {
+    if (s > *format && s[-1] == '%') continue; /* %%{: text */
+    int ok = 0;
+    for (size_t k = 0; k < sizeof OK / sizeof OK[0]; k++) ok |= !strncmp(s + 2, OK[k], strlen(OK[k]));
+    if (!ok) {
+      char name[64];
+      snprintf(name, sizeof name, "%.*s", (int)strcspn(s, "}") + 1, s);
+      free(*format);
+      *format = NULL;
+      return cli_usage("run: -w: a command has %%{exitcode}, %%{num_attempts}, %%{time_total} "
+                       "and %%{verdict}, not %s",
+                       name);
+    }
+  }
+  if (strstr(*format, "%header{")) {
+    free(*format);
+    *format = NULL;
+    return cli_usage("run: -w: a command has no %%header{NAME}%s", "");
+  }
+  return 0;
 }
 
 /* One call: its log, its body (-d) and its output (-o, or standard output). */
@@ -247,19 +278,28 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   luaretry_call *c = NULL;
   luaretry_decision final;
   memset(&final, 0, sizeof final);
-  int decided = 0;
+  int decided = 0, command_status = -1;
+  char *format = NULL; /* a command's -w */
   int status = a->data ? data_open(a, &body) : 0;
+  if (status == 0 && mode == RUN_COMMAND && a->write_out) status = command_writeout(a, &format);
   if (status == 0 && a->create_dirs && a->output && strcmp(a->output, "-") != 0 &&
       create_dirs(a->output, 0, "-o") != 0)
     status = EXIT_USAGE;
   unsigned long long held = 0;
   if (status == 0 && (a->continue_at ? outfile_continue(&out, &held) : outfile_create(&out)) != 0)
     status = EXIT_USAGE;
-  if (status == 0) status = run_call(a, p, mode, &log, &body, &out, &c, &final, &decided);
+  if (status == 0)
+    status = run_call(a, p, mode, &log, &body, &out, &c, &final, &decided, &command_status);
+  if (mode == RUN_COMMAND) status = retryopts_exit_status(a, status, &final, command_status);
   /* a file only on success; standard output shows the final attempt's,
    * unless -f asked for none on failure (as curl's --fail) */
   int keep = status == EXIT_OK || (!out.path && decided && !a->fail);
   if (outfile_finish(&out, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
+  if (format) { /* after the output, as a URL's -w */
+    writeout_info w = { NULL, &final, 0, status };
+    writeout_print(stdout, format, &w);
+    free(format);
+  }
   report_end(a, p, log.json, final.reason, final.attempt, status);
   luaretry_call_free(c);
   upload_close(&body);

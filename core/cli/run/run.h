@@ -47,7 +47,7 @@ spool_status spool_input(int src, const char *what, double seconds, int *out_fd,
 #define MAX_DATA      64
 #define MAX_FORMS     64
 #define MAX_RESOLVE   32
-#define MAX_TIMES     8
+#define MAX_TIMES     16
 #define TIME_SET_SIZE 64
 
 /* -d/--data (@FILE loses its CR and LF, as curl's does), --data-binary
@@ -121,7 +121,21 @@ typedef struct {
   const char *proxy;                /* -x URL */
   const char *resolve[MAX_RESOLVE]; /* --resolve HOST:PORT:ADDR */
   int nresolve;
-  int parallel_z;   /* -Z: a batch in parallel, curl's 50 at once */
+  int parallel_z;   /* -Z, --parallel: a batch in parallel, curl's 50 at once */
+  /* curl's other options (curlopts.c) */
+  int progress;           /* PROGRESS_AUTO (a terminal), _OFF, _BAR (-#) */
+  int remote_header_name; /* -J: -O's file named by Content-Disposition */
+  const char *referer;    /* -e URL[;auto] */
+  int ip_version;         /* -4, -6; 0: either */
+  int http_version;       /* --http1.1: 11, --http2: 2; 0: libcurl's */
+  long long limit_rate;   /* --limit-rate, bytes per second, each attempt; 0: none */
+  long long max_filesize; /* --max-filesize: a larger body is final; 0: none */
+  int fail_early;         /* --fail-early: a batch ends at its first final failure */
+  int retry_all_errors;   /* --retry-all-errors (the policy's options.retry_all_errors) */
+  /* a command's rules without Lua (retryopts.c) */
+  int command_rules;        /* --retry-on-exit and the like: for -- COMMAND only */
+  const char *before_retry; /* --before-retry CMD: sh -c CMD before each retry */
+  int exit_command;         /* --exit-status command: the final attempt's own status */
   int config_depth; /* -K inside -K */
   char **owned;     /* strings made for the options (-K's words) */
   int nowned, capowned;
@@ -137,6 +151,29 @@ char *run_args_keep(run_args *a, char *s);
 /* One option (argv[*i], its value next) or a word, as on the command line;
  * -K's lines come through here.  0, or a usage status. */
 int parse_word(run_args *a, int argc, char **argv, int *i);
+
+#define PROGRESS_AUTO 0
+#define PROGRESS_OFF  1
+#define PROGRESS_BAR  2
+
+/* ---- retryopts.c: curl's retry options and a command's rules, as --set
+ * overrides of the policy's fields and options */
+
+/* --retry N (max_attempts N+1), --retry-delay S (a constant backoff of
+ * S); 0 or a usage status. */
+int retryopts_curl(run_args *a, const char *opt, const char *v);
+/* --retry-all-errors: options.retry_all_errors=true (http, command). */
+int retryopts_all_errors(run_args *a);
+/* --limit-rate and --max-filesize: bytes, curl's k/m/g suffixes (1024), above 0. */
+int retryopts_size(const char *opt, const char *v, long long *out);
+/* --retry-on-exit, --final-on-exit LIST; --retry-if-output,
+ * --final-if-output PATTERN; --before-retry CMD; --exit-status command|luaretry. */
+int retryopts_command(run_args *a, const char *opt, char *v);
+/* The exit status of `run -- CMD` under --exit-status command: the final
+ * attempt's own when the command ran to its end and luaretry did not stop
+ * it (status: luaretry's own). */
+int retryopts_exit_status(const run_args *a, int status, const luaretry_decision *final,
+                          int command_status);
 
 /* ---- config.c: -K FILE, curl's config syntax */
 
@@ -327,9 +364,12 @@ void report_end(const run_args *a, const luaretry_policy *p, FILE *json, luaretr
 /* command.c: run POLICY -- COMMAND, each attempt a child process group;
  * stdin_fd (or -1: luaretry's own standard input) is given whole to every
  * attempt; its error output passes through as it comes, its standard
- * output too with live_stdout, else into `out`. */
+ * output too with live_stdout, else into `out`; before_retry (NULL: none)
+ * runs with sh -c before each retry; *last_status: the last attempt's own
+ * exit status, -1 when it did not run to its end. */
 luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, int live_stdout,
-                          outfile *out, luaretry_decision *final);
+                          const char *before_retry, outfile *out, luaretry_decision *final,
+                          int *last_status);
 /* command.c: one warning line when p's classifier never retries a failed
  * command (exit 1 judged final), naming the `command` policy. */
 void command_policy_check(luaretry_policy *p, const char *policy);
