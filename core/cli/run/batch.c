@@ -207,7 +207,8 @@ static int open_urls(batch *b) {
       if (count == 0) return cli_usage("run: --urls %s holds no URL", a->urls_file);
     }
   }
-  if (a->output) return cli_usage("run: -o takes one URL; with several use --output-dir DIR%s", "");
+  if (a->output && a->remote_name != 2) /* --remote-name-all -o FILE: the first URL's */
+    return cli_usage("run: -o takes one URL; with several use --output-dir DIR%s", "");
   if (a->output_dir && a->create_dirs && create_dirs(a->output_dir, 1, "--output-dir") != 0)
     return EXIT_USAGE;
   if (a->output_dir) {

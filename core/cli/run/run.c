@@ -2,6 +2,7 @@
  * a batch of URLs, a command, or the policy's own run()) and runs a call of
  * it; batch.c, command.c and workflow.c hold the other ways.  Only public
  * API: luaretry.h and luaretry_curl.h. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,10 +60,9 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   if (a->nwords > 1 || a->urls_file || (a->output_dir && !a->remote_name)) {
     if (a->remote_name && !a->output_dir) a->output_dir = "."; /* -O: curl's folder */
     if (a->continue_at) return cli_usage("run: -C - takes one URL%s", "");
+    if (a->remote_header_name) return cli_usage("run: -J takes one URL%s", "");
     if (a->include || a->dump_header || a->write_out)
       return cli_usage("run: -i, -D and -w take one URL%s", "");
-    if (a->output && a->remote_name != 2)
-      return cli_usage("run: -o takes one URL (with --remote-name-all, the first's)%s", "");
     *mode = RUN_BATCH;
     return 0;
   }
@@ -88,6 +88,40 @@ static const luaretry_curl_resume *resume_options(const run_args *a, attempt_log
     r->offset = end > 0 ? (uint64_t)end : 0;
   }
   return r;
+}
+
+/* -J: the -O file renamed to the name Content-Disposition gives (its last
+ * path segment only), beside it, never over an existing file (curl
+ * refuses that too); 0, or -1 after a message. */
+static int remote_header_name(const char *path, CURL *h) {
+  struct curl_header *hd;
+  if (curl_easy_header(h, "Content-Disposition", 0, CURLH_HEADER, -1, &hd) != CURLHE_OK) return 0;
+  const char *f = strcasestr(hd->value, "filename=");
+  if (!f) return 0;
+  f += 9;
+  int quoted = *f == '"';
+  f += quoted;
+  size_t n = strcspn(f, quoted ? "\"" : "; \t");
+  const char *slash = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (f[i] == '/' || f[i] == '\\') slash = f + i;
+  if (slash) n -= (size_t)(slash + 1 - f), f = slash + 1;
+  if (n == 0 || f[0] == '.') return 0; /* no name, or a hidden one: the URL's stays */
+  const char *end = strrchr(path, '/');
+  size_t dir = end ? (size_t)(end - path) + 1 : 0;
+  char *to = malloc(dir + n + 1);
+  if (!to) return -1;
+  snprintf(to, dir + n + 1, "%.*s%.*s", (int)dir, path, (int)n, f);
+  int rc = 0;
+  if (link(path, to) != 0) {
+    fprintf(stderr, "luaretry: -J: %s is not written over%s%s; the body is in %s\n", to,
+            errno == EEXIST ? "" : ": ", errno == EEXIST ? "" : strerror(errno), path);
+    rc = -1;
+  } else {
+    unlink(path);
+  }
+  free(to);
+  return rc;
 }
 
 /* run POLICY URL: the request through the libcurl helper, with curl's
@@ -130,6 +164,9 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     int keep = status == EXIT_OK || (!out->path && decided && !a->fail) ||
                (a->fail_with_body && decided && code > 0); /* curl's: the answer, to -o too */
     if (outfile_finish(out, keep) != 0 && status == EXIT_OK) rc = LUARETRY_E_IO;
+    if (rc == LUARETRY_OK && status == EXIT_OK && a->remote_header_name && out->path &&
+        remote_header_name(out->path, h) != 0)
+      rc = LUARETRY_E_IO;
     if (rc == LUARETRY_OK && response_finish(&r, final, status) != status) rc = LUARETRY_E_IO;
   }
   response_free(&r);
