@@ -159,9 +159,9 @@ int retryopts_command(run_args *a, const char *opt, char *v) {
   if (strcmp(opt, "--retry-if-output") == 0 || strcmp(opt, "--final-if-output") == 0) {
     if (!v[0]) return usage2(opt, v, "a Lua pattern (luaretry-policy(5)), not empty");
     if (!pattern_ok(v, &why)) {
-      char what[256];
-      snprintf(what, sizeof what, "run: %s '%%s': %s", opt, why);
-      return cli_usage(what, v);
+      char what[512];
+      snprintf(what, sizeof what, "run: %s '%s': %s", opt, v, why);
+      return cli_usage("%s", what);
     }
     a->command_rules = 1;
     return add_set(a, opt[2] == 'r' ? "options.retry_if_output" : "options.final_if_output", v);
