@@ -49,7 +49,8 @@ typedef enum {
   O_FAIL_EARLY,
   O_RETRY_CONNREFUSED,
   O_RETRY_ALL_ERRORS,
-  O_EXIT_COMMAND,
+  O_TLS12,
+  O_TLS13,
   /* with a value from here on */
   O_REQUEST,
   O_HEADER,
@@ -182,6 +183,8 @@ static const run_option OPTIONS[] = {
   { 0, "--limit-rate", O_LIMIT_RATE },
   { 0, "--max-filesize", O_MAX_FILESIZE },
   { 0, "--fail-early", O_FAIL_EARLY },
+  { 0, "--tlsv1.2", O_TLS12 },
+  { 0, "--tlsv1.3", O_TLS13 },
   /* curl's retry options, mapped onto the policy (retryopts.c) */
   { 0, "--retry", O_RETRY },
   { 0, "--retry-delay", O_RETRY_DELAY },
@@ -201,6 +204,10 @@ static const run_option OPTIONS[] = {
  * README's table says the same). */
 static const char *const NOT_TAKEN[][2] = {
   { "--parallel-immediate", "luaretry starts every transfer it may at once already" },
+  { "--proto", "luaretry speaks http and https only, redirects included" },
+  { "--netrc", "give -u USER:PASSWORD, or put it in a -K FILE" },
+  { "--netrc-optional", "give -u USER:PASSWORD, or put it in a -K FILE" },
+  { "-n", "give -u USER:PASSWORD, or put it in a -K FILE" },
 };
 #define N_NOT_TAKEN (sizeof NOT_TAKEN / sizeof NOT_TAKEN[0])
 
@@ -360,6 +367,8 @@ static int set_flag(run_args *a, option_id id) {
   case O_HTTP11: a->http_version = 11; break;
   case O_HTTP2: a->http_version = 2; break;
   case O_FAIL_EARLY: a->fail_early = 1; break;
+  case O_TLS12: a->tls_min = 12; break;
+  case O_TLS13: a->tls_min = 13; break;
   case O_RETRY_CONNREFUSED: break; /* every shipped policy retries a refused connection */
   case O_RETRY_ALL_ERRORS: return retryopts_all_errors(a);
   default: break;
@@ -618,7 +627,8 @@ static int check_curl_combinations(run_args *a) {
   int url_only = a->speed_limit || a->speed_time > 0 || a->continue_at || a->remote_name ||
                  a->get || a->nforms || a->cookie || a->cookie_jar || a->nresolve || a->proxy ||
                  a->parallel_z || a->referer || a->ip_version || a->http_version ||
-                 a->limit_rate || a->max_filesize || a->remote_header_name || a->fail_early;
+                 a->limit_rate || a->max_filesize || a->remote_header_name || a->fail_early ||
+                 a->tls_min;
   if (a->command && url_only)
     return cli_usage("run: curl's options are for URLs, not commands", NULL);
   if (!a->command && (a->command_rules || a->before_retry || a->exit_command))

@@ -40,6 +40,9 @@ static int tls_options(const run_args *a, CURL *h) {
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
   }
   if (a->cacert) curl_easy_setopt(h, CURLOPT_CAINFO, a->cacert);
+  if (a->tls_min)
+    curl_easy_setopt(h, CURLOPT_SSLVERSION,
+                     a->tls_min == 12 ? (long)CURL_SSLVERSION_TLSv1_2 : (long)CURL_SSLVERSION_TLSv1_3);
   if (!a->cert) return 0;
   char *file, *password;
   int rc = split_cert(a->cert, &file, &password);

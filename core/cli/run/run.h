@@ -128,6 +128,7 @@ typedef struct {
   const char *referer;    /* -e URL[;auto] */
   int ip_version;         /* -4, -6; 0: either */
   int http_version;       /* --http1.1: 11, --http2: 2; 0: libcurl's */
+  int tls_min;            /* --tlsv1.2: 12, --tlsv1.3: 13; 0: libcurl's */
   long long limit_rate;   /* --limit-rate, bytes per second, each attempt; 0: none */
   long long max_filesize; /* --max-filesize: a larger body is final; 0: none */
   int fail_early;         /* --fail-early: a batch ends at its first final failure */
