@@ -119,7 +119,7 @@ describe("curl's retried options", function ()
     -- a batch: one store for every URL, the jar written once at the end
     srv:reset()
     local jar2 = tmp .. "/batch.jar"
-    r = run({ "-c", jar2, "--parallel", "1", srv.base .. "/once503", srv.base .. "/after" })
+    r = run({ "-c", jar2, "--parallel-max", "1", srv.base .. "/once503", srv.base .. "/after" })
     assert.are.equal(0, r.code, r.stderr)
     assert.matches("seen=1", srv:requests_on("/once503")[2].headers.cookie)
     assert.matches("seen=1", srv:requests_on("/after")[1].headers.cookie)

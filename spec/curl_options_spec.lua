@@ -341,7 +341,7 @@ end
       assert.matches("timeout error", r.stderr)
       assert.is_true(r.secs < 2, r.secs .. " s")
       r = run({ url, url, "--connect-timeout", "0.3", "--max-time", "10", "--set", "max_attempts=1",
-                "--parallel", "2" })
+                "--parallel-max", "2" })
       assert.are.equal(4, r.code, r.stderr)
       assert.is_true(r.secs < 2, r.secs .. " s")
     end)

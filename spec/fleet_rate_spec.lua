@@ -281,7 +281,7 @@ describe("the fleet's rate limiter against a hostile Redis", function ()
       local ok, err = pcall(function ()
         srv:reset()
         local t0 = proc.now()
-        local x = proc.run({ "run", RATE, "--urls", urls_file(tmp, srv, 10, "h"), "--parallel", "4",
+        local x = proc.run({ "run", RATE, "--urls", urls_file(tmp, srv, 10, "h"), "--parallel-max", "4",
                              "--redis", f.url, "--set",
                              "fleet.command_timeout=500" }, { timeout = 30 })
         local secs = proc.now() - t0

@@ -626,15 +626,15 @@ static int has_header(const run_args *a, const char *name) {
 static int check_curl_combinations(run_args *a) {
   int url_only = a->speed_limit || a->speed_time > 0 || a->continue_at || a->remote_name ||
                  a->get || a->nforms || a->cookie || a->cookie_jar || a->nresolve || a->proxy ||
-                 a->parallel_z || a->referer || a->ip_version || a->http_version ||
-                 a->limit_rate || a->max_filesize || a->remote_header_name || a->fail_early ||
-                 a->tls_min;
+                 a->parallel_z || a->referer || a->ip_version || a->http_version || a->limit_rate ||
+                 a->max_filesize || a->remote_header_name || a->fail_early || a->tls_min;
   if (a->command && url_only)
     return cli_usage("run: curl's options are for URLs, not commands", NULL);
   if (!a->command && (a->command_rules || a->before_retry || a->exit_command))
-    return cli_usage("run: --retry-on-exit, --final-on-exit, --retry-if-output, "
-                     "--final-if-output, --before-retry and --exit-status are for -- COMMAND%s",
-                     "");
+    return cli_usage(
+      "run: --retry-on-exit, --final-on-exit, --retry-if-output, "
+      "--final-if-output, --before-retry and --exit-status are for -- COMMAND%s",
+      "");
   if (a->remote_header_name && !a->remote_name)
     return cli_usage("run: -J goes with -O (or --remote-name-all), as in curl%s", "");
   if (a->nforms && a->data) return cli_usage("run: -F or -d (or -T), not both", NULL);
@@ -669,8 +669,8 @@ static int check_combinations(run_args *a) {
   if (a->command && (a->output_dir || a->parallel))
     return cli_usage("run: --parallel and --output-dir are for URLs, not commands", NULL);
   if (a->command &&
-      (a->include || a->dump_header || a->connect_timeout > 0 || a->location ||
-       a->user || a->insecure || a->cacert || a->cert || a->compressed || a->user_agent))
+      (a->include || a->dump_header || a->connect_timeout > 0 || a->location || a->user ||
+       a->insecure || a->cacert || a->cert || a->compressed || a->user_agent))
     return cli_usage("run: curl's options are for URLs, not commands", NULL);
   if (a->output && a->output_dir) return cli_usage("run: -o or --output-dir, not both", NULL);
   if (a->urls_file && a->data && strcmp(a->urls_file, "-") == 0 && strcmp(a->data, "@-") == 0)

@@ -531,7 +531,8 @@ static int perform(batch *b, luaretry_policy *p) {
     char *more = next_url(b); /* one look further, as above */
     free(more);
     if (more)
-      fprintf(stderr, "luaretry: --fail-early: [%ld] failed; the URLs from [%ld] on were not begun\n",
+      fprintf(stderr,
+              "luaretry: --fail-early: [%ld] failed; the URLs from [%ld] on were not begun\n",
               b->failed_early, b->urls + 1);
   }
   if (b->list_failed) fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);

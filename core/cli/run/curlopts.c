@@ -41,8 +41,9 @@ static int tls_options(const run_args *a, CURL *h) {
   }
   if (a->cacert) curl_easy_setopt(h, CURLOPT_CAINFO, a->cacert);
   if (a->tls_min)
-    curl_easy_setopt(h, CURLOPT_SSLVERSION,
-                     a->tls_min == 12 ? (long)CURL_SSLVERSION_TLSv1_2 : (long)CURL_SSLVERSION_TLSv1_3);
+    curl_easy_setopt(
+      h, CURLOPT_SSLVERSION,
+      a->tls_min == 12 ? (long)CURL_SSLVERSION_TLSv1_2 : (long)CURL_SSLVERSION_TLSv1_3);
   if (!a->cert) return 0;
   char *file, *password;
   int rc = split_cert(a->cert, &file, &password);
@@ -136,8 +137,9 @@ static void transfer_options(const run_args *a, CURL *h) {
     curl_easy_setopt(h, CURLOPT_IPRESOLVE,
                      a->ip_version == 4 ? (long)CURL_IPRESOLVE_V4 : (long)CURL_IPRESOLVE_V6);
   if (a->http_version)
-    curl_easy_setopt(h, CURLOPT_HTTP_VERSION,
-                     a->http_version == 11 ? (long)CURL_HTTP_VERSION_1_1 : (long)CURL_HTTP_VERSION_2_0);
+    curl_easy_setopt(
+      h, CURLOPT_HTTP_VERSION,
+      a->http_version == 11 ? (long)CURL_HTTP_VERSION_1_1 : (long)CURL_HTTP_VERSION_2_0);
   if (a->limit_rate) {
     curl_easy_setopt(h, CURLOPT_MAX_RECV_SPEED_LARGE, (curl_off_t)a->limit_rate);
     curl_easy_setopt(h, CURLOPT_MAX_SEND_SPEED_LARGE, (curl_off_t)a->limit_rate);

@@ -278,15 +278,17 @@ static int command_writeout(const run_args *a, char **format) {
   for (const char *s = *format; (s = strstr(s, "%{")) != NULL; s += 2) {
     if (s > *format && s[-1] == '%') continue; /* %%{: text */
     int ok = 0;
-    for (size_t k = 0; k < sizeof OK / sizeof OK[0]; k++) ok |= !strncmp(s + 2, OK[k], strlen(OK[k]));
+    for (size_t k = 0; k < sizeof OK / sizeof OK[0]; k++)
+      ok |= !strncmp(s + 2, OK[k], strlen(OK[k]));
     if (!ok) {
       char name[64];
       snprintf(name, sizeof name, "%.*s", (int)strcspn(s, "}") + 1, s);
       free(*format);
       *format = NULL;
-      return cli_usage("run: -w: a command has %%{exitcode}, %%{num_attempts}, %%{time_total} "
-                       "and %%{verdict}, not %s",
-                       name);
+      return cli_usage(
+        "run: -w: a command has %%{exitcode}, %%{num_attempts}, %%{time_total} "
+        "and %%{verdict}, not %s",
+        name);
     }
   }
   if (strstr(*format, "%header{")) {

@@ -70,7 +70,7 @@ typedef struct {
   int capwords;           /* room in words */
   const char *urls_file;  /* --urls FILE */
   const char *output_dir; /* --output-dir DIR */
-  long parallel;          /* --parallel N; 0: not given */
+  long parallel;          /* --parallel-max N (or -Z: 50); 0: not given */
   char **command;         /* after --; NULL: none */
   const char *method;
   const char *data;               /* the first -d (any kind), or NULL: no body */
@@ -121,7 +121,7 @@ typedef struct {
   const char *proxy;                /* -x URL */
   const char *resolve[MAX_RESOLVE]; /* --resolve HOST:PORT:ADDR */
   int nresolve;
-  int parallel_z;   /* -Z, --parallel: a batch in parallel, curl's 50 at once */
+  int parallel_z; /* -Z, --parallel: a batch in parallel, curl's 50 at once */
   /* curl's other options (curlopts.c) */
   int progress;           /* PROGRESS_AUTO (a terminal), _OFF, _BAR (-#) */
   int remote_header_name; /* -J: -O's file named by Content-Disposition */
@@ -137,8 +137,8 @@ typedef struct {
   int command_rules;        /* --retry-on-exit and the like: for -- COMMAND only */
   const char *before_retry; /* --before-retry CMD: sh -c CMD before each retry */
   int exit_command;         /* --exit-status command: the final attempt's own status */
-  int config_depth; /* -K inside -K */
-  char **owned;     /* strings made for the options (-K's words) */
+  int config_depth;         /* -K inside -K */
+  char **owned;             /* strings made for the options (-K's words) */
   int nowned, capowned;
 } run_args;
 
