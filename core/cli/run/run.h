@@ -291,6 +291,38 @@ typedef struct {
 int writeout_load(const char *arg, char **format);
 void writeout_print(FILE *f, const char *format, const writeout_info *w);
 
+/* ---- progress.c: the meter of one transfer, the status line of a batch */
+
+typedef struct {
+  int on;    /* standard error is a terminal, and neither -s nor --no-progress-meter */
+  int bar;   /* -#: a bar */
+  int batch; /* the batch's status line, not a transfer's meter */
+  int drawn; /* the line is on the terminal now */
+  double start, last_draw;
+  long long bytes;         /* every attempt's */
+  long long attempt_bytes; /* this attempt's */
+  long long total;         /* this attempt's Content-Length; 0: unknown */
+  int attempt;
+  double waiting_until; /* the next attempt's time; 0: not waiting */
+  long done, failed, in_flight, waiting, throttled, total_urls;
+} progress;
+
+void progress_init(progress *p, const run_args *a, int batch);
+/* Redraws the line (at most ten times a second unless force). */
+void progress_update(progress *p, int force);
+/* Takes the line off the terminal, before another line is written there. */
+void progress_clear(progress *p);
+void progress_bytes(progress *p, size_t n);
+/* A new attempt, its body's length (0: unknown). */
+void progress_attempt(progress *p, long long total);
+/* Between attempts: "retry N in S s". */
+void progress_wait(progress *p, double seconds);
+void progress_end(progress *p);
+/* The meter on the terminal, if any, takes its line off (for a log line). */
+void progress_yield(void);
+/* Seconds since progress_init(). */
+double progress_elapsed(const progress *p);
+
 /* ---- response.c: -i, -D, -w and -f around one URL's body */
 
 typedef struct {
@@ -304,6 +336,8 @@ typedef struct {
   int headers_done; /* written before the body */
   int drop;         /* -f and the call failed: no body */
   char *format;     /* -w, from writeout_load(); owned */
+  progress meter;   /* on a terminal */
+  int counted;      /* this attempt's length told to the meter */
 } response;
 
 void response_init(response *r, const run_args *a, attempt_log *log, outfile *out, CURL *h);
