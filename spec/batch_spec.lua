@@ -55,7 +55,8 @@ describe("luaretry run, many URLs", function ()
     local list = urls("/flaky/f%02d.txt", 20)
     local out = tmp .. "/out"
     proc.sh("mkdir " .. proc.q(out))
-    local r = run(concat({ "run", HTTP, "--parallel-max", "8", "--output-dir", out }, FAST, list))
+    -- -v: every attempt and every URL (without it, what failed and a summary)
+    local r = run(concat({ "run", HTTP, "-v", "--parallel-max", "8", "--output-dir", out }, FAST, list))
     assert.are.equal(0, r.code, r.stderr)
     assert.are.equal(60, #srv:requests())
     local names = proc.ls(out)
@@ -92,7 +93,7 @@ describe("luaretry run, many URLs", function ()
 
   it("the exit status is the worst of the calls: 200, 404 (1), exhausted (4) -> 4", function ()
     local list = { srv.base .. "/flaky/w", srv.base .. "/notfound/1", srv.base .. "/always503/1" }
-    local r = run(concat({ "run", HTTP, "--parallel-max", "3", "--set", "max_attempts=3" }, FAST, list))
+    local r = run(concat({ "run", HTTP, "-v", "--parallel-max", "3", "--set", "max_attempts=3" }, FAST, list))
     assert.are.equal(4, r.code, r.stderr)
     local s = summaries(r.stderr)
     assert.matches(": success, 3 attempts, status 200, .*exit 0$", s[1])
@@ -117,7 +118,7 @@ describe("luaretry run, many URLs", function ()
     end)
 
     it("--parallel-max 8: once it is open, no new call reaches the server", function ()
-      local r = run({ "run", DIR .. "breaker.lua", "--parallel-max", "8", "--set", "max_attempts=1",
+      local r = run({ "run", DIR .. "breaker.lua", "-v", "--parallel-max", "8", "--set", "max_attempts=1",
                       "--urls", url_file(urls("/always503/%d", 40)) })
       assert.are.equal(6, r.code, r.stderr)
       local seen = #srv:requests()
@@ -151,7 +152,7 @@ describe("luaretry run, many URLs", function ()
       -- /flaky/a's wait ends its retry is refused, never sent
       local list = { srv.base .. "/flaky/a", srv.base .. "/always503", srv.base .. "/always503",
                      srv.base .. "/always503" }
-      local r = run(concat({ "run", DIR .. "breaker.lua", "--parallel-max", "1" }, list))
+      local r = run(concat({ "run", DIR .. "breaker.lua", "-v", "--parallel-max", "1" }, list))
       assert.are.equal(6, r.code, r.stderr)
       assert.are.equal(1, #srv:requests_on("/flaky/a"), r.stderr)
       assert.matches("%[1%] before attempt 2: circuit_open %(breaker%)", r.stderr)
@@ -196,7 +197,7 @@ describe("luaretry run, many URLs", function ()
       local file = url_file(list)
       local err = tmp .. "/err"
       local code = proc.sh("cat " .. proc.q(file) .. " | " .. proc.q(proc.bin) .. " run " ..
-                           proc.q(HTTP) .. " --urls - >/dev/null 2>" .. proc.q(err))
+                           proc.q(HTTP) .. " -v --urls - >/dev/null 2>" .. proc.q(err))
       local stderr = proc.readfile(err)
       assert.are.equal(2, code, stderr)
       assert.matches("bad URL [^\n]* %(%[2%]%)", stderr)
@@ -275,7 +276,7 @@ describe("luaretry run, many URLs", function ()
         list[#list + 1] = srv.base .. "/always503/" .. i
         list[#list + 1] = srv.base .. "/ok/" .. i
       end
-      local job = proc.spawn(concat({ "run", HTTP, "--parallel-max", "4", "--output-dir", out,
+      local job = proc.spawn(concat({ "run", HTTP, "-v", "--parallel-max", "4", "--output-dir", out,
                                       "--set", "backoff.initial=30", "--urls", url_file(list) }), tmp)
       finally(function () job:stop() end)
       assert.is_truthy(proc.wait_for(function () return #srv:requests() >= 4 end, 5))
@@ -302,7 +303,7 @@ describe("luaretry run, many URLs", function ()
       local path = tmp .. "/list"
       proc.writefile(path, "# a comment\n\n  " .. srv.base .. "/ok/b  \r\n\t\n# " ..
                      srv.base .. "/ok/never\n" .. srv.base .. "/ok/c")
-      local r = run({ "run", HTTP, srv.base .. "/ok/a", "--urls", path })
+      local r = run({ "run", HTTP, "-v", srv.base .. "/ok/a", "--urls", path })
       assert.are.equal(0, r.code, r.stderr)
       assert.are.equal("ok /ok/a\nok /ok/b\nok /ok/c\n", r.stdout)
       local s = summaries(r.stderr)

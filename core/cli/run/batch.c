@@ -579,6 +579,11 @@ static int perform(batch *b, luaretry_policy *p) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
     return EXIT_POLICY;
   }
+  if (b->list_failed) fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);
+  if (b->a->verbosity > 0 && b->urls > 0) /* after the lines of the URLs that failed */
+    fprintf(stderr, "luaretry: %ld URL%s: %ld succeeded, %ld failed, %lld bytes, %.3f s, exit %d\n",
+            b->urls, b->urls == 1 ? "" : "s", b->succeeded, b->urls - b->succeeded, b->bytes,
+            progress_elapsed(&b->meter), b->worst);
   if (b->interrupted && (b->a->verbosity > 0 || b->a->show_error)) {
     char *more = next_url(b); /* one look further: is anything left? */
     free(more);
@@ -596,7 +601,6 @@ static int perform(batch *b, luaretry_policy *p) {
               "luaretry: --fail-early: [%ld] failed; the URLs from [%ld] on were not begun\n",
               b->failed_early, b->urls + 1);
   }
-  if (b->list_failed) fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);
   if (b->urls == 0 && !b->interrupted)
     return cli_usage("run: --urls %s holds no URL", b->a->urls_file);
   return b->worst;
@@ -610,13 +614,7 @@ int batch_run(const run_args *a, luaretry_policy *p) {
   b.worst_reason = LUARETRY_REASON_SUCCESS;
   int status = open_urls(&b);
   if (status == EXIT_OK) status = prepare(&b, p);
-  if (status == EXIT_OK) {
-    status = perform(&b, p);
-    if (a->verbosity > 0 && b.urls > 0) /* the summary, after the lines of the URLs that failed */
-      fprintf(stderr, "luaretry: %ld URL%s: %ld succeeded, %ld failed, %lld bytes, %.3f s, exit %d\n",
-              b.urls, b.urls == 1 ? "" : "s", b.succeeded, b.failed, b.bytes,
-              progress_elapsed(&b.meter), status);
-  }
+  if (status == EXIT_OK) status = perform(&b, p);
   report_end(a, p, b.json, b.worst_reason, -1, status);
   luaretry_curl_many_free(b.many);
   upload_close(&b.body);
