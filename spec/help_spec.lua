@@ -126,6 +126,12 @@ describe("man pages", function ()
     assert.are.equal("rc=0\n", out)
   end)
 
+  it("luaretry(1) renders as written: no word taken for a flag ('(--calls, default 1000)')", function ()
+    local man = man_text(MAN1):gsub("%s+", " ")
+    assert.is_truthy(man:find("(--calls, default 1000)", 1, true))
+    assert.is_nil(man:find("-default", 1, true))
+  end)
+
   it("luaretry-policy(5) names every field of the schema table, and libluaretry(3) the host's", function ()
     -- the rows of core/policy/schema.h: X(ID, "name", TYPE, lo, hi, FLAGS, ...)
     local schema = assert(proc.readfile(root .. "/core/policy/schema.h"))
