@@ -334,7 +334,7 @@ $(BUILD)/fuzz_redis_reply: spec/fuzz/fuzz_redis_reply.c $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
 FUZZ_CLI_OBJ = $(BUILD)/obj/cli/run/args.o $(BUILD)/obj/cli/usage.o $(BUILD)/obj/cli/policy_arg.o \
-               $(BUILD)/obj/cli/escape.o
+               $(BUILD)/obj/cli/escape.o $(BUILD)/obj/cli/run/retryopts.o
 $(BUILD)/fuzz_run_args: spec/fuzz/fuzz_run_args.c $(FUZZ_CLI_OBJ) $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^ $(LIB_LIBS)
 

@@ -333,7 +333,9 @@ static void url_set_state(batch_url *u, int state) {
   long *from = u->state == URL_IN_FLIGHT ? &m->in_flight
                : u->state == URL_WAITING ? &m->waiting
                                          : &m->throttled;
-  long *to = state == URL_IN_FLIGHT ? &m->in_flight : state == URL_WAITING ? &m->waiting : &m->throttled;
+  long *to = state == URL_IN_FLIGHT ? &m->in_flight
+             : state == URL_WAITING ? &m->waiting
+                                    : &m->throttled;
   (*from)--, (*to)++;
   u->state = state;
   progress_update(m, 0);
@@ -491,7 +493,8 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
       snprintf(last, sizeof last, "%d", r->status);
   }
   /* -v: every URL's line; none and -q: a failed URL's only; -s: none */
-  int show = b->a->verbosity == 2 || (status != EXIT_OK && (b->a->verbosity == 1 || b->a->show_error));
+  int show =
+    b->a->verbosity == 2 || (status != EXIT_OK && (b->a->verbosity == 1 || b->a->show_error));
   if (!show) {
     url_free(u);
     return;

@@ -103,11 +103,14 @@ static void transfer_line(progress *p, char *line, size_t size) {
     memset(bar, '#', (size_t)fill);
     memset(bar + fill, ' ', (size_t)(w - fill));
     bar[w] = '\0';
-    snprintf(line, size, "%s %5.1f%%%s", bar, p->total ? (double)pct : 0.0, state);
+    if (p->total)
+      snprintf(line, size, "%s %5.1f%%%s", bar, (double)pct, state);
+    else /* no length known: how much came */
+      snprintf(line, size, "%s %6s%s", bar, got, state);
     return;
   }
-  snprintf(line, size, "%3d %5s %5s %7s/s %s %s%s", pct, p->total ? total : "--", got, rate,
-           spent, left, state);
+  snprintf(line, size, "%3d %5s %5s %7s/s %s %s%s", pct, p->total ? total : "--", got, rate, spent,
+           left, state);
 }
 
 static void batch_line(progress *p, char *line, size_t size) {
@@ -117,7 +120,8 @@ static void batch_line(progress *p, char *line, size_t size) {
   size_text(rate, sizeof rate, t > 0 ? (double)p->bytes / t : 0);
   long finished = p->done + p->failed;
   double per = finished ? t / (double)finished : 0;
-  time_text(left, sizeof left, p->total_urls > 0 && finished ? per * (double)(p->total_urls - finished) : -1);
+  time_text(left, sizeof left,
+            p->total_urls > 0 && finished ? per * (double)(p->total_urls - finished) : -1);
   snprintf(line, size,
            "%ld done, %ld in flight, %ld waiting, %ld throttled, %ld failed, %sB, %sB/s, left %s",
            p->done, p->in_flight, p->waiting, p->throttled, p->failed, got, rate, left);
@@ -168,9 +172,7 @@ void progress_end(progress *p) {
   if (active == p) active = NULL;
 }
 
-double progress_elapsed(const progress *p) {
-  return now() - p->start;
-}
+double progress_elapsed(const progress *p) { return now() - p->start; }
 
 void progress_yield(void) {
   if (active) progress_clear(active);
