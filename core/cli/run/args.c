@@ -333,6 +333,20 @@ static int set_redirs(run_args *a, const char *v) {
   return 0;
 }
 
+/* The overrides of curl's retry options and a command's rules
+ * (retryopts.c), "field=value" each, in their place among the --set ones. */
+static int add_retry_sets(run_args *a, const retry_sets *s) {
+  for (int k = 0; k < s->n; k++) {
+    size_t n = strlen(s->field[k]) + strlen(s->value[k]) + 2;
+    char *set = run_args_keep(a, malloc(n));
+    if (!set) return cli_usage("run: out of memory", NULL);
+    snprintf(set, n, "%s=%s", s->field[k], s->value[k]);
+    int status = add_set(a, set);
+    if (status) return status;
+  }
+  return 0;
+}
+
 static int set_flag(run_args *a, option_id id) {
   switch (id) {
   case O_VERBOSE: a->verbosity = 2; break;
@@ -370,7 +384,12 @@ static int set_flag(run_args *a, option_id id) {
   case O_TLS12: a->tls_min = 12; break;
   case O_TLS13: a->tls_min = 13; break;
   case O_RETRY_CONNREFUSED: break; /* every shipped policy retries a refused connection */
-  case O_RETRY_ALL_ERRORS: return retryopts_all_errors(a);
+  case O_RETRY_ALL_ERRORS: {
+    retry_sets s = { .n = 0 };
+    a->retry_all_errors = 1;
+    retryopts_all_errors(&s);
+    return add_retry_sets(a, &s);
+  }
   default: break;
   }
   return 0;
@@ -512,13 +531,18 @@ static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) 
   case O_LIMIT_RATE: return retryopts_size(opt, v, &a->limit_rate);
   case O_MAX_FILESIZE: return retryopts_size(opt, v, &a->max_filesize);
   case O_RETRY:
-  case O_RETRY_DELAY: return retryopts_curl(a, opt, v);
+  case O_RETRY_DELAY:
   case O_RETRY_ON_EXIT:
   case O_FINAL_ON_EXIT:
   case O_RETRY_IF_OUTPUT:
   case O_FINAL_IF_OUTPUT:
   case O_BEFORE_RETRY:
-  case O_EXIT_STATUS: return retryopts_command(a, opt, v);
+  case O_EXIT_STATUS: {
+    retry_sets s = { .n = 0 };
+    int status = id == O_RETRY || id == O_RETRY_DELAY ? retryopts_curl(&s, opt, v)
+                                                      : retryopts_command(a, &s, opt, v);
+    return status ? status : add_retry_sets(a, &s);
+  }
   default: return 0;
   }
 }

@@ -15,14 +15,11 @@
 #include "cli/cli.h"
 #include "run.h"
 
-/* "field=value" kept among the --set overrides; 0 or a usage status. */
-static int add_set(run_args *a, const char *field, const char *value) {
-  size_t n = strlen(field) + strlen(value) + 2;
-  char *set = run_args_keep(a, malloc(n));
-  if (!set) return cli_usage("run: out of memory%s", "");
-  snprintf(set, n, "%s=%s", field, value);
-  if (a->nsets == MAX_SETS) return cli_usage("run: too many --set%s", "");
-  a->sets[a->nsets++] = set;
+/* One more override for args.c to place among the --set ones. */
+static int add_set(retry_sets *s, const char *field, const char *value) {
+  s->field[s->n] = field;
+  s->value[s->n] = value;
+  s->n++;
   return 0;
 }
 
@@ -32,16 +29,15 @@ static int usage2(const char *opt, const char *v, const char *expected) {
   return cli_usage(what, v);
 }
 
-int retryopts_curl(run_args *a, const char *opt, const char *v) {
+int retryopts_curl(retry_sets *a, const char *opt, const char *v) {
   char *end;
   errno = 0;
   if (strcmp(opt, "--retry") == 0) {
     long n = strtol(v, &end, 10);
     if (end == v || *end || errno || n < 0 || n > 100000)
       return usage2(opt, v, "a whole number of retries, 0 or more");
-    char attempts[24];
-    snprintf(attempts, sizeof attempts, "%ld", n + 1);
-    return add_set(a, "max_attempts", attempts);
+    snprintf(a->number, sizeof a->number, "%ld", n + 1);
+    return add_set(a, "max_attempts", a->number);
   }
   double s = strtod(v, &end);
   if (end == v || *end || errno || !(s >= 0) || !isfinite(s) || s > 1e6)
@@ -52,10 +48,7 @@ int retryopts_curl(run_args *a, const char *opt, const char *v) {
   return rc;
 }
 
-int retryopts_all_errors(run_args *a) {
-  a->retry_all_errors = 1;
-  return add_set(a, "options.retry_all_errors", "true");
-}
+int retryopts_all_errors(retry_sets *s) { return add_set(s, "options.retry_all_errors", "true"); }
 
 int retryopts_size(const char *opt, const char *v, long long *out) {
   char *end;
@@ -148,13 +141,13 @@ static int pattern_ok(const char *p, const char **why) {
   return 1;
 }
 
-int retryopts_command(run_args *a, const char *opt, char *v) {
+int retryopts_command(run_args *a, retry_sets *s, const char *opt, char *v) {
   const char *why = NULL;
   if (strcmp(opt, "--retry-on-exit") == 0 || strcmp(opt, "--final-on-exit") == 0) {
     int rc = exit_list(opt, v);
     if (rc) return rc;
     a->command_rules = 1;
-    return add_set(a, opt[2] == 'r' ? "options.retry_exit_codes" : "options.final_exit_codes", v);
+    return add_set(s, opt[2] == 'r' ? "options.retry_exit_codes" : "options.final_exit_codes", v);
   }
   if (strcmp(opt, "--retry-if-output") == 0 || strcmp(opt, "--final-if-output") == 0) {
     if (!v[0]) return usage2(opt, v, "a Lua pattern (luaretry-policy(5)), not empty");
@@ -164,7 +157,7 @@ int retryopts_command(run_args *a, const char *opt, char *v) {
       return cli_usage("%s", what);
     }
     a->command_rules = 1;
-    return add_set(a, opt[2] == 'r' ? "options.retry_if_output" : "options.final_if_output", v);
+    return add_set(s, opt[2] == 'r' ? "options.retry_if_output" : "options.final_if_output", v);
   }
   if (strcmp(opt, "--before-retry") == 0) {
     if (!v[0]) return usage2(opt, v, "a command for sh -c");

@@ -160,16 +160,25 @@ int parse_word(run_args *a, int argc, char **argv, int *i);
 /* ---- retryopts.c: curl's retry options and a command's rules, as --set
  * overrides of the policy's fields and options */
 
+/* The overrides an option stands for, for args.c to place among the
+ * --set ones (field=value, in order). */
+typedef struct {
+  const char *field[3];
+  const char *value[3];
+  int n;
+  char number[24]; /* --retry's N+1 */
+} retry_sets;
+
 /* --retry N (max_attempts N+1), --retry-delay S (a constant backoff of
  * S); 0 or a usage status. */
-int retryopts_curl(run_args *a, const char *opt, const char *v);
+int retryopts_curl(retry_sets *s, const char *opt, const char *v);
 /* --retry-all-errors: options.retry_all_errors=true (http, command). */
-int retryopts_all_errors(run_args *a);
+int retryopts_all_errors(retry_sets *s);
 /* --limit-rate and --max-filesize: bytes, curl's k/m/g suffixes (1024), above 0. */
 int retryopts_size(const char *opt, const char *v, long long *out);
 /* --retry-on-exit, --final-on-exit LIST; --retry-if-output,
  * --final-if-output PATTERN; --before-retry CMD; --exit-status command|luaretry. */
-int retryopts_command(run_args *a, const char *opt, char *v);
+int retryopts_command(run_args *a, retry_sets *s, const char *opt, char *v);
 /* The exit status of `run -- CMD` under --exit-status command: the final
  * attempt's own when the command ran to its end and luaretry did not stop
  * it (status: luaretry's own). */
