@@ -178,11 +178,17 @@ static const char HELP_RUN[] =
   "  --exit-status command     exit with the final attempt's own status (127 not found,\n"
   "                            126 cannot run); luaretry's 2, 3, 5, 6, 130 still win\n"
   "  -w '%{exitcode} %{num_attempts} %{time_total} %{verdict}'   for a command too\n"
-  "A batch (several URLs) shares the policy's budget, breaker and counters; each URL\n"
-  "ends with a summary line ([i] URL: verdict, attempts, status, seconds, exit) and the\n"
-  "batch exits with the worst status (0 < 1 < 4 < 5 < 6 < 3 < 130).  With -- COMMAND\n"
-  "the body is the tail of the command's standard error; every attempt's standard error\n"
-  "passes through as it is written, whole lines between luaretry's own.\n";
+  "A batch (several URLs) shares the policy's budget, breaker and counters; a URL that\n"
+  "failed gets a line ([i] URL: verdict, attempts, status, seconds, exit; -v: every URL,\n"
+  "and every attempt), the batch a summary at the end (N URLs: S succeeded, F failed,\n"
+  "bytes, seconds, exit), and exits with the worst status (0 < 1 < 4 < 5 < 6 < 3 < 130).\n"
+  "On a terminal one transfer shows a meter (every attempt's bytes, speed, time, and\n"
+  "\"retry N in S s\" between attempts; -# a bar), a batch one live line (done, in\n"
+  "flight, waiting, throttled, failed, bytes, rate, time left); not with -s, -q, -v,\n"
+  "--no-progress-meter, nor on a pipe, nor when the body goes to the terminal.\n"
+  "With -- COMMAND the body is the tail of the command's standard error; every\n"
+  "attempt's standard error passes through as it is written, whole lines between\n"
+  "luaretry's own.\n";
 
 static const char HELP_CHECK[] =
   "luaretry check POLICY... [--set NAME=VALUE]... [--probe OUTCOME]...\n"
