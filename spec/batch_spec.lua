@@ -1,5 +1,5 @@
 -- `luaretry run` with many URLs: each its own retried call of one policy,
--- sharing its budget, breaker and counters, at most --parallel transfers at
+-- sharing its budget, breaker and counters, at most --parallel-max transfers at
 -- once.  The real build/luaretry (LUARETRY_BIN if set) through real libcurl
 -- against the real fault server on 127.0.0.1, stopped by its PID.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"

@@ -68,7 +68,7 @@ curl_ok() { grep -c '^200$' "$1"; }
 
 N_OUT=50
 for i in $(seq "$N_OUT"); do echo "$BASE/outage/$i"; done > "$tmp/outage.txt"
-OUTAGE=(--set deadline=10 --parallel "$N_OUT" --urls "$tmp/outage.txt" -q)
+OUTAGE=(--set deadline=10 --parallel-max "$N_OUT" --urls "$tmp/outage.txt" -q)
 
 reset_server
 timed a_b_secs "$BIN" run "$POLICY" "${OUTAGE[@]}" --set budget.max_tokens=10 \
