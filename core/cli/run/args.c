@@ -386,7 +386,6 @@ static int set_flag(run_args *a, option_id id) {
   case O_RETRY_CONNREFUSED: break; /* every shipped policy retries a refused connection */
   case O_RETRY_ALL_ERRORS: {
     retry_sets s = { .n = 0 };
-    a->retry_all_errors = 1;
     retryopts_all_errors(&s);
     return add_retry_sets(a, &s);
   }

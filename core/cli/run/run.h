@@ -132,7 +132,6 @@ typedef struct {
   long long limit_rate;   /* --limit-rate, bytes per second, each attempt; 0: none */
   long long max_filesize; /* --max-filesize: a larger body is final; 0: none */
   int fail_early;         /* --fail-early: a batch ends at its first final failure */
-  int retry_all_errors;   /* --retry-all-errors (the policy's options.retry_all_errors) */
   /* a command's rules without Lua (retryopts.c) */
   int command_rules;        /* --retry-on-exit and the like: for -- COMMAND only */
   const char *before_retry; /* --before-retry CMD: sh -c CMD before each retry */
