@@ -363,7 +363,7 @@ $(BUILD)/fuzz_digest: spec/fuzz/fuzz_digest.c $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -Icore/http -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
 FUZZ_CLI_OBJ = $(BUILD)/obj/cli/run/args.o $(BUILD)/obj/cli/usage.o $(BUILD)/obj/cli/policy_arg.o \
-               $(BUILD)/obj/cli/escape.o
+               $(BUILD)/obj/cli/escape.o $(BUILD)/obj/cli/run/retryopts.o
 $(BUILD)/fuzz_run_args: spec/fuzz/fuzz_run_args.c $(FUZZ_CLI_OBJ) $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^ $(LIB_LIBS)
 

@@ -346,7 +346,8 @@ int lr_call_limited(luaretry_call *c, double now, luaretry_decision *d) {
   const lr_guards *g = &c->rules->guards;
   if (c->max_attempts > 0 && c->started >= c->max_attempts) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_EXHAUSTED, "max_attempts",
-                        "gave up after %d attempts over %.3f s", c->started, d->elapsed);
+                        "gave up after %d attempt%s over %.3f s", c->started,
+                        c->started == 1 ? "" : "s", d->elapsed);
     return 1;
   }
   int remote_said;
