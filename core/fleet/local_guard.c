@@ -1,0 +1,336 @@
+/* local_guard.c: the local store as the engine sees it, a remote view of
+ * the guards (lr_remote_ops), with the rules of engine/guard.c and
+ * engine/pace.c applied to the counts in the mapped file.  Each update is
+ * one compare-and-swap of one word (local_store.h: crash-safe), and none
+ * waits: there is no round trip, so `refresh` has nothing to do.
+ *
+ * A success writes only what it changes: nothing when the budget is full
+ * and the breaker closed with no failure in its run (the one word a
+ * success always writes is the admission window's accepts, which no
+ * failure touches).  Times are the call's clock, CLOCK_MONOTONIC, the
+ * same for every process of the machine. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "local_store.h"
+
+#define MILLI 1000
+
+/* The breaker's word: state (2 bits, luaretry_breaker_state's values),
+ * the failures in a row (16, saturated), the probe permits left (14) and
+ * when it opened or went half-open (32: centiseconds of CLOCK_MONOTONIC,
+ * compared modulo 2^32). */
+#define FAILS_MAX  0xffffull
+#define PROBES_MAX 0x3fffull
+
+static uint64_t pack(unsigned state, uint64_t fails, uint64_t probes, uint32_t at) {
+  if (fails > FAILS_MAX) fails = FAILS_MAX;
+  if (probes > PROBES_MAX) probes = PROBES_MAX;
+  return (uint64_t)state | fails << 2 | probes << 18 | (uint64_t)at << 32;
+}
+static unsigned state_of(uint64_t w) { return (unsigned)(w & 3); }
+static uint64_t fails_of(uint64_t w) { return w >> 2 & FAILS_MAX; }
+static uint64_t probes_of(uint64_t w) { return w >> 18 & PROBES_MAX; }
+static uint32_t at_of(uint64_t w) { return (uint32_t)(w >> 32); }
+static uint32_t cs(double now) { return (uint32_t)(uint64_t)(now * 100); }
+/* centiseconds since the word's time, modulo 2^32 */
+static double since(uint64_t w, double now) { return (double)(uint32_t)(cs(now) - at_of(w)) / 100; }
+
+static lr_local_file *map_of(lr_local *l, atomic_int *guard) {
+  return l && l->map && atomic_load_explicit(guard, memory_order_relaxed) ? l->map : NULL;
+}
+
+/* ---- the budget */
+
+static long long tokens_of(long long t, long long max) { return t < 0 || t > max ? max : t; }
+
+static void add_tokens(lr_local *l, long long delta) {
+  lr_local_file *m = map_of(l, &l->budget);
+  if (!m) return;
+  long long max = atomic_load_explicit(&l->max_milli, memory_order_relaxed);
+  long long cur = atomic_load(&m->tokens), next;
+  do {
+    long long have = tokens_of(cur, max);
+    next = have + delta < 0 ? 0 : have + delta > max ? max : have + delta;
+    if (next == have) return; /* full, or empty: nothing written */
+  } while (!atomic_compare_exchange_weak(&m->tokens, &cur, next));
+}
+
+static int budget_allows_retry(void *ud, double now) {
+  (void)now;
+  lr_local *l = ud;
+  lr_local_file *m = map_of(l, &l->budget);
+  if (!m) return LR_REMOTE_LOCAL;
+  long long max = atomic_load_explicit(&l->max_milli, memory_order_relaxed);
+  return tokens_of(atomic_load(&m->tokens), max) * 2 > max;
+}
+
+static double tokens(void *ud) {
+  lr_local *l = ud;
+  lr_local_file *m = map_of(l, &l->budget);
+  long long max = atomic_load(&l->max_milli);
+  return m ? (double)tokens_of(atomic_load(&m->tokens), max) / MILLI : 0;
+}
+
+static void spend(void *ud, double now) {
+  (void)now;
+  add_tokens(ud, -MILLI);
+}
+
+/* ---- the breaker */
+
+/* A success or an answer: the run ends, a half-open breaker closes. */
+static void breaker_answered(lr_local *l, double now) {
+  lr_local_file *m = map_of(l, &l->breaker);
+  if (!m) return;
+  uint64_t w = atomic_load(&m->breaker), next;
+  do {
+    unsigned s = state_of(w);
+    if (s == LUARETRY_BREAKER_OPEN || (s == LUARETRY_BREAKER_CLOSED && fails_of(w) == 0)) return;
+    next =
+      pack(LUARETRY_BREAKER_CLOSED, 0, 0, s == LUARETRY_BREAKER_HALF_OPEN ? cs(now) : at_of(w));
+  } while (!atomic_compare_exchange_weak(&m->breaker, &w, next));
+}
+
+static void breaker_failed(lr_local *l, double now) {
+  lr_local_file *m = map_of(l, &l->breaker);
+  if (!m) return;
+  uint64_t failures = (uint64_t)atomic_load(&l->failures);
+  if (failures > FAILS_MAX) failures = FAILS_MAX;
+  uint64_t w = atomic_load(&m->breaker), next;
+  do {
+    unsigned s = state_of(w);
+    uint64_t n = fails_of(w) + 1;
+    if (s == LUARETRY_BREAKER_HALF_OPEN || (s == LUARETRY_BREAKER_CLOSED && n >= failures))
+      next = pack(LUARETRY_BREAKER_OPEN, n, 0, cs(now));
+    else
+      next = pack(s, n, probes_of(w), at_of(w));
+  } while (!atomic_compare_exchange_weak(&m->breaker, &w, next));
+}
+
+/* engine/guard.c's lr_breaker_admits on the shared word.  A retry goes on
+ * while half-open; a first attempt takes a permit, and permits that were
+ * never told of (a probe cancelled, a process killed) come back after
+ * open_seconds. */
+static int breaker_admits(void *ud, int first_attempt, double now, double left, lr_waiter *w) {
+  (void)left, (void)w;
+  lr_local *l = ud;
+  lr_local_file *m = map_of(l, &l->breaker);
+  if (!m) return LR_REMOTE_LOCAL;
+  double open = (double)atomic_load(&l->open_cs) / 100;
+  uint64_t probes = (uint64_t)atomic_load(&l->probes);
+  uint64_t word = atomic_load(&m->breaker), next;
+  for (;;) {
+    unsigned s = state_of(word);
+    if (s == LUARETRY_BREAKER_CLOSED) return 1;
+    int over = since(word, now) >= open;
+    if (s == LUARETRY_BREAKER_OPEN && !over) return 0;
+    if (s == LUARETRY_BREAKER_HALF_OPEN && !first_attempt) return 1;
+    if (s == LUARETRY_BREAKER_OPEN || (probes_of(word) == 0 && over)) {
+      /* half-open afresh, with this call's permit taken */
+      next = pack(LUARETRY_BREAKER_HALF_OPEN, fails_of(word), first_attempt ? probes - 1 : probes,
+                  cs(now));
+    } else if (probes_of(word) > 0) {
+      next = pack(s, fails_of(word), probes_of(word) - 1, at_of(word));
+    } else {
+      return 0;
+    }
+    if (atomic_compare_exchange_weak(&m->breaker, &word, next)) return 1;
+  }
+}
+
+/* ---- the admission window: ten buckets, each one word of its number
+ * (40 bits: the window's tenths since boot) and its count (24) */
+
+#define COUNT_BITS 24
+#define COUNT_MAX  ((1ull << COUNT_BITS) - 1)
+
+static void bucket_add(atomic_ullong *b, uint64_t slot) {
+  uint64_t w = atomic_load_explicit(b, memory_order_relaxed), next;
+  do {
+    uint64_t n = (w >> COUNT_BITS) == slot ? (w & COUNT_MAX) + 1 : 1;
+    next = slot << COUNT_BITS | (n > COUNT_MAX ? COUNT_MAX : n);
+  } while (!atomic_compare_exchange_weak(b, &w, next));
+}
+
+static double bucket_sum(atomic_ullong *b, uint64_t slot) {
+  double sum = 0;
+  for (int i = 0; i < LR_LOCAL_BUCKETS; i++) {
+    uint64_t w = atomic_load_explicit(&b[i], memory_order_relaxed), at = w >> COUNT_BITS;
+    if (at <= slot && slot - at < LR_LOCAL_BUCKETS) sum += (double)(w & COUNT_MAX);
+  }
+  return sum;
+}
+
+static uint64_t slot_of(lr_local *l, double now) {
+  long long width = atomic_load_explicit(&l->bucket_ms, memory_order_relaxed);
+  return ((uint64_t)(now * 1000) / (uint64_t)(width > 0 ? width : 1)) & ((1ull << 40) - 1);
+}
+
+static void accepted(lr_local *l, double now) {
+  lr_local_file *m = map_of(l, &l->throttle);
+  if (!m) return;
+  uint64_t slot = slot_of(l, now);
+  bucket_add(&m->accepts[slot % LR_LOCAL_BUCKETS], slot);
+}
+
+static double throttle_refusal(void *ud, double now) {
+  lr_local *l = ud;
+  lr_local_file *m = map_of(l, &l->throttle);
+  if (!m) return LR_REMOTE_LOCAL;
+  uint64_t slot = slot_of(l, now);
+  return lr_throttle_formula((double)atomic_load(&l->k_milli) / MILLI,
+                             bucket_sum(m->requests, slot), bucket_sum(m->accepts, slot));
+}
+
+static double throttle_request(void *ud, double now) {
+  lr_local *l = ud;
+  double r = throttle_refusal(ud, now);
+  if (r == LR_REMOTE_LOCAL) return r;
+  uint64_t slot = slot_of(l, now);
+  bucket_add(&l->map->requests[slot % LR_LOCAL_BUCKETS], slot);
+  return r;
+}
+
+static void record(void *ud, lr_remote_outcome o, double now) {
+  lr_local *l = ud;
+  if (!l->map) return;
+  switch (o) {
+  case LR_REMOTE_SUCCESS:
+    add_tokens(l, atomic_load_explicit(&l->ratio_milli, memory_order_relaxed));
+    __attribute__((fallthrough));
+  case LR_REMOTE_ANSWERED:
+    accepted(l, now);
+    breaker_answered(l, now);
+    return;
+  case LR_REMOTE_THROTTLED: /* an answer, priced budget.throttle_cost */
+    add_tokens(l, -atomic_load_explicit(&l->cost_milli, memory_order_relaxed));
+    breaker_answered(l, now);
+    return;
+  case LR_REMOTE_FAILURE:
+    add_tokens(l, -MILLI);
+    breaker_failed(l, now);
+    return;
+  }
+}
+
+/* Nothing to bring up to date: every count is read where it lives. */
+static void refresh(void *ud, double now, double left, lr_waiter *w) {
+  (void)ud, (void)now, (void)left, (void)w;
+}
+
+/* ---- the rate limiter: one GCRA for the machine, its theoretical
+ * arrival time in one word; slots handed out in order (FIFO) up to
+ * LR_LEASE_HORIZON ahead, as Redis's lease hands them out. */
+static int rate_reserve(void *ud, double now, double at, double latest, double left, double u,
+                        lr_waiter *w, double *wait) {
+  (void)left, (void)w;
+  lr_local *l = ud;
+  lr_local_file *m = map_of(l, &l->rate);
+  if (!m) return LR_REMOTE_LOCAL;
+  long long interval = atomic_load(&l->interval_us), tolerance = atomic_load(&l->tolerance_us);
+  long long at_us = llround(at * 1e6), now_us = llround(now * 1e6);
+  long long horizon = llround(lr_lease_horizon(now, latest) * 1e6);
+  long long cur = atomic_load(&m->tat_us), t, next;
+  do {
+    t = cur - tolerance > at_us ? cur - tolerance : at_us;
+    if (latest >= 0 && t > llround(latest * 1e6)) {
+      *wait = -1;
+      return 1;
+    }
+    if (t - now_us > horizon) { /* the fleet's slots are taken that far: ask again */
+      *wait = (double)(t - horizon - at_us) / 1e6 + u * LR_LEASE_SPREAD;
+      if (*wait < 0.001) *wait = 0.001;
+      return 0;
+    }
+    next = (cur > at_us ? cur : at_us) + interval;
+  } while (!atomic_compare_exchange_weak(&m->tat_us, &cur, next));
+  *wait = (double)(t - at_us) / 1e6;
+  return 1;
+}
+
+const lr_remote_ops lr_local_remote_ops = {
+  budget_allows_retry, breaker_admits,   record, refresh,      tokens,
+  throttle_request,    throttle_refusal, spend,  rate_reserve,
+};
+
+/* ---- the handle */
+
+void lr_local_configure(lr_local *l, const lr_fleet_settings *s) {
+  if (!l || !s) return;
+  atomic_store(&l->max_milli, llround(s->max_tokens * MILLI));
+  atomic_store(&l->ratio_milli, llround(s->token_ratio * MILLI));
+  atomic_store(&l->cost_milli, llround(s->throttle_cost * MILLI));
+  atomic_store(&l->failures, s->failures);
+  atomic_store(&l->open_cs, llround(s->open_seconds * 100));
+  atomic_store(&l->probes, s->probes < 1 ? 1 : s->probes);
+  atomic_store(&l->k_milli, llround(s->throttle_k * MILLI));
+  long long bucket = llround(s->throttle_window * 1000 / LR_LOCAL_BUCKETS);
+  atomic_store(&l->bucket_ms, bucket < 1 ? 1 : bucket);
+  int rate = s->rate && s->rate_limit > 0;
+  long long interval = rate ? llround(1e6 / s->rate_limit) : 1;
+  atomic_store(&l->interval_us, interval < 1 ? 1 : interval);
+  atomic_store(&l->tolerance_us, rate ? (s->rate_burst - 1) * interval : 0);
+  atomic_store(&l->budget, s->budget);
+  atomic_store(&l->breaker, s->breaker);
+  atomic_store(&l->throttle, s->throttle);
+  atomic_store(&l->rate, rate);
+}
+
+lr_fleet_code lr_local_new(const char *dir, const char *key, const lr_fleet_settings *s,
+                           lr_local **out, char *err, size_t errlen) {
+  if (!out || !s || !key || !key[0]) return LR_FLEET_E_ARG;
+  lr_local *l = calloc(1, sizeof *l);
+  *out = l;
+  if (!l) return LR_FLEET_E_NOMEM;
+  lr_local_configure(l, s);
+  lr_local_file_open(l, dir, key);
+  if (l->detail[0]) {
+    char line[800];
+    lr_fmt(line, sizeof line, "fleet guards (local): %s; local guards decide", l->detail);
+    if (s->log) s->log(s->log_ud, line);
+    if (err) lr_fmt(err, errlen, "%s", l->detail);
+  }
+  return LR_FLEET_OK;
+}
+
+void lr_local_free(lr_local *l) {
+  if (!l) return;
+  lr_local_file_close(l);
+  free(l);
+}
+
+void lr_local_status_get(lr_local *l, lr_local_status *st) {
+  memset(st, 0, sizeof *st);
+  if (!l) return;
+  lr_strlcpy(st->path, l->path, sizeof st->path);
+  lr_strlcpy(st->detail, l->detail, sizeof st->detail);
+  st->max_tokens = (double)atomic_load(&l->max_milli) / MILLI;
+  st->opened_ago = -1;
+  lr_local_file *m = l->map;
+  if (!m) return;
+  st->usable = 1;
+  double now = lr_monotonic_now();
+  st->tokens = (double)tokens_of(atomic_load(&m->tokens), atomic_load(&l->max_milli)) / MILLI;
+  uint64_t w = atomic_load(&m->breaker);
+  st->breaker = (int)state_of(w);
+  st->consecutive_failures = (int)fails_of(w);
+  st->probes_left = (int)probes_of(w);
+  if (st->breaker != LUARETRY_BREAKER_CLOSED || at_of(w)) st->opened_ago = since(w, now);
+  uint64_t slot = slot_of(l, now);
+  st->requests = bucket_sum(m->requests, slot);
+  st->accepts = bucket_sum(m->accepts, slot);
+  double tat = (double)atomic_load(&m->tat_us) / 1e6 - (double)atomic_load(&l->tolerance_us) / 1e6;
+  st->rate_wait = tat > now ? tat - now : 0;
+}
+
+lr_fleet_code lr_local_reset(lr_local *l, char *err, size_t errlen) {
+  if (!l) return LR_FLEET_E_ARG;
+  if (!l->map) {
+    lr_fmt(err, errlen, "%s", l->detail);
+    return LR_FLEET_E_REFUSED;
+  }
+  lr_local_file_clear(l->map);
+  return LR_FLEET_OK;
+}

@@ -1,0 +1,92 @@
+/* local_store.h: the fleet on one machine with no server (`--fleet local`,
+ * README "Fleet").  The processes of one user that name the same key share
+ * the guards through a shared-memory file (local_file.c opens it,
+ * local_guard.c answers the engine through lr_remote_ops, as the Redis
+ * view does through remote_guard.c).  Needs no hiredis.
+ *
+ * Crash-safe without a lock: every shared count is one 64-bit word of
+ * the mapped file changed by one compare-and-swap (the budget's tokens;
+ * the breaker's state, run, probes and opening packed in one word; each
+ * bucket of the admission window as its number and count; the rate
+ * limiter's theoretical arrival time), so a process killed at any
+ * instruction leaves every word as before or after its update, and no
+ * one waits for it.
+ *
+ * A file that is not ours is refused, never used: a link, another
+ * user's, another magic, version or size, a key of another name; so is a
+ * folder that others may write to, and a file system with no room for
+ * it.  Refused, the handle answers LR_REMOTE_LOCAL to every question (the
+ * local guards decide) and the log hears why, once. */
+#ifndef LUARETRY_LOCAL_STORE_H
+#define LUARETRY_LOCAL_STORE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/engine.h"
+#include "fleet.h"
+
+typedef struct lr_local lr_local;
+
+/* The store of `key` (any bytes: the file's name is a hash of it) in
+ * folder `dir` (NULL or "": /tmp/luaretry-UID, made 0700).  Only the guard
+ * fields, `log` and `log_ud` of *s are read.  OK with a handle even when
+ * the file is refused (said through s->log, and in err); E_NOMEM,
+ * E_ARG (no key) with no handle. */
+lr_fleet_code lr_local_new(const char *dir, const char *key, const lr_fleet_settings *s,
+                           lr_local **out, char *err, size_t errlen);
+void lr_local_free(lr_local *l); /* NULL is fine */
+/* New guard numbers (a reload): the shared counts go on. */
+void lr_local_configure(lr_local *l, const lr_fleet_settings *s);
+
+extern const lr_remote_ops lr_local_remote_ops;
+
+typedef struct {
+  int usable;                /* the file is open and ours */
+  double tokens, max_tokens; /* max_tokens: this process's */
+  int breaker, consecutive_failures, probes_left;
+  double opened_ago;            /* seconds since it opened (or went half-open); -1: never */
+  double requests, accepts;     /* the admission window */
+  double rate_wait;             /* seconds until the rate limiter's next token */
+  char path[4200], detail[600]; /* the file; why it is refused ("" when usable) */
+} lr_local_status;
+
+void lr_local_status_get(lr_local *l, lr_local_status *st);
+/* Every shared guard afresh: full budget, breaker closed, empty window,
+ * rate bucket full.  E_REFUSED (err) when the file is not usable. */
+lr_fleet_code lr_local_reset(lr_local *l, char *err, size_t errlen);
+
+/* ---- local_file.c, for local_guard.c */
+
+#define LR_LOCAL_BUCKETS 10
+
+/* The file, as mapped: one page. */
+typedef struct {
+  uint64_t magic;
+  uint32_t version, size; /* LR_LOCAL_VERSION, sizeof (lr_local_file) */
+  uint64_t key_hash[2];
+  char key[200];                    /* the key's start, for people looking at the file */
+  _Alignas(64) atomic_llong tokens; /* milli-tokens; < 0: full (a new or reset store) */
+  atomic_ullong breaker;            /* local_guard.c's packing */
+  _Alignas(64) atomic_ullong requests[LR_LOCAL_BUCKETS], accepts[LR_LOCAL_BUCKETS];
+  _Alignas(64) atomic_llong tat_us; /* the rate limiter's; CLOCK_MONOTONIC µs */
+} lr_local_file;
+
+struct lr_local {
+  lr_local_file *map; /* NULL: refused, the local guards decide */
+  /* the guard numbers, read by decisions without a lock */
+  atomic_int budget, breaker, throttle, rate;
+  atomic_llong max_milli, ratio_milli, cost_milli, failures, open_cs, probes;
+  atomic_llong k_milli, bucket_ms, interval_us, tolerance_us;
+  char path[4200], detail[600];
+};
+
+/* Maps the file of `key` under `dir` into l->map, or says why not in
+ * l->detail (and err). */
+void lr_local_file_open(lr_local *l, const char *dir, const char *key);
+void lr_local_file_close(lr_local *l);
+/* A store as new (the budget full, breaker closed, window empty). */
+void lr_local_file_clear(lr_local_file *m);
+
+#endif
