@@ -10,12 +10,30 @@
 
 #include "cli.h"
 
-const char *cli_redis_url(const char *given, const char **from) {
-  *from = "--redis";
-  if (given) return given;
-  const char *env = getenv("LUARETRY_REDIS");
-  *from = "LUARETRY_REDIS";
-  return env && env[0] ? env : NULL;
+/* The local store's folder: $XDG_RUNTIME_DIR (the user's, made 0700 by
+ * the login), else the library's own (/tmp/luaretry-UID). */
+static const char *local_folder(void) {
+  const char *xdg = getenv("XDG_RUNTIME_DIR");
+  return xdg && xdg[0] == '/' ? xdg : "on";
+}
+
+int cli_fleet_store(const char *fleet, const char *redis, cli_store *s) {
+  memset(s, 0, sizeof *s);
+  if (fleet && strcmp(fleet, "local") != 0)
+    return cli_usage("--fleet %s: expected local (a Redis: --redis URL)", fleet);
+  if (fleet && redis) return cli_usage("--fleet local and --redis: one store at a time", NULL);
+  const char *env = getenv("LUARETRY_FLEET");
+  if (!fleet && !redis && env && env[0] && strcmp(env, "local") != 0)
+    return cli_usage("LUARETRY_FLEET=%s: expected local", env);
+  if (fleet || (!redis && env && env[0])) {
+    s->field = "fleet.local", s->value = local_folder();
+    s->from = fleet ? "--fleet local" : "LUARETRY_FLEET";
+    return 0;
+  }
+  s->from = "--redis";
+  if (!redis) redis = getenv("LUARETRY_REDIS"), s->from = "LUARETRY_REDIS";
+  if (redis && redis[0]) s->field = "fleet.redis", s->value = redis;
+  return 0;
 }
 
 /* Before the first call: the fleet's counts, so that an open circuit or a
@@ -46,9 +64,11 @@ void cli_fleet_warn_unshared(luaretry_policy *p, const char *from) {
   /* a fixed rate is shared too: the policy has a fleet then */
   if (luaretry_policy_metrics(p, &m) == LUARETRY_OK && m.guards != LUARETRY_GUARDS_LOCAL) return;
   fprintf(stderr,
-          "luaretry: warning: %s: %s names a Redis, but the policy has neither budget "
+          "luaretry: warning: %s: %s %s, but the policy has neither budget "
           "nor breaker, throttle or fixed rate: there is nothing to share\n",
-          t.name, from);
+          t.name, from,
+          strstr(from, "LUARETRY_REDIS") || strstr(from, "--redis") ? "names a Redis"
+                                                                    : "asks for the local store");
 }
 
 /* "2026-11-23 21:50:01.123 UTC" */
@@ -64,8 +84,25 @@ static void utc(double t, char *buf, size_t size) {
   snprintf(buf, size, "%s.%03d UTC", day, (int)((t - (double)s) * 1000));
 }
 
-static void print_status(const char *name, const luaretry_fleet_status *st) {
+/* The local store's times are CLOCK_MONOTONIC's: shown as ages. */
+static void print_local(const luaretry_fleet_status *st) {
+  printf("  budget: %.3f of %g tokens (a retry needs more than %g)\n", st->tokens, st->max_tokens,
+         st->max_tokens / 2);
+  printf("  breaker: %s", luaretry_breaker_state_name(st->breaker));
+  if (st->opened_at > 0 && st->breaker != LUARETRY_BREAKER_CLOSED)
+    printf(", since %.1f s", st->now - st->opened_at);
+  printf("; %ld transient failures in a row", st->consecutive_failures);
+  if (st->breaker == LUARETRY_BREAKER_HALF_OPEN) printf("; %ld probes left", st->probes_left);
+  printf("\n  admission window: %.0f requests, %.0f accepts\n", st->requests, st->accepts);
+  printf("  rate: next token in %.3f s\n", st->rate_wait);
+}
+
+static void print_status(const char *name, const luaretry_fleet_status *st, int local) {
   printf("fleet %s: %s at %s\n", name, st->key, st->where);
+  if (local) {
+    print_local(st);
+    return;
+  }
   if (!st->exists) {
     printf("  no state in Redis (never synced, expired or reset): full budget, breaker closed\n");
   } else {
@@ -87,7 +124,7 @@ static void print_status(const char *name, const luaretry_fleet_status *st) {
 }
 
 typedef struct {
-  const char *policy, *redis;
+  const char *policy, *redis, *fleet;
   int reset;
   char *sets[64];
   int nsets;
@@ -109,12 +146,14 @@ static int parse_fleet(int argc, char **argv, fleet_args *a) {
   memset(a, 0, sizeof *a);
   for (int i = 0; i < argc; i++) {
     const char *s = argv[i];
-    int valued = strcmp(s, "--redis") == 0 || strcmp(s, "--set") == 0;
+    int valued = strcmp(s, "--redis") == 0 || strcmp(s, "--set") == 0 || strcmp(s, "--fleet") == 0;
     if (valued && i + 1 >= argc) return cli_usage("fleet: %s needs a value", s);
     if (strcmp(s, "--reset") == 0)
       a->reset = 1;
     else if (strcmp(s, "--redis") == 0)
       a->redis = hide_redis(argv[++i]);
+    else if (strcmp(s, "--fleet") == 0)
+      a->fleet = argv[++i];
     else if (strcmp(s, "--set") == 0 && a->nsets == 64)
       return cli_usage("fleet: too many --set", NULL);
     else if (strcmp(s, "--set") == 0)
@@ -134,10 +173,14 @@ int cli_fleet(int argc, char **argv) {
   fleet_args a;
   int status = parse_fleet(argc, argv, &a);
   if (status) return status;
-  const char *from;
-  const char *url = cli_redis_url(a.redis, &from);
-  if (!url) return cli_usage("fleet: where is Redis? --redis URL, or LUARETRY_REDIS", NULL);
-  luaretry_policy *p = cli_load_policy_redis(a.policy, a.sets, a.nsets, 0, url, from, &status);
+  cli_store store;
+  if ((status = cli_fleet_store(a.fleet, a.redis, &store)) != 0) return status;
+  if (!store.field)
+    return cli_usage(
+      "fleet: which store? --fleet local, --redis URL, LUARETRY_FLEET=local or "
+      "LUARETRY_REDIS",
+      NULL);
+  luaretry_policy *p = cli_load_policy_redis(a.policy, a.sets, a.nsets, 0, &store, &status);
   if (!p) return status;
   status = EXIT_OK;
   luaretry_tuning t;
@@ -145,10 +188,12 @@ int cli_fleet(int argc, char **argv) {
   luaretry_fleet_status st;
   luaretry_code rc =
     a.reset ? luaretry_policy_fleet_reset(p) : luaretry_policy_fleet_status(p, &st);
+  int local = strcmp(store.field, "fleet.local") == 0;
   if (rc == LUARETRY_OK && a.reset) {
-    printf("fleet %s: reset: full budget, breaker closed, no processes\n", t.name);
+    printf("fleet %s: reset: full budget, breaker closed, %s\n", t.name,
+           local ? "admission window empty, rate bucket full" : "no processes");
   } else if (rc == LUARETRY_OK) {
-    print_status(t.name, &st);
+    print_status(t.name, &st, local);
     luaretry_fleet_status_free(&st);
   } else {
     fprintf(stderr, "luaretry: %s\n", luaretry_policy_errmsg(p));

@@ -251,7 +251,9 @@ static int check_field(lr_check *ck, int i) {
       error_at(ck, i,
                "the host says where Redis is and how long to wait for it (luaretry_policy_set, "
                "--set%s), not the script",
-               i == F_FL_REDIS ? ", --redis, LUARETRY_REDIS" : "");
+               i == F_FL_REDIS   ? ", --redis, LUARETRY_REDIS"
+               : i == F_FL_LOCAL ? ", --fleet local, LUARETRY_FLEET"
+                                 : "");
     else
       error_at(
         ck, i,

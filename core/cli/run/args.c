@@ -64,6 +64,7 @@ typedef enum {
   O_PARALLEL,
   O_METRICS_FILE,
   O_REDIS,
+  O_FLEET,
   O_TRACE_ASCII,
   O_SPEED_LIMIT,
   O_SPEED_TIME,
@@ -126,6 +127,7 @@ static const run_option OPTIONS[] = {
   { 0, "--parallel", O_PARALLEL },
   { 0, "--metrics-file", O_METRICS_FILE },
   { 0, "--redis", O_REDIS },
+  { 0, "--fleet", O_FLEET },
   { 0, "--stdout=live", O_STDOUT_LIVE },
   { 0, "--stdout=final", O_STDOUT_FINAL },
   { 0, "--trace-ascii", O_TRACE_ASCII },
@@ -482,6 +484,7 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_OUTPUT_DIR: a->output_dir = v; break;
   case O_PARALLEL: return set_parallel(a, v);
   case O_REDIS: a->redis = hide(a, v); break;
+  case O_FLEET: a->fleet = v; break;
   case O_METRICS_FILE: a->metrics_file = v; break;
   case O_TRACE_ASCII: a->trace_ascii = v; break;
   default: return take_curl_value(a, id, opt, v);
