@@ -37,8 +37,18 @@ static uint32_t cs(double now) { return (uint32_t)(uint64_t)(now * 100); }
 /* centiseconds since the word's time, modulo 2^32 */
 static double since(uint64_t w, double now) { return (double)(uint32_t)(cs(now) - at_of(w)) / 100; }
 
+/* A refused store, told once (then the local guards decide quietly). */
+__attribute__((noinline)) static void say_refused(lr_local *l) {
+  if (atomic_exchange(&l->said, 1) || !l->log) return;
+  char line[800];
+  lr_fmt(line, sizeof line, "fleet guards (local): %s; local guards decide", l->detail);
+  l->log(l->log_ud, line);
+}
+
 static lr_local_file *map_of(lr_local *l, atomic_int *guard) {
-  return l && l->map && atomic_load_explicit(guard, memory_order_relaxed) ? l->map : NULL;
+  if (!l || !atomic_load_explicit(guard, memory_order_relaxed)) return NULL;
+  if (!l->map) say_refused(l);
+  return l->map;
 }
 
 /* ---- the budget */
@@ -285,13 +295,9 @@ lr_fleet_code lr_local_new(const char *dir, const char *key, const lr_fleet_sett
   *out = l;
   if (!l) return LR_FLEET_E_NOMEM;
   lr_local_configure(l, s);
+  l->log = s->log, l->log_ud = s->log_ud;
   lr_local_file_open(l, dir, key);
-  if (l->detail[0]) {
-    char line[800];
-    lr_fmt(line, sizeof line, "fleet guards (local): %s; local guards decide", l->detail);
-    if (s->log) s->log(s->log_ud, line);
-    if (err) lr_fmt(err, errlen, "%s", l->detail);
-  }
+  if (l->detail[0] && err) lr_fmt(err, errlen, "%s", l->detail);
   return LR_FLEET_OK;
 }
 

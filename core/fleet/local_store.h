@@ -16,7 +16,8 @@
  * user's, another magic, version or size, a key of another name; so is a
  * folder that others may write to, and a file system with no room for
  * it.  Refused, the handle answers LR_REMOTE_LOCAL to every question (the
- * local guards decide) and the log hears why, once. */
+ * local guards decide) and the log hears why, once, at the first question
+ * (a host sets its log after the load that opens the store). */
 #ifndef LUARETRY_LOCAL_STORE_H
 #define LUARETRY_LOCAL_STORE_H
 
@@ -32,8 +33,8 @@ typedef struct lr_local lr_local;
 /* The store of `key` (any bytes: the file's name is a hash of it) in
  * folder `dir` (NULL or "": /tmp/luaretry-UID, made 0700).  Only the guard
  * fields, `log` and `log_ud` of *s are read.  OK with a handle even when
- * the file is refused (said through s->log, and in err); E_NOMEM,
- * E_ARG (no key) with no handle. */
+ * the file is refused (why in err, and through s->log at the first
+ * question); E_NOMEM, E_ARG (no key) with no handle. */
 lr_fleet_code lr_local_new(const char *dir, const char *key, const lr_fleet_settings *s,
                            lr_local **out, char *err, size_t errlen);
 void lr_local_free(lr_local *l); /* NULL is fine */
@@ -80,6 +81,9 @@ struct lr_local {
   atomic_llong max_milli, ratio_milli, cost_milli, failures, open_cs, probes;
   atomic_llong k_milli, bucket_ms, interval_us, tolerance_us;
   char path[4200], detail[600];
+  lr_fleet_log_fn log; /* the refusal told once, at the first question */
+  void *log_ud;
+  atomic_int said;
 };
 
 /* Maps the file of `key` under `dir` into l->map, or says why not in
