@@ -115,8 +115,15 @@ describe("the local store (--fleet local)", function ()
                "fleet.key=" .. key }
     end)
     local seen = #srv:requests_on("/503")
-    print(("\n  10 processes at once, one budget of 10 tokens: %d attempts (alone: 40)"):format(seen))
+    -- the model: simulate --fleet local, every outcome counted at once
+    local sim = proc.run({ "simulate", BUDGET, "--clients", "10", "--fleet", "local", "--json" })
+    assert.are.equal(0, sim.code, sim.stderr)
+    local m = proc.json.decode(sim.stdout)
+    print(("\n  10 processes at once, one budget of 10 tokens: %d attempts (alone: 40; " ..
+           "simulate --fleet local: %d)"):format(seen, m.fleet.attempts))
+    assert.are.equal(0, m.sync_ms)
     assert.is_true(seen <= 10 + 6, seen .. " attempts")
+    assert.is_true(math.abs(seen - m.fleet.attempts) <= 3, seen .. " vs " .. m.fleet.attempts)
     local r = cmd({ "run", BUDGET, srv.base .. "/503", "-q", "--set", "fleet.key=" .. key },
                   { "LUARETRY_FLEET=local" })
     assert.matches("the fleet's retry budget refuses", r.stderr)

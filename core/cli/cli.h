@@ -172,9 +172,10 @@ int cli_fleet(int argc, char **argv);    /* fleet_cmd.c */
 int cli_latency_parse(const char *s, luaretry_latency_options *l);
 int cli_simulate_latency(luaretry_policy *p, const luaretry_latency_options *l, int json);
 
-/* simulate/fleet_report.c: --fleet (own guards next to the fleet's) or
- * --process (the clients as calls of one process); the exit status. */
+/* simulate/fleet_report.c: --fleet (own guards next to the fleet's; local:
+ * the local store's, every outcome counted at once) or --process (the
+ * clients as calls of one process); the exit status. */
 int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, double outage,
-                       uint64_t seed, int status, int json, int process);
+                       uint64_t seed, int status, int json, int process, int local);
 
 #endif

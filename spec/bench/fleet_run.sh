@@ -97,6 +97,9 @@ outage "local store (--fleet local, one budget of 10 tokens)" "$tmp/guarded.lua"
 outage "fleet (--redis, one budget of 10 tokens)" "$tmp/guarded.lua" --redis "$REDIS"
 outage "per process (a budget of 10 tokens each)" "$tmp/guarded.lua"
 outage "none" "$tmp/unguarded.lua"
+local_model=$("$BIN" simulate "$tmp/guarded.lua" --clients "$N" --fleet local --json)
+printf '| model: simulate --clients %d --fleet local | local store %s |\n' "$N" \
+  "$(echo "$local_model" | sed -n 's/.*"fleet":{[^}]*"amplification":\([0-9.]*\).*/\1/p')"
 model=$("$BIN" simulate "$tmp/guarded.lua" --clients "$N" --fleet --json)
 printf '| model: simulate --clients %d --fleet | fleet %s, per process %s |\n' "$N" \
   "$(echo "$model" | sed -n 's/.*"fleet":{[^}]*"amplification":\([0-9.]*\).*/\1/p')" \
