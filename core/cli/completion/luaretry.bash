@@ -7,7 +7,7 @@ _luaretry_run_options="-X --request -H --header -d --data --data-ascii --data-bi
   --compressed -k --insecure --cacert -E --cert --key -i --include -D --dump-header
   -w --write-out -f --fail -I --head -m --max-time --retry-max-time --connect-timeout
   -s --silent -S --show-error -q --quiet -v --verbose --seed --set --stats --stats=json
-  --log-json --metrics-file --urls --parallel --output-dir --redis --help
+  --log-json --metrics-file --urls --parallel --output-dir --fleet --redis --help
   --stdout=live --stdout=final --trace-ascii --create-dirs --fail-with-body
   -O --remote-name --remote-name-all --url -T --upload-file -F --form --form-string -G --get
   -b --cookie -c --cookie-jar --resolve -x --proxy -K --config -Z --parallel-max
@@ -27,6 +27,7 @@ _luaretry() {
     --trace-ascii|-T|--upload-file|-b|--cookie|-c|--cookie-jar|-K|--config)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
     -C|--continue-at) COMPREPLY=($(compgen -W "-" -- "$cur")); return ;;
+    --fleet) COMPREPLY=($(compgen -W "local" -- "$cur")); [[ $cmd != simulate ]] && return ;;
     --output-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     -X|--request) COMPREPLY=($(compgen -W "GET HEAD POST PUT DELETE PATCH OPTIONS" -- "$cur")); return ;;
     -H|--header|-d|--data|--data-ascii|--data-binary|--data-raw|-u|--user|-A|--user-agent|\
@@ -46,7 +47,7 @@ _luaretry() {
       check) opts="--set --probe --help" ;;
       simulate) opts="--attempts --seed --json --set --probe --clients --outage --status --svg --fleet --process --latency --calls --help" ;;
       list) opts="--names --help" ;;
-      fleet) opts="--redis --reset --set --help" ;;
+      fleet) opts="--fleet --redis --reset --set --help" ;;
       faults) opts="--listen --listen-any --help" ;;
     esac
     COMPREPLY=($(compgen -W "$opts" -- "$cur"))
@@ -63,6 +64,7 @@ _luaretry() {
       --trace-ascii|--redis|--listen|--latency|--calls|--status|\
       -T|--upload-file|-F|--form|--form-string|-b|--cookie|-c|--cookie-jar|--resolve|--url|-x|\
       --proxy|-K|--config|--parallel-max|-Y|--speed-limit|-y|--speed-time|-C|--continue-at) ((i++)) ;;
+      --fleet) [[ ${COMP_WORDS[i + 1]} == local ]] && ((i++)) ;;
       -*) ;;
       *) ((words_before++)) ;;
     esac
