@@ -10,7 +10,8 @@
 #   sandbox/  the metered Lua VM and what scripts may use: policies and the fault server
 #   policy/   loading, schema, judgement, requests, workflows: with sandbox/, the only
 #             library files with lua.h
-#   fleet/    the guards shared through Redis: the only files with hiredis.h
+#   fleet/    the guards shared by processes, through the local store (a shared-memory
+#             file, local_*.c) or Redis: the only files with hiredis.h
 #   http/     the libcurl helper: the only library files with curl.h
 #   module/   the Lua module; cli/ the command (run/ and simulate/ its wings); faults/
 #             the fault server

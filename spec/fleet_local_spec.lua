@@ -248,7 +248,7 @@ describe("the local store (--fleet local)", function ()
     assert.matches("LUARETRY_FLEET=yes: expected local", r.stderr)
     r = cmd({ "fleet", BUDGET })
     assert.are.equal(2, r.code)
-    assert.matches("which store%?", r.stderr)
+    assert.matches("where is Redis%? .* %-%-fleet local or LUARETRY_FLEET=local", r.stderr)
   end)
 
   it("is a host setting: luaretry_policy_set(p, \"fleet.local\", ...), on, none or a folder", function ()

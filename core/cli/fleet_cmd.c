@@ -118,6 +118,8 @@ static void print_status(const char *name, const luaretry_fleet_status *st, int 
     if (st->breaker == LUARETRY_BREAKER_HALF_OPEN) printf("; %ld probes left", st->probes_left);
     printf("\n");
   }
+  printf("  admission window: %.0f requests, %.0f accepts\n", st->requests, st->accepts);
+  printf("  rate: next token in %.3f s\n", st->rate_wait);
   printf("  processes that synced in the last minute: %zu\n", st->process_count);
   for (size_t i = 0; i < st->process_count; i++)
     printf("    %-40s %.1f s ago\n", st->processes[i].member, st->processes[i].seen_ago);
@@ -177,8 +179,8 @@ int cli_fleet(int argc, char **argv) {
   if ((status = cli_fleet_store(a.fleet, a.redis, &store)) != 0) return status;
   if (!store.field)
     return cli_usage(
-      "fleet: which store? --fleet local, --redis URL, LUARETRY_FLEET=local or "
-      "LUARETRY_REDIS",
+      "fleet: where is Redis? --redis URL or LUARETRY_REDIS (this machine's "
+      "local store: --fleet local or LUARETRY_FLEET=local)",
       NULL);
   luaretry_policy *p = cli_load_policy_redis(a.policy, a.sets, a.nsets, 0, &store, &status);
   if (!p) return status;

@@ -120,6 +120,32 @@ lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *s
   return read_processes(r[2], st);
 }
 
+/* The throttle's ten buckets (HMGET ts0 tr0 ta0 ... ts9 tr9 ta9) summed
+ * over the window as the update script sums them, and the rate limiter's
+ * theoretical arrival time (HGET tat, µs on Redis's clock) as the wait for
+ * its next token; a field that is not a number the scripts write: 0. */
+static void read_guards(lr_fleet *f, const redisReply *b, const redisReply *tat,
+                        lr_fleet_status *st) {
+  long long width = atomic_load(&f->bucket_ms), v = 0;
+  if (width > 0 && atomic_load(&f->throttle) && b->type == REDIS_REPLY_ARRAY && b->elements == 30) {
+    long long slot = st->now_ms / width;
+    for (size_t j = 0; j < 10; j++) {
+      int present = 0;
+      long long s = field(b, 3 * j, LLONG_MAX / 2, &present);
+      if (!present || s <= slot - 10 || s > slot) continue;
+      st->requests += (double)field(b, 3 * j + 1, LLONG_MAX / 2, &present);
+      st->accepts += (double)field(b, 3 * j + 2, LLONG_MAX / 2, &present);
+    }
+  }
+  pthread_mutex_lock(&f->rate_lock);
+  double tolerance = f->rate_limit > 0 ? (double)(f->rate_burst - 1) / f->rate_limit : 0;
+  pthread_mutex_unlock(&f->rate_lock);
+  if (tat->type == REDIS_REPLY_STRING && number_in(tat->str, tat->len, 0, MS_MAX * 1000, &v)) {
+    double next = (double)v / 1e6 - tolerance - (double)st->now_ms / 1000;
+    st->rate_wait = next > 0 ? next : 0;
+  }
+}
+
 lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, size_t errlen) {
   if (!st) return LR_FLEET_E_ARG;
   memset(st, 0, sizeof *st);
@@ -131,14 +157,22 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
   char last[16];
   lr_fmt(last, sizeof last, "%d", LR_FLEET_PROCESSES_MAX - 1);
   const char *zrange[] = { "ZREVRANGE", f->procs_key, "0", last, "WITHSCORES" };
-  int argcs[3] = { 1, 9, 5 };
-  const char **argvs[3] = { time_cmd, hmget, zrange };
-  redisReply *r[3] = { NULL, NULL, NULL };
+  char names[30][8];
+  const char *buckets[32] = { "HMGET", f->key };
+  for (int j = 0; j < 30; j++) {
+    lr_fmt(names[j], sizeof names[j], "%s%d", j % 3 == 0 ? "ts" : j % 3 == 1 ? "tr" : "ta", j / 3);
+    buckets[j + 2] = names[j];
+  }
+  const char *tat[] = { "HGET", f->rate_key, "tat" };
+  int argcs[5] = { 1, 9, 5, 32, 3 };
+  const char **argvs[5] = { time_cmd, hmget, zrange, buckets, tat };
+  redisReply *r[5] = { NULL, NULL, NULL, NULL, NULL };
   pthread_mutex_lock(&f->io);
-  lr_fleet_code rc = pipeline(f, 3, argcs, argvs, r, err, errlen);
+  lr_fleet_code rc = pipeline(f, 5, argcs, argvs, r, err, errlen);
   pthread_mutex_unlock(&f->io);
   if (rc == LR_FLEET_OK) rc = lr_fleet_status_decode(r, st, err, errlen);
-  for (int i = 0; i < 3; i++)
+  if (rc == LR_FLEET_OK) read_guards(f, r[3], r[4], st);
+  for (int i = 0; i < 5; i++)
     if (r[i]) freeReplyObject(r[i]);
   if (rc != LR_FLEET_OK) lr_fleet_status_free(st);
   return rc;

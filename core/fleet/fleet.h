@@ -256,10 +256,12 @@ typedef struct {
   double tokens, max_tokens; /* max_tokens: the last writer's */
   int breaker, consecutive_failures, probes_left;
   long long opened_at_ms, updated_at_ms, now_ms; /* Redis's clock */
-  size_t count;                                  /* processes that synced in the last minute (the
+  double requests, accepts;                      /* the throttle's window on Redis's clock */
+  double rate_wait;            /* seconds until the fleet's rate limiter's next token */
+  size_t count;                /* processes that synced in the last minute (the
                                 newest 1000 at most), names with control
                                 bytes escaped (\xNN) */
-  lr_fleet_process *processes;                   /* most recent first; lr_fleet_status_free */
+  lr_fleet_process *processes; /* most recent first; lr_fleet_status_free */
 } lr_fleet_status;
 
 lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, size_t errlen);

@@ -413,9 +413,8 @@ typedef struct {
   size_t process_count;
   luaretry_fleet_process *processes; /* most recent first (1000 at most);
                                          freed by luaretry_fleet_status_free */
-  /* the local store's (fleet.local) only, 0 with Redis: the admission
-   * window's requests and accepts, and the seconds until the shared rate
-   * limiter's next token */
+  /* the client-side throttle's window (its requests and accepts), and the
+   * seconds until the shared rate limiter's next token */
   double requests, accepts, rate_wait;
   uint64_t reserved[5];
 } luaretry_fleet_status;

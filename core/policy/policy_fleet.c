@@ -67,6 +67,9 @@ static luaretry_code copy_status(const lr_fleet_status *in, const lr_fleet_view 
   st->probes_left = in->probes_left;
   st->opened_at = (double)in->opened_at_ms / 1000;
   st->now = (double)in->now_ms / 1000;
+  st->requests = in->requests;
+  st->accepts = in->accepts;
+  st->rate_wait = in->rate_wait;
   lr_strlcpy(st->key, v->key, sizeof st->key);
   lr_strlcpy(st->where, v->where, sizeof st->where);
   if (!in->count) return LUARETRY_OK;

@@ -2,12 +2,14 @@
  * handles share the guards through the file; what is refused is never
  * used; and writers SIGKILLed at random points leave the others going
  * and every count within its bounds. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -156,6 +158,31 @@ static void test_refused(void) {
   rmdir(open_dir);
 }
 
+/* No room for the file (a full disk or tmpfs, here a file size limit of
+ * 100 bytes, in a child): refused, nothing left behind. */
+static void test_full(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit r = { 100, 100 };
+    setrlimit(RLIMIT_FSIZE, &r);
+    char err[600];
+    lr_local *l = open_store("full", err, sizeof err);
+    int ok =
+      strstr(err, "no room for it") != NULL && ops->budget_allows_retry(l, 0) == LR_REMOTE_LOCAL;
+    lr_local_free(l);
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  DIR *d = opendir(dir);
+  int files = 0;
+  for (struct dirent *e; d && (e = readdir(d));) files += e->d_name[0] != '.';
+  if (d) closedir(d);
+  CHECK_EQ_INT(files, 0); /* not even the temporary file */
+}
+
 /* Keys that are not file names: each a file in the folder itself. */
 static void test_keys(void) {
   char *long_key = malloc(10001);
@@ -282,6 +309,7 @@ int main(void) {
   test_shared();
   test_refused();
   test_keys();
+  test_full();
   test_crash();
   CHECK(rmdir(dir) == 0); /* nothing left behind */
   return check_done();
