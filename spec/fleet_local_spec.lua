@@ -177,6 +177,15 @@ describe("the local store (--fleet local)", function ()
     proc.sh("ln -s " .. q(tmp .. "/elsewhere") .. " " .. q(file))
     refused("a symbolic link")
     assert.are.equal("x", proc.readfile(tmp .. "/elsewhere")) -- never written through
+    -- --reset removes what was refused (the link, not its target); the
+    -- next process makes the store anew
+    local reset = cmd({ "fleet", BUDGET, "--fleet", "local", "--set", "fleet.key=" .. key, "--reset" })
+    assert.are.equal(0, reset.code, reset.stderr)
+    assert.are.equal("x", proc.readfile(tmp .. "/elsewhere"))
+    srv:reset()
+    local r = cmd({ "run", BUDGET, srv.base .. "/503", "--fleet", "local", "--set", "fleet.key=" .. key })
+    assert.are.equal(0, count(r.stderr, REFUSED), r.stderr)
+    assert.matches("budget: 6.000 of 10 tokens", select(2, store_of(BUDGET, key)))
     os.remove(file)
   end)
 

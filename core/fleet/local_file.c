@@ -148,6 +148,7 @@ void lr_local_file_open(lr_local *l, const char *dir, const char *key) {
     int fd = open(l->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && errno == ELOOP) {
       refuse(l, "%s", "a symbolic link, refused");
+      l->file_refused = 1;
       return;
     }
     if (fd < 0 && errno == ENOENT) {
@@ -158,7 +159,7 @@ void lr_local_file_open(lr_local *l, const char *dir, const char *key) {
       refuse(l, "cannot be opened: %s", strerror(errno));
       return;
     }
-    check_and_map(l, fd, h);
+    if (check_and_map(l, fd, h) != 0) l->file_refused = 1;
     close(fd);
     return;
   }

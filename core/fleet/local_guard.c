@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "local_store.h"
 
@@ -333,6 +334,10 @@ void lr_local_status_get(lr_local *l, lr_local_status *st) {
 
 lr_fleet_code lr_local_reset(lr_local *l, char *err, size_t errlen) {
   if (!l) return LR_FLEET_E_ARG;
+  if (!l->map && l->file_refused && unlink(l->path) == 0) {
+    lr_fmt(err, errlen, "%s: removed (it was refused); the next process makes a new one", l->path);
+    return LR_FLEET_OK;
+  }
   if (!l->map) {
     lr_fmt(err, errlen, "%s", l->detail);
     return LR_FLEET_E_REFUSED;

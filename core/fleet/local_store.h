@@ -55,7 +55,10 @@ typedef struct {
 
 void lr_local_status_get(lr_local *l, lr_local_status *st);
 /* Every shared guard afresh: full budget, breaker closed, empty window,
- * rate bucket full.  E_REFUSED (err) when the file is not usable. */
+ * rate bucket full.  A refused file (garbage, truncated, a link...) is
+ * removed instead, for the next process to make anew (this handle stays
+ * refused: it is never remapped under running calls).  E_REFUSED (err)
+ * when the folder is refused or the file cannot be removed. */
 lr_fleet_code lr_local_reset(lr_local *l, char *err, size_t errlen);
 
 /* ---- local_file.c, for local_guard.c */
@@ -81,6 +84,7 @@ struct lr_local {
   atomic_llong max_milli, ratio_milli, cost_milli, failures, open_cs, probes;
   atomic_llong k_milli, bucket_ms, interval_us, tolerance_us;
   char path[4200], detail[600];
+  int file_refused;    /* the file (not the folder) was refused: reset removes it */
   lr_fleet_log_fn log; /* the refusal told once, at the first question */
   void *log_ud;
   atomic_int said;

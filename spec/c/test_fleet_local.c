@@ -105,7 +105,6 @@ static void expect_refused(const char *key, const char *why) {
   CHECK(ops->throttle_request(l, 0) == LR_REMOTE_LOCAL);
   CHECK_EQ_INT(ops->rate_reserve(l, 0, 0, -1, 0, 0, NULL, &w), LR_REMOTE_LOCAL);
   ops->record(l, LR_REMOTE_FAILURE, 0);
-  CHECK_EQ_INT(lr_local_reset(l, err, sizeof err), LR_FLEET_E_REFUSED);
   lr_local_free(l);
 }
 
@@ -135,6 +134,17 @@ static void test_refused(void) {
   expect_refused("bad", "not a luaretry fleet store");
   chmod(path, 0644);
   expect_refused("bad", "others may read or write it");
+  /* reset removes a refused file; the next handle makes a new one */
+  char err[600];
+  lr_local *l = open_store("bad", err, sizeof err);
+  CHECK_EQ_INT(lr_local_reset(l, err, sizeof err), LR_FLEET_OK);
+  CHECK_CONTAINS(err, "removed");
+  CHECK_EQ_INT(ops->budget_allows_retry(l, 0), LR_REMOTE_LOCAL); /* this one stays refused */
+  lr_local_free(l);
+  l = open_store("bad", err, sizeof err);
+  CHECK_EQ_STR(err, "");
+  CHECK_EQ_INT(ops->budget_allows_retry(l, 0), 1);
+  lr_local_free(l);
   unlink(path);
   char target[300];
   lr_fmt(target, sizeof target, "%s/elsewhere", dir);
@@ -149,11 +159,11 @@ static void test_refused(void) {
   CHECK(mkdir(open_dir, 0700) == 0 && chmod(open_dir, 0777) == 0);
   lr_fleet_settings s;
   settings(&s);
-  lr_local *l = NULL;
-  char err[600] = "";
+  err[0] = '\0';
   CHECK_EQ_INT(lr_local_new(open_dir, "k", &s, &l, err, sizeof err), LR_FLEET_OK);
   CHECK_CONTAINS(err, "others may write to it");
   CHECK_EQ_INT(ops->budget_allows_retry(l, 0), LR_REMOTE_LOCAL);
+  CHECK_EQ_INT(lr_local_reset(l, err, sizeof err), LR_FLEET_E_REFUSED); /* a folder: kept */
   lr_local_free(l);
   rmdir(open_dir);
 }
