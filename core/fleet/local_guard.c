@@ -98,9 +98,13 @@ static void breaker_answered(lr_local *l, double now) {
   uint64_t w = atomic_load(&m->breaker), next;
   do {
     unsigned s = state_of(w);
-    if (s == LUARETRY_BREAKER_OPEN || (s == LUARETRY_BREAKER_CLOSED && fails_of(w) == 0)) return;
-    next =
-      pack(LUARETRY_BREAKER_CLOSED, 0, 0, s == LUARETRY_BREAKER_HALF_OPEN ? cs(now) : at_of(w));
+    if (s != LUARETRY_BREAKER_HALF_OPEN && fails_of(w) == 0) return;
+    /* the run ends; open stays open (its period runs on), half-open closes */
+    if (s == LUARETRY_BREAKER_OPEN)
+      next = pack(s, 0, probes_of(w), at_of(w));
+    else
+      next =
+        pack(LUARETRY_BREAKER_CLOSED, 0, 0, s == LUARETRY_BREAKER_HALF_OPEN ? cs(now) : at_of(w));
   } while (!atomic_compare_exchange_weak(&m->breaker, &w, next));
 }
 
