@@ -14,6 +14,7 @@ local BREAKER = proc.root .. "/spec/fixtures/fleet/breaker.lua"
 local SERVER = proc.root .. "/spec/fixtures/fleet/server.lua"
 local RATE = proc.root .. "/spec/fixtures/fleet_rate/rate.lua"
 local RATE_SERVER = proc.root .. "/spec/fixtures/fleet_rate/server.lua"
+local REFUSE = proc.root .. "/spec/fixtures/fleet_throttle/refuse.lua"
 local REFUSED = "fleet guards %(local%): .-; local guards decide"
 
 local keys = 0
@@ -148,6 +149,35 @@ describe("the local store (--fleet local)", function ()
     r = cmd({ "run", BREAKER, srv.base .. "/200", "-q", "--fleet", "local",
               "--set", "fleet.key=" .. key, "--set", "breaker.open_seconds=30" })
     assert.are.equal(0, r.code, r.stderr)
+  end)
+
+  it("shares the client-side throttle's window: one process's refused requests refuse another's", function ()
+    local key = new_key()
+    local list = {}
+    for i = 1, 10 do list[i] = srv.base .. "/503?" .. i end
+    proc.writefile(tmp .. "/urls", table.concat(list, "\n") .. "\n")
+    -- process A: 10 calls against a 503, each a request and no accept
+    local a = cmd({ "run", REFUSE, "--urls", tmp .. "/urls", "-s", "--fleet", "local",
+                    "--set", "fleet.key=" .. key })
+    assert.is_true(a.code ~= 0, a.stderr)
+    local _, shown = store_of(REFUSE, key)
+    assert.matches("admission window: 10 requests, 0 accepts", shown)
+    -- processes B against a service that answers: the window says 10/11
+    -- and more; with a key of their own the same seeds all go through
+    local refused, own_refused = 0, 0
+    for seed = 1, 5 do
+      local b = cmd({ "run", REFUSE, srv.base .. "/200", "--seed", tostring(seed), "--fleet",
+                      "local", "--set", "fleet.key=" .. key })
+      if b.code == 6 then
+        refused = refused + 1
+        assert.matches("the fleet's client%-side throttle refuses", b.stderr)
+      end
+      local own = cmd({ "run", REFUSE, srv.base .. "/200", "--seed", tostring(seed), "--fleet",
+                        "local", "--set", "fleet.key=" .. key .. "-own" .. seed })
+      if own.code ~= 0 then own_refused = own_refused + 1 end
+    end
+    assert.is_true(refused >= 4, "refused: " .. refused)
+    assert.are.equal(0, own_refused)
   end)
 
   it("refuses a file that is not the store's (truncated, garbage, a link, readable by others): said once, local guards decide", function ()

@@ -59,6 +59,13 @@ static void test_shared(void) {
   CHECK_EQ_INT(ops->budget_allows_retry(b, now), 0); /* 5 of 10: not more than half */
   ops->record(b, LR_REMOTE_SUCCESS, now);
   CHECK_NEAR(ops->tokens(a), 5.5, 1e-9);
+  ops->spend(b, now); /* a hedge's token, and the throttling answer's cost */
+  ops->record(a, LR_REMOTE_THROTTLED, now);
+  CHECK_NEAR(ops->tokens(a), 3.5, 1e-9);
+  ops->spend(b, now), ops->spend(b, now), ops->spend(b, now), ops->spend(b, now);
+  CHECK_NEAR(ops->tokens(a), 0, 1e-9); /* never below 0 */
+  ops->record(b, LR_REMOTE_SUCCESS, now);
+  CHECK_NEAR(ops->tokens(a), 0.5, 1e-9);
   /* the open period over: half-open, two permits for first attempts */
   CHECK_EQ_INT(ops->breaker_admits(a, 1, now + 61, 0, NULL), 1);
   CHECK_EQ_INT(ops->breaker_admits(b, 1, now + 61, 0, NULL), 1);
