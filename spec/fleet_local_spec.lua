@@ -151,6 +151,30 @@ describe("the local store (--fleet local)", function ()
     assert.are.equal(0, r.code, r.stderr)
   end)
 
+  it("shares the breaker's rate window: half of the last 10 outcomes of 10 processes failed opens it", function ()
+    local key = new_key()
+    local policy = tmp .. "/rated.lua"
+    proc.writefile(policy, 'name = "rated"\nmax_attempts = 1\ndeadline = 5\nattempt_timeout = 2\n' ..
+                   "breaker = { failure_rate = 0.5, window = 10, min_calls = 10, open_seconds = 30 }\n")
+    -- failures and successes in turn: never 5 in a row; one outcome each
+    local function runs(extra)
+      for i = 1, 10 do
+        local a = { "run", policy, srv.base .. (i % 2 == 1 and "/503" or "/200"), "-q" }
+        for _, x in ipairs(extra) do a[#a + 1] = x end
+        cmd(a)
+      end
+      local a = { "run", policy, srv.base .. "/200", "-q" }
+      for _, x in ipairs(extra) do a[#a + 1] = x end
+      return cmd(a)
+    end
+    local alone = runs({})
+    assert.are.equal(0, alone.code, alone.stderr)
+    local shared = runs({ "--fleet", "local", "--set", "fleet.key=" .. key })
+    assert.are_not.equal(0, shared.code)
+    assert.matches("circuit", shared.stderr)
+    assert.matches("breaker: open", select(2, store_of(policy, key)))
+  end)
+
   it("shares the client-side throttle's window: one process's refused requests refuse another's", function ()
     local key = new_key()
     local list = {}

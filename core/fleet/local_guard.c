@@ -91,6 +91,12 @@ static void spend(void *ud, double now) {
 
 /* ---- the breaker */
 
+/* The rate window starts afresh at each opening and closing (guard.c's
+ * rule: a circuit just closed is not judged on what opened it). */
+static void window_restart(lr_local_file *m) {
+  atomic_store(&m->window_from, atomic_load(&m->outcomes));
+}
+
 /* A success or an answer: the run ends, a half-open breaker closes. */
 static void breaker_answered(lr_local *l, double now) {
   lr_local_file *m = map_of(l, &l->breaker);
@@ -106,6 +112,7 @@ static void breaker_answered(lr_local *l, double now) {
       next =
         pack(LUARETRY_BREAKER_CLOSED, 0, 0, s == LUARETRY_BREAKER_HALF_OPEN ? cs(now) : at_of(w));
   } while (!atomic_compare_exchange_weak(&m->breaker, &w, next));
+  if (state_of(w) == LUARETRY_BREAKER_HALF_OPEN) window_restart(m);
 }
 
 static void breaker_failed(lr_local *l, double now) {
@@ -122,6 +129,70 @@ static void breaker_failed(lr_local *l, double now) {
     else
       next = pack(s, n, probes_of(w), at_of(w));
   } while (!atomic_compare_exchange_weak(&m->breaker, &w, next));
+  if (state_of(next) == LUARETRY_BREAKER_OPEN && state_of(w) != LUARETRY_BREAKER_OPEN)
+    window_restart(m);
+}
+
+/* ---- the breaker's rate rules: the last `window` outcomes of every
+ * process, in LR_LOCAL_BLOCKS blocks of ceil(window / LR_LOCAL_BLOCKS)
+ * outcomes, each one word: its number (the outcome's number over the
+ * block's size, 28 bits), its outcomes, failures and slow ones (12 bits
+ * each).  So the window moves by a block at a time: it holds the last
+ * `window` outcomes and up to a block more. */
+
+#define BLOCK_BITS 12
+#define BLOCK_MAX  ((1ull << BLOCK_BITS) - 1)
+#define EPOCH_MASK ((1ull << 28) - 1)
+
+static uint64_t block_of(uint64_t epoch, uint64_t n, uint64_t failed, uint64_t slow) {
+  return (epoch & EPOCH_MASK) << 36 | n << 24 | failed << 12 | slow;
+}
+
+/* The window's outcomes, failures and slow ones: the blocks within the
+ * last `window` outcomes up to block `epoch`, none from before the window
+ * last started afresh. */
+static void window_sum(lr_local_file *m, uint64_t epoch, uint64_t size, uint64_t window,
+                       uint64_t sum[3]) {
+  uint64_t from = (atomic_load(&m->window_from) / size) & EPOCH_MASK;
+  uint64_t blocks = (window + size - 1) / size;
+  sum[0] = sum[1] = sum[2] = 0;
+  for (int i = 0; i < LR_LOCAL_BLOCKS; i++) {
+    uint64_t x = atomic_load(&m->blocks[i]), e = x >> 36;
+    if (((epoch - e) & EPOCH_MASK) >= blocks || ((e - from) & EPOCH_MASK) > EPOCH_MASK / 2)
+      continue;
+    sum[0] += x >> 24 & BLOCK_MAX, sum[1] += x >> 12 & BLOCK_MAX, sum[2] += x & BLOCK_MAX;
+  }
+}
+
+static void breaker_record(void *ud, int failed, int slow, double now) {
+  lr_local *l = ud;
+  lr_local_file *m = map_of(l, &l->rated);
+  if (!m || state_of(atomic_load(&m->breaker)) != LUARETRY_BREAKER_CLOSED) return;
+  uint64_t window = (uint64_t)atomic_load(&l->window);
+  uint64_t size = (window + LR_LOCAL_BLOCKS - 1) / LR_LOCAL_BLOCKS;
+  uint64_t k = atomic_fetch_add(&m->outcomes, 1), epoch = (k / size) & EPOCH_MASK;
+  atomic_ullong *b = &m->blocks[epoch % LR_LOCAL_BLOCKS];
+  uint64_t w = atomic_load(b), next;
+  do {
+    int same = (w >> 36) == epoch;
+    uint64_t n = same ? (w >> 24 & BLOCK_MAX) : 0, f = same ? (w >> 12 & BLOCK_MAX) : 0;
+    uint64_t s = same ? (w & BLOCK_MAX) : 0;
+    next = block_of(epoch, n + (n < BLOCK_MAX), f + (failed && f < BLOCK_MAX),
+                    s + (slow && s < BLOCK_MAX));
+  } while (!atomic_compare_exchange_weak(b, &w, next));
+  uint64_t sum[3];
+  window_sum(m, epoch, size, window, sum);
+  long long fr = atomic_load(&l->failure_milli), sr = atomic_load(&l->slow_milli);
+  if (sum[0] < (uint64_t)atomic_load(&l->min_calls)) return;
+  if (!((fr > 0 && sum[1] * MILLI >= (uint64_t)fr * sum[0]) ||
+        (sr > 0 && sum[2] * MILLI >= (uint64_t)sr * sum[0])))
+    return;
+  uint64_t word = atomic_load(&m->breaker);
+  while (state_of(word) == LUARETRY_BREAKER_CLOSED &&
+         !atomic_compare_exchange_weak(&m->breaker, &word,
+                                       pack(LUARETRY_BREAKER_OPEN, fails_of(word), 0, cs(now)))) {
+  }
+  if (state_of(word) == LUARETRY_BREAKER_CLOSED) window_restart(m);
 }
 
 /* engine/guard.c's lr_breaker_admits on the shared word.  A retry goes on
@@ -267,7 +338,7 @@ static int rate_reserve(void *ud, double now, double at, double latest, double l
 
 const lr_remote_ops lr_local_remote_ops = {
   budget_allows_retry, breaker_admits,   record, refresh,      tokens,
-  throttle_request,    throttle_refusal, spend,  rate_reserve,
+  throttle_request,    throttle_refusal, spend,  rate_reserve, breaker_record,
 };
 
 /* ---- the handle */
@@ -287,6 +358,12 @@ void lr_local_configure(lr_local *l, const lr_fleet_settings *s) {
   long long interval = rate ? llround(1e6 / s->rate_limit) : 1;
   atomic_store(&l->interval_us, interval < 1 ? 1 : interval);
   atomic_store(&l->tolerance_us, rate ? (s->rate_burst - 1) * interval : 0);
+  int window = s->window < 1 ? 1 : s->window > 16 * 4095 ? 16 * 4095 : s->window;
+  atomic_store(&l->window, window);
+  atomic_store(&l->min_calls, s->min_calls);
+  atomic_store(&l->failure_milli, llround(s->failure_rate * MILLI));
+  atomic_store(&l->slow_milli, llround(s->slow_rate * MILLI));
+  atomic_store(&l->rated, s->breaker && s->window > 0 && (s->failure_rate > 0 || s->slow_rate > 0));
   atomic_store(&l->budget, s->budget);
   atomic_store(&l->breaker, s->breaker);
   atomic_store(&l->throttle, s->throttle);

@@ -64,6 +64,7 @@ lr_fleet_code lr_local_reset(lr_local *l, char *err, size_t errlen);
 /* ---- local_file.c, for local_guard.c */
 
 #define LR_LOCAL_BUCKETS 10
+#define LR_LOCAL_BLOCKS  16
 
 /* The file, as mapped: one page. */
 typedef struct {
@@ -75,6 +76,11 @@ typedef struct {
   atomic_ullong breaker;            /* local_guard.c's packing */
   _Alignas(64) atomic_ullong requests[LR_LOCAL_BUCKETS], accepts[LR_LOCAL_BUCKETS];
   _Alignas(64) atomic_llong tat_us; /* the rate limiter's; CLOCK_MONOTONIC µs */
+  /* the breaker's rate window: outcomes numbered by `outcomes`, in blocks
+   * (local_guard.c's packing), counted from `window_from` (the number
+   * of the first outcome since the breaker last opened or closed) */
+  _Alignas(64) atomic_ullong outcomes, window_from;
+  atomic_ullong blocks[LR_LOCAL_BLOCKS];
 } lr_local_file;
 
 struct lr_local {
@@ -83,6 +89,8 @@ struct lr_local {
   atomic_int budget, breaker, throttle, rate;
   atomic_llong max_milli, ratio_milli, cost_milli, failures, open_cs, probes;
   atomic_llong k_milli, bucket_ms, interval_us, tolerance_us;
+  atomic_int rated, window, min_calls; /* the breaker's rate rules */
+  atomic_llong failure_milli, slow_milli;
   char path[4200], detail[600];
   int file_refused;    /* the file (not the folder) was refused: reset removes it */
   lr_fleet_log_fn log; /* the refusal told once, at the first question */

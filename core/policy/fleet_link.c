@@ -103,6 +103,12 @@ static void guard_settings(const lr_rules *r, lr_fleet_settings *s) {
   s->rate = fleet_rate(r);
   s->rate_limit = r->guards.rate_limit;
   s->rate_burst = r->guards.rate_burst;
+  if (lr_breaker_rated(&r->guards)) {
+    s->window = r->guards.window;
+    s->min_calls = r->guards.min_calls;
+    s->failure_rate = r->guards.failure_rate;
+    s->slow_rate = r->guards.slow_rate;
+  }
 }
 
 static struct lr_fleet_link *new_link(luaretry_policy *p, const lr_fleet_settings *s,

@@ -101,6 +101,37 @@ static void test_shared(void) {
   lr_local_free(b);
 }
 
+/* The breaker's rate rules over both handles' outcomes: a window of the
+ * last 10, opened when half of them failed (failure_rate 0.5). */
+static void test_rate_window(void) {
+  lr_fleet_settings s;
+  settings(&s);
+  s.failures = 1000, s.window = 10, s.min_calls = 10, s.failure_rate = 0.5;
+  char err[600];
+  lr_local *a = NULL, *b = NULL;
+  CHECK_EQ_INT(lr_local_new(dir, "rated", &s, &a, err, sizeof err), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_local_new(dir, "rated", &s, &b, err, sizeof err), LR_FLEET_OK);
+  double now = lr_monotonic_now();
+  /* the last 4 of 10 failed: closed; one more failure, the first (a
+   * success) slides out: 5 of the last 10, open */
+  for (int i = 0; i < 10; i++) ops->breaker_record(i % 2 ? a : b, i >= 6, 0, now);
+  CHECK_EQ_INT(ops->breaker_admits(a, 1, now, 0, NULL), 1);
+  ops->breaker_record(b, 1, 0, now);
+  lr_local_status st;
+  lr_local_status_get(a, &st);
+  CHECK_EQ_INT(st.breaker, LUARETRY_BREAKER_OPEN);
+  CHECK_EQ_INT(ops->breaker_admits(b, 1, now, 0, NULL), 0);
+  /* half-open, a probe's success closes it: the window starts afresh, so
+   * one more failure does not reopen it */
+  CHECK_EQ_INT(ops->breaker_admits(b, 1, now + 61, 0, NULL), 1);
+  ops->record(b, LR_REMOTE_SUCCESS, now + 61);
+  ops->breaker_record(a, 1, 0, now + 61);
+  CHECK_EQ_INT(ops->breaker_admits(a, 1, now + 61, 0, NULL), 1);
+  unlink(st.path);
+  lr_local_free(a);
+  lr_local_free(b);
+}
+
 /* A refused file: the handle answers "local" to every question. */
 static void expect_refused(const char *key, const char *why) {
   char err[600];
@@ -234,12 +265,13 @@ static void writer(board *bd, int i) {
   unsigned seed = (unsigned)getpid();
   for (;;) {
     double now = lr_monotonic_now(), w;
-    switch (rand_r(&seed) % 6) {
+    switch (rand_r(&seed) % 7) {
     case 0: ops->record(l, LR_REMOTE_FAILURE, now); break;
     case 1: ops->record(l, LR_REMOTE_SUCCESS, now); break;
     case 2: ops->breaker_admits(l, 1, now, 0, NULL); break;
     case 3: ops->throttle_request(l, now); break;
     case 4: ops->rate_reserve(l, now, now, now + 0.001, 0, 0, NULL, &w); break;
+    case 5: ops->breaker_record(l, rand_r(&seed) % 2, 0, now); break;
     default: ops->spend(l, now); break;
     }
     bd->progress[i]++;
@@ -261,8 +293,10 @@ static int invariants_hold(lr_local *l) {
   uint64_t b = atomic_load(&m->breaker);
   int ok = t == -1 || (t >= 0 && t <= 10000);
   ok = ok && (b & 3) <= 2 && (b >> 18 & 0x3fff) <= 2;
-  for (int i = 0; i < LR_LOCAL_BUCKETS; i++)
-    ok = ok && (atomic_load(&m->requests[i]) & 0xffffff) <= 0xffffff;
+  for (int i = 0; i < LR_LOCAL_BLOCKS; i++) { /* failures and slow ones within the outcomes */
+    uint64_t x = atomic_load(&m->blocks[i]), n = x >> 24 & 0xfff;
+    ok = ok && (x >> 12 & 0xfff) <= n && (x & 0xfff) <= n;
+  }
   return ok;
 }
 
@@ -324,6 +358,7 @@ int main(void) {
   lr_strlcpy(dir, "/tmp/lr-local-XXXXXX", sizeof dir);
   if (!CHECK(mkdtemp(dir) != NULL)) return check_done();
   test_shared();
+  test_rate_window();
   test_refused();
   test_keys();
   test_full();
