@@ -2,13 +2,15 @@
  * README "Fleet").  The processes of one user that name the same key share
  * the guards through a shared-memory file (local_file.c opens it,
  * local_guard.c answers the engine through lr_remote_ops, as the Redis
- * view does through remote_guard.c).  Needs no hiredis.
+ * view does through remote_guard.c; local_handle.c holds the settings).
+ * Needs no hiredis.
  *
  * Crash-safe without a lock: every shared count is one 64-bit word of
  * the mapped file changed by one compare-and-swap (the budget's tokens;
  * the breaker's state, run, probes and opening packed in one word; each
  * bucket of the admission window as its number and count; the rate
- * limiter's theoretical arrival time), so a process killed at any
+ * limiter's theoretical arrival time; each block of the breaker's rate
+ * window), so a process killed at any
  * instruction leaves every word as before or after its update, and no
  * one waits for it.
  *
@@ -61,7 +63,11 @@ void lr_local_status_get(lr_local *l, lr_local_status *st);
  * when the folder is refused or the file cannot be removed. */
 lr_fleet_code lr_local_reset(lr_local *l, char *err, size_t errlen);
 
-/* ---- local_file.c, for local_guard.c */
+/* ---- local_guard.c, for local_handle.c: the counts of a usable store
+ * (l->map) into *st */
+void lr_local_counts(lr_local *l, lr_local_status *st);
+
+/* ---- local_file.c, for local_handle.c and local_guard.c */
 
 #define LR_LOCAL_BUCKETS 10
 #define LR_LOCAL_BLOCKS  16
