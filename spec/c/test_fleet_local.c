@@ -172,6 +172,9 @@ static void test_refused(void) {
   expect_refused("bad", "not a luaretry fleet store");
   chmod(path, 0644);
   expect_refused("bad", "others may read or write it");
+  chmod(path, 0600);
+  if (getuid() == 0 && chown(path, 65534, 65534) == 0) /* root can make it another user's */
+    expect_refused("bad", "owned by another user");
   /* reset removes a refused file; the next handle makes a new one */
   char err[600];
   lr_local *l = open_store("bad", err, sizeof err);
