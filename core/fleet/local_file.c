@@ -43,14 +43,18 @@ static uint32_t boot_hash(void) {
 static int refuse(lr_local *l, const char *fmt, const char *what) {
   char why[400];
   lr_fmt(why, sizeof why, fmt, what);
-  lr_fmt(l->detail, sizeof l->detail, "%s: %s", l->path[0] ? l->path : "fleet store", why);
+  lr_fmt(l->detail, sizeof l->detail, "%s: %s", l->path[0] ? l->path : "local store", why);
   return -1;
 }
 
 /* A folder of ours that no one else may write to. */
 static int check_dir(lr_local *l, const char *dir) {
   struct stat st;
-  if (lstat(dir, &st) != 0) return refuse(l, "folder %s: cannot be read", dir);
+  if (lstat(dir, &st) != 0) {
+    char why[4200];
+    lr_fmt(why, sizeof why, "%s: %s", dir, strerror(errno));
+    return refuse(l, "folder %s, refused", why);
+  }
   if (S_ISLNK(st.st_mode)) return refuse(l, "folder %s: a symbolic link, refused", dir);
   if (!S_ISDIR(st.st_mode)) return refuse(l, "%s: not a folder", dir);
   if (st.st_uid != getuid()) return refuse(l, "folder %s: owned by another user, refused", dir);
