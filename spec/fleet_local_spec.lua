@@ -256,6 +256,11 @@ describe("the local store (--fleet local)", function ()
     assert.matches("others may write to it, refused", r.stderr)
     assert.are.equal(4, #srv:requests_on("/503"))
     proc.sh("chmod 700 " .. q(run))
+    -- and one that is not there
+    local gone = proc.run({ "fleet", BUDGET, "--fleet", "local" },
+                          { env = { "XDG_RUNTIME_DIR=" .. tmp .. "/gone" }, timeout = 60 })
+    assert.are.equal(1, gone.code)
+    assert.matches("folder .*/gone: No such file or directory, refused", gone.stderr)
   end)
 
   it("makes a safe file name of any key: '/', '..' and long keys stay in the folder", function ()
