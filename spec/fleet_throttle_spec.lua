@@ -113,12 +113,6 @@ describe("the fleet's client-side throttle", function ()
     local st = proc.run({ "fleet", REFUSE, "--redis", r.url, "--set", "fleet.key=" .. key,
                           "--set", "fleet.command_timeout=1000" })
     assert.are.equal(0, st.code, st.stderr)
-    -- and shows the window as Redis holds it (the quiet run's request in)
-    local shown = tonumber(st.stdout:match("admission window: (%d+) requests, %d+ accepts\n"))
-    local now = 0
-    for i = 0, 9 do now = now + (tonumber(r:cli("HGET", "luaretry:{" .. key .. "}", "tr" .. i)) or 0) end
-    assert.are.equal(now, shown, st.stdout)
-    assert.is_true(shown >= 16, st.stdout)
   end)
 
   -- The run is built so that the count is decided by the seeds, not by
@@ -172,6 +166,7 @@ describe("the fleet's client-side throttle", function ()
       c:close()
       slowest = math.max(slowest, proc.now() - t)
       if d.verdict == "throttle" then said[#said + 1] = d.message end
+      proc.sleep(0.002)                     -- the worker's round trip finds Redis gone meanwhile
     end
     p:close()
     assert.are.equal(1, #logs, table.concat(logs, "\n"))

@@ -84,6 +84,16 @@ static void utc(double t, char *buf, size_t size) {
   snprintf(buf, size, "%s.%03d UTC", day, (int)((t - (double)s) * 1000));
 }
 
+/* The throttle's window and the rate limiter, as either store holds them. */
+static void print_guards(const luaretry_fleet_status *st) {
+  if (st->window_seconds > 0)
+    printf("  throttle window: %.0f requests, %.0f accepted over the last %g s\n",
+           st->window_requests, st->window_accepts, st->window_seconds);
+  if (st->rate_limit > 0)
+    printf("  rate: %g per second for the fleet; slots leased out up to %.3f s ahead (%.0f)\n",
+           st->rate_limit, st->rate_ahead, st->rate_ahead * st->rate_limit);
+}
+
 /* The local store's times are CLOCK_MONOTONIC's: shown as ages. */
 static void print_local(const luaretry_fleet_status *st) {
   printf("  budget: %.3f of %g tokens (a retry needs more than %g)\n", st->tokens, st->max_tokens,
@@ -93,8 +103,8 @@ static void print_local(const luaretry_fleet_status *st) {
     printf(", since %.1f s", st->now - st->opened_at);
   printf("; %ld transient failures in a row", st->consecutive_failures);
   if (st->breaker == LUARETRY_BREAKER_HALF_OPEN) printf("; %ld probes left", st->probes_left);
-  printf("\n  admission window: %.0f requests, %.0f accepts\n", st->requests, st->accepts);
-  printf("  rate: next token in %.3f s\n", st->rate_wait);
+  printf("\n");
+  print_guards(st);
 }
 
 static void print_status(const char *name, const luaretry_fleet_status *st, int local) {
@@ -118,8 +128,7 @@ static void print_status(const char *name, const luaretry_fleet_status *st, int 
     if (st->breaker == LUARETRY_BREAKER_HALF_OPEN) printf("; %ld probes left", st->probes_left);
     printf("\n");
   }
-  printf("  admission window: %.0f requests, %.0f accepts\n", st->requests, st->accepts);
-  printf("  rate: next token in %.3f s\n", st->rate_wait);
+  print_guards(st);
   printf("  processes that synced in the last minute: %zu\n", st->process_count);
   for (size_t i = 0; i < st->process_count; i++)
     printf("    %-40s %.1f s ago\n", st->processes[i].member, st->processes[i].seen_ago);
@@ -193,7 +202,7 @@ int cli_fleet(int argc, char **argv) {
   int local = strcmp(store.field, "fleet.local") == 0;
   if (rc == LUARETRY_OK && a.reset) {
     printf("fleet %s: reset: full budget, breaker closed, %s\n", t.name,
-           local ? "admission window empty, rate bucket full" : "no processes");
+           local ? "throttle window empty, rate bucket full" : "no processes");
   } else if (rc == LUARETRY_OK) {
     print_status(t.name, &st, local);
     luaretry_fleet_status_free(&st);

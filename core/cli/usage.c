@@ -116,6 +116,8 @@ static const char HELP_RUN[] =
   "                            stall_speed and stall_timeout (-Y alone: the policy's, or 30 s)\n"
   "  -C, --continue-at -       continue the -o (or -O) file where it ends (Range), one URL;\n"
   "                            what a failed call wrote stays, as with curl\n"
+  "      --checksum ALG=HEX    the body's sha-256, sha-512 or md5 (aria2c's form): a\n"
+  "                            mismatch is retried once from zero, then final (exit 1)\n"
   "  -m, --max-time SECONDS    per attempt, as curl's: the policy's attempt_timeout\n"
   "      --retry-max-time SECONDS  the whole call, waits included: the policy's deadline\n"
   "                            (0: none, for both)\n"
@@ -213,7 +215,7 @@ static const char HELP_SIMULATE[] =
 static const char HELP_FLEET[] =
   "luaretry fleet POLICY [--fleet local | --redis URL] [--reset] [--set NAME=VALUE]...\n"
   "  With --fleet local ($LUARETRY_FLEET=local): every shared guard as the local store\n"
-  "  holds it (budget, breaker, admission window, rate's next token).  With --redis\n"
+  "  holds it (budget, breaker, throttle window, rate's slots ahead).  With --redis\n"
   "  ($LUARETRY_REDIS): the fleet's budget, breaker (and when it opened) and the\n"
   "  processes that synced in the last minute, as Redis holds them.  --reset clears\n"
   "  them.  Exit 1 when Redis cannot be read or the store is refused, 3 when the\n"

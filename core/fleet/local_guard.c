@@ -351,8 +351,14 @@ void lr_local_counts(lr_local *l, lr_local_status *st) {
   st->probes_left = (int)probes_of(w);
   if (st->breaker != LUARETRY_BREAKER_CLOSED || at_of(w)) st->opened_ago = since(w, now);
   uint64_t slot = slot_of(l, now);
-  st->requests = bucket_sum(m->requests, slot);
-  st->accepts = bucket_sum(m->accepts, slot);
-  double tat = (double)atomic_load(&m->tat_us) / 1e6 - (double)atomic_load(&l->tolerance_us) / 1e6;
-  st->rate_wait = tat > now ? tat - now : 0;
+  if (atomic_load(&l->throttle)) {
+    st->requests = bucket_sum(m->requests, slot);
+    st->accepts = bucket_sum(m->accepts, slot);
+    st->window_seconds = (double)atomic_load(&l->bucket_ms) * LR_LOCAL_BUCKETS / 1000;
+  }
+  if (atomic_load(&l->rate)) {
+    double tat = (double)atomic_load(&m->tat_us) / 1e6;
+    st->rate_limit = 1e6 / (double)atomic_load(&l->interval_us);
+    st->rate_ahead = tat > now ? tat - now : 0;
+  }
 }

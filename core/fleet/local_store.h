@@ -50,8 +50,10 @@ typedef struct {
   double tokens, max_tokens; /* max_tokens: this process's */
   int breaker, consecutive_failures, probes_left;
   double opened_ago;            /* seconds since it opened (or went half-open); -1: never */
-  double requests, accepts;     /* the admission window */
-  double rate_wait;             /* seconds until the rate limiter's next token */
+  double requests, accepts;     /* the admission window, */
+  double window_seconds;        /* its length (0: no throttle) */
+  double rate_limit;            /* per second (0: no shared rate) */
+  double rate_ahead;            /* slots handed out up to this many seconds ahead */
   char path[4200], detail[600]; /* the file; why it is refused ("" when usable) */
 } lr_local_status;
 

@@ -50,7 +50,7 @@ luaretry_code luaretry_policy_fleet_sync(luaretry_policy *p) {
     lr_gen_unref(g);
     return LUARETRY_OK;
   }
-  lr_fleet_code rc = lr_fleet_sync_now(lr_fleet_link_fleet(g->fleet));
+  lr_fleet_code rc = lr_fleet_sync_to_call(lr_fleet_link_fleet(g->fleet));
   luaretry_code out =
     rc == LR_FLEET_OK ? LUARETRY_OK : fleet_failed(p, lr_fleet_link_fleet(g->fleet), rc, NULL);
   lr_gen_unref(g);
@@ -67,11 +67,14 @@ static luaretry_code copy_status(const lr_fleet_status *in, const lr_fleet_view 
   st->probes_left = in->probes_left;
   st->opened_at = (double)in->opened_at_ms / 1000;
   st->now = (double)in->now_ms / 1000;
-  st->requests = in->requests;
-  st->accepts = in->accepts;
-  st->rate_wait = in->rate_wait;
   lr_strlcpy(st->key, v->key, sizeof st->key);
   lr_strlcpy(st->where, v->where, sizeof st->where);
+  if (in->throttle) {
+    st->window_requests = in->window_requests;
+    st->window_accepts = in->window_accepts;
+    st->window_seconds = in->window_seconds;
+  }
+  if (in->rate) st->rate_limit = in->rate_limit, st->rate_ahead = in->rate_ahead;
   if (!in->count) return LUARETRY_OK;
   st->processes = calloc(in->count, sizeof *st->processes);
   if (!st->processes) return LUARETRY_E_NOMEM;
@@ -108,9 +111,12 @@ static luaretry_code local_status(luaretry_policy *p, lr_local *l, const char *k
     st->probes_left = in->probes_left;
     st->now = lr_monotonic_now();
     st->opened_at = in->opened_ago >= 0 ? st->now - in->opened_ago : 0;
-    st->requests = in->requests;
-    st->accepts = in->accepts;
-    st->rate_wait = in->rate_wait;
+    if (in->window_seconds > 0) {
+      st->window_requests = in->requests;
+      st->window_accepts = in->accepts;
+      st->window_seconds = in->window_seconds;
+    }
+    if (in->rate_limit > 0) st->rate_limit = in->rate_limit, st->rate_ahead = in->rate_ahead;
     lr_strlcpy(st->key, key, sizeof st->key);
     lr_strlcpy(st->where, in->path, sizeof st->where);
   }

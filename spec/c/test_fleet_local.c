@@ -95,7 +95,9 @@ static void test_shared(void) {
   CHECK_NEAR(st.tokens, 10, 1e-9);
   CHECK_EQ_INT(st.breaker, 0);
   CHECK_NEAR(st.requests, 0, 1e-9);
-  CHECK_NEAR(st.rate_wait, 0, 1e-9);
+  CHECK_NEAR(st.window_seconds, 60, 1e-9);
+  CHECK_NEAR(st.rate_ahead, 0, 1e-9);
+  CHECK_NEAR(st.rate_limit, 100, 1e-9);
   unlink(st.path);
   lr_local_free(a);
   lr_local_free(b);
