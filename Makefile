@@ -10,7 +10,8 @@
 #   sandbox/  the metered Lua VM and what scripts may use: policies and the fault server
 #   policy/   loading, schema, judgement, requests, workflows: with sandbox/, the only
 #             library files with lua.h
-#   fleet/    the guards shared through Redis: the only files with hiredis.h
+#   fleet/    the guards shared by processes, through the local store (a shared-memory
+#             file, local_*.c) or Redis: the only files with hiredis.h
 #   http/     the libcurl helper: the only library files with curl.h
 #   module/   the Lua module; cli/ the command (run/ and simulate/ its wings); faults/
 #             the fault server
@@ -78,7 +79,8 @@ ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
 C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc find \
-  fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate fleet_nowait
+  fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate fleet_nowait \
+  fleet_local
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 

@@ -354,6 +354,12 @@ typedef struct {
    * none (the local limiter). */
   int (*rate_reserve)(void *ud, double now, double at, double latest, double left, double u,
                       lr_waiter *w, double *wait);
+  /* The breaker's rate rules (failure_rate, slow_call over a window of
+   * outcomes): an outcome (failed: transient, not throttling; slow) into
+   * the remote window, whose breaker opens when a rate is reached, as
+   * lr_breaker_record's does.  Never waits.  NULL: the window stays this
+   * process's (the local breaker still opens on it). */
+  void (*breaker_record)(void *ud, int failed, int slow, double now);
 } lr_remote_ops;
 
 typedef struct {

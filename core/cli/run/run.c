@@ -423,17 +423,19 @@ static int stall_default(const run_args *a, luaretry_policy *p) {
 
 /* libcurl set up and the policy loaded around the run. */
 static int run_loaded(run_args *a) {
+  cli_store store;
+  int status = cli_fleet_store(a->fleet, a->redis, &store);
+  if (status != 0) return status;
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
     fprintf(stderr, "luaretry: cannot initialise libcurl\n");
     return EXIT_POLICY;
   }
-  int status = EXIT_POLICY;
-  const char *from;
-  const char *redis = cli_redis_url(a->redis, &from);
+  status = EXIT_POLICY;
   luaretry_policy *p =
-    cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0, redis, from, &status);
+    cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0, &store, &status);
   /* -q shows no policy warnings, but this one (-s: nothing at all) */
-  if (p && redis && a->verbosity == 0 && a->show_error) cli_fleet_warn_unshared(p, from);
+  if (p && store.field && a->verbosity == 0 && a->show_error)
+    cli_fleet_warn_unshared(p, store.from);
   run_mode mode = RUN_URL;
   if (p && (status = choose_mode(a, p, &mode)) == 0 && trace_open(a) != 0)
     status = EXIT_USAGE;
