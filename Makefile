@@ -77,7 +77,7 @@ LIB_LIBS = $(LUA_LIBS) $(CURL_LIBS) $(HIREDIS_LIBS) -lm
 ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
-C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc find \
+C_TESTS = step_api deadline blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc find \
   fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke

@@ -26,6 +26,37 @@ void luaretry_call_options_init(luaretry_call_options *o) {
   if (o) memset(o, 0, sizeof *o);
 }
 
+/* The host's deadline (an absolute time on the monotonic clock) as
+ * seconds into the call, when it comes before the policy's.  1 when it
+ * has passed already, or is no time at all (NaN, negative): the call
+ * stops at once.  On the virtual clock the time left at the start counts. */
+static int host_deadline(luaretry_call *c, double at) {
+  c->deadline = c->rules->deadline;
+  if (isnan(at) || at < 0) return 1;
+  if (isinf(at)) return 0; /* never: the policy's alone */
+  double left = at - lr_monotonic_now();
+  if (left <= 0) return 1;
+  if (c->deadline <= 0 || left < c->deadline) c->deadline = left;
+  return 0;
+}
+
+static void stop_late(luaretry_call *c, double at) {
+  luaretry_decision d;
+  memset(&d, 0, sizeof d);
+  if (isnan(at) || at < 0)
+    lr_call_stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline",
+                        "the call's deadline (%g) is not a time on the monotonic clock", at);
+  else
+    lr_call_stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline",
+                        "the call's deadline passed %.3f s before it began",
+                        lr_monotonic_now() - at);
+  if (!c->one_round) lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+}
+
+double luaretry_clock_now(void) { return lr_monotonic_now(); }
+
+double luaretry_deadline_in(double seconds) { return lr_monotonic_now() + seconds; }
+
 luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_attempts,
                           lr_shared *shared, const lr_remote *remote,
                           const luaretry_call_options *o, luaretry_call **out) {
@@ -68,13 +99,20 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->invocation[0] = lr_rng_next(&id_rng);
   c->invocation[1] = lr_rng_next(&id_rng);
   c->start = lr_clock_now(&c->clock);
+  c->deadline = rules->deadline;
   c->previous = rules->backoff.initial;
   c->throttle_previous = rules->throttle_backoff.initial;
-  c->next_timeout = lr_call_timeout_at(rules, 0);
+  int late = (flags & LUARETRY_CALL_DEADLINE) && host_deadline(c, o->deadline);
+  c->next_timeout = lr_call_timeout_at(c, 0);
   if (!c->one_round) { /* a round: its enclosing call was counted and admitted */
     lr_count(c->shared, LR_M_CALLS, 1);
-    lr_call_refused_at_begin(c);
-    if (!c->stopped && c->remote && rules->deadline > 0) lr_call_started_late(c);
+    if (late)
+      stop_late(c, o->deadline);
+    else
+      lr_call_refused_at_begin(c);
+    if (!c->stopped && c->remote && c->deadline > 0) lr_call_started_late(c);
+  } else if (late) {
+    stop_late(c, o->deadline);
   }
   *out = c;
   return LUARETRY_OK;
@@ -158,6 +196,8 @@ luaretry_code luaretry_call_prepare(luaretry_call *c, const luaretry_request *in
 }
 
 double luaretry_call_timeout(const luaretry_call *c) { return c ? c->next_timeout : 0; }
+
+double luaretry_call_deadline(const luaretry_call *c) { return c ? c->deadline : 0; }
 
 double luaretry_call_connect_timeout(const luaretry_call *c) {
   if (!c) return 0;

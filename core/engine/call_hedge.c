@@ -55,7 +55,7 @@ static int hedge_refused(luaretry_call *c, const luaretry_request *r, double now
     why = "the request is not idempotent";
   else if (c->max_attempts > 0 && c->started >= c->max_attempts)
     why = "max_attempts";
-  else if (rules->deadline > 0 && now >= rules->deadline)
+  else if (c->deadline > 0 && now >= c->deadline)
     why = "deadline";
   else if (rules->guards.breaker && !lr_call_breaker_admits(c, 0, now + c->start, &remote_said))
     why = "the circuit is open";
@@ -105,7 +105,7 @@ luaretry_code luaretry_call_hedge(luaretry_call *c, const luaretry_request *r,
   d->retry = 1;
   d->hedge = 1;
   d->attempt = c->started;
-  d->next_timeout = lr_call_timeout_at(c->rules, d->elapsed);
+  d->next_timeout = lr_call_timeout_at(c, d->elapsed);
   d->in_flight = c->in_flight;
   d->rule = "hedge";
   return LUARETRY_OK;

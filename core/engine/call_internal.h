@@ -30,6 +30,9 @@ struct luaretry_call {
   lr_waiter waiter;
   lr_rng rng;
   double start;
+  double deadline;          /* seconds into the call it ends by (0: none): the
+                              earlier of the policy's and the host's own
+                              (luaretry_call_options.deadline) */
   double guard_origin;      /* added to the clock for the guards */
   double previous;          /* decorrelated jitter's last wait */
   double throttle_previous; /* ... and the throttling backoff's */
@@ -81,10 +84,10 @@ static inline long long lr_clamp_ns(double seconds) {
 }
 
 /* The timeout of an attempt starting `at` seconds into the call. */
-static inline double lr_call_timeout_at(const lr_rules *r, double at) {
-  double t = r->attempt_timeout;
-  if (r->deadline > 0) {
-    double left = r->deadline - at;
+static inline double lr_call_timeout_at(const luaretry_call *c, double at) {
+  double t = c->rules->attempt_timeout;
+  if (c->deadline > 0) {
+    double left = c->deadline - at;
     if (left < 0) left = 0;
     if (t == 0 || left < t) t = left;
   }

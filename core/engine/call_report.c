@@ -94,11 +94,11 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
     }
     if (extra > 0) w += extra, src = LUARETRY_WAIT_RATE;
   }
-  if (r->deadline > 0 && d->elapsed + w >= r->deadline) {
+  if (c->deadline > 0 && d->elapsed + w >= c->deadline) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE,
                         src == LUARETRY_WAIT_SERVER ? "retry_after" : "deadline",
                         "the next attempt would start at %.3f s, past the deadline (%.3f s)",
-                        d->elapsed + w, r->deadline);
+                        d->elapsed + w, c->deadline);
     return;
   }
   d->retry = 1;
@@ -107,7 +107,7 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
   lr_count(c->shared, LR_M_RETRIES, 1);
   lr_count(c->shared, LR_METRIC_COUNT, lr_clamp_ns(w));
   d->wait_source = src;
-  d->next_timeout = c->next_timeout = lr_call_timeout_at(r, d->elapsed + w);
+  d->next_timeout = c->next_timeout = lr_call_timeout_at(c, d->elapsed + w);
   c->attempt_start = d->elapsed + w; /* a host that does not ask next */
   d->rule = v->rule;
   if (c->judge->on_retry) {

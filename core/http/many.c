@@ -104,7 +104,6 @@ typedef struct {
   int source_done; /* o->next said there are no more */
   const luaretry_curl_many_options *o;
   luaretry_call_options copt;
-  double deadline;      /* the policy's, to clip late retries */
   size_t body_limit;    /* the policy's, for each attempt */
   int hedging;          /* the policy has a hedge */
   double stall_timeout; /* the policy's */
@@ -296,8 +295,9 @@ static void start_attempt(batch *b, live_call *lc) {
     if (!b->slots[k].call) s = &b->slots[k];
   /* the attempt's timeout, clipped again when a full table made it late */
   double timeout = luaretry_call_timeout(lc->c);
-  if (b->deadline > 0) {
-    double left = b->deadline - luaretry_call_elapsed(lc->c);
+  double deadline = luaretry_call_deadline(lc->c);
+  if (deadline > 0) {
+    double left = deadline - luaretry_call_elapsed(lc->c);
     if (left < 0.001) left = 0.001;
     if (timeout == 0 || left < timeout) timeout = left;
   }
@@ -603,7 +603,6 @@ luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, luaretry_policy 
   b.jobs = o->next ? NULL : jobs;
   b.n = n;
   b.o = o;
-  b.deadline = t.deadline;
   b.body_limit = t.body_limit;
   char hedge[32];
   b.hedging = luaretry_policy_get(p, "hedge.delay", hedge, sizeof hedge) == LUARETRY_OK &&

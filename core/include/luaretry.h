@@ -656,20 +656,43 @@ typedef struct luaretry_call luaretry_call;
  * the guards do not refuse its start nor record its answers; its hedges
  * are still asked for, paid and counted as hedges. */
 #define LUARETRY_CALL_ONE_ROUND    0x10u
+/* Use .deadline: the call ends by then, or by the policy's deadline when
+ * that comes first. */
+#define LUARETRY_CALL_DEADLINE     0x20u
 
 typedef struct {
   unsigned flags;
   uint64_t seed;
-  uint64_t reserved[4];
+  /* With LUARETRY_CALL_DEADLINE: the host's own deadline for this call (the
+   * deadline of the request it serves), an absolute time in seconds on the
+   * monotonic clock of luaretry_clock_now(); luaretry_deadline_in(0.8) is
+   * 800 ms from now.  The earlier of it and the policy's `deadline` wins,
+   * for the waits, the attempts' timeouts and every stop with reason
+   * DEADLINE.  A deadline already passed, NaN or negative stops the call
+   * at once (reason DEADLINE, no attempt, no wait); +infinity is none.
+   * A call on the virtual clock gets the time left when it begins. */
+  double deadline;
+  uint64_t reserved[3];
 } luaretry_call_options;
 
 LUARETRY_API void luaretry_call_options_init(luaretry_call_options *o);
+
+/* Seconds on the monotonic clock (CLOCK_MONOTONIC): the clock of
+ * luaretry_call_options.deadline.  Comparable only within one boot of one
+ * machine: a deadline passed to another process or host travels as the
+ * seconds left. */
+LUARETRY_API double luaretry_clock_now(void);
+/* luaretry_clock_now() + seconds: a per-call deadline `seconds` from now. */
+LUARETRY_API double luaretry_deadline_in(double seconds);
 
 /* Step API: begin, make an attempt with luaretry_call_timeout(), report its
  * outcome, follow the decision.  Nothing here sleeps. */
 LUARETRY_API luaretry_code luaretry_call_begin(luaretry_policy *p, const luaretry_call_options *o,
                                                luaretry_call **out);
 LUARETRY_API double luaretry_call_timeout(const luaretry_call *c); /* 0: none */
+/* Seconds from the call's begin by which it ends: the earlier of the
+ * policy's deadline and the call's own (LUARETRY_CALL_DEADLINE); 0: none. */
+LUARETRY_API double luaretry_call_deadline(const luaretry_call *c);
 /* The next attempt's time to connect: the policy's connect_timeout within
  * luaretry_call_timeout(); 0: none. */
 LUARETRY_API double luaretry_call_connect_timeout(const luaretry_call *c);

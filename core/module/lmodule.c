@@ -585,7 +585,18 @@ static luaretry_call_options call_options(lua_State *L, int idx) {
     opt.flags |= LUARETRY_CALL_VIRTUAL_TIME;
   if (lua_getfield(L, idx, "isolated") != LUA_TNIL && lua_toboolean(L, -1))
     opt.flags |= LUARETRY_CALL_ISOLATED;
-  lua_pop(L, 3);
+  /* the call's own deadline, on luaretry.clock(): NaN or one passed ends
+   * the call at once (as in C), a value that is no number is an error */
+  if (lua_getfield(L, idx, "deadline") != LUA_TNIL) {
+    if (lua_type(L, -1) != LUA_TNUMBER)
+      luaL_error(L,
+                 "deadline: a time on luaretry.clock() expected (luaretry.deadline_in(s)), "
+                 "got %s",
+                 luaL_typename(L, -1));
+    opt.flags |= LUARETRY_CALL_DEADLINE;
+    opt.deadline = lua_tonumber(L, -1);
+  }
+  lua_pop(L, 4);
   return opt;
 }
 
@@ -676,7 +687,7 @@ static int p_is_idempotent(lua_State *L) {
 
 /* ---- calls */
 
-/* p:begin{seed =, virtual =} -> call */
+/* p:begin{seed =, virtual =, isolated =, deadline =} -> call */
 static int p_begin(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   luaretry_call_options opt = call_options(L, 2);
@@ -964,7 +975,21 @@ static int l_rate_limit(lua_State *L) {
   return 1;
 }
 
+/* luaretry.clock() -> seconds on the monotonic clock, which a call's
+ * deadline is on; luaretry.deadline_in(s) -> that clock + s. */
+static int l_clock(lua_State *L) {
+  lua_pushnumber(L, luaretry_clock_now());
+  return 1;
+}
+
+static int l_deadline_in(lua_State *L) {
+  lua_pushnumber(L, luaretry_deadline_in(luaL_checknumber(L, 1)));
+  return 1;
+}
+
 static const luaL_Reg functions[] = { { "load", l_load },
+                                      { "clock", l_clock },
+                                      { "deadline_in", l_deadline_in },
                                       { "load_string", l_load_string },
                                       { "retry_after", l_retry_after },
                                       { "rate_limit", l_rate_limit },
