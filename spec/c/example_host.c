@@ -46,8 +46,8 @@
 #include "luaretry_curl.h"
 
 #define CALLS         10000
-#define HEDGED_CALLS  32 /* at most half the transfers: each hedge needs one free */
-#define LATE_CALLS    32 /* calls with deadlines of their own */
+#define HEDGED_CALLS  32  /* at most half the transfers: each hedge needs one free */
+#define LATE_CALLS    32  /* calls with deadlines of their own */
 #define LATE_LEFT     0.3 /* seconds call i has left: LATE_LEFT + i / 100 */
 #define MAX_TRANSFERS 64
 #define MAX_LIVE      2 /* a call's attempts in flight: the attempt and its hedge */

@@ -13,7 +13,10 @@
  *   through: 256 MiB reach the sink, memory stays flat;
  * - resume: a truncated 200 with Accept-Ranges and a strong ETag is
  *   continued by a 206 that fits (no restart), or started over by a 200
- *   (one restart, one note). */
+ *   (one restart, one note);
+ * - a call's own deadline (LUARETRY_CALL_DEADLINE) bounds the attempt's
+ *   transfer, against a server that never answers, where the policy's
+ *   attempt_timeout (30 s) would not. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -416,8 +419,42 @@ static void test_resume(void) {
   CHECK(!luaretry_curl_resumable(&o)); /* a complete answer: nothing to resume */
 }
 
+/* ---- a call's own deadline: a listening socket that never accepts
+ * (the kernel completes the connection; no answer ever comes) */
+
+static void test_call_deadline(void) {
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (!CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 8) == 0 &&
+             getsockname(fd, (struct sockaddr *)&a, &len) == 0))
+    return;
+  luaretry_policy *p = policy(
+    "deadline = 60\nattempt_timeout = 30\n"
+    "backoff = { initial = 0.01, jitter = 'none' }\n");
+  luaretry_call_options co = { .flags = LUARETRY_CALL_DEADLINE,
+                               .deadline = luaretry_deadline_in(0.3) };
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, &co, &c), LUARETRY_OK);
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/never", ntohs(a.sin_port));
+  luaretry_request req = { .method = "GET", .url = url };
+  CURL *h = curl_easy_init();
+  luaretry_decision d;
+  CHECK_CODE(luaretry_curl_perform(p, c, h, &req, NULL, &d), LUARETRY_OK);
+  CHECK_EQ_STR(luaretry_reason_name(d.reason), "deadline");
+  CHECK_EQ_INT(d.attempt, 1);
+  CHECK(luaretry_call_elapsed(c) < 5); /* the call's 0.3 s, not the policy's 30 */
+  curl_easy_cleanup(h);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+  close(fd);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
+  test_call_deadline();
   test_resume();
   test_streaming();
   test_upload();
