@@ -88,7 +88,7 @@ luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p, const luaretry_r
   if (!p || !r || !idempotent) return LUARETRY_E_ARG;
   lr_gen *g = lr_policy_current(p);
   if (!g) return LUARETRY_E_STATE;
-  char err[sizeof p->errmsg];
+  char err[LR_ERRMSG_SIZE];
   luaretry_code rc = lr_gen_is_idempotent(g, r, idempotent, NULL, err, sizeof err);
   lr_gen_unref(g);
   if (rc != LUARETRY_OK) lr_policy_error(p, err);
@@ -104,7 +104,7 @@ luaretry_code luaretry_policy_prepare(luaretry_policy *p, const luaretry_request
   lr_call_data once;
   memset(&once, 0, sizeof once);
   lr_attempt_ctx ctx = { attempt, 0, NULL, &once, 0, NULL };
-  char err[sizeof p->errmsg];
+  char err[LR_ERRMSG_SIZE];
   luaretry_code rc = lr_gen_prepare(g, in, attempt, out, &p->prepared, &ctx, err, sizeof err);
   free(once.blob);
   lr_gen_unref(g);

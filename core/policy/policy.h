@@ -150,7 +150,6 @@ struct luaretry_policy {
   size_t memory;            /* bytes of the load's first state */
   int warn_globals;         /* luaretry_policy_warn_undefined_globals */
   char origin[F_COUNT][64]; /* luaretry_policy_origin: "" for the script's own */
-  char errmsg[4096];
   lr_latency latency; /* recent attempts, for hedge.delay = "pNN" */
 };
 
@@ -244,6 +243,10 @@ lr_gen *lr_policy_current(luaretry_policy *p);
 lr_shared *lr_policy_shared(luaretry_policy *p);
 /* The policy's message, from a function any thread may call (under the
  * writer lock, as loads and sets write it). */
+/* The calling thread's buffer for a policy-level failure on p
+ * (luaretry_policy_errmsg), LR_ERRMSG_SIZE bytes. */
+#define LR_ERRMSG_SIZE 4096
+char *lr_policy_errbuf(const luaretry_policy *p);
 void lr_policy_error(luaretry_policy *p, const char *msg);
 /* ---- fleet_link.c: the fleet a load uses */
 
