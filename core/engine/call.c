@@ -131,6 +131,15 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     d->message = c->message && c->message[0] ? c->message : NULL;
     return LUARETRY_OK;
   }
+  if (c->deadline > 0 && d->elapsed >= c->deadline) {
+    /* asked late (a host's timer on a busy machine): no attempt past it */
+    lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
+                        "the deadline (%.3f s) passed before the attempt was asked for (%.3f s)",
+                        c->deadline, d->elapsed);
+    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+    if (c->observer) c->observer(c->observer_ud, NULL, d);
+    return LUARETRY_OK;
+  }
   int fresh = c->rules->guards.rate && c->admitted <= c->attempts; /* a token to ask for */
   if (fresh && lr_call_rate_token(c, d->elapsed) < 0) {
     lr_call_stop_rate_limited(c, d, d->elapsed);
@@ -147,6 +156,11 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     if (fresh) lr_count(c->shared, LR_METRIC_COUNT, lr_clamp_ns(d->wait)); /* once per ask */
   }
   c->attempt_start = d->elapsed + d->wait; /* the attempt asked for begins then */
+  if (c->deadline > 0) { /* what is left of the deadline then, asked late or not */
+    double left = c->deadline - c->attempt_start;
+    if (left < 1e-6) left = 1e-6; /* 0 would be no timeout */
+    if (d->next_timeout == 0 || left < d->next_timeout) d->next_timeout = left;
+  }
   return LUARETRY_OK;
 }
 

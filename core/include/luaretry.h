@@ -463,16 +463,21 @@ typedef struct {
 LUARETRY_API void luaretry_outcome_init(luaretry_outcome *o);
 
 /* A Retry-After header's value as the seconds to wait from `now` (seconds
- * since the epoch: CLOCK_REALTIME, which an HTTP-date is measured against):
- * delta-seconds, or an HTTP-date in any of its three forms (IMF-fixdate,
- * RFC 850, asctime).  -1 for a negative, past or malformed value (ignore
- * it); never more than 1e9.  For hosts that read responses themselves;
- * the curl helper uses it for outcome.retry_after, and of several
- * Retry-After headers the first valid one counts. */
-LUARETRY_API double luaretry_retry_after(const char *value, double now);
+ * since the epoch: CLOCK_REALTIME, which an HTTP-date is measured against;
+ * 0: read the wall clock, the usual call): delta-seconds, or an HTTP-date
+ * in any of its three forms (IMF-fixdate, RFC 850, asctime), into *wait,
+ * never more than 1e9.  LUARETRY_E_ARG (*wait = -1: ignore it) for a
+ * negative, past or malformed value, a NULL one, or `wait` NULL.  For
+ * hosts that read responses themselves; the curl helper uses it for
+ * outcome.retry_after, and of several Retry-After headers the first valid
+ * one counts:
+ *   double w;
+ *   if (luaretry_retry_after(value, 0, &w) == LUARETRY_OK) o.retry_after = w; */
+LUARETRY_API luaretry_code luaretry_retry_after(const char *value, double now, double *wait);
 
 /* The wait until a spent rate-limit quota comes back, from a response's
- * headers (names in any case), `now` as for luaretry_retry_after:
+ * headers (names in any case), into *wait; `now` as for
+ * luaretry_retry_after (0: the wall clock):
  *  - the IETF RateLimit field (draft-ietf-httpapi-ratelimit-headers), a
  *    list of quota items such as `"default";r=0;t=30`: the first item with
  *    r=0 and a valid t (seconds) counts, across repeated fields in order;
@@ -481,21 +486,25 @@ LUARETRY_API double luaretry_retry_after(const char *value, double now);
  *    older form): the reset is epoch seconds from 1e9 on (2001), delta
  *    seconds below; a fraction is allowed; of a repeated header the first
  *    valid value counts.
- * -1 when no field says the quota is spent, and for anything malformed:
- * negative, not a number, more than 15 digits, a reset in the past or
- * more than 1e9 s ahead.  Bounded like a Retry-After by max_retry_after
+ * LUARETRY_OK with *wait = -1 when no field says the quota is spent; a
+ * malformed one is ignored (negative, not a number, more than 15 digits, a
+ * reset in the past or more than 1e9 s ahead).  LUARETRY_E_ARG for a NULL
+ * `wait`, or NULL headers with a count.  Bounded like a Retry-After by max_retry_after
  * where a policy waits for it (the shipped http policy does, on 429, 503
  * and a quota 403). */
-LUARETRY_API double luaretry_rate_limit(const luaretry_header *headers, size_t count, double now);
+LUARETRY_API luaretry_code luaretry_rate_limit(const luaretry_header *headers, size_t count,
+                                               double now, double *wait);
 
 /* What the rate-limit fields say of the quota, as rate.headers paces by
  * them: *remaining requests in the next *reset seconds, from the tightest
  * item of the IETF RateLimit field (r and t), else RateLimit-Remaining and
  * RateLimit-Reset, else X-RateLimit-Remaining and X-RateLimit-Reset (epoch
- * seconds against `now`, or delta seconds).  1 when read; 0 when there is
- * no such field; -1 when there is one that does not read (it is ignored). */
-LUARETRY_API int luaretry_rate_quota(const luaretry_header *headers, size_t count, double now,
-                                     double *remaining, double *reset);
+ * seconds against `now`, 0: the wall clock, or delta seconds).  LUARETRY_OK
+ * when read, and when there is no such field (*remaining = *reset = -1);
+ * LUARETRY_E_ARG when there is one that does not read (it is ignored;
+ * both -1), and for a NULL argument. */
+LUARETRY_API luaretry_code luaretry_rate_quota(const luaretry_header *headers, size_t count,
+                                               double now, double *remaining, double *reset);
 
 /* What a classifier says of one outcome. */
 typedef enum {

@@ -518,8 +518,8 @@ static double headers_retry_after(const luaretry_outcome *o) {
     for (int k = 0; k < 11; k++) low[k] = (char)(n[k] >= 'A' && n[k] <= 'Z' ? n[k] + 32 : n[k]);
     low[11] = '\0';
     if (strcmp(low, "retry-after") != 0) continue;
-    double w = luaretry_retry_after(o->headers[i].value, (double)time(NULL));
-    if (w >= 0) return w;
+    double w;
+    if (luaretry_retry_after(o->headers[i].value, 0, &w) == LUARETRY_OK) return w;
   }
   return -1;
 }
@@ -938,9 +938,9 @@ static const luaL_Reg call_methods[] = { { "report", c_report },
  * Retry-After reader (now: seconds since the epoch, default the clock's) */
 static int l_retry_after(lua_State *L) {
   const char *v = luaL_checkstring(L, 1);
-  double now = luaL_optnumber(L, 2, (double)time(NULL));
-  double w = luaretry_retry_after(v, now);
-  if (w < 0) return 0;
+  double now = luaL_optnumber(L, 2, 0); /* 0: the wall clock */
+  double w;
+  if (luaretry_retry_after(v, now, &w) != LUARETRY_OK) return 0;
   lua_pushnumber(L, w);
   return 1;
 }
@@ -950,7 +950,7 @@ static int l_retry_after(lua_State *L) {
  * ...}} (several values of one name in order); at most 64 values are read. */
 static int l_rate_limit(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
-  double now = luaL_optnumber(L, 2, (double)time(NULL));
+  double now = luaL_optnumber(L, 2, 0);
   luaretry_header h[64];
   size_t n = 0;
   lua_settop(L, 1);
@@ -969,7 +969,8 @@ static int l_rate_limit(lua_State *L) {
     }
     lua_pop(L, 1);
   }
-  double w = luaretry_rate_limit(h, n, now);
+  double w;
+  luaretry_rate_limit(h, n, now, &w);
   if (w < 0) return 0;
   lua_pushnumber(L, w);
   return 1;

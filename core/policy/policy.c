@@ -468,7 +468,8 @@ luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloade
   struct stat st;
   luaretry_code rc = LUARETRY_OK;
   if (due && stat(path, &st) != 0) {
-    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: %s (the loaded policy stays)", path, strerror(errno));
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: %s (the loaded policy stays)", path,
+           strerror(errno));
     rc = LUARETRY_E_IO;
     due = 0;
   }
@@ -505,7 +506,8 @@ static luaretry_code reload_text(luaretry_policy *p) {
 /* A sandbox limit: every Lua state is made anew with it. */
 static luaretry_code set_limit(luaretry_policy *p, int i, const char *value) {
   double d;
-  if (lr_schema_limit(i, value, &d, lr_policy_errbuf(p), LR_ERRMSG_SIZE) != 0) return LUARETRY_E_ARG;
+  if (lr_schema_limit(i, value, &d, lr_policy_errbuf(p), LR_ERRMSG_SIZE) != 0)
+    return LUARETRY_E_ARG;
   lr_limits old = p->limits;
   if (i == F_MEMORY_LIMIT)
     p->limits.memory = (size_t)d;

@@ -172,9 +172,7 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud) {
     memcpy(value, data + sizeof name - 1, vlen);
     value[vlen] = '\0';
     value[strcspn(value, "\r\n")] = '\0';
-    struct timespec wall;
-    clock_gettime(CLOCK_REALTIME, &wall);
-    x->retry_after = luaretry_retry_after(value, (double)wall.tv_sec);
+    if (luaretry_retry_after(value, 0, &x->retry_after) != LUARETRY_OK) x->retry_after = -1;
   }
   return len;
 }
@@ -194,8 +192,9 @@ static void start(CURLM *multi, host_call *hc, int id, double timeout, host_call
   curl_easy_setopt(x->h, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(x->h, CURLOPT_HEADERDATA, x);
   curl_easy_setopt(x->h, CURLOPT_PRIVATE, x);
-  long ms = (long)(timeout * 1000);
-  curl_easy_setopt(x->h, CURLOPT_TIMEOUT_MS, ms > 0 ? ms : 0L);
+  /* rounded up: a timeout under a millisecond is not libcurl's 0, none */
+  long ms = timeout > 0 ? (long)(timeout * 1000) + 1 : 0;
+  curl_easy_setopt(x->h, CURLOPT_TIMEOUT_MS, ms);
   x->hc = hc;
   x->id = id;
   x->retry_after = -1;

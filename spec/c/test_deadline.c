@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "luaretry.h"
 #include "check.h"
@@ -158,12 +159,39 @@ static void test_blocking(void) {
   luaretry_policy_free(p);
 }
 
+/* A host that asks for its attempt after the deadline passed (its timer
+ * late on a busy machine) gets a stop, not an attempt; one that asks
+ * before gets what is left as the timeout. */
+static void test_asked_late(luaretry_policy *p) {
+  luaretry_call_options o = { .flags = LUARETRY_CALL_DEADLINE,
+                              .deadline = luaretry_deadline_in(5) };
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
+  luaretry_decision d;
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 1);
+  CHECK(d.next_timeout > 0 && d.next_timeout <= 4); /* the policy's attempt_timeout */
+  luaretry_call_free(c);
+  o.deadline = luaretry_deadline_in(0.05);
+  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
+  struct timespec nap = { 0, 100 * 1000 * 1000 }; /* 0.1 s: past it, whatever the load */
+  nanosleep(&nap, NULL);
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 0);
+  CHECK_EQ_STR(luaretry_reason_name(d.reason), "deadline");
+  CHECK_EQ_INT(d.attempt, 0);
+  if (CHECK(d.message != NULL))
+    CHECK_CONTAINS(d.message, "passed before the attempt was asked for");
+  luaretry_call_free(c);
+}
+
 int main(void) {
   luaretry_policy *p = load(SVC);
   test_earlier_wins(p);
   test_policy_wins(p);
   test_flag_needed(p);
   test_bad_deadlines(p);
+  test_asked_late(p);
   luaretry_policy_free(p);
   test_blocking();
   return check_done();
