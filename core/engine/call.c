@@ -72,7 +72,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->max_attempts = max_attempts > 0 ? max_attempts : rules->max_attempts;
   c->clock.is_virtual = (flags & LUARETRY_CALL_VIRTUAL_TIME) != 0;
   c->no_hedge = (flags & LUARETRY_CALL_NO_HEDGE) != 0;
-  c->one_round = (flags & LUARETRY_CALL_ONE_ROUND) != 0;
+  c->one_round = (flags & LUARETRY_CALL_WORKFLOW_REQUEST) != 0;
   /* The guards see a virtual clock from the real time at its start: calls
    * begun apart stay apart, so they share a breaker sensibly. */
   if (c->clock.is_virtual) c->guard_origin = lr_monotonic_now();

@@ -68,7 +68,7 @@ struct luaretry_call {
   int in_flight, hedges_in_flight;
   int hedge_closed;   /* no more hedges until the next attempt starts */
   int no_hedge;       /* LUARETRY_CALL_NO_HEDGE */
-  int one_round;      /* LUARETRY_CALL_ONE_ROUND: the enclosing call counts */
+  int one_round;      /* LUARETRY_CALL_WORKFLOW_REQUEST: the enclosing call counts */
   double hedge_delay; /* this round's, fixed when its attempt started */
   double last_start;  /* the latest start in flight, call seconds */
   lr_flight one;      /* the attempt in flight ... */

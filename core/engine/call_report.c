@@ -151,7 +151,7 @@ static int others_go_on(luaretry_call *c, const char *rule, luaretry_decision *d
   return 1;
 }
 
-/* A round's answer (LUARETRY_CALL_ONE_ROUND): the guards count the
+/* A round's answer (LUARETRY_CALL_WORKFLOW_REQUEST): the guards count the
  * enclosing call's outcome, not this one's, and a round never retries: an
  * answer ends it, but a transient one waits for the attempts still in
  * flight.  1 when the round is over or waits (d filled). */

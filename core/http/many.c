@@ -239,7 +239,13 @@ static live_call *begin_next(batch *b) {
   lc->job = job;
   lc->index = i;
   luaretry_call_options opt = b->copt;
-  if (opt.flags & LUARETRY_CALL_SEED) opt.seed += i;
+  if (job->call) { /* the job's own (a deadline of its own); the clock is the run's */
+    opt = *job->call;
+    opt.flags =
+      (opt.flags & ~LUARETRY_CALL_VIRTUAL_TIME) | (b->copt.flags & LUARETRY_CALL_VIRTUAL_TIME);
+  } else if (opt.flags & LUARETRY_CALL_SEED) {
+    opt.seed += i;
+  }
   luaretry_code rc = luaretry_call_begin(b->p, &opt, &lc->c);
   if (rc != LUARETRY_OK) {
     finish_job(b, job, i, rc, NULL, NULL);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "luaretry.h"
+#include "luaretry_tool.h"
 
 #define POLICY_MT "luaretry.policy"
 #define CALL_MT   "luaretry.call"

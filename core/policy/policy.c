@@ -105,7 +105,7 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   m->budget_refusals = (uint64_t)c[LR_M_BUDGET];
   m->throttled = (uint64_t)c[LR_M_THROTTLED];
   m->throttle_refusals = (uint64_t)c[LR_M_THROTTLE_STOPS];
-  m->rate_limited = (uint32_t)c[LR_M_RATE_STOPS];
+  m->rate_limited = (uint64_t)c[LR_M_RATE_STOPS];
   m->circuit_refusals = (uint64_t)c[LR_M_CIRCUIT];
   m->breaker_openings = (uint64_t)c[LR_M_BREAKER_OPENINGS];
   m->gave_up = (uint64_t)c[LR_M_GAVE_UP];
@@ -165,10 +165,6 @@ void luaretry_policy_on_log(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
   if (!p) return;
   p->log.fn = fn;
   p->log.ud = ud;
-}
-
-void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
-  luaretry_policy_on_log(p, fn, ud);
 }
 
 luaretry_code luaretry_policy_set_classifier(luaretry_policy *p, luaretry_classify_fn fn,

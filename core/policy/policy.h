@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "engine/engine.h"
+#include "luaretry_tool.h"
 #include "sandbox/sandbox.h"
 #include "schema.h"
 

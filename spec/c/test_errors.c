@@ -115,7 +115,7 @@ static void test_null_arguments(void) {
   luaretry_tuning t;
   CHECK_CODE(luaretry_policy_tuning(NULL, &t), LUARETRY_E_ARG);
   CHECK_CODE(luaretry_policy_tuning(p, NULL), LUARETRY_E_ARG);
-  luaretry_policy_set_log(NULL, NULL, NULL);
+  luaretry_policy_on_log(NULL, NULL, NULL);
   CHECK_CODE(luaretry_policy_set_classifier(NULL, noop_classify, NULL), LUARETRY_E_ARG);
   int idem = -1;
   luaretry_request req = { .method = "GET", .url = "http://x.invalid/" };
