@@ -86,7 +86,7 @@ CURL_SONAME = libluaretry-curl.so.$(MAJOR)
 # Only the public functions are exported, each under the version node of
 # this map; abi/ holds the ABI baselines `make check-abi` compares with.
 LIB_MAP = core/include/abi/libluaretry.map
-C_TESTS = step_api deadline blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc find \
+C_TESTS = step_api deadline null blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc find \
   fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke

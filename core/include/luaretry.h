@@ -5,13 +5,23 @@
  * waiting); a sandboxed Lua 5.4 script owns judgement (which outcomes are
  * worth retrying) and tuning.  Neither lua.h nor curl.h is needed here.
  *
- * Handles are opaque.  Every function that can fail returns a luaretry_code;
- * luaretry_strerror() names it and the handle's *_errmsg() function gives
- * the detail (for scripts: "file:line: what went wrong"), valid until the
- * next call on that handle.  Destructors accept NULL.  The library never
- * prints, never exits and never reads the environment (LUARETRY_REDIS and
- * LUARETRY_PATH are the command's, not the library's); its one piece of
- * global state is the watchdog below.
+ * Handles are opaque.  Every function that can fail returns a luaretry_code
+ * (the readers of response headers too: their wait goes to an
+ * out-parameter); luaretry_strerror() names it, and the detail (for
+ * scripts: "file:line: what went wrong") is the caller's own:
+ * luaretry_call_errmsg() the call's, valid until its next failure or its
+ * free; luaretry_policy_errmsg() the calling thread's last failure on that
+ * policy (a thread-local buffer, never written by another thread), valid
+ * until this thread's next failure.  Destructors accept NULL, and every
+ * function takes a NULL handle: LUARETRY_E_ARG, an empty answer or
+ * nothing done, never a crash.  A policy outlives its calls.
+ *
+ * Environment: the library never prints and never exits.  It reads
+ * LUARETRY_PATH, XDG_CONFIG_HOME and HOME in luaretry_policy_find() and
+ * luaretry_policy_dir() (the search path), and LUARETRY_DATADIR there and
+ * at each load (where `require` finds lua/ and policies/); nothing else
+ * (LUARETRY_REDIS is the command's).  Its one piece of global state is the
+ * watchdog below.
  *
  * Lua states: a loaded script runs in Lua states that belong to that load,
  * not to calls.  Each call into the script (a decision, prepare,
@@ -34,8 +44,18 @@
  * luaretry_policy_is_idempotent() and luaretry_policy_run_workflow() may
  * run on any thread; luaretry_policy_prepare() fills a buffer of the
  * policy, so one thread at a time for it (luaretry_call_prepare() has one
- * per call), and a policy-level failure's luaretry_policy_errmsg() is the
- * last one of any thread.
+ * per call); a policy-level failure's luaretry_policy_errmsg() is the
+ * failing thread's own.
+ *
+ * Locks, threads and fork: loading, reloading and luaretry_policy_set()
+ * take the policy's mutex; the guards that keep a window or buckets (the
+ * breaker's rate window, the client-side throttle, the rate limiter, the
+ * server's quota) a spin lock for a few instructions per attempt; a fleet
+ * round trip its connection's mutex.  The one thread the library starts
+ * is the watchdog (below), with the first loaded policy; it is joined
+ * when the last is freed.  After fork() a child's calls draw jitter from a
+ * new seed; the watchdog and the fleet's connections stay the parent's,
+ * so a child that runs calls loads its policies itself.
  *
  * Time limit: a call into a script is stopped within time_limit (seconds
  * of wall time, default 0.25), at its next Lua instruction, as a policy
@@ -48,11 +68,18 @@
  * the host-only setting "instruction_limit", at the cost of a hook on
  * every instruction.
  *
- * ABI: the shared library's soname is libluaretry.so.MAJOR.  Within one
+ * ABI: the shared libraries' sonames are libluaretry.so.MAJOR and
+ * libluaretry-curl.so.MAJOR (the curl helper, luaretry_curl.h: a library of
+ * its own, so that a host of the engine alone links Lua and hiredis, never
+ * libcurl); their functions carry the symbol version LUARETRY_1.0, and
+ * `make check-abi` holds them against a baseline kept in the tree.  What
+ * only the command line uses is in luaretry_tool.h: not installed, not
+ * exported, no promise.  Within one
  * major version functions are only added, enum values only appended (a
  * value never changes meaning), and every public struct keeps its size and
  * the place of each field: the structs end with reserved room that a later
- * version turns into new fields.  So a struct the caller fills must start
+ * version turns into new fields (an array indexed by an enum that grows has
+ * room for its later values).  So a struct the caller fills must start
  * zeroed: through its init function, or a designated initializer
  * (`luaretry_request r = { .method = "GET", .url = u };`), which zeroes the
  * rest.  A change that cannot keep this rule makes a new major version.
@@ -608,9 +635,12 @@ typedef struct {
   luaretry_wait_source wait_source;
   const char *rule;       /* what decided: "policies/http.lua:12",
                                  "default", "deadline", "max_attempts" ...;
-                                 valid until the policy is freed or reloaded */
-  const char *message;    /* policy error detail, or NULL */
-  const char *hook_error; /* on_retry failed (decision unchanged), or NULL */
+                                 valid until luaretry_call_free (a reload
+                                 meanwhile does not move it) */
+  const char *message;    /* policy error detail, or NULL; valid until the
+                                 call's next decision or its free */
+  const char *hook_error; /* on_retry failed (decision unchanged), or NULL;
+                                 as long as message */
   int hedge;              /* the attempt judged (or, from
                                  luaretry_call_hedge, the one to start) is a
                                  hedge */
