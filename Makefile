@@ -92,7 +92,7 @@ C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
 .PHONY: all deps demo test test-build test-plain test-sanitized test-c test-lua check-layers \
-  check-man check-format format bench install uninstall \
+  check-man check-format check-abi abi-baseline format bench install uninstall \
   rock install-rock clean fuzz fuzz-build fuzz-smoke fuzz-merge
 
 all: $(BUILD)/libluaretry.a $(BUILD)/libluaretry.so $(BUILD)/libluaretry-curl.a \
@@ -220,6 +220,28 @@ test-lua: all $(FAULT_BIN)
 
 ASAN_PRELOAD = $(shell $(CC) -print-file-name=libasan.so) $(shell $(CC) -print-file-name=libubsan.so)
 
+# The ABI of both libraries against its baseline in core/include/abi/
+# (libabigail's abidw of the public headers' functions and types):
+# check-abi accepts additions (functions, enum values, fields carved from
+# reserved room) and fails on anything else (spec/tools/check_abi.lua
+# says what); abi-baseline records the ABI as it is now, on purpose, in a
+# commit of its own.
+ABI_LIBS = libluaretry libluaretry-curl
+ABIDW = abidw --no-corpus-path --drop-private-types --header-file core/include/luaretry.h \
+  --header-file core/include/luaretry_curl.h
+check-abi: $(BUILD)/libluaretry.so $(BUILD)/libluaretry-curl.so
+	@mkdir -p $(BUILD)/abi
+	@for l in $(ABI_LIBS); do \
+	  $(ABIDW) --out-file $(BUILD)/abi/$$l.abi $(BUILD)/$$l.so.$(VERSION) && \
+	  lua5.4 spec/tools/check_abi.lua core/include/abi/$$l.abi $(BUILD)/abi/$$l.abi || exit 1; \
+	done
+
+abi-baseline: $(BUILD)/libluaretry.so $(BUILD)/libluaretry-curl.so
+	@for l in $(ABI_LIBS); do \
+	  $(ABIDW) --out-file core/include/abi/$$l.abi $(BUILD)/$$l.so.$(VERSION) || exit 1; \
+	  echo "abi-baseline: core/include/abi/$$l.abi"; \
+	done
+
 # One style for every C file (.clang-format): check-format fails on a
 # file that drifts, format applies the style.
 C_SOURCES = $(shell find core spec/c spec/fuzz spec/bench -name '*.[ch]' | sort)
@@ -242,6 +264,7 @@ check-man:
 TSAN_TESTS = test_threads test_overlap test_fleet_calls test_hedge test_fleet_rate
 test: deps
 	$(MAKE) -j2 check-layers check-man check-format test-build
+	$(MAKE) check-abi
 	$(MAKE) -j2 -O test-plain test-sanitized
 
 test-build:
