@@ -151,7 +151,7 @@ struct luaretry_policy {
   size_t memory;            /* bytes of the load's first state */
   int warn_globals;         /* luaretry_policy_warn_undefined_globals */
   char origin[F_COUNT][64]; /* luaretry_policy_origin: "" for the script's own */
-  lr_latency latency; /* recent attempts, for hedge.delay = "pNN" */
+  lr_latency latency;       /* recent attempts, for hedge.delay = "pNN" */
 };
 
 /* ---- request.c: attempt_header's header added to *r (its other headers
