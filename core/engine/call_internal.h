@@ -19,7 +19,11 @@ typedef struct {
   double start;
 } lr_flight;
 
+/* The first word of a call: a handle of another kind (a policy) is
+ * refused with LUARETRY_E_ARG, as NULL is. */
+#define LR_CALL_MAGIC 0x6c72636cu /* "lrcl" */
 struct luaretry_call {
+  uint32_t magic;
   const lr_rules *rules; /* the load's: a reload does not move them */
   const lr_judge *judge;
   lr_shared *shared;       /* the policy's budget, breaker and counters */
@@ -77,6 +81,8 @@ struct luaretry_call {
   int rate_remote;    /* the fleet's rate limiter answered the last ask (2:
                          the deadline passed while it was asked) */
 };
+
+static inline int lr_call_ok(const luaretry_call *c) { return c && c->magic == LR_CALL_MAGIC; }
 
 /* Nanoseconds for the counters, clamped: a 1e300 s wait still counts. */
 static inline long long lr_clamp_ns(double seconds) {

@@ -234,12 +234,13 @@ static luaretry_code observed(luaretry_call *c, const luaretry_outcome *o, luare
 
 luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_decision *d) {
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
   return observed(c, o, d, report(c, 0, o, NULL, d));
 }
 
 luaretry_code luaretry_call_report_attempt(luaretry_call *c, int attempt, const luaretry_outcome *o,
                                            luaretry_decision *d) {
-  if (attempt <= 0) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c) || attempt <= 0) return LUARETRY_E_ARG;
   return observed(c, o, d, report(c, attempt, o, NULL, d));
 }
 

@@ -117,7 +117,11 @@ typedef struct lr_gen {
   lr_slot_block slots;
 } lr_gen;
 
+/* The first word of a policy: a handle of another kind (a call) or one
+ * freed and reused is refused with LUARETRY_E_ARG, as NULL is. */
+#define LR_POLICY_MAGIC 0x6c72706fu /* "lrpo" */
 struct luaretry_policy {
+  uint32_t magic;
   pthread_mutex_t writer; /* one load or change of settings at a time */
   pthread_mutex_t lock;   /* what readers take: the load, the tuning */
   lr_gen *gen;            /* the current load: NULL until then */
@@ -241,6 +245,9 @@ void lr_script_push_call(lua_State *L, lr_script *s);
 /* The current load, referenced (release it with lr_gen_unref); NULL before
  * a load. */
 lr_gen *lr_policy_current(luaretry_policy *p);
+static inline int lr_policy_ok(const luaretry_policy *p) {
+  return p && p->magic == LR_POLICY_MAGIC;
+}
 lr_shared *lr_policy_shared(luaretry_policy *p);
 /* The policy's message, from a function any thread may call (under the
  * writer lock, as loads and sets write it). */

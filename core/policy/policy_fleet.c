@@ -8,7 +8,7 @@
 #include "policy.h"
 
 void luaretry_policy_on_fleet(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
-  if (!p) return;
+  if (!lr_policy_ok(p)) return;
   p->fleet_log.fn = fn;
   p->fleet_log.ud = ud;
 }
@@ -41,7 +41,7 @@ static luaretry_code fleet_failed(luaretry_policy *p, lr_fleet *f, lr_fleet_code
 }
 
 luaretry_code luaretry_policy_fleet_sync(luaretry_policy *p) {
-  if (!p) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
   lr_gen *g = fleet_load(p);
   if (!g) return LUARETRY_E_STATE;
   lr_fleet_code rc = lr_fleet_sync_now(lr_fleet_link_fleet(g->fleet));
@@ -75,7 +75,7 @@ static luaretry_code copy_status(const lr_fleet_status *in, const lr_fleet_view 
 }
 
 luaretry_code luaretry_policy_fleet_status(luaretry_policy *p, luaretry_fleet_status *st) {
-  if (!p || !st) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p) || !st) return LUARETRY_E_ARG;
   memset(st, 0, sizeof *st);
   lr_gen *g = fleet_load(p);
   if (!g) return LUARETRY_E_STATE;
@@ -105,7 +105,7 @@ void luaretry_fleet_status_free(luaretry_fleet_status *st) {
 }
 
 luaretry_code luaretry_policy_fleet_reset(luaretry_policy *p) {
-  if (!p) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
   lr_gen *g = fleet_load(p);
   if (!g) return LUARETRY_E_STATE;
   char err[600] = "";

@@ -1,7 +1,8 @@
 /* test_null.c: every public function of luaretry.h and luaretry_curl.h
  * (and of the command's luaretry_tool.h) called with NULL for every handle
  * and pointer: a code (LUARETRY_E_ARG where it returns one), an empty
- * answer or nothing done, never a crash.  `make test` runs it under ASan
+ * answer or nothing done, never a crash; and with a handle of the other
+ * kind (a call for a policy, a policy for a call): the same.  `make test` runs it under ASan
  * too.  A function added to a header belongs here. */
 #include <math.h>
 #include <string.h>
@@ -130,11 +131,53 @@ static void test_tool(void) {
   E_ARG(luaretry_policy_sample_backoff(NULL, 0, 0, 0, NULL, 0));
 }
 
+/* A handle of the other kind (a call where a policy goes, a policy where
+ * a call goes): refused like NULL, the real handles untouched. */
+static void test_foreign(void) {
+  luaretry_policy *p = NULL;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(p, "=foreign", "max_attempts = 2\n"), LUARETRY_OK);
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  luaretry_policy *cp = (luaretry_policy *)c; /* a call, as a policy */
+  luaretry_call *pc = (luaretry_call *)p;     /* a policy, as a call */
+  luaretry_metrics m;
+  luaretry_tuning t;
+  luaretry_decision d;
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  luaretry_call *other = (luaretry_call *)&t;
+  E_ARG(luaretry_policy_set(cp, "max_attempts", "3"));
+  E_ARG(luaretry_policy_load_string(cp, "=x", "max_attempts = 1\n"));
+  E_ARG(luaretry_policy_load_file(cp, "x.lua"));
+  E_ARG(luaretry_policy_metrics(cp, &m));
+  E_ARG(luaretry_policy_tuning(cp, &t));
+  E_ARG(luaretry_call_begin(cp, NULL, &other));
+  CHECK(other == NULL);
+  CHECK_EQ_STR(luaretry_policy_errmsg(cp), "no policy");
+  CHECK_EQ_INT(luaretry_policy_warning_count(cp), 0);
+  luaretry_policy_on_log(cp, NULL, NULL);
+  luaretry_policy_free(cp); /* nothing freed: the call goes on */
+  E_ARG(luaretry_call_next(pc, &d));
+  E_ARG(luaretry_call_report(pc, &o, &d));
+  E_ARG(luaretry_call_report_attempt(pc, 1, &o, &d));
+  E_ARG(luaretry_call_wait(pc, 0));
+  CHECK_EQ_STR(luaretry_call_errmsg(pc), "no call");
+  luaretry_call_cancel(pc);
+  luaretry_call_free(pc); /* nothing freed: the policy goes on */
+  o.status = 200;
+  CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   test_versions_and_names();
   test_policy();
   test_call();
   test_curl();
   test_tool();
+  test_foreign();
   return check_done();
 }
