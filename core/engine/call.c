@@ -251,7 +251,7 @@ luaretry_code luaretry_call_wait(luaretry_call *c, double seconds) {
   return lr_wait(&c->clock, &c->waiter, seconds) ? LUARETRY_E_CANCELLED : LUARETRY_OK;
 }
 
-void luaretry_call_observe(luaretry_call *c, luaretry_observer_fn fn, void *ud) {
+void luaretry_call_on_decision(luaretry_call *c, luaretry_observer_fn fn, void *ud) {
   if (!lr_call_ok(c)) return;
   c->observer = fn;
   c->observer_ud = ud;

@@ -252,7 +252,7 @@ static live_call *begin_next(batch *b) {
     release(b, lc);
     return NULL;
   }
-  luaretry_call_observe(lc->c, job->observer, job->observer_ud);
+  luaretry_call_on_decision(lc->c, job->observer, job->observer_ud);
   lc->next = 1;
   lr_resume_init(&lc->resume, job->resume);
   return lc;

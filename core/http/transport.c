@@ -134,7 +134,7 @@ static luaretry_code hedged(luaretry_curl_transport *tr, const luaretry_request 
     *plain = 1;
     return LUARETRY_OK;
   }
-  luaretry_call_observe(c, tell, tr);
+  luaretry_call_on_decision(c, tell, tr);
   tr->round_told = 0;
   tr->answer_failed = 0;
   free(tr->answer);

@@ -362,9 +362,12 @@ LUARETRY_API double luaretry_policy_rate(const luaretry_policy *p);
 typedef void (*luaretry_breaker_fn)(void *ud, luaretry_breaker_state s);
 LUARETRY_API void luaretry_policy_on_breaker(luaretry_policy *p, luaretry_breaker_fn fn, void *ud);
 
-/* Where a script's print() goes (default: nowhere).  The callback
- * registrations share one verb: luaretry_policy_on_log, _on_breaker,
- * _on_fleet. */
+/* Where a script's print() goes (default: nowhere).  Names follow one
+ * scheme: a callback's registration is on_ (luaretry_policy_on_log,
+ * _on_breaker, _on_fleet, luaretry_call_on_decision), a predicate reads as
+ * one (luaretry_call_cancelled, luaretry_policy_has_workflow,
+ * luaretry_curl_never_sent), an action is a verb (luaretry_call_cancel,
+ * luaretry_policy_reload_if_changed). */
 typedef void (*luaretry_log_fn)(void *ud, const char *line);
 LUARETRY_API void luaretry_policy_on_log(luaretry_policy *p, luaretry_log_fn fn, void *ud);
 
@@ -774,10 +777,10 @@ LUARETRY_API void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decisi
 LUARETRY_API luaretry_code luaretry_call_wait(luaretry_call *c, double seconds);
 
 /* Called after each decision of the call (logging, counting); `o` is NULL
- * when a cancel stopped the call during a wait. */
+ * when a cancel stopped the call during a wait.  (Was luaretry_call_observe.) */
 typedef void (*luaretry_observer_fn)(void *ud, const luaretry_outcome *o,
                                      const luaretry_decision *d);
-LUARETRY_API void luaretry_call_observe(luaretry_call *c, luaretry_observer_fn fn, void *ud);
+LUARETRY_API void luaretry_call_on_decision(luaretry_call *c, luaretry_observer_fn fn, void *ud);
 
 /* Any thread, or a signal handler: a wait in progress returns at once,
  * and the call stops with reason CANCELLED at its next report. */

@@ -73,7 +73,7 @@ LUARETRY_API int luaretry_curl_resumable(const luaretry_outcome *o);
  *   `body_len` is the whole length; the bytes sent are read through
  *   `upload` on every attempt.  A prepare() that replaces the body sends
  *   its own, from memory.
- * (Each attempt's decision reaches luaretry_call_observe()'s observer.)
+ * (Each attempt's decision reaches luaretry_call_on_decision()'s observer.)
  */
 typedef struct {
   luaretry_sink_fn sink;

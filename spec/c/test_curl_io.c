@@ -256,7 +256,7 @@ static void redirect_to(const char *location) {
   luaretry_policy *p = policy("max_attempts = 1\ndeadline = 20\n");
   luaretry_call *c = NULL;
   CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
-  luaretry_call_observe(c, observe, NULL);
+  luaretry_call_on_decision(c, observe, NULL);
   char url[64];
   snprintf(url, sizeof url, "http://127.0.0.1:%d/r", s.port);
   luaretry_request req = { .method = "GET", .url = url };

@@ -142,7 +142,7 @@ static void test_null_arguments(void) {
   CHECK_CODE(luaretry_call_wait(c, NAN), LUARETRY_E_ARG);
   luaretry_call_cancel(NULL);
   CHECK_EQ_INT(luaretry_call_cancelled(NULL), 0);
-  luaretry_call_observe(NULL, NULL, NULL);
+  luaretry_call_on_decision(NULL, NULL, NULL);
   luaretry_outcome o;
   luaretry_outcome_init(&o);
   CHECK_EQ_DBL(o.retry_after, -1);

@@ -91,7 +91,7 @@ static void test_call(void) {
   CHECK_EQ_INT(luaretry_call_wakeup_fd(NULL), -1);
   luaretry_call_stop_cancelled(NULL, NULL);
   E_ARG(luaretry_call_wait(NULL, 0));
-  luaretry_call_observe(NULL, NULL, NULL);
+  luaretry_call_on_decision(NULL, NULL, NULL);
   luaretry_call_cancel(NULL);
   CHECK_EQ_INT(luaretry_call_cancelled(NULL), 0);
   E_ARG(luaretry_call_run(NULL, NULL, NULL, NULL));
