@@ -448,6 +448,33 @@ static void test_call_deadline(void) {
   CHECK(luaretry_call_elapsed(c) < 5); /* the call's 0.3 s, not the policy's 30 */
   curl_easy_cleanup(h);
   luaretry_call_free(c);
+  /* a batch: each job with a deadline of its own (job.call) */
+  luaretry_call_options own[2] = {
+    { .flags = LUARETRY_CALL_DEADLINE, .deadline = luaretry_deadline_in(0.3) },
+    { .flags = LUARETRY_CALL_DEADLINE, .deadline = luaretry_deadline_in(0.6) },
+  };
+  luaretry_curl_job jobs[2];
+  memset(jobs, 0, sizeof jobs);
+  for (int i = 0; i < 2; i++) {
+    jobs[i].request = &req;
+    jobs[i].call = &own[i];
+  }
+  luaretry_curl_many *m = NULL;
+  CHECK_CODE(luaretry_curl_many_new(&m), LUARETRY_OK);
+  luaretry_curl_many_options mo;
+  luaretry_curl_many_options_init(&mo);
+  mo.max_transfers = 2; /* side by side: each call begins at once */
+  double t0 = luaretry_clock_now();
+  CHECK_CODE(luaretry_curl_perform_many(m, p, jobs, 2, &mo), LUARETRY_OK);
+  CHECK(luaretry_clock_now() - t0 < 5); /* the jobs' 0.3 and 0.6 s, not 30 */
+  for (int i = 0; i < 2; i++) {
+    CHECK_CODE(jobs[i].result.code, LUARETRY_OK);
+    CHECK_EQ_STR(luaretry_reason_name(jobs[i].result.final.reason), "deadline");
+  }
+  /* job 1 ran to its own 0.6 s (an attempt's timeout never fires early),
+   * not to job 0's 0.3 */
+  CHECK(jobs[1].result.elapsed >= 0.55);
+  luaretry_curl_many_free(m);
   luaretry_policy_free(p);
   close(fd);
 }
