@@ -5,13 +5,15 @@
 # `make fuzz` (each libFuzzer target for FUZZ_SECONDS).
 #
 # Layers (core/*/, checked by `make check-layers`):
-#   include/  the public headers, installed as they are
+#   include/  the public headers, installed as they are (luaretry_tool.h, the
+#             command's, is not); include/abi/ the version script and ABI baseline
 #   engine/   clock, RNG, backoff, guards, the call state machine: plain C
 #   sandbox/  the metered Lua VM and what scripts may use: policies and the fault server
 #   policy/   loading, schema, judgement, requests, workflows: with sandbox/, the only
 #             library files with lua.h
 #   fleet/    the guards shared through Redis: the only files with hiredis.h
-#   http/     the libcurl helper: the only library files with curl.h
+#   http/     the libcurl helper, a library of its own (libluaretry-curl): the
+#             only library files with curl.h
 #   module/   the Lua module; cli/ the command (run/ and simulate/ its wings); faults/
 #             the fault server
 
