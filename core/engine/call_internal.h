@@ -7,6 +7,8 @@
 #ifndef LR_CALL_INTERNAL_H
 #define LR_CALL_INTERNAL_H
 
+#include <string.h>
+
 #include "engine.h"
 
 #define MESSAGE_SIZE 512
@@ -82,7 +84,12 @@ struct luaretry_call {
                          the deadline passed while it was asked) */
 };
 
-static inline int lr_call_ok(const luaretry_call *c) { return c && c->magic == LR_CALL_MAGIC; }
+/* Read as bytes: a foreign handle need not have a call's alignment. */
+static inline int lr_call_ok(const luaretry_call *c) {
+  uint32_t magic = 0;
+  if (c) memcpy(&magic, (const void *)c, sizeof magic);
+  return magic == LR_CALL_MAGIC;
+}
 
 /* Nanoseconds for the counters, clamped: a 1e300 s wait still counts. */
 static inline long long lr_clamp_ns(double seconds) {

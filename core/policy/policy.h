@@ -13,6 +13,7 @@
 
 #include <lua.h>
 #include <pthread.h>
+#include <string.h>
 #include <stdatomic.h>
 #include <time.h>
 
@@ -245,8 +246,11 @@ void lr_script_push_call(lua_State *L, lr_script *s);
 /* The current load, referenced (release it with lr_gen_unref); NULL before
  * a load. */
 lr_gen *lr_policy_current(luaretry_policy *p);
+/* Read as bytes: a foreign handle need not have a policy's alignment. */
 static inline int lr_policy_ok(const luaretry_policy *p) {
-  return p && p->magic == LR_POLICY_MAGIC;
+  uint32_t magic = 0;
+  if (p) memcpy(&magic, (const void *)p, sizeof magic);
+  return magic == LR_POLICY_MAGIC;
 }
 lr_shared *lr_policy_shared(luaretry_policy *p);
 /* The policy's message, from a function any thread may call (under the
