@@ -160,8 +160,10 @@ static void finish_job(batch *b, luaretry_curl_job *job, size_t i, luaretry_code
   if (d) r->final = *d;
   r->elapsed = c ? luaretry_call_elapsed(c) : 0;
   if (code != LUARETRY_OK) {
-    const char *pm = luaretry_policy_errmsg(b->p);
-    r->errmsg = pm && pm[0] ? pm : c ? luaretry_call_errmsg(c) : luaretry_strerror(code);
+    /* the call's own message; the policy's (this thread's) only when no
+     * call began */
+    const char *m = c ? luaretry_call_errmsg(c) : luaretry_policy_errmsg(b->p);
+    r->errmsg = m[0] ? m : luaretry_strerror(code);
   }
   if (b->o->done) b->o->done(b->o->done_ud, i, job);
   r->final.message = NULL;
