@@ -34,7 +34,7 @@
  * long as the call.
  *
  * Threads: any number of threads may begin, report and wait on calls of
- * one loaded policy at once, with no lock on the way; the budget, breaker
+ * one loaded policy at once, with no mutex on the way (Locks, below); the budget, breaker
  * and counters are atomic.  A call is used by one thread at a time;
  * luaretry_call_cancel() may come from any thread or a signal handler.
  * Loading, reloading and luaretry_policy_set() may run while calls are in
