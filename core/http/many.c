@@ -198,6 +198,7 @@ static void release(batch *b, live_call *lc) {
   if (lc->s) free_slot(b, lc->s); /* a call ended with its transfers in flight */
   drop_hedges(b, lc);
   if (lc->h) curl_easy_cleanup(lc->h);
+  lr_resume_free(&lc->resume);
   memset(lc, 0, sizeof *lc);
   b->spare[b->nspare++] = lc;
   b->nlive--;
@@ -256,7 +257,12 @@ static live_call *begin_next(batch *b) {
   }
   luaretry_call_on_decision(lc->c, job->observer, job->observer_ud);
   lc->next = 1;
-  lr_resume_init(&lc->resume, job->resume);
+  if (lr_resume_init(&lc->resume, job->resume) != 0) {
+    finish_job(b, job, i, LUARETRY_E_ARG, NULL, NULL);
+    luaretry_call_free(lc->c);
+    release(b, lc);
+    return NULL;
+  }
   return lc;
 }
 
