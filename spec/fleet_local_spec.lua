@@ -286,7 +286,7 @@ describe("the local store (--fleet local)", function ()
       proc.writefile(files[i], table.concat(lines, "\n") .. "\n")
     end
     local res = many(4, run, function (i)
-      return { "run", RATE, "--urls", files[i], "--parallel", "4", "-s", "--fleet", "local",
+      return { "run", RATE, "--urls", files[i], "--parallel-max", "4", "-s", "--fleet", "local",
                "--set", "fleet.key=" .. key }
     end)
     for i, x in ipairs(res) do assert.are.equal(0, x.code, "process " .. i .. ": " .. x.stderr) end
