@@ -1,6 +1,6 @@
 -- The fleet's rate limiter (README "Fleet"): one token bucket (a GCRA) for
 -- every process naming the same Redis.  Real `luaretry run --urls
--- --parallel` batches against the fault server and a real redis-server,
+-- --parallel-max` batches against the fault server and a real redis-server,
 -- measured in the server's request log; the same batches without Redis
 -- (a limit per process); a Redis that answers the rate script with
 -- garbage, slowly or not at all (spec/fixtures/fleet/fake_redis.lua); settings that
@@ -101,7 +101,7 @@ describe("the fleet's rate limiter against a real Redis", function ()
   it("holds 4 batches to one limit (within limit*T + burst + their leased blocks over 2 s), not 4 limits, as simulate --fleet predicts", function ()
     local key = new_key()
     local function batch(i, redis_url)
-      local a = { "run", RATE, "--urls", urls_file(tmp, srv, URLS, "p" .. i), "--parallel",
+      local a = { "run", RATE, "--urls", urls_file(tmp, srv, URLS, "p" .. i), "--parallel-max",
                   tostring(PARALLEL), "-s", "--set",
                   "fleet.key=" .. key, "--set", "fleet.command_timeout=1000" }
       if redis_url then a[#a + 1] = "--redis"; a[#a + 1] = redis_url end
@@ -287,7 +287,7 @@ describe("the fleet's rate limiter against a hostile Redis", function ()
       local ok, err = pcall(function ()
         srv:reset()
         local t0 = proc.now()
-        local x = proc.run({ "run", RATE, "--urls", urls_file(tmp, srv, 10, "h"), "--parallel", "4",
+        local x = proc.run({ "run", RATE, "--urls", urls_file(tmp, srv, 10, "h"), "--parallel-max", "4",
                              "--redis", f.url, "--set",
                              "fleet.command_timeout=500" }, { timeout = 30 })
         local secs = proc.now() - t0

@@ -133,7 +133,8 @@ int lr_curl_index_headers(lr_transfer *t) {
     if (strcmp(name, "retry-after") == 0) {
       /* only the first valid one, so the script reads what the engine uses */
       if (now < 0) now = realtime_now();
-      if (retry_after_kept || luaretry_retry_after(value, now) < 0) continue;
+      double w;
+      if (retry_after_kept || luaretry_retry_after(value, now, &w) != LUARETRY_OK) continue;
       retry_after_kept = 1;
     }
     t->headers[t->header_count].name = name;
@@ -196,6 +197,8 @@ const char *luaretry_curl_error_name(CURLcode rc) {
   /* the redirect limit the user set (--max-redirs, CURLOPT_MAXREDIRS):
    * the same chain again reaches the same limit */
   case CURLE_TOO_MANY_REDIRECTS: return "too_many_redirects";
+  /* the host's size limit (curl's --max-filesize): as large again */
+  case CURLE_FILESIZE_EXCEEDED: return "too_large";
   case CURLE_SSL_CONNECT_ERROR:
   case CURLE_SSL_CERTPROBLEM:
   case CURLE_SSL_CIPHER: return "tls";

@@ -152,15 +152,12 @@ double log_quota_max_wait(const luaretry_policy *p) {
 /* -v: RateLimit fields that pacing ignores, and why. */
 static void quota_note(const attempt_log *log, const char *who, const luaretry_outcome *o,
                        const luaretry_decision *d) {
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
   double r, t;
-  int v = luaretry_rate_quota(o->headers, o->header_count,
-                              (double)now.tv_sec + (double)now.tv_nsec * 1e-9, &r, &t);
-  if (v < 0)
+  luaretry_code v = luaretry_rate_quota(o->headers, o->header_count, 0, &r, &t); /* wall clock */
+  if (v != LUARETRY_OK)
     fprintf(stderr, "luaretry: %sattempt %d: RateLimit fields ignored: they do not read\n", who,
             d->attempt);
-  else if (v > 0 && t > log->quota_max_wait)
+  else if (r >= 0 && t > log->quota_max_wait)
     fprintf(stderr,
             "luaretry: %sattempt %d: RateLimit fields ignored: a reset in %.0f s is past "
             "max_retry_after (%g s)\n",
@@ -169,6 +166,7 @@ static void quota_note(const attempt_log *log, const char *who, const luaretry_o
 
 void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   attempt_log *log = ud;
+  if (log->verbosity > 0 || log->show_error) progress_yield(); /* a line may follow */
   char who[32] = ""; /* "[3] " in a batch, "request 2: " in a workflow */
   if (log->index) snprintf(who, sizeof who, "[%d] ", log->index);
   if (log->request) snprintf(who, sizeof who, "request %d: ", log->request);
@@ -253,6 +251,7 @@ void log_stats(const luaretry_policy *p) {
 void run_resume_note(void *ud, const char *line) {
   const attempt_log *log = ud;
   if (log->verbosity == 0) return;
+  progress_yield(); /* a line of its own, not one written into the meter */
   fprintf(stderr, "luaretry: ");
   if (log->index) fprintf(stderr, "[%d] ", log->index);
   fprintf(stderr, "%s: %s\n", log->target, line);
