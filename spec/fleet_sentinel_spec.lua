@@ -3,16 +3,16 @@
 -- for the master, and asked again after a failover.  On loopback: one
 -- master, one replica (--replicaof), three redis-sentinel processes
 -- (quorum 2), each with its own config file in a temporary folder (they
--- rewrite it); the master is SIGKILLed while a batch runs.  Every process
--- is stopped by its PID; every wait is bounded.
+-- rewrite it); the master is SIGKILLed while processes run one after
+-- another.  (A sentinel that answers garbage, or names a replica or a port
+-- where nothing listens: spec/fleet_hostile_spec.lua.)  Every process is
+-- stopped by its PID; every wait is bounded.
 local proc = require "support.proc"
 local redis = require "support.redis"
 local q = proc.q
 
 local SERVER = proc.root .. "/spec/fixtures/fleet/server.lua"
-local FAKE = proc.root .. "/spec/fixtures/fleet/fake_redis.lua"
 local LOST = "local guards decide until Redis is back"
-local BACK = "back, fleet%-wide again"
 local ENV = "env -u LD_PRELOAD -u ASAN_OPTIONS "
 local NAME = "lrmaster"
 
@@ -117,7 +117,7 @@ describe("the fleet behind Redis Sentinel", function ()
     if dir then proc.rmtree(dir) end
   end)
 
-  local function run(key, extra, tmp)
+  local function run(key, extra)
     local args = { "run", policy, srv.base .. "/503", "--redis", url, "--set", "fleet.key=" .. key,
                    "--seed", "1" }
     for _, x in ipairs(extra or {}) do args[#args + 1] = x end
