@@ -13,6 +13,7 @@ local q = proc.q
 
 local SERVER = proc.root .. "/spec/fixtures/fleet/server.lua"
 local LOST = "local guards decide until Redis is back"
+local BACK = "back, fleet%-wide again"
 local ENV = "env -u LD_PRELOAD -u ASAN_OPTIONS "
 local NAME = "lrmaster"
 
@@ -79,9 +80,12 @@ describe("the fleet behind Redis Sentinel", function ()
     return ("sentinel-%d-%d"):format(proc.now() * 1000 // 1, keys)
   end
 
+  local SLOW
   setup(function ()
     srv = proc.server(SERVER)
     dir = proc.tmpdir()
+    SLOW = dir .. "/slow.lua"
+    proc.writefile(SLOW, 'respond = routes{ ["/slow503"] = {status = 503, delay = 0.1, body = "busy\\n"} }\n')
     policy = dir .. "/policy.lua"
     proc.writefile(policy, POLICY_TEXT)
     -- (replicas sync at once, not after the 5 s Redis waits for more)
@@ -151,6 +155,27 @@ describe("the fleet behind Redis Sentinel", function ()
     local key = new_key()
     assert.are.equal(4, run(key).code)
     assert.are.equal("1", master:cli("EXISTS", "luaretry:{" .. key .. "}"))
+    -- and one process that lives through it all: a batch whose transfers
+    -- go one at a time, each answered 503 after 0.1 s (reconnecting at
+    -- least every second: the default backoff grows to 30 s)
+    local tmp = proc.tmpdir()
+    local slow = proc.server(SLOW)
+    local urls = {}
+    for i = 1, 600 do urls[i] = slow.base .. "/slow503" end
+    proc.writefile(tmp .. "/urls", table.concat(urls, "\n") .. "\n")
+    local job = proc.spawn({ "run", policy, "--urls", tmp .. "/urls", "--parallel-max", "1", "--redis",
+                             url, "--set", "fleet.key=" .. new_key(), "--set", "fleet.reconnect=1000",
+                             "--seed", "1" }, tmp)
+    local done, why = pcall(function ()
+      assert.truthy(proc.wait_for(function () return (job:stderr() or ""):find("%[3%]") end, 10),
+                    job:stderr())
+    end)
+    if not done then
+      job:stop()
+      slow:stop()
+      proc.rmtree(tmp)
+      error(why)
+    end
     master:kill()
     -- one process after another (each its own handle: it says the outage
     -- once) until one finds the fleet again: the sentinels promote the
@@ -168,6 +193,22 @@ describe("the fleet behind Redis Sentinel", function ()
       outages = outages + said
       if said == 0 then clean = x end
     end
+    -- the batch: the outage said once, then back on the new master
+    local back = proc.wait_for(function () return (job:stderr() or ""):find(BACK) end, 30)
+    job:signal("TERM")
+    job:wait(10)
+    job:stop()
+    slow:stop()
+    local stderr = job:stderr() or ""
+    proc.rmtree(tmp)
+    assert.truthy(back, stderr:gsub("luaretry: %[[^\n]*\n", ""))
+    assert.are.equal(1, count(stderr, LOST:gsub("%p", "%%%0")), stderr)
+    local calls, worst = 0, 0
+    for t in stderr:gmatch("status %d+, ([%d.]+) s, exit") do
+      calls, worst = calls + 1, math.max(worst, tonumber(t))
+    end
+    assert.is_true(calls >= 3, stderr)
+    assert.is_true(worst < 3 + 2, "the slowest call: " .. worst .. " s")
     assert.truthy(clean, "no process found the new master in 45 s")
     assert.is_true(outages >= 1, "no process saw the outage")
     assert.are.equal("127.0.0.1\n" .. replica.port,
