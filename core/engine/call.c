@@ -3,7 +3,7 @@
  * policy's judge classifies, the engine counts, computes and decides.  A
  * call in flight is one struct (call_internal.h) and nothing more: its
  * rules and judge belong to the policy's load it began under.  Its other
- * files: call_guards.c, call_report.c, call_hedge.c, call_run.c. */
+ * files: chain.c and guard_*.c, call_report.c, call_hedge.c, call_run.c. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,11 +71,10 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->previous = rules->backoff.initial;
   c->throttle_previous = rules->throttle_backoff.initial;
   c->next_timeout = lr_call_timeout_at(rules, 0);
-  if (!c->one_round) { /* a round: its enclosing call was counted and admitted */
-    lr_count(c->shared, LR_M_CALLS, 1);
-    lr_call_refused_at_begin(c);
-    if (!c->stopped && c->remote && rules->deadline > 0) lr_call_started_late(c);
-  }
+  lr_chain_init(c);
+  if (!c->one_round) lr_count(c->shared, LR_M_CALLS, 1); /* a round's call was counted */
+  lr_chain_begin(c);
+  if (!c->stopped && !c->one_round && c->remote && rules->deadline > 0) lr_call_started_late(c);
   *out = c;
   return LUARETRY_OK;
 }
@@ -85,19 +84,13 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
   memset(d, 0, sizeof *d);
   d->attempt = c->started; /* hedges that were cancelled were started too */
   d->elapsed = luaretry_call_elapsed(c);
-  if (!c->stopped && c->attempts > 0) lr_call_refused_after_wait(c, d);
+  int fresh = c->rules->guards.rate && c->admitted <= c->attempts; /* a token to ask for */
+  if (!c->stopped && lr_chain_going(c, d)) return LUARETRY_OK;
   if (c->stopped) {
     d->retry = 0;
     d->reason = c->reason;
     d->rule = c->stop_rule;
     d->message = c->message && c->message[0] ? c->message : NULL;
-    return LUARETRY_OK;
-  }
-  int fresh = c->rules->guards.rate && c->admitted <= c->attempts; /* a token to ask for */
-  if (fresh && lr_call_rate_token(c, d->elapsed) < 0) {
-    lr_call_stop_rate_limited(c, d, d->elapsed);
-    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
-    if (c->observer) c->observer(c->observer_ud, NULL, d);
     return LUARETRY_OK;
   }
   d->retry = 1;
@@ -204,6 +197,7 @@ void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d) {
   d->elapsed = luaretry_call_elapsed(c);
   d->message = NULL;
   d->hook_error = NULL;
+  lr_chain_give_back(c); /* the attempt asked for never went */
   lr_call_stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
   lr_count(c->shared, LR_M_UNATTEMPTED, 1);
   if (c->observer) c->observer(c->observer_ud, NULL, d);

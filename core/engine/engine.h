@@ -12,6 +12,17 @@
 
 #include "luaretry.h"
 
+/* ---- the engine's short locks (the budget's and breaker's windows, the
+ * throttle's counts, the rate limiter, the quota): held for a few
+ * instructions, so a waiter spins a little, then yields its time slice
+ * (sched_yield) instead of spinning on a holder the scheduler preempted:
+ * on 2 cores a pure spin burned a whole slice (issue 28, finding 10). */
+#define LR_SPIN_TRIES 64
+void lr_lock(atomic_flag *f);
+static inline void lr_unlock(atomic_flag *f) {
+  atomic_flag_clear_explicit(f, memory_order_release);
+}
+
 /* ---- clock.c: monotonic time, virtual time, cancellable waits */
 
 typedef struct {
@@ -191,6 +202,7 @@ typedef struct {
   lr_guards guards; /* the settings last configured: for a reload to
                                  tell whether they changed */
   atomic_llong milli_tokens;
+  atomic_llong hedge_milli; /* hedging's credit, in thousandths of a hedge */
   atomic_int breaker_state, consecutive_failures, probes_left;
   atomic_llong opened_at_ns;
   /* the rate rules' window: a ring of the last outcomes (bit 0: failed,
@@ -217,11 +229,27 @@ void *lr_aligned_calloc(size_t size);
 /* The settings `g` are the call's (its rules'), `now` its clock's. */
 int lr_budget_allows_retry(lr_shared *s, const lr_guards *g);
 double lr_budget_tokens(lr_shared *s);
+/* Whether an attempt may go now: closed, yes; open, no (half-open once
+ * open_seconds passed); half-open, when a probe permit is left, taken
+ * (*permit = 1): every attempt in half-open takes one, whatever its kind.
+ * The simulated fleet asks it as the fleet would. */
 int lr_breaker_admits(lr_shared *s, const lr_guards *g, int first_attempt, double now);
+int lr_breaker_permit(lr_shared *s, const lr_guards *g, double now, int *permit);
+/* A permit handed back: its attempt was refused by a later guard, or its
+ * answer told nothing (a throttling answer, neutral to the breaker). */
+void lr_breaker_give_back(lr_shared *s, const lr_guards *g);
+/* One guard's part of an outcome (the chain's units record each their own). */
+void lr_breaker_success(lr_shared *s, const lr_guards *g, double now);
+void lr_breaker_failure(lr_shared *s, const lr_guards *g, double now);
+void lr_budget_success(lr_shared *s, const lr_guards *g);
+void lr_budget_failure(lr_shared *s, const lr_guards *g);
+void lr_budget_throttled(lr_shared *s, const lr_guards *g);
+/* Both at once (the simulated fleet). */
 void lr_guards_success(lr_shared *s, const lr_guards *g, double now);
 void lr_guards_failure(lr_shared *s, const lr_guards *g, double now);
-/* A throttling answer: budget.throttle_cost tokens; the breaker takes it
- * as a sign of life (the service answered, asking for less). */
+/* A throttling answer: budget.throttle_cost tokens; neutral to the
+ * breaker (neither a failure nor a reset of the count; a half-open
+ * breaker's permit is handed back, the breaker stays half-open). */
 void lr_guards_throttled(lr_shared *s, const lr_guards *g, double now);
 /* Whether the breaker has rate rules. */
 int lr_breaker_rated(const lr_guards *g);
@@ -239,6 +267,9 @@ void lr_pace_reset(lr_pace *p);
 /* The throttle: 1 when an attempt may go now (it is counted as a
  * request either way); `u` is a uniform draw in [0, 1) from the call. */
 int lr_throttle_admits(lr_shared *s, const lr_guards *g, double now, double u);
+/* A request counted at `now` and not sent after all (a later guard refused
+ * the attempt, or the call stopped before it went): uncounted. */
+void lr_throttle_unrequest(lr_shared *s, const lr_guards *g, double now);
 /* The throttle's probability of refusing now, for messages. */
 double lr_throttle_refusal(lr_shared *s, const lr_guards *g, double now);
 /* An answer: accepted (a success or a final answer) or not. */
@@ -260,6 +291,11 @@ void lr_throttle_totals(lr_shared *s, const lr_guards *g, double now, double *re
  * `latest`. */
 double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, double latest,
                        double u, int *held);
+/* A token reserved and not used (a later guard refused the attempt):
+ * handed back (the bucket's time back to `tat_before`) when the bucket's
+ * time is still `tat_after`, the one its reservation set. */
+void lr_rate_give_back(lr_shared *s, const lr_guards *g, double tat_before, double tat_after);
+double lr_rate_tat(lr_shared *s);
 /* The adaptive rate follows the answers: throttling slows it down, a
  * success speeds it up. */
 void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now);
@@ -450,14 +486,29 @@ typedef struct {
                                policy's recent attempts */
   double floor, ceiling; /* a percentile's bounds */
   lr_latency *latency;   /* the policy's samples (with a percentile) */
+  double share;          /* hedging's own bound: at most this share of the
+                            policy's recent calls hedge ("The Tail at Scale") */
 } lr_hedge;
+
+/* Hedging's bound as credit (Finagle's RetryBudget's shape): each call of
+ * a hedging policy adds `share` of a hedge, each hedge takes one, and the
+ * credit holds at most LR_HEDGE_RESERVE hedges (also where it starts), so
+ * over any run of calls at most share * calls + LR_HEDGE_RESERVE hedge. */
+#define LR_HEDGE_RESERVE 10
 
 void lr_latency_record(lr_latency *l, double seconds);
 /* The delay hedge h gives now: its fixed delay, or its percentile of the
  * recent samples within [floor, ceiling] (the ceiling until there are
  * LR_LATENCY_MIN of them). */
 double lr_latency_delay(const lr_hedge *h);
-/* guard.c: a hedge takes its token from the budget as it is sent. */
+/* guard.c: hedging's credit (LR_HEDGE_RESERVE): a call adds `share`
+ * (lr_hedge_credit), a hedge takes one (1: taken), a hedge refused later in
+ * the chain gives it back (lr_hedge_refund). */
+void lr_hedge_credit(lr_shared *s, double share);
+int lr_hedge_take(lr_shared *s);
+void lr_hedge_refund(lr_shared *s);
+/* One budget token spent (the simulated fleet's `spend`, kept for the
+ * fleet's views: the engine no longer pays for a hedge as it is sent). */
 void lr_budget_spend(lr_shared *s, const lr_guards *g);
 
 /* ---- the rules a call follows, produced by the policy */

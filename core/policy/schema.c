@@ -413,6 +413,17 @@ static void check_hedge(lr_check *ck, const int *ok, lr_tuning *x) {
     error_at(ck, F_H_CEILING, "%g is below hedge.floor (%g)", x->hedge_ceiling, x->hedge_floor);
   if (timeout > 0 && x->hedge_ceiling >= timeout) x->hedge_ceiling = timeout / 2;
   if (x->hedge_floor > x->hedge_ceiling) x->hedge_floor = x->hedge_ceiling;
+  /* moot, not wrong (--set max_attempts=1 makes it so): hedges are
+   * attempts, so at most max_attempts - 1 of them beside the first */
+  long most = x->pub.max_attempts;
+  if (most > 0 && x->hedge_max >= most) {
+    char what[160];
+    snprintf(what, sizeof what,
+             "%ld is moot beside max_attempts (%ld): hedges are attempts; clamped to %ld",
+             x->hedge_max, most, most - 1);
+    warn_at(ck, F_H_MAX, what);
+    x->hedge_max = most - 1;
+  }
 }
 
 /* attempt_header names a header: an HTTP token (RFC 9110), nothing that
@@ -525,6 +536,7 @@ static void hedge_rules_of(const lr_tuning *x, lr_rules *r) {
   r->hedge.percentile = x->hedge_percentile;
   r->hedge.floor = x->hedge_floor;
   r->hedge.ceiling = x->hedge_ceiling;
+  r->hedge.share = x->hedge_share;
 }
 
 /* The rules of the settings beyond the public tuning. */

@@ -53,6 +53,7 @@ typedef struct {
   double hedge_delay;                /* seconds, or 0 with a percentile */
   double hedge_percentile;           /* "p95": 95; 0: a fixed delay */
   double hedge_floor, hedge_ceiling; /* a percentile's bounds, seconds */
+  double hedge_share;                /* at most this share of recent calls hedge */
   /* throttling (is_throttling): its own backoff and budget cost */
   double throttle_initial, throttle_multiplier, throttle_max, throttle_jitter_max;
   luaretry_jitter throttle_jitter;
@@ -219,7 +220,9 @@ typedef struct {
   X(H_FLOOR, "hedge.floor", T_SECONDS, 0, INFINITY, OPEN, 0.01, MORE(hedge_floor),                 \
     "the shortest delay a percentile gives, seconds")                                              \
   X(H_CEILING, "hedge.ceiling", T_SECONDS, 0, INFINITY, OPEN, NODEF, MORE(hedge_ceiling),          \
-    "the longest delay a percentile gives (and before it is learned), seconds (default 1)")
+    "the longest delay a percentile gives (and before it is learned), seconds (default 1)")        \
+  X(H_SHARE, "hedge.share", T_NUMBER, 0, 1, OPEN, 0.1, MORE(hedge_share),                          \
+    "at most this share of the policy's recent calls hedge (plus a reserve of 10 hedges)")
 
 #define LR_FIELD_ID(id, ...) F_##id,
 enum { LR_FIELDS(LR_FIELD_ID) F_COUNT };
