@@ -24,8 +24,12 @@
  * long as the call.
  *
  * Threads: any number of threads may begin, report and wait on calls of
- * one loaded policy at once, with no lock on the way; the budget, breaker
- * and counters are atomic.  A call is used by one thread at a time;
+ * one loaded policy at once.  The budget, the breaker's state and the
+ * counters are atomic; the breaker's rate window, admission's counts, the
+ * rate limiter and header pacing each take a short lock held for a few
+ * instructions, whose waiter spins a bounded number of times and then
+ * yields its time slice, so no thread spins on a holder that was
+ * preempted.  A call is used by one thread at a time;
  * luaretry_call_cancel() may come from any thread or a signal handler.
  * Loading, reloading and luaretry_policy_set() may run while calls are in
  * flight: those finish under the script and settings they began with, and
