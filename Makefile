@@ -78,7 +78,7 @@ ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
 C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc find \
-  fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate guard_rules
+  fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate guard_rules guard_model
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
@@ -354,8 +354,14 @@ fuzz-run-%:
 	  $(FUZZ_WORK)/$* spec/fuzz/corpus/$* $(FUZZ_EXTRA_$*)
 
 # One target at a time: the runs must not share the two cores.
-fuzz: fuzz-build
+# The guards beside their reference model (spec/model/guards.lua): make
+# test runs 100,000 random calls (10,000 under ASan); make fuzz runs
+# GUARD_MODEL_FUZZ_CALLS more on a new seed (printed, to replay a failure
+# with GUARD_MODEL_SEED=N).
+GUARD_MODEL_FUZZ_CALLS ?= 3000000
+fuzz: fuzz-build $(BUILD)/test_guard_model
 	@for t in $(FUZZ_TARGETS); do $(MAKE) --no-print-directory fuzz-run-$$t || exit 1; done
+	GUARD_MODEL_CALLS=$(GUARD_MODEL_FUZZ_CALLS) GUARD_MODEL_SEED=$$(date +%s) ./$(BUILD)/test_guard_model
 
 # The smoke run keeps libFuzzer's output in build/fuzz/smoke/NAME.log and
 # shows it only on a finding.

@@ -169,14 +169,15 @@ describe("the fleet", function ()
     srv:reset()
     local res = many(8, function () return run_args(BREAKER, "/503", key) end)
     assert.are.equal(1, #srv:requests_on("/503"))
-    -- the probe fails and is not retried (the fleet's breaker opened again);
+    -- the probe fails and is not retried (the fleet's breaker opened again,
+    -- or is half-open with its one permit out: a retry needs a permit too);
     -- the other seven never made an attempt
     local probes, refused = 0, 0
     for i, x in ipairs(res) do
       assert.are.equal(6, x.code, "process " .. i .. ": " .. tostring(x.stderr))
       if x.stderr:find("attempt 1/3: 503", 1, true) then
         probes = probes + 1
-        assert.matches("fleet's circuit opened while the call waited", x.stderr)
+        assert.matches("fleet's circuit opened", x.stderr)
       else
         refused = refused + 1
         assert.matches("fleet's circuit is open", x.stderr)

@@ -134,15 +134,22 @@ throttle_backoff = { initial = 0, jitter = "none" }
     assert.are.equal("budget", ds[#ds].verdict)
   end)
 
-  it("the breaker takes throttling as a sign of life, not a failure", function ()
-    local p = policy(BASE .. [[
+  it("the breaker takes throttling as neutral: neither a failure nor a reset", function ()
+    local src = BASE .. [[
 max_attempts = 20
 breaker = { failures = 3, open_seconds = 60 }
 throttle_backoff = { initial = 0, jitter = "none" }
-]])
-    local ds = run_call(p, { 503, 503, 429, 503, 503, 429, 503, 503, 200 })
+]]
+    local p = policy(src)
+    local ds = run_call(p, { 429, 429, 429, 429, 429, 429, 200 })
     assert.are.equal("success", ds[#ds].verdict)
     assert.are.equal("closed", p:metrics().breaker)
+    -- a 429 between failures does not reset their count: the third opens it
+    p = policy(src)
+    ds = run_call(p, { 503, 503, 429, 503, 200 })
+    assert.are.equal("circuit_open", ds[#ds].verdict)
+    assert.are.equal(4, #ds)
+    assert.are.equal("open", p:metrics().breaker)
   end)
 
   it("rejects nonsense throttling settings at load with file and line", function ()
