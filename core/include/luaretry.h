@@ -786,16 +786,20 @@ LUARETRY_API luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operatio
  *
  * Rules: a hedge goes only for an idempotent request (the script's
  * is_idempotent(request), else the method rule: never a POST without it),
- * while the retry budget would allow a retry (and it takes a token as it
- * is sent), while the circuit is not open, before the deadline and within
- * max_attempts (a hedge is an attempt); each is judged by is_transient like
+ * and is an attempt for every guard (luaretry-policy(5), ONE ATTEMPT,
+ * EVERY GUARD): within max_attempts, before the deadline, with a half-open
+ * breaker's permit, a request admission allows, while the retry budget
+ * would allow a retry (it takes no token as it goes: failures charge the
+ * budget), within hedging's bound (hedge.share of recent calls), with a
+ * rate token and a header-pacing slot free now (none now: no hedge, never
+ * a wait); each is judged by is_transient like
  * any attempt (info.hedge is true), and every attempt's timeout ends by the
  * deadline.  A refusal, or an attempt that fails while others are in
  * flight, closes hedging until the next luaretry_call_start (a failure is
  * the backoff's to space out, never a reason to send more at once).
  * Hedges are spaced `delay` apart, at most hedge.max of them in flight.
- * With fleet guards a hedge asks the fleet's budget and breaker, but pays
- * its token to this process's budget only.  LUARETRY_CALL_NO_HEDGE turns
+ * With fleet guards a hedge asks the fleet's budget, breaker, admission and
+ * fixed rate first.  LUARETRY_CALL_NO_HEDGE turns
  * hedging off for one call.
  * Decisions carry d.hedge and d.in_flight; the policy counts hedges sent,
  * won and cancelled (luaretry_metrics).  Hosts that never call
