@@ -226,3 +226,36 @@ describe("luaretry run and the guards", function ()
     assert.are.equal(2, #srv:requests_on("/always503"))
   end)
 end)
+
+-- Settings of the guards that contradict each other do not load, naming
+-- both fields; one that only becomes moot beside another is clamped with
+-- a warning (luaretry-policy(5), ONE ATTEMPT, EVERY GUARD).
+describe("the guards' settings beside each other", function ()
+  it("refuses a breaker window below min_calls, naming both", function ()
+    local p, err = lr.load_string("max_attempts = 3\nbreaker = { failure_rate = 0.5, window = 10, min_calls = 12 }\n",
+                                  "@window.lua")
+    assert.is_nil(p)
+    assert.matches("breaker.min_calls", err)
+    assert.matches("breaker.window", err)
+    assert.matches("window.lua:2", err)
+  end)
+
+  it("refuses a hedging share above 1, naming it and its range", function ()
+    local p, err = lr.load_string("max_attempts = 3\nhedge = { delay = 0.1, share = 1.5 }\n", "@share.lua")
+    assert.is_nil(p)
+    assert.matches("hedge.share", err)
+    assert.matches("share.lua:2", err)
+  end)
+
+  it("clamps a hedge.max at or above max_attempts, with a warning naming both", function ()
+    local p = policy("max_attempts = 3\nattempt_timeout = 1\nhedge = { delay = 0.1, max = 5 }\n")
+    local w = table.concat(p:warnings(), "\n")
+    assert.matches("hedge.max", w)
+    assert.matches("moot beside max_attempts %(3%)", w)
+    assert.matches("clamped to 2", w)
+    -- --set max_attempts=1 makes any hedge moot: none then
+    p:set("max_attempts", "1")
+    w = table.concat(p:warnings(), "\n")
+    assert.matches("clamped to 0", w)
+  end)
+end)
