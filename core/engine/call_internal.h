@@ -163,9 +163,7 @@ typedef struct {
 } lr_record;
 
 typedef struct {
-  const char *name;
-  /* Whether the guard is on for this call (off: never asked, no cost). */
-  int (*on)(const luaretry_call *c);
+  const char *name; /* which guards are on: lr_chain_init, from the rules */
   /* 0: the attempt may go (a->wait may grow); 1: refused: the call
    * stopped (d filled) or, for a hedge, a->why says why. */
   int (*admit)(luaretry_call *c, lr_ask *a, luaretry_decision *d);

@@ -179,8 +179,11 @@ static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict 
     lr_call_stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, v->rule, "%s", v->message);
     return 1;
   }
-  lr_record r = { rec_class(v), o, now, duration, c->one_round };
-  if (c->chain_on || c->remote) lr_chain_record(c, &r);
+  if ((c->chain_on & ~((1u << LR_G_ATTEMPTS) | (1u << LR_G_DEADLINE) | (1u << LR_G_HEDGING))) ||
+      c->remote) {
+    lr_record r = { rec_class(v), o, now, duration, c->one_round };
+    lr_chain_record(c, &r);
+  }
   if (v->throttled && v->cls == LUARETRY_CLASS_TRANSIENT) {
     if (!c->one_round) lr_count(c->shared, LR_M_THROTTLED, 1);
     d->throttled = 1;

@@ -18,12 +18,25 @@ static const lr_guard_ops *const CHAIN[LR_G_COUNT] = {
   [LR_G_RATE] = &lr_guard_rate,
 };
 
+#define BIT(g) (1u << (g))
+
+/* Once per call, from its rules: which guards are on.  A guard that is
+ * off is never asked nor told, so it costs nothing after this. */
 void lr_chain_init(luaretry_call *c) {
-  unsigned on = 0;
-  for (int i = 0; i < LR_G_COUNT; i++)
-    if (CHAIN[i]->on(c)) on |= 1u << i;
+  const lr_rules *r = c->rules;
+  const lr_guards *g = &r->guards;
+  unsigned on = (c->max_attempts > 0 ? BIT(LR_G_ATTEMPTS) : 0) |
+                (r->deadline > 0 ? BIT(LR_G_DEADLINE) : 0) | (g->breaker ? BIT(LR_G_BREAKER) : 0) |
+                (g->throttle_k > 0 ? BIT(LR_G_ADMISSION) : 0) | (g->budget ? BIT(LR_G_BUDGET) : 0) |
+                (r->hedge.max > 0 && !c->no_hedge ? BIT(LR_G_HEDGING) : 0) |
+                (g->rate ? BIT(LR_G_RATE) : 0);
   c->chain_on = (unsigned char)on;
 }
+
+/* The guards that record outcomes (max attempts, the deadline and
+ * hedging's bound record nothing). */
+#define RECORDING \
+  ((1u << LR_G_BREAKER) | (1u << LR_G_ADMISSION) | (1u << LR_G_BUDGET) | (1u << LR_G_RATE))
 
 /* What the guards before `upto` hold for the attempt, handed back. */
 static void give_back(luaretry_call *c, int upto) {
@@ -46,7 +59,7 @@ int lr_chain_admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
 }
 
 void lr_chain_record(luaretry_call *c, const lr_record *r) {
-  unsigned on = c->chain_on;
+  unsigned on = c->chain_on & RECORDING;
   for (int i = 0; on; i++, on >>= 1)
     if ((on & 1) && CHAIN[i]->record) CHAIN[i]->record(c, r);
   const lr_guards *g = &c->rules->guards;
@@ -81,6 +94,7 @@ void lr_call_started_late(luaretry_call *c) {
  * admission) stops before it touches anything; a workflow's request only
  * adds to hedging's credit (the workflow's own call was admitted). */
 void lr_chain_begin(luaretry_call *c) {
+  if (!(c->chain_on & (BIT(LR_G_BREAKER) | BIT(LR_G_ADMISSION) | BIT(LR_G_HEDGING)))) return;
   luaretry_decision d;
   memset(&d, 0, sizeof d);
   lr_ask a = { c->one_round ? LR_KIND_REQUEST : LR_KIND_FIRST, 0, 0, 0, 0, 0, NULL };

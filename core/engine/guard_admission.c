@@ -9,8 +9,6 @@
  * so that a seed gives the same schedule with or without a fleet. */
 #include "call_internal.h"
 
-static int on(const luaretry_call *c) { return c->rules->guards.throttle_k > 0; }
-
 static void stop(luaretry_call *c, luaretry_decision *d, double at, int remote) {
   const lr_guards *g = &c->rules->guards;
   double r = remote && c->remote->ops->throttle_refusal
@@ -57,4 +55,4 @@ static void record(luaretry_call *c, const lr_record *r) {
                      c->guard_origin + r->now);
 }
 
-const lr_guard_ops lr_guard_admission = { "admission", on, admit, give_back, record };
+const lr_guard_ops lr_guard_admission = { "admission", admit, give_back, record };

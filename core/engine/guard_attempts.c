@@ -3,8 +3,6 @@
  * (hedges count: each is an attempt).  Nothing to hand back or record. */
 #include "call_internal.h"
 
-static int on(const luaretry_call *c) { return c->max_attempts > 0; }
-
 static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
   if (a->after_wait || (a->kind != LR_KIND_RETRY && a->kind != LR_KIND_HEDGE)) return 0;
   if (c->started < c->max_attempts) return 0;
@@ -14,4 +12,4 @@ static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
   return 1;
 }
 
-const lr_guard_ops lr_guard_attempts = { "max_attempts", on, admit, NULL, NULL };
+const lr_guard_ops lr_guard_attempts = { "max_attempts", admit, NULL, NULL };

@@ -6,8 +6,6 @@
  * counts the workflow's rounds.  The fleet's view is asked first. */
 #include "call_internal.h"
 
-static int on(const luaretry_call *c) { return c->rules->guards.breaker; }
-
 /* In a message: the rate rules, when it has them. */
 static const char *rate_note(const lr_guards *g) {
   return lr_breaker_rated(g) ? ", or a failure or slow-call rate over its window" : "";
@@ -82,4 +80,4 @@ static void record(luaretry_call *c, const lr_record *r) {
   }
 }
 
-const lr_guard_ops lr_guard_breaker = { "breaker", on, admit, give_back, record };
+const lr_guard_ops lr_guard_breaker = { "breaker", admit, give_back, record };

@@ -9,8 +9,6 @@
  * retry was decided. */
 #include "call_internal.h"
 
-static int on(const luaretry_call *c) { return c->rules->guards.budget; }
-
 static double tokens(luaretry_call *c, int remote) {
   return remote ? c->remote->ops->tokens(c->remote->ud) : lr_budget_tokens(c->shared);
 }
@@ -53,4 +51,4 @@ static void record(luaretry_call *c, const lr_record *r) {
   }
 }
 
-const lr_guard_ops lr_guard_budget = { "budget", on, admit, NULL, record };
+const lr_guard_ops lr_guard_budget = { "budget", admit, NULL, record };

@@ -3,8 +3,6 @@
  * hedge now).  Nothing to hand back or record. */
 #include "call_internal.h"
 
-static int on(const luaretry_call *c) { return c->rules->deadline > 0; }
-
 static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
   double deadline = c->rules->deadline;
   if (a->after_wait || a->at < deadline) return 0;
@@ -16,4 +14,4 @@ static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
   return 1;
 }
 
-const lr_guard_ops lr_guard_deadline = { "deadline", on, admit, NULL, NULL };
+const lr_guard_ops lr_guard_deadline = { "deadline", admit, NULL, NULL };

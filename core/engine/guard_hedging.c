@@ -6,8 +6,6 @@
  * takes a whole one (handed back when a later guard refuses it). */
 #include "call_internal.h"
 
-static int on(const luaretry_call *c) { return c->rules->hedge.max > 0 && !c->no_hedge; }
-
 static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
   (void)d;
   if (a->after_wait) return 0;
@@ -26,4 +24,4 @@ static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
 
 static void give_back(luaretry_call *c) { lr_hedge_refund(c->shared); }
 
-const lr_guard_ops lr_guard_hedging = { "hedging", on, admit, give_back, NULL };
+const lr_guard_ops lr_guard_hedging = { "hedging", admit, give_back, NULL };

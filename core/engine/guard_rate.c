@@ -12,8 +12,6 @@
  * asked first for a fixed rate (an adaptive one stays the process's). */
 #include "call_internal.h"
 
-static int on(const luaretry_call *c) { return c->rules->guards.rate; }
-
 /* The fleet's rate limiter (a fixed rate; an adaptive one stays the
  * process's): 1 with *extra as lr_call_rate_token returns it, 0 when the
  * local limiter decides.  A later attempt (a retry decided now) asks when
@@ -194,4 +192,4 @@ static void record(luaretry_call *c, const lr_record *r) {
     lr_quota_answer(c->shared, g, r->o->headers, r->o->header_count, c->quota_seq, now);
 }
 
-const lr_guard_ops lr_guard_rate = { "rate", on, admit, NULL, record };
+const lr_guard_ops lr_guard_rate = { "rate", admit, NULL, record };
