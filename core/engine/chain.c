@@ -60,9 +60,10 @@ int lr_chain_admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
 
 void lr_chain_record(luaretry_call *c, const lr_record *r) {
   unsigned on = c->chain_on & RECORDING;
+  const lr_guards *g = &c->rules->guards;
+  if (!g->rate_adaptive && !g->rate_headers) on &= ~BIT(LR_G_RATE); /* a fixed rate: nothing */
   for (int i = 0; on; i++, on >>= 1)
     if ((on & 1) && CHAIN[i]->record) CHAIN[i]->record(c, r);
-  const lr_guards *g = &c->rules->guards;
   if (!c->remote || r->round || !(g->budget || g->breaker || g->throttle_k > 0)) return;
   static const lr_remote_outcome AS[] = { [LR_REC_SUCCESS] = LR_REMOTE_SUCCESS,
                                           [LR_REC_ANSWERED] = LR_REMOTE_ANSWERED,
