@@ -166,6 +166,11 @@ $(BUILD)/bench_fleet: spec/bench/fleet.c $(BUILD)/libluaretry.a spec/c/redis_hel
 $(BUILD)/bench_fleet_decide: spec/bench/fleet_decide.c $(BUILD)/libluaretry.a spec/c/redis_helper.h
 	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
+# What the chain of guards costs a decision (spec/bench/README.md, "the
+# guards' chain"): `valgrind --tool=callgrind` over it counts instructions.
+$(BUILD)/bench_guards_cost: spec/bench/guards_cost.c $(BUILD)/libluaretry.a
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+
 # Programs that embed the library and the fault server together: the
 # example event-loop host, connection reuse.
 HOST_TESTS = example_host test_reuse test_many_stream test_hedge
@@ -246,8 +251,10 @@ test-sanitized:
 # by 100 processes, fleet / per process / no guards (fleet_run.sh).
 bench: deps
 	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop $(BUILD)/bench_reuse \
-	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_hedge
+	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_hedge $(BUILD)/bench_guards_cost
 	./$(BUILD)/bench_decide
+	./$(BUILD)/bench_guards_cost
+	./$(BUILD)/bench_guards_cost 200000 guards
 	./$(BUILD)/bench_reuse
 	./$(BUILD)/bench_waits
 	bash spec/bench/run_vs_curl.sh
