@@ -28,7 +28,8 @@ void lr_chain_init(luaretry_call *c) {
   unsigned on = (c->max_attempts > 0 ? BIT(LR_G_ATTEMPTS) : 0) |
                 (r->deadline > 0 ? BIT(LR_G_DEADLINE) : 0) | (g->breaker ? BIT(LR_G_BREAKER) : 0) |
                 (g->throttle_k > 0 ? BIT(LR_G_ADMISSION) : 0) | (g->budget ? BIT(LR_G_BUDGET) : 0) |
-                (r->hedge.max > 0 && !c->no_hedge ? BIT(LR_G_HEDGING) : 0) |
+                /* share 1: every call may hedge, the bound is off */
+                (r->hedge.max > 0 && !c->no_hedge && r->hedge.share < 1 ? BIT(LR_G_HEDGING) : 0) |
                 (g->rate ? BIT(LR_G_RATE) : 0);
   c->chain_on = (unsigned char)on;
 }

@@ -222,7 +222,7 @@ typedef struct {
   X(H_CEILING, "hedge.ceiling", T_SECONDS, 0, INFINITY, OPEN, NODEF, MORE(hedge_ceiling),          \
     "the longest delay a percentile gives (and before it is learned), seconds (default 1)")        \
   X(H_SHARE, "hedge.share", T_NUMBER, 0, 1, OPEN, 0.1, MORE(hedge_share),                          \
-    "at most this share of the policy's recent calls hedge (plus a reserve of 10 hedges)")
+    "at most this share of recent calls hedge, beside a reserve of 10 (1: no bound)")
 
 #define LR_FIELD_ID(id, ...) F_##id,
 enum { LR_FIELDS(LR_FIELD_ID) F_COUNT };

@@ -220,10 +220,12 @@ static void every_half_open_attempt_takes_a_permit(void) {
   luaretry_policy *p = load(
     "max_attempts = 5\ndeadline = 10\nattempt_timeout = 4\n"
     "hedge = { delay = 0.05, max = 3 }\n"
-    "breaker = { failures = 1, open_seconds = 0.05, probes = 1 }\n");
+    "breaker = { failures = 1, open_seconds = 0.5, probes = 1 }\n");
   one(p, 503, 1);
   CHECK_EQ_INT(metrics(p).breaker, LUARETRY_BREAKER_OPEN);
-  struct timespec ts = { 0, 80 * 1000 * 1000 };
+  /* past open_seconds; the hedge 0.05 s later is well within the next
+   * open_seconds, after which a probe that never told gets a new permit */
+  struct timespec ts = { 0, 600 * 1000 * 1000 };
   nanosleep(&ts, NULL);
   luaretry_call *c = begin(p, 2); /* the probe: the one permit */
   int id;
@@ -308,9 +310,9 @@ static void a_later_refusal_hands_back(void) {
   luaretry_policy *p = load(
     "max_attempts = 5\ndeadline = 10\nattempt_timeout = 4\n"
     "rate = { limit = 1, burst = 1 }\nhedge = { delay = 0.05, max = 3, share = 1 }\n"
-    "breaker = { failures = 1, open_seconds = 0.05, probes = 2 }\n");
+    "breaker = { failures = 1, open_seconds = 0.5, probes = 2 }\n");
   one(p, 503, 1);
-  struct timespec ts = { 0, 80 * 1000 * 1000 };
+  struct timespec ts = { 0, 600 * 1000 * 1000 };
   nanosleep(&ts, NULL);
   luaretry_call *c = begin(p, 2); /* permit 1 */
   luaretry_decision d;

@@ -163,12 +163,14 @@ function M:hedge(now, e)
   if not self:breaker_ask(g, engine_let("circuit")) then return end
   if not self:admission_ask(engine_let("throttle")) then self:give_back_permit(); return end
   if s.budget and not ok("budget", self:budget_allows() and "yes" or "no") then back(); return end
-  if not ok("bound", self.credit >= 1000 and "yes" or "no") then back(); return end
-  self.credit = self.credit - 1000
+  local bound = s.hedge and s.hedge.share < 1 -- share 1: no bound
+  if bound and not ok("bound", self.credit >= 1000 and "yes" or "no") then back(); return end
+  if bound then self.credit = self.credit - 1000 end
   if s.rate then
     local free = self:token_free()
     if not ok("rate limiter", free > g + EPS and "no" or free < g - EPS and "yes" or "either") then
-      self.credit = self.credit + 1000; back(); return
+      if bound then self.credit = self.credit + 1000 end
+      back(); return
     end
     self:take_token(g)
   end
