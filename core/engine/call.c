@@ -107,6 +107,7 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
 
 void luaretry_call_free(luaretry_call *c) {
   if (!c) return;
+  if (c->held && !c->stopped) lr_chain_give_back(c); /* decided, never sent */
   if (c->judge && c->judge->release) c->judge->release(c->judge->ud);
   lr_waiter_close(&c->waiter);
   free(c->own);
