@@ -168,7 +168,7 @@ $(BUILD)/bench_fleet_decide: spec/bench/fleet_decide.c $(BUILD)/libluaretry.a sp
 
 # What the chain of guards costs a decision (spec/bench/README.md, "the
 # guards' chain"): `valgrind --tool=callgrind` over it counts instructions.
-$(BUILD)/bench_guards_cost: spec/bench/guards_cost.c $(BUILD)/libluaretry.a
+$(BUILD)/bench_guards_cost $(BUILD)/bench_locks: $(BUILD)/bench_%: spec/bench/%.c $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
 # Programs that embed the library and the fault server together: the
@@ -251,10 +251,12 @@ test-sanitized:
 # by 100 processes, fleet / per process / no guards (fleet_run.sh).
 bench: deps
 	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop $(BUILD)/bench_reuse \
-	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_hedge $(BUILD)/bench_guards_cost
+	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_hedge $(BUILD)/bench_guards_cost \
+	  $(BUILD)/bench_locks
 	./$(BUILD)/bench_decide
 	./$(BUILD)/bench_guards_cost
 	./$(BUILD)/bench_guards_cost 200000 guards
+	./$(BUILD)/bench_locks
 	./$(BUILD)/bench_reuse
 	./$(BUILD)/bench_waits
 	bash spec/bench/run_vs_curl.sh
