@@ -81,9 +81,10 @@ int main(int argc, char **argv) {
   for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
   double wall = clock_of(CLOCK_MONOTONIC) - w0, cpu = clock_of(CLOCK_PROCESS_CPUTIME_ID) - c0;
   double n = (double)threads * (double)each;
-  printf("bench_locks: %d threads x %ld decisions: %.0f decisions/s (wall %.2f s), "
-         "%.3f CPU s per million decisions\n",
-         threads, each, n / wall, wall, cpu / n * 1e6);
+  printf(
+    "bench_locks: %d threads x %ld decisions: %.0f decisions/s (wall %.2f s), "
+    "%.3f CPU s per million decisions\n",
+    threads, each, n / wall, wall, cpu / n * 1e6);
   luaretry_policy_free(policy);
   return 0;
 }
