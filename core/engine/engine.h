@@ -353,7 +353,9 @@ typedef struct {
   int (*budget_allows_retry)(void *ud, double now);
   /* A first attempt's may make one round trip (a half-open breaker's
    * probe permit), ending within `left` seconds (0: no deadline) and at
-   * once when w is cancelled. */
+   * once when w is cancelled.  The chain (guard_breaker.c) asks with
+   * first_attempt = 1 for every attempt, whatever its kind: in half-open
+   * each takes a permit. */
   int (*breaker_admits)(void *ud, int first_attempt, double now, double left, lr_waiter *w);
   /* Counts an outcome.  Never waits. */
   void (*record)(void *ud, lr_remote_outcome o, double now);
@@ -373,8 +375,9 @@ typedef struct {
   double (*throttle_request)(void *ud, double now);
   /* The same probability without counting (for messages), or LR_REMOTE_LOCAL. */
   double (*throttle_refusal)(void *ud, double now);
-  /* A hedge sent: one budget token spent remotely as locally
-   * (lr_budget_spend).  Never waits. */
+  /* One budget token spent remotely as locally (lr_budget_spend).  Never
+   * waits.  The engine no longer calls it: a hedge takes no token as it
+   * goes (gRPC A6); kept for the views that implement it. */
   void (*spend)(void *ud, double now);
   /* The fleet's rate limiter: a token for an attempt that would start at
    * `at` (the call's clock, `now` being it now), no later than `latest`
