@@ -81,6 +81,12 @@ static void print_status(const char *name, const luaretry_fleet_status *st) {
     if (st->breaker == LUARETRY_BREAKER_HALF_OPEN) printf("; %ld probes left", st->probes_left);
     printf("\n");
   }
+  if (st->window_seconds > 0)
+    printf("  throttle window: %.0f requests, %.0f accepted over the last %g s\n",
+           st->window_requests, st->window_accepts, st->window_seconds);
+  if (st->rate_limit > 0)
+    printf("  rate: %g per second for the fleet; slots leased out up to %.3f s ahead (%.0f)\n",
+           st->rate_limit, st->rate_ahead, st->rate_ahead * st->rate_limit);
   printf("  processes that synced in the last minute: %zu\n", st->process_count);
   for (size_t i = 0; i < st->process_count; i++)
     printf("    %-40s %.1f s ago\n", st->processes[i].member, st->processes[i].seen_ago);

@@ -40,6 +40,9 @@ double lr_clock_now(const lr_clock *c);
 typedef struct {
   atomic_int cancelled;
   atomic_int wakeup_fd; /* eventfd, or -1 until needed */
+  atomic_int blocking;  /* the call's thread waits in the library (luaretry_call_wait,
+                           luaretry_call_run): a remote view may make it wait for a
+                           pre-retry round trip; 0: an event loop's, never */
 } lr_waiter;
 
 void lr_waiter_init(lr_waiter *w);

@@ -8,7 +8,8 @@ static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
   if (c->started < c->max_attempts) return 0;
   if (a->kind == LR_KIND_HEDGE) return a->why = "max_attempts", 1;
   lr_call_stop_saying(c, d, LUARETRY_REASON_EXHAUSTED, "max_attempts",
-                      "gave up after %d attempts over %.3f s", c->started, d->elapsed);
+                      "gave up after %d attempt%s over %.3f s", c->started,
+                      c->started == 1 ? "" : "s", d->elapsed);
   return 1;
 }
 

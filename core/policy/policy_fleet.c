@@ -44,7 +44,7 @@ luaretry_code luaretry_policy_fleet_sync(luaretry_policy *p) {
   if (!p) return LUARETRY_E_ARG;
   lr_gen *g = fleet_load(p);
   if (!g) return LUARETRY_E_STATE;
-  lr_fleet_code rc = lr_fleet_sync_now(lr_fleet_link_fleet(g->fleet));
+  lr_fleet_code rc = lr_fleet_sync_to_call(lr_fleet_link_fleet(g->fleet));
   luaretry_code out =
     rc == LR_FLEET_OK ? LUARETRY_OK : fleet_failed(p, lr_fleet_link_fleet(g->fleet), rc, NULL);
   lr_gen_unref(g);
@@ -63,6 +63,12 @@ static luaretry_code copy_status(const lr_fleet_status *in, const lr_fleet_view 
   st->now = (double)in->now_ms / 1000;
   lr_strlcpy(st->key, v->key, sizeof st->key);
   lr_strlcpy(st->where, v->where, sizeof st->where);
+  if (in->throttle) {
+    st->window_requests = in->window_requests;
+    st->window_accepts = in->window_accepts;
+    st->window_seconds = in->window_seconds;
+  }
+  if (in->rate) st->rate_limit = in->rate_limit, st->rate_ahead = in->rate_ahead;
   if (!in->count) return LUARETRY_OK;
   st->processes = calloc(in->count, sizeof *st->processes);
   if (!st->processes) return LUARETRY_E_NOMEM;

@@ -10,7 +10,7 @@
  *   (b) a whole call that succeeds at once, each timed alone: begin (the
  *       breaker's admission), report, free;
  *   (c) a failure and the pre-retry check after it: luaretry_call_report
- *       of a 503 + luaretry_call_next (with the fleet: one round trip).
+ *       of a 503 + luaretry_call_next (the fleet's round trip is its thread's: none here).
  * Both policies have a budget and a breaker that never refuse here.
  * `make bench` runs it (bench_fleet_decide). */
 #include <stdio.h>

@@ -2,7 +2,7 @@
 # spec/bench/fleet_rate.sh: one rate limit for several processes.  A local
 # nginx with `limit_req` at RATE requests a second (burst 0, 429 beyond) and
 # PROCS processes at once, each `luaretry run policies/http.lua` of N/PROCS
-# URLs at --parallel P, with `rate = { limit = 0.9 RATE }`: per process (no
+# URLs at --parallel-max P, with `rate = { limit = 0.9 RATE }`: per process (no
 # Redis: PROCS times the limit reaches nginx) and fleet-wide (--redis, a
 # local redis-server: one bucket for all).  For each: the 429s nginx sent
 # per success, the wall time against the ideal N / (0.9 RATE), and the
@@ -80,7 +80,7 @@ run() {
   redis-cli -s "$DIR/redis.sock" config resetstat > /dev/null
   local t0=$EPOCHREALTIME pids=()
   for k in $(seq "$PROCS"); do
-    "$BIN" run policies/http.lua --urls "$DIR/urls$k" --parallel "$P" -s \
+    "$BIN" run policies/http.lua --urls "$DIR/urls$k" --parallel-max "$P" -s \
       --set "rate.limit=$LIMIT" "$@" > /dev/null 2>&1 &
     pids+=($!)
   done
