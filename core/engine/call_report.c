@@ -73,7 +73,6 @@ static int server_wait(luaretry_call *c, const luaretry_outcome *o, const lr_ver
  * limiter's token: its extra wait), then a retry, or a stop. */
 static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v,
                           const lr_attempt_ctx *ctx, luaretry_decision *d) {
-  const lr_rules *r = c->rules;
   double w;
   luaretry_wait_source src;
   lr_verdict err;
@@ -97,7 +96,7 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
   lr_count(c->shared, LR_M_RETRIES, 1);
   lr_count(c->shared, LR_METRIC_COUNT, lr_clamp_ns(w));
   d->wait_source = src;
-  d->next_timeout = c->next_timeout = lr_call_timeout_at(r, d->elapsed + w);
+  d->next_timeout = c->next_timeout = lr_call_timeout_at(c, d->elapsed + w);
   c->attempt_start = d->elapsed + w; /* a host that does not ask next */
   d->rule = v->rule;
   if (c->judge->on_retry) {
@@ -141,7 +140,7 @@ static int others_go_on(luaretry_call *c, const char *rule, luaretry_decision *d
   return 1;
 }
 
-/* A round's answer (LUARETRY_CALL_ONE_ROUND): the guards count the
+/* A round's answer (LUARETRY_CALL_WORKFLOW_REQUEST): the guards count the
  * enclosing call's outcome, not this one's, and a round never retries: an
  * answer ends it, but a transient one waits for the attempts still in
  * flight.  1 when the round is over or waits (d filled). */
@@ -266,12 +265,13 @@ static luaretry_code observed(luaretry_call *c, const luaretry_outcome *o, luare
 
 luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_decision *d) {
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
   return observed(c, o, d, report(c, 0, o, NULL, d));
 }
 
 luaretry_code luaretry_call_report_attempt(luaretry_call *c, int attempt, const luaretry_outcome *o,
                                            luaretry_decision *d) {
-  if (attempt <= 0) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c) || attempt <= 0) return LUARETRY_E_ARG;
   return observed(c, o, d, report(c, attempt, o, NULL, d));
 }
 

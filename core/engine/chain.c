@@ -26,7 +26,7 @@ void lr_chain_init(luaretry_call *c) {
   const lr_rules *r = c->rules;
   const lr_guards *g = &r->guards;
   unsigned on = (c->max_attempts > 0 ? BIT(LR_G_ATTEMPTS) : 0) |
-                (r->deadline > 0 ? BIT(LR_G_DEADLINE) : 0) | (g->breaker ? BIT(LR_G_BREAKER) : 0) |
+                (c->deadline > 0 ? BIT(LR_G_DEADLINE) : 0) | (g->breaker ? BIT(LR_G_BREAKER) : 0) |
                 (g->throttle_k > 0 ? BIT(LR_G_ADMISSION) : 0) | (g->budget ? BIT(LR_G_BUDGET) : 0) |
                 /* share 1: every call may hedge, the bound is off */
                 (r->hedge.max > 0 && !c->no_hedge && r->hedge.share < 1 ? BIT(LR_G_HEDGING) : 0) |
@@ -77,8 +77,8 @@ void lr_chain_record(luaretry_call *c, const lr_record *r) {
  * what is left of the deadline, or the call stops if nothing is. */
 void lr_call_started_late(luaretry_call *c) {
   double elapsed = lr_clock_now(&c->clock) - c->start;
-  if (elapsed < c->rules->deadline) {
-    double t = lr_call_timeout_at(c->rules, elapsed);
+  if (elapsed < c->deadline) {
+    double t = lr_call_timeout_at(c, elapsed);
     if (t < c->next_timeout) c->next_timeout = t;
     return;
   }
@@ -87,7 +87,7 @@ void lr_call_started_late(luaretry_call *c) {
   lr_call_stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline",
                       "the deadline (%.3f s) passed "
                       "while the fleet was asked for a probe permit",
-                      c->rules->deadline);
+                      c->deadline);
   lr_chain_give_back(c);
   lr_count(c->shared, LR_M_UNATTEMPTED, 1);
 }
@@ -104,24 +104,23 @@ void lr_chain_begin(luaretry_call *c) {
 }
 
 static int refresh_remote(luaretry_call *c, double *now, luaretry_decision *d) {
-  const lr_rules *r = c->rules;
-  double left = r->deadline > 0 ? r->deadline - (*now - c->start) : 0;
-  if (r->deadline <= 0 || left > 0) c->remote->ops->refresh(c->remote->ud, *now, left, &c->waiter);
+  double left = c->deadline > 0 ? c->deadline - (*now - c->start) : 0;
+  if (c->deadline <= 0 || left > 0) c->remote->ops->refresh(c->remote->ud, *now, left, &c->waiter);
   *now = lr_clock_now(&c->clock);
   double elapsed = *now - c->start;
   if (atomic_load(&c->waiter.cancelled)) {
     lr_call_stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
     return 1;
   }
-  if (r->deadline > 0 && elapsed >= r->deadline) {
+  if (c->deadline > 0 && elapsed >= c->deadline) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
                         "the deadline (%.3f s) passed "
                         "while the fleet's counts were brought up to date",
-                        r->deadline);
+                        c->deadline);
     return 1;
   }
-  double t = lr_call_timeout_at(r, elapsed);
-  if (r->deadline > 0 && t < c->next_timeout) c->next_timeout = t;
+  double t = lr_call_timeout_at(c, elapsed);
+  if (c->deadline > 0 && t < c->next_timeout) c->next_timeout = t;
   return 0;
 }
 

@@ -315,6 +315,10 @@ typedef struct {
 } lr_quota_hint;
 /* 1: read; 0: no such field; -1: a field that does not read (ignored). */
 int lr_quota_read(const luaretry_header *headers, size_t count, double now, lr_quota_hint *q);
+/* luaretry_retry_after's and luaretry_rate_limit's readers: the wait, or
+ * -1 for none; `now` as given (no wall clock read). */
+double lr_retry_after(const char *value, double now);
+double lr_rate_limit(const luaretry_header *headers, size_t count, double now);
 
 void lr_quota_reset(lr_quota_pace *q);
 /* The slot of an attempt that would start at `at` (guard clock) under
@@ -393,6 +397,12 @@ typedef struct {
    * none (the local limiter). */
   int (*rate_reserve)(void *ud, double now, double at, double latest, double left, double u,
                       lr_waiter *w, double *wait);
+  /* The breaker's rate rules (failure_rate, slow_call over a window of
+   * outcomes): an outcome (failed: transient, not throttling; slow) into
+   * the remote window, whose breaker opens when a rate is reached, as
+   * lr_breaker_record's does.  Never waits.  NULL: the window stays this
+   * process's (the local breaker still opens on it). */
+  void (*breaker_record)(void *ud, int failed, int slow, double now);
 } lr_remote_ops;
 
 typedef struct {

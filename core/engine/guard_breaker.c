@@ -16,7 +16,7 @@ static int asks(luaretry_call *c, double now) {
   const lr_rules *r = c->rules;
   c->remote_said = 0;
   if (c->remote) {
-    double d = r->deadline, left = d > 0 ? d - (now - c->start) : 0;
+    double d = c->deadline, left = d > 0 ? d - (now - c->start) : 0;
     if (d > 0 && left <= 0) left = 1e-9; /* no time: no round trip (0 is no deadline) */
     int v = c->remote->ops->breaker_admits(c->remote->ud, 1, now, left, &c->waiter);
     if (v != LR_REMOTE_LOCAL) return c->remote_said = 1, v;
@@ -71,6 +71,9 @@ static void record(luaretry_call *c, const lr_record *r) {
   if (r->cls != LR_REC_THROTTLED && lr_breaker_rated(g)) {
     int slow = g->slow_seconds > 0 && r->duration >= g->slow_seconds;
     lr_breaker_record(c->shared, g, r->cls == LR_REC_FAILURE, slow, now);
+    /* the fleet's window too (its store's), when it keeps one */
+    if (c->remote && c->remote->ops->breaker_record)
+      c->remote->ops->breaker_record(c->remote->ud, r->cls == LR_REC_FAILURE, slow, r->now);
   }
   switch (r->cls) {
   case LR_REC_SUCCESS:

@@ -4,7 +4,7 @@
 #include "call_internal.h"
 
 static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
-  double deadline = c->rules->deadline;
+  double deadline = c->deadline;
   if (a->after_wait || a->at < deadline) return 0;
   if (a->kind == LR_KIND_HEDGE) return a->why = "deadline", 1;
   if (a->kind != LR_KIND_RETRY) return 0;

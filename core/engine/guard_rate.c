@@ -27,9 +27,9 @@ static int remote_rate(luaretry_call *c, double start, double *extra) {
     c->admit_at = start;
     return *extra = 0, 1;
   }
-  double latest = r->deadline > 0 ? c->start + r->deadline : -1;
-  double left = r->deadline > 0 ? latest - now : 0;
-  if (r->deadline > 0 && left <= 0) left = 1e-9; /* no time: no round trip */
+  double latest = c->deadline > 0 ? c->start + c->deadline : -1;
+  double left = c->deadline > 0 ? latest - now : 0;
+  if (c->deadline > 0 && left <= 0) left = 1e-9; /* no time: no round trip */
   double wait = 0;
   int v = c->remote->ops->rate_reserve(c->remote->ud, now, at, latest, left, lr_rng_unit(&c->rng),
                                        &c->waiter, &wait);
@@ -41,8 +41,8 @@ static int remote_rate(luaretry_call *c, double start, double *extra) {
   if ((v == 1 && wait < 0) || (latest >= 0 && at + wait > latest)) return *extra = -1, 1;
   c->admitted = v == 1 ? c->attempts + 1 : c->attempts;
   c->admit_at = start + wait;
-  if (r->deadline > 0) { /* what is left once the token comes */
-    double t = lr_call_timeout_at(r, c->admit_at);
+  if (c->deadline > 0) { /* what is left once the token comes */
+    double t = lr_call_timeout_at(c, c->admit_at);
     if (t < c->next_timeout) c->next_timeout = t;
   }
   return *extra = wait, 1;
@@ -60,7 +60,7 @@ static int remote_rate(luaretry_call *c, double start, double *extra) {
 double lr_call_rate_token(luaretry_call *c, double start) {
   const lr_rules *r = c->rules;
   double base = c->guard_origin + c->start;
-  double latest = r->deadline > 0 ? base + r->deadline : -1;
+  double latest = c->deadline > 0 ? base + c->deadline : -1;
   double now = base + (lr_clock_now(&c->clock) - c->start);
   int held = 1;
   double extra = 0;
@@ -100,14 +100,14 @@ void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double st
     lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate.headers",
                         "the server's RateLimit quota leaves no room before the deadline "
                         "(%.3f s; the attempt would start at %.3f s or later)",
-                        c->rules->deadline, start);
+                        c->deadline, start);
     return;
   }
   if (c->rate_remote == 2) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
                         "the deadline (%.3f s) passed while the fleet's rate limiter was asked "
                         "for a token",
-                        c->rules->deadline);
+                        c->deadline);
     return;
   }
   if (c->rate_remote) {
@@ -115,14 +115,14 @@ void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double st
                         "the fleet's rate limiter's next token (%g per second for every process) "
                         "comes after the deadline (%.3f s; the attempt would start at %.3f s or "
                         "later)",
-                        c->rules->guards.rate_limit, c->rules->deadline, start);
+                        c->rules->guards.rate_limit, c->deadline, start);
     return;
   }
   lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate",
                       "the rate limiter's next token "
                       "(%.3f per second now) comes after the deadline (%.3f s; the attempt would "
                       "start at %.3f s or later)",
-                      lr_rate_now(c->shared, &c->rules->guards), c->rules->deadline, start);
+                      lr_rate_now(c->shared, &c->rules->guards), c->deadline, start);
 }
 
 /* A hedge's token and slot: now, or no hedge (nothing kept). */
@@ -156,7 +156,6 @@ static int hedge_admit(luaretry_call *c, lr_ask *a) {
 }
 
 static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
-  const lr_rules *r = c->rules;
   if (a->kind == LR_KIND_HEDGE) return hedge_admit(c, a);
   if (a->kind == LR_KIND_REQUEST) return 0;
   if (a->after_wait || a->kind == LR_KIND_FIRST) {
@@ -174,10 +173,10 @@ static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
     return 1;
   }
   a->wait += extra;
-  if (r->deadline > 0 && a->at + a->wait >= r->deadline) {
+  if (c->deadline > 0 && a->at + a->wait >= c->deadline) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
                         "the next attempt would start at %.3f s, past the deadline (%.3f s)",
-                        a->at + a->wait, r->deadline);
+                        a->at + a->wait, c->deadline);
     return 1;
   }
   return 0;

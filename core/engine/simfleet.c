@@ -228,6 +228,6 @@ static int rate_reserve(void *ud, double now, double at, double latest, double l
 }
 
 const lr_remote_ops lr_simfleet_ops = {
-  budget_allows_retry, breaker_admits,   record, refresh,      tokens,
-  throttle_request,    throttle_refusal, spend,  rate_reserve,
+  budget_allows_retry, breaker_admits, record,       refresh, tokens, throttle_request,
+  throttle_refusal,    spend,          rate_reserve, NULL, /* the breaker's rate window: each client's own, as with Redis */
 };

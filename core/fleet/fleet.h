@@ -119,6 +119,11 @@ typedef struct {
   int rate;
   double rate_limit; /* tokens per second, > 0 */
   long rate_burst;   /* >= 1 */
+  /* the breaker's rate rules (the local store only; Redis's fleet leaves
+   * them to each process): over the last `window` outcomes, once
+   * `min_calls` are in; 0: off */
+  int window, min_calls;
+  double failure_rate, slow_rate;
 } lr_fleet_settings;
 
 /* Fills the defaults above; guards off. */

@@ -97,6 +97,6 @@ static int rate_reserve(void *ud, double now, double at, double latest, double l
 }
 
 const lr_remote_ops lr_fleet_remote_ops = {
-  budget_allows_retry, breaker_admits,   record, refresh,      tokens,
-  throttle_request,    throttle_refusal, spend,  rate_reserve,
+  budget_allows_retry, breaker_admits, record,       refresh, tokens, throttle_request,
+  throttle_refusal,    spend,          rate_reserve, NULL, /* the breaker's rate window stays each process's */
 };

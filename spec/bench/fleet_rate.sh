@@ -3,8 +3,10 @@
 # nginx with `limit_req` at RATE requests a second (burst 0, 429 beyond) and
 # PROCS processes at once, each `luaretry run policies/http.lua` of N/PROCS
 # URLs at --parallel-max P, with `rate = { limit = 0.9 RATE }`: per process (no
-# Redis: PROCS times the limit reaches nginx) and fleet-wide (--redis, a
-# local redis-server: one bucket for all).  For each: the 429s nginx sent
+# Redis: PROCS times the limit reaches nginx), fleet-wide on one machine
+# (--fleet local: one bucket in a shared-memory file, in a temporary
+# $XDG_RUNTIME_DIR) and fleet-wide (--redis, a local redis-server: one
+# bucket for all).  For each: the 429s nginx sent
 # per success, the wall time against the ideal N / (0.9 RATE), and the
 # round trips to Redis.  nginx and redis-server live in a temporary folder,
 # stopped by PID on exit.
@@ -102,4 +104,7 @@ run() {
 
 echo "fleet_rate: nginx at $RATE r/s (burst 0), $PROCS processes x $EACH URLs, $P at once each, rate.limit=$LIMIT"
 run "per process (no Redis)"
+export XDG_RUNTIME_DIR=$DIR/run
+mkdir -m 700 "$XDG_RUNTIME_DIR"
+run "local store (--fleet local)" --fleet local --set "fleet.key=bench-$$"
 run "fleet-wide (--redis)" --redis "unix://$DIR/redis.sock" --set "fleet.key=bench-$$"

@@ -8,7 +8,7 @@ _luaretry_run_options="-X --request -H --header -d --data --data-ascii --data-bi
   --compressed -k --insecure --cacert -E --cert --key -i --include -D --dump-header
   -w --write-out -f --fail -I --head -m --max-time --retry-max-time --connect-timeout
   -s --silent -S --show-error -q --quiet -v --verbose --seed --set --stats --stats=json
-  --log-json --metrics-file --urls --parallel --output-dir --redis --help
+  --log-json --metrics-file --urls --parallel --output-dir --fleet --redis --help
   --no-progress-meter -# --progress-bar -J --remote-header-name -N --no-buffer -e --referer
   -4 --ipv4 -6 --ipv6 --http1.1 --http2 --tlsv1.2 --tlsv1.3 --limit-rate --max-filesize
   --fail-early --retry --retry-delay --retry-all-errors --retry-connrefused
@@ -33,6 +33,7 @@ _luaretry() {
     --trace-ascii|-T|--upload-file|-b|--cookie|-c|--cookie-jar|-K|--config)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
     -C|--continue-at) COMPREPLY=($(compgen -W "-" -- "$cur")); return ;;
+    --fleet) COMPREPLY=($(compgen -W "local" -- "$cur")); [[ $cmd != simulate ]] && return ;;
     --output-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     --set)
       COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" list --set-names 2>/dev/null)" -- "$cur"))
@@ -59,7 +60,7 @@ _luaretry() {
       check) opts="--set --probe --help" ;;
       simulate) opts="--attempts --seed --json --set --probe --clients --outage --status --svg --fleet --process --latency --calls --help" ;;
       list) opts="--names --set-names --help" ;;
-      fleet) opts="--redis --reset --set --help" ;;
+      fleet) opts="--fleet --redis --reset --set --help" ;;
       faults) opts="--listen --listen-any --help" ;;
     esac
     COMPREPLY=($(compgen -W "$opts" -- "$cur"))
@@ -78,6 +79,7 @@ _luaretry() {
       --proxy|-K|--config|--parallel-max|-Y|--speed-limit|-y|--speed-time|-C|--continue-at|--checksum|\
       -e|--referer|--limit-rate|--max-filesize|--retry|--retry-delay|--retry-on-exit|--final-on-exit|\
       --retry-if-output|--final-if-output|--before-retry|--exit-status) ((i++)) ;;
+      --fleet) [[ ${COMP_WORDS[i + 1]} == local ]] && ((i++)) ;;
       -*) ;;
       *) ((words_before++)) ;;
     esac

@@ -76,6 +76,7 @@ typedef enum {
   O_OUTPUT_DIR,
   O_METRICS_FILE,
   O_REDIS,
+  O_FLEET,
   O_TRACE_ASCII,
   O_SPEED_LIMIT,
   O_SPEED_TIME,
@@ -150,6 +151,7 @@ static const run_option OPTIONS[] = {
   { 'Z', "--parallel", O_PARALLEL_CURL },
   { 0, "--metrics-file", O_METRICS_FILE },
   { 0, "--redis", O_REDIS },
+  { 0, "--fleet", O_FLEET },
   { 0, "--stdout=live", O_STDOUT_LIVE },
   { 0, "--stdout=final", O_STDOUT_FINAL },
   { 0, "--trace-ascii", O_TRACE_ASCII },
@@ -600,6 +602,7 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_URLS: a->urls_file = v; break;
   case O_OUTPUT_DIR: a->output_dir = v; break;
   case O_REDIS: a->redis = hide(a, v); break;
+  case O_FLEET: a->fleet = v; break;
   case O_METRICS_FILE: a->metrics_file = v; break;
   case O_TRACE_ASCII: a->trace_ascii = v; break;
   default: return take_curl_value(a, id, opt, v);

@@ -189,7 +189,7 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
   response_init(&r, a, log, out, h);
   luaretry_code rc = LUARETRY_E_ARG; /* a usage error, already told */
   if (applied && (!a->write_out || writeout_load(a->write_out, &r.format) == 0)) {
-    luaretry_call_observe(c, response_observe, &r);
+    luaretry_call_on_decision(c, response_observe, &r);
     luaretry_curl_options co;
     luaretry_curl_options_init(&co);
     co.sink = response_sink;
@@ -288,7 +288,7 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
     return EXIT_POLICY;
   }
-  luaretry_call_observe(*c, log_attempt, log);
+  luaretry_call_on_decision(*c, log_attempt, log);
   cli_cancel_on_signal(*c, NULL);
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
@@ -423,17 +423,19 @@ static int stall_default(const run_args *a, luaretry_policy *p) {
 
 /* libcurl set up and the policy loaded around the run. */
 static int run_loaded(run_args *a) {
+  cli_store store;
+  int status = cli_fleet_store(a->fleet, a->redis, &store);
+  if (status != 0) return status;
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
     fprintf(stderr, "luaretry: cannot initialise libcurl\n");
     return EXIT_POLICY;
   }
-  int status = EXIT_POLICY;
-  const char *from;
-  const char *redis = cli_redis_url(a->redis, &from);
+  status = EXIT_POLICY;
   luaretry_policy *p =
-    cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0, redis, from, &status);
+    cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0, &store, &status);
   /* -q shows no policy warnings, but this one (-s: nothing at all) */
-  if (p && redis && a->verbosity == 0 && a->show_error) cli_fleet_warn_unshared(p, from);
+  if (p && store.field && a->verbosity == 0 && a->show_error)
+    cli_fleet_warn_unshared(p, store.from);
   run_mode mode = RUN_URL;
   if (p && (status = choose_mode(a, p, &mode)) == 0 && trace_open(a) != 0)
     status = EXIT_USAGE;

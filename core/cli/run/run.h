@@ -79,6 +79,7 @@ typedef struct {
   const char *output;
   const char *log_json;
   const char *redis; /* --redis URL (fleet_cmd.c: else LUARETRY_REDIS) */
+  const char *fleet; /* --fleet local (fleet_cmd.c: else LUARETRY_FLEET) */
   uint64_t seed;
   int has_seed;
   int verbosity;  /* 0 -q or -s, 1 normal, 2 -v */
