@@ -31,6 +31,22 @@ static double budget_tokens(luaretry_call *c, int remote) {
   return remote ? c->remote->ops->tokens(c->remote->ud) : lr_budget_tokens(c->shared);
 }
 
+/* A retry the tokens refuse: the budget's floor (budget.reserve).  The
+ * fleet's reserve is the fleet's, asked after the wait (a round trip):
+ * deciding now, a retry the fleet's tokens refuse goes on to its wait. */
+static int reserve_allows(luaretry_call *c, double now, int remote, int after_wait) {
+  const lr_guards *g = &c->rules->guards;
+  if (!(g->reserve > 0)) return 0;
+  if (remote && c->remote->ops->reserve_take) {
+    if (!after_wait) return 1;
+    double d = c->rules->deadline, left = d > 0 ? d - (now - c->start) : 0;
+    if (d > 0 && left <= 0) left = 1e-9;
+    int v = c->remote->ops->reserve_take(c->remote->ud, now, left, &c->waiter);
+    if (v != LR_REMOTE_LOCAL) return v;
+  }
+  return lr_budget_reserve_take(c->shared, g, c->guard_origin + now);
+}
+
 /* In a breaker's message: the rate rules, when it has them. */
 static const char *rate_note(const lr_guards *g) {
   return lr_breaker_rated(g) ? ", or a failure or slow-call rate over its window" : "";
@@ -271,12 +287,14 @@ int lr_call_refused_after_wait(luaretry_call *c, luaretry_decision *d) {
                         "the call waited to retry (%d transient failures in a row%s)",
                         whose(remote_said), g->failures, rate_note(g));
   } else if (g->budget && c->remote &&
-             c->remote->ops->budget_allows_retry(c->remote->ud, now) == 0) {
+             c->remote->ops->budget_allows_retry(c->remote->ud, now) == 0 &&
+             !reserve_allows(c, now, 1, 1)) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_BUDGET, "budget",
                         "the fleet's retry budget was spent "
                         "while the call waited to retry: %.3f of %g tokens left, retries need more "
-                        "than half",
-                        budget_tokens(c, 1), g->max_tokens);
+                        "than half%s",
+                        budget_tokens(c, 1), g->max_tokens,
+                        g->reserve > 0 ? ", and the fleet's reserve is spent" : "");
   } else {
     return 0;
   }
@@ -350,11 +368,16 @@ int lr_call_limited(luaretry_call *c, double now, luaretry_decision *d) {
     return 1;
   }
   int remote_said;
-  if (g->budget && !lr_call_budget_allows(c, now, &remote_said)) {
+  if (g->budget && !lr_call_budget_allows(c, now, &remote_said) &&
+      !reserve_allows(c, now, remote_said, 0)) {
+    char floor[80] = "";
+    if (g->reserve > 0)
+      lr_fmt(floor, sizeof floor, ", and its reserve (%g retries per second) is spent",
+             g->reserve);
     lr_call_stop_saying(c, d, LUARETRY_REASON_BUDGET, "budget",
                         "%sretry budget refuses: %.3f of "
-                        "%g tokens left, retries need more than half",
-                        whose(remote_said), budget_tokens(c, remote_said), g->max_tokens);
+                        "%g tokens left, retries need more than half%s",
+                        whose(remote_said), budget_tokens(c, remote_said), g->max_tokens, floor);
     return 1;
   }
   if (g->breaker && !lr_call_breaker_admits(c, 0, now, &remote_said)) {

@@ -78,6 +78,9 @@ double lr_backoff_wait(const lr_backoff *b, uint64_t n, double *previous, lr_rng
 typedef struct {
   int budget; /* retry throttling on */
   double max_tokens, token_ratio;
+  double reserve; /* retries per second the budget allows whatever its
+                     tokens (Finagle's floor), LR_RESERVE_SPAN s of them
+                     at once; 0: none */
   double throttle_cost; /* tokens a throttling outcome takes */
   int breaker;          /* circuit breaker on */
   int failures;         /* transient failures in a row to open */
@@ -103,6 +106,7 @@ typedef struct {
 } lr_guards;
 
 #define LR_WINDOW_MAX 1000 /* outcomes a rate window may hold */
+#define LR_RESERVE_SPAN 10.0 /* seconds of the budget's reserve held at once (Finagle's TTL) */
 
 /* Every attempt ends in a decision: a retry, or a stop for a reason.  So
  * attempts are not counted one by one (an atomic less per decision): they
@@ -191,6 +195,7 @@ typedef struct {
   lr_guards guards; /* the settings last configured: for a reload to
                                  tell whether they changed */
   atomic_llong milli_tokens;
+  atomic_llong reserve_tat_ns; /* the reserve's GCRA: when it was last empty */
   atomic_int breaker_state, consecutive_failures, probes_left;
   atomic_llong opened_at_ns;
   /* the rate rules' window: a ring of the last outcomes (bit 0: failed,
@@ -217,6 +222,13 @@ void *lr_aligned_calloc(size_t size);
 /* The settings `g` are the call's (its rules'), `now` its clock's. */
 int lr_budget_allows_retry(lr_shared *s, const lr_guards *g);
 double lr_budget_tokens(lr_shared *s);
+/* The budget's floor: 1 when a retry the tokens refuse may go all the
+ * same, taking one of the reserve's retries (budget.reserve per second,
+ * LR_RESERVE_SPAN seconds of them held at once); 0 when none is left. */
+int lr_budget_reserve_take(lr_shared *s, const lr_guards *g, double now);
+/* The same test on a GCRA's state *tat (seconds) without atomics, for a
+ * fleet's state kept elsewhere (simfleet.c; Redis runs it in ms). */
+int lr_reserve_gcra(double *tat, double reserve, double now);
 int lr_breaker_admits(lr_shared *s, const lr_guards *g, int first_attempt, double now);
 void lr_guards_success(lr_shared *s, const lr_guards *g, double now);
 void lr_guards_failure(lr_shared *s, const lr_guards *g, double now);
@@ -351,6 +363,12 @@ typedef struct {
    * none (the local limiter). */
   int (*rate_reserve)(void *ud, double now, double at, double latest, double left, double u,
                       lr_waiter *w, double *wait);
+  /* The budget's floor, the fleet's (lr_budget_reserve_take on the
+   * fleet's reserve): 1 when a retry the fleet's tokens refuse may go, 0,
+   * or LR_REMOTE_LOCAL.  Asked after the retry's wait (it may make one
+   * round trip, ending within `left` seconds, 0: no deadline, and at once
+   * when w is cancelled).  NULL: the local reserve decides. */
+  int (*reserve_take)(void *ud, double now, double left, lr_waiter *w);
 } lr_remote_ops;
 
 typedef struct {

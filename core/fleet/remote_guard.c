@@ -76,7 +76,13 @@ static int rate_reserve(void *ud, double now, double at, double latest, double l
   return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
 }
 
+static int reserve_take(void *ud, double now, double left, lr_waiter *w) {
+  (void)now;
+  int v = lr_fleet_reserve_take(ud, limit_of(left), w);
+  return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
+}
+
 const lr_remote_ops lr_fleet_remote_ops = {
   budget_allows_retry, breaker_admits,   record, refresh,      tokens,
-  throttle_request,    throttle_refusal, spend,  rate_reserve,
+  throttle_request,    throttle_refusal, spend,  rate_reserve, reserve_take,
 };

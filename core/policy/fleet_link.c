@@ -73,6 +73,7 @@ static void guard_settings(const lr_rules *r, lr_fleet_settings *s) {
   s->budget = r->guards.budget;
   s->max_tokens = r->guards.max_tokens;
   s->token_ratio = r->guards.token_ratio;
+  s->reserve = r->guards.reserve;
   s->breaker = r->guards.breaker;
   s->failures = r->guards.failures;
   s->open_seconds = r->guards.open_seconds;

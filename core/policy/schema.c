@@ -540,6 +540,7 @@ static void rules_more(const lr_tuning *x, lr_rules *r) {
   b->cap_jitter = x->throttle_cap_jitter;
   lr_backoff_prepare(b);
   r->guards.throttle_cost = x->throttle_cost;
+  r->guards.reserve = x->pub.budget ? x->budget_reserve : 0;
   lr_strlcpy(r->attempt_header, x->attempt_header, sizeof r->attempt_header);
   lr_guards *g = &r->guards;
   g->failure_rate = x->failure_rate;

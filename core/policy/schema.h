@@ -58,6 +58,7 @@ typedef struct {
   luaretry_jitter throttle_jitter;
   int throttle_cap_jitter;
   double throttle_cost;
+  double budget_reserve; /* retries per second whatever the tokens */
   char attempt_header[64]; /* "": none */
   /* the breaker's rate rules */
   double failure_rate, slow_seconds, slow_rate;
@@ -141,6 +142,8 @@ typedef struct {
     "tokens a success gives back (a failure takes 1)")                                             \
   X(G_THROTTLE_COST, "budget.throttle_cost", T_NUMBER, 0, 1000, 0, 0.357, MORE(throttle_cost),     \
     "tokens a throttling outcome takes (AWS's 5 for 14: 0.357 of a failure's 1)")                  \
+  X(G_RESERVE, "budget.reserve", T_NUMBER, 0, 1000, 0, 0, MORE(budget_reserve),                  \
+    "retries per second allowed whatever the tokens, 10 s of them at once (Finagle's floor)")      \
   X(K_FAILURES, "breaker.failures", T_COUNT, 1, 1e9, 0, 5, TUNE(failures),                         \
     "transient outcomes in a row that open the circuit")                                           \
   X(K_OPEN_SECONDS, "breaker.open_seconds", T_SECONDS, 0, INFINITY, OPEN, 30, TUNE(open_seconds),  \
