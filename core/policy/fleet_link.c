@@ -124,7 +124,7 @@ int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const ch
   memset(&g->rules.remote, 0, sizeof g->rules.remote);
   /* nothing to share: warned of, and no connection made */
   if (!p->fleet_url ||
-      (!t->pub.budget && !t->pub.breaker && !t->throttle && !fleet_rate(&g->rules)))
+      (!t->pub.budget && !t->pub.breaker && !t->admission && !fleet_rate(&g->rules)))
     return 0;
   lr_fleet_settings s;
   lr_fleet_settings_init(&s);

@@ -242,11 +242,11 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
     lr_strlcpy(name, ld->fields[F_NAME].str, sizeof name);
   else
     default_name(name, sizeof name, ld->chunk_src);
-  if (p->fleet_url && !tuning.pub.budget && !tuning.pub.breaker && !tuning.throttle &&
+  if (p->fleet_url && !tuning.pub.budget && !tuning.pub.breaker && !tuning.admission &&
       !(tuning.rate && !tuning.rate_adaptive))
     lr_add_warning(warnings, &count,
                    "%s: fleet.redis is set, but the policy has neither "
-                   "budget nor breaker, throttle or fixed rate: there is nothing to share",
+                   "budget nor breaker, admission or fixed rate: there is nothing to share",
                    ld->chunk_src);
   if (lr_policy_fleet_attach(p, g, &tuning, name, errors, sizeof errors) != 0) {
     lr_free_warnings(warnings, &count);
@@ -558,6 +558,7 @@ static int remember(luaretry_policy *p, const char *name, const char *value, lr_
 
 static luaretry_code set(luaretry_policy *p, const char *name, const char *value) {
   int i = lr_field_index(name);
+  if (i < 0) i = lr_field_renamed(name); /* read as the new name, with a warning */
   int option = strncmp(name, "options.", 8) == 0 && name[8];
   if (i >= 0 && (lr_fields[i].flags & HOST) && lr_field_in(i, F_FLEET))
     return set_fleet(p, i, value);
@@ -566,7 +567,7 @@ static luaretry_code set(luaretry_policy *p, const char *name, const char *value
     lr_unknown_field(p->errmsg, sizeof p->errmsg, name);
     return LUARETRY_E_ARG;
   }
-  if (!option && !luaretry_field_at((size_t)i)->settable) {
+  if (!option && !luaretry_field_at((size_t)i)->settable && !lr_field_guard(i)) {
     lr_fmt(p->errmsg, sizeof p->errmsg, "%s: can only be set in the script", name);
     return LUARETRY_E_ARG;
   }
