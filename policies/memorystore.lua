@@ -55,5 +55,7 @@ throttle_backoff = { initial = 1, multiplier = 2, max = 64, jitter = "additive",
 -- of them held at once: 5, enough for a lone call's last retries); and a
 -- rate that starts unlimited and paces only once throttling answers (429)
 -- come (AIMD).  Off: --set budget=none, --set rate=none.
-budget = { max_tokens = 10, token_ratio = 0.1, reserve = 0.5 }
+-- 14 tokens, not 10: this policy's 12 attempts (6 retries from the tokens,
+-- 5 from the reserve) all fit a lone call even with no wait between them.
+budget = { max_tokens = 14, token_ratio = 0.1, reserve = 0.5 }
 rate = { adaptive = true }

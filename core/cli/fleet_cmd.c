@@ -33,21 +33,21 @@ void cli_fleet_start(luaretry_policy *p) {
 }
 
 /* A Redis named for a policy with nothing to share (no budget, breaker,
- * throttle or fixed rate) is a setting
+ * admission or fixed rate) is a setting
  * that changes nothing, and a setting silently ignored is a lost one: said
  * under -q too, where the library's warnings are not printed. */
 void cli_fleet_warn_unshared(luaretry_policy *p, const char *from) {
   luaretry_tuning t;
   luaretry_metrics m;
   if (luaretry_policy_tuning(p, &t) != LUARETRY_OK || t.budget || t.breaker) return;
-  char k[64] = "none"; /* a client-side throttle is shared too */
-  if (luaretry_policy_get(p, "throttle.k", k, sizeof k) == LUARETRY_OK && strcmp(k, "none") != 0)
+  char k[64] = "none"; /* admission control is shared too */
+  if (luaretry_policy_get(p, "admission.k", k, sizeof k) == LUARETRY_OK && strcmp(k, "none") != 0)
     return;
   /* a fixed rate is shared too: the policy has a fleet then */
   if (luaretry_policy_metrics(p, &m) == LUARETRY_OK && m.guards != LUARETRY_GUARDS_LOCAL) return;
   fprintf(stderr,
           "luaretry: warning: %s: %s names a Redis, but the policy has neither budget "
-          "nor breaker, throttle or fixed rate: there is nothing to share\n",
+          "nor breaker, admission or fixed rate: there is nothing to share\n",
           t.name, from);
 }
 

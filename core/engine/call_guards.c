@@ -78,11 +78,11 @@ static void stop_throttled(luaretry_call *c, luaretry_decision *d, double at, in
                ? c->remote->ops->throttle_refusal(c->remote->ud, at)
                : LR_REMOTE_LOCAL;
   if (r < 0) r = lr_throttle_refusal(c->shared, g, c->guard_origin + at);
-  lr_call_stop_saying(c, d, LUARETRY_REASON_THROTTLE, "throttle",
-                      "%sclient-side throttle refuses "
+  lr_call_stop_saying(c, d, LUARETRY_REASON_ADMISSION, "admission",
+                      "%sadmission control refuses "
                       "(it refuses %.0f%% of attempts now: fewer than 1 in %g was accepted over "
                       "%g s)",
-                      remote ? "the fleet's " : "the ", 100 * r, g->throttle_k, g->throttle_window);
+                      remote ? "the fleet's " : "", 100 * r, g->throttle_k, g->throttle_window);
 }
 
 /* The fleet's rate limiter (a fixed rate; an adaptive one stays the

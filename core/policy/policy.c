@@ -89,7 +89,7 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   m->cancelled = (uint64_t)c[LR_M_CANCELLED];
   m->budget_refusals = (uint64_t)c[LR_M_BUDGET];
   m->throttled = (uint64_t)c[LR_M_THROTTLED];
-  m->throttle_refusals = (uint64_t)c[LR_M_THROTTLE_STOPS];
+  m->admission_refusals = (uint64_t)c[LR_M_THROTTLE_STOPS];
   m->rate_limited = (uint32_t)c[LR_M_RATE_STOPS];
   m->circuit_refusals = (uint64_t)c[LR_M_CIRCUIT];
   m->breaker_openings = (uint64_t)c[LR_M_BREAKER_OPENINGS];
@@ -600,6 +600,7 @@ luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name, ch
                                   size_t size) {
   if (!p || !name || !buf || size == 0) return LUARETRY_E_ARG;
   int i = lr_field_index(name);
+  if (i < 0) i = lr_field_renamed(name); /* throttle.k: admission.k's old name */
   if (i < 0 || !luaretry_field_at((size_t)i)->settable) return LUARETRY_E_ARG;
   lr_tuning t;
   luaretry_code rc = luaretry_policy_tuning(p, &t.pub);

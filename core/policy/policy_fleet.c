@@ -20,7 +20,7 @@ static lr_gen *fleet_load(luaretry_policy *p) {
   if (g && g->fleet) return g;
   lr_policy_error(p, !g ? "no policy loaded"
                         : "no fleet: fleet.redis is not set, or the policy has neither "
-                          "budget, breaker nor throttle");
+                          "budget, breaker nor admission");
   lr_gen_unref(g);
   return NULL;
 }

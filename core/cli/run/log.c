@@ -75,7 +75,7 @@ static void log_stop(const attempt_log *log, const luaretry_decision *d, const c
   /* a refusal after a wait ends the call: -q's one line of a failure */
   if ((log->verbosity > 0 || log->show_error) &&
       (d->reason == LUARETRY_REASON_CIRCUIT_OPEN || d->reason == LUARETRY_REASON_BUDGET ||
-       d->reason == LUARETRY_REASON_THROTTLE || d->reason == LUARETRY_REASON_RATE_LIMIT)) {
+       d->reason == LUARETRY_REASON_ADMISSION || d->reason == LUARETRY_REASON_RATE_LIMIT)) {
     fprintf(stderr, "luaretry: %sbefore attempt %d: %s (", who, d->attempt + 1,
             luaretry_reason_name(d->reason));
     cli_text(stderr, d->rule);
