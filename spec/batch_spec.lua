@@ -55,7 +55,10 @@ describe("luaretry run, many URLs", function ()
     local list = urls("/flaky/f%02d.txt", 20)
     local out = tmp .. "/out"
     proc.sh("mkdir " .. proc.q(out))
-    local r = run(concat({ "run", HTTP, "--parallel", "8", "--output-dir", out }, FAST, list))
+    -- the batch's mechanics, not its guards: two failures in three are far
+    -- past what http.lua's budget allows (defaults_spec.lua)
+    local r = run(concat({ "run", HTTP, "--parallel", "8", "--output-dir", out,
+                           "--set", "budget=none" }, FAST, list))
     assert.are.equal(0, r.code, r.stderr)
     assert.are.equal(60, #srv:requests())
     local names = proc.ls(out)
