@@ -357,9 +357,11 @@ describe("the fleet", function ()
     assert.matches("no state in Redis", st.stdout)
     assert.matches("processes that synced in the last minute: 0", st.stdout)
     -- a policy with nothing to share, and a Redis that is not there
-    local none = proc.run({ "fleet", proc.root .. "/policies/http.lua", "--redis", r.url })
+    -- (http.lua without its own budget and rate)
+    local none = proc.run({ "fleet", proc.root .. "/policies/http.lua", "--redis", r.url,
+                            "--set", "budget=none", "--set", "rate=none" })
     assert.are.equal(3, none.code)
-    assert.matches("neither budget, breaker nor throttle", none.stderr)
+    assert.matches("neither budget, breaker nor admission", none.stderr)
     local gone = proc.run({ "fleet", BREAKER, "--redis", "redis://127.0.0.1:1/0" })
     assert.are.equal(1, gone.code)
     assert.matches("^luaretry: fleet: redis://127%.0%.0%.1:1/0: connect", gone.stderr)
@@ -389,7 +391,7 @@ describe("the fleet", function ()
     assert.matches("fleet%.sync: expected a whole number from 1 to 60000", bad_sync.stderr .. bad_sync.stdout)
     -- a policy without budget or breaker: a warning, and no connection
     local x = proc.run({ "run", proc.root .. "/policies/http.lua", srv.base .. "/200", "--redis", r.url,
-                         "--stats" })
+                         "--stats", "--set", "budget=none", "--set", "rate=none" })
     assert.are.equal(0, x.code, x.stderr)
     assert.matches("warning: .*fleet%.redis is set, but the policy has neither budget nor breaker", x.stderr)
     assert.matches("guards local", x.stderr)
@@ -482,25 +484,27 @@ end)
 
 -- --redis given for a policy with nothing to share changes nothing: said
 -- even under -q.  No Redis is needed: such a policy never connects.
-describe("--redis for a policy with nothing to share (no budget, breaker, throttle or fixed rate)", function ()
+describe("--redis for a policy with nothing to share (no budget, breaker, admission or fixed rate)", function ()
   local NOWHERE = "redis://127.0.0.1:1/0"
 
   it("is a warning that -q prints, naming --redis or LUARETRY_REDIS; -s prints nothing", function ()
     local warn = "warning: gcs: %-%-redis names a Redis, but the policy has neither budget nor " ..
-                 "breaker, throttle or fixed rate"
-    local r = proc.run({ "run", "gcs", "-q", "--redis", NOWHERE, "--", "true" })
+                 "breaker, admission or fixed rate"
+    -- gcs.lua without its own budget and rate: nothing to share
+    local OFF = { "--set", "budget=none", "--set", "rate=none" }
+    local r = proc.run({ "run", "gcs", OFF[1], OFF[2], OFF[3], OFF[4], "-q", "--redis", NOWHERE, "--", "true" })
     assert.are.equal(0, r.code, r.stderr)
     assert.matches("^luaretry: " .. warn .. ": there is nothing to share\n$", r.stderr)
-    r = proc.run({ "run", "gcs", "-q", "--", "true" }, { env = { "LUARETRY_REDIS=" .. NOWHERE } })
+    r = proc.run({ "run", "gcs", OFF[1], OFF[2], OFF[3], OFF[4], "-q", "--", "true" }, { env = { "LUARETRY_REDIS=" .. NOWHERE } })
     assert.are.equal(0, r.code, r.stderr)
     assert.matches("LUARETRY_REDIS names a Redis", r.stderr)
-    r = proc.run({ "run", "gcs", "-s", "--redis", NOWHERE, "--", "true" })
+    r = proc.run({ "run", "gcs", OFF[1], OFF[2], OFF[3], OFF[4], "-s", "--redis", NOWHERE, "--", "true" })
     assert.are.equal("", r.stderr)
     -- without -q the library's own warning says it, once
-    r = proc.run({ "run", "gcs", "--redis", NOWHERE, "--", "true" })
+    r = proc.run({ "run", "gcs", OFF[1], OFF[2], OFF[3], OFF[4], "--redis", NOWHERE, "--", "true" })
     local _, n = r.stderr:gsub("nothing to share", "")
     assert.are.equal(1, n, r.stderr)
-    -- a budget (from --set alone) is something to share: no warning, and the
+    -- a budget (gcs.lua's own) is something to share: no warning, and the
     -- unreachable Redis leaves the local guards deciding
     r = proc.run({ "run", "gcs", "-q", "--set", "budget.max_tokens=10", "--redis", NOWHERE, "--", "true" })
     assert.are.equal(0, r.code, r.stderr)
