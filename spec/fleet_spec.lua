@@ -107,6 +107,31 @@ describe("the fleet", function ()
     assert.matches("processes that synced in the last minute: 30\n", st.stdout)
   end)
 
+  it("the budget's floor is the fleet's: 100 processes of one call each stay within 1.1 of their first attempts", function ()
+    local key = new_key()
+    srv:reset()
+    local t0 = proc.now()
+    local res = many(100, function ()
+      return run_args(BUDGET, "/503", key, { "--set", "budget.reserve=0.5", "-q" })
+    end)
+    local secs = proc.now() - t0
+    local sent = #srv:requests_on("/503")
+    for i, x in ipairs(res) do
+      assert.truthy(x.code == 6 or x.code == 4, "process " .. i .. ": " .. tostring(x.code) .. x.stderr)
+    end
+    -- 100 first attempts, the tokens' few retries, and one reserve for the
+    -- fleet: 5 held, 0.5 a second while the processes ran
+    assert.is_true(sent >= 100, "requests: " .. sent)
+    assert.is_true(sent <= 110 + math.ceil(0.5 * secs), ("requests: %d in %.1f s"):format(sent, secs))
+    -- each process's own floor instead (no Redis): every lone call makes all 4
+    srv:reset()
+    res = many(10, function ()
+      return { "run", BUDGET, srv.base .. "/503", "-q", "--set", "budget.reserve=0.5" }
+    end)
+    for i, x in ipairs(res) do assert.are.equal(4, x.code, "process " .. i .. ": " .. x.stderr) end
+    assert.are.equal(40, #srv:requests_on("/503"))
+  end)
+
   it("refuses a retry decided on stale counts once the fleet's budget is spent while it waits", function ()
     local key = new_key()
     local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 1000,
