@@ -38,11 +38,11 @@ throttle_backoff = { initial = 5, multiplier = 2, max = 120, jitter = "equal" }
 -- --redis), tuned so that a lone call makes all its attempts while a batch
 -- or a busy host cannot multiply an outage or hammer a limiter:
 -- the retry budget (gRPC's 10 tokens, 0.1 back per success, retries while
--- more than half are left) with Finagle's floor of 0.5 retries a second (10 s
+-- more than half are left) with Finagle's floor of 0.1 retries a second (50 s
 -- of them held at once: 5, enough for a lone call's last retries); and a
 -- rate that starts unlimited and paces only once throttling answers (429,
 -- or a 503 ServerBusy) come (AIMD).  Off: --set budget=none, --set rate=none.
-budget = { max_tokens = 10, token_ratio = 0.1, reserve = 0.5 }
+budget = { max_tokens = 10, token_ratio = 0.1, reserve = 0.1 }
 rate = { adaptive = true }
 -- The Retry pattern advises a circuit breaker against long-lasting faults:
 -- 11 transient failures in a row (one more than a lone call can have) open it

@@ -280,11 +280,11 @@ throttle_backoff = { initial = 1, multiplier = 2, max = 32, jitter = "additive",
 -- --redis), tuned so that a lone call makes all its attempts while a batch
 -- or a busy host cannot multiply an outage or hammer a limiter:
 -- the retry budget (gRPC's 10 tokens, 0.1 back per success, retries while
--- more than half are left) with Finagle's floor of 0.5 retries a second (10 s
+-- more than half are left) with Finagle's floor of 0.1 retries a second (50 s
 -- of them held at once: 5, enough for a lone call's last retries); and a
 -- rate that starts unlimited and paces only once throttling answers (429)
 -- come (AIMD).  Off: --set budget=none, --set rate=none.
-budget = { max_tokens = 10, token_ratio = 0.1, reserve = 0.5 }
+budget = { max_tokens = 10, token_ratio = 0.1, reserve = 0.1 }
 rate = { adaptive = true }
 
 -- Attempt headers, as Google's storage clients send them: x-goog-api-client

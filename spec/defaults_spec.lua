@@ -58,9 +58,9 @@ describe("the shipped policies' guards", function ()
     assert.are.equal(6, r.code, r.stderr)   -- the budget refused
     local seen = #srv:requests()
     -- 200 first attempts, 4 retries from the tokens, 5 from the reserve held
-    -- at once, 0.5 a second while the batch lasted
+    -- at once, 0.1 a second while the batch lasted
     assert.is_true(seen >= 200, seen .. " requests")
-    assert.is_true(seen <= 200 + 9 + math.ceil(0.5 * secs), seen .. " requests in " .. secs .. " s")
+    assert.is_true(seen <= 200 + 9 + math.ceil(0.1 * secs), seen .. " requests in " .. secs .. " s")
     assert.is_true(seen <= 1.3 * 200, seen .. " requests")
     srv:reset()
     r = proc.run(concat({ "run", HTTP, "--parallel", "20", "-q", "--urls", url_file(20),
@@ -86,14 +86,14 @@ describe("--set GUARD=none", function ()
     proc.writefile(path, [[
 max_attempts = 3
 deadline = 10
-budget = { max_tokens = 10, reserve = 0.5 }
+budget = { max_tokens = 10, reserve = 0.1 }
 breaker = { failures = 5 }
 admission = { k = 2 }
 rate = { adaptive = true }
 hedge = { delay = 0.5 }
 ]])
     local on = settings(path)
-    for _, f in ipairs { "budget.max_tokens=10", "budget.reserve=0.5", "breaker.failures=5",
+    for _, f in ipairs { "budget.max_tokens=10", "budget.reserve=0.1", "breaker.failures=5",
                          "admission.k=2", "rate.adaptive=true", "hedge.delay=0.5" } do
       assert.truthy(on:find(f, 1, true), f .. " in " .. on)
     end
@@ -151,7 +151,7 @@ describe("the shipped policies", function ()
     for _, name in ipairs(HTTP_POLICIES) do
       local path = proc.root .. "/policies/" .. name .. ".lua"
       local s = settings(path)
-      assert.truthy(s:find("budget.reserve=0.5", 1, true), name .. ": " .. s)
+      assert.truthy(s:find("budget.reserve=0.1", 1, true), name .. ": " .. s)
       assert.truthy(s:find("rate.adaptive=true", 1, true), name .. ": " .. s)
       -- a breaker, where there is one, opens only past what one call can fail
       local attempts = tonumber(s:match("max_attempts=(%d+)"))

@@ -98,26 +98,28 @@ describe("the budget's floor (budget.reserve)", function ()
     return policy(([[
 max_attempts = %d
 backoff = { initial = %g, multiplier = 1, jitter = "none" }
-budget = { max_tokens = 10, token_ratio = 0.1, reserve = 0.5 }
+budget = { max_tokens = 10, token_ratio = 0.1, reserve = 0.1 }
 ]]):format(attempts or 100, initial))
   end
 
   it("lets a lone call of 10 attempts make them all, even with no wait between them", function ()
-    -- 4 retries from the tokens, 5 from the reserve (10 s of 0.5 a second)
+    -- 4 retries from the tokens, 5 from the reserve (50 s of 0.1 a second)
     local d, attempts = failing_call(floor_policy(0, 10))
     assert.are.equal("exhausted", d.verdict)
     assert.are.equal(10, attempts)
   end)
 
-  it("holds 10 s of retries and refills at reserve per second, then refuses", function ()
+  it("holds 50 s of retries and refills at reserve per second, then refuses", function ()
     local d, attempts = failing_call(floor_policy(0))
     assert.are.equal("budget", d.verdict)
-    assert.are.equal(10, attempts)   -- 4 + 5: the reserve's 10 s held at once
-    assert.matches("and its reserve %(0.5 retries per second%) is spent", d.message)
-    -- a wait of 1 s each: 4 + 5 + 0.5 per second of the 9 s the 9 retries took
+    assert.are.equal(10, attempts)   -- 4 + 5: the reserve's 50 s held at once
+    assert.matches("and its reserve %(0.1 retries per second%) is spent", d.message)
+    -- waits of 1 s: the 5 retries of the reserve in 5 s refill half of one
     d, attempts = failing_call(floor_policy(1))
-    assert.are.equal("budget", d.verdict)
-    assert.are.equal(14, attempts)
+    assert.are.same({ "budget", 10 }, { d.verdict, attempts })
+    -- waits of 10 s: each retry's wait refills the one it takes
+    d, attempts = failing_call(floor_policy(10, 30))
+    assert.are.same({ "exhausted", 30 }, { d.verdict, attempts })
   end)
 
   it("is the policy's, not the call's: many calls in an outage share one reserve", function ()
@@ -132,7 +134,7 @@ budget = { max_tokens = 10, token_ratio = 0.1, reserve = 0.5 }
     assert.are.equal(109, sent)
   end)
 
-  it("is off with reserve = 0 (the default) and with the budget", function ()
+  it("is off with reserve = 0, the default", function ()
     local d, attempts = failing_call(policy([[
 max_attempts = 10
 backoff = { initial = 0, jitter = "none" }

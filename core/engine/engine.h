@@ -106,7 +106,7 @@ typedef struct {
 } lr_guards;
 
 #define LR_WINDOW_MAX 1000 /* outcomes a rate window may hold */
-#define LR_RESERVE_SPAN 10.0 /* seconds of the budget's reserve held at once (Finagle's TTL) */
+#define LR_RESERVE_SPAN 50.0 /* seconds of the budget's reserve held at once */
 
 /* Every attempt ends in a decision: a retry, or a stop for a reason.  So
  * attempts are not counted one by one (an atomic less per decision): they

@@ -140,9 +140,13 @@ double lr_budget_tokens(lr_shared *s) { return (double)atomic_load(&s->milli_tok
  * `reserve` per second holding LR_RESERVE_SPAN seconds of them, as a GCRA
  * whose state is the moment it was last empty (tat).  Full: tat at or
  * before now - SPAN; a retry takes 1 / reserve seconds of it.  So a lone
- * call (10 s of reserve hold 5 retries at 0.5) makes all its attempts,
- * while a batch in an outage adds at most 5 + 0.5 per second to what the
- * tokens allow, however many calls it holds. */
+ * call (50 s of the shipped 0.1 a second hold 5 retries, what a call of 10
+ * attempts needs beyond the tokens' 4) makes all its attempts however
+ * short its waits, while a batch in an outage adds at most 5 + 0.1 a
+ * second to what the tokens allow, however many calls it holds.  Finagle
+ * holds 10 s (its TTL) of a reserve of 10 a second, sized for servers of
+ * many requests; a client's lone call needs the few retries held, not the
+ * rate, and a fleet of 100 such calls must stay within 1.1. */
 
 int lr_reserve_gcra(double *tat, double reserve, double now) {
   if (!(reserve > 0)) return 0;

@@ -143,7 +143,7 @@ typedef struct {
   X(G_THROTTLE_COST, "budget.throttle_cost", T_NUMBER, 0, 1000, 0, 0.357, MORE(throttle_cost),     \
     "tokens a throttling outcome takes (AWS's 5 for 14: 0.357 of a failure's 1)")                  \
   X(G_RESERVE, "budget.reserve", T_NUMBER, 0, 1000, 0, 0, MORE(budget_reserve),                  \
-    "retries per second allowed whatever the tokens, 10 s of them at once (Finagle's floor)")      \
+    "retries per second allowed whatever the tokens, 50 s of them at once (Finagle's floor)")      \
   X(K_FAILURES, "breaker.failures", T_COUNT, 1, 1e9, 0, 5, TUNE(failures),                         \
     "transient outcomes in a row that open the circuit")                                           \
   X(K_OPEN_SECONDS, "breaker.open_seconds", T_SECONDS, 0, INFINITY, OPEN, 30, TUNE(open_seconds),  \
