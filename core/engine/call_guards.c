@@ -376,8 +376,7 @@ int lr_call_limited(luaretry_call *c, double now, luaretry_decision *d) {
       !reserve_allows(c, now, remote_said, 0)) {
     char floor[80] = "";
     if (g->reserve > 0)
-      lr_fmt(floor, sizeof floor, ", and its reserve (%g retries per second) is spent",
-             g->reserve);
+      lr_fmt(floor, sizeof floor, ", and its reserve (%g retries per second) is spent", g->reserve);
     lr_call_stop_saying(c, d, LUARETRY_REASON_BUDGET, "budget",
                         "%sretry budget refuses: %.3f of "
                         "%g tokens left, retries need more than half%s",

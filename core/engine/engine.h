@@ -78,9 +78,9 @@ double lr_backoff_wait(const lr_backoff *b, uint64_t n, double *previous, lr_rng
 typedef struct {
   int budget; /* retry throttling on */
   double max_tokens, token_ratio;
-  double reserve; /* retries per second the budget allows whatever its
-                     tokens (Finagle's floor), LR_RESERVE_SPAN s of them
-                     at once; 0: none */
+  /* retries per second the budget allows whatever its tokens (Finagle's
+   * floor), LR_RESERVE_SPAN s of them held at once; 0: none */
+  double reserve;
   double throttle_cost; /* tokens a throttling outcome takes */
   int breaker;          /* circuit breaker on */
   int failures;         /* transient failures in a row to open */
@@ -106,7 +106,9 @@ typedef struct {
 } lr_guards;
 
 #define LR_WINDOW_MAX 1000 /* outcomes a rate window may hold */
-#define LR_RESERVE_SPAN 50.0 /* seconds of the budget's reserve held at once */
+
+/* Seconds of the budget's reserve held at once (guard.c). */
+#define LR_RESERVE_SPAN 50.0
 
 /* Every attempt ends in a decision: a retry, or a stop for a reason.  So
  * attempts are not counted one by one (an atomic less per decision): they

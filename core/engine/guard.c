@@ -32,9 +32,9 @@ void lr_shared_init(lr_shared *s, const lr_guards *g) {
 }
 
 static int same_guards(const lr_guards *a, const lr_guards *b) {
+  if (a->reserve != b->reserve) return 0;
   return a->budget == b->budget && a->max_tokens == b->max_tokens &&
-         a->token_ratio == b->token_ratio && a->reserve == b->reserve &&
-         a->throttle_cost == b->throttle_cost &&
+         a->token_ratio == b->token_ratio && a->throttle_cost == b->throttle_cost &&
          a->breaker == b->breaker && a->failures == b->failures &&
          a->open_seconds == b->open_seconds && a->probes == b->probes &&
          a->failure_rate == b->failure_rate && a->slow_seconds == b->slow_seconds &&

@@ -98,8 +98,8 @@ static int read_renamed(lua_State *L, lr_load *ld, const char *prefix, const cha
   else
     lr_fmt(where, sizeof where, "%s", ld->chunk_src);
   if (ld->fields[i].type != LUA_TNIL) {
-    lr_add_warning(ld->warnings, &ld->warning_count, "%s: %s; %s is set too: %s is ignored",
-                   where, note, lr_fields[i].name, full);
+    lr_add_warning(ld->warnings, &ld->warning_count, "%s: %s; %s is set too: %s is ignored", where,
+                   note, lr_fields[i].name, full);
     return lua_pop(L, 1), 1;
   }
   lr_add_warning(ld->warnings, &ld->warning_count, "%s: %s", where, note);

@@ -58,7 +58,7 @@ typedef struct {
   luaretry_jitter throttle_jitter;
   int throttle_cap_jitter;
   double throttle_cost;
-  double budget_reserve; /* retries per second whatever the tokens */
+  double budget_reserve;   /* retries per second whatever the tokens */
   char attempt_header[64]; /* "": none */
   /* the breaker's rate rules */
   double failure_rate, slow_seconds, slow_rate;
@@ -142,7 +142,7 @@ typedef struct {
     "tokens a success gives back (a failure takes 1)")                                             \
   X(G_THROTTLE_COST, "budget.throttle_cost", T_NUMBER, 0, 1000, 0, 0.357, MORE(throttle_cost),     \
     "tokens a throttling outcome takes (AWS's 5 for 14: 0.357 of a failure's 1)")                  \
-  X(G_RESERVE, "budget.reserve", T_NUMBER, 0, 1000, 0, 0, MORE(budget_reserve),                  \
+  X(G_RESERVE, "budget.reserve", T_NUMBER, 0, 1000, 0, 0, MORE(budget_reserve),                    \
     "retries per second allowed whatever the tokens, 50 s of them at once (Finagle's floor)")      \
   X(K_FAILURES, "breaker.failures", T_COUNT, 1, 1e9, 0, 5, TUNE(failures),                         \
     "transient outcomes in a row that open the circuit")                                           \
@@ -181,7 +181,7 @@ typedef struct {
   X(K_MIN_CALLS, "breaker.min_calls", T_COUNT, 1, LR_WINDOW_MAX, 0, NODEF, MORE(min_calls),        \
     "outcomes the window must hold before a rate can open the circuit (default: window)")          \
   X(ADMISSION, "admission", T_TABLE, 0, 0, 0, NODEF, NOTUNE,                                       \
-    "client-side throttling (the SRE book's; Envoy's admission control), first attempts "        \
+    "client-side throttling (the SRE book's; Envoy's admission control), first attempts "          \
     "included: { k = 2, window = 120 }")                                                           \
   X(A_K, "admission.k", T_NUMBER, 1, 1000, OPEN, 2, MORE(admission_k),                             \
     "refuse locally with probability (requests - k * accepts) / (requests + 1)")                   \
