@@ -674,12 +674,16 @@ describe("pacing against the fault server", function ()
   it("admission control keeps an always-503 service from most first attempts; exit 6, verdict admission", function ()
     local pol = dir .. "/t.lua"
     proc.writefile(pol, "max_attempts = 1\ndeadline = 60\nattempt_timeout = 10\nadmission = { k = 2, window = 60 }\n")
-    local r = run_logged({ "run", pol, "--urls", urls(200, "/down"), "--parallel", "4", "--seed", "1" },
-                         dir .. "/log", 120)
+    local r = run_logged({ "run", pol, "--urls", urls(200, "/down"), "--parallel", "4", "--seed", "1",
+                           "--stats", "--metrics-file", dir .. "/metrics" }, dir .. "/log", 120)
     assert.are.equal(6, r.code, r.stderr)
     local seen = #srv:requests_on("/down")
     assert.is_true(seen >= 2 and seen <= 40, "requests that reached the service: " .. seen)
     assert.matches('"verdict":"admission"', r.log)
+    -- the counter under its name: 200 calls, each refused or sent once
+    local refused = 200 - seen
+    assert.matches("admission refusals " .. refused .. "[,\n]", r.stderr)
+    assert.matches("luaretry_admission_refusals_total%S* " .. refused .. "\n", proc.readfile(dir .. "/metrics"))
   end)
 end)
 
