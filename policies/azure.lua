@@ -60,8 +60,12 @@ throttle_backoff = { initial = 5, multiplier = 2, max = 60, jitter = "equal" }
 -- more than half are left) with Finagle's floor of 0.1 retries a second (50 s
 -- of them held at once: 5, enough for a lone call's last retries); and a
 -- rate that starts unlimited and paces only once throttling answers (429,
--- or a 503 ServerBusy) come (AIMD).  Off: --set budget=none, --set rate=none.
-budget = { max_tokens = 10, token_ratio = 0.1, reserve = 0.1 }
+-- or a 503 ServerBusy) come (AIMD).  A throttling answer costs the budget
+-- what a success gives back (0.1, not AWS's 0.357): the rate's pacing
+-- answers it, and a limiter's 429s must not spend the retries kept for an
+-- outage.  Off: --set budget=none, --set rate=none.
+budget = { max_tokens = 10, token_ratio = 0.1, reserve = 0.1,
+           throttle_cost = 0.1 }
 rate = { adaptive = true }
 -- The Retry pattern advises a circuit breaker against long-lasting faults:
 -- 5 transient failures in a row (one more than a lone call can have) open it

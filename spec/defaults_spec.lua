@@ -152,6 +152,8 @@ describe("the shipped policies", function ()
       local path = proc.root .. "/policies/" .. name .. ".lua"
       local s = settings(path)
       assert.truthy(s:find("budget.reserve=0.1", 1, true), name .. ": " .. s)
+      -- a limiter's 429s, paced by the rate, cost what a success gives back
+      assert.truthy(s:find("budget.throttle_cost=0.1 ", 1, true), name .. ": " .. s)
       assert.truthy(s:find("rate.adaptive=true", 1, true), name .. ": " .. s)
       -- a breaker, where there is one, opens only past what one call can fail
       local attempts = tonumber(s:match("max_attempts=(%d+)"))
