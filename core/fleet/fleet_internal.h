@@ -137,6 +137,8 @@ typedef struct {
   long long cost_milli; /* a throttling answer's tokens */
   long long k_milli;    /* the throttle's K; not sent but as part of cfg */
   long long bucket_ms;  /* a tenth of the throttle's window; 0: no throttle */
+  /* the budget's floor (reserve.c): not sent but as part of cfg */
+  long long reserve_milli;
 } lr_fleet_limits;
 
 /* The guard settings as text, the same in every process that may share a
