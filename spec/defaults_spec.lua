@@ -78,6 +78,25 @@ describe("the shipped policies' guards", function ()
   end)
 end)
 
+describe("the model of a fleet (simulate --fleet) with http.lua's guards", function ()
+  it("100 processes sharing them send at most 1.1 per first attempt; the reserve is the fleet's", function ()
+    local function model(...)
+      local r = proc.run({ "simulate", HTTP, "--clients", "100", "--fleet", "--json", ... },
+                         { timeout = 60 })
+      assert.are.equal(0, r.code, r.stderr)
+      return proc.json.decode(r.stdout)
+    end
+    local m = model()
+    -- 100 first attempts, the tokens' 4 retries, the fleet's one reserve of 5
+    assert.are.equal(109, m.fleet.attempts)
+    assert.is_true(m.fleet.amplification <= 1.1)
+    assert.are.equal(0, m.fleet.stops.success or 0)
+    -- each process its own: every one makes its attempts through the 30 s outage
+    assert.are.equal(100, m.own.stops.success)
+    assert.are.equal(104, model("--set", "budget.reserve=0").fleet.attempts)
+  end)
+end)
+
 describe("--set GUARD=none", function ()
   it("turns each guard off, whatever the script declares", function ()
     local src = proc.tmpdir()
