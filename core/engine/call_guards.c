@@ -38,7 +38,7 @@ static int reserve_allows(luaretry_call *c, double now, int remote, int after_wa
   const lr_guards *g = &c->rules->guards;
   if (!(g->reserve > 0)) return 0;
   if (remote && c->remote->ops->reserve_take) {
-    if (!after_wait) return 1;
+    if (!after_wait) return c->reserve_asked = 1;
     double d = c->rules->deadline, left = d > 0 ? d - (now - c->start) : 0;
     if (d > 0 && left <= 0) left = 1e-9;
     int v = c->remote->ops->reserve_take(c->remote->ud, now, left, &c->waiter);
@@ -205,6 +205,22 @@ void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double st
 /* In a refusal's message: whose counts decided. */
 static const char *whose(int remote) { return remote ? "the fleet's " : "the "; }
 
+/* After the wait, the fleet's budget again (its counts brought up to
+ * date): refused, its reserve; gone meanwhile, the local budget and
+ * reserve decide a retry that went on to its wait for the fleet's reserve
+ * (one the local budget allowed was decided on current counts).  1 when
+ * refused, *local then saying whose. */
+static int budget_refuses_after_wait(luaretry_call *c, double now, int *local) {
+  const lr_guards *g = &c->rules->guards;
+  int asked = c->reserve_asked, v = c->remote->ops->budget_allows_retry(c->remote->ud, now);
+  c->reserve_asked = 0;
+  *local = v == LR_REMOTE_LOCAL;
+  if (v == 0) return !reserve_allows(c, now, 1, 1);
+  if (v != LR_REMOTE_LOCAL || !asked) return 0;
+  return !lr_budget_allows_retry(c->shared, g) &&
+         !lr_budget_reserve_take(c->shared, g, c->guard_origin + now);
+}
+
 /* After a probe permit's round trip (lr_call_new): the first attempt has
  * what is left of the deadline, or the call stops if nothing is. */
 void lr_call_started_late(luaretry_call *c) {
@@ -282,7 +298,7 @@ int lr_call_refused_after_wait(luaretry_call *c, luaretry_decision *d) {
    * decision then sees the fleet as of this attempt */
   if (!g->budget && !g->breaker && !(c->remote && g->throttle_k > 0)) return 0;
   double now = lr_clock_now(&c->clock);
-  int remote_said = 0;
+  int remote_said = 0, local = 0;
   if (c->remote && refresh_remote(c, &now, d)) {
     /* stopped: the deadline passed, or the call was cancelled */
   } else if (g->breaker && !lr_call_breaker_admits(c, 0, now, &remote_said)) {
@@ -290,15 +306,13 @@ int lr_call_refused_after_wait(luaretry_call *c, luaretry_decision *d) {
                         "%scircuit opened while "
                         "the call waited to retry (%d transient failures in a row%s)",
                         whose(remote_said), g->failures, rate_note(g));
-  } else if (g->budget && c->remote &&
-             c->remote->ops->budget_allows_retry(c->remote->ud, now) == 0 &&
-             !reserve_allows(c, now, 1, 1)) {
+  } else if (g->budget && c->remote && budget_refuses_after_wait(c, now, &local)) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_BUDGET, "budget",
-                        "the fleet's retry budget was spent "
+                        "%sretry budget was spent "
                         "while the call waited to retry: %.3f of %g tokens left, retries need more "
                         "than half%s",
-                        budget_tokens(c, 1), g->max_tokens,
-                        g->reserve > 0 ? ", and the fleet's reserve is spent" : "");
+                        whose(!local), budget_tokens(c, !local), g->max_tokens,
+                        g->reserve > 0 ? ", and its reserve is spent" : "");
   } else {
     return 0;
   }

@@ -73,6 +73,9 @@ struct luaretry_call {
                                hedge: most calls never hedge */
   int rate_remote;    /* the fleet's rate limiter answered the last ask (2:
                          the deadline passed while it was asked) */
+  /* a retry the fleet's tokens refused went on to its wait for the
+   * fleet's reserve (call_guards.c) */
+  unsigned char reserve_asked;
 };
 
 /* Nanoseconds for the counters, clamped: a 1e300 s wait still counts. */
