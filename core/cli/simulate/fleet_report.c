@@ -44,13 +44,10 @@ static void print_json(const char *what, const luaretry_herd_result *r, const ch
 
 /* The guards a policy has, in a few words. */
 static void print_guards(luaretry_policy *p) {
-  static const char *const names[] = { "budget.max_tokens",
-                                       "breaker.failures",
-                                       "breaker.failure_rate",
-                                       "admission.k",
-                                       "rate.limit",
-                                       "rate.adaptive",
-                                       NULL };
+  static const char *const names[] = { "budget.max_tokens", "budget.reserve",
+                                       "breaker.failures",  "breaker.failure_rate",
+                                       "admission.k",       "rate.limit",
+                                       "rate.adaptive",     NULL };
   printf("  guards:");
   int any = 0;
   for (int k = 0; names[k]; k++) {
