@@ -25,7 +25,7 @@ MAJOR := $(firstword $(subst ., ,$(VERSION)))
 DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted \
   lua-dkjson curl lua-cjson valgrind openssl mandoc man-db luarocks zsh gzip \
   libhiredis-dev redis-server clang libclang-rt-dev lua-socket groff-base bsdextrautils \
-  nginx-light clang-format
+  nginx-light clang-format libssl-dev
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
 LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null)
 CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
@@ -73,7 +73,7 @@ MODULE_OBJ = $(call obj,$(wildcard core/module/*.c))
 CLI_OBJ = $(call obj,$(wildcard core/cli/*.c core/cli/*/*.c))
 FAULTS_OBJ = $(call obj,$(wildcard core/faults/*.c))
 LIB_OBJ = $(ENGINE_OBJ) $(SANDBOX_OBJ) $(POLICY_OBJ) $(FLEET_OBJ) $(HTTP_OBJ)
-LIB_LIBS = $(LUA_LIBS) $(CURL_LIBS) $(HIREDIS_LIBS) -lm
+LIB_LIBS = $(LUA_LIBS) $(CURL_LIBS) $(HIREDIS_LIBS) -lcrypto -lm
 ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
@@ -82,7 +82,7 @@ C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overl
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
-.PHONY: all deps demo test test-build test-plain test-sanitized test-c test-lua check-layers \
+.PHONY: all deps demo test tree-before tree-after test-build test-plain test-sanitized test-c test-lua check-layers \
   check-man check-format format bench install uninstall \
   rock install-rock clean fuzz fuzz-build fuzz-smoke fuzz-merge
 
@@ -138,7 +138,7 @@ $(BUILD)/luaretry: $(CLI_OBJ) $(FAULTS_OBJ) $(BUILD)/libluaretry.a
 
 $(BUILD)/luaretry.pc: Makefile core/include/luaretry.h
 	@mkdir -p $(BUILD)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry\nDescription: retry policy engine with sandboxed Lua policies\nVersion: %s\nRequires: libcurl\nRequires.private: lua5.4 hiredis\nLibs: -L$${libdir} -lluaretry\nLibs.private: -lm -pthread\nCflags: -I$${includedir}\n' \
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry\nDescription: retry policy engine with sandboxed Lua policies\nVersion: %s\nRequires: libcurl\nRequires.private: lua5.4 hiredis libcrypto\nLibs: -L$${libdir} -lluaretry\nLibs.private: -lm -pthread\nCflags: -I$${includedir}\n' \
 	  "$(PREFIX)" "$(VERSION)" > $@
 
 # C tests and benchmarks use the public headers only.
@@ -215,8 +215,29 @@ check-man:
 # the longer.  Each half's output is shown whole when it ends (-O).
 TSAN_TESTS = test_threads test_overlap test_fleet_calls test_hedge test_fleet_rate
 test: deps
+	@$(MAKE) --no-print-directory tree-before
 	$(MAKE) -j2 check-layers check-man check-format test-build
 	$(MAKE) -j2 -O test-plain test-sanitized
+	@$(MAKE) --no-print-directory tree-after
+
+# The tests leave nothing behind: in a git checkout, `git status` after
+# them is what it was before (empty on a fresh clone); build/ is ignored.
+# Compared, not required empty, so a tree with edits of one's own can run
+# the tests too.
+TREE_STATE = $(BUILD)/tree-state
+tree-before:
+	@mkdir -p $(BUILD)
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	  git status --porcelain --untracked-files=all -- . ':!$(BUILD)' > $(TREE_STATE); \
+	else rm -f $(TREE_STATE); fi
+
+tree-after:
+	@if [ -f $(TREE_STATE) ]; then \
+	  git status --porcelain --untracked-files=all -- . ':!$(BUILD)' > $(TREE_STATE).after; \
+	  if ! cmp -s $(TREE_STATE) $(TREE_STATE).after; then \
+	    echo "make test changed the tree (git status before / after):"; \
+	    diff $(TREE_STATE) $(TREE_STATE).after; exit 1; fi; \
+	  echo "tree-after: git status as before the tests"; fi
 
 test-build:
 	$(MAKE) -j2 all $(C_TEST_BIN) $(HOST_TEST_BIN) $(FAULT_BIN)
@@ -305,7 +326,7 @@ bench-hedge: deps
 # build/fuzz/corpus/NAME; `make fuzz-merge` keeps those that add coverage
 # in spec/fuzz/corpus/NAME (-merge=1).  `make test` runs each for
 # FUZZ_SMOKE_SECONDS over its committed corpus.
-FUZZ_TARGETS = policy retry_after http_parse run_args redis_reply
+FUZZ_TARGETS = policy retry_after http_parse run_args redis_reply digest
 FUZZ_SECONDS ?= 300
 FUZZ_SMOKE_SECONDS ?= 5
 FUZZ_BIN = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
@@ -318,6 +339,7 @@ FUZZ_OPTS_run_args = -dict=spec/fuzz/run_args.dict -max_len=1024 -timeout=10 -cl
 # inputs kept elsewhere in the tree, read as corpus but never copied
 FUZZ_EXTRA_policy = policies spec/hostile
 FUZZ_OPTS_redis_reply = -dict=spec/fuzz/redis_reply.dict -max_len=4096 -timeout=10
+FUZZ_OPTS_digest = -dict=spec/fuzz/digest.dict -max_len=4096 -timeout=10
 FUZZ_RUN = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 LUARETRY_DATADIR=$(CURDIR)
 
 $(BUILD)/fuzz_policy: spec/fuzz/fuzz_policy.c $(BUILD)/libluaretry.a
@@ -332,6 +354,10 @@ $(BUILD)/fuzz_http_parse: spec/fuzz/fuzz_http_parse.c $(BUILD)/obj/faults/http_p
 # the fleet's reply reader and decoders: internal (core/fleet), with hiredis
 $(BUILD)/fuzz_redis_reply: spec/fuzz/fuzz_redis_reply.c $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+
+# the download path's readers: internal (core/http)
+$(BUILD)/fuzz_digest: spec/fuzz/fuzz_digest.c $(BUILD)/libluaretry.a
+	$(CC) $(CFLAGS_ALL) -Icore/http -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
 FUZZ_CLI_OBJ = $(BUILD)/obj/cli/run/args.o $(BUILD)/obj/cli/usage.o $(BUILD)/obj/cli/policy_arg.o \
                $(BUILD)/obj/cli/escape.o

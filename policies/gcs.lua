@@ -140,7 +140,7 @@ local function header(headers, name)
   return nil
 end
 
-local function present(v) return type(v) == "string" and v ~= "" end
+local function present(v) return type(v) == "string" and v:find("%S") ~= nil end
 
 -- The JSON API's conditions [RP], from the query (and If-Match for ETags).
 local function json_condition(cond, q, r)

@@ -188,7 +188,7 @@ describe("luaretry run, many URLs", function ()
     local paths = {}
     for i, q in ipairs(seen) do paths[i] = q.path end
     assert.are.same({ "/flaky/x", "/slow/1", "/slow/2", "/flaky/x", "/slow/3" }, paths)
-    assert.is_true(seen[2].time - seen[1].time < 0.1, "/slow/1 waited for the backoff")
+    assert.is_true(seen[2].time - seen[1].time < 0.5, "/slow/1 waited for the backoff (0.75 s)")
     assert.is_true(seen[4].time - seen[1].time >= 0.75, "the retry came early")
     assert.is_true(r.secs < 2.0, ("took %.3f s"):format(r.secs))
   end)
@@ -286,7 +286,8 @@ describe("luaretry run, many URLs", function ()
       local sent = job:signal("INT")
       local code, ended = job:wait(5)
       assert.are.equal(130, code)
-      assert.is_true(ended - sent < 0.1, ("exited %.3f s after the signal"):format(ended - sent))
+      -- the alternative waits 30 s: a loaded machine keeps 2 s
+      assert.is_true(ended - sent < 2, ("exited %.3f s after the signal"):format(ended - sent))
       assert.are.same({}, proc.leftovers(out))
       -- every URL begun has its summary; the list was read no further, and
       -- the last line says where to pick it up

@@ -113,6 +113,20 @@ describe("run with curl's options", function ()
       assert.matches("gzip", a:requests_on("/gzip")[1].headers["accept-encoding"])
     end)
 
+    it("-w: the URL variables and a Location header never show a user name or password", function ()
+      local host = "127.0.0.1:" .. a.port
+      local r = run({ "http://user:s3cret@" .. host .. "/ok", "-w", "|%{url_effective}" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("ok\n|http://" .. host .. "/ok", r.stdout)
+      r = run({ a.base .. "/redirect?http://bob:hunter2@" .. host .. "/ok",
+                "-w", "|%{redirect_url}|%header{location}" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("moved\n|http://" .. host .. "/ok|http://" .. host .. "/ok", r.stdout)
+      r = run({ "-L", a.base .. "/redirect?http://bob:hunter2@" .. host .. "/ok", "-w", "|%{url_effective}" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("ok\n|http://" .. host .. "/ok", r.stdout)
+    end)
+
     it("a URL without a scheme is http://", function ()
       local r = run({ "127.0.0.1:" .. a.port .. "/ok", "-w", "|%{url_effective}" })
       assert.are.equal(0, r.code, r.stderr)

@@ -71,7 +71,9 @@ describe("the fleet against a hostile Redis", function ()
   -- attempts exhausted against a 503), quickly, in bounded memory, and
   -- says once why the local guards decide.
   local broken = {
-    { "endless-line", "more than 1048576 bytes" },
+    -- two limits bound an endless line, the reader's size and the command's
+    -- time (500 ms): a busy machine may reach either first, both bounded
+    { "endless-line", { "more than 1048576 bytes", "no reply in time" } },
     { "huge-array", "an array of 2000000000 elements" },
     -- (Debian's hiredis 0.14.1 refuses this count itself; 0.14.0 wrote
     -- through a NULL pointer)
@@ -90,7 +92,10 @@ describe("the fleet against a hostile Redis", function ()
         local r = run_against(f, BUDGET, "/503")
         assert.are.equal(4, r.code, r.stderr)
         assert.are.equal(1, count(r.stderr, LOST), r.stderr)
-        assert.matches(why, r.stderr)
+        local whys = type(why) == "table" and why or { why }
+        local said = false
+        for _, w in ipairs(whys) do said = said or r.stderr:find(w) ~= nil end
+        assert.is_true(said, "none of " .. table.concat(whys, " | ") .. " in: " .. r.stderr)
         if not proc.asan() then
           assert.is_true(r.peak < 64 * MiB, ("peak RSS %.1f MiB"):format(r.peak / MiB))
         end

@@ -295,7 +295,8 @@ describe("the fleet", function ()
     end
     r:signal("CONT")
     p:close()
-    assert.is_true(slowest < 0.1, ("slowest success: %.3f s"):format(slowest))
+    -- a wait for the stopped Redis would take its round trip (300 ms)
+    assert.is_true(slowest < 0.25, ("slowest success: %.3f s"):format(slowest))
     -- failures: the first waits one round trip (300 ms), the next none
     local logs = {}
     p = policy(logs)
@@ -312,9 +313,9 @@ describe("the fleet", function ()
     local second = failure()
     r:signal("CONT")
     p:close()
-    assert.is_true(first >= 0.25 and first < 0.3 + 0.2, ("first failure: %.3f s"):format(first))
+    assert.is_true(first >= 0.25 and first < 0.3 + 1.2, ("first failure: %.3f s"):format(first))
     assert.is_true(d.retry, d.message)                  -- the local guards decided
-    assert.is_true(second < 0.05, ("second failure: %.3f s"):format(second))
+    assert.is_true(second < 0.2, ("second failure: %.3f s"):format(second))  -- not another 300 ms
     assert.are.equal(1, #logs)
     assert.matches("no reply in time", logs[1])
   end)
@@ -437,7 +438,7 @@ describe("the fleet", function ()
     local t0 = proc.now()
     local far = assert(lr.load(spaced, { ["fleet.redis"] = "redis://192.0.2.1:6379/0",
                                          ["fleet.connect_timeout"] = 5000 }))
-    assert.is_true(proc.now() - t0 < 0.5)
+    assert.is_true(proc.now() - t0 < 2.5)  -- the connect would take 5 s
     far:close()
     local named = assert(lr.load(spaced, { ["fleet.redis"] = r.url }))
     assert.are.equal("luaretry:{my_svc}", named:fleet().key)

@@ -130,3 +130,26 @@ describe("check-format", function ()
     assert.are_not.equal(0, proc.sh(check))
   end)
 end)
+
+-- make test ends comparing `git status` with its start (tree-before,
+-- tree-after): a file a spec leaves behind fails it, build/ does not.
+describe("the tree after make test", function ()
+  it("tree-after fails on a file left behind, names it, and passes once it is gone", function ()
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    local root = proc.root:sub(1, 1) == "/" and proc.root or os.getenv("PWD") .. "/" .. proc.root
+    local make = "cd " .. q(dir) .. " && make -s -f " .. q(root .. "/Makefile") .. " "
+    assert(proc.sh("cd " .. q(dir) .. " && git init -q . && echo a > a && git add a && " ..
+                   "git -c user.email=s@x -c user.name=s commit -qm a") == 0)
+    local before = proc.readfile_cmd(make .. "tree-before 2>&1; echo \"exit $?\"")
+    assert.matches("exit 0", before)
+    proc.writefile(dir .. "/left.tmp", "x")
+    proc.writefile(dir .. "/build/ignored", "x")
+    local out = proc.readfile_cmd(make .. "tree-after 2>/dev/null; echo \"exit $?\"")
+    assert.matches("%?%? left%.tmp", out)
+    assert.is_nil(out:find("build/", 1, true), out)
+    assert.matches("exit [^0]", out)
+    os.remove(dir .. "/left.tmp")
+    assert.are.equal(0, proc.sh(make .. "tree-after >/dev/null 2>&1"))
+  end)
+end)

@@ -296,6 +296,10 @@ describe("policies/gcs.lua (Cloud Storage: Retry strategy, truncated exponential
         assert.is_false(idem("POST", OBJ, { ["Content-Type"] = "text/plain", [h] = "0" }), h)
       end
       assert.is_false(idem("PUT", OBJ, { ["x-goog-if-generation-match"] = "" }))
+      -- a blank precondition is none, as a blank Idempotency-Key is no key
+      local XML_ = "https://storage.googleapis.com/bkt/a.txt"
+      assert.is_false(idem("PUT", XML_, { ["x-goog-if-generation-match"] = "  " }))
+      assert.is_false(idem("PUT", XML_, { ["x-goog-if-metageneration-match"] = " " }))
       assert.is_false(idem("PUT", OBJ, { ["Content-Type"] = "text/plain" }))
     end)
 

@@ -114,8 +114,12 @@ int cli_probe_prepare(luaretry_call *c, const cli_probe *pr, int attempt, int *n
 /* ---- signals.c */
 int cli_exit_status(luaretry_reason r);
 /* The stop signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT) call `handler`,
- * without SA_RESTART; SIGPIPE is ignored. */
+ * without SA_RESTART, except those ignored at start (nohup, a background
+ * job), which stay ignored; SIGPIPE is ignored. */
 void cli_on_stop_signals(void (*handler)(int));
+/* Whether `sig` was ignored when the process started (a child gets it
+ * ignored too). */
+int cli_signal_ignored_at_start(int sig);
 /* The stop signals counted, and cancelling what runs (run.h). */
 void cli_catch_stop_signals(void);
 /* Whether a stop signal came. */

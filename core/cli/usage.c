@@ -115,6 +115,8 @@ static const char HELP_RUN[] =
   "                            stall_speed and stall_timeout (-Y alone: the policy's, or 30 s)\n"
   "  -C, --continue-at -       continue the -o (or -O) file where it ends (Range), one URL;\n"
   "                            what a failed call wrote stays, as with curl\n"
+  "      --checksum ALG=HEX    the body's sha-256, sha-512 or md5 (aria2c's form): a\n"
+  "                            mismatch is retried once from zero, then final (exit 1)\n"
   "  -m, --max-time SECONDS    per attempt, as curl's: the policy's attempt_timeout\n"
   "      --retry-max-time SECONDS  the whole call, waits included: the policy's deadline\n"
   "                            (0: none, for both)\n"

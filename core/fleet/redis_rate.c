@@ -87,6 +87,11 @@ static const char *out_of_range(const rate_reply *o, const rate_ask *a) {
   if (o->granted == 0 &&
       (o->retry_us < 0 || (double)o->retry_us > (double)HORIZON_US + LR_LEASE_MAX * interval + 2))
     return "a wait for a slot out of range";
+  /* none granted: the next slot is where the wait says (b = now + horizon
+   * + retry, each rounded up), so it is as bounded as the wait; a slot
+   * centuries ahead would refuse every call at once */
+  if (o->granted == 0 && fabs(b - (now + (double)a->horizon_us + (double)o->retry_us)) > 2)
+    return "a next slot that does not agree with its wait";
   return NULL;
 }
 

@@ -197,6 +197,7 @@ static void release(batch *b, live_call *lc) {
   if (lc->s) free_slot(b, lc->s); /* a call ended with its transfers in flight */
   drop_hedges(b, lc);
   if (lc->h) curl_easy_cleanup(lc->h);
+  lr_resume_free(&lc->resume);
   memset(lc, 0, sizeof *lc);
   b->spare[b->nspare++] = lc;
   b->nlive--;
@@ -249,7 +250,12 @@ static live_call *begin_next(batch *b) {
   }
   luaretry_call_observe(lc->c, job->observer, job->observer_ud);
   lc->next = 1;
-  lr_resume_init(&lc->resume, job->resume);
+  if (lr_resume_init(&lc->resume, job->resume) != 0) {
+    finish_job(b, job, i, LUARETRY_E_ARG, NULL, NULL);
+    luaretry_call_free(lc->c);
+    release(b, lc);
+    return NULL;
+  }
   return lc;
 }
 

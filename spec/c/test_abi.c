@@ -49,6 +49,7 @@ static void test_sizes(void) {
   CHECK_EQ_INT((long)sizeof(luaretry_call_options), 48);
   CHECK_EQ_INT((long)sizeof(luaretry_header), 16);
   CHECK_EQ_INT((long)sizeof(luaretry_curl_options), 48);
+  CHECK_EQ_INT((long)sizeof(luaretry_curl_resume), 56); /* checksum, validator: reserved room */
   CHECK_EQ_INT((long)sizeof(luaretry_curl_result), 176);
   CHECK_EQ_INT((long)sizeof(luaretry_curl_job), 248);
   CHECK_EQ_INT((long)sizeof(luaretry_curl_many_options), 80);

@@ -13,7 +13,11 @@
  *   through: 256 MiB reach the sink, memory stays flat;
  * - resume: a truncated 200 with Accept-Ranges and a strong ETag is
  *   continued by a 206 that fits (no restart), or started over by a 200
- *   (one restart, one note). */
+ *   (one restart, one note); a 206 is proof of ranges without
+ *   Accept-Ranges;
+ * - digests for any host: a body that is not its Content-MD5 fails its
+ *   attempt (digest_mismatch) and the next one's is kept; a checksum that
+ *   is not one is LUARETRY_E_ARG. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -414,11 +418,66 @@ static void test_resume(void) {
   o.error = NULL;
   hs[1].value = "\"v1\"";
   CHECK(!luaretry_curl_resumable(&o)); /* a complete answer: nothing to resume */
+  /* a 206's Content-Range is proof of ranges (nginx sends no Accept-Ranges);
+   * a 416's "bytes *" is not */
+  o.error = "truncated";
+  hs[0] = (luaretry_header){ "content-range", "bytes 50-99/100" };
+  CHECK(luaretry_curl_resumable(&o));
+  hs[0].value = "bytes */100";
+  CHECK(!luaretry_curl_resumable(&o));
+}
+
+static void on_outcome(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
+  (void)d;
+  if (o && o->error) snprintf(ud, 64, "%s", o->error);
+}
+
+static void test_digest(void) {
+  const char *answers[] = {
+    "HTTP/1.1 200 OK\r\nContent-MD5: eB5eJF1ptWaXm4bijSPyxw==\r\nContent-Length: "
+    "10\r\n\r\n0123456780",
+    "HTTP/1.1 200 OK\r\nContent-MD5: eB5eJF1ptWaXm4bijSPyxw==\r\nContent-Length: "
+    "10\r\n\r\n0123456789",
+    NULL
+  };
+  server s = { 0 };
+  if (!CHECK(server_start(&s, answers) == 0)) return;
+  luaretry_policy *p = policy(RESUME_POLICY);
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  char url[64], error[64] = "";
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/f", s.port);
+  luaretry_call_observe(c, on_outcome, error);
+  luaretry_request req = { .method = "GET", .url = url };
+  static stream_sink sink;
+  memset(&sink, 0, sizeof sink);
+  /* no restart, no resume: the final body given whole, as a plain host */
+  luaretry_curl_options o = { .sink = on_bytes, .sink_ud = &sink };
+  CURL *h = curl_easy_init();
+  luaretry_decision d;
+  CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS);
+  CHECK_EQ_INT(d.attempt, 2);
+  CHECK(strcmp(error, "digest_mismatch") == 0);
+  CHECK(sink.len == 10 && memcmp(sink.last, "0123456789", 10) == 0);
+  luaretry_call_free(c);
+  shutdown(s.fd, SHUT_RDWR);
+  server_stop(&s);
+  /* a checksum that is not one: refused before any request */
+  luaretry_curl_resume r = { .checksum = "sha-256=nothex" };
+  o.resume = &r;
+  o.restart = on_restart;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_E_ARG);
+  luaretry_call_free(c);
+  curl_easy_cleanup(h);
+  luaretry_policy_free(p);
 }
 
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   test_resume();
+  test_digest();
   test_streaming();
   test_upload();
   test_schemes();

@@ -218,12 +218,16 @@ static void test_load_errors(void) {
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "time limit reached (0.25 s)");
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "spec/fixtures/c_runaway.lua:");
   CHECK_CODE(luaretry_policy_set(p, "memory_limit", "1048576"), LUARETRY_OK);
+  /* the memory limit alone: a busy machine must not reach the time limit
+   * (0.25 s) first */
+  CHECK_CODE(luaretry_policy_set(p, "time_limit", "60"), LUARETRY_OK);
   CHECK_CODE(luaretry_policy_load_string(p, "@hog.lua",
                                          "max_attempts = 3\nlocal t = {}\n"
                                          "for i = 1, 1e8 do t[i] = ('x'):rep(100) .. i end\n"),
              LUARETRY_E_LIMIT);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "memory limit");
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "hog.lua:3");
+  CHECK_CODE(luaretry_policy_set(p, "time_limit", "0.25"), LUARETRY_OK);
   CHECK_CODE(luaretry_policy_set(p, "instruction_limit", "10000"), LUARETRY_OK);
   CHECK_CODE(luaretry_policy_load_string(
                p, "@count.lua", "max_attempts = 3\nlocal n = 0\nfor i = 1, 1e6 do n = n + i end\n"),

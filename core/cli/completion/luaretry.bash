@@ -11,7 +11,7 @@ _luaretry_run_options="-X --request -H --header -d --data --data-ascii --data-bi
   --stdout=live --stdout=final --trace-ascii --create-dirs --fail-with-body
   -O --remote-name --remote-name-all --url -T --upload-file -F --form --form-string -G --get
   -b --cookie -c --cookie-jar --resolve -x --proxy -K --config -Z --parallel-max
-  -Y --speed-limit -y --speed-time -C --continue-at"
+  -Y --speed-limit -y --speed-time -C --continue-at --checksum"
 
 _luaretry() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
@@ -62,7 +62,7 @@ _luaretry() {
       --metrics-file|--urls|--parallel|--output-dir|--attempts|--clients|--outage|--svg|--probe|\
       --trace-ascii|--redis|--listen|--latency|--calls|--status|\
       -T|--upload-file|-F|--form|--form-string|-b|--cookie|-c|--cookie-jar|--resolve|--url|-x|\
-      --proxy|-K|--config|--parallel-max|-Y|--speed-limit|-y|--speed-time|-C|--continue-at) ((i++)) ;;
+      --proxy|-K|--config|--parallel-max|-Y|--speed-limit|-y|--speed-time|-C|--continue-at|--checksum) ((i++)) ;;
       -*) ;;
       *) ((words_before++)) ;;
     esac

@@ -68,6 +68,7 @@ typedef enum {
   O_SPEED_LIMIT,
   O_SPEED_TIME,
   O_CONTINUE_AT,
+  O_CHECKSUM,
   O_UPLOAD_FILE,
   O_FORM,
   O_FORM_STRING,
@@ -138,6 +139,7 @@ static const run_option OPTIONS[] = {
   { 'Y', "--speed-limit", O_SPEED_LIMIT },
   { 'y', "--speed-time", O_SPEED_TIME },
   { 'C', "--continue-at", O_CONTINUE_AT },
+  { 0, "--checksum", O_CHECKSUM },
   { 'T', "--upload-file", O_UPLOAD_FILE },
   { 'F', "--form", O_FORM },
   { 0, "--form-string", O_FORM_STRING },
@@ -413,6 +415,24 @@ static int set_upload_file(run_args *a, const char *v) {
   return add_data(a, DATA_BINARY, at);
 }
 
+/* --checksum ALG=HEX: aria2c's form (sha-256, sha-512 or md5, the hex
+ * of that many bytes). */
+static int set_checksum(run_args *a, char *v) {
+  static const struct {
+    const char *name;
+    size_t hex;
+  } ALGS[] = { { "sha-256=", 64 }, { "sha-512=", 128 }, { "md5=", 32 } };
+  for (size_t k = 0; k < sizeof ALGS / sizeof ALGS[0]; k++) {
+    size_t n = strlen(ALGS[k].name);
+    if (strncasecmp(v, ALGS[k].name, n) != 0) continue;
+    if (strlen(v + n) != ALGS[k].hex || strspn(v + n, "0123456789abcdefABCDEF") != ALGS[k].hex)
+      return cli_usage("run: --checksum %s: expected the digest as hex of its length", v);
+    a->checksum = v;
+    return 0;
+  }
+  return cli_usage("run: --checksum %s: expected sha-256=HEX, sha-512=HEX or md5=HEX", v);
+}
+
 /* The options of downloads, uploads, cookies and connections that curl
  * scripts use with --retry. */
 static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) {
@@ -424,6 +444,7 @@ static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) 
       return cli_usage("run: -C %s: only -C - (continue where the -o file ends) is taken", v);
     a->continue_at = 1;
     return 0;
+  case O_CHECKSUM: return set_checksum(a, v);
   case O_UPLOAD_FILE: return set_upload_file(a, v);
   case O_FORM:
   case O_FORM_STRING:
@@ -545,9 +566,9 @@ static int has_header(const run_args *a, const char *name) {
 
 /* The same for curl's download, upload and cookie options. */
 static int check_curl_combinations(run_args *a) {
-  int url_only = a->speed_limit || a->speed_time > 0 || a->continue_at || a->remote_name ||
-                 a->get || a->nforms || a->cookie || a->cookie_jar || a->nresolve || a->proxy ||
-                 a->parallel_z;
+  int url_only = a->speed_limit || a->speed_time > 0 || a->continue_at || a->checksum ||
+                 a->remote_name || a->get || a->nforms || a->cookie || a->cookie_jar ||
+                 a->nresolve || a->proxy || a->parallel_z;
   if (a->command && url_only)
     return cli_usage("run: curl's options are for URLs, not commands", NULL);
   if (a->nforms && a->data) return cli_usage("run: -F or -d (or -T), not both", NULL);

@@ -394,6 +394,7 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
         continue;
       }
     }
+    if (curlopts_cookies_for(b->a, url) != 0) fprintf(stderr, "luaretry: -b: out of memory\n");
     if (url_new(b, url, job)) return 1;
     fprintf(stderr, "luaretry: [%ld] out of memory\n", b->urls);
     fold_status(b, EXIT_POLICY, LUARETRY_REASON_POLICY_ERROR);

@@ -126,12 +126,14 @@ static double now_seconds(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* In the child, before exec: its own group, default signals, the spool as
+/* In the child, before exec: its own group, the signals as luaretry found
+ * them (default, or ignored when they were at start: nohup), the spool as
  * standard input, the pipes as output, no other descriptor. */
 static void child_setup(int in_fd, int out_fd, int err_fd) {
   static const int RESET[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE };
   setpgid(0, 0);
-  for (size_t i = 0; i < sizeof RESET / sizeof RESET[0]; i++) signal(RESET[i], SIG_DFL);
+  for (size_t i = 0; i < sizeof RESET / sizeof RESET[0]; i++)
+    signal(RESET[i], cli_signal_ignored_at_start(RESET[i]) ? SIG_IGN : SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);

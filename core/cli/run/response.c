@@ -68,8 +68,11 @@ void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decisi
   /* an attempt that failed beside a hedge still running: nothing decided */
   if (!d->retry && d->reason == LUARETRY_REASON_NONE && d->in_flight) return;
   if (o && d->retry) r->len = 0; /* a retried attempt's headers are no one's */
+  if (o) r->suspect = o->error && strstr(o->error, "_mismatch");
   if (d->retry) return;
   if (r->a->fail && d->reason != LUARETRY_REASON_SUCCESS) r->drop = 1;
+  /* bytes known to be other than their server or the user said */
+  if (o && o->error && strstr(o->error, "_mismatch")) r->drop = r->damaged = 1;
   write_headers(r);
 }
 

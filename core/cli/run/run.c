@@ -59,6 +59,7 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   if (a->nwords > 1 || a->urls_file || (a->output_dir && !a->remote_name)) {
     if (a->remote_name && !a->output_dir) a->output_dir = "."; /* -O: curl's folder */
     if (a->continue_at) return cli_usage("run: -C - takes one URL%s", "");
+    if (a->checksum) return cli_usage("run: --checksum takes one URL%s", "");
     if (a->include || a->dump_header || a->write_out || a->fail)
       return cli_usage("run: -i, -D, -w and -f take one URL%s", "");
     *mode = RUN_BATCH;
@@ -74,18 +75,65 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   return single_url_options(a);
 }
 
+/* The bytes -C - or an earlier run left, for the digests (the sink's ud
+ * is the response). */
+static size_t held_read(void *ud, uint64_t offset, char *buf, size_t len) {
+  const response *r = ud;
+  ssize_t n = pread(r->out->fd, buf, len, (off_t)offset);
+  return n > 0 ? (size_t)n : 0;
+}
+
 /* Every GET resumes a download that ends early; -C - from the end of the
- * file. */
+ * file, an earlier run's partial from its end with its validator. */
 static const luaretry_curl_resume *resume_options(const run_args *a, attempt_log *log,
                                                   const outfile *out, luaretry_curl_resume *r) {
   memset(r, 0, sizeof *r);
   r->note = run_resume_note;
   r->note_ud = log;
-  if (a->continue_at && out->fd >= 0) {
+  r->checksum = a->checksum;
+  if ((a->continue_at || out->partial) && out->fd >= 0) {
     off_t end = lseek(out->fd, 0, SEEK_END);
     r->offset = end > 0 ? (uint64_t)end : 0;
+    r->validator = out->partial ? out->validator : NULL;
+    r->held = held_read;
   }
   return r;
+}
+
+/* The validator of what the sink holds when the call was cut, as the last
+ * answer on h names it: a 200 or 206 (itself proof of ranges) with
+ * Accept-Ranges and a strong ETag, else a Last-Modified; NULL: none. */
+static const char *cut_validator(CURL *h) {
+  long code = 0;
+  struct curl_header *e;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+  if (code != 200 && code != 206) return NULL;
+  if (code == 200 && (curl_easy_header(h, "Accept-Ranges", 0, CURLH_HEADER, -1, &e) != CURLHE_OK ||
+                      !strstr(e->value, "bytes")))
+    return NULL;
+  if (curl_easy_header(h, "ETag", 0, CURLH_HEADER, -1, &e) == CURLHE_OK && e->value[0] == '"')
+    return e->value;
+  if (curl_easy_header(h, "Last-Modified", 0, CURLH_HEADER, -1, &e) == CURLHE_OK && e->value[0])
+    return e->value;
+  return NULL;
+}
+
+/* A call cut by a stop signal or its deadline keeps its bytes for the
+ * next run (outfile.h), when they are the resource's, from its byte 0. */
+static void keep_partial(const run_args *a, const luaretry_decision *final, CURL *h,
+                         const response *r, outfile *out) {
+  if (!out->across_runs || r->suspect || out->fd < 0 ||
+      (final->reason != LUARETRY_REASON_CANCELLED && final->reason != LUARETRY_REASON_DEADLINE))
+    return;
+  long code = 0;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+  /* cut before any answer: an earlier run's partial stays as it was */
+  const char *validator = code == 0 && out->partial ? out->validator : cut_validator(h);
+  if (!validator || lseek(out->fd, 0, SEEK_END) <= 0) return;
+  char *url = url_redacted(a->url);
+  if (url && outfile_partial_keep(out, url, validator) == 0 && r->log->verbosity > 0)
+    fprintf(stderr, "luaretry: %s: the partial download is kept for the next run\n", url);
+  free(url);
 }
 
 /* run POLICY URL: the request through the libcurl helper, with curl's
@@ -119,6 +167,7 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     }
     rc = luaretry_curl_perform(p, c, h, &req, &co, final);
   }
+  if (rc == LUARETRY_OK) keep_partial(a, final, h, &r, out);
   if (rc == LUARETRY_OK) {
     /* the body in place first: -w comes after it, as curl writes it */
     int status = cli_exit_status(final->reason);
@@ -127,6 +176,7 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     int keep = status == EXIT_OK || (!out->path && decided && !a->fail) ||
                (a->fail_with_body && decided && code > 0); /* curl's: the answer, to -o too */
+    if (r.damaged) keep = 0;
     if (outfile_finish(out, keep) != 0 && status == EXIT_OK) rc = LUARETRY_E_IO;
     if (rc == LUARETRY_OK && response_finish(&r, final, status) != status) rc = LUARETRY_E_IO;
   }
@@ -229,6 +279,13 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   return cli_exit_status(final->reason);
 }
 
+/* A -o FILE (or -O) GET of one URL keeps what it got when it is cut, and
+ * continues it in the next run (outfile.h). */
+static int across_runs(const run_args *a, run_mode mode) {
+  return mode == RUN_URL && a->output && strcmp(a->output, "-") != 0 && !a->continue_at &&
+         !a->data && !a->upload_file && (!a->method || strcmp(a->method, "GET") == 0);
+}
+
 /* One call: its log, its body (-d) and its output (-o, or standard output). */
 static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   luaretry_tuning t;
@@ -253,7 +310,13 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
       create_dirs(a->output, 0, "-o") != 0)
     status = EXIT_USAGE;
   unsigned long long held = 0;
-  if (status == 0 && (a->continue_at ? outfile_continue(&out, &held) : outfile_create(&out)) != 0)
+  out.across_runs = across_runs(a, mode);
+  char *url = out.across_runs ? url_redacted(a->url) : NULL;
+  int partial = status == 0 && url ? outfile_partial_open(&out, url) : 0;
+  free(url);
+  if (partial < 0) status = EXIT_USAGE;
+  if (status == 0 && !partial &&
+      (a->continue_at ? outfile_continue(&out, &held) : outfile_create(&out)) != 0)
     status = EXIT_USAGE;
   if (status == 0) status = run_call(a, p, mode, &log, &body, &out, &c, &final, &decided);
   /* a file only on success; standard output shows the final attempt's,
@@ -300,7 +363,7 @@ static int run_loaded(run_args *a) {
     if (mode == RUN_COMMAND && !a->policy_defaulted && a->verbosity > 0)
       command_policy_check(p, a->policy);
     cli_fleet_start(p);
-    if (curlopts_begin(a) != 0) {
+    if (curlopts_begin(a, mode != RUN_WORKFLOW) != 0) {
       fprintf(stderr, "luaretry: -b, -c or --resolve: out of memory\n");
       status = EXIT_POLICY;
     } else {

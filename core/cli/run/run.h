@@ -109,6 +109,7 @@ typedef struct {
   long speed_limit;             /* --speed-limit BYTES; 0: not given */
   double speed_time;            /* --speed-time SECONDS; 0: not given */
   int continue_at;              /* -C -: a partial -o file is continued */
+  const char *checksum;         /* --checksum ALG=HEX, or NULL */
   int remote_name;              /* -O, --remote-name-all: the URL's own name */
   int get;                      /* -G: -d's data goes in the URL's query */
   const char *upload_file;      /* -T FILE (PUT, sent whole every attempt) */
@@ -180,8 +181,12 @@ int data_open(const run_args *a, upload *u);
  * --compressed); 0, or -1 after a message. */
 int curlopts_apply(const run_args *a, CURL *h);
 /* Before the first attempt: -b's cookie file read into a store all the
- * call's handles share (one read, at the start); 0 or -1 after a message. */
-int curlopts_begin(const run_args *a);
+ * call's handles share (one read, at the start); with scope_cookies,
+ * -b NAME=VALUE's cookies are the first host's only (of a->url, or of
+ * each URL of a batch through curlopts_cookies_for); 0 or -1. */
+int curlopts_begin(const run_args *a, int scope_cookies);
+/* -b NAME=VALUE's cookies for url's host, in the shared store; 0 or -1. */
+int curlopts_cookies_for(const run_args *a, const char *url);
 /* The store of -b and -c, or NULL: set on every handle of a batch. */
 CURLSH *curlopts_share(void);
 /* After the last: -c's jar written from that store (once, at the end),
@@ -265,6 +270,8 @@ typedef struct {
   int failed;       /* out of memory: the rest is dropped */
   int headers_done; /* written before the body */
   int drop;         /* -f and the call failed: no body */
+  int damaged;      /* the final body did not match its digest: written nowhere */
+  int suspect;      /* the last attempt's did not: no partial is kept of it */
   char *format;     /* -w, from writeout_load(); owned */
 } response;
 
