@@ -10,7 +10,8 @@
 #   sandbox/  the metered Lua VM and what scripts may use: policies and the fault server
 #   policy/   loading, schema, judgement, requests, workflows: with sandbox/, the only
 #             library files with lua.h
-#   fleet/    the guards shared through Redis: the only files with hiredis.h
+#   fleet/    the guards shared by processes, through the local store (a shared-memory
+#             file, local_*.c) or Redis: the only files with hiredis.h
 #   http/     the libcurl helper: the only library files with curl.h
 #   module/   the Lua module; cli/ the command (run/ and simulate/ its wings); faults/
 #             the fault server
@@ -78,7 +79,8 @@ ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
 C_TESTS = step_api blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc find \
-  fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate
+  fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate fleet_nowait \
+  fleet_local
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
 
@@ -165,6 +167,8 @@ $(BUILD)/bench_fleet: spec/bench/fleet.c $(BUILD)/libluaretry.a spec/c/redis_hel
 # that starts redis-server speaks hiredis).
 $(BUILD)/bench_fleet_decide: spec/bench/fleet_decide.c $(BUILD)/libluaretry.a spec/c/redis_helper.h
 	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+$(BUILD)/bench_fleet_steps: spec/bench/fleet_steps.c $(BUILD)/libluaretry.a spec/c/redis_helper.h
+	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
 # Programs that embed the library and the fault server together: the
 # example event-loop host, connection reuse.
@@ -213,7 +217,7 @@ check-man:
 # and the sanitized half run side by side: their specs mostly wait (on
 # servers, backoffs, timeouts), so two cores run both in about the time of
 # the longer.  Each half's output is shown whole when it ends (-O).
-TSAN_TESTS = test_threads test_overlap test_fleet_calls test_hedge test_fleet_rate
+TSAN_TESTS = test_threads test_overlap test_fleet_calls test_hedge test_fleet_rate test_fleet_nowait
 test: deps
 	@$(MAKE) --no-print-directory tree-before
 	$(MAKE) -j2 check-layers check-man check-format test-build
@@ -267,7 +271,7 @@ test-sanitized:
 # by 100 processes, fleet / per process / no guards (fleet_run.sh).
 bench: deps
 	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop $(BUILD)/bench_reuse \
-	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_hedge
+	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_fleet_steps $(BUILD)/bench_hedge
 	./$(BUILD)/bench_decide
 	./$(BUILD)/bench_reuse
 	./$(BUILD)/bench_waits
@@ -278,6 +282,7 @@ bench: deps
 	BENCH_LOOP=$(BUILD)/bench_loop bash spec/bench/peers.sh
 	./$(BUILD)/bench_fleet
 	./$(BUILD)/bench_fleet_decide
+	./$(BUILD)/bench_fleet_steps
 	bash spec/bench/fleet_run.sh
 	bash spec/bench/throttle_procs.sh
 	./$(BUILD)/bench_hedge
@@ -360,7 +365,7 @@ $(BUILD)/fuzz_digest: spec/fuzz/fuzz_digest.c $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -Icore/http -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
 
 FUZZ_CLI_OBJ = $(BUILD)/obj/cli/run/args.o $(BUILD)/obj/cli/usage.o $(BUILD)/obj/cli/policy_arg.o \
-               $(BUILD)/obj/cli/escape.o
+               $(BUILD)/obj/cli/escape.o $(BUILD)/obj/cli/run/retryopts.o
 $(BUILD)/fuzz_run_args: spec/fuzz/fuzz_run_args.c $(FUZZ_CLI_OBJ) $(BUILD)/libluaretry.a
 	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^ $(LIB_LIBS)
 

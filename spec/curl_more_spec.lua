@@ -132,7 +132,7 @@ describe("curl's retried options", function ()
     -- a batch: one store for every URL, the jar written once at the end
     srv:reset()
     local jar2 = tmp .. "/batch.jar"
-    r = run({ "-c", jar2, "--parallel", "1", srv.base .. "/once503", srv.base .. "/after" })
+    r = run({ "-c", jar2, "--parallel-max", "1", srv.base .. "/once503", srv.base .. "/after" })
     assert.are.equal(0, r.code, r.stderr)
     assert.matches("seen=1", srv:requests_on("/once503")[2].headers.cookie)
     assert.matches("seen=1", srv:requests_on("/after")[1].headers.cookie)
@@ -156,7 +156,7 @@ describe("curl's retried options", function ()
     -- a batch: each URL's own host has them; the retry too, beside the server's cookie
     srv:reset()
     local jar = tmp .. "/inline.jar"
-    r = run({ resolve[1], resolve[2], "-b", "a=1", "-c", jar, "--parallel", "1", srv.base .. "/once503",
+    r = run({ resolve[1], resolve[2], "-b", "a=1", "-c", jar, "--parallel-max", "1", srv.base .. "/once503",
               other .. "/second" })
     assert.are.equal(0, r.code, r.stderr)
     local seen = srv:requests_on("/once503")

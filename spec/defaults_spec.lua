@@ -52,7 +52,7 @@ describe("the shipped policies' guards", function ()
 
   it("a batch in an outage stays under 1.3 requests per URL (--set budget=none: 10)", function ()
     local t0 = proc.now()
-    local r = proc.run(concat({ "run", HTTP, "--parallel", "20", "-q", "--urls", url_file(200) },
+    local r = proc.run(concat({ "run", HTTP, "--parallel-max", "20", "-q", "--urls", url_file(200) },
                               SHORT), { timeout = 120 })
     local secs = proc.now() - t0
     assert.are.equal(6, r.code, r.stderr)   -- the budget refused
@@ -63,14 +63,14 @@ describe("the shipped policies' guards", function ()
     assert.is_true(seen <= 200 + 9 + math.ceil(0.1 * secs), seen .. " requests in " .. secs .. " s")
     assert.is_true(seen <= 1.3 * 200, seen .. " requests")
     srv:reset()
-    r = proc.run(concat({ "run", HTTP, "--parallel", "20", "-q", "--urls", url_file(20),
+    r = proc.run(concat({ "run", HTTP, "--parallel-max", "20", "-q", "--urls", url_file(20),
                           "--set", "budget=none" }, SHORT), { timeout = 120 })
     assert.are.equal(4, r.code, r.stderr)   -- every call exhausted its attempts
     assert.are.equal(200, #srv:requests())
   end)
 
   it("--set max_attempts=6 with budget=none makes exactly 6 attempts, as curl's --retry 5", function ()
-    local r = proc.run(concat({ "run", HTTP, "--parallel", "4", "-q", "--urls", url_file(8),
+    local r = proc.run(concat({ "run", HTTP, "--parallel-max", "4", "-q", "--urls", url_file(8),
                                 "--set", "budget=none", "--set", "max_attempts=6" }, SHORT),
                        { timeout = 120 })
     assert.are.equal(4, r.code, r.stderr)

@@ -178,7 +178,7 @@ describe("downloads", function ()
       srv:reset()
       local dir = tmp .. "/batch"
       proc.sh("mkdir -p " .. proc.q(dir))
-      r = run({ srv.base .. "/a.bin", srv.base .. "/b.bin", "--output-dir", dir, "--parallel", "2" })
+      r = run({ srv.base .. "/a.bin", srv.base .. "/b.bin", "--output-dir", dir, "--parallel-max", "2" })
       assert.are.equal(0, r.code, r.stderr)
       assert.are.equal(content(40000), proc.readfile(dir .. "/a.bin"))
       assert.are.equal(content(25000, 3), proc.readfile(dir .. "/b.bin"))

@@ -199,7 +199,7 @@ function is_transient() return false end
   it("hedges in a batch, on free transfer slots (--parallel), each URL's winner in its file", function ()
     local out = dir .. "/out"
     proc.sh("mkdir " .. proc.q(out))
-    local args = {"run", policy(dir, HEDGED), "--output-dir", out, "--parallel", "8"}
+    local args = {"run", policy(dir, HEDGED), "--output-dir", out, "--parallel-max", "8"}
     for n = 1, 6 do args[#args + 1] = srv.base .. "/b/" .. n end
     local r = run_logged(dir, args)
     assert.are.equal(0, r.code, r.stderr)

@@ -190,6 +190,7 @@ int luaretry_call_cancelled(const luaretry_call *c) {
 
 luaretry_code luaretry_call_wait(luaretry_call *c, double seconds) {
   if (!c || isnan(seconds)) return LUARETRY_E_ARG;
+  atomic_store(&c->waiter.blocking, 1); /* a host that waits here waits anyway */
   return lr_wait(&c->clock, &c->waiter, seconds) ? LUARETRY_E_CANCELLED : LUARETRY_OK;
 }
 

@@ -334,6 +334,8 @@ int lr_call_judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict
     int failed = v->cls == LUARETRY_CLASS_TRANSIENT && !v->throttled;
     int slow = g->slow_seconds > 0 && d->elapsed - c->attempt_start >= g->slow_seconds;
     lr_breaker_record(c->shared, g, failed, slow, guard_now);
+    if (c->remote && c->remote->ops->breaker_record)
+      c->remote->ops->breaker_record(c->remote->ud, failed, slow, now);
   }
   if (v->cls != LUARETRY_CLASS_ERROR) {
     lr_throttle_record(c->shared, g, v->cls != LUARETRY_CLASS_TRANSIENT, guard_now);
@@ -382,7 +384,8 @@ int lr_call_limited(luaretry_call *c, double now, luaretry_decision *d) {
   const lr_guards *g = &c->rules->guards;
   if (c->max_attempts > 0 && c->started >= c->max_attempts) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_EXHAUSTED, "max_attempts",
-                        "gave up after %d attempts over %.3f s", c->started, d->elapsed);
+                        "gave up after %d attempt%s over %.3f s", c->started,
+                        c->started == 1 ? "" : "s", d->elapsed);
     return 1;
   }
   int remote_said;

@@ -235,6 +235,7 @@ static int reserve_take(void *ud, double now, double left, lr_waiter *w) {
 }
 
 const lr_remote_ops lr_simfleet_ops = {
-  budget_allows_retry, breaker_admits,   record, refresh,      tokens,
-  throttle_request,    throttle_refusal, spend,  rate_reserve, reserve_take,
+  budget_allows_retry, breaker_admits, record,       refresh, tokens, throttle_request,
+  throttle_refusal,    spend,          rate_reserve, NULL, /* the breaker's rate window: each client's own, as with Redis */
+  reserve_take,
 };

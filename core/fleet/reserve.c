@@ -33,7 +33,6 @@ static lr_fleet_code ask_locked(lr_fleet *f, double reserve, int64_t limit_ms, l
   int64_t deadline = limit_ms, start = lr_monotonic_ms();
   f->conn.cancel = w;
   lr_fleet_code rc = lr_fleet_connect_locked(f, 0, &deadline, err, sizeof err);
-  if (rc == LR_FLEET_OK) rc = lr_fleet_drain_locked(f, deadline, err, sizeof err);
   lr_fmt(num[0], sizeof num[0], "%.17g", 1000 / reserve);
   lr_fmt(num[1], sizeof num[1], "%.17g", LR_RESERVE_SPAN * 1000);
   const char *argv[6] = { "EVAL", RESERVE_SCRIPT, "1", f->key, num[0], num[1] };
@@ -60,7 +59,8 @@ static lr_fleet_code ask_locked(lr_fleet *f, double reserve, int64_t limit_ms, l
 }
 
 int lr_fleet_reserve_take(lr_fleet *f, int64_t limit_ms, lr_waiter *w) {
-  if (!f || !atomic_load(&f->budget) || atomic_load(&f->health) != LR_FLEET_HEALTHY)
+  if (!f || !atomic_load(&f->budget) || atomic_load(&f->health) != LR_FLEET_HEALTHY ||
+      !lr_fleet_owned(f))
     return LR_FLEET_LOCAL;
   double reserve = (double)atomic_load(&f->reserve_milli) / 1000;
   if (!(reserve > 0)) return LR_FLEET_LOCAL;

@@ -196,6 +196,8 @@ const char *luaretry_curl_error_name(CURLcode rc) {
   /* the redirect limit the user set (--max-redirs, CURLOPT_MAXREDIRS):
    * the same chain again reaches the same limit */
   case CURLE_TOO_MANY_REDIRECTS: return "too_many_redirects";
+  /* the host's size limit (curl's --max-filesize): as large again */
+  case CURLE_FILESIZE_EXCEEDED: return "too_large";
   case CURLE_SSL_CONNECT_ERROR:
   case CURLE_SSL_CERTPROBLEM:
   case CURLE_SSL_CIPHER: return "tls";

@@ -372,20 +372,24 @@ LUARETRY_API void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn
 
 /* Where the fleet's changes of health are told, one line each, without
  * credentials: lost ("fleet guards KEY: URL: why; local guards decide until
- * Redis is back") and back.  Once per change, never per call, from the
- * thread that noticed; the function must not call into the policy.
+ * Redis is back") and back.  Once per change, never per call, on a
+ * caller's thread (the next call into the policy after the change; never
+ * the fleet's own thread); the function must not call into the policy.
  * Default: the log callback (luaretry_policy_on_log).  Set it before
  * calls begin. */
 LUARETRY_API void luaretry_policy_on_fleet(luaretry_policy *p, luaretry_log_fn fn, void *ud);
 
 /* One round trip now, bounded by fleet.connect_timeout and
  * fleet.command_timeout: sends what was counted and learns the fleet's
- * state.  For a host about to begin its first call, so that the breaker
- * and budget are the fleet's from the start (the command does it), and
- * for one that wants to rejoin at once after Redis was lost (otherwise the
- * next retry's check reconnects, once the reconnect backoff allows).  The
- * connection is made by the first round trip, and a success never makes
- * one: until then (or without this call) the policy's own guards decide.
+ * state (while the fleet's breaker is half-open, with a probe permit for
+ * this process's next new call).  For a host about to begin its first
+ * call, so that the breaker and budget are the fleet's from the start (the
+ * command does it), and for one that wants to rejoin at once after Redis
+ * was lost (otherwise the fleet's thread reconnects once the reconnect
+ * backoff allows).  The connection is made by the first round trip (this
+ * call's, or the fleet's thread's, which calls start: see libluaretry(3)
+ * "Threads"): until then (or without this call) the policy's own guards
+ * decide.
  * LUARETRY_E_STATE without a fleet (fleet.redis unset, or neither budget
  * nor breaker); LUARETRY_E_FLEET when Redis could not be reached or
  * refused, or a reconnect is not due yet (errmsg says why; the policy goes
@@ -416,7 +420,13 @@ typedef struct {
   size_t process_count;
   luaretry_fleet_process *processes; /* most recent first (1000 at most);
                                          freed by luaretry_fleet_status_free */
-  uint64_t reserved[8];
+  /* carved from the reserved room: the client-side throttle's window
+   * (window_seconds 0: the policy has no throttle) and the fleet's rate
+   * limiter (rate_limit 0: none), whose slots are leased to processes up
+   * to rate_ahead s after now */
+  double window_requests, window_accepts, window_seconds;
+  double rate_limit, rate_ahead;
+  uint64_t reserved[3];
 } luaretry_fleet_status;
 
 /* Reads the fleet's state (one round trip, connecting at once); looking

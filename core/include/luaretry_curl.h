@@ -325,7 +325,8 @@ LUARETRY_API luaretry_code luaretry_curl_transport_hedge(luaretry_curl_transport
  * "reset", "dns", "tls", "tls_verify" (a certificate or host name that does
  * not verify, a pinned key that does not match: final under the default
  * rule), "too_many_redirects" (CURLOPT_MAXREDIRS reached: final under the
- * default rule too), "truncated", "protocol", "transport"; NULL for
+ * default rule too), "too_large" (CURLOPT_MAXFILESIZE exceeded: final under
+ * the default rule too), "truncated", "protocol", "transport"; NULL for
  * CURLE_OK. */
 LUARETRY_API const char *luaretry_curl_error_name(CURLcode rc);
 

@@ -242,12 +242,12 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
     lr_strlcpy(name, ld->fields[F_NAME].str, sizeof name);
   else
     default_name(name, sizeof name, ld->chunk_src);
-  if (p->fleet_url && !tuning.pub.budget && !tuning.pub.breaker && !tuning.admission &&
-      !(tuning.rate && !tuning.rate_adaptive))
+  if ((p->fleet_url || p->fleet_local) && !tuning.pub.budget && !tuning.pub.breaker &&
+      !tuning.admission && !(tuning.rate && !tuning.rate_adaptive))
     lr_add_warning(warnings, &count,
-                   "%s: fleet.redis is set, but the policy has neither "
+                   "%s: fleet.%s is set, but the policy has neither "
                    "budget nor breaker, admission or fixed rate: there is nothing to share",
-                   ld->chunk_src);
+                   ld->chunk_src, p->fleet_url ? "redis" : "local");
   if (lr_policy_fleet_attach(p, g, &tuning, name, errors, sizeof errors) != 0) {
     lr_free_warnings(warnings, &count);
     lr_strlcpy(p->errmsg, errors, sizeof p->errmsg);
@@ -501,7 +501,43 @@ static luaretry_code set_limit(luaretry_policy *p, int i, const char *value) {
 
 /* fleet.redis and the Redis timeouts: a new load takes them, and with
  * them a new fleet handle. */
+/* fleet.local = "on", "none" or an absolute folder: the new value in
+ * *out (NULL: none), or -1 (errmsg).  One store at a time: with
+ * fleet.redis set, refused, as fleet.redis is with fleet.local. */
+static int local_value(luaretry_policy *p, const char *value, char **out) {
+  *out = NULL;
+  if (strcmp(value, "none") == 0) return 0;
+  if (p->fleet_url) {
+    lr_fmt(p->errmsg, sizeof p->errmsg,
+           "fleet.local: fleet.redis is set: one store at a time (fleet.redis = none first)");
+    return -1;
+  }
+  if (strcmp(value, "on") != 0 && value[0] != '/') {
+    lr_fmt(p->errmsg, sizeof p->errmsg,
+           "fleet.local: expected on, none or an absolute folder, got \"%.100s\"", value);
+    return -1;
+  }
+  *out = strdup(strcmp(value, "on") == 0 ? "" : value);
+  if (*out) return 0;
+  lr_fmt(p->errmsg, sizeof p->errmsg, "out of memory");
+  return -1;
+}
+
 static luaretry_code set_fleet(luaretry_policy *p, int i, const char *value) {
+  if (i == F_FL_LOCAL) {
+    char *old = p->fleet_local, *now;
+    if (local_value(p, value, &now) != 0) return LUARETRY_E_ARG;
+    p->fleet_local = now;
+    luaretry_code rc = p->gen ? reload_text(p) : LUARETRY_OK;
+    if (rc != LUARETRY_OK) p->fleet_local = old;
+    free(rc == LUARETRY_OK ? old : now);
+    return rc;
+  }
+  if (i == F_FL_REDIS && p->fleet_local && strcmp(value, "none") != 0) {
+    lr_fmt(p->errmsg, sizeof p->errmsg,
+           "fleet.redis: fleet.local is set: one store at a time (fleet.local = none first)");
+    return LUARETRY_E_ARG;
+  }
   char *old_url = p->fleet_url;
   long old[3] = { p->fleet_connect_ms, p->fleet_command_ms, p->fleet_reconnect_ms };
   double d;

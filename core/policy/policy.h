@@ -141,7 +141,8 @@ struct luaretry_policy {
   void *host_ud;
   lr_log_target log;
   /* the fleet (policy_fleet.c): the host's settings, under the writer lock */
-  char *fleet_url; /* fleet.redis with its credentials; NULL: none */
+  char *fleet_url;   /* fleet.redis with its credentials; NULL: none */
+  char *fleet_local; /* fleet.local: "" the default folder, or a folder; NULL: none */
   long fleet_connect_ms, fleet_command_ms, fleet_reconnect_ms;
   lr_log_target fleet_log; /* luaretry_policy_on_fleet; else `log` */
   /* what luaretry_policy_prepare and _run_workflow returned last */
@@ -256,7 +257,7 @@ void lr_policy_fleet_free(luaretry_policy *p);
 int lr_fleet_url_ok(const char *url, char *err, size_t errlen);
 /* For a new load g with tuning *t of the policy named `name` (under the
  * writer lock, before it is published): the fleet it uses, if
- * fleet.redis is set and there is a guard to share, into g->fleet and
+ * fleet.redis or fleet.local is set and there is a guard to share, into g->fleet and
  * g->rules.remote (the current load's link again when nothing but the
  * guard numbers changed); fills t's fleet fields.  0, or -1 with err. */
 int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const char *name, char *err,
@@ -265,7 +266,10 @@ int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const ch
  * not sent yet (one bounded round trip, none while Redis is down) and
  * closes the connection. */
 void lr_fleet_link_unref(struct lr_fleet_link *l);
+/* The link's store: Redis's handle, or the local store's (the other NULL). */
 struct lr_fleet *lr_fleet_link_fleet(struct lr_fleet_link *l);
+struct lr_local *lr_fleet_link_local(struct lr_fleet_link *l);
+const char *lr_fleet_link_key(struct lr_fleet_link *l); /* the fleet key */
 /* Whose counts decide now (LOCAL for no link), and the fleet's tokens and
  * breaker state when they are the fleet's. */
 luaretry_guards_scope lr_fleet_link_scope(struct lr_fleet_link *l, double *tokens,

@@ -42,6 +42,10 @@ static int tls_options(const run_args *a, CURL *h) {
     curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
   }
   if (a->cacert) curl_easy_setopt(h, CURLOPT_CAINFO, a->cacert);
+  if (a->tls_min)
+    curl_easy_setopt(
+      h, CURLOPT_SSLVERSION,
+      a->tls_min == 12 ? (long)CURL_SSLVERSION_TLSv1_2 : (long)CURL_SSLVERSION_TLSv1_3);
   if (!a->cert) return 0;
   char *file, *password;
   int rc = split_cert(a->cert, &file, &password);
@@ -240,8 +244,37 @@ static void connection_options(const run_args *a, CURL *h) {
   if (is_inline(a->cookie) && !cookies_scoped) curl_easy_setopt(h, CURLOPT_COOKIE, a->cookie);
 }
 
+/* -e, -4/-6, --http1.1/--http2, --limit-rate (each attempt's own pace:
+ * libcurl's limit is per transfer), --max-filesize (a larger body fails the
+ * attempt as "too_large", which the policies judge final). */
+static void transfer_options(const run_args *a, CURL *h) {
+  if (a->referer) {
+    size_t n = strlen(a->referer);
+    int autoref = n >= 5 && strcmp(a->referer + n - 5, ";auto") == 0;
+    if (autoref) curl_easy_setopt(h, CURLOPT_AUTOREFERER, 1L);
+    if (n > 5 || !autoref) {
+      char *ref = strndup(a->referer, autoref ? n - 5 : n);
+      if (ref) curl_easy_setopt(h, CURLOPT_REFERER, ref); /* libcurl copies it */
+      free(ref);
+    }
+  }
+  if (a->ip_version)
+    curl_easy_setopt(h, CURLOPT_IPRESOLVE,
+                     a->ip_version == 4 ? (long)CURL_IPRESOLVE_V4 : (long)CURL_IPRESOLVE_V6);
+  if (a->http_version)
+    curl_easy_setopt(
+      h, CURLOPT_HTTP_VERSION,
+      a->http_version == 11 ? (long)CURL_HTTP_VERSION_1_1 : (long)CURL_HTTP_VERSION_2_0);
+  if (a->limit_rate) {
+    curl_easy_setopt(h, CURLOPT_MAX_RECV_SPEED_LARGE, (curl_off_t)a->limit_rate);
+    curl_easy_setopt(h, CURLOPT_MAX_SEND_SPEED_LARGE, (curl_off_t)a->limit_rate);
+  }
+  if (a->max_filesize) curl_easy_setopt(h, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)a->max_filesize);
+}
+
 int curlopts_apply(const run_args *a, CURL *h) {
   connection_options(a, h);
+  transfer_options(a, h);
   /* curl's default is "curl/VERSION"; -A "" sends none, as curl's does */
   const char *agent = a->user_agent ? a->user_agent : "luaretry/" LUARETRY_VERSION;
   if (agent[0]) curl_easy_setopt(h, CURLOPT_USERAGENT, agent);

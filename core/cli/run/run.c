@@ -2,6 +2,7 @@
  * a batch of URLs, a command, or the policy's own run()) and runs a call of
  * it; batch.c, command.c and workflow.c hold the other ways.  Only public
  * API: luaretry.h and luaretry_curl.h. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@ static int single_url_options(run_args *a) {
     if (!full) return EXIT_POLICY;
     a->url = full;
   }
-  if (!a->remote_name) return 0;
+  if (!a->remote_name || a->output) return 0; /* --remote-name-all -o FILE: FILE */
   char *name = run_args_keep(a, url_file_name(a->url));
   const char *dir = a->output_dir ? a->output_dir : ".";
   size_t n = name ? strlen(dir) + strlen(name) + 2 : 0;
@@ -60,8 +61,9 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
     if (a->remote_name && !a->output_dir) a->output_dir = "."; /* -O: curl's folder */
     if (a->continue_at) return cli_usage("run: -C - takes one URL%s", "");
     if (a->checksum) return cli_usage("run: --checksum takes one URL%s", "");
-    if (a->include || a->dump_header || a->write_out || a->fail)
-      return cli_usage("run: -i, -D, -w and -f take one URL%s", "");
+    if (a->remote_header_name) return cli_usage("run: -J takes one URL%s", "");
+    if (a->include || a->dump_header || a->write_out)
+      return cli_usage("run: -i, -D and -w take one URL%s", "");
     *mode = RUN_BATCH;
     return 0;
   }
@@ -98,6 +100,40 @@ static const luaretry_curl_resume *resume_options(const run_args *a, attempt_log
     r->held = held_read;
   }
   return r;
+}
+
+/* -J: the -O file renamed to the name Content-Disposition gives (its last
+ * path segment only), beside it, never over an existing file (curl
+ * refuses that too); 0, or -1 after a message. */
+static int remote_header_name(const char *path, CURL *h) {
+  struct curl_header *hd;
+  if (curl_easy_header(h, "Content-Disposition", 0, CURLH_HEADER, -1, &hd) != CURLHE_OK) return 0;
+  const char *f = strcasestr(hd->value, "filename=");
+  if (!f) return 0;
+  f += 9;
+  int quoted = *f == '"';
+  f += quoted;
+  size_t n = strcspn(f, quoted ? "\"" : "; \t");
+  const char *slash = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (f[i] == '/' || f[i] == '\\') slash = f + i;
+  if (slash) n -= (size_t)(slash + 1 - f), f = slash + 1;
+  if (n == 0 || f[0] == '.') return 0; /* no name, or a hidden one: the URL's stays */
+  const char *end = strrchr(path, '/');
+  size_t dir = end ? (size_t)(end - path) + 1 : 0;
+  char *to = malloc(dir + n + 1);
+  if (!to) return -1;
+  snprintf(to, dir + n + 1, "%.*s%.*s", (int)dir, path, (int)n, f);
+  int rc = 0;
+  if (link(path, to) != 0) {
+    fprintf(stderr, "luaretry: -J: %s is not written over%s%s; the body is in %s\n", to,
+            errno == EEXIST ? "" : ": ", errno == EEXIST ? "" : strerror(errno), path);
+    rc = -1;
+  } else {
+    unlink(path);
+  }
+  free(to);
+  return rc;
 }
 
 /* The validator of what the sink holds when the call was cut, as the last
@@ -178,6 +214,9 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
                (a->fail_with_body && decided && code > 0); /* curl's: the answer, to -o too */
     if (r.damaged) keep = 0;
     if (outfile_finish(out, keep) != 0 && status == EXIT_OK) rc = LUARETRY_E_IO;
+    if (rc == LUARETRY_OK && status == EXIT_OK && a->remote_header_name && out->path &&
+        remote_header_name(out->path, h) != 0)
+      rc = LUARETRY_E_IO;
     if (rc == LUARETRY_OK && response_finish(&r, final, status) != status) rc = LUARETRY_E_IO;
   }
   response_free(&r);
@@ -238,7 +277,7 @@ static int call_error(luaretry_policy *p, luaretry_call *c, run_mode mode, const
  * curl shows an error page. */
 static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attempt_log *log,
                     upload *body, outfile *out, luaretry_call **c, luaretry_decision *final,
-                    int *decided) {
+                    int *decided, int *command_status) {
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
   if (a->has_seed) opt.flags |= LUARETRY_CALL_SEED, opt.seed = a->seed;
@@ -262,7 +301,8 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
     else if (mode == RUN_WORKFLOW)
       rc = workflow_run(a, p, *c, log, out, final);
     else
-      rc = command_run(*c, a->command, stdin_fd, a->stdout_live, out, final);
+      rc = command_run(*c, a->command, stdin_fd, a->stdout_live, a->before_retry, out, final,
+                       command_status);
   }
   cli_cancel_on_signal(NULL, NULL);
   if (stdin_fd >= 0) close(stdin_fd);
@@ -277,6 +317,36 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
     fprintf(stderr, "luaretry: before attempt 1: %s (%s): %s\n",
             luaretry_reason_name(final->reason), final->rule, final->message);
   return cli_exit_status(final->reason);
+}
+
+/* -w for a command: what a command has (%{exitcode}, %{num_attempts},
+ * %{time_total}, %{verdict}); a variable of HTTP's is a usage error, never
+ * an empty field.  0 or a usage status. */
+static int command_writeout(const run_args *a, char **format) {
+  static const char *const OK[] = { "exitcode}", "num_attempts}", "time_total}", "verdict}" };
+  if (writeout_load(a->write_out, format) != 0) return EXIT_USAGE;
+  for (const char *s = *format; (s = strstr(s, "%{")) != NULL; s += 2) {
+    if (s > *format && s[-1] == '%') continue; /* %%{: text */
+    int ok = 0;
+    for (size_t k = 0; k < sizeof OK / sizeof OK[0]; k++)
+      ok |= !strncmp(s + 2, OK[k], strlen(OK[k]));
+    if (!ok) {
+      char name[64];
+      snprintf(name, sizeof name, "%.*s", (int)strcspn(s, "}") + 1, s);
+      free(*format);
+      *format = NULL;
+      return cli_usage(
+        "run: -w: a command has %%{exitcode}, %%{num_attempts}, %%{time_total} "
+        "and %%{verdict}, not %s",
+        name);
+    }
+  }
+  if (strstr(*format, "%header{")) {
+    free(*format);
+    *format = NULL;
+    return cli_usage("run: -w: a command has no %%header{NAME}%s", "");
+  }
+  return 0;
 }
 
 /* A -o FILE (or -O) GET of one URL keeps what it got when it is cut, and
@@ -304,8 +374,10 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   luaretry_call *c = NULL;
   luaretry_decision final;
   memset(&final, 0, sizeof final);
-  int decided = 0;
+  int decided = 0, command_status = -1;
+  char *format = NULL; /* a command's -w */
   int status = a->data ? data_open(a, &body) : 0;
+  if (status == 0 && mode == RUN_COMMAND && a->write_out) status = command_writeout(a, &format);
   if (status == 0 && a->create_dirs && a->output && strcmp(a->output, "-") != 0 &&
       create_dirs(a->output, 0, "-o") != 0)
     status = EXIT_USAGE;
@@ -318,11 +390,18 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   if (status == 0 && !partial &&
       (a->continue_at ? outfile_continue(&out, &held) : outfile_create(&out)) != 0)
     status = EXIT_USAGE;
-  if (status == 0) status = run_call(a, p, mode, &log, &body, &out, &c, &final, &decided);
+  if (status == 0)
+    status = run_call(a, p, mode, &log, &body, &out, &c, &final, &decided, &command_status);
+  if (mode == RUN_COMMAND) status = retryopts_exit_status(a, status, &final, command_status);
   /* a file only on success; standard output shows the final attempt's,
    * unless -f asked for none on failure (as curl's --fail) */
   int keep = status == EXIT_OK || (!out.path && decided && !a->fail);
   if (outfile_finish(&out, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
+  if (format) { /* after the output, as a URL's -w */
+    writeout_info w = { NULL, &final, 0, status };
+    writeout_print(stdout, format, &w);
+    free(format);
+  }
   report_end(a, p, log.json, final.reason, final.attempt, status);
   luaretry_call_free(c);
   upload_close(&body);
@@ -344,17 +423,19 @@ static int stall_default(const run_args *a, luaretry_policy *p) {
 
 /* libcurl set up and the policy loaded around the run. */
 static int run_loaded(run_args *a) {
+  cli_store store;
+  int status = cli_fleet_store(a->fleet, a->redis, &store);
+  if (status != 0) return status;
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
     fprintf(stderr, "luaretry: cannot initialise libcurl\n");
     return EXIT_POLICY;
   }
-  int status = EXIT_POLICY;
-  const char *from;
-  const char *redis = cli_redis_url(a->redis, &from);
+  status = EXIT_POLICY;
   luaretry_policy *p =
-    cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0, redis, from, &status);
+    cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0, &store, &status);
   /* -q shows no policy warnings, but this one (-s: nothing at all) */
-  if (p && redis && a->verbosity == 0 && a->show_error) cli_fleet_warn_unshared(p, from);
+  if (p && store.field && a->verbosity == 0 && a->show_error)
+    cli_fleet_warn_unshared(p, store.from);
   run_mode mode = RUN_URL;
   if (p && (status = choose_mode(a, p, &mode)) == 0 && trace_open(a) != 0)
     status = EXIT_USAGE;
