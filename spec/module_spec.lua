@@ -152,6 +152,57 @@ describe("the step API", function()
   end)
 end)
 
+describe("a call's own deadline", function()
+  local SRC = "max_attempts = 10\ndeadline = 10\nbackoff = { initial = 1, multiplier = 2, jitter = 'none' }\n"
+
+  it("p:begin{ deadline = }: the earlier of it and the policy's wins", function()
+    local p = assert(lr.load_string(SRC))
+    local t0 = lr.clock()
+    assert.is_true(math.abs(lr.deadline_in(2.5) - (t0 + 2.5)) < 1) -- the same clock
+    local c = p:begin{ seed = 1, virtual = true, deadline = lr.deadline_in(2.5) }
+    local left = c:timeout() -- the first attempt's: what is left of 2.5 s
+    assert.is_true(left > 0 and left <= 2.5)
+    assert.is_true(c:report{ status = 503 }.retry) -- the next at 1 s
+    c:wait(1)
+    local d = c:report{ status = 503 } -- the next would start at 3 s
+    assert.are.equal("deadline", d.verdict)
+    assert.are.equal(2, d.attempt)
+    -- a later one leaves the policy's 10 s
+    local late = p:begin{ seed = 1, virtual = true, deadline = lr.deadline_in(100) }
+    assert.are.equal(10, late:timeout())
+  end)
+
+  it("p:run{ deadline = } on the real clock stops by it", function()
+    local p = assert(lr.load_string("max_attempts = 1000\nattempt_timeout = 60\n" ..
+                                    "backoff = { initial = 0.05, multiplier = 1, jitter = 'none' }\n"))
+    local longest = 0
+    local d = p:run(function(_, timeout)
+      longest = math.max(longest, timeout)
+      return 503
+    end, { deadline = lr.deadline_in(0.3) })
+    assert.are.equal("deadline", d.verdict)
+    assert.is_true(longest > 0 and longest <= 0.3)
+  end)
+
+  it("a deadline passed, NaN or negative ends the call at once", function()
+    local p = assert(lr.load_string(SRC))
+    for _, at in ipairs({ lr.deadline_in(-1), 0 / 0, -5 }) do
+      local calls = 0
+      local d = p:run(function() calls = calls + 1; return 503 end, { virtual = true, deadline = at })
+      assert.are.equal("deadline", d.verdict)
+      assert.are.equal(0, calls)
+      assert.are.equal(0, d.elapsed)
+    end
+  end)
+
+  it("names a deadline that is no number", function()
+    local p = assert(lr.load_string(SRC))
+    local ok, err = pcall(p.begin, p, { deadline = "soon" })
+    assert.is_false(ok)
+    has(err, "deadline: a time on luaretry.clock() expected")
+  end)
+end)
+
 describe("p:run", function()
   local SRC = "max_attempts = 5\nbackoff = { initial = 1, jitter = 'none' }\n"
 

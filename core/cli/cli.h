@@ -38,6 +38,7 @@
 #include <stdio.h>
 
 #include "luaretry.h"
+#include "luaretry_tool.h"
 
 enum {
   EXIT_OK = 0,

@@ -99,8 +99,8 @@ void cli_probe_outcome(const cli_probe *p, luaretry_outcome *o) {
   /* Retry-After as the curl helper reads it: the first valid one */
   for (size_t i = 0; i < p->nheaders && p->status; i++) {
     if (strcmp(p->headers[i].name, "retry-after") != 0) continue;
-    double w = luaretry_retry_after(p->headers[i].value, (double)time(NULL));
-    if (w >= 0) {
+    double w;
+    if (luaretry_retry_after(p->headers[i].value, 0, &w) == LUARETRY_OK) {
       o->retry_after = w;
       break;
     }

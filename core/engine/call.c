@@ -26,6 +26,37 @@ void luaretry_call_options_init(luaretry_call_options *o) {
   if (o) memset(o, 0, sizeof *o);
 }
 
+/* The host's deadline (an absolute time on the monotonic clock) as
+ * seconds into the call, when it comes before the policy's.  1 when it
+ * has passed already, or is no time at all (NaN, negative): the call
+ * stops at once.  On the virtual clock the time left at the start counts. */
+static int host_deadline(luaretry_call *c, double at) {
+  c->deadline = c->rules->deadline;
+  if (isnan(at) || at < 0) return 1;
+  if (isinf(at)) return 0; /* never: the policy's alone */
+  double left = at - lr_monotonic_now();
+  if (left <= 0) return 1;
+  if (c->deadline <= 0 || left < c->deadline) c->deadline = left;
+  return 0;
+}
+
+static void stop_late(luaretry_call *c, double at) {
+  luaretry_decision d;
+  memset(&d, 0, sizeof d);
+  if (isnan(at) || at < 0)
+    lr_call_stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline",
+                        "the call's deadline (%g) is not a time on the monotonic clock", at);
+  else
+    lr_call_stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline",
+                        "the call's deadline passed %.3f s before it began",
+                        lr_monotonic_now() - at);
+  if (!c->one_round) lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+}
+
+double luaretry_clock_now(void) { return lr_monotonic_now(); }
+
+double luaretry_deadline_in(double seconds) { return lr_monotonic_now() + seconds; }
+
 luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_attempts,
                           lr_shared *shared, const lr_remote *remote,
                           const luaretry_call_options *o, luaretry_call **out) {
@@ -36,12 +67,13 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
     return LUARETRY_E_NOMEM;
   }
   unsigned flags = o ? o->flags : 0;
+  c->magic = LR_CALL_MAGIC;
   c->judge = j;
   c->rules = rules;
   c->max_attempts = max_attempts > 0 ? max_attempts : rules->max_attempts;
   c->clock.is_virtual = (flags & LUARETRY_CALL_VIRTUAL_TIME) != 0;
   c->no_hedge = (flags & LUARETRY_CALL_NO_HEDGE) != 0;
-  c->one_round = (flags & LUARETRY_CALL_ONE_ROUND) != 0;
+  c->one_round = (flags & LUARETRY_CALL_WORKFLOW_REQUEST) != 0;
   /* The guards see a virtual clock from the real time at its start: calls
    * begun apart stay apart, so they share a breaker sensibly. */
   if (c->clock.is_virtual) c->guard_origin = lr_monotonic_now();
@@ -68,20 +100,27 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->invocation[0] = lr_rng_next(&id_rng);
   c->invocation[1] = lr_rng_next(&id_rng);
   c->start = lr_clock_now(&c->clock);
+  c->deadline = rules->deadline;
   c->previous = rules->backoff.initial;
   c->throttle_previous = rules->throttle_backoff.initial;
-  c->next_timeout = lr_call_timeout_at(rules, 0);
+  int late = (flags & LUARETRY_CALL_DEADLINE) && host_deadline(c, o->deadline);
+  c->next_timeout = lr_call_timeout_at(c, 0);
   if (!c->one_round) { /* a round: its enclosing call was counted and admitted */
     lr_count(c->shared, LR_M_CALLS, 1);
-    lr_call_refused_at_begin(c);
-    if (!c->stopped && c->remote && rules->deadline > 0) lr_call_started_late(c);
+    if (late)
+      stop_late(c, o->deadline);
+    else
+      lr_call_refused_at_begin(c);
+    if (!c->stopped && c->remote && c->deadline > 0) lr_call_started_late(c);
+  } else if (late) {
+    stop_late(c, o->deadline);
   }
   *out = c;
   return LUARETRY_OK;
 }
 
 luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
-  if (!c || !d) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c) || !d) return LUARETRY_E_ARG;
   memset(d, 0, sizeof *d);
   d->attempt = c->started; /* hedges that were cancelled were started too */
   d->elapsed = luaretry_call_elapsed(c);
@@ -91,6 +130,15 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     d->reason = c->reason;
     d->rule = c->stop_rule;
     d->message = c->message && c->message[0] ? c->message : NULL;
+    return LUARETRY_OK;
+  }
+  if (c->deadline > 0 && d->elapsed >= c->deadline) {
+    /* asked late (a host's timer on a busy machine): no attempt past it */
+    lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
+                        "the deadline (%.3f s) passed before the attempt was asked for (%.3f s)",
+                        c->deadline, d->elapsed);
+    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+    if (c->observer) c->observer(c->observer_ud, NULL, d);
     return LUARETRY_OK;
   }
   int fresh = c->rules->guards.rate && c->admitted <= c->attempts; /* a token to ask for */
@@ -109,11 +157,17 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     if (fresh) lr_count(c->shared, LR_METRIC_COUNT, lr_clamp_ns(d->wait)); /* once per ask */
   }
   c->attempt_start = d->elapsed + d->wait; /* the attempt asked for begins then */
+  if (c->deadline > 0) { /* what is left of the deadline then, asked late or not */
+    double left = c->deadline - c->attempt_start;
+    if (left < 1e-6) left = 1e-6; /* 0 would be no timeout */
+    if (d->next_timeout == 0 || left < d->next_timeout) d->next_timeout = left;
+  }
   return LUARETRY_OK;
 }
 
 void luaretry_call_free(luaretry_call *c) {
-  if (!c) return;
+  if (!lr_call_ok(c)) return;
+  c->magic = 0;
   if (c->judge && c->judge->release) c->judge->release(c->judge->ud);
   lr_waiter_close(&c->waiter);
   free(c->own);
@@ -128,7 +182,7 @@ void luaretry_call_free(luaretry_call *c) {
 }
 
 const char *luaretry_call_invocation_id(luaretry_call *c) {
-  if (!c) return "";
+  if (!lr_call_ok(c)) return "";
   if (!c->invocation_id[0]) {
     /* RFC 9562's version 4: the version nibble 4, the variant bits 10 */
     uint64_t hi = (c->invocation[0] & ~0xf000ull) | 0x4000ull;
@@ -141,7 +195,7 @@ const char *luaretry_call_invocation_id(luaretry_call *c) {
 }
 
 luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_request *r, int *yes) {
-  if (!c || !r || !yes) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c) || !r || !yes) return LUARETRY_E_ARG;
   char *err = lr_call_buffer(&c->errmsg);
   if (!err) return LUARETRY_E_NOMEM;
   lr_attempt_ctx ctx = lr_call_context(c, c->attempts + 1, luaretry_call_elapsed(c));
@@ -150,58 +204,62 @@ luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_reque
 
 luaretry_code luaretry_call_prepare(luaretry_call *c, const luaretry_request *in, int attempt,
                                     luaretry_request *out) {
-  if (!c || !in || !out) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c) || !in || !out) return LUARETRY_E_ARG;
   char *err = lr_call_buffer(&c->errmsg);
   if (!err) return LUARETRY_E_NOMEM;
   lr_attempt_ctx ctx = lr_call_context(c, attempt, luaretry_call_elapsed(c));
   return c->judge->prepare(c->judge->ud, in, attempt, out, &ctx, err, MESSAGE_SIZE);
 }
 
-double luaretry_call_timeout(const luaretry_call *c) { return c ? c->next_timeout : 0; }
+double luaretry_call_timeout(const luaretry_call *c) { return lr_call_ok(c) ? c->next_timeout : 0; }
+
+double luaretry_call_deadline(const luaretry_call *c) { return lr_call_ok(c) ? c->deadline : 0; }
 
 double luaretry_call_connect_timeout(const luaretry_call *c) {
-  if (!c) return 0;
+  if (!lr_call_ok(c)) return 0;
   double t = c->next_timeout, connect = c->rules->connect_timeout;
   return connect > 0 && (t == 0 || connect < t) ? connect : t;
 }
 
 void luaretry_call_stall(const luaretry_call *c, double *seconds, long *speed) {
-  if (seconds) *seconds = c ? c->rules->stall_timeout : 0;
+  if (seconds) *seconds = lr_call_ok(c) ? c->rules->stall_timeout : 0;
   if (speed) *speed = c ? c->rules->stall_speed : 0;
 }
 
 double luaretry_call_elapsed(const luaretry_call *c) {
-  return c ? lr_clock_now(&c->clock) - c->start : 0;
+  return lr_call_ok(c) ? lr_clock_now(&c->clock) - c->start : 0;
 }
 
 const char *luaretry_call_errmsg(const luaretry_call *c) {
-  return !c ? "no call" : c->errmsg ? c->errmsg : "";
+  return !lr_call_ok(c) ? "no call" : c->errmsg ? c->errmsg : "";
 }
 
 void luaretry_call_cancel(luaretry_call *c) {
-  if (c) lr_waiter_cancel(&c->waiter);
+  if (lr_call_ok(c)) lr_waiter_cancel(&c->waiter);
 }
 
-int luaretry_call_wakeup_fd(luaretry_call *c) { return c ? lr_waiter_fd(&c->waiter) : -1; }
+int luaretry_call_wakeup_fd(luaretry_call *c) {
+  return lr_call_ok(c) ? lr_waiter_fd(&c->waiter) : -1;
+}
 
 int luaretry_call_cancelled(const luaretry_call *c) {
-  return c ? atomic_load(&((luaretry_call *)c)->waiter.cancelled) : 0;
+  return lr_call_ok(c) ? atomic_load(&((luaretry_call *)c)->waiter.cancelled) : 0;
 }
 
 luaretry_code luaretry_call_wait(luaretry_call *c, double seconds) {
-  if (!c || isnan(seconds)) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c) || isnan(seconds)) return LUARETRY_E_ARG;
   atomic_store(&c->waiter.blocking, 1); /* a host that waits here waits anyway */
   return lr_wait(&c->clock, &c->waiter, seconds) ? LUARETRY_E_CANCELLED : LUARETRY_OK;
 }
 
-void luaretry_call_observe(luaretry_call *c, luaretry_observer_fn fn, void *ud) {
-  if (!c) return;
+void luaretry_call_on_decision(luaretry_call *c, luaretry_observer_fn fn, void *ud) {
+  if (!lr_call_ok(c)) return;
   c->observer = fn;
   c->observer_ud = ud;
 }
 
 void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d) {
-  if (!c || !d) return;
+  if (!lr_call_ok(c) || !d) return;
   d->elapsed = luaretry_call_elapsed(c);
   d->message = NULL;
   d->hook_error = NULL;

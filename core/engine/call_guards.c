@@ -19,7 +19,7 @@ int lr_call_budget_allows(luaretry_call *c, double now, int *remote) {
 int lr_call_breaker_admits(luaretry_call *c, int first_attempt, double now, int *remote) {
   *remote = 0;
   if (c->remote) {
-    double d = c->rules->deadline, left = d > 0 ? d - (now - c->start) : 0;
+    double d = c->deadline, left = d > 0 ? d - (now - c->start) : 0;
     if (d > 0 && left <= 0) left = 1e-9; /* no time: no round trip (0 is no deadline) */
     int v = c->remote->ops->breaker_admits(c->remote->ud, first_attempt, now, left, &c->waiter);
     if (v != LR_REMOTE_LOCAL) return *remote = 1, v;
@@ -100,9 +100,9 @@ static int remote_rate(luaretry_call *c, double start, double *extra) {
     c->admit_at = start;
     return *extra = 0, 1;
   }
-  double latest = r->deadline > 0 ? c->start + r->deadline : -1;
-  double left = r->deadline > 0 ? latest - now : 0;
-  if (r->deadline > 0 && left <= 0) left = 1e-9; /* no time: no round trip */
+  double latest = c->deadline > 0 ? c->start + c->deadline : -1;
+  double left = c->deadline > 0 ? latest - now : 0;
+  if (c->deadline > 0 && left <= 0) left = 1e-9; /* no time: no round trip */
   double wait = 0;
   int v = c->remote->ops->rate_reserve(c->remote->ud, now, at, latest, left, lr_rng_unit(&c->rng),
                                        &c->waiter, &wait);
@@ -114,8 +114,8 @@ static int remote_rate(luaretry_call *c, double start, double *extra) {
   if ((v == 1 && wait < 0) || (latest >= 0 && at + wait > latest)) return *extra = -1, 1;
   c->admitted = v == 1 ? c->attempts + 1 : c->attempts;
   c->admit_at = start + wait;
-  if (r->deadline > 0) { /* what is left once the token comes */
-    double t = lr_call_timeout_at(r, c->admit_at);
+  if (c->deadline > 0) { /* what is left once the token comes */
+    double t = lr_call_timeout_at(c, c->admit_at);
     if (t < c->next_timeout) c->next_timeout = t;
   }
   return *extra = wait, 1;
@@ -133,7 +133,7 @@ static int remote_rate(luaretry_call *c, double start, double *extra) {
 double lr_call_rate_token(luaretry_call *c, double start) {
   const lr_rules *r = c->rules;
   double base = c->guard_origin + c->start;
-  double latest = r->deadline > 0 ? base + r->deadline : -1;
+  double latest = c->deadline > 0 ? base + c->deadline : -1;
   double now = base + (lr_clock_now(&c->clock) - c->start);
   int held = 1;
   double extra = 0;
@@ -177,14 +177,14 @@ void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double st
     lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate.headers",
                         "the server's RateLimit quota leaves no room before the deadline "
                         "(%.3f s; the attempt would start at %.3f s or later)",
-                        c->rules->deadline, start);
+                        c->deadline, start);
     return;
   }
   if (c->rate_remote == 2) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
                         "the deadline (%.3f s) passed while the fleet's rate limiter was asked "
                         "for a token",
-                        c->rules->deadline);
+                        c->deadline);
     return;
   }
   if (c->rate_remote) {
@@ -192,14 +192,14 @@ void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double st
                         "the fleet's rate limiter's next token (%g per second for every process) "
                         "comes after the deadline (%.3f s; the attempt would start at %.3f s or "
                         "later)",
-                        c->rules->guards.rate_limit, c->rules->deadline, start);
+                        c->rules->guards.rate_limit, c->deadline, start);
     return;
   }
   lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate",
                       "the rate limiter's next token "
                       "(%.3f per second now) comes after the deadline (%.3f s; the attempt would "
                       "start at %.3f s or later)",
-                      lr_rate_now(c->shared, &c->rules->guards), c->rules->deadline, start);
+                      lr_rate_now(c->shared, &c->rules->guards), c->deadline, start);
 }
 
 /* In a refusal's message: whose counts decided. */
@@ -225,8 +225,8 @@ static int budget_refuses_after_wait(luaretry_call *c, double now, int *local) {
  * what is left of the deadline, or the call stops if nothing is. */
 void lr_call_started_late(luaretry_call *c) {
   double elapsed = lr_clock_now(&c->clock) - c->start;
-  if (elapsed < c->rules->deadline) {
-    double t = lr_call_timeout_at(c->rules, elapsed);
+  if (elapsed < c->deadline) {
+    double t = lr_call_timeout_at(c, elapsed);
     if (t < c->next_timeout) c->next_timeout = t;
     return;
   }
@@ -235,7 +235,7 @@ void lr_call_started_late(luaretry_call *c) {
   lr_call_stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline",
                       "the deadline (%.3f s) passed "
                       "while the fleet was asked for a probe permit",
-                      c->rules->deadline);
+                      c->deadline);
   lr_count(c->shared, LR_M_UNATTEMPTED, 1);
 }
 
@@ -266,24 +266,23 @@ void lr_call_refused_at_begin(luaretry_call *c) {
  * deadline; a cancel ends the round trip at once.  The attempt's timeout
  * is what is left after it.  1 when the call stopped (d filled). */
 static int refresh_remote(luaretry_call *c, double *now, luaretry_decision *d) {
-  const lr_rules *r = c->rules;
-  double left = r->deadline > 0 ? r->deadline - (*now - c->start) : 0;
-  if (r->deadline <= 0 || left > 0) c->remote->ops->refresh(c->remote->ud, *now, left, &c->waiter);
+  double left = c->deadline > 0 ? c->deadline - (*now - c->start) : 0;
+  if (c->deadline <= 0 || left > 0) c->remote->ops->refresh(c->remote->ud, *now, left, &c->waiter);
   *now = lr_clock_now(&c->clock);
   double elapsed = *now - c->start;
   if (atomic_load(&c->waiter.cancelled)) {
     lr_call_stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
     return 1;
   }
-  if (r->deadline > 0 && elapsed >= r->deadline) {
+  if (c->deadline > 0 && elapsed >= c->deadline) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
                         "the deadline (%.3f s) passed "
                         "while the fleet's counts were brought up to date",
-                        r->deadline);
+                        c->deadline);
     return 1;
   }
-  double t = lr_call_timeout_at(r, elapsed);
-  if (r->deadline > 0 && t < c->next_timeout) c->next_timeout = t;
+  double t = lr_call_timeout_at(c, elapsed);
+  if (c->deadline > 0 && t < c->next_timeout) c->next_timeout = t;
   return 0;
 }
 

@@ -94,11 +94,11 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
     }
     if (extra > 0) w += extra, src = LUARETRY_WAIT_RATE;
   }
-  if (r->deadline > 0 && d->elapsed + w >= r->deadline) {
+  if (c->deadline > 0 && d->elapsed + w >= c->deadline) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE,
                         src == LUARETRY_WAIT_SERVER ? "retry_after" : "deadline",
                         "the next attempt would start at %.3f s, past the deadline (%.3f s)",
-                        d->elapsed + w, r->deadline);
+                        d->elapsed + w, c->deadline);
     return;
   }
   d->retry = 1;
@@ -107,7 +107,7 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
   lr_count(c->shared, LR_M_RETRIES, 1);
   lr_count(c->shared, LR_METRIC_COUNT, lr_clamp_ns(w));
   d->wait_source = src;
-  d->next_timeout = c->next_timeout = lr_call_timeout_at(r, d->elapsed + w);
+  d->next_timeout = c->next_timeout = lr_call_timeout_at(c, d->elapsed + w);
   c->attempt_start = d->elapsed + w; /* a host that does not ask next */
   d->rule = v->rule;
   if (c->judge->on_retry) {
@@ -151,7 +151,7 @@ static int others_go_on(luaretry_call *c, const char *rule, luaretry_decision *d
   return 1;
 }
 
-/* A round's answer (LUARETRY_CALL_ONE_ROUND): the guards count the
+/* A round's answer (LUARETRY_CALL_WORKFLOW_REQUEST): the guards count the
  * enclosing call's outcome, not this one's, and a round never retries: an
  * answer ends it, but a transient one waits for the attempts still in
  * flight.  1 when the round is over or waits (d filled). */
@@ -234,12 +234,13 @@ static luaretry_code observed(luaretry_call *c, const luaretry_outcome *o, luare
 
 luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_decision *d) {
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
   return observed(c, o, d, report(c, 0, o, NULL, d));
 }
 
 luaretry_code luaretry_call_report_attempt(luaretry_call *c, int attempt, const luaretry_outcome *o,
                                            luaretry_decision *d) {
-  if (attempt <= 0) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c) || attempt <= 0) return LUARETRY_E_ARG;
   return observed(c, o, d, report(c, attempt, o, NULL, d));
 }
 

@@ -293,6 +293,10 @@ typedef struct {
 } lr_quota_hint;
 /* 1: read; 0: no such field; -1: a field that does not read (ignored). */
 int lr_quota_read(const luaretry_header *headers, size_t count, double now, lr_quota_hint *q);
+/* luaretry_retry_after's and luaretry_rate_limit's readers: the wait, or
+ * -1 for none; `now` as given (no wall clock read). */
+double lr_retry_after(const char *value, double now);
+double lr_rate_limit(const luaretry_header *headers, size_t count, double now);
 
 void lr_quota_reset(lr_quota_pace *q);
 /* The slot of an attempt that would start at `at` (guard clock) under

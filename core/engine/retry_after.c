@@ -97,7 +97,16 @@ static double http_date(const char *s) {
   return (double)days_from_civil(year, month, (int)day) * 86400.0 + (double)secs;
 }
 
-double luaretry_retry_after(const char *value, double now) {
+/* `now` = 0: the wall clock, which an HTTP-date is measured against (the
+ * obvious call must not read a date as 1e9 s away). */
+static double wall_or(double now) {
+  if (now != 0) return now;
+  struct timespec ts;
+  return clock_gettime(CLOCK_REALTIME, &ts) == 0 ? (double)ts.tv_sec + ts.tv_nsec * 1e-9 : NAN;
+}
+
+/* The wait a Retry-After value gives, -1 when none (ignore it). */
+double lr_retry_after(const char *value, double now) {
   if (!value || !isfinite(now)) return -1;
   const char *s = skip_spaces(value);
   if (isdigit((unsigned char)*s)) {
@@ -238,7 +247,13 @@ static double spent_until_reset(const luaretry_header *h, size_t n, const char *
   return reset_wait(first_number(h, n, reset), now);
 }
 
-double luaretry_rate_limit(const luaretry_header *headers, size_t count, double now) {
+luaretry_code luaretry_retry_after(const char *value, double now, double *wait) {
+  if (!wait) return LUARETRY_E_ARG;
+  *wait = lr_retry_after(value, wall_or(now));
+  return *wait < 0 ? LUARETRY_E_ARG : LUARETRY_OK;
+}
+
+double lr_rate_limit(const luaretry_header *headers, size_t count, double now) {
   if (!headers || !isfinite(now)) return -1;
   for (size_t i = 0; i < count; i++) {
     if (!headers[i].name || !headers[i].value || strcasecmp(headers[i].name, "ratelimit") != 0)
@@ -326,11 +341,19 @@ int lr_quota_read(const luaretry_header *headers, size_t count, double now, lr_q
   return v < 0 || w < 0 || x < 0 ? -1 : 0;
 }
 
-int luaretry_rate_quota(const luaretry_header *headers, size_t count, double now, double *remaining,
-                        double *reset) {
+luaretry_code luaretry_rate_limit(const luaretry_header *headers, size_t count, double now,
+                                  double *wait) {
+  if (!wait || (!headers && count)) return LUARETRY_E_ARG;
+  *wait = lr_rate_limit(headers, count, wall_or(now));
+  return LUARETRY_OK;
+}
+
+luaretry_code luaretry_rate_quota(const luaretry_header *headers, size_t count, double now,
+                                  double *remaining, double *reset) {
+  if (!remaining || !reset || (!headers && count)) return LUARETRY_E_ARG;
   lr_quota_hint q;
-  int v = lr_quota_read(headers, count, now, &q);
-  if (remaining) *remaining = v > 0 ? q.remaining : -1;
-  if (reset) *reset = v > 0 ? q.reset : -1;
-  return v;
+  int v = headers ? lr_quota_read(headers, count, wall_or(now), &q) : 0;
+  *remaining = v > 0 ? q.remaining : -1;
+  *reset = v > 0 ? q.reset : -1;
+  return v < 0 ? LUARETRY_E_ARG : LUARETRY_OK;
 }

@@ -117,7 +117,7 @@ static void window_restart(lr_local_file *m) {
 static void breaker_answered(lr_local *l, double now) {
   lr_local_file *m = map_of(l, &l->breaker);
   if (!m) return;
-  uint64_t w = atomic_load(&m->breaker), next;
+  unsigned long long w = atomic_load(&m->breaker), next;
   do {
     unsigned s = state_of(w);
     if (s != LUARETRY_BREAKER_HALF_OPEN && fails_of(w) == 0) return;
@@ -136,7 +136,7 @@ static void breaker_failed(lr_local *l, double now) {
   if (!m) return;
   uint64_t failures = (uint64_t)atomic_load(&l->failures);
   if (failures > FAILS_MAX) failures = FAILS_MAX;
-  uint64_t w = atomic_load(&m->breaker), next;
+  unsigned long long w = atomic_load(&m->breaker), next;
   do {
     unsigned s = state_of(w);
     uint64_t n = fails_of(w) + 1;
@@ -188,7 +188,7 @@ static void breaker_record(void *ud, int failed, int slow, double now) {
   uint64_t size = (window + LR_LOCAL_BLOCKS - 1) / LR_LOCAL_BLOCKS;
   uint64_t k = atomic_fetch_add(&m->outcomes, 1), epoch = (k / size) & EPOCH_MASK;
   atomic_ullong *b = &m->blocks[epoch % LR_LOCAL_BLOCKS];
-  uint64_t w = atomic_load(b), next;
+  unsigned long long w = atomic_load(b), next;
   do {
     int same = (w >> 36) == epoch;
     uint64_t n = same ? (w >> 24 & BLOCK_MAX) : 0, f = same ? (w >> 12 & BLOCK_MAX) : 0;
@@ -203,7 +203,7 @@ static void breaker_record(void *ud, int failed, int slow, double now) {
   if (!((fr > 0 && sum[1] * MILLI >= (uint64_t)fr * sum[0]) ||
         (sr > 0 && sum[2] * MILLI >= (uint64_t)sr * sum[0])))
     return;
-  uint64_t word = atomic_load(&m->breaker);
+  unsigned long long word = atomic_load(&m->breaker);
   while (state_of(word) == LUARETRY_BREAKER_CLOSED &&
          !atomic_compare_exchange_weak(&m->breaker, &word,
                                        pack(LUARETRY_BREAKER_OPEN, fails_of(word), 0, cs(now)))) {
@@ -222,7 +222,7 @@ static int breaker_admits(void *ud, int first_attempt, double now, double left, 
   if (!m) return LR_REMOTE_LOCAL;
   double open = (double)atomic_load(&l->open_cs) / 100;
   uint64_t probes = (uint64_t)atomic_load(&l->probes);
-  uint64_t word = atomic_load(&m->breaker), next;
+  unsigned long long word = atomic_load(&m->breaker), next;
   for (;;) {
     unsigned s = state_of(word);
     if (s == LUARETRY_BREAKER_CLOSED) return 1;
@@ -249,7 +249,7 @@ static int breaker_admits(void *ud, int first_attempt, double now, double left, 
 #define COUNT_MAX  ((1ull << COUNT_BITS) - 1)
 
 static void bucket_add(atomic_ullong *b, uint64_t slot) {
-  uint64_t w = atomic_load_explicit(b, memory_order_relaxed), next;
+  unsigned long long w = atomic_load_explicit(b, memory_order_relaxed), next;
   do {
     uint64_t n = (w >> COUNT_BITS) == slot ? (w & COUNT_MAX) + 1 : 1;
     next = slot << COUNT_BITS | (n > COUNT_MAX ? COUNT_MAX : n);
@@ -259,7 +259,7 @@ static void bucket_add(atomic_ullong *b, uint64_t slot) {
 static double bucket_sum(atomic_ullong *b, uint64_t slot) {
   double sum = 0;
   for (int i = 0; i < LR_LOCAL_BUCKETS; i++) {
-    uint64_t w = atomic_load_explicit(&b[i], memory_order_relaxed), at = w >> COUNT_BITS;
+    unsigned long long w = atomic_load_explicit(&b[i], memory_order_relaxed), at = w >> COUNT_BITS;
     if (at <= slot && slot - at < LR_LOCAL_BUCKETS) sum += (double)(w & COUNT_MAX);
   }
   return sum;
@@ -363,7 +363,7 @@ void lr_local_counts(lr_local *l, lr_local_status *st) {
   lr_local_file *m = l->map;
   double now = lr_monotonic_now();
   st->tokens = (double)tokens_of(atomic_load(&m->tokens), atomic_load(&l->max_milli)) / MILLI;
-  uint64_t w = atomic_load(&m->breaker);
+  unsigned long long w = atomic_load(&m->breaker);
   st->breaker = (int)state_of(w);
   st->consecutive_failures = (int)fails_of(w);
   st->probes_left = (int)probes_of(w);

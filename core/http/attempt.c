@@ -31,8 +31,8 @@ static double retry_after(const lr_transfer *t) {
   for (size_t i = 0; i < t->header_count; i++) {
     if (strcmp(t->headers[i].name, "retry-after") != 0) continue;
     if (now < 0) now = realtime_now();
-    double w = luaretry_retry_after(t->headers[i].value, now);
-    if (w >= 0) return w;
+    double w;
+    if (luaretry_retry_after(t->headers[i].value, now, &w) == LUARETRY_OK) return w;
   }
   return -1;
 }

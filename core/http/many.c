@@ -104,7 +104,6 @@ typedef struct {
   int source_done; /* o->next said there are no more */
   const luaretry_curl_many_options *o;
   luaretry_call_options copt;
-  double deadline;      /* the policy's, to clip late retries */
   size_t body_limit;    /* the policy's, for each attempt */
   int hedging;          /* the policy has a hedge */
   double stall_timeout; /* the policy's */
@@ -161,8 +160,10 @@ static void finish_job(batch *b, luaretry_curl_job *job, size_t i, luaretry_code
   if (d) r->final = *d;
   r->elapsed = c ? luaretry_call_elapsed(c) : 0;
   if (code != LUARETRY_OK) {
-    const char *pm = luaretry_policy_errmsg(b->p);
-    r->errmsg = pm && pm[0] ? pm : c ? luaretry_call_errmsg(c) : luaretry_strerror(code);
+    /* the call's own message; the policy's (this thread's) only when no
+     * call began */
+    const char *m = c ? luaretry_call_errmsg(c) : luaretry_policy_errmsg(b->p);
+    r->errmsg = m[0] ? m : luaretry_strerror(code);
   }
   if (b->o->done) b->o->done(b->o->done_ud, i, job);
   r->final.message = NULL;
@@ -241,14 +242,20 @@ static live_call *begin_next(batch *b) {
   lc->job = job;
   lc->index = i;
   luaretry_call_options opt = b->copt;
-  if (opt.flags & LUARETRY_CALL_SEED) opt.seed += i;
+  if (job->call) { /* the job's own (a deadline of its own); the clock is the run's */
+    opt = *job->call;
+    opt.flags =
+      (opt.flags & ~LUARETRY_CALL_VIRTUAL_TIME) | (b->copt.flags & LUARETRY_CALL_VIRTUAL_TIME);
+  } else if (opt.flags & LUARETRY_CALL_SEED) {
+    opt.seed += i;
+  }
   luaretry_code rc = luaretry_call_begin(b->p, &opt, &lc->c);
   if (rc != LUARETRY_OK) {
     finish_job(b, job, i, rc, NULL, NULL);
     release(b, lc);
     return NULL;
   }
-  luaretry_call_observe(lc->c, job->observer, job->observer_ud);
+  luaretry_call_on_decision(lc->c, job->observer, job->observer_ud);
   lc->next = 1;
   if (lr_resume_init(&lc->resume, job->resume) != 0) {
     finish_job(b, job, i, LUARETRY_E_ARG, NULL, NULL);
@@ -302,8 +309,9 @@ static void start_attempt(batch *b, live_call *lc) {
     if (!b->slots[k].call) s = &b->slots[k];
   /* the attempt's timeout, clipped again when a full table made it late */
   double timeout = luaretry_call_timeout(lc->c);
-  if (b->deadline > 0) {
-    double left = b->deadline - luaretry_call_elapsed(lc->c);
+  double deadline = luaretry_call_deadline(lc->c);
+  if (deadline > 0) {
+    double left = deadline - luaretry_call_elapsed(lc->c);
     if (left < 0.001) left = 0.001;
     if (timeout == 0 || left < timeout) timeout = left;
   }
@@ -609,7 +617,6 @@ luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, luaretry_policy 
   b.jobs = o->next ? NULL : jobs;
   b.n = n;
   b.o = o;
-  b.deadline = t.deadline;
   b.body_limit = t.body_limit;
   char hedge[32];
   b.hedging = luaretry_policy_get(p, "hedge.delay", hedge, sizeof hedge) == LUARETRY_OK &&

@@ -133,7 +133,8 @@ int lr_curl_index_headers(lr_transfer *t) {
     if (strcmp(name, "retry-after") == 0) {
       /* only the first valid one, so the script reads what the engine uses */
       if (now < 0) now = realtime_now();
-      if (retry_after_kept || luaretry_retry_after(value, now) < 0) continue;
+      double w;
+      if (retry_after_kept || luaretry_retry_after(value, now, &w) != LUARETRY_OK) continue;
       retry_after_kept = 1;
     }
     t->headers[t->header_count].name = name;

@@ -96,7 +96,7 @@ LUARETRY_API int luaretry_curl_resumable(const luaretry_outcome *o);
  *   `body_len` is the whole length; the bytes sent are read through
  *   `upload` on every attempt.  A prepare() that replaces the body sends
  *   its own, from memory.
- * (Each attempt's decision reaches luaretry_call_observe()'s observer.)
+ * (Each attempt's decision reaches luaretry_call_on_decision()'s observer.)
  */
 typedef struct {
   luaretry_sink_fn sink;
@@ -106,6 +106,7 @@ typedef struct {
   void *upload_ud;
   const luaretry_curl_resume *resume; /* set: a GET that ends early is
                                    resumed (see above); valid until return */
+  uint64_t reserved[4];
 } luaretry_curl_options;
 
 /* The most bytes of response headers the helper keeps for one response
@@ -231,6 +232,13 @@ typedef struct {
   luaretry_upload_fn upload;   /* as in luaretry_curl_options */
   void *upload_ud;
   const luaretry_curl_resume *resume; /* as in luaretry_curl_options */
+  const luaretry_call_options *call;  /* this job's call: its own deadline
+                                         (LUARETRY_CALL_DEADLINE), seed...;
+                                         NULL: the run's (many_options.call);
+                                         the run's LUARETRY_CALL_VIRTUAL_TIME
+                                         holds for every job */
+  uint64_t reserved[8];               /* jobs are an array: its stride never changes, new
+                           fields take this room */
 } luaretry_curl_job;
 
 /* Called once per job, as soon as its call ends (in completion order). */

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "luaretry.h"
+#include "luaretry_tool.h"
 
 #define POLICY_MT "luaretry.policy"
 #define CALL_MT   "luaretry.call"
@@ -523,8 +524,8 @@ static double headers_retry_after(const luaretry_outcome *o) {
     for (int k = 0; k < 11; k++) low[k] = (char)(n[k] >= 'A' && n[k] <= 'Z' ? n[k] + 32 : n[k]);
     low[11] = '\0';
     if (strcmp(low, "retry-after") != 0) continue;
-    double w = luaretry_retry_after(o->headers[i].value, (double)time(NULL));
-    if (w >= 0) return w;
+    double w;
+    if (luaretry_retry_after(o->headers[i].value, 0, &w) == LUARETRY_OK) return w;
   }
   return -1;
 }
@@ -590,7 +591,18 @@ static luaretry_call_options call_options(lua_State *L, int idx) {
     opt.flags |= LUARETRY_CALL_VIRTUAL_TIME;
   if (lua_getfield(L, idx, "isolated") != LUA_TNIL && lua_toboolean(L, -1))
     opt.flags |= LUARETRY_CALL_ISOLATED;
-  lua_pop(L, 3);
+  /* the call's own deadline, on luaretry.clock(): NaN or one passed ends
+   * the call at once (as in C), a value that is no number is an error */
+  if (lua_getfield(L, idx, "deadline") != LUA_TNIL) {
+    if (lua_type(L, -1) != LUA_TNUMBER)
+      luaL_error(L,
+                 "deadline: a time on luaretry.clock() expected (luaretry.deadline_in(s)), "
+                 "got %s",
+                 luaL_typename(L, -1));
+    opt.flags |= LUARETRY_CALL_DEADLINE;
+    opt.deadline = lua_tonumber(L, -1);
+  }
+  lua_pop(L, 4);
   return opt;
 }
 
@@ -681,7 +693,7 @@ static int p_is_idempotent(lua_State *L) {
 
 /* ---- calls */
 
-/* p:begin{seed =, virtual =} -> call */
+/* p:begin{seed =, virtual =, isolated =, deadline =} -> call */
 static int p_begin(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   luaretry_call_options opt = call_options(L, 2);
@@ -932,9 +944,9 @@ static const luaL_Reg call_methods[] = { { "report", c_report },
  * Retry-After reader (now: seconds since the epoch, default the clock's) */
 static int l_retry_after(lua_State *L) {
   const char *v = luaL_checkstring(L, 1);
-  double now = luaL_optnumber(L, 2, (double)time(NULL));
-  double w = luaretry_retry_after(v, now);
-  if (w < 0) return 0;
+  double now = luaL_optnumber(L, 2, 0); /* 0: the wall clock */
+  double w;
+  if (luaretry_retry_after(v, now, &w) != LUARETRY_OK) return 0;
   lua_pushnumber(L, w);
   return 1;
 }
@@ -944,7 +956,7 @@ static int l_retry_after(lua_State *L) {
  * ...}} (several values of one name in order); at most 64 values are read. */
 static int l_rate_limit(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
-  double now = luaL_optnumber(L, 2, (double)time(NULL));
+  double now = luaL_optnumber(L, 2, 0);
   luaretry_header h[64];
   size_t n = 0;
   lua_settop(L, 1);
@@ -963,13 +975,28 @@ static int l_rate_limit(lua_State *L) {
     }
     lua_pop(L, 1);
   }
-  double w = luaretry_rate_limit(h, n, now);
+  double w;
+  luaretry_rate_limit(h, n, now, &w);
   if (w < 0) return 0;
   lua_pushnumber(L, w);
   return 1;
 }
 
+/* luaretry.clock() -> seconds on the monotonic clock, which a call's
+ * deadline is on; luaretry.deadline_in(s) -> that clock + s. */
+static int l_clock(lua_State *L) {
+  lua_pushnumber(L, luaretry_clock_now());
+  return 1;
+}
+
+static int l_deadline_in(lua_State *L) {
+  lua_pushnumber(L, luaretry_deadline_in(luaL_checknumber(L, 1)));
+  return 1;
+}
+
 static const luaL_Reg functions[] = { { "load", l_load },
+                                      { "clock", l_clock },
+                                      { "deadline_in", l_deadline_in },
                                       { "load_string", l_load_string },
                                       { "retry_after", l_retry_after },
                                       { "rate_limit", l_rate_limit },

@@ -182,7 +182,7 @@ static luaretry_code run_each(herd_run *h, luaretry_policy *p, lr_gen *g) {
 
 luaretry_code luaretry_simulate_herd(luaretry_policy *p, const luaretry_herd_options *o,
                                      luaretry_herd_result *r) {
-  if (!p || !o || !r || o->clients < 1 || o->clients > HERD_MAX_CLIENTS ||
+  if (!lr_policy_ok(p) || !o || !r || o->clients < 1 || o->clients > HERD_MAX_CLIENTS ||
       !(o->outage >= 0 && o->outage <= 1e6) || !(o->sync >= 0 && o->sync <= 3600) ||
       (o->outage_status && (o->outage_status < 100 || o->outage_status > 599)))
     return LUARETRY_E_ARG;

@@ -54,12 +54,7 @@ static void push_string_or_nil(lua_State *L, const char *v) {
 static int push_wait(lua_State *L, const luaretry_outcome *o, int rate_limit) {
   double w = o->retry_after;
   if (rate_limit && !o->header_count) return 0; /* no headers: no clock read */
-  if (rate_limit) {
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now);
-    w = luaretry_rate_limit(o->headers, o->header_count,
-                            (double)now.tv_sec + (double)now.tv_nsec * 1e-9);
-  }
+  if (rate_limit) luaretry_rate_limit(o->headers, o->header_count, 0, &w); /* 0: the wall clock */
   if (!(w >= 0)) return 0;
   lua_pushnumber(L, w);
   return 1;

@@ -29,6 +29,7 @@ luaretry_code luaretry_policy_new(luaretry_policy **out) {
   luaretry_policy *p = lr_aligned_calloc(sizeof *p); /* the counters' stripes */
   *out = p;
   if (!p) return LUARETRY_E_NOMEM;
+  p->magic = LR_POLICY_MAGIC;
   p->limits.instructions = 0; /* counted only when the host asks */
   p->limits.memory = (size_t)lr_fields[F_MEMORY_LIMIT].def;
   p->limits.seconds = lr_fields[F_TIME_LIMIT].def;
@@ -45,10 +46,25 @@ luaretry_code luaretry_policy_new(luaretry_policy **out) {
 
 lr_shared *lr_policy_shared(luaretry_policy *p) { return &p->shared; }
 
+/* A policy-level failure's message is the failing thread's own: one
+ * buffer per thread, holding the message of its last failure and the
+ * policy it was on.  Two threads failing at once on one policy each read
+ * their own, whole; no lock, nothing another thread writes. */
+static _Thread_local struct {
+  const luaretry_policy *owner;
+  char msg[LR_ERRMSG_SIZE];
+} thread_error;
+
+char *lr_policy_errbuf(const luaretry_policy *p) {
+  if (thread_error.owner != p) {
+    thread_error.owner = p;
+    thread_error.msg[0] = '\0';
+  }
+  return thread_error.msg;
+}
+
 void lr_policy_error(luaretry_policy *p, const char *msg) {
-  pthread_mutex_lock(&p->writer);
-  lr_strlcpy(p->errmsg, msg, sizeof p->errmsg);
-  pthread_mutex_unlock(&p->writer);
+  lr_strlcpy(lr_policy_errbuf(p), msg, LR_ERRMSG_SIZE);
 }
 
 lr_gen *lr_policy_current(luaretry_policy *p) {
@@ -60,13 +76,13 @@ lr_gen *lr_policy_current(luaretry_policy *p) {
 }
 
 void luaretry_policy_on_breaker(luaretry_policy *p, luaretry_breaker_fn fn, void *ud) {
-  if (!p) return;
+  if (!lr_policy_ok(p)) return;
   p->breaker_fn = fn;
   p->breaker_ud = ud;
 }
 
 luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m) {
-  if (!p || !m) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p) || !m) return LUARETRY_E_ARG;
   lr_shared *s = (lr_shared *)&p->shared;
   long long c[LR_METRIC_COUNT];
   for (int i = 0; i < LR_METRIC_COUNT; i++) c[i] = lr_counted(s, i);
@@ -90,7 +106,7 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   m->budget_refusals = (uint64_t)c[LR_M_BUDGET];
   m->throttled = (uint64_t)c[LR_M_THROTTLED];
   m->admission_refusals = (uint64_t)c[LR_M_THROTTLE_STOPS];
-  m->rate_limited = (uint32_t)c[LR_M_RATE_STOPS];
+  m->rate_limited = (uint64_t)c[LR_M_RATE_STOPS];
   m->circuit_refusals = (uint64_t)c[LR_M_CIRCUIT];
   m->breaker_openings = (uint64_t)c[LR_M_BREAKER_OPENINGS];
   m->gave_up = (uint64_t)c[LR_M_GAVE_UP];
@@ -110,7 +126,7 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
 }
 
 double luaretry_policy_rate(const luaretry_policy *p) {
-  if (!p) return 0;
+  if (!lr_policy_ok(p)) return 0;
   lr_shared *s = (lr_shared *)&p->shared;
   pthread_mutex_lock((pthread_mutex_t *)&p->lock);
   double rate = p->gen ? lr_rate_now(s, &p->gen->rules.guards) : 0;
@@ -119,7 +135,8 @@ double luaretry_policy_rate(const luaretry_policy *p) {
 }
 
 void luaretry_policy_free(luaretry_policy *p) {
-  if (!p) return;
+  if (!lr_policy_ok(p)) return;
+  p->magic = 0;
   /* every call is over (a policy outlives its calls) */
   lr_gen_unref(p->gen); /* and with the last load, its fleet */
   lr_policy_fleet_free(p);
@@ -129,39 +146,41 @@ void luaretry_policy_free(luaretry_policy *p) {
   free(p->workflow_body);
   pthread_mutex_destroy(&p->lock);
   pthread_mutex_destroy(&p->writer);
+  if (thread_error.owner == p) thread_error.owner = NULL; /* a new policy may get its address */
   free(p);
 }
 
-const char *luaretry_policy_errmsg(const luaretry_policy *p) { return p ? p->errmsg : "no policy"; }
-
-size_t luaretry_policy_warning_count(const luaretry_policy *p) { return p ? p->warning_count : 0; }
-
-const char *luaretry_policy_warning(const luaretry_policy *p, size_t i) {
-  return p && i < p->warning_count ? p->warnings[i] : NULL;
+const char *luaretry_policy_errmsg(const luaretry_policy *p) {
+  if (!lr_policy_ok(p)) return "no policy";
+  return thread_error.owner == p ? thread_error.msg : "";
 }
 
-size_t luaretry_policy_memory(const luaretry_policy *p) { return p ? p->memory : 0; }
+size_t luaretry_policy_warning_count(const luaretry_policy *p) {
+  return lr_policy_ok(p) ? p->warning_count : 0;
+}
+
+const char *luaretry_policy_warning(const luaretry_policy *p, size_t i) {
+  return lr_policy_ok(p) && i < p->warning_count ? p->warnings[i] : NULL;
+}
+
+size_t luaretry_policy_memory(const luaretry_policy *p) { return lr_policy_ok(p) ? p->memory : 0; }
 
 void luaretry_policy_on_log(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
-  if (!p) return;
+  if (!lr_policy_ok(p)) return;
   p->log.fn = fn;
   p->log.ud = ud;
 }
 
-void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
-  luaretry_policy_on_log(p, fn, ud);
-}
-
 luaretry_code luaretry_policy_set_classifier(luaretry_policy *p, luaretry_classify_fn fn,
                                              void *ud) {
-  if (!p) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
   p->host_classify = fn;
   p->host_ud = ud;
   return LUARETRY_OK;
 }
 
 luaretry_code luaretry_policy_tuning(const luaretry_policy *p, luaretry_tuning *t) {
-  if (!p || !t) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p) || !t) return LUARETRY_E_ARG;
   pthread_mutex_t *lock = (pthread_mutex_t *)&p->lock;
   pthread_mutex_lock(lock);
   luaretry_code rc = p->gen ? LUARETRY_OK : LUARETRY_E_STATE;
@@ -211,10 +230,10 @@ static void note_hooks(lr_gen *g, const lr_script *s) {
 }
 
 /* The load g, its first state s read into ld, validated: it becomes the
- * policy's (under the lock), or p->errmsg says why not.  Kept whole: every
+ * policy's (under the lock), or the thread's error says why not.  Kept whole: every
  * step can fail and each undoes what came before, in one place. */
 static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load *ld) {
-  char errors[sizeof p->errmsg];
+  char errors[LR_ERRMSG_SIZE];
   lr_tuning tuning;
   char *warnings[MAX_WARNINGS];
   size_t count = 0;
@@ -233,7 +252,7 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
       len += strlen(errors + len);
     }
     lr_free_warnings(warnings, &count);
-    lr_strlcpy(p->errmsg, errors, sizeof p->errmsg);
+    lr_strlcpy(lr_policy_errbuf(p), errors, LR_ERRMSG_SIZE);
     return LUARETRY_E_POLICY;
   }
   g->rules.hedge.latency = &p->latency; /* learned across reloads */
@@ -250,7 +269,7 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
                    ld->chunk_src, p->fleet_url ? "redis" : "local");
   if (lr_policy_fleet_attach(p, g, &tuning, name, errors, sizeof errors) != 0) {
     lr_free_warnings(warnings, &count);
-    lr_strlcpy(p->errmsg, errors, sizeof p->errmsg);
+    lr_strlcpy(lr_policy_errbuf(p), errors, LR_ERRMSG_SIZE);
     return LUARETRY_E_NOMEM;
   }
   g->body_limit = tuning.pub.body_limit;
@@ -287,16 +306,16 @@ static luaretry_code install(luaretry_policy *p, char *text, size_t len, const c
                              const char *script_path) {
   lr_gen *g = new_gen(p, text, len, chunkname, script_path);
   if (!g) {
-    lr_fmt(p->errmsg, sizeof p->errmsg, "out of memory");
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "out of memory");
     return LUARETRY_E_NOMEM;
   }
   lr_load *ld = calloc(1, sizeof *ld);
   luaretry_code rc = LUARETRY_E_NOMEM;
   lr_script *s = NULL;
   if (ld)
-    s = lr_script_new(g, ld, &rc, p->errmsg, sizeof p->errmsg);
+    s = lr_script_new(g, ld, &rc, lr_policy_errbuf(p), LR_ERRMSG_SIZE);
   else
-    lr_fmt(p->errmsg, sizeof p->errmsg, "out of memory");
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "out of memory");
   if (s) {
     rc = adopt(p, g, s, ld);
     if (rc != LUARETRY_OK) lr_script_free(s);
@@ -308,12 +327,12 @@ static luaretry_code install(luaretry_policy *p, char *text, size_t len, const c
 }
 
 /* An open descriptor on path when it is a regular file of at most `limit`
- * bytes; -1 with p->errmsg.  O_NONBLOCK: a FIFO or a device is refused,
+ * bytes; -1 with the thread's error.  O_NONBLOCK: a FIFO or a device is refused,
  * never waited on; the size is refused before a byte is read. */
 static int open_script(luaretry_policy *p, const char *path, size_t limit) {
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
-    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: cannot open: %s", path, strerror(errno));
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: cannot open: %s", path, strerror(errno));
     return -1;
   }
   struct stat st;
@@ -323,9 +342,9 @@ static int open_script(luaretry_policy *p, const char *path, size_t limit) {
   else if (!S_ISREG(st.st_mode))
     why = "not a regular file";
   if (why) {
-    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: cannot read: %s", path, why);
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: cannot read: %s", path, why);
   } else if ((unsigned long long)st.st_size > limit) {
-    lr_fmt(p->errmsg, sizeof p->errmsg,
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE,
            "%s: %lld bytes, above the memory limit (%zu bytes): "
            "not read",
            path, (long long)st.st_size, limit);
@@ -338,7 +357,7 @@ static int open_script(luaretry_policy *p, const char *path, size_t limit) {
 
 /* The whole file, at most the memory limit (the script could never fit in
  * less), and a byte offset past a "#!" line or a UTF-8 BOM (as
- * luaL_loadfile skips them); NULL with p->errmsg and *rc (LUARETRY_E_IO,
+ * luaL_loadfile skips them); NULL with the thread's error and *rc (LUARETRY_E_IO,
  * or LUARETRY_E_NOMEM when the host's memory ran out). */
 static char *read_script(luaretry_policy *p, const char *path, size_t *len, luaretry_code *rc) {
   size_t limit = p->limits.memory;
@@ -370,12 +389,12 @@ static char *read_script(luaretry_policy *p, const char *path, size_t *len, luar
   if (!text || err || n > limit) {
     if (!text) *rc = LUARETRY_E_NOMEM;
     if (text && !err)
-      lr_fmt(p->errmsg, sizeof p->errmsg,
+      lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE,
              "%s: above the memory limit (%zu "
              "bytes): not read",
              path, limit);
     else
-      lr_fmt(p->errmsg, sizeof p->errmsg, "%s: cannot read: %s", path,
+      lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: cannot read: %s", path,
              text ? strerror(err) : "out of memory");
     free(text);
     return NULL;
@@ -392,7 +411,7 @@ static luaretry_code load(luaretry_policy *p, const char *path, const char *chun
                           const char *source) {
   if (!p || (!path && !source)) return LUARETRY_E_ARG;
   pthread_mutex_lock(&p->writer);
-  p->errmsg[0] = '\0';
+  lr_policy_errbuf(p)[0] = '\0';
   size_t len;
   char *text = NULL;
   char name[RULE_SIZE];
@@ -422,17 +441,19 @@ static luaretry_code load(luaretry_policy *p, const char *path, const char *chun
 }
 
 luaretry_code luaretry_policy_load_file(luaretry_policy *p, const char *path) {
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
   return load(p, path, NULL, NULL);
 }
 
 luaretry_code luaretry_policy_load_string(luaretry_policy *p, const char *chunkname,
                                           const char *source) {
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
   return load(p, NULL, chunkname, source);
 }
 
 luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloaded) {
   if (reloaded) *reloaded = 0;
-  if (!p) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
   lr_gen *g = lr_policy_current(p);
   if (!g || !g->script_path[0]) {
     lr_gen_unref(g);
@@ -449,7 +470,8 @@ luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloade
   struct stat st;
   luaretry_code rc = LUARETRY_OK;
   if (due && stat(path, &st) != 0) {
-    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: %s (the loaded policy stays)", path, strerror(errno));
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: %s (the loaded policy stays)", path,
+           strerror(errno));
     rc = LUARETRY_E_IO;
     due = 0;
   }
@@ -486,7 +508,8 @@ static luaretry_code reload_text(luaretry_policy *p) {
 /* A sandbox limit: every Lua state is made anew with it. */
 static luaretry_code set_limit(luaretry_policy *p, int i, const char *value) {
   double d;
-  if (lr_schema_limit(i, value, &d, p->errmsg, sizeof p->errmsg) != 0) return LUARETRY_E_ARG;
+  if (lr_schema_limit(i, value, &d, lr_policy_errbuf(p), LR_ERRMSG_SIZE) != 0)
+    return LUARETRY_E_ARG;
   lr_limits old = p->limits;
   if (i == F_MEMORY_LIMIT)
     p->limits.memory = (size_t)d;
@@ -508,18 +531,18 @@ static int local_value(luaretry_policy *p, const char *value, char **out) {
   *out = NULL;
   if (strcmp(value, "none") == 0) return 0;
   if (p->fleet_url) {
-    lr_fmt(p->errmsg, sizeof p->errmsg,
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE,
            "fleet.local: fleet.redis is set: one store at a time (fleet.redis = none first)");
     return -1;
   }
   if (strcmp(value, "on") != 0 && value[0] != '/') {
-    lr_fmt(p->errmsg, sizeof p->errmsg,
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE,
            "fleet.local: expected on, none or an absolute folder, got \"%.100s\"", value);
     return -1;
   }
   *out = strdup(strcmp(value, "on") == 0 ? "" : value);
   if (*out) return 0;
-  lr_fmt(p->errmsg, sizeof p->errmsg, "out of memory");
+  lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "out of memory");
   return -1;
 }
 
@@ -534,7 +557,7 @@ static luaretry_code set_fleet(luaretry_policy *p, int i, const char *value) {
     return rc;
   }
   if (i == F_FL_REDIS && p->fleet_local && strcmp(value, "none") != 0) {
-    lr_fmt(p->errmsg, sizeof p->errmsg,
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE,
            "fleet.redis: fleet.local is set: one store at a time (fleet.local = none first)");
     return LUARETRY_E_ARG;
   }
@@ -544,13 +567,13 @@ static luaretry_code set_fleet(luaretry_policy *p, int i, const char *value) {
   if (i == F_FL_REDIS && strcmp(value, "none") == 0) {
     p->fleet_url = NULL;
   } else if (i == F_FL_REDIS) {
-    if (!lr_fleet_url_ok(value, p->errmsg, sizeof p->errmsg)) return LUARETRY_E_ARG;
+    if (!lr_fleet_url_ok(value, lr_policy_errbuf(p), LR_ERRMSG_SIZE)) return LUARETRY_E_ARG;
     if (!(p->fleet_url = strdup(value))) {
       p->fleet_url = old_url;
-      lr_fmt(p->errmsg, sizeof p->errmsg, "out of memory");
+      lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "out of memory");
       return LUARETRY_E_NOMEM;
     }
-  } else if (lr_schema_limit(i, value, &d, p->errmsg, sizeof p->errmsg) != 0) {
+  } else if (lr_schema_limit(i, value, &d, lr_policy_errbuf(p), LR_ERRMSG_SIZE) != 0) {
     return LUARETRY_E_ARG;
   } else {
     *(i == F_FL_CONNECT   ? &p->fleet_connect_ms
@@ -571,17 +594,17 @@ static luaretry_code set_fleet(luaretry_policy *p, int i, const char *value) {
 static int remember(luaretry_policy *p, const char *name, const char *value, lr_override *saved,
                     size_t *saved_count) {
   if (strlen(name) >= sizeof p->overrides[0].name) {
-    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: name too long", name);
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: name too long", name);
     return -1;
   }
   if (strlen(value) >= sizeof p->overrides[0].value) {
-    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: value too long", name);
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: value too long", name);
     return -1;
   }
   size_t k = 0;
   while (k < p->override_count && strcmp(p->overrides[k].name, name) != 0) k++;
   if (k == MAX_OVERRIDES) {
-    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: too many overrides", name);
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: too many overrides", name);
     return -1;
   }
   *saved = p->overrides[k];
@@ -600,11 +623,11 @@ static luaretry_code set(luaretry_policy *p, const char *name, const char *value
     return set_fleet(p, i, value);
   if (i >= 0 && (lr_fields[i].flags & HOST)) return set_limit(p, i, value);
   if (!option && i < 0) {
-    lr_unknown_field(p->errmsg, sizeof p->errmsg, name);
+    lr_unknown_field(lr_policy_errbuf(p), LR_ERRMSG_SIZE, name);
     return LUARETRY_E_ARG;
   }
   if (!option && !luaretry_field_at((size_t)i)->settable && !lr_field_guard(i)) {
-    lr_fmt(p->errmsg, sizeof p->errmsg, "%s: can only be set in the script", name);
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: can only be set in the script", name);
     return LUARETRY_E_ARG;
   }
   lr_override saved;
@@ -624,9 +647,9 @@ static luaretry_code set(luaretry_policy *p, const char *name, const char *value
 }
 
 luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name, const char *value) {
-  if (!p || !name || !value) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p) || !name || !value) return LUARETRY_E_ARG;
   pthread_mutex_lock(&p->writer);
-  p->errmsg[0] = '\0';
+  lr_policy_errbuf(p)[0] = '\0';
   luaretry_code rc = set(p, name, value);
   pthread_mutex_unlock(&p->writer);
   return rc;
@@ -634,7 +657,7 @@ luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name, const ch
 
 luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name, char *buf,
                                   size_t size) {
-  if (!p || !name || !buf || size == 0) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p) || !name || !buf || size == 0) return LUARETRY_E_ARG;
   int i = lr_field_index(name);
   if (i < 0) i = lr_field_renamed(name); /* throttle.k: admission.k's old name */
   if (i < 0 || !luaretry_field_at((size_t)i)->settable) return LUARETRY_E_ARG;
@@ -653,7 +676,7 @@ luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name, ch
 /* For checks (lint.c traps globals): on_breaker, which no probe reaches. */
 luaretry_code luaretry_policy_probe_on_breaker(luaretry_policy *p, const char *state, char *err,
                                                size_t errlen) {
-  if (!p || !state || !err || !errlen) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p) || !state || !err || !errlen) return LUARETRY_E_ARG;
   err[0] = '\0';
   lr_gen *g = lr_policy_current(p);
   if (!g) {
@@ -667,7 +690,7 @@ luaretry_code luaretry_policy_probe_on_breaker(luaretry_policy *p, const char *s
 }
 
 const char *luaretry_policy_origin(const luaretry_policy *p, const char *field) {
-  if (!p || !field) return NULL;
+  if (!lr_policy_ok(p) || !field) return NULL;
   char top[64];
   lr_strlcpy(top, field, sizeof top);
   char *dot = strchr(top, '.');

@@ -13,10 +13,12 @@
 
 #include <lua.h>
 #include <pthread.h>
+#include <string.h>
 #include <stdatomic.h>
 #include <time.h>
 
 #include "engine/engine.h"
+#include "luaretry_tool.h"
 #include "sandbox/sandbox.h"
 #include "schema.h"
 
@@ -116,7 +118,11 @@ typedef struct lr_gen {
   lr_slot_block slots;
 } lr_gen;
 
+/* The first word of a policy: a handle of another kind (a call) or one
+ * freed and reused is refused with LUARETRY_E_ARG, as NULL is. */
+#define LR_POLICY_MAGIC 0x6c72706fu /* "lrpo" */
 struct luaretry_policy {
+  uint32_t magic;
   pthread_mutex_t writer; /* one load or change of settings at a time */
   pthread_mutex_t lock;   /* what readers take: the load, the tuning */
   lr_gen *gen;            /* the current load: NULL until then */
@@ -151,8 +157,7 @@ struct luaretry_policy {
   size_t memory;            /* bytes of the load's first state */
   int warn_globals;         /* luaretry_policy_warn_undefined_globals */
   char origin[F_COUNT][64]; /* luaretry_policy_origin: "" for the script's own */
-  char errmsg[4096];
-  lr_latency latency; /* recent attempts, for hedge.delay = "pNN" */
+  lr_latency latency;       /* recent attempts, for hedge.delay = "pNN" */
 };
 
 /* ---- request.c: attempt_header's header added to *r (its other headers
@@ -242,9 +247,19 @@ void lr_script_push_call(lua_State *L, lr_script *s);
 /* The current load, referenced (release it with lr_gen_unref); NULL before
  * a load. */
 lr_gen *lr_policy_current(luaretry_policy *p);
+/* Read as bytes: a foreign handle need not have a policy's alignment. */
+static inline int lr_policy_ok(const luaretry_policy *p) {
+  uint32_t magic = 0;
+  if (p) memcpy(&magic, (const void *)p, sizeof magic);
+  return magic == LR_POLICY_MAGIC;
+}
 lr_shared *lr_policy_shared(luaretry_policy *p);
 /* The policy's message, from a function any thread may call (under the
  * writer lock, as loads and sets write it). */
+/* The calling thread's buffer for a policy-level failure on p
+ * (luaretry_policy_errmsg), LR_ERRMSG_SIZE bytes. */
+#define LR_ERRMSG_SIZE 4096
+char *lr_policy_errbuf(const luaretry_policy *p);
 void lr_policy_error(luaretry_policy *p, const char *msg);
 /* ---- fleet_link.c: the fleet a load uses */
 

@@ -9,7 +9,7 @@
 #include "policy.h"
 
 void luaretry_policy_on_fleet(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
-  if (!p) return;
+  if (!lr_policy_ok(p)) return;
   p->fleet_log.fn = fn;
   p->fleet_log.ud = ud;
 }
@@ -43,7 +43,7 @@ static luaretry_code fleet_failed(luaretry_policy *p, lr_fleet *f, lr_fleet_code
 }
 
 luaretry_code luaretry_policy_fleet_sync(luaretry_policy *p) {
-  if (!p) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
   lr_gen *g = fleet_load(p);
   if (!g) return LUARETRY_E_STATE;
   if (lr_fleet_link_local(g->fleet)) { /* every count is read where it lives */
@@ -125,7 +125,7 @@ static luaretry_code local_status(luaretry_policy *p, lr_local *l, const char *k
 }
 
 luaretry_code luaretry_policy_fleet_status(luaretry_policy *p, luaretry_fleet_status *st) {
-  if (!p || !st) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p) || !st) return LUARETRY_E_ARG;
   memset(st, 0, sizeof *st);
   lr_gen *g = fleet_load(p);
   if (!g) return LUARETRY_E_STATE;
@@ -161,7 +161,7 @@ void luaretry_fleet_status_free(luaretry_fleet_status *st) {
 }
 
 luaretry_code luaretry_policy_fleet_reset(luaretry_policy *p) {
-  if (!p) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
   lr_gen *g = fleet_load(p);
   if (!g) return LUARETRY_E_STATE;
   char err[600] = "";

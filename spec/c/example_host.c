@@ -19,6 +19,11 @@
  *   /slow/N   200 after 5 s, then 200 at once (hedge.delay 0.05)
  *                                          -> success won by the hedge,
  *                                             2 attempts, the first cancelled
+ *   /late/N   200 after 5 s, every time, for a call with a deadline of its
+ *             own (the request it serves has 0.3 s left, and more for each
+ *             later call: LUARETRY_CALL_DEADLINE), which comes long before
+ *             the policy's 60 s: its attempt times out by it
+ *                                          -> deadline, 1 attempt
  *
  * Hedging, as this loop runs it: after an attempt starts, a timer for
  * luaretry_call_hedge_in(); when it fires and the call still has the
@@ -41,7 +46,9 @@
 #include "luaretry_curl.h"
 
 #define CALLS         10000
-#define HEDGED_CALLS  32 /* at most half the transfers: each hedge needs one free */
+#define HEDGED_CALLS  32  /* at most half the transfers: each hedge needs one free */
+#define LATE_CALLS    32  /* calls with deadlines of their own */
+#define LATE_LEFT     0.3 /* seconds call i has left: LATE_LEFT + i / 100 */
 #define MAX_TRANSFERS 64
 #define MAX_LIVE      2 /* a call's attempts in flight: the attempt and its hedge */
 
@@ -52,6 +59,7 @@ static const char SERVER[] =
   "  if kind == 'gone' then return 404 end\n"
   "  if kind == 'busy' then return 503 end\n"
   "  if kind == 'slow' then return { delay = req.count == 1 and 5 or 0 } end\n"
+  "  if kind == 'late' then return { delay = 5 } end\n"
   "  if req.count < 3 then\n"
   "    return { status = 503, headers = { ['Retry-After'] = '0' } }\n"
   "  end\n"
@@ -70,10 +78,12 @@ static const char HEDGE_POLICY[] =
   "name = 'example-hedge'\nmax_attempts = 3\n"
   "hedge = { delay = 0.05, max = 1 }\n" POLICY_BODY;
 
-static const char *const KINDS[] = { "ok", "flaky", "gone", "busy", "slow" };
-static const char *const WANT[] = { "success", "success", "final", "exhausted", "success" };
-static const int WANT_ATTEMPTS[] = { 1, 3, 1, 4, 2 };
+static const char *const KINDS[] = { "ok", "flaky", "gone", "busy", "slow", "late" };
+static const char *const WANT[] = { "success",   "success", "final",
+                                    "exhausted", "success", "deadline" };
+static const int WANT_ATTEMPTS[] = { 1, 3, 1, 4, 2, 1 };
 #define SLOW 4
+#define LATE 5
 
 typedef struct host_call host_call;
 
@@ -162,9 +172,7 @@ static size_t on_header(char *data, size_t size, size_t n, void *ud) {
     memcpy(value, data + sizeof name - 1, vlen);
     value[vlen] = '\0';
     value[strcspn(value, "\r\n")] = '\0';
-    struct timespec wall;
-    clock_gettime(CLOCK_REALTIME, &wall);
-    x->retry_after = luaretry_retry_after(value, (double)wall.tv_sec);
+    if (luaretry_retry_after(value, 0, &x->retry_after) != LUARETRY_OK) x->retry_after = -1;
   }
   return len;
 }
@@ -184,8 +192,9 @@ static void start(CURLM *multi, host_call *hc, int id, double timeout, host_call
   curl_easy_setopt(x->h, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(x->h, CURLOPT_HEADERDATA, x);
   curl_easy_setopt(x->h, CURLOPT_PRIVATE, x);
-  long ms = (long)(timeout * 1000);
-  curl_easy_setopt(x->h, CURLOPT_TIMEOUT_MS, ms > 0 ? ms : 0L);
+  /* rounded up: a timeout under a millisecond is not libcurl's 0, none */
+  long ms = timeout > 0 ? (long)(timeout * 1000) + 1 : 0;
+  curl_easy_setopt(x->h, CURLOPT_TIMEOUT_MS, ms);
   x->hc = hc;
   x->id = id;
   x->retry_after = -1;
@@ -309,7 +318,7 @@ static void run(CURLM *multi, host_call *calls, int n) {
 /* Every call as its path asks; a /slow/ call won by its hedge. */
 static int check(host_call *calls, int n) {
   int wrong = 0;
-  long verdicts[5] = { 0 };
+  long verdicts[6] = { 0 };
   for (int i = 0; i < n; i++) {
     host_call *hc = &calls[i];
     const char *got = hc->done ? luaretry_reason_name(hc->reason) : "(not finished)";
@@ -331,6 +340,9 @@ static int check(host_call *calls, int n) {
       "example_host: %d calls in flight on one thread: %ld success (1 attempt), %ld success "
       "(3 attempts), %ld final, %ld exhausted; %d wrong\n",
       n, verdicts[0], verdicts[1], verdicts[2], verdicts[3], wrong);
+  else if (calls[0].kind == LATE)
+    printf("example_host: %d calls with deadlines of their own: %ld ended by them; %d wrong\n", n,
+           verdicts[LATE], wrong);
   else
     printf("example_host: %d hedged calls: %ld won by their hedge; %d wrong\n", n, verdicts[SLOW],
            wrong);
@@ -338,7 +350,9 @@ static int check(host_call *calls, int n) {
 }
 
 /* n calls of policy `source` on paths of kind `kind` (-1: the four in turn),
- * all run to their end in one loop; the number that ended wrong. */
+ * all run to their end in one loop; the number that ended wrong.  Kind
+ * LATE: each call has a deadline of its own, as a proxy passes on the
+ * deadline of the request it serves. */
 static int phase(const char *address, const char *source, int kind, int n, host_call *calls,
                  luaretry_metrics *m) {
   luaretry_policy *p;
@@ -358,6 +372,10 @@ static int phase(const char *address, const char *source, int kind, int n, host_
     luaretry_call_options_init(&o);
     o.flags = LUARETRY_CALL_SEED;
     o.seed = (uint64_t)i;
+    if (kind == LATE) {
+      o.flags |= LUARETRY_CALL_DEADLINE;
+      o.deadline = luaretry_deadline_in(LATE_LEFT + i / 100.0);
+    }
     if (luaretry_call_begin(p, &o, &calls[i].c) != LUARETRY_OK) {
       fprintf(stderr, "example_host: call %d did not begin\n", i);
       exit(1);
@@ -399,6 +417,7 @@ int main(void) {
             (unsigned long long)m.hedges_cancelled, HEDGED_CALLS);
     wrong++;
   }
+  wrong += phase(lr_faults_address(server), POLICY, LATE, LATE_CALLS, calls, &m);
   for (int i = 0; i < MAX_TRANSFERS; i++)
     if (pool[i].h) curl_easy_cleanup(pool[i].h);
   lr_faults_free(server);

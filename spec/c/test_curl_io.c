@@ -17,7 +17,10 @@
  *   Accept-Ranges;
  * - digests for any host: a body that is not its Content-MD5 fails its
  *   attempt (digest_mismatch) and the next one's is kept; a checksum that
- *   is not one is LUARETRY_E_ARG. */
+ *   is not one is LUARETRY_E_ARG;
+ * - a call's own deadline (LUARETRY_CALL_DEADLINE) bounds the attempt's
+ *   transfer, against a server that never answers, where the policy's
+ *   attempt_timeout (30 s) would not. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -257,7 +260,7 @@ static void redirect_to(const char *location) {
   luaretry_policy *p = policy("max_attempts = 1\ndeadline = 20\n");
   luaretry_call *c = NULL;
   CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
-  luaretry_call_observe(c, observe, NULL);
+  luaretry_call_on_decision(c, observe, NULL);
   char url[64];
   snprintf(url, sizeof url, "http://127.0.0.1:%d/r", s.port);
   luaretry_request req = { .method = "GET", .url = url };
@@ -447,7 +450,7 @@ static void test_digest(void) {
   CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
   char url[64], error[64] = "";
   snprintf(url, sizeof url, "http://127.0.0.1:%d/f", s.port);
-  luaretry_call_observe(c, on_outcome, error);
+  luaretry_call_on_decision(c, on_outcome, error);
   luaretry_request req = { .method = "GET", .url = url };
   static stream_sink sink;
   memset(&sink, 0, sizeof sink);
@@ -474,8 +477,69 @@ static void test_digest(void) {
   luaretry_policy_free(p);
 }
 
+/* ---- a call's own deadline: a listening socket that never accepts
+ * (the kernel completes the connection; no answer ever comes) */
+
+static void test_call_deadline(void) {
+  struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = 0 };
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (!CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 && listen(fd, 8) == 0 &&
+             getsockname(fd, (struct sockaddr *)&a, &len) == 0))
+    return;
+  luaretry_policy *p = policy(
+    "deadline = 60\nattempt_timeout = 30\n"
+    "backoff = { initial = 0.01, jitter = 'none' }\n");
+  luaretry_call_options co = { .flags = LUARETRY_CALL_DEADLINE,
+                               .deadline = luaretry_deadline_in(0.3) };
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, &co, &c), LUARETRY_OK);
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/never", ntohs(a.sin_port));
+  luaretry_request req = { .method = "GET", .url = url };
+  CURL *h = curl_easy_init();
+  luaretry_decision d;
+  CHECK_CODE(luaretry_curl_perform(p, c, h, &req, NULL, &d), LUARETRY_OK);
+  CHECK_EQ_STR(luaretry_reason_name(d.reason), "deadline");
+  CHECK_EQ_INT(d.attempt, 1);
+  CHECK(luaretry_call_elapsed(c) < 5); /* the call's 0.3 s, not the policy's 30 */
+  curl_easy_cleanup(h);
+  luaretry_call_free(c);
+  /* a batch: each job with a deadline of its own (job.call) */
+  luaretry_call_options own[2] = {
+    { .flags = LUARETRY_CALL_DEADLINE, .deadline = luaretry_deadline_in(0.3) },
+    { .flags = LUARETRY_CALL_DEADLINE, .deadline = luaretry_deadline_in(0.6) },
+  };
+  luaretry_curl_job jobs[2];
+  memset(jobs, 0, sizeof jobs);
+  for (int i = 0; i < 2; i++) {
+    jobs[i].request = &req;
+    jobs[i].call = &own[i];
+  }
+  luaretry_curl_many *m = NULL;
+  CHECK_CODE(luaretry_curl_many_new(&m), LUARETRY_OK);
+  luaretry_curl_many_options mo;
+  luaretry_curl_many_options_init(&mo);
+  mo.max_transfers = 2; /* side by side: each call begins at once */
+  double t0 = luaretry_clock_now();
+  CHECK_CODE(luaretry_curl_perform_many(m, p, jobs, 2, &mo), LUARETRY_OK);
+  CHECK(luaretry_clock_now() - t0 < 5); /* the jobs' 0.3 and 0.6 s, not 30 */
+  for (int i = 0; i < 2; i++) {
+    CHECK_CODE(jobs[i].result.code, LUARETRY_OK);
+    CHECK_EQ_STR(luaretry_reason_name(jobs[i].result.final.reason), "deadline");
+  }
+  /* job 1 ran to its own 0.6 s (an attempt's timeout never fires early),
+   * not to job 0's 0.3 */
+  CHECK(jobs[1].result.elapsed >= 0.55);
+  luaretry_curl_many_free(m);
+  luaretry_policy_free(p);
+  close(fd);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
+  test_call_deadline();
   test_resume();
   test_digest();
   test_streaming();

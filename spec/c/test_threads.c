@@ -121,6 +121,46 @@ static void run_threads(void *(*fn)(void *), worker *w, luaretry_policy *p) {
   run_threads_of(fn, w, p, 0);
 }
 
+/* Threads failing on one policy at once: each reads its own message,
+ * whole (a setting of a name of its own that does not exist), never
+ * another thread's. */
+typedef struct {
+  luaretry_policy *p;
+  int id, own, other;
+} err_worker;
+
+static void *error_worker(void *arg) {
+  err_worker *w = arg;
+  char name[32], want[48];
+  snprintf(name, sizeof name, "no_such_field_%d", w->id);
+  snprintf(want, sizeof want, "%s: unknown name", name);
+  for (int i = 0; i < 2000; i++) {
+    if (luaretry_policy_set(w->p, name, "1") != LUARETRY_E_ARG) continue;
+    const char *msg = luaretry_policy_errmsg(w->p);
+    if (strncmp(msg, want, strlen(want)) == 0)
+      w->own++;
+    else
+      w->other++;
+  }
+  return NULL;
+}
+
+static void test_errors_of_threads(luaretry_policy *p) {
+  err_worker w[THREADS];
+  pthread_t t[THREADS];
+  for (int i = 0; i < THREADS; i++) {
+    w[i] = (err_worker){ p, i, 0, 0 };
+    pthread_create(&t[i], NULL, error_worker, &w[i]);
+  }
+  for (int i = 0; i < THREADS; i++) {
+    pthread_join(t[i], NULL);
+    CHECK_EQ_INT(w[i].own, 2000);
+    CHECK_EQ_INT(w[i].other, 0);
+  }
+  /* this thread failed on nothing: no message of another thread */
+  CHECK_EQ_STR(luaretry_policy_errmsg(p), "");
+}
+
 int main(void) {
   luaretry_policy *p;
   CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
@@ -128,6 +168,8 @@ int main(void) {
     fprintf(stderr, "%s\n", luaretry_policy_errmsg(p));
     return check_done();
   }
+
+  test_errors_of_threads(p);
 
   /* 8 threads x 100,000 decisions through the step API */
   worker w[THREADS];

@@ -152,15 +152,12 @@ double log_quota_max_wait(const luaretry_policy *p) {
 /* -v: RateLimit fields that pacing ignores, and why. */
 static void quota_note(const attempt_log *log, const char *who, const luaretry_outcome *o,
                        const luaretry_decision *d) {
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
   double r, t;
-  int v = luaretry_rate_quota(o->headers, o->header_count,
-                              (double)now.tv_sec + (double)now.tv_nsec * 1e-9, &r, &t);
-  if (v < 0)
+  luaretry_code v = luaretry_rate_quota(o->headers, o->header_count, 0, &r, &t); /* wall clock */
+  if (v != LUARETRY_OK)
     fprintf(stderr, "luaretry: %sattempt %d: RateLimit fields ignored: they do not read\n", who,
             d->attempt);
-  else if (v > 0 && t > log->quota_max_wait)
+  else if (r >= 0 && t > log->quota_max_wait)
     fprintf(stderr,
             "luaretry: %sattempt %d: RateLimit fields ignored: a reset in %.0f s is past "
             "max_retry_after (%g s)\n",

@@ -189,7 +189,7 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
   response_init(&r, a, log, out, h);
   luaretry_code rc = LUARETRY_E_ARG; /* a usage error, already told */
   if (applied && (!a->write_out || writeout_load(a->write_out, &r.format) == 0)) {
-    luaretry_call_observe(c, response_observe, &r);
+    luaretry_call_on_decision(c, response_observe, &r);
     luaretry_curl_options co;
     luaretry_curl_options_init(&co);
     co.sink = response_sink;
@@ -288,7 +288,7 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
     return EXIT_POLICY;
   }
-  luaretry_call_observe(*c, log_attempt, log);
+  luaretry_call_on_decision(*c, log_attempt, log);
   cli_cancel_on_signal(*c, NULL);
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);

@@ -1,0 +1,198 @@
+/* test_deadline.c: a call's own deadline (LUARETRY_CALL_DEADLINE), as a
+ * host serving a request with its caller's deadline gives it: the earlier
+ * of it and the policy's wins, in the step API and the blocking call; a
+ * deadline passed, NaN or negative ends the call at once.  Virtual clock
+ * except where the blocking call runs on the real one. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "luaretry.h"
+#include "check.h"
+
+/* waits 1, 2, 3, 3... (no jitter), attempt_timeout 4, deadline 10 */
+static const char SVC[] =
+  "name = \"svc\"\n"
+  "deadline = 10\n"
+  "attempt_timeout = 4\n"
+  "backoff = { initial = 1, multiplier = 2, max = 3, jitter = \"none\" }\n";
+
+static luaretry_policy *load(const char *src) {
+  luaretry_policy *p = NULL;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  if (!CHECK_CODE(luaretry_policy_load_string(p, "svc.lua", src), LUARETRY_OK))
+    fprintf(stderr, "  %s\n", luaretry_policy_errmsg(p));
+  return p;
+}
+
+static luaretry_call *begin(luaretry_policy *p, unsigned flags, double deadline) {
+  luaretry_call_options o;
+  luaretry_call_options_init(&o);
+  o.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | flags;
+  o.seed = 1;
+  o.deadline = deadline;
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
+  CHECK(c != NULL);
+  return c;
+}
+
+static luaretry_code report(luaretry_call *c, int status, luaretry_decision *d) {
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.status = status;
+  return luaretry_call_report(c, &o, d);
+}
+
+/* The call's deadline, 2.5 s from now, comes before the policy's 10 s: the
+ * first attempt's timeout is cut to it, the retry that would start at 3 s
+ * is not made. */
+static void test_earlier_wins(luaretry_policy *p) {
+  double before = luaretry_clock_now();
+  luaretry_call *c = begin(p, LUARETRY_CALL_DEADLINE, luaretry_deadline_in(2.5));
+  double dl = luaretry_call_deadline(c);
+  /* the time left when the call began: 2.5 s less what passed meanwhile */
+  CHECK(dl <= 2.5 && dl > 2.5 - (luaretry_clock_now() - before) - 1e-9);
+  CHECK_EQ_DBL(luaretry_call_timeout(c), dl); /* not the policy's 4 s */
+  luaretry_decision d;
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 1);
+  CHECK_CODE(report(c, 503, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 1);
+  CHECK_EQ_DBL(d.wait, 1);
+  CHECK_NEAR(d.next_timeout, dl - 1, 1e-9);
+  CHECK_CODE(luaretry_call_wait(c, d.wait), LUARETRY_OK);
+  CHECK_CODE(report(c, 503, &d), LUARETRY_OK); /* the next would start at 3 s */
+  CHECK_EQ_INT(d.retry, 0);
+  CHECK_EQ_STR(luaretry_reason_name(d.reason), "deadline");
+  CHECK_EQ_INT(d.attempt, 2);
+  luaretry_call_free(c);
+}
+
+/* The policy's 10 s comes before the call's 100 s: the policy's wins. */
+static void test_policy_wins(luaretry_policy *p) {
+  luaretry_call *c = begin(p, LUARETRY_CALL_DEADLINE, luaretry_deadline_in(100));
+  CHECK_EQ_DBL(luaretry_call_deadline(c), 10);
+  CHECK_EQ_DBL(luaretry_call_timeout(c), 4);
+  luaretry_call_free(c);
+  /* +infinity is no deadline of the call's own */
+  c = begin(p, LUARETRY_CALL_DEADLINE, INFINITY);
+  CHECK_EQ_DBL(luaretry_call_deadline(c), 10);
+  luaretry_call_free(c);
+}
+
+/* Zeroed options are no deadline: the field without the flag is ignored,
+ * even when it names a time long past (0, the clock's origin). */
+static void test_flag_needed(luaretry_policy *p) {
+  luaretry_call *c = begin(p, 0, 0);
+  CHECK_EQ_DBL(luaretry_call_deadline(c), 10);
+  luaretry_decision d;
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 1);
+  luaretry_call_free(c);
+}
+
+/* Passed, NaN, negative: the call stops at once with reason DEADLINE, no
+ * attempt, no wait, and counts as a deadline stop. */
+static void test_bad_deadlines(luaretry_policy *p) {
+  const double bad[] = { luaretry_deadline_in(-0.5), NAN, -1, -INFINITY, 0 };
+  const char *says[] = { "passed", "not a time", "not a time", "not a time", "passed" };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    luaretry_metrics before, after;
+    CHECK_CODE(luaretry_policy_metrics(p, &before), LUARETRY_OK);
+    luaretry_call *c = begin(p, LUARETRY_CALL_DEADLINE, bad[i]);
+    luaretry_decision d;
+    CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+    CHECK_EQ_INT(d.retry, 0);
+    CHECK_EQ_STR(luaretry_reason_name(d.reason), "deadline");
+    CHECK_EQ_INT(d.attempt, 0);
+    CHECK_EQ_DBL(d.wait, 0);
+    CHECK(d.message != NULL);
+    if (d.message) CHECK_CONTAINS(d.message, says[i]);
+    CHECK_EQ_DBL(luaretry_call_elapsed(c), 0);
+    CHECK_CODE(luaretry_policy_metrics(p, &after), LUARETRY_OK);
+    CHECK_EQ_INT((int)(after.deadline_stops - before.deadline_stops), 1);
+    luaretry_call_free(c);
+  }
+}
+
+/* The blocking call on the real clock: every attempt fails, the backoff
+ * is 50 ms, neither max_attempts nor the policy's deadline would stop it;
+ * the call's own 300 ms does, and no attempt's timeout is longer. */
+typedef struct {
+  int attempts;
+  double longest; /* the longest timeout an attempt was given */
+} op_state;
+
+static luaretry_code op(void *ud, luaretry_call *c, int attempt, double timeout,
+                        luaretry_outcome *out) {
+  (void)c;
+  (void)attempt;
+  op_state *s = ud;
+  s->attempts++;
+  if (timeout <= 0 || timeout > s->longest) s->longest = timeout <= 0 ? INFINITY : timeout;
+  luaretry_outcome_init(out);
+  out->status = 503;
+  return LUARETRY_OK;
+}
+
+static void test_blocking(void) {
+  luaretry_policy *p = load(
+    "backoff = { initial = 0.05, multiplier = 1, jitter = \"none\" }\n"
+    "max_attempts = 1000\nattempt_timeout = 60\n");
+  luaretry_call_options o;
+  luaretry_call_options_init(&o);
+  o.flags = LUARETRY_CALL_DEADLINE;
+  o.deadline = luaretry_deadline_in(0.3);
+  op_state s = { 0, 0 };
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
+  luaretry_decision d;
+  CHECK_CODE(luaretry_call_run(c, op, &s, &d), LUARETRY_OK);
+  CHECK_EQ_STR(luaretry_reason_name(d.reason), "deadline");
+  CHECK(s.attempts >= 1);
+  /* every attempt's timeout ends by it, not the policy's 60 s */
+  CHECK(s.longest > 0 && s.longest <= 0.3);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+}
+
+/* A host that asks for its attempt after the deadline passed (its timer
+ * late on a busy machine) gets a stop, not an attempt; one that asks
+ * before gets what is left as the timeout. */
+static void test_asked_late(luaretry_policy *p) {
+  luaretry_call_options o = { .flags = LUARETRY_CALL_DEADLINE,
+                              .deadline = luaretry_deadline_in(5) };
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
+  luaretry_decision d;
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 1);
+  CHECK(d.next_timeout > 0 && d.next_timeout <= 4); /* the policy's attempt_timeout */
+  luaretry_call_free(c);
+  o.deadline = luaretry_deadline_in(0.05);
+  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
+  struct timespec nap = { 0, 100 * 1000 * 1000 }; /* 0.1 s: past it, whatever the load */
+  nanosleep(&nap, NULL);
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 0);
+  CHECK_EQ_STR(luaretry_reason_name(d.reason), "deadline");
+  CHECK_EQ_INT(d.attempt, 0);
+  if (CHECK(d.message != NULL))
+    CHECK_CONTAINS(d.message, "passed before the attempt was asked for");
+  luaretry_call_free(c);
+}
+
+int main(void) {
+  luaretry_policy *p = load(SVC);
+  test_earlier_wins(p);
+  test_policy_wins(p);
+  test_flag_needed(p);
+  test_bad_deadlines(p);
+  test_asked_late(p);
+  luaretry_policy_free(p);
+  test_blocking();
+  return check_done();
+}
