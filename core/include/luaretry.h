@@ -353,7 +353,7 @@ typedef struct {
     uint64_t admission_refusals;  /* throttle_refusals: the old name, until 1.0 */
     uint64_t throttle_refusals;
   };
-  uint64_t reserved[16];          /* room for later counters: zeroed */
+  uint64_t reserved[16]; /* room for later counters: zeroed */
 } luaretry_metrics;
 
 LUARETRY_API luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m);
