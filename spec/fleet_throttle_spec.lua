@@ -13,8 +13,8 @@ local THROTTLE, REFUSE, FAST = DIR .. "throttle.lua", DIR .. "refuse.lua", DIR .
 local COST, HEDGE = DIR .. "cost.lua", DIR .. "hedge.lua"
 
 local LOST = "local guards decide until Redis is back"
-local FLEET_SAYS = "the fleet's client%-side throttle refuses"
-local LOCAL_SAYS = "the client%-side throttle refuses"
+local FLEET_SAYS = "the fleet's admission control refuses"
+local LOCAL_SAYS = "^admission control refuses"
 
 local keys = 0
 local function new_key()
@@ -53,7 +53,7 @@ local function many(n, args_of)
   return out
 end
 
-describe("the fleet's client-side throttle", function ()
+describe("the fleet's admission control (client-side throttle)", function ()
   local r, srv
 
   setup(function ()
@@ -165,7 +165,7 @@ describe("the fleet's client-side throttle", function ()
       end
       c:close()
       slowest = math.max(slowest, proc.now() - t)
-      if d.verdict == "throttle" then said[#said + 1] = d.message end
+      if d.verdict == "admission" then said[#said + 1] = d.message end
       proc.sleep(0.002)                     -- the worker's round trip finds Redis gone meanwhile
     end
     p:close()

@@ -93,6 +93,58 @@ budget = { max_tokens = 10, token_ratio = 0.1 }
   end)
 end)
 
+describe("the budget's floor (budget.reserve)", function ()
+  local function floor_policy(initial, attempts)
+    return policy(([[
+max_attempts = %d
+backoff = { initial = %g, multiplier = 1, jitter = "none" }
+budget = { max_tokens = 10, token_ratio = 0.1, reserve = 0.1 }
+]]):format(attempts or 100, initial))
+  end
+
+  it("lets a lone call of 10 attempts make them all, even with no wait between them", function ()
+    -- 4 retries from the tokens, 5 from the reserve (50 s of 0.1 a second)
+    local d, attempts = failing_call(floor_policy(0, 10))
+    assert.are.equal("exhausted", d.verdict)
+    assert.are.equal(10, attempts)
+  end)
+
+  it("holds 50 s of retries and refills at reserve per second, then refuses", function ()
+    local d, attempts = failing_call(floor_policy(0))
+    assert.are.equal("budget", d.verdict)
+    assert.are.equal(10, attempts)   -- 4 + 5: the reserve's 50 s held at once
+    assert.matches("and its reserve %(0.1 retries per second%) is spent", d.message)
+    -- waits of 1 s: the 5 retries of the reserve in 5 s refill half of one
+    d, attempts = failing_call(floor_policy(1))
+    assert.are.same({ "budget", 10 }, { d.verdict, attempts })
+    -- waits of 10 s: each retry's wait refills the one it takes
+    d, attempts = failing_call(floor_policy(10, 30))
+    assert.are.same({ "exhausted", 30 }, { d.verdict, attempts })
+  end)
+
+  it("is the policy's, not the call's: many calls in an outage share one reserve", function ()
+    local p = floor_policy(0, 10)
+    local sent = 0
+    for seed = 1, 100 do
+      local _, n = failing_call(p, seed)
+      sent = sent + n
+    end
+    -- 100 first attempts, 4 retries from the tokens, 5 from the reserve
+    -- (the virtual clocks of these calls do not move: no refill)
+    assert.are.equal(109, sent)
+  end)
+
+  it("is off with reserve = 0, the default", function ()
+    local d, attempts = failing_call(policy([[
+max_attempts = 10
+backoff = { initial = 0, jitter = "none" }
+budget = { max_tokens = 10, token_ratio = 0.1 }
+]]))
+    assert.are.equal("budget", d.verdict)
+    assert.are.equal(5, attempts)
+  end)
+end)
+
 describe("the circuit breaker", function ()
   local SRC = [[
 max_attempts = 10

@@ -440,7 +440,8 @@ describe("simulate --latency", function ()
   it("gives each run fresh guards of its own: the run without the hedge inherits no spent budget", function ()
     -- every attempt times out; a budget of 4 tokens allows one retry in all
     local r = proc.run({"simulate", "http", "--set", "attempt_timeout=0.5", "--set", "budget.max_tokens=4",
-                        "--set", "budget.token_ratio=0.1", "--latency", "2", "--calls", "20", "--json"})
+                        "--set", "budget.token_ratio=0.1", "--set", "budget.reserve=0",
+                        "--latency", "2", "--calls", "20", "--json"})
     assert.are.equal(0, r.code, r.stderr)
     local lines = proc.lines(r.stdout)
     local with, without = proc.json.decode(lines[1]), proc.json.decode(lines[2])

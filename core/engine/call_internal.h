@@ -87,6 +87,9 @@ struct luaretry_call {
   unsigned char held;        /* ... that hold something for the attempt asked for */
   unsigned char remote_said; /* the fleet's view decided the last refusal */
   double held_at;            /* the guard clock when admission counted it */
+  /* a retry the fleet's tokens refused went on to its wait for the
+   * fleet's reserve (call_guards.c) */
+  unsigned char reserve_asked;
 };
 
 /* Read as bytes: a foreign handle need not have a call's alignment. */

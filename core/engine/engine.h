@@ -92,6 +92,9 @@ double lr_backoff_wait(const lr_backoff *b, uint64_t n, double *previous, lr_rng
 typedef struct {
   int budget; /* retry throttling on */
   double max_tokens, token_ratio;
+  /* retries per second the budget allows whatever its tokens (Finagle's
+   * floor), LR_RESERVE_SPAN s of them held at once; 0: none */
+  double reserve;
   double throttle_cost; /* tokens a throttling outcome takes */
   int breaker;          /* circuit breaker on */
   int failures;         /* transient failures in a row to open */
@@ -117,6 +120,9 @@ typedef struct {
 } lr_guards;
 
 #define LR_WINDOW_MAX 1000 /* outcomes a rate window may hold */
+
+/* Seconds of the budget's reserve held at once (guard.c). */
+#define LR_RESERVE_SPAN 50.0
 
 /* Every attempt ends in a decision: a retry, or a stop for a reason.  So
  * attempts are not counted one by one (an atomic less per decision): they
@@ -205,7 +211,8 @@ typedef struct {
   lr_guards guards; /* the settings last configured: for a reload to
                                  tell whether they changed */
   atomic_llong milli_tokens;
-  atomic_llong hedge_milli; /* hedging's credit, in thousandths of a hedge */
+  atomic_llong hedge_milli;    /* hedging's credit, in thousandths of a hedge */
+  atomic_llong reserve_tat_ns; /* the reserve's GCRA: when it was last empty */
   atomic_int breaker_state, consecutive_failures, probes_left;
   atomic_llong opened_at_ns;
   /* the rate rules' window: a ring of the last outcomes (bit 0: failed,
@@ -236,6 +243,13 @@ double lr_budget_tokens(lr_shared *s);
  * open_seconds passed); half-open, when a probe permit is left, taken
  * (*permit = 1): every attempt in half-open takes one, whatever its kind.
  * The simulated fleet asks it as the fleet would. */
+/* The budget's floor: 1 when a retry the tokens refuse may go all the
+ * same, taking one of the reserve's retries (budget.reserve per second,
+ * LR_RESERVE_SPAN seconds of them held at once); 0 when none is left. */
+int lr_budget_reserve_take(lr_shared *s, const lr_guards *g, double now);
+/* The same test on a GCRA's state *tat (seconds) without atomics, for a
+ * fleet's state kept elsewhere (simfleet.c; Redis runs it in ms). */
+int lr_reserve_gcra(double *tat, double reserve, double now);
 int lr_breaker_admits(lr_shared *s, const lr_guards *g, int first_attempt, double now);
 int lr_breaker_permit(lr_shared *s, const lr_guards *g, double now, int *permit);
 /* A permit handed back: its attempt was refused by a later guard, or its
@@ -403,6 +417,12 @@ typedef struct {
    * lr_breaker_record's does.  Never waits.  NULL: the window stays this
    * process's (the local breaker still opens on it). */
   void (*breaker_record)(void *ud, int failed, int slow, double now);
+  /* The budget's floor, the fleet's (lr_budget_reserve_take on the
+   * fleet's reserve): 1 when a retry the fleet's tokens refuse may go, 0,
+   * or LR_REMOTE_LOCAL.  Asked after the retry's wait (it may make one
+   * round trip, ending within `left` seconds, 0: no deadline, and at once
+   * when w is cancelled).  NULL: the local reserve decides. */
+  int (*reserve_take)(void *ud, double now, double left, lr_waiter *w);
 } lr_remote_ops;
 
 typedef struct {

@@ -14,11 +14,14 @@
 
 #define MILLI 1000 /* tokens in thousandths: gRPC's ratio has 3 decimals */
 
+static long long to_ns(double seconds);
+
 void lr_shared_init(lr_shared *s, const lr_guards *g) {
   memset(s, 0, sizeof *s);
   s->guards = *g;
   atomic_init(&s->milli_tokens, (long long)llround(g->max_tokens * MILLI));
   atomic_init(&s->hedge_milli, (long long)LR_HEDGE_RESERVE * MILLI);
+  atomic_init(&s->reserve_tat_ns, LLONG_MIN / 2);
   atomic_init(&s->breaker_state, LUARETRY_BREAKER_CLOSED);
   for (int k = 0; k < LR_STRIPES; k++)
     for (int i = 0; i <= LR_METRIC_COUNT; i++) atomic_init(&s->stripes[k].v[i], 0);
@@ -30,6 +33,7 @@ void lr_shared_init(lr_shared *s, const lr_guards *g) {
 }
 
 static int same_guards(const lr_guards *a, const lr_guards *b) {
+  if (a->reserve != b->reserve) return 0;
   return a->budget == b->budget && a->max_tokens == b->max_tokens &&
          a->token_ratio == b->token_ratio && a->throttle_cost == b->throttle_cost &&
          a->breaker == b->breaker && a->failures == b->failures &&
@@ -52,6 +56,7 @@ void lr_shared_configure(lr_shared *s, const lr_guards *g) {
   if (same_guards(&s->guards, g)) return;
   s->guards = *g;
   atomic_store(&s->milli_tokens, (long long)llround(g->max_tokens * MILLI));
+  atomic_store(&s->reserve_tat_ns, LLONG_MIN / 2);
   atomic_store(&s->breaker_state, LUARETRY_BREAKER_CLOSED);
   atomic_store(&s->consecutive_failures, 0);
   window_clear(s);
@@ -129,6 +134,38 @@ int lr_budget_allows_retry(lr_shared *s, const lr_guards *g) {
 }
 
 double lr_budget_tokens(lr_shared *s) { return (double)atomic_load(&s->milli_tokens) / MILLI; }
+
+/* ---- the budget's floor (Finagle's RetryBudget: a share of requests, the
+ * tokens above, plus a reserve of retries per second): a token bucket of
+ * `reserve` per second holding LR_RESERVE_SPAN seconds of them, as a GCRA
+ * whose state is the moment it was last empty (tat).  Full: tat at or
+ * before now - SPAN; a retry takes 1 / reserve seconds of it.  So a lone
+ * call (50 s of the shipped 0.1 a second hold 5 retries, what a call of 10
+ * attempts needs beyond the tokens' 4) makes all its attempts however
+ * short its waits, while a batch in an outage adds at most 5 + 0.1 a
+ * second to what the tokens allow, however many calls it holds.  Finagle
+ * holds 10 s (its TTL) of a reserve of 10 a second, sized for servers of
+ * many requests; a client's lone call needs the few retries held, not the
+ * rate, and a fleet of 100 such calls must stay within 1.1. */
+
+int lr_reserve_gcra(double *tat, double reserve, double now) {
+  if (!(reserve > 0)) return 0;
+  double t = *tat < now - LR_RESERVE_SPAN ? now - LR_RESERVE_SPAN : *tat;
+  if (now - t + 1e-6 < 1 / reserve) return 0; /* a µs: the ns it is kept in round */
+  *tat = t + 1 / reserve;
+  return 1;
+}
+
+int lr_budget_reserve_take(lr_shared *s, const lr_guards *g, double now) {
+  if (!g->budget || !(g->reserve > 0)) return 0;
+  long long cur = atomic_load(&s->reserve_tat_ns), next;
+  do {
+    double tat = cur == LLONG_MIN / 2 ? now - LR_RESERVE_SPAN : (double)cur * 1e-9;
+    if (!lr_reserve_gcra(&tat, g->reserve, now)) return 0;
+    next = to_ns(tat);
+  } while (!atomic_compare_exchange_weak(&s->reserve_tat_ns, &cur, next));
+  return 1;
+}
 
 /* ---- the breaker: closed -> open after `failures` transient failures in
  * a row; open for `open_seconds`, refusing every call; then half-open,

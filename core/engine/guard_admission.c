@@ -15,11 +15,11 @@ static void stop(luaretry_call *c, luaretry_decision *d, double at, int remote) 
                ? c->remote->ops->throttle_refusal(c->remote->ud, at)
                : LR_REMOTE_LOCAL;
   if (r < 0) r = lr_throttle_refusal(c->shared, g, c->guard_origin + at);
-  lr_call_stop_saying(c, d, LUARETRY_REASON_THROTTLE, "throttle",
-                      "%sclient-side throttle refuses "
+  lr_call_stop_saying(c, d, LUARETRY_REASON_ADMISSION, "admission",
+                      "%sadmission control refuses "
                       "(it refuses %.0f%% of attempts now: fewer than 1 in %g was accepted over "
                       "%g s)",
-                      lr_whose(remote), 100 * r, g->throttle_k, g->throttle_window);
+                      remote ? "the fleet's " : "", 100 * r, g->throttle_k, g->throttle_window);
 }
 
 static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
@@ -38,7 +38,7 @@ static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
     return 0;
   }
   if (a->kind == LR_KIND_HEDGE)
-    a->why = "the client-side throttle refuses";
+    a->why = "admission control refuses";
   else
     stop(c, d, at, remote);
   return 1;

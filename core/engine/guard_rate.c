@@ -70,8 +70,12 @@ double lr_call_rate_token(luaretry_call *c, double start) {
       if (extra < 0) return -1;
       held = c->admitted > c->attempts;
     } else {
+      /* the spread's draw only once the adaptive rate paces: until throttling
+       * answers come it is not there, and a seed gives the waits it gave
+       * without it (simulate's and run's alike) */
+      int paced = r->guards.rate_adaptive && lr_rate_now(c->shared, &r->guards) > 0;
       extra = lr_rate_reserve(c->shared, &r->guards, now, base + start, latest,
-                              r->guards.rate_adaptive ? lr_rng_unit(&c->rng) : 0, &held);
+                              paced ? lr_rng_unit(&c->rng) : 0, &held);
       if (extra < 0) return -1;
       c->admitted = held ? c->attempts + 1 : c->attempts; /* not held: ask again then */
       c->admit_at = start + extra;

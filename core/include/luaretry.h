@@ -351,8 +351,11 @@ typedef struct {
   uint64_t hedges_cancelled;      /* attempts cancelled because another one of
                                  their call answered first */
   uint64_t throttled;             /* outcomes judged throttling */
-  uint64_t throttle_refusals;     /* attempts the client-side throttle refused */
-  uint64_t reserved[16];          /* room for later counters: zeroed */
+  union {                         /* attempts admission control refused; */
+    uint64_t admission_refusals;  /* throttle_refusals: the old name, until 1.0 */
+    uint64_t throttle_refusals;
+  };
+  uint64_t reserved[16]; /* room for later counters: zeroed */
 } luaretry_metrics;
 
 LUARETRY_API luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m);
@@ -621,13 +624,16 @@ typedef enum {
   LUARETRY_REASON_CIRCUIT_OPEN,
   LUARETRY_REASON_GAVE_UP,              /* the host's operation gave up */
   LUARETRY_REASON_SERVER_WAIT_TOO_LONG, /* a Retry-After above max_retry_after */
-  LUARETRY_REASON_THROTTLE,             /* the client-side throttle refused the attempt */
-  LUARETRY_REASON_RATE_LIMIT            /* the rate limiter's wait would pass the deadline */
+  LUARETRY_REASON_ADMISSION,            /* admission control (the client-side throttle)
+                                           refused the attempt */
+  LUARETRY_REASON_RATE_LIMIT,           /* the rate limiter's wait would pass the deadline */
+  /* the old name of LUARETRY_REASON_ADMISSION, the same value, until 1.0 */
+  LUARETRY_REASON_THROTTLE = LUARETRY_REASON_ADMISSION
 } luaretry_reason;
 
 /* "retry" for NONE, else "success", "final", "exhausted", "deadline",
  * "policy_error", "cancelled", "budget", "circuit_open", "gave_up",
- * "server_wait_too_long", "throttle", "rate_limit". */
+ * "server_wait_too_long", "admission", "rate_limit". */
 LUARETRY_API const char *luaretry_reason_name(luaretry_reason r);
 
 typedef enum {

@@ -326,7 +326,7 @@ static int p_metrics(lua_State *L) {
     { "hedges_won", m.hedges_won },
     { "hedges_cancelled", m.hedges_cancelled },
     { "throttled", m.throttled },
-    { "throttle_refusals", m.throttle_refusals },
+    { "admission_refusals", m.admission_refusals },
     { "rate_limited", m.rate_limited },
   };
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {

@@ -60,13 +60,14 @@ typedef struct {
   luaretry_jitter throttle_jitter;
   int throttle_cap_jitter;
   double throttle_cost;
+  double budget_reserve;   /* retries per second whatever the tokens */
   char attempt_header[64]; /* "": none */
   /* the breaker's rate rules */
   double failure_rate, slow_seconds, slow_rate;
-  long window, min_calls, half_open_calls;
-  /* client-side throttling and the rate limiter */
-  int throttle, rate, rate_adaptive, rate_headers;
-  double throttle_k, throttle_window, rate_limit;
+  long window, min_calls;
+  /* admission control (client-side throttling) and the rate limiter */
+  int admission, rate, rate_adaptive, rate_headers;
+  double admission_k, admission_window, rate_limit;
   long rate_burst;
 } lr_tuning;
 
@@ -143,6 +144,8 @@ typedef struct {
     "tokens a success gives back (a failure takes 1)")                                             \
   X(G_THROTTLE_COST, "budget.throttle_cost", T_NUMBER, 0, 1000, 0, 0.357, MORE(throttle_cost),     \
     "tokens a throttling outcome takes (AWS's 5 for 14: 0.357 of a failure's 1)")                  \
+  X(G_RESERVE, "budget.reserve", T_NUMBER, 0, 1000, 0, 0, MORE(budget_reserve),                    \
+    "retries per second allowed whatever the tokens, 50 s of them at once (Finagle's floor)")      \
   X(K_FAILURES, "breaker.failures", T_COUNT, 1, 1e9, 0, 5, TUNE(failures),                         \
     "transient outcomes in a row that open the circuit")                                           \
   X(K_OPEN_SECONDS, "breaker.open_seconds", T_SECONDS, 0, INFINITY, OPEN, 30, TUNE(open_seconds),  \
@@ -179,14 +182,13 @@ typedef struct {
     "outcomes the rates are taken over (the last N)")                                              \
   X(K_MIN_CALLS, "breaker.min_calls", T_COUNT, 1, LR_WINDOW_MAX, 0, NODEF, MORE(min_calls),        \
     "outcomes the window must hold before a rate can open the circuit (default: window)")          \
-  X(K_HALF_OPEN_CALLS, "breaker.half_open_calls", T_COUNT, 1, 1e9, OPT, NODEF,                     \
-    MORE(half_open_calls), "another name for probes (resilience4j's)")                             \
-  X(THROTTLE, "throttle", T_TABLE, 0, 0, 0, NODEF, NOTUNE,                                         \
-    "client-side throttling (the SRE book's), first attempts included: { k = 2, window = 120 }")   \
-  X(T_K, "throttle.k", T_NUMBER, 1, 1000, OPEN, 2, MORE(throttle_k),                               \
+  X(ADMISSION, "admission", T_TABLE, 0, 0, 0, NODEF, NOTUNE,                                       \
+    "client-side throttling (the SRE book's; Envoy's admission control), first attempts "          \
+    "included: { k = 2, window = 120 }")                                                           \
+  X(A_K, "admission.k", T_NUMBER, 1, 1000, OPEN, 2, MORE(admission_k),                             \
     "refuse locally with probability (requests - k * accepts) / (requests + 1)")                   \
-  X(T_WINDOW, "throttle.window", T_SECONDS, 0, 86400, OPEN, 120, MORE(throttle_window),            \
-    "seconds of requests and accepts the throttle counts")                                         \
+  X(A_WINDOW, "admission.window", T_SECONDS, 0, 86400, OPEN, 120, MORE(admission_window),          \
+    "seconds of requests and accepts admission control counts")                                    \
   X(RATE, "rate", T_TABLE, 0, 0, 0, NODEF, NOTUNE,                                                 \
     "a token bucket before every attempt: { limit = PER_SECOND, burst = N } or { adaptive = true " \
     "}")                                                                                           \
@@ -262,6 +264,15 @@ typedef struct {
 
 /* The field index of "name" or "backoff.initial"; -1 when unknown. */
 int lr_field_index(const char *name);
+/* A name renamed before 1.0 ("throttle", "breaker.half_open_calls"): the
+ * index of the field it is now, read in its place with a warning; -1
+ * when `name` was never renamed. */
+int lr_field_renamed(const char *name);
+/* "NAME: renamed NEW (the old name is read until 1.0)" into buf. */
+void lr_renamed_note(char *buf, size_t size, const char *name);
+/* The guards a --set NAME=none turns off: budget, breaker, admission,
+ * rate, hedge. */
+int lr_field_guard(int i);
 /* Whether `name` is a field of the table field `parent` (F_BACKOFF ...). */
 int lr_field_in(int i, int parent);
 /* The known name closest to `name` within `prefix` ("" or "backoff."). */
