@@ -161,7 +161,7 @@ function M:hedge(now, e)
                             or now >= s.deadline + EPS and "no" or "either") then return end
   local g = now + self.origin
   if not self:breaker_ask(g, engine_let("circuit")) then return end
-  if not self:admission_ask(engine_let("throttle")) then self:give_back_permit(); return end
+  if not self:admission_ask(engine_let("admission") and engine_let("throttle")) then self:give_back_permit(); return end
   if s.budget and not ok("budget", self:budget_allows() and "yes" or "no") then back(); return end
   local bound = s.hedge and s.hedge.share < 1 -- share 1: no bound
   if bound and not ok("bound", self.credit >= 1000 and "yes" or "no") then back(); return end
