@@ -589,7 +589,7 @@ static void rules_more(const lr_tuning *x, lr_rules *r) {
   g->throttle_k = x->admission ? x->admission_k : 0;
   g->throttle_window = x->admission_window;
   g->rate = x->rate;
-  g->rate_adaptive = x->rate_adaptive;
+  g->rate_adaptive = x->rate && x->rate_adaptive; /* rate=none: none of it */
   g->rate_limit = x->rate_limit;
   g->rate_burst = x->rate_burst;
   g->rate_headers = x->rate && x->rate_headers;
