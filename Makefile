@@ -77,10 +77,10 @@ LIB_LIBS = $(LUA_LIBS) $(CURL_LIBS) $(HIREDIS_LIBS) -lm
 ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
-C_TESTS = step_api deadline blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc find \
+C_TESTS = step_api inbound deadline blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc find \
   fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
-FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
+FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke $(BUILD)/relay
 
 .PHONY: all deps demo test test-build test-plain test-sanitized test-c test-lua check-layers \
   check-man check-format format bench install uninstall \
@@ -177,6 +177,11 @@ $(BUILD)/bench_reuse: spec/bench/reuse.c spec/c/faults_client.h $(BUILD)/libluar
 $(BUILD)/bench_hedge: spec/bench/hedge.c spec/c/faults_client.h $(BUILD)/libluaretry.a $(FAULTS_OBJ)
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LIB_LIBS)
 
+# A middle service for chains of services (spec/chain_spec.lua, the bench):
+# the public API and the curl helper, nothing else.
+$(BUILD)/relay: spec/c/relay.c $(BUILD)/libluaretry.a
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+
 # The fault server's own test drivers, for spec/faults_spec.lua.
 $(BUILD)/faults_%: spec/c/faults_%.c $(FAULTS_OBJ) $(SANDBOX_OBJ) $(ENGINE_OBJ)
 	$(CC) $(LDFLAGS_ALL) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) -lm
@@ -189,7 +194,7 @@ test-c: all $(C_TEST_BIN) $(HOST_TEST_BIN)
 	@for t in $(C_TEST_BIN) $(HOST_TEST_BIN); do echo "== $$t"; ./$$t || exit 1; done
 
 test-lua: all $(FAULT_BIN)
-	FAULTS_SERVE=$(BUILD)/faults_serve FAULTS_SMOKE=$(BUILD)/faults_smoke \
+	FAULTS_SERVE=$(BUILD)/faults_serve FAULTS_SMOKE=$(BUILD)/faults_smoke RELAY=$(BUILD)/relay \
 	  busted --lua=lua5.4 --cpath='$(BUILD)/?.so' --output=utfTerminal spec
 
 ASAN_PRELOAD = $(shell $(CC) -print-file-name=libasan.so) $(shell $(CC) -print-file-name=libubsan.so)
@@ -221,7 +226,8 @@ test: deps
 test-build:
 	$(MAKE) -j2 all $(C_TEST_BIN) $(HOST_TEST_BIN) $(FAULT_BIN)
 	$(MAKE) -j2 BUILD=build/asan SAN=1 all $(C_TEST_BIN:$(BUILD)/%=build/asan/%) \
-	  $(HOST_TEST_BIN:$(BUILD)/%=build/asan/%) build/asan/faults_serve build/asan/faults_smoke
+	  $(HOST_TEST_BIN:$(BUILD)/%=build/asan/%) build/asan/faults_serve build/asan/faults_smoke \
+	  build/asan/relay
 	$(MAKE) -j2 BUILD=build/tsan SAN=thread $(TSAN_TESTS:%=build/tsan/%)
 	$(MAKE) -j2 fuzz-build
 
@@ -238,7 +244,7 @@ test-plain:
 test-sanitized:
 	$(MAKE) BUILD=build/asan SAN=1 test-c
 	LD_PRELOAD="$(ASAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
-	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke \
+	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke RELAY=build/asan/relay \
 	  busted --lua=lua5.4 --cpath='build/asan/?.so' --output=utfTerminal spec
 
 # The fleet's part: its handle's costs (bench_fleet), a decision with

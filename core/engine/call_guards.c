@@ -344,8 +344,11 @@ int lr_call_judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict
 int lr_call_limited(luaretry_call *c, double now, luaretry_decision *d) {
   const lr_guards *g = &c->rules->guards;
   if (c->max_attempts > 0 && c->started >= c->max_attempts) {
-    lr_call_stop_saying(c, d, LUARETRY_REASON_EXHAUSTED, "max_attempts",
-                        "gave up after %d attempts over %.3f s", c->started, d->elapsed);
+    int allowed = c->allowance >= 0 && c->max_attempts < lr_call_policy_attempts(c);
+    lr_call_stop_saying(c, d, LUARETRY_REASON_EXHAUSTED, allowed ? "retries" : "max_attempts",
+                        "gave up after %d attempt%s over %.3f s%s", c->started,
+                        c->started == 1 ? "" : "s", d->elapsed,
+                        allowed ? " (the caller's retries: it retries itself)" : "");
     return 1;
   }
   int remote_said;

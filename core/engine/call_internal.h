@@ -25,7 +25,9 @@ struct luaretry_call {
   lr_shared *shared;       /* the policy's budget, breaker and counters */
   lr_shared *own;          /* ... or this call's own, when isolated */
   const lr_remote *remote; /* asked first (the fleet), or NULL */
-  long max_attempts;       /* the rules', or a simulation's */
+  long max_attempts;       /* the rules', or a simulation's; lowered by the
+                              caller's allowance (LUARETRY_CALL_RETRIES) */
+  int allowance;           /* the caller's retries, or -1: none given */
   lr_clock clock;
   lr_waiter waiter;
   lr_rng rng;
@@ -136,5 +138,9 @@ int lr_call_judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict
 /* The limits that end a call before its wait: attempts, budget, breaker,
  * throttle. */
 int lr_call_limited(luaretry_call *c, double now, luaretry_decision *d);
+/* The caller's allowance (LUARETRY_CALL_RETRIES): the policy's own
+ * max_attempts, and the attempt a failure with no connection gives back. */
+long lr_call_policy_attempts(const luaretry_call *c);
+void lr_call_unseen_failure(luaretry_call *c, const luaretry_outcome *o);
 
 #endif

@@ -187,6 +187,7 @@ static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
     return LUARETRY_E_ARG;
   }
   ++c->attempts;
+  lr_call_unseen_failure(c, o);
   d->attempt = f.id;
   d->hedge = f.hedge;
   double now = lr_clock_now(&c->clock);

@@ -37,6 +37,11 @@ typedef enum {
 #define MORE(member) offsetof(lr_tuning, member) /* not in the public struct */
 #define NOTUNE       ((size_t)-1)
 
+/* propagate's headers when the policy names none (and what
+ * luaretry_call_options_inbound reads then) */
+#define LR_PROPAGATE_DEADLINE "Luaretry-Deadline-Ms"
+#define LR_PROPAGATE_RETRIES  "Luaretry-Retries"
+
 #define FLEET_KEY_SIZE  64
 #define FLEET_URL_SHOWN 300
 
@@ -66,6 +71,9 @@ typedef struct {
   int throttle, rate, rate_adaptive, rate_headers;
   double throttle_k, throttle_window, rate_limit;
   long rate_burst;
+  /* propagate: the time left and the retries allowed, to the next service */
+  int propagate;
+  char propagate_deadline[64], propagate_retries[64]; /* "": not sent */
 } lr_tuning;
 
 /* X(ID, name, type, lo, hi, flags, default, tuning member, doc) */
@@ -219,7 +227,13 @@ typedef struct {
   X(H_FLOOR, "hedge.floor", T_SECONDS, 0, INFINITY, OPEN, 0.01, MORE(hedge_floor),                 \
     "the shortest delay a percentile gives, seconds")                                              \
   X(H_CEILING, "hedge.ceiling", T_SECONDS, 0, INFINITY, OPEN, NODEF, MORE(hedge_ceiling),          \
-    "the longest delay a percentile gives (and before it is learned), seconds (default 1)")
+    "the longest delay a percentile gives (and before it is learned), seconds (default 1)")        \
+  X(PROPAGATE, "propagate", T_TABLE, 0, 0, 0, NODEF, NOTUNE,                                       \
+    "send the next service the time left and the retries it may make: { deadline =, retries = }")  \
+  X(P_DEADLINE, "propagate.deadline", T_STRING, 0, 0, 0, NODEF, MORE(propagate_deadline),          \
+    "the header of the milliseconds an attempt is waited for (Luaretry-Deadline-Ms; \"\": none)")  \
+  X(P_RETRIES, "propagate.retries", T_STRING, 0, 0, 0, NODEF, MORE(propagate_retries),             \
+    "the header of the retries the next service may make (Luaretry-Retries; \"\": none)")
 
 #define LR_FIELD_ID(id, ...) F_##id,
 enum { LR_FIELDS(LR_FIELD_ID) F_COUNT };
