@@ -252,7 +252,7 @@ test-sanitized:
 # by 100 processes, fleet / per process / no guards (fleet_run.sh).
 bench: deps
 	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop $(BUILD)/bench_reuse \
-	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_hedge
+	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_hedge $(BUILD)/relay
 	./$(BUILD)/bench_decide
 	./$(BUILD)/bench_reuse
 	./$(BUILD)/bench_waits
@@ -266,6 +266,7 @@ bench: deps
 	bash spec/bench/fleet_run.sh
 	bash spec/bench/throttle_procs.sh
 	./$(BUILD)/bench_hedge
+	RELAY=$(BUILD)/relay bash spec/bench/chain.sh
 
 # core/install/install.sh installs under $(DESTDIR)$(PREFIX) and keeps a manifest
 # (share/luaretry/install-manifest) that `make uninstall` removes exactly.
