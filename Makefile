@@ -5,13 +5,16 @@
 # `make fuzz` (each libFuzzer target for FUZZ_SECONDS).
 #
 # Layers (core/*/, checked by `make check-layers`):
-#   include/  the public headers, installed as they are
+#   include/  the public headers, installed as they are (luaretry_tool.h, the
+#             command's, is not); include/abi/ the version script and ABI baseline
 #   engine/   clock, RNG, backoff, guards, the call state machine: plain C
 #   sandbox/  the metered Lua VM and what scripts may use: policies and the fault server
 #   policy/   loading, schema, judgement, requests, workflows: with sandbox/, the only
 #             library files with lua.h
-#   fleet/    the guards shared through Redis: the only files with hiredis.h
-#   http/     the libcurl helper: the only library files with curl.h
+#   fleet/    the guards shared by processes, through the local store (a shared-memory
+#             file, local_*.c) or Redis: the only files with hiredis.h
+#   http/     the libcurl helper, a library of its own (libluaretry-curl): the
+#             only library files with curl.h
 #   module/   the Lua module; cli/ the command (run/ and simulate/ its wings); faults/
 #             the fault server
 
@@ -25,7 +28,7 @@ MAJOR := $(firstword $(subst ., ,$(VERSION)))
 DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted \
   lua-dkjson curl lua-cjson valgrind openssl mandoc man-db luarocks zsh gzip \
   libhiredis-dev redis-server clang libclang-rt-dev lua-socket groff-base bsdextrautils \
-  nginx-light clang-format
+  nginx-light clang-format libssl-dev
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
 LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null)
 CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
@@ -72,22 +75,33 @@ HTTP_OBJ = $(call obj,$(wildcard core/http/*.c))
 MODULE_OBJ = $(call obj,$(wildcard core/module/*.c))
 CLI_OBJ = $(call obj,$(wildcard core/cli/*.c core/cli/*/*.c))
 FAULTS_OBJ = $(call obj,$(wildcard core/faults/*.c))
-LIB_OBJ = $(ENGINE_OBJ) $(SANDBOX_OBJ) $(POLICY_OBJ) $(FLEET_OBJ) $(HTTP_OBJ)
-LIB_LIBS = $(LUA_LIBS) $(CURL_LIBS) $(HIREDIS_LIBS) -lm
-ALL_OBJ = $(LIB_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
+# libluaretry: the engine, policies and the fleet (Lua, hiredis: no curl);
+# libluaretry-curl: the curl helper (core/http), on top of it.  The
+# programs of this tree link both archives (LIB_A) and every library.
+LIB_OBJ = $(ENGINE_OBJ) $(SANDBOX_OBJ) $(POLICY_OBJ) $(FLEET_OBJ)
+CORE_LIBS = $(LUA_LIBS) $(HIREDIS_LIBS) -lm
+LIB_LIBS = $(LUA_LIBS) $(CURL_LIBS) $(HIREDIS_LIBS) -lcrypto -lm
+LIB_A = $(BUILD)/libluaretry-curl.a $(BUILD)/libluaretry.a
+ALL_OBJ = $(LIB_OBJ) $(HTTP_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
 
 SONAME = libluaretry.so.$(MAJOR)
-C_TESTS = step_api inbound deadline blocking_cancel errors threads abi retry_after inflight overlap curl_io alloc find \
-  fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate
+CURL_SONAME = libluaretry-curl.so.$(MAJOR)
+# Only the public functions are exported, each under the version node of
+# this map; abi/ holds the ABI baselines `make check-abi` compares with.
+LIB_MAP = core/include/abi/libluaretry.map
+C_TESTS = step_api inbound deadline null blocking_cancel errors threads abi retry_after inflight overlap curl_io \
+  alloc find fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate \
+  fleet_nowait fleet_local
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke $(BUILD)/relay
 
-.PHONY: all deps demo test test-build test-plain test-sanitized test-c test-lua check-layers \
-  check-man check-format format bench install uninstall \
+.PHONY: all deps demo test tree-before tree-after test-build test-plain test-sanitized test-c test-lua check-layers \
+  check-man check-format check-abi abi-baseline format bench install uninstall \
   rock install-rock clean fuzz fuzz-build fuzz-smoke fuzz-merge
 
-all: $(BUILD)/libluaretry.a $(BUILD)/libluaretry.so $(BUILD)/luaretry.so $(BUILD)/luaretry \
-  $(BUILD)/luaretry.pc
+all: $(BUILD)/libluaretry.a $(BUILD)/libluaretry.so $(BUILD)/libluaretry-curl.a \
+  $(BUILD)/libluaretry-curl.so $(BUILD)/luaretry.so $(BUILD)/luaretry $(BUILD)/luaretry.pc \
+  $(BUILD)/luaretry-curl.pc
 
 # Installs what is missing when run as root; otherwise names it and stops.
 deps:
@@ -120,11 +134,22 @@ $(BUILD)/libluaretry.a: $(LIB_OBJ)
 
 # libluaretry.so.MAJOR.MINOR.PATCH, with the soname link and the link
 # programs are built against.
-$(BUILD)/libluaretry.so: $(LIB_OBJ)
-	$(CC) $(LDFLAGS_ALL) -shared -Wl,-soname,$(SONAME) -o $(BUILD)/libluaretry.so.$(VERSION) \
-	  $^ $(LIB_LIBS)
+$(BUILD)/libluaretry.so: $(LIB_OBJ) $(LIB_MAP)
+	$(CC) $(LDFLAGS_ALL) -shared -Wl,-soname,$(SONAME) -Wl,--version-script=$(LIB_MAP) \
+	  -Wl,--no-undefined -o $(BUILD)/libluaretry.so.$(VERSION) $(filter %.o,$^) $(CORE_LIBS)
 	ln -sf libluaretry.so.$(VERSION) $(BUILD)/$(SONAME)
 	ln -sf libluaretry.so.$(VERSION) $@
+
+# The curl helper: its own archive and shared library, on libluaretry.
+$(BUILD)/libluaretry-curl.a: $(HTTP_OBJ)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/libluaretry-curl.so: $(HTTP_OBJ) $(LIB_MAP) $(BUILD)/libluaretry.so
+	$(CC) $(LDFLAGS_ALL) -shared -Wl,-soname,$(CURL_SONAME) -Wl,--version-script=$(LIB_MAP) \
+	  -Wl,--no-undefined -o $(BUILD)/libluaretry-curl.so.$(VERSION) $(filter %.o,$^) \
+	  -L$(BUILD) -lluaretry $(CURL_LIBS) -lcrypto -lm
+	ln -sf libluaretry-curl.so.$(VERSION) $(BUILD)/$(CURL_SONAME)
+	ln -sf libluaretry-curl.so.$(VERSION) $@
 
 # Debian's lua5.4 already holds the Lua library: the module must not link it.
 # It exports luaopen_luaretry only (core/module/luaretry.map).
@@ -133,62 +158,69 @@ $(BUILD)/luaretry.so: $(ENGINE_OBJ) $(SANDBOX_OBJ) $(POLICY_OBJ) $(FLEET_OBJ) $(
 	$(CC) $(LDFLAGS_ALL) -shared -Wl,--version-script=$(MODULE_MAP) -o $@ \
 	  $(filter %.o,$^) $(HIREDIS_LIBS) -lm
 
-$(BUILD)/luaretry: $(CLI_OBJ) $(FAULTS_OBJ) $(BUILD)/libluaretry.a
+$(BUILD)/luaretry: $(CLI_OBJ) $(FAULTS_OBJ) $(LIB_A)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIB_LIBS)
 
 $(BUILD)/luaretry.pc: Makefile core/include/luaretry.h
 	@mkdir -p $(BUILD)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry\nDescription: retry policy engine with sandboxed Lua policies\nVersion: %s\nRequires: libcurl\nRequires.private: lua5.4 hiredis\nLibs: -L$${libdir} -lluaretry\nLibs.private: -lm -pthread\nCflags: -I$${includedir}\n' \
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry\nDescription: retry policy engine with sandboxed Lua policies\nVersion: %s\nRequires.private: lua5.4 hiredis\nLibs: -L$${libdir} -lluaretry\nLibs.private: -lm -pthread\nCflags: -I$${includedir}\n' \
 	  "$(PREFIX)" "$(VERSION)" > $@
 
+$(BUILD)/luaretry-curl.pc: Makefile core/include/luaretry_curl.h
+	@mkdir -p $(BUILD)
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry-curl\nDescription: perform libcurl transfers under a luaretry policy\nVersion: %s\nRequires: luaretry = %s libcurl\nRequires.private: libcrypto\nLibs: -L$${libdir} -lluaretry-curl\nCflags: -I$${includedir}\n' \
+	  "$(PREFIX)" "$(VERSION)" "$(VERSION)" > $@
+
 # C tests and benchmarks use the public headers only.
-$(BUILD)/test_%: spec/c/test_%.c $(BUILD)/libluaretry.a
-	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+$(BUILD)/test_%: spec/c/test_%.c $(LIB_A)
+	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(LIB_A) $(LIB_LIBS)
 
 # The fleet's tests include its private headers, against a real
 # redis-server they start.
-$(BUILD)/test_fleet_%: spec/c/test_fleet_%.c $(BUILD)/libluaretry.a spec/c/check.h spec/c/redis_helper.h
-	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+$(BUILD)/test_fleet_%: spec/c/test_fleet_%.c $(LIB_A) spec/c/check.h spec/c/redis_helper.h
+	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -o $@ $< $(LIB_A) $(LIB_LIBS)
 
 # The allocation-failure test fails the N-th allocation of the library's
 # own files (and so of the Lua states, whose allocator calls realloc).
 WRAP_ALLOC = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup
-$(BUILD)/test_alloc: spec/c/test_alloc.c $(BUILD)/libluaretry.a spec/c/check.h
-	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS) $(WRAP_ALLOC)
+$(BUILD)/test_alloc: spec/c/test_alloc.c $(LIB_A) spec/c/check.h
+	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(LIB_A) $(LIB_LIBS) $(WRAP_ALLOC)
 
-$(BUILD)/bench_%: spec/bench/%.c $(BUILD)/libluaretry.a
-	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
-$(BUILD)/bench_fleet: spec/bench/fleet.c $(BUILD)/libluaretry.a spec/c/redis_helper.h
-	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+$(BUILD)/bench_%: spec/bench/%.c $(LIB_A)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB_A) $(LIB_LIBS)
+$(BUILD)/bench_fleet: spec/bench/fleet.c $(LIB_A) spec/c/redis_helper.h
+	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -Ispec/c -o $@ $< $(LIB_A) $(LIB_LIBS)
 
 # A decision with fleet guards against local ones: public API (the helper
 # that starts redis-server speaks hiredis).
-$(BUILD)/bench_fleet_decide: spec/bench/fleet_decide.c $(BUILD)/libluaretry.a spec/c/redis_helper.h
-	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+$(BUILD)/bench_fleet_decide: spec/bench/fleet_decide.c $(LIB_A) spec/c/redis_helper.h
+	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Ispec/c -o $@ $< $(LIB_A) $(LIB_LIBS)
+$(BUILD)/bench_fleet_steps: spec/bench/fleet_steps.c $(LIB_A) spec/c/redis_helper.h
+	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Ispec/c -o $@ $< $(LIB_A) $(LIB_LIBS)
 
 # Programs that embed the library and the fault server together: the
 # example event-loop host, connection reuse.
 HOST_TESTS = example_host test_reuse test_many_stream test_hedge
 HOST_TEST_BIN = $(HOST_TESTS:%=$(BUILD)/%)
-$(BUILD)/example_host $(BUILD)/test_reuse $(BUILD)/test_many_stream $(BUILD)/test_hedge: $(BUILD)/%: spec/c/%.c $(BUILD)/libluaretry.a $(FAULTS_OBJ)
-	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LIB_LIBS)
-$(BUILD)/bench_reuse: spec/bench/reuse.c spec/c/faults_client.h $(BUILD)/libluaretry.a $(FAULTS_OBJ)
-	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LIB_LIBS)
-$(BUILD)/bench_hedge: spec/bench/hedge.c spec/c/faults_client.h $(BUILD)/libluaretry.a $(FAULTS_OBJ)
-	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(BUILD)/libluaretry.a $(FAULTS_OBJ) $(LIB_LIBS)
+$(BUILD)/example_host $(BUILD)/test_reuse $(BUILD)/test_many_stream $(BUILD)/test_hedge: $(BUILD)/%: spec/c/%.c $(LIB_A) $(FAULTS_OBJ)
+	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(LIB_A) $(FAULTS_OBJ) $(LIB_LIBS)
+$(BUILD)/bench_reuse: spec/bench/reuse.c spec/c/faults_client.h $(LIB_A) $(FAULTS_OBJ)
+	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(LIB_A) $(FAULTS_OBJ) $(LIB_LIBS)
+$(BUILD)/bench_hedge: spec/bench/hedge.c spec/c/faults_client.h $(LIB_A) $(FAULTS_OBJ)
+	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(LIB_A) $(FAULTS_OBJ) $(LIB_LIBS)
 
 # A middle service for chains of services (spec/chain_spec.lua, the bench):
 # the public API and the curl helper, nothing else.
-$(BUILD)/relay: spec/c/relay.c $(BUILD)/libluaretry.a
-	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+$(BUILD)/relay: spec/c/relay.c $(LIB_A)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB_A) $(LIB_LIBS)
 
 # The fault server's own test drivers, for spec/faults_spec.lua.
 $(BUILD)/faults_%: spec/c/faults_%.c $(FAULTS_OBJ) $(SANDBOX_OBJ) $(ENGINE_OBJ)
 	$(CC) $(LDFLAGS_ALL) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) -lm
 
 # What each folder may include, and no cycles between the library's files.
-check-layers: $(LIB_OBJ) $(CLI_OBJ) $(FAULTS_OBJ) $(MODULE_OBJ)
-	lua5.4 spec/tools/check_layers.lua core $(LIB_OBJ) $(CLI_OBJ) $(FAULTS_OBJ) $(MODULE_OBJ)
+check-layers: $(LIB_OBJ) $(HTTP_OBJ) $(CLI_OBJ) $(FAULTS_OBJ) $(MODULE_OBJ)
+	lua5.4 spec/tools/check_layers.lua core $(LIB_OBJ) $(HTTP_OBJ) $(CLI_OBJ) $(FAULTS_OBJ) $(MODULE_OBJ)
 
 test-c: all $(C_TEST_BIN) $(HOST_TEST_BIN)
 	@for t in $(C_TEST_BIN) $(HOST_TEST_BIN); do echo "== $$t"; ./$$t || exit 1; done
@@ -198,6 +230,28 @@ test-lua: all $(FAULT_BIN)
 	  busted --lua=lua5.4 --cpath='$(BUILD)/?.so' --output=utfTerminal spec
 
 ASAN_PRELOAD = $(shell $(CC) -print-file-name=libasan.so) $(shell $(CC) -print-file-name=libubsan.so)
+
+# The ABI of both libraries against its baseline in core/include/abi/
+# (libabigail's abidw of the public headers' functions and types):
+# check-abi accepts additions (functions, enum values, fields carved from
+# reserved room) and fails on anything else (spec/tools/check_abi.lua
+# says what); abi-baseline records the ABI as it is now, on purpose, in a
+# commit of its own.
+ABI_LIBS = libluaretry libluaretry-curl
+ABIDW = abidw --no-corpus-path --drop-private-types --header-file core/include/luaretry.h \
+  --header-file core/include/luaretry_curl.h
+check-abi: $(BUILD)/libluaretry.so $(BUILD)/libluaretry-curl.so
+	@mkdir -p $(BUILD)/abi
+	@for l in $(ABI_LIBS); do \
+	  $(ABIDW) --out-file $(BUILD)/abi/$$l.abi $(BUILD)/$$l.so.$(VERSION) && \
+	  lua5.4 spec/tools/check_abi.lua core/include/abi/$$l.abi $(BUILD)/abi/$$l.abi || exit 1; \
+	done
+
+abi-baseline: $(BUILD)/libluaretry.so $(BUILD)/libluaretry-curl.so
+	@for l in $(ABI_LIBS); do \
+	  $(ABIDW) --out-file core/include/abi/$$l.abi $(BUILD)/$$l.so.$(VERSION) || exit 1; \
+	  echo "abi-baseline: core/include/abi/$$l.abi"; \
+	done
 
 # One style for every C file (.clang-format): check-format fails on a
 # file that drifts, format applies the style.
@@ -218,10 +272,32 @@ check-man:
 # and the sanitized half run side by side: their specs mostly wait (on
 # servers, backoffs, timeouts), so two cores run both in about the time of
 # the longer.  Each half's output is shown whole when it ends (-O).
-TSAN_TESTS = test_threads test_overlap test_fleet_calls test_hedge test_fleet_rate
+TSAN_TESTS = test_threads test_overlap test_fleet_calls test_hedge test_fleet_rate test_fleet_nowait
 test: deps
+	@$(MAKE) --no-print-directory tree-before
 	$(MAKE) -j2 check-layers check-man check-format test-build
+	$(MAKE) check-abi
 	$(MAKE) -j2 -O test-plain test-sanitized
+	@$(MAKE) --no-print-directory tree-after
+
+# The tests leave nothing behind: in a git checkout, `git status` after
+# them is what it was before (empty on a fresh clone); build/ is ignored.
+# Compared, not required empty, so a tree with edits of one's own can run
+# the tests too.
+TREE_STATE = $(BUILD)/tree-state
+tree-before:
+	@mkdir -p $(BUILD)
+	@if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then \
+	  git status --porcelain --untracked-files=all -- . ':!$(BUILD)' > $(TREE_STATE); \
+	else rm -f $(TREE_STATE); fi
+
+tree-after:
+	@if [ -f $(TREE_STATE) ]; then \
+	  git status --porcelain --untracked-files=all -- . ':!$(BUILD)' > $(TREE_STATE).after; \
+	  if ! cmp -s $(TREE_STATE) $(TREE_STATE).after; then \
+	    echo "make test changed the tree (git status before / after):"; \
+	    diff $(TREE_STATE) $(TREE_STATE).after; exit 1; fi; \
+	  echo "tree-after: git status as before the tests"; fi
 
 test-build:
 	$(MAKE) -j2 all $(C_TEST_BIN) $(HOST_TEST_BIN) $(FAULT_BIN)
@@ -252,7 +328,7 @@ test-sanitized:
 # by 100 processes, fleet / per process / no guards (fleet_run.sh).
 bench: deps
 	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop $(BUILD)/bench_reuse \
-	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_hedge $(BUILD)/relay
+	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_fleet_steps $(BUILD)/bench_hedge $(BUILD)/relay
 	./$(BUILD)/bench_decide
 	./$(BUILD)/bench_reuse
 	./$(BUILD)/bench_waits
@@ -263,6 +339,7 @@ bench: deps
 	BENCH_LOOP=$(BUILD)/bench_loop bash spec/bench/peers.sh
 	./$(BUILD)/bench_fleet
 	./$(BUILD)/bench_fleet_decide
+	./$(BUILD)/bench_fleet_steps
 	bash spec/bench/fleet_run.sh
 	bash spec/bench/throttle_procs.sh
 	./$(BUILD)/bench_hedge
@@ -274,7 +351,7 @@ INSTALL_ENV = DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' BUILD=build/install VERSIO
 
 install:
 	# what holds the prefix is made again for this one
-	rm -f build/install/obj/sandbox/find.o build/install/obj/cli/main.o build/install/luaretry.pc
+	rm -f build/install/obj/sandbox/find.o build/install/obj/cli/main.o build/install/luaretry.pc build/install/luaretry-curl.pc
 	$(MAKE) -j2 BUILD=build/install DATADIR=$(PREFIX)/share/luaretry PREFIX=$(PREFIX) all
 	$(INSTALL_ENV) sh core/install/install.sh install
 
@@ -312,7 +389,7 @@ bench-hedge: deps
 # build/fuzz/corpus/NAME; `make fuzz-merge` keeps those that add coverage
 # in spec/fuzz/corpus/NAME (-merge=1).  `make test` runs each for
 # FUZZ_SMOKE_SECONDS over its committed corpus.
-FUZZ_TARGETS = policy retry_after http_parse run_args redis_reply
+FUZZ_TARGETS = policy retry_after http_parse run_args redis_reply digest
 FUZZ_SECONDS ?= 300
 FUZZ_SMOKE_SECONDS ?= 5
 FUZZ_BIN = $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
@@ -325,24 +402,29 @@ FUZZ_OPTS_run_args = -dict=spec/fuzz/run_args.dict -max_len=1024 -timeout=10 -cl
 # inputs kept elsewhere in the tree, read as corpus but never copied
 FUZZ_EXTRA_policy = policies spec/hostile
 FUZZ_OPTS_redis_reply = -dict=spec/fuzz/redis_reply.dict -max_len=4096 -timeout=10
+FUZZ_OPTS_digest = -dict=spec/fuzz/digest.dict -max_len=4096 -timeout=10
 FUZZ_RUN = ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 LUARETRY_DATADIR=$(CURDIR)
 
-$(BUILD)/fuzz_policy: spec/fuzz/fuzz_policy.c $(BUILD)/libluaretry.a
-	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+$(BUILD)/fuzz_policy: spec/fuzz/fuzz_policy.c $(LIB_A)
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(LIB_A) $(LIB_LIBS)
 
-$(BUILD)/fuzz_retry_after: spec/fuzz/fuzz_retry_after.c $(BUILD)/libluaretry.a
-	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+$(BUILD)/fuzz_retry_after: spec/fuzz/fuzz_retry_after.c $(LIB_A)
+	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $< $(LIB_A) $(LIB_LIBS)
 
 $(BUILD)/fuzz_http_parse: spec/fuzz/fuzz_http_parse.c $(BUILD)/obj/faults/http_parse.o
 	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^
 
 # the fleet's reply reader and decoders: internal (core/fleet), with hiredis
-$(BUILD)/fuzz_redis_reply: spec/fuzz/fuzz_redis_reply.c $(BUILD)/libluaretry.a
-	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -fsanitize=fuzzer -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+$(BUILD)/fuzz_redis_reply: spec/fuzz/fuzz_redis_reply.c $(LIB_A)
+	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Icore/fleet -fsanitize=fuzzer -o $@ $< $(LIB_A) $(LIB_LIBS)
+
+# the download path's readers: internal (core/http)
+$(BUILD)/fuzz_digest: spec/fuzz/fuzz_digest.c $(LIB_A)
+	$(CC) $(CFLAGS_ALL) -Icore/http -fsanitize=fuzzer -o $@ $< $(LIB_A) $(LIB_LIBS)
 
 FUZZ_CLI_OBJ = $(BUILD)/obj/cli/run/args.o $(BUILD)/obj/cli/usage.o $(BUILD)/obj/cli/policy_arg.o \
-               $(BUILD)/obj/cli/escape.o
-$(BUILD)/fuzz_run_args: spec/fuzz/fuzz_run_args.c $(FUZZ_CLI_OBJ) $(BUILD)/libluaretry.a
+               $(BUILD)/obj/cli/escape.o $(BUILD)/obj/cli/run/retryopts.o
+$(BUILD)/fuzz_run_args: spec/fuzz/fuzz_run_args.c $(FUZZ_CLI_OBJ) $(LIB_A)
 	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^ $(LIB_LIBS)
 
 fuzz-build:

@@ -11,6 +11,12 @@
 -- `--set options.final_exit_codes=1,126,127` changes that list (numbers
 -- separated by commas or spaces); `--set options.retry_exit_codes=75` retries
 -- only the listed statuses (75 is EX_TEMPFAIL), every other one then final.
+-- `--set options.final_if_output=PATTERN` makes a failure whose error output
+-- (its last 64 KiB) matches the Lua pattern final, `retry_if_output`
+-- transient (final first, then retry, then the exit codes);
+-- `options.retry_all_errors=true` retries every failure (curl's
+-- --retry-all-errors).  `luaretry run` spells them --final-on-exit,
+-- --retry-on-exit, --final-if-output, --retry-if-output, --retry-all-errors.
 -- An attempt that its timeout ended is transient too.
 --
 -- Five attempts in all, 5 minutes for one attempt, 10 for the whole call;
@@ -24,7 +30,8 @@ attempt_timeout = 300
 backoff = { kind = "exponential", initial = 1, multiplier = 2, max = 30,
             jitter = "additive", jitter_max = 1, cap_jitter = false }
 
-options = { final_exit_codes = "126,127,130,143", retry_exit_codes = "" }
+options = { final_exit_codes = "126,127,130,143", retry_exit_codes = "",
+            final_if_output = "", retry_if_output = "", retry_all_errors = false }
 
 -- "1, 2 3" -> { [1] = true, [2] = true, [3] = true }; a word that is not a
 -- whole number is an error that names the option.
@@ -40,13 +47,16 @@ local function code_set(name)
   return set
 end
 
-function is_transient(status, _, info) -- the body is not read: none is copied
+function is_transient(status, body, info)
+  if options.retry_all_errors == true or options.retry_all_errors == "true" then return true end
   if info.kind ~= "command" then
     -- an HTTP outcome (a workflow): as the default classifier judges it
     if status == 0 then return info.error ~= "tls_verify" end
     return status == 408 or status == 429 or (status >= 500 and status <= 504 and status ~= 501)
   end
   if info.error then return true end  -- the attempt's timeout ended it
+  if options.final_if_output ~= "" and body:find(options.final_if_output) then return false end
+  if options.retry_if_output ~= "" and body:find(options.retry_if_output) then return true end
   if code_set("final_exit_codes")[status] then return false end
   if options.retry_exit_codes:find("%d") then return code_set("retry_exit_codes")[status] == true end
   return true

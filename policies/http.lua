@@ -11,7 +11,8 @@
 -- Transient: 408, 429, 500, 502, 503, 504 and every transport failure but
 -- a certificate or host name that does not verify (tls_verify): no retry
 -- makes a bad certificate good, and retrying one only hides an attack or a
--- misconfiguration.
+-- misconfiguration.  Nor a download that twice did not match the user's
+-- --checksum (checksum_mismatch): the server serves something else.
 -- Rate limits: a 429, a 503 or a 403 whose headers say the quota is spent
 -- (the IETF `RateLimit` field with r=0, or `X-RateLimit-Remaining: 0` with
 -- `X-RateLimit-Reset`, as the engine reads them: info.rate_limit) waits
@@ -33,6 +34,7 @@ backoff = { kind = "exponential", initial = 1, multiplier = 2, max = 32,
             jitter = "additive", jitter_max = 1, cap_jitter = false }
 options = {
   idempotent_methods = "",  -- methods repeated besides GET, HEAD, OPTIONS, PUT, DELETE
+  retry_all_errors = false, -- curl's --retry-all-errors: every failure transient
 }
 
 local retry = require "retry"
@@ -42,7 +44,13 @@ local QUOTA = { [403] = true, [429] = true, [503] = true }
 -- status 0: no response came (connect, timeout, reset, dns, tls, ...).
 -- The body is not read: named _, the engine hands "" and copies none.
 function is_transient(status, _, info)
-  if status == 0 then return info.error ~= "tls_verify" and info.error ~= "too_many_redirects" end
+  if options.retry_all_errors == true or options.retry_all_errors == "true" then
+    return info.error ~= "too_large" -- --max-filesize: as large again
+  end
+  if status == 0 then
+    return info.error ~= "tls_verify" and info.error ~= "too_many_redirects" and
+           info.error ~= "checksum_mismatch" and info.error ~= "too_large"
+  end
   if QUOTA[status] then
     local reset = retry.rate_limit_wait(info)
     if reset then return reset end
@@ -57,7 +65,9 @@ function is_idempotent(request)
     return true
   end
   if method == "POST" or method == "PATCH" then
-    return retry.header(request.headers, "idempotency-key") ~= nil
+    -- an empty or blank key is no key (curl's -H 'Idempotency-Key;' sends one)
+    local key = retry.header(request.headers, "idempotency-key")
+    return type(key) == "string" and key:find("%S") ~= nil
   end
   return false
 end

@@ -1,5 +1,5 @@
 -- `luaretry run` with many URLs: each its own retried call of one policy,
--- sharing its budget, breaker and counters, at most --parallel transfers at
+-- sharing its budget, breaker and counters, at most --parallel-max transfers at
 -- once.  The real build/luaretry (LUARETRY_BIN if set) through real libcurl
 -- against the real fault server on 127.0.0.1, stopped by its PID.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
@@ -51,11 +51,12 @@ describe("luaretry run, many URLs", function ()
     return path
   end
 
-  it("20 flaky URLs (503, 503, 200), --parallel 8: all succeed, 60 requests, 20 files", function ()
+  it("20 flaky URLs (503, 503, 200), --parallel-max 8: all succeed, 60 requests, 20 files", function ()
     local list = urls("/flaky/f%02d.txt", 20)
     local out = tmp .. "/out"
     proc.sh("mkdir " .. proc.q(out))
-    local r = run(concat({ "run", HTTP, "--parallel", "8", "--output-dir", out }, FAST, list))
+    -- -v: every attempt and every URL (without it, what failed and a summary)
+    local r = run(concat({ "run", HTTP, "-v", "--parallel-max", "8", "--output-dir", out }, FAST, list))
     assert.are.equal(0, r.code, r.stderr)
     assert.are.equal(60, #srv:requests())
     local names = proc.ls(out)
@@ -75,9 +76,9 @@ describe("luaretry run, many URLs", function ()
     end
   end)
 
-  it("an outage: 100 URLs always 503, --parallel 8, a budget of 10 tokens: < 130 requests, exit 6", function ()
+  it("an outage: 100 URLs always 503, --parallel-max 8, a budget of 10 tokens: < 130 requests, exit 6", function ()
     local file = url_file(urls("/always503/%d", 100))
-    local r = run({ "run", DIR .. "budget.lua", "--parallel", "8", "--urls", file, "-q",
+    local r = run({ "run", DIR .. "budget.lua", "--parallel-max", "8", "--urls", file, "-q",
                     "--seed", "1", "--stats" })
     assert.are.equal(6, r.code, r.stderr)
     local seen = #srv:requests()
@@ -92,20 +93,20 @@ describe("luaretry run, many URLs", function ()
 
   it("the exit status is the worst of the calls: 200, 404 (1), exhausted (4) -> 4", function ()
     local list = { srv.base .. "/flaky/w", srv.base .. "/notfound/1", srv.base .. "/always503/1" }
-    local r = run(concat({ "run", HTTP, "--parallel", "3", "--set", "max_attempts=3" }, FAST, list))
+    local r = run(concat({ "run", HTTP, "-v", "--parallel-max", "3", "--set", "max_attempts=3" }, FAST, list))
     assert.are.equal(4, r.code, r.stderr)
     local s = summaries(r.stderr)
     assert.matches(": success, 3 attempts, status 200, .*exit 0$", s[1])
     assert.matches(": final, 1 attempt, status 404, .*exit 1; body: no such thing$", s[2])
     assert.matches(": exhausted, 3 attempts, status 503, .*exit 4; body: busy$", s[3])
     -- without the exhausted one: 1
-    r = run(concat({ "run", HTTP, "--parallel", "2" }, FAST, { list[1], list[2] }))
+    r = run(concat({ "run", HTTP, "--parallel-max", "2" }, FAST, { list[1], list[2] }))
     assert.are.equal(1, r.code, r.stderr)
   end)
 
   describe("a circuit breaker (failures 3)", function ()
     -- max_attempts=1 below: no retries (see the pending case at the end)
-    it("--parallel 1: the third failure opens it; no request after that, every other URL refused", function ()
+    it("--parallel-max 1: the third failure opens it; no request after that, every other URL refused", function ()
       local r = run(concat({ "run", DIR .. "breaker.lua", "--stats", "--set", "max_attempts=1" },
                            urls("/always503/%d", 20)))
       assert.are.equal(6, r.code, r.stderr)
@@ -116,8 +117,8 @@ describe("luaretry run, many URLs", function ()
       assert.matches("circuit refusals 17, breaker openings 1,", r.stderr)
     end)
 
-    it("--parallel 8: once it is open, no new call reaches the server", function ()
-      local r = run({ "run", DIR .. "breaker.lua", "--parallel", "8", "--set", "max_attempts=1",
+    it("--parallel-max 8: once it is open, no new call reaches the server", function ()
+      local r = run({ "run", DIR .. "breaker.lua", "-v", "--parallel-max", "8", "--set", "max_attempts=1",
                       "--urls", url_file(urls("/always503/%d", 40)) })
       assert.are.equal(6, r.code, r.stderr)
       local seen = #srv:requests()
@@ -151,15 +152,15 @@ describe("luaretry run, many URLs", function ()
       -- /flaky/a's wait ends its retry is refused, never sent
       local list = { srv.base .. "/flaky/a", srv.base .. "/always503", srv.base .. "/always503",
                      srv.base .. "/always503" }
-      local r = run(concat({ "run", DIR .. "breaker.lua", "--parallel", "1" }, list))
+      local r = run(concat({ "run", DIR .. "breaker.lua", "-v", "--parallel-max", "1" }, list))
       assert.are.equal(6, r.code, r.stderr)
       assert.are.equal(1, #srv:requests_on("/flaky/a"), r.stderr)
       assert.matches("%[1%] before attempt 2: circuit_open %(breaker%)", r.stderr)
     end)
   end)
 
-  it("--parallel 8 overlaps: 8 URLs each delayed 0.5 s finish in well under 4 s", function ()
-    local r = run(concat({ "run", HTTP, "--parallel", "8", "-q" }, urls("/slow/%d", 8)))
+  it("--parallel-max 8 overlaps: 8 URLs each delayed 0.5 s finish in well under 4 s", function ()
+    local r = run(concat({ "run", HTTP, "--parallel-max", "8", "-q" }, urls("/slow/%d", 8)))
     assert.are.equal(0, r.code, r.stderr)
     assert.is_true(r.secs < 1.5, ("took %.3f s"):format(r.secs))
     local seen = srv:requests()
@@ -174,7 +175,7 @@ describe("luaretry run, many URLs", function ()
     assert.is_true(r.secs >= 1.5, ("took %.3f s"):format(r.secs))
   end)
 
-  it("a waiting call holds no transfer slot: --parallel 1 goes on while a call backs off", function ()
+  it("a waiting call holds no transfer slot: --parallel-max 1 goes on while a call backs off", function ()
     -- call 1 waits 0.75 s before its retry; calls 2 and 3 (0.5 s each) take
     -- the slot meanwhile; the retry, due during call 3, goes before call 4
     local list = concat({ srv.base .. "/flaky/x" }, urls("/slow/%d", 3))
@@ -185,7 +186,7 @@ describe("luaretry run, many URLs", function ()
     local paths = {}
     for i, q in ipairs(seen) do paths[i] = q.path end
     assert.are.same({ "/flaky/x", "/slow/1", "/slow/2", "/flaky/x", "/slow/3" }, paths)
-    assert.is_true(seen[2].time - seen[1].time < 0.1, "/slow/1 waited for the backoff")
+    assert.is_true(seen[2].time - seen[1].time < 0.5, "/slow/1 waited for the backoff (0.75 s)")
     assert.is_true(seen[4].time - seen[1].time >= 0.75, "the retry came early")
     assert.is_true(r.secs < 2.0, ("took %.3f s"):format(r.secs))
   end)
@@ -196,7 +197,7 @@ describe("luaretry run, many URLs", function ()
       local file = url_file(list)
       local err = tmp .. "/err"
       local code = proc.sh("cat " .. proc.q(file) .. " | " .. proc.q(proc.bin) .. " run " ..
-                           proc.q(HTTP) .. " --urls - >/dev/null 2>" .. proc.q(err))
+                           proc.q(HTTP) .. " -v --urls - >/dev/null 2>" .. proc.q(err))
       local stderr = proc.readfile(err)
       assert.are.equal(2, code, stderr)
       assert.matches("bad URL [^\n]* %(%[2%]%)", stderr)
@@ -248,7 +249,7 @@ describe("luaretry run, many URLs", function ()
         for i = 1, n do list[i] = srv.base .. "/ok/" .. i end
         local dir = tmp .. "/job" .. n  -- one folder per job: its own end marker
         proc.sh("mkdir " .. proc.q(dir))
-        local job = proc.spawn(concat({ "run", HTTP, "--parallel", "16", "-q",
+        local job = proc.spawn(concat({ "run", HTTP, "--parallel-max", "16", "-q",
                                         "--urls", url_file(list) }, FAST), dir)
         finally(function () job:stop() end)
         local rss = proc.watch_rss(job, 120)
@@ -275,7 +276,7 @@ describe("luaretry run, many URLs", function ()
         list[#list + 1] = srv.base .. "/always503/" .. i
         list[#list + 1] = srv.base .. "/ok/" .. i
       end
-      local job = proc.spawn(concat({ "run", HTTP, "--parallel", "4", "--output-dir", out,
+      local job = proc.spawn(concat({ "run", HTTP, "-v", "--parallel-max", "4", "--output-dir", out,
                                       "--set", "backoff.initial=30", "--urls", url_file(list) }), tmp)
       finally(function () job:stop() end)
       assert.is_truthy(proc.wait_for(function () return #srv:requests() >= 4 end, 5))
@@ -283,7 +284,8 @@ describe("luaretry run, many URLs", function ()
       local sent = job:signal("INT")
       local code, ended = job:wait(5)
       assert.are.equal(130, code)
-      assert.is_true(ended - sent < 0.1, ("exited %.3f s after the signal"):format(ended - sent))
+      -- the alternative waits 30 s: a loaded machine keeps 2 s
+      assert.is_true(ended - sent < 2, ("exited %.3f s after the signal"):format(ended - sent))
       assert.are.same({}, proc.leftovers(out))
       -- every URL begun has its summary; the list was read no further, and
       -- the last line says where to pick it up
@@ -302,7 +304,7 @@ describe("luaretry run, many URLs", function ()
       local path = tmp .. "/list"
       proc.writefile(path, "# a comment\n\n  " .. srv.base .. "/ok/b  \r\n\t\n# " ..
                      srv.base .. "/ok/never\n" .. srv.base .. "/ok/c")
-      local r = run({ "run", HTTP, srv.base .. "/ok/a", "--urls", path })
+      local r = run({ "run", HTTP, "-v", srv.base .. "/ok/a", "--urls", path })
       assert.are.equal(0, r.code, r.stderr)
       assert.are.equal("ok /ok/a\nok /ok/b\nok /ok/c\n", r.stdout)
       local s = summaries(r.stderr)
@@ -357,9 +359,9 @@ describe("luaretry run, many URLs", function ()
       local a, b = srv.base .. "/ok/1", srv.base .. "/ok/2"
       local cases = {
         { "run", HTTP, a, b, "-o", tmp .. "/out" },
-        { "run", HTTP, a, b, "--parallel", "0" },
-        { "run", HTTP, a, b, "--parallel", "1001" },
-        { "run", HTTP, a, b, "--parallel", "x" },
+        { "run", HTTP, a, b, "--parallel-max", "0" },
+        { "run", HTTP, a, b, "--parallel-max", "1001" },
+        { "run", HTTP, a, b, "--parallel-max", "x" },
         { "run", HTTP, a, "ftp://127.0.0.1/" },
         { "run", HTTP, "--urls", tmp .. "/missing" },
         { "run", HTTP, a, b, "--output-dir", tmp .. "/missing" },

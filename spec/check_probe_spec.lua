@@ -41,6 +41,16 @@ describe("luaretry check --probe", function()
     assert.are.same({ "server_wait_too_long", "max_retry_after" }, { far.verdict, far.rule })
   end)
 
+  it("an empty or blank Idempotency-Key is no key: a POST with one is final, as without", function()
+    local r = check({ HTTP, "--probe", "POST 503 [Idempotency-Key: ]", "--probe", "PATCH 503 [idempotency-key:   ]",
+                      "--probe", "POST 503 [Idempotency-Key: k]" })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.are.same({ "final", "idempotency" },
+                    { row(r.stdout, "POST 503 [Idempotency-Key: ]").verdict, row(r.stdout, "POST 503 [Idempotency-Key: ]").rule })
+    assert.are.equal("final", row(r.stdout, "PATCH 503 [idempotency-key:   ]").verdict)
+    assert.are.equal("retry", row(r.stdout, "POST 503 [Idempotency-Key: k]").verdict)
+  end)
+
   it("takes a body, and a transport failure after status 0", function()
     local dir = proc.tmpdir()
     finally(function() proc.rmtree(dir) end)

@@ -227,3 +227,56 @@ describe("luaretry check", function ()
     assert.are.equal(2, check({ "--frob", HTTP }).code)
   end)
 end)
+
+-- The collector frees garbage before the memory limit counts it: a
+-- classifier whose live data stays under 6 MiB (3 MiB kept, 12 temporaries
+-- of 2 MiB made and dropped on each call) under the 8 MiB limit passes every
+-- probe of `check`, one after the other on the same state, whichever way
+-- it makes its temporaries (issue 30, finding 8).
+describe("luaretry check under the memory limit", function ()
+  local MAKERS = {
+    rep = 'string.rep("t", 2 * MiB)',                   -- a buffer of lauxlib's
+    concat = 'half .. half',                             -- the VM's concatenation
+    format = 'string.format("%s%s", half, half)',        -- a buffer, grown
+    table = '(function () local t = {} for k = 1, 2 * MiB // 16 do t[k] = k end return t end)()',
+  }
+  -- lauxlib's buffers grow through the allocator, where Lua's emergency
+  -- collection never runs: garbage first (3 MiB), then a 2 MiB string.rep,
+  -- 7 MiB live at most
+  it("frees the garbage before a buffer counts it against the limit, probe after probe", function ()
+    local dir = proc.tmpdir()
+    local path = dir .. "/gc_buffer.lua"
+    proc.writefile(path, table.concat({
+      "max_attempts = 3", "attempt_timeout = 5", "local MiB = 1024 * 1024",
+      'local keep = string.rep("k", 3 * MiB)', "function is_transient(status, body, info)",
+      "  local n = 0", '  for i = 1, 3 do n = n + #string.rep("g", MiB) end',
+      '  n = n + #string.rep("t", 2 * MiB) + #table.concat({ ("c"):rep(MiB), "x" })',
+      "  return status >= 500 and n > 0 and #keep > 0", "end", "" }, "\n"))
+    local r = check({ path, "--set", "time_limit=30" })
+    proc.rmtree(dir)
+    assert.is_nil((r.stdout .. r.stderr):find("memory limit", 1, true), r.stdout .. r.stderr)
+    assert.is_nil(r.stdout:find("policy_error", 1, true), r.stdout .. r.stderr)
+    assert.is_truthy(r.stdout:find("  500           retry", 1, true), r.stdout .. r.stderr)
+    assert.is_truthy(r.stdout:find("  0 tls_verify  final", 1, true), r.stdout .. r.stderr)
+  end)
+
+  for name, maker in pairs(MAKERS) do
+    it("frees the temporaries of " .. name .. " on every probe", function ()
+      local dir = proc.tmpdir()
+      local path = dir .. "/gc_" .. name .. ".lua"
+      proc.writefile(path, table.concat({
+        "max_attempts = 3", "attempt_timeout = 5", "local MiB = 1024 * 1024",
+        'local keep = string.rep("k", 3 * MiB - MiB)', 'local half = string.rep("h", MiB)',
+        "function is_transient(status, body, info)", "  local n = 0",
+        "  for i = 1, 12 do n = n + #(" .. maker .. ") end",
+        "  return status >= 500 and n > 0 and #keep > 0", "end", "" }, "\n"))
+      -- the time limit out of the way: a busy machine must not reach it
+      local r = check({ path, "--set", "time_limit=30" })
+      proc.rmtree(dir)
+      assert.is_nil(r.stdout:find("memory limit", 1, true), r.stdout)
+      assert.is_nil(r.stderr:find("memory limit", 1, true), r.stderr)
+      assert.is_nil(r.stdout:find("policy_error", 1, true), r.stdout .. r.stderr)
+      assert.is_truthy(r.stdout:find("  500           retry", 1, true), r.stdout .. r.stderr)
+    end)
+  end
+end)

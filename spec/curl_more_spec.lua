@@ -80,6 +80,19 @@ describe("curl's retried options", function ()
     assert.is_truthy(body:find("--" .. boundary .. "--\r\n", 1, true))
   end)
 
+  it("-F: a name or file name with '\"', CR or LF is escaped as curl does (%22, %0D, %0A): no header injected", function ()
+    local evil = tmp .. '/q"x\r\nX-Inj: 1.txt'
+    proc.writefile(evil, "payload")
+    local r = run({ "-X", "PUT", "-F", 'n"a\r\nX-Name: 2=v', "-F", "up=@" .. evil, srv.base .. "/form" })
+    os.remove(evil)
+    assert.are.equal(0, r.code, r.stderr)
+    local body = r.stdout
+    assert.is_truthy(body:find('name="n%22a%0D%0AX-Name: 2"\r\n\r\nv\r\n', 1, true), body)
+    assert.is_truthy(body:find('name="up"; filename="q%22x%0D%0AX-Inj: 1.txt"\r\n', 1, true), body)
+    assert.is_falsy(body:find("\nX-Inj", 1, true))
+    assert.is_falsy(body:find("\nX-Name", 1, true))
+  end)
+
   it("-G/--get: -d's data in the query of a GET", function ()
     local r = run({ "-G", "-d", "a=1", "-d", "b=two", srv.base .. "/q?x=0" })
     assert.are.equal(0, r.code, r.stderr)
@@ -119,14 +132,61 @@ describe("curl's retried options", function ()
     -- a batch: one store for every URL, the jar written once at the end
     srv:reset()
     local jar2 = tmp .. "/batch.jar"
-    r = run({ "-c", jar2, "--parallel", "1", srv.base .. "/once503", srv.base .. "/after" })
+    r = run({ "-c", jar2, "--parallel-max", "1", srv.base .. "/once503", srv.base .. "/after" })
     assert.are.equal(0, r.code, r.stderr)
     assert.matches("seen=1", srv:requests_on("/once503")[2].headers.cookie)
     assert.matches("seen=1", srv:requests_on("/after")[1].headers.cookie)
     assert.matches("\tseen\t1", proc.readfile(jar2))
     r = run({ "--cookie", "a=1; b=2", srv.base .. "/inline" })
     assert.are.equal(0, r.code, r.stderr)
-    assert.are.equal("a=1; b=2", srv:requests_on("/inline")[1].headers.cookie)
+    local sent = srv:requests_on("/inline")[1].headers.cookie
+    assert.is_truthy(sent == "a=1; b=2" or sent == "b=2; a=1", sent)
+  end)
+
+  it("-b NAME=VALUE goes to the first host only, across -L to another; -c writes none of them", function ()
+    local other = "http://other.invalid:" .. srv.port
+    local resolve = { "--resolve", "other.invalid:" .. srv.port .. ":127.0.0.1" }
+    local r = run({ "-L", resolve[1], resolve[2], "-b", "a=1; b=2", srv.base .. "/to?" .. other .. "/landing" })
+    assert.are.equal(0, r.code, r.stderr)
+    local sent = srv:requests_on("/to")[1].headers.cookie -- the store's order
+    assert.is_truthy(sent == "a=1; b=2" or sent == "b=2; a=1", sent)
+    local landed = srv:requests_on("/landing")
+    assert.are.equal(1, #landed)
+    assert.is_nil(landed[1].headers.cookie)
+    -- a batch: each URL's own host has them; the retry too, beside the server's cookie
+    srv:reset()
+    local jar = tmp .. "/inline.jar"
+    r = run({ resolve[1], resolve[2], "-b", "a=1", "-c", jar, "--parallel-max", "1", srv.base .. "/once503",
+              other .. "/second" })
+    assert.are.equal(0, r.code, r.stderr)
+    local seen = srv:requests_on("/once503")
+    assert.are.equal("a=1", seen[1].headers.cookie)
+    assert.matches("a=1", seen[2].headers.cookie)
+    assert.matches("seen=1", seen[2].headers.cookie)
+    assert.are.equal("a=1", srv:requests_on("/second")[1].headers.cookie)
+    local written = proc.readfile(jar)
+    assert.matches("\tseen\t1", written)
+    assert.is_nil(written:find("\ta\t1", 1, true), written)
+    os.remove(jar)
+  end)
+
+  it("-c LINK writes the file the link names, in one step, the link kept; a link to nowhere is an error", function ()
+    local target, link = tmp .. "/target.jar", tmp .. "/link.jar"
+    proc.writefile(target, "127.0.0.1\tFALSE\t/\tFALSE\t0\told\tv\n")
+    proc.sh("ln -s target.jar " .. q(link))
+    local r = run({ "-c", link, srv.base .. "/once503" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("link", proc.readfile_cmd("test -L " .. q(link) .. " && echo -n link"))
+    assert.matches("\tseen\t1", proc.readfile(target))
+    local dangling = tmp .. "/dangling.jar"
+    proc.sh("ln -s nowhere/x.jar " .. q(dangling))
+    srv:reset()
+    r = run({ "-c", dangling, srv.base .. "/once503" })
+    assert.are_not.equal(0, r.code)
+    assert.matches("%-c .*dangling%.jar: a link to a file that cannot be reached", r.stderr)
+    assert.matches("the cookie jar could not be written", r.stderr)
+    assert.are.equal("link", proc.readfile_cmd("test -L " .. q(dangling) .. " && echo -n link"))
+    for _, f in ipairs { target, link, dangling } do os.remove(f) end
   end)
 
   it("--resolve HOST:PORT:ADDRESS", function ()

@@ -113,6 +113,20 @@ describe("run with curl's options", function ()
       assert.matches("gzip", a:requests_on("/gzip")[1].headers["accept-encoding"])
     end)
 
+    it("-w: the URL variables and a Location header never show a user name or password", function ()
+      local host = "127.0.0.1:" .. a.port
+      local r = run({ "http://user:s3cret@" .. host .. "/ok", "-w", "|%{url_effective}" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("ok\n|http://" .. host .. "/ok", r.stdout)
+      r = run({ a.base .. "/redirect?http://bob:hunter2@" .. host .. "/ok",
+                "-w", "|%{redirect_url}|%header{location}" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("moved\n|http://" .. host .. "/ok|http://" .. host .. "/ok", r.stdout)
+      r = run({ "-L", a.base .. "/redirect?http://bob:hunter2@" .. host .. "/ok", "-w", "|%{url_effective}" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("ok\n|http://" .. host .. "/ok", r.stdout)
+    end)
+
     it("a URL without a scheme is http://", function ()
       local r = run({ "127.0.0.1:" .. a.port .. "/ok", "-w", "|%{url_effective}" })
       assert.are.equal(0, r.code, r.stderr)
@@ -341,7 +355,7 @@ end
       assert.matches("timeout error", r.stderr)
       assert.is_true(r.secs < 2, r.secs .. " s")
       r = run({ url, url, "--connect-timeout", "0.3", "--max-time", "10", "--set", "max_attempts=1",
-                "--parallel", "2" })
+                "--parallel-max", "2" })
       assert.are.equal(4, r.code, r.stderr)
       assert.is_true(r.secs < 2, r.secs .. " s")
     end)
@@ -412,7 +426,8 @@ end
   describe("options curl has and luaretry does not", function ()
     it("are refused with what to do instead, and listed in luaretry(1)", function ()
       local man = proc.readfile(proc.root .. "/core/cli/man/luaretry.1")
-      for _, opt in ipairs({ "--retry", "--retry-delay", "--retry-all-errors", "--retry-connrefused" }) do
+      -- curl's retry options are taken now (spec/curl_compat_spec.lua)
+      for _, opt in ipairs({ "--proto", "--netrc", "--parallel-immediate" }) do
         local r = run({ a.base .. "/ok", opt, "x" })
         assert.are.equal(2, r.code, opt)
         assert.matches("curl's " .. opt:gsub("%p", "%%%0") .. " is not taken: ", r.stderr)

@@ -30,6 +30,16 @@ describe("policies/examples/idempotency-key.lua", function()
     assert.is_nil(r.requests[2].headers["Idempotency-Key"])
   end)
 
+  it("replaces an empty key with its own: an empty key is no key", function()
+    local blank = { method = "POST", url = POST.url, headers = { ["Idempotency-Key"] = "" } }
+    local r = testing.run(KEYED, { 503, 200 }, { request = blank, set = NO_JITTER })
+    assert.are.equal("success", r.verdict)
+    assert.matches("^%x+$", r.requests[1].headers["Idempotency-Key"])
+    assert.are.equal(32, #r.requests[1].headers["Idempotency-Key"])
+    local bare = testing.run(proc.root .. "/policies/http.lua", { 503, 200 }, { request = blank })
+    assert.are.same({ "final", "idempotency" }, { bare.verdict, bare.rule })
+  end)
+
   it("is what lets the POST be retried: without prepare's key a 503 is final", function()
     local bare = testing.run(proc.root .. "/policies/http.lua", { 503, 200 }, { request = POST })
     assert.are.equal("final", bare.verdict)

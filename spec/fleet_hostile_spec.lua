@@ -71,7 +71,9 @@ describe("the fleet against a hostile Redis", function ()
   -- attempts exhausted against a 503), quickly, in bounded memory, and
   -- says once why the local guards decide.
   local broken = {
-    { "endless-line", "more than 1048576 bytes" },
+    -- two limits bound an endless line, the reader's size and the command's
+    -- time (500 ms): a busy machine may reach either first, both bounded
+    { "endless-line", { "more than 1048576 bytes", "no reply in time" } },
     { "huge-array", "an array of 2000000000 elements" },
     -- (Debian's hiredis 0.14.1 refuses this count itself; 0.14.0 wrote
     -- through a NULL pointer)
@@ -90,7 +92,10 @@ describe("the fleet against a hostile Redis", function ()
         local r = run_against(f, BUDGET, "/503")
         assert.are.equal(4, r.code, r.stderr)
         assert.are.equal(1, count(r.stderr, LOST), r.stderr)
-        assert.matches(why, r.stderr)
+        local whys = type(why) == "table" and why or { why }
+        local said = false
+        for _, w in ipairs(whys) do said = said or r.stderr:find(w) ~= nil end
+        assert.is_true(said, "none of " .. table.concat(whys, " | ") .. " in: " .. r.stderr)
         if not proc.asan() then
           assert.is_true(r.peak < 64 * MiB, ("peak RSS %.1f MiB"):format(r.peak / MiB))
         end
@@ -114,6 +119,8 @@ describe("the fleet against a hostile Redis", function ()
     assert(ok, err)
   end)
 
+  -- `run` waits in the library (its backoffs): its pre-retry check makes
+  -- the round trip, within the deadline
   it("the pre-retry round trip ends by the call's deadline, whatever the command timeout", function ()
     local f = fake("silent-after-first")
     local ok, err = pcall(function ()
@@ -132,18 +139,20 @@ describe("the fleet against a hostile Redis", function ()
     assert(ok, err)
   end)
 
-  it("a new call's probe permit round trip ends by the call's deadline", function ()
+  it("a new call never waits for a probe permit: refused at once while the worker asks", function ()
     local f = fake("half-open-then-silent")
     local ok, err = pcall(function ()
       local r = run_against(f, BREAKER, "/200", { "--set", "fleet.command_timeout=10000",
                                                    "--set", "deadline=1", "--log-json",
                                                    tmp .. "/log.json" })
-      assert.are.equal(5, r.code, r.stderr)
-      assert.is_true(r.secs < 5, ("%.3f s"):format(r.secs))
-      assert.are.equal(2, count(f.log(), "EVALSHA"), f.log())
+      -- the fleet is half-open and granted this process no permit: the
+      -- call is refused as a half-open breaker refuses calls beyond its
+      -- probes; the worker's ask (silent, 10 s) holds neither it nor exit
+      assert.are.equal(6, r.code, r.stderr)
+      assert.is_true(r.secs < 3, ("%.3f s"):format(r.secs))
       local log = proc.readfile(tmp .. "/log.json") or ""
-      -- stopped before its first attempt: no request
-      assert.matches('"verdict": ?"deadline", ?"attempts": ?0', log)
+      assert.matches('"verdict": ?"circuit_open", ?"attempts": ?0', log)
+      assert.are.equal(0, #srv:requests_on("/200"))
     end)
     f.stop()
     assert(ok, err)

@@ -1,6 +1,6 @@
 -- The fleet's rate limiter (README "Fleet"): one token bucket (a GCRA) for
 -- every process naming the same Redis.  Real `luaretry run --urls
--- --parallel` batches against the fault server and a real redis-server,
+-- --parallel-max` batches against the fault server and a real redis-server,
 -- measured in the server's request log; the same batches without Redis
 -- (a limit per process); a Redis that answers the rate script with
 -- garbage, slowly or not at all (spec/fixtures/fleet/fake_redis.lua); settings that
@@ -101,7 +101,7 @@ describe("the fleet's rate limiter against a real Redis", function ()
   it("holds 4 batches to one limit (within limit*T + burst + their leased blocks over 2 s), not 4 limits, as simulate --fleet predicts", function ()
     local key = new_key()
     local function batch(i, redis_url)
-      local a = { "run", RATE, "--urls", urls_file(tmp, srv, URLS, "p" .. i), "--parallel",
+      local a = { "run", RATE, "--urls", urls_file(tmp, srv, URLS, "p" .. i), "--parallel-max",
                   tostring(PARALLEL), "-s", "--set",
                   "fleet.key=" .. key, "--set", "fleet.command_timeout=1000" }
       if redis_url then a[#a + 1] = "--redis"; a[#a + 1] = redis_url end
@@ -156,7 +156,9 @@ describe("the fleet's rate limiter against a real Redis", function ()
   -- (rate_limit, exit 6) when it does not.
   it("queues a call behind a busy fleet, or stops it at once when its turn comes after its deadline", function ()
     local key = new_key()
+    local taken -- proc.now() before the slot was taken 4 s ahead
     local function busy()
+      taken = proc.now()
       local sec, usec = r:cli("TIME"):match("^(%d+)\n(%d+)$")
       local now_us = tonumber(sec) * 1000000 + tonumber(usec)
       r:cli("HSET", "luaretry:{" .. key .. "}:rate", "tat", tostring(now_us + 4000000),
@@ -180,9 +182,12 @@ describe("the fleet's rate limiter against a real Redis", function ()
                    "comes after the deadline", log, 1, true)
     assert.are.equal(0, #srv:requests_on("/200"))
     busy()
-    x, secs = run(30)
+    x = run(30)
     assert.are.equal(0, x.code, x.stderr)
-    assert.is_true(secs >= 3.9, ("%.3f s"):format(secs))
+    -- measured from the moment the slot was taken, not the process's start
+    -- (which a busy machine may delay): the turn came 4 s after it
+    local queued = proc.now() - taken
+    assert.is_true(queued >= 3.9, ("%.3f s"):format(queued))
     assert.are.equal(1, #srv:requests_on("/200"))
   end)
 
@@ -270,6 +275,7 @@ describe("the fleet's rate limiter against a hostile Redis", function ()
   -- on under the local limiter at once, says so once, and ends in time.
   local cases = {
     { "rate-garbage", "out of range: more slots than were asked" },
+    { "rate-far", "out of range: a next slot that does not agree with its wait" },
     { "rate-nil", "not 4 integers" },
     { "rate-silent", nil },
     { "rate-slow", nil },
@@ -281,7 +287,7 @@ describe("the fleet's rate limiter against a hostile Redis", function ()
       local ok, err = pcall(function ()
         srv:reset()
         local t0 = proc.now()
-        local x = proc.run({ "run", RATE, "--urls", urls_file(tmp, srv, 10, "h"), "--parallel", "4",
+        local x = proc.run({ "run", RATE, "--urls", urls_file(tmp, srv, 10, "h"), "--parallel-max", "4",
                              "--redis", f.url, "--set",
                              "fleet.command_timeout=500" }, { timeout = 30 })
         local secs = proc.now() - t0
@@ -305,7 +311,10 @@ describe("the fleet's rate limiter against a hostile Redis", function ()
     end)
   end
 
-  it("no call waits past its deadline for a silent Redis, whatever the command timeout", function ()
+  -- No step waits for the rate script: the handle's worker asks, the call
+  -- asks again a few ms later, and once the script is slower than usual
+  -- (50 ms, or eight usual round trips) the local limiter decides.
+  it("a silent Redis holds no call and no exit, whatever the command timeout", function ()
     local f = fake("rate-silent")
     local ok, err = pcall(function ()
       srv:reset()
@@ -315,30 +324,12 @@ describe("the fleet's rate limiter against a hostile Redis", function ()
                            "fleet.command_timeout=10000", "--set", "deadline=1", "--log-json", log },
                          { timeout = 30 })
       local secs = proc.now() - t0
-      assert.are.equal(5, x.code, x.stderr)
-      assert.is_true(secs < 4, ("%.3f s"):format(secs))
-      local j = proc.readfile(log) or ""
-      assert.matches("passed while the fleet's rate limiter was asked for a token", j, 1, true)
-      assert.matches('"verdict": ?"deadline"', j)
-      assert.are.equal(0, #srv:requests_on("/200"))
-    end)
-    f.stop()
-    assert(ok, err)
-  end)
-
-  it("SIGTERM stops a run at once while the rate script's round trip waits", function ()
-    local f = fake("rate-silent")
-    local ok, err = pcall(function ()
-      local job = proc.spawn({ "run", RATE, srv.base .. "/200", "--redis", f.url, "--set",
-                               "fleet.command_timeout=10000" }, tmp)
-      local asked = proc.wait_for(function () return count(f.log(), "EVAL rate") >= 1 end, 10)
-      proc.sleep(0.2)
-      local sent = job:signal("TERM")
-      local code, t = job:wait(5)
-      job:stop()
-      assert.is_true(asked, f.log())
-      assert.are.equal(130, code, job:stderr())
-      assert.is_true(t - sent < 1, ("stopped %.3f s after SIGTERM"):format(t - sent))
+      assert.are.equal(0, x.code, x.stderr)
+      -- the worker's round trip (10 s) is cut short at exit
+      assert.is_true(secs < 3, ("%.3f s"):format(secs))
+      assert.matches('"verdict": ?"success"', proc.readfile(log) or "")
+      assert.are.equal(1, #srv:requests_on("/200"))
+      assert.is_true(count(f.log(), "EVAL rate") + count(f.log(), "EVALSHA rate") >= 1, f.log())
     end)
     f.stop()
     assert(ok, err)

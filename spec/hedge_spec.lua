@@ -57,7 +57,7 @@ hedge = { delay = 0.1, max = 1 }
     local r = run(policy(dir, HEDGED), "/slow-first")
     assert.are.equal(0, r.code, r.stderr)
     assert.are.equal("body2", r.stdout)
-    assert.is_true(r.secs < 0.9, r.secs .. " s: the slow original was waited for")
+    assert.is_true(r.secs < 1.5, r.secs .. " s: the slow original (2 s) was waited for")
     assert.matches("attempt 2/5 %(hedge%): 200 %-> success %(default%); 1 in flight cancelled", r.stderr)
     assert.are.equal(1, #r.attempts)
     assert.is_true(r.attempts[1].hedge)
@@ -84,7 +84,7 @@ hedge = { delay = 0.1, max = 1 }
     local r = run(policy(dir, HEDGED), "/slow-first", {"-X", "POST", "-d", "x"})
     assert.are.equal(0, r.code, r.stderr)
     assert.are.equal("body1", r.stdout)
-    assert.is_true(r.secs >= 1)
+    assert.is_true(r.secs >= 1.9, r.secs .. " s") -- the original, waited for
     assert.are.equal(0, r.summary.hedges)
     assert.are.equal(1, seen(srv, "/slow-first"))
   end)
@@ -199,11 +199,11 @@ function is_transient() return false end
   it("hedges in a batch, on free transfer slots (--parallel), each URL's winner in its file", function ()
     local out = dir .. "/out"
     proc.sh("mkdir " .. proc.q(out))
-    local args = {"run", policy(dir, HEDGED), "--output-dir", out, "--parallel", "8"}
+    local args = {"run", policy(dir, HEDGED), "--output-dir", out, "--parallel-max", "8"}
     for n = 1, 6 do args[#args + 1] = srv.base .. "/b/" .. n end
     local r = run_logged(dir, args)
     assert.are.equal(0, r.code, r.stderr)
-    assert.is_true(r.secs < 0.9, r.secs .. " s")
+    assert.is_true(r.secs < 1.5, r.secs .. " s") -- the slow originals take 2 s
     for n = 1, 6 do
       assert.are.equal(n % 2 == 1 and "fast" .. n .. "-2" or "fast" .. n .. "-1",
                        proc.readfile(out .. "/" .. n))

@@ -18,7 +18,9 @@ end
 -- Whether opt stands in text as a word of its own ("--set" is not found
 -- in "--settings", "-d" not in "-d@").
 local function has_word(text, word)
-  local pat = "%f[%w%-]" .. word:gsub("%p", "%%%0") .. "%f[^%w%-]"
+  -- a word that ends in punctuation (-#) ends where it ends
+  local tail = word:find("[%w%-]$") and "%f[^%w%-]" or ""
+  local pat = "%f[%w%-]" .. word:gsub("%p", "%%%0") .. tail
   return text:find(pat) ~= nil
 end
 
@@ -91,8 +93,9 @@ describe("help", function ()
                            man:find("\\" .. opt, 1, true) or man:find(opt, 1, true),
                            opt .. " not in luaretry.1")
         end
-        -- taken: whatever else fails, it is not an unknown option
-        local r = proc.run({ "run", "http", opt, "1" })
+        -- taken: whatever else fails, it is not an unknown option (one
+        -- attempt: -6 or --retry-all-errors would retry what they reach)
+        local r = proc.run({ "run", "http", "--set", "max_attempts=1", opt, "1" }, { timeout = 60 })
         assert.is_nil(r.stderr:find("unknown option", 1, true), opt .. ": " .. r.stderr)
       end
     end
@@ -121,6 +124,12 @@ describe("man pages", function ()
     assert.are.equal("libluaretry.3\nluaretry-faults.5\nluaretry-policy.5\nluaretry.1\n", pages)
     local out = proc.readfile_cmd("cd " .. dir .. " && env -u LD_PRELOAD mandoc -Tlint *.[1-9] 2>&1; echo rc=$?")
     assert.are.equal("rc=0\n", out)
+  end)
+
+  it("luaretry(1) renders as written: no word taken for a flag ('(--calls, default 1000)')", function ()
+    local man = man_text(MAN1):gsub("%s+", " ")
+    assert.is_truthy(man:find("(--calls, default 1000)", 1, true))
+    assert.is_nil(man:find("-default", 1, true))
   end)
 
   it("luaretry-policy(5) names every field of the schema table, and libluaretry(3) the host's", function ()
@@ -168,6 +177,31 @@ describe("man pages", function ()
 end)
 
 describe("completion", function ()
+  it("--set NAME=: bash and zsh complete the schema's settable names (luaretry list --set-names)", function ()
+    local names = proc.run({ "list", "--set-names" }).stdout
+    -- every settable row of core/policy/schema.h, read here as help_spec reads it above
+    local schema = assert(proc.readfile(root .. "/core/policy/schema.h"))
+    local n = 0
+    for name, ty, flags in schema:gmatch('X%(%u[%u_]*, "([%w_.]+)", T_(%u+), [^,]+, [^,]+, ([^,]+),') do
+      local settable = ty ~= "FUNCTION" and ty ~= "TABLE" and ty ~= "BACKOFF" -- schema.c's rule
+      if settable and not flags:find("HOST", 1, true) then
+        n = n + 1
+        assert.is_truthy(names:find("\n" .. name:gsub("%p", "%%%0") .. "=\n") or
+                         names:find("^" .. name:gsub("%p", "%%%0") .. "=\n"), name)
+      end
+    end
+    assert.is_true(n >= 20, "settable rows read: " .. n)
+    local c = complete({ "luaretry", "run", "--set", "backoff.ini" })
+    assert.are.same({ ["backoff.initial="] = true }, c)
+    c = complete({ "luaretry", "check", "http", "--set", "max_a" })
+    assert.are.same({ ["max_attempts="] = true }, c)
+    local zsh = proc.readfile(ZSH)
+    assert.is_truthy(zsh:find("list --set-names", 1, true))
+    for line in zsh:gmatch("[^\n]*%-%-set%[[^\n]*") do
+      assert.is_truthy(line:find(":_luaretry_set_names", 1, true), line)
+    end
+  end)
+
   it("bash: the commands, then options, then policy names from luaretry list", function ()
     local c = complete({ "luaretry", "" })
     for _, cmd in ipairs({ "run", "check", "simulate", "list", "faults", "demo", "help", "--version" }) do

@@ -60,6 +60,7 @@ describe("make install", function ()
     assert.are.equal(0, code, proc.readfile(log))
     for _, f in ipairs({ "/include/luaretry.h", "/include/luaretry_curl.h", "/lib/libluaretry.a",
                          "/lib/libluaretry.so", "/lib/pkgconfig/luaretry.pc", "/bin/luaretry",
+                         "/lib/libluaretry-curl.a", "/lib/libluaretry-curl.so", "/lib/pkgconfig/luaretry-curl.pc",
                          "/share/luaretry/policies/http.lua", "/share/luaretry/lua/retry.lua" }) do
       assert.is_truthy(io.open(prefix .. f), "not installed: " .. f)
     end
@@ -71,7 +72,7 @@ describe("make install", function ()
     assert.matches("retry_get%.c", source)
     proc.writefile(prefix .. "/retry_get.c", source)
     local pc = "PKG_CONFIG_PATH=" .. q(prefix .. "/lib/pkgconfig") .. " pkg-config"
-    local cc = "cd " .. q(prefix) .. " && env -u LD_PRELOAD cc -Wall -Wextra -Werror retry_get.c $(" .. pc .. " --cflags --libs luaretry)" ..
+    local cc = "cd " .. q(prefix) .. " && env -u LD_PRELOAD cc -Wall -Wextra -Werror retry_get.c $(" .. pc .. " --cflags --libs luaretry-curl)" ..
                " -Wl,-rpath," .. q(prefix .. "/lib") .. " -o retry_get >cc.log 2>&1"
     assert.are.equal(0, proc.sh(cc), proc.readfile(prefix .. "/cc.log"))
 
@@ -149,13 +150,33 @@ function is_transient(status, body, info) return status == 0 or transient(status
     assert.are.equal(0, sh("man -P cat luaretry"), proc.readfile(out))
     assert.matches("retry HTTP requests and commands", proc.readfile(out))
     assert.are.equal(0, sh("man -P cat 5 luaretry-policy"), proc.readfile(out))
-    assert.are.equal(0, sh("pkg-config --with-path=" .. q(prefix .. "/lib/pkgconfig") .. " --libs luaretry"))
+    local pkg = "pkg-config --with-path=" .. q(prefix .. "/lib/pkgconfig")
+    assert.are.equal(0, sh(pkg .. " --libs luaretry"))
     assert.matches("%-L" .. prefix:gsub("%p", "%%%0") .. "/lib %-lluaretry", proc.readfile(out))
+    -- a host of the engine alone links Lua and hiredis (the fleet's client), not libcurl
+    assert.is_nil(proc.readfile(out):find("curl"))
+    assert.are.equal(0, sh(pkg .. " --static --libs luaretry"))
+    assert.matches("%-llua5%.4", proc.readfile(out))
+    assert.matches("%-lhiredis", proc.readfile(out))
+    assert.is_nil(proc.readfile(out):find("curl"))
+    assert.are.equal(0, sh(pkg .. " --libs luaretry-curl"))
+    assert.matches("%-lluaretry%-curl", proc.readfile(out))
+    assert.matches("%-lcurl", proc.readfile(out))
+    proc.writefile(prefix .. "/engine_host.c", assert(proc.readfile(proc.root .. "/spec/c/engine_host.c")))
+    assert.are.equal(0, sh("cc -Wall -Wextra -Werror engine_host.c $(" .. pkg .. " --cflags --libs luaretry)" ..
+                           " -o engine_host"), proc.readfile(out))
+    assert.are.equal(0, sh("./engine_host"), proc.readfile(out))
+    assert.matches("attempt 2: 200 %-> success", proc.readfile(out))
+    assert.are.equal(0, sh("ldd ./engine_host"), proc.readfile(out))
+    local ldd = proc.readfile(out)
+    assert.matches("libluaretry%.so%.0 => " .. prefix:gsub("%p", "%%%0"), ldd)
+    assert.matches("liblua5%.4", ldd)
+    assert.is_nil(ldd:find("curl"), ldd)
     -- README's C example, linked against the shared library, found through LD_LIBRARY_PATH
     local readme = assert(proc.readfile(proc.root .. "/README.md"))
     proc.writefile(prefix .. "/retry_get.c", readme:match("\n## Embedding in C\n.-```c\n(.-)```"))
     assert.are.equal(0, sh("cc -Wall -Wextra -Werror retry_get.c $(pkg-config --with-path=" .. q(prefix .. "/lib/pkgconfig") ..
-                           " --cflags --libs luaretry) -o retry_get"), proc.readfile(out))
+                           " --cflags --libs luaretry-curl) -o retry_get"), proc.readfile(out))
     assert.are.equal(0, sh("./retry_get http " .. q(srv.base .. "/new")), proc.readfile(out))  -- by name
     assert.matches("new content", proc.readfile(out))
     -- stock lua5.4 finds the module, and the helpers through LUA_PATH
@@ -165,6 +186,8 @@ function is_transient(status, body, info) return status == 0 or transient(status
 
     os.remove(prefix .. "/retry_get.c")
     os.remove(prefix .. "/retry_get")
+    os.remove(prefix .. "/engine_host")
+    os.remove(prefix .. "/engine_host.c")
     os.remove(out)
     assert.are.equal(0, proc.sh(make .. "uninstall PREFIX=" .. q(prefix) .. " >" .. q(log) .. " 2>&1"),
                      proc.readfile(log))

@@ -79,25 +79,48 @@ describe("check-layers", function ()
 end)
 
 describe("the shared library", function ()
-  it("exports only luaretry_* symbols, and is named with its full version", function ()
+  -- Each library's public functions, under the version node LUARETRY_1.0
+  -- (the node itself is listed too); the command's luaretry_tool.h
+  -- functions stay hidden.
+  local function exports(lib)
     local build = proc.bin:match("^(.*)/[^/]*$")
-    local p = assert(io.popen("nm -D --defined-only " .. q(build .. "/libluaretry.so") .. " 2>&1"))
-    local names, others = 0, {}
+    local p = assert(io.popen("nm -D --defined-only " .. q(build .. "/" .. lib) .. " 2>&1"))
+    local names, others = {}, {}
     for line in p:lines() do
       local sym = line:match("%s(%S+)$")
-      names = names + 1
-      if not sym:match("^luaretry_") then others[#others + 1] = sym end
+      local name, node = sym:match("^(luaretry_[%w_]+)@@(.*)$")
+      if name and node == "LUARETRY_1.0" then
+        names[#names + 1] = name
+      elseif sym ~= "LUARETRY_1.0" then
+        others[#others + 1] = sym
+      end
     end
     p:close()
-    assert.is_true(names > 40, "nm listed " .. names .. " symbols")
+    return names, others
+  end
+
+  it("exports only luaretry_* symbols, versioned, and is named with its full version", function ()
+    local build = proc.bin:match("^(.*)/[^/]*$")
+    local names, others = exports("libluaretry.so")
+    assert.is_true(#names > 40, "nm listed " .. #names .. " symbols")
     assert.are.same({}, others)
+    local set = {}
+    for _, n in ipairs(names) do set[n] = true end
+    assert.is_true(set.luaretry_call_begin)
+    assert.is_nil(set.luaretry_simulate_herd)      -- luaretry_tool.h's
+    assert.is_nil(set.luaretry_curl_perform)       -- libluaretry-curl's
+    local curl_names, curl_others = exports("libluaretry-curl.so")
+    assert.are.same({}, curl_others)
+    for _, n in ipairs(curl_names) do assert.matches("^luaretry_curl_", n) end
     local h = assert(proc.readfile(proc.root .. "/core/include/luaretry.h"))
     local v = table.concat({ h:match("LUARETRY_VERSION_MAJOR (%d+)"),
                              h:match("LUARETRY_VERSION_MINOR (%d+)"),
                              h:match("LUARETRY_VERSION_PATCH (%d+)") }, ".")
-    assert.truthy(io.open(build .. "/libluaretry.so." .. v), "no libluaretry.so." .. v)
-    local soname = io.popen("objdump -p " .. q(build .. "/libluaretry.so") .. " | grep SONAME"):read("a")
-    assert.matches("libluaretry%.so%." .. h:match("LUARETRY_VERSION_MAJOR (%d+)") .. "\n", soname)
+    for _, lib in ipairs({ "libluaretry", "libluaretry-curl" }) do
+      assert.truthy(io.open(build .. "/" .. lib .. ".so." .. v), "no " .. lib .. ".so." .. v)
+      local soname = io.popen("objdump -p " .. q(build .. "/" .. lib .. ".so") .. " | grep SONAME"):read("a")
+      assert.matches(lib:gsub("%-", "%%-") .. "%.so%." .. h:match("LUARETRY_VERSION_MAJOR (%d+)") .. "\n", soname)
+    end
   end)
 
   -- A host that loads the module and links libluaretry.so must not get two
@@ -128,5 +151,28 @@ describe("check-format", function ()
     local text = proc.readfile(dir .. "/rng.c")
     proc.writefile(dir .. "/rng.c", (text:gsub("%) {\n", ")\n{\n", 1)))  -- a brace on its own line
     assert.are_not.equal(0, proc.sh(check))
+  end)
+end)
+
+-- make test ends comparing `git status` with its start (tree-before,
+-- tree-after): a file a spec leaves behind fails it, build/ does not.
+describe("the tree after make test", function ()
+  it("tree-after fails on a file left behind, names it, and passes once it is gone", function ()
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    local root = proc.root:sub(1, 1) == "/" and proc.root or os.getenv("PWD") .. "/" .. proc.root
+    local make = "cd " .. q(dir) .. " && make -s -f " .. q(root .. "/Makefile") .. " "
+    assert(proc.sh("cd " .. q(dir) .. " && git init -q . && echo a > a && git add a && " ..
+                   "git -c user.email=s@x -c user.name=s commit -qm a") == 0)
+    local before = proc.readfile_cmd(make .. "tree-before 2>&1; echo \"exit $?\"")
+    assert.matches("exit 0", before)
+    proc.writefile(dir .. "/left.tmp", "x")
+    proc.writefile(dir .. "/build/ignored", "x")
+    local out = proc.readfile_cmd(make .. "tree-after 2>/dev/null; echo \"exit $?\"")
+    assert.matches("%?%? left%.tmp", out)
+    assert.is_nil(out:find("build/", 1, true), out)
+    assert.matches("exit [^0]", out)
+    os.remove(dir .. "/left.tmp")
+    assert.are.equal(0, proc.sh(make .. "tree-after >/dev/null 2>&1"))
   end)
 end)

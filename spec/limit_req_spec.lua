@@ -1,5 +1,5 @@
 -- The rate limiter against a real rate limit: nginx's limit_req (burst 0,
--- 429 beyond), a batch of URLs at --parallel 8.  Unpaced, most attempts get
+-- 429 beyond), a batch of URLs at --parallel-max 8.  Unpaced, most attempts get
 -- a 429; paced below the limit, or adaptive, few do.  The comparisons are
 -- between runs of the same spec, with wide margins (a busy machine
 -- delays requests, which only lowers the 429s of the paced runs).
@@ -81,7 +81,7 @@ describe_nginx("the rate limiter against nginx's limit_req", function ()
     proc.writefile(dir .. "/logs/access.log", "")
     proc.sh("kill -USR1 $(cat " .. proc.q(dir .. "/nginx.pid") .. ")")
     proc.sleep(1.5)   -- the limiter forgets the last run
-    local args = { "run", proc.root .. "/policies/http.lua", "--urls", dir .. "/urls", "--parallel", "8",
+    local args = { "run", proc.root .. "/policies/http.lua", "--urls", dir .. "/urls", "--parallel-max", "8",
                    "-s", "--output-dir", dir .. "/www",
                    -- short throttling waits: the spec's time goes to pacing, not backoff
                    "--set", "throttle_backoff.initial=0.1", "--set", "throttle_backoff.max=1",

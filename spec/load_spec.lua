@@ -596,10 +596,10 @@ describe("pacing against the fault server", function ()
     return dir .. "/urls"
   end
 
-  it("a batch at --parallel 8 sends at most `limit` a second after the burst", function ()
+  it("a batch at --parallel-max 8 sends at most `limit` a second after the burst", function ()
     local pol = dir .. "/r.lua"
     proc.writefile(pol, "max_attempts = 3\ndeadline = 60\nattempt_timeout = 10\nrate = { limit = 20, burst = 2 }\n")
-    local r = proc.run({ "run", pol, "--urls", urls(30, "/ok"), "--parallel", "8", "-s", "--output-dir", dir },
+    local r = proc.run({ "run", pol, "--urls", urls(30, "/ok"), "--parallel-max", "8", "-s", "--output-dir", dir },
                        { timeout = 120 })
     assert.are.equal(0, r.code, r.stderr)
     local times = {}
@@ -646,7 +646,7 @@ describe("pacing against the fault server", function ()
   it("the SRE throttle keeps an always-503 service from most first attempts; exit 6, verdict throttle", function ()
     local pol = dir .. "/t.lua"
     proc.writefile(pol, "max_attempts = 1\ndeadline = 60\nattempt_timeout = 10\nthrottle = { k = 2, window = 60 }\n")
-    local r = run_logged({ "run", pol, "--urls", urls(200, "/down"), "--parallel", "4", "--seed", "1" },
+    local r = run_logged({ "run", pol, "--urls", urls(200, "/down"), "--parallel-max", "4", "--seed", "1" },
                          dir .. "/log", 120)
     assert.are.equal(6, r.code, r.stderr)
     local seen = #srv:requests_on("/down")

@@ -116,6 +116,19 @@ end)
 describe("policies/http.lua (the default)", function()
   local HTTP = policy("http")
 
+  it("too_large (--max-filesize) is final; options.retry_all_errors (--retry-all-errors) retries the rest", function()
+    local big = { status = 0, error = "too_large" }
+    assert.are.equal("final", testing.classify(HTTP, big).verdict)
+    assert.are.equal("final", testing.classify(HTTP, 404).verdict)
+    local set = { ["options.retry_all_errors"] = "true" }
+    assert.are.equal("retry", testing.classify(HTTP, 404, { set = set }).verdict)
+    assert.are.equal("retry", testing.classify(HTTP, "tls_verify", { set = set }).verdict)
+    assert.are.equal("final", testing.classify(HTTP, big, { set = set }).verdict)
+    assert.are.equal("success", testing.classify(HTTP, 200, { set = set }).verdict)
+    -- (a POST without a key is still never repeated: is_idempotent, not the
+    -- classifier, says so; spec/curl_compat_spec.lua runs it)
+  end)
+
   it("loads without warnings", function() no_warnings(HTTP) end)
 
   it("retries 408, 429, 500, 502, 503, 504 and transport failures but tls_verify", function()
@@ -173,6 +186,22 @@ describe("policies/command.lua (run -- COMMAND without POLICY)", function()
     assert.are.equal("final", testing.classify(CMD, exit(127), { set = set }).verdict)
     set = { ["options.final_exit_codes"] = "1,x" }
     assert.are.equal("policy_error", testing.classify(CMD, exit(1), { set = set }).verdict)
+  end)
+
+  it("options.final_if_output, retry_if_output (Lua patterns over the error output), retry_all_errors", function()
+    local function said(n, text) return { kind = "command", status = n, body = text } end
+    local set = { ["options.final_if_output"] = "^fatal: %w+ denied" }
+    assert.are.equal("final", testing.classify(CMD, said(1, "fatal: access denied\n"), { set = set }).verdict)
+    assert.are.equal("retry", testing.classify(CMD, said(1, "warning: busy\n"), { set = set }).verdict)
+    set = { ["options.retry_if_output"] = "Could not get lock", ["options.final_exit_codes"] = "1" }
+    assert.are.equal("retry", testing.classify(CMD, said(1, "E: Could not get lock /x"), { set = set }).verdict)
+    assert.are.equal("final", testing.classify(CMD, said(1, "E: other"), { set = set }).verdict)
+    -- final first: both match, final wins
+    set = { ["options.retry_if_output"] = "lock", ["options.final_if_output"] = "denied" }
+    assert.are.equal("final", testing.classify(CMD, said(1, "lock denied"), { set = set }).verdict)
+    set = { ["options.retry_all_errors"] = "true" }
+    assert.are.equal("retry", testing.classify(CMD, exit(127), { set = set }).verdict)
+    assert.are.equal("success", testing.classify(CMD, exit(0), { set = set }).verdict)
   end)
 
   it("is bounded: 5 attempts, 300 s each, 600 s in all; waits 1 s doubling to 30 s, + up to 1 s", function()
@@ -296,6 +325,10 @@ describe("policies/gcs.lua (Cloud Storage: Retry strategy, truncated exponential
         assert.is_false(idem("POST", OBJ, { ["Content-Type"] = "text/plain", [h] = "0" }), h)
       end
       assert.is_false(idem("PUT", OBJ, { ["x-goog-if-generation-match"] = "" }))
+      -- a blank precondition is none, as a blank Idempotency-Key is no key
+      local XML_ = "https://storage.googleapis.com/bkt/a.txt"
+      assert.is_false(idem("PUT", XML_, { ["x-goog-if-generation-match"] = "  " }))
+      assert.is_false(idem("PUT", XML_, { ["x-goog-if-metageneration-match"] = " " }))
       assert.is_false(idem("PUT", OBJ, { ["Content-Type"] = "text/plain" }))
     end)
 

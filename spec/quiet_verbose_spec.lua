@@ -119,8 +119,11 @@ describe("quiet and verbose", function ()
       local out = proc.readfile_cmd("(sleep 2 | " .. proc.q(proc.bin) ..
                                     " run -s --set deadline=0.5 -- cat; echo rc=$?) 2>&1")
       assert.are.equal("rc=5\n", out)
-      -- without -s or -q, a batch has a line for every URL
+      -- without -s or -q, a batch has a summary (and a line for every URL
+      -- that failed: none here); -v a line for every URL
       r = run("run", "http", srv.base .. "/ok", srv.base .. "/ok", "--output-dir", tmp)
+      assert.matches("^luaretry: 2 URLs: 2 succeeded, 0 failed, %d+ bytes, [%d.]+ s, exit 0\n$", r.stderr)
+      r = run("run", "http", "-v", srv.base .. "/ok", srv.base .. "/ok", "--output-dir", tmp)
       local _, n = r.stderr:gsub("luaretry: %[%d%] http://[^\n]*: success", "")
       assert.are.equal(2, n, r.stderr)
     end)

@@ -152,13 +152,13 @@ describe("rate = { headers = true } against the fault server", function ()
   proc.with_server(proc.root .. "/spec/fixtures/rate_headers/server.lua",
                    function (s, t) srv, dir = s, t end)
 
-  -- A batch of 10 URLs on `path` at --parallel 4; the requests the server saw.
+  -- A batch of 10 URLs on `path` at --parallel-max 4; the requests the server saw.
   local function batch(path, ...)
     local urls = {}
     for i = 1, 10 do urls[i] = srv.base .. path .. "?i=" .. i end
     proc.writefile(dir .. "/urls", table.concat(urls, "\n") .. "\n")
     local args = { "run", proc.root .. "/policies/http.lua", "--urls", dir .. "/urls",
-                   "--parallel", "4", "--output-dir", dir, ... }
+                   "--parallel-max", "4", "--output-dir", dir, ... }
     local r = proc.run(args, { timeout = 120 })
     assert.are.equal(0, r.code, r.stderr)
     return #srv:requests_on(path), r

@@ -186,7 +186,7 @@ describe("luaretry run", function ()
 
   describe("signals", function ()
 
-    it("SIGINT in the middle of a wait: exit 130 within 100 ms, no temporary file", function ()
+    it("SIGINT in the middle of a 30 s wait: exit 130 at once, no temporary file", function ()
       local outdir = tmp .. "/o"
       proc.sh("mkdir " .. proc.q(outdir))
       proc.writefile(outdir .. "/out.txt", "old\n")
@@ -198,13 +198,27 @@ describe("luaretry run", function ()
       local sent = job:signal("INT")
       local code, ended = job:wait(5)
       assert.are.equal(130, code)
-      assert.is_true(ended - sent < 0.1, ("exited %.3f s after the signal"):format(ended - sent))
+      -- the alternative waits 30 s (or for ever): a loaded machine keeps 2 s
+      assert.is_true(ended - sent < 2, ("exited %.3f s after the signal"):format(ended - sent))
       assert.are.same({}, proc.leftovers(outdir))
       assert.are.equal("old\n", proc.readfile(outdir .. "/out.txt"))
       assert.matches("interrupted", job:stderr())
     end)
 
-    it("SIGTERM during a transfer to a hanging server: exit 130 within 100 ms", function ()
+    it("signals ignored at start stay ignored (nohup, a background job): the call goes on", function ()
+      local job = proc.spawn({ "run", HTTP, url("/flaky"), "--seed", "1", "--set", "backoff.initial=1",
+                               "--set", "backoff.max=1", "--set", "backoff.jitter=none" }, tmp,
+                             { ignore = "HUP,INT,QUIT" })
+      finally(function () job:stop() end)
+      assert.is_truthy(proc.wait_for(function () return (job:stderr() or ""):find("retry in") end, 10))
+      for _, sig in ipairs { "HUP", "INT", "QUIT" } do job:signal(sig) end
+      local code = job:wait(30)
+      assert.are.equal(0, code, job:stderr())
+      assert.are.equal(3, #srv:requests_on("/flaky"))
+      assert.not_matches("interrupted", job:stderr())
+    end)
+
+    it("SIGTERM during a transfer to a hanging server: exit 130 at once", function ()
       local outdir = tmp .. "/o"
       proc.sh("mkdir " .. proc.q(outdir))
       local job = proc.spawn({ "run", HTTP, url("/hang"), "--seed", "1",
@@ -215,7 +229,8 @@ describe("luaretry run", function ()
       local sent = job:signal("TERM")
       local code, ended = job:wait(5)
       assert.are.equal(130, code)
-      assert.is_true(ended - sent < 0.1, ("exited %.3f s after the signal"):format(ended - sent))
+      -- the alternative waits 30 s (or for ever): a loaded machine keeps 2 s
+      assert.is_true(ended - sent < 2, ("exited %.3f s after the signal"):format(ended - sent))
       assert.are.same({}, proc.ls(outdir))
     end)
   end)

@@ -217,6 +217,21 @@ describe("luaretry simulate", function ()
     assert.are.same(times_a, times_b)
   end)
 
+  -- 1,000,000 clients, the documented maximum, must fit a laptop: --fleet
+  -- took 5.7 KiB a client (a guards' state of 4 KiB each); the figure
+  -- itself is spec/bench/README.md's, the bound here generous
+  it("--clients 100000 --fleet stays within 2 KiB a client", function ()
+    if proc.asan() then return end -- ASan's shadow memory inflates it
+    local dir = proc.tmpdir()
+    local job = proc.spawn({ "simulate", HTTP, "--clients", "100000", "--fleet" }, dir)
+    local peak = proc.watch_rss(job, 120)
+    local code = job:wait(5)
+    job:stop()
+    proc.rmtree(dir)
+    assert.are.equal(0, code)
+    assert.is_true(peak < 100000 * 2048, ("peak RSS %.1f MiB"):format(peak / 1048576))
+  end)
+
   it("usage errors exit 2", function ()
     assert.are.equal(2, simulate({ HTTP, "--svg", tmp .. "/x.svg" }).code)
     assert.are.equal(2, simulate({ HTTP, "--outage", "5" }).code)

@@ -38,6 +38,7 @@
 #include <stdio.h>
 
 #include "luaretry.h"
+#include "luaretry_tool.h"
 
 enum {
   EXIT_OK = 0,
@@ -76,11 +77,17 @@ int cli_policy_is_file(const char *policy);
 /* Finds POLICY and loads it with NAME=VALUE overrides; NULL after printing
  * why. */
 luaretry_policy *cli_load_policy(const char *policy, char **sets, int nsets, int warn);
-/* The same with fleet.redis = redis (NULL: none), which came from `from`
- * ("--redis", "LUARETRY_REDIS"), named in a message about it; *status
- * (if given) the exit status when NULL: EXIT_USAGE for a bad URL. */
+/* Where the fleet's guards live: field "fleet.local" or "fleet.redis"
+ * (NULL: no fleet) = value, which came from `from` ("--fleet local",
+ * "--redis", "LUARETRY_FLEET", "LUARETRY_REDIS"). */
+typedef struct {
+  const char *field, *value, *from;
+} cli_store;
+/* The same with the store's field set (store NULL or its field NULL:
+ * none), named by its `from` in a message about it; *status (if given)
+ * the exit status when NULL: EXIT_USAGE for a bad URL or folder. */
 luaretry_policy *cli_load_policy_redis(const char *policy, char **sets, int nsets, int warn,
-                                       const char *redis, const char *from, int *status);
+                                       const cli_store *store, int *status);
 /* A library message with "--set " before each line about one of the
  * NAME=VALUE sets (the library speaks of the field only); malloc'ed. */
 char *cli_policy_message(const char *msg, char **sets, int nsets);
@@ -114,8 +121,12 @@ int cli_probe_prepare(luaretry_call *c, const cli_probe *pr, int attempt, int *n
 /* ---- signals.c */
 int cli_exit_status(luaretry_reason r);
 /* The stop signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT) call `handler`,
- * without SA_RESTART; SIGPIPE is ignored. */
+ * without SA_RESTART, except those ignored at start (nohup, a background
+ * job), which stay ignored; SIGPIPE is ignored. */
 void cli_on_stop_signals(void (*handler)(int));
+/* Whether `sig` was ignored when the process started (a child gets it
+ * ignored too). */
+int cli_signal_ignored_at_start(int sig);
 /* The stop signals counted, and cancelling what runs (run.h). */
 void cli_catch_stop_signals(void);
 /* Whether a stop signal came. */
@@ -146,9 +157,10 @@ void cli_json_decision(FILE *f, const luaretry_decision *d, int status, const ch
                        const char *target);
 
 /* ---- fleet_cmd.c */
-/* --redis's URL if given, else LUARETRY_REDIS's, else NULL; *from names
- * which. */
-const char *cli_redis_url(const char *given, const char **from);
+/* --fleet local (the folder: $XDG_RUNTIME_DIR, else the library's) or
+ * --redis URL, else LUARETRY_FLEET=local, else LUARETRY_REDIS.  0, or
+ * EXIT_USAGE (said) for both options or a --fleet that is not local. */
+int cli_fleet_store(const char *fleet, const char *redis, cli_store *s);
 /* Before `run`'s first call: one sync with the fleet, if there is one. */
 void cli_fleet_start(luaretry_policy *p);
 /* The warning that --redis (or LUARETRY_REDIS, `from`) shares nothing. */
@@ -165,9 +177,10 @@ int cli_fleet(int argc, char **argv);    /* fleet_cmd.c */
 int cli_latency_parse(const char *s, luaretry_latency_options *l);
 int cli_simulate_latency(luaretry_policy *p, const luaretry_latency_options *l, int json);
 
-/* simulate/fleet_report.c: --fleet (own guards next to the fleet's) or
- * --process (the clients as calls of one process); the exit status. */
+/* simulate/fleet_report.c: --fleet (own guards next to the fleet's; local:
+ * the local store's, every outcome counted at once) or --process (the
+ * clients as calls of one process); the exit status. */
 int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, double outage,
-                       uint64_t seed, int status, int json, int process);
+                       uint64_t seed, int status, int json, int process, int local);
 
 #endif

@@ -10,12 +10,30 @@
 
 #include "cli.h"
 
-const char *cli_redis_url(const char *given, const char **from) {
-  *from = "--redis";
-  if (given) return given;
-  const char *env = getenv("LUARETRY_REDIS");
-  *from = "LUARETRY_REDIS";
-  return env && env[0] ? env : NULL;
+/* The local store's folder: $XDG_RUNTIME_DIR (the user's, made 0700 by
+ * the login), else the library's own (/tmp/luaretry-UID). */
+static const char *local_folder(void) {
+  const char *xdg = getenv("XDG_RUNTIME_DIR");
+  return xdg && xdg[0] == '/' ? xdg : "on";
+}
+
+int cli_fleet_store(const char *fleet, const char *redis, cli_store *s) {
+  memset(s, 0, sizeof *s);
+  if (fleet && strcmp(fleet, "local") != 0)
+    return cli_usage("--fleet %s: expected local (a Redis: --redis URL)", fleet);
+  if (fleet && redis) return cli_usage("--fleet local and --redis: one store at a time", NULL);
+  const char *env = getenv("LUARETRY_FLEET");
+  if (!fleet && !redis && env && env[0] && strcmp(env, "local") != 0)
+    return cli_usage("LUARETRY_FLEET=%s: expected local", env);
+  if (fleet || (!redis && env && env[0])) {
+    s->field = "fleet.local", s->value = local_folder();
+    s->from = fleet ? "--fleet local" : "LUARETRY_FLEET";
+    return 0;
+  }
+  s->from = "--redis";
+  if (!redis) redis = getenv("LUARETRY_REDIS"), s->from = "LUARETRY_REDIS";
+  if (redis && redis[0]) s->field = "fleet.redis", s->value = redis;
+  return 0;
 }
 
 /* Before the first call: the fleet's counts, so that an open circuit or a
@@ -46,9 +64,11 @@ void cli_fleet_warn_unshared(luaretry_policy *p, const char *from) {
   /* a fixed rate is shared too: the policy has a fleet then */
   if (luaretry_policy_metrics(p, &m) == LUARETRY_OK && m.guards != LUARETRY_GUARDS_LOCAL) return;
   fprintf(stderr,
-          "luaretry: warning: %s: %s names a Redis, but the policy has neither budget "
+          "luaretry: warning: %s: %s %s, but the policy has neither budget "
           "nor breaker, throttle or fixed rate: there is nothing to share\n",
-          t.name, from);
+          t.name, from,
+          strstr(from, "LUARETRY_REDIS") || strstr(from, "--redis") ? "names a Redis"
+                                                                    : "asks for the local store");
 }
 
 /* "2026-11-23 21:50:01.123 UTC" */
@@ -64,8 +84,35 @@ static void utc(double t, char *buf, size_t size) {
   snprintf(buf, size, "%s.%03d UTC", day, (int)((t - (double)s) * 1000));
 }
 
-static void print_status(const char *name, const luaretry_fleet_status *st) {
+/* The throttle's window and the rate limiter, as either store holds them. */
+static void print_guards(const luaretry_fleet_status *st) {
+  if (st->window_seconds > 0)
+    printf("  throttle window: %.0f requests, %.0f accepted over the last %g s\n",
+           st->window_requests, st->window_accepts, st->window_seconds);
+  if (st->rate_limit > 0)
+    printf("  rate: %g per second for the fleet; slots leased out up to %.3f s ahead (%.0f)\n",
+           st->rate_limit, st->rate_ahead, st->rate_ahead * st->rate_limit);
+}
+
+/* The local store's times are CLOCK_MONOTONIC's: shown as ages. */
+static void print_local(const luaretry_fleet_status *st) {
+  printf("  budget: %.3f of %g tokens (a retry needs more than %g)\n", st->tokens, st->max_tokens,
+         st->max_tokens / 2);
+  printf("  breaker: %s", luaretry_breaker_state_name(st->breaker));
+  if (st->opened_at > 0 && st->breaker != LUARETRY_BREAKER_CLOSED)
+    printf(", since %.1f s", st->now - st->opened_at);
+  printf("; %ld transient failures in a row", st->consecutive_failures);
+  if (st->breaker == LUARETRY_BREAKER_HALF_OPEN) printf("; %ld probes left", st->probes_left);
+  printf("\n");
+  print_guards(st);
+}
+
+static void print_status(const char *name, const luaretry_fleet_status *st, int local) {
   printf("fleet %s: %s at %s\n", name, st->key, st->where);
+  if (local) {
+    print_local(st);
+    return;
+  }
   if (!st->exists) {
     printf("  no state in Redis (never synced, expired or reset): full budget, breaker closed\n");
   } else {
@@ -81,13 +128,14 @@ static void print_status(const char *name, const luaretry_fleet_status *st) {
     if (st->breaker == LUARETRY_BREAKER_HALF_OPEN) printf("; %ld probes left", st->probes_left);
     printf("\n");
   }
+  print_guards(st);
   printf("  processes that synced in the last minute: %zu\n", st->process_count);
   for (size_t i = 0; i < st->process_count; i++)
     printf("    %-40s %.1f s ago\n", st->processes[i].member, st->processes[i].seen_ago);
 }
 
 typedef struct {
-  const char *policy, *redis;
+  const char *policy, *redis, *fleet;
   int reset;
   char *sets[64];
   int nsets;
@@ -109,12 +157,14 @@ static int parse_fleet(int argc, char **argv, fleet_args *a) {
   memset(a, 0, sizeof *a);
   for (int i = 0; i < argc; i++) {
     const char *s = argv[i];
-    int valued = strcmp(s, "--redis") == 0 || strcmp(s, "--set") == 0;
+    int valued = strcmp(s, "--redis") == 0 || strcmp(s, "--set") == 0 || strcmp(s, "--fleet") == 0;
     if (valued && i + 1 >= argc) return cli_usage("fleet: %s needs a value", s);
     if (strcmp(s, "--reset") == 0)
       a->reset = 1;
     else if (strcmp(s, "--redis") == 0)
       a->redis = hide_redis(argv[++i]);
+    else if (strcmp(s, "--fleet") == 0)
+      a->fleet = argv[++i];
     else if (strcmp(s, "--set") == 0 && a->nsets == 64)
       return cli_usage("fleet: too many --set", NULL);
     else if (strcmp(s, "--set") == 0)
@@ -134,10 +184,14 @@ int cli_fleet(int argc, char **argv) {
   fleet_args a;
   int status = parse_fleet(argc, argv, &a);
   if (status) return status;
-  const char *from;
-  const char *url = cli_redis_url(a.redis, &from);
-  if (!url) return cli_usage("fleet: where is Redis? --redis URL, or LUARETRY_REDIS", NULL);
-  luaretry_policy *p = cli_load_policy_redis(a.policy, a.sets, a.nsets, 0, url, from, &status);
+  cli_store store;
+  if ((status = cli_fleet_store(a.fleet, a.redis, &store)) != 0) return status;
+  if (!store.field)
+    return cli_usage(
+      "fleet: where is Redis? --redis URL or LUARETRY_REDIS (this machine's "
+      "local store: --fleet local or LUARETRY_FLEET=local)",
+      NULL);
+  luaretry_policy *p = cli_load_policy_redis(a.policy, a.sets, a.nsets, 0, &store, &status);
   if (!p) return status;
   status = EXIT_OK;
   luaretry_tuning t;
@@ -145,10 +199,12 @@ int cli_fleet(int argc, char **argv) {
   luaretry_fleet_status st;
   luaretry_code rc =
     a.reset ? luaretry_policy_fleet_reset(p) : luaretry_policy_fleet_status(p, &st);
+  int local = strcmp(store.field, "fleet.local") == 0;
   if (rc == LUARETRY_OK && a.reset) {
-    printf("fleet %s: reset: full budget, breaker closed, no processes\n", t.name);
+    printf("fleet %s: reset: full budget, breaker closed, %s\n", t.name,
+           local ? "throttle window empty, rate bucket full" : "no processes");
   } else if (rc == LUARETRY_OK) {
-    print_status(t.name, &st);
+    print_status(t.name, &st, local);
     luaretry_fleet_status_free(&st);
   } else {
     fprintf(stderr, "luaretry: %s\n", luaretry_policy_errmsg(p));

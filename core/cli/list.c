@@ -167,11 +167,23 @@ static void list_dir(listing *l, const char *dir) {
   free(files);
 }
 
+/* --set-names: the fields --set takes, "NAME=" a line, read from the
+ * schema table itself so that completion never lags behind it. */
+static int set_names(void) {
+  for (size_t i = 0; i < luaretry_field_count(); i++) {
+    const luaretry_field *f = luaretry_field_at(i);
+    if (f && f->settable && !f->host_only) printf("%s=\n", f->name);
+  }
+  return EXIT_OK;
+}
+
 int cli_list(int argc, char **argv) {
   listing l = { NULL, 0, 0, 0 };
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--names") == 0)
       l.names_only = 1;
+    else if (strcmp(argv[i], "--set-names") == 0 && argc == 1)
+      return set_names();
     else
       return cli_usage("list: unexpected argument %s", argv[i]);
   }

@@ -108,11 +108,11 @@ int cli_find_policy(const char *policy, char path[CLI_PATH_MAX]) {
 }
 
 luaretry_policy *cli_load_policy(const char *policy, char **sets, int nsets, int warn) {
-  return cli_load_policy_redis(policy, sets, nsets, warn, NULL, NULL, NULL);
+  return cli_load_policy_redis(policy, sets, nsets, warn, NULL, NULL);
 }
 
 luaretry_policy *cli_load_policy_redis(const char *policy, char **sets, int nsets, int warn,
-                                       const char *redis, const char *from, int *status) {
+                                       const cli_store *store, int *status) {
   if (status) *status = EXIT_POLICY;
   char path[CLI_PATH_MAX];
   if (cli_find_policy(policy, path) != 0) return NULL;
@@ -122,11 +122,11 @@ luaretry_policy *cli_load_policy_redis(const char *policy, char **sets, int nset
     return NULL;
   }
   /* the library's message names the field and never the URL's password */
-  if (redis && luaretry_policy_set(p, "fleet.redis", redis) != LUARETRY_OK) {
+  if (store && store->field && luaretry_policy_set(p, store->field, store->value) != LUARETRY_OK) {
     const char *msg = luaretry_policy_errmsg(p);
-    const char *field = "fleet.redis: ";
-    if (strncmp(msg, field, strlen(field)) == 0) msg += strlen(field);
-    fprintf(stderr, "luaretry: %s: %s\n", from, msg);
+    size_t n = strlen(store->field);
+    if (strncmp(msg, store->field, n) == 0 && strncmp(msg + n, ": ", 2) == 0) msg += n + 2;
+    fprintf(stderr, "luaretry: %s: %s\n", store->from, msg);
     luaretry_policy_free(p);
     if (status) *status = EXIT_USAGE;
     return NULL;

@@ -68,6 +68,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
     return LUARETRY_E_NOMEM;
   }
   unsigned flags = o ? o->flags : 0;
+  c->magic = LR_CALL_MAGIC;
   c->judge = j;
   c->rules = rules;
   c->max_attempts = max_attempts > 0 ? max_attempts : rules->max_attempts;
@@ -80,7 +81,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   }
   c->clock.is_virtual = (flags & LUARETRY_CALL_VIRTUAL_TIME) != 0;
   c->no_hedge = (flags & LUARETRY_CALL_NO_HEDGE) != 0;
-  c->one_round = (flags & LUARETRY_CALL_ONE_ROUND) != 0;
+  c->one_round = (flags & LUARETRY_CALL_WORKFLOW_REQUEST) != 0;
   /* The guards see a virtual clock from the real time at its start: calls
    * begun apart stay apart, so they share a breaker sensibly. */
   if (c->clock.is_virtual) c->guard_origin = lr_monotonic_now();
@@ -127,7 +128,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
 }
 
 luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
-  if (!c || !d) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c) || !d) return LUARETRY_E_ARG;
   memset(d, 0, sizeof *d);
   d->attempt = c->started; /* hedges that were cancelled were started too */
   d->elapsed = luaretry_call_elapsed(c);
@@ -173,7 +174,8 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
 }
 
 void luaretry_call_free(luaretry_call *c) {
-  if (!c) return;
+  if (!lr_call_ok(c)) return;
+  c->magic = 0;
   if (c->judge && c->judge->release) c->judge->release(c->judge->ud);
   lr_waiter_close(&c->waiter);
   free(c->own);
@@ -188,7 +190,7 @@ void luaretry_call_free(luaretry_call *c) {
 }
 
 const char *luaretry_call_invocation_id(luaretry_call *c) {
-  if (!c) return "";
+  if (!lr_call_ok(c)) return "";
   if (!c->invocation_id[0]) {
     /* RFC 9562's version 4: the version nibble 4, the variant bits 10 */
     uint64_t hi = (c->invocation[0] & ~0xf000ull) | 0x4000ull;
@@ -201,7 +203,7 @@ const char *luaretry_call_invocation_id(luaretry_call *c) {
 }
 
 luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_request *r, int *yes) {
-  if (!c || !r || !yes) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c) || !r || !yes) return LUARETRY_E_ARG;
   char *err = lr_call_buffer(&c->errmsg);
   if (!err) return LUARETRY_E_NOMEM;
   lr_attempt_ctx ctx = lr_call_context(c, c->attempts + 1, luaretry_call_elapsed(c));
@@ -210,59 +212,62 @@ luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_reque
 
 luaretry_code luaretry_call_prepare(luaretry_call *c, const luaretry_request *in, int attempt,
                                     luaretry_request *out) {
-  if (!c || !in || !out) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c) || !in || !out) return LUARETRY_E_ARG;
   char *err = lr_call_buffer(&c->errmsg);
   if (!err) return LUARETRY_E_NOMEM;
   lr_attempt_ctx ctx = lr_call_context(c, attempt, luaretry_call_elapsed(c));
   return c->judge->prepare(c->judge->ud, in, attempt, out, &ctx, err, MESSAGE_SIZE);
 }
 
-double luaretry_call_timeout(const luaretry_call *c) { return c ? c->next_timeout : 0; }
+double luaretry_call_timeout(const luaretry_call *c) { return lr_call_ok(c) ? c->next_timeout : 0; }
 
-double luaretry_call_deadline(const luaretry_call *c) { return c ? c->deadline : 0; }
+double luaretry_call_deadline(const luaretry_call *c) { return lr_call_ok(c) ? c->deadline : 0; }
 
 double luaretry_call_connect_timeout(const luaretry_call *c) {
-  if (!c) return 0;
+  if (!lr_call_ok(c)) return 0;
   double t = c->next_timeout, connect = c->rules->connect_timeout;
   return connect > 0 && (t == 0 || connect < t) ? connect : t;
 }
 
 void luaretry_call_stall(const luaretry_call *c, double *seconds, long *speed) {
-  if (seconds) *seconds = c ? c->rules->stall_timeout : 0;
+  if (seconds) *seconds = lr_call_ok(c) ? c->rules->stall_timeout : 0;
   if (speed) *speed = c ? c->rules->stall_speed : 0;
 }
 
 double luaretry_call_elapsed(const luaretry_call *c) {
-  return c ? lr_clock_now(&c->clock) - c->start : 0;
+  return lr_call_ok(c) ? lr_clock_now(&c->clock) - c->start : 0;
 }
 
 const char *luaretry_call_errmsg(const luaretry_call *c) {
-  return !c ? "no call" : c->errmsg ? c->errmsg : "";
+  return !lr_call_ok(c) ? "no call" : c->errmsg ? c->errmsg : "";
 }
 
 void luaretry_call_cancel(luaretry_call *c) {
-  if (c) lr_waiter_cancel(&c->waiter);
+  if (lr_call_ok(c)) lr_waiter_cancel(&c->waiter);
 }
 
-int luaretry_call_wakeup_fd(luaretry_call *c) { return c ? lr_waiter_fd(&c->waiter) : -1; }
+int luaretry_call_wakeup_fd(luaretry_call *c) {
+  return lr_call_ok(c) ? lr_waiter_fd(&c->waiter) : -1;
+}
 
 int luaretry_call_cancelled(const luaretry_call *c) {
-  return c ? atomic_load(&((luaretry_call *)c)->waiter.cancelled) : 0;
+  return lr_call_ok(c) ? atomic_load(&((luaretry_call *)c)->waiter.cancelled) : 0;
 }
 
 luaretry_code luaretry_call_wait(luaretry_call *c, double seconds) {
-  if (!c || isnan(seconds)) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c) || isnan(seconds)) return LUARETRY_E_ARG;
+  atomic_store(&c->waiter.blocking, 1); /* a host that waits here waits anyway */
   return lr_wait(&c->clock, &c->waiter, seconds) ? LUARETRY_E_CANCELLED : LUARETRY_OK;
 }
 
-void luaretry_call_observe(luaretry_call *c, luaretry_observer_fn fn, void *ud) {
-  if (!c) return;
+void luaretry_call_on_decision(luaretry_call *c, luaretry_observer_fn fn, void *ud) {
+  if (!lr_call_ok(c)) return;
   c->observer = fn;
   c->observer_ud = ud;
 }
 
 void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d) {
-  if (!c || !d) return;
+  if (!lr_call_ok(c) || !d) return;
   d->elapsed = luaretry_call_elapsed(c);
   d->message = NULL;
   d->hook_error = NULL;

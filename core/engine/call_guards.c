@@ -297,6 +297,8 @@ int lr_call_judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict
     int failed = v->cls == LUARETRY_CLASS_TRANSIENT && !v->throttled;
     int slow = g->slow_seconds > 0 && d->elapsed - c->attempt_start >= g->slow_seconds;
     lr_breaker_record(c->shared, g, failed, slow, guard_now);
+    if (c->remote && c->remote->ops->breaker_record)
+      c->remote->ops->breaker_record(c->remote->ud, failed, slow, now);
   }
   if (v->cls != LUARETRY_CLASS_ERROR) {
     lr_throttle_record(c->shared, g, v->cls != LUARETRY_CLASS_TRANSIENT, guard_now);

@@ -9,7 +9,7 @@
 /* ---- hedging: several attempts of one call in flight */
 
 luaretry_code luaretry_call_start(luaretry_call *c, int *attempt) {
-  if (!c || !attempt) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c) || !attempt) return LUARETRY_E_ARG;
   if (c->stopped) {
     lr_call_say(&c->errmsg, "the call already stopped (%s); begin a new one",
                 luaretry_reason_name(c->reason));
@@ -33,7 +33,7 @@ luaretry_code luaretry_call_start(luaretry_call *c, int *attempt) {
 }
 
 double luaretry_call_hedge_in(const luaretry_call *c) {
-  if (!c || c->stopped || c->hedge_closed || c->in_flight == 0 ||
+  if (!lr_call_ok(c) || c->stopped || c->hedge_closed || c->in_flight == 0 ||
       c->hedges_in_flight >= c->rules->hedge.max)
     return -1;
   double left = c->last_start + c->hedge_delay - luaretry_call_elapsed(c);
@@ -72,7 +72,7 @@ static int hedge_refused(luaretry_call *c, const luaretry_request *r, double now
 
 luaretry_code luaretry_call_hedge(luaretry_call *c, const luaretry_request *r,
                                   luaretry_decision *d) {
-  if (!c || !r || !d) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c) || !r || !d) return LUARETRY_E_ARG;
   memset(d, 0, sizeof *d);
   d->attempt = c->started;
   d->elapsed = luaretry_call_elapsed(c);

@@ -7,6 +7,8 @@
 #ifndef LR_CALL_INTERNAL_H
 #define LR_CALL_INTERNAL_H
 
+#include <string.h>
+
 #include "engine.h"
 
 #define MESSAGE_SIZE 512
@@ -19,7 +21,11 @@ typedef struct {
   double start;
 } lr_flight;
 
+/* The first word of a call: a handle of another kind (a policy) is
+ * refused with LUARETRY_E_ARG, as NULL is. */
+#define LR_CALL_MAGIC 0x6c72636cu /* "lrcl" */
 struct luaretry_call {
+  uint32_t magic;
   const lr_rules *rules; /* the load's: a reload does not move them */
   const lr_judge *judge;
   lr_shared *shared;       /* the policy's budget, breaker and counters */
@@ -70,7 +76,7 @@ struct luaretry_call {
   int in_flight, hedges_in_flight;
   int hedge_closed;   /* no more hedges until the next attempt starts */
   int no_hedge;       /* LUARETRY_CALL_NO_HEDGE */
-  int one_round;      /* LUARETRY_CALL_ONE_ROUND: the enclosing call counts */
+  int one_round;      /* LUARETRY_CALL_WORKFLOW_REQUEST: the enclosing call counts */
   double hedge_delay; /* this round's, fixed when its attempt started */
   double last_start;  /* the latest start in flight, call seconds */
   lr_flight one;      /* the attempt in flight ... */
@@ -79,6 +85,13 @@ struct luaretry_call {
   int rate_remote;    /* the fleet's rate limiter answered the last ask (2:
                          the deadline passed while it was asked) */
 };
+
+/* Read as bytes: a foreign handle need not have a call's alignment. */
+static inline int lr_call_ok(const luaretry_call *c) {
+  uint32_t magic = 0;
+  if (c) memcpy(&magic, (const void *)c, sizeof magic);
+  return magic == LR_CALL_MAGIC;
+}
 
 /* Nanoseconds for the counters, clamped: a 1e300 s wait still counts. */
 static inline long long lr_clamp_ns(double seconds) {

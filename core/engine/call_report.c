@@ -151,7 +151,7 @@ static int others_go_on(luaretry_call *c, const char *rule, luaretry_decision *d
   return 1;
 }
 
-/* A round's answer (LUARETRY_CALL_ONE_ROUND): the guards count the
+/* A round's answer (LUARETRY_CALL_WORKFLOW_REQUEST): the guards count the
  * enclosing call's outcome, not this one's, and a round never retries: an
  * answer ends it, but a transient one waits for the attempts still in
  * flight.  1 when the round is over or waits (d filled). */
@@ -235,12 +235,13 @@ static luaretry_code observed(luaretry_call *c, const luaretry_outcome *o, luare
 
 luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_decision *d) {
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
   return observed(c, o, d, report(c, 0, o, NULL, d));
 }
 
 luaretry_code luaretry_call_report_attempt(luaretry_call *c, int attempt, const luaretry_outcome *o,
                                            luaretry_decision *d) {
-  if (attempt <= 0) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c) || attempt <= 0) return LUARETRY_E_ARG;
   return observed(c, o, d, report(c, attempt, o, NULL, d));
 }
 

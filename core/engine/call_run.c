@@ -33,8 +33,9 @@ static luaretry_code await_token(luaretry_call *c, luaretry_decision *d) {
 
 luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op, void *ud,
                                 luaretry_decision *final) {
-  if (!c || !op || !final) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c) || !op || !final) return LUARETRY_E_ARG;
   memset(final, 0, sizeof *final);
+  atomic_store(&c->waiter.blocking, 1); /* its thread waits here anyway */
   if (c->stopped) {
     /* refused at begin (circuit open): a decision, not a misuse */
     if (c->attempts == 0) return luaretry_call_next(c, final);

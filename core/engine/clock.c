@@ -37,6 +37,7 @@ double lr_clock_now(const lr_clock *c) {
 void lr_waiter_init(lr_waiter *w) {
   atomic_init(&w->cancelled, 0);
   atomic_init(&w->wakeup_fd, -1);
+  atomic_init(&w->blocking, 0);
 }
 
 /* Eventfds no cancel wrote to, kept for the next calls of the process: a

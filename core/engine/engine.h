@@ -29,6 +29,9 @@ double lr_clock_now(const lr_clock *c);
 typedef struct {
   atomic_int cancelled;
   atomic_int wakeup_fd; /* eventfd, or -1 until needed */
+  atomic_int blocking;  /* the call's thread waits in the library (luaretry_call_wait,
+                           luaretry_call_run): a remote view may make it wait for a
+                           pre-retry round trip; 0: an event loop's, never */
 } lr_waiter;
 
 void lr_waiter_init(lr_waiter *w);
@@ -355,6 +358,12 @@ typedef struct {
    * none (the local limiter). */
   int (*rate_reserve)(void *ud, double now, double at, double latest, double left, double u,
                       lr_waiter *w, double *wait);
+  /* The breaker's rate rules (failure_rate, slow_call over a window of
+   * outcomes): an outcome (failed: transient, not throttling; slow) into
+   * the remote window, whose breaker opens when a rate is reached, as
+   * lr_breaker_record's does.  Never waits.  NULL: the window stays this
+   * process's (the local breaker still opens on it). */
+  void (*breaker_record)(void *ud, int failed, int slow, double now);
 } lr_remote_ops;
 
 typedef struct {

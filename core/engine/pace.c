@@ -23,7 +23,7 @@
  * sends and its clock jitter by a millisecond or two; slowing down on each
  * rejection keeps the rate far below the limit, and CUBIC's fast return to
  * the last maximum sits where rejections are already many.  Against
- * limit_req at 50 r/s, 1000 URLs at --parallel 16 (spec/bench/limit_req.sh):
+ * limit_req at 50 r/s, 1000 URLs at --parallel-max 16 (spec/bench/limit_req.sh):
  * 0.045 to 0.052 429s per success in 1.14 to 1.16 times the ideal time
  * over four runs; AIMD by 0.7 on every throttling answer, +6/s per second,
  * measured 0.06 to 0.09 in 1.6 to 1.8 times (before a retry's token stopped

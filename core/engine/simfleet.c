@@ -25,19 +25,21 @@
 #define PENDING_MAX 64                       /* a client's outcomes between syncs; more: sync */
 #define SPEND       ((lr_remote_outcome)100) /* a hedge's token, in the batch */
 
+/* A client as small as it can be: a simulation holds up to a million at
+ * once (about 160 bytes each, beside its call). */
 typedef struct {
   lr_simfleet *fleet;
   lr_remote remote;
   double synced_at; /* < 0: never */
   long long tokens; /* milli-tokens at the last sync */
-  int state;
   double opened_at;
   long long net;                       /* milli-tokens since, unsent */
   double requests, accepts;            /* the throttle's window at the last sync */
   long long new_requests, new_accepts; /* since, unsent */
-  int npending;
-  lr_remote_outcome pending[PENDING_MAX];
-  lr_lease lease; /* the rate limiter's slots it holds */
+  lr_lease *lease;                     /* the rate limiter's slots it holds; made on first use */
+  signed char state;
+  unsigned char npending;
+  unsigned char pending[PENDING_MAX]; /* lr_remote_outcome values, or SPEND */
 } sim_client;
 
 struct lr_simfleet {
@@ -70,7 +72,6 @@ lr_simfleet *lr_simfleet_new(const lr_guards *g, double sync, long clients) {
     c->remote.ops = &lr_simfleet_ops;
     c->remote.ud = c;
     c->synced_at = -1;
-    lr_lease_init(&c->lease);
   }
   return s;
 }
@@ -78,6 +79,7 @@ lr_simfleet *lr_simfleet_new(const lr_guards *g, double sync, long clients) {
 void lr_simfleet_free(lr_simfleet *s) {
   if (!s) return;
   free(s->shared);
+  for (long i = 0; s->client && i < s->clients; i++) free(s->client[i].lease);
   free(s->client);
   free(s);
 }
@@ -87,7 +89,7 @@ const lr_remote *lr_simfleet_client(lr_simfleet *s, long i) { return &s->client[
 static void snapshot(sim_client *c, double now) {
   lr_shared *sh = c->fleet->shared;
   c->tokens = atomic_load(&sh->milli_tokens);
-  c->state = atomic_load(&sh->breaker_state);
+  c->state = (signed char)atomic_load(&sh->breaker_state);
   c->opened_at = (double)atomic_load(&sh->opened_at_ns) * 1e-9;
   lr_throttle_totals(sh, &c->fleet->g, now, &c->requests, &c->accepts);
   c->synced_at = now;
@@ -155,7 +157,7 @@ static void pend(sim_client *c, lr_remote_outcome o, double now) {
   if (g->budget && o == LR_REMOTE_THROTTLED) c->net -= llround(g->throttle_cost * 1000);
   if (o == LR_REMOTE_SUCCESS || o == LR_REMOTE_ANSWERED) c->new_accepts++;
   if (c->npending == PENDING_MAX) sync_client(c, now);
-  c->pending[c->npending++] = o;
+  c->pending[c->npending++] = (unsigned char)o;
 }
 
 static void record(void *ud, lr_remote_outcome o, double now) {
@@ -202,19 +204,22 @@ static int rate_reserve(void *ud, double now, double at, double latest, double l
   sim_client *c = ud;
   const lr_guards *g = &c->fleet->g;
   if (!g->rate || g->rate_adaptive || !(g->rate_limit > 0)) return LR_REMOTE_LOCAL;
-  int v = lr_lease_take(&c->lease, at, latest, wait);
-  if (v == 0 && lr_lease_wait_full(&c->lease, now, at, u, wait)) return 0;
+  if (!c->lease && (c->lease = malloc(sizeof *c->lease))) lr_lease_init(c->lease);
+  if (!c->lease) return LR_REMOTE_LOCAL; /* out of memory: the local limiter */
+  lr_lease *l = c->lease;
+  int v = lr_lease_take(l, at, latest, wait);
+  if (v == 0 && lr_lease_wait_full(l, now, at, u, wait)) return 0;
   if (v == 0) {
     double b, retry;
-    long want = lr_lease_want(&c->lease, g->rate_limit);
+    long want = lr_lease_want(l, g->rate_limit);
     long n = lr_lease_grant(&c->fleet->tat, now, g->rate_limit, g->rate_burst, want,
                             lr_lease_horizon(now, latest), &b, &retry);
-    lr_lease_add(&c->lease, n, now, b, 1 / g->rate_limit);
-    v = lr_lease_take(&c->lease, at, latest, wait);
+    lr_lease_add(l, n, now, b, 1 / g->rate_limit);
+    v = lr_lease_take(l, at, latest, wait);
     if (v == 0 && latest >= 0 && b > latest) return *wait = -1, 1; /* after the deadline */
     if (v == 0) {
-      lr_lease_full(&c->lease, now, retry, want, 1 / g->rate_limit);
-      lr_lease_wait_full(&c->lease, now, at, u, wait);
+      lr_lease_full(l, now, retry, want, 1 / g->rate_limit);
+      lr_lease_wait_full(l, now, at, u, wait);
       return 0;
     }
   }
@@ -223,6 +228,6 @@ static int rate_reserve(void *ud, double now, double at, double latest, double l
 }
 
 const lr_remote_ops lr_simfleet_ops = {
-  budget_allows_retry, breaker_admits,   record, refresh,      tokens,
-  throttle_request,    throttle_refusal, spend,  rate_reserve,
+  budget_allows_retry, breaker_admits, record,       refresh, tokens, throttle_request,
+  throttle_refusal,    spend,          rate_reserve, NULL, /* the breaker's rate window: each client's own, as with Redis */
 };

@@ -19,9 +19,13 @@
 static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argvs[],
                               redisReply *replies[], char *err, size_t errlen) {
   char detail[300] = "";
+  if (!lr_fleet_owned(f)) { /* a fork's child: the connection is the parent's */
+    lr_fmt(err, errlen, "%s: a fork's child shares no fleet: load the policy again",
+           f->url.redacted);
+    return LR_FLEET_E_REFUSED;
+  }
   int64_t deadline = 0;
   lr_fleet_code rc = lr_fleet_connect_locked(f, 1, &deadline, detail, sizeof detail);
-  if (rc == LR_FLEET_OK) rc = lr_fleet_drain_locked(f, deadline, detail, sizeof detail);
   for (int i = 0; rc == LR_FLEET_OK && i < n; i++)
     rc = lr_conn_append(&f->conn, argcs[i], argvs[i], NULL);
   for (int i = 0; rc == LR_FLEET_OK && i < n; i++)
@@ -39,6 +43,7 @@ static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argv
       lr_fleet_fail_locked(f, rc, detail);
     lr_fmt(err, errlen, "%s: %s", f->url.redacted, detail);
   }
+  lr_fleet_tell(f);
   return rc;
 }
 
@@ -120,6 +125,28 @@ lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *s
   return read_processes(r[2], st);
 }
 
+/* The throttle's ten buckets (tsI, trI, taI: HMGET in that order) within
+ * the window that ends now, as the script sums them. */
+static void read_window(const redisReply *b, long long bucket_ms, lr_fleet_status *st) {
+  long long slot = st->now_ms / bucket_ms;
+  int present = 0;
+  for (size_t j = 0; b->type == REDIS_REPLY_ARRAY && j + 2 < b->elements && j < 30; j += 3) {
+    long long s = field(b, j, LLONG_MAX / 2, &present);
+    if (!present || s <= slot - 10 || s > slot) continue;
+    st->window_requests += (double)field(b, j + 1, LLONG_MAX / 2, &present);
+    st->window_accepts += (double)field(b, j + 2, LLONG_MAX / 2, &present);
+  }
+}
+
+/* The rate limiter's theoretical arrival time (µs, Redis's clock): slots
+ * are leased up to it. */
+static void read_rate(const redisReply *b, lr_fleet_status *st) {
+  int present = 0;
+  long long tat = b->type == REDIS_REPLY_ARRAY ? field(b, 0, MS_MAX * 1000, &present) : 0;
+  double ahead = (double)tat / 1e6 - (double)st->now_ms / 1000;
+  st->rate_ahead = ahead > 0 ? ahead : 0;
+}
+
 lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, size_t errlen) {
   if (!st) return LR_FLEET_E_ARG;
   memset(st, 0, sizeof *st);
@@ -131,14 +158,37 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
   char last[16];
   lr_fmt(last, sizeof last, "%d", LR_FLEET_PROCESSES_MAX - 1);
   const char *zrange[] = { "ZREVRANGE", f->procs_key, "0", last, "WITHSCORES" };
-  int argcs[3] = { 1, 9, 5 };
-  const char **argvs[3] = { time_cmd, hmget, zrange };
-  redisReply *r[3] = { NULL, NULL, NULL };
+  /* the throttle's buckets and the rate limiter's arrival time */
+  char names[30][8];
+  const char *buckets[32] = { "HMGET", f->key };
+  for (int i = 0; i < 10; i++)
+    for (int k = 0; k < 3; k++) {
+      lr_fmt(names[3 * i + k], sizeof names[0], "%s%d", k == 0 ? "ts" : k == 1 ? "tr" : "ta", i);
+      buckets[2 + 3 * i + k] = names[3 * i + k];
+    }
+  const char *tat[] = { "HMGET", f->rate_key, "tat" };
+  int argcs[5] = { 1, 9, 5, 32, 3 };
+  const char **argvs[5] = { time_cmd, hmget, zrange, buckets, tat };
+  redisReply *r[5] = { NULL, NULL, NULL, NULL, NULL };
+  if (!lr_fleet_owned(f)) return pipeline(f, 0, NULL, NULL, NULL, err, errlen); /* says why */
   pthread_mutex_lock(&f->io);
-  lr_fleet_code rc = pipeline(f, 3, argcs, argvs, r, err, errlen);
+  lr_fleet_code rc = pipeline(f, 5, argcs, argvs, r, err, errlen);
   pthread_mutex_unlock(&f->io);
   if (rc == LR_FLEET_OK) rc = lr_fleet_status_decode(r, st, err, errlen);
-  for (int i = 0; i < 3; i++)
+  long long bucket_ms = atomic_load(&f->throttle) ? atomic_load(&f->bucket_ms) : 0;
+  if (rc == LR_FLEET_OK && bucket_ms > 0) {
+    st->throttle = 1;
+    st->window_seconds = (double)bucket_ms * 10 / 1000;
+    read_window(r[3], bucket_ms, st);
+  }
+  if (rc == LR_FLEET_OK && atomic_load(&f->rate)) {
+    st->rate = 1;
+    pthread_mutex_lock(&f->rate_lock);
+    st->rate_limit = f->rate_limit;
+    pthread_mutex_unlock(&f->rate_lock);
+    read_rate(r[4], st);
+  }
+  for (int i = 0; i < 5; i++)
     if (r[i]) freeReplyObject(r[i]);
   if (rc != LR_FLEET_OK) lr_fleet_status_free(st);
   return rc;
@@ -157,6 +207,7 @@ lr_fleet_code lr_fleet_reset(lr_fleet *f, char *err, size_t errlen) {
   int argc = 4;
   const char **argv = del;
   redisReply *r = NULL;
+  if (!lr_fleet_owned(f)) return pipeline(f, 0, NULL, NULL, NULL, err, errlen); /* says why */
   pthread_mutex_lock(&f->io);
   lr_fleet_code rc = pipeline(f, 1, &argc, &argv, &r, err, errlen);
   pthread_mutex_unlock(&f->io);

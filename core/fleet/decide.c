@@ -1,6 +1,6 @@
 /* decide.c: the engine's questions, answered from the last known
- * state of the fleet without I/O (one exception: a probe permit while the
- * fleet's breaker is half-open).  Each mirrors its local twin in
+ * state of the fleet without I/O (a round trip they need is the
+ * worker's).  Each mirrors its local twin in
  * core/guard.c; LR_FLEET_LOCAL hands the question back to it whenever the
  * fleet's counts are not known to be current. */
 #include <string.h>
@@ -102,34 +102,31 @@ double lr_fleet_throttle_request(lr_fleet *f) {
   return r;
 }
 
+double lr_fleet_round_trip(lr_fleet *f) { return f ? (double)atomic_load(&f->rtt_us) / 1e6 : 0; }
+
 int lr_fleet_budget_allows_retry(lr_fleet *f) {
   if (!f || !atomic_load(&f->budget) || !fresh(f, lr_monotonic_coarse_ms())) return LR_FLEET_LOCAL;
   return tokens_now(f) * 2 > atomic_load(&f->max_milli);
 }
 
-/* A first attempt while the fleet is half-open: one round trip asks Redis
- * for a permit, at most once per sync period in this process; meanwhile
- * (and while another thread talks to Redis) such calls are refused, as a
- * half-open breaker refuses calls beyond its probes. */
-static int ask_permit(lr_fleet *f, int64_t now, int64_t limit_ms, lr_waiter *w) {
+/* A first attempt while the fleet is half-open needs a probe permit: one
+ * the worker brought is taken; else the worker is asked for one (at most
+ * once per sync period in this process) and the call is refused
+ * meanwhile, as a half-open breaker refuses calls beyond its probes. */
+static int take_permit(lr_fleet *f, int64_t now) {
+  long long p = atomic_load(&f->permits);
+  while (p > 0)
+    if (atomic_compare_exchange_weak(&f->permits, &p, p - 1)) return 1;
   long long asked = atomic_load(&f->permit_asked_at);
   if (asked != 0 && now - asked < f->set.sync_ms) return 0;
-  if (pthread_mutex_trylock(&f->io) != 0) return 0;
   atomic_store(&f->permit_asked_at, now);
-  long long granted = 0;
-  lr_fleet_code rc = lr_fleet_ask_permit_locked(f, &granted, limit_ms, w);
-  pthread_mutex_unlock(&f->io);
-  if (rc != LR_FLEET_OK) return LR_FLEET_LOCAL;
-  /* granted, or a probe elsewhere closed the breaker meanwhile */
-  return granted > 0 || atomic_load(&f->state) == 0;
+  lr_fleet_ask_permit(f);
+  return 0;
 }
 
 int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt) {
-  return lr_fleet_breaker_admits_by(f, first_attempt, 0, NULL);
-}
-
-int lr_fleet_breaker_admits_by(lr_fleet *f, int first_attempt, int64_t limit_ms, lr_waiter *w) {
   if (!f || !atomic_load(&f->breaker)) return LR_FLEET_LOCAL;
+  lr_fleet_tell(f);
   int64_t now = lr_monotonic_coarse_ms();
   if (!fresh(f, now)) return LR_FLEET_LOCAL;
   int state = atomic_load(&f->state);
@@ -141,8 +138,7 @@ int lr_fleet_breaker_admits_by(lr_fleet *f, int first_attempt, int64_t limit_ms,
   /* half-open, or open with its period over (the fleet's next sync makes
    * it half-open): retries go on, a new call needs a permit */
   if (!first_attempt) return 1;
-  if (limit_ms > 0 && lr_monotonic_ms() >= limit_ms) return 0; /* no time to ask */
-  return ask_permit(f, now, limit_ms, w);
+  return take_permit(f, now);
 }
 
 void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v) {

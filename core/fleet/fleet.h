@@ -10,29 +10,35 @@
  * before the first sync, while Redis is slow, down or refusing, and when
  * the view has gone stale.
  *
- * Cost model:
+ * Cost model: no function the engine calls waits for Redis.
  *   lr_fleet_record, lr_fleet_spend, lr_fleet_throttle_request
  *                              a few relaxed atomic adds, no lock, no I/O
- *   lr_fleet_budget_allows_retry, lr_fleet_breaker_admits (closed or open)
+ *   lr_fleet_budget_allows_retry, lr_fleet_breaker_admits
  *                              atomic loads, no lock, no I/O
- *   lr_fleet_maybe_sync        never blocks: a coarse clock read; once per
- *                              sync period a try-lock and one non-blocking
- *                              send(), then a recv() at most once a ms
- *                              until the reply is in (one round trip)
- *   lr_fleet_sync_now          one round trip, bounded by command_timeout_ms
- *                              (plus connect_timeout_ms when a reconnect is
- *                              due: AUTH, SELECT and SCRIPT LOAD share the
- *                              command's time); the failure path's, which
- *                              also ends by the call's deadline and cancel
- *   lr_fleet_breaker_admits(f, 1) while the fleet's breaker is half-open:
- *                              one bounded round trip to ask for a probe
- *                              permit, at most once per sync period
+ *   lr_fleet_maybe_sync, lr_fleet_refresh_soon, and a first attempt while
+ *   the fleet's breaker is half-open, or a rate limiter's empty lease
+ *                              a coarse clock read; when a round trip is
+ *                              due, a kick of the handle's worker (a lock
+ *                              held for a few instructions, a condition
+ *                              signalled): the worker makes it
+ *   lr_fleet_sync_now, lr_fleet_refresh, lr_fleet_flush, admin
+ *                              one round trip on the caller's thread,
+ *                              bounded by command_timeout_ms (plus
+ *                              connect_timeout_ms when a reconnect is due:
+ *                              AUTH, SELECT and SCRIPT LOAD share the
+ *                              command's time)
  *
  * Threads: every function may be called from any number of threads on one
- * handle, except lr_fleet_free.  No thread of its own is started.  Host
- * names that are not numeric addresses are resolved with glibc's
- * getaddrinfo_a, which runs the lookup in a glibc helper thread so that the
- * connect deadline bounds it; that thread never calls into the host.
+ * handle, except lr_fleet_free.  Each handle has one thread of its own,
+ * the worker (worker.c), started by the first round trip the engine's
+ * calls need and joined by lr_fleet_free; it blocks all signals and never
+ * calls into the host: the log callback is called on a caller's thread,
+ * by the next call into the handle after a change of health.  In a fork's
+ * child the handle makes no round trip (the connection is the parent's):
+ * local guards decide.  Host names that are not numeric addresses are
+ * resolved with glibc's getaddrinfo_a, which runs the lookup in a glibc
+ * helper thread so that the connect deadline bounds it; that thread never
+ * calls into the host.
  *
  * URLs:
  *   redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]   (PORT 6379, DB 0 by default;
@@ -76,8 +82,8 @@ typedef enum {
 const char *lr_fleet_strerror(lr_fleet_code code);
 
 /* One line, no newline, no credentials; called once per change of health
- * (to degraded, and back), from the thread that noticed, with the handle's
- * I/O lock held: it must not call back into this handle. */
+ * (to degraded, and back), on a caller's thread (never the worker's), by
+ * the first call into the handle after the change, with no lock held. */
 typedef void (*lr_fleet_log_fn)(void *ud, const char *message);
 
 typedef struct {
@@ -113,6 +119,11 @@ typedef struct {
   int rate;
   double rate_limit; /* tokens per second, > 0 */
   long rate_burst;   /* >= 1 */
+  /* the breaker's rate rules (the local store only; Redis's fleet leaves
+   * them to each process): over the last `window` outcomes, once
+   * `min_calls` are in; 0: off */
+  int window, min_calls;
+  double failure_rate, slow_rate;
 } lr_fleet_settings;
 
 /* Fills the defaults above; guards off. */
@@ -158,22 +169,34 @@ void lr_fleet_record(lr_fleet *f, lr_fleet_outcome o);
  * command_timeout_ms (a SCRIPT FLUSH's EVAL included). */
 lr_fleet_code lr_fleet_sync_now(lr_fleet *f);
 
-/* Never blocks.  When sync_ms passed since the last sync, sends the batch
- * (one non-blocking send); reads a reply that has arrived.  Returns at
- * once when another thread holds the connection, or when disconnected. */
+/* lr_fleet_sync_now for a process about to make calls (`run`'s first
+ * sync, luaretry_policy_fleet_sync): while the fleet's breaker is
+ * half-open the same round trip asks for a probe permit, which this
+ * process's next first attempt takes (a permit never used is renewed
+ * fleet-wide after open_seconds). */
+lr_fleet_code lr_fleet_sync_to_call(lr_fleet *f);
+
+/* Never blocks.  When sync_ms passed since the last sync, kicks the
+ * worker to send the batch (and tells the log of a change of health). */
 void lr_fleet_maybe_sync(lr_fleet *f);
 /* The same with the caller's reading of CLOCK_MONOTONIC in ms (the
  * engine's call has one already: a clock read less on the success path). */
 void lr_fleet_maybe_sync_at(lr_fleet *f, int64_t now_ms);
 
-/* The pre-retry check's: lr_fleet_sync_now, unless nothing counted is
- * left to send and the fleet's state was learned within sync_ms (another
- * thread's round trip, a batch's reply): then nothing waits. */
+/* lr_fleet_sync_now, unless nothing counted is left to send and the
+ * fleet's state was learned within sync_ms (another thread's round trip,
+ * the worker's): then nothing waits. */
 lr_fleet_code lr_fleet_refresh(lr_fleet *f);
+/* The pre-retry check's, and a failure's: never waits.  Unless the view
+ * is as recent as lr_fleet_refresh asks, the worker is kicked to make the
+ * round trip; the decision goes on with what is known. */
+void lr_fleet_refresh_soon(lr_fleet *f);
 
 /* Sends what was counted and not sent yet, when connected and healthy:
  * one round trip, or none (nothing to send; Redis down or never reached).
- * Before a handle is freed, so that a process's last outcomes count. */
+ * Before a handle is freed, so that a process's last outcomes count: the
+ * worker ends first (a round trip of its under way is cut short), and
+ * the handle makes no more round trips but the caller's own. */
 lr_fleet_code lr_fleet_flush(lr_fleet *f);
 
 #define LR_FLEET_LOCAL (-1)
@@ -181,6 +204,9 @@ lr_fleet_code lr_fleet_flush(lr_fleet *f);
 /* 1: a retry may go, 0: the fleet's budget refuses, LR_FLEET_LOCAL.  The
  * fleet's tokens at the last sync, plus this process's unsent deltas. */
 int lr_fleet_budget_allows_retry(lr_fleet *f);
+
+/* A round trip's usual time in seconds (a moving average; 0: none yet). */
+double lr_fleet_round_trip(lr_fleet *f);
 
 /* The fleet's tokens as lr_fleet_budget_allows_retry sees them. */
 double lr_fleet_tokens(lr_fleet *f);
@@ -199,21 +225,22 @@ double lr_fleet_throttle_refusal(lr_fleet *f);
 
 /* 1: admitted, 0: the fleet's circuit is open, LR_FLEET_LOCAL.  A first
  * attempt while the fleet is half-open needs one of the fleet's probe
- * permits: one bounded round trip asks for it (at most once per sync_ms;
- * meanwhile such calls are refused, as a half-open breaker refuses calls
- * beyond its probes). */
+ * permits: one the worker brought is taken, else the worker is asked for
+ * one (at most once per sync_ms) and the call is refused, as a half-open
+ * breaker refuses calls beyond its probes.  Never waits. */
 int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt);
 
 /* The fleet's rate limiter (lr_remote_ops' rate_reserve, in seconds of
  * CLOCK_MONOTONIC): a slot of this process's lease for an attempt at
- * `at`, else one round trip (bounded by the command timeout, limit_ms and
- * a cancel of w; none while another thread talks to Redis: ask again in a
- * few ms) leases a block of them.  1: held (*wait from `at`, or -1 when it
- * comes after `latest`), 0: ask again after *wait, LR_FLEET_LOCAL: the
- * local limiter decides (off, Redis down, slow, refusing or garbled: said
- * once through the log, as for the budget). */
+ * `at`, else the worker is asked to lease a block of them and the caller
+ * asks again after *wait (a few ms).  Never waits.  1: held (*wait from
+ * `at`, or -1 when it comes after `latest`), 0: ask again after *wait,
+ * LR_FLEET_LOCAL: the local limiter decides (off; Redis down, slow,
+ * refusing or garbled: said once through the log, as for the budget; the
+ * block asked for longer than the round trip may take; no time left before
+ * limit_ms, CLOCK_MONOTONIC ms, 0: none). */
 int lr_fleet_rate_reserve(lr_fleet *f, double at, double latest, int64_t limit_ms, double u,
-                          lr_waiter *w, double *wait);
+                          double *wait);
 
 /* ---- what is known */
 
@@ -256,10 +283,17 @@ typedef struct {
   double tokens, max_tokens; /* max_tokens: the last writer's */
   int breaker, consecutive_failures, probes_left;
   long long opened_at_ms, updated_at_ms, now_ms; /* Redis's clock */
-  size_t count;                                  /* processes that synced in the last minute (the
+  /* the client-side throttle's window (throttle: this handle has one) */
+  int throttle;
+  double window_requests, window_accepts, window_seconds;
+  /* the fleet's rate limiter (rate: this handle has one): slots leased
+   * to processes, up to rate_ahead s after now */
+  int rate;
+  double rate_limit, rate_ahead;
+  size_t count;                /* processes that synced in the last minute (the
                                 newest 1000 at most), names with control
                                 bytes escaped (\xNN) */
-  lr_fleet_process *processes;                   /* most recent first; lr_fleet_status_free */
+  lr_fleet_process *processes; /* most recent first; lr_fleet_status_free */
 } lr_fleet_status;
 
 lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, size_t errlen);

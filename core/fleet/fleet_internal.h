@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "engine/engine.h"
 #include "fleet.h"
@@ -16,6 +17,16 @@
 struct redisReply;
 struct redisReader;
 struct lr_lookup;
+
+#define LR_FLEET_SAID_MAX 4
+
+/* What one round trip of the rate limiter asks for (redis_rate.c). */
+typedef struct {
+  long want, burst;
+  double limit;
+  long long horizon_us; /* slots no further ahead (the call's deadline's) */
+  double u;             /* the asking call's draw, to spread a full fleet's asks */
+} rate_ask_t;
 
 /* ---- redis_url.c */
 
@@ -203,20 +214,34 @@ struct lr_fleet {
   atomic_llong fleet_requests, fleet_accepts;       /* the throttle's window */
   atomic_llong inflight_requests, inflight_accepts; /* sent, reply unread */
   atomic_llong syncs, sync_failures;
+  atomic_llong permits; /* probe permits the worker brought, not yet taken */
+  atomic_llong rtt_us;  /* the round trips' time, a moving average */
 
   /* Everything below belongs to whoever holds io. */
   pthread_mutex_t io;
   lr_redis_conn conn;
   lr_fleet_script script;
-  int inflight; /* a batch sent by maybe_sync, reply unread */
-  int64_t inflight_at, last_sent_at;
-  lr_fleet_batch inflight_batch;
-  lr_fleet_limits inflight_limits;
+  int64_t last_sent_at;
   int64_t next_connect_at, backoff_ms;
   uint64_t rng;
 
-  pthread_mutex_t note_lock; /* guards detail */
+  pthread_mutex_t note_lock; /* guards detail and the lines to say */
   char detail[300];
+  char said[LR_FLEET_SAID_MAX][1024]; /* health changes not yet told */
+  int said_count;
+  atomic_int said_pending;
+  pthread_mutex_t say_lock; /* one thread tells them at a time, in order */
+
+  /* worker.c: the handle's thread, which makes the engine's round trips */
+  pid_t pid; /* the process that made the handle: a fork's child does no I/O */
+  pthread_mutex_t wlock;
+  pthread_cond_t wcond;
+  int wstate; /* 0: not started, 1: running, -1: could not start */
+  int wstop, wwork;
+  atomic_int wpending; /* wwork's bits, read without the lock */
+  pthread_t wthread;
+  void (*wfn[3])(struct lr_fleet *f, int work); /* who does each LR_WORK_* bit */
+  lr_waiter stopper; /* cancelled by lr_fleet_worker_stop: ends its round trip */
 
   /* The rate limiter (redis_rate.c): its settings and this process's
    * slots under rate_lock; its script's SHA belongs to whoever holds io. */
@@ -225,6 +250,9 @@ struct lr_fleet {
   double rate_limit;
   long rate_burst;
   lr_lease lease;
+  rate_ask_t rate_ask;   /* the block the worker is to lease */
+  int64_t rate_asked_at; /* when it was asked (0: nothing asked) */
+  double rate_first;     /* none granted: the fleet's next slot then (0: not so) */
   char rate_key[230];
   char rate_sha[41];
 };
@@ -241,6 +269,10 @@ void lr_fleet_rate_cfg_text(double limit, long burst, char *buf, size_t size);
 /* New rate settings (with rate_lock taken inside): slots held go when
  * they change. */
 void lr_fleet_rate_install(lr_fleet *f, const lr_fleet_settings *s);
+/* A caller's finding that the worker's round trip is overdue (Redis slower
+ * than usual): degraded without the io lock, said once; the worker's
+ * reply, when it comes, makes it healthy again (said: back). */
+void lr_fleet_slow(lr_fleet *f, const char *detail);
 /* A good reply, from whichever script: health back (said once). */
 void lr_fleet_healthy_locked(lr_fleet *f);
 
@@ -252,8 +284,6 @@ void lr_fleet_healthy_locked(lr_fleet *f);
  * connection's cancel (f->conn.cancel) ends any wait at once. */
 lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, int64_t *deadline, char *err,
                                       size_t errlen);
-/* Reads the reply to maybe_sync's batch, if one is owed, by the deadline. */
-lr_fleet_code lr_fleet_drain_locked(lr_fleet *f, int64_t deadline_ms, char *err, size_t errlen);
 /* A round trip's end: a cancelled one, or one that timed out when the
  * call's limit_ms (0: none) left it less than 10 ms from `start`, drops the
  * connection (a late reply would be out of step) and nothing else; any
@@ -267,6 +297,28 @@ void lr_fleet_fail_locked(lr_fleet *f, lr_fleet_code rc, const char *detail);
 /* A good reply: the view, the clock offset, health (logging "back"). */
 void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now);
 
+/* Tells the host's log the health changes noted (any thread may note
+ * one; only a caller's thread tells it, never the worker).  Cheap when
+ * there are none: one atomic load. */
+void lr_fleet_tell(lr_fleet *f);
+
+/* ---- worker.c: one thread per handle, started by the first kick */
+
+#define LR_WORK_SYNC   1 /* send the batch, learn the fleet's state */
+#define LR_WORK_PERMIT 2 /* ask for a probe permit (half-open) */
+#define LR_WORK_RATE   4 /* lease a block of the rate limiter's slots */
+
+/* Asks the worker for `work` (LR_WORK_* bits), which it does by calling
+ * fn(f, work) (the kicker's own function: the worker depends on no other
+ * file), and returns at once (a lock held for a few instructions, a
+ * condition signalled).  Nothing in a fork's child. */
+typedef void (*lr_fleet_work_fn)(lr_fleet *f, int work);
+void lr_fleet_kick(lr_fleet *f, int work, lr_fleet_work_fn fn);
+/* Ends the worker (its round trip in progress first). */
+void lr_fleet_worker_stop(lr_fleet *f);
+/* 1 in the process that made the handle, 0 in a fork's child. */
+int lr_fleet_owned(const lr_fleet *f);
+
 /* ---- admin.c */
 
 /* The replies to TIME, HMGET of the hash and ZREVRANGE of the registry
@@ -276,15 +328,12 @@ lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *s
 
 /* ---- sync.c */
 
-/* A round trip that asks for one probe permit; *granted: how many came.
- * Within limit_ms (0: none), ended by a cancel of w (NULL: none). */
-lr_fleet_code lr_fleet_ask_permit_locked(lr_fleet *f, long long *granted, int64_t limit_ms,
-                                         lr_waiter *w);
-/* lr_fleet_breaker_admits, a probe permit's round trip within limit_ms
- * and ended by a cancel of w; no time left: refused as while asking. */
-int lr_fleet_breaker_admits_by(lr_fleet *f, int first_attempt, int64_t limit_ms, lr_waiter *w);
 /* lr_fleet_refresh within limit_ms (CLOCK_MONOTONIC ms, 0: none), ended
- * at once by a cancel of w (NULL: none). */
+ * at once by a cancel of w (NULL: none): a blocking call's. */
 lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w);
+
+/* Kicks the worker to ask for a probe permit (with the batch): what it
+ * brings goes to f->permits. */
+void lr_fleet_ask_permit(lr_fleet *f);
 
 #endif

@@ -99,7 +99,7 @@ void lr_fleet_rate_install(lr_fleet *f, const lr_fleet_settings *s) {
   int on = s->rate && s->rate_limit > 0 && s->rate_burst >= 1;
   pthread_mutex_lock(&f->rate_lock);
   if (!on || s->rate_limit != f->rate_limit || s->rate_burst != f->rate_burst)
-    lr_lease_init(&f->lease); /* slots of other settings */
+    lr_lease_init(&f->lease), f->rate_first = 0; /* slots of other settings */
   f->rate_limit = on ? s->rate_limit : 0;
   f->rate_burst = on ? s->rate_burst : 1;
   pthread_mutex_unlock(&f->rate_lock);
@@ -159,6 +159,11 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_sett
   install(f, s);
   pthread_mutex_init(&f->io, NULL);
   pthread_mutex_init(&f->note_lock, NULL);
+  pthread_mutex_init(&f->say_lock, NULL);
+  pthread_mutex_init(&f->wlock, NULL);
+  pthread_cond_init(&f->wcond, NULL);
+  lr_waiter_init(&f->stopper);
+  f->pid = getpid();
   lr_conn_init(&f->conn);
   f->backoff_ms = f->set.reconnect_min_ms;
   f->rng = (uint64_t)lr_monotonic_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid() ^
@@ -169,9 +174,23 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_sett
 
 void lr_fleet_free(lr_fleet *f) {
   if (!f) return;
+  if (!lr_fleet_owned(f)) {
+    /* a fork's child: the parent's threads (the worker, a name lookup)
+     * are not here and may have held its locks and conditions when it
+     * forked: only the memory and the descriptor are the child's */
+    if (f->conn.fd >= 0) close(f->conn.fd);
+    free(f);
+    return;
+  }
+  lr_fleet_worker_stop(f);
+  lr_fleet_tell(f);
   lr_conn_free(&f->conn);
   pthread_mutex_destroy(&f->io);
   pthread_mutex_destroy(&f->note_lock);
+  pthread_mutex_destroy(&f->say_lock);
+  pthread_mutex_destroy(&f->wlock);
+  pthread_cond_destroy(&f->wcond);
+  lr_waiter_close(&f->stopper);
   pthread_mutex_destroy(&f->rate_lock);
   free(f);
 }
@@ -184,13 +203,34 @@ static void note(lr_fleet *f, const char *detail) {
   pthread_mutex_unlock(&f->note_lock);
 }
 
-/* fmt takes the key, the redacted URL and detail, in that order. */
+/* fmt takes the key, the redacted URL and detail, in that order.  Noted
+ * here, told by lr_fleet_tell on a caller's thread: the worker never
+ * calls into the host.  When more changes wait than there is room for,
+ * the latest replaces the last one. */
 static void say(lr_fleet *f, const char *fmt, const char *detail) {
   if (!f->set.log) return;
   char line[1024];
   lr_fmt(line, sizeof line, fmt, f->key, f->url.redacted, detail);
   lr_redis_url_scrub(&f->url, line);
-  f->set.log(f->set.log_ud, line);
+  pthread_mutex_lock(&f->note_lock);
+  int i = f->said_count < LR_FLEET_SAID_MAX ? f->said_count++ : LR_FLEET_SAID_MAX - 1;
+  lr_fmt(f->said[i], sizeof f->said[i], "%s", line);
+  atomic_store(&f->said_pending, 1);
+  pthread_mutex_unlock(&f->note_lock);
+}
+
+void lr_fleet_tell(lr_fleet *f) {
+  if (!f || !atomic_load_explicit(&f->said_pending, memory_order_relaxed)) return;
+  if (pthread_mutex_trylock(&f->say_lock) != 0) return; /* another thread tells them */
+  char lines[LR_FLEET_SAID_MAX][1024];
+  pthread_mutex_lock(&f->note_lock);
+  int n = f->said_count;
+  for (int i = 0; i < n; i++) memcpy(lines[i], f->said[i], sizeof lines[i]);
+  f->said_count = 0;
+  atomic_store(&f->said_pending, 0);
+  pthread_mutex_unlock(&f->note_lock);
+  for (int i = 0; i < n; i++) f->set.log(f->set.log_ud, lines[i]);
+  pthread_mutex_unlock(&f->say_lock);
 }
 
 /* Full jitter over the upper half: processes that lost Redis together do
@@ -205,9 +245,6 @@ void lr_fleet_fail_locked(lr_fleet *f, lr_fleet_code rc, const char *detail) {
   lr_fmt(text, sizeof text, "%s", detail && detail[0] ? detail : lr_fleet_strerror(rc));
   lr_redis_url_scrub(&f->url, text);
   lr_conn_close(&f->conn);
-  f->inflight = 0;
-  atomic_store(&f->inflight_net, 0);
-  atomic_store(&f->inflight_requests, 0), atomic_store(&f->inflight_accepts, 0);
   int64_t now = lr_monotonic_ms();
   f->next_connect_at = now + jittered(f, f->backoff_ms);
   f->backoff_ms =
@@ -231,9 +268,6 @@ void lr_fleet_failed_locked(lr_fleet *f, lr_fleet_code rc, const char *detail, i
   /* the call gave up, or its deadline left Redis no fair time to answer:
    * health and backoff stay as they were */
   lr_conn_close(&f->conn);
-  f->inflight = 0;
-  atomic_store(&f->inflight_net, 0);
-  atomic_store(&f->inflight_requests, 0), atomic_store(&f->inflight_accepts, 0);
 }
 
 void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now) {
@@ -242,12 +276,19 @@ void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now
   atomic_store(&f->fails, (int)r->fails);
   atomic_store(&f->opened_at, r->opened_at);
   atomic_store(&f->probes_left, (int)r->probes_left);
+  if (r->state != 2) atomic_store(&f->permits, 0); /* a permit is half-open's alone */
   atomic_store(&f->fleet_requests, r->requests);
   atomic_store(&f->fleet_accepts, r->accepts);
   atomic_store(&f->clock_offset, r->now_ms - now);
   atomic_store(&f->last_ok_ms, now);
   atomic_fetch_add(&f->syncs, 1);
   lr_fleet_healthy_locked(f);
+}
+
+void lr_fleet_slow(lr_fleet *f, const char *detail) {
+  if (atomic_exchange(&f->health, LR_FLEET_DEGRADED) == LR_FLEET_DEGRADED) return;
+  note(f, detail);
+  say(f, "fleet guards %s: %s: %s; local guards decide until Redis is back", detail);
 }
 
 void lr_fleet_healthy_locked(lr_fleet *f) {

@@ -62,12 +62,7 @@ typedef struct {
   long long granted, now_us, b_us, retry_us;
 } rate_reply;
 
-/* What one round trip asks for. */
-typedef struct {
-  long want, burst;
-  double limit;
-  long long horizon_us; /* slots no further ahead (the call's deadline's) */
-} rate_ask;
+typedef rate_ask_t rate_ask;
 
 #define HORIZON_US ((long long)(LR_LEASE_HORIZON * 1e6))
 #define NOW_US_MIN 1000000000000000LL /* 2001 */
@@ -87,6 +82,11 @@ static const char *out_of_range(const rate_reply *o, const rate_ask *a) {
   if (o->granted == 0 &&
       (o->retry_us < 0 || (double)o->retry_us > (double)HORIZON_US + LR_LEASE_MAX * interval + 2))
     return "a wait for a slot out of range";
+  /* none granted: the next slot is where the wait says (b = now + horizon
+   * + retry, each rounded up), so it is as bounded as the wait; a slot
+   * centuries ahead would refuse every call at once */
+  if (o->granted == 0 && fabs(b - (now + (double)a->horizon_us + (double)o->retry_us)) > 2)
+    return "a next slot that does not agree with its wait";
   return NULL;
 }
 
@@ -195,73 +195,98 @@ static lr_fleet_code run_script(lr_fleet *f, const rate_ask *a, int64_t deadline
   return rc;
 }
 
-/* With io held: connect if need be, read what maybe_sync left owed, then
- * the script.  A failure degrades the handle (said once). */
-static lr_fleet_code lease_locked(lr_fleet *f, const rate_ask *a, int64_t limit_ms, lr_waiter *w,
-                                  rate_reply *o) {
+/* With io held: connect if need be, then the script.  A failure
+ * degrades the handle (said once). */
+static lr_fleet_code lease_locked(lr_fleet *f, const rate_ask *a, rate_reply *o) {
   char err[300] = "";
-  int64_t deadline = limit_ms, start = lr_monotonic_ms();
-  f->conn.cancel = w;
+  int64_t deadline = 0, start = lr_monotonic_ms();
+  f->conn.cancel = &f->stopper;
   lr_fleet_code rc = lr_fleet_connect_locked(f, 0, &deadline, err, sizeof err);
-  if (rc != LR_FLEET_OK) {
-    f->conn.cancel = NULL;
-    return rc;
-  }
-  rc = lr_fleet_drain_locked(f, deadline, err, sizeof err);
   if (rc == LR_FLEET_OK) rc = run_script(f, a, deadline, o, err, sizeof err);
   f->conn.cancel = NULL;
+  if (rc == LR_FLEET_E_BACKOFF) return rc;
   if (rc != LR_FLEET_OK)
-    lr_fleet_failed_locked(f, rc, err, start, limit_ms);
+    lr_fleet_failed_locked(f, rc, err, start, 0);
   else
     lr_fleet_healthy_locked(f);
   return rc;
 }
 
-/* Ask again soon: another thread is talking to Redis. */
-#define BUSY_WAIT 0.005
+/* The worker's: the block asked for, leased and added to this process's
+ * slots (unless the settings changed meanwhile). */
+static void lease_asked(lr_fleet *f, int work) {
+  (void)work;
+  pthread_mutex_lock(&f->io);
+  pthread_mutex_lock(&f->rate_lock);
+  rate_ask a = f->rate_ask;
+  int asked = f->rate_asked_at != 0;
+  pthread_mutex_unlock(&f->rate_lock);
+  if (!asked) {
+    pthread_mutex_unlock(&f->io);
+    return;
+  }
+  rate_reply o;
+  lr_fleet_code rc = lease_locked(f, &a, &o);
+  /* the reply's moment, read after it came: slots are never early */
+  double got = lr_monotonic_now();
+  pthread_mutex_lock(&f->rate_lock);
+  f->rate_asked_at = 0;
+  if (rc == LR_FLEET_OK && f->rate_limit == a.limit && f->rate_burst == a.burst) {
+    double first = got + (double)(o.b_us - o.now_us) / 1e6; /* the fleet's next slot */
+    lr_lease_add(&f->lease, (long)o.granted, got, first, 1 / a.limit);
+    f->rate_first = o.granted == 0 ? first : 0;
+    if (o.granted == 0)
+      lr_lease_full(&f->lease, got, (double)o.retry_us / 1e6, a.want, 1 / a.limit);
+  }
+  pthread_mutex_unlock(&f->rate_lock);
+  pthread_mutex_unlock(&f->io);
+}
+
+/* Ask again this soon while the worker leases a block. */
+#define ASK_AGAIN   0.005
+/* A block asked for longer than this (and eight usual round trips) ago:
+ * Redis is slower than usual, the local limiter decides meanwhile. */
+#define PATIENCE_MS 50
 
 int lr_fleet_rate_reserve(lr_fleet *f, double at, double latest, int64_t limit_ms, double u,
-                          lr_waiter *w, double *wait) {
+                          double *wait) {
   if (!f || !atomic_load(&f->rate)) return LR_FLEET_LOCAL;
+  lr_fleet_tell(f);
+  int64_t now_ms = lr_monotonic_ms();
   pthread_mutex_lock(&f->rate_lock);
   int v = lr_lease_take(&f->lease, at, latest, wait);
   /* the fleet's horizon was full at the last ask: not again before a
    * block fits (every waiting call of a batch asks) */
   int full = v == 0 && lr_lease_wait_full(&f->lease, lr_monotonic_now(), at, u, wait);
+  int64_t asked_at = f->rate_asked_at;
+  /* the fleet had no slot for this call's horizon: the next comes after
+   * its deadline */
+  int after = v == 0 && latest >= 0 && f->rate_first > latest;
+  if (v == 0 && !full && !after && !asked_at) {
+    rate_ask a = { lr_lease_want(&f->lease, f->rate_limit), f->rate_burst, f->rate_limit,
+                   llround(lr_lease_horizon(lr_monotonic_now(), latest) * 1e6), u };
+    f->rate_ask = a;
+    f->rate_asked_at = asked_at = now_ms;
+  }
   pthread_mutex_unlock(&f->rate_lock);
+  if (after) return *wait = -1, 1;
   if (full) return 0;
   if (v != 0) return v > 0 ? 1 : (*wait = -1, 1);
-  if (limit_ms > 0 && lr_monotonic_ms() >= limit_ms) return LR_FLEET_LOCAL; /* no time to ask */
-  if (pthread_mutex_trylock(&f->io) != 0) return *wait = BUSY_WAIT * (1 + u), 0;
-  pthread_mutex_lock(&f->rate_lock);
-  v = lr_lease_take(&f->lease, at, latest, wait); /* another thread's block */
-  rate_ask a = { lr_lease_want(&f->lease, f->rate_limit), f->rate_burst, f->rate_limit,
-                 llround(lr_lease_horizon(lr_monotonic_now(), latest) * 1e6) };
-  pthread_mutex_unlock(&f->rate_lock);
-  if (v != 0) {
-    pthread_mutex_unlock(&f->io);
-    return v > 0 ? 1 : (*wait = -1, 1);
+  if (limit_ms > 0 && now_ms >= limit_ms) return LR_FLEET_LOCAL; /* no time to ask */
+  lr_fleet_kick(f, LR_WORK_RATE, lease_asked);
+  /* Redis known down (the worker reconnects when the backoff allows), or
+   * slower than usual: the local limiter, at once */
+  if (atomic_load(&f->health) == LR_FLEET_DEGRADED) return LR_FLEET_LOCAL;
+  int64_t patience = (int64_t)(8000 * lr_fleet_round_trip(f));
+  if (patience < PATIENCE_MS) patience = PATIENCE_MS;
+  if (now_ms - asked_at > patience) {
+    char why[80];
+    lr_fmt(why, sizeof why, "the rate script's reply is %lld ms late",
+           (long long)(now_ms - asked_at));
+    lr_fleet_slow(f, why);
+    lr_fleet_tell(f);
+    return LR_FLEET_LOCAL;
   }
-  rate_reply o;
-  lr_fleet_code rc = lease_locked(f, &a, limit_ms, w, &o);
-  /* the reply's moment, read after it came: slots are never early */
-  double got = lr_monotonic_now();
-  if (rc == LR_FLEET_OK) {
-    pthread_mutex_lock(&f->rate_lock);
-    if (f->rate_limit == a.limit && f->rate_burst == a.burst) /* not reconfigured meanwhile */
-      lr_lease_add(&f->lease, (long)o.granted, got, got + (double)(o.b_us - o.now_us) / 1e6,
-                   1 / a.limit);
-    v = lr_lease_take(&f->lease, at, latest, wait);
-    double first = got + (double)(o.b_us - o.now_us) / 1e6; /* the fleet's next slot */
-    if (v == 0 && latest >= 0 && first > latest) {
-      v = -1; /* it comes after this call's deadline */
-    } else if (v == 0) {
-      lr_lease_full(&f->lease, got, (double)o.retry_us / 1e6, a.want, 1 / a.limit);
-      lr_lease_wait_full(&f->lease, got, at, u, wait);
-    }
-    pthread_mutex_unlock(&f->rate_lock);
-  }
-  pthread_mutex_unlock(&f->io);
-  if (rc != LR_FLEET_OK) return LR_FLEET_LOCAL;
-  return v == 0 ? 0 : v > 0 ? 1 : (*wait = -1, 1);
+  *wait = ASK_AGAIN * (1 + u);
+  return 0;
 }

@@ -227,6 +227,11 @@ static const char *out_of_range(const lr_fleet_reply *o, const lr_fleet_limits *
   if (o->granted < 0 || o->granted > want) return "more probe permits than were asked";
   if (o->now_ms < REDIS_MS_MIN || o->now_ms > REDIS_MS_MAX) return "a time of day out of range";
   if (o->opened_at < 0 || o->opened_at > o->now_ms) return "a breaker opened in the future";
+  /* the script half-opens a breaker whose open period (ours: ARGV) ended,
+   * and hands permits out only from a half-open one */
+  if (o->state == 1 && l->open_ms > 0 && o->now_ms - o->opened_at >= l->open_ms)
+    return "a breaker still open after its open period";
+  if (o->granted > 0 && o->state != 2) return "probe permits from a breaker that is not half-open";
   if (o->requests < 0 || o->accepts < 0 || o->requests > WINDOW_MAX || o->accepts > WINDOW_MAX ||
       (!l->bucket_ms && (o->requests || o->accepts)))
     return "throttle counts that are negative, huge, or sent for no throttle";

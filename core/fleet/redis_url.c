@@ -149,7 +149,9 @@ lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err, si
   else {
     lr_fmt(err, errlen,
            strncmp(url, "rediss://", 9) == 0
-             ? "redis URL: TLS (rediss://) is not supported; use redis:// or unix://"
+             ? "redis URL: TLS (rediss://) needs a hiredis built with TLS support, which "
+               "Debian 12's hiredis 0.14 lacks; use redis:// (on a trusted network or an "
+               "SSH or stunnel tunnel) or unix://"
              : "redis URL: expected redis://HOST:PORT/DB or unix:///PATH");
     return LR_FLEET_E_ARG;
   }

@@ -1,13 +1,18 @@
 /* remote_guard.c: the fleet as the engine sees it, a remote view of the
  * guards (lr_remote_ops in engine/engine.h).  The engine asks it before its
  * local guards and counts every outcome into both; the policy plugs a
- * handle in per load.  Only the pre-retry refresh and a half-open
- * breaker's probe permit (fleet.h) may wait for Redis, each bounded. */
+ * handle in per load.  Nothing here waits for Redis: a round trip a
+ * question needs is the handle's worker's (worker.c), and the question is
+ * answered at once with what is known. */
 #include <math.h>
 
 #include "fleet_internal.h"
 #include "remote_guard.h"
 
+/* The last known state of the fleet, with this process's counts since:
+ * the check after a retry's wait is answered from it too (its failure's
+ * round trip, kicked when it was recorded, is usually back by then; a
+ * view older than stale_ms is not used). */
 static int budget_allows_retry(void *ud, double now) {
   (void)now; /* the fleet keeps its own clock */
   int v = lr_fleet_budget_allows_retry(ud);
@@ -15,27 +20,33 @@ static int budget_allows_retry(void *ud, double now) {
 }
 
 /* The call's deadline as CLOCK_MONOTONIC ms (0: none; 1, long past, when
- * less than a ms is left: no round trip). */
+ * less than a ms is left). */
 static int64_t limit_of(double left) {
   if (left <= 0) return 0;
   return left < 0.001 ? 1 : lr_monotonic_ms() + (int64_t)ceil(left * 1000) + 1;
 }
 
 static int breaker_admits(void *ud, int first_attempt, double now, double left, lr_waiter *w) {
-  (void)now;
-  int v = lr_fleet_breaker_admits_by(ud, first_attempt, limit_of(left), w);
+  (void)now, (void)left, (void)w; /* nothing waits */
+  int v = lr_fleet_breaker_admits(ud, first_attempt);
   return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
 }
 
-/* Counted at once; sent with the next batch (never waiting).  `now` is a
- * real call's clock, CLOCK_MONOTONIC (a call on the virtual clock never
- * reaches the fleet), read already: the sync period is judged by it. */
+/* Counted at once; sent with the next batch (never waiting): a failure's
+ * at once, so that the fleet's counts are back before the retry is asked
+ * about again after its wait, a success's within the sync period.  `now`
+ * is a real call's clock, CLOCK_MONOTONIC (a call on the virtual clock
+ * never reaches the fleet), read already: the sync period is judged by
+ * it. */
 static void record(void *ud, lr_remote_outcome o, double now) {
   lr_fleet_record(ud, o == LR_REMOTE_SUCCESS     ? LR_FLEET_SUCCESS
                       : o == LR_REMOTE_FAILURE   ? LR_FLEET_FAILURE
                       : o == LR_REMOTE_THROTTLED ? LR_FLEET_THROTTLED
                                                  : LR_FLEET_ANSWERED);
-  lr_fleet_maybe_sync_at(ud, (int64_t)(now * 1000));
+  if (o == LR_REMOTE_FAILURE)
+    lr_fleet_refresh_soon(ud);
+  else
+    lr_fleet_maybe_sync_at(ud, (int64_t)(now * 1000));
 }
 
 /* A request counted; a batch goes if one is due (a process whose calls
@@ -57,13 +68,21 @@ static void spend(void *ud, double now) {
   lr_fleet_spend(ud);
 }
 
-/* Within what is left of the call's deadline, and ended by its cancel.
- * The limit is rounded up (a ms at most past the deadline): a round trip
- * cut short by it must leave the call past its deadline, never a ms
- * before it with an attempt of a ms to make. */
+/* A call whose thread waits in the library anyway (luaretry_call_wait,
+ * luaretry_call_run: its backoff was a wait there) waits for one round
+ * trip, within what is left of its deadline and ended by its cancel, so
+ * that its retry is decided on the fleet's counts as of now (the limit is
+ * rounded up, a ms at most past the deadline: a round trip cut short by
+ * it must leave the call past its deadline).  An event loop's call never
+ * waits: the worker is kicked when the view is not recent, and the retry
+ * is decided on what is known (the failure's own round trip, kicked when
+ * it was recorded, is usually back by now). */
 static void refresh(void *ud, double now, double left, lr_waiter *w) {
   (void)now;
-  lr_fleet_refresh_by(ud, limit_of(left), w); /* a failure is told through the fleet's log */
+  if (w && atomic_load(&w->blocking))
+    lr_fleet_refresh_by(ud, limit_of(left), w); /* a failure is told through the fleet's log */
+  else
+    lr_fleet_refresh_soon(ud);
 }
 
 static double tokens(void *ud) { return lr_fleet_tokens(ud); }
@@ -72,11 +91,12 @@ static double tokens(void *ud) { return lr_fleet_tokens(ud); }
 static int rate_reserve(void *ud, double now, double at, double latest, double left, double u,
                         lr_waiter *w, double *wait) {
   (void)now;
-  int v = lr_fleet_rate_reserve(ud, at, latest, limit_of(left), u, w, wait);
+  (void)w;
+  int v = lr_fleet_rate_reserve(ud, at, latest, limit_of(left), u, wait);
   return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
 }
 
 const lr_remote_ops lr_fleet_remote_ops = {
-  budget_allows_retry, breaker_admits,   record, refresh,      tokens,
-  throttle_request,    throttle_refusal, spend,  rate_reserve,
+  budget_allows_retry, breaker_admits, record,       refresh, tokens, throttle_request,
+  throttle_refusal,    spend,          rate_reserve, NULL, /* the breaker's rate window stays each process's */
 };

@@ -50,8 +50,13 @@ static void route_bodies(const luaretry_request *req, const lr_io *io, lr_http_a
   t->reader_ud = io->upload_ud;
   t->restart = io->restart;
   t->resume = io->restart ? io->resume : NULL;
+  t->call = io->resume;
   t->stall_timeout = io->stall_timeout;
   t->stall_speed = io->stall_speed;
+  lr_hash_free(&t->part);
+  t->digest_ready = t->coded = 0;
+  memset(&t->said_whole, 0, sizeof t->said_whole);
+  memset(&t->said_part, 0, sizeof t->said_part);
 }
 
 luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *req, int n, CURL *h,
@@ -113,6 +118,26 @@ luaretry_code lr_curl_attempt_finish(CURL *h, lr_http_attempt *a, CURLcode res,
     if (t->resume->asking && !t->resume->decided && !out->error && lr_resume_first_byte(t) != 0 &&
         !t->resume->bad_range)
       return LUARETRY_E_OPERATION;
+    /* a part that fitted but ended short of the total: the bytes are
+     * right, the rest is asked for by the next attempt */
+    if (!out->error && t->resume->decided && *lr_resume_short(t->resume)) {
+      out->error = "truncated";
+      out->error_detail = t->resume->why;
+      out->status = 0;
+    }
+  }
+  /* the whole answer came: it is what its server (and the host) said */
+  const char *mismatch = NULL;
+  /* a HEAD's fields describe the GET's body, which did not come */
+  if (!out->error && status >= 200 && status < 300 && strcmp(out->method, "HEAD") != 0 &&
+      !(t->resume && t->resume->drop))
+    mismatch = lr_digest_check(t);
+  if (mismatch) {
+    out->error = mismatch;
+    out->error_detail = t->detail;
+    out->status = 0;
+  }
+  if (t->resume) {
     lr_resume_after(t->resume, out, t->status_code);
   }
   return LUARETRY_OK;
@@ -123,6 +148,7 @@ void lr_curl_attempt_free(lr_http_attempt *a) {
   free(a->t.body.data);
   free(a->t.header_text.data);
   free(a->t.headers);
+  lr_hash_free(&a->t.part);
   memset(a, 0, sizeof *a);
 }
 

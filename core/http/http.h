@@ -16,11 +16,31 @@ typedef struct {
   int failed;
 } lr_http_buffer;
 
+/* ---- digest.c: algorithms in order of strength */
+enum { LR_CRC32C, LR_MD5, LR_SHA256, LR_SHA512, LR_ALGS };
+
+/* Running hashes of a body, of the algorithms in `algs` (bits). */
+typedef struct {
+  void *md[LR_ALGS]; /* OpenSSL's EVP_MD_CTX, for md5 and the sha-2 */
+  uint32_t crc;
+  unsigned algs;
+} lr_hash;
+
+/* A digest someone states: a server's field, or the user's --checksum. */
+typedef struct {
+  const char *field; /* "repr-digest", ...; NULL: none stated */
+  int alg;
+  size_t len;
+  unsigned char value[64];
+} lr_digest_said;
+
 /* One call's resumable download (resume.c): what the sink holds. */
 typedef struct {
   const luaretry_curl_resume *opt; /* NULL: no resuming */
   uint64_t have;                   /* bytes of the current version in the sink */
   uint64_t total;                  /* its whole length; 0: not known */
+  uint64_t end;                    /* where this attempt's 206 part ends
+                                      (its last byte + 1); 0: no part */
   char validator[256];             /* its strong ETag or Last-Modified; "": none */
   int initial;                     /* `have` is the host's offset (-C -) */
   int asking;                      /* this attempt asks Range: bytes=have- */
@@ -28,6 +48,10 @@ typedef struct {
   int bad_range;                   /* ... and it could not be appended */
   int drop;                        /* ... and its body goes nowhere (416) */
   char why[200];
+  lr_hash whole;         /* of what the sink holds, from its byte 0 */
+  int whole_ok;          /* whole covers every byte the sink holds */
+  lr_digest_said expect; /* the host's checksum (field NULL: none) */
+  int expect_misses;     /* answers that did not match it */
 } lr_resume;
 
 /* Where one call's bodies go: the host's side of luaretry_curl_options or
@@ -77,11 +101,18 @@ typedef struct {
   int upload_failed;            /* the reader gave nothing: the host stops */
   luaretry_restart_fn restart;  /* the stream's: a resumed answer starts over */
   lr_resume *resume;            /* this attempt may append, or NULL */
+  lr_resume *call;              /* the call's, a hedge's too (its checksum) */
   long status_code;             /* of the last status line */
   double stall_timeout;         /* CURLOPT_LOW_SPEED_TIME; 0: none */
   long stall_speed;             /* CURLOPT_LOW_SPEED_LIMIT */
   char errbuf[CURL_ERROR_SIZE]; /* libcurl's own message of a failure */
   char detail[160];             /* ours, when we ended the transfer */
+  int digest_ready;             /* the hashes below were chosen */
+  int coded;                    /* a Content-Encoding: the server's digests
+                                   are of other bytes than curl gives */
+  lr_hash part;                 /* of this answer's body */
+  lr_digest_said said_whole;    /* Repr-Digest, x-goog-hash */
+  lr_digest_said said_part;     /* Content-Digest, Content-MD5 */
 } lr_transfer;
 
 /* One attempt of a call: the pieces luaretry_curl_perform and the batch
@@ -121,10 +152,41 @@ luaretry_code lr_curl_attempt_finish(CURL *h, lr_http_attempt *a, CURLcode res,
                                      luaretry_outcome *out);
 void lr_curl_attempt_free(lr_http_attempt *a);
 
+/* ---- digest.c */
+
+const char *lr_alg_name(int alg);
+/* 0, or -1 when out of memory. */
+int lr_hash_start(lr_hash *h, unsigned algs);
+void lr_hash_add(lr_hash *h, const void *data, size_t len);
+/* The value so far of alg into out: its length, 0 when alg is not hashed. */
+size_t lr_hash_value(const lr_hash *h, int alg, unsigned char out[64]);
+void lr_hash_free(lr_hash *h);
+/* One response header (lower-case name): a digest field's strongest
+ * usable value into *whole (Repr-Digest, x-goog-hash) or *part
+ * (Content-Digest, Content-MD5) when stronger than what they hold; 1 when
+ * it took one, 0 otherwise (another field, nothing usable). */
+int lr_digest_read(const char *name, const char *value, lr_digest_said *whole,
+                   lr_digest_said *part);
+/* "sha-256=HEX" (sha-512, md5) into *out; 0, or -1 if it is not one. */
+int lr_digest_hex(const char *spec, lr_digest_said *out);
+/* v as lower-case hex, cut to fit cap. */
+void lr_digest_text(const unsigned char *v, size_t len, char *out, size_t cap);
+/* At t's first body byte (or its end, with none): the fields read and the
+ * hashes started, t->resume's whole one too when the sink starts from
+ * zero; -1 when out of memory. */
+int lr_digest_begin(lr_transfer *t);
+/* After a complete 2xx answer on t: NULL when every digest stated (the
+ * server's, the host's) matches what came or cannot be checked, else the
+ * error's name ("digest_mismatch", "checksum_mismatch"), why in
+ * t->detail. */
+const char *lr_digest_check(lr_transfer *t);
+
 /* ---- resume.c */
 
-/* A call's state, from the host's options (NULL: no resuming). */
-void lr_resume_init(lr_resume *rs, const luaretry_curl_resume *opt);
+/* A call's state, from the host's options (NULL: no resuming); -1 when
+ * the host's checksum is not one (LUARETRY_E_ARG). */
+int lr_resume_init(lr_resume *rs, const luaretry_curl_resume *opt);
+void lr_resume_free(lr_resume *rs);
 /* Before an attempt of r: whether it asks for the rest (then the sink is
  * not restarted), and its Range and If-Range headers appended to *list;
  * -1 when out of memory. */
@@ -132,6 +194,14 @@ int lr_resume_before(lr_resume *rs, const luaretry_request *r, struct curl_slist
 /* At the answer's first body byte (t's headers are in): 0 to go on
  * (appending, or restarted from zero), -1 to fail the attempt ("range"). */
 int lr_resume_first_byte(lr_transfer *t);
+/* "bytes FIRST-LAST/TOTAL" into r (TOTAL "*": 0); 0, or -1 if it is not. */
+int lr_content_range(const char *v, uint64_t r[3]);
+/* Before len more bytes of an appended part are written: 0, or -1 (the
+ * attempt fails as "range") when they go past its Content-Range. */
+int lr_resume_body(lr_transfer *t, size_t len);
+/* After a complete answer: "" when what the sink holds is whole, else
+ * why not (a 206 part that ended short of the total), into rs->why. */
+const char *lr_resume_short(lr_resume *rs);
 /* After the attempt: keep what the sink holds for the next, or not. */
 void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status);
 

@@ -160,8 +160,10 @@ static void finish_job(batch *b, luaretry_curl_job *job, size_t i, luaretry_code
   if (d) r->final = *d;
   r->elapsed = c ? luaretry_call_elapsed(c) : 0;
   if (code != LUARETRY_OK) {
-    const char *pm = luaretry_policy_errmsg(b->p);
-    r->errmsg = pm && pm[0] ? pm : c ? luaretry_call_errmsg(c) : luaretry_strerror(code);
+    /* the call's own message; the policy's (this thread's) only when no
+     * call began */
+    const char *m = c ? luaretry_call_errmsg(c) : luaretry_policy_errmsg(b->p);
+    r->errmsg = m[0] ? m : luaretry_strerror(code);
   }
   if (b->o->done) b->o->done(b->o->done_ud, i, job);
   r->final.message = NULL;
@@ -196,6 +198,7 @@ static void release(batch *b, live_call *lc) {
   if (lc->s) free_slot(b, lc->s); /* a call ended with its transfers in flight */
   drop_hedges(b, lc);
   if (lc->h) curl_easy_cleanup(lc->h);
+  lr_resume_free(&lc->resume);
   memset(lc, 0, sizeof *lc);
   b->spare[b->nspare++] = lc;
   b->nlive--;
@@ -239,16 +242,27 @@ static live_call *begin_next(batch *b) {
   lc->job = job;
   lc->index = i;
   luaretry_call_options opt = b->copt;
-  if (opt.flags & LUARETRY_CALL_SEED) opt.seed += i;
+  if (job->call) { /* the job's own (a deadline of its own); the clock is the run's */
+    opt = *job->call;
+    opt.flags =
+      (opt.flags & ~LUARETRY_CALL_VIRTUAL_TIME) | (b->copt.flags & LUARETRY_CALL_VIRTUAL_TIME);
+  } else if (opt.flags & LUARETRY_CALL_SEED) {
+    opt.seed += i;
+  }
   luaretry_code rc = luaretry_call_begin(b->p, &opt, &lc->c);
   if (rc != LUARETRY_OK) {
     finish_job(b, job, i, rc, NULL, NULL);
     release(b, lc);
     return NULL;
   }
-  luaretry_call_observe(lc->c, job->observer, job->observer_ud);
+  luaretry_call_on_decision(lc->c, job->observer, job->observer_ud);
   lc->next = 1;
-  lr_resume_init(&lc->resume, job->resume);
+  if (lr_resume_init(&lc->resume, job->resume) != 0) {
+    finish_job(b, job, i, LUARETRY_E_ARG, NULL, NULL);
+    luaretry_call_free(lc->c);
+    release(b, lc);
+    return NULL;
+  }
   return lc;
 }
 

@@ -87,17 +87,18 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
   /* a call refused at begin (circuit open) never touches the network */
   rc = await_token(c, final);
   if (rc != LUARETRY_OK || !final->retry) return rc;
+  lr_resume rs;
+  if (lr_resume_init(&rs, o ? o->resume : NULL) != 0) return LUARETRY_E_ARG;
   int private_multi;
   CURLM *m = lr_curl_multi_take(&private_multi);
   if (!m) return LUARETRY_E_NOMEM;
   lr_http_attempt a;
   memset(&a, 0, sizeof a);
-  lr_resume rs;
-  lr_resume_init(&rs, o ? o->resume : NULL);
   io.resume = &rs;
   rc = attempts(c, h, m, req, &io, &a, final);
   lr_curl_release(h);
   lr_curl_attempt_free(&a);
+  lr_resume_free(&rs);
   lr_curl_multi_give(m, private_multi);
   return rc;
 }

@@ -12,23 +12,28 @@
 
 #include "http.h"
 
-void lr_resume_init(lr_resume *rs, const luaretry_curl_resume *opt) {
+int lr_resume_init(lr_resume *rs, const luaretry_curl_resume *opt) {
   memset(rs, 0, sizeof *rs);
   rs->opt = opt;
   if (opt && opt->offset > 0) {
     rs->have = opt->offset;
     rs->initial = 1;
+    if (opt->validator) snprintf(rs->validator, sizeof rs->validator, "%s", opt->validator);
   }
+  return opt && opt->checksum && lr_digest_hex(opt->checksum, &rs->expect) != 0 ? -1 : 0;
 }
 
+void lr_resume_free(lr_resume *rs) { lr_hash_free(&rs->whole); }
+
 static void forget(lr_resume *rs) {
-  rs->have = rs->total = 0;
+  rs->have = rs->total = rs->end = 0;
   rs->validator[0] = '\0';
   rs->initial = 0;
 }
 
 int lr_resume_before(lr_resume *rs, const luaretry_request *r, struct curl_slist **list) {
   rs->asking = rs->decided = rs->bad_range = rs->drop = 0;
+  rs->end = 0;
   rs->why[0] = '\0';
   int get = !r->body && (!r->method || strcmp(r->method, "GET") == 0);
   if (!rs->opt || !get || rs->have == 0 || (!rs->validator[0] && !rs->initial)) {
@@ -60,18 +65,28 @@ static const char *header(const lr_transfer *t, const char *name) {
   return NULL;
 }
 
-/* "bytes FIRST-LAST/TOTAL" (TOTAL may be "*": 0); 0, or -1 if it is not. */
-static int content_range(const char *v, uint64_t *first, uint64_t *total) {
-  uint64_t last;
-  char star;
-  if (!v) return -1;
-  if (sscanf(v, "bytes %" SCNu64 "-%" SCNu64 "/%" SCNu64, first, &last, total) == 3)
-    return last >= *first && last < *total ? 0 : -1;
-  if (sscanf(v, "bytes %" SCNu64 "-%" SCNu64 "/%c", first, &last, &star) == 3 && star == '*') {
-    *total = 0;
-    return 0;
+/* "bytes FIRST-LAST/TOTAL" (TOTAL may be "*": 0) into r[0..2]; 0, or -1
+ * if it is not one (digits only, no sign, no overflow, LAST < TOTAL). */
+int lr_content_range(const char *v, uint64_t r[3]) {
+  if (!v || strncmp(v, "bytes ", 6) != 0) return -1;
+  const char *s = v + 6;
+  for (int i = 0; i < 3; i++) {
+    if (i == 2 && *s == '*') {
+      r[2] = 0, s++;
+      break;
+    }
+    if (*s < '0' || *s > '9') return -1;
+    uint64_t n = 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+      if (n > (UINT64_MAX - 9) / 10) return -1;
+      n = n * 10 + (uint64_t)(*s - '0');
+    }
+    r[i] = n;
+    if (i < 2 && *s++ != (i == 0 ? '-' : '/')) return -1;
   }
-  return -1;
+  while (*s == ' ' || *s == '\t') s++;
+  if (*s || r[1] < r[0] || (r[2] && r[1] >= r[2])) return -1;
+  return 0;
 }
 
 /* The validator this answer names: a strong ETag, else Last-Modified. */
@@ -93,23 +108,59 @@ static int start_over(lr_transfer *t, const char *why) {
   return t->restart && t->restart(t->stream_ud) != 0 ? -1 : 0;
 }
 
-/* Why a 206 cannot be appended, into rs->why; "" when it can. */
+/* Why a 206 cannot be appended, into rs->why; "" when it can: it starts
+ * where the sink ends, its length is what its range says, its total is the
+ * one known, its validator the same. */
 static void check_partial(lr_transfer *t) {
   lr_resume *rs = t->resume;
-  uint64_t first, total;
-  const char *v = validator_of(t);
-  if (content_range(header(t, "content-range"), &first, &total) != 0)
+  uint64_t r[3];
+  const char *v = validator_of(t), *length = header(t, "content-length");
+  if (lr_content_range(header(t, "content-range"), r) != 0)
     snprintf(rs->why, sizeof rs->why, "a 206 without a usable Content-Range");
-  else if (first != rs->have)
+  else if (r[0] != rs->have)
     snprintf(rs->why, sizeof rs->why,
-             "the server's part starts at byte %" PRIu64 ", not at %" PRIu64, first, rs->have);
-  else if (rs->total && total && total != rs->total)
+             "the server's part starts at byte %" PRIu64 ", not at %" PRIu64, r[0], rs->have);
+  else if (rs->total && r[2] && r[2] != rs->total)
     snprintf(rs->why, sizeof rs->why, "the total length is now %" PRIu64 " bytes, not %" PRIu64,
-             total, rs->total);
+             r[2], rs->total);
+  else if (length && strtoull(length, NULL, 10) != r[1] - r[0] + 1)
+    snprintf(rs->why, sizeof rs->why,
+             "the server's part (bytes %" PRIu64 "-%" PRIu64 ") is %" PRIu64
+             " bytes, but its Content-Length says %.40s",
+             r[0], r[1], r[1] - r[0] + 1, length);
   else if (rs->validator[0] && v && strcmp(v, rs->validator) != 0)
     snprintf(rs->why, sizeof rs->why, "the validator changed (%.80s, was %.80s)", v, rs->validator);
-  else if (total)
-    rs->total = total;
+  else {
+    if (r[2]) rs->total = r[2];
+    rs->end = r[1] + 1;
+  }
+}
+
+int lr_resume_body(lr_transfer *t, size_t len) {
+  lr_resume *rs = t->resume;
+  if (!rs->end || rs->have + len <= rs->end) return 0;
+  snprintf(
+    rs->why, sizeof rs->why,
+    "the server's part carries more bytes than its Content-Range, which ends at byte %" PRIu64,
+    rs->end);
+  rs->bad_range = 1;
+  start_over(t, rs->why);
+  return -1;
+}
+
+const char *lr_resume_short(lr_resume *rs) {
+  rs->why[0] = '\0';
+  if (rs->end && rs->have != rs->end)
+    snprintf(rs->why, sizeof rs->why,
+             "the server's part ended at byte %" PRIu64 ", not at %" PRIu64
+             " as its Content-Range said",
+             rs->have, rs->end);
+  else if (rs->end && rs->total && rs->have != rs->total)
+    snprintf(rs->why, sizeof rs->why,
+             "the server's part ends at byte %" PRIu64 " of %" PRIu64
+             ": the rest is asked for next",
+             rs->have, rs->total);
+  return rs->why;
 }
 
 int lr_resume_first_byte(lr_transfer *t) {
@@ -121,7 +172,7 @@ int lr_resume_first_byte(lr_transfer *t) {
     if (!rs->why[0]) return 0; /* it fits: appended */
   } else if (t->status_code == 200) {
     return start_over(t, "the server sent the whole resource (200) instead of the rest");
-  } else if (t->status_code == 416 && rs->initial) {
+  } else if (t->status_code == 416 && rs->initial && !rs->validator[0]) {
     /* -C - of a file that is whole already: it stays as it is */
     rs->drop = 1;
     return 0;
@@ -142,7 +193,19 @@ void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status) {
   if (!rs->opt || rs->bad_range) return;  /* a bad range: forgotten already */
   if (out->error && !rs->decided) return; /* no body came: as it was */
   /* only the resource's own bytes are resumed, never an error page's */
+  if (out->error && strstr(out->error, "_mismatch")) {
+    /* checksum_mismatch is final: no attempt follows to restart */
+    if (rs->opt->note && strcmp(out->error, "digest_mismatch") == 0)
+      rs->opt->note(rs->opt->note_ud,
+                    "restarting the download from zero: its digest did not match");
+    forget(rs);
+    return;
+  }
   if (!luaretry_curl_resumable(out) || rs->have == 0 || (status != 200 && status != 206)) {
+    if (out->error && rs->have > 0 && (status == 200 || status == 206) && rs->opt->note)
+      rs->opt->note(rs->opt->note_ud,
+                    "restarting the download from zero: the server named no "
+                    "range support or no strong validator to resume it with");
     forget(rs);
     return;
   }
@@ -156,21 +219,26 @@ void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status) {
   }
   v = etag && etag[0] == '"' ? etag : lm;
   snprintf(rs->validator, sizeof rs->validator, "%s", v ? v : "");
-  uint64_t first, total = 0;
-  if (range && content_range(range, &first, &total) == 0 && total)
-    rs->total = total;
+  uint64_t r[3];
+  if (range && lr_content_range(range, r) == 0 && r[2])
+    rs->total = r[2];
   else if (!range && length)
     rs->total = strtoull(length, NULL, 10);
   rs->initial = 0;
 }
 
+/* A 206 is itself proof that the server serves ranges (nginx's carries no
+ * Accept-Ranges): a Content-Range of bytes, not "bytes *" of a 416. */
 int luaretry_curl_resumable(const luaretry_outcome *o) {
-  if (!o || !o->error || strcmp(o->error, "range") == 0 || strcmp(o->error, "tls_verify") == 0)
+  if (!o || !o->error || strcmp(o->error, "range") == 0 || strcmp(o->error, "tls_verify") == 0 ||
+      strstr(o->error, "_mismatch"))
     return 0;
   int ranges = 0, validator = 0;
+  uint64_t r[3];
   for (size_t i = 0; i < o->header_count; i++) {
     const luaretry_header *h = &o->headers[i];
     if (strcmp(h->name, "accept-ranges") == 0 && strcasestr(h->value, "bytes")) ranges = 1;
+    if (strcmp(h->name, "content-range") == 0 && lr_content_range(h->value, r) == 0) ranges = 1;
     if (strcmp(h->name, "etag") == 0 && h->value[0] == '"') validator = 1;
     if (strcmp(h->name, "last-modified") == 0 && h->value[0]) validator = 1;
   }

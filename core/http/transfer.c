@@ -38,6 +38,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
   size_t len = size * n;
   if (t->resume && !t->resume->decided && lr_resume_first_byte(t) != 0) return 0;
   if (t->resume && t->resume->drop) return len;
+  if (t->resume && lr_resume_body(t, len) != 0) return 0;
   t->body_seen += len;
   size_t room = t->body_limit - t->body.len;
   if (len > room && t->limit_fails) {
@@ -52,6 +53,13 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
     t->stream_failed = 1;
     return 0;
   }
+  /* hashed as written: the sink's bytes are the ones verified */
+  if (!t->digest_ready && lr_digest_begin(t) != 0) {
+    t->body.failed = 1;
+    return 0;
+  }
+  if (t->part.algs) lr_hash_add(&t->part, data, len);
+  if (t->resume && t->resume->whole.algs) lr_hash_add(&t->resume->whole, data, len);
   if (t->resume) t->resume->have += len;
   return len;
 }
@@ -189,6 +197,8 @@ const char *luaretry_curl_error_name(CURLcode rc) {
   /* the redirect limit the user set (--max-redirs, CURLOPT_MAXREDIRS):
    * the same chain again reaches the same limit */
   case CURLE_TOO_MANY_REDIRECTS: return "too_many_redirects";
+  /* the host's size limit (curl's --max-filesize): as large again */
+  case CURLE_FILESIZE_EXCEEDED: return "too_large";
   case CURLE_SSL_CONNECT_ERROR:
   case CURLE_SSL_CERTPROBLEM:
   case CURLE_SSL_CIPHER: return "tls";

@@ -125,7 +125,7 @@ static luaretry_code hedged(luaretry_curl_transport *tr, const luaretry_request 
   luaretry_call *c;
   luaretry_call_options one;
   luaretry_call_options_init(&one);
-  one.flags = LUARETRY_CALL_ONE_ROUND; /* the workflow's own call is counted */
+  one.flags = LUARETRY_CALL_WORKFLOW_REQUEST; /* the workflow's own call is counted */
   luaretry_code rc = luaretry_call_begin(tr->p, &one, &c);
   if (rc != LUARETRY_OK) return rc;
   int id;
@@ -134,7 +134,7 @@ static luaretry_code hedged(luaretry_curl_transport *tr, const luaretry_request 
     *plain = 1;
     return LUARETRY_OK;
   }
-  luaretry_call_observe(c, tell, tr);
+  luaretry_call_on_decision(c, tell, tr);
   tr->round_told = 0;
   tr->answer_failed = 0;
   free(tr->answer);

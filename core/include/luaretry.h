@@ -5,13 +5,23 @@
  * waiting); a sandboxed Lua 5.4 script owns judgement (which outcomes are
  * worth retrying) and tuning.  Neither lua.h nor curl.h is needed here.
  *
- * Handles are opaque.  Every function that can fail returns a luaretry_code;
- * luaretry_strerror() names it and the handle's *_errmsg() function gives
- * the detail (for scripts: "file:line: what went wrong"), valid until the
- * next call on that handle.  Destructors accept NULL.  The library never
- * prints, never exits and never reads the environment (LUARETRY_REDIS and
- * LUARETRY_PATH are the command's, not the library's); its one piece of
- * global state is the watchdog below.
+ * Handles are opaque.  Every function that can fail returns a luaretry_code
+ * (the readers of response headers too: their wait goes to an
+ * out-parameter); luaretry_strerror() names it, and the detail (for
+ * scripts: "file:line: what went wrong") is the caller's own:
+ * luaretry_call_errmsg() the call's, valid until its next failure or its
+ * free; luaretry_policy_errmsg() the calling thread's last failure on that
+ * policy (a thread-local buffer, never written by another thread), valid
+ * until this thread's next failure.  Destructors accept NULL, and every
+ * function takes a NULL handle: LUARETRY_E_ARG, an empty answer or
+ * nothing done, never a crash.  A policy outlives its calls.
+ *
+ * Environment: the library never prints and never exits.  It reads
+ * LUARETRY_PATH, XDG_CONFIG_HOME and HOME in luaretry_policy_find() and
+ * luaretry_policy_dir() (the search path), and LUARETRY_DATADIR there and
+ * at each load (where `require` finds lua/ and policies/); nothing else
+ * (LUARETRY_REDIS is the command's).  Its one piece of global state is the
+ * watchdog below.
  *
  * Lua states: a loaded script runs in Lua states that belong to that load,
  * not to calls.  Each call into the script (a decision, prepare,
@@ -24,7 +34,7 @@
  * long as the call.
  *
  * Threads: any number of threads may begin, report and wait on calls of
- * one loaded policy at once, with no lock on the way; the budget, breaker
+ * one loaded policy at once, with no mutex on the way (Locks, below); the budget, breaker
  * and counters are atomic.  A call is used by one thread at a time;
  * luaretry_call_cancel() may come from any thread or a signal handler.
  * Loading, reloading and luaretry_policy_set() may run while calls are in
@@ -34,8 +44,20 @@
  * luaretry_policy_is_idempotent() and luaretry_policy_run_workflow() may
  * run on any thread; luaretry_policy_prepare() fills a buffer of the
  * policy, so one thread at a time for it (luaretry_call_prepare() has one
- * per call), and a policy-level failure's luaretry_policy_errmsg() is the
- * last one of any thread.
+ * per call); a policy-level failure's luaretry_policy_errmsg() is the
+ * failing thread's own.
+ *
+ * Locks, threads and fork: loading, reloading and luaretry_policy_set()
+ * take the policy's mutex; the guards that keep a window or buckets (the
+ * breaker's rate window, the client-side throttle, the rate limiter, the
+ * server's quota) a spin lock for a few instructions per attempt; a fleet
+ * round trip its connection's mutex.  Threads the library starts: the
+ * watchdog (below), with the first loaded policy, joined when the last is
+ * freed; and, for a load with fleet guards, the fleet's (started by the
+ * first call that needs Redis; see libluaretry(3)).  Neither calls into
+ * the host.  After fork() a child's calls draw jitter from a new seed;
+ * neither thread is in the child and the fleet's connections are the
+ * parent's, so a child that runs calls loads its policies itself.
  *
  * Time limit: a call into a script is stopped within time_limit (seconds
  * of wall time, default 0.25), at its next Lua instruction, as a policy
@@ -48,11 +70,18 @@
  * the host-only setting "instruction_limit", at the cost of a hook on
  * every instruction.
  *
- * ABI: the shared library's soname is libluaretry.so.MAJOR.  Within one
+ * ABI: the shared libraries' sonames are libluaretry.so.MAJOR and
+ * libluaretry-curl.so.MAJOR (the curl helper, luaretry_curl.h: a library of
+ * its own, so that a host of the engine alone links Lua and hiredis, never
+ * libcurl); their functions carry the symbol version LUARETRY_1.0, and
+ * `make check-abi` holds them against a baseline kept in the tree.  What
+ * only the command line uses is in luaretry_tool.h: not installed, not
+ * exported, no promise.  Within one
  * major version functions are only added, enum values only appended (a
  * value never changes meaning), and every public struct keeps its size and
  * the place of each field: the structs end with reserved room that a later
- * version turns into new fields.  So a struct the caller fills must start
+ * version turns into new fields (an array indexed by an enum that grows has
+ * room for its later values).  So a struct the caller fills must start
  * zeroed: through its init function, or a designated initializer
  * (`luaretry_request r = { .method = "GET", .url = u };`), which zeroes the
  * rest.  A change that cannot keep this rule makes a new major version.
@@ -189,28 +218,6 @@ LUARETRY_API luaretry_code luaretry_policy_dir(size_t i, char *path, size_t size
 LUARETRY_API size_t luaretry_policy_warning_count(const luaretry_policy *p);
 LUARETRY_API const char *luaretry_policy_warning(const luaretry_policy *p, size_t i);
 
-/* For checks (`luaretry check`), set before loading: a trap on the
- * script's globals adds a warning ("FILE:LINE: NAME: read of an undefined
- * global inside a hook") for each read of a global no one set, whenever a
- * hook runs (a typo such as `statuss`); warnings stay in line order.  It
- * finds only what runs: a probe must reach the line.  A script that sets a
- * metatable on its globals (a strict mode) is left alone. */
-LUARETRY_API void luaretry_policy_warn_undefined_globals(luaretry_policy *p, int on);
-
-/* Where the loaded script's field (or a table's field: "backoff.initial")
- * came from when it was inherited: the name of the policy it requires
- * ("http" for require "http"); NULL when the script set it itself or left
- * it to the default.  A policy that requires another inherits its settings
- * and hooks as defaults; its own assignments win wherever they stand. */
-LUARETRY_API const char *luaretry_policy_origin(const luaretry_policy *p, const char *field);
-
-/* For checks: runs the script's on_breaker(state) once, as a breaker
- * change would ("open", "half_open", "closed").  LUARETRY_OK also when the
- * script has none; LUARETRY_E_POLICY with its error (file and line) in
- * err. */
-LUARETRY_API luaretry_code luaretry_policy_probe_on_breaker(luaretry_policy *p, const char *state,
-                                                            char *err, size_t errlen);
-
 /* Bytes held by one Lua state of the loaded script, as it stood after the
  * load (each state made for threads in the script at once holds about as
  * much); memory_limit applies to each state. */
@@ -335,20 +342,21 @@ typedef struct {
   luaretry_guards_scope guards;   /* whose counts the budget and breaker decide on
                                    now; FLEET: budget_tokens and breaker are the
                                    fleet's */
-  uint32_t rate_limited;          /* calls whose rate-limiter wait would pass the
-                                 deadline (counts modulo 2^32: the room left) */
+  uint64_t rate_limited;          /* calls whose rate-limiter wait would pass the
+                                 deadline */
   uint64_t hedges;                /* hedges sent */
   uint64_t hedges_won;            /* hedges whose answer ended the call */
   uint64_t hedges_cancelled;      /* attempts cancelled because another one of
                                  their call answered first */
   uint64_t throttled;             /* outcomes judged throttling */
   uint64_t throttle_refusals;     /* attempts the client-side throttle refused */
+  uint64_t reserved[16];          /* room for later counters: zeroed */
 } luaretry_metrics;
 
 LUARETRY_API luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m);
 /* The rate limiter's attempts per second now (the policy's `rate`): its
  * limit, or what the adaptive one allows; 0 without a limiter, or adaptive
- * and not yet limited.  Beside the metrics, whose room went to counters. */
+ * and not yet limited. */
 LUARETRY_API double luaretry_policy_rate(const luaretry_policy *p);
 
 /* Called on each change of the breaker's state (from the thread whose
@@ -356,33 +364,37 @@ LUARETRY_API double luaretry_policy_rate(const luaretry_policy *p);
 typedef void (*luaretry_breaker_fn)(void *ud, luaretry_breaker_state s);
 LUARETRY_API void luaretry_policy_on_breaker(luaretry_policy *p, luaretry_breaker_fn fn, void *ud);
 
-/* Where a script's print() goes (default: nowhere).  The callback
- * registrations share one verb: luaretry_policy_on_log, _on_breaker,
- * _on_fleet. */
+/* Where a script's print() goes (default: nowhere).  Names follow one
+ * scheme: a callback's registration is on_ (luaretry_policy_on_log,
+ * _on_breaker, _on_fleet, luaretry_call_on_decision), a predicate reads as
+ * one (luaretry_call_cancelled, luaretry_policy_has_workflow,
+ * luaretry_curl_never_sent), an action is a verb (luaretry_call_cancel,
+ * luaretry_policy_reload_if_changed). */
 typedef void (*luaretry_log_fn)(void *ud, const char *line);
 LUARETRY_API void luaretry_policy_on_log(luaretry_policy *p, luaretry_log_fn fn, void *ud);
-/* The old name of luaretry_policy_on_log, kept as an alias until the next
- * major version (1.0), when it goes. */
-LUARETRY_API void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud);
 
 /* ----------------------------------------------------------------- fleet */
 
 /* Where the fleet's changes of health are told, one line each, without
  * credentials: lost ("fleet guards KEY: URL: why; local guards decide until
- * Redis is back") and back.  Once per change, never per call, from the
- * thread that noticed; the function must not call into the policy.
+ * Redis is back") and back.  Once per change, never per call, on a
+ * caller's thread (the next call into the policy after the change; never
+ * the fleet's own thread); the function must not call into the policy.
  * Default: the log callback (luaretry_policy_on_log).  Set it before
  * calls begin. */
 LUARETRY_API void luaretry_policy_on_fleet(luaretry_policy *p, luaretry_log_fn fn, void *ud);
 
 /* One round trip now, bounded by fleet.connect_timeout and
  * fleet.command_timeout: sends what was counted and learns the fleet's
- * state.  For a host about to begin its first call, so that the breaker
- * and budget are the fleet's from the start (the command does it), and
- * for one that wants to rejoin at once after Redis was lost (otherwise the
- * next retry's check reconnects, once the reconnect backoff allows).  The
- * connection is made by the first round trip, and a success never makes
- * one: until then (or without this call) the policy's own guards decide.
+ * state (while the fleet's breaker is half-open, with a probe permit for
+ * this process's next new call).  For a host about to begin its first
+ * call, so that the breaker and budget are the fleet's from the start (the
+ * command does it), and for one that wants to rejoin at once after Redis
+ * was lost (otherwise the fleet's thread reconnects once the reconnect
+ * backoff allows).  The connection is made by the first round trip (this
+ * call's, or the fleet's thread's, which calls start: see libluaretry(3)
+ * "Threads"): until then (or without this call) the policy's own guards
+ * decide.
  * LUARETRY_E_STATE without a fleet (fleet.redis unset, or neither budget
  * nor breaker); LUARETRY_E_FLEET when Redis could not be reached or
  * refused, or a reconnect is not due yet (errmsg says why; the policy goes
@@ -413,7 +425,13 @@ typedef struct {
   size_t process_count;
   luaretry_fleet_process *processes; /* most recent first (1000 at most);
                                          freed by luaretry_fleet_status_free */
-  uint64_t reserved[8];
+  /* carved from the reserved room: the client-side throttle's window
+   * (window_seconds 0: the policy has no throttle) and the fleet's rate
+   * limiter (rate_limit 0: none), whose slots are leased to processes up
+   * to rate_ahead s after now */
+  double window_requests, window_accepts, window_seconds;
+  double rate_limit, rate_ahead;
+  uint64_t reserved[3];
 } luaretry_fleet_status;
 
 /* Reads the fleet's state (one round trip, connecting at once); looking
@@ -632,9 +650,12 @@ typedef struct {
   luaretry_wait_source wait_source;
   const char *rule;       /* what decided: "policies/http.lua:12",
                                  "default", "deadline", "max_attempts" ...;
-                                 valid until the policy is freed or reloaded */
-  const char *message;    /* policy error detail, or NULL */
-  const char *hook_error; /* on_retry failed (decision unchanged), or NULL */
+                                 valid until luaretry_call_free (a reload
+                                 meanwhile does not move it) */
+  const char *message;    /* policy error detail, or NULL; valid until the
+                                 call's next decision or its free */
+  const char *hook_error; /* on_retry failed (decision unchanged), or NULL;
+                                 as long as message */
   int hedge;              /* the attempt judged (or, from
                                  luaretry_call_hedge, the one to start) is a
                                  hedge */
@@ -650,27 +671,27 @@ typedef struct {
 
 typedef struct luaretry_call luaretry_call;
 
-#define LUARETRY_CALL_SEED         0x1u /* use .seed, not the OS */
-#define LUARETRY_CALL_VIRTUAL_TIME 0x2u /* waits advance a virtual clock */
+#define LUARETRY_CALL_SEED             0x1u /* use .seed, not the OS */
+#define LUARETRY_CALL_VIRTUAL_TIME     0x2u /* waits advance a virtual clock */
 /* A budget, breaker and counters of the call's own (a probe, a what-if):
  * the policy's are neither read nor changed. */
-#define LUARETRY_CALL_ISOLATED     0x4u
+#define LUARETRY_CALL_ISOLATED         0x4u
 /* No hedge for this call, whatever the policy's hedge says: for a host that
  * tells of one transfer (curl's -i, -D, -w) and cannot tell of several. */
-#define LUARETRY_CALL_NO_HEDGE     0x8u
-/* One round inside an operation the host judges as a whole (a workflow's
- * request): the attempt and its hedges, never a retry; a transient answer
+#define LUARETRY_CALL_NO_HEDGE         0x8u
+/* A workflow's request (was LUARETRY_CALL_ONE_ROUND): one round inside an
+ * operation the host judges as a whole: the attempt and its hedges, never a retry; a transient answer
  * ends it (reason FINAL) once no attempt is in flight.  The guards count
  * the enclosing call, not the round: it is not a call in the metrics,
  * the guards do not refuse its start nor record its answers; its hedges
  * are still asked for, paid and counted as hedges. */
-#define LUARETRY_CALL_ONE_ROUND    0x10u
+#define LUARETRY_CALL_WORKFLOW_REQUEST 0x10u
 /* Use .deadline: the call ends by then, or by the policy's deadline when
  * that comes first. */
-#define LUARETRY_CALL_DEADLINE     0x20u
+#define LUARETRY_CALL_DEADLINE         0x20u
 /* Use .retries: the retries the caller lets this call make (the allowance
  * its own inbound request carried, luaretry_call_options_inbound()). */
-#define LUARETRY_CALL_RETRIES      0x40u
+#define LUARETRY_CALL_RETRIES          0x40u
 
 typedef struct {
   unsigned flags;
@@ -796,10 +817,10 @@ LUARETRY_API void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decisi
 LUARETRY_API luaretry_code luaretry_call_wait(luaretry_call *c, double seconds);
 
 /* Called after each decision of the call (logging, counting); `o` is NULL
- * when a cancel stopped the call during a wait. */
+ * when a cancel stopped the call during a wait.  (Was luaretry_call_observe.) */
 typedef void (*luaretry_observer_fn)(void *ud, const luaretry_outcome *o,
                                      const luaretry_decision *d);
-LUARETRY_API void luaretry_call_observe(luaretry_call *c, luaretry_observer_fn fn, void *ud);
+LUARETRY_API void luaretry_call_on_decision(luaretry_call *c, luaretry_observer_fn fn, void *ud);
 
 /* Any thread, or a signal handler: a wait in progress returns at once,
  * and the call stops with reason CANCELLED at its next report. */
@@ -888,101 +909,6 @@ LUARETRY_API luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed, 
 /* Every simulation stops a call after this many attempts when the policy
  * sets no max_attempts (the deadline alone could allow millions). */
 #define LUARETRY_SIMULATE_ATTEMPT_CAP 100000L
-
-/* What N clients failing together at t=0 do to a service, each one call
- * on the virtual clock through the engine (luaretry simulate --clients N
- * --fleet): every attempt that starts within `outage` seconds gets a 503,
- * every later one a 200, and the policy's own classifier and rules decide.
- * `fleet` = 0: each client has a budget and breaker of its own (N
- * processes, one call each); 1: the N clients share one, each learning
- * the others' counts as a process of the fleet does (a sync when its call
- * begins, a batch of its outcomes at most `sync` seconds apart, and one
- * before each retry), round trips taking no time.  Nothing here touches
- * Redis or the policy's counters. */
-/* Each attempt of a herd's clients, as it is decided: the client, the
- * attempt's start (virtual seconds), the status it got and the decision;
- * return nonzero to stop the simulation (LUARETRY_E_CANCELLED).  Without
- * `fleet`, client 0's attempts come first, then client 1's...; with it,
- * every client's, in the order of their start times. */
-typedef int (*luaretry_herd_attempt_fn)(void *ud, long client, double time, int status,
-                                        const luaretry_decision *d);
-
-typedef struct {
-  long clients;  /* 1 to 1000000 */
-  double outage; /* seconds, 0 to 1e6 */
-  uint64_t seed; /* client i draws from seed + i */
-  int fleet;
-  double sync;                   /* seconds; 0: the policy's fleet.sync */
-  luaretry_herd_attempt_fn each; /* NULL: none */
-  void *ud;
-  int outage_status; /* the outage's answer; 0: 503 (429: throttling) */
-  int shared;        /* 1: the N clients are calls of one process,
-                                   sharing its guards (budget, breaker,
-                                   throttle, rate): fresh ones, not the policy's */
-  uint64_t reserved[1];
-} luaretry_herd_options;
-
-typedef struct {
-  uint64_t clients;
-  uint64_t first_attempts; /* clients whose call made an attempt */
-  uint64_t attempts;       /* all of them, the first ones included */
-  double amplification;    /* attempts per first attempt */
-  uint64_t stops[16];      /* the clients' calls by the reason they
-                                   stopped (a luaretry_reason; [0]: stopped
-                                   by LUARETRY_SIMULATE_ATTEMPT_CAP) */
-  double last_attempt;     /* the last attempt's start, seconds */
-  uint64_t reserved[8];
-} luaretry_herd_result;
-
-LUARETRY_API luaretry_code luaretry_simulate_herd(luaretry_policy *p,
-                                                  const luaretry_herd_options *o,
-                                                  luaretry_herd_result *r);
-
-/* What the policy's hedge does to the tail (luaretry simulate --latency):
- * `calls` calls one after another on the virtual clock, each attempt
- * answering 200 after `base` seconds, or after `slow` seconds for a
- * `fraction` of the attempts (drawn from `seed`; call i's jitter from
- * seed + i), an attempt longer than its timeout timing out.  Run it with
- * `no_hedge` 0 and 1 and the same options: both see the same latencies.
- * The calls share a budget and breaker of their own, fresh for each run;
- * the policy's guards, counters and fleet are never touched.
- * LUARETRY_E_ARG when an option is out of range (luaretry_policy_errmsg
- * names it), LUARETRY_E_POLICY when the script failed in a call (its
- * message there too), LUARETRY_E_NOMEM (8 bytes a call are kept). */
-typedef struct {
-  long calls;      /* 1 to 1000000; luaretry_latency_options_init: 1000 */
-  double base;     /* seconds, 0 to 3600 */
-  double slow;     /* seconds, 0 to 3600 */
-  double fraction; /* the share of slow attempts, 0 to 1 */
-  uint64_t seed;
-  int no_hedge; /* 1: no call is hedged, whatever the policy says */
-  uint32_t reserved_32;
-  uint64_t reserved[4];
-} luaretry_latency_options;
-
-typedef struct {
-  uint64_t calls;
-  double p50, p99, p999;    /* seconds from a call's begin to its end */
-  uint64_t requests;        /* attempts sent, hedges included */
-  double requests_per_call; /* requests / calls */
-  uint64_t hedges;          /* hedges sent */
-  uint64_t hedges_won;      /* hedges whose answer ended their call */
-  uint64_t reserved[8];
-} luaretry_latency_result;
-
-LUARETRY_API void luaretry_latency_options_init(luaretry_latency_options *o);
-LUARETRY_API luaretry_code luaretry_simulate_latency(luaretry_policy *p,
-                                                     const luaretry_latency_options *o,
-                                                     luaretry_latency_result *r);
-
-/* `count` draws of the policy's backoff for retry n (n = 0 before the
- * second attempt) from a generator seeded with `seed`, each starting from
- * `previous` (decorrelated jitter's state; < 0: the policy's initial), into
- * out[]: the engine's own arithmetic, for tests and documentation.
- * LUARETRY_E_STATE when the backoff is a script function. */
-LUARETRY_API luaretry_code luaretry_policy_sample_backoff(const luaretry_policy *p, uint64_t n,
-                                                          uint64_t seed, double previous,
-                                                          double *out, size_t count);
 
 #ifdef __cplusplus
 }

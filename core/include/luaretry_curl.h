@@ -43,16 +43,39 @@ typedef size_t (*luaretry_upload_fn)(void *ud, uint64_t offset, char *buf, size_
  * from zero: two versions are never spliced.  Each restart of a download
  * that had bytes is told to `note` with the reason.
  * `offset`: bytes the sink holds before the call (curl's -C -, a partial
- * file): the first attempt asks for the rest, with no If-Range, and a 200
- * starts over.
+ * file): the first attempt asks for the rest, with If-Range: `validator`
+ * when set, and a 200 starts over.
  * Resuming changes nothing else: every attempt counts towards
  * max_attempts, and the deadline bounds the call as ever.
+ * Digests: a complete 2xx answer whose server states a digest of what it
+ * sent (RFC 9530 Repr-Digest or Content-Digest with sha-256 or sha-512,
+ * Content-MD5, x-goog-hash with crc32c or md5) is checked against the
+ * bytes that came, a resumed download as a whole (its Repr-Digest or
+ * x-goog-hash against every byte from zero, its Content-Digest against
+ * the part); an answer with a Content-Encoding is not checked (curl may
+ * decode it).  A mismatch fails the attempt as "digest_mismatch" (the
+ * bytes were damaged on the way: transient) and the next attempt starts
+ * from zero.  `checksum` is the host's own digest of the whole body: the
+ * first answer that does not match it fails as "digest_mismatch", the
+ * next as "checksum_mismatch" (final in the default classifier and the
+ * http policy: the server serves something else).  A checksum that is not
+ * one: LUARETRY_E_ARG.  With `offset` the bytes held before the call are
+ * hashed only when `held` reads them; otherwise only a Content-Digest of
+ * the rest is checked, and the host's checksum is not.
  */
 typedef struct {
   uint64_t offset;      /* bytes the sink holds already (-C -) */
   luaretry_log_fn note; /* "restarting from zero: why", or NULL */
   void *note_ud;
-  uint64_t reserved[4];
+  const char *checksum;    /* "sha-256=HEX" (sha-512, md5): the whole body's
+                           digest as the host knows it, or NULL (see above) */
+  const char *validator;   /* with offset: the strong ETag or Last-Modified
+                            of the bytes held (an earlier run's), sent as
+                            If-Range; NULL: none (curl's -C -) */
+  luaretry_upload_fn held; /* with offset: reads the bytes held (given the
+                              sink's ud) so that digests and checksum cover
+                              them; NULL: they are not hashed */
+  uint64_t reserved[1];
 } luaretry_curl_resume;
 
 /* Whether an attempt's outcome leaves a download that the next attempt can
@@ -73,7 +96,7 @@ LUARETRY_API int luaretry_curl_resumable(const luaretry_outcome *o);
  *   `body_len` is the whole length; the bytes sent are read through
  *   `upload` on every attempt.  A prepare() that replaces the body sends
  *   its own, from memory.
- * (Each attempt's decision reaches luaretry_call_observe()'s observer.)
+ * (Each attempt's decision reaches luaretry_call_on_decision()'s observer.)
  */
 typedef struct {
   luaretry_sink_fn sink;
@@ -83,6 +106,7 @@ typedef struct {
   void *upload_ud;
   const luaretry_curl_resume *resume; /* set: a GET that ends early is
                                    resumed (see above); valid until return */
+  uint64_t reserved[4];
 } luaretry_curl_options;
 
 /* The most bytes of response headers the helper keeps for one response
@@ -208,6 +232,13 @@ typedef struct {
   luaretry_upload_fn upload;   /* as in luaretry_curl_options */
   void *upload_ud;
   const luaretry_curl_resume *resume; /* as in luaretry_curl_options */
+  const luaretry_call_options *call;  /* this job's call: its own deadline
+                                         (LUARETRY_CALL_DEADLINE), seed...;
+                                         NULL: the run's (many_options.call);
+                                         the run's LUARETRY_CALL_VIRTUAL_TIME
+                                         holds for every job */
+  uint64_t reserved[8];               /* jobs are an array: its stride never changes, new
+                           fields take this room */
 } luaretry_curl_job;
 
 /* Called once per job, as soon as its call ends (in completion order). */
@@ -302,7 +333,8 @@ LUARETRY_API luaretry_code luaretry_curl_transport_hedge(luaretry_curl_transport
  * "reset", "dns", "tls", "tls_verify" (a certificate or host name that does
  * not verify, a pinned key that does not match: final under the default
  * rule), "too_many_redirects" (CURLOPT_MAXREDIRS reached: final under the
- * default rule too), "truncated", "protocol", "transport"; NULL for
+ * default rule too), "too_large" (CURLOPT_MAXFILESIZE exceeded: final under
+ * the default rule too), "truncated", "protocol", "transport"; NULL for
  * CURLE_OK. */
 LUARETRY_API const char *luaretry_curl_error_name(CURLcode rc);
 

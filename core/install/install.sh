@@ -92,6 +92,12 @@ install_all() {
   link "libluaretry.so.$VERSION" "lib/libluaretry.so.$MAJOR"
   link "libluaretry.so.$VERSION" lib/libluaretry.so
   file 644 "$BUILD/luaretry.pc" lib/pkgconfig/luaretry.pc
+  # the curl helper: a library of its own (luaretry_tool.h is not installed)
+  file 644 "$BUILD/libluaretry-curl.a" lib/libluaretry-curl.a
+  file 755 "$BUILD/libluaretry-curl.so.$VERSION" "lib/libluaretry-curl.so.$VERSION"
+  link "libluaretry-curl.so.$VERSION" "lib/libluaretry-curl.so.$MAJOR"
+  link "libluaretry-curl.so.$VERSION" lib/libluaretry-curl.so
+  file 644 "$BUILD/luaretry-curl.pc" lib/pkgconfig/luaretry-curl.pc
   file 755 "$BUILD/luaretry.so" lib/lua/5.4/luaretry.so
   for f in lua/*.lua; do file 644 "$f" "share/luaretry/$f"; done
   for f in policies/*.lua; do file 644 "$f" "share/luaretry/$f"; done

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "luaretry.h"
+#include "luaretry_tool.h"
 
 #define POLICY_MT "luaretry.policy"
 #define CALL_MT   "luaretry.call"
@@ -354,7 +355,7 @@ static int p_fleet_sync(lua_State *L) {
  * process list is freed whatever happens (lua_pcall of this). */
 static int push_fleet_status(lua_State *L) {
   const luaretry_fleet_status *st = lua_touserdata(L, 1);
-  lua_createtable(L, 0, 12);
+  lua_createtable(L, 0, 17);
   lua_pushboolean(L, st->exists);
   lua_setfield(L, -2, "exists");
   set_num(L, "tokens", st->tokens);
@@ -366,6 +367,11 @@ static int push_fleet_status(lua_State *L) {
   set_num(L, "now", st->now);
   set_str(L, "key", st->key);
   set_str(L, "where", st->where);
+  set_num(L, "window_requests", st->window_requests); /* 0 without a throttle */
+  set_num(L, "window_accepts", st->window_accepts);
+  set_num(L, "window_seconds", st->window_seconds);
+  set_num(L, "rate_limit", st->rate_limit); /* 0 without a shared rate */
+  set_num(L, "rate_ahead", st->rate_ahead);
   lua_createtable(L, (int)st->process_count, 0);
   for (size_t i = 0; i < st->process_count; i++) {
     lua_pushstring(L, st->processes[i].member);

@@ -24,6 +24,7 @@ static luaretry_code begin(luaretry_policy *p, const luaretry_call_options *o, l
 
 luaretry_code luaretry_call_begin(luaretry_policy *p, const luaretry_call_options *o,
                                   luaretry_call **out) {
+  if (!lr_policy_ok(p)) return out ? (*out = NULL, LUARETRY_E_ARG) : LUARETRY_E_ARG;
   return begin(p, o, 0, out);
 }
 
@@ -32,7 +33,7 @@ luaretry_code luaretry_call_begin(luaretry_policy *p, const luaretry_call_option
 
 luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed, long attempts,
                                 luaretry_decision_fn each, void *ud) {
-  if (!p) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
   opt.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED;
@@ -62,7 +63,7 @@ luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed, long attempts
 
 luaretry_code luaretry_policy_sample_backoff(const luaretry_policy *p, uint64_t n, uint64_t seed,
                                              double previous, double *out, size_t count) {
-  if (!p || (!out && count)) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p) || (!out && count)) return LUARETRY_E_ARG;
   lr_gen *g = lr_policy_current((luaretry_policy *)p);
   if (!g) return LUARETRY_E_STATE;
   const lr_backoff *b = &g->rules.backoff;
@@ -85,7 +86,7 @@ luaretry_code luaretry_policy_sample_backoff(const luaretry_policy *p, uint64_t 
 
 luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p, const luaretry_request *r,
                                             int *idempotent) {
-  if (!p || !r || !idempotent) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p) || !r || !idempotent) return LUARETRY_E_ARG;
   lr_gen *g = lr_policy_current(p);
   if (!g) return LUARETRY_E_STATE;
   char err[LR_ERRMSG_SIZE];
@@ -97,7 +98,7 @@ luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p, const luaretry_r
 
 luaretry_code luaretry_policy_prepare(luaretry_policy *p, const luaretry_request *in, int attempt,
                                       luaretry_request *out) {
-  if (!p || !in || !out) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p) || !in || !out) return LUARETRY_E_ARG;
   lr_gen *g = lr_policy_current(p);
   if (!g) return LUARETRY_E_STATE;
   /* no call: info.call lasts this one prepare */

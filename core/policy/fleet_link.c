@@ -13,13 +13,16 @@
 #include <string.h>
 
 #include "fleet/fleet.h"
+#include "fleet/local_store.h"
 #include "fleet/remote_guard.h"
 #include "policy.h"
 
 struct lr_fleet_link {
   atomic_long refs;
-  lr_fleet *fleet;
-  char *url; /* with its credentials: compared, never shown */
+  lr_fleet *fleet; /* Redis's, or NULL */
+  lr_local *local; /* the local store's (fleet.local), or NULL */
+  char *url;       /* with its credentials: compared, never shown; the
+                      local store's: its folder after "local:" */
   char key[FLEET_KEY_SIZE];
   long sync, connect, command, reconnect;
 };
@@ -33,6 +36,8 @@ void lr_policy_fleet_init(luaretry_policy *p) {
 void lr_policy_fleet_free(luaretry_policy *p) {
   free(p->fleet_url);
   p->fleet_url = NULL;
+  free(p->fleet_local);
+  p->fleet_local = NULL;
 }
 
 /* The fleet's health changes: to the host's fleet log, else its log. */
@@ -57,9 +62,21 @@ static void key_of_name(char *dst, size_t size, const char *name) {
     if ((unsigned char)*c <= 0x20 || *c == 0x7f || *c == '{' || *c == '}') *c = '_';
 }
 
+/* What tells two links apart: Redis's URL, or "local:" and the folder. */
+static char *where_of(const luaretry_policy *p) {
+  if (p->fleet_url) return strdup(p->fleet_url);
+  size_t n = strlen(p->fleet_local) + 7;
+  char *s = malloc(n);
+  if (s) lr_fmt(s, n, "local:%s", p->fleet_local);
+  return s;
+}
+
 static int same_link(const struct lr_fleet_link *l, const luaretry_policy *p, const char *key,
                      long sync) {
-  return l && strcmp(l->url, p->fleet_url) == 0 && strcmp(l->key, key) == 0 && l->sync == sync &&
+  if (!l) return 0;
+  int same_store = p->fleet_url ? !l->local && strcmp(l->url, p->fleet_url) == 0
+                                : l->local && strcmp(l->url + 6, p->fleet_local) == 0;
+  return same_store && strcmp(l->key, key) == 0 && l->sync == sync &&
          l->connect == p->fleet_connect_ms && l->command == p->fleet_command_ms &&
          l->reconnect == p->fleet_reconnect_ms;
 }
@@ -86,14 +103,21 @@ static void guard_settings(const lr_rules *r, lr_fleet_settings *s) {
   s->rate = fleet_rate(r);
   s->rate_limit = r->guards.rate_limit;
   s->rate_burst = r->guards.rate_burst;
+  if (lr_breaker_rated(&r->guards)) {
+    s->window = r->guards.window;
+    s->min_calls = r->guards.min_calls;
+    s->failure_rate = r->guards.failure_rate;
+    s->slow_rate = r->guards.slow_rate;
+  }
 }
 
 static struct lr_fleet_link *new_link(luaretry_policy *p, const lr_fleet_settings *s,
                                       const char *key, char *err, size_t errlen) {
   struct lr_fleet_link *l = calloc(1, sizeof *l);
-  char *url = strdup(p->fleet_url);
-  lr_fleet_code rc =
-    l && url ? lr_fleet_new(url, key, s, &l->fleet, err, errlen) : LR_FLEET_E_NOMEM;
+  char *url = where_of(p);
+  lr_fleet_code rc = !l || !url       ? LR_FLEET_E_NOMEM
+                     : p->fleet_local ? lr_local_new(p->fleet_local, key, s, &l->local, NULL, 0)
+                                      : lr_fleet_new(url, key, s, &l->fleet, err, errlen);
   if (rc != LR_FLEET_OK) {
     if (rc == LR_FLEET_E_NOMEM) lr_fmt(err, errlen, "out of memory");
     free(url);
@@ -117,12 +141,17 @@ int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const ch
   t->fleet_command_timeout = p->fleet_command_ms;
   t->fleet_reconnect = p->fleet_reconnect_ms;
   t->fleet_redis[0] = '\0';
+  lr_strlcpy(t->fleet_local,
+             !p->fleet_local     ? ""
+             : p->fleet_local[0] ? p->fleet_local
+                                 : "on",
+             sizeof t->fleet_local);
   if (p->fleet_url) /* as get shows it, even when there is nothing to share */
     lr_fleet_url_check(p->fleet_url, t->fleet_redis, sizeof t->fleet_redis, NULL, 0);
   g->fleet = NULL;
   memset(&g->rules.remote, 0, sizeof g->rules.remote);
   /* nothing to share: warned of, and no connection made */
-  if (!p->fleet_url ||
+  if ((!p->fleet_url && !p->fleet_local) ||
       (!t->pub.budget && !t->pub.breaker && !t->throttle && !fleet_rate(&g->rules)))
     return 0;
   lr_fleet_settings s;
@@ -133,7 +162,10 @@ int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const ch
   if (same_link(cur, p, t->fleet_key, t->fleet_sync)) {
     l = cur;
     atomic_fetch_add(&l->refs, 1);
-    lr_fleet_configure(l->fleet, &s);
+    if (l->local)
+      lr_local_configure(l->local, &s);
+    else
+      lr_fleet_configure(l->fleet, &s);
   } else {
     s.sync_ms = (int)t->fleet_sync;
     s.connect_timeout_ms = (int)p->fleet_connect_ms;
@@ -146,8 +178,9 @@ int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const ch
     if (!l) return -1;
   }
   g->fleet = l;
-  g->rules.remote.ops = &lr_fleet_remote_ops;
-  g->rules.remote.ud = l->fleet;
+  /* the engine sees either store through the same interface */
+  g->rules.remote.ops = l->local ? &lr_local_remote_ops : &lr_fleet_remote_ops;
+  g->rules.remote.ud = l->local ? (void *)l->local : (void *)l->fleet;
   return 0;
 }
 
@@ -155,6 +188,7 @@ void lr_fleet_link_unref(struct lr_fleet_link *l) {
   if (!l || atomic_fetch_sub(&l->refs, 1) != 1) return;
   lr_fleet_flush(l->fleet); /* this process's last counts */
   lr_fleet_free(l->fleet);
+  lr_local_free(l->local);
   free(l->url);
   free(l);
 }
@@ -162,6 +196,14 @@ void lr_fleet_link_unref(struct lr_fleet_link *l) {
 luaretry_guards_scope lr_fleet_link_scope(struct lr_fleet_link *l, double *tokens,
                                           luaretry_breaker_state *breaker) {
   if (!l) return LUARETRY_GUARDS_LOCAL;
+  if (l->local) {
+    lr_local_status st;
+    lr_local_status_get(l->local, &st);
+    if (!st.usable) return LUARETRY_GUARDS_FALLBACK;
+    *tokens = st.tokens;
+    *breaker = (luaretry_breaker_state)st.breaker;
+    return LUARETRY_GUARDS_FLEET;
+  }
   lr_fleet_view v;
   lr_fleet_view_get(l->fleet, &v);
   if (!v.fresh) return LUARETRY_GUARDS_FALLBACK;
@@ -171,3 +213,7 @@ luaretry_guards_scope lr_fleet_link_scope(struct lr_fleet_link *l, double *token
 }
 
 lr_fleet *lr_fleet_link_fleet(struct lr_fleet_link *l) { return l ? l->fleet : NULL; }
+
+lr_local *lr_fleet_link_local(struct lr_fleet_link *l) { return l ? l->local : NULL; }
+
+const char *lr_fleet_link_key(struct lr_fleet_link *l) { return l ? l->key : ""; }

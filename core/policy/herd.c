@@ -27,7 +27,8 @@ typedef struct {
   luaretry_call **calls;
   long *attempts;
   lr_simfleet *fleet;
-  lr_shared *process; /* shared: the one process's guards */
+  lr_shared *process; /* shared: the one process's guards; fleet: its
+                         clients' local guards, which decide nothing */
   double outage;
   int status; /* the outage's answer */
   luaretry_herd_result *r;
@@ -138,9 +139,15 @@ static luaretry_code run_heap(herd_run *h, luaretry_policy *p, lr_gen *g) {
   h->calls = calloc((size_t)n, sizeof *h->calls);
   h->attempts = calloc((size_t)n, sizeof *h->attempts);
   if (h->o->fleet) h->fleet = lr_simfleet_new(&g->rules.guards, fleet_sync(p, h->o), n);
-  if (h->o->shared && (h->process = lr_aligned_calloc(sizeof *h->process)))
-    lr_shared_init(h->process, &g->rules.guards);
-  if ((h->o->shared && !h->process) || (h->o->fleet && !h->fleet)) return LUARETRY_E_NOMEM;
+  /* A fleet's clients: while the simulated fleet answers (it always does)
+   * their local guards decide nothing, so they share one lr_shared (4 KiB)
+   * instead of one each; unless a local pace decides, which each process
+   * keeps its own of (an adaptive rate, the server's RateLimit quota). */
+  const lr_guards *gd = &g->rules.guards;
+  int one_local = h->o->shared || (h->o->fleet && !gd->rate_adaptive && !gd->rate_headers);
+  if (one_local && (h->process = lr_aligned_calloc(sizeof *h->process)))
+    lr_shared_init(h->process, gd);
+  if ((one_local && !h->process) || (h->o->fleet && !h->fleet)) return LUARETRY_E_NOMEM;
   if (!h->heap || !h->calls || !h->attempts) return LUARETRY_E_NOMEM;
   luaretry_code rc = LUARETRY_OK;
   for (long i = 0; i < n && rc == LUARETRY_OK; i++) {
@@ -175,7 +182,7 @@ static luaretry_code run_each(herd_run *h, luaretry_policy *p, lr_gen *g) {
 
 luaretry_code luaretry_simulate_herd(luaretry_policy *p, const luaretry_herd_options *o,
                                      luaretry_herd_result *r) {
-  if (!p || !o || !r || o->clients < 1 || o->clients > HERD_MAX_CLIENTS ||
+  if (!lr_policy_ok(p) || !o || !r || o->clients < 1 || o->clients > HERD_MAX_CLIENTS ||
       !(o->outage >= 0 && o->outage <= 1e6) || !(o->sync >= 0 && o->sync <= 3600) ||
       (o->outage_status && (o->outage_status < 100 || o->outage_status > 599)))
     return LUARETRY_E_ARG;

@@ -139,9 +139,12 @@ static void default_classify(const luaretry_outcome *o, lr_verdict *v) {
   }
   /* a certificate or host name that does not verify: no retry makes it
    * good, and retrying only hides an attack or a misconfiguration; a
-   * redirect chain longer than the limit the user set is as long again */
+   * redirect chain longer than the limit the user set is as long again, a
+   * body larger than its size limit as large; a body that twice was not
+   * the host's checksum is something else */
   if (o->error &&
-      (strcmp(o->error, "tls_verify") == 0 || strcmp(o->error, "too_many_redirects") == 0)) {
+      (strcmp(o->error, "tls_verify") == 0 || strcmp(o->error, "too_many_redirects") == 0 ||
+       strcmp(o->error, "too_large") == 0 || strcmp(o->error, "checksum_mismatch") == 0)) {
     v->cls = LUARETRY_CLASS_FINAL;
     return;
   }

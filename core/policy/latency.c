@@ -156,7 +156,7 @@ void luaretry_latency_options_init(luaretry_latency_options *o) {
 luaretry_code luaretry_simulate_latency(luaretry_policy *p, const luaretry_latency_options *o,
                                         luaretry_latency_result *r) {
   char why[160], msg[200];
-  if (!p) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
   if (!o || !r || bad_option(o, why, sizeof why)) {
     lr_fmt(msg, sizeof msg, "luaretry_simulate_latency: %s",
            !o || !r ? "no options or result" : why);

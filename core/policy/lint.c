@@ -30,7 +30,7 @@ void lr_sort_warnings(char **w, size_t n, const char *src) {
 }
 
 void luaretry_policy_warn_undefined_globals(luaretry_policy *p, int on) {
-  if (p) p->warn_globals = on != 0;
+  if (lr_policy_ok(p)) p->warn_globals = on != 0;
 }
 
 /* One warning per file, line and name, under the lock. */

@@ -29,6 +29,7 @@ luaretry_code luaretry_policy_new(luaretry_policy **out) {
   luaretry_policy *p = lr_aligned_calloc(sizeof *p); /* the counters' stripes */
   *out = p;
   if (!p) return LUARETRY_E_NOMEM;
+  p->magic = LR_POLICY_MAGIC;
   p->limits.instructions = 0; /* counted only when the host asks */
   p->limits.memory = (size_t)lr_fields[F_MEMORY_LIMIT].def;
   p->limits.seconds = lr_fields[F_TIME_LIMIT].def;
@@ -75,13 +76,13 @@ lr_gen *lr_policy_current(luaretry_policy *p) {
 }
 
 void luaretry_policy_on_breaker(luaretry_policy *p, luaretry_breaker_fn fn, void *ud) {
-  if (!p) return;
+  if (!lr_policy_ok(p)) return;
   p->breaker_fn = fn;
   p->breaker_ud = ud;
 }
 
 luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m) {
-  if (!p || !m) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p) || !m) return LUARETRY_E_ARG;
   lr_shared *s = (lr_shared *)&p->shared;
   long long c[LR_METRIC_COUNT];
   for (int i = 0; i < LR_METRIC_COUNT; i++) c[i] = lr_counted(s, i);
@@ -105,7 +106,7 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   m->budget_refusals = (uint64_t)c[LR_M_BUDGET];
   m->throttled = (uint64_t)c[LR_M_THROTTLED];
   m->throttle_refusals = (uint64_t)c[LR_M_THROTTLE_STOPS];
-  m->rate_limited = (uint32_t)c[LR_M_RATE_STOPS];
+  m->rate_limited = (uint64_t)c[LR_M_RATE_STOPS];
   m->circuit_refusals = (uint64_t)c[LR_M_CIRCUIT];
   m->breaker_openings = (uint64_t)c[LR_M_BREAKER_OPENINGS];
   m->gave_up = (uint64_t)c[LR_M_GAVE_UP];
@@ -125,7 +126,7 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
 }
 
 double luaretry_policy_rate(const luaretry_policy *p) {
-  if (!p) return 0;
+  if (!lr_policy_ok(p)) return 0;
   lr_shared *s = (lr_shared *)&p->shared;
   pthread_mutex_lock((pthread_mutex_t *)&p->lock);
   double rate = p->gen ? lr_rate_now(s, &p->gen->rules.guards) : 0;
@@ -134,7 +135,8 @@ double luaretry_policy_rate(const luaretry_policy *p) {
 }
 
 void luaretry_policy_free(luaretry_policy *p) {
-  if (!p) return;
+  if (!lr_policy_ok(p)) return;
+  p->magic = 0;
   /* every call is over (a policy outlives its calls) */
   lr_gen_unref(p->gen); /* and with the last load, its fleet */
   lr_policy_fleet_free(p);
@@ -149,38 +151,36 @@ void luaretry_policy_free(luaretry_policy *p) {
 }
 
 const char *luaretry_policy_errmsg(const luaretry_policy *p) {
-  if (!p) return "no policy";
+  if (!lr_policy_ok(p)) return "no policy";
   return thread_error.owner == p ? thread_error.msg : "";
 }
 
-size_t luaretry_policy_warning_count(const luaretry_policy *p) { return p ? p->warning_count : 0; }
-
-const char *luaretry_policy_warning(const luaretry_policy *p, size_t i) {
-  return p && i < p->warning_count ? p->warnings[i] : NULL;
+size_t luaretry_policy_warning_count(const luaretry_policy *p) {
+  return lr_policy_ok(p) ? p->warning_count : 0;
 }
 
-size_t luaretry_policy_memory(const luaretry_policy *p) { return p ? p->memory : 0; }
+const char *luaretry_policy_warning(const luaretry_policy *p, size_t i) {
+  return lr_policy_ok(p) && i < p->warning_count ? p->warnings[i] : NULL;
+}
+
+size_t luaretry_policy_memory(const luaretry_policy *p) { return lr_policy_ok(p) ? p->memory : 0; }
 
 void luaretry_policy_on_log(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
-  if (!p) return;
+  if (!lr_policy_ok(p)) return;
   p->log.fn = fn;
   p->log.ud = ud;
 }
 
-void luaretry_policy_set_log(luaretry_policy *p, luaretry_log_fn fn, void *ud) {
-  luaretry_policy_on_log(p, fn, ud);
-}
-
 luaretry_code luaretry_policy_set_classifier(luaretry_policy *p, luaretry_classify_fn fn,
                                              void *ud) {
-  if (!p) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
   p->host_classify = fn;
   p->host_ud = ud;
   return LUARETRY_OK;
 }
 
 luaretry_code luaretry_policy_tuning(const luaretry_policy *p, luaretry_tuning *t) {
-  if (!p || !t) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p) || !t) return LUARETRY_E_ARG;
   pthread_mutex_t *lock = (pthread_mutex_t *)&p->lock;
   pthread_mutex_lock(lock);
   luaretry_code rc = p->gen ? LUARETRY_OK : LUARETRY_E_STATE;
@@ -261,12 +261,12 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
     lr_strlcpy(name, ld->fields[F_NAME].str, sizeof name);
   else
     default_name(name, sizeof name, ld->chunk_src);
-  if (p->fleet_url && !tuning.pub.budget && !tuning.pub.breaker && !tuning.throttle &&
-      !(tuning.rate && !tuning.rate_adaptive))
+  if ((p->fleet_url || p->fleet_local) && !tuning.pub.budget && !tuning.pub.breaker &&
+      !tuning.throttle && !(tuning.rate && !tuning.rate_adaptive))
     lr_add_warning(warnings, &count,
-                   "%s: fleet.redis is set, but the policy has neither "
+                   "%s: fleet.%s is set, but the policy has neither "
                    "budget nor breaker, throttle or fixed rate: there is nothing to share",
-                   ld->chunk_src);
+                   ld->chunk_src, p->fleet_url ? "redis" : "local");
   if (lr_policy_fleet_attach(p, g, &tuning, name, errors, sizeof errors) != 0) {
     lr_free_warnings(warnings, &count);
     lr_strlcpy(lr_policy_errbuf(p), errors, LR_ERRMSG_SIZE);
@@ -441,17 +441,19 @@ static luaretry_code load(luaretry_policy *p, const char *path, const char *chun
 }
 
 luaretry_code luaretry_policy_load_file(luaretry_policy *p, const char *path) {
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
   return load(p, path, NULL, NULL);
 }
 
 luaretry_code luaretry_policy_load_string(luaretry_policy *p, const char *chunkname,
                                           const char *source) {
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
   return load(p, NULL, chunkname, source);
 }
 
 luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloaded) {
   if (reloaded) *reloaded = 0;
-  if (!p) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
   lr_gen *g = lr_policy_current(p);
   if (!g || !g->script_path[0]) {
     lr_gen_unref(g);
@@ -522,7 +524,43 @@ static luaretry_code set_limit(luaretry_policy *p, int i, const char *value) {
 
 /* fleet.redis and the Redis timeouts: a new load takes them, and with
  * them a new fleet handle. */
+/* fleet.local = "on", "none" or an absolute folder: the new value in
+ * *out (NULL: none), or -1 (errmsg).  One store at a time: with
+ * fleet.redis set, refused, as fleet.redis is with fleet.local. */
+static int local_value(luaretry_policy *p, const char *value, char **out) {
+  *out = NULL;
+  if (strcmp(value, "none") == 0) return 0;
+  if (p->fleet_url) {
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE,
+           "fleet.local: fleet.redis is set: one store at a time (fleet.redis = none first)");
+    return -1;
+  }
+  if (strcmp(value, "on") != 0 && value[0] != '/') {
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE,
+           "fleet.local: expected on, none or an absolute folder, got \"%.100s\"", value);
+    return -1;
+  }
+  *out = strdup(strcmp(value, "on") == 0 ? "" : value);
+  if (*out) return 0;
+  lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "out of memory");
+  return -1;
+}
+
 static luaretry_code set_fleet(luaretry_policy *p, int i, const char *value) {
+  if (i == F_FL_LOCAL) {
+    char *old = p->fleet_local, *now;
+    if (local_value(p, value, &now) != 0) return LUARETRY_E_ARG;
+    p->fleet_local = now;
+    luaretry_code rc = p->gen ? reload_text(p) : LUARETRY_OK;
+    if (rc != LUARETRY_OK) p->fleet_local = old;
+    free(rc == LUARETRY_OK ? old : now);
+    return rc;
+  }
+  if (i == F_FL_REDIS && p->fleet_local && strcmp(value, "none") != 0) {
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE,
+           "fleet.redis: fleet.local is set: one store at a time (fleet.local = none first)");
+    return LUARETRY_E_ARG;
+  }
   char *old_url = p->fleet_url;
   long old[3] = { p->fleet_connect_ms, p->fleet_command_ms, p->fleet_reconnect_ms };
   double d;
@@ -608,7 +646,7 @@ static luaretry_code set(luaretry_policy *p, const char *name, const char *value
 }
 
 luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name, const char *value) {
-  if (!p || !name || !value) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p) || !name || !value) return LUARETRY_E_ARG;
   pthread_mutex_lock(&p->writer);
   lr_policy_errbuf(p)[0] = '\0';
   luaretry_code rc = set(p, name, value);
@@ -618,7 +656,7 @@ luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name, const ch
 
 luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name, char *buf,
                                   size_t size) {
-  if (!p || !name || !buf || size == 0) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p) || !name || !buf || size == 0) return LUARETRY_E_ARG;
   int i = lr_field_index(name);
   if (i < 0 || !luaretry_field_at((size_t)i)->settable) return LUARETRY_E_ARG;
   lr_tuning t;
@@ -636,7 +674,7 @@ luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name, ch
 /* For checks (lint.c traps globals): on_breaker, which no probe reaches. */
 luaretry_code luaretry_policy_probe_on_breaker(luaretry_policy *p, const char *state, char *err,
                                                size_t errlen) {
-  if (!p || !state || !err || !errlen) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p) || !state || !err || !errlen) return LUARETRY_E_ARG;
   err[0] = '\0';
   lr_gen *g = lr_policy_current(p);
   if (!g) {
@@ -650,7 +688,7 @@ luaretry_code luaretry_policy_probe_on_breaker(luaretry_policy *p, const char *s
 }
 
 const char *luaretry_policy_origin(const luaretry_policy *p, const char *field) {
-  if (!p || !field) return NULL;
+  if (!lr_policy_ok(p) || !field) return NULL;
   char top[64];
   lr_strlcpy(top, field, sizeof top);
   char *dot = strchr(top, '.');

@@ -13,10 +13,12 @@
 
 #include <lua.h>
 #include <pthread.h>
+#include <string.h>
 #include <stdatomic.h>
 #include <time.h>
 
 #include "engine/engine.h"
+#include "luaretry_tool.h"
 #include "sandbox/sandbox.h"
 #include "schema.h"
 
@@ -116,7 +118,11 @@ typedef struct lr_gen {
   lr_slot_block slots;
 } lr_gen;
 
+/* The first word of a policy: a handle of another kind (a call) or one
+ * freed and reused is refused with LUARETRY_E_ARG, as NULL is. */
+#define LR_POLICY_MAGIC 0x6c72706fu /* "lrpo" */
 struct luaretry_policy {
+  uint32_t magic;
   pthread_mutex_t writer; /* one load or change of settings at a time */
   pthread_mutex_t lock;   /* what readers take: the load, the tuning */
   lr_gen *gen;            /* the current load: NULL until then */
@@ -141,7 +147,8 @@ struct luaretry_policy {
   void *host_ud;
   lr_log_target log;
   /* the fleet (policy_fleet.c): the host's settings, under the writer lock */
-  char *fleet_url; /* fleet.redis with its credentials; NULL: none */
+  char *fleet_url;   /* fleet.redis with its credentials; NULL: none */
+  char *fleet_local; /* fleet.local: "" the default folder, or a folder; NULL: none */
   long fleet_connect_ms, fleet_command_ms, fleet_reconnect_ms;
   lr_log_target fleet_log; /* luaretry_policy_on_fleet; else `log` */
   /* what luaretry_policy_prepare and _run_workflow returned last */
@@ -244,6 +251,12 @@ void lr_script_push_call(lua_State *L, lr_script *s);
 /* The current load, referenced (release it with lr_gen_unref); NULL before
  * a load. */
 lr_gen *lr_policy_current(luaretry_policy *p);
+/* Read as bytes: a foreign handle need not have a policy's alignment. */
+static inline int lr_policy_ok(const luaretry_policy *p) {
+  uint32_t magic = 0;
+  if (p) memcpy(&magic, (const void *)p, sizeof magic);
+  return magic == LR_POLICY_MAGIC;
+}
 lr_shared *lr_policy_shared(luaretry_policy *p);
 /* The policy's message, from a function any thread may call (under the
  * writer lock, as loads and sets write it). */
@@ -263,7 +276,7 @@ void lr_policy_fleet_free(luaretry_policy *p);
 int lr_fleet_url_ok(const char *url, char *err, size_t errlen);
 /* For a new load g with tuning *t of the policy named `name` (under the
  * writer lock, before it is published): the fleet it uses, if
- * fleet.redis is set and there is a guard to share, into g->fleet and
+ * fleet.redis or fleet.local is set and there is a guard to share, into g->fleet and
  * g->rules.remote (the current load's link again when nothing but the
  * guard numbers changed); fills t's fleet fields.  0, or -1 with err. */
 int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const char *name, char *err,
@@ -272,7 +285,10 @@ int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const ch
  * not sent yet (one bounded round trip, none while Redis is down) and
  * closes the connection. */
 void lr_fleet_link_unref(struct lr_fleet_link *l);
+/* The link's store: Redis's handle, or the local store's (the other NULL). */
 struct lr_fleet *lr_fleet_link_fleet(struct lr_fleet_link *l);
+struct lr_local *lr_fleet_link_local(struct lr_fleet_link *l);
+const char *lr_fleet_link_key(struct lr_fleet_link *l); /* the fleet key */
 /* Whose counts decide now (LOCAL for no link), and the fleet's tokens and
  * breaker state when they are the fleet's. */
 luaretry_guards_scope lr_fleet_link_scope(struct lr_fleet_link *l, double *tokens,

@@ -247,7 +247,11 @@ static int check_field(lr_check *ck, int i) {
   if (f->type == LUA_TNIL) return 0;
   char expected[160];
   if (s->flags & HOST) {
-    if (lr_field_in(i, F_FLEET))
+    if (i == F_FL_LOCAL)
+      error_at(ck, i,
+               "the host says whether this machine's processes share the guards "
+               "(luaretry_policy_set, --set, --fleet local, LUARETRY_FLEET), not the script");
+    else if (lr_field_in(i, F_FLEET))
       error_at(ck, i,
                "the host says where Redis is and how long to wait for it (luaretry_policy_set, "
                "--set%s), not the script",

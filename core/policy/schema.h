@@ -52,6 +52,7 @@ typedef struct {
   char fleet_key[FLEET_KEY_SIZE];    /* "": the policy's name */
   long fleet_sync;                   /* ms */
   char fleet_redis[FLEET_URL_SHOWN]; /* redacted; "": none (host) */
+  char fleet_local[FLEET_URL_SHOWN]; /* "on", or the folder; "": none (host) */
   long fleet_connect_timeout, fleet_command_timeout, fleet_reconnect; /* ms (host) */
   /* hedge: another attempt of an idempotent request while one is slow */
   long hedge_max;                    /* extra attempts in flight; 0: no hedge */
@@ -212,6 +213,8 @@ typedef struct {
     "milliseconds: the longest a success's count waits before it goes to Redis")                   \
   X(FL_REDIS, "fleet.redis", T_STRING, 0, 0, HOST | OPT, NODEF, MORE(fleet_redis),                 \
     "redis://[user:password@]host[:port][/db] or unix:///path: share the guards")                  \
+  X(FL_LOCAL, "fleet.local", T_STRING, 0, 0, HOST | OPT, NODEF, MORE(fleet_local),                 \
+    "on, or a folder: share the guards with this user's processes here, no server")                \
   X(FL_CONNECT, "fleet.connect_timeout", T_COUNT, 1, 60000, HOST, 250,                             \
     MORE(fleet_connect_timeout), "milliseconds to connect to Redis (and say hello)")               \
   X(FL_COMMAND, "fleet.command_timeout", T_COUNT, 1, 60000, HOST, 100,                             \

@@ -177,7 +177,7 @@ static int run_protected(lua_State *L) {
 }
 
 int luaretry_policy_has_workflow(const luaretry_policy *p) {
-  lr_gen *g = p ? lr_policy_current((luaretry_policy *)p) : NULL;
+  lr_gen *g = lr_policy_ok(p) ? lr_policy_current((luaretry_policy *)p) : NULL;
   int has = g && g->has_run;
   lr_gen_unref(g);
   return has;
@@ -214,7 +214,8 @@ static luaretry_code run_in(luaretry_policy *p, lr_script *s, workflow *w, luare
 luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const *args, int nargs,
                                            luaretry_transport_fn transport, void *ud,
                                            double timeout, luaretry_outcome *out) {
-  if (!p || !transport || !out || nargs < 0 || (nargs && !args)) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p) || !transport || !out || nargs < 0 || (nargs && !args))
+    return LUARETRY_E_ARG;
   lr_gen *g = lr_policy_current(p);
   if (!g) return LUARETRY_E_STATE;
   luaretry_code rc = LUARETRY_E_STATE;

@@ -42,6 +42,7 @@ typedef struct lr_sandbox {
   size_t refused;         /* the size of an allocation refused over the
                                limit, 0 if none: Lua collects and asks again;
                                a second refusal is the limit */
+  size_t collected_at;    /* `used` after the last collection sandbox_lib.c ran */
   const atomic_int *stop; /* the host's stop flag, or NULL (lr_sandbox_stop_on) */
   char where[256];        /* "file:line" of the kill, when known */
   char script_dir[4096];  /* "" when loaded from a string */

@@ -14,6 +14,7 @@
  * call's seeded stream. */
 #include <lauxlib.h>
 #include <lualib.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,6 +305,87 @@ static const replacement REPLACED[] = { { LUA_GNAME, "load", safe_load, 1 },
                                         { LUA_MATHLIBNAME, "randomseed", refuse_randomseed, 0 },
                                         { NULL, NULL, NULL, 0 } };
 
+/* ---- the collector before the memory limit, for lauxlib's buffers
+ *
+ * A function that builds its result in lauxlib's buffer grows the buffer
+ * through the allocator itself, where Lua's emergency collection never
+ * runs: refused there, it raised "not enough memory" though a collection
+ * would have made room (garbage of earlier calls, or of this one).  So
+ * when what the call may build (the buffer, up to half again what it
+ * holds, and the result's copy) would not fit beside what is counted, and
+ * what was allocated since the last collection could be garbage enough to
+ * matter, a full collection comes first.  The original is called in this
+ * closure's own frame (not through lua_call): its errors keep the script's
+ * file and line, and nothing runs twice. */
+static size_t len_at(lua_State *L, int i) {
+  size_t n = 0;
+  if (lua_type(L, i) == LUA_TSTRING) lua_tolstring(L, i, &n);
+  return n;
+}
+
+static size_t add_sat(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+
+/* About what the call builds, from its arguments (raw reads only). */
+static size_t built_size(lua_State *L, const char *name) {
+  int n = lua_gettop(L);
+  size_t total = 0;
+  if (strcmp(name, "rep") == 0) {
+    lua_Integer times = lua_isinteger(L, 2) ? lua_tointeger(L, 2) : 0;
+    if (times <= 0) return 0;
+    size_t each = add_sat(len_at(L, 1), len_at(L, 3));
+    return (size_t)times > SIZE_MAX / (each ? each : 1) ? SIZE_MAX : each * (size_t)times;
+  }
+  if (strcmp(name, "concat") == 0 && lua_type(L, 1) == LUA_TTABLE) {
+    lua_Unsigned len = lua_rawlen(L, 1);
+    size_t sep = len_at(L, 2);
+    for (lua_Unsigned i = 1; i <= len; i++) {
+      lua_rawgeti(L, 1, (lua_Integer)i);
+      total = add_sat(total, add_sat(len_at(L, -1), sep + 24));
+      lua_pop(L, 1);
+    }
+    return total;
+  }
+  for (int i = 1; i <= n; i++) total = add_sat(total, add_sat(len_at(L, i), 24));
+  /* gsub: each match may grow by its replacement */
+  if (strcmp(name, "gsub") == 0 && len_at(L, 3) > 1)
+    total = len_at(L, 1) > SIZE_MAX / len_at(L, 3) ? SIZE_MAX : len_at(L, 1) * len_at(L, 3);
+  return total;
+}
+
+static int collect_first(lua_State *L) {
+  lr_sandbox *sb = lr_sandbox_of(L);
+  const char *name = lua_tostring(L, lua_upvalueindex(2));
+  size_t need = built_size(L, name);
+  size_t room = sb->limits.memory > sb->used ? sb->limits.memory - sb->used : 0;
+  size_t since = sb->used > sb->collected_at ? sb->used - sb->collected_at : 0;
+  if (need > room / 3 && since > 0) {
+    lua_gc(L, LUA_GCCOLLECT);
+    sb->collected_at = sb->used;
+  }
+  return lua_tocfunction(L, lua_upvalueindex(1))(L);
+}
+
+/* The functions of the library table at `idx` that build in a buffer. */
+static void collect_before_limit(lua_State *L, int idx, const char *const *names) {
+  idx = lua_absindex(L, idx);
+  for (; *names; names++) {
+    /* called in our frame: a C function with no upvalue of its own */
+    if (lua_getfield(L, idx, *names) != LUA_TFUNCTION || !lua_tocfunction(L, -1) ||
+        lua_getupvalue(L, -1, 1)) {
+      lua_settop(L, idx);
+      continue;
+    }
+    lua_pushstring(L, *names);
+    lua_pushcclosure(L, collect_first, 2);
+    lua_setfield(L, idx, *names);
+  }
+}
+
+static const char *const STRING_BUFFERED[] = { "rep",  "format", "upper", "lower", "reverse",
+                                               "char", "pack",   "gsub",  NULL };
+static const char *const TABLE_BUFFERED[] = { "concat", NULL };
+static const char *const UTF8_BUFFERED[] = { "char", NULL };
+
 /* Pushes the value the script gets for lib.name, from the opened library
  * at `src`. */
 static void push_allowed(lua_State *L, int src, const char *lib, const char *name) {
@@ -345,6 +427,7 @@ static void open_allowed(lua_State *L, const allowed_lib *libs) {
     push_library(L, lib);
     if (strcmp(lib->name, LUA_STRLIBNAME) == 0) {
       lr_pattern_install(L, -1);
+      collect_before_limit(L, -1, STRING_BUFFERED);
       /* ("x"):rep reaches what the string metatable's __index holds */
       lua_pushliteral(L, "");
       lua_getmetatable(L, -1);
@@ -354,6 +437,9 @@ static void open_allowed(lua_State *L, const allowed_lib *libs) {
     } else if (strcmp(lib->name, LUA_TABLIBNAME) == 0) {
       lr_table_install(L, -1);
       lr_sort_install(L, -1);
+      collect_before_limit(L, -1, TABLE_BUFFERED);
+    } else if (strcmp(lib->name, LUA_UTF8LIBNAME) == 0) {
+      collect_before_limit(L, -1, UTF8_BUFFERED);
     }
     lua_setfield(L, g, lib->name);
   }

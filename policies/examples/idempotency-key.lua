@@ -16,9 +16,13 @@
 require "http"
 name = "idempotency-key"
 
+-- The caller's key header, when it holds a key: an empty or blank value is
+-- none (it is replaced, and does not make the POST repeatable).
 local function key_header(headers)
-  for header in pairs(headers) do
-    if header:lower() == "idempotency-key" then return header end
+  for header, value in pairs(headers) do
+    if header:lower() == "idempotency-key" then
+      return type(value) == "string" and value:find("%S") and header or nil, header
+    end
   end
 end
 
@@ -31,9 +35,10 @@ local function new_key()
 end
 
 function prepare(request, attempt, info)
-  if request.method ~= "POST" or key_header(request.headers) then return end
+  local keyed, blank = key_header(request.headers)
+  if request.method ~= "POST" or keyed then return end
   info.call.idempotency_key = info.call.idempotency_key or new_key()
-  request.headers["Idempotency-Key"] = info.call.idempotency_key
+  request.headers[blank or "Idempotency-Key"] = info.call.idempotency_key
 end
 
 local REPEATABLE = { GET = true, HEAD = true, PUT = true, DELETE = true,

@@ -4,7 +4,7 @@
 # fault server (spec/bench/batch_server.lua).  Run from anywhere; uses
 # LUARETRY_BIN if set (default build/luaretry).
 #
-#   (a) outage: 50 calls at once (one `run --parallel 50` of 50 URLs)
+#   (a) outage: 50 calls at once (one `run --parallel-max 50` of 50 URLs)
 #       against an always-503 server, deadline 10 s, with and without a
 #       retry budget: requests the server saw / first attempts, next to
 #       `curl --parallel --parallel-max 50 --retry 3` on the same 50 URLs.
@@ -68,7 +68,7 @@ curl_ok() { grep -c '^200$' "$1"; }
 
 N_OUT=50
 for i in $(seq "$N_OUT"); do echo "$BASE/outage/$i"; done > "$tmp/outage.txt"
-OUTAGE=(--set deadline=10 --parallel "$N_OUT" --urls "$tmp/outage.txt" -q)
+OUTAGE=(--set deadline=10 --parallel-max "$N_OUT" --urls "$tmp/outage.txt" -q)
 
 reset_server
 timed a_b_secs "$BIN" run "$POLICY" "${OUTAGE[@]}" --set budget.max_tokens=10 \
@@ -94,7 +94,7 @@ fi
 N_B=2000
 for i in $(seq "$N_B"); do echo "$BASE/t/$i"; done > "$tmp/t.txt"
 for i in $(seq "$N_B"); do echo "$BASE/ok/$i"; done > "$tmp/ok.txt"
-BATCH=(--parallel 16 --set max_attempts=6 -q)
+BATCH=(--parallel-max 16 --set max_attempts=6 -q)
 LIKE=(--set backoff.initial=1 --set backoff.multiplier=2 --set backoff.jitter_max=0)
 SHORT=(--set backoff.initial=0.05 --set backoff.jitter_max=0.05)
 
@@ -142,8 +142,8 @@ awk -v n_out="$N_OUT" -v cpus="$cpus" -v curl="$curl_name" -v bin="$BIN" \
   printf "(a) outage: %d URLs at once, always 503, policies/http.lua with deadline=10\n", n_out
   printf "%-50s %9s %7s %9s %10s %8s %5s\n", "row", "requests", "first", "req/first", "target", "wall", "exit"
   r = a_b_req / n_out
-  printf "%-50s %9d %7d %9.2f %10s %6.2f s %5s\n", "luaretry --parallel 50, budget 10 / 0.1", a_b_req, n_out, r, (r <= 1.1 ? "<= 1.1 ok" : "<= 1.1 MISSED"), a_b_secs, a_b_rc
-  printf "%-50s %9d %7d %9.2f %10s %6.2f s %5s\n", "luaretry --parallel 50, no budget", a_n_req, n_out, a_n_req / n_out, "", a_n_secs, a_n_rc
+  printf "%-50s %9d %7d %9.2f %10s %6.2f s %5s\n", "luaretry --parallel-max 50, budget 10 / 0.1", a_b_req, n_out, r, (r <= 1.1 ? "<= 1.1 ok" : "<= 1.1 MISSED"), a_b_secs, a_b_rc
+  printf "%-50s %9d %7d %9.2f %10s %6.2f s %5s\n", "luaretry --parallel-max 50, no budget", a_n_req, n_out, a_n_req / n_out, "", a_n_secs, a_n_rc
   if (a_c_req == "skip") printf "%-50s %9s\n", "curl --parallel --retry 3 (baseline)", "skipped: no curl"
   else printf "%-50s %9d %7d %9.2f %10s %6.2f s %5s\n", "curl --parallel --retry 3 (baseline)", a_c_req, n_out, a_c_req / n_out, "", a_c_secs, a_c_rc
   printf "\n(b) throughput: %d URLs, 503 on 30%% of attempts (at most 3 in a row), 16 transfers at once\n", n_b
@@ -159,5 +159,5 @@ awk -v n_out="$N_OUT" -v cpus="$cpus" -v curl="$curl_name" -v bin="$BIN" \
   printf "no 503 (%d x 200), the transfers alone:\n", n_b
   if (b_co_req != "skip") printf "%-50s %6.2f s %9d %6d %10s\n", "  curl --parallel-max 16 (baseline)", b_co_secs, b_co_req, b_co_ok, "1.00x"
   vs = b_co_secs > 0 ? sprintf("%.2fx", b_o_secs / b_co_secs) : "-"
-  printf "%-50s %6.2f s %9d %6d %10s\n", "  luaretry --parallel 16", b_o_secs, b_o_req, b_o_ok, vs
+  printf "%-50s %6.2f s %9d %6d %10s\n", "  luaretry --parallel-max 16", b_o_secs, b_o_req, b_o_ok, vs
 }'

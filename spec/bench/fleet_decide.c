@@ -10,12 +10,15 @@
  *   (b) a whole call that succeeds at once, each timed alone: begin (the
  *       breaker's admission), report, free;
  *   (c) a failure and the pre-retry check after it: luaretry_call_report
- *       of a 503 + luaretry_call_next (with the fleet: one round trip).
- * Both policies have a budget and a breaker that never refuse here.
+ *       of a 503 + luaretry_call_next (the fleet's round trip is its thread's: none here).
+ * Three loads of one policy, with a budget and a breaker that never
+ * refuse here: no fleet (the local guards), Redis's fleet, and the local
+ * store (fleet.local, a shared-memory file in a temporary folder).
  * `make bench` runs it (bench_fleet_decide). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "luaretry.h"
 #include "redis_helper.h"
@@ -38,14 +41,18 @@ static void die(const char *what, const char *detail) {
   exit(1);
 }
 
-static luaretry_policy *load(const char *redis) {
+/* field NULL: no fleet; else "fleet.redis" or "fleet.local" = value */
+static luaretry_policy *load(const char *field, const char *value) {
   luaretry_policy *p;
   if (luaretry_policy_new(&p) != LUARETRY_OK) die("policy", "out of memory");
-  if (redis && luaretry_policy_set(p, "fleet.redis", redis) != LUARETRY_OK)
-    die("fleet.redis", luaretry_policy_errmsg(p));
+  if (field && luaretry_policy_set(p, field, value) != LUARETRY_OK)
+    die(field, luaretry_policy_errmsg(p));
   if (luaretry_policy_load_string(p, "=bench", POLICY) != LUARETRY_OK)
     die("load", luaretry_policy_errmsg(p));
-  if (redis && luaretry_policy_fleet_sync(p) != LUARETRY_OK) die("sync", luaretry_policy_errmsg(p));
+  if (field && luaretry_policy_fleet_sync(p) != LUARETRY_OK) die("sync", luaretry_policy_errmsg(p));
+  luaretry_metrics m;
+  luaretry_policy_metrics(p, &m);
+  if (field && m.guards != LUARETRY_GUARDS_FLEET) die(field, "the guards are not fleet-wide");
   return p;
 }
 
@@ -113,12 +120,16 @@ static double pct(double *v, size_t n, int p) {
   return v[n * (size_t)p / 100];
 }
 
-static void row(const char *what, double *local, double *fleet, size_t n, const char *unit,
-                double scale) {
+static void row(const char *what, double *local, double *fleet, double *store, size_t n,
+                const char *unit, double scale) {
   double l50 = pct(local, n, 50), l99 = pct(local, n, 99);
   double f50 = pct(fleet, n, 50), f99 = pct(fleet, n, 99);
-  printf("| %s | p50 %.1f, p99 %.1f %s | p50 %.1f, p99 %.1f %s | %.2fx, %.2fx |\n", what,
-         f50 / scale, f99 / scale, unit, l50 / scale, l99 / scale, unit, f50 / l50, f99 / l99);
+  double s50 = pct(store, n, 50), s99 = pct(store, n, 99);
+  printf(
+    "| %s | p50 %.1f, p99 %.1f %s | p50 %.1f, p99 %.1f %s | p50 %.1f, p99 %.1f %s | "
+    "%.2fx, %.2fx | %.2fx, %.2fx |\n",
+    what, f50 / scale, f99 / scale, unit, s50 / scale, s99 / scale, unit, l50 / scale, l99 / scale,
+    unit, f50 / l50, f99 / l99, s50 / l50, s99 / l99);
 }
 
 int main(void) {
@@ -126,34 +137,46 @@ int main(void) {
   if (redis_start(&srv, (const char *)NULL) != 0) die("redis-server", "did not start");
   char url[100];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", srv.port);
-  luaretry_policy *local = load(NULL), *fleet = load(url);
+  char dir[] = "/tmp/lr-bench-XXXXXX";
+  if (!mkdtemp(dir)) die("mkdtemp", "failed");
+  luaretry_policy *local = load(NULL, NULL), *fleet = load("fleet.redis", url);
+  luaretry_policy *store = load("fleet.local", dir);
   size_t n = (size_t)ROUNDS * PER_ROUND, nb = n / BATCH;
   double *lr = malloc(n * sizeof *lr), *lc = malloc(n * sizeof *lc);
   double *fr = malloc(n * sizeof *fr), *fc = malloc(n * sizeof *fc);
-  if (!lr || !lc || !fr || !fc) die("memory", "out of memory");
-  for (int i = 0; i < PER_ROUND; i++) whole_call(local), whole_call(fleet); /* warm */
+  double *sr = malloc(n * sizeof *sr), *sc = malloc(n * sizeof *sc);
+  if (!lr || !lc || !fr || !fc || !sr || !sc) die("memory", "out of memory");
+  for (int i = 0; i < PER_ROUND; i++) /* warm */
+    whole_call(local), whole_call(fleet), whole_call(store);
   for (int r = 0; r < ROUNDS; r++) { /* interleaved: the VM's drift hits both */
     size_t b0 = (size_t)r * (nb / ROUNDS);
     for (size_t i = 0; i < nb / ROUNDS; i++) lr[b0 + i] = reports(local);
     for (size_t i = 0; i < nb / ROUNDS; i++) fr[b0 + i] = reports(fleet);
+    for (size_t i = 0; i < nb / ROUNDS; i++) sr[b0 + i] = reports(store);
     for (int i = 0; i < PER_ROUND; i++) lc[r * PER_ROUND + i] = whole_call(local);
     for (int i = 0; i < PER_ROUND; i++) fc[r * PER_ROUND + i] = whole_call(fleet);
+    for (int i = 0; i < PER_ROUND; i++) sc[r * PER_ROUND + i] = whole_call(store);
   }
-  luaretry_metrics m;
-  luaretry_policy_metrics(fleet, &m);
-  if (m.guards != LUARETRY_GUARDS_FLEET) die("fleet", "the guards are not fleet-wide");
   printf(
-    "| real clock, %zu of each | fleet guards | local guards | fleet / local |\n"
-    "|---|---|---|---|\n",
+    "| real clock, %zu of each | fleet guards (Redis) | local store (fleet.local) | no fleet "
+    "(local guards) | Redis / no fleet | local store / no fleet |\n"
+    "|---|---|---|---|---|---|\n",
     n);
-  row("success decision: luaretry_call_report of a 200 (mean of 100)", lr, fr, nb, "ns", 1);
-  row("a call that succeeds: begin + report + free", lc, fc, n, "ns", 1);
-  for (int i = 0; i < FAILURES; i++) lr[i] = failure(local), fr[i] = failure(fleet);
-  row("failure: report of a 503 + luaretry_call_next", lr, fr, FAILURES, "us", 1000);
+  row("success decision: luaretry_call_report of a 200 (mean of 100)", lr, fr, sr, nb, "ns", 1);
+  row("a call that succeeds: begin + report + free", lc, fc, sc, n, "ns", 1);
+  /* Redis's round trips apart: what runs after one finds its caches cold */
+  for (int i = 0; i < FAILURES; i++) lr[i] = failure(local), sr[i] = failure(store);
+  for (int i = 0; i < FAILURES; i++) fr[i] = failure(fleet);
+  row("failure: report of a 503 + luaretry_call_next", lr, fr, sr, FAILURES, "us", 1000);
   luaretry_policy_fleet_reset(fleet);
+  luaretry_fleet_status st;
+  if (luaretry_policy_fleet_status(store, &st) == LUARETRY_OK) unlink(st.where);
+  luaretry_fleet_status_free(&st);
+  rmdir(dir);
   luaretry_policy_free(local);
   luaretry_policy_free(fleet);
-  free(lr), free(lc), free(fr), free(fc);
+  luaretry_policy_free(store);
+  free(lr), free(lc), free(fr), free(fc), free(sr), free(sc);
   redis_stop(&srv);
   return 0;
 }

@@ -2,9 +2,11 @@
 # spec/bench/fleet_rate.sh: one rate limit for several processes.  A local
 # nginx with `limit_req` at RATE requests a second (burst 0, 429 beyond) and
 # PROCS processes at once, each `luaretry run policies/http.lua` of N/PROCS
-# URLs at --parallel P, with `rate = { limit = 0.9 RATE }`: per process (no
-# Redis: PROCS times the limit reaches nginx) and fleet-wide (--redis, a
-# local redis-server: one bucket for all).  For each: the 429s nginx sent
+# URLs at --parallel-max P, with `rate = { limit = 0.9 RATE }`: per process (no
+# Redis: PROCS times the limit reaches nginx), fleet-wide on one machine
+# (--fleet local: one bucket in a shared-memory file, in a temporary
+# $XDG_RUNTIME_DIR) and fleet-wide (--redis, a local redis-server: one
+# bucket for all).  For each: the 429s nginx sent
 # per success, the wall time against the ideal N / (0.9 RATE), and the
 # round trips to Redis.  nginx and redis-server live in a temporary folder,
 # stopped by PID on exit.
@@ -80,7 +82,7 @@ run() {
   redis-cli -s "$DIR/redis.sock" config resetstat > /dev/null
   local t0=$EPOCHREALTIME pids=()
   for k in $(seq "$PROCS"); do
-    "$BIN" run policies/http.lua --urls "$DIR/urls$k" --parallel "$P" -s \
+    "$BIN" run policies/http.lua --urls "$DIR/urls$k" --parallel-max "$P" -s \
       --set "rate.limit=$LIMIT" "$@" > /dev/null 2>&1 &
     pids+=($!)
   done
@@ -102,4 +104,7 @@ run() {
 
 echo "fleet_rate: nginx at $RATE r/s (burst 0), $PROCS processes x $EACH URLs, $P at once each, rate.limit=$LIMIT"
 run "per process (no Redis)"
+export XDG_RUNTIME_DIR=$DIR/run
+mkdir -m 700 "$XDG_RUNTIME_DIR"
+run "local store (--fleet local)" --fleet local --set "fleet.key=bench-$$"
 run "fleet-wide (--redis)" --redis "unix://$DIR/redis.sock" --set "fleet.key=bench-$$"

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # spec/bench/fleet_run.sh: an outage seen by 100 processes.  Each
 # process is one `luaretry run` call of 4 attempts against an always-503
-# fault server (spec/fixtures/fleet/server.lua), all 100 started at once; side by
-# side in one run:
-#   fleet     the policy's budget (10 tokens, ratio 0.1) shared through a
-#             local redis-server (loopback TCP) with --redis;
+# fault server (spec/fixtures/fleet/server.lua), started FLEET_STAGGER
+# seconds apart (0.05; 0: all at once); side by side in one run:
+#   local     the policy's budget (10 tokens, ratio 0.1) shared through the
+#             local store (--fleet local, a shared-memory file in a
+#             temporary $XDG_RUNTIME_DIR);
+#   fleet     the same budget shared through a local redis-server
+#             (loopback TCP) with --redis;
 #   process   the same budget, each process its own;
 #   none      no budget.
 # For each: the requests the server saw per first attempt, the processes'
@@ -17,6 +20,7 @@ cd "$(dirname "$0")/../.." || exit 1
 
 BIN=${LUARETRY_BIN:-build/luaretry}
 N=${FLEET_PROCESSES:-100}
+STAGGER=${FLEET_STAGGER:-0.05}
 [ -x "$BIN" ] || { echo "fleet_run: $BIN not built (make all)" >&2; exit 1; }
 command -v redis-server >/dev/null || { echo "fleet_run: redis-server missing (make deps)" >&2; exit 1; }
 
@@ -72,6 +76,7 @@ outage() {
     ( timeout -s KILL 60 "$BIN" run "$policy" "$BASE/503" -q "$@" >/dev/null 2>"$tmp/err.$i"
       echo $? >"$tmp/code.$i" ) &
     pids+=($!)
+    [ "$STAGGER" = 0 ] || sleep "$STAGGER"
   done
   wait "${pids[@]}"   # not the servers
   local t1=$EPOCHREALTIME
@@ -82,11 +87,19 @@ outage() {
     "$(echo "$sent / $N" | bc -l)" "$codes" "$(echo "$t1 - $t0" | bc -l)"
 }
 
+# the local store's folder: a temporary one, removed with $tmp
+export XDG_RUNTIME_DIR=$tmp/run
+mkdir -m 700 "$XDG_RUNTIME_DIR"
+
 echo "| guards | processes | requests seen | per first attempt | exit statuses | wall time |"
 echo "|---|---|---|---|---|---|"
+outage "local store (--fleet local, one budget of 10 tokens)" "$tmp/guarded.lua" --fleet local
 outage "fleet (--redis, one budget of 10 tokens)" "$tmp/guarded.lua" --redis "$REDIS"
 outage "per process (a budget of 10 tokens each)" "$tmp/guarded.lua"
 outage "none" "$tmp/unguarded.lua"
+local_model=$("$BIN" simulate "$tmp/guarded.lua" --clients "$N" --fleet local --json)
+printf '| model: simulate --clients %d --fleet local | local store %s |\n' "$N" \
+  "$(echo "$local_model" | sed -n 's/.*"fleet":{[^}]*"amplification":\([0-9.]*\).*/\1/p')"
 model=$("$BIN" simulate "$tmp/guarded.lua" --clients "$N" --fleet --json)
 printf '| model: simulate --clients %d --fleet | fleet %s, per process %s |\n' "$N" \
   "$(echo "$model" | sed -n 's/.*"fleet":{[^}]*"amplification":\([0-9.]*\).*/\1/p')" \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # spec/bench/limit_req.sh: pacing against a real rate limit.  A local
 # nginx with `limit_req` at RATE requests a second (burst 0, 429 beyond) and
-# N URLs fetched at --parallel P, each run beside the others in the same
+# N URLs fetched at --parallel-max P, each run beside the others in the same
 # invocation: luaretry with no pacing, with a static `rate` (limit = RATE),
 # and 0.9 RATE, with `rate = { adaptive = true }`, and `curl --parallel
 # --retry 5`.  For
@@ -93,16 +93,16 @@ echo "limit_req: nginx at $RATE r/s (burst 0), $N URLs, $P at once"
 ONLY=${LIMIT_REQ_ONLY:-}   # "adaptive": that run only (tuning)
 if [ "$ONLY" = adaptive ]; then
   run "luaretry, rate = { adaptive = true }" "$BIN" run policies/http.lua --urls "$DIR/urls" \
-    --parallel "$P" -s --output-dir "$DIR/out" --set rate.adaptive=true ${LIMIT_REQ_SET:-}
+    --parallel-max "$P" -s --output-dir "$DIR/out" --set rate.adaptive=true ${LIMIT_REQ_SET:-}
   exit 0
 fi
-run "luaretry, no pacing" "$BIN" run policies/http.lua --urls "$DIR/urls" --parallel "$P" -s \
+run "luaretry, no pacing" "$BIN" run policies/http.lua --urls "$DIR/urls" --parallel-max "$P" -s \
   --output-dir "$DIR/out"
 run "luaretry, rate = { limit = $RATE }" "$BIN" run policies/http.lua --urls "$DIR/urls" \
-  --parallel "$P" -s --output-dir "$DIR/out" --set "rate.limit=$RATE"
+  --parallel-max "$P" -s --output-dir "$DIR/out" --set "rate.limit=$RATE"
 BELOW=$(awk -v r="$RATE" 'BEGIN { print r * 0.9 }')
 run "luaretry, rate = { limit = $BELOW }" "$BIN" run policies/http.lua --urls "$DIR/urls" \
-  --parallel "$P" -s --output-dir "$DIR/out" --set "rate.limit=$BELOW"
+  --parallel-max "$P" -s --output-dir "$DIR/out" --set "rate.limit=$BELOW"
 run "luaretry, rate = { adaptive = true }" "$BIN" run policies/http.lua --urls "$DIR/urls" \
-  --parallel "$P" -s --output-dir "$DIR/out" --set rate.adaptive=true
+  --parallel-max "$P" -s --output-dir "$DIR/out" --set rate.adaptive=true
 run "curl --parallel --retry 5" curl -s --parallel --parallel-max "$P" --retry 5 -K "$DIR/curl.cfg"

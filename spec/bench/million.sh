@@ -38,7 +38,7 @@ run() {
   echo $? > "$tmp/$name.rc"
 }
 
-run luaretry "$BIN" run policies/http.lua --parallel 100 -q --urls "$tmp/urls"
+run luaretry "$BIN" run policies/http.lua --parallel-max 100 -q --urls "$tmp/urls"
 if [ -n "$CURL" ]; then run curl "$CURL" -s --parallel --parallel-max 100 -K "$tmp/curl.conf"; fi
 
 # row NAME LABEL DONE: one line of the table
@@ -55,7 +55,7 @@ echo
 echo "luaretry bench: million   $N URLs, 100 transfers at once, every answer 200, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 echo
 printf '%-48s %10s %14s\n' "figure" "wall" "peak RSS"
-row luaretry "luaretry run --parallel 100 --urls LIST"
+row luaretry "luaretry run --parallel-max 100 --urls LIST"
 ok=$(grep -c ': success, 1 attempt,' "$tmp/luaretry.err" || true)
 [ -n "$CURL" ] && row curl "curl --parallel --parallel-max 100 -K LIST" || echo "curl: skipped: no curl command"
 echo "luaretry: $ok of $N URLs succeeded"

@@ -13,7 +13,11 @@
  *   through: 256 MiB reach the sink, memory stays flat;
  * - resume: a truncated 200 with Accept-Ranges and a strong ETag is
  *   continued by a 206 that fits (no restart), or started over by a 200
- *   (one restart, one note);
+ *   (one restart, one note); a 206 is proof of ranges without
+ *   Accept-Ranges;
+ * - digests for any host: a body that is not its Content-MD5 fails its
+ *   attempt (digest_mismatch) and the next one's is kept; a checksum that
+ *   is not one is LUARETRY_E_ARG;
  * - a call's own deadline (LUARETRY_CALL_DEADLINE) bounds the attempt's
  *   transfer, against a server that never answers, where the policy's
  *   attempt_timeout (30 s) would not. */
@@ -256,7 +260,7 @@ static void redirect_to(const char *location) {
   luaretry_policy *p = policy("max_attempts = 1\ndeadline = 20\n");
   luaretry_call *c = NULL;
   CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
-  luaretry_call_observe(c, observe, NULL);
+  luaretry_call_on_decision(c, observe, NULL);
   char url[64];
   snprintf(url, sizeof url, "http://127.0.0.1:%d/r", s.port);
   luaretry_request req = { .method = "GET", .url = url };
@@ -417,6 +421,60 @@ static void test_resume(void) {
   o.error = NULL;
   hs[1].value = "\"v1\"";
   CHECK(!luaretry_curl_resumable(&o)); /* a complete answer: nothing to resume */
+  /* a 206's Content-Range is proof of ranges (nginx sends no Accept-Ranges);
+   * a 416's "bytes *" is not */
+  o.error = "truncated";
+  hs[0] = (luaretry_header){ "content-range", "bytes 50-99/100" };
+  CHECK(luaretry_curl_resumable(&o));
+  hs[0].value = "bytes */100";
+  CHECK(!luaretry_curl_resumable(&o));
+}
+
+static void on_outcome(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
+  (void)d;
+  if (o && o->error) snprintf(ud, 64, "%s", o->error);
+}
+
+static void test_digest(void) {
+  const char *answers[] = {
+    "HTTP/1.1 200 OK\r\nContent-MD5: eB5eJF1ptWaXm4bijSPyxw==\r\nContent-Length: "
+    "10\r\n\r\n0123456780",
+    "HTTP/1.1 200 OK\r\nContent-MD5: eB5eJF1ptWaXm4bijSPyxw==\r\nContent-Length: "
+    "10\r\n\r\n0123456789",
+    NULL
+  };
+  server s = { 0 };
+  if (!CHECK(server_start(&s, answers) == 0)) return;
+  luaretry_policy *p = policy(RESUME_POLICY);
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  char url[64], error[64] = "";
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/f", s.port);
+  luaretry_call_on_decision(c, on_outcome, error);
+  luaretry_request req = { .method = "GET", .url = url };
+  static stream_sink sink;
+  memset(&sink, 0, sizeof sink);
+  /* no restart, no resume: the final body given whole, as a plain host */
+  luaretry_curl_options o = { .sink = on_bytes, .sink_ud = &sink };
+  CURL *h = curl_easy_init();
+  luaretry_decision d;
+  CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS);
+  CHECK_EQ_INT(d.attempt, 2);
+  CHECK(strcmp(error, "digest_mismatch") == 0);
+  CHECK(sink.len == 10 && memcmp(sink.last, "0123456789", 10) == 0);
+  luaretry_call_free(c);
+  shutdown(s.fd, SHUT_RDWR);
+  server_stop(&s);
+  /* a checksum that is not one: refused before any request */
+  luaretry_curl_resume r = { .checksum = "sha-256=nothex" };
+  o.resume = &r;
+  o.restart = on_restart;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_E_ARG);
+  luaretry_call_free(c);
+  curl_easy_cleanup(h);
+  luaretry_policy_free(p);
 }
 
 /* ---- a call's own deadline: a listening socket that never accepts
@@ -448,6 +506,33 @@ static void test_call_deadline(void) {
   CHECK(luaretry_call_elapsed(c) < 5); /* the call's 0.3 s, not the policy's 30 */
   curl_easy_cleanup(h);
   luaretry_call_free(c);
+  /* a batch: each job with a deadline of its own (job.call) */
+  luaretry_call_options own[2] = {
+    { .flags = LUARETRY_CALL_DEADLINE, .deadline = luaretry_deadline_in(0.3) },
+    { .flags = LUARETRY_CALL_DEADLINE, .deadline = luaretry_deadline_in(0.6) },
+  };
+  luaretry_curl_job jobs[2];
+  memset(jobs, 0, sizeof jobs);
+  for (int i = 0; i < 2; i++) {
+    jobs[i].request = &req;
+    jobs[i].call = &own[i];
+  }
+  luaretry_curl_many *m = NULL;
+  CHECK_CODE(luaretry_curl_many_new(&m), LUARETRY_OK);
+  luaretry_curl_many_options mo;
+  luaretry_curl_many_options_init(&mo);
+  mo.max_transfers = 2; /* side by side: each call begins at once */
+  double t0 = luaretry_clock_now();
+  CHECK_CODE(luaretry_curl_perform_many(m, p, jobs, 2, &mo), LUARETRY_OK);
+  CHECK(luaretry_clock_now() - t0 < 5); /* the jobs' 0.3 and 0.6 s, not 30 */
+  for (int i = 0; i < 2; i++) {
+    CHECK_CODE(jobs[i].result.code, LUARETRY_OK);
+    CHECK_EQ_STR(luaretry_reason_name(jobs[i].result.final.reason), "deadline");
+  }
+  /* job 1 ran to its own 0.6 s (an attempt's timeout never fires early),
+   * not to job 0's 0.3 */
+  CHECK(jobs[1].result.elapsed >= 0.55);
+  luaretry_curl_many_free(m);
   luaretry_policy_free(p);
   close(fd);
 }
@@ -456,6 +541,7 @@ int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   test_call_deadline();
   test_resume();
+  test_digest();
   test_streaming();
   test_upload();
   test_schemes();

@@ -115,7 +115,7 @@ static void test_null_arguments(void) {
   luaretry_tuning t;
   CHECK_CODE(luaretry_policy_tuning(NULL, &t), LUARETRY_E_ARG);
   CHECK_CODE(luaretry_policy_tuning(p, NULL), LUARETRY_E_ARG);
-  luaretry_policy_set_log(NULL, NULL, NULL);
+  luaretry_policy_on_log(NULL, NULL, NULL);
   CHECK_CODE(luaretry_policy_set_classifier(NULL, noop_classify, NULL), LUARETRY_E_ARG);
   int idem = -1;
   luaretry_request req = { .method = "GET", .url = "http://x.invalid/" };
@@ -142,7 +142,7 @@ static void test_null_arguments(void) {
   CHECK_CODE(luaretry_call_wait(c, NAN), LUARETRY_E_ARG);
   luaretry_call_cancel(NULL);
   CHECK_EQ_INT(luaretry_call_cancelled(NULL), 0);
-  luaretry_call_observe(NULL, NULL, NULL);
+  luaretry_call_on_decision(NULL, NULL, NULL);
   luaretry_outcome o;
   luaretry_outcome_init(&o);
   CHECK_EQ_DBL(o.retry_after, -1);
@@ -218,12 +218,16 @@ static void test_load_errors(void) {
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "time limit reached (0.25 s)");
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "spec/fixtures/c_runaway.lua:");
   CHECK_CODE(luaretry_policy_set(p, "memory_limit", "1048576"), LUARETRY_OK);
+  /* the memory limit alone: a busy machine must not reach the time limit
+   * (0.25 s) first */
+  CHECK_CODE(luaretry_policy_set(p, "time_limit", "60"), LUARETRY_OK);
   CHECK_CODE(luaretry_policy_load_string(p, "@hog.lua",
                                          "max_attempts = 3\nlocal t = {}\n"
                                          "for i = 1, 1e8 do t[i] = ('x'):rep(100) .. i end\n"),
              LUARETRY_E_LIMIT);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "memory limit");
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "hog.lua:3");
+  CHECK_CODE(luaretry_policy_set(p, "time_limit", "0.25"), LUARETRY_OK);
   CHECK_CODE(luaretry_policy_set(p, "instruction_limit", "10000"), LUARETRY_OK);
   CHECK_CODE(luaretry_policy_load_string(
                p, "@count.lua", "max_attempts = 3\nlocal n = 0\nfor i = 1, 1e6 do n = n + i end\n"),
@@ -298,6 +302,32 @@ static void test_memory(void) {
   luaretry_policy_free(p);
 }
 
+/* What a decision points to lives until luaretry_call_free: two reloads
+ * meanwhile (the old load retires when its last call ends) do not move
+ * its rule (ASan sees a use after free if they did). */
+static void test_decision_lifetime(void) {
+  luaretry_policy *p = NULL;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(p, "@first.lua",
+                                         "max_attempts = 3\n"
+                                         "function is_transient(s) return s == 503 end\n"),
+             LUARETRY_OK);
+  luaretry_call_options o = { .flags = LUARETRY_CALL_VIRTUAL_TIME };
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
+  luaretry_outcome out;
+  luaretry_outcome_init(&out);
+  out.status = 503;
+  luaretry_decision d;
+  CHECK_CODE(luaretry_call_report(c, &out, &d), LUARETRY_OK);
+  CHECK_EQ_STR(d.rule, "first.lua:2");
+  for (int i = 0; i < 2; i++)
+    CHECK_CODE(luaretry_policy_load_string(p, "@second.lua", "max_attempts = 2\n"), LUARETRY_OK);
+  CHECK_EQ_STR(d.rule, "first.lua:2");
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) {
     perror(LUARETRY_DATADIR);
@@ -306,6 +336,7 @@ int main(void) {
   test_strerror();
   test_names();
   test_null_arguments();
+  test_decision_lifetime();
   test_load_errors();
   test_limits_at_decision();
   test_memory();

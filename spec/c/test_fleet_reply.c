@@ -72,7 +72,9 @@ static void test_limits(void) {
   lr_reply_reader_free(rd);
 }
 
-static lr_fleet_code decode(const char *s, lr_fleet_reply *out, char *err, size_t errlen) {
+/* The update script's answer to a batch that asked `want` probe permits. */
+static lr_fleet_code decode_asking(const char *s, long long want, lr_fleet_reply *out, char *err,
+                                   size_t errlen) {
   static lr_redis_url u;
   lr_redis_url_parse("redis://127.0.0.1/0", &u, err, errlen);
   lr_fleet_limits l = { .max_milli = 10000,
@@ -88,9 +90,13 @@ static lr_fleet_code decode(const char *s, lr_fleet_reply *out, char *err, size_
   redisReply *r = read_one(s, strlen(s), &rc, err, errlen);
   if (!r) return rc;
   int noscript = 0;
-  rc = lr_redis_script_decode(&sc, &u, r, &l, 0, out, &noscript, err, errlen);
+  rc = lr_redis_script_decode(&sc, &u, r, &l, want, out, &noscript, err, errlen);
   freeReplyObject(r);
   return rc;
+}
+
+static lr_fleet_code decode(const char *s, lr_fleet_reply *out, char *err, size_t errlen) {
+  return decode_asking(s, 0, out, err, errlen);
 }
 
 static void answer_refused(const char *s, const char *why) {
@@ -104,10 +110,26 @@ static void test_ranges(void) {
   lr_fleet_reply out;
   char err[300] = "";
   CHECK_EQ_INT(decode("*9\r\n:10000\r\n:1\r\n:5\r\n:1764000000000\r\n:0\r\n:0\r\n"
-                      ":1764000001000\r\n:0\r\n:0\r\n",
+                      ":1764000000999\r\n:0\r\n:0\r\n",
                       &out, err, sizeof err),
                LR_FLEET_OK);
   CHECK_EQ_INT(out.opened_at, 1764000000000LL);
+  /* open for its whole period (1000 ms): the script would have half-opened
+   * it; a breaker open for ever would refuse every call */
+  answer_refused(
+    "*9\r\n:10000\r\n:1\r\n:5\r\n:1000000000000\r\n:0\r\n:0\r\n"
+    ":1764000000000\r\n:0\r\n:0\r\n",
+    "a breaker still open after its open period");
+  /* a permit asked for: only a half-open breaker (2) hands one out */
+  CHECK_EQ_INT(decode_asking("*9\r\n:0\r\n:2\r\n:0\r\n:1764000000000\r\n:0\r\n:1\r\n"
+                             ":1764000000000\r\n:0\r\n:0\r\n",
+                             1, &out, err, sizeof err),
+               LR_FLEET_OK);
+  CHECK_EQ_INT(decode_asking("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1\r\n"
+                             ":1764000000000\r\n:0\r\n:0\r\n",
+                             1, &out, err, sizeof err),
+               LR_FLEET_E_PROTOCOL);
+  CHECK_CONTAINS(err, "probe permits from a breaker that is not half-open");
   answer_refused("*9\r\n:10001\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n",
                  "tokens outside 0..max_tokens");
   answer_refused("*9\r\n:-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n",

@@ -41,7 +41,7 @@ static void test_tcp(void) {
   refuses("redis://:s3cret@h:6379/x", "DB a number");
   refuses("redis://", "HOST");
   refuses("http://h", "expected redis://");
-  refuses("rediss://h", "TLS");
+  refuses("rediss://h", "TLS (rediss://) needs a hiredis built with TLS support");
   refuses(NULL, "expected redis://");
 }
 

@@ -12,6 +12,7 @@
 
 #include "check.h"
 #include "luaretry.h"
+#include "luaretry_tool.h"
 
 static luaretry_policy *load(const char *src) {
   luaretry_policy *p = NULL;

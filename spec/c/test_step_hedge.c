@@ -261,7 +261,7 @@ static void percentile(void) {
   luaretry_policy_free(p);
 }
 
-/* LUARETRY_CALL_ONE_ROUND: a transient answer ends the round (after the
+/* LUARETRY_CALL_WORKFLOW_REQUEST: a transient answer ends the round (after the
  * hedge in flight answers too), no retry; the round is no call to the
  * metrics and the breaker never hears of it, but its hedge pays a token. */
 static void one_round(void) {
@@ -272,7 +272,7 @@ static void one_round(void) {
     "breaker = { failures = 1, open_seconds = 60 }\n");
   luaretry_call_options o;
   luaretry_call_options_init(&o);
-  o.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ONE_ROUND;
+  o.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_WORKFLOW_REQUEST;
   o.seed = 7;
   luaretry_call *c = NULL;
   CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);

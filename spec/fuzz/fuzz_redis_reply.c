@@ -46,6 +46,9 @@ static void check_script(const redisReply *r, const lr_redis_url *u) {
   if (lr_redis_script_decode(&s, u, r, &l, 1, &out, &noscript, err, sizeof err) == LR_FLEET_OK) {
     if (out.tokens < 0 || out.tokens > l.max_milli || out.state < 0 || out.state > 2) abort();
     if (out.opened_at > out.now_ms || out.granted > 1 || out.granted < 0) abort();
+    /* an open breaker within its open period; permits from a half-open one */
+    if (out.state == 1 && out.now_ms - out.opened_at >= l.open_ms) abort();
+    if (out.granted > 0 && out.state != 2) abort();
   }
   if (strstr(err, PASSWORD)) abort();
 }

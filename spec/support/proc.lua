@@ -270,13 +270,18 @@ Job.__index = Job
 -- Starts build/luaretry with args in the background under a small bash
 -- wrapper that records, without forking, the instant `wait` returned and
 -- the exit status.  job:stop() (in a finally) kills it by PID if it is
--- still running.
-function M.spawn(args, dir)
+-- still running.  A shell starts a background command with SIGINT and
+-- SIGQUIT ignored, and luaretry keeps a signal ignored at start: env puts
+-- the stop signals back to their default, or, with opts.ignore ("HUP,INT"),
+-- ignores those, as nohup or a shell's background job does.
+function M.spawn(args, dir, opts)
   local words = {}
   for _, a in ipairs(args) do words[#words + 1] = M.q(a) end
   local job = setmetatable({ dir = dir }, Job)
   local f = function (name) return M.q(dir .. "/" .. name) end
-  local script = "export LC_ALL=C; " .. M.q(M.bin) .. " " .. table.concat(words, " ") ..
+  local signals = opts and opts.ignore and ("--ignore-signal=" .. opts.ignore)
+                  or "--default-signal=HUP,INT,QUIT,TERM"
+  local script = "export LC_ALL=C; env " .. signals .. " " .. M.q(M.bin) .. " " .. table.concat(words, " ") ..
     " </dev/null >" .. f("job.out") .. " 2>" .. f("job.err") .. " & " ..
     "echo $! > " .. f("job.pid.tmp") .. "; mv " .. f("job.pid.tmp") .. " " .. f("job.pid") .. "; " ..
     "wait $!; s=$?; t=$EPOCHREALTIME; " ..

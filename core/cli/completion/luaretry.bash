@@ -1,5 +1,6 @@
 # bash completion for luaretry: commands, options, and policy names from
-# `luaretry list --names` (the same search path POLICY is looked up in).
+# `luaretry list --names` (the same search path POLICY is looked up in), and
+# the names --set takes from `luaretry list --set-names` (the schema's own).
 # Installed as PREFIX/share/bash-completion/completions/luaretry.
 
 _luaretry_run_options="-X --request -H --header -d --data --data-ascii --data-binary --data-raw
@@ -7,11 +8,16 @@ _luaretry_run_options="-X --request -H --header -d --data --data-ascii --data-bi
   --compressed -k --insecure --cacert -E --cert --key -i --include -D --dump-header
   -w --write-out -f --fail -I --head -m --max-time --retry-max-time --connect-timeout
   -s --silent -S --show-error -q --quiet -v --verbose --seed --set --stats --stats=json
-  --log-json --metrics-file --urls --parallel --output-dir --redis --help
+  --log-json --metrics-file --urls --parallel --output-dir --fleet --redis --help
+  --no-progress-meter -# --progress-bar -J --remote-header-name -N --no-buffer -e --referer
+  -4 --ipv4 -6 --ipv6 --http1.1 --http2 --tlsv1.2 --tlsv1.3 --limit-rate --max-filesize
+  --fail-early --retry --retry-delay --retry-all-errors --retry-connrefused
+  --retry-on-exit --final-on-exit --retry-if-output --final-if-output --before-retry
+  --exit-status
   --stdout=live --stdout=final --trace-ascii --create-dirs --fail-with-body
   -O --remote-name --remote-name-all --url -T --upload-file -F --form --form-string -G --get
   -b --cookie -c --cookie-jar --resolve -x --proxy -K --config -Z --parallel-max
-  -Y --speed-limit -y --speed-time -C --continue-at"
+  -Y --speed-limit -y --speed-time -C --continue-at --checksum"
 
 _luaretry() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
@@ -27,11 +33,19 @@ _luaretry() {
     --trace-ascii|-T|--upload-file|-b|--cookie|-c|--cookie-jar|-K|--config)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
     -C|--continue-at) COMPREPLY=($(compgen -W "-" -- "$cur")); return ;;
+    --fleet) COMPREPLY=($(compgen -W "local" -- "$cur")); [[ $cmd != simulate ]] && return ;;
     --output-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+    --set)
+      COMPREPLY=($(compgen -W "$("${COMP_WORDS[0]}" list --set-names 2>/dev/null)" -- "$cur"))
+      [[ ${#COMPREPLY[@]} -gt 0 ]] && compopt -o nospace 2>/dev/null
+      return ;;
+    --exit-status) COMPREPLY=($(compgen -W "command luaretry" -- "$cur")); return ;;
     -X|--request) COMPREPLY=($(compgen -W "GET HEAD POST PUT DELETE PATCH OPTIONS" -- "$cur")); return ;;
     -H|--header|-d|--data|--data-ascii|--data-binary|--data-raw|-u|--user|-A|--user-agent|\
-    -w|--write-out|-m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|\
-    --parallel|--attempts|--clients|--outage|--listen|--probe|--redis|--latency|--calls|--status|\
+    -w|--write-out|-m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|\
+    -e|--referer|--limit-rate|--max-filesize|--retry|--retry-delay|--retry-on-exit|--final-on-exit|\
+    --retry-if-output|--final-if-output|--before-retry|\
+    --attempts|--clients|--outage|--listen|--probe|--redis|--latency|--calls|--status|\
     -F|--form|--form-string|--resolve|--url|-x|--proxy|--parallel-max|-Y|--speed-limit|-y|\
     --speed-time) return ;;
   esac
@@ -45,8 +59,8 @@ _luaretry() {
       run) opts=$_luaretry_run_options ;;
       check) opts="--set --probe --help" ;;
       simulate) opts="--attempts --seed --json --set --probe --clients --outage --status --svg --fleet --process --latency --calls --help" ;;
-      list) opts="--names --help" ;;
-      fleet) opts="--redis --reset --set --help" ;;
+      list) opts="--names --set-names --help" ;;
+      fleet) opts="--fleet --redis --reset --set --help" ;;
       faults) opts="--listen --listen-any --help" ;;
     esac
     COMPREPLY=($(compgen -W "$opts" -- "$cur"))
@@ -59,10 +73,13 @@ _luaretry() {
       -X|--request|-H|--header|-d|--data|--data-ascii|--data-binary|--data-raw|-o|--output|\
       -u|--user|-A|--user-agent|--cacert|-E|--cert|--key|-D|--dump-header|-w|--write-out|\
       -m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|--log-json|\
-      --metrics-file|--urls|--parallel|--output-dir|--attempts|--clients|--outage|--svg|--probe|\
+      --metrics-file|--urls|--output-dir|--attempts|--clients|--outage|--svg|--probe|\
       --trace-ascii|--redis|--listen|--latency|--calls|--status|\
       -T|--upload-file|-F|--form|--form-string|-b|--cookie|-c|--cookie-jar|--resolve|--url|-x|\
-      --proxy|-K|--config|--parallel-max|-Y|--speed-limit|-y|--speed-time|-C|--continue-at) ((i++)) ;;
+      --proxy|-K|--config|--parallel-max|-Y|--speed-limit|-y|--speed-time|-C|--continue-at|--checksum|\
+      -e|--referer|--limit-rate|--max-filesize|--retry|--retry-delay|--retry-on-exit|--final-on-exit|\
+      --retry-if-output|--final-if-output|--before-retry|--exit-status) ((i++)) ;;
+      --fleet) [[ ${COMP_WORDS[i + 1]} == local ]] && ((i++)) ;;
       -*) ;;
       *) ((words_before++)) ;;
     esac

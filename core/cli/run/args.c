@@ -38,6 +38,19 @@ typedef enum {
   O_REMOTE_NAME_ALL,
   O_GET,
   O_PARALLEL_CURL,
+  O_NO_PROGRESS,
+  O_PROGRESS_BAR,
+  O_REMOTE_HEADER_NAME,
+  O_NO_BUFFER,
+  O_IPV4,
+  O_IPV6,
+  O_HTTP11,
+  O_HTTP2,
+  O_FAIL_EARLY,
+  O_RETRY_CONNREFUSED,
+  O_RETRY_ALL_ERRORS,
+  O_TLS12,
+  O_TLS13,
   /* with a value from here on */
   O_REQUEST,
   O_HEADER,
@@ -61,13 +74,14 @@ typedef enum {
   O_LOG_JSON,
   O_URLS,
   O_OUTPUT_DIR,
-  O_PARALLEL,
   O_METRICS_FILE,
   O_REDIS,
+  O_FLEET,
   O_TRACE_ASCII,
   O_SPEED_LIMIT,
   O_SPEED_TIME,
   O_CONTINUE_AT,
+  O_CHECKSUM,
   O_UPLOAD_FILE,
   O_FORM,
   O_FORM_STRING,
@@ -77,7 +91,18 @@ typedef enum {
   O_PROXY,
   O_CONFIG,
   O_PARALLEL_MAX,
-  O_URL
+  O_URL,
+  O_REFERER,
+  O_LIMIT_RATE,
+  O_MAX_FILESIZE,
+  O_RETRY,
+  O_RETRY_DELAY,
+  O_RETRY_ON_EXIT,
+  O_FINAL_ON_EXIT,
+  O_RETRY_IF_OUTPUT,
+  O_FINAL_IF_OUTPUT,
+  O_BEFORE_RETRY,
+  O_EXIT_STATUS
 } option_id;
 
 typedef struct {
@@ -123,9 +148,10 @@ static const run_option OPTIONS[] = {
   { 0, "--log-json", O_LOG_JSON },
   { 0, "--urls", O_URLS },
   { 0, "--output-dir", O_OUTPUT_DIR },
-  { 0, "--parallel", O_PARALLEL },
+  { 'Z', "--parallel", O_PARALLEL_CURL },
   { 0, "--metrics-file", O_METRICS_FILE },
   { 0, "--redis", O_REDIS },
+  { 0, "--fleet", O_FLEET },
   { 0, "--stdout=live", O_STDOUT_LIVE },
   { 0, "--stdout=final", O_STDOUT_FINAL },
   { 0, "--trace-ascii", O_TRACE_ASCII },
@@ -134,10 +160,10 @@ static const run_option OPTIONS[] = {
   { 'O', "--remote-name", O_REMOTE_NAME },
   { 0, "--remote-name-all", O_REMOTE_NAME_ALL },
   { 'G', "--get", O_GET },
-  { 'Z', NULL, O_PARALLEL_CURL },
   { 'Y', "--speed-limit", O_SPEED_LIMIT },
   { 'y', "--speed-time", O_SPEED_TIME },
   { 'C', "--continue-at", O_CONTINUE_AT },
+  { 0, "--checksum", O_CHECKSUM },
   { 'T', "--upload-file", O_UPLOAD_FILE },
   { 'F', "--form", O_FORM },
   { 0, "--form-string", O_FORM_STRING },
@@ -148,17 +174,44 @@ static const run_option OPTIONS[] = {
   { 'K', "--config", O_CONFIG },
   { 0, "--parallel-max", O_PARALLEL_MAX },
   { 0, "--url", O_URL },
+  /* curl's, harmless or with curl's meaning under retries (curlopts.c) */
+  { 0, "--no-progress-meter", O_NO_PROGRESS },
+  { '#', "--progress-bar", O_PROGRESS_BAR },
+  { 'J', "--remote-header-name", O_REMOTE_HEADER_NAME },
+  { 'N', "--no-buffer", O_NO_BUFFER },
+  { 'e', "--referer", O_REFERER },
+  { '4', "--ipv4", O_IPV4 },
+  { '6', "--ipv6", O_IPV6 },
+  { 0, "--http1.1", O_HTTP11 },
+  { 0, "--http2", O_HTTP2 },
+  { 0, "--limit-rate", O_LIMIT_RATE },
+  { 0, "--max-filesize", O_MAX_FILESIZE },
+  { 0, "--fail-early", O_FAIL_EARLY },
+  { 0, "--tlsv1.2", O_TLS12 },
+  { 0, "--tlsv1.3", O_TLS13 },
+  /* curl's retry options, mapped onto the policy (retryopts.c) */
+  { 0, "--retry", O_RETRY },
+  { 0, "--retry-delay", O_RETRY_DELAY },
+  { 0, "--retry-connrefused", O_RETRY_CONNREFUSED },
+  { 0, "--retry-all-errors", O_RETRY_ALL_ERRORS },
+  /* a command's rules without Lua (retryopts.c) */
+  { 0, "--retry-on-exit", O_RETRY_ON_EXIT },
+  { 0, "--final-on-exit", O_FINAL_ON_EXIT },
+  { 0, "--retry-if-output", O_RETRY_IF_OUTPUT },
+  { 0, "--final-if-output", O_FINAL_IF_OUTPUT },
+  { 0, "--before-retry", O_BEFORE_RETRY },
+  { 0, "--exit-status", O_EXIT_STATUS },
 };
 #define N_OPTIONS (sizeof OPTIONS / sizeof OPTIONS[0])
 
 /* curl's options that luaretry does not take, and what to do instead (the
  * README's table says the same). */
 static const char *const NOT_TAKEN[][2] = {
-  { "--retry", "the policy decides how often: --set max_attempts=N" },
-  { "--retry-delay", "the policy's backoff decides the waits: --set backoff.initial=S" },
-  { "--retry-all-errors", "the policy's is_transient decides what is retried" },
-  { "--retry-connrefused", "a refused connection is retried by every shipped policy" },
-  { "--fail-with-body", "the body of a failed call is always written, unless -f" },
+  { "--parallel-immediate", "luaretry starts every transfer it may at once already" },
+  { "--proto", "luaretry speaks http and https only, redirects included" },
+  { "--netrc", "give -u USER:PASSWORD, or put it in a -K FILE" },
+  { "--netrc-optional", "give -u USER:PASSWORD, or put it in a -K FILE" },
+  { "-n", "give -u USER:PASSWORD, or put it in a -K FILE" },
 };
 #define N_NOT_TAKEN (sizeof NOT_TAKEN / sizeof NOT_TAKEN[0])
 
@@ -190,7 +243,7 @@ static int set_parallel(run_args *a, const char *v) {
   errno = 0;
   long n = strtol(v, &end, 10);
   if (end == v || *end || errno || n < 1 || n > MAX_PARALLEL)
-    return cli_usage("run: --parallel %s: expected a whole number from 1 to 1000", v);
+    return cli_usage("run: --parallel-max %s: expected a whole number from 1 to 1000", v);
   a->parallel = n;
   return 0;
 }
@@ -284,6 +337,20 @@ static int set_redirs(run_args *a, const char *v) {
   return 0;
 }
 
+/* The overrides of curl's retry options and a command's rules
+ * (retryopts.c), "field=value" each, in their place among the --set ones. */
+static int add_retry_sets(run_args *a, const retry_sets *s) {
+  for (int k = 0; k < s->n; k++) {
+    size_t n = strlen(s->field[k]) + strlen(s->value[k]) + 2;
+    char *set = run_args_keep(a, malloc(n));
+    if (!set) return cli_usage("run: out of memory", NULL);
+    snprintf(set, n, "%s=%s", s->field[k], s->value[k]);
+    int status = add_set(a, set);
+    if (status) return status;
+  }
+  return 0;
+}
+
 static int set_flag(run_args *a, option_id id) {
   switch (id) {
   case O_VERBOSE: a->verbosity = 2; break;
@@ -303,10 +370,29 @@ static int set_flag(run_args *a, option_id id) {
   case O_STDOUT_FINAL: a->stdout_live = 0; break;
   case O_CREATE_DIRS: a->create_dirs = 1; break;
   case O_FAIL_WITH_BODY: a->fail_with_body = 1; break;
-  case O_REMOTE_NAME:
-  case O_REMOTE_NAME_ALL: a->remote_name = 1; break;
+  case O_REMOTE_NAME: a->remote_name = 1; break;
+  case O_REMOTE_NAME_ALL:
+    if (!a->remote_name) a->remote_name = 2; /* -o still names its own URL's file */
+    break;
   case O_GET: a->get = 1; break;
   case O_PARALLEL_CURL: a->parallel_z = 1; break;
+  case O_NO_PROGRESS: a->progress = PROGRESS_OFF; break;
+  case O_PROGRESS_BAR: a->progress = PROGRESS_BAR; break;
+  case O_REMOTE_HEADER_NAME: a->remote_header_name = 1; break;
+  case O_NO_BUFFER: break; /* the body is written as it comes already */
+  case O_IPV4: a->ip_version = 4; break;
+  case O_IPV6: a->ip_version = 6; break;
+  case O_HTTP11: a->http_version = 11; break;
+  case O_HTTP2: a->http_version = 2; break;
+  case O_FAIL_EARLY: a->fail_early = 1; break;
+  case O_TLS12: a->tls_min = 12; break;
+  case O_TLS13: a->tls_min = 13; break;
+  case O_RETRY_CONNREFUSED: break; /* every shipped policy retries a refused connection */
+  case O_RETRY_ALL_ERRORS: {
+    retry_sets s = { .n = 0 };
+    retryopts_all_errors(&s);
+    return add_retry_sets(a, &s);
+  }
   default: break;
   }
   return 0;
@@ -413,6 +499,24 @@ static int set_upload_file(run_args *a, const char *v) {
   return add_data(a, DATA_BINARY, at);
 }
 
+/* --checksum ALG=HEX: aria2c's form (sha-256, sha-512 or md5, the hex
+ * of that many bytes). */
+static int set_checksum(run_args *a, char *v) {
+  static const struct {
+    const char *name;
+    size_t hex;
+  } ALGS[] = { { "sha-256=", 64 }, { "sha-512=", 128 }, { "md5=", 32 } };
+  for (size_t k = 0; k < sizeof ALGS / sizeof ALGS[0]; k++) {
+    size_t n = strlen(ALGS[k].name);
+    if (strncasecmp(v, ALGS[k].name, n) != 0) continue;
+    if (strlen(v + n) != ALGS[k].hex || strspn(v + n, "0123456789abcdefABCDEF") != ALGS[k].hex)
+      return cli_usage("run: --checksum %s: expected the digest as hex of its length", v);
+    a->checksum = v;
+    return 0;
+  }
+  return cli_usage("run: --checksum %s: expected sha-256=HEX, sha-512=HEX or md5=HEX", v);
+}
+
 /* The options of downloads, uploads, cookies and connections that curl
  * scripts use with --retry. */
 static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) {
@@ -424,6 +528,7 @@ static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) 
       return cli_usage("run: -C %s: only -C - (continue where the -o file ends) is taken", v);
     a->continue_at = 1;
     return 0;
+  case O_CHECKSUM: return set_checksum(a, v);
   case O_UPLOAD_FILE: return set_upload_file(a, v);
   case O_FORM:
   case O_FORM_STRING:
@@ -444,6 +549,22 @@ static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) 
   case O_CONFIG: return read_config(a, v);
   case O_PARALLEL_MAX: return set_parallel(a, v);
   case O_URL: return add_word(a, v);
+  case O_REFERER: a->referer = v; return 0;
+  case O_LIMIT_RATE: return retryopts_size(opt, v, &a->limit_rate);
+  case O_MAX_FILESIZE: return retryopts_size(opt, v, &a->max_filesize);
+  case O_RETRY:
+  case O_RETRY_DELAY:
+  case O_RETRY_ON_EXIT:
+  case O_FINAL_ON_EXIT:
+  case O_RETRY_IF_OUTPUT:
+  case O_FINAL_IF_OUTPUT:
+  case O_BEFORE_RETRY:
+  case O_EXIT_STATUS: {
+    retry_sets s = { .n = 0 };
+    int status = id == O_RETRY || id == O_RETRY_DELAY ? retryopts_curl(&s, opt, v)
+                                                      : retryopts_command(a, &s, opt, v);
+    return status ? status : add_retry_sets(a, &s);
+  }
   default: return 0;
   }
 }
@@ -480,8 +601,8 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_LOG_JSON: a->log_json = v; break;
   case O_URLS: a->urls_file = v; break;
   case O_OUTPUT_DIR: a->output_dir = v; break;
-  case O_PARALLEL: return set_parallel(a, v);
   case O_REDIS: a->redis = hide(a, v); break;
+  case O_FLEET: a->fleet = v; break;
   case O_METRICS_FILE: a->metrics_file = v; break;
   case O_TRACE_ASCII: a->trace_ascii = v; break;
   default: return take_curl_value(a, id, opt, v);
@@ -493,6 +614,10 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
 static int parse_long(run_args *a, int argc, char **argv, int *i) {
   const run_option *o = find_long(argv[*i]);
   if (!o) return unknown(argv[*i]);
+  if (o->id == O_PARALLEL_CURL && *i + 1 < argc && argv[*i + 1][0] &&
+      strspn(argv[*i + 1], "0123456789") == strlen(argv[*i + 1]))
+    return cli_usage("run: --parallel is curl's flag (-Z) and takes no number: --parallel-max %s",
+                     argv[*i + 1]);
   if (o->id < O_REQUEST) return set_flag(a, o->id);
   if (*i + 1 >= argc) return cli_usage("run: %s needs a value", o->long_name);
   *i += 1;
@@ -510,7 +635,8 @@ static int parse_short(run_args *a, int argc, char **argv, int *i) {
       return unknown(j == 1 && !s[2] ? opt : s);
     }
     if (o->id < O_REQUEST) {
-      set_flag(a, o->id);
+      int status = set_flag(a, o->id);
+      if (status) return status;
       continue;
     }
     char opt[3] = { '-', o->short_name, '\0' };
@@ -545,16 +671,25 @@ static int has_header(const run_args *a, const char *name) {
 
 /* The same for curl's download, upload and cookie options. */
 static int check_curl_combinations(run_args *a) {
-  int url_only = a->speed_limit || a->speed_time > 0 || a->continue_at || a->remote_name ||
-                 a->get || a->nforms || a->cookie || a->cookie_jar || a->nresolve || a->proxy ||
-                 a->parallel_z;
+  int url_only = a->speed_limit || a->speed_time > 0 || a->continue_at || a->checksum ||
+                 a->remote_name || a->get || a->nforms || a->cookie || a->cookie_jar ||
+                 a->nresolve || a->proxy || a->parallel_z || a->referer || a->ip_version ||
+                 a->http_version || a->limit_rate || a->max_filesize || a->remote_header_name ||
+                 a->fail_early || a->tls_min;
   if (a->command && url_only)
     return cli_usage("run: curl's options are for URLs, not commands", NULL);
+  if (!a->command && (a->command_rules || a->before_retry || a->exit_command))
+    return cli_usage(
+      "run: --retry-on-exit, --final-on-exit, --retry-if-output, "
+      "--final-if-output, --before-retry and --exit-status are for -- COMMAND%s",
+      "");
+  if (a->remote_header_name && !a->remote_name)
+    return cli_usage("run: -J goes with -O (or --remote-name-all), as in curl%s", "");
   if (a->nforms && a->data) return cli_usage("run: -F or -d (or -T), not both", NULL);
   if (a->upload_file && a->ndata > 1) return cli_usage("run: -T or -d, not both", NULL);
   if (a->get && a->upload_file) return cli_usage("run: -G or -T, not both", NULL);
   if (a->get && a->nforms) return cli_usage("run: -G or -F, not both", NULL);
-  if (a->remote_name && a->output) return cli_usage("run: -O or -o, not both", NULL);
+  if (a->remote_name == 1 && a->output) return cli_usage("run: -O or -o, not both", NULL);
   if (a->continue_at && !a->output && !a->remote_name)
     return cli_usage("run: -C - continues a file: it goes with -o FILE or -O", NULL);
   if (a->upload_file && !a->method) a->method = "PUT";
@@ -582,8 +717,8 @@ static int check_combinations(run_args *a) {
   if (a->command && (a->output_dir || a->parallel))
     return cli_usage("run: --parallel and --output-dir are for URLs, not commands", NULL);
   if (a->command &&
-      (a->include || a->dump_header || a->write_out || a->connect_timeout > 0 || a->location ||
-       a->user || a->insecure || a->cacert || a->cert || a->compressed || a->user_agent))
+      (a->include || a->dump_header || a->connect_timeout > 0 || a->location || a->user ||
+       a->insecure || a->cacert || a->cert || a->compressed || a->user_agent))
     return cli_usage("run: curl's options are for URLs, not commands", NULL);
   if (a->output && a->output_dir) return cli_usage("run: -o or --output-dir, not both", NULL);
   if (a->urls_file && a->data && strcmp(a->urls_file, "-") == 0 && strcmp(a->data, "@-") == 0)

@@ -33,7 +33,11 @@ typedef struct {
                               output (a spool of its own) shown once decided */
   char *body_line;             /* "; body: ..." of a failure's final answer, or NULL */
   luaretry_curl_resume resume; /* a download that ends early goes on */
+  struct batch *b;             /* its batch: the status line's counts */
+  int state;                   /* URL_IN_FLIGHT, URL_WAITING, URL_THROTTLED */
 } batch_url;
+
+enum { URL_IN_FLIGHT, URL_WAITING, URL_THROTTLED };
 
 /* A set of names (open addressing, grown at half full), to make each
  * --output-dir file name unique. */
@@ -42,7 +46,7 @@ typedef struct {
   size_t mask, count;
 } name_set;
 
-typedef struct {
+typedef struct batch {
   const run_args *a;
   int next_word; /* the command line's URLs come first */
   FILE *list;    /* then --urls FILE's, read as they are needed */
@@ -61,6 +65,11 @@ typedef struct {
   int worst;                    /* the worst exit status of the calls so far */
   luaretry_reason worst_reason; /* the verdict of the call that set it */
   int interrupted;              /* some call ended cancelled */
+  long failed_early;            /* --fail-early: the URL that failed first; 0: none */
+  progress meter;               /* the status line, on a terminal */
+  long count;                   /* URLs known before the start; -1: a pipe's */
+  long succeeded, failed;       /* for the summary */
+  long long bytes;
 } batch;
 
 /* Exit statuses from best to worst: the batch exits with the worst of its
@@ -204,9 +213,13 @@ static int open_urls(batch *b) {
       int status = check_list(b, &count);
       if (status != EXIT_OK) return status;
       if (count == 0) return cli_usage("run: --urls %s holds no URL", a->urls_file);
+    } else {
+      b->count = -1; /* as many as come */
     }
   }
-  if (a->output) return cli_usage("run: -o takes one URL; with several use --output-dir DIR%s", "");
+  if (b->count == 0) b->count = count;
+  if (a->output && a->remote_name != 2) /* --remote-name-all -o FILE: the first URL's */
+    return cli_usage("run: -o takes one URL; with several use --output-dir DIR%s", "");
   if (a->output_dir && a->create_dirs && create_dirs(a->output_dir, 1, "--output-dir") != 0)
     return EXIT_USAGE;
   if (a->output_dir) {
@@ -315,9 +328,27 @@ static void url_free(batch_url *u) {
 /* An observer: the attempt's log line; and a URL that waits for its retry
  * gives back its file (what the failed attempt wrote is dropped anyway), so
  * thousands of waiting URLs hold no descriptor. */
+static void url_set_state(batch_url *u, int state) {
+  progress *m = &u->b->meter;
+  long *from = u->state == URL_IN_FLIGHT ? &m->in_flight
+               : u->state == URL_WAITING ? &m->waiting
+                                         : &m->throttled;
+  long *to = state == URL_IN_FLIGHT ? &m->in_flight
+             : state == URL_WAITING ? &m->waiting
+                                    : &m->throttled;
+  (*from)--, (*to)++;
+  u->state = state;
+  progress_update(m, 0);
+}
+
 static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   batch_url *u = ud;
   log_attempt(&u->log, o, d);
+  if (d && d->retry)
+    url_set_state(u, d->throttled || d->wait_source == LUARETRY_WAIT_THROTTLE ||
+                         d->wait_source == LUARETRY_WAIT_RATE
+                       ? URL_THROTTLED
+                       : URL_WAITING);
   /* ... unless what it holds is resumed by the next attempt */
   if (d && d->retry && !luaretry_curl_resumable(o)) outfile_release(&u->file);
   if (o && d && !d->retry && d->reason != LUARETRY_REASON_SUCCESS && !u->body_line) {
@@ -328,6 +359,22 @@ static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_deci
   }
 }
 
+/* The body's bytes, counted for the status line. */
+static size_t url_sink(void *ud, const char *data, size_t len) {
+  batch_url *u = ud;
+  u->b->bytes += (long long)len;
+  u->b->meter.bytes += (long long)len;
+  progress_update(&u->b->meter, 0);
+  return outfile_write(&u->file, data, len);
+}
+
+/* A new attempt: the URL is in flight again. */
+static int url_restart(void *ud) {
+  batch_url *u = ud;
+  if (u->state != URL_IN_FLIGHT) url_set_state(u, URL_IN_FLIGHT);
+  return outfile_restart(&u->file);
+}
+
 /* A URL's state and job; NULL (after a message) when out of memory. */
 static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
   batch_url *u = calloc(1, sizeof *u);
@@ -336,7 +383,11 @@ static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
     return NULL;
   }
   u->url = url;
-  u->log.verbosity = b->a->verbosity;
+  u->b = b;
+  u->state = URL_IN_FLIGHT;
+  b->meter.in_flight++;
+  /* a batch's attempts are -v's; its URLs' lines say how each ended */
+  u->log.verbosity = b->a->verbosity == 2 ? 2 : 0;
   u->log.json = b->json;
   u->log.max_attempts = b->max_attempts;
   u->log.quota_max_wait = b->quota_max_wait;
@@ -345,7 +396,12 @@ static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
   if (!u->log.target) u->log.target = strdup("(URL)");
   u->req = run_request(b->a, url, b->headers, &b->body);
   snprintf(u->number, sizeof u->number, "[%ld]", b->urls);
-  if (b->a->output_dir) {
+  if (b->a->output && b->urls == 1) { /* --remote-name-all -o FILE: the first URL's */
+    if (!(u->path = strdup(b->a->output))) {
+      url_free(u);
+      return NULL;
+    }
+  } else if (b->a->output_dir) {
     char *base = url_file_name(url);
     char *name = base ? unique_name(&b->names, base) : NULL;
     if (!name || !(u->path = join_path(b->a->output_dir, name))) {
@@ -355,9 +411,9 @@ static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
   }
   outfile_init(&u->file, u->path, u->number);
   job->request = &u->req;
-  job->sink = outfile_write;
-  job->sink_ud = &u->file;
-  job->restart = outfile_restart;
+  job->sink = url_sink;
+  job->sink_ud = u;
+  job->restart = url_restart;
   if (b->body.fd >= 0) {
     job->upload = upload_read;
     job->upload_ud = &b->body;
@@ -375,6 +431,7 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
   (void)index; /* URLs are numbered here, bad ones included */
   batch *b = ud;
   char why[256];
+  if (b->failed_early) return 0; /* --fail-early: no URL begins after a failure */
   for (char *url; (url = next_url(b));) {
     b->urls++;
     char *fixed = NULL;
@@ -394,6 +451,7 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
         continue;
       }
     }
+    if (curlopts_cookies_for(b->a, url) != 0) fprintf(stderr, "luaretry: -b: out of memory\n");
     if (url_new(b, url, job)) return 1;
     fprintf(stderr, "luaretry: [%ld] out of memory\n", b->urls);
     fold_status(b, EXIT_POLICY, LUARETRY_REASON_POLICY_ERROR);
@@ -414,10 +472,20 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   /* a file only on success; standard output shows the final attempt's */
   int decided =
     r->code == LUARETRY_OK && r->final.reason != LUARETRY_REASON_CANCELLED && r->final.attempt > 0;
-  int keep = status == EXIT_OK || (!u->file.path && decided) ||
+  /* -f: a failed URL's answer is not shown, as curl's --fail, URL by URL */
+  int keep = status == EXIT_OK || (!u->file.path && decided && !b->a->fail) ||
              (b->a->fail_with_body && decided && !r->error && r->status > 0);
   if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
   fold_status(b, status, r->final.reason);
+  url_set_state(u, URL_IN_FLIGHT);
+  b->meter.in_flight--;
+  if (status == EXIT_OK)
+    b->succeeded++, b->meter.done++;
+  else
+    b->failed++, b->meter.failed++;
+  progress_update(&b->meter, 0);
+  if (b->a->fail_early && status != EXIT_OK && status != EXIT_INTERRUPTED && !b->failed_early)
+    b->failed_early = u->log.index;
   char last[64] = "none";
   if (r->final.attempt > 0) {
     if (r->error)
@@ -425,8 +493,10 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
     else
       snprintf(last, sizeof last, "%d", r->status);
   }
-  /* -v and none: every URL's line; -q: a failed URL's only; -s: none */
-  if (b->a->verbosity == 0 && !(b->a->show_error && status != EXIT_OK)) {
+  /* -v: every URL's line; none and -q: a failed URL's only; -s: none */
+  int show =
+    b->a->verbosity == 2 || (status != EXIT_OK && (b->a->verbosity == 1 || b->a->show_error));
+  if (!show) {
     url_free(u);
     return;
   }
@@ -446,7 +516,9 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   cli_text(out, detail);
   if (u->body_line) fputs(u->body_line, out); /* escaped already */
   fputc('\n', out);
+  progress_clear(&b->meter); /* the line goes above the status line */
   if (m && fclose(m) == 0) fwrite(line, 1, len, stderr);
+  progress_update(&b->meter, 1);
   free(line);
   url_free(u);
 }
@@ -498,15 +570,24 @@ static int perform(batch *b, luaretry_policy *p) {
   mo.easy = easy;
   mo.share = curlopts_share(); /* -b, -c: one cookie store for every URL */
   if (rc == LUARETRY_OK) {
+    progress_init(&b->meter, b->a, 1);
+    b->meter.total_urls = b->count > 0 ? b->count : 0;
+    progress_update(&b->meter, 1);
     cli_cancel_on_signal(NULL, b->many);
     rc = luaretry_curl_perform_many(b->many, p, NULL, 0, &mo);
     cli_cancel_on_signal(NULL, NULL);
+    progress_end(&b->meter);
   }
   curl_easy_cleanup(easy);
   if (rc != LUARETRY_OK) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
     return EXIT_POLICY;
   }
+  if (b->list_failed) fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);
+  if (b->a->verbosity > 0 && b->urls > 0) /* after the lines of the URLs that failed */
+    fprintf(stderr, "luaretry: %ld URL%s: %ld succeeded, %ld failed, %lld bytes, %.3f s, exit %d\n",
+            b->urls, b->urls == 1 ? "" : "s", b->succeeded, b->urls - b->succeeded, b->bytes,
+            progress_elapsed(&b->meter), b->worst);
   if (b->interrupted && (b->a->verbosity > 0 || b->a->show_error)) {
     char *more = next_url(b); /* one look further: is anything left? */
     free(more);
@@ -516,7 +597,14 @@ static int perform(batch *b, luaretry_policy *p) {
     else
       fprintf(stderr, "luaretry: interrupted\n");
   }
-  if (b->list_failed) fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);
+  if (b->failed_early && (b->a->verbosity > 0 || b->a->show_error)) {
+    char *more = next_url(b); /* one look further, as above */
+    free(more);
+    if (more)
+      fprintf(stderr,
+              "luaretry: --fail-early: [%ld] failed; the URLs from [%ld] on were not begun\n",
+              b->failed_early, b->urls + 1);
+  }
   if (b->urls == 0 && !b->interrupted)
     return cli_usage("run: --urls %s holds no URL", b->a->urls_file);
   return b->worst;

@@ -50,6 +50,8 @@ typedef struct {
   size_t err_len;
   char pending[PENDING]; /* its error output after the last line end */
   size_t pending_len;
+  const char *before_retry; /* --before-retry: sh -c it before each retry */
+  int last_status;          /* the last attempt's own exit status; -1: none (timed out) */
 } command;
 
 /* One attempt's child: its group and what the parent watches. */
@@ -126,12 +128,14 @@ static double now_seconds(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* In the child, before exec: its own group, default signals, the spool as
+/* In the child, before exec: its own group, the signals as luaretry found
+ * them (default, or ignored when they were at start: nohup), the spool as
  * standard input, the pipes as output, no other descriptor. */
 static void child_setup(int in_fd, int out_fd, int err_fd) {
   static const int RESET[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE };
   setpgid(0, 0);
-  for (size_t i = 0; i < sizeof RESET / sizeof RESET[0]; i++) signal(RESET[i], SIG_DFL);
+  for (size_t i = 0; i < sizeof RESET / sizeof RESET[0]; i++)
+    signal(RESET[i], cli_signal_ignored_at_start(RESET[i]) ? SIG_IGN : SIG_DFL);
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
@@ -262,11 +266,39 @@ static void watch(command *cmd, luaretry_call *c, child *ch, double timeout) {
   } /* orphans that left the group */
 }
 
+/* --before-retry CMD: `sh -c CMD` in a group of its own, its output on
+ * our standard error, stopped with the call; a failure is said, and the
+ * attempt goes ahead (the policy judges what it gives). */
+static void before_retry(const command *cmd, luaretry_call *c, int n) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    child_setup(null, STDERR_FILENO, STDERR_FILENO);
+    execl("/bin/sh", "sh", "-c", cmd->before_retry, (char *)NULL);
+    _exit(127);
+  }
+  if (pid < 0) {
+    fprintf(stderr, "luaretry: --before-retry: cannot start sh: %s\n", strerror(errno));
+    return;
+  }
+  setpgid(pid, pid);
+  int ws = 0, stopped = 0;
+  while (waitpid(pid, &ws, WNOHANG) == 0) {
+    if (!stopped && luaretry_call_cancelled(c)) kill(-pid, SIGTERM), stopped = 1;
+    poll(NULL, 0, TICK_MS);
+  }
+  kill(-pid, SIGKILL); /* what it left in its group */
+  int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+  if (code != 0 && !stopped)
+    fprintf(stderr, "luaretry: --before-retry before attempt %d: exit %d: %s\n", n, code,
+            cmd->before_retry);
+}
+
 /* A luaretry_operation_fn: one run of the command. */
 static luaretry_code attempt(void *ud, luaretry_call *c, int n, double timeout,
                              luaretry_outcome *o) {
-  (void)n;
   command *cmd = ud;
+  if (n > 1 && cmd->before_retry) before_retry(cmd, c, n);
   cmd->err_len = 0;
   if (outfile_restart(cmd->out) != 0) return LUARETRY_E_OPERATION;
   child ch;
@@ -284,6 +316,7 @@ static luaretry_code attempt(void *ud, luaretry_call *c, int n, double timeout,
     o->status = 0;
     o->error = "timeout";
   }
+  cmd->last_status = ch.timed_out || !ch.reaped ? -1 : o->status;
   o->body = cmd->err;
   o->body_len = cmd->err_len;
   o->method = "EXEC";
@@ -292,9 +325,13 @@ static luaretry_code attempt(void *ud, luaretry_call *c, int n, double timeout,
 }
 
 luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, int live_stdout,
-                          outfile *out, luaretry_decision *final) {
+                          const char *before, outfile *out, luaretry_decision *final,
+                          int *last_status) {
   command *cmd = calloc(1, sizeof *cmd);
+  *last_status = -1;
   if (!cmd) return LUARETRY_E_NOMEM;
+  cmd->before_retry = before;
+  cmd->last_status = -1;
   cmd->argv = argv;
   cmd->stdin_fd = stdin_fd;
   cmd->live_stdout = live_stdout;
@@ -302,6 +339,7 @@ luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, int live_
   /* orphaned grandchildren come to us, to be waited for with their group */
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   luaretry_code rc = luaretry_call_run(c, attempt, cmd, final);
+  *last_status = cmd->last_status;
   free(cmd);
   return rc;
 }

@@ -27,6 +27,21 @@ static int put(int fd, const char *s, size_t n) {
 
 static int puts_fd(int fd, const char *s) { return put(fd, s, strlen(s)); }
 
+/* n bytes of a part's name or file name inside its quotes, escaped as curl
+ * escapes them (RFC 7578 4.2, HTML's form encoding): '"' as %22, CR as %0D,
+ * LF as %0A.  Written byte for byte, a name could close its quotes or add a
+ * header line to its part. */
+static int put_quoted(int fd, const char *s, size_t n) {
+  size_t from = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char *esc = s[i] == '"' ? "%22" : s[i] == '\r' ? "%0D" : s[i] == '\n' ? "%0A" : NULL;
+    if (!esc) continue;
+    if (put(fd, s + from, i - from) != 0 || puts_fd(fd, esc) != 0) return -1;
+    from = i + 1;
+  }
+  return put(fd, s + from, n - from);
+}
+
 /* The file's bytes appended to fd; -1 after a message. */
 static int copy_file(int fd, const char *path) {
   int in = strcmp(path, "-") == 0 ? dup(STDIN_FILENO) : open(path, O_RDONLY | O_CLOEXEC);
@@ -64,13 +79,14 @@ static int put_part(int fd, const char *arg, int as_string) {
   const char *value = eq + 1;
   char file[4096];
   if (puts_fd(fd, "Content-Disposition: form-data; name=\"") != 0 ||
-      put(fd, arg, (size_t)(eq - arg)) != 0 || puts_fd(fd, "\"") != 0)
+      put_quoted(fd, arg, (size_t)(eq - arg)) != 0 || puts_fd(fd, "\"") != 0)
     return -1;
   if (!as_string && value[0] == '@') {
     const char *type = split_type(value + 1, file, sizeof file);
     const char *base = strrchr(file, '/');
     base = base ? base + 1 : file;
-    if (puts_fd(fd, "; filename=\"") || puts_fd(fd, strcmp(file, "-") ? base : "") ||
+    if (puts_fd(fd, "; filename=\"") ||
+        put_quoted(fd, base, strcmp(file, "-") ? strlen(base) : 0) ||
         puts_fd(fd, "\"\r\nContent-Type: ") ||
         puts_fd(fd, type ? type : "application/octet-stream") || puts_fd(fd, "\r\n\r\n"))
       return -1;

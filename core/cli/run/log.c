@@ -166,6 +166,7 @@ static void quota_note(const attempt_log *log, const char *who, const luaretry_o
 
 void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   attempt_log *log = ud;
+  if (log->verbosity > 0 || log->show_error) progress_yield(); /* a line may follow */
   char who[32] = ""; /* "[3] " in a batch, "request 2: " in a workflow */
   if (log->index) snprintf(who, sizeof who, "[%d] ", log->index);
   if (log->request) snprintf(who, sizeof who, "request %d: ", log->request);
@@ -250,6 +251,7 @@ void log_stats(const luaretry_policy *p) {
 void run_resume_note(void *ud, const char *line) {
   const attempt_log *log = ud;
   if (log->verbosity == 0) return;
+  progress_yield(); /* a line of its own, not one written into the meter */
   fprintf(stderr, "luaretry: ");
   if (log->index) fprintf(stderr, "[%d] ", log->index);
   fprintf(stderr, "%s: %s\n", log->target, line);

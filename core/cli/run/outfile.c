@@ -276,13 +276,116 @@ static int finish_replace(outfile *f, int ok) {
   return ok;
 }
 
+/* ---- resume across runs */
+
+#define PARTIAL_SUFFIX ".luaretry-partial"
+#define URL_SUFFIX     ".url"
+#define PARTIAL_MAGIC  "luaretry-partial 1\n"
+
+/* dir/.base.luaretry-partial for f->target; malloc'ed, NULL when out of
+ * memory. */
+static char *partial_name(const outfile *f) {
+  const char *slash = strrchr(f->target, '/');
+  int dir = slash ? (int)(slash - f->target + 1) : 0;
+  size_t n = strlen(f->target) + sizeof PARTIAL_SUFFIX + sizeof URL_SUFFIX + 2;
+  char *s = malloc(n);
+  if (s) snprintf(s, n, "%.*s.%s%s", dir, f->target, f->target + dir, PARTIAL_SUFFIX);
+  return s;
+}
+
+/* The sidecar's name: the partial's with ".url" (partial_name left room). */
+static void sidecar_name(const char *partial, char *out, size_t cap) {
+  snprintf(out, cap, "%s%s", partial, URL_SUFFIX);
+}
+
+/* The sidecar's URL and validator lines match url: 1, validator filled. */
+static int sidecar_matches(const char *path, const char *url, char *validator, size_t cap) {
+  FILE *in = fopen(path, "rb");
+  if (!in) return 0;
+  char line[8192];
+  int ok = fgets(line, sizeof line, in) && strcmp(line, PARTIAL_MAGIC) == 0 &&
+           fgets(line, sizeof line, in) && strlen(line) == strlen(url) + 1 &&
+           strncmp(line, url, strlen(url)) == 0 && fgets(validator, (int)cap, in) &&
+           strlen(validator) > 1 && validator[strlen(validator) - 1] == '\n';
+  fclose(in);
+  if (ok) validator[strlen(validator) - 1] = '\0';
+  return ok;
+}
+
+int outfile_partial_open(outfile *f, const char *url) {
+  char validator[1024];
+  size_t cap = sizeof validator;
+  if (!f->path || (!f->target && inspect_target(f) != 0)) return f->path ? -1 : 0;
+  if (f->in_place) return 0;
+  char *partial = partial_name(f), side[PATH_MAX + 64];
+  if (!partial) return 0;
+  sidecar_name(partial, side, sizeof side);
+  struct stat st;
+  int have = lstat(partial, &st) == 0 && S_ISREG(st.st_mode);
+  if (have && sidecar_matches(side, url, validator, cap)) {
+    /* read too: its bytes are hashed for the digests */
+    f->fd = open(partial, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
+    f->partial = strdup(partial);
+    f->validator = strdup(validator);
+    if (f->fd >= 0 && f->partial && f->validator && lseek(f->fd, 0, SEEK_END) >= 0) {
+      f->tmp = partial;
+      return 1;
+    }
+    free(f->partial);
+    free(f->validator);
+    f->partial = f->validator = NULL;
+    if (f->fd >= 0) close(f->fd);
+    f->fd = -1;
+  }
+  /* another URL's, or one that cannot be continued: it starts over */
+  if (have) unlink(partial);
+  unlink(side);
+  free(partial);
+  return 0;
+}
+
+int outfile_partial_keep(outfile *f, const char *url, const char *validator) {
+  if (!f->tmp || f->fd < 0 || f->in_place || f->append) return -1;
+  char *partial = f->partial ? f->partial : partial_name(f), side[PATH_MAX + 64],
+       tmp[PATH_MAX + 80];
+  int ok = partial != NULL && fsync(f->fd) == 0;
+  ok = close(f->fd) == 0 && ok;
+  f->fd = -1;
+  if (ok && strcmp(f->tmp, partial) != 0 && rename(f->tmp, partial) != 0) ok = 0;
+  if (ok) {
+    /* the sidecar last, whole or not at all: without it the partial is
+     * never continued */
+    sidecar_name(partial, side, sizeof side);
+    snprintf(tmp, sizeof tmp, "%s.tmp", side);
+    FILE *out = fopen(tmp, "wb");
+    ok = out && fprintf(out, "%s%s\n%s\n", PARTIAL_MAGIC, url, validator) > 0;
+    ok = (out && fclose(out) == 0) && ok;
+    if (ok && rename(tmp, side) != 0) ok = 0;
+    if (!ok) unlink(tmp), unlink(partial);
+  }
+  if (!ok) {
+    complain(f, "keeping the partial download", errno);
+    unlink(f->tmp);
+  }
+  if (partial != f->partial) free(partial);
+  free(f->partial);
+  free(f->validator);
+  f->partial = f->validator = NULL;
+  free(f->tmp);
+  f->tmp = NULL;
+  free(f->target);
+  f->target = NULL;
+  f->finished = 1;
+  return ok ? 0 : -1;
+}
+
 int outfile_continue(outfile *f, unsigned long long *size) {
   struct stat st;
   if (!f->path || !(f->target = follow_links(f->path))) {
     fprintf(stderr, "luaretry: -C - continues a file: not standard output\n");
     return -1;
   }
-  f->fd = open(f->target, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, 0666);
+  f->fd = open(f->target, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0666);
   if (f->fd < 0 || fstat(f->fd, &st) != 0 || !S_ISREG(st.st_mode) ||
       lseek(f->fd, 0, SEEK_END) < 0) {
     complain(f, "-C -", f->fd < 0 || S_ISREG(st.st_mode) ? errno : EINVAL);
@@ -308,6 +411,16 @@ int outfile_finish(outfile *f, int keep) {
   ok = f->append     ? finish_append(f, ok)
        : f->in_place ? finish_in_place(f, ok)
                      : finish_replace(f, ok);
+  if (f->partial) {
+    /* continued from an earlier run: kept (renamed) or dropped, its
+     * sidecar goes with it */
+    char side[PATH_MAX + 64];
+    sidecar_name(f->partial, side, sizeof side);
+    unlink(side);
+    free(f->partial);
+    free(f->validator);
+    f->partial = f->validator = NULL;
+  }
   f->finished = 1;
   free(f->target);
   f->target = NULL;

@@ -39,8 +39,12 @@ typedef struct {
   mode_t mode; /* the mode the file gets */
   uid_t uid;   /* the replaced file's owner, kept where we may */
   gid_t gid;
-  int append; /* -C -: written into the file itself, after
+  int append;      /* -C -: written into the file itself, after
                               what it held; kept whatever the outcome */
+  char *partial;   /* .NAME.luaretry-partial beside target: the temporary
+                    is it (resumed across runs), or NULL */
+  char *validator; /* the partial's, as its sidecar says */
+  int across_runs; /* the caller keeps a partial when the call is cut */
 } outfile;
 
 /* Names the target ("-" is standard output); creates nothing yet. */
@@ -68,6 +72,21 @@ int outfile_finish(outfile *f, int keep);
  * the *size bytes it holds; what a failed run wrote stays, for the next
  * -C -, as curl leaves it; a restart empties it.  -1 after a message. */
 int outfile_continue(outfile *f, unsigned long long *size);
+
+/* Resume across runs (a -o FILE GET, see luaretry(1)): a download that
+ * ended by a stop signal or its deadline keeps its bytes under a hidden
+ * name beside FILE, .FILE.luaretry-partial, with .FILE.luaretry-partial.url
+ * holding the URL and the server's validator; FILE itself never holds
+ * half a file.
+ * outfile_partial_open: when both are there and name `url`, the partial
+ * becomes the temporary (appended to, renamed into place when kept): 1,
+ * its validator in f->validator; 0 when there is none to continue (one of
+ * another URL, or unreadable, is removed); -1 after a message. */
+int outfile_partial_open(outfile *f, const char *url);
+/* Keeps what the temporary holds as the partial of url and validator,
+ * instead of dropping it; the outfile is finished.  -1 after a message
+ * (nothing is left then). */
+int outfile_partial_keep(outfile *f, const char *url, const char *validator);
 
 /* An unlinked temporary file in $TMPDIR (or /tmp), read-write, close on
  * exec; -1 with errno. */

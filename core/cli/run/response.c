@@ -43,6 +43,7 @@ void response_init(response *r, const run_args *a, attempt_log *log, outfile *ou
   r->log = log;
   r->out = out;
   r->h = h;
+  progress_init(&r->meter, a, 0);
   if (!a->include && !a->dump_header && !trace_active()) return;
   curl_easy_setopt(h, CURLOPT_DEBUGFUNCTION, on_debug);
   curl_easy_setopt(h, CURLOPT_DEBUGDATA, r);
@@ -64,12 +65,17 @@ static void write_headers(response *r) {
 
 void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   response *r = ud;
+  progress_clear(&r->meter); /* the log line has the line to itself */
   log_attempt(r->log, o, d);
+  if (d->retry) progress_wait(&r->meter, d->wait);
   /* an attempt that failed beside a hedge still running: nothing decided */
   if (!d->retry && d->reason == LUARETRY_REASON_NONE && d->in_flight) return;
   if (o && d->retry) r->len = 0; /* a retried attempt's headers are no one's */
+  if (o) r->suspect = o->error && strstr(o->error, "_mismatch");
   if (d->retry) return;
   if (r->a->fail && d->reason != LUARETRY_REASON_SUCCESS) r->drop = 1;
+  /* bytes known to be other than their server or the user said */
+  if (o && o->error && strstr(o->error, "_mismatch")) r->drop = r->damaged = 1;
   write_headers(r);
 }
 
@@ -79,11 +85,20 @@ int response_restart(void *ud) {
   r->len = 0;
   r->headers_done = 0;
   r->drop = 0;
+  r->counted = 0;
+  progress_attempt(&r->meter, 0);
   return outfile_restart(r->out);
 }
 
 size_t response_sink(void *ud, const char *data, size_t len) {
   response *r = ud;
+  if (r->meter.on && !r->counted) { /* the length, once an answer came */
+    curl_off_t cl = -1;
+    curl_easy_getinfo(r->h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+    r->meter.total = cl > 0 ? (long long)cl : 0;
+    r->counted = 1;
+  }
+  progress_bytes(&r->meter, len);
   if (r->drop) return len;
   write_headers(r);
   return outfile_write(r->out, data, len);
@@ -107,6 +122,7 @@ int response_finish(response *r, const luaretry_decision *final, int status) {
 }
 
 void response_free(response *r) {
+  progress_end(&r->meter);
   free(r->headers);
   free(r->format);
 }

@@ -2,6 +2,7 @@
  * a batch of URLs, a command, or the policy's own run()) and runs a call of
  * it; batch.c, command.c and workflow.c hold the other ways.  Only public
  * API: luaretry.h and luaretry_curl.h. */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +21,7 @@ static int single_url_options(run_args *a) {
     if (!full) return EXIT_POLICY;
     a->url = full;
   }
-  if (!a->remote_name) return 0;
+  if (!a->remote_name || a->output) return 0; /* --remote-name-all -o FILE: FILE */
   char *name = run_args_keep(a, url_file_name(a->url));
   const char *dir = a->output_dir ? a->output_dir : ".";
   size_t n = name ? strlen(dir) + strlen(name) + 2 : 0;
@@ -59,8 +60,10 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   if (a->nwords > 1 || a->urls_file || (a->output_dir && !a->remote_name)) {
     if (a->remote_name && !a->output_dir) a->output_dir = "."; /* -O: curl's folder */
     if (a->continue_at) return cli_usage("run: -C - takes one URL%s", "");
-    if (a->include || a->dump_header || a->write_out || a->fail)
-      return cli_usage("run: -i, -D, -w and -f take one URL%s", "");
+    if (a->checksum) return cli_usage("run: --checksum takes one URL%s", "");
+    if (a->remote_header_name) return cli_usage("run: -J takes one URL%s", "");
+    if (a->include || a->dump_header || a->write_out)
+      return cli_usage("run: -i, -D and -w take one URL%s", "");
     *mode = RUN_BATCH;
     return 0;
   }
@@ -74,18 +77,99 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   return single_url_options(a);
 }
 
+/* The bytes -C - or an earlier run left, for the digests (the sink's ud
+ * is the response). */
+static size_t held_read(void *ud, uint64_t offset, char *buf, size_t len) {
+  const response *r = ud;
+  ssize_t n = pread(r->out->fd, buf, len, (off_t)offset);
+  return n > 0 ? (size_t)n : 0;
+}
+
 /* Every GET resumes a download that ends early; -C - from the end of the
- * file. */
+ * file, an earlier run's partial from its end with its validator. */
 static const luaretry_curl_resume *resume_options(const run_args *a, attempt_log *log,
                                                   const outfile *out, luaretry_curl_resume *r) {
   memset(r, 0, sizeof *r);
   r->note = run_resume_note;
   r->note_ud = log;
-  if (a->continue_at && out->fd >= 0) {
+  r->checksum = a->checksum;
+  if ((a->continue_at || out->partial) && out->fd >= 0) {
     off_t end = lseek(out->fd, 0, SEEK_END);
     r->offset = end > 0 ? (uint64_t)end : 0;
+    r->validator = out->partial ? out->validator : NULL;
+    r->held = held_read;
   }
   return r;
+}
+
+/* -J: the -O file renamed to the name Content-Disposition gives (its last
+ * path segment only), beside it, never over an existing file (curl
+ * refuses that too); 0, or -1 after a message. */
+static int remote_header_name(const char *path, CURL *h) {
+  struct curl_header *hd;
+  if (curl_easy_header(h, "Content-Disposition", 0, CURLH_HEADER, -1, &hd) != CURLHE_OK) return 0;
+  const char *f = strcasestr(hd->value, "filename=");
+  if (!f) return 0;
+  f += 9;
+  int quoted = *f == '"';
+  f += quoted;
+  size_t n = strcspn(f, quoted ? "\"" : "; \t");
+  const char *slash = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (f[i] == '/' || f[i] == '\\') slash = f + i;
+  if (slash) n -= (size_t)(slash + 1 - f), f = slash + 1;
+  if (n == 0 || f[0] == '.') return 0; /* no name, or a hidden one: the URL's stays */
+  const char *end = strrchr(path, '/');
+  size_t dir = end ? (size_t)(end - path) + 1 : 0;
+  char *to = malloc(dir + n + 1);
+  if (!to) return -1;
+  snprintf(to, dir + n + 1, "%.*s%.*s", (int)dir, path, (int)n, f);
+  int rc = 0;
+  if (link(path, to) != 0) {
+    fprintf(stderr, "luaretry: -J: %s is not written over%s%s; the body is in %s\n", to,
+            errno == EEXIST ? "" : ": ", errno == EEXIST ? "" : strerror(errno), path);
+    rc = -1;
+  } else {
+    unlink(path);
+  }
+  free(to);
+  return rc;
+}
+
+/* The validator of what the sink holds when the call was cut, as the last
+ * answer on h names it: a 200 or 206 (itself proof of ranges) with
+ * Accept-Ranges and a strong ETag, else a Last-Modified; NULL: none. */
+static const char *cut_validator(CURL *h) {
+  long code = 0;
+  struct curl_header *e;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+  if (code != 200 && code != 206) return NULL;
+  if (code == 200 && (curl_easy_header(h, "Accept-Ranges", 0, CURLH_HEADER, -1, &e) != CURLHE_OK ||
+                      !strstr(e->value, "bytes")))
+    return NULL;
+  if (curl_easy_header(h, "ETag", 0, CURLH_HEADER, -1, &e) == CURLHE_OK && e->value[0] == '"')
+    return e->value;
+  if (curl_easy_header(h, "Last-Modified", 0, CURLH_HEADER, -1, &e) == CURLHE_OK && e->value[0])
+    return e->value;
+  return NULL;
+}
+
+/* A call cut by a stop signal or its deadline keeps its bytes for the
+ * next run (outfile.h), when they are the resource's, from its byte 0. */
+static void keep_partial(const run_args *a, const luaretry_decision *final, CURL *h,
+                         const response *r, outfile *out) {
+  if (!out->across_runs || r->suspect || out->fd < 0 ||
+      (final->reason != LUARETRY_REASON_CANCELLED && final->reason != LUARETRY_REASON_DEADLINE))
+    return;
+  long code = 0;
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+  /* cut before any answer: an earlier run's partial stays as it was */
+  const char *validator = code == 0 && out->partial ? out->validator : cut_validator(h);
+  if (!validator || lseek(out->fd, 0, SEEK_END) <= 0) return;
+  char *url = url_redacted(a->url);
+  if (url && outfile_partial_keep(out, url, validator) == 0 && r->log->verbosity > 0)
+    fprintf(stderr, "luaretry: %s: the partial download is kept for the next run\n", url);
+  free(url);
 }
 
 /* run POLICY URL: the request through the libcurl helper, with curl's
@@ -105,7 +189,7 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
   response_init(&r, a, log, out, h);
   luaretry_code rc = LUARETRY_E_ARG; /* a usage error, already told */
   if (applied && (!a->write_out || writeout_load(a->write_out, &r.format) == 0)) {
-    luaretry_call_observe(c, response_observe, &r);
+    luaretry_call_on_decision(c, response_observe, &r);
     luaretry_curl_options co;
     luaretry_curl_options_init(&co);
     co.sink = response_sink;
@@ -119,6 +203,7 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     }
     rc = luaretry_curl_perform(p, c, h, &req, &co, final);
   }
+  if (rc == LUARETRY_OK) keep_partial(a, final, h, &r, out);
   if (rc == LUARETRY_OK) {
     /* the body in place first: -w comes after it, as curl writes it */
     int status = cli_exit_status(final->reason);
@@ -127,7 +212,11 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     int keep = status == EXIT_OK || (!out->path && decided && !a->fail) ||
                (a->fail_with_body && decided && code > 0); /* curl's: the answer, to -o too */
+    if (r.damaged) keep = 0;
     if (outfile_finish(out, keep) != 0 && status == EXIT_OK) rc = LUARETRY_E_IO;
+    if (rc == LUARETRY_OK && status == EXIT_OK && a->remote_header_name && out->path &&
+        remote_header_name(out->path, h) != 0)
+      rc = LUARETRY_E_IO;
     if (rc == LUARETRY_OK && response_finish(&r, final, status) != status) rc = LUARETRY_E_IO;
   }
   response_free(&r);
@@ -188,7 +277,7 @@ static int call_error(luaretry_policy *p, luaretry_call *c, run_mode mode, const
  * curl shows an error page. */
 static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attempt_log *log,
                     upload *body, outfile *out, luaretry_call **c, luaretry_decision *final,
-                    int *decided) {
+                    int *decided, int *command_status) {
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
   if (a->has_seed) opt.flags |= LUARETRY_CALL_SEED, opt.seed = a->seed;
@@ -199,7 +288,7 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
     return EXIT_POLICY;
   }
-  luaretry_call_observe(*c, log_attempt, log);
+  luaretry_call_on_decision(*c, log_attempt, log);
   cli_cancel_on_signal(*c, NULL);
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
@@ -212,7 +301,8 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
     else if (mode == RUN_WORKFLOW)
       rc = workflow_run(a, p, *c, log, out, final);
     else
-      rc = command_run(*c, a->command, stdin_fd, a->stdout_live, out, final);
+      rc = command_run(*c, a->command, stdin_fd, a->stdout_live, a->before_retry, out, final,
+                       command_status);
   }
   cli_cancel_on_signal(NULL, NULL);
   if (stdin_fd >= 0) close(stdin_fd);
@@ -227,6 +317,43 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
     fprintf(stderr, "luaretry: before attempt 1: %s (%s): %s\n",
             luaretry_reason_name(final->reason), final->rule, final->message);
   return cli_exit_status(final->reason);
+}
+
+/* -w for a command: what a command has (%{exitcode}, %{num_attempts},
+ * %{time_total}, %{verdict}); a variable of HTTP's is a usage error, never
+ * an empty field.  0 or a usage status. */
+static int command_writeout(const run_args *a, char **format) {
+  static const char *const OK[] = { "exitcode}", "num_attempts}", "time_total}", "verdict}" };
+  if (writeout_load(a->write_out, format) != 0) return EXIT_USAGE;
+  for (const char *s = *format; (s = strstr(s, "%{")) != NULL; s += 2) {
+    if (s > *format && s[-1] == '%') continue; /* %%{: text */
+    int ok = 0;
+    for (size_t k = 0; k < sizeof OK / sizeof OK[0]; k++)
+      ok |= !strncmp(s + 2, OK[k], strlen(OK[k]));
+    if (!ok) {
+      char name[64];
+      snprintf(name, sizeof name, "%.*s", (int)strcspn(s, "}") + 1, s);
+      free(*format);
+      *format = NULL;
+      return cli_usage(
+        "run: -w: a command has %%{exitcode}, %%{num_attempts}, %%{time_total} "
+        "and %%{verdict}, not %s",
+        name);
+    }
+  }
+  if (strstr(*format, "%header{")) {
+    free(*format);
+    *format = NULL;
+    return cli_usage("run: -w: a command has no %%header{NAME}%s", "");
+  }
+  return 0;
+}
+
+/* A -o FILE (or -O) GET of one URL keeps what it got when it is cut, and
+ * continues it in the next run (outfile.h). */
+static int across_runs(const run_args *a, run_mode mode) {
+  return mode == RUN_URL && a->output && strcmp(a->output, "-") != 0 && !a->continue_at &&
+         !a->data && !a->upload_file && (!a->method || strcmp(a->method, "GET") == 0);
 }
 
 /* One call: its log, its body (-d) and its output (-o, or standard output). */
@@ -247,19 +374,34 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   luaretry_call *c = NULL;
   luaretry_decision final;
   memset(&final, 0, sizeof final);
-  int decided = 0;
+  int decided = 0, command_status = -1;
+  char *format = NULL; /* a command's -w */
   int status = a->data ? data_open(a, &body) : 0;
+  if (status == 0 && mode == RUN_COMMAND && a->write_out) status = command_writeout(a, &format);
   if (status == 0 && a->create_dirs && a->output && strcmp(a->output, "-") != 0 &&
       create_dirs(a->output, 0, "-o") != 0)
     status = EXIT_USAGE;
   unsigned long long held = 0;
-  if (status == 0 && (a->continue_at ? outfile_continue(&out, &held) : outfile_create(&out)) != 0)
+  out.across_runs = across_runs(a, mode);
+  char *url = out.across_runs ? url_redacted(a->url) : NULL;
+  int partial = status == 0 && url ? outfile_partial_open(&out, url) : 0;
+  free(url);
+  if (partial < 0) status = EXIT_USAGE;
+  if (status == 0 && !partial &&
+      (a->continue_at ? outfile_continue(&out, &held) : outfile_create(&out)) != 0)
     status = EXIT_USAGE;
-  if (status == 0) status = run_call(a, p, mode, &log, &body, &out, &c, &final, &decided);
+  if (status == 0)
+    status = run_call(a, p, mode, &log, &body, &out, &c, &final, &decided, &command_status);
+  if (mode == RUN_COMMAND) status = retryopts_exit_status(a, status, &final, command_status);
   /* a file only on success; standard output shows the final attempt's,
    * unless -f asked for none on failure (as curl's --fail) */
   int keep = status == EXIT_OK || (!out.path && decided && !a->fail);
   if (outfile_finish(&out, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
+  if (format) { /* after the output, as a URL's -w */
+    writeout_info w = { NULL, &final, 0, status };
+    writeout_print(stdout, format, &w);
+    free(format);
+  }
   report_end(a, p, log.json, final.reason, final.attempt, status);
   luaretry_call_free(c);
   upload_close(&body);
@@ -281,17 +423,19 @@ static int stall_default(const run_args *a, luaretry_policy *p) {
 
 /* libcurl set up and the policy loaded around the run. */
 static int run_loaded(run_args *a) {
+  cli_store store;
+  int status = cli_fleet_store(a->fleet, a->redis, &store);
+  if (status != 0) return status;
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
     fprintf(stderr, "luaretry: cannot initialise libcurl\n");
     return EXIT_POLICY;
   }
-  int status = EXIT_POLICY;
-  const char *from;
-  const char *redis = cli_redis_url(a->redis, &from);
+  status = EXIT_POLICY;
   luaretry_policy *p =
-    cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0, redis, from, &status);
+    cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0, &store, &status);
   /* -q shows no policy warnings, but this one (-s: nothing at all) */
-  if (p && redis && a->verbosity == 0 && a->show_error) cli_fleet_warn_unshared(p, from);
+  if (p && store.field && a->verbosity == 0 && a->show_error)
+    cli_fleet_warn_unshared(p, store.from);
   run_mode mode = RUN_URL;
   if (p && (status = choose_mode(a, p, &mode)) == 0 && trace_open(a) != 0)
     status = EXIT_USAGE;
@@ -300,7 +444,7 @@ static int run_loaded(run_args *a) {
     if (mode == RUN_COMMAND && !a->policy_defaulted && a->verbosity > 0)
       command_policy_check(p, a->policy);
     cli_fleet_start(p);
-    if (curlopts_begin(a) != 0) {
+    if (curlopts_begin(a, mode != RUN_WORKFLOW) != 0) {
       fprintf(stderr, "luaretry: -b, -c or --resolve: out of memory\n");
       status = EXIT_POLICY;
     } else {

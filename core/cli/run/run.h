@@ -47,7 +47,7 @@ spool_status spool_input(int src, const char *what, double seconds, int *out_fd,
 #define MAX_DATA      64
 #define MAX_FORMS     64
 #define MAX_RESOLVE   32
-#define MAX_TIMES     8
+#define MAX_TIMES     16
 #define TIME_SET_SIZE 64
 
 /* -d/--data (@FILE loses its CR and LF, as curl's does), --data-binary
@@ -70,7 +70,7 @@ typedef struct {
   int capwords;           /* room in words */
   const char *urls_file;  /* --urls FILE */
   const char *output_dir; /* --output-dir DIR */
-  long parallel;          /* --parallel N; 0: not given */
+  long parallel;          /* --parallel-max N (or -Z: 50); 0: not given */
   char **command;         /* after --; NULL: none */
   const char *method;
   const char *data;               /* the first -d (any kind), or NULL: no body */
@@ -79,6 +79,7 @@ typedef struct {
   const char *output;
   const char *log_json;
   const char *redis; /* --redis URL (fleet_cmd.c: else LUARETRY_REDIS) */
+  const char *fleet; /* --fleet local (fleet_cmd.c: else LUARETRY_FLEET) */
   uint64_t seed;
   int has_seed;
   int verbosity;  /* 0 -q or -s, 1 normal, 2 -v */
@@ -109,6 +110,7 @@ typedef struct {
   long speed_limit;             /* --speed-limit BYTES; 0: not given */
   double speed_time;            /* --speed-time SECONDS; 0: not given */
   int continue_at;              /* -C -: a partial -o file is continued */
+  const char *checksum;         /* --checksum ALG=HEX, or NULL */
   int remote_name;              /* -O, --remote-name-all: the URL's own name */
   int get;                      /* -G: -d's data goes in the URL's query */
   const char *upload_file;      /* -T FILE (PUT, sent whole every attempt) */
@@ -121,9 +123,23 @@ typedef struct {
   const char *proxy;                /* -x URL */
   const char *resolve[MAX_RESOLVE]; /* --resolve HOST:PORT:ADDR */
   int nresolve;
-  int parallel_z;   /* -Z: a batch in parallel, curl's 50 at once */
-  int config_depth; /* -K inside -K */
-  char **owned;     /* strings made for the options (-K's words) */
+  int parallel_z; /* -Z, --parallel: a batch in parallel, curl's 50 at once */
+  /* curl's other options (curlopts.c) */
+  int progress;           /* PROGRESS_AUTO (a terminal), _OFF, _BAR (-#) */
+  int remote_header_name; /* -J: -O's file named by Content-Disposition */
+  const char *referer;    /* -e URL[;auto] */
+  int ip_version;         /* -4, -6; 0: either */
+  int http_version;       /* --http1.1: 11, --http2: 2; 0: libcurl's */
+  int tls_min;            /* --tlsv1.2: 12, --tlsv1.3: 13; 0: libcurl's */
+  long long limit_rate;   /* --limit-rate, bytes per second, each attempt; 0: none */
+  long long max_filesize; /* --max-filesize: a larger body is final; 0: none */
+  int fail_early;         /* --fail-early: a batch ends at its first final failure */
+  /* a command's rules without Lua (retryopts.c) */
+  int command_rules;        /* --retry-on-exit and the like: for -- COMMAND only */
+  const char *before_retry; /* --before-retry CMD: sh -c CMD before each retry */
+  int exit_command;         /* --exit-status command: the final attempt's own status */
+  int config_depth;         /* -K inside -K */
+  char **owned;             /* strings made for the options (-K's words) */
   int nowned, capowned;
 } run_args;
 
@@ -137,6 +153,38 @@ char *run_args_keep(run_args *a, char *s);
 /* One option (argv[*i], its value next) or a word, as on the command line;
  * -K's lines come through here.  0, or a usage status. */
 int parse_word(run_args *a, int argc, char **argv, int *i);
+
+#define PROGRESS_AUTO 0
+#define PROGRESS_OFF  1
+#define PROGRESS_BAR  2
+
+/* ---- retryopts.c: curl's retry options and a command's rules, as --set
+ * overrides of the policy's fields and options */
+
+/* The overrides an option stands for, for args.c to place among the
+ * --set ones (field=value, in order). */
+typedef struct {
+  const char *field[3];
+  const char *value[3];
+  int n;
+  char number[24]; /* --retry's N+1 */
+} retry_sets;
+
+/* --retry N (max_attempts N+1), --retry-delay S (a constant backoff of
+ * S); 0 or a usage status. */
+int retryopts_curl(retry_sets *s, const char *opt, const char *v);
+/* --retry-all-errors: options.retry_all_errors=true (http, command). */
+int retryopts_all_errors(retry_sets *s);
+/* --limit-rate and --max-filesize: bytes, curl's k/m/g suffixes (1024), above 0. */
+int retryopts_size(const char *opt, const char *v, long long *out);
+/* --retry-on-exit, --final-on-exit LIST; --retry-if-output,
+ * --final-if-output PATTERN; --before-retry CMD; --exit-status command|luaretry. */
+int retryopts_command(run_args *a, retry_sets *s, const char *opt, char *v);
+/* The exit status of `run -- CMD` under --exit-status command: the final
+ * attempt's own when the command ran to its end and luaretry did not stop
+ * it (status: luaretry's own). */
+int retryopts_exit_status(const run_args *a, int status, const luaretry_decision *final,
+                          int command_status);
 
 /* ---- config.c: -K FILE, curl's config syntax */
 
@@ -180,8 +228,12 @@ int data_open(const run_args *a, upload *u);
  * --compressed); 0, or -1 after a message. */
 int curlopts_apply(const run_args *a, CURL *h);
 /* Before the first attempt: -b's cookie file read into a store all the
- * call's handles share (one read, at the start); 0 or -1 after a message. */
-int curlopts_begin(const run_args *a);
+ * call's handles share (one read, at the start); with scope_cookies,
+ * -b NAME=VALUE's cookies are the first host's only (of a->url, or of
+ * each URL of a batch through curlopts_cookies_for); 0 or -1. */
+int curlopts_begin(const run_args *a, int scope_cookies);
+/* -b NAME=VALUE's cookies for url's host, in the shared store; 0 or -1. */
+int curlopts_cookies_for(const run_args *a, const char *url);
 /* The store of -b and -c, or NULL: set on every handle of a batch. */
 CURLSH *curlopts_share(void);
 /* After the last: -c's jar written from that store (once, at the end),
@@ -253,6 +305,38 @@ typedef struct {
 int writeout_load(const char *arg, char **format);
 void writeout_print(FILE *f, const char *format, const writeout_info *w);
 
+/* ---- progress.c: the meter of one transfer, the status line of a batch */
+
+typedef struct {
+  int on;    /* standard error is a terminal, and neither -s nor --no-progress-meter */
+  int bar;   /* -#: a bar */
+  int batch; /* the batch's status line, not a transfer's meter */
+  int drawn; /* the line is on the terminal now */
+  double start, last_draw;
+  long long bytes;         /* every attempt's */
+  long long attempt_bytes; /* this attempt's */
+  long long total;         /* this attempt's Content-Length; 0: unknown */
+  int attempt;
+  double waiting_until; /* the next attempt's time; 0: not waiting */
+  long done, failed, in_flight, waiting, throttled, total_urls;
+} progress;
+
+void progress_init(progress *p, const run_args *a, int batch);
+/* Redraws the line (at most ten times a second unless force). */
+void progress_update(progress *p, int force);
+/* Takes the line off the terminal, before another line is written there. */
+void progress_clear(progress *p);
+void progress_bytes(progress *p, size_t n);
+/* A new attempt, its body's length (0: unknown). */
+void progress_attempt(progress *p, long long total);
+/* Between attempts: "retry N in S s". */
+void progress_wait(progress *p, double seconds);
+void progress_end(progress *p);
+/* The meter on the terminal, if any, takes its line off (for a log line). */
+void progress_yield(void);
+/* Seconds since progress_init(). */
+double progress_elapsed(const progress *p);
+
 /* ---- response.c: -i, -D, -w and -f around one URL's body */
 
 typedef struct {
@@ -265,7 +349,11 @@ typedef struct {
   int failed;       /* out of memory: the rest is dropped */
   int headers_done; /* written before the body */
   int drop;         /* -f and the call failed: no body */
+  int damaged;      /* the final body did not match its digest: written nowhere */
+  int suspect;      /* the last attempt's did not: no partial is kept of it */
   char *format;     /* -w, from writeout_load(); owned */
+  progress meter;   /* on a terminal */
+  int counted;      /* this attempt's length told to the meter */
 } response;
 
 void response_init(response *r, const run_args *a, attempt_log *log, outfile *out, CURL *h);
@@ -327,9 +415,12 @@ void report_end(const run_args *a, const luaretry_policy *p, FILE *json, luaretr
 /* command.c: run POLICY -- COMMAND, each attempt a child process group;
  * stdin_fd (or -1: luaretry's own standard input) is given whole to every
  * attempt; its error output passes through as it comes, its standard
- * output too with live_stdout, else into `out`. */
+ * output too with live_stdout, else into `out`; before_retry (NULL: none)
+ * runs with sh -c before each retry; *last_status: the last attempt's own
+ * exit status, -1 when it did not run to its end. */
 luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, int live_stdout,
-                          outfile *out, luaretry_decision *final);
+                          const char *before_retry, outfile *out, luaretry_decision *final,
+                          int *last_status);
 /* command.c: one warning line when p's classifier never retries a failed
  * command (exit 1 judged final), naming the `command` policy. */
 void command_policy_check(luaretry_policy *p, const char *policy);

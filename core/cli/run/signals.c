@@ -1,7 +1,7 @@
 /* signals.c: exit statuses, and the stop signals as a cancel.
  *
- * SIGINT, SIGTERM, SIGHUP and SIGQUIT cancel the call (or batch) in
- * progress through the public cancel functions, which are safe in a signal
+ * SIGINT, SIGTERM, SIGHUP and SIGQUIT, unless ignored at start (nohup),
+ * cancel the call (or batch) in progress through the public cancel functions, which are safe in a signal
  * handler; the call then ends with its reason "cancelled", everything
  * unwinds (a temporary output file is removed) and the command exits 130.
  * A second stop signal also kills a running command's process group at
@@ -34,13 +34,40 @@ static void on_signal(int sig) {
   if (g > 0 && stops >= 2) kill(-g, SIGKILL);
 }
 
+/* The signals whose disposition at start is noted, and which of them were
+ * ignored then: nohup ignores SIGHUP, a shell's background job SIGINT and
+ * SIGQUIT.  An ignored stop signal stays ignored, here and in a command's
+ * child, as curl and retry(1) leave it. */
+static const int NOTED[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE };
+static int ignored_at_start[sizeof NOTED / sizeof NOTED[0]];
+
+/* Read once, before any handler of ours is installed. */
+static void note_start(void) {
+  static int noted;
+  if (noted) return;
+  noted = 1;
+  for (size_t i = 0; i < sizeof NOTED / sizeof NOTED[0]; i++) {
+    struct sigaction old;
+    ignored_at_start[i] = sigaction(NOTED[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN;
+  }
+}
+
+int cli_signal_ignored_at_start(int sig) {
+  note_start();
+  for (size_t i = 0; i < sizeof NOTED / sizeof NOTED[0]; i++)
+    if (NOTED[i] == sig) return ignored_at_start[i];
+  return 0;
+}
+
 void cli_on_stop_signals(void (*handler)(int)) {
   static const int STOP[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+  note_start();
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = handler;
   sigemptyset(&sa.sa_mask);
-  for (size_t i = 0; i < sizeof STOP / sizeof STOP[0]; i++) sigaction(STOP[i], &sa, NULL);
+  for (size_t i = 0; i < sizeof STOP / sizeof STOP[0]; i++)
+    if (!cli_signal_ignored_at_start(STOP[i])) sigaction(STOP[i], &sa, NULL);
   signal(SIGPIPE, SIG_IGN); /* a closed pipe is a write error, not a death */
 }
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli/cli.h"
 #include "run.h"
@@ -114,6 +115,16 @@ int writeout_load(const char *arg, char **format) {
   return status;
 }
 
+/* A URL as every other output shows it: without its user name and
+ * password (curl's -w prints them). */
+static void put_url(FILE *f, const char *url) {
+  if (!url) return;
+  char *clean = url_redacted(url);
+  if (!clean) clean = url_redacted_rough(url);
+  if (clean) fputs(clean, f);
+  free(clean);
+}
+
 static void print_variable(FILE *f, variable v, const writeout_info *w) {
   long n = 0;
   char *s = NULL;
@@ -136,7 +147,10 @@ static void print_variable(FILE *f, variable v, const writeout_info *w) {
   case W_EXITCODE: fprintf(f, "%d", w->exit_status); break;
   case W_VERDICT: fputs(luaretry_reason_name(w->final->reason), f); break;
   }
-  if (s) fputs(s, f);
+  if (v == W_URL_EFFECTIVE || v == W_REDIRECT_URL)
+    put_url(f, s);
+  else if (s)
+    fputs(s, f);
 }
 
 static void print_header(FILE *f, const char *name, size_t n, CURL *h) {
@@ -145,7 +159,12 @@ static void print_header(FILE *f, const char *name, size_t n, CURL *h) {
   memcpy(buf, name, n);
   buf[n] = '\0';
   struct curl_header *hd;
-  if (curl_easy_header(h, buf, 0, CURLH_HEADER, -1, &hd) == CURLHE_OK) fputs(hd->value, f);
+  if (curl_easy_header(h, buf, 0, CURLH_HEADER, -1, &hd) != CURLHE_OK) return;
+  /* a URL the server sends back is shown as the URL variables are */
+  if (strcasecmp(buf, "location") == 0 || strcasecmp(buf, "content-location") == 0)
+    put_url(f, hd->value);
+  else
+    fputs(hd->value, f);
 }
 
 static const char *escape(FILE *f, const char *p) {

@@ -95,10 +95,13 @@ static int simulate_process(luaretry_policy *p, const char *path, luaretry_herd_
 }
 
 int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, double outage,
-                       uint64_t seed, int status, int json, int process) {
+                       uint64_t seed, int status, int json, int process, int local) {
   luaretry_herd_options o = {
     .clients = clients, .outage = outage, .seed = seed, .outage_status = status
   };
+  /* the local store has no batches: a microsecond's sync counts each
+   * outcome at once, as its compare-and-swap does */
+  if (local) o.sync = 1e-6;
   if (process) return simulate_process(p, path, &o, json);
   luaretry_herd_result own, fleet;
   luaretry_code rc = luaretry_simulate_herd(p, &o, &own);
@@ -114,6 +117,7 @@ int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, doubl
   luaretry_policy_tuning(p, &t);
   char sync[64] = "none";
   luaretry_policy_get(p, "fleet.sync", sync, sizeof sync);
+  if (local) snprintf(sync, sizeof sync, "0");
   if (json) {
     printf("{\"clients\":%ld,\"outage\":%g,\"seed\":%llu,\"sync_ms\":%s,", clients, outage,
            (unsigned long long)seed, sync);
@@ -135,7 +139,10 @@ int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, doubl
         "nothing to share)\n");
     print_text("own guards (a process each):", &own);
     char what[128];
-    snprintf(what, sizeof what, "fleet guards (synced every %s ms):", sync);
+    if (local)
+      snprintf(what, sizeof what, "fleet guards (the local store: each outcome at once):");
+    else
+      snprintf(what, sizeof what, "fleet guards (synced every %s ms):", sync);
     print_text(what, &fleet);
     /* the rate limiter shows in time, not in attempts */
     printf("  the last attempt at: own guards %.3f s, fleet guards %.3f s\n", own.last_attempt,

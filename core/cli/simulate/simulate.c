@@ -298,6 +298,7 @@ typedef struct {
   long long attempts, seed, clients, status;
   double outage;
   int json, have_outage, fleet, process;
+  int local;           /* --fleet local: the local store's model (each outcome at once) */
   const char *latency; /* --latency SPEC */
   luaretry_latency_options lat;
   long long calls; /* --calls N */
@@ -371,6 +372,8 @@ static int parse_simulate(int argc, char **argv, simulate_args *a) {
     for (int k = 0; with_value[k]; k++) takes |= strcmp(s, with_value[k]) == 0;
     if (strcmp(s, "--json") == 0)
       a->json = 1;
+    else if (strcmp(s, "--fleet") == 0 && i + 1 < argc && strcmp(argv[i + 1], "local") == 0)
+      a->fleet = a->local = 1, i++;
     else if (strcmp(s, "--fleet") == 0)
       a->fleet = 1;
     else if (strcmp(s, "--process") == 0)
@@ -463,7 +466,7 @@ int cli_simulate(int argc, char **argv) {
       status = cli_simulate_latency(p, &a.lat, a.json);
     } else if (a.fleet || a.process)
       status = cli_simulate_fleet(p, a.path, (long)a.clients, a.outage, (uint64_t)a.seed,
-                                  (int)a.status, a.json, a.process);
+                                  (int)a.status, a.json, a.process, a.local);
     else
       status = a.clients ? simulate_herd(p, &a) : simulate_schedule(p, &a);
     if (fflush(stdout) != 0) status = EXIT_POLICY;

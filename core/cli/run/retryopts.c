@@ -1,0 +1,182 @@
+/* retryopts.c: the options that set the policy from the command line
+ * without Lua.  curl's retry options become the fields curl's meaning
+ * maps to (--retry N: max_attempts N+1; --retry-delay S: a constant
+ * backoff of S, no jitter); a command's rules become the `command`
+ * policy's options (final_exit_codes, retry_exit_codes, final_if_output,
+ * retry_if_output), each a --set override in its place among the others,
+ * so a later --set still wins.  --exit-status command gives the final
+ * attempt's own exit status, as Debian's retry(1) does. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "run.h"
+
+/* One more override for args.c to place among the --set ones. */
+static int add_set(retry_sets *s, const char *field, const char *value) {
+  s->field[s->n] = field;
+  s->value[s->n] = value;
+  s->n++;
+  return 0;
+}
+
+static int usage2(const char *opt, const char *v, const char *expected) {
+  char what[160];
+  snprintf(what, sizeof what, "run: %s %%s: expected %s", opt, expected);
+  return cli_usage(what, v);
+}
+
+int retryopts_curl(retry_sets *a, const char *opt, const char *v) {
+  char *end;
+  errno = 0;
+  if (strcmp(opt, "--retry") == 0) {
+    long n = strtol(v, &end, 10);
+    if (end == v || *end || errno || n < 0 || n > 100000)
+      return usage2(opt, v, "a whole number of retries, 0 or more");
+    snprintf(a->number, sizeof a->number, "%ld", n + 1);
+    return add_set(a, "max_attempts", a->number);
+  }
+  double s = strtod(v, &end);
+  if (end == v || *end || errno || !(s >= 0) || !isfinite(s) || s > 1e6)
+    return usage2(opt, v, "seconds, 0 or more");
+  int rc = add_set(a, "backoff.kind", "constant");
+  if (rc == 0) rc = add_set(a, "backoff.initial", v);
+  if (rc == 0) rc = add_set(a, "backoff.jitter", "none");
+  return rc;
+}
+
+int retryopts_all_errors(retry_sets *s) { return add_set(s, "options.retry_all_errors", "true"); }
+
+int retryopts_size(const char *opt, const char *v, long long *out) {
+  char *end;
+  errno = 0;
+  double x = strtod(v, &end);
+  double unit = 1;
+  if (end != v && *end && !end[1]) {
+    const char *units = "kKmMgG";
+    const char *u = strchr(units, *end);
+    if (u) unit = pow(1024, (double)((u - units) / 2 + 1)), end++;
+  }
+  if (end == v || *end || errno || !(x > 0) || !isfinite(x) || x * unit > 9e18 || x * unit < 1)
+    return usage2(opt, v, "bytes above 0 (a k, m or g suffix: 1024s)");
+  *out = (long long)(x * unit);
+  return 0;
+}
+
+/* "75, 1 2": exit statuses 0 to 255, commas or blanks between them. */
+static int exit_list(const char *opt, const char *v) {
+  const char *s = v;
+  int n = 0;
+  while (*s) {
+    s += strspn(s, " ,");
+    if (!*s) break;
+    char *end;
+    errno = 0;
+    long code = strtol(s, &end, 10);
+    if (end == s || (*end && !strchr(" ,", *end)) || errno || code < 0 || code > 255)
+      return usage2(opt, v, "exit statuses from 0 to 255, separated by commas");
+    s = end, n++;
+  }
+  return n ? 0 : usage2(opt, v, "exit statuses from 0 to 255, separated by commas");
+}
+
+/* A bracket class from p (after its '['); the byte after its ']', or NULL. */
+static const char *class_end(const char *p) {
+  if (*p == '^') p++;
+  do {
+    if (!*p) return NULL;
+    if (*p++ == '%' && !*p++) return NULL;
+  } while (*p != ']');
+  return p + 1;
+}
+
+/* Whether p is a Lua pattern that compiles (string.find's errors: a
+ * trailing '%', an unclosed '[', %b without two characters, %f without
+ * '[', unbalanced captures, a back reference to no closed capture);
+ * *why says which. */
+static int pattern_ok(const char *p, const char **why) {
+  int open[32], depth = 0, captures = 0, closed = 0;
+  if (*p == '^') p++;
+  while (*p) {
+    if (*p == '(') {
+      if (depth == 32 || captures == 32) return *why = "too many captures", 0;
+      open[depth++] = captures++;
+      p += p[1] == ')' ? 2 : 1; /* () is a position capture */
+      if (p[-1] == ')') depth--, closed |= 1 << open[depth];
+      continue;
+    }
+    if (*p == ')') {
+      if (!depth) return *why = "invalid pattern capture (a ')' without '(')", 0;
+      closed |= 1 << open[--depth];
+      p++;
+      continue;
+    }
+    if (*p == '[') {
+      if (!(p = class_end(p + 1))) return *why = "malformed pattern (missing ']')", 0;
+    } else if (*p == '%') {
+      char c = p[1];
+      if (!c) return *why = "malformed pattern (ends with '%')", 0;
+      if (c == 'b') {
+        if (!p[2] || !p[3]) return *why = "missing arguments to '%b'", 0;
+        p += 4;
+        continue;
+      }
+      if (c == 'f') {
+        if (p[2] != '[') return *why = "missing '[' after '%f' in pattern", 0;
+        if (!(p = class_end(p + 3))) return *why = "malformed pattern (missing ']')", 0;
+        continue;
+      }
+      if (c >= '1' && c <= '9' && !(closed & (1 << (c - '1'))))
+        return *why = "invalid capture index", 0;
+      p += 2;
+    } else {
+      p++;
+    }
+    if (*p == '*' || *p == '+' || *p == '-' || *p == '?') p++;
+  }
+  if (depth) return *why = "unfinished capture", 0;
+  return 1;
+}
+
+int retryopts_command(run_args *a, retry_sets *s, const char *opt, char *v) {
+  const char *why = NULL;
+  if (strcmp(opt, "--retry-on-exit") == 0 || strcmp(opt, "--final-on-exit") == 0) {
+    int rc = exit_list(opt, v);
+    if (rc) return rc;
+    a->command_rules = 1;
+    return add_set(s, opt[2] == 'r' ? "options.retry_exit_codes" : "options.final_exit_codes", v);
+  }
+  if (strcmp(opt, "--retry-if-output") == 0 || strcmp(opt, "--final-if-output") == 0) {
+    if (!v[0]) return usage2(opt, v, "a Lua pattern (luaretry-policy(5)), not empty");
+    if (!pattern_ok(v, &why)) {
+      char what[512];
+      snprintf(what, sizeof what, "run: %s '%s': %s", opt, v, why);
+      return cli_usage("%s", what);
+    }
+    a->command_rules = 1;
+    return add_set(s, opt[2] == 'r' ? "options.retry_if_output" : "options.final_if_output", v);
+  }
+  if (strcmp(opt, "--before-retry") == 0) {
+    if (!v[0]) return usage2(opt, v, "a command for sh -c");
+    a->before_retry = v;
+    return 0;
+  }
+  /* --exit-status */
+  if (strcmp(v, "command") != 0 && strcmp(v, "luaretry") != 0)
+    return usage2(opt, v, "command (the final attempt's own) or luaretry");
+  a->exit_command = strcmp(v, "command") == 0;
+  return 0;
+}
+
+int retryopts_exit_status(const run_args *a, int status, const luaretry_decision *final,
+                          int command_status) {
+  if (!a->exit_command || !a->command) return status;
+  /* luaretry's own stops win: the deadline, a guard, a policy error, a
+   * usage error, an interruption; and a call that never ran the command */
+  if (status != EXIT_OK && status != EXIT_FINAL && status != EXIT_EXHAUSTED) return status;
+  if (final->attempt == 0 || command_status < 0) return status;
+  return command_status;
+}

@@ -1,0 +1,83 @@
+/* worker.c: the handle's own thread.  Every round trip the engine's
+ * questions need (a batch after a failure or once per sync period, a
+ * half-open breaker's probe permit, a block of the rate limiter's slots)
+ * is made here, so that a call's steps never wait for Redis: they kick the
+ * worker and decide at once with what is known (the last sync's state and
+ * this process's counts since, or the local guards).
+ *
+ * Started by the first kick (a handle nobody uses costs no thread), ended
+ * by lr_fleet_flush or lr_fleet_free (a round trip under way is cut short:
+ * its batch is dropped, as a failed one's is).  It blocks every signal (the host's handlers run on
+ * the host's threads) and never calls into the host: the health changes it
+ * notices are told by the next call into the handle on a caller's thread
+ * (lr_fleet_tell).  A fork's child has no worker and its handle makes no
+ * round trip (the connection is the parent's): its calls are decided by
+ * the local guards. */
+#include <signal.h>
+#include <unistd.h>
+
+#include "fleet_internal.h"
+
+int lr_fleet_owned(const lr_fleet *f) { return getpid() == f->pid; }
+
+static void *work(void *ud) {
+  lr_fleet *f = ud;
+  pthread_mutex_lock(&f->wlock);
+  for (;;) {
+    while (!f->wstop && !f->wwork) pthread_cond_wait(&f->wcond, &f->wlock);
+    if (f->wstop) break;
+    int asked = f->wwork;
+    lr_fleet_work_fn fn[3] = { f->wfn[0], f->wfn[1], f->wfn[2] };
+    f->wwork = 0;
+    atomic_store(&f->wpending, 0);
+    pthread_mutex_unlock(&f->wlock);
+    /* each function once, with every bit it does */
+    for (int i = 0; i < 3; i++) {
+      if (!(asked & (1 << i)) || !fn[i]) continue;
+      int mine = 0;
+      for (int j = i; j < 3; j++)
+        if ((asked & (1 << j)) && fn[j] == fn[i]) mine |= 1 << j;
+      asked &= ~mine;
+      fn[i](f, mine);
+    }
+    pthread_mutex_lock(&f->wlock);
+  }
+  pthread_mutex_unlock(&f->wlock);
+  return NULL;
+}
+
+/* With wlock held.  Signals are blocked while the thread is made, so that
+ * it starts with all of them blocked. */
+static void start(lr_fleet *f) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  f->wstate = pthread_create(&f->wthread, NULL, work, f) == 0 ? 1 : -1;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void lr_fleet_kick(lr_fleet *f, int asked, lr_fleet_work_fn fn) {
+  if ((atomic_load_explicit(&f->wpending, memory_order_relaxed) & asked) == asked) return;
+  if (!lr_fleet_owned(f)) return;
+  pthread_mutex_lock(&f->wlock);
+  if (f->wstate == 0 && !f->wstop) start(f);
+  if (f->wstate == 1) {
+    for (int j = 0; j < 3; j++)
+      if (asked & (1 << j)) f->wfn[j] = fn;
+    f->wwork |= asked;
+    atomic_fetch_or(&f->wpending, asked);
+    pthread_cond_signal(&f->wcond);
+  }
+  pthread_mutex_unlock(&f->wlock);
+}
+
+void lr_fleet_worker_stop(lr_fleet *f) {
+  pthread_mutex_lock(&f->wlock);
+  int running = f->wstate == 1 && lr_fleet_owned(f);
+  f->wstop = 1;
+  pthread_cond_signal(&f->wcond);
+  pthread_mutex_unlock(&f->wlock);
+  if (!running) return;
+  lr_waiter_cancel(&f->stopper); /* a round trip under way ends at once */
+  pthread_join(f->wthread, NULL);
+}

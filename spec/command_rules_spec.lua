@@ -1,0 +1,152 @@
+-- A command's rules without Lua (issue 31): --retry-on-exit, --final-on-exit,
+-- --retry-if-output, --final-if-output (the `command` policy's options),
+-- --before-retry, --exit-status command (the final attempt's own status, as
+-- Debian's retry(1)), -w '%{exitcode}' and %{num_attempts}, and the bad
+-- input each refuses with exit 2 naming the option.
+local proc = require "support.proc"
+
+local FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter_max=0.01", "--seed", "1" }
+
+-- luaretry run [opts] -- sh -c SCRIPT
+local function sh(opts, script)
+  local t = { "run" }
+  for _, v in ipairs(opts) do t[#t + 1] = v end
+  for _, v in ipairs(FAST) do t[#t + 1] = v end
+  t[#t + 1] = "--"
+  t[#t + 1] = "sh"
+  t[#t + 1] = "-c"
+  t[#t + 1] = script
+  return proc.run(t, { timeout = 60 })
+end
+
+-- A command that counts its runs in file `n` and exits with codes[run].
+local function counting(tmp, codes, err)
+  return ("n=$(($(cat %s/n 2>/dev/null || echo 0) + 1)); echo $n > %s/n; %s set -- %s; shift $((n - 1)); exit ${1:-0}")
+         :format(tmp, tmp, err and ("echo " .. proc.q(err) .. " >&2;") or "", table.concat(codes, " "))
+end
+
+local function runs(tmp) return tonumber(proc.readfile(tmp .. "/n") or "0") end
+
+describe("a command's rules without Lua", function ()
+  local tmp
+  before_each(function () tmp = proc.tmpdir() end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  it("--retry-on-exit LIST retries only those statuses; another is final at once", function ()
+    local r = sh({ "--retry-on-exit", "75" }, counting(tmp, { 75, 75, 0 }))
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(3, runs(tmp))
+    os.remove(tmp .. "/n")
+    r = sh({ "--retry-on-exit", "75,76" }, counting(tmp, { 3, 0 }))
+    assert.are.equal(1, r.code, r.stderr)
+    assert.are.equal(1, runs(tmp))
+  end)
+
+  it("--final-on-exit LIST makes those statuses final; others are still retried", function ()
+    local r = sh({ "--final-on-exit", "2" }, counting(tmp, { 2, 0 }))
+    assert.are.equal(1, r.code, r.stderr)
+    assert.are.equal(1, runs(tmp))
+    os.remove(tmp .. "/n")
+    r = sh({ "--final-on-exit", "2" }, counting(tmp, { 1, 0 }))
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, runs(tmp))
+  end)
+
+  it("--final-if-output PATTERN: a failure whose error output matches is final", function ()
+    local r = sh({ "--final-if-output", "^fatal: %w+ denied" }, counting(tmp, { 1, 0 }, "fatal: access denied"))
+    assert.are.equal(1, r.code, r.stderr)
+    assert.are.equal(1, runs(tmp))
+    os.remove(tmp .. "/n")
+    r = sh({ "--final-if-output", "^fatal: %w+ denied" }, counting(tmp, { 1, 0 }, "warning: busy"))
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, runs(tmp))
+  end)
+
+  it("--retry-if-output PATTERN: a matching failure is retried even where its status is final", function ()
+    local r = sh({ "--final-on-exit", "1", "--retry-if-output", "Could not get lock" },
+                 counting(tmp, { 1, 1, 0 }, "E: Could not get lock /var/lib/dpkg/lock"))
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(3, runs(tmp))
+    os.remove(tmp .. "/n")
+    r = sh({ "--final-on-exit", "1", "--retry-if-output", "Could not get lock" }, counting(tmp, { 1, 0 }, "E: other"))
+    assert.are.equal(1, r.code, r.stderr)
+    assert.are.equal(1, runs(tmp))
+  end)
+
+  it("--before-retry CMD runs before each retry, not before the first attempt; its failure is said", function ()
+    local r = sh({ "--before-retry", "echo refreshed >> " .. tmp .. "/log" }, counting(tmp, { 1, 1, 0 }))
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("refreshed\nrefreshed\n", proc.readfile(tmp .. "/log"))
+    os.remove(tmp .. "/n")
+    r = sh({ "--before-retry", "echo no login >&2; exit 7" }, counting(tmp, { 1, 0 }))
+    assert.are.equal(0, r.code, r.stderr)
+    assert.matches("no login\n", r.stderr, 1, true)
+    assert.matches("luaretry: --before-retry before attempt 2: exit 7: echo no login >&2; exit 7", r.stderr, 1, true)
+  end)
+
+  describe("--exit-status command", function ()
+    it("is the final attempt's own status when the command ran to its end", function ()
+      local r = sh({ "--set", "max_attempts=2", "--exit-status", "command" }, "exit 3")
+      assert.are.equal(3, r.code, r.stderr)
+      r = sh({ "--set", "max_attempts=2" }, "exit 3")
+      assert.are.equal(4, r.code, r.stderr) -- luaretry's own without it
+      r = sh({ "--exit-status", "command", "--final-on-exit", "9" }, "exit 9")
+      assert.are.equal(9, r.code, r.stderr)
+      r = sh({ "--exit-status", "command" }, "exit 0")
+      assert.are.equal(0, r.code, r.stderr)
+    end)
+
+    it("127 for a command that does not exist, 126 for one that cannot run, as a shell's", function ()
+      local r = proc.run({ "run", "--exit-status", "command", "--", "luaretry-no-such-command" }, { timeout = 30 })
+      assert.are.equal(127, r.code, r.stderr)
+      proc.writefile(tmp .. "/noexec", "#!/bin/sh\nexit 0\n")
+      r = proc.run({ "run", "--exit-status", "command", "--", tmp .. "/noexec" }, { timeout = 30 })
+      assert.are.equal(126, r.code, r.stderr)
+    end)
+
+    it("luaretry's own stops win: the deadline (5), a policy error (3), a usage error (2)", function ()
+      local r = sh({ "--exit-status", "command", "--set", "deadline=0.5", "--set", "attempt_timeout=none" },
+                   "sleep 5; exit 3")
+      assert.are.equal(5, r.code, r.stderr)
+      r = sh({ "--exit-status", "command", "--set", "max_attempts=0" }, "exit 3")
+      assert.are.equal(3, r.code, r.stderr)
+      r = sh({ "--exit-status", "sometimes" }, "exit 3")
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("--exit-status sometimes: expected command", r.stderr, 1, true)
+    end)
+  end)
+
+  it("-w '%{exitcode} %{num_attempts}' after a command's output; HTTP's variables are refused", function ()
+    local r = sh({ "--set", "max_attempts=2", "-w", "%{exitcode} %{num_attempts} %{verdict}\\n" }, "echo out; exit 3")
+    assert.are.equal(4, r.code, r.stderr)
+    assert.are.equal("out\n4 2 exhausted\n", r.stdout)
+    r = sh({ "--exit-status", "command", "--set", "max_attempts=2", "-w", "%{exitcode}" }, "exit 3")
+    assert.are.equal(3, r.code, r.stderr)
+    assert.are.equal("3", r.stdout)
+    r = sh({ "-w", "%{http_code}" }, "exit 0")
+    assert.are.equal(2, r.code)
+    assert.matches("not %{http_code}", r.stderr, 1, true)
+  end)
+
+  it("bad input: a pattern that does not compile, an exit status outside 0-255, a URL's option", function ()
+    local cases = {
+      { { "--retry-if-output", "a[b" }, "--retry-if-output 'a[b': malformed pattern (missing ']')" },
+      { { "--final-if-output", "50%" }, "--final-if-output '50%': malformed pattern (ends with '%')" },
+      { { "--final-if-output", "(a" }, "unfinished capture" },
+      { { "--final-if-output", "%b(" }, "missing arguments to '%b'" },
+      { { "--retry-on-exit", "256" }, "--retry-on-exit 256: expected exit statuses from 0 to 255" },
+      { { "--final-on-exit", "1,x" }, "--final-on-exit 1,x: expected exit statuses" },
+      { { "--final-on-exit", "-1" }, "--final-on-exit -1: expected exit statuses" },
+      { { "--limit-rate", "1k" }, "curl's options are for URLs, not commands" },
+    }
+    for _, c in ipairs(cases) do
+      local r = sh(c[1], "echo ran > " .. tmp .. "/ran")
+      assert.are.equal(2, r.code, table.concat(c[1], " "))
+      assert.matches(c[2], r.stderr, 1, true)
+      assert.is_nil(proc.readfile(tmp .. "/ran"))
+    end
+    local r = proc.run({ "run", "--retry-on-exit", "75", "http://127.0.0.1:1/" })
+    assert.are.equal(2, r.code)
+    assert.matches("are for -- COMMAND", r.stderr, 1, true)
+  end)
+end)

@@ -1,0 +1,238 @@
+-- curl's options with curl's meaning (issue 31): the retry options mapped
+-- onto the policy, the harmless ones taken, and those whose meaning under
+-- retries needed a decision (--limit-rate per attempt, --max-filesize
+-- final, --fail-early, -f per URL, -o beside --remote-name-all, -J,
+-- --parallel as a flag), each against the fault server and its request log.
+local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
+package.path = here .. "/?.lua;" .. package.path
+local proc = require "support.proc"
+local cjson = require "cjson"
+local q = proc.q
+
+local FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter_max=0.01", "--seed", "1" }
+
+local function run(args, fast)
+  local t = { "run" }
+  for _, v in ipairs(args) do t[#t + 1] = v end
+  if fast ~= false then for _, v in ipairs(FAST) do t[#t + 1] = v end end
+  return proc.run(t, { timeout = 60 })
+end
+
+-- luaretry run in directory dir, its exit status and standard error.
+local function run_in(dir, args)
+  local words = {}
+  for _, v in ipairs(args) do words[#words + 1] = q(v) end
+  local bin = proc.bin
+  if bin:sub(1, 1) ~= "/" then bin = os.getenv("PWD") .. "/" .. bin end
+  local err = dir .. "/.err"
+  local code = proc.sh("cd " .. q(dir) .. " && " .. q(bin) .. " run " .. table.concat(words, " ") ..
+                       " </dev/null >/dev/null 2>" .. q(err))
+  local text = proc.readfile(err)
+  os.remove(err)
+  return code, text
+end
+
+-- --log-json's attempt objects (the summary dropped).
+local function attempts(path)
+  local t = {}
+  for _, line in ipairs(proc.lines(proc.readfile(path) or "")) do
+    local o = cjson.decode(line)
+    if o.attempt and o.verdict and not o.exit then t[#t + 1] = o end
+  end
+  return t
+end
+
+describe("curl's options with curl's meaning", function ()
+  local srv, tmp
+  proc.with_server(here .. "/fixtures/curl_compat/server.lua", function (s, t) srv, tmp = s, t end)
+
+  describe("curl's retry options, mapped onto the policy", function ()
+    it("--retry N is max_attempts N+1; --retry 0 is one attempt", function ()
+      local r = run({ "--retry", "2", srv.base .. "/always503" })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.are.equal(3, #srv:requests_on("/always503"))
+      srv:reset()
+      r = run({ "--retry", "0", srv.base .. "/always503" })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.are.equal(1, #srv:requests_on("/always503"))
+      assert.matches("gave up after 1 attempt over", r.stderr, 1, true)
+    end)
+
+    it("--retry-delay S is a constant backoff of S, no jitter", function ()
+      local log = tmp .. "/log.json"
+      local r = run({ "--retry", "3", "--retry-delay", "0.2", "--log-json", log,
+                      srv.base .. "/always503" }, false)
+      assert.are.equal(4, r.code, r.stderr)
+      local a = attempts(log)
+      assert.are.equal(4, #a)
+      for i = 1, 3 do
+        assert.are.equal(0.2, a[i].wait, "attempt " .. i)
+        assert.are.equal("backoff", a[i].wait_source or a[i].wait_from or "backoff")
+      end
+      assert.are.equal(0, a[4].wait)
+    end)
+
+    it("--retry-all-errors retries what the policy calls final, but never a POST without a key", function ()
+      local r = run({ "--retry", "2", srv.base .. "/400" })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.are.equal(1, #srv:requests_on("/400"))
+      srv:reset()
+      r = run({ "--retry", "2", "--retry-all-errors", srv.base .. "/400" })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.are.equal(3, #srv:requests_on("/400"))
+      srv:reset()
+      r = run({ "--retry", "2", "--retry-all-errors", "-d", "x=1", srv.base .. "/400" })
+      assert.are_not.equal(0, r.code)
+      assert.are.equal(1, #srv:requests_on("/400"))
+      srv:reset()
+      r = run({ "--retry", "2", "--retry-all-errors", "-d", "x=1", "-H", "Idempotency-Key: k1",
+                srv.base .. "/400" })
+      assert.are.equal(3, #srv:requests_on("/400"))
+    end)
+
+    it("--retry-connrefused is taken: a refused connection is retried already", function ()
+      local r = run({ "--retry", "1", "--retry-connrefused", "http://127.0.0.1:1/" })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.matches("attempt 2/2: connect error", r.stderr, 1, true)
+    end)
+
+    it("a bad --retry or --retry-delay is a usage error naming the option", function ()
+      for _, args in ipairs({ { "--retry", "x" }, { "--retry", "-1" }, { "--retry-delay", "soon" } }) do
+        local r = run({ args[1], args[2], srv.base .. "/ok" })
+        assert.are.equal(2, r.code, args[1])
+        assert.matches("run: " .. args[1]:gsub("%-", "%%-") .. " " .. args[2]:gsub("%-", "%%-") .. ": expected",
+                       r.stderr)
+      end
+      assert.are.equal(0, #srv:requests_on("/ok"))
+    end)
+  end)
+
+  describe("--parallel is curl's flag", function ()
+    it("runs a batch at once, as -Z", function ()
+      local r = run({ "--parallel", srv.base .. "/a", srv.base .. "/b" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("done /a\ndone /b\n", r.stdout)
+    end)
+
+    it("a number after it is a usage error that names --parallel-max N; no URL is fetched", function ()
+      local r = run({ "--parallel", "8", srv.base .. "/a" })
+      assert.are.equal(2, r.code)
+      assert.matches("--parallel is curl's flag (-Z) and takes no number: --parallel-max 8", r.stderr, 1, true)
+      assert.are.equal(0, #srv:requests_on("/a"))
+    end)
+  end)
+
+  describe("options taken with curl's meaning", function ()
+    it("--no-progress-meter, -#, -N, --http1.1 change nothing in a pipe", function ()
+      for _, opt in ipairs({ "--no-progress-meter", "-#", "--progress-bar", "-N", "--no-buffer", "--http1.1", "-4" }) do
+        local r = run({ opt, srv.base .. "/once503" })
+        assert.are.equal(0, r.code, opt .. ": " .. r.stderr)
+        assert.are.equal("done /once503\n", r.stdout, opt)
+        srv:reset()
+      end
+    end)
+
+    it("-e sends a Referer on every attempt; --http2 asks to upgrade a plain connection, --http1.1 does not", function ()
+      local r = run({ "-e", "https://example.test/page", srv.base .. "/once503" })
+      assert.are.equal(0, r.code, r.stderr)
+      local seen = srv:requests_on("/once503")
+      assert.are.equal(2, #seen)
+      for _, s in ipairs(seen) do assert.are.equal("https://example.test/page", s.headers.referer) end
+      r = run({ "--http2", srv.base .. "/h2" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("h2c", srv:requests_on("/h2")[1].headers.upgrade)
+      r = run({ "--http1.1", srv.base .. "/h1" })
+      assert.is_nil(srv:requests_on("/h1")[1].headers.upgrade)
+    end)
+
+    it("-6 asks for IPv6 only: an IPv4 address is not reached", function ()
+      local r = run({ "-6", "--retry", "0", srv.base .. "/v6" })
+      assert.are_not.equal(0, r.code)
+      assert.are.equal(0, #srv:requests_on("/v6"))
+    end)
+
+    it("--max-filesize: a larger body is final (too_large), never retried, no file", function ()
+      local out = tmp .. "/big"
+      local r = run({ "--max-filesize", "1k", "-o", out, srv.base .. "/big" })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.matches("too_large", r.stderr, 1, true)
+      assert.are.equal(1, #srv:requests_on("/big"))
+      assert.is_nil(proc.readfile(out))
+      srv:reset()
+      r = run({ "--max-filesize", "200000", "-o", out, srv.base .. "/big" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(100000, #proc.readfile(out))
+    end)
+
+    it("--limit-rate paces each attempt (a lower bound only: a busy machine is slower, never faster)", function ()
+      -- 25 MiB at 10 MiB/s: 2.5 s for the attempt that succeeds (50 ms unpaced)
+      local r = run({ "--limit-rate", "10M", "-w", "%{time_total} %{size_download}", "-o", "/dev/null",
+                      srv.base .. "/stream" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(2, #srv:requests_on("/stream"))
+      local secs, size = r.stdout:match("^(%S+) (%d+)$")
+      assert.are.equal(26214400, tonumber(size))
+      assert.is_true(tonumber(secs) >= 1.5, r.stdout)
+    end)
+
+    it("--limit-rate 0, garbage, --max-filesize 0: usage errors naming the option", function ()
+      for _, args in ipairs({ { "--limit-rate", "0" }, { "--limit-rate", "fast" }, { "--limit-rate", "10q" },
+                              { "--max-filesize", "0" }, { "--max-filesize", "-5" } }) do
+        local r = run({ args[1], args[2], srv.base .. "/ok" })
+        assert.are.equal(2, r.code, table.concat(args, " "))
+        assert.matches("run: " .. args[1]:gsub("%-", "%%-") .. " " .. args[2]:gsub("%-", "%%-") .. ": expected bytes above 0",
+                       r.stderr)
+      end
+    end)
+
+    it("-f in a batch: a failed URL's answer is not written, URL by URL", function ()
+      local r = run({ "-f", srv.base .. "/a", srv.base .. "/404", srv.base .. "/b" })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.are.equal("done /a\ndone /b\n", r.stdout)
+      r = run({ srv.base .. "/a", srv.base .. "/404" })
+      assert.are.equal("done /a\nno such thing\n", r.stdout)
+    end)
+
+    it("--fail-early: a batch begins no URL after its first final failure", function ()
+      local r = run({ "--fail-early", srv.base .. "/a", srv.base .. "/404", srv.base .. "/b", srv.base .. "/c" })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.are.equal(1, #srv:requests_on("/a"))
+      assert.are.equal(0, #srv:requests_on("/b"))
+      assert.are.equal(0, #srv:requests_on("/c"))
+      assert.matches("--fail-early: [2] failed; the URLs from [3] on were not begun", r.stderr, 1, true)
+      r = run({ srv.base .. "/404", srv.base .. "/b" })
+      assert.are.equal(1, #srv:requests_on("/b"))
+    end)
+
+    it("-o beside --remote-name-all names its own URL's file; the others keep their names", function ()
+      local code, err = run_in(tmp, { "--remote-name-all", "-o", "first.txt", srv.base .. "/x/one.txt",
+                                      srv.base .. "/y/two.txt", "--seed", "1" })
+      assert.are.equal(0, code, err)
+      assert.are.equal("done /x/one.txt\n", proc.readfile(tmp .. "/first.txt"))
+      assert.are.equal("done /y/two.txt\n", proc.readfile(tmp .. "/two.txt"))
+      assert.is_nil(proc.readfile(tmp .. "/one.txt"))
+    end)
+
+    it("-J with -O: the file is named by Content-Disposition, never written over one there", function ()
+      local code, err = run_in(tmp, { "-OJ", srv.base .. "/download" })
+      assert.are.equal(0, code, err)
+      assert.are.equal("the file\n", proc.readfile(tmp .. "/report.txt"))
+      assert.is_nil(proc.readfile(tmp .. "/download"))
+      code, err = run_in(tmp, { "-O", "-J", srv.base .. "/download" })
+      assert.are.equal(1, code)
+      assert.matches("report.txt is not written over", err, 1, true)
+      assert.are.equal("the file\n", proc.readfile(tmp .. "/download"))
+      code, err = run_in(tmp, { "-J", srv.base .. "/download" })
+      assert.are.equal(2, code)
+      assert.matches("-J goes with -O", err, 1, true)
+    end)
+
+    it("-q keeps luaretry's meaning (one line per failure), the one deliberate difference, said in luaretry(1)", function ()
+      local r = run({ "-q", "--retry", "1", srv.base .. "/always503" })
+      assert.are.equal(4, r.code)
+      assert.are.equal(1, #proc.lines(r.stderr))
+      local man = proc.readfile(proc.root .. "/core/cli/man/luaretry.1")
+      assert.is_truthy(man:find("curlrc", 1, true))
+    end)
+  end)
+end)

@@ -1,0 +1,351 @@
+-- The local store (README "Fleet"): the processes of one user share a
+-- policy's guards through a shared-memory file, no server.  Real `luaretry
+-- run --fleet local` processes against the real fault server, each spec
+-- with a folder of its own ($XDG_RUNTIME_DIR, made 0700 here) and a key of
+-- its own; files that are not the store's are refused and the local guards
+-- decide.  The crash-safety of the store (writers SIGKILLed mid-update):
+-- spec/c/test_fleet_local.c.
+local proc = require "support.proc"
+local lr = require "luaretry"
+local q = proc.q
+
+local BUDGET = proc.root .. "/spec/fixtures/fleet/budget.lua"
+local BREAKER = proc.root .. "/spec/fixtures/fleet/breaker.lua"
+local SERVER = proc.root .. "/spec/fixtures/fleet/server.lua"
+local RATE = proc.root .. "/spec/fixtures/fleet_rate/rate.lua"
+local RATE_SERVER = proc.root .. "/spec/fixtures/fleet_rate/server.lua"
+local REFUSE = proc.root .. "/spec/fixtures/fleet_throttle/refuse.lua"
+local REFUSED = "fleet guards %(local%): .-; local guards decide"
+
+local keys = 0
+local function new_key()
+  keys = keys + 1
+  return ("local-%d-%d"):format(math.floor(proc.now() * 1000) % 1000000, keys)
+end
+
+local function count(s, pattern)
+  return select(2, (s or ""):gsub(pattern, ""))
+end
+
+-- `luaretry` processes at once, each with args_of(i), XDG_RUNTIME_DIR=run;
+-- waits (bounded) for all: for each, {code, stderr}.
+local function many(n, run, args_of)
+  local dir = proc.tmpdir()
+  local env = "env XDG_RUNTIME_DIR=" .. q(run) .. " " ..
+              (os.getenv("ASAN_OPTIONS") and "ASAN_OPTIONS=detect_leaks=1 " or "")
+  local lines = {}
+  for i = 1, n do
+    local words = {}
+    for _, a in ipairs(args_of(i)) do words[#words + 1] = q(a) end
+    local f = dir .. "/" .. i
+    lines[#lines + 1] = ("( %s%s %s </dev/null >/dev/null 2>%s; echo $? >%s.tmp; mv %s.tmp %s ) &")
+      :format(env, q(proc.bin), table.concat(words, " "), q(f .. ".err"), q(f .. ".end"),
+              q(f .. ".end"), q(f .. ".end"))
+  end
+  lines[#lines + 1] = "wait"
+  proc.writefile(dir .. "/run.sh", table.concat(lines, "\n") .. "\n")
+  proc.sh("timeout -s KILL 60 bash " .. q(dir .. "/run.sh") .. " >/dev/null 2>&1 &")
+  local out = {}
+  for i = 1, n do
+    local f = dir .. "/" .. i
+    local e = proc.wait_for(function () return proc.readfile(f .. ".end") end, 60)
+    out[i] = { code = tonumber(e or ""), stderr = proc.readfile(f .. ".err") or "" }
+  end
+  proc.rmtree(dir)
+  return out
+end
+
+describe("the local store (--fleet local)", function ()
+  local srv, tmp, run
+  setup(function () srv = proc.server(SERVER) end)
+  teardown(function () if srv then srv:stop() end end)
+  before_each(function ()
+    tmp = proc.tmpdir()
+    run = tmp .. "/run"
+    proc.sh("mkdir -m 700 " .. q(run))
+    srv:reset()
+  end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  local function cmd(args, env)
+    local e = { "XDG_RUNTIME_DIR=" .. run }
+    for _, x in ipairs(env or {}) do e[#e + 1] = x end
+    return proc.run(args, { env = e, timeout = 60 })
+  end
+
+  -- The store's file, as `luaretry fleet` names it.
+  local function store_of(policy, key)
+    local r = cmd({ "fleet", policy, "--fleet", "local", "--set", "fleet.key=" .. key })
+    assert.are.equal(0, r.code, r.stderr)
+    return r.stdout:match(" at (%S+)\n"), r.stdout
+  end
+
+  it("shares one budget between processes: 8 runs against a 503 make far fewer than 8 x 4 attempts", function ()
+    local key = new_key()
+    for i = 1, 8 do
+      local r = cmd({ "run", BUDGET, srv.base .. "/503", "-q", "--fleet", "local",
+                      "--set", "fleet.key=" .. key })
+      assert.is_true(r.code ~= 0, "run " .. i)
+    end
+    -- 10 tokens: the first spends 4 (6 left); each later one a failure,
+    -- and its retry refused (no more than half left)
+    local seen = #srv:requests_on("/503")
+    assert.are.equal(4 + 7, seen)
+    local file, shown = store_of(BUDGET, key)
+    assert.matches("budget: 0.000 of 10 tokens", shown)
+    -- the file: in the folder, the user's alone
+    assert.are.equal(run, file:match("^(.*)/[^/]+$"))
+    assert.are.equal("600", proc.readfile_cmd("stat -c %a " .. q(file)):match("%d+"))
+    assert.are.equal("700", proc.readfile_cmd("stat -c %a " .. q(run)):match("%d+"))
+    -- and with no store each process has its own: 8 x 4
+    srv:reset()
+    for _ = 1, 8 do cmd({ "run", BUDGET, srv.base .. "/503", "-q" }) end
+    assert.are.equal(32, #srv:requests_on("/503"))
+  end)
+
+  it("shares one budget between processes running at once, and LUARETRY_FLEET=local asks for it", function ()
+    local key = new_key()
+    local res = many(10, run, function ()
+      return { "run", BUDGET, srv.base .. "/503", "-q", "--set", "fleet.key=" .. key }
+    end)
+    for i, x in ipairs(res) do assert.is_true(x.code ~= 0, "process " .. i .. ": " .. x.stderr) end
+    assert.are.equal(40, #srv:requests_on("/503")) -- without it: nothing shared
+    srv:reset()
+    res = many(10, run, function ()
+      return { "run", BUDGET, srv.base .. "/503", "-q", "--fleet", "local", "--set",
+               "fleet.key=" .. key }
+    end)
+    local seen = #srv:requests_on("/503")
+    -- the model: simulate --fleet local, every outcome counted at once
+    local sim = proc.run({ "simulate", BUDGET, "--clients", "10", "--fleet", "local", "--json" })
+    assert.are.equal(0, sim.code, sim.stderr)
+    local m = proc.json.decode(sim.stdout)
+    print(("\n  10 processes at once, one budget of 10 tokens: %d attempts (alone: 40; " ..
+           "simulate --fleet local: %d)"):format(seen, m.fleet.attempts))
+    assert.are.equal(0, m.sync_ms)
+    -- both within the budget's bound: 10 first attempts, and retries only
+    -- while more than 5 of the 10 tokens are left (one more for a retry
+    -- decided at once by two processes); how many below it depends on when
+    -- the processes start, which the model takes as all at t=0
+    assert.is_true(seen <= 10 + 6, seen .. " attempts")
+    assert.is_true(m.fleet.attempts <= 10 + 6, m.fleet.attempts .. " attempts in the model")
+    assert.are.equal(40, m.own.attempts)
+    local r = cmd({ "run", BUDGET, srv.base .. "/503", "-q", "--set", "fleet.key=" .. key },
+                  { "LUARETRY_FLEET=local" })
+    assert.matches("the fleet's retry budget refuses", r.stderr)
+  end)
+
+  it("shares the breaker: opened by one process, it refuses the next at once; --reset closes it", function ()
+    local key = new_key()
+    local r = cmd({ "run", BREAKER, srv.base .. "/503", "-q", "--fleet", "local",
+                    "--set", "fleet.key=" .. key, "--set", "breaker.open_seconds=30" })
+    assert.is_true(r.code ~= 0)
+    local _, shown = store_of(BREAKER, key)
+    assert.matches("breaker: open", shown)
+    srv:reset()
+    r = cmd({ "run", BREAKER, srv.base .. "/200", "-q", "--fleet", "local",
+              "--set", "fleet.key=" .. key, "--set", "breaker.open_seconds=30" })
+    assert.is_true(r.code ~= 0)
+    assert.matches("circuit", r.stderr)
+    assert.are.equal(0, #srv:requests_on("/200"))
+    r = cmd({ "fleet", BREAKER, "--fleet", "local", "--set", "fleet.key=" .. key, "--reset" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.matches("reset: full budget, breaker closed, throttle window empty, rate bucket full", r.stdout)
+    r = cmd({ "run", BREAKER, srv.base .. "/200", "-q", "--fleet", "local",
+              "--set", "fleet.key=" .. key, "--set", "breaker.open_seconds=30" })
+    assert.are.equal(0, r.code, r.stderr)
+  end)
+
+  it("shares the breaker's rate window: half of the last 10 outcomes of 10 processes failed opens it", function ()
+    local key = new_key()
+    local policy = tmp .. "/rated.lua"
+    proc.writefile(policy, 'name = "rated"\nmax_attempts = 1\ndeadline = 5\nattempt_timeout = 2\n' ..
+                   "breaker = { failure_rate = 0.5, window = 10, min_calls = 10, open_seconds = 30 }\n")
+    -- failures and successes in turn: never 5 in a row; one outcome each
+    local function runs(extra)
+      for i = 1, 10 do
+        local a = { "run", policy, srv.base .. (i % 2 == 1 and "/503" or "/200"), "-q" }
+        for _, x in ipairs(extra) do a[#a + 1] = x end
+        cmd(a)
+      end
+      local a = { "run", policy, srv.base .. "/200", "-q" }
+      for _, x in ipairs(extra) do a[#a + 1] = x end
+      return cmd(a)
+    end
+    local alone = runs({})
+    assert.are.equal(0, alone.code, alone.stderr)
+    local shared = runs({ "--fleet", "local", "--set", "fleet.key=" .. key })
+    assert.are_not.equal(0, shared.code)
+    assert.matches("circuit", shared.stderr)
+    assert.matches("breaker: open", select(2, store_of(policy, key)))
+  end)
+
+  it("shares the client-side throttle's window: one process's refused requests refuse another's", function ()
+    local key = new_key()
+    local list = {}
+    for i = 1, 10 do list[i] = srv.base .. "/503?" .. i end
+    proc.writefile(tmp .. "/urls", table.concat(list, "\n") .. "\n")
+    -- process A: 10 calls against a 503, each a request and no accept
+    local a = cmd({ "run", REFUSE, "--urls", tmp .. "/urls", "-s", "--fleet", "local",
+                    "--set", "fleet.key=" .. key })
+    assert.is_true(a.code ~= 0, a.stderr)
+    local _, shown = store_of(REFUSE, key)
+    assert.matches("throttle window: 10 requests, 0 accepted over the last 60 s", shown)
+    -- processes B against a service that answers: the window says 10/11
+    -- and more; with a key of their own the same seeds all go through
+    local refused, own_refused = 0, 0
+    for seed = 1, 5 do
+      local b = cmd({ "run", REFUSE, srv.base .. "/200", "--seed", tostring(seed), "--fleet",
+                      "local", "--set", "fleet.key=" .. key })
+      if b.code == 6 then
+        refused = refused + 1
+        assert.matches("the fleet's client%-side throttle refuses", b.stderr)
+      end
+      local own = cmd({ "run", REFUSE, srv.base .. "/200", "--seed", tostring(seed), "--fleet",
+                        "local", "--set", "fleet.key=" .. key .. "-own" .. seed })
+      if own.code ~= 0 then own_refused = own_refused + 1 end
+    end
+    assert.is_true(refused >= 4, "refused: " .. refused)
+    assert.are.equal(0, own_refused)
+  end)
+
+  it("refuses a file that is not the store's (truncated, garbage, a link, readable by others): said once, local guards decide", function ()
+    local key = new_key()
+    local file = store_of(BUDGET, key)
+    local size = #proc.readfile(file)
+    local function refused(why)
+      srv:reset()
+      local r = cmd({ "run", BUDGET, srv.base .. "/503", "--fleet", "local",
+                      "--set", "fleet.key=" .. key })
+      assert.are.equal(1, count(r.stderr, REFUSED), r.stderr)
+      assert.matches(why, r.stderr)
+      -- the local guards: a budget of its own, 4 attempts
+      assert.are.equal(4, #srv:requests_on("/503"))
+      local f = cmd({ "fleet", BUDGET, "--fleet", "local", "--set", "fleet.key=" .. key })
+      assert.are_not.equal(0, f.code)
+      assert.matches(why, f.stderr)
+    end
+    proc.writefile(file, "short")
+    refused("of another size")
+    proc.writefile(file, string.rep("x", size))
+    refused("not a luaretry fleet store")
+    proc.sh("chmod 644 " .. q(file))
+    refused("others may read or write it")
+    os.remove(file)
+    proc.writefile(tmp .. "/elsewhere", "x")
+    proc.sh("ln -s " .. q(tmp .. "/elsewhere") .. " " .. q(file))
+    refused("a symbolic link")
+    assert.are.equal("x", proc.readfile(tmp .. "/elsewhere")) -- never written through
+    -- --reset removes what was refused (the link, not its target); the
+    -- next process makes the store anew
+    local reset = cmd({ "fleet", BUDGET, "--fleet", "local", "--set", "fleet.key=" .. key, "--reset" })
+    assert.are.equal(0, reset.code, reset.stderr)
+    assert.are.equal("x", proc.readfile(tmp .. "/elsewhere"))
+    srv:reset()
+    local r = cmd({ "run", BUDGET, srv.base .. "/503", "--fleet", "local", "--set", "fleet.key=" .. key })
+    assert.are.equal(0, count(r.stderr, REFUSED), r.stderr)
+    assert.matches("budget: 6.000 of 10 tokens", select(2, store_of(BUDGET, key)))
+    os.remove(file)
+  end)
+
+  it("refuses a folder others may write to", function ()
+    proc.sh("chmod 777 " .. q(run))
+    local r = cmd({ "run", BUDGET, srv.base .. "/503", "--fleet", "local",
+                    "--set", "fleet.key=" .. new_key() })
+    assert.are.equal(1, count(r.stderr, REFUSED), r.stderr)
+    assert.matches("others may write to it, refused", r.stderr)
+    assert.are.equal(4, #srv:requests_on("/503"))
+    proc.sh("chmod 700 " .. q(run))
+    -- and one that is not there
+    local gone = proc.run({ "fleet", BUDGET, "--fleet", "local" },
+                          { env = { "XDG_RUNTIME_DIR=" .. tmp .. "/gone" }, timeout = 60 })
+    assert.are.equal(1, gone.code)
+    assert.matches("folder .*/gone: No such file or directory, refused", gone.stderr)
+  end)
+
+  it("makes a safe file name of any key: '/', '..' and long keys stay in the folder", function ()
+    for _, key in ipairs({ "../../etc/x", "a/b", "..", string.rep("k", 63) }) do
+      local file = store_of(BUDGET, key)
+      assert.are.equal(run, file:match("^(.*)/[^/]+$"))
+      assert.matches("^luaretry%-fleet%-%x+%-%x+$", file:match("[^/]+$"))
+    end
+    local names = proc.ls(run)
+    assert.are.equal(4, #names)
+  end)
+
+  it("holds 4 processes to one rate limit", function ()
+    local key = new_key()
+    local lines = {}
+    srv:stop()
+    srv = proc.server(RATE_SERVER)
+    local files = {}
+    for i = 1, 4 do
+      lines = {}
+      for j = 1, 15 do lines[j] = ("%s/200?p%d=%d"):format(srv.base, i, j) end
+      files[i] = tmp .. "/urls" .. i
+      proc.writefile(files[i], table.concat(lines, "\n") .. "\n")
+    end
+    local res = many(4, run, function (i)
+      return { "run", RATE, "--urls", files[i], "--parallel-max", "4", "-s", "--fleet", "local",
+               "--set", "fleet.key=" .. key }
+    end)
+    for i, x in ipairs(res) do assert.are.equal(0, x.code, "process " .. i .. ": " .. x.stderr) end
+    local t = {}
+    for _, r in ipairs(srv:requests_on("/200")) do t[#t + 1] = r.time end
+    table.sort(t)
+    assert.are.equal(60, #t)
+    -- one limit of 20 a second for all (each alone: 20 a second, 80 for
+    -- the four): in any 2 s at most 2 x 20 + the burst, and one attempt
+    -- per process that started late into the window; the 60 over at least
+    -- 2 s (59 slots 0.05 s apart, less the lateness of the first; 4 limits:
+    -- 0.75 s)
+    local most, j = 0, 1
+    for i = 1, #t do
+      while t[i] - t[j] > 2 do j = j + 1 end
+      most = math.max(most, i - j + 1)
+    end
+    print(("\n  4 processes, rate.limit=20: at most %d requests in any 2 s, %d over %.2f s")
+          :format(most, #t, t[#t] - t[1]))
+    assert.is_true(most <= 2 * 20 + 1 + 4, most .. " in 2 s")
+    assert.is_true(t[#t] - t[1] >= 2, (t[#t] - t[1]) .. " s")
+    srv:stop()
+    srv = proc.server(SERVER)
+  end)
+
+  it("takes --fleet local only, one store at a time", function ()
+    local r = cmd({ "run", BUDGET, srv.base .. "/503", "--fleet", "shared" })
+    assert.are.equal(2, r.code)
+    assert.matches("%-%-fleet shared: expected local", r.stderr)
+    r = cmd({ "run", BUDGET, srv.base .. "/503", "--fleet", "local", "--redis", "redis://127.0.0.1:1/0" })
+    assert.are.equal(2, r.code)
+    assert.matches("one store at a time", r.stderr)
+    r = cmd({ "run", BUDGET, srv.base .. "/503" }, { "LUARETRY_FLEET=yes" })
+    assert.are.equal(2, r.code)
+    assert.matches("LUARETRY_FLEET=yes: expected local", r.stderr)
+    r = cmd({ "fleet", BUDGET })
+    assert.are.equal(2, r.code)
+    assert.matches("where is Redis%? .* %-%-fleet local or LUARETRY_FLEET=local", r.stderr)
+  end)
+
+  it("is a host setting: luaretry_policy_set(p, \"fleet.local\", ...), on, none or a folder", function ()
+    local p = assert(lr.load(BUDGET, { ["fleet.local"] = run, ["fleet.key"] = new_key() }))
+    local st = assert(p:fleet())
+    assert.are.equal(10, st.tokens)
+    assert.are.equal(run, st.where:match("^(.*)/[^/]+$"))
+    local ok, err = p:set("fleet.local", "relative/dir")
+    assert.is_nil(ok)
+    assert.matches("fleet.local: expected on, none or an absolute folder", err)
+    ok, err = p:set("fleet.redis", "redis://127.0.0.1:1/0")
+    assert.is_nil(ok)
+    assert.matches("one store at a time", err)
+    assert(p:set("fleet.local", "none"))
+    local none, why = p:fleet()
+    assert.is_nil(none)
+    assert.matches("no fleet", why)
+    proc.writefile(tmp .. "/s.lua", 'name = "s"\nbudget = {}\nfleet = { ["local"] = "on" }\n')
+    local r = cmd({ "check", tmp .. "/s.lua" })
+    assert.are_not.equal(0, r.code)
+    assert.matches("fleet.local: the host says whether this machine's processes share the guards " ..
+                   "%(luaretry_policy_set, %-%-set, %-%-fleet local, LUARETRY_FLEET%)", r.stdout)
+  end)
+end)
