@@ -616,8 +616,7 @@ static int call_allowance(lua_State *L, int idx, luaretry_policy *p, luaretry_ca
   return rc != LUARETRY_OK; /* garbage: ignored, and p:begin says so */
 }
 
-static luaretry_call_options call_options(lua_State *L, int idx, luaretry_policy *p,
-                                          int *garbage) {
+static luaretry_call_options call_options(lua_State *L, int idx, luaretry_policy *p, int *garbage) {
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
   *garbage = 0;
