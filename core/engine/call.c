@@ -4,6 +4,7 @@
  * call in flight is one struct (call_internal.h) and nothing more: its
  * rules and judge belong to the policy's load it began under.  Its other
  * files: chain.c and guard_*.c, call_report.c, call_hedge.c, call_run.c. */
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,6 +72,13 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->judge = j;
   c->rules = rules;
   c->max_attempts = max_attempts > 0 ? max_attempts : rules->max_attempts;
+  c->allowance = -1;
+  if (flags & LUARETRY_CALL_RETRIES) {
+    /* one layer retries: what the caller lets this call make, at most */
+    c->allowance = o->retries > INT_MAX - 1 ? INT_MAX - 1 : (int)o->retries;
+    if (c->max_attempts <= 0 || c->allowance + 1 < c->max_attempts)
+      c->max_attempts = c->allowance + 1;
+  }
   c->clock.is_virtual = (flags & LUARETRY_CALL_VIRTUAL_TIME) != 0;
   c->no_hedge = (flags & LUARETRY_CALL_NO_HEDGE) != 0;
   c->one_round = (flags & LUARETRY_CALL_WORKFLOW_REQUEST) != 0;

@@ -32,7 +32,9 @@ struct luaretry_call {
   lr_shared *shared;       /* the policy's budget, breaker and counters */
   lr_shared *own;          /* ... or this call's own, when isolated */
   const lr_remote *remote; /* asked first (the fleet), or NULL */
-  long max_attempts;       /* the rules', or a simulation's */
+  long max_attempts;       /* the rules', or a simulation's; lowered by the
+                              caller's allowance (LUARETRY_CALL_RETRIES) */
+  int allowance;           /* the caller's retries, or -1: none given */
   lr_clock clock;
   lr_waiter waiter;
   lr_rng rng;
@@ -233,5 +235,10 @@ static inline const char *lr_whose(int remote) { return remote ? "the fleet's " 
 /* guard_rate.c, for luaretry_call_next's first attempt and the messages */
 double lr_call_rate_token(luaretry_call *c, double start);
 void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double start);
+/* call_allowance.c: the caller's allowance (LUARETRY_CALL_RETRIES): the
+ * policy's own max_attempts, and the attempt a failure with no connection
+ * gives back. */
+long lr_call_policy_attempts(const luaretry_call *c);
+void lr_call_unseen_failure(luaretry_call *c, const luaretry_outcome *o);
 
 #endif

@@ -216,6 +216,7 @@ static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
   }
   ++c->attempts;
   lr_chain_sent(c);
+  lr_call_unseen_failure(c, o);
   d->attempt = f.id;
   d->hedge = f.hedge;
   double now = lr_clock_now(&c->clock);

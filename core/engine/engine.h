@@ -559,6 +559,9 @@ typedef struct {
   int retry_after;
   double max_retry_after;
   char attempt_header[64]; /* "": none; else sent with the attempt number */
+  /* propagate: headers sent with each attempt ("": none): the attempt's
+   * timeout in ms, and the retries the next service may make */
+  char propagate_deadline[64], propagate_retries[64];
   lr_backoff backoff;
   lr_backoff throttle_backoff; /* after an outcome judged throttling */
   lr_guards guards;            /* installed into the policy's lr_shared */
@@ -636,6 +639,13 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
  * of its choosing and for its errors. */
 luaretry_code lr_call_report_class(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_class forced, luaretry_decision *d);
+
+/* ---- propagation (call_allowance.c): what an attempt tells the next service.
+ * The milliseconds it is waited for (-1: no bound), and the retries the
+ * next service may make: 0 while this call retries itself (one layer
+ * retries), else what its own caller allowed (-1: nothing to pass). */
+long long lr_call_pass_timeout_ms(const luaretry_call *c);
+long lr_call_pass_retries(const luaretry_call *c);
 
 /* ---- util.c */
 

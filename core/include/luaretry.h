@@ -697,6 +697,9 @@ typedef struct luaretry_call luaretry_call;
 /* Use .deadline: the call ends by then, or by the policy's deadline when
  * that comes first. */
 #define LUARETRY_CALL_DEADLINE         0x20u
+/* Use .retries: the retries the caller lets this call make (the allowance
+ * its own inbound request carried, luaretry_call_options_inbound()). */
+#define LUARETRY_CALL_RETRIES          0x40u
 
 typedef struct {
   unsigned flags;
@@ -710,7 +713,15 @@ typedef struct {
    * at once (reason DEADLINE, no attempt, no wait); +infinity is none.
    * A call on the virtual clock gets the time left when it begins. */
   double deadline;
-  uint64_t reserved[3];
+  /* With LUARETRY_CALL_RETRIES: at most this many retries of outcomes the
+   * caller also sees (the call makes at most retries + 1 attempts, and
+   * never more than the policy's max_attempts).  A retry after an outcome
+   * whose error is "connect" or "dns" (no connection was made: the caller
+   * cannot see it, nor retry it) takes none of it.  The stop is EXHAUSTED
+   * with rule "retries". */
+  uint32_t retries;
+  uint32_t reserved_32;
+  uint64_t reserved[2];
 } luaretry_call_options;
 
 LUARETRY_API void luaretry_call_options_init(luaretry_call_options *o);
@@ -722,6 +733,23 @@ LUARETRY_API void luaretry_call_options_init(luaretry_call_options *o);
 LUARETRY_API double luaretry_clock_now(void);
 /* luaretry_clock_now() + seconds: a per-call deadline `seconds` from now. */
 LUARETRY_API double luaretry_deadline_in(double seconds);
+
+/* One retry layer and one deadline across services.  A service that gets a
+ * request and calls another under a policy gives that call what its own
+ * request carried: the time its caller still waits and the retries its
+ * caller lets it make, read from the inbound headers named by the policy's
+ * `propagate` (or, when the policy sets none, the defaults
+ * "Luaretry-Deadline-Ms" and "Luaretry-Retries"; names in any case).
+ * Values only shorten o's deadline and lower its retries, never raise them
+ * (LUARETRY_CALL_DEADLINE and LUARETRY_CALL_RETRIES are set as needed); of
+ * a repeated header the smallest valid value counts.  A deadline of 0 ms
+ * has passed: the call ends at once with DEADLINE.  LUARETRY_OK when every
+ * such header read; LUARETRY_E_ARG when one did not (negative, not a whole
+ * number, more than 12 digits: it is ignored, the valid ones still apply:
+ * the host says so once), and for a NULL p or o. */
+LUARETRY_API luaretry_code luaretry_call_options_inbound(const luaretry_policy *p,
+                                                         const luaretry_header *headers,
+                                                         size_t count, luaretry_call_options *o);
 
 /* Step API: begin, make an attempt with luaretry_call_timeout(), report its
  * outcome, follow the decision.  Nothing here sleeps. */

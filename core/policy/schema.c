@@ -336,6 +336,7 @@ static int check_field(lr_check *ck, int i) {
         : i == F_K_SLOW_CALL      ? "a table {seconds =, rate =}"
         : i == F_ADMISSION        ? "a table {k =, window =}"
         : i == F_RATE             ? "a table {limit =, burst =, adaptive =, headers =}"
+        : i == F_PROPAGATE        ? "a table {deadline =, retries =} (header names)"
                                   : "a table of the script's own settings");
     return -1;
   }
@@ -459,13 +460,32 @@ static void check_hedge(lr_check *ck, const int *ok, lr_tuning *x) {
 
 /* attempt_header names a header: an HTTP token (RFC 9110), nothing that
  * could end the line or the name. */
-static void check_header_name(lr_check *ck, const lr_field *f) {
+static void check_header_name(lr_check *ck, int i) {
   static const char tchar[] = "!#$%&'*+-.^_`|~";
-  int ok = f->str[0] != '\0';
-  for (const char *c = f->str; ok && *c; c++)
+  const char *name = ck->fields[i].str;
+  int ok = name[0] != '\0' || i != F_ATTEMPT_HEADER; /* propagate's "" sends none */
+  for (const char *c = name; ok && *c; c++)
     ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
          strchr(tchar, *c) != NULL;
-  if (!ok) bad(ck, F_ATTEMPT_HEADER, "a header name (letters, digits and !#$%&'*+-.^_`|~)");
+  if (!ok) bad(ck, i, "a header name (letters, digits and !#$%&'*+-.^_`|~)");
+}
+
+/* propagate: on when its table (or a field of it) is set; a name left
+ * unset is the default one. */
+static void check_propagate(lr_check *ck, const int *ok, lr_tuning *x) {
+  x->propagate = declared(ck->fields, ok, F_PROPAGATE);
+  if (!x->propagate) {
+    x->propagate_deadline[0] = x->propagate_retries[0] = '\0';
+    return;
+  }
+  if (ok[F_P_DEADLINE] > 0)
+    check_header_name(ck, F_P_DEADLINE);
+  else
+    lr_strlcpy(x->propagate_deadline, LR_PROPAGATE_DEADLINE, sizeof x->propagate_deadline);
+  if (ok[F_P_RETRIES] > 0)
+    check_header_name(ck, F_P_RETRIES);
+  else
+    lr_strlcpy(x->propagate_retries, LR_PROPAGATE_RETRIES, sizeof x->propagate_retries);
 }
 
 /* The breaker's rate rules: what they need and what cannot work. */
@@ -498,7 +518,8 @@ static int validate(lr_check *ck, lr_tuning *x) {
     store(x, i, &f[i], ok[i]);
   }
   if (ok[F_FL_KEY] > 0) check_fleet_key(ck, &f[F_FL_KEY]);
-  if (ok[F_ATTEMPT_HEADER] > 0) check_header_name(ck, &f[F_ATTEMPT_HEADER]);
+  if (ok[F_ATTEMPT_HEADER] > 0) check_header_name(ck, F_ATTEMPT_HEADER);
+  check_propagate(ck, ok, x);
   if (ok[F_MAX_ATTEMPTS] == 0 && ok[F_DEADLINE] == 0)
     add_error(ck->errors, ck->errors_size,
               "%s: neither max_attempts nor deadline is set: the policy could "
@@ -580,6 +601,8 @@ static void rules_more(const lr_tuning *x, lr_rules *r) {
   r->guards.throttle_cost = x->throttle_cost;
   r->guards.reserve = x->pub.budget ? x->budget_reserve : 0;
   lr_strlcpy(r->attempt_header, x->attempt_header, sizeof r->attempt_header);
+  lr_strlcpy(r->propagate_deadline, x->propagate_deadline, sizeof r->propagate_deadline);
+  lr_strlcpy(r->propagate_retries, x->propagate_retries, sizeof r->propagate_retries);
   lr_guards *g = &r->guards;
   g->failure_rate = x->failure_rate;
   g->slow_seconds = x->slow_seconds;

@@ -37,6 +37,11 @@ typedef enum {
 #define MORE(member) offsetof(lr_tuning, member) /* not in the public struct */
 #define NOTUNE       ((size_t)-1)
 
+/* propagate's headers when the policy names none (and what
+ * luaretry_call_options_inbound reads then) */
+#define LR_PROPAGATE_DEADLINE "Luaretry-Deadline-Ms"
+#define LR_PROPAGATE_RETRIES  "Luaretry-Retries"
+
 #define FLEET_KEY_SIZE  64
 #define FLEET_URL_SHOWN 300
 
@@ -69,6 +74,9 @@ typedef struct {
   int admission, rate, rate_adaptive, rate_headers;
   double admission_k, admission_window, rate_limit;
   long rate_burst;
+  /* propagate: the time left and the retries allowed, to the next service */
+  int propagate;
+  char propagate_deadline[64], propagate_retries[64]; /* "": not sent */
 } lr_tuning;
 
 /* X(ID, name, type, lo, hi, flags, default, tuning member, doc) */
@@ -227,7 +235,13 @@ typedef struct {
   X(H_CEILING, "hedge.ceiling", T_SECONDS, 0, INFINITY, OPEN, NODEF, MORE(hedge_ceiling),          \
     "the longest delay a percentile gives (and before it is learned), seconds (default 1)")        \
   X(H_SHARE, "hedge.share", T_NUMBER, 0, 1, OPEN, 0.1, MORE(hedge_share),                          \
-    "at most this share of recent calls hedge, beside a reserve of 10 (1: no bound)")
+    "at most this share of recent calls hedge, beside a reserve of 10 (1: no bound)")              \
+  X(PROPAGATE, "propagate", T_TABLE, 0, 0, 0, NODEF, NOTUNE,                                       \
+    "send the next service the time left and the retries it may make: { deadline =, retries = }")  \
+  X(P_DEADLINE, "propagate.deadline", T_STRING, 0, 0, 0, NODEF, MORE(propagate_deadline),          \
+    "the header of the milliseconds an attempt is waited for (Luaretry-Deadline-Ms; \"\": none)")  \
+  X(P_RETRIES, "propagate.retries", T_STRING, 0, 0, 0, NODEF, MORE(propagate_retries),             \
+    "the header of the retries the next service may make (Luaretry-Retries; \"\": none)")
 
 #define LR_FIELD_ID(id, ...) F_##id,
 enum { LR_FIELDS(LR_FIELD_ID) F_COUNT };
