@@ -89,11 +89,11 @@ CURL_SONAME = libluaretry-curl.so.$(MAJOR)
 # Only the public functions are exported, each under the version node of
 # this map; abi/ holds the ABI baselines `make check-abi` compares with.
 LIB_MAP = core/include/abi/libluaretry.map
-C_TESTS = step_api deadline null blocking_cancel errors threads abi retry_after inflight overlap curl_io \
+C_TESTS = step_api inbound deadline null blocking_cancel errors threads abi retry_after inflight overlap curl_io \
   alloc find fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate \
-  fleet_nowait fleet_local
+  fleet_nowait fleet_local guard_rules guard_model
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
-FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke
+FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke $(BUILD)/relay
 
 .PHONY: all deps demo test tree-before tree-after test-build test-plain test-sanitized test-c test-lua check-layers \
   check-man check-format check-abi abi-baseline format bench install uninstall \
@@ -198,6 +198,11 @@ $(BUILD)/bench_fleet_decide: spec/bench/fleet_decide.c $(LIB_A) spec/c/redis_hel
 $(BUILD)/bench_fleet_steps: spec/bench/fleet_steps.c $(LIB_A) spec/c/redis_helper.h
 	$(CC) $(CFLAGS_ALL) $(HIREDIS_CFLAGS) -Ispec/c -o $@ $< $(LIB_A) $(LIB_LIBS)
 
+# What the chain of guards costs a decision (spec/bench/README.md, "the
+# guards' chain"): `valgrind --tool=callgrind` over it counts instructions.
+$(BUILD)/bench_guards_cost $(BUILD)/bench_locks: $(BUILD)/bench_%: spec/bench/%.c $(BUILD)/libluaretry.a
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libluaretry.a $(LIB_LIBS)
+
 # Programs that embed the library and the fault server together: the
 # example event-loop host, connection reuse.
 HOST_TESTS = example_host test_reuse test_many_stream test_hedge
@@ -208,6 +213,11 @@ $(BUILD)/bench_reuse: spec/bench/reuse.c spec/c/faults_client.h $(LIB_A) $(FAULT
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(LIB_A) $(FAULTS_OBJ) $(LIB_LIBS)
 $(BUILD)/bench_hedge: spec/bench/hedge.c spec/c/faults_client.h $(LIB_A) $(FAULTS_OBJ)
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(LIB_A) $(FAULTS_OBJ) $(LIB_LIBS)
+
+# A middle service for chains of services (spec/chain_spec.lua, the bench):
+# the public API and the curl helper, nothing else.
+$(BUILD)/relay: spec/c/relay.c $(LIB_A)
+	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB_A) $(LIB_LIBS)
 
 # The fault server's own test drivers, for spec/faults_spec.lua.
 $(BUILD)/faults_%: spec/c/faults_%.c $(FAULTS_OBJ) $(SANDBOX_OBJ) $(ENGINE_OBJ)
@@ -221,7 +231,7 @@ test-c: all $(C_TEST_BIN) $(HOST_TEST_BIN)
 	@for t in $(C_TEST_BIN) $(HOST_TEST_BIN); do echo "== $$t"; ./$$t || exit 1; done
 
 test-lua: all $(FAULT_BIN)
-	FAULTS_SERVE=$(BUILD)/faults_serve FAULTS_SMOKE=$(BUILD)/faults_smoke \
+	FAULTS_SERVE=$(BUILD)/faults_serve FAULTS_SMOKE=$(BUILD)/faults_smoke RELAY=$(BUILD)/relay \
 	  busted --lua=lua5.4 --cpath='$(BUILD)/?.so' --output=utfTerminal spec
 
 ASAN_PRELOAD = $(shell $(CC) -print-file-name=libasan.so) $(shell $(CC) -print-file-name=libubsan.so)
@@ -297,7 +307,8 @@ tree-after:
 test-build:
 	$(MAKE) -j2 all $(C_TEST_BIN) $(HOST_TEST_BIN) $(FAULT_BIN)
 	$(MAKE) -j2 BUILD=build/asan SAN=1 all $(C_TEST_BIN:$(BUILD)/%=build/asan/%) \
-	  $(HOST_TEST_BIN:$(BUILD)/%=build/asan/%) build/asan/faults_serve build/asan/faults_smoke
+	  $(HOST_TEST_BIN:$(BUILD)/%=build/asan/%) build/asan/faults_serve build/asan/faults_smoke \
+	  build/asan/relay
 	$(MAKE) -j2 BUILD=build/tsan SAN=thread $(TSAN_TESTS:%=build/tsan/%)
 	$(MAKE) -j2 fuzz-build
 
@@ -314,7 +325,7 @@ test-plain:
 test-sanitized:
 	$(MAKE) BUILD=build/asan SAN=1 test-c
 	LD_PRELOAD="$(ASAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
-	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke \
+	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke RELAY=build/asan/relay \
 	  busted --lua=lua5.4 --cpath='build/asan/?.so' --output=utfTerminal spec
 
 # The fleet's part: its handle's costs (bench_fleet), a decision with
@@ -322,8 +333,12 @@ test-sanitized:
 # by 100 processes, fleet / per process / no guards (fleet_run.sh).
 bench: deps
 	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop $(BUILD)/bench_reuse \
-	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_fleet_steps $(BUILD)/bench_hedge
+	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_fleet_steps $(BUILD)/bench_hedge \
+	  $(BUILD)/bench_guards_cost $(BUILD)/bench_locks $(BUILD)/relay
 	./$(BUILD)/bench_decide
+	./$(BUILD)/bench_guards_cost
+	./$(BUILD)/bench_guards_cost 200000 guards
+	./$(BUILD)/bench_locks
 	./$(BUILD)/bench_reuse
 	./$(BUILD)/bench_waits
 	bash spec/bench/run_vs_curl.sh
@@ -337,6 +352,7 @@ bench: deps
 	bash spec/bench/fleet_run.sh
 	bash spec/bench/throttle_procs.sh
 	./$(BUILD)/bench_hedge
+	RELAY=$(BUILD)/relay bash spec/bench/chain.sh
 
 # core/install/install.sh installs under $(DESTDIR)$(PREFIX) and keeps a manifest
 # (share/luaretry/install-manifest) that `make uninstall` removes exactly.
@@ -436,8 +452,14 @@ fuzz-run-%:
 	  $(FUZZ_WORK)/$* spec/fuzz/corpus/$* $(FUZZ_EXTRA_$*)
 
 # One target at a time: the runs must not share the two cores.
-fuzz: fuzz-build
+# The guards beside their reference model (spec/model/guards.lua): make
+# test runs 100,000 random calls (10,000 under ASan); make fuzz runs
+# GUARD_MODEL_FUZZ_CALLS more on a new seed (printed, to replay a failure
+# with GUARD_MODEL_SEED=N).
+GUARD_MODEL_FUZZ_CALLS ?= 3000000
+fuzz: fuzz-build $(BUILD)/test_guard_model
 	@for t in $(FUZZ_TARGETS); do $(MAKE) --no-print-directory fuzz-run-$$t || exit 1; done
+	GUARD_MODEL_CALLS=$(GUARD_MODEL_FUZZ_CALLS) GUARD_MODEL_SEED=$$(date +%s) ./$(BUILD)/test_guard_model
 
 # The smoke run keeps libFuzzer's output in build/fuzz/smoke/NAME.log and
 # shows it only on a finding.

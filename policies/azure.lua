@@ -30,8 +30,8 @@
 --
 -- Only idempotent operations are repeated after they may have taken effect
 -- (the engine's rule: GET, HEAD, OPTIONS, PUT, DELETE).  The pattern advises
--- a circuit breaker against long-lasting faults: add one with
--- `--set breaker.failures=5` (or a `breaker` table in a copy of this file).
+-- a circuit breaker against long-lasting faults: one is on (the guards,
+-- below).
 
 name = "azure"
 max_attempts = 4
@@ -52,3 +52,22 @@ is_transient = faults.is_transient  -- the classifier above
 -- pattern gives no other wait for it, so its backoff is the one above.
 is_throttling = faults.is_throttling
 throttle_backoff = { initial = 5, multiplier = 2, max = 60, jitter = "equal" }
+
+-- Guards, shared by every call of this policy in a process (a fleet's with
+-- --redis), tuned so that a lone call makes all its attempts while a batch
+-- or a busy host cannot multiply an outage or hammer a limiter:
+-- the retry budget (gRPC's 10 tokens, 0.1 back per success, retries while
+-- more than half are left) with Finagle's floor of 0.1 retries a second (50 s
+-- of them held at once: 5, enough for a lone call's last retries); and a
+-- rate that starts unlimited and paces only once throttling answers (429,
+-- or a 503 ServerBusy) come (AIMD).  A throttling answer costs the budget
+-- what a success gives back (0.1, not AWS's 0.357): the rate's pacing
+-- answers it, and a limiter's 429s must not spend the retries kept for an
+-- outage.  Off: --set budget=none, --set rate=none.
+budget = { max_tokens = 10, token_ratio = 0.1, reserve = 0.1,
+           throttle_cost = 0.1 }
+rate = { adaptive = true }
+-- The Retry pattern advises a circuit breaker against long-lasting faults:
+-- 5 transient failures in a row (one more than a lone call can have) open it
+-- for 30 s.  Off: --set breaker=none.
+breaker = { failures = 5, open_seconds = 30 }

@@ -37,6 +37,21 @@ options = {
   retry_all_errors = false, -- curl's --retry-all-errors: every failure transient
 }
 
+-- Guards, shared by every call of this policy in a process (a fleet's with
+-- --redis), tuned so that a lone call makes all its attempts while a batch
+-- or a busy host cannot multiply an outage or hammer a limiter:
+-- the retry budget (gRPC's 10 tokens, 0.1 back per success, retries while
+-- more than half are left) with Finagle's floor of 0.1 retries a second (50 s
+-- of them held at once: 5, enough for a lone call's last retries); and a
+-- rate that starts unlimited and paces only once throttling answers (429)
+-- come (AIMD).  A throttling answer costs the budget what a success gives
+-- back (0.1, not AWS's 0.357): the rate's pacing answers it, and a limiter's
+-- 429s must not spend the retries kept for an outage.  Off: --set
+-- budget=none, --set rate=none.
+budget = { max_tokens = 10, token_ratio = 0.1, reserve = 0.1,
+           throttle_cost = 0.1 }
+rate = { adaptive = true }
+
 local retry = require "retry"
 local transient_status = retry.status_in { 408, 429, 500, 502, 503, 504 }
 local QUOTA = { [403] = true, [429] = true, [503] = true }

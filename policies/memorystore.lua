@@ -46,3 +46,20 @@ end
 -- the throttling backoff is the one above.
 throttle_backoff = { initial = 1, multiplier = 2, max = 64, jitter = "additive", jitter_max = 1,
                      cap_jitter = true }
+
+-- Guards, shared by every call of this policy in a process (a fleet's with
+-- --redis), tuned so that a lone call makes all its attempts while a batch
+-- or a busy host cannot multiply an outage or hammer a limiter:
+-- the retry budget (gRPC's 10 tokens, 0.1 back per success, retries while
+-- more than half are left) with Finagle's floor of 0.1 retries a second (50 s
+-- of them held at once: 5, enough for a lone call's last retries); and a
+-- rate that starts unlimited and paces only once throttling answers (429)
+-- come (AIMD).  A throttling answer costs the budget what a success gives
+-- back (0.1, not AWS's 0.357): the rate's pacing answers it, and a limiter's
+-- 429s must not spend the retries kept for an outage.  Off: --set
+-- budget=none, --set rate=none.
+-- 14 tokens, not 10: this policy's 12 attempts (6 retries from the tokens,
+-- 5 from the reserve) all fit a lone call even with no wait between them.
+budget = { max_tokens = 14, token_ratio = 0.1, reserve = 0.1,
+           throttle_cost = 0.1 }
+rate = { adaptive = true }

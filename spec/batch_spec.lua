@@ -55,8 +55,11 @@ describe("luaretry run, many URLs", function ()
     local list = urls("/flaky/f%02d.txt", 20)
     local out = tmp .. "/out"
     proc.sh("mkdir " .. proc.q(out))
-    -- -v: every attempt and every URL (without it, what failed and a summary)
-    local r = run(concat({ "run", HTTP, "-v", "--parallel-max", "8", "--output-dir", out }, FAST, list))
+    -- -v: every attempt and every URL (without it, what failed and a summary);
+    -- the batch's mechanics, not its guards: two failures in three are far
+    -- past what http.lua's budget allows (defaults_spec.lua)
+    local r = run(concat({ "run", HTTP, "-v", "--parallel-max", "8", "--output-dir", out,
+                           "--set", "budget=none" }, FAST, list))
     assert.are.equal(0, r.code, r.stderr)
     assert.are.equal(60, #srv:requests())
     local names = proc.ls(out)

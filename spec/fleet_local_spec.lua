@@ -150,7 +150,7 @@ describe("the local store (--fleet local)", function ()
     assert.are.equal(0, #srv:requests_on("/200"))
     r = cmd({ "fleet", BREAKER, "--fleet", "local", "--set", "fleet.key=" .. key, "--reset" })
     assert.are.equal(0, r.code, r.stderr)
-    assert.matches("reset: full budget, breaker closed, throttle window empty, rate bucket full", r.stdout)
+    assert.matches("reset: full budget, breaker closed, admission window empty, rate bucket full", r.stdout)
     r = cmd({ "run", BREAKER, srv.base .. "/200", "-q", "--fleet", "local",
               "--set", "fleet.key=" .. key, "--set", "breaker.open_seconds=30" })
     assert.are.equal(0, r.code, r.stderr)
@@ -190,7 +190,7 @@ describe("the local store (--fleet local)", function ()
                     "--set", "fleet.key=" .. key })
     assert.is_true(a.code ~= 0, a.stderr)
     local _, shown = store_of(REFUSE, key)
-    assert.matches("throttle window: 10 requests, 0 accepted over the last 60 s", shown)
+    assert.matches("admission window: 10 requests, 0 accepted over the last 60 s", shown)
     -- processes B against a service that answers: the window says 10/11
     -- and more; with a key of their own the same seeds all go through
     local refused, own_refused = 0, 0
@@ -199,7 +199,7 @@ describe("the local store (--fleet local)", function ()
                       "local", "--set", "fleet.key=" .. key })
       if b.code == 6 then
         refused = refused + 1
-        assert.matches("the fleet's client%-side throttle refuses", b.stderr)
+        assert.matches("the fleet's admission control refuses", b.stderr)
       end
       local own = cmd({ "run", REFUSE, srv.base .. "/200", "--seed", tostring(seed), "--fleet",
                         "local", "--set", "fleet.key=" .. key .. "-own" .. seed })

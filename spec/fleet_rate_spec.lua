@@ -293,7 +293,12 @@ describe("the fleet's rate limiter against a hostile Redis", function ()
         local secs = proc.now() - t0
         assert.are.equal(0, x.code, x.stderr)
         assert.are.equal(1, count(x.stderr, LOST), x.stderr)
-        if why then assert.matches(why, x.stderr, 1, true) end
+        -- the reply's range check, or (a machine too busy to answer within
+        -- the lease's 50 ms) the worker's timeout: either goes local
+        if why then
+          assert.is_truthy(x.stderr:find(why, 1, true) or
+                           x.stderr:find("late; local guards decide", 1, true), x.stderr)
+        end
         assert.is_nil(x.stderr:find("runtime error", 1, true), x.stderr)
         assert.are.equal(10, #srv:requests_on("/200"))
         -- asked once, then again only as the reconnect backoff (250 ms at

@@ -108,6 +108,31 @@ describe("the fleet", function ()
     assert.matches("processes that synced in the last minute: 30\n", st.stdout)
   end)
 
+  it("the budget's floor is the fleet's: 100 processes of one call each stay within 1.1 of their first attempts", function ()
+    local key = new_key()
+    srv:reset()
+    local t0 = proc.now()
+    local res = many(100, function ()
+      return run_args(BUDGET, "/503", key, { "--set", "budget.reserve=0.1", "-q" })
+    end)
+    local secs = proc.now() - t0
+    local sent = #srv:requests_on("/503")
+    for i, x in ipairs(res) do
+      assert.truthy(x.code == 6 or x.code == 4, "process " .. i .. ": " .. tostring(x.code) .. x.stderr)
+    end
+    -- 100 first attempts, the tokens' few retries, and one reserve for the
+    -- fleet: 5 held, 0.1 a second while the processes ran
+    assert.is_true(sent >= 100, "requests: " .. sent)
+    assert.is_true(sent <= 110 + math.ceil(0.1 * secs), ("requests: %d in %.1f s"):format(sent, secs))
+    -- each process's own floor instead (no Redis): every lone call makes all 4
+    srv:reset()
+    res = many(10, function ()
+      return { "run", BUDGET, srv.base .. "/503", "-q", "--set", "budget.reserve=0.1" }
+    end)
+    for i, x in ipairs(res) do assert.are.equal(4, x.code, "process " .. i .. ": " .. x.stderr) end
+    assert.are.equal(40, #srv:requests_on("/503"))
+  end)
+
   it("refuses a retry decided on stale counts once the fleet's budget is spent while it waits", function ()
     local key = new_key()
     local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 1000,
@@ -173,14 +198,15 @@ describe("the fleet", function ()
     srv:reset()
     local res = many(8, function () return run_args(BREAKER, "/503", key) end)
     assert.are.equal(1, #srv:requests_on("/503"))
-    -- the probe fails and is not retried (the fleet's breaker opened again);
+    -- the probe fails and is not retried (the fleet's breaker opened again,
+    -- or is half-open with its one permit out: a retry needs a permit too);
     -- the other seven never made an attempt
     local probes, refused = 0, 0
     for i, x in ipairs(res) do
       assert.are.equal(6, x.code, "process " .. i .. ": " .. tostring(x.stderr))
       if x.stderr:find("attempt 1/3: 503", 1, true) then
         probes = probes + 1
-        assert.matches("fleet's circuit opened while the call waited", x.stderr)
+        assert.matches("fleet's circuit opened", x.stderr)
       else
         refused = refused + 1
         assert.matches("fleet's circuit is open", x.stderr)
@@ -368,7 +394,7 @@ describe("the fleet", function ()
       "backoff = { initial = 0.01, max = 0.02 }",
       "budget = { max_tokens = 10, token_ratio = 0.1 }",
       "breaker = { failures = 5, open_seconds = 30 }",
-      "throttle = { k = 100, window = 60 }", "rate = { limit = 50, burst = 5 }" }, "\n"))
+      "admission = { k = 100, window = 60 }", "rate = { limit = 50, burst = 5 }" }, "\n"))
     -- the second attempt: sent (4), or refused by the throttle (6), 2/3 of the time
     local x = proc.run(run_args(policy, "/503", key, { "-q" }))
     assert.truthy(x.code == 4 or x.code == 6, x.stderr)
@@ -379,7 +405,7 @@ describe("the fleet", function ()
     assert.matches(("budget: %d%%.000 of 10 tokens"):format(10 - failures), st.stdout)
     assert.matches(("breaker: closed; %d transient failures in a row"):format(failures), st.stdout)
     -- a request refused by the throttle is counted all the same
-    assert.matches("throttle window: 2 requests, 0 accepted over the last 60 s\n", st.stdout)
+    assert.matches("admission window: 2 requests, 0 accepted over the last 60 s\n", st.stdout)
     assert.matches("rate: 50 per second for the fleet; slots leased out up to [%d.]+ s ahead %(%d+%)\n",
                    st.stdout)
     assert.matches("processes that synced in the last minute: 1\n", st.stdout)
@@ -422,9 +448,11 @@ describe("the fleet", function ()
     assert.matches("no state in Redis", st.stdout)
     assert.matches("processes that synced in the last minute: 0", st.stdout)
     -- a policy with nothing to share, and a Redis that is not there
-    local none = proc.run({ "fleet", proc.root .. "/policies/http.lua", "--redis", r.url })
+    -- (http.lua without its own budget and rate)
+    local none = proc.run({ "fleet", proc.root .. "/policies/http.lua", "--redis", r.url,
+                            "--set", "budget=none", "--set", "rate=none" })
     assert.are.equal(3, none.code)
-    assert.matches("neither budget, breaker nor throttle", none.stderr)
+    assert.matches("neither budget, breaker nor admission", none.stderr)
     local gone = proc.run({ "fleet", BREAKER, "--redis", "redis://127.0.0.1:1/0" })
     assert.are.equal(1, gone.code)
     assert.matches("^luaretry: fleet: redis://127%.0%.0%.1:1/0: connect", gone.stderr)
@@ -454,7 +482,7 @@ describe("the fleet", function ()
     assert.matches("fleet%.sync: expected a whole number from 1 to 60000", bad_sync.stderr .. bad_sync.stdout)
     -- a policy without budget or breaker: a warning, and no connection
     local x = proc.run({ "run", proc.root .. "/policies/http.lua", srv.base .. "/200", "--redis", r.url,
-                         "--stats" })
+                         "--stats", "--set", "budget=none", "--set", "rate=none" })
     assert.are.equal(0, x.code, x.stderr)
     assert.matches("warning: .*fleet%.redis is set, but the policy has neither budget nor breaker", x.stderr)
     assert.matches("guards local", x.stderr)
@@ -547,25 +575,27 @@ end)
 
 -- --redis given for a policy with nothing to share changes nothing: said
 -- even under -q.  No Redis is needed: such a policy never connects.
-describe("--redis for a policy with nothing to share (no budget, breaker, throttle or fixed rate)", function ()
+describe("--redis for a policy with nothing to share (no budget, breaker, admission or fixed rate)", function ()
   local NOWHERE = "redis://127.0.0.1:1/0"
 
   it("is a warning that -q prints, naming --redis or LUARETRY_REDIS; -s prints nothing", function ()
     local warn = "warning: gcs: %-%-redis names a Redis, but the policy has neither budget nor " ..
-                 "breaker, throttle or fixed rate"
-    local r = proc.run({ "run", "gcs", "-q", "--redis", NOWHERE, "--", "true" })
+                 "breaker, admission or fixed rate"
+    -- gcs.lua without its own budget and rate: nothing to share
+    local OFF = { "--set", "budget=none", "--set", "rate=none" }
+    local r = proc.run({ "run", "gcs", OFF[1], OFF[2], OFF[3], OFF[4], "-q", "--redis", NOWHERE, "--", "true" })
     assert.are.equal(0, r.code, r.stderr)
     assert.matches("^luaretry: " .. warn .. ": there is nothing to share\n$", r.stderr)
-    r = proc.run({ "run", "gcs", "-q", "--", "true" }, { env = { "LUARETRY_REDIS=" .. NOWHERE } })
+    r = proc.run({ "run", "gcs", OFF[1], OFF[2], OFF[3], OFF[4], "-q", "--", "true" }, { env = { "LUARETRY_REDIS=" .. NOWHERE } })
     assert.are.equal(0, r.code, r.stderr)
     assert.matches("LUARETRY_REDIS names a Redis", r.stderr)
-    r = proc.run({ "run", "gcs", "-s", "--redis", NOWHERE, "--", "true" })
+    r = proc.run({ "run", "gcs", OFF[1], OFF[2], OFF[3], OFF[4], "-s", "--redis", NOWHERE, "--", "true" })
     assert.are.equal("", r.stderr)
     -- without -q the library's own warning says it, once
-    r = proc.run({ "run", "gcs", "--redis", NOWHERE, "--", "true" })
+    r = proc.run({ "run", "gcs", OFF[1], OFF[2], OFF[3], OFF[4], "--redis", NOWHERE, "--", "true" })
     local _, n = r.stderr:gsub("nothing to share", "")
     assert.are.equal(1, n, r.stderr)
-    -- a budget (from --set alone) is something to share: no warning, and the
+    -- a budget (gcs.lua's own) is something to share: no warning, and the
     -- unreachable Redis leaves the local guards deciding
     r = proc.run({ "run", "gcs", "-q", "--set", "budget.max_tokens=10", "--redis", NOWHERE, "--", "true" })
     assert.are.equal(0, r.code, r.stderr)

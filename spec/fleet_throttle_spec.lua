@@ -13,8 +13,8 @@ local THROTTLE, REFUSE, FAST = DIR .. "throttle.lua", DIR .. "refuse.lua", DIR .
 local COST, HEDGE = DIR .. "cost.lua", DIR .. "hedge.lua"
 
 local LOST = "local guards decide until Redis is back"
-local FLEET_SAYS = "the fleet's client%-side throttle refuses"
-local LOCAL_SAYS = "the client%-side throttle refuses"
+local FLEET_SAYS = "the fleet's admission control refuses"
+local LOCAL_SAYS = "^admission control refuses"
 
 local keys = 0
 local function new_key()
@@ -53,7 +53,7 @@ local function many(n, args_of)
   return out
 end
 
-describe("the fleet's client-side throttle", function ()
+describe("the fleet's admission control (client-side throttle)", function ()
   local r, srv
 
   setup(function ()
@@ -165,7 +165,7 @@ describe("the fleet's client-side throttle", function ()
       end
       c:close()
       slowest = math.max(slowest, proc.now() - t)
-      if d.verdict == "throttle" then said[#said + 1] = d.message end
+      if d.verdict == "admission" then said[#said + 1] = d.message end
       proc.sleep(0.002)                     -- the worker's round trip finds Redis gone meanwhile
     end
     p:close()
@@ -202,13 +202,13 @@ describe("the fleet's client-side throttle", function ()
     assert.are.equal("1", r:cli("HGET", "luaretry:{" .. key2 .. "}", "state"))
   end)
 
-  it("a hedge pays its token from the fleet's budget as it is sent", function ()
+  it("a hedge takes no token from the fleet's budget as it goes (failures charge it)", function ()
     local key = new_key()
     local x = proc.run(run_args(HEDGE, key, { srv.base .. "/slow", "--stats=json", "-s" }))
     assert.are.equal(0, x.code, x.stderr)
     local stats = proc.json.decode(x.stderr:match("{.*}"))
     assert.are.equal(1, stats.hedges)
-    -- 10 tokens, one spent by the hedge, 0.1 earned by the success
-    assert.are.equal("9100", r:cli("HGET", "luaretry:{" .. key .. "}", "tokens"))
+    -- 10 tokens, none spent by the hedge, the success's 0.1 capped at 10
+    assert.are.equal("10000", r:cli("HGET", "luaretry:{" .. key .. "}", "tokens"))
   end)
 end)

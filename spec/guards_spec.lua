@@ -93,6 +93,58 @@ budget = { max_tokens = 10, token_ratio = 0.1 }
   end)
 end)
 
+describe("the budget's floor (budget.reserve)", function ()
+  local function floor_policy(initial, attempts)
+    return policy(([[
+max_attempts = %d
+backoff = { initial = %g, multiplier = 1, jitter = "none" }
+budget = { max_tokens = 10, token_ratio = 0.1, reserve = 0.1 }
+]]):format(attempts or 100, initial))
+  end
+
+  it("lets a lone call of 10 attempts make them all, even with no wait between them", function ()
+    -- 4 retries from the tokens, 5 from the reserve (50 s of 0.1 a second)
+    local d, attempts = failing_call(floor_policy(0, 10))
+    assert.are.equal("exhausted", d.verdict)
+    assert.are.equal(10, attempts)
+  end)
+
+  it("holds 50 s of retries and refills at reserve per second, then refuses", function ()
+    local d, attempts = failing_call(floor_policy(0))
+    assert.are.equal("budget", d.verdict)
+    assert.are.equal(10, attempts)   -- 4 + 5: the reserve's 50 s held at once
+    assert.matches("and its reserve %(0.1 retries per second%) is spent", d.message)
+    -- waits of 1 s: the 5 retries of the reserve in 5 s refill half of one
+    d, attempts = failing_call(floor_policy(1))
+    assert.are.same({ "budget", 10 }, { d.verdict, attempts })
+    -- waits of 10 s: each retry's wait refills the one it takes
+    d, attempts = failing_call(floor_policy(10, 30))
+    assert.are.same({ "exhausted", 30 }, { d.verdict, attempts })
+  end)
+
+  it("is the policy's, not the call's: many calls in an outage share one reserve", function ()
+    local p = floor_policy(0, 10)
+    local sent = 0
+    for seed = 1, 100 do
+      local _, n = failing_call(p, seed)
+      sent = sent + n
+    end
+    -- 100 first attempts, 4 retries from the tokens, 5 from the reserve
+    -- (the virtual clocks of these calls do not move: no refill)
+    assert.are.equal(109, sent)
+  end)
+
+  it("is off with reserve = 0, the default", function ()
+    local d, attempts = failing_call(policy([[
+max_attempts = 10
+backoff = { initial = 0, jitter = "none" }
+budget = { max_tokens = 10, token_ratio = 0.1 }
+]]))
+    assert.are.equal("budget", d.verdict)
+    assert.are.equal(5, attempts)
+  end)
+end)
+
 describe("the circuit breaker", function ()
   local SRC = [[
 max_attempts = 10
@@ -224,5 +276,38 @@ describe("luaretry run and the guards", function ()
     assert.matches("circuit_open %(breaker%)", r.stderr)
     assert.matches("breaker: open", r.stderr)
     assert.are.equal(2, #srv:requests_on("/always503"))
+  end)
+end)
+
+-- Settings of the guards that contradict each other do not load, naming
+-- both fields; one that only becomes moot beside another is clamped with
+-- a warning (luaretry-policy(5), ONE ATTEMPT, EVERY GUARD).
+describe("the guards' settings beside each other", function ()
+  it("refuses a breaker window below min_calls, naming both", function ()
+    local p, err = lr.load_string("max_attempts = 3\nbreaker = { failure_rate = 0.5, window = 10, min_calls = 12 }\n",
+                                  "@window.lua")
+    assert.is_nil(p)
+    assert.matches("breaker.min_calls", err)
+    assert.matches("breaker.window", err)
+    assert.matches("window.lua:2", err)
+  end)
+
+  it("refuses a hedging share above 1, naming it and its range", function ()
+    local p, err = lr.load_string("max_attempts = 3\nhedge = { delay = 0.1, share = 1.5 }\n", "@share.lua")
+    assert.is_nil(p)
+    assert.matches("hedge.share", err)
+    assert.matches("share.lua:2", err)
+  end)
+
+  it("clamps a hedge.max at or above max_attempts, with a warning naming both", function ()
+    local p = policy("max_attempts = 3\nattempt_timeout = 1\nhedge = { delay = 0.1, max = 5 }\n")
+    local w = table.concat(p:warnings(), "\n")
+    assert.matches("hedge.max", w)
+    assert.matches("moot beside max_attempts %(3%)", w)
+    assert.matches("clamped to 2", w)
+    -- --set max_attempts=1 makes any hedge moot: none then
+    p:set("max_attempts", "1")
+    w = table.concat(p:warnings(), "\n")
+    assert.matches("clamped to 0", w)
   end)
 end)

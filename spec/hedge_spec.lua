@@ -132,20 +132,21 @@ breaker = { failures = 1, open_seconds = 30 }
     assert.are.equal(2, seen(srv, "/hedge-fails"))
   end)
 
-  it("hedges only while the budget allows a retry, each hedge paying a token as it goes", function ()
+  it("hedges while the budget allows a retry, a hedge paying nothing as it goes (gRPC A6)", function ()
     local p = policy(dir, [[
 max_attempts = 10
 attempt_timeout = 5
 hedge = { delay = 0.05, max = 5 }
 budget = { max_tokens = 4, token_ratio = 0.1 }
 ]])
-    -- an overload: every answer is slow; tokens 4 -> 3 -> 2, then no more
-    -- than half are left and the third hedge is refused
+    -- slow but healthy: every answer is slow and none fails, so the budget
+    -- stays whole and hedge.max bounds the hedges (before, each hedge paid
+    -- a token as it went: 4 -> 3 -> 2, and the third was refused)
     local r = run(p, "/all-slow")
     assert.are.equal(0, r.code, r.stderr)
     assert.are.equal("slow", r.stdout)
-    assert.are.equal(2, r.summary.hedges)
-    assert.are.equal(3, seen(srv, "/all-slow"))
+    assert.are.equal(5, r.summary.hedges)
+    assert.are.equal(6, seen(srv, "/all-slow"))
   end)
 
   it("bounds every attempt in flight by the deadline", function ()
@@ -439,7 +440,8 @@ describe("simulate --latency", function ()
   it("gives each run fresh guards of its own: the run without the hedge inherits no spent budget", function ()
     -- every attempt times out; a budget of 4 tokens allows one retry in all
     local r = proc.run({"simulate", "http", "--set", "attempt_timeout=0.5", "--set", "budget.max_tokens=4",
-                        "--set", "budget.token_ratio=0.1", "--latency", "2", "--calls", "20", "--json"})
+                        "--set", "budget.token_ratio=0.1", "--set", "budget.reserve=0",
+                        "--latency", "2", "--calls", "20", "--json"})
     assert.are.equal(0, r.code, r.stderr)
     local lines = proc.lines(r.stdout)
     local with, without = proc.json.decode(lines[1]), proc.json.decode(lines[2])

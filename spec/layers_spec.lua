@@ -76,6 +76,25 @@ describe("check-layers", function ()
     code, text = check(proc.root .. "/core", { objs[1], objs[3] })
     assert.are.equal(0, code, text)
   end)
+
+  it("fails on a guard of the chain that calls another guard, and names both", function ()
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    proc.writefile(dir .. "/guard_a.c", "int b(void);\nint a(void) { return b(); }\n")
+    proc.writefile(dir .. "/guard_b.c", "int b(void) { return 1; }\n")
+    proc.writefile(dir .. "/chain.c", "int a(void);\nint b(void);\nint c(void) { return a() + b(); }\n")
+    local cc = "cd " .. q(dir) .. " && mkdir -p obj/engine && cc -c guard_a.c -o obj/engine/guard_a.o && " ..
+               "cc -c guard_b.c -o obj/engine/guard_b.o && cc -c chain.c -o obj/engine/chain.o"
+    assert.are.equal(0, proc.sh(cc))
+    local objs = { dir .. "/obj/engine/guard_a.o", dir .. "/obj/engine/guard_b.o",
+                   dir .. "/obj/engine/chain.o" }
+    local code, text = check(proc.root .. "/core", objs)
+    assert.are.equal(1, code, text)
+    assert.matches("the guards' unit: engine/guard_a uses engine/guard_b %(b%)", text)
+    -- the chain asking both is no breach
+    code, text = check(proc.root .. "/core", { objs[2], objs[3] })
+    assert.are.equal(0, code, text)
+  end)
 end)
 
 describe("the shared library", function ()

@@ -134,15 +134,22 @@ throttle_backoff = { initial = 0, jitter = "none" }
     assert.are.equal("budget", ds[#ds].verdict)
   end)
 
-  it("the breaker takes throttling as a sign of life, not a failure", function ()
-    local p = policy(BASE .. [[
+  it("the breaker takes throttling as neutral: neither a failure nor a reset", function ()
+    local src = BASE .. [[
 max_attempts = 20
 breaker = { failures = 3, open_seconds = 60 }
 throttle_backoff = { initial = 0, jitter = "none" }
-]])
-    local ds = run_call(p, { 503, 503, 429, 503, 503, 429, 503, 503, 200 })
+]]
+    local p = policy(src)
+    local ds = run_call(p, { 429, 429, 429, 429, 429, 429, 200 })
     assert.are.equal("success", ds[#ds].verdict)
     assert.are.equal("closed", p:metrics().breaker)
+    -- a 429 between failures does not reset their count: the third opens it
+    p = policy(src)
+    ds = run_call(p, { 503, 503, 429, 503, 200 })
+    assert.are.equal("circuit_open", ds[#ds].verdict)
+    assert.are.equal(4, #ds)
+    assert.are.equal("open", p:metrics().breaker)
   end)
 
   it("rejects nonsense throttling settings at load with file and line", function ()
@@ -375,10 +382,10 @@ breaker = { failures = 1000, failure_rate = 0.5, slow_call = { seconds = 2, rate
     assert.are.equal("open", p:metrics().breaker)
   end)
 
-  it("half-open: probes (or half_open_calls) let calls through; a success closes it with a fresh window", function ()
+  it("half-open: probes let calls through; a success closes it with a fresh window", function ()
     local p = policy([[
 max_attempts = 1
-breaker = { failures = 1000, failure_rate = 0.5, window = 4, open_seconds = 0.05, half_open_calls = 2 }
+breaker = { failures = 1000, failure_rate = 0.5, window = 4, open_seconds = 0.05, probes = 2 }
 ]])
     for _ = 1, 4 do one(p, 503) end
     assert.are.equal("open", p:metrics().breaker)
@@ -411,8 +418,6 @@ breaker = { failures = 1000, failure_rate = 0.5, window = 4, open_seconds = 0.05
                    err_of("breaker = { slow_call = { seconds = 1, rate = -1 } }\n"))
     assert.matches("br.lua:3: breaker.slow_call: expected a table",
                    err_of("breaker = { slow_call = 3 }\n"))
-    assert.matches("set probes or half_open_calls, not both",
-                   err_of("breaker = { probes = 1, half_open_calls = 2 }\n"))
     -- a typo inside slow_call is reported
     local p = assert(lr.load_string("max_attempts = 3\nbreaker = { slow_call = { second = 1 } }\n", "@ty.lua"))
     local found = false
@@ -423,7 +428,7 @@ breaker = { failures = 1000, failure_rate = 0.5, window = 4, open_seconds = 0.05
   end)
 end)
 
-describe("client-side throttling (throttle = { k, window })", function ()
+describe("admission control (admission = { k, window }: the SRE book's client-side throttling)", function ()
   local function one(p, status, seed)
     local c = assert(p:begin { virtual = true, seed = seed })
     local n = c:next()
@@ -432,30 +437,30 @@ describe("client-side throttling (throttle = { k, window })", function ()
   end
 
   it("never refuses while the service accepts; refuses most first attempts once it does not", function ()
-    local p = policy("max_attempts = 1\nthrottle = { k = 2, window = 60 }\n")
+    local p = policy("max_attempts = 1\nadmission = { k = 2, window = 60 }\n")
     for i = 1, 300 do assert.are.equal("success", one(p, 200, i).verdict) end
-    assert.are.equal(0, p:metrics().throttle_refusals)
-    local q = policy("max_attempts = 1\nthrottle = { k = 2, window = 60 }\n")
+    assert.are.equal(0, p:metrics().admission_refusals)
+    local q = policy("max_attempts = 1\nadmission = { k = 2, window = 60 }\n")
     local reached = 0
     for i = 1, 1000 do
       local d = one(q, 503, i)
-      if d.verdict ~= "throttle" then reached = reached + 1 end
+      if d.verdict ~= "admission" then reached = reached + 1 end
     end
     -- with no accepts the refusal is n / (n + 1): about ln(1000) attempts get through
     assert.is_true(reached >= 2 and reached <= 30, "reached " .. reached)
-    assert.are.equal(1000 - reached, q:metrics().throttle_refusals)
+    assert.are.equal(1000 - reached, q:metrics().admission_refusals)
     local d = one(q, 503, 5000)
-    assert.are.equal("throttle", d.verdict)
-    assert.matches("the client%-side throttle refuses %(it refuses 100%% of attempts now", d.message)
+    assert.are.equal("admission", d.verdict)
+    assert.matches("^admission control refuses %(it refuses 100%% of attempts now", d.message)
   end)
 
   it("K sets how many failures it tolerates: a 60% failing service is let through at K = 3, not at K = 1.5", function ()
     local function reached(k)
-      local p = policy("max_attempts = 1\nthrottle = { k = " .. k .. ", window = 60 }\n")
+      local p = policy("max_attempts = 1\nadmission = { k = " .. k .. ", window = 60 }\n")
       local n = 0
       for i = 1, 1000 do
         local d = one(p, (i % 5 < 3) and 503 or 200, i)
-        if d.verdict ~= "throttle" then n = n + 1 end
+        if d.verdict ~= "admission" then n = n + 1 end
       end
       return n
     end
@@ -466,32 +471,62 @@ describe("client-side throttling (throttle = { k, window })", function ()
     assert.is_true(n15 <= 300, "K = 1.5 reached " .. n15)
   end)
 
-  it("retries count too, and a refused retry stops the call with verdict throttle (exit 6's class)", function ()
-    local p = policy("max_attempts = 50\nbackoff = { initial = 0, jitter = 'none' }\nthrottle = { k = 2, window = 60 }\n")
+  it("retries count too, and a refused retry stops the call with verdict admission (exit 6's class)", function ()
+    local p = policy("max_attempts = 50\nbackoff = { initial = 0, jitter = 'none' }\nadmission = { k = 2, window = 60 }\n")
     local c = assert(p:begin { virtual = true, seed = 1 })
     local d
     for _ = 1, 50 do
       d = c:report { status = 503 }
       if not d.retry then break end
     end
-    assert.are.equal("throttle", d.verdict)
+    assert.are.equal("admission", d.verdict)
     assert.is_true(d.attempt < 50)
   end)
 
   it("forgets what is older than its window", function ()
-    local p = policy("max_attempts = 1\nthrottle = { k = 2, window = 0.2 }\n")
+    local p = policy("max_attempts = 1\nadmission = { k = 2, window = 0.2 }\n")
     for i = 1, 50 do one(p, 503, i) end
-    assert.are.equal("throttle", one(p, 503, 999).verdict)
+    assert.are.equal("admission", one(p, 503, 999).verdict)
     proc.sleep(0.5)   -- the guards' clock is real time plus the calls' virtual waits
     assert.are.equal("success", one(p, 200, 1000).verdict)
   end)
 
+  it("the old names still load until 1.0, each with a warning naming the new one", function ()
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    local function check(src, ...)
+      proc.writefile(dir .. "/old.lua", src)
+      local r = proc.run({ "check", dir .. "/old.lua", ... }, { timeout = 30 })
+      return r.stdout .. r.stderr
+    end
+    local out = check([[
+max_attempts = 3
+throttle = { k = 3, window = 60 }
+breaker = { failures = 5, half_open_calls = 2 }
+]])
+    for _, want in ipairs { "old.lua:2: throttle: renamed admission (the old name is read until 1.0)",
+                            "old.lua:3: breaker.half_open_calls: renamed breaker.probes",
+                            "admission.k=3 admission.window=60", "breaker.probes=2" } do
+      assert.truthy(out:find(want, 1, true), want .. " in " .. out)
+    end
+    assert.is_nil(out:find("unknown name", 1, true), out)
+    -- the old name of an override too
+    out = check("max_attempts = 3\nadmission = { k = 2 }\n", "--set", "throttle.k=4")
+    assert.truthy(out:find("--set throttle.k: renamed admission.k", 1, true), out)
+    assert.truthy(out:find("admission.k=4", 1, true), out)
+    -- both set: the new one wins, and the warning says so
+    out = check("max_attempts = 3\nadmission = { k = 2 }\nthrottle = { k = 9 }\n")
+    assert.truthy(out:find("admission.k=2", 1, true), out)
+    assert.truthy(out:find("old.lua:3: throttle: renamed admission (the old name is read until 1.0); " ..
+                           "admission is set too: throttle is ignored", 1, true), out)
+  end)
+
   it("rejects K <= 1, a window of 0 and NaN at load with file and line", function ()
-    for _, src in ipairs { "throttle = { k = 1 }", "throttle = { k = 0.5 }", "throttle = { k = 0/0 }",
-                           "throttle = { window = 0 }", "throttle = { window = -1 }" } do
+    for _, src in ipairs { "admission = { k = 1 }", "admission = { k = 0.5 }", "admission = { k = 0/0 }",
+                           "admission = { window = 0 }", "admission = { window = -1 }" } do
       local p, err = lr.load_string("max_attempts = 2\n" .. src .. "\n", "@th.lua")
       assert.is_nil(p, src)
-      assert.matches("th.lua:2: throttle%.", err)
+      assert.matches("th.lua:2: admission%.", err)
     end
   end)
 end)
@@ -569,7 +604,7 @@ describe("the rate limiter (rate = { limit, burst } or { adaptive = true })", fu
     local n = c2:next()
     assert.is_true(n.retry and n.wait > 9e299 and n.wait < 1.1e300)
     -- the throttle's and the limiter's buckets 1e300 s in are clamped
-    local q = policy("max_attempts = 3\nthrottle = { k = 2 }\nrate = { adaptive = true }\n")
+    local q = policy("max_attempts = 3\nadmission = { k = 2 }\nrate = { adaptive = true }\n")
     local c3 = assert(q:begin { virtual = true, seed = 1 })
     c3:wait(1e300)
     assert.are.equal("retry", c3:report { status = 429 }.verdict)
@@ -643,15 +678,19 @@ describe("pacing against the fault server", function ()
     assert.is_nil(r.log:find('"circuit_open"', 1, true))
   end)
 
-  it("the SRE throttle keeps an always-503 service from most first attempts; exit 6, verdict throttle", function ()
+  it("admission control keeps an always-503 service from most first attempts; exit 6, verdict admission", function ()
     local pol = dir .. "/t.lua"
-    proc.writefile(pol, "max_attempts = 1\ndeadline = 60\nattempt_timeout = 10\nthrottle = { k = 2, window = 60 }\n")
-    local r = run_logged({ "run", pol, "--urls", urls(200, "/down"), "--parallel-max", "4", "--seed", "1" },
-                         dir .. "/log", 120)
+    proc.writefile(pol, "max_attempts = 1\ndeadline = 60\nattempt_timeout = 10\nadmission = { k = 2, window = 60 }\n")
+    local r = run_logged({ "run", pol, "--urls", urls(200, "/down"), "--parallel-max", "4", "--seed", "1",
+                           "--stats", "--metrics-file", dir .. "/metrics" }, dir .. "/log", 120)
     assert.are.equal(6, r.code, r.stderr)
     local seen = #srv:requests_on("/down")
     assert.is_true(seen >= 2 and seen <= 40, "requests that reached the service: " .. seen)
-    assert.matches('"verdict":"throttle"', r.log)
+    assert.matches('"verdict":"admission"', r.log)
+    -- the counter under its name: 200 calls, each refused or sent once
+    local refused = 200 - seen
+    assert.matches("admission refusals " .. refused .. "[,\n]", r.stderr)
+    assert.matches("luaretry_admission_refusals_total%S* " .. refused .. "\n", proc.readfile(dir .. "/metrics"))
   end)
 end)
 
@@ -665,19 +704,22 @@ describe("simulate shows each guard (--process, --status)", function ()
     return proc.json.decode(r.stdout).process
   end
 
-  it("the SRE throttle keeps a burst of 100 calls against an outage to a few requests", function ()
-    local plain = sim { "--outage", "60" }
+  it("admission control keeps a burst of 100 calls against an outage to a few requests", function ()
+    -- http.lua without its own guards (budget, adaptive rate): the one asked alone
+    local plain = sim { "--outage", "60", "--set", "budget=none", "--set", "rate=none" }
     assert.is_true(plain.attempts >= 300, "without: " .. plain.attempts)
-    local throttled = sim { "--outage", "60", "--set", "throttle.k=2" }
+    local throttled = sim { "--outage", "60", "--set", "admission.k=2", "--set", "budget=none",
+                            "--set", "rate=none" }
     assert.is_true(throttled.attempts <= 20, "with: " .. throttled.attempts)
-    assert.are.equal(100, throttled.stops.throttle)
+    assert.are.equal(100, throttled.stops.admission)
   end)
 
   it("the rate limiter spreads first attempts: 100 at 10 a second take 9.9 s", function ()
-    local r = sim { "--outage", "5", "--set", "rate.limit=10" }
+    local r = sim { "--outage", "5", "--set", "rate.limit=10", "--set", "rate.adaptive=false",
+                    "--set", "budget=none" }
     assert.is_true(r.last_attempt >= 9.9 - 1e-6, "last " .. r.last_attempt)
     assert.are.equal(100, r.stops.success)
-    local free = sim { "--outage", "5" }
+    local free = sim { "--outage", "5", "--set", "rate=none" }
     assert.is_true(free.last_attempt < r.last_attempt)
   end)
 

@@ -51,21 +51,21 @@ void cli_fleet_start(luaretry_policy *p) {
 }
 
 /* A Redis named for a policy with nothing to share (no budget, breaker,
- * throttle or fixed rate) is a setting
+ * admission or fixed rate) is a setting
  * that changes nothing, and a setting silently ignored is a lost one: said
  * under -q too, where the library's warnings are not printed. */
 void cli_fleet_warn_unshared(luaretry_policy *p, const char *from) {
   luaretry_tuning t;
   luaretry_metrics m;
   if (luaretry_policy_tuning(p, &t) != LUARETRY_OK || t.budget || t.breaker) return;
-  char k[64] = "none"; /* a client-side throttle is shared too */
-  if (luaretry_policy_get(p, "throttle.k", k, sizeof k) == LUARETRY_OK && strcmp(k, "none") != 0)
+  char k[64] = "none"; /* admission control is shared too */
+  if (luaretry_policy_get(p, "admission.k", k, sizeof k) == LUARETRY_OK && strcmp(k, "none") != 0)
     return;
   /* a fixed rate is shared too: the policy has a fleet then */
   if (luaretry_policy_metrics(p, &m) == LUARETRY_OK && m.guards != LUARETRY_GUARDS_LOCAL) return;
   fprintf(stderr,
           "luaretry: warning: %s: %s %s, but the policy has neither budget "
-          "nor breaker, throttle or fixed rate: there is nothing to share\n",
+          "nor breaker, admission or fixed rate: there is nothing to share\n",
           t.name, from,
           strstr(from, "LUARETRY_REDIS") || strstr(from, "--redis") ? "names a Redis"
                                                                     : "asks for the local store");
@@ -84,10 +84,10 @@ static void utc(double t, char *buf, size_t size) {
   snprintf(buf, size, "%s.%03d UTC", day, (int)((t - (double)s) * 1000));
 }
 
-/* The throttle's window and the rate limiter, as either store holds them. */
+/* Admission control's window and the rate limiter, as either store holds them. */
 static void print_guards(const luaretry_fleet_status *st) {
   if (st->window_seconds > 0)
-    printf("  throttle window: %.0f requests, %.0f accepted over the last %g s\n",
+    printf("  admission window: %.0f requests, %.0f accepted over the last %g s\n",
            st->window_requests, st->window_accepts, st->window_seconds);
   if (st->rate_limit > 0)
     printf("  rate: %g per second for the fleet; slots leased out up to %.3f s ahead (%.0f)\n",
@@ -202,7 +202,7 @@ int cli_fleet(int argc, char **argv) {
   int local = strcmp(store.field, "fleet.local") == 0;
   if (rc == LUARETRY_OK && a.reset) {
     printf("fleet %s: reset: full budget, breaker closed, %s\n", t.name,
-           local ? "throttle window empty, rate bucket full" : "no processes");
+           local ? "admission window empty, rate bucket full" : "no processes");
   } else if (rc == LUARETRY_OK) {
     print_status(t.name, &st, local);
     luaretry_fleet_status_free(&st);

@@ -3,7 +3,8 @@
  * policy's judge classifies, the engine counts, computes and decides.  A
  * call in flight is one struct (call_internal.h) and nothing more: its
  * rules and judge belong to the policy's load it began under.  Its other
- * files: call_guards.c, call_report.c, call_hedge.c, call_run.c. */
+ * files: chain.c and guard_*.c, call_report.c, call_hedge.c, call_run.c. */
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,6 +72,13 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->judge = j;
   c->rules = rules;
   c->max_attempts = max_attempts > 0 ? max_attempts : rules->max_attempts;
+  c->allowance = -1;
+  if (flags & LUARETRY_CALL_RETRIES) {
+    /* one layer retries: what the caller lets this call make, at most */
+    c->allowance = o->retries > INT_MAX - 1 ? INT_MAX - 1 : (int)o->retries;
+    if (c->max_attempts <= 0 || c->allowance + 1 < c->max_attempts)
+      c->max_attempts = c->allowance + 1;
+  }
   c->clock.is_virtual = (flags & LUARETRY_CALL_VIRTUAL_TIME) != 0;
   c->no_hedge = (flags & LUARETRY_CALL_NO_HEDGE) != 0;
   c->one_round = (flags & LUARETRY_CALL_WORKFLOW_REQUEST) != 0;
@@ -105,16 +113,13 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->throttle_previous = rules->throttle_backoff.initial;
   int late = (flags & LUARETRY_CALL_DEADLINE) && host_deadline(c, o->deadline);
   c->next_timeout = lr_call_timeout_at(c, 0);
-  if (!c->one_round) { /* a round: its enclosing call was counted and admitted */
-    lr_count(c->shared, LR_M_CALLS, 1);
-    if (late)
-      stop_late(c, o->deadline);
-    else
-      lr_call_refused_at_begin(c);
-    if (!c->stopped && c->remote && c->deadline > 0) lr_call_started_late(c);
-  } else if (late) {
+  lr_chain_init(c);
+  if (!c->one_round) lr_count(c->shared, LR_M_CALLS, 1); /* a round's call was counted */
+  if (late)
     stop_late(c, o->deadline);
-  }
+  else
+    lr_chain_begin(c);
+  if (!c->stopped && !c->one_round && c->remote && c->deadline > 0) lr_call_started_late(c);
   *out = c;
   return LUARETRY_OK;
 }
@@ -124,16 +129,10 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
   memset(d, 0, sizeof *d);
   d->attempt = c->started; /* hedges that were cancelled were started too */
   d->elapsed = luaretry_call_elapsed(c);
-  if (!c->stopped && c->attempts > 0) lr_call_refused_after_wait(c, d);
-  if (c->stopped) {
-    d->retry = 0;
-    d->reason = c->reason;
-    d->rule = c->stop_rule;
-    d->message = c->message && c->message[0] ? c->message : NULL;
-    return LUARETRY_OK;
-  }
-  if (c->deadline > 0 && d->elapsed >= c->deadline) {
+  int fresh = c->rules->guards.rate && c->admitted <= c->attempts; /* a token to ask for */
+  if (!c->stopped && c->deadline > 0 && d->elapsed >= c->deadline) {
     /* asked late (a host's timer on a busy machine): no attempt past it */
+    lr_chain_give_back(c);
     lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
                         "the deadline (%.3f s) passed before the attempt was asked for (%.3f s)",
                         c->deadline, d->elapsed);
@@ -141,11 +140,12 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     if (c->observer) c->observer(c->observer_ud, NULL, d);
     return LUARETRY_OK;
   }
-  int fresh = c->rules->guards.rate && c->admitted <= c->attempts; /* a token to ask for */
-  if (fresh && lr_call_rate_token(c, d->elapsed) < 0) {
-    lr_call_stop_rate_limited(c, d, d->elapsed);
-    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
-    if (c->observer) c->observer(c->observer_ud, NULL, d);
+  if (!c->stopped && lr_chain_going(c, d)) return LUARETRY_OK;
+  if (c->stopped) {
+    d->retry = 0;
+    d->reason = c->reason;
+    d->rule = c->stop_rule;
+    d->message = c->message && c->message[0] ? c->message : NULL;
     return LUARETRY_OK;
   }
   d->retry = 1;
@@ -167,6 +167,7 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
 
 void luaretry_call_free(luaretry_call *c) {
   if (!lr_call_ok(c)) return;
+  if (c->held && !c->stopped) lr_chain_give_back(c); /* decided, never sent */
   c->magic = 0;
   if (c->judge && c->judge->release) c->judge->release(c->judge->ud);
   lr_waiter_close(&c->waiter);
@@ -263,6 +264,7 @@ void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d) {
   d->elapsed = luaretry_call_elapsed(c);
   d->message = NULL;
   d->hook_error = NULL;
+  lr_chain_give_back(c); /* the attempt asked for never went */
   lr_call_stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
   lr_count(c->shared, LR_M_UNATTEMPTED, 1);
   if (c->observer) c->observer(c->observer_ud, NULL, d);

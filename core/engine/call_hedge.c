@@ -1,6 +1,6 @@
 /* call_hedge.c: several attempts of one call in flight.  A hedge is
- * sent only for an idempotent request while the guards would allow a
- * retry, and pays the budget when it is sent. */
+ * sent only for an idempotent request, and is an attempt for every guard:
+ * it asks the whole chain (chain.c) now, and goes now or not at all. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +23,7 @@ luaretry_code luaretry_call_start(luaretry_call *c, int *attempt) {
     return LUARETRY_E_STATE;
   }
   double at = luaretry_call_elapsed(c);
+  lr_chain_sent(c);
   c->flight[0] = (lr_flight){ ++c->started, 0, at };
   c->in_flight = 1;
   c->last_start = at;
@@ -43,24 +44,20 @@ double luaretry_call_hedge_in(const luaretry_call *c) {
 /* Why no hedge goes now (d filled, the round closed); 0 when one may. */
 static int hedge_refused(luaretry_call *c, const luaretry_request *r, double now,
                          luaretry_decision *d) {
-  const lr_rules *rules = c->rules;
   const char *why = NULL;
-  int idempotent = 1, remote_said = 0;
+  int idempotent = 1;
   char *err = lr_call_buffer(&c->errmsg);
   lr_attempt_ctx ctx = lr_call_context(c, c->started + 1, now);
   if (!err) return -1;
   if (c->judge->is_idempotent(c->judge->ud, r, &idempotent, &ctx, err, MESSAGE_SIZE) != 0)
     return -1;
+  lr_ask a = { LR_KIND_HEDGE, 0, 0, now, now, 0, NULL };
   if (!idempotent)
     why = "the request is not idempotent";
-  else if (c->max_attempts > 0 && c->started >= c->max_attempts)
-    why = "max_attempts";
-  else if (c->deadline > 0 && now >= c->deadline)
-    why = "deadline";
-  else if (rules->guards.breaker && !lr_call_breaker_admits(c, 0, now + c->start, &remote_said))
-    why = "the circuit is open";
-  else if (rules->guards.budget && !lr_call_budget_allows(c, now + c->start, &remote_said))
-    why = "the retry budget refuses";
+  else if (lr_chain_admit(c, &a, d))
+    why = a.why;
+  else
+    lr_chain_sent(c); /* it goes now */
   if (!why) return 0;
   c->hedge_closed = 1;
   d->retry = 0;
@@ -82,22 +79,15 @@ luaretry_code luaretry_call_hedge(luaretry_call *c, const luaretry_request *r,
     d->reason = c->stopped ? c->reason : LUARETRY_REASON_NONE;
     return LUARETRY_OK;
   }
-  int refused = hedge_refused(c, r, d->elapsed, d);
-  if (refused < 0) return LUARETRY_E_POLICY;
-  if (refused) return LUARETRY_OK;
-  if (c->flight == &c->one) {
+  if (c->flight == &c->one) { /* before the guards: what they give is spent at once */
     lr_flight *more = malloc(LR_FLIGHT_MAX * sizeof *more);
     if (!more) return LUARETRY_E_NOMEM;
     more[0] = c->one;
     c->flight = more;
   }
-  /* paid when sent: a slow answer that succeeds would never pay */
-  if (c->rules->guards.budget) {
-    lr_budget_spend(c->shared, &c->rules->guards);
-    /* and the fleet's, as a delta in its next batch (never waiting) */
-    if (c->remote && c->remote->ops->spend)
-      c->remote->ops->spend(c->remote->ud, d->elapsed + c->start);
-  }
+  int refused = hedge_refused(c, r, d->elapsed, d);
+  if (refused < 0) return LUARETRY_E_POLICY;
+  if (refused) return LUARETRY_OK;
   lr_count(c->shared, LR_M_HEDGES, 1);
   c->flight[c->in_flight++] = (lr_flight){ ++c->started, 1, d->elapsed };
   c->hedges_in_flight++;

@@ -1,9 +1,10 @@
 /* call_internal.h: the call state machine's own state, shared by its
  * files and by nothing else: call_stop.c (how a call stops and says why),
- * call_guards.c (what the guards say), call_report.c (an outcome judged
- * into a decision), call_hedge.c (several attempts in flight), call.c (its
- * life and the step API's questions) and call_run.c (the blocking call),
- * each using only those before it. */
+ * guard_*.c (one guard each) and chain.c (every guard, in order),
+ * call_report.c (an outcome judged into a decision), call_hedge.c
+ * (several attempts in flight), call.c (its life and the step API's
+ * questions) and call_run.c (the blocking call), each using only those
+ * before it. */
 #ifndef LR_CALL_INTERNAL_H
 #define LR_CALL_INTERNAL_H
 
@@ -31,7 +32,9 @@ struct luaretry_call {
   lr_shared *shared;       /* the policy's budget, breaker and counters */
   lr_shared *own;          /* ... or this call's own, when isolated */
   const lr_remote *remote; /* asked first (the fleet), or NULL */
-  long max_attempts;       /* the rules', or a simulation's */
+  long max_attempts;       /* the rules', or a simulation's; lowered by the
+                              caller's allowance (LUARETRY_CALL_RETRIES) */
+  int allowance;           /* the caller's retries, or -1: none given */
   lr_clock clock;
   lr_waiter waiter;
   lr_rng rng;
@@ -72,16 +75,23 @@ struct luaretry_call {
    * (luaretry_call_start, luaretry_call_hedge, luaretry_call_report_attempt) */
   int started; /* attempts started (or reported unannounced) */
   int in_flight, hedges_in_flight;
-  int hedge_closed;   /* no more hedges until the next attempt starts */
-  int no_hedge;       /* LUARETRY_CALL_NO_HEDGE */
-  int one_round;      /* LUARETRY_CALL_WORKFLOW_REQUEST: the enclosing call counts */
-  double hedge_delay; /* this round's, fixed when its attempt started */
-  double last_start;  /* the latest start in flight, call seconds */
-  lr_flight one;      /* the attempt in flight ... */
-  lr_flight *flight;  /* ... here, or LR_FLIGHT_MAX made at the first
+  int hedge_closed;          /* no more hedges until the next attempt starts */
+  int no_hedge;              /* LUARETRY_CALL_NO_HEDGE */
+  int one_round;             /* LUARETRY_CALL_WORKFLOW_REQUEST: the enclosing call counts */
+  double hedge_delay;        /* this round's, fixed when its attempt started */
+  double last_start;         /* the latest start in flight, call seconds */
+  lr_flight one;             /* the attempt in flight ... */
+  lr_flight *flight;         /* ... here, or LR_FLIGHT_MAX made at the first
                                hedge: most calls never hedge */
-  int rate_remote;    /* the fleet's rate limiter answered the last ask (2:
+  int rate_remote;           /* the fleet's rate limiter answered the last ask (2:
                          the deadline passed while it was asked) */
+  unsigned char chain_on;    /* the guards on for this call (bits LR_G_*) */
+  unsigned char held;        /* ... that hold something for the attempt asked for */
+  unsigned char remote_said; /* the fleet's view decided the last refusal */
+  double held_at;            /* the guard clock when admission counted it */
+  /* a retry the fleet's tokens refused went on to its wait for the
+   * fleet's reserve (call_guards.c) */
+  unsigned char reserve_asked;
 };
 
 /* Read as bytes: a foreign handle need not have a call's alignment. */
@@ -127,27 +137,108 @@ void lr_call_stop_saying(luaretry_call *c, luaretry_decision *d, luaretry_reason
 /* A final verdict's stop, with the script's reason when it gave one. */
 void lr_call_stop_final(luaretry_call *c, luaretry_decision *d, const lr_verdict *v);
 
-/* ---- call_guards.c: the remote view (the fleet) first, the local guards
- * when it does not know; `now` is the call's clock.  *remote says who
- * answered, for the message.  The int functions answer 1 when the call
- * stopped (d filled). */
+/* ---- chain.c and guard_*.c: one attempt, every guard (issue 28).
+ *
+ * Each guard is one unit (guard_<name>.c) behind one interface,
+ * lr_guard_ops: admit an attempt of a kind at a time, hand back what it
+ * gave when a later guard refuses, record an outcome of a class.  None
+ * blocks (a fleet's view may make one bounded round trip, within what is
+ * left of the deadline, ended at once by a cancel).  chain.c asks them in
+ * ../shared/CONTRACT.md's order, once per attempt, and records each
+ * outcome once; no unit calls another (make check-layers holds it).
+ * Each unit asks the fleet's view of itself first (lr_remote_ops, the
+ * view's answer LR_REMOTE_LOCAL letting the local guard decide) and
+ * counts locally either way, so the local guards are warm when the view
+ * goes. */
 
-int lr_call_budget_allows(luaretry_call *c, double now, int *remote);
-int lr_call_breaker_admits(luaretry_call *c, int first_attempt, double now, int *remote);
-/* The rate limiter's token for an attempt `start` seconds into the call:
- * the extra wait, or -1 past the deadline. */
+typedef enum {
+  LR_KIND_FIRST,   /* a call's first attempt: asked at lr_call_new */
+  LR_KIND_RETRY,   /* asked when decided (report), again after its wait (next) */
+  LR_KIND_HEDGE,   /* asked when the host would send it: now or never */
+  LR_KIND_REQUEST, /* a workflow's request (a LUARETRY_CALL_ONE_ROUND call) */
+} lr_kind;
+
+typedef struct {
+  lr_kind kind;
+  int after_wait;  /* asked again as the attempt goes (luaretry_call_next) */
+  int server;      /* the wait is the server's (the deadline's rule name) */
+  double at;       /* call seconds the attempt would start */
+  double now;      /* call seconds now */
+  double wait;     /* out: extra seconds before it goes (the rate limiter) */
+  const char *why; /* out: why no hedge (a hedge is refused, never stopped) */
+} lr_ask;
+
+typedef enum {
+  LR_REC_SUCCESS,   /* a success */
+  LR_REC_ANSWERED,  /* a final answer: the service answered */
+  LR_REC_FAILURE,   /* a transient failure, not throttling */
+  LR_REC_THROTTLED, /* the server throttled (429, is_throttling) */
+} lr_rec_class;
+
+typedef struct {
+  lr_rec_class cls;
+  const luaretry_outcome *o;
+  double now;      /* the call's clock */
+  double duration; /* the attempt's own time, seconds */
+  int round;       /* a workflow's request: only what paces requests records */
+} lr_record;
+
+typedef struct {
+  const char *name; /* which guards are on: lr_chain_init, from the rules */
+  /* 0: the attempt may go (a->wait may grow); 1: refused: the call
+   * stopped (d filled) or, for a hedge, a->why says why. */
+  int (*admit)(luaretry_call *c, lr_ask *a, luaretry_decision *d);
+  /* What admit gave the attempt (c->held's bit for the unit) is handed
+   * back: a later guard refused it, or the call stopped before it went. */
+  void (*give_back)(luaretry_call *c);
+  void (*record)(luaretry_call *c, const lr_record *r);
+} lr_guard_ops;
+
+enum { /* the chain's order, CONTRACT's; bits of c->held and c->chain_on */
+       LR_G_ATTEMPTS,
+       LR_G_DEADLINE,
+       LR_G_BREAKER,
+       LR_G_ADMISSION,
+       LR_G_BUDGET,
+       LR_G_HEDGING,
+       LR_G_RATE,
+       LR_G_COUNT
+};
+
+extern const lr_guard_ops lr_guard_attempts, lr_guard_deadline, lr_guard_breaker,
+  lr_guard_admission, lr_guard_budget, lr_guard_hedging, lr_guard_rate;
+
+/* Which guards are on for the call (c->chain_on), at lr_call_new. */
+void lr_chain_init(luaretry_call *c);
+/* Asks every guard that is on, in order; on a refusal, what the earlier
+ * ones gave is handed back.  0: the attempt may go; 1: refused (the call
+ * stopped, d filled; a hedge: a->why). */
+int lr_chain_admit(luaretry_call *c, lr_ask *a, luaretry_decision *d);
+/* The attempt asked for went: what it holds is its own now. */
+static inline void lr_chain_sent(luaretry_call *c) { c->held = 0; }
+/* The call stops before its admitted attempt went: all handed back. */
+void lr_chain_give_back(luaretry_call *c);
+/* An outcome, to every guard that is on, and to the fleet's view once. */
+void lr_chain_record(luaretry_call *c, const lr_record *r);
+/* A call refused before its first attempt (lr_call_new). */
+void lr_chain_begin(luaretry_call *c);
+/* After a probe permit's round trip (lr_call_new): the first attempt has
+ * what is left of the deadline, or the call stops if nothing is. */
+void lr_call_started_late(luaretry_call *c);
+/* luaretry_call_next: the fleet's view brought up to date after a wait,
+ * then the guards asked again as the attempt goes; 1 when the call
+ * stopped (d filled, counted, observed). */
+int lr_chain_going(luaretry_call *c, luaretry_decision *d);
+/* In a refusal's message: whose counts decided. */
+static inline const char *lr_whose(int remote) { return remote ? "the fleet's " : "the "; }
+
+/* guard_rate.c, for luaretry_call_next's first attempt and the messages */
 double lr_call_rate_token(luaretry_call *c, double start);
 void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double start);
-/* At lr_call_new: after a probe permit's round trip, and the guards that
- * refuse a first attempt. */
-void lr_call_started_late(luaretry_call *c);
-void lr_call_refused_at_begin(luaretry_call *c);
-int lr_call_refused_after_wait(luaretry_call *c, luaretry_decision *d);
-/* A verdict's effect on the guards; 1 when it ends the call. */
-int lr_call_judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v, double now,
-                   luaretry_decision *d);
-/* The limits that end a call before its wait: attempts, budget, breaker,
- * throttle. */
-int lr_call_limited(luaretry_call *c, double now, luaretry_decision *d);
+/* call_allowance.c: the caller's allowance (LUARETRY_CALL_RETRIES): the
+ * policy's own max_attempts, and the attempt a failure with no connection
+ * gives back. */
+long lr_call_policy_attempts(const luaretry_call *c);
+void lr_call_unseen_failure(luaretry_call *c, const luaretry_outcome *o);
 
 #endif

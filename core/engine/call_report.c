@@ -67,12 +67,12 @@ static int server_wait(luaretry_call *c, const luaretry_outcome *o, const lr_ver
   return 0;
 }
 
-/* A transient outcome the guards let through: the wait (backoff, or the
- * server's or the script's), then a retry, or a stop when that wait would
- * pass the deadline or the server asks too much. */
+/* A transient outcome: the wait (backoff, or the server's or the
+ * script's), then the chain of guards for a retry starting after it (max
+ * attempts, the deadline, the breaker, admission, the budget, the rate
+ * limiter's token: its extra wait), then a retry, or a stop. */
 static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v,
                           const lr_attempt_ctx *ctx, luaretry_decision *d) {
-  const lr_rules *r = c->rules;
   double w;
   luaretry_wait_source src;
   lr_verdict err;
@@ -86,21 +86,10 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
     return;
   }
   if (server_wait(c, o, v, &w, &src, d)) return;
-  if (r->guards.rate) {
-    double extra = lr_call_rate_token(c, d->elapsed + w);
-    if (extra < 0) {
-      lr_call_stop_rate_limited(c, d, d->elapsed + w);
-      return;
-    }
-    if (extra > 0) w += extra, src = LUARETRY_WAIT_RATE;
-  }
-  if (c->deadline > 0 && d->elapsed + w >= c->deadline) {
-    lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE,
-                        src == LUARETRY_WAIT_SERVER ? "retry_after" : "deadline",
-                        "the next attempt would start at %.3f s, past the deadline (%.3f s)",
-                        d->elapsed + w, c->deadline);
-    return;
-  }
+  /* the retry asks every guard, for when it would start */
+  lr_ask a = { LR_KIND_RETRY, 0, src == LUARETRY_WAIT_SERVER, d->elapsed + w, d->elapsed, 0, NULL };
+  if (lr_chain_admit(c, &a, d)) return;
+  if (a.wait > 0) w += a.wait, src = LUARETRY_WAIT_RATE;
   d->retry = 1;
   d->reason = LUARETRY_REASON_NONE;
   d->wait = w;
@@ -172,6 +161,45 @@ static int round_over(luaretry_call *c, const lr_verdict *v, luaretry_decision *
   return 1;
 }
 
+/* The verdict's class, as the guards record it. */
+static lr_rec_class rec_class(const lr_verdict *v) {
+  return v->cls == LUARETRY_CLASS_SUCCESS ? LR_REC_SUCCESS
+         : v->cls == LUARETRY_CLASS_FINAL ? LR_REC_ANSWERED
+         : v->throttled                   ? LR_REC_THROTTLED
+                                          : LR_REC_FAILURE;
+}
+
+/* The verdict's effect: recorded once by the guards (a policy error by
+ * none: the service told nothing); 1 when the verdict ends the call (d
+ * filled), 0 when a transient outcome may be retried. */
+static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v, double now,
+                  double duration, luaretry_decision *d) {
+  if (v->cls == LUARETRY_CLASS_ERROR || v->cls == LUARETRY_CLASS_THROTTLING) {
+    lr_call_stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, v->rule, "%s", v->message);
+    return 1;
+  }
+  if ((c->chain_on & ~((1u << LR_G_ATTEMPTS) | (1u << LR_G_DEADLINE) | (1u << LR_G_HEDGING))) ||
+      c->remote) {
+    lr_record r = { rec_class(v), o, now, duration, c->one_round };
+    lr_chain_record(c, &r);
+  }
+  if (v->throttled && v->cls == LUARETRY_CLASS_TRANSIENT) {
+    if (!c->one_round) lr_count(c->shared, LR_M_THROTTLED, 1);
+    d->throttled = 1;
+  }
+  if (c->one_round) return round_over(c, v, d);
+  switch (v->cls) {
+  case LUARETRY_CLASS_SUCCESS: lr_call_stop(c, d, LUARETRY_REASON_SUCCESS, v->rule); return 1;
+  case LUARETRY_CLASS_FINAL: lr_call_stop_final(c, d, v); return 1;
+  default: break;
+  }
+  if (!o->not_repeatable) return 0;
+  lr_call_stop_saying(c, d, LUARETRY_REASON_FINAL, "idempotency",
+                      "transient, but %s%s is not idempotent and may have taken effect",
+                      o->method ? o->method : "the operation", o->method ? " request" : "");
+  return 1;
+}
+
 static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
                             const luaretry_class *forced, luaretry_decision *d) {
   if (!c || !o || !d) return LUARETRY_E_ARG;
@@ -187,12 +215,16 @@ static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
     return LUARETRY_E_ARG;
   }
   ++c->attempts;
+  lr_chain_sent(c);
+  lr_call_unseen_failure(c, o);
   d->attempt = f.id;
   d->hedge = f.hedge;
   double now = lr_clock_now(&c->clock);
   d->elapsed = now - c->start;
+  /* the attempt's own time: the slow-call rule's, the percentile's */
+  double duration = d->elapsed - (f.start >= 0 ? f.start : c->attempt_start);
   if (f.start >= 0 && c->rules->hedge.percentile > 0 && (o->status || !o->error))
-    lr_latency_record(c->rules->hedge.latency, d->elapsed - f.start);
+    lr_latency_record(c->rules->hedge.latency, duration);
   if (atomic_load_explicit(&c->waiter.cancelled, memory_order_relaxed)) {
     lr_call_stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
     return LUARETRY_OK;
@@ -216,12 +248,12 @@ static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
       *forced == LUARETRY_CLASS_THROTTLING || (v.throttled && *forced == LUARETRY_CLASS_TRANSIENT);
     v.cls = *forced == LUARETRY_CLASS_THROTTLING ? LUARETRY_CLASS_TRANSIENT : *forced;
   }
-  if (c->one_round ? round_over(c, &v, d) : lr_call_judged(c, o, &v, now, d)) {
+  if (judged(c, o, &v, now, duration, d)) {
     if (f.hedge && (v.cls == LUARETRY_CLASS_SUCCESS || v.cls == LUARETRY_CLASS_FINAL))
       lr_count(c->shared, LR_M_HEDGES_WON, 1);
     return LUARETRY_OK;
   }
-  if (others_go_on(c, v.rule, d) || lr_call_limited(c, now, d)) return LUARETRY_OK;
+  if (others_go_on(c, v.rule, d)) return LUARETRY_OK;
   retry_or_stop(c, o, &v, &ctx, d);
   return LUARETRY_OK;
 }

@@ -34,7 +34,7 @@ static const int REASON_METRIC[] = {
   [LUARETRY_REASON_CIRCUIT_OPEN] = LR_M_CIRCUIT,
   [LUARETRY_REASON_GAVE_UP] = LR_M_GAVE_UP,
   [LUARETRY_REASON_SERVER_WAIT_TOO_LONG] = LR_M_SERVER_WAIT,
-  [LUARETRY_REASON_THROTTLE] = LR_M_THROTTLE_STOPS,
+  [LUARETRY_REASON_ADMISSION] = LR_M_THROTTLE_STOPS,
   [LUARETRY_REASON_RATE_LIMIT] = LR_M_RATE_STOPS,
 };
 
@@ -50,9 +50,19 @@ void lr_call_stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r, con
   d->wait_source = LUARETRY_WAIT_NONE;
   d->rule = rule; /* static, or owned by the policy: no copy per decision */
   if (r != LUARETRY_REASON_NONE && !c->one_round) lr_count(c->shared, REASON_METRIC[r], 1);
-  /* the attempts still in flight are the host's to cancel now */
+  /* the attempts still in flight are the host's to cancel now; a
+   * percentile hedge delay learns their time so far as a lower bound of
+   * their latency (the slow ones are what it is for: left out, it would
+   * learn from the fast half only) */
   d->in_flight = c->in_flight;
-  if (c->in_flight) lr_count(c->shared, LR_M_HEDGES_CANCELLED, c->in_flight);
+  if (c->in_flight) {
+    lr_count(c->shared, LR_M_HEDGES_CANCELLED, c->in_flight);
+    if (c->rules->hedge.percentile > 0) {
+      double now = lr_clock_now(&c->clock) - c->start;
+      for (int i = 0; i < c->in_flight; i++)
+        lr_latency_record(c->rules->hedge.latency, now - c->flight[i].start);
+    }
+  }
   c->in_flight = c->hedges_in_flight = 0;
 }
 

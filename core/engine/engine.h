@@ -12,6 +12,17 @@
 
 #include "luaretry.h"
 
+/* ---- the engine's short locks (the budget's and breaker's windows, the
+ * throttle's counts, the rate limiter, the quota): held for a few
+ * instructions, so a waiter spins a little, then yields its time slice
+ * (sched_yield) instead of spinning on a holder the scheduler preempted:
+ * on 2 cores a pure spin burned a whole slice (issue 28, finding 10). */
+#define LR_SPIN_TRIES 64
+void lr_lock(atomic_flag *f);
+static inline void lr_unlock(atomic_flag *f) {
+  atomic_flag_clear_explicit(f, memory_order_release);
+}
+
 /* ---- clock.c: monotonic time, virtual time, cancellable waits */
 
 typedef struct {
@@ -81,6 +92,9 @@ double lr_backoff_wait(const lr_backoff *b, uint64_t n, double *previous, lr_rng
 typedef struct {
   int budget; /* retry throttling on */
   double max_tokens, token_ratio;
+  /* retries per second the budget allows whatever its tokens (Finagle's
+   * floor), LR_RESERVE_SPAN s of them held at once; 0: none */
+  double reserve;
   double throttle_cost; /* tokens a throttling outcome takes */
   int breaker;          /* circuit breaker on */
   int failures;         /* transient failures in a row to open */
@@ -106,6 +120,9 @@ typedef struct {
 } lr_guards;
 
 #define LR_WINDOW_MAX 1000 /* outcomes a rate window may hold */
+
+/* Seconds of the budget's reserve held at once (guard.c). */
+#define LR_RESERVE_SPAN 50.0
 
 /* Every attempt ends in a decision: a retry, or a stop for a reason.  So
  * attempts are not counted one by one (an atomic less per decision): they
@@ -194,6 +211,8 @@ typedef struct {
   lr_guards guards; /* the settings last configured: for a reload to
                                  tell whether they changed */
   atomic_llong milli_tokens;
+  atomic_llong hedge_milli;    /* hedging's credit, in thousandths of a hedge */
+  atomic_llong reserve_tat_ns; /* the reserve's GCRA: when it was last empty */
   atomic_int breaker_state, consecutive_failures, probes_left;
   atomic_llong opened_at_ns;
   /* the rate rules' window: a ring of the last outcomes (bit 0: failed,
@@ -220,11 +239,34 @@ void *lr_aligned_calloc(size_t size);
 /* The settings `g` are the call's (its rules'), `now` its clock's. */
 int lr_budget_allows_retry(lr_shared *s, const lr_guards *g);
 double lr_budget_tokens(lr_shared *s);
+/* Whether an attempt may go now: closed, yes; open, no (half-open once
+ * open_seconds passed); half-open, when a probe permit is left, taken
+ * (*permit = 1): every attempt in half-open takes one, whatever its kind.
+ * The simulated fleet asks it as the fleet would. */
+/* The budget's floor: 1 when a retry the tokens refuse may go all the
+ * same, taking one of the reserve's retries (budget.reserve per second,
+ * LR_RESERVE_SPAN seconds of them held at once); 0 when none is left. */
+int lr_budget_reserve_take(lr_shared *s, const lr_guards *g, double now);
+/* The same test on a GCRA's state *tat (seconds) without atomics, for a
+ * fleet's state kept elsewhere (simfleet.c; Redis runs it in ms). */
+int lr_reserve_gcra(double *tat, double reserve, double now);
 int lr_breaker_admits(lr_shared *s, const lr_guards *g, int first_attempt, double now);
+int lr_breaker_permit(lr_shared *s, const lr_guards *g, double now, int *permit);
+/* A permit handed back: its attempt was refused by a later guard, or its
+ * answer told nothing (a throttling answer, neutral to the breaker). */
+void lr_breaker_give_back(lr_shared *s, const lr_guards *g);
+/* One guard's part of an outcome (the chain's units record each their own). */
+void lr_breaker_success(lr_shared *s, const lr_guards *g, double now);
+void lr_breaker_failure(lr_shared *s, const lr_guards *g, double now);
+void lr_budget_success(lr_shared *s, const lr_guards *g);
+void lr_budget_failure(lr_shared *s, const lr_guards *g);
+void lr_budget_throttled(lr_shared *s, const lr_guards *g);
+/* Both at once (the simulated fleet). */
 void lr_guards_success(lr_shared *s, const lr_guards *g, double now);
 void lr_guards_failure(lr_shared *s, const lr_guards *g, double now);
-/* A throttling answer: budget.throttle_cost tokens; the breaker takes it
- * as a sign of life (the service answered, asking for less). */
+/* A throttling answer: budget.throttle_cost tokens; neutral to the
+ * breaker (neither a failure nor a reset of the count; a half-open
+ * breaker's permit is handed back, the breaker stays half-open). */
 void lr_guards_throttled(lr_shared *s, const lr_guards *g, double now);
 /* Whether the breaker has rate rules. */
 int lr_breaker_rated(const lr_guards *g);
@@ -242,6 +284,9 @@ void lr_pace_reset(lr_pace *p);
 /* The throttle: 1 when an attempt may go now (it is counted as a
  * request either way); `u` is a uniform draw in [0, 1) from the call. */
 int lr_throttle_admits(lr_shared *s, const lr_guards *g, double now, double u);
+/* A request counted at `now` and not sent after all (a later guard refused
+ * the attempt, or the call stopped before it went): uncounted. */
+void lr_throttle_unrequest(lr_shared *s, const lr_guards *g, double now);
 /* The throttle's probability of refusing now, for messages. */
 double lr_throttle_refusal(lr_shared *s, const lr_guards *g, double now);
 /* An answer: accepted (a success or a final answer) or not. */
@@ -263,6 +308,11 @@ void lr_throttle_totals(lr_shared *s, const lr_guards *g, double now, double *re
  * `latest`. */
 double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, double latest,
                        double u, int *held);
+/* A token reserved and not used (a later guard refused the attempt):
+ * handed back (the bucket's time back to `tat_before`) when the bucket's
+ * time is still `tat_after`, the one its reservation set. */
+void lr_rate_give_back(lr_shared *s, const lr_guards *g, double tat_before, double tat_after);
+double lr_rate_tat(lr_shared *s);
 /* The adaptive rate follows the answers: throttling slows it down, a
  * success speeds it up. */
 void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now);
@@ -324,7 +374,9 @@ typedef struct {
   int (*budget_allows_retry)(void *ud, double now);
   /* A first attempt's may make one round trip (a half-open breaker's
    * probe permit), ending within `left` seconds (0: no deadline) and at
-   * once when w is cancelled. */
+   * once when w is cancelled.  The chain (guard_breaker.c) asks with
+   * first_attempt = 1 for every attempt, whatever its kind: in half-open
+   * each takes a permit. */
   int (*breaker_admits)(void *ud, int first_attempt, double now, double left, lr_waiter *w);
   /* Counts an outcome.  Never waits. */
   void (*record)(void *ud, lr_remote_outcome o, double now);
@@ -344,8 +396,9 @@ typedef struct {
   double (*throttle_request)(void *ud, double now);
   /* The same probability without counting (for messages), or LR_REMOTE_LOCAL. */
   double (*throttle_refusal)(void *ud, double now);
-  /* A hedge sent: one budget token spent remotely as locally
-   * (lr_budget_spend).  Never waits. */
+  /* One budget token spent remotely as locally (lr_budget_spend).  Never
+   * waits.  The engine no longer calls it: a hedge takes no token as it
+   * goes (gRPC A6); kept for the views that implement it. */
   void (*spend)(void *ud, double now);
   /* The fleet's rate limiter: a token for an attempt that would start at
    * `at` (the call's clock, `now` being it now), no later than `latest`
@@ -364,6 +417,12 @@ typedef struct {
    * lr_breaker_record's does.  Never waits.  NULL: the window stays this
    * process's (the local breaker still opens on it). */
   void (*breaker_record)(void *ud, int failed, int slow, double now);
+  /* The budget's floor, the fleet's (lr_budget_reserve_take on the
+   * fleet's reserve): 1 when a retry the fleet's tokens refuse may go, 0,
+   * or LR_REMOTE_LOCAL.  Asked after the retry's wait (it may make one
+   * round trip, ending within `left` seconds, 0: no deadline, and at once
+   * when w is cancelled).  NULL: the local reserve decides. */
+  int (*reserve_take)(void *ud, double now, double left, lr_waiter *w);
 } lr_remote_ops;
 
 typedef struct {
@@ -463,14 +522,29 @@ typedef struct {
                                policy's recent attempts */
   double floor, ceiling; /* a percentile's bounds */
   lr_latency *latency;   /* the policy's samples (with a percentile) */
+  double share;          /* hedging's own bound: at most this share of the
+                            policy's recent calls hedge ("The Tail at Scale") */
 } lr_hedge;
+
+/* Hedging's bound as credit (Finagle's RetryBudget's shape): each call of
+ * a hedging policy adds `share` of a hedge, each hedge takes one, and the
+ * credit holds at most LR_HEDGE_RESERVE hedges (also where it starts), so
+ * over any run of calls at most share * calls + LR_HEDGE_RESERVE hedge. */
+#define LR_HEDGE_RESERVE 10
 
 void lr_latency_record(lr_latency *l, double seconds);
 /* The delay hedge h gives now: its fixed delay, or its percentile of the
  * recent samples within [floor, ceiling] (the ceiling until there are
  * LR_LATENCY_MIN of them). */
 double lr_latency_delay(const lr_hedge *h);
-/* guard.c: a hedge takes its token from the budget as it is sent. */
+/* guard.c: hedging's credit (LR_HEDGE_RESERVE): a call adds `share`
+ * (lr_hedge_credit), a hedge takes one (1: taken), a hedge refused later in
+ * the chain gives it back (lr_hedge_refund). */
+void lr_hedge_credit(lr_shared *s, double share);
+int lr_hedge_take(lr_shared *s);
+void lr_hedge_refund(lr_shared *s);
+/* One budget token spent (the simulated fleet's `spend`, kept for the
+ * fleet's views: the engine no longer pays for a hedge as it is sent). */
 void lr_budget_spend(lr_shared *s, const lr_guards *g);
 
 /* ---- the rules a call follows, produced by the policy */
@@ -485,6 +559,9 @@ typedef struct {
   int retry_after;
   double max_retry_after;
   char attempt_header[64]; /* "": none; else sent with the attempt number */
+  /* propagate: headers sent with each attempt ("": none): the attempt's
+   * timeout in ms, and the retries the next service may make */
+  char propagate_deadline[64], propagate_retries[64];
   lr_backoff backoff;
   lr_backoff throttle_backoff; /* after an outcome judged throttling */
   lr_guards guards;            /* installed into the policy's lr_shared */
@@ -562,6 +639,13 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
  * of its choosing and for its errors. */
 luaretry_code lr_call_report_class(luaretry_call *c, const luaretry_outcome *o,
                                    luaretry_class forced, luaretry_decision *d);
+
+/* ---- propagation (call_allowance.c): what an attempt tells the next service.
+ * The milliseconds it is waited for (-1: no bound), and the retries the
+ * next service may make: 0 while this call retries itself (one layer
+ * retries), else what its own caller allowed (-1: nothing to pass). */
+long long lr_call_pass_timeout_ms(const luaretry_call *c);
+long lr_call_pass_retries(const luaretry_call *c);
 
 /* ---- util.c */
 

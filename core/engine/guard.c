@@ -14,10 +14,14 @@
 
 #define MILLI 1000 /* tokens in thousandths: gRPC's ratio has 3 decimals */
 
+static long long to_ns(double seconds);
+
 void lr_shared_init(lr_shared *s, const lr_guards *g) {
   memset(s, 0, sizeof *s);
   s->guards = *g;
   atomic_init(&s->milli_tokens, (long long)llround(g->max_tokens * MILLI));
+  atomic_init(&s->hedge_milli, (long long)LR_HEDGE_RESERVE * MILLI);
+  atomic_init(&s->reserve_tat_ns, LLONG_MIN / 2);
   atomic_init(&s->breaker_state, LUARETRY_BREAKER_CLOSED);
   for (int k = 0; k < LR_STRIPES; k++)
     for (int i = 0; i <= LR_METRIC_COUNT; i++) atomic_init(&s->stripes[k].v[i], 0);
@@ -29,6 +33,7 @@ void lr_shared_init(lr_shared *s, const lr_guards *g) {
 }
 
 static int same_guards(const lr_guards *a, const lr_guards *b) {
+  if (a->reserve != b->reserve) return 0;
   return a->budget == b->budget && a->max_tokens == b->max_tokens &&
          a->token_ratio == b->token_ratio && a->throttle_cost == b->throttle_cost &&
          a->breaker == b->breaker && a->failures == b->failures &&
@@ -42,16 +47,16 @@ static int same_guards(const lr_guards *a, const lr_guards *b) {
 }
 
 static void window_clear(lr_shared *s) {
-  while (atomic_flag_test_and_set_explicit(&s->window_lock, memory_order_acquire)) {
-  }
+  lr_lock(&s->window_lock);
   s->window_len = s->window_pos = s->window_failed = s->window_slow = 0;
-  atomic_flag_clear_explicit(&s->window_lock, memory_order_release);
+  lr_unlock(&s->window_lock);
 }
 
 void lr_shared_configure(lr_shared *s, const lr_guards *g) {
   if (same_guards(&s->guards, g)) return;
   s->guards = *g;
   atomic_store(&s->milli_tokens, (long long)llround(g->max_tokens * MILLI));
+  atomic_store(&s->reserve_tat_ns, LLONG_MIN / 2);
   atomic_store(&s->breaker_state, LUARETRY_BREAKER_CLOSED);
   atomic_store(&s->consecutive_failures, 0);
   window_clear(s);
@@ -130,6 +135,38 @@ int lr_budget_allows_retry(lr_shared *s, const lr_guards *g) {
 
 double lr_budget_tokens(lr_shared *s) { return (double)atomic_load(&s->milli_tokens) / MILLI; }
 
+/* ---- the budget's floor (Finagle's RetryBudget: a share of requests, the
+ * tokens above, plus a reserve of retries per second): a token bucket of
+ * `reserve` per second holding LR_RESERVE_SPAN seconds of them, as a GCRA
+ * whose state is the moment it was last empty (tat).  Full: tat at or
+ * before now - SPAN; a retry takes 1 / reserve seconds of it.  So a lone
+ * call (50 s of the shipped 0.1 a second hold 5 retries, what a call of 10
+ * attempts needs beyond the tokens' 4) makes all its attempts however
+ * short its waits, while a batch in an outage adds at most 5 + 0.1 a
+ * second to what the tokens allow, however many calls it holds.  Finagle
+ * holds 10 s (its TTL) of a reserve of 10 a second, sized for servers of
+ * many requests; a client's lone call needs the few retries held, not the
+ * rate, and a fleet of 100 such calls must stay within 1.1. */
+
+int lr_reserve_gcra(double *tat, double reserve, double now) {
+  if (!(reserve > 0)) return 0;
+  double t = *tat < now - LR_RESERVE_SPAN ? now - LR_RESERVE_SPAN : *tat;
+  if (now - t + 1e-6 < 1 / reserve) return 0; /* a µs: the ns it is kept in round */
+  *tat = t + 1 / reserve;
+  return 1;
+}
+
+int lr_budget_reserve_take(lr_shared *s, const lr_guards *g, double now) {
+  if (!g->budget || !(g->reserve > 0)) return 0;
+  long long cur = atomic_load(&s->reserve_tat_ns), next;
+  do {
+    double tat = cur == LLONG_MIN / 2 ? now - LR_RESERVE_SPAN : (double)cur * 1e-9;
+    if (!lr_reserve_gcra(&tat, g->reserve, now)) return 0;
+    next = to_ns(tat);
+  } while (!atomic_compare_exchange_weak(&s->reserve_tat_ns, &cur, next));
+  return 1;
+}
+
 /* ---- the breaker: closed -> open after `failures` transient failures in
  * a row; open for `open_seconds`, refusing every call; then half-open,
  * letting `probes` calls through: a success closes it, a failure opens it
@@ -161,8 +198,11 @@ static void change(lr_shared *s, const lr_guards *g, luaretry_breaker_state from
   if (s->on_change) s->on_change(s->on_change_ud, to);
 }
 
-/* Whether a call may begin (or go on with a retry) now. */
-int lr_breaker_admits(lr_shared *s, const lr_guards *g, int first_attempt, double now) {
+/* Whether an attempt may go now; in half-open every attempt takes a
+ * permit (*permit = 1).  Probes that never told (cancelled, a policy
+ * error) are given another chance after open_seconds. */
+int lr_breaker_permit(lr_shared *s, const lr_guards *g, double now, int *permit) {
+  *permit = 0;
   if (!g->breaker) return 1;
   int state = atomic_load(&s->breaker_state);
   if (state == LUARETRY_BREAKER_OPEN) {
@@ -171,40 +211,41 @@ int lr_breaker_admits(lr_shared *s, const lr_guards *g, int first_attempt, doubl
     change(s, g, LUARETRY_BREAKER_OPEN, LUARETRY_BREAKER_HALF_OPEN, now);
     state = atomic_load(&s->breaker_state);
   }
-  if (state == LUARETRY_BREAKER_HALF_OPEN && first_attempt) {
-    /* one permit per probe call; probes that never told (cancelled, a
-     * policy error) are given another chance after open_seconds */
-    int left = atomic_load(&s->probes_left);
-    while (left > 0 && !atomic_compare_exchange_weak(&s->probes_left, &left, left - 1)) {
-    }
-    if (left > 0) return 1;
-    double since = (double)atomic_load(&s->opened_at_ns) * 1e-9;
-    if (now - since < g->open_seconds) return 0;
-    atomic_store(&s->opened_at_ns, to_ns(now));
-    atomic_store(&s->probes_left, g->probes - 1);
-    return 1;
+  if (state != LUARETRY_BREAKER_HALF_OPEN) return state != LUARETRY_BREAKER_OPEN;
+  int left = atomic_load(&s->probes_left);
+  while (left > 0 && !atomic_compare_exchange_weak(&s->probes_left, &left, left - 1)) {
   }
-  return state != LUARETRY_BREAKER_OPEN;
+  if (left > 0) return *permit = 1;
+  double since = (double)atomic_load(&s->opened_at_ns) * 1e-9;
+  if (now - since < g->open_seconds) return 0;
+  atomic_store(&s->opened_at_ns, to_ns(now));
+  atomic_store(&s->probes_left, g->probes - 1);
+  return *permit = 1;
 }
 
-void lr_guards_success(lr_shared *s, const lr_guards *g, double now) {
-  if (g->budget) add_tokens(s, g, llround(g->token_ratio * MILLI));
+/* The fleet's simulated view asks as before: a first attempt takes a
+ * permit, a later one only needs the circuit not open. */
+int lr_breaker_admits(lr_shared *s, const lr_guards *g, int first_attempt, double now) {
+  int permit;
+  if (first_attempt || atomic_load(&s->breaker_state) != LUARETRY_BREAKER_HALF_OPEN)
+    return lr_breaker_permit(s, g, now, &permit);
+  return 1;
+}
+
+void lr_breaker_give_back(lr_shared *s, const lr_guards *g) {
+  if (!g->breaker || atomic_load(&s->breaker_state) != LUARETRY_BREAKER_HALF_OPEN) return;
+  int left = atomic_load(&s->probes_left);
+  while (left < g->probes && !atomic_compare_exchange_weak(&s->probes_left, &left, left + 1)) {
+  }
+}
+
+void lr_breaker_success(lr_shared *s, const lr_guards *g, double now) {
   if (!g->breaker) return;
   atomic_store(&s->consecutive_failures, 0);
   change(s, g, LUARETRY_BREAKER_HALF_OPEN, LUARETRY_BREAKER_CLOSED, now);
 }
 
-/* An outcome judged final: the service answered.  The budget counts only
- * successes and failures (as gRPC's); the breaker takes an answer as a
- * sign of life. */
-void lr_guards_answered(lr_shared *s, const lr_guards *g, double now) {
-  if (!g->breaker) return;
-  atomic_store(&s->consecutive_failures, 0);
-  change(s, g, LUARETRY_BREAKER_HALF_OPEN, LUARETRY_BREAKER_CLOSED, now);
-}
-
-void lr_guards_failure(lr_shared *s, const lr_guards *g, double now) {
-  if (g->budget) add_tokens(s, g, -MILLI);
+void lr_breaker_failure(lr_shared *s, const lr_guards *g, double now) {
   if (!g->breaker) return;
   int n = atomic_fetch_add(&s->consecutive_failures, 1) + 1;
   if (atomic_load(&s->breaker_state) == LUARETRY_BREAKER_HALF_OPEN)
@@ -213,16 +254,67 @@ void lr_guards_failure(lr_shared *s, const lr_guards *g, double now) {
     change(s, g, LUARETRY_BREAKER_CLOSED, LUARETRY_BREAKER_OPEN, now);
 }
 
-/* ---- hedging: a hedge pays its token when it is sent (call_hedge.c) */
+/* The budget counts only successes and failures (as gRPC's), throttling
+ * at its own cost; hedges pay nothing as they go (gRPC A6). */
+void lr_budget_success(lr_shared *s, const lr_guards *g) {
+  if (g->budget) add_tokens(s, g, llround(g->token_ratio * MILLI));
+}
+
+void lr_budget_failure(lr_shared *s, const lr_guards *g) {
+  if (g->budget) add_tokens(s, g, -MILLI);
+}
+
+void lr_budget_throttled(lr_shared *s, const lr_guards *g) {
+  if (g->budget) add_tokens(s, g, -llround(g->throttle_cost * MILLI));
+}
+
+void lr_guards_success(lr_shared *s, const lr_guards *g, double now) {
+  lr_budget_success(s, g);
+  lr_breaker_success(s, g, now);
+}
+
+/* An outcome judged final: the service answered; the breaker takes an
+ * answer as a sign of life. */
+void lr_guards_answered(lr_shared *s, const lr_guards *g, double now) {
+  lr_breaker_success(s, g, now);
+}
+
+void lr_guards_failure(lr_shared *s, const lr_guards *g, double now) {
+  lr_budget_failure(s, g);
+  lr_breaker_failure(s, g, now);
+}
 
 void lr_budget_spend(lr_shared *s, const lr_guards *g) {
   if (g->budget) add_tokens(s, g, -MILLI);
 }
 
+/* Neutral to the breaker: a 429 says the service is alive but busy, which
+ * is neither a failure (20 in a row must not open it) nor a success (one
+ * must not close a half-open breaker, nor reset the count). */
 void lr_guards_throttled(lr_shared *s, const lr_guards *g, double now) {
-  if (g->budget) add_tokens(s, g, -llround(g->throttle_cost * MILLI));
-  lr_guards_answered(s, g, now);
+  (void)now;
+  lr_budget_throttled(s, g);
+  lr_breaker_give_back(s, g);
 }
+
+/* ---- hedging's bound: credit in thousandths of a hedge */
+
+void lr_hedge_credit(lr_shared *s, double share) {
+  long long add = llround(share * MILLI), max = (long long)LR_HEDGE_RESERVE * MILLI;
+  long long cur = atomic_load(&s->hedge_milli), next;
+  do {
+    next = cur + add > max ? max : cur + add;
+  } while (next != cur && !atomic_compare_exchange_weak(&s->hedge_milli, &cur, next));
+}
+
+int lr_hedge_take(lr_shared *s) {
+  long long cur = atomic_load(&s->hedge_milli);
+  while (cur >= MILLI && !atomic_compare_exchange_weak(&s->hedge_milli, &cur, cur - MILLI)) {
+  }
+  return cur >= MILLI;
+}
+
+void lr_hedge_refund(lr_shared *s) { atomic_fetch_add(&s->hedge_milli, MILLI); }
 
 /* ---- the rate rules: a count-based sliding window of outcomes */
 
@@ -235,8 +327,7 @@ int lr_breaker_record(lr_shared *s, const lr_guards *g, int failed, int slow, do
   if (atomic_load(&s->breaker_state) != LUARETRY_BREAKER_CLOSED) return 0;
   int window = g->window < LR_WINDOW_MAX ? g->window : LR_WINDOW_MAX;
   unsigned char bits = (unsigned char)((failed ? 1 : 0) | (slow ? 2 : 0));
-  while (atomic_flag_test_and_set_explicit(&s->window_lock, memory_order_acquire)) {
-  }
+  lr_lock(&s->window_lock);
   if (s->window_pos >= window) s->window_pos = 0; /* a smaller window after a reload */
   if (s->window_len >= window) {
     unsigned char old = s->window_ring[s->window_pos];
@@ -254,7 +345,7 @@ int lr_breaker_record(lr_shared *s, const lr_guards *g, int failed, int slow, do
     open = (g->failure_rate > 0 && s->window_failed >= g->failure_rate * n) ||
            (g->slow_rate > 0 && s->window_slow >= g->slow_rate * n);
   }
-  atomic_flag_clear_explicit(&s->window_lock, memory_order_release);
+  lr_unlock(&s->window_lock);
   if (!open) return 0;
   change(s, g, LUARETRY_BREAKER_CLOSED, LUARETRY_BREAKER_OPEN, now);
   return 1;

@@ -38,7 +38,7 @@ const char *luaretry_reason_name(luaretry_reason r) {
   case LUARETRY_REASON_CIRCUIT_OPEN: return "circuit_open";
   case LUARETRY_REASON_GAVE_UP: return "gave_up";
   case LUARETRY_REASON_SERVER_WAIT_TOO_LONG: return "server_wait_too_long";
-  case LUARETRY_REASON_THROTTLE: return "throttle";
+  case LUARETRY_REASON_ADMISSION: return "admission";
   case LUARETRY_REASON_RATE_LIMIT: return "rate_limit";
   }
   return "unknown";

@@ -45,12 +45,9 @@
 #define MIN_RATE       0.5  /* the adaptive rate never goes below (tokens/s) */
 #define HORIZON        0.25 /* adaptive: seconds of tokens handed out ahead */
 
-static void lock(lr_pace *p) {
-  while (atomic_flag_test_and_set_explicit(&p->lock, memory_order_acquire)) {
-  }
-}
+static void lock(lr_pace *p) { lr_lock(&p->lock); }
 
-static void unlock(lr_pace *p) { atomic_flag_clear_explicit(&p->lock, memory_order_release); }
+static void unlock(lr_pace *p) { lr_unlock(&p->lock); }
 
 /* A bucket's number for x (time over its width), clamped: a call on the
  * virtual clock may stand 1e300 s in. */
@@ -126,6 +123,15 @@ int lr_throttle_admits(lr_shared *s, const lr_guards *g, double now, double u) {
   p->requests[bucket(p, g, now)]++;
   unlock(p);
   return u >= r;
+}
+
+void lr_throttle_unrequest(lr_shared *s, const lr_guards *g, double now) {
+  if (!(g->throttle_k > 0)) return;
+  lr_pace *p = &s->pace;
+  lock(p);
+  int i = bucket(p, g, now);
+  if (p->requests[i] > 0) p->requests[i]--;
+  unlock(p);
 }
 
 double lr_throttle_refusal(lr_shared *s, const lr_guards *g, double now) {
@@ -223,6 +229,25 @@ double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, 
   count_at(p->sent_slot, p->sent, at + wait);
   unlock(p);
   return wait;
+}
+
+double lr_rate_tat(lr_shared *s) {
+  lock(&s->pace);
+  double t = s->pace.tat;
+  unlock(&s->pace);
+  return t;
+}
+
+/* The token is handed back only when no token was reserved after it (the
+ * bucket's time is still the one it set): else a later holder's place
+ * would move up, and the bucket stays where it is (a token lost, never
+ * one too many). */
+void lr_rate_give_back(lr_shared *s, const lr_guards *g, double tat_before, double tat_after) {
+  if (!g->rate) return;
+  lr_pace *p = &s->pace;
+  lock(p);
+  if (p->tat == tat_after) p->tat = tat_before;
+  unlock(p);
 }
 
 /* A decrease: from the rate now, or from what the service took over the

@@ -26,12 +26,9 @@
  * its rounding of t to whole seconds must not make the next attempt early. */
 #define SLACK 1.02
 
-static void lock(lr_quota_pace *q) {
-  while (atomic_flag_test_and_set_explicit(&q->lock, memory_order_acquire)) {
-  }
-}
+static void lock(lr_quota_pace *q) { lr_lock(&q->lock); }
 
-static void unlock(lr_quota_pace *q) { atomic_flag_clear_explicit(&q->lock, memory_order_release); }
+static void unlock(lr_quota_pace *q) { lr_unlock(&q->lock); }
 
 void lr_quota_reset(lr_quota_pace *q) {
   lock(q);

@@ -227,7 +227,15 @@ static int rate_reserve(void *ud, double now, double at, double latest, double l
   return 1;
 }
 
+/* The budget's floor is the fleet's: one reserve (a round trip). */
+static int reserve_take(void *ud, double now, double left, lr_waiter *w) {
+  (void)left, (void)w; /* a simulated round trip takes no time */
+  sim_client *c = ud;
+  return lr_budget_reserve_take(c->fleet->shared, &c->fleet->g, now);
+}
+
 const lr_remote_ops lr_simfleet_ops = {
   budget_allows_retry, breaker_admits, record,       refresh, tokens, throttle_request,
   throttle_refusal,    spend,          rate_reserve, NULL, /* the breaker's rate window: each client's own, as with Redis */
+  reserve_take,
 };

@@ -1,5 +1,6 @@
 /* util.c: bounded string copies and formatting that every layer uses.
  * Messages are cut, never overflowed, and always terminated. */
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,4 +20,9 @@ void lr_fmt(char *dst, size_t size, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(dst, size, fmt, ap);
   va_end(ap);
+}
+
+void lr_lock(atomic_flag *f) {
+  for (int i = 0; atomic_flag_test_and_set_explicit(f, memory_order_acquire); i++)
+    if (i >= LR_SPIN_TRIES) sched_yield(); /* the holder may be preempted: let it run */
 }

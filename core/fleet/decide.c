@@ -19,10 +19,8 @@ void lr_fleet_record(lr_fleet *f, lr_fleet_outcome o) {
      * process sharing the key shares (cfg) */
     if (atomic_load_explicit(&f->budget, memory_order_relaxed))
       atomic_fetch_add_explicit(&f->throttled, 1, memory_order_relaxed);
-    /* a throttling answer is an answer (lr_guards_throttled) */
-    atomic_store_explicit(&f->trail, 0, memory_order_relaxed);
-    if (!atomic_load_explicit(&f->resets, memory_order_relaxed))
-      atomic_store_explicit(&f->resets, 1, memory_order_relaxed);
+    /* neutral to the breaker, as locally (lr_guards_throttled): neither a
+     * failure nor a reset of the run, so it never closes a half-open one */
     return;
   case LR_FLEET_SUCCESS:
     if (atomic_load_explicit(&f->budget, memory_order_relaxed))

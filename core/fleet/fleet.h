@@ -91,6 +91,7 @@ typedef struct {
    * (lr_guards in the engine): the same numbers on every process. */
   int budget;
   double max_tokens, token_ratio;
+  double reserve; /* the budget's floor, retries per second fleet-wide (reserve.c) */
   int breaker;
   int failures;        /* transient failures in a row, fleet-wide */
   double open_seconds; /* on Redis's clock */

@@ -200,6 +200,8 @@ typedef struct {
   long long cost_milli; /* a throttling answer's tokens */
   long long k_milli;    /* the throttle's K; not sent but as part of cfg */
   long long bucket_ms;  /* a tenth of the throttle's window; 0: no throttle */
+  /* the budget's floor (reserve.c): not sent but as part of cfg */
+  long long reserve_milli;
 } lr_fleet_limits;
 
 /* The guard settings as text, the same in every process that may share a
@@ -254,6 +256,7 @@ struct lr_fleet {
   atomic_llong max_milli, ratio_milli, open_ms;
   atomic_int throttle;
   atomic_llong k_milli, bucket_ms, cost_milli;
+  atomic_llong reserve_milli; /* budget.reserve, thousandths of a retry per second */
 
   /* The batch being gathered: lr_fleet_record adds, a sync takes. */
   atomic_llong spent, earned, trail, resets;
@@ -308,6 +311,12 @@ struct lr_fleet {
   char rate_key[230];
   char rate_sha[41];
 };
+
+/* ---- reserve.c: the budget's floor, the fleet's.  1: a retry the
+ * fleet's tokens refuse may go; 0: the fleet's reserve is spent;
+ * LR_FLEET_LOCAL: not known now (the local reserve decides).  One round
+ * trip within limit_ms (0: none), ended by a cancel of w. */
+int lr_fleet_reserve_take(lr_fleet *f, int64_t limit_ms, lr_waiter *w);
 
 /* ---- redis_rate.c */
 

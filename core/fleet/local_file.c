@@ -81,6 +81,7 @@ void lr_local_file_clear(lr_local_file *m) {
     atomic_store(&m->accepts[i], 0);
   }
   atomic_store(&m->tat_us, 0);
+  atomic_store(&m->reserve_tat_us, 0);
   atomic_store(&m->window_from, atomic_load(&m->outcomes));
   for (int i = 0; i < LR_LOCAL_BLOCKS; i++) atomic_store(&m->blocks[i], 0);
 }

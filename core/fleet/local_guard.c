@@ -87,6 +87,24 @@ static void spend(void *ud, double now) {
   add_tokens(ud, -MILLI);
 }
 
+/* The budget's floor, the machine's: one reserve for every process of
+ * the store (engine/guard.c's GCRA on the file's word, in µs), so that its
+ * lone calls make their attempts while 100 of them add what one would. */
+static int reserve_take(void *ud, double now, double left, lr_waiter *w) {
+  (void)left, (void)w; /* no round trip */
+  lr_local *l = ud;
+  lr_local_file *m = map_of(l, &l->budget);
+  double reserve = (double)atomic_load_explicit(&l->reserve_milli, memory_order_relaxed) / MILLI;
+  if (!m || !(reserve > 0)) return LR_REMOTE_LOCAL;
+  long long cur = atomic_load(&m->reserve_tat_us), next;
+  do {
+    double tat = (double)cur / 1e6;
+    if (!lr_reserve_gcra(&tat, reserve, now)) return 0;
+    next = llround(tat * 1e6);
+  } while (!atomic_compare_exchange_weak(&m->reserve_tat_us, &cur, next));
+  return 1;
+}
+
 /* ---- the breaker */
 
 /* The rate window starts afresh at each opening and closing (guard.c's
@@ -335,8 +353,8 @@ static int rate_reserve(void *ud, double now, double at, double latest, double l
 }
 
 const lr_remote_ops lr_local_remote_ops = {
-  budget_allows_retry, breaker_admits,   record, refresh,      tokens,
-  throttle_request,    throttle_refusal, spend,  rate_reserve, breaker_record,
+  budget_allows_retry, breaker_admits, record,       refresh,        tokens,       throttle_request,
+  throttle_refusal,    spend,          rate_reserve, breaker_record, reserve_take,
 };
 
 /* ---- what the file holds now, for the status */

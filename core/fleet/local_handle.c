@@ -15,6 +15,7 @@ void lr_local_configure(lr_local *l, const lr_fleet_settings *s) {
   if (!l || !s) return;
   atomic_store(&l->max_milli, llround(s->max_tokens * MILLI));
   atomic_store(&l->ratio_milli, llround(s->token_ratio * MILLI));
+  atomic_store(&l->reserve_milli, llround(s->reserve * MILLI));
   atomic_store(&l->cost_milli, llround(s->throttle_cost * MILLI));
   atomic_store(&l->failures, s->failures);
   atomic_store(&l->open_cs, llround(s->open_seconds * 100));

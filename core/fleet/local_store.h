@@ -84,6 +84,10 @@ typedef struct {
   atomic_ullong breaker;            /* local_guard.c's packing */
   _Alignas(64) atomic_ullong requests[LR_LOCAL_BUCKETS], accepts[LR_LOCAL_BUCKETS];
   _Alignas(64) atomic_llong tat_us; /* the rate limiter's; CLOCK_MONOTONIC µs */
+  /* the budget's reserve (its floor): when it was last empty, µs as tat_us
+   * (0 in a file of an older version: full); in tat_us's line, the size
+   * unchanged */
+  atomic_llong reserve_tat_us;
   /* the breaker's rate window: outcomes numbered by `outcomes`, in blocks
    * (local_guard.c's packing), counted from `window_from` (the number
    * of the first outcome since the breaker last opened or closed) */
@@ -96,6 +100,7 @@ struct lr_local {
   /* the guard numbers, read by decisions without a lock */
   atomic_int budget, breaker, throttle, rate;
   atomic_llong max_milli, ratio_milli, cost_milli, failures, open_cs, probes;
+  atomic_llong reserve_milli; /* budget.reserve, thousandths of a retry per second */
   atomic_llong k_milli, bucket_ms, interval_us, tolerance_us;
   atomic_int rated, window, min_calls; /* the breaker's rate rules */
   atomic_llong failure_milli, slow_milli;

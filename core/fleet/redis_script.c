@@ -132,11 +132,11 @@ void lr_fleet_cfg_text(const lr_fleet_limits *l, char *buf, size_t size) {
   lr_fmt(buf, size,
          "budget=%d max_tokens=%lld.%03lld token_ratio=%lld.%03lld breaker=%d "
          "failures=%lld open_ms=%lld probes=%lld throttle_cost=%lld.%03lld "
-         "throttle_k=%lld.%03lld throttle_bucket_ms=%lld",
+         "throttle_k=%lld.%03lld throttle_bucket_ms=%lld reserve=%lld.%03lld",
          l->budget, l->max_milli / 1000, l->max_milli % 1000, l->ratio_milli / 1000,
          l->ratio_milli % 1000, l->breaker, l->failures, l->open_ms, l->probes,
          l->cost_milli / 1000, l->cost_milli % 1000, l->k_milli / 1000, l->k_milli % 1000,
-         l->bucket_ms);
+         l->bucket_ms, l->reserve_milli / 1000, l->reserve_milli % 1000);
 }
 
 lr_fleet_code lr_redis_script_load(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,

@@ -96,7 +96,18 @@ static int rate_reserve(void *ud, double now, double at, double latest, double l
   return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
 }
 
+/* A round trip only for a call that waits anyway (the blocking API), as
+ * refresh makes one; a host's event loop is never held: the local reserve
+ * decides for it. */
+static int reserve_take(void *ud, double now, double left, lr_waiter *w) {
+  (void)now;
+  if (!w || !atomic_load(&w->blocking)) return LR_REMOTE_LOCAL;
+  int v = lr_fleet_reserve_take(ud, limit_of(left), w);
+  return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
+}
+
 const lr_remote_ops lr_fleet_remote_ops = {
   budget_allows_retry, breaker_admits, record,       refresh, tokens, throttle_request,
   throttle_refusal,    spend,          rate_reserve, NULL, /* the breaker's rate window stays each process's */
+  reserve_take,
 };

@@ -39,6 +39,7 @@ static void limits_of(lr_fleet *f, lr_fleet_limits *l) {
   l->probes = atomic_load(&f->probes);
   l->cost_milli = atomic_load(&f->cost_milli);
   l->k_milli = atomic_load(&f->k_milli);
+  l->reserve_milli = atomic_load(&f->reserve_milli);
   l->bucket_ms = atomic_load(&f->throttle) ? atomic_load(&f->bucket_ms) : 0;
   l->ttl_ms = (long long)f->set.ttl_seconds * 1000;
   if (l->ttl_ms < 2 * l->open_ms + 60000) l->ttl_ms = 2 * l->open_ms + 60000;

@@ -50,7 +50,9 @@
  * Locks, threads and fork: loading, reloading and luaretry_policy_set()
  * take the policy's mutex; the guards that keep a window or buckets (the
  * breaker's rate window, the client-side throttle, the rate limiter, the
- * server's quota) a spin lock for a few instructions per attempt; a fleet
+ * server's quota) a short lock for a few instructions per attempt, whose
+ * waiter spins a bounded number of times and then yields its time slice
+ * (no thread spins on a holder that was preempted); a fleet
  * round trip its connection's mutex.  Threads the library starts: the
  * watchdog (below), with the first loaded policy, joined when the last is
  * freed; and, for a load with fleet guards, the fleet's (started by the
@@ -349,8 +351,11 @@ typedef struct {
   uint64_t hedges_cancelled;      /* attempts cancelled because another one of
                                  their call answered first */
   uint64_t throttled;             /* outcomes judged throttling */
-  uint64_t throttle_refusals;     /* attempts the client-side throttle refused */
-  uint64_t reserved[16];          /* room for later counters: zeroed */
+  union {                         /* attempts admission control refused; */
+    uint64_t admission_refusals;  /* throttle_refusals: the old name, until 1.0 */
+    uint64_t throttle_refusals;
+  };
+  uint64_t reserved[16]; /* room for later counters: zeroed */
 } luaretry_metrics;
 
 LUARETRY_API luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m);
@@ -619,13 +624,16 @@ typedef enum {
   LUARETRY_REASON_CIRCUIT_OPEN,
   LUARETRY_REASON_GAVE_UP,              /* the host's operation gave up */
   LUARETRY_REASON_SERVER_WAIT_TOO_LONG, /* a Retry-After above max_retry_after */
-  LUARETRY_REASON_THROTTLE,             /* the client-side throttle refused the attempt */
-  LUARETRY_REASON_RATE_LIMIT            /* the rate limiter's wait would pass the deadline */
+  LUARETRY_REASON_ADMISSION,            /* admission control (the client-side throttle)
+                                           refused the attempt */
+  LUARETRY_REASON_RATE_LIMIT,           /* the rate limiter's wait would pass the deadline */
+  /* the old name of LUARETRY_REASON_ADMISSION, the same value, until 1.0 */
+  LUARETRY_REASON_THROTTLE = LUARETRY_REASON_ADMISSION
 } luaretry_reason;
 
 /* "retry" for NONE, else "success", "final", "exhausted", "deadline",
  * "policy_error", "cancelled", "budget", "circuit_open", "gave_up",
- * "server_wait_too_long", "throttle", "rate_limit". */
+ * "server_wait_too_long", "admission", "rate_limit". */
 LUARETRY_API const char *luaretry_reason_name(luaretry_reason r);
 
 typedef enum {
@@ -689,6 +697,9 @@ typedef struct luaretry_call luaretry_call;
 /* Use .deadline: the call ends by then, or by the policy's deadline when
  * that comes first. */
 #define LUARETRY_CALL_DEADLINE         0x20u
+/* Use .retries: the retries the caller lets this call make (the allowance
+ * its own inbound request carried, luaretry_call_options_inbound()). */
+#define LUARETRY_CALL_RETRIES          0x40u
 
 typedef struct {
   unsigned flags;
@@ -702,7 +713,15 @@ typedef struct {
    * at once (reason DEADLINE, no attempt, no wait); +infinity is none.
    * A call on the virtual clock gets the time left when it begins. */
   double deadline;
-  uint64_t reserved[3];
+  /* With LUARETRY_CALL_RETRIES: at most this many retries of outcomes the
+   * caller also sees (the call makes at most retries + 1 attempts, and
+   * never more than the policy's max_attempts).  A retry after an outcome
+   * whose error is "connect" or "dns" (no connection was made: the caller
+   * cannot see it, nor retry it) takes none of it.  The stop is EXHAUSTED
+   * with rule "retries". */
+  uint32_t retries;
+  uint32_t reserved_32;
+  uint64_t reserved[2];
 } luaretry_call_options;
 
 LUARETRY_API void luaretry_call_options_init(luaretry_call_options *o);
@@ -714,6 +733,23 @@ LUARETRY_API void luaretry_call_options_init(luaretry_call_options *o);
 LUARETRY_API double luaretry_clock_now(void);
 /* luaretry_clock_now() + seconds: a per-call deadline `seconds` from now. */
 LUARETRY_API double luaretry_deadline_in(double seconds);
+
+/* One retry layer and one deadline across services.  A service that gets a
+ * request and calls another under a policy gives that call what its own
+ * request carried: the time its caller still waits and the retries its
+ * caller lets it make, read from the inbound headers named by the policy's
+ * `propagate` (or, when the policy sets none, the defaults
+ * "Luaretry-Deadline-Ms" and "Luaretry-Retries"; names in any case).
+ * Values only shorten o's deadline and lower its retries, never raise them
+ * (LUARETRY_CALL_DEADLINE and LUARETRY_CALL_RETRIES are set as needed); of
+ * a repeated header the smallest valid value counts.  A deadline of 0 ms
+ * has passed: the call ends at once with DEADLINE.  LUARETRY_OK when every
+ * such header read; LUARETRY_E_ARG when one did not (negative, not a whole
+ * number, more than 12 digits: it is ignored, the valid ones still apply:
+ * the host says so once), and for a NULL p or o. */
+LUARETRY_API luaretry_code luaretry_call_options_inbound(const luaretry_policy *p,
+                                                         const luaretry_header *headers,
+                                                         size_t count, luaretry_call_options *o);
 
 /* Step API: begin, make an attempt with luaretry_call_timeout(), report its
  * outcome, follow the decision.  Nothing here sleeps. */
@@ -835,16 +871,20 @@ LUARETRY_API luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operatio
  *
  * Rules: a hedge goes only for an idempotent request (the script's
  * is_idempotent(request), else the method rule: never a POST without it),
- * while the retry budget would allow a retry (and it takes a token as it
- * is sent), while the circuit is not open, before the deadline and within
- * max_attempts (a hedge is an attempt); each is judged by is_transient like
+ * and is an attempt for every guard (luaretry-policy(5), ONE ATTEMPT,
+ * EVERY GUARD): within max_attempts, before the deadline, with a half-open
+ * breaker's permit, a request admission allows, while the retry budget
+ * would allow a retry (it takes no token as it goes: failures charge the
+ * budget), within hedging's bound (hedge.share of recent calls), with a
+ * rate token and a header-pacing slot free now (none now: no hedge, never
+ * a wait); each is judged by is_transient like
  * any attempt (info.hedge is true), and every attempt's timeout ends by the
  * deadline.  A refusal, or an attempt that fails while others are in
  * flight, closes hedging until the next luaretry_call_start (a failure is
  * the backoff's to space out, never a reason to send more at once).
  * Hedges are spaced `delay` apart, at most hedge.max of them in flight.
- * With fleet guards a hedge asks the fleet's budget and breaker, but pays
- * its token to this process's budget only.  LUARETRY_CALL_NO_HEDGE turns
+ * With fleet guards a hedge asks the fleet's budget, breaker, admission and
+ * fixed rate first.  LUARETRY_CALL_NO_HEDGE turns
  * hedging off for one call.
  * Decisions carry d.hedge and d.in_flight; the policy counts hedges sent,
  * won and cancelled (luaretry_metrics).  Hosts that never call

@@ -326,7 +326,7 @@ static int p_metrics(lua_State *L) {
     { "hedges_won", m.hedges_won },
     { "hedges_cancelled", m.hedges_cancelled },
     { "throttled", m.throttled },
-    { "throttle_refusals", m.throttle_refusals },
+    { "admission_refusals", m.admission_refusals },
     { "rate_limited", m.rate_limited },
   };
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
@@ -579,9 +579,47 @@ static void read_outcome(lua_State *L, int idx, outcome_buf *ob) {
   lua_settop(L, top); /* the strings stay referenced by the table */
 }
 
-static luaretry_call_options call_options(lua_State *L, int idx) {
+/* {retries =, inbound = {name = value or {values}}}: what the request a
+ * Lua host serves carried (luaretry_call_options_inbound), and a number
+ * of retries of its own; both only ever lower what is there. */
+static int call_allowance(lua_State *L, int idx, luaretry_policy *p, luaretry_call_options *opt) {
+  if (lua_getfield(L, idx, "retries") != LUA_TNIL) {
+    lua_Integer n = luaL_checkinteger(L, -1);
+    luaL_argcheck(L, n >= 0 && n <= UINT32_MAX, idx, "retries: 0 or more expected");
+    opt->flags |= LUARETRY_CALL_RETRIES;
+    opt->retries = (uint32_t)n;
+  }
+  if (lua_getfield(L, idx, "inbound") == LUA_TNIL) {
+    lua_pop(L, 2);
+    return 0;
+  }
+  luaL_checktype(L, -1, LUA_TTABLE);
+  luaretry_header h[64];
+  size_t n = 0;
+  lua_pushnil(L);
+  while (lua_next(L, -2) && n < 64) { /* strings stay in the table */
+    if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TTABLE) {
+      for (lua_Integer i = 1; n < 64 && lua_rawgeti(L, -1, i) == LUA_TSTRING; i++) {
+        h[n].name = lua_tostring(L, -3);
+        h[n++].value = lua_tostring(L, -1);
+        lua_pop(L, 1);
+      }
+      lua_pop(L, 1);
+    } else if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
+      h[n].name = lua_tostring(L, -2);
+      h[n++].value = lua_tostring(L, -1);
+    }
+    lua_pop(L, 1);
+  }
+  luaretry_code rc = luaretry_call_options_inbound(p, h, n, opt);
+  lua_pop(L, 2);
+  return rc != LUARETRY_OK; /* garbage: ignored, and p:begin says so */
+}
+
+static luaretry_call_options call_options(lua_State *L, int idx, luaretry_policy *p, int *garbage) {
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
+  *garbage = 0;
   if (!lua_istable(L, idx)) return opt;
   if (lua_getfield(L, idx, "seed") != LUA_TNIL) {
     opt.flags |= LUARETRY_CALL_SEED;
@@ -603,6 +641,7 @@ static luaretry_call_options call_options(lua_State *L, int idx) {
     opt.deadline = lua_tonumber(L, -1);
   }
   lua_pop(L, 4);
+  *garbage = call_allowance(L, idx, p, &opt);
   return opt;
 }
 
@@ -693,10 +732,12 @@ static int p_is_idempotent(lua_State *L) {
 
 /* ---- calls */
 
-/* p:begin{seed =, virtual =, isolated =, deadline =} -> call */
+/* p:begin{seed =, virtual =, isolated =, deadline =, retries =, inbound =}
+ * -> call [, what of inbound was ignored] */
 static int p_begin(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
-  luaretry_call_options opt = call_options(L, 2);
+  int garbage;
+  luaretry_call_options opt = call_options(L, 2, p, &garbage);
   call_box *b = lua_newuserdatauv(L, sizeof *b, 1);
   b->c = NULL;
   b->busy = 0;
@@ -706,7 +747,9 @@ static int p_begin(lua_State *L) {
   luaretry_code rc = luaretry_call_begin(p, &opt, &b->c);
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   ((policy_box *)lua_touserdata(L, 1))->calls++;
-  return 1;
+  if (!garbage) return 1;
+  lua_pushliteral(L, "inbound: a deadline or retries header that does not read was ignored");
+  return 2;
 }
 
 static int c_gc(lua_State *L) {
@@ -883,7 +926,8 @@ static luaretry_code run_op(void *ud, luaretry_call *c, int attempt, double time
 static int p_run(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
-  luaretry_call_options opt = call_options(L, 3);
+  int garbage; /* p:run has no second value to say it in: p:begin does */
+  luaretry_call_options opt = call_options(L, 3, p, &garbage);
   busy_until_return(L, 3); /* 4 */
   /* 5: the call, kept in a box so an error still frees it */
   call_box *b = lua_newuserdatauv(L, sizeof *b, 1);

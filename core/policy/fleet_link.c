@@ -90,6 +90,7 @@ static void guard_settings(const lr_rules *r, lr_fleet_settings *s) {
   s->budget = r->guards.budget;
   s->max_tokens = r->guards.max_tokens;
   s->token_ratio = r->guards.token_ratio;
+  s->reserve = r->guards.reserve;
   s->breaker = r->guards.breaker;
   s->failures = r->guards.failures;
   s->open_seconds = r->guards.open_seconds;
@@ -152,7 +153,7 @@ int lr_policy_fleet_attach(luaretry_policy *p, lr_gen *g, lr_tuning *t, const ch
   memset(&g->rules.remote, 0, sizeof g->rules.remote);
   /* nothing to share: warned of, and no connection made */
   if ((!p->fleet_url && !p->fleet_local) ||
-      (!t->pub.budget && !t->pub.breaker && !t->throttle && !fleet_rate(&g->rules)))
+      (!t->pub.budget && !t->pub.breaker && !t->admission && !fleet_rate(&g->rules)))
     return 0;
   lr_fleet_settings s;
   lr_fleet_settings_init(&s);

@@ -501,8 +501,8 @@ static luaretry_code judge_prepare(void *ud, const luaretry_request *in, int att
                                    size_t errlen) {
   lr_gen *g = ud;
   luaretry_code rc = lr_gen_prepare(g, in, attempt, out, &ctx->data->prepared, ctx, err, errlen);
-  if (rc != LUARETRY_OK || !g->rules.attempt_header[0]) return rc;
-  return lr_add_attempt_header(g->rules.attempt_header, attempt, out, &ctx->data->headers);
+  if (rc != LUARETRY_OK) return rc;
+  return lr_add_policy_headers(&g->rules, attempt, ctx->call, out, &ctx->data->headers);
 }
 
 static luaretry_code judge_is_idempotent(void *ud, const luaretry_request *r, int *yes,

@@ -82,14 +82,47 @@ static int has_fields(int i) {
 
 /* Warns of each string key of table `t` that no field has; `baseline`
  * (or 0) holds names the sandbox itself put there. */
+static void read_table_fields(lua_State *L, lr_load *ld, int parent, int t, int line);
+
+/* A name renamed before 1.0 (schema.c), its value at the top: read in the
+ * new name's place unless that is set too, with a warning naming the new
+ * one.  Pops the value; 1 when `name` was renamed. */
+static int read_renamed(lua_State *L, lr_load *ld, const char *prefix, const char *k, int line) {
+  char full[128], note[200], where[1100];
+  lr_fmt(full, sizeof full, "%s%s", prefix, k);
+  int i = lr_field_renamed(full);
+  if (i < 0) return lua_pop(L, 1), 0;
+  lr_renamed_note(note, sizeof note, full);
+  if (line)
+    lr_fmt(where, sizeof where, "%s:%d", ld->chunk_src, line);
+  else
+    lr_fmt(where, sizeof where, "%s", ld->chunk_src);
+  if (ld->fields[i].type != LUA_TNIL) {
+    lr_add_warning(ld->warnings, &ld->warning_count, "%s: %s; %s is set too: %s is ignored", where,
+                   note, lr_fields[i].name, full);
+    return lua_pop(L, 1), 1;
+  }
+  lr_add_warning(ld->warnings, &ld->warning_count, "%s: %s", where, note);
+  if (has_fields(i) && lua_type(L, -1) == LUA_TTABLE)
+    read_table_fields(L, ld, i, lua_gettop(L), line);
+  read_field(L, &ld->fields[i], line);
+  return 1;
+}
+
 static void unknown_names(lua_State *L, lr_load *ld, int t, int baseline, int lines,
                           int default_line, const char *prefix) {
   lua_pushnil(L);
   while (lua_next(L, t)) {
-    lua_pop(L, 1);
-    if (lua_type(L, -1) != LUA_TSTRING) continue;
-    const char *k = lua_tostring(L, -1);
-    if (is_known(k, prefix)) continue;
+    if (lua_type(L, -2) != LUA_TSTRING) {
+      lua_pop(L, 1);
+      continue;
+    }
+    const char *k = lua_tostring(L, -2);
+    if (is_known(k, prefix)) {
+      lua_pop(L, 1);
+      continue;
+    }
+    if (read_renamed(L, ld, prefix, k, *prefix ? default_line : line_of(L, lines, k))) continue;
     if (baseline) {
       lua_pushvalue(L, -1);
       int base = lua_rawget(L, baseline) != LUA_TNIL;

@@ -105,7 +105,7 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   m->cancelled = (uint64_t)c[LR_M_CANCELLED];
   m->budget_refusals = (uint64_t)c[LR_M_BUDGET];
   m->throttled = (uint64_t)c[LR_M_THROTTLED];
-  m->throttle_refusals = (uint64_t)c[LR_M_THROTTLE_STOPS];
+  m->admission_refusals = (uint64_t)c[LR_M_THROTTLE_STOPS];
   m->rate_limited = (uint64_t)c[LR_M_RATE_STOPS];
   m->circuit_refusals = (uint64_t)c[LR_M_CIRCUIT];
   m->breaker_openings = (uint64_t)c[LR_M_BREAKER_OPENINGS];
@@ -262,10 +262,10 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
   else
     default_name(name, sizeof name, ld->chunk_src);
   if ((p->fleet_url || p->fleet_local) && !tuning.pub.budget && !tuning.pub.breaker &&
-      !tuning.throttle && !(tuning.rate && !tuning.rate_adaptive))
+      !tuning.admission && !(tuning.rate && !tuning.rate_adaptive))
     lr_add_warning(warnings, &count,
                    "%s: fleet.%s is set, but the policy has neither "
-                   "budget nor breaker, throttle or fixed rate: there is nothing to share",
+                   "budget nor breaker, admission or fixed rate: there is nothing to share",
                    ld->chunk_src, p->fleet_url ? "redis" : "local");
   if (lr_policy_fleet_attach(p, g, &tuning, name, errors, sizeof errors) != 0) {
     lr_free_warnings(warnings, &count);
@@ -617,6 +617,7 @@ static int remember(luaretry_policy *p, const char *name, const char *value, lr_
 
 static luaretry_code set(luaretry_policy *p, const char *name, const char *value) {
   int i = lr_field_index(name);
+  if (i < 0) i = lr_field_renamed(name); /* read as the new name, with a warning */
   int option = strncmp(name, "options.", 8) == 0 && name[8];
   if (i >= 0 && (lr_fields[i].flags & HOST) && lr_field_in(i, F_FLEET))
     return set_fleet(p, i, value);
@@ -625,7 +626,7 @@ static luaretry_code set(luaretry_policy *p, const char *name, const char *value
     lr_unknown_field(lr_policy_errbuf(p), LR_ERRMSG_SIZE, name);
     return LUARETRY_E_ARG;
   }
-  if (!option && !luaretry_field_at((size_t)i)->settable) {
+  if (!option && !luaretry_field_at((size_t)i)->settable && !lr_field_guard(i)) {
     lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: can only be set in the script", name);
     return LUARETRY_E_ARG;
   }
@@ -658,6 +659,7 @@ luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name, ch
                                   size_t size) {
   if (!lr_policy_ok(p) || !name || !buf || size == 0) return LUARETRY_E_ARG;
   int i = lr_field_index(name);
+  if (i < 0) i = lr_field_renamed(name); /* throttle.k: admission.k's old name */
   if (i < 0 || !luaretry_field_at((size_t)i)->settable) return LUARETRY_E_ARG;
   lr_tuning t;
   luaretry_code rc = luaretry_policy_tuning(p, &t.pub);

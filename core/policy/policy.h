@@ -160,11 +160,15 @@ struct luaretry_policy {
   lr_latency latency;       /* recent attempts, for hedge.delay = "pNN" */
 };
 
-/* ---- request.c: attempt_header's header added to *r (its other headers
- * kept, one of the same name replaced); the array goes in *block, which
- * the call frees. */
-luaretry_code lr_add_attempt_header(const char *name, int attempt, luaretry_request *r,
-                                    void **block);
+/* ---- request.c: headers added to *r (attempt_header's, propagate's),
+ * over any of the same names; the new header array in *block (freed
+ * first), the values copied into it, the names kept as given. */
+luaretry_code lr_add_headers(const luaretry_header *add, size_t n_add, luaretry_request *r,
+                             void **block);
+/* ---- propagate.c: the headers the rules add to attempt `attempt` of c
+ * (c NULL: attempt_header's alone), as lr_add_headers. */
+luaretry_code lr_add_policy_headers(const lr_rules *r, int attempt, const luaretry_call *c,
+                                    luaretry_request *out, void **block);
 
 /* ---- gen.c */
 

@@ -22,7 +22,7 @@ static lr_gen *fleet_load(luaretry_policy *p) {
   lr_policy_error(p, !g ? "no policy loaded"
                         : "no fleet: neither fleet.redis nor fleet.local is set, or the policy "
                           "has neither "
-                          "budget, breaker nor throttle");
+                          "budget, breaker nor admission");
   lr_gen_unref(g);
   return NULL;
 }

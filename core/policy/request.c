@@ -234,27 +234,38 @@ luaretry_code lr_gen_prepare(lr_gen *g, const luaretry_request *in, int attempt,
   return rc;
 }
 
-/* ---- attempt_header: the attempt number in a header of the policy's
- * naming, over any header of that name the request had */
+/* ---- headers the policy adds to each attempt (attempt_header's, and
+ * propagate's), each over any header of that name the request had */
 
-luaretry_code lr_add_attempt_header(const char *name, int attempt, luaretry_request *r,
-                                    void **block) {
-  size_t n = 0;
+static int added(const char *name, const luaretry_header *add, size_t n_add) {
+  for (size_t j = 0; j < n_add; j++)
+    if (strcasecmp(name, add[j].name) == 0) return 1;
+  return 0;
+}
+
+luaretry_code lr_add_headers(const luaretry_header *add, size_t n_add, luaretry_request *r,
+                             void **block) {
+  size_t n = 0, values = 0;
   for (size_t i = 0; i < r->header_count; i++)
-    if (strcasecmp(r->headers[i].name, name) != 0) n++;
-  char *mem = malloc((n + 1) * sizeof(luaretry_header) + 16);
+    if (!added(r->headers[i].name, add, n_add)) n++;
+  for (size_t j = 0; j < n_add; j++) values += strlen(add[j].value) + 1;
+  char *mem = malloc((n + n_add) * sizeof(luaretry_header) + values);
   if (!mem) return LUARETRY_E_NOMEM;
   luaretry_header *h = (luaretry_header *)mem;
-  char *value = mem + (n + 1) * sizeof(luaretry_header);
-  lr_fmt(value, 16, "%d", attempt);
+  char *value = mem + (n + n_add) * sizeof(luaretry_header);
   size_t k = 0;
   for (size_t i = 0; i < r->header_count; i++) /* the strings stay where they are */
-    if (strcasecmp(r->headers[i].name, name) != 0) h[k++] = r->headers[i];
-  h[k].name = name;
-  h[k].value = value;
+    if (!added(r->headers[i].name, add, n_add)) h[k++] = r->headers[i];
+  for (size_t j = 0; j < n_add; j++) { /* the names are the rules': they outlive the call */
+    size_t len = strlen(add[j].value) + 1;
+    memcpy(value, add[j].value, len);
+    h[k].name = add[j].name;
+    h[k++].value = value;
+    value += len;
+  }
   free(*block);
   *block = mem;
   r->headers = h;
-  r->header_count = n + 1;
+  r->header_count = k;
   return LUARETRY_OK;
 }

@@ -24,6 +24,32 @@ int lr_field_index(const char *name) {
   return -1;
 }
 
+/* Names that changed before 1.0: the old one is read as the new one. */
+static const struct {
+  const char *old, *now;
+} renamed[] = {
+  { "throttle", "admission" },
+  { "throttle.k", "admission.k" },
+  { "throttle.window", "admission.window" },
+  { "breaker.half_open_calls", "breaker.probes" },
+};
+
+int lr_field_renamed(const char *name) {
+  for (size_t k = 0; k < sizeof renamed / sizeof renamed[0]; k++)
+    if (strcmp(renamed[k].old, name) == 0) return lr_field_index(renamed[k].now);
+  return -1;
+}
+
+void lr_renamed_note(char *buf, size_t size, const char *name) {
+  int i = lr_field_renamed(name);
+  lr_fmt(buf, size, "%s: renamed %s (the old name is read until 1.0)", name,
+         i >= 0 ? lr_fields[i].name : "?");
+}
+
+int lr_field_guard(int i) {
+  return i == F_BUDGET || i == F_BREAKER || i == F_ADMISSION || i == F_RATE || i == F_HEDGE;
+}
+
 int lr_field_in(int i, int parent) {
   const char *p = lr_fields[parent].name;
   size_t n = strlen(p);
@@ -308,8 +334,9 @@ static int check_field(lr_check *ck, int i) {
         : i == F_FLEET            ? "a table {key =, sync =}"
         : i == F_THROTTLE_BACKOFF ? "a table {initial =, multiplier =, max =, jitter =}"
         : i == F_K_SLOW_CALL      ? "a table {seconds =, rate =}"
-        : i == F_THROTTLE         ? "a table {k =, window =}"
+        : i == F_ADMISSION        ? "a table {k =, window =}"
         : i == F_RATE             ? "a table {limit =, burst =, adaptive =, headers =}"
+        : i == F_PROPAGATE        ? "a table {deadline =, retries =} (header names)"
                                   : "a table of the script's own settings");
     return -1;
   }
@@ -339,6 +366,7 @@ static void store(lr_tuning *t, int i, const lr_field *f, int ok) {
 /* Whether the script declares table `parent` or an override sets one of
  * its fields: that turns a guard on. */
 static int declared(const lr_field *f, const int *ok, int parent) {
+  if (f[parent].from_set) return 0; /* --set GUARD=none: off, whatever the script says */
   if (f[parent].type == LUA_TTABLE) return 1;
   for (int i = 0; i < F_COUNT; i++)
     if (lr_field_in(i, parent) && ok[i] > 0) return 1;
@@ -417,17 +445,47 @@ static void check_hedge(lr_check *ck, const int *ok, lr_tuning *x) {
     error_at(ck, F_H_CEILING, "%g is below hedge.floor (%g)", x->hedge_ceiling, x->hedge_floor);
   if (timeout > 0 && x->hedge_ceiling >= timeout) x->hedge_ceiling = timeout / 2;
   if (x->hedge_floor > x->hedge_ceiling) x->hedge_floor = x->hedge_ceiling;
+  /* moot, not wrong (--set max_attempts=1 makes it so): hedges are
+   * attempts, so at most max_attempts - 1 of them beside the first */
+  long most = x->pub.max_attempts;
+  if (most > 0 && x->hedge_max >= most) {
+    char what[160];
+    snprintf(what, sizeof what,
+             "%ld is moot beside max_attempts (%ld): hedges are attempts; clamped to %ld",
+             x->hedge_max, most, most - 1);
+    warn_at(ck, F_H_MAX, what);
+    x->hedge_max = most - 1;
+  }
 }
 
 /* attempt_header names a header: an HTTP token (RFC 9110), nothing that
  * could end the line or the name. */
-static void check_header_name(lr_check *ck, const lr_field *f) {
+static void check_header_name(lr_check *ck, int i) {
   static const char tchar[] = "!#$%&'*+-.^_`|~";
-  int ok = f->str[0] != '\0';
-  for (const char *c = f->str; ok && *c; c++)
+  const char *name = ck->fields[i].str;
+  int ok = name[0] != '\0' || i != F_ATTEMPT_HEADER; /* propagate's "" sends none */
+  for (const char *c = name; ok && *c; c++)
     ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
          strchr(tchar, *c) != NULL;
-  if (!ok) bad(ck, F_ATTEMPT_HEADER, "a header name (letters, digits and !#$%&'*+-.^_`|~)");
+  if (!ok) bad(ck, i, "a header name (letters, digits and !#$%&'*+-.^_`|~)");
+}
+
+/* propagate: on when its table (or a field of it) is set; a name left
+ * unset is the default one. */
+static void check_propagate(lr_check *ck, const int *ok, lr_tuning *x) {
+  x->propagate = declared(ck->fields, ok, F_PROPAGATE);
+  if (!x->propagate) {
+    x->propagate_deadline[0] = x->propagate_retries[0] = '\0';
+    return;
+  }
+  if (ok[F_P_DEADLINE] > 0)
+    check_header_name(ck, F_P_DEADLINE);
+  else
+    lr_strlcpy(x->propagate_deadline, LR_PROPAGATE_DEADLINE, sizeof x->propagate_deadline);
+  if (ok[F_P_RETRIES] > 0)
+    check_header_name(ck, F_P_RETRIES);
+  else
+    lr_strlcpy(x->propagate_retries, LR_PROPAGATE_RETRIES, sizeof x->propagate_retries);
 }
 
 /* The breaker's rate rules: what they need and what cannot work. */
@@ -443,11 +501,6 @@ static void check_breaker_rates(lr_check *ck, const int *ok, lr_tuning *x) {
   if (ok[F_K_SLOW_SECONDS] > 0 && longest > 0 && x->slow_seconds > longest)
     error_at(ck, F_K_SLOW_SECONDS, "%g s is above %s (%g s): no attempt can be that slow",
              x->slow_seconds, t->attempt_timeout > 0 ? "attempt_timeout" : "deadline", longest);
-  if (ok[F_K_HALF_OPEN_CALLS] > 0) {
-    if (ok[F_K_PROBES] > 0)
-      error_at(ck, F_K_HALF_OPEN_CALLS, "set probes or half_open_calls, not both");
-    t->probes = x->half_open_calls;
-  }
   int rated = ok[F_K_FAILURE_RATE] > 0 || ok[F_K_SLOW_SECONDS] > 0;
   if (!rated && (ok[F_K_WINDOW] > 0 || ok[F_K_MIN_CALLS] > 0) && !ck->fields[F_K_WINDOW].from_set &&
       !ck->fields[F_K_MIN_CALLS].from_set)
@@ -465,7 +518,8 @@ static int validate(lr_check *ck, lr_tuning *x) {
     store(x, i, &f[i], ok[i]);
   }
   if (ok[F_FL_KEY] > 0) check_fleet_key(ck, &f[F_FL_KEY]);
-  if (ok[F_ATTEMPT_HEADER] > 0) check_header_name(ck, &f[F_ATTEMPT_HEADER]);
+  if (ok[F_ATTEMPT_HEADER] > 0) check_header_name(ck, F_ATTEMPT_HEADER);
+  check_propagate(ck, ok, x);
   if (ok[F_MAX_ATTEMPTS] == 0 && ok[F_DEADLINE] == 0)
     add_error(ck->errors, ck->errors_size,
               "%s: neither max_attempts nor deadline is set: the policy could "
@@ -484,7 +538,7 @@ static int validate(lr_check *ck, lr_tuning *x) {
   t->breaker = declared(f, ok, F_BREAKER);
   check_hedge(ck, ok, x);
   check_breaker_rates(ck, ok, x);
-  x->throttle = declared(f, ok, F_THROTTLE);
+  x->admission = declared(f, ok, F_ADMISSION);
   x->rate = declared(f, ok, F_RATE);
   int paced = ok[F_R_LIMIT] > 0 || x->rate_adaptive || x->rate_headers;
   if (x->rate && !paced && f[F_RATE].type == LUA_TTABLE)
@@ -529,6 +583,7 @@ static void hedge_rules_of(const lr_tuning *x, lr_rules *r) {
   r->hedge.percentile = x->hedge_percentile;
   r->hedge.floor = x->hedge_floor;
   r->hedge.ceiling = x->hedge_ceiling;
+  r->hedge.share = x->hedge_share;
 }
 
 /* The rules of the settings beyond the public tuning. */
@@ -544,17 +599,20 @@ static void rules_more(const lr_tuning *x, lr_rules *r) {
   b->cap_jitter = x->throttle_cap_jitter;
   lr_backoff_prepare(b);
   r->guards.throttle_cost = x->throttle_cost;
+  r->guards.reserve = x->pub.budget ? x->budget_reserve : 0;
   lr_strlcpy(r->attempt_header, x->attempt_header, sizeof r->attempt_header);
+  lr_strlcpy(r->propagate_deadline, x->propagate_deadline, sizeof r->propagate_deadline);
+  lr_strlcpy(r->propagate_retries, x->propagate_retries, sizeof r->propagate_retries);
   lr_guards *g = &r->guards;
   g->failure_rate = x->failure_rate;
   g->slow_seconds = x->slow_seconds;
   g->slow_rate = x->slow_seconds > 0 ? x->slow_rate : 0;
   g->window = (int)x->window;
   g->min_calls = (int)x->min_calls;
-  g->throttle_k = x->throttle ? x->throttle_k : 0;
-  g->throttle_window = x->throttle_window;
+  g->throttle_k = x->admission ? x->admission_k : 0;
+  g->throttle_window = x->admission_window;
   g->rate = x->rate;
-  g->rate_adaptive = x->rate_adaptive;
+  g->rate_adaptive = x->rate && x->rate_adaptive; /* rate=none: none of it */
   g->rate_limit = x->rate_limit;
   g->rate_burst = x->rate_burst;
   g->rate_headers = x->rate && x->rate_headers;
@@ -591,8 +649,30 @@ int lr_schema_apply(const lr_field *script_fields, const lr_override *overrides,
   errors[0] = '\0';
   for (size_t k = 0; k < override_count; k++) {
     int i = lr_field_index(overrides[k].name);
+    if (i < 0 && (i = lr_field_renamed(overrides[k].name)) >= 0) {
+      char note[200];
+      lr_renamed_note(note, sizeof note, overrides[k].name);
+      lr_add_warning(warnings, warning_count, "--set %s", note);
+    }
     if (i < 0) continue; /* options.NAME: applied in the script's state */
     lr_type type = lr_fields[i].type;
+    if (lr_field_guard(i) && strcmp(overrides[k].value, "none") == 0) {
+      memset(&fields[i], 0, sizeof fields[i]); /* off: declared() says so */
+      fields[i].from_set = 1;
+      continue;
+    }
+    if (lr_field_guard(i)) {
+      add_error(errors, errors_size,
+                "%s: expected none (turns it off), got \"%s\"; its settings are set one by one "
+                "(%s)",
+                overrides[k].name, overrides[k].value,
+                i == F_BUDGET      ? "budget.max_tokens=10"
+                : i == F_BREAKER   ? "breaker.failures=5"
+                : i == F_ADMISSION ? "admission.k=2"
+                : i == F_RATE      ? "rate.limit=20 or rate.adaptive=true"
+                                   : "hedge.delay=0.05");
+      return -1;
+    }
     if (type == T_FUNCTION || type == T_TABLE || type == T_BACKOFF) {
       add_error(errors, errors_size,
                 "%s: functions and tables can only be set "
@@ -628,7 +708,7 @@ static void shortest(char *buf, size_t size, double v) {
 static int guard_off(const lr_tuning *x, int i) {
   const luaretry_tuning *t = &x->pub;
   return (lr_field_in(i, F_BUDGET) && !t->budget) || (lr_field_in(i, F_BREAKER) && !t->breaker) ||
-         (lr_field_in(i, F_THROTTLE) && !x->throttle) || (lr_field_in(i, F_RATE) && !x->rate) ||
+         (lr_field_in(i, F_ADMISSION) && !x->admission) || (lr_field_in(i, F_RATE) && !x->rate) ||
          (lr_field_in(i, F_BACKOFF) && t->kind == LUARETRY_BACKOFF_SCRIPT);
 }
 

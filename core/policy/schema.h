@@ -37,6 +37,11 @@ typedef enum {
 #define MORE(member) offsetof(lr_tuning, member) /* not in the public struct */
 #define NOTUNE       ((size_t)-1)
 
+/* propagate's headers when the policy names none (and what
+ * luaretry_call_options_inbound reads then) */
+#define LR_PROPAGATE_DEADLINE "Luaretry-Deadline-Ms"
+#define LR_PROPAGATE_RETRIES  "Luaretry-Retries"
+
 #define FLEET_KEY_SIZE  64
 #define FLEET_URL_SHOWN 300
 
@@ -54,19 +59,24 @@ typedef struct {
   double hedge_delay;                /* seconds, or 0 with a percentile */
   double hedge_percentile;           /* "p95": 95; 0: a fixed delay */
   double hedge_floor, hedge_ceiling; /* a percentile's bounds, seconds */
+  double hedge_share;                /* at most this share of recent calls hedge */
   /* throttling (is_throttling): its own backoff and budget cost */
   double throttle_initial, throttle_multiplier, throttle_max, throttle_jitter_max;
   luaretry_jitter throttle_jitter;
   int throttle_cap_jitter;
   double throttle_cost;
+  double budget_reserve;   /* retries per second whatever the tokens */
   char attempt_header[64]; /* "": none */
   /* the breaker's rate rules */
   double failure_rate, slow_seconds, slow_rate;
-  long window, min_calls, half_open_calls;
-  /* client-side throttling and the rate limiter */
-  int throttle, rate, rate_adaptive, rate_headers;
-  double throttle_k, throttle_window, rate_limit;
+  long window, min_calls;
+  /* admission control (client-side throttling) and the rate limiter */
+  int admission, rate, rate_adaptive, rate_headers;
+  double admission_k, admission_window, rate_limit;
   long rate_burst;
+  /* propagate: the time left and the retries allowed, to the next service */
+  int propagate;
+  char propagate_deadline[64], propagate_retries[64]; /* "": not sent */
 } lr_tuning;
 
 /* X(ID, name, type, lo, hi, flags, default, tuning member, doc) */
@@ -142,6 +152,8 @@ typedef struct {
     "tokens a success gives back (a failure takes 1)")                                             \
   X(G_THROTTLE_COST, "budget.throttle_cost", T_NUMBER, 0, 1000, 0, 0.357, MORE(throttle_cost),     \
     "tokens a throttling outcome takes (AWS's 5 for 14: 0.357 of a failure's 1)")                  \
+  X(G_RESERVE, "budget.reserve", T_NUMBER, 0, 1000, 0, 0, MORE(budget_reserve),                    \
+    "retries per second allowed whatever the tokens, 50 s of them at once (Finagle's floor)")      \
   X(K_FAILURES, "breaker.failures", T_COUNT, 1, 1e9, 0, 5, TUNE(failures),                         \
     "transient outcomes in a row that open the circuit")                                           \
   X(K_OPEN_SECONDS, "breaker.open_seconds", T_SECONDS, 0, INFINITY, OPEN, 30, TUNE(open_seconds),  \
@@ -178,14 +190,13 @@ typedef struct {
     "outcomes the rates are taken over (the last N)")                                              \
   X(K_MIN_CALLS, "breaker.min_calls", T_COUNT, 1, LR_WINDOW_MAX, 0, NODEF, MORE(min_calls),        \
     "outcomes the window must hold before a rate can open the circuit (default: window)")          \
-  X(K_HALF_OPEN_CALLS, "breaker.half_open_calls", T_COUNT, 1, 1e9, OPT, NODEF,                     \
-    MORE(half_open_calls), "another name for probes (resilience4j's)")                             \
-  X(THROTTLE, "throttle", T_TABLE, 0, 0, 0, NODEF, NOTUNE,                                         \
-    "client-side throttling (the SRE book's), first attempts included: { k = 2, window = 120 }")   \
-  X(T_K, "throttle.k", T_NUMBER, 1, 1000, OPEN, 2, MORE(throttle_k),                               \
+  X(ADMISSION, "admission", T_TABLE, 0, 0, 0, NODEF, NOTUNE,                                       \
+    "client-side throttling (the SRE book's; Envoy's admission control), first attempts "          \
+    "included: { k = 2, window = 120 }")                                                           \
+  X(A_K, "admission.k", T_NUMBER, 1, 1000, OPEN, 2, MORE(admission_k),                             \
     "refuse locally with probability (requests - k * accepts) / (requests + 1)")                   \
-  X(T_WINDOW, "throttle.window", T_SECONDS, 0, 86400, OPEN, 120, MORE(throttle_window),            \
-    "seconds of requests and accepts the throttle counts")                                         \
+  X(A_WINDOW, "admission.window", T_SECONDS, 0, 86400, OPEN, 120, MORE(admission_window),          \
+    "seconds of requests and accepts admission control counts")                                    \
   X(RATE, "rate", T_TABLE, 0, 0, 0, NODEF, NOTUNE,                                                 \
     "a token bucket before every attempt: { limit = PER_SECOND, burst = N } or { adaptive = true " \
     "}")                                                                                           \
@@ -223,7 +234,15 @@ typedef struct {
   X(H_FLOOR, "hedge.floor", T_SECONDS, 0, INFINITY, OPEN, 0.01, MORE(hedge_floor),                 \
     "the shortest delay a percentile gives, seconds")                                              \
   X(H_CEILING, "hedge.ceiling", T_SECONDS, 0, INFINITY, OPEN, NODEF, MORE(hedge_ceiling),          \
-    "the longest delay a percentile gives (and before it is learned), seconds (default 1)")
+    "the longest delay a percentile gives (and before it is learned), seconds (default 1)")        \
+  X(H_SHARE, "hedge.share", T_NUMBER, 0, 1, OPEN, 0.1, MORE(hedge_share),                          \
+    "at most this share of recent calls hedge, beside a reserve of 10 (1: no bound)")              \
+  X(PROPAGATE, "propagate", T_TABLE, 0, 0, 0, NODEF, NOTUNE,                                       \
+    "send the next service the time left and the retries it may make: { deadline =, retries = }")  \
+  X(P_DEADLINE, "propagate.deadline", T_STRING, 0, 0, 0, NODEF, MORE(propagate_deadline),          \
+    "the header of the milliseconds an attempt is waited for (Luaretry-Deadline-Ms; \"\": none)")  \
+  X(P_RETRIES, "propagate.retries", T_STRING, 0, 0, 0, NODEF, MORE(propagate_retries),             \
+    "the header of the retries the next service may make (Luaretry-Retries; \"\": none)")
 
 #define LR_FIELD_ID(id, ...) F_##id,
 enum { LR_FIELDS(LR_FIELD_ID) F_COUNT };
@@ -260,6 +279,15 @@ typedef struct {
 
 /* The field index of "name" or "backoff.initial"; -1 when unknown. */
 int lr_field_index(const char *name);
+/* A name renamed before 1.0 ("throttle", "breaker.half_open_calls"): the
+ * index of the field it is now, read in its place with a warning; -1
+ * when `name` was never renamed. */
+int lr_field_renamed(const char *name);
+/* "NAME: renamed NEW (the old name is read until 1.0)" into buf. */
+void lr_renamed_note(char *buf, size_t size, const char *name);
+/* The guards a --set NAME=none turns off: budget, breaker, admission,
+ * rate, hedge. */
+int lr_field_guard(int i);
 /* Whether `name` is a field of the table field `parent` (F_BACKOFF ...). */
 int lr_field_in(int i, int parent);
 /* The known name closest to `name` within `prefix` ("" or "backoff."). */

@@ -83,7 +83,7 @@ run() {
   local t0=$EPOCHREALTIME pids=()
   for k in $(seq "$PROCS"); do
     "$BIN" run policies/http.lua --urls "$DIR/urls$k" --parallel-max "$P" -s \
-      --set "rate.limit=$LIMIT" "$@" > /dev/null 2>&1 &
+      --set "rate.limit=$LIMIT" --set rate.adaptive=false "$@" > /dev/null 2>&1 &
     pids+=($!)
   done
   wait "${pids[@]}"   # not redis-server

@@ -26,7 +26,7 @@ static const char *POLICY =
   "attempt_timeout = 5\n"
   "budget = { max_tokens = 1000, token_ratio = 0.5 }\n"
   "breaker = { failures = 1000000, open_seconds = 1 }\n"
-  "throttle = { k = 1000, window = 60 }\n"
+  "admission = { k = 1000, window = 60 }\n"
   "rate = { limit = 1000000, burst = 1000 }\n"
   "hedge = { delay = 0.0001, max = 1 }\n"
   "fleet = { sync = 20 }\n";

@@ -90,19 +90,39 @@ run() {  # run LABEL CMD...
 }
 
 echo "limit_req: nginx at $RATE r/s (burst 0), $N URLs, $P at once"
-ONLY=${LIMIT_REQ_ONLY:-}   # "adaptive": that run only (tuning)
+ONLY=${LIMIT_REQ_ONLY:-}   # "adaptive": that run only (tuning); "defaults": see below
+# http.lua as it was before its guards (issue 28): no budget, no rate
+UNGUARDED=(--set budget=none --set rate=none)
 if [ "$ONLY" = adaptive ]; then
   run "luaretry, rate = { adaptive = true }" "$BIN" run policies/http.lua --urls "$DIR/urls" \
     --parallel-max "$P" -s --output-dir "$DIR/out" --set rate.adaptive=true ${LIMIT_REQ_SET:-}
   exit 0
 fi
+# "defaults": the shipped http.lua with no guard setting, beside the same
+# without its guards and, with BASELINE_BIN (a build of the tree before
+# them), that build's http.lua (BASELINE_PARALLEL=--parallel for a build
+# from before --parallel-max): the goal is at most 0.1 429s per success
+# and 1.3x the ideal time (spec/bench/defaults.sh)
+if [ "$ONLY" = defaults ]; then
+  for k in $(seq "${ROUNDS:-1}"); do
+    run "http.lua, shipped guards (no setting)" "$BIN" run policies/http.lua --urls "$DIR/urls" \
+      --parallel-max "$P" -s --output-dir "$DIR/out"
+    run "http.lua, --set budget=none rate=none" "$BIN" run policies/http.lua --urls "$DIR/urls" \
+      --parallel-max "$P" -s --output-dir "$DIR/out" "${UNGUARDED[@]}"
+    if [ -n "${BASELINE_BIN:-}" ]; then
+      run "baseline build, its http.lua" "$BASELINE_BIN" run "${BASELINE_POLICY:-policies/http.lua}" \
+        --urls "$DIR/urls" "${BASELINE_PARALLEL:---parallel-max}" "$P" -s --output-dir "$DIR/out"
+    fi
+  done
+  exit 0
+fi
 run "luaretry, no pacing" "$BIN" run policies/http.lua --urls "$DIR/urls" --parallel-max "$P" -s \
-  --output-dir "$DIR/out"
+  --output-dir "$DIR/out" "${UNGUARDED[@]}"
 run "luaretry, rate = { limit = $RATE }" "$BIN" run policies/http.lua --urls "$DIR/urls" \
-  --parallel-max "$P" -s --output-dir "$DIR/out" --set "rate.limit=$RATE"
+  --parallel-max "$P" -s --output-dir "$DIR/out" --set "rate.limit=$RATE" --set rate.adaptive=false
 BELOW=$(awk -v r="$RATE" 'BEGIN { print r * 0.9 }')
 run "luaretry, rate = { limit = $BELOW }" "$BIN" run policies/http.lua --urls "$DIR/urls" \
-  --parallel-max "$P" -s --output-dir "$DIR/out" --set "rate.limit=$BELOW"
+  --parallel-max "$P" -s --output-dir "$DIR/out" --set "rate.limit=$BELOW" --set rate.adaptive=false
 run "luaretry, rate = { adaptive = true }" "$BIN" run policies/http.lua --urls "$DIR/urls" \
-  --parallel-max "$P" -s --output-dir "$DIR/out" --set rate.adaptive=true
+  --parallel-max "$P" -s --output-dir "$DIR/out"
 run "curl --parallel --retry 5" curl -s --parallel --parallel-max "$P" --retry 5 -K "$DIR/curl.cfg"

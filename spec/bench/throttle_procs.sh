@@ -2,8 +2,8 @@
 # spec/bench/throttle_procs.sh: 100 processes against one always-503
 # service, each one `luaretry run` of 20 URLs (first attempts included),
 # started one every STAGGER seconds (default 0.05: over 5 s, as workers
-# that keep arriving during an outage), with no throttle (the baseline),
-# the client-side throttle per process, and the same throttle fleet-wide
+# that keep arriving during an outage), with no admission control (the
+# baseline), admission control (the client-side throttle) per process, and the same fleet-wide
 # (--redis: a local redis-server on a loopback port, started and stopped
 # here).  Prints the requests the service saw per process, and those it saw
 # after the first second per process started after it (the fleet's counts
@@ -89,11 +89,11 @@ deadline = 30
 attempt_timeout = 5
 backoff = { initial = 0.05, jitter = "full" }
 '
-THROTTLE='throttle = { k = 2, window = 60 }
+THROTTLE='admission = { k = 2, window = 60 }
 fleet = { sync = 50 }
 '
 echo "throttle_procs: $PROCS processes x $URLS calls against an always-503 service, one started every $STAGGER s"
-run "no throttle (baseline)" "$BASE_POLICY"
-run "throttle per process" "$BASE_POLICY$THROTTLE"
-run "throttle fleet-wide (--redis)" "${BASE_POLICY}name = 'bench-$RANDOM'
+run "no admission (baseline)" "$BASE_POLICY"
+run "admission per process" "$BASE_POLICY$THROTTLE"
+run "admission fleet-wide (--redis)" "${BASE_POLICY}name = 'bench-$RANDOM'
 $THROTTLE" --redis "$REDIS" --set fleet.command_timeout=1000

@@ -76,7 +76,8 @@ static const char SERVER[] =
 static const char POLICY[] = "name = 'example'\nmax_attempts = 4\n" POLICY_BODY;
 static const char HEDGE_POLICY[] =
   "name = 'example-hedge'\nmax_attempts = 3\n"
-  "hedge = { delay = 0.05, max = 1 }\n" POLICY_BODY;
+  /* share = 1: every slow call hedges (by default a tenth of them may) */
+  "hedge = { delay = 0.05, max = 1, share = 1 }\n" POLICY_BODY;
 
 static const char *const KINDS[] = { "ok", "flaky", "gone", "busy", "slow", "late" };
 static const char *const WANT[] = { "success",   "success", "final",

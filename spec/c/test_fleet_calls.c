@@ -27,8 +27,8 @@ static const char *POLICY =
   "attempt_timeout = 5\n"
   "budget = { max_tokens = 1000, token_ratio = 0.5 }\n"
   "breaker = { failures = 1000000, open_seconds = 1 }\n"
-  "throttle = { k = 1000, window = 60 }\n" /* counted fleet-wide, refusing nothing */
-  "hedge = { delay = 0.001, max = 1 }\n"   /* a hedge's token, spent fleet-wide */
+  "admission = { k = 1000, window = 60 }\n" /* counted fleet-wide, refusing nothing */
+  "hedge = { delay = 0.001, max = 1 }\n"    /* a hedge's token, spent fleet-wide */
   "fleet = { sync = 5 }\n";
 static const char *POLICY_UNTHROTTLED =
   "name = 'threads'\nmax_attempts = 3\ndeadline = 30\n"

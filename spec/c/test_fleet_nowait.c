@@ -35,7 +35,7 @@ static const char *POLICY =
   "attempt_timeout = 5\n"
   "budget = { max_tokens = 1000, token_ratio = 0.5 }\n"
   "breaker = { failures = 1000000, open_seconds = 1 }\n"
-  "throttle = { k = 1000, window = 60 }\n"
+  "admission = { k = 1000, window = 60 }\n"
   "rate = { limit = 100000, burst = 100 }\n"
   "hedge = { delay = 0.001, max = 1 }\n"
   "fleet = { sync = 5 }\n";

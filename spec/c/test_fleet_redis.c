@@ -174,9 +174,10 @@ static void test_throttle_shared(void) {
   lr_fleet_free(b);
 }
 
-/* A throttling answer costs throttle_cost tokens and is an answer: it ends
- * a run of failures (the breaker of 3 does not open); a hedge spends a
- * whole token and is no failure. */
+/* A throttling answer costs throttle_cost tokens and is neutral to the
+ * breaker, as locally: it does not end a run of failures (the four around
+ * it open the breaker of 3); a spend (the fleet's op, which the engine no
+ * longer calls for a hedge) takes a whole token and is no failure. */
 static void test_throttled_and_spent(void) {
   lr_fleet_settings s = test_settings();
   s.throttle_cost = 0.5;
@@ -194,8 +195,8 @@ static void test_throttled_and_spent(void) {
   lr_fleet_view v;
   lr_fleet_view_get(a, &v);
   CHECK_NEAR(v.tokens, 4.5, 1e-9);
-  CHECK_EQ_INT(v.breaker, 0);
-  CHECK_EQ_INT(v.consecutive_failures, 2);
+  CHECK_EQ_INT(v.breaker, 1);
+  CHECK_EQ_INT(v.consecutive_failures, 4);
   lr_fleet_free(a);
 }
 

@@ -148,13 +148,37 @@ static void refusals(void) {
   luaretry_policy *p = load(HEDGED);
   refused(p, &POST, 0.05, "not idempotent");
   luaretry_policy_free(p);
-  p = load("max_attempts = 1\nattempt_timeout = 4\nhedge = { delay = 0.05 }\n");
-  refused(p, &GET, 0.05, "max_attempts");
+  /* max_attempts = 3: the first round's two attempts fail, the retry is
+   * the third, and its hedge would be a fourth */
+  p = load("max_attempts = 3\nattempt_timeout = 4\nhedge = { delay = 0.05 }\n");
+  {
+    luaretry_call *c3 = begin(p);
+    int id3;
+    luaretry_decision d3;
+    luaretry_outcome busy3 = status(503);
+    luaretry_call_start(c3, &id3);
+    luaretry_call_wait(c3, 0.05);
+    CHECK_CODE(luaretry_call_hedge(c3, &GET, &d3), LUARETRY_OK);
+    CHECK_EQ_INT(d3.hedge, 1);
+    luaretry_call_report_attempt(c3, 1, &busy3, &d3);
+    luaretry_call_report_attempt(c3, 2, &busy3, &d3);
+    CHECK_EQ_INT(d3.retry, 1);
+    luaretry_call_wait(c3, d3.wait);
+    luaretry_call_next(c3, &d3);
+    CHECK_CODE(luaretry_call_start(c3, &id3), LUARETRY_OK);
+    CHECK_EQ_INT(id3, 3);
+    luaretry_call_wait(c3, 0.05);
+    CHECK_CODE(luaretry_call_hedge(c3, &GET, &d3), LUARETRY_OK);
+    CHECK_EQ_INT(d3.retry, 0);
+    if (CHECK(d3.message != NULL)) CHECK_CONTAINS(d3.message, "max_attempts");
+    luaretry_call_free(c3);
+  }
   luaretry_policy_free(p);
   p = load("max_attempts = 5\ndeadline = 0.1\nhedge = { delay = 0.05 }\n");
   refused(p, &GET, 0.2, "deadline");
   luaretry_policy_free(p);
-  /* 2 tokens: the first hedge may go (2 > half) and pays one; then not */
+  /* 2 tokens: a hedge goes (2 > half) and pays nothing as it goes (gRPC
+   * A6: failures charge the budget); a failure leaves 1: no hedge then */
   p = load(
     "max_attempts = 5\nattempt_timeout = 4\nhedge = { delay = 0.05 }\n"
     "budget = { max_tokens = 2, token_ratio = 0.1 }\n");
@@ -167,6 +191,12 @@ static void refusals(void) {
   CHECK_EQ_INT(d.retry, 1);
   luaretry_call_free(c);
   luaretry_metrics m;
+  luaretry_policy_metrics(p, &m);
+  CHECK_NEAR(m.budget_tokens, 2, 1e-9);
+  c = begin(p);
+  luaretry_outcome failed = status(503);
+  luaretry_call_report(c, &failed, &d);
+  luaretry_call_free(c);
   luaretry_policy_metrics(p, &m);
   CHECK_NEAR(m.budget_tokens, 1, 1e-9);
   refused(p, &GET, 0.05, "budget");
@@ -299,7 +329,7 @@ static void one_round(void) {
   CHECK_EQ_INT((int)m.retries, 0);
   CHECK_EQ_INT((int)m.hedges, 1);
   CHECK_EQ_INT(m.breaker, LUARETRY_BREAKER_CLOSED); /* two 503s, failures = 1 */
-  CHECK_NEAR(m.budget_tokens, 9, 1e-9);             /* the hedge's token */
+  CHECK_NEAR(m.budget_tokens, 10, 1e-9);            /* a hedge pays nothing as it goes */
   /* An open circuit refuses a call at once, and a hedge; not a round's
    * start, which its enclosing call was admitted for. */
   luaretry_call *plain = begin(p);

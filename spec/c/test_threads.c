@@ -239,7 +239,7 @@ int main(void) {
     { "breaker.failure_rate", "0.9" },
     { "breaker.window", "50" },
     { "breaker.open_seconds", "0.001" },
-    { "throttle.k", "2" },
+    { "admission.k", "2" },
     { "rate.limit", "1e6" },
     { "rate.headers", "true" }, /* the server's quota's lock too */
   };
@@ -255,7 +255,7 @@ int main(void) {
   CHECK_EQ_INT((long)(after.successes - before.successes), ok);
   /* two failures for a success: the service accepts a third of the
    * requests, below 1 / k: the throttle refuses most calls */
-  CHECK(after.throttle_refusals > before.throttle_refusals);
+  CHECK(after.admission_refusals > before.admission_refusals);
   CHECK(luaretry_policy_rate(p) == 1e6);
 
   printf("%d threads x %d decisions on one policy: %ld attempts counted, %ld budget refusals\n",

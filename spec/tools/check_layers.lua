@@ -9,7 +9,12 @@
 -- 2. No cycles between the library's files: from `nm` on the objects
 --    given, file A depends on file B when A uses a symbol B defines; any
 --    loop (A -> B -> ... -> A) is reported.
--- Exit status 0 when both hold, 1 with one line per breach.
+-- 3. The guards' unit (engine/guard_*.c, one guard each behind
+--    lr_guard_ops, asked in order by engine/chain.c): no guard file uses a
+--    symbol another guard file defines, so no two guards call into each
+--    other and none reaches the chain (a circle through chain.c is a loop
+--    of rule 2).
+-- Exit status 0 when all hold, 1 with one line per breach.
 
 -- The sandbox is the metered Lua VM both policies and the fault server run
 -- in: it reaches nothing above the engine.  The policy layer owns a
@@ -128,6 +133,16 @@ if #objects > 0 then
     for _, sym in ipairs(syms) do
       local d = defined[sym]
       if d and d ~= o then edges[o][d] = sym end
+    end
+  end
+  -- the guards' unit: a guard file reaches no other guard file
+  local function guard(o) return o:match("engine/(guard_[%w_]+)%.o$") end
+  for o, ds in pairs(edges) do
+    for d, sym in pairs(ds) do
+      if guard(o) and guard(d) then
+        breach("the guards' unit: engine/%s uses engine/%s (%s): each guard stands alone, "
+               .. "engine/chain.c asks them in order", guard(o), guard(d), sym)
+      end
     end
   end
   -- depth-first search; a grey node reached again closes a loop

@@ -40,7 +40,7 @@ static const counter COUNTERS[] = {
   C(hedges_won, "Hedges whose answer ended their call."),
   C(hedges_cancelled, "Attempts cancelled because another of their call answered first."),
   C(throttled, "Outcomes judged throttling (is_throttling, or a 429)."),
-  C(throttle_refusals, "Attempts the client-side throttle refused."),
+  C(admission_refusals, "Attempts admission control (the client-side throttle) refused."),
   C(rate_limited, "Calls whose rate-limiter wait would pass the deadline."),
 };
 #undef C

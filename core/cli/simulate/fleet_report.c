@@ -44,13 +44,10 @@ static void print_json(const char *what, const luaretry_herd_result *r, const ch
 
 /* The guards a policy has, in a few words. */
 static void print_guards(luaretry_policy *p) {
-  static const char *const names[] = { "budget.max_tokens",
-                                       "breaker.failures",
-                                       "breaker.failure_rate",
-                                       "throttle.k",
-                                       "rate.limit",
-                                       "rate.adaptive",
-                                       NULL };
+  static const char *const names[] = { "budget.max_tokens", "budget.reserve",
+                                       "breaker.failures",  "breaker.failure_rate",
+                                       "admission.k",       "rate.limit",
+                                       "rate.adaptive",     NULL };
   printf("  guards:");
   int any = 0;
   for (int k = 0; names[k]; k++) {
@@ -129,13 +126,13 @@ int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, doubl
       "200 after); seed %llu (client i: seed + i)\n",
       t.name, path, clients, outage, status, (unsigned long long)seed);
     char k[64] = "none", limit[64] = "none", adaptive[16] = "false";
-    luaretry_policy_get(p, "throttle.k", k, sizeof k);
+    luaretry_policy_get(p, "admission.k", k, sizeof k);
     luaretry_policy_get(p, "rate.limit", limit, sizeof limit);
     luaretry_policy_get(p, "rate.adaptive", adaptive, sizeof adaptive);
     int fixed_rate = strcmp(limit, "none") != 0 && strcmp(adaptive, "true") != 0;
     if (!t.budget && !t.breaker && strcmp(k, "none") == 0 && !fixed_rate)
       printf(
-        "  (the policy has neither budget nor breaker, throttle or fixed rate: there is "
+        "  (the policy has neither budget nor breaker, admission or fixed rate: there is "
         "nothing to share)\n");
     print_text("own guards (a process each):", &own);
     char what[128];

@@ -1,0 +1,146 @@
+/* chain.c: one attempt, every guard.  The guards (guard_*.c, one unit
+ * each, behind lr_guard_ops) in ../shared/CONTRACT.md's order: max
+ * attempts, deadline, breaker, admission, budget (not for a first
+ * attempt), hedging's bound (hedges), rate limiter and header pacing.  An
+ * attempt of any kind asks them once, in that order; when one refuses,
+ * what the earlier ones gave it (a half-open permit, a counted request, a
+ * hedge's credit) is handed back.  An outcome is recorded once by each,
+ * then once by the fleet's view.  The table of what each cell does is in
+ * luaretry-policy(5), "One attempt, every guard". */
+#include <string.h>
+
+#include "call_internal.h"
+
+static const lr_guard_ops *const CHAIN[LR_G_COUNT] = {
+  [LR_G_ATTEMPTS] = &lr_guard_attempts, [LR_G_DEADLINE] = &lr_guard_deadline,
+  [LR_G_BREAKER] = &lr_guard_breaker,   [LR_G_ADMISSION] = &lr_guard_admission,
+  [LR_G_BUDGET] = &lr_guard_budget,     [LR_G_HEDGING] = &lr_guard_hedging,
+  [LR_G_RATE] = &lr_guard_rate,
+};
+
+#define BIT(g) (1u << (g))
+
+/* Once per call, from its rules: which guards are on.  A guard that is
+ * off is never asked nor told, so it costs nothing after this. */
+void lr_chain_init(luaretry_call *c) {
+  const lr_rules *r = c->rules;
+  const lr_guards *g = &r->guards;
+  unsigned on = (c->max_attempts > 0 ? BIT(LR_G_ATTEMPTS) : 0) |
+                (c->deadline > 0 ? BIT(LR_G_DEADLINE) : 0) | (g->breaker ? BIT(LR_G_BREAKER) : 0) |
+                (g->throttle_k > 0 ? BIT(LR_G_ADMISSION) : 0) | (g->budget ? BIT(LR_G_BUDGET) : 0) |
+                /* share 1: every call may hedge, the bound is off */
+                (r->hedge.max > 0 && !c->no_hedge && r->hedge.share < 1 ? BIT(LR_G_HEDGING) : 0) |
+                (g->rate ? BIT(LR_G_RATE) : 0);
+  c->chain_on = (unsigned char)on;
+}
+
+/* The guards that record outcomes (max attempts, the deadline and
+ * hedging's bound record nothing). */
+#define RECORDING \
+  ((1u << LR_G_BREAKER) | (1u << LR_G_ADMISSION) | (1u << LR_G_BUDGET) | (1u << LR_G_RATE))
+
+/* What the guards before `upto` hold for the attempt, handed back. */
+static void give_back(luaretry_call *c, int upto) {
+  unsigned held = c->held;
+  c->held = 0;
+  for (int i = 0; i < upto; i++)
+    if ((held & (1u << i)) && CHAIN[i]->give_back) CHAIN[i]->give_back(c);
+}
+
+void lr_chain_give_back(luaretry_call *c) { give_back(c, LR_G_COUNT); }
+
+int lr_chain_admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
+  unsigned on = c->chain_on;
+  for (int i = 0; on; i++, on >>= 1) {
+    if (!(on & 1) || !CHAIN[i]->admit(c, a, d)) continue;
+    give_back(c, i);
+    return 1;
+  }
+  return 0;
+}
+
+void lr_chain_record(luaretry_call *c, const lr_record *r) {
+  unsigned on = c->chain_on & RECORDING;
+  const lr_guards *g = &c->rules->guards;
+  if (!g->rate_adaptive && !g->rate_headers) on &= ~BIT(LR_G_RATE); /* a fixed rate: nothing */
+  for (int i = 0; on; i++, on >>= 1)
+    if ((on & 1) && CHAIN[i]->record) CHAIN[i]->record(c, r);
+  if (!c->remote || r->round || !(g->budget || g->breaker || g->throttle_k > 0)) return;
+  static const lr_remote_outcome AS[] = { [LR_REC_SUCCESS] = LR_REMOTE_SUCCESS,
+                                          [LR_REC_ANSWERED] = LR_REMOTE_ANSWERED,
+                                          [LR_REC_FAILURE] = LR_REMOTE_FAILURE,
+                                          [LR_REC_THROTTLED] = LR_REMOTE_THROTTLED };
+  c->remote->ops->record(c->remote->ud, AS[r->cls], r->now);
+}
+
+/* After a probe permit's round trip (lr_call_new): the first attempt has
+ * what is left of the deadline, or the call stops if nothing is. */
+void lr_call_started_late(luaretry_call *c) {
+  double elapsed = lr_clock_now(&c->clock) - c->start;
+  if (elapsed < c->deadline) {
+    double t = lr_call_timeout_at(c, elapsed);
+    if (t < c->next_timeout) c->next_timeout = t;
+    return;
+  }
+  luaretry_decision d;
+  memset(&d, 0, sizeof d);
+  lr_call_stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline",
+                      "the deadline (%.3f s) passed "
+                      "while the fleet was asked for a probe permit",
+                      c->deadline);
+  lr_chain_give_back(c);
+  lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+}
+
+/* A call the guards refuse before its first attempt (an open circuit,
+ * admission) stops before it touches anything; a workflow's request only
+ * adds to hedging's credit (the workflow's own call was admitted). */
+void lr_chain_begin(luaretry_call *c) {
+  if (!(c->chain_on & (BIT(LR_G_BREAKER) | BIT(LR_G_ADMISSION) | BIT(LR_G_HEDGING)))) return;
+  luaretry_decision d;
+  memset(&d, 0, sizeof d);
+  lr_ask a = { c->one_round ? LR_KIND_REQUEST : LR_KIND_FIRST, 0, 0, 0, 0, 0, NULL };
+  if (lr_chain_admit(c, &a, &d)) lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+}
+
+static int refresh_remote(luaretry_call *c, double *now, luaretry_decision *d) {
+  double left = c->deadline > 0 ? c->deadline - (*now - c->start) : 0;
+  if (c->deadline <= 0 || left > 0) c->remote->ops->refresh(c->remote->ud, *now, left, &c->waiter);
+  *now = lr_clock_now(&c->clock);
+  double elapsed = *now - c->start;
+  if (atomic_load(&c->waiter.cancelled)) {
+    lr_call_stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
+    return 1;
+  }
+  if (c->deadline > 0 && elapsed >= c->deadline) {
+    lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
+                        "the deadline (%.3f s) passed "
+                        "while the fleet's counts were brought up to date",
+                        c->deadline);
+    return 1;
+  }
+  double t = lr_call_timeout_at(c, elapsed);
+  if (c->deadline > 0 && t < c->next_timeout) c->next_timeout = t;
+  return 0;
+}
+
+/* As an attempt goes (luaretry_call_next): after a retry's wait the
+ * fleet's view is brought up to date and the guards asked again (a retry
+ * decided on counts that were stale is not made once the circuit opened
+ * or the fleet's budget is spent), and the rate limiter gives a token not
+ * asked for yet (the first attempt's; one whose time had not come). */
+int lr_chain_going(luaretry_call *c, luaretry_decision *d) {
+  const lr_guards *g = &c->rules->guards;
+  double now = lr_clock_now(&c->clock);
+  int stopped = 0;
+  if (c->attempts > 0 && c->remote && (g->budget || g->breaker || g->throttle_k > 0))
+    stopped = refresh_remote(c, &now, d);
+  lr_ask a = { c->attempts > 0 ? LR_KIND_RETRY : LR_KIND_FIRST, 1, 0, 0, 0, 0, NULL };
+  a.at = d->elapsed;
+  a.now = now - c->start;
+  if (!stopped && !lr_chain_admit(c, &a, d)) return 0;
+  lr_chain_give_back(c);
+  lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+  if (c->observer) c->observer(c->observer_ud, NULL, d);
+  return 1;
+}

@@ -1,0 +1,17 @@
+/* guard_deadline.c: the call's deadline as a guard of the chain: an
+ * attempt must be able to start before it (a retry after its wait, a
+ * hedge now).  Nothing to hand back or record. */
+#include "call_internal.h"
+
+static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
+  double deadline = c->deadline;
+  if (a->after_wait || a->at < deadline) return 0;
+  if (a->kind == LR_KIND_HEDGE) return a->why = "deadline", 1;
+  if (a->kind != LR_KIND_RETRY) return 0;
+  lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, a->server ? "retry_after" : "deadline",
+                      "the next attempt would start at %.3f s, past the deadline (%.3f s)", a->at,
+                      deadline);
+  return 1;
+}
+
+const lr_guard_ops lr_guard_deadline = { "deadline", admit, NULL, NULL };

@@ -1,0 +1,198 @@
+/* guard_rate.c: the rate limiter and header pacing (rate = { limit,
+ * burst, adaptive, headers }) as a guard of the chain, last in its order.
+ * A first attempt and a retry take a token for when they would start
+ * (waiting for it when it comes later: the extra wait is the decision's),
+ * then, with rate.headers, a slot under the server's RateLimit quota
+ * (quota.c) when the token comes.  A hedge goes now or not at all: it
+ * takes a token and a slot only when both are free now (none now: no
+ * hedge, not a wait), the token handed back when the quota has no slot.
+ * A workflow's requests: paced the same when they hedge.  The outcome:
+ * the adaptive rate follows throttling answers and successes, and the
+ * server's RateLimit fields set the quota.  The fleet's rate limiter is
+ * asked first for a fixed rate (an adaptive one stays the process's). */
+#include "call_internal.h"
+
+/* The fleet's rate limiter (a fixed rate; an adaptive one stays the
+ * process's): 1 with *extra as lr_call_rate_token returns it, 0 when the
+ * local limiter decides.  A later attempt (a retry decided now) asks when
+ * its time comes, at luaretry_call_next: a slot leased now would be spent
+ * by nobody meanwhile. */
+static int remote_rate(luaretry_call *c, double start, double *extra) {
+  const lr_rules *r = c->rules;
+  if (!c->remote || !c->remote->ops->rate_reserve || r->guards.rate_adaptive) return 0;
+  double now = lr_clock_now(&c->clock), at = c->start + start;
+  c->rate_remote = 1;
+  if (at > now + 0.001) {
+    c->admitted = c->attempts; /* not held: ask again then */
+    c->admit_at = start;
+    return *extra = 0, 1;
+  }
+  double latest = c->deadline > 0 ? c->start + c->deadline : -1;
+  double left = c->deadline > 0 ? latest - now : 0;
+  if (c->deadline > 0 && left <= 0) left = 1e-9; /* no time: no round trip */
+  double wait = 0;
+  int v = c->remote->ops->rate_reserve(c->remote->ud, now, at, latest, left, lr_rng_unit(&c->rng),
+                                       &c->waiter, &wait);
+  if (latest >= 0 && lr_clock_now(&c->clock) >= latest) { /* the round trip took the rest */
+    c->rate_remote = 2;
+    return *extra = -1, 1;
+  }
+  if (v == LR_REMOTE_LOCAL) return c->rate_remote = 0;
+  if ((v == 1 && wait < 0) || (latest >= 0 && at + wait > latest)) return *extra = -1, 1;
+  c->admitted = v == 1 ? c->attempts + 1 : c->attempts;
+  c->admit_at = start + wait;
+  if (c->deadline > 0) { /* what is left once the token comes */
+    double t = lr_call_timeout_at(c, c->admit_at);
+    if (t < c->next_timeout) c->next_timeout = t;
+  }
+  return *extra = wait, 1;
+}
+
+/* A token for the attempt that would start `start` seconds into the call
+ * (the fleet's limiter, else this process's), then, when the policy reads
+ * the server's RateLimit fields, a slot under its quota (quota.c), asked
+ * when the token comes: a quota read meanwhile counts.  The extra wait, or
+ * -1 when it would come past the deadline (nothing reserved then).  Either
+ * may hand out a time to ask again instead (admitted stays, and
+ * luaretry_call_next asks then): adaptive, past the server's window, for a
+ * later attempt (a retry after its backoff) whose token is free when it
+ * comes, and for the quota of an attempt whose token comes later. */
+double lr_call_rate_token(luaretry_call *c, double start) {
+  const lr_rules *r = c->rules;
+  double base = c->guard_origin + c->start;
+  double latest = c->deadline > 0 ? base + c->deadline : -1;
+  double now = base + (lr_clock_now(&c->clock) - c->start);
+  int held = 1;
+  double extra = 0;
+  c->quota_refused = 0;
+  if (!c->token_held) {
+    if (remote_rate(c, start, &extra)) {
+      if (extra < 0) return -1;
+      held = c->admitted > c->attempts;
+    } else {
+      /* the spread's draw only once the adaptive rate paces: until throttling
+       * answers come it is not there, and a seed gives the waits it gave
+       * without it (simulate's and run's alike) */
+      int paced = r->guards.rate_adaptive && lr_rate_now(c->shared, &r->guards) > 0;
+      extra = lr_rate_reserve(c->shared, &r->guards, now, base + start, latest,
+                              paced ? lr_rng_unit(&c->rng) : 0, &held);
+      if (extra < 0) return -1;
+      c->admitted = held ? c->attempts + 1 : c->attempts; /* not held: ask again then */
+      c->admit_at = start + extra;
+    }
+    if (!held || !r->guards.rate_headers) return extra;
+    c->token_held = 1; /* until the quota lets the attempt go */
+    if (base + start + extra > now) {
+      c->admitted = c->attempts;
+      return extra;
+    }
+  } else if (base + start > now) {
+    c->admitted = c->attempts, c->admit_at = start;
+    return 0;
+  }
+  double quota =
+    lr_quota_reserve(c->shared, base + start, latest, lr_rng_unit(&c->rng), &c->quota_seq, &held);
+  if (quota < 0) return c->token_held = 0, c->quota_refused = 1, -1;
+  if (held) c->token_held = 0;
+  c->admitted = held ? c->attempts + 1 : c->attempts;
+  c->admit_at = start + quota;
+  return quota;
+}
+
+void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double start) {
+  if (c->quota_refused) {
+    lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate.headers",
+                        "the server's RateLimit quota leaves no room before the deadline "
+                        "(%.3f s; the attempt would start at %.3f s or later)",
+                        c->deadline, start);
+    return;
+  }
+  if (c->rate_remote == 2) {
+    lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
+                        "the deadline (%.3f s) passed while the fleet's rate limiter was asked "
+                        "for a token",
+                        c->deadline);
+    return;
+  }
+  if (c->rate_remote) {
+    lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate",
+                        "the fleet's rate limiter's next token (%g per second for every process) "
+                        "comes after the deadline (%.3f s; the attempt would start at %.3f s or "
+                        "later)",
+                        c->rules->guards.rate_limit, c->deadline, start);
+    return;
+  }
+  lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate",
+                      "the rate limiter's next token "
+                      "(%.3f per second now) comes after the deadline (%.3f s; the attempt would "
+                      "start at %.3f s or later)",
+                      lr_rate_now(c->shared, &c->rules->guards), c->deadline, start);
+}
+
+/* A hedge's token and slot: now, or no hedge (nothing kept). */
+static int hedge_admit(luaretry_call *c, lr_ask *a) {
+  const lr_rules *r = c->rules;
+  double at = c->start + a->now, base = c->guard_origin + at;
+  int held = 1;
+  if (c->remote && c->remote->ops->rate_reserve && !r->guards.rate_adaptive) {
+    double wait = 0;
+    int v = c->remote->ops->rate_reserve(c->remote->ud, at, at, at, 1e-9, lr_rng_unit(&c->rng),
+                                         &c->waiter, &wait);
+    if (v != LR_REMOTE_LOCAL) {
+      if (v != 1 || wait != 0) return a->why = "the fleet's rate limiter has no token now", 1;
+      held = 0; /* the fleet's token: nothing of this process's to hand back */
+    }
+  }
+  double before = lr_rate_tat(c->shared);
+  if (held && lr_rate_reserve(c->shared, &r->guards, base, base, base, 0, &held) != 0)
+    return a->why = "the rate limiter has no token now", 1;
+  if (!held) return a->why = "the rate limiter has no token now", 1;
+  double after = lr_rate_tat(c->shared);
+  if (!r->guards.rate_headers) return 0;
+  unsigned long long seq = 0;
+  double q = lr_quota_reserve(c->shared, base, base, lr_rng_unit(&c->rng), &seq, &held);
+  if (q == 0 && held) {
+    c->quota_seq = seq;
+    return 0;
+  }
+  lr_rate_give_back(c->shared, &r->guards, before, after);
+  return a->why = "the server's RateLimit quota has no room now", 1;
+}
+
+static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
+  if (a->kind == LR_KIND_HEDGE) return hedge_admit(c, a);
+  if (a->kind == LR_KIND_REQUEST) return 0;
+  if (a->after_wait || a->kind == LR_KIND_FIRST) {
+    /* as the attempt goes (luaretry_call_next): a token not asked for yet */
+    if (!a->after_wait || c->admitted > c->attempts) return 0;
+    if (lr_call_rate_token(c, a->at) < 0) {
+      lr_call_stop_rate_limited(c, d, a->at);
+      return 1;
+    }
+    return 0;
+  }
+  double extra = lr_call_rate_token(c, a->at + a->wait);
+  if (extra < 0) {
+    lr_call_stop_rate_limited(c, d, a->at + a->wait);
+    return 1;
+  }
+  a->wait += extra;
+  if (c->deadline > 0 && a->at + a->wait >= c->deadline) {
+    lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
+                        "the next attempt would start at %.3f s, past the deadline (%.3f s)",
+                        a->at + a->wait, c->deadline);
+    return 1;
+  }
+  return 0;
+}
+
+static void record(luaretry_call *c, const lr_record *r) {
+  const lr_guards *g = &c->rules->guards;
+  double now = c->guard_origin + r->now;
+  if (r->cls == LR_REC_SUCCESS || r->cls == LR_REC_THROTTLED)
+    lr_rate_answer(c->shared, g, r->cls == LR_REC_THROTTLED, now);
+  if (g->rate_headers)
+    lr_quota_answer(c->shared, g, r->o->headers, r->o->header_count, c->quota_seq, now);
+}
+
+const lr_guard_ops lr_guard_rate = { "rate", admit, NULL, record };

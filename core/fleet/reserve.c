@@ -1,0 +1,73 @@
+/* reserve.c: the retry budget's floor, the fleet's (budget.reserve): one
+ * reserve of retries per second for every process that shares the key, so
+ * that 100 processes with one call each in an outage add what one process
+ * would, not a hundred times it.  Its state is one field of the budget's
+ * hash (rtat: when the reserve was last empty, Redis's ms), changed by a
+ * script of its own on Redis's clock with lr_reserve_gcra's arithmetic.
+ * Asked only for a retry the fleet's tokens refuse, after its wait (one
+ * bounded round trip); Redis down, slow or busy with another thread of
+ * this process: the local reserve decides. */
+#include <math.h>
+#include <string.h>
+
+#include <hiredis.h>
+
+#include "fleet_internal.h"
+
+/*   KEYS[1]  the budget's hash (redis_script.c)
+ *   ARGV     interval_ms (1000 / reserve) span_ms (LR_RESERVE_SPAN)
+ *   returns  1: a retry of the reserve taken; 0: none left */
+static const char RESERVE_SCRIPT[] =
+  "local t = redis.call('TIME')\n"
+  "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+  "local interval, span = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
+  "local tat = tonumber(redis.call('HGET', KEYS[1], 'rtat')) or 0\n"
+  "if tat < now - span then tat = now - span end\n"
+  "if now - tat < interval then return 0 end\n"
+  "redis.call('HSET', KEYS[1], 'rtat', string.format('%.17g', tat + interval))\n"
+  "return 1\n";
+
+static lr_fleet_code ask_locked(lr_fleet *f, double reserve, int64_t limit_ms, lr_waiter *w,
+                                long long *granted) {
+  char err[300] = "", num[2][32];
+  int64_t deadline = limit_ms, start = lr_monotonic_ms();
+  f->conn.cancel = w;
+  lr_fleet_code rc = lr_fleet_connect_locked(f, 0, &deadline, err, sizeof err);
+  lr_fmt(num[0], sizeof num[0], "%.17g", 1000 / reserve);
+  lr_fmt(num[1], sizeof num[1], "%.17g", LR_RESERVE_SPAN * 1000);
+  const char *argv[6] = { "EVAL", RESERVE_SCRIPT, "1", f->key, num[0], num[1] };
+  if (rc == LR_FLEET_OK) rc = lr_conn_append(&f->conn, 6, argv, NULL);
+  redisReply *r = NULL;
+  if (rc == LR_FLEET_OK) rc = lr_conn_read(&f->conn, deadline, &r, err, sizeof err);
+  if (rc == LR_FLEET_OK && (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 1)) {
+    if (r->type == REDIS_REPLY_ERROR) {
+      rc = lr_conn_error_code(r);
+      lr_reply_quote(&f->url, r, err, sizeof err);
+    } else {
+      rc = LR_FLEET_E_PROTOCOL;
+      lr_fmt(err, sizeof err, "the reserve script's reply is not 0 or 1 (type %d)", r->type);
+    }
+  }
+  if (rc == LR_FLEET_OK) *granted = r->integer;
+  if (r) freeReplyObject(r);
+  f->conn.cancel = NULL;
+  if (rc != LR_FLEET_OK)
+    lr_fleet_failed_locked(f, rc, err, start, limit_ms);
+  else
+    lr_fleet_healthy_locked(f);
+  return rc;
+}
+
+int lr_fleet_reserve_take(lr_fleet *f, int64_t limit_ms, lr_waiter *w) {
+  if (!f || !atomic_load(&f->budget) || atomic_load(&f->health) != LR_FLEET_HEALTHY ||
+      !lr_fleet_owned(f))
+    return LR_FLEET_LOCAL;
+  double reserve = (double)atomic_load(&f->reserve_milli) / 1000;
+  if (!(reserve > 0)) return LR_FLEET_LOCAL;
+  if (limit_ms > 0 && lr_monotonic_ms() >= limit_ms) return LR_FLEET_LOCAL; /* no time to ask */
+  if (pthread_mutex_trylock(&f->io) != 0) return LR_FLEET_LOCAL;
+  long long granted = 0;
+  lr_fleet_code rc = ask_locked(f, reserve, limit_ms, w, &granted);
+  pthread_mutex_unlock(&f->io);
+  return rc == LR_FLEET_OK ? (int)granted : LR_FLEET_LOCAL;
+}

@@ -1,0 +1,199 @@
+-- One retry layer and one deadline across services: three layers on
+-- loopback (luaretry run -> relay B -> relay C -> a fault server), each
+-- with max_attempts = 4.  With `propagate`, each attempt tells the next
+-- layer the time it is waited for and the retries it may make (0: I retry
+-- myself), so the backend sees one layer's attempts, not 4 x 4 x 4, and
+-- no request starts after the top's deadline.  spec/c/relay.c is the
+-- middle service (RELAY, else build/relay).
+local proc = require "support.proc"
+local q = proc.q
+
+local RELAY = os.getenv("RELAY") or (proc.root .. "/build/relay")
+
+local LAYER = [[
+name = "layer"
+max_attempts = 4
+deadline = 20
+attempt_timeout = 10
+backoff = { initial = 0.01, max = 0.02, jitter = "none" }
+]]
+
+-- A relay in the background on an ephemeral port: { base =, stop = }.
+-- Each gets files of its own: a later relay must never read an earlier
+-- one's "listening on".
+local started = 0
+local function relay(policy, upstream, dir, n)
+  started = started + 1
+  n = n .. started
+  local out, err, pidfile = dir .. "/relay" .. n .. ".out", dir .. "/relay" .. n .. ".err",
+                            dir .. "/relay" .. n .. ".pid"
+  proc.sh("sh -c " .. q("exec " .. q(RELAY) .. " " .. q(policy) .. " " .. q(upstream) .. " >" ..
+          q(out) .. " 2>" .. q(err) .. " </dev/null & echo $! > " .. q(pidfile)))
+  local pid = tonumber(proc.readfile(pidfile) or "")
+  local port = proc.wait_for(function ()
+    return (proc.readfile(out) or ""):match("listening on 127%.0%.0%.1:(%d+)")
+  end, 10)
+  assert(pid and port, "relay did not start: " .. (proc.readfile(err) or ""))
+  return { base = "http://127.0.0.1:" .. port, pid = pid, err = err,
+           stop = function () proc.kill(pid) end }
+end
+
+-- backend <- C <- B, all under `policy`; returns B's base and a stopper.
+local function chain(backend, policy, dir)
+  local c = relay(policy, backend.base, dir, "c")
+  local ok, b = pcall(relay, policy, c.base, dir, "b")
+  if not ok then c.stop() error(b) end
+  return b, function () b.stop() c.stop() end, c
+end
+
+local function layer_file(dir, extra)
+  local path = dir .. "/layer.lua"
+  proc.writefile(path, LAYER .. (extra or ""))
+  return path
+end
+
+describe("a chain of three layers, each with max_attempts = 4", function ()
+  local dir, backend
+  before_each(function () dir = proc.tmpdir() end)
+  after_each(function ()
+    if backend then backend:stop() backend = nil end
+    proc.rmtree(dir)
+  end)
+
+  local function top(policy, url, extra)
+    local args = { "run", policy, "-q", url }
+    for _, a in ipairs(extra or {}) do args[#args + 1] = a end
+    return proc.run(args)
+  end
+
+  it("against an always-503 backend: 4 backend requests with propagate, 64 without", function ()
+    backend = proc.server(proc.root .. "/policies/faults/always-503.lua")
+    local plain = layer_file(dir)
+    local b, stop = chain(backend, plain, dir)
+    local ok, r = pcall(top, plain, b.base .. "/x")
+    stop()
+    assert(ok, r)
+    assert.equal(4, r.code)
+    assert.equal(64, #backend:requests_on("/x")) -- every layer multiplies
+    backend:reset()
+    local prop = dir .. "/prop.lua"
+    proc.writefile(prop, LAYER .. "propagate = {}\n")
+    b, stop = chain(backend, prop, dir)
+    ok, r = pcall(top, prop, b.base .. "/y")
+    stop()
+    assert(ok, r)
+    assert.equal(4, r.code)
+    local seen = backend:requests_on("/y")
+    assert.equal(4, #seen)
+    for _, req in ipairs(seen) do assert.equal("0", req.headers["luaretry-retries"]) end
+  end)
+
+  it("against a backend that fails once: success, with one layer's requests", function ()
+    backend = proc.server(proc.root .. "/policies/faults/flaky.lua") -- 503, 503, then 200
+    local prop = layer_file(dir, "propagate = {}\n")
+    local alone = top(prop, backend.base .. "/alone")
+    assert.equal(0, alone.code)
+    local b, stop = chain(backend, prop, dir)
+    local ok, r = pcall(top, prop, b.base .. "/chained")
+    stop()
+    assert(ok, r)
+    assert.equal(0, r.code)
+    assert.equal("ok\n", r.stdout)
+    assert.equal(#backend:requests_on("/alone"), #backend:requests_on("/chained"))
+    assert.equal(3, #backend:requests_on("/chained"))
+  end)
+
+  it("a top deadline of 1 s: no backend request starts after it", function ()
+    local slow = dir .. "/slow.lua"
+    proc.writefile(slow, "respond = {status = 503, delay = 2}\n")
+    backend = proc.server(slow)
+    local prop = layer_file(dir, "propagate = {}\n")
+    local b, stop, c = chain(backend, prop, dir)
+    local t0 = proc.now()
+    local ok, r = pcall(top, prop, b.base .. "/late", { "--retry-max-time", "1" })
+    -- what the inner layers do after the top gave up: given 2 s more than
+    -- the backend's own delay, C would have retried by then
+    proc.wait_for(function () return proc.now() - t0 > 3.5 end, 5)
+    stop()
+    assert(ok, r)
+    assert.equal(5, r.code)
+    local seen = backend:requests_on("/late")
+    assert.equal(1, #seen) -- C's first attempt; none after the deadline
+    assert.truthy(tonumber(seen[1].headers["luaretry-deadline-ms"]) <= 1000)
+    assert.equal("", proc.readfile(c.err))
+  end)
+
+  it("garbage inbound headers are ignored and said once", function ()
+    backend = proc.server(proc.root .. "/policies/faults/always-503.lua")
+    local plain = layer_file(dir)
+    local c = relay(plain, backend.base, dir, "c")
+    local ok, err = pcall(function ()
+      for _, v in ipairs({ "-1", "nan", "99999999999999", "1.5" }) do
+        local r = proc.run({ "-sS", "-o", "/dev/null", "-H", "Luaretry-Retries: " .. v,
+                             c.base .. "/g" }, { bin = "curl", plain = true })
+        assert.equal(0, r.code)
+      end
+    end)
+    c.stop()
+    assert(ok, err)
+    -- ignored: C made its own 4 attempts each time; said once
+    assert.equal(16, #backend:requests_on("/g"))
+    local said = proc.readfile(c.err)
+    assert.equal(1, select(2, said:gsub("does not read", "")))
+  end)
+end)
+
+describe("the Lua module: p:begin{inbound =, retries =}", function ()
+  local lr = require "luaretry"
+  local MID = [[
+name = "mid"
+max_attempts = 4
+deadline = 30
+attempt_timeout = 4
+backoff = { kind = "constant", initial = 1, jitter = "none" }
+propagate = {}
+]]
+
+  it("takes the caller's retries and deadline, the smaller of repeated ones", function ()
+    local p = lr.load_string(MID)
+    local c, said = p:begin{ virtual = true, seed = 1,
+                             inbound = { ["Luaretry-Retries"] = { "3", "1" },
+                                         ["luaretry-deadline-ms"] = "2500" } }
+    assert.is_nil(said)
+    assert.is_true(c:timeout() <= 2.5 and c:timeout() > 2)
+    assert.is_true(c:report{ status = 503 }.retry)
+    local d = c:report{ status = 503 }
+    assert.is_false(d.retry)
+    assert.equal("exhausted", d.verdict)
+    c:close()
+  end)
+
+  it("never raises what the host set, and says when it ignored garbage", function ()
+    local p = lr.load_string(MID)
+    local c, said = p:begin{ virtual = true, seed = 1, retries = 0,
+                             inbound = { ["Luaretry-Retries"] = "5",
+                                         ["Luaretry-Deadline-Ms"] = "-3" } }
+    assert.matches("does not read", said)
+    assert.equal(4, c:timeout()) -- the garbage deadline changed nothing
+    assert.is_false(c:report{ status = 503 }.retry)
+    c:close()
+  end)
+
+  it("a caller's 0 ms: the call ends at once, no attempt", function ()
+    local p = lr.load_string(MID)
+    local c = p:begin{ inbound = { ["Luaretry-Deadline-Ms"] = "0" } }
+    local d = c:next()
+    assert.is_false(d.retry)
+    assert.equal("deadline", d.verdict)
+    c:close()
+  end)
+
+  it("adds the propagate headers to each attempt it prepares", function ()
+    local p = lr.load_string(MID)
+    local c = p:begin{ virtual = true, seed = 1 }
+    local r = c:prepare({ method = "GET", url = "http://127.0.0.1:1/" }, 1)
+    assert.equal("4000", r.headers["Luaretry-Deadline-Ms"])
+    assert.equal("0", r.headers["Luaretry-Retries"])
+    c:close()
+  end)
+end)
