@@ -320,7 +320,7 @@ LUARETRY_API luaretry_code luaretry_curl_transport_perform(void *t, const luaret
  * runs as luaretry_curl_perform's attempts do: hedges on copies of the
  * handle beside a slow attempt, the first acceptable answer winning, the
  * others cancelled.  It is one round of a call of p of its own (counted as
- * a call; each hedge pays its budget token; hedges sent, won and
+ * a call; a hedge pays no budget token (failures do); hedges sent, won and
  * cancelled in p's metrics), never retried: the workflow retries as a
  * whole.  The script gets the answer that ended the round, whole (a loser's
  * bytes never), judged or not.  `observer` (or NULL) gets the decisions of
