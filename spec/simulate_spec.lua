@@ -234,6 +234,15 @@ describe("luaretry simulate", function ()
     assert.is_true(peak < 100000 * 2048, ("peak RSS %.1f MiB"):format(peak / 1048576))
   end)
 
+  -- the clients with guards of their own beside the fleet ran one after
+  -- the other and pushed a rate limiter's wait onto a heap they have not
+  -- (a crash on 429s with the adaptive rate)
+  it("--fleet against 429s: the clients on their own wait for the adaptive rate", function ()
+    local r = simulate({ HTTP, "--clients", "200", "--fleet", "--status", "429", "--seed", "1" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.matches("own guards %(a process each%): +%d+ attempts", r.stdout)
+  end)
+
   it("usage errors exit 2", function ()
     assert.are.equal(2, simulate({ HTTP, "--svg", tmp .. "/x.svg" }).code)
     assert.are.equal(2, simulate({ HTTP, "--outage", "5" }).code)

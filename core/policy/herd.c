@@ -85,7 +85,7 @@ static luaretry_code step(herd_run *h, long i, double t) {
   if (!d.retry) return finish(h, i, d.reason, t), LUARETRY_OK;
   if (d.wait > 0) { /* the rate limiter's token comes later: back in line */
     luaretry_call_wait(c, d.wait);
-    push(h, luaretry_call_elapsed(c), i);
+    if (h->heap) push(h, luaretry_call_elapsed(c), i); /* run_each: its loop asks again */
     return LUARETRY_OK;
   }
   luaretry_outcome o;
