@@ -13,6 +13,7 @@
 #include "engine.h"
 
 #define MESSAGE_SIZE 512
+#define LR_LAZY_SENDS 3 /* LR_CALL_LAZY_PACE: sends kept before the pace is made */
 
 /* An attempt in flight: its number, start and kind. */
 #define LR_FLIGHT_MAX 11 /* the attempt, and hedge.max (at most 10) hedges */
@@ -92,6 +93,12 @@ struct luaretry_call {
   /* a retry the fleet's tokens refused went on to its wait for the
    * fleet's reserve (call_guards.c) */
   unsigned char reserve_asked;
+  /* LR_CALL_LAZY_PACE: the adaptive rate is `own`'s, made at the first
+   * success or throttling answer (or a fourth send within a second); until
+   * then it is unlimited, and all it holds is when the sends went
+   * (guard_rate.c) */
+  unsigned char lazy_pace, lazy_sends;
+  double lazy_sent[LR_LAZY_SENDS];
 };
 
 /* Read as bytes: a foreign handle need not have a call's alignment. */
