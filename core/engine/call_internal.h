@@ -28,6 +28,7 @@ typedef struct {
 #define LR_CALL_MAGIC 0x6c72636cu /* "lrcl" */
 struct luaretry_call {
   uint32_t magic;
+  int allowance;           /* the caller's retries, or -1: none given */
   const lr_rules *rules; /* the load's: a reload does not move them */
   const lr_judge *judge;
   lr_shared *shared;       /* the policy's budget, breaker and counters */
@@ -35,9 +36,10 @@ struct luaretry_call {
   const lr_remote *remote; /* asked first (the fleet), or NULL */
   long max_attempts;       /* the rules', or a simulation's; lowered by the
                               caller's allowance (LUARETRY_CALL_RETRIES) */
-  int allowance;           /* the caller's retries, or -1: none given */
   lr_clock clock;
   lr_waiter waiter;
+  int admitted;             /* attempts that hold a token: the next has one
+                              when admitted > attempts */
   lr_rng rng;
   double start;
   double deadline;          /* seconds into the call it ends by (0: none): the
@@ -50,8 +52,6 @@ struct luaretry_call {
                               breaker's slow-call rule) */
   double admit_at;          /* seconds into the call the next attempt's token
                               comes (the rate limiter) */
-  int admitted;             /* attempts that hold a token: the next has one
-                              when admitted > attempts */
   /* quota.c: the server's number of the latest attempt paced by its
    * RateLimit fields, and whether they, not the token bucket, left no room
    * before the deadline */
@@ -62,12 +62,17 @@ struct luaretry_call {
   int attempts; /* attempts reported so far */
   int stopped;
   luaretry_reason reason;
+  int rate_remote;           /* the fleet's rate limiter answered the last ask (2:
+                         the deadline passed while it was asked) */
   const char *stop_rule;
   luaretry_observer_fn observer;
   void *observer_ud;
   lr_call_data data;      /* the script side's, between decisions */
   uint64_t invocation[2]; /* the invocation id's bits, drawn at the start */
   char invocation_id[37]; /* ... and its text, made on first use */
+  unsigned char chain_on;    /* the guards on for this call (bits LR_G_*) */
+  unsigned char held;        /* ... that hold something for the attempt asked for */
+  unsigned char remote_said; /* the fleet's view decided the last refusal */
   /* made on first use: most calls never need them */
   char *message;    /* why the call stopped, for the decision */
   char *errmsg;     /* luaretry_call_errmsg */
@@ -84,11 +89,6 @@ struct luaretry_call {
   lr_flight one;             /* the attempt in flight ... */
   lr_flight *flight;         /* ... here, or LR_FLIGHT_MAX made at the first
                                hedge: most calls never hedge */
-  int rate_remote;           /* the fleet's rate limiter answered the last ask (2:
-                         the deadline passed while it was asked) */
-  unsigned char chain_on;    /* the guards on for this call (bits LR_G_*) */
-  unsigned char held;        /* ... that hold something for the attempt asked for */
-  unsigned char remote_said; /* the fleet's view decided the last refusal */
   double held_at;            /* the guard clock when admission counted it */
   /* a retry the fleet's tokens refused went on to its wait for the
    * fleet's reserve (call_guards.c) */
