@@ -53,17 +53,11 @@ struct luaretry_call {
   double admit_at;          /* seconds into the call the next attempt's token
                               comes (the rate limiter) */
   /* quota.c: the server's number of the latest attempt paced by its
-   * RateLimit fields, and whether they, not the token bucket, left no room
-   * before the deadline */
+   * RateLimit fields */
   unsigned long long quota_seq;
-  int quota_refused;
-  int token_held; /* the limiter's token is taken; the server's quota is asked next */
   double next_timeout;
   int attempts; /* attempts reported so far */
-  int stopped;
   luaretry_reason reason;
-  int rate_remote;           /* the fleet's rate limiter answered the last ask (2:
-                         the deadline passed while it was asked) */
   const char *stop_rule;
   luaretry_observer_fn observer;
   void *observer_ud;
@@ -79,11 +73,6 @@ struct luaretry_call {
   char *hook_error; /* on_retry's error, for the decision */
   /* hedging: the attempts in flight, for a host that runs several at once
    * (luaretry_call_start, luaretry_call_hedge, luaretry_call_report_attempt) */
-  int started; /* attempts started (or reported unannounced) */
-  int in_flight, hedges_in_flight;
-  int hedge_closed;          /* no more hedges until the next attempt starts */
-  int no_hedge;              /* LUARETRY_CALL_NO_HEDGE */
-  int one_round;             /* LUARETRY_CALL_WORKFLOW_REQUEST: the enclosing call counts */
   double hedge_delay;        /* this round's, fixed when its attempt started */
   double last_start;         /* the latest start in flight, call seconds */
   lr_flight one;             /* the attempt in flight ... */
@@ -93,11 +82,23 @@ struct luaretry_call {
   /* a retry the fleet's tokens refused went on to its wait for the
    * fleet's reserve (call_guards.c) */
   unsigned char reserve_asked;
+  /* small flags and counts, together: a simulation holds a million calls */
+  unsigned char stopped;
+  unsigned char quota_refused; /* quota.c: its RateLimit fields, not the token bucket, left
+                                  no room before the deadline */
+  unsigned char token_held;    /* the limiter's token is taken; the server's quota is asked next */
+  unsigned char rate_remote;   /* the fleet's rate limiter answered the last ask (2: the
+                                  deadline passed while it was asked) */
+  signed char in_flight, hedges_in_flight; /* at most LR_FLIGHT_MAX */
+  unsigned char hedge_closed;              /* no more hedges until the next attempt starts */
+  unsigned char no_hedge;                  /* LUARETRY_CALL_NO_HEDGE */
+  unsigned char one_round; /* LUARETRY_CALL_WORKFLOW_REQUEST: the enclosing call counts */
   /* LR_CALL_LAZY_PACE: the adaptive rate is `own`'s, made at the first
    * success or throttling answer (or a fourth send within a second); until
    * then it is unlimited, and all it holds is when the sends went
    * (guard_rate.c) */
   unsigned char lazy_pace, lazy_sends;
+  int started; /* hedging: attempts started (or reported unannounced) */
   double lazy_sent[LR_LAZY_SENDS];
 };
 
