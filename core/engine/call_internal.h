@@ -12,7 +12,7 @@
 
 #include "engine.h"
 
-#define MESSAGE_SIZE 512
+#define MESSAGE_SIZE  512
 #define LR_LAZY_SENDS 3 /* LR_CALL_LAZY_PACE: sends kept before the pace is made */
 
 /* An attempt in flight: its number, start and kind. */
@@ -28,7 +28,7 @@ typedef struct {
 #define LR_CALL_MAGIC 0x6c72636cu /* "lrcl" */
 struct luaretry_call {
   uint32_t magic;
-  int allowance;           /* the caller's retries, or -1: none given */
+  int allowance;         /* the caller's retries, or -1: none given */
   const lr_rules *rules; /* the load's: a reload does not move them */
   const lr_judge *judge;
   lr_shared *shared;       /* the policy's budget, breaker and counters */
@@ -38,7 +38,7 @@ struct luaretry_call {
                               caller's allowance (LUARETRY_CALL_RETRIES) */
   lr_clock clock;
   lr_waiter waiter;
-  int admitted;             /* attempts that hold a token: the next has one
+  int admitted; /* attempts that hold a token: the next has one
                               when admitted > attempts */
   lr_rng rng;
   double start;
@@ -61,9 +61,9 @@ struct luaretry_call {
   const char *stop_rule;
   luaretry_observer_fn observer;
   void *observer_ud;
-  lr_call_data data;      /* the script side's, between decisions */
-  uint64_t invocation[2]; /* the invocation id's bits, drawn at the start */
-  char invocation_id[37]; /* ... and its text, made on first use */
+  lr_call_data data;         /* the script side's, between decisions */
+  uint64_t invocation[2];    /* the invocation id's bits, drawn at the start */
+  char invocation_id[37];    /* ... and its text, made on first use */
   unsigned char chain_on;    /* the guards on for this call (bits LR_G_*) */
   unsigned char held;        /* ... that hold something for the attempt asked for */
   unsigned char remote_said; /* the fleet's view decided the last refusal */
@@ -73,12 +73,12 @@ struct luaretry_call {
   char *hook_error; /* on_retry's error, for the decision */
   /* hedging: the attempts in flight, for a host that runs several at once
    * (luaretry_call_start, luaretry_call_hedge, luaretry_call_report_attempt) */
-  double hedge_delay;        /* this round's, fixed when its attempt started */
-  double last_start;         /* the latest start in flight, call seconds */
-  lr_flight one;             /* the attempt in flight ... */
-  lr_flight *flight;         /* ... here, or LR_FLIGHT_MAX made at the first
+  double hedge_delay; /* this round's, fixed when its attempt started */
+  double last_start;  /* the latest start in flight, call seconds */
+  lr_flight one;      /* the attempt in flight ... */
+  lr_flight *flight;  /* ... here, or LR_FLIGHT_MAX made at the first
                                hedge: most calls never hedge */
-  double held_at;            /* the guard clock when admission counted it */
+  double held_at;     /* the guard clock when admission counted it */
   /* a retry the fleet's tokens refused went on to its wait for the
    * fleet's reserve (call_guards.c) */
   unsigned char reserve_asked;

@@ -22,8 +22,8 @@
 
 #include "engine.h"
 
-#define PENDING_MAX 64                       /* a client's outcomes between syncs; more: sync */
-#define SPEND       4 /* a hedge's token, in the batch (beside lr_remote_outcome's 0 to 3) */
+#define PENDING_MAX 64 /* a client's outcomes between syncs; more: sync */
+#define SPEND       4  /* a hedge's token, in the batch (beside lr_remote_outcome's 0 to 3) */
 
 /* A client as small as it can be: a simulation holds up to a million at
  * once (128 bytes each, beside its call): the unsent outcomes are four
@@ -35,10 +35,10 @@ typedef struct {
   double synced_at; /* < 0: never */
   long long tokens; /* milli-tokens at the last sync */
   double opened_at;
-  long long net;                       /* milli-tokens since, unsent */
-  double requests, accepts;            /* the throttle's window at the last sync */
+  long long net;                      /* milli-tokens since, unsent */
+  double requests, accepts;           /* the throttle's window at the last sync */
   unsigned new_requests, new_accepts; /* since, unsent */
-  lr_lease *lease;                     /* the rate limiter's slots it holds; made on first use */
+  lr_lease *lease;                    /* the rate limiter's slots it holds; made on first use */
   signed char state;
   unsigned char npending;
   unsigned char pending[PENDING_MAX / 2]; /* lr_remote_outcome values, or SPEND: a nibble each */

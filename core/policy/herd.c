@@ -33,8 +33,8 @@ typedef struct {
   int status; /* the outage's answer */
   luaretry_herd_result *r;
   const luaretry_herd_options *o;
-  long base;   /* calls[k], attempts[k] are client base + k's */
-  int stopped; /* `each` asked to stop */
+  long base;     /* calls[k], attempts[k] are client base + k's */
+  int stopped;   /* `each` asked to stop */
   int lazy_pace; /* a fleet's clients: each one's adaptive rate made when needed */
 } herd_run;
 
@@ -149,8 +149,8 @@ static luaretry_code run_heap(herd_run *h, luaretry_policy *p, lr_gen *g) {
   const lr_guards *gd = &g->rules.guards;
   h->lazy_pace = h->o->fleet && !h->o->shared && gd->rate && gd->rate_adaptive &&
                  !gd->rate_headers && !(gd->rate_limit > 0);
-  int one_local = h->o->shared ||
-                  (h->o->fleet && (h->lazy_pace || !(gd->rate_adaptive || gd->rate_headers)));
+  int one_local =
+    h->o->shared || (h->o->fleet && (h->lazy_pace || !(gd->rate_adaptive || gd->rate_headers)));
   if (one_local && (h->process = lr_aligned_calloc(sizeof *h->process)))
     lr_shared_init(h->process, gd);
   if ((one_local && !h->process) || (h->o->fleet && !h->fleet)) return LUARETRY_E_NOMEM;
