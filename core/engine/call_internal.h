@@ -12,7 +12,8 @@
 
 #include "engine.h"
 
-#define MESSAGE_SIZE 512
+#define MESSAGE_SIZE  512
+#define LR_LAZY_SENDS 3 /* LR_CALL_LAZY_PACE: sends kept before the pace is made */
 
 /* An attempt in flight: its number, start and kind. */
 #define LR_FLIGHT_MAX 11 /* the attempt, and hedge.max (at most 10) hedges */
@@ -27,6 +28,7 @@ typedef struct {
 #define LR_CALL_MAGIC 0x6c72636cu /* "lrcl" */
 struct luaretry_call {
   uint32_t magic;
+  int allowance;         /* the caller's retries, or -1: none given */
   const lr_rules *rules; /* the load's: a reload does not move them */
   const lr_judge *judge;
   lr_shared *shared;       /* the policy's budget, breaker and counters */
@@ -34,9 +36,10 @@ struct luaretry_call {
   const lr_remote *remote; /* asked first (the fleet), or NULL */
   long max_attempts;       /* the rules', or a simulation's; lowered by the
                               caller's allowance (LUARETRY_CALL_RETRIES) */
-  int allowance;           /* the caller's retries, or -1: none given */
   lr_clock clock;
   lr_waiter waiter;
+  int admitted; /* attempts that hold a token: the next has one
+                              when admitted > attempts */
   lr_rng rng;
   double start;
   double deadline;          /* seconds into the call it ends by (0: none): the
@@ -49,49 +52,54 @@ struct luaretry_call {
                               breaker's slow-call rule) */
   double admit_at;          /* seconds into the call the next attempt's token
                               comes (the rate limiter) */
-  int admitted;             /* attempts that hold a token: the next has one
-                              when admitted > attempts */
   /* quota.c: the server's number of the latest attempt paced by its
-   * RateLimit fields, and whether they, not the token bucket, left no room
-   * before the deadline */
+   * RateLimit fields */
   unsigned long long quota_seq;
-  int quota_refused;
-  int token_held; /* the limiter's token is taken; the server's quota is asked next */
   double next_timeout;
   int attempts; /* attempts reported so far */
-  int stopped;
   luaretry_reason reason;
   const char *stop_rule;
   luaretry_observer_fn observer;
   void *observer_ud;
-  lr_call_data data;      /* the script side's, between decisions */
-  uint64_t invocation[2]; /* the invocation id's bits, drawn at the start */
-  char invocation_id[37]; /* ... and its text, made on first use */
+  lr_call_data data;         /* the script side's, between decisions */
+  uint64_t invocation[2];    /* the invocation id's bits, drawn at the start */
+  char invocation_id[37];    /* ... and its text, made on first use */
+  unsigned char chain_on;    /* the guards on for this call (bits LR_G_*) */
+  unsigned char held;        /* ... that hold something for the attempt asked for */
+  unsigned char remote_said; /* the fleet's view decided the last refusal */
   /* made on first use: most calls never need them */
   char *message;    /* why the call stopped, for the decision */
   char *errmsg;     /* luaretry_call_errmsg */
   char *hook_error; /* on_retry's error, for the decision */
   /* hedging: the attempts in flight, for a host that runs several at once
    * (luaretry_call_start, luaretry_call_hedge, luaretry_call_report_attempt) */
-  int started; /* attempts started (or reported unannounced) */
-  int in_flight, hedges_in_flight;
-  int hedge_closed;          /* no more hedges until the next attempt starts */
-  int no_hedge;              /* LUARETRY_CALL_NO_HEDGE */
-  int one_round;             /* LUARETRY_CALL_WORKFLOW_REQUEST: the enclosing call counts */
-  double hedge_delay;        /* this round's, fixed when its attempt started */
-  double last_start;         /* the latest start in flight, call seconds */
-  lr_flight one;             /* the attempt in flight ... */
-  lr_flight *flight;         /* ... here, or LR_FLIGHT_MAX made at the first
+  double hedge_delay; /* this round's, fixed when its attempt started */
+  double last_start;  /* the latest start in flight, call seconds */
+  lr_flight one;      /* the attempt in flight ... */
+  lr_flight *flight;  /* ... here, or LR_FLIGHT_MAX made at the first
                                hedge: most calls never hedge */
-  int rate_remote;           /* the fleet's rate limiter answered the last ask (2:
-                         the deadline passed while it was asked) */
-  unsigned char chain_on;    /* the guards on for this call (bits LR_G_*) */
-  unsigned char held;        /* ... that hold something for the attempt asked for */
-  unsigned char remote_said; /* the fleet's view decided the last refusal */
-  double held_at;            /* the guard clock when admission counted it */
+  double held_at;     /* the guard clock when admission counted it */
   /* a retry the fleet's tokens refused went on to its wait for the
    * fleet's reserve (call_guards.c) */
   unsigned char reserve_asked;
+  /* small flags and counts, together: a simulation holds a million calls */
+  unsigned char stopped;
+  unsigned char quota_refused; /* quota.c: its RateLimit fields, not the token bucket, left
+                                  no room before the deadline */
+  unsigned char token_held;    /* the limiter's token is taken; the server's quota is asked next */
+  unsigned char rate_remote;   /* the fleet's rate limiter answered the last ask (2: the
+                                  deadline passed while it was asked) */
+  signed char in_flight, hedges_in_flight; /* at most LR_FLIGHT_MAX */
+  unsigned char hedge_closed;              /* no more hedges until the next attempt starts */
+  unsigned char no_hedge;                  /* LUARETRY_CALL_NO_HEDGE */
+  unsigned char one_round; /* LUARETRY_CALL_WORKFLOW_REQUEST: the enclosing call counts */
+  /* LR_CALL_LAZY_PACE: the adaptive rate is `own`'s, made at the first
+   * success or throttling answer (or a fourth send within a second); until
+   * then it is unlimited, and all it holds is when the sends went
+   * (guard_rate.c) */
+  unsigned char lazy_pace, lazy_sends;
+  int started; /* hedging: attempts started (or reported unannounced) */
+  double lazy_sent[LR_LAZY_SENDS];
 };
 
 /* Read as bytes: a foreign handle need not have a call's alignment. */
