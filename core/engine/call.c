@@ -178,17 +178,20 @@ void luaretry_call_free(luaretry_call *c) {
   free(c->message);
   free(c->errmsg);
   free(c->hook_error);
+  free(c->invocation_id);
   if (c->flight != &c->one) free(c->flight);
   free(c);
 }
 
 const char *luaretry_call_invocation_id(luaretry_call *c) {
   if (!lr_call_ok(c)) return "";
-  if (!c->invocation_id[0]) {
+  if (!c->invocation_id) {
+    /* made on first use (most calls never show it): 36 characters */
+    if (!(c->invocation_id = malloc(37))) return "";
     /* RFC 9562's version 4: the version nibble 4, the variant bits 10 */
     uint64_t hi = (c->invocation[0] & ~0xf000ull) | 0x4000ull;
     uint64_t lo = (c->invocation[1] & ~(3ull << 62)) | (2ull << 62);
-    snprintf(c->invocation_id, sizeof c->invocation_id, "%08x-%04x-%04x-%04x-%012llx",
+    snprintf(c->invocation_id, 37, "%08x-%04x-%04x-%04x-%012llx",
              (unsigned)(hi >> 32), (unsigned)(hi >> 16) & 0xffff, (unsigned)hi & 0xffff,
              (unsigned)(lo >> 48), (unsigned long long)(lo & 0xffffffffffffull));
   }

@@ -26,7 +26,10 @@ typedef struct {
  * refused with LUARETRY_E_ARG, as NULL is. */
 #define LR_CALL_MAGIC 0x6c72636cu /* "lrcl" */
 struct luaretry_call {
+  /* Packed: 8-byte members first, then the 4-byte ones, then the flags
+   * (a call in flight is held by the thousand; issue 28 wants 256 B). */
   uint32_t magic;
+  int allowance;         /* the caller's retries, or -1: none given */
   const lr_rules *rules; /* the load's: a reload does not move them */
   const lr_judge *judge;
   lr_shared *shared;       /* the policy's budget, breaker and counters */
@@ -34,9 +37,7 @@ struct luaretry_call {
   const lr_remote *remote; /* asked first (the fleet), or NULL */
   long max_attempts;       /* the rules', or a simulation's; lowered by the
                               caller's allowance (LUARETRY_CALL_RETRIES) */
-  int allowance;           /* the caller's retries, or -1: none given */
   lr_clock clock;
-  lr_waiter waiter;
   lr_rng rng;
   double start;
   double deadline;          /* seconds into the call it ends by (0: none): the
@@ -49,46 +50,48 @@ struct luaretry_call {
                               breaker's slow-call rule) */
   double admit_at;          /* seconds into the call the next attempt's token
                               comes (the rate limiter) */
-  int admitted;             /* attempts that hold a token: the next has one
-                              when admitted > attempts */
   /* quota.c: the server's number of the latest attempt paced by its
-   * RateLimit fields, and whether they, not the token bucket, left no room
-   * before the deadline */
+   * RateLimit fields */
   unsigned long long quota_seq;
-  int quota_refused;
-  int token_held; /* the limiter's token is taken; the server's quota is asked next */
   double next_timeout;
-  int attempts; /* attempts reported so far */
-  int stopped;
-  luaretry_reason reason;
   const char *stop_rule;
   luaretry_observer_fn observer;
   void *observer_ud;
   lr_call_data data;      /* the script side's, between decisions */
   uint64_t invocation[2]; /* the invocation id's bits, drawn at the start */
-  char invocation_id[37]; /* ... and its text, made on first use */
   /* made on first use: most calls never need them */
-  char *message;    /* why the call stopped, for the decision */
-  char *errmsg;     /* luaretry_call_errmsg */
-  char *hook_error; /* on_retry's error, for the decision */
+  char *invocation_id; /* the invocation id's text */
+  char *message;       /* why the call stopped, for the decision */
+  char *errmsg;        /* luaretry_call_errmsg */
+  char *hook_error;    /* on_retry's error, for the decision */
   /* hedging: the attempts in flight, for a host that runs several at once
    * (luaretry_call_start, luaretry_call_hedge, luaretry_call_report_attempt) */
+  double hedge_delay; /* this round's, fixed when its attempt started */
+  double last_start;  /* the latest start in flight, call seconds */
+  lr_flight one;      /* the attempt in flight ... */
+  lr_flight *flight;  /* ... here, or LR_FLIGHT_MAX made at the first
+                        hedge: most calls never hedge */
+  double held_at;     /* the guard clock when admission counted it */
+  lr_waiter waiter;
+  int admitted; /* attempts that hold a token: the next has one
+                   when admitted > attempts */
+  int attempts; /* attempts reported so far */
+  luaretry_reason reason;
   int started; /* attempts started (or reported unannounced) */
   int in_flight, hedges_in_flight;
-  int hedge_closed;          /* no more hedges until the next attempt starts */
-  int no_hedge;              /* LUARETRY_CALL_NO_HEDGE */
-  int one_round;             /* LUARETRY_CALL_WORKFLOW_REQUEST: the enclosing call counts */
-  double hedge_delay;        /* this round's, fixed when its attempt started */
-  double last_start;         /* the latest start in flight, call seconds */
-  lr_flight one;             /* the attempt in flight ... */
-  lr_flight *flight;         /* ... here, or LR_FLIGHT_MAX made at the first
-                               hedge: most calls never hedge */
-  int rate_remote;           /* the fleet's rate limiter answered the last ask (2:
-                         the deadline passed while it was asked) */
-  unsigned char chain_on;    /* the guards on for this call (bits LR_G_*) */
-  unsigned char held;        /* ... that hold something for the attempt asked for */
-  unsigned char remote_said; /* the fleet's view decided the last refusal */
-  double held_at;            /* the guard clock when admission counted it */
+  unsigned char stopped;
+  unsigned char quota_refused; /* quota.c: the RateLimit fields, not the token
+                                  bucket, left no room before the deadline */
+  unsigned char token_held;    /* the limiter's token is taken; the server's
+                                  quota is asked next */
+  unsigned char hedge_closed;  /* no more hedges until the next attempt starts */
+  unsigned char no_hedge;      /* LUARETRY_CALL_NO_HEDGE */
+  unsigned char one_round;     /* LUARETRY_CALL_WORKFLOW_REQUEST: the enclosing call counts */
+  unsigned char rate_remote;   /* the fleet's rate limiter answered the last ask (2:
+                                  the deadline passed while it was asked) */
+  unsigned char chain_on;      /* the guards on for this call (bits LR_G_*) */
+  unsigned char held;          /* ... that hold something for the attempt asked for */
+  unsigned char remote_said;   /* the fleet's view decided the last refusal */
   /* a retry the fleet's tokens refused went on to its wait for the
    * fleet's reserve (call_guards.c) */
   unsigned char reserve_asked;
