@@ -191,9 +191,9 @@ const char *luaretry_call_invocation_id(luaretry_call *c) {
     /* RFC 9562's version 4: the version nibble 4, the variant bits 10 */
     uint64_t hi = (c->invocation[0] & ~0xf000ull) | 0x4000ull;
     uint64_t lo = (c->invocation[1] & ~(3ull << 62)) | (2ull << 62);
-    snprintf(c->invocation_id, 37, "%08x-%04x-%04x-%04x-%012llx",
-             (unsigned)(hi >> 32), (unsigned)(hi >> 16) & 0xffff, (unsigned)hi & 0xffff,
-             (unsigned)(lo >> 48), (unsigned long long)(lo & 0xffffffffffffull));
+    snprintf(c->invocation_id, 37, "%08x-%04x-%04x-%04x-%012llx", (unsigned)(hi >> 32),
+             (unsigned)(hi >> 16) & 0xffff, (unsigned)hi & 0xffff, (unsigned)(lo >> 48),
+             (unsigned long long)(lo & 0xffffffffffffull));
   }
   return c->invocation_id;
 }
