@@ -11,12 +11,12 @@
 luaretry_code luaretry_call_start(luaretry_call *c, int *attempt) {
   if (!lr_call_ok(c) || !attempt) return LUARETRY_E_ARG;
   if (c->stopped) {
-    lr_call_say(&c->errmsg, "the call already stopped (%s); begin a new one",
+    lr_call_say(LR_COLD_SLOT(c, errmsg), "the call already stopped (%s); begin a new one",
                 luaretry_reason_name(c->reason));
     return LUARETRY_E_STATE;
   }
   if (c->in_flight) {
-    lr_call_say(&c->errmsg,
+    lr_call_say(LR_COLD_SLOT(c, errmsg),
                 "attempt %d is still in flight: a second one is a hedge "
                 "(luaretry_call_hedge)",
                 c->flight[0].id);
@@ -46,7 +46,7 @@ static int hedge_refused(luaretry_call *c, const luaretry_request *r, double now
                          luaretry_decision *d) {
   const char *why = NULL;
   int idempotent = 1;
-  char *err = lr_call_buffer(&c->errmsg);
+  char *err = lr_call_buffer(LR_COLD_SLOT(c, errmsg));
   lr_attempt_ctx ctx = lr_call_context(c, c->started + 1, now);
   if (!err) return -1;
   if (c->judge->is_idempotent(c->judge->ud, r, &idempotent, &ctx, err, MESSAGE_SIZE) != 0)

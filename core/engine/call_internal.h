@@ -25,6 +25,19 @@ typedef struct {
 /* The first word of a call: a handle of another kind (a policy) is
  * refused with LUARETRY_E_ARG, as NULL is. */
 #define LR_CALL_MAGIC 0x6c72636cu /* "lrcl" */
+
+/* What most calls never use, in a block of its own made on first use
+ * (lr_call_cold): a call in flight is held by the thousand. */
+typedef struct lr_call_cold {
+  lr_shared *own;                /* this call's guards, when isolated */
+  luaretry_observer_fn observer; /* luaretry_call_on_decision */
+  void *observer_ud;
+  char *errmsg;             /* luaretry_call_errmsg */
+  char *hook_error;         /* on_retry's error, for the decision */
+  double throttle_previous; /* the throttling backoff's last wait */
+  char invocation_id[37];   /* the invocation id's text, "" until asked */
+} lr_call_cold;
+
 struct luaretry_call {
   /* Packed: 8-byte members first, then the 4-byte ones, then the flags
    * (a call in flight is held by the thousand; issue 28 wants 256 B). */
@@ -33,37 +46,31 @@ struct luaretry_call {
   const lr_rules *rules; /* the load's: a reload does not move them */
   const lr_judge *judge;
   lr_shared *shared;       /* the policy's budget, breaker and counters */
-  lr_shared *own;          /* ... or this call's own, when isolated */
   const lr_remote *remote; /* asked first (the fleet), or NULL */
   long max_attempts;       /* the rules', or a simulation's; lowered by the
                               caller's allowance (LUARETRY_CALL_RETRIES) */
   lr_clock clock;
   lr_rng rng;
   double start;
-  double deadline;          /* seconds into the call it ends by (0: none): the
+  double deadline;      /* seconds into the call it ends by (0: none): the
                               earlier of the policy's and the host's own
                               (luaretry_call_options.deadline) */
-  double guard_origin;      /* added to the clock for the guards */
-  double previous;          /* decorrelated jitter's last wait */
-  double throttle_previous; /* ... and the throttling backoff's */
-  double attempt_start;     /* seconds into the call the attempt began (the
+  double guard_origin;  /* added to the clock for the guards */
+  double previous;      /* decorrelated jitter's last wait */
+  double attempt_start; /* seconds into the call the attempt began (the
                               breaker's slow-call rule) */
-  double admit_at;          /* seconds into the call the next attempt's token
+  double admit_at;      /* seconds into the call the next attempt's token
                               comes (the rate limiter) */
   /* quota.c: the server's number of the latest attempt paced by its
    * RateLimit fields */
   unsigned long long quota_seq;
   double next_timeout;
   const char *stop_rule;
-  luaretry_observer_fn observer;
-  void *observer_ud;
   lr_call_data data;      /* the script side's, between decisions */
   uint64_t invocation[2]; /* the invocation id's bits, drawn at the start */
   /* made on first use: most calls never need them */
-  char *invocation_id; /* the invocation id's text */
-  char *message;       /* why the call stopped, for the decision */
-  char *errmsg;        /* luaretry_call_errmsg */
-  char *hook_error;    /* on_retry's error, for the decision */
+  char *message;             /* why the call stopped, for the decision */
+  struct lr_call_cold *cold; /* what most calls never use (lr_call_cold) */
   /* hedging: the attempts in flight, for a host that runs several at once
    * (luaretry_call_start, luaretry_call_hedge, luaretry_call_report_attempt) */
   double hedge_delay; /* this round's, fixed when its attempt started */
@@ -126,6 +133,17 @@ static inline lr_attempt_ctx lr_call_context(luaretry_call *c, int attempt, doub
 }
 
 /* ---- call_stop.c */
+
+/* The call's cold block, made on first use; NULL when out of memory. */
+lr_call_cold *lr_call_cold_get(luaretry_call *c);
+/* A slot of the cold block (&cold->f), or NULL when none can be had:
+ * lr_call_buffer and lr_call_say then leave the message out. */
+#define LR_COLD_SLOT(c, f) (lr_call_cold_get(c) ? &(c)->cold->f : NULL)
+/* Tells the host's observer of a decision, if it set one. */
+static inline void lr_call_observe(luaretry_call *c, const luaretry_outcome *o,
+                                   const luaretry_decision *d) {
+  if (c->cold && c->cold->observer) c->cold->observer(c->cold->observer_ud, o, d);
+}
 
 /* One of the call's message buffers, made on first use; NULL when out of
  * memory (the message is then left out, never the decision). */

@@ -8,7 +8,14 @@
 
 /* One of the call's message buffers, made on first use; NULL when out of
  * memory (the message is then left out, never the decision). */
+lr_call_cold *lr_call_cold_get(luaretry_call *c) {
+  if (!c->cold && (c->cold = calloc(1, sizeof *c->cold)))
+    c->cold->throttle_previous = c->rules->throttle_backoff.initial;
+  return c->cold;
+}
+
 char *lr_call_buffer(char **slot) {
+  if (!slot) return NULL;
   if (!*slot) *slot = malloc(MESSAGE_SIZE);
   return *slot;
 }
