@@ -171,14 +171,14 @@ void luaretry_call_free(luaretry_call *c) {
   c->magic = 0;
   if (c->judge && c->judge->release) c->judge->release(c->judge->ud);
   lr_waiter_close(&c->waiter);
-  free(c->data.blob);
-  free(c->data.prepared);
-  free(c->data.headers);
   free(c->message);
   if (c->cold) {
     free(c->cold->own);
     free(c->cold->errmsg);
     free(c->cold->hook_error);
+    free(c->cold->data.blob);
+    free(c->cold->data.prepared);
+    free(c->cold->data.headers);
     free(c->cold);
   }
   if (c->flight != &c->one) free(c->flight);

@@ -26,9 +26,13 @@ luaretry_code luaretry_call_start(luaretry_call *c, int *attempt) {
   lr_chain_sent(c);
   c->flight[0] = (lr_flight){ ++c->started, 0, at };
   c->in_flight = 1;
-  c->last_start = at;
-  c->hedge_closed = c->rules->hedge.max <= 0 || c->no_hedge;
-  if (!c->hedge_closed) c->hedge_delay = lr_latency_delay(&c->rules->hedge);
+  /* hedging's times in the cold block: most calls never hedge (none when
+   * it cannot be had) */
+  c->hedge_closed = c->rules->hedge.max <= 0 || c->no_hedge || !lr_call_cold_get(c);
+  if (!c->hedge_closed) {
+    c->cold->last_start = at;
+    c->cold->hedge_delay = lr_latency_delay(&c->rules->hedge);
+  }
   *attempt = c->started;
   return LUARETRY_OK;
 }
@@ -37,7 +41,7 @@ double luaretry_call_hedge_in(const luaretry_call *c) {
   if (!lr_call_ok(c) || c->stopped || c->hedge_closed || c->in_flight == 0 ||
       c->hedges_in_flight >= c->rules->hedge.max)
     return -1;
-  double left = c->last_start + c->hedge_delay - luaretry_call_elapsed(c);
+  double left = c->cold->last_start + c->cold->hedge_delay - luaretry_call_elapsed(c);
   return left > 0 ? left : 0;
 }
 
@@ -91,7 +95,7 @@ luaretry_code luaretry_call_hedge(luaretry_call *c, const luaretry_request *r,
   lr_count(c->shared, LR_M_HEDGES, 1);
   c->flight[c->in_flight++] = (lr_flight){ ++c->started, 1, d->elapsed };
   c->hedges_in_flight++;
-  c->last_start = d->elapsed;
+  c->cold->last_start = d->elapsed;
   d->retry = 1;
   d->hedge = 1;
   d->attempt = c->started;

@@ -36,6 +36,11 @@ typedef struct lr_call_cold {
   char *hook_error;         /* on_retry's error, for the decision */
   double throttle_previous; /* the throttling backoff's last wait */
   char invocation_id[37];   /* the invocation id's text, "" until asked */
+  lr_call_data data;        /* the script side's, between decisions (info.call,
+                               prepare()'s copies) */
+  double hedge_delay;       /* hedging: this round's, fixed when its attempt
+                               started */
+  double last_start;        /* ... and the latest start in flight, call seconds */
 } lr_call_cold;
 
 struct luaretry_call {
@@ -66,26 +71,23 @@ struct luaretry_call {
   unsigned long long quota_seq;
   double next_timeout;
   const char *stop_rule;
-  lr_call_data data;      /* the script side's, between decisions */
   uint64_t invocation[2]; /* the invocation id's bits, drawn at the start */
   /* made on first use: most calls never need them */
   char *message;             /* why the call stopped, for the decision */
   struct lr_call_cold *cold; /* what most calls never use (lr_call_cold) */
   /* hedging: the attempts in flight, for a host that runs several at once
    * (luaretry_call_start, luaretry_call_hedge, luaretry_call_report_attempt) */
-  double hedge_delay; /* this round's, fixed when its attempt started */
-  double last_start;  /* the latest start in flight, call seconds */
-  lr_flight one;      /* the attempt in flight ... */
-  lr_flight *flight;  /* ... here, or LR_FLIGHT_MAX made at the first
+  lr_flight one;     /* the attempt in flight ... */
+  lr_flight *flight; /* ... here, or LR_FLIGHT_MAX made at the first
                         hedge: most calls never hedge */
-  double held_at;     /* the guard clock when admission counted it */
+  double held_at;    /* the guard clock when admission counted it */
   lr_waiter waiter;
-  int admitted; /* attempts that hold a token: the next has one
+  int admitted;                              /* attempts that hold a token: the next has one
                    when admitted > attempts */
-  int attempts; /* attempts reported so far */
-  luaretry_reason reason;
-  int started; /* attempts started (or reported unannounced) */
-  int in_flight, hedges_in_flight;
+  int attempts;                              /* attempts reported so far */
+  int started;                               /* attempts started (or reported unannounced) */
+  unsigned char reason;                      /* a luaretry_reason */
+  unsigned char in_flight, hedges_in_flight; /* at most LR_FLIGHT_MAX */
   unsigned char stopped;
   unsigned char quota_refused; /* quota.c: the RateLimit fields, not the token
                                   bucket, left no room before the deadline */
@@ -128,7 +130,7 @@ static inline double lr_call_timeout_at(const luaretry_call *c, double at) {
 }
 
 static inline lr_attempt_ctx lr_call_context(luaretry_call *c, int attempt, double elapsed) {
-  lr_attempt_ctx ctx = { attempt, elapsed, &c->rng, &c->data, 0, c };
+  lr_attempt_ctx ctx = { attempt, elapsed, &c->rng, c->cold ? &c->cold->data : NULL, 0, c };
   return ctx;
 }
 

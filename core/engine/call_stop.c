@@ -14,6 +14,12 @@ lr_call_cold *lr_call_cold_get(luaretry_call *c) {
   return c->cold;
 }
 
+lr_call_data *lr_attempt_data(const lr_attempt_ctx *ctx) {
+  if (ctx->data || !ctx->call) return ctx->data;
+  lr_call_cold *cold = lr_call_cold_get(ctx->call);
+  return cold ? &cold->data : NULL;
+}
+
 char *lr_call_buffer(char **slot) {
   if (!slot) return NULL;
   if (!*slot) *slot = malloc(MESSAGE_SIZE);

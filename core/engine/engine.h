@@ -595,11 +595,16 @@ typedef struct {
 typedef struct {
   int attempt;
   double elapsed;
-  lr_rng *rng; /* the call's own stream: a script's math.random */
-  lr_call_data *data;
+  lr_rng *rng;         /* the call's own stream: a script's math.random */
+  lr_call_data *data;  /* NULL until the call keeps something: lr_attempt_data */
   int hedge;           /* the attempt is a hedge: info.hedge */
   luaretry_call *call; /* for its invocation id */
 } lr_attempt_ctx;
+
+/* The call's script-side data to write to: ctx->data, or the call's own
+ * made on first use (a call that keeps nothing between its decisions holds
+ * none); NULL when out of memory. */
+lr_call_data *lr_attempt_data(const lr_attempt_ctx *ctx);
 
 /* The policy's judgement, as the state machine sees it: plain callbacks,
  * `ud` the policy's (one load of its script).  Errors go into err. */
