@@ -104,10 +104,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->flight = &c->one;
   /* The invocation id from a stream of its own, derived from the call's:
    * the jitter's draws stay what they were without it. */
-  lr_rng id_rng;
-  lr_rng_seed(&id_rng, c->rng.s[0] ^ c->rng.s[3] ^ 0x6c72696e766f6b65ull);
-  c->invocation[0] = lr_rng_next(&id_rng);
-  c->invocation[1] = lr_rng_next(&id_rng);
+  c->invocation = c->rng.s[0] ^ c->rng.s[3] ^ 0x6c72696e766f6b65ull;
   c->start = lr_clock_now(&c->clock);
   c->deadline = rules->deadline;
   c->previous = rules->backoff.initial;
@@ -145,7 +142,7 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     d->retry = 0;
     d->reason = c->reason;
     d->rule = c->stop_rule;
-    d->message = c->message && c->message[0] ? c->message : NULL;
+    d->message = c->cold && c->cold->message && c->cold->message[0] ? c->cold->message : NULL;
     return LUARETRY_OK;
   }
   d->retry = 1;
@@ -171,9 +168,9 @@ void luaretry_call_free(luaretry_call *c) {
   c->magic = 0;
   if (c->judge && c->judge->release) c->judge->release(c->judge->ud);
   lr_waiter_close(&c->waiter);
-  free(c->message);
   if (c->cold) {
     free(c->cold->own);
+    free(c->cold->message);
     free(c->cold->errmsg);
     free(c->cold->hook_error);
     free(c->cold->data.blob);
@@ -191,8 +188,11 @@ const char *luaretry_call_invocation_id(luaretry_call *c) {
   if (!cold) return "";
   if (!cold->invocation_id[0]) {
     /* RFC 9562's version 4: the version nibble 4, the variant bits 10 */
-    uint64_t hi = (c->invocation[0] & ~0xf000ull) | 0x4000ull;
-    uint64_t lo = (c->invocation[1] & ~(3ull << 62)) | (2ull << 62);
+    lr_rng id_rng; /* drawn when asked: the same bits as at the start */
+    lr_rng_seed(&id_rng, c->invocation);
+    uint64_t hi = lr_rng_next(&id_rng), lo = lr_rng_next(&id_rng);
+    hi = (hi & ~0xf000ull) | 0x4000ull;
+    lo = (lo & ~(3ull << 62)) | (2ull << 62);
     snprintf(cold->invocation_id, sizeof cold->invocation_id, "%08x-%04x-%04x-%04x-%012llx",
              (unsigned)(hi >> 32), (unsigned)(hi >> 16) & 0xffff, (unsigned)hi & 0xffff,
              (unsigned)(lo >> 48), (unsigned long long)(lo & 0xffffffffffffull));

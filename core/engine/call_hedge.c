@@ -66,7 +66,7 @@ static int hedge_refused(luaretry_call *c, const luaretry_request *r, double now
   c->hedge_closed = 1;
   d->retry = 0;
   d->reason = LUARETRY_REASON_NONE;
-  d->message = lr_call_say(&c->message, "no hedge: %s", why);
+  d->message = lr_call_say(LR_COLD_SLOT(c, message), "no hedge: %s", why);
   d->in_flight = c->in_flight;
   return 1;
 }

@@ -32,6 +32,7 @@ typedef struct lr_call_cold {
   lr_shared *own;                /* this call's guards, when isolated */
   luaretry_observer_fn observer; /* luaretry_call_on_decision */
   void *observer_ud;
+  char *message;            /* why the call stopped, for the decision */
   char *errmsg;             /* luaretry_call_errmsg */
   char *hook_error;         /* on_retry's error, for the decision */
   double throttle_previous; /* the throttling backoff's last wait */
@@ -71,9 +72,8 @@ struct luaretry_call {
   unsigned long long quota_seq;
   double next_timeout;
   const char *stop_rule;
-  uint64_t invocation[2]; /* the invocation id's bits, drawn at the start */
+  uint64_t invocation; /* the seed of the invocation id's bits, from the start */
   /* made on first use: most calls never need them */
-  char *message;             /* why the call stopped, for the decision */
   struct lr_call_cold *cold; /* what most calls never use (lr_call_cold) */
   /* hedging: the attempts in flight, for a host that runs several at once
    * (luaretry_call_start, luaretry_call_hedge, luaretry_call_report_attempt) */
@@ -105,6 +105,12 @@ struct luaretry_call {
    * fleet's reserve (call_guards.c) */
   unsigned char reserve_asked;
 };
+
+/* A call in flight is held by the thousand (issue 28): at most 256 B on a
+ * 64-bit host, what most calls never use in its cold block. */
+_Static_assert(sizeof(void *) != 8 || sizeof(struct luaretry_call) <= 256,
+               "a call in flight holds at most 256 B: move what most calls never use into "
+               "lr_call_cold");
 
 /* Read as bytes: a foreign handle need not have a call's alignment. */
 static inline int lr_call_ok(const luaretry_call *c) {

@@ -82,7 +82,7 @@ void lr_call_stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r, con
 /* Stops the call for reason r with a message saying why. */
 void lr_call_stop_saying(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
                          const char *rule, const char *fmt, ...) {
-  char *b = lr_call_buffer(&c->message);
+  char *b = lr_call_buffer(LR_COLD_SLOT(c, message));
   if (b) {
     va_list ap;
     va_start(ap, fmt);
