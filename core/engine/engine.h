@@ -177,6 +177,11 @@ typedef struct {
   atomic_flag lock;
   long long bucket_slot[LR_PACE_BUCKETS];
   long requests[LR_PACE_BUCKETS], accepts[LR_PACE_BUCKETS];
+  /* the window's totals for the bucket slot sum_slot (valid when sum_ok),
+   * kept as the buckets change: an ask sums nothing while the slot stays */
+  long long sum_slot;
+  long sum_requests, sum_accepts;
+  int sum_ok;
   double tat;           /* when the next token is free (guard clock) */
   double rate;          /* adaptive: tokens per second now; 0: not limited yet */
   double last_decrease; /* adaptive: when it last slowed down */
