@@ -43,8 +43,9 @@ describe("make check-abi", function ()
     assert.matches("check%-abi: libluaretry: compatible", out)
     assert.matches("check%-abi: libluaretry%-curl: compatible", out)
     plant({
-      { "  double deadline;\n  uint64_t reserved[3];\n} luaretry_call_options;",
-        "  double deadline;\n  double planted;\n  uint64_t reserved[2];\n} luaretry_call_options;\n" ..
+      { "  uint32_t retries;\n  uint32_t reserved_32;\n  uint64_t reserved[2];\n} luaretry_call_options;",
+        "  uint32_t retries;\n  uint32_t reserved_32;\n  double planted;\n  uint64_t reserved[1];\n" ..
+        "} luaretry_call_options;\n" ..
         "LUARETRY_API int luaretry_planted(void);" },
       { "  LUARETRY_E_FLEET ", "  LUARETRY_E_FLEET, LUARETRY_E_PLANTED " },
     })

@@ -105,6 +105,92 @@ describe("the fleet against a hostile Redis", function ()
     end)
   end
 
+  -- A sentinel (redis-sentinel://) that names no usable master: the call
+  -- goes on under the local guards, says why once, in bounded time.
+  local sentinels = {
+    { "sentinel-garbage", "no master m from 1 of 1 sentinels %(last: sentinel 127%.0%.0%.1:%d+: " ..
+                          "answered no HOST PORT pair for master m%)" },
+    { "sentinel-nowhere", "master m at 127%.0%.0%.1:%d+: connect: Connection refused" },
+    -- silent: the connect timeout (500 ms here) bounds the ask
+    { "silent", "no master m from 1 of 1 sentinels %(last: sentinel 127%.0%.0%.1:%d+: " ..
+                "receiving: no reply in time%)" },
+  }
+  for _, case in ipairs(sentinels) do
+    local mode, why = case[1], case[2]
+    it("a sentinel whose answer is " .. mode .. " leaves the local guards deciding, said once", function ()
+      local f = fake(mode)
+      local ok, err = pcall(function ()
+        local url = "redis-sentinel://127.0.0.1:" .. f.port .. "/0#m"
+        local r = run_against({ url = function () return url end }, BUDGET, "/503",
+                              { "--set", "fleet.connect_timeout=500" })
+        assert.are.equal(4, r.code, r.stderr)
+        assert.are.equal(1, count(r.stderr, LOST), r.stderr)
+        assert.matches(why, r.stderr)
+        -- four attempts and their backoffs, no wait on Redis beyond them
+        assert.is_true(r.secs < 8, r.secs .. " s")
+        assert.matches("SENTINEL", f.log())
+      end)
+      f.stop()
+      assert(ok, err)
+    end)
+  end
+
+  -- A node the sentinels name that is no master (a failover under way): the
+  -- next connect, after the reconnect backoff (50 ms here), asks again.
+  for _, case in ipairs {
+    { "sentinel-replica", "master m at 127%.0%.0%.1:%d+: its role is slave, not master" },
+    { "sentinel-readonly", "READONLY You can't write against a read only replica" },
+  } do
+    local mode, why = case[1], case[2]
+    it("a " .. mode .. " sends the next connect back to the sentinels", function ()
+      local f = fake(mode)
+      local ok, err = pcall(function ()
+        local url = "redis-sentinel://127.0.0.1:" .. f.port .. "/0#m"
+        local r = run_against({ url = function () return url end }, BUDGET, "/503",
+                              { "--set", "fleet.reconnect=50" })
+        assert.are.equal(4, r.code, r.stderr)
+        assert.are.equal(1, count(r.stderr, LOST), r.stderr)
+        assert.matches(why, r.stderr)
+        assert.is_true(count(f.log(), "SENTINEL") >= 2, f.log())
+      end)
+      f.stop()
+      assert(ok, err)
+    end)
+  end
+
+  -- A cluster's node that redirects for ever, or for another slot, or is
+  -- down, rehashing or loading: bounded, local guards, said once.
+  for _, case in ipairs {
+    { "moved-self", "MOVED %d+ 127%.0%.0%.1:%d+" },
+    { "moved-other-slot", "MOVED %d+ 127%.0%.0%.1:%d+" },
+    { "clusterdown", "CLUSTERDOWN The cluster is down" },
+    { "tryagain", "TRYAGAIN Multiple keys request" },
+    { "loading", "LOADING Redis is loading" },
+  } do
+    local mode, why = case[1], case[2]
+    it("a cluster node answering " .. mode .. " leaves the local guards deciding, said once", function ()
+      local f = fake(mode)
+      local ok, err = pcall(function ()
+        local r = run_against(f, BUDGET, "/503")
+        assert.are.equal(4, r.code, r.stderr)
+        assert.are.equal(1, count(r.stderr, LOST), r.stderr)
+        assert.matches(why, r.stderr)
+        assert.is_true(r.secs < 8, r.secs .. " s")
+        -- a redirect is followed at most 3 times in a round trip, one
+        -- for another slot never
+        local evals = count(f.log(), "EVAL")
+        if mode == "moved-self" then
+          assert.is_true(evals >= 4 and evals % 4 == 0, f.log())
+        elseif mode == "moved-other-slot" then
+          assert.is_true(evals >= 1, f.log())
+          assert.is_nil(f.log():find("EVALSHA\nEVALSHA"), f.log())
+        end
+      end)
+      f.stop()
+      assert(ok, err)
+    end)
+  end
+
   it("a breaker opened in the future is a broken reply, not a circuit open for ever", function ()
     local f = fake("open-in-future")
     local ok, err = pcall(function ()

@@ -4,6 +4,9 @@
 local proc = require "support.proc"
 
 local HTTP = proc.root .. "/policies/http.lua"
+-- what a simulated client may cost, in bytes: measured 592 (--fleet) and
+-- 463 (--process); issue 30's goal is 512 for both, --fleet not there yet
+local PER_CLIENT = 640
 
 local function simulate(args) return proc.run({ "simulate", table.unpack(args) }, { timeout = 60 }) end
 
@@ -218,20 +221,47 @@ describe("luaretry simulate", function ()
   end)
 
   -- 1,000,000 clients, the documented maximum, must fit a laptop: --fleet
-  -- took 5.7 KiB a client (a guards' state of 4 KiB each); the figure
-  -- itself is spec/bench/README.md's, the bound here generous
-  it("--clients 100000 --fleet stays within 2 KiB a client", function ()
-    if proc.asan() then return end -- ASan's shadow memory inflates it
+  -- took 5.7 KiB a client (a guards' state of 4 KiB each), then 4.8 KiB
+  -- once http.lua's adaptive rate gave each client a pace from the start;
+  -- the figures are spec/bench/README.md's.  What a client costs is the
+  -- slope between two runs (the process's own size cancels out), with the
+  -- shipped policy as it is and without its rate.
+  local function peak_rss(args)
     local dir = proc.tmpdir()
-    -- rate=none: http.lua's own adaptive rate is each process's, so each
-    -- client keeps a pace of its own (about 4.7 KiB; issue 28's report)
-    local job = proc.spawn({ "simulate", HTTP, "--clients", "100000", "--fleet", "--set", "rate=none" }, dir)
+    local job = proc.spawn(args, dir)
     local peak = proc.watch_rss(job, 120)
     local code = job:wait(5)
     job:stop()
     proc.rmtree(dir)
     assert.are.equal(0, code)
-    assert.is_true(peak < 100000 * 2048, ("peak RSS %.1f MiB"):format(peak / 1048576))
+    return peak
+  end
+  for _, extra in ipairs({ {}, { "--set", "rate=none" } }) do
+    for _, mode in ipairs({ "--fleet", "--process" }) do
+      local label = table.concat({ mode, table.unpack(extra) }, " ")
+      it(label .. ": a client costs at most " .. PER_CLIENT .. " bytes (50,000 vs 150,000 clients)", function ()
+        if proc.asan() then return end -- ASan's shadow memory inflates it
+        local rss = {}
+        for _, n in ipairs({ 50000, 150000 }) do
+          local args = { "simulate", HTTP, "--clients", tostring(n), mode }
+          for _, a in ipairs(extra) do args[#args + 1] = a end
+          rss[n] = peak_rss(args)
+        end
+        local slope = (rss[150000] - rss[50000]) / 100000
+        assert.is_true(slope > 0 and slope <= PER_CLIENT, ("%s: %.0f bytes a client"):format(label, slope))
+        assert.is_true(rss[150000] < 150000 * PER_CLIENT + 64 * 1048576,
+          ("%s: peak RSS %.1f MiB"):format(label, rss[150000] / 1048576))
+      end)
+    end
+  end
+
+  -- the clients with guards of their own beside the fleet ran one after
+  -- the other and pushed a rate limiter's wait onto a heap they have not
+  -- (a crash on 429s with the adaptive rate)
+  it("--fleet against 429s: the clients on their own wait for the adaptive rate", function ()
+    local r = simulate({ HTTP, "--clients", "200", "--fleet", "--status", "429", "--seed", "1" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.matches("own guards %(a process each%): +%d+ attempts", r.stdout)
   end)
 
   it("usage errors exit 2", function ()

@@ -88,7 +88,11 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   lr_waiter_init(&c->waiter);
   c->shared = shared;
   c->remote = remote && remote->ops ? remote : NULL;
+  const lr_guards *gd = &rules->guards;
+  c->lazy_pace = (flags & LR_CALL_LAZY_PACE) && gd->rate && gd->rate_adaptive &&
+                 !gd->rate_headers && !(gd->rate_limit > 0);
   if ((flags & LUARETRY_CALL_ISOLATED) || !shared) {
+    c->lazy_pace = 0;
     /* a probe or a simulation: the policy's guards stay untouched */
     lr_call_cold *cold = lr_call_cold_get(c);
     if (cold && (cold->own = lr_aligned_calloc(sizeof *cold->own)))

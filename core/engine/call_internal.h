@@ -12,7 +12,8 @@
 
 #include "engine.h"
 
-#define MESSAGE_SIZE 512
+#define MESSAGE_SIZE  512
+#define LR_LAZY_SENDS 3 /* LR_CALL_LAZY_PACE: sends kept before the pace is made */
 
 /* An attempt in flight: its number, start and kind. */
 #define LR_FLIGHT_MAX 11 /* the attempt, and hedge.max (at most 10) hedges */
@@ -32,16 +33,17 @@ typedef struct lr_call_cold {
   lr_shared *own;                /* this call's guards, when isolated */
   luaretry_observer_fn observer; /* luaretry_call_on_decision */
   void *observer_ud;
-  char *message;            /* why the call stopped, for the decision */
-  char *errmsg;             /* luaretry_call_errmsg */
-  char *hook_error;         /* on_retry's error, for the decision */
-  double throttle_previous; /* the throttling backoff's last wait */
-  char invocation_id[37];   /* the invocation id's text, "" until asked */
-  lr_call_data data;        /* the script side's, between decisions (info.call,
+  char *message;                   /* why the call stopped, for the decision */
+  char *errmsg;                    /* luaretry_call_errmsg */
+  char *hook_error;                /* on_retry's error, for the decision */
+  double throttle_previous;        /* the throttling backoff's last wait */
+  char invocation_id[37];          /* the invocation id's text, "" until asked */
+  lr_call_data data;               /* the script side's, between decisions (info.call,
                                prepare()'s copies) */
-  double hedge_delay;       /* hedging: this round's, fixed when its attempt
+  double hedge_delay;              /* hedging: this round's, fixed when its attempt
                                started */
-  double last_start;        /* ... and the latest start in flight, call seconds */
+  double last_start;               /* ... and the latest start in flight, call seconds */
+  double lazy_sent[LR_LAZY_SENDS]; /* LR_CALL_LAZY_PACE: when the sends went */
 } lr_call_cold;
 
 struct luaretry_call {
@@ -104,6 +106,11 @@ struct luaretry_call {
   /* a retry the fleet's tokens refused went on to its wait for the
    * fleet's reserve (call_guards.c) */
   unsigned char reserve_asked;
+  /* LR_CALL_LAZY_PACE: the adaptive rate is `own`'s, made at the first
+   * success or throttling answer (or a fourth send within a second); until
+   * then it is unlimited, and all it holds is when the sends went
+   * (guard_rate.c) */
+  unsigned char lazy_pace, lazy_sends; /* the sends are the cold block's lazy_sent */
 };
 
 /* A call in flight is held by the thousand (issue 28): at most 256 B on a

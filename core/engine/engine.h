@@ -644,6 +644,11 @@ typedef struct {
 luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_attempts,
                           lr_shared *shared, const lr_remote *remote,
                           const luaretry_call_options *o, luaretry_call **out);
+/* An option flag of lr_call_new's alone (beside luaretry.h's): a
+ * simulated process's call (luaretry_simulate_herd's fleet) whose adaptive
+ * rate is its own, made on its first answer that counts (guard_rate.c):
+ * a million clients hold no pace until they need one. */
+#define LR_CALL_LAZY_PACE 0x80000000u
 
 /* Report with a forced class (simulate): the judge still runs, for a wait
  * of its choosing and for its errors. */

@@ -48,6 +48,54 @@ static int remote_rate(luaretry_call *c, double start, double *extra) {
   return *extra = wait, 1;
 }
 
+/* The pace the rate reads: the call's own under LR_CALL_LAZY_PACE once
+ * made; else (and before it is made: an unlimited rate, as a fresh pace's
+ * is) the shared one's. */
+static lr_shared *pace(const luaretry_call *c) {
+  return c->lazy_pace && c->cold && c->cold->own ? c->cold->own : c->shared;
+}
+
+/* LR_CALL_LAZY_PACE: the call's own pace, made now if it is not yet, its
+ * kept sends counted in it as they went. */
+static lr_shared *pace_made(luaretry_call *c) {
+  if (!c->lazy_pace || (c->cold && c->cold->own)) return pace(c);
+  lr_call_cold *cold = lr_call_cold_get(c); /* the own pace is kept there */
+  lr_shared *s = cold ? lr_aligned_calloc(sizeof *s) : NULL;
+  if (!s) return c->shared; /* out of memory: the one it shares */
+  lr_shared_init(s, &c->rules->guards);
+  int held;
+  for (int k = 0; k < c->lazy_sends; k++)
+    lr_rate_reserve(s, &c->rules->guards, cold->lazy_sent[k], cold->lazy_sent[k], -1, 0, &held);
+  c->lazy_sends = 0;
+  return cold->own = s;
+}
+
+/* lr_rate_reserve on the call's pace.  Before a lazy pace is made the rate
+ * is unlimited and a send only counts (the first decrease starts from the
+ * sends of the last second when nothing succeeded): it is kept instead,
+ * those over 1.2 s older than it dropped (out of any second a decrease
+ * looks at); a send out of order, or one more than LR_LAZY_SENDS keeps,
+ * makes the pace. */
+static double rate_reserve(luaretry_call *c, double now, double at, double latest, double u,
+                           int *held) {
+  lr_call_cold *cold = c->lazy_pace && c->rules->guards.rate ? lr_call_cold_get(c) : NULL;
+  if (cold && !cold->own) {
+    int n = c->lazy_sends;
+    if (n == LR_LAZY_SENDS && at - cold->lazy_sent[0] >= 1.2) {
+      memmove(cold->lazy_sent, cold->lazy_sent + 1, sizeof cold->lazy_sent[0] * (size_t)(n - 1));
+      n--;
+    }
+    if (n < LR_LAZY_SENDS && (n == 0 || at >= cold->lazy_sent[n - 1])) {
+      cold->lazy_sent[n] = at;
+      c->lazy_sends = (unsigned char)(n + 1);
+      *held = 1;
+      return 0;
+    }
+    c->lazy_sends = (unsigned char)n;
+  }
+  return lr_rate_reserve(pace_made(c), &c->rules->guards, now, at, latest, u, held);
+}
+
 /* A token for the attempt that would start `start` seconds into the call
  * (the fleet's limiter, else this process's), then, when the policy reads
  * the server's RateLimit fields, a slot under its quota (quota.c), asked
@@ -73,9 +121,8 @@ double lr_call_rate_token(luaretry_call *c, double start) {
       /* the spread's draw only once the adaptive rate paces: until throttling
        * answers come it is not there, and a seed gives the waits it gave
        * without it (simulate's and run's alike) */
-      int paced = r->guards.rate_adaptive && lr_rate_now(c->shared, &r->guards) > 0;
-      extra = lr_rate_reserve(c->shared, &r->guards, now, base + start, latest,
-                              paced ? lr_rng_unit(&c->rng) : 0, &held);
+      int paced = r->guards.rate_adaptive && lr_rate_now(pace(c), &r->guards) > 0;
+      extra = rate_reserve(c, now, base + start, latest, paced ? lr_rng_unit(&c->rng) : 0, &held);
       if (extra < 0) return -1;
       c->admitted = held ? c->attempts + 1 : c->attempts; /* not held: ask again then */
       c->admit_at = start + extra;
@@ -126,7 +173,7 @@ void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double st
                       "the rate limiter's next token "
                       "(%.3f per second now) comes after the deadline (%.3f s; the attempt would "
                       "start at %.3f s or later)",
-                      lr_rate_now(c->shared, &c->rules->guards), c->deadline, start);
+                      lr_rate_now(pace(c), &c->rules->guards), c->deadline, start);
 }
 
 /* A hedge's token and slot: now, or no hedge (nothing kept). */
@@ -143,11 +190,11 @@ static int hedge_admit(luaretry_call *c, lr_ask *a) {
       held = 0; /* the fleet's token: nothing of this process's to hand back */
     }
   }
-  double before = lr_rate_tat(c->shared);
-  if (held && lr_rate_reserve(c->shared, &r->guards, base, base, base, 0, &held) != 0)
+  double before = lr_rate_tat(pace(c));
+  if (held && rate_reserve(c, base, base, base, 0, &held) != 0)
     return a->why = "the rate limiter has no token now", 1;
   if (!held) return a->why = "the rate limiter has no token now", 1;
-  double after = lr_rate_tat(c->shared);
+  double after = lr_rate_tat(pace(c));
   if (!r->guards.rate_headers) return 0;
   unsigned long long seq = 0;
   double q = lr_quota_reserve(c->shared, base, base, lr_rng_unit(&c->rng), &seq, &held);
@@ -155,7 +202,7 @@ static int hedge_admit(luaretry_call *c, lr_ask *a) {
     c->quota_seq = seq;
     return 0;
   }
-  lr_rate_give_back(c->shared, &r->guards, before, after);
+  lr_rate_give_back(pace(c), &r->guards, before, after);
   return a->why = "the server's RateLimit quota has no room now", 1;
 }
 
@@ -190,7 +237,7 @@ static void record(luaretry_call *c, const lr_record *r) {
   const lr_guards *g = &c->rules->guards;
   double now = c->guard_origin + r->now;
   if (r->cls == LR_REC_SUCCESS || r->cls == LR_REC_THROTTLED)
-    lr_rate_answer(c->shared, g, r->cls == LR_REC_THROTTLED, now);
+    lr_rate_answer(pace_made(c), g, r->cls == LR_REC_THROTTLED, now);
   if (g->rate_headers)
     lr_quota_answer(c->shared, g, r->o->headers, r->o->header_count, c->quota_seq, now);
 }

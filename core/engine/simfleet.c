@@ -22,24 +22,26 @@
 
 #include "engine.h"
 
-#define PENDING_MAX 64                       /* a client's outcomes between syncs; more: sync */
-#define SPEND       ((lr_remote_outcome)100) /* a hedge's token, in the batch */
+#define PENDING_MAX 64 /* a client's outcomes between syncs; more: sync */
+#define SPEND       4  /* a hedge's token, in the batch (beside lr_remote_outcome's 0 to 3) */
 
 /* A client as small as it can be: a simulation holds up to a million at
- * once (about 160 bytes each, beside its call). */
+ * once (128 bytes each, beside its call): the unsent outcomes are four
+ * bits each, the unsent counts since the last sync 32 bits (a sync is due
+ * every `sync` seconds of a client's own attempts). */
 typedef struct {
   lr_simfleet *fleet;
   lr_remote remote;
   double synced_at; /* < 0: never */
   long long tokens; /* milli-tokens at the last sync */
   double opened_at;
-  long long net;                       /* milli-tokens since, unsent */
-  double requests, accepts;            /* the throttle's window at the last sync */
-  long long new_requests, new_accepts; /* since, unsent */
-  lr_lease *lease;                     /* the rate limiter's slots it holds; made on first use */
+  long long net;                      /* milli-tokens since, unsent */
+  double requests, accepts;           /* the throttle's window at the last sync */
+  unsigned new_requests, new_accepts; /* since, unsent */
+  lr_lease *lease;                    /* the rate limiter's slots it holds; made on first use */
   signed char state;
   unsigned char npending;
-  unsigned char pending[PENDING_MAX]; /* lr_remote_outcome values, or SPEND */
+  unsigned char pending[PENDING_MAX / 2]; /* lr_remote_outcome values, or SPEND: a nibble each */
 } sim_client;
 
 struct lr_simfleet {
@@ -99,7 +101,7 @@ static void sync_client(sim_client *c, double now) {
   lr_shared *sh = c->fleet->shared;
   const lr_guards *g = &c->fleet->g;
   for (int k = 0; k < c->npending; k++) {
-    switch ((int)c->pending[k]) {
+    switch ((c->pending[k / 2] >> (k % 2 * 4)) & 15) {
     case LR_REMOTE_SUCCESS: lr_guards_success(sh, g, now); break;
     case LR_REMOTE_FAILURE: lr_guards_failure(sh, g, now); break;
     case LR_REMOTE_THROTTLED: lr_guards_throttled(sh, g, now); break;
@@ -157,7 +159,9 @@ static void pend(sim_client *c, lr_remote_outcome o, double now) {
   if (g->budget && o == LR_REMOTE_THROTTLED) c->net -= llround(g->throttle_cost * 1000);
   if (o == LR_REMOTE_SUCCESS || o == LR_REMOTE_ANSWERED) c->new_accepts++;
   if (c->npending == PENDING_MAX) sync_client(c, now);
-  c->pending[c->npending++] = (unsigned char)o;
+  int k = c->npending++;
+  if (k % 2 == 0) c->pending[k / 2] = 0;
+  c->pending[k / 2] |= (unsigned char)((unsigned)o << (k % 2 * 4));
 }
 
 static void record(void *ud, lr_remote_outcome o, double now) {

@@ -26,10 +26,19 @@ static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argv
   }
   int64_t deadline = 0;
   lr_fleet_code rc = lr_fleet_connect_locked(f, 1, &deadline, detail, sizeof detail);
-  for (int i = 0; rc == LR_FLEET_OK && i < n; i++)
-    rc = lr_conn_append(&f->conn, argcs[i], argvs[i], NULL);
-  for (int i = 0; rc == LR_FLEET_OK && i < n; i++)
-    rc = lr_conn_read(&f->conn, deadline, &replies[i], detail, sizeof detail);
+  for (int redirects = 0;;) {
+    for (int i = 0; rc == LR_FLEET_OK && i < n; i++)
+      rc = lr_conn_append(&f->conn, argcs[i], argvs[i], NULL);
+    for (int i = 0; rc == LR_FLEET_OK && i < n; i++)
+      rc = lr_conn_read(&f->conn, deadline, &replies[i], detail, sizeof detail);
+    /* a cluster's MOVED or ASK (redis_cluster.c): again, there */
+    if (rc != LR_FLEET_OK || !lr_cluster_again(&f->conn, &redirects)) break;
+    for (int i = 0; i < n; i++) freeReplyObject(replies[i]), replies[i] = NULL;
+    lr_conn_close(&f->conn);
+    deadline = 0;
+    rc = lr_fleet_connect_locked(f, 1, &deadline, detail, sizeof detail);
+  }
+  lr_cluster_done(&f->conn);
   for (int i = 0; rc == LR_FLEET_OK && i < n; i++) {
     if (replies[i]->type != REDIS_REPLY_ERROR) continue;
     char text[204];

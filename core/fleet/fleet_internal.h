@@ -19,6 +19,7 @@ struct redisReader;
 struct lr_lookup;
 
 #define LR_FLEET_SAID_MAX 4
+#define LR_SENTINEL_MAX   8 /* sentinels one URL may name */
 
 /* What one round trip of the rate limiter asks for (redis_rate.c). */
 typedef struct {
@@ -38,6 +39,12 @@ typedef struct {
   char user[128], password[256];
   int db;
   char redacted[300]; /* the URL as messages show it */
+  /* redis-sentinel://: the sentinels, asked in turn, and the master's
+   * name; host and port above are unused (the master's come from them) */
+  int sentinels; /* 0: a plain URL */
+  char sentinel_host[LR_SENTINEL_MAX][256];
+  int sentinel_port[LR_SENTINEL_MAX];
+  char master[128];
 } lr_redis_url;
 
 lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err, size_t errlen);
@@ -105,18 +112,30 @@ typedef struct {
   size_t out_len, out_sent;
   int awaited; /* replies owed by the server */
   lr_resolver resolver;
-  lr_waiter *cancel; /* the call whose round trip this is, or NULL:
+  lr_waiter *cancel;  /* the call whose round trip this is, or NULL:
                                    its cancel ends every wait at once */
+  int sentinel_first; /* redis-sentinel://: the one that answered last */
+  /* redis_cluster.c: the keys' slot (-1: none), where MOVED sent them
+   * (port 0: the URL's node), where an ASK sends the next round trip */
+  int slot;
+  char moved_host[256], ask_host[256];
+  int moved_port, ask_port;
+  int redirected; /* a MOVED or ASK for the slot was read */
+  int asking;     /* this connection is an ASK's: ASKING before each command */
+  int skip;       /* ASKING replies to read and drop */
+  int dropped;    /* the last reply read was an ASKING's */
 } lr_redis_conn;
 
 void lr_conn_init(lr_redis_conn *c);
-/* Connects (by connect_deadline) and says hello: AUTH and SELECT as the
- * URL asks.  *command_deadline: in, a limit (0: none); out, the
+/* Connects (by connect_deadline) to u's HOST:PORT or path (not a
+ * sentinel URL's: lr_redis_open) and says hello: AUTH and SELECT as the
+ * URL asks, and with check_role INFO replication, whose role must be
+ * master.  *command_deadline: in, a limit (0: none); out, the
  * connected moment plus command_timeout_ms, or the limit if earlier: the
  * hello and what follows it in the same round trip end by then. */
-lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u, int64_t connect_deadline,
-                           int command_timeout_ms, int64_t *command_deadline, char *err,
-                           size_t errlen);
+lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u, int check_role,
+                           int64_t connect_deadline, int command_timeout_ms,
+                           int64_t *command_deadline, char *err, size_t errlen);
 void lr_conn_close(lr_redis_conn *c); /* keeps the resolver */
 void lr_conn_free(lr_redis_conn *c);  /* closes the resolver too */
 /* Queues one command; nothing is sent yet. */
@@ -129,6 +148,39 @@ lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms, struct redisRe
                            char *err, size_t errlen);
 /* Classifies an error reply (AUTH, READONLY, NOSCRIPT...) as a code. */
 lr_fleet_code lr_conn_error_code(const struct redisReply *r);
+
+/* ---- redis_sentinel.c: the master's address, asked of the sentinels */
+
+/* Asks u's sentinels in turn (the last that answered first; each gets an
+ * equal share of what is left before deadline_ms) with SENTINEL
+ * get-master-addr-by-name, on c (closed again after); OK and *master: a
+ * copy of u naming the master's HOST:PORT as a plain URL, or an error
+ * saying what the last one asked answered. */
+lr_fleet_code lr_sentinel_master(lr_redis_conn *c, const lr_redis_url *u, int64_t deadline_ms,
+                                 lr_redis_url *master, char *err, size_t errlen);
+/* Connects as lr_conn_open does; a redis-sentinel:// URL's master
+ * asked of its sentinels first (within the same connect deadline), then
+ * connected to with its role checked (a replica the sentinels still name
+ * during a failover is refused: the next connect asks them again). */
+lr_fleet_code lr_redis_open(lr_redis_conn *c, const lr_redis_url *u, int64_t connect_deadline,
+                            int command_timeout_ms, int64_t *command_deadline, char *err,
+                            size_t errlen);
+
+/* ---- redis_cluster.c: MOVED and ASK followed */
+
+#define LR_CLUSTER_REDIRECTS 3 /* in one round trip */
+
+/* The key's hash slot (its {tag}'s when it has one), 0-16383. */
+int lr_cluster_slot(const char *key, size_t n);
+/* An error reply read on c: a MOVED or ASK naming c->slot is noted (the
+ * target kept, c->redirected set). */
+void lr_cluster_note(lr_redis_conn *c, const struct redisReply *r);
+/* After a failed round trip: 1 when a redirect was read and another may
+ * be followed (the caller closes the connection, connects again, to the
+ * target, and repeats the round trip), 0 otherwise. */
+int lr_cluster_again(lr_redis_conn *c, int *redirects);
+/* After a round trip: the ASK's target forgotten (its connection stays). */
+void lr_cluster_done(lr_redis_conn *c);
 
 /* ---- redis_script.c: the atomic update, EVALSHA with EVAL behind it */
 

@@ -166,6 +166,7 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_sett
   lr_waiter_init(&f->stopper);
   f->pid = getpid();
   lr_conn_init(&f->conn);
+  f->conn.slot = lr_cluster_slot(f->key, strlen(f->key)); /* every key shares its tag */
   f->backoff_ms = f->set.reconnect_min_ms;
   f->rng = (uint64_t)lr_monotonic_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid() ^
            (uint64_t)(uintptr_t)f;
@@ -315,8 +316,8 @@ lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, int64_t *deadline,
   }
   *deadline = limit;
   lr_fleet_code rc =
-    lr_conn_open(&f->conn, &f->url, earliest(now + f->set.connect_timeout_ms, limit),
-                 f->set.command_timeout_ms, deadline, err, errlen);
+    lr_redis_open(&f->conn, &f->url, earliest(now + f->set.connect_timeout_ms, limit),
+                  f->set.command_timeout_ms, deadline, err, errlen);
   if (rc == LR_FLEET_OK)
     rc = lr_redis_script_load(&f->script, &f->conn, &f->url, *deadline, err, errlen);
   if (rc != LR_FLEET_OK) {

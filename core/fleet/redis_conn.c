@@ -23,6 +23,7 @@
 void lr_conn_init(lr_redis_conn *c) {
   memset(c, 0, sizeof *c);
   c->fd = -1;
+  c->slot = -1;
 }
 
 void lr_conn_close(lr_redis_conn *c) {
@@ -34,6 +35,7 @@ void lr_conn_close(lr_redis_conn *c) {
   c->out = NULL;
   c->out_len = c->out_sent = 0;
   c->awaited = 0;
+  c->asking = c->skip = c->dropped = 0;
 }
 
 void lr_conn_free(lr_redis_conn *c) {
@@ -137,7 +139,7 @@ static lr_fleet_code waited_in_vain(int ready, const char *doing, const char *la
   return ready == 0 ? LR_FLEET_E_TIMEOUT : LR_FLEET_E_CONNECT;
 }
 
-lr_fleet_code lr_conn_append(lr_redis_conn *c, int argc, const char **argv, const size_t *lens) {
+static lr_fleet_code append_one(lr_redis_conn *c, int argc, const char **argv, const size_t *lens) {
   char *cmd = NULL;
   int n = redisFormatCommandArgv(&cmd, argc, argv, lens);
   if (n < 0 || !cmd) return LR_FLEET_E_NOMEM;
@@ -152,6 +154,17 @@ lr_fleet_code lr_conn_append(lr_redis_conn *c, int argc, const char **argv, cons
   c->out_len += (size_t)n;
   c->awaited++;
   return LR_FLEET_OK;
+}
+
+/* On an ASK's connection every command goes after an ASKING, whose reply
+ * lr_conn_read drops. */
+lr_fleet_code lr_conn_append(lr_redis_conn *c, int argc, const char **argv, const size_t *lens) {
+  if (c->asking) {
+    lr_fleet_code rc = append_one(c, 1, (const char *[]){ "ASKING" }, NULL);
+    if (rc != LR_FLEET_OK) return rc;
+    c->skip++;
+  }
+  return append_one(c, argc, argv, lens);
 }
 
 lr_fleet_code lr_conn_flush(lr_redis_conn *c, int64_t deadline_ms, char *err, size_t errlen) {
@@ -204,8 +217,17 @@ lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms, struct redisRe
   for (int rounds = 0; rc == LR_FLEET_OK; rounds++) {
     rc = lr_reply_next(c->reader, reply, err, errlen);
     if (rc != LR_FLEET_OK) return rc;
+    /* ASKING and its command alternate: the first of each pair dropped */
+    if (*reply && c->skip > 0 && !c->dropped) {
+      c->skip--, c->awaited--, c->dropped = 1;
+      freeReplyObject(*reply);
+      *reply = NULL;
+      continue;
+    }
     if (*reply) {
+      c->dropped = 0;
       c->awaited--;
+      lr_cluster_note(c, *reply);
       return LR_FLEET_OK;
     }
     if (deadline_ms != 0 && (rounds > 0 || c->cancel)) {
@@ -236,39 +258,75 @@ lr_fleet_code lr_conn_error_code(const redisReply *r) {
   return LR_FLEET_E_REFUSED;
 }
 
-/* AUTH and SELECT in one write; the first error reply wins. */
-static lr_fleet_code hello(lr_redis_conn *c, const lr_redis_url *u, int64_t deadline, char *err,
-                           size_t errlen) {
+/* The reply to INFO replication: OK when its role is master, E_REFUSED
+ * (a replica: a failover under way, or one the sentinels have not seen
+ * yet) with why, E_PROTOCOL when it names no role. */
+static lr_fleet_code role_of(const redisReply *r, char *err, size_t errlen) {
+  const char *role = NULL;
+  if (r->type == REDIS_REPLY_STRING) {
+    role = strstr(r->str, "role:");
+    if (role && role != r->str && role[-1] != '\n') role = NULL;
+  }
+  if (!role) {
+    lr_fmt(err, errlen, "INFO replication: no role in the reply");
+    return LR_FLEET_E_PROTOCOL;
+  }
+  role += 5;
+  size_t n = strcspn(role, "\r\n");
+  if (n == 6 && strncmp(role, "master", 6) == 0) return LR_FLEET_OK;
+  char text[40];
+  lr_reply_escape(role, n, text, sizeof text, "");
+  lr_fmt(err, errlen, "its role is %s, not master (a failover under way?)", text);
+  return LR_FLEET_E_REFUSED;
+}
+
+/* AUTH, SELECT and (for a sentinel's master) INFO replication in one
+ * write; the first error reply wins.  INFO, not ROLE: ROLE's reply nests
+ * deeper than the bounded reader allows; an ACL user without INFO
+ * (NOPERM) skips the check: a replica's READONLY reply to the update
+ * sends the next connect back to the sentinels all the same. */
+static lr_fleet_code hello(lr_redis_conn *c, const lr_redis_url *u, int role, int64_t deadline,
+                           char *err, size_t errlen) {
   char db[16];
   lr_fmt(db, sizeof db, "%d", u->db);
   const char *auth[3] = { "AUTH", u->user, u->password };
   const char *select[2] = { "SELECT", db };
+  const char *names[3];
+  int n = 0;
   lr_fleet_code rc = LR_FLEET_OK;
-  if (u->password[0] || u->user[0])
+  if (u->password[0] || u->user[0]) {
     rc = u->user[0] ? lr_conn_append(c, 3, auth, NULL)
                     : lr_conn_append(c, 2, (const char *[]){ "AUTH", u->password }, NULL);
-  if (rc == LR_FLEET_OK && u->db != 0) rc = lr_conn_append(c, 2, select, NULL);
+    names[n++] = "AUTH";
+  }
+  if (rc == LR_FLEET_OK && u->db != 0)
+    rc = lr_conn_append(c, 2, select, NULL), names[n++] = "SELECT";
+  if (rc == LR_FLEET_OK && role)
+    rc = lr_conn_append(c, 2, (const char *[]){ "INFO", "replication" }, NULL), names[n++] = "INFO";
   lr_fleet_code first = LR_FLEET_OK;
-  while (rc == LR_FLEET_OK && c->awaited > 0) {
+  for (int k = 0; rc == LR_FLEET_OK && c->awaited > 0 && k < n; k++) {
     redisReply *r = NULL;
     rc = lr_conn_read(c, deadline, &r, err, errlen);
     if (rc != LR_FLEET_OK) break;
-    if (first == LR_FLEET_OK && r->type == REDIS_REPLY_ERROR) {
+    int info = strcmp(names[k], "INFO") == 0;
+    if (info && r->type == REDIS_REPLY_ERROR && r->str && strncmp(r->str, "NOPERM", 6) == 0) {
+      /* not allowed to ask: see above */
+    } else if (first == LR_FLEET_OK && r->type == REDIS_REPLY_ERROR) {
       char text[204];
       lr_reply_quote(u, r, text, sizeof text);
       first = lr_conn_error_code(r);
-      lr_fmt(err, errlen, "%s refused: %s", c->awaited == 0 && u->db != 0 ? "SELECT" : "AUTH",
-             text);
+      lr_fmt(err, errlen, "%s refused: %s", names[k], text);
+    } else if (first == LR_FLEET_OK && info) {
+      first = role_of(r, err, errlen);
     }
     freeReplyObject(r);
   }
   return rc != LR_FLEET_OK ? rc : first;
 }
 
-lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u, int64_t connect_deadline,
-                           int command_timeout_ms, int64_t *command_deadline, char *err,
-                           size_t errlen) {
-  lr_conn_close(c);
+static lr_fleet_code open_one(lr_redis_conn *c, const lr_redis_url *u, int role,
+                              int64_t connect_deadline, int command_timeout_ms,
+                              int64_t *command_deadline, char *err, size_t errlen) {
   lr_fleet_code rc = connect_socket(c, u, connect_deadline, err, errlen);
   if (rc != LR_FLEET_OK) return rc;
   /* the round trip's time starts once connected; never past the limit */
@@ -279,7 +337,15 @@ lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u, int64_t conn
     lr_conn_close(c);
     return LR_FLEET_E_NOMEM;
   }
-  rc = hello(c, u, *command_deadline, err, errlen);
+  rc = hello(c, u, role, *command_deadline, err, errlen);
   if (rc != LR_FLEET_OK) lr_conn_close(c);
   return rc;
+}
+
+lr_fleet_code lr_conn_open(lr_redis_conn *c, const lr_redis_url *u, int check_role,
+                           int64_t connect_deadline, int command_timeout_ms,
+                           int64_t *command_deadline, char *err, size_t errlen) {
+  lr_conn_close(c);
+  return open_one(c, u, check_role, connect_deadline, command_timeout_ms, command_deadline, err,
+                  errlen);
 }

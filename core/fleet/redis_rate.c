@@ -203,6 +203,18 @@ static lr_fleet_code lease_locked(lr_fleet *f, const rate_ask *a, rate_reply *o)
   f->conn.cancel = &f->stopper;
   lr_fleet_code rc = lr_fleet_connect_locked(f, 0, &deadline, err, sizeof err);
   if (rc == LR_FLEET_OK) rc = run_script(f, a, deadline, o, err, sizeof err);
+  /* a cluster's MOVED or ASK (redis_cluster.c): again, there */
+  for (int redirects = 0; rc != LR_FLEET_OK && lr_cluster_again(&f->conn, &redirects);) {
+    lr_conn_close(&f->conn);
+    deadline = 0;
+    rc = lr_fleet_connect_locked(f, 1, &deadline, err, sizeof err);
+    if (rc != LR_FLEET_OK) {
+      f->conn.cancel = NULL;
+      return rc; /* said and counted by the connect */
+    }
+    rc = run_script(f, a, deadline, o, err, sizeof err);
+  }
+  lr_cluster_done(&f->conn);
   f->conn.cancel = NULL;
   if (rc == LR_FLEET_E_BACKOFF) return rc;
   if (rc != LR_FLEET_OK)

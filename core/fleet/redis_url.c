@@ -1,6 +1,9 @@
 /* redis_url.c: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] and
  * unix://[[USER]:PASSWORD@]/PATH[?db=N], read the way redis-cli reads them
- * (userinfo without a colon is a password alone, as in `AUTH password`).
+ * (userinfo without a colon is a password alone, as in `AUTH password`),
+ * and redis-sentinel://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]]...[/DB]#MASTER
+ * as Lettuce reads it (PORT 26379 by default; the credentials are the
+ * master's: sentinels are asked without AUTH).
  * The one place that sees credentials in text form; everything else shows
  * u->redacted. */
 #include <ctype.h>
@@ -125,9 +128,74 @@ bad:
   return LR_FLEET_E_ARG;
 }
 
+#define SENTINEL_FORM                                                                        \
+  "redis URL: expected redis-sentinel://[[USER]:PASSWORD@]HOST[:PORT][,HOST[:PORT]]...[/DB]" \
+  "#MASTER"
+
+/* HOST[:PORT][,HOST[:PORT]]...[/DB]#MASTER */
+static lr_fleet_code parse_sentinel(const char *s, lr_redis_url *u, char *err, size_t errlen) {
+  const char *hash = strchr(s, '#');
+  if (!hash || hash[1] == '\0') {
+    lr_fmt(err, errlen, "%s: the master's name (#MASTER) is missing", SENTINEL_FORM);
+    return LR_FLEET_E_ARG;
+  }
+  if (decode(hash + 1, strlen(hash + 1), u->master, sizeof u->master) != 0) {
+    lr_fmt(err, errlen, "%s: the master's name is malformed or too long", SENTINEL_FORM);
+    return LR_FLEET_E_ARG;
+  }
+  for (const char *c = u->master; *c; c++)
+    if ((unsigned char)*c < 0x21 || *c == 0x7f) {
+      lr_fmt(err, errlen, "%s: the master's name has a space or control byte", SENTINEL_FORM);
+      return LR_FLEET_E_ARG;
+    }
+  size_t hosts = strcspn(s, "/#");
+  for (const char *h = s; h < s + hosts;) {
+    size_t n = strcspn(h, ",/#");
+    char one[300];
+    lr_redis_url t;
+    memset(&t, 0, sizeof t);
+    if (u->sentinels == LR_SENTINEL_MAX) {
+      lr_fmt(err, errlen, "redis URL: more than %d sentinels", LR_SENTINEL_MAX);
+      return LR_FLEET_E_ARG;
+    }
+    if (n == 0 || n >= sizeof one) goto bad;
+    memcpy(one, h, n);
+    one[n] = '\0';
+    const char *after_host = one[0] == '[' ? strchr(one, ']') : one;
+    if (after_host && !strchr(after_host, ':')) {
+      /* no port: the sentinels' own */
+      if (n + 7 > sizeof one) goto bad;
+      strcat(one, ":26379");
+    }
+    if (parse_tcp(one, &t, err, errlen) != LR_FLEET_OK) goto bad;
+    memcpy(u->sentinel_host[u->sentinels], t.host, sizeof t.host);
+    u->sentinel_port[u->sentinels++] = t.port;
+    h += n;
+    if (*h == ',') h++;
+  }
+  if (u->sentinels == 0) goto bad;
+  if (s[hosts] == '/' && s + hosts + 1 != hash &&
+      parse_number(s + hosts + 1, (size_t)(hash - s - hosts - 1), 0, DB_MAX, &u->db) != 0)
+    goto bad;
+  return LR_FLEET_OK;
+bad:
+  lr_fmt(err, errlen, "%s, with PORT 1-65535 and DB a number", SENTINEL_FORM);
+  return LR_FLEET_E_ARG;
+}
+
 static void redact(lr_redis_url *u) {
   const char *who = u->password[0] || u->user[0] ? "***@" : "";
-  if (u->is_unix)
+  if (u->sentinels) {
+    char *o = u->redacted, *end = u->redacted + sizeof u->redacted;
+    lr_fmt(o, (size_t)(end - o), "redis-sentinel://%s", who);
+    for (int i = 0; i < u->sentinels; i++) {
+      o += strlen(o);
+      lr_fmt(o, (size_t)(end - o), strchr(u->sentinel_host[i], ':') ? "%s[%s]:%d" : "%s%s:%d",
+             i ? "," : "", u->sentinel_host[i], u->sentinel_port[i]);
+    }
+    o += strlen(o);
+    lr_fmt(o, (size_t)(end - o), "/%d#%s", u->db, u->master);
+  } else if (u->is_unix)
     lr_fmt(u->redacted, sizeof u->redacted, "unix://%s%s?db=%d", who, u->path, u->db);
   else
     lr_fmt(u->redacted, sizeof u->redacted,
@@ -138,10 +206,12 @@ static void redact(lr_redis_url *u) {
 lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err, size_t errlen) {
   memset(u, 0, sizeof *u);
   if (!url) url = "";
-  int is_unix = 0;
+  int is_unix = 0, sentinel = 0;
   const char *s;
   if (strncmp(url, "redis://", 8) == 0)
     s = url + 8;
+  else if (strncmp(url, "redis-sentinel://", 17) == 0)
+    s = url + 17, sentinel = 1;
   else if (strncmp(url, "unix://", 7) == 0)
     s = url + 7, is_unix = 1;
   else if (strncmp(url, "redis+unix://", 13) == 0)
@@ -152,11 +222,12 @@ lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err, si
              ? "redis URL: TLS (rediss://) needs a hiredis built with TLS support, which "
                "Debian 12's hiredis 0.14 lacks; use redis:// (on a trusted network or an "
                "SSH or stunnel tunnel) or unix://"
-             : "redis URL: expected redis://HOST:PORT/DB or unix:///PATH");
+             : "redis URL: expected redis://HOST:PORT/DB, "
+               "redis-sentinel://HOST:PORT[,HOST:PORT]...[/DB]#MASTER or unix:///PATH");
     return LR_FLEET_E_ARG;
   }
   /* userinfo ends at the last '@' before the path (TCP) or before '/' (Unix) */
-  const char *auth_end = is_unix ? s + strcspn(s, "/") : s + strcspn(s, "/?");
+  const char *auth_end = is_unix ? s + strcspn(s, "/") : s + strcspn(s, sentinel ? "/#" : "/?");
   const char *at = NULL;
   for (const char *p = s; p < auth_end; p++)
     if (*p == '@') at = p;
@@ -165,7 +236,9 @@ lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err, si
     if (rc != LR_FLEET_OK) return rc;
     s = at + 1;
   }
-  lr_fleet_code rc = is_unix ? parse_unix(s, u, err, errlen) : parse_tcp(s, u, err, errlen);
+  lr_fleet_code rc = sentinel  ? parse_sentinel(s, u, err, errlen)
+                     : is_unix ? parse_unix(s, u, err, errlen)
+                               : parse_tcp(s, u, err, errlen);
   if (rc != LR_FLEET_OK) return rc;
   redact(u);
   return LR_FLEET_OK;

@@ -73,6 +73,20 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
   f->last_sent_at = lr_monotonic_ms();
   rc = lr_redis_script_run(&f->script, &f->conn, &f->url, keys, f->member, &l, &b, deadline, &out,
                            err, sizeof err);
+  /* a cluster's MOVED or ASK: the batch was not applied; again, there */
+  for (int redirects = 0; rc != LR_FLEET_OK && lr_cluster_again(&f->conn, &redirects);) {
+    lr_conn_close(&f->conn);
+    deadline = limit_ms;
+    if (lr_fleet_connect_locked(f, 1, &deadline, err, sizeof err) != LR_FLEET_OK) {
+      f->conn.cancel = NULL; /* said and counted by the connect */
+      atomic_store(&f->inflight_net, 0);
+      atomic_store(&f->inflight_requests, 0), atomic_store(&f->inflight_accepts, 0);
+      return LR_FLEET_E_CONNECT;
+    }
+    rc = lr_redis_script_run(&f->script, &f->conn, &f->url, keys, f->member, &l, &b, deadline, &out,
+                             err, sizeof err);
+  }
+  lr_cluster_done(&f->conn);
   f->conn.cancel = NULL;
   if (rc == LR_FLEET_OK) {
     int64_t done = lr_monotonic_ms();

@@ -75,6 +75,9 @@ void lr_fleet_worker_stop(lr_fleet *f) {
   pthread_mutex_lock(&f->wlock);
   int running = f->wstate == 1 && lr_fleet_owned(f);
   f->wstop = 1;
+  /* joined once: a second stop (lr_fleet_flush, then lr_fleet_free) must
+   * not join a thread that is gone (it hung test_fleet_calls) */
+  if (running) f->wstate = 2;
   pthread_cond_signal(&f->wcond);
   pthread_mutex_unlock(&f->wlock);
   if (!running) return;

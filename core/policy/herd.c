@@ -33,8 +33,9 @@ typedef struct {
   int status; /* the outage's answer */
   luaretry_herd_result *r;
   const luaretry_herd_options *o;
-  long base;   /* calls[k], attempts[k] are client base + k's */
-  int stopped; /* `each` asked to stop */
+  long base;     /* calls[k], attempts[k] are client base + k's */
+  int stopped;   /* `each` asked to stop */
+  int lazy_pace; /* a fleet's clients: each one's adaptive rate made when needed */
 } herd_run;
 
 static int before(const herd_event *a, const herd_event *b) {
@@ -85,7 +86,7 @@ static luaretry_code step(herd_run *h, long i, double t) {
   if (!d.retry) return finish(h, i, d.reason, t), LUARETRY_OK;
   if (d.wait > 0) { /* the rate limiter's token comes later: back in line */
     luaretry_call_wait(c, d.wait);
-    push(h, luaretry_call_elapsed(c), i);
+    if (h->heap) push(h, luaretry_call_elapsed(c), i); /* run_each: its loop asks again */
     return LUARETRY_OK;
   }
   luaretry_outcome o;
@@ -109,8 +110,8 @@ static luaretry_code step(herd_run *h, long i, double t) {
 static luaretry_code begin_one(herd_run *h, luaretry_policy *p, lr_gen *g, long i) {
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
-  opt.flags =
-    LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | (h->process ? 0 : LUARETRY_CALL_ISOLATED);
+  opt.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME |
+              (h->process ? 0 : LUARETRY_CALL_ISOLATED) | (h->lazy_pace ? LR_CALL_LAZY_PACE : 0);
   opt.seed = h->o->seed + (uint64_t)i;
   lr_gen_ref(g); /* the call's; its judge gives it back */
   const lr_remote *remote = NULL;
@@ -141,10 +142,15 @@ static luaretry_code run_heap(herd_run *h, luaretry_policy *p, lr_gen *g) {
   if (h->o->fleet) h->fleet = lr_simfleet_new(&g->rules.guards, fleet_sync(p, h->o), n);
   /* A fleet's clients: while the simulated fleet answers (it always does)
    * their local guards decide nothing, so they share one lr_shared (4 KiB)
-   * instead of one each; unless a local pace decides, which each process
-   * keeps its own of (an adaptive rate, the server's RateLimit quota). */
+   * instead of one each; but each process keeps a pace of its own (an
+   * adaptive rate, the server's RateLimit quota): an adaptive rate that
+   * starts unlimited is made when the client first needs it
+   * (LR_CALL_LAZY_PACE), other paces are each client's from the start. */
   const lr_guards *gd = &g->rules.guards;
-  int one_local = h->o->shared || (h->o->fleet && !gd->rate_adaptive && !gd->rate_headers);
+  h->lazy_pace = h->o->fleet && !h->o->shared && gd->rate && gd->rate_adaptive &&
+                 !gd->rate_headers && !(gd->rate_limit > 0);
+  int one_local =
+    h->o->shared || (h->o->fleet && (h->lazy_pace || !(gd->rate_adaptive || gd->rate_headers)));
   if (one_local && (h->process = lr_aligned_calloc(sizeof *h->process)))
     lr_shared_init(h->process, gd);
   if ((one_local && !h->process) || (h->o->fleet && !h->fleet)) return LUARETRY_E_NOMEM;

@@ -215,7 +215,8 @@ typedef struct {
   X(FL_SYNC, "fleet.sync", T_COUNT, 1, 60000, 0, 200, MORE(fleet_sync),                            \
     "milliseconds: the longest a success's count waits before it goes to Redis")                   \
   X(FL_REDIS, "fleet.redis", T_STRING, 0, 0, HOST | OPT, NODEF, MORE(fleet_redis),                 \
-    "redis://[user:password@]host[:port][/db] or unix:///path: share the guards")                  \
+    "redis://[user:password@]host[:port][/db], unix:///path or redis-sentinel://"                  \
+    "[user:password@]host:port[,host:port]...[/db]#master: share the guards")                      \
   X(FL_LOCAL, "fleet.local", T_STRING, 0, 0, HOST | OPT, NODEF, MORE(fleet_local),                 \
     "on, or a folder: share the guards with this user's processes here, no server")                \
   X(FL_CONNECT, "fleet.connect_timeout", T_COUNT, 1, 60000, HOST, 250,                             \

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <hiredis.h>
+
 #include "fleet.h"
 #include "fleet_internal.h"
 #include "check.h"
@@ -96,6 +98,95 @@ static void test_unix(void) {
   refuses(longpath, "at most 107 bytes");
 }
 
+/* Lettuce's form: sentinels (26379 by default), the DB, the master */
+static void test_sentinel(void) {
+  lr_redis_url u;
+  char err[300] = "";
+  CHECK_EQ_INT(lr_redis_url_parse("redis-sentinel://alice:s3cret@10.0.0.1,10.0.0.2:26380,[::1]:7/3"
+                                  "#my%2Dmaster",
+                                  &u, err, sizeof err),
+               LR_FLEET_OK);
+  CHECK_EQ_INT(u.sentinels, 3);
+  CHECK_EQ_STR(u.sentinel_host[0], "10.0.0.1");
+  CHECK_EQ_INT(u.sentinel_port[0], 26379);
+  CHECK_EQ_STR(u.sentinel_host[1], "10.0.0.2");
+  CHECK_EQ_INT(u.sentinel_port[1], 26380);
+  CHECK_EQ_STR(u.sentinel_host[2], "::1");
+  CHECK_EQ_INT(u.sentinel_port[2], 7);
+  CHECK_EQ_INT(u.db, 3);
+  CHECK_EQ_STR(u.master, "my-master");
+  CHECK_EQ_STR(u.user, "alice");
+  CHECK_EQ_STR(u.password, "s3cret");
+  CHECK_EQ_STR(u.redacted,
+               "redis-sentinel://***@10.0.0.1:26379,10.0.0.2:26380,[::1]:7/3#my-master");
+  CHECK_EQ_INT(lr_redis_url_parse("redis-sentinel://h#m", &u, err, sizeof err), LR_FLEET_OK);
+  CHECK_EQ_INT(u.db, 0);
+  CHECK_EQ_STR(u.redacted, "redis-sentinel://h:26379/0#m");
+  refuses("redis-sentinel://:s3cret@h:26379/0", "the master's name (#MASTER) is missing");
+  refuses("redis-sentinel://h:26379/0#", "(#MASTER) is missing");
+  refuses("redis-sentinel://h/0#a%20b", "a space or control byte");
+  refuses("redis-sentinel://h:0#m", "PORT 1-65535");
+  refuses("redis-sentinel://h,,k#m", "expected redis-sentinel://");
+  refuses("redis-sentinel://h/x#m", "DB a number");
+  refuses("redis-sentinel://#m", "expected redis-sentinel://");
+  refuses("redis-sentinel://a,b,c,d,e,f,g,h,i#m", "more than 8 sentinels");
+  refuses("sentinel://h#m", "redis-sentinel://HOST:PORT");
+}
+
+/* The cluster's hash slot (CRC16-XMODEM mod 16384), as the Redis Cluster
+ * specification's examples and `redis-cli cluster keyslot` give it, and
+ * which redirects are believed. */
+static void test_cluster(void) {
+  CHECK_EQ_INT(lr_cluster_slot("123456789", 9), 0x31C3); /* the CRC's check value */
+  CHECK_EQ_INT(lr_cluster_slot("foo", 3), 12182);
+  CHECK_EQ_INT(lr_cluster_slot("bar", 3), 5061);
+  CHECK_EQ_INT(lr_cluster_slot("{user1000}.following", 20), lr_cluster_slot("user1000", 8));
+  /* the first {...} decides; an empty one makes no tag (the whole key) */
+  CHECK(lr_cluster_slot("foo{}{bar}", 10) != lr_cluster_slot("bar", 3));
+  CHECK_EQ_INT(lr_cluster_slot("{}x", 3) == lr_cluster_slot("", 0), 0); /* {} is no tag */
+  CHECK_EQ_INT(lr_cluster_slot("luaretry:{gcs}", 14), lr_cluster_slot("luaretry:{gcs}:procs", 20));
+  lr_redis_conn c;
+  lr_conn_init(&c);
+  c.slot = 12182;
+  redisReply r = { .type = REDIS_REPLY_ERROR };
+  const char *ignored[] = { "MOVED 5061 127.0.0.1:7001", /* another slot */
+                            "MOVED 12182 127.0.0.1:0",   /* no port */
+                            "MOVED 12182 127.0.0.1",     /* no port */
+                            "MOVED 12182 :7001",         /* no host */
+                            "MOVED x 127.0.0.1:7001",    /* no slot */
+                            "MOVED 12182 a b:7001",      /* a space */
+                            "CLUSTERDOWN The cluster is down",
+                            "TRYAGAIN",
+                            "ASK 1 h:1" };
+  for (size_t i = 0; i < sizeof ignored / sizeof *ignored; i++) {
+    r.str = (char *)ignored[i];
+    r.len = strlen(ignored[i]);
+    lr_cluster_note(&c, &r);
+    CHECK_EQ_INT(c.redirected, 0);
+  }
+  r.str = "MOVED 12182 127.0.0.1:7002";
+  r.len = strlen(r.str);
+  lr_cluster_note(&c, &r);
+  CHECK_EQ_INT(c.redirected, 1);
+  CHECK_EQ_STR(c.moved_host, "127.0.0.1");
+  CHECK_EQ_INT(c.moved_port, 7002);
+  int redirects = 0;
+  CHECK_EQ_INT(lr_cluster_again(&c, &redirects), 1);
+  r.str = "ASK 12182 [::1]:7003";
+  r.len = strlen(r.str);
+  lr_cluster_note(&c, &r);
+  CHECK_EQ_STR(c.ask_host, "[::1]");
+  CHECK_EQ_INT(c.ask_port, 7003);
+  /* bounded: the fourth redirect in one round trip is not followed */
+  CHECK_EQ_INT(lr_cluster_again(&c, &redirects), 1);
+  c.redirected = 1;
+  CHECK_EQ_INT(lr_cluster_again(&c, &redirects), 1);
+  c.redirected = 1;
+  CHECK_EQ_INT(lr_cluster_again(&c, &redirects), 0);
+  CHECK_EQ_INT(c.ask_port, 0);
+  lr_conn_free(&c);
+}
+
 static void test_new(void) {
   lr_fleet_settings s;
   lr_fleet_settings_init(&s);
@@ -129,6 +220,8 @@ int main(void) {
   test_tcp();
   test_credentials();
   test_unix();
+  test_sentinel();
+  test_cluster();
   test_new();
   return check_done();
 }

@@ -4,7 +4,7 @@
 -- bounded in count and time.
 --
 --   local redis = require "support.redis"
---   local r = redis.start { password = "pw", tcp = true }
+--   local r = redis.start { password = "pw", tcp = true, args = { "--replicaof", ... } }
 --   r.url, r.sock, r.port, r:cli("GET", "k"), r:kill(), r:restart(), r:stop()
 --
 -- or, for a whole describe() block, redis.with_redis (below).
@@ -23,6 +23,7 @@ local function spawn(self)
                  "--unixsocket", self.sock, "--unixsocketperm", "700", "--save", "''",
                  "--appendonly", "no", "--dir", self.dir, "--daemonize", "no" }
   if self.password then args[#args + 1] = "--requirepass " .. proc.q(self.password) end
+  for _, a in ipairs(self.args or {}) do args[#args + 1] = proc.q(a) end
   local pidfile = self.dir .. "/pid"
   os.remove(pidfile)
   proc.sh("sh -c " .. proc.q("exec " .. ENV .. table.concat(args, " ") .. " >" ..
@@ -40,7 +41,8 @@ end
 
 function M.start(opts)
   opts = opts or {}
-  local self = setmetatable({ dir = proc.tmpdir(), password = opts.password }, Redis)
+  local self = setmetatable({ dir = proc.tmpdir(), password = opts.password, args = opts.args },
+                            Redis)
   self.sock = self.dir .. "/redis.sock"
   for k = 1, opts.tcp and 5 or 1 do
     self.port = opts.tcp and some_port(k) or nil

@@ -1,0 +1,148 @@
+-- The fleet on a Redis Cluster (README "Fleet", luaretry(1) --redis):
+-- redis:// to any node; the keys' slot is found by following MOVED, and a
+-- slot being migrated by following ASK.  On loopback: three masters made
+-- by `redis-cli --cluster create`, each with its nodes file in a temporary
+-- folder; the key's slot is migrated by hand (SETSLOT IMPORTING/MIGRATING,
+-- MIGRATE, SETSLOT NODE) between processes' runs, so each redirect is met
+-- for certain.  Every process is stopped by its PID; every wait bounded.
+local proc = require "support.proc"
+local redis = require "support.redis"
+local q = proc.q
+
+local SERVER = proc.root .. "/spec/fixtures/fleet/server.lua"
+local LOST = ("local guards decide until Redis is back"):gsub("%p", "%%%0")
+local ENV = "env -u LD_PRELOAD -u ASAN_OPTIONS "
+
+local POLICY_TEXT = table.concat({
+  'name = "cluster-fleet"', "max_attempts = 3", "deadline = 3", "attempt_timeout = 1",
+  "backoff = { initial = 0.05, max = 0.05 }",
+  "budget = { max_tokens = 1000, token_ratio = 0.1 }", "fleet = { sync = 50 }" }, "\n")
+
+local function cli(port, ...)
+  local words = {}
+  for _, a in ipairs { ... } do words[#words + 1] = q(a) end
+  return (proc.readfile_cmd(ENV .. "timeout 10 redis-cli -h 127.0.0.1 -p " .. port .. " " ..
+                            table.concat(words, " ") .. " 2>&1"):gsub("\n$", ""))
+end
+
+local function count(s, pattern)
+  return select(2, (s or ""):gsub(pattern, ""))
+end
+
+describe("the fleet on a Redis Cluster", function ()
+  local srv, nodes, dir, policy
+  local ids = {}
+
+  -- the node (1-3) that owns a slot, by CLUSTER NODES' view of node 1
+  local function owner(slot)
+    local out = cli(nodes[1].port, "CLUSTER", "NODES")
+    for line in out:gmatch("[^\n]+") do
+      local id, port = line:match("^(%x+) 127%.0%.0%.1:(%d+)")
+      for range in line:gmatch(" (%d+%-?%d*)") do
+        local lo, hi = range:match("^(%d+)%-(%d+)$")
+        lo, hi = tonumber(lo or range), tonumber(hi or range)
+        if lo and slot >= lo and slot <= hi and line:find("master") then
+          for i, n in ipairs(nodes) do
+            if tostring(n.port) == port then return i, id end
+          end
+        end
+      end
+    end
+  end
+
+  setup(function ()
+    srv = proc.server(SERVER)
+    dir = proc.tmpdir()
+    policy = dir .. "/policy.lua"
+    proc.writefile(policy, POLICY_TEXT)
+    nodes = {}
+    local addrs = {}
+    for i = 1, 3 do
+      local d = proc.tmpdir()
+      nodes[i] = redis.start { tcp = true, args = { "--cluster-enabled", "yes",
+                                                    "--cluster-config-file", d .. "/nodes.conf" } }
+      nodes[i].confdir = d
+      addrs[i] = "127.0.0.1:" .. nodes[i].port
+    end
+    local made = proc.readfile_cmd(ENV .. "timeout 30 redis-cli --cluster create " ..
+                                   table.concat(addrs, " ") ..
+                                   " --cluster-replicas 0 --cluster-yes 2>&1")
+    assert(made:find("All 16384 slots covered", 1, true), made)
+    local ok = proc.wait_for(function ()
+      for _, n in ipairs(nodes) do
+        if not cli(n.port, "CLUSTER", "INFO"):find("cluster_state:ok", 1, true) then return false end
+      end
+      return true
+    end, 20)
+    assert(ok, "the cluster did not come up")
+    for i, n in ipairs(nodes) do ids[i] = cli(n.port, "CLUSTER", "MYID") end
+  end)
+
+  teardown(function ()
+    for _, n in ipairs(nodes or {}) do
+      n:stop()
+      proc.rmtree(n.confdir)
+    end
+    if srv then srv:stop() end
+    if dir then proc.rmtree(dir) end
+  end)
+
+  local function run(port, key)
+    return proc.run({ "run", policy, srv.base .. "/503", "--redis",
+                      "redis://127.0.0.1:" .. port .. "/0", "--set", "fleet.key=" .. key,
+                      "--seed", "1" }, { timeout = 30 })
+  end
+
+  local function fleet(port, key)
+    return proc.run({ "fleet", policy, "--redis", "redis://127.0.0.1:" .. port .. "/0",
+                      "--set", "fleet.key=" .. key, "--set", "fleet.command_timeout=1000" },
+                    { timeout = 30 })
+  end
+
+  it("finds the keys' node from any node (MOVED), and follows a slot migrated (ASK, then MOVED)", function ()
+    local key = "cluster-" .. (proc.now() * 1000 // 1)
+    local k = "luaretry:{" .. key .. "}"
+    local slot = tonumber(cli(nodes[1].port, "CLUSTER", "KEYSLOT", k))
+    -- the same slot as luaretry computes (test_fleet_url checks the CRC)
+    assert.are.equal(slot, tonumber(cli(nodes[1].port, "CLUSTER", "KEYSLOT", k .. ":procs")))
+    local src = owner(slot)
+    assert.truthy(src, cli(nodes[1].port, "CLUSTER", "NODES"))
+    local other = src % 3 + 1
+    local dst = other % 3 + 1
+    -- through a node that does not own the slot: MOVED, followed
+    local x = run(nodes[other].port, key)
+    assert.are.equal(4, x.code, x.stderr)
+    assert.are.equal(0, count(x.stderr, LOST), x.stderr)
+    assert.are.equal("1", cli(nodes[src].port, "EXISTS", k))
+    local st = fleet(nodes[other].port, key)
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("budget: 997%.000 of 1000 tokens", st.stdout)
+
+    -- the slot migrating to dst, its keys moved already: the source
+    -- answers ASK, and the process follows it
+    assert.are.equal("OK", cli(nodes[dst].port, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src]))
+    assert.are.equal("OK", cli(nodes[src].port, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dst]))
+    assert.are.equal("OK", cli(nodes[src].port, "MIGRATE", "127.0.0.1", nodes[dst].port, "", 0,
+                               5000, "KEYS", k, k .. ":procs"))
+    x = run(nodes[other].port, key)
+    assert.are.equal(4, x.code, x.stderr)
+    assert.are.equal(0, count(x.stderr, LOST), x.stderr)
+    -- the update went to dst (after ASKING): three more failures there
+    assert.matches("^ASK " .. slot .. " ", cli(nodes[src].port, "EXISTS", k))
+    st = fleet(nodes[src].port, key)
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("budget: 994%.000 of 1000 tokens", st.stdout)
+
+    -- the migration ends: every node says dst, and MOVED leads there
+    for i = 1, 3 do cli(nodes[i].port, "CLUSTER", "SETSLOT", slot, "NODE", ids[dst]) end
+    for _, n in ipairs { src, other } do
+      x = run(nodes[n].port, key)
+      assert.are.equal(4, x.code, x.stderr)
+      assert.are.equal(0, count(x.stderr, LOST), x.stderr)
+    end
+    st = fleet(nodes[src].port, key)
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("budget: 988%.000 of 1000 tokens", st.stdout)
+    assert.matches("processes that synced in the last minute: 4\n", st.stdout)
+  end)
+end)
