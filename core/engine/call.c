@@ -94,9 +94,10 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   if ((flags & LUARETRY_CALL_ISOLATED) || !shared) {
     c->lazy_pace = 0;
     /* a probe or a simulation: the policy's guards stay untouched */
-    c->own = lr_aligned_calloc(sizeof *c->own);
-    if (c->own) lr_shared_init(c->own, &rules->guards);
-    c->shared = c->own;
+    lr_call_cold *cold = lr_call_cold_get(c);
+    if (cold && (cold->own = lr_aligned_calloc(sizeof *cold->own)))
+      lr_shared_init(cold->own, &rules->guards);
+    c->shared = cold ? cold->own : NULL;
   }
   if (!c->shared || ((flags & LUARETRY_CALL_SEED) ? (lr_rng_seed(&c->rng, o->seed), 0)
                                                   : lr_rng_seed_os(&c->rng) != 0)) {
@@ -107,14 +108,10 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->flight = &c->one;
   /* The invocation id from a stream of its own, derived from the call's:
    * the jitter's draws stay what they were without it. */
-  lr_rng id_rng;
-  lr_rng_seed(&id_rng, c->rng.s[0] ^ c->rng.s[3] ^ 0x6c72696e766f6b65ull);
-  c->invocation[0] = lr_rng_next(&id_rng);
-  c->invocation[1] = lr_rng_next(&id_rng);
+  c->invocation = c->rng.s[0] ^ c->rng.s[3] ^ 0x6c72696e766f6b65ull;
   c->start = lr_clock_now(&c->clock);
   c->deadline = rules->deadline;
   c->previous = rules->backoff.initial;
-  c->throttle_previous = rules->throttle_backoff.initial;
   int late = (flags & LUARETRY_CALL_DEADLINE) && host_deadline(c, o->deadline);
   c->next_timeout = lr_call_timeout_at(c, 0);
   lr_chain_init(c);
@@ -141,7 +138,7 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
                         "the deadline (%.3f s) passed before the attempt was asked for (%.3f s)",
                         c->deadline, d->elapsed);
     lr_count(c->shared, LR_M_UNATTEMPTED, 1);
-    if (c->observer) c->observer(c->observer_ud, NULL, d);
+    lr_call_observe(c, NULL, d);
     return LUARETRY_OK;
   }
   if (!c->stopped && lr_chain_going(c, d)) return LUARETRY_OK;
@@ -149,7 +146,7 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     d->retry = 0;
     d->reason = c->reason;
     d->rule = c->stop_rule;
-    d->message = c->message && c->message[0] ? c->message : NULL;
+    d->message = c->cold && c->cold->message && c->cold->message[0] ? c->cold->message : NULL;
     return LUARETRY_OK;
   }
   d->retry = 1;
@@ -175,33 +172,41 @@ void luaretry_call_free(luaretry_call *c) {
   c->magic = 0;
   if (c->judge && c->judge->release) c->judge->release(c->judge->ud);
   lr_waiter_close(&c->waiter);
-  free(c->own);
-  free(c->data.blob);
-  free(c->data.prepared);
-  free(c->data.headers);
-  free(c->message);
-  free(c->errmsg);
-  free(c->hook_error);
+  if (c->cold) {
+    free(c->cold->own);
+    free(c->cold->message);
+    free(c->cold->errmsg);
+    free(c->cold->hook_error);
+    free(c->cold->data.blob);
+    free(c->cold->data.prepared);
+    free(c->cold->data.headers);
+    free(c->cold);
+  }
   if (c->flight != &c->one) free(c->flight);
   free(c);
 }
 
 const char *luaretry_call_invocation_id(luaretry_call *c) {
   if (!lr_call_ok(c)) return "";
-  if (!c->invocation_id[0]) {
+  lr_call_cold *cold = lr_call_cold_get(c); /* most calls never show it */
+  if (!cold) return "";
+  if (!cold->invocation_id[0]) {
     /* RFC 9562's version 4: the version nibble 4, the variant bits 10 */
-    uint64_t hi = (c->invocation[0] & ~0xf000ull) | 0x4000ull;
-    uint64_t lo = (c->invocation[1] & ~(3ull << 62)) | (2ull << 62);
-    snprintf(c->invocation_id, sizeof c->invocation_id, "%08x-%04x-%04x-%04x-%012llx",
+    lr_rng id_rng; /* drawn when asked: the same bits as at the start */
+    lr_rng_seed(&id_rng, c->invocation);
+    uint64_t hi = lr_rng_next(&id_rng), lo = lr_rng_next(&id_rng);
+    hi = (hi & ~0xf000ull) | 0x4000ull;
+    lo = (lo & ~(3ull << 62)) | (2ull << 62);
+    snprintf(cold->invocation_id, sizeof cold->invocation_id, "%08x-%04x-%04x-%04x-%012llx",
              (unsigned)(hi >> 32), (unsigned)(hi >> 16) & 0xffff, (unsigned)hi & 0xffff,
              (unsigned)(lo >> 48), (unsigned long long)(lo & 0xffffffffffffull));
   }
-  return c->invocation_id;
+  return cold->invocation_id;
 }
 
 luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_request *r, int *yes) {
   if (!lr_call_ok(c) || !r || !yes) return LUARETRY_E_ARG;
-  char *err = lr_call_buffer(&c->errmsg);
+  char *err = lr_call_buffer(LR_COLD_SLOT(c, errmsg));
   if (!err) return LUARETRY_E_NOMEM;
   lr_attempt_ctx ctx = lr_call_context(c, c->attempts + 1, luaretry_call_elapsed(c));
   return c->judge->is_idempotent(c->judge->ud, r, yes, &ctx, err, MESSAGE_SIZE);
@@ -210,7 +215,7 @@ luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_reque
 luaretry_code luaretry_call_prepare(luaretry_call *c, const luaretry_request *in, int attempt,
                                     luaretry_request *out) {
   if (!lr_call_ok(c) || !in || !out) return LUARETRY_E_ARG;
-  char *err = lr_call_buffer(&c->errmsg);
+  char *err = lr_call_buffer(LR_COLD_SLOT(c, errmsg));
   if (!err) return LUARETRY_E_NOMEM;
   lr_attempt_ctx ctx = lr_call_context(c, attempt, luaretry_call_elapsed(c));
   return c->judge->prepare(c->judge->ud, in, attempt, out, &ctx, err, MESSAGE_SIZE);
@@ -236,7 +241,7 @@ double luaretry_call_elapsed(const luaretry_call *c) {
 }
 
 const char *luaretry_call_errmsg(const luaretry_call *c) {
-  return !lr_call_ok(c) ? "no call" : c->errmsg ? c->errmsg : "";
+  return !lr_call_ok(c) ? "no call" : c->cold && c->cold->errmsg ? c->cold->errmsg : "";
 }
 
 void luaretry_call_cancel(luaretry_call *c) {
@@ -259,8 +264,8 @@ luaretry_code luaretry_call_wait(luaretry_call *c, double seconds) {
 
 void luaretry_call_on_decision(luaretry_call *c, luaretry_observer_fn fn, void *ud) {
   if (!lr_call_ok(c)) return;
-  c->observer = fn;
-  c->observer_ud = ud;
+  lr_call_cold *cold = fn || c->cold ? lr_call_cold_get(c) : NULL;
+  if (cold) cold->observer = fn, cold->observer_ud = ud;
 }
 
 void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d) {
@@ -271,5 +276,5 @@ void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d) {
   lr_chain_give_back(c); /* the attempt asked for never went */
   lr_call_stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
   lr_count(c->shared, LR_M_UNATTEMPTED, 1);
-  if (c->observer) c->observer(c->observer_ud, NULL, d);
+  lr_call_observe(c, NULL, d);
 }

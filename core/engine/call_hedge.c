@@ -11,12 +11,12 @@
 luaretry_code luaretry_call_start(luaretry_call *c, int *attempt) {
   if (!lr_call_ok(c) || !attempt) return LUARETRY_E_ARG;
   if (c->stopped) {
-    lr_call_say(&c->errmsg, "the call already stopped (%s); begin a new one",
+    lr_call_say(LR_COLD_SLOT(c, errmsg), "the call already stopped (%s); begin a new one",
                 luaretry_reason_name(c->reason));
     return LUARETRY_E_STATE;
   }
   if (c->in_flight) {
-    lr_call_say(&c->errmsg,
+    lr_call_say(LR_COLD_SLOT(c, errmsg),
                 "attempt %d is still in flight: a second one is a hedge "
                 "(luaretry_call_hedge)",
                 c->flight[0].id);
@@ -26,9 +26,13 @@ luaretry_code luaretry_call_start(luaretry_call *c, int *attempt) {
   lr_chain_sent(c);
   c->flight[0] = (lr_flight){ ++c->started, 0, at };
   c->in_flight = 1;
-  c->last_start = at;
-  c->hedge_closed = c->rules->hedge.max <= 0 || c->no_hedge;
-  if (!c->hedge_closed) c->hedge_delay = lr_latency_delay(&c->rules->hedge);
+  /* hedging's times in the cold block: most calls never hedge (none when
+   * it cannot be had) */
+  c->hedge_closed = c->rules->hedge.max <= 0 || c->no_hedge || !lr_call_cold_get(c);
+  if (!c->hedge_closed) {
+    c->cold->last_start = at;
+    c->cold->hedge_delay = lr_latency_delay(&c->rules->hedge);
+  }
   *attempt = c->started;
   return LUARETRY_OK;
 }
@@ -37,7 +41,7 @@ double luaretry_call_hedge_in(const luaretry_call *c) {
   if (!lr_call_ok(c) || c->stopped || c->hedge_closed || c->in_flight == 0 ||
       c->hedges_in_flight >= c->rules->hedge.max)
     return -1;
-  double left = c->last_start + c->hedge_delay - luaretry_call_elapsed(c);
+  double left = c->cold->last_start + c->cold->hedge_delay - luaretry_call_elapsed(c);
   return left > 0 ? left : 0;
 }
 
@@ -46,7 +50,7 @@ static int hedge_refused(luaretry_call *c, const luaretry_request *r, double now
                          luaretry_decision *d) {
   const char *why = NULL;
   int idempotent = 1;
-  char *err = lr_call_buffer(&c->errmsg);
+  char *err = lr_call_buffer(LR_COLD_SLOT(c, errmsg));
   lr_attempt_ctx ctx = lr_call_context(c, c->started + 1, now);
   if (!err) return -1;
   if (c->judge->is_idempotent(c->judge->ud, r, &idempotent, &ctx, err, MESSAGE_SIZE) != 0)
@@ -62,7 +66,7 @@ static int hedge_refused(luaretry_call *c, const luaretry_request *r, double now
   c->hedge_closed = 1;
   d->retry = 0;
   d->reason = LUARETRY_REASON_NONE;
-  d->message = lr_call_say(&c->message, "no hedge: %s", why);
+  d->message = lr_call_say(LR_COLD_SLOT(c, message), "no hedge: %s", why);
   d->in_flight = c->in_flight;
   return 1;
 }
@@ -91,7 +95,7 @@ luaretry_code luaretry_call_hedge(luaretry_call *c, const luaretry_request *r,
   lr_count(c->shared, LR_M_HEDGES, 1);
   c->flight[c->in_flight++] = (lr_flight){ ++c->started, 1, d->elapsed };
   c->hedges_in_flight++;
-  c->last_start = d->elapsed;
+  c->cold->last_start = d->elapsed;
   d->retry = 1;
   d->hedge = 1;
   d->attempt = c->started;

@@ -26,81 +26,98 @@ typedef struct {
 /* The first word of a call: a handle of another kind (a policy) is
  * refused with LUARETRY_E_ARG, as NULL is. */
 #define LR_CALL_MAGIC 0x6c72636cu /* "lrcl" */
+
+/* What most calls never use, in a block of its own made on first use
+ * (lr_call_cold): a call in flight is held by the thousand. */
+typedef struct lr_call_cold {
+  lr_shared *own;                /* this call's guards, when isolated */
+  luaretry_observer_fn observer; /* luaretry_call_on_decision */
+  void *observer_ud;
+  char *message;                   /* why the call stopped, for the decision */
+  char *errmsg;                    /* luaretry_call_errmsg */
+  char *hook_error;                /* on_retry's error, for the decision */
+  double throttle_previous;        /* the throttling backoff's last wait */
+  char invocation_id[37];          /* the invocation id's text, "" until asked */
+  lr_call_data data;               /* the script side's, between decisions (info.call,
+                               prepare()'s copies) */
+  double hedge_delay;              /* hedging: this round's, fixed when its attempt
+                               started */
+  double last_start;               /* ... and the latest start in flight, call seconds */
+  double lazy_sent[LR_LAZY_SENDS]; /* LR_CALL_LAZY_PACE: when the sends went */
+} lr_call_cold;
+
 struct luaretry_call {
+  /* Packed: 8-byte members first, then the 4-byte ones, then the flags
+   * (a call in flight is held by the thousand; issue 28 wants 256 B). */
   uint32_t magic;
   int allowance;         /* the caller's retries, or -1: none given */
   const lr_rules *rules; /* the load's: a reload does not move them */
   const lr_judge *judge;
   lr_shared *shared;       /* the policy's budget, breaker and counters */
-  lr_shared *own;          /* ... or this call's own, when isolated */
   const lr_remote *remote; /* asked first (the fleet), or NULL */
   long max_attempts;       /* the rules', or a simulation's; lowered by the
                               caller's allowance (LUARETRY_CALL_RETRIES) */
   lr_clock clock;
-  lr_waiter waiter;
-  int admitted; /* attempts that hold a token: the next has one
-                              when admitted > attempts */
   lr_rng rng;
   double start;
-  double deadline;          /* seconds into the call it ends by (0: none): the
+  double deadline;      /* seconds into the call it ends by (0: none): the
                               earlier of the policy's and the host's own
                               (luaretry_call_options.deadline) */
-  double guard_origin;      /* added to the clock for the guards */
-  double previous;          /* decorrelated jitter's last wait */
-  double throttle_previous; /* ... and the throttling backoff's */
-  double attempt_start;     /* seconds into the call the attempt began (the
+  double guard_origin;  /* added to the clock for the guards */
+  double previous;      /* decorrelated jitter's last wait */
+  double attempt_start; /* seconds into the call the attempt began (the
                               breaker's slow-call rule) */
-  double admit_at;          /* seconds into the call the next attempt's token
+  double admit_at;      /* seconds into the call the next attempt's token
                               comes (the rate limiter) */
   /* quota.c: the server's number of the latest attempt paced by its
    * RateLimit fields */
   unsigned long long quota_seq;
   double next_timeout;
-  int attempts; /* attempts reported so far */
-  luaretry_reason reason;
   const char *stop_rule;
-  luaretry_observer_fn observer;
-  void *observer_ud;
-  lr_call_data data;         /* the script side's, between decisions */
-  uint64_t invocation[2];    /* the invocation id's bits, drawn at the start */
-  char invocation_id[37];    /* ... and its text, made on first use */
-  unsigned char chain_on;    /* the guards on for this call (bits LR_G_*) */
-  unsigned char held;        /* ... that hold something for the attempt asked for */
-  unsigned char remote_said; /* the fleet's view decided the last refusal */
+  uint64_t invocation; /* the seed of the invocation id's bits, from the start */
   /* made on first use: most calls never need them */
-  char *message;    /* why the call stopped, for the decision */
-  char *errmsg;     /* luaretry_call_errmsg */
-  char *hook_error; /* on_retry's error, for the decision */
+  struct lr_call_cold *cold; /* what most calls never use (lr_call_cold) */
   /* hedging: the attempts in flight, for a host that runs several at once
    * (luaretry_call_start, luaretry_call_hedge, luaretry_call_report_attempt) */
-  double hedge_delay; /* this round's, fixed when its attempt started */
-  double last_start;  /* the latest start in flight, call seconds */
-  lr_flight one;      /* the attempt in flight ... */
-  lr_flight *flight;  /* ... here, or LR_FLIGHT_MAX made at the first
-                               hedge: most calls never hedge */
-  double held_at;     /* the guard clock when admission counted it */
+  lr_flight one;     /* the attempt in flight ... */
+  lr_flight *flight; /* ... here, or LR_FLIGHT_MAX made at the first
+                        hedge: most calls never hedge */
+  double held_at;    /* the guard clock when admission counted it */
+  lr_waiter waiter;
+  int admitted;                              /* attempts that hold a token: the next has one
+                   when admitted > attempts */
+  int attempts;                              /* attempts reported so far */
+  int started;                               /* attempts started (or reported unannounced) */
+  unsigned char reason;                      /* a luaretry_reason */
+  unsigned char in_flight, hedges_in_flight; /* at most LR_FLIGHT_MAX */
+  unsigned char stopped;
+  unsigned char quota_refused; /* quota.c: the RateLimit fields, not the token
+                                  bucket, left no room before the deadline */
+  unsigned char token_held;    /* the limiter's token is taken; the server's
+                                  quota is asked next */
+  unsigned char hedge_closed;  /* no more hedges until the next attempt starts */
+  unsigned char no_hedge;      /* LUARETRY_CALL_NO_HEDGE */
+  unsigned char one_round;     /* LUARETRY_CALL_WORKFLOW_REQUEST: the enclosing call counts */
+  unsigned char rate_remote;   /* the fleet's rate limiter answered the last ask (2:
+                                  the deadline passed while it was asked) */
+  unsigned char chain_on;      /* the guards on for this call (bits LR_G_*) */
+  unsigned char held;          /* ... that hold something for the attempt asked for */
+  unsigned char remote_said;   /* the fleet's view decided the last refusal */
   /* a retry the fleet's tokens refused went on to its wait for the
    * fleet's reserve (call_guards.c) */
   unsigned char reserve_asked;
-  /* small flags and counts, together: a simulation holds a million calls */
-  unsigned char stopped;
-  unsigned char quota_refused; /* quota.c: its RateLimit fields, not the token bucket, left
-                                  no room before the deadline */
-  unsigned char token_held;    /* the limiter's token is taken; the server's quota is asked next */
-  unsigned char rate_remote;   /* the fleet's rate limiter answered the last ask (2: the
-                                  deadline passed while it was asked) */
-  signed char in_flight, hedges_in_flight; /* at most LR_FLIGHT_MAX */
-  unsigned char hedge_closed;              /* no more hedges until the next attempt starts */
-  unsigned char no_hedge;                  /* LUARETRY_CALL_NO_HEDGE */
-  unsigned char one_round; /* LUARETRY_CALL_WORKFLOW_REQUEST: the enclosing call counts */
   /* LR_CALL_LAZY_PACE: the adaptive rate is `own`'s, made at the first
    * success or throttling answer (or a fourth send within a second); until
    * then it is unlimited, and all it holds is when the sends went
    * (guard_rate.c) */
-  unsigned char lazy_pace, lazy_sends;
-  int started; /* hedging: attempts started (or reported unannounced) */
-  double lazy_sent[LR_LAZY_SENDS];
+  unsigned char lazy_pace, lazy_sends; /* the sends are the cold block's lazy_sent */
 };
+
+/* A call in flight is held by the thousand (issue 28): at most 256 B on a
+ * 64-bit host, what most calls never use in its cold block. */
+_Static_assert(sizeof(void *) != 8 || sizeof(struct luaretry_call) <= 256,
+               "a call in flight holds at most 256 B: move what most calls never use into "
+               "lr_call_cold");
 
 /* Read as bytes: a foreign handle need not have a call's alignment. */
 static inline int lr_call_ok(const luaretry_call *c) {
@@ -126,11 +143,22 @@ static inline double lr_call_timeout_at(const luaretry_call *c, double at) {
 }
 
 static inline lr_attempt_ctx lr_call_context(luaretry_call *c, int attempt, double elapsed) {
-  lr_attempt_ctx ctx = { attempt, elapsed, &c->rng, &c->data, 0, c };
+  lr_attempt_ctx ctx = { attempt, elapsed, &c->rng, c->cold ? &c->cold->data : NULL, 0, c };
   return ctx;
 }
 
 /* ---- call_stop.c */
+
+/* The call's cold block, made on first use; NULL when out of memory. */
+lr_call_cold *lr_call_cold_get(luaretry_call *c);
+/* A slot of the cold block (&cold->f), or NULL when none can be had:
+ * lr_call_buffer and lr_call_say then leave the message out. */
+#define LR_COLD_SLOT(c, f) (lr_call_cold_get(c) ? &(c)->cold->f : NULL)
+/* Tells the host's observer of a decision, if it set one. */
+static inline void lr_call_observe(luaretry_call *c, const luaretry_outcome *o,
+                                   const luaretry_decision *d) {
+  if (c->cold && c->cold->observer) c->cold->observer(c->cold->observer_ud, o, d);
+}
 
 /* One of the call's message buffers, made on first use; NULL when out of
  * memory (the message is then left out, never the decision). */

@@ -25,8 +25,11 @@ static int backoff_wait(luaretry_call *c, const lr_verdict *v, const lr_attempt_
   }
   int capped;
   if (v->throttled) { /* the throttling backoff, whatever the policy's backoff is */
-    *w = lr_backoff_wait(&c->rules->throttle_backoff, (uint64_t)n, &c->throttle_previous, &c->rng,
-                         &capped);
+    /* the last wait is kept in the cold block: most calls are never throttled */
+    double alone = c->rules->throttle_backoff.initial;
+    lr_call_cold *cold = lr_call_cold_get(c);
+    *w = lr_backoff_wait(&c->rules->throttle_backoff, (uint64_t)n,
+                         cold ? &cold->throttle_previous : &alone, &c->rng, &capped);
     *src = capped ? LUARETRY_WAIT_CLAMPED : LUARETRY_WAIT_THROTTLE;
     return 0;
   }
@@ -100,7 +103,7 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
   c->attempt_start = d->elapsed + w; /* a host that does not ask next */
   d->rule = v->rule;
   if (c->judge->on_retry) {
-    char *b = lr_call_buffer(&c->hook_error);
+    char *b = lr_call_buffer(LR_COLD_SLOT(c, hook_error));
     if (b && c->judge->on_retry(c->judge->ud, o, d, ctx, b, MESSAGE_SIZE) != 0) d->hook_error = b;
   }
 }
@@ -205,13 +208,13 @@ static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
   if (!c || !o || !d) return LUARETRY_E_ARG;
   memset(d, 0, sizeof *d);
   if (c->stopped) {
-    lr_call_say(&c->errmsg, "the call already stopped (%s); begin a new one",
+    lr_call_say(LR_COLD_SLOT(c, errmsg), "the call already stopped (%s); begin a new one",
                 luaretry_reason_name(c->reason));
     return LUARETRY_E_STATE;
   }
   lr_flight f;
   if (land(c, id, &f) != 0) {
-    lr_call_say(&c->errmsg, "attempt %d is not in flight", id);
+    lr_call_say(LR_COLD_SLOT(c, errmsg), "attempt %d is not in flight", id);
     return LUARETRY_E_ARG;
   }
   ++c->attempts;
@@ -260,7 +263,7 @@ static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
 
 static luaretry_code observed(luaretry_call *c, const luaretry_outcome *o, luaretry_decision *d,
                               luaretry_code rc) {
-  if (rc == LUARETRY_OK && c->observer) c->observer(c->observer_ud, o, d);
+  if (rc == LUARETRY_OK) lr_call_observe(c, o, d);
   return rc;
 }
 

@@ -14,8 +14,8 @@ static void gave_up(luaretry_call *c, int attempt, luaretry_code rc, luaretry_de
                       "gave up: %s",
                       attempt, luaretry_strerror(rc));
   lr_count(c->shared, LR_M_UNATTEMPTED, 1);
-  lr_call_say(&c->errmsg, "%s", d->message ? d->message : "the operation gave up");
-  if (c->observer) c->observer(c->observer_ud, NULL, d);
+  lr_call_say(LR_COLD_SLOT(c, errmsg), "%s", d->message ? d->message : "the operation gave up");
+  lr_call_observe(c, NULL, d);
 }
 
 /* luaretry_call_next until it says go at once (a rate limiter's token may

@@ -8,7 +8,20 @@
 
 /* One of the call's message buffers, made on first use; NULL when out of
  * memory (the message is then left out, never the decision). */
+lr_call_cold *lr_call_cold_get(luaretry_call *c) {
+  if (!c->cold && (c->cold = calloc(1, sizeof *c->cold)))
+    c->cold->throttle_previous = c->rules->throttle_backoff.initial;
+  return c->cold;
+}
+
+lr_call_data *lr_attempt_data(const lr_attempt_ctx *ctx) {
+  if (ctx->data || !ctx->call) return ctx->data;
+  lr_call_cold *cold = lr_call_cold_get(ctx->call);
+  return cold ? &cold->data : NULL;
+}
+
 char *lr_call_buffer(char **slot) {
+  if (!slot) return NULL;
   if (!*slot) *slot = malloc(MESSAGE_SIZE);
   return *slot;
 }
@@ -69,7 +82,7 @@ void lr_call_stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r, con
 /* Stops the call for reason r with a message saying why. */
 void lr_call_stop_saying(luaretry_call *c, luaretry_decision *d, luaretry_reason r,
                          const char *rule, const char *fmt, ...) {
-  char *b = lr_call_buffer(&c->message);
+  char *b = lr_call_buffer(LR_COLD_SLOT(c, message));
   if (b) {
     va_list ap;
     va_start(ap, fmt);

@@ -141,6 +141,6 @@ int lr_chain_going(luaretry_call *c, luaretry_decision *d) {
   if (!stopped && !lr_chain_admit(c, &a, d)) return 0;
   lr_chain_give_back(c);
   lr_count(c->shared, LR_M_UNATTEMPTED, 1);
-  if (c->observer) c->observer(c->observer_ud, NULL, d);
+  lr_call_observe(c, NULL, d);
   return 1;
 }

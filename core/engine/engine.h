@@ -177,6 +177,11 @@ typedef struct {
   atomic_flag lock;
   long long bucket_slot[LR_PACE_BUCKETS];
   long requests[LR_PACE_BUCKETS], accepts[LR_PACE_BUCKETS];
+  /* the window's totals for the bucket slot sum_slot (valid when sum_ok),
+   * kept as the buckets change: an ask sums nothing while the slot stays */
+  long long sum_slot;
+  long sum_requests, sum_accepts;
+  int sum_ok;
   double tat;           /* when the next token is free (guard clock) */
   double rate;          /* adaptive: tokens per second now; 0: not limited yet */
   double last_decrease; /* adaptive: when it last slowed down */
@@ -595,11 +600,16 @@ typedef struct {
 typedef struct {
   int attempt;
   double elapsed;
-  lr_rng *rng; /* the call's own stream: a script's math.random */
-  lr_call_data *data;
+  lr_rng *rng;         /* the call's own stream: a script's math.random */
+  lr_call_data *data;  /* NULL until the call keeps something: lr_attempt_data */
   int hedge;           /* the attempt is a hedge: info.hedge */
   luaretry_call *call; /* for its invocation id */
 } lr_attempt_ctx;
+
+/* The call's script-side data to write to: ctx->data, or the call's own
+ * made on first use (a call that keeps nothing between its decisions holds
+ * none); NULL when out of memory. */
+lr_call_data *lr_attempt_data(const lr_attempt_ctx *ctx);
 
 /* The policy's judgement, as the state machine sees it: plain callbacks,
  * `ud` the policy's (one load of its script).  Errors go into err. */

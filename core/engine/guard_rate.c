@@ -52,21 +52,22 @@ static int remote_rate(luaretry_call *c, double start, double *extra) {
  * made; else (and before it is made: an unlimited rate, as a fresh pace's
  * is) the shared one's. */
 static lr_shared *pace(const luaretry_call *c) {
-  return c->lazy_pace && c->own ? c->own : c->shared;
+  return c->lazy_pace && c->cold && c->cold->own ? c->cold->own : c->shared;
 }
 
 /* LR_CALL_LAZY_PACE: the call's own pace, made now if it is not yet, its
  * kept sends counted in it as they went. */
 static lr_shared *pace_made(luaretry_call *c) {
-  if (!c->lazy_pace || c->own) return pace(c);
-  lr_shared *s = lr_aligned_calloc(sizeof *s);
+  if (!c->lazy_pace || (c->cold && c->cold->own)) return pace(c);
+  lr_call_cold *cold = lr_call_cold_get(c); /* the own pace is kept there */
+  lr_shared *s = cold ? lr_aligned_calloc(sizeof *s) : NULL;
   if (!s) return c->shared; /* out of memory: the one it shares */
   lr_shared_init(s, &c->rules->guards);
   int held;
   for (int k = 0; k < c->lazy_sends; k++)
-    lr_rate_reserve(s, &c->rules->guards, c->lazy_sent[k], c->lazy_sent[k], -1, 0, &held);
+    lr_rate_reserve(s, &c->rules->guards, cold->lazy_sent[k], cold->lazy_sent[k], -1, 0, &held);
   c->lazy_sends = 0;
-  return c->own = s;
+  return cold->own = s;
 }
 
 /* lr_rate_reserve on the call's pace.  Before a lazy pace is made the rate
@@ -77,14 +78,15 @@ static lr_shared *pace_made(luaretry_call *c) {
  * makes the pace. */
 static double rate_reserve(luaretry_call *c, double now, double at, double latest, double u,
                            int *held) {
-  if (c->lazy_pace && !c->own && c->rules->guards.rate) {
+  lr_call_cold *cold = c->lazy_pace && c->rules->guards.rate ? lr_call_cold_get(c) : NULL;
+  if (cold && !cold->own) {
     int n = c->lazy_sends;
-    if (n == LR_LAZY_SENDS && at - c->lazy_sent[0] >= 1.2) {
-      memmove(c->lazy_sent, c->lazy_sent + 1, sizeof c->lazy_sent[0] * (size_t)(n - 1));
+    if (n == LR_LAZY_SENDS && at - cold->lazy_sent[0] >= 1.2) {
+      memmove(cold->lazy_sent, cold->lazy_sent + 1, sizeof cold->lazy_sent[0] * (size_t)(n - 1));
       n--;
     }
-    if (n < LR_LAZY_SENDS && (n == 0 || at >= c->lazy_sent[n - 1])) {
-      c->lazy_sent[n] = at;
+    if (n < LR_LAZY_SENDS && (n == 0 || at >= cold->lazy_sent[n - 1])) {
+      cold->lazy_sent[n] = at;
       c->lazy_sends = (unsigned char)(n + 1);
       *held = 1;
       return 0;

@@ -68,6 +68,7 @@ void lr_pace_reset(lr_pace *p) {
   memset(p->bucket_slot, 0, sizeof p->bucket_slot);
   memset(p->requests, 0, sizeof p->requests);
   memset(p->accepts, 0, sizeof p->accepts);
+  p->sum_ok = 0;
   memset(p->sent_slot, 0, sizeof p->sent_slot);
   memset(p->sent, 0, sizeof p->sent);
   memset(p->ok_slot, 0, sizeof p->ok_slot);
@@ -82,26 +83,46 @@ void lr_pace_reset(lr_pace *p) {
 
 /* ---- the throttle's counts: ten buckets, each a tenth of the window */
 
-/* The bucket for `now`, emptied when it held an older slot. */
+/* Whether bucket i counts in the window of the totals kept (sum_slot's). */
+static int summed(const lr_pace *p, int i) {
+  return p->sum_ok && p->bucket_slot[i] > p->sum_slot - LR_PACE_BUCKETS;
+}
+
+/* The bucket for `now`, emptied when it held another slot. */
 static int bucket(lr_pace *p, const lr_guards *g, double now) {
   long long slot = slot_of(now / (g->throttle_window / LR_PACE_BUCKETS));
   int i = (int)(((slot % LR_PACE_BUCKETS) + LR_PACE_BUCKETS) % LR_PACE_BUCKETS);
   if (p->bucket_slot[i] != slot) {
+    if (summed(p, i)) p->sum_requests -= p->requests[i], p->sum_accepts -= p->accepts[i];
     p->bucket_slot[i] = slot;
     p->requests[i] = p->accepts[i] = 0;
   }
   return i;
 }
 
-static void totals(const lr_pace *p, const lr_guards *g, double now, double *requests,
-                   double *accepts) {
+/* Adds to bucket i, and to the totals kept when it is in their window. */
+static void add(lr_pace *p, int i, long requests, long accepts) {
+  p->requests[i] += requests;
+  p->accepts[i] += accepts;
+  if (summed(p, i)) p->sum_requests += requests, p->sum_accepts += accepts;
+}
+
+/* The window's totals at `now`: those kept while the slot stays (every
+ * ask of a busy policy), the ten buckets summed when it moved. */
+static void totals(lr_pace *p, const lr_guards *g, double now, double *requests, double *accepts) {
   long long slot = slot_of(now / (g->throttle_window / LR_PACE_BUCKETS));
-  *requests = *accepts = 0;
-  for (int i = 0; i < LR_PACE_BUCKETS; i++) {
-    if (p->bucket_slot[i] <= slot - LR_PACE_BUCKETS) continue; /* out of the window */
-    *requests += (double)p->requests[i];
-    *accepts += (double)p->accepts[i];
+  if (!p->sum_ok || p->sum_slot != slot) {
+    p->sum_requests = p->sum_accepts = 0;
+    for (int i = 0; i < LR_PACE_BUCKETS; i++) {
+      if (p->bucket_slot[i] <= slot - LR_PACE_BUCKETS) continue; /* out of the window */
+      p->sum_requests += p->requests[i];
+      p->sum_accepts += p->accepts[i];
+    }
+    p->sum_slot = slot;
+    p->sum_ok = 1;
   }
+  *requests = (double)p->sum_requests;
+  *accepts = (double)p->sum_accepts;
 }
 
 double lr_throttle_formula(double k, double requests, double accepts) {
@@ -120,7 +141,7 @@ int lr_throttle_admits(lr_shared *s, const lr_guards *g, double now, double u) {
   lr_pace *p = &s->pace;
   lock(p);
   double r = refusal(p, g, now);
-  p->requests[bucket(p, g, now)]++;
+  add(p, bucket(p, g, now), 1, 0);
   unlock(p);
   return u >= r;
 }
@@ -130,7 +151,7 @@ void lr_throttle_unrequest(lr_shared *s, const lr_guards *g, double now) {
   lr_pace *p = &s->pace;
   lock(p);
   int i = bucket(p, g, now);
-  if (p->requests[i] > 0) p->requests[i]--;
+  if (p->requests[i] > 0) add(p, i, -1, 0);
   unlock(p);
 }
 
@@ -145,7 +166,7 @@ double lr_throttle_refusal(lr_shared *s, const lr_guards *g, double now) {
 void lr_throttle_record(lr_shared *s, const lr_guards *g, int accepted, double now) {
   if (!(g->throttle_k > 0) || !accepted) return;
   lock(&s->pace);
-  s->pace.accepts[bucket(&s->pace, g, now)]++;
+  add(&s->pace, bucket(&s->pace, g, now), 0, 1);
   unlock(&s->pace);
 }
 
@@ -153,9 +174,7 @@ void lr_throttle_add(lr_shared *s, const lr_guards *g, long long requests, long 
                      double now) {
   if (!(g->throttle_k > 0) || (!requests && !accepts)) return;
   lock(&s->pace);
-  int i = bucket(&s->pace, g, now);
-  s->pace.requests[i] += (long)requests;
-  s->pace.accepts[i] += (long)accepts;
+  add(&s->pace, bucket(&s->pace, g, now), (long)requests, (long)accepts);
   unlock(&s->pace);
 }
 

@@ -161,7 +161,7 @@ static void push_value(reader *r, int depth) {
 }
 
 void lr_callstore_push(lua_State *L, lr_call_data *data) {
-  if (!data->blob) {
+  if (!data || !data->blob) {
     lua_newtable(L);
     return;
   }
@@ -210,7 +210,8 @@ void lr_script_push_call(lua_State *L, lr_script *s) {
 void lr_script_keep_call(lua_State *L, lr_script *s) {
   if (!s->call_made) return;
   lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_call);
-  lr_callstore_save(L, lua_gettop(L), s->cur_ctx->data);
+  lr_call_data *data = lr_attempt_data(s->cur_ctx);    /* made on first use */
+  if (data) lr_callstore_save(L, lua_gettop(L), data); /* else out of memory: kept as was */
   lua_pop(L, 1);
   lua_pushnil(L);
   lua_rawseti(L, LUA_REGISTRYINDEX, s->ref_call);

@@ -111,7 +111,7 @@ static int push_ctx_field(lua_State *L, lr_script *s, int key) {
   case K_ELAPSED: lua_pushnumber(L, ctx->elapsed); return 1;
   case K_HEDGE: lua_pushboolean(L, ctx->hedge); return 1;
   case K_CALL:
-    if (!ctx->data) return 0;
+    if (!ctx->data && !ctx->call) return 0;
     lr_script_push_call(L, s);
     return 1;
   case K_INVOCATION_ID:

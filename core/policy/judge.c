@@ -500,9 +500,11 @@ static luaretry_code judge_prepare(void *ud, const luaretry_request *in, int att
                                    luaretry_request *out, const lr_attempt_ctx *ctx, char *err,
                                    size_t errlen) {
   lr_gen *g = ud;
-  luaretry_code rc = lr_gen_prepare(g, in, attempt, out, &ctx->data->prepared, ctx, err, errlen);
+  lr_call_data *data = lr_attempt_data(ctx); /* made on first use */
+  if (!data) return LUARETRY_E_NOMEM;
+  luaretry_code rc = lr_gen_prepare(g, in, attempt, out, &data->prepared, ctx, err, errlen);
   if (rc != LUARETRY_OK) return rc;
-  return lr_add_policy_headers(&g->rules, attempt, ctx->call, out, &ctx->data->headers);
+  return lr_add_policy_headers(&g->rules, attempt, ctx->call, out, &data->headers);
 }
 
 static luaretry_code judge_is_idempotent(void *ud, const luaretry_request *r, int *yes,

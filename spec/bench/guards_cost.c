@@ -2,14 +2,17 @@
  * instructions (run it under `valgrind --tool=callgrind`, as README.md's
  * "the guards' chain" says) and in CPU time (best of 5 runs).
  *
- *   guards_cost N [guards]
+ *   guards_cost N [guards|off]
  *
  * N decisions through the step API on the virtual clock with
  * policies/http.lua's is_transient (the same 49-byte body), calls of two
  * attempts: a 503, then a 200, so that no guard refuses for good (a
  * success gives the budget back, is an accept to admission, closes the
  * breaker's count).  With `guards`: budget, breaker, admission and a rate
- * limiter that never waits (1e9 a second) are on. */
+ * limiter that never waits (1e9 a second) are on; with `off`, http.lua's
+ * shipped guards (a budget with a reserve, an adaptive rate) are turned
+ * off as `--set budget=none --set rate=none` does; with neither, they are
+ * as shipped (on a virtual instant the budget then refuses the retries). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,11 +38,16 @@ static void set(luaretry_policy *p, const char *name, const char *value) {
 int main(int argc, char **argv) {
   long n = argc > 1 ? atol(argv[1]) : 200000;
   int guards = argc > 2 && strcmp(argv[2], "guards") == 0;
+  int off = argc > 2 && strcmp(argv[2], "off") == 0;
   luaretry_policy *p;
   luaretry_policy_new(&p);
   if (luaretry_policy_load_file(p, "policies/http.lua") != LUARETRY_OK) {
     fprintf(stderr, "%s\n", luaretry_policy_errmsg(p));
     return 1;
+  }
+  if (off) {
+    set(p, "budget", "none");
+    set(p, "rate", "none");
   }
   if (guards) {
     set(p, "budget.max_tokens", "10");
@@ -87,7 +95,10 @@ int main(int argc, char **argv) {
     if (getenv("GUARDS_COST_ONCE")) break; /* callgrind: one run */
   }
   printf("guards_cost: %ld decisions%s: %.1f ns each (best of 5), %ld calls refused or failed\n", n,
-         guards ? " with budget, breaker, admission and rate on" : ", guards off", best, refused);
+         guards ? " with budget, breaker, admission and rate on"
+         : off  ? ", guards off"
+                : ", http.lua's guards as shipped",
+         best, refused);
   luaretry_policy_free(p);
   return 0;
 }
