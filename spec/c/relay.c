@@ -77,10 +77,11 @@ static int read_request(int fd, request *r) {
   }
   size_t head_len = (size_t)(end - r->head) + 4;
   *end = '\0';
-  char *line = strtok(r->head, "\r\n");
+  char *save = NULL; /* strtok_r: one thread per connection */
+  char *line = strtok_r(r->head, "\r\n", &save);
   if (!line || sscanf(line, "%15s %2047s", r->method, r->path) != 2) return -1;
   long length = 0;
-  while ((line = strtok(NULL, "\r\n")) && r->header_count < MAX_HEADERS) {
+  while ((line = strtok_r(NULL, "\r\n", &save)) && r->header_count < MAX_HEADERS) {
     char *colon = strchr(line, ':');
     if (!colon) return -1;
     *colon = '\0';
