@@ -103,8 +103,9 @@ describe("every shipped policy", function()
       local f = assert(io.open(policy(name), "r"))
       local text = f:read("a")
       f:close()
-      -- "seeds/": the team's folder of source notes, never shipped; a policy
-      -- names Google's and Azure's pages by their titles instead
+      -- a shipped policy cites its guidance by the public page's title
+      -- (Google Cloud's "Retry strategy", Azure's "Retry pattern"), never a
+      -- path into notes that are not installed beside it
       assert.is_nil(text:find("seeds/", 1, true), name)
       assert.is_nil(text:find("CONTRACT", 1, true), name)
     end

@@ -180,7 +180,7 @@ void lr_call_stop_final(luaretry_call *c, luaretry_decision *d, const lr_verdict
  * gave when a later guard refuses, record an outcome of a class.  None
  * blocks (a fleet's view may make one bounded round trip, within what is
  * left of the deadline, ended at once by a cancel).  chain.c asks them in
- * ../shared/CONTRACT.md's order, once per attempt, and records each
+ * the order of luaretry-policy(5)'s table, once per attempt, and records each
  * outcome once; no unit calls another (make check-layers holds it).
  * Each unit asks the fleet's view of itself first (lr_remote_ops, the
  * view's answer LR_REMOTE_LOCAL letting the local guard decide) and

@@ -1,5 +1,5 @@
 /* chain.c: one attempt, every guard.  The guards (guard_*.c, one unit
- * each, behind lr_guard_ops) in ../shared/CONTRACT.md's order: max
+ * each, behind lr_guard_ops) in luaretry-policy(5)'s order: max
  * attempts, deadline, breaker, admission, budget (not for a first
  * attempt), hedging's bound (hedges), rate limiter and header pacing.  An
  * attempt of any kind asks them once, in that order; when one refuses,
