@@ -366,8 +366,8 @@ int lr_quota_answer(lr_shared *s, const lr_guards *g, const luaretry_header *hea
 #define LR_REMOTE_LOCAL (-1)
 
 /* THROTTLED: a throttling answer, which costs the fleet what it costs the
- * local guards (lr_guards_throttled): budget.throttle_cost tokens, and an
- * answer to the breaker. */
+ * local guards (lr_guards_throttled): budget.throttle_cost tokens; neutral
+ * to the breaker (neither a failure nor the end of a run of them). */
 typedef enum {
   LR_REMOTE_SUCCESS,
   LR_REMOTE_FAILURE,

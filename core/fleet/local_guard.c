@@ -306,9 +306,12 @@ static void record(void *ud, lr_remote_outcome o, double now) {
     accepted(l, now);
     breaker_answered(l, now);
     return;
-  case LR_REMOTE_THROTTLED: /* an answer, priced budget.throttle_cost */
+  case LR_REMOTE_THROTTLED:
+    /* priced budget.throttle_cost; neutral to the breaker (as Redis's
+     * script and the local guards): it neither ends a run of failures nor
+     * closes a half-open breaker, and its probe's permit stays spent
+     * (renewed after open_seconds, as Redis renews one never reported) */
     add_tokens(l, -atomic_load_explicit(&l->cost_milli, memory_order_relaxed));
-    breaker_answered(l, now);
     return;
   case LR_REMOTE_FAILURE:
     add_tokens(l, -MILLI);

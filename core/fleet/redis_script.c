@@ -38,9 +38,9 @@
  * that counted something.
  *
  * A throttling answer is priced here, throttled * cost_milli, by the cost
- * that cfg makes every process share; that it is an answer (it ends a
- * run of failures, closes a half-open breaker) the batch says through
- * resets and trail, as for any answer.
+ * that cfg makes every process share; it is neutral to the breaker
+ * (decide.c counts it in neither resets nor trail): it neither ends a run
+ * of failures nor closes a half-open breaker.
  *
  * cfg is the guard settings as text: processes that share a key must
  * share them, or one budget would be spent by different rules.  The first

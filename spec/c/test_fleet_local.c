@@ -134,6 +134,43 @@ static void test_rate_window(void) {
   lr_local_free(b);
 }
 
+/* A throttling answer is neutral to the breaker (luaretry-policy(5), as
+ * Redis's script and the local guards): it costs budget.throttle_cost and
+ * neither ends a run of failures nor closes a half-open breaker. */
+static void test_throttled_neutral(void) {
+  lr_fleet_settings s;
+  settings(&s);
+  s.failures = 2, s.probes = 1;
+  char err[600];
+  lr_local *a = NULL;
+  CHECK_EQ_INT(lr_local_new(dir, "neutral", &s, &a, err, sizeof err), LR_FLEET_OK);
+  double now = lr_monotonic_now();
+  ops->record(a, LR_REMOTE_FAILURE, now); /* 503, 429, 503: open */
+  ops->record(a, LR_REMOTE_THROTTLED, now);
+  CHECK_NEAR(ops->tokens(a), 10 - 1 - 1, 1e-9); /* the 429's cost */
+  ops->record(a, LR_REMOTE_FAILURE, now);
+  lr_local_status st;
+  lr_local_status_get(a, &st);
+  CHECK_EQ_INT(st.breaker, LUARETRY_BREAKER_OPEN);
+  CHECK_EQ_INT(st.consecutive_failures, 2);
+  CHECK_EQ_INT(ops->breaker_admits(a, 1, now, 0, NULL), 0);
+  /* half-open: the probe's 429 leaves it half-open, its permit spent */
+  CHECK(ops->breaker_admits(a, 1, now + 61, 0, NULL) > 0);
+  ops->record(a, LR_REMOTE_THROTTLED, now + 61);
+  lr_local_status_get(a, &st);
+  CHECK_EQ_INT(st.breaker, LUARETRY_BREAKER_HALF_OPEN);
+  CHECK_EQ_INT(ops->breaker_admits(a, 1, now + 61, 0, NULL), 0);
+  /* a success closes it, and a 429 after two failures still opens nothing */
+  ops->record(a, LR_REMOTE_SUCCESS, now + 61);
+  ops->record(a, LR_REMOTE_FAILURE, now + 61);
+  ops->record(a, LR_REMOTE_THROTTLED, now + 61);
+  lr_local_status_get(a, &st);
+  CHECK_EQ_INT(st.breaker, LUARETRY_BREAKER_CLOSED);
+  CHECK_EQ_INT(st.consecutive_failures, 1);
+  unlink(st.path);
+  lr_local_free(a);
+}
+
 /* A refused file: the handle answers "local" to every question. */
 static void expect_refused(const char *key, const char *why) {
   char err[600];
@@ -364,6 +401,7 @@ int main(void) {
   if (!CHECK(mkdtemp(dir) != NULL)) return check_done();
   test_shared();
   test_rate_window();
+  test_throttled_neutral();
   test_refused();
   test_keys();
   test_full();

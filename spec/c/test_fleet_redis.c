@@ -310,7 +310,11 @@ static void test_half_open_probes(void) {
   lr_fleet_view_get(b, &v);
   CHECK_EQ_INT(v.syncs, syncs);
   CHECK_EQ_INT(lr_fleet_breaker_admits(b, 0), 1); /* retries go on */
-  lr_fleet_record(a, LR_FLEET_SUCCESS);           /* the probe worked */
+  lr_fleet_record(a, LR_FLEET_THROTTLED);         /* a 429 closes nothing */
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  lr_fleet_view_get(a, &v);
+  CHECK_EQ_INT(v.breaker, 2);
+  lr_fleet_record(a, LR_FLEET_SUCCESS); /* the probe worked */
   CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
   CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
   CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 1); /* closed */
