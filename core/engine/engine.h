@@ -363,7 +363,11 @@ int lr_quota_answer(lr_shared *s, const lr_guards *g, const luaretry_header *hea
  * so they are warm whenever the remote view goes away.  `now` is the
  * call's clock (a simulated fleet runs on it; the real one keeps its own). */
 
-#define LR_REMOTE_LOCAL (-1)
+#define LR_REMOTE_LOCAL  (-1)
+/* breaker_admits: admitted with one of the remote breaker's half-open
+ * permits taken, which permit_give_back hands back when a later guard
+ * refuses the attempt. */
+#define LR_REMOTE_PERMIT 2
 
 /* THROTTLED: a throttling answer, which costs the fleet what it costs the
  * local guards (lr_guards_throttled): budget.throttle_cost tokens; neutral
@@ -381,7 +385,7 @@ typedef struct {
    * probe permit), ending within `left` seconds (0: no deadline) and at
    * once when w is cancelled.  The chain (guard_breaker.c) asks with
    * first_attempt = 1 for every attempt, whatever its kind: in half-open
-   * each takes a permit. */
+   * each takes a permit (LR_REMOTE_PERMIT says one was taken). */
   int (*breaker_admits)(void *ud, int first_attempt, double now, double left, lr_waiter *w);
   /* Counts an outcome.  Never waits. */
   void (*record)(void *ud, lr_remote_outcome o, double now);
@@ -428,6 +432,13 @@ typedef struct {
    * round trip, ending within `left` seconds, 0: no deadline, and at once
    * when w is cancelled).  NULL: the local reserve decides. */
   int (*reserve_take)(void *ud, double now, double left, lr_waiter *w);
+  /* ---- what a later guard's refusal hands back (as the local guards'
+   * lr_throttle_unrequest and lr_breaker_give_back): never waits, no
+   * round trip.  NULL: nothing to hand back. */
+  /* The request throttle_request counted at `now` (its `now`), uncounted. */
+  void (*throttle_unrequest)(void *ud, double now);
+  /* A half-open permit breaker_admits took (LR_REMOTE_PERMIT). */
+  void (*permit_give_back)(void *ud);
 } lr_remote_ops;
 
 typedef struct {

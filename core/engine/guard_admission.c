@@ -46,6 +46,10 @@ static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
 
 static void give_back(luaretry_call *c) {
   lr_throttle_unrequest(c->shared, &c->rules->guards, c->held_at);
+  /* the fleet's count too (held_at is the time it was given: a call that
+   * reaches the fleet runs on the real clock) */
+  if (c->remote && c->remote->ops->throttle_unrequest)
+    c->remote->ops->throttle_unrequest(c->remote->ud, c->held_at);
 }
 
 /* An accept: a success or a final answer (the service took the request). */

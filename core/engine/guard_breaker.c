@@ -19,7 +19,8 @@ static int asks(luaretry_call *c, double now) {
     double d = c->deadline, left = d > 0 ? d - (now - c->start) : 0;
     if (d > 0 && left <= 0) left = 1e-9; /* no time: no round trip (0 is no deadline) */
     int v = c->remote->ops->breaker_admits(c->remote->ud, 1, now, left, &c->waiter);
-    if (v != LR_REMOTE_LOCAL) return c->remote_said = 1, v;
+    if (v == LR_REMOTE_PERMIT) c->held |= 1u << LR_G_BREAKER; /* the fleet's permit */
+    if (v != LR_REMOTE_LOCAL) return c->remote_said = 1, v != 0;
   }
   int permit;
   int v = lr_breaker_permit(c->shared, &r->guards, c->guard_origin + now, &permit);
@@ -58,7 +59,14 @@ static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
   return 1;
 }
 
-static void give_back(luaretry_call *c) { lr_breaker_give_back(c->shared, &c->rules->guards); }
+/* The permit back where it was taken: the fleet's when its view
+ * answered (remote_said), else the policy's. */
+static void give_back(luaretry_call *c) {
+  if (!c->remote_said)
+    lr_breaker_give_back(c->shared, &c->rules->guards);
+  else if (c->remote->ops->permit_give_back)
+    c->remote->ops->permit_give_back(c->remote->ud);
+}
 
 /* A success or an answer closes a half-open breaker and resets the count;
  * a failure counts (and reopens a half-open one); a throttling answer is

@@ -239,7 +239,17 @@ static int reserve_take(void *ud, double now, double left, lr_waiter *w) {
 }
 
 const lr_remote_ops lr_simfleet_ops = {
-  budget_allows_retry, breaker_admits, record,       refresh, tokens, throttle_request,
-  throttle_refusal,    spend,          rate_reserve, NULL, /* the breaker's rate window: each client's own, as with Redis */
+  budget_allows_retry,
+  breaker_admits,
+  record,
+  refresh,
+  tokens,
+  throttle_request,
+  throttle_refusal,
+  spend,
+  rate_reserve,
+  NULL, /* the breaker's rate window: each client's own, as with Redis */
   reserve_take,
+  NULL, /* a request or permit a later guard refused: not modelled (Redis's are handed back) */
+  NULL,
 };

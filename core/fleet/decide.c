@@ -70,7 +70,7 @@ void lr_fleet_spend(lr_fleet *f) {
  * in both for a moment after its reply, never in neither). */
 static void window_now(lr_fleet *f, double *requests, double *accepts) {
   *requests = (double)(atomic_load(&f->fleet_requests) + atomic_load(&f->inflight_requests) +
-                       atomic_load(&f->requests));
+                       atomic_load(&f->requests) - atomic_load(&f->unrequested));
   *accepts = (double)(atomic_load(&f->fleet_accepts) + atomic_load(&f->inflight_accepts) +
                       atomic_load(&f->accepts));
 }
@@ -100,6 +100,16 @@ double lr_fleet_throttle_request(lr_fleet *f) {
   return r;
 }
 
+/* Out of the batch not sent yet; when a sync took it meanwhile, a debt
+ * the next batch pays (sync.c), so the fleet counts it once either way. */
+void lr_fleet_throttle_unrequest(lr_fleet *f) {
+  if (!f || !atomic_load(&f->throttle)) return;
+  long long n = atomic_load_explicit(&f->requests, memory_order_relaxed);
+  while (n > 0)
+    if (atomic_compare_exchange_weak(&f->requests, &n, n - 1)) return;
+  atomic_fetch_add_explicit(&f->unrequested, 1, memory_order_relaxed);
+}
+
 double lr_fleet_round_trip(lr_fleet *f) { return f ? (double)atomic_load(&f->rtt_us) / 1e6 : 0; }
 
 int lr_fleet_budget_allows_retry(lr_fleet *f) {
@@ -114,7 +124,7 @@ int lr_fleet_budget_allows_retry(lr_fleet *f) {
 static int take_permit(lr_fleet *f, int64_t now) {
   long long p = atomic_load(&f->permits);
   while (p > 0)
-    if (atomic_compare_exchange_weak(&f->permits, &p, p - 1)) return 1;
+    if (atomic_compare_exchange_weak(&f->permits, &p, p - 1)) return LR_FLEET_PERMIT;
   long long asked = atomic_load(&f->permit_asked_at);
   if (asked != 0 && now - asked < f->set.sync_ms) return 0;
   atomic_store(&f->permit_asked_at, now);
@@ -137,6 +147,13 @@ int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt) {
    * it half-open): retries go on, a new call needs a permit */
   if (!first_attempt) return 1;
   return take_permit(f, now);
+}
+
+/* Back among this process's permits, for its next call to take (no round
+ * trip: the fleet renews a permit never reported after open_ms anyway);
+ * none once the view is no longer half-open (a sync clears them too). */
+void lr_fleet_permit_give_back(lr_fleet *f) {
+  if (f && atomic_load(&f->state) == 2) atomic_fetch_add(&f->permits, 1);
 }
 
 void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v) {

@@ -223,13 +223,22 @@ void lr_fleet_spend(lr_fleet *f);
 double lr_fleet_throttle_request(lr_fleet *f);
 /* The same probability, nothing counted; LR_FLEET_LOCAL when not fresh. */
 double lr_fleet_throttle_refusal(lr_fleet *f);
+/* A request lr_fleet_throttle_request counted, uncounted (a later guard
+ * refused the attempt): out of the next batch.  Lock-free, no I/O. */
+void lr_fleet_throttle_unrequest(lr_fleet *f);
+
+#define LR_FLEET_PERMIT 2
 
 /* 1: admitted, 0: the fleet's circuit is open, LR_FLEET_LOCAL.  A first
  * attempt while the fleet is half-open needs one of the fleet's probe
- * permits: one the worker brought is taken, else the worker is asked for
- * one (at most once per sync_ms) and the call is refused, as a half-open
- * breaker refuses calls beyond its probes.  Never waits. */
+ * permits: one the worker brought is taken (LR_FLEET_PERMIT: admitted
+ * with it), else the worker is asked for one (at most once per sync_ms)
+ * and the call is refused, as a half-open breaker refuses calls beyond its
+ * probes.  Never waits. */
 int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt);
+/* A permit taken (LR_FLEET_PERMIT) for an attempt a later guard refused:
+ * back for this process's next call.  Lock-free, no I/O. */
+void lr_fleet_permit_give_back(lr_fleet *f);
 
 /* The fleet's rate limiter (lr_remote_ops' rate_reserve, in seconds of
  * CLOCK_MONOTONIC): a slot of this process's lease for an attempt at

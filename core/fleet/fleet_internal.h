@@ -261,6 +261,7 @@ struct lr_fleet {
   /* The batch being gathered: lr_fleet_record adds, a sync takes. */
   atomic_llong spent, earned, trail, resets;
   atomic_llong requests, accepts, throttled;
+  atomic_llong unrequested; /* requests uncounted after their batch went */
 
   /* The last known state of the fleet, written after each sync. */
   atomic_int health, state, fails, probes_left;

@@ -212,9 +212,9 @@ static void breaker_record(void *ud, int failed, int slow, double now) {
 }
 
 /* engine/guard.c's lr_breaker_admits on the shared word.  A retry goes on
- * while half-open; a first attempt takes a permit, and permits that were
- * never told of (a probe cancelled, a process killed) come back after
- * open_seconds. */
+ * while half-open; a first attempt takes a permit (LR_REMOTE_PERMIT: the
+ * chain asks so for every attempt), and permits that were never told of
+ * (a probe cancelled, a process killed) come back after open_seconds. */
 static int breaker_admits(void *ud, int first_attempt, double now, double left, lr_waiter *w) {
   (void)left, (void)w;
   lr_local *l = ud;
@@ -238,8 +238,25 @@ static int breaker_admits(void *ud, int first_attempt, double now, double left, 
     } else {
       return 0;
     }
-    if (atomic_compare_exchange_weak(&m->breaker, &word, next)) return 1;
+    /* here a first attempt always took a permit (a retry only when
+     * open turned half-open, with none taken) */
+    if (atomic_compare_exchange_weak(&m->breaker, &word, next))
+      return first_attempt ? LR_REMOTE_PERMIT : 1;
   }
+}
+
+/* A permit a later guard refused the attempt of: back, while half-open
+ * (never beyond `probes`). */
+static void permit_give_back(void *ud) {
+  lr_local *l = ud;
+  lr_local_file *m = map_of(l, &l->breaker);
+  if (!m) return;
+  uint64_t probes = (uint64_t)atomic_load(&l->probes);
+  unsigned long long w = atomic_load(&m->breaker), next;
+  do {
+    if (state_of(w) != LUARETRY_BREAKER_HALF_OPEN || probes_of(w) >= probes) return;
+    next = pack(LUARETRY_BREAKER_HALF_OPEN, fails_of(w), probes_of(w) + 1, at_of(w));
+  } while (!atomic_compare_exchange_weak(&m->breaker, &w, next));
 }
 
 /* ---- the admission window: ten buckets, each one word of its number
@@ -293,6 +310,21 @@ static double throttle_request(void *ud, double now) {
   uint64_t slot = slot_of(l, now);
   bucket_add(&l->map->requests[slot % LR_LOCAL_BUCKETS], slot);
   return r;
+}
+
+/* A request a later guard refused (throttle_request's `now`): out of
+ * the bucket it went into, unless that bucket has moved on since (it no
+ * longer counts). */
+static void throttle_unrequest(void *ud, double now) {
+  lr_local *l = ud;
+  lr_local_file *m = map_of(l, &l->throttle);
+  if (!m) return;
+  uint64_t slot = slot_of(l, now);
+  atomic_ullong *b = &m->requests[slot % LR_LOCAL_BUCKETS];
+  unsigned long long w = atomic_load_explicit(b, memory_order_relaxed);
+  do {
+    if ((w >> COUNT_BITS) != slot || (w & COUNT_MAX) == 0) return;
+  } while (!atomic_compare_exchange_weak(b, &w, w - 1));
 }
 
 static void record(void *ud, lr_remote_outcome o, double now) {
@@ -356,8 +388,19 @@ static int rate_reserve(void *ud, double now, double at, double latest, double l
 }
 
 const lr_remote_ops lr_local_remote_ops = {
-  budget_allows_retry, breaker_admits, record,       refresh,        tokens,       throttle_request,
-  throttle_refusal,    spend,          rate_reserve, breaker_record, reserve_take,
+  budget_allows_retry,
+  breaker_admits,
+  record,
+  refresh,
+  tokens,
+  throttle_request,
+  throttle_refusal,
+  spend,
+  rate_reserve,
+  breaker_record,
+  reserve_take,
+  throttle_unrequest,
+  permit_give_back,
 };
 
 /* ---- what the file holds now, for the status */

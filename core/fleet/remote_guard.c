@@ -29,8 +29,16 @@ static int64_t limit_of(double left) {
 static int breaker_admits(void *ud, int first_attempt, double now, double left, lr_waiter *w) {
   (void)now, (void)left, (void)w; /* nothing waits */
   int v = lr_fleet_breaker_admits(ud, first_attempt);
-  return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
+  return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v == LR_FLEET_PERMIT ? LR_REMOTE_PERMIT : v;
 }
+
+/* What a later guard refused: out of the batch, back among the permits. */
+static void throttle_unrequest(void *ud, double now) {
+  (void)now;
+  lr_fleet_throttle_unrequest(ud);
+}
+
+static void permit_give_back(void *ud) { lr_fleet_permit_give_back(ud); }
 
 /* Counted at once; sent with the next batch (never waiting): a failure's
  * at once, so that the fleet's counts are back before the retry is asked
@@ -107,7 +115,17 @@ static int reserve_take(void *ud, double now, double left, lr_waiter *w) {
 }
 
 const lr_remote_ops lr_fleet_remote_ops = {
-  budget_allows_retry, breaker_admits, record,       refresh, tokens, throttle_request,
-  throttle_refusal,    spend,          rate_reserve, NULL, /* the breaker's rate window stays each process's */
+  budget_allows_retry,
+  breaker_admits,
+  record,
+  refresh,
+  tokens,
+  throttle_request,
+  throttle_refusal,
+  spend,
+  rate_reserve,
+  NULL, /* the breaker's rate window stays each process's */
   reserve_take,
+  throttle_unrequest,
+  permit_give_back,
 };

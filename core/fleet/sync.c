@@ -23,6 +23,11 @@ static void take_batch(lr_fleet *f, lr_fleet_batch *b) {
   b->resets = atomic_exchange(&f->resets, 0);
   b->trail = atomic_exchange(&f->trail, 0);
   b->requests = atomic_exchange(&f->requests, 0);
+  /* requests uncounted after theirs went: out of this batch's */
+  long long owed = atomic_exchange(&f->unrequested, 0),
+            paid = owed < b->requests ? owed : b->requests;
+  b->requests -= paid;
+  if (owed > paid) atomic_fetch_add(&f->unrequested, owed - paid);
   b->accepts = atomic_exchange(&f->accepts, 0);
   b->throttled = atomic_exchange(&f->throttled, 0);
   b->want = 0;

@@ -3,6 +3,7 @@
  * used; and writers SIGKILLed at random points leave the others going
  * and every count within its bounds. */
 #include <dirent.h>
+#include <stdio.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -67,15 +68,26 @@ static void test_shared(void) {
   ops->record(b, LR_REMOTE_SUCCESS, now);
   CHECK_NEAR(ops->tokens(a), 0.5, 1e-9);
   /* the open period over: half-open, two permits for first attempts */
-  CHECK_EQ_INT(ops->breaker_admits(a, 1, now + 61, 0, NULL), 1);
-  CHECK_EQ_INT(ops->breaker_admits(b, 1, now + 61, 0, NULL), 1);
+  CHECK_EQ_INT(ops->breaker_admits(a, 1, now + 61, 0, NULL), LR_REMOTE_PERMIT);
+  CHECK_EQ_INT(ops->breaker_admits(b, 1, now + 61, 0, NULL), LR_REMOTE_PERMIT);
+  CHECK_EQ_INT(ops->breaker_admits(b, 1, now + 61, 0, NULL), 0);
+  ops->permit_give_back(a); /* a's attempt refused by a later guard */
+  CHECK_EQ_INT(ops->breaker_admits(b, 1, now + 61, 0, NULL), LR_REMOTE_PERMIT);
+  ops->permit_give_back(a), ops->permit_give_back(a), ops->permit_give_back(a);
+  lr_local_status_get(a, &st);
+  CHECK_EQ_INT(st.probes_left, 2); /* never beyond `probes` */
+  CHECK_EQ_INT(ops->breaker_admits(b, 1, now + 61, 0, NULL), LR_REMOTE_PERMIT);
+  CHECK_EQ_INT(ops->breaker_admits(b, 1, now + 61, 0, NULL), LR_REMOTE_PERMIT);
   CHECK_EQ_INT(ops->breaker_admits(b, 1, now + 61, 0, NULL), 0);
   CHECK_EQ_INT(ops->breaker_admits(b, 0, now + 61, 0, NULL), 1); /* a retry goes on */
   ops->record(a, LR_REMOTE_SUCCESS, now + 61);
   CHECK_EQ_INT(ops->breaker_admits(b, 1, now + 61, 0, NULL), 1); /* closed */
   /* the admission window: a's requests, b's accepts */
-  for (int i = 0; i < 30; i++) ops->throttle_request(a, now + 61);
+  for (int i = 0; i < 32; i++) ops->throttle_request(a, now + 61);
+  ops->throttle_unrequest(b, now + 61), ops->throttle_unrequest(a, now + 61); /* refused later */
   ops->record(b, LR_REMOTE_SUCCESS, now + 61);
+  CHECK_NEAR(ops->throttle_refusal(b, now + 61), (30 - 2 * 2) / 31.0, 1e-9);
+  ops->throttle_unrequest(a, now + 122); /* a bucket since moved on: nothing */
   CHECK_NEAR(ops->throttle_refusal(b, now + 61), (30 - 2 * 2) / 31.0, 1e-9);
   /* a window later, all of it is gone */
   CHECK_NEAR(ops->throttle_refusal(b, now + 122), 0, 1e-9);
@@ -125,7 +137,7 @@ static void test_rate_window(void) {
   CHECK_EQ_INT(ops->breaker_admits(b, 1, now, 0, NULL), 0);
   /* half-open, a probe's success closes it: the window starts afresh, so
    * one more failure does not reopen it */
-  CHECK_EQ_INT(ops->breaker_admits(b, 1, now + 61, 0, NULL), 1);
+  CHECK_EQ_INT(ops->breaker_admits(b, 1, now + 61, 0, NULL), LR_REMOTE_PERMIT);
   ops->record(b, LR_REMOTE_SUCCESS, now + 61);
   ops->breaker_record(a, 1, 0, now + 61);
   CHECK_EQ_INT(ops->breaker_admits(a, 1, now + 61, 0, NULL), 1);
@@ -169,6 +181,97 @@ static void test_throttled_neutral(void) {
   CHECK_EQ_INT(st.consecutive_failures, 1);
   unlink(st.path);
   lr_local_free(a);
+}
+
+/* ---- what a later guard refuses is handed back to the store too, through
+ * a policy's calls (the public step API, the real clock) */
+
+static luaretry_policy *store_policy(const char *src, const char *key) {
+  luaretry_policy *p = NULL;
+  luaretry_policy_new(&p);
+  CHECK_CODE(luaretry_policy_set(p, "fleet.local", dir), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_set(p, "fleet.key", key), LUARETRY_OK);
+  if (!CHECK_CODE(luaretry_policy_load_string(p, "=giveback", src), LUARETRY_OK))
+    fprintf(stderr, "%s\n", luaretry_policy_errmsg(p));
+  return p;
+}
+
+/* One call: its first attempt answered `status`; the decision after it. */
+static luaretry_decision one_call(luaretry_policy *p, int status) {
+  luaretry_call *c = NULL;
+  luaretry_decision d;
+  memset(&d, 0, sizeof d);
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  if (d.retry) {
+    luaretry_outcome o;
+    luaretry_outcome_init(&o);
+    o.status = status;
+    CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
+  }
+  luaretry_call_free(c);
+  return d;
+}
+
+/* The store's file of `key`, mapped by a handle of its own. */
+static lr_local *peek(const char *key) {
+  char err[600];
+  lr_local *l = open_store(key, err, sizeof err);
+  CHECK(l && l->map);
+  return l;
+}
+
+static double window_requests(lr_local *l) {
+  double n = 0;
+  for (int i = 0; l->map && i < LR_LOCAL_BUCKETS; i++)
+    n += (double)(atomic_load(&l->map->requests[i]) & 0xffffff);
+  return n;
+}
+
+/* Admission counts a retry when it is asked about; the budget then
+ * refuses it: uncounted in the store as in the process (20 successes, 5
+ * failures whose retries the budget refuses: 25 requests, not 30). */
+static void test_request_given_back(void) {
+  luaretry_policy *p = store_policy(
+    "max_attempts = 3\ndeadline = 30\nattempt_timeout = 5\n"
+    "budget = { max_tokens = 2, token_ratio = 0.001 }\n"
+    "admission = { k = 1000, window = 60 }\n",
+    "unrequest");
+  for (int i = 0; i < 20; i++) CHECK_EQ_INT(one_call(p, 200).retry, 0);
+  for (int i = 0; i < 5; i++) CHECK_EQ_INT(one_call(p, 503).reason, LUARETRY_REASON_BUDGET);
+  lr_local *l = peek("unrequest");
+  CHECK_NEAR(window_requests(l), 25, 1e-9);
+  lr_local_status st;
+  lr_local_status_get(l, &st);
+  unlink(st.path);
+  lr_local_free(l);
+  luaretry_policy_free(p);
+}
+
+/* A half-open permit taken from the store for a call the rate limiter
+ * then refuses goes back to the store: the next call gets it (it was
+ * refused circuit_open until the open period passed again). */
+static void test_permit_given_back(void) {
+  luaretry_policy *p = store_policy(
+    "max_attempts = 2\ndeadline = 5\nattempt_timeout = 2\n"
+    "breaker = { failures = 1, open_seconds = 1, probes = 1 }\n"
+    "rate = { limit = 0.1, burst = 1 }\n",
+    "permit");
+  /* its token taken (the next comes in 10 s, past any deadline), its
+   * failure opens the breaker, which refuses its retry and the next call */
+  CHECK_EQ_INT(one_call(p, 503).reason, LUARETRY_REASON_CIRCUIT_OPEN);
+  CHECK_EQ_INT(one_call(p, 503).reason, LUARETRY_REASON_CIRCUIT_OPEN);
+  nanosleep(&(struct timespec){ 1, 100 * 1000 * 1000 }, NULL); /* half-open */
+  for (int i = 0; i < 3; i++) /* each takes the one permit, and hands it back */
+    CHECK_EQ_INT(one_call(p, 503).reason, LUARETRY_REASON_RATE_LIMIT);
+  lr_local *l = peek("permit");
+  lr_local_status st;
+  lr_local_status_get(l, &st);
+  CHECK_EQ_INT(st.breaker, LUARETRY_BREAKER_HALF_OPEN);
+  CHECK_EQ_INT(st.probes_left, 1);
+  unlink(st.path);
+  lr_local_free(l);
+  luaretry_policy_free(p);
 }
 
 /* A refused file: the handle answers "local" to every question. */
@@ -402,6 +505,8 @@ int main(void) {
   test_shared();
   test_rate_window();
   test_throttled_neutral();
+  test_request_given_back();
+  test_permit_given_back();
   test_refused();
   test_keys();
   test_full();

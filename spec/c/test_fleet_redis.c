@@ -174,6 +174,33 @@ static void test_throttle_shared(void) {
   lr_fleet_free(b);
 }
 
+/* A request a later guard refused is uncounted: out of the batch not
+ * sent yet, or (its batch gone) out of the next one. */
+static void test_throttle_unrequest(void) {
+  lr_fleet_settings s = test_settings();
+  s.throttle = 1, s.throttle_k = 2, s.throttle_window = 60;
+  lr_fleet *a = handle(URL, "unrequest", "host-a:1", s, NULL);
+  lr_fleet *b = handle(URL, "unrequest", "host-b:2", s, NULL);
+  reset(a);
+  for (int i = 0; i < 3; i++) lr_fleet_throttle_request(a);
+  lr_fleet_throttle_unrequest(a);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
+  lr_fleet_view v;
+  lr_fleet_view_get(b, &v);
+  CHECK_EQ_DBL(v.requests, 2);
+  lr_fleet_throttle_unrequest(a); /* its batch went */
+  lr_fleet_view_get(a, &v);
+  CHECK_EQ_DBL(v.requests, 1);
+  lr_fleet_throttle_request(a), lr_fleet_throttle_request(a);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
+  lr_fleet_view_get(b, &v);
+  CHECK_EQ_DBL(v.requests, 3);
+  lr_fleet_free(a);
+  lr_fleet_free(b);
+}
+
 /* A throttling answer costs throttle_cost tokens and is neutral to the
  * breaker, as locally: it does not end a run of failures (the four around
  * it open the breaker of 3); a spend (the fleet's op, which the engine no
@@ -300,8 +327,10 @@ static void test_half_open_probes(void) {
   CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
   CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 0);
   redis_sleep_ms(350);
-  CHECK_EQ_INT(admits_after_ask(a), 1); /* the fleet's one permit */
-  CHECK_EQ_INT(admits_after_ask(b), 0); /* none left */
+  CHECK_EQ_INT(admits_after_ask(a), LR_FLEET_PERMIT); /* the fleet's one permit */
+  lr_fleet_permit_give_back(a);                       /* its attempt refused by a later guard: */
+  CHECK_EQ_INT(lr_fleet_breaker_admits(a, 1), LR_FLEET_PERMIT); /* back, no round trip */
+  CHECK_EQ_INT(admits_after_ask(b), 0);                         /* none left */
   lr_fleet_view v;
   lr_fleet_view_get(b, &v);
   long long syncs = v.syncs;
@@ -321,12 +350,12 @@ static void test_half_open_probes(void) {
   /* a probe that never reports: its permit is renewed after open_seconds */
   fail_and_sync(a, 1);
   redis_sleep_ms(350);
-  CHECK_EQ_INT(admits_after_ask(a), 1);
+  CHECK_EQ_INT(admits_after_ask(a), LR_FLEET_PERMIT);
   redis_sleep_ms(100);
   CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK); /* as a call's maybe_sync would */
   CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 0);
   redis_sleep_ms(300);
-  CHECK_EQ_INT(admits_after_ask(b), 1);
+  CHECK_EQ_INT(admits_after_ask(b), LR_FLEET_PERMIT);
   /* a probe's failure opens it again */
   fail_and_sync(b, 1);
   CHECK_EQ_INT(lr_fleet_breaker_admits(b, 1), 0);
@@ -726,6 +755,7 @@ int main(void) {
   test_budget_shared();
   test_batched_outcomes();
   test_throttle_shared();
+  test_throttle_unrequest();
   test_throttled_and_spent();
   test_breaker_seen_within_sync();
   test_half_open_probes();
