@@ -145,4 +145,44 @@ describe("the fleet on a Redis Cluster", function ()
     assert.matches("budget: 988%.000 of 1000 tokens", st.stdout)
     assert.matches("processes that synced in the last minute: 4\n", st.stdout)
   end)
+
+  it("asks the budget's reserve where the slot lives now (MOVED after the process's sync)", function ()
+    local key = "reserve-" .. (proc.now() * 1000 // 1)
+    local k = "luaretry:{" .. key .. "}"
+    local slot = tonumber(cli(nodes[1].port, "CLUSTER", "KEYSLOT", k))
+    local src = owner(slot)
+    local dst = src % 3 + 1
+    -- a retry the fleet's tokens refuse (1 of 2 left) goes to its wait,
+    -- then asks the fleet's reserve: one round trip, on the connection the
+    -- process's syncs left to src
+    local pol = dir .. "/reserve.lua"
+    proc.writefile(pol, table.concat({
+      'name = "cluster-reserve"', "max_attempts = 2", "deadline = 20", "attempt_timeout = 2",
+      'backoff = { initial = 2, max = 2, jitter = "none" }',
+      "budget = { max_tokens = 2, token_ratio = 0.1, reserve = 1 }", "fleet = { sync = 10000 }" }, "\n"))
+    srv:reset()
+    local jobdir = proc.tmpdir()
+    local job = proc.spawn({ "run", pol, srv.base .. "/503", "--redis",
+                             "redis://127.0.0.1:" .. nodes[src].port .. "/0",
+                             "--set", "fleet.key=" .. key }, jobdir)
+    finally(function () job:stop(); proc.rmtree(jobdir) end)
+    -- its failure synced to src: stopped in its wait, the slot moves to dst
+    assert.truthy(proc.wait_for(function ()
+      return cli(nodes[src].port, "HGET", k, "tokens") == "1000"
+    end, 10), job:stderr())
+    job:signal("STOP")
+    assert.are.equal(1, #srv:requests_on("/503"))
+    assert.are.equal("OK", cli(nodes[dst].port, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src]))
+    assert.are.equal("OK", cli(nodes[src].port, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dst]))
+    assert.are.equal("OK", cli(nodes[src].port, "MIGRATE", "127.0.0.1", nodes[dst].port, "", 0,
+                               5000, "KEYS", k, k .. ":procs"))
+    for i = 1, 3 do cli(nodes[i].port, "CLUSTER", "SETSLOT", slot, "NODE", ids[dst]) end
+    job:signal("CONT")
+    local code = job:wait(30)
+    assert.are.equal(4, code, job:stderr()) -- both attempts made: the reserve let the retry go
+    assert.are.equal(2, #srv:requests_on("/503"))
+    -- MOVED followed (no refusal said), the reserve taken on dst
+    assert.are.equal(0, count(job:stderr(), LOST), job:stderr())
+    assert.are.equal("1", cli(nodes[dst].port, "HEXISTS", k, "rtat"))
+  end)
 end)

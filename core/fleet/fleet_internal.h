@@ -277,6 +277,7 @@ struct lr_fleet {
   pthread_mutex_t io;
   lr_redis_conn conn;
   lr_fleet_script script;
+  char reserve_sha[41]; /* reserve.c's script ("": not known yet) */
   int64_t last_sent_at;
   int64_t next_connect_at, backoff_ms;
   uint64_t rng;

@@ -27,6 +27,76 @@ static const char RESERVE_SCRIPT[] =
   "redis.call('HSET', KEYS[1], 'rtat', string.format('%.17g', tat + interval))\n"
   "return 1\n";
 
+static int is_noscript(const redisReply *r) {
+  return r->type == REDIS_REPLY_ERROR && r->str && strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+/* Queues the script: EVALSHA, or (its SHA not known yet, or forgotten)
+ * SCRIPT LOAD then EVAL in the same round trip, as redis_rate.c does.
+ * *replies: how many to read. */
+static lr_fleet_code append(lr_fleet *f, const char *interval, const char *span, int *replies) {
+  int eval = !f->reserve_sha[0];
+  *replies = eval ? 2 : 1;
+  if (eval) {
+    const char *load[3] = { "SCRIPT", "LOAD", RESERVE_SCRIPT };
+    lr_fleet_code rc = lr_conn_append(&f->conn, 3, load, NULL);
+    if (rc != LR_FLEET_OK) return rc;
+  }
+  const char *argv[6] = {
+    eval ? "EVAL" : "EVALSHA", eval ? RESERVE_SCRIPT : f->reserve_sha, "1", f->key, interval, span
+  };
+  return lr_conn_append(&f->conn, 6, argv, NULL);
+}
+
+/* One round trip, by `deadline`: the script's reply in *out (the
+ * caller's to free), its SHA learnt on the way; on NOSCRIPT (a server that
+ * forgot it: a restart, a failover, another cluster node) once more. */
+static lr_fleet_code run_script(lr_fleet *f, const char *interval, const char *span,
+                                int64_t deadline, redisReply **out, char *err, size_t errlen) {
+  *out = NULL;
+  for (int round = 0; round < 2; round++) {
+    int replies = 0;
+    lr_fleet_code rc = append(f, interval, span, &replies);
+    redisReply *r = NULL;
+    for (int k = 0; rc == LR_FLEET_OK && k < replies; k++) {
+      if (r) freeReplyObject(r);
+      r = NULL;
+      rc = lr_conn_read(&f->conn, deadline, &r, err, errlen);
+      if (rc == LR_FLEET_OK && k + 1 < replies && r->type == REDIS_REPLY_STRING && r->len == 40) {
+        memcpy(f->reserve_sha, r->str, 40); /* SCRIPT LOAD's */
+        f->reserve_sha[40] = '\0';
+      }
+    }
+    if (rc != LR_FLEET_OK) {
+      if (r) freeReplyObject(r);
+      return rc;
+    }
+    if (!is_noscript(r) || replies != 1) {
+      *out = r;
+      return LR_FLEET_OK;
+    }
+    f->reserve_sha[0] = '\0';
+    freeReplyObject(r);
+  }
+  lr_fmt(err, errlen, "the reserve script: NOSCRIPT right after SCRIPT LOAD");
+  return LR_FLEET_E_PROTOCOL;
+}
+
+/* The script's reply as a grant: OK and *granted, or why not in err. */
+static lr_fleet_code granted_of(lr_fleet *f, const redisReply *r, long long *granted, char *err,
+                                size_t errlen) {
+  if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && r->integer <= 1) {
+    *granted = r->integer;
+    return LR_FLEET_OK;
+  }
+  if (r->type == REDIS_REPLY_ERROR) {
+    lr_reply_quote(&f->url, r, err, errlen);
+    return lr_conn_error_code(r);
+  }
+  lr_fmt(err, errlen, "the reserve script's reply is not 0 or 1 (type %d)", r->type);
+  return LR_FLEET_E_PROTOCOL;
+}
+
 static lr_fleet_code ask_locked(lr_fleet *f, double reserve, int64_t limit_ms, lr_waiter *w,
                                 long long *granted) {
   char err[300] = "", num[2][32];
@@ -35,20 +105,25 @@ static lr_fleet_code ask_locked(lr_fleet *f, double reserve, int64_t limit_ms, l
   lr_fleet_code rc = lr_fleet_connect_locked(f, 0, &deadline, err, sizeof err);
   lr_fmt(num[0], sizeof num[0], "%.17g", 1000 / reserve);
   lr_fmt(num[1], sizeof num[1], "%.17g", LR_RESERVE_SPAN * 1000);
-  const char *argv[6] = { "EVAL", RESERVE_SCRIPT, "1", f->key, num[0], num[1] };
-  if (rc == LR_FLEET_OK) rc = lr_conn_append(&f->conn, 6, argv, NULL);
   redisReply *r = NULL;
-  if (rc == LR_FLEET_OK) rc = lr_conn_read(&f->conn, deadline, &r, err, sizeof err);
-  if (rc == LR_FLEET_OK && (r->type != REDIS_REPLY_INTEGER || r->integer < 0 || r->integer > 1)) {
-    if (r->type == REDIS_REPLY_ERROR) {
-      rc = lr_conn_error_code(r);
-      lr_reply_quote(&f->url, r, err, sizeof err);
-    } else {
-      rc = LR_FLEET_E_PROTOCOL;
-      lr_fmt(err, sizeof err, "the reserve script's reply is not 0 or 1 (type %d)", r->type);
+  if (rc == LR_FLEET_OK) rc = run_script(f, num[0], num[1], deadline, &r, err, sizeof err);
+  if (rc == LR_FLEET_OK) rc = granted_of(f, r, granted, err, sizeof err);
+  /* a cluster's MOVED or ASK (redis_cluster.c): nothing was taken; again,
+   * there, as sync.c does */
+  for (int redirects = 0; rc != LR_FLEET_OK && lr_cluster_again(&f->conn, &redirects);) {
+    if (r) freeReplyObject(r), r = NULL;
+    lr_conn_close(&f->conn);
+    deadline = limit_ms;
+    rc = lr_fleet_connect_locked(f, 1, &deadline, err, sizeof err);
+    if (rc != LR_FLEET_OK) {
+      lr_cluster_done(&f->conn);
+      f->conn.cancel = NULL;
+      return rc; /* said and counted by the connect */
     }
+    rc = run_script(f, num[0], num[1], deadline, &r, err, sizeof err);
+    if (rc == LR_FLEET_OK) rc = granted_of(f, r, granted, err, sizeof err);
   }
-  if (rc == LR_FLEET_OK) *granted = r->integer;
+  lr_cluster_done(&f->conn);
   if (r) freeReplyObject(r);
   f->conn.cancel = NULL;
   if (rc != LR_FLEET_OK)

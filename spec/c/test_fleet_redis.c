@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "fleet.h"
+#include "fleet_internal.h" /* lr_fleet_reserve_take */
 #include "check.h"
 #include "redis_helper.h"
 
@@ -413,6 +414,41 @@ static void test_script_flush(void) {
   lr_fleet_free(a);
 }
 
+/* The calls of one command so far (INFO commandstats), or -1. */
+static long long command_calls(const char *name) {
+  redisReply *r = redis_cmd(&SRV, "INFO commandstats");
+  char field[64];
+  snprintf(field, sizeof field, "cmdstat_%s:calls=", name);
+  const char *at = r && r->str ? strstr(r->str, field) : NULL;
+  long long n = at ? atoll(at + strlen(field)) : r ? 0 : -1;
+  if (r) freeReplyObject(r);
+  return n;
+}
+
+/* The budget's reserve goes by EVALSHA once its SHA is known (SCRIPT LOAD
+ * and EVAL in the first round trip), and by EVAL again after NOSCRIPT. */
+static void test_reserve_script(void) {
+  lr_fleet_settings s = test_settings();
+  s.reserve = 2;
+  lr_fleet *a = handle(URL, "reserve", "host-a:1", s, NULL);
+  reset(a);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_fleet_reserve_take(a, 0, NULL), 1); /* SCRIPT LOAD, EVAL */
+  long long eval = command_calls("eval"), evalsha = command_calls("evalsha");
+  for (int i = 0; i < 3; i++) CHECK_EQ_INT(lr_fleet_reserve_take(a, 0, NULL), 1);
+  CHECK_EQ_INT(command_calls("eval"), eval);
+  CHECK_EQ_INT(command_calls("evalsha"), evalsha + 3);
+  flush_scripts();
+  CHECK_EQ_INT(lr_fleet_reserve_take(a, 0, NULL), 1); /* NOSCRIPT: once more, by EVAL */
+  CHECK_EQ_INT(command_calls("eval"), eval + 1);
+  CHECK_EQ_INT(lr_fleet_reserve_take(a, 0, NULL), 1);
+  CHECK_EQ_INT(command_calls("evalsha"), evalsha + 5);
+  lr_fleet_view v;
+  lr_fleet_view_get(a, &v);
+  CHECK_EQ_INT(v.health, LR_FLEET_HEALTHY);
+  lr_fleet_free(a);
+}
+
 static void test_status_and_reset(void) {
   lr_fleet *a = handle(URL, "status", "host-a:1", test_settings(), NULL);
   lr_fleet *b = handle(UNIX_URL, "status", "host-b:2", test_settings(), NULL);
@@ -760,6 +796,7 @@ int main(void) {
   test_breaker_seen_within_sync();
   test_half_open_probes();
   test_script_flush();
+  test_reserve_script();
   test_status_and_reset();
   test_database();
   test_threads();
