@@ -73,7 +73,13 @@ static int folder(lr_local *l, const char *dir, char *out, size_t size) {
   return check_dir(l, out);
 }
 
+/* Version 1 grew within its padding (the reserve's word, the settings'):
+ * a file of an older build has this size, those words 0. */
+_Static_assert(sizeof(lr_local_file) == 896, "the store's layout changed: bump LR_LOCAL_VERSION");
+
 void lr_local_file_clear(lr_local_file *m) {
+  atomic_store(&m->cfg_hash, 0); /* any process's settings may take it */
+  atomic_store(&m->cfg_seen, 0);
   atomic_store(&m->tokens, -1);
   atomic_store(&m->breaker, 0);
   for (int i = 0; i < LR_LOCAL_BUCKETS; i++) {

@@ -44,10 +44,18 @@ __attribute__((noinline)) static void say_refused(lr_local *l) {
   l->log(l->log_ud, line);
 }
 
+/* The file, when this guard is on and the store is usable with this
+ * process's settings (local_handle.c: one load and compare, unless they
+ * differ). */
 static lr_local_file *map_of(lr_local *l, atomic_int *guard) {
   if (!l || !atomic_load_explicit(guard, memory_order_relaxed)) return NULL;
-  if (!l->map) say_refused(l);
-  return l->map;
+  lr_local_file *m = l->map;
+  if (!m) return say_refused(l), NULL;
+  if (atomic_load_explicit(&m->cfg_hash, memory_order_relaxed) !=
+      atomic_load_explicit(&l->cfg_hash, memory_order_relaxed))
+    return lr_local_settings_claim(l) ? m : NULL;
+  if (atomic_load_explicit(&l->cfg_said, memory_order_relaxed)) lr_local_settings_back(l);
+  return m;
 }
 
 /* ---- the budget */
@@ -330,6 +338,7 @@ static void throttle_unrequest(void *ud, double now) {
 static void record(void *ud, lr_remote_outcome o, double now) {
   lr_local *l = ud;
   if (!l->map) return;
+  lr_local_settings_seen(l); /* its settings' owner is alive */
   switch (o) {
   case LR_REMOTE_SUCCESS:
     add_tokens(l, atomic_load_explicit(&l->ratio_milli, memory_order_relaxed));

@@ -19,7 +19,15 @@
  * folder that others may write to, and a file system with no room for
  * it.  Refused, the handle answers LR_REMOTE_LOCAL to every question (the
  * local guards decide) and the log hears why, once, at the first question
- * (a host sets its log after the load that opens the store). */
+ * (a host sets its log after the load that opens the store).
+ *
+ * The processes that share a store share its guard settings, as Redis's
+ * script makes them (redis_script.c's cfg): the file holds a hash of the
+ * settings, and the process that last used them and when.  A process
+ * whose settings differ is refused the same way (LR_REMOTE_LOCAL, said
+ * once, and once more when the store is its again) until no process with
+ * the store's settings has used it for LR_LOCAL_SETTINGS_S seconds, unless
+ * it was the last to use it (a reload): then its settings take over. */
 #ifndef LUARETRY_LOCAL_STORE_H
 #define LUARETRY_LOCAL_STORE_H
 
@@ -43,18 +51,34 @@ void lr_local_free(lr_local *l); /* NULL is fine */
 /* New guard numbers (a reload): the shared counts go on. */
 void lr_local_configure(lr_local *l, const lr_fleet_settings *s);
 
+#define LR_LOCAL_SETTINGS_S 60 /* other settings' hold on a store (Redis's minute) */
+
+/* ---- local_handle.c, for local_guard.c: the store's settings */
+
+/* The store's settings made this process's when they may be (none yet,
+ * its own last use, or another's older than LR_LOCAL_SETTINGS_S): 1;
+ * else 0, said once.  Called when the hashes differ. */
+int lr_local_settings_claim(lr_local *l);
+/* The store usable again after a refusal was said: said too. */
+void lr_local_settings_back(lr_local *l);
+/* This process uses the store's settings now: noted at most once a
+ * second (one word written). */
+void lr_local_settings_seen(lr_local *l);
+
 extern const lr_remote_ops lr_local_remote_ops;
 
 typedef struct {
   int usable;                /* the file is open and ours */
   double tokens, max_tokens; /* max_tokens: this process's */
   int breaker, consecutive_failures, probes_left;
-  double opened_ago;            /* seconds since it opened (or went half-open); -1: never */
-  double requests, accepts;     /* the admission window, */
-  double window_seconds;        /* its length (0: no throttle) */
-  double rate_limit;            /* per second (0: no shared rate) */
-  double rate_ahead;            /* slots handed out up to this many seconds ahead */
-  char path[4200], detail[600]; /* the file; why it is refused ("" when usable) */
+  double opened_ago;        /* seconds since it opened (or went half-open); -1: never */
+  double requests, accepts; /* the admission window, */
+  double window_seconds;    /* its length (0: no throttle) */
+  double rate_limit;        /* per second (0: no shared rate) */
+  double rate_ahead;        /* slots handed out up to this many seconds ahead */
+  /* the file; why it is refused ("" when usable), or why this process's
+   * settings are not the store's (usable, the counts shown: others' ) */
+  char path[4200], detail[600];
 } lr_local_status;
 
 void lr_local_status_get(lr_local *l, lr_local_status *st);
@@ -79,7 +103,11 @@ typedef struct {
   uint64_t magic;
   uint32_t version, size; /* LR_LOCAL_VERSION, sizeof (lr_local_file) */
   uint64_t key_hash[2];
-  char key[200];                    /* the key's start, for people looking at the file */
+  char key[200]; /* the key's start, for people looking at the file */
+  /* the guard settings' hash (0: none yet; local_handle.c), in the
+   * padding of this read-mostly line: a file of version 1 without it has
+   * the size and 0 */
+  atomic_ullong cfg_hash;
   _Alignas(64) atomic_llong tokens; /* milli-tokens; < 0: full (a new or reset store) */
   atomic_ullong breaker;            /* local_guard.c's packing */
   _Alignas(64) atomic_ullong requests[LR_LOCAL_BUCKETS], accepts[LR_LOCAL_BUCKETS];
@@ -93,6 +121,9 @@ typedef struct {
    * of the first outcome since the breaker last opened or closed) */
   _Alignas(64) atomic_ullong outcomes, window_from;
   atomic_ullong blocks[LR_LOCAL_BLOCKS];
+  /* who last used the settings of cfg_hash, and when: pid << 32 | seconds
+   * of CLOCK_MONOTONIC (in the padding after the blocks: the size unchanged) */
+  atomic_ullong cfg_seen;
 } lr_local_file;
 
 struct lr_local {
@@ -109,6 +140,12 @@ struct lr_local {
   lr_fleet_log_fn log; /* the refusal told once, at the first question */
   void *log_ud;
   atomic_int said;
+  /* the guard settings as text (a reload rewrites it: read for messages
+   * only) and their hash; cfg_said: other settings' refusal said */
+  char cfg[400];
+  atomic_ullong cfg_hash;
+  atomic_int cfg_said;
+  atomic_uint seen_s; /* when this process last wrote cfg_seen */
 };
 
 /* Maps the file of `key` under `dir` into l->map, or says why not in

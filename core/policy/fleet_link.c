@@ -200,7 +200,7 @@ luaretry_guards_scope lr_fleet_link_scope(struct lr_fleet_link *l, double *token
   if (l->local) {
     lr_local_status st;
     lr_local_status_get(l->local, &st);
-    if (!st.usable) return LUARETRY_GUARDS_FALLBACK;
+    if (!st.usable || st.detail[0]) return LUARETRY_GUARDS_FALLBACK; /* refused, or its settings */
     *tokens = st.tokens;
     *breaker = (luaretry_breaker_state)st.breaker;
     return LUARETRY_GUARDS_FLEET;

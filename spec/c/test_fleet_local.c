@@ -183,6 +183,112 @@ static void test_throttled_neutral(void) {
   lr_local_free(a);
 }
 
+/* ---- processes with other guard settings (a rolling update) */
+
+static struct {
+  int n;
+  char line[3][1200];
+} heard;
+
+static void on_log(void *ud, const char *line) {
+  (void)ud;
+  if (heard.n < 3) lr_strlcpy(heard.line[heard.n], line, sizeof heard.line[0]);
+  heard.n++;
+}
+
+static lr_local *with_tokens(double max_tokens) {
+  lr_fleet_settings s;
+  settings(&s);
+  s.max_tokens = max_tokens;
+  s.log = on_log;
+  char err[600];
+  lr_local *l = NULL;
+  CHECK_EQ_INT(lr_local_new(dir, "settings", &s, &l, err, sizeof err), LR_FLEET_OK);
+  return l;
+}
+
+/* In a child: what fn says of a handle with max_tokens 10 (its exit). */
+static int in_child(int (*fn)(lr_local *l)) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    lr_local *l = with_tokens(10);
+    int ok = fn(l);
+    lr_local_free(l);
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) == 0 : 0;
+}
+
+static int three_failures(lr_local *l) {
+  for (int i = 0; i < 3; i++) ops->record(l, LR_REMOTE_FAILURE, lr_monotonic_now());
+  return ops->budget_allows_retry(l, 0) == 1; /* 7 of 10 */
+}
+
+/* A reload to max_tokens 1000 by the process that used the store last. */
+static int reload(lr_local *l) {
+  double now = lr_monotonic_now();
+  ops->record(l, LR_REMOTE_SUCCESS, now);
+  lr_fleet_settings s;
+  settings(&s);
+  s.max_tokens = 1000;
+  lr_local_configure(l, &s);
+  return ops->budget_allows_retry(l, now) == 0; /* 7.5 of 1000: the store's */
+}
+
+/* As Redis refuses a process whose settings differ (LUARETRY_SETTINGS), the
+ * store: a process with max_tokens 1000 decides with its local guards, said
+ * once, while the store is the settings of one with 10 (it clamped the
+ * count to 10: the other would refuse every retry). */
+static void test_settings_differ(void) {
+  heard.n = 0;
+  CHECK(in_child(three_failures));
+  lr_local *b = with_tokens(1000);
+  double now = lr_monotonic_now();
+  CHECK_EQ_INT(ops->budget_allows_retry(b, now), LR_REMOTE_LOCAL);
+  CHECK_EQ_INT(ops->breaker_admits(b, 1, now, 0, NULL), LR_REMOTE_LOCAL);
+  CHECK(ops->throttle_request(b, now) == LR_REMOTE_LOCAL);
+  ops->record(b, LR_REMOTE_FAILURE, now); /* not counted in the store */
+  CHECK_EQ_INT(heard.n, 1);
+  CHECK_CONTAINS(heard.line[0], "fleet guards (local): ");
+  CHECK_CONTAINS(heard.line[0], ": the key is shared with other settings (theirs: process ");
+  CHECK_CONTAINS(heard.line[0], "'s, used 0 s ago; ours: budget=1 max_tokens=1000.000 ");
+  CHECK_CONTAINS(
+    heard.line[0],
+    "give this policy a fleet.key of its own, or reset the fleet; local guards decide");
+  lr_local_status st;
+  lr_local_status_get(b, &st);
+  CHECK(st.usable);
+  CHECK_CONTAINS(st.detail, "the key is shared with other settings");
+  /* the store's settings, in another handle: used, the count 7 of 10 */
+  lr_local *c = with_tokens(10);
+  CHECK_EQ_INT(ops->budget_allows_retry(c, now), 1);
+  CHECK_NEAR(ops->tokens(c), 7, 1e-9);
+  lr_local_free(c);
+  /* the process that used it last reloads with 1000: its settings take it */
+  CHECK(in_child(reload));
+  CHECK_EQ_INT(ops->budget_allows_retry(b, now), 0); /* 7.5 of 1000 */
+  CHECK_EQ_INT(heard.n, 2);
+  CHECK_CONTAINS(heard.line[1], ": back, machine-wide again");
+  /* now 10 is refused, until the other settings go unused for a minute */
+  c = with_tokens(10);
+  CHECK_EQ_INT(ops->budget_allows_retry(c, now), LR_REMOTE_LOCAL);
+  uint64_t seen = atomic_load(&c->map->cfg_seen);
+  atomic_store(&c->map->cfg_seen,
+               (seen & ~0xffffffffull) | (uint32_t)(lr_monotonic_coarse_ms() / 1000 - 61));
+  CHECK_EQ_INT(ops->budget_allows_retry(c, now), 1); /* 7.5 of 10 */
+  /* a reset: any settings may take the store */
+  char err[600];
+  CHECK_EQ_INT(lr_local_reset(c, err, sizeof err), LR_FLEET_OK);
+  CHECK_EQ_INT(ops->budget_allows_retry(b, now), 1);
+  CHECK_NEAR(ops->tokens(b), 1000, 1e-9);
+  lr_local_status_get(b, &st);
+  unlink(st.path);
+  lr_local_free(c);
+  lr_local_free(b);
+}
+
 /* ---- what a later guard refuses is handed back to the store too, through
  * a policy's calls (the public step API, the real clock) */
 
@@ -507,6 +613,7 @@ int main(void) {
   test_throttled_neutral();
   test_request_given_back();
   test_permit_given_back();
+  test_settings_differ();
   test_refused();
   test_keys();
   test_full();
