@@ -361,7 +361,10 @@ int lr_quota_answer(lr_shared *s, const lr_guards *g, const luaretry_header *hea
  * each question answers 1, 0 or LR_REMOTE_LOCAL ("not known now: the
  * local guards decide").  The local guards count every outcome as well,
  * so they are warm whenever the remote view goes away.  `now` is the
- * call's clock (a simulated fleet runs on it; the real one keeps its own). */
+ * call's clock, not the guards' (no guard_origin): a simulated fleet runs
+ * on its virtual clock; the real one (Redis, the local store) is never
+ * given a call on the virtual clock (policy/calls.c), so its `now` is
+ * CLOCK_MONOTONIC's (Redis keeps its own). */
 
 #define LR_REMOTE_LOCAL  (-1)
 /* breaker_admits: admitted with one of the remote breaker's half-open

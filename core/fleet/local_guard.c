@@ -7,8 +7,10 @@
  * A success writes only what it changes: nothing when the budget is full
  * and the breaker closed with no failure in its run (what a success
  * always writes: the admission window's accepts, which no failure
- * touches, and with rate rules its outcome in the breaker's window).  Times are the call's clock, CLOCK_MONOTONIC, the
- * same for every process of the machine. */
+ * touches, and with rate rules its outcome in the breaker's window).
+ * Times are the call's clock, CLOCK_MONOTONIC, the same for every process
+ * of the machine: a call on the virtual clock is never given the store
+ * (policy/calls.c; test_fleet_local's test_virtual_calls_stay_out). */
 #include <math.h>
 #include <string.h>
 

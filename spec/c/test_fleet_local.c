@@ -380,6 +380,46 @@ static void test_permit_given_back(void) {
   luaretry_policy_free(p);
 }
 
+/* A call on the virtual clock never reaches the store (policy/calls.c: its
+ * counts are not real, and its times, near 0, are not CLOCK_MONOTONIC's):
+ * the store's breaker word and budget stay untouched by its failures; a
+ * real call's failure opens it, at a time of CLOCK_MONOTONIC. */
+static void test_virtual_calls_stay_out(void) {
+  luaretry_policy *p = store_policy(
+    "max_attempts = 3\ndeadline = 30\nattempt_timeout = 5\n"
+    "budget = { max_tokens = 10, token_ratio = 0.1 }\n"
+    "breaker = { failures = 1, open_seconds = 60 }\n",
+    "virtual");
+  luaretry_call_options o;
+  luaretry_call_options_init(&o);
+  o.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED;
+  o.seed = 1;
+  for (int i = 0; i < 3; i++) {
+    luaretry_call *c = NULL;
+    luaretry_decision d;
+    CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
+    CHECK_CODE(luaretry_call_next(c, &d),
+               LUARETRY_OK); /* the policy's breaker opens at the first */
+    luaretry_outcome out;
+    luaretry_outcome_init(&out);
+    out.status = 503;
+    if (d.retry) CHECK_CODE(luaretry_call_report(c, &out, &d), LUARETRY_OK);
+    luaretry_call_free(c);
+  }
+  lr_local *l = peek("virtual");
+  CHECK_EQ_INT(atomic_load(&l->map->breaker), 0);
+  CHECK_EQ_INT(atomic_load(&l->map->tokens), -1); /* full, as made */
+  double before = lr_monotonic_now();
+  CHECK_EQ_INT(one_call(p, 503).reason, LUARETRY_REASON_CIRCUIT_OPEN);
+  lr_local_status st;
+  lr_local_status_get(l, &st);
+  CHECK_EQ_INT(st.breaker, LUARETRY_BREAKER_OPEN);
+  CHECK(st.opened_ago >= 0 && st.opened_ago <= lr_monotonic_now() - before + 0.02);
+  unlink(st.path);
+  lr_local_free(l);
+  luaretry_policy_free(p);
+}
+
 /* A refused file: the handle answers "local" to every question. */
 static void expect_refused(const char *key, const char *why) {
   char err[600];
@@ -614,6 +654,7 @@ int main(void) {
   test_request_given_back();
   test_permit_given_back();
   test_settings_differ();
+  test_virtual_calls_stay_out();
   test_refused();
   test_keys();
   test_full();
