@@ -33,7 +33,9 @@ static void settings_text(lr_local *l) {
          atomic_load(&l->rated) ? atomic_load(&l->min_calls) : 0, milli[4], milli[5],
          atomic_load(&l->throttle), milli[6], atomic_load(&l->bucket_ms), atomic_load(&l->rate),
          atomic_load(&l->interval_us), atomic_load(&l->tolerance_us));
+  pthread_mutex_lock(&l->cfg_lock);
   lr_strlcpy(l->cfg, text, sizeof l->cfg);
+  pthread_mutex_unlock(&l->cfg_lock);
   uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
   for (const char *c = text; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ull;
   atomic_store(&l->cfg_hash, h ? h : 1); /* 0 is the file's "none yet" */
@@ -55,10 +57,12 @@ static int held_by_others(lr_local *l, uint64_t theirs, uint32_t *by, int32_t *a
 /* Redis's refusal (redis_script.c), in the store's words: theirs are a
  * process's, whose pid the file holds. */
 static void refusal_text(lr_local *l, uint32_t by, int32_t ago, char *out, size_t size) {
+  pthread_mutex_lock(&l->cfg_lock);
   lr_fmt(out, size,
          "%s: the key is shared with other settings (theirs: process %u's, used %d s ago; ours: "
          "%s): give this policy a fleet.key of its own, or reset the fleet",
          l->path, (unsigned)by, (int)ago, l->cfg);
+  pthread_mutex_unlock(&l->cfg_lock);
 }
 
 static void say(lr_local *l, const char *what) {
@@ -144,6 +148,7 @@ lr_fleet_code lr_local_new(const char *dir, const char *key, const lr_fleet_sett
   lr_local *l = calloc(1, sizeof *l);
   *out = l;
   if (!l) return LR_FLEET_E_NOMEM;
+  pthread_mutex_init(&l->cfg_lock, NULL);
   lr_local_configure(l, s);
   l->log = s->log, l->log_ud = s->log_ud;
   lr_local_file_open(l, dir, key);
@@ -154,6 +159,7 @@ lr_fleet_code lr_local_new(const char *dir, const char *key, const lr_fleet_sett
 void lr_local_free(lr_local *l) {
   if (!l) return;
   lr_local_file_close(l);
+  pthread_mutex_destroy(&l->cfg_lock);
   free(l);
 }
 

@@ -31,6 +31,7 @@
 #ifndef LUARETRY_LOCAL_STORE_H
 #define LUARETRY_LOCAL_STORE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -140,8 +141,10 @@ struct lr_local {
   lr_fleet_log_fn log; /* the refusal told once, at the first question */
   void *log_ud;
   atomic_int said;
-  /* the guard settings as text (a reload rewrites it: read for messages
-   * only) and their hash; cfg_said: other settings' refusal said */
+  /* the guard settings as text (under cfg_lock: a reload rewrites it,
+   * messages read it) and their hash; cfg_said: other settings' refusal
+   * said */
+  pthread_mutex_t cfg_lock;
   char cfg[400];
   atomic_ullong cfg_hash;
   atomic_int cfg_said;
