@@ -2,8 +2,9 @@
  * README "Fleet").  The processes of one user that name the same key share
  * the guards through a shared-memory file (local_file.c opens it,
  * local_guard.c answers the engine through lr_remote_ops, as the Redis
- * view does through remote_guard.c; local_handle.c holds the settings).
- * Needs no hiredis.
+ * view does through remote_guard.c; local_handle.c holds the settings,
+ * local_settings.c what processes with other settings meet).  Needs no
+ * hiredis.
  *
  * Crash-safe without a lock: every shared count is one 64-bit word of
  * the mapped file changed by one compare-and-swap (the budget's tokens;
@@ -54,7 +55,13 @@ void lr_local_configure(lr_local *l, const lr_fleet_settings *s);
 
 #define LR_LOCAL_SETTINGS_S 60 /* other settings' hold on a store (Redis's minute) */
 
-/* ---- local_handle.c, for local_guard.c: the store's settings */
+/* ---- local_settings.c, for local_guard.c and local_handle.c: the
+ * store's settings */
+
+/* l's guard numbers as text and hash (l->cfg, l->cfg_hash). */
+void lr_local_settings_text(lr_local *l);
+/* Other settings hold the store (l->map): 1 and why in out; else 0. */
+int lr_local_settings_refusal(lr_local *l, char *out, size_t size);
 
 /* The store's settings made this process's when they may be (none yet,
  * its own last use, or another's older than LR_LOCAL_SETTINGS_S): 1;
