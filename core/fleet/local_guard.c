@@ -340,7 +340,7 @@ static void throttle_unrequest(void *ud, double now) {
 static void record(void *ud, lr_remote_outcome o, double now) {
   lr_local *l = ud;
   if (!l->map) return;
-  lr_local_settings_seen(l); /* its settings' owner is alive */
+  lr_local_settings_seen(l, now); /* its settings' owner is alive */
   switch (o) {
   case LR_REMOTE_SUCCESS:
     add_tokens(l, atomic_load_explicit(&l->ratio_milli, memory_order_relaxed));

@@ -96,7 +96,7 @@ int lr_local_settings_claim(lr_local *l) {
     }
     if (atomic_compare_exchange_strong(&m->cfg_hash, &theirs, ours)) {
       atomic_store(&l->seen_s, 0);
-      lr_local_settings_seen(l);
+      lr_local_settings_seen(l, lr_monotonic_now());
       lr_local_settings_back(l);
       return 1;
     }
@@ -111,8 +111,8 @@ void lr_local_settings_back(lr_local *l) {
   say(l, text);
 }
 
-void lr_local_settings_seen(lr_local *l) {
-  uint32_t now = seconds_now();
+void lr_local_settings_seen(lr_local *l, double now_s) {
+  uint32_t now = (uint32_t)now_s;
   if (atomic_load_explicit(&l->seen_s, memory_order_relaxed) == now) return;
   atomic_store_explicit(&l->seen_s, now, memory_order_relaxed);
   lr_local_file *m = l->map;

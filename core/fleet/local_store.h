@@ -69,9 +69,10 @@ int lr_local_settings_refusal(lr_local *l, char *out, size_t size);
 int lr_local_settings_claim(lr_local *l);
 /* The store usable again after a refusal was said: said too. */
 void lr_local_settings_back(lr_local *l);
-/* This process uses the store's settings now: noted at most once a
- * second (one word written). */
-void lr_local_settings_seen(lr_local *l);
+/* This process uses the store's settings at `now` (CLOCK_MONOTONIC
+ * seconds, an outcome's): noted at most once a second (one word
+ * written). */
+void lr_local_settings_seen(lr_local *l, double now);
 
 extern const lr_remote_ops lr_local_remote_ops;
 
