@@ -47,7 +47,7 @@ __attribute__((noinline)) static void say_refused(lr_local *l) {
 }
 
 /* The file, when this guard is on and the store is usable with this
- * process's settings (local_handle.c: one load and compare, unless they
+ * process's settings (local_settings.c: one load and compare, unless they
  * differ). */
 static lr_local_file *map_of(lr_local *l, atomic_int *guard) {
   if (!l || !atomic_load_explicit(guard, memory_order_relaxed)) return NULL;
@@ -56,7 +56,6 @@ static lr_local_file *map_of(lr_local *l, atomic_int *guard) {
   if (atomic_load_explicit(&m->cfg_hash, memory_order_relaxed) !=
       atomic_load_explicit(&l->cfg_hash, memory_order_relaxed))
     return lr_local_settings_claim(l) ? m : NULL;
-  if (atomic_load_explicit(&l->cfg_said, memory_order_relaxed)) lr_local_settings_back(l);
   return m;
 }
 

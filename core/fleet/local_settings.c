@@ -116,6 +116,9 @@ void lr_local_settings_seen(lr_local *l, double now_s) {
   if (atomic_load_explicit(&l->seen_s, memory_order_relaxed) == now) return;
   atomic_store_explicit(&l->seen_s, now, memory_order_relaxed);
   lr_local_file *m = l->map;
-  if (atomic_load(&m->cfg_hash) == atomic_load(&l->cfg_hash))
-    atomic_store(&m->cfg_seen, (uint64_t)(uint32_t)getpid() << 32 | now);
+  if (atomic_load(&m->cfg_hash) != atomic_load(&l->cfg_hash)) return;
+  atomic_store(&m->cfg_seen, (uint64_t)(uint32_t)getpid() << 32 | now);
+  /* the store ours again after a refusal (another process's reload to
+   * ours, or a reset): said here, within a second, off the hot path */
+  if (atomic_load_explicit(&l->cfg_said, memory_order_relaxed)) lr_local_settings_back(l);
 }

@@ -67,7 +67,8 @@ int lr_local_settings_refusal(lr_local *l, char *out, size_t size);
  * its own last use, or another's older than LR_LOCAL_SETTINGS_S): 1;
  * else 0, said once.  Called when the hashes differ. */
 int lr_local_settings_claim(lr_local *l);
-/* The store usable again after a refusal was said: said too. */
+/* The store usable again after a refusal was said: said too (at a
+ * claim, or by lr_local_settings_seen). */
 void lr_local_settings_back(lr_local *l);
 /* This process uses the store's settings at `now` (CLOCK_MONOTONIC
  * seconds, an outcome's): noted at most once a second (one word

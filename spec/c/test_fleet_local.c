@@ -226,6 +226,8 @@ static int three_failures(lr_local *l) {
   return ops->budget_allows_retry(l, 0) == 1; /* 7 of 10 */
 }
 
+static int refused(lr_local *l) { return ops->budget_allows_retry(l, 0) == LR_REMOTE_LOCAL; }
+
 /* A reload to max_tokens 1000 by the process that used the store last. */
 static int reload(lr_local *l) {
   double now = lr_monotonic_now();
@@ -266,18 +268,25 @@ static void test_settings_differ(void) {
   CHECK_EQ_INT(ops->budget_allows_retry(c, now), 1);
   CHECK_NEAR(ops->tokens(c), 7, 1e-9);
   lr_local_free(c);
-  /* the process that used it last reloads with 1000: its settings take it */
+  /* the process that used it last reloads with 1000: its settings take
+   * it, and b's next outcome says the store is back */
   CHECK(in_child(reload));
   CHECK_EQ_INT(ops->budget_allows_retry(b, now), 0); /* 7.5 of 1000 */
+  ops->record(b, LR_REMOTE_ANSWERED, now + 1);
   CHECK_EQ_INT(heard.n, 2);
   CHECK_CONTAINS(heard.line[1], ": back, machine-wide again");
-  /* now 10 is refused, until the other settings go unused for a minute */
+  /* 10 now refused while a process used 1000 within the minute (b, seen
+   * from a child; another pid, seen from here), and taken once unused
+   * that long */
+  CHECK(in_child(refused));
   c = with_tokens(10);
+  uint32_t s_now = (uint32_t)(lr_monotonic_coarse_ms() / 1000);
+  uint64_t other = (uint64_t)(uint32_t)(getpid() + 1) << 32;
+  atomic_store(&c->map->cfg_seen, other | s_now);
   CHECK_EQ_INT(ops->budget_allows_retry(c, now), LR_REMOTE_LOCAL);
-  uint64_t seen = atomic_load(&c->map->cfg_seen);
-  atomic_store(&c->map->cfg_seen,
-               (seen & ~0xffffffffull) | (uint32_t)(lr_monotonic_coarse_ms() / 1000 - 61));
+  atomic_store(&c->map->cfg_seen, other | (uint32_t)(s_now - 61));
   CHECK_EQ_INT(ops->budget_allows_retry(c, now), 1); /* 7.5 of 10 */
+  CHECK_EQ_INT(heard.n, 4);                          /* c's refusal, then c's back */
   /* a reset: any settings may take the store */
   char err[600];
   CHECK_EQ_INT(lr_local_reset(c, err, sizeof err), LR_FLEET_OK);
