@@ -72,6 +72,34 @@ describe("curl's options with curl's meaning", function ()
       assert.are.equal(0, a[4].wait)
     end)
 
+    it("--retry-delay S is every wait, a throttled one (429) too, as curl's", function ()
+      local log = tmp .. "/log.json"
+      -- (rate=none: the http policy's adaptive pacing of 429s is a guard of
+      -- its own, which may ask for longer)
+      local r = run({ "--retry", "2", "--retry-delay", "0.2", "--set", "rate=none", "--log-json", log,
+                      srv.base .. "/always429" }, false)
+      assert.are.equal(4, r.code, r.stderr)
+      local a = attempts(log)
+      assert.are.equal(3, #a)
+      for i = 1, 2 do
+        assert.are.equal(0.2, a[i].wait, "attempt " .. i)
+        assert.are.equal("throttle", a[i].wait_source, "attempt " .. i)
+      end
+    end)
+
+    it("--retry-delay S above the policy's backoff.max loads: S is the cap too (http's 32, command's 30)", function ()
+      -- a wait of 60 s would pass the 5 s deadline: the run stops at once,
+      -- and says when the retry would have come (no 60 s wait here)
+      local r = run({ "--retry", "1", "--retry-delay", "60", "--retry-max-time", "5", srv.base .. "/always503" }, false)
+      assert.are.equal(5, r.code, r.stderr)
+      assert.matches("the next attempt would start at 60%.%d+ s, past the deadline", r.stderr)
+      r = proc.run({ "run", "--retry", "1", "--retry-delay", "60", "--retry-max-time", "5", "--", "sh", "-c", "exit 1" },
+                   { timeout = 60 })
+      assert.are.equal(5, r.code, r.stderr)
+      assert.matches("the next attempt would start at 60%.%d+ s, past the deadline", r.stderr)
+      assert.is_nil(r.stderr:find("below backoff.initial", 1, true))
+    end)
+
     it("--retry-all-errors retries what the policy calls final, but never a POST without a key", function ()
       local r = run({ "--retry", "2", srv.base .. "/400" })
       assert.are.equal(1, r.code, r.stderr)
@@ -103,6 +131,13 @@ describe("curl's options with curl's meaning", function ()
         assert.matches("run: " .. args[1]:gsub("%-", "%%-") .. " " .. args[2]:gsub("%-", "%%-") .. ": expected",
                        r.stderr)
       end
+      -- out of range: the message names the range, not only its low end
+      local r = run({ "--retry", "99999999999", srv.base .. "/ok" })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("run: --retry 99999999999: expected a whole number of retries from 0 to 100000", r.stderr, 1, true)
+      r = run({ "--retry-delay", "1e7", srv.base .. "/ok" })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("run: --retry-delay 1e7: expected seconds from 0 to 1000000", r.stderr, 1, true)
       assert.are.equal(0, #srv:requests_on("/ok"))
     end)
   end)

@@ -164,14 +164,15 @@ int parse_word(run_args *a, int argc, char **argv, int *i);
 /* The overrides an option stands for, for args.c to place among the
  * --set ones (field=value, in order). */
 typedef struct {
-  const char *field[3];
-  const char *value[3];
+  const char *field[8];
+  const char *value[8];
   int n;
   char number[24]; /* --retry's N+1 */
 } retry_sets;
 
-/* --retry N (max_attempts N+1), --retry-delay S (a constant backoff of
- * S); 0 or a usage status. */
+/* --retry N (max_attempts N+1), --retry-delay S (every wait S, as curl's:
+ * a constant backoff of S, capped at S, and the same after throttling);
+ * 0 or a usage status. */
 int retryopts_curl(retry_sets *s, const char *opt, const char *v);
 /* --retry-all-errors: options.retry_all_errors=true (http, command). */
 int retryopts_all_errors(retry_sets *s);
