@@ -199,6 +199,60 @@ describe("curl's options with curl's meaning", function ()
       assert.are.equal(100000, #proc.readfile(out))
     end)
 
+    describe("--max-filesize without a stated length (libcurl 7.88 checks a Content-Length only)", function ()
+      it("a longer body fails the attempt as too_large: final, no file, nothing on standard output", function ()
+        for _, case in ipairs({ { "/nolength", "1k" }, { "/chunked", "10000" } }) do
+          local path, most = case[1], case[2]
+          local out = tmp .. "/out"
+          local r = run({ "--max-filesize", most, "-o", out, "-w", "%{verdict} %{num_attempts}", srv.base .. path })
+          assert.are.equal(1, r.code, path .. ": " .. r.stderr)
+          assert.matches("attempt 1/10: too_large error -> final", r.stderr, 1, true)
+          assert.are.equal("final 1", r.stdout, path)
+          assert.are.equal(1, #srv:requests_on(path))
+          assert.is_nil(proc.readfile(out), path .. ": nothing half-written")
+          assert.are.same({}, proc.ls(tmp), path .. ": no temporary left")
+          r = run({ "--max-filesize", most, srv.base .. path })
+          assert.are.equal(1, r.code, path .. ": " .. r.stderr)
+          assert.are.equal("", r.stdout, path)
+        end
+      end)
+
+      it("a body within it is written whole", function ()
+        local out = tmp .. "/out"
+        local r = run({ "--max-filesize", "1m", "-o", out, srv.base .. "/nolength" })
+        assert.are.equal(0, r.code, r.stderr)
+        assert.are.equal(1048576, #proc.readfile(out))
+        r = run({ "--max-filesize", "16384", "-o", out, srv.base .. "/chunked" })
+        assert.are.equal(0, r.code, r.stderr)
+        assert.are.equal(16384, #proc.readfile(out))
+      end)
+
+      it("is judged by the policy: one that retries too_large makes every attempt", function ()
+        local policy = tmp .. "/retry_all.lua"
+        proc.writefile(policy, 'name = "retry_all"\nmax_attempts = 3\ndeadline = 30\n' ..
+                               'backoff = { initial = 0.01, jitter = "none" }\n' ..
+                               'function is_transient() return true end\n')
+        local log, out = tmp .. "/log.json", tmp .. "/out"
+        local r = run({ policy, "--max-filesize", "1k", "-o", out, "--log-json", log, srv.base .. "/nolength" }, false)
+        assert.are.equal(4, r.code, r.stderr)
+        assert.are.equal(3, #srv:requests_on("/nolength"))
+        local a = attempts(log)
+        assert.are.equal(3, #a)
+        for i = 1, 3 do assert.are.equal("too_large", a[i].error, "attempt " .. i) end
+        assert.is_nil(proc.readfile(out))
+      end)
+
+      it("in a batch: that URL fails as too_large, the others are written", function ()
+        local dir = tmp .. "/dir"
+        local r = run({ "--max-filesize", "1k", "--create-dirs", "--output-dir", dir,
+                        srv.base .. "/nolength", srv.base .. "/ok" })
+        assert.are.equal(1, r.code, r.stderr)
+        assert.matches("[1] " .. srv.base .. "/nolength: final, 1 attempt, status too_large error", r.stderr, 1, true)
+        assert.are.same({ "ok" }, proc.ls(dir))
+        assert.are.equal(1, #srv:requests_on("/nolength"))
+      end)
+    end)
+
     it("--limit-rate paces each attempt (a lower bound only: a busy machine is slower, never faster)", function ()
       -- 25 MiB at 10 MiB/s: 2.5 s for the attempt that succeeds (50 ms unpaced)
       local r = run({ "--limit-rate", "10M", "-w", "%{time_total} %{size_download}", "-o", "/dev/null",

@@ -201,7 +201,7 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
       co.upload = upload_read;
       co.upload_ud = body;
     }
-    rc = luaretry_curl_perform(p, c, h, &req, &co, final);
+    rc = response_perform(&r, p, c, &req, &co, final);
   }
   if (rc == LUARETRY_OK) keep_partial(a, final, h, &r, out);
   if (rc == LUARETRY_OK) {
@@ -281,8 +281,10 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
   if (a->has_seed) opt.flags |= LUARETRY_CALL_SEED, opt.seed = a->seed;
-  /* -i, -D and -w tell of one transfer: no hedge beside it */
-  if (a->include || a->dump_header || a->write_out) opt.flags |= LUARETRY_CALL_NO_HEDGE;
+  /* -i, -D and -w tell of one transfer: no hedge beside it; nor beside
+   * --max-filesize, counted on the one transfer the sink gets as it comes */
+  if (a->include || a->dump_header || a->write_out || a->max_filesize)
+    opt.flags |= LUARETRY_CALL_NO_HEDGE;
   luaretry_code rc = luaretry_call_begin(p, &opt, c);
   if (rc != LUARETRY_OK) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
