@@ -316,6 +316,17 @@ describe("curl's options with curl's meaning", function ()
       assert.matches("-J goes with -O", err, 1, true)
     end)
 
+    it("-J naming the file the URL names: success, the body in it", function ()
+      local code, err = run_in(tmp, { "-O", "-J", srv.base .. "/same/file.txt" })
+      assert.are.equal(0, code, err)
+      assert.are.equal("the same file\n", proc.readfile(tmp .. "/file.txt"))
+      assert.is_nil(err:find("not written over", 1, true), err)
+      -- again, over the file the first run left: -O writes over it, as curl's
+      code, err = run_in(tmp, { "-O", "-J", "--output-dir", tmp, srv.base .. "/same/file.txt" })
+      assert.are.equal(0, code, err)
+      assert.are.same({ "file.txt" }, proc.ls(tmp))
+    end)
+
     it("-q keeps luaretry's meaning (one line per failure), the one deliberate difference, said in luaretry(1)", function ()
       local r = run({ "-q", "--retry", "1", srv.base .. "/always503" })
       assert.are.equal(4, r.code)

@@ -125,7 +125,8 @@ static int remote_header_name(const char *path, CURL *h) {
   if (!to) return -1;
   snprintf(to, dir + n + 1, "%.*s%.*s", (int)dir, path, (int)n, f);
   int rc = 0;
-  if (link(path, to) != 0) {
+  if (strcmp(to, path) == 0) { /* the URL's name already: the body is where it goes */
+  } else if (link(path, to) != 0) {
     fprintf(stderr, "luaretry: -J: %s is not written over%s%s; the body is in %s\n", to,
             errno == EEXIST ? "" : ": ", errno == EEXIST ? "" : strerror(errno), path);
     rc = -1;
