@@ -118,6 +118,26 @@ describe("curl's options with curl's meaning", function ()
       assert.are.equal(3, #srv:requests_on("/400"))
     end)
 
+    it("a policy that cannot take what an option sets: the option is named, not only the field", function ()
+      -- iam has no options.retry_all_errors (only http and command do)
+      local r = run({ "iam", "--retry-all-errors", srv.base .. "/ok" })
+      assert.are.equal(3, r.code, r.stderr)
+      assert.matches("luaretry: iam loads without --retry-all-errors (options.retry_all_errors=true)", r.stderr, 1, true)
+      -- a hedge's delay cannot reach past --max-time's attempt_timeout
+      local policy = tmp .. "/hedged.lua"
+      proc.writefile(policy, 'name = "hedged"\nmax_attempts = 3\ndeadline = 30\nhedge = { delay = 2 }\n')
+      r = run({ policy, "--retry", "2", "--max-time", "1", srv.base .. "/ok" })
+      assert.are.equal(3, r.code, r.stderr)
+      assert.matches("hedge.delay: 2 s is not below attempt_timeout (1 s)", r.stderr, 1, true)
+      assert.matches("loads without --max-time (attempt_timeout=1):", r.stderr, 1, true)
+      assert.is_nil(r.stderr:find("--retry (", 1, true), r.stderr) -- not the one in the way
+      -- not theirs: no such line
+      r = run({ policy, "--max-time", "1", "--set", "nosuch=1", srv.base .. "/ok" })
+      assert.are.equal(3, r.code, r.stderr)
+      assert.is_nil(r.stderr:find("loads without", 1, true), r.stderr)
+      assert.are.equal(0, #srv:requests_on("/ok"))
+    end)
+
     it("--retry-connrefused is taken: a refused connection is retried already", function ()
       local r = run({ "--retry", "1", "--retry-connrefused", "http://127.0.0.1:1/" })
       assert.are.equal(4, r.code, r.stderr)
@@ -314,6 +334,12 @@ describe("curl's options with curl's meaning", function ()
       code, err = run_in(tmp, { "-J", srv.base .. "/download" })
       assert.are.equal(2, code)
       assert.matches("-J goes with -O", err, 1, true)
+    end)
+
+    it("-D to a full disk: exit 1 naming the file, its stream closed all the same (a leak under ASan)", function ()
+      local r = run({ "-D", "/dev/full", "-o", tmp .. "/out", srv.base .. "/bigheaders" })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.matches("/dev/full: No space left on device", r.stderr, 1, true)
     end)
 
     it("-J naming the file the URL names: success, the body in it", function ()

@@ -88,7 +88,8 @@ typedef struct {
   const char *metrics_file;
   char *headers[MAX_HEADERS];
   int nheaders;
-  char *sets[MAX_SETS]; /* --set, and --max-time/--retry-max-time's */
+  char *sets[MAX_SETS];           /* --set, and --max-time/--retry-max-time's */
+  const char *set_from[MAX_SETS]; /* the option that made each, NULL: --set */
   int nsets;
   char times[MAX_TIMES][TIME_SET_SIZE];
   int ntimes;
