@@ -336,10 +336,21 @@ describe("curl's options with curl's meaning", function ()
       assert.matches("-J goes with -O", err, 1, true)
     end)
 
-    it("-D to a full disk: exit 1 naming the file, its stream closed all the same (a leak under ASan)", function ()
+    it("-D to a full disk: exit 1 naming the file, and the file closed all the same", function ()
       local r = run({ "-D", "/dev/full", "-o", tmp .. "/out", srv.base .. "/bigheaders" })
       assert.are.equal(1, r.code, r.stderr)
       assert.matches("/dev/full: No space left on device", r.stderr, 1, true)
+      -- headers longer than stdio's buffer fail at fwrite, before fclose:
+      -- valgrind lists the descriptors still open at exit (glibc keeps
+      -- every FILE reachable, so no leak checker sees it); not under ASan
+      if proc.asan() then return end
+      local vlog = tmp .. "/valgrind.log"
+      r = proc.run({ { raw = "--track-fds=yes -q --log-file=" .. proc.q(vlog) }, proc.bin, "run", "-D", "/dev/full",
+                     "-o", tmp .. "/out", srv.base .. "/bigheaders" }, { bin = "valgrind", plain = true, timeout = 120 })
+      assert.are.equal(1, r.code, r.stderr)
+      local report = proc.readfile(vlog) or ""
+      assert.matches("Open file descriptor", report, 1, true) -- valgrind did look
+      assert.is_nil(report:find("/dev/full", 1, true), report)
     end)
 
     it("-J naming the file the URL names: success, the body in it", function ()
