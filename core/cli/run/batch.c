@@ -472,6 +472,43 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
   return 0;
 }
 
+/* A URL's summary line: how its call ended (too_large: the sink refused
+ * its body, an attempt the call never judged). */
+static void url_line(batch *b, const batch_url *u, const luaretry_curl_result *r, int status,
+                     int too_large) {
+  char last[64] = "none";
+  int attempts = too_large ? u->decided + 1 : r->final.attempt;
+  if (too_large)
+    snprintf(last, sizeof last, "too_large error");
+  else if (r->final.attempt > 0 && r->error)
+    snprintf(last, sizeof last, "%s error", r->error);
+  else if (r->final.attempt > 0)
+    snprintf(last, sizeof last, "%d", r->status);
+  const char *verdict = too_large                ? "final"
+                        : r->code == LUARETRY_OK ? luaretry_reason_name(r->final.reason)
+                                                 : "error";
+  const char *detail = r->code != LUARETRY_OK ? r->errmsg : NULL;
+  if (r->code == LUARETRY_E_OPERATION && b->body.why[0]) detail = b->body.why;
+  if (too_large) detail = "Maximum file size exceeded (--max-filesize)";
+  /* made whole, then written at once: standard error is unbuffered, and a
+   * million lines written in pieces cost more than their transfers */
+  char *line = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&line, &len);
+  FILE *out = m ? m : stderr;
+  fprintf(out, "luaretry: [%d] ", u->log.index);
+  cli_text(out, u->log.target);
+  fprintf(out, ": %s, %d attempt%s, status %s, %.3f s, exit %d%s", verdict, attempts,
+          attempts == 1 ? "" : "s", last, r->elapsed, status, detail ? ": " : "");
+  cli_text(out, detail);
+  if (u->body_line) fputs(u->body_line, out); /* escaped already */
+  fputc('\n', out);
+  progress_clear(&b->meter); /* the line goes above the status line */
+  if (m && fclose(m) == 0) fwrite(line, 1, len, stderr);
+  progress_update(&b->meter, 1);
+  free(line);
+}
+
 /* A call ended: keep or drop its file, print its summary line, fold its
  * exit status into the batch's. */
 static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
@@ -502,46 +539,9 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   progress_update(&b->meter, 0);
   if (b->a->fail_early && status != EXIT_OK && status != EXIT_INTERRUPTED && !b->failed_early)
     b->failed_early = u->log.index;
-  char last[64] = "none";
-  int attempts = too_large ? u->decided + 1 : r->final.attempt;
-  if (too_large) {
-    snprintf(last, sizeof last, "too_large error");
-  } else if (r->final.attempt > 0) {
-    if (r->error)
-      snprintf(last, sizeof last, "%s error", r->error);
-    else
-      snprintf(last, sizeof last, "%d", r->status);
-  }
   /* -v: every URL's line; none and -q: a failed URL's only; -s: none */
-  int show =
-    b->a->verbosity == 2 || (status != EXIT_OK && (b->a->verbosity == 1 || b->a->show_error));
-  if (!show) {
-    url_free(u);
-    return;
-  }
-  const char *verdict = too_large                ? "final"
-                        : r->code == LUARETRY_OK ? luaretry_reason_name(r->final.reason)
-                                                 : "error";
-  const char *detail = r->code != LUARETRY_OK ? r->errmsg : NULL;
-  if (r->code == LUARETRY_E_OPERATION && b->body.why[0]) detail = b->body.why;
-  if (too_large) detail = "Maximum file size exceeded (--max-filesize)";
-  /* made whole, then written at once: standard error is unbuffered, and a
-   * million lines written in pieces cost more than their transfers */
-  char *line = NULL;
-  size_t len = 0;
-  FILE *m = open_memstream(&line, &len);
-  FILE *out = m ? m : stderr;
-  fprintf(out, "luaretry: [%d] ", u->log.index);
-  cli_text(out, u->log.target);
-  fprintf(out, ": %s, %d attempt%s, status %s, %.3f s, exit %d%s", verdict, attempts,
-          attempts == 1 ? "" : "s", last, r->elapsed, status, detail ? ": " : "");
-  cli_text(out, detail);
-  if (u->body_line) fputs(u->body_line, out); /* escaped already */
-  fputc('\n', out);
-  progress_clear(&b->meter); /* the line goes above the status line */
-  if (m && fclose(m) == 0) fwrite(line, 1, len, stderr);
-  progress_update(&b->meter, 1);
-  free(line);
+  if (b->a->verbosity == 2 || (status != EXIT_OK && (b->a->verbosity == 1 || b->a->show_error)))
+    url_line(b, u, r, status, too_large);
   url_free(u);
 }
 

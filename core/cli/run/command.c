@@ -20,7 +20,8 @@
  * the final attempt's reaches ours (a retried command's output is never
  * doubled in a pipe); with --stdout=live every attempt's passes through as
  * it comes.  Standard input, when luaretry's was spooled, is given whole to
- * every attempt; no descriptor of luaretry's leaks. */
+ * every attempt; no descriptor of luaretry's leaks.  A --before-retry hook
+ * runs inside the attempt it comes before, on the attempt's time. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

@@ -124,8 +124,8 @@ static luaretry_code report_too_large(response *r, luaretry_call *c, const luare
   int idempotent = 1;
   luaretry_call_is_idempotent(c, req, &idempotent);
   o.not_repeatable = !idempotent; /* its request was sent */
-  r->suspect = 1;                 /* no partial of it is kept for the next run */
   luaretry_code rc = luaretry_call_report(c, &o, final);
+  r->suspect = 1; /* after the observer's say: no partial of it is kept for the next run */
   if (rc == LUARETRY_OK && !final->retry) r->damaged = 1; /* written nowhere */
   return rc;
 }
