@@ -47,6 +47,8 @@ typedef struct {
   int decided;                     /* this attempt's answer was judged */
   int bad_range;                   /* ... and it could not be appended */
   int drop;                        /* ... and its body goes nowhere (416) */
+  int aside;                       /* ... an error answer: its body is the
+                                      script's, never the sink's */
   char why[200];
   lr_hash whole;         /* of what the sink holds, from its byte 0 */
   int whole_ok;          /* whole covers every byte the sink holds */

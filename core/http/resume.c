@@ -32,7 +32,7 @@ static void forget(lr_resume *rs) {
 }
 
 int lr_resume_before(lr_resume *rs, const luaretry_request *r, struct curl_slist **list) {
-  rs->asking = rs->decided = rs->bad_range = rs->drop = 0;
+  rs->asking = rs->decided = rs->bad_range = rs->drop = rs->aside = 0;
   rs->end = 0;
   rs->why[0] = '\0';
   int get = !r->body && (!r->method || strcmp(r->method, "GET") == 0);
@@ -176,8 +176,17 @@ int lr_resume_first_byte(lr_transfer *t) {
     /* -C - of a file that is whole already: it stays as it is */
     rs->drop = 1;
     return 0;
+  } else if (t->status_code >= 400 && t->status_code != 416) {
+    /* an error answer (a load balancer's 503, a 429) says nothing of the
+     * resource: only a 200 says the validator changed, only a 416 that the
+     * range is wrong (RFC 9110 13.1.5, 15.5.17).  The sink keeps what it
+     * holds, the next attempt asks for the same range, and the body goes
+     * to the script alone */
+    rs->aside = 1;
+    return 0;
   } else {
-    /* an error page: written from zero, and judged as any answer */
+    /* another answer (a redirect not followed, a 204, a 416): written
+     * from zero, and judged as any answer */
     char why[64];
     snprintf(why, sizeof why, "the server answered the Range request with %ld", t->status_code);
     return start_over(t, why);
@@ -191,6 +200,7 @@ int lr_resume_first_byte(lr_transfer *t) {
 
 void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status) {
   if (!rs->opt || rs->bad_range) return;  /* a bad range: forgotten already */
+  if (rs->aside) return;                  /* an error answer: the sink as it was */
   if (out->error && !rs->decided) return; /* no body came: as it was */
   /* only the resource's own bytes are resumed, never an error page's */
   if (out->error && strstr(out->error, "_mismatch")) {
