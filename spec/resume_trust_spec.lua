@@ -211,6 +211,20 @@ describe("resumed downloads", function ()
       assert.are.equal("bytes=8000-", ranges("/cut-then-busy")[3].range)
     end)
 
+    it("an error answer that ends the call is what standard output shows, as ever", function ()
+      local r = run({ srv.base .. "/cut-then-gone" })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.matches("attempt 2/10: 404 %-> final", r.stderr)
+      assert.are.equal("gone\n", r.stdout)
+      assert.are.equal("bytes=8000-", ranges("/cut-then-gone")[2].range)
+      local out = tmp .. "/gone.bin"
+      srv:reset()
+      r = run({ srv.base .. "/cut-then-gone", "-o", out })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.is_nil(proc.readfile(out))
+      assert.are.same({}, proc.leftovers(tmp))
+    end)
+
     it("in a batch (--output-dir) too: each file keeps its bytes while it waits", function ()
       local dir = tmp .. "/batch"
       assert.are.equal(0, proc.sh("mkdir " .. proc.q(dir)))
@@ -236,6 +250,16 @@ describe("resumed downloads", function ()
       assert.are.equal("bytes=7000-", seen[1].range)
       assert.are.equal("bytes=7000-", seen[2].range)
       assert.are.equal(13000, file_bytes())
+    end)
+
+    it("-C -: a final error answer leaves the file as it was (it emptied it)", function ()
+      local out = tmp .. "/h.bin"
+      proc.writefile(out, WHOLE:sub(1, 7000))
+      local r = run({ srv.base .. "/gone", "-o", out, "-C", "-" })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.matches("404 %-> final", r.stderr)
+      assert.are.equal("bytes=7000-", ranges("/gone")[1].range)
+      same_bytes(WHOLE:sub(1, 7000), proc.readfile(out))
     end)
 
     it("a run cut by its deadline among 503s keeps the earlier run's partial as it was", function ()

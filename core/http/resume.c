@@ -237,6 +237,23 @@ void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status) {
   rs->initial = 0;
 }
 
+int lr_resume_end(lr_transfer *t, const luaretry_decision *final) {
+  lr_resume *rs = t->resume;
+  /* the host's own file (-C -, an offset without validator) keeps what it
+   * held, as a failed call leaves it */
+  if (!rs || !rs->aside || final->reason == LUARETRY_REASON_DEADLINE ||
+      final->reason == LUARETRY_REASON_CANCELLED || (rs->opt->offset > 0 && !rs->opt->validator))
+    return 0;
+  /* the call's result is that error answer: what the sink shows, as any
+   * final answer's body (standard output shows it) */
+  rs->aside = 0;
+  forget(rs);
+  if (t->restart && t->restart(t->stream_ud) != 0) return -1;
+  if (t->stream && t->body.len && t->stream(t->stream_ud, t->body.data, t->body.len) != t->body.len)
+    return -1;
+  return 0;
+}
+
 /* A 206 is itself proof that the server serves ranges (nginx's carries no
  * Accept-Ranges): a Content-Range of bytes, not "bytes *" of a 416. */
 int luaretry_curl_resumable(const luaretry_outcome *o) {
