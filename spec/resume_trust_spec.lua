@@ -161,7 +161,7 @@ describe("resumed downloads", function ()
       -- stopped once some bytes are in (the temporary grows), long before the end
       local jobdir = proc.tmpdir()
       local job = proc.spawn({ "run", "http", url, "-o", out }, jobdir)
-      finally(function () job:stop() end)
+      finally(function () job:stop(); proc.rmtree(jobdir) end)
       local got = proc.wait_for(function ()
         for _, name in ipairs(proc.ls(tmp)) do
           if name:match("^k%.bin%.luaretry%-") then
@@ -173,7 +173,6 @@ describe("resumed downloads", function ()
       assert.is_true(got, "no bytes came")
       job:signal("TERM")
       assert.are.equal(130, job:wait(20), job:stderr())
-      proc.rmtree(jobdir)
       assert.are.equal("mine\n", proc.readfile(precious))
       local held = proc.readfile(partial(out))
       assert.is_truthy(held)
