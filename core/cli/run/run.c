@@ -283,6 +283,8 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   if (a->has_seed) opt.flags |= LUARETRY_CALL_SEED, opt.seed = a->seed;
   /* -i, -D and -w tell of one transfer: no hedge beside it */
   if (a->include || a->dump_header || a->write_out) opt.flags |= LUARETRY_CALL_NO_HEDGE;
+  /* a workflow's requests are paced and admitted, not its rounds */
+  if (mode == RUN_WORKFLOW) opt.flags |= LUARETRY_CALL_WORKFLOW;
   luaretry_code rc = luaretry_call_begin(p, &opt, c);
   if (rc != LUARETRY_OK) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
