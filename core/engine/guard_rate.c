@@ -238,7 +238,7 @@ static void record(luaretry_call *c, const lr_record *r) {
   const lr_guards *g = &c->rules->guards;
   double now = c->guard_origin + r->now;
   if (r->cls == LR_REC_SUCCESS || r->cls == LR_REC_THROTTLED)
-    lr_rate_answer(pace_made(c), g, r->cls == LR_REC_THROTTLED, now);
+    lr_rate_answer(pace_made(c), g, r->cls == LR_REC_THROTTLED, now, now - r->duration);
   if (g->rate_headers)
     lr_quota_answer(c->shared, g, r->o->headers, r->o->header_count, c->quota_seq, now);
 }

@@ -110,6 +110,7 @@ typedef struct {
   long stall_speed;
   slot *slots;
   size_t nslots, busy;
+  size_t window;       /* transfers that may run: nslots, or less in a slow start */
   live_call *calls;    /* ncalls entries; c == NULL: free */
   live_call **spare;   /* the free entries, a stack */
   live_call **waiting; /* calls waiting for their retry: a heap on due */
@@ -445,6 +446,8 @@ static void end_attempt(batch *b, live_call *lc, slot *s, CURLcode res) {
   if (rc == LUARETRY_OK) {
     job->result.status = out.status;
     job->result.error = out.error;
+    /* a slow start: each answer that is not throttling lets one more run */
+    if (out.status > 0 && !d.throttled && b->window < b->nslots) b->window++;
   }
   if (rc == LUARETRY_OK && !d.retry && d.reason == LUARETRY_REASON_NONE) {
     /* failed beside attempts still in flight: the call waits for them */
@@ -537,11 +540,11 @@ static void run_batch(batch *b) {
     }
     /* start what may start: due retries first, then new calls */
     double now = lr_curl_now();
-    while (b->busy < b->nslots && b->nwaiting && b->waiting[0]->due <= now)
+    while (b->busy < b->window && b->nwaiting && b->waiting[0]->due <= now)
       start_attempt(b, wait_pop(b));
     /* then due hedges: they cut the tail of calls already in progress */
     int hedge_ms = hedges_due(b, 1000);
-    while (b->busy < b->nslots && b->nspare && more_jobs(b)) {
+    while (b->busy < b->window && b->nspare && more_jobs(b)) {
       live_call *lc = begin_next(b);
       if (lc) start_attempt(b, lc);
     }
@@ -553,7 +556,7 @@ static void run_batch(batch *b) {
 
     /* sleep until a transfer moves, the next retry is due, or a cancel */
     int timeout_ms = 1000;
-    if (b->nwaiting && b->busy < b->nslots) {
+    if (b->nwaiting && b->busy < b->window) {
       double ms = ceil((b->waiting[0]->due - lr_curl_now()) * 1000);
       if (ms < timeout_ms) timeout_ms = ms < 0 ? 0 : (int)ms;
     }
@@ -631,6 +634,15 @@ luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, luaretry_policy 
   }
   if (!o->next && n == 0) return LUARETRY_OK;
   size_tables(&b, o, o->next ? 0 : n);
+  /* An adaptive rate is unlimited until a throttling answer comes: the
+   * batch's transfers ramp up as TCP's slow start does (one at first, one
+   * more per answer that is not throttling), so a rate limiter answers
+   * one or two of them with 429, not all --parallel-max sent at once. */
+  char adaptive[16];
+  b.window = luaretry_policy_get(p, "rate.adaptive", adaptive, sizeof adaptive) == LUARETRY_OK &&
+                 strcmp(adaptive, "true") == 0
+               ? 1
+               : b.nslots;
   rc = alloc_tables(&b);
   if (rc == LUARETRY_OK) run_batch(&b);
   free_tables(&b);
