@@ -291,8 +291,8 @@ static void decrease(lr_pace *p, const lr_guards *g, double now) {
   double took = p->probing ? per_second_over(p->ok_slot, p->ok, now, LR_PACE_BUCKETS / 2)
                            : per_second(p->ok_slot, p->ok, now);
   double from = p->rate;
-  if (p->probing && from > 0) /* it overshot: half of it, or what was taken */
-    from = took > from * OVERSHOT ? took : from * OVERSHOT;
+  if (p->probing && from > 0) /* it overshot: some of it, or what was taken (never more) */
+    from = took > from ? from : took > from * OVERSHOT ? took : from * OVERSHOT;
   if (from <= 0) from = took;
   if (from <= 0) from = per_second(p->sent_slot, p->sent, now);
   if (g->rate_limit > 0 && (from <= 0 || from > g->rate_limit)) from = g->rate_limit;

@@ -111,6 +111,7 @@ typedef struct {
   slot *slots;
   size_t nslots, busy;
   size_t window;       /* transfers that may run: nslots, or less in a slow start */
+  double window_at;    /* when it last grew (monotonic seconds) */
   live_call *calls;    /* ncalls entries; c == NULL: free */
   live_call **spare;   /* the free entries, a stack */
   live_call **waiting; /* calls waiting for their retry: a heap on due */
@@ -447,7 +448,10 @@ static void end_attempt(batch *b, live_call *lc, slot *s, CURLcode res) {
     job->result.status = out.status;
     job->result.error = out.error;
     /* a slow start: each answer that is not throttling lets one more run */
-    if (out.status > 0 && !d.throttled && b->window < b->nslots) b->window++;
+    if (out.status > 0 && !d.throttled && b->window < b->nslots) {
+      b->window++;
+      b->window_at = lr_curl_now();
+    }
   }
   if (rc == LUARETRY_OK && !d.retry && d.reason == LUARETRY_REASON_NONE) {
     /* failed beside attempts still in flight: the call waits for them */
@@ -532,7 +536,26 @@ static int collect_ended(batch *b) {
   return ended;
 }
 
+/* A slow start that no answer moved for SLOW_START_IDLE seconds lets one
+ * more transfer run: a rate limiter answers at once, so a transfer that
+ * hangs (or a slow server) says nothing of it, and must not hold the batch. */
+#define SLOW_START_IDLE 1.0
+
+/* The ms until the slow start's window grows by itself (b->busy fills it
+ * and work waits), or `ms` when sooner or never; grows it when due. */
+static int slow_start_due(batch *b, double now, int ms) {
+  if (b->window >= b->nslots || b->busy < b->window || !(b->nwaiting || more_jobs(b))) return ms;
+  double left = b->window_at + SLOW_START_IDLE - now;
+  if (left <= 0) {
+    b->window++;
+    b->window_at = now;
+    return 0;
+  }
+  return left * 1000 < ms ? (int)ceil(left * 1000) : ms;
+}
+
 static void run_batch(batch *b) {
+  b->window_at = lr_curl_now();
   for (;;) {
     if (atomic_load(&b->m->cancelled)) {
       cancel_all(b);
@@ -540,6 +563,7 @@ static void run_batch(batch *b) {
     }
     /* start what may start: due retries first, then new calls */
     double now = lr_curl_now();
+    int grow_ms = slow_start_due(b, now, 1000);
     while (b->busy < b->window && b->nwaiting && b->waiting[0]->due <= now)
       start_attempt(b, wait_pop(b));
     /* then due hedges: they cut the tail of calls already in progress */
@@ -561,6 +585,7 @@ static void run_batch(batch *b) {
       if (ms < timeout_ms) timeout_ms = ms < 0 ? 0 : (int)ms;
     }
     if (hedge_ms < timeout_ms) timeout_ms = hedge_ms;
+    if (grow_ms < timeout_ms) timeout_ms = grow_ms;
     struct curl_waitfd wake = { b->m->wake_fd, CURL_WAIT_POLLIN, 0 };
     curl_multi_poll(b->m->multi, &wake, 1, timeout_ms, NULL);
   }
