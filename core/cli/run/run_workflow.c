@@ -51,7 +51,8 @@ luaretry_code workflow_run(const run_args *a, luaretry_policy *p, luaretry_call 
   /* curl's options (TLS, -u, -A, -L) hold for every request of the script */
   if (rc == LUARETRY_OK && curlopts_apply(a, h) != 0) rc = LUARETRY_E_ARG;
   if (rc == LUARETRY_OK) rc = luaretry_call_run(c, attempt, &wf, final);
-  if (rc == LUARETRY_OK && final->reason != LUARETRY_REASON_CANCELLED)
+  /* no run returned when a request was refused before the first ended */
+  if (rc == LUARETRY_OK && final->reason != LUARETRY_REASON_CANCELLED && wf.body)
     outfile_write(out, wf.body, wf.body_len);
   luaretry_curl_transport_free(wf.transport);
   curl_easy_cleanup(h);
