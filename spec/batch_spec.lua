@@ -199,6 +199,19 @@ describe("luaretry run, many URLs", function ()
     assert.are.same({ 1, 2, 4 }, waves)
   end)
 
+  it("a slow start is not held by a transfer that hangs: a second goes after a second with no answer", function ()
+    local list = concat({ srv.base .. "/hang/1" }, urls("/ok/%d", 3))
+    local r = run(concat({ "run", HTTP, "--parallel-max", "4", "-q", "--set", "attempt_timeout=5",
+                           "--set", "max_attempts=1" }, list))
+    assert.are.equal(4, r.code, r.stderr)  -- /hang/1 timed out
+    local seen = srv:requests()
+    assert.are.equal(4, #seen)
+    assert.are.equal("/hang/1", seen[1].path)
+    -- the hang ends at its 5 s timeout; the next went long before
+    local after = seen[2].time - seen[1].time
+    assert.is_true(after >= 0.9 and after < 4, ("the second request %.3f s after the first"):format(after))
+  end)
+
   it("a waiting call holds no transfer slot: --parallel-max 1 goes on while a call backs off", function ()
     -- call 1 waits 0.75 s before its retry; calls 2 and 3 (0.5 s each) take
     -- the slot meanwhile; the retry, due during call 3, goes before call 4
