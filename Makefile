@@ -127,7 +127,8 @@ $(BUILD)/obj/%.o: core/%.c
 $(BUILD)/obj/fleet/%.o: CFLAGS_CORE += $(HIREDIS_CFLAGS)
 $(DATADIR_OBJ): CFLAGS_CORE += $(DATADIR_DEF)
 
--include $(ALL_OBJ:.o=.d)
+# Header dependencies: the objects', and the C tests' (spec/c/*.h among them).
+-include $(ALL_OBJ:.o=.d) $(C_TEST_BIN:=.d)
 
 $(BUILD)/libluaretry.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
