@@ -7,7 +7,6 @@
 -- for certain.  Every process is stopped by its PID; every wait bounded.
 local proc = require "support.proc"
 local redis = require "support.redis"
-local q = proc.q
 
 local SERVER = proc.root .. "/spec/fixtures/fleet/server.lua"
 local LOST = ("local guards decide until Redis is back"):gsub("%p", "%%%0")
@@ -18,16 +17,7 @@ local POLICY_TEXT = table.concat({
   "backoff = { initial = 0.05, max = 0.05 }",
   "budget = { max_tokens = 1000, token_ratio = 0.1 }", "fleet = { sync = 50 }" }, "\n")
 
-local function cli(port, ...)
-  local words = {}
-  for _, a in ipairs { ... } do words[#words + 1] = q(a) end
-  return (proc.readfile_cmd(ENV .. "timeout 10 redis-cli -h 127.0.0.1 -p " .. port .. " " ..
-                            table.concat(words, " ") .. " 2>&1"):gsub("\n$", ""))
-end
-
-local function count(s, pattern)
-  return select(2, (s or ""):gsub(pattern, ""))
-end
+local cli, count = redis.cli_port, require("support.fleet").count
 
 describe("the fleet on a Redis Cluster", function ()
   local srv, nodes, dir, policy

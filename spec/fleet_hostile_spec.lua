@@ -7,42 +7,16 @@
 -- time, without a crash, under the local guards, saying so once.
 local proc = require "support.proc"
 local redis = require "support.redis"
+local fleet = require "support.fleet"
 local lr = require "luaretry"
-local q = proc.q
 
 local BUDGET = proc.root .. "/spec/fixtures/fleet/budget.lua"
 local BREAKER = proc.root .. "/spec/fixtures/fleet/breaker.lua"
 local SERVER = proc.root .. "/spec/fixtures/fleet/server.lua"
-local FAKE = proc.root .. "/spec/fixtures/fleet/fake_redis.lua"
 local LOST = "local guards decide until Redis is back"
 local MiB = 1024 * 1024
 
--- The fake, in the background; fake:stop() kills it by PID.
-local function fake(mode)
-  local dir = proc.tmpdir()
-  proc.sh("sh -c " .. q("exec env -u LD_PRELOAD -u ASAN_OPTIONS lua5.4 " .. q(FAKE) .. " " ..
-          q(mode) .. " " .. q(dir) .. " >" .. q(dir .. "/out") .. " 2>&1 </dev/null & echo $! > " ..
-          q(dir .. "/pid")))
-  local pid = tonumber(proc.wait_for(function () return proc.readfile(dir .. "/pid") end, 5) or "")
-  local port = tonumber(proc.wait_for(function () return proc.readfile(dir .. "/port") end, 5) or "")
-  local f = { dir = dir, pid = pid, port = port }
-  function f.url(auth) return "redis://" .. (auth or "") .. "127.0.0.1:" .. port .. "/0" end
-  function f.log() return proc.readfile(dir .. "/log") or "" end
-  function f.stop()
-    proc.kill(pid, 1)
-    proc.rmtree(dir)
-  end
-  if not (pid and port) then
-    local why = proc.readfile(dir .. "/out") or ""
-    f.stop()
-    error("the fake Redis did not start: " .. why, 2)
-  end
-  return f
-end
-
-local function count(s, pattern)
-  return select(2, (s or ""):gsub(pattern, ""))
-end
+local fake, count = fleet.fake, fleet.count
 
 describe("the fleet against a hostile Redis", function ()
   local srv, tmp
