@@ -197,35 +197,32 @@ describe("the fleet's rate limiter against a hostile Redis", function ()
     local mode, why = case[1], case[2]
     it("a rate script that is " .. mode:sub(6) .. ": local limiting at once, said once", function ()
       local f = fake(mode)
-      local ok, err = pcall(function ()
-        srv:reset()
-        local t0 = proc.now()
-        local x = proc.run({ "run", RATE, "--urls", urls_file(tmp, srv, 10, "h"), "--parallel-max", "4",
-                             "--redis", f.url(), "--set",
-                             "fleet.command_timeout=500" }, { timeout = 30 })
-        local secs = proc.now() - t0
-        assert.are.equal(0, x.code, x.stderr)
-        assert.are.equal(1, count(x.stderr, LOST), x.stderr)
-        -- the reply's range check, or (a machine too busy to answer within
-        -- the lease's 50 ms) the worker's timeout: either goes local
-        if why then
-          assert.is_truthy(x.stderr:find(why, 1, true) or
-                           x.stderr:find("late; local guards decide", 1, true), x.stderr)
-        end
-        assert.is_nil(x.stderr:find("runtime error", 1, true), x.stderr)
-        assert.are.equal(10, #srv:requests_on("/200"))
-        -- asked once, then again only as the reconnect backoff (250 ms at
-        -- least) allows: the other calls went local at once
-        local asks = count(f.log(), "EVAL rate") + count(f.log(), "EVALSHA rate")
-        assert.is_true(asks >= 1 and asks <= 1 + secs / 0.25, asks .. " asks in " .. secs .. " s")
-        -- one round trip of 0.5 s at most, then 10 tokens at 20 a second
-        assert.is_true(secs < 5, ("%.3f s"):format(secs))
-        -- the local limiter paced them (9 intervals of 50 ms), not all at once
-        local t = times(srv, "/200")
-        assert.is_true(t[#t] - t[1] >= 0.3, ("10 requests in %.3f s"):format(t[#t] - t[1]))
-      end)
-      f.stop()
-      assert(ok, err)
+      finally(f.stop)
+      srv:reset()
+      local t0 = proc.now()
+      local x = proc.run({ "run", RATE, "--urls", urls_file(tmp, srv, 10, "h"), "--parallel-max", "4",
+                           "--redis", f.url(), "--set",
+                           "fleet.command_timeout=500" }, { timeout = 30 })
+      local secs = proc.now() - t0
+      assert.are.equal(0, x.code, x.stderr)
+      assert.are.equal(1, count(x.stderr, LOST), x.stderr)
+      -- the reply's range check, or (a machine too busy to answer within
+      -- the lease's 50 ms) the worker's timeout: either goes local
+      if why then
+        assert.is_truthy(x.stderr:find(why, 1, true) or
+                         x.stderr:find("late; local guards decide", 1, true), x.stderr)
+      end
+      assert.is_nil(x.stderr:find("runtime error", 1, true), x.stderr)
+      assert.are.equal(10, #srv:requests_on("/200"))
+      -- asked once, then again only as the reconnect backoff (250 ms at
+      -- least) allows: the other calls went local at once
+      local asks = count(f.log(), "EVAL rate") + count(f.log(), "EVALSHA rate")
+      assert.is_true(asks >= 1 and asks <= 1 + secs / 0.25, asks .. " asks in " .. secs .. " s")
+      -- one round trip of 0.5 s at most, then 10 tokens at 20 a second
+      assert.is_true(secs < 5, ("%.3f s"):format(secs))
+      -- the local limiter paced them (9 intervals of 50 ms), not all at once
+      local t = times(srv, "/200")
+      assert.is_true(t[#t] - t[1] >= 0.3, ("10 requests in %.3f s"):format(t[#t] - t[1]))
     end)
   end
 
@@ -234,22 +231,19 @@ describe("the fleet's rate limiter against a hostile Redis", function ()
   -- (50 ms, or eight usual round trips) the local limiter decides.
   it("a silent Redis holds no call and no exit, whatever the command timeout", function ()
     local f = fake("rate-silent")
-    local ok, err = pcall(function ()
-      srv:reset()
-      local log = tmp .. "/log.json"
-      local t0 = proc.now()
-      local x = proc.run({ "run", RATE, srv.base .. "/200", "--redis", f.url(), "--set",
-                           "fleet.command_timeout=10000", "--set", "deadline=1", "--log-json", log },
-                         { timeout = 30 })
-      local secs = proc.now() - t0
-      assert.are.equal(0, x.code, x.stderr)
-      -- the worker's round trip (10 s) is cut short at exit
-      assert.is_true(secs < 3, ("%.3f s"):format(secs))
-      assert.matches('"verdict": ?"success"', proc.readfile(log) or "")
-      assert.are.equal(1, #srv:requests_on("/200"))
-      assert.is_true(count(f.log(), "EVAL rate") + count(f.log(), "EVALSHA rate") >= 1, f.log())
-    end)
-    f.stop()
-    assert(ok, err)
+    finally(f.stop)
+    srv:reset()
+    local log = tmp .. "/log.json"
+    local t0 = proc.now()
+    local x = proc.run({ "run", RATE, srv.base .. "/200", "--redis", f.url(), "--set",
+                         "fleet.command_timeout=10000", "--set", "deadline=1", "--log-json", log },
+                       { timeout = 30 })
+    local secs = proc.now() - t0
+    assert.are.equal(0, x.code, x.stderr)
+    -- the worker's round trip (10 s) is cut short at exit
+    assert.is_true(secs < 3, ("%.3f s"):format(secs))
+    assert.matches('"verdict": ?"success"', proc.readfile(log) or "")
+    assert.are.equal(1, #srv:requests_on("/200"))
+    assert.is_true(count(f.log(), "EVAL rate") + count(f.log(), "EVALSHA rate") >= 1, f.log())
   end)
 end)
