@@ -134,9 +134,7 @@ int main(void) {
   luaretry_call_options vo = { .flags = LUARETRY_CALL_VIRTUAL_TIME };
   luaretry_call *c;
   CHECK_CODE(luaretry_call_begin(p, &vo, &c), LUARETRY_OK);
-  luaretry_outcome o;
-  luaretry_outcome_init(&o);
-  o.status = 503;
+  luaretry_outcome o = step_status(503);
   luaretry_decision d;
   CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
   luaretry_call_free(c);
