@@ -29,17 +29,8 @@ end
 
 describe("curl's retried options", function ()
   local srv, tmp
-
-  setup(function ()
-    tmp = proc.tmpdir()
-    proc.writefile(tmp .. "/up.txt", "the upload\n")
-    srv = proc.server(here .. "/fixtures/curl_more/echo.lua")
-  end)
-  teardown(function ()
-    if srv then srv:stop() end
-    proc.rmtree(tmp)
-  end)
-  before_each(function () srv:reset() end)
+  proc.with_server(here .. "/fixtures/curl_more/echo.lua", function (s, t) srv, tmp = s, t end)
+  before_each(function () proc.writefile(tmp .. "/up.txt", "the upload\n") end)
 
   it("-T FILE: a PUT of the file, sent whole on every attempt; a URL ending in / gets its name", function ()
     local r = run({ "-T", tmp .. "/up.txt", srv.base .. "/once503" })

@@ -33,16 +33,7 @@ local SUM = "sha-256=93a6015a3874a774dd59fdd5db19414b301525381eb5ddcc265cdcc68bb
 
 describe("downloads", function ()
   local srv, tmp
-
-  setup(function ()
-    tmp = proc.tmpdir()
-    srv = proc.server(FIXTURES .. "server.lua")
-  end)
-  teardown(function ()
-    if srv then srv:stop() end
-    proc.rmtree(tmp)
-  end)
-  before_each(function () srv:reset() end)
+  proc.with_server(FIXTURES .. "server.lua", function (s, t) srv, tmp = s, t end)
 
   local function stats()
     return cjson.decode(proc.readfile_cmd(CURL .. proc.q(srv.base .. "/_faults/stats")))
