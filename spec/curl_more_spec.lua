@@ -6,16 +6,7 @@ package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 local q = proc.q
 
-local FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter_max=0.01", "--seed", "1" }
-
-local function run(args, opts)
-  local t = { "run", "http" }
-  for _, v in ipairs(args) do t[#t + 1] = v end
-  for _, v in ipairs(FAST) do t[#t + 1] = v end
-  opts = opts or {}
-  opts.timeout = 60
-  return proc.run(t, opts)
-end
+local run = proc.run_http
 
 -- luaretry run in directory dir (for -O, which writes into the current one).
 local function run_in(dir, args)

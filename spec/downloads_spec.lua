@@ -12,14 +12,7 @@ local FIXTURES = proc.root .. "/spec/fixtures/downloads/"
 -- curl for the server's own answers: not under the sanitizer make test preloads
 local CURL = "env -u LD_PRELOAD curl -s --max-time 10 "
 
-local FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter_max=0.01", "--seed", "1" }
-
-local function run(args)
-  local t = { "run", "http" }
-  for _, v in ipairs(args) do t[#t + 1] = v end
-  for _, v in ipairs(FAST) do t[#t + 1] = v end
-  return proc.run(t, { timeout = 60 })
-end
+local run = proc.run_http
 
 -- What the server's `file` answer holds: byte i is (i + 17 * seed) % 251.
 local function content(size, seed)
