@@ -5,12 +5,7 @@
 #   start_redis NAME      (NAME prefixes the error messages)
 redis_pid=
 stop_all() {
-  if [ -n "$redis_pid" ]; then
-    kill "$redis_pid" 2>/dev/null
-    for _ in $(seq 100); do kill -0 "$redis_pid" 2>/dev/null || break; sleep 0.02; done
-    kill -KILL "$redis_pid" 2>/dev/null
-    wait "$redis_pid" 2>/dev/null
-  fi
+  stop_pid "$redis_pid"
   cleanup
 }
 trap stop_all EXIT
