@@ -4,22 +4,13 @@
 -- answers (Range, If-Range, resets mid-body).
 local proc = require "support.proc"
 local nginx = require "support.nginx"
+local dl = require "support.downloads"
 local count = require("support.text").count
-local cjson = require "cjson"
 
 local FIXTURES = proc.root .. "/spec/fixtures/downloads/"
 
--- curl for the server's own answers: not under the sanitizer make test preloads
-local CURL = "env -u LD_PRELOAD curl -s --max-time 10 "
-
+local CURL, content, partial, sidecar = dl.CURL, dl.content, dl.partial, dl.sidecar
 local run = proc.run_http
-
--- What the server's `file` answer holds: byte i is (i + 17 * seed) % 251.
-local function content(size, seed)
-  local t = {}
-  for i = 0, size - 1 do t[#t + 1] = string.char((i + 17 * (seed or 0)) % 251) end
-  return table.concat(t)
-end
 
 -- The digest of content(20000), as --checksum takes it.
 local SUM = "sha-256=93a6015a3874a774dd59fdd5db19414b301525381eb5ddcc265cdcc68bb9d350"
@@ -28,17 +19,8 @@ describe("downloads", function ()
   local srv, tmp
   proc.with_server(FIXTURES .. "server.lua", function (s, t) srv, tmp = s, t end)
 
-  local function stats()
-    return cjson.decode(proc.readfile_cmd(CURL .. proc.q(srv.base .. "/_faults/stats")))
-  end
-
-  local function ranges(path)
-    local t = {}
-    for _, r in ipairs(srv:requests_on(path)) do
-      t[#t + 1] = { range = r.headers.range, if_range = r.headers["if-range"] }
-    end
-    return t
-  end
+  local function file_bytes() return dl.file_bytes(srv) end
+  local function ranges(path) return dl.ranges(srv, path) end
 
   -- `run` of the server's path into out (-o) with more arguments, which
   -- must end 0 with `want` in out: the run, and the ranges path was asked.
@@ -78,7 +60,7 @@ describe("downloads", function ()
     it("reset the connection after reset_after bytes, and count the body bytes sent", function ()
       local body = proc.readfile_cmd(CURL .. proc.q(srv.base .. "/etag"))
       assert.are.equal(content(30000), body)
-      assert.are.equal(30000, stats().file_bytes)
+      assert.are.equal(30000, file_bytes())
       -- a whole answer keeps its connection.  Under ASan on a busy machine
       -- curl's second transfer was once cut short (20,000 bytes came back):
       -- one more pair, bounded, before the property is judged
@@ -142,12 +124,12 @@ describe("downloads", function ()
     it("asks Range: bytes=N- with If-Range: ETag, appends each 206, and the file is whole", function ()
       local _, seen = fetch("/etag", tmp .. "/etag.bin", content(100000))
       assert.are.equal(4, #seen)
-      assert.is_nil(seen[1].range)
+      assert.is_false(seen[1].range)
       for i = 2, 4 do
         assert.are.equal(("bytes=%d-"):format((i - 1) * 30000), seen[i].range)
         assert.are.equal('"v1"', seen[i].if_range)
       end
-      assert.are.equal(100000, stats().file_bytes)  -- not a byte sent twice
+      assert.are.equal(100000, file_bytes())  -- not a byte sent twice
       assert.are.same({}, proc.leftovers(tmp))
     end)
 
@@ -161,7 +143,7 @@ describe("downloads", function ()
       local r = run({ srv.base .. "/weak" })
       assert.are.equal(0, r.code, r.stderr)
       assert.are.equal(content(30000), r.stdout)
-      assert.is_nil(ranges("/weak")[2].range)
+      assert.is_false(ranges("/weak")[2].range)
     end)
 
     it("works for standard output (spooled) and --output-dir batches", function ()
@@ -177,7 +159,7 @@ describe("downloads", function ()
       assert.are.equal(content(25000, 3), proc.readfile(dir .. "/b.bin"))
       assert.are.equal("bytes=15000-", ranges("/a.bin")[2].range)
       assert.are.equal("bytes=10000-", ranges("/b.bin")[2].range)
-      assert.are.equal(65000, stats().file_bytes)
+      assert.are.equal(65000, file_bytes())
     end)
 
     it("gives no attempt back: each counts towards max_attempts, progress or not", function ()
@@ -210,7 +192,7 @@ describe("downloads", function ()
         local r, seen = fetch(path, tmp .. "/w.bin", content(30000))
         assert.are.equal(3, #seen, path)
         assert.are.equal("bytes=10000-", seen[2].range)
-        assert.is_nil(seen[3].range)  -- from zero
+        assert.is_false(seen[3].range)  -- from zero
         assert.matches("range error", r.stderr)
         assert.matches(why, r.stderr, 1, true)
         assert.are.equal(1, count(r.stderr, "restarting the download from zero"), path)
@@ -232,7 +214,7 @@ describe("downloads", function ()
     it("a part whose Content-Length is not its range's length: never written, from zero", function ()
       local r, seen = fetch("/long-part", tmp .. "/long.bin", content(100))
       assert.are.equal(3, #seen)
-      assert.is_nil(seen[3].range)
+      assert.is_false(seen[3].range)
       assert.matches("range error", r.stderr)
       assert.matches("is 50 bytes, but its Content-Length says 80", r.stderr, 1, true)
       assert.are.equal(1, count(r.stderr, "restarting the download from zero"))
@@ -240,7 +222,7 @@ describe("downloads", function ()
 
     it("a part that carries more bytes than its range (no Content-Length): from zero", function ()
       local r, seen = fetch("/long-part-close", tmp .. "/long2.bin", content(100))
-      assert.is_nil(seen[3].range)
+      assert.is_false(seen[3].range)
       assert.matches("carries more bytes than its Content-Range", r.stderr, 1, true)
       assert.are.equal(1, count(r.stderr, "restarting the download from zero"))
     end)
@@ -309,7 +291,7 @@ describe("downloads", function ()
       local r, seen = fetch("/repr-bad-whole", tmp .. "/whole.bin", content(100))
       assert.are.equal(3, #seen)
       assert.are.equal("bytes=50-", seen[2].range)
-      assert.is_nil(seen[3].range)
+      assert.is_false(seen[3].range)
       assert.matches("digest_mismatch error", r.stderr)
     end)
 
@@ -389,19 +371,6 @@ describe("downloads", function ()
   end)
 
   describe("resume across runs (issue 30): a cut -o download goes on in the next run", function ()
-    local function partial(out)
-      local dir, base = out:match("^(.*)/([^/]*)$")
-      return dir .. "/." .. base .. ".luaretry-partial"
-    end
-    local function sidecar(url, validator)
-      return "luaretry-partial 1\n" .. url .. "\n" .. validator .. "\n"
-    end
-    -- What a run cut earlier left beside out: the bytes, and the sidecar
-    -- naming url and the validator they are of.
-    local function leave_partial(out, bytes, url, validator)
-      proc.writefile(partial(out), bytes)
-      proc.writefile(partial(out) .. ".url", sidecar(url, validator))
-    end
     local function assert_no_partial(out)
       assert.is_nil(proc.readfile(partial(out)))
       assert.is_nil(proc.readfile(partial(out) .. ".url"))
@@ -412,15 +381,7 @@ describe("downloads", function ()
       local jobdir = proc.tmpdir()
       local job = proc.spawn({ "run", "http", url, "-o", out }, jobdir)
       -- stopped once some bytes are in (the temporary grows), long before the end
-      local got = proc.wait_for(function ()
-        for _, name in ipairs(proc.ls(tmp)) do
-          if name:match("^slow%.bin%.luaretry%-") then
-            local f = proc.readfile(tmp .. "/" .. name)
-            if f and #f >= 20 then return true end
-          end
-        end
-      end, 20)
-      assert.is_true(got, "no bytes came")
+      assert.is_true(dl.grown(tmp, "slow.bin", 20), "no bytes came")
       job:signal("TERM")
       local code = job:wait(20)
       assert.are.equal(130, code, job:stderr())
@@ -441,7 +402,7 @@ describe("downloads", function ()
 
     it("a run cut again before any answer leaves the earlier partial as it was", function ()
       local out, url = tmp .. "/h.bin", srv.base .. "/hang"
-      leave_partial(out, "abc", url, '"h"')
+      dl.plant(out, "abc", url, '"h"')
       local jobdir = proc.tmpdir()
       local job = proc.spawn({ "run", "http", url, "-o", out }, jobdir)
       assert.is_truthy(proc.wait_for(function () return #srv:requests_on("/hang") > 0 end, 20))
@@ -458,7 +419,7 @@ describe("downloads", function ()
 
     it("a partial whose validator no longer matches starts over, said once, and goes", function ()
       local out = tmp .. "/w.bin"
-      leave_partial(out, content(20000):sub(1, 5000), srv.base .. "/whole", '"old"')
+      dl.plant(out, content(20000):sub(1, 5000), srv.base .. "/whole", '"old"')
       local r, seen = fetch("/whole", out, content(20000))
       assert.are.equal("bytes=5000-", seen[1].range)
       assert.are.equal('"old"', seen[1].if_range)
@@ -468,10 +429,10 @@ describe("downloads", function ()
 
     it("a partial continued with --checksum is hashed whole: a damaged one is caught", function ()
       local out = tmp .. "/sum.bin"
-      leave_partial(out, ("?"):rep(5000), srv.base .. "/whole", '"w"')
+      dl.plant(out, ("?"):rep(5000), srv.base .. "/whole", '"w"')
       local r, seen = fetch("/whole", out, content(20000), { "--checksum", SUM })
       assert.are.equal("bytes=5000-", seen[1].range)
-      assert.is_nil(seen[2].range)  -- caught, then from zero
+      assert.is_false(seen[2].range)  -- caught, then from zero
       assert.matches("attempt 1/10: digest_mismatch error", r.stderr)
       assert.is_nil(proc.readfile(partial(out)))
       assert.are.same({}, proc.leftovers(tmp))
@@ -479,15 +440,15 @@ describe("downloads", function ()
 
     it("a partial of another URL is removed, and the download starts from zero", function ()
       local out = tmp .. "/o.bin"
-      leave_partial(out, "xxxxx", srv.base .. "/other", '"w"')
+      dl.plant(out, "xxxxx", srv.base .. "/other", '"w"')
       local _, seen = fetch("/whole", out, content(20000))
-      assert.is_nil(seen[1].range)
+      assert.is_false(seen[1].range)
       assert_no_partial(out)
     end)
 
     it("a final answer removes the partial, and FILE is not made", function ()
       local out, url = tmp .. "/g.bin", srv.base .. "/gone"
-      leave_partial(out, "xxxxx", url, '"w"')
+      dl.plant(out, "xxxxx", url, '"w"')
       local r = run({ url, "-o", out, "-f" })
       assert.are_not.equal(0, r.code)
       assert.is_nil(proc.readfile(out))
@@ -525,8 +486,8 @@ describe("downloads", function ()
       local _, seen = fetch("/whole", out, content(20000), { "-C", "-" })
       assert.are.equal(1, #seen)
       assert.are.equal("bytes=7000-", seen[1].range)
-      assert.is_nil(seen[1].if_range)
-      assert.are.equal(13000, stats().file_bytes)
+      assert.is_false(seen[1].if_range)
+      assert.are.equal(13000, file_bytes())
     end)
 
     it("starts over when the server sends the whole file, and goes on across resets", function ()
