@@ -746,7 +746,7 @@ static luaretry_code workflow_round(void *ud, luaretry_call *c, int attempt, dou
 
 static void test_workflow_requests(void) {
   luaretry_policy *p =
-    load_str("@wf.lua", "max_attempts = 3\ndeadline = 0.5\nrate = { limit = 1, burst = 1 }\n");
+    step_load("@wf.lua", "max_attempts = 3\ndeadline = 0.5\nrate = { limit = 1, burst = 1 }\n");
   if (!p) return;
   luaretry_call_options o;
   luaretry_call_options_init(&o);
