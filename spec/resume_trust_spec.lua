@@ -1,7 +1,7 @@
 -- Resumed downloads (issue 30, review): an earlier run's partial is
 -- continued only when this user made it, and an error answer to a Range
 -- request (a load balancer's 503) never throws away the bytes held.
--- Against `luaretry faults` (spec/fixtures/resume_trust/server.lua).
+-- Against `luaretry faults` (spec/fixtures/downloads/resume_trust.lua).
 local proc = require "support.proc"
 local dl = require "support.downloads"
 
@@ -26,7 +26,7 @@ end
 
 describe("resumed downloads", function ()
   local srv, tmp
-  proc.with_server(proc.root .. "/spec/fixtures/resume_trust/server.lua",
+  proc.with_server(proc.root .. "/spec/fixtures/downloads/resume_trust.lua",
                    function (s, t) srv, tmp = s, t end)
   local function file_bytes() return dl.file_bytes(srv) end
   local function ranges(path) return dl.ranges(srv, path) end
