@@ -9,7 +9,7 @@ local proc = require "support.proc"
 local cjson = require "cjson"
 local q = proc.q
 
-local FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter_max=0.01", "--seed", "1" }
+local FAST = proc.FAST
 
 local function run(args, fast)
   local t = { "run" }
