@@ -175,7 +175,7 @@ typedef struct {
  * a constant backoff of S, capped at S, and the same after throttling);
  * 0 or a usage status. */
 int retryopts_curl(retry_sets *s, const char *opt, const char *v);
-/* --retry-all-errors: options.retry_all_errors=true (http, command). */
+/* --retry-all-errors: retry_all_errors=true (any policy: judge.c applies it). */
 int retryopts_all_errors(retry_sets *s);
 /* --limit-rate and --max-filesize: bytes, curl's k/m/g suffixes (1024), above 0. */
 int retryopts_size(const char *opt, const char *v, long long *out);
