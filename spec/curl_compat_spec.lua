@@ -302,6 +302,17 @@ describe("curl's options with curl's meaning", function ()
         assert.are.same({ "ok" }, proc.ls(dir))
         assert.are.equal(1, #srv:requests_on("/nolength"))
       end)
+
+      it("with a workflow (a policy with run()): refused, never ignored", function ()
+        -- the script's requests keep their bodies whole for it (up to 16 MiB):
+        -- no sink counts them, so the limit could not hold for this body
+        local wf = proc.root .. "/spec/fixtures/workflow/endless_run.lua"
+        local r = run({ wf, "--max-filesize", "1k", srv.base .. "/nolength" }, false)
+        assert.are.equal(2, r.code, r.stderr)
+        assert.matches("run: --max-filesize is for URLs", r.stderr, 1, true)
+        assert.are.equal("", r.stdout)
+        assert.are.equal(0, #srv:requests_on("/nolength"))
+      end)
     end)
 
     it("--limit-rate paces each attempt (a lower bound only: a busy machine is slower, never faster)", function ()

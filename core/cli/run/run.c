@@ -53,6 +53,14 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
         "run: --urls, --parallel and --output-dir are for URLs; %s runs its own "
         "requests",
         a->policy);
+    /* its requests' bodies go whole to the script, not through a sink
+     * that could count them: a limit libcurl holds only for a stated
+     * length would be ignored for the others */
+    if (a->max_filesize)
+      return cli_usage(
+        "run: --max-filesize is for URLs; %s runs its own requests, whose bodies go to "
+        "its run() whole (up to 16 MiB)",
+        a->policy);
     return 0;
   }
   /* One URL alone is one call, as ever; several (or --urls, or
