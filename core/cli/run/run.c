@@ -301,6 +301,8 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
    * --max-filesize, counted on the one transfer the sink gets as it comes */
   if (a->include || a->dump_header || a->write_out || a->max_filesize)
     opt.flags |= LUARETRY_CALL_NO_HEDGE;
+  /* a workflow's requests are paced and admitted, not its rounds */
+  if (mode == RUN_WORKFLOW) opt.flags |= LUARETRY_CALL_WORKFLOW;
   luaretry_code rc = luaretry_call_begin(p, &opt, c);
   if (rc != LUARETRY_OK) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
