@@ -95,9 +95,7 @@ __attribute__((noinline)) static int choose_stripe(void) {
   return thread_stripe;
 }
 
-void lr_count(lr_shared *s, int metric, long long n) {
-  int k = thread_stripe;
-  if (!k) k = choose_stripe();
+static inline void count_in(lr_shared *s, int k, int metric, long long n) {
   if (k > 0) { /* the one writer: no locked add needed */
     atomic_llong *v = &s->stripes[k - 1].v[metric];
     long long old = atomic_load_explicit(v, memory_order_relaxed);
@@ -108,6 +106,19 @@ void lr_count(lr_shared *s, int metric, long long n) {
   } else {
     atomic_fetch_add_explicit(&s->stripes[-k - 1].v[metric], n, memory_order_relaxed);
   }
+}
+
+void lr_count(lr_shared *s, int metric, long long n) {
+  int k = thread_stripe;
+  if (!k) k = choose_stripe();
+  count_in(s, k, metric, n);
+}
+
+void lr_count_retry(lr_shared *s, long long wait_ns) {
+  int k = thread_stripe;
+  if (!k) k = choose_stripe();
+  count_in(s, k, LR_M_RETRIES, 1);
+  count_in(s, k, LR_METRIC_COUNT, wait_ns);
 }
 
 long long lr_counted(const lr_shared *s, int metric) {

@@ -214,31 +214,23 @@ static double current_rate(const lr_pace *p, const lr_guards *g) {
   return g->rate_adaptive && p->rate > 0 ? p->rate : g->rate_limit;
 }
 
-double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, double latest,
-                       double u, int *held) {
-  *held = 1;
-  if (!g->rate) return 0;
-  lr_pace *p = &s->pace;
-  lock(p);
-  double rate = current_rate(p, g), wait = 0;
+/* The reservation, the pace's lock held. */
+static double reserve(lr_pace *p, const lr_guards *g, double rate, double now, double at,
+                      double latest, double u, int *held) {
+  double wait = 0;
   if (rate > 0) {
     double interval = 1 / rate, tolerance = (double)(g->rate_burst - 1) * interval;
     double start = p->tat - tolerance > at ? p->tat - tolerance : at;
-    if (latest >= 0 && start > latest) {
-      unlock(p);
-      return -1;
-    }
+    if (latest >= 0 && start > latest) return -1;
     if (start <= at && at > now) {
       /* a later attempt (a retry after its backoff) whose token is free
        * then: taken now, it would leave the bucket idle until then */
-      unlock(p);
       *held = 0;
       return 0;
     }
     if (g->rate_adaptive && start - at > HORIZON) {
       /* tokens are held at most HORIZON ahead: the rate may change before
        * this one comes, so ask again then (spread over the horizon) */
-      unlock(p);
       *held = 0;
       return start - at - HORIZON + u * HORIZON;
     }
@@ -246,6 +238,29 @@ double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, 
     wait = start - at;
   }
   count_at(p->sent_slot, p->sent, at + wait);
+  return wait;
+}
+
+double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, double latest,
+                       double u, int *held) {
+  *held = 1;
+  if (!g->rate) return 0;
+  lr_pace *p = &s->pace;
+  lock(p);
+  double wait = reserve(p, g, current_rate(p, g), now, at, latest, u, held);
+  unlock(p);
+  return wait;
+}
+
+double lr_rate_reserve_drawn(lr_shared *s, const lr_guards *g, double now, double at,
+                             double latest, lr_rng *rng, int *held) {
+  *held = 1;
+  if (!g->rate) return 0;
+  lr_pace *p = &s->pace;
+  lock(p);
+  double rate = current_rate(p, g);
+  double u = g->rate_adaptive && rate > 0 ? lr_rng_unit(rng) : 0;
+  double wait = reserve(p, g, rate, now, at, latest, u, held);
   unlock(p);
   return wait;
 }
