@@ -318,8 +318,8 @@ double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, 
 /* The same, with `u` drawn from rng under the pace's lock only when the
  * rate paces (adaptive, a rate found): what the caller would draw after
  * asking lr_rate_now, with one lock instead of two. */
-double lr_rate_reserve_drawn(lr_shared *s, const lr_guards *g, double now, double at,
-                             double latest, lr_rng *rng, int *held);
+double lr_rate_reserve_drawn(lr_shared *s, const lr_guards *g, double now, double at, double latest,
+                             lr_rng *rng, int *held);
 /* A token reserved and not used (a later guard refused the attempt):
  * handed back (the bucket's time back to `tat_before`) when the bucket's
  * time is still `tat_after`, the one its reservation set. */

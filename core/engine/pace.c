@@ -254,8 +254,8 @@ double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, 
   return wait;
 }
 
-double lr_rate_reserve_drawn(lr_shared *s, const lr_guards *g, double now, double at,
-                             double latest, lr_rng *rng, int *held) {
+double lr_rate_reserve_drawn(lr_shared *s, const lr_guards *g, double now, double at, double latest,
+                             lr_rng *rng, int *held) {
   *held = 1;
   if (!g->rate) return 0;
   lr_pace *p = &s->pace;

@@ -52,12 +52,12 @@
 #define LUARETRY_DATADIR "."
 #endif
 
-#define RUNS            5
-#define POLICIES        1000
-#define TARGET_SAME     1.20 /* issue 28: the same body */
-#define TARGET_NEW      1.25 /* ... a new body each decision */
-#define BODIES          64
-#define TARGET_MEMORY   (64 * 1024)
+#define RUNS          5
+#define POLICIES      1000
+#define TARGET_SAME   1.20 /* issue 28: the same body */
+#define TARGET_NEW    1.25 /* ... a new body each decision */
+#define BODIES        64
+#define TARGET_MEMORY (64 * 1024)
 
 static const char BODY[] = "<html><body>503 Service Unavailable</body></html>";
 static char bodies[BODIES][sizeof BODY]; /* (a') and (c'): BODY, numbered */
@@ -139,8 +139,7 @@ static luaretry_call *mix_begin(mix_loop *m) {
 
 static void mix_succeed(mix_loop *m, luaretry_call *c) {
   luaretry_decision d;
-  if (luaretry_call_report(c, &m->ok, &d) != LUARETRY_OK ||
-      d.reason != LUARETRY_REASON_SUCCESS)
+  if (luaretry_call_report(c, &m->ok, &d) != LUARETRY_OK || d.reason != LUARETRY_REASON_SUCCESS)
     die("a 200", d.message ? d.message : luaretry_reason_name(d.reason));
   luaretry_call_free(c);
 }
@@ -285,7 +284,7 @@ static double clock_cost(void) {
 
 typedef struct {
   mix_loop loop;
-  long n; /* cycles */
+  long n;        /* cycles */
   double cpu_ns; /* per decision (the cycle's MIX_CALLS + 1), this thread's CPU clock */
 } thread_job;
 
@@ -355,9 +354,9 @@ static luaretry_policy *load_policy(const char *file, const char *name1, const c
 }
 
 static luaretry_policy *load_http(int long_calls) {
-  return long_calls ? load_policy("policies/http.lua", "max_attempts", "1000000000", "deadline",
-                                  "none")
-                    : load_policy("policies/http.lua", NULL, NULL, NULL, NULL);
+  return long_calls
+           ? load_policy("policies/http.lua", "max_attempts", "1000000000", "deadline", "none")
+           : load_policy("policies/http.lua", NULL, NULL, NULL, NULL);
 }
 
 /* ---- memory */
@@ -401,10 +400,10 @@ static const row ROWS[] = {
     TARGET_SAME },
   { "iam.lua as shipped, a new body", "policies/iam.lua", NULL, NULL, NULL, NULL, 1, 3, 0,
     TARGET_NEW },
-  { "http.lua, guards off, same body", "policies/http.lua", "budget", "none", "rate", "none", 0,
-    0, 0, 0 },
-  { "(b) http.lua as shipped, C classifier", "policies/http.lua", NULL, NULL, NULL, NULL, 0, -1,
-    1, 0 },
+  { "http.lua, guards off, same body", "policies/http.lua", "budget", "none", "rate", "none", 0, 0,
+    0, 0 },
+  { "(b) http.lua as shipped, C classifier", "policies/http.lua", NULL, NULL, NULL, NULL, 0, -1, 1,
+    0 },
   { "(e) http.lua, exact instruction_limit", "policies/http.lua", "instruction_limit", "5000000",
     NULL, NULL, 0, 0, 0, 0 },
 };
@@ -465,12 +464,13 @@ static timings time_decisions(void) {
 }
 
 static void print_decisions(const timings *t) {
-  printf("a retrying decision (report a 503, wait, next) in a steady mix: 1 call in %d fails once\n"
-         "and its retry succeeds, the others succeed at once (the budget keeps its tokens);\n"
-         "the mean of %d retrying decisions a run (those over %d us left out), best of %d runs,\n"
-         "the clock reads' %.0f ns taken off; beside it a bare lua_pcall of the same\n"
-         "is_transient(503, body, info), same mix; a %zu-byte body\n\n",
-         MIX_CALLS, MIX_SAMPLES, OUTLIER_NS / 1000, RUNS, t->clock, sizeof BODY - 1);
+  printf(
+    "a retrying decision (report a 503, wait, next) in a steady mix: 1 call in %d fails once\n"
+    "and its retry succeeds, the others succeed at once (the budget keeps its tokens);\n"
+    "the mean of %d retrying decisions a run (those over %d us left out), best of %d runs,\n"
+    "the clock reads' %.0f ns taken off; beside it a bare lua_pcall of the same\n"
+    "is_transient(503, body, info), same mix; a %zu-byte body\n\n",
+    MIX_CALLS, MIX_SAMPLES, OUTLIER_NS / 1000, RUNS, t->clock, sizeof BODY - 1);
   printf("%-42s %10s %10s %8s   %s\n", "row", "luaretry", "bare", "ratio", "target");
   for (int i = 0; i < ROW_COUNT; i++) {
     const row *r = &ROWS[i];
