@@ -37,11 +37,16 @@ typedef size_t (*luaretry_upload_fn)(void *ud, uint64_t offset, char *buf, size_
  * called.  Its answer is appended only when it is a 206 whose Content-Range
  * starts at N, with the same total length and the same validator.  A 200
  * (the resource changed, or the server ignores Range) calls restart() at
- * its first byte and is written from zero; a 206 that does not match, or
- * any other status, calls restart() too and the attempt fails as "range"
- * (a 206 that does not fit is never written), so the next attempt starts
- * from zero: two versions are never spliced.  Each restart of a download
- * that had bytes is told to `note` with the reason.
+ * its first byte and is written from zero; a 206 that does not match
+ * calls restart() too and the attempt fails as "range" (a 206 that does
+ * not fit is never written), so the next attempt starts from zero: two
+ * versions are never spliced.  An error answer (4xx or 5xx but 416: a load
+ * balancer's 503) says nothing of the resource: its body goes to the
+ * script, never to the sink, which keeps its bytes (restart() is not
+ * called, so a host must not drop them either), and the next attempt asks
+ * for the same range.  Any other answer (a 416, a 3xx not followed) calls
+ * restart() and is written from zero.  Each restart of a download that
+ * had bytes is told to `note` with the reason.
  * `offset`: bytes the sink holds before the call (curl's -C -, a partial
  * file): the first attempt asks for the rest, with If-Range: `validator`
  * when set, and a 200 starts over.
@@ -314,15 +319,28 @@ LUARETRY_API luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c
 LUARETRY_API void luaretry_curl_transport_free(luaretry_curl_transport *t);
 LUARETRY_API luaretry_code luaretry_curl_transport_perform(void *t, const luaretry_request *req,
                                                            double timeout, luaretry_response *resp);
-/* Hedged requests in a workflow: with `p` (the workflow's policy) set, a
+/* Each request of the workflow one round of a call of `p` (the workflow's
+ * policy) of its own, flagged LUARETRY_CALL_WORKFLOW_REQUEST and never
+ * hedged: it waits for its rate-limiter token and header-pacing slot (the
+ * wait ended at once by cancelling the transport's call), is counted by
+ * admission when sent and records its answer in the rate and admission;
+ * max_attempts, the budget and the breaker count the workflow's rounds.
+ * Begin the workflow's call (the transport's `c`) with
+ * LUARETRY_CALL_WORKFLOW, so its rounds are not paced besides.  A request
+ * the guards refuse (admission, a token past the deadline) is not sent: c
+ * stops for that reason (luaretry_call_stop_as) and the script's request
+ * fails with LUARETRY_E_OPERATION.  p = NULL: requests go as they come (the
+ * default). */
+LUARETRY_API luaretry_code luaretry_curl_transport_policy(luaretry_curl_transport *t,
+                                                          luaretry_policy *p);
+/* Hedged requests in a workflow: luaretry_curl_transport_policy, and with `p` set, a
  * request that is idempotent under p (is_idempotent, else the method rule:
  * never a POST without it), while p has a hedge and its breaker is closed,
  * runs as luaretry_curl_perform's attempts do: hedges on copies of the
  * handle beside a slow attempt, the first acceptable answer winning, the
- * others cancelled.  It is one round of a call of p of its own (counted as
- * a call; a hedge pays no budget token (failures do); hedges sent, won and
- * cancelled in p's metrics), never retried: the workflow retries as a
- * whole.  The script gets the answer that ended the round, whole (a loser's
+ * others cancelled.  Its round (a hedge pays no budget token (failures
+ * do); hedges sent, won and cancelled in p's metrics) is never retried:
+ * the workflow retries as a whole.  The script gets the answer that ended the round, whole (a loser's
  * bytes never), judged or not.  `observer` (or NULL) gets the decisions of
  * each round in which a hedge went.  p = NULL: no hedging (the default). */
 LUARETRY_API luaretry_code luaretry_curl_transport_hedge(luaretry_curl_transport *t,
