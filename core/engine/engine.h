@@ -235,6 +235,8 @@ void lr_shared_init(lr_shared *s, const lr_guards *g);
  * when they changed; the counters go on. */
 void lr_shared_configure(lr_shared *s, const lr_guards *g);
 void lr_count(lr_shared *s, int metric, long long n);
+/* A retry and its wait (ns), counted at once (one stripe lookup). */
+void lr_count_retry(lr_shared *s, long long wait_ns);
 /* The sum of a counter over the stripes (metric LR_METRIC_COUNT: the
  * nanoseconds waited). */
 long long lr_counted(const lr_shared *s, int metric);
@@ -313,6 +315,11 @@ void lr_throttle_totals(lr_shared *s, const lr_guards *g, double now, double *re
  * `latest`. */
 double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, double latest,
                        double u, int *held);
+/* The same, with `u` drawn from rng under the pace's lock only when the
+ * rate paces (adaptive, a rate found): what the caller would draw after
+ * asking lr_rate_now, with one lock instead of two. */
+double lr_rate_reserve_drawn(lr_shared *s, const lr_guards *g, double now, double at, double latest,
+                             lr_rng *rng, int *held);
 /* A token reserved and not used (a later guard refused the attempt):
  * handed back (the bucket's time back to `tat_before`) when the bucket's
  * time is still `tat_after`, the one its reservation set. */

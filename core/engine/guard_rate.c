@@ -121,9 +121,15 @@ double lr_call_rate_token(luaretry_call *c, double start) {
     } else {
       /* the spread's draw only once the adaptive rate paces: until throttling
        * answers come it is not there, and a seed gives the waits it gave
-       * without it (simulate's and run's alike) */
-      int paced = r->guards.rate_adaptive && lr_rate_now(pace(c), &r->guards) > 0;
-      extra = rate_reserve(c, now, base + start, latest, paced ? lr_rng_unit(&c->rng) : 0, &held);
+       * without it (simulate's and run's alike); the shared pace draws it
+       * under its lock (one lock, not two) */
+      if (!c->lazy_pace) {
+        extra =
+          lr_rate_reserve_drawn(c->shared, &r->guards, now, base + start, latest, &c->rng, &held);
+      } else {
+        int paced = r->guards.rate_adaptive && lr_rate_now(pace(c), &r->guards) > 0;
+        extra = rate_reserve(c, now, base + start, latest, paced ? lr_rng_unit(&c->rng) : 0, &held);
+      }
       if (extra < 0) return -1;
       c->admitted = held ? c->attempts + 1 : c->attempts; /* not held: ask again then */
       c->admit_at = start + extra;
