@@ -430,9 +430,18 @@ typedef struct {
   int (*reserve_take)(void *ud, double now, double left, lr_waiter *w);
 } lr_remote_ops;
 
+/* LR_CALL_LAZY_PACE: the sends a simulated process keeps until its pace
+ * is made (guard_rate.c). */
+#define LR_LAZY_SENDS 3
+
 typedef struct {
   const lr_remote_ops *ops; /* NULL: none */
   void *ud;
+  /* LR_CALL_LAZY_PACE: where the view's process keeps the times of its
+   * last LR_LAZY_SENDS sends until its pace is made (a simulated client,
+   * held by the million: its call needs no cold block for them); NULL
+   * for any other view */
+  double *lazy_sent;
 } lr_remote;
 
 /* ---- lease.c: the fleet's rate limiter, one GCRA for every process
@@ -647,7 +656,8 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
 /* An option flag of lr_call_new's alone (beside luaretry.h's): a
  * simulated process's call (luaretry_simulate_herd's fleet) whose adaptive
  * rate is its own, made on its first answer that counts (guard_rate.c):
- * a million clients hold no pace until they need one. */
+ * a million clients hold no pace until they need one.  Until then its
+ * sends are kept in remote->lazy_sent; without that the flag is ignored. */
 #define LR_CALL_LAZY_PACE 0x80000000u
 
 /* Report with a forced class (simulate): the judge still runs, for a wait

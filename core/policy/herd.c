@@ -25,7 +25,7 @@ typedef struct {
   herd_event *heap;
   long n;
   luaretry_call **calls;
-  long *attempts;
+  int *attempts; /* each client's, at most LUARETRY_SIMULATE_ATTEMPT_CAP */
   lr_simfleet *fleet;
   lr_shared *process; /* shared: the one process's guards; fleet: its
                          clients' local guards, which decide nothing */
@@ -79,7 +79,7 @@ static void finish(herd_run *h, long i, luaretry_reason reason, double t) {
 /* Client i at time t: the pre-attempt check, one attempt, its decision. */
 static luaretry_code step(herd_run *h, long i, double t) {
   luaretry_call *c = h->calls[i - h->base];
-  long *attempts = &h->attempts[i - h->base];
+  int *attempts = &h->attempts[i - h->base];
   luaretry_decision d;
   luaretry_code rc = luaretry_call_next(c, &d);
   if (rc != LUARETRY_OK) return rc;
@@ -170,7 +170,7 @@ static luaretry_code run_heap(herd_run *h, luaretry_policy *p, lr_gen *g) {
 /* Clients with guards of their own: one after the other, one call alive. */
 static luaretry_code run_each(herd_run *h, luaretry_policy *p, lr_gen *g) {
   luaretry_call *call = NULL;
-  long attempts = 0;
+  int attempts = 0;
   h->calls = &call;
   h->attempts = &attempts;
   luaretry_code rc = LUARETRY_OK;
