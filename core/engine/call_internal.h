@@ -12,7 +12,7 @@
 
 #include "engine.h"
 
-#define MESSAGE_SIZE  512
+#define MESSAGE_SIZE 512
 
 /* An attempt in flight: its number, start and kind. */
 #define LR_FLIGHT_MAX 11 /* the attempt, and hedge.max (at most 10) hedges */
@@ -32,16 +32,16 @@ typedef struct lr_call_cold {
   lr_shared *own;                /* this call's guards, when isolated */
   luaretry_observer_fn observer; /* luaretry_call_on_decision */
   void *observer_ud;
-  char *message;                   /* why the call stopped, for the decision */
-  char *errmsg;                    /* luaretry_call_errmsg */
-  char *hook_error;                /* on_retry's error, for the decision */
-  double throttle_previous;        /* the throttling backoff's last wait */
-  char invocation_id[37];          /* the invocation id's text, "" until asked */
-  lr_call_data data;               /* the script side's, between decisions (info.call,
+  char *message;            /* why the call stopped, for the decision */
+  char *errmsg;             /* luaretry_call_errmsg */
+  char *hook_error;         /* on_retry's error, for the decision */
+  double throttle_previous; /* the throttling backoff's last wait */
+  char invocation_id[37];   /* the invocation id's text, "" until asked */
+  lr_call_data data;        /* the script side's, between decisions (info.call,
                                prepare()'s copies) */
-  double hedge_delay;              /* hedging: this round's, fixed when its attempt
+  double hedge_delay;       /* hedging: this round's, fixed when its attempt
                                started */
-  double last_start;               /* ... and the latest start in flight, call seconds */
+  double last_start;        /* ... and the latest start in flight, call seconds */
 } lr_call_cold;
 
 struct luaretry_call {
