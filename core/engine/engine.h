@@ -506,14 +506,21 @@ int lr_lease_wait_full(const lr_lease *l, double now, double at, double u, doubl
 
 typedef struct lr_simfleet lr_simfleet;
 
-/* NULL: out of memory. */
-lr_simfleet *lr_simfleet_new(const lr_guards *g, double sync, long clients);
+/* NULL: out of memory.  Client i starts at (i / wave) * every seconds on
+ * the fleet's clock (wave 0: all at 0); its call's clock starts at 0 then.
+ * redis 0: the local store's model (no leases, no round trips counted). */
+lr_simfleet *lr_simfleet_new(const lr_guards *g, double sync, long clients, long wave, double every,
+                             int redis);
 void lr_simfleet_free(lr_simfleet *s);
 /* Client i's view, for lr_call_new; valid until lr_simfleet_free. */
 const lr_remote *lr_simfleet_client(lr_simfleet *s, long i);
-/* A sync of client i now: where its process starts (the command's first
- * sync) and ends (what it had not sent goes). */
-void lr_simfleet_sync(lr_simfleet *s, long i, double now);
+/* Client i's process starts (the command's first sync) and ends (what it
+ * owes goes, its block given back), `now` on the fleet's clock. */
+void lr_simfleet_begin(lr_simfleet *s, long i, double now);
+void lr_simfleet_end(lr_simfleet *s, long i, double now);
+/* The round trips the clients made, as processes count their Redis
+ * commands (luaretry_metrics' fleet_round_trips); 0 for NULL. */
+unsigned long long lr_simfleet_round_trips(const lr_simfleet *s);
 
 /* ---- hedge.c: another attempt while one is slow (the policy's hedge) */
 
