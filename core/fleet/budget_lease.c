@@ -143,10 +143,18 @@ void lr_budget_lease_take(lr_fleet *f, lr_fleet_batch *b, int64_t now) {
   f->lease_block = block;
   b->lheld = atomic_load(&f->held);
   b->lwant = (long long)block * MILLI;
+  /* unread until settled: a sync whose answer is lost may have been
+   * applied, and the next one says so */
+  b->lseq = ++f->lease_seq;
+  b->lprev_seq = f->lease_lost_seq;
+  b->lprev_held = f->lease_lost_held;
+  f->lease_lost_seq = b->lseq;
+  f->lease_lost_held = b->lheld;
 }
 
 void lr_budget_lease_settle(lr_fleet *f, const lr_fleet_batch *b, const lr_fleet_reply *r,
                             lr_fleet_work_fn sync_fn) {
+  f->lease_lost_seq = f->lease_lost_held = 0;
   atomic_store(&f->leased, r->leased);
   atomic_store(&f->others, r->leased - r->lease);
   f->lease_redis = r->lease;

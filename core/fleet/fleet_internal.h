@@ -194,8 +194,9 @@ typedef struct {
   long long throttled;         /* throttling answers: throttle_cost each */
   /* the budget's lease (budget_lease.c), milli-tokens: the block this
    * process holds now, the block it wants after the sync, how long Redis
-   * keeps it (ms) */
-  long long lheld, lwant, lttl_ms;
+   * keeps it (ms); this sync's number, and the last one whose answer was
+   * never read (0: none) with the block held when it left */
+  long long lheld, lwant, lttl_ms, lseq, lprev_seq, lprev_held;
 } lr_fleet_batch;
 
 typedef struct {
@@ -291,8 +292,10 @@ struct lr_fleet {
   /* under io: the block's size (tokens), and whether the handle is
    * closing (its block goes back) */
   long lease_block;
-  int64_t lease_taken_at, lease_spent_at; /* the last sync's, the last with failures */
-  long long lease_redis;                  /* the block Redis kept at the last sync */
+  int64_t lease_taken_at, lease_spent_at;    /* the last sync's, the last with failures */
+  long long lease_redis;                     /* the block Redis kept at the last sync */
+  long long lease_seq;                       /* the last sync's number */
+  long long lease_lost_seq, lease_lost_held; /* a sync whose answer was not read */
   int lease_closing;
 
   /* Everything below belongs to whoever holds io. */

@@ -23,12 +23,13 @@
  *            accepts), I = 0..9;
  *            and leased (the tokens out in leases, budget_lease.c)
  *   KEYS[2]  sorted set: member -> time of its last sync (ms)
- *   KEYS[3]  hash: member -> the budget's block it holds (milli)
+ *   KEYS[3]  hash: member -> "H S": the budget's block it holds (milli)
+ *            after its sync number S
  *   KEYS[4]  sorted set: member -> when that block expires (ms)
  *   ARGV     max_milli failures open_ms probes ttl_ms member
  *            spent earned trail resets want cfg
  *            requests accepts throttled cost_milli bucket_ms
- *            lheld lwant lttl_ms
+ *            lheld lwant lttl_ms lseq lprev_seq lprev_held
  *   returns  {tokens, state, fails, opened_at, probes_left, granted, now,
  *            requests, accepts, lease, leased} (requests, accepts: the
  *            throttle's window, this batch in; lease: this member's block
@@ -64,10 +65,10 @@ const char LR_FLEET_SCRIPT[] =
   "local t = redis.call('TIME')\n"
   "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
   "local a = {}\n"
-  "for i = 1, 20 do a[i] = tonumber(ARGV[i]) end\n"
+  "for i = 1, 23 do a[i] = tonumber(ARGV[i]) end\n"
   "local max, failures, open_ms, probes, ttl = a[1], a[2], a[3], a[4], a[5]\n"
   "local spent, earned, trail, resets, want = a[7], a[8], a[9], a[10], a[11]\n"
-  "local lheld, lwant, lttl = a[18], a[19], a[20]\n"
+  "local lheld, lwant, lttl, lseq, pseq, pheld = a[18], a[19], a[20], a[21], a[22], a[23]\n"
   "local h = redis.call('HMGET', KEYS[1], 'tokens', 'state', 'fails', 'opened_at', 'probes_left',\n"
   "  'cfg', 'cfg_at', 'cfg_by', 'leased')\n"
   "if h[6] and h[6] ~= ARGV[12] and h[8] ~= ARGV[6] and now - (tonumber(h[7]) or 0) < 60000 then\n"
@@ -81,15 +82,21 @@ const char LR_FLEET_SCRIPT[] =
   /* blocks whose holders stopped syncing go back, a few a sync */
   "local leased = tonumber(h[9]) or 0\n"
   "for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 16)) do\n"
-  "  local held = tonumber(redis.call('HGET', KEYS[3], m)) or 0\n"
+  "  local held = tonumber(string.match(redis.call('HGET', KEYS[3], m) or '', '^%d+')) or 0\n"
   "  redis.call('HDEL', KEYS[3], m)\n"
   "  redis.call('ZREM', KEYS[4], m)\n"
   "  leased = leased - held\n"
   "  tokens = tokens + held\n"
   "end\n"
-  /* this member's block: what it no longer holds of it was spent */
-  "local keep = tonumber(redis.call('HGET', KEYS[3], ARGV[6])) or 0\n"
-  "if lheld < keep then leased, keep = leased - (keep - lheld), lheld end\n"
+  /* this member's block, "H S": H milli-tokens after its sync number S.
+   * What it spent of it since: from H, or, when S is the sync whose
+   * answer it never read (pseq), from what it held then */
+  "local v = redis.call('HGET', KEYS[3], ARGV[6]) or ''\n"
+  "local keep = tonumber(string.match(v, '^%d+')) or 0\n"
+  "local from = keep\n"
+  "if pseq > 0 and tonumber(string.match(v, ' (%d+)$')) == pseq then from = pheld end\n"
+  "local used = math.min(keep, math.max(0, from - lheld))\n"
+  "leased, keep = leased - used, keep - used\n"
   "leased = math.max(keep, leased)\n"
   /* the budget: -1000 per failure, +ratio*1000 per success, within [0, max]
    * with the blocks out */
@@ -103,7 +110,7 @@ const char LR_FLEET_SCRIPT[] =
   "  if g > 0 then tokens, leased, keep = tokens - g, leased + g, keep + g end\n"
   "end\n"
   "if keep > 0 then\n"
-  "  redis.call('HSET', KEYS[3], ARGV[6], keep)\n"
+  "  redis.call('HSET', KEYS[3], ARGV[6], keep .. ' ' .. lseq)\n"
   "  redis.call('ZADD', KEYS[4], now + lttl, ARGV[6])\n"
   "  redis.call('PEXPIRE', KEYS[3], ttl)\n"
   "  redis.call('PEXPIRE', KEYS[4], ttl)\n"
@@ -210,17 +217,18 @@ lr_fleet_code lr_redis_script_load(lr_fleet_script *s, lr_redis_conn *c, const l
 lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[4],
                                      const char *member, const lr_fleet_limits *l,
                                      const lr_fleet_batch *b) {
-  enum { NUMS = 18 };
+  enum { NUMS = 21 };
   long long nums[NUMS] = { l->max_milli, l->failures, l->open_ms,   l->probes,     l->ttl_ms,
                            b->spent,     b->earned,   b->trail,     b->resets,     b->want,
                            b->requests,  b->accepts,  b->throttled, l->cost_milli, l->bucket_ms,
-                           b->lheld,     b->lwant,    b->lttl_ms };
+                           b->lheld,     b->lwant,    b->lttl_ms,   b->lseq,       b->lprev_seq,
+                           b->lprev_held };
   char text[NUMS][24], cfg[300];
   for (int i = 0; i < NUMS; i++) lr_fmt(text[i], sizeof text[i], "%lld", nums[i]);
   lr_fleet_cfg_text(l, cfg, sizeof cfg);
   int eval = s->use_eval || !s->sha[0];
-  const char *argv[3 + LR_FLEET_KEYS + 20] = { eval ? "EVAL" : "EVALSHA",
-                                               eval ? LR_FLEET_SCRIPT : s->sha, "4" };
+  const char *argv[3 + LR_FLEET_KEYS + NUMS + 2] = { eval ? "EVAL" : "EVALSHA",
+                                                     eval ? LR_FLEET_SCRIPT : s->sha, "4" };
   int n = 3;
   for (int i = 0; i < LR_FLEET_KEYS; i++) argv[n++] = keys[i];
   /* ARGV: the first five numbers, member, five more, cfg, the rest */
