@@ -150,6 +150,8 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_sett
   lr_fmt(f->key, sizeof f->key, "luaretry:{%s}", key);
   lr_fmt(f->procs_key, sizeof f->procs_key, "luaretry:{%s}:procs", key);
   lr_fmt(f->rate_key, sizeof f->rate_key, "luaretry:{%s}:rate", key);
+  lr_fmt(f->leases_key, sizeof f->leases_key, "luaretry:{%s}:leases", key);
+  lr_fmt(f->lexp_key, sizeof f->lexp_key, "luaretry:{%s}:lexp", key);
   pthread_mutex_init(&f->rate_lock, NULL);
   lr_lease_init(&f->lease);
   lr_fleet_rate_install(f, s);
@@ -166,6 +168,7 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_sett
   lr_waiter_init(&f->stopper);
   f->pid = getpid();
   lr_conn_init(&f->conn);
+  f->conn.sent = &f->commands;
   f->conn.slot = lr_cluster_slot(f->key, strlen(f->key)); /* every key shares its tag */
   f->backoff_ms = f->set.reconnect_min_ms;
   f->rng = (uint64_t)lr_monotonic_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid() ^
