@@ -48,7 +48,9 @@
 #define CONNECT_COMMANDS 1
 #define MILLI            1000
 
-enum { SHORT = 1, CLOSING = 2 }; /* a failure found the block empty; the process ends */
+/* a failure found the block empty; the process ends; a batch is on its
+ * way (sent at `spent_at`, its answer not back yet) */
+enum { SHORT = 1, CLOSING = 2, IN_FLIGHT = 4 };
 
 /* A client as small as it can be: a simulation holds up to a million at
  * once (160 bytes each, beside its call; issue 30 wants 512 for both):
@@ -69,12 +71,13 @@ typedef struct {
     lr_lease *lease;                 /* a fixed rate: its slots; made on first use */
     double lazy_sent[LR_LAZY_SENDS]; /* an adaptive one: remote.lazy_sent */
   } rate;
-  double spent_at;                    /* the last sync that counted a failure */
-  unsigned new_requests, new_accepts; /* since, unsent */
-  int free_tokens;                    /* milli-tokens at the last sync in no block */
-  int held;                           /* milli-tokens of its block left */
-  int redis_held;                     /* its block as the fleet holds it, at the last sync */
-  unsigned short block;               /* the block's size it asks, tokens */
+  double spent_at;                            /* the last sync that counted a failure */
+  unsigned new_requests, new_accepts;         /* since, unsent */
+  unsigned short sent_requests, sent_accepts; /* IN_FLIGHT: sent, still in the view */
+  int free_tokens;                            /* milli-tokens at the last sync in no block */
+  int held;                                   /* milli-tokens of its block left */
+  int redis_held;       /* its block as the fleet holds it, at the last sync */
+  unsigned short block; /* the block's size it asks, tokens */
   signed char state;
   unsigned char npending, flags;
   unsigned char pending[PENDING_MAX / 2]; /* lr_remote_outcome values, or SPEND: a nibble each */
@@ -169,7 +172,6 @@ static long block_for(sim_client *c, int fails, double now) {
   double per = fails * s->sync / (elapsed < floor ? floor : elapsed);
   long block = per >= (double)cap ? cap : (long)ceil(per);
   if ((c->flags & SHORT) && block < 2L * c->block) block = 2L * c->block;
-  c->spent_at = now;
   return block < 1 ? 1 : block > cap ? cap : block;
 }
 
@@ -194,8 +196,24 @@ static void lease_settle(sim_client *c, long block) {
   c->flags &= (unsigned char)~SHORT;
 }
 
-/* One round trip: the batch, the lease, the state. */
-static void sync_client(sim_client *c, double now) {
+/* What an outcome does to the budget's tokens, milli. */
+static long long cost(const lr_guards *g, int o) {
+  if (!g->budget) return 0;
+  if (o == LR_REMOTE_SUCCESS) return llround(g->token_ratio * MILLI);
+  if (o == LR_REMOTE_FAILURE || o == SPEND) return -MILLI;
+  if (o == LR_REMOTE_THROTTLED) return -llround(g->throttle_cost * MILLI);
+  return 0;
+}
+
+static long long unsent_net(const sim_client *c) {
+  long long net = 0;
+  for (int k = 0; k < c->npending; k++)
+    net += cost(&c->fleet->g, (c->pending[k / 2] >> (k % 2 * 4)) & 15);
+  return net;
+}
+
+/* A round trip's way there: the batch applied, in order, and the lease. */
+static void send(sim_client *c, double now) {
   lr_shared *sh = c->fleet->shared;
   const lr_guards *g = &c->fleet->g;
   int fails = 0;
@@ -209,12 +227,40 @@ static void sync_client(sim_client *c, double now) {
     }
   }
   lr_throttle_add(sh, g, c->new_requests, c->new_accepts, now);
+  c->new_requests = c->new_accepts = 0;
   if (c->fleet->redis) c->fleet->round_trips += 1 + (c->synced_at < 0 ? CONNECT_COMMANDS : 0);
   lease_settle(c, block_for(c, fails, now));
+  if (fails) c->spent_at = now;
   c->npending = 0;
-  c->net = 0;
-  c->new_requests = c->new_accepts = 0;
+}
+
+/* Its way back: the state as the fleet holds it now, the view's own
+ * counts those not sent yet. */
+static void land(sim_client *c, double now) {
+  c->net = unsent_net(c);
+  c->sent_requests = c->sent_accepts = 0;
+  c->flags &= (unsigned char)~IN_FLIGHT;
   snapshot(c, now);
+}
+
+/* One round trip: the batch, the lease, the state. */
+static void sync_client(sim_client *c, double now) {
+  send(c, now);
+  land(c, now);
+}
+
+static unsigned short saturated(unsigned long n) { return n > 65535 ? 65535 : (unsigned short)n; }
+
+/* A failure's round trip, which the worker makes while the call goes on:
+ * the retry is decided now on the view as it was (the batch still counted
+ * in it, as a process counts its batch in flight); the answer is back by
+ * the client's next question (Redis's latency is left out). */
+static void sync_soon(sim_client *c, double now) {
+  c->sent_requests = saturated(c->sent_requests + (unsigned long)c->new_requests);
+  c->sent_accepts = saturated(c->sent_accepts + (unsigned long)c->new_accepts);
+  send(c, now); /* c->net still counts what it sent */
+  c->synced_at = now;
+  c->flags |= IN_FLIGHT;
 }
 
 static int owes(const sim_client *c) {
@@ -266,8 +312,9 @@ static double enter(sim_client *c, double now) {
   double t = fleet_time(c, now);
   if (c->synced_at < 0)
     sync_client(c, t);
-  else
-    timer(c, t);
+  else if ((c->flags & IN_FLIGHT) && t > c->synced_at)
+    land(c, t);
+  timer(c, t);
   return t;
 }
 
@@ -297,10 +344,7 @@ static void maybe_sync(sim_client *c, double now) {
 }
 
 static void pend(sim_client *c, lr_remote_outcome o, double now) {
-  const lr_guards *g = &c->fleet->g;
-  if (g->budget && o == LR_REMOTE_SUCCESS) c->net += llround(g->token_ratio * MILLI);
-  if (g->budget && (o == LR_REMOTE_FAILURE || o == SPEND)) c->net -= MILLI;
-  if (g->budget && o == LR_REMOTE_THROTTLED) c->net -= llround(g->throttle_cost * MILLI);
+  c->net += cost(&c->fleet->g, (int)o);
   if (o == LR_REMOTE_SUCCESS || o == LR_REMOTE_ANSWERED) c->new_accepts++;
   if (c->npending == PENDING_MAX) sync_client(c, now);
   int k = c->npending++;
@@ -323,15 +367,16 @@ static void record(void *ud, lr_remote_outcome o, double now) {
   }
   pend(c, o, now);
   if (o == LR_REMOTE_FAILURE && !paid && c->fleet->redis && worth_asking(c, now))
-    sync_client(c, now);
+    sync_soon(c, now);
   else
     maybe_sync(c, now);
 }
 
 static double refusal(const sim_client *c) {
   const lr_guards *g = &c->fleet->g;
-  return lr_throttle_formula(g->throttle_k, c->requests + (double)c->new_requests,
-                             c->accepts + (double)c->new_accepts);
+  return lr_throttle_formula(g->throttle_k,
+                             c->requests + (double)c->new_requests + c->sent_requests,
+                             c->accepts + (double)c->new_accepts + c->sent_accepts);
 }
 
 static double throttle_request(void *ud, double now) {
