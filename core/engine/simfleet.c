@@ -8,7 +8,9 @@
  *     snapshot of the state; it happens when the client's process starts
  *     (the command's first sync), when an outcome comes a sync period or
  *     more after the last sync (a batch), at once for a failure no block
- *     of the budget's tokens pays for while one could be had, before a
+ *     of the budget's tokens pays for while one could be had or without a
+ *     budget (the worker's: its answer lands by the client's next
+ *     question, the retry being decided on the view as it was), before a
  *     retry unless the view is recent (synced within the period, nothing
  *     unsent) or a block pays for it, when a half-open breaker is asked for
  *     a probe permit, two periods after its last failure while it holds a
