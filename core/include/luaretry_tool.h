@@ -78,9 +78,10 @@ typedef struct {
                                    sharing its guards (budget, breaker,
                                    throttle, rate): fresh ones, not the policy's */
   uint64_t reserved[1];
-  /* With `fleet`: the clients start in waves, `wave` of them every
+  /* Not with `shared`: the clients start in waves, `wave` of them every
    * `wave_every` seconds (client i at (i / wave) * wave_every), as
-   * processes started by a batch; 0: every one at t=0 */
+   * processes started by a batch; 0: every one at t=0.  The outage
+   * begins at 0 whatever the waves. */
   long wave;
   double wave_every; /* seconds, 0 to 1e6 */
   /* With `fleet`: the local store's (--fleet local): each outcome counted

@@ -207,7 +207,7 @@ luaretry_code luaretry_simulate_herd(luaretry_policy *p, const luaretry_herd_opt
                                      luaretry_herd_result *r) {
   if (!lr_policy_ok(p) || !o || !r || o->clients < 1 || o->clients > HERD_MAX_CLIENTS ||
       !(o->outage >= 0 && o->outage <= 1e6) || !(o->sync >= 0 && o->sync <= 3600) || o->wave < 0 ||
-      !(o->wave_every >= 0 && o->wave_every <= 1e6) ||
+      (o->wave && o->shared) || !(o->wave_every >= 0 && o->wave_every <= 1e6) ||
       (o->outage_status && (o->outage_status < 100 || o->outage_status > 599)))
     return LUARETRY_E_ARG;
   memset(r, 0, sizeof *r);
