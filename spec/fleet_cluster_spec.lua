@@ -123,7 +123,7 @@ describe("the fleet on a Redis Cluster", function ()
     assert.are.equal("OK", cli(nodes[dst].port, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src]))
     assert.are.equal("OK", cli(nodes[src].port, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dst]))
     assert.are.equal("OK", cli(nodes[src].port, "MIGRATE", "127.0.0.1", nodes[dst].port, "", 0,
-                               5000, "KEYS", k, k .. ":procs"))
+                               5000, "KEYS", k, k .. ":procs", k .. ":leases", k .. ":lexp"))
     x = run(nodes[other].port, key)
     assert.are.equal(4, x.code, x.stderr)
     assert.are.equal(0, count(x.stderr, LOST), x.stderr)

@@ -195,8 +195,10 @@ lr_fleet_code lr_fleet_refresh(lr_fleet *f);
  * round trip; the decision goes on with what is known. */
 void lr_fleet_refresh_soon(lr_fleet *f);
 
-/* Sends what was counted and not sent yet, when connected and healthy:
- * one round trip, or none (nothing to send; Redis down or never reached).
+/* Sends what was counted and not sent yet, and gives back the budget's
+ * block this process holds, when healthy: one round trip (connecting
+ * again if the worker's, cut short, closed the connection), or none
+ * (nothing to send or give back; Redis down or never reached).
  * Before a handle is freed, so that a process's last outcomes count: the
  * worker ends first (a round trip of its under way is cut short), and
  * the handle makes no more round trips but the caller's own. */
