@@ -191,10 +191,15 @@ describe("the budget's leases", function ()
       local n, b = only(blocks)
       return n == 1 and b >= 2 and b
     end, 10)
+    -- luaretry fleet shows it, among the fleet's tokens
+    local shown = proc.run({ "fleet", policy(tmp, "killed"), "--redis", r.url, "--set",
+                             "fleet.key=" .. key })
     job:signal("KILL")
     job:wait(5)
     proc.rmtree(dir)
     assert.truthy(held, "the process never held a block")
+    assert.are.equal(0, shown.code, shown.stderr)
+    assert.matches("\n  leases: %d+%.000 of them out in blocks to 1 process\n", shown.stdout)
     local tokens, leased, blocks = books(r, key)
     local n, block = only(blocks)
     assert.are.equal(1, n)
