@@ -181,6 +181,37 @@ describe("the budget's leases", function ()
     p:close()
   end)
 
+  -- The fake sentinel (spec/fixtures/fleet/fake_redis.lua) is its own
+  -- master and logs each command it gets: a sentinel URL's process sends
+  -- it the sentinel's question, the master's INFO replication, SCRIPT LOAD
+  -- and the syncs, each counted.
+  it("counts the sentinel's question and the master's INFO among its round trips", function ()
+    local dir = proc.tmpdir()
+    proc.sh("sh -c " .. proc.q("exec env -u LD_PRELOAD -u ASAN_OPTIONS lua5.4 " ..
+            proc.q(proc.root .. "/spec/fixtures/fleet/fake_redis.lua") .. " sentinel-self " ..
+            proc.q(dir) .. " >/dev/null 2>&1 </dev/null & echo $! > " .. proc.q(dir .. "/pid")))
+    local pid = tonumber(proc.wait_for(function () return proc.readfile(dir .. "/pid") end, 5) or "")
+    local port = tonumber(proc.wait_for(function () return proc.readfile(dir .. "/port") end, 5) or "")
+    local ok, err = pcall(function ()
+      assert(pid and port, "the fake sentinel did not start")
+      local res = proc.run({ "run", policy(tmp, "sentinel", 40), "--redis",
+                             ("redis-sentinel://127.0.0.1:%d/0#m"):format(port), "--stats", "-q",
+                             "--", "false" })
+      assert.are.equal(4, res.code, res.stderr)
+      local trips = tonumber(res.stderr:match("redis round trips (%d+)"))
+      assert.is_not_nil(trips, res.stderr)
+      local log = proc.readfile(dir .. "/log") or ""
+      local got = select(2, log:gsub("\n", ""))
+      assert.matches("^SENTINEL\nINFO\nSCRIPT\nEVALSHA\n", log)
+      -- the last round trip (the block given back) comes after --stats
+      assert.is_true(got == trips or got == trips + 1,
+                     ("the fake got %d commands, the process counted %d:\n%s"):format(got, trips, log))
+    end)
+    if pid then proc.kill(pid, 1) end
+    proc.rmtree(dir)
+    assert(ok, err)
+  end)
+
   it("gives a killed process's block back to the fleet once it expires, not before", function ()
     local key = new_key()
     local dir = proc.tmpdir()
