@@ -181,6 +181,39 @@ describe("the budget's leases", function ()
     p:close()
   end)
 
+  -- luaretry(1)'s bound: in an outage the fleet's retries are at most what
+  -- its budget allows (max_tokens / 2: no success earns, no reserve) plus
+  -- the tokens out in leases (at most N processes x max_tokens / 8).
+  it("keeps an outage's retries within the budget's plus the tokens out in leases", function ()
+    local key, jobs, dirs = new_key(), {}, {}
+    local path = tmp .. "/outage.lua"
+    proc.writefile(path, table.concat({
+      'name = "outage"', "max_attempts = 60", "deadline = 30", "attempt_timeout = 5",
+      'backoff = { kind = "constant", initial = 0.01, jitter = "none" }',
+      "budget = { max_tokens = 40, token_ratio = 0.1 }", "fleet = { sync = 100 }", "" }, "\n"))
+    for i = 1, 4 do
+      dirs[i] = proc.tmpdir()
+      -- (timeouts a busy machine meets: a process that lost Redis would
+      -- decide on its own budget, as it says)
+      jobs[i] = proc.spawn({ "run", path, "--redis", r.url, "--set", "fleet.key=" .. key,
+                             "--set", "fleet.command_timeout=1000", "--set",
+                             "fleet.connect_timeout=1000", "--stats", "-q", "--", "false" }, dirs[i])
+    end
+    local retries = 0
+    for i = 1, 4 do
+      local code = jobs[i]:wait(30)
+      local err = jobs[i]:stderr() or ""
+      jobs[i]:stop()
+      proc.rmtree(dirs[i])
+      assert.is_true(code == 6 or code == 4, err) -- the budget refused, or out of attempts
+      assert.is_nil(err:find("local guards decide", 1, true), err)
+      retries = retries + assert(tonumber(err:match("retries (%d+),")), err)
+    end
+    -- 20 above half, 5 a block: at most 20 + 4 x 5
+    assert.is_true(retries <= 40, retries .. " retries")
+    assert.is_true(retries >= 10, retries .. " retries: the budget let too few through")
+  end)
+
   -- The fake sentinel (spec/fixtures/fleet/fake_redis.lua) is its own
   -- master and logs each command it gets: a sentinel URL's process sends
   -- it the sentinel's question, the master's INFO replication, SCRIPT LOAD
