@@ -75,11 +75,14 @@ describe("the budget's leases", function ()
     local key = new_key()
     r:cli("CONFIG", "RESETSTAT")
     local res = proc.run({ "run", policy(tmp, "stream", 300), "--redis", r.url, "--set",
-                           "fleet.key=" .. key, "--stats", "-q", "--", "false" })
+                           "fleet.key=" .. key, "--stats", "--metrics-file", tmp .. "/metrics",
+                           "-q", "--", "false" })
     assert.are.equal(4, res.code, res.stderr)
     assert.matches("attempts 300,", res.stderr)
     local trips = tonumber(res.stderr:match("redis round trips (%d+)"))
     assert.is_not_nil(trips, res.stderr)
+    assert.matches("\nluaretry_fleet_round_trips_total{policy=\"stream\"} " .. trips .. "\n",
+                   proc.readfile(tmp .. "/metrics"))
     -- before leases each failure made one round trip, and each retry after
     -- its wait another: about 600 here
     assert.is_true(trips >= 2 and trips * 5 < 300, ("%d round trips for 300 failures"):format(trips))
@@ -128,7 +131,7 @@ describe("the budget's leases", function ()
     end
     local heavy = p:metrics().fleet_round_trips - trips0
     assert.is_true(heavy * 4 < 800, ("%d round trips for 800 failures"):format(heavy))
-    assert.is_true(biggest >= 8, "the biggest block seen: " .. biggest)
+    assert.is_true(biggest >= 8 and biggest <= 125, "the biggest block seen: " .. biggest)
     -- slow: one failure every 150 ms, 8 times: a block of 1 covers a sync period's
     local last
     for _ = 1, 8 do
@@ -178,6 +181,34 @@ describe("the budget's leases", function ()
     assert.are.equal(before, after)
     assert.are.equal(before, seen, r:cli("INFO", "commandstats"))
     assert.is_true(seen >= 2) -- SCRIPT LOAD, then the syncs
+    p:close()
+  end)
+
+  -- A block comes only from the tokens above half (8 of 16 here; a block
+  -- of 2 at most): a process's failures that no block pays for take the
+  -- fleet's count below half, and no block is granted from there.
+  it("leases only the tokens above half", function ()
+    local key = new_key()
+    local path = tmp .. "/half.lua"
+    proc.writefile(path, table.concat({
+      'name = "half"', "max_attempts = 3", "deadline = 30", "attempt_timeout = 5",
+      "budget = { max_tokens = 16, token_ratio = 0.1 }", "fleet = { sync = 100 }", "" }, "\n"))
+    local p = assert(lr.load(path, { ["fleet.redis"] = r.url, set = { ["fleet.key"] = key } }))
+    assert(p:fleet_sync())
+    local granted = false
+    for i = 1, 12 do
+      local c = assert(p:begin {})
+      c:report { status = 503 }
+      c:close()
+      assert(p:fleet_sync())
+      local tokens, leased = books(r, key)
+      granted = granted or leased > 0
+      assert.is_true(leased <= 2 and (leased == 0 or tokens >= 8),
+                     ("after %d failures: tokens %g, leased %g"):format(i, tokens, leased))
+      assert.are.equal(16 - i, tokens + leased)
+    end
+    assert.is_true(granted, "no block was ever granted")
+    assert.are.equal(0, select(2, books(r, key)))
     p:close()
   end)
 
@@ -274,6 +305,10 @@ describe("the budget's leases", function ()
                                                       set = { ["fleet.key"] = key } }))
     assert(p:fleet_sync())
     assert.are.equal(block, select(2, books(r, key))) -- not yet
+    local st = p:fleet()
+    assert.are.equal(block, st.leased_tokens)
+    assert.are.equal(1, st.lease_holders)
+    assert.are.equal(tokens + leased, st.tokens) -- the fleet's, blocks among them
     local back = proc.wait_for(function ()
       assert(p:fleet_sync())
       local _, l = books(r, key)
