@@ -276,6 +276,54 @@ describe("the budget's leases", function ()
     assert(ok, err)
   end)
 
+  -- Redis gone: the local guards decide, as without leases; the block the
+  -- process held is spent on the outage's failures and dropped: a Redis
+  -- that comes back empty gets none of it, nor the outage's counts.
+  it("decides under the local guards while Redis is gone, and drops the block it held", function ()
+    local key = new_key()
+    local p = assert(lr.load(policy(tmp, "away"), { ["fleet.redis"] = r.url,
+                                                    ["fleet.reconnect"] = 200,
+                                                    ["fleet.command_timeout"] = 1000,
+                                                    set = { ["fleet.key"] = key } }))
+    local function fail(n)
+      for _ = 1, n do
+        local c = assert(p:begin {})
+        c:report { status = 503 }
+        c:close()
+      end
+    end
+    assert(p:fleet_sync())
+    local held = proc.wait_for(function ()
+      fail(5)
+      proc.sleep(0.01)
+      return select(2, books(r, key)) >= 2
+    end, 5)
+    assert.truthy(held, "no block was ever held")
+    r:kill()
+    local lost = proc.wait_for(function ()
+      fail(5)
+      proc.sleep(0.01)
+      return p:metrics().guards == "fallback"
+    end, 5)
+    assert.truthy(lost, "never fell back to the local guards")
+    fail(20)
+    r:restart()
+    local back = proc.wait_for(function ()
+      proc.sleep(0.05)
+      return p:fleet_sync() and p:metrics().guards == "fleet"
+    end, 5)
+    assert.truthy(back, "did not rejoin")
+    -- nothing of before came over: the new Redis's tokens, and a new block
+    -- from them at most
+    local tokens, leased = books(r, key)
+    assert.are.equal(1000, tokens + leased)
+    fail(3)
+    assert(p:fleet_sync())
+    tokens, leased = books(r, key)
+    assert.are.equal(997, tokens + leased)
+    p:close()
+  end)
+
   it("gives a killed process's block back to the fleet once it expires, not before", function ()
     local key = new_key()
     local dir = proc.tmpdir()
