@@ -10,9 +10,15 @@
  * before the first sync, while Redis is slow, down or refusing, and when
  * the view has gone stale.
  *
+ * The budget is leased (budget_lease.c, whose header is the design): a
+ * process holds a block of the fleet's tokens and pays its failures from
+ * it, with no round trip until the sync period's.
+ *
  * Cost model: no function the engine calls waits for Redis.
  *   lr_fleet_record, lr_fleet_spend, lr_fleet_throttle_request
- *                              a few relaxed atomic adds, no lock, no I/O
+ *                              a few relaxed atomic adds (a failure: a
+ *                              compare-and-swap on the block), no lock,
+ *                              no I/O
  *   lr_fleet_budget_allows_retry, lr_fleet_breaker_admits
  *                              atomic loads, no lock, no I/O
  *   lr_fleet_maybe_sync, lr_fleet_refresh_soon, and a first attempt while
