@@ -85,6 +85,17 @@
 
 #define MILLI 1000
 
+/* The fleet's tokens at the last sync (the blocks other processes held
+ * then among them), with this process's block and what it has counted
+ * since (sent or not), clamped as the script clamps. */
+long long lr_fleet_tokens_milli(lr_fleet *f) {
+  long long t = atomic_load(&f->tokens) + atomic_load(&f->others) + atomic_load(&f->held) +
+                atomic_load(&f->inflight_net) + atomic_load(&f->earned) - atomic_load(&f->spent) -
+                atomic_load(&f->throttled) * atomic_load(&f->cost_milli);
+  long long max = atomic_load(&f->max_milli);
+  return t < 0 ? 0 : t > max ? max : t;
+}
+
 long lr_budget_lease_cap(long long max_milli) {
   long cap = (long)(max_milli / MILLI / 8);
   return cap < 1 ? 1 : cap;
