@@ -328,7 +328,7 @@ describe("the local store (--fleet local)", function ()
   end)
 
   it("is a host setting: luaretry_policy_set(p, \"fleet.local\", ...), on, none or a folder", function ()
-    local p = assert(lr.load(BUDGET, { ["fleet.local"] = run, ["fleet.key"] = new_key() }))
+    local p = assert(lr.load(BUDGET, { ["fleet.local"] = run, set = { ["fleet.key"] = new_key() } }))
     local st = assert(p:fleet())
     assert.are.equal(10, st.tokens)
     assert.are.equal(run, st.where:match("^(.*)/[^/]+$"))

@@ -28,6 +28,22 @@ describe("loading", function()
     assert.are.equal(6, p:tuning().max_attempts)
   end)
 
+  it("refuses an option it would ignore: a policy field beside set, an unknown name", function()
+    local ok, err = pcall(lr.load, FIX .. "reload_v1.lua", { max_attempts = 1 })
+    assert.is_false(ok)
+    assert.matches("max_attempts is a policy field: put it in set = ", err, 1, true)
+    ok, err = pcall(lr.load_string, "max_attempts = 2", "=x", { bogus = true })
+    assert.is_false(ok)
+    assert.matches("unknown option 'bogus'", err, 1, true)
+    ok, err = pcall(lr.load_string, "max_attempts = 2", "=x", { [1] = "x" })
+    assert.is_false(ok)
+    assert.matches("a number key", err, 1, true)
+    -- host-only fields and log stay at the top
+    local p = assert(lr.load_string("max_attempts = 2", "=x",
+                                    { time_limit = 1, log = function() end }))
+    assert.are.equal(1, p:tuning().time_limit)
+  end)
+
   it("names the chunk \"policy\" by default", function()
     local p = assert(lr.load_string("max_attempts = 2\nfunction is_transient() return true end"))
     assert.are.equal("policy:2", p:classify{ status = 503 }.rule)

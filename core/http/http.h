@@ -47,6 +47,8 @@ typedef struct {
   int decided;                     /* this attempt's answer was judged */
   int bad_range;                   /* ... and it could not be appended */
   int drop;                        /* ... and its body goes nowhere (416) */
+  int aside;                       /* ... an error answer: its body is the
+                                      script's, never the sink's */
   char why[200];
   lr_hash whole;         /* of what the sink holds, from its byte 0 */
   int whole_ok;          /* whole covers every byte the sink holds */
@@ -204,6 +206,13 @@ int lr_resume_body(lr_transfer *t, size_t len);
 const char *lr_resume_short(lr_resume *rs);
 /* After the attempt: keep what the sink holds for the next, or not. */
 void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status);
+/* The call stopped after t: when t's error answer was set aside (the sink
+ * kept the download's bytes) and the call did not end by its deadline or
+ * a cancel (which keep them for a later run), nor into the host's own
+ * file (an offset without a validator: -C -), the sink is restarted and
+ * given that answer's body (its first body_limit bytes); -1 when the sink
+ * refused. */
+int lr_resume_end(lr_transfer *t, const luaretry_decision *final);
 
 /* CURLOPT_CONNECTTIMEOUT_MS: `connect` seconds when > 0 and shorter than
  * the attempt's `timeout` (the attempt's own already holds otherwise). */

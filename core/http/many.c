@@ -423,6 +423,7 @@ static int hedges_due(batch *b, int ms) {
  * stream got. */
 static void deliver(live_call *lc, slot *s, int hedge, const luaretry_decision *d) {
   luaretry_curl_job *job = lc->job;
+  if (!hedge && lr_resume_end(&s->a.t, d) != 0) return;
   if (d->reason == LUARETRY_REASON_CANCELLED || !job->sink || !s->a.t.body.len) return;
   if (!hedge && job->restart) return; /* streamed already */
   if (hedge && job->restart && job->restart(job->sink_ud) != 0) return;

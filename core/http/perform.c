@@ -62,6 +62,7 @@ static luaretry_code attempts(luaretry_call *c, CURL *h, CURLM *m, const luaretr
     }
     if (rc != LUARETRY_OK) return rc;
     if (!final->retry) {
+      if (!delivered && lr_resume_end(&a->t, final) != 0) return LUARETRY_E_OPERATION;
       if (!delivered && final->reason != LUARETRY_REASON_CANCELLED && io->sink && !io->restart &&
           a->t.body.len)
         io->sink(io->sink_ud, a->t.body.data, a->t.body.len);

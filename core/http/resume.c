@@ -32,7 +32,7 @@ static void forget(lr_resume *rs) {
 }
 
 int lr_resume_before(lr_resume *rs, const luaretry_request *r, struct curl_slist **list) {
-  rs->asking = rs->decided = rs->bad_range = rs->drop = 0;
+  rs->asking = rs->decided = rs->bad_range = rs->drop = rs->aside = 0;
   rs->end = 0;
   rs->why[0] = '\0';
   int get = !r->body && (!r->method || strcmp(r->method, "GET") == 0);
@@ -176,8 +176,17 @@ int lr_resume_first_byte(lr_transfer *t) {
     /* -C - of a file that is whole already: it stays as it is */
     rs->drop = 1;
     return 0;
+  } else if (t->status_code >= 400 && t->status_code != 416) {
+    /* an error answer (a load balancer's 503, a 429) says nothing of the
+     * resource: only a 200 says the validator changed, only a 416 that the
+     * range is wrong (RFC 9110 13.1.5, 15.5.17).  The sink keeps what it
+     * holds, the next attempt asks for the same range, and the body goes
+     * to the script alone */
+    rs->aside = 1;
+    return 0;
   } else {
-    /* an error page: written from zero, and judged as any answer */
+    /* another answer (a redirect not followed, a 204, a 416): written
+     * from zero, and judged as any answer */
     char why[64];
     snprintf(why, sizeof why, "the server answered the Range request with %ld", t->status_code);
     return start_over(t, why);
@@ -191,6 +200,7 @@ int lr_resume_first_byte(lr_transfer *t) {
 
 void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status) {
   if (!rs->opt || rs->bad_range) return;  /* a bad range: forgotten already */
+  if (rs->aside) return;                  /* an error answer: the sink as it was */
   if (out->error && !rs->decided) return; /* no body came: as it was */
   /* only the resource's own bytes are resumed, never an error page's */
   if (out->error && strstr(out->error, "_mismatch")) {
@@ -225,6 +235,23 @@ void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status) {
   else if (!range && length)
     rs->total = strtoull(length, NULL, 10);
   rs->initial = 0;
+}
+
+int lr_resume_end(lr_transfer *t, const luaretry_decision *final) {
+  lr_resume *rs = t->resume;
+  /* the host's own file (-C -, an offset without validator) keeps what it
+   * held, as a failed call leaves it */
+  if (!rs || !rs->aside || final->reason == LUARETRY_REASON_DEADLINE ||
+      final->reason == LUARETRY_REASON_CANCELLED || (rs->opt->offset > 0 && !rs->opt->validator))
+    return 0;
+  /* the call's result is that error answer: what the sink shows, as any
+   * final answer's body (standard output shows it) */
+  rs->aside = 0;
+  forget(rs);
+  if (t->restart && t->restart(t->stream_ud) != 0) return -1;
+  if (t->stream && t->body.len && t->stream(t->stream_ud, t->body.data, t->body.len) != t->body.len)
+    return -1;
+  return 0;
 }
 
 /* A 206 is itself proof that the server serves ranges (nginx's carries no

@@ -49,6 +49,8 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
   }
   buf_add(&t->body, data, len < room ? len : room);
   if (t->body.failed) return 0;
+  /* an error answer to a Range request: the download's bytes stay */
+  if (t->resume && t->resume->aside) return len;
   if (t->stream && t->stream(t->stream_ud, data, len) != len) {
     t->stream_failed = 1;
     return 0;

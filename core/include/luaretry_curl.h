@@ -37,11 +37,16 @@ typedef size_t (*luaretry_upload_fn)(void *ud, uint64_t offset, char *buf, size_
  * called.  Its answer is appended only when it is a 206 whose Content-Range
  * starts at N, with the same total length and the same validator.  A 200
  * (the resource changed, or the server ignores Range) calls restart() at
- * its first byte and is written from zero; a 206 that does not match, or
- * any other status, calls restart() too and the attempt fails as "range"
- * (a 206 that does not fit is never written), so the next attempt starts
- * from zero: two versions are never spliced.  Each restart of a download
- * that had bytes is told to `note` with the reason.
+ * its first byte and is written from zero; a 206 that does not match
+ * calls restart() too and the attempt fails as "range" (a 206 that does
+ * not fit is never written), so the next attempt starts from zero: two
+ * versions are never spliced.  An error answer (4xx or 5xx but 416: a load
+ * balancer's 503) says nothing of the resource: its body goes to the
+ * script, never to the sink, which keeps its bytes (restart() is not
+ * called, so a host must not drop them either), and the next attempt asks
+ * for the same range.  Any other answer (a 416, a 3xx not followed) calls
+ * restart() and is written from zero.  Each restart of a download that
+ * had bytes is told to `note` with the reason.
  * `offset`: bytes the sink holds before the call (curl's -C -, a partial
  * file): the first attempt asks for the rest, with If-Range: `validator`
  * when set, and a 200 starts over.

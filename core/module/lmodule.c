@@ -136,9 +136,36 @@ static luaretry_code apply_options(lua_State *L, luaretry_policy *p, int opts) {
 
 static void log_to_host(void *ud, const char *line);
 
+static const luaretry_field *field_named(const char *name) {
+  for (size_t i = 0; i < luaretry_field_count(); i++)
+    if (strcmp(luaretry_field_at(i)->name, name) == 0) return luaretry_field_at(i);
+  return NULL;
+}
+
+/* A name in opts that is none of set, log or a host-only field is an
+ * error: a policy field put beside set = {...} would be ignored. */
+static void check_option_names(lua_State *L, int opts) {
+  if (!lua_istable(L, opts)) return;
+  lua_pushnil(L);
+  while (lua_next(L, opts)) {
+    lua_pop(L, 1);
+    if (lua_type(L, -1) != LUA_TSTRING)
+      luaL_error(L, "options: a %s key (names expected)", luaL_typename(L, -1));
+    const char *name = lua_tostring(L, -1);
+    const luaretry_field *f = field_named(name);
+    if (strcmp(name, "set") == 0 || strcmp(name, "log") == 0 || (f && f->host_only)) continue;
+    if (f)
+      luaL_error(L, "options: %s is a policy field: put it in set = { [\"%s\"] = ... }", name,
+                 name);
+    luaL_error(L, "options: unknown option '%s' (set, log or a host-only field expected)", name);
+  }
+}
+
 static int new_policy(lua_State *L, const char *path, const char *chunkname, const char *source,
                       int opts) {
   lua_settop(L, opts); /* the box must not land where opts is looked for */
+  if (!lua_isnoneornil(L, opts)) luaL_checktype(L, opts, LUA_TTABLE);
+  check_option_names(L, opts);
   policy_box *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->p = NULL;
   b->L = L;
@@ -582,6 +609,29 @@ static void read_outcome(lua_State *L, int idx, outcome_buf *ob) {
   lua_settop(L, top); /* the strings stay referenced by the table */
 }
 
+/* The values of a {name = value or {value, ...}} table at t, in order
+ * within a name, into h (counted only when h is NULL): every one is read,
+ * since of repeated inbound headers the smallest counts.  The strings stay
+ * referenced by the table, which the caller keeps on the stack. */
+static size_t header_values(lua_State *L, int t, luaretry_header *h) {
+  size_t n = 0;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
+      if (h) h[n] = (luaretry_header){ lua_tostring(L, -2), lua_tostring(L, -1) };
+      n++;
+    } else if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TTABLE) {
+      for (lua_Integer i = 1; lua_rawgeti(L, -1, i) == LUA_TSTRING; i++, n++) {
+        if (h) h[n] = (luaretry_header){ lua_tostring(L, -3), lua_tostring(L, -1) };
+        lua_pop(L, 1);
+      }
+      lua_pop(L, 1); /* what ended the run of strings */
+    }
+    lua_pop(L, 1);
+  }
+  return n;
+}
+
 /* {retries =, inbound = {name = value or {values}}}: what the request a
  * Lua host serves carried (luaretry_call_options_inbound), and a number
  * of retries of its own; both only ever lower what is there. */
@@ -597,25 +647,12 @@ static int call_allowance(lua_State *L, int idx, luaretry_policy *p, luaretry_ca
     return 0;
   }
   luaL_checktype(L, -1, LUA_TTABLE);
-  luaretry_header h[64];
-  size_t n = 0;
-  lua_pushnil(L);
-  while (lua_next(L, -2) && n < 64) { /* strings stay in the table */
-    if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TTABLE) {
-      for (lua_Integer i = 1; n < 64 && lua_rawgeti(L, -1, i) == LUA_TSTRING; i++) {
-        h[n].name = lua_tostring(L, -3);
-        h[n++].value = lua_tostring(L, -1);
-        lua_pop(L, 1);
-      }
-      lua_pop(L, 1);
-    } else if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
-      h[n].name = lua_tostring(L, -2);
-      h[n++].value = lua_tostring(L, -1);
-    }
-    lua_pop(L, 1);
-  }
+  int t = lua_absindex(L, -1);
+  size_t n = header_values(L, t, NULL);
+  luaretry_header *h = n ? lua_newuserdatauv(L, n * sizeof *h, 0) : NULL;
+  header_values(L, t, h);
   luaretry_code rc = luaretry_call_options_inbound(p, h, n, opt);
-  lua_pop(L, 2);
+  lua_settop(L, t - 2);     /* retries, inbound and the values' block */
   return rc != LUARETRY_OK; /* garbage: ignored, and p:begin says so */
 }
 
@@ -1000,28 +1037,14 @@ static int l_retry_after(lua_State *L) {
 
 /* luaretry.rate_limit(headers [, now]) -> seconds, or nil: the engine's
  * reader of the rate-limit fields over {name = value} or {name = {value,
- * ...}} (several values of one name in order); at most 64 values are read. */
+ * ...}} (several values of one name in order). */
 static int l_rate_limit(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   double now = luaL_optnumber(L, 2, 0);
-  luaretry_header h[64];
-  size_t n = 0;
   lua_settop(L, 1);
-  lua_pushnil(L);
-  while (lua_next(L, 1) && n < 64) {
-    if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
-      h[n].name = lua_tostring(L, -2);
-      h[n++].value = lua_tostring(L, -1);
-    } else if (lua_type(L, -2) == LUA_TSTRING && lua_istable(L, -1)) {
-      for (lua_Integer i = 1; n < 64 && lua_rawgeti(L, -1, i) == LUA_TSTRING; i++) {
-        h[n].name = lua_tostring(L, -3);
-        h[n++].value = lua_tostring(L, -1);
-        lua_pop(L, 1); /* the string stays referenced by its table */
-      }
-      lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-  }
+  size_t n = header_values(L, 1, NULL);
+  luaretry_header *h = n ? lua_newuserdatauv(L, n * sizeof *h, 0) : NULL;
+  header_values(L, 1, h);
   double w;
   luaretry_rate_limit(h, n, now, &w);
   if (w < 0) return 0;

@@ -360,14 +360,19 @@ static void on_note(void *ud, const char *line) {
   snprintf(n->last, sizeof n->last, "%s", line);
 }
 
+/* the script sees an error answer's body, which the sink never gets */
 static const char RESUME_POLICY[] =
-  "max_attempts = 3\ndeadline = 20\nbackoff = { initial = 0.01, jitter = 'none' }\n";
+  "max_attempts = 3\ndeadline = 20\nbackoff = { initial = 0.01, jitter = 'none' }\n"
+  "function is_transient(status, body)\n"
+  "  if status == 503 and body ~= 'busy' then error('the script got ' .. body) end\n"
+  "  return status == 503 or status == 0\n"
+  "end\n";
 
-/* Two canned answers, the second to the resumed request; what the sink
- * ended with, its restarts, and the notes. */
-static void resume_once(const char *second, uint64_t offset, const char *want, size_t restarts,
-                        int want_notes) {
-  const char *answers[] = { TRUNCATED_200, second, NULL };
+/* Canned answers, the second (and the third, when given) to the resumed
+ * request; what the sink ended with, its restarts, and the notes. */
+static void resume_seq(const char *second, const char *third, uint64_t offset, const char *want,
+                       size_t restarts, int want_notes) {
+  const char *answers[] = { TRUNCATED_200, second, third, NULL };
   server s = { 0 };
   if (!CHECK(server_start(&s, answers) == 0)) return;
   luaretry_policy *p = policy(RESUME_POLICY);
@@ -398,12 +403,23 @@ static void resume_once(const char *second, uint64_t offset, const char *want, s
   server_stop(&s);
 }
 
+static void resume_once(const char *second, uint64_t offset, const char *want, size_t restarts,
+                        int want_notes) {
+  resume_seq(second, NULL, offset, want, restarts, want_notes);
+}
+
+#define PART_4_9                                                     \
+  "HTTP/1.1 206 Partial\r\nETag: \"v1\"\r\nAccept-Ranges: bytes\r\n" \
+  "Content-Range: bytes 4-9/10\r\nContent-Length: 6\r\n\r\n456789"
+
 static void test_resume(void) {
   /* a 206 that fits is appended: restart() only before the first attempt */
-  resume_once(
-    "HTTP/1.1 206 Partial\r\nETag: \"v1\"\r\nAccept-Ranges: bytes\r\n"
-    "Content-Range: bytes 4-9/10\r\nContent-Length: 6\r\n\r\n456789",
-    0, "0123456789", 1, 0);
+  resume_once(PART_4_9, 0, "0123456789", 1, 0);
+  /* an error answer to the Range request (a load balancer's 503) is the
+   * script's alone: the sink keeps its bytes, the next attempt asks for
+   * the same range, and nothing restarts */
+  resume_seq("HTTP/1.1 503 X\r\nContent-Length: 4\r\nConnection: close\r\n\r\nbusy", PART_4_9, 0,
+             "0123456789", 1, 0);
   /* a 200 (the resource changed) starts over, told once */
   resume_once("HTTP/1.1 200 OK\r\nETag: \"v2\"\r\nContent-Length: 10\r\n\r\nABCDEFGHIJ", 0,
               "ABCDEFGHIJ", 2, 1);

@@ -349,8 +349,11 @@ static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_deci
                          d->wait_source == LUARETRY_WAIT_RATE
                        ? URL_THROTTLED
                        : URL_WAITING);
-  /* ... unless what it holds is resumed by the next attempt */
-  if (d && d->retry && !luaretry_curl_resumable(o)) outfile_release(&u->file);
+  /* ... unless what it holds is resumed by the next attempt: a break
+   * the next attempt resumes, or bytes this attempt never started over
+   * (an error answer to its Range request leaves them for the next) */
+  if (d && d->retry && u->file.restarted && !luaretry_curl_resumable(o)) outfile_release(&u->file);
+  if (d) u->file.restarted = 0;
   if (o && d && !d->retry && d->reason != LUARETRY_REASON_SUCCESS && !u->body_line) {
     /* its summary line quotes the answer too: with -q it is the only one */
     size_t len;

@@ -196,6 +196,7 @@ size_t outfile_write(void *ud, const char *data, size_t len) {
 
 int outfile_restart(void *ud) {
   outfile *f = ud;
+  f->restarted = 1;
   f->mem_len = 0;
   if (f->fd < 0) {
     f->failed = 0;
@@ -298,10 +299,14 @@ static void sidecar_name(const char *partial, char *out, size_t cap) {
   snprintf(out, cap, "%s%s", partial, URL_SUFFIX);
 }
 
-/* The sidecar's URL and validator lines match url: 1, validator filled. */
-static int sidecar_matches(const char *path, const char *url, char *validator, size_t cap) {
-  FILE *in = fopen(path, "rb");
-  if (!in) return 0;
+/* The sidecar's URL and validator lines match url: 1, validator filled.
+ * Reads fd (closed here). */
+static int sidecar_matches(int fd, const char *url, char *validator, size_t cap) {
+  FILE *in = fdopen(fd, "rb");
+  if (!in) {
+    close(fd);
+    return 0;
+  }
   char line[8192];
   int ok = fgets(line, sizeof line, in) && strcmp(line, PARTIAL_MAGIC) == 0 &&
            fgets(line, sizeof line, in) && strlen(line) == strlen(url) + 1 &&
@@ -312,33 +317,84 @@ static int sidecar_matches(const char *path, const char *url, char *validator, s
   return ok;
 }
 
+/* Opens path (never through a link) and checks that this user made it,
+ * as outfile_partial_keep does: a regular file of ours, 0600 or so, with
+ * no other name.  Someone else's file (planted in a folder others may
+ * write, such as /tmp) would put their bytes into ours, a file others may
+ * write would let them change it while we read, and a hard link to some
+ * other file of ours (.bashrc) would be appended to.  The descriptor, or
+ * -1: ENOENT when there is none, else why in `why`. */
+static int open_own(const char *path, int flags, char *why, size_t cap) {
+  why[0] = '\0';
+  int fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  struct stat st;
+  if (fd < 0 && errno == ENOENT) return -1;
+  if (fd < 0 && errno == ELOOP)
+    snprintf(why, cap, "it is a symbolic link");
+  else if (fd < 0 && lstat(path, &st) == 0 && st.st_uid != geteuid())
+    snprintf(why, cap, "it is owned by another user (uid %lu)", (unsigned long)st.st_uid);
+  else if (fd < 0)
+    snprintf(why, cap, "%s", strerror(errno));
+  else if (fstat(fd, &st) != 0)
+    snprintf(why, cap, "%s", strerror(errno));
+  else if (!S_ISREG(st.st_mode))
+    snprintf(why, cap, "it is not a regular file");
+  else if (st.st_uid != geteuid())
+    snprintf(why, cap, "it is owned by another user (uid %lu)", (unsigned long)st.st_uid);
+  else if (st.st_mode & (S_IWGRP | S_IWOTH))
+    snprintf(why, cap, "it is writable by group or others (mode %04o)",
+             (unsigned)(st.st_mode & 07777));
+  else if (st.st_nlink != 1)
+    snprintf(why, cap, "it has another name (%lu hard links)", (unsigned long)st.st_nlink);
+  if (!why[0]) {
+    /* ours: the writes that follow may block as any file's do */
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0) return fd;
+    snprintf(why, cap, "%s", strerror(errno));
+  }
+  if (fd >= 0) close(fd);
+  errno = EPERM;
+  return -1;
+}
+
 int outfile_partial_open(outfile *f, const char *url) {
-  char validator[1024];
+  char validator[1024], why[128];
   size_t cap = sizeof validator;
   if (!f->path || (!f->target && inspect_target(f) != 0)) return f->path ? -1 : 0;
   if (f->in_place) return 0;
   char *partial = partial_name(f), side[PATH_MAX + 64];
   if (!partial) return 0;
   sidecar_name(partial, side, sizeof side);
-  struct stat st;
-  int have = lstat(partial, &st) == 0 && S_ISREG(st.st_mode);
-  if (have && sidecar_matches(side, url, validator, cap)) {
-    /* read too: its bytes are hashed for the digests */
-    f->fd = open(partial, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW);
+  /* read too: its bytes are hashed for the digests */
+  int fd = open_own(partial, O_RDWR, why, sizeof why), side_fd = -1;
+  const char *bad = why[0] ? partial : NULL;
+  if (fd >= 0 && (side_fd = open_own(side, O_RDONLY, why, sizeof why)) < 0 && why[0]) bad = side;
+  if (bad) {
+    /* not ours: never appended to, never removed; a partial this run
+     * keeps replaces it whole (a rename), where the folder lets us */
+    fprintf(stderr,
+            "luaretry: %s %s: the partial download %s is not continued: %s; "
+            "the download starts from zero\n",
+            f->option, f->path, bad, why);
+    if (fd >= 0) close(fd);
+    free(partial);
+    return 0;
+  }
+  if (fd >= 0 && side_fd >= 0 && sidecar_matches(side_fd, url, validator, cap)) {
+    f->fd = fd;
     f->partial = strdup(partial);
     f->validator = strdup(validator);
-    if (f->fd >= 0 && f->partial && f->validator && lseek(f->fd, 0, SEEK_END) >= 0) {
+    if (f->partial && f->validator && lseek(f->fd, 0, SEEK_END) >= 0) {
       f->tmp = partial;
       return 1;
     }
     free(f->partial);
     free(f->validator);
     f->partial = f->validator = NULL;
-    if (f->fd >= 0) close(f->fd);
     f->fd = -1;
   }
-  /* another URL's, or one that cannot be continued: it starts over */
-  if (have) unlink(partial);
+  /* ours, but another URL's or one that cannot be continued: it starts
+   * over (a lone .url file goes too) */
+  if (fd >= 0) close(fd), unlink(partial);
   unlink(side);
   free(partial);
   return 0;
@@ -354,14 +410,21 @@ int outfile_partial_keep(outfile *f, const char *url, const char *validator) {
   if (ok && strcmp(f->tmp, partial) != 0 && rename(f->tmp, partial) != 0) ok = 0;
   if (ok) {
     /* the sidecar last, whole or not at all: without it the partial is
-     * never continued */
+     * never continued.  Its temporary is a new file of a name no one can
+     * guess (mkostemp: 0600, O_EXCL), so no link planted beside it is
+     * followed */
     sidecar_name(partial, side, sizeof side);
-    snprintf(tmp, sizeof tmp, "%s.tmp", side);
-    FILE *out = fopen(tmp, "wb");
+    snprintf(tmp, sizeof tmp, "%s.XXXXXX", side);
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    FILE *out = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (fd >= 0 && !out) close(fd);
     ok = out && fprintf(out, "%s%s\n%s\n", PARTIAL_MAGIC, url, validator) > 0;
     ok = (out && fclose(out) == 0) && ok;
     if (ok && rename(tmp, side) != 0) ok = 0;
-    if (!ok) unlink(tmp), unlink(partial);
+    if (!ok) {
+      if (fd >= 0) unlink(tmp);
+      unlink(partial);
+    }
   }
   if (!ok) {
     complain(f, "keeping the partial download", errno);

@@ -45,6 +45,8 @@ typedef struct {
                     is it (resumed across runs), or NULL */
   char *validator; /* the partial's, as its sidecar says */
   int across_runs; /* the caller keeps a partial when the call is cut */
+  int restarted;   /* outfile_restart() since the caller last cleared it:
+                      the bytes held before (a partial's) are gone */
 } outfile;
 
 /* Names the target ("-" is standard output); creates nothing yet. */
@@ -81,7 +83,8 @@ int outfile_continue(outfile *f, unsigned long long *size);
  * outfile_partial_open: when both are there and name `url`, the partial
  * becomes the temporary (appended to, renamed into place when kept): 1,
  * its validator in f->validator; 0 when there is none to continue (one of
- * another URL, or unreadable, is removed); -1 after a message. */
+ * another URL, or unreadable, is removed; one this user did not make, or
+ * others may write, is left as it is, said once); -1 after a message. */
 int outfile_partial_open(outfile *f, const char *url);
 /* Keeps what the temporary holds as the partial of url and validator,
  * instead of dropping it; the outfile is finished.  -1 after a message

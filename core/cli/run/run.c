@@ -163,8 +163,12 @@ static void keep_partial(const run_args *a, const luaretry_decision *final, CURL
     return;
   long code = 0;
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-  /* cut before any answer: an earlier run's partial stays as it was */
-  const char *validator = code == 0 && out->partial ? out->validator : cut_validator(h);
+  /* cut before any answer, or after an error answer (whose body the
+   * sink never got): an earlier run's partial stays, unless this run
+   * started the sink over */
+  const char *validator = (code == 0 || code >= 400) && out->partial && !out->restarted
+                            ? out->validator
+                            : cut_validator(h);
   if (!validator || lseek(out->fd, 0, SEEK_END) <= 0) return;
   char *url = url_redacted(a->url);
   if (url && outfile_partial_keep(out, url, validator) == 0 && r->log->verbosity > 0)
