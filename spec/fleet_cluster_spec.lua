@@ -123,7 +123,7 @@ describe("the fleet on a Redis Cluster", function ()
     assert.are.equal("OK", cli(nodes[dst].port, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src]))
     assert.are.equal("OK", cli(nodes[src].port, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dst]))
     assert.are.equal("OK", cli(nodes[src].port, "MIGRATE", "127.0.0.1", nodes[dst].port, "", 0,
-                               5000, "KEYS", k, k .. ":procs"))
+                               5000, "KEYS", k, k .. ":procs", k .. ":leases", k .. ":lexp"))
     x = run(nodes[other].port, key)
     assert.are.equal(4, x.code, x.stderr)
     assert.are.equal(0, count(x.stderr, LOST), x.stderr)
@@ -144,5 +144,29 @@ describe("the fleet on a Redis Cluster", function ()
     assert.are.equal(0, st.code, st.stderr)
     assert.matches("budget: 988%.000 of 1000 tokens", st.stdout)
     assert.matches("processes that synced in the last minute: 4\n", st.stdout)
+  end)
+
+  -- A process failing steadily holds a block of the budget's tokens
+  -- (core/fleet/budget_lease.c): `luaretry fleet` reads it through a node
+  -- that does not own the keys' slot.
+  it("shows the budget's leases out, read through any node", function ()
+    local key = "cluster-lease-" .. (proc.now() * 1000 // 1)
+    local slot = tonumber(cli(nodes[1].port, "CLUSTER", "KEYSLOT", "luaretry:{" .. key .. "}"))
+    local other = owner(slot) % 3 + 1
+    local tmp = proc.tmpdir()
+    local job = proc.spawn({ "run", policy, "--redis", "redis://127.0.0.1:" .. nodes[other].port ..
+                             "/0", "--set", "fleet.key=" .. key, "--set", "max_attempts=100000",
+                             "--set", "deadline=60", "-q", "--", "false" }, tmp)
+    local shown
+    proc.wait_for(function ()
+      local st = fleet(nodes[other].port, key)
+      shown = st.stdout or ""
+      return shown:find("to 1 process\n", 1, true)
+    end, 15)
+    job:signal("KILL")
+    job:wait(5)
+    job:stop()
+    proc.rmtree(tmp)
+    assert.matches("\n  leases: %d+%.000 of them out in blocks to 1 process\n", shown)
   end)
 end)

@@ -120,8 +120,8 @@ static void print_status(const char *name, const luaretry_fleet_status *st, int 
            st->max_tokens / 2);
     /* the blocks processes hold and spend without a round trip: among the
      * tokens above */
-    printf("  leases: %.3f of them out in blocks to %llu processes\n", st->leased_tokens,
-           (unsigned long long)st->lease_holders);
+    printf("  leases: %.3f of them out in blocks to %llu process%s\n", st->leased_tokens,
+           (unsigned long long)st->lease_holders, st->lease_holders == 1 ? "" : "es");
     printf("  breaker: %s", luaretry_breaker_state_name(st->breaker));
     if (st->opened_at > 0) {
       char when[64];

@@ -188,9 +188,10 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
   lr_fleet_code rc = pipeline(f, 6, argcs, argvs, r, err, errlen);
   pthread_mutex_unlock(&f->io);
   if (rc == LR_FLEET_OK) rc = lr_fleet_status_decode(r, st, err, errlen);
-  if (rc == LR_FLEET_OK && r[5]->type == REDIS_REPLY_INTEGER && r[5]->integer > 0 &&
+  /* less the entry "" that keeps the set in being (redis_script.c) */
+  if (rc == LR_FLEET_OK && r[5]->type == REDIS_REPLY_INTEGER && r[5]->integer > 1 &&
       r[5]->integer <= INT_MAX)
-    st->lease_holders = (long)r[5]->integer;
+    st->lease_holders = (long)r[5]->integer - 1;
   long long bucket_ms = atomic_load(&f->throttle) ? atomic_load(&f->bucket_ms) : 0;
   if (rc == LR_FLEET_OK && bucket_ms > 0) {
     st->throttle = 1;

@@ -7,40 +7,50 @@
  * What Redis holds (every key under the key's hash tag, one Cluster slot):
  *   luaretry:{KEY}          tokens: T, the fleet's tokens not leased out;
  *                           leased: L, the sum of the blocks out (milli)
- *   luaretry:{KEY}:leases   hash, member -> the block it holds (milli)
+ *   luaretry:{KEY}:leases   hash, member -> "H S": the block it holds
+ *                           (milli) after its sync number S
  *   luaretry:{KEY}:lexp     sorted set, member -> when its block expires
  *                           (Redis's ms)
+ * (both kept in being by an entry named "", as the hash and the registry
+ * are, so that a Cluster's slot migrated key by key meets them together).
  * T + L <= max_tokens always; T + L changes only by what outcomes earn and
  * spend (a block taken, given back or expired moves tokens between T and
  * L).  A block is granted only from T above max_tokens / 2, in whole
- * tokens: a lease never takes the fleet's count below half, where retries
- * stop.
+ * tokens.  `luaretry fleet` shows T + L as the fleet's tokens, L and the
+ * processes holding a block.
  *
  * What a sync carries: the same one EVALSHA as before (redis_script.c),
- * no extra round trip, with three more numbers: lused (milli this process
- * spent from its block since its last sync: the failures the block
- * covered), ladj (milli: > 0 asks for that much more, < 0 gives that much
- * back) and the block's time to live.  The script, for the member:
- *   H = leases[member] (0 when its block expired)
- *   used = min(lused, H); H -= used; L -= used     (spent: gone for good)
- *   ladj < 0: back = min(-ladj, H); H -= back; L -= back; T += back
- *   ladj > 0: g = min(ladj, whole tokens of T - max/2, >= 0);
- *             T -= g; L += g; H += g
- *   H > 0: leases[member] = H, lexp[member] = now + ttl; else both gone
- *   then at most 16 expired blocks (lexp <= now) go back to T
+ * no extra round trip, with six more numbers: lheld (the block this
+ * process holds now, milli), lwant (the block it wants), the block's time
+ * to live, this sync's number, and the number of the last sync whose
+ * answer it never read (a timeout, a cancel) with the block it held then.
+ * Absolute numbers, not deltas, so that a lost answer is reckoned by the
+ * next sync.  The script, for the member:
+ *   at most 16 expired blocks (lexp <= now) go back to T first
+ *   H, S = leases[member] (0 when its block expired)
+ *   from = H, or, when S is the sync whose answer was never read, the
+ *     block held then (it was applied: what it gave or granted stands)
+ *   used = min(H, max(0, from - lheld)); H -= used; L -= used  (spent)
+ *   the batch's deltas on T, within [0, max - L]
+ *   lwant < H: T += H - lwant; L -= H - lwant; H = lwant   (given back)
+ *   lwant > H: g = min(lwant - H, whole tokens of T - max/2, >= 0);
+ *              T -= g; L += g; H += g                       (granted)
+ *   H > 0: leases[member] = "H S", lexp[member] = now + ttl; else both gone
  * and answers, beside the fleet's state, H (this process's block as Redis
  * keeps it) and L (the fleet's tokens out in leases).  The process's own
- * block becomes H less what it spent since the batch left.
+ * block becomes H less what it spent since the batch left; when that is
+ * less than nothing (its block had expired), the difference goes to the
+ * next batch as failures no block paid for.
  *
  * When a round trip happens (budget on; the breaker and admission counts
  * ride along):
- *   - a failure its block covers: none now; the sync of its sync period
+ *   - a failure its block pays for: none now; the sync of its sync period
  *     carries it (lr_fleet_maybe_sync: at most one a sync period while
  *     outcomes come);
- *   - a failure the block does not cover (none held, or empty), or the
- *     failure that empties it: at once (the worker), when the view shows
- *     tokens above half that a block could come from or is not fresh;
- *     otherwise the sync period's sync (a refused retry needs no news);
+ *   - a failure the block does not pay for (none held, or empty): at once
+ *     (the worker), when the view shows a token above half that is in no
+ *     block, or is not fresh; otherwise the sync period's sync (a retry
+ *     refused needs no news);
  *   - before a retry, a blocking call's refresh: none while the block
  *     holds a token and the view is fresh; otherwise as before;
  *   - a process holding a block and spending nothing: the worker's timer
@@ -50,11 +60,12 @@
  *
  * The block's size, set at each sync: d, the failures counted since the
  * last sync scaled to a sync period (d * sync_ms / elapsed, elapsed at
- * least a quarter of sync_ms); block = ceil(d) within [1, cap], doubled
- * (within cap) when a failure found it empty since the last sync; no
- * failure for two sync periods: no block, what is held goes back.  cap = max(1, floor(max_tokens / 8)):
- * a quarter of the tokens above half, so that four processes at least can
- * hold blocks at once.  The sync asks ladj = block - held.
+ * least a quarter of sync_ms); block = ceil(2 d) within [1, cap], so that
+ * the sync period's sync tops it up before it runs dry; doubled (within
+ * cap) when a failure found it empty since the last sync; no failure for
+ * two sync periods: no block, what is held goes back.
+ * cap = max(1, floor(max_tokens / 8)): a quarter of the tokens above
+ * half, so that four processes at least can hold blocks at once.
  *
  * The retry gate stays the budget's on the fleet's tokens: a retry goes
  * while they are above half as this process sees them: T + L at the last
@@ -84,6 +95,17 @@
 #include "fleet_internal.h"
 
 #define MILLI 1000
+
+/* The fleet's tokens at the last sync (the blocks other processes held
+ * then among them), with this process's block and what it has counted
+ * since (sent or not), clamped as the script clamps. */
+long long lr_fleet_tokens_milli(lr_fleet *f) {
+  long long t = atomic_load(&f->tokens) + atomic_load(&f->others) + atomic_load(&f->held) +
+                atomic_load(&f->inflight_net) + atomic_load(&f->earned) - atomic_load(&f->spent) -
+                atomic_load(&f->throttled) * atomic_load(&f->cost_milli);
+  long long max = atomic_load(&f->max_milli);
+  return t < 0 ? 0 : t > max ? max : t;
+}
 
 long lr_budget_lease_cap(long long max_milli) {
   long cap = (long)(max_milli / MILLI / 8);
@@ -116,12 +138,12 @@ int lr_budget_lease_covers(lr_fleet *f) {
          lr_fleet_fresh(f, lr_monotonic_coarse_ms());
 }
 
-/* Failures over a sync period, from d counted over `elapsed` ms. */
+/* Twice the failures of a sync period, from d counted over `elapsed` ms. */
 static long block_for(lr_fleet *f, long long d, int64_t elapsed, int shortage, long cap) {
   int64_t floor_ms = f->set.sync_ms / 4 + 1;
   if (elapsed < floor_ms) elapsed = floor_ms;
-  double per = (double)d * f->set.sync_ms / (double)elapsed;
-  long block = per >= (double)cap ? cap : (long)ceil(per);
+  double two = 2.0 * (double)d * f->set.sync_ms / (double)elapsed;
+  long block = two >= (double)cap ? cap : (long)ceil(two);
   if (shortage && block < 2 * f->lease_block) block = 2 * f->lease_block;
   return block < 1 ? 1 : block > cap ? cap : block;
 }

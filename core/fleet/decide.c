@@ -48,23 +48,6 @@ int lr_fleet_record(lr_fleet *f, lr_fleet_outcome o) {
   return 0;
 }
 
-/* Healthy and synced within stale_ms: the view may decide. */
-int lr_fleet_fresh(lr_fleet *f, int64_t now) {
-  return atomic_load_explicit(&f->health, memory_order_acquire) == LR_FLEET_HEALTHY &&
-         now - atomic_load_explicit(&f->last_ok_ms, memory_order_relaxed) <= f->set.stale_ms;
-}
-
-/* The fleet's tokens at the last sync (the blocks other processes held
- * then among them), with this process's block and what it has counted
- * since (sent or not), clamped as the script clamps. */
-long long lr_fleet_tokens_milli(lr_fleet *f) {
-  long long t = atomic_load(&f->tokens) + atomic_load(&f->others) + atomic_load(&f->held) +
-                atomic_load(&f->inflight_net) + atomic_load(&f->earned) - atomic_load(&f->spent) -
-                atomic_load(&f->throttled) * atomic_load(&f->cost_milli);
-  long long max = atomic_load(&f->max_milli);
-  return t < 0 ? 0 : t > max ? max : t;
-}
-
 double lr_fleet_tokens(lr_fleet *f) { return f ? (double)lr_fleet_tokens_milli(f) / 1000 : 0; }
 
 void lr_fleet_spend(lr_fleet *f) {

@@ -10,9 +10,15 @@
  * before the first sync, while Redis is slow, down or refusing, and when
  * the view has gone stale.
  *
+ * The budget is leased (budget_lease.c, whose header is the design): a
+ * process holds a block of the fleet's tokens and pays its failures from
+ * it, with no round trip until the sync period's.
+ *
  * Cost model: no function the engine calls waits for Redis.
  *   lr_fleet_record, lr_fleet_spend, lr_fleet_throttle_request
- *                              a few relaxed atomic adds, no lock, no I/O
+ *                              a few relaxed atomic adds (a failure: a
+ *                              compare-and-swap on the block), no lock,
+ *                              no I/O
  *   lr_fleet_budget_allows_retry, lr_fleet_breaker_admits
  *                              atomic loads, no lock, no I/O
  *   lr_fleet_maybe_sync, lr_fleet_refresh_soon, and a first attempt while
@@ -195,8 +201,10 @@ lr_fleet_code lr_fleet_refresh(lr_fleet *f);
  * round trip; the decision goes on with what is known. */
 void lr_fleet_refresh_soon(lr_fleet *f);
 
-/* Sends what was counted and not sent yet, when connected and healthy:
- * one round trip, or none (nothing to send; Redis down or never reached).
+/* Sends what was counted and not sent yet, and gives back the budget's
+ * block this process holds, when healthy: one round trip (connecting
+ * again if the worker's, cut short, closed the connection), or none
+ * (nothing to send or give back; Redis down or never reached).
  * Before a handle is freed, so that a process's last outcomes count: the
  * worker ends first (a round trip of its under way is cut short), and
  * the handle makes no more round trips but the caller's own. */

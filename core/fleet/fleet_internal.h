@@ -365,6 +365,9 @@ void lr_fleet_rate_install(lr_fleet *f, const lr_fleet_settings *s);
 void lr_fleet_slow(lr_fleet *f, const char *detail);
 /* A good reply, from whichever script: health back (said once). */
 void lr_fleet_healthy_locked(lr_fleet *f);
+/* Healthy and synced within stale_ms at `now` (CLOCK_MONOTONIC ms): the
+ * view may decide. */
+int lr_fleet_fresh(lr_fleet *f, int64_t now);
 
 /* With f->io held.  Connects when not connected (force: whatever the
  * backoff); OK at once when connected.  *deadline: in, the latest any
@@ -419,15 +422,11 @@ int lr_fleet_owned(const lr_fleet *f);
 lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *st, char *err,
                                      size_t errlen);
 
-/* ---- decide.c */
+/* ---- budget_lease.c: the budget's block of tokens */
 
-/* Healthy and synced within stale_ms at `now` (CLOCK_MONOTONIC ms). */
-int lr_fleet_fresh(lr_fleet *f, int64_t now);
 /* The fleet's tokens as this process sees them (milli): the last sync's,
  * its own block, its counts since. */
 long long lr_fleet_tokens_milli(lr_fleet *f);
-
-/* ---- budget_lease.c: the budget's block of tokens */
 
 /* A failure counted against the block: 1 when the block covered it
  * (nothing to send now), 0 when it did not (the caller counts it into

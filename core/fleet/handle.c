@@ -290,6 +290,12 @@ void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now
   lr_fleet_healthy_locked(f);
 }
 
+/* Healthy and synced within stale_ms: the view may decide. */
+int lr_fleet_fresh(lr_fleet *f, int64_t now) {
+  return atomic_load_explicit(&f->health, memory_order_acquire) == LR_FLEET_HEALTHY &&
+         now - atomic_load_explicit(&f->last_ok_ms, memory_order_relaxed) <= f->set.stale_ms;
+}
+
 void lr_fleet_slow(lr_fleet *f, const char *detail) {
   if (atomic_exchange(&f->health, LR_FLEET_DEGRADED) == LR_FLEET_DEGRADED) return;
   note(f, detail);

@@ -112,12 +112,17 @@ const char LR_FLEET_SCRIPT[] =
   "if keep > 0 then\n"
   "  redis.call('HSET', KEYS[3], ARGV[6], keep .. ' ' .. lseq)\n"
   "  redis.call('ZADD', KEYS[4], now + lttl, ARGV[6])\n"
-  "  redis.call('PEXPIRE', KEYS[3], ttl)\n"
-  "  redis.call('PEXPIRE', KEYS[4], ttl)\n"
   "else\n"
   "  redis.call('HDEL', KEYS[3], ARGV[6])\n"
   "  redis.call('ZREM', KEYS[4], ARGV[6])\n"
   "end\n"
+  /* both kept in being, as the hash and the registry are, by an entry
+   * named "" (no member's name): a Cluster's slot migrated key by key
+   * meets the script's four keys together */
+  "redis.call('HSET', KEYS[3], '', 0)\n"
+  "redis.call('ZADD', KEYS[4], 'inf', '')\n"
+  "redis.call('PEXPIRE', KEYS[3], ttl)\n"
+  "redis.call('PEXPIRE', KEYS[4], ttl)\n"
   /* open -> half-open once open_ms passed, with `probes` permits */
   "if state == 1 and now - opened >= open_ms then state, opened, left = 2, now, probes end\n"
   /* a success or an answer ends the run and closes a half-open breaker */

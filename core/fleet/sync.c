@@ -204,8 +204,9 @@ lr_fleet_code lr_fleet_flush(lr_fleet *f) {
   lr_fleet_code rc = LR_FLEET_OK;
   f->lease_closing = 1; /* the block goes back */
   int owed = !batch_empty(f) || atomic_load(&f->held) > 0 || f->lease_redis > 0;
-  if (f->conn.fd >= 0 && atomic_load(&f->health) == LR_FLEET_HEALTHY && owed)
-    rc = sync_locked(f, 0, NULL, 0, NULL);
+  /* healthy: connected, or the worker's round trip cut short just now
+   * closed the connection (a new one is made: the block must go back) */
+  if (atomic_load(&f->health) == LR_FLEET_HEALTHY && owed) rc = sync_locked(f, 0, NULL, 0, NULL);
   pthread_mutex_unlock(&f->io);
   lr_fleet_tell(f);
   return rc;
