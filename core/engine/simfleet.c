@@ -163,7 +163,8 @@ static void snapshot(sim_client *c, double now) {
 }
 
 /* The block a sync asks for (budget_lease.c's lr_budget_lease_take), from
- * the `fails` counted since the last sync. */
+ * the `fails` counted since the last sync: twice a sync period's, so that
+ * the period's sync tops it up before it runs dry. */
 static long block_for(sim_client *c, int fails, double now) {
   const lr_simfleet *s = c->fleet;
   long cap = (long)(s->g.max_tokens / 8);
@@ -171,8 +172,8 @@ static long block_for(sim_client *c, int fails, double now) {
   if (!s->redis || !s->g.budget || (c->flags & CLOSING)) return 0;
   if (fails == 0) return now - c->spent_at >= 2 * s->sync ? 0 : c->block;
   double elapsed = c->synced_at < 0 ? s->sync : now - c->synced_at, floor = s->sync / 4 + 0.001;
-  double per = fails * s->sync / (elapsed < floor ? floor : elapsed);
-  long block = per >= (double)cap ? cap : (long)ceil(per);
+  double two = 2.0 * fails * s->sync / (elapsed < floor ? floor : elapsed);
+  long block = two >= (double)cap ? cap : (long)ceil(two);
   if ((c->flags & SHORT) && block < 2L * c->block) block = 2L * c->block;
   return block < 1 ? 1 : block > cap ? cap : block;
 }
@@ -239,10 +240,12 @@ static void send(sim_client *c, double now) {
 /* Its way back: the state as the fleet holds it now, the view's own
  * counts those not sent yet. */
 static void land(sim_client *c, double now) {
+  double sent_at = c->synced_at;
   c->net = unsent_net(c);
   c->sent_requests = c->sent_accepts = 0;
-  c->flags &= (unsigned char)~IN_FLIGHT;
   snapshot(c, now);
+  if (c->flags & IN_FLIGHT) c->synced_at = sent_at; /* the sync's time: its period, its timer */
+  c->flags &= (unsigned char)~IN_FLIGHT;
 }
 
 /* One round trip: the batch, the lease, the state. */
@@ -302,7 +305,7 @@ static int worth_asking(const sim_client *c, double now) {
   const lr_guards *g = &c->fleet->g;
   if (!g->budget || !fresh(c, now)) return 1;
   long long unpaid = c->net + (c->redis_held - c->held); /* net counts the block's failures */
-  return c->free_tokens + unpaid - llround(g->max_tokens * MILLI) / 2 >= MILLI;
+  return c->free_tokens + unpaid - (llround(g->max_tokens * MILLI) + 1) / 2 >= MILLI;
 }
 
 static int covered(const sim_client *c, double now) {
