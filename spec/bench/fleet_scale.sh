@@ -113,6 +113,9 @@ outage() {
   codes=$(cut -d' ' -f1 "$tmp"/life.* | sort -n | uniq -c |
     awk '{printf "%s%d x exit %s", (NR > 1 ? ", " : ""), $1, $2}')
   wall=$(echo "$EPOCHREALTIME - $t0" | bc -l)
+  # why the processes that did not stop on a guard (6) or their deadline (5) stopped
+  odd=$(awk '$1 != 6 && $1 != 5 {print FILENAME}' "$tmp"/life.* | sed 's/life\./err./' |
+    xargs -r grep -h '^luaretry: ' | sed 's/[0-9][0-9.]*/N/g' | sort | uniq -c | sort -rn | head -5)
 }
 
 ratio() { echo "$1 $2" | awk '{ if ($2 > 0) printf "%.3f", $1 / $2; else print "-" }'; }
@@ -121,7 +124,7 @@ echo "luaretry bench: fleet_scale  $N processes of \`run http\` against an alway
   "$WAVE every $EVERY s, one redis-server; $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
 
 outage "$N" --redis "$REDIS" "${EXTRA[@]}"
-f_sent=$sent f_lives=$lives f_calls=$calls f_stats=$stats_rt f_codes=$codes f_wall=$wall
+f_sent=$sent f_lives=$lives f_calls=$calls f_stats=$stats_rt f_codes=$codes f_wall=$wall f_odd=$odd
 f_evalsha=$(cmdstat evalsha) f_eval=$(cmdstat eval) f_load=$(cmdstat 'script|load')
 f_redis=$((f_evalsha + f_eval + f_load))
 f_amp=$(ratio "$f_sent" "$N")
@@ -166,4 +169,5 @@ printf '| a process'"'"'s life, seconds on average (its call'"'"'s) | %s (%s) | 
   "$(ratio "$(ratio "$m_life" "$SIM")" "$(ratio "$f_lives" "$N")")" \
   "$(ratio "$(ratio "$m_life" "$SIM")" "$(ratio "$f_calls" "$N")")"
 printf '\nfleet: exit statuses %s; wall time %.1f s\n' "$f_codes" "$f_wall"
+[ -z "$f_odd" ] || printf 'the others said:\n%s\n' "$f_odd"
 printf 'own guards: exit statuses %s; wall time %.1f s\n' "$codes" "$wall"
