@@ -73,13 +73,12 @@ typedef struct {
     lr_lease *lease;                 /* a fixed rate: its slots; made on first use */
     double lazy_sent[LR_LAZY_SENDS]; /* an adaptive one: remote.lazy_sent */
   } rate;
-  double spent_at;                            /* the last sync that counted a failure */
-  unsigned new_requests, new_accepts;         /* since, unsent */
-  unsigned short sent_requests, sent_accepts; /* IN_FLIGHT: sent, still in the view */
-  int free_tokens;                            /* milli-tokens at the last sync in no block */
-  int held;                                   /* milli-tokens of its block left */
-  int redis_held;       /* its block as the fleet holds it, at the last sync */
-  unsigned short block; /* the block's size it asks, tokens */
+  double spent_at;                    /* the last sync that counted a failure */
+  unsigned new_requests, new_accepts; /* since, unsent */
+  int free_tokens;                    /* milli-tokens at the last sync in no block */
+  int held;                           /* milli-tokens of its block left */
+  int redis_held;                     /* its block as the fleet holds it, at the last sync */
+  unsigned short block;               /* the block's size it asks, tokens */
   signed char state;
   unsigned char npending, flags;
   unsigned char pending[PENDING_MAX / 2]; /* lr_remote_outcome values, or SPEND: a nibble each */
@@ -208,15 +207,8 @@ static long long cost(const lr_guards *g, int o) {
   return 0;
 }
 
-static long long unsent_net(const sim_client *c) {
-  long long net = 0;
-  for (int k = 0; k < c->npending; k++)
-    net += cost(&c->fleet->g, (c->pending[k / 2] >> (k % 2 * 4)) & 15);
-  return net;
-}
-
-/* A round trip's way there: the batch applied, in order, and the lease. */
-static void send(sim_client *c, double now) {
+/* The batch applied to the fleet, in order; the failures in it. */
+static int apply(sim_client *c, double now) {
   lr_shared *sh = c->fleet->shared;
   const lr_guards *g = &c->fleet->g;
   int fails = 0;
@@ -231,39 +223,48 @@ static void send(sim_client *c, double now) {
   }
   lr_throttle_add(sh, g, c->new_requests, c->new_accepts, now);
   c->new_requests = c->new_accepts = 0;
+  c->npending = 0;
+  return fails;
+}
+
+/* A round trip counted, and the lease it carries, sized on `fails`. */
+static void trip(sim_client *c, int fails, double now) {
   if (c->fleet->redis) c->fleet->round_trips += 1 + (c->synced_at < 0 ? CONNECT_COMMANDS : 0);
   lease_settle(c, block_for(c, fails, now));
   if (fails) c->spent_at = now;
-  c->npending = 0;
 }
 
-/* Its way back: the state as the fleet holds it now, the view's own
- * counts those not sent yet. */
+/* The state as the fleet holds it now; a failure's batch (IN_FLIGHT)
+ * reaches it first, its sync's time kept (its period, its timer). */
 static void land(sim_client *c, double now) {
   double sent_at = c->synced_at;
-  c->net = unsent_net(c);
-  c->sent_requests = c->sent_accepts = 0;
+  if (c->flags & IN_FLIGHT) apply(c, now);
+  c->net = 0;
   snapshot(c, now);
-  if (c->flags & IN_FLIGHT) c->synced_at = sent_at; /* the sync's time: its period, its timer */
+  if (c->flags & IN_FLIGHT) c->synced_at = sent_at;
   c->flags &= (unsigned char)~IN_FLIGHT;
 }
 
 /* One round trip: the batch, the lease, the state. */
 static void sync_client(sim_client *c, double now) {
-  send(c, now);
+  int fails = apply(c, now);
+  trip(c, fails, now);
   land(c, now);
 }
 
-static unsigned short saturated(unsigned long n) { return n > 65535 ? 65535 : (unsigned short)n; }
-
 /* A failure's round trip, which the worker makes while the call goes on:
- * the retry is decided now on the view as it was (the batch still counted
- * in it, as a process counts its batch in flight); the answer is back by
- * the client's next question (Redis's latency is left out). */
+ * counted now, with its lease; the retry is decided on the view as it was
+ * (the batch still counted in it, as a process counts its batch in
+ * flight), and the batch reaches the fleet by the client's next question
+ * (Redis's latency left out; as the model did before the leases, whose
+ * pre-retry sync carried it: a herd that starts at one instant is not
+ * told of each other's failures before a retry's wait ends, as processes
+ * started apart are not). */
 static void sync_soon(sim_client *c, double now) {
-  c->sent_requests = saturated(c->sent_requests + (unsigned long)c->new_requests);
-  c->sent_accepts = saturated(c->sent_accepts + (unsigned long)c->new_accepts);
-  send(c, now); /* c->net still counts what it sent */
+  int fails = 0;
+  for (int k = 0; k < c->npending; k++)
+    fails += ((c->pending[k / 2] >> (k % 2 * 4)) & 15) == LR_REMOTE_FAILURE;
+  trip(c, fails, now);
   c->synced_at = now;
   c->flags |= IN_FLIGHT;
 }
@@ -379,9 +380,8 @@ static void record(void *ud, lr_remote_outcome o, double now) {
 
 static double refusal(const sim_client *c) {
   const lr_guards *g = &c->fleet->g;
-  return lr_throttle_formula(g->throttle_k,
-                             c->requests + (double)c->new_requests + c->sent_requests,
-                             c->accepts + (double)c->new_accepts + c->sent_accepts);
+  return lr_throttle_formula(g->throttle_k, c->requests + (double)c->new_requests,
+                             c->accepts + (double)c->new_accepts);
 }
 
 static double throttle_request(void *ud, double now) {
