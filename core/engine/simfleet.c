@@ -9,16 +9,17 @@
  *     (the command's first sync), when an outcome comes a sync period or
  *     more after the last sync (a batch), at once for a failure no block
  *     of the budget's tokens pays for while one could be had or without a
- *     budget (the worker's: its answer lands by the client's next
- *     question, the retry being decided on the view as it was), before a
+ *     budget (the worker's, counted then: the retry is decided on the view
+ *     as it was, and the batch reaches the fleet by the client's next
+ *     question, see sync_soon), before a
  *     retry unless the view is recent (synced within the period, nothing
  *     unsent) or a block pays for it, when a half-open breaker is asked for
  *     a probe permit, two periods after its last failure while it holds a
  *     block (the worker's timer gives the block back: modelled at the
  *     client's next step, or its end), and when its process ends owing
  *     something;
- *   - the budget's leases: each sync sizes the client's block (the
- *     failures since its last sync, per sync period, doubled when a
+ *   - the budget's leases: each sync sizes the client's block (twice the
+ *     failures since its last sync per sync period, doubled when a
  *     failure found it empty, at most max_tokens / 8) and the fleet grants
  *     it from its tokens above half that no block holds; a failure the
  *     block pays for needs no round trip.  The fleet's tokens are those
@@ -36,8 +37,8 @@
  * counted as the real process counts its Redis commands (luaretry_metrics'
  * fleet_round_trips): CONNECT_COMMANDS at its first, one for each sync, a
  * block of rate slots, a probe permit or the reserve.  Clients start in
- * waves: client i's call clock starts at 0 at its start, start_of(i) on
- * the fleet's clock. */
+ * waves: client i's call clock starts at 0 at its start, fleet_time()'s
+ * (i / wave) * every on the fleet's clock. */
 #include <math.h>
 #include <stdlib.h>
 
