@@ -338,6 +338,7 @@ bench: deps
 	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_fleet_steps $(BUILD)/bench_hedge \
 	  $(BUILD)/bench_guards_cost $(BUILD)/bench_locks $(BUILD)/relay
 	./$(BUILD)/bench_decide
+	BENCH_DECIDE=$(BUILD)/bench_decide sh spec/bench/decide_instr.sh
 	./$(BUILD)/bench_guards_cost 200000 off
 	./$(BUILD)/bench_guards_cost
 	./$(BUILD)/bench_guards_cost 200000 guards

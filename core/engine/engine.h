@@ -235,6 +235,8 @@ void lr_shared_init(lr_shared *s, const lr_guards *g);
  * when they changed; the counters go on. */
 void lr_shared_configure(lr_shared *s, const lr_guards *g);
 void lr_count(lr_shared *s, int metric, long long n);
+/* A retry and its wait (ns), counted at once (one stripe lookup). */
+void lr_count_retry(lr_shared *s, long long wait_ns);
 /* The sum of a counter over the stripes (metric LR_METRIC_COUNT: the
  * nanoseconds waited). */
 long long lr_counted(const lr_shared *s, int metric);
@@ -308,19 +310,24 @@ void lr_throttle_totals(lr_shared *s, const lr_guards *g, double now, double *re
  * clock now): the extra seconds to wait for it (0: at once), reserved
  * (*held = 1); or the seconds after which to ask again (*held = 0): 0 for
  * an attempt after `now` whose token is free at `at`, and, adaptive, when
- * it would come more than a quarter of a second ahead (`u` in [0, 1)
+ * it would come more than a tenth of a second ahead (`u` in [0, 1)
  * spreads them); or -1, nothing reserved, when it would come after
  * `latest`. */
 double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, double latest,
                        double u, int *held);
+/* The same, with `u` drawn from rng under the pace's lock only when the
+ * rate paces (adaptive, a rate found): what the caller would draw after
+ * asking lr_rate_now, with one lock instead of two. */
+double lr_rate_reserve_drawn(lr_shared *s, const lr_guards *g, double now, double at, double latest,
+                             lr_rng *rng, int *held);
 /* A token reserved and not used (a later guard refused the attempt):
  * handed back (the bucket's time back to `tat_before`) when the bucket's
  * time is still `tat_after`, the one its reservation set. */
 void lr_rate_give_back(lr_shared *s, const lr_guards *g, double tat_before, double tat_after);
 double lr_rate_tat(lr_shared *s);
 /* The adaptive rate follows the answers: throttling slows it down, a
- * success speeds it up. */
-void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now);
+ * success speeds it up; `sent` when the attempt answered went. */
+void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now, double sent);
 /* Tokens per second now (0: none). */
 double lr_rate_now(lr_shared *s, const lr_guards *g);
 

@@ -6,7 +6,8 @@
  * (quota.c) when the token comes.  A hedge goes now or not at all: it
  * takes a token and a slot only when both are free now (none now: no
  * hedge, not a wait), the token handed back when the quota has no slot.
- * A workflow's requests: paced the same when they hedge.  The outcome:
+ * A workflow's request: its token at luaretry_call_next, as a first
+ * attempt's (nothing when its call begins).  The outcome:
  * the adaptive rate follows throttling answers and successes, and the
  * server's RateLimit fields set the quota.  The fleet's rate limiter is
  * asked first for a fixed rate (an adaptive one stays the process's). */
@@ -121,9 +122,15 @@ double lr_call_rate_token(luaretry_call *c, double start) {
     } else {
       /* the spread's draw only once the adaptive rate paces: until throttling
        * answers come it is not there, and a seed gives the waits it gave
-       * without it (simulate's and run's alike) */
-      int paced = r->guards.rate_adaptive && lr_rate_now(pace(c), &r->guards) > 0;
-      extra = rate_reserve(c, now, base + start, latest, paced ? lr_rng_unit(&c->rng) : 0, &held);
+       * without it (simulate's and run's alike); the shared pace draws it
+       * under its lock (one lock, not two) */
+      if (!c->lazy_pace) {
+        extra =
+          lr_rate_reserve_drawn(c->shared, &r->guards, now, base + start, latest, &c->rng, &held);
+      } else {
+        int paced = r->guards.rate_adaptive && lr_rate_now(pace(c), &r->guards) > 0;
+        extra = rate_reserve(c, now, base + start, latest, paced ? lr_rng_unit(&c->rng) : 0, &held);
+      }
       if (extra < 0) return -1;
       c->admitted = held ? c->attempts + 1 : c->attempts; /* not held: ask again then */
       c->admit_at = start + extra;
@@ -238,7 +245,7 @@ static void record(luaretry_call *c, const lr_record *r) {
   const lr_guards *g = &c->rules->guards;
   double now = c->guard_origin + r->now;
   if (r->cls == LR_REC_SUCCESS || r->cls == LR_REC_THROTTLED)
-    lr_rate_answer(pace_made(c), g, r->cls == LR_REC_THROTTLED, now);
+    lr_rate_answer(pace_made(c), g, r->cls == LR_REC_THROTTLED, now, now - r->duration);
   if (g->rate_headers)
     lr_quota_answer(c->shared, g, r->o->headers, r->o->header_count, c->quota_seq, now);
 }

@@ -63,6 +63,22 @@ static void write_headers(response *r) {
   }
 }
 
+/* A broken answer that can be resumed (a transport failure after ranges
+ * and a strong ETag or a Last-Modified; its status is 0): its bytes are
+ * the sink's, and this is their validator, which keep_partial names when
+ * error answers (a 503) come after it. */
+static void note_resumable(response *r, const luaretry_outcome *o) {
+  if (!luaretry_curl_resumable(o)) return;
+  const char *etag = NULL, *modified = NULL;
+  for (size_t i = 0; i < o->header_count; i++) {
+    if (!etag && strcmp(o->headers[i].name, "etag") == 0) etag = o->headers[i].value;
+    if (!modified && strcmp(o->headers[i].name, "last-modified") == 0)
+      modified = o->headers[i].value;
+  }
+  const char *v = etag && etag[0] == '"' ? etag : modified;
+  if (v && strlen(v) < sizeof r->validator) strcpy(r->validator, v);
+}
+
 void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   response *r = ud;
   progress_clear(&r->meter); /* the log line has the line to itself */
@@ -71,6 +87,7 @@ void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decisi
   /* an attempt that failed beside a hedge still running: nothing decided */
   if (!d->retry && d->reason == LUARETRY_REASON_NONE && d->in_flight) return;
   if (o && d->retry) r->len = 0; /* a retried attempt's headers are no one's */
+  if (o) note_resumable(r, o);
   if (o) r->suspect = o->error && strstr(o->error, "_mismatch");
   if (d->retry) return;
   if (r->a->fail && d->reason != LUARETRY_REASON_SUCCESS) r->drop = 1;
@@ -86,12 +103,20 @@ int response_restart(void *ud) {
   r->headers_done = 0;
   r->drop = 0;
   r->counted = 0;
+  r->got = 0;
+  r->too_large = 0;
+  r->validator[0] = '\0'; /* the sink starts over: no bytes of any answer */
   progress_attempt(&r->meter, 0);
   return outfile_restart(r->out);
 }
 
 size_t response_sink(void *ud, const char *data, size_t len) {
   response *r = ud;
+  if (r->a->max_filesize && (long long)len > r->a->max_filesize - r->got) {
+    r->too_large = 1; /* none of it written: the attempt's bytes are dropped */
+    return 0;
+  }
+  r->got += (long long)len;
   if (r->meter.on && !r->counted) { /* the length, once an answer came */
     curl_off_t cl = -1;
     curl_easy_getinfo(r->h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
@@ -104,10 +129,47 @@ size_t response_sink(void *ud, const char *data, size_t len) {
   return outfile_write(r->out, data, len);
 }
 
+/* The attempt the sink refused: its outcome as libcurl tells a stated
+ * length over CURLOPT_MAXFILESIZE. */
+static luaretry_code report_too_large(response *r, luaretry_call *c, const luaretry_request *req,
+                                      luaretry_decision *final) {
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.error = "too_large";
+  o.error_detail = "Maximum file size exceeded";
+  o.method = req->method ? req->method : req->body ? "POST" : "GET";
+  o.url = req->url;
+  int idempotent = 1;
+  luaretry_call_is_idempotent(c, req, &idempotent);
+  o.not_repeatable = !idempotent; /* its request was sent */
+  luaretry_code rc = luaretry_call_report(c, &o, final);
+  r->suspect = 1; /* after the observer's say: no partial of it is kept for the next run */
+  if (rc == LUARETRY_OK && !final->retry) r->damaged = 1; /* written nowhere */
+  return rc;
+}
+
+luaretry_code response_perform(response *r, luaretry_policy *p, luaretry_call *c,
+                               const luaretry_request *req, const luaretry_curl_options *co,
+                               luaretry_decision *final) {
+  for (;;) { /* as many rounds as the policy allows attempts */
+    r->too_large = 0;
+    luaretry_code rc = luaretry_curl_perform(p, c, r->h, req, co, final);
+    if (rc != LUARETRY_E_OPERATION || !r->too_large) return rc;
+    rc = report_too_large(r, c, req, final);
+    if (rc != LUARETRY_OK || !final->retry) return rc;
+    if (luaretry_call_wait(c, final->wait) == LUARETRY_E_CANCELLED) {
+      luaretry_call_stop_cancelled(c, final);
+      return LUARETRY_OK;
+    }
+  }
+}
+
 int response_finish(response *r, const luaretry_decision *final, int status) {
   if (r->a->dump_header && strcmp(r->a->dump_header, "-") != 0) {
     FILE *f = fopen(r->a->dump_header, "wb");
-    if (!f || fwrite(r->headers, 1, r->len, f) != r->len || fclose(f) != 0) {
+    int ok = f && fwrite(r->headers, 1, r->len, f) == r->len;
+    if (f && fclose(f) != 0) ok = 0; /* closed whatever fwrite did */
+    if (!ok) {
       perror(r->a->dump_header);
       if (status == EXIT_OK) status = EXIT_FINAL;
     }
