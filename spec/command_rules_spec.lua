@@ -84,6 +84,28 @@ describe("a command's rules without Lua", function ()
     assert.matches("luaretry: --before-retry before attempt 2: exit 7: echo no login >&2; exit 7", r.stderr, 1, true)
   end)
 
+  it("--before-retry is part of the attempt: stopped at its timeout, and then the command does not run", function ()
+    -- the hook would take 30 s; with deadline=2, attempt_timeout=1 it is
+    -- stopped (its whole group) at each retry's timeout, the attempt is a
+    -- "timeout" without running the command, and the deadline ends the run
+    local log, pid = tmp .. "/log", tmp .. "/hook.pid"
+    local r = proc.run({ "run", "--set", "deadline=2", "--set", "attempt_timeout=1", "--set", "backoff.initial=0.1",
+                         "--set", "backoff.jitter=none",
+                         "--before-retry", "echo hook >> " .. log .. "; echo $$ > " .. pid .. "; exec sleep 30",
+                         "--", "sh", "-c", "echo run >> " .. log .. "; exit 1" }, { timeout = 60 })
+    assert.are.equal(5, r.code, r.stderr)
+    -- the command's own record: it ran once, at attempt 1, never after a hook
+    local lines = proc.lines(proc.readfile(log))
+    assert.are.equal("run", lines[1])
+    assert.is_true(#lines >= 2, r.stderr)
+    for i = 2, #lines do assert.are.equal("hook", lines[i], r.stderr) end
+    assert.matches("luaretry: --before-retry before attempt 2: stopped at the attempt's timeout (1 s): echo hook",
+                   r.stderr, 1, true)
+    assert.matches("attempt 2/5: timeout error -> retry", r.stderr, 1, true)
+    assert.is_false(proc.alive(tonumber(proc.readfile(pid))), "the hook's sleep was killed")
+    assert.is_true(r.secs < 15, "the run took " .. r.secs .. " s") -- the hook alone: 30 s
+  end)
+
   describe("--exit-status command", function ()
     it("is the final attempt's own status when the command ran to its end", function ()
       local r = sh({ "--set", "max_attempts=2", "--exit-status", "command" }, "exit 3")

@@ -72,6 +72,34 @@ describe("curl's options with curl's meaning", function ()
       assert.are.equal(0, a[4].wait)
     end)
 
+    it("--retry-delay S is every wait, a throttled one (429) too, as curl's", function ()
+      local log = tmp .. "/log.json"
+      -- (rate=none: the http policy's adaptive pacing of 429s is a guard of
+      -- its own, which may ask for longer)
+      local r = run({ "--retry", "2", "--retry-delay", "0.2", "--set", "rate=none", "--log-json", log,
+                      srv.base .. "/always429" }, false)
+      assert.are.equal(4, r.code, r.stderr)
+      local a = attempts(log)
+      assert.are.equal(3, #a)
+      for i = 1, 2 do
+        assert.are.equal(0.2, a[i].wait, "attempt " .. i)
+        assert.are.equal("throttle", a[i].wait_source, "attempt " .. i)
+      end
+    end)
+
+    it("--retry-delay S above the policy's backoff.max loads: S is the cap too (http's 32, command's 30)", function ()
+      -- a wait of 60 s would pass the 5 s deadline: the run stops at once,
+      -- and says when the retry would have come (no 60 s wait here)
+      local r = run({ "--retry", "1", "--retry-delay", "60", "--retry-max-time", "5", srv.base .. "/always503" }, false)
+      assert.are.equal(5, r.code, r.stderr)
+      assert.matches("the next attempt would start at 60%.%d+ s, past the deadline", r.stderr)
+      r = proc.run({ "run", "--retry", "1", "--retry-delay", "60", "--retry-max-time", "5", "--", "sh", "-c", "exit 1" },
+                   { timeout = 60 })
+      assert.are.equal(5, r.code, r.stderr)
+      assert.matches("the next attempt would start at 60%.%d+ s, past the deadline", r.stderr)
+      assert.is_nil(r.stderr:find("below backoff.initial", 1, true))
+    end)
+
     it("--retry-all-errors retries what the policy calls final, but never a POST without a key", function ()
       local r = run({ "--retry", "2", srv.base .. "/400" })
       assert.are.equal(1, r.code, r.stderr)
@@ -90,6 +118,26 @@ describe("curl's options with curl's meaning", function ()
       assert.are.equal(3, #srv:requests_on("/400"))
     end)
 
+    it("a policy that cannot take what an option sets: the option is named, not only the field", function ()
+      -- iam has no options.retry_all_errors (only http and command do)
+      local r = run({ "iam", "--retry-all-errors", srv.base .. "/ok" })
+      assert.are.equal(3, r.code, r.stderr)
+      assert.matches("luaretry: iam loads without --retry-all-errors (options.retry_all_errors=true)", r.stderr, 1, true)
+      -- a hedge's delay cannot reach past --max-time's attempt_timeout
+      local policy = tmp .. "/hedged.lua"
+      proc.writefile(policy, 'name = "hedged"\nmax_attempts = 3\ndeadline = 30\nhedge = { delay = 2 }\n')
+      r = run({ policy, "--retry", "2", "--max-time", "1", srv.base .. "/ok" })
+      assert.are.equal(3, r.code, r.stderr)
+      assert.matches("hedge.delay: 2 s is not below attempt_timeout (1 s)", r.stderr, 1, true)
+      assert.matches("loads without --max-time (attempt_timeout=1):", r.stderr, 1, true)
+      assert.is_nil(r.stderr:find("--retry (", 1, true), r.stderr) -- not the one in the way
+      -- not theirs: no such line
+      r = run({ policy, "--max-time", "1", "--set", "nosuch=1", srv.base .. "/ok" })
+      assert.are.equal(3, r.code, r.stderr)
+      assert.is_nil(r.stderr:find("loads without", 1, true), r.stderr)
+      assert.are.equal(0, #srv:requests_on("/ok"))
+    end)
+
     it("--retry-connrefused is taken: a refused connection is retried already", function ()
       local r = run({ "--retry", "1", "--retry-connrefused", "http://127.0.0.1:1/" })
       assert.are.equal(4, r.code, r.stderr)
@@ -103,6 +151,13 @@ describe("curl's options with curl's meaning", function ()
         assert.matches("run: " .. args[1]:gsub("%-", "%%-") .. " " .. args[2]:gsub("%-", "%%-") .. ": expected",
                        r.stderr)
       end
+      -- out of range: the message names the range, not only its low end
+      local r = run({ "--retry", "99999999999", srv.base .. "/ok" })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("run: --retry 99999999999: expected a whole number of retries from 0 to 100000", r.stderr, 1, true)
+      r = run({ "--retry-delay", "1e7", srv.base .. "/ok" })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("run: --retry-delay 1e7: expected seconds from 0 to 1000000", r.stderr, 1, true)
       assert.are.equal(0, #srv:requests_on("/ok"))
     end)
   end)
@@ -162,6 +217,60 @@ describe("curl's options with curl's meaning", function ()
       r = run({ "--max-filesize", "200000", "-o", out, srv.base .. "/big" })
       assert.are.equal(0, r.code, r.stderr)
       assert.are.equal(100000, #proc.readfile(out))
+    end)
+
+    describe("--max-filesize without a stated length (libcurl 7.88 checks a Content-Length only)", function ()
+      it("a longer body fails the attempt as too_large: final, no file, nothing on standard output", function ()
+        for _, case in ipairs({ { "/nolength", "1k" }, { "/chunked", "10000" } }) do
+          local path, most = case[1], case[2]
+          local out = tmp .. "/out"
+          local r = run({ "--max-filesize", most, "-o", out, "-w", "%{verdict} %{num_attempts}", srv.base .. path })
+          assert.are.equal(1, r.code, path .. ": " .. r.stderr)
+          assert.matches("attempt 1/10: too_large error -> final", r.stderr, 1, true)
+          assert.are.equal("final 1", r.stdout, path)
+          assert.are.equal(1, #srv:requests_on(path))
+          assert.is_nil(proc.readfile(out), path .. ": nothing half-written")
+          assert.are.same({}, proc.ls(tmp), path .. ": no temporary left")
+          r = run({ "--max-filesize", most, srv.base .. path })
+          assert.are.equal(1, r.code, path .. ": " .. r.stderr)
+          assert.are.equal("", r.stdout, path)
+        end
+      end)
+
+      it("a body within it is written whole", function ()
+        local out = tmp .. "/out"
+        local r = run({ "--max-filesize", "1m", "-o", out, srv.base .. "/nolength" })
+        assert.are.equal(0, r.code, r.stderr)
+        assert.are.equal(1048576, #proc.readfile(out))
+        r = run({ "--max-filesize", "16384", "-o", out, srv.base .. "/chunked" })
+        assert.are.equal(0, r.code, r.stderr)
+        assert.are.equal(16384, #proc.readfile(out))
+      end)
+
+      it("is judged by the policy: one that retries too_large makes every attempt", function ()
+        local policy = tmp .. "/retry_all.lua"
+        proc.writefile(policy, 'name = "retry_all"\nmax_attempts = 3\ndeadline = 30\n' ..
+                               'backoff = { initial = 0.01, jitter = "none" }\n' ..
+                               'function is_transient() return true end\n')
+        local log, out = tmp .. "/log.json", tmp .. "/out"
+        local r = run({ policy, "--max-filesize", "1k", "-o", out, "--log-json", log, srv.base .. "/nolength" }, false)
+        assert.are.equal(4, r.code, r.stderr)
+        assert.are.equal(3, #srv:requests_on("/nolength"))
+        local a = attempts(log)
+        assert.are.equal(3, #a)
+        for i = 1, 3 do assert.are.equal("too_large", a[i].error, "attempt " .. i) end
+        assert.is_nil(proc.readfile(out))
+      end)
+
+      it("in a batch: that URL fails as too_large, the others are written", function ()
+        local dir = tmp .. "/dir"
+        local r = run({ "--max-filesize", "1k", "--create-dirs", "--output-dir", dir,
+                        srv.base .. "/nolength", srv.base .. "/ok" })
+        assert.are.equal(1, r.code, r.stderr)
+        assert.matches("[1] " .. srv.base .. "/nolength: final, 1 attempt, status too_large error", r.stderr, 1, true)
+        assert.are.same({ "ok" }, proc.ls(dir))
+        assert.are.equal(1, #srv:requests_on("/nolength"))
+      end)
     end)
 
     it("--limit-rate paces each attempt (a lower bound only: a busy machine is slower, never faster)", function ()
@@ -225,6 +334,34 @@ describe("curl's options with curl's meaning", function ()
       code, err = run_in(tmp, { "-J", srv.base .. "/download" })
       assert.are.equal(2, code)
       assert.matches("-J goes with -O", err, 1, true)
+    end)
+
+    it("-D to a full disk: exit 1 naming the file, and the file closed all the same", function ()
+      local r = run({ "-D", "/dev/full", "-o", tmp .. "/out", srv.base .. "/bigheaders" })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.matches("/dev/full: No space left on device", r.stderr, 1, true)
+      -- headers longer than stdio's buffer fail at fwrite, before fclose:
+      -- valgrind lists the descriptors still open at exit (glibc keeps
+      -- every FILE reachable, so no leak checker sees it); not under ASan
+      if proc.asan() then return end
+      local vlog = tmp .. "/valgrind.log"
+      r = proc.run({ { raw = "--track-fds=yes -q --log-file=" .. proc.q(vlog) }, proc.bin, "run", "-D", "/dev/full",
+                     "-o", tmp .. "/out", srv.base .. "/bigheaders" }, { bin = "valgrind", plain = true, timeout = 120 })
+      assert.are.equal(1, r.code, r.stderr)
+      local report = proc.readfile(vlog) or ""
+      assert.matches("Open file descriptor", report, 1, true) -- valgrind did look
+      assert.is_nil(report:find("/dev/full", 1, true), report)
+    end)
+
+    it("-J naming the file the URL names: success, the body in it", function ()
+      local code, err = run_in(tmp, { "-O", "-J", srv.base .. "/same/file.txt" })
+      assert.are.equal(0, code, err)
+      assert.are.equal("the same file\n", proc.readfile(tmp .. "/file.txt"))
+      assert.is_nil(err:find("not written over", 1, true), err)
+      -- again, over the file the first run left: -O writes over it, as curl's
+      code, err = run_in(tmp, { "-O", "-J", "--output-dir", tmp, srv.base .. "/same/file.txt" })
+      assert.are.equal(0, code, err)
+      assert.are.same({ "file.txt" }, proc.ls(tmp))
     end)
 
     it("-q keeps luaretry's meaning (one line per failure), the one deliberate difference, said in luaretry(1)", function ()

@@ -576,7 +576,7 @@ describe("the rate limiter (rate = { limit, burst } or { adaptive = true })", fu
     assert.are.equal(0, c:next().wait)   -- the token was reserved with the decision
   end)
 
-  it("adaptive: unlimited until a throttling answer, then x0.7 of what the service took, then up with successes", function ()
+  it("adaptive: unlimited until a throttling answer, then x0.7 of what the service took, a slow start until the next, then up with successes", function ()
     local p = policy("max_attempts = 1\nrate = { adaptive = true }\n")
     local function call(status)
       local c = assert(p:begin { virtual = true, seed = 1 })
@@ -589,6 +589,12 @@ describe("the rate limiter (rate = { limit, burst } or { adaptive = true })", fu
     call(429)
     local r = p:metrics().rate
     assert.is_true(r > 0 and r <= 20 * 0.7 + 1e-9, "rate " .. r)   -- 20 successes within the last second
+    -- the slow start ends at a throttling answer to an attempt sent during
+    -- it, however soon: 0.9 of 0.6 of the rate at least, never more
+    call(429)
+    local r2 = p:metrics().rate
+    assert.is_true(r2 < r and r2 >= 0.9 * 0.6 * r - 1e-9, ("rate %g after %g"):format(r2, r))
+    r = r2
     call(429)                                  -- within a second of the last decrease: no change
     assert.are.equal(r, p:metrics().rate)
     local n = call(200)

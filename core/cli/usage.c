@@ -145,7 +145,7 @@ static const char HELP_RUN[] =
   "                            [redacted], and no URL's user:password\n"
   "curl's retry options, mapped onto the policy:\n"
   "      --retry N             max_attempts N+1 (0: one attempt)\n"
-  "      --retry-delay S       a constant backoff of S seconds, no jitter\n"
+  "      --retry-delay S       every wait S seconds (throttled too), no jitter\n"
   "      --retry-all-errors    what the policy calls final is retried too (never a POST\n"
   "                            without an Idempotency-Key): options.retry_all_errors\n"
   "      --retry-connrefused   taken: a refused connection is retried already\n"

@@ -115,6 +115,11 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   int late = (flags & LUARETRY_CALL_DEADLINE) && host_deadline(c, o->deadline);
   c->next_timeout = lr_call_timeout_at(c, 0);
   lr_chain_init(c);
+  /* a workflow's call: the rate limiter, header pacing, admission and
+   * hedging's bound are asked by its requests (their calls), not its rounds */
+  if ((flags & LUARETRY_CALL_WORKFLOW) && !c->one_round)
+    c->chain_on &=
+      (unsigned char)~((1u << LR_G_ADMISSION) | (1u << LR_G_HEDGING) | (1u << LR_G_RATE));
   if (!c->one_round) lr_count(c->shared, LR_M_CALLS, 1); /* a round's call was counted */
   if (late)
     stop_late(c, o->deadline);
@@ -266,6 +271,31 @@ void luaretry_call_on_decision(luaretry_call *c, luaretry_observer_fn fn, void *
   if (!lr_call_ok(c)) return;
   lr_call_cold *cold = fn || c->cold ? lr_call_cold_get(c) : NULL;
   if (cold) cold->observer = fn, cold->observer_ud = ud;
+}
+
+/* The rule a request's stop names, as one of the call's own (static)
+ * names: the request's decision lives no longer than its call. */
+static const char *stop_rule(const luaretry_decision *r) {
+  static const char *const RULES[] = { "rate",    "rate.headers", "admission", "deadline",
+                                       "breaker", "budget",       "cancel" };
+  for (size_t i = 0; r->rule && i < sizeof RULES / sizeof RULES[0]; i++)
+    if (strcmp(r->rule, RULES[i]) == 0) return RULES[i];
+  return luaretry_reason_name(r->reason);
+}
+
+luaretry_code luaretry_call_stop_as(luaretry_call *c, const luaretry_decision *request,
+                                    luaretry_decision *d) {
+  if (!lr_call_ok(c) || !request || !d || request->retry || request->reason == LUARETRY_REASON_NONE)
+    return LUARETRY_E_ARG;
+  if (c->stopped) return LUARETRY_E_STATE;
+  memset(d, 0, sizeof *d);
+  d->attempt = c->started;
+  d->elapsed = luaretry_call_elapsed(c);
+  lr_chain_give_back(c);
+  lr_call_stop_saying(c, d, request->reason, stop_rule(request), "a request of the workflow: %s",
+                      request->message ? request->message : luaretry_reason_name(request->reason));
+  lr_call_observe(c, NULL, d);
+  return LUARETRY_OK;
 }
 
 void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d) {

@@ -49,6 +49,8 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op, void
     luaretry_outcome o;
     luaretry_outcome_init(&o);
     luaretry_code rc = op(ud, c, c->attempts + 1, c->next_timeout, &o);
+    /* a workflow's request refused: the call stopped (luaretry_call_stop_as) */
+    if (c->stopped) return luaretry_call_next(c, final);
     if (rc != LUARETRY_OK) {
       /* a cancel that reached the operation is still a cancel */
       if (rc == LUARETRY_E_CANCELLED && luaretry_call_cancelled(c)) {

@@ -93,8 +93,9 @@ void lr_call_started_late(luaretry_call *c) {
 }
 
 /* A call the guards refuse before its first attempt (an open circuit,
- * admission) stops before it touches anything; a workflow's request only
- * adds to hedging's credit (the workflow's own call was admitted). */
+ * admission) stops before it touches anything; a workflow's request asks
+ * admission and adds to hedging's credit (the breaker counts its rounds),
+ * and its rate token comes at luaretry_call_next, as a first attempt's. */
 void lr_chain_begin(luaretry_call *c) {
   if (!(c->chain_on & (BIT(LR_G_BREAKER) | BIT(LR_G_ADMISSION) | BIT(LR_G_HEDGING)))) return;
   luaretry_decision d;

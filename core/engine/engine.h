@@ -308,7 +308,7 @@ void lr_throttle_totals(lr_shared *s, const lr_guards *g, double now, double *re
  * clock now): the extra seconds to wait for it (0: at once), reserved
  * (*held = 1); or the seconds after which to ask again (*held = 0): 0 for
  * an attempt after `now` whose token is free at `at`, and, adaptive, when
- * it would come more than a quarter of a second ahead (`u` in [0, 1)
+ * it would come more than a tenth of a second ahead (`u` in [0, 1)
  * spreads them); or -1, nothing reserved, when it would come after
  * `latest`. */
 double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, double latest,
@@ -319,8 +319,8 @@ double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, 
 void lr_rate_give_back(lr_shared *s, const lr_guards *g, double tat_before, double tat_after);
 double lr_rate_tat(lr_shared *s);
 /* The adaptive rate follows the answers: throttling slows it down, a
- * success speeds it up. */
-void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now);
+ * success speeds it up; `sent` when the attempt answered went. */
+void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now, double sent);
 /* Tokens per second now (0: none). */
 double lr_rate_now(lr_shared *s, const lr_guards *g);
 

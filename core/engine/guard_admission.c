@@ -31,9 +31,7 @@ static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
   c->held_at = c->guard_origin + at;
   int local = lr_throttle_admits(c->shared, g, c->held_at, u);
   int remote = r >= 0, refused = remote ? u < r : !local;
-  /* a workflow's request is counted, not refused here: a round refused at
-   * its start would be sent plainly by the transport (its hedges are asked) */
-  if (!refused || a->kind == LR_KIND_REQUEST) {
+  if (!refused) {
     c->held |= 1u << LR_G_ADMISSION;
     return 0;
   }

@@ -6,7 +6,8 @@
  * (quota.c) when the token comes.  A hedge goes now or not at all: it
  * takes a token and a slot only when both are free now (none now: no
  * hedge, not a wait), the token handed back when the quota has no slot.
- * A workflow's requests: paced the same when they hedge.  The outcome:
+ * A workflow's request: its token at luaretry_call_next, as a first
+ * attempt's (nothing when its call begins).  The outcome:
  * the adaptive rate follows throttling answers and successes, and the
  * server's RateLimit fields set the quota.  The fleet's rate limiter is
  * asked first for a fixed rate (an adaptive one stays the process's). */
@@ -237,7 +238,7 @@ static void record(luaretry_call *c, const lr_record *r) {
   const lr_guards *g = &c->rules->guards;
   double now = c->guard_origin + r->now;
   if (r->cls == LR_REC_SUCCESS || r->cls == LR_REC_THROTTLED)
-    lr_rate_answer(pace_made(c), g, r->cls == LR_REC_THROTTLED, now);
+    lr_rate_answer(pace_made(c), g, r->cls == LR_REC_THROTTLED, now, now - r->duration);
   if (g->rate_headers)
     lr_quota_answer(c->shared, g, r->o->headers, r->o->header_count, c->quota_seq, now);
 }

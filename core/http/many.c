@@ -110,6 +110,8 @@ typedef struct {
   long stall_speed;
   slot *slots;
   size_t nslots, busy;
+  size_t window;       /* transfers that may run: nslots, or less in a slow start */
+  double window_at;    /* when it last grew (monotonic seconds) */
   live_call *calls;    /* ncalls entries; c == NULL: free */
   live_call **spare;   /* the free entries, a stack */
   live_call **waiting; /* calls waiting for their retry: a heap on due */
@@ -446,6 +448,11 @@ static void end_attempt(batch *b, live_call *lc, slot *s, CURLcode res) {
   if (rc == LUARETRY_OK) {
     job->result.status = out.status;
     job->result.error = out.error;
+    /* a slow start: each answer that is not throttling lets one more run */
+    if (out.status > 0 && !d.throttled && b->window < b->nslots) {
+      b->window++;
+      b->window_at = lr_curl_now();
+    }
   }
   if (rc == LUARETRY_OK && !d.retry && d.reason == LUARETRY_REASON_NONE) {
     /* failed beside attempts still in flight: the call waits for them */
@@ -530,7 +537,26 @@ static int collect_ended(batch *b) {
   return ended;
 }
 
+/* A slow start that no answer moved for SLOW_START_IDLE seconds lets one
+ * more transfer run: a rate limiter answers at once, so a transfer that
+ * hangs (or a slow server) says nothing of it, and must not hold the batch. */
+#define SLOW_START_IDLE 1.0
+
+/* The ms until the slow start's window grows by itself (b->busy fills it
+ * and work waits), or `ms` when sooner or never; grows it when due. */
+static int slow_start_due(batch *b, double now, int ms) {
+  if (b->window >= b->nslots || b->busy < b->window || !(b->nwaiting || more_jobs(b))) return ms;
+  double left = b->window_at + SLOW_START_IDLE - now;
+  if (left <= 0) {
+    b->window++;
+    b->window_at = now;
+    return 0;
+  }
+  return left * 1000 < ms ? (int)ceil(left * 1000) : ms;
+}
+
 static void run_batch(batch *b) {
+  b->window_at = lr_curl_now();
   for (;;) {
     if (atomic_load(&b->m->cancelled)) {
       cancel_all(b);
@@ -538,11 +564,12 @@ static void run_batch(batch *b) {
     }
     /* start what may start: due retries first, then new calls */
     double now = lr_curl_now();
-    while (b->busy < b->nslots && b->nwaiting && b->waiting[0]->due <= now)
+    int grow_ms = slow_start_due(b, now, 1000);
+    while (b->busy < b->window && b->nwaiting && b->waiting[0]->due <= now)
       start_attempt(b, wait_pop(b));
     /* then due hedges: they cut the tail of calls already in progress */
     int hedge_ms = hedges_due(b, 1000);
-    while (b->busy < b->nslots && b->nspare && more_jobs(b)) {
+    while (b->busy < b->window && b->nspare && more_jobs(b)) {
       live_call *lc = begin_next(b);
       if (lc) start_attempt(b, lc);
     }
@@ -554,11 +581,12 @@ static void run_batch(batch *b) {
 
     /* sleep until a transfer moves, the next retry is due, or a cancel */
     int timeout_ms = 1000;
-    if (b->nwaiting && b->busy < b->nslots) {
+    if (b->nwaiting && b->busy < b->window) {
       double ms = ceil((b->waiting[0]->due - lr_curl_now()) * 1000);
       if (ms < timeout_ms) timeout_ms = ms < 0 ? 0 : (int)ms;
     }
     if (hedge_ms < timeout_ms) timeout_ms = hedge_ms;
+    if (grow_ms < timeout_ms) timeout_ms = grow_ms;
     struct curl_waitfd wake = { b->m->wake_fd, CURL_WAIT_POLLIN, 0 };
     curl_multi_poll(b->m->multi, &wake, 1, timeout_ms, NULL);
   }
@@ -632,6 +660,15 @@ luaretry_code luaretry_curl_perform_many(luaretry_curl_many *m, luaretry_policy 
   }
   if (!o->next && n == 0) return LUARETRY_OK;
   size_tables(&b, o, o->next ? 0 : n);
+  /* An adaptive rate is unlimited until a throttling answer comes: the
+   * batch's transfers ramp up as TCP's slow start does (one at first, one
+   * more per answer that is not throttling), so a rate limiter answers
+   * one or two of them with 429, not all --parallel-max sent at once. */
+  char adaptive[16];
+  b.window = luaretry_policy_get(p, "rate.adaptive", adaptive, sizeof adaptive) == LUARETRY_OK &&
+                 strcmp(adaptive, "true") == 0
+               ? 1
+               : b.nslots;
   rc = alloc_tables(&b);
   if (rc == LUARETRY_OK) run_batch(&b);
   free_tables(&b);

@@ -1,9 +1,12 @@
 /* transport.c: a transport for workflows (luaretry_policy_run_workflow):
  * each http.* request of the script is one attempt on the host's handle,
- * with no retry of its own.  With a policy that hedges, an idempotent
- * request is one round of a call of its own, on hedge.c's path: the
- * attempt, and hedges beside it while it is slow; the answer that ended
- * the round is copied for the script (a hedge's goes with the round). */
+ * with no retry of its own.  With a policy (luaretry_curl_transport_policy,
+ * _hedge), each request is one round of a call of its own, on hedge.c's
+ * path: it waits for its rate token and pacing slot, admission counts it,
+ * and, when the policy hedges and the request is idempotent, hedges go
+ * beside it while it is slow; the answer that ended the round is copied
+ * for the script (a hedge's goes with the round).  A request the guards
+ * refuse ends the workflow's call for that reason. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +24,7 @@ struct luaretry_curl_transport {
   char *answer;   /* the round's answer, one block: headers, texts, body */
   luaretry_response kept;
   int answer_failed;
+  int hedging; /* luaretry_curl_transport_hedge: requests may hedge */
 };
 
 luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c,
@@ -34,10 +38,18 @@ luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c,
   return LUARETRY_OK;
 }
 
+luaretry_code luaretry_curl_transport_policy(luaretry_curl_transport *tr, luaretry_policy *p) {
+  if (!tr) return LUARETRY_E_ARG;
+  tr->p = p;
+  tr->hedging = 0;
+  return LUARETRY_OK;
+}
+
 luaretry_code luaretry_curl_transport_hedge(luaretry_curl_transport *tr, luaretry_policy *p,
                                             luaretry_observer_fn observer, void *ud) {
   if (!tr) return LUARETRY_E_ARG;
   tr->p = p;
+  tr->hedging = 1;
   tr->observer = observer;
   tr->observer_ud = ud;
   return LUARETRY_OK;
@@ -52,7 +64,7 @@ void luaretry_curl_transport_free(luaretry_curl_transport *tr) {
   free(tr);
 }
 
-/* ---- a hedged request: one round of a call of its own */
+/* ---- a request under the policy: one round of a call of its own */
 
 static size_t text_size(const char *s) { return s ? strlen(s) + 1 : 0; }
 
@@ -105,34 +117,61 @@ static void tell(void *ud, const luaretry_outcome *o, const luaretry_decision *d
   if (tr->round_told && tr->observer) tr->observer(tr->observer_ud, o, d);
 }
 
-/* Whether req goes on the hedged path: the policy hedges, req is
- * idempotent under it, and its breaker is closed (a half-open one keeps
- * its probes for calls). */
+/* Whether req's round may hedge: the transport hedges, the policy has a
+ * hedge, req is idempotent under it, and its breaker is closed (a
+ * half-open one keeps its probes for calls). */
 static int hedges(luaretry_curl_transport *tr, const luaretry_request *req) {
   char max[32];
   int idempotent = 0;
   luaretry_metrics m;
-  return tr->p && luaretry_policy_get(tr->p, "hedge.max", max, sizeof max) == LUARETRY_OK &&
+  return tr->hedging && luaretry_policy_get(tr->p, "hedge.max", max, sizeof max) == LUARETRY_OK &&
          strcmp(max, "none") != 0 &&
          luaretry_policy_is_idempotent(tr->p, req, &idempotent) == LUARETRY_OK && idempotent &&
          luaretry_policy_metrics(tr->p, &m) == LUARETRY_OK && m.breaker == LUARETRY_BREAKER_CLOSED;
 }
 
+/* The round's call asks the guards until its attempt may go: waits for its
+ * rate token (on the workflow's call, so a cancel ends them at once).
+ * LUARETRY_OK when it goes; a refusal ends the workflow's call for the
+ * same reason (LUARETRY_E_OPERATION: the script's request fails). */
+static luaretry_code admitted(luaretry_curl_transport *tr, luaretry_call *c) {
+  luaretry_decision d;
+  for (;;) {
+    luaretry_code rc = luaretry_call_next(c, &d);
+    if (rc != LUARETRY_OK) return rc;
+    if (!d.retry) break;
+    if (!(d.wait > 0)) return LUARETRY_OK;
+    if (luaretry_call_wait(tr->c ? tr->c : c, d.wait) == LUARETRY_E_CANCELLED)
+      return LUARETRY_E_CANCELLED;
+  }
+  if (d.reason == LUARETRY_REASON_CANCELLED) return LUARETRY_E_CANCELLED;
+  luaretry_decision stop;
+  if (tr->c) luaretry_call_stop_as(tr->c, &d, &stop);
+  return LUARETRY_E_OPERATION;
+}
+
 /* req as one round of a call of the policy's: *resp the answer that ended
- * it; *plain set, nothing done, when the call was refused at begin. */
-static luaretry_code hedged(luaretry_curl_transport *tr, const luaretry_request *req,
-                            double timeout, luaretry_response *resp, int *plain) {
+ * it. */
+static luaretry_code as_call(luaretry_curl_transport *tr, const luaretry_request *req,
+                             double timeout, luaretry_response *resp) {
   luaretry_call *c;
   luaretry_call_options one;
   luaretry_call_options_init(&one);
-  one.flags = LUARETRY_CALL_WORKFLOW_REQUEST; /* the workflow's own call is counted */
+  /* the workflow's own call is counted; its deadline is the round's */
+  one.flags = LUARETRY_CALL_WORKFLOW_REQUEST | (hedges(tr, req) ? 0 : LUARETRY_CALL_NO_HEDGE);
+  double deadline = tr->c ? luaretry_call_deadline(tr->c) : 0;
+  if (deadline > 0) {
+    one.flags |= LUARETRY_CALL_DEADLINE;
+    one.deadline = luaretry_clock_now() - luaretry_call_elapsed(tr->c) + deadline;
+  }
   luaretry_code rc = luaretry_call_begin(tr->p, &one, &c);
   if (rc != LUARETRY_OK) return rc;
   int id;
-  if (luaretry_call_start(c, &id) != LUARETRY_OK) { /* refused at begin */
+  rc = admitted(tr, c);
+  if (rc == LUARETRY_OK) rc = luaretry_call_start(c, &id);
+  if (rc != LUARETRY_OK) {
     luaretry_call_free(c);
-    *plain = 1;
-    return LUARETRY_OK;
+    return rc;
   }
   luaretry_call_on_decision(c, tell, tr);
   tr->round_told = 0;
@@ -172,11 +211,7 @@ luaretry_code luaretry_curl_transport_perform(void *ud, const luaretry_request *
   luaretry_curl_transport *tr = ud;
   if (!tr || !req || !req->url || !resp) return LUARETRY_E_ARG;
   if (tr->c && luaretry_call_cancelled(tr->c)) return LUARETRY_E_CANCELLED;
-  if (hedges(tr, req)) {
-    int plain = 0;
-    luaretry_code rc = hedged(tr, req, timeout, resp, &plain);
-    if (!plain) return rc;
-  }
+  if (tr->p) return as_call(tr, req, timeout, resp);
   int failed = 0;
   struct curl_slist *headers = lr_curl_header_list(req, &failed);
   if (failed) {

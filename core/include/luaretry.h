@@ -711,6 +711,14 @@ typedef struct luaretry_call luaretry_call;
 /* Use .retries: the retries the caller lets this call make (the allowance
  * its own inbound request carried, luaretry_call_options_inbound()). */
 #define LUARETRY_CALL_RETRIES          0x40u
+/* A workflow's own call (the operation runs luaretry_policy_run_workflow)
+ * whose host makes each request of the script a LUARETRY_CALL_WORKFLOW_REQUEST
+ * call of the same policy (the curl transport does: luaretry_curl_transport_hedge):
+ * max_attempts, the deadline, the breaker and the budget count its rounds
+ * and record its outcome; the rate limiter, header pacing, admission and
+ * hedging's bound are its requests' (luaretry-policy(5), ONE ATTEMPT,
+ * EVERY GUARD), so a round is not paced or counted as a request besides. */
+#define LUARETRY_CALL_WORKFLOW         0x80u
 
 typedef struct {
   unsigned flags;
@@ -830,6 +838,17 @@ LUARETRY_API int luaretry_call_wakeup_fd(luaretry_call *c);
  * (e.g. its transfer ended on the wakeup fd): fills *d and tells the
  * observer, as a cancelled wait does. */
 LUARETRY_API void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d);
+
+/* A workflow's request refused before it went (its
+ * LUARETRY_CALL_WORKFLOW_REQUEST call's luaretry_call_next said stop:
+ * admission, rate_limit, deadline ...) ends the workflow's call `c` for the
+ * same reason and rule, its message saying it was a request's: *d filled
+ * as luaretry_call_next fills a stopped call's, the observer told (no
+ * outcome).  luaretry_call_run then returns that decision, LUARETRY_OK,
+ * whatever the operation returns.  LUARETRY_E_ARG when `request` did not
+ * stop; LUARETRY_E_STATE when c had stopped already. */
+LUARETRY_API luaretry_code luaretry_call_stop_as(luaretry_call *c, const luaretry_decision *request,
+                                                 luaretry_decision *d);
 
 /* Wait `seconds` on the call's clock: sleeps on the real clock, advances
  * the virtual one.  Never returns early except with LUARETRY_E_CANCELLED. */

@@ -319,15 +319,28 @@ LUARETRY_API luaretry_code luaretry_curl_transport_new(CURL *h, luaretry_call *c
 LUARETRY_API void luaretry_curl_transport_free(luaretry_curl_transport *t);
 LUARETRY_API luaretry_code luaretry_curl_transport_perform(void *t, const luaretry_request *req,
                                                            double timeout, luaretry_response *resp);
-/* Hedged requests in a workflow: with `p` (the workflow's policy) set, a
+/* Each request of the workflow one round of a call of `p` (the workflow's
+ * policy) of its own, flagged LUARETRY_CALL_WORKFLOW_REQUEST and never
+ * hedged: it waits for its rate-limiter token and header-pacing slot (the
+ * wait ended at once by cancelling the transport's call), is counted by
+ * admission when sent and records its answer in the rate and admission;
+ * max_attempts, the budget and the breaker count the workflow's rounds.
+ * Begin the workflow's call (the transport's `c`) with
+ * LUARETRY_CALL_WORKFLOW, so its rounds are not paced besides.  A request
+ * the guards refuse (admission, a token past the deadline) is not sent: c
+ * stops for that reason (luaretry_call_stop_as) and the script's request
+ * fails with LUARETRY_E_OPERATION.  p = NULL: requests go as they come (the
+ * default). */
+LUARETRY_API luaretry_code luaretry_curl_transport_policy(luaretry_curl_transport *t,
+                                                          luaretry_policy *p);
+/* Hedged requests in a workflow: luaretry_curl_transport_policy, and with `p` set, a
  * request that is idempotent under p (is_idempotent, else the method rule:
  * never a POST without it), while p has a hedge and its breaker is closed,
  * runs as luaretry_curl_perform's attempts do: hedges on copies of the
  * handle beside a slow attempt, the first acceptable answer winning, the
- * others cancelled.  It is one round of a call of p of its own (counted as
- * a call; a hedge pays no budget token (failures do); hedges sent, won and
- * cancelled in p's metrics), never retried: the workflow retries as a
- * whole.  The script gets the answer that ended the round, whole (a loser's
+ * others cancelled.  Its round (a hedge pays no budget token (failures
+ * do); hedges sent, won and cancelled in p's metrics) is never retried:
+ * the workflow retries as a whole.  The script gets the answer that ended the round, whole (a loser's
  * bytes never), judged or not.  `observer` (or NULL) gets the decisions of
  * each round in which a hedge went.  p = NULL: no hedging (the default). */
 LUARETRY_API luaretry_code luaretry_curl_transport_hedge(luaretry_curl_transport *t,

@@ -90,6 +90,7 @@ static void test_call(void) {
   CHECK(luaretry_call_invocation_id(NULL) != NULL);
   CHECK_EQ_INT(luaretry_call_wakeup_fd(NULL), -1);
   luaretry_call_stop_cancelled(NULL, NULL);
+  E_ARG(luaretry_call_stop_as(NULL, NULL, NULL));
   E_ARG(luaretry_call_wait(NULL, 0));
   luaretry_call_on_decision(NULL, NULL, NULL);
   luaretry_call_cancel(NULL);
@@ -115,7 +116,8 @@ static void test_curl(void) {
   E_ARG(luaretry_curl_transport_new(NULL, NULL, NULL));
   luaretry_curl_transport_free(NULL);
   E_ARG(luaretry_curl_transport_perform(NULL, NULL, 0, NULL));
-  luaretry_curl_transport_hedge(NULL, NULL, NULL, NULL);
+  E_ARG(luaretry_curl_transport_hedge(NULL, NULL, NULL, NULL));
+  E_ARG(luaretry_curl_transport_policy(NULL, NULL));
   (void)luaretry_curl_error_name((CURLcode)-1); /* NULL or a name: never a crash */
   CHECK_EQ_INT(luaretry_curl_never_sent((CURLcode)-1), 0);
 }

@@ -728,6 +728,60 @@ static void test_wakeup_fds(void) {
   luaretry_policy_free(p);
 }
 
+/* A workflow's call (LUARETRY_CALL_WORKFLOW) asks no rate token for its
+ * rounds: its requests' calls (LUARETRY_CALL_WORKFLOW_REQUEST) take them;
+ * one whose token comes past the deadline ends the workflow's call for
+ * that reason (luaretry_call_stop_as), which luaretry_call_run returns. */
+static luaretry_code workflow_round(void *ud, luaretry_call *c, int attempt, double timeout,
+                                    luaretry_outcome *out) {
+  (void)attempt, (void)timeout, (void)out;
+  luaretry_policy *p = ud;
+  for (int i = 0; i < 2; i++) {
+    luaretry_call_options o;
+    luaretry_call_options_init(&o);
+    o.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_WORKFLOW_REQUEST |
+              LUARETRY_CALL_NO_HEDGE;
+    luaretry_call *r = NULL;
+    if (!CHECK_CODE(luaretry_call_begin(p, &o, &r), LUARETRY_OK)) return LUARETRY_E_STATE;
+    luaretry_decision d, stop;
+    CHECK_CODE(luaretry_call_next(r, &d), LUARETRY_OK);
+    if (i == 0) { /* the first request's token is free */
+      CHECK(d.retry && d.wait == 0);
+      luaretry_call_free(r);
+      continue;
+    }
+    /* the second's comes in 1 s, past the deadline (0.5 s) */
+    CHECK(!d.retry && d.reason == LUARETRY_REASON_RATE_LIMIT);
+    luaretry_decision going = d;
+    going.retry = 1;
+    CHECK_CODE(luaretry_call_stop_as(c, &going, &stop), LUARETRY_E_ARG);
+    CHECK_CODE(luaretry_call_stop_as(c, &d, &stop), LUARETRY_OK);
+    CHECK(stop.reason == LUARETRY_REASON_RATE_LIMIT && !stop.retry);
+    CHECK_EQ_STR(stop.rule, "rate");
+    CHECK(stop.message && strncmp(stop.message, "a request of the workflow: ", 27) == 0);
+    CHECK_CODE(luaretry_call_stop_as(c, &d, &stop), LUARETRY_E_STATE);
+    luaretry_call_free(r);
+  }
+  return LUARETRY_E_OPERATION; /* the script's request failed */
+}
+
+static void test_workflow_requests(void) {
+  luaretry_policy *p =
+    load_str("@wf.lua", "max_attempts = 3\ndeadline = 0.5\nrate = { limit = 1, burst = 1 }\n");
+  if (!p) return;
+  luaretry_call_options o;
+  luaretry_call_options_init(&o);
+  o.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_WORKFLOW;
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
+  luaretry_decision final;
+  CHECK_CODE(luaretry_call_run(c, workflow_round, p, &final), LUARETRY_OK);
+  CHECK(final.reason == LUARETRY_REASON_RATE_LIMIT && !final.retry);
+  CHECK_EQ_STR(final.rule, "rate");
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) {
     perror(LUARETRY_DATADIR);
@@ -744,5 +798,6 @@ int main(void) {
   test_real_clock();
   test_os_seeds();
   test_wakeup_fds();
+  test_workflow_requests();
   return check_done();
 }

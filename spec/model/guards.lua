@@ -12,7 +12,8 @@
 -- probes), admission (the SRE formula), budget (milli-tokens), hedging's
 -- bound (credit), a fixed rate limiter (GCRA); backoff and the throttling
 -- backoff with full jitter, Retry-After.  Not modelled: the breaker's rate
--- window, an adaptive rate, header pacing, the fleet, scripts.
+-- window, an adaptive rate, header pacing, the fleet, scripts (so no
+-- workflow's requests: spec/workflow_guards_spec.lua checks that row).
 local M = {}
 M.__index = M
 

@@ -268,8 +268,12 @@ static double seconds(const char *v) {
   return s;
 }
 
-static int add_set(run_args *a, char *v) {
+/* One override; `from`: the option that stands for it (its long name, or
+ * NULL for --set itself), for a policy that does not load with it. */
+static int add_set(run_args *a, char *v, const char *opt) {
   if (a->nsets == MAX_SETS) return cli_usage("run: too many --set", NULL);
+  const run_option *o = !opt ? NULL : opt[1] == '-' ? find_long(opt) : find_short(opt[1]);
+  a->set_from[a->nsets] = o ? o->long_name : NULL;
   a->sets[a->nsets++] = v;
   return 0;
 }
@@ -285,7 +289,7 @@ static int set_time(run_args *a, const char *opt, const char *field, const char 
   if (a->ntimes == MAX_TIMES) return cli_usage("run: too many time limits", NULL);
   char *set = a->times[a->ntimes++];
   snprintf(set, TIME_SET_SIZE, "%s=%s", field, s == 0 ? "none" : v);
-  return add_set(a, set);
+  return add_set(a, set, opt);
 }
 
 /* A secret's value copied, and its word in argv blanked as curl blanks
@@ -339,13 +343,13 @@ static int set_redirs(run_args *a, const char *v) {
 
 /* The overrides of curl's retry options and a command's rules
  * (retryopts.c), "field=value" each, in their place among the --set ones. */
-static int add_retry_sets(run_args *a, const retry_sets *s) {
+static int add_retry_sets(run_args *a, const retry_sets *s, const char *opt) {
   for (int k = 0; k < s->n; k++) {
     size_t n = strlen(s->field[k]) + strlen(s->value[k]) + 2;
     char *set = run_args_keep(a, malloc(n));
     if (!set) return cli_usage("run: out of memory", NULL);
     snprintf(set, n, "%s=%s", s->field[k], s->value[k]);
-    int status = add_set(a, set);
+    int status = add_set(a, set, opt);
     if (status) return status;
   }
   return 0;
@@ -391,7 +395,7 @@ static int set_flag(run_args *a, option_id id) {
   case O_RETRY_ALL_ERRORS: {
     retry_sets s = { .n = 0 };
     retryopts_all_errors(&s);
-    return add_retry_sets(a, &s);
+    return add_retry_sets(a, &s, "--retry-all-errors");
   }
   default: break;
   }
@@ -421,7 +425,7 @@ static int set_speed(run_args *a, option_id id, const char *opt, const char *v) 
     a->speed_limit = (long)x;
   else
     a->speed_time = x;
-  return add_set(a, set);
+  return add_set(a, set, opt);
 }
 
 char *run_args_keep(run_args *a, char *s) {
@@ -563,7 +567,7 @@ static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) 
     retry_sets s = { .n = 0 };
     int status = id == O_RETRY || id == O_RETRY_DELAY ? retryopts_curl(&s, opt, v)
                                                       : retryopts_command(a, &s, opt, v);
-    return status ? status : add_retry_sets(a, &s);
+    return status ? status : add_retry_sets(a, &s, opt);
   }
   default: return 0;
   }
@@ -597,7 +601,7 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
       return cli_usage("run: --connect-timeout %s: expected seconds, 0 (the attempt's) or more", v);
     return set_time(a, opt, "connect_timeout", v);
   case O_SEED: return set_seed(a, v);
-  case O_SET: return add_set(a, v);
+  case O_SET: return add_set(a, v, NULL);
   case O_LOG_JSON: a->log_json = v; break;
   case O_URLS: a->urls_file = v; break;
   case O_OUTPUT_DIR: a->output_dir = v; break;

@@ -35,6 +35,9 @@ typedef struct {
   luaretry_curl_resume resume; /* a download that ends early goes on */
   struct batch *b;             /* its batch: the status line's counts */
   int state;                   /* URL_IN_FLIGHT, URL_WAITING, URL_THROTTLED */
+  long long got;               /* body bytes since the sink's restart */
+  int too_large;               /* the sink refused more than --max-filesize */
+  int decided;                 /* attempts decided (the observer's last) */
 } batch_url;
 
 enum { URL_IN_FLIGHT, URL_WAITING, URL_THROTTLED };
@@ -344,6 +347,7 @@ static void url_set_state(batch_url *u, int state) {
 static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   batch_url *u = ud;
   log_attempt(&u->log, o, d);
+  if (d && d->attempt > u->decided) u->decided = d->attempt;
   if (d && d->retry)
     url_set_state(u, d->throttled || d->wait_source == LUARETRY_WAIT_THROTTLE ||
                          d->wait_source == LUARETRY_WAIT_RATE
@@ -362,9 +366,17 @@ static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_deci
   }
 }
 
-/* The body's bytes, counted for the status line. */
+/* The body's bytes, counted for the status line.  A body past
+ * --max-filesize is refused, which ends the URL's call (libcurl 7.88
+ * enforces CURLOPT_MAXFILESIZE only on a length stated up front). */
 static size_t url_sink(void *ud, const char *data, size_t len) {
   batch_url *u = ud;
+  long long most = u->b->a->max_filesize;
+  if (most && (long long)len > most - u->got) {
+    u->too_large = 1;
+    return 0;
+  }
+  u->got += (long long)len;
   u->b->bytes += (long long)len;
   u->b->meter.bytes += (long long)len;
   progress_update(&u->b->meter, 0);
@@ -375,6 +387,7 @@ static size_t url_sink(void *ud, const char *data, size_t len) {
 static int url_restart(void *ud) {
   batch_url *u = ud;
   if (u->state != URL_IN_FLIGHT) url_set_state(u, URL_IN_FLIGHT);
+  u->got = 0;
   return outfile_restart(&u->file);
 }
 
@@ -462,6 +475,43 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
   return 0;
 }
 
+/* A URL's summary line: how its call ended (too_large: the sink refused
+ * its body, an attempt the call never judged). */
+static void url_line(batch *b, const batch_url *u, const luaretry_curl_result *r, int status,
+                     int too_large) {
+  char last[64] = "none";
+  int attempts = too_large ? u->decided + 1 : r->final.attempt;
+  if (too_large)
+    snprintf(last, sizeof last, "too_large error");
+  else if (r->final.attempt > 0 && r->error)
+    snprintf(last, sizeof last, "%s error", r->error);
+  else if (r->final.attempt > 0)
+    snprintf(last, sizeof last, "%d", r->status);
+  const char *verdict = too_large                ? "final"
+                        : r->code == LUARETRY_OK ? luaretry_reason_name(r->final.reason)
+                                                 : "error";
+  const char *detail = r->code != LUARETRY_OK ? r->errmsg : NULL;
+  if (r->code == LUARETRY_E_OPERATION && b->body.why[0]) detail = b->body.why;
+  if (too_large) detail = "Maximum file size exceeded (--max-filesize)";
+  /* made whole, then written at once: standard error is unbuffered, and a
+   * million lines written in pieces cost more than their transfers */
+  char *line = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&line, &len);
+  FILE *out = m ? m : stderr;
+  fprintf(out, "luaretry: [%d] ", u->log.index);
+  cli_text(out, u->log.target);
+  fprintf(out, ": %s, %d attempt%s, status %s, %.3f s, exit %d%s", verdict, attempts,
+          attempts == 1 ? "" : "s", last, r->elapsed, status, detail ? ": " : "");
+  cli_text(out, detail);
+  if (u->body_line) fputs(u->body_line, out); /* escaped already */
+  fputc('\n', out);
+  progress_clear(&b->meter); /* the line goes above the status line */
+  if (m && fclose(m) == 0) fwrite(line, 1, len, stderr);
+  progress_update(&b->meter, 1);
+  free(line);
+}
+
 /* A call ended: keep or drop its file, print its summary line, fold its
  * exit status into the batch's. */
 static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
@@ -469,8 +519,11 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   batch *b = ud;
   batch_url *u = job->observer_ud;
   const luaretry_curl_result *r = &job->result;
-  int status =
-    r->code != LUARETRY_OK ? cli_error_status(r->code) : cli_exit_status(r->final.reason);
+  /* refused by the sink as too large: final, as libcurl's too_large is */
+  int too_large = r->code == LUARETRY_E_OPERATION && u->too_large;
+  int status = too_large                ? EXIT_FINAL
+               : r->code != LUARETRY_OK ? cli_error_status(r->code)
+                                        : cli_exit_status(r->final.reason);
   if (status == EXIT_INTERRUPTED) b->interrupted = 1;
   /* a file only on success; standard output shows the final attempt's */
   int decided =
@@ -479,7 +532,7 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   int keep = status == EXIT_OK || (!u->file.path && decided && !b->a->fail) ||
              (b->a->fail_with_body && decided && !r->error && r->status > 0);
   if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
-  fold_status(b, status, r->final.reason);
+  fold_status(b, status, too_large ? LUARETRY_REASON_FINAL : r->final.reason);
   url_set_state(u, URL_IN_FLIGHT);
   b->meter.in_flight--;
   if (status == EXIT_OK)
@@ -489,40 +542,9 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   progress_update(&b->meter, 0);
   if (b->a->fail_early && status != EXIT_OK && status != EXIT_INTERRUPTED && !b->failed_early)
     b->failed_early = u->log.index;
-  char last[64] = "none";
-  if (r->final.attempt > 0) {
-    if (r->error)
-      snprintf(last, sizeof last, "%s error", r->error);
-    else
-      snprintf(last, sizeof last, "%d", r->status);
-  }
   /* -v: every URL's line; none and -q: a failed URL's only; -s: none */
-  int show =
-    b->a->verbosity == 2 || (status != EXIT_OK && (b->a->verbosity == 1 || b->a->show_error));
-  if (!show) {
-    url_free(u);
-    return;
-  }
-  const char *verdict = r->code == LUARETRY_OK ? luaretry_reason_name(r->final.reason) : "error";
-  const char *detail = r->code != LUARETRY_OK ? r->errmsg : NULL;
-  if (r->code == LUARETRY_E_OPERATION && b->body.why[0]) detail = b->body.why;
-  /* made whole, then written at once: standard error is unbuffered, and a
-   * million lines written in pieces cost more than their transfers */
-  char *line = NULL;
-  size_t len = 0;
-  FILE *m = open_memstream(&line, &len);
-  FILE *out = m ? m : stderr;
-  fprintf(out, "luaretry: [%d] ", u->log.index);
-  cli_text(out, u->log.target);
-  fprintf(out, ": %s, %d attempt%s, status %s, %.3f s, exit %d%s", verdict, r->final.attempt,
-          r->final.attempt == 1 ? "" : "s", last, r->elapsed, status, detail ? ": " : "");
-  cli_text(out, detail);
-  if (u->body_line) fputs(u->body_line, out); /* escaped already */
-  fputc('\n', out);
-  progress_clear(&b->meter); /* the line goes above the status line */
-  if (m && fclose(m) == 0) fwrite(line, 1, len, stderr);
-  progress_update(&b->meter, 1);
-  free(line);
+  if (b->a->verbosity == 2 || (status != EXIT_OK && (b->a->verbosity == 1 || b->a->show_error)))
+    url_line(b, u, r, status, too_large);
   url_free(u);
 }
 
@@ -562,6 +584,8 @@ static int perform(batch *b, luaretry_policy *p) {
   luaretry_call_options copt;
   luaretry_call_options_init(&copt);
   if (b->a->has_seed) copt.flags |= LUARETRY_CALL_SEED, copt.seed = b->a->seed;
+  /* --max-filesize is counted on the transfer the sink gets as it comes */
+  if (b->a->max_filesize) copt.flags |= LUARETRY_CALL_NO_HEDGE;
   luaretry_curl_many_options mo;
   luaretry_curl_many_options_init(&mo);
   mo.max_transfers = b->a->parallel ? (size_t)b->a->parallel : 1;

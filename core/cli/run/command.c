@@ -20,7 +20,8 @@
  * the final attempt's reaches ours (a retried command's output is never
  * doubled in a pipe); with --stdout=live every attempt's passes through as
  * it comes.  Standard input, when luaretry's was spooled, is given whole to
- * every attempt; no descriptor of luaretry's leaks. */
+ * every attempt; no descriptor of luaretry's leaks.  A --before-retry hook
+ * runs inside the attempt it comes before, on the attempt's time. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -267,9 +268,13 @@ static void watch(command *cmd, luaretry_call *c, child *ch, double timeout) {
 }
 
 /* --before-retry CMD: `sh -c CMD` in a group of its own, its output on
- * our standard error, stopped with the call; a failure is said, and the
- * attempt goes ahead (the policy judges what it gives). */
-static void before_retry(const command *cmd, luaretry_call *c, int n) {
+ * our standard error.  It is part of the attempt: it has the attempt's
+ * `timeout` (0: none), and at that or a cancel its group gets SIGTERM, then
+ * SIGKILL after KILL_GRACE (at once on a second stop signal), as a
+ * command's does.  A failure is said, and the attempt goes ahead (the
+ * policy judges what it gives); 1 when its time ran out, else 0. */
+static int before_retry(const command *cmd, luaretry_call *c, int n, double timeout) {
+  double start = now_seconds();
   pid_t pid = fork();
   if (pid == 0) {
     int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -279,48 +284,91 @@ static void before_retry(const command *cmd, luaretry_call *c, int n) {
   }
   if (pid < 0) {
     fprintf(stderr, "luaretry: --before-retry: cannot start sh: %s\n", strerror(errno));
-    return;
+    return 0;
   }
   setpgid(pid, pid);
-  int ws = 0, stopped = 0;
-  while (waitpid(pid, &ws, WNOHANG) == 0) {
-    if (!stopped && luaretry_call_cancelled(c)) kill(-pid, SIGTERM), stopped = 1;
+  cli_kill_on_second_signal(pid);
+  int ws = 0, cancelled = 0, expired = 0, killed = 0;
+  double term_at = 0;
+  for (;;) {
+    pid_t r = waitpid(pid, &ws, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) { /* not ours to wait for any more: said, not guessed */
+      fprintf(stderr, "luaretry: --before-retry: waiting for sh: %s\n", strerror(errno));
+      ws = 0;
+      break;
+    }
+    double now = now_seconds();
+    if (!term_at && (luaretry_call_cancelled(c) || (timeout > 0 && now - start >= timeout))) {
+      cancelled = luaretry_call_cancelled(c), expired = !cancelled;
+      term_at = now;
+      kill(-pid, SIGTERM);
+      kill(-pid, SIGCONT); /* a stopped member must see it too */
+    }
+    if (term_at && !killed && (now - term_at >= KILL_GRACE || cli_stop_signals() >= 2))
+      killed = 1, kill(-pid, SIGKILL);
     poll(NULL, 0, TICK_MS);
   }
+  cli_kill_on_second_signal(0);
   kill(-pid, SIGKILL); /* what it left in its group */
   int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-  if (code != 0 && !stopped)
+  if (expired)
+    fprintf(
+      stderr,
+      "luaretry: --before-retry before attempt %d: stopped at the attempt's timeout (%.3g s): %s\n",
+      n, timeout, cmd->before_retry);
+  else if (code != 0 && !cancelled)
     fprintf(stderr, "luaretry: --before-retry before attempt %d: exit %d: %s\n", n, code,
             cmd->before_retry);
+  return expired;
 }
 
-/* A luaretry_operation_fn: one run of the command. */
+/* An attempt its time ended: no status of its own came, as an HTTP
+ * attempt that timed out has no response: status 0 and error "timeout",
+ * judged as that is (what our SIGTERM made of it says nothing about the
+ * command). */
+static void timed_out(command *cmd, luaretry_outcome *o) {
+  o->status = 0;
+  o->error = "timeout";
+  cmd->last_status = -1;
+}
+
+/* A luaretry_operation_fn: one run of the command, after --before-retry's
+ * (which takes its time from the attempt's: a hook that used all of it
+ * leaves a "timeout" attempt, and the command is not run). */
 static luaretry_code attempt(void *ud, luaretry_call *c, int n, double timeout,
                              luaretry_outcome *o) {
   command *cmd = ud;
-  if (n > 1 && cmd->before_retry) before_retry(cmd, c, n);
   cmd->err_len = 0;
-  if (outfile_restart(cmd->out) != 0) return LUARETRY_E_OPERATION;
+  luaretry_outcome_init(o);
+  o->kind = LUARETRY_OUTCOME_COMMAND;
+  o->body = cmd->err;
+  o->method = "EXEC";
+  o->url = cmd->argv[0];
+  if (outfile_restart(cmd->out) != 0) return LUARETRY_E_OPERATION; /* this attempt's alone */
+  if (n > 1 && cmd->before_retry) {
+    double start = now_seconds();
+    int spent = before_retry(cmd, c, n, timeout);
+    if (luaretry_call_cancelled(c)) return LUARETRY_E_CANCELLED;
+    if (timeout > 0) {
+      double left = timeout - (now_seconds() - start);
+      if (spent || left <= 0) {
+        timed_out(cmd, o);
+        o->error_detail = "--before-retry took the attempt's time; the command was not run";
+        return LUARETRY_OK;
+      }
+      timeout = left;
+    }
+  }
   child ch;
   if (spawn(cmd, &ch) != 0) return LUARETRY_E_SYSTEM;
   watch(cmd, c, &ch, timeout);
   end_errors(cmd);
-  luaretry_outcome_init(o);
-  o->kind = LUARETRY_OUTCOME_COMMAND;
   int ws = ch.status;
   o->status = !ch.reaped ? 128 + SIGKILL : WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-  if (ch.timed_out) {
-    /* no status of its own came, as an HTTP attempt that timed out has no
-     * response: status 0 and error "timeout", judged as that is (what our
-     * SIGTERM made of it says nothing about the command) */
-    o->status = 0;
-    o->error = "timeout";
-  }
-  cmd->last_status = ch.timed_out || !ch.reaped ? -1 : o->status;
-  o->body = cmd->err;
+  cmd->last_status = !ch.reaped ? -1 : o->status;
+  if (ch.timed_out) timed_out(cmd, o);
   o->body_len = cmd->err_len;
-  o->method = "EXEC";
-  o->url = cmd->argv[0];
   return LUARETRY_OK;
 }
 

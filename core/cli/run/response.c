@@ -86,12 +86,19 @@ int response_restart(void *ud) {
   r->headers_done = 0;
   r->drop = 0;
   r->counted = 0;
+  r->got = 0;
+  r->too_large = 0;
   progress_attempt(&r->meter, 0);
   return outfile_restart(r->out);
 }
 
 size_t response_sink(void *ud, const char *data, size_t len) {
   response *r = ud;
+  if (r->a->max_filesize && (long long)len > r->a->max_filesize - r->got) {
+    r->too_large = 1; /* none of it written: the attempt's bytes are dropped */
+    return 0;
+  }
+  r->got += (long long)len;
   if (r->meter.on && !r->counted) { /* the length, once an answer came */
     curl_off_t cl = -1;
     curl_easy_getinfo(r->h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
@@ -104,10 +111,47 @@ size_t response_sink(void *ud, const char *data, size_t len) {
   return outfile_write(r->out, data, len);
 }
 
+/* The attempt the sink refused: its outcome as libcurl tells a stated
+ * length over CURLOPT_MAXFILESIZE. */
+static luaretry_code report_too_large(response *r, luaretry_call *c, const luaretry_request *req,
+                                      luaretry_decision *final) {
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.error = "too_large";
+  o.error_detail = "Maximum file size exceeded";
+  o.method = req->method ? req->method : req->body ? "POST" : "GET";
+  o.url = req->url;
+  int idempotent = 1;
+  luaretry_call_is_idempotent(c, req, &idempotent);
+  o.not_repeatable = !idempotent; /* its request was sent */
+  luaretry_code rc = luaretry_call_report(c, &o, final);
+  r->suspect = 1; /* after the observer's say: no partial of it is kept for the next run */
+  if (rc == LUARETRY_OK && !final->retry) r->damaged = 1; /* written nowhere */
+  return rc;
+}
+
+luaretry_code response_perform(response *r, luaretry_policy *p, luaretry_call *c,
+                               const luaretry_request *req, const luaretry_curl_options *co,
+                               luaretry_decision *final) {
+  for (;;) { /* as many rounds as the policy allows attempts */
+    r->too_large = 0;
+    luaretry_code rc = luaretry_curl_perform(p, c, r->h, req, co, final);
+    if (rc != LUARETRY_E_OPERATION || !r->too_large) return rc;
+    rc = report_too_large(r, c, req, final);
+    if (rc != LUARETRY_OK || !final->retry) return rc;
+    if (luaretry_call_wait(c, final->wait) == LUARETRY_E_CANCELLED) {
+      luaretry_call_stop_cancelled(c, final);
+      return LUARETRY_OK;
+    }
+  }
+}
+
 int response_finish(response *r, const luaretry_decision *final, int status) {
   if (r->a->dump_header && strcmp(r->a->dump_header, "-") != 0) {
     FILE *f = fopen(r->a->dump_header, "wb");
-    if (!f || fwrite(r->headers, 1, r->len, f) != r->len || fclose(f) != 0) {
+    int ok = f && fwrite(r->headers, 1, r->len, f) == r->len;
+    if (f && fclose(f) != 0) ok = 0; /* closed whatever fwrite did */
+    if (!ok) {
       perror(r->a->dump_header);
       if (status == EXIT_OK) status = EXIT_FINAL;
     }

@@ -1,7 +1,7 @@
 /* retryopts.c: the options that set the policy from the command line
  * without Lua.  curl's retry options become the fields curl's meaning
- * maps to (--retry N: max_attempts N+1; --retry-delay S: a constant
- * backoff of S, no jitter); a command's rules become the `command`
+ * maps to (--retry N: max_attempts N+1; --retry-delay S: every wait S,
+ * throttled or not, no jitter); a command's rules become the `command`
  * policy's options (final_exit_codes, retry_exit_codes, final_if_output,
  * retry_if_output), each a --set override in its place among the others,
  * so a later --set still wins.  --exit-status command gives the final
@@ -35,17 +35,30 @@ int retryopts_curl(retry_sets *a, const char *opt, const char *v) {
   if (strcmp(opt, "--retry") == 0) {
     long n = strtol(v, &end, 10);
     if (end == v || *end || errno || n < 0 || n > 100000)
-      return usage2(opt, v, "a whole number of retries, 0 or more");
+      return usage2(opt, v, "a whole number of retries from 0 to 100000");
     snprintf(a->number, sizeof a->number, "%ld", n + 1);
     return add_set(a, "max_attempts", a->number);
   }
   double s = strtod(v, &end);
   if (end == v || *end || errno || !(s >= 0) || !isfinite(s) || s > 1e6)
-    return usage2(opt, v, "seconds, 0 or more");
-  int rc = add_set(a, "backoff.kind", "constant");
-  if (rc == 0) rc = add_set(a, "backoff.initial", v);
-  if (rc == 0) rc = add_set(a, "backoff.jitter", "none");
-  return rc;
+    return usage2(opt, v, "seconds from 0 to 1000000");
+  /* curl sleeps S before every retry, whatever failed (a 429 too); only a
+   * server's Retry-After asks for longer.  So the wait after throttling is
+   * S as well, and each cap is S: a policy's own max below S must not
+   * make S an error in its file. */
+  const char *sets[][2] = {
+    { "backoff.kind", "constant" },
+    { "backoff.initial", v },
+    { "backoff.jitter", "none" },
+    { "throttle_backoff.initial", v },
+    { "throttle_backoff.multiplier", "1" },
+    { "throttle_backoff.jitter", "none" },
+    { "backoff.max", v },
+    { "throttle_backoff.max", v },
+  };
+  size_t n = s > 0 ? 8 : 6; /* a max is above 0; a delay of 0 is below any */
+  for (size_t k = 0; k < n; k++) add_set(a, sets[k][0], sets[k][1]);
+  return 0;
 }
 
 int retryopts_all_errors(retry_sets *s) { return add_set(s, "options.retry_all_errors", "true"); }

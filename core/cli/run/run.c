@@ -125,7 +125,8 @@ static int remote_header_name(const char *path, CURL *h) {
   if (!to) return -1;
   snprintf(to, dir + n + 1, "%.*s%.*s", (int)dir, path, (int)n, f);
   int rc = 0;
-  if (link(path, to) != 0) {
+  if (strcmp(to, path) == 0) { /* the URL's name already: the body is where it goes */
+  } else if (link(path, to) != 0) {
     fprintf(stderr, "luaretry: -J: %s is not written over%s%s; the body is in %s\n", to,
             errno == EEXIST ? "" : ": ", errno == EEXIST ? "" : strerror(errno), path);
     rc = -1;
@@ -205,7 +206,7 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
       co.upload = upload_read;
       co.upload_ud = body;
     }
-    rc = luaretry_curl_perform(p, c, h, &req, &co, final);
+    rc = response_perform(&r, p, c, &req, &co, final);
   }
   if (rc == LUARETRY_OK) keep_partial(a, final, h, &r, out);
   if (rc == LUARETRY_OK) {
@@ -285,8 +286,12 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
   if (a->has_seed) opt.flags |= LUARETRY_CALL_SEED, opt.seed = a->seed;
-  /* -i, -D and -w tell of one transfer: no hedge beside it */
-  if (a->include || a->dump_header || a->write_out) opt.flags |= LUARETRY_CALL_NO_HEDGE;
+  /* -i, -D and -w tell of one transfer: no hedge beside it; nor beside
+   * --max-filesize, counted on the one transfer the sink gets as it comes */
+  if (a->include || a->dump_header || a->write_out || a->max_filesize)
+    opt.flags |= LUARETRY_CALL_NO_HEDGE;
+  /* a workflow's requests are paced and admitted, not its rounds */
+  if (mode == RUN_WORKFLOW) opt.flags |= LUARETRY_CALL_WORKFLOW;
   luaretry_code rc = luaretry_call_begin(p, &opt, c);
   if (rc != LUARETRY_OK) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
@@ -425,6 +430,53 @@ static int stall_default(const run_args *a, luaretry_policy *p) {
   return EXIT_POLICY;
 }
 
+/* Whether the policy loads with the --set overrides and those curl's
+ * options made, but for the options of `except` (NULL: all of them). */
+static int loads_without(const run_args *a, const char *path, const char *except) {
+  luaretry_policy *p;
+  if (luaretry_policy_new(&p) != LUARETRY_OK) return 0;
+  int ok = 1;
+  for (int i = 0; i < a->nsets && ok; i++) {
+    char name[CLI_SET_NAME];
+    const char *value;
+    if (a->set_from[i] && (!except || a->set_from[i] == except)) continue;
+    ok = cli_split_set(a->sets[i], name, &value) == 0 &&
+         luaretry_policy_set(p, name, value) == LUARETRY_OK;
+  }
+  ok = ok && luaretry_policy_load_file(p, path) == LUARETRY_OK;
+  luaretry_policy_free(p);
+  return ok;
+}
+
+/* The policy did not load, and its message named fields, never the
+ * options that set them (--max-time, --retry-delay, --retry-all-errors,
+ * --retry-on-exit...): when it loads without those, the ones it cannot
+ * take are named (each that alone makes the difference; else all). */
+static void blame_options(const run_args *a) {
+  const char *culprit[MAX_SETS];
+  int n = 0, all = 0;
+  char path[CLI_PATH_MAX];
+  for (int i = 0; i < a->nsets; i++) {
+    int first = a->set_from[i] != NULL; /* each option once */
+    for (int k = 0; first && k < i; k++) first = a->set_from[k] != a->set_from[i];
+    if (first) culprit[n++] = a->set_from[i];
+  }
+  if (n == 0 || luaretry_policy_find(a->policy, path, sizeof path) != LUARETRY_OK ||
+      !loads_without(a, path, NULL))
+    return; /* not theirs */
+  int alone[MAX_SETS];
+  for (int j = 0; j < n; j++) all += alone[j] = loads_without(a, path, culprit[j]);
+  fprintf(stderr, "luaretry: %s loads without", a->policy);
+  for (int j = 0, said = 0; j < n; j++) {
+    if (all && !alone[j]) continue;
+    fprintf(stderr, "%s %s (", said++ ? (all ? " or" : ",") : "", culprit[j]);
+    for (int k = 0, m = 0; k < a->nsets; k++)
+      if (a->set_from[k] == culprit[j]) fprintf(stderr, "%s%s", m++ ? " " : "", a->sets[k]);
+    fputc(')', stderr);
+  }
+  fputs(": it cannot take what that sets\n", stderr);
+}
+
 /* libcurl set up and the policy loaded around the run. */
 static int run_loaded(run_args *a) {
   cli_store store;
@@ -437,6 +489,7 @@ static int run_loaded(run_args *a) {
   status = EXIT_POLICY;
   luaretry_policy *p =
     cli_load_policy_redis(a->policy, a->sets, a->nsets, a->verbosity > 0, &store, &status);
+  if (!p && status == EXIT_POLICY) blame_options(a);
   /* -q shows no policy warnings, but this one (-s: nothing at all) */
   if (p && store.field && a->verbosity == 0 && a->show_error)
     cli_fleet_warn_unshared(p, store.from);

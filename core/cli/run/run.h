@@ -88,7 +88,8 @@ typedef struct {
   const char *metrics_file;
   char *headers[MAX_HEADERS];
   int nheaders;
-  char *sets[MAX_SETS]; /* --set, and --max-time/--retry-max-time's */
+  char *sets[MAX_SETS];           /* --set, and --max-time/--retry-max-time's */
+  const char *set_from[MAX_SETS]; /* the option that made each, NULL: --set */
   int nsets;
   char times[MAX_TIMES][TIME_SET_SIZE];
   int ntimes;
@@ -164,14 +165,15 @@ int parse_word(run_args *a, int argc, char **argv, int *i);
 /* The overrides an option stands for, for args.c to place among the
  * --set ones (field=value, in order). */
 typedef struct {
-  const char *field[3];
-  const char *value[3];
+  const char *field[8];
+  const char *value[8];
   int n;
   char number[24]; /* --retry's N+1 */
 } retry_sets;
 
-/* --retry N (max_attempts N+1), --retry-delay S (a constant backoff of
- * S); 0 or a usage status. */
+/* --retry N (max_attempts N+1), --retry-delay S (every wait S, as curl's:
+ * a constant backoff of S, capped at S, and the same after throttling);
+ * 0 or a usage status. */
 int retryopts_curl(retry_sets *s, const char *opt, const char *v);
 /* --retry-all-errors: options.retry_all_errors=true (http, command). */
 int retryopts_all_errors(retry_sets *s);
@@ -354,13 +356,23 @@ typedef struct {
   char *format;     /* -w, from writeout_load(); owned */
   progress meter;   /* on a terminal */
   int counted;      /* this attempt's length told to the meter */
+  long long got;    /* the body's bytes the sink took since its restart */
+  int too_large;    /* it refused more than --max-filesize: the attempt is "too_large" */
 } response;
 
 void response_init(response *r, const run_args *a, attempt_log *log, outfile *out, CURL *h);
 /* A luaretry_observer_fn: log_attempt, then what -i and -f need. */
 void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d);
-/* A luaretry_sink_fn in front of outfile_write. */
+/* A luaretry_sink_fn in front of outfile_write.  A body past --max-filesize
+ * is refused (too_large set), which stops the helper's call: libcurl 7.88
+ * enforces CURLOPT_MAXFILESIZE only on a length stated up front. */
 size_t response_sink(void *ud, const char *data, size_t len);
+/* luaretry_curl_perform, and an attempt the sink refused as too large
+ * reported as the "too_large" libcurl reports for a stated length, the
+ * policy's decision followed (a retry performs again). */
+luaretry_code response_perform(response *r, luaretry_policy *p, luaretry_call *c,
+                               const luaretry_request *req, const luaretry_curl_options *co,
+                               luaretry_decision *final);
 /* A luaretry_restart_fn: a new attempt begins. */
 int response_restart(void *ud);
 /* -D FILE and -w once the call ended; the exit status (1 when -D failed). */

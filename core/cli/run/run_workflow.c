@@ -1,8 +1,9 @@
 /* run_workflow.c: run POLICY [ARGS...] for a policy with run(http, args): the
  * script makes its own requests through the curl transport, and the call
  * retries the whole run; the last run's result is what the command prints.
- * With the policy's hedge, its idempotent requests hedge (the transport's
- * round of a call of their own), each told as "request N: attempt ...". */
+ * Each request is a round of a call of its own (the transport's): paced by
+ * the policy's rate, counted by its admission; with the policy's hedge, its
+ * idempotent requests hedge, each told as "request N: attempt ...". */
 #include "run.h"
 
 typedef struct {
@@ -41,13 +42,17 @@ luaretry_code workflow_run(const run_args *a, luaretry_policy *p, luaretry_call 
   workflow wf = { p, (const char *const *)a->words, a->nwords, NULL, NULL, 0, *log };
   wf.request_log.target = NULL; /* the run's target is the policy's name */
   luaretry_code rc = h ? luaretry_curl_transport_new(h, c, &wf.transport) : LUARETRY_E_NOMEM;
-  /* -i, -D and -w tell of one transfer: no hedge beside it */
-  if (rc == LUARETRY_OK && !(a->include || a->dump_header || a->write_out))
-    rc = luaretry_curl_transport_hedge(wf.transport, p, log_attempt, &wf.request_log);
+  /* each request a round of a call of p's (paced, admitted); -i, -D and -w
+   * tell of one transfer: no hedge beside it */
+  if (rc == LUARETRY_OK)
+    rc = a->include || a->dump_header || a->write_out
+           ? luaretry_curl_transport_policy(wf.transport, p)
+           : luaretry_curl_transport_hedge(wf.transport, p, log_attempt, &wf.request_log);
   /* curl's options (TLS, -u, -A, -L) hold for every request of the script */
   if (rc == LUARETRY_OK && curlopts_apply(a, h) != 0) rc = LUARETRY_E_ARG;
   if (rc == LUARETRY_OK) rc = luaretry_call_run(c, attempt, &wf, final);
-  if (rc == LUARETRY_OK && final->reason != LUARETRY_REASON_CANCELLED)
+  /* no run returned when a request was refused before the first ended */
+  if (rc == LUARETRY_OK && final->reason != LUARETRY_REASON_CANCELLED && wf.body)
     outfile_write(out, wf.body, wf.body_len);
   luaretry_curl_transport_free(wf.transport);
   curl_easy_cleanup(h);
