@@ -287,5 +287,18 @@ describe("resumed downloads", function ()
       same_bytes(WHOLE:sub(1, 6000), proc.readfile(partial(out)))
       assert.are.equal(sidecar(url, '"w"'), proc.readfile(partial(out) .. ".url"))
     end)
+
+    it("a fresh run cut by its deadline among 503s after a broken 200 keeps that 200's bytes", function ()
+      local out, url = tmp .. "/f.bin", srv.base .. "/cut-then-busy-always"
+      local r = run({ url, "-o", out, "--retry-max-time", "2" })
+      assert.are.equal(5, r.code, r.stderr)
+      local seen = ranges("/cut-then-busy-always")
+      assert.is_true(#seen >= 2)
+      assert.are.equal(false, seen[1].range)
+      for i = 2, #seen do assert.are.equal("bytes=8000-", seen[i].range) end
+      assert.is_nil(proc.readfile(out))
+      same_bytes(WHOLE:sub(1, 8000), proc.readfile(partial(out)))
+      assert.are.equal(sidecar(url, '"w"'), proc.readfile(partial(out) .. ".url"))
+    end)
   end)
 end)

@@ -340,9 +340,8 @@ static void judge_in(lr_script *s, const luaretry_outcome *o, lr_verdict *v) {
   if (v->cls == LUARETRY_CLASS_TRANSIENT) judge_throttling(L, s, v);
 }
 
-static void classify(void *ud, const luaretry_outcome *o, const lr_attempt_ctx *ctx,
-                     lr_verdict *v) {
-  lr_gen *g = ud;
+static void judge_outcome(lr_gen *g, const luaretry_outcome *o, const lr_attempt_ctx *ctx,
+                          lr_verdict *v) {
   if (g->p->host_classify) {
     host_classify(g, o, ctx, v);
     return;
@@ -364,6 +363,26 @@ static void classify(void *ud, const luaretry_outcome *o, const lr_attempt_ctx *
   }
   judge_in(s, o, v);
   end_call(s);
+}
+
+/* retry_all_errors (curl's --retry-all-errors), after whatever judged:
+ * a final verdict is retried, so every policy takes it without declaring
+ * it; but a body over its size limit (as large again).  A request that
+ * may not be repeated (a POST without a key) is still not: the engine
+ * stops a transient outcome of one (o->not_repeatable). */
+static void retry_all(const luaretry_outcome *o, lr_verdict *v) {
+  if (o->error && strcmp(o->error, "too_large") == 0) return;
+  v->cls = LUARETRY_CLASS_TRANSIENT;
+  v->rule = "retry_all_errors";
+  v->reason = 0;
+  v->message[0] = '\0';
+}
+
+static void classify(void *ud, const luaretry_outcome *o, const lr_attempt_ctx *ctx,
+                     lr_verdict *v) {
+  lr_gen *g = ud;
+  judge_outcome(g, o, ctx, v);
+  if (v->cls == LUARETRY_CLASS_FINAL && g->retry_all_errors) retry_all(o, v);
 }
 
 /* ---- backoff(n, previous) */

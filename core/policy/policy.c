@@ -214,7 +214,8 @@ static lr_gen *new_gen(luaretry_policy *p, char *text, size_t len, const char *c
   g->judge = lr_gen_judge(g);
   g->limits = p->limits;
   for (size_t k = 0; k < p->override_count && g->option_count < MAX_OVERRIDES; k++)
-    if (strncmp(p->overrides[k].name, "options.", 8) == 0)
+    if (strncmp(p->overrides[k].name, "options.", 8) == 0 &&
+        lr_field_renamed(p->overrides[k].name) < 0) /* options.retry_all_errors */
       g->options[g->option_count++] = p->overrides[k];
   return g;
 }
@@ -275,6 +276,7 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
     return LUARETRY_E_NOMEM;
   }
   g->body_limit = tuning.pub.body_limit;
+  g->retry_all_errors = tuning.retry_all_errors;
   lr_sort_warnings(warnings, count, ld->chunk_src);
   lr_sort_warnings(ld->warnings, ld->warning_count, ld->chunk_src);
   note_hooks(g, s);

@@ -113,6 +113,7 @@ typedef struct lr_gen {
   size_t option_count;
   int has_decision_hooks; /* is_success or is_transient: a state to judge */
   int has_run, has_on_breaker, has_on_retry, has_prepare;
+  int retry_all_errors;        /* the field: a final verdict becomes transient */
   struct lr_fleet_link *fleet; /* referenced: rules.remote's fleet, or NULL */
   pthread_mutex_t grow;        /* adding slot blocks */
   lr_slot_block slots;

@@ -53,6 +53,14 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
         "run: --urls, --parallel and --output-dir are for URLs; %s runs its own "
         "requests",
         a->policy);
+    /* its requests' bodies go whole to the script, not through a sink
+     * that could count them: a limit libcurl holds only for a stated
+     * length would be ignored for the others */
+    if (a->max_filesize)
+      return cli_usage(
+        "run: --max-filesize is for URLs; %s runs its own requests, whose bodies go to "
+        "its run() whole (up to 16 MiB)",
+        a->policy);
     return 0;
   }
   /* One URL alone is one call, as ever; several (or --urls, or
@@ -166,10 +174,13 @@ static void keep_partial(const run_args *a, const luaretry_decision *final, CURL
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
   /* cut before any answer, or after an error answer (whose body the
    * sink never got): an earlier run's partial stays, unless this run
-   * started the sink over */
-  const char *validator = (code == 0 || code >= 400) && out->partial && !out->restarted
-                            ? out->validator
-                            : cut_validator(h);
+   * started the sink over; then the bytes are those of this run's last
+   * broken answer that can be resumed, if any */
+  const char *validator = cut_validator(h);
+  if (code == 0 || code >= 400)
+    validator = out->partial && !out->restarted ? out->validator
+                : r->validator[0]               ? r->validator
+                                                : NULL;
   if (!validator || lseek(out->fd, 0, SEEK_END) <= 0) return;
   char *url = url_redacted(a->url);
   if (url && outfile_partial_keep(out, url, validator) == 0 && r->log->verbosity > 0)
