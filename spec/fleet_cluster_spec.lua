@@ -113,7 +113,7 @@ describe("the fleet on a Redis Cluster", function ()
     assert.are.equal("OK", cli(nodes[dst].port, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src]))
     assert.are.equal("OK", cli(nodes[src].port, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dst]))
     assert.are.equal("OK", cli(nodes[src].port, "MIGRATE", "127.0.0.1", nodes[dst].port, "", 0,
-                               5000, "KEYS", k, k .. ":procs"))
+                               5000, "KEYS", k, k .. ":procs", k .. ":leases", k .. ":lexp"))
     x = run(nodes[other].port, key)
     assert.are.equal(4, x.code, x.stderr)
     assert.are.equal(0, count(x.stderr, LOST), x.stderr)
@@ -134,5 +134,67 @@ describe("the fleet on a Redis Cluster", function ()
     assert.are.equal(0, st.code, st.stderr)
     assert.matches("budget: 988%.000 of 1000 tokens", st.stdout)
     assert.matches("processes that synced in the last minute: 4\n", st.stdout)
+  end)
+
+  -- The round trips a process counts (--stats) are the commands the
+  -- nodes saw, MOVED's refused one among them (INFO commandstats' calls
+  -- and rejected_calls, summed over the nodes); the last, which gives the
+  -- block back, comes after --stats.
+  it("counts the command a MOVED refused among its round trips", function ()
+    local key = "cluster-count-" .. (proc.now() * 1000 // 1)
+    local slot = tonumber(cli(nodes[1].port, "CLUSTER", "KEYSLOT", "luaretry:{" .. key .. "}"))
+    local other = owner(slot) % 3 + 1
+    local function seen()
+      local n = 0
+      for _, node in ipairs(nodes) do
+        local text = cli(node.port, "INFO", "commandstats")
+        for _, name in ipairs { "evalsha", "eval", "script|load", "asking", "auth", "select" } do
+          local calls, rejected = text:match("cmdstat_" .. name:gsub("%p", "%%%0") ..
+                                             ":calls=(%d+),[^\n]-rejected_calls=(%d+)")
+          n = n + tonumber(calls or 0) + tonumber(rejected or 0)
+        end
+      end
+      return n
+    end
+    local function moved()
+      return tonumber(cli(nodes[other].port, "INFO", "commandstats")
+                      :match("cmdstat_evalsha:[^\n]-rejected_calls=(%d+)") or "0")
+    end
+    local before, moved0 = seen(), moved()
+    local x = proc.run({ "run", policy, srv.base .. "/503", "--redis", "redis://127.0.0.1:" ..
+                         nodes[other].port .. "/0", "--set", "fleet.key=" .. key, "--stats",
+                         "-q" }, { timeout = 30 })
+    assert.are.equal(4, x.code, x.stderr)
+    assert.are.equal(0, count(x.stderr, LOST), x.stderr)
+    local trips = tonumber(x.stderr:match("redis round trips (%d+)"))
+    assert.is_not_nil(trips, x.stderr)
+    local got = seen() - before
+    assert.is_true(moved() > moved0, "no MOVED was met")
+    assert.is_true(got == trips or got == trips + 1,
+                   ("the nodes saw %d commands, the process counted %d"):format(got, trips))
+  end)
+
+  -- A process failing steadily holds a block of the budget's tokens
+  -- (core/fleet/budget_lease.c): `luaretry fleet` reads it through a node
+  -- that does not own the keys' slot.
+  it("shows the budget's leases out, read through any node", function ()
+    local key = "cluster-lease-" .. (proc.now() * 1000 // 1)
+    local slot = tonumber(cli(nodes[1].port, "CLUSTER", "KEYSLOT", "luaretry:{" .. key .. "}"))
+    local other = owner(slot) % 3 + 1
+    local tmp = proc.tmpdir()
+    local job = proc.spawn({ "run", policy, "--redis", "redis://127.0.0.1:" .. nodes[other].port ..
+                             "/0", "--set", "fleet.key=" .. key, "--set", "max_attempts=100000",
+                             "--set", "deadline=60", "-q", "--", "false" }, tmp)
+    local shown
+    proc.wait_for(function ()
+      local st = fleet(nodes[other].port, key)
+      shown = st.stdout or ""
+      return shown:find("to 1 process\n", 1, true)
+    end, 15)
+    job:signal("KILL")
+    job:wait(5)
+    job:stop()
+    proc.rmtree(tmp)
+    assert.matches("\n  leases: %d+%.000 of them out in blocks to 1 process\n", shown)
   end)
 end)

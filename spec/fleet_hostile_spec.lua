@@ -53,8 +53,8 @@ describe("the fleet against a hostile Redis", function ()
     -- through a NULL pointer)
     { "negative-count", "reading a reply: " },
     { "nested", "nested deeper than 2" },
-    { "nil", "not 9 integers" },
-    { "nil-elements", "not 9 integers" },
+    { "nil", "not 11 integers" },
+    { "nil-elements", "not 11 integers" },
     { "tokens-above-max", "out of range: tokens outside" },
     { "overflow", "out of range" },
   }

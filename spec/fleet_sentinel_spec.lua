@@ -132,6 +132,29 @@ describe("the fleet behind Redis Sentinel", function ()
     assert.are.equal("1", master:cli("EXISTS", "luaretry:{" .. key .. "}"))
   end)
 
+  -- A process failing steadily holds a block of the budget's tokens
+  -- (core/fleet/budget_lease.c): `luaretry fleet` reads it through the
+  -- sentinels.  (Its round trips, the sentinel's question among them:
+  -- spec/fleet_lease_spec.lua, against a fake sentinel that logs each.)
+  it("shows the budget's leases out, read through the sentinels", function ()
+    local key = new_key()
+    local tmp = proc.tmpdir()
+    local job = proc.spawn({ "run", policy, "--redis", url, "--set", "fleet.key=" .. key,
+                             "--set", "max_attempts=100000", "--set", "deadline=60", "-q", "--",
+                             "false" }, tmp)
+    local shown
+    proc.wait_for(function ()
+      local st = fleet(key)
+      shown = st.stdout or ""
+      return shown:find("to 1 process\n", 1, true)
+    end, 15)
+    job:signal("KILL")
+    job:wait(5)
+    job:stop()
+    proc.rmtree(tmp)
+    assert.matches("\n  leases: %d+%.000 of them out in blocks to 1 process\n", shown)
+  end)
+
   it("goes on under the local guards through a failover, and finds the new master", function ()
     local key = new_key()
     assert.are.equal(4, run(key).code)

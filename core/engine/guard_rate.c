@@ -65,8 +65,9 @@ static lr_shared *pace_made(luaretry_call *c) {
   if (!s) return c->shared; /* out of memory: the one it shares */
   lr_shared_init(s, &c->rules->guards);
   int held;
+  const double *sent = c->remote->lazy_sent; /* lr_call_new: a lazy pace has them */
   for (int k = 0; k < c->lazy_sends; k++)
-    lr_rate_reserve(s, &c->rules->guards, cold->lazy_sent[k], cold->lazy_sent[k], -1, 0, &held);
+    lr_rate_reserve(s, &c->rules->guards, sent[k], sent[k], -1, 0, &held);
   c->lazy_sends = 0;
   return cold->own = s;
 }
@@ -79,15 +80,15 @@ static lr_shared *pace_made(luaretry_call *c) {
  * makes the pace. */
 static double rate_reserve(luaretry_call *c, double now, double at, double latest, double u,
                            int *held) {
-  lr_call_cold *cold = c->lazy_pace && c->rules->guards.rate ? lr_call_cold_get(c) : NULL;
-  if (cold && !cold->own) {
+  if (c->lazy_pace && c->rules->guards.rate && !(c->cold && c->cold->own)) {
+    double *sent = c->remote->lazy_sent; /* the simulated process's, not the call's */
     int n = c->lazy_sends;
-    if (n == LR_LAZY_SENDS && at - cold->lazy_sent[0] >= 1.2) {
-      memmove(cold->lazy_sent, cold->lazy_sent + 1, sizeof cold->lazy_sent[0] * (size_t)(n - 1));
+    if (n == LR_LAZY_SENDS && at - sent[0] >= 1.2) {
+      memmove(sent, sent + 1, sizeof sent[0] * (size_t)(n - 1));
       n--;
     }
-    if (n < LR_LAZY_SENDS && (n == 0 || at >= cold->lazy_sent[n - 1])) {
-      cold->lazy_sent[n] = at;
+    if (n < LR_LAZY_SENDS && (n == 0 || at >= sent[n - 1])) {
+      sent[n] = at;
       c->lazy_sends = (unsigned char)(n + 1);
       *held = 1;
       return 0;

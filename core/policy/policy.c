@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fleet/fleet.h"
 #include "policy.h"
 
 static void breaker_changed(void *ud, luaretry_breaker_state state) {
@@ -120,6 +121,7 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   double tokens = m->budget_tokens;
   lr_gen *g = lr_policy_current((luaretry_policy *)p);
   m->guards = lr_fleet_link_scope(g ? g->fleet : NULL, &tokens, &m->breaker);
+  m->fleet_round_trips = g && g->fleet ? lr_fleet_round_trips(lr_fleet_link_fleet(g->fleet)) : 0;
   lr_gen_unref(g);
   if (budget) m->budget_tokens = tokens;
   return LUARETRY_OK;
