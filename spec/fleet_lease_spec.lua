@@ -12,6 +12,7 @@
 -- compared with counts.
 local proc = require "support.proc"
 local redis = require "support.redis"
+local fleet = require "support.fleet"
 local lr = require "luaretry"
 
 -- A budget of 1000 tokens: a block may grow to 125 (a quarter of the
@@ -25,11 +26,7 @@ local function policy(dir, name, attempts)
   return path
 end
 
-local keys = 0
-local function new_key()
-  keys = keys + 1
-  return ("lease-%d-%d"):format(math.floor(proc.now() * 1000) % 1000000, keys)
-end
+local new_key = fleet.keys("lease")
 
 -- INFO commandstats as name -> calls.
 local function commandstats(r)
@@ -253,30 +250,20 @@ describe("the budget's leases", function ()
   -- it the sentinel's question, the master's INFO replication, SCRIPT LOAD
   -- and the syncs, each counted.
   it("counts the sentinel's question and the master's INFO among its round trips", function ()
-    local dir = proc.tmpdir()
-    proc.sh("sh -c " .. proc.q("exec env -u LD_PRELOAD -u ASAN_OPTIONS lua5.4 " ..
-            proc.q(proc.root .. "/spec/fixtures/fleet/fake_redis.lua") .. " sentinel-self " ..
-            proc.q(dir) .. " >/dev/null 2>&1 </dev/null & echo $! > " .. proc.q(dir .. "/pid")))
-    local pid = tonumber(proc.wait_for(function () return proc.readfile(dir .. "/pid") end, 5) or "")
-    local port = tonumber(proc.wait_for(function () return proc.readfile(dir .. "/port") end, 5) or "")
-    local ok, err = pcall(function ()
-      assert(pid and port, "the fake sentinel did not start")
-      local res = proc.run({ "run", policy(tmp, "sentinel", 40), "--redis",
-                             ("redis-sentinel://127.0.0.1:%d/0#m"):format(port), "--stats", "-q",
-                             "--", "false" })
-      assert.are.equal(4, res.code, res.stderr)
-      local trips = tonumber(res.stderr:match("redis round trips (%d+)"))
-      assert.is_not_nil(trips, res.stderr)
-      local log = proc.readfile(dir .. "/log") or ""
-      local got = select(2, log:gsub("\n", ""))
-      assert.matches("^SENTINEL\nINFO\nSCRIPT\nEVALSHA\n", log)
-      -- the last round trip (the block given back) comes after --stats
-      assert.is_true(got == trips or got == trips + 1,
-                     ("the fake got %d commands, the process counted %d:\n%s"):format(got, trips, log))
-    end)
-    if pid then proc.kill(pid, 1) end
-    proc.rmtree(dir)
-    assert(ok, err)
+    local f = fleet.fake("sentinel-self")
+    finally(f.stop)
+    local res = proc.run({ "run", policy(tmp, "sentinel", 40), "--redis",
+                           ("redis-sentinel://127.0.0.1:%d/0#m"):format(f.port), "--stats", "-q",
+                           "--", "false" })
+    assert.are.equal(4, res.code, res.stderr)
+    local trips = tonumber(res.stderr:match("redis round trips (%d+)"))
+    assert.is_not_nil(trips, res.stderr)
+    local log = f.log()
+    local got = select(2, log:gsub("\n", ""))
+    assert.matches("^SENTINEL\nINFO\nSCRIPT\nEVALSHA\n", log)
+    -- the last round trip (the block given back) comes after --stats
+    assert.is_true(got == trips or got == trips + 1,
+                   ("the fake got %d commands, the process counted %d:\n%s"):format(got, trips, log))
   end)
 
   -- Redis gone: the local guards decide, as without leases; the block the
