@@ -17,7 +17,8 @@ local POLICY_TEXT = table.concat({
   "backoff = { initial = 0.05, max = 0.05 }",
   "budget = { max_tokens = 1000, token_ratio = 0.1 }", "fleet = { sync = 50 }" }, "\n")
 
-local cli, count = redis.cli_port, require("support.fleet").count
+local cli = redis.cli_port
+local count, lease_shown = require("support.fleet").count, require("support.fleet").lease_shown
 
 describe("the fleet on a Redis Cluster", function ()
   local srv, nodes, dir, policy
@@ -181,20 +182,8 @@ describe("the fleet on a Redis Cluster", function ()
     local key = "cluster-lease-" .. (proc.now() * 1000 // 1)
     local slot = tonumber(cli(nodes[1].port, "CLUSTER", "KEYSLOT", "luaretry:{" .. key .. "}"))
     local other = owner(slot) % 3 + 1
-    local tmp = proc.tmpdir()
-    local job = proc.spawn({ "run", policy, "--redis", "redis://127.0.0.1:" .. nodes[other].port ..
-                             "/0", "--set", "fleet.key=" .. key, "--set", "max_attempts=100000",
-                             "--set", "deadline=60", "-q", "--", "false" }, tmp)
-    local shown
-    proc.wait_for(function ()
-      local st = fleet(nodes[other].port, key)
-      shown = st.stdout or ""
-      return shown:find("to 1 process\n", 1, true)
-    end, 15)
-    job:signal("KILL")
-    job:wait(5)
-    job:stop()
-    proc.rmtree(tmp)
+    local shown = lease_shown(policy, "redis://127.0.0.1:" .. nodes[other].port .. "/0", key,
+                              function () return fleet(nodes[other].port, key).stdout end)
     assert.matches("\n  leases: %d+%.000 of them out in blocks to 1 process\n", shown)
   end)
 end)

@@ -24,7 +24,8 @@ local POLICY_TEXT = table.concat({
   "backoff = { initial = 0.05, max = 0.05 }",
   "budget = { max_tokens = 1000, token_ratio = 0.1 }", "fleet = { sync = 50 }" }, "\n")
 
-local cli_port, count = redis.cli_port, require("support.fleet").count
+local cli_port = redis.cli_port
+local count, lease_shown = require("support.fleet").count, require("support.fleet").lease_shown
 
 -- A redis-sentinel watching the master at mport, in dir (its config, log
 -- and PID there); tries another port when its first is taken.
@@ -138,20 +139,7 @@ describe("the fleet behind Redis Sentinel", function ()
   -- spec/fleet_lease_spec.lua, against a fake sentinel that logs each.)
   it("shows the budget's leases out, read through the sentinels", function ()
     local key = new_key()
-    local tmp = proc.tmpdir()
-    local job = proc.spawn({ "run", policy, "--redis", url, "--set", "fleet.key=" .. key,
-                             "--set", "max_attempts=100000", "--set", "deadline=60", "-q", "--",
-                             "false" }, tmp)
-    local shown
-    proc.wait_for(function ()
-      local st = fleet(key)
-      shown = st.stdout or ""
-      return shown:find("to 1 process\n", 1, true)
-    end, 15)
-    job:signal("KILL")
-    job:wait(5)
-    job:stop()
-    proc.rmtree(tmp)
+    local shown = lease_shown(policy, url, key, function () return fleet(key).stdout end)
     assert.matches("\n  leases: %d+%.000 of them out in blocks to 1 process\n", shown)
   end)
 

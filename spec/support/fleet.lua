@@ -101,6 +101,27 @@ function M.fake(mode)
   return f
 end
 
+-- `luaretry run POLICY --redis URL -- false` (fleet key `key`: a call
+-- failing for ever) in the background until what show() returns (the
+-- output of a `luaretry fleet`) says one process holds a block of the
+-- budget's tokens, 15 s at most; then killed.  show()'s last output.
+function M.lease_shown(policy, url, key, show)
+  local dir = proc.tmpdir()
+  local job = proc.spawn({ "run", policy, "--redis", url, "--set", "fleet.key=" .. key,
+                           "--set", "max_attempts=100000", "--set", "deadline=60", "-q", "--",
+                           "false" }, dir)
+  local shown
+  proc.wait_for(function ()
+    shown = show() or ""
+    return shown:find("to 1 process\n", 1, true)
+  end, 15)
+  job:signal("KILL")
+  job:wait(5)
+  job:stop()
+  proc.rmtree(dir)
+  return shown
+end
+
 -- The times of the requests the fault server saw on `path`, sorted.
 function M.times(srv, path)
   local t = {}
