@@ -190,8 +190,7 @@ void lr_budget_lease_settle(lr_fleet *f, const lr_fleet_batch *b, const lr_fleet
       break;
     }
   /* a block held and nothing else due: the worker gives it back once two
-   * sync periods pass without a failure (a sync before then moves this) */
-  int64_t at = 0;
-  if (r->lease > 0 && !f->lease_closing) at = lr_monotonic_ms() + 2 * (int64_t)f->set.sync_ms + 1;
-  lr_fleet_timer(f, at, sync_fn);
+   * sync periods pass without a failure (a sync before then sets it anew) */
+  if (r->lease > 0 && !f->lease_closing)
+    lr_fleet_timer(f, lr_monotonic_ms() + 2 * (int64_t)f->set.sync_ms + 1, sync_fn);
 }
