@@ -313,6 +313,27 @@ describe("curl's options with curl's meaning", function ()
         assert.are.equal("", r.stdout)
         assert.are.equal(0, #srv:requests_on("/nolength"))
       end)
+
+      it("with a workflow: every option only a URL's transfer reads is refused, named", function ()
+        local wf = proc.root .. "/spec/fixtures/workflow/endless_run.lua"
+        local cases = {
+          { "-X", "PUT" }, { "-d", "x" }, { "-H", "A: b" }, { "-i" }, { "-D", "-" },
+          { "-w", "%{http_code}" }, { "-f" }, { "-C", "-", "-o", tmp .. "/c" },
+          { "--checksum", "sha-256=" .. ("0"):rep(64) }, { "-O" }, { "-O", "-J" },
+          { "-T", "/dev/null" }, { "-F", "a=b" }, { "-G" }, { "--max-filesize", "1k" },
+          { "--urls", "/dev/null" }, { "--output-dir", tmp }, { "--parallel" },
+        }
+        for _, c in ipairs(cases) do
+          local args = { wf }
+          for _, w in ipairs(c) do args[#args + 1] = w end
+          args[#args + 1] = srv.base .. "/nolength"
+          local r = run(args, false)
+          local what = table.concat(c, " ")
+          assert.are.equal(2, r.code, what .. ": " .. r.stderr)
+          assert.matches("run: " .. c[1] .. " is for URLs; ", r.stderr, 1, true)
+        end
+        assert.are.equal(0, #srv:requests_on("/nolength"))
+      end)
     end)
 
     it("--limit-rate paces each attempt (a lower bound only: a busy machine is slower, never faster)", function ()

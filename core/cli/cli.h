@@ -180,7 +180,7 @@ int cli_simulate_latency(luaretry_policy *p, const luaretry_latency_options *l, 
 /* simulate/fleet_report.c: --fleet (own guards next to the fleet's; local:
  * the local store's, every outcome counted at once) or --process (the
  * clients as calls of one process); the exit status. */
-int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, double outage,
-                       uint64_t seed, int status, int json, int process, int local);
+int cli_simulate_fleet(luaretry_policy *p, const char *path, luaretry_herd_options *o, int json,
+                       int process, int local);
 
 #endif

@@ -43,9 +43,15 @@ static int body_cached(lr_script *s, const luaretry_outcome *o) {
   if (len > s->gen->body_limit) len = s->gen->body_limit;
   s->cur_body = o->body ? o->body : "";
   s->cur_body_len = len;
-  size_t cached_len;
-  const char *cached = lua_tolstring(s->sb->L, SLOT_BODY, &cached_len); /* no conversion */
-  return cached_len == len && memcmp(cached, s->cur_body, len) == 0;
+  if (!s->slot_body) s->slot_body = lua_tolstring(s->sb->L, SLOT_BODY, &s->slot_body_len);
+  return s->slot_body_len == len && memcmp(s->slot_body, s->cur_body, len) == 0;
+}
+
+/* The string at `idx` becomes the body slot's. */
+static void keep_body(lr_script *s, int idx) {
+  lua_State *L = s->sb->L;
+  lua_copy(L, idx, SLOT_BODY);
+  s->slot_body = lua_tolstring(L, SLOT_BODY, &s->slot_body_len); /* a string: no conversion */
 }
 
 /* Under protection, for a body not cached: the hook called with a new
@@ -72,7 +78,7 @@ static int body_ready(lr_script *s) {
   if (body_cached(s, s->cur)) return 1;
   lua_State *L = s->sb->L;
   if (lr_sandbox_push_string(s->sb, s->cur_body, s->cur_body_len) != 0) return 0;
-  lua_copy(L, -1, SLOT_BODY);
+  keep_body(s, -1);
   lua_pop(L, 1);
   return 1;
 }
@@ -105,7 +111,7 @@ static int run_hook(lr_script *s, int slot, int ref, int bodiless, const char *f
     s->cur_fn = ref;
     rc = lr_sandbox_call(s->sb, call_fresh, s, 3, LUARETRY_E_POLICY, err, sizeof err);
     if (rc == LUARETRY_OK) { /* copies, not rotations: they cost less */
-      lua_copy(L, -3, SLOT_BODY);
+      keep_body(s, -3);
       lua_copy(L, -2, -3);
       lua_copy(L, -1, -2);
       lua_pop(L, 1);

@@ -52,6 +52,10 @@ typedef struct lr_script {
   int ref_on_breaker, ref_call, ref_is_throttling;
   const char *cur_body; /* a body to make the cached Lua string of */
   size_t cur_body_len;
+  /* SLOT_BODY's string, as lua_tolstring gives it (NULL: not read yet); the
+   * slot holds it, so it neither goes nor moves until judge.c replaces it */
+  const char *slot_body;
+  size_t slot_body_len;
   /* is_success / is_transient declares fewer than 2 parameters (and no
    * ...): it never sees the body, so none is made for it */
   int bodiless_is_success, bodiless_is_transient;
