@@ -139,8 +139,8 @@ describe("the fleet on a Redis Cluster", function ()
 
   -- The round trips a process counts (--stats) are the commands the
   -- nodes saw, MOVED's refused one among them (INFO commandstats' calls
-  -- and rejected_calls, summed over the nodes); the last, which gives the
-  -- block back, comes after --stats.
+  -- and rejected_calls, summed over the nodes); at most two come after
+  -- --stats (luaretry(1)).
   it("counts the command a MOVED refused among its round trips", function ()
     local key = "cluster-count-" .. (proc.now() * 1000 // 1)
     local slot = tonumber(cli(nodes[1].port, "CLUSTER", "KEYSLOT", "luaretry:{" .. key .. "}"))
@@ -171,7 +171,7 @@ describe("the fleet on a Redis Cluster", function ()
     assert.is_not_nil(trips, x.stderr)
     local got = seen() - before
     assert.is_true(moved() > moved0, "no MOVED was met")
-    assert.is_true(got == trips or got == trips + 1,
+    assert.is_true(got >= trips and got <= trips + 2,
                    ("the nodes saw %d commands, the process counted %d"):format(got, trips))
   end)
 

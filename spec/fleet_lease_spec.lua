@@ -86,10 +86,11 @@ describe("the budget's leases", function ()
     -- 2026-11-28's main); now about one a sync period
     assert.is_true(trips >= 2 and trips * 5 < 300 and trips <= res.secs + 20,
                    ("%d round trips for 300 failures in %.1f s"):format(trips, res.secs))
-    -- Redis saw what the process counted, and the one that gave its block
-    -- back as it ended, after --stats was printed
+    -- Redis saw what the process counted, and at most two after --stats
+    -- was printed: the fleet thread's at a sync period's end, and the one
+    -- that gave its block back as it ended (luaretry(1), --stats)
     local seen = sent_by_processes(commandstats(r))
-    assert.is_true(seen == trips or seen == trips + 1,
+    assert.is_true(seen >= trips and seen <= trips + 2,
                    ("Redis counted %d commands, the process %d"):format(seen, trips))
     -- every failure counted once: 1000 - 300, no block left out
     local tokens, leased, blocks = books(r, key)
@@ -261,8 +262,8 @@ describe("the budget's leases", function ()
     local log = f.log()
     local got = select(2, log:gsub("\n", ""))
     assert.matches("^SENTINEL\nINFO\nSCRIPT\nEVALSHA\n", log)
-    -- the last round trip (the block given back) comes after --stats
-    assert.is_true(got == trips or got == trips + 1,
+    -- at most two come after --stats (luaretry(1), --stats)
+    assert.is_true(got >= trips and got <= trips + 2,
                    ("the fake got %d commands, the process counted %d:\n%s"):format(got, trips, log))
   end)
 

@@ -4,9 +4,10 @@
 -- (`make bench`) runs 1,000 and judges the figures; here only what holds
 -- on any machine, however busy: the table is whole, every process made
 -- its first attempt, and the round trips the processes counted are those
--- Redis counted (a process's last flush, made after it printed --stats,
--- may be missing: at most one each); and a lone process's round trips
--- beside the model's for the same policy.
+-- Redis counted (a process's last round trips, made after it printed
+-- --stats, may be missing: at most two each, luaretry(1) --stats: the
+-- fleet thread's at a sync period's end, its last flush); and a lone
+-- process's round trips beside the model's for the same policy.
 local proc = require "support.proc"
 
 local N = 20
@@ -29,7 +30,7 @@ describe("spec/bench/fleet_scale.sh, short", function ()
     assert.is_not_nil(redis, r.stdout)
     -- each process: its connect's SCRIPT LOAD and its first sync at least
     assert.is_true(counted >= 2 * N, r.stdout)
-    assert.is_true(counted <= redis and redis <= counted + N, r.stdout)
+    assert.is_true(counted <= redis and redis <= counted + 2 * N, r.stdout)
     -- the model ran with the same waves and counted its round trips
     assert.matches("| round trips per process | [%d.]+ | [%d.]+ | [%d.]+ |", r.stdout)
     assert.matches("fleet: exit statuses", r.stdout, 1, true)

@@ -45,12 +45,13 @@
  * When a round trip happens (budget on; the breaker and admission counts
  * ride along):
  *   - a failure its block pays for: none now; the sync of its sync period
- *     carries it (lr_fleet_maybe_sync: at most one a sync period while
- *     outcomes come);
+ *     carries it (at most one a sync period; when no outcome follows, the
+ *     worker's timer sends it at the period's end:
+ *     lr_fleet_sync_within_period);
  *   - a failure the block does not pay for (none held, or empty): at once
  *     (the worker), when the view shows a token above half that is in no
- *     block, or is not fresh; otherwise the sync period's sync (a retry
- *     refused needs no news);
+ *     block, or is not fresh; otherwise the sync period's sync, as above
+ *     (a retry refused needs no news);
  *   - before a retry, a blocking call's refresh: none while the block
  *     holds a token and the view is fresh; otherwise as before;
  *   - a process holding a block and spending nothing: the worker's timer
@@ -190,8 +191,7 @@ void lr_budget_lease_settle(lr_fleet *f, const lr_fleet_batch *b, const lr_fleet
       break;
     }
   /* a block held and nothing else due: the worker gives it back once two
-   * sync periods pass without a failure (a sync before then moves this) */
-  int64_t at = 0;
-  if (r->lease > 0 && !f->lease_closing) at = lr_monotonic_ms() + 2 * (int64_t)f->set.sync_ms + 1;
-  lr_fleet_timer(f, at, sync_fn);
+   * sync periods pass without a failure (a sync before then sets it anew) */
+  if (r->lease > 0 && !f->lease_closing)
+    lr_fleet_timer(f, lr_monotonic_ms() + 2 * (int64_t)f->set.sync_ms + 1, sync_fn);
 }

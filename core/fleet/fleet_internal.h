@@ -407,8 +407,9 @@ void lr_fleet_tell(lr_fleet *f);
  * condition signalled).  Nothing in a fork's child. */
 typedef void (*lr_fleet_work_fn)(lr_fleet *f, int work);
 void lr_fleet_kick(lr_fleet *f, int work, lr_fleet_work_fn fn);
-/* Asks the worker for an LR_WORK_SYNC by fn at CLOCK_MONOTONIC ms `at`
- * (0: none), unless asked sooner; starts it if needed.  Never waits. */
+/* Asks the worker to call fn(f, 0) at CLOCK_MONOTONIC ms `at`, unless it
+ * is to sooner (the earlier wins; once called, the timer is unset);
+ * starts it if needed.  A lock held for a few instructions, never a wait. */
 void lr_fleet_timer(lr_fleet *f, int64_t at, lr_fleet_work_fn fn);
 /* Ends the worker (its round trip in progress first). */
 void lr_fleet_worker_stop(lr_fleet *f);
@@ -459,5 +460,13 @@ lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w);
 /* Kicks the worker to ask for a probe permit (with the batch): what it
  * brings goes to f->permits. */
 void lr_fleet_ask_permit(lr_fleet *f);
+
+/* A failure's count (the budget's block paid it, or no block could come
+ * now): lr_fleet_maybe_sync_at, and when the sync period is not over,
+ * the worker's timer set for its end (unless set sooner), so that the
+ * count is sent within the period even when no outcome follows.  Before
+ * leases a failure made its round trip at once; a success's count still
+ * waits for the next outcome after the period. */
+void lr_fleet_sync_within_period(lr_fleet *f, int64_t now_ms);
 
 #endif

@@ -32,11 +32,11 @@ static int breaker_admits(void *ud, int first_attempt, double now, double left, 
   return v == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : v;
 }
 
-/* Counted at once; sent with the next batch (never waiting): within the
- * sync period, or at once for a failure no block of the budget's tokens
- * paid for when a block could be had (budget_lease.c), so that the
+/* Counted at once; sent with the next batch (never waiting): a failure's
+ * within the sync period, or at once when no block of the budget's tokens
+ * paid for it and a block could be had (budget_lease.c), so that the
  * fleet's counts are back before the retry is asked about again after
- * its wait.  `now` is a real call's clock, CLOCK_MONOTONIC (a call on the
+ * its wait; a success's with the next outcome after the sync period.  `now` is a real call's clock, CLOCK_MONOTONIC (a call on the
  * virtual clock never reaches the fleet), read already: the sync period
  * is judged by it. */
 static void record(void *ud, lr_remote_outcome o, double now) {
@@ -46,6 +46,8 @@ static void record(void *ud, lr_remote_outcome o, double now) {
                                                             : LR_FLEET_ANSWERED);
   if (o == LR_REMOTE_FAILURE && !paid && lr_budget_lease_worth_asking(ud))
     lr_fleet_refresh_soon(ud);
+  else if (o == LR_REMOTE_FAILURE)
+    lr_fleet_sync_within_period(ud, (int64_t)(now * 1000));
   else
     lr_fleet_maybe_sync_at(ud, (int64_t)(now * 1000));
 }

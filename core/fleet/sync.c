@@ -143,6 +143,11 @@ static int batch_empty(lr_fleet *f) {
          !atomic_load(&f->throttled);
 }
 
+/* Counts not sent, or a block of the budget's tokens Redis keeps for us. */
+static int owed(lr_fleet *f) {
+  return !batch_empty(f) || atomic_load(&f->held) > 0 || f->lease_redis > 0;
+}
+
 /* Nothing to send and nothing owed: another thread's round trip (or the
  * worker's) since this process's last outcome made the view as current
  * as one of our own would.  Or a block of the budget's tokens pays for
@@ -203,19 +208,24 @@ lr_fleet_code lr_fleet_flush(lr_fleet *f) {
   pthread_mutex_lock(&f->io);
   lr_fleet_code rc = LR_FLEET_OK;
   f->lease_closing = 1; /* the block goes back */
-  int owed = !batch_empty(f) || atomic_load(&f->held) > 0 || f->lease_redis > 0;
   /* healthy: connected, or the worker's round trip cut short just now
    * closed the connection (a new one is made: the block must go back) */
-  if (atomic_load(&f->health) == LR_FLEET_HEALTHY && owed) rc = sync_locked(f, 0, NULL, 0, NULL);
+  if (atomic_load(&f->health) == LR_FLEET_HEALTHY && owed(f)) rc = sync_locked(f, 0, NULL, 0, NULL);
   pthread_mutex_unlock(&f->io);
   lr_fleet_tell(f);
   return rc;
 }
 
 /* The worker's: one round trip for what was asked (a permit's round trip
- * carries the batch too). */
+ * carries the batch too); work 0, its timer's: one when something is owed
+ * (counts that waited for the sync period, a block nobody spends). */
 static void work(lr_fleet *f, int work) {
   pthread_mutex_lock(&f->io);
+  if (!work && !owed(f)) {
+    pthread_mutex_unlock(&f->io);
+    return;
+  }
+  if (!work) work = LR_WORK_SYNC;
   if (work & LR_WORK_PERMIT) {
     long long granted = 0;
     if (sync_locked(f, 1, &granted, 0, &f->stopper) == LR_FLEET_OK && granted > 0)
@@ -228,6 +238,13 @@ static void work(lr_fleet *f, int work) {
 }
 
 void lr_fleet_ask_permit(lr_fleet *f) { lr_fleet_kick(f, LR_WORK_PERMIT, work); }
+
+void lr_fleet_sync_within_period(lr_fleet *f, int64_t now) {
+  lr_fleet_maybe_sync_at(f, now);
+  int64_t next = atomic_load_explicit(&f->next_sync_at, memory_order_relaxed);
+  int64_t armed = atomic_load_explicit(&f->wtimer_at, memory_order_relaxed);
+  if (now < next && (!armed || armed > next)) lr_fleet_timer(f, next, work);
+}
 
 void lr_fleet_maybe_sync(lr_fleet *f) {
   if (f) lr_fleet_maybe_sync_at(f, lr_monotonic_coarse_ms());

@@ -5,9 +5,10 @@
  * worker and decide at once with what is known (the last sync's state and
  * this process's counts since, or the local guards).
  *
- * Besides kicks, a timer (lr_fleet_timer): a sync it makes unasked at a
- * set time, which gives back a block of the budget's tokens nobody spends
- * (budget_lease.c).
+ * Besides kicks, a timer (lr_fleet_timer): fn(f, 0) called unasked at a
+ * set time, the earliest asked for: a sync that sends what waited for the
+ * sync period, or gives back a block of the budget's tokens nobody spends
+ * (budget_lease.c); nothing when nothing is owed by then.
  *
  * Started by the first kick (a handle nobody uses costs no thread), ended
  * by lr_fleet_flush or lr_fleet_free (a round trip under way is cut short:
@@ -29,16 +30,16 @@ static void *work(void *ud) {
   lr_fleet *f = ud;
   pthread_mutex_lock(&f->wlock);
   for (;;) {
+    lr_fleet_work_fn timer = NULL;
     while (!f->wstop && !f->wwork) {
       int64_t at = atomic_load(&f->wtimer_at);
       if (!at) {
         pthread_cond_wait(&f->wcond, &f->wlock);
         continue;
       }
-      if (lr_monotonic_ms() >= at) { /* the timer's sync is due */
+      if (lr_monotonic_ms() >= at) { /* the timer is due */
         atomic_store(&f->wtimer_at, 0);
-        f->wfn[0] = f->wtimer_fn;
-        f->wwork |= LR_WORK_SYNC;
+        timer = f->wtimer_fn;
         break;
       }
       struct timespec ts = { (time_t)(at / 1000), (long)(at % 1000) * 1000000L };
@@ -50,6 +51,7 @@ static void *work(void *ud) {
     f->wwork = 0;
     atomic_store(&f->wpending, 0);
     pthread_mutex_unlock(&f->wlock);
+    if (timer) timer(f, 0);
     /* each function once, with every bit it does */
     for (int i = 0; i < 3; i++) {
       if (!(asked & (1 << i)) || !fn[i]) continue;
@@ -93,10 +95,13 @@ void lr_fleet_kick(lr_fleet *f, int asked, lr_fleet_work_fn fn) {
 void lr_fleet_timer(lr_fleet *f, int64_t at, lr_fleet_work_fn fn) {
   if (!lr_fleet_owned(f)) return;
   pthread_mutex_lock(&f->wlock);
-  if (at && f->wstate == 0 && !f->wstop) start(f);
-  f->wtimer_fn = fn;
-  atomic_store(&f->wtimer_at, f->wstate == 1 ? at : 0);
-  pthread_cond_signal(&f->wcond); /* its wait is reckoned again */
+  if (f->wstate == 0 && !f->wstop) start(f);
+  long long armed = atomic_load(&f->wtimer_at);
+  if (f->wstate == 1 && (!armed || at < armed)) { /* the earlier wins */
+    f->wtimer_fn = fn;
+    atomic_store(&f->wtimer_at, at);
+    pthread_cond_signal(&f->wcond); /* its wait is reckoned again */
+  }
   pthread_mutex_unlock(&f->wlock);
 }
 
