@@ -127,7 +127,8 @@ $(BUILD)/obj/%.o: core/%.c
 $(BUILD)/obj/fleet/%.o: CFLAGS_CORE += $(HIREDIS_CFLAGS)
 $(DATADIR_OBJ): CFLAGS_CORE += $(DATADIR_DEF)
 
--include $(ALL_OBJ:.o=.d)
+# Header dependencies: the objects', and the C tests' (spec/c/*.h among them).
+-include $(ALL_OBJ:.o=.d) $(C_TEST_BIN:=.d)
 
 $(BUILD)/libluaretry.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
@@ -329,13 +330,16 @@ test-sanitized:
 	  busted --lua=lua5.4 --cpath='build/asan/?.so' --output=utfTerminal spec
 
 # The fleet's part: its handle's costs (bench_fleet), a decision with
-# fleet guards against local ones (bench_fleet_decide), and an outage seen
-# by 100 processes, fleet / per process / no guards (fleet_run.sh).
+# fleet guards against local ones (bench_fleet_decide), an outage seen
+# by 100 processes, fleet / per process / no guards (fleet_run.sh), and by
+# 1,000 in waves of 100 with their round trips to Redis beside the model's
+# (fleet_scale.sh).
 bench: deps
 	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop $(BUILD)/bench_reuse \
 	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_fleet_steps $(BUILD)/bench_hedge \
 	  $(BUILD)/bench_guards_cost $(BUILD)/bench_locks $(BUILD)/relay
 	./$(BUILD)/bench_decide
+	BENCH_DECIDE=$(BUILD)/bench_decide sh spec/bench/decide_instr.sh
 	./$(BUILD)/bench_guards_cost 200000 off
 	./$(BUILD)/bench_guards_cost
 	./$(BUILD)/bench_guards_cost 200000 guards
@@ -352,6 +356,7 @@ bench: deps
 	./$(BUILD)/bench_fleet_steps
 	bash spec/bench/fleet_run.sh
 	bash spec/bench/throttle_procs.sh
+	bash spec/bench/fleet_scale.sh
 	./$(BUILD)/bench_hedge
 	RELAY=$(BUILD)/relay bash spec/bench/chain.sh
 

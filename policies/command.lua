@@ -13,10 +13,10 @@
 -- only the listed statuses (75 is EX_TEMPFAIL), every other one then final.
 -- `--set options.final_if_output=PATTERN` makes a failure whose error output
 -- (its last 64 KiB) matches the Lua pattern final, `retry_if_output`
--- transient (final first, then retry, then the exit codes);
--- `options.retry_all_errors=true` retries every failure (curl's
--- --retry-all-errors).  `luaretry run` spells them --final-on-exit,
--- --retry-on-exit, --final-if-output, --retry-if-output, --retry-all-errors.
+-- transient (final first, then retry, then the exit codes).  `luaretry run`
+-- spells them --final-on-exit, --retry-on-exit, --final-if-output,
+-- --retry-if-output; its --retry-all-errors (`retry_all_errors=true`, a
+-- field of every policy) retries every failure.
 -- An attempt that its timeout ended is transient too.
 --
 -- Five attempts in all, 5 minutes for one attempt, 10 for the whole call;
@@ -31,7 +31,7 @@ backoff = { kind = "exponential", initial = 1, multiplier = 2, max = 30,
             jitter = "additive", jitter_max = 1, cap_jitter = false }
 
 options = { final_exit_codes = "126,127,130,143", retry_exit_codes = "",
-            final_if_output = "", retry_if_output = "", retry_all_errors = false }
+            final_if_output = "", retry_if_output = "" }
 
 -- "1, 2 3" -> { [1] = true, [2] = true, [3] = true }; a word that is not a
 -- whole number is an error that names the option.
@@ -48,7 +48,6 @@ local function code_set(name)
 end
 
 function is_transient(status, body, info)
-  if options.retry_all_errors == true or options.retry_all_errors == "true" then return true end
   if info.kind ~= "command" then
     -- an HTTP outcome (a workflow): as the default classifier judges it
     if status == 0 then return info.error ~= "tls_verify" end

@@ -33,8 +33,7 @@ connect_timeout, stall_timeout, stall_speed = 30, 30, 1
 backoff = { kind = "exponential", initial = 1, multiplier = 2, max = 32,
             jitter = "additive", jitter_max = 1, cap_jitter = false }
 options = {
-  idempotent_methods = "",  -- methods repeated besides GET, HEAD, OPTIONS, PUT, DELETE
-  retry_all_errors = false, -- curl's --retry-all-errors: every failure transient
+  idempotent_methods = "", -- methods repeated besides GET, HEAD, OPTIONS, PUT, DELETE
 }
 
 -- Guards, shared by every call of this policy in a process (a fleet's with
@@ -59,9 +58,6 @@ local QUOTA = { [403] = true, [429] = true, [503] = true }
 -- status 0: no response came (connect, timeout, reset, dns, tls, ...).
 -- The body is not read: named _, the engine hands "" and copies none.
 function is_transient(status, _, info)
-  if options.retry_all_errors == true or options.retry_all_errors == "true" then
-    return info.error ~= "too_large" -- --max-filesize: as large again
-  end
   if status == 0 then
     return info.error ~= "tls_verify" and info.error ~= "too_many_redirects" and
            info.error ~= "checksum_mismatch" and info.error ~= "too_large"

@@ -13,13 +13,7 @@ local function run(args, opts)
   return proc.run(args, opts or { timeout = 30 })
 end
 
-local function concat(...)
-  local t = {}
-  for _, list in ipairs({ ... }) do
-    for _, v in ipairs(list) do t[#t + 1] = v end
-  end
-  return t
-end
+local concat = proc.concat
 
 
 -- The summary lines ("luaretry: [i] URL: verdict, ...") by URL number.

@@ -5,7 +5,7 @@
 -- input each refuses with exit 2 naming the option.
 local proc = require "support.proc"
 
-local FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter_max=0.01", "--seed", "1" }
+local FAST = proc.FAST
 
 -- luaretry run [opts] -- sh -c SCRIPT
 local function sh(opts, script)

@@ -9,7 +9,7 @@ local proc = require "support.proc"
 local cjson = require "cjson"
 local q = proc.q
 
-local FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter_max=0.01", "--seed", "1" }
+local FAST = proc.FAST
 
 local function run(args, fast)
   local t = { "run" }
@@ -118,11 +118,42 @@ describe("curl's options with curl's meaning", function ()
       assert.are.equal(3, #srv:requests_on("/400"))
     end)
 
+    it("--retry-all-errors works with every shipped HTTP policy and a policy of the user's own", function ()
+      local own = tmp .. "/own.lua"
+      -- no options, no is_transient, no is_idempotent: the default rules
+      proc.writefile(own, 'name = "own"\nmax_attempts = 3\ndeadline = 30\n')
+      local policies = { "http", "gcs", "iam", "azure", "azure-batch", "azure-interactive",
+                         "memorystore", own }
+      for _, p in ipairs(policies) do
+        local path = "/once404/" .. p:gsub("[^%w-]", "_")
+        local r = run({ p, "--retry-all-errors", srv.base .. path })
+        assert.are.equal(0, r.code, p .. ": " .. r.stderr)
+        assert.are.equal(2, #srv:requests_on(path), p)
+        -- without it, the 404 is final
+        r = run({ p, srv.base .. path .. "/plain" })
+        assert.are.equal(1, r.code, p .. ": " .. r.stderr)
+        assert.are.equal(1, #srv:requests_on(path .. "/plain"), p)
+        -- a POST without a key is never repeated, whatever the policy
+        r = run({ p, "--retry-all-errors", "-d", "x=1", srv.base .. path .. "/post" })
+        assert.are.equal(1, r.code, p .. ": " .. r.stderr)
+        assert.are.equal(1, #srv:requests_on(path .. "/post"), p)
+      end
+      -- the field as --set spells it, and as the Lua module reads it
+      local r = run({ own, "--set", "retry_all_errors=true", srv.base .. "/once404/set" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(2, #srv:requests_on("/once404/set"))
+      -- http's and command's old option: read as the field until 1.0, said once
+      r = run({ "iam", "--set", "options.retry_all_errors=true", srv.base .. "/once404/old" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(2, #srv:requests_on("/once404/old"))
+      assert.matches("options.retry_all_errors: renamed retry_all_errors", r.stderr, 1, true)
+    end)
+
     it("a policy that cannot take what an option sets: the option is named, not only the field", function ()
-      -- iam has no options.retry_all_errors (only http and command do)
-      local r = run({ "iam", "--retry-all-errors", srv.base .. "/ok" })
+      -- iam has no options.retry_exit_codes (only command does)
+      local r = run({ "iam", "--retry-on-exit", "75", "--", "true" })
       assert.are.equal(3, r.code, r.stderr)
-      assert.matches("luaretry: iam loads without --retry-all-errors (options.retry_all_errors=true)", r.stderr, 1, true)
+      assert.matches("luaretry: iam loads without --retry-on-exit (options.retry_exit_codes=75)", r.stderr, 1, true)
       -- a hedge's delay cannot reach past --max-time's attempt_timeout
       local policy = tmp .. "/hedged.lua"
       proc.writefile(policy, 'name = "hedged"\nmax_attempts = 3\ndeadline = 30\nhedge = { delay = 2 }\n')
@@ -270,6 +301,38 @@ describe("curl's options with curl's meaning", function ()
         assert.matches("[1] " .. srv.base .. "/nolength: final, 1 attempt, status too_large error", r.stderr, 1, true)
         assert.are.same({ "ok" }, proc.ls(dir))
         assert.are.equal(1, #srv:requests_on("/nolength"))
+      end)
+
+      it("with a workflow (a policy with run()): refused, never ignored", function ()
+        -- the script's requests keep their bodies whole for it (up to 16 MiB):
+        -- no sink counts them, so the limit could not hold for this body
+        local wf = proc.root .. "/spec/fixtures/workflow/endless_run.lua"
+        local r = run({ wf, "--max-filesize", "1k", srv.base .. "/nolength" }, false)
+        assert.are.equal(2, r.code, r.stderr)
+        assert.matches("run: --max-filesize is for URLs", r.stderr, 1, true)
+        assert.are.equal("", r.stdout)
+        assert.are.equal(0, #srv:requests_on("/nolength"))
+      end)
+
+      it("with a workflow: every option only a URL's transfer reads is refused, named", function ()
+        local wf = proc.root .. "/spec/fixtures/workflow/endless_run.lua"
+        local cases = {
+          { "-X", "PUT" }, { "-d", "x" }, { "-H", "A: b" }, { "-i" }, { "-D", "-" },
+          { "-w", "%{http_code}" }, { "-f" }, { "-C", "-", "-o", tmp .. "/c" },
+          { "--checksum", "sha-256=" .. ("0"):rep(64) }, { "-O" }, { "-O", "-J" },
+          { "-T", "/dev/null" }, { "-F", "a=b" }, { "-G" }, { "--max-filesize", "1k" },
+          { "--urls", "/dev/null" }, { "--output-dir", tmp }, { "--parallel" },
+        }
+        for _, c in ipairs(cases) do
+          local args = { wf }
+          for _, w in ipairs(c) do args[#args + 1] = w end
+          args[#args + 1] = srv.base .. "/nolength"
+          local r = run(args, false)
+          local what = table.concat(c, " ")
+          assert.are.equal(2, r.code, what .. ": " .. r.stderr)
+          assert.matches("run: " .. c[1] .. " is for URLs; ", r.stderr, 1, true)
+        end
+        assert.are.equal(0, #srv:requests_on("/nolength"))
       end)
     end)
 

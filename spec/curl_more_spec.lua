@@ -6,16 +6,7 @@ package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
 local q = proc.q
 
-local FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter_max=0.01", "--seed", "1" }
-
-local function run(args, opts)
-  local t = { "run", "http" }
-  for _, v in ipairs(args) do t[#t + 1] = v end
-  for _, v in ipairs(FAST) do t[#t + 1] = v end
-  opts = opts or {}
-  opts.timeout = 60
-  return proc.run(t, opts)
-end
+local run = proc.run_http
 
 -- luaretry run in directory dir (for -O, which writes into the current one).
 local function run_in(dir, args)
@@ -29,17 +20,8 @@ end
 
 describe("curl's retried options", function ()
   local srv, tmp
-
-  setup(function ()
-    tmp = proc.tmpdir()
-    proc.writefile(tmp .. "/up.txt", "the upload\n")
-    srv = proc.server(here .. "/fixtures/curl_more/echo.lua")
-  end)
-  teardown(function ()
-    if srv then srv:stop() end
-    proc.rmtree(tmp)
-  end)
-  before_each(function () srv:reset() end)
+  proc.with_server(here .. "/fixtures/curl_more/echo.lua", function (s, t) srv, tmp = s, t end)
+  before_each(function () proc.writefile(tmp .. "/up.txt", "the upload\n") end)
 
   it("-T FILE: a PUT of the file, sent whole on every attempt; a URL ending in / gets its name", function ()
     local r = run({ "-T", tmp .. "/up.txt", srv.base .. "/once503" })

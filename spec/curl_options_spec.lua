@@ -6,15 +6,9 @@ local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
 local proc = require "support.proc"
 local q = proc.q
 
-local FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter_max=0.01", "--seed", "1" }
+local FAST, concat = proc.FAST, proc.concat
 
-local function concat(...)
-  local t = {}
-  for _, list in ipairs({ ... }) do for _, v in ipairs(list) do t[#t + 1] = v end end
-  return t
-end
-
-local function run(args) return proc.run(concat({ "run", "http" }, args, FAST), { timeout = 30 }) end
+local function run(args) return proc.run_http(args, { timeout = 30 }) end
 
 -- A plain shell command with LD_PRELOAD removed (make test preloads ASan).
 local function sh(cmd) return proc.sh("env -u LD_PRELOAD sh -c " .. q(cmd)) end

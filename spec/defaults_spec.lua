@@ -12,13 +12,7 @@ local DIR = proc.root .. "/spec/fixtures/batch/"
 local SHORT = { "--set", "backoff.initial=0.05", "--set", "backoff.max=0.2",
                 "--set", "backoff.jitter_max=0.05", "--seed", "1" }
 
-local function concat(...)
-  local t = {}
-  for _, list in ipairs({ ... }) do
-    for _, v in ipairs(list) do t[#t + 1] = v end
-  end
-  return t
-end
+local concat = proc.concat
 
 local function settings(policy, ...)
   local r = proc.run(concat({ "check", policy }, { ... }), { timeout = 30 })

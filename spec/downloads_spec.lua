@@ -2,59 +2,35 @@
 -- retried, and a download that breaks is resumed with Range/If-Range,
 -- never splicing two versions; against `luaretry faults` and its `file`
 -- answers (Range, If-Range, resets mid-body).
-local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
 local proc = require "support.proc"
-local cjson = require "cjson"
+local nginx = require "support.nginx"
+local dl = require "support.downloads"
+local count = require("support.text").count
 
--- curl for the server's own answers: not under the sanitizer make test preloads
-local CURL = "env -u LD_PRELOAD curl -s --max-time 10 "
+local FIXTURES = proc.root .. "/spec/fixtures/downloads/"
 
-local FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter_max=0.01", "--seed", "1" }
+local CURL, content, partial, sidecar = dl.CURL, dl.content, dl.partial, dl.sidecar
+local run = proc.run_http
 
-local function run(args)
-  local t = { "run", "http" }
-  for _, v in ipairs(args) do t[#t + 1] = v end
-  for _, v in ipairs(FAST) do t[#t + 1] = v end
-  return proc.run(t, { timeout = 60 })
-end
-
--- What the server's `file` answer holds: byte i is (i + 17 * seed) % 251.
-local function content(size, seed)
-  local t = {}
-  for i = 0, size - 1 do t[#t + 1] = string.char((i + 17 * (seed or 0)) % 251) end
-  return table.concat(t)
-end
-
-local function count(s, pat)
-  local n = 0
-  for _ in s:gmatch(pat) do n = n + 1 end
-  return n
-end
+-- The digest of content(20000), as --checksum takes it.
+local SUM = "sha-256=93a6015a3874a774dd59fdd5db19414b301525381eb5ddcc265cdcc68bb9d350"
 
 describe("downloads", function ()
   local srv, tmp
+  proc.with_server(FIXTURES .. "server.lua", function (s, t) srv, tmp = s, t end)
 
-  setup(function ()
-    tmp = proc.tmpdir()
-    srv = proc.server(here .. "/fixtures/downloads/server.lua")
-  end)
-  teardown(function ()
-    if srv then srv:stop() end
-    proc.rmtree(tmp)
-  end)
-  before_each(function () srv:reset() end)
+  local function file_bytes() return dl.file_bytes(srv) end
+  local function ranges(path) return dl.ranges(srv, path) end
 
-  local function stats()
-    return cjson.decode(proc.readfile_cmd(CURL .. proc.q(srv.base .. "/_faults/stats")))
-  end
-
-  local function ranges(path)
-    local t = {}
-    for _, r in ipairs(srv:requests_on(path)) do
-      t[#t + 1] = { range = r.headers.range, if_range = r.headers["if-range"] }
-    end
-    return t
+  -- `run` of the server's path into out (-o) with more arguments, which
+  -- must end 0 with `want` in out: the run, and the ranges path was asked.
+  local function fetch(path, out, want, more)
+    local args = { srv.base .. path, "-o", out }
+    for _, a in ipairs(more or {}) do args[#args + 1] = a end
+    local r = run(args)
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(want, proc.readfile(out))
+    return r, ranges(path)
   end
 
   describe("the fault server's file answers", function ()
@@ -84,7 +60,7 @@ describe("downloads", function ()
     it("reset the connection after reset_after bytes, and count the body bytes sent", function ()
       local body = proc.readfile_cmd(CURL .. proc.q(srv.base .. "/etag"))
       assert.are.equal(content(30000), body)
-      assert.are.equal(30000, stats().file_bytes)
+      assert.are.equal(30000, file_bytes())
       -- a whole answer keeps its connection.  Under ASan on a busy machine
       -- curl's second transfer was once cut short (20,000 bytes came back):
       -- one more pair, bounded, before the property is judged
@@ -124,7 +100,7 @@ describe("downloads", function ()
     end)
 
     it("bound a workflow's http.* requests too (the policy's stall_timeout)", function ()
-      local r = proc.run({ "run", here .. "/fixtures/downloads/workflow.lua", srv.base .. "/stall" }, { timeout = 60 })
+      local r = proc.run({ "run", FIXTURES .. "workflow.lua", srv.base .. "/stall" }, { timeout = 60 })
       assert.are.equal(0, r.code, r.stderr)
       -- the first answer (\"s\", then another after 4 s) was cut by the stall
       assert.are.equal("done\n", r.stdout)
@@ -146,26 +122,19 @@ describe("downloads", function ()
 
   describe("resume on retry", function ()
     it("asks Range: bytes=N- with If-Range: ETag, appends each 206, and the file is whole", function ()
-      local out = tmp .. "/etag.bin"
-      local r = run({ srv.base .. "/etag", "-o", out })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(content(100000), proc.readfile(out))
-      local seen = ranges("/etag")
+      local _, seen = fetch("/etag", tmp .. "/etag.bin", content(100000))
       assert.are.equal(4, #seen)
-      assert.is_nil(seen[1].range)
+      assert.is_false(seen[1].range)
       for i = 2, 4 do
         assert.are.equal(("bytes=%d-"):format((i - 1) * 30000), seen[i].range)
         assert.are.equal('"v1"', seen[i].if_range)
       end
-      assert.are.equal(100000, stats().file_bytes)  -- not a byte sent twice
+      assert.are.equal(100000, file_bytes())  -- not a byte sent twice
       assert.are.same({}, proc.leftovers(tmp))
     end)
 
     it("uses Last-Modified when there is no strong ETag", function ()
-      local r = run({ srv.base .. "/lm", "-o", tmp .. "/lm.bin" })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(content(50000), proc.readfile(tmp .. "/lm.bin"))
-      local seen = ranges("/lm")
+      local _, seen = fetch("/lm", tmp .. "/lm.bin", content(50000))
       assert.are.equal("bytes=20000-", seen[2].range)
       assert.are.equal("Wed, 21 Oct 2015 07:28:00 GMT", seen[2].if_range)
     end)
@@ -174,7 +143,7 @@ describe("downloads", function ()
       local r = run({ srv.base .. "/weak" })
       assert.are.equal(0, r.code, r.stderr)
       assert.are.equal(content(30000), r.stdout)
-      assert.is_nil(ranges("/weak")[2].range)
+      assert.is_false(ranges("/weak")[2].range)
     end)
 
     it("works for standard output (spooled) and --output-dir batches", function ()
@@ -190,7 +159,7 @@ describe("downloads", function ()
       assert.are.equal(content(25000, 3), proc.readfile(dir .. "/b.bin"))
       assert.are.equal("bytes=15000-", ranges("/a.bin")[2].range)
       assert.are.equal("bytes=10000-", ranges("/b.bin")[2].range)
-      assert.are.equal(65000, stats().file_bytes)
+      assert.are.equal(65000, file_bytes())
     end)
 
     it("gives no attempt back: each counts towards max_attempts, progress or not", function ()
@@ -202,10 +171,8 @@ describe("downloads", function ()
 
   describe("an answer that does not fit restarts from zero, and says so once", function ()
     it("a 200 to the Range request (a server that ignores Range)", function ()
-      local r = run({ srv.base .. "/ignores", "-o", tmp .. "/ign.bin" })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(content(30000), proc.readfile(tmp .. "/ign.bin"))
-      assert.are.equal("bytes=10000-", ranges("/ignores")[2].range)
+      local r, seen = fetch("/ignores", tmp .. "/ign.bin", content(30000))
+      assert.are.equal("bytes=10000-", seen[2].range)
       assert.are.equal(1, count(r.stderr, "restarting the download from zero"))
       assert.matches("the server sent the whole resource %(200%)", r.stderr)
     end)
@@ -222,13 +189,10 @@ describe("downloads", function ()
       for path, why in pairs({ ["/wrong-start"] = "starts at byte 5, not at 10000",
                                ["/wrong-total"] = "the total length is now 99999 bytes, not 30000" }) do
         srv:reset()
-        local r = run({ srv.base .. path, "-o", tmp .. "/w.bin" })
-        assert.are.equal(0, r.code, r.stderr)
-        assert.are.equal(content(30000), proc.readfile(tmp .. "/w.bin"))
-        local seen = ranges(path)
+        local r, seen = fetch(path, tmp .. "/w.bin", content(30000))
         assert.are.equal(3, #seen, path)
         assert.are.equal("bytes=10000-", seen[2].range)
-        assert.is_nil(seen[3].range)  -- from zero
+        assert.is_false(seen[3].range)  -- from zero
         assert.matches("range error", r.stderr)
         assert.matches(why, r.stderr, 1, true)
         assert.are.equal(1, count(r.stderr, "restarting the download from zero"), path)
@@ -238,11 +202,7 @@ describe("downloads", function ()
 
   describe("a 206 is appended only when it fits exactly (issue 30)", function ()
     it("a part that ends short of the total: its bytes kept, the rest asked for next", function ()
-      local out = tmp .. "/short.bin"
-      local r = run({ srv.base .. "/short-part", "-o", out })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(content(100), proc.readfile(out))
-      local seen = ranges("/short-part")
+      local r, seen = fetch("/short-part", tmp .. "/short.bin", content(100))
       assert.are.equal(3, #seen)
       assert.are.equal("bytes=50-", seen[2].range)
       assert.are.equal("bytes=60-", seen[3].range)
@@ -252,34 +212,23 @@ describe("downloads", function ()
     end)
 
     it("a part whose Content-Length is not its range's length: never written, from zero", function ()
-      local out = tmp .. "/long.bin"
-      local r = run({ srv.base .. "/long-part", "-o", out })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(content(100), proc.readfile(out))
-      local seen = ranges("/long-part")
+      local r, seen = fetch("/long-part", tmp .. "/long.bin", content(100))
       assert.are.equal(3, #seen)
-      assert.is_nil(seen[3].range)
+      assert.is_false(seen[3].range)
       assert.matches("range error", r.stderr)
       assert.matches("is 50 bytes, but its Content-Length says 80", r.stderr, 1, true)
       assert.are.equal(1, count(r.stderr, "restarting the download from zero"))
     end)
 
     it("a part that carries more bytes than its range (no Content-Length): from zero", function ()
-      local out = tmp .. "/long2.bin"
-      local r = run({ srv.base .. "/long-part-close", "-o", out })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(content(100), proc.readfile(out))
-      assert.is_nil(ranges("/long-part-close")[3].range)
+      local r, seen = fetch("/long-part-close", tmp .. "/long2.bin", content(100))
+      assert.is_false(seen[3].range)
       assert.matches("carries more bytes than its Content-Range", r.stderr, 1, true)
       assert.are.equal(1, count(r.stderr, "restarting the download from zero"))
     end)
 
     it("a broken 206 without Accept-Ranges (nginx) is resumed again: a 206 proves ranges", function ()
-      local out = tmp .. "/nginx.bin"
-      local r = run({ srv.base .. "/nginx-like", "-o", out })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(content(100), proc.readfile(out))
-      local seen = ranges("/nginx-like")
+      local r, seen = fetch("/nginx-like", tmp .. "/nginx.bin", content(100))
       assert.are.equal(3, #seen)
       assert.are.equal("bytes=50-", seen[2].range)
       assert.are.equal("bytes=70-", seen[3].range)
@@ -296,15 +245,10 @@ describe("downloads", function ()
   end)
 
   describe("digests (issue 30): the download is verified before it is kept", function ()
-    local SUM = "sha-256=93a6015a3874a774dd59fdd5db19414b301525381eb5ddcc265cdcc68bb9d350"
-
     it("a resumed download whose server states Repr-Digest or x-goog-hash: checked whole, kept", function ()
       for _, path in ipairs({ "/repr-resumed", "/goog-resumed" }) do
-        local out = tmp .. "/d.bin"
-        local r = run({ srv.base .. path, "-o", out })
-        assert.are.equal(0, r.code, r.stderr)
-        assert.are.equal(content(100), proc.readfile(out))
-        assert.are.equal("bytes=50-", ranges(path)[2].range, path)
+        local r, seen = fetch(path, tmp .. "/d.bin", content(100))
+        assert.are.equal("bytes=50-", seen[2].range, path)
         assert.is_nil(r.stderr:find("mismatch"), path)
       end
     end)
@@ -314,10 +258,8 @@ describe("downloads", function ()
                                  ["/md5-bad-once"] = "content-md5 says",
                                  ["/goog-bad-once"] = "x-goog-hash says" }) do
         srv:reset()
-        local out, log = tmp .. "/bad.bin", tmp .. "/bad.json"
-        local r = run({ srv.base .. path, "-o", out, "--log-json", log })
-        assert.are.equal(0, r.code, r.stderr)
-        assert.are.equal(content(100), proc.readfile(out))
+        local log = tmp .. "/bad.json"
+        local r = fetch(path, tmp .. "/bad.bin", content(100), { "--log-json", log })
         assert.matches("attempt 1/10: digest_mismatch error %-> retry", r.stderr)
         assert.matches(field, r.stderr, 1, true)
         assert.are.equal(1, count(r.stderr, "restarting the download from zero"), path)
@@ -346,14 +288,10 @@ describe("downloads", function ()
     end)
 
     it("a resumed part that makes the whole other than its Repr-Digest: from zero", function ()
-      local out = tmp .. "/whole.bin"
-      local r = run({ srv.base .. "/repr-bad-whole", "-o", out })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(content(100), proc.readfile(out))
-      local seen = ranges("/repr-bad-whole")
+      local r, seen = fetch("/repr-bad-whole", tmp .. "/whole.bin", content(100))
       assert.are.equal(3, #seen)
       assert.are.equal("bytes=50-", seen[2].range)
-      assert.is_nil(seen[3].range)
+      assert.is_false(seen[3].range)
       assert.matches("digest_mismatch error", r.stderr)
     end)
 
@@ -367,22 +305,17 @@ describe("downloads", function ()
     end)
 
     it("an answer with a Content-Encoding is not checked against its server's digests", function ()
-      local r = run({ srv.base .. "/content-coded", "-o", tmp .. "/coded.bin" })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(content(100), proc.readfile(tmp .. "/coded.bin"))
+      fetch("/content-coded", tmp .. "/coded.bin", content(100))
     end)
 
     it("--checksum: the user's digest; a match is kept", function ()
       local out = tmp .. "/sum.bin"
-      local r = run({ srv.base .. "/whole", "-o", out, "--checksum", SUM })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(content(20000), proc.readfile(out))
+      fetch("/whole", out, content(20000), { "--checksum", SUM })
       proc.writefile(tmp .. "/expected", content(100000))
       local md5 = proc.readfile_cmd("md5sum " .. proc.q(tmp .. "/expected")):sub(1, 32)
       os.remove(tmp .. "/expected")
-      r = run({ srv.base .. "/etag", "-o", out, "--checksum", "md5=" .. md5 })
-      assert.are.equal(0, r.code, r.stderr)  -- resumed three times, checked whole
-      assert.are.equal(content(100000), proc.readfile(out))
+      -- resumed three times, checked whole
+      fetch("/etag", out, content(100000), { "--checksum", "md5=" .. md5 })
     end)
 
     it("--checksum: a mismatch is retried once from zero, then final (exit 1), nothing written", function ()
@@ -401,17 +334,14 @@ describe("downloads", function ()
     it("--checksum with -C -: the bytes on disk are read and hashed with the rest", function ()
       local out = tmp .. "/cc.bin"
       proc.writefile(out, content(20000):sub(1, 7000))
-      local r = run({ srv.base .. "/whole", "-C", "-", "-o", out, "--checksum", SUM })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(content(20000), proc.readfile(out))
-      assert.are.equal("bytes=7000-", ranges("/whole")[1].range)
+      local _, seen = fetch("/whole", out, content(20000), { "-C", "-", "--checksum", SUM })
+      assert.are.equal("bytes=7000-", seen[1].range)
       -- bytes on disk that are not the resource's: the whole does not match
       srv:reset()
       proc.writefile(out, ("?"):rep(7000))
-      r = run({ srv.base .. "/whole", "-C", "-", "-o", out, "--checksum", SUM })
+      -- (the next attempt, from zero, matches)
+      local r = fetch("/whole", out, content(20000), { "-C", "-", "--checksum", SUM })
       assert.matches("attempt 1/10: digest_mismatch error %-> retry", r.stderr)
-      assert.are.equal(0, r.code, r.stderr)  -- the next attempt, from zero, matches
-      assert.are.equal(content(20000), proc.readfile(out))
       os.remove(out)
     end)
 
@@ -441,12 +371,9 @@ describe("downloads", function ()
   end)
 
   describe("resume across runs (issue 30): a cut -o download goes on in the next run", function ()
-    local function partial(out)
-      local dir, base = out:match("^(.*)/([^/]*)$")
-      return dir .. "/." .. base .. ".luaretry-partial"
-    end
-    local function sidecar(url, validator)
-      return "luaretry-partial 1\n" .. url .. "\n" .. validator .. "\n"
+    local function assert_no_partial(out)
+      assert.is_nil(proc.readfile(partial(out)))
+      assert.is_nil(proc.readfile(partial(out) .. ".url"))
     end
 
     it("SIGTERM keeps the bytes beside FILE (never at FILE); the same command continues them", function ()
@@ -454,15 +381,7 @@ describe("downloads", function ()
       local jobdir = proc.tmpdir()
       local job = proc.spawn({ "run", "http", url, "-o", out }, jobdir)
       -- stopped once some bytes are in (the temporary grows), long before the end
-      local got = proc.wait_for(function ()
-        for _, name in ipairs(proc.ls(tmp)) do
-          if name:match("^slow%.bin%.luaretry%-") then
-            local f = proc.readfile(tmp .. "/" .. name)
-            if f and #f >= 20 then return true end
-          end
-        end
-      end, 20)
-      assert.is_true(got, "no bytes came")
+      assert.is_true(dl.grown(tmp, "slow.bin", 20), "no bytes came")
       job:signal("TERM")
       local code = job:wait(20)
       assert.are.equal(130, code, job:stderr())
@@ -474,21 +393,16 @@ describe("downloads", function ()
       assert.are.equal(("0123456789"):rep(10):sub(1, #held), held)
       assert.are.equal(sidecar(url, '"r1"'), proc.readfile(partial(out) .. ".url"))
       -- the same command again: Range from where it stopped, If-Range its validator
-      local r = run({ url, "-o", out })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(("0123456789"):rep(10), proc.readfile(out))
-      local seen = ranges("/slow")
+      local _, seen = fetch("/slow", out, ("0123456789"):rep(10))
       assert.are.equal(("bytes=%d-"):format(#held), seen[#seen].range)
       assert.are.equal('"r1"', seen[#seen].if_range)
-      assert.is_nil(proc.readfile(partial(out)))  -- removed on success
-      assert.is_nil(proc.readfile(partial(out) .. ".url"))
+      assert_no_partial(out) -- removed on success
       assert.are.same({}, proc.leftovers(tmp))
     end)
 
     it("a run cut again before any answer leaves the earlier partial as it was", function ()
       local out, url = tmp .. "/h.bin", srv.base .. "/hang"
-      proc.writefile(partial(out), "abc")
-      proc.writefile(partial(out) .. ".url", sidecar(url, '"h"'))
+      dl.plant(out, "abc", url, '"h"')
       local jobdir = proc.tmpdir()
       local job = proc.spawn({ "run", "http", url, "-o", out }, jobdir)
       assert.is_truthy(proc.wait_for(function () return #srv:requests_on("/hang") > 0 end, 20))
@@ -504,57 +418,41 @@ describe("downloads", function ()
     end)
 
     it("a partial whose validator no longer matches starts over, said once, and goes", function ()
-      local out, url = tmp .. "/w.bin", srv.base .. "/whole"
-      proc.writefile(partial(out), content(20000):sub(1, 5000))
-      proc.writefile(partial(out) .. ".url", sidecar(url, '"old"'))
-      local r = run({ url, "-o", out })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(content(20000), proc.readfile(out))
-      local seen = ranges("/whole")
+      local out = tmp .. "/w.bin"
+      dl.plant(out, content(20000):sub(1, 5000), srv.base .. "/whole", '"old"')
+      local r, seen = fetch("/whole", out, content(20000))
       assert.are.equal("bytes=5000-", seen[1].range)
       assert.are.equal('"old"', seen[1].if_range)
       assert.are.equal(1, count(r.stderr, "restarting the download from zero"))
-      assert.is_nil(proc.readfile(partial(out)))
-      assert.is_nil(proc.readfile(partial(out) .. ".url"))
+      assert_no_partial(out)
     end)
 
     it("a partial continued with --checksum is hashed whole: a damaged one is caught", function ()
-      local out, url = tmp .. "/sum.bin", srv.base .. "/whole"
-      local SUM = "sha-256=93a6015a3874a774dd59fdd5db19414b301525381eb5ddcc265cdcc68bb9d350"
-      proc.writefile(partial(out), ("?"):rep(5000))
-      proc.writefile(partial(out) .. ".url", sidecar(url, '"w"'))
-      local r = run({ url, "-o", out, "--checksum", SUM })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(content(20000), proc.readfile(out))
-      local seen = ranges("/whole")
+      local out = tmp .. "/sum.bin"
+      dl.plant(out, ("?"):rep(5000), srv.base .. "/whole", '"w"')
+      local r, seen = fetch("/whole", out, content(20000), { "--checksum", SUM })
       assert.are.equal("bytes=5000-", seen[1].range)
-      assert.is_nil(seen[2].range)  -- caught, then from zero
+      assert.is_false(seen[2].range)  -- caught, then from zero
       assert.matches("attempt 1/10: digest_mismatch error", r.stderr)
       assert.is_nil(proc.readfile(partial(out)))
       assert.are.same({}, proc.leftovers(tmp))
     end)
 
     it("a partial of another URL is removed, and the download starts from zero", function ()
-      local out, url = tmp .. "/o.bin", srv.base .. "/whole"
-      proc.writefile(partial(out), "xxxxx")
-      proc.writefile(partial(out) .. ".url", sidecar(srv.base .. "/other", '"w"'))
-      local r = run({ url, "-o", out })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(content(20000), proc.readfile(out))
-      assert.is_nil(ranges("/whole")[1].range)
-      assert.is_nil(proc.readfile(partial(out)))
-      assert.is_nil(proc.readfile(partial(out) .. ".url"))
+      local out = tmp .. "/o.bin"
+      dl.plant(out, "xxxxx", srv.base .. "/other", '"w"')
+      local _, seen = fetch("/whole", out, content(20000))
+      assert.is_false(seen[1].range)
+      assert_no_partial(out)
     end)
 
     it("a final answer removes the partial, and FILE is not made", function ()
       local out, url = tmp .. "/g.bin", srv.base .. "/gone"
-      proc.writefile(partial(out), "xxxxx")
-      proc.writefile(partial(out) .. ".url", sidecar(url, '"w"'))
+      dl.plant(out, "xxxxx", url, '"w"')
       local r = run({ url, "-o", out, "-f" })
       assert.are_not.equal(0, r.code)
       assert.is_nil(proc.readfile(out))
-      assert.is_nil(proc.readfile(partial(out)))
-      assert.is_nil(proc.readfile(partial(out) .. ".url"))
+      assert_no_partial(out)
       assert.are.same({}, proc.leftovers(tmp))
     end)
 
@@ -567,10 +465,7 @@ describe("downloads", function ()
       local held = proc.readfile(partial(out))
       assert.is_truthy(held, r.stderr)
       assert.are.equal(("0123456789"):rep(10):sub(1, #held), held)
-      r = run({ url, "-o", out })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(("0123456789"):rep(10), proc.readfile(out))
-      local seen = ranges("/slow")
+      local _, seen = fetch("/slow", out, ("0123456789"):rep(10))
       assert.are.equal(("bytes=%d-"):format(#held), seen[#seen].range)
       assert.is_nil(proc.readfile(partial(out)))
     end)
@@ -588,22 +483,17 @@ describe("downloads", function ()
     it("asks for the rest of the file on disk and appends it", function ()
       local out = tmp .. "/part.bin"
       proc.writefile(out, content(20000):sub(1, 7000))
-      local r = run({ srv.base .. "/whole", "-C", "-", "-o", out })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(content(20000), proc.readfile(out))
-      local seen = ranges("/whole")
+      local _, seen = fetch("/whole", out, content(20000), { "-C", "-" })
       assert.are.equal(1, #seen)
       assert.are.equal("bytes=7000-", seen[1].range)
-      assert.is_nil(seen[1].if_range)
-      assert.are.equal(13000, stats().file_bytes)
+      assert.is_false(seen[1].if_range)
+      assert.are.equal(13000, file_bytes())
     end)
 
     it("starts over when the server sends the whole file, and goes on across resets", function ()
       local out = tmp .. "/part2.bin"
       proc.writefile(out, string.rep("?", 5000))
-      local r = run({ srv.base .. "/ignores", "-C", "-", "-o", out })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal(content(30000), proc.readfile(out))
+      fetch("/ignores", out, content(30000), { "-C", "-" })
     end)
 
     it("leaves a file that is whole already as it is (416)", function ()
@@ -632,61 +522,26 @@ end)
 -- from where it stopped each time.  nginx sends at 150 KB/s and each
 -- attempt is cut at 1 s (-m 1), so a 600 KB file takes several attempts;
 -- the property is read from nginx's log, not from the clock.
-local NGINX
-for _, path in ipairs { "/usr/sbin/nginx", "/usr/bin/nginx" } do
-  if io.open(path, "r") then NGINX = path break end
-end
-
-;(NGINX and describe or pending)("resume against nginx", function ()
-  local dir, port
+;(nginx.bin and describe or pending)("resume against nginx", function ()
+  local n
 
   setup(function ()
-    dir = proc.tmpdir()
-    local f = assert(io.popen("python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\",0)); print(s.getsockname()[1])'"))
-    port = tonumber(f:read("l"))
-    f:close()
-    assert(proc.sh("mkdir -p " .. proc.q(dir .. "/logs") .. " " .. proc.q(dir .. "/www") .. " " ..
-                   proc.q(dir .. "/tmp") .. " && chmod 755 " .. proc.q(dir) .. " " .. proc.q(dir .. "/www")) == 0)
-    proc.writefile(dir .. "/www/big.bin", content(600000))
-    local conf = ([[
-worker_processes 1;
-pid DIR/nginx.pid;
-error_log DIR/logs/error.log;
-events { worker_connections 64; }
-http {
+    n = nginx.start {
+      files = { ["big.bin"] = content(600000) },
+      http = [[
   log_format ranges '$status "$http_range" $body_bytes_sent';
-  access_log DIR/logs/access.log ranges;
-  client_body_temp_path DIR/tmp;
-  proxy_temp_path DIR/tmp;
-  fastcgi_temp_path DIR/tmp;
-  uwsgi_temp_path DIR/tmp;
-  scgi_temp_path DIR/tmp;
-  server {
-    listen 127.0.0.1:PORT;
-    root DIR/www;
-    location / { limit_rate 150k; }
-  }
-}
-]]):gsub("DIR", dir):gsub("PORT", tostring(port))
-    proc.writefile(dir .. "/nginx.conf", conf)
-    assert(proc.sh(proc.q(NGINX) .. " -p " .. proc.q(dir) .. " -c " .. proc.q(dir .. "/nginx.conf")) == 0,
-           "nginx did not start")
-    assert(proc.wait_for(function () return proc.readfile(dir .. "/nginx.pid") end, 10))
+  access_log DIR/logs/access.log ranges;]],
+      server = "    location / { limit_rate 150k; }",
+    }
   end)
-
-  teardown(function ()
-    local pid = tonumber(proc.readfile(dir .. "/nginx.pid") or "")
-    if pid then proc.kill(pid) end
-    proc.rmtree(dir)
-  end)
+  teardown(function () if n then n:stop() end end)
 
   it("asks for the rest after every cut, though nginx's 206 names no Accept-Ranges", function ()
-    local out = dir .. "/got.bin"
-    local r = run({ ("http://127.0.0.1:%d/big.bin"):format(port), "-o", out, "-m", "1",
-                    "--set", "max_attempts=30" })
+    local out = n.dir .. "/got.bin"
+    local r = run({ n.base .. "/big.bin", "-o", out, "-m", "1", "--set", "max_attempts=30" })
     assert.are.equal(0, r.code, r.stderr)
     assert.are.equal(content(600000), proc.readfile(out))
-    local lines = proc.lines(proc.readfile(dir .. "/logs/access.log") or "")
+    local lines = proc.lines(proc.readfile(n.dir .. "/logs/access.log") or "")
     assert.is_true(#lines >= 4, "fewer than three cuts: " .. #lines)  -- at least one 206 was cut
     assert.matches('^200 "%-"', lines[1])
     for i = 2, #lines do assert.matches('^206 "bytes=%d+%-"', lines[i]) end

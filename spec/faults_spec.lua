@@ -3,6 +3,8 @@
 -- build); otherwise it is built into /tmp/faults-build.
 local json = require("dkjson")
 local system = require("system")
+local proc = require "support.proc"
+local q, readfile, writefile = proc.q, proc.readfile, proc.writefile
 
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "."
 local root = here .. "/.."
@@ -10,34 +12,12 @@ local scripts = here .. "/fixtures/faults/"
 local SERVE = os.getenv("FAULTS_SERVE")
 local SMOKE = os.getenv("FAULTS_SMOKE")
 
-local function q (s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function readfile (path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  local s = f:read("a")
-  f:close()
-  return s
-end
-
-local function writefile (path, data)
-  local f = assert(io.open(path, "wb"))
-  f:write(data)
-  f:close()
-end
-
 -- Run a command: its stdout and exit code.
 local function sh (cmd)
   local p = io.popen(cmd, "r")
   local out = p:read("a")
   local _, _, code = p:close()
   return out, code
-end
-
-local function fnv1a (s)
-  local h = 0xcbf29ce484222325
-  for i = 1, #s do h = (h ~ s:byte(i)) * 0x100000001b3 end
-  return string.format("%016x", h)
 end
 
 -- What to undo after each test, failed or not (busted keeps only one
@@ -50,14 +30,7 @@ local function cleanup (fn) cleanups[#cleanups + 1] = fn end
 local function stop (srv)
   if srv.stopped then return srv.code, srv.stderr end
   srv.stopped = true
-  os.execute("kill " .. srv.pid .. " 2>/dev/null")
-  local deadline = system.monotime() + 5
-  local function running ()
-    local stat = readfile("/proc/" .. srv.pid .. "/stat")
-    return stat and stat:match(".*%) (%a)") ~= "Z"
-  end
-  while running() and system.monotime() < deadline do system.sleep(0.02) end
-  if running() then os.execute("kill -9 " .. srv.pid .. " 2>/dev/null") end
+  proc.kill(srv.pid, 5)
   local _, how, code = srv.pipe:close()
   srv.code = how == "exit" and code or -code
   srv.stderr = readfile(srv.errfile) or ""
@@ -242,7 +215,7 @@ describe("faults server", function ()
     assert.are.equal("/other", log[3].path)
     assert.are.equal("x=1", log[3].query)
     assert.are.equal(4, log[1].body_len)
-    assert.are.equal(fnv1a("same"), log[1].body_hash)
+    assert.are.equal(proc.fnv1a("same"), log[1].body_hash)
     assert.are.equal(log[1].body_hash, log[2].body_hash)
     assert.are_not.equal(log[1].body_hash, log[3].body_hash)
     -- reset: log, counts and state start over
@@ -256,7 +229,7 @@ describe("faults server", function ()
     log = requests_seen(srv)
     assert.are.equal(1, log[1].n)
     assert.are.equal(0, log[1].body_len)
-    assert.are.equal(fnv1a(""), log[1].body_hash)
+    assert.are.equal(proc.fnv1a(""), log[1].body_hash)
     assert.are.equal(404, select(2, request(srv, "/_faults/nothing")))
     stop_cleanly(srv)
   end)
@@ -369,8 +342,8 @@ describe("faults server", function ()
     assert.matches("len=4096", body)
     local log = requests_seen(srv)
     assert.are.equal("chunked", log[2].headers["transfer-encoding"])
-    assert.are.equal(fnv1a(data), log[1].body_hash)
-    assert.are.equal(fnv1a(data), log[2].body_hash)
+    assert.are.equal(proc.fnv1a(data), log[1].body_hash)
+    assert.are.equal(proc.fnv1a(data), log[2].body_hash)
     stop_cleanly(srv)
   end)
 
@@ -389,7 +362,7 @@ describe("faults server", function ()
     assert.matches("len=16777216 ", body)
     local log = requests_seen(srv)
     assert.are.equal(#data, log[1].body_len)
-    assert.are.equal(fnv1a(data), log[1].body_hash)
+    assert.are.equal(proc.fnv1a(data), log[1].body_hash)
     -- and a request that follows on the same connection is whole
     local out = curl("--data-binary @" .. q(file) .. " " .. q(srv.base .. "/echo") .. " " ..
                      q(srv.base .. "/echo"))

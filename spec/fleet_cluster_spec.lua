@@ -7,7 +7,6 @@
 -- for certain.  Every process is stopped by its PID; every wait bounded.
 local proc = require "support.proc"
 local redis = require "support.redis"
-local q = proc.q
 
 local SERVER = proc.root .. "/spec/fixtures/fleet/server.lua"
 local LOST = ("local guards decide until Redis is back"):gsub("%p", "%%%0")
@@ -18,16 +17,8 @@ local POLICY_TEXT = table.concat({
   "backoff = { initial = 0.05, max = 0.05 }",
   "budget = { max_tokens = 1000, token_ratio = 0.1 }", "fleet = { sync = 50 }" }, "\n")
 
-local function cli(port, ...)
-  local words = {}
-  for _, a in ipairs { ... } do words[#words + 1] = q(a) end
-  return (proc.readfile_cmd(ENV .. "timeout 10 redis-cli -h 127.0.0.1 -p " .. port .. " " ..
-                            table.concat(words, " ") .. " 2>&1"):gsub("\n$", ""))
-end
-
-local function count(s, pattern)
-  return select(2, (s or ""):gsub(pattern, ""))
-end
+local cli = redis.cli_port
+local count, lease_shown = require("support.fleet").count, require("support.fleet").lease_shown
 
 describe("the fleet on a Redis Cluster", function ()
   local srv, nodes, dir, policy
@@ -123,7 +114,7 @@ describe("the fleet on a Redis Cluster", function ()
     assert.are.equal("OK", cli(nodes[dst].port, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src]))
     assert.are.equal("OK", cli(nodes[src].port, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dst]))
     assert.are.equal("OK", cli(nodes[src].port, "MIGRATE", "127.0.0.1", nodes[dst].port, "", 0,
-                               5000, "KEYS", k, k .. ":procs"))
+                               5000, "KEYS", k, k .. ":procs", k .. ":leases", k .. ":lexp"))
     x = run(nodes[other].port, key)
     assert.are.equal(4, x.code, x.stderr)
     assert.are.equal(0, count(x.stderr, LOST), x.stderr)
@@ -166,16 +157,16 @@ describe("the fleet on a Redis Cluster", function ()
                              "redis://127.0.0.1:" .. nodes[src].port .. "/0",
                              "--set", "fleet.key=" .. key }, jobdir)
     finally(function () job:stop(); proc.rmtree(jobdir) end)
-    -- its failure synced to src: stopped in its wait, the slot moves to dst
-    assert.truthy(proc.wait_for(function ()
-      return cli(nodes[src].port, "HGET", k, "tokens") == "1000"
-    end, 10), job:stderr())
+    -- its first attempt made (its syncs on src): stopped in its wait, the
+    -- slot moves to dst
+    assert.truthy(proc.wait_for(function () return #srv:requests_on("/503") == 1 end, 10),
+                  job:stderr())
     job:signal("STOP")
     assert.are.equal(1, #srv:requests_on("/503"))
     assert.are.equal("OK", cli(nodes[dst].port, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src]))
     assert.are.equal("OK", cli(nodes[src].port, "CLUSTER", "SETSLOT", slot, "MIGRATING", ids[dst]))
     assert.are.equal("OK", cli(nodes[src].port, "MIGRATE", "127.0.0.1", nodes[dst].port, "", 0,
-                               5000, "KEYS", k, k .. ":procs"))
+                               5000, "KEYS", k, k .. ":procs", k .. ":leases", k .. ":lexp"))
     for i = 1, 3 do cli(nodes[i].port, "CLUSTER", "SETSLOT", slot, "NODE", ids[dst]) end
     job:signal("CONT")
     local code = job:wait(30)
@@ -184,5 +175,55 @@ describe("the fleet on a Redis Cluster", function ()
     -- MOVED followed (no refusal said), the reserve taken on dst
     assert.are.equal(0, count(job:stderr(), LOST), job:stderr())
     assert.are.equal("1", cli(nodes[dst].port, "HEXISTS", k, "rtat"))
+  end)
+
+  -- The round trips a process counts (--stats) are the commands the
+  -- nodes saw, MOVED's refused one among them (INFO commandstats' calls
+  -- and rejected_calls, summed over the nodes); at most two come after
+  -- --stats (luaretry(1)).
+  it("counts the command a MOVED refused among its round trips", function ()
+    local key = "cluster-count-" .. (proc.now() * 1000 // 1)
+    local slot = tonumber(cli(nodes[1].port, "CLUSTER", "KEYSLOT", "luaretry:{" .. key .. "}"))
+    local other = owner(slot) % 3 + 1
+    local function seen()
+      local n = 0
+      for _, node in ipairs(nodes) do
+        local text = cli(node.port, "INFO", "commandstats")
+        for _, name in ipairs { "evalsha", "eval", "script|load", "asking", "auth", "select" } do
+          local calls, rejected = text:match("cmdstat_" .. name:gsub("%p", "%%%0") ..
+                                             ":calls=(%d+),[^\n]-rejected_calls=(%d+)")
+          n = n + tonumber(calls or 0) + tonumber(rejected or 0)
+        end
+      end
+      return n
+    end
+    local function moved()
+      return tonumber(cli(nodes[other].port, "INFO", "commandstats")
+                      :match("cmdstat_evalsha:[^\n]-rejected_calls=(%d+)") or "0")
+    end
+    local before, moved0 = seen(), moved()
+    local x = proc.run({ "run", policy, srv.base .. "/503", "--redis", "redis://127.0.0.1:" ..
+                         nodes[other].port .. "/0", "--set", "fleet.key=" .. key, "--stats",
+                         "-q" }, { timeout = 30 })
+    assert.are.equal(4, x.code, x.stderr)
+    assert.are.equal(0, count(x.stderr, LOST), x.stderr)
+    local trips = tonumber(x.stderr:match("redis round trips (%d+)"))
+    assert.is_not_nil(trips, x.stderr)
+    local got = seen() - before
+    assert.is_true(moved() > moved0, "no MOVED was met")
+    assert.is_true(got >= trips and got <= trips + 2,
+                   ("the nodes saw %d commands, the process counted %d"):format(got, trips))
+  end)
+
+  -- A process failing steadily holds a block of the budget's tokens
+  -- (core/fleet/budget_lease.c): `luaretry fleet` reads it through a node
+  -- that does not own the keys' slot.
+  it("shows the budget's leases out, read through any node", function ()
+    local key = "cluster-lease-" .. (proc.now() * 1000 // 1)
+    local slot = tonumber(cli(nodes[1].port, "CLUSTER", "KEYSLOT", "luaretry:{" .. key .. "}"))
+    local other = owner(slot) % 3 + 1
+    local shown = lease_shown(policy, "redis://127.0.0.1:" .. nodes[other].port .. "/0", key,
+                              function () return fleet(nodes[other].port, key).stdout end)
+    assert.matches("\n  leases: %d+%.000 of them out in blocks to 1 process\n", shown)
   end)
 end)

@@ -7,42 +7,16 @@
 -- time, without a crash, under the local guards, saying so once.
 local proc = require "support.proc"
 local redis = require "support.redis"
+local fleet = require "support.fleet"
 local lr = require "luaretry"
-local q = proc.q
 
 local BUDGET = proc.root .. "/spec/fixtures/fleet/budget.lua"
 local BREAKER = proc.root .. "/spec/fixtures/fleet/breaker.lua"
 local SERVER = proc.root .. "/spec/fixtures/fleet/server.lua"
-local FAKE = proc.root .. "/spec/fixtures/fleet/fake_redis.lua"
 local LOST = "local guards decide until Redis is back"
 local MiB = 1024 * 1024
 
--- The fake, in the background; fake:stop() kills it by PID.
-local function fake(mode)
-  local dir = proc.tmpdir()
-  proc.sh("sh -c " .. q("exec env -u LD_PRELOAD -u ASAN_OPTIONS lua5.4 " .. q(FAKE) .. " " ..
-          q(mode) .. " " .. q(dir) .. " >" .. q(dir .. "/out") .. " 2>&1 </dev/null & echo $! > " ..
-          q(dir .. "/pid")))
-  local pid = tonumber(proc.wait_for(function () return proc.readfile(dir .. "/pid") end, 5) or "")
-  local port = tonumber(proc.wait_for(function () return proc.readfile(dir .. "/port") end, 5) or "")
-  local f = { dir = dir, pid = pid, port = port }
-  function f.url(auth) return "redis://" .. (auth or "") .. "127.0.0.1:" .. port .. "/0" end
-  function f.log() return proc.readfile(dir .. "/log") or "" end
-  function f.stop()
-    proc.kill(pid, 1)
-    proc.rmtree(dir)
-  end
-  if not (pid and port) then
-    local why = proc.readfile(dir .. "/out") or ""
-    f.stop()
-    error("the fake Redis did not start: " .. why, 2)
-  end
-  return f
-end
-
-local function count(s, pattern)
-  return select(2, (s or ""):gsub(pattern, ""))
-end
+local fake, count = fleet.fake, fleet.count
 
 describe("the fleet against a hostile Redis", function ()
   local srv, tmp
@@ -79,8 +53,8 @@ describe("the fleet against a hostile Redis", function ()
     -- through a NULL pointer)
     { "negative-count", "reading a reply: " },
     { "nested", "nested deeper than 2" },
-    { "nil", "not 9 integers" },
-    { "nil-elements", "not 9 integers" },
+    { "nil", "not 11 integers" },
+    { "nil-elements", "not 11 integers" },
     { "tokens-above-max", "out of range: tokens outside" },
     { "overflow", "out of range" },
   }
@@ -88,20 +62,17 @@ describe("the fleet against a hostile Redis", function ()
     local mode, why = case[1], case[2]
     it("a reply that is " .. mode .. " is refused: local guards, bounded time and memory", function ()
       local f = fake(mode)
-      local ok, err = pcall(function ()
-        local r = run_against(f, BUDGET, "/503")
-        assert.are.equal(4, r.code, r.stderr)
-        assert.are.equal(1, count(r.stderr, LOST), r.stderr)
-        local whys = type(why) == "table" and why or { why }
-        local said = false
-        for _, w in ipairs(whys) do said = said or r.stderr:find(w) ~= nil end
-        assert.is_true(said, "none of " .. table.concat(whys, " | ") .. " in: " .. r.stderr)
-        if not proc.asan() then
-          assert.is_true(r.peak < 64 * MiB, ("peak RSS %.1f MiB"):format(r.peak / MiB))
-        end
-      end)
-      f.stop()
-      assert(ok, err)
+      finally(f.stop)
+      local r = run_against(f, BUDGET, "/503")
+      assert.are.equal(4, r.code, r.stderr)
+      assert.are.equal(1, count(r.stderr, LOST), r.stderr)
+      local whys = type(why) == "table" and why or { why }
+      local said = false
+      for _, w in ipairs(whys) do said = said or r.stderr:find(w) ~= nil end
+      assert.is_true(said, "none of " .. table.concat(whys, " | ") .. " in: " .. r.stderr)
+      if not proc.asan() then
+        assert.is_true(r.peak < 64 * MiB, ("peak RSS %.1f MiB"):format(r.peak / MiB))
+      end
     end)
   end
 
@@ -119,19 +90,16 @@ describe("the fleet against a hostile Redis", function ()
     local mode, why = case[1], case[2]
     it("a sentinel whose answer is " .. mode .. " leaves the local guards deciding, said once", function ()
       local f = fake(mode)
-      local ok, err = pcall(function ()
-        local url = "redis-sentinel://127.0.0.1:" .. f.port .. "/0#m"
-        local r = run_against({ url = function () return url end }, BUDGET, "/503",
-                              { "--set", "fleet.connect_timeout=500" })
-        assert.are.equal(4, r.code, r.stderr)
-        assert.are.equal(1, count(r.stderr, LOST), r.stderr)
-        assert.matches(why, r.stderr)
-        -- four attempts and their backoffs, no wait on Redis beyond them
-        assert.is_true(r.secs < 8, r.secs .. " s")
-        assert.matches("SENTINEL", f.log())
-      end)
-      f.stop()
-      assert(ok, err)
+      finally(f.stop)
+      local url = "redis-sentinel://127.0.0.1:" .. f.port .. "/0#m"
+      local r = run_against({ url = function () return url end }, BUDGET, "/503",
+                            { "--set", "fleet.connect_timeout=500" })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.are.equal(1, count(r.stderr, LOST), r.stderr)
+      assert.matches(why, r.stderr)
+      -- four attempts and their backoffs, no wait on Redis beyond them
+      assert.is_true(r.secs < 8, r.secs .. " s")
+      assert.matches("SENTINEL", f.log())
     end)
   end
 
@@ -144,17 +112,14 @@ describe("the fleet against a hostile Redis", function ()
     local mode, why = case[1], case[2]
     it("a " .. mode .. " sends the next connect back to the sentinels", function ()
       local f = fake(mode)
-      local ok, err = pcall(function ()
-        local url = "redis-sentinel://127.0.0.1:" .. f.port .. "/0#m"
-        local r = run_against({ url = function () return url end }, BUDGET, "/503",
-                              { "--set", "fleet.reconnect=50" })
-        assert.are.equal(4, r.code, r.stderr)
-        assert.are.equal(1, count(r.stderr, LOST), r.stderr)
-        assert.matches(why, r.stderr)
-        assert.is_true(count(f.log(), "SENTINEL") >= 2, f.log())
-      end)
-      f.stop()
-      assert(ok, err)
+      finally(f.stop)
+      local url = "redis-sentinel://127.0.0.1:" .. f.port .. "/0#m"
+      local r = run_against({ url = function () return url end }, BUDGET, "/503",
+                            { "--set", "fleet.reconnect=50" })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.are.equal(1, count(r.stderr, LOST), r.stderr)
+      assert.matches(why, r.stderr)
+      assert.is_true(count(f.log(), "SENTINEL") >= 2, f.log())
     end)
   end
 
@@ -170,152 +135,128 @@ describe("the fleet against a hostile Redis", function ()
     local mode, why = case[1], case[2]
     it("a cluster node answering " .. mode .. " leaves the local guards deciding, said once", function ()
       local f = fake(mode)
-      local ok, err = pcall(function ()
-        local r = run_against(f, BUDGET, "/503")
-        assert.are.equal(4, r.code, r.stderr)
-        assert.are.equal(1, count(r.stderr, LOST), r.stderr)
-        assert.matches(why, r.stderr)
-        assert.is_true(r.secs < 8, r.secs .. " s")
-        -- a redirect is followed at most 3 times in a round trip, one
-        -- for another slot never
-        local evals = count(f.log(), "EVAL")
-        if mode == "moved-self" then
-          assert.is_true(evals >= 4 and evals % 4 == 0, f.log())
-        elseif mode == "moved-other-slot" then
-          assert.is_true(evals >= 1, f.log())
-          assert.is_nil(f.log():find("EVALSHA\nEVALSHA"), f.log())
-        end
-      end)
-      f.stop()
-      assert(ok, err)
+      finally(f.stop)
+      local r = run_against(f, BUDGET, "/503")
+      assert.are.equal(4, r.code, r.stderr)
+      assert.are.equal(1, count(r.stderr, LOST), r.stderr)
+      assert.matches(why, r.stderr)
+      assert.is_true(r.secs < 8, r.secs .. " s")
+      -- a redirect is followed at most 3 times in a round trip, one
+      -- for another slot never
+      local evals = count(f.log(), "EVAL")
+      if mode == "moved-self" then
+        assert.is_true(evals >= 4 and evals % 4 == 0, f.log())
+      elseif mode == "moved-other-slot" then
+        assert.is_true(evals >= 1, f.log())
+        assert.is_nil(f.log():find("EVALSHA\nEVALSHA"), f.log())
+      end
     end)
   end
 
   it("a breaker opened in the future is a broken reply, not a circuit open for ever", function ()
     local f = fake("open-in-future")
-    local ok, err = pcall(function ()
-      local r = run_against(f, BREAKER, "/503")
-      -- the fleet's word would have refused the call (6); the local
-      -- breaker lets its 3 attempts go
-      assert.are.equal(4, r.code, r.stderr)
-      assert.matches("a breaker opened in the future", r.stderr)
-      assert.are.equal(1, count(r.stderr, LOST), r.stderr)
-    end)
-    f.stop()
-    assert(ok, err)
+    finally(f.stop)
+    local r = run_against(f, BREAKER, "/503")
+    -- the fleet's word would have refused the call (6); the local
+    -- breaker lets its 3 attempts go
+    assert.are.equal(4, r.code, r.stderr)
+    assert.matches("a breaker opened in the future", r.stderr)
+    assert.are.equal(1, count(r.stderr, LOST), r.stderr)
   end)
 
   -- `run` waits in the library (its backoffs): its pre-retry check makes
   -- the round trip, within the deadline
   it("the pre-retry round trip ends by the call's deadline, whatever the command timeout", function ()
     local f = fake("silent-after-first")
-    local ok, err = pcall(function ()
-      -- deadline 1.5 s; a silent Redis would hold each round trip 10 s
-      local r = run_against(f, BUDGET, "/503", { "--set", "fleet.command_timeout=10000",
-                                                  "--set", "deadline=1.5", "--set",
-                                                  "max_attempts=100", "--log-json",
-                                                  tmp .. "/log.json" })
-      assert.are.equal(5, r.code, r.stderr)
-      local log = proc.readfile(tmp .. "/log.json") or ""
-      assert.matches('"verdict": ?"deadline"', log)
-      assert.matches("passed while the fleet's counts were brought up to date", log)
-      assert.is_true(r.secs < 5, ("%.3f s"):format(r.secs))
-    end)
-    f.stop()
-    assert(ok, err)
+    finally(f.stop)
+    -- deadline 1.5 s; a silent Redis would hold each round trip 10 s
+    local r = run_against(f, BUDGET, "/503", { "--set", "fleet.command_timeout=10000",
+                                                "--set", "deadline=1.5", "--set",
+                                                "max_attempts=100", "--log-json",
+                                                tmp .. "/log.json" })
+    assert.are.equal(5, r.code, r.stderr)
+    local log = proc.readfile(tmp .. "/log.json") or ""
+    assert.matches('"verdict": ?"deadline"', log)
+    assert.matches("passed while the fleet's counts were brought up to date", log)
+    assert.is_true(r.secs < 5, ("%.3f s"):format(r.secs))
   end)
 
   it("a new call never waits for a probe permit: refused at once while the worker asks", function ()
     local f = fake("half-open-then-silent")
-    local ok, err = pcall(function ()
-      local r = run_against(f, BREAKER, "/200", { "--set", "fleet.command_timeout=10000",
-                                                   "--set", "deadline=1", "--log-json",
-                                                   tmp .. "/log.json" })
-      -- the fleet is half-open and granted this process no permit: the
-      -- call is refused as a half-open breaker refuses calls beyond its
-      -- probes; the worker's ask (silent, 10 s) holds neither it nor exit
-      assert.are.equal(6, r.code, r.stderr)
-      assert.is_true(r.secs < 3, ("%.3f s"):format(r.secs))
-      local log = proc.readfile(tmp .. "/log.json") or ""
-      assert.matches('"verdict": ?"circuit_open", ?"attempts": ?0', log)
-      assert.are.equal(0, #srv:requests_on("/200"))
-    end)
-    f.stop()
-    assert(ok, err)
+    finally(f.stop)
+    local r = run_against(f, BREAKER, "/200", { "--set", "fleet.command_timeout=10000",
+                                                 "--set", "deadline=1", "--log-json",
+                                                 tmp .. "/log.json" })
+    -- the fleet is half-open and granted this process no permit: the
+    -- call is refused as a half-open breaker refuses calls beyond its
+    -- probes; the worker's ask (silent, 10 s) holds neither it nor exit
+    assert.are.equal(6, r.code, r.stderr)
+    assert.is_true(r.secs < 3, ("%.3f s"):format(r.secs))
+    local log = proc.readfile(tmp .. "/log.json") or ""
+    assert.matches('"verdict": ?"circuit_open", ?"attempts": ?0', log)
+    assert.are.equal(0, #srv:requests_on("/200"))
   end)
 
   it("SIGTERM stops a run at once while a round trip waits for Redis", function ()
     local f = fake("silent-after-first")
-    local ok, err = pcall(function ()
-      local job = proc.spawn({ "run", BUDGET, srv.base .. "/503", "--redis", f.url(), "--set",
-                               "fleet.command_timeout=10000", "--set", "fleet.sync=10000",
-                               "--set", "backoff.initial=0.2", "--set", "backoff.max=0.2" }, tmp)
-      -- the first round trip answered; the second (before the retry) is
-      -- under way when the signal comes
-      local second = proc.wait_for(function () return count(f.log(), "EVALSHA") >= 2 end, 10)
-      proc.sleep(0.2)
-      local sent = job:signal("TERM")
-      local code, t = job:wait(5)
-      job:stop()
-      assert.is_true(second, f.log())
-      assert.are.equal(130, code, job:stderr())
-      assert.is_true(t - sent < 1, ("stopped %.3f s after SIGTERM"):format(t - sent))
-    end)
-    f.stop()
-    assert(ok, err)
+    finally(f.stop)
+    local job = proc.spawn({ "run", BUDGET, srv.base .. "/503", "--redis", f.url(), "--set",
+                             "fleet.command_timeout=10000", "--set", "fleet.sync=10000",
+                             "--set", "backoff.initial=0.2", "--set", "backoff.max=0.2" }, tmp)
+    -- the first round trip answered; the second (before the retry) is
+    -- under way when the signal comes
+    local second = proc.wait_for(function () return count(f.log(), "EVALSHA") >= 2 end, 10)
+    proc.sleep(0.2)
+    local sent = job:signal("TERM")
+    local code, t = job:wait(5)
+    job:stop()
+    assert.is_true(second, f.log())
+    assert.are.equal(130, code, job:stderr())
+    assert.is_true(t - sent < 1, ("stopped %.3f s after SIGTERM"):format(t - sent))
   end)
 
   it("SIGTERM stops a run at once during its first sync, before any call", function ()
     local f = fake("silent")
-    local ok, err = pcall(function ()
-      local job = proc.spawn({ "run", BUDGET, srv.base .. "/200", "--redis", f.url(), "--set",
-                               "fleet.command_timeout=10000" }, tmp)
-      local asked = proc.wait_for(function () return count(f.log(), "EVALSHA") >= 1 end, 10)
-      proc.sleep(0.2)
-      local sent = job:signal("TERM")
-      local code, t = job:wait(5)
-      job:stop()
-      assert.is_true(asked, f.log())
-      assert.are.equal(130, code, job:stderr())
-      assert.is_true(t - sent < 1, ("stopped %.3f s after SIGTERM"):format(t - sent))
-      assert.are.equal(0, #srv:requests_on("/200"))
-    end)
-    f.stop()
-    assert(ok, err)
+    finally(f.stop)
+    local job = proc.spawn({ "run", BUDGET, srv.base .. "/200", "--redis", f.url(), "--set",
+                             "fleet.command_timeout=10000" }, tmp)
+    local asked = proc.wait_for(function () return count(f.log(), "EVALSHA") >= 1 end, 10)
+    proc.sleep(0.2)
+    local sent = job:signal("TERM")
+    local code, t = job:wait(5)
+    job:stop()
+    assert.is_true(asked, f.log())
+    assert.are.equal(130, code, job:stderr())
+    assert.is_true(t - sent < 1, ("stopped %.3f s after SIGTERM"):format(t - sent))
+    assert.are.equal(0, #srv:requests_on("/200"))
   end)
 
   it("connect, AUTH, SCRIPT LOAD and the update share one command timeout", function ()
     local f = fake("slow")   -- every reply 0.4 s late: each alone in time, not all three
-    local ok, err = pcall(function ()
-      local r = run_against({ url = function () return f.url(":pw-long-enough@") end }, BUDGET,
-                            "/200", { "--set", "fleet.command_timeout=1000" })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.matches("no reply in time; " .. LOST, r.stderr)
-      assert.is_true(r.secs < 5, ("%.3f s"):format(r.secs))
-    end)
-    f.stop()
-    assert(ok, err)
+    finally(f.stop)
+    local r = run_against({ url = function () return f.url(":pw-long-enough@") end }, BUDGET,
+                          "/200", { "--set", "fleet.command_timeout=1000" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.matches("no reply in time; " .. LOST, r.stderr)
+    assert.is_true(r.secs < 5, ("%.3f s"):format(r.secs))
   end)
 
   for _, pw in ipairs { "pw", ("Zq7-"):rep(60) } do
     it(("a server's error that echoes the password (%d bytes) never shows it"):format(#pw), function ()
       local f = fake("auth-echo")
-      local ok, err = pcall(function ()
-        local auth = ":" .. pw .. "@"
-        local r = proc.run({ "fleet", BUDGET, "--redis", f.url(auth) })
-        assert.are.equal(1, r.code, r.stderr)
-        assert.matches("AUTH refused", r.stderr)
-        local run = run_against({ url = function () return f.url(auth) end }, BUDGET, "/200")
-        assert.are.equal(0, run.code, run.stderr)
-        assert.matches("AUTH refused", run.stderr)
-        for _, out in ipairs { r.stdout, r.stderr, run.stderr } do
-          assert.is_nil(out:find(pw, 1, true), out)
-          -- not even a piece of it
-          if #pw > 20 then assert.is_nil(out:find(pw:sub(1, 12), 1, true), out) end
-        end
-      end)
-      f.stop()
-      assert(ok, err)
+      finally(f.stop)
+      local auth = ":" .. pw .. "@"
+      local r = proc.run({ "fleet", BUDGET, "--redis", f.url(auth) })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.matches("AUTH refused", r.stderr)
+      local run = run_against({ url = function () return f.url(auth) end }, BUDGET, "/200")
+      assert.are.equal(0, run.code, run.stderr)
+      assert.matches("AUTH refused", run.stderr)
+      for _, out in ipairs { r.stdout, r.stderr, run.stderr } do
+        assert.is_nil(out:find(pw, 1, true), out)
+        -- not even a piece of it
+        if #pw > 20 then assert.is_nil(out:find(pw:sub(1, 12), 1, true), out) end
+      end
     end)
   end
 end)

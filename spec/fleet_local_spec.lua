@@ -6,6 +6,7 @@
 -- decide.  The crash-safety of the store (writers SIGKILLed mid-update):
 -- spec/c/test_fleet_local.c.
 local proc = require "support.proc"
+local fleet = require "support.fleet"
 local lr = require "luaretry"
 local q = proc.q
 
@@ -17,55 +18,20 @@ local RATE_SERVER = proc.root .. "/spec/fixtures/fleet_rate/server.lua"
 local REFUSE = proc.root .. "/spec/fixtures/fleet_throttle/refuse.lua"
 local REFUSED = "fleet guards %(local%): .-; local guards decide"
 
-local keys = 0
-local function new_key()
-  keys = keys + 1
-  return ("local-%d-%d"):format(math.floor(proc.now() * 1000) % 1000000, keys)
-end
+local new_key, count = fleet.keys("local"), fleet.count
 
-local function count(s, pattern)
-  return select(2, (s or ""):gsub(pattern, ""))
-end
-
--- `luaretry` processes at once, each with args_of(i), XDG_RUNTIME_DIR=run;
--- waits (bounded) for all: for each, {code, stderr}.
+-- fleet.many, each process with XDG_RUNTIME_DIR=run.
 local function many(n, run, args_of)
-  local dir = proc.tmpdir()
-  local env = "env XDG_RUNTIME_DIR=" .. q(run) .. " " ..
-              (os.getenv("ASAN_OPTIONS") and "ASAN_OPTIONS=detect_leaks=1 " or "")
-  local lines = {}
-  for i = 1, n do
-    local words = {}
-    for _, a in ipairs(args_of(i)) do words[#words + 1] = q(a) end
-    local f = dir .. "/" .. i
-    lines[#lines + 1] = ("( %s%s %s </dev/null >/dev/null 2>%s; echo $? >%s.tmp; mv %s.tmp %s ) &")
-      :format(env, q(proc.bin), table.concat(words, " "), q(f .. ".err"), q(f .. ".end"),
-              q(f .. ".end"), q(f .. ".end"))
-  end
-  lines[#lines + 1] = "wait"
-  proc.writefile(dir .. "/run.sh", table.concat(lines, "\n") .. "\n")
-  proc.sh("timeout -s KILL 60 bash " .. q(dir .. "/run.sh") .. " >/dev/null 2>&1 &")
-  local out = {}
-  for i = 1, n do
-    local f = dir .. "/" .. i
-    local e = proc.wait_for(function () return proc.readfile(f .. ".end") end, 60)
-    out[i] = { code = tonumber(e or ""), stderr = proc.readfile(f .. ".err") or "" }
-  end
-  proc.rmtree(dir)
-  return out
+  return fleet.many(n, args_of, { env = { "XDG_RUNTIME_DIR=" .. run } })
 end
 
 describe("the local store (--fleet local)", function ()
   local srv, tmp, run
-  setup(function () srv = proc.server(SERVER) end)
-  teardown(function () if srv then srv:stop() end end)
+  proc.with_server(SERVER, function (s, t) srv, tmp = s, t end)
   before_each(function ()
-    tmp = proc.tmpdir()
     run = tmp .. "/run"
     proc.sh("mkdir -m 700 " .. q(run))
-    srv:reset()
   end)
-  after_each(function () proc.rmtree(tmp) end)
 
   local function cmd(args, env)
     local e = { "XDG_RUNTIME_DIR=" .. run }
@@ -275,13 +241,12 @@ describe("the local store (--fleet local)", function ()
 
   it("holds 4 processes to one rate limit", function ()
     local key = new_key()
-    local lines = {}
-    srv:stop()
-    srv = proc.server(RATE_SERVER)
+    local rate_srv = proc.server(RATE_SERVER)
+    finally(function () rate_srv:stop() end)
     local files = {}
     for i = 1, 4 do
-      lines = {}
-      for j = 1, 15 do lines[j] = ("%s/200?p%d=%d"):format(srv.base, i, j) end
+      local lines = {}
+      for j = 1, 15 do lines[j] = ("%s/200?p%d=%d"):format(rate_srv.base, i, j) end
       files[i] = tmp .. "/urls" .. i
       proc.writefile(files[i], table.concat(lines, "\n") .. "\n")
     end
@@ -290,26 +255,18 @@ describe("the local store (--fleet local)", function ()
                "--set", "fleet.key=" .. key }
     end)
     for i, x in ipairs(res) do assert.are.equal(0, x.code, "process " .. i .. ": " .. x.stderr) end
-    local t = {}
-    for _, r in ipairs(srv:requests_on("/200")) do t[#t + 1] = r.time end
-    table.sort(t)
+    local t = fleet.times(rate_srv, "/200")
     assert.are.equal(60, #t)
     -- one limit of 20 a second for all (each alone: 20 a second, 80 for
     -- the four): in any 2 s at most 2 x 20 + the burst, and one attempt
     -- per process that started late into the window; the 60 over at least
     -- 2 s (59 slots 0.05 s apart, less the lateness of the first; 4 limits:
     -- 0.75 s)
-    local most, j = 0, 1
-    for i = 1, #t do
-      while t[i] - t[j] > 2 do j = j + 1 end
-      most = math.max(most, i - j + 1)
-    end
+    local most = fleet.most_in(t, 2)
     print(("\n  4 processes, rate.limit=20: at most %d requests in any 2 s, %d over %.2f s")
           :format(most, #t, t[#t] - t[1]))
     assert.is_true(most <= 2 * 20 + 1 + 4, most .. " in 2 s")
     assert.is_true(t[#t] - t[1] >= 2, (t[#t] - t[1]) .. " s")
-    srv:stop()
-    srv = proc.server(SERVER)
   end)
 
   it("takes --fleet local only, one store at a time", function ()

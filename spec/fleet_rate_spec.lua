@@ -7,73 +7,20 @@
 -- disagree; an adaptive rate, which stays the process's.
 local proc = require "support.proc"
 local redis = require "support.redis"
-local q = proc.q
+local fleet = require "support.fleet"
 
 local DIR = proc.root .. "/spec/fixtures/fleet_rate"
 local RATE = DIR .. "/rate.lua"
 local ADAPTIVE = DIR .. "/adaptive.lua"
 local SERVER = DIR .. "/server.lua"
-local FAKE = proc.root .. "/spec/fixtures/fleet/fake_redis.lua"
 local LOST = "local guards decide until Redis is back"
 
 local LIMIT, BURST = 20, 1 -- rate.lua's
 local PROCS, URLS, PARALLEL = 4, 30, 4
 local BLOCK = 2 -- the most a process leases at once: a tenth of a second of LIMIT
 
-local keys = 0
-local function new_key()
-  keys = keys + 1
-  return ("rate-%d-%d"):format(math.floor(proc.now() * 1000) % 1000000, keys)
-end
-
-local function count(s, pattern)
-  return select(2, (s or ""):gsub(pattern, ""))
-end
-
--- `luaretry` processes at once, each with args_of(i); waits (bounded) for
--- all: for each, {code, stderr}.
-local function many(n, args_of)
-  local dir = proc.tmpdir()
-  local env = os.getenv("ASAN_OPTIONS") and "env ASAN_OPTIONS=detect_leaks=1 " or ""
-  local lines = {}
-  for i = 1, n do
-    local words = {}
-    for _, a in ipairs(args_of(i)) do words[#words + 1] = q(a) end
-    local f = dir .. "/" .. i
-    lines[#lines + 1] = ("( %s%s %s </dev/null >/dev/null 2>%s; echo $? >%s.tmp; mv %s.tmp %s ) &")
-      :format(env, q(proc.bin), table.concat(words, " "), q(f .. ".err"), q(f .. ".end"),
-              q(f .. ".end"), q(f .. ".end"))
-  end
-  lines[#lines + 1] = "wait"
-  proc.writefile(dir .. "/run.sh", table.concat(lines, "\n") .. "\n")
-  proc.sh("timeout -s KILL 60 bash " .. q(dir .. "/run.sh") .. " >/dev/null 2>&1 &")
-  local out = {}
-  for i = 1, n do
-    local f = dir .. "/" .. i
-    local e = proc.wait_for(function () return proc.readfile(f .. ".end") end, 60)
-    out[i] = { code = tonumber(e or ""), stderr = proc.readfile(f .. ".err") or "" }
-  end
-  proc.rmtree(dir)
-  return out
-end
-
--- The request times the server saw on /200, sorted; the most in any
--- `window` seconds; and the span from the first to the last.
-local function times(srv)
-  local t = {}
-  for _, r in ipairs(srv:requests_on("/200")) do t[#t + 1] = r.time end
-  table.sort(t)
-  return t
-end
-
-local function most_in(t, window)
-  local most, j = 0, 1
-  for i = 1, #t do
-    while t[i] - t[j] > window do j = j + 1 end
-    if i - j + 1 > most then most = i - j + 1 end
-  end
-  return most
-end
+local new_key, count, many = fleet.keys("rate"), fleet.count, fleet.many
+local times, most_in, fake = fleet.times, fleet.most_in, fleet.fake
 
 -- A file of n URLs on the server (distinct queries: each its own call).
 local function urls_file(dir, srv, n, tag)
@@ -86,17 +33,7 @@ end
 
 describe("the fleet's rate limiter against a real Redis", function ()
   local r, srv, tmp
-
-  setup(function ()
-    r = redis.start()
-    srv = proc.server(SERVER)
-  end)
-  teardown(function ()
-    if srv then srv:stop() end
-    if r then r:stop() end
-  end)
-  before_each(function () tmp = proc.tmpdir() end)
-  after_each(function () proc.rmtree(tmp) end)
+  redis.with_redis({ server = SERVER }, function (x, t, s) r, tmp, srv = x, t, s end)
 
   it("holds 4 batches to one limit (within limit*T + burst + their leased blocks over 2 s), not 4 limits, as simulate --fleet predicts", function ()
     local key = new_key()
@@ -113,7 +50,7 @@ describe("the fleet's rate limiter against a real Redis", function ()
       assert.are.equal(0, x.code, "process " .. i .. ": " .. x.stderr)
       assert.are.equal(0, count(x.stderr, LOST), x.stderr)
     end
-    local fleet = times(srv)
+    local fleet = times(srv, "/200")
     assert.are.equal(PROCS * URLS, #fleet)
     local bound = LIMIT * 2 + BURST + PROCS * BLOCK
     local fleet_most = most_in(fleet, 2)
@@ -146,7 +83,7 @@ describe("the fleet's rate limiter against a real Redis", function ()
     for i, x in ipairs(many(PROCS, function (i) return batch(i) end)) do
       assert.are.equal(0, x.code, "process " .. i .. ": " .. x.stderr)
     end
-    local own_most = most_in(times(srv), 2)
+    local own_most = most_in(times(srv, "/200"), 2)
     print(("  per process: at most %d requests in any 2 s"):format(own_most))
     assert.is_true(own_most > 1.5 * bound, own_most .. " <= " .. 1.5 * bound)
   end)
@@ -243,33 +180,9 @@ describe("the fleet's rate limiter against a real Redis", function ()
   end)
 end)
 
--- The fake, in the background; fake.stop() kills it by PID.
-local function fake(mode)
-  local dir = proc.tmpdir()
-  proc.sh("sh -c " .. q("exec env -u LD_PRELOAD -u ASAN_OPTIONS lua5.4 " .. q(FAKE) .. " " ..
-          q(mode) .. " " .. q(dir) .. " >" .. q(dir .. "/out") .. " 2>&1 </dev/null & echo $! > " ..
-          q(dir .. "/pid")))
-  local pid = tonumber(proc.wait_for(function () return proc.readfile(dir .. "/pid") end, 5) or "")
-  local port = tonumber(proc.wait_for(function () return proc.readfile(dir .. "/port") end, 5) or "")
-  local f = { url = "redis://127.0.0.1:" .. tostring(port) .. "/0" }
-  function f.log() return proc.readfile(dir .. "/log") or "" end
-  function f.stop()
-    if pid then proc.kill(pid, 1) end
-    proc.rmtree(dir)
-  end
-  if not (pid and port) then
-    f.stop()
-    error("the fake Redis did not start", 2)
-  end
-  return f
-end
-
 describe("the fleet's rate limiter against a hostile Redis", function ()
   local srv, tmp
-  setup(function () srv = proc.server(SERVER) end)
-  teardown(function () if srv then srv:stop() end end)
-  before_each(function () tmp = proc.tmpdir() end)
-  after_each(function () proc.rmtree(tmp) end)
+  proc.with_server(SERVER, function (s, t) srv, tmp = s, t end)
 
   -- A rate script answered with garbage, late or never: the batch goes
   -- on under the local limiter at once, says so once, and ends in time.
@@ -284,35 +197,32 @@ describe("the fleet's rate limiter against a hostile Redis", function ()
     local mode, why = case[1], case[2]
     it("a rate script that is " .. mode:sub(6) .. ": local limiting at once, said once", function ()
       local f = fake(mode)
-      local ok, err = pcall(function ()
-        srv:reset()
-        local t0 = proc.now()
-        local x = proc.run({ "run", RATE, "--urls", urls_file(tmp, srv, 10, "h"), "--parallel-max", "4",
-                             "--redis", f.url, "--set",
-                             "fleet.command_timeout=500" }, { timeout = 30 })
-        local secs = proc.now() - t0
-        assert.are.equal(0, x.code, x.stderr)
-        assert.are.equal(1, count(x.stderr, LOST), x.stderr)
-        -- the reply's range check, or (a machine too busy to answer within
-        -- the lease's 50 ms) the worker's timeout: either goes local
-        if why then
-          assert.is_truthy(x.stderr:find(why, 1, true) or
-                           x.stderr:find("late; local guards decide", 1, true), x.stderr)
-        end
-        assert.is_nil(x.stderr:find("runtime error", 1, true), x.stderr)
-        assert.are.equal(10, #srv:requests_on("/200"))
-        -- asked once, then again only as the reconnect backoff (250 ms at
-        -- least) allows: the other calls went local at once
-        local asks = count(f.log(), "EVAL rate") + count(f.log(), "EVALSHA rate")
-        assert.is_true(asks >= 1 and asks <= 1 + secs / 0.25, asks .. " asks in " .. secs .. " s")
-        -- one round trip of 0.5 s at most, then 10 tokens at 20 a second
-        assert.is_true(secs < 5, ("%.3f s"):format(secs))
-        -- the local limiter paced them (9 intervals of 50 ms), not all at once
-        local t = times(srv)
-        assert.is_true(t[#t] - t[1] >= 0.3, ("10 requests in %.3f s"):format(t[#t] - t[1]))
-      end)
-      f.stop()
-      assert(ok, err)
+      finally(f.stop)
+      srv:reset()
+      local t0 = proc.now()
+      local x = proc.run({ "run", RATE, "--urls", urls_file(tmp, srv, 10, "h"), "--parallel-max", "4",
+                           "--redis", f.url(), "--set",
+                           "fleet.command_timeout=500" }, { timeout = 30 })
+      local secs = proc.now() - t0
+      assert.are.equal(0, x.code, x.stderr)
+      assert.are.equal(1, count(x.stderr, LOST), x.stderr)
+      -- the reply's range check, or (a machine too busy to answer within
+      -- the lease's 50 ms) the worker's timeout: either goes local
+      if why then
+        assert.is_truthy(x.stderr:find(why, 1, true) or
+                         x.stderr:find("late; local guards decide", 1, true), x.stderr)
+      end
+      assert.is_nil(x.stderr:find("runtime error", 1, true), x.stderr)
+      assert.are.equal(10, #srv:requests_on("/200"))
+      -- asked once, then again only as the reconnect backoff (250 ms at
+      -- least) allows: the other calls went local at once
+      local asks = count(f.log(), "EVAL rate") + count(f.log(), "EVALSHA rate")
+      assert.is_true(asks >= 1 and asks <= 1 + secs / 0.25, asks .. " asks in " .. secs .. " s")
+      -- one round trip of 0.5 s at most, then 10 tokens at 20 a second
+      assert.is_true(secs < 5, ("%.3f s"):format(secs))
+      -- the local limiter paced them (9 intervals of 50 ms), not all at once
+      local t = times(srv, "/200")
+      assert.is_true(t[#t] - t[1] >= 0.3, ("10 requests in %.3f s"):format(t[#t] - t[1]))
     end)
   end
 
@@ -321,22 +231,19 @@ describe("the fleet's rate limiter against a hostile Redis", function ()
   -- (50 ms, or eight usual round trips) the local limiter decides.
   it("a silent Redis holds no call and no exit, whatever the command timeout", function ()
     local f = fake("rate-silent")
-    local ok, err = pcall(function ()
-      srv:reset()
-      local log = tmp .. "/log.json"
-      local t0 = proc.now()
-      local x = proc.run({ "run", RATE, srv.base .. "/200", "--redis", f.url, "--set",
-                           "fleet.command_timeout=10000", "--set", "deadline=1", "--log-json", log },
-                         { timeout = 30 })
-      local secs = proc.now() - t0
-      assert.are.equal(0, x.code, x.stderr)
-      -- the worker's round trip (10 s) is cut short at exit
-      assert.is_true(secs < 3, ("%.3f s"):format(secs))
-      assert.matches('"verdict": ?"success"', proc.readfile(log) or "")
-      assert.are.equal(1, #srv:requests_on("/200"))
-      assert.is_true(count(f.log(), "EVAL rate") + count(f.log(), "EVALSHA rate") >= 1, f.log())
-    end)
-    f.stop()
-    assert(ok, err)
+    finally(f.stop)
+    srv:reset()
+    local log = tmp .. "/log.json"
+    local t0 = proc.now()
+    local x = proc.run({ "run", RATE, srv.base .. "/200", "--redis", f.url(), "--set",
+                         "fleet.command_timeout=10000", "--set", "deadline=1", "--log-json", log },
+                       { timeout = 30 })
+    local secs = proc.now() - t0
+    assert.are.equal(0, x.code, x.stderr)
+    -- the worker's round trip (10 s) is cut short at exit
+    assert.is_true(secs < 3, ("%.3f s"):format(secs))
+    assert.matches('"verdict": ?"success"', proc.readfile(log) or "")
+    assert.are.equal(1, #srv:requests_on("/200"))
+    assert.is_true(count(f.log(), "EVAL rate") + count(f.log(), "EVALSHA rate") >= 1, f.log())
   end)
 end)

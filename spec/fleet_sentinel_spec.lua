@@ -24,24 +24,14 @@ local POLICY_TEXT = table.concat({
   "backoff = { initial = 0.05, max = 0.05 }",
   "budget = { max_tokens = 1000, token_ratio = 0.1 }", "fleet = { sync = 50 }" }, "\n")
 
-local function cli_port(port, ...)
-  local words = {}
-  for _, a in ipairs { ... } do words[#words + 1] = q(a) end
-  return (proc.readfile_cmd(ENV .. "timeout 5 redis-cli -h 127.0.0.1 -p " .. port .. " " ..
-                            table.concat(words, " ") .. " 2>&1"):gsub("\n$", ""))
-end
-
--- A port nobody listens on now, most likely (as support.redis picks them).
-local function some_port(k)
-  local seed = tonumber(tostring(proc.now()):gsub("%D", ""):sub(-6)) or 0
-  return 20000 + (seed * 13 + k * 7919) % 40000
-end
+local cli_port = redis.cli_port
+local count, lease_shown = require("support.fleet").count, require("support.fleet").lease_shown
 
 -- A redis-sentinel watching the master at mport, in dir (its config, log
 -- and PID there); tries another port when its first is taken.
 local function sentinel(dir, mport, i)
   for k = 1, 5 do
-    local port = some_port(i * 10 + k)
+    local port = redis.some_port(i * 10 + k)
     local conf = dir .. "/sentinel-" .. i .. ".conf"
     proc.writefile(conf, table.concat({
       "port " .. port, "bind 127.0.0.1", "daemonize no", "dir " .. dir,
@@ -68,17 +58,9 @@ local function master_info(s)
   return t
 end
 
-local function count(s, pattern)
-  return select(2, (s or ""):gsub(pattern, ""))
-end
-
 describe("the fleet behind Redis Sentinel", function ()
   local srv, master, replica, sentinels, dir, url, policy
-  local keys = 0
-  local function new_key()
-    keys = keys + 1
-    return ("sentinel-%d-%d"):format(proc.now() * 1000 // 1, keys)
-  end
+  local new_key = require("support.fleet").keys("sentinel")
 
   local SLOW
   setup(function ()
@@ -149,6 +131,16 @@ describe("the fleet behind Redis Sentinel", function ()
                    NAME, st.stdout)
     -- the master holds it, as the sentinels named it
     assert.are.equal("1", master:cli("EXISTS", "luaretry:{" .. key .. "}"))
+  end)
+
+  -- A process failing steadily holds a block of the budget's tokens
+  -- (core/fleet/budget_lease.c): `luaretry fleet` reads it through the
+  -- sentinels.  (Its round trips, the sentinel's question among them:
+  -- spec/fleet_lease_spec.lua, against a fake sentinel that logs each.)
+  it("shows the budget's leases out, read through the sentinels", function ()
+    local key = new_key()
+    local shown = lease_shown(policy, url, key, function () return fleet(key).stdout end)
+    assert.matches("\n  leases: %d+%.000 of them out in blocks to 1 process\n", shown)
   end)
 
   it("goes on under the local guards through a failover, and finds the new master", function ()

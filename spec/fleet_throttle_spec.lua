@@ -5,8 +5,8 @@
 -- of its own.
 local proc = require "support.proc"
 local redis = require "support.redis"
+local fleet = require "support.fleet"
 local lr = require "luaretry"
-local q = proc.q
 
 local DIR = proc.root .. "/spec/fixtures/fleet_throttle/"
 local THROTTLE, REFUSE, FAST = DIR .. "throttle.lua", DIR .. "refuse.lua", DIR .. "fast.lua"
@@ -16,55 +16,11 @@ local LOST = "local guards decide until Redis is back"
 local FLEET_SAYS = "the fleet's admission control refuses"
 local LOCAL_SAYS = "^admission control refuses"
 
-local keys = 0
-local function new_key()
-  keys = keys + 1
-  return ("thr-%d-%d"):format(math.floor(proc.now() * 1000) % 1000000, keys)
-end
-
-local function count(s, pattern)
-  return select(2, (s or ""):gsub(pattern, ""))
-end
-
--- n `luaretry` processes at once, each with args_of(i); waits (bounded)
--- for all and returns, for each, {code, stderr}.
-local function many(n, args_of)
-  local dir = proc.tmpdir()
-  local env = os.getenv("ASAN_OPTIONS") and "env ASAN_OPTIONS=detect_leaks=1 " or ""
-  local lines = { "export LC_ALL=C" }
-  for i = 1, n do
-    local words = {}
-    for _, a in ipairs(args_of(i)) do words[#words + 1] = q(a) end
-    local f = dir .. "/" .. i
-    lines[#lines + 1] = ("( %s%s %s </dev/null >/dev/null 2>%s; echo $? >%s.tmp; mv %s.tmp %s ) &")
-      :format(env, q(proc.bin), table.concat(words, " "), q(f .. ".err"), q(f .. ".end"),
-              q(f .. ".end"), q(f .. ".end"))
-  end
-  lines[#lines + 1] = "wait"
-  proc.writefile(dir .. "/run.sh", table.concat(lines, "\n") .. "\n")
-  proc.sh("timeout -s KILL 60 bash " .. q(dir .. "/run.sh") .. " >/dev/null 2>&1")
-  local out = {}
-  for i = 1, n do
-    local f = dir .. "/" .. i
-    local e = proc.wait_for(function () return proc.readfile(f .. ".end") end, 30)
-    out[i] = { code = tonumber((e or ""):match("%d+")), stderr = proc.readfile(f .. ".err") or "" }
-  end
-  proc.rmtree(dir)
-  return out
-end
+local new_key, count, many = fleet.keys("thr"), fleet.count, fleet.many
 
 describe("the fleet's admission control (client-side throttle)", function ()
-  local r, srv
-
-  setup(function ()
-    r = redis.start {}
-    srv = proc.server(DIR .. "server.lua")
-  end)
-
-  teardown(function ()
-    if srv then srv:stop() end
-    if r then r:stop() end
-  end)
+  local r, tmp, srv
+  redis.with_redis({ server = DIR .. "server.lua" }, function (x, t, s) r, tmp, srv = x, t, s end)
 
   -- A healthy Redis on a busy machine may take more than the default
   -- 100 ms to answer: 1 s here, except where Redis goes away.
@@ -77,7 +33,7 @@ describe("the fleet's admission control (client-side throttle)", function ()
 
   it("counts every process's requests: one process's refusals raise another's", function ()
     local key, fresh = new_key(), new_key()
-    local urls = proc.tmpdir() .. "/urls"
+    local urls = tmp .. "/urls"
     local list = {}
     for i = 1, 10 do list[i] = srv.base .. "/503?" .. i end
     proc.writefile(urls, table.concat(list, "\n") .. "\n")

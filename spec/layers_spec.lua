@@ -59,16 +59,26 @@ describe("check-layers", function ()
     end)
   end
 
-  it("fails on a loop between two files, and names it", function ()
+  -- Each {name, source} compiled into obj/SUB/name.o of a folder removed
+  -- when the test ends: the objects, in order.
+  local function objects(sub, sources)
     local dir = proc.tmpdir()
     finally(function () proc.rmtree(dir) end)
-    proc.writefile(dir .. "/a.c", "int b(void);\nint a(void) { return b(); }\n")
-    proc.writefile(dir .. "/b.c", "int a(void);\nint b(void) { return a(); }\n")
-    proc.writefile(dir .. "/c.c", "int a(void);\nint c(void) { return a(); }\n")
-    local cc = "cd " .. q(dir) .. " && mkdir -p obj/x && cc -c a.c -o obj/x/a.o && " ..
-               "cc -c b.c -o obj/x/b.o && cc -c c.c -o obj/x/c.o"
-    assert.are.equal(0, proc.sh(cc))
-    local objs = { dir .. "/obj/x/a.o", dir .. "/obj/x/b.o", dir .. "/obj/x/c.o" }
+    assert.are.equal(0, proc.sh("mkdir -p " .. q(dir .. "/obj/" .. sub)))
+    local objs = {}
+    for i, src in ipairs(sources) do
+      local c, o = dir .. "/" .. src[1] .. ".c", dir .. "/obj/" .. sub .. "/" .. src[1] .. ".o"
+      proc.writefile(c, src[2])
+      assert.are.equal(0, proc.sh("cc -c " .. q(c) .. " -o " .. q(o)))
+      objs[i] = o
+    end
+    return objs
+  end
+
+  it("fails on a loop between two files, and names it", function ()
+    local objs = objects("x", { { "a", "int b(void);\nint a(void) { return b(); }\n" },
+                                { "b", "int a(void);\nint b(void) { return a(); }\n" },
+                                { "c", "int a(void);\nint c(void) { return a(); }\n" } })
     local code, text = check(proc.root .. "/core", objs)
     assert.are.equal(1, code, text)
     assert.matches("a loop between files: x/a %-> x/b %-> x/a", text)
@@ -78,16 +88,10 @@ describe("check-layers", function ()
   end)
 
   it("fails on a guard of the chain that calls another guard, and names both", function ()
-    local dir = proc.tmpdir()
-    finally(function () proc.rmtree(dir) end)
-    proc.writefile(dir .. "/guard_a.c", "int b(void);\nint a(void) { return b(); }\n")
-    proc.writefile(dir .. "/guard_b.c", "int b(void) { return 1; }\n")
-    proc.writefile(dir .. "/chain.c", "int a(void);\nint b(void);\nint c(void) { return a() + b(); }\n")
-    local cc = "cd " .. q(dir) .. " && mkdir -p obj/engine && cc -c guard_a.c -o obj/engine/guard_a.o && " ..
-               "cc -c guard_b.c -o obj/engine/guard_b.o && cc -c chain.c -o obj/engine/chain.o"
-    assert.are.equal(0, proc.sh(cc))
-    local objs = { dir .. "/obj/engine/guard_a.o", dir .. "/obj/engine/guard_b.o",
-                   dir .. "/obj/engine/chain.o" }
+    local objs = objects("engine", {
+      { "guard_a", "int b(void);\nint a(void) { return b(); }\n" },
+      { "guard_b", "int b(void) { return 1; }\n" },
+      { "chain", "int a(void);\nint b(void);\nint c(void) { return a() + b(); }\n" } })
     local code, text = check(proc.root .. "/core", objs)
     assert.are.equal(1, code, text)
     assert.matches("the guards' unit: engine/guard_a uses engine/guard_b %(b%)", text)

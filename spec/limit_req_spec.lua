@@ -4,51 +4,20 @@
 -- between runs of the same spec, with wide margins (a busy machine
 -- delays requests, which only lowers the 429s of the paced runs).
 local proc = require "support.proc"
+local nginx = require "support.nginx"
 
-local NGINX
-for _, path in ipairs { "/usr/sbin/nginx", "/usr/bin/nginx" } do
-  if io.open(path, "r") then NGINX = path break end
-end
-
-local function free_port()
-  local f = assert(io.popen("python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\",0)); print(s.getsockname()[1])'"))
-  local port = tonumber(f:read("l"))
-  f:close()
-  return port
-end
-
-local function start_nginx(dir, rate)
-  local port = free_port()
-  assert(proc.sh("mkdir -p " .. proc.q(dir .. "/logs") .. " " .. proc.q(dir .. "/www") .. " " ..
-                 proc.q(dir .. "/tmp") .. " && chmod 755 " .. proc.q(dir) .. " " .. proc.q(dir .. "/www")) == 0)
-  proc.writefile(dir .. "/www/ok.txt", "ok\n")
-  local conf = ([[
-worker_processes 1;
-pid DIR/nginx.pid;
-error_log DIR/logs/error.log;
-events { worker_connections 256; }
-http {
+-- nginx at `rate` requests a second, 429 beyond, every path its ok.txt.
+local function start_nginx(rate)
+  return nginx.start {
+    files = { ["ok.txt"] = "ok\n" },
+    http = ([[
   access_log DIR/logs/access.log;
-  client_body_temp_path DIR/tmp;
-  proxy_temp_path DIR/tmp;
-  fastcgi_temp_path DIR/tmp;
-  uwsgi_temp_path DIR/tmp;
-  scgi_temp_path DIR/tmp;
   limit_req_zone $server_name zone=one:1m rate=RATEr/s;
-  limit_req_status 429;
-  server {
-    listen 127.0.0.1:PORT;
+  limit_req_status 429;]]):gsub("RATE", tostring(rate)),
+    server = [[
     server_name spec;
-    root DIR/www;
-    location / { limit_req zone=one; try_files /ok.txt =404; }
+    location / { limit_req zone=one; try_files /ok.txt =404; }]],
   }
-}
-]]):gsub("DIR", dir):gsub("RATE", tostring(rate)):gsub("PORT", tostring(port))
-  proc.writefile(dir .. "/nginx.conf", conf)
-  assert(proc.sh(proc.q(NGINX) .. " -p " .. proc.q(dir) .. " -c " .. proc.q(dir .. "/nginx.conf")) == 0,
-         "nginx did not start")
-  assert(proc.wait_for(function () return proc.readfile(dir .. "/nginx.pid") end, 10))
-  return port
 end
 
 local function statuses(dir)
@@ -60,26 +29,21 @@ local function statuses(dir)
   return ok, too_many
 end
 
-local describe_nginx = NGINX and describe or pending
+local describe_nginx = nginx.bin and describe or pending
 
 describe_nginx("the rate limiter against nginx's limit_req", function ()
-  local dir, port
+  local n, dir
   setup(function ()
-    dir = proc.tmpdir()
-    port = start_nginx(dir, 20)
+    n = start_nginx(20)
+    dir = n.dir
   end)
-  teardown(function ()
-    local pid = tonumber(proc.readfile(dir .. "/nginx.pid") or "")
-    if pid then proc.kill(pid) end
-    proc.rmtree(dir)
-  end)
+  teardown(function () if n then n:stop() end end)
 
   local function batch(set)
     local urls = {}
-    for i = 1, 60 do urls[i] = ("http://127.0.0.1:%d/u/%d"):format(port, i) end
+    for i = 1, 60 do urls[i] = ("%s/u/%d"):format(n.base, i) end
     proc.writefile(dir .. "/urls", table.concat(urls, "\n") .. "\n")
-    proc.writefile(dir .. "/logs/access.log", "")
-    proc.sh("kill -USR1 $(cat " .. proc.q(dir .. "/nginx.pid") .. ")")
+    n:reopen_logs()
     proc.sleep(1.5)   -- the limiter forgets the last run
     local args = { "run", proc.root .. "/policies/http.lua", "--urls", dir .. "/urls", "--parallel-max", "8",
                    "-s", "--output-dir", dir .. "/www",

@@ -117,11 +117,11 @@ end)
 describe("policies/http.lua (the default)", function()
   local HTTP = policy("http")
 
-  it("too_large (--max-filesize) is final; options.retry_all_errors (--retry-all-errors) retries the rest", function()
+  it("too_large (--max-filesize) is final; retry_all_errors (--retry-all-errors) retries the rest", function()
     local big = { status = 0, error = "too_large" }
     assert.are.equal("final", testing.classify(HTTP, big).verdict)
     assert.are.equal("final", testing.classify(HTTP, 404).verdict)
-    local set = { ["options.retry_all_errors"] = "true" }
+    local set = { retry_all_errors = "true" }
     assert.are.equal("retry", testing.classify(HTTP, 404, { set = set }).verdict)
     assert.are.equal("retry", testing.classify(HTTP, "tls_verify", { set = set }).verdict)
     assert.are.equal("final", testing.classify(HTTP, big, { set = set }).verdict)
@@ -189,7 +189,7 @@ describe("policies/command.lua (run -- COMMAND without POLICY)", function()
     assert.are.equal("policy_error", testing.classify(CMD, exit(1), { set = set }).verdict)
   end)
 
-  it("options.final_if_output, retry_if_output (Lua patterns over the error output), retry_all_errors", function()
+  it("options.final_if_output, retry_if_output (Lua patterns over the error output); retry_all_errors", function()
     local function said(n, text) return { kind = "command", status = n, body = text } end
     local set = { ["options.final_if_output"] = "^fatal: %w+ denied" }
     assert.are.equal("final", testing.classify(CMD, said(1, "fatal: access denied\n"), { set = set }).verdict)
@@ -200,7 +200,7 @@ describe("policies/command.lua (run -- COMMAND without POLICY)", function()
     -- final first: both match, final wins
     set = { ["options.retry_if_output"] = "lock", ["options.final_if_output"] = "denied" }
     assert.are.equal("final", testing.classify(CMD, said(1, "lock denied"), { set = set }).verdict)
-    set = { ["options.retry_all_errors"] = "true" }
+    set = { retry_all_errors = "true" }
     assert.are.equal("retry", testing.classify(CMD, exit(127), { set = set }).verdict)
     assert.are.equal("success", testing.classify(CMD, exit(0), { set = set }).verdict)
   end)

@@ -1,31 +1,13 @@
 -- Resumed downloads (issue 30, review): an earlier run's partial is
 -- continued only when this user made it, and an error answer to a Range
 -- request (a load balancer's 503) never throws away the bytes held.
--- Against `luaretry faults` (spec/fixtures/resume_trust/server.lua).
-local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
-package.path = here .. "/?.lua;" .. package.path
+-- Against `luaretry faults` (spec/fixtures/downloads/resume_trust.lua).
 local proc = require "support.proc"
-local cjson = require "cjson"
+local dl = require "support.downloads"
 
--- curl for the server's own answers: not under the sanitizer make test preloads
-local CURL = "env -u LD_PRELOAD curl -s --max-time 10 "
-
-local FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter_max=0.01", "--seed", "1" }
-
-local function run(args)
-  local t = { "run", "http" }
-  for _, v in ipairs(args) do t[#t + 1] = v end
-  for _, v in ipairs(FAST) do t[#t + 1] = v end
-  return proc.run(t, { timeout = 60 })
-end
-
--- The server's 20000-byte `file`: byte i is i % 251.
-local function content(size)
-  local t = {}
-  for i = 0, size - 1 do t[#t + 1] = string.char(i % 251) end
-  return table.concat(t)
-end
-local WHOLE = content(20000)
+local run, partial, sidecar, plant = proc.run_http, dl.partial, dl.sidecar, dl.plant
+-- The server's 20000-byte `file`.
+local WHOLE = dl.content(20000)
 
 -- got is want, byte for byte (the message gives lengths, not the bytes)
 local function same_bytes(want, got, what)
@@ -33,50 +15,21 @@ local function same_bytes(want, got, what)
   assert.is_true(want == got, (what or "") .. ": bytes differ")
 end
 
-local function count(s, plain)
-  local n, at = 0, 1
-  while true do
-    local i = s:find(plain, at, true)
-    if not i then return n end
-    n, at = n + 1, i + #plain
-  end
-end
+local count = require("support.text").count
 
-local function partial(out)
-  local dir, base = out:match("^(.*)/([^/]*)$")
-  return dir .. "/." .. base .. ".luaretry-partial"
-end
-local function sidecar(url, validator)
-  return "luaretry-partial 1\n" .. url .. "\n" .. validator .. "\n"
-end
 local function mode(path)
   return proc.readfile_cmd("stat -c %a " .. proc.q(path)):match("%d+")
 end
 local function chmod(m, path)
   assert(proc.sh("chmod " .. m .. " " .. proc.q(path)) == 0)
 end
--- An earlier run's partial as luaretry leaves it: mode 0600, both files.
-local function plant(out, bytes, url, validator)
-  proc.writefile(partial(out), bytes)
-  proc.writefile(partial(out) .. ".url", sidecar(url, validator))
-  chmod("600", partial(out))
-  chmod("600", partial(out) .. ".url")
-end
 
 describe("resumed downloads", function ()
   local srv, tmp
-  proc.with_server(here .. "/fixtures/resume_trust/server.lua", function (s, t) srv, tmp = s, t end)
-
-  local function file_bytes()
-    return cjson.decode(proc.readfile_cmd(CURL .. proc.q(srv.base .. "/_faults/stats"))).file_bytes
-  end
-  local function ranges(path)
-    local t = {}
-    for _, r in ipairs(srv:requests_on(path)) do
-      t[#t + 1] = { range = r.headers.range or false, if_range = r.headers["if-range"] or false }
-    end
-    return t
-  end
+  proc.with_server(proc.root .. "/spec/fixtures/downloads/resume_trust.lua",
+                   function (s, t) srv, tmp = s, t end)
+  local function file_bytes() return dl.file_bytes(srv) end
+  local function ranges(path) return dl.ranges(srv, path) end
 
   describe("an earlier run's partial is continued only when this user made it", function ()
     -- each case: a partial that would fit (the server's first 5000 bytes,
@@ -162,15 +115,7 @@ describe("resumed downloads", function ()
       local jobdir = proc.tmpdir()
       local job = proc.spawn({ "run", "http", url, "-o", out }, jobdir)
       finally(function () job:stop(); proc.rmtree(jobdir) end)
-      local got = proc.wait_for(function ()
-        for _, name in ipairs(proc.ls(tmp)) do
-          if name:match("^k%.bin%.luaretry%-") then
-            local f = proc.readfile(tmp .. "/" .. name)
-            if f and #f >= 20 then return true end
-          end
-        end
-      end, 20)
-      assert.is_true(got, "no bytes came")
+      assert.is_true(dl.grown(tmp, "k.bin", 20), "no bytes came")
       job:signal("TERM")
       assert.are.equal(130, job:wait(20), job:stderr())
       assert.are.equal("mine\n", proc.readfile(precious))
@@ -285,6 +230,19 @@ describe("resumed downloads", function ()
       for _, s in ipairs(seen) do assert.are.equal("bytes=6000-", s.range) end
       assert.is_nil(proc.readfile(out))
       same_bytes(WHOLE:sub(1, 6000), proc.readfile(partial(out)))
+      assert.are.equal(sidecar(url, '"w"'), proc.readfile(partial(out) .. ".url"))
+    end)
+
+    it("a fresh run cut by its deadline among 503s after a broken 200 keeps that 200's bytes", function ()
+      local out, url = tmp .. "/f.bin", srv.base .. "/cut-then-busy-always"
+      local r = run({ url, "-o", out, "--retry-max-time", "2" })
+      assert.are.equal(5, r.code, r.stderr)
+      local seen = ranges("/cut-then-busy-always")
+      assert.is_true(#seen >= 2)
+      assert.are.equal(false, seen[1].range)
+      for i = 2, #seen do assert.are.equal("bytes=8000-", seen[i].range) end
+      assert.is_nil(proc.readfile(out))
+      same_bytes(WHOLE:sub(1, 8000), proc.readfile(partial(out)))
       assert.are.equal(sidecar(url, '"w"'), proc.readfile(partial(out) .. ".url"))
     end)
   end)

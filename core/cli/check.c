@@ -113,12 +113,8 @@ static int probe_verdict(probe_row *row, const luaretry_decision *d) {
 static int run_probe(luaretry_policy *p, const cli_probe *pr, probe_row *row) {
   memset(row, 0, sizeof *row);
   snprintf(row->label, sizeof row->label, "%s", pr->label);
-  luaretry_call_options opts;
-  luaretry_call_options_init(&opts);
-  opts.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED | LUARETRY_CALL_ISOLATED;
-  opts.seed = PROBE_SEED;
   luaretry_call *c;
-  luaretry_code rc = luaretry_call_begin(p, &opts, &c);
+  luaretry_code rc = cli_probe_begin(p, PROBE_SEED, &c);
   if (rc != LUARETRY_OK) {
     char why[256];
     snprintf(why, sizeof why, "cannot begin a call: %s", luaretry_strerror(rc));

@@ -109,6 +109,9 @@ typedef struct {
 /* 0, or -1 with a message naming the probe in err. */
 int cli_probe_parse(const char *spec, cli_probe *p, char *err, size_t n);
 void cli_probe_free(cli_probe *p);
+/* A call of a probe's own: the virtual clock, `seed`, its own guards and
+ * counters (isolated: nothing of the policy's changes). */
+luaretry_code cli_probe_begin(luaretry_policy *p, uint64_t seed, luaretry_call **c);
 /* The probe as an outcome (valid while p is) and as the request it answers. */
 void cli_probe_outcome(const cli_probe *p, luaretry_outcome *o);
 void cli_probe_request(const cli_probe *p, luaretry_request *r);
@@ -180,7 +183,7 @@ int cli_simulate_latency(luaretry_policy *p, const luaretry_latency_options *l, 
 /* simulate/fleet_report.c: --fleet (own guards next to the fleet's; local:
  * the local store's, every outcome counted at once) or --process (the
  * clients as calls of one process); the exit status. */
-int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, double outage,
-                       uint64_t seed, int status, int json, int process, int local);
+int cli_simulate_fleet(luaretry_policy *p, const char *path, luaretry_herd_options *o, int json,
+                       int process, int local);
 
 #endif

@@ -118,6 +118,10 @@ static void print_status(const char *name, const luaretry_fleet_status *st, int 
   } else {
     printf("  budget: %.3f of %g tokens (a retry needs more than %g)\n", st->tokens, st->max_tokens,
            st->max_tokens / 2);
+    /* the blocks processes hold and spend without a round trip: among the
+     * tokens above */
+    printf("  leases: %.3f of them out in blocks to %llu process%s\n", st->leased_tokens,
+           (unsigned long long)st->lease_holders, st->lease_holders == 1 ? "" : "es");
     printf("  breaker: %s", luaretry_breaker_state_name(st->breaker));
     if (st->opened_at > 0) {
       char when[64];

@@ -86,6 +86,14 @@ void cli_probe_free(cli_probe *p) {
   p->text = NULL;
 }
 
+luaretry_code cli_probe_begin(luaretry_policy *p, uint64_t seed, luaretry_call **c) {
+  luaretry_call_options opts;
+  luaretry_call_options_init(&opts);
+  opts.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED | LUARETRY_CALL_ISOLATED;
+  opts.seed = seed;
+  return luaretry_call_begin(p, &opts, c);
+}
+
 void cli_probe_outcome(const cli_probe *p, luaretry_outcome *o) {
   luaretry_outcome_init(o);
   o->kind = LUARETRY_OUTCOME_HTTP;

@@ -89,8 +89,8 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   c->shared = shared;
   c->remote = remote && remote->ops ? remote : NULL;
   const lr_guards *gd = &rules->guards;
-  c->lazy_pace = (flags & LR_CALL_LAZY_PACE) && gd->rate && gd->rate_adaptive &&
-                 !gd->rate_headers && !(gd->rate_limit > 0);
+  c->lazy_pace = (flags & LR_CALL_LAZY_PACE) && c->remote && c->remote->lazy_sent && gd->rate &&
+                 gd->rate_adaptive && !gd->rate_headers && !(gd->rate_limit > 0);
   if ((flags & LUARETRY_CALL_ISOLATED) || !shared) {
     c->lazy_pace = 0;
     /* a probe or a simulation: the policy's guards stay untouched */

@@ -12,8 +12,7 @@
 
 #include "engine.h"
 
-#define MESSAGE_SIZE  512
-#define LR_LAZY_SENDS 3 /* LR_CALL_LAZY_PACE: sends kept before the pace is made */
+#define MESSAGE_SIZE 512
 
 /* An attempt in flight: its number, start and kind. */
 #define LR_FLIGHT_MAX 11 /* the attempt, and hedge.max (at most 10) hedges */
@@ -33,17 +32,16 @@ typedef struct lr_call_cold {
   lr_shared *own;                /* this call's guards, when isolated */
   luaretry_observer_fn observer; /* luaretry_call_on_decision */
   void *observer_ud;
-  char *message;                   /* why the call stopped, for the decision */
-  char *errmsg;                    /* luaretry_call_errmsg */
-  char *hook_error;                /* on_retry's error, for the decision */
-  double throttle_previous;        /* the throttling backoff's last wait */
-  char invocation_id[37];          /* the invocation id's text, "" until asked */
-  lr_call_data data;               /* the script side's, between decisions (info.call,
+  char *message;            /* why the call stopped, for the decision */
+  char *errmsg;             /* luaretry_call_errmsg */
+  char *hook_error;         /* on_retry's error, for the decision */
+  double throttle_previous; /* the throttling backoff's last wait */
+  char invocation_id[37];   /* the invocation id's text, "" until asked */
+  lr_call_data data;        /* the script side's, between decisions (info.call,
                                prepare()'s copies) */
-  double hedge_delay;              /* hedging: this round's, fixed when its attempt
+  double hedge_delay;       /* hedging: this round's, fixed when its attempt
                                started */
-  double last_start;               /* ... and the latest start in flight, call seconds */
-  double lazy_sent[LR_LAZY_SENDS]; /* LR_CALL_LAZY_PACE: when the sends went */
+  double last_start;        /* ... and the latest start in flight, call seconds */
 } lr_call_cold;
 
 struct luaretry_call {
@@ -110,7 +108,7 @@ struct luaretry_call {
    * success or throttling answer (or a fourth send within a second); until
    * then it is unlimited, and all it holds is when the sends went
    * (guard_rate.c) */
-  unsigned char lazy_pace, lazy_sends; /* the sends are the cold block's lazy_sent */
+  unsigned char lazy_pace, lazy_sends; /* the sends are remote->lazy_sent */
 };
 
 /* A call in flight is held by the thousand (issue 28): at most 256 B on a

@@ -96,8 +96,7 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
   d->retry = 1;
   d->reason = LUARETRY_REASON_NONE;
   d->wait = w;
-  lr_count(c->shared, LR_M_RETRIES, 1);
-  lr_count(c->shared, LR_METRIC_COUNT, lr_clamp_ns(w));
+  lr_count_retry(c->shared, lr_clamp_ns(w));
   d->wait_source = src;
   d->next_timeout = c->next_timeout = lr_call_timeout_at(c, d->elapsed + w);
   c->attempt_start = d->elapsed + w; /* a host that does not ask next */

@@ -41,30 +41,41 @@ void lr_chain_init(luaretry_call *c) {
 
 /* What the guards before `upto` hold for the attempt, handed back. */
 static void give_back(luaretry_call *c, int upto) {
-  unsigned held = c->held;
+  unsigned held = c->held & ((1u << upto) - 1);
   c->held = 0;
-  for (int i = 0; i < upto; i++)
-    if ((held & (1u << i)) && CHAIN[i]->give_back) CHAIN[i]->give_back(c);
+  for (; held; held &= held - 1) { /* the guards that hold something, in order */
+    int i = __builtin_ctz(held);
+    if (CHAIN[i]->give_back) CHAIN[i]->give_back(c);
+  }
 }
 
 void lr_chain_give_back(luaretry_call *c) { give_back(c, LR_G_COUNT); }
 
-int lr_chain_admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
-  unsigned on = c->chain_on;
-  for (int i = 0; on; i++, on >>= 1) {
-    if (!(on & 1) || !CHAIN[i]->admit(c, a, d)) continue;
+/* Asks the guards of `on`, in order (one step each, not one per guard). */
+static int admit(luaretry_call *c, unsigned on, lr_ask *a, luaretry_decision *d) {
+  for (; on; on &= on - 1) {
+    int i = __builtin_ctz(on);
+    if (!CHAIN[i]->admit(c, a, d)) continue;
     give_back(c, i);
     return 1;
   }
   return 0;
 }
 
+int lr_chain_admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
+  /* hedging's bound has nothing to say of a retry */
+  unsigned skip = a->kind == LR_KIND_RETRY ? BIT(LR_G_HEDGING) : 0;
+  return admit(c, c->chain_on & ~skip, a, d);
+}
+
 void lr_chain_record(luaretry_call *c, const lr_record *r) {
   unsigned on = c->chain_on & RECORDING;
   const lr_guards *g = &c->rules->guards;
   if (!g->rate_adaptive && !g->rate_headers) on &= ~BIT(LR_G_RATE); /* a fixed rate: nothing */
-  for (int i = 0; on; i++, on >>= 1)
-    if ((on & 1) && CHAIN[i]->record) CHAIN[i]->record(c, r);
+  for (; on; on &= on - 1) {
+    int i = __builtin_ctz(on);
+    if (CHAIN[i]->record) CHAIN[i]->record(c, r);
+  }
   if (!c->remote || r->round || !(g->budget || g->breaker || g->throttle_k > 0)) return;
   static const lr_remote_outcome AS[] = { [LR_REC_SUCCESS] = LR_REMOTE_SUCCESS,
                                           [LR_REC_ANSWERED] = LR_REMOTE_ANSWERED,
@@ -132,14 +143,24 @@ static int refresh_remote(luaretry_call *c, double *now, luaretry_decision *d) {
  * asked for yet (the first attempt's; one whose time had not come). */
 int lr_chain_going(luaretry_call *c, luaretry_decision *d) {
   const lr_guards *g = &c->rules->guards;
+  lr_kind kind = c->attempts > 0 ? LR_KIND_RETRY : LR_KIND_FIRST;
+  int refresh = c->attempts > 0 && c->remote && (g->budget || g->breaker || g->throttle_k > 0);
+  /* Asked again as the attempt goes, only the guards with something to
+   * say then (the others' admit returns 0 at once when after_wait): the
+   * breaker for a retry holding no permit, the fleet's budget, the rate
+   * limiter for a token not asked for yet. */
+  unsigned ask = c->chain_on & (BIT(LR_G_BREAKER) | BIT(LR_G_BUDGET) | BIT(LR_G_RATE));
+  if (kind != LR_KIND_RETRY || (c->held & BIT(LR_G_BREAKER))) ask &= ~BIT(LR_G_BREAKER);
+  if (!c->remote) ask &= ~BIT(LR_G_BUDGET);
+  if (c->admitted > c->attempts) ask &= ~BIT(LR_G_RATE);
+  if (!ask && !refresh) return 0;
   double now = lr_clock_now(&c->clock);
   int stopped = 0;
-  if (c->attempts > 0 && c->remote && (g->budget || g->breaker || g->throttle_k > 0))
-    stopped = refresh_remote(c, &now, d);
-  lr_ask a = { c->attempts > 0 ? LR_KIND_RETRY : LR_KIND_FIRST, 1, 0, 0, 0, 0, NULL };
+  if (refresh) stopped = refresh_remote(c, &now, d);
+  lr_ask a = { kind, 1, 0, 0, 0, 0, NULL };
   a.at = d->elapsed;
   a.now = now - c->start;
-  if (!stopped && !lr_chain_admit(c, &a, d)) return 0;
+  if (!stopped && !admit(c, ask, &a, d)) return 0;
   lr_chain_give_back(c);
   lr_count(c->shared, LR_M_UNATTEMPTED, 1);
   lr_call_observe(c, NULL, d);

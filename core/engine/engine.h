@@ -235,6 +235,8 @@ void lr_shared_init(lr_shared *s, const lr_guards *g);
  * when they changed; the counters go on. */
 void lr_shared_configure(lr_shared *s, const lr_guards *g);
 void lr_count(lr_shared *s, int metric, long long n);
+/* A retry and its wait (ns), counted at once (one stripe lookup). */
+void lr_count_retry(lr_shared *s, long long wait_ns);
 /* The sum of a counter over the stripes (metric LR_METRIC_COUNT: the
  * nanoseconds waited). */
 long long lr_counted(const lr_shared *s, int metric);
@@ -313,6 +315,11 @@ void lr_throttle_totals(lr_shared *s, const lr_guards *g, double now, double *re
  * `latest`. */
 double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, double latest,
                        double u, int *held);
+/* The same, with `u` drawn from rng under the pace's lock only when the
+ * rate paces (adaptive, a rate found): what the caller would draw after
+ * asking lr_rate_now, with one lock instead of two. */
+double lr_rate_reserve_drawn(lr_shared *s, const lr_guards *g, double now, double at, double latest,
+                             lr_rng *rng, int *held);
 /* A token reserved and not used (a later guard refused the attempt):
  * handed back (the bucket's time back to `tat_before`) when the bucket's
  * time is still `tat_after`, the one its reservation set. */
@@ -444,9 +451,18 @@ typedef struct {
   void (*permit_give_back)(void *ud);
 } lr_remote_ops;
 
+/* LR_CALL_LAZY_PACE: the sends a simulated process keeps until its pace
+ * is made (guard_rate.c). */
+#define LR_LAZY_SENDS 3
+
 typedef struct {
   const lr_remote_ops *ops; /* NULL: none */
   void *ud;
+  /* LR_CALL_LAZY_PACE: where the view's process keeps the times of its
+   * last LR_LAZY_SENDS sends until its pace is made (a simulated client,
+   * held by the million: its call needs no cold block for them); NULL
+   * for any other view */
+  double *lazy_sent;
 } lr_remote;
 
 /* ---- lease.c: the fleet's rate limiter, one GCRA for every process
@@ -511,14 +527,21 @@ int lr_lease_wait_full(const lr_lease *l, double now, double at, double u, doubl
 
 typedef struct lr_simfleet lr_simfleet;
 
-/* NULL: out of memory. */
-lr_simfleet *lr_simfleet_new(const lr_guards *g, double sync, long clients);
+/* NULL: out of memory.  Client i starts at (i / wave) * every seconds on
+ * the fleet's clock (wave 0: all at 0); its call's clock starts at 0 then.
+ * redis 0: the local store's model (no leases, no round trips counted). */
+lr_simfleet *lr_simfleet_new(const lr_guards *g, double sync, long clients, long wave, double every,
+                             int redis);
 void lr_simfleet_free(lr_simfleet *s);
 /* Client i's view, for lr_call_new; valid until lr_simfleet_free. */
 const lr_remote *lr_simfleet_client(lr_simfleet *s, long i);
-/* A sync of client i now: where its process starts (the command's first
- * sync) and ends (what it had not sent goes). */
-void lr_simfleet_sync(lr_simfleet *s, long i, double now);
+/* Client i's process starts (the command's first sync) and ends (what it
+ * owes goes, its block given back), `now` on the fleet's clock. */
+void lr_simfleet_begin(lr_simfleet *s, long i, double now);
+void lr_simfleet_end(lr_simfleet *s, long i, double now);
+/* The round trips the clients made, as processes count their Redis
+ * commands (luaretry_metrics' fleet_round_trips); 0 for NULL. */
+unsigned long long lr_simfleet_round_trips(const lr_simfleet *s);
 
 /* ---- hedge.c: another attempt while one is slow (the policy's hedge) */
 
@@ -661,7 +684,8 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
 /* An option flag of lr_call_new's alone (beside luaretry.h's): a
  * simulated process's call (luaretry_simulate_herd's fleet) whose adaptive
  * rate is its own, made on its first answer that counts (guard_rate.c):
- * a million clients hold no pace until they need one. */
+ * a million clients hold no pace until they need one.  Until then its
+ * sends are kept in remote->lazy_sent; without that the flag is ignored. */
 #define LR_CALL_LAZY_PACE 0x80000000u
 
 /* Report with a forced class (simulate): the judge still runs, for a wait

@@ -16,6 +16,18 @@
 
 static long long to_ns(double seconds);
 
+/* llround(x * MILLI), inline: on every retry and every outcome a call into
+ * libm cost as much as the rest of the budget's arithmetic.  The same
+ * result: x - trunc(x) is exact for any double, so halves round away from
+ * zero as llround's do; out of range (or NaN) llround itself decides. */
+static inline long long milli(double x) {
+  double r = x * MILLI;
+  if (!(r > -9e18 && r < 9e18)) return llround(r);
+  long long i = (long long)r;
+  double f = r - (double)i;
+  return f >= 0.5 ? i + 1 : f <= -0.5 ? i - 1 : i;
+}
+
 void lr_shared_init(lr_shared *s, const lr_guards *g) {
   memset(s, 0, sizeof *s);
   s->guards = *g;
@@ -83,9 +95,7 @@ __attribute__((noinline)) static int choose_stripe(void) {
   return thread_stripe;
 }
 
-void lr_count(lr_shared *s, int metric, long long n) {
-  int k = thread_stripe;
-  if (!k) k = choose_stripe();
+static inline void count_in(lr_shared *s, int k, int metric, long long n) {
   if (k > 0) { /* the one writer: no locked add needed */
     atomic_llong *v = &s->stripes[k - 1].v[metric];
     long long old = atomic_load_explicit(v, memory_order_relaxed);
@@ -96,6 +106,19 @@ void lr_count(lr_shared *s, int metric, long long n) {
   } else {
     atomic_fetch_add_explicit(&s->stripes[-k - 1].v[metric], n, memory_order_relaxed);
   }
+}
+
+void lr_count(lr_shared *s, int metric, long long n) {
+  int k = thread_stripe;
+  if (!k) k = choose_stripe();
+  count_in(s, k, metric, n);
+}
+
+void lr_count_retry(lr_shared *s, long long wait_ns) {
+  int k = thread_stripe;
+  if (!k) k = choose_stripe();
+  count_in(s, k, LR_M_RETRIES, 1);
+  count_in(s, k, LR_METRIC_COUNT, wait_ns);
 }
 
 long long lr_counted(const lr_shared *s, int metric) {
@@ -119,7 +142,7 @@ void *lr_aligned_calloc(size_t size) {
  * retries only while more than half the tokens are left */
 
 static void add_tokens(lr_shared *s, const lr_guards *g, long long delta) {
-  long long max = llround(g->max_tokens * MILLI);
+  long long max = milli(g->max_tokens);
   long long cur = atomic_load(&s->milli_tokens), next;
   do {
     next = cur + delta;
@@ -130,7 +153,7 @@ static void add_tokens(lr_shared *s, const lr_guards *g, long long delta) {
 
 int lr_budget_allows_retry(lr_shared *s, const lr_guards *g) {
   if (!g->budget) return 1;
-  return atomic_load(&s->milli_tokens) * 2 > llround(g->max_tokens * MILLI);
+  return atomic_load(&s->milli_tokens) * 2 > milli(g->max_tokens);
 }
 
 double lr_budget_tokens(lr_shared *s) { return (double)atomic_load(&s->milli_tokens) / MILLI; }
@@ -257,7 +280,7 @@ void lr_breaker_failure(lr_shared *s, const lr_guards *g, double now) {
 /* The budget counts only successes and failures (as gRPC's), throttling
  * at its own cost; hedges pay nothing as they go (gRPC A6). */
 void lr_budget_success(lr_shared *s, const lr_guards *g) {
-  if (g->budget) add_tokens(s, g, llround(g->token_ratio * MILLI));
+  if (g->budget) add_tokens(s, g, milli(g->token_ratio));
 }
 
 void lr_budget_failure(lr_shared *s, const lr_guards *g) {
@@ -265,7 +288,7 @@ void lr_budget_failure(lr_shared *s, const lr_guards *g) {
 }
 
 void lr_budget_throttled(lr_shared *s, const lr_guards *g) {
-  if (g->budget) add_tokens(s, g, -llround(g->throttle_cost * MILLI));
+  if (g->budget) add_tokens(s, g, -milli(g->throttle_cost));
 }
 
 void lr_guards_success(lr_shared *s, const lr_guards *g, double now) {
@@ -300,7 +323,7 @@ void lr_guards_throttled(lr_shared *s, const lr_guards *g, double now) {
 /* ---- hedging's bound: credit in thousandths of a hedge */
 
 void lr_hedge_credit(lr_shared *s, double share) {
-  long long add = llround(share * MILLI), max = (long long)LR_HEDGE_RESERVE * MILLI;
+  long long add = milli(share), max = (long long)LR_HEDGE_RESERVE * MILLI;
   long long cur = atomic_load(&s->hedge_milli), next;
   do {
     next = cur + add > max ? max : cur + add;

@@ -65,8 +65,9 @@ static lr_shared *pace_made(luaretry_call *c) {
   if (!s) return c->shared; /* out of memory: the one it shares */
   lr_shared_init(s, &c->rules->guards);
   int held;
+  const double *sent = c->remote->lazy_sent; /* lr_call_new: a lazy pace has them */
   for (int k = 0; k < c->lazy_sends; k++)
-    lr_rate_reserve(s, &c->rules->guards, cold->lazy_sent[k], cold->lazy_sent[k], -1, 0, &held);
+    lr_rate_reserve(s, &c->rules->guards, sent[k], sent[k], -1, 0, &held);
   c->lazy_sends = 0;
   return cold->own = s;
 }
@@ -79,15 +80,15 @@ static lr_shared *pace_made(luaretry_call *c) {
  * makes the pace. */
 static double rate_reserve(luaretry_call *c, double now, double at, double latest, double u,
                            int *held) {
-  lr_call_cold *cold = c->lazy_pace && c->rules->guards.rate ? lr_call_cold_get(c) : NULL;
-  if (cold && !cold->own) {
+  if (c->lazy_pace && c->rules->guards.rate && !(c->cold && c->cold->own)) {
+    double *sent = c->remote->lazy_sent; /* the simulated process's, not the call's */
     int n = c->lazy_sends;
-    if (n == LR_LAZY_SENDS && at - cold->lazy_sent[0] >= 1.2) {
-      memmove(cold->lazy_sent, cold->lazy_sent + 1, sizeof cold->lazy_sent[0] * (size_t)(n - 1));
+    if (n == LR_LAZY_SENDS && at - sent[0] >= 1.2) {
+      memmove(sent, sent + 1, sizeof sent[0] * (size_t)(n - 1));
       n--;
     }
-    if (n < LR_LAZY_SENDS && (n == 0 || at >= cold->lazy_sent[n - 1])) {
-      cold->lazy_sent[n] = at;
+    if (n < LR_LAZY_SENDS && (n == 0 || at >= sent[n - 1])) {
+      sent[n] = at;
       c->lazy_sends = (unsigned char)(n + 1);
       *held = 1;
       return 0;
@@ -121,9 +122,15 @@ double lr_call_rate_token(luaretry_call *c, double start) {
     } else {
       /* the spread's draw only once the adaptive rate paces: until throttling
        * answers come it is not there, and a seed gives the waits it gave
-       * without it (simulate's and run's alike) */
-      int paced = r->guards.rate_adaptive && lr_rate_now(pace(c), &r->guards) > 0;
-      extra = rate_reserve(c, now, base + start, latest, paced ? lr_rng_unit(&c->rng) : 0, &held);
+       * without it (simulate's and run's alike); the shared pace draws it
+       * under its lock (one lock, not two) */
+      if (!c->lazy_pace) {
+        extra =
+          lr_rate_reserve_drawn(c->shared, &r->guards, now, base + start, latest, &c->rng, &held);
+      } else {
+        int paced = r->guards.rate_adaptive && lr_rate_now(pace(c), &r->guards) > 0;
+        extra = rate_reserve(c, now, base + start, latest, paced ? lr_rng_unit(&c->rng) : 0, &held);
+      }
       if (extra < 0) return -1;
       c->admitted = held ? c->attempts + 1 : c->attempts; /* not held: ask again then */
       c->admit_at = start + extra;

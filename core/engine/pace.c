@@ -37,7 +37,6 @@
  * measured 0.06 to 0.09 in 1.6 to 1.8 times (before a retry's token stopped
  * idling the bucket), CUBIC 0.13 to 0.33 in 1.8 to 2.5 times.  Time is the
  * guard clock of each call (virtual in simulations). */
-#include <math.h>
 #include <string.h>
 
 #include "engine.h"
@@ -62,7 +61,10 @@ static void unlock(lr_pace *p) { lr_unlock(&p->lock); }
 static long long slot_of(double x) {
   if (!(x > -9e15)) return (long long)-9e15;
   if (x > 9e15) return (long long)9e15;
-  return (long long)floor(x);
+  /* floor(x) without libm's call (one per send counted): below 2^53 the
+   * truncation is exact, and one less when it went up */
+  long long i = (long long)x;
+  return (double)i > x ? i - 1 : i;
 }
 
 void lr_pace_init(lr_pace *p) {
@@ -228,31 +230,23 @@ static double current_rate(const lr_pace *p, const lr_guards *g) {
   return g->rate_adaptive && p->rate > 0 ? p->rate : g->rate_limit;
 }
 
-double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, double latest,
-                       double u, int *held) {
-  *held = 1;
-  if (!g->rate) return 0;
-  lr_pace *p = &s->pace;
-  lock(p);
-  double rate = current_rate(p, g), wait = 0;
+/* The reservation, the pace's lock held. */
+static double reserve(lr_pace *p, const lr_guards *g, double rate, double now, double at,
+                      double latest, double u, int *held) {
+  double wait = 0;
   if (rate > 0) {
     double interval = 1 / rate, tolerance = (double)(g->rate_burst - 1) * interval;
     double start = p->tat - tolerance > at ? p->tat - tolerance : at;
-    if (latest >= 0 && start > latest) {
-      unlock(p);
-      return -1;
-    }
+    if (latest >= 0 && start > latest) return -1;
     if (start <= at && at > now) {
       /* a later attempt (a retry after its backoff) whose token is free
        * then: taken now, it would leave the bucket idle until then */
-      unlock(p);
       *held = 0;
       return 0;
     }
     if (g->rate_adaptive && start - at > HORIZON) {
       /* tokens are held at most HORIZON ahead: the rate may change before
        * this one comes, so ask again then (spread over the horizon) */
-      unlock(p);
       *held = 0;
       return start - at - HORIZON + u * HORIZON;
     }
@@ -260,6 +254,29 @@ double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, 
     wait = start - at;
   }
   count_at(p->sent_slot, p->sent, at + wait);
+  return wait;
+}
+
+double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, double latest,
+                       double u, int *held) {
+  *held = 1;
+  if (!g->rate) return 0;
+  lr_pace *p = &s->pace;
+  lock(p);
+  double wait = reserve(p, g, current_rate(p, g), now, at, latest, u, held);
+  unlock(p);
+  return wait;
+}
+
+double lr_rate_reserve_drawn(lr_shared *s, const lr_guards *g, double now, double at, double latest,
+                             lr_rng *rng, int *held) {
+  *held = 1;
+  if (!g->rate) return 0;
+  lr_pace *p = &s->pace;
+  lock(p);
+  double rate = current_rate(p, g);
+  double u = g->rate_adaptive && rate > 0 ? lr_rng_unit(rng) : 0;
+  double wait = reserve(p, g, rate, now, at, latest, u, held);
   unlock(p);
   return wait;
 }

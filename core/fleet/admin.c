@@ -90,6 +90,9 @@ static void read_state(const redisReply *hm, lr_fleet_status *st) {
   st->probes_left = (int)field(hm, 4, INT_MAX, &present);
   st->max_tokens = (double)field(hm, 5, LLONG_MAX / 2, &present) / 1000;
   st->updated_at_ms = field(hm, 6, MS_MAX, &present);
+  /* tokens out in leases are the fleet's still: counted in its tokens */
+  st->leased = (double)field(hm, 7, LLONG_MAX / 2, &present) / 1000;
+  st->tokens += st->leased;
   st->exists = present;
 }
 
@@ -118,7 +121,7 @@ lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *s
   const redisReply *t = r[0];
   if (t->type != REDIS_REPLY_ARRAY || t->elements != 2 ||
       t->element[0]->type != REDIS_REPLY_STRING || t->element[1]->type != REDIS_REPLY_STRING ||
-      r[1]->type != REDIS_REPLY_ARRAY || r[1]->elements != 7 || r[2]->type != REDIS_REPLY_ARRAY) {
+      r[1]->type != REDIS_REPLY_ARRAY || r[1]->elements != 8 || r[2]->type != REDIS_REPLY_ARRAY) {
     lr_fmt(err, errlen, "unexpected replies to TIME, HMGET and ZREVRANGE");
     return LR_FLEET_E_PROTOCOL;
   }
@@ -161,8 +164,8 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
   memset(st, 0, sizeof *st);
   if (!f) return LR_FLEET_E_ARG;
   const char *time_cmd[] = { "TIME" };
-  const char *hmget[] = { "HMGET",     f->key,        "tokens", "state",     "fails",
-                          "opened_at", "probes_left", "max",    "updated_at" };
+  const char *hmget[] = { "HMGET",     f->key,        "tokens", "state",      "fails",
+                          "opened_at", "probes_left", "max",    "updated_at", "leased" };
   /* the newest LR_FLEET_PROCESSES_MAX: a reply of bounded size */
   char last[16];
   lr_fmt(last, sizeof last, "%d", LR_FLEET_PROCESSES_MAX - 1);
@@ -176,14 +179,19 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
       buckets[2 + 3 * i + k] = names[3 * i + k];
     }
   const char *tat[] = { "HMGET", f->rate_key, "tat" };
-  int argcs[5] = { 1, 9, 5, 32, 3 };
-  const char **argvs[5] = { time_cmd, hmget, zrange, buckets, tat };
-  redisReply *r[5] = { NULL, NULL, NULL, NULL, NULL };
+  const char *holders[] = { "ZCARD", f->lexp_key }; /* the budget's leases */
+  int argcs[6] = { 1, 10, 5, 32, 3, 2 };
+  const char **argvs[6] = { time_cmd, hmget, zrange, buckets, tat, holders };
+  redisReply *r[6] = { NULL, NULL, NULL, NULL, NULL, NULL };
   if (!lr_fleet_owned(f)) return pipeline(f, 0, NULL, NULL, NULL, err, errlen); /* says why */
   pthread_mutex_lock(&f->io);
-  lr_fleet_code rc = pipeline(f, 5, argcs, argvs, r, err, errlen);
+  lr_fleet_code rc = pipeline(f, 6, argcs, argvs, r, err, errlen);
   pthread_mutex_unlock(&f->io);
   if (rc == LR_FLEET_OK) rc = lr_fleet_status_decode(r, st, err, errlen);
+  /* less the entry "" that keeps the set in being (redis_script.c) */
+  if (rc == LR_FLEET_OK && r[5]->type == REDIS_REPLY_INTEGER && r[5]->integer > 1 &&
+      r[5]->integer <= INT_MAX)
+    st->lease_holders = (long)r[5]->integer - 1;
   long long bucket_ms = atomic_load(&f->throttle) ? atomic_load(&f->bucket_ms) : 0;
   if (rc == LR_FLEET_OK && bucket_ms > 0) {
     st->throttle = 1;
@@ -197,7 +205,7 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
     pthread_mutex_unlock(&f->rate_lock);
     read_rate(r[4], st);
   }
-  for (int i = 0; i < 5; i++)
+  for (int i = 0; i < 6; i++)
     if (r[i]) freeReplyObject(r[i]);
   if (rc != LR_FLEET_OK) lr_fleet_status_free(st);
   return rc;
@@ -212,8 +220,8 @@ void lr_fleet_status_free(lr_fleet_status *st) {
 
 lr_fleet_code lr_fleet_reset(lr_fleet *f, char *err, size_t errlen) {
   if (!f) return LR_FLEET_E_ARG;
-  const char *del[] = { "DEL", f->key, f->procs_key, f->rate_key };
-  int argc = 4;
+  const char *del[] = { "DEL", f->key, f->procs_key, f->rate_key, f->leases_key, f->lexp_key };
+  int argc = 6;
   const char **argv = del;
   redisReply *r = NULL;
   if (!lr_fleet_owned(f)) return pipeline(f, 0, NULL, NULL, NULL, err, errlen); /* says why */

@@ -7,8 +7,8 @@
 
 #include "fleet_internal.h"
 
-void lr_fleet_record(lr_fleet *f, lr_fleet_outcome o) {
-  if (!f) return;
+int lr_fleet_record(lr_fleet *f, lr_fleet_outcome o) {
+  if (!f) return 0;
   /* a success or a final answer is the throttle's accept */
   if ((o == LR_FLEET_SUCCESS || o == LR_FLEET_ANSWERED) &&
       atomic_load_explicit(&f->throttle, memory_order_relaxed))
@@ -21,7 +21,7 @@ void lr_fleet_record(lr_fleet *f, lr_fleet_outcome o) {
       atomic_fetch_add_explicit(&f->throttled, 1, memory_order_relaxed);
     /* neutral to the breaker, as locally (lr_guards_throttled): neither a
      * failure nor a reset of the run, so it never closes a half-open one */
-    return;
+    return 0;
   case LR_FLEET_SUCCESS:
     if (atomic_load_explicit(&f->budget, memory_order_relaxed))
       atomic_fetch_add_explicit(&f->earned,
@@ -35,30 +35,20 @@ void lr_fleet_record(lr_fleet *f, lr_fleet_outcome o) {
     atomic_store_explicit(&f->trail, 0, memory_order_relaxed);
     if (!atomic_load_explicit(&f->resets, memory_order_relaxed))
       atomic_store_explicit(&f->resets, 1, memory_order_relaxed);
-    return;
-  case LR_FLEET_FAILURE:
-    atomic_fetch_add_explicit(&f->spent, 1000, memory_order_relaxed);
+    return 0;
+  case LR_FLEET_FAILURE: {
+    /* paid from this process's block when it holds one (budget_lease.c):
+     * nothing owed to Redis but the breaker's count */
+    int paid = atomic_load_explicit(&f->budget, memory_order_relaxed) && lr_budget_lease_draw(f);
+    if (!paid) atomic_fetch_add_explicit(&f->spent, 1000, memory_order_relaxed);
     atomic_fetch_add_explicit(&f->trail, 1, memory_order_relaxed);
-    return;
+    return paid;
   }
+  }
+  return 0;
 }
 
-/* Healthy and synced within stale_ms: the view may decide. */
-static int fresh(lr_fleet *f, int64_t now) {
-  return atomic_load_explicit(&f->health, memory_order_acquire) == LR_FLEET_HEALTHY &&
-         now - atomic_load_explicit(&f->last_ok_ms, memory_order_relaxed) <= f->set.stale_ms;
-}
-
-/* The fleet's tokens at the last sync, with what this process has counted
- * since (sent or not), clamped as the script clamps. */
-static long long tokens_now(lr_fleet *f) {
-  long long t = atomic_load(&f->tokens) + atomic_load(&f->inflight_net) + atomic_load(&f->earned) -
-                atomic_load(&f->spent) - atomic_load(&f->throttled) * atomic_load(&f->cost_milli);
-  long long max = atomic_load(&f->max_milli);
-  return t < 0 ? 0 : t > max ? max : t;
-}
-
-double lr_fleet_tokens(lr_fleet *f) { return f ? (double)tokens_now(f) / 1000 : 0; }
+double lr_fleet_tokens(lr_fleet *f) { return f ? (double)lr_fleet_tokens_milli(f) / 1000 : 0; }
 
 void lr_fleet_spend(lr_fleet *f) {
   if (f && atomic_load_explicit(&f->budget, memory_order_relaxed))
@@ -113,8 +103,9 @@ void lr_fleet_throttle_unrequest(lr_fleet *f) {
 double lr_fleet_round_trip(lr_fleet *f) { return f ? (double)atomic_load(&f->rtt_us) / 1e6 : 0; }
 
 int lr_fleet_budget_allows_retry(lr_fleet *f) {
-  if (!f || !atomic_load(&f->budget) || !fresh(f, lr_monotonic_coarse_ms())) return LR_FLEET_LOCAL;
-  return tokens_now(f) * 2 > atomic_load(&f->max_milli);
+  if (!f || !atomic_load(&f->budget) || !lr_fleet_fresh(f, lr_monotonic_coarse_ms()))
+    return LR_FLEET_LOCAL;
+  return lr_fleet_tokens_milli(f) * 2 > atomic_load(&f->max_milli);
 }
 
 /* A first attempt while the fleet is half-open needs a probe permit: one
@@ -136,7 +127,7 @@ int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt) {
   if (!f || !atomic_load(&f->breaker)) return LR_FLEET_LOCAL;
   lr_fleet_tell(f);
   int64_t now = lr_monotonic_coarse_ms();
-  if (!fresh(f, now)) return LR_FLEET_LOCAL;
+  if (!lr_fleet_fresh(f, now)) return LR_FLEET_LOCAL;
   int state = atomic_load(&f->state);
   if (state == 0) return 1;
   if (state == 1) {
@@ -161,8 +152,8 @@ void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v) {
   if (!f) return;
   int64_t now = lr_monotonic_ms();
   v->health = (lr_fleet_health)atomic_load(&f->health);
-  v->fresh = fresh(f, now);
-  v->tokens = (double)tokens_now(f) / 1000;
+  v->fresh = lr_fleet_fresh(f, now);
+  v->tokens = (double)lr_fleet_tokens_milli(f) / 1000;
   v->breaker = atomic_load(&f->state);
   v->consecutive_failures = atomic_load(&f->fails);
   v->probes_left = atomic_load(&f->probes_left);
@@ -171,10 +162,16 @@ void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v) {
   long long ok = atomic_load(&f->last_ok_ms);
   v->synced_ago = ok ? (double)(now - ok) / 1000 : -1;
   v->syncs = atomic_load(&f->syncs);
+  v->lease = (double)atomic_load(&f->held) / 1000;
+  v->leased = (double)atomic_load(&f->leased) / 1000;
   v->sync_failures = atomic_load(&f->sync_failures);
   lr_fmt(v->where, sizeof v->where, "%s", f->url.redacted);
   lr_fmt(v->key, sizeof v->key, "%s", f->key);
   pthread_mutex_lock(&f->note_lock);
   lr_fmt(v->detail, sizeof v->detail, "%s", f->detail);
   pthread_mutex_unlock(&f->note_lock);
+}
+
+unsigned long long lr_fleet_round_trips(lr_fleet *f) {
+  return f ? (unsigned long long)atomic_load(&f->commands) : 0;
 }

@@ -10,9 +10,15 @@
  * before the first sync, while Redis is slow, down or refusing, and when
  * the view has gone stale.
  *
+ * The budget is leased (budget_lease.c, whose header is the design): a
+ * process holds a block of the fleet's tokens and pays its failures from
+ * it, with no round trip until the sync period's.
+ *
  * Cost model: no function the engine calls waits for Redis.
  *   lr_fleet_record, lr_fleet_spend, lr_fleet_throttle_request
- *                              a few relaxed atomic adds, no lock, no I/O
+ *                              a few relaxed atomic adds (a failure: a
+ *                              compare-and-swap on the block), no lock,
+ *                              no I/O
  *   lr_fleet_budget_allows_retry, lr_fleet_breaker_admits
  *                              atomic loads, no lock, no I/O
  *   lr_fleet_maybe_sync, lr_fleet_refresh_soon, and a first attempt while
@@ -161,8 +167,10 @@ typedef enum {
   LR_FLEET_THROTTLED /* a throttling answer: -throttle_cost tokens, an answer */
 } lr_fleet_outcome;
 
-/* Counts an outcome into the next batch.  Lock-free, no I/O. */
-void lr_fleet_record(lr_fleet *f, lr_fleet_outcome o);
+/* Counts an outcome into the next batch.  Lock-free, no I/O.  1: a
+ * failure paid from this process's block of the budget's tokens (its
+ * lease, budget_lease.c), which needs no round trip soon; 0 otherwise. */
+int lr_fleet_record(lr_fleet *f, lr_fleet_outcome o);
 
 /* One round trip: flushes the batch, learns the fleet's state.  Connects
  * when not connected and the reconnect backoff allows (E_BACKOFF
@@ -193,8 +201,10 @@ lr_fleet_code lr_fleet_refresh(lr_fleet *f);
  * round trip; the decision goes on with what is known. */
 void lr_fleet_refresh_soon(lr_fleet *f);
 
-/* Sends what was counted and not sent yet, when connected and healthy:
- * one round trip, or none (nothing to send; Redis down or never reached).
+/* Sends what was counted and not sent yet, and gives back the budget's
+ * block this process holds, when healthy: one round trip (connecting
+ * again if the worker's, cut short, closed the connection), or none
+ * (nothing to send or give back; Redis down or never reached).
  * Before a handle is freed, so that a process's last outcomes count: the
  * worker ends first (a round trip of its under way is cut short), and
  * the handle makes no more round trips but the caller's own. */
@@ -273,12 +283,20 @@ typedef struct {
   long long opened_at_ms;   /* Redis's clock, Unix ms; 0: never */
   double synced_ago;        /* seconds since the last good sync; -1: never */
   long long syncs, sync_failures;
+  double lease;     /* the budget's tokens this process holds (its block) */
+  double leased;    /* the fleet's tokens out in leases at the last sync */
   char where[300];  /* the redacted URL */
   char key[220];    /* the hash's key in Redis: "luaretry:{KEY}" */
   char detail[300]; /* why degraded, or "" */
 } lr_fleet_view;
 
 void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v);
+
+/* Commands this handle sent to Redis (each a request and its reply: the
+ * syncs, a connect's AUTH, SELECT and SCRIPT LOAD, a sentinel's question,
+ * a cluster's ASKING, the rate limiter's, the reserve's, administration).
+ * 0 for NULL. */
+unsigned long long lr_fleet_round_trips(lr_fleet *f);
 
 /* ---- administration (luaretry fleet POLICY [--reset]): each one bounded
  * round trip, connecting at once whatever the reconnect backoff. */
@@ -300,6 +318,10 @@ typedef struct {
    * to processes, up to rate_ahead s after now */
   int rate;
   double rate_limit, rate_ahead;
+  /* the budget's leases (budget_lease.c): tokens out in blocks (tokens
+   * above counts them), and the processes holding one */
+  double leased;
+  long lease_holders;
   size_t count;                /* processes that synced in the last minute (the
                                 newest 1000 at most), names with control
                                 bytes escaped (\xNN) */

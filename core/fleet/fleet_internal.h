@@ -120,10 +120,11 @@ typedef struct {
   int slot;
   char moved_host[256], ask_host[256];
   int moved_port, ask_port;
-  int redirected; /* a MOVED or ASK for the slot was read */
-  int asking;     /* this connection is an ASK's: ASKING before each command */
-  int skip;       /* ASKING replies to read and drop */
-  int dropped;    /* the last reply read was an ASKING's */
+  int redirected;     /* a MOVED or ASK for the slot was read */
+  int asking;         /* this connection is an ASK's: ASKING before each command */
+  int skip;           /* ASKING replies to read and drop */
+  int dropped;        /* the last reply read was an ASKING's */
+  atomic_llong *sent; /* counts every command sent (NULL: not counted) */
 } lr_redis_conn;
 
 void lr_conn_init(lr_redis_conn *c);
@@ -191,6 +192,11 @@ typedef struct {
   long long want;              /* probe permits asked */
   long long requests, accepts; /* the throttle's */
   long long throttled;         /* throttling answers: throttle_cost each */
+  /* the budget's lease (budget_lease.c), milli-tokens: the block this
+   * process holds now, the block it wants after the sync, how long Redis
+   * keeps it (ms); this sync's number, and the last one whose answer was
+   * never read (0: none) with the block held when it left */
+  long long lheld, lwant, lttl_ms, lseq, lprev_seq, lprev_held;
 } lr_fleet_batch;
 
 typedef struct {
@@ -211,6 +217,7 @@ void lr_fleet_cfg_text(const lr_fleet_limits *l, char *buf, size_t size);
 typedef struct {
   long long tokens, state, fails, opened_at, probes_left, granted, now_ms;
   long long requests, accepts; /* the throttle's window, this batch in */
+  long long lease, leased;     /* this process's block after the sync, all blocks out */
 } lr_fleet_reply;
 
 typedef struct {
@@ -224,23 +231,25 @@ extern const char LR_FLEET_SCRIPT[];
  * server runs Lua scripts. */
 lr_fleet_code lr_redis_script_load(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
                                    int64_t deadline_ms, char *err, size_t errlen);
-/* Queues EVALSHA (or EVAL) of the update with this batch. */
-lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[2],
+/* Queues EVALSHA (or EVAL) of the update with this batch.  keys: the
+ * hash, the registry, the leases' hash and their expiry (LR_FLEET_KEYS). */
+#define LR_FLEET_KEYS 4
+lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[4],
                                      const char *member, const lr_fleet_limits *l,
                                      const lr_fleet_batch *b);
 /* Decodes its reply; *noscript set when the server had forgotten the
  * script (the batch was not applied).  Every number is checked against
- * what the script can answer to the limits l and `want` sent: any other
+ * what the script can answer to the limits l, `want` and `lwant` sent: any other
  * is E_PROTOCOL (a broken reply), never used.  Error text shown as
  * lr_reply_quote shows it. */
 lr_fleet_code lr_redis_script_decode(lr_fleet_script *s, const lr_redis_url *u,
                                      const struct redisReply *r, const lr_fleet_limits *l,
-                                     long long want, lr_fleet_reply *out, int *noscript, char *err,
-                                     size_t errlen);
+                                     long long want, long long lwant, lr_fleet_reply *out,
+                                     int *noscript, char *err, size_t errlen);
 /* Append, send, read, decode; on NOSCRIPT once more with EVAL, all within
  * the deadline. */
 lr_fleet_code lr_redis_script_run(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
-                                  const char *keys[2], const char *member, const lr_fleet_limits *l,
+                                  const char *keys[4], const char *member, const lr_fleet_limits *l,
                                   const lr_fleet_batch *b, int64_t deadline_ms, lr_fleet_reply *out,
                                   char *err, size_t errlen);
 
@@ -250,6 +259,7 @@ struct lr_fleet {
   lr_fleet_settings set; /* set.member points at member */
   lr_redis_url url;
   char key[220], procs_key[230], member[128];
+  char leases_key[230], lexp_key[230]; /* budget_lease.c */
 
   /* The guard numbers, read by decisions without a lock. */
   atomic_int budget, breaker, failures, probes;
@@ -270,8 +280,24 @@ struct lr_fleet {
   atomic_llong fleet_requests, fleet_accepts;       /* the throttle's window */
   atomic_llong inflight_requests, inflight_accepts; /* sent, reply unread */
   atomic_llong syncs, sync_failures;
-  atomic_llong permits; /* probe permits the worker brought, not yet taken */
-  atomic_llong rtt_us;  /* the round trips' time, a moving average */
+  atomic_llong permits;  /* probe permits the worker brought, not yet taken */
+  atomic_llong rtt_us;   /* the round trips' time, a moving average */
+  atomic_llong commands; /* sent to Redis by this handle (conn.sent) */
+
+  /* The budget's lease (budget_lease.c): the block held now (milli), the
+   * fleet's tokens out in leases at the last sync and those of them other
+   * processes hold, failures counted since the last sync, and whether one
+   * found the block empty. */
+  atomic_llong held, leased, others, lfails;
+  atomic_int lshort;
+  /* under io: the block's size (tokens), and whether the handle is
+   * closing (its block goes back) */
+  long lease_block;
+  int64_t lease_taken_at, lease_spent_at;    /* the last sync's, the last with failures */
+  long long lease_redis;                     /* the block Redis kept at the last sync */
+  long long lease_seq;                       /* the last sync's number */
+  long long lease_lost_seq, lease_lost_held; /* a sync whose answer was not read */
+  int lease_closing;
 
   /* Everything below belongs to whoever holds io. */
   pthread_mutex_t io;
@@ -298,6 +324,9 @@ struct lr_fleet {
   atomic_int wpending; /* wwork's bits, read without the lock */
   pthread_t wthread;
   void (*wfn[3])(struct lr_fleet *f, int work); /* who does each LR_WORK_* bit */
+  atomic_llong wtimer_at;                       /* CLOCK_MONOTONIC ms of a sync the worker makes
+                             unasked (0: none): a lease's return */
+  void (*wtimer_fn)(struct lr_fleet *f, int work);
   lr_waiter stopper; /* cancelled by lr_fleet_worker_stop: ends its round trip */
 
   /* The rate limiter (redis_rate.c): its settings and this process's
@@ -338,6 +367,9 @@ void lr_fleet_rate_install(lr_fleet *f, const lr_fleet_settings *s);
 void lr_fleet_slow(lr_fleet *f, const char *detail);
 /* A good reply, from whichever script: health back (said once). */
 void lr_fleet_healthy_locked(lr_fleet *f);
+/* Healthy and synced within stale_ms at `now` (CLOCK_MONOTONIC ms): the
+ * view may decide. */
+int lr_fleet_fresh(lr_fleet *f, int64_t now);
 
 /* With f->io held.  Connects when not connected (force: whatever the
  * backoff); OK at once when connected.  *deadline: in, the latest any
@@ -377,6 +409,10 @@ void lr_fleet_tell(lr_fleet *f);
  * condition signalled).  Nothing in a fork's child. */
 typedef void (*lr_fleet_work_fn)(lr_fleet *f, int work);
 void lr_fleet_kick(lr_fleet *f, int work, lr_fleet_work_fn fn);
+/* Asks the worker to call fn(f, 0) at CLOCK_MONOTONIC ms `at`, unless it
+ * is to sooner (the earlier wins; once called, the timer is unset);
+ * starts it if needed.  A lock held for a few instructions, never a wait. */
+void lr_fleet_timer(lr_fleet *f, int64_t at, lr_fleet_work_fn fn);
 /* Ends the worker (its round trip in progress first). */
 void lr_fleet_worker_stop(lr_fleet *f);
 /* 1 in the process that made the handle, 0 in a fork's child. */
@@ -389,6 +425,34 @@ int lr_fleet_owned(const lr_fleet *f);
 lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *st, char *err,
                                      size_t errlen);
 
+/* ---- budget_lease.c: the budget's block of tokens */
+
+/* The fleet's tokens as this process sees them (milli): the last sync's,
+ * its own block, its counts since. */
+long long lr_fleet_tokens_milli(lr_fleet *f);
+
+/* A failure counted against the block: 1 when the block covered it
+ * (nothing to send now), 0 when it did not (the caller counts it into
+ * the batch).  Lock-free. */
+int lr_budget_lease_draw(lr_fleet *f);
+/* Whether a failure the block did not cover (or that emptied it) is worth
+ * a round trip at once: the view shows tokens above half a block could
+ * come from, or it is not fresh. */
+int lr_budget_lease_worth_asking(lr_fleet *f);
+/* The view may decide the retry without a round trip: it is fresh and the
+ * block holds a token. */
+int lr_budget_lease_covers(lr_fleet *f);
+/* With io held, as a sync takes its batch: the block held and the block
+ * wanted (b->lheld, b->lwant, b->lttl_ms). */
+void lr_budget_lease_take(lr_fleet *f, lr_fleet_batch *b, int64_t now);
+/* With io held, after a good reply: the block as Redis keeps it; the
+ * worker's timer set to give it back when spending stops. */
+void lr_budget_lease_settle(lr_fleet *f, const lr_fleet_batch *b, const lr_fleet_reply *r,
+                            lr_fleet_work_fn sync_fn);
+/* The block's cap in tokens for max_milli: a quarter of the tokens above
+ * half, at least 1. */
+long lr_budget_lease_cap(long long max_milli);
+
 /* ---- sync.c */
 
 /* lr_fleet_refresh within limit_ms (CLOCK_MONOTONIC ms, 0: none), ended
@@ -398,5 +462,13 @@ lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w);
 /* Kicks the worker to ask for a probe permit (with the batch): what it
  * brings goes to f->permits. */
 void lr_fleet_ask_permit(lr_fleet *f);
+
+/* A failure's count (the budget's block paid it, or no block could come
+ * now): lr_fleet_maybe_sync_at, and when the sync period is not over,
+ * the worker's timer set for its end (unless set sooner), so that the
+ * count is sent within the period even when no outcome follows.  Before
+ * leases a failure made its round trip at once; a success's count still
+ * waits for the next outcome after the period. */
+void lr_fleet_sync_within_period(lr_fleet *f, int64_t now_ms);
 
 #endif

@@ -150,6 +150,8 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_sett
   lr_fmt(f->key, sizeof f->key, "luaretry:{%s}", key);
   lr_fmt(f->procs_key, sizeof f->procs_key, "luaretry:{%s}:procs", key);
   lr_fmt(f->rate_key, sizeof f->rate_key, "luaretry:{%s}:rate", key);
+  lr_fmt(f->leases_key, sizeof f->leases_key, "luaretry:{%s}:leases", key);
+  lr_fmt(f->lexp_key, sizeof f->lexp_key, "luaretry:{%s}:lexp", key);
   pthread_mutex_init(&f->rate_lock, NULL);
   lr_lease_init(&f->lease);
   lr_fleet_rate_install(f, s);
@@ -166,6 +168,7 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_sett
   lr_waiter_init(&f->stopper);
   f->pid = getpid();
   lr_conn_init(&f->conn);
+  f->conn.sent = &f->commands;
   f->conn.slot = lr_cluster_slot(f->key, strlen(f->key)); /* every key shares its tag */
   f->backoff_ms = f->set.reconnect_min_ms;
   f->rng = (uint64_t)lr_monotonic_ms() * 0x9E3779B97F4A7C15ull ^ (uint64_t)getpid() ^
@@ -285,6 +288,12 @@ void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now
   atomic_store(&f->last_ok_ms, now);
   atomic_fetch_add(&f->syncs, 1);
   lr_fleet_healthy_locked(f);
+}
+
+/* Healthy and synced within stale_ms: the view may decide. */
+int lr_fleet_fresh(lr_fleet *f, int64_t now) {
+  return atomic_load_explicit(&f->health, memory_order_acquire) == LR_FLEET_HEALTHY &&
+         now - atomic_load_explicit(&f->last_ok_ms, memory_order_relaxed) <= f->set.stale_ms;
 }
 
 void lr_fleet_slow(lr_fleet *f, const char *detail) {

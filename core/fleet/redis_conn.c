@@ -153,6 +153,7 @@ static lr_fleet_code append_one(lr_redis_conn *c, int argc, const char **argv, c
   c->out = grown;
   c->out_len += (size_t)n;
   c->awaited++;
+  if (c->sent) atomic_fetch_add_explicit(c->sent, 1, memory_order_relaxed);
   return LR_FLEET_OK;
 }
 

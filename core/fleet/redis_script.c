@@ -20,15 +20,27 @@
  *            probes_left, max, updated_at, cfg, cfg_at, cfg_by; with the
  *            client-side throttle, its ten buckets tsI (the bucket's
  *            number: Redis's ms over bucket_ms), trI, taI (requests and
- *            accepts), I = 0..9
+ *            accepts), I = 0..9;
+ *            and leased (the tokens out in leases, budget_lease.c)
  *   KEYS[2]  sorted set: member -> time of its last sync (ms)
+ *   KEYS[3]  hash: member -> "H S": the budget's block it holds (milli)
+ *            after its sync number S
+ *   KEYS[4]  sorted set: member -> when that block expires (ms)
  *   ARGV     max_milli failures open_ms probes ttl_ms member
  *            spent earned trail resets want cfg
  *            requests accepts throttled cost_milli bucket_ms
+ *            lheld lwant lttl_ms lseq lprev_seq lprev_held
  *   returns  {tokens, state, fails, opened_at, probes_left, granted, now,
- *            requests, accepts} (the last two: the throttle's window, this
- *            batch in), or the error "LUARETRY_SETTINGS <cfg>" (nothing
- *            changed)
+ *            requests, accepts, lease, leased} (requests, accepts: the
+ *            throttle's window, this batch in; lease: this member's block
+ *            now; leased: every block out), or the error
+ *            "LUARETRY_SETTINGS <cfg>" (nothing changed)
+ *
+ * `tokens` is the fleet's tokens not leased out; tokens + leased <=
+ * max_milli.  The lease's arithmetic is budget_lease.c's (its header says
+ * why): expired blocks back to tokens, then this member's block (what it
+ * no longer holds of it was spent), the batch, and the block resized,
+ * granted only from tokens above half.
  *
  * The throttle's window is kept in buckets, not as a decayed pair: ten
  * buckets of a tenth of the window each are what the local throttle keeps
@@ -53,11 +65,12 @@ const char LR_FLEET_SCRIPT[] =
   "local t = redis.call('TIME')\n"
   "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
   "local a = {}\n"
-  "for i = 1, 17 do a[i] = tonumber(ARGV[i]) end\n"
+  "for i = 1, 23 do a[i] = tonumber(ARGV[i]) end\n"
   "local max, failures, open_ms, probes, ttl = a[1], a[2], a[3], a[4], a[5]\n"
   "local spent, earned, trail, resets, want = a[7], a[8], a[9], a[10], a[11]\n"
+  "local lheld, lwant, lttl, lseq, pseq, pheld = a[18], a[19], a[20], a[21], a[22], a[23]\n"
   "local h = redis.call('HMGET', KEYS[1], 'tokens', 'state', 'fails', 'opened_at', 'probes_left',\n"
-  "  'cfg', 'cfg_at', 'cfg_by')\n"
+  "  'cfg', 'cfg_at', 'cfg_by', 'leased')\n"
   "if h[6] and h[6] ~= ARGV[12] and h[8] ~= ARGV[6] and now - (tonumber(h[7]) or 0) < 60000 then\n"
   "  return redis.error_reply('LUARETRY_SETTINGS ' .. h[6])\n"
   "end\n"
@@ -66,9 +79,50 @@ const char LR_FLEET_SCRIPT[] =
   "local fails = tonumber(h[3]) or 0\n"
   "local opened = tonumber(h[4]) or 0\n"
   "local left = tonumber(h[5]) or 0\n"
-  /* the budget: -1000 per failure, +ratio*1000 per success, within [0, max] */
+  /* blocks whose holders stopped syncing go back, a few a sync */
+  "local leased = tonumber(h[9]) or 0\n"
+  "for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 16)) do\n"
+  "  local held = tonumber(string.match(redis.call('HGET', KEYS[3], m) or '', '^%d+')) or 0\n"
+  "  redis.call('HDEL', KEYS[3], m)\n"
+  "  redis.call('ZREM', KEYS[4], m)\n"
+  "  leased = leased - held\n"
+  "  tokens = tokens + held\n"
+  "end\n"
+  /* this member's block, "H S": H milli-tokens after its sync number S.
+   * What it spent of it since: from H, or, when S is the sync whose
+   * answer it never read (pseq), from what it held then */
+  "local v = redis.call('HGET', KEYS[3], ARGV[6]) or ''\n"
+  "local keep = tonumber(string.match(v, '^%d+')) or 0\n"
+  "local from = keep\n"
+  "if pseq > 0 and tonumber(string.match(v, ' (%d+)$')) == pseq then from = pheld end\n"
+  "local used = math.min(keep, math.max(0, from - lheld))\n"
+  "leased, keep = leased - used, keep - used\n"
+  "leased = math.max(keep, leased)\n"
+  /* the budget: -1000 per failure, +ratio*1000 per success, within [0, max]
+   * with the blocks out */
   "local requests, accepts, throttled, cost, width = a[13], a[14], a[15], a[16], a[17]\n"
-  "tokens = math.max(0, math.min(max, tokens + earned - spent - throttled * cost))\n"
+  "tokens = math.max(0, math.min(max - leased, tokens + earned - spent - throttled * cost))\n"
+  /* the block resized: given back, or grown from the tokens above half */
+  "if lwant < keep then\n"
+  "  tokens, leased, keep = tokens + keep - lwant, leased - (keep - lwant), lwant\n"
+  "elseif lwant > keep then\n"
+  "  local g = math.min(lwant - keep, math.floor((tokens - math.ceil(max / 2)) / 1000) * 1000)\n"
+  "  if g > 0 then tokens, leased, keep = tokens - g, leased + g, keep + g end\n"
+  "end\n"
+  "if keep > 0 then\n"
+  "  redis.call('HSET', KEYS[3], ARGV[6], keep .. ' ' .. lseq)\n"
+  "  redis.call('ZADD', KEYS[4], now + lttl, ARGV[6])\n"
+  "else\n"
+  "  redis.call('HDEL', KEYS[3], ARGV[6])\n"
+  "  redis.call('ZREM', KEYS[4], ARGV[6])\n"
+  "end\n"
+  /* both kept in being, as the hash and the registry are, by an entry
+   * named "" (no member's name): a Cluster's slot migrated key by key
+   * meets the script's four keys together */
+  "redis.call('HSET', KEYS[3], '', 0)\n"
+  "redis.call('ZADD', KEYS[4], 'inf', '')\n"
+  "redis.call('PEXPIRE', KEYS[3], ttl)\n"
+  "redis.call('PEXPIRE', KEYS[4], ttl)\n"
   /* open -> half-open once open_ms passed, with `probes` permits */
   "if state == 1 and now - opened >= open_ms then state, opened, left = 2, now, probes end\n"
   /* a success or an answer ends the run and closes a half-open breaker */
@@ -114,12 +168,12 @@ const char LR_FLEET_SCRIPT[] =
   "end\n"
   "redis.call('HSET', KEYS[1], 'tokens', tokens, 'state', state, 'fails', fails,\n"
   "  'opened_at', opened, 'probes_left', left, 'max', max, 'updated_at', now,\n"
-  "  'cfg', ARGV[12], 'cfg_at', now, 'cfg_by', ARGV[6])\n"
+  "  'cfg', ARGV[12], 'cfg_at', now, 'cfg_by', ARGV[6], 'leased', leased)\n"
   "redis.call('PEXPIRE', KEYS[1], ttl)\n"
   "redis.call('ZADD', KEYS[2], now, ARGV[6])\n"
   "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - 60000)\n"
   "redis.call('PEXPIRE', KEYS[2], ttl)\n"
-  "return {tokens, state, fails, opened, left, granted, now, wr, wa}\n";
+  "return {tokens, state, fails, opened, left, granted, now, wr, wa, keep, leased}\n";
 
 static void quote_error(const lr_redis_url *u, const redisReply *r, const char *what, char *err,
                         size_t errlen) {
@@ -165,41 +219,30 @@ lr_fleet_code lr_redis_script_load(lr_fleet_script *s, lr_redis_conn *c, const l
   return rc;
 }
 
-lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[2],
+lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[4],
                                      const char *member, const lr_fleet_limits *l,
                                      const lr_fleet_batch *b) {
-  long long nums[15] = { l->max_milli, l->failures, l->open_ms,   l->probes,     l->ttl_ms,
-                         b->spent,     b->earned,   b->trail,     b->resets,     b->want,
-                         b->requests,  b->accepts,  b->throttled, l->cost_milli, l->bucket_ms };
-  char text[15][24], cfg[300];
-  for (int i = 0; i < 15; i++) lr_fmt(text[i], sizeof text[i], "%lld", nums[i]);
+  enum { NUMS = 21 };
+  long long nums[NUMS] = { l->max_milli, l->failures, l->open_ms,   l->probes,     l->ttl_ms,
+                           b->spent,     b->earned,   b->trail,     b->resets,     b->want,
+                           b->requests,  b->accepts,  b->throttled, l->cost_milli, l->bucket_ms,
+                           b->lheld,     b->lwant,    b->lttl_ms,   b->lseq,       b->lprev_seq,
+                           b->lprev_held };
+  char text[NUMS][24], cfg[300];
+  for (int i = 0; i < NUMS; i++) lr_fmt(text[i], sizeof text[i], "%lld", nums[i]);
   lr_fleet_cfg_text(l, cfg, sizeof cfg);
   int eval = s->use_eval || !s->sha[0];
-  const char *argv[22] = {
-    eval ? "EVAL" : "EVALSHA",
-    eval ? LR_FLEET_SCRIPT : s->sha,
-    "2",
-    keys[0],
-    keys[1],
-    text[0],
-    text[1],
-    text[2],
-    text[3],
-    text[4],
-    member,
-    text[5],
-    text[6],
-    text[7],
-    text[8],
-    text[9],
-    cfg,
-    text[10],
-    text[11],
-    text[12],
-    text[13],
-    text[14],
-  };
-  return lr_conn_append(c, 22, argv, NULL);
+  const char *argv[3 + LR_FLEET_KEYS + NUMS + 2] = { eval ? "EVAL" : "EVALSHA",
+                                                     eval ? LR_FLEET_SCRIPT : s->sha, "4" };
+  int n = 3;
+  for (int i = 0; i < LR_FLEET_KEYS; i++) argv[n++] = keys[i];
+  /* ARGV: the first five numbers, member, five more, cfg, the rest */
+  for (int i = 0; i < NUMS; i++) {
+    if (i == 5) argv[n++] = member;
+    if (i == 10) argv[n++] = cfg;
+    argv[n++] = text[i];
+  }
+  return lr_conn_append(c, n, argv, NULL);
 }
 
 static int integer_at(const redisReply *r, size_t i, long long *out) {
@@ -219,7 +262,8 @@ static int integer_at(const redisReply *r, size_t i, long long *out) {
 
 /* What the script can answer, given what was sent: anything else is a
  * broken reply (a proxy's, a stranger's), never used. */
-static const char *out_of_range(const lr_fleet_reply *o, const lr_fleet_limits *l, long long want) {
+static const char *out_of_range(const lr_fleet_reply *o, const lr_fleet_limits *l, long long want,
+                                long long lwant) {
   if (o->state < 0 || o->state > 2) return "a breaker state other than 0, 1 or 2";
   if (o->tokens < 0 || o->tokens > l->max_milli) return "tokens outside 0..max_tokens";
   if (o->fails < 0 || o->fails > INT_MAX) return "a negative or huge failure count";
@@ -235,6 +279,11 @@ static const char *out_of_range(const lr_fleet_reply *o, const lr_fleet_limits *
   if (o->requests < 0 || o->accepts < 0 || o->requests > WINDOW_MAX || o->accepts > WINDOW_MAX ||
       (!l->bucket_ms && (o->requests || o->accepts)))
     return "throttle counts that are negative, huge, or sent for no throttle";
+  /* a block is never more than was asked for, nor the blocks out more
+   * than max_tokens */
+  if (o->lease < 0 || o->lease > lwant || o->leased < 0 || o->leased > l->max_milli ||
+      o->lease > o->leased)
+    return "a lease that is negative, more than was asked, or more than max_tokens";
   return NULL;
 }
 
@@ -257,20 +306,21 @@ static lr_fleet_code refused(lr_fleet_script *s, const lr_redis_url *u, const re
 }
 
 lr_fleet_code lr_redis_script_decode(lr_fleet_script *s, const lr_redis_url *u, const redisReply *r,
-                                     const lr_fleet_limits *l, long long want, lr_fleet_reply *out,
-                                     int *noscript, char *err, size_t errlen) {
+                                     const lr_fleet_limits *l, long long want, long long lwant,
+                                     lr_fleet_reply *out, int *noscript, char *err, size_t errlen) {
   *noscript = 0;
   if (r->type == REDIS_REPLY_ERROR) return refused(s, u, r, l, noscript, err, errlen);
-  long long *fields[9] = { &out->tokens,    &out->state,       &out->fails,
-                           &out->opened_at, &out->probes_left, &out->granted,
-                           &out->now_ms,    &out->requests,    &out->accepts };
-  int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 9;
-  for (size_t i = 0; ok && i < 9; i++) ok = integer_at(r, i, fields[i]);
+  long long *fields[11] = { &out->tokens,      &out->state,   &out->fails,  &out->opened_at,
+                            &out->probes_left, &out->granted, &out->now_ms, &out->requests,
+                            &out->accepts,     &out->lease,   &out->leased };
+  int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 11;
+  for (size_t i = 0; ok && i < 11; i++) ok = integer_at(r, i, fields[i]);
   if (!ok) {
-    lr_fmt(err, errlen, "the fleet script's reply is not 9 integers (a reply of type %d)", r->type);
+    lr_fmt(err, errlen, "the fleet script's reply is not 11 integers (a reply of type %d)",
+           r->type);
     return LR_FLEET_E_PROTOCOL;
   }
-  const char *why = out_of_range(out, l, want);
+  const char *why = out_of_range(out, l, want, lwant);
   if (why) {
     lr_fmt(err, errlen, "the fleet script's reply is out of range: %s", why);
     return LR_FLEET_E_PROTOCOL;
@@ -280,7 +330,7 @@ lr_fleet_code lr_redis_script_decode(lr_fleet_script *s, const lr_redis_url *u, 
 }
 
 lr_fleet_code lr_redis_script_run(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
-                                  const char *keys[2], const char *member, const lr_fleet_limits *l,
+                                  const char *keys[4], const char *member, const lr_fleet_limits *l,
                                   const lr_fleet_batch *b, int64_t deadline_ms, lr_fleet_reply *out,
                                   char *err, size_t errlen) {
   lr_fleet_code rc = LR_FLEET_OK;
@@ -290,7 +340,7 @@ lr_fleet_code lr_redis_script_run(lr_fleet_script *s, lr_redis_conn *c, const lr
     rc = lr_redis_script_append(s, c, keys, member, l, b);
     if (rc == LR_FLEET_OK) rc = lr_conn_read(c, deadline_ms, &r, err, errlen);
     if (rc != LR_FLEET_OK) return rc;
-    rc = lr_redis_script_decode(s, u, r, l, b->want, out, &noscript, err, errlen);
+    rc = lr_redis_script_decode(s, u, r, l, b->want, b->lwant, out, &noscript, err, errlen);
     freeReplyObject(r);
     if (!noscript) break;
   }

@@ -41,18 +41,21 @@ static void throttle_unrequest(void *ud, double now) {
 static void permit_give_back(void *ud) { lr_fleet_permit_give_back(ud); }
 
 /* Counted at once; sent with the next batch (never waiting): a failure's
- * at once, so that the fleet's counts are back before the retry is asked
- * about again after its wait, a success's within the sync period.  `now`
- * is a real call's clock, CLOCK_MONOTONIC (a call on the virtual clock
- * never reaches the fleet), read already: the sync period is judged by
- * it. */
+ * within the sync period, or at once when no block of the budget's tokens
+ * paid for it and a block could be had (budget_lease.c), so that the
+ * fleet's counts are back before the retry is asked about again after
+ * its wait; a success's with the next outcome after the sync period.  `now` is a real call's clock, CLOCK_MONOTONIC (a call on the
+ * virtual clock never reaches the fleet), read already: the sync period
+ * is judged by it. */
 static void record(void *ud, lr_remote_outcome o, double now) {
-  lr_fleet_record(ud, o == LR_REMOTE_SUCCESS     ? LR_FLEET_SUCCESS
-                      : o == LR_REMOTE_FAILURE   ? LR_FLEET_FAILURE
-                      : o == LR_REMOTE_THROTTLED ? LR_FLEET_THROTTLED
-                                                 : LR_FLEET_ANSWERED);
-  if (o == LR_REMOTE_FAILURE)
+  int paid = lr_fleet_record(ud, o == LR_REMOTE_SUCCESS     ? LR_FLEET_SUCCESS
+                                 : o == LR_REMOTE_FAILURE   ? LR_FLEET_FAILURE
+                                 : o == LR_REMOTE_THROTTLED ? LR_FLEET_THROTTLED
+                                                            : LR_FLEET_ANSWERED);
+  if (o == LR_REMOTE_FAILURE && !paid && lr_budget_lease_worth_asking(ud))
     lr_fleet_refresh_soon(ud);
+  else if (o == LR_REMOTE_FAILURE)
+    lr_fleet_sync_within_period(ud, (int64_t)(now * 1000));
   else
     lr_fleet_maybe_sync_at(ud, (int64_t)(now * 1000));
 }

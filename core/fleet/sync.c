@@ -1,10 +1,12 @@
 /* sync.c: how a batch of deltas reaches Redis.
  *
- *  - the worker's (worker.c): kicked once per sync period by the success
- *    path (lr_fleet_maybe_sync), at once by a failure and before a retry
- *    when the view is not recent (lr_fleet_refresh_soon), it makes the
- *    round trip, bounded by the connect and command timeouts, while the
- *    caller goes on.  An idle process sends nothing.
+ *  - the worker's (worker.c): kicked once per sync period by outcomes
+ *    (lr_fleet_maybe_sync), at once by a failure the budget's block does
+ *    not pay for and before a retry when the view is not recent and no
+ *    block pays for it (lr_fleet_refresh_soon; budget_lease.c says when),
+ *    and by its own timer to give a block back; it makes the round trip,
+ *    bounded by the connect and command timeouts, while the caller goes
+ *    on.  An idle process holding no block sends nothing.
  *  - lr_fleet_sync_now and lr_fleet_refresh, the same round trip on the
  *    caller's thread (tools, tests, a handle's last counts).
  *
@@ -53,6 +55,8 @@ static void limits_of(lr_fleet *f, lr_fleet_limits *l) {
 
 /* One round trip, all of it (a reconnect's too) within the connect and
  * command timeouts and limit_ms (0: none); a cancel of w ends it. */
+static void work(lr_fleet *f, int work);
+
 static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted, int64_t limit_ms,
                                  lr_waiter *w) {
   char err[300] = "";
@@ -68,13 +72,14 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
   lr_fleet_reply out;
   take_batch(f, &b);
   b.want = want;
+  lr_budget_lease_take(f, &b, lr_monotonic_ms());
   limits_of(f, &l);
   /* while it travels the batch still counts in this process's view (a
    * moment twice after the reply, never in neither) */
   atomic_store(&f->inflight_net, b.earned - b.spent - b.throttled * l.cost_milli);
   atomic_store(&f->inflight_requests, b.requests);
   atomic_store(&f->inflight_accepts, b.accepts);
-  const char *keys[2] = { f->key, f->procs_key };
+  const char *keys[LR_FLEET_KEYS] = { f->key, f->procs_key, f->leases_key, f->lexp_key };
   f->last_sent_at = lr_monotonic_ms();
   rc = lr_redis_script_run(&f->script, &f->conn, &f->url, keys, f->member, &l, &b, deadline, &out,
                            err, sizeof err);
@@ -96,6 +101,7 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
   if (rc == LR_FLEET_OK) {
     int64_t done = lr_monotonic_ms();
     lr_fleet_succeeded_locked(f, &out, done);
+    lr_budget_lease_settle(f, &b, &out, work);
     long long rtt = (done - f->last_sent_at) * 1000, avg = atomic_load(&f->rtt_us);
     atomic_store(&f->rtt_us, avg ? (7 * avg + rtt) / 8 : rtt);
   }
@@ -142,12 +148,17 @@ static int batch_empty(lr_fleet *f) {
          !atomic_load(&f->throttled);
 }
 
-static void work(lr_fleet *f, int work);
+/* Counts not sent, or a block of the budget's tokens Redis keeps for us. */
+static int owed(lr_fleet *f) {
+  return !batch_empty(f) || atomic_load(&f->held) > 0 || f->lease_redis > 0;
+}
 
 /* Nothing to send and nothing owed: another thread's round trip (or the
  * worker's) since this process's last outcome made the view as current
- * as one of our own would. */
+ * as one of our own would.  Or a block of the budget's tokens pays for
+ * the retry: what is left to send waits for the sync period. */
 static int recent(lr_fleet *f) {
+  if (lr_budget_lease_covers(f)) return 1;
   long long ok = atomic_load(&f->last_ok_ms);
   return ok && lr_monotonic_ms() - ok < f->set.sync_ms &&
          atomic_load(&f->health) == LR_FLEET_HEALTHY && batch_empty(f) &&
@@ -201,17 +212,25 @@ lr_fleet_code lr_fleet_flush(lr_fleet *f) {
   lr_fleet_worker_stop(f);
   pthread_mutex_lock(&f->io);
   lr_fleet_code rc = LR_FLEET_OK;
-  if (f->conn.fd >= 0 && atomic_load(&f->health) == LR_FLEET_HEALTHY && !batch_empty(f))
-    rc = sync_locked(f, 0, NULL, 0, NULL);
+  f->lease_closing = 1; /* the block goes back */
+  /* healthy: connected, or the worker's round trip cut short just now
+   * closed the connection (a new one is made: the block must go back) */
+  if (atomic_load(&f->health) == LR_FLEET_HEALTHY && owed(f)) rc = sync_locked(f, 0, NULL, 0, NULL);
   pthread_mutex_unlock(&f->io);
   lr_fleet_tell(f);
   return rc;
 }
 
 /* The worker's: one round trip for what was asked (a permit's round trip
- * carries the batch too). */
+ * carries the batch too); work 0, its timer's: one when something is owed
+ * (counts that waited for the sync period, a block nobody spends). */
 static void work(lr_fleet *f, int work) {
   pthread_mutex_lock(&f->io);
+  if (!work && !owed(f)) {
+    pthread_mutex_unlock(&f->io);
+    return;
+  }
+  if (!work) work = LR_WORK_SYNC;
   if (work & LR_WORK_PERMIT) {
     long long granted = 0;
     if (sync_locked(f, 1, &granted, 0, &f->stopper) == LR_FLEET_OK && granted > 0)
@@ -224,6 +243,13 @@ static void work(lr_fleet *f, int work) {
 }
 
 void lr_fleet_ask_permit(lr_fleet *f) { lr_fleet_kick(f, LR_WORK_PERMIT, work); }
+
+void lr_fleet_sync_within_period(lr_fleet *f, int64_t now) {
+  lr_fleet_maybe_sync_at(f, now);
+  int64_t next = atomic_load_explicit(&f->next_sync_at, memory_order_relaxed);
+  int64_t armed = atomic_load_explicit(&f->wtimer_at, memory_order_relaxed);
+  if (now < next && (!armed || armed > next)) lr_fleet_timer(f, next, work);
+}
 
 void lr_fleet_maybe_sync(lr_fleet *f) {
   if (f) lr_fleet_maybe_sync_at(f, lr_monotonic_coarse_ms());

@@ -5,6 +5,11 @@
  * worker and decide at once with what is known (the last sync's state and
  * this process's counts since, or the local guards).
  *
+ * Besides kicks, a timer (lr_fleet_timer): fn(f, 0) called unasked at a
+ * set time, the earliest asked for: a sync that sends what waited for the
+ * sync period, or gives back a block of the budget's tokens nobody spends
+ * (budget_lease.c); nothing when nothing is owed by then.
+ *
  * Started by the first kick (a handle nobody uses costs no thread), ended
  * by lr_fleet_flush or lr_fleet_free (a round trip under way is cut short:
  * its batch is dropped, as a failed one's is).  It blocks every signal (the host's handlers run on
@@ -14,6 +19,7 @@
  * round trip (the connection is the parent's): its calls are decided by
  * the local guards. */
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fleet_internal.h"
@@ -24,13 +30,28 @@ static void *work(void *ud) {
   lr_fleet *f = ud;
   pthread_mutex_lock(&f->wlock);
   for (;;) {
-    while (!f->wstop && !f->wwork) pthread_cond_wait(&f->wcond, &f->wlock);
+    lr_fleet_work_fn timer = NULL;
+    while (!f->wstop && !f->wwork) {
+      int64_t at = atomic_load(&f->wtimer_at);
+      if (!at) {
+        pthread_cond_wait(&f->wcond, &f->wlock);
+        continue;
+      }
+      if (lr_monotonic_ms() >= at) { /* the timer is due */
+        atomic_store(&f->wtimer_at, 0);
+        timer = f->wtimer_fn;
+        break;
+      }
+      struct timespec ts = { (time_t)(at / 1000), (long)(at % 1000) * 1000000L };
+      pthread_cond_clockwait(&f->wcond, &f->wlock, CLOCK_MONOTONIC, &ts);
+    }
     if (f->wstop) break;
     int asked = f->wwork;
     lr_fleet_work_fn fn[3] = { f->wfn[0], f->wfn[1], f->wfn[2] };
     f->wwork = 0;
     atomic_store(&f->wpending, 0);
     pthread_mutex_unlock(&f->wlock);
+    if (timer) timer(f, 0);
     /* each function once, with every bit it does */
     for (int i = 0; i < 3; i++) {
       if (!(asked & (1 << i)) || !fn[i]) continue;
@@ -67,6 +88,19 @@ void lr_fleet_kick(lr_fleet *f, int asked, lr_fleet_work_fn fn) {
     f->wwork |= asked;
     atomic_fetch_or(&f->wpending, asked);
     pthread_cond_signal(&f->wcond);
+  }
+  pthread_mutex_unlock(&f->wlock);
+}
+
+void lr_fleet_timer(lr_fleet *f, int64_t at, lr_fleet_work_fn fn) {
+  if (!lr_fleet_owned(f)) return;
+  pthread_mutex_lock(&f->wlock);
+  if (f->wstate == 0 && !f->wstop) start(f);
+  long long armed = atomic_load(&f->wtimer_at);
+  if (f->wstate == 1 && (!armed || at < armed)) { /* the earlier wins */
+    f->wtimer_fn = fn;
+    atomic_store(&f->wtimer_at, at);
+    pthread_cond_signal(&f->wcond); /* its wait is reckoned again */
   }
   pthread_mutex_unlock(&f->wlock);
 }

@@ -355,7 +355,14 @@ typedef struct {
     uint64_t admission_refusals;  /* throttle_refusals: the old name, until 1.0 */
     uint64_t throttle_refusals;
   };
-  uint64_t reserved[16]; /* room for later counters: zeroed */
+  /* carved from the reserved room: the commands this process's fleet sent
+   * to Redis, each one request and its reply (the syncs' script, a
+   * connect's AUTH, SELECT and SCRIPT LOAD, a sentinel's question, a
+   * cluster's ASKING, the rate limiter's and the reserve's scripts,
+   * luaretry_policy_fleet_status's); 0 without fleet.redis.  What Redis's
+   * INFO commandstats counts of them. */
+  uint64_t fleet_round_trips;
+  uint64_t reserved[15]; /* room for later counters: zeroed */
 } luaretry_metrics;
 
 LUARETRY_API luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m);
@@ -436,7 +443,11 @@ typedef struct {
    * to rate_ahead s after now */
   double window_requests, window_accepts, window_seconds;
   double rate_limit, rate_ahead;
-  uint64_t reserved[3];
+  /* the budget's leases: tokens out in blocks to processes (counted in
+   * tokens too), and how many processes hold one (Redis only) */
+  double leased_tokens;
+  uint64_t lease_holders;
+  uint64_t reserved[1];
 } luaretry_fleet_status;
 
 /* Reads the fleet's state (one round trip, connecting at once); looking

@@ -78,6 +78,15 @@ typedef struct {
                                    sharing its guards (budget, breaker,
                                    throttle, rate): fresh ones, not the policy's */
   uint64_t reserved[1];
+  /* Not with `shared`: the clients start in waves, `wave` of them every
+   * `wave_every` seconds (client i at (i / wave) * wave_every), as
+   * processes started by a batch; 0: every one at t=0.  The outage
+   * begins at 0 whatever the waves. */
+  long wave;
+  double wave_every; /* seconds, 0 to 1e6 */
+  /* With `fleet`: the local store's (--fleet local): each outcome counted
+   * at once (give `sync` 1e-6), no leases, no round trips */
+  int local;
 } luaretry_herd_options;
 
 typedef struct {
@@ -89,7 +98,14 @@ typedef struct {
                                    stopped (a luaretry_reason; [0]: stopped
                                    by LUARETRY_SIMULATE_ATTEMPT_CAP) */
   double last_attempt;     /* the last attempt's start, seconds */
-  uint64_t reserved[8];
+  /* With `fleet`: the round trips the clients made to the fleet, as a
+   * process's Redis commands count them (luaretry_metrics'
+   * fleet_round_trips: a connect's, each sync, a lease of rate slots, the
+   * reserve's), and the clients' lives (from each one's start to its
+   * call's end) added up, seconds */
+  uint64_t round_trips;
+  double client_seconds;
+  uint64_t reserved[6];
 } luaretry_herd_result;
 
 LUARETRY_TOOL luaretry_code luaretry_simulate_herd(luaretry_policy *p,

@@ -355,6 +355,7 @@ static int p_metrics(lua_State *L) {
     { "throttled", m.throttled },
     { "admission_refusals", m.admission_refusals },
     { "rate_limited", m.rate_limited },
+    { "fleet_round_trips", m.fleet_round_trips },
   };
   for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
     lua_pushinteger(L, (lua_Integer)counts[i].v);
@@ -382,7 +383,7 @@ static int p_fleet_sync(lua_State *L) {
  * process list is freed whatever happens (lua_pcall of this). */
 static int push_fleet_status(lua_State *L) {
   const luaretry_fleet_status *st = lua_touserdata(L, 1);
-  lua_createtable(L, 0, 17);
+  lua_createtable(L, 0, 19);
   lua_pushboolean(L, st->exists);
   lua_setfield(L, -2, "exists");
   set_num(L, "tokens", st->tokens);
@@ -399,6 +400,8 @@ static int push_fleet_status(lua_State *L) {
   set_num(L, "window_seconds", st->window_seconds);
   set_num(L, "rate_limit", st->rate_limit); /* 0 without a shared rate */
   set_num(L, "rate_ahead", st->rate_ahead);
+  set_num(L, "leased_tokens", st->leased_tokens); /* the budget's blocks out */
+  set_num(L, "lease_holders", (double)st->lease_holders);
   lua_createtable(L, (int)st->process_count, 0);
   for (size_t i = 0; i < st->process_count; i++) {
     lua_pushstring(L, st->processes[i].member);

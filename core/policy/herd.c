@@ -16,16 +16,18 @@
 
 #define HERD_MAX_CLIENTS 1000000L
 
+/* Client k's start when k < 0 (client k + n), else its next attempt:
+ * at one time, the clients that start then start first. */
 typedef struct {
   double t;
-  long i;
+  long k;
 } herd_event;
 
 typedef struct {
   herd_event *heap;
   long n;
   luaretry_call **calls;
-  long *attempts;
+  int *attempts; /* each client's, at most LUARETRY_SIMULATE_ATTEMPT_CAP */
   lr_simfleet *fleet;
   lr_shared *process; /* shared: the one process's guards; fleet: its
                          clients' local guards, which decide nothing */
@@ -39,12 +41,13 @@ typedef struct {
 } herd_run;
 
 static int before(const herd_event *a, const herd_event *b) {
-  return a->t < b->t || (a->t == b->t && a->i < b->i);
+  return a->t < b->t || (a->t == b->t && a->k < b->k);
 }
 
 static void push(herd_run *h, double t, long i) {
   long k = h->n++;
   herd_event e = { t, i };
+  if (!h->calls[i - h->base]) e.k = i - h->o->clients; /* its start */
   while (k > 0 && before(&e, &h->heap[(k - 1) / 2])) {
     h->heap[k] = h->heap[(k - 1) / 2];
     k = (k - 1) / 2;
@@ -67,11 +70,19 @@ static herd_event pop(herd_run *h) {
   return top;
 }
 
+/* Client i's start: waves of o->wave clients every o->wave_every seconds
+ * (processes started by a batch), or t=0.  A call's clock starts at 0 at
+ * its client's start: the herd's time is start + the call's elapsed. */
+static double start_of(const herd_run *h, long i) {
+  return h->o->wave > 0 ? (double)(i / h->o->wave) * h->o->wave_every : 0;
+}
+
 /* Client i's call is over: its process ends (a fleet's client sends what
- * it had not). */
+ * it still owes). */
 static void finish(herd_run *h, long i, luaretry_reason reason, double t) {
   if ((size_t)reason < sizeof h->r->stops / sizeof h->r->stops[0]) h->r->stops[reason]++;
-  if (h->fleet) lr_simfleet_sync(h->fleet, i, t);
+  h->r->client_seconds += t - start_of(h, i);
+  if (h->fleet) lr_simfleet_end(h->fleet, i, t);
   luaretry_call_free(h->calls[i - h->base]);
   h->calls[i - h->base] = NULL;
 }
@@ -79,14 +90,15 @@ static void finish(herd_run *h, long i, luaretry_reason reason, double t) {
 /* Client i at time t: the pre-attempt check, one attempt, its decision. */
 static luaretry_code step(herd_run *h, long i, double t) {
   luaretry_call *c = h->calls[i - h->base];
-  long *attempts = &h->attempts[i - h->base];
+  int *attempts = &h->attempts[i - h->base];
   luaretry_decision d;
   luaretry_code rc = luaretry_call_next(c, &d);
   if (rc != LUARETRY_OK) return rc;
   if (!d.retry) return finish(h, i, d.reason, t), LUARETRY_OK;
   if (d.wait > 0) { /* the rate limiter's token comes later: back in line */
     luaretry_call_wait(c, d.wait);
-    if (h->heap) push(h, luaretry_call_elapsed(c), i); /* run_each: its loop asks again */
+    if (h->heap)
+      push(h, start_of(h, i) + luaretry_call_elapsed(c), i); /* run_each: its loop asks again */
     return LUARETRY_OK;
   }
   luaretry_outcome o;
@@ -102,11 +114,11 @@ static luaretry_code step(herd_run *h, long i, double t) {
   if (!d.retry || *attempts >= LUARETRY_SIMULATE_ATTEMPT_CAP || h->stopped)
     return finish(h, i, d.retry ? LUARETRY_REASON_NONE : d.reason, t), LUARETRY_OK;
   luaretry_call_wait(c, d.wait); /* advances the call's virtual clock */
-  if (h->heap) push(h, luaretry_call_elapsed(c), i);
+  if (h->heap) push(h, start_of(h, i) + luaretry_call_elapsed(c), i);
   return LUARETRY_OK;
 }
 
-/* Begins client i's call at t=0. */
+/* Begins client i's call at its start. */
 static luaretry_code begin_one(herd_run *h, luaretry_policy *p, lr_gen *g, long i) {
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
@@ -116,7 +128,7 @@ static luaretry_code begin_one(herd_run *h, luaretry_policy *p, lr_gen *g, long 
   lr_gen_ref(g); /* the call's; its judge gives it back */
   const lr_remote *remote = NULL;
   if (h->fleet) {
-    lr_simfleet_sync(h->fleet, i, 0); /* as `run` does before its call */
+    lr_simfleet_begin(h->fleet, i, start_of(h, i)); /* as `run` does before its call */
     remote = lr_simfleet_client(h->fleet, i);
   }
   h->attempts[i - h->base] = 0;
@@ -132,14 +144,17 @@ static double fleet_sync(luaretry_policy *p, const luaretry_herd_options *o) {
   return s;
 }
 
-/* A fleet or one process: every call begins at t=0, and the heap drives
- * them in order. */
+/* A fleet or one process: every call begins at its start (t=0, or its
+ * wave's), and the heap drives them in order; a call is made when its
+ * client starts and freed when it ends. */
 static luaretry_code run_heap(herd_run *h, luaretry_policy *p, lr_gen *g) {
   long n = h->o->clients;
   h->heap = malloc(sizeof *h->heap * (size_t)n);
   h->calls = calloc((size_t)n, sizeof *h->calls);
   h->attempts = calloc((size_t)n, sizeof *h->attempts);
-  if (h->o->fleet) h->fleet = lr_simfleet_new(&g->rules.guards, fleet_sync(p, h->o), n);
+  if (h->o->fleet)
+    h->fleet = lr_simfleet_new(&g->rules.guards, fleet_sync(p, h->o), n, h->o->wave,
+                               h->o->wave_every, !h->o->local);
   /* A fleet's clients: while the simulated fleet answers (it always does)
    * their local guards decide nothing, so they share one lr_shared (4 KiB)
    * instead of one each; but each process keeps a pace of its own (an
@@ -156,13 +171,15 @@ static luaretry_code run_heap(herd_run *h, luaretry_policy *p, lr_gen *g) {
   if ((one_local && !h->process) || (h->o->fleet && !h->fleet)) return LUARETRY_E_NOMEM;
   if (!h->heap || !h->calls || !h->attempts) return LUARETRY_E_NOMEM;
   luaretry_code rc = LUARETRY_OK;
-  for (long i = 0; i < n && rc == LUARETRY_OK; i++) {
-    rc = begin_one(h, p, g, i);
-    if (rc == LUARETRY_OK) push(h, 0, i);
-  }
+  for (long i = 0; i < n; i++) push(h, start_of(h, i), i);
   while (rc == LUARETRY_OK && h->n > 0 && !h->stopped) {
     herd_event e = pop(h);
-    rc = step(h, e.i, e.t);
+    if (e.k < 0) { /* client e.k + n starts: its first attempt after every start at e.t */
+      rc = begin_one(h, p, g, e.k + n);
+      if (rc == LUARETRY_OK) push(h, e.t, e.k + n);
+    } else {
+      rc = step(h, e.k, e.t);
+    }
   }
   return rc;
 }
@@ -170,14 +187,14 @@ static luaretry_code run_heap(herd_run *h, luaretry_policy *p, lr_gen *g) {
 /* Clients with guards of their own: one after the other, one call alive. */
 static luaretry_code run_each(herd_run *h, luaretry_policy *p, lr_gen *g) {
   luaretry_call *call = NULL;
-  long attempts = 0;
+  int attempts = 0;
   h->calls = &call;
   h->attempts = &attempts;
   luaretry_code rc = LUARETRY_OK;
   for (long i = 0; i < h->o->clients && rc == LUARETRY_OK && !h->stopped; i++) {
     h->base = i;
     rc = begin_one(h, p, g, i);
-    while (rc == LUARETRY_OK && call) rc = step(h, i, luaretry_call_elapsed(call));
+    while (rc == LUARETRY_OK && call) rc = step(h, i, start_of(h, i) + luaretry_call_elapsed(call));
     luaretry_call_free(call);
     call = NULL;
   }
@@ -189,7 +206,8 @@ static luaretry_code run_each(herd_run *h, luaretry_policy *p, lr_gen *g) {
 luaretry_code luaretry_simulate_herd(luaretry_policy *p, const luaretry_herd_options *o,
                                      luaretry_herd_result *r) {
   if (!lr_policy_ok(p) || !o || !r || o->clients < 1 || o->clients > HERD_MAX_CLIENTS ||
-      !(o->outage >= 0 && o->outage <= 1e6) || !(o->sync >= 0 && o->sync <= 3600) ||
+      !(o->outage >= 0 && o->outage <= 1e6) || !(o->sync >= 0 && o->sync <= 3600) || o->wave < 0 ||
+      (o->wave && o->shared) || !(o->wave_every >= 0 && o->wave_every <= 1e6) ||
       (o->outage_status && (o->outage_status < 100 || o->outage_status > 599)))
     return LUARETRY_E_ARG;
   memset(r, 0, sizeof *r);
@@ -205,6 +223,7 @@ luaretry_code luaretry_simulate_herd(luaretry_policy *p, const luaretry_herd_opt
   luaretry_code rc = o->fleet || o->shared ? run_heap(&h, p, g) : run_each(&h, p, g);
   if (rc == LUARETRY_OK && h.stopped) rc = LUARETRY_E_CANCELLED;
   for (long i = 0; h.calls && i < o->clients; i++) luaretry_call_free(h.calls[i]);
+  r->round_trips = lr_simfleet_round_trips(h.fleet);
   lr_simfleet_free(h.fleet);
   free(h.process);
   free(h.heap);

@@ -43,9 +43,15 @@ static int body_cached(lr_script *s, const luaretry_outcome *o) {
   if (len > s->gen->body_limit) len = s->gen->body_limit;
   s->cur_body = o->body ? o->body : "";
   s->cur_body_len = len;
-  size_t cached_len;
-  const char *cached = lua_tolstring(s->sb->L, SLOT_BODY, &cached_len); /* no conversion */
-  return cached_len == len && memcmp(cached, s->cur_body, len) == 0;
+  if (!s->slot_body) s->slot_body = lua_tolstring(s->sb->L, SLOT_BODY, &s->slot_body_len);
+  return s->slot_body_len == len && memcmp(s->slot_body, s->cur_body, len) == 0;
+}
+
+/* The string at `idx` becomes the body slot's. */
+static void keep_body(lr_script *s, int idx) {
+  lua_State *L = s->sb->L;
+  lua_copy(L, idx, SLOT_BODY);
+  s->slot_body = lua_tolstring(L, SLOT_BODY, &s->slot_body_len); /* a string: no conversion */
 }
 
 /* Under protection, for a body not cached: the hook called with a new
@@ -72,7 +78,7 @@ static int body_ready(lr_script *s) {
   if (body_cached(s, s->cur)) return 1;
   lua_State *L = s->sb->L;
   if (lr_sandbox_push_string(s->sb, s->cur_body, s->cur_body_len) != 0) return 0;
-  lua_copy(L, -1, SLOT_BODY);
+  keep_body(s, -1);
   lua_pop(L, 1);
   return 1;
 }
@@ -105,7 +111,7 @@ static int run_hook(lr_script *s, int slot, int ref, int bodiless, const char *f
     s->cur_fn = ref;
     rc = lr_sandbox_call(s->sb, call_fresh, s, 3, LUARETRY_E_POLICY, err, sizeof err);
     if (rc == LUARETRY_OK) { /* copies, not rotations: they cost less */
-      lua_copy(L, -3, SLOT_BODY);
+      keep_body(s, -3);
       lua_copy(L, -2, -3);
       lua_copy(L, -1, -2);
       lua_pop(L, 1);
@@ -340,9 +346,8 @@ static void judge_in(lr_script *s, const luaretry_outcome *o, lr_verdict *v) {
   if (v->cls == LUARETRY_CLASS_TRANSIENT) judge_throttling(L, s, v);
 }
 
-static void classify(void *ud, const luaretry_outcome *o, const lr_attempt_ctx *ctx,
-                     lr_verdict *v) {
-  lr_gen *g = ud;
+static void judge_outcome(lr_gen *g, const luaretry_outcome *o, const lr_attempt_ctx *ctx,
+                          lr_verdict *v) {
   if (g->p->host_classify) {
     host_classify(g, o, ctx, v);
     return;
@@ -364,6 +369,26 @@ static void classify(void *ud, const luaretry_outcome *o, const lr_attempt_ctx *
   }
   judge_in(s, o, v);
   end_call(s);
+}
+
+/* retry_all_errors (curl's --retry-all-errors), after whatever judged:
+ * a final verdict is retried, so every policy takes it without declaring
+ * it; but a body over its size limit (as large again).  A request that
+ * may not be repeated (a POST without a key) is still not: the engine
+ * stops a transient outcome of one (o->not_repeatable). */
+static void retry_all(const luaretry_outcome *o, lr_verdict *v) {
+  if (o->error && strcmp(o->error, "too_large") == 0) return;
+  v->cls = LUARETRY_CLASS_TRANSIENT;
+  v->rule = "retry_all_errors";
+  v->reason = 0;
+  v->message[0] = '\0';
+}
+
+static void classify(void *ud, const luaretry_outcome *o, const lr_attempt_ctx *ctx,
+                     lr_verdict *v) {
+  lr_gen *g = ud;
+  judge_outcome(g, o, ctx, v);
+  if (v->cls == LUARETRY_CLASS_FINAL && g->retry_all_errors) retry_all(o, v);
 }
 
 /* ---- backoff(n, previous) */

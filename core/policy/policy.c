@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fleet/fleet.h"
 #include "policy.h"
 
 static void breaker_changed(void *ud, luaretry_breaker_state state) {
@@ -120,6 +121,7 @@ luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics
   double tokens = m->budget_tokens;
   lr_gen *g = lr_policy_current((luaretry_policy *)p);
   m->guards = lr_fleet_link_scope(g ? g->fleet : NULL, &tokens, &m->breaker);
+  m->fleet_round_trips = g && g->fleet ? lr_fleet_round_trips(lr_fleet_link_fleet(g->fleet)) : 0;
   lr_gen_unref(g);
   if (budget) m->budget_tokens = tokens;
   return LUARETRY_OK;
@@ -212,7 +214,8 @@ static lr_gen *new_gen(luaretry_policy *p, char *text, size_t len, const char *c
   g->judge = lr_gen_judge(g);
   g->limits = p->limits;
   for (size_t k = 0; k < p->override_count && g->option_count < MAX_OVERRIDES; k++)
-    if (strncmp(p->overrides[k].name, "options.", 8) == 0)
+    if (strncmp(p->overrides[k].name, "options.", 8) == 0 &&
+        lr_field_renamed(p->overrides[k].name) < 0) /* options.retry_all_errors */
       g->options[g->option_count++] = p->overrides[k];
   return g;
 }
@@ -273,6 +276,7 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
     return LUARETRY_E_NOMEM;
   }
   g->body_limit = tuning.pub.body_limit;
+  g->retry_all_errors = tuning.retry_all_errors;
   lr_sort_warnings(warnings, count, ld->chunk_src);
   lr_sort_warnings(ld->warnings, ld->warning_count, ld->chunk_src);
   note_hooks(g, s);

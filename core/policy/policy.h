@@ -52,6 +52,10 @@ typedef struct lr_script {
   int ref_on_breaker, ref_call, ref_is_throttling;
   const char *cur_body; /* a body to make the cached Lua string of */
   size_t cur_body_len;
+  /* SLOT_BODY's string, as lua_tolstring gives it (NULL: not read yet); the
+   * slot holds it, so it neither goes nor moves until judge.c replaces it */
+  const char *slot_body;
+  size_t slot_body_len;
   /* is_success / is_transient declares fewer than 2 parameters (and no
    * ...): it never sees the body, so none is made for it */
   int bodiless_is_success, bodiless_is_transient;
@@ -113,6 +117,7 @@ typedef struct lr_gen {
   size_t option_count;
   int has_decision_hooks; /* is_success or is_transient: a state to judge */
   int has_run, has_on_breaker, has_on_retry, has_prepare;
+  int retry_all_errors;        /* the field: a final verdict becomes transient */
   struct lr_fleet_link *fleet; /* referenced: rules.remote's fleet, or NULL */
   pthread_mutex_t grow;        /* adding slot blocks */
   lr_slot_block slots;

@@ -75,6 +75,8 @@ static luaretry_code copy_status(const lr_fleet_status *in, const lr_fleet_view 
     st->window_seconds = in->window_seconds;
   }
   if (in->rate) st->rate_limit = in->rate_limit, st->rate_ahead = in->rate_ahead;
+  st->leased_tokens = in->leased;
+  st->lease_holders = in->lease_holders > 0 ? (uint64_t)in->lease_holders : 0;
   if (!in->count) return LUARETRY_OK;
   st->processes = calloc(in->count, sizeof *st->processes);
   if (!st->processes) return LUARETRY_E_NOMEM;

@@ -32,6 +32,8 @@ static const struct {
   { "throttle.k", "admission.k" },
   { "throttle.window", "admission.window" },
   { "breaker.half_open_calls", "breaker.probes" },
+  /* http's and command's own option once; now every policy's */
+  { "options.retry_all_errors", "retry_all_errors" },
 };
 
 int lr_field_renamed(const char *name) {

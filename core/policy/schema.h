@@ -77,6 +77,7 @@ typedef struct {
   /* propagate: the time left and the retries allowed, to the next service */
   int propagate;
   char propagate_deadline[64], propagate_retries[64]; /* "": not sent */
+  int retry_all_errors;                               /* a final verdict is retried (judge.c) */
 } lr_tuning;
 
 /* X(ID, name, type, lo, hi, flags, default, tuning member, doc) */
@@ -242,7 +243,9 @@ typedef struct {
   X(P_DEADLINE, "propagate.deadline", T_STRING, 0, 0, 0, NODEF, MORE(propagate_deadline),          \
     "the header of the milliseconds an attempt is waited for (Luaretry-Deadline-Ms; \"\": none)")  \
   X(P_RETRIES, "propagate.retries", T_STRING, 0, 0, 0, NODEF, MORE(propagate_retries),             \
-    "the header of the retries the next service may make (Luaretry-Retries; \"\": none)")
+    "the header of the retries the next service may make (Luaretry-Retries; \"\": none)")          \
+  X(RETRY_ALL_ERRORS, "retry_all_errors", T_BOOL, 0, 1, 0, 0, MORE(retry_all_errors),              \
+    "curl's --retry-all-errors: what the policy judges final is retried (but too_large)")
 
 #define LR_FIELD_ID(id, ...) F_##id,
 enum { LR_FIELDS(LR_FIELD_ID) F_COUNT };

@@ -2,15 +2,18 @@
 # fault server on a free loopback port with SCRIPT, sets BASE, and stops it
 # by its PID (and removes $tmp) on exit.
 #   start_fault_server NAME SCRIPT      (NAME prefixes the error messages)
+#   stop_pid PID                        (SIGTERM, SIGKILL after 2 s; none: nothing)
 tmp=$(mktemp -d)
 server_pid=
+stop_pid() {
+  [ -n "$1" ] || return 0
+  kill "$1" 2>/dev/null
+  for _ in $(seq 100); do kill -0 "$1" 2>/dev/null || break; sleep 0.02; done
+  kill -KILL "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+}
 cleanup() {
-  if [ -n "$server_pid" ]; then
-    kill "$server_pid" 2>/dev/null
-    for _ in $(seq 100); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.02; done
-    kill -KILL "$server_pid" 2>/dev/null
-    wait "$server_pid" 2>/dev/null
-  fi
+  stop_pid "$server_pid"
   rm -rf "$tmp"
 }
 trap cleanup EXIT

@@ -36,34 +36,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mkdir -p "$DIR/logs" "$DIR/tmp" "$DIR/www"
-echo ok > "$DIR/www/ok.txt"
-chmod 755 "$DIR" "$DIR/www"   # nginx's workers read it as another user
-cat > "$DIR/nginx.conf" <<EOF
-worker_processes 1;
-pid $PIDFILE;
-error_log $DIR/logs/error.log;
-events { worker_connections 1024; }
-http {
-  access_log $DIR/logs/access.log;
-  client_body_temp_path $DIR/tmp;
-  proxy_temp_path $DIR/tmp;
-  fastcgi_temp_path $DIR/tmp;
-  uwsgi_temp_path $DIR/tmp;
-  scgi_temp_path $DIR/tmp;
-  limit_req_zone \$server_name zone=one:1m rate=${RATE}r/s;
-  limit_req_status 429;
-  server {
-    listen 127.0.0.1:$PORT;
-    server_name bench;
-    root $DIR/www;
-    location / { limit_req zone=one; try_files /ok.txt =404; }
-  }
-}
-EOF
-"$NGINX" -p "$DIR" -c "$DIR/nginx.conf" || { echo "fleet_rate: nginx did not start" >&2; exit 1; }
-for _ in $(seq 50); do [ -s "$PIDFILE" ] && break; sleep 0.1; done
+. spec/bench/nginx_limit_req.sh
+start_limit_req_nginx fleet_rate "$RATE"
 redis-server --port 0 --unixsocket "$DIR/redis.sock" --save '' --appendonly no \
   --daemonize no > "$DIR/redis.log" 2>&1 &
 REDIS_PID=$!

@@ -19,34 +19,9 @@ STAGGER=${3:-0.05}
 [ -x "$BIN" ] || { echo "throttle_procs: $BIN not built (make all)" >&2; exit 1; }
 command -v redis-server >/dev/null || { echo "throttle_procs: redis-server missing (make deps)" >&2; exit 1; }
 . spec/bench/fault_server.sh
-redis_pid=
-stop_all() {
-  if [ -n "$redis_pid" ]; then
-    kill "$redis_pid" 2>/dev/null
-    for _ in $(seq 100); do kill -0 "$redis_pid" 2>/dev/null || break; sleep 0.02; done
-    kill -KILL "$redis_pid" 2>/dev/null
-    wait "$redis_pid" 2>/dev/null
-  fi
-  cleanup
-}
-trap stop_all EXIT
+. spec/bench/redis_server.sh
 start_fault_server throttle_procs spec/bench/batch_server.lua
-
-# redis-server on a free loopback port: a few tries, each bounded
-for try in 1 2 3 4 5; do
-  rport=$(( 20000 + (RANDOM * 7 + try * 7919) % 40000 ))
-  redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" \
-    --daemonize no >"$tmp/redis.log" 2>&1 </dev/null &
-  redis_pid=$!
-  for _ in $(seq 100); do
-    [ "$(redis-cli -p "$rport" ping 2>/dev/null)" = PONG ] && break 2
-    kill -0 "$redis_pid" 2>/dev/null || break
-    sleep 0.02
-  done
-  kill -KILL "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null; redis_pid=
-done
-[ -n "$redis_pid" ] || { echo "throttle_procs: redis-server did not start: $(cat "$tmp/redis.log")" >&2; exit 1; }
-REDIS=redis://127.0.0.1:$rport/0
+start_redis throttle_procs
 
 # The server's clock (seconds) of each request since the last reset.
 request_times() {

@@ -13,9 +13,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "check.h"
-#include "luaretry.h"
 #include "redis_helper.h"
+#include "step_support.h"
 
 #define THREADS 4
 #define CALLS   400
@@ -37,8 +36,6 @@ static const char *POLICY_UNTHROTTLED =
 static luaretry_policy *p;
 static atomic_int done_threads, decided, bad;
 
-static const luaretry_request GET = { .method = "GET", .url = "http://example.invalid/" };
-
 /* An attempt started, a hedge beside it once due (its token goes into the
  * fleet's batch), the first attempt's success. */
 static void hedged(luaretry_call *c) {
@@ -46,10 +43,8 @@ static void hedged(luaretry_call *c) {
   if (luaretry_call_start(c, &id) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
   for (int k = 0; k < 200 && luaretry_call_hedge_in(c) > 0; k++) redis_sleep_ms(1);
   luaretry_decision d;
-  if (luaretry_call_hedge(c, &GET, &d) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
-  luaretry_outcome ok;
-  luaretry_outcome_init(&ok);
-  ok.status = 200;
+  if (luaretry_call_hedge(c, &STEP_GET, &d) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
+  luaretry_outcome ok = step_status(200);
   if (luaretry_call_report_attempt(c, id, &ok, &d) != LUARETRY_OK) atomic_fetch_add(&bad, 1);
 }
 
@@ -139,9 +134,7 @@ int main(void) {
   luaretry_call_options vo = { .flags = LUARETRY_CALL_VIRTUAL_TIME };
   luaretry_call *c;
   CHECK_CODE(luaretry_call_begin(p, &vo, &c), LUARETRY_OK);
-  luaretry_outcome o;
-  luaretry_outcome_init(&o);
-  o.status = 503;
+  luaretry_outcome o = step_status(503);
   luaretry_decision d;
   CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
   luaretry_call_free(c);

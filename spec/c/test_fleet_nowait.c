@@ -15,9 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "check.h"
-#include "luaretry.h"
 #include "redis_helper.h"
+#include "step_support.h"
 
 #ifdef __SANITIZE_THREAD__
 #define SANITIZE_THREAD 1
@@ -40,7 +39,6 @@ static const char *POLICY =
   "hedge = { delay = 0.001, max = 1 }\n"
   "fleet = { sync = 5 }\n";
 
-static const luaretry_request GET = { .method = "GET", .url = "http://example.invalid/" };
 static double slowest;
 static const char *slowest_step = "none";
 
@@ -60,15 +58,13 @@ static void one_call(luaretry_policy *p, int i) {
     CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
     timed("next", t0);
     if (!d.retry) break;
-    luaretry_outcome o;
-    luaretry_outcome_init(&o);
-    o.status = i % 3 == 0 ? 200 : 503;
+    luaretry_outcome o = step_status(i % 3 == 0 ? 200 : 503);
     if (i % 8 == 0) { /* an attempt and its hedge */
       int id = 0;
       CHECK_CODE(luaretry_call_start(c, &id), LUARETRY_OK);
       redis_sleep_ms(2);
       t0 = redis_now_();
-      CHECK_CODE(luaretry_call_hedge(c, &GET, &d), LUARETRY_OK);
+      CHECK_CODE(luaretry_call_hedge(c, &STEP_GET, &d), LUARETRY_OK);
       timed("hedge", t0);
       t0 = redis_now_();
       CHECK_CODE(luaretry_call_report_attempt(c, id, &o, &d), LUARETRY_OK);

@@ -72,9 +72,16 @@ static void test_limits(void) {
   lr_reply_reader_free(rd);
 }
 
-/* The update script's answer to a batch that asked `want` probe permits. */
-static lr_fleet_code decode_asking(const char *s, long long want, lr_fleet_reply *out, char *err,
-                                   size_t errlen) {
+/* The update script's answer to a batch that asked `want` probe permits
+ * and a block of `lwant` milli-tokens.  A reply written as the nine
+ * integers before leases ("*9...") gets a block of 0 and none out. */
+static lr_fleet_code decode_lease(const char *s, long long want, long long lwant,
+                                  lr_fleet_reply *out, char *err, size_t errlen) {
+  char grown[400];
+  if (strncmp(s, "*9\r\n", 4) == 0) {
+    snprintf(grown, sizeof grown, "*11\r\n%s:0\r\n:0\r\n", s + 4);
+    s = grown;
+  }
   static lr_redis_url u;
   lr_redis_url_parse("redis://127.0.0.1/0", &u, err, errlen);
   lr_fleet_limits l = { .max_milli = 10000,
@@ -90,9 +97,14 @@ static lr_fleet_code decode_asking(const char *s, long long want, lr_fleet_reply
   redisReply *r = read_one(s, strlen(s), &rc, err, errlen);
   if (!r) return rc;
   int noscript = 0;
-  rc = lr_redis_script_decode(&sc, &u, r, &l, want, out, &noscript, err, errlen);
+  rc = lr_redis_script_decode(&sc, &u, r, &l, want, lwant, out, &noscript, err, errlen);
   freeReplyObject(r);
   return rc;
+}
+
+static lr_fleet_code decode_asking(const char *s, long long want, lr_fleet_reply *out, char *err,
+                                   size_t errlen) {
+  return decode_lease(s, want, 0, out, err, errlen);
 }
 
 static lr_fleet_code decode(const char *s, lr_fleet_reply *out, char *err, size_t errlen) {
@@ -147,14 +159,32 @@ static void test_ranges(void) {
     "opened in the future");
   answer_refused("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:-9223372036854775808\r\n:0\r\n:0\r\n",
                  "time of day");
-  answer_refused("*9\r\n$-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n", "not 9 integers");
-  answer_refused("*7\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n", "not 9 integers");
-  answer_refused("$-1\r\n", "not 9 integers");
+  answer_refused("*9\r\n$-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n",
+                 "not 11 integers");
+  answer_refused("*7\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n", "not 11 integers");
+  answer_refused("$-1\r\n", "not 11 integers");
   /* throttle counts: none without a throttle, never negative */
   answer_refused("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:5\r\n:0\r\n",
                  "throttle counts");
   answer_refused("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:-1\r\n",
                  "throttle counts");
+  /* the budget's block: at most what was asked (2 tokens here), within the
+   * blocks out, which are within max_tokens */
+  const char *base = "*11\r\n:4000\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n";
+  char text[300];
+  snprintf(text, sizeof text, "%s:2000\r\n:6000\r\n", base);
+  CHECK_EQ_INT(decode_lease(text, 0, 2000, &out, err, sizeof err), LR_FLEET_OK);
+  CHECK_EQ_INT(out.lease, 2000);
+  CHECK_EQ_INT(out.leased, 6000);
+  const char *bad[][2] = { { ":3000", ":6000" },  /* more than asked */
+                           { ":-1000", ":6000" }, /* negative */
+                           { ":2000", ":1000" },  /* more than every block out */
+                           { ":0", ":10001" } };  /* more out than max_tokens */
+  for (int i = 0; i < 4; i++) {
+    snprintf(text, sizeof text, "%s%s\r\n%s\r\n", base, bad[i][0], bad[i][1]);
+    CHECK_EQ_INT(decode_lease(text, 0, 2000, &out, err, sizeof err), LR_FLEET_E_PROTOCOL);
+    CHECK_CONTAINS(err, "a lease that is");
+  }
 }
 
 static void quoted(const char *url, const char *text, const char *want, const char *secret) {

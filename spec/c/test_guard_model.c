@@ -16,16 +16,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "check.h"
-#include "luaretry.h"
+#include "step_support.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define DEFAULT_CALLS 10000
 #else
 #define DEFAULT_CALLS 100000
 #endif
-
-static const luaretry_request GET = { .method = "GET", .url = "http://example.invalid/" };
 
 static lua_State *L;
 static int model_ref, scen_ref;
@@ -147,9 +144,7 @@ static flight launch(int id, double now, double timeout) {
 /* One call to its end; 1 on a divergence (the call is abandoned). */
 static int one_call(luaretry_policy *p, uint64_t seed, int first) {
   luaretry_call_options o;
-  luaretry_call_options_init(&o);
-  o.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME;
-  o.seed = seed;
+  step_options(&o, seed);
   luaretry_call *c = NULL;
   double origin = real_now();
   if (first) scenario_start = origin;
@@ -202,7 +197,7 @@ static int one_call(luaretry_policy *p, uint64_t seed, int first) {
       if (in < 0 || n >= 4 || luaretry_call_elapsed(c) + in + 1e-3 >= first) break;
       luaretry_call_wait(c, in);
       luaretry_decision h;
-      luaretry_call_hedge(c, &GET, &h);
+      luaretry_call_hedge(c, &STEP_GET, &h);
       method("hedge");
       lua_pushnumber(L, luaretry_call_elapsed(c));
       push_engine(&h, h.hedge);

@@ -11,8 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "luaretry.h"
-#include "check.h"
+#include "step_support.h"
 
 /* 4 attempts, waits 1 s, attempt_timeout 4, deadline 30; propagate on with
  * the default names */
@@ -24,30 +23,16 @@ static const char MID[] =
   "backoff = { kind = \"constant\", initial = 1, jitter = \"none\" }\n"
   "propagate = {}\n";
 
-static luaretry_policy *load(const char *name, const char *src) {
-  luaretry_policy *p = NULL;
-  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
-  if (!CHECK_CODE(luaretry_policy_load_string(p, name, src), LUARETRY_OK))
-    fprintf(stderr, "  %s\n", luaretry_policy_errmsg(p));
-  return p;
-}
-
 static luaretry_code inbound(luaretry_policy *p, luaretry_call_options *o, const char *n1,
                              const char *v1, const char *n2, const char *v2) {
   luaretry_header h[2] = { { n1, v1 }, { n2, v2 } };
   return luaretry_call_options_inbound(p, h, n2 ? 2 : 1, o);
 }
 
-static void fresh(luaretry_call_options *o) {
-  luaretry_call_options_init(o);
-  o->flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME;
-  o->seed = 7;
-}
-
 /* Repeated headers: the smallest valid value; names in any case. */
 static void test_repeated(luaretry_policy *p) {
   luaretry_call_options o;
-  fresh(&o);
+  step_options(&o, 7);
   CHECK_CODE(inbound(p, &o, "luaretry-retries", "3", "LUARETRY-RETRIES", " 1 "), LUARETRY_OK);
   CHECK(o.flags & LUARETRY_CALL_RETRIES);
   CHECK_EQ_INT(o.retries, 1);
@@ -65,16 +50,16 @@ static void test_garbage(luaretry_policy *p) {
                                "1.5", "",    "9999999999999", "12abc", "+3" };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     luaretry_call_options o;
-    fresh(&o);
+    step_options(&o, 7);
     CHECK_CODE(inbound(p, &o, "Luaretry-Retries", bad[i], "Luaretry-Deadline-Ms", bad[i]),
                LUARETRY_E_ARG);
     CHECK_EQ_INT(o.flags & (LUARETRY_CALL_RETRIES | LUARETRY_CALL_DEADLINE), 0);
-    fresh(&o);
+    step_options(&o, 7);
     CHECK_CODE(inbound(p, &o, "Luaretry-Retries", bad[i], "Luaretry-Retries", "2"), LUARETRY_E_ARG);
     CHECK_EQ_INT(o.retries, 2);
   }
   luaretry_call_options o;
-  fresh(&o);
+  step_options(&o, 7);
   CHECK_CODE(luaretry_call_options_inbound(NULL, NULL, 0, &o), LUARETRY_E_ARG);
   CHECK_CODE(luaretry_call_options_inbound(p, NULL, 1, &o), LUARETRY_E_ARG);
   CHECK_CODE(luaretry_call_options_inbound(p, NULL, 0, NULL), LUARETRY_E_ARG);
@@ -85,7 +70,7 @@ static void test_garbage(luaretry_policy *p) {
 /* Inbound values never raise what the host set already. */
 static void test_never_raises(luaretry_policy *p) {
   luaretry_call_options o;
-  fresh(&o);
+  step_options(&o, 7);
   o.flags |= LUARETRY_CALL_RETRIES | LUARETRY_CALL_DEADLINE;
   o.retries = 1;
   o.deadline = luaretry_deadline_in(0.5);
@@ -98,7 +83,7 @@ static void test_never_raises(luaretry_policy *p) {
 /* A deadline of 0 ms has passed: the call ends at once, no attempt. */
 static void test_passed(luaretry_policy *p) {
   luaretry_call_options o;
-  fresh(&o);
+  step_options(&o, 7);
   CHECK_CODE(inbound(p, &o, "Luaretry-Deadline-Ms", "0", NULL, NULL), LUARETRY_OK);
   luaretry_call *c = NULL;
   CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
@@ -125,7 +110,7 @@ static void report(luaretry_call *c, int status, const char *error, luaretry_dec
  * is retried here all the same, within the policy's max_attempts. */
 static void test_allowance(luaretry_policy *p) {
   luaretry_call_options o;
-  fresh(&o);
+  step_options(&o, 7);
   CHECK_CODE(inbound(p, &o, "Luaretry-Retries", "0", NULL, NULL), LUARETRY_OK);
   luaretry_call *c = NULL;
   CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
@@ -141,7 +126,7 @@ static void test_allowance(luaretry_policy *p) {
   CHECK_EQ_INT(d.attempt, 3);
   luaretry_call_free(c);
   /* connect failures alone: still the policy's 4 attempts at most */
-  fresh(&o);
+  step_options(&o, 7);
   inbound(p, &o, "Luaretry-Retries", "0", NULL, NULL);
   CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
   for (int i = 1; i <= 4; i++) report(c, 0, "connect", &d);
@@ -149,7 +134,7 @@ static void test_allowance(luaretry_policy *p) {
   CHECK_EQ_STR(d.rule, "max_attempts");
   luaretry_call_free(c);
   /* 1 retry allowed: two attempts of 503 */
-  fresh(&o);
+  step_options(&o, 7);
   inbound(p, &o, "Luaretry-Retries", "1", NULL, NULL);
   CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
   report(c, 503, NULL, &d);
@@ -171,7 +156,7 @@ static const char *header(const luaretry_request *r, const char *name) {
  * hands its caller's allowance on, and sends none when it got none. */
 static void test_outbound(luaretry_policy *p, luaretry_policy *once) {
   luaretry_call_options o;
-  fresh(&o);
+  step_options(&o, 7);
   luaretry_call *c = NULL;
   CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
   luaretry_header keep[2] = { { "Accept", "*/*" }, { "luaretry-retries", "9" } };
@@ -185,7 +170,7 @@ static void test_outbound(luaretry_policy *p, luaretry_policy *once) {
   CHECK_EQ_STR(header(&out, "Accept"), "*/*");
   CHECK_EQ_INT(out.header_count, 3);
   luaretry_call_free(c);
-  fresh(&o);
+  step_options(&o, 7);
   CHECK_CODE(luaretry_call_begin(once, &o, &c), LUARETRY_OK);
   CHECK_CODE(luaretry_call_prepare(c, &in, 1, &out), LUARETRY_OK);
   CHECK(header(&out, "X-Left") != NULL);
@@ -215,7 +200,7 @@ static void test_policy_fields(void) {
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "propagate");
   CHECK_CODE(luaretry_policy_load_string(p, "off.lua", "max_attempts = 2\n"), LUARETRY_OK);
   luaretry_call_options o;
-  fresh(&o);
+  step_options(&o, 7);
   luaretry_call *c = NULL;
   CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
   luaretry_request in = { .method = "GET", .url = "http://127.0.0.1:1/" };
@@ -227,10 +212,10 @@ static void test_policy_fields(void) {
 }
 
 int main(void) {
-  luaretry_policy *p = load("mid.lua", MID);
-  luaretry_policy *once = load("once.lua",
-                               "name = \"once\"\nmax_attempts = 1\ndeadline = 30\n"
-                               "propagate = { deadline = \"X-Left\" }\n");
+  luaretry_policy *p = step_load("mid.lua", MID);
+  luaretry_policy *once = step_load("once.lua",
+                                    "name = \"once\"\nmax_attempts = 1\ndeadline = 30\n"
+                                    "propagate = { deadline = \"X-Left\" }\n");
   test_repeated(p);
   test_garbage(p);
   test_never_raises(p);

@@ -10,17 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "check.h"
-#include "luaretry.h"
 #include "luaretry_tool.h"
-
-static luaretry_policy *load(const char *src) {
-  luaretry_policy *p = NULL;
-  luaretry_policy_new(&p);
-  if (luaretry_policy_load_string(p, "=latency", src) != LUARETRY_OK)
-    fprintf(stderr, "%s\n", luaretry_policy_errmsg(p));
-  return p;
-}
+#include "step_support.h"
 
 static const char HEDGED[] =
   "max_attempts = 5\ndeadline = 10\nattempt_timeout = 4\n"
@@ -39,7 +30,7 @@ static luaretry_latency_options tail(int no_hedge) {
 }
 
 static void hedge_cuts_the_tail(void) {
-  luaretry_policy *p = load(HEDGED);
+  luaretry_policy *p = step_load("=latency", HEDGED);
   luaretry_latency_options o = tail(0);
   luaretry_latency_result with, again, without;
   CHECK_CODE(luaretry_simulate_latency(p, &o, &with), LUARETRY_OK);
@@ -78,9 +69,10 @@ static void hedge_cuts_the_tail(void) {
 /* Every attempt slower than attempt_timeout: each call times out three
  * times, the backoff between. */
 static void timeouts_are_retried(void) {
-  luaretry_policy *p = load(
-    "max_attempts = 3\ndeadline = 60\nattempt_timeout = 0.5\n"
-    "backoff = { kind = 'constant', initial = 0.25, jitter = 'none' }\n");
+  luaretry_policy *p =
+    step_load("=latency",
+              "max_attempts = 3\ndeadline = 60\nattempt_timeout = 0.5\n"
+              "backoff = { kind = 'constant', initial = 0.25, jitter = 'none' }\n");
   luaretry_latency_options o;
   luaretry_latency_options_init(&o);
   o.calls = 50;
@@ -97,10 +89,11 @@ static void timeouts_are_retried(void) {
 
 /* A budget spent by one run is not the next one's: each has its own. */
 static void fresh_guards_each_run(void) {
-  luaretry_policy *p = load(
-    "max_attempts = 3\ndeadline = 60\nattempt_timeout = 0.5\n"
-    "backoff = { kind = 'constant', initial = 0.25, jitter = 'none' }\n"
-    "budget = { max_tokens = 4, token_ratio = 0.1 }\n");
+  luaretry_policy *p =
+    step_load("=latency",
+              "max_attempts = 3\ndeadline = 60\nattempt_timeout = 0.5\n"
+              "backoff = { kind = 'constant', initial = 0.25, jitter = 'none' }\n"
+              "budget = { max_tokens = 4, token_ratio = 0.1 }\n");
   luaretry_latency_options o;
   luaretry_latency_options_init(&o);
   o.calls = 20;
@@ -115,7 +108,7 @@ static void fresh_guards_each_run(void) {
 }
 
 static void refusals(void) {
-  luaretry_policy *p = load(HEDGED);
+  luaretry_policy *p = step_load("=latency", HEDGED);
   luaretry_latency_result r;
   struct {
     long calls;
@@ -148,10 +141,10 @@ static void refusals(void) {
   luaretry_policy_free(none);
 
   /* is_idempotent fails when the first hedge is due */
-  luaretry_policy *broken = load(
-    "max_attempts = 5\ndeadline = 10\n"
-    "hedge = { delay = 0.05 }\n"
-    "function is_idempotent(r) error('no idea') end\n");
+  luaretry_policy *broken = step_load("=latency",
+                                      "max_attempts = 5\ndeadline = 10\n"
+                                      "hedge = { delay = 0.05 }\n"
+                                      "function is_idempotent(r) error('no idea') end\n");
   CHECK_CODE(luaretry_simulate_latency(broken, &o, &r), LUARETRY_E_POLICY);
   CHECK_CONTAINS(luaretry_policy_errmsg(broken), "no idea");
   luaretry_policy_free(broken);

@@ -11,8 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "luaretry.h"
-#include "check.h"
+#include "step_support.h"
 
 #ifndef LUARETRY_DATADIR
 #define LUARETRY_DATADIR "."
@@ -46,26 +45,6 @@ static const char SIM[] =
   "max_attempts = 8\n"
   "backoff = { initial = 0.5, multiplier = 2, max = 8, jitter = \"additive\","
   " jitter_max = 1 }\n";
-
-static luaretry_policy *load_str(const char *chunk, const char *src) {
-  luaretry_policy *p = NULL;
-  if (!CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK)) return NULL;
-  luaretry_code rc = luaretry_policy_load_string(p, chunk, src);
-  if (!CHECK_CODE(rc, LUARETRY_OK))
-    fprintf(stderr, "  load %s: %s\n", chunk, luaretry_policy_errmsg(p));
-  return p;
-}
-
-static luaretry_call *begin_virtual(luaretry_policy *p, uint64_t seed) {
-  luaretry_call_options o;
-  luaretry_call_options_init(&o);
-  o.flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME;
-  o.seed = seed;
-  luaretry_call *c = NULL;
-  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
-  CHECK(c != NULL);
-  return c;
-}
 
 static luaretry_code report(luaretry_call *c, int status, double retry_after,
                             luaretry_decision *d) {
@@ -117,7 +96,7 @@ static void expect_stop(luaretry_call *c, int status, luaretry_reason reason, co
 
 /* 503, 503, 200 with jitter "none": waits 1 and 2, then success. */
 static void test_success_after_retries(luaretry_policy *p, const char *rule) {
-  luaretry_call *c = begin_virtual(p, 1);
+  luaretry_call *c = step_begin(p, 1);
   CHECK_EQ_DBL(luaretry_call_timeout(c), 4); /* attempt_timeout < deadline */
   CHECK_EQ_DBL(luaretry_call_elapsed(c), 0);
   expect_retry(c, 503, 1, 0, 1, 4, LUARETRY_WAIT_BACKOFF, rule);
@@ -138,7 +117,7 @@ static void test_success_after_retries(luaretry_policy *p, const char *rule) {
 /* All 503: waits 1, 2, 3 (capped), 3 (capped); the timeout of the attempt
  * starting at 9 s is clipped to the 1 s left; then the deadline stops it. */
 static void test_deadline(luaretry_policy *p, const char *rule) {
-  luaretry_call *c = begin_virtual(p, 2);
+  luaretry_call *c = step_begin(p, 2);
   expect_retry(c, 503, 1, 0, 1, 4, LUARETRY_WAIT_BACKOFF, rule);
   expect_retry(c, 503, 2, 1, 2, 4, LUARETRY_WAIT_BACKOFF, rule);
   expect_retry(c, 503, 3, 3, 3, 4, LUARETRY_WAIT_CLAMPED, rule);
@@ -155,25 +134,25 @@ static void test_deadline(luaretry_policy *p, const char *rule) {
 /* A list of independent checks on one policy, each a few lines: split, it
  * would only scatter the policy text they share. */
 static void test_string_policy(void) {
-  luaretry_policy *p = load_str("@svc.lua", SVC);
+  luaretry_policy *p = step_load("@svc.lua", SVC);
   if (!p) return;
   CHECK_EQ_INT(luaretry_policy_warning_count(p), 0);
   test_success_after_retries(p, "svc.lua:6");
   test_deadline(p, "svc.lua:6");
 
-  luaretry_call *c = begin_virtual(p, 3);
+  luaretry_call *c = step_begin(p, 3);
   luaretry_decision d;
   /* Not transient: final, decided by the script. */
   expect_stop(c, 404, LUARETRY_REASON_FINAL, "final", 1, "svc.lua:6", &d);
   luaretry_call_free(c);
 
   /* A number from is_transient is the wait. */
-  c = begin_virtual(p, 3);
+  c = step_begin(p, 3);
   expect_retry(c, 420, 1, 0, 0.75, 4, LUARETRY_WAIT_SCRIPT, "svc.lua:6");
   luaretry_call_free(c);
 
   /* A Lua error is a policy error naming file and line; report is OK. */
-  c = begin_virtual(p, 3);
+  c = step_begin(p, 3);
   expect_retry(c, 503, 1, 0, 1, 4, LUARETRY_WAIT_BACKOFF, "svc.lua:6");
   expect_stop(c, 418, LUARETRY_REASON_POLICY_ERROR, "policy_error", 2, "svc.lua:6", &d);
   CHECK_CONTAINS(d.message, "svc.lua:7:");
@@ -183,17 +162,17 @@ static void test_string_policy(void) {
   luaretry_call_free(c);
 
   /* Any other value is a policy error, never a guess. */
-  c = begin_virtual(p, 3);
+  c = step_begin(p, 3);
   expect_stop(c, 419, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "svc.lua:6", &d);
   CHECK_CONTAINS(d.message, "string");
   luaretry_call_free(c);
-  c = begin_virtual(p, 3);
+  c = step_begin(p, 3);
   expect_stop(c, 421, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "svc.lua:6", &d);
   CHECK_CONTAINS(d.message, "-1");
   luaretry_call_free(c);
 
   /* Retry-After: at least what the server asked; too far ends the call. */
-  c = begin_virtual(p, 3);
+  c = step_begin(p, 3);
   CHECK_CODE(report(c, 503, 2.5, &d), LUARETRY_OK);
   CHECK_EQ_INT(d.retry, 1);
   CHECK_EQ_DBL(d.wait, 2.5);
@@ -210,7 +189,7 @@ static void test_string_policy(void) {
   CHECK_EQ_INT(d.reason, LUARETRY_REASON_DEADLINE);
   CHECK_EQ_STR(d.rule, "retry_after");
   luaretry_call_free(c);
-  c = begin_virtual(p, 3);
+  c = step_begin(p, 3);
   CHECK_CODE(report(c, 503, 400, &d), LUARETRY_OK); /* > max_retry_after */
   /* not a deadline: no deadline was reached, the server asked too much */
   CHECK_EQ_INT(d.reason, LUARETRY_REASON_SERVER_WAIT_TOO_LONG);
@@ -220,7 +199,7 @@ static void test_string_policy(void) {
   luaretry_call_free(c);
 
   /* Cancel: a wait returns at once, the next report stops the call. */
-  c = begin_virtual(p, 3);
+  c = step_begin(p, 3);
   CHECK_EQ_INT(luaretry_call_cancelled(c), 0);
   luaretry_call_cancel(c);
   CHECK_EQ_INT(luaretry_call_cancelled(c), 1);
@@ -247,7 +226,7 @@ static void test_file_policy(void) {
   CHECK_EQ_STR(t.source, FIXTURE);
   test_success_after_retries(p, FIXTURE ":7");
   test_deadline(p, FIXTURE ":7");
-  luaretry_call *c = begin_virtual(p, 9);
+  luaretry_call *c = step_begin(p, 9);
   luaretry_decision d;
   expect_stop(c, 418, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, FIXTURE ":7", &d);
   CHECK_CONTAINS(d.message, FIXTURE ":8:");
@@ -258,7 +237,7 @@ static void test_file_policy(void) {
 
 /* The default classifier's rule is "default"; default max backoff is 32. */
 static void test_default_classifier(void) {
-  luaretry_policy *p = load_str("@plain.lua", PLAIN);
+  luaretry_policy *p = step_load("@plain.lua", PLAIN);
   if (!p) return;
   luaretry_tuning t;
   CHECK_CODE(luaretry_policy_tuning(p, &t), LUARETRY_OK);
@@ -273,7 +252,7 @@ static void test_default_classifier(void) {
   CHECK_EQ_DBL(t.max, 32);
   CHECK_EQ_INT(t.jitter, LUARETRY_JITTER_NONE);
 
-  luaretry_call *c = begin_virtual(p, 1);
+  luaretry_call *c = step_begin(p, 1);
   CHECK_EQ_DBL(luaretry_call_timeout(c), 0); /* no timeout, no deadline */
   expect_retry(c, 503, 1, 0, 0.5, 0, LUARETRY_WAIT_BACKOFF, "default");
   expect_retry(c, 502, 2, 0.5, 1, 0, LUARETRY_WAIT_BACKOFF, "default");
@@ -283,7 +262,7 @@ static void test_default_classifier(void) {
   CHECK_EQ_INT(d.throttled, 0);
   luaretry_call_free(c);
   /* a 429 is throttling: the throttling backoff (1 s, full jitter) */
-  c = begin_virtual(p, 1);
+  c = step_begin(p, 1);
   CHECK_CODE(report(c, 429, -1, &d), LUARETRY_OK);
   CHECK_EQ_INT(d.retry, 1);
   CHECK_EQ_INT(d.throttled, 1);
@@ -291,10 +270,10 @@ static void test_default_classifier(void) {
   CHECK(d.wait >= 0 && d.wait <= 1);
   luaretry_call_free(c);
 
-  c = begin_virtual(p, 1);
+  c = step_begin(p, 1);
   expect_stop(c, 404, LUARETRY_REASON_FINAL, "final", 1, "default", &d);
   luaretry_call_free(c);
-  c = begin_virtual(p, 1);
+  c = step_begin(p, 1);
   luaretry_outcome o;
   luaretry_outcome_init(&o);
   o.status = 0;
@@ -306,7 +285,7 @@ static void test_default_classifier(void) {
   luaretry_policy_free(p);
 
   /* Without backoff.max the cap is 32 s, or initial when that is larger. */
-  p = load_str("@big.lua", "deadline = 600\nbackoff = { initial = 40 }\n");
+  p = step_load("@big.lua", "deadline = 600\nbackoff = { initial = 40 }\n");
   if (p) {
     CHECK_CODE(luaretry_policy_tuning(p, &t), LUARETRY_OK);
     CHECK_EQ_DBL(t.max, 40);
@@ -348,11 +327,11 @@ static luaretry_class classify(void *ud, const luaretry_outcome *o, int attempt,
 }
 
 static void test_c_classifier(void) {
-  luaretry_policy *p = load_str("@svc.lua", SVC);
+  luaretry_policy *p = step_load("@svc.lua", SVC);
   if (!p) return;
   classifier_state s = { 0, 0 };
   CHECK_CODE(luaretry_policy_set_classifier(p, classify, &s), LUARETRY_OK);
-  luaretry_call *c = begin_virtual(p, 1);
+  luaretry_call *c = step_begin(p, 1);
   expect_retry(c, 503, 1, 0, 1, 4, LUARETRY_WAIT_BACKOFF, "host classifier");
   expect_retry(c, 429, 2, 1, 0.25, 4, LUARETRY_WAIT_SCRIPT, "host classifier");
   CHECK_EQ_INT(s.last_attempt, 2);
@@ -362,19 +341,19 @@ static void test_c_classifier(void) {
   luaretry_call_free(c);
 
   /* 418 raises in the script, but the C classifier has the say now. */
-  c = begin_virtual(p, 1);
+  c = step_begin(p, 1);
   expect_stop(c, 418, LUARETRY_REASON_FINAL, "final", 1, "host classifier", &d);
   luaretry_call_free(c);
-  c = begin_virtual(p, 1);
+  c = step_begin(p, 1);
   expect_stop(c, 599, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "host classifier", &d);
   CHECK_CONTAINS(d.message, "host classifier failed");
   luaretry_call_free(c);
-  c = begin_virtual(p, 1);
+  c = step_begin(p, 1);
   expect_stop(c, 598, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "host classifier", &d);
   CHECK_CONTAINS(d.message, "unknown class");
   luaretry_call_free(c);
   /* a host classifier can say throttling: the throttling backoff */
-  c = begin_virtual(p, 1);
+  c = step_begin(p, 1);
   CHECK_CODE(report(c, 420, -1, &d), LUARETRY_OK);
   CHECK_EQ_INT(d.retry, 1);
   CHECK_EQ_INT(d.throttled, 1);
@@ -383,7 +362,7 @@ static void test_c_classifier(void) {
 
   /* Removing it gives the script back its judgement. */
   CHECK_CODE(luaretry_policy_set_classifier(p, NULL, NULL), LUARETRY_OK);
-  c = begin_virtual(p, 1);
+  c = step_begin(p, 1);
   expect_stop(c, 418, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "svc.lua:6", &d);
   luaretry_call_free(c);
   CHECK_EQ_INT(s.calls, 7);
@@ -413,7 +392,7 @@ static int on_decision(void *ud, const luaretry_decision *d) {
 }
 
 static void test_simulate(void) {
-  luaretry_policy *p = load_str("@sim.lua", SIM);
+  luaretry_policy *p = step_load("@sim.lua", SIM);
   if (!p) return;
   record a = { 0 }, b = { 0 }, other = { 0 };
   CHECK_CODE(luaretry_simulate(p, 42, 0, on_decision, &a), LUARETRY_OK);
@@ -435,7 +414,7 @@ static void test_simulate(void) {
   CHECK_EQ_DBL(a.last.elapsed, sum);
 
   /* The step API with the same seed gives the same schedule. */
-  luaretry_call *c = begin_virtual(p, 42);
+  luaretry_call *c = step_begin(p, 42);
   luaretry_decision d;
   for (int i = 0; i < 7; i++) {
     CHECK_CODE(report(c, 503, -1, &d), LUARETRY_OK);
@@ -475,7 +454,7 @@ static void test_overrides(void) {
   CHECK_EQ_DBL(t.initial, 0.25);
   CHECK_EQ_DBL(t.max, 1);
   CHECK_EQ_DBL(t.deadline, 10); /* the script's */
-  luaretry_call *before = begin_virtual(p, 1);
+  luaretry_call *before = step_begin(p, 1);
 
   /* After load: a bad value is refused, naming the field; nothing moves. */
   static const char *const bad[][2] = {
@@ -509,7 +488,7 @@ static void test_overrides(void) {
   expect_retry(before, 503, 1, 0, 0.25, 4, LUARETRY_WAIT_BACKOFF, "svc.lua:6");
   expect_retry(before, 503, 2, 0.25, 0.5, 4, LUARETRY_WAIT_BACKOFF, "svc.lua:6");
   luaretry_call_free(before);
-  luaretry_call *after = begin_virtual(p, 1);
+  luaretry_call *after = step_begin(p, 1);
   CHECK_EQ_DBL(luaretry_call_timeout(after), 4); /* no deadline to clip */
   expect_retry(after, 503, 1, 0, 0.25, 4, LUARETRY_WAIT_BACKOFF, "svc.lua:6");
   expect_stop(after, 503, LUARETRY_REASON_EXHAUSTED, "exhausted", 2, "max_attempts", &d);
@@ -535,10 +514,10 @@ static void test_overrides(void) {
 /* ---- warnings */
 
 static void test_warnings(void) {
-  luaretry_policy *p = load_str("@w.lua",
-                                "max_attemps = 3\n"
-                                "deadline = 5\n"
-                                "backoff = { intial = 1, multiplier = 0.5 }\n");
+  luaretry_policy *p = step_load("@w.lua",
+                                 "max_attemps = 3\n"
+                                 "deadline = 5\n"
+                                 "backoff = { intial = 1, multiplier = 0.5 }\n");
   if (!p) return;
   size_t n = luaretry_policy_warning_count(p);
   CHECK_EQ_INT(n, 3);
@@ -574,7 +553,7 @@ static void test_warnings(void) {
 /* ---- a failed reload keeps the old policy */
 
 static void test_failed_reload(void) {
-  luaretry_policy *p = load_str("@svc.lua", SVC);
+  luaretry_policy *p = step_load("@svc.lua", SVC);
   if (!p) return;
   luaretry_tuning before, t;
   CHECK_CODE(luaretry_policy_tuning(p, &before), LUARETRY_OK);
@@ -605,7 +584,7 @@ static void test_failed_reload(void) {
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "spec/fixtures/c_missing.lua");
   /* The old script still judges. */
   test_success_after_retries(p, "svc.lua:6");
-  luaretry_call *c = begin_virtual(p, 1);
+  luaretry_call *c = step_begin(p, 1);
   luaretry_decision d;
   expect_stop(c, 418, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "svc.lua:6", &d);
   CHECK_CONTAINS(d.message, "svc.lua:7:");
@@ -622,7 +601,7 @@ static double now(void) {
 }
 
 static void test_real_clock(void) {
-  luaretry_policy *p = load_str("@svc.lua", SVC);
+  luaretry_policy *p = step_load("@svc.lua", SVC);
   if (!p) return;
   luaretry_call *c = NULL;
   CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK); /* OS seed */
@@ -664,7 +643,7 @@ static double first_wait(luaretry_policy *p) {
  * apart, and so do a forked child and its parent after the fork. */
 static void test_os_seeds(void) {
   luaretry_policy *p =
-    load_str("=jitter", "max_attempts = 3\nbackoff = { initial = 1, jitter = 'full' }\n");
+    step_load("=jitter", "max_attempts = 3\nbackoff = { initial = 1, jitter = 'full' }\n");
   if (!p) return;
   double a = first_wait(p), b = first_wait(p);
   CHECK(a >= 0 && a <= 1 && b >= 0 && b <= 1);
@@ -703,7 +682,7 @@ static int open_fds(void) {
  * other leave no more than a few open, and a cancelled call's wakeup does
  * not reach the next call: its wait lasts. */
 static void test_wakeup_fds(void) {
-  luaretry_policy *p = load_str("@svc.lua", SVC);
+  luaretry_policy *p = step_load("@svc.lua", SVC);
   if (!p) return;
   int before = open_fds();
   for (int i = 0; i < 1000; i++) {
@@ -767,7 +746,7 @@ static luaretry_code workflow_round(void *ud, luaretry_call *c, int attempt, dou
 
 static void test_workflow_requests(void) {
   luaretry_policy *p =
-    load_str("@wf.lua", "max_attempts = 3\ndeadline = 0.5\nrate = { limit = 1, burst = 1 }\n");
+    step_load("@wf.lua", "max_attempts = 3\ndeadline = 0.5\nrate = { limit = 1, burst = 1 }\n");
   if (!p) return;
   luaretry_call_options o;
   luaretry_call_options_init(&o);

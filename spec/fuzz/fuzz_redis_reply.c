@@ -43,8 +43,12 @@ static void check_script(const redisReply *r, const lr_redis_url *u) {
   lr_fleet_reply out;
   int noscript = 0;
   char err[300];
-  if (lr_redis_script_decode(&s, u, r, &l, 1, &out, &noscript, err, sizeof err) == LR_FLEET_OK) {
+  if (lr_redis_script_decode(&s, u, r, &l, 1, 2000, &out, &noscript, err, sizeof err) ==
+      LR_FLEET_OK) {
     if (out.tokens < 0 || out.tokens > l.max_milli || out.state < 0 || out.state > 2) abort();
+    /* a block within what was asked and within the blocks out */
+    if (out.lease < 0 || out.lease > 2000 || out.lease > out.leased || out.leased > l.max_milli)
+      abort();
     if (out.opened_at > out.now_ms || out.granted > 1 || out.granted < 0) abort();
     /* an open breaker within its open period; permits from a half-open one */
     if (out.state == 1 && out.now_ms - out.opened_at >= l.open_ms) abort();

@@ -108,6 +108,27 @@ function M.run(args, opts)
   return r
 end
 
+-- The lists given, one after another, as one list.
+function M.concat(...)
+  local t = {}
+  for _, list in ipairs({ ... }) do
+    for _, v in ipairs(list) do t[#t + 1] = v end
+  end
+  return t
+end
+
+-- Short waits and a fixed seed for the runs that retry: the first backoff
+-- 10 ms, its jitter within 10 ms.
+M.FAST = { "--set", "backoff.initial=0.01", "--set", "backoff.jitter_max=0.01", "--seed", "1" }
+
+-- `luaretry run http ARGS... FAST...` (the curl-like policy, short
+-- waits), with opts as M.run takes them; a timeout of 60 s unless given.
+function M.run_http(args, opts)
+  local o = { timeout = 60 }
+  for k, v in pairs(opts or {}) do o[k] = v end
+  return M.run(M.concat({ "run", "http" }, args, M.FAST), o)
+end
+
 -- The lines of a string, without their newlines.
 function M.lines(s)
   local t = {}

@@ -6,6 +6,7 @@
 --   local redis = require "support.redis"
 --   local r = redis.start { password = "pw", tcp = true, args = { "--replicaof", ... } }
 --   r.url, r.sock, r.port, r:cli("GET", "k"), r:kill(), r:restart(), r:stop()
+--   redis.cli_port(port, "PING"), redis.some_port(k)
 --
 -- or, for a whole describe() block, redis.with_redis (below).
 local proc = require "support.proc"
@@ -33,11 +34,13 @@ local function spawn(self)
 end
 
 -- A port nobody listens on now, most likely: redis-server refuses to start
--- on a busy one, and start() tries another.
-local function some_port(k)
+-- on a busy one, and start() tries another (k: the try; a caller that
+-- picks several at once gives each its own k).
+function M.some_port(k)
   local seed = tonumber(tostring(proc.now()):gsub("%D", ""):sub(-6)) or 0
   return 20000 + (seed * 7 + k * 7919) % 40000
 end
+local some_port = M.some_port
 
 function M.start(opts)
   opts = opts or {}
@@ -59,14 +62,25 @@ function M.start(opts)
   error("redis-server did not start: " .. log, 2)
 end
 
--- One command through redis-cli; its output without the last newline.
-function Redis:cli(...)
+-- One command through redis-cli (`where`: its options that name the
+-- server), bounded by `seconds`; its output without the last newline.
+local function cli(where, seconds, ...)
   local words = {}
   for _, a in ipairs { ... } do words[#words + 1] = proc.q(a) end
-  local auth = self.password and ("-a " .. proc.q(self.password) .. " --no-auth-warning ") or ""
-  local out = proc.readfile_cmd(ENV .. "timeout 5 redis-cli -s " .. proc.q(self.sock) .. " " ..
-                                auth .. table.concat(words, " ") .. " 2>&1")
+  local out = proc.readfile_cmd(ENV .. "timeout " .. seconds .. " redis-cli " .. where ..
+                                table.concat(words, " ") .. " 2>&1")
   return (out:gsub("\n$", ""))
+end
+
+function Redis:cli(...)
+  local auth = self.password and ("-a " .. proc.q(self.password) .. " --no-auth-warning ") or ""
+  return cli("-s " .. proc.q(self.sock) .. " " .. auth, 5, ...)
+end
+
+-- The same to 127.0.0.1:port, a server this module did not start (a
+-- cluster's node, a sentinel).
+function M.cli_port(port, ...)
+  return cli("-h 127.0.0.1 -p " .. port .. " ", 10, ...)
 end
 
 -- Gone at once, as a crash would leave it (the socket file stays).

@@ -1,4 +1,4 @@
--- spec/support/text.lua: small helpers the engine's specs share.
+-- spec/support/text.lua: small helpers the specs share.
 local assert = require "luassert"
 local M = {}
 
@@ -20,6 +20,11 @@ function M.has(haystack, needle)
   assert.is_string(haystack)
   assert.is_truthy(haystack:find(needle, 1, true),
     ("expected to find %q in:\n%s"):format(needle, haystack))
+end
+
+-- How many times the pattern matches in s (nil: 0).
+function M.count(s, pattern)
+  return select(2, (s or ""):gsub(pattern, ""))
 end
 
 return M

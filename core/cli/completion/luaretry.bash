@@ -45,7 +45,7 @@ _luaretry() {
     -w|--write-out|-m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|\
     -e|--referer|--limit-rate|--max-filesize|--retry|--retry-delay|--retry-on-exit|--final-on-exit|\
     --retry-if-output|--final-if-output|--before-retry|\
-    --attempts|--clients|--outage|--listen|--probe|--redis|--latency|--calls|--status|\
+    --attempts|--clients|--outage|--listen|--probe|--redis|--latency|--calls|--status|--wave|\
     -F|--form|--form-string|--resolve|--url|-x|--proxy|--parallel-max|-Y|--speed-limit|-y|\
     --speed-time) return ;;
   esac
@@ -58,7 +58,7 @@ _luaretry() {
     case $cmd in
       run) opts=$_luaretry_run_options ;;
       check) opts="--set --probe --help" ;;
-      simulate) opts="--attempts --seed --json --set --probe --clients --outage --status --svg --fleet --process --latency --calls --help" ;;
+      simulate) opts="--attempts --seed --json --set --probe --clients --outage --status --svg --fleet --wave --process --latency --calls --help" ;;
       list) opts="--names --set-names --help" ;;
       fleet) opts="--fleet --redis --reset --set --help" ;;
       faults) opts="--listen --listen-any --help" ;;
@@ -74,7 +74,7 @@ _luaretry() {
       -u|--user|-A|--user-agent|--cacert|-E|--cert|--key|-D|--dump-header|-w|--write-out|\
       -m|--max-time|--retry-max-time|--connect-timeout|--max-redirs|--seed|--set|--log-json|\
       --metrics-file|--urls|--output-dir|--attempts|--clients|--outage|--svg|--probe|\
-      --trace-ascii|--redis|--listen|--latency|--calls|--status|\
+      --trace-ascii|--redis|--listen|--latency|--calls|--status|--wave|\
       -T|--upload-file|-F|--form|--form-string|-b|--cookie|-c|--cookie-jar|--resolve|--url|-x|\
       --proxy|-K|--config|--parallel-max|-Y|--speed-limit|-y|--speed-time|-C|--continue-at|--checksum|\
       -e|--referer|--limit-rate|--max-filesize|--retry|--retry-delay|--retry-on-exit|--final-on-exit|\

@@ -397,12 +397,8 @@ luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, int live_
  * meant; one warning line, from a probe on a call of its own (virtual
  * time, its own guards and counters: nothing of the run's changes). */
 void command_policy_check(luaretry_policy *p, const char *policy) {
-  luaretry_call_options opts;
-  luaretry_call_options_init(&opts);
-  opts.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED | LUARETRY_CALL_ISOLATED;
-  opts.seed = 1;
   luaretry_call *c;
-  if (luaretry_call_begin(p, &opts, &c) != LUARETRY_OK) return;
+  if (cli_probe_begin(p, 1, &c) != LUARETRY_OK) return;
   luaretry_outcome o;
   luaretry_outcome_init(&o);
   o.kind = LUARETRY_OUTCOME_COMMAND;

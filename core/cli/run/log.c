@@ -231,21 +231,22 @@ void log_json_close(FILE *json) {
 void log_stats(const luaretry_policy *p) {
   luaretry_metrics m;
   luaretry_policy_metrics(p, &m);
-  fprintf(
-    stderr,
-    "luaretry: stats: calls %llu, attempts %llu, retries %llu, successes %llu, "
-    "finals %llu, exhausted %llu, deadline stops %llu, policy errors %llu, "
-    "cancelled %llu, budget refusals %llu, circuit refusals %llu, breaker openings %llu, "
-    "admission refusals %llu, waited %.3f s, breaker %s, guards %s, hedges %llu (won %llu, "
-    "cancelled %llu)\n",
-    (unsigned long long)m.calls, (unsigned long long)m.attempts, (unsigned long long)m.retries,
-    (unsigned long long)m.successes, (unsigned long long)m.finals, (unsigned long long)m.exhausted,
-    (unsigned long long)m.deadline_stops, (unsigned long long)m.policy_errors,
-    (unsigned long long)m.cancelled, (unsigned long long)m.budget_refusals,
-    (unsigned long long)m.circuit_refusals, (unsigned long long)m.breaker_openings,
-    (unsigned long long)m.admission_refusals, m.time_waited, luaretry_breaker_state_name(m.breaker),
-    luaretry_guards_scope_name(m.guards), (unsigned long long)m.hedges,
-    (unsigned long long)m.hedges_won, (unsigned long long)m.hedges_cancelled);
+  fprintf(stderr,
+          "luaretry: stats: calls %llu, attempts %llu, retries %llu, successes %llu, "
+          "finals %llu, exhausted %llu, deadline stops %llu, policy errors %llu, "
+          "cancelled %llu, budget refusals %llu, circuit refusals %llu, breaker openings %llu, "
+          "admission refusals %llu, waited %.3f s, breaker %s, guards %s, hedges %llu (won %llu, "
+          "cancelled %llu), redis round trips %llu\n",
+          (unsigned long long)m.calls, (unsigned long long)m.attempts,
+          (unsigned long long)m.retries, (unsigned long long)m.successes,
+          (unsigned long long)m.finals, (unsigned long long)m.exhausted,
+          (unsigned long long)m.deadline_stops, (unsigned long long)m.policy_errors,
+          (unsigned long long)m.cancelled, (unsigned long long)m.budget_refusals,
+          (unsigned long long)m.circuit_refusals, (unsigned long long)m.breaker_openings,
+          (unsigned long long)m.admission_refusals, m.time_waited,
+          luaretry_breaker_state_name(m.breaker), luaretry_guards_scope_name(m.guards),
+          (unsigned long long)m.hedges, (unsigned long long)m.hedges_won,
+          (unsigned long long)m.hedges_cancelled, (unsigned long long)m.fleet_round_trips);
 }
 
 /* A download that starts over says so, once for each time. */

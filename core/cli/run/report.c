@@ -42,6 +42,7 @@ static const counter COUNTERS[] = {
   C(throttled, "Outcomes judged throttling (is_throttling, or a 429)."),
   C(admission_refusals, "Attempts admission control (the client-side throttle) refused."),
   C(rate_limited, "Calls whose rate-limiter wait would pass the deadline."),
+  C(fleet_round_trips, "Commands sent to the fleet's Redis, each a request and its reply."),
 };
 #undef C
 #define N_COUNTERS (sizeof COUNTERS / sizeof COUNTERS[0])

@@ -63,6 +63,22 @@ static void write_headers(response *r) {
   }
 }
 
+/* A broken answer that can be resumed (a transport failure after ranges
+ * and a strong ETag or a Last-Modified; its status is 0): its bytes are
+ * the sink's, and this is their validator, which keep_partial names when
+ * error answers (a 503) come after it. */
+static void note_resumable(response *r, const luaretry_outcome *o) {
+  if (!luaretry_curl_resumable(o)) return;
+  const char *etag = NULL, *modified = NULL;
+  for (size_t i = 0; i < o->header_count; i++) {
+    if (!etag && strcmp(o->headers[i].name, "etag") == 0) etag = o->headers[i].value;
+    if (!modified && strcmp(o->headers[i].name, "last-modified") == 0)
+      modified = o->headers[i].value;
+  }
+  const char *v = etag && etag[0] == '"' ? etag : modified;
+  if (v && strlen(v) < sizeof r->validator) strcpy(r->validator, v);
+}
+
 void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   response *r = ud;
   progress_clear(&r->meter); /* the log line has the line to itself */
@@ -71,6 +87,7 @@ void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decisi
   /* an attempt that failed beside a hedge still running: nothing decided */
   if (!d->retry && d->reason == LUARETRY_REASON_NONE && d->in_flight) return;
   if (o && d->retry) r->len = 0; /* a retried attempt's headers are no one's */
+  if (o) note_resumable(r, o);
   if (o) r->suspect = o->error && strstr(o->error, "_mismatch");
   if (d->retry) return;
   if (r->a->fail && d->reason != LUARETRY_REASON_SUCCESS) r->drop = 1;
@@ -88,6 +105,7 @@ int response_restart(void *ud) {
   r->counted = 0;
   r->got = 0;
   r->too_large = 0;
+  r->validator[0] = '\0'; /* the sink starts over: no bytes of any answer */
   progress_attempt(&r->meter, 0);
   return outfile_restart(r->out);
 }

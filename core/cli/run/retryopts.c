@@ -61,7 +61,7 @@ int retryopts_curl(retry_sets *a, const char *opt, const char *v) {
   return 0;
 }
 
-int retryopts_all_errors(retry_sets *s) { return add_set(s, "options.retry_all_errors", "true"); }
+int retryopts_all_errors(retry_sets *s) { return add_set(s, "retry_all_errors", "true"); }
 
 int retryopts_size(const char *opt, const char *v, long long *out) {
   char *end;

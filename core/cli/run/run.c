@@ -32,6 +32,40 @@ static int single_url_options(run_args *a) {
   return 0;
 }
 
+/* The first option given that only a URL's transfer reads: with a policy
+ * that has run(), it would be ignored.  --max-filesize too: the script's
+ * requests keep their bodies whole for it (up to 16 MiB), so no sink
+ * could count them as they come. */
+static const char *workflow_refused(const run_args *a) {
+  const struct {
+    int given;
+    const char *name;
+  } url_only[] = {
+    /* first: each sets -X or -d as well, and the user typed it */
+    { a->upload_file != NULL, "-T" },
+    { a->nforms > 0, "-F" },
+    { a->get, "-G" },
+    { a->method != NULL, "-X" },
+    { a->data != NULL, "-d" },
+    { a->nheaders > 0, "-H" },
+    { a->include, "-i" },
+    { a->dump_header != NULL, "-D" },
+    { a->write_out != NULL, "-w" },
+    { a->fail, "-f" },
+    { a->urls_file != NULL, "--urls" },
+    { a->output_dir != NULL, "--output-dir" },
+    { a->parallel, "--parallel" },
+    { a->max_filesize > 0, "--max-filesize" },
+    { a->continue_at, "-C" },
+    { a->checksum != NULL, "--checksum" },
+    { a->remote_name, "-O" },
+    { a->remote_header_name, "-J" },
+  };
+  for (size_t i = 0; i < sizeof url_only / sizeof url_only[0]; i++)
+    if (url_only[i].given) return url_only[i].name;
+  return NULL;
+}
+
 /* What to run, from the options and whether the policy has run(); 0 or a
  * usage status. */
 static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
@@ -42,17 +76,13 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   /* A policy with run() takes the words after it as its arguments. */
   if (luaretry_policy_has_workflow(p)) {
     *mode = RUN_WORKFLOW;
-    if (a->method || a->data || a->nheaders || a->include || a->dump_header || a->write_out ||
-        a->fail)
-      return cli_usage(
-        "run: -X, -H, -d, -i, -D, -w and -f are for URLs; %s runs its own "
-        "requests",
-        a->policy);
-    if (a->urls_file || a->output_dir || a->parallel)
-      return cli_usage(
-        "run: --urls, --parallel and --output-dir are for URLs; %s runs its own "
-        "requests",
-        a->policy);
+    const char *url_only = workflow_refused(a);
+    if (url_only) {
+      char why[512];
+      snprintf(why, sizeof why, "run: %s is for URLs; %s runs its own requests", url_only,
+               a->policy);
+      return cli_usage("%s", why);
+    }
     return 0;
   }
   /* One URL alone is one call, as ever; several (or --urls, or
@@ -166,10 +196,13 @@ static void keep_partial(const run_args *a, const luaretry_decision *final, CURL
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
   /* cut before any answer, or after an error answer (whose body the
    * sink never got): an earlier run's partial stays, unless this run
-   * started the sink over */
-  const char *validator = (code == 0 || code >= 400) && out->partial && !out->restarted
-                            ? out->validator
-                            : cut_validator(h);
+   * started the sink over; then the bytes are those of this run's last
+   * broken answer that can be resumed, if any */
+  const char *validator = cut_validator(h);
+  if (code == 0 || code >= 400)
+    validator = out->partial && !out->restarted ? out->validator
+                : r->validator[0]               ? r->validator
+                                                : NULL;
   if (!validator || lseek(out->fd, 0, SEEK_END) <= 0) return;
   char *url = url_redacted(a->url);
   if (url && outfile_partial_keep(out, url, validator) == 0 && r->log->verbosity > 0)

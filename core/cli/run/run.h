@@ -175,7 +175,7 @@ typedef struct {
  * a constant backoff of S, capped at S, and the same after throttling);
  * 0 or a usage status. */
 int retryopts_curl(retry_sets *s, const char *opt, const char *v);
-/* --retry-all-errors: options.retry_all_errors=true (http, command). */
+/* --retry-all-errors: retry_all_errors=true (any policy: judge.c applies it). */
 int retryopts_all_errors(retry_sets *s);
 /* --limit-rate and --max-filesize: bytes, curl's k/m/g suffixes (1024), above 0. */
 int retryopts_size(const char *opt, const char *v, long long *out);
@@ -358,6 +358,9 @@ typedef struct {
   int counted;      /* this attempt's length told to the meter */
   long long got;    /* the body's bytes the sink took since its restart */
   int too_large;    /* it refused more than --max-filesize: the attempt is "too_large" */
+  /* the validator of the last answer whose bytes the sink holds and can be
+   * resumed (a broken 200 or 206); "": none since the sink's restart */
+  char validator[256];
 } response;
 
 void response_init(response *r, const run_args *a, attempt_log *log, outfile *out, CURL *h);

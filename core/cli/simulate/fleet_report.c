@@ -29,9 +29,9 @@ static void print_text(const char *what, const luaretry_herd_result *r) {
 static void print_json(const char *what, const luaretry_herd_result *r, const char *sep) {
   printf(
     "\"%s\":{\"attempts\":%llu,\"first_attempts\":%llu,\"amplification\":%.6f,"
-    "\"last_attempt\":%.6f,\"stops\":{",
+    "\"last_attempt\":%.6f,\"round_trips\":%llu,\"client_seconds\":%.6f,\"stops\":{",
     what, (unsigned long long)r->attempts, (unsigned long long)r->first_attempts, r->amplification,
-    r->last_attempt);
+    r->last_attempt, (unsigned long long)r->round_trips, r->client_seconds);
   const char *comma = "";
   for (int k = 0; k < N_STOPS; k++) {
     if (!r->stops[k]) continue;
@@ -67,9 +67,8 @@ static int simulate_process(luaretry_policy *p, const char *path, luaretry_herd_
   o->shared = 1;
   luaretry_code rc = luaretry_simulate_herd(p, o, &r);
   if (rc != LUARETRY_OK) {
-    fprintf(
-      stderr, "luaretry: simulate: %s\n",
-      rc == LUARETRY_E_ARG ? "--process takes at most 100000 --clients" : luaretry_strerror(rc));
+    fprintf(stderr, "luaretry: simulate: %s\n",
+            rc == LUARETRY_E_ARG ? "--process: an option out of range" : luaretry_strerror(rc));
     return rc == LUARETRY_E_ARG ? EXIT_USAGE : EXIT_POLICY;
   }
   luaretry_tuning t;
@@ -91,23 +90,33 @@ static int simulate_process(luaretry_policy *p, const char *path, luaretry_herd_
   return r.stops[LUARETRY_REASON_POLICY_ERROR] ? EXIT_POLICY : EXIT_OK;
 }
 
-int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, double outage,
-                       uint64_t seed, int status, int json, int process, int local) {
-  luaretry_herd_options o = {
-    .clients = clients, .outage = outage, .seed = seed, .outage_status = status
-  };
+/* Round trips per second of a client's life (its process's), as
+ * spec/bench/fleet_scale.sh measures them: all of them over all the lives. */
+static double per_second(const luaretry_herd_result *r) {
+  return r->client_seconds > 0 ? (double)r->round_trips / r->client_seconds : 0;
+}
+
+static void print_start(const luaretry_herd_options *o) {
+  if (o->wave > 0)
+    printf("%ld clients start, %ld every %g s,", o->clients, o->wave, o->wave_every);
+  else
+    printf("%ld clients fail together at t=0;", o->clients);
+}
+
+int cli_simulate_fleet(luaretry_policy *p, const char *path, luaretry_herd_options *o, int json,
+                       int process, int local) {
+  if (!o->outage_status) o->outage_status = 503;
   /* the local store has no batches: a microsecond's sync counts each
    * outcome at once, as its compare-and-swap does */
-  if (local) o.sync = 1e-6;
-  if (process) return simulate_process(p, path, &o, json);
+  if (local) o->sync = 1e-6, o->local = 1;
+  if (process) return simulate_process(p, path, o, json);
   luaretry_herd_result own, fleet;
-  luaretry_code rc = luaretry_simulate_herd(p, &o, &own);
-  o.fleet = 1;
-  if (rc == LUARETRY_OK) rc = luaretry_simulate_herd(p, &o, &fleet);
+  luaretry_code rc = luaretry_simulate_herd(p, o, &own);
+  o->fleet = 1;
+  if (rc == LUARETRY_OK) rc = luaretry_simulate_herd(p, o, &fleet);
   if (rc != LUARETRY_OK) {
-    fprintf(
-      stderr, "luaretry: simulate: %s\n",
-      rc == LUARETRY_E_ARG ? "--fleet takes at most 100000 --clients" : luaretry_strerror(rc));
+    fprintf(stderr, "luaretry: simulate: %s\n",
+            rc == LUARETRY_E_ARG ? "--fleet: an option out of range" : luaretry_strerror(rc));
     return rc == LUARETRY_E_ARG ? EXIT_USAGE : EXIT_POLICY;
   }
   luaretry_tuning t;
@@ -116,15 +125,17 @@ int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, doubl
   luaretry_policy_get(p, "fleet.sync", sync, sizeof sync);
   if (local) snprintf(sync, sizeof sync, "0");
   if (json) {
-    printf("{\"clients\":%ld,\"outage\":%g,\"seed\":%llu,\"sync_ms\":%s,", clients, outage,
-           (unsigned long long)seed, sync);
+    printf("{\"clients\":%ld,\"outage\":%g,\"seed\":%llu,\"sync_ms\":%s,", o->clients, o->outage,
+           (unsigned long long)o->seed, sync);
+    if (o->wave > 0) printf("\"wave\":%ld,\"wave_every\":%g,", o->wave, o->wave_every);
+    if (!local) printf("\"round_trips_per_second\":%.6f,", per_second(&fleet));
     print_json("own", &own, ",");
     print_json("fleet", &fleet, "}\n");
   } else {
-    printf(
-      "simulate: %s (%s): %ld clients fail together at t=0; outage %g s (%d before, "
-      "200 after); seed %llu (client i: seed + i)\n",
-      t.name, path, clients, outage, status, (unsigned long long)seed);
+    printf("simulate: %s (%s): ", t.name, path);
+    print_start(o);
+    printf(" outage %g s (%d before, 200 after); seed %llu (client i: seed + i)\n", o->outage,
+           o->outage_status, (unsigned long long)o->seed);
     char k[64] = "none", limit[64] = "none", adaptive[16] = "false";
     luaretry_policy_get(p, "admission.k", k, sizeof k);
     luaretry_policy_get(p, "rate.limit", limit, sizeof limit);
@@ -144,6 +155,12 @@ int cli_simulate_fleet(luaretry_policy *p, const char *path, long clients, doubl
     /* the rate limiter shows in time, not in attempts */
     printf("  the last attempt at: own guards %.3f s, fleet guards %.3f s\n", own.last_attempt,
            fleet.last_attempt);
+    if (!local)
+      printf(
+        "  round trips to Redis: %llu, %.2f per second of a client's life (%.3f s each on "
+        "average)\n",
+        (unsigned long long)fleet.round_trips, per_second(&fleet),
+        fleet.client_seconds / (double)o->clients);
   }
   int errors = own.stops[LUARETRY_REASON_POLICY_ERROR] || fleet.stops[LUARETRY_REASON_POLICY_ERROR];
   return errors ? EXIT_POLICY : EXIT_OK;

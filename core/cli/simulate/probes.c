@@ -11,12 +11,8 @@
 
 int cli_simulate_probes(luaretry_policy *p, const cli_probe *pr, size_t n, uint64_t seed,
                         luaretry_decision_fn each, void *ud) {
-  luaretry_call_options opts;
-  luaretry_call_options_init(&opts);
-  opts.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED | LUARETRY_CALL_ISOLATED;
-  opts.seed = seed;
   luaretry_call *c;
-  luaretry_code rc = luaretry_call_begin(p, &opts, &c);
+  luaretry_code rc = cli_probe_begin(p, seed, &c);
   if (rc != LUARETRY_OK) {
     fprintf(stderr, "luaretry: simulate: %s\n", luaretry_strerror(rc));
     return EXIT_POLICY;

@@ -297,6 +297,8 @@ typedef struct {
   const char *path, *svg;
   long long attempts, seed, clients, status;
   double outage;
+  long wave; /* --wave N@SECONDS: N clients start every SECONDS */
+  double wave_every;
   int json, have_outage, fleet, process;
   int local;           /* --fleet local: the local store's model (each outcome at once) */
   const char *latency; /* --latency SPEC */
@@ -334,6 +336,21 @@ static int take_value(simulate_args *a, const char *opt, char *v) {
         "(0.01,1@0.05: 10 ms, and 1 s for 5%% of the attempts)",
         v);
     a->latency = v;
+  } else if (strcmp(opt, "--wave") == 0) {
+    char *at = strchr(v, '@');
+    long long n = -1;
+    if (at) {
+      *at = '\0';
+      n = parse_count(v);
+      *at = '@';
+    }
+    a->wave_every = at ? parse_seconds(at + 1) : -1;
+    if (n < 1 || n > MAX_CLIENTS || a->wave_every < 0)
+      return cli_usage(
+        "--wave %s: expected N@SECONDS, N clients from 1 to 1000000 starting every "
+        "SECONDS (0 to 1e6; 100@5: 100 clients every 5 s)",
+        v);
+    a->wave = (long)n;
   } else if (strcmp(opt, "--calls") == 0) {
     a->calls = parse_count(v);
     if (a->calls < 1 || a->calls > 1000000)
@@ -365,7 +382,7 @@ static int take_value(simulate_args *a, const char *opt, char *v) {
 static int parse_simulate(int argc, char **argv, simulate_args *a) {
   static const char *const with_value[] = { "--attempts", "--seed",   "--set",   "--clients",
                                             "--outage",   "--svg",    "--probe", "--latency",
-                                            "--calls",    "--status", NULL };
+                                            "--calls",    "--status", "--wave",  NULL };
   for (int i = 0; i < argc; i++) {
     const char *s = argv[i];
     int takes = 0, status = 0;
@@ -400,6 +417,7 @@ static int parse_simulate(int argc, char **argv, simulate_args *a) {
   if ((a->fleet || a->process) && a->svg)
     return cli_usage("simulate: %s draws no --svg", a->fleet ? "--fleet" : "--process");
   if (a->fleet && a->process) return cli_usage("simulate: --fleet or --process, not both%s", "");
+  if (a->wave && !a->fleet) return cli_usage("simulate: --wave needs --clients N --fleet%s", "");
   if (a->clients && a->nprobes)
     return cli_usage("simulate: --probe is for one call, not --clients%s", "");
   if (a->calls && !a->latency) return cli_usage("simulate: --calls needs --latency%s", "");
@@ -464,10 +482,15 @@ int cli_simulate(int argc, char **argv) {
       if (a.calls) a.lat.calls = (long)a.calls;
       a.lat.seed = (uint64_t)a.seed;
       status = cli_simulate_latency(p, &a.lat, a.json);
-    } else if (a.fleet || a.process)
-      status = cli_simulate_fleet(p, a.path, (long)a.clients, a.outage, (uint64_t)a.seed,
-                                  (int)a.status, a.json, a.process, a.local);
-    else
+    } else if (a.fleet || a.process) {
+      luaretry_herd_options o = { .clients = (long)a.clients,
+                                  .outage = a.outage,
+                                  .seed = (uint64_t)a.seed,
+                                  .outage_status = (int)a.status,
+                                  .wave = a.wave,
+                                  .wave_every = a.wave_every };
+      status = cli_simulate_fleet(p, a.path, &o, a.json, a.process, a.local);
+    } else
       status = a.clients ? simulate_herd(p, &a) : simulate_schedule(p, &a);
     if (fflush(stdout) != 0) status = EXIT_POLICY;
   }

@@ -1,0 +1,197 @@
+/* budget_lease.c: the retry budget's leases.  A process holds a block of
+ * the fleet's budget tokens and spends it locally, so that most failures
+ * make no round trip to Redis; what is left (and what successes earned)
+ * goes back at the next sync.  The rate limiter leases blocks of slots in
+ * the same way (engine/lease.c, redis_rate.c).
+ *
+ * What Redis holds (every key under the key's hash tag, one Cluster slot):
+ *   luaretry:{KEY}          tokens: T, the fleet's tokens not leased out;
+ *                           leased: L, the sum of the blocks out (milli)
+ *   luaretry:{KEY}:leases   hash, member -> "H S": the block it holds
+ *                           (milli) after its sync number S
+ *   luaretry:{KEY}:lexp     sorted set, member -> when its block expires
+ *                           (Redis's ms)
+ * (both kept in being by an entry named "", as the hash and the registry
+ * are, so that a Cluster's slot migrated key by key meets them together).
+ * T + L <= max_tokens always; T + L changes only by what outcomes earn and
+ * spend (a block taken, given back or expired moves tokens between T and
+ * L).  A block is granted only from T above max_tokens / 2, in whole
+ * tokens.  `luaretry fleet` shows T + L as the fleet's tokens, L and the
+ * processes holding a block.
+ *
+ * What a sync carries: the same one EVALSHA as before (redis_script.c),
+ * no extra round trip, with six more numbers: lheld (the block this
+ * process holds now, milli), lwant (the block it wants), the block's time
+ * to live, this sync's number, and the number of the last sync whose
+ * answer it never read (a timeout, a cancel) with the block it held then.
+ * Absolute numbers, not deltas, so that a lost answer is reckoned by the
+ * next sync.  The script, for the member:
+ *   at most 16 expired blocks (lexp <= now) go back to T first
+ *   H, S = leases[member] (0 when its block expired)
+ *   from = H, or, when S is the sync whose answer was never read, the
+ *     block held then (it was applied: what it gave or granted stands)
+ *   used = min(H, max(0, from - lheld)); H -= used; L -= used  (spent)
+ *   the batch's deltas on T, within [0, max - L]
+ *   lwant < H: T += H - lwant; L -= H - lwant; H = lwant   (given back)
+ *   lwant > H: g = min(lwant - H, whole tokens of T - max/2, >= 0);
+ *              T -= g; L += g; H += g                       (granted)
+ *   H > 0: leases[member] = "H S", lexp[member] = now + ttl; else both gone
+ * and answers, beside the fleet's state, H (this process's block as Redis
+ * keeps it) and L (the fleet's tokens out in leases).  The process's own
+ * block becomes H less what it spent since the batch left; when that is
+ * less than nothing (its block had expired), the difference goes to the
+ * next batch as failures no block paid for.
+ *
+ * When a round trip happens (budget on; the breaker and admission counts
+ * ride along):
+ *   - a failure its block pays for: none now; the sync of its sync period
+ *     carries it (at most one a sync period; when no outcome follows, the
+ *     worker's timer sends it at the period's end:
+ *     lr_fleet_sync_within_period);
+ *   - a failure the block does not pay for (none held, or empty): at once
+ *     (the worker), when the view shows a token above half that is in no
+ *     block, or is not fresh; otherwise the sync period's sync, as above
+ *     (a retry refused needs no news);
+ *   - before a retry, a blocking call's refresh: none while the block
+ *     holds a token and the view is fresh; otherwise as before;
+ *   - a process holding a block and spending nothing: the worker's timer
+ *     makes the sync that gives the block back two sync periods after
+ *     its last failure;
+ *   - lr_fleet_flush (a process's end, a reload): the block goes back.
+ *
+ * The block's size, set at each sync: d, the failures counted since the
+ * last sync scaled to a sync period (d * sync_ms / elapsed, elapsed at
+ * least a quarter of sync_ms); block = ceil(2 d) within [1, cap], so that
+ * the sync period's sync tops it up before it runs dry; doubled (within
+ * cap) when a failure found it empty since the last sync; no failure for
+ * two sync periods: no block, what is held goes back.
+ * cap = max(1, floor(max_tokens / 8)): a quarter of the tokens above
+ * half, so that four processes at least can hold blocks at once.
+ *
+ * The retry gate stays the budget's on the fleet's tokens: a retry goes
+ * while they are above half as this process sees them: T + L at the last
+ * sync (other processes' blocks are the fleet's tokens still), its own
+ * block as it is now, its unsent deltas.
+ *
+ * The fleet's bound: its retries are at most what its budget allows (the
+ * tokens above half: max_tokens / 2 and token_ratio for each success,
+ * plus budget.reserve a second, the reserve's floor, reserve.c), plus the
+ * tokens out in leases (at most N processes x cap, and never more than
+ * the tokens above half): a process without a block may spend, against
+ * the fleet's count, tokens that another holds in its block and spends
+ * too; and the block of a process killed before it gave it back returns
+ * to T when it expires, whatever the process spent of it.  Views one
+ * round trip old let through what they did before leases; a process whose
+ * failures its block pays for sends them once a sync period.
+ *
+ * Expiry: a block lives stale_ms + command_timeout_ms + 1 s on Redis's
+ * clock from the sync that granted or renewed it; the process stops
+ * deciding with it after stale_ms (its view is no longer fresh), so it
+ * never spends a block Redis gave back.  Redis down, slow or refusing:
+ * the local guards decide (as before); failures meanwhile still draw the
+ * block (they happened), which is spent then dropped: the next sync says
+ * what was used, or finds the block expired and gives the process none. */
+#include <math.h>
+
+#include "fleet_internal.h"
+
+#define MILLI 1000
+
+/* The fleet's tokens at the last sync (the blocks other processes held
+ * then among them), with this process's block and what it has counted
+ * since (sent or not), clamped as the script clamps. */
+long long lr_fleet_tokens_milli(lr_fleet *f) {
+  long long t = atomic_load(&f->tokens) + atomic_load(&f->others) + atomic_load(&f->held) +
+                atomic_load(&f->inflight_net) + atomic_load(&f->earned) - atomic_load(&f->spent) -
+                atomic_load(&f->throttled) * atomic_load(&f->cost_milli);
+  long long max = atomic_load(&f->max_milli);
+  return t < 0 ? 0 : t > max ? max : t;
+}
+
+long lr_budget_lease_cap(long long max_milli) {
+  long cap = (long)(max_milli / MILLI / 8);
+  return cap < 1 ? 1 : cap;
+}
+
+int lr_budget_lease_draw(lr_fleet *f) {
+  atomic_fetch_add_explicit(&f->lfails, 1, memory_order_relaxed);
+  long long l = atomic_load_explicit(&f->held, memory_order_relaxed);
+  while (l >= MILLI)
+    if (atomic_compare_exchange_weak_explicit(&f->held, &l, l - MILLI, memory_order_relaxed,
+                                              memory_order_relaxed))
+      return 1;
+  /* none left: the next block is a bigger one */
+  atomic_store_explicit(&f->lshort, 1, memory_order_relaxed);
+  return 0;
+}
+
+int lr_budget_lease_worth_asking(lr_fleet *f) {
+  if (!atomic_load_explicit(&f->budget, memory_order_relaxed)) return 1; /* as before leases */
+  if (!lr_fleet_fresh(f, lr_monotonic_coarse_ms())) return 1;
+  /* a whole token above half that is in no block (blocks come from those) */
+  long long max = atomic_load(&f->max_milli), half = (max + 1) / 2;
+  return lr_fleet_tokens_milli(f) - atomic_load(&f->held) - atomic_load(&f->others) - half >= MILLI;
+}
+
+int lr_budget_lease_covers(lr_fleet *f) {
+  return atomic_load_explicit(&f->budget, memory_order_relaxed) &&
+         atomic_load_explicit(&f->held, memory_order_relaxed) >= MILLI &&
+         lr_fleet_fresh(f, lr_monotonic_coarse_ms());
+}
+
+/* Twice the failures of a sync period, from d counted over `elapsed` ms. */
+static long block_for(lr_fleet *f, long long d, int64_t elapsed, int shortage, long cap) {
+  int64_t floor_ms = f->set.sync_ms / 4 + 1;
+  if (elapsed < floor_ms) elapsed = floor_ms;
+  double two = 2.0 * (double)d * f->set.sync_ms / (double)elapsed;
+  long block = two >= (double)cap ? cap : (long)ceil(two);
+  if (shortage && block < 2 * f->lease_block) block = 2 * f->lease_block;
+  return block < 1 ? 1 : block > cap ? cap : block;
+}
+
+void lr_budget_lease_take(lr_fleet *f, lr_fleet_batch *b, int64_t now) {
+  b->lttl_ms = (long long)f->set.stale_ms + f->set.command_timeout_ms + 1000;
+  long long d = atomic_exchange(&f->lfails, 0);
+  int shortage = atomic_exchange(&f->lshort, 0);
+  int64_t elapsed = f->lease_taken_at ? now - f->lease_taken_at : f->set.sync_ms;
+  f->lease_taken_at = now;
+  long long max = atomic_load(&f->max_milli);
+  long block = f->lease_block;
+  if (!atomic_load(&f->budget) || f->lease_closing)
+    block = 0;
+  else if (d > 0)
+    block = block_for(f, d, elapsed, shortage, lr_budget_lease_cap(max)), f->lease_spent_at = now;
+  else if (now - f->lease_spent_at >= 2 * (int64_t)f->set.sync_ms)
+    block = 0; /* two sync periods without a failure: the block goes back */
+  f->lease_block = block;
+  b->lheld = atomic_load(&f->held);
+  b->lwant = (long long)block * MILLI;
+  /* unread until settled: a sync whose answer is lost may have been
+   * applied, and the next one says so */
+  b->lseq = ++f->lease_seq;
+  b->lprev_seq = f->lease_lost_seq;
+  b->lprev_held = f->lease_lost_held;
+  f->lease_lost_seq = b->lseq;
+  f->lease_lost_held = b->lheld;
+}
+
+void lr_budget_lease_settle(lr_fleet *f, const lr_fleet_batch *b, const lr_fleet_reply *r,
+                            lr_fleet_work_fn sync_fn) {
+  f->lease_lost_seq = f->lease_lost_held = 0;
+  atomic_store(&f->leased, r->leased);
+  atomic_store(&f->others, r->leased - r->lease);
+  f->lease_redis = r->lease;
+  /* the block as Redis keeps it, less what was spent since the batch left */
+  long long l = atomic_fetch_add(&f->held, r->lease - b->lheld) + r->lease - b->lheld;
+  /* Redis kept less than was spent meanwhile (the block had expired):
+   * those failures were paid by nothing; the next batch counts them */
+  while (l < 0)
+    if (atomic_compare_exchange_weak(&f->held, &l, 0)) {
+      atomic_fetch_add(&f->spent, -l);
+      break;
+    }
+  /* a block held and nothing else due: the worker gives it back once two
+   * sync periods pass without a failure (a sync before then sets it anew) */
+  if (r->lease > 0 && !f->lease_closing)
+    lr_fleet_timer(f, lr_monotonic_ms() + 2 * (int64_t)f->set.sync_ms + 1, sync_fn);
+}

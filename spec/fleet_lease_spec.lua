@@ -1,0 +1,363 @@
+-- The retry budget's leases (README "Fleet", luaretry(1) --redis; the
+-- design is core/fleet/budget_lease.c's header): a process holds a block
+-- of the fleet's budget tokens and spends it without a round trip, gives
+-- back what is left at its next sync, sizes the block to its failures, and
+-- gives it back when they stop; a killed process's block goes back when
+-- it expires.  The round trips a process makes are counted by itself
+-- (--stats, p:metrics().fleet_round_trips) and by Redis (INFO
+-- commandstats).  On a real redis-server (support.redis: a Unix socket,
+-- stopped by its PID); failures come from `luaretry run P -- false` or
+-- from calls of this process through the Lua module.  Every wait is
+-- bounded; no assertion races one clock against another: counts are
+-- compared with counts.
+local proc = require "support.proc"
+local redis = require "support.redis"
+local fleet = require "support.fleet"
+local lr = require "luaretry"
+
+-- A budget of 1000 tokens: a block may grow to 125 (a quarter of the
+-- tokens above half), and the runs here never bring it down to half.
+local function policy(dir, name, attempts)
+  local path = dir .. "/" .. name .. ".lua"
+  proc.writefile(path, table.concat({
+    ('name = "%s"'):format(name), ("max_attempts = %d"):format(attempts or 3), "deadline = 60",
+    "attempt_timeout = 5", 'backoff = { kind = "constant", initial = 0.002, jitter = "none" }',
+    "budget = { max_tokens = 1000, token_ratio = 0.1 }", "fleet = { sync = 100 }", "" }, "\n"))
+  return path
+end
+
+local new_key = fleet.keys("lease")
+
+-- INFO commandstats as name -> calls.
+local function commandstats(r)
+  local t = {}
+  for name, calls in r:cli("INFO", "commandstats"):gmatch("cmdstat_([%w|_-]+):calls=(%d+)") do
+    t[name] = tonumber(calls)
+  end
+  return t
+end
+
+-- The commands a process sends (not those its scripts run inside Redis).
+local function sent_by_processes(stats)
+  local n = 0
+  for _, name in ipairs { "evalsha", "eval", "script|load", "script", "auth", "select", "asking" } do
+    n = n + (stats[name] or 0)
+  end
+  return n
+end
+
+-- The fleet's tokens (unleased), the tokens out in leases, and the blocks
+-- as member -> tokens, as Redis holds them.
+local function books(r, key)
+  -- (r:cli drops the last newline, proc.lines wants each)
+  local t = proc.lines(r:cli("HMGET", "luaretry:{" .. key .. "}", "tokens", "leased") .. "\n")
+  local blocks, held = {}, proc.lines(r:cli("HGETALL", "luaretry:{" .. key .. "}:leases") .. "\n")
+  for i = 1, #held - 1, 2 do -- "": the entry that keeps the hash in being
+    if held[i] ~= "" then blocks[held[i]] = tonumber(held[i + 1]:match("^%d+")) / 1000 end
+  end
+  return (tonumber(t[1]) or 0) / 1000, (tonumber(t[2]) or 0) / 1000, blocks
+end
+
+local function only(blocks)
+  local n, v = 0, 0
+  for _, b in pairs(blocks) do n, v = n + 1, b end
+  return n, v
+end
+
+describe("the budget's leases", function ()
+  local r, tmp
+  redis.with_redis({}, function (x, t) r, tmp = x, t end)
+
+  it("pay for a steady failure stream with far fewer round trips than failures, as counted by the process and by Redis", function ()
+    local key = new_key()
+    r:cli("CONFIG", "RESETSTAT")
+    -- a sync period of 1 s: many failures in each however slow the
+    -- machine (a `false` each: a fork, an exec)
+    local res = proc.run({ "run", policy(tmp, "stream", 300), "--redis", r.url, "--set",
+                           "fleet.key=" .. key, "--set", "fleet.sync=1000", "--stats",
+                           "--metrics-file", tmp .. "/metrics", "-q", "--", "false" })
+    assert.are.equal(4, res.code, res.stderr)
+    assert.matches("attempts 300,", res.stderr)
+    local trips = tonumber(res.stderr:match("redis round trips (%d+)"))
+    assert.is_not_nil(trips, res.stderr)
+    assert.matches("\nluaretry_fleet_round_trips_total{policy=\"stream\"} " .. trips .. "\n",
+                   proc.readfile(tmp .. "/metrics"))
+    -- before leases each failure made a round trip (319 here on
+    -- 2026-11-28's main); now about one a sync period
+    assert.is_true(trips >= 2 and trips * 5 < 300 and trips <= res.secs + 20,
+                   ("%d round trips for 300 failures in %.1f s"):format(trips, res.secs))
+    -- Redis saw what the process counted, and at most two after --stats
+    -- was printed: the fleet thread's at a sync period's end, and the one
+    -- that gave its block back as it ended (luaretry(1), --stats)
+    local seen = sent_by_processes(commandstats(r))
+    assert.is_true(seen >= trips and seen <= trips + 2,
+                   ("Redis counted %d commands, the process %d"):format(seen, trips))
+    -- every failure counted once: 1000 - 300, no block left out
+    local tokens, leased, blocks = books(r, key)
+    assert.are.equal(700, tokens)
+    assert.are.equal(0, leased)
+    assert.are.equal(0, (only(blocks)))
+  end)
+
+  it("grows the block under heavy spending, shrinks it as spending slows, and gives it back when failures stop, tokens conserved", function ()
+    local key = new_key()
+    local p = assert(lr.load(policy(tmp, "grow"), { ["fleet.redis"] = r.url,
+                                                    set = { ["fleet.key"] = key } }))
+    assert(p:fleet_sync())
+    local failures = 0
+    local function fail(n)
+      for _ = 1, n do
+        local c = assert(p:begin {})
+        c:report { status = 503 }
+        c:close()
+        failures = failures + 1
+      end
+    end
+    -- tokens + leased on Redis: never more than was there, never less
+    -- than was there less every failure so far (a block's unreported
+    -- spending is still in it)
+    local function conserved()
+      local tokens, leased = books(r, key)
+      assert.is_true(tokens + leased <= 1000 and tokens + leased >= 1000 - failures,
+                     ("tokens %g + leased %g after %d failures"):format(tokens, leased, failures))
+    end
+    -- heavy: bursts of 20 failures, 5 ms apart, for 40 bursts
+    local trips0, biggest = p:metrics().fleet_round_trips, 0
+    for _ = 1, 40 do
+      fail(20)
+      proc.sleep(0.005)
+      local _, _, blocks = books(r, key)
+      biggest = math.max(biggest, select(2, only(blocks)))
+      conserved()
+    end
+    local heavy = p:metrics().fleet_round_trips - trips0
+    assert.is_true(heavy * 4 < 800, ("%d round trips for 800 failures"):format(heavy))
+    assert.is_true(biggest >= 8 and biggest <= 125, "the biggest block seen: " .. biggest)
+    -- slow: one failure every 150 ms, 8 times: a block of 1 covers a sync period's
+    local last
+    for _ = 1, 8 do
+      fail(1)
+      proc.sleep(0.15)
+      local _, _, blocks = books(r, key)
+      last = select(2, only(blocks))
+      conserved()
+    end
+    assert.is_true(last <= 2 and last < biggest, ("block %g after slowing down (%g before)"):format(last, biggest))
+    -- none: within a few sync periods the block is back, no round trip of ours asked
+    local back = proc.wait_for(function ()
+      local _, leased, blocks = books(r, key)
+      return leased == 0 and only(blocks) == 0
+    end, 5)
+    assert.truthy(back, "the block was never given back")
+    local tokens, leased = books(r, key)
+    assert.are.equal(1000 - failures, tokens + leased)
+    p:close()
+    assert.are.equal(1000 - failures, (books(r, key)))
+  end)
+
+  it("counts every command it sends, as Redis's commandstats does", function ()
+    local key = new_key()
+    r:cli("CONFIG", "RESETSTAT")
+    local p = assert(lr.load(policy(tmp, "count"), { ["fleet.redis"] = r.url,
+                                                     set = { ["fleet.key"] = key } }))
+    assert(p:fleet_sync())
+    for i = 1, 200 do
+      local c = assert(p:begin {})
+      c:report { status = i % 4 == 0 and 200 or 503 }
+      c:close()
+      if i % 10 == 0 then proc.sleep(0.01) end
+    end
+    -- once the block is back nothing is due; a round trip of the worker's
+    -- may still be on its way (counted as it is sent, by Redis as it runs):
+    -- the two counts must come to agree, and stay agreed
+    assert.truthy(proc.wait_for(function () return select(2, books(r, key)) == 0 end, 5))
+    local before, seen, after
+    for _ = 1, 20 do
+      before = p:metrics().fleet_round_trips
+      seen = sent_by_processes(commandstats(r))
+      after = p:metrics().fleet_round_trips
+      if before == after and seen == before then break end
+      proc.sleep(0.05)
+    end
+    assert.are.equal(before, after)
+    assert.are.equal(before, seen, r:cli("INFO", "commandstats"))
+    assert.is_true(seen >= 2) -- SCRIPT LOAD, then the syncs
+    p:close()
+  end)
+
+  -- A block comes only from the tokens above half (8 of 16 here; a block
+  -- of 2 at most): a process's failures that no block pays for take the
+  -- fleet's count below half, and no block is granted from there.
+  it("leases only the tokens above half", function ()
+    local key = new_key()
+    local path = tmp .. "/half.lua"
+    proc.writefile(path, table.concat({
+      'name = "half"', "max_attempts = 3", "deadline = 30", "attempt_timeout = 5",
+      "budget = { max_tokens = 16, token_ratio = 0.1 }", "fleet = { sync = 100 }", "" }, "\n"))
+    local p = assert(lr.load(path, { ["fleet.redis"] = r.url, set = { ["fleet.key"] = key } }))
+    assert(p:fleet_sync())
+    local granted = false
+    for i = 1, 12 do
+      local c = assert(p:begin {})
+      c:report { status = 503 }
+      c:close()
+      assert(p:fleet_sync())
+      local tokens, leased = books(r, key)
+      granted = granted or leased > 0
+      assert.is_true(leased <= 2 and (leased == 0 or tokens >= 8),
+                     ("after %d failures: tokens %g, leased %g"):format(i, tokens, leased))
+      assert.are.equal(16 - i, tokens + leased)
+    end
+    assert.is_true(granted, "no block was ever granted")
+    assert.are.equal(0, select(2, books(r, key)))
+    p:close()
+  end)
+
+  -- luaretry(1)'s bound: in an outage the fleet's retries are at most what
+  -- its budget allows (max_tokens / 2: no success earns, no reserve) plus
+  -- the tokens out in leases (at most N processes x max_tokens / 8).
+  it("keeps an outage's retries within the budget's plus the tokens out in leases", function ()
+    local key, jobs, dirs = new_key(), {}, {}
+    local path = tmp .. "/outage.lua"
+    proc.writefile(path, table.concat({
+      'name = "outage"', "max_attempts = 60", "deadline = 30", "attempt_timeout = 5",
+      'backoff = { kind = "constant", initial = 0.01, jitter = "none" }',
+      "budget = { max_tokens = 40, token_ratio = 0.1 }", "fleet = { sync = 100 }", "" }, "\n"))
+    for i = 1, 4 do
+      dirs[i] = proc.tmpdir()
+      -- (timeouts a busy machine meets: a process that lost Redis would
+      -- decide on its own budget, as it says)
+      jobs[i] = proc.spawn({ "run", path, "--redis", r.url, "--set", "fleet.key=" .. key,
+                             "--set", "fleet.command_timeout=1000", "--set",
+                             "fleet.connect_timeout=1000", "--stats", "-q", "--", "false" }, dirs[i])
+    end
+    local retries = 0
+    for i = 1, 4 do
+      local code = jobs[i]:wait(30)
+      local err = jobs[i]:stderr() or ""
+      jobs[i]:stop()
+      proc.rmtree(dirs[i])
+      assert.is_true(code == 6 or code == 4, err) -- the budget refused, or out of attempts
+      assert.is_nil(err:find("local guards decide", 1, true), err)
+      retries = retries + assert(tonumber(err:match("retries (%d+),")), err)
+    end
+    -- 20 above half, 5 a block: at most 20 + 4 x 5
+    assert.is_true(retries <= 40, retries .. " retries")
+    assert.is_true(retries >= 10, retries .. " retries: the budget let too few through")
+  end)
+
+  -- The fake sentinel (spec/fixtures/fleet/fake_redis.lua) is its own
+  -- master and logs each command it gets: a sentinel URL's process sends
+  -- it the sentinel's question, the master's INFO replication, SCRIPT LOAD
+  -- and the syncs, each counted.
+  it("counts the sentinel's question and the master's INFO among its round trips", function ()
+    local f = fleet.fake("sentinel-self")
+    finally(f.stop)
+    local res = proc.run({ "run", policy(tmp, "sentinel", 40), "--redis",
+                           ("redis-sentinel://127.0.0.1:%d/0#m"):format(f.port), "--stats", "-q",
+                           "--", "false" })
+    assert.are.equal(4, res.code, res.stderr)
+    local trips = tonumber(res.stderr:match("redis round trips (%d+)"))
+    assert.is_not_nil(trips, res.stderr)
+    local log = f.log()
+    local got = select(2, log:gsub("\n", ""))
+    assert.matches("^SENTINEL\nINFO\nSCRIPT\nEVALSHA\n", log)
+    -- at most two come after --stats (luaretry(1), --stats)
+    assert.is_true(got >= trips and got <= trips + 2,
+                   ("the fake got %d commands, the process counted %d:\n%s"):format(got, trips, log))
+  end)
+
+  -- Redis gone: the local guards decide, as without leases; the block the
+  -- process held is spent on the outage's failures and dropped: a Redis
+  -- that comes back empty gets none of it, nor the outage's counts.
+  it("decides under the local guards while Redis is gone, and drops the block it held", function ()
+    local key = new_key()
+    local p = assert(lr.load(policy(tmp, "away"), { ["fleet.redis"] = r.url,
+                                                    ["fleet.reconnect"] = 200,
+                                                    ["fleet.command_timeout"] = 1000,
+                                                    set = { ["fleet.key"] = key } }))
+    local function fail(n)
+      for _ = 1, n do
+        local c = assert(p:begin {})
+        c:report { status = 503 }
+        c:close()
+      end
+    end
+    assert(p:fleet_sync())
+    local held = proc.wait_for(function ()
+      fail(5)
+      proc.sleep(0.01)
+      return select(2, books(r, key)) >= 2
+    end, 5)
+    assert.truthy(held, "no block was ever held")
+    r:kill()
+    local lost = proc.wait_for(function ()
+      fail(5)
+      proc.sleep(0.01)
+      return p:metrics().guards == "fallback"
+    end, 5)
+    assert.truthy(lost, "never fell back to the local guards")
+    fail(20)
+    r:restart()
+    local back = proc.wait_for(function ()
+      proc.sleep(0.05)
+      return p:fleet_sync() and p:metrics().guards == "fleet"
+    end, 5)
+    assert.truthy(back, "did not rejoin")
+    -- nothing of before came over: the new Redis's tokens, and a new block
+    -- from them at most
+    local tokens, leased = books(r, key)
+    assert.are.equal(1000, tokens + leased)
+    fail(3)
+    assert(p:fleet_sync())
+    tokens, leased = books(r, key)
+    assert.are.equal(997, tokens + leased)
+    p:close()
+  end)
+
+  it("gives a killed process's block back to the fleet once it expires, not before", function ()
+    local key = new_key()
+    local dir = proc.tmpdir()
+    local job = proc.spawn({ "run", policy(tmp, "killed", 100000), "--redis", r.url, "--set",
+                             "fleet.key=" .. key, "-q", "--", "false" }, dir)
+    local held = proc.wait_for(function ()
+      local _, _, blocks = books(r, key)
+      local n, b = only(blocks)
+      return n == 1 and b >= 2 and b
+    end, 10)
+    -- luaretry fleet shows it, among the fleet's tokens
+    local shown = proc.run({ "fleet", policy(tmp, "killed"), "--redis", r.url, "--set",
+                             "fleet.key=" .. key })
+    job:signal("KILL")
+    job:wait(5)
+    proc.rmtree(dir)
+    assert.truthy(held, "the process never held a block")
+    assert.are.equal(0, shown.code, shown.stderr)
+    assert.matches("\n  leases: %d+%.000 of them out in blocks to 1 process\n", shown.stdout)
+    local tokens, leased, blocks = books(r, key)
+    local n, block = only(blocks)
+    assert.are.equal(1, n)
+    assert.are.equal(leased, block)
+    -- another process's sync returns what has expired (a block lives
+    -- 10 sync periods + the command timeout + 1 s: 2.1 s here)
+    local p = assert(lr.load(policy(tmp, "killed"), { ["fleet.redis"] = r.url,
+                                                      set = { ["fleet.key"] = key } }))
+    assert(p:fleet_sync())
+    assert.are.equal(block, select(2, books(r, key))) -- not yet
+    local st = p:fleet()
+    assert.are.equal(block, st.leased_tokens)
+    assert.are.equal(1, st.lease_holders)
+    assert.are.equal(tokens + leased, st.tokens) -- the fleet's, blocks among them
+    local back = proc.wait_for(function ()
+      assert(p:fleet_sync())
+      local _, l = books(r, key)
+      return l == 0
+    end, 10)
+    assert.truthy(back, "the killed process's block never came back")
+    local tokens2, leased2, blocks2 = books(r, key)
+    assert.are.equal(0, leased2)
+    assert.are.equal(0, (only(blocks2)))
+    assert.are.equal(tokens + leased, tokens2) -- nothing lost, nothing made
+    p:close()
+  end)
+end)
