@@ -94,6 +94,7 @@ struct slot {
   CURL *h;       /* the transfer's handle */
   int id;        /* its attempt's number */
   char *request; /* a hedged round's copy of what prepare() made */
+  int answered;  /* its answer's head moved the slow start already */
 };
 
 typedef struct {
@@ -349,6 +350,7 @@ static void start_attempt(batch *b, live_call *lc) {
   s->call = lc;
   s->h = lc->h;
   s->id = id;
+  s->answered = 0;
   lc->s = s;
   b->busy++;
 }
@@ -386,6 +388,7 @@ static void start_hedge(batch *b, live_call *lc, int id, double timeout) {
     s->call = lc;
     s->h = h;
     s->id = id;
+    s->answered = 0;
     lc->hedges[lc->nhedges++] = s;
     b->busy++;
   }
@@ -448,8 +451,9 @@ static void end_attempt(batch *b, live_call *lc, slot *s, CURLcode res) {
   if (rc == LUARETRY_OK) {
     job->result.status = out.status;
     job->result.error = out.error;
-    /* a slow start: each answer that is not throttling lets one more run */
-    if (out.status > 0 && !d.throttled && b->window < b->nslots) {
+    /* a slow start: each answer that is not throttling lets one more run
+     * (a 2xx or 3xx did as its head came: answered_heads) */
+    if (out.status > 0 && !d.throttled && !s->answered && b->window < b->nslots) {
       b->window++;
       b->window_at = lr_curl_now();
     }
@@ -537,10 +541,11 @@ static int collect_ended(batch *b) {
   return ended;
 }
 
-/* A slow start that no answer moved for SLOW_START_IDLE seconds lets one
- * more transfer run: a rate limiter answers at once, so a transfer that
- * hangs (or a slow server) says nothing of it, and must not hold the batch. */
-#define SLOW_START_IDLE 1.0
+/* A slow start that no answer moved for SLOW_START_IDLE seconds doubles:
+ * a rate limiter answers at once (nginx's limit_req within a millisecond),
+ * so a server slower than that to answer says nothing of one, and a batch
+ * of slow URLs reaches --parallel-max in a few tenths of a second. */
+#define SLOW_START_IDLE 0.1
 
 /* The ms until the slow start's window grows by itself (b->busy fills it
  * and work waits), or `ms` when sooner or never; grows it when due. */
@@ -548,11 +553,31 @@ static int slow_start_due(batch *b, double now, int ms) {
   if (b->window >= b->nslots || b->busy < b->window || !(b->nwaiting || more_jobs(b))) return ms;
   double left = b->window_at + SLOW_START_IDLE - now;
   if (left <= 0) {
-    b->window++;
+    b->window = b->window * 2 < b->nslots ? b->window * 2 : b->nslots;
     b->window_at = now;
     return 0;
   }
   return left * 1000 < ms ? (int)ceil(left * 1000) : ms;
+}
+
+/* A slow start moves as answers come, not as bodies end: a 2xx or 3xx
+ * head (never throttling) lets one more run at once, so a batch of slow
+ * downloads ramps up in round trips, as TCP's does, not in whole
+ * transfers.  Any other status waits for the policy's judgement at the
+ * end of its transfer. */
+static void answered_heads(batch *b) {
+  for (size_t k = 0; k < b->nslots && b->window < b->nslots; k++) {
+    slot *s = &b->slots[k];
+    long code = 0;
+    if (!s->call || s->answered ||
+        curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &code) != CURLE_OK)
+      continue;
+    if (code >= 200 && code < 400) {
+      s->answered = 1;
+      b->window++;
+      b->window_at = lr_curl_now();
+    }
+  }
 }
 
 static void run_batch(batch *b) {
@@ -578,6 +603,11 @@ static void run_batch(batch *b) {
     int running = 0;
     if (b->busy) curl_multi_perform(b->m->multi, &running);
     if (collect_ended(b)) continue; /* slots came free: fill them first */
+    if (b->window < b->nslots && b->busy) {
+      size_t before = b->window;
+      answered_heads(b);
+      if (b->window > before) continue; /* room for more: start them */
+    }
 
     /* sleep until a transfer moves, the next retry is due, or a cancel */
     int timeout_ms = 1000;
