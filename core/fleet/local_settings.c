@@ -81,7 +81,7 @@ static void say(lr_local *l, const char *what) {
 
 int lr_local_settings_claim(lr_local *l) {
   lr_local_file *m = l->map;
-  uint64_t ours = atomic_load(&l->cfg_hash), theirs = atomic_load(&m->cfg_hash);
+  unsigned long long ours = atomic_load(&l->cfg_hash), theirs = atomic_load(&m->cfg_hash);
   while (theirs != ours) {
     uint32_t by;
     int32_t ago;
