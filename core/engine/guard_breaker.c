@@ -87,7 +87,9 @@ static void record(luaretry_call *c, const lr_record *r) {
   case LR_REC_SUCCESS:
   case LR_REC_ANSWERED: lr_breaker_success(c->shared, g, now); break;
   case LR_REC_FAILURE: lr_breaker_failure(c->shared, g, now); break;
-  case LR_REC_THROTTLED: lr_breaker_give_back(c->shared, g); break;
+  case LR_REC_THROTTLED: /* the fleet's permit stays spent, as its store keeps it */
+    if (!c->remote_said) lr_breaker_give_back(c->shared, g);
+    break;
   }
 }
 

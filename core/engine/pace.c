@@ -98,10 +98,14 @@ static int summed(const lr_pace *p, int i) {
   return p->sum_ok && p->bucket_slot[i] > p->sum_slot - LR_PACE_BUCKETS;
 }
 
+static int index_of(long long slot) {
+  return (int)(((slot % LR_PACE_BUCKETS) + LR_PACE_BUCKETS) % LR_PACE_BUCKETS);
+}
+
 /* The bucket for `now`, emptied when it held another slot. */
 static int bucket(lr_pace *p, const lr_guards *g, double now) {
   long long slot = slot_of(now / (g->throttle_window / LR_PACE_BUCKETS));
-  int i = (int)(((slot % LR_PACE_BUCKETS) + LR_PACE_BUCKETS) % LR_PACE_BUCKETS);
+  int i = index_of(slot);
   if (p->bucket_slot[i] != slot) {
     if (summed(p, i)) p->sum_requests -= p->requests[i], p->sum_accepts -= p->accepts[i];
     p->bucket_slot[i] = slot;
@@ -159,9 +163,12 @@ int lr_throttle_admits(lr_shared *s, const lr_guards *g, double now, double u) {
 void lr_throttle_unrequest(lr_shared *s, const lr_guards *g, double now) {
   if (!(g->throttle_k > 0)) return;
   lr_pace *p = &s->pace;
+  /* the bucket the request went into, if the ring has not moved past it:
+   * bucket() would empty today's to relabel it */
+  long long slot = slot_of(now / (g->throttle_window / LR_PACE_BUCKETS));
+  int i = index_of(slot);
   lock(p);
-  int i = bucket(p, g, now);
-  if (p->requests[i] > 0) add(p, i, -1, 0);
+  if (p->bucket_slot[i] == slot && p->requests[i] > 0) add(p, i, -1, 0);
   unlock(p);
 }
 

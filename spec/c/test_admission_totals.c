@@ -34,7 +34,29 @@ static void summed(const lr_pace *p, const lr_guards *g, double now, double *req
   }
 }
 
+/* A request given back after the ring moved past its bucket changes
+ * nothing: it must not empty today's bucket to relabel it. */
+static void late_give_back(void) {
+  lr_guards g = { 0 };
+  g.throttle_k = 2;
+  g.throttle_window = 10;
+  lr_shared *s = lr_aligned_calloc(sizeof *s);
+  if (!CHECK(s != NULL)) return;
+  lr_shared_init(s, &g);
+  lr_throttle_admits(s, &g, 1000.5, 1);
+  for (int i = 0; i < 3; i++) lr_throttle_admits(s, &g, 1020.5, 1); /* the same ring index */
+  lr_throttle_unrequest(s, &g, 1000.5);                             /* held since 1000.5 */
+  double req, acc;
+  lr_throttle_totals(s, &g, 1020.5, &req, &acc);
+  CHECK_EQ_INT((int)req, 3);
+  lr_throttle_unrequest(s, &g, 1020.5); /* one of today's: taken back */
+  lr_throttle_totals(s, &g, 1020.5, &req, &acc);
+  CHECK_EQ_INT((int)req, 2);
+  free(s);
+}
+
 int main(void) {
+  late_give_back();
   lr_guards g = { 0 };
   g.throttle_k = 2;
   g.throttle_window = 10; /* buckets of a second */
