@@ -99,6 +99,42 @@ describe("the budget's leases", function ()
     assert.are.equal(0, (only(blocks)))
   end)
 
+  it("a block that covers a retry does not hold back the breaker's news: a retry after a sync period sees the fleet's open breaker", function ()
+    -- (the failure a block pays for goes with its sync period's sync, at
+    -- once when that period is over: the view is never a period older)
+    local key = new_key()
+    local path = tmp .. "/breaker.lua"
+    proc.writefile(path, table.concat({
+      'name = "breaker"', "max_attempts = 10", "deadline = 60", "attempt_timeout = 5",
+      'backoff = { kind = "constant", initial = 0.01, jitter = "none" }',
+      "budget = { max_tokens = 1000, token_ratio = 0.1 }",
+      "breaker = { failures = 5, open_seconds = 60 }", "fleet = { sync = 1000 }", "" }, "\n"))
+    local mine = assert(lr.load(path, { ["fleet.redis"] = r.url, set = { ["fleet.key"] = key } }))
+    assert(mine:fleet_sync())
+    -- a failure of this process: its round trip brings it a block
+    local c = assert(mine:begin {})
+    assert.is_true(c:report { status = 503 }.retry)
+    assert(proc.wait_for(function ()
+      local _, _, blocks = books(r, key)
+      return only(blocks) == 1
+    end, 10), "no block was granted")
+    -- a sync period later (the view still fresh: 10 of them), another
+    -- process's failures open the fleet's breaker
+    proc.sleep(1.2)
+    local other = proc.run({ "run", path, "--redis", r.url, "--set", "fleet.key=" .. key,
+                             "--set", "fleet.command_timeout=2000", "-q", "--", "false" })
+    assert.are.equal(6, other.code, other.stderr) -- refused by the breaker it opened
+    -- this call's retry, after its wait: refused by the fleet's breaker
+    local d = c:report { status = 503 }
+    if d.retry then
+      c:wait(d.wait)
+      d = c:next()
+    end
+    assert.is_false(d.retry)
+    assert.are.equal("circuit_open", d.verdict)
+    c:close()
+  end)
+
   it("grows the block under heavy spending, shrinks it as spending slows, and gives it back when failures stop, tokens conserved", function ()
     local key = new_key()
     local p = assert(lr.load(policy(tmp, "grow"), { ["fleet.redis"] = r.url,
