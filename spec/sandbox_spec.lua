@@ -377,7 +377,7 @@ describe("the instruction limit (for hosts that want determinism)", function()
   end)
 
   it("is sticky too: a pcall inside the loop cannot swallow it", function()
-    local p = assert(lr.load(FIX .. "sandbox_limits.lua", { instruction_limit = 1000000 }))
+    local p = assert(lr.load(FIX .. "sandbox_limits.lua", { instruction_limit = 1000000, time_limit = 60 }))
     local d = p:classify{ status = 2 }
     assert.are.equal("policy_error", d.verdict)
     has(d.message, "instruction limit reached (1000000 instructions)")
