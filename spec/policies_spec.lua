@@ -105,7 +105,9 @@ describe("every shipped policy", function()
       f:close()
       -- a shipped policy cites its guidance by the public page's title
       -- (Google Cloud's "Retry strategy", Azure's "Retry pattern"), never a
-      -- path into notes that are not installed beside it
+      -- path into notes that are not installed beside it: "seeds/" and
+      -- "CONTRACT" are the names of the team's working notes, kept outside
+      -- the repository; this check makes sure no policy refers to them
       assert.is_nil(text:find("seeds/", 1, true), name)
       assert.is_nil(text:find("CONTRACT", 1, true), name)
     end
