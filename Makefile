@@ -228,12 +228,19 @@ $(BUILD)/faults_%: spec/c/faults_%.c $(FAULTS_OBJ) $(SANDBOX_OBJ) $(ENGINE_OBJ)
 check-layers: $(LIB_OBJ) $(HTTP_OBJ) $(CLI_OBJ) $(FAULTS_OBJ) $(MODULE_OBJ)
 	lua5.4 spec/tools/check_layers.lua core $(LIB_OBJ) $(HTTP_OBJ) $(CLI_OBJ) $(FAULTS_OBJ) $(MODULE_OBJ)
 
+# Each half's specs and each C test run under a time limit far above what
+# a busy machine needs (the busted half: 5-18 min; a C test: seconds), so
+# a hang fails naming itself, never CI's 90 minutes.
+SPEC_LIMIT = 3000
+C_TEST_LIMIT = 600
+
 test-c: all $(C_TEST_BIN) $(HOST_TEST_BIN)
-	@for t in $(C_TEST_BIN) $(HOST_TEST_BIN); do echo "== $$t"; ./$$t || exit 1; done
+	@for t in $(C_TEST_BIN) $(HOST_TEST_BIN); do echo "== $$t"; \
+	  timeout -k 10 $(C_TEST_LIMIT) ./$$t || { echo "$$t: failed (exit $$?)"; exit 1; }; done
 
 test-lua: all $(FAULT_BIN)
 	FAULTS_SERVE=$(BUILD)/faults_serve FAULTS_SMOKE=$(BUILD)/faults_smoke RELAY=$(BUILD)/relay \
-	  busted --lua=lua5.4 --cpath='$(BUILD)/?.so' --output=utfTerminal spec
+	  spec/tools/busted_run.sh $(BUILD) $(SPEC_LIMIT) --cpath='$(BUILD)/?.so' --output=utfTerminal spec
 
 ASAN_PRELOAD = $(shell $(CC) -print-file-name=libasan.so) $(shell $(CC) -print-file-name=libubsan.so)
 
@@ -316,9 +323,9 @@ test-build:
 test-plain:
 	$(MAKE) test-c
 	$(MAKE) test-lua
-	for t in $(TSAN_TESTS); do TSAN_OPTIONS=halt_on_error=1 ./build/tsan/$$t || exit 1; done
+	for t in $(TSAN_TESTS); do TSAN_OPTIONS=halt_on_error=1 timeout -k 10 $(C_TEST_LIMIT) ./build/tsan/$$t || exit 1; done
 	# stock lua5.4 is not built with ASan: the module's specs run under valgrind
-	valgrind -q --error-exitcode=9 lua5.4 /usr/bin/busted --cpath='build/?.so' \
+	timeout -k 10 $(C_TEST_LIMIT) valgrind -q --error-exitcode=9 lua5.4 /usr/bin/busted --cpath='build/?.so' \
 	  spec/module_spec.lua spec/module_reentry_spec.lua spec/reload_spec.lua
 	# in this half: the sanitized one runs longer (ASan's specs)
 	$(MAKE) fuzz-smoke
@@ -327,7 +334,7 @@ test-sanitized:
 	$(MAKE) BUILD=build/asan SAN=1 test-c
 	LD_PRELOAD="$(ASAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
 	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke RELAY=build/asan/relay \
-	  busted --lua=lua5.4 --cpath='build/asan/?.so' --output=utfTerminal spec
+	  spec/tools/busted_run.sh build/asan $(SPEC_LIMIT) --cpath='build/asan/?.so' --output=utfTerminal spec
 
 # The fleet's part: its handle's costs (bench_fleet), a decision with
 # fleet guards against local ones (bench_fleet_decide), an outage seen

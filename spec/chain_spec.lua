@@ -110,7 +110,7 @@ describe("a chain of three layers, each with max_attempts = 4", function ()
     local prop = layer_file(dir, "propagate = {}\n")
     local b, stop, c = chain(backend, prop, dir)
     -- the server's own clock at the start, for when each request came
-    proc.readfile_cmd("curl -s -m 1 -o /dev/null " .. proc.q(backend.base .. "/mark")) -- the answer is 2 s away: not waited for
+    proc.readfile_cmd(proc.CURL .. "-m 1 -o /dev/null " .. proc.q(backend.base .. "/mark") .. " 2>/dev/null") -- the answer is 2 s away: not waited for
     local t0 = proc.now()
     local ok, r = pcall(top, prop, b.base .. "/late", { "--retry-max-time", "1" })
     -- what the inner layers do after the top gave up: given 2 s more than

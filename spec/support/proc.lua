@@ -194,6 +194,7 @@ Server.__index = Server
 -- curl only looks at the server; it never runs under the sanitizer
 -- runtime that `make test` preloads (curl hangs with libasan preloaded).
 local CURL = "env -u LD_PRELOAD curl -sS --max-time 5 "
+M.CURL = CURL -- for a spec's own look at a server: never a bare `curl` (it hangs under ASan's preload)
 
 -- Starts `luaretry faults --listen 127.0.0.1:0 SCRIPT` in the background
 -- (opts.host: another loopback address, e.g. "127.0.0.2").
