@@ -320,6 +320,13 @@ double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, 
  * asking lr_rate_now, with one lock instead of two. */
 double lr_rate_reserve_drawn(lr_shared *s, const lr_guards *g, double now, double at, double latest,
                              lr_rng *rng, int *held);
+/* Adaptive with no `limit`, before the first throttling answer: the rate
+ * is unlimited and a send is only counted (the first decrease starts from
+ * them when nothing succeeded), at `at`: 1.  0, nothing counted, once the
+ * rate paces (or when it has a most): lr_rate_reserve decides.  What
+ * lr_rate_reserve does then, without its arithmetic: a retry's decision
+ * pays one lock and a count. */
+int lr_rate_count_unlimited(lr_shared *s, const lr_guards *g, double at);
 /* A token reserved and not used (a later guard refused the attempt):
  * handed back (the bucket's time back to `tat_before`) when the bucket's
  * time is still `tat_after`, the one its reservation set. */

@@ -109,6 +109,16 @@ static double rate_reserve(luaretry_call *c, double now, double at, double lates
  * comes, and for the quota of an attempt whose token comes later. */
 double lr_call_rate_token(luaretry_call *c, double start) {
   const lr_rules *r = c->rules;
+  /* An adaptive rate before any throttling answer is unlimited (the
+   * fleet's limiter is not asked for one, nor the spread drawn): the send
+   * is counted, the token held, no wait. */
+  if (r->guards.rate_adaptive && !r->guards.rate_headers && !c->lazy_pace && !c->token_held &&
+      lr_rate_count_unlimited(c->shared, &r->guards, c->guard_origin + c->start + start)) {
+    c->quota_refused = 0;
+    c->admitted = c->attempts + 1;
+    c->admit_at = start;
+    return 0;
+  }
   double base = c->guard_origin + c->start;
   double latest = c->deadline > 0 ? base + c->deadline : -1;
   double now = base + (lr_clock_now(&c->clock) - c->start);

@@ -288,6 +288,16 @@ double lr_rate_reserve_drawn(lr_shared *s, const lr_guards *g, double now, doubl
   return wait;
 }
 
+int lr_rate_count_unlimited(lr_shared *s, const lr_guards *g, double at) {
+  if (!g->rate || !g->rate_adaptive || g->rate_limit > 0) return 0;
+  lr_pace *p = &s->pace;
+  lock(p);
+  int unlimited = !(p->rate > 0); /* current_rate's 0 */
+  if (unlimited) count_at(p->sent_slot, p->sent, at);
+  unlock(p);
+  return unlimited;
+}
+
 double lr_rate_tat(lr_shared *s) {
   lock(&s->pace);
   double t = s->pace.tat;

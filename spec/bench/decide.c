@@ -106,11 +106,19 @@ static void die(const char *what, const char *detail) {
 #define MIX_CALLS   10
 #define MIX_SAMPLES 3000 /* retrying decisions timed per run */
 
+/* The verdict alone (luaretry_call_report: the judge, the guards asked
+ * for the retry and told the outcome, the backoff), without the host's
+ * step before the retry goes: decide_instr.sh shows it beside the whole. */
+__attribute__((noinline)) luaretry_code engine_report(luaretry_call *c, const luaretry_outcome *o,
+                                                      luaretry_decision *d) {
+  return luaretry_call_report(c, o, d);
+}
+
 /* The decision alone: a function of its own, so that callgrind's
  * --toggle-collect counts exactly it (spec/bench/decide_instr.sh). */
 __attribute__((noinline)) int engine_retrying(luaretry_call *c, const luaretry_outcome *o) {
   luaretry_decision d;
-  if (luaretry_call_report(c, o, &d) != LUARETRY_OK || !d.retry) return 0;
+  if (engine_report(c, o, &d) != LUARETRY_OK || !d.retry) return 0;
   luaretry_call_wait(c, d.wait);
   return luaretry_call_next(c, &d) == LUARETRY_OK && d.retry;
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # decide_instr.sh: bench_decide's retrying decisions counted in
 # instructions (spec/bench/README.md, "decide"): for each row, callgrind
-# counts engine_retrying (report a 503, wait, next) and bare_decision (a
+# counts engine_retrying (report a 503, wait, next), within it
+# engine_report (the report alone), and bare_decision (a
 # bare lua_pcall of the same is_transient) with --toggle-collect, in one
 # run of N cycles each (the warm-up goes through other functions).
 #
@@ -13,7 +14,10 @@ bin=${BENCH_DECIDE:-build/bench_decide}
 command -v valgrind >/dev/null || { echo "decide_instr: skipped: no valgrind"; exit 0; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT INT TERM
-printf '%-42s %10s %10s %8s\n' "instructions per retrying decision" luaretry bare ratio
+# "report" is luaretry_call_report alone (the verdict: judge, guards,
+# backoff), "+ next" the whole step (report, wait, next) as a host makes it.
+printf '%-42s %10s %8s %10s %8s %10s\n' "instructions per retrying decision" report ratio \
+  "+ next" ratio bare
 row=0
 while [ "$row" -le 6 ]; do
   label=$(valgrind --tool=callgrind --callgrind-out-file="$out/cg" \
@@ -22,10 +26,11 @@ while [ "$row" -le 6 ]; do
   callgrind_annotate --inclusive=yes "$out/cg" 2>/dev/null |
     awk -v n="$n" -v label="$label" '
       /:engine_retrying \[/ { gsub(",", "", $1); e = $1 / n }
+      /:engine_report \[/ { gsub(",", "", $1); r = $1 / n }
       /:bare_decision \[/ { gsub(",", "", $1); b = $1 / n }
       END {
-        if (b > 0) printf "%-42s %10.0f %10.0f %7.2fx\n", label, e, b, e / b
-        else printf "%-42s %10.0f\n", label, e
+        if (b > 0) printf "%-42s %10.0f %7.2fx %10.0f %7.2fx %10.0f\n", label, r, r / b, e, e / b, b
+        else printf "%-42s %10.0f %8s %10.0f\n", label, r, "", e
       }'
   row=$((row + 1))
 done
