@@ -71,7 +71,11 @@ int lr_chain_admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
 void lr_chain_record(luaretry_call *c, const lr_record *r) {
   unsigned on = c->chain_on & RECORDING;
   const lr_guards *g = &c->rules->guards;
-  if (!g->rate_adaptive && !g->rate_headers) on &= ~BIT(LR_G_RATE); /* a fixed rate: nothing */
+  /* a fixed rate records nothing; an adaptive one (without the headers)
+   * only successes and throttling answers */
+  if (!g->rate_headers &&
+      (!g->rate_adaptive || r->cls == LR_REC_FAILURE || r->cls == LR_REC_ANSWERED))
+    on &= ~BIT(LR_G_RATE);
   for (; on; on &= on - 1) {
     int i = __builtin_ctz(on);
     if (CHAIN[i]->record) CHAIN[i]->record(c, r);

@@ -18,7 +18,11 @@
  * (sched_yield) instead of spinning on a holder the scheduler preempted:
  * on 2 cores a pure spin burned a whole slice (issue 28, finding 10). */
 #define LR_SPIN_TRIES 64
-void lr_lock(atomic_flag *f);
+void lr_lock_contended(atomic_flag *f);
+/* Inline: a free lock (nearly always) is one exchange, no call. */
+static inline void lr_lock(atomic_flag *f) {
+  if (atomic_flag_test_and_set_explicit(f, memory_order_acquire)) lr_lock_contended(f);
+}
 static inline void lr_unlock(atomic_flag *f) {
   atomic_flag_clear_explicit(f, memory_order_release);
 }

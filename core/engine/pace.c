@@ -223,7 +223,8 @@ static double per_second(const long long *slots, const long *counts, double now)
 
 static void count_at(long long *slots, long *counts, double at) {
   long long slot = slot_of(at * 10);
-  int i = (int)(((slot % LR_PACE_BUCKETS) + LR_PACE_BUCKETS) % LR_PACE_BUCKETS);
+  int i = (int)(slot % LR_PACE_BUCKETS); /* one division, not two: */
+  if (i < 0) i += LR_PACE_BUCKETS;       /* a slot before 0 counts too */
   if (slots[i] != slot) {
     slots[i] = slot;
     counts[i] = 0;

@@ -22,7 +22,7 @@ void lr_fmt(char *dst, size_t size, const char *fmt, ...) {
   va_end(ap);
 }
 
-void lr_lock(atomic_flag *f) {
-  for (int i = 0; atomic_flag_test_and_set_explicit(f, memory_order_acquire); i++)
+void lr_lock_contended(atomic_flag *f) {
+  for (int i = 1; atomic_flag_test_and_set_explicit(f, memory_order_acquire); i++)
     if (i >= LR_SPIN_TRIES) sched_yield(); /* the holder may be preempted: let it run */
 }
