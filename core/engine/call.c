@@ -146,7 +146,7 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     lr_call_observe(c, NULL, d);
     return LUARETRY_OK;
   }
-  if (!c->stopped && lr_chain_going(c, d)) return LUARETRY_OK;
+  if (!c->stopped && lr_chain_asks_going(c) && lr_chain_going(c, d)) return LUARETRY_OK;
   if (c->stopped) {
     d->retry = 0;
     d->reason = c->reason;

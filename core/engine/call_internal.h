@@ -263,6 +263,16 @@ void lr_call_started_late(luaretry_call *c);
  * then the guards asked again as the attempt goes; 1 when the call
  * stopped (d filled, counted, observed). */
 int lr_chain_going(luaretry_call *c, luaretry_decision *d);
+/* Whether lr_chain_going has anything to do (its own test, inline: most
+ * retries go with nothing asked again): the fleet's view, the breaker for
+ * a retry holding no permit, the rate limiter for a token not asked for. */
+static inline int lr_chain_asks_going(const luaretry_call *c) {
+  if (c->remote) return 1;
+  unsigned ask = c->chain_on & ((1u << LR_G_BREAKER) | (1u << LR_G_RATE));
+  if (c->attempts == 0 || (c->held & (1u << LR_G_BREAKER))) ask &= ~(1u << LR_G_BREAKER);
+  if (c->admitted > c->attempts) ask &= ~(1u << LR_G_RATE);
+  return ask != 0;
+}
 /* In a refusal's message: whose counts decided. */
 static inline const char *lr_whose(int remote) { return remote ? "the fleet's " : "the "; }
 

@@ -30,10 +30,6 @@ int64_t lr_monotonic_coarse_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-double lr_clock_now(const lr_clock *c) {
-  return c->is_virtual ? c->virtual_now : lr_monotonic_now();
-}
-
 void lr_waiter_init(lr_waiter *w) {
   atomic_init(&w->cancelled, 0);
   atomic_init(&w->wakeup_fd, -1);

@@ -39,7 +39,10 @@ int64_t lr_monotonic_ms(void); /* the same in milliseconds: I/O deadlines */
 /* CLOCK_MONOTONIC_COARSE in ms (a few ms behind, a few ns to read): for
  * hot paths that only compare against periods of seconds. */
 int64_t lr_monotonic_coarse_ms(void);
-double lr_clock_now(const lr_clock *c);
+/* Inline: read on every decision, and a virtual clock is a load. */
+static inline double lr_clock_now(const lr_clock *c) {
+  return c->is_virtual ? c->virtual_now : lr_monotonic_now();
+}
 
 typedef struct {
   atomic_int cancelled;

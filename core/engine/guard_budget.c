@@ -29,9 +29,11 @@ static int reserve_allows(luaretry_call *c, double now, int remote, int after_wa
   return lr_budget_reserve_take(c->shared, g, c->guard_origin + now);
 }
 
-static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
+/* The fleet's budget, or a retry or hedge the local tokens refuse: out
+ * of line, so that a retry they allow (nearly every one) costs a load
+ * and a comparison. */
+static __attribute__((noinline)) int admit_slow(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
   const lr_guards *g = &c->rules->guards;
-  if (a->kind != LR_KIND_RETRY && a->kind != LR_KIND_HEDGE) return 0;
   double now = c->start + a->now;
   if (a->after_wait) { /* the fleet's budget again, its counts brought up to date */
     if (!c->remote) return 0;
@@ -69,6 +71,13 @@ static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
                         lr_whose(remote), tokens(c, remote), g->max_tokens, floor);
   }
   return 1;
+}
+
+static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
+  if (a->kind != LR_KIND_RETRY && a->kind != LR_KIND_HEDGE) return 0;
+  if (!c->remote && !a->after_wait && lr_budget_allows_retry(c->shared, &c->rules->guards))
+    return 0;
+  return admit_slow(c, a, d);
 }
 
 static void record(luaretry_call *c, const lr_record *r) {

@@ -80,6 +80,11 @@ static lr_slot_block *grow(lr_gen *g, lr_slot_block *last) {
 }
 
 lr_script *lr_gen_borrow(lr_gen *g, char *err, size_t errlen) {
+  /* the slot this thread had last, in the first block: nearly always free */
+  lr_slot *hinted = &g->slots.slot[slot_hint];
+  if (hinted->script && !atomic_load_explicit(&hinted->busy, memory_order_relaxed) &&
+      !atomic_exchange_explicit(&hinted->busy, 1, memory_order_acquire))
+    return hinted->script;
   lr_slot *slot = NULL;
   lr_slot_block *b = &g->slots;
   while (!slot) {

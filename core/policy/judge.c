@@ -343,7 +343,11 @@ static void judge_in(lr_script *s, const luaretry_outcome *o, lr_verdict *v) {
                s->rule_is_transient, v))
     return;
   read_transient(L, s, v);
-  if (v->cls == LUARETRY_CLASS_TRANSIENT) judge_throttling(L, s, v);
+  if (v->cls != LUARETRY_CLASS_TRANSIENT) return;
+  if (s->ref_is_throttling)
+    judge_throttling(L, s, v);
+  else /* the engine's rule, without a call */
+    v->throttled = o->kind != LUARETRY_OUTCOME_COMMAND && o->status == 429 && !o->error;
 }
 
 static void judge_outcome(lr_gen *g, const luaretry_outcome *o, const lr_attempt_ctx *ctx,
