@@ -602,6 +602,23 @@ describe("the rate limiter (rate = { limit, burst } or { adaptive = true })", fu
     assert.is_true(p:metrics().rate > r)       -- a success raised it
   end)
 
+  it("adaptive: with no success, the first throttling answer takes 0.7 of the attempts sent over the last second (each counted while it does not pace)", function ()
+    local p = policy("max_attempts = 1\nrate = { adaptive = true }\n")
+    for i = 1, 19 do
+      local c = assert(p:begin { virtual = true, seed = i })
+      assert.are.equal(0, c:next().wait)
+      assert.are.equal("exhausted", c:report { status = 503 }.verdict)
+    end
+    assert.are.equal(0, p:metrics().rate)
+    local c = assert(p:begin { virtual = true, seed = 20 })
+    assert.are.equal(0, c:next().wait)
+    c:report { status = 429 }
+    -- 20 sent within the last second (each call's guard clock starts at
+    -- its real start), none succeeded: 14 a second; none counted: 4
+    local r = p:metrics().rate
+    assert.is_true(r > 4 + 1e-9 and r <= 20 * 0.7 + 1e-9, "rate " .. r)
+  end)
+
   it("a tiny rate gives huge waits, never an overflow (UBSan watches the sanitized run)", function ()
     local p = policy("max_attempts = 3\nrate = { limit = 1e-300 }\n")
     local c = assert(p:begin { virtual = true, seed = 1 })
