@@ -242,6 +242,16 @@ enum { /* the chain's order, CONTRACT's; bits of c->held and c->chain_on */
 extern const lr_guard_ops lr_guard_attempts, lr_guard_deadline, lr_guard_breaker,
   lr_guard_admission, lr_guard_budget, lr_guard_hedging, lr_guard_rate;
 
+/* max_attempts and the deadline let an attempt go (their units' first
+ * test, inline: the chain skips them then, nothing held either way). */
+static inline int lr_attempts_allow(const luaretry_call *c, const lr_ask *a) {
+  return a->after_wait || (a->kind != LR_KIND_RETRY && a->kind != LR_KIND_HEDGE) ||
+         c->started < c->max_attempts;
+}
+static inline int lr_deadline_allows(const luaretry_call *c, const lr_ask *a) {
+  return a->after_wait || a->at < c->deadline;
+}
+
 /* Which guards are on for the call (c->chain_on), at lr_call_new. */
 void lr_chain_init(luaretry_call *c);
 /* Asks every guard that is on, in order; on a refusal, what the earlier

@@ -34,6 +34,11 @@ static int backoff_wait(luaretry_call *c, const lr_verdict *v, const lr_attempt_
     return 0;
   }
   if (c->rules->backoff.kind == LUARETRY_BACKOFF_SCRIPT) {
+    err->cls = LUARETRY_CLASS_ERROR; /* made only here: the script's backoff may fail */
+    err->wait = -1;
+    err->jitter = err->server = err->reason = 0;
+    err->rule = v->rule;
+    err->message[0] = '\0';
     if (c->judge->backoff(c->judge->ud, ctx, n, c->previous, w, err) != 0) return -1;
     c->previous = *w;
     *src = LUARETRY_WAIT_BACKOFF;
@@ -79,11 +84,6 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
   double w;
   luaretry_wait_source src;
   lr_verdict err;
-  err.cls = LUARETRY_CLASS_ERROR;
-  err.wait = -1;
-  err.jitter = err.server = err.reason = 0;
-  err.rule = v->rule;
-  err.message[0] = '\0';
   if (backoff_wait(c, v, ctx, &w, &src, &err) != 0) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, err.rule, "%s", err.message);
     return;

@@ -65,6 +65,10 @@ static int admit(luaretry_call *c, unsigned on, lr_ask *a, luaretry_decision *d)
 int lr_chain_admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
   /* hedging's bound has nothing to say of a retry */
   unsigned skip = a->kind == LR_KIND_RETRY ? BIT(LR_G_HEDGING) : 0;
+  /* the first two hold nothing: when they let it go, not asked (a call
+   * each saved on every retry) */
+  if (lr_attempts_allow(c, a)) skip |= BIT(LR_G_ATTEMPTS);
+  if (lr_deadline_allows(c, a)) skip |= BIT(LR_G_DEADLINE);
   return admit(c, c->chain_on & ~skip, a, d);
 }
 

@@ -4,8 +4,7 @@
 #include "call_internal.h"
 
 static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
-  if (a->after_wait || (a->kind != LR_KIND_RETRY && a->kind != LR_KIND_HEDGE)) return 0;
-  if (c->started < c->max_attempts) return 0;
+  if (lr_attempts_allow(c, a)) return 0;
   /* below the policy's own: the caller's allowance (call_allowance.c) */
   int allowed = c->allowance >= 0 && c->max_attempts < lr_call_policy_attempts(c);
   const char *rule = allowed ? "retries" : "max_attempts";

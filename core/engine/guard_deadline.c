@@ -5,7 +5,7 @@
 
 static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
   double deadline = c->deadline;
-  if (a->after_wait || a->at < deadline) return 0;
+  if (lr_deadline_allows(c, a)) return 0;
   if (a->kind == LR_KIND_HEDGE) return a->why = "deadline", 1;
   if (a->kind != LR_KIND_RETRY) return 0;
   lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, a->server ? "retry_after" : "deadline",
