@@ -134,7 +134,7 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
   if (!lr_call_ok(c) || !d) return LUARETRY_E_ARG;
   memset(d, 0, sizeof *d);
   d->attempt = c->started; /* hedges that were cancelled were started too */
-  d->elapsed = luaretry_call_elapsed(c);
+  d->elapsed = lr_clock_now(&c->clock) - c->start;
   int fresh = c->rules->guards.rate && c->admitted <= c->attempts; /* a token to ask for */
   if (!c->stopped && c->deadline > 0 && d->elapsed >= c->deadline) {
     /* asked late (a host's timer on a busy machine): no attempt past it */

@@ -107,18 +107,23 @@ static double rate_reserve(luaretry_call *c, double now, double at, double lates
  * luaretry_call_next asks then): adaptive, past the server's window, for a
  * later attempt (a retry after its backoff) whose token is free when it
  * comes, and for the quota of an attempt whose token comes later. */
+/* An adaptive rate before any throttling answer is unlimited (the fleet's
+ * limiter is not asked for one, nor the spread drawn): the send is
+ * counted, the token held, no wait: 1.  0: the limiter decides. */
+static inline int unlimited_token(luaretry_call *c, double start) {
+  const lr_guards *g = &c->rules->guards;
+  if (!g->rate_adaptive || g->rate_headers || c->lazy_pace || c->token_held ||
+      !lr_rate_count_unlimited(c->shared, g, c->guard_origin + c->start + start))
+    return 0;
+  c->quota_refused = 0;
+  c->admitted = c->attempts + 1;
+  c->admit_at = start;
+  return 1;
+}
+
 double lr_call_rate_token(luaretry_call *c, double start) {
   const lr_rules *r = c->rules;
-  /* An adaptive rate before any throttling answer is unlimited (the
-   * fleet's limiter is not asked for one, nor the spread drawn): the send
-   * is counted, the token held, no wait. */
-  if (r->guards.rate_adaptive && !r->guards.rate_headers && !c->lazy_pace && !c->token_held &&
-      lr_rate_count_unlimited(c->shared, &r->guards, c->guard_origin + c->start + start)) {
-    c->quota_refused = 0;
-    c->admitted = c->attempts + 1;
-    c->admit_at = start;
-    return 0;
-  }
+  if (unlimited_token(c, start)) return 0;
   double base = c->guard_origin + c->start;
   double latest = c->deadline > 0 ? base + c->deadline : -1;
   double now = base + (lr_clock_now(&c->clock) - c->start);
@@ -224,7 +229,7 @@ static int hedge_admit(luaretry_call *c, lr_ask *a) {
   return a->why = "the server's RateLimit quota has no room now", 1;
 }
 
-static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
+static __attribute__((noinline)) int admit_slow(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
   if (a->kind == LR_KIND_HEDGE) return hedge_admit(c, a);
   if (a->kind == LR_KIND_REQUEST) return 0;
   if (a->after_wait || a->kind == LR_KIND_FIRST) {
@@ -249,6 +254,15 @@ static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
     return 1;
   }
   return 0;
+}
+
+/* A retry decided now, while the adaptive rate does not pace (nearly
+ * every one until a throttling answer comes): counted, no wait, in line. */
+static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
+  if (a->kind == LR_KIND_RETRY && !a->after_wait && a->wait == 0 &&
+      (c->deadline <= 0 || a->at < c->deadline) && unlimited_token(c, a->at))
+    return 0;
+  return admit_slow(c, a, d);
 }
 
 static void record(luaretry_call *c, const lr_record *r) {
