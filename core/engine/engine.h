@@ -124,7 +124,14 @@ typedef struct {
    * (quota.c); max_wait bounds the reset it believes (max_retry_after) */
   int rate_headers;
   double rate_headers_max_wait;
+  /* lr_guards_prepare: max_tokens, token_ratio and throttle_cost in
+   * thousandths of a token, as the budget counts (rounded once, at load,
+   * not on every retry and outcome) */
+  long long milli_max, milli_ratio, milli_throttle;
 } lr_guards;
+
+/* Completes *g once its fields are set (the budget's thousandths). */
+void lr_guards_prepare(lr_guards *g);
 
 #define LR_WINDOW_MAX 1000 /* outcomes a rate window may hold */
 

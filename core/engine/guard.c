@@ -28,6 +28,12 @@ static inline long long milli(double x) {
   return f >= 0.5 ? i + 1 : f <= -0.5 ? i - 1 : i;
 }
 
+void lr_guards_prepare(lr_guards *g) {
+  g->milli_max = milli(g->max_tokens);
+  g->milli_ratio = milli(g->token_ratio);
+  g->milli_throttle = milli(g->throttle_cost);
+}
+
 void lr_shared_init(lr_shared *s, const lr_guards *g) {
   memset(s, 0, sizeof *s);
   s->guards = *g;
@@ -142,7 +148,7 @@ void *lr_aligned_calloc(size_t size) {
  * retries only while more than half the tokens are left */
 
 static void add_tokens(lr_shared *s, const lr_guards *g, long long delta) {
-  long long max = milli(g->max_tokens);
+  long long max = g->milli_max;
   long long cur = atomic_load(&s->milli_tokens), next;
   do {
     next = cur + delta;
@@ -153,7 +159,7 @@ static void add_tokens(lr_shared *s, const lr_guards *g, long long delta) {
 
 int lr_budget_allows_retry(lr_shared *s, const lr_guards *g) {
   if (!g->budget) return 1;
-  return atomic_load(&s->milli_tokens) * 2 > milli(g->max_tokens);
+  return atomic_load(&s->milli_tokens) * 2 > g->milli_max;
 }
 
 double lr_budget_tokens(lr_shared *s) { return (double)atomic_load(&s->milli_tokens) / MILLI; }
@@ -280,7 +286,7 @@ void lr_breaker_failure(lr_shared *s, const lr_guards *g, double now) {
 /* The budget counts only successes and failures (as gRPC's), throttling
  * at its own cost; hedges pay nothing as they go (gRPC A6). */
 void lr_budget_success(lr_shared *s, const lr_guards *g) {
-  if (g->budget) add_tokens(s, g, milli(g->token_ratio));
+  if (g->budget) add_tokens(s, g, g->milli_ratio);
 }
 
 void lr_budget_failure(lr_shared *s, const lr_guards *g) {
@@ -288,7 +294,7 @@ void lr_budget_failure(lr_shared *s, const lr_guards *g) {
 }
 
 void lr_budget_throttled(lr_shared *s, const lr_guards *g) {
-  if (g->budget) add_tokens(s, g, -milli(g->throttle_cost));
+  if (g->budget) add_tokens(s, g, -g->milli_throttle);
 }
 
 void lr_guards_success(lr_shared *s, const lr_guards *g, double now) {

@@ -602,6 +602,7 @@ static void rules_more(const lr_tuning *x, lr_rules *r) {
   lr_backoff_prepare(b);
   r->guards.throttle_cost = x->throttle_cost;
   r->guards.reserve = x->pub.budget ? x->budget_reserve : 0;
+  lr_guards_prepare(&r->guards); /* rules_of set the budget's, throttle_cost is above */
   lr_strlcpy(r->attempt_header, x->attempt_header, sizeof r->attempt_header);
   lr_strlcpy(r->propagate_deadline, x->propagate_deadline, sizeof r->propagate_deadline);
   lr_strlcpy(r->propagate_retries, x->propagate_retries, sizeof r->propagate_retries);
