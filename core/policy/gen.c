@@ -80,12 +80,15 @@ static lr_slot_block *grow(lr_gen *g, lr_slot_block *last) {
 }
 
 lr_script *lr_gen_borrow(lr_gen *g, char *err, size_t errlen) {
-  /* the slot this thread had last, in the first block: nearly always free */
-  lr_slot *hinted = &g->slots.slot[slot_hint];
-  if (hinted->script && !atomic_load_explicit(&hinted->busy, memory_order_relaxed) &&
-      !atomic_exchange_explicit(&hinted->busy, 1, memory_order_acquire))
-    return hinted->script;
-  lr_slot *slot = NULL;
+  /* the slot this thread had last, in the first block: nearly always free
+   * (its script is read once the slot is taken: another thread may be
+   * making it) */
+  lr_slot *slot = &g->slots.slot[slot_hint];
+  if (atomic_load_explicit(&slot->busy, memory_order_relaxed) ||
+      atomic_exchange_explicit(&slot->busy, 1, memory_order_acquire))
+    slot = NULL;
+  else if (slot->script)
+    return slot->script;
   lr_slot_block *b = &g->slots;
   while (!slot) {
     slot = take(b, slot_hint);
