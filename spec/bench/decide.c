@@ -606,9 +606,15 @@ static void print_begins(void) {
 }
 
 /* Resident memory a call in flight holds: `count` calls begun and judged
- * once (so each waits for its retry). */
+ * once (so each waits for its retry).  Without the budget: 100,000 calls
+ * that each failed once spend its tokens, and the rest would be calls it
+ * stopped, each holding its refusal's message (688 B more), not calls in
+ * flight. */
 static void print_inflight(long count) {
-  luaretry_policy *p = load_http(1);
+  luaretry_policy *p =
+    load_policy("policies/http.lua", "max_attempts", "1000000000", "budget", "none");
+  if (luaretry_policy_set(p, "deadline", "none") != LUARETRY_OK)
+    die("set", luaretry_policy_errmsg(p));
   luaretry_call **calls = calloc((size_t)count, sizeof *calls);
   if (!calls) die("calloc", "out of memory");
   luaretry_call_options o;
@@ -621,11 +627,14 @@ static void print_inflight(long count) {
   out.body_len = sizeof BODY - 1;
   luaretry_decision d;
   size_t rss0 = resident_bytes();
+  long waiting = 0;
   for (long i = 0; i < count; i++) {
     o.seed = (uint64_t)i;
     luaretry_call_begin(p, &o, &calls[i]);
     luaretry_call_report(calls[i], &out, &d);
+    waiting += d.retry;
   }
+  if (waiting != count) die("calls in flight", "a call was stopped, not waiting for its retry");
   double each = rss0 < resident_bytes() ? (double)(resident_bytes() - rss0) / (double)count : 0;
   char label[64];
   snprintf(label, sizeof label, "memory per call in flight (%ld calls)", count);
