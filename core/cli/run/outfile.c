@@ -194,10 +194,28 @@ size_t outfile_write(void *ud, const char *data, size_t len) {
   return len;
 }
 
-int outfile_restart(void *ud) {
-  outfile *f = ud;
+/* The earlier run's partial, the temporary until now, closed and left on
+ * disk as it is; the next write makes a temporary of its own. */
+static void set_partial_aside(outfile *f) {
+  if (fsync(f->fd) != 0 || close(f->fd) != 0) complain(f, "keeping the partial download", errno);
+  f->fd = -1;
+  free(f->tmp);
+  f->tmp = NULL;
+  f->partial_aside = 1;
+}
+
+int outfile_restart(void *ud) { return outfile_start_over(ud, 1); }
+
+int outfile_start_over(outfile *f, int stale) {
   f->restarted = 1;
   f->mem_len = 0;
+  if (f->partial && stale) f->partial_stale = 1;
+  if (f->partial && !f->partial_aside && f->fd >= 0) {
+    /* never emptied in place: what follows may not be the resource's */
+    set_partial_aside(f);
+    f->failed = 0;
+    return 0;
+  }
   if (f->fd < 0) {
     f->failed = 0;
     return 0;
@@ -476,10 +494,11 @@ int outfile_finish(outfile *f, int keep) {
                      : finish_replace(f, ok);
   if (f->partial) {
     /* continued from an earlier run: kept (renamed) or dropped, its
-     * sidecar goes with it */
+     * sidecar goes with it; set aside, it goes too, unless it is held */
     char side[PATH_MAX + 64];
     sidecar_name(f->partial, side, sizeof side);
-    unlink(side);
+    if (!f->partial_hold) unlink(side);
+    if (!f->partial_hold && f->partial_aside) unlink(f->partial);
     free(f->partial);
     free(f->validator);
     f->partial = f->validator = NULL;
@@ -488,4 +507,12 @@ int outfile_finish(outfile *f, int keep) {
   free(f->target);
   f->target = NULL;
   return ok || !keep ? 0 : -1;
+}
+
+void outfile_partial_hold(outfile *f) {
+  if (!f->partial || f->partial_stale || f->finished) return;
+  f->partial_hold = 1;
+  if (f->partial_aside) return; /* this run's temporary: finished as the caller says */
+  if (f->fd >= 0) set_partial_aside(f);
+  outfile_finish(f, 0); /* no temporary left: FILE is not touched */
 }

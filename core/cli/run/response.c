@@ -90,6 +90,7 @@ void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decisi
   if (o) note_resumable(r, o);
   if (o) r->suspect = o->error && strstr(o->error, "_mismatch");
   if (d->retry) return;
+  r->stopped = 1;
   if (r->a->fail && d->reason != LUARETRY_REASON_SUCCESS) r->drop = 1;
   /* bytes known to be other than their server or the user said */
   if (o && o->error && strstr(o->error, "_mismatch")) r->drop = r->damaged = 1;
@@ -107,7 +108,9 @@ int response_restart(void *ud) {
   r->too_large = 0;
   r->validator[0] = '\0'; /* the sink starts over: no bytes of any answer */
   progress_attempt(&r->meter, 0);
-  return outfile_restart(r->out);
+  /* after the stop: the error answer to a Range request that ended the
+   * call; an earlier run's partial still matches (resume.c) */
+  return outfile_start_over(r->out, !r->stopped);
 }
 
 size_t response_sink(void *ud, const char *data, size_t len) {

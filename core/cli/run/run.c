@@ -242,6 +242,12 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     rc = response_perform(&r, p, c, &req, &co, final);
   }
   if (rc == LUARETRY_OK) keep_partial(a, final, h, &r, out);
+  /* an earlier run's partial goes on success, on a final answer and when
+   * it no longer matches (stale, or the last body failed its digest);
+   * refused, spent on transient errors, a policy error: it stays */
+  if (rc == LUARETRY_OK && final->reason != LUARETRY_REASON_SUCCESS &&
+      final->reason != LUARETRY_REASON_FINAL && !r.suspect && !r.damaged)
+    outfile_partial_hold(out);
   if (rc == LUARETRY_OK) {
     /* the body in place first: -w comes after it, as curl writes it */
     int status = cli_exit_status(final->reason);
@@ -438,6 +444,7 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   /* a file only on success; standard output shows the final attempt's,
    * unless -f asked for none on failure (as curl's --fail) */
   int keep = status == EXIT_OK || (!out.path && decided && !a->fail);
+  if (status != EXIT_OK) outfile_partial_hold(&out); /* a usage error, or no call */
   if (outfile_finish(&out, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
   if (format) { /* after the output, as a URL's -w */
     writeout_info w = { NULL, &final, 0, status };

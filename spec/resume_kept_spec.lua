@@ -1,0 +1,103 @@
+-- The partial download an earlier run kept (review of issue 30, item 3):
+-- it goes only on success, on a final answer, or when it no longer
+-- matches; a run refused before its first attempt, one whose attempts are
+-- spent on 503s, a usage error: it stays as it was, with its .url file,
+-- and no error page is ever written into it.  Against `luaretry faults`
+-- (spec/fixtures/downloads/resume_trust.lua), a breaker shared through
+-- --fleet local in a folder of the spec's own.
+local proc = require "support.proc"
+local dl = require "support.downloads"
+local fleet = require "support.fleet"
+
+local run, partial, sidecar, plant = proc.run_http, dl.partial, dl.sidecar, dl.plant
+local WHOLE = dl.content(20000)
+local BUSY = "the load balancer is busy\n"
+
+local function same_bytes(want, got, what)
+  assert.are.equal(#want, got and #got, (what or "") .. ": length")
+  assert.is_true(want == got, (what or "") .. ": bytes differ")
+end
+
+describe("an earlier run's partial", function ()
+  local srv, tmp
+  proc.with_server(proc.root .. "/spec/fixtures/downloads/resume_trust.lua",
+                   function (s, t) srv, tmp = s, t end)
+
+  -- the planted partial and its .url file, as they were
+  local function kept(out, url)
+    same_bytes(WHOLE:sub(1, 6000), proc.readfile(partial(out)), "the partial")
+    assert.are.equal(sidecar(url, '"w"'), proc.readfile(partial(out) .. ".url"))
+  end
+
+  it("stays when the Range requests get 503 until the attempts are spent", function ()
+    local out, url = tmp .. "/a.bin", srv.base .. "/busy"
+    plant(out, WHOLE:sub(1, 6000), url, '"w"')
+    local r = run({ url, "-o", out, "--set", "max_attempts=2" })
+    assert.are.equal(4, r.code, r.stderr)
+    assert.matches("attempt 2/2: 503 %-> exhausted", r.stderr)
+    for _, s in ipairs(dl.ranges(srv, "/busy")) do assert.are.equal("bytes=6000-", s.range) end
+    kept(out, url)
+    assert.is_nil(proc.readfile(out))
+    assert.is_nil(r.stderr:find("restarting", 1, true))
+  end)
+
+  it("stays with --fail-with-body, the error page going to FILE alone (as curl writes it)", function ()
+    local out, url = tmp .. "/b.bin", srv.base .. "/busy"
+    plant(out, WHOLE:sub(1, 6000), url, '"w"')
+    local r = run({ url, "-o", out, "--set", "max_attempts=2", "--fail-with-body" })
+    assert.are.equal(4, r.code, r.stderr)
+    assert.are.equal(BUSY, proc.readfile(out))
+    kept(out, url)
+    local names = proc.leftovers(tmp)
+    table.sort(names)
+    assert.are.same({ ".b.bin.luaretry-partial", ".b.bin.luaretry-partial.url" }, names)
+  end)
+
+  it("stays when the call is refused before attempt 1 (the fleet's breaker is open)", function ()
+    local xdg = tmp .. "/run"
+    assert.are.equal(0, proc.sh("mkdir -m 700 " .. proc.q(xdg)))
+    local policy = tmp .. "/breaker.lua"
+    proc.writefile(policy, 'name = "breaker"\nmax_attempts = 3\ndeadline = 30\n' ..
+                   'attempt_timeout = 10\nbackoff = { kind = "constant", initial = 0.01, jitter = "none" }\n' ..
+                   'breaker = { failures = 2, open_seconds = 600 }\n')
+    local key = fleet.keys("resume-kept")()
+    local function go(url, out)
+      return proc.run({ "run", policy, url, "-o", out, "--fleet", "local", "--set", "fleet.key=" .. key },
+                      { env = { "XDG_RUNTIME_DIR=" .. xdg }, timeout = 60 })
+    end
+    local first = go(srv.base .. "/busy", tmp .. "/first.bin")
+    assert.are_not.equal(0, first.code, first.stderr)
+    local out, url = tmp .. "/c.bin", srv.base .. "/whole"
+    plant(out, WHOLE:sub(1, 6000), url, '"w"')
+    local r = go(url, out)
+    assert.are.equal(6, r.code, r.stderr)
+    assert.matches("before attempt 1: circuit_open", r.stderr)
+    assert.are.equal(0, #srv:requests_on("/whole"))
+    kept(out, url)
+    assert.is_nil(proc.readfile(out))
+  end)
+
+  it("stays after a usage error found once the call is set up (-w's unknown variable)", function ()
+    local out, url = tmp .. "/d.bin", srv.base .. "/whole"
+    plant(out, WHOLE:sub(1, 6000), url, '"w"')
+    local r = run({ url, "-o", out, "-w", "%{no_such}" })
+    assert.are.equal(2, r.code, r.stderr)
+    assert.matches("unknown variable", r.stderr)
+    kept(out, url)
+    assert.is_nil(proc.readfile(out))
+  end)
+
+  it("still goes on a final answer, and when the resource changed (a 200 from zero)", function ()
+    local out, url = tmp .. "/e.bin", srv.base .. "/gone"
+    plant(out, WHOLE:sub(1, 6000), url, '"w"')
+    assert.are.equal(1, run({ url, "-o", out }).code)
+    assert.is_nil(proc.readfile(partial(out)))
+    assert.is_nil(proc.readfile(partial(out) .. ".url"))
+    out, url = tmp .. "/f.bin", srv.base .. "/whole"
+    plant(out, WHOLE:sub(1, 6000), url, '"old"')
+    local r = run({ url, "-o", out })
+    assert.are.equal(0, r.code, r.stderr)
+    same_bytes(WHOLE, proc.readfile(out))
+    assert.are.same({}, proc.leftovers(tmp))
+  end)
+end)
