@@ -87,6 +87,32 @@ describe("an earlier run's partial", function ()
     assert.is_nil(proc.readfile(out))
   end)
 
+  it("--max-filesize below the last 503's page: exhausted (4) with -w and -D, the page shown nowhere", function ()
+    local out, url, dump = tmp .. "/g.bin", srv.base .. "/busy-unsized", tmp .. "/head.txt"
+    plant(out, WHOLE:sub(1, 6000), url, '"w"')
+    local r = run({ url, "-o", out, "--set", "max_attempts=2", "--max-filesize", "10",
+                    "--fail-with-body", "-w", "%{http_code} %{num_attempts}\n", "-D", dump })
+    assert.are.equal(4, r.code, r.stderr)
+    assert.is_nil(r.stderr:find("already stopped", 1, true))
+    assert.are.equal("503 2\n", r.stdout)
+    assert.matches("^HTTP/1.1 503", proc.readfile(dump))
+    assert.is_nil(proc.readfile(out))
+    kept(out, url)
+    -- to standard output: nothing of the page either
+    r = run({ url, "--set", "max_attempts=2", "--max-filesize", "10" })
+    assert.are.equal(0, #r.stdout)
+  end)
+
+  it("the 503 that ends a resumed call: -i shows its headers before it, -f shows nothing", function ()
+    local url = srv.base .. "/cut-then-busy-always"
+    local r = run({ url, "-i", "--set", "max_attempts=2" })
+    assert.are.equal(4, r.code, r.stderr)
+    assert.matches("^HTTP/1.1 503 [^\n]*\r\n.*\r\n\r\n" .. BUSY .. "$", r.stdout)
+    r = run({ url, "-f", "--set", "max_attempts=2" })
+    assert.are.equal(4, r.code, r.stderr)
+    assert.are.equal("", r.stdout)
+  end)
+
   it("still goes on a final answer, and when the resource changed (a 200 from zero)", function ()
     local out, url = tmp .. "/e.bin", srv.base .. "/gone"
     plant(out, WHOLE:sub(1, 6000), url, '"w"')

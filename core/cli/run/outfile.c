@@ -179,6 +179,8 @@ static int spool(outfile *f, const char *data, size_t len) {
 
 size_t outfile_write(void *ud, const char *data, size_t len) {
   outfile *f = ud;
+  /* nothing (no headers yet for -i): realloc(mem, 0) would free it */
+  if (len == 0) return 0;
   if (outfile_create(f) != 0 || f->failed) return len;
   if (f->in_place && f->fd < 0) {
     int kept = spool(f, data, len);

@@ -99,10 +99,13 @@ void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decisi
 
 int response_restart(void *ud) {
   response *r = ud;
-  /* a new attempt: its headers and body replace the last one's */
-  r->len = 0;
   r->headers_done = 0;
-  r->drop = 0;
+  if (!r->stopped) {
+    /* a new attempt: its headers and body replace the last one's */
+    r->len = 0;
+    r->drop = 0;
+  } /* else the body of the answer that ended the call (resume.c): its
+     * headers and -f's verdict are those observed; -i writes them again */
   r->counted = 0;
   r->got = 0;
   r->too_large = 0;
@@ -158,6 +161,15 @@ luaretry_code response_perform(response *r, luaretry_policy *p, luaretry_call *c
     r->too_large = 0;
     luaretry_code rc = luaretry_curl_perform(p, c, r->h, req, co, final);
     if (rc != LUARETRY_E_OPERATION || !r->too_large) return rc;
+    if (r->stopped) {
+      /* the error answer to a Range request that ended the call, given
+       * to the sink after the stop (resume.c), is above the limit: shown
+       * nowhere, and the call's own end stands */
+      r->page_refused = 1;
+      if (r->log->verbosity > 0)
+        fprintf(stderr, "luaretry: the final answer's body is above --max-filesize: not kept\n");
+      return LUARETRY_OK;
+    }
     rc = report_too_large(r, c, req, final);
     if (rc != LUARETRY_OK || !final->retry) return rc;
     if (luaretry_call_wait(c, final->wait) == LUARETRY_E_CANCELLED) {

@@ -256,7 +256,7 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     int keep = status == EXIT_OK || (!out->path && decided && !a->fail) ||
                (a->fail_with_body && decided && code > 0); /* curl's: the answer, to -o too */
-    if (r.damaged) keep = 0;
+    if (r.damaged || r.page_refused) keep = 0;
     if (outfile_finish(out, keep) != 0 && status == EXIT_OK) rc = LUARETRY_E_IO;
     if (rc == LUARETRY_OK && status == EXIT_OK && a->remote_header_name && out->path &&
         remote_header_name(out->path, h) != 0)
