@@ -127,3 +127,40 @@ describe("an earlier run's partial", function ()
     assert.are.same({}, proc.leftovers(tmp))
   end)
 end)
+
+describe("-C - and --max-filesize", function ()
+  local srv, tmp
+  proc.with_server(proc.root .. "/spec/fixtures/downloads/resume_trust.lua",
+                   function (s, t) srv, tmp = s, t end)
+
+  it("a 200 from zero past the limit leaves the file as it was (it emptied it)", function ()
+    local out = tmp .. "/f"
+    proc.writefile(out, "abc")
+    local r = run({ srv.base .. "/trickle-200", "-C", "-", "-o", out, "--max-filesize", "10" })
+    assert.are.equal(1, r.code, r.stderr)
+    assert.matches("too_large", r.stderr)
+    assert.are.equal("bytes=3-", srv:requests_on("/trickle-200")[1].headers.range)
+    assert.are.equal("abc", proc.readfile(out))
+    assert.are.same({}, proc.leftovers(tmp))
+  end)
+
+  it("a 206 past the limit: what it appended is taken back", function ()
+    local out = tmp .. "/g"
+    proc.writefile(out, "abc")
+    local r = run({ srv.base .. "/trickle-206", "-C", "-", "-o", out, "--max-filesize", "10" })
+    assert.are.equal(1, r.code, r.stderr)
+    assert.matches("too_large", r.stderr)
+    assert.are.equal("abc", proc.readfile(out))
+  end)
+
+  it("a 200 from zero that completes replaces the file, its mode kept", function ()
+    local out = tmp .. "/h"
+    proc.writefile(out, "abc")
+    assert.are.equal(0, proc.sh("chmod 640 " .. proc.q(out)))
+    local r = run({ srv.base .. "/trickle-200", "-C", "-", "-o", out })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(("12345678"):rep(3), proc.readfile(out))
+    assert.are.equal("640", proc.readfile_cmd("stat -c %a " .. proc.q(out)):match("%d+"))
+    assert.are.same({}, proc.leftovers(tmp))
+  end)
+end)

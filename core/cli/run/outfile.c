@@ -218,6 +218,22 @@ int outfile_start_over(outfile *f, int stale) {
     f->failed = 0;
     return 0;
   }
+  if (f->append) {
+    /* -C - from zero: the new bytes replace the file only when kept (curl
+     * stops with error 33 and leaves it); its mode and owner carried */
+    struct stat st;
+    if (f->fd >= 0 && fstat(f->fd, &st) == 0) {
+      f->existed = 1;
+      f->mode = st.st_mode & 0777;
+      f->uid = st.st_uid;
+      f->gid = st.st_gid;
+    }
+    if (f->fd >= 0) close(f->fd);
+    f->fd = -1;
+    f->append = 0;
+    f->failed = 0;
+    return 0;
+  }
   if (f->fd < 0) {
     f->failed = 0;
     return 0;
@@ -475,8 +491,14 @@ int outfile_continue(outfile *f, unsigned long long *size) {
     return -1;
   }
   f->append = 1;
+  f->append_from = st.st_size;
   *size = (unsigned long long)st.st_size;
   return 0;
+}
+
+void outfile_append_undo(outfile *f) {
+  if (f->append && f->fd >= 0 && ftruncate(f->fd, f->append_from) != 0)
+    complain(f, "taking back the bytes appended", errno);
 }
 
 /* -C -: the file has its bytes already; they reach the disk. */

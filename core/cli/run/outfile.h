@@ -41,6 +41,7 @@ typedef struct {
   gid_t gid;
   int append;        /* -C -: written into the file itself, after
                               what it held; kept whatever the outcome */
+  off_t append_from; /* -C -: the length the file had at the start */
   char *partial;     /* .NAME.luaretry-partial beside target: the temporary
                     is it (resumed across runs), or NULL */
   char *validator;   /* the partial's, as its sidecar says */
@@ -84,8 +85,13 @@ int outfile_finish(outfile *f, int keep);
 
 /* -C -: the bytes go straight into the file (made when missing), after
  * the *size bytes it holds; what a failed run wrote stays, for the next
- * -C -, as curl leaves it; a restart empties it.  -1 after a message. */
+ * -C -, as curl leaves it.  A restart (a download from zero) moves to a
+ * temporary beside it, which replaces it only when kept: the file is
+ * never emptied by a download that then fails.  -1 after a message. */
 int outfile_continue(outfile *f, unsigned long long *size);
+/* -C -: what this run appended is taken back (--max-filesize refused the
+ * body): the file is as it was at the start. */
+void outfile_append_undo(outfile *f);
 
 /* Resume across runs (a -o FILE GET, see luaretry(1)): a download that
  * ended by a stop signal or its deadline keeps its bytes under a hidden

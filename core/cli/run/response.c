@@ -150,7 +150,10 @@ static luaretry_code report_too_large(response *r, luaretry_call *c, const luare
   o.not_repeatable = !idempotent; /* its request was sent */
   luaretry_code rc = luaretry_call_report(c, &o, final);
   r->suspect = 1; /* after the observer's say: no partial of it is kept for the next run */
-  if (rc == LUARETRY_OK && !final->retry) r->damaged = 1; /* written nowhere */
+  if (rc == LUARETRY_OK && !final->retry) {
+    r->damaged = 1; /* written nowhere: -C -'s file as it was, too */
+    outfile_append_undo(r->out);
+  }
   return rc;
 }
 
