@@ -2,7 +2,9 @@
 -- it goes only on success, on a final answer, or when it no longer
 -- matches; a run refused before its first attempt, one whose attempts are
 -- spent on 503s, a usage error: it stays as it was, with its .url file,
--- and no error page is ever written into it.  Against `luaretry faults`
+-- and no error page is ever written into it.  --max-filesize never leaves
+-- a refused body's bytes in -C -'s file, nor resumes after them.  Against
+-- `luaretry faults`
 -- (spec/fixtures/downloads/resume_trust.lua), a breaker shared through
 -- --fleet local in a folder of the spec's own.
 local proc = require "support.proc"
@@ -128,10 +130,27 @@ describe("an earlier run's partial", function ()
   end)
 end)
 
-describe("-C - and --max-filesize", function ()
+describe("--max-filesize and the bytes a file held (-C -, a partial)", function ()
   local srv, tmp
   proc.with_server(proc.root .. "/spec/fixtures/downloads/resume_trust.lua",
                    function (s, t) srv, tmp = s, t end)
+
+  it("a policy that retries too_large resumes from where the file is, never spliced", function ()
+    local policy = tmp .. "/retry_large.lua"
+    proc.writefile(policy, 'name = "retry-large"\nmax_attempts = 3\ndeadline = 30\n' ..
+                   'backoff = { kind = "constant", initial = 0.01, jitter = "none" }\n' ..
+                   'function is_transient(status) return status == 0 or status >= 500 end\n')
+    local out, url = tmp .. "/r.bin", srv.base .. "/too-large-once"
+    plant(out, WHOLE:sub(1, 6000), url, '"w"')
+    local r = proc.run({ "run", policy, url, "-o", out, "--max-filesize", "15000" }, { timeout = 60 })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.matches("attempt 1/3: too_large error %-> retry", r.stderr)
+    same_bytes(WHOLE, proc.readfile(out))
+    local seen = dl.ranges(srv, "/too-large-once")
+    assert.are.equal(2, #seen)
+    assert.are.equal("bytes=6000-", seen[2].range)
+    assert.are.same({}, proc.leftovers(tmp))
+  end)
 
   it("a 200 from zero past the limit leaves the file as it was (it emptied it)", function ()
     local out = tmp .. "/f"

@@ -419,7 +419,7 @@ int outfile_partial_open(outfile *f, const char *url) {
     f->fd = fd;
     f->partial = strdup(partial);
     f->validator = strdup(validator);
-    if (f->partial && f->validator && lseek(f->fd, 0, SEEK_END) >= 0) {
+    if (f->partial && f->validator && (f->held_from = lseek(f->fd, 0, SEEK_END)) >= 0) {
       f->tmp = partial;
       return 1;
     }
@@ -491,14 +491,26 @@ int outfile_continue(outfile *f, unsigned long long *size) {
     return -1;
   }
   f->append = 1;
-  f->append_from = st.st_size;
+  f->held_from = st.st_size;
   *size = (unsigned long long)st.st_size;
   return 0;
 }
 
+/* fd cut back to held_from, the next write there; 0 or -1 (errno). */
+static int cut_back(outfile *f) {
+  return ftruncate(f->fd, f->held_from) == 0 && lseek(f->fd, f->held_from, SEEK_SET) >= 0 ? 0 : -1;
+}
+
 void outfile_append_undo(outfile *f) {
-  if (f->append && f->fd >= 0 && ftruncate(f->fd, f->append_from) != 0)
+  if (f->append && f->fd >= 0 && cut_back(f) != 0)
     complain(f, "taking back the bytes appended", errno);
+}
+
+int outfile_take_back(outfile *f) {
+  if (f->fd < 0 || (!f->append && (!f->partial || f->partial_aside))) return 0;
+  if (cut_back(f) == 0) return 1;
+  complain(f, "taking back the bytes appended", errno);
+  return 0;
 }
 
 /* -C -: the file has its bytes already; they reach the disk. */

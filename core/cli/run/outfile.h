@@ -41,7 +41,7 @@ typedef struct {
   gid_t gid;
   int append;        /* -C -: written into the file itself, after
                               what it held; kept whatever the outcome */
-  off_t append_from; /* -C -: the length the file had at the start */
+  off_t held_from;   /* -C - or a partial: the length it had at the start */
   char *partial;     /* .NAME.luaretry-partial beside target: the temporary
                     is it (resumed across runs), or NULL */
   char *validator;   /* the partial's, as its sidecar says */
@@ -92,6 +92,11 @@ int outfile_continue(outfile *f, unsigned long long *size);
 /* -C -: what this run appended is taken back (--max-filesize refused the
  * body): the file is as it was at the start. */
 void outfile_append_undo(outfile *f);
+/* What this run wrote after the bytes it started with (-C -'s file, an
+ * earlier run's partial) is taken back: 1 when the sink holds exactly
+ * those again, 0 when it holds none of them (it started over, or there
+ * were none). */
+int outfile_take_back(outfile *f);
 
 /* Resume across runs (a -o FILE GET, see luaretry(1)): a download that
  * ended by a stop signal or its deadline keeps its bytes under a hidden

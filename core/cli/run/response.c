@@ -160,9 +160,11 @@ static luaretry_code report_too_large(response *r, luaretry_call *c, const luare
 luaretry_code response_perform(response *r, luaretry_policy *p, luaretry_call *c,
                                const luaretry_request *req, const luaretry_curl_options *co,
                                luaretry_decision *final) {
+  luaretry_curl_options round = *co;
+  luaretry_curl_resume resume;
   for (;;) { /* as many rounds as the policy allows attempts */
     r->too_large = 0;
-    luaretry_code rc = luaretry_curl_perform(p, c, r->h, req, co, final);
+    luaretry_code rc = luaretry_curl_perform(p, c, r->h, req, &round, final);
     if (rc != LUARETRY_E_OPERATION || !r->too_large) return rc;
     if (r->stopped) {
       /* the error answer to a Range request that ended the call, given
@@ -175,6 +177,16 @@ luaretry_code response_perform(response *r, luaretry_policy *p, luaretry_call *c
     }
     rc = report_too_large(r, c, req, final);
     if (rc != LUARETRY_OK || !final->retry) return rc;
+    /* the next round resumes from what the run started with (its
+     * resume options say so), the refused attempt's bytes and this
+     * run's taken back; or from zero when the sink no longer holds them:
+     * never from an offset the file has passed */
+    r->got = 0;
+    if (co->resume) {
+      resume = *co->resume;
+      if (!outfile_take_back(r->out)) resume.offset = 0, resume.validator = NULL;
+      round.resume = &resume;
+    }
     if (luaretry_call_wait(c, final->wait) == LUARETRY_E_CANCELLED) {
       luaretry_call_stop_cancelled(c, final);
       return LUARETRY_OK;
