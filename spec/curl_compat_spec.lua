@@ -322,6 +322,12 @@ describe("curl's options with curl's meaning", function ()
           { "--checksum", "sha-256=" .. ("0"):rep(64) }, { "-O" }, { "-O", "-J" },
           { "-T", "/dev/null" }, { "-F", "a=b" }, { "-G" }, { "--max-filesize", "1k" },
           { "--urls", "/dev/null" }, { "--output-dir", tmp }, { "--parallel" },
+          -- each named as typed, never as the option it sets (-I is not -X)
+          { "-I" }, { "--head" }, { "--request", "PUT" }, { "-Z" }, { "--parallel-max", "2" },
+          { "--remote-name-all" }, { "--remote-name" }, { "--data-binary", "x" }, { "--data-raw", "x" },
+          { "--form-string", "a=b" }, { "--form", "a=b" },
+          -- and none ignored: of a URL's answer, and of a batch
+          { "--fail-with-body" }, { "--fail-early" },
         }
         for _, c in ipairs(cases) do
           local args = { wf }

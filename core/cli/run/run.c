@@ -32,10 +32,16 @@ static int single_url_options(run_args *a) {
   return 0;
 }
 
-/* The first option given that only a URL's transfer reads: with a policy
- * that has run(), it would be ignored.  --max-filesize too: the script's
- * requests keep their bodies whole for it (up to 16 MiB), so no sink
- * could count them as they come. */
+/* The option as typed (args.c), else its usual name. */
+static const char *typed(const char *as_typed, const char *name) {
+  return as_typed[0] ? as_typed : name;
+}
+
+/* The first option given that only a URL's transfer reads, as typed (-I,
+ * not the -X it sets): with a policy that has run(), it would be ignored.
+ * --max-filesize too: the script's requests keep their bodies whole for
+ * it (up to 16 MiB), so no sink could count them as they come; and
+ * --fail-with-body and --fail-early, of a URL's answer and a batch. */
 static const char *workflow_refused(const run_args *a) {
   const struct {
     int given;
@@ -43,22 +49,24 @@ static const char *workflow_refused(const run_args *a) {
   } url_only[] = {
     /* first: each sets -X or -d as well, and the user typed it */
     { a->upload_file != NULL, "-T" },
-    { a->nforms > 0, "-F" },
+    { a->nforms > 0, typed(a->form_opt, "-F") },
     { a->get, "-G" },
-    { a->method != NULL, "-X" },
-    { a->data != NULL, "-d" },
+    { a->method != NULL, typed(a->method_opt, "-X") },
+    { a->data != NULL, typed(a->data_opt, "-d") },
     { a->nheaders > 0, "-H" },
     { a->include, "-i" },
     { a->dump_header != NULL, "-D" },
     { a->write_out != NULL, "-w" },
     { a->fail, "-f" },
+    { a->fail_with_body, "--fail-with-body" },
+    { a->fail_early, "--fail-early" },
     { a->urls_file != NULL, "--urls" },
     { a->output_dir != NULL, "--output-dir" },
-    { a->parallel, "--parallel" },
+    { a->parallel, typed(a->parallel_opt, "--parallel-max") },
     { a->max_filesize > 0, "--max-filesize" },
     { a->continue_at, "-C" },
     { a->checksum != NULL, "--checksum" },
-    { a->remote_name, "-O" },
+    { a->remote_name, typed(a->remote_opt, "-O") },
     { a->remote_header_name, "-J" },
   };
   for (size_t i = 0; i < sizeof url_only / sizeof url_only[0]; i++)

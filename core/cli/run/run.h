@@ -73,6 +73,9 @@ typedef struct {
   long parallel;          /* --parallel-max N (or -Z: 50); 0: not given */
   char **command;         /* after --; NULL: none */
   const char *method;
+  /* the options as typed, for a message that names one (a workflow
+   * refuses them): the option being read, and the first of each kind */
+  char typed[24], method_opt[24], data_opt[24], form_opt[24], parallel_opt[24], remote_opt[24];
   const char *data;               /* the first -d (any kind), or NULL: no body */
   data_part data_parts[MAX_DATA]; /* joined with '&', as curl joins them */
   int ndata;
