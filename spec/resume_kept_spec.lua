@@ -55,6 +55,19 @@ describe("an earlier run's partial", function ()
     assert.are.same({ ".b.bin.luaretry-partial", ".b.bin.luaretry-partial.url" }, names)
   end)
 
+  it("grows, and stays, when its ranges keep breaking: --fail-with-body puts no half file at FILE", function ()
+    local out, url = tmp .. "/k.bin", srv.base .. "/cut-always"
+    plant(out, WHOLE:sub(1, 6000), url, '"w"')
+    local r = run({ url, "-o", out, "--set", "max_attempts=2", "--fail-with-body" })
+    assert.are.equal(4, r.code, r.stderr)
+    local seen = dl.ranges(srv, "/cut-always")
+    assert.are.equal("bytes=6000-", seen[1].range)
+    assert.are.equal("bytes=8000-", seen[2].range)
+    assert.is_true(proc.readfile(out) == nil, "FILE holds half a file")
+    same_bytes(WHOLE:sub(1, 10000), proc.readfile(partial(out)), "the partial")
+    assert.are.equal(sidecar(url, '"w"'), proc.readfile(partial(out) .. ".url"))
+  end)
+
   it("stays when the call is refused before attempt 1 (the fleet's breaker is open)", function ()
     local xdg = tmp .. "/run"
     assert.are.equal(0, proc.sh("mkdir -m 700 " .. proc.q(xdg)))

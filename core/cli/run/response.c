@@ -91,6 +91,7 @@ void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decisi
   if (o) r->suspect = o->error && strstr(o->error, "_mismatch");
   if (d->retry) return;
   r->stopped = 1;
+  r->final_broken = o && o->error;
   if (r->a->fail && d->reason != LUARETRY_REASON_SUCCESS) r->drop = 1;
   /* bytes known to be other than their server or the user said */
   if (o && o->error && strstr(o->error, "_mismatch")) r->drop = r->damaged = 1;

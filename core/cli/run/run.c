@@ -262,8 +262,10 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     int decided = final->attempt > 0 && final->reason != LUARETRY_REASON_CANCELLED;
     long code = 0; /* the final attempt's answer, 0: none came */
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    /* --fail-with-body: curl's, the answer to -o too, but not one that
+     * broke off: FILE never holds half a file */
     int keep = status == EXIT_OK || (!out->path && decided && !a->fail) ||
-               (a->fail_with_body && decided && code > 0); /* curl's: the answer, to -o too */
+               (a->fail_with_body && decided && code > 0 && !r.final_broken);
     if (r.damaged || r.page_refused) keep = 0;
     if (outfile_finish(out, keep) != 0 && status == EXIT_OK) rc = LUARETRY_E_IO;
     if (rc == LUARETRY_OK && status == EXIT_OK && a->remote_header_name && out->path &&
