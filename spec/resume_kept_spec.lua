@@ -118,6 +118,16 @@ describe("an earlier run's partial", function ()
     assert.are.equal(0, #r.stdout)
   end)
 
+  it("stays when the 503's stated length is above --max-filesize (too_large: no word on the file)", function ()
+    local out, url = tmp .. "/m.bin", srv.base .. "/busy"
+    plant(out, WHOLE:sub(1, 6000), url, '"w"')
+    local r = run({ url, "-o", out, "--max-filesize", "10" })
+    assert.are.equal(1, r.code, r.stderr)
+    assert.matches("too_large error %-> final", r.stderr)
+    kept(out, url)
+    assert.is_nil(proc.readfile(out))
+  end)
+
   it("the 503 that ends a resumed call: -i shows its headers before it, -f shows nothing", function ()
     local url = srv.base .. "/cut-then-busy-always"
     local r = run({ url, "-i", "--set", "max_attempts=2" })

@@ -92,6 +92,7 @@ void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decisi
   if (d->retry) return;
   r->stopped = 1;
   r->final_broken = o && o->error;
+  r->final_large = o && o->error && strcmp(o->error, "too_large") == 0;
   if (r->a->fail && d->reason != LUARETRY_REASON_SUCCESS) r->drop = 1;
   /* bytes known to be other than their server or the user said */
   if (o && o->error && strstr(o->error, "_mismatch")) r->drop = r->damaged = 1;

@@ -249,19 +249,21 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     }
     rc = response_perform(&r, p, c, &req, &co, final);
   }
+  long code = 0; /* the final attempt's answer, 0: none came */
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
   if (rc == LUARETRY_OK) keep_partial(a, final, h, &r, out);
   /* an earlier run's partial goes on success, on a final answer and when
    * it no longer matches (stale, or the last body failed its digest);
-   * refused, spent on transient errors, a policy error: it stays */
-  if (rc == LUARETRY_OK && final->reason != LUARETRY_REASON_SUCCESS &&
-      final->reason != LUARETRY_REASON_FINAL && !r.suspect && !r.damaged)
+   * refused, spent on transient errors, a policy error, an error page
+   * too large for --max-filesize (no word on the resource): it stays */
+  int answered = final->reason == LUARETRY_REASON_FINAL && !(r.final_large && code >= 400);
+  if (rc == LUARETRY_OK && final->reason != LUARETRY_REASON_SUCCESS && !answered && !r.suspect &&
+      !r.damaged)
     outfile_partial_hold(out);
   if (rc == LUARETRY_OK) {
     /* the body in place first: -w comes after it, as curl writes it */
     int status = cli_exit_status(final->reason);
     int decided = final->attempt > 0 && final->reason != LUARETRY_REASON_CANCELLED;
-    long code = 0; /* the final attempt's answer, 0: none came */
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
     /* --fail-with-body: curl's, the answer to -o too, but not one that
      * broke off: FILE never holds half a file */
     int keep = status == EXIT_OK || (!out->path && decided && !a->fail) ||
