@@ -341,11 +341,14 @@ end
       sh("exec " .. q(tmp .. "/blackhole") .. " >" .. q(tmp .. "/bh.out") ..
          " </dev/null & echo $! > " .. q(tmp .. "/bh.pid"))
       local pid = tonumber(proc.wait_for(function () return proc.readfile(tmp .. "/bh.pid") end))
-      finally(function () proc.kill(pid) end)
+      local log = tmp .. "/connect.json"
+      -- (busted keeps one finally a test: the last given)
+      finally(function ()
+        proc.kill(pid)
+        os.remove(log)
+      end)
       local port = tonumber(proc.wait_for(function () return (proc.readfile(tmp .. "/bh.out") or ""):match("%d+") end))
       local url = "http://127.0.0.1:" .. port .. "/"
-      local log = tmp .. "/connect.json"
-      finally(function () os.remove(log) end)
       -- each call's attempt, as the engine timed it from the call's start
       -- (a busy machine's start-up is not in it): a timeout well before
       -- --max-time (20 s), where the connection alone is bounded (0.3 s)
