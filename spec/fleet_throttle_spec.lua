@@ -72,9 +72,11 @@ describe("the fleet's admission control (client-side throttle)", function ()
   end)
 
   -- The run is built so that the count is decided by the seeds, not by
-  -- the machine's speed: the service answers after 1.5 s, so every
+  -- the machine's speed: the service answers nothing before 5 s after the
+  -- first request (and each request 1.5 s after it came), so every
   -- process has begun (and synced, finding no counts) before any sends
-  -- its own; each then asks about its second attempt on its own counts,
+  -- its own (checked: the server saw 30 requests before it answered
+  -- one); each then asks about its second attempt on its own counts,
   -- 1 request and no accept (a refusal of exactly 1/2), with the same
   -- draw as the model's client of the same seed; only the third attempts
   -- (a few of 30) depend on when the processes' batches land.  A process
@@ -86,7 +88,11 @@ describe("the fleet's admission control (client-side throttle)", function ()
     local res = many(30, function (i)
       return run_args(THROTTLE, key, { srv.base .. "/503slow", "--seed", tostring(i) })
     end)
-    local sent = #srv:requests_on("/503slow")
+    local seen = fleet.times(srv, "/503slow")
+    local sent = #seen
+    local held = 0
+    for _, t in ipairs(seen) do if t < seen[1] + 5 then held = held + 1 end end
+    assert.are.equal(30, held, "requests before the first answer (5 s): the 30 first attempts")
     for i, x in ipairs(res) do
       assert.truthy(x.code == 6 or x.code == 4, "process " .. i .. ": " .. tostring(x.code) .. x.stderr)
       assert.are.equal(0, count(x.stderr, LOST), x.stderr)
