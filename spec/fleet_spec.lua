@@ -140,13 +140,22 @@ describe("the fleet", function ()
     local a = proc.run(run_args(BREAKER, "/503", key, { "-q" }))
     assert.are.equal(4, a.code, a.stderr)
     local t0, refused_after = proc.now(), nil
+    local trips0, trips = p:metrics().fleet_round_trips, nil
     for _ = 1, 400 do                       -- bounded: 2 s
-      if call() == "circuit_open" then refused_after = proc.now() - t0; break end
+      if call() == "circuit_open" then
+        refused_after, trips = proc.now() - t0, p:metrics().fleet_round_trips - trips0
+        break
+      end
       proc.sleep(0.005)
     end
     assert.truthy(refused_after, "never refused")
-    -- fleet.sync is 100 ms; 50 ms more for this loop's own steps
-    assert.is_true(refused_after <= 0.15, ("refused after %.3f s"):format(refused_after))
+    -- within one sync period, counted in this process's round trips (one a
+    -- period, fleet.sync = 100 ms): one in flight as the other process
+    -- ended may bring the breaker's state before it opened, the next brings
+    -- it open, and one more may end before this loop's next step; a busy
+    -- machine delays the worker's turns, never adds to their count
+    assert.is_true(trips <= 3, ("refused after %d round trips (%.3f s)"):format(trips, refused_after))
+    assert.is_true(refused_after < 1, ("refused after %.3f s"):format(refused_after))
     assert.are.equal("open", p:metrics().breaker)
     assert.same({}, logs)                   -- Redis was fine: nothing to say
     p:close()
