@@ -118,14 +118,16 @@ describe("luaretry run", function ()
     it("delta-seconds (2): the next request comes at least 2 s later", function ()
       local g, r = gap("/ra-seconds")
       assert.is_true(g >= 2.0, "gap " .. g)
-      assert.is_true(g < 2.5, "gap " .. g)
+      -- and not much more (the margin a busy machine's client and server
+      -- may take): a wait of another kind would be far off either way
+      assert.is_true(g < 2 + 2, "gap " .. g)
       assert.matches("attempt 1/10: 503 %-> retry in 2%.%d+ s %(server", r.stderr)
     end)
 
     it("an HTTP-date about two seconds ahead: the next request comes at least 2 s later", function ()
       local g = gap("/ra-date")
       assert.is_true(g >= 2.0, "gap " .. g)
-      assert.is_true(g < 3.5, "gap " .. g)
+      assert.is_true(g < 3 + 2, "gap " .. g)  -- the date's whole seconds: 3 s at most, and a margin
     end)
 
     it("3600 with --set deadline=10: exit 5 at once", function ()
