@@ -187,10 +187,11 @@ describe("luaretry run, many URLs", function ()
     local seen = srv:requests()
     assert.are.equal(7, #seen)
     -- 1, 2, 4, then all 7 in flight, a tenth of a second apart: the last
-    -- starts 0.3 s after the first (all at once: the same instant).  Half
-    -- of it is left to the server's own scheduling on a busy machine.
+    -- starts 0.3 s after the first (all at once: the same instant, 0.000 s
+    -- seen).  Two thirds of it are left to a busy machine, whose server may
+    -- read the first request late (its time is when the server read it).
     local spread = seen[7].time - seen[1].time
-    assert.is_true(spread >= 0.15, ("the 7 requests within %.3f s: not a slow start"):format(spread))
+    assert.is_true(spread >= 0.1, ("the 7 requests within %.3f s: not a slow start"):format(spread))
     -- not one at a time (the second after the first answer, 2 s on): a
     -- slow server does not hold the batch
     assert.is_true(spread < 2, ("the 7 requests spread over %.3f s"):format(spread))
@@ -229,8 +230,11 @@ describe("luaretry run, many URLs", function ()
     assert.is_true(paths[3] == "/flaky/x" or paths[4] == "/flaky/x", table.concat(paths, " "))
     assert.are.equal("/slow/3", paths[5], table.concat(paths, " "))
     assert.is_true(seen[2].time - seen[1].time < 0.75, "/slow/1 waited for the backoff (0.75 s)")
+    -- the retry waited its backoff (0.75 s; without it, at once): a
+    -- server on a busy machine may have read the first request late
     local retry = paths[3] == "/flaky/x" and seen[3] or seen[4]
-    assert.is_true(retry.time - seen[1].time >= 0.75, "the retry came early")
+    local waited = retry.time - seen[1].time
+    assert.is_true(waited >= 0.5, ("the retry came %.3f s after the first attempt"):format(waited))
   end)
 
   describe("a list read as it goes", function ()
