@@ -160,14 +160,16 @@ budget = { max_tokens = 4, token_ratio = 0.1 }
   end)
 
   it("bounds every attempt in flight by the deadline", function ()
+    -- the two hedges go 0.1 s apart, long before the deadline (2 s: with
+    -- 0.5 s an ASan run on a busy machine once sent the second too late)
     local p = policy(dir, [[
 max_attempts = 10
-deadline = 0.5
+deadline = 2
 hedge = { delay = 0.1, max = 2 }
 ]])
     local r = run(p, "/hang")
     assert.are.equal(5, r.code, r.stderr)
-    decided_before(r, 1.5, "an attempt outlived the deadline (0.5 s)")
+    decided_before(r, 2 + 1, "an attempt outlived the deadline (2 s)")
     assert.are.equal(2, r.summary.hedges)
     assert.are.equal(3, seen(srv, "/hang"))
     for _, a in ipairs(r.attempts) do assert.are.equal("timeout", a.error) end
