@@ -342,11 +342,8 @@ end
          " </dev/null & echo $! > " .. q(tmp .. "/bh.pid"))
       local pid = tonumber(proc.wait_for(function () return proc.readfile(tmp .. "/bh.pid") end))
       local log = tmp .. "/connect.json"
-      -- (busted keeps one finally a test: the last given)
-      finally(function ()
-        proc.kill(pid)
-        os.remove(log)
-      end)
+      -- one finally: busted keeps only a test's last
+      finally(function () proc.kill(pid) os.remove(log) end)
       local port = tonumber(proc.wait_for(function () return (proc.readfile(tmp .. "/bh.out") or ""):match("%d+") end))
       local url = "http://127.0.0.1:" .. port .. "/"
       -- each call's attempt, as the engine timed it from the call's start
