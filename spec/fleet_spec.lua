@@ -211,11 +211,18 @@ describe("the fleet", function ()
       -- end of this spec's 60 s (a stopped Redis goes on after the last
       -- process ended); the margin is a busy machine's start-up
       assert.is_true(x.secs < 5 + 10, ("process %d took %.3f s"):format(i, x.secs))
-      assert.are.equal(1, count(x.stderr, LOST), x.stderr)
-      assert.are.equal(1, count(x.stderr, "fleet guards"), x.stderr)
+      -- each loss said once, and each return: a live Redis that a busy
+      -- machine kept from answering within 100 ms is lost and back before
+      -- it went away (seen at load 11); the last line says it is lost
+      local lost, back = count(x.stderr, LOST), count(x.stderr, BACK)
+      assert.is_true(lost >= 1 and lost == back + 1, x.stderr)
+      assert.are.equal(lost + back, count(x.stderr, "fleet guards"), x.stderr)
+      local last
+      for line in x.stderr:gmatch("[^\n]*fleet guards[^\n]*") do last = line end
+      assert.matches(LOST, last)
       -- a stopped Redis takes the connection and never answers: the round
       -- trip ends at the command timeout
-      if how == "stop" then assert.matches("no reply in time", x.stderr) end
+      if how == "stop" then assert.matches("no reply in time", last) end
     end
   end
 
