@@ -97,11 +97,15 @@
 
 #define MILLI 1000
 
+long long lr_budget_lease_held(lr_fleet *f) {
+  return atomic_load(&f->allot) - atomic_load(&f->drawn);
+}
+
 /* The fleet's tokens at the last sync (the blocks other processes held
  * then among them), with this process's block and what it has counted
  * since (sent or not), clamped as the script clamps. */
 long long lr_fleet_tokens_milli(lr_fleet *f) {
-  long long t = atomic_load(&f->tokens) + atomic_load(&f->others) + atomic_load(&f->held) +
+  long long t = atomic_load(&f->tokens) + atomic_load(&f->others) + lr_budget_lease_held(f) +
                 atomic_load(&f->inflight_net) + atomic_load(&f->earned) - atomic_load(&f->spent) -
                 atomic_load(&f->throttled) * atomic_load(&f->cost_milli);
   long long max = atomic_load(&f->max_milli);
@@ -115,9 +119,11 @@ long lr_budget_lease_cap(long long max_milli) {
 
 int lr_budget_lease_draw(lr_fleet *f) {
   atomic_fetch_add_explicit(&f->lfails, 1, memory_order_relaxed);
-  long long l = atomic_load_explicit(&f->held, memory_order_relaxed);
-  while (l >= MILLI)
-    if (atomic_compare_exchange_weak_explicit(&f->held, &l, l - MILLI, memory_order_relaxed,
+  long long d = atomic_load_explicit(&f->drawn, memory_order_relaxed);
+  /* a settle moving allot meanwhile may let one draw past the block:
+   * drawn says so, and the next sync charges it (exact either way) */
+  while (atomic_load_explicit(&f->allot, memory_order_relaxed) - d >= MILLI)
+    if (atomic_compare_exchange_weak_explicit(&f->drawn, &d, d + MILLI, memory_order_relaxed,
                                               memory_order_relaxed))
       return 1;
   /* none left: the next block is a bigger one */
@@ -130,12 +136,13 @@ int lr_budget_lease_worth_asking(lr_fleet *f) {
   if (!lr_fleet_fresh(f, lr_monotonic_coarse_ms())) return 1;
   /* a whole token above half that is in no block (blocks come from those) */
   long long max = atomic_load(&f->max_milli), half = (max + 1) / 2;
-  return lr_fleet_tokens_milli(f) - atomic_load(&f->held) - atomic_load(&f->others) - half >= MILLI;
+  return lr_fleet_tokens_milli(f) - lr_budget_lease_held(f) - atomic_load(&f->others) - half >=
+         MILLI;
 }
 
 int lr_budget_lease_covers(lr_fleet *f) {
   return atomic_load_explicit(&f->budget, memory_order_relaxed) &&
-         atomic_load_explicit(&f->held, memory_order_relaxed) >= MILLI &&
+         lr_budget_lease_held(f) >= MILLI &&
          lr_fleet_fresh(f, lr_monotonic_coarse_ms());
 }
 
@@ -164,32 +171,23 @@ void lr_budget_lease_take(lr_fleet *f, lr_fleet_batch *b, int64_t now) {
   else if (now - f->lease_spent_at >= 2 * (int64_t)f->set.sync_ms)
     block = 0; /* two sync periods without a failure: the block goes back */
   f->lease_block = block;
-  b->lheld = atomic_load(&f->held);
   b->lwant = (long long)block * MILLI;
-  /* unread until settled: a sync whose answer is lost may have been
-   * applied, and the next one says so */
-  b->lseq = ++f->lease_seq;
-  b->lprev_seq = f->lease_lost_seq;
-  b->lprev_held = f->lease_lost_held;
-  f->lease_lost_seq = b->lseq;
-  f->lease_lost_held = b->lheld;
+  /* what the blocks paid in all, and what Redis surely saw of it: a sync
+   * whose answer was lost may have been applied or not, and the totals
+   * make the next one right either way */
+  b->ldrawn = atomic_load(&f->drawn);
+  b->lacked = f->lease_acked;
 }
 
 void lr_budget_lease_settle(lr_fleet *f, const lr_fleet_batch *b, const lr_fleet_reply *r,
                             lr_fleet_work_fn sync_fn) {
-  f->lease_lost_seq = f->lease_lost_held = 0;
+  f->lease_acked = b->ldrawn;
   atomic_store(&f->leased, r->leased);
   atomic_store(&f->others, r->leased - r->lease);
   f->lease_redis = r->lease;
-  /* the block as Redis keeps it, less what was spent since the batch left */
-  long long l = atomic_fetch_add(&f->held, r->lease - b->lheld) + r->lease - b->lheld;
-  /* Redis kept less than was spent meanwhile (the block had expired):
-   * those failures were paid by nothing; the next batch counts them */
-  while (l < 0)
-    if (atomic_compare_exchange_weak(&f->held, &l, 0)) {
-      atomic_fetch_add(&f->spent, -l);
-      break;
-    }
+  /* the block as Redis keeps it after the draws it was told of; draws
+   * since come off it, and any past it the next sync charges */
+  atomic_store(&f->allot, b->ldrawn + r->lease);
   /* a block held and nothing else due: the worker gives it back once two
    * sync periods pass without a failure (a sync before then sets it anew) */
   if (r->lease > 0 && !f->lease_closing)

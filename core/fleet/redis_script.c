@@ -23,13 +23,13 @@
  *            accepts), I = 0..9;
  *            and leased (the tokens out in leases, budget_lease.c)
  *   KEYS[2]  sorted set: member -> time of its last sync (ms)
- *   KEYS[3]  hash: member -> "H S": the budget's block it holds (milli)
- *            after its sync number S
+ *   KEYS[3]  hash: member -> "H D": the budget's block it holds (milli)
+ *            once Redis was told it drew D from its blocks in all
  *   KEYS[4]  sorted set: member -> when that block expires (ms)
  *   ARGV     max_milli failures open_ms probes ttl_ms member
  *            spent earned trail resets want cfg
  *            requests accepts throttled cost_milli bucket_ms
- *            lheld lwant lttl_ms lseq lprev_seq lprev_held
+ *            ldrawn lwant lttl_ms lacked
  *   returns  {tokens, state, fails, opened_at, probes_left, granted, now,
  *            requests, accepts, lease, leased} (requests, accepts: the
  *            throttle's window, this batch in; lease: this member's block
@@ -38,8 +38,9 @@
  *
  * `tokens` is the fleet's tokens not leased out; tokens + leased <=
  * max_milli.  The lease's arithmetic is budget_lease.c's (its header says
- * why): expired blocks back to tokens, then this member's block (what it
- * no longer holds of it was spent), the batch, and the block resized,
+ * why): expired blocks back to tokens, then this member's draws since
+ * Redis last saw its total (from its block, past it from tokens), blocks
+ * above a lowered max_milli taken back, the batch, and the block resized,
  * granted only from tokens above half.
  *
  * The throttle's window is kept in buckets, not as a decayed pair: ten
@@ -65,10 +66,10 @@ const char LR_FLEET_SCRIPT[] =
   "local t = redis.call('TIME')\n"
   "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
   "local a = {}\n"
-  "for i = 1, 23 do a[i] = tonumber(ARGV[i]) end\n"
+  "for i = 1, 21 do a[i] = tonumber(ARGV[i]) end\n"
   "local max, failures, open_ms, probes, ttl = a[1], a[2], a[3], a[4], a[5]\n"
   "local spent, earned, trail, resets, want = a[7], a[8], a[9], a[10], a[11]\n"
-  "local lheld, lwant, lttl, lseq, pseq, pheld = a[18], a[19], a[20], a[21], a[22], a[23]\n"
+  "local ldrawn, lwant, lttl, lacked = a[18], a[19], a[20], a[21]\n"
   "local h = redis.call('HMGET', KEYS[1], 'tokens', 'state', 'fails', 'opened_at', 'probes_left',\n"
   "  'cfg', 'cfg_at', 'cfg_by', 'leased')\n"
   "if h[6] and h[6] ~= ARGV[12] and h[8] ~= ARGV[6] and now - (tonumber(h[7]) or 0) < 60000 then\n"
@@ -79,6 +80,12 @@ const char LR_FLEET_SCRIPT[] =
   "local fails = tonumber(h[3]) or 0\n"
   "local opened = tonumber(h[4]) or 0\n"
   "local left = tonumber(h[5]) or 0\n"
+  /* this member's entry, "H D": the block H it holds (milli) once Redis
+   * had been told it drew D from its blocks in all; read before the
+   * sweep, which may give its block back but keeps D known */
+  "local v = redis.call('HGET', KEYS[3], ARGV[6]) or ''\n"
+  "local keep = tonumber(string.match(v, '^%d+')) or 0\n"
+  "local seen = tonumber(string.match(v, '^%d+ (%d+)$'))\n"
   /* blocks whose holders stopped syncing go back, a few a sync */
   "local leased = tonumber(h[9]) or 0\n"
   "for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 16)) do\n"
@@ -87,17 +94,37 @@ const char LR_FLEET_SCRIPT[] =
   "  redis.call('ZREM', KEYS[4], m)\n"
   "  leased = leased - held\n"
   "  tokens = tokens + held\n"
+  "  if m == ARGV[6] then keep = 0 end\n"
   "end\n"
-  /* this member's block, "H S": H milli-tokens after its sync number S.
-   * What it spent of it since: from H, or, when S is the sync whose
-   * answer it never read (pseq), from what it held then */
-  "local v = redis.call('HGET', KEYS[3], ARGV[6]) or ''\n"
-  "local keep = tonumber(string.match(v, '^%d+')) or 0\n"
-  "local from = keep\n"
-  "if pseq > 0 and tonumber(string.match(v, ' (%d+)$')) == pseq then from = pheld end\n"
-  "local used = math.min(keep, math.max(0, from - lheld))\n"
-  "leased, keep = leased - used, keep - used\n"
+  /* what it drew since Redis was last told (totals, so any number of lost
+   * answers, applied or not, count once): from its block, and past it (a
+   * block taken back or expired while it still drew on it, its answer
+   * lost) from the tokens.  No entry (it expired with the process away):
+   * since the last answer it read, which counts again what a lost answer
+   * applied then, never less */
+  "if not seen or seen > ldrawn then seen = lacked end\n"
+  "local used = math.max(0, ldrawn - seen)\n"
+  "local paid = math.min(keep, used)\n"
+  "leased, keep, spent = leased - paid, keep - paid, spent + used - paid\n"
   "leased = math.max(keep, leased)\n"
+  /* a reload lowered max below the blocks out: what is over comes back,
+   * from this member's block first, then from others' (they learn it at
+   * their next sync; what they draw past it meanwhile is charged as
+   * above).  Only then: one entry a member, each read at most once */
+  "if leased > max then\n"
+  "  local back = math.min(leased - max, keep)\n"
+  "  leased, keep = leased - back, keep - back\n"
+  "  for _, m in ipairs(leased > max and redis.call('ZRANGE', KEYS[4], 0, -1) or {}) do\n"
+  "    local held, rest = string.match(redis.call('HGET', KEYS[3], m) or '', '^(%d+)(.*)$')\n"
+  "    back = math.min(leased - max, tonumber(held) or 0)\n"
+  "    if m ~= ARGV[6] and back > 0 then\n"
+  "      redis.call('HSET', KEYS[3], m, string.format('%d', held - back) .. rest)\n"
+  "      leased = leased - back\n"
+  "    end\n"
+  "    if leased <= max then break end\n"
+  "  end\n"
+  "  leased = math.min(leased, max)\n" /* a count that drifted from the blocks' */
+  "end\n"
   /* the budget: -1000 per failure, +ratio*1000 per success, within [0, max]
    * with the blocks out */
   "local requests, accepts, throttled, cost, width = a[13], a[14], a[15], a[16], a[17]\n"
@@ -109,8 +136,10 @@ const char LR_FLEET_SCRIPT[] =
   "  local g = math.min(lwant - keep, math.floor((tokens - math.ceil(max / 2)) / 1000) * 1000)\n"
   "  if g > 0 then tokens, leased, keep = tokens - g, leased + g, keep + g end\n"
   "end\n"
-  "if keep > 0 then\n"
-  "  redis.call('HSET', KEYS[3], ARGV[6], keep .. ' ' .. lseq)\n"
+  /* kept while it has drawn at all (D is what makes a lost answer
+   * count once), and expiring with its block when it stops syncing */
+  "if keep > 0 or ldrawn > 0 then\n"
+  "  redis.call('HSET', KEYS[3], ARGV[6], string.format('%d %d', keep, ldrawn))\n"
   "  redis.call('ZADD', KEYS[4], now + lttl, ARGV[6])\n"
   "else\n"
   "  redis.call('HDEL', KEYS[3], ARGV[6])\n"
@@ -222,12 +251,11 @@ lr_fleet_code lr_redis_script_load(lr_fleet_script *s, lr_redis_conn *c, const l
 lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[4],
                                      const char *member, const lr_fleet_limits *l,
                                      const lr_fleet_batch *b) {
-  enum { NUMS = 21 };
+  enum { NUMS = 19 };
   long long nums[NUMS] = { l->max_milli, l->failures, l->open_ms,   l->probes,     l->ttl_ms,
                            b->spent,     b->earned,   b->trail,     b->resets,     b->want,
                            b->requests,  b->accepts,  b->throttled, l->cost_milli, l->bucket_ms,
-                           b->lheld,     b->lwant,    b->lttl_ms,   b->lseq,       b->lprev_seq,
-                           b->lprev_held };
+                           b->ldrawn,    b->lwant,    b->lttl_ms,   b->lacked };
   char text[NUMS][24], cfg[300];
   for (int i = 0; i < NUMS; i++) lr_fmt(text[i], sizeof text[i], "%lld", nums[i]);
   lr_fleet_cfg_text(l, cfg, sizeof cfg);
