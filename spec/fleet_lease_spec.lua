@@ -47,13 +47,15 @@ local function sent_by_processes(stats)
 end
 
 -- The fleet's tokens (unleased), the tokens out in leases, and the blocks
--- as member -> tokens, as Redis holds them.
+-- as member -> tokens, as Redis holds them ("H D" a member: its block, what
+-- it drew in all; an empty block is no block).
 local function books(r, key)
   -- (r:cli drops the last newline, proc.lines wants each)
   local t = proc.lines(r:cli("HMGET", "luaretry:{" .. key .. "}", "tokens", "leased") .. "\n")
   local blocks, held = {}, proc.lines(r:cli("HGETALL", "luaretry:{" .. key .. "}:leases") .. "\n")
   for i = 1, #held - 1, 2 do -- "": the entry that keeps the hash in being
-    if held[i] ~= "" then blocks[held[i]] = tonumber(held[i + 1]:match("^%d+")) / 1000 end
+    local h = tonumber(held[i + 1]:match("^%d+"))
+    if held[i] ~= "" and h > 0 then blocks[held[i]] = h / 1000 end
   end
   return (tonumber(t[1]) or 0) / 1000, (tonumber(t[2]) or 0) / 1000, blocks
 end
