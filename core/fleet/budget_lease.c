@@ -7,40 +7,50 @@
  * What Redis holds (every key under the key's hash tag, one Cluster slot):
  *   luaretry:{KEY}          tokens: T, the fleet's tokens not leased out;
  *                           leased: L, the sum of the blocks out (milli)
- *   luaretry:{KEY}:leases   hash, member -> "H S": the block it holds
- *                           (milli) after its sync number S
- *   luaretry:{KEY}:lexp     sorted set, member -> when its block expires
+ *   luaretry:{KEY}:leases   hash, member -> "H D": the block it holds
+ *                           (milli) once Redis was told it had drawn D
+ *                           from its blocks in all (kept while D > 0,
+ *                           an empty block too)
+ *   luaretry:{KEY}:lexp     sorted set, member -> when its entry expires
  *                           (Redis's ms)
  * (both kept in being by an entry named "", as the hash and the registry
  * are, so that a Cluster's slot migrated key by key meets them together).
  * T + L <= max_tokens always; T + L changes only by what outcomes earn and
  * spend (a block taken, given back or expired moves tokens between T and
- * L).  A block is granted only from T above max_tokens / 2, in whole
+ * L) and by a lowered max_tokens.  A block is granted only from T above max_tokens / 2, in whole
  * tokens.  `luaretry fleet` shows T + L as the fleet's tokens, L and the
  * processes holding a block.
  *
  * What a sync carries: the same one EVALSHA as before (redis_script.c),
- * no extra round trip, with six more numbers: lheld (the block this
- * process holds now, milli), lwant (the block it wants), the block's time
- * to live, this sync's number, and the number of the last sync whose
- * answer it never read (a timeout, a cancel) with the block it held then.
- * Absolute numbers, not deltas, so that a lost answer is reckoned by the
- * next sync.  The script, for the member:
- *   at most 16 expired blocks (lexp <= now) go back to T first
- *   H, S = leases[member] (0 when its block expired)
- *   from = H, or, when S is the sync whose answer was never read, the
- *     block held then (it was applied: what it gave or granted stands)
- *   used = min(H, max(0, from - lheld)); H -= used; L -= used  (spent)
+ * no extra round trip, with three more numbers: ldrawn, what this
+ * process's blocks have paid since it started (milli; it only grows);
+ * lwant, the block it wants; the block's time to live.  A total, not a
+ * delta or the block held now, so that any number of lost answers (a
+ * timeout, a cancel: Redis applied the sync or not, nobody knows) count
+ * each draw once: the next sync's total covers them all.  The script,
+ * for the member:
+ *   at most 16 expired entries (lexp <= now) go back to T first
+ *   H, D = leases[member]; used = ldrawn - D (no entry: 0, it expired with
+ *     the process away or Redis came back empty, and what the process
+ *     drew meanwhile goes as the outage's other counts do: dropped)
+ *   paid = min(H, used); H -= paid; L -= paid; spent += used - paid
+ *     (what it drew past its block, on a block given back by a sync
+ *     whose answer was lost or taken back by a lowered max_tokens, comes
+ *     from T)
+ *   L > max (a reload lowered max_tokens): the excess comes back, from
+ *     H first, then from other members' entries (they learn it at their
+ *     next sync; what they draw past it meanwhile is charged as above)
  *   the batch's deltas on T, within [0, max - L]
  *   lwant < H: T += H - lwant; L -= H - lwant; H = lwant   (given back)
  *   lwant > H: g = min(lwant - H, whole tokens of T - max/2, >= 0);
  *              T -= g; L += g; H += g                       (granted)
- *   H > 0: leases[member] = "H S", lexp[member] = now + ttl; else both gone
+ *   H > 0 or ldrawn > 0: leases[member] = "H ldrawn", lexp[member] =
+ *     now + ttl; else both gone
  * and answers, beside the fleet's state, H (this process's block as Redis
- * keeps it) and L (the fleet's tokens out in leases).  The process's own
- * block becomes H less what it spent since the batch left; when that is
- * less than nothing (its block had expired), the difference goes to the
- * next batch as failures no block paid for.
+ * keeps it) and L (the fleet's tokens out in leases).  The process then
+ * holds allot - drawn, allot = ldrawn + H: its block less what it drew
+ * since the batch left; less than nothing (it drew past the block Redis
+ * kept) is charged by the next sync's total.
  *
  * When a round trip happens (budget on; the breaker and admission counts
  * ride along):
@@ -80,17 +90,19 @@
  * the tokens above half): a process without a block may spend, against
  * the fleet's count, tokens that another holds in its block and spends
  * too; and the block of a process killed before it gave it back returns
- * to T when it expires, whatever the process spent of it.  Views one
- * round trip old let through what they did before leases; a process whose
- * failures its block pays for sends them once a sync period.
+ * to T when it expires, whatever the process spent of it.  Lost answers
+ * add nothing to it (the totals above).  Views one round trip old let
+ * through what they did before leases; a process whose failures its
+ * block pays for sends them once a sync period.
  *
- * Expiry: a block lives stale_ms + command_timeout_ms + 1 s on Redis's
- * clock from the sync that granted or renewed it; the process stops
- * deciding with it after stale_ms (its view is no longer fresh), so it
- * never spends a block Redis gave back.  Redis down, slow or refusing:
- * the local guards decide (as before); failures meanwhile still draw the
- * block (they happened), which is spent then dropped: the next sync says
- * what was used, or finds the block expired and gives the process none. */
+ * Expiry: an entry lives stale_ms + command_timeout_ms + 1 s on Redis's
+ * clock from the member's last sync; the process stops deciding with its
+ * block after stale_ms (its view is no longer fresh), so it never spends
+ * a block Redis gave back.  Redis down, slow or refusing: the local
+ * guards decide (as before); failures meanwhile still draw the block
+ * (they happened), and the next sync's total charges them to the block
+ * if Redis still keeps it; if it expired they are dropped, as the
+ * outage's other counts are (sync.c). */
 #include <math.h>
 
 #include "fleet_internal.h"
@@ -172,11 +184,9 @@ void lr_budget_lease_take(lr_fleet *f, lr_fleet_batch *b, int64_t now) {
     block = 0; /* two sync periods without a failure: the block goes back */
   f->lease_block = block;
   b->lwant = (long long)block * MILLI;
-  /* what the blocks paid in all, and what Redis surely saw of it: a sync
-   * whose answer was lost may have been applied or not, and the totals
-   * make the next one right either way */
+  /* what the blocks paid in all: a sync whose answer was lost may have
+   * been applied or not, and the total makes the next one right either way */
   b->ldrawn = atomic_load(&f->drawn);
-  b->lacked = f->lease_acked;
 }
 
 void lr_budget_lease_settle(lr_fleet *f, const lr_fleet_batch *b, const lr_fleet_reply *r,

@@ -193,10 +193,9 @@ typedef struct {
   long long requests, accepts; /* the throttle's */
   long long throttled;         /* throttling answers: throttle_cost each */
   /* the budget's lease (budget_lease.c), milli-tokens: what this
-   * process has drawn from its blocks in all (it only grows), what it had
-   * drawn by the last sync whose answer it read, the block it wants after
-   * the sync, how long Redis keeps it (ms) */
-  long long ldrawn, lacked, lwant, lttl_ms;
+   * process has drawn from its blocks in all (it only grows), the block it
+   * wants after the sync, how long Redis keeps it (ms) */
+  long long ldrawn, lwant, lttl_ms;
 } lr_fleet_batch;
 
 typedef struct {
@@ -447,7 +446,7 @@ int lr_budget_lease_covers(lr_fleet *f);
  * drew more than Redis kept (the next sync charges that). */
 long long lr_budget_lease_held(lr_fleet *f);
 /* With io held, as a sync takes its batch: what the blocks paid in all,
- * and the block wanted (b->ldrawn, b->lacked, b->lwant, b->lttl_ms). */
+ * and the block wanted (b->ldrawn, b->lwant, b->lttl_ms). */
 void lr_budget_lease_take(lr_fleet *f, lr_fleet_batch *b, int64_t now);
 /* With io held, after a good reply: the block as Redis keeps it; the
  * worker's timer set to give it back when spending stops. */

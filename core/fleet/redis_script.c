@@ -29,7 +29,7 @@
  *   ARGV     max_milli failures open_ms probes ttl_ms member
  *            spent earned trail resets want cfg
  *            requests accepts throttled cost_milli bucket_ms
- *            ldrawn lwant lttl_ms lacked
+ *            ldrawn lwant lttl_ms
  *   returns  {tokens, state, fails, opened_at, probes_left, granted, now,
  *            requests, accepts, lease, leased} (requests, accepts: the
  *            throttle's window, this batch in; lease: this member's block
@@ -66,10 +66,10 @@ const char LR_FLEET_SCRIPT[] =
   "local t = redis.call('TIME')\n"
   "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
   "local a = {}\n"
-  "for i = 1, 21 do a[i] = tonumber(ARGV[i]) end\n"
+  "for i = 1, 20 do a[i] = tonumber(ARGV[i]) end\n"
   "local max, failures, open_ms, probes, ttl = a[1], a[2], a[3], a[4], a[5]\n"
   "local spent, earned, trail, resets, want = a[7], a[8], a[9], a[10], a[11]\n"
-  "local ldrawn, lwant, lttl, lacked = a[18], a[19], a[20], a[21]\n"
+  "local ldrawn, lwant, lttl = a[18], a[19], a[20]\n"
   "local h = redis.call('HMGET', KEYS[1], 'tokens', 'state', 'fails', 'opened_at', 'probes_left',\n"
   "  'cfg', 'cfg_at', 'cfg_by', 'leased')\n"
   "if h[6] and h[6] ~= ARGV[12] and h[8] ~= ARGV[6] and now - (tonumber(h[7]) or 0) < 60000 then\n"
@@ -80,12 +80,6 @@ const char LR_FLEET_SCRIPT[] =
   "local fails = tonumber(h[3]) or 0\n"
   "local opened = tonumber(h[4]) or 0\n"
   "local left = tonumber(h[5]) or 0\n"
-  /* this member's entry, "H D": the block H it holds (milli) once Redis
-   * had been told it drew D from its blocks in all; read before the
-   * sweep, which may give its block back but keeps D known */
-  "local v = redis.call('HGET', KEYS[3], ARGV[6]) or ''\n"
-  "local keep = tonumber(string.match(v, '^%d+')) or 0\n"
-  "local seen = tonumber(string.match(v, '^%d+ (%d+)$'))\n"
   /* blocks whose holders stopped syncing go back, a few a sync */
   "local leased = tonumber(h[9]) or 0\n"
   "for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 16)) do\n"
@@ -94,16 +88,18 @@ const char LR_FLEET_SCRIPT[] =
   "  redis.call('ZREM', KEYS[4], m)\n"
   "  leased = leased - held\n"
   "  tokens = tokens + held\n"
-  "  if m == ARGV[6] then keep = 0 end\n"
   "end\n"
-  /* what it drew since Redis was last told (totals, so any number of lost
-   * answers, applied or not, count once): from its block, and past it (a
-   * block taken back or expired while it still drew on it, its answer
-   * lost) from the tokens.  No entry (it expired with the process away):
-   * since the last answer it read, which counts again what a lost answer
-   * applied then, never less */
-  "if not seen or seen > ldrawn then seen = lacked end\n"
-  "local used = math.max(0, ldrawn - seen)\n"
+  /* this member's entry, "H D": the block H it holds (milli) once Redis
+   * had been told it drew D from its blocks in all.  What it drew since
+   * (totals, so any number of lost answers, applied or not, count once):
+   * from its block, and past it (a block taken back while it still drew
+   * on it, its answer lost) from the tokens.  No entry (it expired, the
+   * process away; an empty Redis): nothing, as the outage's other counts
+   * (sync.c drops them: the local guards had them) */
+  "local v = redis.call('HGET', KEYS[3], ARGV[6]) or ''\n"
+  "local keep = tonumber(string.match(v, '^%d+')) or 0\n"
+  "local seen = tonumber(string.match(v, '^%d+ (%d+)$'))\n"
+  "local used = seen and math.max(0, ldrawn - seen) or 0\n"
   "local paid = math.min(keep, used)\n"
   "leased, keep, spent = leased - paid, keep - paid, spent + used - paid\n"
   "leased = math.max(keep, leased)\n"
@@ -251,11 +247,11 @@ lr_fleet_code lr_redis_script_load(lr_fleet_script *s, lr_redis_conn *c, const l
 lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[4],
                                      const char *member, const lr_fleet_limits *l,
                                      const lr_fleet_batch *b) {
-  enum { NUMS = 19 };
+  enum { NUMS = 18 };
   long long nums[NUMS] = { l->max_milli, l->failures, l->open_ms,   l->probes,     l->ttl_ms,
                            b->spent,     b->earned,   b->trail,     b->resets,     b->want,
                            b->requests,  b->accepts,  b->throttled, l->cost_milli, l->bucket_ms,
-                           b->ldrawn,    b->lwant,    b->lttl_ms,   b->lacked };
+                           b->ldrawn,    b->lwant,    b->lttl_ms };
   char text[NUMS][24], cfg[300];
   for (int i = 0; i < NUMS; i++) lr_fmt(text[i], sizeof text[i], "%lld", nums[i]);
   lr_fleet_cfg_text(l, cfg, sizeof cfg);
