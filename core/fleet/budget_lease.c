@@ -154,8 +154,7 @@ int lr_budget_lease_worth_asking(lr_fleet *f) {
 
 int lr_budget_lease_covers(lr_fleet *f) {
   return atomic_load_explicit(&f->budget, memory_order_relaxed) &&
-         lr_budget_lease_held(f) >= MILLI &&
-         lr_fleet_fresh(f, lr_monotonic_coarse_ms());
+         lr_budget_lease_held(f) >= MILLI && lr_fleet_fresh(f, lr_monotonic_coarse_ms());
 }
 
 /* Twice the failures of a sync period, from d counted over `elapsed` ms. */

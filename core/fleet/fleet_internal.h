@@ -294,9 +294,9 @@ struct lr_fleet {
   /* under io: the block's size (tokens), and whether the handle is
    * closing (its block goes back) */
   long lease_block;
-  int64_t lease_taken_at, lease_spent_at;    /* the last sync's, the last with failures */
-  long long lease_redis; /* the block Redis kept at the last sync */
-  long long lease_acked; /* drawn as the last sync whose answer was read sent it */
+  int64_t lease_taken_at, lease_spent_at; /* the last sync's, the last with failures */
+  long long lease_redis;                  /* the block Redis kept at the last sync */
+  long long lease_acked;                  /* drawn as the last sync whose answer was read sent it */
   int lease_closing;
 
   /* Everything below belongs to whoever holds io. */

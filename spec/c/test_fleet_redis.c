@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fleet_internal.h" /* the lease's script, run as a sync would; lr_fleet_reserve_take */
+#include "fleet_internal.h" /* lr_fleet_reserve_take */
 #include "check.h"
 #include "redis_helper.h"
 
@@ -520,178 +520,6 @@ static void *hammer(void *arg) {
   return NULL;
 }
 
-/* One sync of f's lease as sync.c makes it (lr_budget_lease_take, the
- * script, lr_budget_lease_settle), wanting a block of `want` milli, with
- * f's own max_tokens.  how: READ; LOST, Redis applied it but its answer
- * is never read; DROPPED, it never reached Redis.  f->lease_closing is
- * set by the caller, so no timer is armed. */
-enum { READ, LOST, DROPPED };
-static lr_fleet_code lease_round(lr_fleet *f, long long want, int how, lr_fleet_reply *out) {
-  lr_fleet_limits l;
-  memset(&l, 0, sizeof l);
-  l.budget = 1;
-  l.max_milli = atomic_load(&f->max_milli);
-  l.ratio_milli = 100;
-  l.open_ms = 1000;
-  l.probes = 1;
-  l.ttl_ms = 3600000;
-  lr_fleet_batch b;
-  memset(&b, 0, sizeof b);
-  memset(out, 0, sizeof *out);
-  pthread_mutex_lock(&f->io);
-  lr_budget_lease_take(f, &b, lr_monotonic_ms());
-  b.lwant = want;
-  b.spent = atomic_exchange(&f->spent, 0); /* failures no block paid */
-  const char *keys[LR_FLEET_KEYS] = { f->key, f->procs_key, f->leases_key, f->lexp_key };
-  char err[300] = "";
-  lr_fleet_code rc = LR_FLEET_OK;
-  if (how != DROPPED)
-    rc = lr_redis_script_run(&f->script, &f->conn, &f->url, keys, f->member, &l, &b,
-                             lr_monotonic_ms() + 1000, out, err, sizeof err);
-  if (rc == LR_FLEET_OK && how == READ) lr_budget_lease_settle(f, &b, out, NULL);
-  pthread_mutex_unlock(&f->io);
-  if (rc != LR_FLEET_OK) fprintf(stderr, "  lease_round: %s\n", err);
-  return rc;
-}
-
-static void fail_times(lr_fleet *f, int n) {
-  for (int i = 0; i < n; i++) lr_fleet_record(f, LR_FLEET_FAILURE);
-}
-
-/* Two answers lost in a row, the first a give-back: every failure the
- * process counted is charged to the fleet's tokens exactly once, those
- * it paid from a block Redis had already taken back too (issue 33). */
-static void test_lease_lost_answer(void) {
-  lr_fleet_settings s = test_settings();
-  s.breaker = 0;
-  s.token_ratio = 0;
-  s.max_tokens = 100; /* half 50, a block of 12 at most */
-  lr_fleet *f = handle(URL, "lease-lost", "host-a:1", s, NULL);
-  reset(f);
-  CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK); /* connected, the script loaded */
-  f->lease_closing = 1;                            /* no timer: the test makes each sync */
-  lr_fleet_reply r;
-  /* a grant whose answer is lost: the process holds none, and the next
-   * sync does not take the grant for spending */
-  CHECK_EQ_INT(lease_round(f, 10000, LOST, &r), LR_FLEET_OK);
-  CHECK_EQ_INT(r.lease, 10000);
-  CHECK_EQ_INT(lease_round(f, 10000, READ, &r), LR_FLEET_OK);
-  CHECK_EQ_INT(r.lease, 10000);
-  CHECK_EQ_INT(r.tokens + r.leased, 100000);
-  /* 4 spent; a give-back that never reached Redis: the next sync
-   * reckons from the block Redis kept */
-  fail_times(f, 4);
-  CHECK_EQ_INT(lease_round(f, 6000, DROPPED, &r), LR_FLEET_OK);
-  CHECK_EQ_INT(lease_round(f, 6000, READ, &r), LR_FLEET_OK);
-  CHECK_EQ_INT(r.lease, 6000);
-  CHECK_EQ_INT(r.tokens + r.leased, 96000);
-  /* 2 spent, all given back, the answer lost; 1 spent since on the block
-   * as the process saw it: counted, once */
-  fail_times(f, 2);
-  CHECK_EQ_INT(lease_round(f, 0, LOST, &r), LR_FLEET_OK);
-  CHECK_EQ_INT(r.lease, 0);
-  fail_times(f, 1);
-  CHECK_EQ_INT(lease_round(f, 0, READ, &r), LR_FLEET_OK);
-  CHECK_EQ_INT(r.lease, 0);
-  CHECK_EQ_INT(r.leased, 0);
-  CHECK_EQ_INT(r.tokens, 100000 - 4000 - 2000 - 1000);
-  lr_fleet_view v;
-  lr_fleet_view_get(f, &v);
-  CHECK_NEAR(v.lease, 0, 1e-9);
-  lr_fleet_free(f);
-}
-
-static void test_lease_two_lost_answers(void) {
-  lr_fleet_settings s = test_settings();
-  s.breaker = 0;
-  s.token_ratio = 0;
-  s.max_tokens = 100; /* half 50, a block of 12 at most */
-  lr_fleet *f = handle(URL, "lease-lost2", "host-a:1", s, NULL);
-  reset(f);
-  CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK); /* connected, the script loaded */
-  f->lease_closing = 1;                            /* no timer: the test makes each sync */
-  lr_fleet_reply r;
-  CHECK_EQ_INT(lease_round(f, 10000, READ, &r), LR_FLEET_OK);
-  CHECK_EQ_INT(r.lease, 10000);
-  fail_times(f, 2);                                       /* paid by the block: 8 left */
-  CHECK_EQ_INT(lease_round(f, 0, LOST, &r), LR_FLEET_OK);    /* all back; answer lost */
-  CHECK_EQ_INT(r.lease, 0);
-  fail_times(f, 3);                                       /* paid from 8 as the process sees it */
-  CHECK_EQ_INT(lease_round(f, 0, LOST, &r), LR_FLEET_OK);    /* lost again */
-  fail_times(f, 1);
-  CHECK_EQ_INT(lease_round(f, 0, READ, &r), LR_FLEET_OK);    /* read */
-  CHECK_EQ_INT(r.lease, 0);
-  CHECK_EQ_INT(r.leased, 0);
-  CHECK_EQ_INT(r.tokens, 100000 - 6 * 1000); /* 6 failures, each charged once */
-  /* nothing is charged twice on later syncs */
-  CHECK_EQ_INT(lease_round(f, 5000, READ, &r), LR_FLEET_OK);
-  CHECK_EQ_INT(lease_round(f, 5000, READ, &r), LR_FLEET_OK);
-  CHECK_EQ_INT(r.tokens + r.leased, 94000);
-  /* grants lost twice, then failures no block paid (the process saw
-   * none): charged once, and the grants are not taken for spending */
-  CHECK_EQ_INT(lease_round(f, 0, READ, &r), LR_FLEET_OK);
-  fail_times(f, 1);
-  CHECK_EQ_INT(lease_round(f, 8000, LOST, &r), LR_FLEET_OK);
-  CHECK_EQ_INT(lease_round(f, 12000, LOST, &r), LR_FLEET_OK);
-  fail_times(f, 2);
-  CHECK_EQ_INT(lease_round(f, 12000, READ, &r), LR_FLEET_OK);
-  CHECK_EQ_INT(r.lease, 12000);
-  CHECK_EQ_INT(r.tokens + r.leased, 94000 - 3000);
-  fail_times(f, 4); /* paid by the block now read */
-  CHECK_EQ_INT(lease_round(f, 0, READ, &r), LR_FLEET_OK);
-  CHECK_EQ_INT(r.leased, 0);
-  CHECK_EQ_INT(r.tokens, 91000 - 4000);
-  lr_fleet_free(f);
-}
-
-/* A reload lowers max_tokens below the tokens already out in blocks:
- * the next sync takes back what is over (the fleet's bound holds at
- * once), its reply is good (no "out of range", the fleet's guards stay),
- * and the blocks out never exceed the new max_tokens (issue 33). */
-static void test_lease_max_lowered(void) {
-  lr_fleet_settings s = test_settings();
-  s.breaker = 0;
-  s.max_tokens = 100; /* a block of 12 at most */
-  logbook log;
-  logbook_init(&log);
-  lr_fleet *a = handle(URL, "lease-shrink", "host-a:1", s, &log);
-  lr_fleet *b = handle(URL, "lease-shrink", "host-b:1", s, NULL);
-  reset(a);
-  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
-  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
-  a->lease_closing = b->lease_closing = 1;
-  lr_fleet_reply r;
-  CHECK_EQ_INT(lease_round(b, 12000, READ, &r), LR_FLEET_OK);
-  CHECK_EQ_INT(lease_round(a, 12000, READ, &r), LR_FLEET_OK);
-  CHECK_EQ_INT(r.leased, 24000);
-  /* a reload of both to max_tokens 10: a syncs first (it synced last, so
-   * its new settings stand) */
-  s.max_tokens = 10;
-  lr_fleet_configure(a, &s);
-  lr_fleet_configure(b, &s);
-  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
-  lr_fleet_view v;
-  lr_fleet_view_get(a, &v);
-  CHECK_EQ_INT(v.health, LR_FLEET_HEALTHY);
-  CHECK(v.leased <= 10 + 1e-9);
-  CHECK_EQ_INT(log.n, 0); /* nothing said: no broken reply */
-  if (log.n) fprintf(stderr, "  said: %s\n", log.line[0]);
-  lr_fleet_status st = status_of(a);
-  CHECK(st.leased <= 10 + 1e-9);
-  CHECK(st.tokens <= 10 + 1e-9);
-  lr_fleet_status_free(&st);
-  /* b's next sync: its block as Redis keeps it now, the bound kept */
-  fail_times(b, 3);
-  CHECK_EQ_INT(lease_round(b, 1000, READ, &r), LR_FLEET_OK);
-  CHECK(r.lease <= 1000);
-  CHECK(r.leased <= 10000);
-  CHECK(r.tokens + r.leased <= 10000);
-  lr_fleet_view_get(b, &v);
-  CHECK(v.lease <= 1 + 1e-9);
-  lr_fleet_free(a);
-  lr_fleet_free(b);
-}
-
 static void test_threads(void) {
   lr_fleet_settings s = test_settings();
   s.max_tokens = 1000;
@@ -971,9 +799,6 @@ int main(void) {
   test_status_and_reset();
   test_database();
   test_threads();
-  test_lease_lost_answer();
-  test_lease_two_lost_answers();
-  test_lease_max_lowered();
   test_never_answers();
   test_connect_timeout();
   test_unreachable();
