@@ -159,18 +159,6 @@ static void read_rate(const redisReply *b, lr_fleet_status *st) {
   st->rate_ahead = ahead > 0 ? ahead : 0;
 }
 
-/* The members whose block holds a token or more ("H D", H > 0; the
- * entry "" that keeps the hash in being holds "0"). */
-static long holding(const redisReply *r) {
-  long n = 0;
-  for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements && n < LONG_MAX; i++) {
-    const redisReply *e = r->element[i];
-    if (e && e->type == REDIS_REPLY_STRING && e->len > 0 && e->str[0] >= '1' && e->str[0] <= '9')
-      n++;
-  }
-  return n;
-}
-
 lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, size_t errlen) {
   if (!st) return LR_FLEET_E_ARG;
   memset(st, 0, sizeof *st);
@@ -191,10 +179,10 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
       buckets[2 + 3 * i + k] = names[3 * i + k];
     }
   const char *tat[] = { "HMGET", f->rate_key, "tat" };
-  /* the budget's leases: "H D" a member (redis_script.c); those with an
-   * empty block are kept while they sync, to count their draws */
-  const char *holders[] = { "HVALS", f->leases_key };
-  int argcs[6] = { 1, 10, 5, 32, 3, 2 };
+  /* the budget's leases: an entry a member, whose expiry is negated when
+   * its block is empty (redis_script.c); "" at +inf keeps the set in being */
+  const char *holders[] = { "ZCOUNT", f->lexp_key, "(0", "(inf" };
+  int argcs[6] = { 1, 10, 5, 32, 3, 4 };
   const char **argvs[6] = { time_cmd, hmget, zrange, buckets, tat, holders };
   redisReply *r[6] = { NULL, NULL, NULL, NULL, NULL, NULL };
   if (!lr_fleet_owned(f)) return pipeline(f, 0, NULL, NULL, NULL, err, errlen); /* says why */
@@ -202,7 +190,9 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
   lr_fleet_code rc = pipeline(f, 6, argcs, argvs, r, err, errlen);
   pthread_mutex_unlock(&f->io);
   if (rc == LR_FLEET_OK) rc = lr_fleet_status_decode(r, st, err, errlen);
-  if (rc == LR_FLEET_OK) st->lease_holders = holding(r[5]);
+  if (rc == LR_FLEET_OK && r[5]->type == REDIS_REPLY_INTEGER && r[5]->integer > 0 &&
+      r[5]->integer <= INT_MAX)
+    st->lease_holders = (long)r[5]->integer;
   long long bucket_ms = atomic_load(&f->throttle) ? atomic_load(&f->bucket_ms) : 0;
   if (rc == LR_FLEET_OK && bucket_ms > 0) {
     st->throttle = 1;

@@ -12,7 +12,8 @@
  *                           from its blocks in all (kept while D > 0,
  *                           an empty block too)
  *   luaretry:{KEY}:lexp     sorted set, member -> when its entry expires
- *                           (Redis's ms)
+ *                           (Redis's ms; negated for an empty block, so
+ *                           that the positive scores count the holders)
  * (both kept in being by an entry named "", as the hash and the registry
  * are, so that a Cluster's slot migrated key by key meets them together).
  * T + L <= max_tokens always; T + L changes only by what outcomes earn and
@@ -29,7 +30,8 @@
  * timeout, a cancel: Redis applied the sync or not, nobody knows) count
  * each draw once: the next sync's total covers them all.  The script,
  * for the member:
- *   at most 16 expired entries (lexp <= now) go back to T first
+ *   at most 16 expired blocks (0 < lexp <= now) go back to T first, and
+ *     16 expired empty entries go
  *   H, D = leases[member]; used = ldrawn - D (no entry: 0, it expired with
  *     the process away or Redis came back empty, and what the process
  *     drew meanwhile goes as the outage's other counts do: dropped)
@@ -45,7 +47,7 @@
  *   lwant > H: g = min(lwant - H, whole tokens of T - max/2, >= 0);
  *              T -= g; L += g; H += g                       (granted)
  *   H > 0 or ldrawn > 0: leases[member] = "H ldrawn", lexp[member] =
- *     now + ttl; else both gone
+ *     now + ttl (negated when H = 0); else both gone
  * and answers, beside the fleet's state, H (this process's block as Redis
  * keeps it) and L (the fleet's tokens out in leases).  The process then
  * holds allot - drawn, allot = ldrawn + H: its block less what it drew

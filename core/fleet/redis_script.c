@@ -25,7 +25,8 @@
  *   KEYS[2]  sorted set: member -> time of its last sync (ms)
  *   KEYS[3]  hash: member -> "H D": the budget's block it holds (milli)
  *            once Redis was told it drew D from its blocks in all
- *   KEYS[4]  sorted set: member -> when that block expires (ms)
+ *   KEYS[4]  sorted set: member -> when that entry expires (ms), negated
+ *            for an empty block (the positive scores count the holders)
  *   ARGV     max_milli failures open_ms probes ttl_ms member
  *            spent earned trail resets want cfg
  *            requests accepts throttled cost_milli bucket_ms
@@ -80,14 +81,21 @@ const char LR_FLEET_SCRIPT[] =
   "local fails = tonumber(h[3]) or 0\n"
   "local opened = tonumber(h[4]) or 0\n"
   "local left = tonumber(h[5]) or 0\n"
-  /* blocks whose holders stopped syncing go back, a few a sync */
+  /* entries whose members stopped syncing go, a few a sync: a block's
+   * (its score: when it expires) back to the tokens; an empty block's
+   * (its score: minus when it expires, so that the positive scores count
+   * the holders) with nothing to give */
   "local leased = tonumber(h[9]) or 0\n"
-  "for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 16)) do\n"
+  "for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '(0', now, 'LIMIT', 0, 16)) do\n"
   "  local held = tonumber(string.match(redis.call('HGET', KEYS[3], m) or '', '^%d+')) or 0\n"
   "  redis.call('HDEL', KEYS[3], m)\n"
   "  redis.call('ZREM', KEYS[4], m)\n"
   "  leased = leased - held\n"
   "  tokens = tokens + held\n"
+  "end\n"
+  "for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], -now, '(0', 'LIMIT', 0, 16)) do\n"
+  "  redis.call('HDEL', KEYS[3], m)\n"
+  "  redis.call('ZREM', KEYS[4], m)\n"
   "end\n"
   /* this member's entry, "H D": the block H it holds (milli) once Redis
    * had been told it drew D from its blocks in all.  What it drew since
@@ -110,11 +118,14 @@ const char LR_FLEET_SCRIPT[] =
   "if leased > max then\n"
   "  local back = math.min(leased - max, keep)\n"
   "  leased, keep = leased - back, keep - back\n"
-  "  for _, m in ipairs(leased > max and redis.call('ZRANGE', KEYS[4], 0, -1) or {}) do\n"
+  "  local z = leased > max and redis.call('ZRANGEBYSCORE', KEYS[4], '(0', '(inf', 'WITHSCORES')\n"
+  "  for i = 1, z and #z or 0, 2 do\n"
+  "    local m = z[i]\n"
   "    local held, rest = string.match(redis.call('HGET', KEYS[3], m) or '', '^(%d+)(.*)$')\n"
   "    back = math.min(leased - max, tonumber(held) or 0)\n"
   "    if m ~= ARGV[6] and back > 0 then\n"
   "      redis.call('HSET', KEYS[3], m, string.format('%d', held - back) .. rest)\n"
+  "      if held - back <= 0 then redis.call('ZADD', KEYS[4], -tonumber(z[i + 1]), m) end\n"
   "      leased = leased - back\n"
   "    end\n"
   "    if leased <= max then break end\n"
@@ -133,10 +144,11 @@ const char LR_FLEET_SCRIPT[] =
   "  if g > 0 then tokens, leased, keep = tokens - g, leased + g, keep + g end\n"
   "end\n"
   /* kept while it has drawn at all (D is what makes a lost answer
-   * count once), and expiring with its block when it stops syncing */
+   * count once), an empty block too (its expiry negated, as above), and
+   * expiring when it stops syncing */
   "if keep > 0 or ldrawn > 0 then\n"
   "  redis.call('HSET', KEYS[3], ARGV[6], string.format('%d %d', keep, ldrawn))\n"
-  "  redis.call('ZADD', KEYS[4], now + lttl, ARGV[6])\n"
+  "  redis.call('ZADD', KEYS[4], keep > 0 and now + lttl or -(now + lttl), ARGV[6])\n"
   "else\n"
   "  redis.call('HDEL', KEYS[3], ARGV[6])\n"
   "  redis.call('ZREM', KEYS[4], ARGV[6])\n"

@@ -199,10 +199,20 @@ static void test_lease_two_lost_answers(void) {
   CHECK_EQ_INT(lease_round(f, 12000, READ, &r), LR_FLEET_OK);
   CHECK_EQ_INT(r.lease, 12000);
   CHECK_EQ_INT(r.tokens + r.leased, 94000 - 3000);
+  lr_fleet_status st = status_of(f);
+  CHECK_EQ_INT(st.lease_holders, 1);
+  lr_fleet_status_free(&st);
   fail_times(f, 4); /* paid by the block now read */
   CHECK_EQ_INT(lease_round(f, 0, READ, &r), LR_FLEET_OK);
   CHECK_EQ_INT(r.leased, 0);
   CHECK_EQ_INT(r.tokens, 91000 - 4000);
+  /* its empty block's entry stays with its total (10 paid by blocks), and holds none */
+  redisReply *e = redis_cmd(&SRV, "HGET luaretry:{lease-lost2}:leases host-a:1");
+  CHECK(e && e->type == REDIS_REPLY_STRING && strcmp(e->str, "0 10000") == 0);
+  if (e) freeReplyObject(e);
+  st = status_of(f);
+  CHECK_EQ_INT(st.lease_holders, 0);
+  lr_fleet_status_free(&st);
   lr_fleet_free(f);
 }
 
