@@ -183,6 +183,7 @@ void lr_budget_lease_take(lr_fleet *f, lr_fleet_batch *b, int64_t now) {
     block = block_for(f, d, elapsed, shortage, lr_budget_lease_cap(max)), f->lease_spent_at = now;
   else if (now - f->lease_spent_at >= 2 * (int64_t)f->set.sync_ms)
     block = 0; /* two sync periods without a failure: the block goes back */
+  if (block > lr_budget_lease_cap(max)) block = lr_budget_lease_cap(max); /* a reload lowered it */
   f->lease_block = block;
   b->lwant = (long long)block * MILLI;
   /* what the blocks paid in all: a sync whose answer was lost may have

@@ -262,6 +262,16 @@ static void test_lease_max_lowered(void) {
   CHECK_EQ_INT(r.lease, 1000);
   CHECK_EQ_INT(r.leased, 1000);
   CHECK_EQ_INT(r.tokens + r.leased, 10000 - 3000);
+  /* a block sized before the reload (12) and kept while failures go on
+   * is asked for within the new cap (10 / 8: 1) */
+  lr_fleet_batch bt;
+  memset(&bt, 0, sizeof bt);
+  pthread_mutex_lock(&b->io);
+  b->lease_closing = 0, b->lease_block = 12, b->lease_spent_at = lr_monotonic_ms();
+  lr_budget_lease_take(b, &bt, lr_monotonic_ms());
+  b->lease_closing = 1;
+  pthread_mutex_unlock(&b->io);
+  CHECK_EQ_INT(bt.lwant, 1000);
   lr_fleet_view_get(b, &v);
   CHECK(v.lease <= 1 + 1e-9);
   lr_fleet_free(a);
