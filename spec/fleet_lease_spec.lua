@@ -353,6 +353,37 @@ describe("the budget's leases", function ()
     p:close()
   end)
 
+  -- A reload that lowers max_tokens below the tokens out in blocks: the
+  -- next sync takes them back down to it (luaretry(1)); the reply is the
+  -- fleet's as before, not a broken one that sends the process to its
+  -- local guards.
+  it("takes blocks back down to a max_tokens a reload lowered, and keeps the fleet's guards", function ()
+    local key = new_key()
+    local p = assert(lr.load(policy(tmp, "lowered"), { ["fleet.redis"] = r.url,
+                                                       set = { ["fleet.key"] = key } }))
+    assert(p:fleet_sync())
+    -- a burst of failures: a block of up to 125 (max_tokens / 8)
+    local big = proc.wait_for(function ()
+      for _ = 1, 100 do
+        local c = assert(p:begin {})
+        c:report { status = 503 }
+        c:close()
+      end
+      assert(p:fleet_sync())
+      return select(2, books(r, key)) > 50
+    end, 10)
+    assert.truthy(big, "no block above 50 was granted")
+    local before = p:fleet().tokens
+    assert(p:set("budget.max_tokens", "50"))
+    assert(p:fleet_sync())
+    assert.are.equal("fleet", p:metrics().guards)
+    local tokens, leased = books(r, key)
+    assert.is_true(leased <= 50 and tokens + leased <= 50 and tokens + leased > 0,
+                   ("tokens %g, leased %g of 50 (%g before)"):format(tokens, leased, before))
+    assert.are.equal(tokens + leased, p:fleet().tokens)
+    p:close()
+  end)
+
   it("gives a killed process's block back to the fleet once it expires, not before", function ()
     local key = new_key()
     local dir = proc.tmpdir()
