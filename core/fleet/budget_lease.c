@@ -18,9 +18,10 @@
  * are, so that a Cluster's slot migrated key by key meets them together).
  * T + L <= max_tokens always; T + L changes only by what outcomes earn and
  * spend (a block taken, given back or expired moves tokens between T and
- * L) and by a lowered max_tokens.  A block is granted only from T above max_tokens / 2, in whole
- * tokens.  `luaretry fleet` shows T + L as the fleet's tokens, L and the
- * processes holding a block.
+ * L) and by a lowered max_tokens.  A block is granted only from T above
+ * max_tokens / 2, in whole tokens, so L <= the tokens above half.
+ * `luaretry fleet` shows T + L as the fleet's tokens, L and the processes
+ * holding a block.
  *
  * What a sync carries: the same one EVALSHA as before (redis_script.c),
  * no extra round trip, with three more numbers: ldrawn, what this
@@ -39,9 +40,10 @@
  *     (what it drew past its block, on a block given back by a sync
  *     whose answer was lost or taken back by a lowered max_tokens, comes
  *     from T)
- *   L > max (a reload lowered max_tokens): the excess comes back, from
- *     H first, then from other members' entries (they learn it at their
- *     next sync; what they draw past it meanwhile is charged as above)
+ *   L above half of max (a reload lowered max_tokens): the excess comes
+ *     back, from H first, then from other holders' entries (they learn
+ *     it at their next sync; what they draw past it meanwhile is charged
+ *     as above), so the bound below holds at once
  *   the batch's deltas on T, within [0, max - L]
  *   lwant < H: T += H - lwant; L -= H - lwant; H = lwant   (given back)
  *   lwant > H: g = min(lwant - H, whole tokens of T - max/2, >= 0);

@@ -41,8 +41,8 @@
  * max_milli.  The lease's arithmetic is budget_lease.c's (its header says
  * why): expired blocks back to tokens, then this member's draws since
  * Redis last saw its total (from its block, past it from tokens), blocks
- * above a lowered max_milli taken back, the batch, and the block resized,
- * granted only from tokens above half.
+ * above half a lowered max_milli taken back, the batch, and the block
+ * resized, granted only from tokens above half.
  *
  * The throttle's window is kept in buckets, not as a decayed pair: ten
  * buckets of a tenth of the window each are what the local throttle keeps
@@ -111,26 +111,29 @@ const char LR_FLEET_SCRIPT[] =
   "local paid = math.min(keep, used)\n"
   "leased, keep, spent = leased - paid, keep - paid, spent + used - paid\n"
   "leased = math.max(keep, leased)\n"
-  /* a reload lowered max below the blocks out: what is over comes back,
-   * from this member's block first, then from others' (they learn it at
-   * their next sync; what they draw past it meanwhile is charged as
-   * above).  Only then: one entry a member, each read at most once */
-  "if leased > max then\n"
-  "  local back = math.min(leased - max, keep)\n"
+  /* blocks are granted only from the tokens above half, so the blocks
+   * out are never more than those (top).  A reload lowered max below
+   * them: what is over comes back, from this member's block first, then
+   * from other holders' (they learn it at their next sync; what they draw
+   * past it meanwhile is charged as above).  Only then: one entry a
+   * holder, each read at most once */
+  "local top = max - math.ceil(max / 2)\n"
+  "if leased > top then\n"
+  "  local back = math.min(leased - top, keep)\n"
   "  leased, keep = leased - back, keep - back\n"
-  "  local z = leased > max and redis.call('ZRANGEBYSCORE', KEYS[4], '(0', '(inf', 'WITHSCORES')\n"
+  "  local z = leased > top and redis.call('ZRANGEBYSCORE', KEYS[4], '(0', '(inf', 'WITHSCORES')\n"
   "  for i = 1, z and #z or 0, 2 do\n"
   "    local m = z[i]\n"
   "    local held, rest = string.match(redis.call('HGET', KEYS[3], m) or '', '^(%d+)(.*)$')\n"
-  "    back = math.min(leased - max, tonumber(held) or 0)\n"
+  "    back = math.min(leased - top, tonumber(held) or 0)\n"
   "    if m ~= ARGV[6] and back > 0 then\n"
   "      redis.call('HSET', KEYS[3], m, string.format('%d', held - back) .. rest)\n"
   "      if held - back <= 0 then redis.call('ZADD', KEYS[4], -tonumber(z[i + 1]), m) end\n"
   "      leased = leased - back\n"
   "    end\n"
-  "    if leased <= max then break end\n"
+  "    if leased <= top then break end\n"
   "  end\n"
-  "  leased = math.min(leased, max)\n" /* a count that drifted from the blocks' */
+  "  leased = math.min(leased, top)\n" /* a count that drifted from the blocks' */
   "end\n"
   /* the budget: -1000 per failure, +ratio*1000 per success, within [0, max]
    * with the blocks out */

@@ -220,9 +220,9 @@ static void test_lease_two_lost_answers(void) {
 }
 
 /* A reload lowers max_tokens below the tokens already out in blocks:
- * the next sync takes back what is over (the fleet's bound holds at
- * once), its reply is good (no "out of range", the fleet's guards stay),
- * and the blocks out never exceed the new max_tokens (issue 33). */
+ * the next sync takes them back down to the tokens above its new half
+ * (the fleet's bound holds at once), its reply is good (no "out of
+ * range", the fleet's guards stay) (issue 33). */
 static void test_lease_max_lowered(void) {
   lr_fleet_settings s = test_settings();
   logbook log;
@@ -246,17 +246,18 @@ static void test_lease_max_lowered(void) {
   lr_fleet_view v;
   lr_fleet_view_get(a, &v);
   CHECK_EQ_INT(v.health, LR_FLEET_HEALTHY);
-  CHECK(v.leased <= 10 + 1e-9);
+  CHECK(v.leased <= 5 + 1e-9);
   CHECK_EQ_INT(log.n, 0); /* nothing said: no broken reply */
   if (log.n) fprintf(stderr, "  said: %s\n", log.line[0]);
   lr_fleet_status st = status_of(a);
-  /* a's block back first, then 2 of b's: 10 out, none left unleased */
-  CHECK_NEAR(st.leased, 10, 1e-9);
+  /* down to the tokens above half (5): a's block back first, then 7 of
+   * b's; the fleet's tokens cut to the new max_tokens */
+  CHECK_NEAR(st.leased, 5, 1e-9);
   CHECK_NEAR(st.tokens, 10, 1e-9); /* (status's tokens count those out in leases) */
   CHECK_EQ_INT(st.lease_holders, 1);
   lr_fleet_status_free(&st);
   /* b spends 3 of the 12 it still thinks it holds; its next sync: the 3
-   * from the 10 Redis kept, and back to a block of 1 */
+   * from the 5 Redis kept, and back to a block of 1 */
   fail_times(b, 3);
   CHECK_EQ_INT(lease_round(b, 1000, READ, &r), LR_FLEET_OK);
   CHECK_EQ_INT(r.lease, 1000);
