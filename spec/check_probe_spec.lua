@@ -41,6 +41,19 @@ describe("luaretry check --probe", function()
     assert.are.same({ "server_wait_too_long", "max_retry_after" }, { far.verdict, far.rule })
   end)
 
+  it("each probe starts at time zero of a virtual clock: a wait 100 ns under the deadline still fits", function()
+    local dir = proc.tmpdir()
+    local policy = dir .. "/tight.lua"
+    -- on a real clock the microseconds between the call's start and its
+    -- report leave less than the wait: the verdict would be deadline
+    proc.writefile(policy, 'name = "tight"\nmax_attempts = 3\ndeadline = 1\n' ..
+                   'backoff = { initial = 0.9999999, max = 0.9999999, jitter = "none" }\n')
+    local r = check({ policy, "--probe", "503" })
+    proc.rmtree(dir)
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.are.equal("retry", row(r.stdout, "503").verdict)
+  end)
+
   it("an empty or blank Idempotency-Key is no key: a POST with one is final, as without", function()
     local r = check({ HTTP, "--probe", "POST 503 [Idempotency-Key: ]", "--probe", "PATCH 503 [idempotency-key:   ]",
                       "--probe", "POST 503 [Idempotency-Key: k]" })

@@ -72,6 +72,18 @@ describe("curl's options with curl's meaning", function ()
       assert.are.equal(0, a[4].wait)
     end)
 
+    it("--retry-delay 0 keeps the policy's backoff, as curl's 0 keeps its default", function ()
+      -- the policy's: exponential from 0.05 s, no jitter (a delay of 0
+      -- made every wait 0: six requests back to back)
+      local log = tmp .. "/log.json"
+      local r = run({ "--retry", "2", "--retry-delay", "0", "--set", "backoff.initial=0.05",
+                      "--set", "backoff.jitter=none", "--log-json", log, srv.base .. "/always503" }, false)
+      assert.are.equal(4, r.code, r.stderr)
+      local a = attempts(log)
+      assert.are.equal(3, #a)
+      assert.are.same({ 0.05, 0.1 }, { a[1].wait, a[2].wait })
+    end)
+
     it("--retry-delay S is every wait, a throttled one (429) too, as curl's", function ()
       local log = tmp .. "/log.json"
       -- (rate=none: the http policy's adaptive pacing of 429s is a guard of

@@ -16,6 +16,7 @@ local SERVER = proc.root .. "/spec/fixtures/fleet/server.lua"
 local RATE = proc.root .. "/spec/fixtures/fleet_rate/rate.lua"
 local RATE_SERVER = proc.root .. "/spec/fixtures/fleet_rate/server.lua"
 local REFUSE = proc.root .. "/spec/fixtures/fleet_throttle/refuse.lua"
+local WORKFLOW = proc.root .. "/spec/fixtures/fleet_throttle/workflow.lua"
 local REFUSED = "fleet guards %(local%): .-; local guards decide"
 
 local new_key, count = fleet.keys("local"), fleet.count
@@ -144,6 +145,18 @@ describe("the local store (--fleet local)", function ()
     assert.are_not.equal(0, shared.code)
     assert.matches("circuit", shared.stderr)
     assert.matches("breaker: open", select(2, store_of(policy, key)))
+  end)
+
+  it("counts a workflow's requests and their accepts alike: healthy workflows are never refused", function ()
+    local key = new_key()
+    for i = 1, 6 do
+      local r = cmd({ "run", WORKFLOW, srv.base .. "/200", "--seed", tostring(i), "--fleet", "local",
+                      "--set", "fleet.key=" .. key })
+      assert.are.equal(0, r.code, "workflow " .. i .. ": " .. r.stderr)
+      assert.are.equal("four answered\n", r.stdout)
+    end
+    local _, shown = store_of(WORKFLOW, key)
+    assert.matches("admission window: 24 requests, 24 accepted over the last 60 s", shown)
   end)
 
   it("shares the client-side throttle's window: one process's refused requests refuse another's", function ()

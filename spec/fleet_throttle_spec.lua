@@ -71,6 +71,19 @@ describe("the fleet's admission control (client-side throttle)", function ()
     assert.are.equal(0, st.code, st.stderr)
   end)
 
+  it("counts a workflow's requests and their accepts alike: healthy workflows are never refused", function ()
+    local key = new_key()
+    for i = 1, 6 do
+      local w = proc.run(run_args(DIR .. "workflow.lua", key, { srv.base .. "/200", "--seed", tostring(i) }))
+      assert.are.equal(0, w.code, "workflow " .. i .. ": " .. w.stderr)
+      assert.are.equal("four answered\n", w.stdout)
+    end
+    local st = proc.run({ "fleet", DIR .. "workflow.lua", "--redis", r.url, "--set", "fleet.key=" .. key,
+                          "--set", "fleet.command_timeout=1000" })
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("admission window: 24 requests, 24 accepted over the last 60 s", st.stdout)
+  end)
+
   -- The run is built so that the count is decided by the seeds, not by
   -- the machine's speed: the service answers after 1.5 s, so every
   -- process has begun (and synced, finding no counts) before any sends

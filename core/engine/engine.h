@@ -397,7 +397,7 @@ typedef struct {
    * first_attempt = 1 for every attempt, whatever its kind: in half-open
    * each takes a permit (LR_REMOTE_PERMIT says one was taken). */
   int (*breaker_admits)(void *ud, int first_attempt, double now, double left, lr_waiter *w);
-  /* Counts an outcome.  Never waits. */
+  /* Counts an outcome for the budget and the breaker.  Never waits. */
   void (*record)(void *ud, lr_remote_outcome o, double now);
   /* Before a retry, after its wait: brings the view up to date unless it
    * is recent (at most one bounded round trip; none while the remote side
@@ -410,8 +410,8 @@ typedef struct {
   /* The client-side throttle: counts one request (an attempt it is asked
    * about, refused or not, as the SRE book counts) and answers the
    * probability of refusing it from the remote counts before it, or
-   * LR_REMOTE_LOCAL.  Accepts are counted by `record` (a success, an
-   * answer).  Never waits. */
+   * LR_REMOTE_LOCAL.  Accepts are counted by `throttle_accept`.  Never
+   * waits. */
   double (*throttle_request)(void *ud, double now);
   /* The same probability without counting (for messages), or LR_REMOTE_LOCAL. */
   double (*throttle_refusal)(void *ud, double now);
@@ -449,6 +449,11 @@ typedef struct {
   void (*throttle_unrequest)(void *ud, double now);
   /* A half-open permit breaker_admits took (LR_REMOTE_PERMIT). */
   void (*permit_give_back)(void *ud);
+  /* The client-side throttle's accept: an attempt the service took (a
+   * success or a final answer), counted where its request was (a
+   * workflow's request, not its round, which `record` gives the budget
+   * and the breaker).  Never waits.  NULL: none. */
+  void (*throttle_accept)(void *ud, double now);
 } lr_remote_ops;
 
 /* LR_CALL_LAZY_PACE: the sends a simulated process keeps until its pace

@@ -50,11 +50,14 @@ static void give_back(luaretry_call *c) {
     c->remote->ops->throttle_unrequest(c->remote->ud, c->held_at);
 }
 
-/* An accept: a success or a final answer (the service took the request). */
+/* An accept: a success or a final answer (the service took the request),
+ * counted by the attempt that made the request, locally and in the fleet
+ * (a workflow's request: its round's call never asks admission). */
 static void record(luaretry_call *c, const lr_record *r) {
-  lr_throttle_record(c->shared, &c->rules->guards,
-                     r->cls == LR_REC_SUCCESS || r->cls == LR_REC_ANSWERED,
-                     c->guard_origin + r->now);
+  int accepted = r->cls == LR_REC_SUCCESS || r->cls == LR_REC_ANSWERED;
+  lr_throttle_record(c->shared, &c->rules->guards, accepted, c->guard_origin + r->now);
+  if (accepted && c->remote && c->remote->ops->throttle_accept)
+    c->remote->ops->throttle_accept(c->remote->ud, r->now);
 }
 
 const lr_guard_ops lr_guard_admission = { "admission", admit, give_back, record };

@@ -352,7 +352,6 @@ static void maybe_sync(sim_client *c, double now) {
 
 static void pend(sim_client *c, lr_remote_outcome o, double now) {
   c->net += cost(&c->fleet->g, (int)o);
-  if (o == LR_REMOTE_SUCCESS || o == LR_REMOTE_ANSWERED) c->new_accepts++;
   if (c->npending == PENDING_MAX) sync_client(c, now);
   int k = c->npending++;
   if (k % 2 == 0) c->pending[k / 2] = 0;
@@ -397,6 +396,12 @@ static double throttle_request(void *ud, double now) {
 static double throttle_refusal(void *ud, double now) {
   (void)now;
   return refusal(ud);
+}
+
+static void throttle_accept(void *ud, double now) {
+  sim_client *c = ud;
+  enter(c, now);
+  c->new_accepts++;
 }
 
 static void spend(void *ud, double now) {
@@ -476,4 +481,5 @@ const lr_remote_ops lr_simfleet_ops = {
   reserve_take,
   NULL, /* a request or permit a later guard refused: not modelled (Redis's are handed back) */
   NULL,
+  throttle_accept,
 };

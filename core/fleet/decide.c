@@ -9,10 +9,6 @@
 
 int lr_fleet_record(lr_fleet *f, lr_fleet_outcome o) {
   if (!f) return 0;
-  /* a success or a final answer is the throttle's accept */
-  if ((o == LR_FLEET_SUCCESS || o == LR_FLEET_ANSWERED) &&
-      atomic_load_explicit(&f->throttle, memory_order_relaxed))
-    atomic_fetch_add_explicit(&f->accepts, 1, memory_order_relaxed);
   switch (o) {
   case LR_FLEET_THROTTLED:
     /* counted, not priced: the script prices it with the cost every
@@ -81,6 +77,13 @@ double lr_fleet_throttle_refusal(lr_fleet *f) {
   double requests, accepts;
   window_now(f, &requests, &accepts);
   return lr_throttle_formula((double)atomic_load(&f->k_milli) / 1000, requests, accepts);
+}
+
+/* The throttle's accept: a success or a final answer, counted by the
+ * attempt that made the request (lr_remote_ops' throttle_accept). */
+void lr_fleet_throttle_accept(lr_fleet *f) {
+  if (f && atomic_load_explicit(&f->throttle, memory_order_relaxed))
+    atomic_fetch_add_explicit(&f->accepts, 1, memory_order_relaxed);
 }
 
 double lr_fleet_throttle_request(lr_fleet *f) {

@@ -233,6 +233,8 @@ void lr_fleet_spend(lr_fleet *f);
 double lr_fleet_throttle_request(lr_fleet *f);
 /* The same probability, nothing counted; LR_FLEET_LOCAL when not fresh. */
 double lr_fleet_throttle_refusal(lr_fleet *f);
+/* An accept (a success, a final answer) of a request it counted. */
+void lr_fleet_throttle_accept(lr_fleet *f);
 /* A request lr_fleet_throttle_request counted, uncounted (a later guard
  * refused the attempt): out of the next batch.  Lock-free, no I/O. */
 void lr_fleet_throttle_unrequest(lr_fleet *f);

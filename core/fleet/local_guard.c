@@ -296,7 +296,9 @@ static uint64_t slot_of(lr_local *l, double now) {
   return ((uint64_t)(now * 1000) / (uint64_t)(width > 0 ? width : 1)) & ((1ull << 40) - 1);
 }
 
-static void accepted(lr_local *l, double now) {
+static void throttle_accept(void *ud, double now) {
+  lr_local *l = ud;
+  if (!l->map) return;
   lr_local_file *m = map_of(l, &l->throttle);
   if (!m) return;
   uint64_t slot = slot_of(l, now);
@@ -344,10 +346,7 @@ static void record(void *ud, lr_remote_outcome o, double now) {
   case LR_REMOTE_SUCCESS:
     add_tokens(l, atomic_load_explicit(&l->ratio_milli, memory_order_relaxed));
     __attribute__((fallthrough));
-  case LR_REMOTE_ANSWERED:
-    accepted(l, now);
-    breaker_answered(l, now);
-    return;
+  case LR_REMOTE_ANSWERED: breaker_answered(l, now); return;
   case LR_REMOTE_THROTTLED:
     /* priced budget.throttle_cost; neutral to the breaker (as Redis's
      * script and the local guards): it neither ends a run of failures nor
@@ -411,6 +410,7 @@ const lr_remote_ops lr_local_remote_ops = {
   reserve_take,
   throttle_unrequest,
   permit_give_back,
+  throttle_accept,
 };
 
 /* ---- what the file holds now, for the status */

@@ -68,6 +68,11 @@ static double throttle_request(void *ud, double now) {
   return r == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : r;
 }
 
+static void throttle_accept(void *ud, double now) {
+  (void)now;
+  lr_fleet_throttle_accept(ud);
+}
+
 static double throttle_refusal(void *ud, double now) {
   (void)now;
   double r = lr_fleet_throttle_refusal(ud);
@@ -131,4 +136,5 @@ const lr_remote_ops lr_fleet_remote_ops = {
   reserve_take,
   throttle_unrequest,
   permit_give_back,
+  throttle_accept,
 };

@@ -81,11 +81,14 @@ static void test_shared(void) {
   CHECK_EQ_INT(ops->breaker_admits(b, 1, now + 61, 0, NULL), 0);
   CHECK_EQ_INT(ops->breaker_admits(b, 0, now + 61, 0, NULL), 1); /* a retry goes on */
   ops->record(a, LR_REMOTE_SUCCESS, now + 61);
+  ops->throttle_accept(a, now + 61); /* its request's accept, as guard_admission.c counts it */
   CHECK_EQ_INT(ops->breaker_admits(b, 1, now + 61, 0, NULL), 1); /* closed */
   /* the admission window: a's requests, b's accepts */
   for (int i = 0; i < 32; i++) ops->throttle_request(a, now + 61);
   ops->throttle_unrequest(b, now + 61), ops->throttle_unrequest(a, now + 61); /* refused later */
-  ops->record(b, LR_REMOTE_SUCCESS, now + 61);
+  ops->record(b, LR_REMOTE_SUCCESS, now + 61); /* the budget's and breaker's: no accept */
+  CHECK_NEAR(ops->throttle_refusal(b, now + 61), (30 - 2 * 1) / 31.0, 1e-9);
+  ops->throttle_accept(b, now + 61);
   CHECK_NEAR(ops->throttle_refusal(b, now + 61), (30 - 2 * 2) / 31.0, 1e-9);
   ops->throttle_unrequest(a, now + 122); /* a bucket since moved on: nothing */
   CHECK_NEAR(ops->throttle_refusal(b, now + 61), (30 - 2 * 2) / 31.0, 1e-9);

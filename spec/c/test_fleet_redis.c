@@ -152,9 +152,10 @@ static void test_throttle_shared(void) {
   lr_fleet_view v;
   lr_fleet_view_get(b, &v);
   CHECK_EQ_DBL(v.requests, 9);
-  /* two successes of a's: 9 - 2 * 2 = 5 over 10 */
-  lr_fleet_record(a, LR_FLEET_SUCCESS);
-  lr_fleet_record(a, LR_FLEET_SUCCESS);
+  /* two successes of a's, each its request's accept: 9 - 2 * 2 = 5 over
+   * 10 (a success alone is the budget's and breaker's) */
+  lr_fleet_record(a, LR_FLEET_SUCCESS), lr_fleet_throttle_accept(a);
+  lr_fleet_record(a, LR_FLEET_SUCCESS), lr_fleet_throttle_accept(a);
   CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
   CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
   CHECK_NEAR(lr_fleet_throttle_refusal(b), 5.0 / 10, 1e-9);

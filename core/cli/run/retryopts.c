@@ -42,6 +42,9 @@ int retryopts_curl(retry_sets *a, const char *opt, const char *v) {
   double s = strtod(v, &end);
   if (end == v || *end || errno || !(s >= 0) || !isfinite(s) || s > 1e6)
     return usage2(opt, v, "seconds from 0 to 1000000");
+  /* 0 is curl's default backoff: here, the policy's (curl's manual:
+   * "Setting this delay to zero makes curl use the default backoff") */
+  if (s == 0) return 0;
   /* curl sleeps S before every retry, whatever failed (a 429 too); only a
    * server's Retry-After asks for longer.  So the wait after throttling is
    * S as well, and each cap is S: a policy's own max below S must not
@@ -56,8 +59,7 @@ int retryopts_curl(retry_sets *a, const char *opt, const char *v) {
     { "backoff.max", v },
     { "throttle_backoff.max", v },
   };
-  size_t n = s > 0 ? 8 : 6; /* a max is above 0; a delay of 0 is below any */
-  for (size_t k = 0; k < n; k++) add_set(a, sets[k][0], sets[k][1]);
+  for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) add_set(a, sets[k][0], sets[k][1]);
   return 0;
 }
 
