@@ -136,10 +136,15 @@ describe("run -- COMMAND", function ()
     end)
 
     it("that does not end is bounded by the deadline: exit 5", function ()
-      local r = run_piped("sleep 2.5", { "run", CMD, "--set", "deadline=1", "--", "cat" }, tmp)
+      -- a writer that goes on for 20 s at least (a byte every 0.1 s), and
+      -- stops at the first write after luaretry closed the pipe
+      local writer = "for i in $(seq 200); do printf x || exit; sleep 0.1; done"
+      local r = run_piped(writer, { "run", CMD, "--set", "deadline=1", "--", "cat" }, tmp)
       assert.are.equal(5, r.code, r.stderr)
-      assert.is_true(r.secs < 1.5, "took " .. r.secs .. " s")
-      assert.matches("standard input did not end before the deadline", r.stderr)
+      -- ended by the deadline (1 s), not by the input's end (20 s on): the
+      -- margin is for a busy machine's start-up
+      assert.is_true(r.secs < 1 + 9, "took " .. r.secs .. " s")
+      assert.matches("standard input did not end before the deadline %(1 s%)", r.stderr)
     end)
   end)
 

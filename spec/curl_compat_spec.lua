@@ -315,6 +315,25 @@ describe("curl's options with curl's meaning", function ()
         assert.are.equal(1, #srv:requests_on("/nolength"))
       end)
 
+      it("in a batch as for one URL: the attempt is reported, so the breaker counts it", function ()
+        local policy = tmp .. "/large_breaker.lua"
+        proc.writefile(policy, 'name = "large_breaker"\nmax_attempts = 5\ndeadline = 30\n' ..
+                               'backoff = { initial = 0.01, jitter = "none" }\n' ..
+                               'breaker = { failures = 2, open_seconds = 60 }\n' ..
+                               'function is_transient() return true end\n')
+        local one = run({ policy, "--max-filesize", "1k", "-o", tmp .. "/one", srv.base .. "/nolength" }, false)
+        assert.are.equal(6, one.code, one.stderr)
+        assert.are.equal(2, #srv:requests_on("/nolength"))
+        srv:reset()
+        local dir = tmp .. "/dir"
+        local r = run({ policy, "--max-filesize", "1k", "--create-dirs", "--output-dir", dir,
+                        srv.base .. "/nolength" }, false)
+        assert.are.equal(6, r.code, r.stderr)
+        assert.are.equal(2, #srv:requests_on("/nolength"))
+        assert.matches(": circuit_open, 2 attempts, status too_large error", r.stderr)
+        assert.are.same({}, proc.ls(dir))
+      end)
+
       it("with a workflow (a policy with run()): refused, never ignored", function ()
         -- the script's requests keep their bodies whole for it (up to 16 MiB):
         -- no sink counts them, so the limit could not hold for this body
@@ -334,6 +353,12 @@ describe("curl's options with curl's meaning", function ()
           { "--checksum", "sha-256=" .. ("0"):rep(64) }, { "-O" }, { "-O", "-J" },
           { "-T", "/dev/null" }, { "-F", "a=b" }, { "-G" }, { "--max-filesize", "1k" },
           { "--urls", "/dev/null" }, { "--output-dir", tmp }, { "--parallel" },
+          -- each named as typed, never as the option it sets (-I is not -X)
+          { "-I" }, { "--head" }, { "--request", "PUT" }, { "-Z" }, { "--parallel-max", "2" },
+          { "--remote-name-all" }, { "--remote-name" }, { "--data-binary", "x" }, { "--data-raw", "x" },
+          { "--form-string", "a=b" }, { "--form", "a=b" },
+          -- and none ignored: of a URL's answer, and of a batch
+          { "--fail-with-body" }, { "--fail-early" },
         }
         for _, c in ipairs(cases) do
           local args = { wf }

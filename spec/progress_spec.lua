@@ -83,14 +83,16 @@ describe("progress", function ()
 
     it("-# draws a bar; --no-progress-meter and -s draw nothing", function ()
       local p = pane({ "-#", "--set", "backoff.initial=2", "-o", tmp .. "/out", srv.base .. "/once503" }, 80, 24, tmp)
-      finally(function () p:stop() end)
+      -- one finally for every pane: busted keeps only a test's last
+      local panes = { p }
+      finally(function () for _, x in ipairs(panes) do x:stop() end end)
       local bar = p:wait(function (t) return t:find("%s+%d+%.%d%%  retry 2 in") end)
       assert.is_truthy(bar, p:text())
       for _, args in ipairs({ { "--no-progress-meter" }, { "-s" } }) do
         srv:reset()
         local quiet = pane({ args[1], "--set", "backoff.initial=1", "-o", tmp .. "/out2", srv.base .. "/once503" },
                            80, 24, tmp)
-        finally(function () quiet:stop() end)
+        panes[#panes + 1] = quiet
         local done = quiet:wait(function (t) return t:find("EXIT=0") end)
         assert.is_truthy(done, quiet:text())
         assert.is_nil(done:find("retry 2 in", 1, true), args[1])

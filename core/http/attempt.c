@@ -44,6 +44,7 @@ static void route_bodies(const luaretry_request *req, const lr_io *io, lr_http_a
   t->body_limit = io->restart || !io->sink ? io->body_limit : SIZE_MAX;
   t->limit_fails = io->limit_fails;
   t->stream = io->restart ? io->sink : NULL;
+  t->max_body = io->restart ? io->max_body : 0;
   t->stream_ud = io->sink_ud;
   int own_body = a->r.body == req->body && a->r.body_len == req->body_len;
   t->reader = io->upload && own_body ? io->upload : NULL;

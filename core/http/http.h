@@ -78,6 +78,7 @@ typedef struct {
    * (a hedge's goes with the round); o points into that attempt */
   void (*landed)(void *ud, const luaretry_outcome *o);
   void *landed_ud;
+  uint64_t max_body; /* the host's limit on a streamed body (luaretry_curl_job) */
 } lr_io;
 
 /* One transfer's state, what curl's callbacks see. */
@@ -91,6 +92,9 @@ typedef struct {
   void *stream_ud;
   int body_too_long;          /* a body past body_limit where that fails */
   int stream_failed;          /* the sink refused: the host stops the call */
+  uint64_t max_body;          /* streamed bytes past this fail as too_large; 0: none */
+  uint64_t streamed;          /* bytes of this attempt given to stream */
+  int too_large;              /* it passed max_body */
   lr_http_buffer header_text; /* "name\0value\0" pairs of the last response */
   size_t head_bytes;          /* of the response's head so far */
   int headers_too_long;       /* past LUARETRY_CURL_MAX_HEADER_BYTES */

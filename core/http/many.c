@@ -323,6 +323,7 @@ static void start_attempt(batch *b, live_call *lc) {
                .sink = job->sink,
                .sink_ud = job->sink_ud,
                .restart = job->restart,
+               .max_body = job->max_body,
                .upload = job->upload,
                .upload_ud = job->upload_ud,
                .stall_timeout = b->stall_timeout,

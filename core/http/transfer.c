@@ -51,6 +51,11 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
   if (t->body.failed) return 0;
   /* an error answer to a Range request: the download's bytes stay */
   if (t->resume && t->resume->aside) return len;
+  if (t->max_body && len > t->max_body - t->streamed) {
+    t->too_large = 1; /* none of it written: as libcurl's stated-length check */
+    return 0;
+  }
+  t->streamed += len;
   if (t->stream && t->stream(t->stream_ud, data, len) != len) {
     t->stream_failed = 1;
     return 0;
@@ -228,6 +233,9 @@ void lr_curl_failure(const lr_transfer *t, CURLcode res, const char **error, con
   } else if (t->body_too_long) {
     *error = "transport";
     *detail = t->detail;
+  } else if (t->too_large) {
+    *error = "too_large"; /* what CURLE_FILESIZE_EXCEEDED is named */
+    *detail = "Maximum file size exceeded";
   } else if (res == CURLE_OPERATION_TIMEDOUT && t->stall_timeout > 0 &&
              strncmp(t->errbuf, "Operation too slow", 18) == 0) {
     /* libcurl's low-speed limit, not the attempt's timeout */
@@ -313,6 +321,8 @@ void lr_curl_configure(CURL *h, const luaretry_request *r, lr_transfer *t,
   t->body_seen = t->head_bytes = 0;
   t->status_code = 0;
   t->body_too_long = t->stream_failed = t->headers_too_long = t->upload_failed = 0;
+  t->too_large = 0;
+  t->streamed = 0;
   t->errbuf[0] = t->detail[0] = '\0';
   curl_easy_setopt(h, CURLOPT_URL, r->url);
   /* no other scheme is reachable, not even through a redirect */

@@ -242,7 +242,12 @@ typedef struct {
                                          NULL: the run's (many_options.call);
                                          the run's LUARETRY_CALL_VIRTUAL_TIME
                                          holds for every job */
-  uint64_t reserved[8];               /* jobs are an array: its stride never changes, new
+  uint64_t max_body;                  /* with restart: an attempt whose body passes this
+                        many bytes fails as "too_large" (reported, judged
+                        by the policy), as libcurl's CURLOPT_MAXFILESIZE
+                        fails one whose stated length does; the bytes past
+                        it never reach the sink.  0: no limit */
+  uint64_t reserved[7];               /* jobs are an array: its stride never changes, new
                            fields take this room */
 } luaretry_curl_job;
 

@@ -553,8 +553,49 @@ static void test_call_deadline(void) {
   close(fd);
 }
 
+/* ---- a job's max_body: a streamed body past it fails the attempt as
+ * too_large, reported (judged by the policy), never the sink's */
+static void test_max_body(void) {
+  char *big = malloc(6000);
+  if (!CHECK(big != NULL)) return;
+  int head = snprintf(big, 100, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+  memset(big + head, 'x', 5000); /* no length stated: libcurl's own check cannot see it */
+  big[head + 5000] = '\0';
+  const char *const answers[] = { big, big, NULL };
+  server srv;
+  memset(&srv, 0, sizeof srv);
+  if (!CHECK(server_start(&srv, answers) == 0)) return;
+  luaretry_policy *p = policy(
+    "max_attempts = 2\ndeadline = 20\nbackoff = { initial = 0.01, jitter = 'none' }\n"
+    "function is_transient(status) return status == 0 end\n");
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/big", srv.port);
+  luaretry_request req = { .method = "GET", .url = url };
+  static stream_sink sink;
+  luaretry_curl_job job;
+  memset(&job, 0, sizeof job);
+  job.request = &req;
+  job.sink = on_bytes;
+  job.restart = on_restart;
+  job.sink_ud = &sink;
+  job.max_body = 1000;
+  luaretry_curl_many *m = NULL;
+  CHECK_CODE(luaretry_curl_many_new(&m), LUARETRY_OK);
+  CHECK_CODE(luaretry_curl_perform_many(m, p, &job, 1, NULL), LUARETRY_OK);
+  CHECK_CODE(job.result.code, LUARETRY_OK); /* reported, not the host's stop */
+  CHECK_EQ_STR(job.result.error ? job.result.error : "(none)", "too_large");
+  CHECK_EQ_STR(luaretry_reason_name(job.result.final.reason), "exhausted");
+  CHECK_EQ_INT(job.result.final.attempt, 2); /* the policy retried it */
+  CHECK(sink.len <= 1000);
+  luaretry_curl_many_free(m);
+  luaretry_policy_free(p);
+  server_stop(&srv);
+  free(big);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
+  test_max_body();
   test_call_deadline();
   test_resume();
   test_digest();

@@ -7,7 +7,7 @@
 --   local fleet = require "support.fleet"
 --   local new_key = fleet.keys("spec")   -- new_key() -> "spec-123456-1", "spec-123457-2"...
 --   local res = fleet.many(10, function (i) return { "run", POLICY, url } end)
---   res[i].code, .stdout, .stderr, .secs
+--   res[i].code, .stdout, .stderr, .secs, .started, .ended
 --   local f = fleet.fake("silent")       -- f.url(), f.log(), f.stop()
 --   fleet.most_in(fleet.times(srv, "/200"), 2)
 local proc = require "support.proc"
@@ -29,13 +29,17 @@ function M.keys(prefix)
   end
 end
 
+-- Now, in seconds since the epoch: the clock many()'s instants are on.
+M.epoch = require("system").gettime
+
 -- support.text's, here too: every fleet spec counts lines said once.
 M.count = require("support.text").count
 
 -- n `luaretry` processes at once, each with args_of(i) and opts.env (a list
 -- of "NAME=VALUE"), all killed at LIMIT s.  Waits (until then) for all and
--- returns, for each, {code, stdout, stderr, secs}: code nil for one that
--- did not end.  opts.background: returns at once a function that waits and
+-- returns, for each, {code, stdout, stderr, secs, started, ended}: code nil
+-- for one that did not end; started and ended in seconds since the epoch,
+-- as M.epoch() tells them.  opts.background: returns at once a function that waits and
 -- returns the same.
 function M.many(n, args_of, opts)
   opts = opts or {}
@@ -67,6 +71,7 @@ function M.many(n, args_of, opts)
                               math.max(0, deadline - proc.now()))
       local code, t0, t1 = (e or ""):match("^(%d+) ([%d.]+) ([%d.]+)")
       out[i] = { code = tonumber(code), secs = t1 and (tonumber(t1) - tonumber(t0)),
+                 started = tonumber(t0), ended = tonumber(t1),
                  stdout = proc.readfile(f .. ".out") or "", stderr = proc.readfile(f .. ".err") or "" }
     end
     proc.rmtree(dir)

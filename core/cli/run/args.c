@@ -341,6 +341,12 @@ static int set_redirs(run_args *a, const char *v) {
   return 0;
 }
 
+/* The option being read, as typed, into `into` when it is the first of
+ * its kind (a workflow's refusal names it). */
+static void typed_as(run_args *a, char *into) {
+  if (!into[0]) snprintf(into, sizeof a->typed, "%s", a->typed);
+}
+
 /* The overrides of curl's retry options and a command's rules
  * (retryopts.c), "field=value" each, in their place among the --set ones. */
 static int add_retry_sets(run_args *a, const retry_sets *s, const char *opt) {
@@ -369,17 +375,27 @@ static int set_flag(run_args *a, option_id id) {
   case O_COMPRESSED: a->compressed = 1; break;
   case O_INCLUDE: a->include = 1; break;
   case O_FAIL: a->fail = 1; break;
-  case O_HEAD: a->method = "HEAD", a->include = 1; break;
+  case O_HEAD:
+    a->method = "HEAD", a->include = 1;
+    typed_as(a, a->method_opt);
+    break;
   case O_STDOUT_LIVE: a->stdout_live = 1; break;
   case O_STDOUT_FINAL: a->stdout_live = 0; break;
   case O_CREATE_DIRS: a->create_dirs = 1; break;
   case O_FAIL_WITH_BODY: a->fail_with_body = 1; break;
-  case O_REMOTE_NAME: a->remote_name = 1; break;
+  case O_REMOTE_NAME:
+    a->remote_name = 1;
+    typed_as(a, a->remote_opt);
+    break;
   case O_REMOTE_NAME_ALL:
     if (!a->remote_name) a->remote_name = 2; /* -o still names its own URL's file */
+    typed_as(a, a->remote_opt);
     break;
   case O_GET: a->get = 1; break;
-  case O_PARALLEL_CURL: a->parallel_z = 1; break;
+  case O_PARALLEL_CURL:
+    a->parallel_z = 1;
+    typed_as(a, a->parallel_opt);
+    break;
   case O_NO_PROGRESS: a->progress = PROGRESS_OFF; break;
   case O_PROGRESS_BAR: a->progress = PROGRESS_BAR; break;
   case O_REMOTE_HEADER_NAME: a->remote_header_name = 1; break;
@@ -540,6 +556,7 @@ static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) 
     if (!strchr(v, '=') || v[0] == '=')
       return cli_usage("run: -F '%s': expected NAME=VALUE, NAME=@FILE or NAME=<FILE", v);
     a->form_string[a->nforms] = id == O_FORM_STRING;
+    typed_as(a, a->form_opt);
     a->forms[a->nforms++] = v;
     return 0;
   case O_COOKIE: a->cookie = v; return 0;
@@ -551,7 +568,7 @@ static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) 
     return 0;
   case O_PROXY: a->proxy = v; return 0;
   case O_CONFIG: return read_config(a, v);
-  case O_PARALLEL_MAX: return set_parallel(a, v);
+  case O_PARALLEL_MAX: typed_as(a, a->parallel_opt); return set_parallel(a, v);
   case O_URL: return add_word(a, v);
   case O_REFERER: a->referer = v; return 0;
   case O_LIMIT_RATE: return retryopts_size(opt, v, &a->limit_rate);
@@ -575,8 +592,12 @@ static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) 
 
 /* One option that takes a value, and its value; 0 or a usage status. */
 static int take_value(run_args *a, option_id id, const char *opt, char *v) {
+  if (id == O_DATA || id == O_DATA_BINARY || id == O_DATA_RAW) typed_as(a, a->data_opt);
   switch (id) {
-  case O_REQUEST: a->method = v; break;
+  case O_REQUEST:
+    a->method = v;
+    typed_as(a, a->method_opt);
+    break;
   case O_HEADER: return add_header(a, v);
   case O_DATA: return add_data(a, DATA_ASCII, v);
   case O_DATA_BINARY: return add_data(a, DATA_BINARY, v);
@@ -622,6 +643,7 @@ static int parse_long(run_args *a, int argc, char **argv, int *i) {
       strspn(argv[*i + 1], "0123456789") == strlen(argv[*i + 1]))
     return cli_usage("run: --parallel is curl's flag (-Z) and takes no number: --parallel-max %s",
                      argv[*i + 1]);
+  snprintf(a->typed, sizeof a->typed, "%s", o->long_name);
   if (o->id < O_REQUEST) return set_flag(a, o->id);
   if (*i + 1 >= argc) return cli_usage("run: %s needs a value", o->long_name);
   *i += 1;
@@ -638,6 +660,7 @@ static int parse_short(run_args *a, int argc, char **argv, int *i) {
       char opt[3] = { '-', s[j], '\0' };
       return unknown(j == 1 && !s[2] ? opt : s);
     }
+    snprintf(a->typed, sizeof a->typed, "-%c", o->short_name);
     if (o->id < O_REQUEST) {
       int status = set_flag(a, o->id);
       if (status) return status;

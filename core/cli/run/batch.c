@@ -35,9 +35,9 @@ typedef struct {
   luaretry_curl_resume resume; /* a download that ends early goes on */
   struct batch *b;             /* its batch: the status line's counts */
   int state;                   /* URL_IN_FLIGHT, URL_WAITING, URL_THROTTLED */
-  long long got;               /* body bytes since the sink's restart */
-  int too_large;               /* the sink refused more than --max-filesize */
-  int decided;                 /* attempts decided (the observer's last) */
+  long long got;               /* body bytes since the last decision */
+  int too_large;               /* the sink refused the final answer's body, given
+                                  after the stop, as above --max-filesize */
 } batch_url;
 
 enum { URL_IN_FLIGHT, URL_WAITING, URL_THROTTLED };
@@ -347,7 +347,6 @@ static void url_set_state(batch_url *u, int state) {
 static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   batch_url *u = ud;
   log_attempt(&u->log, o, d);
-  if (d && d->attempt > u->decided) u->decided = d->attempt;
   if (d && d->retry)
     url_set_state(u, d->throttled || d->wait_source == LUARETRY_WAIT_THROTTLE ||
                          d->wait_source == LUARETRY_WAIT_RATE
@@ -358,6 +357,7 @@ static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_deci
    * (an error answer to its Range request leaves them for the next) */
   if (d && d->retry && u->file.restarted && !luaretry_curl_resumable(o)) outfile_release(&u->file);
   if (d) u->file.restarted = 0;
+  if (d) u->got = 0; /* the helper counts each attempt's (job->max_body) */
   if (o && d && !d->retry && d->reason != LUARETRY_REASON_SUCCESS && !u->body_line) {
     /* its summary line quotes the answer too: with -q it is the only one */
     size_t len;
@@ -366,9 +366,10 @@ static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_deci
   }
 }
 
-/* The body's bytes, counted for the status line.  A body past
- * --max-filesize is refused, which ends the URL's call (libcurl 7.88
- * enforces CURLOPT_MAXFILESIZE only on a length stated up front). */
+/* The body's bytes, counted for the status line.  An attempt's body past
+ * --max-filesize fails in the helper (job->max_body: reported as
+ * too_large, judged by the policy); the error answer that ends a resumed
+ * call, given here after the stop, is refused here when larger. */
 static size_t url_sink(void *ud, const char *data, size_t len) {
   batch_url *u = ud;
   long long most = u->b->a->max_filesize;
@@ -430,6 +431,7 @@ static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
   job->sink = url_sink;
   job->sink_ud = u;
   job->restart = url_restart;
+  job->max_body = b->a->max_filesize > 0 ? (uint64_t)b->a->max_filesize : 0;
   if (b->body.fd >= 0) {
     job->upload = upload_read;
     job->upload_ud = &b->body;
@@ -475,24 +477,19 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
   return 0;
 }
 
-/* A URL's summary line: how its call ended (too_large: the sink refused
- * its body, an attempt the call never judged). */
-static void url_line(batch *b, const batch_url *u, const luaretry_curl_result *r, int status,
-                     int too_large) {
+/* A URL's summary line: how its call ended. */
+static void url_line(batch *b, const batch_url *u, const luaretry_curl_result *r, int status) {
   char last[64] = "none";
-  int attempts = too_large ? u->decided + 1 : r->final.attempt;
-  if (too_large)
-    snprintf(last, sizeof last, "too_large error");
-  else if (r->final.attempt > 0 && r->error)
+  int attempts = r->final.attempt;
+  if (r->final.attempt > 0 && r->error)
     snprintf(last, sizeof last, "%s error", r->error);
   else if (r->final.attempt > 0)
     snprintf(last, sizeof last, "%d", r->status);
-  const char *verdict = too_large                ? "final"
-                        : r->code == LUARETRY_OK ? luaretry_reason_name(r->final.reason)
-                                                 : "error";
+  const char *verdict = r->code == LUARETRY_OK ? luaretry_reason_name(r->final.reason) : "error";
   const char *detail = r->code != LUARETRY_OK ? r->errmsg : NULL;
   if (r->code == LUARETRY_E_OPERATION && b->body.why[0]) detail = b->body.why;
-  if (too_large) detail = "Maximum file size exceeded (--max-filesize)";
+  if (r->error && strcmp(r->error, "too_large") == 0)
+    detail = "Maximum file size exceeded (--max-filesize)";
   /* made whole, then written at once: standard error is unbuffered, and a
    * million lines written in pieces cost more than their transfers */
   char *line = NULL;
@@ -519,11 +516,8 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   batch *b = ud;
   batch_url *u = job->observer_ud;
   const luaretry_curl_result *r = &job->result;
-  /* refused by the sink as too large: final, as libcurl's too_large is */
-  int too_large = r->code == LUARETRY_E_OPERATION && u->too_large;
-  int status = too_large                ? EXIT_FINAL
-               : r->code != LUARETRY_OK ? cli_error_status(r->code)
-                                        : cli_exit_status(r->final.reason);
+  int status =
+    r->code != LUARETRY_OK ? cli_error_status(r->code) : cli_exit_status(r->final.reason);
   if (status == EXIT_INTERRUPTED) b->interrupted = 1;
   /* a file only on success; standard output shows the final attempt's */
   int decided =
@@ -531,8 +525,9 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   /* -f: a failed URL's answer is not shown, as curl's --fail, URL by URL */
   int keep = status == EXIT_OK || (!u->file.path && decided && !b->a->fail) ||
              (b->a->fail_with_body && decided && !r->error && r->status > 0);
+  if (u->too_large) keep = 0; /* the final answer's body, above --max-filesize: nowhere */
   if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
-  fold_status(b, status, too_large ? LUARETRY_REASON_FINAL : r->final.reason);
+  fold_status(b, status, r->final.reason);
   url_set_state(u, URL_IN_FLIGHT);
   b->meter.in_flight--;
   if (status == EXIT_OK)
@@ -544,7 +539,7 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
     b->failed_early = u->log.index;
   /* -v: every URL's line; none and -q: a failed URL's only; -s: none */
   if (b->a->verbosity == 2 || (status != EXIT_OK && (b->a->verbosity == 1 || b->a->show_error)))
-    url_line(b, u, r, status, too_large);
+    url_line(b, u, r, status);
   url_free(u);
 }
 

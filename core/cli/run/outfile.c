@@ -179,6 +179,8 @@ static int spool(outfile *f, const char *data, size_t len) {
 
 size_t outfile_write(void *ud, const char *data, size_t len) {
   outfile *f = ud;
+  /* nothing (no headers yet for -i): realloc(mem, 0) would free it */
+  if (len == 0) return 0;
   if (outfile_create(f) != 0 || f->failed) return len;
   if (f->in_place && f->fd < 0) {
     int kept = spool(f, data, len);
@@ -194,10 +196,44 @@ size_t outfile_write(void *ud, const char *data, size_t len) {
   return len;
 }
 
-int outfile_restart(void *ud) {
-  outfile *f = ud;
+/* The earlier run's partial, the temporary until now, closed and left on
+ * disk as it is; the next write makes a temporary of its own. */
+static void set_partial_aside(outfile *f) {
+  if (fsync(f->fd) != 0 || close(f->fd) != 0) complain(f, "keeping the partial download", errno);
+  f->fd = -1;
+  free(f->tmp);
+  f->tmp = NULL;
+  f->partial_aside = 1;
+}
+
+int outfile_restart(void *ud) { return outfile_start_over(ud, 1); }
+
+int outfile_start_over(outfile *f, int stale) {
   f->restarted = 1;
   f->mem_len = 0;
+  if (f->partial && stale) f->partial_stale = 1;
+  if (f->partial && !f->partial_aside && f->fd >= 0) {
+    /* never emptied in place: what follows may not be the resource's */
+    set_partial_aside(f);
+    f->failed = 0;
+    return 0;
+  }
+  if (f->append) {
+    /* -C - from zero: the new bytes replace the file only when kept (curl
+     * stops with error 33 and leaves it); its mode and owner carried */
+    struct stat st;
+    if (f->fd >= 0 && fstat(f->fd, &st) == 0) {
+      f->existed = 1;
+      f->mode = st.st_mode & 0777;
+      f->uid = st.st_uid;
+      f->gid = st.st_gid;
+    }
+    if (f->fd >= 0) close(f->fd);
+    f->fd = -1;
+    f->append = 0;
+    f->failed = 0;
+    return 0;
+  }
   if (f->fd < 0) {
     f->failed = 0;
     return 0;
@@ -383,7 +419,7 @@ int outfile_partial_open(outfile *f, const char *url) {
     f->fd = fd;
     f->partial = strdup(partial);
     f->validator = strdup(validator);
-    if (f->partial && f->validator && lseek(f->fd, 0, SEEK_END) >= 0) {
+    if (f->partial && f->validator && (f->held_from = lseek(f->fd, 0, SEEK_END)) >= 0) {
       f->tmp = partial;
       return 1;
     }
@@ -455,7 +491,25 @@ int outfile_continue(outfile *f, unsigned long long *size) {
     return -1;
   }
   f->append = 1;
+  f->held_from = st.st_size;
   *size = (unsigned long long)st.st_size;
+  return 0;
+}
+
+/* fd cut back to held_from, the next write there; 0 or -1 (errno). */
+static int cut_back(outfile *f) {
+  return ftruncate(f->fd, f->held_from) == 0 && lseek(f->fd, f->held_from, SEEK_SET) >= 0 ? 0 : -1;
+}
+
+void outfile_append_undo(outfile *f) {
+  if (f->append && f->fd >= 0 && cut_back(f) != 0)
+    complain(f, "taking back the bytes appended", errno);
+}
+
+int outfile_take_back(outfile *f) {
+  if (f->fd < 0 || (!f->append && (!f->partial || f->partial_aside))) return 0;
+  if (cut_back(f) == 0) return 1;
+  complain(f, "taking back the bytes appended", errno);
   return 0;
 }
 
@@ -476,10 +530,11 @@ int outfile_finish(outfile *f, int keep) {
                      : finish_replace(f, ok);
   if (f->partial) {
     /* continued from an earlier run: kept (renamed) or dropped, its
-     * sidecar goes with it */
+     * sidecar goes with it; set aside, it goes too, unless it is held */
     char side[PATH_MAX + 64];
     sidecar_name(f->partial, side, sizeof side);
-    unlink(side);
+    if (!f->partial_hold) unlink(side);
+    if (!f->partial_hold && f->partial_aside) unlink(f->partial);
     free(f->partial);
     free(f->validator);
     f->partial = f->validator = NULL;
@@ -488,4 +543,12 @@ int outfile_finish(outfile *f, int keep) {
   free(f->target);
   f->target = NULL;
   return ok || !keep ? 0 : -1;
+}
+
+void outfile_partial_hold(outfile *f) {
+  if (!f->partial || f->partial_stale || f->finished) return;
+  f->partial_hold = 1;
+  if (f->partial_aside) return; /* this run's temporary: finished as the caller says */
+  if (f->fd >= 0) set_partial_aside(f);
+  outfile_finish(f, 0); /* no temporary left: FILE is not touched */
 }

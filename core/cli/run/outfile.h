@@ -39,14 +39,21 @@ typedef struct {
   mode_t mode; /* the mode the file gets */
   uid_t uid;   /* the replaced file's owner, kept where we may */
   gid_t gid;
-  int append;      /* -C -: written into the file itself, after
+  int append;        /* -C -: written into the file itself, after
                               what it held; kept whatever the outcome */
-  char *partial;   /* .NAME.luaretry-partial beside target: the temporary
+  off_t held_from;   /* -C - or a partial: the length it had at the start */
+  char *partial;     /* .NAME.luaretry-partial beside target: the temporary
                     is it (resumed across runs), or NULL */
-  char *validator; /* the partial's, as its sidecar says */
-  int across_runs; /* the caller keeps a partial when the call is cut */
-  int restarted;   /* outfile_restart() since the caller last cleared it:
-                      the bytes held before (a partial's) are gone */
+  char *validator;   /* the partial's, as its sidecar says */
+  int across_runs;   /* the caller keeps a partial when the call is cut */
+  int restarted;     /* outfile_restart() since the caller last cleared it:
+                      the bytes held before (a partial's) are not the
+                      temporary's any more */
+  int partial_aside; /* the partial is closed on disk, no longer the
+                        temporary: this run's new bytes have their own */
+  int partial_stale; /* it no longer matches (the download started over):
+                        removed at the finish */
+  int partial_hold;  /* it stays for the next run, as it is on disk */
 } outfile;
 
 /* Names the target ("-" is standard output); creates nothing yet. */
@@ -60,6 +67,12 @@ size_t outfile_write(void *f, const char *data, size_t len);
 /* A luaretry_restart_fn: a new attempt begins, what was written is
  * dropped (the file emptied, a remembered write failure forgotten). */
 int outfile_restart(void *f);
+/* The same, and `stale` says whether the bytes held before no longer
+ * match the resource (a new answer from zero) or merely give way to what
+ * is written next (an error page that ends the call).  An earlier run's
+ * partial is never emptied: it is set aside as it is on disk, and the new
+ * bytes go to a temporary of their own. */
+int outfile_start_over(outfile *f, int stale);
 /* While a call waits for its retry: what was written is dropped and the
  * descriptor closed (a temporary removed), so a waiting call holds none;
  * the next write makes it again. */
@@ -72,8 +85,18 @@ int outfile_finish(outfile *f, int keep);
 
 /* -C -: the bytes go straight into the file (made when missing), after
  * the *size bytes it holds; what a failed run wrote stays, for the next
- * -C -, as curl leaves it; a restart empties it.  -1 after a message. */
+ * -C -, as curl leaves it.  A restart (a download from zero) moves to a
+ * temporary beside it, which replaces it only when kept: the file is
+ * never emptied by a download that then fails.  -1 after a message. */
 int outfile_continue(outfile *f, unsigned long long *size);
+/* -C -: what this run appended is taken back (--max-filesize refused the
+ * body): the file is as it was at the start. */
+void outfile_append_undo(outfile *f);
+/* What this run wrote after the bytes it started with (-C -'s file, an
+ * earlier run's partial) is taken back: 1 when the sink holds exactly
+ * those again, 0 when it holds none of them (it started over, or there
+ * were none). */
+int outfile_take_back(outfile *f);
 
 /* Resume across runs (a -o FILE GET, see luaretry(1)): a download that
  * ended by a stop signal or its deadline keeps its bytes under a hidden
@@ -90,6 +113,15 @@ int outfile_partial_open(outfile *f, const char *url);
  * instead of dropping it; the outfile is finished.  -1 after a message
  * (nothing is left then). */
 int outfile_partial_keep(outfile *f, const char *url, const char *validator);
+
+/* The call ended without success, but not on a final answer nor a
+ * mismatch (refused before attempt 1, attempts or retries spent on
+ * transient errors, a usage error): the earlier run's partial, unless it
+ * went stale, stays as it is on disk with its .url file, for the next run.
+ * When it was still the temporary, the outfile is finished (FILE is not
+ * touched); otherwise the temporary of this run's new bytes is finished as
+ * outfile_finish() says.  A no-op without such a partial. */
+void outfile_partial_hold(outfile *f);
 
 /* An unlinked temporary file in $TMPDIR (or /tmp), read-write, close on
  * exec; -1 with errno. */

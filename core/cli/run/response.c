@@ -90,6 +90,9 @@ void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decisi
   if (o) note_resumable(r, o);
   if (o) r->suspect = o->error && strstr(o->error, "_mismatch");
   if (d->retry) return;
+  r->stopped = 1;
+  r->final_broken = o && o->error;
+  r->final_large = o && o->error && strcmp(o->error, "too_large") == 0;
   if (r->a->fail && d->reason != LUARETRY_REASON_SUCCESS) r->drop = 1;
   /* bytes known to be other than their server or the user said */
   if (o && o->error && strstr(o->error, "_mismatch")) r->drop = r->damaged = 1;
@@ -98,16 +101,21 @@ void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decisi
 
 int response_restart(void *ud) {
   response *r = ud;
-  /* a new attempt: its headers and body replace the last one's */
-  r->len = 0;
   r->headers_done = 0;
-  r->drop = 0;
+  if (!r->stopped) {
+    /* a new attempt: its headers and body replace the last one's */
+    r->len = 0;
+    r->drop = 0;
+  } /* else the body of the answer that ended the call (resume.c): its
+     * headers and -f's verdict are those observed; -i writes them again */
   r->counted = 0;
   r->got = 0;
   r->too_large = 0;
   r->validator[0] = '\0'; /* the sink starts over: no bytes of any answer */
   progress_attempt(&r->meter, 0);
-  return outfile_restart(r->out);
+  /* after the stop: the error answer to a Range request that ended the
+   * call; an earlier run's partial still matches (resume.c) */
+  return outfile_start_over(r->out, !r->stopped);
 }
 
 size_t response_sink(void *ud, const char *data, size_t len) {
@@ -144,19 +152,43 @@ static luaretry_code report_too_large(response *r, luaretry_call *c, const luare
   o.not_repeatable = !idempotent; /* its request was sent */
   luaretry_code rc = luaretry_call_report(c, &o, final);
   r->suspect = 1; /* after the observer's say: no partial of it is kept for the next run */
-  if (rc == LUARETRY_OK && !final->retry) r->damaged = 1; /* written nowhere */
+  if (rc == LUARETRY_OK && !final->retry) {
+    r->damaged = 1; /* written nowhere: -C -'s file as it was, too */
+    outfile_append_undo(r->out);
+  }
   return rc;
 }
 
 luaretry_code response_perform(response *r, luaretry_policy *p, luaretry_call *c,
                                const luaretry_request *req, const luaretry_curl_options *co,
                                luaretry_decision *final) {
+  luaretry_curl_options round = *co;
+  luaretry_curl_resume resume;
   for (;;) { /* as many rounds as the policy allows attempts */
     r->too_large = 0;
-    luaretry_code rc = luaretry_curl_perform(p, c, r->h, req, co, final);
+    luaretry_code rc = luaretry_curl_perform(p, c, r->h, req, &round, final);
     if (rc != LUARETRY_E_OPERATION || !r->too_large) return rc;
+    if (r->stopped) {
+      /* the error answer to a Range request that ended the call, given
+       * to the sink after the stop (resume.c), is above the limit: shown
+       * nowhere, and the call's own end stands */
+      r->page_refused = 1;
+      if (r->log->verbosity > 0)
+        fprintf(stderr, "luaretry: the final answer's body is above --max-filesize: not kept\n");
+      return LUARETRY_OK;
+    }
     rc = report_too_large(r, c, req, final);
     if (rc != LUARETRY_OK || !final->retry) return rc;
+    /* the next round resumes from what the run started with (its
+     * resume options say so), the refused attempt's bytes and this
+     * run's taken back; or from zero when the sink no longer holds them:
+     * never from an offset the file has passed */
+    r->got = 0;
+    if (co->resume) {
+      resume = *co->resume;
+      if (!outfile_take_back(r->out)) resume.offset = 0, resume.validator = NULL;
+      round.resume = &resume;
+    }
     if (luaretry_call_wait(c, final->wait) == LUARETRY_E_CANCELLED) {
       luaretry_call_stop_cancelled(c, final);
       return LUARETRY_OK;

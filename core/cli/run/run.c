@@ -32,10 +32,16 @@ static int single_url_options(run_args *a) {
   return 0;
 }
 
-/* The first option given that only a URL's transfer reads: with a policy
- * that has run(), it would be ignored.  --max-filesize too: the script's
- * requests keep their bodies whole for it (up to 16 MiB), so no sink
- * could count them as they come. */
+/* The option as typed (args.c), else its usual name. */
+static const char *typed(const char *as_typed, const char *name) {
+  return as_typed[0] ? as_typed : name;
+}
+
+/* The first option given that only a URL's transfer reads, as typed (-I,
+ * not the -X it sets): with a policy that has run(), it would be ignored.
+ * --max-filesize too: the script's requests keep their bodies whole for
+ * it (up to 16 MiB), so no sink could count them as they come; and
+ * --fail-with-body and --fail-early, of a URL's answer and a batch. */
 static const char *workflow_refused(const run_args *a) {
   const struct {
     int given;
@@ -43,22 +49,24 @@ static const char *workflow_refused(const run_args *a) {
   } url_only[] = {
     /* first: each sets -X or -d as well, and the user typed it */
     { a->upload_file != NULL, "-T" },
-    { a->nforms > 0, "-F" },
+    { a->nforms > 0, typed(a->form_opt, "-F") },
     { a->get, "-G" },
-    { a->method != NULL, "-X" },
-    { a->data != NULL, "-d" },
+    { a->method != NULL, typed(a->method_opt, "-X") },
+    { a->data != NULL, typed(a->data_opt, "-d") },
     { a->nheaders > 0, "-H" },
     { a->include, "-i" },
     { a->dump_header != NULL, "-D" },
     { a->write_out != NULL, "-w" },
     { a->fail, "-f" },
+    { a->fail_with_body, "--fail-with-body" },
+    { a->fail_early, "--fail-early" },
     { a->urls_file != NULL, "--urls" },
     { a->output_dir != NULL, "--output-dir" },
-    { a->parallel, "--parallel" },
+    { a->parallel, typed(a->parallel_opt, "--parallel-max") },
     { a->max_filesize > 0, "--max-filesize" },
     { a->continue_at, "-C" },
     { a->checksum != NULL, "--checksum" },
-    { a->remote_name, "-O" },
+    { a->remote_name, typed(a->remote_opt, "-O") },
     { a->remote_header_name, "-J" },
   };
   for (size_t i = 0; i < sizeof url_only / sizeof url_only[0]; i++)
@@ -241,16 +249,26 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     }
     rc = response_perform(&r, p, c, &req, &co, final);
   }
+  long code = 0; /* the final attempt's answer, 0: none came */
+  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
   if (rc == LUARETRY_OK) keep_partial(a, final, h, &r, out);
+  /* an earlier run's partial goes on success, on a final answer and when
+   * it no longer matches (stale, or the last body failed its digest);
+   * refused, spent on transient errors, a policy error, an error page
+   * too large for --max-filesize (no word on the resource): it stays */
+  int answered = final->reason == LUARETRY_REASON_FINAL && !(r.final_large && code >= 400);
+  if (rc == LUARETRY_OK && final->reason != LUARETRY_REASON_SUCCESS && !answered && !r.suspect &&
+      !r.damaged)
+    outfile_partial_hold(out);
   if (rc == LUARETRY_OK) {
     /* the body in place first: -w comes after it, as curl writes it */
     int status = cli_exit_status(final->reason);
     int decided = final->attempt > 0 && final->reason != LUARETRY_REASON_CANCELLED;
-    long code = 0; /* the final attempt's answer, 0: none came */
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    /* --fail-with-body: curl's, the answer to -o too, but not one that
+     * broke off: FILE never holds half a file */
     int keep = status == EXIT_OK || (!out->path && decided && !a->fail) ||
-               (a->fail_with_body && decided && code > 0); /* curl's: the answer, to -o too */
-    if (r.damaged) keep = 0;
+               (a->fail_with_body && decided && code > 0 && !r.final_broken);
+    if (r.damaged || r.page_refused) keep = 0;
     if (outfile_finish(out, keep) != 0 && status == EXIT_OK) rc = LUARETRY_E_IO;
     if (rc == LUARETRY_OK && status == EXIT_OK && a->remote_header_name && out->path &&
         remote_header_name(out->path, h) != 0)
@@ -438,6 +456,7 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   /* a file only on success; standard output shows the final attempt's,
    * unless -f asked for none on failure (as curl's --fail) */
   int keep = status == EXIT_OK || (!out.path && decided && !a->fail);
+  if (status != EXIT_OK) outfile_partial_hold(&out); /* a usage error, or no call */
   if (outfile_finish(&out, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
   if (format) { /* after the output, as a URL's -w */
     writeout_info w = { NULL, &final, 0, status };

@@ -73,6 +73,9 @@ typedef struct {
   long parallel;          /* --parallel-max N (or -Z: 50); 0: not given */
   char **command;         /* after --; NULL: none */
   const char *method;
+  /* the options as typed, for a message that names one (a workflow
+   * refuses them): the option being read, and the first of each kind */
+  char typed[24], method_opt[24], data_opt[24], form_opt[24], parallel_opt[24], remote_opt[24];
   const char *data;               /* the first -d (any kind), or NULL: no body */
   data_part data_parts[MAX_DATA]; /* joined with '&', as curl joins them */
   int ndata;
@@ -358,6 +361,10 @@ typedef struct {
   int counted;      /* this attempt's length told to the meter */
   long long got;    /* the body's bytes the sink took since its restart */
   int too_large;    /* it refused more than --max-filesize: the attempt is "too_large" */
+  int stopped;      /* the call stopped: a restart now is for the error page that ended it */
+  int page_refused; /* that page was above --max-filesize: written nowhere */
+  int final_broken; /* the final attempt's answer broke off (a transport error) */
+  int final_large;  /* its error was too_large (a stated length past --max-filesize) */
   /* the validator of the last answer whose bytes the sink holds and can be
    * resumed (a broken 200 or 206); "": none since the sink's restart */
   char validator[256];

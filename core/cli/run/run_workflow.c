@@ -42,12 +42,10 @@ luaretry_code workflow_run(const run_args *a, luaretry_policy *p, luaretry_call 
   workflow wf = { p, (const char *const *)a->words, a->nwords, NULL, NULL, 0, *log };
   wf.request_log.target = NULL; /* the run's target is the policy's name */
   luaretry_code rc = h ? luaretry_curl_transport_new(h, c, &wf.transport) : LUARETRY_E_NOMEM;
-  /* each request a round of a call of p's (paced, admitted); -i, -D and -w
-   * tell of one transfer: no hedge beside it */
+  /* each request a round of a call of p's (paced, admitted, hedged as
+   * the policy says: -i, -D and -w, which would forbid it, are refused) */
   if (rc == LUARETRY_OK)
-    rc = a->include || a->dump_header || a->write_out
-           ? luaretry_curl_transport_policy(wf.transport, p)
-           : luaretry_curl_transport_hedge(wf.transport, p, log_attempt, &wf.request_log);
+    rc = luaretry_curl_transport_hedge(wf.transport, p, log_attempt, &wf.request_log);
   /* curl's options (TLS, -u, -A, -L) hold for every request of the script */
   if (rc == LUARETRY_OK && curlopts_apply(a, h) != 0) rc = LUARETRY_E_ARG;
   if (rc == LUARETRY_OK) rc = luaretry_call_run(c, attempt, &wf, final);
