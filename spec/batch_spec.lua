@@ -156,17 +156,21 @@ describe("luaretry run, many URLs", function ()
     end)
   end)
 
-  it("--parallel-max 8 overlaps: 8 URLs each delayed 0.5 s finish in well under 4 s", function ()
+  it("--parallel-max 8 overlaps: 8 URLs each delayed 2 s finish in well under 16 s", function ()
     -- rate=none: no adaptive rate, so no slow start (below): all 8 at once
     local r = run(concat({ "run", HTTP, "--parallel-max", "8", "-q", "--set", "rate=none" },
-                         urls("/slow/%d", 8)))
+                         urls("/slower/%d", 8)))
     assert.are.equal(0, r.code, r.stderr)
-    assert.is_true(r.secs < 1.5, ("took %.3f s"):format(r.secs))
+    -- the margin is a busy machine's start-up
+    assert.is_true(r.secs < 8, ("took %.3f s"):format(r.secs))
     local seen = srv:requests()
     assert.are.equal(8, #seen)
-    assert.is_true(seen[8].time - seen[1].time < 0.25, "the requests did not overlap")
+    -- the server's own times: all 8 came before it answered the first (2 s
+    -- after it came); one at a time, the second would come after that
+    local spread = seen[8].time - seen[1].time
+    assert.is_true(spread < 2, ("the requests did not overlap: spread over %.3f s"):format(spread))
     -- each body once on standard output, whole
-    for i = 1, 8 do assert.is_truthy(r.stdout:find("slow /slow/" .. i .. "\n", 1, true)) end
+    for i = 1, 8 do assert.is_truthy(r.stdout:find("slower /slower/" .. i .. "\n", 1, true)) end
     -- the default is one at a time
     srv:reset()
     r = run(concat({ "run", HTTP, "-q" }, urls("/slow/%d", 3)))
@@ -175,18 +179,22 @@ describe("luaretry run, many URLs", function ()
   end)
 
   it("with an adaptive rate (http.lua's) a batch starts one transfer, then doubles while the server is slow to answer", function ()
-    -- each answer comes 0.5 s after its request: a rate limiter would have
+    -- each answer comes 2 s after its request: a rate limiter would have
     -- answered at once, so the slow start lets more go (the server's log
-    -- tells when each came, whatever the machine's load)
-    local r = run(concat({ "run", HTTP, "--parallel-max", "8", "-q" }, urls("/slow/%d", 7)))
+    -- tells when each came)
+    local r = run(concat({ "run", HTTP, "--parallel-max", "8", "-q" }, urls("/slower/%d", 7)))
     assert.are.equal(0, r.code, r.stderr)
     local seen = srv:requests()
     assert.are.equal(7, #seen)
-    local gap = seen[2].time - seen[1].time
-    assert.is_true(gap >= 0.05, ("the second request %.3f s after the first: not a slow start"):format(gap))
-    -- not one at a time (3 s): a slow server does not hold the batch
+    -- 1, 2, 4, then all 7 in flight, a tenth of a second apart: the last
+    -- starts 0.3 s after the first (all at once: the same instant, 0.000 s
+    -- seen).  Two thirds of it are left to a busy machine, whose server may
+    -- read the first request late (its time is when the server read it).
     local spread = seen[7].time - seen[1].time
-    assert.is_true(spread < 1.5, ("the 7 requests spread over %.3f s"):format(spread))
+    assert.is_true(spread >= 0.1, ("the 7 requests within %.3f s: not a slow start"):format(spread))
+    -- not one at a time (the second after the first answer, 2 s on): a
+    -- slow server does not hold the batch
+    assert.is_true(spread < 2, ("the 7 requests spread over %.3f s"):format(spread))
   end)
 
   it("a slow start is not held by a transfer that hangs: a second goes a tenth of a second later", function ()
@@ -197,9 +205,10 @@ describe("luaretry run, many URLs", function ()
     local seen = srv:requests()
     assert.are.equal(4, #seen)
     assert.are.equal("/hang/1", seen[1].path)
-    -- the hang ends at its 5 s timeout; the next went long before
+    -- the hang ends at its 5 s timeout; the next went long before (that
+    -- it waits its tenth of a second, the slow start's, is the test above's)
     local after = seen[2].time - seen[1].time
-    assert.is_true(after >= 0.05 and after < 4, ("the second request %.3f s after the first"):format(after))
+    assert.is_true(after < 4, ("the second request %.3f s after the first"):format(after))
   end)
 
   it("a waiting call holds no transfer slot: --parallel-max 1 goes on while a call backs off", function ()
@@ -212,10 +221,20 @@ describe("luaretry run, many URLs", function ()
     local seen = srv:requests()
     local paths = {}
     for i, q in ipairs(seen) do paths[i] = q.path end
-    assert.are.same({ "/flaky/x", "/slow/1", "/slow/2", "/flaky/x", "/slow/3" }, paths)
-    assert.is_true(seen[2].time - seen[1].time < 0.5, "/slow/1 waited for the backoff (0.75 s)")
-    assert.is_true(seen[4].time - seen[1].time >= 0.75, "the retry came early")
-    assert.is_true(r.secs < 2.0, ("took %.3f s"):format(r.secs))
+    -- /slow/1 took the slot during the backoff; the retry, due 0.75 s
+    -- after the first attempt, goes before /slow/3, which cannot start
+    -- before 1 s (after two answers of 0.5 s): a busy machine may put it
+    -- before or after /slow/2
+    assert.are.equal(5, #paths, table.concat(paths, " "))
+    assert.are.same({ "/flaky/x", "/slow/1" }, { paths[1], paths[2] })
+    assert.is_true(paths[3] == "/flaky/x" or paths[4] == "/flaky/x", table.concat(paths, " "))
+    assert.are.equal("/slow/3", paths[5], table.concat(paths, " "))
+    assert.is_true(seen[2].time - seen[1].time < 0.75, "/slow/1 waited for the backoff (0.75 s)")
+    -- the retry waited its backoff (0.75 s; without it, at once): a
+    -- server on a busy machine may have read the first request late
+    local retry = paths[3] == "/flaky/x" and seen[3] or seen[4]
+    local waited = retry.time - seen[1].time
+    assert.is_true(waited >= 0.5, ("the retry came %.3f s after the first attempt"):format(waited))
   end)
 
   describe("a list read as it goes", function ()

@@ -149,7 +149,7 @@ describe("faults server", function ()
     local srv = start(scripts .. "basic.lua")
     local slowfile = os.tmpname()
     cleanup(function () os.remove(slowfile) end)
-    os.execute("env -u LD_PRELOAD curl -s --max-time 5 -o /dev/null -w '%{http_code} %{time_total}' " ..
+    os.execute("env -u LD_PRELOAD curl -s --max-time 10 -o /dev/null -w '%{http_code} %{time_total}' " ..
                q(srv.base .. "/slow") .. " >" .. q(slowfile) .. " 2>&1 &")
     -- the log itself is served while /slow is pending
     local deadline, pending = system.monotime() + 3, false
@@ -161,14 +161,14 @@ describe("faults server", function ()
     local body, status, secs = request(srv, "/fast")
     assert.are.equal("fast", body)
     assert.are.equal(200, status)
-    -- /slow (1 s) is still waiting: /fast was not held behind it (no
+    -- /slow (4 s) is still waiting: /fast was not held behind it (no
     -- bound on /fast's own time, which a busy machine stretches)
     assert.are.equal("", readfile(slowfile))
-    deadline = system.monotime() + 5
+    deadline = system.monotime() + 10
     while readfile(slowfile) == "" and system.monotime() < deadline do system.sleep(0.05) end
     local slow_status, slow_secs = readfile(slowfile):match("^(%d+) ([%d.]+)$")
     assert.are.equal("200", slow_status)
-    assert.is_true(tonumber(slow_secs) >= 0.95, "slow request took " .. slow_secs .. " s")
+    assert.is_true(tonumber(slow_secs) >= 3.95, "slow request took " .. slow_secs .. " s")
     stop_cleanly(srv)
   end)
 
@@ -254,9 +254,10 @@ describe("faults server", function ()
       local body, status, secs = request(srv, "/every")
       assert.are.equal("e", body)
       assert.are.equal(200, status)
-      slow[i] = secs >= 0.5
-      -- the fast ones answer at once; 0.45 s is far from both
-      if not slow[i] then assert.is_true(secs < 0.45, i .. ": " .. secs .. " s") end
+      slow[i] = secs >= 1
+      -- the fast ones answer at once; 0.9 s is far from that on any machine,
+      -- and below the slow ones' 1 s
+      if not slow[i] then assert.is_true(secs < 0.9, i .. ": " .. secs .. " s") end
     end
     assert.are.same({false, false, true, false, false, true}, slow)
     local body, status, secs = request(srv, "/base")
@@ -269,8 +270,8 @@ describe("faults server", function ()
         local b, st, t = request(srv, "/fraction")
         assert.are.equal("f", b)
         assert.are.equal(201, st)
-        if t >= 0.5 then set[#set + 1] = i; n = n + 1
-        else assert.is_true(t < 0.45, i .. ": " .. t .. " s") end
+        if t >= 1 then set[#set + 1] = i; n = n + 1
+        else assert.is_true(t < 0.9, i .. ": " .. t .. " s") end
       end
       return set, n
     end
@@ -412,15 +413,17 @@ describe("faults server", function ()
     system.sleep(0.3)
     local t0 = system.monotime()
     os.execute("kill -INT " .. srv.pid)
-    local deadline = t0 + 3
+    local deadline = t0 + 10
     local function running ()
       local stat = readfile("/proc/" .. srv.pid .. "/stat")
       return stat and stat:match(".*%) (%a)") ~= "Z"
     end
     while running() and system.monotime() < deadline do system.sleep(0.01) end
     local secs = system.monotime() - t0
-    assert.is_false(running(), "still serving 3 s after SIGINT")
-    assert.is_true(secs < 1, "stopped " .. secs .. " s after SIGINT")
+    assert.is_false(running(), "still serving 10 s after SIGINT")
+    -- a script that loops for ever would keep it for ever: the margin is
+    -- a busy machine's (an ASan build's exit in it)
+    assert.is_true(secs < 5, "stopped " .. secs .. " s after SIGINT")
     assert.matches("stopping", job:read("a"))
     job:close()
   end)

@@ -191,7 +191,9 @@ describe("the fleet against a hostile Redis", function ()
     -- call is refused as a half-open breaker refuses calls beyond its
     -- probes; the worker's ask (silent, 10 s) holds neither it nor exit
     assert.are.equal(6, r.code, r.stderr)
-    assert.is_true(r.secs < 3, ("%.3f s"):format(r.secs))
+    -- the deadline (1 s) and a margin for a busy machine's start-up and
+    -- exit, far below the held ask (10 s)
+    assert.is_true(r.secs < 1 + 5, ("%.3f s"):format(r.secs))
     local log = proc.readfile(tmp .. "/log.json") or ""
     assert.matches('"verdict": ?"circuit_open", ?"attempts": ?0', log)
     assert.are.equal(0, #srv:requests_on("/200"))
@@ -212,7 +214,9 @@ describe("the fleet against a hostile Redis", function ()
     job:stop()
     assert.is_true(second, f.log())
     assert.are.equal(130, code, job:stderr())
-    assert.is_true(t - sent < 1, ("stopped %.3f s after SIGTERM"):format(t - sent))
+    -- from the signal, far below the round trip's 10 s (a busy machine's
+    -- exit, ASan's leak check in it, may take a second or two)
+    assert.is_true(t - sent < 5, ("stopped %.3f s after SIGTERM"):format(t - sent))
   end)
 
   it("SIGTERM stops a run at once during its first sync, before any call", function ()
@@ -227,7 +231,9 @@ describe("the fleet against a hostile Redis", function ()
     job:stop()
     assert.is_true(asked, f.log())
     assert.are.equal(130, code, job:stderr())
-    assert.is_true(t - sent < 1, ("stopped %.3f s after SIGTERM"):format(t - sent))
+    -- from the signal, far below the round trip's 10 s (a busy machine's
+    -- exit, ASan's leak check in it, may take a second or two)
+    assert.is_true(t - sent < 5, ("stopped %.3f s after SIGTERM"):format(t - sent))
     assert.are.equal(0, #srv:requests_on("/200"))
   end)
 

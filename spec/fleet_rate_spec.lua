@@ -111,9 +111,16 @@ describe("the fleet's rate limiter against a real Redis", function ()
     end
     srv:reset()
     busy()
-    local x, secs, log = run(2)
+    local x, _, log = run(2)
     assert.are.equal(6, x.code, x.stderr)
-    assert.is_true(secs < 1.5, ("%.3f s"):format(secs))
+    -- at once on the engine's own clock (from the call's start; a busy
+    -- machine's start-up is not in it), not at the deadline (2 s)
+    local at = 0
+    for _, line in ipairs(proc.lines(log)) do
+      local o = proc.json.decode(line)
+      if o.elapsed then at = math.max(at, o.elapsed) end
+    end
+    assert.is_true(at < 1, ("decided at %.3f s"):format(at))
     assert.matches('"verdict": ?"rate_limit"', log)
     assert.matches("the fleet's rate limiter's next token (20 per second for every process) " ..
                    "comes after the deadline", log, 1, true)
@@ -240,8 +247,9 @@ describe("the fleet's rate limiter against a hostile Redis", function ()
                        { timeout = 30 })
     local secs = proc.now() - t0
     assert.are.equal(0, x.code, x.stderr)
-    -- the worker's round trip (10 s) is cut short at exit
-    assert.is_true(secs < 3, ("%.3f s"):format(secs))
+    -- the worker's round trip (10 s) is cut short at exit: the deadline
+    -- (1 s) and a margin for a busy machine's start-up and exit
+    assert.is_true(secs < 1 + 5, ("%.3f s"):format(secs))
     assert.matches('"verdict": ?"success"', proc.readfile(log) or "")
     assert.are.equal(1, #srv:requests_on("/200"))
     assert.is_true(count(f.log(), "EVAL rate") + count(f.log(), "EVALSHA rate") >= 1, f.log())

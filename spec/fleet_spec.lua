@@ -140,13 +140,22 @@ describe("the fleet", function ()
     local a = proc.run(run_args(BREAKER, "/503", key, { "-q" }))
     assert.are.equal(4, a.code, a.stderr)
     local t0, refused_after = proc.now(), nil
+    local trips0, trips = p:metrics().fleet_round_trips, nil
     for _ = 1, 400 do                       -- bounded: 2 s
-      if call() == "circuit_open" then refused_after = proc.now() - t0; break end
+      if call() == "circuit_open" then
+        refused_after, trips = proc.now() - t0, p:metrics().fleet_round_trips - trips0
+        break
+      end
       proc.sleep(0.005)
     end
     assert.truthy(refused_after, "never refused")
-    -- fleet.sync is 100 ms; 50 ms more for this loop's own steps
-    assert.is_true(refused_after <= 0.15, ("refused after %.3f s"):format(refused_after))
+    -- within one sync period, counted in this process's round trips (one a
+    -- period, fleet.sync = 100 ms): one in flight as the other process
+    -- ended may bring the breaker's state before it opened, the next brings
+    -- it open, and one more may end before this loop's next step; a busy
+    -- machine delays the worker's turns, never adds to their count
+    assert.is_true(trips <= 3, ("refused after %d round trips (%.3f s)"):format(trips, refused_after))
+    assert.is_true(refused_after < 1, ("refused after %.3f s"):format(refused_after))
     assert.are.equal("open", p:metrics().breaker)
     assert.same({}, logs)                   -- Redis was fine: nothing to say
     p:close()
@@ -202,11 +211,18 @@ describe("the fleet", function ()
       -- end of this spec's 60 s (a stopped Redis goes on after the last
       -- process ended); the margin is a busy machine's start-up
       assert.is_true(x.secs < 5 + 10, ("process %d took %.3f s"):format(i, x.secs))
-      assert.are.equal(1, count(x.stderr, LOST), x.stderr)
-      assert.are.equal(1, count(x.stderr, "fleet guards"), x.stderr)
+      -- each loss said once, and each return: a live Redis that a busy
+      -- machine kept from answering within 100 ms is lost and back before
+      -- it went away (seen at load 11); the last line says it is lost
+      local lost, back = count(x.stderr, LOST), count(x.stderr, BACK)
+      assert.is_true(lost >= 1 and lost == back + 1, x.stderr)
+      assert.are.equal(lost + back, count(x.stderr, "fleet guards"), x.stderr)
+      local last
+      for line in x.stderr:gmatch("[^\n]*fleet guards[^\n]*") do last = line end
+      assert.matches(LOST, last)
       -- a stopped Redis takes the connection and never answers: the round
       -- trip ends at the command timeout
-      if how == "stop" then assert.matches("no reply in time", x.stderr) end
+      if how == "stop" then assert.matches("no reply in time", last) end
     end
   end
 
@@ -257,7 +273,7 @@ describe("the fleet", function ()
 
   it("no step waits for Redis: a stopped Redis (SIGSTOP) is noticed by the worker and said once", function ()
     local logs = {}
-    local p = assert(lr.load(LONG, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 2000,
+    local p = assert(lr.load(LONG, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 5000,
                                      set = { ["fleet.key"] = new_key() },
                                      log = function (line) logs[#logs + 1] = line end }))
     assert.are.equal("fallback", p:metrics().guards)  -- not synced yet: its own guards
@@ -266,7 +282,7 @@ describe("the fleet", function ()
     finally(function () r:signal("CONT") end)
     r:signal("STOP")
     -- successes and failures for 0.8 s, while the worker's round trip (kicked
-    -- by the first failure) waits out its 2 s timeout: none waits for it
+    -- by the first failure) waits out its 5 s timeout: none waits for it
     local slowest, t0, steps = 0, proc.now(), 0
     local function step()
       local t = proc.now()
@@ -282,14 +298,14 @@ describe("the fleet", function ()
       proc.sleep(0.002)
     end
     -- a step that waited for Redis would have waited for that round trip to
-    -- end, 2 s after the first failure: 1.2 s at least (a busy machine may
+    -- end, 5 s after the first failure: 4.2 s at least (a busy machine may
     -- deschedule a step, for far less than that)
-    assert.is_true(slowest < 1, ("slowest step: %.3f s"):format(slowest))
+    assert.is_true(slowest < 3, ("slowest step: %.3f s"):format(slowest))
     -- the worker's round trip times out: the local guards decide, and the
     -- next step says so
     assert.truthy(proc.wait_for(function () step(); return #logs > 0 end, 10), "nothing said")
     assert.are.equal("fallback", p:metrics().guards)
-    assert.is_true(slowest < 1, ("slowest step: %.3f s"):format(slowest)) -- nor did these
+    assert.is_true(slowest < 3, ("slowest step: %.3f s"):format(slowest)) -- nor did these
     r:signal("CONT")
     p:close()
     -- lost once (and back, once Redis went on before the close)

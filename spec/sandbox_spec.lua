@@ -268,7 +268,9 @@ end]], "xspin")
     local d = p:classify{ status = 503 }
     assert.are.equal("policy_error", d.verdict)
     has(d.message, "xspin:3: time limit reached")
-    assert.is_true(now() - t0 < 0.25)
+    -- the limit is 0.05 s; a handler that swallowed it would loop for ever
+    local secs = now() - t0
+    assert.is_true(secs < 1, "took " .. secs .. " s")  -- wide: a busy machine
   end)
 
   it("a runaway recursion, a tail call or a deep one, as a policy error naming the line", function()
