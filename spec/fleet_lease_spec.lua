@@ -47,13 +47,15 @@ local function sent_by_processes(stats)
 end
 
 -- The fleet's tokens (unleased), the tokens out in leases, and the blocks
--- as member -> tokens, as Redis holds them.
+-- as member -> tokens, as Redis holds them ("H D" a member: its block, what
+-- it drew in all; an empty block is no block).
 local function books(r, key)
   -- (r:cli drops the last newline, proc.lines wants each)
   local t = proc.lines(r:cli("HMGET", "luaretry:{" .. key .. "}", "tokens", "leased") .. "\n")
   local blocks, held = {}, proc.lines(r:cli("HGETALL", "luaretry:{" .. key .. "}:leases") .. "\n")
   for i = 1, #held - 1, 2 do -- "": the entry that keeps the hash in being
-    if held[i] ~= "" then blocks[held[i]] = tonumber(held[i + 1]:match("^%d+")) / 1000 end
+    local h = tonumber(held[i + 1]:match("^%d+"))
+    if held[i] ~= "" and h > 0 then blocks[held[i]] = h / 1000 end
   end
   return (tonumber(t[1]) or 0) / 1000, (tonumber(t[2]) or 0) / 1000, blocks
 end
@@ -348,6 +350,38 @@ describe("the budget's leases", function ()
     assert(p:fleet_sync())
     tokens, leased = books(r, key)
     assert.are.equal(997, tokens + leased)
+    p:close()
+  end)
+
+  -- A reload that lowers max_tokens below the tokens out in blocks: the
+  -- next sync takes them back down to its new half (luaretry(1)); the
+  -- reply is the fleet's as before, not a broken one that sends the
+  -- process to its local guards.
+  it("takes blocks back down to a max_tokens a reload lowered, and keeps the fleet's guards", function ()
+    local key = new_key()
+    local p = assert(lr.load(policy(tmp, "lowered"), { ["fleet.redis"] = r.url,
+                                                       set = { ["fleet.key"] = key } }))
+    assert(p:fleet_sync())
+    -- a burst of failures: a block of up to 125 (max_tokens / 8)
+    local big = proc.wait_for(function ()
+      for _ = 1, 100 do
+        local c = assert(p:begin {})
+        c:report { status = 503 }
+        c:close()
+      end
+      assert(p:fleet_sync())
+      return select(2, books(r, key)) > 50
+    end, 10)
+    assert.truthy(big, "no block above 50 was granted")
+    local before = p:fleet().tokens
+    assert(p:set("budget.max_tokens", "50"))
+    assert(p:fleet_sync())
+    assert.are.equal("fleet", p:metrics().guards)
+    local tokens, leased = books(r, key)
+    -- the tokens out in blocks within the new half, the fleet's within 50
+    assert.is_true(leased <= 25 and tokens + leased <= 50 and tokens + leased > 0,
+                   ("tokens %g, leased %g of 50 (%g before)"):format(tokens, leased, before))
+    assert.are.equal(tokens + leased, p:fleet().tokens)
     p:close()
   end)
 

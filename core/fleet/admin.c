@@ -179,8 +179,10 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
       buckets[2 + 3 * i + k] = names[3 * i + k];
     }
   const char *tat[] = { "HMGET", f->rate_key, "tat" };
-  const char *holders[] = { "ZCARD", f->lexp_key }; /* the budget's leases */
-  int argcs[6] = { 1, 10, 5, 32, 3, 2 };
+  /* the budget's leases: an entry a member, whose expiry is negated when
+   * its block is empty (redis_script.c); "" at +inf keeps the set in being */
+  const char *holders[] = { "ZCOUNT", f->lexp_key, "(0", "(inf" };
+  int argcs[6] = { 1, 10, 5, 32, 3, 4 };
   const char **argvs[6] = { time_cmd, hmget, zrange, buckets, tat, holders };
   redisReply *r[6] = { NULL, NULL, NULL, NULL, NULL, NULL };
   if (!lr_fleet_owned(f)) return pipeline(f, 0, NULL, NULL, NULL, err, errlen); /* says why */
@@ -188,10 +190,9 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
   lr_fleet_code rc = pipeline(f, 6, argcs, argvs, r, err, errlen);
   pthread_mutex_unlock(&f->io);
   if (rc == LR_FLEET_OK) rc = lr_fleet_status_decode(r, st, err, errlen);
-  /* less the entry "" that keeps the set in being (redis_script.c) */
-  if (rc == LR_FLEET_OK && r[5]->type == REDIS_REPLY_INTEGER && r[5]->integer > 1 &&
+  if (rc == LR_FLEET_OK && r[5]->type == REDIS_REPLY_INTEGER && r[5]->integer > 0 &&
       r[5]->integer <= INT_MAX)
-    st->lease_holders = (long)r[5]->integer - 1;
+    st->lease_holders = (long)r[5]->integer;
   long long bucket_ms = atomic_load(&f->throttle) ? atomic_load(&f->bucket_ms) : 0;
   if (rc == LR_FLEET_OK && bucket_ms > 0) {
     st->throttle = 1;

@@ -7,40 +7,54 @@
  * What Redis holds (every key under the key's hash tag, one Cluster slot):
  *   luaretry:{KEY}          tokens: T, the fleet's tokens not leased out;
  *                           leased: L, the sum of the blocks out (milli)
- *   luaretry:{KEY}:leases   hash, member -> "H S": the block it holds
- *                           (milli) after its sync number S
- *   luaretry:{KEY}:lexp     sorted set, member -> when its block expires
- *                           (Redis's ms)
+ *   luaretry:{KEY}:leases   hash, member -> "H D": the block it holds
+ *                           (milli) once Redis was told it had drawn D
+ *                           from its blocks in all (kept while D > 0,
+ *                           an empty block too)
+ *   luaretry:{KEY}:lexp     sorted set, member -> when its entry expires
+ *                           (Redis's ms; negated for an empty block, so
+ *                           that the positive scores count the holders)
  * (both kept in being by an entry named "", as the hash and the registry
  * are, so that a Cluster's slot migrated key by key meets them together).
  * T + L <= max_tokens always; T + L changes only by what outcomes earn and
  * spend (a block taken, given back or expired moves tokens between T and
- * L).  A block is granted only from T above max_tokens / 2, in whole
- * tokens.  `luaretry fleet` shows T + L as the fleet's tokens, L and the
- * processes holding a block.
+ * L) and by a lowered max_tokens.  A block is granted only from T above
+ * max_tokens / 2, in whole tokens, so L <= the tokens above half.
+ * `luaretry fleet` shows T + L as the fleet's tokens, L and the processes
+ * holding a block.
  *
  * What a sync carries: the same one EVALSHA as before (redis_script.c),
- * no extra round trip, with six more numbers: lheld (the block this
- * process holds now, milli), lwant (the block it wants), the block's time
- * to live, this sync's number, and the number of the last sync whose
- * answer it never read (a timeout, a cancel) with the block it held then.
- * Absolute numbers, not deltas, so that a lost answer is reckoned by the
- * next sync.  The script, for the member:
- *   at most 16 expired blocks (lexp <= now) go back to T first
- *   H, S = leases[member] (0 when its block expired)
- *   from = H, or, when S is the sync whose answer was never read, the
- *     block held then (it was applied: what it gave or granted stands)
- *   used = min(H, max(0, from - lheld)); H -= used; L -= used  (spent)
+ * no extra round trip, with three more numbers: ldrawn, what this
+ * process's blocks have paid since it started (milli; it only grows);
+ * lwant, the block it wants; the block's time to live.  A total, not a
+ * delta or the block held now, so that any number of lost answers (a
+ * timeout, a cancel: Redis applied the sync or not, nobody knows) count
+ * each draw once: the next sync's total covers them all.  The script,
+ * for the member:
+ *   at most 16 expired blocks (0 < lexp <= now) go back to T first, and
+ *     16 expired empty entries go
+ *   H, D = leases[member]; used = ldrawn - D (no entry: 0, it expired with
+ *     the process away or Redis came back empty, and what the process
+ *     drew meanwhile goes as the outage's other counts do: dropped)
+ *   paid = min(H, used); H -= paid; L -= paid; spent += used - paid
+ *     (what it drew past its block, on a block given back by a sync
+ *     whose answer was lost or taken back by a lowered max_tokens, comes
+ *     from T)
+ *   L above half of max (a reload lowered max_tokens): the excess comes
+ *     back, from H first, then from other holders' entries (they learn
+ *     it at their next sync; what they draw past it meanwhile is charged
+ *     as above), so the bound below holds at once
  *   the batch's deltas on T, within [0, max - L]
  *   lwant < H: T += H - lwant; L -= H - lwant; H = lwant   (given back)
  *   lwant > H: g = min(lwant - H, whole tokens of T - max/2, >= 0);
  *              T -= g; L += g; H += g                       (granted)
- *   H > 0: leases[member] = "H S", lexp[member] = now + ttl; else both gone
+ *   H > 0 or ldrawn > 0: leases[member] = "H ldrawn", lexp[member] =
+ *     now + ttl (negated when H = 0); else both gone
  * and answers, beside the fleet's state, H (this process's block as Redis
- * keeps it) and L (the fleet's tokens out in leases).  The process's own
- * block becomes H less what it spent since the batch left; when that is
- * less than nothing (its block had expired), the difference goes to the
- * next batch as failures no block paid for.
+ * keeps it) and L (the fleet's tokens out in leases).  The process then
+ * holds allot - drawn, allot = ldrawn + H: its block less what it drew
+ * since the batch left; less than nothing (it drew past the block Redis
+ * kept) is charged by the next sync's total.
  *
  * When a round trip happens (budget on; the breaker and admission counts
  * ride along):
@@ -80,28 +94,34 @@
  * the tokens above half): a process without a block may spend, against
  * the fleet's count, tokens that another holds in its block and spends
  * too; and the block of a process killed before it gave it back returns
- * to T when it expires, whatever the process spent of it.  Views one
- * round trip old let through what they did before leases; a process whose
- * failures its block pays for sends them once a sync period.
+ * to T when it expires, whatever the process spent of it.  Lost answers
+ * add nothing to it (the totals above).  Views one round trip old let
+ * through what they did before leases; a process whose failures its
+ * block pays for sends them once a sync period.
  *
- * Expiry: a block lives stale_ms + command_timeout_ms + 1 s on Redis's
- * clock from the sync that granted or renewed it; the process stops
- * deciding with it after stale_ms (its view is no longer fresh), so it
- * never spends a block Redis gave back.  Redis down, slow or refusing:
- * the local guards decide (as before); failures meanwhile still draw the
- * block (they happened), which is spent then dropped: the next sync says
- * what was used, or finds the block expired and gives the process none. */
+ * Expiry: an entry lives stale_ms + command_timeout_ms + 1 s on Redis's
+ * clock from the member's last sync; the process stops deciding with its
+ * block after stale_ms (its view is no longer fresh), so it never spends
+ * a block Redis gave back.  Redis down, slow or refusing: the local
+ * guards decide (as before); failures meanwhile still draw the block
+ * (they happened), and the next sync's total charges them to the block
+ * if Redis still keeps it; if it expired they are dropped, as the
+ * outage's other counts are (sync.c). */
 #include <math.h>
 
 #include "fleet_internal.h"
 
 #define MILLI 1000
 
+long long lr_budget_lease_held(lr_fleet *f) {
+  return atomic_load(&f->allot) - atomic_load(&f->drawn);
+}
+
 /* The fleet's tokens at the last sync (the blocks other processes held
  * then among them), with this process's block and what it has counted
  * since (sent or not), clamped as the script clamps. */
 long long lr_fleet_tokens_milli(lr_fleet *f) {
-  long long t = atomic_load(&f->tokens) + atomic_load(&f->others) + atomic_load(&f->held) +
+  long long t = atomic_load(&f->tokens) + atomic_load(&f->others) + lr_budget_lease_held(f) +
                 atomic_load(&f->inflight_net) + atomic_load(&f->earned) - atomic_load(&f->spent) -
                 atomic_load(&f->throttled) * atomic_load(&f->cost_milli);
   long long max = atomic_load(&f->max_milli);
@@ -115,9 +135,11 @@ long lr_budget_lease_cap(long long max_milli) {
 
 int lr_budget_lease_draw(lr_fleet *f) {
   atomic_fetch_add_explicit(&f->lfails, 1, memory_order_relaxed);
-  long long l = atomic_load_explicit(&f->held, memory_order_relaxed);
-  while (l >= MILLI)
-    if (atomic_compare_exchange_weak_explicit(&f->held, &l, l - MILLI, memory_order_relaxed,
+  long long d = atomic_load_explicit(&f->drawn, memory_order_relaxed);
+  /* a settle moving allot meanwhile may let one draw past the block:
+   * drawn says so, and the next sync charges it (exact either way) */
+  while (atomic_load_explicit(&f->allot, memory_order_relaxed) - d >= MILLI)
+    if (atomic_compare_exchange_weak_explicit(&f->drawn, &d, d + MILLI, memory_order_relaxed,
                                               memory_order_relaxed))
       return 1;
   /* none left: the next block is a bigger one */
@@ -130,13 +152,13 @@ int lr_budget_lease_worth_asking(lr_fleet *f) {
   if (!lr_fleet_fresh(f, lr_monotonic_coarse_ms())) return 1;
   /* a whole token above half that is in no block (blocks come from those) */
   long long max = atomic_load(&f->max_milli), half = (max + 1) / 2;
-  return lr_fleet_tokens_milli(f) - atomic_load(&f->held) - atomic_load(&f->others) - half >= MILLI;
+  return lr_fleet_tokens_milli(f) - lr_budget_lease_held(f) - atomic_load(&f->others) - half >=
+         MILLI;
 }
 
 int lr_budget_lease_covers(lr_fleet *f) {
   return atomic_load_explicit(&f->budget, memory_order_relaxed) &&
-         atomic_load_explicit(&f->held, memory_order_relaxed) >= MILLI &&
-         lr_fleet_fresh(f, lr_monotonic_coarse_ms());
+         lr_budget_lease_held(f) >= MILLI && lr_fleet_fresh(f, lr_monotonic_coarse_ms());
 }
 
 /* Twice the failures of a sync period, from d counted over `elapsed` ms. */
@@ -163,33 +185,23 @@ void lr_budget_lease_take(lr_fleet *f, lr_fleet_batch *b, int64_t now) {
     block = block_for(f, d, elapsed, shortage, lr_budget_lease_cap(max)), f->lease_spent_at = now;
   else if (now - f->lease_spent_at >= 2 * (int64_t)f->set.sync_ms)
     block = 0; /* two sync periods without a failure: the block goes back */
+  if (block > lr_budget_lease_cap(max)) block = lr_budget_lease_cap(max); /* a reload lowered it */
   f->lease_block = block;
-  b->lheld = atomic_load(&f->held);
   b->lwant = (long long)block * MILLI;
-  /* unread until settled: a sync whose answer is lost may have been
-   * applied, and the next one says so */
-  b->lseq = ++f->lease_seq;
-  b->lprev_seq = f->lease_lost_seq;
-  b->lprev_held = f->lease_lost_held;
-  f->lease_lost_seq = b->lseq;
-  f->lease_lost_held = b->lheld;
+  /* what the blocks paid in all: a sync whose answer was lost may have
+   * been applied or not, and the total makes the next one right either way */
+  b->ldrawn = atomic_load(&f->drawn);
 }
 
 void lr_budget_lease_settle(lr_fleet *f, const lr_fleet_batch *b, const lr_fleet_reply *r,
                             lr_fleet_work_fn sync_fn) {
-  f->lease_lost_seq = f->lease_lost_held = 0;
+  f->lease_acked = b->ldrawn;
   atomic_store(&f->leased, r->leased);
   atomic_store(&f->others, r->leased - r->lease);
   f->lease_redis = r->lease;
-  /* the block as Redis keeps it, less what was spent since the batch left */
-  long long l = atomic_fetch_add(&f->held, r->lease - b->lheld) + r->lease - b->lheld;
-  /* Redis kept less than was spent meanwhile (the block had expired):
-   * those failures were paid by nothing; the next batch counts them */
-  while (l < 0)
-    if (atomic_compare_exchange_weak(&f->held, &l, 0)) {
-      atomic_fetch_add(&f->spent, -l);
-      break;
-    }
+  /* the block as Redis keeps it after the draws it was told of; draws
+   * since come off it, and any past it the next sync charges */
+  atomic_store(&f->allot, b->ldrawn + r->lease);
   /* a block held and nothing else due: the worker gives it back once two
    * sync periods pass without a failure (a sync before then sets it anew) */
   if (r->lease > 0 && !f->lease_closing)

@@ -165,7 +165,8 @@ void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v) {
   long long ok = atomic_load(&f->last_ok_ms);
   v->synced_ago = ok ? (double)(now - ok) / 1000 : -1;
   v->syncs = atomic_load(&f->syncs);
-  v->lease = (double)atomic_load(&f->held) / 1000;
+  long long held = lr_budget_lease_held(f);
+  v->lease = (double)(held > 0 ? held : 0) / 1000;
   v->leased = (double)atomic_load(&f->leased) / 1000;
   v->sync_failures = atomic_load(&f->sync_failures);
   lr_fmt(v->where, sizeof v->where, "%s", f->url.redacted);

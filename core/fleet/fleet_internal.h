@@ -192,11 +192,10 @@ typedef struct {
   long long want;              /* probe permits asked */
   long long requests, accepts; /* the throttle's */
   long long throttled;         /* throttling answers: throttle_cost each */
-  /* the budget's lease (budget_lease.c), milli-tokens: the block this
-   * process holds now, the block it wants after the sync, how long Redis
-   * keeps it (ms); this sync's number, and the last one whose answer was
-   * never read (0: none) with the block held when it left */
-  long long lheld, lwant, lttl_ms, lseq, lprev_seq, lprev_held;
+  /* the budget's lease (budget_lease.c), milli-tokens: what this
+   * process has drawn from its blocks in all (it only grows), the block it
+   * wants after the sync, how long Redis keeps it (ms) */
+  long long ldrawn, lwant, lttl_ms;
 } lr_fleet_batch;
 
 typedef struct {
@@ -284,19 +283,20 @@ struct lr_fleet {
   atomic_llong rtt_us;   /* the round trips' time, a moving average */
   atomic_llong commands; /* sent to Redis by this handle (conn.sent) */
 
-  /* The budget's lease (budget_lease.c): the block held now (milli), the
+  /* The budget's lease (budget_lease.c), milli: what the blocks paid in
+   * all (drawn, it only grows) and drawn plus the block Redis kept at the
+   * last answer read (allot: the block held now is allot - drawn), the
    * fleet's tokens out in leases at the last sync and those of them other
    * processes hold, failures counted since the last sync, and whether one
    * found the block empty. */
-  atomic_llong held, leased, others, lfails;
+  atomic_llong drawn, allot, leased, others, lfails;
   atomic_int lshort;
   /* under io: the block's size (tokens), and whether the handle is
    * closing (its block goes back) */
   long lease_block;
-  int64_t lease_taken_at, lease_spent_at;    /* the last sync's, the last with failures */
-  long long lease_redis;                     /* the block Redis kept at the last sync */
-  long long lease_seq;                       /* the last sync's number */
-  long long lease_lost_seq, lease_lost_held; /* a sync whose answer was not read */
+  int64_t lease_taken_at, lease_spent_at; /* the last sync's, the last with failures */
+  long long lease_redis;                  /* the block Redis kept at the last sync */
+  long long lease_acked;                  /* drawn as the last sync whose answer was read sent it */
   int lease_closing;
 
   /* Everything below belongs to whoever holds io. */
@@ -442,8 +442,11 @@ int lr_budget_lease_worth_asking(lr_fleet *f);
 /* The view may decide the retry without a round trip: it is fresh and the
  * block holds a token. */
 int lr_budget_lease_covers(lr_fleet *f);
-/* With io held, as a sync takes its batch: the block held and the block
- * wanted (b->lheld, b->lwant, b->lttl_ms). */
+/* The block this process holds now (milli): less than nothing when it
+ * drew more than Redis kept (the next sync charges that). */
+long long lr_budget_lease_held(lr_fleet *f);
+/* With io held, as a sync takes its batch: what the blocks paid in all,
+ * and the block wanted (b->ldrawn, b->lwant, b->lttl_ms). */
 void lr_budget_lease_take(lr_fleet *f, lr_fleet_batch *b, int64_t now);
 /* With io held, after a good reply: the block as Redis keeps it; the
  * worker's timer set to give it back when spending stops. */

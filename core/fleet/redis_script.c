@@ -23,13 +23,14 @@
  *            accepts), I = 0..9;
  *            and leased (the tokens out in leases, budget_lease.c)
  *   KEYS[2]  sorted set: member -> time of its last sync (ms)
- *   KEYS[3]  hash: member -> "H S": the budget's block it holds (milli)
- *            after its sync number S
- *   KEYS[4]  sorted set: member -> when that block expires (ms)
+ *   KEYS[3]  hash: member -> "H D": the budget's block it holds (milli)
+ *            once Redis was told it drew D from its blocks in all
+ *   KEYS[4]  sorted set: member -> when that entry expires (ms), negated
+ *            for an empty block (the positive scores count the holders)
  *   ARGV     max_milli failures open_ms probes ttl_ms member
  *            spent earned trail resets want cfg
  *            requests accepts throttled cost_milli bucket_ms
- *            lheld lwant lttl_ms lseq lprev_seq lprev_held
+ *            ldrawn lwant lttl_ms
  *   returns  {tokens, state, fails, opened_at, probes_left, granted, now,
  *            requests, accepts, lease, leased} (requests, accepts: the
  *            throttle's window, this batch in; lease: this member's block
@@ -38,9 +39,10 @@
  *
  * `tokens` is the fleet's tokens not leased out; tokens + leased <=
  * max_milli.  The lease's arithmetic is budget_lease.c's (its header says
- * why): expired blocks back to tokens, then this member's block (what it
- * no longer holds of it was spent), the batch, and the block resized,
- * granted only from tokens above half.
+ * why): expired blocks back to tokens, then this member's draws since
+ * Redis last saw its total (from its block, past it from tokens), blocks
+ * above half a lowered max_milli taken back, the batch, and the block
+ * resized, granted only from tokens above half.
  *
  * The throttle's window is kept in buckets, not as a decayed pair: ten
  * buckets of a tenth of the window each are what the local throttle keeps
@@ -65,10 +67,10 @@ const char LR_FLEET_SCRIPT[] =
   "local t = redis.call('TIME')\n"
   "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
   "local a = {}\n"
-  "for i = 1, 23 do a[i] = tonumber(ARGV[i]) end\n"
+  "for i = 1, 20 do a[i] = tonumber(ARGV[i]) end\n"
   "local max, failures, open_ms, probes, ttl = a[1], a[2], a[3], a[4], a[5]\n"
   "local spent, earned, trail, resets, want = a[7], a[8], a[9], a[10], a[11]\n"
-  "local lheld, lwant, lttl, lseq, pseq, pheld = a[18], a[19], a[20], a[21], a[22], a[23]\n"
+  "local ldrawn, lwant, lttl = a[18], a[19], a[20]\n"
   "local h = redis.call('HMGET', KEYS[1], 'tokens', 'state', 'fails', 'opened_at', 'probes_left',\n"
   "  'cfg', 'cfg_at', 'cfg_by', 'leased')\n"
   "if h[6] and h[6] ~= ARGV[12] and h[8] ~= ARGV[6] and now - (tonumber(h[7]) or 0) < 60000 then\n"
@@ -79,25 +81,60 @@ const char LR_FLEET_SCRIPT[] =
   "local fails = tonumber(h[3]) or 0\n"
   "local opened = tonumber(h[4]) or 0\n"
   "local left = tonumber(h[5]) or 0\n"
-  /* blocks whose holders stopped syncing go back, a few a sync */
+  /* entries whose members stopped syncing go, a few a sync: a block's
+   * (its score: when it expires) back to the tokens; an empty block's
+   * (its score: minus when it expires, so that the positive scores count
+   * the holders) with nothing to give */
   "local leased = tonumber(h[9]) or 0\n"
-  "for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', now, 'LIMIT', 0, 16)) do\n"
+  "for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '(0', now, 'LIMIT', 0, 16)) do\n"
   "  local held = tonumber(string.match(redis.call('HGET', KEYS[3], m) or '', '^%d+')) or 0\n"
   "  redis.call('HDEL', KEYS[3], m)\n"
   "  redis.call('ZREM', KEYS[4], m)\n"
   "  leased = leased - held\n"
   "  tokens = tokens + held\n"
   "end\n"
-  /* this member's block, "H S": H milli-tokens after its sync number S.
-   * What it spent of it since: from H, or, when S is the sync whose
-   * answer it never read (pseq), from what it held then */
+  "for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], -now, '(0', 'LIMIT', 0, 16)) do\n"
+  "  redis.call('HDEL', KEYS[3], m)\n"
+  "  redis.call('ZREM', KEYS[4], m)\n"
+  "end\n"
+  /* this member's entry, "H D": the block H it holds (milli) once Redis
+   * had been told it drew D from its blocks in all.  What it drew since
+   * (totals, so any number of lost answers, applied or not, count once):
+   * from its block, and past it (a block taken back while it still drew
+   * on it, its answer lost) from the tokens.  No entry (it expired, the
+   * process away; an empty Redis): nothing, as the outage's other counts
+   * (sync.c drops them: the local guards had them) */
   "local v = redis.call('HGET', KEYS[3], ARGV[6]) or ''\n"
   "local keep = tonumber(string.match(v, '^%d+')) or 0\n"
-  "local from = keep\n"
-  "if pseq > 0 and tonumber(string.match(v, ' (%d+)$')) == pseq then from = pheld end\n"
-  "local used = math.min(keep, math.max(0, from - lheld))\n"
-  "leased, keep = leased - used, keep - used\n"
+  "local seen = tonumber(string.match(v, '^%d+ (%d+)$'))\n"
+  "local used = seen and math.max(0, ldrawn - seen) or 0\n"
+  "local paid = math.min(keep, used)\n"
+  "leased, keep, spent = leased - paid, keep - paid, spent + used - paid\n"
   "leased = math.max(keep, leased)\n"
+  /* blocks are granted only from the tokens above half, so the blocks
+   * out are never more than those (top).  A reload lowered max below
+   * them: what is over comes back, from this member's block first, then
+   * from other holders' (they learn it at their next sync; what they draw
+   * past it meanwhile is charged as above).  Only then: one entry a
+   * holder, each read at most once */
+  "local top = max - math.ceil(max / 2)\n"
+  "if leased > top then\n"
+  "  local back = math.min(leased - top, keep)\n"
+  "  leased, keep = leased - back, keep - back\n"
+  "  local z = leased > top and redis.call('ZRANGEBYSCORE', KEYS[4], '(0', '(inf', 'WITHSCORES')\n"
+  "  for i = 1, z and #z or 0, 2 do\n"
+  "    local m = z[i]\n"
+  "    local held, rest = string.match(redis.call('HGET', KEYS[3], m) or '', '^(%d+)(.*)$')\n"
+  "    back = math.min(leased - top, tonumber(held) or 0)\n"
+  "    if m ~= ARGV[6] and back > 0 then\n"
+  "      redis.call('HSET', KEYS[3], m, string.format('%d', held - back) .. rest)\n"
+  "      if held - back <= 0 then redis.call('ZADD', KEYS[4], -tonumber(z[i + 1]), m) end\n"
+  "      leased = leased - back\n"
+  "    end\n"
+  "    if leased <= top then break end\n"
+  "  end\n"
+  "  leased = math.min(leased, top)\n" /* a count that drifted from the blocks' */
+  "end\n"
   /* the budget: -1000 per failure, +ratio*1000 per success, within [0, max]
    * with the blocks out */
   "local requests, accepts, throttled, cost, width = a[13], a[14], a[15], a[16], a[17]\n"
@@ -109,9 +146,12 @@ const char LR_FLEET_SCRIPT[] =
   "  local g = math.min(lwant - keep, math.floor((tokens - math.ceil(max / 2)) / 1000) * 1000)\n"
   "  if g > 0 then tokens, leased, keep = tokens - g, leased + g, keep + g end\n"
   "end\n"
-  "if keep > 0 then\n"
-  "  redis.call('HSET', KEYS[3], ARGV[6], keep .. ' ' .. lseq)\n"
-  "  redis.call('ZADD', KEYS[4], now + lttl, ARGV[6])\n"
+  /* kept while it has drawn at all (D is what makes a lost answer
+   * count once), an empty block too (its expiry negated, as above), and
+   * expiring when it stops syncing */
+  "if keep > 0 or ldrawn > 0 then\n"
+  "  redis.call('HSET', KEYS[3], ARGV[6], string.format('%d %d', keep, ldrawn))\n"
+  "  redis.call('ZADD', KEYS[4], keep > 0 and now + lttl or -(now + lttl), ARGV[6])\n"
   "else\n"
   "  redis.call('HDEL', KEYS[3], ARGV[6])\n"
   "  redis.call('ZREM', KEYS[4], ARGV[6])\n"
@@ -222,12 +262,11 @@ lr_fleet_code lr_redis_script_load(lr_fleet_script *s, lr_redis_conn *c, const l
 lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[4],
                                      const char *member, const lr_fleet_limits *l,
                                      const lr_fleet_batch *b) {
-  enum { NUMS = 21 };
+  enum { NUMS = 18 };
   long long nums[NUMS] = { l->max_milli, l->failures, l->open_ms,   l->probes,     l->ttl_ms,
                            b->spent,     b->earned,   b->trail,     b->resets,     b->want,
                            b->requests,  b->accepts,  b->throttled, l->cost_milli, l->bucket_ms,
-                           b->lheld,     b->lwant,    b->lttl_ms,   b->lseq,       b->lprev_seq,
-                           b->lprev_held };
+                           b->ldrawn,    b->lwant,    b->lttl_ms };
   char text[NUMS][24], cfg[300];
   for (int i = 0; i < NUMS; i++) lr_fmt(text[i], sizeof text[i], "%lld", nums[i]);
   lr_fleet_cfg_text(l, cfg, sizeof cfg);

@@ -148,9 +148,11 @@ static int batch_empty(lr_fleet *f) {
          !atomic_load(&f->throttled);
 }
 
-/* Counts not sent, or a block of the budget's tokens Redis keeps for us. */
+/* Counts not sent, or a block of the budget's tokens Redis keeps for us
+ * (or draws on it Redis may not have seen; io held). */
 static int owed(lr_fleet *f) {
-  return !batch_empty(f) || atomic_load(&f->held) > 0 || f->lease_redis > 0;
+  return !batch_empty(f) || lr_budget_lease_held(f) != 0 || f->lease_redis > 0 ||
+         atomic_load(&f->drawn) != f->lease_acked; /* draws Redis may not have seen */
 }
 
 /* Nothing to send and nothing owed: another thread's round trip (or the

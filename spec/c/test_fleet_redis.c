@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fleet_internal.h" /* the lease's script, run as a sync would; lr_fleet_reserve_take */
+#include "fleet_internal.h" /* lr_fleet_reserve_take */
 #include "check.h"
 #include "redis_helper.h"
 
@@ -521,67 +521,6 @@ static void *hammer(void *arg) {
   return NULL;
 }
 
-/* The lease's arithmetic when an answer is lost (budget_lease.c): one
- * update script call whose answer is never read, then the next.  Run
- * on the handle's own connection with its own limits (its cfg). */
-static lr_fleet_reply lease_sync(lr_fleet *f, long long held, long long want, long long seq,
-                                 long long lost_seq, long long lost_held) {
-  lr_fleet_limits l;
-  memset(&l, 0, sizeof l);
-  l.budget = 1;
-  l.max_milli = 100000;
-  l.ratio_milli = 100;
-  l.open_ms = 1000;
-  l.probes = 1;
-  l.ttl_ms = 3600000;
-  lr_fleet_batch b;
-  memset(&b, 0, sizeof b);
-  b.lheld = held, b.lwant = want, b.lttl_ms = 60000;
-  b.lseq = seq, b.lprev_seq = lost_seq, b.lprev_held = lost_held;
-  const char *keys[LR_FLEET_KEYS] = { f->key, f->procs_key, f->leases_key, f->lexp_key };
-  lr_fleet_reply out;
-  memset(&out, 0, sizeof out);
-  char err[300] = "";
-  pthread_mutex_lock(&f->io);
-  lr_fleet_code rc = lr_redis_script_run(&f->script, &f->conn, &f->url, keys, f->member, &l, &b,
-                                         lr_monotonic_ms() + 1000, &out, err, sizeof err);
-  pthread_mutex_unlock(&f->io);
-  if (!CHECK_EQ_INT(rc, LR_FLEET_OK)) fprintf(stderr, "  lease_sync: %s\n", err);
-  return out;
-}
-
-static void test_lease_lost_answer(void) {
-  lr_fleet_settings s = test_settings();
-  s.breaker = 0;
-  s.max_tokens = 100; /* half 50, a block of 12 at most */
-  lr_fleet *f = handle(URL, "lease-lost", "host-a:1", s, NULL);
-  reset(f);
-  CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK); /* connected, the script loaded */
-  /* sync 1 grants 10 tokens; its answer is lost: the process holds none */
-  lr_fleet_reply r = lease_sync(f, 0, 10000, 1, 0, 0);
-  CHECK_EQ_INT(r.lease, 10000);
-  CHECK_EQ_INT(r.tokens + r.leased, 100000);
-  /* sync 2 says so: the grant stands (it is not taken for 10 spent) */
-  r = lease_sync(f, 0, 10000, 2, 1, 0);
-  CHECK_EQ_INT(r.lease, 10000);
-  CHECK_EQ_INT(r.tokens + r.leased, 100000);
-  /* 4 spent; sync 3 gives 6 back and is lost before it was applied (its
-   * number never stored): sync 4 reckons from the block Redis kept */
-  r = lease_sync(f, 6000, 6000, 4, 3, 6000);
-  CHECK_EQ_INT(r.lease, 6000);
-  CHECK_EQ_INT(r.tokens + r.leased, 96000);
-  /* sync 5 gives back what is left and is lost after it was applied; 2
-   * were spent before it left, 1 since: sync 6 counts the 1, once */
-  r = lease_sync(f, 4000, 0, 5, 0, 0);
-  CHECK_EQ_INT(r.lease, 0);
-  r = lease_sync(f, 3000, 0, 6, 5, 4000);
-  CHECK_EQ_INT(r.lease, 0);
-  CHECK_EQ_INT(r.leased, 0);
-  /* 100 - 4 - 2: the 1 spent after its block went back is its own */
-  CHECK_EQ_INT(r.tokens, 94000);
-  lr_fleet_free(f);
-}
-
 static void test_threads(void) {
   lr_fleet_settings s = test_settings();
   s.max_tokens = 1000;
@@ -861,7 +800,6 @@ int main(void) {
   test_status_and_reset();
   test_database();
   test_threads();
-  test_lease_lost_answer();
   test_never_answers();
   test_connect_timeout();
   test_unreachable();
