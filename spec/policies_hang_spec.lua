@@ -10,18 +10,8 @@ local SHIPPED = { "http", "gcs", "iam", "memorystore", "azure", "azure-interacti
 -- engine's own clock (from the call's start: process start-up is not in it)
 local SLACK = 0.5
 
--- proc.run of args with --log-json: the result, and the last logged
--- decision's elapsed.
-local function run_timed(args)
-  local log = os.tmpname()
-  local r = proc.run(proc.concat(args, { "--log-json", log }), { timeout = 10 })
-  for _, line in ipairs(proc.lines(proc.readfile(log))) do
-    local o = proc.json.decode(line)
-    if o.elapsed then r.elapsed = o.elapsed end
-  end
-  os.remove(log)
-  return r
-end
+-- proc.run_timed, each run bounded at 10 s
+local function run_timed(args) return proc.run_timed(args, { timeout = 10 }) end
 
 describe("a silent server", function()
   local srv

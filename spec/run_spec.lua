@@ -28,20 +28,7 @@ describe("luaretry run", function ()
 
   local function url(path) return srv.base .. path end
 
-  -- proc.run of args with --log-json: the result, and the last logged
-  -- decision's elapsed (the engine's own clock, from the call's start: a
-  -- busy machine's start-up is not in it).
-  local function run_timed(args, opts)
-    local log = tmp .. "/log.json"
-    local all = proc.concat(args, { "--log-json", log })
-    local r = proc.run(all, opts)
-    for _, line in ipairs(proc.lines(proc.readfile(log))) do
-      local o = proc.json.decode(line)
-      if o.elapsed then r.elapsed = o.elapsed end
-    end
-    os.remove(log)
-    return r
-  end
+  local run_timed = proc.run_timed
 
   describe("retries", function ()
     it("503, 503, 200: exit 0 on the third attempt, only the 200's body on stdout", function ()

@@ -21,29 +21,7 @@
 #include "fleet_internal.h" /* lr_fleet_reserve_take */
 #include "check.h"
 #include "redis_helper.h"
-
-/* ---- what the log callback heard */
-
-typedef struct {
-  pthread_mutex_t mu;
-  int n;
-  char line[4][600];
-} logbook;
-
-/* FLEET_TEST_VERBOSE=1 prints what the callback hears. */
-static void on_log(void *ud, const char *message) {
-  logbook *b = ud;
-  if (getenv("FLEET_TEST_VERBOSE")) fprintf(stderr, "  log: %s\n", message);
-  pthread_mutex_lock(&b->mu);
-  if (b->n < 4) snprintf(b->line[b->n], sizeof b->line[0], "%s", message);
-  b->n++;
-  pthread_mutex_unlock(&b->mu);
-}
-
-static void logbook_init(logbook *b) {
-  memset(b, 0, sizeof *b);
-  pthread_mutex_init(&b->mu, NULL);
-}
+#include "fleet_handle.h"
 
 static double now_s(void) { return redis_now_(); }
 
@@ -63,17 +41,6 @@ static lr_fleet_settings test_settings(void) {
   s.reconnect_min_ms = 50;
   s.reconnect_max_ms = 200;
   return s;
-}
-
-static lr_fleet *handle(const char *url, const char *key, const char *member, lr_fleet_settings s,
-                        logbook *log) {
-  lr_fleet *f = NULL;
-  char err[300] = "";
-  s.member = member;
-  if (log) s.log = on_log, s.log_ud = log;
-  if (!CHECK_EQ_INT(lr_fleet_new(url, key, &s, &f, err, sizeof err), LR_FLEET_OK))
-    fprintf(stderr, "  lr_fleet_new(%s): %s\n", url, err);
-  return f;
 }
 
 static char URL[160], UNIX_URL[200];
