@@ -75,11 +75,12 @@ HTTP_OBJ = $(call obj,$(wildcard core/http/*.c))
 MODULE_OBJ = $(call obj,$(wildcard core/module/*.c))
 CLI_OBJ = $(call obj,$(wildcard core/cli/*.c core/cli/*/*.c))
 FAULTS_OBJ = $(call obj,$(wildcard core/faults/*.c))
-# libluaretry: the engine, policies and the fleet (Lua, hiredis: no curl);
+# libluaretry: the engine, policies and the fleet (Lua, hiredis, libcrypto
+# for the fleet scripts' SHA1: no curl);
 # libluaretry-curl: the curl helper (core/http), on top of it.  The
 # programs of this tree link both archives (LIB_A) and every library.
 LIB_OBJ = $(ENGINE_OBJ) $(SANDBOX_OBJ) $(POLICY_OBJ) $(FLEET_OBJ)
-CORE_LIBS = $(LUA_LIBS) $(HIREDIS_LIBS) -lm
+CORE_LIBS = $(LUA_LIBS) $(HIREDIS_LIBS) -lcrypto -lm
 LIB_LIBS = $(LUA_LIBS) $(CURL_LIBS) $(HIREDIS_LIBS) -lcrypto -lm
 LIB_A = $(BUILD)/libluaretry-curl.a $(BUILD)/libluaretry.a
 ALL_OBJ = $(LIB_OBJ) $(HTTP_OBJ) $(MODULE_OBJ) $(CLI_OBJ) $(FAULTS_OBJ)
@@ -157,14 +158,14 @@ $(BUILD)/libluaretry-curl.so: $(HTTP_OBJ) $(LIB_MAP) $(BUILD)/libluaretry.so
 MODULE_MAP = core/module/luaretry.map
 $(BUILD)/luaretry.so: $(ENGINE_OBJ) $(SANDBOX_OBJ) $(POLICY_OBJ) $(FLEET_OBJ) $(MODULE_OBJ) $(MODULE_MAP)
 	$(CC) $(LDFLAGS_ALL) -shared -Wl,--version-script=$(MODULE_MAP) -o $@ \
-	  $(filter %.o,$^) $(HIREDIS_LIBS) -lm
+	  $(filter %.o,$^) $(HIREDIS_LIBS) -lcrypto -lm
 
 $(BUILD)/luaretry: $(CLI_OBJ) $(FAULTS_OBJ) $(LIB_A)
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIB_LIBS)
 
 $(BUILD)/luaretry.pc: Makefile core/include/luaretry.h
 	@mkdir -p $(BUILD)
-	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry\nDescription: retry policy engine with sandboxed Lua policies\nVersion: %s\nRequires.private: lua5.4 hiredis\nLibs: -L$${libdir} -lluaretry\nLibs.private: -lm -pthread\nCflags: -I$${includedir}\n' \
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include\n\nName: luaretry\nDescription: retry policy engine with sandboxed Lua policies\nVersion: %s\nRequires.private: lua5.4 hiredis libcrypto\nLibs: -L$${libdir} -lluaretry\nLibs.private: -lm -pthread\nCflags: -I$${includedir}\n' \
 	  "$(PREFIX)" "$(VERSION)" > $@
 
 $(BUILD)/luaretry-curl.pc: Makefile core/include/luaretry_curl.h

@@ -35,8 +35,11 @@
  *   - a hedge's token is an outcome of its own in the batch (SPEND).
  * Round trips take no time (the model leaves Redis's latency out); each is
  * counted as the real process counts its Redis commands (luaretry_metrics'
- * fleet_round_trips): CONNECT_COMMANDS at its first, one for each sync, a
- * block of rate slots, a probe permit or the reserve.  Clients start in
+ * fleet_round_trips): one for each sync, a block of rate slots, a probe
+ * permit or the reserve (the connect sends no command of its own: the
+ * scripts go by EVALSHA, their SHAs computed by the process), and one
+ * more at each script's first use in the fleet (Redis answers NOSCRIPT,
+ * then EVAL puts the script in its cache).  Clients start in
  * waves: client i's call clock starts at 0 at its start, fleet_time()'s
  * (i / wave) * every on the fleet's clock. */
 #include <math.h>
@@ -46,9 +49,9 @@
 
 #define PENDING_MAX      32 /* a client's outcomes between syncs; more: sync */
 #define SPEND            4  /* a hedge's token, in the batch (beside lr_remote_outcome's 0 to 3) */
-/* A process's connect before its first sync: SCRIPT LOAD of the sync
- * script (redis_script.c), a command of its own. */
-#define CONNECT_COMMANDS 1
+/* The fleet's scripts, each NOSCRIPT once (redis_script.c, redis_rate.c,
+ * reserve.c) */
+enum { SYNC_SCRIPT = 1, RATE_SCRIPT = 2, RESERVE_SCRIPT = 4 };
 #define MILLI            1000
 
 /* a failure found the block empty; the process ends; a batch is on its
@@ -99,8 +102,17 @@ struct lr_simfleet {
   double tat;       /* the rate limiter's GCRA, as Redis holds it */
   long long leased; /* milli-tokens out in blocks */
   unsigned long long round_trips;
-  int redis; /* 0: the local store (no leases, no round trips) */
+  int redis;  /* 0: the local store (no leases, no round trips) */
+  int loaded; /* the scripts Redis holds (SYNC_SCRIPT...) */
 };
+
+/* A round trip of `script`, counted: two at its first use (NOSCRIPT,
+ * then EVAL). */
+static void count_trip(lr_simfleet *f, int script) {
+  if (!f->redis) return;
+  f->round_trips += 1 + !(f->loaded & script);
+  f->loaded |= script;
+}
 
 extern const lr_remote_ops lr_simfleet_ops;
 
@@ -230,7 +242,7 @@ static int apply(sim_client *c, double now) {
 
 /* A round trip counted, and the lease it carries, sized on `fails`. */
 static void trip(sim_client *c, int fails, double now) {
-  if (c->fleet->redis) c->fleet->round_trips += 1 + (c->synced_at < 0 ? CONNECT_COMMANDS : 0);
+  count_trip(c->fleet, SYNC_SCRIPT);
   lease_settle(c, block_for(c, fails, now));
   if (fails) c->spent_at = now;
 }
@@ -444,7 +456,7 @@ static int rate_reserve(void *ud, double now, double at, double latest, double l
     long want = lr_lease_want(l, g->rate_limit);
     long n = lr_lease_grant(&c->fleet->tat, now, g->rate_limit, g->rate_burst, want,
                             lr_lease_horizon(now, latest), &b, &retry);
-    c->fleet->round_trips += (unsigned)c->fleet->redis;
+    count_trip(c->fleet, RATE_SCRIPT);
     lr_lease_add(l, n, now, b, 1 / g->rate_limit);
     v = lr_lease_take(l, at, latest, wait);
     if (v == 0 && latest >= 0 && b > latest) return *wait = -1, 1; /* after the deadline */
@@ -463,7 +475,7 @@ static int reserve_take(void *ud, double now, double left, lr_waiter *w) {
   (void)left, (void)w; /* a simulated round trip takes no time */
   sim_client *c = ud;
   now = enter(c, now);
-  c->fleet->round_trips += (unsigned)c->fleet->redis;
+  count_trip(c->fleet, RESERVE_SCRIPT);
   return lr_budget_reserve_take(c->fleet->shared, &c->fleet->g, now);
 }
 

@@ -14,8 +14,9 @@
 #define MINUTE_MS              60000
 #define LR_FLEET_PROCESSES_MAX 1000
 
-/* Runs argc commands pipelined in one round trip with the io lock held;
- * replies[i] for each, freed by the caller.  Connects at once if needed. */
+/* Runs argc commands pipelined in one round trip with the io lock held,
+ * after SCRIPT LOAD's; replies[i] for each, freed by the caller.
+ * Connects at once if needed. */
 static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argvs[],
                               redisReply *replies[], char *err, size_t errlen) {
   char detail[300] = "";
@@ -26,6 +27,16 @@ static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argv
   }
   int64_t deadline = 0;
   lr_fleet_code rc = lr_fleet_connect_locked(f, 1, &deadline, detail, sizeof detail);
+  /* SCRIPT LOAD first, on its own (the commands may delete): what is
+   * shown or reset is only worth it if the server runs the fleet's script
+   * for this user (a process learns that from its first sync's reply) */
+  if (rc == LR_FLEET_OK) rc = lr_redis_script_load_append(&f->conn);
+  if (rc == LR_FLEET_OK) {
+    redisReply *load = NULL;
+    rc = lr_conn_read(&f->conn, deadline, &load, detail, sizeof detail);
+    if (rc == LR_FLEET_OK) rc = lr_redis_script_load_check(&f->url, load, detail, sizeof detail);
+    if (load) freeReplyObject(load);
+  }
   for (int redirects = 0;;) {
     for (int i = 0; rc == LR_FLEET_OK && i < n; i++)
       rc = lr_conn_append(&f->conn, argcs[i], argvs[i], NULL);

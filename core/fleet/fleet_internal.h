@@ -220,16 +220,26 @@ typedef struct {
 } lr_fleet_reply;
 
 typedef struct {
-  char sha[41]; /* "" until SCRIPT LOAD answered */
-  int use_eval; /* the server forgot it: EVAL next time */
+  char sha[41]; /* its SHA1, computed at the first use ("": libcrypto failed) */
+  int use_eval; /* the server does not hold it: EVAL next time */
 } lr_fleet_script;
 
 extern const char LR_FLEET_SCRIPT[];
 
-/* SCRIPT LOAD, right after connecting: learns the SHA and proves the
- * server runs Lua scripts. */
-lr_fleet_code lr_redis_script_load(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
-                                   int64_t deadline_ms, char *err, size_t errlen);
+/* The SHA1 of a script as Redis names it (40 hex digits): 1, or 0 with
+ * sha "" (libcrypto refused SHA1, a FIPS setting: EVAL every time). */
+int lr_script_sha(const char *script, char sha[41]);
+/* A script's error reply r, quoted in err as "WHAT refused: ...", saying
+ * what the fleet needs when it means this server or user runs no scripts
+ * (NOPERM, an unknown command); its code. */
+lr_fleet_code lr_script_refused(const lr_redis_url *u, const struct redisReply *r,
+                                const char *what, char *err, size_t errlen);
+/* `luaretry fleet`'s proof that the server runs the fleet's scripts for
+ * this user, in the same round trip as what it reads: SCRIPT LOAD queued,
+ * and its reply checked (a process learns it from its first sync's). */
+lr_fleet_code lr_redis_script_load_append(lr_redis_conn *c);
+lr_fleet_code lr_redis_script_load_check(const lr_redis_url *u, const struct redisReply *r,
+                                         char *err, size_t errlen);
 /* Queues EVALSHA (or EVAL) of the update with this batch.  keys: the
  * hash, the registry, the leases' hash and their expiry (LR_FLEET_KEYS). */
 #define LR_FLEET_KEYS 4
@@ -303,7 +313,7 @@ struct lr_fleet {
   pthread_mutex_t io;
   lr_redis_conn conn;
   lr_fleet_script script;
-  char reserve_sha[41]; /* reserve.c's script ("": not known yet) */
+  char reserve_sha[41]; /* reserve.c's script's SHA1 ("": not computed yet) */
   int64_t last_sent_at;
   int64_t next_connect_at, backoff_ms;
   uint64_t rng;

@@ -327,8 +327,8 @@ lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, int64_t *deadline,
   lr_fleet_code rc =
     lr_redis_open(&f->conn, &f->url, earliest(now + f->set.connect_timeout_ms, limit),
                   f->set.command_timeout_ms, deadline, err, errlen);
-  if (rc == LR_FLEET_OK)
-    rc = lr_redis_script_load(&f->script, &f->conn, &f->url, *deadline, err, errlen);
+  /* no SCRIPT LOAD: the scripts go by EVALSHA with SHAs computed here,
+   * and the first one's error says if this server or user runs none */
   if (rc != LR_FLEET_OK) {
     lr_fleet_failed_locked(f, rc, err, now, limit);
     return rc;

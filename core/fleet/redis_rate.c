@@ -104,8 +104,7 @@ static lr_fleet_code decode(lr_fleet *f, const redisReply *r, const rate_ask *a,
              text + 18, ours);
       return LR_FLEET_E_REFUSED;
     }
-    lr_fmt(err, errlen, "the rate script refused: %s", text);
-    return lr_conn_error_code(r);
+    return lr_script_refused(&f->url, r, "the rate script", err, errlen);
   }
   long long *fields[4] = { &o->granted, &o->now_us, &o->b_us, &o->retry_us };
   int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 4;
@@ -129,9 +128,9 @@ static int is_noscript(const redisReply *r) {
   return r->type == REDIS_REPLY_ERROR && r->str && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-/* Queues the script's run: EVALSHA, or (SHA unknown or forgotten) SCRIPT
- * LOAD then EVAL in the same round trip.  *replies: how many to read. */
-static lr_fleet_code append(lr_fleet *f, const rate_ask *a, int *replies) {
+/* Queues the script's run: EVALSHA by its SHA (computed here), or EVAL
+ * (the server answered NOSCRIPT: EVAL runs it and puts it in the cache). */
+static lr_fleet_code append(lr_fleet *f, const rate_ask *a, int eval) {
   char num[5][32], cfg[120];
   lr_fmt(num[0], sizeof num[0], "%.17g", a->limit);
   lr_fmt(num[1], sizeof num[1], "%ld", a->burst);
@@ -139,13 +138,8 @@ static lr_fleet_code append(lr_fleet *f, const rate_ask *a, int *replies) {
   lr_fmt(num[3], sizeof num[3], "%lld", a->horizon_us);
   lr_fmt(num[4], sizeof num[4], "%lld", (long long)f->set.ttl_seconds * 1000 + 60000);
   lr_fleet_rate_cfg_text(a->limit, a->burst, cfg, sizeof cfg);
-  int eval = !f->rate_sha[0];
-  *replies = eval ? 2 : 1;
-  if (eval) {
-    const char *load[3] = { "SCRIPT", "LOAD", LR_RATE_SCRIPT };
-    lr_fleet_code rc = lr_conn_append(&f->conn, 3, load, NULL);
-    if (rc != LR_FLEET_OK) return rc;
-  }
+  if (!f->rate_sha[0]) lr_script_sha(LR_RATE_SCRIPT, f->rate_sha);
+  eval = eval || !f->rate_sha[0];
   const char *argv[11] = { eval ? "EVAL" : "EVALSHA",
                            eval ? LR_RATE_SCRIPT : f->rate_sha,
                            "1",
@@ -160,34 +154,18 @@ static lr_fleet_code append(lr_fleet *f, const rate_ask *a, int *replies) {
   return lr_conn_append(&f->conn, 11, argv, NULL);
 }
 
-/* SCRIPT LOAD's reply: the SHA for next time (anything else: EVAL again). */
-static void learn_sha(lr_fleet *f, const redisReply *r) {
-  if (r->type == REDIS_REPLY_STRING && r->len == 40) {
-    memcpy(f->rate_sha, r->str, 40);
-    f->rate_sha[40] = '\0';
-  }
-}
-
-/* One round trip for `want` slots, under io, by `deadline`. */
+/* One round trip for `want` slots, under io, by `deadline`; on NOSCRIPT
+ * (its first use on this server, a restart, a failover) once more, by
+ * EVAL. */
 static lr_fleet_code run_script(lr_fleet *f, const rate_ask *a, int64_t deadline, rate_reply *o,
                                 char *err, size_t errlen) {
   lr_fleet_code rc = LR_FLEET_OK;
-  for (int round = 0; round < 2; round++) { /* EVALSHA, then LOAD+EVAL on NOSCRIPT */
-    int replies = 0;
-    rc = append(f, a, &replies);
+  for (int round = 0; round < 2; round++) {
     redisReply *r = NULL;
-    for (int k = 0; rc == LR_FLEET_OK && k < replies; k++) {
-      if (r) freeReplyObject(r);
-      r = NULL;
-      rc = lr_conn_read(&f->conn, deadline, &r, err, errlen);
-      if (rc == LR_FLEET_OK && k + 1 < replies) learn_sha(f, r);
-    }
-    if (rc != LR_FLEET_OK) {
-      if (r) freeReplyObject(r);
-      return rc;
-    }
-    int again = is_noscript(r) && replies == 1;
-    if (again) f->rate_sha[0] = '\0';
+    rc = append(f, a, round);
+    if (rc == LR_FLEET_OK) rc = lr_conn_read(&f->conn, deadline, &r, err, errlen);
+    if (rc != LR_FLEET_OK) return rc;
+    int again = is_noscript(r) && round == 0;
     if (!again) rc = decode(f, r, a, o, err, errlen);
     freeReplyObject(r);
     if (!again) break;

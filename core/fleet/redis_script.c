@@ -1,14 +1,21 @@
 /* redis_script.c: the fleet's state changes only inside one Redis Lua
  * script, so that the deltas of many processes apply atomically and in one
- * round trip.  It runs by EVALSHA; a server whose script cache was emptied
- * (SCRIPT FLUSH, a restart, a failover) answers NOSCRIPT without running
- * anything, and the same batch then goes once more by EVAL, which puts the
- * script back in the cache under the same SHA (Redis's EVALSHA docs
- * describe exactly this pattern). */
+ * round trip.  It runs by EVALSHA from the first sync on, its SHA1
+ * computed here (libcrypto) rather than asked of Redis: a process lives a
+ * few seconds in an outage, and a SCRIPT LOAD at every connect was a
+ * third of its round trips.  A server that does not hold the script (its
+ * first use, SCRIPT FLUSH, a restart, a failover, another cluster node)
+ * answers NOSCRIPT without running anything, and the same batch then goes
+ * once more by EVAL, which puts the script in the cache under the same SHA
+ * (Redis's EVALSHA docs describe exactly this pattern).  The connect no
+ * longer proves that the server runs scripts for this user: the first
+ * script's error reply does (lr_script_refused), said once as any other. */
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <hiredis.h>
+#include <openssl/evp.h>
 
 #include "fleet_internal.h"
 
@@ -215,11 +222,34 @@ const char LR_FLEET_SCRIPT[] =
   "redis.call('PEXPIRE', KEYS[2], ttl)\n"
   "return {tokens, state, fails, opened, left, granted, now, wr, wa, keep, leased}\n";
 
-static void quote_error(const lr_redis_url *u, const redisReply *r, const char *what, char *err,
-                        size_t errlen) {
+int lr_script_sha(const char *script, char sha[41]) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  sha[0] = '\0';
+  if (!EVP_Digest(script, strlen(script), md, &n, EVP_sha1(), NULL) || n != 20) return 0;
+  for (unsigned i = 0; i < n; i++) snprintf(sha + 2 * i, 3, "%02x", md[i]);
+  return 1;
+}
+
+#define NEEDED " (Redis 5 or later with Lua scripting, for this user, is needed)"
+
+/* A server without scripting for us: an ACL user without @scripting
+ * (NOPERM), EVAL and EVALSHA renamed away (unknown command), a Redis too
+ * old for the script (before 5: no redis.replicate_commands effects). */
+static int no_scripting(const redisReply *r) {
+  static const char *const starts[] = { "NOPERM", "ERR unknown command",
+                                        "ERR unknown or disabled command" };
+  for (size_t i = 0; r->str && i < sizeof starts / sizeof starts[0]; i++)
+    if (strncmp(r->str, starts[i], strlen(starts[i])) == 0) return 1;
+  return 0;
+}
+
+lr_fleet_code lr_script_refused(const lr_redis_url *u, const redisReply *r, const char *what,
+                                char *err, size_t errlen) {
   char text[204];
   lr_reply_quote(u, r, text, sizeof text);
-  lr_fmt(err, errlen, "%s refused: %s", what, text);
+  lr_fmt(err, errlen, "%s%s refused: %s", what, no_scripting(r) ? NEEDED : "", text);
+  return lr_conn_error_code(r);
 }
 
 void lr_fleet_cfg_text(const lr_fleet_limits *l, char *buf, size_t size) {
@@ -233,30 +263,23 @@ void lr_fleet_cfg_text(const lr_fleet_limits *l, char *buf, size_t size) {
          l->bucket_ms, l->reserve_milli / 1000, l->reserve_milli % 1000);
 }
 
-lr_fleet_code lr_redis_script_load(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
-                                   int64_t deadline_ms, char *err, size_t errlen) {
+lr_fleet_code lr_redis_script_load_append(lr_redis_conn *c) {
   const char *argv[3] = { "SCRIPT", "LOAD", LR_FLEET_SCRIPT };
-  lr_fleet_code rc = lr_conn_append(c, 3, argv, NULL);
-  redisReply *r = NULL;
-  if (rc == LR_FLEET_OK) rc = lr_conn_read(c, deadline_ms, &r, err, errlen);
-  if (rc != LR_FLEET_OK) return rc;
-  if (r->type == REDIS_REPLY_STRING && r->len == 40) {
-    memcpy(s->sha, r->str, 40);
-    s->sha[40] = '\0';
-    s->use_eval = 0;
-  } else if (r->type == REDIS_REPLY_ERROR) {
-    rc = lr_conn_error_code(r);
-    quote_error(u, r,
-                rc == LR_FLEET_E_AUTH
-                  ? "SCRIPT LOAD"
-                  : "SCRIPT LOAD (Redis 5 or later with Lua scripting is needed)",
-                err, errlen);
-  } else {
-    lr_fmt(err, errlen, "SCRIPT LOAD: unexpected reply of type %d", r->type);
-    rc = LR_FLEET_E_PROTOCOL;
+  return lr_conn_append(c, 3, argv, NULL);
+}
+
+lr_fleet_code lr_redis_script_load_check(const lr_redis_url *u, const redisReply *r, char *err,
+                                         size_t errlen) {
+  if (r->type == REDIS_REPLY_STRING && r->len == 40) return LR_FLEET_OK;
+  if (r->type == REDIS_REPLY_ERROR) {
+    char text[204];
+    lr_reply_quote(u, r, text, sizeof text);
+    lr_fleet_code rc = lr_conn_error_code(r);
+    lr_fmt(err, errlen, "SCRIPT LOAD%s refused: %s", rc == LR_FLEET_E_AUTH ? "" : NEEDED, text);
+    return rc;
   }
-  freeReplyObject(r);
-  return rc;
+  lr_fmt(err, errlen, "SCRIPT LOAD: unexpected reply of type %d", r->type);
+  return LR_FLEET_E_PROTOCOL;
 }
 
 lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[4],
@@ -270,6 +293,7 @@ lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const
   char text[NUMS][24], cfg[300];
   for (int i = 0; i < NUMS; i++) lr_fmt(text[i], sizeof text[i], "%lld", nums[i]);
   lr_fleet_cfg_text(l, cfg, sizeof cfg);
+  if (!s->sha[0]) lr_script_sha(LR_FLEET_SCRIPT, s->sha); /* "" still: EVAL every time */
   int eval = s->use_eval || !s->sha[0];
   const char *argv[3 + LR_FLEET_KEYS + NUMS + 2] = { eval ? "EVAL" : "EVALSHA",
                                                      eval ? LR_FLEET_SCRIPT : s->sha, "4" };
@@ -340,8 +364,7 @@ static lr_fleet_code refused(lr_fleet_script *s, const lr_redis_url *u, const re
            theirs, ours);
     return LR_FLEET_E_REFUSED;
   }
-  quote_error(u, r, s->use_eval ? "EVAL" : "EVALSHA", err, errlen);
-  return lr_conn_error_code(r);
+  return lr_script_refused(u, r, s->use_eval ? "EVAL" : "EVALSHA", err, errlen);
 }
 
 lr_fleet_code lr_redis_script_decode(lr_fleet_script *s, const lr_redis_url *u, const redisReply *r,

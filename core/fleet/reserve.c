@@ -31,17 +31,11 @@ static int is_noscript(const redisReply *r) {
   return r->type == REDIS_REPLY_ERROR && r->str && strncmp(r->str, "NOSCRIPT", 8) == 0;
 }
 
-/* Queues the script: EVALSHA, or (its SHA not known yet, or forgotten)
- * SCRIPT LOAD then EVAL in the same round trip, as redis_rate.c does.
- * *replies: how many to read. */
-static lr_fleet_code append(lr_fleet *f, const char *interval, const char *span, int *replies) {
-  int eval = !f->reserve_sha[0];
-  *replies = eval ? 2 : 1;
-  if (eval) {
-    const char *load[3] = { "SCRIPT", "LOAD", RESERVE_SCRIPT };
-    lr_fleet_code rc = lr_conn_append(&f->conn, 3, load, NULL);
-    if (rc != LR_FLEET_OK) return rc;
-  }
+/* Queues the script: EVALSHA by its SHA (computed here), or EVAL (the
+ * server answered NOSCRIPT: EVAL runs it and puts it in the cache). */
+static lr_fleet_code append(lr_fleet *f, const char *interval, const char *span, int eval) {
+  if (!f->reserve_sha[0]) lr_script_sha(RESERVE_SCRIPT, f->reserve_sha);
+  eval = eval || !f->reserve_sha[0];
   const char *argv[6] = {
     eval ? "EVAL" : "EVALSHA", eval ? RESERVE_SCRIPT : f->reserve_sha, "1", f->key, interval, span
   };
@@ -49,37 +43,23 @@ static lr_fleet_code append(lr_fleet *f, const char *interval, const char *span,
 }
 
 /* One round trip, by `deadline`: the script's reply in *out (the
- * caller's to free), its SHA learnt on the way; on NOSCRIPT (a server that
- * forgot it: a restart, a failover, another cluster node) once more. */
+ * caller's to free); on NOSCRIPT (its first use on this server, a
+ * restart, a failover, another cluster node) once more, by EVAL. */
 static lr_fleet_code run_script(lr_fleet *f, const char *interval, const char *span,
                                 int64_t deadline, redisReply **out, char *err, size_t errlen) {
   *out = NULL;
   for (int round = 0; round < 2; round++) {
-    int replies = 0;
-    lr_fleet_code rc = append(f, interval, span, &replies);
     redisReply *r = NULL;
-    for (int k = 0; rc == LR_FLEET_OK && k < replies; k++) {
-      if (r) freeReplyObject(r);
-      r = NULL;
-      rc = lr_conn_read(&f->conn, deadline, &r, err, errlen);
-      if (rc == LR_FLEET_OK && k + 1 < replies && r->type == REDIS_REPLY_STRING && r->len == 40) {
-        memcpy(f->reserve_sha, r->str, 40); /* SCRIPT LOAD's */
-        f->reserve_sha[40] = '\0';
-      }
-    }
-    if (rc != LR_FLEET_OK) {
-      if (r) freeReplyObject(r);
-      return rc;
-    }
-    if (!is_noscript(r) || replies != 1) {
+    lr_fleet_code rc = append(f, interval, span, round);
+    if (rc == LR_FLEET_OK) rc = lr_conn_read(&f->conn, deadline, &r, err, errlen);
+    if (rc != LR_FLEET_OK) return rc;
+    if (!is_noscript(r) || round > 0) {
       *out = r;
       return LR_FLEET_OK;
     }
-    f->reserve_sha[0] = '\0';
     freeReplyObject(r);
   }
-  lr_fmt(err, errlen, "the reserve script: NOSCRIPT right after SCRIPT LOAD");
-  return LR_FLEET_E_PROTOCOL;
+  return LR_FLEET_OK; /* not reached */
 }
 
 /* The script's reply as a grant: OK and *granted, or why not in err. */
@@ -89,10 +69,7 @@ static lr_fleet_code granted_of(lr_fleet *f, const redisReply *r, long long *gra
     *granted = r->integer;
     return LR_FLEET_OK;
   }
-  if (r->type == REDIS_REPLY_ERROR) {
-    lr_reply_quote(&f->url, r, err, errlen);
-    return lr_conn_error_code(r);
-  }
+  if (r->type == REDIS_REPLY_ERROR) return lr_script_refused(&f->url, r, "the reserve script", err, errlen);
   lr_fmt(err, errlen, "the reserve script's reply is not 0 or 1 (type %d)", r->type);
   return LR_FLEET_E_PROTOCOL;
 }
