@@ -254,7 +254,9 @@ static int starts(const redisReply *r, const char *prefix) {
 lr_fleet_code lr_conn_error_code(const redisReply *r) {
   if (!r || r->type != REDIS_REPLY_ERROR) return LR_FLEET_OK;
   if (starts(r, "NOAUTH") || starts(r, "WRONGPASS") || starts(r, "ERR invalid password") ||
-      starts(r, "ERR AUTH") || starts(r, "ERR Client sent AUTH"))
+      starts(r, "ERR AUTH") || starts(r, "ERR Client sent AUTH") ||
+      /* Redis 7's answer to a long command before AUTH (the sync's) */
+      starts(r, "ERR Protocol error: unauthenticated"))
     return LR_FLEET_E_AUTH;
   return LR_FLEET_E_REFUSED;
 }

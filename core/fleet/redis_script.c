@@ -248,7 +248,10 @@ lr_fleet_code lr_script_refused(const lr_redis_url *u, const redisReply *r, cons
                                 char *err, size_t errlen) {
   char text[204];
   lr_reply_quote(u, r, text, sizeof text);
-  lr_fmt(err, errlen, "%s%s refused: %s", what, no_scripting(r) ? NEEDED : "", text);
+  /* Redis 7 drops a long command (the sync's) sent before AUTH with this */
+  int unauth = r->str && strncmp(r->str, "ERR Protocol error: unauthenticated", 35) == 0;
+  lr_fmt(err, errlen, "%s%s refused: %s", what,
+         no_scripting(r) ? NEEDED : unauth ? " (the server needs a password)" : "", text);
   return lr_conn_error_code(r);
 }
 
