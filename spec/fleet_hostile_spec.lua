@@ -237,7 +237,9 @@ describe("the fleet against a hostile Redis", function ()
     assert.are.equal(0, #srv:requests_on("/200"))
   end)
 
-  it("connect, AUTH, SCRIPT LOAD and the update share one command timeout", function ()
+  -- (the fake's script cache starts empty, as Redis's: the update's
+  -- EVALSHA is answered NOSCRIPT, and goes again by EVAL)
+  it("connect, AUTH and the update (EVALSHA, NOSCRIPT, EVAL) share one command timeout", function ()
     local f = fake("slow")   -- every reply 0.4 s late: each alone in time, not all three
     finally(f.stop)
     local r = run_against({ url = function () return f.url(":pw-long-enough@") end }, BUDGET,
@@ -245,6 +247,28 @@ describe("the fleet against a hostile Redis", function ()
     assert.are.equal(0, r.code, r.stderr)
     assert.matches("no reply in time; " .. LOST, r.stderr)
     assert.is_true(r.secs < 5, ("%.3f s"):format(r.secs))
+  end)
+
+  -- No SCRIPT LOAD at connect (the scripts go by EVALSHA, their SHA1s the
+  -- process's own): the first sync's reply says that this server runs
+  -- no scripts, once, as SCRIPT LOAD's did, and `luaretry fleet` asks
+  it("a server without scripting (EVAL, EVALSHA renamed away): said once, what is needed, local guards", function ()
+    local f = fake("no-scripting")
+    finally(f.stop)
+    local r = run_against(f, BUDGET, "/503", { "--set", "fleet.sync=50", "--set",
+                                                "backoff.initial=0.2", "--set", "backoff.max=0.2" })
+    assert.are.equal(4, r.code, r.stderr) -- the local budget's 4 attempts
+    assert.are.equal(1, count(r.stderr, LOST), r.stderr)
+    assert.matches("EVALSHA %(Redis 5 or later with Lua scripting, for this user, is needed%) " ..
+                   "refused: ERR unknown command 'EVALSHA'", r.stderr)
+    assert.is_nil(f.log():find("SCRIPT"), f.log())
+    -- it kept asking (reconnects, after the backoff) and was told the same
+    assert.is_true(count(f.log(), "EVALSHA") >= 1, f.log())
+    local st = proc.run({ "fleet", BUDGET, "--redis", f.url() })
+    assert.are.equal(1, st.code, st.stderr)
+    assert.matches("SCRIPT LOAD %(Redis 5 or later with Lua scripting, for this user, is needed%) " ..
+                   "refused: ERR unknown command 'SCRIPT'", st.stderr)
+    assert.is_nil(f.log():find("HMGET"), f.log())
   end)
 
   for _, pw in ipairs { "pw", ("Zq7-"):rep(60) } do
