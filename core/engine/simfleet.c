@@ -47,12 +47,13 @@
 
 #include "engine.h"
 
-#define PENDING_MAX      32 /* a client's outcomes between syncs; more: sync */
-#define SPEND            4  /* a hedge's token, in the batch (beside lr_remote_outcome's 0 to 3) */
+#define PENDING_MAX 32 /* a client's outcomes between syncs; more: sync */
+#define SPEND       4  /* a hedge's token, in the batch (beside lr_remote_outcome's 0 to 3) */
+#define MILLI       1000
+
 /* The fleet's scripts, each NOSCRIPT once (redis_script.c, redis_rate.c,
  * reserve.c) */
 enum { SYNC_SCRIPT = 1, RATE_SCRIPT = 2, RESERVE_SCRIPT = 4 };
-#define MILLI            1000
 
 /* a failure found the block empty; the process ends; a batch is on its
  * way (sent at `spent_at`, its answer not back yet) */

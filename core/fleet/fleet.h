@@ -31,7 +31,7 @@
  *                              one round trip on the caller's thread,
  *                              bounded by command_timeout_ms (plus
  *                              connect_timeout_ms when a reconnect is due:
- *                              AUTH, SELECT and SCRIPT LOAD share the
+ *                              AUTH and SELECT share the
  *                              command's time)
  *
  * Threads: every function may be called from any number of threads on one
@@ -111,8 +111,8 @@ typedef struct {
   double throttle_k, throttle_window, throttle_cost;
 
   int connect_timeout_ms; /* name lookup + TCP or Unix connect; 250 */
-  int command_timeout_ms; /* one round trip; after a connect, its AUTH,
-                                SELECT and SCRIPT LOAD within it; 100 */
+  int command_timeout_ms; /* one round trip; after a connect, its AUTH
+                                and SELECT within it; 100 */
   int sync_ms;            /* the longest a success's delta waits; 200 */
   int stale_ms;           /* a view older than this is not used; 0: 10 * sync_ms */
   int reconnect_min_ms;   /* first wait after a failure; 500 */
@@ -295,9 +295,9 @@ typedef struct {
 void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v);
 
 /* Commands this handle sent to Redis (each a request and its reply: the
- * syncs, a connect's AUTH, SELECT and SCRIPT LOAD, a sentinel's question,
- * a cluster's ASKING, the rate limiter's, the reserve's, administration).
- * 0 for NULL. */
+ * syncs (EVALSHA, and EVAL after NOSCRIPT), a connect's AUTH and SELECT,
+ * a sentinel's question, a cluster's ASKING, the rate limiter's, the
+ * reserve's, administration).  0 for NULL. */
 unsigned long long lr_fleet_round_trips(lr_fleet *f);
 
 /* ---- administration (luaretry fleet POLICY [--reset]): each one bounded

@@ -232,11 +232,11 @@ int lr_script_sha(const char *script, char sha[41]);
 /* A script's error reply r, quoted in err as "WHAT refused: ...", saying
  * what the fleet needs when it means this server or user runs no scripts
  * (NOPERM, an unknown command); its code. */
-lr_fleet_code lr_script_refused(const lr_redis_url *u, const struct redisReply *r,
-                                const char *what, char *err, size_t errlen);
+lr_fleet_code lr_script_refused(const lr_redis_url *u, const struct redisReply *r, const char *what,
+                                char *err, size_t errlen);
 /* `luaretry fleet`'s proof that the server runs the fleet's scripts for
- * this user, in the same round trip as what it reads: SCRIPT LOAD queued,
- * and its reply checked (a process learns it from its first sync's). */
+ * this user, before it reads or deletes: SCRIPT LOAD queued, and its
+ * reply checked (a process learns it from its first sync's reply). */
 lr_fleet_code lr_redis_script_load_append(lr_redis_conn *c);
 lr_fleet_code lr_redis_script_load_check(const lr_redis_url *u, const struct redisReply *r,
                                          char *err, size_t errlen);
@@ -384,8 +384,8 @@ int lr_fleet_fresh(lr_fleet *f, int64_t now);
 /* With f->io held.  Connects when not connected (force: whatever the
  * backoff); OK at once when connected.  *deadline: in, the latest any
  * wait may end (0: none); out, when the round trip must be over: the
- * command timeout from the moment the socket is connected (AUTH, SELECT
- * and SCRIPT LOAD are part of it), never past the limit given.  The
+ * command timeout from the moment the socket is connected (AUTH and
+ * SELECT are part of it), never past the limit given.  The
  * connection's cancel (f->conn.cancel) ends any wait at once. */
 lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, int64_t *deadline, char *err,
                                       size_t errlen);

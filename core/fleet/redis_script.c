@@ -251,7 +251,10 @@ lr_fleet_code lr_script_refused(const lr_redis_url *u, const redisReply *r, cons
   /* Redis 7 drops a long command (the sync's) sent before AUTH with this */
   int unauth = r->str && strncmp(r->str, "ERR Protocol error: unauthenticated", 35) == 0;
   lr_fmt(err, errlen, "%s%s refused: %s", what,
-         no_scripting(r) ? NEEDED : unauth ? " (the server needs a password)" : "", text);
+         no_scripting(r) ? NEEDED
+         : unauth        ? " (the server needs a password)"
+                         : "",
+         text);
   return lr_conn_error_code(r);
 }
 

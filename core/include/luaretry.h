@@ -356,11 +356,11 @@ typedef struct {
     uint64_t throttle_refusals;
   };
   /* carved from the reserved room: the commands this process's fleet sent
-   * to Redis, each one request and its reply (the syncs' script, a
-   * connect's AUTH, SELECT and SCRIPT LOAD, a sentinel's question, a
-   * cluster's ASKING, the rate limiter's and the reserve's scripts,
-   * luaretry_policy_fleet_status's); 0 without fleet.redis.  What Redis's
-   * INFO commandstats counts of them. */
+   * to Redis, each one request and its reply (the syncs' script, by
+   * EVALSHA, and by EVAL after NOSCRIPT, a connect's AUTH and SELECT, a
+   * sentinel's question, a cluster's ASKING, the rate limiter's and the
+   * reserve's scripts, luaretry_policy_fleet_status's); 0 without
+   * fleet.redis.  What Redis's INFO commandstats counts of them. */
   uint64_t fleet_round_trips;
   uint64_t reserved[15]; /* room for later counters: zeroed */
 } luaretry_metrics;
