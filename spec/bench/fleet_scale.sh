@@ -16,7 +16,8 @@
 # <= 1.1), round trips to Redis per second of a process's life, all of them
 # over all the lives (goal <= 2), as the processes count them (--stats=json's
 # fleet_round_trips) and as Redis counts them (INFO commandstats: the script
-# calls, EVALSHA and EVAL, and the connects' SCRIPT LOAD), and the model's
+# calls, EVALSHA and EVAL, and SCRIPT LOAD: 0 since the processes compute
+# their scripts' SHA1s and their connects send none), and the model's
 # figures beside the measured ones with their ratio (goal: within 20%).
 # A process's life is from its start to its exit, as the shell sees it; its
 # call's, from the call's start to its last decision (--log-json's elapsed):
