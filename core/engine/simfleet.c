@@ -35,7 +35,8 @@
  *   - a hedge's token is an outcome of its own in the batch (SPEND).
  * Round trips take no time (the model leaves Redis's latency out); each is
  * counted as the real process counts its Redis commands (luaretry_metrics'
- * fleet_round_trips): one for each sync, a block of rate slots, a probe
+ * fleet_round_trips): one for each sync (a failure's at the latest at
+ * the sync period's end, as the worker sends it), a block of rate slots, a probe
  * permit or the reserve (the connect sends no command of its own: the
  * scripts go by EVALSHA, their SHAs computed by the process), and one
  * more at each script's first use in the fleet (Redis answers NOSCRIPT,
@@ -56,8 +57,9 @@
 enum { SYNC_SCRIPT = 1, RATE_SCRIPT = 2, RESERVE_SCRIPT = 4 };
 
 /* a failure found the block empty; the process ends; a batch is on its
- * way (sent at `spent_at`, its answer not back yet) */
-enum { SHORT = 1, CLOSING = 2, IN_FLIGHT = 4 };
+ * way (sent at `spent_at`, its answer not back yet); a failure waits in
+ * the batch, which the worker sends at the sync period's end */
+enum { SHORT = 1, CLOSING = 2, IN_FLIGHT = 4, DUE = 8 };
 
 /* A client as small as it can be: a simulation holds up to a million at
  * once (160 bytes each, beside its call; issue 30 wants 512 for both):
@@ -244,6 +246,7 @@ static int apply(sim_client *c, double now) {
 /* A round trip counted, and the lease it carries, sized on `fails`. */
 static void trip(sim_client *c, int fails, double now) {
   count_trip(c->fleet, SYNC_SCRIPT);
+  c->flags &= (unsigned char)~DUE;
   lease_settle(c, block_for(c, fails, now));
   if (fails) c->spent_at = now;
 }
@@ -287,10 +290,14 @@ static int owes(const sim_client *c) {
   return c->npending || c->new_requests || c->new_accepts || c->held > 0 || c->redis_held > 0;
 }
 
-/* The worker's timer: a block held two sync periods after the last sync
- * goes back then (sync.c, lr_budget_lease_settle), if nothing synced the
- * client since. */
+/* The worker's timer: a failure's batch goes at the sync period's end
+ * (sync.c, lr_fleet_sync_within_period), and a block held two sync
+ * periods after the last sync goes back then (lr_budget_lease_settle), if
+ * nothing synced the client since.  Each reaches the fleet by the
+ * client's next question, as sync_soon's batch does. */
 static void timer(sim_client *c, double now) {
+  double due = c->synced_at + c->fleet->sync;
+  if ((c->flags & DUE) && c->synced_at >= 0 && now >= due) sync_client(c, due);
   double at = c->synced_at + 2 * c->fleet->sync + 0.001;
   if (c->redis_held > 0 && c->synced_at >= 0 && now >= at) sync_client(c, at);
 }
@@ -387,8 +394,10 @@ static void record(void *ud, lr_remote_outcome o, double now) {
   pend(c, o, now);
   if (o == LR_REMOTE_FAILURE && !paid && c->fleet->redis && worth_asking(c, now))
     sync_soon(c, now);
-  else
+  else {
     maybe_sync(c, now);
+    if (o == LR_REMOTE_FAILURE && c->npending) c->flags |= DUE; /* see timer() */
+  }
 }
 
 static double refusal(const sim_client *c) {
