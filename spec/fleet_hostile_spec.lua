@@ -269,6 +269,11 @@ describe("the fleet against a hostile Redis", function ()
     assert.matches("SCRIPT LOAD %(Redis 5 or later with Lua scripting, for this user, is needed%) " ..
                    "refused: ERR unknown command 'SCRIPT'", st.stderr)
     assert.is_nil(f.log():find("HMGET"), f.log())
+    -- nor does it reset what it could not have shown
+    local reset = proc.run({ "fleet", BUDGET, "--redis", f.url(), "--reset" })
+    assert.are.equal(1, reset.code, reset.stderr)
+    assert.matches("SCRIPT LOAD %(Redis 5 or later", reset.stderr)
+    assert.is_nil(f.log():find("DEL"), f.log())
   end)
 
   for _, pw in ipairs { "pw", ("Zq7-"):rep(60) } do
