@@ -489,6 +489,23 @@ describe("downloads", function ()
       assert.are.equal(13000, file_bytes())
     end)
 
+    it("on a new file keeps what a failed run wrote, for the next -C - to go on from", function ()
+      local out = tmp .. "/new.bin"
+      local r = run({ srv.base .. "/etag", "-C", "-", "-o", out, "--retry", "0" })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.is_true(proc.readfile(out) == content(100000):sub(1, 30000), "the first 30000 bytes")
+      -- the classic loop: the same command again until it succeeds
+      for _ = 1, 3 do
+        r = run({ srv.base .. "/etag", "-C", "-", "-o", out, "--retry", "0" })
+        if r.code == 0 then break end
+      end
+      assert.are.equal(0, r.code, r.stderr)
+      assert.is_true(proc.readfile(out) == content(100000), "the whole file")
+      local asked = {}
+      for i, x in ipairs(ranges("/etag")) do asked[i] = x.range end
+      assert.are.same({ false, "bytes=30000-", "bytes=60000-", "bytes=90000-" }, asked)
+    end)
+
     it("starts over when the server sends the whole file, and goes on across resets", function ()
       local out = tmp .. "/part2.bin"
       proc.writefile(out, string.rep("?", 5000))
