@@ -315,6 +315,28 @@ describe("curl's options with curl's meaning", function ()
         assert.are.equal(1, #srv:requests_on("/nolength"))
       end)
 
+      it("in a batch to standard output: nothing of that URL's body is shown", function ()
+        local r = run({ "--max-filesize", "10000", srv.base .. "/chunked", srv.base .. "/ok" })
+        assert.are.equal(1, r.code, r.stderr)
+        assert.are.equal("ok\n", r.stdout)
+      end)
+
+      it("in a batch, a policy that retries too_large starts each attempt from zero: the limit holds", function ()
+        local policy = tmp .. "/retry_all.lua"
+        proc.writefile(policy, 'name = "retry_all"\nmax_attempts = 4\ndeadline = 30\n' ..
+                               'backoff = { initial = 0.01, jitter = "none" }\n' ..
+                               'function is_transient() return true end\n')
+        local dir = tmp .. "/dir"
+        local r = run({ policy, "--max-filesize", "6000", "--create-dirs", "--output-dir", dir,
+                        srv.base .. "/ranged", srv.base .. "/ok" }, false)
+        assert.are.equal(4, r.code, r.stderr)
+        assert.matches(": exhausted, 4 attempts, status too_large error", r.stderr, 1, true)
+        assert.are.same({ "ok" }, proc.ls(dir))
+        local seen = srv:requests_on("/ranged")
+        assert.are.equal(4, #seen)
+        for i = 1, 4 do assert.is_nil(seen[i].headers.range, "attempt " .. i .. " asked for a range") end
+      end)
+
       it("in a batch as for one URL: the attempt is reported, so the breaker counts it", function ()
         local policy = tmp .. "/large_breaker.lua"
         proc.writefile(policy, 'name = "large_breaker"\nmax_attempts = 5\ndeadline = 30\n' ..
