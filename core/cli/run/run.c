@@ -254,9 +254,11 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
   if (rc == LUARETRY_OK) keep_partial(a, final, h, &r, out);
   /* an earlier run's partial goes on success, on a final answer and when
    * it no longer matches (stale, or the last body failed its digest);
-   * refused, spent on transient errors, a policy error, an error page
-   * too large for --max-filesize (no word on the resource): it stays */
-  int answered = final->reason == LUARETRY_REASON_FINAL && !(r.final_large && code >= 400);
+   * refused, spent on transient errors, a policy error, a final error
+   * with no answer (a bad certificate), an error page too large for
+   * --max-filesize (no word on the resource): it stays */
+  int answered =
+    final->reason == LUARETRY_REASON_FINAL && code > 0 && !(r.final_large && code >= 400);
   if (rc == LUARETRY_OK && final->reason != LUARETRY_REASON_SUCCESS && !answered && !r.suspect &&
       !r.damaged)
     outfile_partial_hold(out);
