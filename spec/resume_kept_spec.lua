@@ -208,6 +208,17 @@ describe("--max-filesize and the bytes a file held (-C -, a partial)", function 
     assert.are.equal("abc", proc.readfile(out))
   end)
 
+  it("-C - --fail-with-body: bytes from zero that end in 503s never replace the file", function ()
+    local out = tmp .. "/i"
+    proc.writefile(out, "abc")
+    local r = run({ srv.base .. "/ignores-then-busy", "-C", "-", "-o", out, "--set", "max_attempts=3",
+                    "--fail-with-body" })
+    assert.are.equal(4, r.code, r.stderr)
+    assert.are.equal("bytes=3-", srv:requests_on("/ignores-then-busy")[1].headers.range)
+    assert.are.equal("abc", proc.readfile(out))
+    assert.are.same({}, proc.leftovers(tmp))
+  end)
+
   it("a 200 from zero that completes replaces the file, its mode kept", function ()
     local out = tmp .. "/h"
     proc.writefile(out, "abc")

@@ -268,8 +268,12 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     int decided = final->attempt > 0 && final->reason != LUARETRY_REASON_CANCELLED;
     /* --fail-with-body: curl's, the answer to -o too, but not one that
      * broke off: FILE never holds half a file */
+    /* -C - whose file went to a temporary (a 200 from zero): that holds
+     * an attempt's bytes, never the error page (resume.c): only success
+     * puts it in place */
+    int replacing = a->continue_at && !out->append && out->held_from > 0;
     int keep = status == EXIT_OK || (!out->path && decided && !a->fail) ||
-               (a->fail_with_body && decided && code > 0 && !r.final_broken);
+               (a->fail_with_body && decided && code > 0 && !r.final_broken && !replacing);
     if (r.damaged || r.page_refused) keep = 0;
     if (outfile_finish(out, keep) != 0 && status == EXIT_OK) rc = LUARETRY_E_IO;
     if (rc == LUARETRY_OK && status == EXIT_OK && a->remote_header_name && out->path &&
