@@ -84,6 +84,19 @@ describe("curl's options with curl's meaning", function ()
       assert.are.same({ 0.05, 0.1 }, { a[1].wait, a[2].wait })
     end)
 
+    it("the last --retry-delay wins, as curl's, a 0 too", function ()
+      local log = tmp .. "/log.json"
+      local r = run({ "--retry", "2", "--retry-delay", "5", "--retry-delay", "0", "--set", "backoff.initial=0.05",
+                      "--set", "backoff.jitter=none", "--log-json", log, srv.base .. "/always503" }, false)
+      assert.are.equal(4, r.code, r.stderr)
+      local a = attempts(log)
+      assert.are.same({ 0.05, 0.1 }, { a[1].wait, a[2].wait })
+      r = run({ "--retry", "1", "--retry-delay", "5", "--retry-delay", "0.1", "--log-json", log,
+                srv.base .. "/always503" }, false)
+      assert.are.equal(4, r.code, r.stderr)
+      assert.are.equal(0.1, attempts(log)[1].wait)
+    end)
+
     it("--retry-delay S is every wait, a throttled one (429) too, as curl's", function ()
       local log = tmp .. "/log.json"
       -- (rate=none: the http policy's adaptive pacing of 429s is a guard of

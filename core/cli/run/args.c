@@ -278,6 +278,18 @@ static int add_set(run_args *a, char *v, const char *opt) {
   return 0;
 }
 
+/* The overrides an earlier `long_name` made, taken out (curl's last
+ * --retry-delay wins, a 0 too). */
+static void drop_sets_from(run_args *a, const char *long_name) {
+  int kept = 0;
+  for (int i = 0; i < a->nsets; i++) {
+    if (a->set_from[i] && strcmp(a->set_from[i], long_name) == 0) continue;
+    a->set_from[kept] = a->set_from[i];
+    a->sets[kept++] = a->sets[i];
+  }
+  a->nsets = kept;
+}
+
 /* --max-time and --retry-max-time are the policy's attempt_timeout and
  * deadline, set in their place among the --set overrides (a later one
  * wins); 0 is curl's "no limit". */
@@ -584,6 +596,7 @@ static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) 
     retry_sets s = { .n = 0 };
     int status = id == O_RETRY || id == O_RETRY_DELAY ? retryopts_curl(&s, opt, v)
                                                       : retryopts_command(a, &s, opt, v);
+    if (!status && id == O_RETRY_DELAY) drop_sets_from(a, "--retry-delay");
     return status ? status : add_retry_sets(a, &s, opt);
   }
   default: return 0;
