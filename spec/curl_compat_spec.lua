@@ -391,7 +391,10 @@ describe("curl's options with curl's meaning", function ()
           -- each named as typed, never as the option it sets (-I is not -X)
           { "-I" }, { "--head" }, { "--request", "PUT" }, { "-Z" }, { "--parallel-max", "2" },
           { "--remote-name-all" }, { "--remote-name" }, { "--data-binary", "x" }, { "--data-raw", "x" },
-          { "--form-string", "a=b" }, { "--form", "a=b" },
+          { "--form-string", "a=b" }, { "--form", "a=b" }, { "--header", "A: b" }, { "--include" },
+          { "--dump-header", "-" }, { "--write-out", "%{http_code}" }, { "--fail" }, { "--get" },
+          { "--continue-at", "-", "-o", tmp .. "/c" }, { "--upload-file", "/dev/null" },
+          { "--data", "x" }, { "-O", "--remote-header-name" },
           -- and none ignored: of a URL's answer, and of a batch
           { "--fail-with-body" }, { "--fail-early" },
         }

@@ -69,8 +69,9 @@ static const char *workflow_refused(const run_args *a) {
     { a->remote_name, typed(a->remote_opt, "-O") },
     { a->remote_header_name, "-J" },
   };
+  /* named as the user typed it, the first typed (-K's words name theirs) */
   for (size_t i = 0; i < sizeof url_only / sizeof url_only[0]; i++)
-    if (url_only[i].given) return url_only[i].name;
+    if (url_only[i].given) return a->url_only_opt[0] ? a->url_only_opt : url_only[i].name;
   return NULL;
 }
 
