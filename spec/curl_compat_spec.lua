@@ -84,6 +84,19 @@ describe("curl's options with curl's meaning", function ()
       assert.are.same({ 0.05, 0.1 }, { a[1].wait, a[2].wait })
     end)
 
+    it("the last --retry-delay wins, as curl's, a 0 too", function ()
+      local log = tmp .. "/log.json"
+      local r = run({ "--retry", "2", "--retry-delay", "5", "--retry-delay", "0", "--set", "backoff.initial=0.05",
+                      "--set", "backoff.jitter=none", "--log-json", log, srv.base .. "/always503" }, false)
+      assert.are.equal(4, r.code, r.stderr)
+      local a = attempts(log)
+      assert.are.same({ 0.05, 0.1 }, { a[1].wait, a[2].wait })
+      r = run({ "--retry", "1", "--retry-delay", "5", "--retry-delay", "0.1", "--log-json", log,
+                srv.base .. "/always503" }, false)
+      assert.are.equal(4, r.code, r.stderr)
+      assert.are.equal(0.1, attempts(log)[1].wait)
+    end)
+
     it("--retry-delay S is every wait, a throttled one (429) too, as curl's", function ()
       local log = tmp .. "/log.json"
       -- (rate=none: the http policy's adaptive pacing of 429s is a guard of
@@ -315,6 +328,28 @@ describe("curl's options with curl's meaning", function ()
         assert.are.equal(1, #srv:requests_on("/nolength"))
       end)
 
+      it("in a batch to standard output: nothing of that URL's body is shown", function ()
+        local r = run({ "--max-filesize", "10000", srv.base .. "/chunked", srv.base .. "/ok" })
+        assert.are.equal(1, r.code, r.stderr)
+        assert.are.equal("ok\n", r.stdout)
+      end)
+
+      it("in a batch, a policy that retries too_large starts each attempt from zero: the limit holds", function ()
+        local policy = tmp .. "/retry_all.lua"
+        proc.writefile(policy, 'name = "retry_all"\nmax_attempts = 4\ndeadline = 30\n' ..
+                               'backoff = { initial = 0.01, jitter = "none" }\n' ..
+                               'function is_transient() return true end\n')
+        local dir = tmp .. "/dir"
+        local r = run({ policy, "--max-filesize", "6000", "--create-dirs", "--output-dir", dir,
+                        srv.base .. "/ranged", srv.base .. "/ok" }, false)
+        assert.are.equal(4, r.code, r.stderr)
+        assert.matches(": exhausted, 4 attempts, status too_large error", r.stderr, 1, true)
+        assert.are.same({ "ok" }, proc.ls(dir))
+        local seen = srv:requests_on("/ranged")
+        assert.are.equal(4, #seen)
+        for i = 1, 4 do assert.is_nil(seen[i].headers.range, "attempt " .. i .. " asked for a range") end
+      end)
+
       it("in a batch as for one URL: the attempt is reported, so the breaker counts it", function ()
         local policy = tmp .. "/large_breaker.lua"
         proc.writefile(policy, 'name = "large_breaker"\nmax_attempts = 5\ndeadline = 30\n' ..
@@ -356,7 +391,10 @@ describe("curl's options with curl's meaning", function ()
           -- each named as typed, never as the option it sets (-I is not -X)
           { "-I" }, { "--head" }, { "--request", "PUT" }, { "-Z" }, { "--parallel-max", "2" },
           { "--remote-name-all" }, { "--remote-name" }, { "--data-binary", "x" }, { "--data-raw", "x" },
-          { "--form-string", "a=b" }, { "--form", "a=b" },
+          { "--form-string", "a=b" }, { "--form", "a=b" }, { "--header", "A: b" }, { "--include" },
+          { "--dump-header", "-" }, { "--write-out", "%{http_code}" }, { "--fail" }, { "--get" },
+          { "--continue-at", "-", "-o", tmp .. "/c" }, { "--upload-file", "/dev/null" },
+          { "--data", "x" }, { "-O", "--remote-header-name" },
           -- and none ignored: of a URL's answer, and of a batch
           { "--fail-with-body" }, { "--fail-early" },
         }

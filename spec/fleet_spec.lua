@@ -413,6 +413,8 @@ describe("the fleet", function ()
     assert.matches("rate: 50 per second for the fleet; slots leased out up to [%d.]+ s ahead %(%d+%)\n",
                    st.stdout)
     assert.matches("processes that synced in the last minute: 1\n", st.stdout)
+    -- each named host:pid:n, n its nth policy sharing a fleet
+    assert.matches("\n    [^:\n]+:%d+:1 +[%d.]+ s ago\n", st.stdout)
   end)
 
   it("an unreachable Redis: one clear line, the local guards decide, no wait beyond the connect timeout", function ()

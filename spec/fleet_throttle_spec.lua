@@ -173,11 +173,16 @@ describe("the fleet's admission control (client-side throttle)", function ()
     assert.are.equal("7500", r:cli("HGET", h, "tokens"))
     assert.are.equal("0", r:cli("HGET", h, "fails"))
     assert.are.equal("0", r:cli("HGET", h, "state"))
-    -- a transient failure costs a whole token, and 3 in a row open it
+    -- a transient failure costs a whole token, and 3 in a row open it.
+    -- The process asks the breaker as of its last sync (50 ms here), so
+    -- a retry decided before the sync that opened it may still go: 3 or
+    -- 4 failures, never all 5 attempts, each charged a whole token.
     local key2 = new_key()
     local g = proc.run(run_args(COST, key2, { srv.base .. "/503", "-s" }))
     assert.are.equal(6, g.code, g.stderr)
-    assert.are.equal("7000", r:cli("HGET", "luaretry:{" .. key2 .. "}", "tokens"))
+    local failures = #srv:requests_on("/503")
+    assert.is_true(failures == 3 or failures == 4, "503s: " .. failures)
+    assert.are.equal(tostring(10000 - 1000 * failures), r:cli("HGET", "luaretry:{" .. key2 .. "}", "tokens"))
     assert.are.equal("1", r:cli("HGET", "luaretry:{" .. key2 .. "}", "state"))
   end)
 

@@ -138,6 +138,19 @@ describe("an earlier run's partial", function ()
     assert.are.equal("", r.stdout)
   end)
 
+  it("stays when the call ends final with no answer (a connection refused its policy calls final)", function ()
+    local out, url = tmp .. "/g.bin", "http://127.0.0.1:1/file"
+    plant(out, WHOLE:sub(1, 6000), url, '"w"')
+    local policy = tmp .. "/final.lua"
+    proc.writefile(policy, 'name = "final"\nmax_attempts = 3\ndeadline = 30\n' ..
+                           'function is_transient() return false end\n')
+    local r = proc.run({ "run", policy, url, "-o", out }, { timeout = 60 })
+    assert.are.equal(1, r.code, r.stderr)
+    assert.matches("attempt 1/3: connect error %-> final", r.stderr)
+    kept(out, url)
+    assert.is_nil(proc.readfile(out))
+  end)
+
   it("still goes on a final answer, and when the resource changed (a 200 from zero)", function ()
     local out, url = tmp .. "/e.bin", srv.base .. "/gone"
     plant(out, WHOLE:sub(1, 6000), url, '"w"')
@@ -193,6 +206,17 @@ describe("--max-filesize and the bytes a file held (-C -, a partial)", function 
     assert.are.equal(1, r.code, r.stderr)
     assert.matches("too_large", r.stderr)
     assert.are.equal("abc", proc.readfile(out))
+  end)
+
+  it("-C - --fail-with-body: bytes from zero that end in 503s never replace the file", function ()
+    local out = tmp .. "/i"
+    proc.writefile(out, "abc")
+    local r = run({ srv.base .. "/ignores-then-busy", "-C", "-", "-o", out, "--set", "max_attempts=3",
+                    "--fail-with-body" })
+    assert.are.equal(4, r.code, r.stderr)
+    assert.are.equal("bytes=3-", srv:requests_on("/ignores-then-busy")[1].headers.range)
+    assert.are.equal("abc", proc.readfile(out))
+    assert.are.same({}, proc.leftovers(tmp))
   end)
 
   it("a 200 from zero that completes replaces the file, its mode kept", function ()

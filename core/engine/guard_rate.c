@@ -160,8 +160,12 @@ double lr_call_rate_token(luaretry_call *c, double start) {
     c->admitted = c->attempts, c->admit_at = start;
     return 0;
   }
-  double quota =
-    lr_quota_reserve(c->shared, base + start, latest, lr_rng_unit(&c->rng), &c->quota_seq, &held);
+  /* the attempt's number in the quota's pacing, in the cold block (only
+   * rate.headers comes here); without one its answer is merged as the
+   * latest's (seq 0) */
+  unsigned long long no_seq = 0, *seq = LR_COLD_SLOT(c, quota_seq);
+  double quota = lr_quota_reserve(c->shared, base + start, latest, lr_rng_unit(&c->rng),
+                                  seq ? seq : &no_seq, &held);
   if (quota < 0) return c->token_held = 0, c->quota_refused = 1, -1;
   if (held) c->token_held = 0;
   c->admitted = held ? c->attempts + 1 : c->attempts;
@@ -222,7 +226,8 @@ static int hedge_admit(luaretry_call *c, lr_ask *a) {
   unsigned long long seq = 0;
   double q = lr_quota_reserve(c->shared, base, base, lr_rng_unit(&c->rng), &seq, &held);
   if (q == 0 && held) {
-    c->quota_seq = seq;
+    unsigned long long *kept = LR_COLD_SLOT(c, quota_seq);
+    if (kept) *kept = seq;
     return 0;
   }
   lr_rate_give_back(pace(c), &r->guards, before, after);
@@ -271,7 +276,8 @@ static void record(luaretry_call *c, const lr_record *r) {
   if (r->cls == LR_REC_SUCCESS || r->cls == LR_REC_THROTTLED)
     lr_rate_answer(pace_made(c), g, r->cls == LR_REC_THROTTLED, now, now - r->duration);
   if (g->rate_headers)
-    lr_quota_answer(c->shared, g, r->o->headers, r->o->header_count, c->quota_seq, now);
+    lr_quota_answer(c->shared, g, r->o->headers, r->o->header_count,
+                    c->cold ? c->cold->quota_seq : 0, now);
 }
 
 const lr_guard_ops lr_guard_rate = { "rate", admit, NULL, record };

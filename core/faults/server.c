@@ -303,6 +303,16 @@ static void conn_event(lr_faults *f, conn *c, short rev) {
     return;
   }
   if (c->state == C_STREAM && (rev & POLLOUT) && !conn_flush(f, c)) return;
+  if (c->state == C_STREAM && c->file_on) {
+    /* A file answer keeps its connection, and a client sends its next
+     * request once it has the last byte, which may be before the file's
+     * end is seen here: keep that request for then, never drop it. */
+    if ((rev & POLLIN) && !c->eof)
+      conn_read(f, c);
+    else if (rev & (POLLHUP | POLLERR))
+      fault_conn_close(f, c, 0);
+    return;
+  }
   if (c->state == C_HANG || c->state == C_STREAM) { /* read and drop until the client leaves */
     char tmp[4096];
     ssize_t n = (rev & (POLLIN | POLLHUP | POLLERR)) ? recv(c->fd, tmp, sizeof tmp, 0) : 1;
@@ -366,10 +376,13 @@ static short conn_events(conn *c, double now, int *timeout) {
   case C_WRITE: return POLLOUT;
   case C_HANG: return POLLIN;
   case C_DELAY: sooner(c->due, now, timeout); return c->outoff < c->hold ? POLLOUT : 0;
-  case C_STREAM:
-    if (c->out.len) return POLLIN | POLLOUT;
+  case C_STREAM: {
+    /* a file's client that left: what it sent is read already */
+    short in = c->file_on && c->eof ? 0 : POLLIN;
+    if (c->out.len) return (short)(in | POLLOUT);
     sooner(c->due, now, timeout);
-    return POLLIN;
+    return in;
+  }
   }
   return 0;
 }

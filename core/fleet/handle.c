@@ -129,11 +129,16 @@ static lr_fleet_code check_key(const char *key, char *err, size_t errlen) {
   return LR_FLEET_E_ARG;
 }
 
+/* HOST:PID:N, N this process's count of handles: each handle's lease
+ * totals are its own (redis_script.c charges a member the growth of its
+ * total), so two handles on one key (two policies naming it, a reload's
+ * new handle beside the old one's last flush) must never share a name. */
 static void default_member(char *dst, size_t size) {
+  static atomic_uint handles;
   char host[64] = "host";
   if (gethostname(host, sizeof host) != 0) strcpy(host, "host");
   host[sizeof host - 1] = '\0';
-  lr_fmt(dst, size, "%s:%ld", host, (long)getpid());
+  lr_fmt(dst, size, "%s:%ld:%u", host, (long)getpid(), atomic_fetch_add(&handles, 1) + 1);
 }
 
 lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_settings *s,

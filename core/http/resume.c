@@ -257,8 +257,10 @@ int lr_resume_end(lr_transfer *t, const luaretry_decision *final) {
 /* A 206 is itself proof that the server serves ranges (nginx's carries no
  * Accept-Ranges): a Content-Range of bytes, not "bytes *" of a 416. */
 int luaretry_curl_resumable(const luaretry_outcome *o) {
+  /* too_large: the limit is the whole body's, so the next attempt starts
+   * from zero (resumed, each attempt would bring the limit's worth) */
   if (!o || !o->error || strcmp(o->error, "range") == 0 || strcmp(o->error, "tls_verify") == 0 ||
-      strstr(o->error, "_mismatch"))
+      strcmp(o->error, "too_large") == 0 || strstr(o->error, "_mismatch"))
     return 0;
   int ranges = 0, validator = 0;
   uint64_t r[3];

@@ -418,7 +418,8 @@ LUARETRY_API luaretry_code luaretry_policy_fleet_sync(luaretry_policy *p);
 
 /* One process that synced in the last minute. */
 typedef struct {
-  char member[128]; /* "HOST:PID"; control bytes shown as \xNN and
+  char member[128]; /* "HOST:PID:N" (N: the process's Nth fleet handle,
+                                  one per policy); control bytes shown as \xNN and
                                   a backslash doubled: any process may write one */
   double seen_ago;  /* seconds since its last sync */
   uint64_t reserved[2];

@@ -246,7 +246,8 @@ typedef struct {
                         many bytes fails as "too_large" (reported, judged
                         by the policy), as libcurl's CURLOPT_MAXFILESIZE
                         fails one whose stated length does; the bytes past
-                        it never reach the sink.  0: no limit */
+                        it never reach the sink, and a next attempt starts
+                        from zero (never resumed).  0: no limit */
   uint64_t reserved[7];               /* jobs are an array: its stride never changes, new
                            fields take this room */
 } luaretry_curl_job;

@@ -410,6 +410,35 @@ static void test_lease_answers_lost_for_real(void) {
   dropper_stop(&d);
 }
 
+/* Two handles of one process on one key (two policies naming it, or a
+ * reload that made a new handle while the old one still flushes): each
+ * is a member of its own, so their totals never mix and every failure is
+ * charged once (with one member, a handle's total read as the other's
+ * took 8 tokens for one draw). */
+static void test_lease_two_handles(void) {
+  lr_fleet_settings s = test_settings();
+  lr_fleet *a = handle(URL, "lease-two", NULL, s, NULL);
+  lr_fleet *b = handle(URL, "lease-two", NULL, s, NULL);
+  reset(a);
+  CHECK(strcmp(a->member, b->member) != 0);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
+  a->lease_closing = b->lease_closing = 1;
+  lr_fleet_reply r;
+  CHECK_EQ_INT(lease_round(a, 10000, READ, &r), LR_FLEET_OK);
+  fail_times(a, 8);
+  CHECK_EQ_INT(lease_round(a, 10000, READ, &r), LR_FLEET_OK);
+  CHECK_EQ_INT(lease_round(b, 10000, READ, &r), LR_FLEET_OK);
+  fail_times(b, 1);
+  CHECK_EQ_INT(lease_round(b, 0, READ, &r), LR_FLEET_OK);
+  fail_times(a, 1);
+  CHECK_EQ_INT(lease_round(a, 0, READ, &r), LR_FLEET_OK);
+  CHECK_EQ_INT(r.leased, 0);
+  CHECK_EQ_INT(r.tokens, 100000 - 10 * 1000);
+  lr_fleet_free(a);
+  lr_fleet_free(b);
+}
+
 int main(void) {
   if (redis_start(&SRV, (const char *)NULL) != 0) {
     fprintf(stderr, "cannot start redis-server (make deps installs it)\n");
@@ -420,6 +449,7 @@ int main(void) {
   test_lease_two_lost_answers();
   test_lease_max_lowered();
   test_lease_answers_lost_for_real();
+  test_lease_two_handles();
   redis_stop(&SRV);
   return check_done();
 }

@@ -278,6 +278,18 @@ static int add_set(run_args *a, char *v, const char *opt) {
   return 0;
 }
 
+/* The overrides an earlier `long_name` made, taken out (curl's last
+ * --retry-delay wins, a 0 too). */
+static void drop_sets_from(run_args *a, const char *long_name) {
+  int kept = 0;
+  for (int i = 0; i < a->nsets; i++) {
+    if (a->set_from[i] && strcmp(a->set_from[i], long_name) == 0) continue;
+    a->set_from[kept] = a->set_from[i];
+    a->sets[kept++] = a->sets[i];
+  }
+  a->nsets = kept;
+}
+
 /* --max-time and --retry-max-time are the policy's attempt_timeout and
  * deadline, set in their place among the --set overrides (a later one
  * wins); 0 is curl's "no limit". */
@@ -584,6 +596,7 @@ static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) 
     retry_sets s = { .n = 0 };
     int status = id == O_RETRY || id == O_RETRY_DELAY ? retryopts_curl(&s, opt, v)
                                                       : retryopts_command(a, &s, opt, v);
+    if (!status && id == O_RETRY_DELAY) drop_sets_from(a, "--retry-delay");
     return status ? status : add_retry_sets(a, &s, opt);
   }
   default: return 0;
@@ -635,6 +648,40 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   return 0;
 }
 
+/* The options only a URL's transfer reads (run.c's workflow_refused):
+ * the first one typed is the one a workflow's refusal names. */
+static int url_only(option_id id) {
+  static const option_id ids[] = { O_UPLOAD_FILE,
+                                   O_FORM,
+                                   O_FORM_STRING,
+                                   O_GET,
+                                   O_REQUEST,
+                                   O_HEAD,
+                                   O_DATA,
+                                   O_DATA_BINARY,
+                                   O_DATA_RAW,
+                                   O_HEADER,
+                                   O_INCLUDE,
+                                   O_DUMP_HEADER,
+                                   O_WRITE_OUT,
+                                   O_FAIL,
+                                   O_FAIL_WITH_BODY,
+                                   O_FAIL_EARLY,
+                                   O_URLS,
+                                   O_OUTPUT_DIR,
+                                   O_PARALLEL_CURL,
+                                   O_PARALLEL_MAX,
+                                   O_MAX_FILESIZE,
+                                   O_CONTINUE_AT,
+                                   O_CHECKSUM,
+                                   O_REMOTE_NAME,
+                                   O_REMOTE_NAME_ALL,
+                                   O_REMOTE_HEADER_NAME };
+  for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+    if (ids[i] == id) return 1;
+  return 0;
+}
+
 /* argv[*i], a long option; *i moves past its value. */
 static int parse_long(run_args *a, int argc, char **argv, int *i) {
   const run_option *o = find_long(argv[*i]);
@@ -644,6 +691,7 @@ static int parse_long(run_args *a, int argc, char **argv, int *i) {
     return cli_usage("run: --parallel is curl's flag (-Z) and takes no number: --parallel-max %s",
                      argv[*i + 1]);
   snprintf(a->typed, sizeof a->typed, "%s", o->long_name);
+  if (url_only(o->id)) typed_as(a, a->url_only_opt);
   if (o->id < O_REQUEST) return set_flag(a, o->id);
   if (*i + 1 >= argc) return cli_usage("run: %s needs a value", o->long_name);
   *i += 1;
@@ -661,6 +709,7 @@ static int parse_short(run_args *a, int argc, char **argv, int *i) {
       return unknown(j == 1 && !s[2] ? opt : s);
     }
     snprintf(a->typed, sizeof a->typed, "-%c", o->short_name);
+    if (url_only(o->id)) typed_as(a, a->url_only_opt);
     if (o->id < O_REQUEST) {
       int status = set_flag(a, o->id);
       if (status) return status;

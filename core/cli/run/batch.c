@@ -525,7 +525,9 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   /* -f: a failed URL's answer is not shown, as curl's --fail, URL by URL */
   int keep = status == EXIT_OK || (!u->file.path && decided && !b->a->fail) ||
              (b->a->fail_with_body && decided && !r->error && r->status > 0);
-  if (u->too_large) keep = 0; /* the final answer's body, above --max-filesize: nowhere */
+  /* a body above --max-filesize, the final answer's or an attempt's the
+   * helper refused: nowhere, standard output included */
+  if (u->too_large || (r->error && strcmp(r->error, "too_large") == 0)) keep = 0;
   if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
   fold_status(b, status, r->final.reason);
   url_set_state(u, URL_IN_FLIGHT);

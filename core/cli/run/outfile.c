@@ -206,6 +206,11 @@ static void set_partial_aside(outfile *f) {
   f->partial_aside = 1;
 }
 
+/* fd cut back to held_from, the next write there; 0 or -1 (errno). */
+static int cut_back(outfile *f) {
+  return ftruncate(f->fd, f->held_from) == 0 && lseek(f->fd, f->held_from, SEEK_SET) >= 0 ? 0 : -1;
+}
+
 int outfile_restart(void *ud) { return outfile_start_over(ud, 1); }
 
 int outfile_start_over(outfile *f, int stale) {
@@ -215,6 +220,16 @@ int outfile_start_over(outfile *f, int stale) {
   if (f->partial && !f->partial_aside && f->fd >= 0) {
     /* never emptied in place: what follows may not be the resource's */
     set_partial_aside(f);
+    f->failed = 0;
+    return 0;
+  }
+  if (f->append && f->held_from == 0) {
+    /* -C - on a new or empty file: nothing of its own to protect, so the
+     * bytes go in place and a failed run leaves them for the next -C - */
+    if (f->fd >= 0 && cut_back(f) != 0) {
+      complain(f, "emptying", errno);
+      return -1;
+    }
     f->failed = 0;
     return 0;
   }
@@ -494,11 +509,6 @@ int outfile_continue(outfile *f, unsigned long long *size) {
   f->held_from = st.st_size;
   *size = (unsigned long long)st.st_size;
   return 0;
-}
-
-/* fd cut back to held_from, the next write there; 0 or -1 (errno). */
-static int cut_back(outfile *f) {
-  return ftruncate(f->fd, f->held_from) == 0 && lseek(f->fd, f->held_from, SEEK_SET) >= 0 ? 0 : -1;
 }
 
 void outfile_append_undo(outfile *f) {

@@ -69,8 +69,9 @@ static const char *workflow_refused(const run_args *a) {
     { a->remote_name, typed(a->remote_opt, "-O") },
     { a->remote_header_name, "-J" },
   };
+  /* named as the user typed it, the first typed (-K's words name theirs) */
   for (size_t i = 0; i < sizeof url_only / sizeof url_only[0]; i++)
-    if (url_only[i].given) return url_only[i].name;
+    if (url_only[i].given) return a->url_only_opt[0] ? a->url_only_opt : url_only[i].name;
   return NULL;
 }
 
@@ -254,9 +255,11 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
   if (rc == LUARETRY_OK) keep_partial(a, final, h, &r, out);
   /* an earlier run's partial goes on success, on a final answer and when
    * it no longer matches (stale, or the last body failed its digest);
-   * refused, spent on transient errors, a policy error, an error page
-   * too large for --max-filesize (no word on the resource): it stays */
-  int answered = final->reason == LUARETRY_REASON_FINAL && !(r.final_large && code >= 400);
+   * refused, spent on transient errors, a policy error, a final error
+   * with no answer (a bad certificate), an error page too large for
+   * --max-filesize (no word on the resource): it stays */
+  int answered =
+    final->reason == LUARETRY_REASON_FINAL && code > 0 && !(r.final_large && code >= 400);
   if (rc == LUARETRY_OK && final->reason != LUARETRY_REASON_SUCCESS && !answered && !r.suspect &&
       !r.damaged)
     outfile_partial_hold(out);
@@ -266,8 +269,12 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     int decided = final->attempt > 0 && final->reason != LUARETRY_REASON_CANCELLED;
     /* --fail-with-body: curl's, the answer to -o too, but not one that
      * broke off: FILE never holds half a file */
+    /* -C - whose file went to a temporary (a 200 from zero): that holds
+     * an attempt's bytes, never the error page (resume.c): only success
+     * puts it in place */
+    int replacing = a->continue_at && !out->append && out->held_from > 0;
     int keep = status == EXIT_OK || (!out->path && decided && !a->fail) ||
-               (a->fail_with_body && decided && code > 0 && !r.final_broken);
+               (a->fail_with_body && decided && code > 0 && !r.final_broken && !replacing);
     if (r.damaged || r.page_refused) keep = 0;
     if (outfile_finish(out, keep) != 0 && status == EXIT_OK) rc = LUARETRY_E_IO;
     if (rc == LUARETRY_OK && status == EXIT_OK && a->remote_header_name && out->path &&

@@ -76,6 +76,7 @@ typedef struct {
   /* the options as typed, for a message that names one (a workflow
    * refuses them): the option being read, and the first of each kind */
   char typed[24], method_opt[24], data_opt[24], form_opt[24], parallel_opt[24], remote_opt[24];
+  char url_only_opt[24];          /* the first option typed that only a URL's transfer reads */
   const char *data;               /* the first -d (any kind), or NULL: no body */
   data_part data_parts[MAX_DATA]; /* joined with '&', as curl joins them */
   int ndata;
