@@ -353,6 +353,11 @@ describe("the fleet's keys and registry in a real Redis", function ()
     assert(p:fleet_sync())
     assert(p:set("budget.max_tokens", "40"))
     assert(p:fleet_sync())
+    -- a reload that makes a new handle too (its command timeout changed):
+    -- the same process, whose settings they were
+    assert(p:set("fleet.command_timeout", "2500"))
+    assert(p:set("budget.max_tokens", "50"))
+    assert(p:fleet_sync())
     p:close()
     local stale = run({ "--set", "budget.max_tokens=30" })
     assert.matches("shared with other settings", stale.stderr)

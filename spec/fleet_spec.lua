@@ -346,7 +346,9 @@ describe("the fleet", function ()
                                  "+@all"))
     assert.are.equal("OK", r:cli("ACL", "SETUSER", "no-scripts", "reset", "on", ">" .. pw,
                                  "~luaretry:*", "+@all", "-@scripting"))
-    finally(function () r:cli("ACL", "DELUSER", user, "no-scripts") end)
+    assert.are.equal("OK", r:cli("ACL", "SETUSER", "other-keys", "reset", "on", ">" .. pw,
+                                 "~other:*", "+@all"))
+    finally(function () r:cli("ACL", "DELUSER", user, "no-scripts", "other-keys") end)
     local function url(u, p) return ("redis://%s:%s@127.0.0.1:%d/0"):format(u, p, r.port) end
     local function shown(...)
       local all = table.concat({ ... }, "\n")
@@ -370,7 +372,9 @@ describe("the fleet", function ()
     -- (no SCRIPT LOAD at connect: the first sync's EVALSHA is refused)
     local cases = { { url(user, "wrong-acl-pw"), "AUTH" },
                     { url("no-scripts", pw), "EVALSHA %(Redis 5 or later with Lua scripting, " ..
-                                             "for this user, is needed%) refused: NOPERM" } }
+                                             "for this user, is needed%) refused: NOPERM" },
+                    -- scripting allowed, not the fleet's keys: the ACL's words, no hint
+                    { url("other-keys", pw), "EVALSHA refused: NOPERM[^\n]*key" } }
     for _, c in ipairs(cases) do
       local x = proc.run({ "run", BUDGET, srv.base .. "/503", "--redis", c[1], "--stats", "-v",
                            "--log-json", "-", "--set", "fleet.command_timeout=1000" })

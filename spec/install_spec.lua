@@ -153,11 +153,12 @@ function is_transient(status, body, info) return status == 0 or transient(status
     local pkg = "pkg-config --with-path=" .. q(prefix .. "/lib/pkgconfig")
     assert.are.equal(0, sh(pkg .. " --libs luaretry"))
     assert.matches("%-L" .. prefix:gsub("%p", "%%%0") .. "/lib %-lluaretry", proc.readfile(out))
-    -- a host of the engine alone links Lua and hiredis (the fleet's client), not libcurl
+    -- a host of the engine alone links Lua, hiredis (the fleet's client) and libcrypto, not libcurl
     assert.is_nil(proc.readfile(out):find("curl"))
     assert.are.equal(0, sh(pkg .. " --static --libs luaretry"))
     assert.matches("%-llua5%.4", proc.readfile(out))
     assert.matches("%-lhiredis", proc.readfile(out))
+    assert.matches("%-lcrypto", proc.readfile(out))  -- the fleet's script SHA1s
     assert.is_nil(proc.readfile(out):find("curl"))
     assert.are.equal(0, sh(pkg .. " --libs luaretry-curl"))
     assert.matches("%-lluaretry%-curl", proc.readfile(out))

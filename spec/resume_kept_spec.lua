@@ -219,6 +219,20 @@ describe("--max-filesize and the bytes a file held (-C -, a partial)", function 
     assert.are.same({}, proc.leftovers(tmp))
   end)
 
+  it("-C - on a new file: error pages never go into it, so the next -C - starts from zero", function ()
+    for _, path in ipairs({ "/busy", "/gone" }) do
+      local out = tmp .. "/new" .. path:sub(2)
+      local r = run({ srv.base .. path, "-C", "-", "-o", out, "--set", "max_attempts=2" })
+      assert.is_true(r.code == 4 or r.code == 1, r.stderr)
+      assert.are.equal("", proc.readfile(out))
+      r = run({ srv.base .. "/whole", "-C", "-", "-o", out })
+      assert.are.equal(0, r.code, r.stderr)
+      same_bytes(WHOLE, proc.readfile(out))
+      assert.is_nil(srv:requests_on("/whole")[1].headers.range)
+      srv:reset()
+    end
+  end)
+
   it("a 200 from zero that completes replaces the file, its mode kept", function ()
     local out = tmp .. "/h"
     proc.writefile(out, "abc")

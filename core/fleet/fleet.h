@@ -118,7 +118,8 @@ typedef struct {
   int reconnect_min_ms;   /* first wait after a failure; 500 */
   int reconnect_max_ms;   /* doubling up to this, jittered; 30000 */
   int ttl_seconds;        /* state expires this long after the last sync; 3600 */
-  const char *member;     /* name in the registry; NULL: "HOST:PID" */
+  const char *member;     /* name in the registry; NULL: "HOST:PID:N", N this
+                             process's Nth handle (the settings are HOST:PID's) */
   lr_fleet_log_fn log;    /* NULL: silent */
   void *log_ud;
   /* the rate limiter (the policy's fixed `rate`), one GCRA for the fleet
@@ -304,7 +305,7 @@ unsigned long long lr_fleet_round_trips(lr_fleet *f);
  * round trip, connecting at once whatever the reconnect backoff. */
 
 typedef struct {
-  char member[128]; /* "HOST:PID" */
+  char member[128]; /* "HOST:PID:N" */
   double seen_ago;  /* seconds */
 } lr_fleet_process;
 

@@ -244,8 +244,8 @@ lr_fleet_code lr_redis_script_load_check(const lr_redis_url *u, const struct red
  * hash, the registry, the leases' hash and their expiry (LR_FLEET_KEYS). */
 #define LR_FLEET_KEYS 4
 lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[4],
-                                     const char *member, const lr_fleet_limits *l,
-                                     const lr_fleet_batch *b);
+                                     const char *member, const char *owner,
+                                     const lr_fleet_limits *l, const lr_fleet_batch *b);
 /* Decodes its reply; *noscript set when the server had forgotten the
  * script (the batch was not applied).  Every number is checked against
  * what the script can answer to the limits l, `want` and `lwant` sent: any other
@@ -258,9 +258,10 @@ lr_fleet_code lr_redis_script_decode(lr_fleet_script *s, const lr_redis_url *u,
 /* Append, send, read, decode; on NOSCRIPT once more with EVAL, all within
  * the deadline. */
 lr_fleet_code lr_redis_script_run(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
-                                  const char *keys[4], const char *member, const lr_fleet_limits *l,
-                                  const lr_fleet_batch *b, int64_t deadline_ms, lr_fleet_reply *out,
-                                  char *err, size_t errlen);
+                                  const char *keys[4], const char *member, const char *owner,
+                                  const lr_fleet_limits *l, const lr_fleet_batch *b,
+                                  int64_t deadline_ms, lr_fleet_reply *out, char *err,
+                                  size_t errlen);
 
 /* ---- handle.c: the handle, its health and connection */
 
@@ -268,6 +269,9 @@ struct lr_fleet {
   lr_fleet_settings set; /* set.member points at member */
   lr_redis_url url;
   char key[220], procs_key[230], member[128];
+  char owner[128];                     /* whose settings these are (cfg_by): the process (HOST:PID)
+                      for a default member, so a reload's new handle may
+                      change them at once; else the member */
   char leases_key[230], lexp_key[230]; /* budget_lease.c */
 
   /* The guard numbers, read by decisions without a lock. */

@@ -133,12 +133,13 @@ static lr_fleet_code check_key(const char *key, char *err, size_t errlen) {
  * totals are its own (redis_script.c charges a member the growth of its
  * total), so two handles on one key (two policies naming it, a reload's
  * new handle beside the old one's last flush) must never share a name. */
-static void default_member(char *dst, size_t size) {
+static void default_member(lr_fleet *f) {
   static atomic_uint handles;
   char host[64] = "host";
   if (gethostname(host, sizeof host) != 0) strcpy(host, "host");
   host[sizeof host - 1] = '\0';
-  lr_fmt(dst, size, "%s:%ld:%u", host, (long)getpid(), atomic_fetch_add(&handles, 1) + 1);
+  lr_fmt(f->owner, sizeof f->owner, "%s:%ld", host, (long)getpid());
+  lr_fmt(f->member, sizeof f->member, "%s:%u", f->owner, atomic_fetch_add(&handles, 1) + 1);
 }
 
 lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_settings *s,
@@ -160,10 +161,12 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_sett
   pthread_mutex_init(&f->rate_lock, NULL);
   lr_lease_init(&f->lease);
   lr_fleet_rate_install(f, s);
-  if (s->member && s->member[0])
+  if (s->member && s->member[0]) {
     lr_fmt(f->member, sizeof f->member, "%s", s->member);
-  else
-    default_member(f->member, sizeof f->member);
+    lr_fmt(f->owner, sizeof f->owner, "%s", s->member);
+  } else {
+    default_member(f);
+  }
   install(f, s);
   pthread_mutex_init(&f->io, NULL);
   pthread_mutex_init(&f->note_lock, NULL);

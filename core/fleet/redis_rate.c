@@ -149,7 +149,7 @@ static lr_fleet_code append(lr_fleet *f, const rate_ask *a, int eval) {
                            num[2],
                            num[3],
                            num[4],
-                           f->member,
+                           f->owner, /* cfg_by */
                            cfg };
   return lr_conn_append(&f->conn, 11, argv, NULL);
 }

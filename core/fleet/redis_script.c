@@ -37,7 +37,8 @@
  *   ARGV     max_milli failures open_ms probes ttl_ms member
  *            spent earned trail resets want cfg
  *            requests accepts throttled cost_milli bucket_ms
- *            ldrawn lwant lttl_ms
+ *            ldrawn lwant lttl_ms owner (whose settings: the process for a
+ *            default member, so a reload's new handle changes them at once)
  *   returns  {tokens, state, fails, opened_at, probes_left, granted, now,
  *            requests, accepts, lease, leased} (requests, accepts: the
  *            throttle's window, this batch in; lease: this member's block
@@ -80,7 +81,7 @@ const char LR_FLEET_SCRIPT[] =
   "local ldrawn, lwant, lttl = a[18], a[19], a[20]\n"
   "local h = redis.call('HMGET', KEYS[1], 'tokens', 'state', 'fails', 'opened_at', 'probes_left',\n"
   "  'cfg', 'cfg_at', 'cfg_by', 'leased')\n"
-  "if h[6] and h[6] ~= ARGV[12] and h[8] ~= ARGV[6] and now - (tonumber(h[7]) or 0) < 60000 then\n"
+  "if h[6] and h[6] ~= ARGV[12] and h[8] ~= ARGV[21] and now - (tonumber(h[7]) or 0) < 60000 then\n"
   "  return redis.error_reply('LUARETRY_SETTINGS ' .. h[6])\n"
   "end\n"
   "local tokens = tonumber(h[1]) or max\n"
@@ -215,7 +216,7 @@ const char LR_FLEET_SCRIPT[] =
   "end\n"
   "redis.call('HSET', KEYS[1], 'tokens', tokens, 'state', state, 'fails', fails,\n"
   "  'opened_at', opened, 'probes_left', left, 'max', max, 'updated_at', now,\n"
-  "  'cfg', ARGV[12], 'cfg_at', now, 'cfg_by', ARGV[6], 'leased', leased)\n"
+  "  'cfg', ARGV[12], 'cfg_at', now, 'cfg_by', ARGV[21], 'leased', leased)\n"
   "redis.call('PEXPIRE', KEYS[1], ttl)\n"
   "redis.call('ZADD', KEYS[2], now, ARGV[6])\n"
   "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - 60000)\n"
@@ -237,8 +238,10 @@ int lr_script_sha(const char *script, char sha[41]) {
  * (NOPERM), EVAL and EVALSHA renamed away (unknown command), a Redis too
  * old for the script (before 5: no redis.replicate_commands effects). */
 static int no_scripting(const redisReply *r) {
-  static const char *const starts[] = { "NOPERM", "ERR unknown command",
-                                        "ERR unknown or disabled command" };
+  /* a NOPERM for a key ("...to access one of the keys", "...a key") is
+   * the ACL's key pattern, not scripting: quoted as it is */
+  if (r->str && strncmp(r->str, "NOPERM", 6) == 0) return strstr(r->str, "to run the") != NULL;
+  static const char *const starts[] = { "ERR unknown command", "ERR unknown or disabled command" };
   for (size_t i = 0; r->str && i < sizeof starts / sizeof starts[0]; i++)
     if (strncmp(r->str, starts[i], strlen(starts[i])) == 0) return 1;
   return 0;
@@ -289,8 +292,8 @@ lr_fleet_code lr_redis_script_load_check(const lr_redis_url *u, const redisReply
 }
 
 lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[4],
-                                     const char *member, const lr_fleet_limits *l,
-                                     const lr_fleet_batch *b) {
+                                     const char *member, const char *owner,
+                                     const lr_fleet_limits *l, const lr_fleet_batch *b) {
   enum { NUMS = 18 };
   long long nums[NUMS] = { l->max_milli, l->failures, l->open_ms,   l->probes,     l->ttl_ms,
                            b->spent,     b->earned,   b->trail,     b->resets,     b->want,
@@ -301,16 +304,17 @@ lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const
   lr_fleet_cfg_text(l, cfg, sizeof cfg);
   if (!s->sha[0]) lr_script_sha(LR_FLEET_SCRIPT, s->sha); /* "" still: EVAL every time */
   int eval = s->use_eval || !s->sha[0];
-  const char *argv[3 + LR_FLEET_KEYS + NUMS + 2] = { eval ? "EVAL" : "EVALSHA",
+  const char *argv[3 + LR_FLEET_KEYS + NUMS + 3] = { eval ? "EVAL" : "EVALSHA",
                                                      eval ? LR_FLEET_SCRIPT : s->sha, "4" };
   int n = 3;
   for (int i = 0; i < LR_FLEET_KEYS; i++) argv[n++] = keys[i];
-  /* ARGV: the first five numbers, member, five more, cfg, the rest */
+  /* ARGV: the first five numbers, member, five more, cfg, the rest, owner */
   for (int i = 0; i < NUMS; i++) {
     if (i == 5) argv[n++] = member;
     if (i == 10) argv[n++] = cfg;
     argv[n++] = text[i];
   }
+  argv[n++] = owner;
   return lr_conn_append(c, n, argv, NULL);
 }
 
@@ -398,14 +402,15 @@ lr_fleet_code lr_redis_script_decode(lr_fleet_script *s, const lr_redis_url *u, 
 }
 
 lr_fleet_code lr_redis_script_run(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
-                                  const char *keys[4], const char *member, const lr_fleet_limits *l,
-                                  const lr_fleet_batch *b, int64_t deadline_ms, lr_fleet_reply *out,
-                                  char *err, size_t errlen) {
+                                  const char *keys[4], const char *member, const char *owner,
+                                  const lr_fleet_limits *l, const lr_fleet_batch *b,
+                                  int64_t deadline_ms, lr_fleet_reply *out, char *err,
+                                  size_t errlen) {
   lr_fleet_code rc = LR_FLEET_OK;
   for (int round = 0; round < 2; round++) { /* EVALSHA, then EVAL on NOSCRIPT */
     redisReply *r = NULL;
     int noscript = 0;
-    rc = lr_redis_script_append(s, c, keys, member, l, b);
+    rc = lr_redis_script_append(s, c, keys, member, owner, l, b);
     if (rc == LR_FLEET_OK) rc = lr_conn_read(c, deadline_ms, &r, err, errlen);
     if (rc != LR_FLEET_OK) return rc;
     rc = lr_redis_script_decode(s, u, r, l, b->want, b->lwant, out, &noscript, err, errlen);

@@ -81,8 +81,8 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
   atomic_store(&f->inflight_accepts, b.accepts);
   const char *keys[LR_FLEET_KEYS] = { f->key, f->procs_key, f->leases_key, f->lexp_key };
   f->last_sent_at = lr_monotonic_ms();
-  rc = lr_redis_script_run(&f->script, &f->conn, &f->url, keys, f->member, &l, &b, deadline, &out,
-                           err, sizeof err);
+  rc = lr_redis_script_run(&f->script, &f->conn, &f->url, keys, f->member, f->owner, &l, &b,
+                           deadline, &out, err, sizeof err);
   /* a cluster's MOVED or ASK: the batch was not applied; again, there */
   for (int redirects = 0; rc != LR_FLEET_OK && lr_cluster_again(&f->conn, &redirects);) {
     lr_conn_close(&f->conn);
@@ -93,8 +93,8 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
       atomic_store(&f->inflight_requests, 0), atomic_store(&f->inflight_accepts, 0);
       return LR_FLEET_E_CONNECT;
     }
-    rc = lr_redis_script_run(&f->script, &f->conn, &f->url, keys, f->member, &l, &b, deadline, &out,
-                             err, sizeof err);
+    rc = lr_redis_script_run(&f->script, &f->conn, &f->url, keys, f->member, f->owner, &l, &b,
+                             deadline, &out, err, sizeof err);
   }
   lr_cluster_done(&f->conn);
   f->conn.cancel = NULL;

@@ -84,7 +84,7 @@ static lr_fleet_code lease_round(lr_fleet *f, long long want, int how, lr_fleet_
   char err[300] = "";
   lr_fleet_code rc = LR_FLEET_OK;
   if (how != DROPPED)
-    rc = lr_redis_script_run(&f->script, &f->conn, &f->url, keys, f->member, &l, &b,
+    rc = lr_redis_script_run(&f->script, &f->conn, &f->url, keys, f->member, f->owner, &l, &b,
                              lr_monotonic_ms() + 1000, out, err, sizeof err);
   if (rc == LR_FLEET_OK && how == READ) lr_budget_lease_settle(f, &b, out, NULL);
   pthread_mutex_unlock(&f->io);

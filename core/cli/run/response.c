@@ -120,6 +120,13 @@ int response_restart(void *ud) {
 
 size_t response_sink(void *ud, const char *data, size_t len) {
   response *r = ud;
+  if (r->out->append) {
+    /* -C - writes in place: an error page (a 503 to a request from zero)
+     * is not the file's, and the next -C - would go on after it */
+    long code = 0;
+    curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &code);
+    if (code < 200 || code > 299) return len;
+  }
   if (r->a->max_filesize && (long long)len > r->a->max_filesize - r->got) {
     r->too_large = 1; /* none of it written: the attempt's bytes are dropped */
     return 0;
