@@ -26,7 +26,10 @@ local has = text.has
 local DIR = here .. "/hostile/"
 local MEMORY = 4 * 1024 * 1024
 local OPTS = { time_limit = 0.1, memory_limit = MEMORY }
-local SETS = { "--set", "time_limit=0.1", "--set", "memory_limit=" .. MEMORY }
+-- luaretry run's settings for a script: its time limit (h.opts) and the memory limit
+local function sets(h)
+  return { "--set", "time_limit=" .. h.opts.time_limit, "--set", "memory_limit=" .. MEMORY }
+end
 local WITHIN = 1.0   -- seconds: ten times the time limit
 -- A script that must end by another limit than time (memory, the stack,
 -- a string's length) gets a time limit it cannot race on a busy machine
@@ -160,13 +163,13 @@ end
 
 function drive.cli_prepare(h)
   local args = { "run", h.path, "http://127.0.0.1:9/never-reached" }
-  for _, s in ipairs(SETS) do args[#args + 1] = s end
+  for _, s in ipairs(sets(h)) do args[#args + 1] = s end
   return cli(h, args)
 end
 
 function drive.cli_run(h)
   local args = { "run", h.path }
-  for _, s in ipairs(SETS) do args[#args + 1] = s end
+  for _, s in ipairs(sets(h)) do args[#args + 1] = s end
   return cli(h, args)
 end
 
