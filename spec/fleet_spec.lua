@@ -348,7 +348,10 @@ describe("the fleet", function ()
                                  "~luaretry:*", "+@all", "-@scripting"))
     assert.are.equal("OK", r:cli("ACL", "SETUSER", "other-keys", "reset", "on", ">" .. pw,
                                  "~other:*", "+@all"))
-    finally(function () r:cli("ACL", "DELUSER", user, "no-scripts", "other-keys") end)
+    -- scripts allowed, the SCRIPT command not: all the fleet needs (EVALSHA, EVAL)
+    assert.are.equal("OK", r:cli("ACL", "SETUSER", "no-script-cmd", "reset", "on", ">" .. pw,
+                                 "~luaretry:*", "+@all", "-script"))
+    finally(function () r:cli("ACL", "DELUSER", user, "no-scripts", "other-keys", "no-script-cmd") end)
     local function url(u, p) return ("redis://%s:%s@127.0.0.1:%d/0"):format(u, p, r.port) end
     local function shown(...)
       local all = table.concat({ ... }, "\n")
@@ -368,13 +371,26 @@ describe("the fleet", function ()
     assert.matches("redis://%*%*%*@127%.0%.0%.1:" .. r.port, st.stdout)
     assert.matches("budget: [%d.]+ of 10 tokens", st.stdout)
     shown(ok.stderr, ok.stdout, st.stdout, st.stderr)
+    -- a user without the SCRIPT command runs the fleet, and `luaretry fleet` shows it
+    local key2 = new_key()
+    local ev = proc.run({ "run", BUDGET, srv.base .. "/503", "--redis", url("no-script-cmd", pw),
+                          "--stats", "--set", "fleet.key=" .. key2, "--set", "fleet.command_timeout=1000" })
+    assert.are.equal(4, ev.code, ev.stderr)
+    assert.matches("guards fleet", ev.stderr)
+    assert.falsy(ev.stderr:find("guards fallback", 1, true), ev.stderr)
+    local evst = proc.run({ "fleet", BUDGET, "--redis", url("no-script-cmd", pw), "--set",
+                            "fleet.key=" .. key2, "--set", "fleet.command_timeout=1000" })
+    assert.are.equal(0, evst.code, evst.stderr)
+    assert.matches("budget: [%d.]+ of 10 tokens", evst.stdout)
+    shown(ev.stderr, ev.stdout, evst.stdout, evst.stderr)
     -- a wrong password, and a user that may not run scripts: one clear line each
     -- (no SCRIPT LOAD at connect: the first sync's EVALSHA is refused)
-    local cases = { { url(user, "wrong-acl-pw"), "AUTH" },
-                    { url("no-scripts", pw), "EVALSHA %(Redis 5 or later with Lua scripting, " ..
-                                             "for this user, is needed%) refused: NOPERM" },
+    local needed = "%(Redis 5 or later with Lua scripting, for this user, is needed%) refused: NOPERM"
+    local cases = { { url(user, "wrong-acl-pw"), "AUTH", "AUTH" },
+                    { url("no-scripts", pw), "EVALSHA " .. needed, "EVAL " .. needed },
                     -- scripting allowed, not the fleet's keys: the ACL's words, no hint
-                    { url("other-keys", pw), "EVALSHA refused: NOPERM[^\n]*key" } }
+                    { url("other-keys", pw), "EVALSHA refused: NOPERM[^\n]*key",
+                      "refused: NOPERM[^\n]*key" } }
     for _, c in ipairs(cases) do
       local x = proc.run({ "run", BUDGET, srv.base .. "/503", "--redis", c[1], "--stats", "-v",
                            "--log-json", "-", "--set", "fleet.command_timeout=1000" })
@@ -384,6 +400,7 @@ describe("the fleet", function ()
       assert.matches("guards fallback", x.stderr)
       local f = proc.run({ "fleet", BUDGET, "--redis", c[1], "--set", "fleet.command_timeout=1000" })
       assert.are_not.equal(0, f.code)
+      assert.matches(c[3], f.stderr)
       shown(x.stderr, x.stdout, f.stdout, f.stderr)
     end
     -- TLS: refused before anything is sent, saying why

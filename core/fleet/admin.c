@@ -14,8 +14,29 @@
 #define MINUTE_MS              60000
 #define LR_FLEET_PROCESSES_MAX 1000
 
+/* First, on its own (the commands may delete): what is shown or reset is
+ * only worth it if the server runs scripts for this user, as a process
+ * learns from its first sync's reply.  EVAL of a script with no key, the
+ * least the fleet needs (its EVALSHA falls back to EVAL): SCRIPT LOAD
+ * would also ask for a command an ACL user of the fleet may lack. */
+static lr_fleet_code scripts_run(lr_fleet *f, int64_t deadline, char *detail, size_t len) {
+  const char *argv[3] = { "EVAL", "return 1", "0" };
+  redisReply *r = NULL;
+  lr_fleet_code rc = lr_conn_append(&f->conn, 3, argv, NULL);
+  if (rc == LR_FLEET_OK) rc = lr_conn_read(&f->conn, deadline, &r, detail, len);
+  if (rc != LR_FLEET_OK) return rc;
+  if (r->type == REDIS_REPLY_ERROR)
+    rc = lr_script_refused(&f->url, r, "EVAL", detail, len);
+  else if (r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
+    lr_fmt(detail, len, "EVAL of \"return 1\" answered a reply of type %d, not 1", r->type);
+    rc = LR_FLEET_E_PROTOCOL;
+  }
+  freeReplyObject(r);
+  return rc;
+}
+
 /* Runs argc commands pipelined in one round trip with the io lock held,
- * after SCRIPT LOAD's; replies[i] for each, freed by the caller.
+ * after scripts_run's; replies[i] for each, freed by the caller.
  * Connects at once if needed. */
 static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argvs[],
                               redisReply *replies[], char *err, size_t errlen) {
@@ -27,16 +48,7 @@ static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argv
   }
   int64_t deadline = 0;
   lr_fleet_code rc = lr_fleet_connect_locked(f, 1, &deadline, detail, sizeof detail);
-  /* SCRIPT LOAD first, on its own (the commands may delete): what is
-   * shown or reset is only worth it if the server runs the fleet's script
-   * for this user (a process learns that from its first sync's reply) */
-  if (rc == LR_FLEET_OK) rc = lr_redis_script_load_append(&f->conn);
-  if (rc == LR_FLEET_OK) {
-    redisReply *load = NULL;
-    rc = lr_conn_read(&f->conn, deadline, &load, detail, sizeof detail);
-    if (rc == LR_FLEET_OK) rc = lr_redis_script_load_check(&f->url, load, detail, sizeof detail);
-    if (load) freeReplyObject(load);
-  }
+  if (rc == LR_FLEET_OK) rc = scripts_run(f, deadline, detail, sizeof detail);
   for (int redirects = 0;;) {
     for (int i = 0; rc == LR_FLEET_OK && i < n; i++)
       rc = lr_conn_append(&f->conn, argcs[i], argvs[i], NULL);

@@ -234,12 +234,6 @@ int lr_script_sha(const char *script, char sha[41]);
  * (NOPERM, an unknown command); its code. */
 lr_fleet_code lr_script_refused(const lr_redis_url *u, const struct redisReply *r, const char *what,
                                 char *err, size_t errlen);
-/* `luaretry fleet`'s proof that the server runs the fleet's scripts for
- * this user, before it reads or deletes: SCRIPT LOAD queued, and its
- * reply checked (a process learns it from its first sync's reply). */
-lr_fleet_code lr_redis_script_load_append(lr_redis_conn *c);
-lr_fleet_code lr_redis_script_load_check(const lr_redis_url *u, const struct redisReply *r,
-                                         char *err, size_t errlen);
 /* Queues EVALSHA (or EVAL) of the update with this batch.  keys: the
  * hash, the registry, the leases' hash and their expiry (LR_FLEET_KEYS). */
 #define LR_FLEET_KEYS 4

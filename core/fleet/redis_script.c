@@ -272,25 +272,6 @@ void lr_fleet_cfg_text(const lr_fleet_limits *l, char *buf, size_t size) {
          l->bucket_ms, l->reserve_milli / 1000, l->reserve_milli % 1000);
 }
 
-lr_fleet_code lr_redis_script_load_append(lr_redis_conn *c) {
-  const char *argv[3] = { "SCRIPT", "LOAD", LR_FLEET_SCRIPT };
-  return lr_conn_append(c, 3, argv, NULL);
-}
-
-lr_fleet_code lr_redis_script_load_check(const lr_redis_url *u, const redisReply *r, char *err,
-                                         size_t errlen) {
-  if (r->type == REDIS_REPLY_STRING && r->len == 40) return LR_FLEET_OK;
-  if (r->type == REDIS_REPLY_ERROR) {
-    char text[204];
-    lr_reply_quote(u, r, text, sizeof text);
-    lr_fleet_code rc = lr_conn_error_code(r);
-    lr_fmt(err, errlen, "SCRIPT LOAD%s refused: %s", rc == LR_FLEET_E_AUTH ? "" : NEEDED, text);
-    return rc;
-  }
-  lr_fmt(err, errlen, "SCRIPT LOAD: unexpected reply of type %d", r->type);
-  return LR_FLEET_E_PROTOCOL;
-}
-
 lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const char *keys[4],
                                      const char *member, const char *owner,
                                      const lr_fleet_limits *l, const lr_fleet_batch *b) {
