@@ -171,9 +171,11 @@ void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v) {
   v->sync_failures = atomic_load(&f->sync_failures);
   lr_fmt(v->where, sizeof v->where, "%s", f->url.redacted);
   lr_fmt(v->key, sizeof v->key, "%s", f->key);
-  pthread_mutex_lock(&f->note_lock);
-  lr_fmt(v->detail, sizeof v->detail, "%s", f->detail);
-  pthread_mutex_unlock(&f->note_lock);
+  if (lr_fleet_owned(f)) { /* a fork's child: the parent's worker may have held it */
+    pthread_mutex_lock(&f->note_lock);
+    lr_fmt(v->detail, sizeof v->detail, "%s", f->detail);
+    pthread_mutex_unlock(&f->note_lock);
+  }
 }
 
 unsigned long long lr_fleet_round_trips(lr_fleet *f) {

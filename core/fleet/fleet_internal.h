@@ -324,7 +324,7 @@ struct lr_fleet {
   pthread_mutex_t say_lock; /* one thread tells them at a time, in order */
 
   /* worker.c: the handle's thread, which makes the engine's round trips */
-  pid_t pid; /* the process that made the handle: a fork's child does no I/O */
+  unsigned forks; /* lr_fleet_forks() when made: a fork's child does no I/O */
   pthread_mutex_t wlock;
   pthread_cond_t wcond;
   int wstate; /* 0: not started, 1: running, -1: could not start */
@@ -423,8 +423,12 @@ void lr_fleet_kick(lr_fleet *f, int work, lr_fleet_work_fn fn);
 void lr_fleet_timer(lr_fleet *f, int64_t at, lr_fleet_work_fn fn);
 /* Ends the worker (its round trip in progress first). */
 void lr_fleet_worker_stop(lr_fleet *f);
-/* 1 in the process that made the handle, 0 in a fork's child. */
+/* 1 in the process that made the handle, 0 in a fork's child: there the
+ * parent's threads (the worker) may have held any of its locks at the
+ * fork, so a child's question takes none of them. */
 int lr_fleet_owned(const lr_fleet *f);
+/* Forks counted so far in this process's line (made at a handle's birth). */
+unsigned lr_fleet_forks(void);
 
 /* ---- admin.c */
 

@@ -97,6 +97,7 @@ static void install(lr_fleet *f, const lr_fleet_settings *s) {
 
 /* The rate limiter's settings, under its lock (redis_rate.c uses them). */
 void lr_fleet_rate_install(lr_fleet *f, const lr_fleet_settings *s) {
+  if (!lr_fleet_owned(f)) return; /* a fork's child leases no slot (redis_rate.c) */
   int on = s->rate && s->rate_limit > 0 && s->rate_burst >= 1;
   pthread_mutex_lock(&f->rate_lock);
   if (!on || s->rate_limit != f->rate_limit || s->rate_burst != f->rate_burst)
@@ -152,6 +153,7 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_sett
   if (rc != LR_FLEET_OK) return rc;
   lr_fleet *f = calloc(1, sizeof *f);
   if (!f) return LR_FLEET_E_NOMEM;
+  f->forks = lr_fleet_forks(); /* first: lr_fleet_owned is asked from here on */
   f->url = u;
   lr_fmt(f->key, sizeof f->key, "luaretry:{%s}", key);
   lr_fmt(f->procs_key, sizeof f->procs_key, "luaretry:{%s}:procs", key);
@@ -174,7 +176,6 @@ lr_fleet_code lr_fleet_new(const char *url, const char *key, const lr_fleet_sett
   pthread_mutex_init(&f->wlock, NULL);
   pthread_cond_init(&f->wcond, NULL);
   lr_waiter_init(&f->stopper);
-  f->pid = getpid();
   lr_conn_init(&f->conn);
   f->conn.sent = &f->commands;
   f->conn.slot = lr_cluster_slot(f->key, strlen(f->key)); /* every key shares its tag */
@@ -210,7 +211,10 @@ void lr_fleet_free(lr_fleet *f) {
 
 /* ---- health */
 
+/* Neither in a fork's child (its calls never reach Redis; the parent's
+ * worker may have held note_lock at the fork). */
 static void note(lr_fleet *f, const char *detail) {
+  if (!lr_fleet_owned(f)) return;
   pthread_mutex_lock(&f->note_lock);
   lr_fmt(f->detail, sizeof f->detail, "%s", detail);
   pthread_mutex_unlock(&f->note_lock);
@@ -221,7 +225,7 @@ static void note(lr_fleet *f, const char *detail) {
  * calls into the host.  When more changes wait than there is room for,
  * the latest replaces the last one. */
 static void say(lr_fleet *f, const char *fmt, const char *detail) {
-  if (!f->set.log) return;
+  if (!f->set.log || !lr_fleet_owned(f)) return;
   char line[1024];
   lr_fmt(line, sizeof line, fmt, f->key, f->url.redacted, detail);
   lr_redis_url_scrub(&f->url, line);
@@ -234,6 +238,7 @@ static void say(lr_fleet *f, const char *fmt, const char *detail) {
 
 void lr_fleet_tell(lr_fleet *f) {
   if (!f || !atomic_load_explicit(&f->said_pending, memory_order_relaxed)) return;
+  if (!lr_fleet_owned(f)) return; /* the parent's worker may have held note_lock */
   if (pthread_mutex_trylock(&f->say_lock) != 0) return; /* another thread tells them */
   char lines[LR_FLEET_SAID_MAX][1024];
   pthread_mutex_lock(&f->note_lock);

@@ -240,7 +240,8 @@ static void lease_asked(lr_fleet *f, int work) {
 
 int lr_fleet_rate_reserve(lr_fleet *f, double at, double latest, int64_t limit_ms, double u,
                           double *wait) {
-  if (!f || !atomic_load(&f->rate)) return LR_FLEET_LOCAL;
+  /* a fork's child: the parent's worker may have held rate_lock */
+  if (!f || !atomic_load(&f->rate) || !lr_fleet_owned(f)) return LR_FLEET_LOCAL;
   lr_fleet_tell(f);
   int64_t now_ms = lr_monotonic_ms();
   pthread_mutex_lock(&f->rate_lock);

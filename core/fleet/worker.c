@@ -24,7 +24,21 @@
 
 #include "fleet_internal.h"
 
-int lr_fleet_owned(const lr_fleet *f) { return getpid() == f->pid; }
+/* Forks so far, counted in the child: a handle made before the last one
+ * is the parent's (a load, not a system call, on every question). */
+static atomic_uint forks;
+static pthread_once_t forks_once = PTHREAD_ONCE_INIT;
+static void forked(void) { atomic_fetch_add(&forks, 1); }
+static void count_forks(void) { pthread_atfork(NULL, NULL, forked); }
+
+unsigned lr_fleet_forks(void) {
+  pthread_once(&forks_once, count_forks);
+  return atomic_load(&forks);
+}
+
+int lr_fleet_owned(const lr_fleet *f) {
+  return atomic_load_explicit(&forks, memory_order_relaxed) == f->forks;
+}
 
 static void *work(void *ud) {
   lr_fleet *f = ud;

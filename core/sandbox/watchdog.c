@@ -28,12 +28,30 @@ static pthread_once_t stop_once = PTHREAD_ONCE_INIT;
 
 /* The ticks are timed on the monotonic clock, so a change of the wall
  * clock makes no tick long or short. */
-static void init_stop(void) {
+static void make_stop(void) {
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
   pthread_cond_init(&wd.stop, &attr);
   pthread_condattr_destroy(&attr);
+}
+
+/* fork(): the thread is not in the child.  The lock is held across the
+ * fork, so the child's copy is never one the thread held mid-tick (the
+ * child would wait for it for ever); the child has no thread to join,
+ * and the next sandbox it adds starts one, which watches them all. */
+static void fork_prepare(void) { pthread_mutex_lock(&wd.lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&wd.lock); }
+static void fork_child(void) {
+  wd.running = 0;
+  atomic_store(&wd.incarnation, 0);
+  make_stop(); /* the parent's thread may have been waiting on it */
+  pthread_mutex_unlock(&wd.lock);
+}
+
+static void init_stop(void) {
+  make_stop();
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 static atomic_long ticks;

@@ -1,0 +1,109 @@
+/* test_fork.c: a fork's child and the library's own thread, the watchdog
+ * (luaretry.h, "Locks, threads and fork"; libluaretry(3)).  The thread is
+ * not in the child: the child must neither join it (freeing its last
+ * policy) nor wait for a lock it held mid-tick at the fork, and a policy
+ * the child loads has its time limit watched all the same.  Each child is
+ * waited for by a wide bound; one that hangs is killed and fails. */
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "step_support.h"
+
+#define CHILD_LIMIT_S 20 /* a child that hangs; any child here ends in well under 1 s */
+#define POLICIES      20 /* sandboxes the watchdog looks at every tick */
+#define FORKS         100
+
+static const char *POLICY =
+  "max_attempts = 3\n"
+  "function is_transient(status) return status >= 500 end\n";
+
+static void sleep_ms(long ms) {
+  struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+  nanosleep(&ts, NULL);
+}
+
+/* The child's exit status, 0 when it passed; a child still running after
+ * CHILD_LIMIT_S is killed (it hung) and fails. */
+static int child_status(pid_t pid, const char *what) {
+  int status = 0;
+  for (int i = 0; i < CHILD_LIMIT_S * 100; i++) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) {
+      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
+      fprintf(stderr, "  %s: the child ended with status %d\n", what, status);
+      return 1;
+    }
+    sleep_ms(10);
+  }
+  fprintf(stderr, "  %s: the child still runs after %d s: it hung\n", what, CHILD_LIMIT_S);
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return 1;
+}
+
+/* A script that never ends, loaded in the child: its time limit stops it,
+ * so the child has a watchdog of its own. */
+static int child_loads_runaway(void) {
+  luaretry_policy *q;
+  if (luaretry_policy_new(&q) != LUARETRY_OK) return 2;
+  int rc = luaretry_policy_load_string(q, "@runaway.lua", "max_attempts = 3\nwhile true do end\n");
+  int ok = rc == LUARETRY_E_LIMIT && strstr(luaretry_policy_errmsg(q), "time limit reached");
+  luaretry_policy_free(q);
+  return ok ? 0 : 3;
+}
+
+/* The inherited policies decide a call, then are freed, the last one
+ * too: nothing of the parent's thread is joined or waited for. */
+static int child_frees(luaretry_policy **p, int n) {
+  luaretry_call *c;
+  luaretry_decision d;
+  if (luaretry_call_begin(p[0], NULL, &c) != LUARETRY_OK) return 4;
+  luaretry_outcome o = step_status(503);
+  int ok = luaretry_call_next(c, &d) == LUARETRY_OK &&
+           luaretry_call_report(c, &o, &d) == LUARETRY_OK && d.retry;
+  luaretry_call_free(c);
+  for (int i = 0; i < n; i++) luaretry_policy_free(p[i]);
+  return ok ? 0 : 5;
+}
+
+static void test_child_has_watchdog(void) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(child_loads_runaway());
+  CHECK(pid > 0 && child_status(pid, "a runaway script loaded in the child") == 0);
+}
+
+static void test_child_frees_last(luaretry_policy **p, int n) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(child_frees(p, n));
+  CHECK(pid > 0 && child_status(pid, "the child frees every policy") == 0);
+}
+
+/* Forks at any moment of the watchdog's ticks (one every 5 ms, each a
+ * look at every sandbox under its lock): none of the children waits. */
+static void test_forks_mid_tick(luaretry_policy **p, int n) {
+  unsigned seed = 7;
+  int failed = 0;
+  for (int i = 0; i < FORKS && !failed; i++) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(child_frees(p, n));
+    failed = !CHECK(pid > 0 && child_status(pid, "a fork mid-tick") == 0);
+    sleep_ms(rand_r(&seed) % 4);
+  }
+}
+
+int main(void) {
+  luaretry_policy *p[POLICIES];
+  for (int i = 0; i < POLICIES; i++) p[i] = step_load("=fork", POLICY);
+  for (int i = 0; i < POLICIES; i++)
+    if (!p[i]) return check_done();
+  test_child_has_watchdog();
+  test_child_frees_last(p, POLICIES);
+  test_forks_mid_tick(p, POLICIES);
+  /* the parent's own watchdog still runs: a runaway here is stopped too */
+  CHECK(child_loads_runaway() == 0);
+  for (int i = 0; i < POLICIES; i++) luaretry_policy_free(p[i]);
+  return check_done();
+}
