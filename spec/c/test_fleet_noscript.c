@@ -81,7 +81,8 @@ static void good_sync(int fd) {
   clock_gettime(CLOCK_REALTIME, &ts);
   long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
   snprintf(s, sizeof s,
-           "*11\r\n:10000\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:%lld\r\n:0\r\n:0\r\n:0\r\n:0\r\n", now);
+           "*12\r\n:10000\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:%lld\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n",
+           now);
   say(fd, s);
 }
 
