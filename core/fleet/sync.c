@@ -8,7 +8,10 @@
  *    bounded by the connect and command timeouts, while the caller goes
  *    on.  An idle process holding no block sends nothing.
  *  - lr_fleet_sync_now and lr_fleet_refresh, the same round trip on the
- *    caller's thread (tools, tests, a handle's last counts).
+ *    caller's thread (tools, tests, a handle's last counts); a blocking
+ *    call's before its retry (lr_fleet_refresh_by), which may carry the
+ *    fleet reserve's question for that call (redis_script.c) and hands
+ *    the answer back to it alone.
  *
  * The batch is a handful of atomic counters that lr_fleet_record adds to
  * and a sync swaps for zeros, so recording never takes a lock. */
