@@ -444,8 +444,11 @@ static void test_reserve_folded(void) {
   atomic_store(&w.blocking, 1);
   lr_fleet_settings s = test_settings();
   s.reserve = 2;
-  s.sync_ms = 200;
+  s.sync_ms = 10000; /* a view synced just now stays recent, however busy the machine */
   lr_fleet *a = handle(URL, "folded", "host-a:1", s, NULL);
+  /* no block of the budget's tokens (test_fleet_lease.c has them): the
+   * worker's timer that would give one back makes no round trip here */
+  a->lease_closing = 1;
   reset(a);
   CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
   fail_and_sync(a, 6); /* 4 of 10 tokens: a retry refused */
@@ -482,6 +485,7 @@ static void test_reserve_folded(void) {
   /* tokens seen differently: Redis sees 6 of 10 (a retry allowed: the
    * reserve untouched), this process then counts 2 failures (4: refused) */
   reset(a);
+  double since = now_s();
   CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
   fail_and_sync(a, 3);
   lr_fleet_record(a, LR_FLEET_FAILURE); /* 6 once sent */
@@ -496,21 +500,20 @@ static void test_reserve_folded(void) {
   CHECK_EQ_INT(ops->reserve_take(a, 0, 0, &w), 1);
   CHECK_EQ_INT(round_trips(a), trips + 2);
 
-  /* the floor is the fleet's: folded or not, 100 retries at most from
-   * one field (50 s of 2 a second held), then spent, both ways */
-  int taken = 2; /* the two above, since the reset */
-  for (int i = 0; i < 200 && taken < 150; i++) {
+  /* the floor is the fleet's: folded or not, the retries held (50 s of
+   * 2 a second: 100) and what refilled since the reset, from one field;
+   * then the sync says it is spent (each asks: a failure unsent, the
+   * fleet's tokens refusing) */
+  int taken = 2, v = 1; /* the two above, since the reset */
+  for (int i = 0; i < 300 && v == 1; i++) {
     lr_fleet_record(a, LR_FLEET_FAILURE);
-    int v = ops->refresh(a, 0, 0, &w, 1);
-    if (v == LR_REMOTE_LOCAL) v = ops->reserve_take(a, 0, 0, &w);
-    if (v != 1) break;
-    taken++;
+    v = ops->refresh(a, 0, 0, &w, 1);
+    if (v == 1) taken++;
   }
-  /* 100 held, and what 2 a second refilled while they were taken */
-  CHECK(taken >= 100 && taken <= 104);
-  lr_fleet_record(a, LR_FLEET_FAILURE);
-  CHECK_EQ_INT(ops->refresh(a, 0, 0, &w, 1), 0); /* spent: said by the sync */
-  CHECK_EQ_INT(ops->reserve_take(a, 0, 0, &w), 0);
+  double secs = now_s() - since;
+  CHECK_EQ_INT(v, 0); /* spent: said by the sync */
+  if (!CHECK(taken >= 100 && taken <= 100 + 2 * secs + 1))
+    fprintf(stderr, "  %d retries of the reserve in %.3f s\n", taken, secs);
   lr_waiter_close(&w);
   lr_fleet_free(a);
 }
