@@ -1,13 +1,21 @@
-/* test_fleet_noscript.c: a script's EVALSHA and the EVAL that follows its
- * NOSCRIPT share one fleet.command_timeout (luaretry(1) --stats; fleet.h's
- * cost model): a question to Redis never waits two timeouts.  A fake Redis
- * on loopback (a thread here) answers NOSCRIPT to the question's EVALSHA
- * after most of the command timeout and never answers the EVAL; the
- * question must end within one timeout of the moment the EVALSHA reached
- * the fake (asserted below 1.5 timeouts: two timeouts would end past 1.6).
- * Both the sync's script and the reserve's (reserve.c).  A run in which
- * the NOSCRIPT came too late for the EVAL to be sent (a very busy
- * machine) proves nothing and is run again, 4 times at most. */
+/* test_fleet_fake.c: the fleet against a fake Redis on loopback (a thread
+ * here), for what a real redis-server cannot be made to do.
+ *
+ * A script's EVALSHA and the EVAL that follows its NOSCRIPT share one
+ * fleet.command_timeout (luaretry(1) --stats; fleet.h's cost model): a
+ * question to Redis never waits two timeouts.  The fake answers NOSCRIPT
+ * to the question's EVALSHA after most of the command timeout and never
+ * answers the EVAL; the question must end within one timeout of the
+ * moment the EVALSHA reached the fake (asserted below 1.5 timeouts: two
+ * timeouts would end past 1.6).  Both the sync's script and the
+ * reserve's (reserve.c).  A run in which the NOSCRIPT came too late for
+ * the EVAL to be sent (a very busy machine) proves nothing and is run
+ * again, 4 times at most.
+ *
+ * The reserve's answer in the sync before a retry (redis_script.c, issue
+ * 33): a value no script answers (3) is a broken reply, never a retry of
+ * the reserve: the local guards decide, said once, and reserve.c's own
+ * question is not asked of a Redis that garbles. */
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -21,7 +29,9 @@
 #include <unistd.h>
 
 #include "fleet_internal.h"
+#include "remote_guard.h" /* lr_fleet_remote_ops */
 #include "check.h"
+#include "fleet_handle.h"
 
 #define TIMEOUT_MS  1000 /* large, so that a busy machine cannot blur 1x from 2x */
 #define NOSCRIPT_MS 600  /* most of it: two timeouts would end at 1.6x */
@@ -38,17 +48,26 @@ static void sleep_ms(int ms) {
   }
 }
 
+/* What the fake answers the sync's script (4 keys): */
+enum {
+  SYNC_QUESTION, /* NOSCRIPT late, the EVAL never: the sync is the question */
+  SYNC_GOOD,     /* well: the reserve's script (1 key) is the question */
+  SYNC_GARBLED   /* the budget spent, and the reserve's answer 3 when asked */
+};
+
 typedef struct {
   int lfd;
-  int answer_sync; /* the sync's script (4 keys) answered well: the reserve's is the question */
+  int mode; /* SYNC_* */
   pthread_t thread;
-  atomic_int stop, eval_seen;
+  atomic_int stop, eval_seen, reserve_asked, one_key;
   _Atomic double asked_at; /* when the question's EVALSHA came (CLOCK_MONOTONIC s), 0: not yet */
 } fake;
 
 /* One whole command at the start of buf[0..n): its length, its first and
- * fourth words (name, numkeys) in name and keys; 0 when incomplete. */
-static size_t command(const char *buf, size_t n, char name[16], char keys[8]) {
+ * third words (name, numkeys) in name and keys, and whether the sync
+ * script's ARGV[22] (its 29th word: the reserve's interval) is above 0 in
+ * *asked; 0 when incomplete. */
+static size_t command(const char *buf, size_t n, char name[16], char keys[8], int *asked) {
   const char *p = buf, *end = buf + n;
   char *e;
   if (n < 4 || *p != '*') return 0;
@@ -56,6 +75,7 @@ static size_t command(const char *buf, size_t n, char name[16], char keys[8]) {
   if (e + 2 > end || e[0] != '\r') return 0;
   p = e + 2;
   name[0] = keys[0] = '\0';
+  *asked = 0;
   for (long i = 0; i < argc; i++) {
     if (p >= end || *p != '$') return 0;
     long len = strtol(p + 1, &e, 10);
@@ -64,6 +84,7 @@ static size_t command(const char *buf, size_t n, char name[16], char keys[8]) {
     if (p + len + 2 > end) return 0;
     if (i == 0) snprintf(name, 16, "%.*s", (int)(len < 15 ? len : 15), p);
     if (i == 2) snprintf(keys, 8, "%.*s", (int)(len < 7 ? len : 7), p);
+    if (i == 28) *asked = len > 0 && *p != '0';
     p += len + 2;
   }
   return (size_t)(p - buf);
@@ -73,16 +94,16 @@ static void say(int fd, const char *s) {
   if (write(fd, s, strlen(s)) < 0) perror("fake redis: write");
 }
 
-/* The fleet script's answer to a batch that asked nothing: the budget
- * full, the breaker closed, no block (what Redis answers a first sync). */
-static void good_sync(int fd) {
+/* The fleet script's answer: `tokens` (milli) of 10, the breaker closed,
+ * no block, `reserve` the reserve's answer. */
+static void sync_answer(int fd, int tokens, int reserve) {
   char s[300];
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
   snprintf(s, sizeof s,
-           "*12\r\n:10000\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:%lld\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n",
-           now);
+           "*12\r\n:%d\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:%lld\r\n:0\r\n:0\r\n:0\r\n:0\r\n:%d\r\n",
+           tokens, now, reserve);
   say(fd, s);
 }
 
@@ -102,14 +123,22 @@ static void *fake_run(void *arg) {
     if (got <= 0) break;
     have += (size_t)got;
     char name[16], keys[8];
+    int asked;
     size_t used;
-    while ((used = command(buf, have, name, keys)) > 0) {
+    while ((used = command(buf, have, name, keys, &asked)) > 0) {
       memmove(buf, buf + used, have - used);
       have -= used;
-      if (strcmp(name, "EVAL") == 0) {
+      int sync = strcmp(keys, "4") == 0;
+      if (!sync && strncmp(name, "EVAL", 4) == 0) atomic_store(&k->one_key, 1);
+      if (k->mode == SYNC_GARBLED && sync) {
+        if (asked) atomic_store(&k->reserve_asked, 1);
+        sync_answer(fd, 0, asked ? 3 : 0);
+      } else if (k->mode == SYNC_GARBLED) {
+        say(fd, ":1\r\n"); /* the reserve's own question, which must not come */
+      } else if (strcmp(name, "EVAL") == 0) {
         atomic_store(&k->eval_seen, 1); /* never answered */
-      } else if (strcmp(name, "EVALSHA") == 0 && k->answer_sync && strcmp(keys, "4") == 0) {
-        good_sync(fd);
+      } else if (strcmp(name, "EVALSHA") == 0 && k->mode == SYNC_GOOD && sync) {
+        sync_answer(fd, 10000, 0);
       } else if (strcmp(name, "EVALSHA") == 0) {
         atomic_store(&k->asked_at, now_s());
         sleep_ms(NOSCRIPT_MS);
@@ -123,9 +152,9 @@ static void *fake_run(void *arg) {
   return NULL;
 }
 
-static int fake_start(fake *k, int answer_sync, int *port) {
+static int fake_start(fake *k, int mode, int *port) {
   memset(k, 0, sizeof *k);
-  k->answer_sync = answer_sync;
+  k->mode = mode;
   k->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_in a;
   memset(&a, 0, sizeof a);
@@ -154,7 +183,7 @@ static void fake_stop(fake *k) {
 static int one_question(int reserve) {
   fake k;
   int port = 0;
-  if (!CHECK(fake_start(&k, reserve, &port) == 0)) return 1;
+  if (!CHECK(fake_start(&k, reserve ? SYNC_GOOD : SYNC_QUESTION, &port) == 0)) return 1;
   char url[100];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
   lr_fleet_settings s;
@@ -202,8 +231,54 @@ static void shared_timeout(int reserve) {
   CHECK(proved);
 }
 
+static void garbled_reserve(void) {
+  fake k;
+  int port = 0;
+  if (!CHECK(fake_start(&k, SYNC_GARBLED, &port) == 0)) return;
+  char url[100];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
+  lr_fleet_settings s;
+  lr_fleet_settings_init(&s);
+  s.budget = 1;
+  s.max_tokens = 10;
+  s.token_ratio = 0.1;
+  s.reserve = 1;
+  s.connect_timeout_ms = TIMEOUT_MS;
+  s.command_timeout_ms = TIMEOUT_MS;
+  s.sync_ms = 10000;
+  logbook log;
+  logbook_init(&log);
+  lr_fleet *f = handle(url, "garbled", "host-a:1", s, &log);
+  if (!f) {
+    fake_stop(&k);
+    return;
+  }
+  lr_waiter w;
+  lr_waiter_init(&w);
+  atomic_store(&w.blocking, 1);
+  const lr_remote_ops *ops = &lr_fleet_remote_ops;
+  CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK); /* the budget spent, nothing asked */
+  CHECK_EQ_INT(lr_fleet_budget_allows_retry(f), 0);
+  /* a retry the tokens refused, after its wait: its sync asks the
+   * reserve, and the answer is 3 */
+  lr_fleet_record(f, LR_FLEET_FAILURE);
+  CHECK_EQ_INT(ops->refresh(f, 0, 0, &w, 1), LR_REMOTE_LOCAL);
+  CHECK(atomic_load(&k.reserve_asked));
+  CHECK_EQ_INT(lr_fleet_budget_allows_retry(f), LR_FLEET_LOCAL);
+  CHECK_EQ_INT(ops->reserve_take(f, 0, 0, &w), LR_REMOTE_LOCAL); /* not asked: local */
+  lr_fleet_tell(f);
+  CHECK_EQ_INT(log.n, 1);
+  CHECK_CONTAINS(log.line[0], "a reserve answer other than 0, 1 or 2");
+  CHECK_CONTAINS(log.line[0], "local guards decide");
+  fake_stop(&k);
+  CHECK(!atomic_load(&k.one_key)); /* reserve.c's script never reached the fake */
+  lr_waiter_close(&w);
+  lr_fleet_free(f);
+}
+
 int main(void) {
   shared_timeout(0);
   shared_timeout(1);
+  garbled_reserve();
   return check_done();
 }
