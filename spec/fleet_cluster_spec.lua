@@ -145,9 +145,9 @@ describe("the fleet on a Redis Cluster", function ()
     local dst = src % 3 + 1
     -- a retry the fleet's tokens refuse (1 of 2 left) goes to its wait,
     -- then asks the fleet's reserve, after the slot moved to dst: no
-    -- refusal said, the reserve taken there (with the budget's leases the
-    -- pre-retry refresh meets the MOVED first, and reserve.c's own
-    -- following of it is not reached here)
+    -- refusal said, the reserve taken there (the pre-retry refresh meets
+    -- the MOVED first and, followed, takes the reserve with its sync on
+    -- dst: reserve.c's own following of it is not reached here)
     local pol = dir .. "/reserve.lua"
     proc.writefile(pol, table.concat({
       'name = "cluster-reserve"', "max_attempts = 2", "deadline = 20", "attempt_timeout = 2",

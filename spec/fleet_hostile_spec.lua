@@ -53,10 +53,13 @@ describe("the fleet against a hostile Redis", function ()
     -- through a NULL pointer)
     { "negative-count", "reading a reply: " },
     { "nested", "nested deeper than 2" },
-    { "nil", "not 11 integers" },
-    { "nil-elements", "not 11 integers" },
+    { "nil", "not 12 integers" },
+    { "nil-elements", "not 12 integers" },
     { "tokens-above-max", "out of range: tokens outside" },
     { "overflow", "out of range" },
+    -- the reserve's answer, the twelfth integer: to a sync that asked
+    -- nothing (issue 30 item 6: every field of every fleet reply checked)
+    { "reserve-unasked", "out of range: a reserve answer to no question" },
   }
   for _, case in ipairs(broken) do
     local mode, why = case[1], case[2]
@@ -75,6 +78,20 @@ describe("the fleet against a hostile Redis", function ()
       end
     end)
   end
+
+  -- The reserve's question rides on the sync before a retry the fleet's
+  -- tokens refused (issue 33): an answer that is none of 0, 1, 2 is a
+  -- broken reply, never a retry of the reserve: local guards (the local
+  -- budget lets all 4 attempts go), said once, and no reserve script asked.
+  it("a reserve answer out of range to the sync before a retry: local guards, said once", function ()
+    local f = fake("reserve-garbage")
+    finally(f.stop)
+    local r = run_against(f, BUDGET, "/503", { "--set", "budget.reserve=1" })
+    assert.are.equal(4, r.code, r.stderr)
+    assert.are.equal(1, count(r.stderr, LOST), r.stderr)
+    assert.matches("out of range: a reserve answer other than 0, 1 or 2", r.stderr, 1, true)
+    assert.is_nil(f.log():find("rate", 1, true), f.log()) -- no one-key script: reserve.c's
+  end)
 
   -- A sentinel (redis-sentinel://) that names no usable master: the call
   -- goes on under the local guards, says why once, in bounded time.

@@ -449,3 +449,84 @@ describe("the budget's leases", function ()
     p:close()
   end)
 end)
+
+-- The fleet's reserve (budget.reserve) asked by the sync before the retry
+-- (issue 33, core/fleet/redis_script.c): a retry the fleet's tokens refuse
+-- before its wait costs one round trip after it, the sync that carries
+-- its failure and takes a retry of the reserve for it, not a sync and
+-- then the reserve's own question.  A budget of 2 tokens: the first
+-- failure leaves 1, at most half, so every retry lives on the reserve (1
+-- a second: 50 held).  A sync period of 10 s: the failure's own batch
+-- waits for the period's end, so the pre-retry sync is the only round
+-- trip of each retry, however busy the machine.
+describe("the budget's reserve, asked by the sync before a retry", function ()
+  local r, tmp
+  redis.with_redis({}, function (x, t) r, tmp = x, t end)
+
+  local function reserve_policy(attempts, reserve)
+    local path = tmp .. "/reserve.lua"
+    proc.writefile(path, table.concat({
+      'name = "reserve"', ("max_attempts = %d"):format(attempts), "deadline = 60",
+      "attempt_timeout = 5", 'backoff = { kind = "constant", initial = 0.2, jitter = "none" }',
+      ("budget = { max_tokens = 2, token_ratio = 0.1, reserve = %g }"):format(reserve),
+      "fleet = { sync = 10000 }", "" }, "\n"))
+    return path
+  end
+
+  local function run(path, key, extra)
+    local args = { "run", path, "--redis", r.url, "--set", "fleet.key=" .. key,
+                   "--set", "fleet.command_timeout=2000", "--stats=json", "-q" }
+    for _, a in ipairs(extra or {}) do args[#args + 1] = a end
+    args[#args + 1] = "--"
+    args[#args + 1] = "false"
+    return args
+  end
+
+  it("costs one round trip after the retry's wait, not two, counted by the process and by Redis", function ()
+    local path, key = reserve_policy(7, 1), new_key()
+    -- the sync's script cached first (its first use costs a NOSCRIPT and
+    -- an EVAL), on a key of its own
+    assert.are.equal(4, proc.run(run(path, new_key(), { "--set", "max_attempts=1" })).code)
+    r:cli("CONFIG", "RESETSTAT")
+    local res = proc.run(run(path, key))
+    assert.are.equal(4, res.code, res.stderr) -- all 7 attempts: 6 retries, each the reserve's
+    local j = proc.json.decode(res.stderr:match("(%b{})%s*$"))
+    assert.are.equal(7, j.attempts)
+    assert.are.equal(0, j.budget_refusals)
+    -- its first sync, then one a retry; the last, giving nothing back but
+    -- the last failure, may come after --stats (luaretry(1)).  Asked
+    -- apart, the reserve made two a retry: 14 on 2026-11-29's main (and
+    -- its script's first EVAL)
+    local trips = j.fleet_round_trips
+    assert.is_true(trips >= 1 + 6 and trips <= 1 + 6 + 1, res.stderr)
+    local stats = commandstats(r)
+    local seen = sent_by_processes(stats)
+    assert.is_true(seen >= trips and seen <= trips + 2,
+                   ("Redis counted %d commands, the process %d"):format(seen, trips))
+    assert.is_true(seen <= 1 + 6 + 1, r:cli("INFO", "commandstats"))
+    -- each retry's reserve taken in the fleet's field, by the sync: the
+    -- reserve's own script never ran (only the sync's is cached)
+    assert.are.equal("1", r:cli("HEXISTS", "luaretry:{" .. key .. "}", "rtat"))
+    assert.matches("number_of_cached_scripts:1\r?\n", r:cli("INFO", "memory"))
+  end)
+
+  it("is still the fleet's floor: processes at once take its held retries and no more", function ()
+    -- 0.5 a second: 25 retries held, while 8 processes would make 48
+    local path, key = reserve_policy(7, 0.5), new_key()
+    local t0 = proc.now()
+    local res = fleet.many(8, function () return run(path, key) end)
+    local secs = proc.now() - t0
+    local attempts = 0
+    for i, x in ipairs(res) do
+      assert.truthy(x.code == 6 or x.code == 4, "process " .. i .. ": " .. tostring(x.code) .. x.stderr)
+      attempts = attempts + assert(tonumber(x.stderr:match('"attempts":(%d+)')), x.stderr)
+    end
+    -- 8 first attempts, the 25 held and 0.5 a second while they ran, and
+    -- at most the tokens above half (1) and a block of them: the same
+    -- bound as asked apart.  All 25 taken: 48 were wanted
+    local retries = attempts - 8
+    assert.is_true(retries >= 25, ("%d retries"):format(retries))
+    assert.is_true(retries <= 25 + math.ceil(0.5 * secs) + 2,
+                   ("%d retries in %.1f s"):format(retries, secs))
+  end)
+end)

@@ -306,6 +306,19 @@ describe("luaretry simulate", function ()
     assert.is_nil(lj.round_trips_per_second)
   end)
 
+  -- a client in an outage counts the commands a process sends (spec/bench
+  -- README's fleet scale): its first sync, its failure's batch at the sync
+  -- period's end, and the sync before its retry, which asks the fleet's
+  -- reserve for it (the tokens refused it before its wait): 3, where the
+  -- reserve asked apart made 4 (4.03 on 2026-11-29's main); the first wave,
+  -- whose tokens allowed the retry before the wait, asks it apart (3.07)
+  it("--fleet --wave against an outage: about 3 round trips a client, the reserve's question in its sync", function ()
+    local f = fleet_json({ HTTP, "--clients", "2000", "--fleet", "--wave", "100@5", "--outage",
+                           "1e6", "--json" }).fleet
+    assert.is_true(f.round_trips >= 2.9 * 2000 and f.round_trips <= 3.2 * 2000,
+                   ("%d round trips for 2000 clients"):format(f.round_trips))
+  end)
+
   it("--fleet: failures a leased block of budget tokens pays for make no round trip", function ()
     -- one client failing every 10 ms with a budget that lets it retry:
     -- before leases each failure was a round trip (at once, or before its

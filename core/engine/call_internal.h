@@ -102,7 +102,9 @@ struct luaretry_call {
   unsigned char held;          /* ... that hold something for the attempt asked for */
   unsigned char remote_said;   /* the fleet's view decided the last refusal */
   /* a retry the fleet's tokens refused went on to its wait for the
-   * fleet's reserve (call_guards.c) */
+   * fleet's reserve (guard_budget.c): LR_RESERVE_ASKED; then what the
+   * sync after the wait answered for it (chain.c): LR_RESERVE_GOT, a
+   * retry of the fleet's reserve taken, or LR_RESERVE_GONE, spent */
   unsigned char reserve_asked;
   /* LR_CALL_LAZY_PACE: the adaptive rate is `own`'s, made at the first
    * success or throttling answer (or a fourth send within a second); until
@@ -240,6 +242,9 @@ enum { /* the chain's order, CONTRACT's; bits of c->held and c->chain_on */
        LR_G_RATE,
        LR_G_COUNT
 };
+
+/* c->reserve_asked: the fleet's reserve for a retry its tokens refused */
+enum { LR_RESERVE_ASKED = 1, LR_RESERVE_GOT = 2, LR_RESERVE_GONE = 3 };
 
 extern const lr_guard_ops lr_guard_attempts, lr_guard_deadline, lr_guard_breaker,
   lr_guard_admission, lr_guard_budget, lr_guard_hedging, lr_guard_rate;

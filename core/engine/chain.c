@@ -123,9 +123,17 @@ void lr_chain_begin(luaretry_call *c) {
   if (lr_chain_admit(c, &a, &d)) lr_count(c->shared, LR_M_UNATTEMPTED, 1);
 }
 
+/* The fleet's view brought up to date before a retry; a retry that its
+ * tokens refused before the wait has the same round trip ask the fleet's
+ * reserve for it (its answer kept in c->reserve_asked for the budget's
+ * admit: no round trip of its own). */
 static int refresh_remote(luaretry_call *c, double *now, luaretry_decision *d) {
   double left = c->deadline > 0 ? c->deadline - (*now - c->start) : 0;
-  if (c->deadline <= 0 || left > 0) c->remote->ops->refresh(c->remote->ud, *now, left, &c->waiter);
+  int asked = c->reserve_asked == LR_RESERVE_ASKED;
+  if (c->deadline <= 0 || left > 0) {
+    int v = c->remote->ops->refresh(c->remote->ud, *now, left, &c->waiter, asked);
+    if (asked && v != LR_REMOTE_LOCAL) c->reserve_asked = v ? LR_RESERVE_GOT : LR_RESERVE_GONE;
+  }
   *now = lr_clock_now(&c->clock);
   double elapsed = *now - c->start;
   if (atomic_load(&c->waiter.cancelled)) {

@@ -423,8 +423,12 @@ typedef struct {
   /* Before a retry, after its wait: brings the view up to date unless it
    * is recent (at most one bounded round trip; none while the remote side
    * is known to be down), ending within `left` seconds (0: no deadline)
-   * and at once when the call's waiter is cancelled. */
-  void (*refresh)(void *ud, double now, double left, lr_waiter *w);
+   * and at once when the call's waiter is cancelled.  With `reserve` (a
+   * retry the remote tokens refused before its wait) the same round trip
+   * asks the remote reserve for this call: 1 a retry of it taken, 0 it is
+   * spent; LR_REMOTE_LOCAL: not answered (no round trip, or the remote
+   * tokens allowed the retry then), and `reserve_take` decides. */
+  int (*refresh)(void *ud, double now, double left, lr_waiter *w, int reserve);
   /* The remote budget's tokens, for messages. */
   double (*tokens)(void *ud);
   /* ---- appended (a view may leave them NULL: the local guards decide) */
@@ -459,9 +463,10 @@ typedef struct {
   void (*breaker_record)(void *ud, int failed, int slow, double now);
   /* The budget's floor, the fleet's (lr_budget_reserve_take on the
    * fleet's reserve): 1 when a retry the fleet's tokens refuse may go, 0,
-   * or LR_REMOTE_LOCAL.  Asked after the retry's wait (it may make one
-   * round trip, ending within `left` seconds, 0: no deadline, and at once
-   * when w is cancelled).  NULL: the local reserve decides. */
+   * or LR_REMOTE_LOCAL.  Asked after the retry's wait when `refresh` did
+   * not answer for it (it may make one round trip, ending within `left`
+   * seconds, 0: no deadline, and at once when w is cancelled).  NULL: the
+   * local reserve decides. */
   int (*reserve_take)(void *ud, double now, double left, lr_waiter *w);
   /* ---- what a later guard's refusal hands back (as the local guards'
    * lr_throttle_unrequest and lr_breaker_give_back): never waits, no

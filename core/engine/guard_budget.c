@@ -14,13 +14,17 @@ static double tokens(luaretry_call *c, int remote) {
 }
 
 /* A retry the tokens refuse: the budget's floor (budget.reserve).  The
- * fleet's reserve is the fleet's, asked after the wait (a round trip):
- * deciding now, a retry the fleet's tokens refuse goes on to its wait. */
-static int reserve_allows(luaretry_call *c, double now, int remote, int after_wait) {
+ * fleet's reserve is the fleet's, asked after the wait: deciding now, a
+ * retry the fleet's tokens refuse goes on to its wait (LR_RESERVE_ASKED),
+ * and the sync after the wait asks the reserve for it (chain.c); its
+ * answer (`asked`: LR_RESERVE_GOT or _GONE) decides, else the reserve's
+ * own question (a round trip): never two retries of the reserve for one. */
+static int reserve_allows(luaretry_call *c, double now, int remote, int after_wait, int asked) {
   const lr_guards *g = &c->rules->guards;
   if (!(g->reserve > 0)) return 0;
   if (remote && c->remote->ops->reserve_take) {
-    if (!after_wait) return c->reserve_asked = 1;
+    if (!after_wait) return c->reserve_asked = LR_RESERVE_ASKED;
+    if (asked == LR_RESERVE_GOT || asked == LR_RESERVE_GONE) return asked == LR_RESERVE_GOT;
     double d = c->deadline, left = d > 0 ? d - (now - c->start) : 0;
     if (d > 0 && left <= 0) left = 1e-9;
     int v = c->remote->ops->reserve_take(c->remote->ud, now, left, &c->waiter);
@@ -39,7 +43,10 @@ static __attribute__((noinline)) int admit_slow(luaretry_call *c, lr_ask *a, lua
     if (!c->remote) return 0;
     int asked = c->reserve_asked, w = c->remote->ops->budget_allows_retry(c->remote->ud, now);
     c->reserve_asked = 0;
-    int refused = w == 0 ? !reserve_allows(c, now, 1, 1)
+    /* a retry of the fleet's reserve taken for it lets it go, whatever
+     * the view says now */
+    int refused = asked == LR_RESERVE_GOT ? 0
+                  : w == 0                ? !reserve_allows(c, now, 1, 1, asked)
                   : w != LR_REMOTE_LOCAL || !asked
                     ? 0
                     : !lr_budget_allows_retry(c->shared, g) &&
@@ -60,7 +67,7 @@ static __attribute__((noinline)) int admit_slow(luaretry_call *c, lr_ask *a, lua
     v = lr_budget_allows_retry(c->shared, g);
   if (v) return 0;
   if (a->kind == LR_KIND_HEDGE) return a->why = "the retry budget refuses", 1;
-  if (reserve_allows(c, now, remote, a->after_wait)) return 0; /* the floor */
+  if (reserve_allows(c, now, remote, a->after_wait, 0)) return 0; /* the floor */
   {
     char floor[80] = "";
     if (g->reserve > 0)

@@ -37,7 +37,9 @@
  * counted as the real process counts its Redis commands (luaretry_metrics'
  * fleet_round_trips): one for each sync (a failure's at the latest at
  * the sync period's end, as the worker sends it), a block of rate slots, a probe
- * permit or the reserve (the connect sends no command of its own: the
+ * permit or the reserve when the sync before the retry did not ask it
+ * (that sync carries the reserve's question for a retry the fleet's tokens
+ * refused before its wait) (the connect sends no command of its own: the
  * scripts go by EVALSHA, their SHAs computed by the process), and one
  * more at each script's first use in the fleet (Redis answers NOSCRIPT,
  * then EVAL puts the script in its cache).  Clients start in
@@ -431,14 +433,23 @@ static void spend(void *ud, double now) {
   pend(c, SPEND, enter(c, now));
 }
 
-/* Before a retry: none when the view is recent or the block pays for it. */
-static void refresh(void *ud, double now, double left, lr_waiter *w) {
+/* Before a retry: none when the view is recent or the block pays for it.
+ * A retry the fleet's tokens refused before its wait has its sync ask the
+ * reserve too (redis_script.c: one round trip), when the fleet's tokens,
+ * the batch applied, still refuse it. */
+static int refresh(void *ud, double now, double left, lr_waiter *w, int reserve) {
   (void)left, (void)w; /* a simulated round trip takes no time */
   sim_client *c = ud;
   now = enter(c, now);
-  if (covered(c, now)) return;
-  if (c->npending || c->new_requests || c->new_accepts || now - c->synced_at >= c->fleet->sync)
-    sync_client(c, now);
+  if (covered(c, now)) return LR_REMOTE_LOCAL;
+  if (!c->npending && !c->new_requests && !c->new_accepts && now - c->synced_at < c->fleet->sync)
+    return LR_REMOTE_LOCAL;
+  sync_client(c, now);
+  const lr_guards *g = &c->fleet->g;
+  if (!reserve || !c->fleet->redis || !g->budget || !(g->reserve > 0) ||
+      view_tokens(c) * 2 > llround(g->max_tokens * MILLI))
+    return LR_REMOTE_LOCAL;
+  return lr_budget_reserve_take(c->fleet->shared, g, now);
 }
 
 static double tokens(void *ud) { return (double)view_tokens(ud) / MILLI; }

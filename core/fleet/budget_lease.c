@@ -67,7 +67,9 @@
  *     block, or is not fresh; otherwise the sync period's sync, as above
  *     (a retry refused needs no news);
  *   - before a retry, a blocking call's refresh: none while the block
- *     holds a token and the view is fresh; otherwise as before;
+ *     holds a token and the view is fresh; otherwise as before (for a
+ *     retry the fleet's tokens refused before its wait, it asks the
+ *     fleet's reserve too: redis_script.c, reserve.c);
  *   - a process holding a block and spending nothing: the worker's timer
  *     makes the sync that gives the block back two sync periods after
  *     its last failure;

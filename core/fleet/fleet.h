@@ -298,7 +298,8 @@ void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v);
 /* Commands this handle sent to Redis (each a request and its reply: the
  * syncs (EVALSHA, and EVAL after NOSCRIPT), a connect's AUTH and SELECT,
  * a sentinel's question, a cluster's ASKING, the rate limiter's, the
- * reserve's, administration).  0 for NULL. */
+ * reserve's when the sync before the retry did not ask it (reserve.c),
+ * administration).  0 for NULL. */
 unsigned long long lr_fleet_round_trips(lr_fleet *f);
 
 /* ---- administration (luaretry fleet POLICY [--reset]): each one bounded

@@ -196,6 +196,9 @@ typedef struct {
    * process has drawn from its blocks in all (it only grows), the block it
    * wants after the sync, how long Redis keeps it (ms) */
   long long ldrawn, lwant, lttl_ms;
+  /* the reserve's question (reserve.c), asked for the call whose sync
+   * this is: its interval and span in ms as reserve.c sends them; 0: none */
+  double rinterval_ms, rspan_ms;
 } lr_fleet_batch;
 
 typedef struct {
@@ -217,7 +220,13 @@ typedef struct {
   long long tokens, state, fails, opened_at, probes_left, granted, now_ms;
   long long requests, accepts; /* the throttle's window, this batch in */
   long long lease, leased;     /* this process's block after the sync, all blocks out */
+  long long reserve;           /* the reserve's question: 0 not asked of it, 1 a retry
+                                  taken, 2 spent (LR_RESERVE_*) */
 } lr_fleet_reply;
+
+#define LR_RESERVE_NONE  0 /* not asked, or the fleet's tokens allow the retry */
+#define LR_RESERVE_TAKEN 1
+#define LR_RESERVE_SPENT 2
 
 typedef struct {
   char sha[41]; /* its SHA1, computed at the first use ("": libcrypto failed) */
@@ -242,13 +251,13 @@ lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const
                                      const lr_fleet_limits *l, const lr_fleet_batch *b);
 /* Decodes its reply; *noscript set when the server had forgotten the
  * script (the batch was not applied).  Every number is checked against
- * what the script can answer to the limits l, `want` and `lwant` sent: any other
- * is E_PROTOCOL (a broken reply), never used.  Error text shown as
- * lr_reply_quote shows it. */
+ * what the script can answer to the limits l, `want` and `lwant` sent and
+ * whether the reserve was asked (rasked): any other is E_PROTOCOL (a
+ * broken reply), never used.  Error text shown as lr_reply_quote shows it. */
 lr_fleet_code lr_redis_script_decode(lr_fleet_script *s, const lr_redis_url *u,
                                      const struct redisReply *r, const lr_fleet_limits *l,
-                                     long long want, long long lwant, lr_fleet_reply *out,
-                                     int *noscript, char *err, size_t errlen);
+                                     long long want, long long lwant, int rasked,
+                                     lr_fleet_reply *out, int *noscript, char *err, size_t errlen);
 /* Append, send, read, decode; on NOSCRIPT once more with EVAL, all within
  * the deadline. */
 lr_fleet_code lr_redis_script_run(lr_fleet_script *s, lr_redis_conn *c, const lr_redis_url *u,
@@ -356,6 +365,10 @@ struct lr_fleet {
  * LR_FLEET_LOCAL: not known now (the local reserve decides).  One round
  * trip within limit_ms (0: none), ended by a cancel of w. */
 int lr_fleet_reserve_take(lr_fleet *f, int64_t limit_ms, lr_waiter *w);
+/* The same question for a sync to carry (redis_script.c): 1 and b's
+ * rinterval_ms and rspan_ms set when the fleet has a reserve to ask (its
+ * budget on, a reserve), 0 and none otherwise. */
+int lr_fleet_reserve_ask(lr_fleet *f, lr_fleet_batch *b);
 
 /* ---- redis_rate.c */
 
@@ -471,8 +484,14 @@ long lr_budget_lease_cap(long long max_milli);
 /* ---- sync.c */
 
 /* lr_fleet_refresh within limit_ms (CLOCK_MONOTONIC ms, 0: none), ended
- * at once by a cancel of w (NULL: none): a blocking call's. */
-lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w);
+ * at once by a cancel of w (NULL: none): a blocking call's.  reserve
+ * (NULL: none) asks the fleet's reserve too, for the calling call alone
+ * (a retry the fleet's tokens refused before its wait): out, 1 when the
+ * round trip took a retry of the reserve for it, 0 when it found the
+ * reserve spent, LR_FLEET_LOCAL when it did not answer (no round trip
+ * made: the view was recent, Redis away; or the fleet's tokens allowed a
+ * retry as Redis saw them): lr_fleet_reserve_take then, if still needed. */
+lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w, int *reserve);
 
 /* Kicks the worker to ask for a probe permit (with the batch): what it
  * brings goes to f->permits. */

@@ -361,9 +361,11 @@ static void record(void *ud, lr_remote_outcome o, double now) {
   }
 }
 
-/* Nothing to bring up to date: every count is read where it lives. */
-static void refresh(void *ud, double now, double left, lr_waiter *w) {
-  (void)ud, (void)now, (void)left, (void)w;
+/* Nothing to bring up to date: every count is read where it lives (the
+ * reserve too: reserve_take asks it, with no round trip). */
+static int refresh(void *ud, double now, double left, lr_waiter *w, int reserve) {
+  (void)ud, (void)now, (void)left, (void)w, (void)reserve;
+  return LR_REMOTE_LOCAL;
 }
 
 /* ---- the rate limiter: one GCRA for the machine, its theoretical

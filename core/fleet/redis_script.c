@@ -39,11 +39,15 @@
  *            requests accepts throttled cost_milli bucket_ms
  *            ldrawn lwant lttl_ms owner (whose settings: the process for a
  *            default member, so a reload's new handle changes them at once)
+ *            rinterval_ms rspan_ms (the reserve's question, reserve.c's
+ *            ARGV: 0 0 when none is asked)
  *   returns  {tokens, state, fails, opened_at, probes_left, granted, now,
- *            requests, accepts, lease, leased} (requests, accepts: the
- *            throttle's window, this batch in; lease: this member's block
- *            now; leased: every block out), or the error
- *            "LUARETRY_SETTINGS <cfg>" (nothing changed)
+ *            requests, accepts, lease, leased, reserve} (requests,
+ *            accepts: the throttle's window, this batch in; lease: this
+ *            member's block now; leased: every block out; reserve: 0 none
+ *            asked of it, 1 a retry of the reserve taken, 2 the reserve
+ *            spent), or the error "LUARETRY_SETTINGS <cfg>" (nothing
+ *            changed)
  *
  * `tokens` is the fleet's tokens not leased out; tokens + leased <=
  * max_milli.  The lease's arithmetic is budget_lease.c's (its header says
@@ -58,6 +62,18 @@
  * sum of every process's counts, and `simulate --fleet` models it with the
  * local code; a bucket costs three hash fields, written only by a batch
  * that counted something.
+ *
+ * The reserve's question (reserve.c) rides on the sync a call makes
+ * after its retry's wait, when the fleet's tokens refused the retry before
+ * it: once the batch is applied, if the fleet's tokens still refuse a
+ * retry (the process's own rule: T + L above half of max allow, the
+ * blocks out being the fleet's tokens still), the reserve's GCRA runs on
+ * the hash's field rtat with RESERVE_SCRIPT's arithmetic, and the answer
+ * says whether it took a retry for the call; when the tokens allow, the
+ * reserve is not touched (0), and the process asks reserve.c's script if
+ * its own view then refuses the retry (another thread's failure landed
+ * meanwhile).  So a retry that lives on the reserve costs the one round
+ * trip its sync costs, never two reserve retries.
  *
  * A throttling answer is priced here, throttled * cost_milli, by the cost
  * that cfg makes every process share; it is neutral to the breaker
@@ -214,6 +230,18 @@ const char LR_FLEET_SCRIPT[] =
   "    end\n"
   "  end\n"
   "end\n"
+  /* the reserve's question: asked, and the fleet's tokens refuse a
+   * retry (T + L at most half of max, as the process judges them) */
+  "local reserve, rint, rspan = 0, tonumber(ARGV[22]) or 0, tonumber(ARGV[23]) or 0\n"
+  "if rint > 0 and (tokens + leased) * 2 <= max then\n"
+  "  local tat = tonumber(redis.call('HGET', KEYS[1], 'rtat')) or 0\n"
+  "  if tat < now - rspan then tat = now - rspan end\n"
+  "  if now - tat < rint then reserve = 2\n"
+  "  else\n"
+  "    redis.call('HSET', KEYS[1], 'rtat', string.format('%.17g', tat + rint))\n"
+  "    reserve = 1\n"
+  "  end\n"
+  "end\n"
   "redis.call('HSET', KEYS[1], 'tokens', tokens, 'state', state, 'fails', fails,\n"
   "  'opened_at', opened, 'probes_left', left, 'max', max, 'updated_at', now,\n"
   "  'cfg', ARGV[12], 'cfg_at', now, 'cfg_by', ARGV[21], 'leased', leased)\n"
@@ -221,7 +249,7 @@ const char LR_FLEET_SCRIPT[] =
   "redis.call('ZADD', KEYS[2], now, ARGV[6])\n"
   "redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - 60000)\n"
   "redis.call('PEXPIRE', KEYS[2], ttl)\n"
-  "return {tokens, state, fails, opened, left, granted, now, wr, wa, keep, leased}\n";
+  "return {tokens, state, fails, opened, left, granted, now, wr, wa, keep, leased, reserve}\n";
 
 int lr_script_sha(const char *script, char sha[41]) {
   unsigned char md[EVP_MAX_MD_SIZE];
@@ -280,22 +308,28 @@ lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const
                            b->spent,     b->earned,   b->trail,     b->resets,     b->want,
                            b->requests,  b->accepts,  b->throttled, l->cost_milli, l->bucket_ms,
                            b->ldrawn,    b->lwant,    b->lttl_ms };
-  char text[NUMS][24], cfg[300];
+  char text[NUMS][24], cfg[300], rq[2][32];
   for (int i = 0; i < NUMS; i++) lr_fmt(text[i], sizeof text[i], "%lld", nums[i]);
+  /* as reserve.c sends them */
+  lr_fmt(rq[0], sizeof rq[0], "%.17g", b->rinterval_ms);
+  lr_fmt(rq[1], sizeof rq[1], "%.17g", b->rspan_ms);
   lr_fleet_cfg_text(l, cfg, sizeof cfg);
   if (!s->sha[0]) lr_script_sha(LR_FLEET_SCRIPT, s->sha); /* "" still: EVAL every time */
   int eval = s->use_eval || !s->sha[0];
-  const char *argv[3 + LR_FLEET_KEYS + NUMS + 3] = { eval ? "EVAL" : "EVALSHA",
+  const char *argv[3 + LR_FLEET_KEYS + NUMS + 5] = { eval ? "EVAL" : "EVALSHA",
                                                      eval ? LR_FLEET_SCRIPT : s->sha, "4" };
   int n = 3;
   for (int i = 0; i < LR_FLEET_KEYS; i++) argv[n++] = keys[i];
-  /* ARGV: the first five numbers, member, five more, cfg, the rest, owner */
+  /* ARGV: the first five numbers, member, five more, cfg, the rest,
+   * owner, the reserve's question */
   for (int i = 0; i < NUMS; i++) {
     if (i == 5) argv[n++] = member;
     if (i == 10) argv[n++] = cfg;
     argv[n++] = text[i];
   }
   argv[n++] = owner;
+  argv[n++] = rq[0];
+  argv[n++] = rq[1];
   return lr_conn_append(c, n, argv, NULL);
 }
 
@@ -317,7 +351,7 @@ static int integer_at(const redisReply *r, size_t i, long long *out) {
 /* What the script can answer, given what was sent: anything else is a
  * broken reply (a proxy's, a stranger's), never used. */
 static const char *out_of_range(const lr_fleet_reply *o, const lr_fleet_limits *l, long long want,
-                                long long lwant) {
+                                long long lwant, int rasked) {
   if (o->state < 0 || o->state > 2) return "a breaker state other than 0, 1 or 2";
   if (o->tokens < 0 || o->tokens > l->max_milli) return "tokens outside 0..max_tokens";
   if (o->fails < 0 || o->fails > INT_MAX) return "a negative or huge failure count";
@@ -338,6 +372,12 @@ static const char *out_of_range(const lr_fleet_reply *o, const lr_fleet_limits *
   if (o->lease < 0 || o->lease > lwant || o->leased < 0 || o->leased > l->max_milli ||
       o->lease > o->leased)
     return "a lease that is negative, more than was asked, or more than max_tokens";
+  /* the reserve answers only when asked, and then exactly when the
+   * fleet's tokens (free and in blocks) refuse a retry */
+  if (o->reserve < 0 || o->reserve > 2) return "a reserve answer other than 0, 1 or 2";
+  if (o->reserve && !rasked) return "a reserve answer to no question";
+  if (rasked && (o->reserve != 0) != ((o->tokens + o->leased) * 2 <= l->max_milli))
+    return "a reserve answer the fleet's tokens contradict";
   return NULL;
 }
 
@@ -360,20 +400,22 @@ static lr_fleet_code refused(lr_fleet_script *s, const lr_redis_url *u, const re
 
 lr_fleet_code lr_redis_script_decode(lr_fleet_script *s, const lr_redis_url *u, const redisReply *r,
                                      const lr_fleet_limits *l, long long want, long long lwant,
-                                     lr_fleet_reply *out, int *noscript, char *err, size_t errlen) {
+                                     int rasked, lr_fleet_reply *out, int *noscript, char *err,
+                                     size_t errlen) {
   *noscript = 0;
   if (r->type == REDIS_REPLY_ERROR) return refused(s, u, r, l, noscript, err, errlen);
-  long long *fields[11] = { &out->tokens,      &out->state,   &out->fails,  &out->opened_at,
-                            &out->probes_left, &out->granted, &out->now_ms, &out->requests,
-                            &out->accepts,     &out->lease,   &out->leased };
-  int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 11;
-  for (size_t i = 0; ok && i < 11; i++) ok = integer_at(r, i, fields[i]);
+  enum { FIELDS = 12 };
+  long long *fields[FIELDS] = { &out->tokens,      &out->state,   &out->fails,  &out->opened_at,
+                                &out->probes_left, &out->granted, &out->now_ms, &out->requests,
+                                &out->accepts,     &out->lease,   &out->leased, &out->reserve };
+  int ok = r->type == REDIS_REPLY_ARRAY && r->elements == FIELDS;
+  for (size_t i = 0; ok && i < FIELDS; i++) ok = integer_at(r, i, fields[i]);
   if (!ok) {
-    lr_fmt(err, errlen, "the fleet script's reply is not 11 integers (a reply of type %d)",
+    lr_fmt(err, errlen, "the fleet script's reply is not %d integers (a reply of type %d)", FIELDS,
            r->type);
     return LR_FLEET_E_PROTOCOL;
   }
-  const char *why = out_of_range(out, l, want, lwant);
+  const char *why = out_of_range(out, l, want, lwant, rasked);
   if (why) {
     lr_fmt(err, errlen, "the fleet script's reply is out of range: %s", why);
     return LR_FLEET_E_PROTOCOL;
@@ -394,7 +436,8 @@ lr_fleet_code lr_redis_script_run(lr_fleet_script *s, lr_redis_conn *c, const lr
     rc = lr_redis_script_append(s, c, keys, member, owner, l, b);
     if (rc == LR_FLEET_OK) rc = lr_conn_read(c, deadline_ms, &r, err, errlen);
     if (rc != LR_FLEET_OK) return rc;
-    rc = lr_redis_script_decode(s, u, r, l, b->want, b->lwant, out, &noscript, err, errlen);
+    rc = lr_redis_script_decode(s, u, r, l, b->want, b->lwant, b->rinterval_ms > 0, out, &noscript,
+                                err, errlen);
     freeReplyObject(r);
     if (!noscript) break;
   }

@@ -92,13 +92,18 @@ static void spend(void *ud, double now) {
  * it must leave the call past its deadline).  An event loop's call never
  * waits: the worker is kicked when the view is not recent, and the retry
  * is decided on what is known (the failure's own round trip, kicked when
- * it was recorded, is usually back by now). */
-static void refresh(void *ud, double now, double left, lr_waiter *w) {
+ * it was recorded, is usually back by now).  A retry the fleet's tokens
+ * refused before its wait (`reserve`) has its round trip ask the fleet's
+ * reserve too, and gets the answer here, on its own thread: its own, not
+ * another call's. */
+static int refresh(void *ud, double now, double left, lr_waiter *w, int reserve) {
   (void)now;
-  if (w && atomic_load(&w->blocking))
-    lr_fleet_refresh_by(ud, limit_of(left), w); /* a failure is told through the fleet's log */
+  int got = LR_FLEET_LOCAL;
+  if (w && atomic_load(&w->blocking)) /* a failure is told through the fleet's log */
+    lr_fleet_refresh_by(ud, limit_of(left), w, reserve ? &got : NULL);
   else
     lr_fleet_refresh_soon(ud);
+  return got == LR_FLEET_LOCAL ? LR_REMOTE_LOCAL : got;
 }
 
 static double tokens(void *ud) { return lr_fleet_tokens(ud); }
@@ -113,8 +118,8 @@ static int rate_reserve(void *ud, double now, double at, double latest, double l
 }
 
 /* A round trip only for a call that waits anyway (the blocking API), as
- * refresh makes one; a host's event loop is never held: the local reserve
- * decides for it. */
+ * refresh makes one, and only when refresh's did not answer; a host's
+ * event loop is never held: the local reserve decides for it. */
 static int reserve_take(void *ud, double now, double left, lr_waiter *w) {
   (void)now;
   if (!w || !atomic_load(&w->blocking)) return LR_REMOTE_LOCAL;

@@ -4,7 +4,11 @@
  * would, not a hundred times it.  Its state is one field of the budget's
  * hash (rtat: when the reserve was last empty, Redis's ms), changed by a
  * script of its own on Redis's clock with lr_reserve_gcra's arithmetic.
- * Asked only for a retry the fleet's tokens refuse, after its wait (one
+ * Asked only for a retry the fleet's tokens refuse, after its wait: the
+ * sync the call makes then carries the question (redis_script.c: the same
+ * arithmetic on the same field, no round trip of its own); this script
+ * is asked only when that sync was not made (the view recent) or saw the
+ * fleet's tokens allow a retry that this process's view then refused (one
  * bounded round trip); Redis down, slow or busy with another thread of
  * this process: the local reserve decides. */
 #include <math.h>
@@ -75,14 +79,27 @@ static lr_fleet_code granted_of(lr_fleet *f, const redisReply *r, long long *gra
   return LR_FLEET_E_PROTOCOL;
 }
 
+/* The script's ARGV: interval_ms, span_ms. */
+static double interval_ms(double reserve) { return 1000 / reserve; }
+static double span_ms(void) { return LR_RESERVE_SPAN * 1000; }
+
+int lr_fleet_reserve_ask(lr_fleet *f, lr_fleet_batch *b) {
+  double reserve = (double)atomic_load(&f->reserve_milli) / 1000;
+  b->rinterval_ms = b->rspan_ms = 0;
+  if (!atomic_load(&f->budget) || !(reserve > 0)) return 0;
+  b->rinterval_ms = interval_ms(reserve);
+  b->rspan_ms = span_ms();
+  return 1;
+}
+
 static lr_fleet_code ask_locked(lr_fleet *f, double reserve, int64_t limit_ms, lr_waiter *w,
                                 long long *granted) {
   char err[300] = "", num[2][32];
   int64_t deadline = limit_ms, start = lr_monotonic_ms();
   f->conn.cancel = w;
   lr_fleet_code rc = lr_fleet_connect_locked(f, 0, &deadline, err, sizeof err);
-  lr_fmt(num[0], sizeof num[0], "%.17g", 1000 / reserve);
-  lr_fmt(num[1], sizeof num[1], "%.17g", LR_RESERVE_SPAN * 1000);
+  lr_fmt(num[0], sizeof num[0], "%.17g", interval_ms(reserve));
+  lr_fmt(num[1], sizeof num[1], "%.17g", span_ms());
   redisReply *r = NULL;
   if (rc == LR_FLEET_OK) rc = run_script(f, num[0], num[1], deadline, &r, err, sizeof err);
   if (rc == LR_FLEET_OK) rc = granted_of(f, r, granted, err, sizeof err);

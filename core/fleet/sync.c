@@ -8,7 +8,10 @@
  *    bounded by the connect and command timeouts, while the caller goes
  *    on.  An idle process holding no block sends nothing.
  *  - lr_fleet_sync_now and lr_fleet_refresh, the same round trip on the
- *    caller's thread (tools, tests, a handle's last counts).
+ *    caller's thread (tools, tests, a handle's last counts); a blocking
+ *    call's before its retry (lr_fleet_refresh_by), which may carry the
+ *    fleet reserve's question for that call (redis_script.c) and hands
+ *    the answer back to it alone.
  *
  * The batch is a handful of atomic counters that lr_fleet_record adds to
  * and a sync swaps for zeros, so recording never takes a lock. */
@@ -33,6 +36,7 @@ static void take_batch(lr_fleet *f, lr_fleet_batch *b) {
   b->accepts = atomic_exchange(&f->accepts, 0);
   b->throttled = atomic_exchange(&f->throttled, 0);
   b->want = 0;
+  b->rinterval_ms = b->rspan_ms = 0;
 }
 
 static void limits_of(lr_fleet *f, lr_fleet_limits *l) {
@@ -57,8 +61,10 @@ static void limits_of(lr_fleet *f, lr_fleet_limits *l) {
  * command timeouts and limit_ms (0: none); a cancel of w ends it. */
 static void work(lr_fleet *f, int work);
 
+/* reserve (NULL: none): the reserve's question, for the calling call
+ * (lr_fleet_refresh_by says what comes out). */
 static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted, int64_t limit_ms,
-                                 lr_waiter *w) {
+                                 lr_waiter *w, int *reserve) {
   char err[300] = "";
   int64_t deadline = limit_ms, start = lr_monotonic_ms();
   f->conn.cancel = w;
@@ -72,6 +78,7 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
   lr_fleet_reply out;
   take_batch(f, &b);
   b.want = want;
+  if (reserve) lr_fleet_reserve_ask(f, &b);
   lr_budget_lease_take(f, &b, lr_monotonic_ms());
   limits_of(f, &l);
   /* while it travels the batch still counts in this process's view (a
@@ -112,6 +119,10 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
     return rc;
   }
   if (granted) *granted = out.granted;
+  if (reserve && b.rinterval_ms > 0)
+    *reserve = out.reserve == LR_RESERVE_TAKEN   ? 1
+               : out.reserve == LR_RESERVE_SPENT ? 0
+                                                 : LR_FLEET_LOCAL;
   return LR_FLEET_OK;
 }
 
@@ -122,7 +133,7 @@ lr_fleet_code lr_fleet_sync_now(lr_fleet *f) {
   if (!f) return LR_FLEET_E_ARG;
   if (!lr_fleet_owned(f)) return LR_FLEET_E_REFUSED; /* a fork's child: see worker.c */
   pthread_mutex_lock(&f->io);
-  lr_fleet_code rc = sync_locked(f, 0, NULL, 0, NULL);
+  lr_fleet_code rc = sync_locked(f, 0, NULL, 0, NULL, NULL);
   pthread_mutex_unlock(&f->io);
   atomic_store(&f->next_sync_at, lr_monotonic_ms() + f->set.sync_ms);
   lr_fleet_tell(f);
@@ -134,7 +145,7 @@ lr_fleet_code lr_fleet_sync_to_call(lr_fleet *f) {
   if (!lr_fleet_owned(f)) return LR_FLEET_E_REFUSED;
   long long granted = 0;
   pthread_mutex_lock(&f->io);
-  lr_fleet_code rc = sync_locked(f, atomic_load(&f->breaker) ? 1 : 0, &granted, 0, NULL);
+  lr_fleet_code rc = sync_locked(f, atomic_load(&f->breaker) ? 1 : 0, &granted, 0, NULL, NULL);
   pthread_mutex_unlock(&f->io);
   if (rc == LR_FLEET_OK && granted > 0) atomic_fetch_add(&f->permits, granted);
   atomic_store(&f->next_sync_at, lr_monotonic_ms() + f->set.sync_ms);
@@ -167,7 +178,7 @@ static int recent(lr_fleet *f) {
          atomic_load(&f->inflight_net) == 0 && atomic_load(&f->inflight_requests) == 0;
 }
 
-lr_fleet_code lr_fleet_refresh(lr_fleet *f) { return lr_fleet_refresh_by(f, 0, NULL); }
+lr_fleet_code lr_fleet_refresh(lr_fleet *f) { return lr_fleet_refresh_by(f, 0, NULL, NULL); }
 
 /* The io lock, which the worker may hold for its own round trip (this
  * call's failure's, often): waited for by limit_ms (0: none) and ended by
@@ -183,7 +194,8 @@ static lr_fleet_code lock_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w) {
   }
 }
 
-lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w) {
+lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w, int *reserve) {
+  if (reserve) *reserve = LR_FLEET_LOCAL;
   if (!f) return LR_FLEET_E_ARG;
   if (!lr_fleet_owned(f)) return LR_FLEET_E_REFUSED;
   if (recent(f)) return LR_FLEET_OK;
@@ -193,7 +205,7 @@ lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w) {
     pthread_mutex_unlock(&f->io);
     return LR_FLEET_OK;
   }
-  rc = sync_locked(f, 0, NULL, limit_ms, w);
+  rc = sync_locked(f, 0, NULL, limit_ms, w, reserve);
   pthread_mutex_unlock(&f->io);
   atomic_store(&f->next_sync_at, lr_monotonic_ms() + f->set.sync_ms);
   lr_fleet_tell(f);
@@ -217,7 +229,8 @@ lr_fleet_code lr_fleet_flush(lr_fleet *f) {
   f->lease_closing = 1; /* the block goes back */
   /* healthy: connected, or the worker's round trip cut short just now
    * closed the connection (a new one is made: the block must go back) */
-  if (atomic_load(&f->health) == LR_FLEET_HEALTHY && owed(f)) rc = sync_locked(f, 0, NULL, 0, NULL);
+  if (atomic_load(&f->health) == LR_FLEET_HEALTHY && owed(f))
+    rc = sync_locked(f, 0, NULL, 0, NULL, NULL);
   pthread_mutex_unlock(&f->io);
   lr_fleet_tell(f);
   return rc;
@@ -235,10 +248,10 @@ static void work(lr_fleet *f, int work) {
   if (!work) work = LR_WORK_SYNC;
   if (work & LR_WORK_PERMIT) {
     long long granted = 0;
-    if (sync_locked(f, 1, &granted, 0, &f->stopper) == LR_FLEET_OK && granted > 0)
+    if (sync_locked(f, 1, &granted, 0, &f->stopper, NULL) == LR_FLEET_OK && granted > 0)
       atomic_fetch_add(&f->permits, granted);
   } else if (work & LR_WORK_SYNC) {
-    sync_locked(f, 0, NULL, 0, &f->stopper);
+    sync_locked(f, 0, NULL, 0, &f->stopper, NULL);
   }
   pthread_mutex_unlock(&f->io);
   atomic_store(&f->next_sync_at, lr_monotonic_ms() + f->set.sync_ms);

@@ -19,6 +19,13 @@
 # calls, EVALSHA and EVAL, and SCRIPT LOAD: 0 since the processes compute
 # their scripts' SHA1s and their connects send none), and the model's
 # figures beside the measured ones with their ratio (goal: within 20%).
+# A process here sends 3 commands, each a script call: its first sync as
+# its call starts, its failure's batch at the sync period's end (the fleet
+# thread's), and the sync before its retry, after the backoff, which asks
+# the fleet's reserve too (the tokens refused the retry before its wait);
+# the reserve's own question only when that sync was not made or saw the
+# tokens allow the retry (the first wave: its processes' views allowed it
+# before the wait).
 # A process's life is from its start to its exit, as the shell sees it; its
 # call's, from the call's start to its last decision (--log-json's elapsed):
 # the model's clients are calls, whose processes take no time to start or

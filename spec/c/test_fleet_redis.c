@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "fleet_internal.h" /* lr_fleet_reserve_take */
+#include "remote_guard.h"   /* lr_fleet_remote_ops */
 #include "check.h"
 #include "redis_helper.h"
 #include "fleet_handle.h"
@@ -424,6 +425,99 @@ static void test_reserve_script(void) {
   lr_fleet_free(a);
 }
 
+/* The reserve's question rides on the sync before a retry (issue 33): a
+ * retry the fleet's tokens refused before its wait (the budget spent)
+ * has its pre-retry round trip (the remote ops' refresh, a blocking
+ * call's) take a retry of the fleet's reserve for it: one script call,
+ * no reserve script.  The fallback, when that round trip does not answer,
+ * asks reserve.c's script once: the view was recent (no round trip made),
+ * or Redis saw the fleet's tokens allow a retry that this process's view
+ * then refuses (a failure counted after the batch left).  The reserve
+ * taken either way is the one field rtat, so the floor stays the fleet's
+ * (2 a second here: 50 s of them held, 100 at most). */
+static long long round_trips(lr_fleet *f) { return (long long)lr_fleet_round_trips(f); }
+
+static void test_reserve_folded(void) {
+  const lr_remote_ops *ops = &lr_fleet_remote_ops;
+  lr_waiter w;
+  lr_waiter_init(&w);
+  atomic_store(&w.blocking, 1);
+  lr_fleet_settings s = test_settings();
+  s.reserve = 2;
+  s.sync_ms = 10000; /* a view synced just now stays recent, however busy the machine */
+  lr_fleet *a = handle(URL, "folded", "host-a:1", s, NULL);
+  /* no block of the budget's tokens (test_fleet_lease.c has them): the
+   * worker's timer that would give one back makes no round trip here */
+  a->lease_closing = 1;
+  reset(a);
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  fail_and_sync(a, 6); /* 4 of 10 tokens: a retry refused */
+  CHECK_EQ_INT(lr_fleet_budget_allows_retry(a), 0);
+  redisReply *r = redis_cmd(&SRV, "HEXISTS luaretry:{folded} rtat");
+  if (CHECK(r != NULL)) CHECK_EQ_INT(r->integer, 0);
+  if (r) freeReplyObject(r);
+
+  /* folded: a failure unsent, the view not recent; one round trip, the
+   * sync's script, takes the reserve's retry */
+  lr_fleet_record(a, LR_FLEET_FAILURE);
+  long long trips = round_trips(a), evalsha = command_calls("evalsha");
+  long long eval = command_calls("eval");
+  CHECK_EQ_INT(ops->refresh(a, 0, 0, &w, 1), 1);
+  CHECK_EQ_INT(round_trips(a), trips + 1);
+  CHECK_EQ_INT(command_calls("evalsha") + command_calls("eval"), evalsha + eval + 1);
+  r = redis_cmd(&SRV, "HEXISTS luaretry:{folded} rtat");
+  if (CHECK(r != NULL)) CHECK_EQ_INT(r->integer, 1);
+  if (r) freeReplyObject(r);
+  /* without the question the same round trip answers nothing */
+  lr_fleet_record(a, LR_FLEET_FAILURE);
+  trips = round_trips(a);
+  CHECK_EQ_INT(ops->refresh(a, 0, 0, &w, 0), LR_REMOTE_LOCAL);
+  CHECK_EQ_INT(round_trips(a), trips + 1);
+
+  /* not made: the view recent (nothing unsent, synced just now) */
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  trips = round_trips(a);
+  CHECK_EQ_INT(ops->refresh(a, 0, 0, &w, 1), LR_REMOTE_LOCAL);
+  CHECK_EQ_INT(round_trips(a), trips);
+  CHECK_EQ_INT(ops->reserve_take(a, 0, 0, &w), 1); /* reserve.c: one round trip */
+  CHECK_EQ_INT(round_trips(a), trips + 1);
+
+  /* tokens seen differently: Redis sees 6 of 10 (a retry allowed: the
+   * reserve untouched), this process then counts 2 failures (4: refused) */
+  reset(a);
+  double since = now_s();
+  CHECK_EQ_INT(lr_fleet_sync_now(a), LR_FLEET_OK);
+  fail_and_sync(a, 3);
+  lr_fleet_record(a, LR_FLEET_FAILURE); /* 6 once sent */
+  trips = round_trips(a);
+  CHECK_EQ_INT(ops->refresh(a, 0, 0, &w, 1), LR_REMOTE_LOCAL);
+  CHECK_EQ_INT(round_trips(a), trips + 1);
+  r = redis_cmd(&SRV, "HEXISTS luaretry:{folded} rtat");
+  if (CHECK(r != NULL)) CHECK_EQ_INT(r->integer, 0);
+  if (r) freeReplyObject(r);
+  lr_fleet_record(a, LR_FLEET_FAILURE), lr_fleet_record(a, LR_FLEET_FAILURE);
+  CHECK_EQ_INT(lr_fleet_budget_allows_retry(a), 0);
+  CHECK_EQ_INT(ops->reserve_take(a, 0, 0, &w), 1);
+  CHECK_EQ_INT(round_trips(a), trips + 2);
+
+  /* the floor is the fleet's: folded or not, the retries held (50 s of
+   * 2 a second: 100) and what refilled since the reset, from one field;
+   * then the sync says it is spent (each asks: a failure unsent, the
+   * fleet's tokens refusing) */
+  int taken = 2, v = 1; /* the two above, since the reset */
+  for (int i = 0; i < 300 && v == 1; i++) {
+    lr_fleet_record(a, LR_FLEET_FAILURE);
+    v = ops->refresh(a, 0, 0, &w, 1);
+    if (v == 1) taken++;
+  }
+  double secs = now_s() - since;
+  CHECK_EQ_INT(v, 0); /* spent: said by the sync */
+  if (!CHECK(taken >= 100 && taken <= 100 + 2 * secs + 1))
+    fprintf(stderr, "  %d retries of the reserve in %.3f s\n", taken, secs);
+  lr_waiter_close(&w);
+  lr_fleet_free(a);
+}
+
 /* A new process's first sync: its connect sends AUTH and SELECT only, the
  * script goes by EVALSHA at once (the SHA1 computed here is Redis's), so
  * a process whose script Redis holds makes one round trip, counted. */
@@ -797,6 +891,7 @@ int main(void) {
   test_half_open_probes();
   test_script_flush();
   test_reserve_script();
+  test_reserve_folded();
   test_first_sync();
   test_status_and_reset();
   test_database();

@@ -72,14 +72,19 @@ static void test_limits(void) {
   lr_reply_reader_free(rd);
 }
 
-/* The update script's answer to a batch that asked `want` probe permits
- * and a block of `lwant` milli-tokens.  A reply written as the nine
- * integers before leases ("*9...") gets a block of 0 and none out. */
-static lr_fleet_code decode_lease(const char *s, long long want, long long lwant,
-                                  lr_fleet_reply *out, char *err, size_t errlen) {
+/* The update script's answer to a batch that asked `want` probe permits,
+ * a block of `lwant` milli-tokens and the reserve (rasked).  A reply
+ * written as the nine integers before leases ("*9...") gets a block of 0
+ * and none out, and no reserve answer; one of the eleven before the
+ * reserve's question ("*11..."), no reserve answer. */
+static lr_fleet_code decode_reserve(const char *s, long long want, long long lwant, int rasked,
+                                    lr_fleet_reply *out, char *err, size_t errlen) {
   char grown[400];
   if (strncmp(s, "*9\r\n", 4) == 0) {
-    snprintf(grown, sizeof grown, "*11\r\n%s:0\r\n:0\r\n", s + 4);
+    snprintf(grown, sizeof grown, "*12\r\n%s:0\r\n:0\r\n:0\r\n", s + 4);
+    s = grown;
+  } else if (strncmp(s, "*11\r\n", 5) == 0) {
+    snprintf(grown, sizeof grown, "*12\r\n%s:0\r\n", s + 5);
     s = grown;
   }
   static lr_redis_url u;
@@ -97,9 +102,14 @@ static lr_fleet_code decode_lease(const char *s, long long want, long long lwant
   redisReply *r = read_one(s, strlen(s), &rc, err, errlen);
   if (!r) return rc;
   int noscript = 0;
-  rc = lr_redis_script_decode(&sc, &u, r, &l, want, lwant, out, &noscript, err, errlen);
+  rc = lr_redis_script_decode(&sc, &u, r, &l, want, lwant, rasked, out, &noscript, err, errlen);
   freeReplyObject(r);
   return rc;
+}
+
+static lr_fleet_code decode_lease(const char *s, long long want, long long lwant,
+                                  lr_fleet_reply *out, char *err, size_t errlen) {
+  return decode_reserve(s, want, lwant, 0, out, err, errlen);
 }
 
 static lr_fleet_code decode_asking(const char *s, long long want, lr_fleet_reply *out, char *err,
@@ -160,9 +170,9 @@ static void test_ranges(void) {
   answer_refused("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:-9223372036854775808\r\n:0\r\n:0\r\n",
                  "time of day");
   answer_refused("*9\r\n$-1\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n",
-                 "not 11 integers");
-  answer_refused("*7\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n", "not 11 integers");
-  answer_refused("$-1\r\n", "not 11 integers");
+                 "not 12 integers");
+  answer_refused("*7\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n", "not 12 integers");
+  answer_refused("$-1\r\n", "not 12 integers");
   /* throttle counts: none without a throttle, never negative */
   answer_refused("*9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:5\r\n:0\r\n",
                  "throttle counts");
@@ -184,6 +194,50 @@ static void test_ranges(void) {
     snprintf(text, sizeof text, "%s%s\r\n%s\r\n", base, bad[i][0], bad[i][1]);
     CHECK_EQ_INT(decode_lease(text, 0, 2000, &out, err, sizeof err), LR_FLEET_E_PROTOCOL);
     CHECK_CONTAINS(err, "a lease that is");
+  }
+}
+
+/* The reserve's question, carried by the sync before a retry (issue 33):
+ * its answer (the twelfth integer) is 0 when not asked, and when asked 1
+ * (a retry of the reserve taken) or 2 (spent) exactly when the fleet's
+ * tokens, free and in blocks, are at most half of max_tokens (10 here);
+ * any other answer is a broken reply, never a retry of the reserve. */
+static void test_reserve_answer(void) {
+  lr_fleet_reply out;
+  char err[300] = "", text[300];
+  /* tokens free, tokens in blocks, the answer, asked, good */
+  const struct {
+    const char *tokens, *leased, *answer;
+    int asked, good;
+  } cases[] = {
+    { "4000", "0", "1", 1, 1 },    /* 4 of 10: refused, a retry of the reserve taken */
+    { "5000", "0", "2", 1, 1 },    /* exactly half refuses: the reserve spent */
+    { "3000", "2000", "1", 1, 1 }, /* 3 free and 2 in blocks: half, refused */
+    { "6000", "0", "0", 1, 1 },    /* 6: the tokens allow, the reserve untouched */
+    { "4000", "2000", "0", 1, 1 }, /* 4 free and 2 in blocks: allowed */
+    { "4000", "0", "0", 0, 1 },    /* not asked: none */
+    { "4000", "0", "1", 0, 0 },    /* not asked, yet answered */
+    { "4000", "0", "2", 0, 0 },    /* the same */
+    { "4000", "0", "0", 1, 0 },    /* asked, the tokens refuse, no answer */
+    { "6000", "0", "1", 1, 0 },    /* taken though the tokens allow */
+    { "4000", "2000", "2", 1, 0 }, /* spent though the tokens allow */
+    { "4000", "0", "3", 1, 0 },    /* no such answer */
+    { "4000", "0", "-1", 1, 0 },   /* nor this */
+    { "4000", "0", "$-1", 1, 0 },  /* nor a nil */
+    { "4000", "0", "+1", 1, 0 },   /* nor a status */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int bulk = cases[i].answer[0] == '$' || cases[i].answer[0] == '+';
+    snprintf(text, sizeof text,
+             "*12\r\n:%s\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:1764000000000\r\n:0\r\n:0\r\n"
+             ":%s\r\n:%s\r\n%s%s\r\n",
+             cases[i].tokens, cases[i].leased, cases[i].leased, bulk ? "" : ":", cases[i].answer);
+    lr_fleet_code rc = decode_reserve(text, 0, 2000, cases[i].asked, &out, err, sizeof err);
+    if (!CHECK_EQ_INT(rc, cases[i].good ? LR_FLEET_OK : LR_FLEET_E_PROTOCOL))
+      fprintf(stderr, "  case %zu: %s\n", i, err);
+    if (cases[i].good) CHECK_EQ_INT(out.reserve, atoll(cases[i].answer));
+    if (!cases[i].good && !bulk) CHECK_CONTAINS(err, "a reserve answer");
+    if (bulk) CHECK_CONTAINS(err, "not 12 integers");
   }
 }
 
@@ -218,6 +272,7 @@ static void test_quotes(void) {
 int main(void) {
   test_limits();
   test_ranges();
+  test_reserve_answer();
   test_quotes();
   return check_done();
 }

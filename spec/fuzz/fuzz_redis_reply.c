@@ -43,8 +43,12 @@ static void check_script(const redisReply *r, const lr_redis_url *u) {
   lr_fleet_reply out;
   int noscript = 0;
   char err[300];
-  if (lr_redis_script_decode(&s, u, r, &l, 1, 2000, &out, &noscript, err, sizeof err) ==
+  if (lr_redis_script_decode(&s, u, r, &l, 1, 2000, 1, &out, &noscript, err, sizeof err) ==
       LR_FLEET_OK) {
+    /* the reserve answers, as asked, exactly when the tokens refuse */
+    if (out.reserve < 0 || out.reserve > 2 ||
+        (out.reserve != 0) != ((out.tokens + out.leased) * 2 <= l.max_milli))
+      abort();
     if (out.tokens < 0 || out.tokens > l.max_milli || out.state < 0 || out.state > 2) abort();
     /* a block within what was asked and within the blocks out */
     if (out.lease < 0 || out.lease > 2000 || out.lease > out.leased || out.leased > l.max_milli)
