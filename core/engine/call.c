@@ -132,7 +132,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
 
 luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
   if (!lr_call_ok(c) || !d) return LUARETRY_E_ARG;
-  memset(d, 0, sizeof *d);
+  lr_decision_clear(d);
   d->attempt = c->started; /* hedges that were cancelled were started too */
   d->elapsed = lr_clock_now(&c->clock) - c->start;
   int fresh = c->rules->guards.rate && c->admitted <= c->attempts; /* a token to ask for */
@@ -292,7 +292,7 @@ luaretry_code luaretry_call_stop_as(luaretry_call *c, const luaretry_decision *r
   if (!lr_call_ok(c) || !request || !d || request->retry || request->reason == LUARETRY_REASON_NONE)
     return LUARETRY_E_ARG;
   if (c->stopped) return LUARETRY_E_STATE;
-  memset(d, 0, sizeof *d);
+  lr_decision_clear(d);
   d->attempt = c->started;
   d->elapsed = luaretry_call_elapsed(c);
   lr_chain_give_back(c);

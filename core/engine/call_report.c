@@ -205,7 +205,7 @@ static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict 
 static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
                             const luaretry_class *forced, luaretry_decision *d) {
   if (!c || !o || !d) return LUARETRY_E_ARG;
-  memset(d, 0, sizeof *d);
+  lr_decision_clear(d);
   if (c->stopped) {
     lr_call_say(LR_COLD_SLOT(c, errmsg), "the call already stopped (%s); begin a new one",
                 luaretry_reason_name(c->reason));
