@@ -386,6 +386,9 @@ void lr_fleet_rate_install(lr_fleet *f, const lr_fleet_settings *s);
  * than usual): degraded without the io lock, said once; the worker's
  * reply, when it comes, makes it healthy again (said: back). */
 void lr_fleet_slow(lr_fleet *f, const char *detail);
+/* How late a reply may be before Redis counts as slow: eight usual round
+ * trips, at least 50 ms. */
+int64_t lr_fleet_patience_ms(lr_fleet *f);
 /* A good reply, from whichever script: health back (said once). */
 void lr_fleet_healthy_locked(lr_fleet *f);
 /* Healthy and synced within stale_ms at `now` (CLOCK_MONOTONIC ms): the
@@ -402,7 +405,8 @@ lr_fleet_code lr_fleet_connect_locked(lr_fleet *f, int force, int64_t *deadline,
                                       size_t errlen);
 /* A round trip's end: a cancelled one, or one that timed out when the
  * call's limit_ms (0: none) left it less than 10 ms from `start`, drops the
- * connection (a late reply would be out of step) and nothing else; any
+ * connection (a late reply would be out of step) and nothing else (but a
+ * cancelled one that had waited past the patience: Redis is slow); any
  * other failure goes to lr_fleet_fail_locked (a Redis slower than the time
  * a call could give it is slow: local guards). */
 void lr_fleet_failed_locked(lr_fleet *f, lr_fleet_code rc, const char *detail, int64_t start,

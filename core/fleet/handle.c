@@ -275,12 +275,33 @@ void lr_fleet_fail_locked(lr_fleet *f, lr_fleet_code rc, const char *detail) {
 
 /* Less than this for a whole round trip says nothing of Redis's health. */
 #define FAIR_MS 10
+/* A reply later than this (and eight usual round trips): Redis is slower
+ * than usual. */
+#define PATIENCE_MS 50
+
+int64_t lr_fleet_patience_ms(lr_fleet *f) {
+  int64_t patience = (int64_t)(8000 * lr_fleet_round_trip(f));
+  return patience < PATIENCE_MS ? PATIENCE_MS : patience;
+}
 
 void lr_fleet_failed_locked(lr_fleet *f, lr_fleet_code rc, const char *detail, int64_t start,
                             int64_t limit_ms) {
   int unfair = rc == LR_FLEET_E_TIMEOUT && limit_ms > 0 && limit_ms - start < FAIR_MS;
   if (rc != LR_FLEET_E_CANCELLED && !unfair) {
     lr_fleet_fail_locked(f, rc, detail);
+    return;
+  }
+  /* Cut short after waiting past the patience a call gives the rate's
+   * reply: Redis is slow, as a call would have found.  Else a free that
+   * cut the worker's round trip short would reconnect for the last
+   * give-back and wait a whole command timeout on the same Redis. */
+  int64_t waited = lr_monotonic_ms() - start;
+  if (rc == LR_FLEET_E_CANCELLED && waited > lr_fleet_patience_ms(f)) {
+    char why[80];
+    lr_fmt(why, sizeof why, "no reply in %lld ms (the round trip was cut short)",
+           (long long)waited);
+    lr_conn_close(&f->conn);
+    lr_fleet_slow(f, why);
     return;
   }
   /* the call gave up, or its deadline left Redis no fair time to answer:

@@ -234,9 +234,6 @@ static void lease_asked(lr_fleet *f, int work) {
 
 /* Ask again this soon while the worker leases a block. */
 #define ASK_AGAIN   0.005
-/* A block asked for longer than this (and eight usual round trips) ago:
- * Redis is slower than usual, the local limiter decides meanwhile. */
-#define PATIENCE_MS 50
 
 int lr_fleet_rate_reserve(lr_fleet *f, double at, double latest, int64_t limit_ms, double u,
                           double *wait) {
@@ -268,9 +265,9 @@ int lr_fleet_rate_reserve(lr_fleet *f, double at, double latest, int64_t limit_m
   /* Redis known down (the worker reconnects when the backoff allows), or
    * slower than usual: the local limiter, at once */
   if (atomic_load(&f->health) == LR_FLEET_DEGRADED) return LR_FLEET_LOCAL;
-  int64_t patience = (int64_t)(8000 * lr_fleet_round_trip(f));
-  if (patience < PATIENCE_MS) patience = PATIENCE_MS;
-  if (now_ms - asked_at > patience) {
+  /* a block asked for longer ago than the patience: the local limiter
+   * decides meanwhile */
+  if (now_ms - asked_at > lr_fleet_patience_ms(f)) {
     char why[80];
     lr_fmt(why, sizeof why, "the rate script's reply is %lld ms late",
            (long long)(now_ms - asked_at));

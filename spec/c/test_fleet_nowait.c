@@ -114,6 +114,40 @@ static void test_fork(const char *url) {
   luaretry_policy_free(p);
 }
 
+/* No rate limiter, so no call asks Redis for a block and finds it slow:
+ * the worker's round trip alone has waited for the stopped Redis when
+ * the policy is freed.  The free cuts it short and must not reconnect to
+ * wait a whole command timeout (5 s) for the last give-back: a round trip
+ * cut short after the patience (eight round trips, at least 50 ms) says
+ * Redis is slow. */
+static const char *POLICY_NO_RATE = "name = 'nowait-norate'\n"
+                                    "max_attempts = 3\n"
+                                    "deadline = 30\n"
+                                    "budget = { max_tokens = 1000, token_ratio = 0.5 }\n"
+                                    "breaker = { failures = 1000000, open_seconds = 1 }\n"
+                                    "fleet = { sync = 5 }\n";
+
+static void test_free_after_stall(const char *url, redis_srv *srv) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_set(p, "fleet.redis", url), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_set(p, "fleet.command_timeout", "5000"), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(p, "=nowait-norate", POLICY_NO_RATE), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_fleet_sync(p), LUARETRY_OK);
+  for (int i = 0; i < 20; i++) one_call(p, i);
+  redis_signal(srv, SIGSTOP);
+  /* failures owed to Redis: the worker's next sync goes, and waits */
+  for (int i = 0; i < 30; i++) {
+    one_call(p, 1);
+    redis_sleep_ms(10);
+  }
+  double t0 = redis_now_();
+  luaretry_policy_free(p);
+  double freed = redis_now_() - t0;
+  if (!CHECK(freed < 1)) fprintf(stderr, "  free (no rate) took %.3f s\n", freed);
+  redis_signal(srv, SIGCONT);
+}
+
 int main(void) {
   redis_srv srv;
   if (redis_start(&srv, (const char *)NULL) != 0) return 1;
@@ -151,6 +185,7 @@ int main(void) {
   double freed = redis_now_() - t0;
   if (!CHECK(freed < 1)) fprintf(stderr, "  free took %.3f s\n", freed);
   redis_signal(&srv, SIGCONT);
+  test_free_after_stall(url, &srv);
   /* ThreadSanitizer does not follow a threaded process into a fork */
   if (!SANITIZE_THREAD) test_fork(url);
   redis_stop(&srv);
