@@ -274,7 +274,7 @@ void lr_fleet_fail_locked(lr_fleet *f, lr_fleet_code rc, const char *detail) {
 }
 
 /* Less than this for a whole round trip says nothing of Redis's health. */
-#define FAIR_MS 10
+#define FAIR_MS     10
 /* A reply later than this (and eight usual round trips): Redis is slower
  * than usual. */
 #define PATIENCE_MS 50

@@ -233,7 +233,7 @@ static void lease_asked(lr_fleet *f, int work) {
 }
 
 /* Ask again this soon while the worker leases a block. */
-#define ASK_AGAIN   0.005
+#define ASK_AGAIN 0.005
 
 int lr_fleet_rate_reserve(lr_fleet *f, double at, double latest, int64_t limit_ms, double u,
                           double *wait) {

@@ -120,12 +120,13 @@ static void test_fork(const char *url) {
  * wait a whole command timeout (5 s) for the last give-back: a round trip
  * cut short after the patience (eight round trips, at least 50 ms) says
  * Redis is slow. */
-static const char *POLICY_NO_RATE = "name = 'nowait-norate'\n"
-                                    "max_attempts = 3\n"
-                                    "deadline = 30\n"
-                                    "budget = { max_tokens = 1000, token_ratio = 0.5 }\n"
-                                    "breaker = { failures = 1000000, open_seconds = 1 }\n"
-                                    "fleet = { sync = 5 }\n";
+static const char *POLICY_NO_RATE =
+  "name = 'nowait-norate'\n"
+  "max_attempts = 3\n"
+  "deadline = 30\n"
+  "budget = { max_tokens = 1000, token_ratio = 0.5 }\n"
+  "breaker = { failures = 1000000, open_seconds = 1 }\n"
+  "fleet = { sync = 5 }\n";
 
 static void test_free_after_stall(const char *url, redis_srv *srv) {
   luaretry_policy *p;
