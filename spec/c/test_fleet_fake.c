@@ -177,6 +177,20 @@ static void fake_stop(fake *k) {
   close(k->lfd);
 }
 
+/* The budget both cases share (10 tokens, 0.1 back per success), with
+ * the fake's timeouts, and the reserve on or off. */
+static lr_fleet_settings budget_settings(int reserve) {
+  lr_fleet_settings s;
+  lr_fleet_settings_init(&s);
+  s.budget = 1;
+  s.max_tokens = 10;
+  s.token_ratio = 0.1;
+  s.reserve = reserve ? 1 : 0;
+  s.connect_timeout_ms = TIMEOUT_MS;
+  s.command_timeout_ms = TIMEOUT_MS;
+  return s;
+}
+
 /* One question (the sync's script, or with reserve the reserve's after a
  * good sync) against the fake: 1 when it proved something (the EVAL was
  * sent), and then its end within one timeout of the EVALSHA checked. */
@@ -186,14 +200,7 @@ static int one_question(int reserve) {
   if (!CHECK(fake_start(&k, reserve ? SYNC_GOOD : SYNC_QUESTION, &port) == 0)) return 1;
   char url[100];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
-  lr_fleet_settings s;
-  lr_fleet_settings_init(&s);
-  s.budget = 1;
-  s.max_tokens = 10;
-  s.token_ratio = 0.1;
-  s.reserve = reserve ? 1 : 0;
-  s.connect_timeout_ms = TIMEOUT_MS;
-  s.command_timeout_ms = TIMEOUT_MS;
+  lr_fleet_settings s = budget_settings(reserve);
   s.member = "host-a:1";
   lr_fleet *f = NULL;
   char err[300] = "";
@@ -237,14 +244,7 @@ static void garbled_reserve(void) {
   if (!CHECK(fake_start(&k, SYNC_GARBLED, &port) == 0)) return;
   char url[100];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
-  lr_fleet_settings s;
-  lr_fleet_settings_init(&s);
-  s.budget = 1;
-  s.max_tokens = 10;
-  s.token_ratio = 0.1;
-  s.reserve = 1;
-  s.connect_timeout_ms = TIMEOUT_MS;
-  s.command_timeout_ms = TIMEOUT_MS;
+  lr_fleet_settings s = budget_settings(1);
   s.sync_ms = 10000;
   logbook log;
   logbook_init(&log);
