@@ -154,6 +154,9 @@ static void add_tokens(lr_shared *s, const lr_guards *g, long long delta) {
     next = cur + delta;
     if (next < 0) next = 0;
     if (next > max) next = max;
+    /* a success on a full budget changes nothing: no write, so threads
+     * that share the policy do not pass the line back and forth */
+    if (next == cur) return;
   } while (!atomic_compare_exchange_weak(&s->milli_tokens, &cur, next));
 }
 
@@ -211,7 +214,11 @@ static long long to_ns(double seconds) {
 static void change(lr_shared *s, const lr_guards *g, luaretry_breaker_state from,
                    luaretry_breaker_state to, double now) {
   int expected = (int)from;
-  if (!atomic_compare_exchange_strong(&s->breaker_state, &expected, (int)to)) return;
+  /* a compare-and-swap takes the line even when it fails: every success
+   * would (half-open to closed) on a closed breaker */
+  if (atomic_load_explicit(&s->breaker_state, memory_order_relaxed) != expected ||
+      !atomic_compare_exchange_strong(&s->breaker_state, &expected, (int)to))
+    return;
   if (to == LUARETRY_BREAKER_OPEN) {
     atomic_store(&s->opened_at_ns, to_ns(now));
     lr_count(s, LR_M_BREAKER_OPENINGS, 1);
@@ -270,7 +277,10 @@ void lr_breaker_give_back(lr_shared *s, const lr_guards *g) {
 
 void lr_breaker_success(lr_shared *s, const lr_guards *g, double now) {
   if (!g->breaker) return;
-  atomic_store(&s->consecutive_failures, 0);
+  /* written only when not 0 already: threads that share the policy do
+   * not pass the line back and forth on every success */
+  if (atomic_load_explicit(&s->consecutive_failures, memory_order_relaxed) != 0)
+    atomic_store(&s->consecutive_failures, 0);
   change(s, g, LUARETRY_BREAKER_HALF_OPEN, LUARETRY_BREAKER_CLOSED, now);
 }
 
