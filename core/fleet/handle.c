@@ -280,7 +280,7 @@ void lr_fleet_fail_locked(lr_fleet *f, lr_fleet_code rc, const char *detail) {
 #define PATIENCE_MS 50
 
 int64_t lr_fleet_patience_ms(lr_fleet *f) {
-  int64_t patience = (int64_t)(8000 * lr_fleet_round_trip(f));
+  int64_t patience = 8 * (int64_t)atomic_load(&f->rtt_us) / 1000; /* the mean, in us */
   return patience < PATIENCE_MS ? PATIENCE_MS : patience;
 }
 
