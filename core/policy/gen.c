@@ -79,16 +79,12 @@ static lr_slot_block *grow(lr_gen *g, lr_slot_block *last) {
   return next;
 }
 
-lr_script *lr_gen_borrow(lr_gen *g, char *err, size_t errlen) {
-  /* the slot this thread had last, in the first block: nearly always free
-   * (its script is read once the slot is taken: another thread may be
-   * making it) */
-  lr_slot *slot = &g->slots.slot[slot_hint];
-  if (atomic_load_explicit(&slot->busy, memory_order_relaxed) ||
-      atomic_exchange_explicit(&slot->busy, 1, memory_order_acquire))
-    slot = NULL;
-  else if (slot->script)
-    return slot->script;
+/* Borrowing the hard way: `slot` is taken but has no script yet, or is
+ * NULL (the thread's last slot was busy): a free slot is found (the
+ * blocks grown if every slot is busy) and its script made if need be.
+ * Out of line, so the common case pays for none of its stack. */
+static __attribute__((noinline)) lr_script *borrow_slow(lr_gen *g, lr_slot *slot, char *err,
+                                                        size_t errlen) {
   lr_slot_block *b = &g->slots;
   while (!slot) {
     slot = take(b, slot_hint);
@@ -115,7 +111,17 @@ lr_script *lr_gen_borrow(lr_gen *g, char *err, size_t errlen) {
   return slot->script;
 }
 
-void lr_gen_return(lr_script *s) { atomic_store_explicit(&s->slot->busy, 0, memory_order_release); }
+lr_script *lr_gen_borrow(lr_gen *g, char *err, size_t errlen) {
+  /* the slot this thread had last, in the first block: nearly always free
+   * (its script is read once the slot is taken: another thread may be
+   * making it) */
+  lr_slot *slot = &g->slots.slot[slot_hint];
+  if (atomic_load_explicit(&slot->busy, memory_order_relaxed) ||
+      atomic_exchange_explicit(&slot->busy, 1, memory_order_acquire))
+    return borrow_slow(g, NULL, err, errlen);
+  lr_script *s = slot->script;
+  return s ? s : borrow_slow(g, slot, err, errlen);
+}
 
 void lr_gen_adopt(lr_gen *g, lr_script *s) {
   lr_slot *slot = &g->slots.slot[0];
