@@ -14,8 +14,10 @@
 /* ---- one call into the script */
 
 /* Borrows a state of g for the call described by ctx (and o). */
-static lr_script *begin_call(lr_gen *g, const luaretry_outcome *o, const lr_attempt_ctx *ctx,
-                             char *err, size_t errlen) {
+static inline __attribute__((always_inline)) lr_script *begin_call(lr_gen *g,
+                                                                   const luaretry_outcome *o,
+                                                                   const lr_attempt_ctx *ctx,
+                                                                   char *err, size_t errlen) {
   lr_script *s = lr_gen_borrow(g, err, errlen);
   if (!s) return NULL;
   s->cur = o;
@@ -70,25 +72,30 @@ static int keep_call_protected(lua_State *L) {
   return 0;
 }
 
+/* o's body as the script gets it: cut to body_limit. */
+static inline const char *body_of(const lr_script *s, size_t *len) {
+  const luaretry_outcome *o = s->cur;
+  *len = !o->body ? 0 : o->body_len < s->gen->body_limit ? o->body_len : s->gen->body_limit;
+  return o->body ? o->body : "";
+}
+
 /* A body not cached: a new string put in the body slot without a
  * protected C call (lr_sandbox_push_string), 1; or 0, the body left in
  * cur_body for call_fresh. */
-static __attribute__((noinline)) int body_new(lr_script *s, const char *body, size_t len) {
-  s->cur_body = body;
-  s->cur_body_len = len;
-  if (lr_sandbox_push_string(s->sb, body, len) != 0) return 0;
+static __attribute__((noinline)) int body_new(lr_script *s) {
+  s->cur_body = body_of(s, &s->cur_body_len);
+  if (lr_sandbox_push_string(s->sb, s->cur_body, s->cur_body_len) != 0) return 0;
   keep_body(s, -1);
   lua_pop(s->sb->L, 1);
   return 1;
 }
 
-/* Whether the body slot holds this call's body: cached, or made now. */
+/* Whether the body slot holds this call's body: cached, or made now
+ * (body_new finds the body again: nothing is kept across the compare). */
 static inline int body_ready(lr_script *s) {
-  const luaretry_outcome *o = s->cur;
-  const char *body = o->body ? o->body : "";
-  size_t len = o->body ? o->body_len : 0;
-  if (len > s->gen->body_limit) len = s->gen->body_limit;
-  return body_cached(s, body, len) || body_new(s, body, len);
+  size_t len;
+  const char *body = body_of(s, &len);
+  return body_cached(s, body, len) || body_new(s);
 }
 
 /* How a hook's call ended, rc (err saying why when not LUARETRY_OK): 0

@@ -184,8 +184,26 @@ lr_gen *lr_gen_new(luaretry_policy *p, char *text, size_t len, const char *chunk
                    const char *script_path);
 void lr_gen_ref(lr_gen *g);
 void lr_gen_unref(lr_gen *g);
-/* A free state of g, made if none is; NULL with err when none can be. */
-lr_script *lr_gen_borrow(lr_gen *g, char *err, size_t errlen);
+/* Borrowing the hard way: `slot` is taken but has no script yet, or is
+ * NULL (the thread's last slot was busy): a free slot is found (the
+ * blocks grown if every slot is busy) and its script made if need be.
+ * Out of line, so the common case pays for none of its stack. */
+lr_script *lr_gen_borrow_slow(lr_gen *g, lr_slot *slot, char *err, size_t errlen);
+/* The slot of the first block a thread took last (gen.c). */
+extern _Thread_local unsigned lr_slot_hint;
+
+/* A free state of g, made if none is; NULL with err when none can be.
+ * The slot this thread had last, in the first block, is nearly always
+ * free: one exchange takes it (its script is read once the slot is
+ * taken: another thread may be making it).  Inline, on every decision. */
+static inline lr_script *lr_gen_borrow(lr_gen *g, char *err, size_t errlen) {
+  lr_slot *slot = &g->slots.slot[lr_slot_hint];
+  if (atomic_load_explicit(&slot->busy, memory_order_relaxed) ||
+      atomic_exchange_explicit(&slot->busy, 1, memory_order_acquire))
+    return lr_gen_borrow_slow(g, NULL, err, errlen);
+  lr_script *s = slot->script;
+  return s ? s : lr_gen_borrow_slow(g, slot, err, errlen);
+}
 /* Gives s's slot back: one store. */
 static inline void lr_gen_return(lr_script *s) {
   atomic_store_explicit(&s->slot->busy, 0, memory_order_release);
