@@ -79,23 +79,29 @@ static inline const char *body_of(const lr_script *s, size_t *len) {
   return o->body ? o->body : "";
 }
 
-/* A body not cached: a new string put in the body slot without a
- * protected C call (lr_sandbox_push_string), 1; or 0, the body left in
- * cur_body for call_fresh. */
+/* A body not cached, pushed as a new string without a protected C call
+ * (lr_sandbox_push_string) and kept in the body slot too, 1; or 0 with
+ * nothing pushed, the body left in cur_body for call_fresh. */
 static __attribute__((noinline)) int body_new(lr_script *s) {
   s->cur_body = body_of(s, &s->cur_body_len);
-  if (lr_sandbox_push_string(s->sb, s->cur_body, s->cur_body_len) != 0) return 0;
-  keep_body(s, -1);
-  lua_pop(s->sb->L, 1);
+  const char *copy = lr_sandbox_push_string(s->sb, s->cur_body, s->cur_body_len);
+  if (!copy) return 0;
+  lua_copy(s->sb->L, -1, SLOT_BODY); /* pushvalue's slot: the string's bytes stay put */
+  s->slot_body = copy;
+  s->slot_body_len = s->cur_body_len;
   return 1;
 }
 
-/* Whether the body slot holds this call's body: cached, or made now
- * (body_new finds the body again: nothing is kept across the compare). */
-static inline int body_ready(lr_script *s) {
+/* Pushes this call's body: the body slot's string when it is the same
+ * (body_cached), or a new one made now (body_new finds the body again:
+ * nothing is kept across the compare); 0 when it must be made under
+ * protection, nothing pushed. */
+static inline int push_body(lr_script *s) {
   size_t len;
   const char *body = body_of(s, &len);
-  return body_cached(s, body, len) || body_new(s);
+  if (!body_cached(s, body, len)) return body_new(s);
+  lua_pushvalue(s->sb->L, SLOT_BODY);
+  return 1;
 }
 
 /* How a hook's call ended, rc (err saying why when not LUARETRY_OK): 0
@@ -147,32 +153,28 @@ static __attribute__((noinline)) int hook_fresh(lr_script *s, const char *fname,
 
 /* Calls is_success, is_transient or is_throttling (in `slot`, or else
  * registry `ref`) with what it declares; the Lua status (lr_sandbox_run's),
- * or HOOK_FRESH with nothing called.  Nothing pushed here allocates (the
- * body is ready first), so the hook is called directly, with no C
- * function between the host and the script.  Inline: a decision's path
- * through judge.c is one function, with one prologue. */
+ * or HOOK_FRESH with nothing called (and nothing left pushed).  Nothing
+ * pushed here can raise (a new body only through lr_sandbox_push_string,
+ * straight into its argument's place), so the hook is called directly,
+ * with no C function between the host and the script.  Inline: a
+ * decision's path through judge.c is one function, with one prologue. */
 static inline __attribute__((always_inline)) int call_hook(lr_script *s, int slot, int ref,
                                                            int bodiless) {
   lua_State *L = s->sb->L;
-  if (bodiless == LR_HOOK_STATUS_ONLY) { /* hook(status): nothing allocated */
-    lua_pushvalue(L, slot);
-    lua_pushinteger(L, s->cur->status);
-    return lr_sandbox_run(s->sb, 1, 2);
-  }
-  int body = SLOT_EMPTY;
-  if (bodiless != LR_HOOK_BODY_UNUSED) {
-    if (!body_ready(s)) {
-      s->cur_fn = ref;
-      return HOOK_FRESH;
-    }
-    body = SLOT_BODY;
-  }
   if (slot)
     lua_pushvalue(L, slot);
   else
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
   lua_pushinteger(L, s->cur->status);
-  lua_pushvalue(L, body);
+  if (bodiless == LR_HOOK_STATUS_ONLY) /* hook(status): nothing allocated */
+    return lr_sandbox_run(s->sb, 1, 2);
+  if (bodiless == LR_HOOK_BODY_UNUSED) {
+    lua_pushvalue(L, SLOT_EMPTY);
+  } else if (!push_body(s)) {
+    lua_pop(L, 2);
+    s->cur_fn = ref;
+    return HOOK_FRESH;
+  }
   lua_pushvalue(L, SLOT_INFO);
   return lr_sandbox_run(s->sb, 3, 2);
 }

@@ -252,15 +252,17 @@ void lr_sandbox_free(lr_sandbox *sb) {
 /* More than a string's header (24 bytes in Lua 5.4) and its final NUL. */
 #define STRING_OVERHEAD 64
 
-int lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
+const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
   size_t need = len + STRING_OVERHEAD;
-  if (need < len || sb->killed || sb->used + need > sb->limits.memory) return -1;
+  if (need < len || sb->killed || sb->used + need > sb->limits.memory) return NULL;
   sb->reserve = malloc(need);
-  if (!sb->reserve) return -1;
+  if (!sb->reserve) return NULL;
   sb->reserve_size = need;
-  lua_pushlstring(sb->L, s, len);
-  free(sb->reserve); /* not taken: a short string Lua already had */
-  sb->reserve = NULL;
+  const char *copy = lua_pushlstring(sb->L, s, len);
+  if (sb->reserve) { /* not taken: a short string Lua already had */
+    free(sb->reserve);
+    sb->reserve = NULL;
+  }
   if (sb->refused || sb->killed) {
     /* a short string's table could not grow under the limit: Lua keeps
      * the table as it was and raises nothing, so no limit was reached */
@@ -269,7 +271,7 @@ int lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
     sb->where[0] = '\0';
     base_hook(sb, sb->L);
   }
-  return 0;
+  return copy;
 }
 
 void lr_sandbox_pause(lr_sandbox *sb) {

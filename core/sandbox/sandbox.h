@@ -124,10 +124,10 @@ luaretry_code lr_sandbox_failed(lr_sandbox *sb, int status, luaretry_code failur
  * where a memory error would abort the host: only when nothing can raise
  * one, that is when the string fits under the memory limit and its block
  * is already allocated (Lua's first new block in lua_pushlstring is the
- * string's; the collector's step after it raises nothing).  0 when pushed;
- * -1 when it must be pushed under protection instead (lr_sandbox_call),
- * nothing pushed. */
-int lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len);
+ * string's; the collector's step after it raises nothing).  The string's
+ * bytes in Lua (lua_pushlstring's answer) when pushed; NULL when it must
+ * be pushed under protection instead (lr_sandbox_call), nothing pushed. */
+const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len);
 
 /* Around host code a script calls (a workflow's transport): the time it
  * takes is not the script's. */
