@@ -55,6 +55,8 @@ typedef struct lr_sandbox {
   atomic_int arming, freeing; /* a handshake: see limited_alloc */
   int base;                   /* stack slots kept between calls: the
                                       handler (1), then the script side's */
+  void *owner;                /* what runs in it (a policy's lr_script), for
+                                 the C functions its script calls */
   char where[256];            /* "file:line" of the kill, when known */
   size_t collected_at;        /* `used` after the last collection sandbox_lib.c ran */
   size_t deferred_count, deferred_bytes;
