@@ -353,6 +353,25 @@ function is_transient(status, body, info) info.status = 200 return true end]], "
     assert.are.equal("policy_error", d.verdict)
     has(d.message, "ro:2:")
   end)
+
+  -- A script may keep info past its call; read later, from a call into
+  -- the same state that has no decision (is_idempotent), it has nothing
+  -- of the decision that is gone (its outcome and attempt freed by then).
+  it("kept past its decision, reads nil from a later call that has none", function()
+    local p = assert(lr.load_string([[
+max_attempts = 3
+local kept
+function is_transient(status, body, info) kept = info return true end
+function is_idempotent(r)
+  if kept and (kept.url ~= nil or kept.attempt ~= nil or kept.error ~= nil) then
+    error("kept info: " .. tostring(kept.url) .. " " .. tostring(kept.attempt), 0)
+  end
+  return kept ~= nil
+end]], "=kept"))
+    local d = p:classify{ status = 503, url = "https://example.test/kept", error = "reset" }
+    assert.are.equal("retry", d.verdict)
+    assert.are.equal(true, p:is_idempotent{ method = "POST", url = "https://example.test/" })
+  end)
 end)
 
 describe("the instruction limit (for hosts that want determinism)", function()

@@ -13,7 +13,7 @@
 #include "policy.h"
 
 /* Where a thread starts looking for a free slot: the one it had last. */
-static _Thread_local unsigned slot_hint;
+_Thread_local unsigned lr_slot_hint;
 
 lr_gen *lr_gen_new(luaretry_policy *p, char *text, size_t len, const char *chunkname,
                    const char *script_path) {
@@ -60,7 +60,7 @@ static lr_slot *take(lr_slot_block *b, unsigned start) {
     lr_slot *s = &b->slot[(start + k) % SLOTS_PER_BLOCK];
     if (!atomic_load_explicit(&s->busy, memory_order_relaxed) &&
         !atomic_exchange_explicit(&s->busy, 1, memory_order_acquire)) {
-      slot_hint = (start + k) % SLOTS_PER_BLOCK;
+      lr_slot_hint = (start + k) % SLOTS_PER_BLOCK;
       return s;
     }
   }
@@ -79,19 +79,10 @@ static lr_slot_block *grow(lr_gen *g, lr_slot_block *last) {
   return next;
 }
 
-lr_script *lr_gen_borrow(lr_gen *g, char *err, size_t errlen) {
-  /* the slot this thread had last, in the first block: nearly always free
-   * (its script is read once the slot is taken: another thread may be
-   * making it) */
-  lr_slot *slot = &g->slots.slot[slot_hint];
-  if (atomic_load_explicit(&slot->busy, memory_order_relaxed) ||
-      atomic_exchange_explicit(&slot->busy, 1, memory_order_acquire))
-    slot = NULL;
-  else if (slot->script)
-    return slot->script;
+lr_script *lr_gen_borrow_slow(lr_gen *g, lr_slot *slot, char *err, size_t errlen) {
   lr_slot_block *b = &g->slots;
   while (!slot) {
-    slot = take(b, slot_hint);
+    slot = take(b, lr_slot_hint);
     if (slot) break;
     lr_slot_block *next = atomic_load_explicit(&b->next, memory_order_acquire);
     b = next ? next : grow(g, b);
@@ -114,8 +105,6 @@ lr_script *lr_gen_borrow(lr_gen *g, char *err, size_t errlen) {
   }
   return slot->script;
 }
-
-void lr_gen_return(lr_script *s) { atomic_store_explicit(&s->slot->busy, 0, memory_order_release); }
 
 void lr_gen_adopt(lr_gen *g, lr_script *s) {
   lr_slot *slot = &g->slots.slot[0];

@@ -14,8 +14,10 @@
 /* ---- one call into the script */
 
 /* Borrows a state of g for the call described by ctx (and o). */
-static lr_script *begin_call(lr_gen *g, const luaretry_outcome *o, const lr_attempt_ctx *ctx,
-                             char *err, size_t errlen) {
+static inline __attribute__((always_inline)) lr_script *begin_call(lr_gen *g,
+                                                                   const luaretry_outcome *o,
+                                                                   const lr_attempt_ctx *ctx,
+                                                                   char *err, size_t errlen) {
   lr_script *s = lr_gen_borrow(g, err, errlen);
   if (!s) return NULL;
   s->cur = o;
@@ -25,26 +27,24 @@ static lr_script *begin_call(lr_gen *g, const luaretry_outcome *o, const lr_atte
   return s;
 }
 
+/* What begin_call set, back as it was: a state between calls has no
+ * outcome, context or stream (a workflow's info reads nil).  cur_decision
+ * and cur_request are cleared by the calls that set them. */
 static void end_call(lr_script *s) {
   s->cur = NULL;
   s->cur_ctx = NULL;
-  s->cur_decision = NULL;
-  s->cur_request = NULL;
   s->sb->rng = NULL;
   lr_gen_return(s);
 }
 
-/* Whether the state's body slot already holds this body (cut to
- * body_limit).  A service in trouble answers the same page again and
+/* Whether the state's body slot already holds body[0..len) (o's body cut
+ * to body_limit).  A service in trouble answers the same page again and
  * again: then the Lua string of the last decision serves again, and a
- * retry loop makes no garbage. */
-static int body_cached(lr_script *s, const luaretry_outcome *o) {
-  size_t len = o->body ? o->body_len : 0;
-  if (len > s->gen->body_limit) len = s->gen->body_limit;
-  s->cur_body = o->body ? o->body : "";
-  s->cur_body_len = len;
+ * retry loop makes no garbage.  Compared byte for byte: a host may have
+ * written another answer into the same buffer. */
+static int body_cached(lr_script *s, const char *body, size_t len) {
   if (!s->slot_body) s->slot_body = lua_tolstring(s->sb->L, SLOT_BODY, &s->slot_body_len);
-  return s->slot_body_len == len && memcmp(s->slot_body, s->cur_body, len) == 0;
+  return s->slot_body_len == len && memcmp(s->slot_body, body, len) == 0;
 }
 
 /* The string at `idx` becomes the body slot's. */
@@ -72,54 +72,46 @@ static int keep_call_protected(lua_State *L) {
   return 0;
 }
 
-/* Whether the body slot holds this call's body: cached, or a new string
- * put there without a protected C call (lr_sandbox_push_string). */
-static int body_ready(lr_script *s) {
-  if (body_cached(s, s->cur)) return 1;
-  lua_State *L = s->sb->L;
-  if (lr_sandbox_push_string(s->sb, s->cur_body, s->cur_body_len) != 0) return 0;
-  keep_body(s, -1);
-  lua_pop(L, 1);
+/* o's body as the script gets it: cut to body_limit. */
+static inline const char *body_of(const lr_script *s, size_t *len) {
+  const luaretry_outcome *o = s->cur;
+  *len = !o->body ? 0 : o->body_len < s->gen->body_limit ? o->body_len : s->gen->body_limit;
+  return o->body ? o->body : "";
+}
+
+/* A body not cached, pushed as a new string without a protected C call
+ * (lr_sandbox_push_string) and kept in the body slot too, 1; or 0 with
+ * nothing pushed, the body left in cur_body for call_fresh. */
+static __attribute__((noinline)) int body_new(lr_script *s) {
+  s->cur_body = body_of(s, &s->cur_body_len);
+  const char *copy = lr_sandbox_push_string(s->sb, s->cur_body, s->cur_body_len);
+  if (!copy) return 0;
+  lua_copy(s->sb->L, -1, SLOT_BODY); /* pushvalue's slot: the string's bytes stay put */
+  s->slot_body = copy;
+  s->slot_body_len = s->cur_body_len;
   return 1;
 }
 
-/* Runs is_success or is_transient; 0 with its two results on the stack
- * (the verdict, and a reason or nil), or -1 with v filled as a policy
- * error.  Nothing pushed here allocates (the body is ready first), so the
- * hook is called directly, with no C function between the host and the
- * script; only a body the sandbox cannot push safely outside protection
- * (near the memory limit) is made under it, by call_fresh. */
-static int run_hook(lr_script *s, int slot, int ref, int bodiless, const char *fname,
-                    const char *rule, lr_verdict *v) {
-  char err[sizeof v->message];
-  lua_State *L = s->sb->L;
-  luaretry_code rc;
-  if (bodiless == LR_HOOK_STATUS_ONLY) { /* hook(status): nothing allocated */
-    lua_pushvalue(L, slot);
-    lua_pushinteger(L, s->cur->status);
-    rc = lr_sandbox_pcall(s->sb, 1, 2, LUARETRY_E_POLICY, err, sizeof err);
-  } else if (bodiless == LR_HOOK_BODY_UNUSED || body_ready(s)) {
-    if (slot)
-      lua_pushvalue(L, slot);
-    else
-      lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
-    lua_pushinteger(L, s->cur->status);
-    lua_pushvalue(L, bodiless == LR_HOOK_BODY_UNUSED ? SLOT_EMPTY : SLOT_BODY);
-    lua_pushvalue(L, SLOT_INFO);
-    rc = lr_sandbox_pcall(s->sb, 3, 2, LUARETRY_E_POLICY, err, sizeof err);
-  } else {
-    s->cur_fn = ref;
-    rc = lr_sandbox_call(s->sb, call_fresh, s, 3, LUARETRY_E_POLICY, err, sizeof err);
-    if (rc == LUARETRY_OK) { /* copies, not rotations: they cost less */
-      keep_body(s, -3);
-      lua_copy(L, -2, -3);
-      lua_copy(L, -1, -2);
-      lua_pop(L, 1);
-    }
-  }
+/* Pushes this call's body: the body slot's string when it is the same
+ * (body_cached), or a new one made now (body_new finds the body again:
+ * nothing is kept across the compare); 0 when it must be made under
+ * protection, nothing pushed. */
+static inline int push_body(lr_script *s) {
+  size_t len;
+  const char *body = body_of(s, &len);
+  if (!body_cached(s, body, len)) return body_new(s);
+  lua_pushvalue(s->sb->L, SLOT_BODY);
+  return 1;
+}
+
+/* How a hook's call ended, rc (err saying why when not LUARETRY_OK): 0
+ * with its results on the stack, info.call kept when the hook made it;
+ * or -1 with v filled as a policy error. */
+static int hook_done(lr_script *s, luaretry_code rc, char *err, size_t errlen, const char *fname,
+                     const char *rule, lr_verdict *v) {
   if (rc == LUARETRY_OK && s->call_made) {
     /* on failure the stack is back at its base: the hook's result is gone */
-    rc = lr_sandbox_call(s->sb, keep_call_protected, s, 0, LUARETRY_E_POLICY, err, sizeof err);
+    rc = lr_sandbox_call(s->sb, keep_call_protected, s, 0, LUARETRY_E_POLICY, err, errlen);
   }
   if (rc == LUARETRY_OK) return 0;
   s->call_made = 0;
@@ -127,6 +119,75 @@ static int run_hook(lr_script *s, int slot, int ref, int bodiless, const char *f
   v->rule = rule;
   lr_fmt(v->message, sizeof v->message, "%s: %s", fname, err);
   return -1;
+}
+
+/* A hook called directly that failed, hit a limit, or made info.call:
+ * out of line, so the common end (none of these) keeps no error buffer. */
+static __attribute__((noinline)) int hook_slow(lr_script *s, int status, const char *fname,
+                                               const char *rule, lr_verdict *v) {
+  char err[sizeof v->message];
+  luaretry_code rc = status == LUA_OK
+                       ? LUARETRY_OK
+                       : lr_sandbox_failed(s->sb, status, LUARETRY_E_POLICY, err, sizeof err);
+  return hook_done(s, rc, err, sizeof err, fname, rule, v);
+}
+
+/* A body the sandbox cannot push safely outside protection (near the
+ * memory limit): the string made under it, by call_fresh. */
+static __attribute__((noinline)) int hook_fresh(lr_script *s, const char *fname, const char *rule,
+                                                lr_verdict *v) {
+  char err[sizeof v->message];
+  lua_State *L = s->sb->L;
+  luaretry_code rc = lr_sandbox_call(s->sb, call_fresh, s, 3, LUARETRY_E_POLICY, err, sizeof err);
+  if (rc == LUARETRY_OK) { /* copies, not rotations: they cost less */
+    keep_body(s, -3);
+    lua_copy(L, -2, -3);
+    lua_copy(L, -1, -2);
+    lua_pop(L, 1);
+  }
+  return hook_done(s, rc, err, sizeof err, fname, rule, v);
+}
+
+/* call_hook's answer when the body must be made under protection. */
+#define HOOK_FRESH (-2)
+
+/* Calls is_success, is_transient or is_throttling (in `slot`, or else
+ * registry `ref`) with what it declares; the Lua status (lr_sandbox_run's),
+ * or HOOK_FRESH with nothing called (and nothing left pushed).  Nothing
+ * pushed here can raise (a new body only through lr_sandbox_push_string,
+ * straight into its argument's place), so the hook is called directly,
+ * with no C function between the host and the script.  Inline: a
+ * decision's path through judge.c is one function, with one prologue. */
+static inline __attribute__((always_inline)) int call_hook(lr_script *s, int slot, int ref,
+                                                           int bodiless) {
+  lua_State *L = s->sb->L;
+  if (slot)
+    lua_pushvalue(L, slot);
+  else
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+  lua_pushinteger(L, s->cur->status);
+  if (bodiless == LR_HOOK_STATUS_ONLY) /* hook(status): nothing allocated */
+    return lr_sandbox_run(s->sb, 1, 2);
+  if (bodiless == LR_HOOK_BODY_UNUSED) {
+    lua_pushvalue(L, SLOT_EMPTY);
+  } else if (!push_body(s)) {
+    lua_pop(L, 2);
+    s->cur_fn = ref;
+    return HOOK_FRESH;
+  }
+  lua_pushvalue(L, SLOT_INFO);
+  return lr_sandbox_run(s->sb, 3, 2);
+}
+
+/* Runs a hook (call_hook); 0 with its two results on the stack (the
+ * verdict, and a reason or nil), or -1 with v filled as a policy error. */
+static inline __attribute__((always_inline)) int run_hook(lr_script *s, int slot, int ref,
+                                                          int bodiless, const char *fname,
+                                                          const char *rule, lr_verdict *v) {
+  int status = call_hook(s, slot, ref, bodiless);
+  if (__builtin_expect(status == LUA_OK && !s->call_made, 1)) return 0;
+  if (status == HOOK_FRESH) return hook_fresh(s, fname, rule, v);
+  return hook_slow(s, status, fname, rule, v);
 }
 
 static void default_classify(const luaretry_outcome *o, lr_verdict *v) {
@@ -274,8 +335,10 @@ static void read_reason(lua_State *L, lr_verdict *v) {
  * reason or nil), as a verdict; pops them. */
 static void read_transient(lua_State *L, lr_script *s, lr_verdict *v) {
   v->rule = s->rule_is_transient;
-  if (lua_isboolean(L, -2) || lua_isnil(L, -2)) {
-    v->cls = lua_toboolean(L, -2) ? LUARETRY_CLASS_TRANSIENT : LUARETRY_CLASS_FINAL;
+  int t = lua_type(L, -2); /* read once: nil and false are alike final */
+  if (t == LUA_TBOOLEAN || t == LUA_TNIL) {
+    v->cls =
+      t == LUA_TBOOLEAN && lua_toboolean(L, -2) ? LUARETRY_CLASS_TRANSIENT : LUARETRY_CLASS_FINAL;
     if (v->cls == LUARETRY_CLASS_FINAL) read_reason(L, v);
     lua_pop(L, 2);
     return;
@@ -485,6 +548,7 @@ static int on_retry(void *ud, const luaretry_outcome *o, const luaretry_decision
   luaretry_code rc =
     lr_sandbox_call(s->sb, call_on_retry, s, 0, LUARETRY_E_POLICY, msg, sizeof msg);
   s->call_made = 0;
+  s->cur_decision = NULL;
   end_call(s);
   if (rc == LUARETRY_OK) return 0;
   lr_fmt(err, errlen, "on_retry: %s", msg);

@@ -523,8 +523,7 @@ static void read_options(lua_State *L, lr_load *ld, int src) {
 static void make_info(lua_State *L, lr_load *ld) {
   lua_newuserdatauv(L, 0, 0);
   lua_createtable(L, 0, 3);
-  lua_pushlightuserdata(L, ld->script);
-  lua_pushcclosure(L, lr_info_index, 1);
+  lua_pushcfunction(L, lr_info_index); /* its script: the sandbox's owner */
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, lr_info_newindex);
   lua_setfield(L, -2, "__newindex");
@@ -581,7 +580,7 @@ void lr_script_free(lr_script *s) {
 }
 
 lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err, size_t errlen) {
-  lr_script *s = calloc(1, sizeof *s);
+  lr_script *s = lr_aligned_calloc(sizeof *s); /* a decision's fields: two lines */
   if (!s) {
     *rc = LUARETRY_E_NOMEM;
     lr_fmt(err, errlen, "out of memory");
@@ -591,6 +590,7 @@ lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err, s
   s->ref_headers = s->ref_call = LUA_NOREF;
   s->sb = lr_sandbox_new(&g->limits, g->script_path[0] ? g->script_path : NULL, &g->p->log,
                          lr_sandbox_open_libs);
+  if (s->sb) s->sb->owner = s;
   if (!s->sb) {
     free(s);
     *rc = LUARETRY_E_NOMEM;

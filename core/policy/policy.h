@@ -44,38 +44,40 @@ enum { LR_HOOK_BODY, LR_HOOK_STATUS_ONLY, LR_HOOK_BODY_UNUSED };
 
 /* One Lua state running a load's script, used by one thread at a time. */
 typedef struct lr_script {
-  struct lr_gen *gen;
-  struct lr_slot *slot;
+  /* what every decision reads or writes first, side by side */
   lr_sandbox *sb;
-  int ref_is_transient, ref_is_success, ref_on_retry, ref_backoff, ref_info;
-  int ref_is_idempotent, ref_prepare, ref_options, ref_run, ref_headers;
-  int ref_on_breaker, ref_call, ref_is_throttling;
-  const char *cur_body; /* a body to make the cached Lua string of */
-  size_t cur_body_len;
+  struct lr_slot *slot;
+  struct lr_gen *gen;
+  /* the call into the script in progress, read by the C functions Lua calls */
+  const luaretry_outcome *cur;
+  const lr_attempt_ctx *cur_ctx;
   /* SLOT_BODY's string, as lua_tolstring gives it (NULL: not read yet); the
    * slot holds it, so it neither goes nor moves until judge.c replaces it */
   const char *slot_body;
   size_t slot_body_len;
+  int ref_is_transient, ref_is_success, ref_is_throttling, ref_info;
   /* is_success / is_transient declares fewer than 2 parameters (and no
    * ...): it never sees the body, so none is made for it */
   int bodiless_is_success, bodiless_is_transient;
-  /* "file:line" of each hook: its own file, which a require may make
-   * another than the script's */
-  char rule_is_transient[RULE_SIZE], rule_is_success[RULE_SIZE], rule_backoff[RULE_SIZE],
-    rule_is_idempotent[RULE_SIZE], rule_is_throttling[RULE_SIZE];
-  /* the call into the script in progress, read by the C functions Lua calls */
-  const luaretry_outcome *cur;
-  const lr_attempt_ctx *cur_ctx;
+  unsigned generation, headers_generation;
+  int call_made;        /* info.call was made in this call */
+  const char *cur_body; /* a body to make the Lua string of under protection */
+  size_t cur_body_len;
+  int ref_on_retry, ref_backoff;
+  int ref_is_idempotent, ref_prepare, ref_options, ref_run, ref_headers;
+  int ref_on_breaker, ref_call;
   const luaretry_decision *cur_decision;
   const luaretry_request *cur_request;
   luaretry_request *cur_out;
   void **cur_prepared; /* where prepare's copy goes */
   int cur_attempt, cur_fn;
-  unsigned generation, headers_generation;
-  int call_made; /* info.call was made in this call */
   long backoff_n;
   double backoff_previous;
   const char *cur_breaker_state;
+  /* "file:line" of each hook: its own file, which a require may make
+   * another than the script's */
+  char rule_is_transient[RULE_SIZE], rule_is_success[RULE_SIZE], rule_backoff[RULE_SIZE],
+    rule_is_idempotent[RULE_SIZE], rule_is_throttling[RULE_SIZE];
   char errmsg[1024];
 } lr_script;
 
@@ -105,19 +107,19 @@ typedef struct lr_gen {
    * pair the prefetcher fetches with it) */
   char refs_pad[128 - sizeof(atomic_long)];
   luaretry_policy *p;
-  lr_judge judge; /* ud: this load */
+  size_t body_limit;
+  int has_decision_hooks; /* is_success or is_transient: a state to judge */
+  int retry_all_errors;   /* the field: a final verdict becomes transient */
+  lr_judge judge;         /* ud: this load */
   lr_rules rules;
   char *text; /* the script as read, for more states */
   size_t text_len;
   char chunkname[RULE_SIZE];
   char script_path[4096]; /* "" for a string: no folder to require from */
   lr_limits limits;
-  size_t body_limit;
   lr_override options[MAX_OVERRIDES]; /* options.NAME overrides */
   size_t option_count;
-  int has_decision_hooks; /* is_success or is_transient: a state to judge */
   int has_run, has_on_breaker, has_on_retry, has_prepare;
-  int retry_all_errors;        /* the field: a final verdict becomes transient */
   struct lr_fleet_link *fleet; /* referenced: rules.remote's fleet, or NULL */
   pthread_mutex_t grow;        /* adding slot blocks */
   lr_slot_block slots;
@@ -182,9 +184,30 @@ lr_gen *lr_gen_new(luaretry_policy *p, char *text, size_t len, const char *chunk
                    const char *script_path);
 void lr_gen_ref(lr_gen *g);
 void lr_gen_unref(lr_gen *g);
-/* A free state of g, made if none is; NULL with err when none can be. */
-lr_script *lr_gen_borrow(lr_gen *g, char *err, size_t errlen);
-void lr_gen_return(lr_script *s);
+/* Borrowing the hard way: `slot` is taken but has no script yet, or is
+ * NULL (the thread's last slot was busy): a free slot is found (the
+ * blocks grown if every slot is busy) and its script made if need be.
+ * Out of line, so the common case pays for none of its stack. */
+lr_script *lr_gen_borrow_slow(lr_gen *g, lr_slot *slot, char *err, size_t errlen);
+/* The slot of the first block a thread took last (gen.c). */
+extern _Thread_local unsigned lr_slot_hint;
+
+/* A free state of g, made if none is; NULL with err when none can be.
+ * The slot this thread had last, in the first block, is nearly always
+ * free: one exchange takes it (its script is read once the slot is
+ * taken: another thread may be making it).  Inline, on every decision. */
+static inline lr_script *lr_gen_borrow(lr_gen *g, char *err, size_t errlen) {
+  lr_slot *slot = &g->slots.slot[lr_slot_hint];
+  if (atomic_load_explicit(&slot->busy, memory_order_relaxed) ||
+      atomic_exchange_explicit(&slot->busy, 1, memory_order_acquire))
+    return lr_gen_borrow_slow(g, NULL, err, errlen);
+  lr_script *s = slot->script;
+  return s ? s : lr_gen_borrow_slow(g, slot, err, errlen);
+}
+/* Gives s's slot back: one store. */
+static inline void lr_gen_return(lr_script *s) {
+  atomic_store_explicit(&s->slot->busy, 0, memory_order_release);
+}
 /* Puts s (made by the load that validated g) in g's first slot. */
 void lr_gen_adopt(lr_gen *g, lr_script *s);
 

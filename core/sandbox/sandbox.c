@@ -167,7 +167,7 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     return np;
   }
   if (nsize == 0) {
-    if (sb->limits.seconds > 0)
+    if (sb->timed)
       timed_free(sb, ptr, osize);
     else
       free(ptr);
@@ -202,9 +202,10 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
 
 lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
                            const lr_log_target *log, lua_CFunction open_libs) {
-  lr_sandbox *sb = calloc(1, sizeof *sb);
+  lr_sandbox *sb = lr_aligned_calloc(sizeof *sb); /* its hot fields: two lines */
   if (!sb) return NULL;
   sb->limits = *limits;
+  sb->timed = limits->seconds > 0;
   /* The libraries need some room whatever the limit. */
   if (sb->limits.memory < 64 * 1024) sb->limits.memory = 64 * 1024;
   sb->log = log;
@@ -237,13 +238,13 @@ lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
   sb->base = HANDLER;
   sb->limits.memory = limits->memory;
   sb->watched.look = watch;
-  if (sb->limits.seconds > 0) lr_watchdog_add(&sb->watched);
+  if (sb->timed) lr_watchdog_add(&sb->watched);
   return sb;
 }
 
 void lr_sandbox_free(lr_sandbox *sb) {
   if (!sb) return;
-  if (sb->limits.seconds > 0) lr_watchdog_remove(&sb->watched);
+  if (sb->timed) lr_watchdog_remove(&sb->watched);
   if (sb->L) lua_close(sb->L);
   free(sb);
 }
@@ -251,15 +252,17 @@ void lr_sandbox_free(lr_sandbox *sb) {
 /* More than a string's header (24 bytes in Lua 5.4) and its final NUL. */
 #define STRING_OVERHEAD 64
 
-int lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
+const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
   size_t need = len + STRING_OVERHEAD;
-  if (need < len || sb->killed || sb->used + need > sb->limits.memory) return -1;
+  if (need < len || sb->killed || sb->used + need > sb->limits.memory) return NULL;
   sb->reserve = malloc(need);
-  if (!sb->reserve) return -1;
+  if (!sb->reserve) return NULL;
   sb->reserve_size = need;
-  lua_pushlstring(sb->L, s, len);
-  free(sb->reserve); /* not taken: a short string Lua already had */
-  sb->reserve = NULL;
+  const char *copy = lua_pushlstring(sb->L, s, len);
+  if (sb->reserve) { /* not taken: a short string Lua already had */
+    free(sb->reserve);
+    sb->reserve = NULL;
+  }
   if (sb->refused || sb->killed) {
     /* a short string's table could not grow under the limit: Lua keeps
      * the table as it was and raises nothing, so no limit was reached */
@@ -268,18 +271,18 @@ int lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
     sb->where[0] = '\0';
     base_hook(sb, sb->L);
   }
-  return 0;
+  return copy;
 }
 
 void lr_sandbox_pause(lr_sandbox *sb) {
-  if (sb->limits.seconds <= 0) return;
+  if (!sb->timed) return;
   int running = PHASE_RUNNING;
   /* not yet expired: the host's time is not the script's */
   atomic_compare_exchange_strong(&sb->phase, &running, PHASE_IDLE);
 }
 
 void lr_sandbox_resume(lr_sandbox *sb) {
-  if (sb->limits.seconds <= 0 || atomic_load(&sb->expired)) return;
+  if (!sb->timed || atomic_load(&sb->expired)) return;
   atomic_store_explicit(&sb->entered, lr_watchdog_tick(), memory_order_relaxed);
   int idle = PHASE_IDLE;
   atomic_compare_exchange_strong(&sb->phase, &idle, PHASE_RUNNING);
@@ -313,7 +316,7 @@ static void enter(lr_sandbox *sb) {
   sb->remaining = sb->limits.instructions > 0 ? sb->limits.instructions : TIMED_STEPS;
   sb->killed = LR_KILL_NONE;
   sb->where[0] = '\0';
-  if (sb->limits.seconds <= 0) return;
+  if (!sb->timed) return;
   atomic_store_explicit(&sb->expired, 0, memory_order_relaxed);
   atomic_store_explicit(&sb->entered, lr_watchdog_tick(), memory_order_relaxed);
   atomic_store_explicit(&sb->phase, PHASE_RUNNING, memory_order_release);
@@ -322,7 +325,7 @@ static void enter(lr_sandbox *sb) {
 /* Back in C: the watchdog must not arm this state any more, and a hook it
  * armed comes off. */
 static void leave(lr_sandbox *sb) {
-  if (sb->limits.seconds <= 0) return;
+  if (!sb->timed) return;
   int phase = PHASE_RUNNING;
   if (!atomic_compare_exchange_strong(&sb->phase, &phase, PHASE_IDLE)) {
     while (atomic_load(&sb->phase) == PHASE_ARMING) {
@@ -369,12 +372,25 @@ static void describe_kill(const lr_sandbox *sb, char *err, size_t errlen) {
   }
 }
 
+/* What lr_sandbox_run returns for a call that returned LUA_OK with a limit
+ * hit or a refusal on the way: lr_sandbox_failed sorts it out. */
+#define RUN_CHECK (-1)
+
+int lr_sandbox_run(lr_sandbox *sb, int nargs, int nresults) {
+  enter(sb);
+  int status = lua_pcall(sb->L, nargs, nresults, HANDLER);
+  leave(sb);
+  if (status != LUA_OK) return status;
+  return sb->killed || sb->refused ? RUN_CHECK : LUA_OK;
+}
+
 /* A protected call that failed, or was killed: what went wrong, the stack
  * back to the handler.  Out of line: a call that succeeds (nearly every
  * one) pays none of it. */
-static __attribute__((noinline, cold)) luaretry_code failed(lr_sandbox *sb, int status,
-                                                            luaretry_code failure, char *err,
-                                                            size_t errlen) {
+__attribute__((noinline, cold)) luaretry_code lr_sandbox_failed(lr_sandbox *sb, int status,
+                                                                luaretry_code failure, char *err,
+                                                                size_t errlen) {
+  if (status == RUN_CHECK) status = LUA_OK;
   /* an error after a refusal nothing made room for: the limit */
   if (status != LUA_OK && sb->refused) lr_sandbox_memory_kill(sb);
   sb->refused = 0;
@@ -406,20 +422,10 @@ static __attribute__((noinline, cold)) luaretry_code failed(lr_sandbox *sb, int 
   return rc;
 }
 
-/* After a protected call with `status`: the outcome, the stack back to
- * the handler on failure. */
-static inline luaretry_code finish(lr_sandbox *sb, int status, luaretry_code failure, char *err,
-                                   size_t errlen) {
-  if (status == LUA_OK && !sb->killed && !sb->refused) return LUARETRY_OK;
-  return failed(sb, status, failure, err, errlen);
-}
-
 luaretry_code lr_sandbox_pcall(lr_sandbox *sb, int nargs, int nresults, luaretry_code failure,
                                char *err, size_t errlen) {
-  enter(sb);
-  int status = lua_pcall(sb->L, nargs, nresults, HANDLER);
-  leave(sb);
-  return finish(sb, status, failure, err, errlen);
+  int status = lr_sandbox_run(sb, nargs, nresults);
+  return status == LUA_OK ? LUARETRY_OK : lr_sandbox_failed(sb, status, failure, err, errlen);
 }
 
 luaretry_code lr_sandbox_call(lr_sandbox *sb, lua_CFunction f, void *arg, int nresults,

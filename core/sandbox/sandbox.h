@@ -34,33 +34,38 @@ typedef struct lr_watched {
 } lr_watched;
 
 typedef struct lr_sandbox {
+  /* what every call into the script reads or writes comes first, in two
+   * lines (lr_sandbox_new aligns the struct to a line) */
   lua_State *L;
   size_t used;
   lr_limits limits;
-  long remaining;         /* instructions (or, timed, steps to the next look) */
-  int killed;             /* sticky until control is back in C */
-  size_t refused;         /* the size of an allocation refused over the
-                               limit, 0 if none: Lua collects and asks again;
-                               a second refusal is the limit */
-  size_t collected_at;    /* `used` after the last collection sandbox_lib.c ran */
-  const atomic_int *stop; /* the host's stop flag, or NULL (lr_sandbox_stop_on) */
-  char where[256];        /* "file:line" of the kill, when known */
-  char script_dir[4096];  /* "" when loaded from a string */
-  const lr_log_target *log;
-  lr_rng load_rng; /* math.random outside a call: at load */
-  lr_rng *rng;     /* math.random's stream: the call's */
+  long remaining; /* instructions (or, timed, steps to the next look) */
+  int killed;     /* sticky until control is back in C */
+  int timed;      /* limits.seconds > 0: the watchdog watches the calls */
+  size_t refused; /* the size of an allocation refused over the
+                       limit, 0 if none: Lua collects and asks again;
+                       a second refusal is the limit */
+  lr_rng *rng;    /* math.random's stream: the call's */
   /* the watchdog's side (watchdog.c) */
   atomic_int phase;           /* idle, running, being armed, armed */
-  atomic_long entered;        /* the watchdog's tick when the call began */
   atomic_int expired;         /* the time limit passed: stop at once */
+  atomic_long entered;        /* the watchdog's tick when the call began */
+  void *deferred;             /* frees held back while a call runs */
+  const atomic_int *stop;     /* the host's stop flag, or NULL (lr_sandbox_stop_on) */
   atomic_int arming, freeing; /* a handshake: see limited_alloc */
   int base;                   /* stack slots kept between calls: the
                                       handler (1), then the script side's */
-  void *deferred;             /* frees held back while a call runs */
+  void *owner;                /* what runs in it (a policy's lr_script), for
+                                 the C functions its script calls */
+  char where[256];            /* "file:line" of the kill, when known */
+  size_t collected_at;        /* `used` after the last collection sandbox_lib.c ran */
   size_t deferred_count, deferred_bytes;
+  const lr_log_target *log;
+  lr_rng load_rng;    /* math.random outside a call: at load */
   lr_watched watched; /* in the watchdog's list */
   void *reserve;      /* lr_sandbox_push_string's block, until Lua takes it */
   size_t reserve_size;
+  char script_dir[4096]; /* "" when loaded from a string */
 } lr_sandbox;
 
 /* A state whose globals `open_libs` sets up; NULL when out of memory or
@@ -107,14 +112,24 @@ luaretry_code lr_sandbox_call(lr_sandbox *sb, lua_CFunction f, void *arg, int nr
 luaretry_code lr_sandbox_pcall(lr_sandbox *sb, int nargs, int nresults, luaretry_code failure,
                                char *err, size_t errlen);
 
+/* lr_sandbox_pcall in two halves, for a caller's hot path (a decision):
+ * lr_sandbox_run makes the call and returns LUA_OK when it returned with no
+ * limit hit (its results on the stack), anything else otherwise; then
+ * lr_sandbox_failed, given that value, says what went wrong as
+ * lr_sandbox_pcall would (LUARETRY_OK too: a refusal that Lua's collection
+ * made room for) and sets the stack back to the handler on failure. */
+int lr_sandbox_run(lr_sandbox *sb, int nargs, int nresults);
+luaretry_code lr_sandbox_failed(lr_sandbox *sb, int status, luaretry_code failure, char *err,
+                                size_t errlen);
+
 /* Pushes a copy of s[0..len) as a Lua string outside any protected call,
  * where a memory error would abort the host: only when nothing can raise
  * one, that is when the string fits under the memory limit and its block
  * is already allocated (Lua's first new block in lua_pushlstring is the
- * string's; the collector's step after it raises nothing).  0 when pushed;
- * -1 when it must be pushed under protection instead (lr_sandbox_call),
- * nothing pushed. */
-int lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len);
+ * string's; the collector's step after it raises nothing).  The string's
+ * bytes in Lua (lua_pushlstring's answer) when pushed; NULL when it must
+ * be pushed under protection instead (lr_sandbox_call), nothing pushed. */
+const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len);
 
 /* Around host code a script calls (a workflow's transport): the time it
  * takes is not the script's. */
@@ -136,7 +151,11 @@ void lr_sandbox_refuel(lua_State *L, lr_sandbox *sb);
 #define LR_WATCHDOG_TICK_MS 5
 void lr_watchdog_add(lr_watched *w);
 void lr_watchdog_remove(lr_watched *w);
-/* The tick now (a count of the watchdog's periods). */
-long lr_watchdog_tick(void);
+/* The tick now (a count of the watchdog's periods): read at every call
+ * into a timed script, so inline. */
+extern atomic_long lr_watchdog_ticks;
+static inline long lr_watchdog_tick(void) {
+  return atomic_load_explicit(&lr_watchdog_ticks, memory_order_relaxed);
+}
 
 #endif

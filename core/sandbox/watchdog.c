@@ -54,9 +54,7 @@ static void init_stop(void) {
   pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
-static atomic_long ticks;
-
-long lr_watchdog_tick(void) { return atomic_load_explicit(&ticks, memory_order_relaxed); }
+atomic_long lr_watchdog_ticks;
 
 /* A thread stops once another incarnation is wanted (or none): a new one
  * may start while the last one is still being joined.  It waits on a
@@ -78,7 +76,7 @@ static void *watch(void *arg) {
     while (rc == 0 && atomic_load(&wd.incarnation) == me)
       rc = pthread_cond_timedwait(&wd.stop, &wd.lock, &next);
     if (atomic_load(&wd.incarnation) != me) break;
-    long now = atomic_fetch_add(&ticks, 1) + 1;
+    long now = atomic_fetch_add(&lr_watchdog_ticks, 1) + 1;
     for (lr_watched *w = wd.head; w; w = w->next) w->look(w, now);
     /* a tick that came late does not make the next ones come in a rush */
     struct timespec t;
