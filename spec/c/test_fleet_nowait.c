@@ -128,14 +128,21 @@ static const char *POLICY_NO_RATE =
   "breaker = { failures = 1000000, open_seconds = 1 }\n"
   "fleet = { sync = 5 }\n";
 
-static void test_free_after_stall(const char *url, redis_srv *srv) {
+/* A policy of `text` sharing its guards through the Redis at url, with a
+ * command timeout of 5 s, synced once and warm (the worker has run). */
+static luaretry_policy *stalling_policy(const char *url, const char *name, const char *text) {
   luaretry_policy *p;
   CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
   CHECK_CODE(luaretry_policy_set(p, "fleet.redis", url), LUARETRY_OK);
   CHECK_CODE(luaretry_policy_set(p, "fleet.command_timeout", "5000"), LUARETRY_OK);
-  CHECK_CODE(luaretry_policy_load_string(p, "=nowait-norate", POLICY_NO_RATE), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(p, name, text), LUARETRY_OK);
   CHECK_CODE(luaretry_policy_fleet_sync(p), LUARETRY_OK);
   for (int i = 0; i < 20; i++) one_call(p, i);
+  return p;
+}
+
+static void test_free_after_stall(const char *url, redis_srv *srv) {
+  luaretry_policy *p = stalling_policy(url, "=nowait-norate", POLICY_NO_RATE);
   redis_signal(srv, SIGSTOP);
   /* failures owed to Redis: the worker's next sync goes, and waits */
   for (int i = 0; i < 30; i++) {
@@ -154,13 +161,7 @@ int main(void) {
   if (redis_start(&srv, (const char *)NULL) != 0) return 1;
   char url[100];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d/0", srv.port);
-  luaretry_policy *p;
-  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
-  CHECK_CODE(luaretry_policy_set(p, "fleet.redis", url), LUARETRY_OK);
-  CHECK_CODE(luaretry_policy_set(p, "fleet.command_timeout", "5000"), LUARETRY_OK);
-  CHECK_CODE(luaretry_policy_load_string(p, "=nowait", POLICY), LUARETRY_OK);
-  CHECK_CODE(luaretry_policy_fleet_sync(p), LUARETRY_OK);
-  for (int i = 0; i < 20; i++) one_call(p, i); /* warm: the worker has run */
+  luaretry_policy *p = stalling_policy(url, "=nowait", POLICY);
   luaretry_metrics m;
   CHECK_CODE(luaretry_policy_metrics(p, &m), LUARETRY_OK);
   CHECK_EQ_INT((long)m.guards, (long)LUARETRY_GUARDS_FLEET);
