@@ -184,7 +184,7 @@ $(BUILD)/test_fleet_%: spec/c/test_fleet_%.c $(LIB_A) spec/c/check.h spec/c/redi
 
 # The allocation-failure test fails the N-th allocation of the library's
 # own files (and so of the Lua states, whose allocator calls realloc).
-WRAP_ALLOC = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup
+WRAP_ALLOC = -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,--wrap=aligned_alloc
 $(BUILD)/test_alloc: spec/c/test_alloc.c $(LIB_A) spec/c/check.h
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(LIB_A) $(LIB_LIBS) $(WRAP_ALLOC)
 

@@ -1,7 +1,8 @@
 /* test_alloc.c: allocation failure, as Lua's testes/api.lua tests it.
  *
- * Linked with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup
- * (Makefile), so that in this test build the N-th allocation of an
+ * Linked with -Wl,--wrap=malloc,--wrap=calloc,--wrap=realloc,--wrap=strdup,
+ * --wrap=aligned_alloc (Makefile: the loads, the policies, the Lua states'
+ * sandboxes and scripts are aligned to a cache line), so that in this test build the N-th allocation of an
  * operation fails, for N = 1, 2, ... until the operation runs without
  * meeting a failure.  The Lua states' memory comes through the sandbox's
  * allocator, which calls realloc, so Lua's own allocations fail too.  Two
@@ -27,6 +28,7 @@ void *__real_malloc(size_t n);
 void *__real_calloc(size_t n, size_t size);
 void *__real_realloc(void *p, size_t n);
 char *__real_strdup(const char *s);
+void *__real_aligned_alloc(size_t align, size_t n);
 
 static struct {
   atomic_int armed;
@@ -50,6 +52,9 @@ void *__wrap_malloc(size_t n) { return should_fail() ? NULL : __real_malloc(n); 
 void *__wrap_calloc(size_t n, size_t size) { return should_fail() ? NULL : __real_calloc(n, size); }
 void *__wrap_realloc(void *p, size_t n) { return n && should_fail() ? NULL : __real_realloc(p, n); }
 char *__wrap_strdup(const char *s) { return should_fail() ? NULL : __real_strdup(s); }
+void *__wrap_aligned_alloc(size_t align, size_t n) {
+  return should_fail() ? NULL : __real_aligned_alloc(align, n);
+}
 
 static void arm(long fail_at, int sticky) {
   inj.fail_at = fail_at;
