@@ -590,7 +590,6 @@ lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err, s
   s->ref_headers = s->ref_call = LUA_NOREF;
   s->sb = lr_sandbox_new(&g->limits, g->script_path[0] ? g->script_path : NULL, &g->p->log,
                          lr_sandbox_open_libs);
-  if (s->sb) s->sb->owner = s;
   if (!s->sb) {
     free(s);
     *rc = LUARETRY_E_NOMEM;
@@ -598,6 +597,7 @@ lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err, s
            g->limits.memory);
     return NULL;
   }
+  s->sb->owner = s; /* info's __index finds its script through it */
   ld->gen = g;
   ld->script = s;
   *rc = lr_sandbox_call(s->sb, load_protected, ld, 0, LUARETRY_E_POLICY, err, errlen);
