@@ -624,5 +624,6 @@ lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err, s
     return NULL;
   }
   s->sb->base = SLOT_BASE;
+  lr_sandbox_trim(s->sb); /* what loading freed is not kept for calls that may never come */
   return s;
 }

@@ -10,6 +10,7 @@
  * lets no pcall or xpcall handler catch it, until control is back in C. */
 #include <lauxlib.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +109,15 @@ static void arm_running(lr_sandbox *sb) {
   atomic_store(&sb->arming, 0);
 }
 
+/* A block Lua freed (its size `size`, NULL and 0 alike nothing): kept
+ * for reuse when small. */
+static void release(lr_sandbox *sb, void *ptr, size_t size) {
+  if (ptr && size <= LR_POOL_MAX)
+    lr_pool_put(&sb->pool, ptr, size);
+  else
+    free(ptr);
+}
+
 /* Frees the blocks held back; under the handshake while the watchdog may
  * still arm this state. */
 static void flush_deferred(lr_sandbox *sb, int guarded) {
@@ -121,9 +131,9 @@ static void flush_deferred(lr_sandbox *sb, int guarded) {
     }
   }
   while (sb->deferred) {
-    void *next = *(void **)sb->deferred;
-    free(sb->deferred);
-    sb->deferred = next;
+    void **link = sb->deferred;
+    sb->deferred = link[0];
+    release(sb, link, (size_t)(uintptr_t)link[1]);
   }
   sb->deferred_count = sb->deferred_bytes = 0;
   if (guarded) atomic_store(&sb->freeing, 0);
@@ -134,15 +144,12 @@ static void flush_deferred(lr_sandbox *sb, int guarded) {
  * many frees, and none at all for a call that frees little. */
 static void timed_free(lr_sandbox *sb, void *ptr, size_t size) {
   if (atomic_load_explicit(&sb->phase, memory_order_relaxed) == PHASE_IDLE) {
-    free(ptr); /* the watchdog arms only a running call */
+    release(sb, ptr, size); /* the watchdog arms only a running call */
     return;
   }
-  if (size < sizeof(void *)) {
-    flush_deferred(sb, 1);
-    free(ptr); /* too small to link: still after the handshake */
-    return;
-  }
-  *(void **)ptr = sb->deferred;
+  void **link = ptr; /* every block has room for two words (pool.h: 16 B at least) */
+  link[0] = sb->deferred;
+  link[1] = (void *)(uintptr_t)size;
   sb->deferred = ptr;
   sb->deferred_bytes += size;
   if (++sb->deferred_count >= 64 || sb->deferred_bytes >= (256u << 10)) flush_deferred(sb, 1);
@@ -163,14 +170,15 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   if (!ptr && sb->reserve && nsize && nsize <= sb->reserve_size) {
     void *np = sb->reserve; /* lr_sandbox_push_string's: within the limit */
     sb->reserve = NULL;
+    sb->string_extra = nsize - sb->reserve_len; /* the next reserve is of the size it takes */
     sb->used += nsize;
     return np;
   }
   if (nsize == 0) {
-    if (sb->timed)
+    if (sb->timed && ptr)
       timed_free(sb, ptr, osize);
     else
-      free(ptr);
+      release(sb, ptr, old);
     sb->used -= old;
     return NULL;
   }
@@ -187,7 +195,9 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     lr_sandbox_memory_kill(sb);
     return NULL;
   }
-  void *np = realloc(ptr, nsize);
+  void *np = ptr                    ? lr_pool_resize(&sb->pool, ptr, osize, nsize)
+             : nsize <= LR_POOL_MAX ? lr_pool_get(&sb->pool, nsize)
+                                    : malloc(nsize);
   if (np) {
     sb->used = sb->used - old + nsize;
     /* Lua's second ask (the same size) fitted: the collection made room.
@@ -246,21 +256,27 @@ void lr_sandbox_free(lr_sandbox *sb) {
   if (!sb) return;
   if (sb->timed) lr_watchdog_remove(&sb->watched);
   if (sb->L) lua_close(sb->L);
+  lr_pool_drain(&sb->pool);
   free(sb);
 }
+
+void lr_sandbox_trim(lr_sandbox *sb) { lr_pool_drain(&sb->pool); }
 
 /* More than a string's header (24 bytes in Lua 5.4) and its final NUL. */
 #define STRING_OVERHEAD 64
 
 const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
-  size_t need = len + STRING_OVERHEAD;
+  /* a block of the class the string's will be freed to, once that is
+   * known: the pool's lists stay balanced */
+  size_t need = len + (sb->string_extra ? sb->string_extra : STRING_OVERHEAD);
   if (need < len || sb->killed || sb->used + need > sb->limits.memory) return NULL;
-  sb->reserve = malloc(need);
+  sb->reserve = need <= LR_POOL_MAX ? lr_pool_get(&sb->pool, need) : malloc(need);
   if (!sb->reserve) return NULL;
   sb->reserve_size = need;
+  sb->reserve_len = len;
   const char *copy = lua_pushlstring(sb->L, s, len);
   if (sb->reserve) { /* not taken: a short string Lua already had */
-    free(sb->reserve);
+    release(sb, sb->reserve, need);
     sb->reserve = NULL;
   }
   if (sb->refused || sb->killed) {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "pool.h"
 
 enum { LR_KILL_NONE = 0, LR_KILL_INSTRUCTIONS, LR_KILL_MEMORY, LR_KILL_TIME, LR_KILL_STOP };
 
@@ -65,6 +66,10 @@ typedef struct lr_sandbox {
   lr_watched watched; /* in the watchdog's list */
   void *reserve;      /* lr_sandbox_push_string's block, until Lua takes it */
   size_t reserve_size;
+  size_t reserve_len;    /* the string's length it is for */
+  size_t string_extra;   /* what a long string's block adds to its length,
+                          once Lua took a reserve: 0 until then */
+  lr_pool pool;          /* its small blocks, for reuse (pool.h) */
   char script_dir[4096]; /* "" when loaded from a string */
 } lr_sandbox;
 
@@ -83,6 +88,9 @@ int lr_sandbox_open_faults_libs(lua_State *L);
  * scripts have no time limit (the fault server). */
 void lr_sandbox_stop_on(lr_sandbox *sb, const atomic_int *stop);
 void lr_sandbox_free(lr_sandbox *sb);
+/* Hands the blocks the state keeps for reuse back to libc: a loaded state
+ * that waits for its first call holds none. */
+void lr_sandbox_trim(lr_sandbox *sb);
 /* The sandbox a state belongs to (kept in its extra space). */
 /* Pushes at most 40 bytes of s and returns them, for quoting user text in an
  * error (lua_pushfstring has no precision). */

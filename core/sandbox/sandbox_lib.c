@@ -133,7 +133,9 @@ static int safe_require(lua_State *L) {
  * and keeps its encode and decode, so a policy that never touches json
  * pays no memory for it. */
 static int json_index(lua_State *L) {
-  if (luaL_loadfilex(L, LUARETRY_DKJSON, "t") != LUA_OK)
+  int status = luaL_loadfilex(L, LUARETRY_DKJSON, "t");
+  if (status == LUA_ERRMEM) return lua_error(L); /* out of memory, said as such */
+  if (status != LUA_OK)
     return luaL_error(L, "json: %s (is lua-dkjson installed?)", lua_tostring(L, -1));
   lua_call(L, 0, 1);
   if (!lua_istable(L, -1)) return luaL_error(L, "json: %s did not return a table", LUARETRY_DKJSON);
