@@ -333,6 +333,8 @@ static void enter(lr_sandbox *sb) {
   sb->killed = LR_KILL_NONE;
   sb->where[0] = '\0';
   if (!sb->timed) return;
+  if (__builtin_expect(atomic_load_explicit(&lr_watchdog_orphaned, memory_order_relaxed), 0))
+    lr_watchdog_adopt(); /* a fork's child, in an inherited policy */
   atomic_store_explicit(&sb->expired, 0, memory_order_relaxed);
   atomic_store_explicit(&sb->entered, lr_watchdog_tick(), memory_order_relaxed);
   atomic_store_explicit(&sb->phase, PHASE_RUNNING, memory_order_release);

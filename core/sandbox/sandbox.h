@@ -159,6 +159,10 @@ void lr_sandbox_refuel(lua_State *L, lr_sandbox *sb);
 #define LR_WATCHDOG_TICK_MS 5
 void lr_watchdog_add(lr_watched *w);
 void lr_watchdog_remove(lr_watched *w);
+/* A fork's child holds watched sandboxes (its parent's policies) and no
+ * thread: the first call into one starts it (lr_watchdog_adopt). */
+extern atomic_int lr_watchdog_orphaned;
+void lr_watchdog_adopt(void);
 /* The tick now (a count of the watchdog's periods): read at every call
  * into a timed script, so inline. */
 extern atomic_long lr_watchdog_ticks;

@@ -36,14 +36,19 @@ static void make_stop(void) {
   pthread_condattr_destroy(&attr);
 }
 
+atomic_int lr_watchdog_orphaned;
+
 /* fork(): the thread is not in the child.  The lock is held across the
  * fork, so the child's copy is never one the thread held mid-tick (the
- * child would wait for it for ever); the child has no thread to join,
- * and the next sandbox it adds starts one, which watches them all. */
+ * child would wait for it for ever); the child has no thread to join.
+ * Its first call into a sandbox with a time limit (an inherited policy's,
+ * lr_watchdog_adopt) or the next sandbox it adds starts one, which
+ * watches them all. */
 static void fork_prepare(void) { pthread_mutex_lock(&wd.lock); }
 static void fork_parent(void) { pthread_mutex_unlock(&wd.lock); }
 static void fork_child(void) {
   wd.running = 0;
+  atomic_store(&lr_watchdog_orphaned, wd.count > 0);
   atomic_store(&wd.incarnation, 0);
   make_stop(); /* the parent's thread may have been waiting on it */
   pthread_mutex_unlock(&wd.lock);
@@ -87,6 +92,18 @@ static void *watch(void *arg) {
   return NULL;
 }
 
+/* The thread, unless it runs; the lock held. */
+static void start_locked(void) {
+  atomic_store(&lr_watchdog_orphaned, 0);
+  if (wd.running) return;
+  long me = ++wd.started;
+  atomic_store(&wd.incarnation, me);
+  /* without the thread, time limits are not enforced, but scripts still
+   * run; the memory limit still holds */
+  wd.running = pthread_create(&wd.thread, NULL, watch, (void *)(intptr_t)me) == 0;
+  if (!wd.running) atomic_store(&wd.incarnation, 0);
+}
+
 void lr_watchdog_add(lr_watched *w) {
   pthread_once(&stop_once, init_stop);
   pthread_mutex_lock(&wd.lock);
@@ -95,14 +112,13 @@ void lr_watchdog_add(lr_watched *w) {
   if (wd.head) wd.head->prev = w;
   wd.head = w;
   wd.count++;
-  if (!wd.running) {
-    long me = ++wd.started;
-    atomic_store(&wd.incarnation, me);
-    /* without the thread, time limits are not enforced, but scripts still
-     * run; the memory limit still holds */
-    wd.running = pthread_create(&wd.thread, NULL, watch, (void *)(intptr_t)me) == 0;
-    if (!wd.running) atomic_store(&wd.incarnation, 0);
-  }
+  start_locked();
+  pthread_mutex_unlock(&wd.lock);
+}
+
+void lr_watchdog_adopt(void) {
+  pthread_mutex_lock(&wd.lock);
+  if (wd.count > 0) start_locked();
   pthread_mutex_unlock(&wd.lock);
 }
 

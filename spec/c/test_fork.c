@@ -2,7 +2,8 @@
  * (luaretry.h, "Locks, threads and fork"; libluaretry(3)).  The thread is
  * not in the child: the child must neither join it (freeing its last
  * policy) nor wait for a lock it held mid-tick at the fork, and a policy
- * the child loads has its time limit watched all the same.  Each child is
+ * the child loads, or inherited and called in the child, has its time
+ * limit watched all the same.  Each child is
  * waited for by a wide bound; one that hangs is killed and fails. */
 #include <signal.h>
 #include <stdlib.h>
@@ -19,6 +20,14 @@
 static const char *POLICY =
   "max_attempts = 3\n"
   "function is_transient(status) return status >= 500 end\n";
+
+/* is_transient never ends on a 599 */
+static const char *RUNAWAY =
+  "max_attempts = 3\n"
+  "function is_transient(status)\n"
+  "  while status == 599 do end\n"
+  "  return status >= 500\n"
+  "end\n";
 
 static void sleep_ms(long ms) {
   struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
@@ -69,6 +78,28 @@ static int child_frees(luaretry_policy **p, int n) {
   return ok ? 0 : 5;
 }
 
+/* A script inherited from the parent runs away in the child (a 599): the
+ * time limit stops it there too, the child's first call into it having
+ * started the watchdog.  The old library left the child without one. */
+static int child_calls_runaway(luaretry_policy *p) {
+  luaretry_call *c;
+  luaretry_decision d;
+  if (luaretry_call_begin(p, NULL, &c) != LUARETRY_OK) return 6;
+  luaretry_outcome o = step_status(599);
+  int ok = luaretry_call_next(c, &d) == LUARETRY_OK &&
+           luaretry_call_report(c, &o, &d) == LUARETRY_OK && !d.retry &&
+           d.reason == LUARETRY_REASON_POLICY_ERROR && d.message &&
+           strstr(d.message, "time limit reached");
+  luaretry_call_free(c);
+  return ok ? 0 : 7;
+}
+
+static void test_child_inherited_runaway(luaretry_policy *p) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(child_calls_runaway(p));
+  CHECK(pid > 0 && child_status(pid, "an inherited script runs away in the child") == 0);
+}
+
 static void test_child_has_watchdog(void) {
   pid_t pid = fork();
   if (pid == 0) _exit(child_loads_runaway());
@@ -100,6 +131,11 @@ int main(void) {
   for (int i = 0; i < POLICIES; i++)
     if (!p[i]) return check_done();
   test_child_has_watchdog();
+  luaretry_policy *runaway = step_load("=runaway", RUNAWAY);
+  if (CHECK(runaway != NULL)) {
+    test_child_inherited_runaway(runaway);
+    luaretry_policy_free(runaway);
+  }
   test_child_frees_last(p, POLICIES);
   test_forks_mid_tick(p, POLICIES);
   /* the parent's own watchdog still runs: a runaway here is stopped too */
