@@ -187,6 +187,14 @@ typedef struct {
  * window) and the rate limiter's (GCRA's theoretical arrival time, the
  * adaptive rate), under a spin lock held for a few instructions. */
 #define LR_PACE_BUCKETS 10
+/* Events by tenth of a second.  Atomic: an adaptive rate not limited yet
+ * (every healthy service's) counts its sends and successes without the
+ * lock; a count two threads lose to a bucket's turn moves an estimate the
+ * first decrease starts from, never a decision. */
+typedef struct {
+  atomic_llong slot[LR_PACE_BUCKETS];
+  atomic_long n[LR_PACE_BUCKETS];
+} lr_tally;
 typedef struct {
   atomic_flag lock;
   long long bucket_slot[LR_PACE_BUCKETS];
@@ -198,16 +206,12 @@ typedef struct {
   int sum_ok;
   double tat;           /* when the next token is free (guard clock) */
   double rate;          /* adaptive: tokens per second now; 0: not limited yet */
+  atomic_int limited;   /* rate > 0, read without the lock */
   double last_decrease; /* adaptive: when it last slowed down */
-  long long sent_slot[LR_PACE_BUCKETS];
-  long sent[LR_PACE_BUCKETS]; /* attempts per tenth of a second: the send rate */
-  long long ok_slot[LR_PACE_BUCKETS];
-  long ok[LR_PACE_BUCKETS]; /* successes per tenth of a second: what the service took */
-  /* adaptive: throttling answers per tenth of a second, and whether it
-   * is still growing fast after the first one (slow start) */
-  long long thr_slot[LR_PACE_BUCKETS];
-  long thr[LR_PACE_BUCKETS];
-  int probing;
+  lr_tally sent;        /* attempts: the send rate */
+  lr_tally ok;          /* successes: what the service took */
+  lr_tally thr;         /* adaptive: throttling answers */
+  int probing;          /* still growing fast after the first one (slow start) */
   lr_quota_pace quota;
 } lr_pace;
 

@@ -67,6 +67,14 @@ static long long slot_of(double x) {
   return (double)i > x ? i - 1 : i;
 }
 
+/* Stores, not memset: a count without the lock may go on meanwhile. */
+static void tally_clear(lr_tally *t) {
+  for (int i = 0; i < LR_PACE_BUCKETS; i++) {
+    atomic_store_explicit(&t->slot[i], 0, memory_order_relaxed);
+    atomic_store_explicit(&t->n[i], 0, memory_order_relaxed);
+  }
+}
+
 void lr_pace_init(lr_pace *p) {
   memset(p, 0, sizeof *p);
   atomic_flag_clear(&p->lock);
@@ -79,14 +87,12 @@ void lr_pace_reset(lr_pace *p) {
   memset(p->requests, 0, sizeof p->requests);
   memset(p->accepts, 0, sizeof p->accepts);
   p->sum_ok = 0;
-  memset(p->sent_slot, 0, sizeof p->sent_slot);
-  memset(p->sent, 0, sizeof p->sent);
-  memset(p->ok_slot, 0, sizeof p->ok_slot);
-  memset(p->ok, 0, sizeof p->ok);
-  memset(p->thr_slot, 0, sizeof p->thr_slot);
-  memset(p->thr, 0, sizeof p->thr);
+  tally_clear(&p->sent);
+  tally_clear(&p->ok);
+  tally_clear(&p->thr);
   p->probing = 0;
   p->tat = p->rate = p->last_decrease = 0;
+  atomic_store_explicit(&p->limited, 0, memory_order_release);
   unlock(p);
   lr_quota_reset(&p->quota);
 }
@@ -208,28 +214,38 @@ void lr_throttle_totals(lr_shared *s, const lr_guards *g, double now, double *re
 
 /* Events a second over the last `tenths` tenths of a second (sends,
  * successes), from their counts by tenths. */
-static double per_second_over(const long long *slots, const long *counts, double now, int tenths) {
+static double per_second_over(lr_tally *t, double now, int tenths) {
   long long slot = slot_of(now * 10);
   long sum = 0;
-  for (int i = 0; i < LR_PACE_BUCKETS; i++)
-    if (slots[i] > slot - tenths && slots[i] <= slot) sum += counts[i];
+  for (int i = 0; i < LR_PACE_BUCKETS; i++) {
+    long long at = atomic_load_explicit(&t->slot[i], memory_order_relaxed);
+    if (at > slot - tenths && at <= slot)
+      sum += atomic_load_explicit(&t->n[i], memory_order_relaxed);
+  }
   return (double)sum * LR_PACE_BUCKETS / tenths;
 }
 
 /* Events over the last second. */
-static double per_second(const long long *slots, const long *counts, double now) {
-  return per_second_over(slots, counts, now, LR_PACE_BUCKETS);
+static double per_second(lr_tally *t, double now) {
+  return per_second_over(t, now, LR_PACE_BUCKETS);
 }
 
-static void count_at(long long *slots, long *counts, double at) {
+static void count_at(lr_tally *t, double at) {
   long long slot = slot_of(at * 10);
   int i = (int)(slot % LR_PACE_BUCKETS); /* one division, not two: */
   if (i < 0) i += LR_PACE_BUCKETS;       /* a slot before 0 counts too */
-  if (slots[i] != slot) {
-    slots[i] = slot;
-    counts[i] = 0;
+  long long was = atomic_load_explicit(&t->slot[i], memory_order_relaxed);
+  if (was != slot) {
+    /* the bucket's turn: one thread empties it; another's count that
+     * lands between the two stores is lost (an estimate) */
+    if (atomic_compare_exchange_strong_explicit(&t->slot[i], &was, slot, memory_order_relaxed,
+                                                memory_order_relaxed))
+      atomic_store_explicit(&t->n[i], 1, memory_order_relaxed);
+    else
+      atomic_fetch_add_explicit(&t->n[i], 1, memory_order_relaxed);
+    return;
   }
-  counts[i]++;
+  atomic_fetch_add_explicit(&t->n[i], 1, memory_order_relaxed);
 }
 
 /* Adaptive: the rate it found, or until the first throttling answer its
@@ -261,7 +277,7 @@ static double reserve(lr_pace *p, const lr_guards *g, double rate, double now, d
     p->tat = (p->tat > start ? p->tat : start) + interval;
     wait = start - at;
   }
-  count_at(p->sent_slot, p->sent, at + wait);
+  count_at(&p->sent, at + wait);
   return wait;
 }
 
@@ -292,11 +308,11 @@ double lr_rate_reserve_drawn(lr_shared *s, const lr_guards *g, double now, doubl
 int lr_rate_count_unlimited(lr_shared *s, const lr_guards *g, double at) {
   if (!g->rate || !g->rate_adaptive || g->rate_limit > 0) return 0;
   lr_pace *p = &s->pace;
-  lock(p);
-  int unlimited = !(p->rate > 0); /* current_rate's 0 */
-  if (unlimited) count_at(p->sent_slot, p->sent, at);
-  unlock(p);
-  return unlimited;
+  /* not limited yet (current_rate's 0): counted without the lock; a send
+   * as the first decrease lands goes as one just before it would */
+  if (atomic_load_explicit(&p->limited, memory_order_acquire)) return 0;
+  count_at(&p->sent, at);
+  return 1;
 }
 
 double lr_rate_tat(lr_shared *s) {
@@ -323,29 +339,34 @@ void lr_rate_give_back(lr_shared *s, const lr_guards *g, double tat_before, doub
 static void decrease(lr_pace *p, const lr_guards *g, double now) {
   /* ending a slow start, what the service took over its last half second:
    * the second before it began slower */
-  double took = p->probing ? per_second_over(p->ok_slot, p->ok, now, LR_PACE_BUCKETS / 2)
-                           : per_second(p->ok_slot, p->ok, now);
+  double took =
+    p->probing ? per_second_over(&p->ok, now, LR_PACE_BUCKETS / 2) : per_second(&p->ok, now);
   double from = p->rate;
   if (p->probing && from > 0) /* it overshot: some of it, or what was taken (never more) */
     from = took > from ? from : took > from * OVERSHOT ? took : from * OVERSHOT;
   if (from <= 0) from = took;
-  if (from <= 0) from = per_second(p->sent_slot, p->sent, now);
+  if (from <= 0) from = per_second(&p->sent, now);
   if (g->rate_limit > 0 && (from <= 0 || from > g->rate_limit)) from = g->rate_limit;
   p->probing = p->rate == 0; /* the first: nothing known yet, probe fast */
   p->rate = from * (p->rate == 0 ? FIRST_DECREASE : DECREASE);
   if (p->rate < MIN_RATE) p->rate = MIN_RATE;
   if (p->probing && p->rate < FIRST_FLOOR) p->rate = FIRST_FLOOR;
   p->last_decrease = now;
+  atomic_store_explicit(&p->limited, 1, memory_order_release);
   if (p->tat < now + 1 / p->rate) p->tat = now + 1 / p->rate;
 }
 
 void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now, double sent) {
   if (!g->rate || !g->rate_adaptive) return;
   lr_pace *p = &s->pace;
+  if (!throttled && !atomic_load_explicit(&p->limited, memory_order_acquire)) {
+    count_at(&p->ok, now); /* not limited yet: a count, no rate to grow */
+    return;
+  }
   lock(p);
   if (throttled) {
-    count_at(p->thr_slot, p->thr, now);
-    double thr = per_second(p->thr_slot, p->thr, now), ok = per_second(p->ok_slot, p->ok, now);
+    count_at(&p->thr, now);
+    double thr = per_second(&p->thr, now), ok = per_second(&p->ok, now);
     /* a slow start ends at the first throttling answer to an attempt sent
      * during it (TCP's ends at the first loss); the hold spares the rate
      * the answers to what was sent before a decrease */
@@ -353,7 +374,7 @@ void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now,
         (now - p->last_decrease >= HOLD && thr > TOLERATED * (thr + ok)))
       decrease(p, g, now);
   } else {
-    count_at(p->ok_slot, p->ok, now);
+    count_at(&p->ok, now);
     if (p->probing)
       p->rate += PROBE;
     else if (p->rate > 0)
