@@ -60,8 +60,9 @@
  * the host.  After fork() a child's calls draw jitter from a new seed;
  * neither thread is in the child and the fleet's connections are the
  * parent's, so a child that runs calls loads its policies itself (its
- * first load starts its own watchdog; no lock a parent's thread held at
- * the fork is waited for).
+ * first load, or its first call into a policy it inherited, starts its
+ * own watchdog; no lock a parent's thread held at the fork is waited
+ * for).
  *
  * Time limit: a call into a script is stopped within time_limit (seconds
  * of wall time, default 0.25), at its next Lua instruction, as a policy
