@@ -6,9 +6,14 @@
 
 void *lr_pool_resize(lr_pool *p, void *b, size_t old, size_t n) {
   if (n > LR_POOL_MAX) return realloc(b, n); /* b is malloc's, whatever its size */
-  /* Lua assumes a shrink never fails: b stays, its room to spare (a block
-   * may be bigger than its class; never smaller) */
-  if (n <= old) return b;
+  /* Lua assumes a shrink never fails: b stays when realloc fails, or
+   * between two small sizes, its room to spare (a block may be bigger
+   * than its class; never smaller) */
+  if (n <= old) {
+    if (old <= LR_POOL_MAX) return b;
+    void *nb = realloc(b, lr_pool_size(lr_pool_class(n))); /* a big block gives its room back */
+    return nb ? nb : b;
+  }
   if (lr_pool_class(old) == lr_pool_class(n)) return b; /* it fits */
   /* into a pooled block (of its class's size, which realloc would not give) */
   void *nb = lr_pool_get(p, n);
