@@ -55,7 +55,7 @@ static inline void *lr_pool_get(lr_pool *p, size_t n) {
 /* b was a block of Lua size n (0 < n <= LR_POOL_MAX). */
 static inline void lr_pool_put(lr_pool *p, void *b, size_t n) {
   size_t cls = lr_pool_class(n);
-  if (p->kept >= LR_POOL_KEEP) {
+  if (p->kept + lr_pool_size(cls) > LR_POOL_KEEP) {
     free(b);
     return;
   }
