@@ -240,6 +240,7 @@ lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
   lua_pushcfunction(L, open_libs);
   if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
     lua_close(L);
+    lr_pool_drain(&sb->pool);
     free(sb);
     return NULL;
   }
