@@ -230,6 +230,7 @@ lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
   }
   lua_State *L = lua_newstate(limited_alloc, sb);
   if (!L) {
+    lr_pool_drain(&sb->pool); /* what it freed on its way out */
     free(sb);
     return NULL;
   }
