@@ -170,7 +170,8 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
   if (!ptr && sb->reserve && nsize && nsize <= sb->reserve_size) {
     void *np = sb->reserve; /* lr_sandbox_push_string's: within the limit */
     sb->reserve = NULL;
-    sb->string_extra = nsize - sb->reserve_len; /* the next reserve is of the size it takes */
+    if (nsize > sb->reserve_len) /* the string's block: the next reserve is of its size */
+      sb->string_extra = nsize - sb->reserve_len;
     sb->used += nsize;
     return np;
   }
