@@ -105,6 +105,46 @@ static void *blocking_worker(void *arg) {
   return NULL;
 }
 
+/* An adaptive rate from every thread: not limited yet, each send and
+ * success is counted without the pace's lock; one call in 50 meets a 429
+ * (retried), and the first of them limits the rate while the other
+ * threads still count.  Every call ends in a success. */
+static const char ADAPTIVE[] =
+  "max_attempts = 3\n"
+  "backoff = { initial = 0.01, max = 0.01 }\n"
+  "rate = { adaptive = true }\n"
+  "function is_transient(status) return status == 429 end\n";
+
+static void *adaptive_worker(void *arg) {
+  worker *w = arg;
+  luaretry_call_options opt = { .flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME };
+  for (long n = 0; n < 2000; n++) {
+    opt.seed = (uint64_t)n;
+    luaretry_call *c;
+    luaretry_decision d;
+    if (luaretry_call_begin(w->p, &opt, &c) != LUARETRY_OK) {
+      w->failures++;
+      continue;
+    }
+    int throttled = (n + w->id) % 50 == 7;
+    for (int a = 1; a <= 2 && luaretry_call_next(c, &d) == LUARETRY_OK && d.retry; a++) {
+      luaretry_call_wait(c, d.wait); /* the rate's wait, once limited */
+      luaretry_outcome o;
+      luaretry_outcome_init(&o);
+      o.status = throttled && a == 1 ? 429 : 200;
+      if (luaretry_call_report(c, &o, &d) != LUARETRY_OK) break;
+      if (!d.retry) break;
+      luaretry_call_wait(c, d.wait);
+    }
+    if (d.reason == LUARETRY_REASON_SUCCESS)
+      w->successes++;
+    else
+      w->failures++;
+    luaretry_call_free(c);
+  }
+  return NULL;
+}
+
 static void run_threads_of(void *(*fn)(void *), worker *w, luaretry_policy *p, long calls) {
   pthread_t t[THREADS];
   for (int i = 0; i < THREADS; i++) {
@@ -260,6 +300,19 @@ int main(void) {
    * requests, below 1 / k: the throttle refuses most calls */
   CHECK(after.admission_refusals > before.admission_refusals);
   CHECK(luaretry_policy_rate(p) == 1e6);
+
+  luaretry_policy *q = NULL;
+  CHECK_CODE(luaretry_policy_new(&q), LUARETRY_OK);
+  if (CHECK_CODE(luaretry_policy_load_string(q, "=adaptive", ADAPTIVE), LUARETRY_OK)) {
+    CHECK(luaretry_policy_rate(q) == 0); /* not limited yet */
+    run_threads(adaptive_worker, w, q);
+    ok = refused = 0;
+    for (int i = 0; i < THREADS; i++) ok += w[i].successes, refused += w[i].failures;
+    CHECK_EQ_INT(ok, THREADS * 2000L);
+    CHECK_EQ_INT(refused, 0);
+    CHECK(luaretry_policy_rate(q) > 0); /* the 429s limited it */
+  }
+  luaretry_policy_free(q);
 
   printf("%d threads x %d decisions on one policy: %ld attempts counted, %ld budget refusals\n",
          THREADS, DECISIONS, (long)m.attempts, budget_refused);
