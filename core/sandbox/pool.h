@@ -65,6 +65,18 @@ static inline void lr_pool_put(lr_pool *p, void *b, size_t n) {
   LR_POOL_POISON(b, lr_pool_size(cls));
 }
 
+/* Any block Lua asks for or frees, whatever its size: the small ones go
+ * through the lists, the others to libc (a NULL block frees nothing). */
+static inline void *lr_pool_alloc(lr_pool *p, size_t n) {
+  return n <= LR_POOL_MAX ? lr_pool_get(p, n) : malloc(n);
+}
+static inline void lr_pool_free(lr_pool *p, void *b, size_t n) {
+  if (b && n <= LR_POOL_MAX)
+    lr_pool_put(p, b, n);
+  else
+    free(b);
+}
+
 /* lua_Alloc's realloc of a live block (old > 0 bytes) to n > 0 bytes:
  * NULL with b untouched when out of memory. */
 void *lr_pool_resize(lr_pool *p, void *b, size_t old, size_t n);

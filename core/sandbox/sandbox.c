@@ -109,15 +109,6 @@ static void arm_running(lr_sandbox *sb) {
   atomic_store(&sb->arming, 0);
 }
 
-/* A block Lua freed (its size `size`, NULL and 0 alike nothing): kept
- * for reuse when small. */
-static void release(lr_sandbox *sb, void *ptr, size_t size) {
-  if (ptr && size <= LR_POOL_MAX)
-    lr_pool_put(&sb->pool, ptr, size);
-  else
-    free(ptr);
-}
-
 /* Frees the blocks held back; under the handshake while the watchdog may
  * still arm this state. */
 static void flush_deferred(lr_sandbox *sb, int guarded) {
@@ -133,7 +124,7 @@ static void flush_deferred(lr_sandbox *sb, int guarded) {
   while (sb->deferred) {
     void **link = sb->deferred;
     sb->deferred = link[0];
-    release(sb, link, (size_t)(uintptr_t)link[1]);
+    lr_pool_free(&sb->pool, link, (size_t)(uintptr_t)link[1]);
   }
   sb->deferred_count = sb->deferred_bytes = 0;
   if (guarded) atomic_store(&sb->freeing, 0);
@@ -144,7 +135,7 @@ static void flush_deferred(lr_sandbox *sb, int guarded) {
  * many frees, and none at all for a call that frees little. */
 static void timed_free(lr_sandbox *sb, void *ptr, size_t size) {
   if (atomic_load_explicit(&sb->phase, memory_order_relaxed) == PHASE_IDLE) {
-    release(sb, ptr, size); /* the watchdog arms only a running call */
+    lr_pool_free(&sb->pool, ptr, size); /* the watchdog arms only a running call */
     return;
   }
   void **link = ptr; /* every block has room for two words (pool.h: 16 B at least) */
@@ -179,7 +170,7 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     if (sb->timed && ptr)
       timed_free(sb, ptr, osize);
     else
-      release(sb, ptr, old);
+      lr_pool_free(&sb->pool, ptr, old);
     sb->used -= old;
     return NULL;
   }
@@ -196,9 +187,7 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     lr_sandbox_memory_kill(sb);
     return NULL;
   }
-  void *np = ptr                    ? lr_pool_resize(&sb->pool, ptr, osize, nsize)
-             : nsize <= LR_POOL_MAX ? lr_pool_get(&sb->pool, nsize)
-                                    : malloc(nsize);
+  void *np = ptr ? lr_pool_resize(&sb->pool, ptr, osize, nsize) : lr_pool_alloc(&sb->pool, nsize);
   if (np) {
     sb->used = sb->used - old + nsize;
     /* Lua's second ask (the same size) fitted: the collection made room.
@@ -273,13 +262,13 @@ const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
    * known: the pool's lists stay balanced */
   size_t need = len + (sb->string_extra ? sb->string_extra : STRING_OVERHEAD);
   if (need < len || sb->killed || sb->used + need > sb->limits.memory) return NULL;
-  sb->reserve = need <= LR_POOL_MAX ? lr_pool_get(&sb->pool, need) : malloc(need);
+  sb->reserve = lr_pool_alloc(&sb->pool, need);
   if (!sb->reserve) return NULL;
   sb->reserve_size = need;
   sb->reserve_len = len;
   const char *copy = lua_pushlstring(sb->L, s, len);
   if (sb->reserve) { /* not taken: a short string Lua already had */
-    release(sb, sb->reserve, need);
+    lr_pool_free(&sb->pool, sb->reserve, need);
     sb->reserve = NULL;
   }
   if (sb->refused || sb->killed) {
