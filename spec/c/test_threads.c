@@ -84,16 +84,22 @@ static luaretry_code flaky(void *ud, luaretry_call *c, int attempt, double timeo
   return LUARETRY_OK;
 }
 
+/* Call n of a 2000-call worker, on the virtual clock; NULL (a failure
+ * counted) when it cannot begin. */
+static luaretry_call *begin_nth(worker *w, long n) {
+  luaretry_call_options opt = { .flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME,
+                                .seed = (uint64_t)n };
+  luaretry_call *c;
+  if (luaretry_call_begin(w->p, &opt, &c) == LUARETRY_OK) return c;
+  w->failures++;
+  return NULL;
+}
+
 static void *blocking_worker(void *arg) {
   worker *w = arg;
-  luaretry_call_options opt = { .flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME };
   for (long n = 0; n < 2000; n++) {
-    opt.seed = (uint64_t)n;
-    luaretry_call *c;
-    if (luaretry_call_begin(w->p, &opt, &c) != LUARETRY_OK) {
-      w->failures++;
-      continue;
-    }
+    luaretry_call *c = begin_nth(w, n);
+    if (!c) continue;
     luaretry_decision d;
     if (luaretry_call_run(c, flaky, NULL, &d) != LUARETRY_OK ||
         d.reason != LUARETRY_REASON_SUCCESS || d.attempt != 3)
@@ -117,15 +123,10 @@ static const char ADAPTIVE[] =
 
 static void *adaptive_worker(void *arg) {
   worker *w = arg;
-  luaretry_call_options opt = { .flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME };
   for (long n = 0; n < 2000; n++) {
-    opt.seed = (uint64_t)n;
-    luaretry_call *c;
+    luaretry_call *c = begin_nth(w, n);
     luaretry_decision d;
-    if (luaretry_call_begin(w->p, &opt, &c) != LUARETRY_OK) {
-      w->failures++;
-      continue;
-    }
+    if (!c) continue;
     int throttled = (n + w->id) % 50 == 7;
     for (int a = 1; a <= 2 && luaretry_call_next(c, &d) == LUARETRY_OK && d.retry; a++) {
       luaretry_call_wait(c, d.wait); /* the rate's wait, once limited */
