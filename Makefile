@@ -92,7 +92,7 @@ CURL_SONAME = libluaretry-curl.so.$(MAJOR)
 LIB_MAP = core/include/abi/libluaretry.map
 C_TESTS = step_api inbound deadline null blocking_cancel errors threads abi retry_after inflight overlap curl_io \
   alloc find fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate \
-  fleet_nowait fleet_local fleet_lease fleet_fake guard_rules guard_model admission_totals fork pool
+  fleet_nowait fleet_local fleet_lease fleet_fake guard_rules guard_model admission_totals fork pool grace
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke $(BUILD)/relay
 
@@ -286,7 +286,8 @@ check-man:
 # and the sanitized half run side by side: their specs mostly wait (on
 # servers, backoffs, timeouts), so two cores run both in about the time of
 # the longer.  Each half's output is shown whole when it ends (-O).
-TSAN_TESTS = test_threads test_overlap test_fleet_calls test_hedge test_fleet_rate test_fleet_nowait
+TSAN_TESTS = test_threads test_overlap test_fleet_calls test_hedge test_fleet_rate test_fleet_nowait \
+  test_grace
 test: deps
 	@$(MAKE) --no-print-directory tree-before
 	$(MAKE) -j2 check-layers check-man check-format test-build

@@ -195,6 +195,7 @@ typedef struct {
   atomic_llong slot[LR_PACE_BUCKETS];
   atomic_long n[LR_PACE_BUCKETS];
 } lr_tally;
+enum { LR_T_SENT, LR_T_OK, LR_T_THR, LR_TALLIES };
 typedef struct {
   atomic_flag lock;
   long long bucket_slot[LR_PACE_BUCKETS];
@@ -208,10 +209,12 @@ typedef struct {
   double rate;          /* adaptive: tokens per second now; 0: not limited yet */
   atomic_int limited;   /* rate > 0, read without the lock */
   double last_decrease; /* adaptive: when it last slowed down */
-  lr_tally sent;        /* attempts: the send rate */
-  lr_tally ok;          /* successes: what the service took */
-  lr_tally thr;         /* adaptive: throttling answers */
-  int probing;          /* still growing fast after the first one (slow start) */
+  /* attempts (the send rate), successes (what the service took),
+   * throttling answers (adaptive); by thread stripe when by_stripe is
+   * set (lr_pace_spread: a policy's, which threads share) */
+  lr_tally tally[LR_TALLIES];
+  struct lr_tallies *by_stripe;
+  int probing; /* still growing fast after the first one (slow start) */
   lr_quota_pace quota;
 } lr_pace;
 
@@ -228,6 +231,50 @@ typedef struct {
 typedef struct {
   _Alignas(128) atomic_llong v[LR_METRIC_COUNT + 1];
 } lr_stripe;
+
+/* The thread's stripe (guard.c): k > 0 its own (stripe k - 1, the thread
+ * its only writer), k < 0 shared with other threads (stripe -k - 1). */
+extern _Thread_local int lr_thread_stripe;
+int lr_choose_stripe(void);
+static inline int lr_stripe_now(void) {
+  int k = lr_thread_stripe;
+  return k ? k : lr_choose_stripe();
+}
+
+/* ---- grace.c: what every call reads and a reload replaces, without a
+ * lock.  A reader opens a window (lr_read_begin) around its load of the
+ * shared pointer and the reference it takes; a writer that replaced the
+ * pointer waits out every window then open (lr_grace) before it frees
+ * what the pointer held.  A window is a count on the thread's stripe: two
+ * locked adds on a line no other thread writes, where a mutex made two
+ * threads' calls pass its line back and forth. */
+int lr_read_begin(void);
+void lr_read_end(int window);
+void lr_grace(void);
+
+/* A reference count striped by thread (Linux's percpu_ref, on stripes):
+ * while the object is published (lr_sref_publish), a take and a give
+ * change the thread's own stripe; once nothing can reach it but the
+ * references held, lr_sref_retire folds the stripes into one count after
+ * a grace, and the give that takes that count to 0 says so.  It starts
+ * with one reference, the maker's, which a published object keeps until
+ * it is retired. */
+typedef struct {
+  _Alignas(128) atomic_long n;
+} lr_sref_stripe;
+typedef struct {
+  lr_sref_stripe stripe[LR_STRIPES];
+  _Alignas(128) atomic_long central;
+  atomic_int striped;
+} lr_sref;
+void lr_sref_init(lr_sref *r);
+void lr_sref_publish(lr_sref *r);
+void lr_sref_take(lr_sref *r);
+/* The same, within a window the caller opened (a pointer just read). */
+void lr_sref_take_in(lr_sref *r, int window);
+/* 1: that was the last reference. */
+int lr_sref_give(lr_sref *r);
+void lr_sref_retire(lr_sref *r);
 
 typedef struct {
   lr_stripe stripes[LR_STRIPES];
@@ -306,6 +353,11 @@ void lr_guards_answered(lr_shared *s, const lr_guards *g, double now);
 void lr_pace_init(lr_pace *p);
 /* Starts afresh under its lock (new settings while calls run). */
 void lr_pace_reset(lr_pace *p);
+/* The pace's counts by thread stripe from now on (a policy's, which its
+ * threads share: each counts on lines of its own); -1 out of memory (they
+ * stay as they were).  lr_pace_unspread frees them. */
+int lr_pace_spread(lr_pace *p);
+void lr_pace_unspread(lr_pace *p);
 /* The throttle: 1 when an attempt may go now (it is counted as a
  * request either way); `u` is a uniform draw in [0, 1) from the call. */
 int lr_throttle_admits(lr_shared *s, const lr_guards *g, double now, double u);

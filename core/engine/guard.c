@@ -81,26 +81,6 @@ void lr_shared_configure(lr_shared *s, const lr_guards *g) {
   lr_pace_reset(&s->pace);
 }
 
-/* The thread's stripe, from 1 (0: not chosen yet), negative when shared:
- * the first LR_OWNED_STRIPES threads to count own one each, for good (a
- * thread's end is not seen: a key's destructor would run the library's code
- * after a dlclose of the Lua module), and are its only writer; later
- * threads share the rest.  One thread-local: each costs a call in a shared
- * object. */
-static _Thread_local int thread_stripe;
-static atomic_uint stripes_owned, stripes_handed;
-
-__attribute__((noinline)) static int choose_stripe(void) {
-  unsigned k = atomic_fetch_add(&stripes_owned, 1);
-  if (k < LR_OWNED_STRIPES)
-    thread_stripe = (int)k + 1;
-  else
-    thread_stripe =
-      -(LR_OWNED_STRIPES + 1 +
-        (int)(atomic_fetch_add(&stripes_handed, 1) % (LR_STRIPES - LR_OWNED_STRIPES)));
-  return thread_stripe;
-}
-
 static inline void count_in(lr_shared *s, int k, int metric, long long n) {
   if (k > 0) { /* the one writer: no locked add needed */
     atomic_llong *v = &s->stripes[k - 1].v[metric];
@@ -115,14 +95,12 @@ static inline void count_in(lr_shared *s, int k, int metric, long long n) {
 }
 
 void lr_count(lr_shared *s, int metric, long long n) {
-  int k = thread_stripe;
-  if (!k) k = choose_stripe();
+  int k = lr_stripe_now();
   count_in(s, k, metric, n);
 }
 
 void lr_count_retry(lr_shared *s, long long wait_ns) {
-  int k = thread_stripe;
-  if (!k) k = choose_stripe();
+  int k = lr_stripe_now();
   count_in(s, k, LR_M_RETRIES, 1);
   count_in(s, k, LR_METRIC_COUNT, wait_ns);
 }
@@ -135,13 +113,6 @@ long long lr_counted(const lr_shared *s, int metric) {
     sum = v > 0 && sum > LLONG_MAX - v ? LLONG_MAX : sum + v; /* as lr_count: saturated */
   }
   return sum;
-}
-
-void *lr_aligned_calloc(size_t size) {
-  size_t rounded = (size + 127) / 128 * 128; /* a stripe's alignment */
-  void *p = aligned_alloc(128, rounded);
-  if (p) memset(p, 0, rounded);
-  return p;
 }
 
 /* ---- the budget: -1 token per failed attempt, +token_ratio per success,

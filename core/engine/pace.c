@@ -37,6 +37,7 @@
  * measured 0.06 to 0.09 in 1.6 to 1.8 times (before a retry's token stopped
  * idling the bucket), CUBIC 0.13 to 0.33 in 1.8 to 2.5 times.  Time is the
  * guard clock of each call (virtual in simulations). */
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
@@ -75,6 +76,32 @@ static void tally_clear(lr_tally *t) {
   }
 }
 
+/* A stripe's tallies: two threads counting the same send rate add on
+ * lines of their own (the sum is read only as the rate changes). */
+struct lr_tallies {
+  _Alignas(128) lr_tally t[LR_TALLIES];
+};
+
+static void tallies_clear(lr_pace *p) {
+  for (int w = 0; w < LR_TALLIES; w++) {
+    tally_clear(&p->tally[w]);
+    if (p->by_stripe)
+      for (int k = 0; k < LR_STRIPES; k++) tally_clear(&p->by_stripe[k].t[w]);
+  }
+}
+
+int lr_pace_spread(lr_pace *p) {
+  struct lr_tallies *t = lr_aligned_calloc(LR_STRIPES * sizeof *t);
+  if (!t) return -1;
+  p->by_stripe = t;
+  return 0;
+}
+
+void lr_pace_unspread(lr_pace *p) {
+  free(p->by_stripe);
+  p->by_stripe = NULL;
+}
+
 void lr_pace_init(lr_pace *p) {
   memset(p, 0, sizeof *p);
   atomic_flag_clear(&p->lock);
@@ -87,9 +114,7 @@ void lr_pace_reset(lr_pace *p) {
   memset(p->requests, 0, sizeof p->requests);
   memset(p->accepts, 0, sizeof p->accepts);
   p->sum_ok = 0;
-  tally_clear(&p->sent);
-  tally_clear(&p->ok);
-  tally_clear(&p->thr);
+  tallies_clear(p);
   p->probing = 0;
   p->tat = p->rate = p->last_decrease = 0;
   atomic_store_explicit(&p->limited, 0, memory_order_release);
@@ -212,22 +237,30 @@ void lr_throttle_totals(lr_shared *s, const lr_guards *g, double now, double *re
 
 /* ---- the rate limiter */
 
-/* Events a second over the last `tenths` tenths of a second (sends,
- * successes), from their counts by tenths. */
-static double per_second_over(lr_tally *t, double now, int tenths) {
-  long long slot = slot_of(now * 10);
+/* Events in tally t over the last `tenths` tenths of a second, summed. */
+static long events_in(lr_tally *t, long long slot, int tenths) {
   long sum = 0;
   for (int i = 0; i < LR_PACE_BUCKETS; i++) {
     long long at = atomic_load_explicit(&t->slot[i], memory_order_relaxed);
     if (at > slot - tenths && at <= slot)
       sum += atomic_load_explicit(&t->n[i], memory_order_relaxed);
   }
+  return sum;
+}
+
+/* Events a second over the last `tenths` tenths of a second (sends,
+ * successes), from their counts by tenths, on every stripe. */
+static double per_second_over(lr_pace *p, int which, double now, int tenths) {
+  long long slot = slot_of(now * 10);
+  long sum = events_in(&p->tally[which], slot, tenths);
+  if (p->by_stripe)
+    for (int k = 0; k < LR_STRIPES; k++) sum += events_in(&p->by_stripe[k].t[which], slot, tenths);
   return (double)sum * LR_PACE_BUCKETS / tenths;
 }
 
 /* Events over the last second. */
-static double per_second(lr_tally *t, double now) {
-  return per_second_over(t, now, LR_PACE_BUCKETS);
+static double per_second(lr_pace *p, int which, double now) {
+  return per_second_over(p, which, now, LR_PACE_BUCKETS);
 }
 
 static void count_at(lr_tally *t, double at) {
@@ -246,6 +279,16 @@ static void count_at(lr_tally *t, double at) {
     return;
   }
   atomic_fetch_add_explicit(&t->n[i], 1, memory_order_relaxed);
+}
+
+/* An event in the thread's stripe's tally, or the pace's own. */
+static void count(lr_pace *p, int which, double at) {
+  if (!p->by_stripe) {
+    count_at(&p->tally[which], at);
+    return;
+  }
+  int k = lr_stripe_now();
+  count_at(&p->by_stripe[k > 0 ? k - 1 : -k - 1].t[which], at);
 }
 
 /* Adaptive: the rate it found, or until the first throttling answer its
@@ -277,7 +320,7 @@ static double reserve(lr_pace *p, const lr_guards *g, double rate, double now, d
     p->tat = (p->tat > start ? p->tat : start) + interval;
     wait = start - at;
   }
-  count_at(&p->sent, at + wait);
+  count(p, LR_T_SENT, at + wait);
   return wait;
 }
 
@@ -311,7 +354,7 @@ int lr_rate_count_unlimited(lr_shared *s, const lr_guards *g, double at) {
   /* not limited yet (current_rate's 0): counted without the lock; a send
    * as the first decrease lands goes as one just before it would */
   if (atomic_load_explicit(&p->limited, memory_order_acquire)) return 0;
-  count_at(&p->sent, at);
+  count(p, LR_T_SENT, at);
   return 1;
 }
 
@@ -339,13 +382,13 @@ void lr_rate_give_back(lr_shared *s, const lr_guards *g, double tat_before, doub
 static void decrease(lr_pace *p, const lr_guards *g, double now) {
   /* ending a slow start, what the service took over its last half second:
    * the second before it began slower */
-  double took =
-    p->probing ? per_second_over(&p->ok, now, LR_PACE_BUCKETS / 2) : per_second(&p->ok, now);
+  double took = p->probing ? per_second_over(p, LR_T_OK, now, LR_PACE_BUCKETS / 2)
+                           : per_second(p, LR_T_OK, now);
   double from = p->rate;
   if (p->probing && from > 0) /* it overshot: some of it, or what was taken (never more) */
     from = took > from ? from : took > from * OVERSHOT ? took : from * OVERSHOT;
   if (from <= 0) from = took;
-  if (from <= 0) from = per_second(&p->sent, now);
+  if (from <= 0) from = per_second(p, LR_T_SENT, now);
   if (g->rate_limit > 0 && (from <= 0 || from > g->rate_limit)) from = g->rate_limit;
   p->probing = p->rate == 0; /* the first: nothing known yet, probe fast */
   p->rate = from * (p->rate == 0 ? FIRST_DECREASE : DECREASE);
@@ -360,13 +403,13 @@ void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now,
   if (!g->rate || !g->rate_adaptive) return;
   lr_pace *p = &s->pace;
   if (!throttled && !atomic_load_explicit(&p->limited, memory_order_acquire)) {
-    count_at(&p->ok, now); /* not limited yet: a count, no rate to grow */
+    count(p, LR_T_OK, now); /* not limited yet: a count, no rate to grow */
     return;
   }
   lock(p);
   if (throttled) {
-    count_at(&p->thr, now);
-    double thr = per_second(&p->thr, now), ok = per_second(&p->ok, now);
+    count(p, LR_T_THR, now);
+    double thr = per_second(p, LR_T_THR, now), ok = per_second(p, LR_T_OK, now);
     /* a slow start ends at the first throttling answer to an attempt sent
      * during it (TCP's ends at the first loss); the hold spares the rate
      * the answers to what was sent before a decrease */
@@ -374,7 +417,7 @@ void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now,
         (now - p->last_decrease >= HOLD && thr > TOLERATED * (thr + ok)))
       decrease(p, g, now);
   } else {
-    count_at(&p->ok, now);
+    count(p, LR_T_OK, now);
     if (p->probing)
       p->rate += PROBE;
     else if (p->rate > 0)

@@ -1,11 +1,20 @@
-/* util.c: bounded string copies and formatting that every layer uses.
- * Messages are cut, never overflowed, and always terminated. */
+/* util.c: bounded string copies and formatting that every layer uses
+ * (messages are cut, never overflowed, always terminated), and blocks on
+ * whole stripes of lines. */
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine.h"
+
+void *lr_aligned_calloc(size_t size) {
+  size_t rounded = (size + 127) / 128 * 128; /* a stripe's alignment */
+  void *p = aligned_alloc(128, rounded);
+  if (p) memset(p, 0, rounded);
+  return p;
+}
 
 void lr_strlcpy(char *dst, const char *src, size_t size) {
   if (size == 0) return;

@@ -22,7 +22,7 @@ lr_gen *lr_gen_new(luaretry_policy *p, char *text, size_t len, const char *chunk
     free(text);
     return NULL;
   }
-  atomic_init(&g->refs, 1);
+  lr_sref_init(&g->refs);
   g->p = p;
   g->text = text;
   g->text_len = len;
@@ -34,7 +34,7 @@ lr_gen *lr_gen_new(luaretry_policy *p, char *text, size_t len, const char *chunk
   return g;
 }
 
-void lr_gen_ref(lr_gen *g) { atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed); }
+void lr_gen_ref(lr_gen *g) { lr_sref_take(&g->refs); }
 
 static void gen_free(lr_gen *g) {
   lr_slot_block *b = &g->slots;
@@ -51,7 +51,15 @@ static void gen_free(lr_gen *g) {
 }
 
 void lr_gen_unref(lr_gen *g) {
-  if (g && atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) == 1) gen_free(g);
+  if (g && lr_sref_give(&g->refs)) gen_free(g);
+}
+
+void lr_gen_publish(lr_gen *g) { lr_sref_publish(&g->refs); }
+
+void lr_gen_retire(lr_gen *g) {
+  if (!g) return;
+  lr_sref_retire(&g->refs);
+  lr_gen_unref(g);
 }
 
 /* A free slot of block b, taken; NULL when all are busy. */

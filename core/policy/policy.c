@@ -40,6 +40,12 @@ luaretry_code luaretry_policy_new(luaretry_policy **out) {
   lr_guards none;
   memset(&none, 0, sizeof none);
   lr_shared_init(&p->shared, &none);
+  /* its threads count the rate's sends on lines of their own */
+  if (lr_pace_spread(&p->shared.pace) != 0) {
+    luaretry_policy_free(p);
+    *out = NULL;
+    return LUARETRY_E_NOMEM;
+  }
   p->shared.on_change = breaker_changed;
   p->shared.on_change_ud = p;
   return LUARETRY_OK;
@@ -68,11 +74,13 @@ void lr_policy_error(luaretry_policy *p, const char *msg) {
   lr_strlcpy(lr_policy_errbuf(p), msg, LR_ERRMSG_SIZE);
 }
 
+/* Every call's begin: no lock (grace.c), so that threads calling at once
+ * each write only lines of their own. */
 lr_gen *lr_policy_current(luaretry_policy *p) {
-  pthread_mutex_lock(&p->lock);
-  lr_gen *g = p->gen;
-  if (g) lr_gen_ref(g);
-  pthread_mutex_unlock(&p->lock);
+  int window = lr_read_begin();
+  lr_gen *g = atomic_load(&p->gen);
+  if (g) lr_sref_take_in(&g->refs, window);
+  lr_read_end(window);
   return g;
 }
 
@@ -140,12 +148,13 @@ void luaretry_policy_free(luaretry_policy *p) {
   if (!lr_policy_ok(p)) return;
   p->magic = 0;
   /* every call is over (a policy outlives its calls) */
-  lr_gen_unref(p->gen); /* and with the last load, its fleet */
+  lr_gen_retire(p->gen); /* and with the last load, its fleet */
   lr_policy_fleet_free(p);
   lr_free_warnings(p->warnings, &p->warning_count);
   lr_free_warnings(p->load_warnings, &p->load_warning_count);
   free(p->prepared);
   free(p->workflow_body);
+  lr_pace_unspread(&p->shared.pace);
   pthread_mutex_destroy(&p->lock);
   pthread_mutex_destroy(&p->writer);
   if (thread_error.owner == p) thread_error.owner = NULL; /* a new policy may get its address */
@@ -283,7 +292,6 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
   lr_gen_adopt(g, s);
   pthread_mutex_lock(&p->lock);
   lr_gen *old = p->gen;
-  p->gen = g;
   p->tuning = tuning;
   p->memory = s->sb->used;
   memcpy(p->fields, ld->fields, sizeof p->fields);
@@ -298,8 +306,12 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
   lr_strlcpy(p->source, ld->chunk_src, sizeof p->source);
   lr_strlcpy(p->name, name, sizeof p->name);
   lr_shared_configure(&p->shared, &g->rules.guards);
+  /* last: a call that begins on it (lr_policy_current takes no lock) finds
+   * the policy set up for it, and its state no longer read here */
+  lr_gen_publish(g);
+  p->gen = g;
   pthread_mutex_unlock(&p->lock);
-  lr_gen_unref(old);
+  lr_gen_retire(old);
   return LUARETRY_OK;
 }
 

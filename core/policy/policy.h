@@ -101,11 +101,10 @@ typedef struct lr_slot_block {
 /* One load of the script (a reload, or a change of a setting, makes the
  * next): immutable once made, but for its states. */
 typedef struct lr_gen {
-  atomic_long refs; /* its calls in flight, +1 while current */
-  /* refs changes with every call's begin and end, on every thread; what
-   * follows is read by every decision: two lines apart (a line, and the
-   * pair the prefetcher fetches with it) */
-  char refs_pad[128 - sizeof(atomic_long)];
+  /* its calls in flight, +1 while current: striped while current (every
+   * call's begin and end, on every thread, change their thread's stripe);
+   * what follows is read by every decision, on lines of its own */
+  lr_sref refs;
   luaretry_policy *p;
   size_t body_limit;
   int has_decision_hooks; /* is_success or is_transient: a state to judge */
@@ -132,7 +131,8 @@ struct luaretry_policy {
   uint32_t magic;
   pthread_mutex_t writer; /* one load or change of settings at a time */
   pthread_mutex_t lock;   /* what readers take: the load, the tuning */
-  lr_gen *gen;            /* the current load: NULL until then */
+  _Atomic(lr_gen *) gen;  /* the current load: NULL until then; read without the lock by
+                           * lr_policy_current, in a window (grace.c) */
   struct timespec mtime;  /* the file's, at its last load */
   long long size;
   double last_check; /* monotonic seconds of the last stat */
@@ -184,6 +184,11 @@ lr_gen *lr_gen_new(luaretry_policy *p, char *text, size_t len, const char *chunk
                    const char *script_path);
 void lr_gen_ref(lr_gen *g);
 void lr_gen_unref(lr_gen *g);
+/* g becomes the policy's current load: its references go by stripe. */
+void lr_gen_publish(lr_gen *g);
+/* g, current until now, is replaced (or its policy freed): its references
+ * are counted as one again, and the policy's is given back. */
+void lr_gen_retire(lr_gen *g);
 /* Borrowing the hard way: `slot` is taken but has no script yet, or is
  * NULL (the thread's last slot was busy): a free slot is found (the
  * blocks grown if every slot is busy) and its script made if need be.
