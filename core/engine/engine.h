@@ -225,14 +225,16 @@ typedef struct {
  * later threads share the rest, with atomic adds.  A stripe spans whole
  * pairs of lines (the adjacent-line prefetcher fetches lines in aligned
  * pairs), so no two stripes share a pair.  A reader sums the stripes.
- * v[LR_METRIC_COUNT] holds the nanoseconds waited. */
-#define LR_OWNED_STRIPES 6
-#define LR_STRIPES       8
+ * v[LR_METRIC_COUNT] holds the nanoseconds waited, v[LR_BUDGET_PENDING]
+ * the budget's successes not in its count yet (guard.c). */
+#define LR_OWNED_STRIPES  6
+#define LR_STRIPES        8
+#define LR_BUDGET_PENDING (LR_METRIC_COUNT + 1)
 typedef struct {
-  _Alignas(128) atomic_llong v[LR_METRIC_COUNT + 1];
+  _Alignas(128) atomic_llong v[LR_BUDGET_PENDING + 1];
 } lr_stripe;
 
-/* The thread's stripe (guard.c): k > 0 its own (stripe k - 1, the thread
+/* The thread's stripe (grace.c): k > 0 its own (stripe k - 1, the thread
  * its only writer), k < 0 shared with other threads (stripe -k - 1). */
 extern _Thread_local int lr_thread_stripe;
 int lr_choose_stripe(void);
@@ -311,6 +313,9 @@ void *lr_aligned_calloc(size_t size);
 /* The settings `g` are the call's (its rules'), `now` its clock's. */
 int lr_budget_allows_retry(lr_shared *s, const lr_guards *g);
 double lr_budget_tokens(lr_shared *s);
+/* The budget in thousandths of a token: its count and its threads'
+ * successes not in it yet, at most its max. */
+long long lr_budget_milli(lr_shared *s);
 /* Whether an attempt may go now: closed, yes; open, no (half-open once
  * open_seconds passed); half-open, when a probe permit is left, taken
  * (*permit = 1): every attempt in half-open takes one, whatever its kind.

@@ -42,7 +42,7 @@ void lr_shared_init(lr_shared *s, const lr_guards *g) {
   atomic_init(&s->reserve_tat_ns, LLONG_MIN / 2);
   atomic_init(&s->breaker_state, LUARETRY_BREAKER_CLOSED);
   for (int k = 0; k < LR_STRIPES; k++)
-    for (int i = 0; i <= LR_METRIC_COUNT; i++) atomic_init(&s->stripes[k].v[i], 0);
+    for (int i = 0; i <= LR_BUDGET_PENDING; i++) atomic_init(&s->stripes[k].v[i], 0);
   atomic_init(&s->consecutive_failures, 0);
   atomic_init(&s->opened_at_ns, 0);
   atomic_init(&s->probes_left, 0);
@@ -74,6 +74,7 @@ void lr_shared_configure(lr_shared *s, const lr_guards *g) {
   if (same_guards(&s->guards, g)) return;
   s->guards = *g;
   atomic_store(&s->milli_tokens, (long long)llround(g->max_tokens * MILLI));
+  for (int k = 0; k < LR_STRIPES; k++) atomic_store(&s->stripes[k].v[LR_BUDGET_PENDING], 0);
   atomic_store(&s->reserve_tat_ns, LLONG_MIN / 2);
   atomic_store(&s->breaker_state, LUARETRY_BREAKER_CLOSED);
   atomic_store(&s->consecutive_failures, 0);
@@ -131,12 +132,49 @@ static void add_tokens(lr_shared *s, const lr_guards *g, long long delta) {
   } while (!atomic_compare_exchange_weak(&s->milli_tokens, &cur, next));
 }
 
-int lr_budget_allows_retry(lr_shared *s, const lr_guards *g) {
-  if (!g->budget) return 1;
-  return atomic_load(&s->milli_tokens) * 2 > g->milli_max;
+/* A success's share goes to its thread's stripe, and a whole token's
+ * worth into the count at once; a failure brings its thread's in first.
+ * Added up (at most max), the count and the stripes are what one count
+ * would hold: the same for one thread, exactly (a sum of shares clamped
+ * once is the shares clamped one by one); and two threads whose calls
+ * succeed at once no longer pass the count's line back and forth. */
+static atomic_llong *pending_of(lr_shared *s, int k) {
+  return &s->stripes[k > 0 ? k - 1 : -k - 1].v[LR_BUDGET_PENDING];
 }
 
-double lr_budget_tokens(lr_shared *s) { return (double)atomic_load(&s->milli_tokens) / MILLI; }
+static void bring_in(lr_shared *s, const lr_guards *g, int k) {
+  atomic_llong *v = pending_of(s, k);
+  long long x;
+  if (k > 0) { /* the thread's own stripe */
+    x = atomic_load_explicit(v, memory_order_relaxed);
+    if (x) atomic_store_explicit(v, 0, memory_order_relaxed);
+  } else {
+    x = atomic_exchange(v, 0);
+  }
+  if (x) add_tokens(s, g, x);
+}
+
+static long long milli_max_of(const lr_shared *s) {
+  return (long long)llround(s->guards.max_tokens * MILLI);
+}
+
+static long long budget_milli(lr_shared *s, long long max) {
+  long long t = atomic_load(&s->milli_tokens);
+  for (int k = 0; k < LR_STRIPES; k++)
+    t += atomic_load_explicit(&s->stripes[k].v[LR_BUDGET_PENDING], memory_order_relaxed);
+  return t > max ? max : t;
+}
+
+long long lr_budget_milli(lr_shared *s) { return budget_milli(s, milli_max_of(s)); }
+
+int lr_budget_allows_retry(lr_shared *s, const lr_guards *g) {
+  if (!g->budget) return 1;
+  /* the count alone, most often enough: the stripes only add */
+  return atomic_load(&s->milli_tokens) * 2 > g->milli_max ||
+         budget_milli(s, g->milli_max) * 2 > g->milli_max;
+}
+
+double lr_budget_tokens(lr_shared *s) { return (double)lr_budget_milli(s) / MILLI; }
 
 /* ---- the budget's floor (Finagle's RetryBudget: a share of requests, the
  * tokens above, plus a reserve of retries per second): a token bucket of
@@ -267,15 +305,30 @@ void lr_breaker_failure(lr_shared *s, const lr_guards *g, double now) {
 /* The budget counts only successes and failures (as gRPC's), throttling
  * at its own cost; hedges pay nothing as they go (gRPC A6). */
 void lr_budget_success(lr_shared *s, const lr_guards *g) {
-  if (g->budget) add_tokens(s, g, g->milli_ratio);
+  if (!g->budget) return;
+  int k = lr_stripe_now();
+  atomic_llong *v = pending_of(s, k);
+  long long mine = atomic_load_explicit(v, memory_order_relaxed);
+  /* a success on a full budget changes nothing: no write */
+  if (mine == 0 && atomic_load_explicit(&s->milli_tokens, memory_order_relaxed) >= g->milli_max)
+    return;
+  if (k > 0)
+    atomic_store_explicit(v, mine += g->milli_ratio, memory_order_relaxed);
+  else
+    mine = atomic_fetch_add(v, g->milli_ratio) + g->milli_ratio;
+  if (mine >= MILLI) bring_in(s, g, k);
 }
 
 void lr_budget_failure(lr_shared *s, const lr_guards *g) {
-  if (g->budget) add_tokens(s, g, -MILLI);
+  if (!g->budget) return;
+  bring_in(s, g, lr_stripe_now());
+  add_tokens(s, g, -MILLI);
 }
 
 void lr_budget_throttled(lr_shared *s, const lr_guards *g) {
-  if (g->budget) add_tokens(s, g, -g->milli_throttle);
+  if (!g->budget) return;
+  bring_in(s, g, lr_stripe_now());
+  add_tokens(s, g, -g->milli_throttle);
 }
 
 void lr_guards_success(lr_shared *s, const lr_guards *g, double now) {

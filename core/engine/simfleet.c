@@ -171,7 +171,7 @@ static double fleet_time(const sim_client *c, double now) {
 
 static void snapshot(sim_client *c, double now) {
   lr_shared *sh = c->fleet->shared;
-  c->tokens = atomic_load(&sh->milli_tokens);
+  c->tokens = lr_budget_milli(sh);
   c->free_tokens = (int)(c->tokens - c->fleet->leased);
   c->state = (signed char)atomic_load(&sh->breaker_state);
   c->opened_at = (double)atomic_load(&sh->opened_at_ns) * 1e-9;
@@ -204,8 +204,7 @@ static void lease_settle(sim_client *c, long block) {
   s->leased -= c->redis_held - c->held; /* what it paid for: in the batch, gone */
   long long moved = (long long)block * MILLI - c->held;
   if (moved > 0) {
-    long long above =
-      atomic_load(&s->shared->milli_tokens) - s->leased - llround(s->g.max_tokens * MILLI) / 2;
+    long long above = lr_budget_milli(s->shared) - s->leased - llround(s->g.max_tokens * MILLI) / 2;
     long long whole = above >= MILLI ? above / MILLI * MILLI : 0;
     if (moved > whole) moved = whole;
   }

@@ -146,6 +146,29 @@ static void *adaptive_worker(void *arg) {
   return NULL;
 }
 
+/* Call n's one attempt, reported with `status` and freed; 1 when it was
+ * reported (a 200: and was a success). */
+static int one_attempt(worker *w, long n, int status) {
+  luaretry_call *c = begin_nth(w, n);
+  luaretry_decision d;
+  if (!c) return 0;
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.status = status;
+  int ok = luaretry_call_next(c, &d) == LUARETRY_OK && d.retry &&
+           luaretry_call_report(c, &o, &d) == LUARETRY_OK &&
+           (status != 200 || d.reason == LUARETRY_REASON_SUCCESS);
+  luaretry_call_free(c);
+  return ok;
+}
+
+static void *succeeding_worker(void *arg) {
+  worker *w = arg;
+  for (long n = 0; n < w->calls; n++)
+    one_attempt(w, w->id * 1000003L + n, 200) ? w->successes++ : w->failures++;
+  return NULL;
+}
+
 static void run_threads_of(void *(*fn)(void *), worker *w, luaretry_policy *p, long calls) {
   pthread_t t[THREADS];
   for (int i = 0; i < THREADS; i++) {
@@ -202,7 +225,44 @@ static void test_errors_of_threads(luaretry_policy *p) {
   CHECK_EQ_STR(luaretry_policy_errmsg(p), "");
 }
 
+/* A budget the threads share: each thread's successes give their shares
+ * on a stripe of its own, a whole token at a time into the count, and the
+ * budget is the count and every stripe's.  50 failures take 100 tokens to
+ * 50; then 8 threads x 53 successes give back 0.1 each, 42.4 tokens in
+ * all, never over the max: the budget reads 92.4 exactly, though a thread
+ * that owns its stripe still holds 0.3 of a token there. */
+static const char *const BUDGETED =
+  "name = 'budgeted'\n"
+  "max_attempts = 2\n"
+  "budget = { max_tokens = 100, token_ratio = 0.1 }\n"
+  "function is_transient(status) return status == 503 end\n";
+
+static void test_budget_of_threads(void) {
+  luaretry_policy *p = NULL;
+  worker w[THREADS];
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  if (!CHECK_CODE(luaretry_policy_load_string(p, "=budgeted", BUDGETED), LUARETRY_OK)) {
+    luaretry_policy_free(p);
+    return;
+  }
+  worker one = { .p = p };
+  int reported = 0;
+  for (long n = 0; n < 50; n++) reported += one_attempt(&one, n, 503);
+  CHECK_EQ_INT(reported, 50);
+  luaretry_metrics m;
+  luaretry_policy_metrics(p, &m);
+  CHECK_NEAR(m.budget_tokens, 50, 1e-9);
+  run_threads_of(succeeding_worker, w, p, 53);
+  long ok = 0;
+  for (int i = 0; i < THREADS; i++) ok += w[i].successes;
+  CHECK_EQ_INT(ok, THREADS * 53L);
+  luaretry_policy_metrics(p, &m);
+  CHECK_NEAR(m.budget_tokens, 92.4, 1e-9);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
+  test_budget_of_threads(); /* first: most of its threads own a stripe */
   luaretry_policy *p;
   CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
   /* what is tested here is not time: a busy machine (two cores shared,
