@@ -242,6 +242,8 @@ static inline int lr_stripe_now(void) {
   int k = lr_thread_stripe;
   return k ? k : lr_choose_stripe();
 }
+/* The stripe's index, owned or shared. */
+static inline int lr_stripe_index(int k) { return (k > 0 ? k : -k) - 1; }
 
 /* ---- grace.c: what every call reads and a reload replaces, without a
  * lock.  A reader opens a window (lr_read_begin) around its load of the

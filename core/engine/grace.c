@@ -58,7 +58,7 @@ static void watch_forks(void) { pthread_atfork(grace_prepare, grace_parent, grac
 /* A window: its stripe, whether the thread owns it, its phase. */
 int lr_read_begin(void) {
   int k = lr_stripe_now();
-  int owned = k > 0, i = owned ? k - 1 : -k - 1;
+  int owned = k > 0, i = lr_stripe_index(k);
   int ph = atomic_load(&phase) & 1;
   atomic_fetch_add(&windows[i].open[ph], 1);
   return i << 2 | owned << 1 | ph;

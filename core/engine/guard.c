@@ -139,10 +139,10 @@ static void add_tokens(lr_shared *s, const lr_guards *g, long long delta) {
  * once is the shares clamped one by one); and two threads whose calls
  * succeed at once no longer pass the count's line back and forth. */
 static atomic_llong *pending_of(lr_shared *s, int k) {
-  return &s->stripes[k > 0 ? k - 1 : -k - 1].v[LR_BUDGET_PENDING];
+  return &s->stripes[lr_stripe_index(k)].v[LR_BUDGET_PENDING];
 }
 
-static void bring_in(lr_shared *s, const lr_guards *g, int k) {
+static inline void bring_in(lr_shared *s, const lr_guards *g, int k) {
   atomic_llong *v = pending_of(s, k);
   long long x;
   if (k > 0) { /* the thread's own stripe */

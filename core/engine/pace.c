@@ -263,7 +263,7 @@ static double per_second(lr_pace *p, int which, double now) {
   return per_second_over(p, which, now, LR_PACE_BUCKETS);
 }
 
-static void count_at(lr_tally *t, double at) {
+static inline __attribute__((always_inline)) void count_at(lr_tally *t, double at) {
   long long slot = slot_of(at * 10);
   int i = (int)(slot % LR_PACE_BUCKETS); /* one division, not two: */
   if (i < 0) i += LR_PACE_BUCKETS;       /* a slot before 0 counts too */
@@ -283,13 +283,12 @@ static void count_at(lr_tally *t, double at) {
 
 /* An event in the thread's stripe's tally, or the pace's own (inline:
  * a send and a success every call). */
-static inline void count(lr_pace *p, int which, double at) {
+static inline __attribute__((always_inline)) void count(lr_pace *p, int which, double at) {
   if (!p->by_stripe) {
     count_at(&p->tally[which], at);
     return;
   }
-  int k = lr_stripe_now();
-  count_at(&p->by_stripe[k > 0 ? k - 1 : -k - 1].t[which], at);
+  count_at(&p->by_stripe[lr_stripe_index(lr_stripe_now())].t[which], at);
 }
 
 /* Adaptive: the rate it found, or until the first throttling answer its
