@@ -55,9 +55,11 @@ static void grace_child(void) {
 }
 static void watch_forks(void) { pthread_atfork(grace_prepare, grace_parent, grace_child); }
 
-/* A window: its stripe, whether the thread owns it, its phase. */
+/* A window: its stripe, whether the thread owns it, its phase.  A thread
+ * that has not counted yet (one that only reads a policy's metrics, say)
+ * takes no stripe of its own for it: a shared one serves. */
 int lr_read_begin(void) {
-  int k = lr_stripe_now();
+  int k = lr_thread_stripe ? lr_thread_stripe : -(LR_OWNED_STRIPES + 1);
   int owned = k > 0, i = lr_stripe_index(k);
   int ph = atomic_load(&phase) & 1;
   atomic_fetch_add(&windows[i].open[ph], 1);

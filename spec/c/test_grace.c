@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -163,7 +164,25 @@ static void test_fork(void) {
                * make test's timeout stops the test) */
 }
 
+/* A thread that only reads (a metrics reader's lr_policy_current) takes
+ * no stripe of its own: the first six threads that count keep theirs. */
+static void *only_reads(void *arg) {
+  (void)arg;
+  int w = lr_read_begin();
+  lr_read_end(w);
+  return (void *)(intptr_t)lr_thread_stripe;
+}
+
+static void test_reader_takes_no_stripe(void) {
+  pthread_t t;
+  void *stripe = (void *)1;
+  pthread_create(&t, NULL, only_reads, NULL);
+  pthread_join(t, &stripe);
+  CHECK(stripe == NULL);
+}
+
 int main(void) {
+  test_reader_takes_no_stripe();
   test_one_thread();
   test_swaps();
   test_fork();
