@@ -50,8 +50,7 @@
  * Locks, threads and fork: loading, reloading and luaretry_policy_set()
  * take the policy's mutex, and a reload or a policy's free then waits
  * out the begins and frees under way at that moment (a few instructions
- * each: a call's begin and free take no lock, and threads calling at once
- * each write lines of their own); the guards that keep a window or buckets (the
+ * each: a call's begin and free take no lock); the guards that keep a window or buckets (the
  * breaker's rate window, the client-side throttle, the rate limiter, the
  * server's quota) a short lock for a few instructions per attempt, whose
  * waiter spins a bounded number of times and then yields its time slice
