@@ -113,19 +113,20 @@ static const char *class_end(const char *p) {
  * '[', unbalanced captures, a back reference to no closed capture);
  * *why says which. */
 static int pattern_ok(const char *p, const char **why) {
-  int open[32], depth = 0, captures = 0, closed = 0;
+  int open[32], depth = 0, captures = 0;
+  unsigned closed = 0; /* capture k closed: bit k, up to Lua's 32 */
   if (*p == '^') p++;
   while (*p) {
     if (*p == '(') {
       if (depth == 32 || captures == 32) return *why = "too many captures", 0;
       open[depth++] = captures++;
       p += p[1] == ')' ? 2 : 1; /* () is a position capture */
-      if (p[-1] == ')') depth--, closed |= 1 << open[depth];
+      if (p[-1] == ')') depth--, closed |= 1u << open[depth];
       continue;
     }
     if (*p == ')') {
       if (!depth) return *why = "invalid pattern capture (a ')' without '(')", 0;
-      closed |= 1 << open[--depth];
+      closed |= 1u << open[--depth];
       p++;
       continue;
     }
@@ -144,7 +145,7 @@ static int pattern_ok(const char *p, const char **why) {
         if (!(p = class_end(p + 3))) return *why = "malformed pattern (missing ']')", 0;
         continue;
       }
-      if (c >= '1' && c <= '9' && !(closed & (1 << (c - '1'))))
+      if (c >= '1' && c <= '9' && !(closed & (1u << (c - '1'))))
         return *why = "invalid capture index", 0;
       p += 2;
     } else {
