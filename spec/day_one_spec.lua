@@ -134,5 +134,43 @@ describe("day one", function ()
         assert.matches("\nusage: luaretry run", r.stderr)
       end
     end)
+
+    -- a command's error shows that command's synopsis, not all fourteen
+    -- lines of every command's: the message stays in sight
+    it("show the synopsis of the command they are about, and where its options are told", function ()
+      for _, case in ipairs {
+        { { "simulate", "http", "--seed", "-5" }, "simulate", 4 },
+        { { "check" }, "check", 1 },
+        { { "run", "http", "--bogus" }, "run", 4 },
+        { { "list", "x" }, "list", 1 },
+        { { "fleet" }, "fleet", 1 },
+        { { "faults" }, "faults", 1 },
+        { { "demo", "x" }, "demo", 1 },
+      } do
+        local r = run(table.unpack(case[1]))
+        local cmd = case[2]
+        assert.are.equal(2, r.code, r.stderr)
+        local lines = {}
+        for line in r.stderr:gmatch("[^\n]+") do lines[#lines + 1] = line end
+        -- the message, the command's synopsis lines, the pointer to its help
+        assert.are.equal(case[3] + 2, #lines, r.stderr)
+        assert.matches("^luaretry: ", lines[1])
+        assert.matches("^usage: luaretry " .. cmd .. "%f[^%a]", lines[2])
+        for i = 3, #lines - 1 do assert.matches("^       ", lines[i]) end
+        for i = 2, #lines - 1 do -- no other command's line
+          local named = lines[i]:match("^[usage: ]+luaretry (%a+)")
+          assert.is_true(named == nil or named == cmd, r.stderr)
+        end
+        assert.are.equal("'luaretry help " .. cmd .. "' tells every option.", lines[#lines])
+      end
+      -- no command, or one that does not exist: every command's synopsis
+      for _, args in ipairs { {}, { "bogus" }, { "help", "nope" } } do
+        local r = run(table.unpack(args))
+        assert.are.equal(2, r.code)
+        for _, cmd in ipairs { "run", "check", "simulate", "list", "fleet", "faults", "demo" } do
+          assert.matches("luaretry " .. cmd .. "[ \n]", r.stderr)
+        end
+      end
+    end)
   end)
 end)

@@ -53,8 +53,12 @@ enum {
 
 /* ---- usage.c */
 extern const char CLI_USAGE[];
-/* Prints "luaretry: " + fmt (with arg) and the usage; returns EXIT_USAGE. */
+/* Prints "luaretry: " + fmt (with arg) and the synopsis: the command's
+ * (cli_usage_command) with where its options are told, else every
+ * command's; returns EXIT_USAGE. */
 int cli_usage(const char *fmt, const char *arg);
+/* The command whose usage errors follow (main.c, before it runs it). */
+void cli_usage_command(const char *command);
 /* `help`: the overview (command NULL) or a command's, on standard output. */
 int cli_help(const char *command);
 /* --version: luaretry's, libcurl's and Lua's versions, what is built in, and

@@ -122,6 +122,7 @@ int main(int argc, char **argv) {
                     : cli_help(argc == 3 ? argv[2] : NULL);
   if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "-V") == 0) return cli_version();
   if (wants_help(argc, argv)) return cli_help(cmd);
+  cli_usage_command(cmd);
   if (strcmp(cmd, "simulate") == 0) return cli_simulate(argc - 2, argv + 2);
   if (strcmp(cmd, "check") == 0) return cli_check(argc - 2, argv + 2);
   if (strcmp(cmd, "run") == 0) return cli_run(argc - 2, argv + 2);

@@ -312,10 +312,41 @@ int cli_help(const char *command) {
                    command);
 }
 
+static const char *usage_command;
+
+void cli_usage_command(const char *command) { usage_command = command; }
+
+/* CLI_USAGE's lines for `command` (each "luaretry COMMAND ..." line and the
+ * lines that continue it), as a synopsis of its own; 0 when none are. */
+static int print_synopsis(FILE *out, const char *command) {
+  size_t clen = strlen(command);
+  int shown = 0, mine = 0;
+  for (const char *line = CLI_USAGE; *line;) {
+    const char *end = strchr(line, '\n');
+    int len = end ? (int)(end - line) : (int)strlen(line);
+    const char *text = line + (strncmp(line, "usage: ", 7) == 0 ? 7 : strspn(line, " "));
+    int continues = text - line > 7; /* under the options of the line above */
+    if (!continues)
+      mine = strncmp(text, "luaretry ", 9) == 0 && strncmp(text + 9, command, clen) == 0 &&
+             (text[9 + clen] == ' ' || text[9 + clen] == '\n');
+    if (mine && continues) fprintf(out, "%.*s\n", len, line);
+    if (mine && !continues)
+      fprintf(out, "%s%.*s\n", shown++ ? "       " : "usage: ", len - (int)(text - line), text);
+    line += len + (end != NULL);
+  }
+  return shown;
+}
+
+/* The message first, then the synopsis of the command it is about: the
+ * other commands' lines would bury it. */
 int cli_usage(const char *fmt, const char *arg) {
   fprintf(stderr, "luaretry: ");
   fprintf(stderr, fmt, arg ? arg : "");
-  fprintf(stderr, "\n%s", CLI_USAGE);
+  fputc('\n', stderr);
+  if (usage_command && print_synopsis(stderr, usage_command))
+    fprintf(stderr, "'luaretry help %s' tells every option.\n", usage_command);
+  else
+    fputs(CLI_USAGE, stderr);
   return EXIT_USAGE;
 }
 
