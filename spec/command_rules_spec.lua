@@ -73,6 +73,20 @@ describe("a command's rules without Lua", function ()
     assert.are.equal(1, runs(tmp))
   end)
 
+  -- a pattern is taken whole up to 4096 bytes (a --set value's most): apt's
+  -- whole line is over the 63 bytes a value once had
+  it("a long pattern is taken whole; one over 4096 bytes is refused, naming the limit", function ()
+    local line = "E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 4242 (apt)"
+    local pattern = "Could not get lock /var/lib/dpkg/lock%-frontend%. It is held by process %d+ %(apt%)"
+    assert.is_true(#pattern > 64)
+    local r = sh({ "--final-on-exit", "1", "--retry-if-output", pattern }, counting(tmp, { 1, 0 }, line))
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, runs(tmp))
+    local x = proc.run({ "check", "command", "--set", "options.retry_if_output=" .. ("x"):rep(4097) })
+    assert.are.equal(3, x.code, x.stderr)
+    assert.matches("--set options.retry_if_output: value too long (4097 bytes; 4096 at most)", x.stdout, 1, true)
+  end)
+
   it("--before-retry CMD runs before each retry, not before the first attempt; its failure is said", function ()
     local r = sh({ "--before-retry", "echo refreshed >> " .. tmp .. "/log" }, counting(tmp, { 1, 1, 0 }))
     assert.are.equal(0, r.code, r.stderr)

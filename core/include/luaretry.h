@@ -162,7 +162,8 @@ LUARETRY_API void luaretry_policy_free(luaretry_policy *p);
  * script's own option; "none" unsets an optional value.  Host-only limits:
  * "time_limit" (seconds of wall time per call into the script, default
  * 0.25), "instruction_limit" (an exact count per call into the script) and
- * "memory_limit" (bytes, per Lua state).  Overrides outlive reloads.  On a loaded policy the change
+ * "memory_limit" (bytes, per Lua state).  A value may be up to 4096 bytes
+ * long (a pattern, a URL).  Overrides outlive reloads.  On a loaded policy the change
  * is validated at once and refused (policy unchanged) when invalid; the
  * message names the field ("backoff.inital: unknown name, did you mean
  * backoff.initial?").

@@ -46,6 +46,7 @@ static void gen_free(lr_gen *g) {
   }
   pthread_mutex_destroy(&g->grow);
   lr_fleet_link_unref(g->fleet);
+  for (size_t k = 0; k < g->option_count; k++) free(g->options[k].value);
   free(g->text);
   free(g);
 }

@@ -152,6 +152,7 @@ void luaretry_policy_free(luaretry_policy *p) {
   lr_policy_fleet_free(p);
   lr_free_warnings(p->warnings, &p->warning_count);
   lr_free_warnings(p->load_warnings, &p->load_warning_count);
+  for (size_t k = 0; k < p->override_count; k++) free(p->overrides[k].value);
   free(p->prepared);
   free(p->workflow_body);
   lr_pace_unspread(&p->shared.pace);
@@ -222,10 +223,19 @@ static lr_gen *new_gen(luaretry_policy *p, char *text, size_t len, const char *c
   if (!g) return NULL;
   g->judge = lr_gen_judge(g);
   g->limits = p->limits;
-  for (size_t k = 0; k < p->override_count && g->option_count < MAX_OVERRIDES; k++)
-    if (strncmp(p->overrides[k].name, "options.", 8) == 0 &&
-        lr_field_renamed(p->overrides[k].name) < 0) /* options.retry_all_errors */
-      g->options[g->option_count++] = p->overrides[k];
+  for (size_t k = 0; k < p->override_count && g->option_count < MAX_OVERRIDES; k++) {
+    if (strncmp(p->overrides[k].name, "options.", 8) != 0 ||
+        lr_field_renamed(p->overrides[k].name) >= 0) /* options.retry_all_errors */
+      continue;
+    lr_override *o = &g->options[g->option_count];
+    *o = p->overrides[k];
+    /* the load's own copy: a later set replaces the policy's */
+    if (!(o->value = strdup(p->overrides[k].value))) {
+      lr_gen_unref(g);
+      return NULL;
+    }
+    g->option_count++;
+  }
   return g;
 }
 
@@ -606,15 +616,18 @@ static luaretry_code set_fleet(luaretry_policy *p, int i, const char *value) {
   return rc;
 }
 
-/* Records NAME=VALUE among the overrides; its slot, or -1 (errmsg). */
+/* Records NAME=VALUE among the overrides (a copy of the value; the one
+ * it replaces is left in *saved, for forget to free or put back); its
+ * slot, or -1 (errmsg), or -2 when memory ran out. */
 static int remember(luaretry_policy *p, const char *name, const char *value, lr_override *saved,
                     size_t *saved_count) {
   if (strlen(name) >= sizeof p->overrides[0].name) {
     lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: name too long", name);
     return -1;
   }
-  if (strlen(value) >= sizeof p->overrides[0].value) {
-    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: value too long", name);
+  if (strlen(value) > LR_OVERRIDE_VALUE_MAX) {
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: value too long (%zu bytes; %d at most)", name,
+           strlen(value), LR_OVERRIDE_VALUE_MAX);
     return -1;
   }
   size_t k = 0;
@@ -623,12 +636,30 @@ static int remember(luaretry_policy *p, const char *name, const char *value, lr_
     lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: too many overrides", name);
     return -1;
   }
+  char *copy = strdup(value);
+  if (!copy) {
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: out of memory", name);
+    return -2;
+  }
   *saved = p->overrides[k];
   *saved_count = p->override_count;
+  if (k == p->override_count) saved->value = NULL; /* a new slot replaces nothing */
   lr_strlcpy(p->overrides[k].name, name, sizeof p->overrides[k].name);
-  lr_strlcpy(p->overrides[k].value, value, sizeof p->overrides[k].value);
+  p->overrides[k].value = copy;
   if (k == p->override_count) p->override_count++;
   return (int)k;
+}
+
+/* After remember: the setting kept (the value it replaced freed), or
+ * undone (the new one freed, the slot as it was). */
+static void settle(luaretry_policy *p, int k, lr_override *saved, size_t saved_count, int keep) {
+  if (keep) {
+    free(saved->value);
+    return;
+  }
+  free(p->overrides[k].value);
+  p->overrides[k] = *saved;
+  p->override_count = saved_count;
 }
 
 static luaretry_code set(luaretry_policy *p, const char *name, const char *value) {
@@ -649,16 +680,13 @@ static luaretry_code set(luaretry_policy *p, const char *name, const char *value
   lr_override saved;
   size_t saved_count;
   int k = remember(p, name, value, &saved, &saved_count);
-  if (k < 0) return LUARETRY_E_ARG;
+  if (k < 0) return k == -2 ? LUARETRY_E_NOMEM : LUARETRY_E_ARG;
   /* Loaded: a new load under the new settings, refused (policy unchanged)
    * when invalid; otherwise checked at the load to come. */
   luaretry_code rc = p->gen ? reload_text(p) : LUARETRY_OK;
-  if (rc != LUARETRY_OK) {
-    p->overrides[k] = saved;
-    p->override_count = saved_count;
-    /* the host's memory ran out: the value may well be valid */
-    return rc == LUARETRY_E_NOMEM ? rc : LUARETRY_E_ARG;
-  }
+  settle(p, k, &saved, saved_count, rc == LUARETRY_OK);
+  /* the host's memory ran out: the value may well be valid */
+  if (rc != LUARETRY_OK) return rc == LUARETRY_E_NOMEM ? rc : LUARETRY_E_ARG;
   return LUARETRY_OK;
 }
 

@@ -273,10 +273,14 @@ typedef struct {
   int from_set; /* came from luaretry_policy_set */
 } lr_field;
 
+/* NAME=VALUE from luaretry_policy_set; the value's copy is owned by its
+ * holder (the policy's list, or a load's options). */
 typedef struct {
   char name[48];
-  char value[64];
+  char *value;
 } lr_override;
+/* The longest value luaretry_policy_set takes: a pattern or a URL fits. */
+#define LR_OVERRIDE_VALUE_MAX 4096
 
 #define MAX_WARNINGS 64
 

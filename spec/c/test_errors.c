@@ -328,6 +328,64 @@ static void test_decision_lifetime(void) {
   luaretry_policy_free(p);
 }
 
+/* The verdict of policy p on a 503: 1 retry, 0 not. */
+static int retries_503(luaretry_policy *p) {
+  luaretry_call *c;
+  luaretry_decision d;
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.status = 503;
+  if (luaretry_call_begin(p, NULL, &c) != LUARETRY_OK) return -1;
+  int yes =
+    luaretry_call_next(c, &d) == LUARETRY_OK && luaretry_call_report(c, &o, &d) == 0 && d.retry;
+  luaretry_call_free(c);
+  return yes;
+}
+
+/* A setting's value is taken whole up to 4096 bytes (a pattern, a URL):
+ * the script's option reads every byte; a longer one is refused naming
+ * the limit; a set a loaded policy refuses leaves the value it had.  ASan
+ * (make test's C tests) finds a copy freed twice or never. */
+static void test_long_values(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  static char big[4098];
+  memset(big, 'x', 4096);
+  CHECK_CODE(luaretry_policy_set(p, "options.text", big), LUARETRY_OK); /* before the load */
+  CHECK_CODE(luaretry_policy_load_string(p, "@long.lua",
+                                         "options = { text = '', flag = true }\n"
+                                         "max_attempts = 2\n"
+                                         "function is_transient()\n"
+                                         "  return #options.text == 4096 and options.flag\n"
+                                         "end\n"),
+             LUARETRY_OK);
+  CHECK(retries_503(p) == 1);
+  big[4096] = 'x';
+  CHECK_CODE(luaretry_policy_set(p, "options.text", big), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p),
+                 "options.text: value too long (4097 bytes; 4096 at most)");
+  CHECK(retries_503(p) == 1);
+  CHECK_CODE(luaretry_policy_set(p, "options.text", "y"), LUARETRY_OK); /* the long one freed */
+  CHECK(retries_503(p) == 0);
+  big[4096] = '\0';
+  CHECK_CODE(luaretry_policy_set(p, "options.text", big), LUARETRY_OK);
+  CHECK(retries_503(p) == 1);
+  /* refused by the load (a boolean option): as a new name, then over a value */
+  CHECK_CODE(luaretry_policy_set(p, "options.flag", "maybe"), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "options.flag");
+  /* the next load (any setting's) is made without it */
+  CHECK_CODE(luaretry_policy_set(p, "max_attempts", "3"), LUARETRY_OK);
+  CHECK(retries_503(p) == 1);
+  CHECK_CODE(luaretry_policy_set(p, "options.flag", "false"), LUARETRY_OK);
+  CHECK(retries_503(p) == 0);
+  CHECK_CODE(luaretry_policy_set(p, "options.flag", "maybe"), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_policy_set(p, "max_attempts", "2"), LUARETRY_OK);
+  CHECK(retries_503(p) == 0); /* still false */
+  CHECK_CODE(luaretry_policy_set(p, "options.flag", "true"), LUARETRY_OK);
+  CHECK(retries_503(p) == 1);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) {
     perror(LUARETRY_DATADIR);
@@ -340,5 +398,6 @@ int main(void) {
   test_load_errors();
   test_limits_at_decision();
   test_memory();
+  test_long_values();
   return check_done();
 }
