@@ -249,9 +249,13 @@ static int op_call(void *policy) {
   return all && d.reason == LUARETRY_REASON_SUCCESS && d.attempt == 4;
 }
 
-/* (c) A setting changed on a loaded policy: a new load of its script. */
+/* (c) Settings changed on a loaded policy: a new load of its script (an
+ * option's value copied for the policy, then for the load). */
 static int op_set(void *policy) {
-  luaretry_code rc = luaretry_policy_set(policy, "max_attempts", "5");
+  luaretry_code rc = luaretry_policy_set(policy, "options.marker", "ABORTED");
+  CHECK(clean(rc, luaretry_policy_errmsg(policy)));
+  if (rc != LUARETRY_OK) return 0;
+  rc = luaretry_policy_set(policy, "max_attempts", "5");
   CHECK(clean(rc, luaretry_policy_errmsg(policy)));
   if (rc == LUARETRY_OK) return luaretry_policy_set(policy, "max_attempts", "6") == LUARETRY_OK;
   return 0;
