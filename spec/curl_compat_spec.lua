@@ -243,6 +243,41 @@ describe("curl's options with curl's meaning", function ()
       end
     end)
 
+    -- curl's -H: "Name: value" sends it, "Name;" sends it empty, "Name:"
+    -- with nothing after sends none (libcurl's own Accept or User-Agent
+    -- removed: `-H 'Expect:'` is the common one); the same flags given to
+    -- curl itself, on this machine, are the reference
+    it("-H 'Name:' removes a header, 'Name;' sends it empty, on every attempt, as curl does", function ()
+      local flags = { "-H", "Accept:", "-H", "User-Agent:  ", "-H", "X-Gone:", "-H", "X-Empty;",
+                      "-H", "X-Kept: v" }
+      srv:reset()
+      local r = run({ srv.base .. "/once503", table.unpack(flags) })
+      assert.are.equal(0, r.code, r.stderr)
+      local words = {}
+      for _, f in ipairs(flags) do words[#words + 1] = q(f) end
+      proc.readfile_cmd("env -u LD_PRELOAD curl -sS --max-time 5 -o /dev/null " ..
+                        table.concat(words, " ") .. " " .. q(srv.base .. "/hdr-curl"))
+      local ours, curls = srv:requests_on("/once503"), srv:requests_on("/hdr-curl")
+      assert.are.equal(2, #ours)
+      assert.are.equal(1, #curls)
+      for _, seen in ipairs { ours[1], ours[2], curls[1] } do
+        local h = seen.headers
+        assert.is_nil(h.accept)
+        assert.is_nil(h["user-agent"])
+        assert.is_nil(h["x-gone"])
+        assert.are.equal("", h["x-empty"])
+        assert.are.equal("v", h["x-kept"])
+      end
+      -- through a policy's prepare (gcs.lua adds its own headers), which
+      -- never sees a removed header: still removed
+      r = proc.run({ "run", "gcs", srv.base .. "/hdr-gcs", "-H", "Accept:", "-H", "X-Kept: v" })
+      assert.are.equal(0, r.code, r.stderr)
+      local h = srv:requests_on("/hdr-gcs")[1].headers
+      assert.is_nil(h.accept)
+      assert.are.equal("v", h["x-kept"])
+      assert.matches("gccl%-invocation%-id/", h["x-goog-api-client"])
+    end)
+
     it("-e sends a Referer on every attempt; --http2 asks to upgrade a plain connection, --http1.1 does not", function ()
       local r = run({ "-e", "https://example.test/page", srv.base .. "/once503" })
       assert.are.equal(0, r.code, r.stderr)

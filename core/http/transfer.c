@@ -250,15 +250,19 @@ void lr_curl_failure(const lr_transfer *t, CURLcode res, const char **error, con
 struct curl_slist *lr_curl_header_list(const luaretry_request *r, int *failed) {
   struct curl_slist *list = NULL;
   for (size_t i = 0; i < r->header_count; i++) {
-    size_t n = strlen(r->headers[i].name) + strlen(r->headers[i].value) + 3;
+    const char *value = r->headers[i].value;
+    size_t n = strlen(r->headers[i].name) + (value ? strlen(value) : 0) + 3;
     char *line = malloc(n);
     if (!line) {
       *failed = 1;
       break;
     }
-    /* "Name;" tells curl to send an empty header rather than drop it */
-    if (r->headers[i].value[0])
-      snprintf(line, n, "%s: %s", r->headers[i].name, r->headers[i].value);
+    /* "Name;" tells curl to send an empty header rather than drop it;
+     * "Name:" (a NULL value) to send none, its own included */
+    if (!value)
+      snprintf(line, n, "%s:", r->headers[i].name);
+    else if (value[0])
+      snprintf(line, n, "%s: %s", r->headers[i].name, value);
     else
       snprintf(line, n, "%s;", r->headers[i].name);
     struct curl_slist *next = curl_slist_append(list, line);

@@ -568,7 +568,10 @@ LUARETRY_API luaretry_code luaretry_policy_set_classifier(luaretry_policy *p,
                                                           luaretry_classify_fn fn, void *ud);
 
 /* A request as the script's is_idempotent(request) and prepare(request,
- * attempt) see it.  Header names are sent as given. */
+ * attempt) see it.  Header names are sent as given; a header whose value
+ * is "" is sent empty, one whose value is NULL is not sent, nor the one
+ * libcurl would send of that name (curl's -H 'Name:'), and the script
+ * does not see it. */
 typedef struct {
   const char *method;
   const char *url;

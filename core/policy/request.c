@@ -30,7 +30,8 @@ static void push_request(lua_State *L, const luaretry_request *r, size_t body_li
   lua_setfield(L, -2, "body_len");
   lua_createtable(L, 0, (int)r->header_count);
   for (size_t i = 0; i < r->header_count; i++) {
-    lua_pushstring(L, r->headers[i].value ? r->headers[i].value : "");
+    if (!r->headers[i].value) continue; /* removed (curl's -H 'Name:'): not a header */
+    lua_pushstring(L, r->headers[i].value);
     lua_setfield(L, -2, r->headers[i].name);
   }
   lua_setfield(L, -2, "headers");
@@ -119,6 +120,41 @@ typedef struct {
   int body_replaced;
 } packed_sizes;
 
+static char *put(char **at, const char *s, size_t len) {
+  char *start = *at;
+  memcpy(start, s, len);
+  start[len] = '\0';
+  *at += len + 1;
+  return start;
+}
+
+/* The request's removed headers (a NULL value: curl's -H 'Name:') that
+ * the table at t does not name: kept through prepare, which never saw
+ * them.  Counted into z, or written at *h (a NULL at: count only). */
+static void carry_removed(lua_State *L, int t, const luaretry_request *in, packed_sizes *z,
+                          luaretry_header *h, size_t *n, char **at) {
+  int named = lua_getfield(L, t, "headers") == LUA_TTABLE;
+  for (size_t i = 0; i < in->header_count; i++) {
+    const char *name = in->headers[i].name;
+    if (in->headers[i].value) continue;
+    if (named) {
+      lua_pushstring(L, name);
+      int kept = lua_rawget(L, -2) != LUA_TNIL;
+      lua_pop(L, 1);
+      if (kept) continue;
+    }
+    if (!at) {
+      z->header_bytes += strlen(name) + 1;
+      z->header_count++;
+      continue;
+    }
+    h[*n].name = put(at, name, strlen(name));
+    h[*n].value = NULL;
+    ++*n;
+  }
+  lua_pop(L, 1);
+}
+
 /* Reads and checks the request table at t (the headers at t + 1). */
 static void measure(lua_State *L, int t, int original_body, packed_sizes *z) {
   z->method = field(L, t, "method", &z->method_len);
@@ -147,20 +183,13 @@ static void measure(lua_State *L, int t, int original_body, packed_sizes *z) {
   }
 }
 
-static char *put(char **at, const char *s, size_t len) {
-  char *start = *at;
-  memcpy(start, s, len);
-  start[len] = '\0';
-  *at += len + 1;
-  return start;
-}
-
 /* The request table at t, copied into one malloc'ed block at *block. */
 static void pack(lua_State *L, int t, int original_body, const luaretry_request *in,
                  luaretry_request *out, void **block) {
   packed_sizes z;
   memset(&z, 0, sizeof z);
   measure(L, t, original_body, &z);
+  carry_removed(L, t, in, &z, NULL, NULL, NULL);
   size_t size = z.header_count * sizeof(luaretry_header) + z.header_bytes + z.method_len +
                 z.url_len + z.body_len + 3;
   luaretry_header *h = malloc(size ? size : 1);
@@ -174,6 +203,7 @@ static void pack(lua_State *L, int t, int original_body, const luaretry_request 
   out->body_len = z.body_replaced ? z.body_len : in->body_len;
   out->headers = h;
   out->header_count = 0;
+  carry_removed(L, t, in, &z, h, &out->header_count, &at);
   if (lua_getfield(L, t, "headers") != LUA_TTABLE) return;
   lua_pushnil(L);
   while (lua_next(L, -2) && out->header_count < z.header_count) {

@@ -851,7 +851,9 @@ int parse_run(int argc, char **argv, run_args *a, char **words) {
   return check_combinations(a);
 }
 
-/* "Name: value", or "Name;" for an empty header as curl spells it. */
+/* "Name: value"; as curl spells them, "Name;" for an empty header and
+ * "Name:" with nothing after it for no header of that name at all (one
+ * libcurl would send, such as Accept or Expect, removed): a NULL value. */
 static void split_header(char *line, luaretry_header *h) {
   char *colon = strchr(line, ':');
   if (!colon) {
@@ -864,7 +866,7 @@ static void split_header(char *line, luaretry_header *h) {
   char *v = colon + 1;
   while (*v == ' ' || *v == '\t') v++;
   h->name = line;
-  h->value = v;
+  h->value = *v ? v : NULL;
 }
 
 void split_headers(const run_args *a, luaretry_header *headers) {
