@@ -39,6 +39,25 @@ describe("curl's retried options", function ()
     assert.are.equal(1, #srv:requests_on("/dir/up.txt"))
   end)
 
+  -- a body's file that cannot be read: a usage error before anything is
+  -- sent, naming the option and the value as the user typed them
+  it("a body file that cannot be read is named by the option typed: -T, --upload-file, --data-binary, -d", function ()
+    for _, case in ipairs {
+      { { "-T", tmp .. "/none" }, "-T " .. tmp .. "/none: No such file or directory" },
+      { { "--upload-file", tmp }, "--upload-file " .. tmp .. ": Is a directory" },
+      { { "--data-binary", "@" .. tmp .. "/none" }, "--data-binary @" .. tmp .. "/none: No such file" },
+      { { "-d", "@" .. tmp .. "/none" }, "-d @" .. tmp .. "/none: No such file" },
+      { { "-T", "" }, "-T '': expected a file" },
+    } do
+      local args = case[1]
+      args[#args + 1] = srv.base .. "/unread"
+      local r = run(args)
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("^luaretry: [^\n]*" .. case[2]:gsub("%p", "%%%0"), r.stderr)
+    end
+    assert.are.equal(0, #srv:requests_on("/unread"))
+  end)
+
   it("-F/--form: multipart (text, @FILE, <FILE), the same body on every attempt; a POST alone", function ()
     local r0 = run({ "-F", "a=b", srv.base .. "/post" })
     assert.are.equal(0, r0.code, r0.stderr)

@@ -336,8 +336,11 @@ static int add_header(run_args *a, char *v) {
 
 static int add_data(run_args *a, data_kind kind, const char *v) {
   if (a->ndata == MAX_DATA) return cli_usage("run: too many -d", NULL);
-  a->data_parts[a->ndata].kind = kind;
-  a->data_parts[a->ndata].arg = v;
+  data_part *part = &a->data_parts[a->ndata];
+  part->kind = kind;
+  part->arg = v;
+  snprintf(part->opt, sizeof part->opt, "%s", a->typed[0] ? a->typed : "-d");
+  part->typed = v;
   a->ndata++;
   if (!a->data) a->data = v;
   return 0;
@@ -523,12 +526,15 @@ static int read_config(run_args *a, const char *path) {
 
 /* -T FILE: a PUT of the file as it is (--data-binary @FILE). */
 static int set_upload_file(run_args *a, const char *v) {
+  if (!v[0]) return cli_usage("run: %s '': expected a file (- for standard input)", a->typed);
   size_t n = strlen(v) + 2;
   char *at = run_args_keep(a, malloc(n));
   if (!at) return cli_usage("run: -T: out of memory", NULL);
   snprintf(at, n, "@%s", v);
   a->upload_file = v;
-  return add_data(a, DATA_BINARY, at);
+  int status = add_data(a, DATA_BINARY, at);
+  if (status == 0) a->data_parts[a->ndata - 1].typed = v;
+  return status;
 }
 
 /* --checksum ALG=HEX: aria2c's form (sha-256, sha-512 or md5, the hex

@@ -560,9 +560,10 @@ static int prepare(batch *b, luaretry_policy *p) {
   /* -d @- or a FIFO: spooled once for every call, within the deadline */
   spool_status st = upload_ready(&b->body, t.deadline, t.body_limit);
   if (st != SPOOL_OK) {
+    char name[320];
     if (st == SPOOL_DEADLINE)
-      fprintf(stderr, "luaretry: -d %s did not end before the deadline (%g s)\n", a->data,
-              t.deadline);
+      fprintf(stderr, "luaretry: %s did not end before the deadline (%g s)\n",
+              upload_name(&b->body, name, sizeof name), t.deadline);
     return st == SPOOL_DEADLINE      ? EXIT_DEADLINE
            : st == SPOOL_INTERRUPTED ? EXIT_INTERRUPTED
                                      : EXIT_USAGE;

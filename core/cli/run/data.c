@@ -23,11 +23,13 @@ static int part_open(const data_part *part, upload *u, int whole) {
     memset(u, 0, sizeof *u);
     u->fd = u->src = -1;
     u->arg = part->arg;
+    u->opt = part->opt;
+    u->typed = part->typed;
     u->data = part->arg;
     u->len = strlen(part->arg);
     return 0;
   }
-  int status = upload_open(u, part->arg);
+  int status = upload_open(u, part);
   if (status != 0 || !whole) return status;
   spool_status st = upload_ready(u, 0, SIZE_MAX);
   return st == SPOOL_OK ? 0 : st == SPOOL_INTERRUPTED ? EXIT_INTERRUPTED : EXIT_USAGE;

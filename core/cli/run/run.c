@@ -305,9 +305,10 @@ static int inputs_ready(run_mode mode, luaretry_call *c, const luaretry_tuning *
   } else if (mode == RUN_URL) {
     st = upload_ready(body, left, t->body_limit);
   }
+  char name[320];
   if (st == SPOOL_DEADLINE && tell)
-    fprintf(stderr, "luaretry: %s%s did not end before the deadline (%g s)\n",
-            what == body->arg ? "-d " : "", what, t->deadline);
+    fprintf(stderr, "luaretry: %s did not end before the deadline (%g s)\n",
+            what == body->arg ? upload_name(body, name, sizeof name) : what, t->deadline);
   if (st == SPOOL_INTERRUPTED && tell) fprintf(stderr, "luaretry: interrupted\n");
   return st == SPOOL_OK            ? 0
          : st == SPOOL_DEADLINE    ? EXIT_DEADLINE
@@ -323,7 +324,8 @@ static int call_error(luaretry_policy *p, luaretry_call *c, run_mode mode, const
   if (rc == LUARETRY_E_ARG && mode != RUN_COMMAND) return EXIT_USAGE; /* curl's options: said */
   if (rc == LUARETRY_E_OPERATION) { /* our upload or output stopped it, and said why */
     if (!body->why[0]) return EXIT_FINAL;
-    fprintf(stderr, "luaretry: -d %s: %s\n", body->arg, body->why);
+    char name[320];
+    fprintf(stderr, "luaretry: %s: %s\n", upload_name(body, name, sizeof name), body->why);
     return EXIT_USAGE;
   }
   const char *pm = luaretry_policy_errmsg(p);

@@ -12,25 +12,42 @@
 #define MAX_HEADERS 128
 #define MAX_SETS    64
 
+/* -d/--data (@FILE loses its CR and LF, as curl's does), --data-binary
+ * (sent as it is), --data-raw (no @FILE). */
+typedef enum { DATA_ASCII, DATA_BINARY, DATA_RAW } data_kind;
+
+typedef struct {
+  data_kind kind;
+  const char *arg;
+  /* for messages: the option as typed ("-d", "--data-binary", "-T") and
+   * its value as typed (-T's file, where arg is "@file") */
+  char opt[24];
+  const char *typed;
+} data_part;
+
 /* ---- upload.c: -d DATA, -d @FILE (read as sent), -d @- and FIFOs
  * (spooled once); standard input spooled for commands */
 
 typedef enum { SPOOL_OK, SPOOL_ERROR, SPOOL_DEADLINE, SPOOL_INTERRUPTED } spool_status;
 
 typedef struct {
-  const char *arg;  /* -d's value; NULL: no body (a zeroed upload) */
-  const char *data; /* -d DATA, or the body's first bytes (prefix) */
-  size_t len;       /* the whole body */
-  int fd;           /* the file or spool read as sent; -1: in memory */
-  int src;          /* what must still be spooled, or -1 */
+  const char *arg;         /* -d's value; NULL: no body (a zeroed upload) */
+  const char *opt, *typed; /* as the user typed them (data_part's); NULL: "-d" and arg */
+  const char *data;        /* -d DATA, or the body's first bytes (prefix) */
+  size_t len;              /* the whole body */
+  int fd;                  /* the file or spool read as sent; -1: in memory */
+  int src;                 /* what must still be spooled, or -1 */
   int must_spool;
   int spooled; /* fd is our spool, which cannot change */
   char *owned;
   char why[192]; /* why upload_read() gave nothing */
 } upload;
 
-/* Opens -d's source; 0, or the exit status after a message. */
-int upload_open(upload *u, const char *arg);
+/* Opens -d's source (part's arg); 0, or the exit status after a message. */
+int upload_open(upload *u, const data_part *part);
+/* The body's option and value as typed ("-T /x", "--data-binary @y"), for
+ * a message. */
+const char *upload_name(const upload *u, char *buf, size_t size);
 /* Spools what must be (within `seconds`, 0: no limit, and until a stop
  * signal) and reads the first `prefix` bytes into u->data. */
 spool_status upload_ready(upload *u, double seconds, size_t prefix);
@@ -49,15 +66,6 @@ spool_status spool_input(int src, const char *what, double seconds, int *out_fd,
 #define MAX_RESOLVE   32
 #define MAX_TIMES     16
 #define TIME_SET_SIZE 64
-
-/* -d/--data (@FILE loses its CR and LF, as curl's does), --data-binary
- * (sent as it is), --data-raw (no @FILE). */
-typedef enum { DATA_ASCII, DATA_BINARY, DATA_RAW } data_kind;
-
-typedef struct {
-  data_kind kind;
-  const char *arg;
-} data_part;
 
 typedef struct {
   const char *policy;

@@ -91,10 +91,19 @@ static int size_is_true(int fd, const struct stat *st) {
   return 1;
 }
 
-int upload_open(upload *u, const char *arg) {
+const char *upload_name(const upload *u, char *buf, size_t size) {
+  snprintf(buf, size, "%s %s", u->opt ? u->opt : "-d", u->typed ? u->typed : u->arg);
+  return buf;
+}
+
+int upload_open(upload *u, const data_part *part) {
+  const char *arg = part->arg;
+  char name[320];
   memset(u, 0, sizeof *u);
   u->fd = u->src = -1;
   u->arg = arg;
+  u->opt = part->opt;
+  u->typed = part->typed;
   if (arg[0] != '@') {
     u->data = arg;
     u->len = strlen(arg);
@@ -111,11 +120,11 @@ int upload_open(upload *u, const char *arg) {
   u->src = open(arg + 1, O_RDONLY | O_CLOEXEC);
   if (u->src < 0 || fstat(u->src, &st) != 0) {
     if (errno == EINTR && cli_interrupted()) return EXIT_INTERRUPTED;
-    fprintf(stderr, "luaretry: -d %s: %s\n", arg, strerror(errno));
+    fprintf(stderr, "luaretry: %s: %s\n", upload_name(u, name, sizeof name), strerror(errno));
     return EXIT_USAGE;
   }
   if (S_ISDIR(st.st_mode)) {
-    fprintf(stderr, "luaretry: -d %s: %s\n", arg, strerror(EISDIR));
+    fprintf(stderr, "luaretry: %s: %s\n", upload_name(u, name, sizeof name), strerror(EISDIR));
     return EXIT_USAGE;
   }
   u->must_spool = !size_is_true(u->src, &st);
@@ -130,16 +139,17 @@ int upload_open(upload *u, const char *arg) {
 /* The first `prefix` bytes of the file, for what the script sees. */
 static int read_prefix(upload *u, size_t prefix) {
   size_t want = u->len < prefix ? u->len : prefix;
+  char name[320];
   u->owned = malloc(want + 1);
   if (!u->owned) {
-    fprintf(stderr, "luaretry: -d %s: out of memory\n", u->arg);
+    fprintf(stderr, "luaretry: %s: out of memory\n", upload_name(u, name, sizeof name));
     return -1;
   }
   for (size_t got = 0; got < want;) {
     ssize_t n = pread(u->fd, u->owned + got, want - got, (off_t)got);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      fprintf(stderr, "luaretry: -d %s: %s\n", u->arg,
+      fprintf(stderr, "luaretry: %s: %s\n", upload_name(u, name, sizeof name),
               n < 0 ? strerror(errno) : "shorter than its size");
       return -1;
     }
@@ -153,8 +163,8 @@ spool_status upload_ready(upload *u, double seconds, size_t prefix) {
   if (!u->arg) return SPOOL_OK; /* no body */
   if (u->fd < 0) {
     if (!u->must_spool) return SPOOL_OK; /* -d DATA, or no body */
-    char what[64];
-    snprintf(what, sizeof what, "-d %.40s", u->arg);
+    char what[64], name[320];
+    snprintf(what, sizeof what, "%.60s", upload_name(u, name, sizeof name));
     uint64_t size = 0;
     spool_status st = spool_input(u->src, what, seconds, &u->fd, &size);
     if (st != SPOOL_OK) return st;
