@@ -94,6 +94,24 @@ end
     end
     assert.are.equal(2, check({ HTTP, "--probe" }).code)
   end)
+
+  -- a misspelt failure would be judged as no real attempt ever is (a
+  -- tls_verify that does not verify is final; "tls_verfy" was retried)
+  it("a transport failure must be one an attempt can end in; the error lists them", function()
+    for _, bad in ipairs { "0 tls_verfy", "0 tls-verify", "0 nosuch_error", "0 connect[Retry-After: 1]" } do
+      local r = check({ HTTP, "--probe", bad })
+      assert.are.equal(2, r.code, bad)
+      assert.matches("status 0 needs a transport failure (not '", r.stderr, 1, true)
+      assert.matches("tls_verify, protocol, too_many_redirects", r.stderr, 1, true)
+    end
+    for _, good in ipairs { "connect", "timeout", "dns", "reset", "truncated", "tls", "tls_verify",
+                            "protocol", "too_many_redirects", "too_large", "transport", "range",
+                            "stalled", "checksum_mismatch", "digest_mismatch" } do
+      local r = check({ HTTP, "--probe", "0 " .. good })
+      assert.are.equal(0, r.code, good .. ": " .. r.stderr)
+    end
+    assert.are.equal("final", row(check({ HTTP, "--probe", "0 tls_verify" }).stdout, "0 tls_verify").verdict)
+  end)
 end)
 
 describe("luaretry check runs every hook", function()

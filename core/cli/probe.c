@@ -55,6 +55,37 @@ static const char *header(char **s, cli_probe *p) {
   return NULL;
 }
 
+/* The transport failures an attempt can end in (luaretry-policy(5),
+ * info.error): a probe of another name would be judged as nothing real
+ * ever is (a misspelt tls_verify, retried). */
+static const char *const ERRORS[] = { "connect",    "timeout",           "dns",
+                                      "reset",      "truncated",         "tls",
+                                      "tls_verify", "protocol",          "too_many_redirects",
+                                      "too_large",  "transport",         "range",
+                                      "stalled",    "checksum_mismatch", "digest_mismatch" };
+
+static int known_error(const char *e, size_t len) {
+  for (size_t i = 0; i < sizeof ERRORS / sizeof ERRORS[0]; i++)
+    if (strlen(ERRORS[i]) == len && strncmp(ERRORS[i], e, len) == 0) return 1;
+  return 0;
+}
+
+/* Status 0's transport failure: one of ERRORS, else why not (in err). */
+static int transport_failure(char **s, cli_probe *p, const char *spec, char *err, size_t n) {
+  size_t len = strcspn(*s, " \t");
+  if (len == 0 || !known_error(*s, len)) {
+    char why[512];
+    size_t k = 0;
+    k += (size_t)snprintf(why, sizeof why, "status 0 needs a transport failure%s%.*s%s: one of",
+                          len ? " (not '" : "", (int)(len < 60 ? len : 60), *s, len ? "')" : "");
+    for (size_t i = 0; i < sizeof ERRORS / sizeof ERRORS[0] && k < sizeof why; i++)
+      k += (size_t)snprintf(why + k, sizeof why - k, "%s %s", i ? "," : "", ERRORS[i]);
+    return fail(err, n, spec, why);
+  }
+  p->error = word(s, 0);
+  return 0;
+}
+
 int cli_probe_parse(const char *spec, cli_probe *p, char *err, size_t n) {
   memset(p, 0, sizeof *p);
   snprintf(p->label, sizeof p->label, "%s", spec);
@@ -68,8 +99,10 @@ int cli_probe_parse(const char *spec, cli_probe *p, char *err, size_t n) {
     return fail(err, n, spec, "no status (0 to 999)");
   p->status = (int)status;
   s = skip_blanks(end);
-  if (p->status == 0 && !(p->error = word(&s, 0)))
-    return fail(err, n, spec, "status 0 needs a transport failure: connect, timeout, reset, ...");
+  if (p->status == 0) {
+    int bad = transport_failure(&s, p, spec, err, n);
+    if (bad) return bad;
+  }
   while (*s == '[') {
     const char *why = header(&s, p);
     if (why) return fail(err, n, spec, why);
