@@ -58,6 +58,31 @@ describe("curl's retried options", function ()
     assert.are.equal(0, #srv:requests_on("/unread"))
   end)
 
+  -- -D's file is checked before the request goes, as -o's is (a POST
+  -- would have taken effect): a usage error naming it, nothing sent
+  it("-o '' and -D '', or a -D file that cannot be written, are usage errors before anything is sent", function ()
+    for _, case in ipairs {
+      { { "-o", "" }, "run: -o '': expected a file" },
+      { { "-D", "" }, "run: -D '': expected a file" },
+      { { "--dump-header", "" }, "run: --dump-header '': expected a file" },
+      { { "-D", tmp .. "/no/such/dir/h" }, "-D " .. tmp .. "/no/such/dir/h: No such file or directory" },
+      { { "-D", tmp }, "-D " .. tmp .. ": Is a directory" },
+    } do
+      local args = case[1]
+      args[#args + 1] = "-X"
+      args[#args + 1] = "POST"
+      args[#args + 1] = srv.base .. "/unsent"
+      local r = run(args)
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("^luaretry: " .. case[2]:gsub("%p", "%%%0"), r.stderr)
+    end
+    assert.are.equal(0, #srv:requests_on("/unsent"))
+    -- a -D file that can be: the final response's headers
+    local r = run({ "-D", tmp .. "/h.txt", srv.base .. "/once503" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.matches("^HTTP/1%.1 200", proc.readfile(tmp .. "/h.txt"))
+  end)
+
   it("-F/--form: multipart (text, @FILE, <FILE), the same body on every attempt; a POST alone", function ()
     local r0 = run({ "-F", "a=b", srv.base .. "/post" })
     assert.are.equal(0, r0.code, r0.stderr)

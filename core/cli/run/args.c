@@ -621,7 +621,10 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_DATA: return add_data(a, DATA_ASCII, v);
   case O_DATA_BINARY: return add_data(a, DATA_BINARY, v);
   case O_DATA_RAW: return add_data(a, DATA_RAW, v);
-  case O_OUTPUT: a->output = v; break;
+  case O_OUTPUT:
+    if (!v[0]) return cli_usage("run: %s '': expected a file (- for standard output)", opt);
+    a->output = v;
+    break;
   case O_USER:
     if (!strchr(v, ':'))
       return cli_usage("run: -u %s: expected USER:PASSWORD (luaretry does not prompt)", v);
@@ -632,7 +635,10 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_CERT: a->cert = v; break;
   case O_KEY: a->key = v; break;
   case O_MAX_REDIRS: return set_redirs(a, v);
-  case O_DUMP_HEADER: a->dump_header = v; break;
+  case O_DUMP_HEADER:
+    if (!v[0]) return cli_usage("run: %s '': expected a file (- for standard output)", opt);
+    a->dump_header = v;
+    break;
   case O_WRITE_OUT: a->write_out = v; break;
   case O_MAX_TIME: return set_time(a, opt, "attempt_timeout", v);
   case O_RETRY_MAX_TIME: return set_time(a, opt, "deadline", v);

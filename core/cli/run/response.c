@@ -9,9 +9,12 @@
  * body streams into `out` as it arrives, so an attempt's headers go in
  * first, at its first body bytes; a new attempt (response_restart) empties
  * both, so only the final attempt's remain. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "run.h"
@@ -203,13 +206,39 @@ luaretry_code response_perform(response *r, luaretry_policy *p, luaretry_call *c
   }
 }
 
+int response_dump_check(const char *path) {
+  if (!path || strcmp(path, "-") == 0) return 0;
+  struct stat st;
+  const char *why = NULL;
+  if (stat(path, &st) == 0) {
+    if (S_ISDIR(st.st_mode))
+      why = strerror(EISDIR);
+    else if (access(path, W_OK) != 0)
+      why = strerror(errno);
+  } else if (errno != ENOENT) {
+    why = strerror(errno);
+  } else { /* made at the end, in its folder */
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) : 1;
+    if (n >= sizeof dir) n = sizeof dir - 1;
+    memcpy(dir, slash ? path : ".", n);
+    dir[n ? n : 1] = '\0';
+    if (slash == path) strcpy(dir, "/");
+    if (access(dir, W_OK | X_OK) != 0) why = strerror(errno);
+  }
+  if (!why) return 0;
+  fprintf(stderr, "luaretry: -D %s: %s\n", path, why);
+  return -1;
+}
+
 int response_finish(response *r, const luaretry_decision *final, int status) {
   if (r->a->dump_header && strcmp(r->a->dump_header, "-") != 0) {
     FILE *f = fopen(r->a->dump_header, "wb");
     int ok = f && fwrite(r->headers, 1, r->len, f) == r->len;
     if (f && fclose(f) != 0) ok = 0; /* closed whatever fwrite did */
     if (!ok) {
-      perror(r->a->dump_header);
+      fprintf(stderr, "luaretry: -D %s: %s\n", r->a->dump_header, strerror(errno));
       if (status == EXIT_OK) status = EXIT_FINAL;
     }
   }
