@@ -161,12 +161,15 @@ describe("luaretry simulate", function ()
     end
   end)
 
-  it("--svg that cannot be written: exit 3, no file, no temporary left", function ()
-    local svg = tmp .. "/missing/herd.svg"
-    local r = simulate({ HTTP, "--clients", "20", "--svg", svg })
-    assert.are.equal(3, r.code)
-    assert.matches("%-%-svg", r.stderr)
-    assert.are.same({}, proc.ls(tmp))
+  -- found before the simulation runs (as run's -o is), not after it
+  it("--svg that cannot be written: a usage error before the simulation, no file, no temporary left", function ()
+    for _, svg in ipairs { tmp .. "/missing/herd.svg", tmp } do
+      local r = simulate({ HTTP, "--clients", "20", "--svg", svg })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("^luaretry: %-%-svg " .. svg:gsub("%p", "%%%0") .. ": ", r.stderr)
+      assert.are.equal("", r.stdout)
+      assert.are.same({}, proc.ls(tmp))
+    end
   end)
 
   it("the same seed gives the same output, a different seed a different one", function ()

@@ -214,8 +214,8 @@ static int fill_buckets(herd *h) {
   return 0;
 }
 
-/* Draws the SVG in memory, then replaces `path` with it whole. */
-static int svg_save(const char *path, const herd *h) {
+/* Draws the SVG in memory, then replaces f's file with it whole. */
+static int svg_save(outfile *f, const char *path, const herd *h) {
   char *svg = NULL;
   size_t len = 0;
   FILE *mem = open_memstream(&svg, &len);
@@ -223,13 +223,12 @@ static int svg_save(const char *path, const herd *h) {
   if (!mem || fclose(mem) != 0) {
     fprintf(stderr, "luaretry: --svg %s: out of memory\n", path);
     free(svg);
+    outfile_finish(f, 0);
     return -1;
   }
-  outfile f;
-  outfile_init(&f, path, "--svg");
-  outfile_write(&f, svg, len);
+  outfile_write(f, svg, len);
   free(svg);
-  return outfile_finish(&f, 1);
+  return outfile_finish(f, 1);
 }
 
 static void print_summary(const herd *h, const char *svg) {
@@ -272,8 +271,21 @@ static void print_summary(const herd *h, const char *svg) {
 static int simulate_clients(luaretry_policy *p, herd *h, int json, const char *svg) {
   luaretry_tuning t;
   if (luaretry_policy_tuning(p, &t) == LUARETRY_OK && t.name) h->name = t.name;
+  /* the file made now, beside its place: a path that cannot be written
+   * is a usage error before the simulation, not after it */
+  outfile f;
+  if (svg) {
+    outfile_init(&f, svg, "--svg");
+    if (outfile_create(&f) != 0) {
+      outfile_finish(&f, 0);
+      return EXIT_USAGE;
+    }
+  }
   int status = run_clients(p, h, json);
-  if (status != EXIT_OK) return status;
+  if (status != EXIT_OK) {
+    if (svg) outfile_finish(&f, 0);
+    return status;
+  }
   /* a policy error in the classifier is the policy's fault: exit 3, but
    * the simulation still reports what happened */
   if (h->by_reason[LUARETRY_REASON_POLICY_ERROR]) status = EXIT_POLICY;
@@ -282,9 +294,10 @@ static int simulate_clients(luaretry_policy *p, herd *h, int json, const char *s
   if (svg) {
     if (fill_buckets(h) != 0) {
       fprintf(stderr, "luaretry: simulate: out of memory\n");
+      outfile_finish(&f, 0);
       return EXIT_POLICY;
     }
-    if (svg_save(svg, h) != 0) {
+    if (svg_save(&f, svg, h) != 0) {
       if (!json) print_summary(h, NULL);
       return EXIT_POLICY;
     }
