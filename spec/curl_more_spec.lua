@@ -83,6 +83,37 @@ describe("curl's retried options", function ()
     assert.matches("^HTTP/1%.1 200", proc.readfile(tmp .. "/h.txt"))
   end)
 
+  -- -D - as -D FILE: the final response's headers only (a 503 retried
+  -- wrote its block to standard output, which cannot be taken back)
+  it("-D - writes the final response's headers once, before the body, as -D FILE does", function ()
+    local function blocks(text)
+      local n = 0
+      for _ in text:gmatch("HTTP/1%.1 %d%d%d") do n = n + 1 end
+      return n
+    end
+    srv:reset()
+    local r = run({ "-D", "-", "-o", tmp .. "/body", srv.base .. "/once503" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, #srv:requests_on("/once503"))
+    assert.are.equal(1, blocks(r.stdout), r.stdout)
+    assert.matches("^HTTP/1%.1 200", r.stdout)
+    srv:reset()
+    r = run({ "-D", tmp .. "/h.txt", "-o", tmp .. "/body", srv.base .. "/once503" })
+    assert.are.equal(0, r.code, r.stderr)
+    local file = proc.readfile(tmp .. "/h.txt")
+    assert.are.equal(1, blocks(file))
+    assert.are.equal(file:match("^[^\r\n]*"), (run({ "-D", "-", "-o", tmp .. "/b2", srv.base .. "/once503" })
+                                                  .stdout:match("^[^\r\n]*")))
+    -- the body on standard output too: the headers first, then the body, once
+    srv:reset()
+    r = run({ "-D", "-", srv.base .. "/once503" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(1, blocks(r.stdout), r.stdout)
+    local head_end = r.stdout:find("\r\n\r\n", 1, true)
+    assert.is_truthy(head_end, r.stdout)
+    assert.matches("^HTTP/1%.1 200", r.stdout)
+  end)
+
   it("-F/--form: multipart (text, @FILE, <FILE), the same body on every attempt; a POST alone", function ()
     local r0 = run({ "-F", "a=b", srv.base .. "/post" })
     assert.are.equal(0, r0.code, r0.stderr)

@@ -53,14 +53,18 @@ void response_init(response *r, const run_args *a, attempt_log *log, outfile *ou
   curl_easy_setopt(h, CURLOPT_VERBOSE, 1L); /* the debug callback's switch */
 }
 
-/* The headers go before the body: at the final decision, or at the
- * body's first bytes if they came first. */
+/* The headers go before the body: -i's into the output at the body's
+ * first bytes (a retried attempt's go with its body), -D -'s to standard
+ * output at the final decision only, once (what is written there stays:
+ * a retried attempt's headers would; the body comes once the call is
+ * over, after them), as -D FILE's are, whatever -f drops. */
 static void write_headers(response *r) {
-  if (r->headers_done || r->drop) return;
-  r->headers_done = 1;
-  if (r->a->include) outfile_write(r->out, r->headers, r->len);
-  if (r->a->dump_header && strcmp(r->a->dump_header, "-") == 0) {
-    /* before the body, which standard output gets once the call is over */
+  if (!r->headers_done && !r->drop) {
+    r->headers_done = 1;
+    if (r->a->include) outfile_write(r->out, r->headers, r->len);
+  }
+  if (r->stopped && !r->dumped && r->a->dump_header && strcmp(r->a->dump_header, "-") == 0) {
+    r->dumped = 1;
     fwrite(r->headers, 1, r->len, stdout);
     fflush(stdout);
   }

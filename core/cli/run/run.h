@@ -361,7 +361,8 @@ typedef struct {
   char *headers; /* the bytes of the attempt's response headers */
   size_t len, cap;
   int failed;       /* out of memory: the rest is dropped */
-  int headers_done; /* written before the body */
+  int headers_done; /* -i's written before the body */
+  int dumped;       /* -D -'s written, at the final decision */
   int drop;         /* -f and the call failed: no body */
   int damaged;      /* the final body did not match its digest: written nowhere */
   int suspect;      /* the last attempt's did not: no partial is kept of it */
