@@ -3,7 +3,7 @@
  * fresh tables holding those names and nothing else.  A policy gets the
  * base library without dofile, loadfile and binary chunks, string (with
  * the matcher of lpattern.c and rep of lstring.c, without dump), table
- * (with insert, remove and move of ltable.c), math, utf8,
+ * (with insert, remove, move and concat of ltable.c), math, utf8,
  * os.time/clock/date, a require that reaches only the script's folder,
  * lua/ and policies/, json on first use, print to the host's log.  The
  * fault server's scripts get the same plus coroutine, and a require that
@@ -254,7 +254,7 @@ static const char *const STRING_NAMES[] = { "byte",     "char", "find",    "form
                                             "gsub",     "len",  "lower",   "match",  "pack",
                                             "packsize", "rep",  "reverse", "sub",    "unpack",
                                             "upper",    NULL };
-/* insert, remove, move are ltable.c's, sort lsort.c's */
+/* insert, remove, move, concat are ltable.c's, sort lsort.c's */
 static const char *const TABLE_NAMES[] = { "concat", "insert", "move",   "pack",
                                            "remove", "sort",   "unpack", NULL };
 static const char *const MATH_NAMES[] = { "abs",        "acos", "asin", "atan",       "ceil",
