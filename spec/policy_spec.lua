@@ -317,9 +317,20 @@ describe("validation", function()
     refused('max_attempts = 3\nbackoff = { kind = "spiral" }', "backoff.kind", '"spiral"')
   end)
 
-  it("refuses max below initial", function()
+  it("refuses max below initial, throttle_backoff's too, naming the line", function()
     refused("max_attempts = 3\nbackoff = { initial = 10, max = 5 }", "backoff.max",
             "below backoff.initial")
+    refused('max_attempts = 3\nthrottle_backoff = { initial = 100, max = 1, jitter = "none" }',
+            "bad:2: throttle_backoff.max: 1 is below throttle_backoff.initial (100)")
+    refused("max_attempts = 3\nthrottle_backoff = { max = 0.5 }",
+            "bad:2: throttle_backoff.max: 0.5 is below throttle_backoff.initial (1)")
+    -- the default cap (20) still rises to an initial above it
+    local p = assert(lr.load_string('max_attempts = 3\nthrottle_backoff = { initial = 30, jitter = "none" }',
+                                    "=ok"))
+    assert.are.equal(30, p:begin{ virtual = true, seed = 1 }:report{ status = 429 }.wait)
+    local bad, err = p:set("throttle_backoff.max", "2")
+    assert.is_nil(bad)
+    has(err, "throttle_backoff.max: 2 is below throttle_backoff.initial (30)")
   end)
 
   it("refuses a max_attempts that is not a whole number from 1", function()

@@ -538,6 +538,11 @@ static int validate(lr_check *ck, lr_tuning *x) {
     check_backoff(ck, ok, t);
   t->budget = declared(f, ok, F_BUDGET);
   t->breaker = declared(f, ok, F_BREAKER);
+  /* as backoff's: an explicit cap below the first wait is a mistake (it
+   * was raised to initial in silence); the default cap is raised still */
+  if (ok[F_TB_MAX] > 0 && ok[F_TB_INITIAL] >= 0 && x->throttle_max < x->throttle_initial)
+    error_at(ck, F_TB_MAX, "%g is below throttle_backoff.initial (%g)", x->throttle_max,
+             x->throttle_initial);
   check_hedge(ck, ok, x);
   check_breaker_rates(ck, ok, x);
   x->admission = declared(f, ok, F_ADMISSION);
