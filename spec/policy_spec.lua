@@ -300,6 +300,23 @@ describe("validation", function()
     refused('max_attempts = 3\nbackoff = { initial = "1" }', "backoff.initial")
   end)
 
+  -- a table of settings with positional entries set nothing: its
+  -- defaults were taken, and check said ok
+  it("refuses a positional entry in a table of settings, naming the setting and the line", function()
+    refused("max_attempts = 3\nbreaker = { slow_call = {5, 0.5} }",
+            "bad:2: breaker.slow_call: expected named fields (seconds = ..., rate = ...), got a positional value")
+    refused("max_attempts = 3\nbackoff = {0.1, 2, 5}",
+            "bad:2: backoff: expected named fields (kind = ..., initial = ...", "got a positional value")
+    refused("max_attempts = 3\nbudget = {20}",
+            "bad:2: budget: expected named fields (max_tokens = ..., token_ratio = ...", "got a positional value")
+    refused("max_attempts = 3\nthrottle_backoff = { 1, max = 3 }", "bad:2: throttle_backoff: expected named fields")
+    refused("max_attempts = 3\nfleet = { [true] = 1 }", "bad:2: fleet: expected named fields (key = ..., sync = ...), got a boolean as a key")
+    refused("return { max_attempts = 3, hedge = {0.1} }", "bad: hedge: expected named fields")
+    -- named fields, an empty table and a script's own options stay as they were
+    assert.is_truthy(lr.load_string("max_attempts = 3\nbreaker = { slow_call = { seconds = 5, rate = 0.5 } }\n"
+                                    .. "budget = {}\noptions = { 1, 2 }", "=ok"))
+  end)
+
   it("refuses negative, NaN and infinite numbers", function()
     refused("deadline = -1", "deadline", "-1")
     refused("max_attempts = 3\ndeadline = 0/0", "deadline")
