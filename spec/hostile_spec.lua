@@ -207,11 +207,11 @@ describe("the hostile corpus", function()
   end
 end)
 
--- The sandbox's table.insert, table.remove and table.move (core/sandbox/
--- ltable.c) pay for each element they move, and table.sort (lsort.c) for
--- each comparison, so the corpus's cwork_table_* and cwork_sort_* end;
--- otherwise they must be Lua 5.4's own.
-describe("the sandbox's table.insert, remove, move and sort", function()
+-- The sandbox's table.insert, table.remove, table.move and table.concat
+-- (core/sandbox/ltable.c) pay for each element they move or read, and
+-- table.sort (lsort.c) for each comparison, so the corpus's cwork_table_*
+-- and cwork_sort_* end; otherwise they must be Lua 5.4's own.
+describe("the sandbox's table.insert, remove, move, concat and sort", function()
   -- Runs `code` (a function body returning a string) in the sandbox and here.
   local function both(code)
     local p, msg = lr.load_string("max_attempts = 1\nerror(tostring((function() " .. code
@@ -239,6 +239,16 @@ describe("the sandbox's table.insert, remove, move and sort", function()
     "local log = {} local p = setmetatable({}, { __index = function(_, k) log[#log + 1] = 'r' .. k return k end, "
       .. "__newindex = function(_, k, v) log[#log + 1] = 'w' .. k end, __len = function() return 3 end }) "
       .. "table.insert(p, 1, 'x') table.remove(p, 2) table.move(p, 1, 3, 2) return table.concat(log, ' ')",
+    "return table.concat({}) .. '|' .. table.concat({1, 2.5, 'x'}) .. '|' .. table.concat({1, 2, 3}, ', ', 2)",
+    "return table.concat({1, 2, 3, 4}, '-', 2, 3) .. '|' .. table.concat({1, 2}, '-', 3) .. '|' .. table.concat({1}, '-', 1, 1)",
+    "local ok, e = pcall(table.concat, {1, {}, 3}) return tostring(ok) .. ' ' .. e",
+    "local ok, e = pcall(table.concat, {1, 2}, ',', 1, 3) return tostring(ok) .. ' ' .. e",
+    "local ok, e = pcall(table.concat, {1}, {}) return tostring(ok) .. ' ' .. e",
+    "local ok, e = pcall(table.concat, 5) return tostring(ok) .. ' ' .. e",
+    "local ok, e = pcall(table.concat, {1}, ',', 'x') return tostring(ok) .. ' ' .. e",
+    "local log = {} local p = setmetatable({}, { __index = function(_, k) log[#log + 1] = 'r' .. k return k end, "
+      .. "__len = function() log[#log + 1] = 'len' return 3 end }) return table.concat(p, ',') .. ' | ' .. table.concat(log, ' ')",
+    "return table.concat(setmetatable({}, { __index = table.concat }), '', 1, 1000) .. '|'",
     "local t = {5, 2, 8, 1, 9, 3, 3, 7} table.sort(t) return table.concat(t, ',')",
     "local t = {'pear', 'fig', 'apple', 'Fig'} table.sort(t) return table.concat(t, ',')",
     "local t = {} for i = 1, 99 do t[i] = (i * 37) % 101 end table.sort(t, function(a, b) return a > b end) "
@@ -282,6 +292,22 @@ describe("the sandbox's table.insert, remove, move and sort", function()
       function is_transient() table.move({}, 1, 1e5, 2) return true end
     ]], "=move", { instruction_limit = 500000, time_limit = 30 }))
     assert.are.equal("retry", q:classify{ status = 503 }.verdict)
+    -- concat: a million reads through an __index that answers "" in C
+    -- (table.concat itself), no Lua code and no memory between them
+    local c = assert(lr.load_string([[
+      max_attempts = 3
+      local t = setmetatable({}, { __index = table.concat })
+      function is_transient() return table.concat(t, "", 1, 1e6) == "" end
+    ]], "=concat", { instruction_limit = 500000, time_limit = 30 }))
+    local dc = c:classify{ status = 503 }
+    assert.are.equal("policy_error", dc.verdict)
+    has(dc.message, "concat:3: instruction limit reached")
+    local c2 = assert(lr.load_string([[
+      max_attempts = 3
+      local t = setmetatable({}, { __index = table.concat })
+      function is_transient() return table.concat(t, "", 1, 1e4) == "" end
+    ]], "=concat", { instruction_limit = 500000, time_limit = 30 }))
+    assert.are.equal("retry", c2:classify{ status = 503 }.verdict)
     -- sort: about 1.7 million comparisons by a C function, no Lua code
     -- between them: each one paid for
     local s = assert(lr.load_string([[

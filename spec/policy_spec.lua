@@ -300,6 +300,23 @@ describe("validation", function()
     refused('max_attempts = 3\nbackoff = { initial = "1" }', "backoff.initial")
   end)
 
+  -- a table of settings with positional entries set nothing: its
+  -- defaults were taken, and check said ok
+  it("refuses a positional entry in a table of settings, naming the setting and the line", function()
+    refused("max_attempts = 3\nbreaker = { slow_call = {5, 0.5} }",
+            "bad:2: breaker.slow_call: expected named fields (seconds = ..., rate = ...), got a positional value")
+    refused("max_attempts = 3\nbackoff = {0.1, 2, 5}",
+            "bad:2: backoff: expected named fields (kind = ..., initial = ...", "got a positional value")
+    refused("max_attempts = 3\nbudget = {20}",
+            "bad:2: budget: expected named fields (max_tokens = ..., token_ratio = ...", "got a positional value")
+    refused("max_attempts = 3\nthrottle_backoff = { 1, max = 3 }", "bad:2: throttle_backoff: expected named fields")
+    refused("max_attempts = 3\nfleet = { [true] = 1 }", "bad:2: fleet: expected named fields (key = ..., sync = ...), got a boolean as a key")
+    refused("return { max_attempts = 3, hedge = {0.1} }", "bad: hedge: expected named fields")
+    -- named fields, an empty table and a script's own options stay as they were
+    assert.is_truthy(lr.load_string("max_attempts = 3\nbreaker = { slow_call = { seconds = 5, rate = 0.5 } }\n"
+                                    .. "budget = {}\noptions = { 1, 2 }", "=ok"))
+  end)
+
   it("refuses negative, NaN and infinite numbers", function()
     refused("deadline = -1", "deadline", "-1")
     refused("max_attempts = 3\ndeadline = 0/0", "deadline")
@@ -317,9 +334,20 @@ describe("validation", function()
     refused('max_attempts = 3\nbackoff = { kind = "spiral" }', "backoff.kind", '"spiral"')
   end)
 
-  it("refuses max below initial", function()
+  it("refuses max below initial, throttle_backoff's too, naming the line", function()
     refused("max_attempts = 3\nbackoff = { initial = 10, max = 5 }", "backoff.max",
             "below backoff.initial")
+    refused('max_attempts = 3\nthrottle_backoff = { initial = 100, max = 1, jitter = "none" }',
+            "bad:2: throttle_backoff.max: 1 is below throttle_backoff.initial (100)")
+    refused("max_attempts = 3\nthrottle_backoff = { max = 0.5 }",
+            "bad:2: throttle_backoff.max: 0.5 is below throttle_backoff.initial (1)")
+    -- the default cap (20) still rises to an initial above it
+    local p = assert(lr.load_string('max_attempts = 3\nthrottle_backoff = { initial = 30, jitter = "none" }',
+                                    "=ok"))
+    assert.are.equal(30, p:begin{ virtual = true, seed = 1 }:report{ status = 429 }.wait)
+    local bad, err = p:set("throttle_backoff.max", "2")
+    assert.is_nil(bad)
+    has(err, "throttle_backoff.max: 2 is below throttle_backoff.initial (30)")
   end)
 
   it("refuses a max_attempts that is not a whole number from 1", function()

@@ -250,6 +250,24 @@ describe("the time limit", function()
     has(e.hook_error, "time limit reached")
     assert.are.equal("retry", q:classify{ status = 503 }.verdict)
   end)
+  -- Lua's string.rep makes one memcpy per copy in C, where no limit
+  -- looks, empty or not: 3e9 empty copies took 18 s, math.maxinteger of
+  -- them ran for ever.
+  it("lets string.rep of empty strings (a separator too) end at once, whatever the count", function()
+    local p, err = lr.load_string([[
+      max_attempts = 3
+      local top = ("").rep("", 3e9)
+      function is_transient()
+        local a, b = string.rep("", 3e9), string.rep("", 3e9, "")
+        local c, d = ("").rep("", math.maxinteger), string.rep("", math.maxinteger, "")
+        return top .. a .. b .. c .. d == ""
+      end
+    ]], "=empty_rep")
+    assert.is_not_nil(p, err)
+    local d, secs = walled(function() return p:classify{ status = 503 } end)
+    assert.are.equal("retry", d.verdict, d.message)
+    assert.is_true(secs < 5, "took " .. secs .. " s")  -- instant; wide: a busy machine
+  end)
 end)
 
 describe("what the time limit also stops", function()
@@ -395,6 +413,23 @@ describe("the instruction limit (for hosts that want determinism)", function()
     has(err, "instruction_limit")
     assert.is_true(p:set("instruction_limit", "none"))
     assert.are.equal("retry", p:classify{ status = 503 }.verdict)
+  end)
+
+  -- 1 per 16 bytes, as the pattern matcher pays: a count of copies that
+  -- the memory limit lets through is stopped like a loop
+  it("counts what string.rep copies, with a separator or without", function()
+    local function limited(code)
+      local p = assert(lr.load_string("max_attempts = 3\nfunction is_transient() return #" .. code
+                                      .. " > 0 end", "=rep", { instruction_limit = 20000, time_limit = 30 }))
+      return p:classify{ status = 503 }
+    end
+    for _, code in ipairs{ "string.rep('x', 1048576)", "string.rep('', 1048577, ',')",
+                           "('ab'):rep(300000, '')" } do
+      local d = limited(code)
+      assert.are.equal("policy_error", d.verdict, code)
+      has(d.message, "rep:2: instruction limit reached (20000 instructions)")
+    end
+    assert.are.equal("retry", limited("string.rep('x', 10000, ',')").verdict)
   end)
 
   it("is sticky too: a pcall inside the loop cannot swallow it", function()

@@ -148,8 +148,25 @@ static void unknown_names(lua_State *L, lr_load *ld, int t, int baseline, int li
   }
 }
 
+/* The type of the first key of the table at t that is no name, else
+ * LUA_TNIL: a positional entry was skipped in silence, and its setting's
+ * default taken (schema.c says so). */
+static int unnamed_key(lua_State *L, int t) {
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    lua_pop(L, 1);
+    int type = lua_type(L, -1);
+    if (type != LUA_TSTRING) {
+      lua_pop(L, 1);
+      return type;
+    }
+  }
+  return LUA_TNIL;
+}
+
 /* Reads the fields of the table field `parent` (at index t). */
 static void read_table_fields(lua_State *L, lr_load *ld, int parent, int t, int line) {
+  ld->fields[parent].unnamed = unnamed_key(L, t);
   char prefix[32];
   lr_fmt(prefix, sizeof prefix, "%s.", lr_fields[parent].name);
   size_t plen = strlen(prefix);

@@ -266,6 +266,26 @@ static double percentile_of(const char *s) {
   return *end == '\0' && v > 0 && v < 100 ? v : 0;
 }
 
+/* A table of fields has names for keys: {0.1, 2} set nothing, and its
+ * defaults were taken in silence.  1 when every key is a name. */
+static int named(lr_check *ck, int i) {
+  int key = ck->fields[i].unnamed;
+  if (key == LUA_TNIL) return 1;
+  char names[400] = "";
+  size_t plen = strlen(lr_fields[i].name) + 1;
+  for (int j = 0; j < F_COUNT; j++) {
+    if (!lr_field_in(j, i) || strchr(lr_fields[j].name + plen, '.') || (lr_fields[j].flags & HOST))
+      continue;
+    size_t n = strlen(names);
+    lr_fmt(names + n, sizeof names - n, "%s%s = ...", n ? ", " : "", lr_fields[j].name + plen);
+  }
+  if (key == LUA_TNUMBER)
+    error_at(ck, i, "expected named fields (%s), got a positional value", names);
+  else
+    error_at(ck, i, "expected named fields (%s), got a %s as a key", names, lua_type_name(key));
+  return -1;
+}
+
 /* Checks field i against its row; 1 when set and valid, 0 when unset,
  * -1 when invalid (reported).  Longer than most: one switch over the
  * row's type, each case a few lines, read best as one table. */
@@ -318,7 +338,8 @@ static int check_field(lr_check *ck, int i) {
     bad(ck, i, "a function");
     return -1;
   case T_BACKOFF:
-    if (f->type == LUA_TTABLE || f->type == LUA_TFUNCTION) return 1;
+    if (f->type == LUA_TTABLE) return named(ck, i);
+    if (f->type == LUA_TFUNCTION) return 1;
     bad(ck, i, "a table or a function backoff(n, previous)");
     return -1;
   case T_DELAY:
@@ -328,7 +349,7 @@ static int check_field(lr_check *ck, int i) {
     bad(ck, i, "a number of seconds above 0, or a percentile \"pNN\" (\"p95\", \"p99.9\")");
     return -1;
   case T_TABLE:
-    if (f->type == LUA_TTABLE) return 1;
+    if (f->type == LUA_TTABLE) return named(ck, i);
     bad(ck, i,
         i == F_BUDGET             ? "a table {max_tokens =, token_ratio =}"
         : i == F_HEDGE            ? "a table {delay =, max =}"
@@ -538,6 +559,11 @@ static int validate(lr_check *ck, lr_tuning *x) {
     check_backoff(ck, ok, t);
   t->budget = declared(f, ok, F_BUDGET);
   t->breaker = declared(f, ok, F_BREAKER);
+  /* as backoff's: an explicit cap below the first wait is a mistake (it
+   * was raised to initial in silence); the default cap is raised still */
+  if (ok[F_TB_MAX] > 0 && ok[F_TB_INITIAL] >= 0 && x->throttle_max < x->throttle_initial)
+    error_at(ck, F_TB_MAX, "%g is below throttle_backoff.initial (%g)", x->throttle_max,
+             x->throttle_initial);
   check_hedge(ck, ok, x);
   check_breaker_rates(ck, ok, x);
   x->admission = declared(f, ok, F_ADMISSION);

@@ -271,6 +271,8 @@ typedef struct {
   char str[64];
   int line;     /* 0 when unknown */
   int from_set; /* came from luaretry_policy_set */
+  int unnamed;  /* a table of fields: the type of a key that is no name
+                   ({0.1, 2}: LUA_TNUMBER); LUA_TNIL when there is none */
 } lr_field;
 
 /* NAME=VALUE from luaretry_policy_set; the value's copy is owned by its

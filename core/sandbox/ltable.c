@@ -1,8 +1,9 @@
-/* ltable.c: table.move, table.insert and table.remove as Lua 5.4.4's
- * ltablib.c has them (and its names: tinsert, tremove, tmove, checktab,
- * aux_getn) (same checks, same order of reads and writes, same
- * metamethods, same errors), but every element moved is paid for from
- * the sandbox's budget, as the pattern matcher pays for its steps.
+/* ltable.c: table.move, table.insert, table.remove and table.concat as
+ * Lua 5.4.4's ltablib.c has them (and its names: tinsert, tremove, tmove,
+ * tconcat, checktab, aux_getn, addfield) (same checks, same order of reads
+ * and writes, same metamethods, same errors), but every element moved or
+ * read is paid for from the sandbox's budget, as the pattern matcher pays
+ * for its steps.
  *
  * Lua's own loop over the elements runs in C, where no hook can stop it,
  * and needs no memory: table.move({}, 1, math.maxinteger - 1, 2), or
@@ -111,12 +112,44 @@ static int tmove(lua_State *L) {
   return 1;
 }
 
+/* Lua's addfield, paid for: an __index that answers "" in C (as
+ * table.concat itself does) reads a range of 2^63 elements building
+ * nothing, so no memory limit stops it either. */
+static void addfield(lua_State *L, lr_sandbox *sb, luaL_Buffer *b, lua_Integer i) {
+  pay_one(L, sb);
+  lua_geti(L, 1, i);
+  if (!lua_isstring(L, -1))
+    luaL_error(L, "invalid value (%s) at index %I in table for 'concat'", luaL_typename(L, -1),
+               (LUAI_UACINT)i);
+  luaL_addvalue(b);
+}
+
+static int tconcat(lua_State *L) {
+  lr_sandbox *sb = lr_sandbox_of(L);
+  luaL_Buffer b;
+  lua_Integer last = aux_getn(L, 1, TAB_R);
+  size_t lsep;
+  const char *sep = luaL_optlstring(L, 2, "", &lsep);
+  lua_Integer i = luaL_optinteger(L, 3, 1);
+  last = luaL_optinteger(L, 4, last);
+  luaL_buffinit(L, &b);
+  for (; i < last; i++) {
+    addfield(L, sb, &b, i);
+    luaL_addlstring(&b, sep, lsep);
+  }
+  if (i == last) addfield(L, sb, &b, i);
+  luaL_pushresult(&b);
+  return 1;
+}
+
 lua_Integer lr_table_length(lua_State *L, int arg) { return aux_getn(L, arg, TAB_RW); }
 
 void lr_table_install(lua_State *L, int idx) {
-  static const luaL_Reg fns[] = {
-    { "insert", tinsert }, { "remove", tremove }, { "move", tmove }, { NULL, NULL }
-  };
+  static const luaL_Reg fns[] = { { "insert", tinsert },
+                                  { "remove", tremove },
+                                  { "move", tmove },
+                                  { "concat", tconcat },
+                                  { NULL, NULL } };
   idx = lua_absindex(L, idx);
   for (const luaL_Reg *f = fns; f->name; f++) {
     lua_pushcfunction(L, f->func);

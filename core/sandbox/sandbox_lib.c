@@ -2,12 +2,13 @@
  * library (as Redis keeps its scripts' libraries_allow_list); a state gets
  * fresh tables holding those names and nothing else.  A policy gets the
  * base library without dofile, loadfile and binary chunks, string (with
- * the matcher of lpattern.c, without dump), table (with insert, remove and
- * move of ltable.c), math, utf8, os.time/clock/date, a require that
- * reaches only the script's folder, lua/ and policies/, json on first use,
- * print to the host's log.  The fault server's scripts get the same plus
- * coroutine, and a require that reaches the script's folder and the
- * system's pure-Lua modules (dkjson) instead of lua/ and policies/.
+ * the matcher of lpattern.c and rep of lstring.c, without dump), table
+ * (with insert, remove, move and concat of ltable.c), math, utf8,
+ * os.time/clock/date, a require that reaches only the script's folder,
+ * lua/ and policies/, json on first use, print to the host's log.  The
+ * fault server's scripts get the same plus coroutine, and a require that
+ * reaches the script's folder and the system's pure-Lua modules (dkjson)
+ * instead of lua/ and policies/.
  * pcall, xpcall and the coroutine functions are our own, so that once a
  * limit is hit no script code catches it: neither a pcall nor an xpcall
  * handler.  No coroutines: a script has none.  math.random draws from the
@@ -21,6 +22,7 @@
 
 #include "find.h"
 #include "lpattern.h"
+#include "lstring.h"
 #include "ltable.h"
 #include "sandbox.h"
 
@@ -246,12 +248,13 @@ static const char *const BASE_NAMES[] = { "assert",   "collectgarbage", "error",
                                           "rawlen",   "rawset",         "select",   "setmetatable",
                                           "tonumber", "tostring",       "type",     "warn",
                                           "xpcall",   "_VERSION",       NULL };
-/* no dump: text chunks only; find, match, gmatch, gsub are lpattern.c's */
+/* no dump: text chunks only; find, match, gmatch, gsub are lpattern.c's,
+ * rep lstring.c's */
 static const char *const STRING_NAMES[] = { "byte",     "char", "find",    "format", "gmatch",
                                             "gsub",     "len",  "lower",   "match",  "pack",
                                             "packsize", "rep",  "reverse", "sub",    "unpack",
                                             "upper",    NULL };
-/* insert, remove, move are ltable.c's, sort lsort.c's */
+/* insert, remove, move, concat are ltable.c's, sort lsort.c's */
 static const char *const TABLE_NAMES[] = { "concat", "insert", "move",   "pack",
                                            "remove", "sort",   "unpack", NULL };
 static const char *const MATH_NAMES[] = { "abs",        "acos", "asin", "atan",       "ceil",
@@ -429,6 +432,7 @@ static void open_allowed(lua_State *L, const allowed_lib *libs) {
     push_library(L, lib);
     if (strcmp(lib->name, LUA_STRLIBNAME) == 0) {
       lr_pattern_install(L, -1);
+      lr_string_install(L, -1);
       collect_before_limit(L, -1, STRING_BUFFERED);
       /* ("x"):rep reaches what the string metatable's __index holds */
       lua_pushliteral(L, "");
