@@ -83,6 +83,30 @@ describe("curl's retried options", function ()
     assert.matches("^HTTP/1%.1 200", proc.readfile(tmp .. "/h.txt"))
   end)
 
+  -- two of the files written at the end naming one file: the later wrote
+  -- over the earlier (-o X -D X kept the headers, lost the body)
+  it("-o, -D, --log-json, --metrics-file, --trace-ascii or -c naming one file: a usage error, nothing sent", function ()
+    local f = tmp .. "/same"
+    for _, case in ipairs {
+      { { "-o", f, "-D", f }, "-o and -D" },
+      { { "-o", f, "--log-json", tmp .. "/./same" }, "-o and --log-json" },
+      { { "-D", f, "--metrics-file", f }, "-D and --metrics-file" },
+      { { "--log-json", f, "--trace-ascii", f }, "--log-json and --trace-ascii" },
+      { { "-o", f, "-c", f }, "-o and -c" },
+    } do
+      local args = case[1]
+      args[#args + 1] = srv.base .. "/twice"
+      local r = run(args)
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("run: " .. case[2] .. " name the same file", r.stderr, 1, true)
+    end
+    assert.are.equal(0, #srv:requests_on("/twice"))
+    assert.is_nil(proc.readfile(f))
+    -- -b reads what -c writes: curl's cookie jar, not a clash
+    local r = run({ "-b", f, "-c", f, "-o", tmp .. "/other", srv.base .. "/twice" })
+    assert.are.equal(0, r.code, r.stderr)
+  end)
+
   -- -D - as -D FILE: the final response's headers only (a 503 retried
   -- wrote its block to standard output, which cannot be taken back)
   it("-D - writes the final response's headers once, before the body, as -D FILE does", function ()

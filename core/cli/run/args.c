@@ -6,7 +6,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <strings.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -796,7 +798,60 @@ static int check_curl_combinations(run_args *a) {
 }
 
 /* Options that do not go together. */
+/* path's folder resolved, then its last name ("./x" and "x" alike), or
+ * path itself when the folder cannot be. */
+static void canonical(const char *path, char *out, size_t size) {
+  char dir[PATH_MAX], real[PATH_MAX];
+  const char *slash = strrchr(path, '/');
+  size_t n = slash ? (size_t)(slash - path) : 0;
+  if (n >= sizeof dir) n = sizeof dir - 1;
+  memcpy(dir, path, n);
+  dir[n] = '\0';
+  const char *base = slash ? slash + 1 : path;
+  if (realpath(slash ? (n ? dir : "/") : ".", real))
+    snprintf(out, size, "%s/%s", real, base);
+  else
+    snprintf(out, size, "%s", path);
+}
+
+/* Whether two outputs name one file: by their names, or one file reached
+ * by two.  Standard output ("-") is checked elsewhere. */
+static int same_file(const char *x, const char *y) {
+  if (!x || !y || strcmp(x, "-") == 0 || strcmp(y, "-") == 0) return 0;
+  char cx[2 * PATH_MAX], cy[2 * PATH_MAX];
+  canonical(x, cx, sizeof cx);
+  canonical(y, cy, sizeof cy);
+  if (strcmp(cx, cy) == 0) return 1;
+  struct stat sx, sy;
+  return stat(x, &sx) == 0 && stat(y, &sy) == 0 && sx.st_dev == sy.st_dev &&
+         sx.st_ino == sy.st_ino && S_ISREG(sx.st_mode);
+}
+
+/* Two of the files written at the end naming one: the later would write
+ * over the earlier (-o X -D X kept only the headers). */
+static int check_outputs(const run_args *a) {
+  const struct {
+    const char *opt, *path;
+  } outs[] = { { "-o", a->output },
+               { "-D", a->dump_header },
+               { "--log-json", a->log_json },
+               { "--metrics-file", a->metrics_file },
+               { "--trace-ascii", a->trace_ascii },
+               { "-c", a->cookie_jar } };
+  size_t n = sizeof outs / sizeof outs[0];
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++)
+      if (same_file(outs[i].path, outs[j].path)) {
+        char what[64];
+        snprintf(what, sizeof what, "%s and %s", outs[i].opt, outs[j].opt);
+        return cli_usage("run: %s name the same file: one would write over the other", what);
+      }
+  return 0;
+}
+
 static int check_combinations(run_args *a) {
+  int clash = check_outputs(a);
+  if (clash) return clash;
   if ((a->nwords || a->urls_file) && a->command)
     return cli_usage("run: a URL or a COMMAND, not both", NULL);
   if (!a->policy) return cli_usage("run: a URL, -- COMMAND or POLICY is needed", NULL);

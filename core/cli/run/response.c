@@ -210,7 +210,7 @@ luaretry_code response_perform(response *r, luaretry_policy *p, luaretry_call *c
   }
 }
 
-int response_dump_check(const char *path) {
+int output_check(const char *opt, const char *path) {
   if (!path || strcmp(path, "-") == 0) return 0;
   struct stat st;
   const char *why = NULL;
@@ -232,7 +232,7 @@ int response_dump_check(const char *path) {
     if (access(dir, W_OK | X_OK) != 0) why = strerror(errno);
   }
   if (!why) return 0;
-  fprintf(stderr, "luaretry: -D %s: %s\n", path, why);
+  fprintf(stderr, "luaretry: %s %s: %s\n", opt, path, why);
   return -1;
 }
 

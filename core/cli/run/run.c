@@ -447,7 +447,7 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   char *format = NULL; /* a command's -w */
   int status = a->data ? data_open(a, &body) : 0;
   if (status == 0 && mode == RUN_COMMAND && a->write_out) status = command_writeout(a, &format);
-  if (status == 0 && response_dump_check(a->dump_header) != 0) status = EXIT_USAGE;
+  if (status == 0 && output_check("-D", a->dump_header) != 0) status = EXIT_USAGE;
   if (status == 0 && a->create_dirs && a->output && strcmp(a->output, "-") != 0 &&
       create_dirs(a->output, 0, "-o") != 0)
     status = EXIT_USAGE;

@@ -397,9 +397,10 @@ luaretry_code response_perform(response *r, luaretry_policy *p, luaretry_call *c
 int response_restart(void *ud);
 /* -D FILE and -w once the call ended; the exit status (1 when -D failed). */
 int response_finish(response *r, const luaretry_decision *final, int status);
-/* Whether -D's file can be written (checked before the first attempt, as
- * -o's is); 0, or -1 after saying why. */
-int response_dump_check(const char *path);
+/* Whether a file written at the end (-D's) can be: checked before the
+ * first attempt, as -o's is; 0, or -1 after saying why, naming opt.
+ * (--metrics-file is not: the call's own status stands without it.) */
+int output_check(const char *opt, const char *path);
 void response_free(response *r);
 
 /* ---- signals.c: SIGINT and SIGTERM cancel what runs */
