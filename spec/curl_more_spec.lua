@@ -305,6 +305,27 @@ describe("curl's retried options", function ()
     assert.matches("line 1: %-%-silent takes no value", r.stderr)
   end)
 
+  -- what is wrong in a -K file is named with its file and line, and a -K
+  -- that is no file says why (a folder read as an empty file)
+  it("-K: an error in the file names the file and line; a folder or a missing file says which", function ()
+    local cfg = tmp .. "/bad.cfg"
+    proc.writefile(cfg, "# fine\nsilent\nbogus-opt\n")
+    local r = run({ srv.base .. "/k", "-K", cfg })
+    assert.are.equal(2, r.code)
+    assert.matches("^luaretry: %-K " .. cfg:gsub("%p", "%%%0") .. ", line 3: run: unknown option %-%-bogus%-opt\n", r.stderr)
+    proc.writefile(cfg, "max-time = soon\n")
+    r = run({ srv.base .. "/k", "-K", cfg })
+    assert.are.equal(2, r.code)
+    assert.matches("^luaretry: %-K [^\n]*, line 1: run: %-%-max%-time soon: ", r.stderr)
+    r = run({ srv.base .. "/k", "-K", tmp })
+    assert.are.equal(2, r.code)
+    assert.matches("^luaretry: run: %-K " .. tmp:gsub("%p", "%%%0") .. ": Is a directory\n", r.stderr)
+    r = run({ srv.base .. "/k", "-K", tmp .. "/none" })
+    assert.are.equal(2, r.code)
+    assert.matches("^luaretry: run: %-K [^\n]*/none: No such file or directory\n", r.stderr)
+    assert.are.equal(0, #srv:requests_on("/k"))
+  end)
+
   it("-Z runs a batch's URLs at once (curl's --parallel); --parallel-max N bounds them", function ()
     local urls = { srv.base .. "/slow", srv.base .. "/slow", srv.base .. "/slow" }
     local function times(extra)

@@ -135,6 +135,12 @@ describe("day one", function ()
       end
     end)
 
+    it("an empty POLICY says what it wanted", function ()
+      local r = run("run", "", "http://127.0.0.1:9/")
+      assert.are.equal(3, r.code)
+      assert.matches("^luaretry: POLICY '': expected a policy's name", r.stderr)
+    end)
+
     -- a command's error shows that command's synopsis, not all fourteen
     -- lines of every command's: the message stays in sight
     it("show the synopsis of the command they are about, and where its options are told", function ()

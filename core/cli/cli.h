@@ -59,6 +59,9 @@ extern const char CLI_USAGE[];
 int cli_usage(const char *fmt, const char *arg);
 /* The command whose usage errors follow (main.c, before it runs it). */
 void cli_usage_command(const char *command);
+/* Where the words being read come from ("-K FILE, line N"), named before
+ * a usage error's message; NULL: the command line.  Returns the last. */
+const char *cli_usage_where(const char *where);
 /* `help`: the overview (command NULL) or a command's, on standard output. */
 int cli_help(const char *command);
 /* --version: luaretry's, libcurl's and Lua's versions, what is built in, and

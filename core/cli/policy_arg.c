@@ -98,6 +98,10 @@ static void print_not_found(const char *policy) {
 }
 
 int cli_find_policy(const char *policy, char path[CLI_PATH_MAX]) {
+  if (!policy[0]) {
+    fprintf(stderr, "luaretry: POLICY '': expected a policy's name (luaretry list) or file\n");
+    return -1;
+  }
   luaretry_code rc = luaretry_policy_find(policy, path, CLI_PATH_MAX);
   if (rc == LUARETRY_OK) return 0;
   if (rc == LUARETRY_E_IO)

@@ -313,9 +313,15 @@ int cli_help(const char *command) {
                    command);
 }
 
-static const char *usage_command;
+static const char *usage_command, *usage_where;
 
 void cli_usage_command(const char *command) { usage_command = command; }
+
+const char *cli_usage_where(const char *where) {
+  const char *was = usage_where;
+  usage_where = where;
+  return was;
+}
 
 /* CLI_USAGE's lines for `command` (each "luaretry COMMAND ..." line and the
  * lines that continue it), as a synopsis of its own; 0 when none are. */
@@ -342,6 +348,7 @@ static int print_synopsis(FILE *out, const char *command) {
  * other commands' lines would bury it. */
 int cli_usage(const char *fmt, const char *arg) {
   fprintf(stderr, "luaretry: ");
+  if (usage_where) fprintf(stderr, "%s: ", usage_where);
   fprintf(stderr, fmt, arg ? arg : "");
   fputc('\n', stderr);
   if (usage_command && print_synopsis(stderr, usage_command))

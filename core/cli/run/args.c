@@ -508,7 +508,11 @@ static int config_line(void *ud, int n, char **words, const char *path, long lin
       if (k == 0 && n == 2) free(words[1]);
       return cli_usage("run: out of memory", NULL);
     }
+  char where[512];
+  snprintf(where, sizeof where, "-K %s, line %ld", path, line);
+  const char *outer = cli_usage_where(where); /* a -K line may read another -K */
   int i = 0, status = parse_word(a, n, words, &i);
+  cli_usage_where(outer);
   if (status == 0 && i + 1 < n) {
     char what[512];
     snprintf(what, sizeof what, "run: -K %s, line %ld: %s takes no value", path, line, words[0]);

@@ -4,9 +4,11 @@
  * dashes is a long option), "-X value" for a short one; a value quoted
  * with "..." (\\ \" \t \n \r \v escapes) or bare up to the first blank;
  * '#' starts a comment line; "url = URL" names a URL. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "run.h"
@@ -77,10 +79,15 @@ static int split_line(const char *line, char **words) {
 int config_words(const char *path, config_word_fn take, void *ud) {
   int stdin_file = strcmp(path, "-") == 0;
   FILE *f = stdin_file ? stdin : fopen(path, "r");
+  struct stat st;
+  if (f && !stdin_file && fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    fclose(f); /* a folder opens, and reads as nothing at all */
+    f = NULL;
+    errno = EISDIR;
+  }
   if (!f) {
     char what[512];
-    snprintf(what, sizeof what, "run: -K %s: cannot be read", path);
-    perror(path);
+    snprintf(what, sizeof what, "run: -K %s: %s", path, strerror(errno));
     return cli_usage("%s", what);
   }
   char line[8192];
