@@ -261,6 +261,11 @@ describe("luaretry run, many URLs", function ()
       assert.are.equal(2, r.code)
       assert.matches("bad URL [^\n]*line 6%)", r.stderr)
       assert.are.equal(0, #srv:requests())
+      -- a line's bytes are shown escaped: a terminal's controls do nothing
+      r = run(concat({ "run", HTTP, "--urls", url_file({ "http://exa\27[31mmple .com/" }) }, FAST))
+      assert.are.equal(2, r.code)
+      assert.matches("bad URL http://exa\\x1b[31mmple .com/", r.stderr, 1, true)
+      assert.is_nil(r.stderr:find("\27", 1, true))
     end)
 
     it("a line longer than any URL libcurl accepts (8 MB) is refused at once, never read whole", function ()

@@ -150,11 +150,19 @@ static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **u
 }
 
 static int bad_url(const char *url, const char *where, const char *why) {
-  /* a URL curl cannot parse cannot be redacted by it: ours */
-  char *shown = url_redacted_rough(url);
+  /* a URL curl cannot parse cannot be redacted by it: ours; its bytes
+   * escaped (a file's line may hold any, a terminal's controls too) */
+  char *shown = url_redacted_rough(url), *safe = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&safe, &len);
+  if (m) {
+    cli_text(m, shown ? shown : "(URL)");
+    if (fclose(m) != 0) free(safe), safe = NULL;
+  }
   char what[640];
-  snprintf(what, sizeof what, "run: bad URL %s%s: %s", shown ? shown : "(URL)", where, why);
+  snprintf(what, sizeof what, "run: bad URL %s%s: %s", safe ? safe : "(URL)", where, why);
   free(shown);
+  free(safe);
   return cli_usage("%s", what);
 }
 
