@@ -60,9 +60,10 @@ describe("curl's retried options", function ()
 
   -- -D's file is checked before the request goes, as -o's is (a POST
   -- would have taken effect): a usage error naming it, nothing sent
-  it("-o '' and -D '', or a -D file that cannot be written, are usage errors before anything is sent", function ()
+  it("-o '', -o twice, -D '', or a -D file that cannot be written: usage errors before anything is sent", function ()
     for _, case in ipairs {
       { { "-o", "" }, "run: -o '': expected a file" },
+      { { "-o", tmp .. "/a", "--output", tmp .. "/b" }, "run: --output given twice" },
       { { "-D", "" }, "run: -D '': expected a file" },
       { { "--dump-header", "" }, "run: --dump-header '': expected a file" },
       { { "-D", tmp .. "/no/such/dir/h" }, "-D " .. tmp .. "/no/such/dir/h: No such file or directory" },

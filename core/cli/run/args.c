@@ -629,6 +629,8 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_DATA_RAW: return add_data(a, DATA_RAW, v);
   case O_OUTPUT:
     if (!v[0]) return cli_usage("run: %s '': expected a file (- for standard output)", opt);
+    /* curl writes the first and warns; one of two would be lost here */
+    if (a->output) return cli_usage("run: %s given twice: one URL takes one file", opt);
     a->output = v;
     break;
   case O_USER:
