@@ -537,6 +537,24 @@ describe("curl's options with curl's meaning", function ()
       assert.are.same({ "file.txt" }, proc.ls(tmp))
     end)
 
+    -- luaretry(1), -O: how the name is made from the URL's last segment
+    it("-O names the file from the last segment: bytes made safe, cut at 200, index for none", function ()
+      local long = ("b"):rep(250)
+      local cases = {
+        { "/o/" .. long, ("b"):rep(200) },
+        { "/o/", "index" },
+        { "/o/a%20b%2Fc$d.txt", "a_b_c_d.txt" },
+        { "/o/.hidden", "_hidden" },
+      }
+      for _, c in ipairs(cases) do
+        local dir = proc.tmpdir()
+        local code, err = run_in(dir, { "-O", srv.base .. c[1] })
+        assert.are.equal(0, code, err)
+        assert.are.same({ c[2] }, proc.ls(dir), c[1])
+        proc.rmtree(dir)
+      end
+    end)
+
     it("-q keeps luaretry's meaning (one line per failure), the one deliberate difference, said in luaretry(1)", function ()
       local r = run({ "-q", "--retry", "1", srv.base .. "/always503" })
       assert.are.equal(4, r.code)
