@@ -71,7 +71,9 @@ local DEFAULT_LIMIT = 300  -- seconds: the engine's default max_retry_after
 --- The answer for one outcome: "cancel", "now" or "delay".
 function M.answer(status, err, attempt)
   if status == 0 then
-    if err == "tls_verify" or err == "too_many_redirects" then return "cancel" end
+    if err == "tls_verify" or err == "too_many_redirects" or err == "redirect_refused" then
+      return "cancel"
+    end
     if err == "reset" and (attempt or 1) == 1 then return "now" end
     return "delay"
   end

@@ -17,7 +17,7 @@
 --   "reset"                     status 0 with that transport failure; also
 --                               "connect", "timeout", "dns", "tls",
 --                               "tls_verify", "truncated", "protocol",
---                               "too_many_redirects", "too_large",
+--                               "too_many_redirects", "redirect_refused", "too_large",
 --                               "transport"
 --   { status = 409, body = '...', error = ..., headers = { ["Retry-After"] = "5" },
 --     retry_after = 5, method = "PUT", url = "...", workflow = true,
@@ -86,7 +86,7 @@ local M = {}
 
 local TRANSPORT = { connect = true, timeout = true, reset = true, dns = true,
                     tls = true, tls_verify = true, truncated = true, protocol = true,
-                    too_many_redirects = true, too_large = true,
+                    too_many_redirects = true, redirect_refused = true, too_large = true,
                     transport = true }
 
 --- An outcome table from a status, a transport failure's name or a table.
@@ -100,7 +100,8 @@ function M.outcome(x)
   elseif t == "string" then
     if not TRANSPORT[x] then
       error(("testing: unknown outcome %q (a status, a table, or one of connect, "
-             .. "timeout, reset, dns, tls, tls_verify, truncated, protocol, too_many_redirects, too_large, transport)"):format(x), 2)
+             .. "timeout, reset, dns, tls, tls_verify, truncated, protocol, too_many_redirects, redirect_refused, "
+             .. "too_large, transport)"):format(x), 2)
     end
     return { status = 0, error = x }
   elseif t == "table" then

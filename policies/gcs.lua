@@ -97,7 +97,7 @@ local google = require "google"
 backoff = google.backoff(32)  -- [TB], the formula shared with iam.lua and memorystore.lua
 
 function is_transient(status, _, info) -- the body is not read: none is copied
-  if status == 0 then return info.error ~= "tls_verify" and info.error ~= "too_many_redirects" and info.error ~= "too_large" end  -- timeouts and disconnects [RS]
+  if status == 0 then return info.error ~= "tls_verify" and info.error ~= "too_many_redirects" and info.error ~= "redirect_refused" and info.error ~= "too_large" end  -- timeouts and disconnects [RS]
   if status == 429 then return google.too_many_requests(info) end  -- a rate-limit reset counts
   return status == 408 or (status >= 500 and status <= 599)
 end

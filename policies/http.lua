@@ -60,7 +60,8 @@ local QUOTA = { [403] = true, [429] = true, [503] = true }
 function is_transient(status, _, info)
   if status == 0 then
     return info.error ~= "tls_verify" and info.error ~= "too_many_redirects" and
-           info.error ~= "checksum_mismatch" and info.error ~= "too_large"
+           info.error ~= "redirect_refused" and info.error ~= "checksum_mismatch" and
+           info.error ~= "too_large"
   end
   if QUOTA[status] then
     local reset = retry.rate_limit_wait(info)

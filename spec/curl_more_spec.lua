@@ -108,6 +108,24 @@ describe("curl's retried options", function ()
     assert.are.equal(0, r.code, r.stderr)
   end)
 
+  -- -L follows http and https only: a redirect elsewhere is the same on
+  -- every attempt, final (curl's --retry does not retry it either)
+  it("-L: a redirect to another scheme fails once as redirect_refused, final, for every shipped HTTP policy", function ()
+    for _, target in ipairs { "ftp://127.0.0.1/x", "file:///etc/passwd" } do
+      srv:reset()
+      local r = run({ "-L", "--log-json", tmp .. "/log", srv.base .. "/to?" .. target })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.are.equal(1, #srv:requests_on("/to"))
+      assert.matches('"error":"redirect_refused"', proc.readfile(tmp .. "/log"), 1, true)
+    end
+    for _, policy in ipairs { "http", "gcs", "iam", "memorystore", "azure", "azure-batch",
+                              "azure-interactive" } do
+      local x = proc.run({ "check", policy, "--probe", "0 redirect_refused" })
+      assert.are.equal(0, x.code, policy .. ": " .. x.stderr)
+      assert.matches("0 redirect_refused%s+final", x.stdout, nil, false)
+    end
+  end)
+
   -- -D - as -D FILE: the final response's headers only (a 503 retried
   -- wrote its block to standard output, which cannot be taken back)
   it("-D - writes the final response's headers once, before the body, as -D FILE does", function ()

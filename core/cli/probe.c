@@ -58,11 +58,22 @@ static const char *header(char **s, cli_probe *p) {
 /* The transport failures an attempt can end in (luaretry-policy(5),
  * info.error): a probe of another name would be judged as nothing real
  * ever is (a misspelt tls_verify, retried). */
-static const char *const ERRORS[] = { "connect",    "timeout",           "dns",
-                                      "reset",      "truncated",         "tls",
-                                      "tls_verify", "protocol",          "too_many_redirects",
-                                      "too_large",  "transport",         "range",
-                                      "stalled",    "checksum_mismatch", "digest_mismatch" };
+static const char *const ERRORS[] = { "connect",
+                                      "timeout",
+                                      "dns",
+                                      "reset",
+                                      "truncated",
+                                      "tls",
+                                      "tls_verify",
+                                      "protocol",
+                                      "too_many_redirects",
+                                      "redirect_refused",
+                                      "too_large",
+                                      "transport",
+                                      "range",
+                                      "stalled",
+                                      "checksum_mismatch",
+                                      "digest_mismatch" };
 
 static int known_error(const char *e, size_t len) {
   for (size_t i = 0; i < sizeof ERRORS / sizeof ERRORS[0]; i++)

@@ -212,8 +212,11 @@ const char *luaretry_curl_error_name(CURLcode rc) {
   case CURLE_WEIRD_SERVER_REPLY:
   case CURLE_HTTP2:
   case CURLE_HTTP2_STREAM:
-  case CURLE_BAD_CONTENT_ENCODING:
-  case CURLE_UNSUPPORTED_PROTOCOL: return "protocol";
+  case CURLE_BAD_CONTENT_ENCODING: return "protocol";
+  /* a redirect to a scheme not followed (only http and https are; a URL
+   * of another is refused before any attempt): the same answer leads
+   * there again, as curl's --retry judges it */
+  case CURLE_UNSUPPORTED_PROTOCOL: return "redirect_refused";
   default: return "transport";
   }
 }

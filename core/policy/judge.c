@@ -211,7 +211,8 @@ static void default_classify(const luaretry_outcome *o, lr_verdict *v) {
    * the host's checksum is something else */
   if (o->error &&
       (strcmp(o->error, "tls_verify") == 0 || strcmp(o->error, "too_many_redirects") == 0 ||
-       strcmp(o->error, "too_large") == 0 || strcmp(o->error, "checksum_mismatch") == 0)) {
+       strcmp(o->error, "redirect_refused") == 0 || strcmp(o->error, "too_large") == 0 ||
+       strcmp(o->error, "checksum_mismatch") == 0)) {
     v->cls = LUARETRY_CLASS_FINAL;
     return;
   }
