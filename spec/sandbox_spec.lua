@@ -166,6 +166,24 @@ describe("the time limit", function()
     assert.are.equal("retry", next_call.verdict)
   end)
 
+  -- print goes to the host's log: the host's time there is not the
+  -- script's (a slow log blamed the script); the script's own time across
+  -- its prints still reaches the limit
+  it("does not count a host log's time (print), and still stops a loop of prints", function()
+    local function busy(s) local t = now() + s while now() < t do end end
+    local p = assert(lr.load_string('max_attempts = 3\nfunction is_transient() print("one") print("two") return true end',
+                                    "=slowlog", { log = function () busy(0.3) end }))
+    local d, secs = walled(function() return p:classify{ status = 503 } end)
+    assert.are.equal("retry", d.verdict, d.message)
+    assert.is_true(secs >= 0.6, "took " .. secs .. " s") -- both lines were logged, slowly
+    local q = assert(lr.load_string('max_attempts = 3\nfunction is_transient() while true do print("x") end end',
+                                    "=printloop", { log = function () end }))
+    d, secs = walled(function() return q:classify{ status = 503 } end)
+    assert.are.equal("policy_error", d.verdict)
+    has(d.message, "printloop:2: time limit reached (0.25 s)")
+    assert.is_true(secs < 5, "took " .. secs .. " s") -- wide: a busy machine, the log's calls
+  end)
+
   it("is sticky: a pcall inside the loop cannot swallow it, well within a second", function()
     local p = assert(lr.load(FIX .. FILE))
     local d, secs = walled(function() return p:classify{ status = 2 } end)

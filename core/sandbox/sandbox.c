@@ -296,6 +296,15 @@ void lr_sandbox_resume(lr_sandbox *sb) {
   atomic_compare_exchange_strong(&sb->phase, &idle, PHASE_RUNNING);
 }
 
+void lr_sandbox_resume_from(lr_sandbox *sb, long paused_at) {
+  if (!sb->timed || atomic_load(&sb->expired)) return;
+  /* the script's clock moves on by the ticks the host took, no more: a
+   * loop of host calls still reaches the limit on its own time */
+  atomic_fetch_add_explicit(&sb->entered, lr_watchdog_tick() - paused_at, memory_order_relaxed);
+  int idle = PHASE_IDLE;
+  atomic_compare_exchange_strong(&sb->phase, &idle, PHASE_RUNNING);
+}
+
 /* Ticks a call may run, from its limit: the watchdog looks once a tick,
  * so the kill lands a fifth of the limit (at least 5 ticks, 25 ms) before
  * it: room for the watchdog to be scheduled late on a loaded machine and

@@ -71,7 +71,12 @@ static int safe_print(lua_State *L) {
     luaL_addvalue(&b);
   }
   luaL_pushresult(&b);
-  if (sb->log && sb->log->fn) sb->log->fn(sb->log->ud, lua_tostring(L, -1));
+  if (sb->log && sb->log->fn) {
+    long paused_at = lr_watchdog_tick(); /* the host's log is not the script's time */
+    lr_sandbox_pause(sb);
+    sb->log->fn(sb->log->ud, lua_tostring(L, -1));
+    lr_sandbox_resume_from(sb, paused_at);
+  }
   return 0;
 }
 
