@@ -3,6 +3,7 @@
  * knows nothing of HTTP.  Loaded policies live in their own sandboxed
  * states; this file only touches the host's state. */
 #include <lauxlib.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -869,10 +870,13 @@ static int c_prepare(lua_State *L) {
   luaretry_call *c = check_call(L, 1);
   request_buf rb;
   read_request(L, 2, &rb);
+  /* checked before the call is marked busy: an error here must not leave it so */
+  lua_Integer attempt = luaL_optinteger(L, 3, 1);
+  luaL_argcheck(L, attempt >= 1 && attempt <= INT_MAX, 3, "attempt: 1 or more expected");
   luaretry_request out;
   call_box *cb = lua_touserdata(L, 1);
   cb->busy = 1;
-  luaretry_code rc = luaretry_call_prepare(c, &rb.r, (int)luaL_optinteger(L, 3, 1), &out);
+  luaretry_code rc = luaretry_call_prepare(c, &rb.r, (int)attempt, &out);
   cb->busy = 0;
   if (rc != LUARETRY_OK) return fail(L, luaretry_call_errmsg(c), rc);
   push_request(L, &out);

@@ -1,0 +1,33 @@
+-- The Lua module against a hostile host: coroutines that come and go
+-- around opts.log, tables whose fields come from __index (fresh strings
+-- nothing else holds, collected by a log that runs the GC), bad arguments
+-- in the middle of a call, failed loads by the thousand and sources with a
+-- NUL byte.  Each case is a clean answer or error, never a read of freed
+-- memory: run it under the ASan build (or valgrind) to see one.
+local lr = require "luaretry"
+
+local function has(haystack, needle)
+  assert.is_truthy(tostring(haystack):find(needle, 1, true),
+    ("expected to find %q in:\n%s"):format(needle, tostring(haystack)))
+end
+
+-- A log that collects everything unreferenced and fills the freed memory
+-- with other strings, so a read of a freed one reads garbage.
+local junk = {}
+local function collecting_log()
+  collectgarbage()
+  collectgarbage()
+  for i = 1, 200 do junk[#junk + 1] = ("!"):rep(100 + i % 50) .. i end
+end
+
+describe("c:prepare with a bad attempt", function()
+  it("is an error that leaves the call usable and closable", function()
+    local p = assert(lr.load_string("max_attempts = 3\nattempt_timeout = 5", "=p"))
+    local c = p:begin{ virtual = true, seed = 1 }
+    assert.has_error(function() c:prepare({ url = "http://x/" }, 2.5) end)
+    assert.has_error(function() c:prepare({ url = "http://x/" }, "two") end)
+    assert.are.equal("http://x/", c:prepare({ url = "http://x/" }, 2).url)
+    c:close()
+    assert.has_error(function() c:next() end, "call is closed")
+  end)
+end)
