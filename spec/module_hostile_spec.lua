@@ -20,6 +20,28 @@ local function collecting_log()
   for i = 1, 200 do junk[#junk + 1] = ("!"):rep(100 + i % 50) .. i end
 end
 
+describe("opts.log and threads", function()
+  it("runs on the thread of the call in progress, never one that has ended", function()
+    local p
+    local lines = {}
+    local function log(line)
+      lines[#lines + 1] = line
+      -- other threads use the policy, and are collected, mid-decision
+      coroutine.wrap(function() p:warnings() end)()
+      coroutine.wrap(function() assert.is_true(p:is_idempotent{ method = "GET" }) end)()
+      collectgarbage()
+      collectgarbage()
+      for i = 1, 5000 do junk[#junk + 1] = ("\255"):rep(150 + i % 80) .. i end
+    end
+    p = assert(lr.load_string(
+      'max_attempts=3 function is_transient() print"one" print"two" return true end', "=p",
+      { log = log }))
+    assert.are.equal("retry", p:classify{ status = 503 }.verdict)
+    assert.are.same({ "one", "two" }, lines)
+    junk = {}
+  end)
+end)
+
 describe("c:prepare with a bad attempt", function()
   it("is an error that leaves the call usable and closable", function()
     local p = assert(lr.load_string("max_attempts = 3\nattempt_timeout = 5", "=p"))

@@ -18,7 +18,8 @@
 
 typedef struct {
   luaretry_policy *p;
-  lua_State *L; /* the thread inside the library now, for opts.log */
+  lua_State *L; /* the thread whose library call is in progress (opts.log
+                   runs on it), or NULL: see host_enter */
   int log_ref;  /* opts.log, a host function, or LUA_NOREF */
   int calls;    /* live calls: a policy outlives its calls, whatever
                         order Lua finalizes them in */
@@ -36,9 +37,21 @@ static void policy_release(lua_State *L, policy_box *b);
 static luaretry_policy *check_policy(lua_State *L, int i) {
   policy_box *b = luaL_checkudata(L, i, POLICY_MT);
   if (!b->p || b->closed) luaL_error(L, "policy is closed");
-  b->L = L; /* the thread calling now: opts.log runs on it */
   return b->p;
 }
+
+/* opts.log runs on the thread that made the library call in progress,
+ * which is alive while it waits for it.  b->L names that thread only for
+ * the call's length and is put back after: calls nest (a log's own calls
+ * end before the call that logged goes on) and none yields, so b->L never
+ * names a thread that has ended since, or one that is suspended. */
+static lua_State *host_enter(policy_box *b, lua_State *L) {
+  lua_State *was = b->L;
+  b->L = L;
+  return was;
+}
+
+static void host_leave(policy_box *b, lua_State *was) { b->L = was; }
 
 /* The policy at 1 is busy until the calling function returns or raises:
  * a library call of it may run the script, and so opts.log, which may
@@ -70,13 +83,16 @@ static int busy_over(lua_State *L) {
  * library call of it is in progress. */
 static void policy_release(lua_State *L, policy_box *b) {
   if (!b->closed || b->calls > 0 || b->busy > 0 || !b->p) return;
+  lua_State *was = host_enter(b, L);
   luaretry_policy_free(b->p);
+  host_leave(b, was);
   b->p = NULL;
   if (b->log_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, b->log_ref);
   b->log_ref = LUA_NOREF;
 }
 
-static luaretry_call *check_call(lua_State *L, int i) {
+/* The call at i, and its policy's box in *pbp when pbp is not NULL. */
+static luaretry_call *check_call(lua_State *L, int i, policy_box **pbp) {
   call_box *b = luaL_checkudata(L, i, CALL_MT);
   if (!b->c) luaL_error(L, "call is closed");
   if (b->busy) luaL_error(L, "the call is in use: its own callback cannot use it");
@@ -84,7 +100,7 @@ static luaretry_call *check_call(lua_State *L, int i) {
   policy_box *pb = lua_touserdata(L, -1);
   if (!pb || !pb->p || pb->closed) luaL_error(L, "the call's policy is closed");
   lua_pop(L, 1);
-  pb->L = L;
+  if (pbp) *pbp = pb;
   return b->c;
 }
 
@@ -169,7 +185,7 @@ static int new_policy(lua_State *L, const char *path, const char *chunkname, con
   check_option_names(L, opts);
   policy_box *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->p = NULL;
-  b->L = L;
+  b->L = NULL;
   b->log_ref = LUA_NOREF;
   b->calls = 0;
   b->busy = 0;
@@ -183,10 +199,12 @@ static int new_policy(lua_State *L, const char *path, const char *chunkname, con
   } else if (lua_istable(L, opts)) {
     lua_pop(L, 1);
   }
+  lua_State *was = host_enter(b, L); /* an error of opts.set leaves it: the box is garbage */
   rc = apply_options(L, b->p, opts);
   if (rc == LUARETRY_OK)
     rc = path ? luaretry_policy_load_file(b->p, path)
               : luaretry_policy_load_string(b->p, chunkname, source);
+  host_leave(b, was);
   if (rc != LUARETRY_OK) {
     int n = fail(L, luaretry_policy_errmsg(b->p), rc);
     luaretry_policy_free(b->p);
@@ -244,7 +262,7 @@ static int p_gc(lua_State *L) {
 static void log_to_host(void *ud, const char *line) {
   policy_box *b = ud;
   lua_State *L = b->L;
-  if (!lua_checkstack(L, 2)) return;
+  if (!L || !lua_checkstack(L, 2)) return; /* NULL: no call of ours in progress */
   lua_rawgeti(L, LUA_REGISTRYINDEX, b->log_ref);
   lua_pushstring(L, line);
   if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1); /* a log must not fail a call */
@@ -253,9 +271,12 @@ static void log_to_host(void *ud, const char *line) {
 static int p_reload(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   busy_until_return(L, 3);
-  luaretry_code rc = lua_isnoneornil(L, 3) ? luaretry_policy_load_file(p, luaL_checkstring(L, 2))
-                                           : luaretry_policy_load_string(p, luaL_checkstring(L, 3),
-                                                                         luaL_checkstring(L, 2));
+  const char *name = luaL_checkstring(L, lua_isnoneornil(L, 3) ? 2 : 3);
+  const char *source = lua_isnoneornil(L, 3) ? NULL : luaL_checkstring(L, 2);
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
+  luaretry_code rc =
+    source ? luaretry_policy_load_string(p, name, source) : luaretry_policy_load_file(p, name);
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
   lua_pushboolean(L, 1);
   return 1;
@@ -266,7 +287,9 @@ static int p_reload_if_changed(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   busy_until_return(L, 1);
   int reloaded = 0;
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
   luaretry_code rc = luaretry_policy_reload_if_changed(p, &reloaded);
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
   lua_pushboolean(L, reloaded);
   return 1;
@@ -276,7 +299,10 @@ static int p_set(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   busy_until_return(L, 3);
   const char *name = luaL_checkstring(L, 2);
-  luaretry_code rc = luaretry_policy_set(p, name, luaL_tolstring(L, 3, NULL));
+  const char *value = luaL_tolstring(L, 3, NULL);
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
+  luaretry_code rc = luaretry_policy_set(p, name, value);
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
   lua_pushboolean(L, 1);
   return 1;
@@ -332,7 +358,11 @@ static int p_warnings(lua_State *L) {
 /* p:metrics() -> the counters, budget and breaker shared by its calls */
 static int p_metrics(lua_State *L) {
   luaretry_metrics m;
-  luaretry_policy_metrics(check_policy(L, 1), &m);
+  luaretry_policy *p = check_policy(L, 1);
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
+  luaretry_policy_metrics(p, &m);
+  double rate = luaretry_policy_rate(p);
+  host_leave(lua_touserdata(L, 1), was);
   lua_createtable(L, 0, 16);
   const struct {
     const char *name;
@@ -364,7 +394,7 @@ static int p_metrics(lua_State *L) {
   }
   set_num(L, "time_waited", m.time_waited);
   set_num(L, "budget_tokens", m.budget_tokens);
-  set_num(L, "rate", luaretry_policy_rate(check_policy(L, 1)));
+  set_num(L, "rate", rate);
   set_str(L, "breaker", luaretry_breaker_state_name(m.breaker));
   set_str(L, "guards", luaretry_guards_scope_name(m.guards));
   return 1;
@@ -374,7 +404,9 @@ static int p_metrics(lua_State *L) {
 static int p_fleet_sync(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   busy_until_return(L, 1); /* the fleet's log may run opts.log */
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
   luaretry_code rc = luaretry_policy_fleet_sync(p);
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
   lua_pushboolean(L, 1);
   return 1;
@@ -417,7 +449,9 @@ static int p_fleet(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   busy_until_return(L, 1);
   luaretry_fleet_status st;
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
   luaretry_code rc = luaretry_policy_fleet_status(p, &st);
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
   lua_pushcfunction(L, push_fleet_status);
   lua_pushlightuserdata(L, &st);
@@ -473,7 +507,9 @@ static int p_schedule(lua_State *L) {
     lua_pop(L, 2);
   }
   lua_newtable(L);
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
   luaretry_code rc = luaretry_simulate(p, seed, attempts, collect_decision, L);
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   return 1;
 }
@@ -747,12 +783,15 @@ static int p_classify(lua_State *L) {
     .flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED, .seed = 1
   };
   luaretry_call *c;
-  luaretry_code rc = luaretry_call_begin(p, &opt, &c); /* a probe: counts nowhere */
-  if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   luaretry_decision d;
-  rc = luaretry_call_report(c, &ob.o, &d);
-  if (rc == LUARETRY_OK) push_decision(L, &d);
-  luaretry_call_free(c);
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
+  luaretry_code rc = luaretry_call_begin(p, &opt, &c); /* a probe: counts nowhere */
+  if (rc == LUARETRY_OK) {
+    rc = luaretry_call_report(c, &ob.o, &d);
+    if (rc == LUARETRY_OK) push_decision(L, &d); /* its strings are the call's */
+    luaretry_call_free(c);
+  }
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   return 1;
 }
@@ -765,7 +804,9 @@ static int p_is_idempotent(lua_State *L) {
   request_buf rb;
   read_request(L, 2, &rb);
   int yes = 0;
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
   luaretry_code rc = luaretry_policy_is_idempotent(p, &rb.r, &yes);
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
   lua_pushboolean(L, yes);
   return 1;
@@ -785,7 +826,9 @@ static int p_begin(lua_State *L) {
   luaL_setmetatable(L, CALL_MT);
   lua_pushvalue(L, 1); /* the policy outlives its calls */
   lua_setiuservalue(L, -2, 1);
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
   luaretry_code rc = luaretry_call_begin(p, &opt, &b->c);
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   ((policy_box *)lua_touserdata(L, 1))->calls++;
   if (!garbage) return 1;
@@ -797,10 +840,12 @@ static int c_gc(lua_State *L) {
   call_box *b = luaL_checkudata(L, 1, CALL_MT);
   if (!b->c) return 0;
   if (b->busy) return luaL_error(L, "the call is in use: its own callback cannot close it");
-  luaretry_call_free(b->c);
-  b->c = NULL;
   lua_getiuservalue(L, 1, 1);
   policy_box *pb = lua_touserdata(L, -1);
+  lua_State *was = pb ? host_enter(pb, L) : NULL;
+  luaretry_call_free(b->c);
+  if (pb) host_leave(pb, was);
+  b->c = NULL;
   if (pb) {
     pb->calls--;
     policy_release(L, pb);
@@ -809,13 +854,16 @@ static int c_gc(lua_State *L) {
 }
 
 static int c_report(lua_State *L) {
-  luaretry_call *c = check_call(L, 1);
+  policy_box *pb;
+  luaretry_call *c = check_call(L, 1, &pb);
   outcome_buf ob;
   read_outcome(L, 2, &ob);
   luaretry_decision d;
   call_box *cb = lua_touserdata(L, 1);
   cb->busy = 1;
+  lua_State *was = host_enter(pb, L);
   luaretry_code rc = luaretry_call_report(c, &ob.o, &d);
+  host_leave(pb, was);
   cb->busy = 0;
   if (rc != LUARETRY_OK) return fail(L, luaretry_call_errmsg(c), rc);
   push_decision(L, &d);
@@ -825,10 +873,13 @@ static int c_report(lua_State *L) {
 /* c:next() -> a decision: retry = true (attempt now), or why it stopped */
 static int c_next(lua_State *L) {
   luaretry_decision d;
-  luaretry_call *c = check_call(L, 1);
+  policy_box *pb;
+  luaretry_call *c = check_call(L, 1, &pb);
   call_box *cb = lua_touserdata(L, 1);
   cb->busy = 1; /* a breaker's change runs on_breaker, and so opts.log */
+  lua_State *was = host_enter(pb, L);
   luaretry_code rc = luaretry_call_next(c, &d);
+  host_leave(pb, was);
   cb->busy = 0;
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   push_decision(L, &d);
@@ -836,17 +887,22 @@ static int c_next(lua_State *L) {
 }
 
 static int c_timeout(lua_State *L) {
-  lua_pushnumber(L, luaretry_call_timeout(check_call(L, 1)));
+  lua_pushnumber(L, luaretry_call_timeout(check_call(L, 1, NULL)));
   return 1;
 }
 
 static int c_elapsed(lua_State *L) {
-  lua_pushnumber(L, luaretry_call_elapsed(check_call(L, 1)));
+  lua_pushnumber(L, luaretry_call_elapsed(check_call(L, 1, NULL)));
   return 1;
 }
 
 static int c_wait(lua_State *L) {
-  luaretry_code rc = luaretry_call_wait(check_call(L, 1), luaL_checknumber(L, 2));
+  policy_box *pb;
+  luaretry_call *c = check_call(L, 1, &pb);
+  double seconds = luaL_checknumber(L, 2);
+  lua_State *was = host_enter(pb, L);
+  luaretry_code rc = luaretry_call_wait(c, seconds);
+  host_leave(pb, was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   lua_pushboolean(L, 1);
   return 1;
@@ -854,11 +910,14 @@ static int c_wait(lua_State *L) {
 
 /* c:is_idempotent(request) -> boolean: the script's rule, in the call */
 static int c_is_idempotent(lua_State *L) {
-  luaretry_call *c = check_call(L, 1);
+  policy_box *pb;
+  luaretry_call *c = check_call(L, 1, &pb);
   request_buf rb;
   read_request(L, 2, &rb);
   int yes = 0;
+  lua_State *was = host_enter(pb, L);
   luaretry_code rc = luaretry_call_is_idempotent(c, &rb.r, &yes);
+  host_leave(pb, was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_call_errmsg(c), rc);
   lua_pushboolean(L, yes);
   return 1;
@@ -867,7 +926,8 @@ static int c_is_idempotent(lua_State *L) {
 /* c:prepare(request, attempt) -> the request to send (the script's
  * prepare, with the call's info.call) */
 static int c_prepare(lua_State *L) {
-  luaretry_call *c = check_call(L, 1);
+  policy_box *pb;
+  luaretry_call *c = check_call(L, 1, &pb);
   request_buf rb;
   read_request(L, 2, &rb);
   /* checked before the call is marked busy: an error here must not leave it so */
@@ -876,7 +936,9 @@ static int c_prepare(lua_State *L) {
   luaretry_request out;
   call_box *cb = lua_touserdata(L, 1);
   cb->busy = 1;
+  lua_State *was = host_enter(pb, L);
   luaretry_code rc = luaretry_call_prepare(c, &rb.r, (int)attempt, &out);
+  host_leave(pb, was);
   cb->busy = 0;
   if (rc != LUARETRY_OK) return fail(L, luaretry_call_errmsg(c), rc);
   push_request(L, &out);
@@ -885,12 +947,16 @@ static int c_prepare(lua_State *L) {
 
 /* c:invocation_id() -> the call's UUID, the same for all its attempts */
 static int c_invocation_id(lua_State *L) {
-  lua_pushstring(L, luaretry_call_invocation_id(check_call(L, 1)));
+  lua_pushstring(L, luaretry_call_invocation_id(check_call(L, 1, NULL)));
   return 1;
 }
 
 static int c_cancel(lua_State *L) {
-  luaretry_call_cancel(check_call(L, 1));
+  policy_box *pb;
+  luaretry_call *c = check_call(L, 1, &pb);
+  lua_State *was = host_enter(pb, L);
+  luaretry_call_cancel(c);
+  host_leave(pb, was);
   return 0;
 }
 
@@ -980,7 +1046,10 @@ static int p_run(lua_State *L) {
   luaL_setmetatable(L, CALL_MT);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1);
+  policy_box *pb = lua_touserdata(L, 1);
+  lua_State *was = host_enter(pb, L);
   luaretry_code code = luaretry_call_begin(p, &opt, &b->c);
+  host_leave(pb, was);
   if (code != LUARETRY_OK) return fail(L, luaretry_strerror(code), code);
   ((policy_box *)lua_touserdata(L, 1))->calls++;
   run_ctx *rc = lua_newuserdatauv(L, sizeof *rc, 0); /* 6 */
@@ -990,7 +1059,9 @@ static int p_run(lua_State *L) {
   rc->failed = 0;
   luaretry_decision d;
   b->busy = 1;
+  was = host_enter(pb, L);
   code = luaretry_call_run(b->c, run_op, rc, &d);
+  host_leave(pb, was);
   b->busy = 0;
   if (rc->failed) return lua_error(L); /* fn's own error, as it was */
   lua_settop(L, 6);
