@@ -42,6 +42,26 @@ describe("opts.log and threads", function()
   end)
 end)
 
+describe("c:is_idempotent", function()
+  it("is in use while the script decides: its log cannot close the call", function()
+    local c
+    local closed
+    local p = assert(lr.load_string([[
+max_attempts = 3
+attempt_timeout = 5
+function is_idempotent(r) print("deciding") error("boom") end]], "=p", { log = function()
+      closed = { pcall(c.close, c) }
+    end }))
+    c = p:begin{ virtual = true, seed = 1 }
+    local yes, err = c:is_idempotent{ method = "POST", url = "http://x/" }
+    assert.is_nil(yes)
+    has(err, "boom")
+    assert.is_false(closed[1])
+    has(closed[2], "the call is in use")
+    c:close()
+  end)
+end)
+
 describe("c:prepare with a bad attempt", function()
   it("is an error that leaves the call usable and closable", function()
     local p = assert(lr.load_string("max_attempts = 3\nattempt_timeout = 5", "=p"))

@@ -29,7 +29,7 @@ typedef struct {
 } policy_box;
 typedef struct {
   luaretry_call *c;
-  int busy; /* inside report/next/run: a callback may not reenter */
+  int busy; /* inside report/next/run/prepare/is_idempotent: a callback may not reenter */
 } call_box;
 
 static void policy_release(lua_State *L, policy_box *b);
@@ -915,9 +915,12 @@ static int c_is_idempotent(lua_State *L) {
   request_buf rb;
   read_request(L, 2, &rb);
   int yes = 0;
+  call_box *cb = lua_touserdata(L, 1);
+  cb->busy = 1; /* the script's print runs opts.log, which must not close the call */
   lua_State *was = host_enter(pb, L);
   luaretry_code rc = luaretry_call_is_idempotent(c, &rb.r, &yes);
   host_leave(pb, was);
+  cb->busy = 0;
   if (rc != LUARETRY_OK) return fail(L, luaretry_call_errmsg(c), rc);
   lua_pushboolean(L, yes);
   return 1;
