@@ -62,6 +62,56 @@ function is_idempotent(r) print("deciding") error("boom") end]], "=p", { log = f
   end)
 end)
 
+describe("tables whose strings nothing else holds", function()
+  local URL = "https://example.test/" .. ("u"):rep(60)
+  local function fresh(t, fields)
+    return setmetatable(t, { __index = function(_, k)
+      return fields[k] and fields[k]() or nil
+    end })
+  end
+
+  it("an outcome's fields from __index live through the decision", function()
+    local p = assert(lr.load_string([[
+max_attempts = 3
+attempt_timeout = 5
+function is_transient(s, body, info)
+  print("collect")
+  return false, info.url .. " " .. #body
+end]], "=p", { log = collecting_log }))
+    local outcome = fresh({ status = 500 }, {
+      url = function() return "https://example.test/" .. ("u"):rep(60) end,
+      body = function() return ("b"):rep(70) .. "!" end,
+    })
+    local d = p:classify(outcome)
+    assert.are.equal(URL .. " 71", d.message)
+    local c = p:begin{ virtual = true, seed = 1 }
+    assert.are.equal(URL .. " 71", c:report(outcome).message)
+    c:close()
+    d = p:run(function() return outcome end, { virtual = true, seed = 1 })
+    assert.are.equal(URL .. " 71", d.message)
+    junk = {}
+  end)
+
+  it("a request's fields from __index, or a number read as a string, live through prepare",
+     function()
+    local p = assert(lr.load_string([[
+max_attempts = 3
+attempt_timeout = 5
+function prepare(r) print("collect") end]], "=p", { log = collecting_log }))
+    local c = p:begin{ virtual = true, seed = 1 }
+    local r = c:prepare(fresh({ url = "http://x/" }, {
+      method = function() return ("P"):rep(50) .. "OST" end,
+      body = function() return ("b"):rep(100) .. "!" end,
+    }))
+    assert.are.equal(("P"):rep(50) .. "OST", r.method)
+    assert.are.equal(("b"):rep(100) .. "!", r.body)
+    r = c:prepare{ url = "http://x/", body = 12345678901234567 }
+    assert.are.equal("12345678901234567", r.body)
+    c:close()
+    junk = {}
+  end)
+end)
+
 describe("c:prepare with a bad attempt", function()
   it("is an error that leaves the call usable and closable", function()
     local p = assert(lr.load_string("max_attempts = 3\nattempt_timeout = 5", "=p"))

@@ -553,8 +553,8 @@ typedef struct {
 
 /* An outcome's fields, each checked by type with a message that names it
  * ("outcome.status: expected a whole number, got string"), never Lua's
- * "bad argument #-1".  Each leaves the field's value on the stack (the
- * table keeps its strings alive). */
+ * "bad argument #-1".  Each leaves the field's value on the stack, for
+ * anchor_since. */
 static int field_error(lua_State *L, const char *name, const char *want) {
   return luaL_error(L, "outcome.%s: expected %s, got %s", name, want, luaL_typename(L, -1));
 }
@@ -615,13 +615,30 @@ static void read_headers(lua_State *L, int idx, outcome_buf *ob) {
   o->headers = ob->headers;
 }
 
-/* Reads a table at `idx` (kept on the stack by the caller, so its strings
- * stay alive) into *ob.  Without a retry_after field, a Retry-After header
- * sets it, as it does for the engine's other readers. */
+/* The values pushed since top, put in one table left at top + 1 in their
+ * place: the strings read from them live as long as it does.  The table
+ * they were read from need not hold them (a field from __index is a
+ * string nothing else holds, a number read as a string another), so its
+ * caller keeps this on the stack until the engine is done with them. */
+static void anchor_since(lua_State *L, int top) {
+  int n = lua_gettop(L) - top;
+  lua_createtable(L, n, 0);
+  for (int i = 1; i <= n; i++) {
+    lua_pushvalue(L, top + i);
+    lua_rawseti(L, -2, i);
+  }
+  if (n > 0) lua_replace(L, top + 1);
+  lua_settop(L, top + 1);
+}
+
+/* Reads a table at `idx` into *ob, and leaves the anchor of its strings
+ * (anchor_since) at the top.  Without a retry_after field, a Retry-After
+ * header sets it, as it does for the engine's other readers. */
 static void read_outcome(lua_State *L, int idx, outcome_buf *ob) {
   luaretry_outcome *o = &ob->o;
   luaretry_outcome_init(o);
   idx = lua_absindex(L, idx);
+  luaL_checkstack(L, 16, "outcome"); /* a value a field, and the headers' */
   int top = lua_gettop(L);
   if (!lua_istable(L, idx))
     luaL_error(L, "outcome: expected a table, got %s", luaL_typename(L, idx));
@@ -643,7 +660,7 @@ static void read_outcome(lua_State *L, int idx, outcome_buf *ob) {
   o->kind = kind && strcmp(kind, "command") == 0 ? LUARETRY_OUTCOME_COMMAND : LUARETRY_OUTCOME_HTTP;
   read_headers(L, idx, ob);
   if (!has_retry_after) o->retry_after = headers_retry_after(o);
-  lua_settop(L, top); /* the strings stay referenced by the table */
+  anchor_since(L, top);
 }
 
 /* The values of a {name = value or {value, ...}} table at t, in order
@@ -729,11 +746,13 @@ typedef struct {
   luaretry_header headers[64];
 } request_buf;
 
-/* Reads {method =, url =, headers =, body =} at idx (kept on the stack by
- * the caller, so its strings stay alive). */
+/* Reads {method =, url =, headers =, body =} at idx, and leaves the anchor
+ * of its strings (anchor_since) at the top. */
 static void read_request(lua_State *L, int idx, request_buf *rb) {
   idx = lua_absindex(L, idx);
   luaL_checktype(L, idx, LUA_TTABLE);
+  luaL_checkstack(L, 8, "request");
+  int top = lua_gettop(L);
   memset(&rb->r, 0, sizeof rb->r);
   rb->r.headers = rb->headers;
   lua_getfield(L, idx, "method");
@@ -742,7 +761,6 @@ static void read_request(lua_State *L, int idx, request_buf *rb) {
   rb->r.url = luaL_optstring(L, -1, "");
   lua_getfield(L, idx, "body");
   rb->r.body = luaL_optlstring(L, -1, NULL, &rb->r.body_len);
-  lua_pop(L, 3); /* the table keeps the strings */
   if (lua_getfield(L, idx, "headers") == LUA_TTABLE) {
     lua_pushnil(L);
     while (lua_next(L, -2) && rb->r.header_count < 64) {
@@ -754,7 +772,7 @@ static void read_request(lua_State *L, int idx, request_buf *rb) {
       lua_pop(L, 1);
     }
   }
-  lua_pop(L, 1);
+  anchor_since(L, top);
 }
 
 static void push_request(lua_State *L, const luaretry_request *r) {
@@ -931,11 +949,12 @@ static int c_is_idempotent(lua_State *L) {
 static int c_prepare(lua_State *L) {
   policy_box *pb;
   luaretry_call *c = check_call(L, 1, &pb);
-  request_buf rb;
-  read_request(L, 2, &rb);
   /* checked before the call is marked busy: an error here must not leave it so */
   lua_Integer attempt = luaL_optinteger(L, 3, 1);
   luaL_argcheck(L, attempt >= 1 && attempt <= INT_MAX, 3, "attempt: 1 or more expected");
+  lua_settop(L, 2); /* read_request's anchor goes after the arguments */
+  request_buf rb;
+  read_request(L, 2, &rb);
   luaretry_request out;
   call_box *cb = lua_touserdata(L, 1);
   cb->busy = 1;
@@ -1003,8 +1022,9 @@ static void result_table(lua_State *L, int first) {
   lua_setfield(L, -2, "headers");
 }
 
-/* Under lua_pcall: (ctx, fn, attempt, timeout) -> the outcome table, read
- * into ctx->ob.  fn's own error goes through as it was. */
+/* Under lua_pcall: (ctx, fn, attempt, timeout) -> the anchor of the
+ * outcome's strings, the outcome read into ctx->ob.  fn's own error goes
+ * through as it was. */
 static int attempt_protected(lua_State *L) {
   run_ctx *rc = lua_touserdata(L, 1);
   lua_pushvalue(L, 2);
@@ -1032,7 +1052,7 @@ static luaretry_code run_op(void *ud, luaretry_call *c, int attempt, double time
     rc->failed = 1;
     return LUARETRY_E_OPERATION;
   }
-  *out = rc->ob.o; /* the table at the top keeps its strings until the next attempt */
+  *out = rc->ob.o; /* the anchor at the top keeps its strings until the next attempt */
   return LUARETRY_OK;
 }
 
