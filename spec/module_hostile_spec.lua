@@ -123,3 +123,29 @@ describe("c:prepare with a bad attempt", function()
     assert.has_error(function() c:next() end, "call is closed")
   end)
 end)
+
+describe("a failed load", function()
+  local function registry_size()
+    local n = 0
+    for _ in pairs(debug.getregistry()) do n = n + 1 end
+    return n
+  end
+
+  it("with opts.log keeps nothing of it", function()
+    local logs = setmetatable({}, { __mode = "k" })
+    -- one first: a freed reference stays in the registry as a link of its free list
+    assert.is_nil(lr.load_string("this is no policy", "=bad", { log = function() end }))
+    collectgarbage()
+    local before = registry_size()
+    for _ = 1, 500 do
+      local log = function() end
+      logs[log] = true
+      assert.is_nil(lr.load_string("this is no policy", "=bad", { log = log }))
+    end
+    assert.is_nil(lr.load_string("x", "=bad", { log = function() end, set = { nope = 1 } }))
+    collectgarbage()
+    collectgarbage()
+    assert.are.equal(before, registry_size())
+    assert.is_nil(next(logs))
+  end)
+end)

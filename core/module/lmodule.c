@@ -80,12 +80,15 @@ static int busy_over(lua_State *L) {
 }
 
 /* Frees the policy once it is closed, its last call is gone and no
- * library call of it is in progress. */
+ * library call of it is in progress; and opts.log with it, even when the
+ * load failed (no policy then, but the log was taken). */
 static void policy_release(lua_State *L, policy_box *b) {
-  if (!b->closed || b->calls > 0 || b->busy > 0 || !b->p) return;
-  lua_State *was = host_enter(b, L);
-  luaretry_policy_free(b->p);
-  host_leave(b, was);
+  if (!b->closed || b->calls > 0 || b->busy > 0) return;
+  if (b->p) {
+    lua_State *was = host_enter(b, L);
+    luaretry_policy_free(b->p);
+    host_leave(b, was);
+  }
   b->p = NULL;
   if (b->log_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, b->log_ref);
   b->log_ref = LUA_NOREF;
@@ -207,8 +210,8 @@ static int new_policy(lua_State *L, const char *path, const char *chunkname, con
   host_leave(b, was);
   if (rc != LUARETRY_OK) {
     int n = fail(L, luaretry_policy_errmsg(b->p), rc);
-    luaretry_policy_free(b->p);
-    b->p = NULL;
+    b->closed = 1;
+    policy_release(L, b);
     return n;
   }
   return 1;
