@@ -246,10 +246,21 @@ static int l_load(lua_State *L) {
   return new_policy(L, rc == LUARETRY_OK ? path : name, NULL, NULL, 2);
 }
 
+/* A source with a NUL byte is refused, as Lua's load refuses one: the
+ * library takes a C string, and would read the source only up to it. */
+static int nul_in_source(lua_State *L, const char *fn, const char *src, size_t len) {
+  const char *nul = memchr(src, '\0', len);
+  lua_pushfstring(L, "%s: the source holds a NUL byte (byte %I): a policy is text", fn,
+                  (lua_Integer)(nul - src) + 1);
+  return fail(L, lua_tostring(L, -1), LUARETRY_E_SYNTAX);
+}
+
 /* luaretry.load_string(source [, chunkname [, opts]]) */
 static int l_load_string(lua_State *L) {
-  const char *src = luaL_checkstring(L, 1);
+  size_t len;
+  const char *src = luaL_checklstring(L, 1, &len);
   const char *name = luaL_optstring(L, 2, "=policy");
+  if (memchr(src, '\0', len)) return nul_in_source(L, "load_string", src, len);
   return new_policy(L, NULL, name, src, 3);
 }
 
@@ -275,7 +286,9 @@ static int p_reload(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   busy_until_return(L, 3);
   const char *name = luaL_checkstring(L, lua_isnoneornil(L, 3) ? 2 : 3);
-  const char *source = lua_isnoneornil(L, 3) ? NULL : luaL_checkstring(L, 2);
+  size_t len = 0;
+  const char *source = lua_isnoneornil(L, 3) ? NULL : luaL_checklstring(L, 2, &len);
+  if (source && memchr(source, '\0', len)) return nul_in_source(L, "reload", source, len);
   lua_State *was = host_enter(lua_touserdata(L, 1), L);
   luaretry_code rc =
     source ? luaretry_policy_load_string(p, name, source) : luaretry_policy_load_file(p, name);
