@@ -163,3 +163,13 @@ describe("a source with a NUL byte", function()
     assert.are.equal(3, p:tuning().max_attempts)
   end)
 end)
+
+describe("opts.log", function()
+  it("that is no function is an error naming it", function()
+    for _, log in ipairs{ "yes", true, 1, {} } do
+      local ok, err = pcall(lr.load_string, "max_attempts = 3", "=p", { log = log })
+      assert.is_false(ok)
+      has(err, "opts.log")
+    end
+  end)
+end)

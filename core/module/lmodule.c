@@ -186,6 +186,12 @@ static int new_policy(lua_State *L, const char *path, const char *chunkname, con
   lua_settop(L, opts); /* the box must not land where opts is looked for */
   if (!lua_isnoneornil(L, opts)) luaL_checktype(L, opts, LUA_TTABLE);
   check_option_names(L, opts);
+  if (lua_istable(L, opts)) { /* a log that is no function would be ignored */
+    int t = lua_getfield(L, opts, "log");
+    if (t != LUA_TNIL && t != LUA_TFUNCTION)
+      luaL_error(L, "opts.log: expected a function, got %s", lua_typename(L, t));
+    lua_pop(L, 1);
+  }
   policy_box *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->p = NULL;
   b->L = NULL;
