@@ -3,6 +3,7 @@
  * knows nothing of HTTP.  Loaded policies live in their own sandboxed
  * states; this file only touches the host's state. */
 #include <lauxlib.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,8 @@
 
 typedef struct {
   luaretry_policy *p;
-  lua_State *L; /* the thread inside the library now, for opts.log */
+  lua_State *L; /* the thread whose library call is in progress (opts.log
+                   runs on it), or NULL: see host_enter */
   int log_ref;  /* opts.log, a host function, or LUA_NOREF */
   int calls;    /* live calls: a policy outlives its calls, whatever
                         order Lua finalizes them in */
@@ -27,7 +29,7 @@ typedef struct {
 } policy_box;
 typedef struct {
   luaretry_call *c;
-  int busy; /* inside report/next/run: a callback may not reenter */
+  int busy; /* inside report/next/run/prepare/is_idempotent: a callback may not reenter */
 } call_box;
 
 static void policy_release(lua_State *L, policy_box *b);
@@ -35,9 +37,21 @@ static void policy_release(lua_State *L, policy_box *b);
 static luaretry_policy *check_policy(lua_State *L, int i) {
   policy_box *b = luaL_checkudata(L, i, POLICY_MT);
   if (!b->p || b->closed) luaL_error(L, "policy is closed");
-  b->L = L; /* the thread calling now: opts.log runs on it */
   return b->p;
 }
+
+/* opts.log runs on the thread that made the library call in progress,
+ * which is alive while it waits for it.  b->L names that thread only for
+ * the call's length and is put back after: calls nest (a log's own calls
+ * end before the call that logged goes on) and none yields, so b->L never
+ * names a thread that has ended since, or one that is suspended. */
+static lua_State *host_enter(policy_box *b, lua_State *L) {
+  lua_State *was = b->L;
+  b->L = L;
+  return was;
+}
+
+static void host_leave(policy_box *b, lua_State *was) { b->L = was; }
 
 /* The policy at 1 is busy until the calling function returns or raises:
  * a library call of it may run the script, and so opts.log, which may
@@ -66,16 +80,22 @@ static int busy_over(lua_State *L) {
 }
 
 /* Frees the policy once it is closed, its last call is gone and no
- * library call of it is in progress. */
+ * library call of it is in progress; and opts.log with it, even when the
+ * load failed (no policy then, but the log was taken). */
 static void policy_release(lua_State *L, policy_box *b) {
-  if (!b->closed || b->calls > 0 || b->busy > 0 || !b->p) return;
-  luaretry_policy_free(b->p);
+  if (!b->closed || b->calls > 0 || b->busy > 0) return;
+  if (b->p) {
+    lua_State *was = host_enter(b, L);
+    luaretry_policy_free(b->p);
+    host_leave(b, was);
+  }
   b->p = NULL;
   if (b->log_ref != LUA_NOREF) luaL_unref(L, LUA_REGISTRYINDEX, b->log_ref);
   b->log_ref = LUA_NOREF;
 }
 
-static luaretry_call *check_call(lua_State *L, int i) {
+/* The call at i, and its policy's box in *pbp when pbp is not NULL. */
+static luaretry_call *check_call(lua_State *L, int i, policy_box **pbp) {
   call_box *b = luaL_checkudata(L, i, CALL_MT);
   if (!b->c) luaL_error(L, "call is closed");
   if (b->busy) luaL_error(L, "the call is in use: its own callback cannot use it");
@@ -83,7 +103,7 @@ static luaretry_call *check_call(lua_State *L, int i) {
   policy_box *pb = lua_touserdata(L, -1);
   if (!pb || !pb->p || pb->closed) luaL_error(L, "the call's policy is closed");
   lua_pop(L, 1);
-  pb->L = L;
+  if (pbp) *pbp = pb;
   return b->c;
 }
 
@@ -166,9 +186,15 @@ static int new_policy(lua_State *L, const char *path, const char *chunkname, con
   lua_settop(L, opts); /* the box must not land where opts is looked for */
   if (!lua_isnoneornil(L, opts)) luaL_checktype(L, opts, LUA_TTABLE);
   check_option_names(L, opts);
+  if (lua_istable(L, opts)) { /* a log that is no function would be ignored */
+    int t = lua_getfield(L, opts, "log");
+    if (t != LUA_TNIL && t != LUA_TFUNCTION)
+      luaL_error(L, "opts.log: expected a function, got %s", lua_typename(L, t));
+    lua_pop(L, 1);
+  }
   policy_box *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->p = NULL;
-  b->L = L;
+  b->L = NULL;
   b->log_ref = LUA_NOREF;
   b->calls = 0;
   b->busy = 0;
@@ -182,14 +208,16 @@ static int new_policy(lua_State *L, const char *path, const char *chunkname, con
   } else if (lua_istable(L, opts)) {
     lua_pop(L, 1);
   }
+  lua_State *was = host_enter(b, L); /* an error of opts.set leaves it: the box is garbage */
   rc = apply_options(L, b->p, opts);
   if (rc == LUARETRY_OK)
     rc = path ? luaretry_policy_load_file(b->p, path)
               : luaretry_policy_load_string(b->p, chunkname, source);
+  host_leave(b, was);
   if (rc != LUARETRY_OK) {
     int n = fail(L, luaretry_policy_errmsg(b->p), rc);
-    luaretry_policy_free(b->p);
-    b->p = NULL;
+    b->closed = 1;
+    policy_release(L, b);
     return n;
   }
   return 1;
@@ -224,10 +252,21 @@ static int l_load(lua_State *L) {
   return new_policy(L, rc == LUARETRY_OK ? path : name, NULL, NULL, 2);
 }
 
+/* A source with a NUL byte is refused, as Lua's load refuses one: the
+ * library takes a C string, and would read the source only up to it. */
+static int nul_in_source(lua_State *L, const char *fn, const char *src, size_t len) {
+  const char *nul = memchr(src, '\0', len);
+  lua_pushfstring(L, "%s: the source holds a NUL byte (byte %I): a policy is text", fn,
+                  (lua_Integer)(nul - src) + 1);
+  return fail(L, lua_tostring(L, -1), LUARETRY_E_SYNTAX);
+}
+
 /* luaretry.load_string(source [, chunkname [, opts]]) */
 static int l_load_string(lua_State *L) {
-  const char *src = luaL_checkstring(L, 1);
+  size_t len;
+  const char *src = luaL_checklstring(L, 1, &len);
   const char *name = luaL_optstring(L, 2, "=policy");
+  if (memchr(src, '\0', len)) return nul_in_source(L, "load_string", src, len);
   return new_policy(L, NULL, name, src, 3);
 }
 
@@ -243,7 +282,7 @@ static int p_gc(lua_State *L) {
 static void log_to_host(void *ud, const char *line) {
   policy_box *b = ud;
   lua_State *L = b->L;
-  if (!lua_checkstack(L, 2)) return;
+  if (!L || !lua_checkstack(L, 2)) return; /* NULL: no call of ours in progress */
   lua_rawgeti(L, LUA_REGISTRYINDEX, b->log_ref);
   lua_pushstring(L, line);
   if (lua_pcall(L, 1, 0, 0) != LUA_OK) lua_pop(L, 1); /* a log must not fail a call */
@@ -252,9 +291,14 @@ static void log_to_host(void *ud, const char *line) {
 static int p_reload(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   busy_until_return(L, 3);
-  luaretry_code rc = lua_isnoneornil(L, 3) ? luaretry_policy_load_file(p, luaL_checkstring(L, 2))
-                                           : luaretry_policy_load_string(p, luaL_checkstring(L, 3),
-                                                                         luaL_checkstring(L, 2));
+  const char *name = luaL_checkstring(L, lua_isnoneornil(L, 3) ? 2 : 3);
+  size_t len = 0;
+  const char *source = lua_isnoneornil(L, 3) ? NULL : luaL_checklstring(L, 2, &len);
+  if (source && memchr(source, '\0', len)) return nul_in_source(L, "reload", source, len);
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
+  luaretry_code rc =
+    source ? luaretry_policy_load_string(p, name, source) : luaretry_policy_load_file(p, name);
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
   lua_pushboolean(L, 1);
   return 1;
@@ -265,7 +309,9 @@ static int p_reload_if_changed(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   busy_until_return(L, 1);
   int reloaded = 0;
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
   luaretry_code rc = luaretry_policy_reload_if_changed(p, &reloaded);
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
   lua_pushboolean(L, reloaded);
   return 1;
@@ -275,7 +321,10 @@ static int p_set(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   busy_until_return(L, 3);
   const char *name = luaL_checkstring(L, 2);
-  luaretry_code rc = luaretry_policy_set(p, name, luaL_tolstring(L, 3, NULL));
+  const char *value = luaL_tolstring(L, 3, NULL);
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
+  luaretry_code rc = luaretry_policy_set(p, name, value);
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
   lua_pushboolean(L, 1);
   return 1;
@@ -331,7 +380,11 @@ static int p_warnings(lua_State *L) {
 /* p:metrics() -> the counters, budget and breaker shared by its calls */
 static int p_metrics(lua_State *L) {
   luaretry_metrics m;
-  luaretry_policy_metrics(check_policy(L, 1), &m);
+  luaretry_policy *p = check_policy(L, 1);
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
+  luaretry_policy_metrics(p, &m);
+  double rate = luaretry_policy_rate(p);
+  host_leave(lua_touserdata(L, 1), was);
   lua_createtable(L, 0, 16);
   const struct {
     const char *name;
@@ -363,7 +416,7 @@ static int p_metrics(lua_State *L) {
   }
   set_num(L, "time_waited", m.time_waited);
   set_num(L, "budget_tokens", m.budget_tokens);
-  set_num(L, "rate", luaretry_policy_rate(check_policy(L, 1)));
+  set_num(L, "rate", rate);
   set_str(L, "breaker", luaretry_breaker_state_name(m.breaker));
   set_str(L, "guards", luaretry_guards_scope_name(m.guards));
   return 1;
@@ -373,7 +426,9 @@ static int p_metrics(lua_State *L) {
 static int p_fleet_sync(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   busy_until_return(L, 1); /* the fleet's log may run opts.log */
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
   luaretry_code rc = luaretry_policy_fleet_sync(p);
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
   lua_pushboolean(L, 1);
   return 1;
@@ -416,7 +471,9 @@ static int p_fleet(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   busy_until_return(L, 1);
   luaretry_fleet_status st;
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
   luaretry_code rc = luaretry_policy_fleet_status(p, &st);
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
   lua_pushcfunction(L, push_fleet_status);
   lua_pushlightuserdata(L, &st);
@@ -472,7 +529,9 @@ static int p_schedule(lua_State *L) {
     lua_pop(L, 2);
   }
   lua_newtable(L);
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
   luaretry_code rc = luaretry_simulate(p, seed, attempts, collect_decision, L);
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   return 1;
 }
@@ -516,8 +575,8 @@ typedef struct {
 
 /* An outcome's fields, each checked by type with a message that names it
  * ("outcome.status: expected a whole number, got string"), never Lua's
- * "bad argument #-1".  Each leaves the field's value on the stack (the
- * table keeps its strings alive). */
+ * "bad argument #-1".  Each leaves the field's value on the stack, for
+ * anchor_since. */
 static int field_error(lua_State *L, const char *name, const char *want) {
   return luaL_error(L, "outcome.%s: expected %s, got %s", name, want, luaL_typename(L, -1));
 }
@@ -578,13 +637,30 @@ static void read_headers(lua_State *L, int idx, outcome_buf *ob) {
   o->headers = ob->headers;
 }
 
-/* Reads a table at `idx` (kept on the stack by the caller, so its strings
- * stay alive) into *ob.  Without a retry_after field, a Retry-After header
- * sets it, as it does for the engine's other readers. */
+/* The values pushed since top, put in one table left at top + 1 in their
+ * place: the strings read from them live as long as it does.  The table
+ * they were read from need not hold them (a field from __index is a
+ * string nothing else holds, a number read as a string another), so its
+ * caller keeps this on the stack until the engine is done with them. */
+static void anchor_since(lua_State *L, int top) {
+  int n = lua_gettop(L) - top;
+  lua_createtable(L, n, 0);
+  for (int i = 1; i <= n; i++) {
+    lua_pushvalue(L, top + i);
+    lua_rawseti(L, -2, i);
+  }
+  if (n > 0) lua_replace(L, top + 1);
+  lua_settop(L, top + 1);
+}
+
+/* Reads a table at `idx` into *ob, and leaves the anchor of its strings
+ * (anchor_since) at the top.  Without a retry_after field, a Retry-After
+ * header sets it, as it does for the engine's other readers. */
 static void read_outcome(lua_State *L, int idx, outcome_buf *ob) {
   luaretry_outcome *o = &ob->o;
   luaretry_outcome_init(o);
   idx = lua_absindex(L, idx);
+  luaL_checkstack(L, 16, "outcome"); /* a value a field, and the headers' */
   int top = lua_gettop(L);
   if (!lua_istable(L, idx))
     luaL_error(L, "outcome: expected a table, got %s", luaL_typename(L, idx));
@@ -606,7 +682,7 @@ static void read_outcome(lua_State *L, int idx, outcome_buf *ob) {
   o->kind = kind && strcmp(kind, "command") == 0 ? LUARETRY_OUTCOME_COMMAND : LUARETRY_OUTCOME_HTTP;
   read_headers(L, idx, ob);
   if (!has_retry_after) o->retry_after = headers_retry_after(o);
-  lua_settop(L, top); /* the strings stay referenced by the table */
+  anchor_since(L, top);
 }
 
 /* The values of a {name = value or {value, ...}} table at t, in order
@@ -692,11 +768,13 @@ typedef struct {
   luaretry_header headers[64];
 } request_buf;
 
-/* Reads {method =, url =, headers =, body =} at idx (kept on the stack by
- * the caller, so its strings stay alive). */
+/* Reads {method =, url =, headers =, body =} at idx, and leaves the anchor
+ * of its strings (anchor_since) at the top. */
 static void read_request(lua_State *L, int idx, request_buf *rb) {
   idx = lua_absindex(L, idx);
   luaL_checktype(L, idx, LUA_TTABLE);
+  luaL_checkstack(L, 8, "request");
+  int top = lua_gettop(L);
   memset(&rb->r, 0, sizeof rb->r);
   rb->r.headers = rb->headers;
   lua_getfield(L, idx, "method");
@@ -705,7 +783,6 @@ static void read_request(lua_State *L, int idx, request_buf *rb) {
   rb->r.url = luaL_optstring(L, -1, "");
   lua_getfield(L, idx, "body");
   rb->r.body = luaL_optlstring(L, -1, NULL, &rb->r.body_len);
-  lua_pop(L, 3); /* the table keeps the strings */
   if (lua_getfield(L, idx, "headers") == LUA_TTABLE) {
     lua_pushnil(L);
     while (lua_next(L, -2) && rb->r.header_count < 64) {
@@ -717,7 +794,7 @@ static void read_request(lua_State *L, int idx, request_buf *rb) {
       lua_pop(L, 1);
     }
   }
-  lua_pop(L, 1);
+  anchor_since(L, top);
 }
 
 static void push_request(lua_State *L, const luaretry_request *r) {
@@ -746,12 +823,15 @@ static int p_classify(lua_State *L) {
     .flags = LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED, .seed = 1
   };
   luaretry_call *c;
-  luaretry_code rc = luaretry_call_begin(p, &opt, &c); /* a probe: counts nowhere */
-  if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   luaretry_decision d;
-  rc = luaretry_call_report(c, &ob.o, &d);
-  if (rc == LUARETRY_OK) push_decision(L, &d);
-  luaretry_call_free(c);
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
+  luaretry_code rc = luaretry_call_begin(p, &opt, &c); /* a probe: counts nowhere */
+  if (rc == LUARETRY_OK) {
+    rc = luaretry_call_report(c, &ob.o, &d);
+    if (rc == LUARETRY_OK) push_decision(L, &d); /* its strings are the call's */
+    luaretry_call_free(c);
+  }
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   return 1;
 }
@@ -764,7 +844,9 @@ static int p_is_idempotent(lua_State *L) {
   request_buf rb;
   read_request(L, 2, &rb);
   int yes = 0;
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
   luaretry_code rc = luaretry_policy_is_idempotent(p, &rb.r, &yes);
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_policy_errmsg(p), rc);
   lua_pushboolean(L, yes);
   return 1;
@@ -784,7 +866,9 @@ static int p_begin(lua_State *L) {
   luaL_setmetatable(L, CALL_MT);
   lua_pushvalue(L, 1); /* the policy outlives its calls */
   lua_setiuservalue(L, -2, 1);
+  lua_State *was = host_enter(lua_touserdata(L, 1), L);
   luaretry_code rc = luaretry_call_begin(p, &opt, &b->c);
+  host_leave(lua_touserdata(L, 1), was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   ((policy_box *)lua_touserdata(L, 1))->calls++;
   if (!garbage) return 1;
@@ -796,10 +880,12 @@ static int c_gc(lua_State *L) {
   call_box *b = luaL_checkudata(L, 1, CALL_MT);
   if (!b->c) return 0;
   if (b->busy) return luaL_error(L, "the call is in use: its own callback cannot close it");
-  luaretry_call_free(b->c);
-  b->c = NULL;
   lua_getiuservalue(L, 1, 1);
   policy_box *pb = lua_touserdata(L, -1);
+  lua_State *was = pb ? host_enter(pb, L) : NULL;
+  luaretry_call_free(b->c);
+  if (pb) host_leave(pb, was);
+  b->c = NULL;
   if (pb) {
     pb->calls--;
     policy_release(L, pb);
@@ -808,13 +894,16 @@ static int c_gc(lua_State *L) {
 }
 
 static int c_report(lua_State *L) {
-  luaretry_call *c = check_call(L, 1);
+  policy_box *pb;
+  luaretry_call *c = check_call(L, 1, &pb);
   outcome_buf ob;
   read_outcome(L, 2, &ob);
   luaretry_decision d;
   call_box *cb = lua_touserdata(L, 1);
   cb->busy = 1;
+  lua_State *was = host_enter(pb, L);
   luaretry_code rc = luaretry_call_report(c, &ob.o, &d);
+  host_leave(pb, was);
   cb->busy = 0;
   if (rc != LUARETRY_OK) return fail(L, luaretry_call_errmsg(c), rc);
   push_decision(L, &d);
@@ -824,10 +913,13 @@ static int c_report(lua_State *L) {
 /* c:next() -> a decision: retry = true (attempt now), or why it stopped */
 static int c_next(lua_State *L) {
   luaretry_decision d;
-  luaretry_call *c = check_call(L, 1);
+  policy_box *pb;
+  luaretry_call *c = check_call(L, 1, &pb);
   call_box *cb = lua_touserdata(L, 1);
   cb->busy = 1; /* a breaker's change runs on_breaker, and so opts.log */
+  lua_State *was = host_enter(pb, L);
   luaretry_code rc = luaretry_call_next(c, &d);
+  host_leave(pb, was);
   cb->busy = 0;
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   push_decision(L, &d);
@@ -835,17 +927,22 @@ static int c_next(lua_State *L) {
 }
 
 static int c_timeout(lua_State *L) {
-  lua_pushnumber(L, luaretry_call_timeout(check_call(L, 1)));
+  lua_pushnumber(L, luaretry_call_timeout(check_call(L, 1, NULL)));
   return 1;
 }
 
 static int c_elapsed(lua_State *L) {
-  lua_pushnumber(L, luaretry_call_elapsed(check_call(L, 1)));
+  lua_pushnumber(L, luaretry_call_elapsed(check_call(L, 1, NULL)));
   return 1;
 }
 
 static int c_wait(lua_State *L) {
-  luaretry_code rc = luaretry_call_wait(check_call(L, 1), luaL_checknumber(L, 2));
+  policy_box *pb;
+  luaretry_call *c = check_call(L, 1, &pb);
+  double seconds = luaL_checknumber(L, 2);
+  lua_State *was = host_enter(pb, L);
+  luaretry_code rc = luaretry_call_wait(c, seconds);
+  host_leave(pb, was);
   if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
   lua_pushboolean(L, 1);
   return 1;
@@ -853,11 +950,17 @@ static int c_wait(lua_State *L) {
 
 /* c:is_idempotent(request) -> boolean: the script's rule, in the call */
 static int c_is_idempotent(lua_State *L) {
-  luaretry_call *c = check_call(L, 1);
+  policy_box *pb;
+  luaretry_call *c = check_call(L, 1, &pb);
   request_buf rb;
   read_request(L, 2, &rb);
   int yes = 0;
+  call_box *cb = lua_touserdata(L, 1);
+  cb->busy = 1; /* the script's print runs opts.log, which must not close the call */
+  lua_State *was = host_enter(pb, L);
   luaretry_code rc = luaretry_call_is_idempotent(c, &rb.r, &yes);
+  host_leave(pb, was);
+  cb->busy = 0;
   if (rc != LUARETRY_OK) return fail(L, luaretry_call_errmsg(c), rc);
   lua_pushboolean(L, yes);
   return 1;
@@ -866,13 +969,20 @@ static int c_is_idempotent(lua_State *L) {
 /* c:prepare(request, attempt) -> the request to send (the script's
  * prepare, with the call's info.call) */
 static int c_prepare(lua_State *L) {
-  luaretry_call *c = check_call(L, 1);
+  policy_box *pb;
+  luaretry_call *c = check_call(L, 1, &pb);
+  /* checked before the call is marked busy: an error here must not leave it so */
+  lua_Integer attempt = luaL_optinteger(L, 3, 1);
+  luaL_argcheck(L, attempt >= 1 && attempt <= INT_MAX, 3, "attempt: 1 or more expected");
+  lua_settop(L, 2); /* read_request's anchor goes after the arguments */
   request_buf rb;
   read_request(L, 2, &rb);
   luaretry_request out;
   call_box *cb = lua_touserdata(L, 1);
   cb->busy = 1;
-  luaretry_code rc = luaretry_call_prepare(c, &rb.r, (int)luaL_optinteger(L, 3, 1), &out);
+  lua_State *was = host_enter(pb, L);
+  luaretry_code rc = luaretry_call_prepare(c, &rb.r, (int)attempt, &out);
+  host_leave(pb, was);
   cb->busy = 0;
   if (rc != LUARETRY_OK) return fail(L, luaretry_call_errmsg(c), rc);
   push_request(L, &out);
@@ -881,12 +991,16 @@ static int c_prepare(lua_State *L) {
 
 /* c:invocation_id() -> the call's UUID, the same for all its attempts */
 static int c_invocation_id(lua_State *L) {
-  lua_pushstring(L, luaretry_call_invocation_id(check_call(L, 1)));
+  lua_pushstring(L, luaretry_call_invocation_id(check_call(L, 1, NULL)));
   return 1;
 }
 
 static int c_cancel(lua_State *L) {
-  luaretry_call_cancel(check_call(L, 1));
+  policy_box *pb;
+  luaretry_call *c = check_call(L, 1, &pb);
+  lua_State *was = host_enter(pb, L);
+  luaretry_call_cancel(c);
+  host_leave(pb, was);
   return 0;
 }
 
@@ -930,8 +1044,9 @@ static void result_table(lua_State *L, int first) {
   lua_setfield(L, -2, "headers");
 }
 
-/* Under lua_pcall: (ctx, fn, attempt, timeout) -> the outcome table, read
- * into ctx->ob.  fn's own error goes through as it was. */
+/* Under lua_pcall: (ctx, fn, attempt, timeout) -> the anchor of the
+ * outcome's strings, the outcome read into ctx->ob.  fn's own error goes
+ * through as it was. */
 static int attempt_protected(lua_State *L) {
   run_ctx *rc = lua_touserdata(L, 1);
   lua_pushvalue(L, 2);
@@ -959,7 +1074,7 @@ static luaretry_code run_op(void *ud, luaretry_call *c, int attempt, double time
     rc->failed = 1;
     return LUARETRY_E_OPERATION;
   }
-  *out = rc->ob.o; /* the table at the top keeps its strings until the next attempt */
+  *out = rc->ob.o; /* the anchor at the top keeps its strings until the next attempt */
   return LUARETRY_OK;
 }
 
@@ -976,7 +1091,10 @@ static int p_run(lua_State *L) {
   luaL_setmetatable(L, CALL_MT);
   lua_pushvalue(L, 1);
   lua_setiuservalue(L, -2, 1);
+  policy_box *pb = lua_touserdata(L, 1);
+  lua_State *was = host_enter(pb, L);
   luaretry_code code = luaretry_call_begin(p, &opt, &b->c);
+  host_leave(pb, was);
   if (code != LUARETRY_OK) return fail(L, luaretry_strerror(code), code);
   ((policy_box *)lua_touserdata(L, 1))->calls++;
   run_ctx *rc = lua_newuserdatauv(L, sizeof *rc, 0); /* 6 */
@@ -986,7 +1104,9 @@ static int p_run(lua_State *L) {
   rc->failed = 0;
   luaretry_decision d;
   b->busy = 1;
+  was = host_enter(pb, L);
   code = luaretry_call_run(b->c, run_op, rc, &d);
+  host_leave(pb, was);
   b->busy = 0;
   if (rc->failed) return lua_error(L); /* fn's own error, as it was */
   lua_settop(L, 6);

@@ -1,0 +1,175 @@
+-- The Lua module against a hostile host: coroutines that come and go
+-- around opts.log, tables whose fields come from __index (fresh strings
+-- nothing else holds, collected by a log that runs the GC), bad arguments
+-- in the middle of a call, failed loads by the thousand and sources with a
+-- NUL byte.  Each case is a clean answer or error, never a read of freed
+-- memory: run it under the ASan build (or valgrind) to see one.
+local lr = require "luaretry"
+
+local function has(haystack, needle)
+  assert.is_truthy(tostring(haystack):find(needle, 1, true),
+    ("expected to find %q in:\n%s"):format(needle, tostring(haystack)))
+end
+
+-- A log that collects everything unreferenced and fills the freed memory
+-- with other strings, so a read of a freed one reads garbage.
+local junk = {}
+local function collecting_log()
+  collectgarbage()
+  collectgarbage()
+  for i = 1, 200 do junk[#junk + 1] = ("!"):rep(100 + i % 50) .. i end
+end
+
+describe("opts.log and threads", function()
+  it("runs on the thread of the call in progress, never one that has ended", function()
+    local p
+    local lines = {}
+    local function log(line)
+      lines[#lines + 1] = line
+      -- other threads use the policy, and are collected, mid-decision
+      coroutine.wrap(function() p:warnings() end)()
+      coroutine.wrap(function() assert.is_true(p:is_idempotent{ method = "GET" }) end)()
+      collectgarbage()
+      collectgarbage()
+      for i = 1, 5000 do junk[#junk + 1] = ("\255"):rep(150 + i % 80) .. i end
+    end
+    p = assert(lr.load_string(
+      'max_attempts=3 function is_transient() print"one" print"two" return true end', "=p",
+      { log = log }))
+    assert.are.equal("retry", p:classify{ status = 503 }.verdict)
+    assert.are.same({ "one", "two" }, lines)
+    junk = {}
+  end)
+end)
+
+describe("c:is_idempotent", function()
+  it("is in use while the script decides: its log cannot close the call", function()
+    local c
+    local closed
+    local p = assert(lr.load_string([[
+max_attempts = 3
+attempt_timeout = 5
+function is_idempotent(r) print("deciding") error("boom") end]], "=p", { log = function()
+      closed = { pcall(c.close, c) }
+    end }))
+    c = p:begin{ virtual = true, seed = 1 }
+    local yes, err = c:is_idempotent{ method = "POST", url = "http://x/" }
+    assert.is_nil(yes)
+    has(err, "boom")
+    assert.is_false(closed[1])
+    has(closed[2], "the call is in use")
+    c:close()
+  end)
+end)
+
+describe("tables whose strings nothing else holds", function()
+  local URL = "https://example.test/" .. ("u"):rep(60)
+  local function fresh(t, fields)
+    return setmetatable(t, { __index = function(_, k)
+      return fields[k] and fields[k]() or nil
+    end })
+  end
+
+  it("an outcome's fields from __index live through the decision", function()
+    local p = assert(lr.load_string([[
+max_attempts = 3
+attempt_timeout = 5
+function is_transient(s, body, info)
+  print("collect")
+  return false, info.url .. " " .. #body
+end]], "=p", { log = collecting_log }))
+    local outcome = fresh({ status = 500 }, {
+      url = function() return "https://example.test/" .. ("u"):rep(60) end,
+      body = function() return ("b"):rep(70) .. "!" end,
+    })
+    local d = p:classify(outcome)
+    assert.are.equal(URL .. " 71", d.message)
+    local c = p:begin{ virtual = true, seed = 1 }
+    assert.are.equal(URL .. " 71", c:report(outcome).message)
+    c:close()
+    d = p:run(function() return outcome end, { virtual = true, seed = 1 })
+    assert.are.equal(URL .. " 71", d.message)
+    junk = {}
+  end)
+
+  it("a request's fields from __index, or a number read as a string, live through prepare",
+     function()
+    local p = assert(lr.load_string([[
+max_attempts = 3
+attempt_timeout = 5
+function prepare(r) print("collect") end]], "=p", { log = collecting_log }))
+    local c = p:begin{ virtual = true, seed = 1 }
+    local r = c:prepare(fresh({ url = "http://x/" }, {
+      method = function() return ("P"):rep(50) .. "OST" end,
+      body = function() return ("b"):rep(100) .. "!" end,
+    }))
+    assert.are.equal(("P"):rep(50) .. "OST", r.method)
+    assert.are.equal(("b"):rep(100) .. "!", r.body)
+    r = c:prepare{ url = "http://x/", body = 12345678901234567 }
+    assert.are.equal("12345678901234567", r.body)
+    c:close()
+    junk = {}
+  end)
+end)
+
+describe("c:prepare with a bad attempt", function()
+  it("is an error that leaves the call usable and closable", function()
+    local p = assert(lr.load_string("max_attempts = 3\nattempt_timeout = 5", "=p"))
+    local c = p:begin{ virtual = true, seed = 1 }
+    assert.has_error(function() c:prepare({ url = "http://x/" }, 2.5) end)
+    assert.has_error(function() c:prepare({ url = "http://x/" }, "two") end)
+    assert.are.equal("http://x/", c:prepare({ url = "http://x/" }, 2).url)
+    c:close()
+    assert.has_error(function() c:next() end, "call is closed")
+  end)
+end)
+
+describe("a failed load", function()
+  local function registry_size()
+    local n = 0
+    for _ in pairs(debug.getregistry()) do n = n + 1 end
+    return n
+  end
+
+  it("with opts.log keeps nothing of it", function()
+    local logs = setmetatable({}, { __mode = "k" })
+    -- one first: a freed reference stays in the registry as a link of its free list
+    assert.is_nil(lr.load_string("this is no policy", "=bad", { log = function() end }))
+    collectgarbage()
+    local before = registry_size()
+    for _ = 1, 500 do
+      local log = function() end
+      logs[log] = true
+      assert.is_nil(lr.load_string("this is no policy", "=bad", { log = log }))
+    end
+    assert.is_nil(lr.load_string("x", "=bad", { log = function() end, set = { nope = 1 } }))
+    collectgarbage()
+    collectgarbage()
+    assert.are.equal(before, registry_size())
+    assert.is_nil(next(logs))
+  end)
+end)
+
+describe("a source with a NUL byte", function()
+  it("is refused, never read up to the NUL", function()
+    local p, err = lr.load_string("max_attempts = 3\0 this is not Lua", "=nul")
+    assert.is_nil(p)
+    has(err, "NUL byte")
+    p = assert(lr.load_string("max_attempts = 3\nattempt_timeout = 5", "=p"))
+    local ok
+    ok, err = p:reload("max_attempts = 4\0 junk", "=nul")
+    assert.is_nil(ok)
+    has(err, "NUL byte")
+    assert.are.equal(3, p:tuning().max_attempts)
+  end)
+end)
+
+describe("opts.log", function()
+  it("that is no function is an error naming it", function()
+    for _, log in ipairs{ "yes", true, 1, {} } do
+      local ok, err = pcall(lr.load_string, "max_attempts = 3", "=p", { log = log })
+      assert.is_false(ok)
+      has(err, "opts.log")
+    end
+  end)
+end)
