@@ -112,6 +112,22 @@ function prepare(r) print("collect") end]], "=p", { log = collecting_log }))
   end)
 end)
 
+describe("a prepare that replaces request.headers", function()
+  -- by something not a table: it sent no header at all, without a word
+  it("with no table is a policy error naming it; nil still means none", function()
+    local p = assert(lr.load_string("max_attempts = 3\nattempt_timeout = 5\n" ..
+                                    "function prepare(r) if r.url:find('nil') then r.headers = nil else r.headers = 'x' end end",
+                                    "=ph"))
+    local c = p:begin{ virtual = true, seed = 1 }
+    local r, err = c:prepare{ url = "http://x/", headers = { A = "1" } }
+    assert.is_nil(r)
+    assert.matches("prepare: request.headers must be a table (names to strings), not a string", err, 1, true)
+    r = assert(c:prepare{ url = "http://x/nil", headers = { A = "1" } })
+    assert.is_nil(next(r.headers or {}))
+    c:close()
+  end)
+end)
+
 describe("c:prepare with a bad attempt", function()
   it("is an error that leaves the call usable and closable", function()
     local p = assert(lr.load_string("max_attempts = 3\nattempt_timeout = 5", "=p"))

@@ -166,7 +166,11 @@ static void measure(lua_State *L, int t, int original_body, packed_sizes *z) {
   z->body_replaced = !lua_rawequal(L, -1, original_body);
   lua_pop(L, 1);
   if (z->body_replaced) z->body = field(L, t, "body", &z->body_len);
-  if (lua_getfield(L, t, "headers") != LUA_TTABLE) return;
+  int headers = lua_getfield(L, t, "headers");
+  if (headers != LUA_TTABLE && headers != LUA_TNIL) /* would send none, without a word */
+    luaL_error(L, "prepare: request.headers must be a table (names to strings), not a %s",
+               lua_typename(L, headers));
+  if (headers != LUA_TTABLE) return;
   lua_pushnil(L);
   while (lua_next(L, -2)) {
     if (lua_type(L, -2) != LUA_TSTRING || !lua_isstring(L, -1))
