@@ -368,6 +368,9 @@ describe("hedge's load errors", function ()
     {"{ delay = 'p100' }", 'hedge%.delay: expected .*got "p100"'},
     {"{ delay = 0.1, max = 0 }", "hedge%.max: expected a whole number from 1 to 10, got 0"},
     {"{ delay = 0.1, max = 11 }", "hedge%.max: expected a whole number from 1 to 10, got 11"},
+    -- the value as written, not rounded by %g (1e+06)
+    {"{ delay = 0.1, max = 1000001 }", "hedge%.max: expected a whole number from 1 to 10, got 1000001"},
+    {"{ delay = 0.1, max = 2.25 }", "hedge%.max: expected a whole number from 1 to 10, got 2%.25"},
     {"{ max = 2 }", "hedge: hedge%.delay must be set"},
     {"true", "hedge: expected a table {delay =, max =}"},
   } do

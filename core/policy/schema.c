@@ -144,9 +144,11 @@ static const char *lua_type_name(int t) {
   }
 }
 
+static void shortest(char *buf, size_t size, double v);
+
 static void describe(const lr_field *f, char *buf, size_t size) {
-  if (f->type == LUA_TNUMBER)
-    lr_fmt(buf, size, "%g", f->num);
+  if (f->type == LUA_TNUMBER) /* 1000000001 as written, not 1e+09 */
+    shortest(buf, size, f->num);
   else if (f->type == LUA_TSTRING)
     lr_fmt(buf, size, "\"%s\"", f->str);
   else if (f->type == LUA_TBOOLEAN)
@@ -154,8 +156,6 @@ static void describe(const lr_field *f, char *buf, size_t size) {
   else
     lr_fmt(buf, size, "a %s", lua_type_name(f->type));
 }
-
-static void shortest(char *buf, size_t size, double v);
 
 /* "a whole number from 1 to 1000000000", "a finite number of seconds above 0"... */
 static void expectation(const lr_field_spec *s, char *buf, size_t size) {
