@@ -471,6 +471,16 @@ describe("the memory limit", function()
     assert.is_true(p:memory() < p:tuning().memory_limit)
   end)
 
+  -- compiling has no line yet: the file is named (it said "the script")
+  it("reached while the script compiles names the file", function()
+    local parts = { "max_attempts = 3\nlocal t = {\n" }
+    for i = 1, 20000 do parts[#parts + 1] = ('  %d, "entry number %d",\n'):format(i, i) end
+    parts[#parts + 1] = "}\n"
+    local p, err = lr.load_string(table.concat(parts), "=big.lua", { set = { memory_limit = 700000 } })
+    assert.is_nil(p)
+    has(err, "big.lua: memory limit reached (700000 bytes)")
+  end)
+
   it("stops a growing table", function()
     local p = assert(lr.load(FIX .. FILE))
     local d = p:classify{ status = 4 }

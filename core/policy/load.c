@@ -472,7 +472,12 @@ static void unwrap_require(lua_State *L) {
 
 /* Compiles (text only) and runs the chunk; leaves what it returned. */
 static void run_chunk(lua_State *L, lr_load *ld, int tracker) {
+  /* a limit reached while compiling has no line yet: the file, then */
+  lr_sandbox *sb = lr_sandbox_of(L);
+  const char *name = ld->gen->chunkname;
+  lr_fmt(sb->where, sizeof sb->where, "%s", name[0] == '@' || name[0] == '=' ? name + 1 : name);
   int status = luaL_loadbufferx(L, ld->gen->text, ld->gen->text_len, ld->gen->chunkname, "t");
+  if (!sb->killed) sb->where[0] = '\0';
   if (status != LUA_OK) {
     ld->syntax_error = status == LUA_ERRSYNTAX;
     ld->io_error = status == LUA_ERRFILE;
