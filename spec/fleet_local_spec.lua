@@ -227,6 +227,30 @@ describe("the local store (--fleet local)", function ()
     os.remove(file)
   end)
 
+  it("fleet refuses a store held by other settings, naming their process as run does; --reset frees it", function ()
+    local key = new_key()
+    local set = { "--set", "fleet.key=" .. key }
+    local function with(args, extra)
+      for _, x in ipairs(extra) do args[#args + 1] = x end
+      return args
+    end
+    local other = cmd(with({ "run", BUDGET, srv.base .. "/503", "--fleet", "local",
+                             "--set", "budget.max_tokens=1000" }, set))
+    assert.are.equal(4, other.code, other.stderr)
+    local r = cmd(with({ "run", BUDGET, srv.base .. "/503", "--fleet", "local" }, set))
+    local pid = r.stderr:match("theirs: process (%d+)'s")
+    assert.is_truthy(pid, r.stderr)
+    local f = cmd(with({ "fleet", BUDGET, "--fleet", "local" }, set))
+    assert.are.equal(1, f.code, f.stdout)
+    assert.matches("shared with other settings %(theirs: process " .. pid .. "'s", f.stderr)
+    assert.are.equal("", f.stdout)
+    local reset = cmd(with({ "fleet", BUDGET, "--fleet", "local", "--reset" }, set))
+    assert.are.equal(0, reset.code, reset.stderr)
+    f = cmd(with({ "fleet", BUDGET, "--fleet", "local" }, set))
+    assert.are.equal(0, f.code, f.stderr)
+    assert.matches("budget: 10.000 of 10 tokens", f.stdout)
+  end)
+
   it("refuses a folder others may write to", function ()
     proc.sh("chmod 777 " .. q(run))
     local r = cmd({ "run", BUDGET, srv.base .. "/503", "--fleet", "local",
