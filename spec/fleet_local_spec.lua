@@ -266,6 +266,18 @@ describe("the local store (--fleet local)", function ()
     assert.matches("folder .*/gone: No such file or directory, refused", gone.stderr)
   end)
 
+  it("says a refused store once even when the call makes no retry", function ()
+    proc.writefile(tmp .. "/plain", "x")
+    for _, dir in ipairs({ tmp .. "/plain", tmp .. "/gone" }) do
+      srv:reset()
+      local r = proc.run({ "run", BUDGET, srv.base .. "/503", "--fleet", "local",
+                           "--set", "max_attempts=1", "--set", "fleet.key=" .. new_key() },
+                         { env = { "XDG_RUNTIME_DIR=" .. dir }, timeout = 60 })
+      assert.are.equal(1, count(r.stderr, REFUSED), r.stderr)
+      assert.are.equal(1, #srv:requests_on("/503"))
+    end
+  end)
+
   it("makes a safe file name of any key: '/', '..' and long keys stay in the folder", function ()
     for _, key in ipairs({ "../../etc/x", "a/b", "..", string.rep("k", 63) }) do
       local file = store_of(BUDGET, key)

@@ -298,7 +298,6 @@ static uint64_t slot_of(lr_local *l, double now) {
 
 static void throttle_accept(void *ud, double now) {
   lr_local *l = ud;
-  if (!l->map) return;
   lr_local_file *m = map_of(l, &l->throttle);
   if (!m) return;
   uint64_t slot = slot_of(l, now);
@@ -340,7 +339,8 @@ static void throttle_unrequest(void *ud, double now) {
 
 static void record(void *ud, lr_remote_outcome o, double now) {
   lr_local *l = ud;
-  if (!l->map) return;
+  /* said here too: a call with no retry asks no guard before it */
+  if (!l->map) return say_refused(l);
   lr_local_settings_seen(l, now); /* its settings' owner is alive */
   switch (o) {
   case LR_REMOTE_SUCCESS:

@@ -20,7 +20,7 @@
  * folder that others may write to, and a file system with no room for
  * it.  Refused, the handle answers LR_REMOTE_LOCAL to every question (the
  * local guards decide) and the log hears why, once, at the first question
- * (a host sets its log after the load that opens the store).
+ * or outcome (a host sets its log after the load that opens the store).
  *
  * The processes that share a store share its guard settings, as Redis's
  * script makes them (redis_script.c's cfg): the file holds a hash of the
