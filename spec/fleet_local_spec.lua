@@ -227,6 +227,38 @@ describe("the local store (--fleet local)", function ()
     os.remove(file)
   end)
 
+  it("refuses a store whose counts no process writes (garbage after the header, a time ahead of now); --reset recovers it", function ()
+    local key = new_key()
+    local set = { "--set", "fleet.key=" .. key }
+    local file = store_of(BUDGET, key)
+    local good = proc.readfile(file)
+    -- lr_local_file's words (local_file.c's assert pins its size)
+    local function with(offset, bytes)
+      proc.writefile(file, good:sub(1, offset) .. bytes .. good:sub(offset + #bytes + 1))
+    end
+    local cases = {
+      { 256, string.pack("<i8", 123456789012), "the budget's tokens out of range" },
+      { 264, string.pack("<I8", 3 | 35938 << 2), "the breaker's state out of range" },
+      { 264, string.pack("<I4I4", 0, 0x7fffffff), "the breaker's time ahead of now" },
+      -- the settings' last use "0 s ago" for ever: other settings locked out
+      { 840, string.pack("<I4I4", 0x7fffffff, 1), "the settings' last use ahead of now" },
+    }
+    for _, c in ipairs(cases) do
+      with(c[1], c[2])
+      srv:reset()
+      local r = cmd({ "run", BUDGET, srv.base .. "/503", "--fleet", "local", set[1], set[2] })
+      assert.are.equal(1, count(r.stderr, REFUSED), r.stderr)
+      assert.matches(c[3] .. " %(garbage, or another layout%): refused", r.stderr)
+      assert.are.equal(4, #srv:requests_on("/503"))
+      local f = cmd({ "fleet", BUDGET, "--fleet", "local", set[1], set[2] })
+      assert.are.equal(1, f.code, f.stdout)
+      assert.matches(c[3], f.stderr)
+      local reset = cmd({ "fleet", BUDGET, "--fleet", "local", set[1], set[2], "--reset" })
+      assert.are.equal(0, reset.code, reset.stderr)
+      assert.matches("budget: 10.000 of 10 tokens", select(2, store_of(BUDGET, key)))
+    end
+  end)
+
   it("fleet refuses a store held by other settings, naming their process as run does; --reset frees it", function ()
     local key = new_key()
     local set = { "--set", "fleet.key=" .. key }

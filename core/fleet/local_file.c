@@ -144,6 +144,11 @@ static int check_and_map(lr_local *l, int fd, const uint64_t h[2]) {
     munmap(m, sizeof *m);
     return refuse(l, "%s", "not a luaretry fleet store of this version and key: refused");
   }
+  const char *bad = lr_local_counts_garbage(m);
+  if (bad) {
+    munmap(m, sizeof *m);
+    return refuse(l, "holds %s (garbage, or another layout): refused", bad);
+  }
   l->map = m;
   return 0;
 }

@@ -166,5 +166,8 @@ void lr_local_file_open(lr_local *l, const char *dir, const char *key);
 void lr_local_file_close(lr_local *l);
 /* A store as new (the budget full, breaker closed, window empty). */
 void lr_local_file_clear(lr_local_file *m);
+/* local_guard.c's: what of a file's counts no process writes (garbage,
+ * a time ahead of now), for local_file.c to refuse; NULL: none. */
+const char *lr_local_counts_garbage(const lr_local_file *m);
 
 #endif
