@@ -184,6 +184,11 @@ static int parse_fleet(int argc, char **argv, fleet_args *a) {
   return 0;
 }
 
+static void say_line(void *ud, const char *line) {
+  (void)ud;
+  printf("%s\n", line);
+}
+
 /* The store a --set names (fleet.local or fleet.redis, the last one
  * given), as run takes it: "fleet.local", "fleet.redis" or NULL. */
 static const char *store_set(const fleet_args *a) {
@@ -213,6 +218,8 @@ int cli_fleet(int argc, char **argv) {
   status = EXIT_OK;
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
+  /* what --reset removed (a refused store's file), said by the library */
+  luaretry_policy_on_fleet(p, say_line, NULL);
   luaretry_fleet_status st;
   luaretry_code rc =
     a.reset ? luaretry_policy_fleet_reset(p) : luaretry_policy_fleet_status(p, &st);

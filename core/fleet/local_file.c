@@ -174,7 +174,11 @@ void lr_local_file_open(lr_local *l, const char *dir, const char *key) {
       continue;
     }
     if (fd < 0) {
-      refuse(l, "cannot be opened: %s", strerror(errno));
+      /* an entry there that is not ours to open (not writable, a
+       * folder...): reset may remove it */
+      int e = errno;
+      l->file_refused = e == EACCES || e == EPERM || e == EISDIR || e == ENXIO || e == ETXTBSY;
+      refuse(l, "cannot be opened: %s", strerror(e));
       return;
     }
     if (check_and_map(l, fd, h) != 0) l->file_refused = 1;

@@ -93,10 +93,11 @@ typedef struct {
 
 void lr_local_status_get(lr_local *l, lr_local_status *st);
 /* Every shared guard afresh: full budget, breaker closed, empty window,
- * rate bucket full.  A refused file (garbage, truncated, a link...) is
- * removed instead, for the next process to make anew (this handle stays
- * refused: it is never remapped under running calls).  E_REFUSED (err)
- * when the folder is refused or the file cannot be removed. */
+ * rate bucket full.  A refused entry (garbage, truncated, a link, a file
+ * not writable, an empty folder) is removed instead, never followed, and
+ * said through s->log, for the next process to make anew (this handle
+ * stays refused: it is never remapped under running calls).  E_REFUSED
+ * (err) when the folder is refused or the entry cannot be removed. */
 lr_fleet_code lr_local_reset(lr_local *l, char *err, size_t errlen);
 
 /* ---- local_guard.c, for local_handle.c: the counts of a usable store
