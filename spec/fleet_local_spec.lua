@@ -40,9 +40,10 @@ describe("the local store (--fleet local)", function ()
     return proc.run(args, { env = e, timeout = 60 })
   end
 
-  -- The store's file, as `luaretry fleet` names it.
-  local function store_of(policy, key)
-    local r = cmd({ "fleet", policy, "--fleet", "local", "--set", "fleet.key=" .. key })
+  -- The store's file, as `luaretry fleet` names it (with the settings
+  -- the store's processes use: others' are refused).
+  local function store_of(policy, key, ...)
+    local r = cmd({ "fleet", policy, "--fleet", "local", "--set", "fleet.key=" .. key, ... })
     assert.are.equal(0, r.code, r.stderr)
     return r.stdout:match(" at (%S+)\n"), r.stdout
   end
@@ -107,7 +108,7 @@ describe("the local store (--fleet local)", function ()
     local r = cmd({ "run", BREAKER, srv.base .. "/503", "-q", "--fleet", "local",
                     "--set", "fleet.key=" .. key, "--set", "breaker.open_seconds=30" })
     assert.is_true(r.code ~= 0)
-    local _, shown = store_of(BREAKER, key)
+    local _, shown = store_of(BREAKER, key, "--set", "breaker.open_seconds=30")
     assert.matches("breaker: open", shown)
     srv:reset()
     r = cmd({ "run", BREAKER, srv.base .. "/200", "-q", "--fleet", "local",
