@@ -40,9 +40,10 @@ describe("the local store (--fleet local)", function ()
     return proc.run(args, { env = e, timeout = 60 })
   end
 
-  -- The store's file, as `luaretry fleet` names it.
-  local function store_of(policy, key)
-    local r = cmd({ "fleet", policy, "--fleet", "local", "--set", "fleet.key=" .. key })
+  -- The store's file, as `luaretry fleet` names it (with the settings
+  -- the store's processes use: others' are refused).
+  local function store_of(policy, key, ...)
+    local r = cmd({ "fleet", policy, "--fleet", "local", "--set", "fleet.key=" .. key, ... })
     assert.are.equal(0, r.code, r.stderr)
     return r.stdout:match(" at (%S+)\n"), r.stdout
   end
@@ -107,7 +108,7 @@ describe("the local store (--fleet local)", function ()
     local r = cmd({ "run", BREAKER, srv.base .. "/503", "-q", "--fleet", "local",
                     "--set", "fleet.key=" .. key, "--set", "breaker.open_seconds=30" })
     assert.is_true(r.code ~= 0)
-    local _, shown = store_of(BREAKER, key)
+    local _, shown = store_of(BREAKER, key, "--set", "breaker.open_seconds=30")
     assert.matches("breaker: open", shown)
     srv:reset()
     r = cmd({ "run", BREAKER, srv.base .. "/200", "-q", "--fleet", "local",
@@ -219,12 +220,91 @@ describe("the local store (--fleet local)", function ()
     -- next process makes the store anew
     local reset = cmd({ "fleet", BUDGET, "--fleet", "local", "--set", "fleet.key=" .. key, "--reset" })
     assert.are.equal(0, reset.code, reset.stderr)
+    assert.matches("a symbolic link, refused: removed", reset.stdout)
     assert.are.equal("x", proc.readfile(tmp .. "/elsewhere"))
     srv:reset()
     local r = cmd({ "run", BUDGET, srv.base .. "/503", "--fleet", "local", "--set", "fleet.key=" .. key })
     assert.are.equal(0, count(r.stderr, REFUSED), r.stderr)
     assert.matches("budget: 6.000 of 10 tokens", select(2, store_of(BUDGET, key)))
     os.remove(file)
+  end)
+
+  it("refuses a store whose counts no process writes (garbage after the header, a time ahead of now); --reset recovers it", function ()
+    local key = new_key()
+    local set = { "--set", "fleet.key=" .. key }
+    local file = store_of(BUDGET, key)
+    local good = proc.readfile(file)
+    -- lr_local_file's words (local_file.c's assert pins its size)
+    local function with(offset, bytes)
+      proc.writefile(file, good:sub(1, offset) .. bytes .. good:sub(offset + #bytes + 1))
+    end
+    local cases = {
+      { 256, string.pack("<i8", 123456789012), "the budget's tokens out of range" },
+      { 264, string.pack("<I8", 3 | 35938 << 2), "the breaker's state out of range" },
+      { 264, string.pack("<I4I4", 0, 0x7fffffff), "the breaker's time ahead of now" },
+      -- the settings' last use "0 s ago" for ever: other settings locked out
+      { 840, string.pack("<I4I4", 0x7fffffff, 1), "the settings' last use ahead of now" },
+    }
+    for _, c in ipairs(cases) do
+      with(c[1], c[2])
+      srv:reset()
+      local r = cmd({ "run", BUDGET, srv.base .. "/503", "--fleet", "local", set[1], set[2] })
+      assert.are.equal(1, count(r.stderr, REFUSED), r.stderr)
+      assert.matches(c[3] .. " %(garbage, or another layout%): refused", r.stderr)
+      assert.are.equal(4, #srv:requests_on("/503"))
+      local f = cmd({ "fleet", BUDGET, "--fleet", "local", set[1], set[2] })
+      assert.are.equal(1, f.code, f.stdout)
+      assert.matches(c[3], f.stderr)
+      local reset = cmd({ "fleet", BUDGET, "--fleet", "local", set[1], set[2], "--reset" })
+      assert.are.equal(0, reset.code, reset.stderr)
+      assert.matches("budget: 10.000 of 10 tokens", select(2, store_of(BUDGET, key)))
+    end
+  end)
+
+  it("fleet refuses a store held by other settings, naming their process as run does; --reset frees it", function ()
+    local key = new_key()
+    local set = { "--set", "fleet.key=" .. key }
+    local function with(args, extra)
+      for _, x in ipairs(extra) do args[#args + 1] = x end
+      return args
+    end
+    local other = cmd(with({ "run", BUDGET, srv.base .. "/503", "--fleet", "local",
+                             "--set", "budget.max_tokens=1000" }, set))
+    assert.are.equal(4, other.code, other.stderr)
+    local r = cmd(with({ "run", BUDGET, srv.base .. "/503", "--fleet", "local" }, set))
+    local pid = r.stderr:match("theirs: process (%d+)'s")
+    assert.is_truthy(pid, r.stderr)
+    local f = cmd(with({ "fleet", BUDGET, "--fleet", "local" }, set))
+    assert.are.equal(1, f.code, f.stdout)
+    assert.matches("shared with other settings %(theirs: process " .. pid .. "'s", f.stderr)
+    assert.are.equal("", f.stdout)
+    local reset = cmd(with({ "fleet", BUDGET, "--fleet", "local", "--reset" }, set))
+    assert.are.equal(0, reset.code, reset.stderr)
+    f = cmd(with({ "fleet", BUDGET, "--fleet", "local" }, set))
+    assert.are.equal(0, f.code, f.stderr)
+    assert.matches("budget: 10.000 of 10 tokens", f.stdout)
+  end)
+
+  it("fleet --reset removes a refused entry it can (a folder at the store's path), and says what", function ()
+    local key = new_key()
+    local set = { "--set", "fleet.key=" .. key }
+    local file = store_of(BUDGET, key)
+    os.remove(file)
+    proc.sh("mkdir " .. q(file))
+    local r = cmd({ "run", BUDGET, srv.base .. "/503", "--fleet", "local", set[1], set[2] })
+    assert.are.equal(1, count(r.stderr, REFUSED), r.stderr)
+    assert.matches("cannot be opened: Is a directory", r.stderr)
+    -- a folder with something in it is never emptied
+    proc.writefile(file .. "/x", "x")
+    local reset = cmd({ "fleet", BUDGET, "--fleet", "local", set[1], set[2], "--reset" })
+    assert.are.equal(1, reset.code, reset.stdout)
+    assert.matches("a folder, cannot be removed", reset.stderr)
+    assert.are.equal("x", proc.readfile(file .. "/x"))
+    os.remove(file .. "/x")
+    reset = cmd({ "fleet", BUDGET, "--fleet", "local", set[1], set[2], "--reset" })
+    assert.are.equal(0, reset.code, reset.stderr)
+    assert.matches("a folder, refused: removed; the next process makes the store anew", reset.stdout)
+    assert.matches("budget: 10.000 of 10 tokens", select(2, store_of(BUDGET, key)))
   end)
 
   it("refuses a folder others may write to", function ()
@@ -240,6 +320,18 @@ describe("the local store (--fleet local)", function ()
                           { env = { "XDG_RUNTIME_DIR=" .. tmp .. "/gone" }, timeout = 60 })
     assert.are.equal(1, gone.code)
     assert.matches("folder .*/gone: No such file or directory, refused", gone.stderr)
+  end)
+
+  it("says a refused store once even when the call makes no retry", function ()
+    proc.writefile(tmp .. "/plain", "x")
+    for _, dir in ipairs({ tmp .. "/plain", tmp .. "/gone" }) do
+      srv:reset()
+      local r = proc.run({ "run", BUDGET, srv.base .. "/503", "--fleet", "local",
+                           "--set", "max_attempts=1", "--set", "fleet.key=" .. new_key() },
+                         { env = { "XDG_RUNTIME_DIR=" .. dir }, timeout = 60 })
+      assert.are.equal(1, count(r.stderr, REFUSED), r.stderr)
+      assert.are.equal(1, #srv:requests_on("/503"))
+    end
   end)
 
   it("makes a safe file name of any key: '/', '..' and long keys stay in the folder", function ()
@@ -295,6 +387,14 @@ describe("the local store (--fleet local)", function ()
     r = cmd({ "fleet", BUDGET })
     assert.are.equal(2, r.code)
     assert.matches("where is Redis%? .* %-%-fleet local or LUARETRY_FLEET=local", r.stderr)
+  end)
+
+  it("fleet takes fleet.local from --set alone, as run does", function ()
+    local key = new_key()
+    local r = cmd({ "fleet", BUDGET, "--set", "fleet.local=" .. run, "--set", "fleet.key=" .. key })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(run, r.stdout:match(" at (%S+)/[^/]+\n"))
+    assert.matches("budget: 10.000 of 10 tokens", r.stdout)
   end)
 
   it("is a host setting: luaretry_policy_set(p, \"fleet.local\", ...), on, none or a folder", function ()

@@ -184,13 +184,31 @@ static int parse_fleet(int argc, char **argv, fleet_args *a) {
   return 0;
 }
 
+static void say_line(void *ud, const char *line) {
+  (void)ud;
+  printf("%s\n", line);
+}
+
+/* The store a --set names (fleet.local or fleet.redis, the last one
+ * given), as run takes it: "fleet.local", "fleet.redis" or NULL. */
+static const char *store_set(const fleet_args *a) {
+  const char *field = NULL;
+  for (int i = 0; i < a->nsets; i++)
+    if (strncmp(a->sets[i], "fleet.local=", 12) == 0)
+      field = "fleet.local";
+    else if (strncmp(a->sets[i], "fleet.redis=", 12) == 0)
+      field = "fleet.redis";
+  return field;
+}
+
 int cli_fleet(int argc, char **argv) {
   fleet_args a;
   int status = parse_fleet(argc, argv, &a);
   if (status) return status;
   cli_store store;
   if ((status = cli_fleet_store(a.fleet, a.redis, &store)) != 0) return status;
-  if (!store.field)
+  const char *field = store.field ? store.field : store_set(&a);
+  if (!field)
     return cli_usage(
       "fleet: where is Redis? --redis URL or LUARETRY_REDIS (this machine's "
       "local store: --fleet local or LUARETRY_FLEET=local)",
@@ -200,10 +218,12 @@ int cli_fleet(int argc, char **argv) {
   status = EXIT_OK;
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
+  /* what --reset removed (a refused store's file), said by the library */
+  luaretry_policy_on_fleet(p, say_line, NULL);
   luaretry_fleet_status st;
   luaretry_code rc =
     a.reset ? luaretry_policy_fleet_reset(p) : luaretry_policy_fleet_status(p, &st);
-  int local = strcmp(store.field, "fleet.local") == 0;
+  int local = strcmp(field, "fleet.local") == 0;
   if (rc == LUARETRY_OK && a.reset) {
     printf("fleet %s: reset: full budget, breaker closed, %s\n", t.name,
            local ? "admission window empty, rate bucket full" : "no processes");

@@ -144,6 +144,11 @@ static int check_and_map(lr_local *l, int fd, const uint64_t h[2]) {
     munmap(m, sizeof *m);
     return refuse(l, "%s", "not a luaretry fleet store of this version and key: refused");
   }
+  const char *bad = lr_local_counts_garbage(m);
+  if (bad) {
+    munmap(m, sizeof *m);
+    return refuse(l, "holds %s (garbage, or another layout): refused", bad);
+  }
   l->map = m;
   return 0;
 }
@@ -169,7 +174,11 @@ void lr_local_file_open(lr_local *l, const char *dir, const char *key) {
       continue;
     }
     if (fd < 0) {
-      refuse(l, "cannot be opened: %s", strerror(errno));
+      /* an entry there that is not ours to open (not writable, a
+       * folder...): reset may remove it */
+      int e = errno;
+      l->file_refused = e == EACCES || e == EPERM || e == EISDIR || e == ENXIO || e == ETXTBSY;
+      refuse(l, "cannot be opened: %s", strerror(e));
       return;
     }
     if (check_and_map(l, fd, h) != 0) l->file_refused = 1;

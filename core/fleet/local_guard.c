@@ -298,7 +298,6 @@ static uint64_t slot_of(lr_local *l, double now) {
 
 static void throttle_accept(void *ud, double now) {
   lr_local *l = ud;
-  if (!l->map) return;
   lr_local_file *m = map_of(l, &l->throttle);
   if (!m) return;
   uint64_t slot = slot_of(l, now);
@@ -340,7 +339,8 @@ static void throttle_unrequest(void *ud, double now) {
 
 static void record(void *ud, lr_remote_outcome o, double now) {
   lr_local *l = ud;
-  if (!l->map) return;
+  /* said here too: a call with no retry asks no guard before it */
+  if (!l->map) return say_refused(l);
   lr_local_settings_seen(l, now); /* its settings' owner is alive */
   switch (o) {
   case LR_REMOTE_SUCCESS:
@@ -437,4 +437,46 @@ void lr_local_counts(lr_local *l, lr_local_status *st) {
     st->rate_limit = 1e6 / (double)atomic_load(&l->interval_us);
     st->rate_ahead = tat > now ? tat - now : 0;
   }
+}
+
+/* ---- a file's counts that no process of any settings writes: garbage
+ * (local_file.c refuses it).  Times are this boot's CLOCK_MONOTONIC (the
+ * file's name holds the boot), so one ahead of now by more than the
+ * processes' clock reads differ would hold for ever (a settings' last use
+ * "0 s ago" locking others out). */
+
+#define AHEAD_S    5.0        /* clock reads of processes racing */
+#define TOKENS_MAX 1000000    /* budget.max_tokens's bound (1000), milli-tokens */
+#define PID_LIMIT  (1u << 22) /* Linux's PID_MAX_LIMIT */
+
+/* `at` ahead of `now` (both in units of a counter of `bits` bits) by more
+ * than AHEAD_S; not judged once the counter has wrapped. */
+static int ahead(uint64_t at, double now, double per_s, int bits) {
+  double lim = (now + AHEAD_S) * per_s;
+  return lim < (double)(1ull << bits) && (double)at > lim;
+}
+
+const char *lr_local_counts_garbage(const lr_local_file *m) {
+  double now = lr_monotonic_now();
+  long long t = atomic_load(&m->tokens);
+  if (t != -1 && (t < 0 || t > TOKENS_MAX)) return "the budget's tokens out of range";
+  uint64_t w = atomic_load(&m->breaker);
+  if (state_of(w) > LUARETRY_BREAKER_HALF_OPEN) return "the breaker's state out of range";
+  if (ahead(at_of(w), now, 100, 32)) return "the breaker's time ahead of now";
+  for (int i = 0; i < LR_LOCAL_BUCKETS; i++) /* a bucket is at least a ms wide */
+    if (ahead(atomic_load(&m->requests[i]) >> COUNT_BITS, now, 1000, 40) ||
+        ahead(atomic_load(&m->accepts[i]) >> COUNT_BITS, now, 1000, 40))
+      return "the admission window's time ahead of now";
+  if (atomic_load(&m->tat_us) < 0) return "the rate limiter's time out of range";
+  if (atomic_load(&m->window_from) > atomic_load(&m->outcomes))
+    return "the breaker's window out of range";
+  for (int i = 0; i < LR_LOCAL_BLOCKS; i++) { /* failed and slow outcomes are among its outcomes */
+    uint64_t b = atomic_load(&m->blocks[i]), n = b >> 24 & BLOCK_MAX;
+    if ((b >> 12 & BLOCK_MAX) > n || (b & BLOCK_MAX) > n)
+      return "the breaker's window out of range";
+  }
+  uint64_t seen = atomic_load(&m->cfg_seen);
+  if ((seen >> 32) >= PID_LIMIT) return "the settings' last user out of range";
+  if (ahead((uint32_t)seen, now, 1, 32)) return "the settings' last use ahead of now";
+  return NULL;
 }

@@ -2,9 +2,11 @@
  * read by the guards without a lock (local_guard.c), its file
  * (local_file.c), and what `luaretry fleet --fleet local` shows and
  * resets. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "local_store.h"
@@ -74,11 +76,31 @@ void lr_local_status_get(lr_local *l, lr_local_status *st) {
   lr_local_settings_refusal(l, st->detail, sizeof st->detail);
 }
 
+/* The refused entry at l->path removed, never followed (unlink and rmdir
+ * take a link itself): 0 and what it was in *what, or -1. */
+static int remove_refused(lr_local *l, const char **what) {
+  struct stat st;
+  if (lstat(l->path, &st) != 0) return -1;
+  *what = S_ISLNK(st.st_mode) ? "a symbolic link" : S_ISDIR(st.st_mode) ? "a folder" : "a file";
+  return S_ISDIR(st.st_mode) ? rmdir(l->path) : unlink(l->path);
+}
+
 lr_fleet_code lr_local_reset(lr_local *l, char *err, size_t errlen) {
   if (!l) return LR_FLEET_E_ARG;
-  if (!l->map && l->file_refused && unlink(l->path) == 0) {
-    lr_fmt(err, errlen, "%s: removed (it was refused); the next process makes a new one", l->path);
+  const char *what = NULL;
+  if (!l->map && l->file_refused && remove_refused(l, &what) == 0) {
+    lr_fmt(err, errlen, "%s: %s, refused: removed; the next process makes the store anew", l->path,
+           what);
+    if (l->log) { /* what was there is said: it is gone */
+      char line[4400];
+      lr_fmt(line, sizeof line, "fleet guards (local): %s", err);
+      l->log(l->log_ud, line);
+    }
     return LR_FLEET_OK;
+  }
+  if (!l->map && what) {
+    lr_fmt(err, errlen, "%s; %s, cannot be removed: %s", l->detail, what, strerror(errno));
+    return LR_FLEET_E_REFUSED;
   }
   if (!l->map) {
     lr_fmt(err, errlen, "%s", l->detail);

@@ -20,7 +20,7 @@
  * folder that others may write to, and a file system with no room for
  * it.  Refused, the handle answers LR_REMOTE_LOCAL to every question (the
  * local guards decide) and the log hears why, once, at the first question
- * (a host sets its log after the load that opens the store).
+ * or outcome (a host sets its log after the load that opens the store).
  *
  * The processes that share a store share its guard settings, as Redis's
  * script makes them (redis_script.c's cfg): the file holds a hash of the
@@ -93,10 +93,11 @@ typedef struct {
 
 void lr_local_status_get(lr_local *l, lr_local_status *st);
 /* Every shared guard afresh: full budget, breaker closed, empty window,
- * rate bucket full.  A refused file (garbage, truncated, a link...) is
- * removed instead, for the next process to make anew (this handle stays
- * refused: it is never remapped under running calls).  E_REFUSED (err)
- * when the folder is refused or the file cannot be removed. */
+ * rate bucket full.  A refused entry (garbage, truncated, a link, a file
+ * not writable, an empty folder) is removed instead, never followed, and
+ * said through s->log, for the next process to make anew (this handle
+ * stays refused: it is never remapped under running calls).  E_REFUSED
+ * (err) when the folder is refused or the entry cannot be removed. */
 lr_fleet_code lr_local_reset(lr_local *l, char *err, size_t errlen);
 
 /* ---- local_guard.c, for local_handle.c: the counts of a usable store
@@ -166,5 +167,8 @@ void lr_local_file_open(lr_local *l, const char *dir, const char *key);
 void lr_local_file_close(lr_local *l);
 /* A store as new (the budget full, breaker closed, window empty). */
 void lr_local_file_clear(lr_local_file *m);
+/* local_guard.c's: what of a file's counts no process writes (garbage,
+ * a time ahead of now), for local_file.c to refuse; NULL: none. */
+const char *lr_local_counts_garbage(const lr_local_file *m);
 
 #endif

@@ -99,7 +99,9 @@ static luaretry_code local_status(luaretry_policy *p, lr_local *l, const char *k
   }
   lr_local_status_get(l, in);
   luaretry_code out = LUARETRY_OK;
-  if (!in->usable) {
+  /* other settings holding the store refuse it as run is refused: its
+   * counts read with this policy's numbers would be neither's */
+  if (!in->usable || in->detail[0]) {
     char msg[800];
     lr_fmt(msg, sizeof msg, "fleet: %s", in->detail);
     lr_policy_error(p, msg);
