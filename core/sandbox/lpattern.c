@@ -58,15 +58,6 @@ static lr_sandbox *enter(lua_State *L) {
   return sb;
 }
 
-static void pay(lua_State *L, lr_sandbox *sb, size_t units) {
-  while (units > 0) {
-    size_t now = units > (size_t)sb->remaining ? (size_t)sb->remaining : units;
-    sb->remaining -= (long)now;
-    units -= now;
-    if (sb->remaining <= 0) lr_sandbox_refuel(L, sb);
-  }
-}
-
 static void sync_out(MatchState *m);
 
 static void out_of_fuel(MatchState *m) {
@@ -362,7 +353,7 @@ static int first_literal(const char *p, const char *p_end) {
 static const char *next_start(MatchState *m, const char *s, int lit) {
   if (lit < 0 || s >= m->s_end || uc(*s) == lit) return s;
   const char *hit = memchr(s, lit, (size_t)(m->s_end - s));
-  pay(m->L, m->sb, (size_t)((hit ? hit : m->s_end) - s) / BULK);
+  lr_sandbox_pay(m->L, m->sb, (size_t)((hit ? hit : m->s_end) - s) / BULK);
   return hit;
 }
 
@@ -423,7 +414,7 @@ static const char *plain_find(lua_State *L, lr_sandbox *sb, const char *s, size_
     at = c + 1;
   }
   sb->remaining = left;
-  pay(L, sb, (size_t)(last + 1 - at) / BULK);
+  lr_sandbox_pay(L, sb, (size_t)(last + 1 - at) / BULK);
   return NULL;
 }
 
@@ -517,7 +508,7 @@ static void add_s(MatchState *m, luaL_Buffer *b, const char *s, const char *e) {
   lua_State *L = m->L;
   size_t l;
   const char *r = lua_tolstring(L, 3, &l), *r_end = r + l;
-  pay(L, m->sb, l / BULK);
+  lr_sandbox_pay(L, m->sb, l / BULK);
   for (;;) {
     const char *pct = memchr(r, '%', (size_t)(r_end - r));
     if (!pct) break;

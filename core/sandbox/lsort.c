@@ -30,18 +30,6 @@ typedef unsigned int IdxT;
 /* Bytes of a string comparison per unit of budget (lpattern.c's BULK). */
 #define BULK 16
 
-/* units from the sandbox's budget; refuels (a look at the clock, or the
- * end of the instruction limit) each time it runs out. */
-static void pay(lua_State *L, lr_sandbox *sb, size_t units) {
-  for (;;) {
-    size_t now = units > (size_t)sb->remaining ? (size_t)sb->remaining : units;
-    sb->remaining -= (long)now;
-    units -= now;
-    if (sb->remaining <= 0) lr_sandbox_refuel(L, sb);
-    if (units == 0) return;
-  }
-}
-
 /* The next pivot draw (xorshift32 from a fixed seed, never 0), in place of
  * Lua's l_randomizePivot. */
 static unsigned int l_randomizePivot(unsigned int *state) {
@@ -67,10 +55,10 @@ static int sort_comp(lua_State *L, lr_sandbox *sb, int a, int b) {
       size_t la = lua_rawlen(L, a), lb = lua_rawlen(L, b);
       cost += (la < lb ? la : lb) / BULK;
     }
-    pay(L, sb, cost);
+    lr_sandbox_pay(L, sb, cost);
     return lua_compare(L, a, b, LUA_OPLT);
   }
-  pay(L, sb, cost);
+  lr_sandbox_pay(L, sb, cost);
   lua_pushvalue(L, 2);
   lua_pushvalue(L, a - 1); /* -1: the function above it */
   lua_pushvalue(L, b - 2); /* -2: the function and a */

@@ -23,15 +23,6 @@
 /* lstrlib.c's MAXSIZE: a result longer than this is "too large" */
 #define MAXSIZE (sizeof(size_t) < sizeof(int) ? (size_t) ~(size_t)0 : (size_t)INT_MAX)
 
-static void pay(lua_State *L, lr_sandbox *sb, size_t units) {
-  while (units > 0) {
-    size_t now = units > (size_t)sb->remaining ? (size_t)sb->remaining : units;
-    sb->remaining -= (long)now;
-    units -= now;
-    if (sb->remaining <= 0) lr_sandbox_refuel(L, sb);
-  }
-}
-
 static int str_rep(lua_State *L) {
   size_t l, lsep;
   const char *s = luaL_checklstring(L, 1, &l);
@@ -61,7 +52,7 @@ static int str_rep(lua_State *L) {
   while (done < total) {
     size_t k = done < total - done ? done : total - done;
     if (k > most) k = most;
-    pay(L, sb, 1 + k / BULK);
+    lr_sandbox_pay(L, sb, 1 + k / BULK);
     memcpy(p + done, p, k);
     done += k;
   }

@@ -87,6 +87,15 @@ static void kill_hook(lua_State *L, lua_Debug *ar) {
   lr_sandbox_kill(L, sb, sb->killed);
 }
 
+void lr_sandbox_pay(lua_State *L, lr_sandbox *sb, size_t units) {
+  while (units > 0) {
+    size_t now = units > (size_t)sb->remaining ? (size_t)sb->remaining : units;
+    sb->remaining -= (long)now;
+    units -= now;
+    if (sb->remaining <= 0) lr_sandbox_refuel(L, sb);
+  }
+}
+
 void lr_sandbox_refuel(lua_State *L, lr_sandbox *sb) {
   if (sb->killed) lr_sandbox_kill(L, sb, sb->killed);
   if (atomic_load_explicit(&sb->expired, memory_order_relaxed))

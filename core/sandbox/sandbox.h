@@ -158,6 +158,9 @@ void lr_sandbox_memory_kill(lr_sandbox *sb);
  * of sb->remaining: when counting, that is the instruction limit; when
  * timed, a moment to look at the clock.  Refills and returns, or kills. */
 void lr_sandbox_refuel(lua_State *L, lr_sandbox *sb);
+/* `units` of such work paid from sb->remaining, refuelling (a look at the
+ * clock, or the end of the instruction limit) each time it runs out. */
+void lr_sandbox_pay(lua_State *L, lr_sandbox *sb, size_t units);
 
 /* watchdog.c: the library's one helper thread, enforcing time limits. */
 #define LR_WATCHDOG_TICK_MS 5
