@@ -212,11 +212,8 @@ const char *luaretry_curl_error_name(CURLcode rc) {
   case CURLE_WEIRD_SERVER_REPLY:
   case CURLE_HTTP2:
   case CURLE_HTTP2_STREAM:
-  case CURLE_BAD_CONTENT_ENCODING: return "protocol";
-  /* a redirect to a scheme not followed (only http and https are; a URL
-   * of another is refused before any attempt): the same answer leads
-   * there again, as curl's --retry judges it */
-  case CURLE_UNSUPPORTED_PROTOCOL: return "redirect_refused";
+  case CURLE_BAD_CONTENT_ENCODING:
+  case CURLE_UNSUPPORTED_PROTOCOL: return "protocol";
   default: return "transport";
   }
 }
@@ -239,6 +236,13 @@ void lr_curl_failure(const lr_transfer *t, CURLcode res, const char **error, con
   } else if (t->too_large) {
     *error = "too_large"; /* what CURLE_FILESIZE_EXCEEDED is named */
     *detail = "Maximum file size exceeded";
+  } else if (res == CURLE_UNSUPPORTED_PROTOCOL && t->status_code >= 300 && t->status_code < 400) {
+    /* a redirect to a scheme not followed (only http and https are): the
+     * same answer leads there again, as curl's --retry judges it; not a
+     * server's bad status line (HTTP/0.9, a version of its own), which
+     * libcurl names with the same code */
+    *error = "redirect_refused";
+    *detail = t->errbuf[0] ? t->errbuf : curl_easy_strerror(res);
   } else if (res == CURLE_OPERATION_TIMEDOUT && t->stall_timeout > 0 &&
              strncmp(t->errbuf, "Operation too slow", 18) == 0) {
     /* libcurl's low-speed limit, not the attempt's timeout */
