@@ -58,8 +58,12 @@ static void use_parsed(run_args *a) {
   }
   luaretry_header headers[MAX_HEADERS];
   split_headers(a, headers);
-  for (int i = 0; i < a->nheaders; i++)
-    if (!headers[i].name || !headers[i].value) abort();
+  for (int i = 0; i < a->nheaders; i++) {
+    if (!headers[i].name) abort();
+    /* a NULL value is a header removed: "Name:" with only blanks after */
+    const char *after = headers[i].name + strlen(headers[i].name) + 1;
+    if (!headers[i].value && after[strspn(after, " \t")]) abort();
+  }
   upload body;
   memset(&body, 0, sizeof body);
   luaretry_request r = run_request(a, a->nwords ? a->words[0] : "http://x/", headers, &body);
