@@ -803,7 +803,6 @@ static int check_curl_combinations(run_args *a) {
   return 0;
 }
 
-/* Options that do not go together. */
 /* path's folder resolved, then its last name ("./x" and "x" alike), or
  * path itself when the folder cannot be. */
 static void canonical(const char *path, char *out, size_t size) {
@@ -855,6 +854,7 @@ static int check_outputs(const run_args *a) {
   return 0;
 }
 
+/* Options that do not go together. */
 static int check_combinations(run_args *a) {
   int clash = check_outputs(a);
   if (clash) return clash;
