@@ -39,6 +39,16 @@ describe("curl's retried options", function ()
     assert.are.equal(1, #srv:requests_on("/dir/up.txt"))
   end)
 
+  -- `args` to a URL of `path`: a usage error whose message matches
+  -- `pattern`, and nothing sent there
+  local function refused_unsent(args, pattern, path)
+    args[#args + 1] = srv.base .. path
+    local r = run(args)
+    assert.are.equal(2, r.code, r.stderr)
+    assert.matches(pattern, r.stderr)
+    assert.are.equal(0, #srv:requests_on(path))
+  end
+
   -- a body's file that cannot be read: a usage error before anything is
   -- sent, naming the option and the value as the user typed them
   it("a body file that cannot be read is named by the option typed: -T, --upload-file, --data-binary, -d", function ()
@@ -49,13 +59,8 @@ describe("curl's retried options", function ()
       { { "-d", "@" .. tmp .. "/none" }, "-d @" .. tmp .. "/none: No such file" },
       { { "-T", "" }, "-T '': expected a file" },
     } do
-      local args = case[1]
-      args[#args + 1] = srv.base .. "/unread"
-      local r = run(args)
-      assert.are.equal(2, r.code, r.stderr)
-      assert.matches("^luaretry: [^\n]*" .. case[2]:gsub("%p", "%%%0"), r.stderr)
+      refused_unsent(case[1], "^luaretry: [^\n]*" .. case[2]:gsub("%p", "%%%0"), "/unread")
     end
-    assert.are.equal(0, #srv:requests_on("/unread"))
   end)
 
   -- -D's file is checked before the request goes, as -o's is (a POST
@@ -72,12 +77,8 @@ describe("curl's retried options", function ()
       local args = case[1]
       args[#args + 1] = "-X"
       args[#args + 1] = "POST"
-      args[#args + 1] = srv.base .. "/unsent"
-      local r = run(args)
-      assert.are.equal(2, r.code, r.stderr)
-      assert.matches("^luaretry: " .. case[2]:gsub("%p", "%%%0"), r.stderr)
+      refused_unsent(args, "^luaretry: " .. case[2]:gsub("%p", "%%%0"), "/unsent")
     end
-    assert.are.equal(0, #srv:requests_on("/unsent"))
     -- a -D file that can be: the final response's headers
     local r = run({ "-D", tmp .. "/h.txt", srv.base .. "/once503" })
     assert.are.equal(0, r.code, r.stderr)
@@ -95,13 +96,8 @@ describe("curl's retried options", function ()
       { { "--log-json", f, "--trace-ascii", f }, "--log-json and --trace-ascii" },
       { { "-o", f, "-c", f }, "-o and -c" },
     } do
-      local args = case[1]
-      args[#args + 1] = srv.base .. "/twice"
-      local r = run(args)
-      assert.are.equal(2, r.code, r.stderr)
-      assert.matches("run: " .. case[2] .. " name the same file", r.stderr, 1, true)
+      refused_unsent(case[1], ("run: " .. case[2] .. " name the same file"):gsub("%p", "%%%0"), "/twice")
     end
-    assert.are.equal(0, #srv:requests_on("/twice"))
     assert.is_nil(proc.readfile(f))
     -- -b reads what -c writes: curl's cookie jar, not a clash
     local r = run({ "-b", f, "-c", f, "-o", tmp .. "/other", srv.base .. "/twice" })

@@ -280,49 +280,32 @@ describe("the sandbox's table.insert, remove, move, concat and sort", function()
   end)
 
   it("are stopped by the instruction limit too, exactly", function()
-    local p = assert(lr.load_string([[
-      max_attempts = 3
-      function is_transient() table.move({}, 1, 1e6, 2) return true end
-    ]], "=move", { instruction_limit = 500000, time_limit = 30 }))
-    local d = p:classify{ status = 503 }
-    assert.are.equal("policy_error", d.verdict)
-    has(d.message, "move:2: instruction limit reached")
-    local q = assert(lr.load_string([[
-      max_attempts = 3
-      function is_transient() table.move({}, 1, 1e5, 2) return true end
-    ]], "=move", { instruction_limit = 500000, time_limit = 30 }))
-    assert.are.equal("retry", q:classify{ status = 503 }.verdict)
+    -- is_transient's verdict on a 503, the script's first line
+    -- max_attempts = 3, then `code`
+    local function judged(name, limit, code)
+      local p = assert(lr.load_string("max_attempts = 3\n" .. code, "=" .. name,
+                                      { instruction_limit = limit, time_limit = 30 }))
+      return p:classify{ status = 503 }
+    end
+    local function stopped(name, limit, code, line)
+      local d = judged(name, limit, code)
+      assert.are.equal("policy_error", d.verdict)
+      has(d.message, name .. ":" .. line .. ": instruction limit reached")
+    end
+    stopped("move", 500000, "function is_transient() table.move({}, 1, 1e6, 2) return true end", 2)
+    assert.are.equal("retry", judged("move", 500000,
+      "function is_transient() table.move({}, 1, 1e5, 2) return true end").verdict)
     -- concat: a million reads through an __index that answers "" in C
     -- (table.concat itself), no Lua code and no memory between them
-    local c = assert(lr.load_string([[
-      max_attempts = 3
-      local t = setmetatable({}, { __index = table.concat })
-      function is_transient() return table.concat(t, "", 1, 1e6) == "" end
-    ]], "=concat", { instruction_limit = 500000, time_limit = 30 }))
-    local dc = c:classify{ status = 503 }
-    assert.are.equal("policy_error", dc.verdict)
-    has(dc.message, "concat:3: instruction limit reached")
-    local c2 = assert(lr.load_string([[
-      max_attempts = 3
-      local t = setmetatable({}, { __index = table.concat })
-      function is_transient() return table.concat(t, "", 1, 1e4) == "" end
-    ]], "=concat", { instruction_limit = 500000, time_limit = 30 }))
-    assert.are.equal("retry", c2:classify{ status = 503 }.verdict)
+    local concat = "local t = setmetatable({}, { __index = table.concat })\n" ..
+                   "function is_transient() return table.concat(t, '', 1, %s) == '' end"
+    stopped("concat", 500000, concat:format("1e6"), 3)
+    assert.are.equal("retry", judged("concat", 500000, concat:format("1e4")).verdict)
     -- sort: about 1.7 million comparisons by a C function, no Lua code
     -- between them: each one paid for
-    local s = assert(lr.load_string([[
-      max_attempts = 3
-      local t = {} for i = 1, 1e5 do t[i] = (i * 7919) % 100003 end
-      function is_transient() table.sort(t, math.ult) return true end
-    ]], "=sort", { instruction_limit = 1000000, time_limit = 30 }))
-    local d2 = s:classify{ status = 503 }
-    assert.are.equal("policy_error", d2.verdict)
-    has(d2.message, "sort:3: instruction limit reached")
-    local s2 = assert(lr.load_string([[
-      max_attempts = 3
-      local t = {} for i = 1, 1e3 do t[i] = (i * 7919) % 100003 end
-      function is_transient() table.sort(t, math.ult) return true end
-    ]], "=sort", { instruction_limit = 1000000, time_limit = 30 }))
-    assert.are.equal("retry", s2:classify{ status = 503 }.verdict)
+    local sort = "local t = {} for i = 1, %s do t[i] = (i * 7919) %% 100003 end\n" ..
+                 "function is_transient() table.sort(t, math.ult) return true end"
+    stopped("sort", 1000000, sort:format("1e5"), 3)
+    assert.are.equal("retry", judged("sort", 1000000, sort:format("1e3")).verdict)
   end)
 end)

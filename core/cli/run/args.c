@@ -807,13 +807,10 @@ static int check_curl_combinations(run_args *a) {
  * path itself when the folder cannot be. */
 static void canonical(const char *path, char *out, size_t size) {
   char dir[PATH_MAX], real[PATH_MAX];
+  path_folder(path, dir, sizeof dir);
   const char *slash = strrchr(path, '/');
-  size_t n = slash ? (size_t)(slash - path) : 0;
-  if (n >= sizeof dir) n = sizeof dir - 1;
-  memcpy(dir, path, n);
-  dir[n] = '\0';
   const char *base = slash ? slash + 1 : path;
-  if (realpath(slash ? (n ? dir : "/") : ".", real))
+  if (realpath(dir, real))
     snprintf(out, size, "%s/%s", real, base);
   else
     snprintf(out, size, "%s", path);

@@ -1,6 +1,7 @@
 /* dirs.c: --create-dirs, as curl's: the folders -o FILE (or --output-dir
  * DIR) needs are made, each missing one with mode 0750 as curl makes them
- * (less the umask), before the first attempt. */
+ * (less the umask), before the first attempt; and the folder of a path,
+ * for the checks of the files written at the end. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,6 +9,16 @@
 #include <sys/stat.h>
 
 #include "run.h"
+
+void path_folder(const char *path, char *out, size_t size) {
+  const char *slash = strrchr(path, '/');
+  if (!slash)
+    snprintf(out, size, ".");
+  else if (slash == path)
+    snprintf(out, size, "/");
+  else
+    snprintf(out, size, "%.*s", (int)(slash - path), path);
+}
 
 int create_dirs(const char *path, int whole, const char *option) {
   char *p = strdup(path);

@@ -10,6 +10,7 @@
  * first, at its first body bytes; a new attempt (response_restart) empties
  * both, so only the final attempt's remain. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,13 +223,8 @@ int output_check(const char *opt, const char *path) {
   } else if (errno != ENOENT) {
     why = strerror(errno);
   } else { /* made at the end, in its folder */
-    char dir[4096];
-    const char *slash = strrchr(path, '/');
-    size_t n = slash ? (size_t)(slash - path) : 1;
-    if (n >= sizeof dir) n = sizeof dir - 1;
-    memcpy(dir, slash ? path : ".", n);
-    dir[n ? n : 1] = '\0';
-    if (slash == path) strcpy(dir, "/");
+    char dir[PATH_MAX];
+    path_folder(path, dir, sizeof dir);
     if (access(dir, W_OK | X_OK) != 0) why = strerror(errno);
   }
   if (!why) return 0;

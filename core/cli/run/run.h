@@ -422,6 +422,9 @@ int cli_error_status(luaretry_code rc);
 /* Makes the missing folders of `path` (whole: path itself is one; else up
  * to its last '/'), mode 0750 as curl's; 0, or -1 after a message. */
 int create_dirs(const char *path, int whole, const char *option);
+/* The folder a file of `path` goes in: up to its last '/', "/" for a
+ * name at the root, "." for a bare name. */
+void path_folder(const char *path, char *out, size_t size);
 
 /* ---- trace.c: -v's header lines and --trace-ascii FILE, credentials
  * redacted */
