@@ -133,6 +133,9 @@ static char *put(char **at, const char *s, size_t len) {
  * them.  Counted into z, or written at *h (a NULL at: count only). */
 static void carry_removed(lua_State *L, int t, const luaretry_request *in, packed_sizes *z,
                           luaretry_header *h, size_t *n, char **at) {
+  size_t removed = 0;
+  for (size_t i = 0; i < in->header_count; i++) removed += !in->headers[i].value;
+  if (!removed) return; /* nearly every request: no lookup in the table */
   int named = lua_getfield(L, t, "headers") == LUA_TTABLE;
   for (size_t i = 0; i < in->header_count; i++) {
     const char *name = in->headers[i].name;
