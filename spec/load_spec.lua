@@ -277,6 +277,28 @@ function prepare(request, attempt, info) request.headers["x-invocation"] = info.
     assert.matches("ah.lua:2: attempt_header: expected a header name", err)
   end)
 
+  it("rejects a header name or fleet key longer than 63 bytes or holding a NUL, never cut", function ()
+    local long = "X-" .. string.rep("a", 62)
+    local p, err = lr.load_string("max_attempts = 2\nattempt_header = '" .. long .. "'\n", "@ah.lua")
+    assert.is_nil(p)
+    assert.matches("ah.lua:2: attempt_header: expected at most 63 bytes, got 64", err, 1, true)
+    p, err = lr.load_string("max_attempts = 2\npropagate = { retries = 'X-R\\0etries' }\n", "@pr.lua")
+    assert.is_nil(p)
+    assert.matches("pr.lua:2: propagate.retries: expected a string without a NUL byte", err, 1, true)
+    p, err = lr.load_string("max_attempts = 2\nfleet = { key = '" .. string.rep("k", 64) .. "' }\n", "@fk.lua")
+    assert.is_nil(p)
+    assert.matches("fk.lua:2: fleet.key: expected at most 63 bytes, got 64", err, 1, true)
+    p = assert(lr.load_string("max_attempts = 2\n", "=p"))
+    local ok
+    ok, err = p:set("attempt_header", long)
+    assert.is_nil(ok)
+    assert.matches("attempt_header: expected at most 63 bytes, got 64", err, 1, true)
+    -- 63 bytes is a header name as it is; the policy's own name is abbreviated, as before
+    assert(p:set("attempt_header", long:sub(1, 63)))
+    p = assert(lr.load_string("max_attempts = 2\nname = '" .. string.rep("n", 80) .. "'\n", "=p"))
+    assert.matches("^" .. string.rep("n", 46) .. "~" .. string.rep("%x", 16) .. "$", p:tuning().name)
+  end)
+
   it("the module's call gives its invocation id; the seed fixes it", function ()
     local p = policy("max_attempts = 2\n")
     local a = p:begin { virtual = true, seed = 3 }:invocation_id()

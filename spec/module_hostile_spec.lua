@@ -180,6 +180,49 @@ describe("a source with a NUL byte", function()
   end)
 end)
 
+describe("a NUL byte in what the library takes as a C string", function()
+  it("is refused in a path and in a setting, never read up to the NUL", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    local f = assert(io.open(dir, "w"))
+    f:write("max_attempts = 2\n")
+    f:close()
+    local p, err = lr.load(dir .. "\0.ignored")
+    os.remove(dir)
+    assert.is_nil(p)
+    has(err, "NUL byte")
+    p = assert(lr.load_string("max_attempts = 3", "=p"))
+    local ok
+    ok, err = p:set("max_attempts\0junk", "5")
+    assert.is_nil(ok)
+    has(err, "NUL byte")
+    ok, err = p:set("attempt_timeout", "5\0junk")
+    assert.is_nil(ok)
+    has(err, "NUL byte")
+    assert.are.equal(3, p:tuning().max_attempts)
+  end)
+end)
+
+describe("an integer field of an options table", function()
+  it("that is no integer is an error naming the field", function()
+    local p = assert(lr.load_string("max_attempts = 3", "=p"))
+    local cases = {
+      { function() return p:begin{ seed = 1.5 } end, "seed: an integer expected, got 1.5" },
+      { function() return p:begin{ seed = "x" } end, "seed: an integer expected, got string" },
+      { function() return p:begin{ retries = 0.5 } end, "retries: an integer expected, got 0.5" },
+      { function() return p:schedule{ attempts = {} } end, "attempts: an integer expected, got table" },
+      { function() return p:sample{ n = 1.25 } end, "n: an integer expected, got 1.25" },
+      { function() return p:sample{ n = 1, previous = "x" } end, "previous: a number expected, got string" },
+    }
+    for _, case in ipairs(cases) do
+      local ok, err = pcall(case[1])
+      assert.is_false(ok)
+      has(err, case[2])
+    end
+    assert.are.equal(2, #p:schedule{ seed = 2, attempts = 2 })
+  end)
+end)
+
 describe("opts.log", function()
   it("that is no function is an error naming it", function()
     for _, log in ipairs{ "yes", true, 1, {} } do

@@ -40,6 +40,22 @@ static luaretry_policy *check_policy(lua_State *L, int i) {
   return b->p;
 }
 
+/* Field k of the table at t as an integer, def when it is nil (required:
+ * an error then).  Named in the error: luaL_checkinteger on the pushed
+ * field would report "bad argument #-2". */
+static lua_Integer int_field(lua_State *L, int t, const char *k, int required, lua_Integer def) {
+  int type = lua_getfield(L, t, k), is_int = 0;
+  lua_Integer v = lua_tointegerx(L, -1, &is_int);
+  if (type == LUA_TNIL && !required)
+    v = def;
+  else if (!is_int && type == LUA_TNUMBER)
+    luaL_error(L, "%s: an integer expected, got %f", k, lua_tonumber(L, -1));
+  else if (!is_int)
+    luaL_error(L, "%s: an integer expected, got %s", k, luaL_typename(L, -1));
+  lua_pop(L, 1);
+  return v;
+}
+
 /* opts.log runs on the thread that made the library call in progress,
  * which is alive while it waits for it.  b->L names that thread only for
  * the call's length and is put back after: calls nest (a log's own calls
@@ -241,7 +257,10 @@ static int not_found(lua_State *L, const char *name) {
 /* luaretry.load(policy [, opts]) -> policy | fail, message, error: a path,
  * or a name on the search path, as the command line takes POLICY. */
 static int l_load(lua_State *L) {
-  const char *name = luaL_checkstring(L, 1);
+  size_t name_len;
+  const char *name = luaL_checklstring(L, 1, &name_len);
+  if (memchr(name, '\0', name_len)) /* the library takes a C string: it would open another file */
+    return fail(L, "load: the path holds a NUL byte", LUARETRY_E_IO);
   char path[8192];
   luaretry_code rc = luaretry_policy_find(name, path, sizeof path);
   /* a path (a '/' or ".lua") is the library's to report ("cannot open");
@@ -320,8 +339,12 @@ static int p_reload_if_changed(lua_State *L) {
 static int p_set(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   busy_until_return(L, 3);
-  const char *name = luaL_checkstring(L, 2);
-  const char *value = luaL_tolstring(L, 3, NULL);
+  size_t name_len, value_len;
+  const char *name = luaL_checklstring(L, 2, &name_len);
+  const char *value = luaL_tolstring(L, 3, &value_len);
+  /* the library takes C strings: a NUL byte would set another value */
+  if (memchr(name, '\0', name_len) || memchr(value, '\0', value_len))
+    return fail(L, "set: the setting's name or value holds a NUL byte", LUARETRY_E_ARG);
   lua_State *was = host_enter(lua_touserdata(L, 1), L);
   luaretry_code rc = luaretry_policy_set(p, name, value);
   host_leave(lua_touserdata(L, 1), was);
@@ -522,11 +545,8 @@ static int p_schedule(lua_State *L) {
   uint64_t seed = 1;
   long attempts = 0;
   if (lua_istable(L, 2)) {
-    lua_getfield(L, 2, "seed");
-    seed = (uint64_t)luaL_optinteger(L, -1, 1);
-    lua_getfield(L, 2, "attempts");
-    attempts = (long)luaL_optinteger(L, -1, 0);
-    lua_pop(L, 2);
+    seed = (uint64_t)int_field(L, 2, "seed", 0, 1);
+    attempts = (long)int_field(L, 2, "attempts", 0, 0);
   }
   lua_newtable(L);
   lua_State *was = host_enter(lua_touserdata(L, 1), L);
@@ -541,14 +561,13 @@ static int p_schedule(lua_State *L) {
 static int p_sample(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
-  lua_getfield(L, 2, "n");
-  lua_getfield(L, 2, "count");
-  lua_getfield(L, 2, "seed");
+  lua_Integer n = int_field(L, 2, "n", 1, 0);
+  lua_Integer count = int_field(L, 2, "count", 0, 1);
+  uint64_t seed = (uint64_t)int_field(L, 2, "seed", 0, 1);
   lua_getfield(L, 2, "previous");
-  lua_Integer n = luaL_checkinteger(L, -4);
-  lua_Integer count = luaL_optinteger(L, -3, 1);
-  uint64_t seed = (uint64_t)luaL_optinteger(L, -2, 1);
-  double previous = luaL_optnumber(L, -1, -1);
+  if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TNUMBER)
+    luaL_error(L, "previous: a number expected, got %s", luaL_typename(L, -1));
+  double previous = lua_isnil(L, -1) ? -1 : lua_tonumber(L, -1);
   luaL_argcheck(L, n >= 0, 2, "n must be 0 or more");
   luaL_argcheck(L, count >= 1 && count <= 10000000, 2, "count out of range");
   luaretry_tuning t;
@@ -713,7 +732,7 @@ static size_t header_values(lua_State *L, int t, luaretry_header *h) {
  * of retries of its own; both only ever lower what is there. */
 static int call_allowance(lua_State *L, int idx, luaretry_policy *p, luaretry_call_options *opt) {
   if (lua_getfield(L, idx, "retries") != LUA_TNIL) {
-    lua_Integer n = luaL_checkinteger(L, -1);
+    lua_Integer n = int_field(L, idx, "retries", 1, 0);
     luaL_argcheck(L, n >= 0 && n <= UINT32_MAX, idx, "retries: 0 or more expected");
     opt->flags |= LUARETRY_CALL_RETRIES;
     opt->retries = (uint32_t)n;
@@ -739,7 +758,7 @@ static luaretry_call_options call_options(lua_State *L, int idx, luaretry_policy
   if (!lua_istable(L, idx)) return opt;
   if (lua_getfield(L, idx, "seed") != LUA_TNIL) {
     opt.flags |= LUARETRY_CALL_SEED;
-    opt.seed = (uint64_t)luaL_checkinteger(L, -1);
+    opt.seed = (uint64_t)int_field(L, idx, "seed", 1, 0);
   }
   if (lua_getfield(L, idx, "virtual") != LUA_TNIL && lua_toboolean(L, -1))
     opt.flags |= LUARETRY_CALL_VIRTUAL_TIME;

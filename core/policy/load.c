@@ -57,6 +57,8 @@ static void read_field(lua_State *L, lr_field *f, int line) {
     size_t len;
     const char *str = lua_tolstring(L, -1, &len);
     copy_string(f->str, sizeof f->str, str, strnlen(str, len));
+    f->nul = memchr(str, '\0', len) != NULL;
+    f->len = len;
     break;
   }
   default: break;

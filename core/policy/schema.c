@@ -310,6 +310,16 @@ static int check_field(lr_check *ck, int i) {
         "a sandbox limit is set by the host (luaretry_policy_set, --set), not by the script");
     return -1;
   }
+  if (f->type == LUA_TSTRING && f->nul) { /* C reads it only up to the NUL: another name */
+    bad(ck, i, "a string without a NUL byte");
+    return -1;
+  }
+  /* a header name or a fleet key cut (or abbreviated) would be another
+   * one; only the policy's name is abbreviated, as its logs show it */
+  if (s->type == T_STRING && f->type == LUA_TSTRING && i != F_NAME && f->len >= sizeof f->str) {
+    error_at(ck, i, "expected at most %zu bytes, got %zu", sizeof f->str - 1, f->len);
+    return -1;
+  }
   switch (s->type) {
   case T_STRING:
     if (f->type == LUA_TSTRING) return 1;
@@ -666,6 +676,7 @@ static void parse_override(const lr_override *o, int i, lr_field *f) {
     f->type = LUA_TNUMBER;
   } else {
     f->type = LUA_TSTRING;
+    f->len = strlen(v);
     lr_strlcpy(f->str, v, sizeof f->str);
   }
 }

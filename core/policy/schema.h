@@ -269,6 +269,8 @@ typedef struct {
   double num;
   int boolean;
   char str[64];
+  size_t len;   /* the string's whole length (str holds at most 63 bytes) */
+  int nul;      /* the string held a NUL byte (str stops there) */
   int line;     /* 0 when unknown */
   int from_set; /* came from luaretry_policy_set */
   int unnamed;  /* a table of fields: the type of a key that is no name
