@@ -6,7 +6,7 @@
 #   start_limit_req_nginx NAME RATE      (NAME prefixes the error messages)
 start_limit_req_nginx() {
   # a free port: ask the kernel through a short-lived listener
-  PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  PORT=$(lua5.4 -e 'local s = assert(require("socket").bind("127.0.0.1", 0)); local _, p = s:getsockname(); print(p); s:close()')
   mkdir -p "$DIR/logs" "$DIR/tmp" "$DIR/www"
   echo ok > "$DIR/www/ok.txt"
   chmod 755 "$DIR" "$DIR/www"   # nginx's workers read it as another user
