@@ -387,7 +387,10 @@ LUARETRY_API void luaretry_policy_on_breaker(luaretry_policy *p, luaretry_breake
  * _on_breaker, _on_fleet, luaretry_call_on_decision), a predicate reads as
  * one (luaretry_call_cancelled, luaretry_policy_has_workflow,
  * luaretry_curl_never_sent), an action is a verb (luaretry_call_cancel,
- * luaretry_policy_reload_if_changed). */
+ * luaretry_policy_reload_if_changed).  A script's top level runs at each
+ * load and set, so its print() may come while the policy loads: a set,
+ * load or reload of that policy from the callback then is refused
+ * (LUARETRY_E_STATE, errmsg says why); during a call it goes as usual. */
 typedef void (*luaretry_log_fn)(void *ud, const char *line);
 LUARETRY_API void luaretry_policy_on_log(luaretry_policy *p, luaretry_log_fn fn, void *ud);
 

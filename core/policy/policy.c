@@ -433,10 +433,37 @@ static char *read_script(luaretry_policy *p, const char *path, size_t *len, luar
   return text;
 }
 
+/* The policy whose writer lock this thread holds.  A load runs the
+ * script's top level, whose print() reaches the host's log callback; a set
+ * or load of the same policy from there would wait for itself for ever,
+ * so it is refused instead. */
+static _Thread_local const luaretry_policy *writing;
+
+static int writer_lock(luaretry_policy *p, const char *what, const luaretry_policy **outer) {
+  if (writing == p) {
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE,
+           "%s: called while the same policy loads (from its log callback?); "
+           "set or load it after that returns",
+           what);
+    return -1;
+  }
+  pthread_mutex_lock(&p->writer);
+  *outer = writing;
+  writing = p;
+  return 0;
+}
+
+static void writer_unlock(luaretry_policy *p, const luaretry_policy *outer) {
+  writing = outer;
+  pthread_mutex_unlock(&p->writer);
+}
+
 static luaretry_code load(luaretry_policy *p, const char *path, const char *chunkname,
                           const char *source) {
   if (!p || (!path && !source)) return LUARETRY_E_ARG;
-  pthread_mutex_lock(&p->writer);
+  const luaretry_policy *outer;
+  if (writer_lock(p, path ? "luaretry_policy_load_file" : "luaretry_policy_load_string", &outer))
+    return LUARETRY_E_STATE;
   lr_policy_errbuf(p)[0] = '\0';
   size_t len;
   char *text = NULL;
@@ -462,7 +489,7 @@ static luaretry_code load(luaretry_policy *p, const char *path, const char *chun
     p->mtime = st.st_mtim;
     p->size = (long long)st.st_size;
   }
-  pthread_mutex_unlock(&p->writer);
+  writer_unlock(p, outer);
   return rc;
 }
 
@@ -490,7 +517,8 @@ luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloade
   lr_gen_unref(g);
   /* a stat at most once a second, whatever the host's call rate */
   double now = lr_monotonic_now();
-  pthread_mutex_lock(&p->writer);
+  const luaretry_policy *outer;
+  if (writer_lock(p, "luaretry_policy_reload_if_changed", &outer)) return LUARETRY_E_STATE;
   int due = p->last_check == 0 || now - p->last_check >= 1.0;
   if (due) p->last_check = now;
   struct stat st;
@@ -503,7 +531,7 @@ luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloade
   }
   int changed = due && (st.st_mtim.tv_sec != p->mtime.tv_sec ||
                         st.st_mtim.tv_nsec != p->mtime.tv_nsec || (long long)st.st_size != p->size);
-  pthread_mutex_unlock(&p->writer);
+  writer_unlock(p, outer);
   if (!changed) return rc;
   rc = load(p, path, NULL, NULL);
   if (rc == LUARETRY_OK && reloaded) *reloaded = 1;
@@ -692,10 +720,11 @@ static luaretry_code set(luaretry_policy *p, const char *name, const char *value
 
 luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name, const char *value) {
   if (!lr_policy_ok(p) || !name || !value) return LUARETRY_E_ARG;
-  pthread_mutex_lock(&p->writer);
+  const luaretry_policy *outer;
+  if (writer_lock(p, "luaretry_policy_set", &outer)) return LUARETRY_E_STATE;
   lr_policy_errbuf(p)[0] = '\0';
   luaretry_code rc = set(p, name, value);
-  pthread_mutex_unlock(&p->writer);
+  writer_unlock(p, outer);
   return rc;
 }
 

@@ -386,6 +386,63 @@ static void test_long_values(void) {
   luaretry_policy_free(p);
 }
 
+/* A log callback that sets or loads the policy whose load printed (the
+ * script's top level runs at each load and set): refused, naming why,
+ * where it waited for itself for ever.  The alarm turns a hang into a
+ * failure.  From a hook during a call it is a set like any other. */
+static luaretry_policy *reentered;
+static luaretry_code reentered_set, reentered_load;
+static char reentered_msg[256];
+
+static void reenter_log(void *ud, const char *line) {
+  (void)ud;
+  (void)line;
+  reentered_set = luaretry_policy_set(reentered, "max_attempts", "5");
+  snprintf(reentered_msg, sizeof reentered_msg, "%s", luaretry_policy_errmsg(reentered));
+  reentered_load = luaretry_policy_load_string(reentered, "=again", "max_attempts = 2\n");
+}
+
+static void test_reentrant_log(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  reentered = p;
+  luaretry_policy_on_log(p, reenter_log, NULL);
+  alarm(20);
+  reentered_set = reentered_load = LUARETRY_OK;
+  CHECK_CODE(
+    luaretry_policy_load_string(p, "=top", "max_attempts = 3 deadline = 5\nprint('top')\n"),
+    LUARETRY_OK);
+  CHECK_CODE(reentered_set, LUARETRY_E_STATE);
+  CHECK_CONTAINS(reentered_msg, "luaretry_policy_set");
+  CHECK_CONTAINS(reentered_msg, "log callback");
+  CHECK_CODE(reentered_load, LUARETRY_E_STATE);
+  CHECK_CODE(luaretry_policy_set(p, "max_attempts", "4"), LUARETRY_OK); /* the lock was let go */
+  char v[16];
+  CHECK_CODE(luaretry_policy_get(p, "max_attempts", v, sizeof v), LUARETRY_OK);
+  CHECK_EQ_STR(v, "4");
+  /* a hook's print during a call: no load under way, the set goes */
+  CHECK_CODE(luaretry_policy_load_string(p, "=hook",
+                                         "max_attempts = 3 deadline = 5\n"
+                                         "function on_retry() print('hook') end\n"),
+             LUARETRY_OK);
+  reentered_set = LUARETRY_E_ARG;
+  luaretry_call_options co;
+  luaretry_call_options_init(&co);
+  co.flags = LUARETRY_CALL_VIRTUAL_TIME;
+  luaretry_call *c;
+  luaretry_decision d;
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.status = 503;
+  CHECK_CODE(luaretry_call_begin(p, &co, &c), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 1);
+  CHECK_CODE(reentered_set, LUARETRY_OK);
+  luaretry_call_free(c);
+  alarm(0);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) {
     perror(LUARETRY_DATADIR);
@@ -399,5 +456,6 @@ int main(void) {
   test_limits_at_decision();
   test_memory();
   test_long_values();
+  test_reentrant_log();
   return check_done();
 }
