@@ -274,7 +274,13 @@ luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
 
 luaretry_code luaretry_call_report_attempt(luaretry_call *c, int attempt, const luaretry_outcome *o,
                                            luaretry_decision *d) {
-  if (!lr_call_ok(c) || attempt <= 0) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
+  if (attempt <= 0) { /* 0 is report()'s "the one attempt"; say so, not a past failure */
+    if (d) lr_decision_clear(d);
+    lr_call_say(LR_COLD_SLOT(c, errmsg), "attempt %d is not an attempt number (they count from 1)",
+                attempt);
+    return LUARETRY_E_ARG;
+  }
   return observed(c, o, d, report(c, attempt, o, NULL, d));
 }
 

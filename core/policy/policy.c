@@ -719,7 +719,15 @@ static luaretry_code set(luaretry_policy *p, const char *name, const char *value
 }
 
 luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name, const char *value) {
-  if (!lr_policy_ok(p) || !name || !value) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  if (!name || !value) { /* the message names it, not the failure before */
+    if (!name)
+      lr_policy_error(p, "luaretry_policy_set: the name is NULL");
+    else
+      lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%.200s: the value is NULL (\"none\" unsets it)",
+             name);
+    return LUARETRY_E_ARG;
+  }
   const luaretry_policy *outer;
   if (writer_lock(p, "luaretry_policy_set", &outer)) return LUARETRY_E_STATE;
   lr_policy_errbuf(p)[0] = '\0';

@@ -443,6 +443,40 @@ static void test_reentrant_log(void) {
   luaretry_policy_free(p);
 }
 
+/* An argument refused names itself in the message: the message of the
+ * failure before (another attempt, another name) was left in place. */
+static void test_refusal_named(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(p, "=named", "max_attempts = 3 deadline = 5\n"),
+             LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_set(p, "bogus", "1"), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "bogus");
+  CHECK_CODE(luaretry_policy_set(p, NULL, "3"), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "name is NULL");
+  CHECK_CODE(luaretry_policy_set(p, "max_attempts", NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "max_attempts: the value is NULL");
+  luaretry_call *c;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.status = 503;
+  luaretry_decision d;
+  CHECK_CODE(luaretry_call_report_attempt(c, 7, &o, &d), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "attempt 7 is not in flight");
+  memset(&d, 0x5a, sizeof d);
+  CHECK_CODE(luaretry_call_report_attempt(c, 0, &o, &d), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "attempt 0");
+  CHECK_EQ_INT(d.retry, 0); /* cleared, as for any other refused report */
+  CHECK(d.rule == NULL);
+  CHECK_CODE(luaretry_call_report_attempt(c, -3, &o, &d), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "attempt -3");
+  CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK); /* nothing was used up */
+  CHECK_EQ_INT(d.attempt, 1);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) {
     perror(LUARETRY_DATADIR);
@@ -457,5 +491,6 @@ int main(void) {
   test_memory();
   test_long_values();
   test_reentrant_log();
+  test_refusal_named();
   return check_done();
 }
