@@ -58,7 +58,8 @@ static int server_wait(luaretry_call *c, const luaretry_outcome *o, const lr_ver
                        luaretry_wait_source *src, luaretry_decision *d) {
   const lr_rules *r = c->rules;
   if (!r->retry_after) return 0;
-  double asked = o->retry_after >= 0 && isfinite(o->retry_after) ? o->retry_after : -1;
+  /* +infinity is more than any max_retry_after; NaN says nothing */
+  double asked = o->retry_after >= 0 ? o->retry_after : -1;
   if (v->server && v->wait > asked) asked = v->wait;
   if (asked < 0) return 0;
   if (asked > r->max_retry_after) {

@@ -493,7 +493,8 @@ typedef struct {
   size_t header_count;
   const char *method;       /* may be NULL */
   const char *url;          /* may be NULL */
-  double retry_after;       /* server-requested wait in seconds; < 0: none */
+  double retry_after;       /* server-requested wait in seconds; < 0 or NaN:
+                               none; +infinity: more than max_retry_after */
   int workflow;             /* inside a run() workflow */
   int not_repeatable;       /* the operation may have taken effect and is not
                             idempotent: a transient outcome becomes final */
@@ -563,7 +564,8 @@ typedef enum {
 /*
  * A C classifier replaces the script's is_success/is_transient (hosts that
  * judge outcomes in C; the benchmark's baseline).  Set *wait to a number of
- * seconds >= 0 to choose the wait, leave it negative for the backoff.
+ * seconds >= 0 to choose the wait, leave it negative for the backoff; NaN
+ * or +infinity stops the call as a policy error naming it.
  */
 typedef luaretry_class (*luaretry_classify_fn)(void *ud, const luaretry_outcome *o, int attempt,
                                                double *wait);

@@ -197,6 +197,18 @@ static void test_string_policy(void) {
   CHECK_EQ_STR(d.rule, "max_retry_after");
   CHECK_CONTAINS(d.message, "max_retry_after");
   luaretry_call_free(c);
+  /* +infinity (a host's strtod of "1e999") asks more than any bound: it
+   * was taken for no Retry-After and retried after the backoff */
+  c = step_begin(p, 3);
+  CHECK_CODE(report(c, 503, INFINITY, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_SERVER_WAIT_TOO_LONG);
+  CHECK_CONTAINS(d.message, "the server asked for inf s");
+  luaretry_call_free(c);
+  c = step_begin(p, 3);
+  CHECK_CODE(report(c, 503, NAN, &d), LUARETRY_OK); /* not a number: none */
+  CHECK_EQ_INT(d.retry, 1);
+  CHECK_EQ_INT(d.wait_source, LUARETRY_WAIT_BACKOFF);
+  luaretry_call_free(c);
 
   /* Cancel: a wait returns at once, the next report stops the call. */
   c = step_begin(p, 3);
@@ -321,7 +333,9 @@ static luaretry_class classify(void *ud, const luaretry_outcome *o, int attempt,
   case 429: *wait = 0.25; return LUARETRY_CLASS_TRANSIENT;
   case 420: return LUARETRY_CLASS_THROTTLING;
   case 599: return LUARETRY_CLASS_ERROR;
-  case 598: return (luaretry_class)42; /* a host bug: not a guess either */
+  case 598: return (luaretry_class)42;                         /* a host bug: not a guess either */
+  case 597: *wait = NAN; return LUARETRY_CLASS_TRANSIENT;      /* a host bug too */
+  case 596: *wait = INFINITY; return LUARETRY_CLASS_TRANSIENT; /* never: not a wait */
   default: return LUARETRY_CLASS_FINAL;
   }
 }
@@ -352,6 +366,16 @@ static void test_c_classifier(void) {
   expect_stop(c, 598, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "host classifier", &d);
   CHECK_CONTAINS(d.message, "unknown class");
   luaretry_call_free(c);
+  /* a wait that is no number of seconds: named, as the script's is (it
+   * was dropped for the backoff without a word) */
+  c = step_begin(p, 1);
+  expect_stop(c, 597, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "host classifier", &d);
+  CHECK_CONTAINS(d.message, "host classifier set a wait of nan");
+  luaretry_call_free(c);
+  c = step_begin(p, 1);
+  expect_stop(c, 596, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "host classifier", &d);
+  CHECK_CONTAINS(d.message, "host classifier set a wait of inf");
+  luaretry_call_free(c);
   /* a host classifier can say throttling: the throttling backoff */
   c = step_begin(p, 1);
   CHECK_CODE(report(c, 420, -1, &d), LUARETRY_OK);
@@ -365,7 +389,7 @@ static void test_c_classifier(void) {
   c = step_begin(p, 1);
   expect_stop(c, 418, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "svc.lua:6", &d);
   luaretry_call_free(c);
-  CHECK_EQ_INT(s.calls, 7);
+  CHECK_EQ_INT(s.calls, 9);
   luaretry_policy_free(p);
 }
 
