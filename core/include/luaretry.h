@@ -576,7 +576,9 @@ LUARETRY_API luaretry_code luaretry_policy_set_classifier(luaretry_policy *p,
  * attempt) see it.  Header names are sent as given; a header whose value
  * is "" is sent empty, one whose value is NULL is not sent, nor the one
  * libcurl would send of that name (curl's -H 'Name:'), and the script
- * does not see it. */
+ * does not see it.  A header whose name is NULL, or headers NULL with a
+ * count, is refused (LUARETRY_E_ARG, the message naming it) by the
+ * functions that take a request. */
 typedef struct {
   const char *method;
   const char *url;

@@ -477,6 +477,47 @@ static void test_refusal_named(void) {
   luaretry_policy_free(p);
 }
 
+/* A request built with a slip (a count that takes in a {NULL, NULL}
+ * sentinel, headers NULL with a count): refused naming it, with a script
+ * hook or without (the propagate headers read the names too); it was read
+ * through the NULL and crashed. */
+static void test_bad_request(void) {
+  static const char *const scripts[] = {
+    "max_attempts = 2 deadline = 5\n"
+    "function prepare(r) return r end\n"
+    "function is_idempotent(r) return true end\n",
+    "max_attempts = 2 deadline = 5\npropagate = {}\n",
+  };
+  for (size_t k = 0; k < sizeof scripts / sizeof *scripts; k++) {
+    luaretry_policy *p;
+    CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+    CHECK_CODE(luaretry_policy_load_string(p, "=req", scripts[k]), LUARETRY_OK);
+    luaretry_header h[] = { { "accept", "*/*" }, { NULL, NULL } };
+    luaretry_request r = {
+      .method = "GET", .url = "http://x.invalid/", .headers = h, .header_count = 2
+    };
+    luaretry_request out;
+    int idem = -1;
+    CHECK_CODE(luaretry_policy_prepare(p, &r, 1, &out), LUARETRY_E_ARG);
+    CHECK_CONTAINS(luaretry_policy_errmsg(p), "header 2 of 2 has a NULL name");
+    CHECK_CODE(luaretry_policy_is_idempotent(p, &r, &idem), LUARETRY_E_ARG);
+    CHECK_CONTAINS(luaretry_policy_errmsg(p), "header 2 of 2 has a NULL name");
+    luaretry_call *c;
+    CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+    CHECK_CODE(luaretry_call_prepare(c, &r, 1, &out), LUARETRY_E_ARG);
+    CHECK_CONTAINS(luaretry_call_errmsg(c), "header 2 of 2 has a NULL name");
+    r.headers = NULL;
+    CHECK_CODE(luaretry_call_is_idempotent(c, &r, &idem), LUARETRY_E_ARG);
+    CHECK_CONTAINS(luaretry_call_errmsg(c), "2 headers and no array of them");
+    r.header_count = 0; /* no headers at all: fine */
+    CHECK_CODE(luaretry_call_prepare(c, &r, 1, &out), LUARETRY_OK);
+    CHECK_CODE(luaretry_call_is_idempotent(c, &r, &idem), LUARETRY_OK);
+    CHECK_EQ_INT(idem, 1);
+    luaretry_call_free(c);
+    luaretry_policy_free(p);
+  }
+}
+
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) {
     perror(LUARETRY_DATADIR);
@@ -492,5 +533,6 @@ int main(void) {
   test_long_values();
   test_reentrant_log();
   test_refusal_named();
+  test_bad_request();
   return check_done();
 }
