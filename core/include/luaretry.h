@@ -620,7 +620,9 @@ typedef struct {
 
 /* Makes one attempt of `req` (no retry); *resp stays valid until the next
  * call.  Return LUARETRY_OK even for a transport failure (resp->error);
- * another code (e.g. LUARETRY_E_CANCELLED) ends the workflow. */
+ * another code (e.g. LUARETRY_E_CANCELLED) ends the workflow.  A response
+ * header with a NULL name, or headers NULL with a count, fails the
+ * workflow as a policy error naming it. */
 typedef luaretry_code (*luaretry_transport_fn)(void *ud, const luaretry_request *req,
                                                double timeout, luaretry_response *resp);
 

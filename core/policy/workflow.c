@@ -96,8 +96,16 @@ static int perform(lua_State *L, luaretry_request *req) {
     lua_pushstring(L, resp.error_detail);
     lua_setfield(L, -2, "error_detail");
   }
+  /* a transport's slip is named, never read through */
+  if (resp.header_count && !resp.headers)
+    return luaL_error(L,
+                      "http: %s %s: the transport's response has %d headers and no array of them",
+                      req->method, req->url, (int)resp.header_count);
   lua_createtable(L, 0, (int)resp.header_count);
   for (size_t i = 0; i < resp.header_count; i++) {
+    if (!resp.headers[i].name)
+      return luaL_error(L, "http: %s %s: the transport's response header %d of %d has a NULL name",
+                        req->method, req->url, (int)i + 1, (int)resp.header_count);
     lua_pushstring(L, resp.headers[i].value);
     lua_setfield(L, -2, resp.headers[i].name);
   }

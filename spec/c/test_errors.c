@@ -518,6 +518,47 @@ static void test_bad_request(void) {
   }
 }
 
+/* A workflow's transport that answers with a slip (headers NULL with a
+ * count, a header with a NULL name): the workflow fails naming it; it
+ * was read through the NULL. */
+static int slip_kind;
+static luaretry_header slip_headers[] = { { "etag", "x" }, { NULL, "y" } };
+
+static luaretry_code slip_transport(void *ud, const luaretry_request *req, double timeout,
+                                    luaretry_response *resp) {
+  (void)ud;
+  (void)req;
+  (void)timeout;
+  memset(resp, 0, sizeof *resp);
+  resp->status = 200;
+  resp->body = "ok";
+  resp->body_len = 2;
+  resp->headers = slip_kind ? slip_headers : NULL;
+  resp->header_count = 2;
+  return LUARETRY_OK;
+}
+
+static void test_bad_response(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(p, "=wf",
+                                         "max_attempts = 2 deadline = 5\n"
+                                         "function run(http, args)\n"
+                                         "  local r = http.get('http://x.invalid/')\n"
+                                         "  return r.status, r.body\n"
+                                         "end\n"),
+             LUARETRY_OK);
+  luaretry_outcome o;
+  for (slip_kind = 0; slip_kind < 2; slip_kind++) {
+    CHECK_CODE(luaretry_policy_run_workflow(p, NULL, 0, slip_transport, NULL, 1, &o),
+               LUARETRY_E_POLICY);
+    CHECK_CONTAINS(luaretry_policy_errmsg(p), "http://x.invalid/");
+    CHECK_CONTAINS(luaretry_policy_errmsg(p),
+                   slip_kind ? "header 2 of 2 has a NULL name" : "2 headers and no array of them");
+  }
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) {
     perror(LUARETRY_DATADIR);
@@ -534,5 +575,6 @@ int main(void) {
   test_reentrant_log();
   test_refusal_named();
   test_bad_request();
+  test_bad_response();
   return check_done();
 }
