@@ -234,7 +234,8 @@ LUARETRY_API size_t luaretry_policy_memory(const luaretry_policy *p);
 /* The value in force of a setting (a field luaretry_field_at() lists as
  * settable), spelled as luaretry_policy_set() takes it ("none" when unset):
  * into buf, cut to size and terminated.  LUARETRY_E_ARG for an unknown
- * name, LUARETRY_E_STATE before a load. */
+ * name, LUARETRY_E_STATE before a load (luaretry_policy_errmsg() says
+ * which). */
 LUARETRY_API luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name,
                                                char *buf, size_t size);
 

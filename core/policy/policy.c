@@ -495,12 +495,20 @@ static luaretry_code load(luaretry_policy *p, const char *path, const char *chun
 
 luaretry_code luaretry_policy_load_file(luaretry_policy *p, const char *path) {
   if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  if (!path) {
+    lr_policy_error(p, "luaretry_policy_load_file: the path is NULL");
+    return LUARETRY_E_ARG;
+  }
   return load(p, path, NULL, NULL);
 }
 
 luaretry_code luaretry_policy_load_string(luaretry_policy *p, const char *chunkname,
                                           const char *source) {
   if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  if (!source) {
+    lr_policy_error(p, "luaretry_policy_load_string: the source is NULL");
+    return LUARETRY_E_ARG;
+  }
   return load(p, NULL, chunkname, source);
 }
 
@@ -738,13 +746,32 @@ luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name, const ch
 
 luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name, char *buf,
                                   size_t size) {
-  if (!lr_policy_ok(p) || !name || !buf || size == 0) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  /* each refusal named: errmsg is the thread's last failure on p */
+  char *err = lr_policy_errbuf(p);
+  if (!name) {
+    lr_fmt(err, LR_ERRMSG_SIZE, "luaretry_policy_get: the name is NULL");
+    return LUARETRY_E_ARG;
+  }
+  if (!buf || size == 0) {
+    lr_fmt(err, LR_ERRMSG_SIZE, "%.200s: no room for the value (buf NULL or size 0)", name);
+    return LUARETRY_E_ARG;
+  }
   int i = lr_field_index(name);
   if (i < 0) i = lr_field_renamed(name); /* throttle.k: admission.k's old name */
-  if (i < 0 || !luaretry_field_at((size_t)i)->settable) return LUARETRY_E_ARG;
+  if (i < 0 || !luaretry_field_at((size_t)i)->settable) {
+    if (i < 0)
+      lr_unknown_field(err, LR_ERRMSG_SIZE, name);
+    else
+      lr_fmt(err, LR_ERRMSG_SIZE, "%.200s: not a setting (only the script sets it)", name);
+    return LUARETRY_E_ARG;
+  }
   lr_tuning t;
   luaretry_code rc = luaretry_policy_tuning(p, &t.pub);
-  if (rc != LUARETRY_OK) return rc;
+  if (rc != LUARETRY_OK) {
+    lr_fmt(err, LR_ERRMSG_SIZE, "%.200s: no policy loaded", name);
+    return rc;
+  }
   pthread_mutex_lock((pthread_mutex_t *)&p->lock);
   luaretry_tuning pub = t.pub;
   t = p->tuning; /* the fields the public struct has no room for */

@@ -222,8 +222,19 @@ static luaretry_code run_in(luaretry_policy *p, lr_script *s, workflow *w, luare
 luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const *args, int nargs,
                                            luaretry_transport_fn transport, void *ud,
                                            double timeout, luaretry_outcome *out) {
-  if (!lr_policy_ok(p) || !transport || !out || nargs < 0 || (nargs && !args))
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  if (!transport || !out || nargs < 0 || (nargs && !args)) { /* named, not the last failure's */
+    char *err = lr_policy_errbuf(p);
+    if (!transport || !out)
+      lr_fmt(err, LR_ERRMSG_SIZE, "luaretry_policy_run_workflow: %s is NULL",
+             !transport ? "the transport" : "out");
+    else if (nargs < 0)
+      lr_fmt(err, LR_ERRMSG_SIZE, "luaretry_policy_run_workflow: nargs %d is below 0", nargs);
+    else
+      lr_fmt(err, LR_ERRMSG_SIZE,
+             "luaretry_policy_run_workflow: %d args and no array of them (args NULL)", nargs);
     return LUARETRY_E_ARG;
+  }
   lr_gen *g = lr_policy_current(p);
   if (!g) return LUARETRY_E_STATE;
   luaretry_code rc = LUARETRY_E_STATE;

@@ -559,6 +559,50 @@ static void test_bad_response(void) {
   luaretry_policy_free(p);
 }
 
+static luaretry_code noop_transport(void *ud, const luaretry_request *req, double timeout,
+                                    luaretry_response *resp) {
+  (void)ud;
+  (void)req;
+  (void)timeout;
+  memset(resp, 0, sizeof *resp);
+  resp->status = 200;
+  return LUARETRY_OK;
+}
+
+/* Every refusal of a live policy says what it refused (errmsg is the
+ * thread's last failure on the policy; these left the one before). */
+static void test_policy_refusals_named(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  char v[32];
+  CHECK_CODE(luaretry_policy_set(p, "bogus", "1"), LUARETRY_E_ARG); /* a message to replace */
+  CHECK_CODE(luaretry_policy_get(p, "max_attempts", v, sizeof v), LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "no policy loaded");
+  CHECK_CODE(luaretry_policy_load_string(p, "=x", NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "the source is NULL");
+  CHECK_CODE(luaretry_policy_load_file(p, NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "the path is NULL");
+  CHECK_CODE(luaretry_policy_load_string(p, "=named",
+                                         "max_attempts = 2 deadline = 5\n"
+                                         "function run(http, args) return 200, 'ok' end\n"),
+             LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_get(p, "backoff.inital", v, sizeof v), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "backoff.inital: unknown name, did you mean");
+  CHECK_CODE(luaretry_policy_get(p, "is_transient", v, sizeof v), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "is_transient: not a setting");
+  CHECK_CODE(luaretry_policy_get(p, "max_attempts", v, 0), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "max_attempts: no room");
+  luaretry_outcome o;
+  CHECK_CODE(luaretry_policy_run_workflow(p, NULL, 2, noop_transport, NULL, 1, &o), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "2 args and no array of them");
+  const char *args[] = { "a" };
+  CHECK_CODE(luaretry_policy_run_workflow(p, args, -1, noop_transport, NULL, 1, &o),
+             LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "nargs -1");
+  CHECK_CODE(luaretry_policy_run_workflow(p, args, 1, noop_transport, NULL, 1, &o), LUARETRY_OK);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) {
     perror(LUARETRY_DATADIR);
@@ -576,5 +620,6 @@ int main(void) {
   test_refusal_named();
   test_bad_request();
   test_bad_response();
+  test_policy_refusals_named();
   return check_done();
 }
