@@ -289,9 +289,20 @@ static const char *stop_rule(const luaretry_decision *r) {
 
 luaretry_code luaretry_call_stop_as(luaretry_call *c, const luaretry_decision *request,
                                     luaretry_decision *d) {
-  if (!lr_call_ok(c) || !request || !d || request->retry || request->reason == LUARETRY_REASON_NONE)
+  if (!lr_call_ok(c) || !request || !d) return LUARETRY_E_ARG;
+  /* the reason indexes the counters: one past the enum (a decision never
+   * filled) is refused, named */
+  if (request->retry || request->reason <= LUARETRY_REASON_NONE ||
+      request->reason > LUARETRY_REASON_RATE_LIMIT) {
+    lr_call_say(LR_COLD_SLOT(c, errmsg), "the request did not stop (retry %d, reason %d)",
+                request->retry, (int)request->reason);
     return LUARETRY_E_ARG;
-  if (c->stopped) return LUARETRY_E_STATE;
+  }
+  if (c->stopped) {
+    lr_call_say(LR_COLD_SLOT(c, errmsg), "the call already stopped (%s)",
+                luaretry_reason_name(c->reason));
+    return LUARETRY_E_STATE;
+  }
   lr_decision_clear(d);
   d->attempt = c->started;
   d->elapsed = luaretry_call_elapsed(c);

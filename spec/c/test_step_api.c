@@ -758,11 +758,21 @@ static luaretry_code workflow_round(void *ud, luaretry_call *c, int attempt, dou
     luaretry_decision going = d;
     going.retry = 1;
     CHECK_CODE(luaretry_call_stop_as(c, &going, &stop), LUARETRY_E_ARG);
+    CHECK_CONTAINS(luaretry_call_errmsg(c), "did not stop");
+    /* a reason past the enum (an uninitialised decision) is refused,
+     * never an index into the counters (UBSan: out of bounds) */
+    going.retry = 0;
+    going.reason = (luaretry_reason)999;
+    CHECK_CODE(luaretry_call_stop_as(c, &going, &stop), LUARETRY_E_ARG);
+    CHECK_CONTAINS(luaretry_call_errmsg(c), "reason 999");
+    going.reason = (luaretry_reason)-1;
+    CHECK_CODE(luaretry_call_stop_as(c, &going, &stop), LUARETRY_E_ARG);
     CHECK_CODE(luaretry_call_stop_as(c, &d, &stop), LUARETRY_OK);
     CHECK(stop.reason == LUARETRY_REASON_RATE_LIMIT && !stop.retry);
     CHECK_EQ_STR(stop.rule, "rate");
     CHECK(stop.message && strncmp(stop.message, "a request of the workflow: ", 27) == 0);
     CHECK_CODE(luaretry_call_stop_as(c, &d, &stop), LUARETRY_E_STATE);
+    CHECK_CONTAINS(luaretry_call_errmsg(c), "already stopped (rate_limit)");
     luaretry_call_free(r);
   }
   return LUARETRY_E_OPERATION; /* the script's request failed */
