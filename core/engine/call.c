@@ -315,6 +315,16 @@ luaretry_code luaretry_call_stop_as(luaretry_call *c, const luaretry_decision *r
 
 void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d) {
   if (!lr_call_ok(c) || !d) return;
+  if (c->stopped) { /* stays as it stopped: a second stop would count it twice */
+    lr_decision_clear(d);
+    d->attempt = c->started;
+    d->elapsed = luaretry_call_elapsed(c);
+    d->reason = c->reason;
+    d->rule = c->stop_rule;
+    lr_call_say(LR_COLD_SLOT(c, errmsg), "the call already stopped (%s)",
+                luaretry_reason_name(c->reason));
+    return;
+  }
   d->elapsed = luaretry_call_elapsed(c);
   d->message = NULL;
   d->hook_error = NULL;

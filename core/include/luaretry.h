@@ -856,7 +856,8 @@ LUARETRY_API int luaretry_call_wakeup_fd(luaretry_call *c);
 
 /* Stops the call as cancelled, where the host noticed the cancel itself
  * (e.g. its transfer ended on the wakeup fd): fills *d and tells the
- * observer, as a cancelled wait does. */
+ * observer, as a cancelled wait does.  A call that had stopped already
+ * stays as it stopped: *d says how, errmsg that it had, nothing counted. */
 LUARETRY_API void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d);
 
 /* A workflow's request refused before it went (its

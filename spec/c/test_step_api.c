@@ -795,6 +795,38 @@ static void test_workflow_requests(void) {
   luaretry_policy_free(p);
 }
 
+/* luaretry_call_stop_cancelled on a call that had stopped (its deadline,
+ * or a cancel already told): it stays as it stopped, counted once; it was
+ * stopped again as cancelled and counted in the metrics a second time. */
+static void test_stop_cancelled_once(void) {
+  luaretry_policy *p = step_load("@once.lua", "max_attempts = 3\ndeadline = 10\n");
+  if (!p) return;
+  luaretry_metrics m0, m1;
+  luaretry_decision d;
+  luaretry_call *c = step_begin(p, 1);
+  CHECK_CODE(report(c, 200, -1, &d), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_metrics(p, &m0), LUARETRY_OK);
+  luaretry_call_stop_cancelled(c, &d);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS); /* as it stopped */
+  CHECK_EQ_INT(d.retry, 0);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "already stopped (success)");
+  CHECK_CODE(luaretry_policy_metrics(p, &m1), LUARETRY_OK);
+  CHECK_EQ_INT(m1.cancelled, m0.cancelled);
+  luaretry_call_free(c);
+  c = step_begin(p, 1);
+  luaretry_call_stop_cancelled(c, &d);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_CANCELLED);
+  CHECK_CODE(luaretry_policy_metrics(p, &m0), LUARETRY_OK);
+  CHECK_EQ_INT(m0.cancelled, m1.cancelled + 1);
+  luaretry_call_stop_cancelled(c, &d);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_CANCELLED);
+  CHECK_EQ_STR(d.rule, "cancel");
+  CHECK_CODE(luaretry_policy_metrics(p, &m1), LUARETRY_OK);
+  CHECK_EQ_INT(m1.cancelled, m0.cancelled); /* once */
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) {
     perror(LUARETRY_DATADIR);
@@ -812,5 +844,6 @@ int main(void) {
   test_os_seeds();
   test_wakeup_fds();
   test_workflow_requests();
+  test_stop_cancelled_once();
   return check_done();
 }
