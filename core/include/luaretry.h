@@ -383,7 +383,8 @@ LUARETRY_API double luaretry_policy_rate(const luaretry_policy *p);
 typedef void (*luaretry_breaker_fn)(void *ud, luaretry_breaker_state s);
 LUARETRY_API void luaretry_policy_on_breaker(luaretry_policy *p, luaretry_breaker_fn fn, void *ud);
 
-/* Where a script's print() goes (default: nowhere).  Names follow one
+/* Where a script's print() goes (default: nowhere), one line per print, its
+ * values tab-separated, a NUL byte in them shown as \0.  Names follow one
  * scheme: a callback's registration is on_ (luaretry_policy_on_log,
  * _on_breaker, _on_fleet, luaretry_call_on_decision), a predicate reads as
  * one (luaretry_call_cancelled, luaretry_policy_has_workflow,

@@ -603,6 +603,27 @@ static void test_policy_refusals_named(void) {
   luaretry_policy_free(p);
 }
 
+/* A script's print of a string with a NUL byte: the host's line shows it
+ * as \\0 and goes on; it was cut at the NUL (the rest never seen). */
+static char printed[64];
+
+static void keep_line(void *ud, const char *line) {
+  (void)ud;
+  snprintf(printed, sizeof printed, "%s", line);
+}
+
+static void test_print_nul(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  luaretry_policy_on_log(p, keep_line, NULL);
+  CHECK_CODE(luaretry_policy_load_string(p, "=nul",
+                                         "max_attempts = 2 deadline = 5\n"
+                                         "print('a\\0b', 'c')\n"),
+             LUARETRY_OK);
+  CHECK_EQ_STR(printed, "a\\0b\tc");
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) {
     perror(LUARETRY_DATADIR);
@@ -621,5 +642,6 @@ int main(void) {
   test_bad_request();
   test_bad_response();
   test_policy_refusals_named();
+  test_print_nul();
   return check_done();
 }
