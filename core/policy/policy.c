@@ -517,6 +517,9 @@ luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloade
   if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
   lr_gen *g = lr_policy_current(p);
   if (!g || !g->script_path[0]) {
+    lr_policy_error(p,
+                    g ? "luaretry_policy_reload_if_changed: the policy was not loaded from a file"
+                      : "luaretry_policy_reload_if_changed: no policy loaded");
     lr_gen_unref(g);
     return LUARETRY_E_STATE;
   }

@@ -582,12 +582,18 @@ static void test_policy_refusals_named(void) {
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "the source is NULL");
   CHECK_CODE(luaretry_policy_load_file(p, NULL), LUARETRY_E_ARG);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "the path is NULL");
+  int reloaded = -1;
+  CHECK_CODE(luaretry_policy_reload_if_changed(p, &reloaded), LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "no policy loaded");
   CHECK_CODE(luaretry_policy_load_string(p, "=named",
                                          "max_attempts = 2 deadline = 5\n"
                                          "function run(http, args) return 200, 'ok' end\n"),
              LUARETRY_OK);
   CHECK_CODE(luaretry_policy_get(p, "backoff.inital", v, sizeof v), LUARETRY_E_ARG);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "backoff.inital: unknown name, did you mean");
+  CHECK_CODE(luaretry_policy_reload_if_changed(p, &reloaded), LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "not loaded from a file");
+  CHECK_EQ_INT(reloaded, 0);
   CHECK_CODE(luaretry_policy_get(p, "is_transient", v, sizeof v), LUARETRY_E_ARG);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "is_transient: not a setting");
   CHECK_CODE(luaretry_policy_get(p, "max_attempts", v, 0), LUARETRY_E_ARG);
