@@ -72,8 +72,9 @@
  * per instruction for this: the library's one helper thread (the watchdog,
  * running while any policy is loaded, waking every 5 ms) arms a hook on a
  * call that has run four fifths of its limit, so a watchdog scheduled late
- * still stops it in time.  It never calls into the
- * host.  An exact count, deterministic whatever the machine's speed, is
+ * still stops it in time.  So a limit below that tick (under 10 ms) is
+ * kept only to it: such a call is stopped after 5 to 10 ms, whatever the
+ * limit says.  It never calls into the host.  An exact count, deterministic whatever the machine's speed, is
  * the host-only setting "instruction_limit", at the cost of a hook on
  * every instruction.
  *
