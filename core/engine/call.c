@@ -131,7 +131,8 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
 }
 
 luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
-  if (!lr_call_ok(c) || !d) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
+  if (!d) return lr_call_refuse_null(c, "luaretry_call_next", "d");
   lr_decision_clear(d);
   d->attempt = c->started; /* hedges that were cancelled were started too */
   d->elapsed = lr_clock_now(&c->clock) - c->start;
@@ -210,7 +211,9 @@ const char *luaretry_call_invocation_id(luaretry_call *c) {
 }
 
 luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_request *r, int *yes) {
-  if (!lr_call_ok(c) || !r || !yes) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
+  if (!r || !yes)
+    return lr_call_refuse_null(c, "luaretry_call_is_idempotent", !r ? "the request" : "idempotent");
   char *err = lr_call_buffer(LR_COLD_SLOT(c, errmsg));
   if (!err) return LUARETRY_E_NOMEM;
   lr_attempt_ctx ctx = lr_call_context(c, c->attempts + 1, luaretry_call_elapsed(c));
@@ -219,7 +222,8 @@ luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_reque
 
 luaretry_code luaretry_call_prepare(luaretry_call *c, const luaretry_request *in, int attempt,
                                     luaretry_request *out) {
-  if (!lr_call_ok(c) || !in || !out) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
+  if (!in || !out) return lr_call_refuse_null(c, "luaretry_call_prepare", !in ? "in" : "out");
   char *err = lr_call_buffer(LR_COLD_SLOT(c, errmsg));
   if (!err) return LUARETRY_E_NOMEM;
   lr_attempt_ctx ctx = lr_call_context(c, attempt, luaretry_call_elapsed(c));
@@ -289,7 +293,10 @@ static const char *stop_rule(const luaretry_decision *r) {
 
 luaretry_code luaretry_call_stop_as(luaretry_call *c, const luaretry_decision *request,
                                     luaretry_decision *d) {
-  if (!lr_call_ok(c) || !request || !d) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
+  if (!request || !d)
+    return lr_call_refuse_null(c, "luaretry_call_stop_as",
+                               !request ? "the request's decision" : "d");
   /* the reason indexes the counters: one past the enum (a decision never
    * filled) is refused, named */
   if (request->retry || request->reason <= LUARETRY_REASON_NONE ||

@@ -205,7 +205,9 @@ static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict 
 
 static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
                             const luaretry_class *forced, luaretry_decision *d) {
-  if (!c || !o || !d) return LUARETRY_E_ARG;
+  if (!o || !d)
+    return lr_call_refuse_null(c, id ? "luaretry_call_report_attempt" : "luaretry_call_report",
+                               !o ? "the outcome" : "d");
   lr_decision_clear(d);
   if (c->stopped) {
     lr_call_say(LR_COLD_SLOT(c, errmsg), "the call already stopped (%s); begin a new one",

@@ -471,6 +471,27 @@ static void test_refusal_named(void) {
   CHECK(d.rule == NULL);
   CHECK_CODE(luaretry_call_report_attempt(c, -3, &o, &d), LUARETRY_E_ARG);
   CHECK_CONTAINS(luaretry_call_errmsg(c), "attempt -3");
+  /* a NULL argument to a live call is named too */
+  CHECK_CODE(luaretry_call_report(c, NULL, &d), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_report: the outcome is NULL");
+  CHECK_CODE(luaretry_call_report_attempt(c, 1, &o, NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_report_attempt: d is NULL");
+  CHECK_CODE(luaretry_call_next(c, NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_next: d is NULL");
+  CHECK_CODE(luaretry_call_hedge(c, NULL, &d), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_hedge: the request is NULL");
+  CHECK_CODE(luaretry_call_start(c, NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_start: attempt is NULL");
+  CHECK_CODE(luaretry_call_run(c, NULL, NULL, &d), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_run: the operation is NULL");
+  int yes;
+  CHECK_CODE(luaretry_call_is_idempotent(c, NULL, &yes), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_is_idempotent: the request is NULL");
+  luaretry_request rq = { .method = "GET" };
+  CHECK_CODE(luaretry_call_prepare(c, &rq, 1, NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_prepare: out is NULL");
+  CHECK_CODE(luaretry_call_stop_as(c, NULL, &d), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_stop_as: the request's decision is NULL");
   CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK); /* nothing was used up */
   CHECK_EQ_INT(d.attempt, 1);
   luaretry_call_free(c);
