@@ -297,6 +297,7 @@ luaretry_code luaretry_call_stop_as(luaretry_call *c, const luaretry_decision *r
   if (!request || !d)
     return lr_call_refuse_null(c, "luaretry_call_stop_as",
                                !request ? "the request's decision" : "d");
+  lr_decision_clear(d); /* a refusal leaves nothing of an earlier decision, as a report's */
   /* the reason indexes the counters: one past the enum (a decision never
    * filled) is refused, named */
   if (request->retry || request->reason <= LUARETRY_REASON_NONE ||
@@ -310,7 +311,6 @@ luaretry_code luaretry_call_stop_as(luaretry_call *c, const luaretry_decision *r
                 luaretry_reason_name(c->reason));
     return LUARETRY_E_STATE;
   }
-  lr_decision_clear(d);
   d->attempt = c->started;
   d->elapsed = luaretry_call_elapsed(c);
   lr_chain_give_back(c);

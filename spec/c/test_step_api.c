@@ -763,8 +763,10 @@ static luaretry_code workflow_round(void *ud, luaretry_call *c, int attempt, dou
      * never an index into the counters (UBSan: out of bounds) */
     going.retry = 0;
     going.reason = (luaretry_reason)999;
+    memset(&stop, 0x5a, sizeof stop); /* a refusal clears it, as a report's does */
     CHECK_CODE(luaretry_call_stop_as(c, &going, &stop), LUARETRY_E_ARG);
     CHECK_CONTAINS(luaretry_call_errmsg(c), "reason 999");
+    CHECK(stop.rule == NULL && stop.message == NULL && stop.reason == LUARETRY_REASON_NONE);
     going.reason = (luaretry_reason)-1;
     CHECK_CODE(luaretry_call_stop_as(c, &going, &stop), LUARETRY_E_ARG);
     CHECK_CODE(luaretry_call_stop_as(c, &d, &stop), LUARETRY_OK);
@@ -773,6 +775,7 @@ static luaretry_code workflow_round(void *ud, luaretry_call *c, int attempt, dou
     CHECK(stop.message && strncmp(stop.message, "a request of the workflow: ", 27) == 0);
     CHECK_CODE(luaretry_call_stop_as(c, &d, &stop), LUARETRY_E_STATE);
     CHECK_CONTAINS(luaretry_call_errmsg(c), "already stopped (rate_limit)");
+    CHECK(stop.message == NULL); /* not the first stop's, which the next decision may move */
     luaretry_call_free(r);
   }
   return LUARETRY_E_OPERATION; /* the script's request failed */
