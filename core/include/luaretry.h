@@ -878,7 +878,10 @@ LUARETRY_API luaretry_code luaretry_call_stop_as(luaretry_call *c, const luaretr
 LUARETRY_API luaretry_code luaretry_call_wait(luaretry_call *c, double seconds);
 
 /* Called after each decision of the call (logging, counting); `o` is NULL
- * when a cancel stopped the call during a wait.  (Was luaretry_call_observe.) */
+ * when a cancel stopped the call during a wait.  It must not step the same
+ * call (report, next, start, hedge, stop): nothing refuses it, and the
+ * decision it was given, message and all, would change under the step
+ * that called it.  (Was luaretry_call_observe.) */
 typedef void (*luaretry_observer_fn)(void *ud, const luaretry_outcome *o,
                                      const luaretry_decision *d);
 LUARETRY_API void luaretry_call_on_decision(luaretry_call *c, luaretry_observer_fn fn, void *ud);
