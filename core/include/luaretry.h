@@ -154,6 +154,8 @@ LUARETRY_API const char *luaretry_strerror(luaretry_code code);
 typedef struct luaretry_policy luaretry_policy;
 
 LUARETRY_API luaretry_code luaretry_policy_new(luaretry_policy **out);
+/* Free every call of p first ("a policy outlives its calls"): a call used
+ * after its policy's free reads freed memory; nothing can refuse it. */
 LUARETRY_API void luaretry_policy_free(luaretry_policy *p);
 
 /*
