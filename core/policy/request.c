@@ -201,7 +201,11 @@ static void measure(lua_State *L, int t, int original_body, packed_sizes *z) {
     size_t nl, vl;
     const char *name = lua_tolstring(L, -2, &nl), *value = lua_tolstring(L, -1, &vl);
     check_text(L, "a header name", name, nl);
-    check_text(L, "a header value", value, vl);
+    if (memchr(value, '\r', vl) || memchr(value, '\n', vl) || memchr(value, '\0', vl))
+      luaL_error(L, /* which one: a request may carry many */
+                 "prepare: header \"%s\": its value holds a line break or NUL: a request cannot "
+                 "be split",
+                 lr_quote_clip(L, name));
     if (memchr(name, ':', nl) || nl == 0)
       luaL_error(L, "prepare: header name \"%s\" is not a name", name);
     z->header_bytes += nl + vl + 2;

@@ -651,6 +651,24 @@ static void test_print_nul(void) {
   luaretry_policy_free(p);
 }
 
+/* prepare's refusal of a split header names the header. */
+static void test_prepare_names_header(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  CHECK_CODE(
+    luaretry_policy_load_string(p, "=split",
+                                "max_attempts = 2 deadline = 5\n"
+                                "function prepare(r)\n"
+                                "  r.headers = { ['X-Ok'] = 'a', ['X-Split'] = 'b\\r\\nc' }\n"
+                                "  return r\n"
+                                "end\n"),
+    LUARETRY_OK);
+  luaretry_request r = { .method = "GET", .url = "http://x.invalid/" }, out;
+  CHECK_CODE(luaretry_policy_prepare(p, &r, 1, &out), LUARETRY_E_POLICY);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "header \"X-Split\": its value holds a line break");
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) {
     perror(LUARETRY_DATADIR);
@@ -670,5 +688,6 @@ int main(void) {
   test_bad_response();
   test_policy_refusals_named();
   test_print_nul();
+  test_prepare_names_header();
   return check_done();
 }
