@@ -62,6 +62,12 @@ static _Thread_local struct {
   char msg[LR_ERRMSG_SIZE];
 } thread_error;
 
+luaretry_code lr_policy_unloaded(luaretry_policy *p, const char *fn) {
+  lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE,
+         "%s: no policy loaded (luaretry_policy_load_file or _load_string first)", fn);
+  return LUARETRY_E_STATE;
+}
+
 char *lr_policy_errbuf(const luaretry_policy *p) {
   if (thread_error.owner != p) {
     thread_error.owner = p;

@@ -236,7 +236,7 @@ luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const
     return LUARETRY_E_ARG;
   }
   lr_gen *g = lr_policy_current(p);
-  if (!g) return LUARETRY_E_STATE;
+  if (!g) return lr_policy_unloaded(p, "luaretry_policy_run_workflow");
   luaretry_code rc = LUARETRY_E_STATE;
   lr_script *s = NULL;
   char err[256];

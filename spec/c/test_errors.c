@@ -603,6 +603,23 @@ static void test_policy_refusals_named(void) {
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "the source is NULL");
   CHECK_CODE(luaretry_policy_load_file(p, NULL), LUARETRY_E_ARG);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "the path is NULL");
+  /* the first thing a host gets wrong: a call before any load */
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_call_begin: no policy loaded");
+  CHECK_CODE(luaretry_policy_set(p, "bogus", "1"), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_simulate(p, 1, 0, NULL, NULL), LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_simulate: no policy loaded");
+  luaretry_request rq = { .method = "GET" }, rout;
+  int idem;
+  CHECK_CODE(luaretry_policy_is_idempotent(p, &rq, &idem), LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_policy_is_idempotent: no policy loaded");
+  CHECK_CODE(luaretry_policy_prepare(p, &rq, 1, &rout), LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_policy_prepare: no policy loaded");
+  luaretry_outcome wo;
+  CHECK_CODE(luaretry_policy_run_workflow(p, NULL, 0, noop_transport, NULL, 1, &wo),
+             LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_policy_run_workflow: no policy loaded");
   int reloaded = -1;
   CHECK_CODE(luaretry_policy_reload_if_changed(p, &reloaded), LUARETRY_E_STATE);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "no policy loaded");
