@@ -715,7 +715,12 @@ typedef struct {
 typedef struct luaretry_call luaretry_call;
 
 #define LUARETRY_CALL_SEED             0x1u /* use .seed, not the OS */
-#define LUARETRY_CALL_VIRTUAL_TIME     0x2u /* waits advance a virtual clock */
+/* Waits advance a virtual clock.  Without LUARETRY_CALL_ISOLATED the call
+ * still shares the policy's guards, which see its time as the real time at
+ * its begin plus its virtual waits: one that waited 100 s and then opened
+ * the breaker keeps it open for real calls too, until 100 s + open_seconds
+ * after its begin.  A simulation beside live calls adds ISOLATED. */
+#define LUARETRY_CALL_VIRTUAL_TIME     0x2u
 /* A budget, breaker and counters of the call's own (a probe, a what-if):
  * the policy's are neither read nor changed. */
 #define LUARETRY_CALL_ISOLATED         0x4u
