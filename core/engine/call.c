@@ -131,7 +131,8 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
 }
 
 luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
-  if (!lr_call_ok(c) || !d) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
+  if (!d) return lr_call_refuse_null(c, "luaretry_call_next", "d");
   lr_decision_clear(d);
   d->attempt = c->started; /* hedges that were cancelled were started too */
   d->elapsed = lr_clock_now(&c->clock) - c->start;
@@ -210,7 +211,9 @@ const char *luaretry_call_invocation_id(luaretry_call *c) {
 }
 
 luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_request *r, int *yes) {
-  if (!lr_call_ok(c) || !r || !yes) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
+  if (!r || !yes)
+    return lr_call_refuse_null(c, "luaretry_call_is_idempotent", !r ? "the request" : "idempotent");
   char *err = lr_call_buffer(LR_COLD_SLOT(c, errmsg));
   if (!err) return LUARETRY_E_NOMEM;
   lr_attempt_ctx ctx = lr_call_context(c, c->attempts + 1, luaretry_call_elapsed(c));
@@ -219,7 +222,8 @@ luaretry_code luaretry_call_is_idempotent(luaretry_call *c, const luaretry_reque
 
 luaretry_code luaretry_call_prepare(luaretry_call *c, const luaretry_request *in, int attempt,
                                     luaretry_request *out) {
-  if (!lr_call_ok(c) || !in || !out) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
+  if (!in || !out) return lr_call_refuse_null(c, "luaretry_call_prepare", !in ? "in" : "out");
   char *err = lr_call_buffer(LR_COLD_SLOT(c, errmsg));
   if (!err) return LUARETRY_E_NOMEM;
   lr_attempt_ctx ctx = lr_call_context(c, attempt, luaretry_call_elapsed(c));
@@ -289,10 +293,24 @@ static const char *stop_rule(const luaretry_decision *r) {
 
 luaretry_code luaretry_call_stop_as(luaretry_call *c, const luaretry_decision *request,
                                     luaretry_decision *d) {
-  if (!lr_call_ok(c) || !request || !d || request->retry || request->reason == LUARETRY_REASON_NONE)
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
+  if (!request || !d)
+    return lr_call_refuse_null(c, "luaretry_call_stop_as",
+                               !request ? "the request's decision" : "d");
+  lr_decision_clear(d); /* a refusal leaves nothing of an earlier decision, as a report's */
+  /* the reason indexes the counters: one past the enum (a decision never
+   * filled) is refused, named */
+  if (request->retry || request->reason <= LUARETRY_REASON_NONE ||
+      request->reason > LUARETRY_REASON_RATE_LIMIT) {
+    lr_call_say(LR_COLD_SLOT(c, errmsg), "the request did not stop (retry %d, reason %d)",
+                request->retry, (int)request->reason);
     return LUARETRY_E_ARG;
-  if (c->stopped) return LUARETRY_E_STATE;
-  lr_decision_clear(d);
+  }
+  if (c->stopped) {
+    lr_call_say(LR_COLD_SLOT(c, errmsg), "the call already stopped (%s)",
+                luaretry_reason_name(c->reason));
+    return LUARETRY_E_STATE;
+  }
   d->attempt = c->started;
   d->elapsed = luaretry_call_elapsed(c);
   lr_chain_give_back(c);
@@ -304,6 +322,16 @@ luaretry_code luaretry_call_stop_as(luaretry_call *c, const luaretry_decision *r
 
 void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d) {
   if (!lr_call_ok(c) || !d) return;
+  if (c->stopped) { /* stays as it stopped: a second stop would count it twice */
+    lr_decision_clear(d);
+    d->attempt = c->started;
+    d->elapsed = luaretry_call_elapsed(c);
+    d->reason = c->reason;
+    d->rule = c->stop_rule;
+    lr_call_say(LR_COLD_SLOT(c, errmsg), "the call already stopped (%s)",
+                luaretry_reason_name(c->reason));
+    return;
+  }
   d->elapsed = luaretry_call_elapsed(c);
   d->message = NULL;
   d->hook_error = NULL;

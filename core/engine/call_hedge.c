@@ -9,7 +9,8 @@
 /* ---- hedging: several attempts of one call in flight */
 
 luaretry_code luaretry_call_start(luaretry_call *c, int *attempt) {
-  if (!lr_call_ok(c) || !attempt) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
+  if (!attempt) return lr_call_refuse_null(c, "luaretry_call_start", "attempt");
   if (c->stopped) {
     lr_call_say(LR_COLD_SLOT(c, errmsg), "the call already stopped (%s); begin a new one",
                 luaretry_reason_name(c->reason));
@@ -73,7 +74,8 @@ static int hedge_refused(luaretry_call *c, const luaretry_request *r, double now
 
 luaretry_code luaretry_call_hedge(luaretry_call *c, const luaretry_request *r,
                                   luaretry_decision *d) {
-  if (!lr_call_ok(c) || !r || !d) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
+  if (!r || !d) return lr_call_refuse_null(c, "luaretry_call_hedge", !r ? "the request" : "d");
   memset(d, 0, sizeof *d);
   d->attempt = c->started;
   d->elapsed = luaretry_call_elapsed(c);

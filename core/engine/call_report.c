@@ -58,7 +58,8 @@ static int server_wait(luaretry_call *c, const luaretry_outcome *o, const lr_ver
                        luaretry_wait_source *src, luaretry_decision *d) {
   const lr_rules *r = c->rules;
   if (!r->retry_after) return 0;
-  double asked = o->retry_after >= 0 && isfinite(o->retry_after) ? o->retry_after : -1;
+  /* +infinity is more than any max_retry_after; NaN says nothing */
+  double asked = o->retry_after >= 0 ? o->retry_after : -1;
   if (v->server && v->wait > asked) asked = v->wait;
   if (asked < 0) return 0;
   if (asked > r->max_retry_after) {
@@ -204,7 +205,9 @@ static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict 
 
 static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
                             const luaretry_class *forced, luaretry_decision *d) {
-  if (!c || !o || !d) return LUARETRY_E_ARG;
+  if (!o || !d)
+    return lr_call_refuse_null(c, id ? "luaretry_call_report_attempt" : "luaretry_call_report",
+                               !o ? "the outcome" : "d");
   lr_decision_clear(d);
   if (c->stopped) {
     lr_call_say(LR_COLD_SLOT(c, errmsg), "the call already stopped (%s); begin a new one",
@@ -274,7 +277,13 @@ luaretry_code luaretry_call_report(luaretry_call *c, const luaretry_outcome *o,
 
 luaretry_code luaretry_call_report_attempt(luaretry_call *c, int attempt, const luaretry_outcome *o,
                                            luaretry_decision *d) {
-  if (!lr_call_ok(c) || attempt <= 0) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
+  if (attempt <= 0) { /* 0 is report()'s "the one attempt"; say so, not a past failure */
+    if (d) lr_decision_clear(d);
+    lr_call_say(LR_COLD_SLOT(c, errmsg), "attempt %d is not an attempt number (they count from 1)",
+                attempt);
+    return LUARETRY_E_ARG;
+  }
   return observed(c, o, d, report(c, attempt, o, NULL, d));
 }
 

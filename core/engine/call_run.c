@@ -33,7 +33,9 @@ static luaretry_code await_token(luaretry_call *c, luaretry_decision *d) {
 
 luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op, void *ud,
                                 luaretry_decision *final) {
-  if (!lr_call_ok(c) || !op || !final) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
+  if (!op || !final)
+    return lr_call_refuse_null(c, "luaretry_call_run", !op ? "the operation" : "final");
   memset(final, 0, sizeof *final);
   atomic_store(&c->waiter.blocking, 1); /* its thread waits here anyway */
   if (c->stopped) {

@@ -72,8 +72,9 @@
  * per instruction for this: the library's one helper thread (the watchdog,
  * running while any policy is loaded, waking every 5 ms) arms a hook on a
  * call that has run four fifths of its limit, so a watchdog scheduled late
- * still stops it in time.  It never calls into the
- * host.  An exact count, deterministic whatever the machine's speed, is
+ * still stops it in time.  So a limit below that tick (under 10 ms) is
+ * kept only to it: such a call is stopped after 5 to 10 ms, whatever the
+ * limit says.  It never calls into the host.  An exact count, deterministic whatever the machine's speed, is
  * the host-only setting "instruction_limit", at the cost of a hook on
  * every instruction.
  *
@@ -153,6 +154,8 @@ LUARETRY_API const char *luaretry_strerror(luaretry_code code);
 typedef struct luaretry_policy luaretry_policy;
 
 LUARETRY_API luaretry_code luaretry_policy_new(luaretry_policy **out);
+/* Free every call of p first ("a policy outlives its calls"): a call used
+ * after its policy's free reads freed memory; nothing can refuse it. */
 LUARETRY_API void luaretry_policy_free(luaretry_policy *p);
 
 /*
@@ -234,7 +237,8 @@ LUARETRY_API size_t luaretry_policy_memory(const luaretry_policy *p);
 /* The value in force of a setting (a field luaretry_field_at() lists as
  * settable), spelled as luaretry_policy_set() takes it ("none" when unset):
  * into buf, cut to size and terminated.  LUARETRY_E_ARG for an unknown
- * name, LUARETRY_E_STATE before a load. */
+ * name, LUARETRY_E_STATE before a load (luaretry_policy_errmsg() says
+ * which). */
 LUARETRY_API luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name,
                                                char *buf, size_t size);
 
@@ -382,12 +386,16 @@ LUARETRY_API double luaretry_policy_rate(const luaretry_policy *p);
 typedef void (*luaretry_breaker_fn)(void *ud, luaretry_breaker_state s);
 LUARETRY_API void luaretry_policy_on_breaker(luaretry_policy *p, luaretry_breaker_fn fn, void *ud);
 
-/* Where a script's print() goes (default: nowhere).  Names follow one
+/* Where a script's print() goes (default: nowhere), one line per print, its
+ * values tab-separated, a NUL byte in them shown as \0.  Names follow one
  * scheme: a callback's registration is on_ (luaretry_policy_on_log,
  * _on_breaker, _on_fleet, luaretry_call_on_decision), a predicate reads as
  * one (luaretry_call_cancelled, luaretry_policy_has_workflow,
  * luaretry_curl_never_sent), an action is a verb (luaretry_call_cancel,
- * luaretry_policy_reload_if_changed). */
+ * luaretry_policy_reload_if_changed).  A script's top level runs at each
+ * load and set, so its print() may come while the policy loads: a set,
+ * load or reload of that policy from the callback then is refused
+ * (LUARETRY_E_STATE, errmsg says why); during a call it goes as usual. */
 typedef void (*luaretry_log_fn)(void *ud, const char *line);
 LUARETRY_API void luaretry_policy_on_log(luaretry_policy *p, luaretry_log_fn fn, void *ud);
 
@@ -490,7 +498,8 @@ typedef struct {
   size_t header_count;
   const char *method;       /* may be NULL */
   const char *url;          /* may be NULL */
-  double retry_after;       /* server-requested wait in seconds; < 0: none */
+  double retry_after;       /* server-requested wait in seconds; < 0 or NaN:
+                               none; +infinity: more than max_retry_after */
   int workflow;             /* inside a run() workflow */
   int not_repeatable;       /* the operation may have taken effect and is not
                             idempotent: a transient outcome becomes final */
@@ -560,7 +569,8 @@ typedef enum {
 /*
  * A C classifier replaces the script's is_success/is_transient (hosts that
  * judge outcomes in C; the benchmark's baseline).  Set *wait to a number of
- * seconds >= 0 to choose the wait, leave it negative for the backoff.
+ * seconds >= 0 to choose the wait, leave it negative for the backoff; NaN
+ * or +infinity stops the call as a policy error naming it.
  */
 typedef luaretry_class (*luaretry_classify_fn)(void *ud, const luaretry_outcome *o, int attempt,
                                                double *wait);
@@ -571,7 +581,9 @@ LUARETRY_API luaretry_code luaretry_policy_set_classifier(luaretry_policy *p,
  * attempt) see it.  Header names are sent as given; a header whose value
  * is "" is sent empty, one whose value is NULL is not sent, nor the one
  * libcurl would send of that name (curl's -H 'Name:'), and the script
- * does not see it. */
+ * does not see it.  A header whose name is NULL, or headers NULL with a
+ * count, is refused (LUARETRY_E_ARG, the message naming it) by the
+ * functions that take a request. */
 typedef struct {
   const char *method;
   const char *url;
@@ -613,7 +625,9 @@ typedef struct {
 
 /* Makes one attempt of `req` (no retry); *resp stays valid until the next
  * call.  Return LUARETRY_OK even for a transport failure (resp->error);
- * another code (e.g. LUARETRY_E_CANCELLED) ends the workflow. */
+ * another code (e.g. LUARETRY_E_CANCELLED) ends the workflow.  A response
+ * header with a NULL name, or headers NULL with a count, fails the
+ * workflow as a policy error naming it. */
 typedef luaretry_code (*luaretry_transport_fn)(void *ud, const luaretry_request *req,
                                                double timeout, luaretry_response *resp);
 
@@ -701,7 +715,12 @@ typedef struct {
 typedef struct luaretry_call luaretry_call;
 
 #define LUARETRY_CALL_SEED             0x1u /* use .seed, not the OS */
-#define LUARETRY_CALL_VIRTUAL_TIME     0x2u /* waits advance a virtual clock */
+/* Waits advance a virtual clock.  Without LUARETRY_CALL_ISOLATED the call
+ * still shares the policy's guards, which see its time as the real time at
+ * its begin plus its virtual waits: one that waited 100 s and then opened
+ * the breaker keeps it open for real calls too, until 100 s + open_seconds
+ * after its begin.  A simulation beside live calls adds ISOLATED. */
+#define LUARETRY_CALL_VIRTUAL_TIME     0x2u
 /* A budget, breaker and counters of the call's own (a probe, a what-if):
  * the policy's are neither read nor changed. */
 #define LUARETRY_CALL_ISOLATED         0x4u
@@ -846,7 +865,8 @@ LUARETRY_API int luaretry_call_wakeup_fd(luaretry_call *c);
 
 /* Stops the call as cancelled, where the host noticed the cancel itself
  * (e.g. its transfer ended on the wakeup fd): fills *d and tells the
- * observer, as a cancelled wait does. */
+ * observer, as a cancelled wait does.  A call that had stopped already
+ * stays as it stopped: *d says how, errmsg that it had, nothing counted. */
 LUARETRY_API void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d);
 
 /* A workflow's request refused before it went (its
@@ -865,7 +885,10 @@ LUARETRY_API luaretry_code luaretry_call_stop_as(luaretry_call *c, const luaretr
 LUARETRY_API luaretry_code luaretry_call_wait(luaretry_call *c, double seconds);
 
 /* Called after each decision of the call (logging, counting); `o` is NULL
- * when a cancel stopped the call during a wait.  (Was luaretry_call_observe.) */
+ * when a cancel stopped the call during a wait.  It must not step the same
+ * call (report, next, start, hedge, stop): nothing refuses it, and the
+ * decision it was given, message and all, would change under the step
+ * that called it.  (Was luaretry_call_observe.) */
 typedef void (*luaretry_observer_fn)(void *ud, const luaretry_outcome *o,
                                      const luaretry_decision *d);
 LUARETRY_API void luaretry_call_on_decision(luaretry_call *c, luaretry_observer_fn fn, void *ud);

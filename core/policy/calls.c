@@ -13,7 +13,7 @@ static luaretry_code begin(luaretry_policy *p, const luaretry_call_options *o, l
   if (!p || !out) return LUARETRY_E_ARG;
   *out = NULL;
   lr_gen *g = lr_policy_current(p); /* the call's reference */
-  if (!g) return LUARETRY_E_STATE;
+  if (!g) return lr_policy_unloaded(p, "luaretry_call_begin");
   /* Simulations, probes and tests (the virtual clock, or guards of their
    * own) never touch the fleet: their counts are not real. */
   unsigned flags = o ? o->flags : 0;
@@ -40,7 +40,7 @@ luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed, long attempts
   opt.seed = seed;
   luaretry_tuning t;
   luaretry_code rc = luaretry_policy_tuning(p, &t);
-  if (rc != LUARETRY_OK) return rc;
+  if (rc != LUARETRY_OK) return lr_policy_unloaded(p, "luaretry_simulate");
   long limit = attempts > 0 ? attempts : t.max_attempts;
   if (limit <= 0 || limit > LUARETRY_SIMULATE_ATTEMPT_CAP) limit = LUARETRY_SIMULATE_ATTEMPT_CAP;
   luaretry_call *c;
@@ -88,7 +88,7 @@ luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p, const luaretry_r
                                             int *idempotent) {
   if (!lr_policy_ok(p) || !r || !idempotent) return LUARETRY_E_ARG;
   lr_gen *g = lr_policy_current(p);
-  if (!g) return LUARETRY_E_STATE;
+  if (!g) return lr_policy_unloaded(p, "luaretry_policy_is_idempotent");
   char err[LR_ERRMSG_SIZE];
   luaretry_code rc = lr_gen_is_idempotent(g, r, idempotent, NULL, err, sizeof err);
   lr_gen_unref(g);
@@ -100,7 +100,7 @@ luaretry_code luaretry_policy_prepare(luaretry_policy *p, const luaretry_request
                                       luaretry_request *out) {
   if (!lr_policy_ok(p) || !in || !out) return LUARETRY_E_ARG;
   lr_gen *g = lr_policy_current(p);
-  if (!g) return LUARETRY_E_STATE;
+  if (!g) return lr_policy_unloaded(p, "luaretry_policy_prepare");
   /* no call: info.call lasts this one prepare */
   lr_call_data once;
   memset(&once, 0, sizeof once);

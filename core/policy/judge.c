@@ -243,6 +243,14 @@ static void host_classify(lr_gen *g, const luaretry_outcome *o, const lr_attempt
   v->cls = g->p->host_classify(g->p->host_ud, o, ctx->attempt, &wait);
   v->wait = wait >= 0 && isfinite(wait) ? wait : -1;
   v->rule = "host classifier";
+  if (isnan(wait) || wait == INFINITY) { /* neither "the backoff" (< 0) nor a wait */
+    lr_fmt(v->message, sizeof v->message,
+           "the host classifier set a wait of %g (attempt %d): a wait is a finite number of "
+           "seconds, 0 or more, or below 0 for the backoff",
+           wait, ctx->attempt);
+    v->cls = LUARETRY_CLASS_ERROR;
+    return;
+  }
   if (v->cls == LUARETRY_CLASS_THROTTLING) {
     v->cls = LUARETRY_CLASS_TRANSIENT;
     v->throttled = 1;

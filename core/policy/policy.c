@@ -62,6 +62,12 @@ static _Thread_local struct {
   char msg[LR_ERRMSG_SIZE];
 } thread_error;
 
+luaretry_code lr_policy_unloaded(luaretry_policy *p, const char *fn) {
+  lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE,
+         "%s: no policy loaded (luaretry_policy_load_file or _load_string first)", fn);
+  return LUARETRY_E_STATE;
+}
+
 char *lr_policy_errbuf(const luaretry_policy *p) {
   if (thread_error.owner != p) {
     thread_error.owner = p;
@@ -433,10 +439,37 @@ static char *read_script(luaretry_policy *p, const char *path, size_t *len, luar
   return text;
 }
 
+/* The policy whose writer lock this thread holds.  A load runs the
+ * script's top level, whose print() reaches the host's log callback; a set
+ * or load of the same policy from there would wait for itself for ever,
+ * so it is refused instead. */
+static _Thread_local const luaretry_policy *writing;
+
+static int writer_lock(luaretry_policy *p, const char *what, const luaretry_policy **outer) {
+  if (writing == p) {
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE,
+           "%s: called while the same policy loads (from its log callback?); "
+           "set or load it after that returns",
+           what);
+    return -1;
+  }
+  pthread_mutex_lock(&p->writer);
+  *outer = writing;
+  writing = p;
+  return 0;
+}
+
+static void writer_unlock(luaretry_policy *p, const luaretry_policy *outer) {
+  writing = outer;
+  pthread_mutex_unlock(&p->writer);
+}
+
 static luaretry_code load(luaretry_policy *p, const char *path, const char *chunkname,
                           const char *source) {
   if (!p || (!path && !source)) return LUARETRY_E_ARG;
-  pthread_mutex_lock(&p->writer);
+  const luaretry_policy *outer;
+  if (writer_lock(p, path ? "luaretry_policy_load_file" : "luaretry_policy_load_string", &outer))
+    return LUARETRY_E_STATE;
   lr_policy_errbuf(p)[0] = '\0';
   size_t len;
   char *text = NULL;
@@ -462,18 +495,26 @@ static luaretry_code load(luaretry_policy *p, const char *path, const char *chun
     p->mtime = st.st_mtim;
     p->size = (long long)st.st_size;
   }
-  pthread_mutex_unlock(&p->writer);
+  writer_unlock(p, outer);
   return rc;
 }
 
 luaretry_code luaretry_policy_load_file(luaretry_policy *p, const char *path) {
   if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  if (!path) {
+    lr_policy_error(p, "luaretry_policy_load_file: the path is NULL");
+    return LUARETRY_E_ARG;
+  }
   return load(p, path, NULL, NULL);
 }
 
 luaretry_code luaretry_policy_load_string(luaretry_policy *p, const char *chunkname,
                                           const char *source) {
   if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  if (!source) {
+    lr_policy_error(p, "luaretry_policy_load_string: the source is NULL");
+    return LUARETRY_E_ARG;
+  }
   return load(p, NULL, chunkname, source);
 }
 
@@ -482,6 +523,9 @@ luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloade
   if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
   lr_gen *g = lr_policy_current(p);
   if (!g || !g->script_path[0]) {
+    lr_policy_error(p,
+                    g ? "luaretry_policy_reload_if_changed: the policy was not loaded from a file"
+                      : "luaretry_policy_reload_if_changed: no policy loaded");
     lr_gen_unref(g);
     return LUARETRY_E_STATE;
   }
@@ -490,7 +534,8 @@ luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloade
   lr_gen_unref(g);
   /* a stat at most once a second, whatever the host's call rate */
   double now = lr_monotonic_now();
-  pthread_mutex_lock(&p->writer);
+  const luaretry_policy *outer;
+  if (writer_lock(p, "luaretry_policy_reload_if_changed", &outer)) return LUARETRY_E_STATE;
   int due = p->last_check == 0 || now - p->last_check >= 1.0;
   if (due) p->last_check = now;
   struct stat st;
@@ -503,7 +548,7 @@ luaretry_code luaretry_policy_reload_if_changed(luaretry_policy *p, int *reloade
   }
   int changed = due && (st.st_mtim.tv_sec != p->mtime.tv_sec ||
                         st.st_mtim.tv_nsec != p->mtime.tv_nsec || (long long)st.st_size != p->size);
-  pthread_mutex_unlock(&p->writer);
+  writer_unlock(p, outer);
   if (!changed) return rc;
   rc = load(p, path, NULL, NULL);
   if (rc == LUARETRY_OK && reloaded) *reloaded = 1;
@@ -691,23 +736,51 @@ static luaretry_code set(luaretry_policy *p, const char *name, const char *value
 }
 
 luaretry_code luaretry_policy_set(luaretry_policy *p, const char *name, const char *value) {
-  if (!lr_policy_ok(p) || !name || !value) return LUARETRY_E_ARG;
-  pthread_mutex_lock(&p->writer);
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  if (!name || !value) { /* the message names it, not the failure before */
+    if (!name)
+      lr_policy_error(p, "luaretry_policy_set: the name is NULL");
+    else
+      lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%.200s: the value is NULL (\"none\" unsets it)",
+             name);
+    return LUARETRY_E_ARG;
+  }
+  const luaretry_policy *outer;
+  if (writer_lock(p, "luaretry_policy_set", &outer)) return LUARETRY_E_STATE;
   lr_policy_errbuf(p)[0] = '\0';
   luaretry_code rc = set(p, name, value);
-  pthread_mutex_unlock(&p->writer);
+  writer_unlock(p, outer);
   return rc;
 }
 
 luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name, char *buf,
                                   size_t size) {
-  if (!lr_policy_ok(p) || !name || !buf || size == 0) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  /* each refusal named: errmsg is the thread's last failure on p */
+  char *err = lr_policy_errbuf(p);
+  if (!name) {
+    lr_fmt(err, LR_ERRMSG_SIZE, "luaretry_policy_get: the name is NULL");
+    return LUARETRY_E_ARG;
+  }
+  if (!buf || size == 0) {
+    lr_fmt(err, LR_ERRMSG_SIZE, "%.200s: no room for the value (buf NULL or size 0)", name);
+    return LUARETRY_E_ARG;
+  }
   int i = lr_field_index(name);
   if (i < 0) i = lr_field_renamed(name); /* throttle.k: admission.k's old name */
-  if (i < 0 || !luaretry_field_at((size_t)i)->settable) return LUARETRY_E_ARG;
+  if (i < 0 || !luaretry_field_at((size_t)i)->settable) {
+    if (i < 0)
+      lr_unknown_field(err, LR_ERRMSG_SIZE, name);
+    else
+      lr_fmt(err, LR_ERRMSG_SIZE, "%.200s: not a setting (only the script sets it)", name);
+    return LUARETRY_E_ARG;
+  }
   lr_tuning t;
   luaretry_code rc = luaretry_policy_tuning(p, &t.pub);
-  if (rc != LUARETRY_OK) return rc;
+  if (rc != LUARETRY_OK) {
+    lr_fmt(err, LR_ERRMSG_SIZE, "%.200s: no policy loaded", name);
+    return rc;
+  }
   pthread_mutex_lock((pthread_mutex_t *)&p->lock);
   luaretry_tuning pub = t.pub;
   t = p->tuning; /* the fields the public struct has no room for */

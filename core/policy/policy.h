@@ -284,6 +284,8 @@ void lr_script_push_call(lua_State *L, lr_script *s);
 /* The current load, referenced (release it with lr_gen_unref); NULL before
  * a load. */
 lr_gen *lr_policy_current(luaretry_policy *p);
+/* What fn returns before a load: LUARETRY_E_STATE, errmsg saying so. */
+luaretry_code lr_policy_unloaded(luaretry_policy *p, const char *fn);
 /* Read as bytes: a foreign handle need not have a policy's alignment. */
 static inline int lr_policy_ok(const luaretry_policy *p) {
   uint32_t magic = 0;

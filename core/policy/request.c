@@ -53,9 +53,29 @@ static int call_is_idempotent(lua_State *L) {
   return 1;
 }
 
+/* A request built with a slip (a count that takes in a {NULL, NULL}
+ * sentinel, or headers NULL with a count) is refused naming it: the script
+ * and the propagate headers read every name. */
+static luaretry_code check_request(const luaretry_request *r, char *err, size_t errlen) {
+  if (r->header_count && !r->headers) {
+    lr_fmt(err, errlen, "the request has %zu headers and no array of them (headers NULL)",
+           r->header_count);
+    return LUARETRY_E_ARG;
+  }
+  for (size_t i = 0; i < r->header_count; i++)
+    if (!r->headers[i].name) {
+      lr_fmt(err, errlen, "the request's header %zu of %zu has a NULL name", i + 1,
+             r->header_count);
+      return LUARETRY_E_ARG;
+    }
+  return LUARETRY_OK;
+}
+
 luaretry_code lr_gen_is_idempotent(lr_gen *g, const luaretry_request *r, int *yes,
                                    const lr_attempt_ctx *ctx, char *err, size_t errlen) {
   (void)ctx;
+  luaretry_code bad = check_request(r, err, errlen);
+  if (bad != LUARETRY_OK) return bad;
   lr_script *s = lr_gen_borrow(g, err, errlen);
   if (!s) return LUARETRY_E_NOMEM;
   if (!s->ref_is_idempotent) {
@@ -181,7 +201,11 @@ static void measure(lua_State *L, int t, int original_body, packed_sizes *z) {
     size_t nl, vl;
     const char *name = lua_tolstring(L, -2, &nl), *value = lua_tolstring(L, -1, &vl);
     check_text(L, "a header name", name, nl);
-    check_text(L, "a header value", value, vl);
+    if (memchr(value, '\r', vl) || memchr(value, '\n', vl) || memchr(value, '\0', vl))
+      luaL_error(L, /* which one: a request may carry many */
+                 "prepare: header \"%s\": its value holds a line break or NUL: a request cannot "
+                 "be split",
+                 lr_quote_clip(L, name));
     if (memchr(name, ':', nl) || nl == 0)
       luaL_error(L, "prepare: header name \"%s\" is not a name", name);
     z->header_bytes += nl + vl + 2;
@@ -243,6 +267,8 @@ luaretry_code lr_gen_prepare(lr_gen *g, const luaretry_request *in, int attempt,
                              luaretry_request *out, void **prepared, const lr_attempt_ctx *ctx,
                              char *err, size_t errlen) {
   *out = *in;
+  luaretry_code bad = check_request(in, err, errlen);
+  if (bad != LUARETRY_OK) return bad;
   if (!g->has_prepare) return LUARETRY_OK;
   lr_script *s = lr_gen_borrow(g, err, errlen);
   if (!s) return LUARETRY_E_NOMEM;

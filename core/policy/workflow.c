@@ -96,8 +96,16 @@ static int perform(lua_State *L, luaretry_request *req) {
     lua_pushstring(L, resp.error_detail);
     lua_setfield(L, -2, "error_detail");
   }
+  /* a transport's slip is named, never read through */
+  if (resp.header_count && !resp.headers)
+    return luaL_error(L,
+                      "http: %s %s: the transport's response has %d headers and no array of them",
+                      req->method, req->url, (int)resp.header_count);
   lua_createtable(L, 0, (int)resp.header_count);
   for (size_t i = 0; i < resp.header_count; i++) {
+    if (!resp.headers[i].name)
+      return luaL_error(L, "http: %s %s: the transport's response header %d of %d has a NULL name",
+                        req->method, req->url, (int)i + 1, (int)resp.header_count);
     lua_pushstring(L, resp.headers[i].value);
     lua_setfield(L, -2, resp.headers[i].name);
   }
@@ -214,10 +222,21 @@ static luaretry_code run_in(luaretry_policy *p, lr_script *s, workflow *w, luare
 luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const *args, int nargs,
                                            luaretry_transport_fn transport, void *ud,
                                            double timeout, luaretry_outcome *out) {
-  if (!lr_policy_ok(p) || !transport || !out || nargs < 0 || (nargs && !args))
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  if (!transport || !out || nargs < 0 || (nargs && !args)) { /* named, not the last failure's */
+    char *err = lr_policy_errbuf(p);
+    if (!transport || !out)
+      lr_fmt(err, LR_ERRMSG_SIZE, "luaretry_policy_run_workflow: %s is NULL",
+             !transport ? "the transport" : "out");
+    else if (nargs < 0)
+      lr_fmt(err, LR_ERRMSG_SIZE, "luaretry_policy_run_workflow: nargs %d is below 0", nargs);
+    else
+      lr_fmt(err, LR_ERRMSG_SIZE,
+             "luaretry_policy_run_workflow: %d args and no array of them (args NULL)", nargs);
     return LUARETRY_E_ARG;
+  }
   lr_gen *g = lr_policy_current(p);
-  if (!g) return LUARETRY_E_STATE;
+  if (!g) return lr_policy_unloaded(p, "luaretry_policy_run_workflow");
   luaretry_code rc = LUARETRY_E_STATE;
   lr_script *s = NULL;
   char err[256];

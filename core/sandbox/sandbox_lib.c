@@ -71,6 +71,18 @@ static int safe_print(lua_State *L) {
     luaL_addvalue(&b);
   }
   luaL_pushresult(&b);
+  size_t len;
+  const char *line = lua_tolstring(L, -1, &len);
+  if (memchr(line, '\0', len)) { /* the host gets a C string: a NUL would end it early */
+    luaL_Buffer e;
+    luaL_buffinit(L, &e);
+    for (size_t k = 0; k < len; k++)
+      if (line[k])
+        luaL_addchar(&e, line[k]);
+      else
+        luaL_addstring(&e, "\\0");
+    luaL_pushresult(&e);
+  }
   if (sb->log && sb->log->fn) {
     long paused_at = lr_watchdog_tick(); /* the host's log is not the script's time */
     lr_sandbox_pause(sb);

@@ -386,6 +386,306 @@ static void test_long_values(void) {
   luaretry_policy_free(p);
 }
 
+/* A log callback that sets or loads the policy whose load printed (the
+ * script's top level runs at each load and set): refused, naming why,
+ * where it waited for itself for ever.  The alarm turns a hang into a
+ * failure.  From a hook during a call it is a set like any other. */
+static luaretry_policy *reentered;
+static luaretry_code reentered_set, reentered_load;
+static char reentered_msg[256];
+
+static void reenter_log(void *ud, const char *line) {
+  (void)ud;
+  (void)line;
+  reentered_set = luaretry_policy_set(reentered, "max_attempts", "5");
+  snprintf(reentered_msg, sizeof reentered_msg, "%s", luaretry_policy_errmsg(reentered));
+  reentered_load = luaretry_policy_load_string(reentered, "=again", "max_attempts = 2\n");
+}
+
+static void test_reentrant_log(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  reentered = p;
+  luaretry_policy_on_log(p, reenter_log, NULL);
+  alarm(20);
+  reentered_set = reentered_load = LUARETRY_OK;
+  CHECK_CODE(
+    luaretry_policy_load_string(p, "=top", "max_attempts = 3 deadline = 5\nprint('top')\n"),
+    LUARETRY_OK);
+  CHECK_CODE(reentered_set, LUARETRY_E_STATE);
+  CHECK_CONTAINS(reentered_msg, "luaretry_policy_set");
+  CHECK_CONTAINS(reentered_msg, "log callback");
+  CHECK_CODE(reentered_load, LUARETRY_E_STATE);
+  CHECK_CODE(luaretry_policy_set(p, "max_attempts", "4"), LUARETRY_OK); /* the lock was let go */
+  char v[16];
+  CHECK_CODE(luaretry_policy_get(p, "max_attempts", v, sizeof v), LUARETRY_OK);
+  CHECK_EQ_STR(v, "4");
+  /* a hook's print during a call: no load under way, the set goes */
+  CHECK_CODE(luaretry_policy_load_string(p, "=hook",
+                                         "max_attempts = 3 deadline = 5\n"
+                                         "function on_retry() print('hook') end\n"),
+             LUARETRY_OK);
+  reentered_set = LUARETRY_E_ARG;
+  luaretry_call_options co;
+  luaretry_call_options_init(&co);
+  co.flags = LUARETRY_CALL_VIRTUAL_TIME;
+  luaretry_call *c;
+  luaretry_decision d;
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.status = 503;
+  CHECK_CODE(luaretry_call_begin(p, &co, &c), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 1);
+  CHECK_CODE(reentered_set, LUARETRY_OK);
+  luaretry_call_free(c);
+  alarm(0);
+  luaretry_policy_free(p);
+}
+
+/* An argument refused names itself in the message: the message of the
+ * failure before (another attempt, another name) was left in place. */
+static void test_refusal_named(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(p, "=named", "max_attempts = 3 deadline = 5\n"),
+             LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_set(p, "bogus", "1"), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "bogus");
+  CHECK_CODE(luaretry_policy_set(p, NULL, "3"), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "name is NULL");
+  CHECK_CODE(luaretry_policy_set(p, "max_attempts", NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "max_attempts: the value is NULL");
+  luaretry_call *c;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.status = 503;
+  luaretry_decision d;
+  CHECK_CODE(luaretry_call_report_attempt(c, 7, &o, &d), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "attempt 7 is not in flight");
+  memset(&d, 0x5a, sizeof d);
+  CHECK_CODE(luaretry_call_report_attempt(c, 0, &o, &d), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "attempt 0");
+  CHECK_EQ_INT(d.retry, 0); /* cleared, as for any other refused report */
+  CHECK(d.rule == NULL);
+  CHECK_CODE(luaretry_call_report_attempt(c, -3, &o, &d), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "attempt -3");
+  /* a NULL argument to a live call is named too */
+  CHECK_CODE(luaretry_call_report(c, NULL, &d), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_report: the outcome is NULL");
+  CHECK_CODE(luaretry_call_report_attempt(c, 1, &o, NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_report_attempt: d is NULL");
+  CHECK_CODE(luaretry_call_next(c, NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_next: d is NULL");
+  CHECK_CODE(luaretry_call_hedge(c, NULL, &d), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_hedge: the request is NULL");
+  CHECK_CODE(luaretry_call_start(c, NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_start: attempt is NULL");
+  CHECK_CODE(luaretry_call_run(c, NULL, NULL, &d), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_run: the operation is NULL");
+  int yes;
+  CHECK_CODE(luaretry_call_is_idempotent(c, NULL, &yes), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_is_idempotent: the request is NULL");
+  luaretry_request rq = { .method = "GET" };
+  CHECK_CODE(luaretry_call_prepare(c, &rq, 1, NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_prepare: out is NULL");
+  CHECK_CODE(luaretry_call_stop_as(c, NULL, &d), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_stop_as: the request's decision is NULL");
+  CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK); /* nothing was used up */
+  CHECK_EQ_INT(d.attempt, 1);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+}
+
+/* A request built with a slip (a count that takes in a {NULL, NULL}
+ * sentinel, headers NULL with a count): refused naming it, with a script
+ * hook or without (the propagate headers read the names too); it was read
+ * through the NULL and crashed. */
+static void test_bad_request(void) {
+  static const char *const scripts[] = {
+    "max_attempts = 2 deadline = 5\n"
+    "function prepare(r) return r end\n"
+    "function is_idempotent(r) return true end\n",
+    "max_attempts = 2 deadline = 5\npropagate = {}\n",
+  };
+  for (size_t k = 0; k < sizeof scripts / sizeof *scripts; k++) {
+    luaretry_policy *p;
+    CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+    CHECK_CODE(luaretry_policy_load_string(p, "=req", scripts[k]), LUARETRY_OK);
+    luaretry_header h[] = { { "accept", "*/*" }, { NULL, NULL } };
+    luaretry_request r = {
+      .method = "GET", .url = "http://x.invalid/", .headers = h, .header_count = 2
+    };
+    luaretry_request out;
+    int idem = -1;
+    CHECK_CODE(luaretry_policy_prepare(p, &r, 1, &out), LUARETRY_E_ARG);
+    CHECK_CONTAINS(luaretry_policy_errmsg(p), "header 2 of 2 has a NULL name");
+    CHECK_CODE(luaretry_policy_is_idempotent(p, &r, &idem), LUARETRY_E_ARG);
+    CHECK_CONTAINS(luaretry_policy_errmsg(p), "header 2 of 2 has a NULL name");
+    luaretry_call *c;
+    CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+    CHECK_CODE(luaretry_call_prepare(c, &r, 1, &out), LUARETRY_E_ARG);
+    CHECK_CONTAINS(luaretry_call_errmsg(c), "header 2 of 2 has a NULL name");
+    r.headers = NULL;
+    CHECK_CODE(luaretry_call_is_idempotent(c, &r, &idem), LUARETRY_E_ARG);
+    CHECK_CONTAINS(luaretry_call_errmsg(c), "2 headers and no array of them");
+    r.header_count = 0; /* no headers at all: fine */
+    CHECK_CODE(luaretry_call_prepare(c, &r, 1, &out), LUARETRY_OK);
+    CHECK_CODE(luaretry_call_is_idempotent(c, &r, &idem), LUARETRY_OK);
+    CHECK_EQ_INT(idem, 1);
+    luaretry_call_free(c);
+    luaretry_policy_free(p);
+  }
+}
+
+/* A workflow's transport that answers with a slip (headers NULL with a
+ * count, a header with a NULL name): the workflow fails naming it; it
+ * was read through the NULL. */
+static int slip_kind;
+static luaretry_header slip_headers[] = { { "etag", "x" }, { NULL, "y" } };
+
+static luaretry_code slip_transport(void *ud, const luaretry_request *req, double timeout,
+                                    luaretry_response *resp) {
+  (void)ud;
+  (void)req;
+  (void)timeout;
+  memset(resp, 0, sizeof *resp);
+  resp->status = 200;
+  resp->body = "ok";
+  resp->body_len = 2;
+  resp->headers = slip_kind ? slip_headers : NULL;
+  resp->header_count = 2;
+  return LUARETRY_OK;
+}
+
+static void test_bad_response(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(p, "=wf",
+                                         "max_attempts = 2 deadline = 5\n"
+                                         "function run(http, args)\n"
+                                         "  local r = http.get('http://x.invalid/')\n"
+                                         "  return r.status, r.body\n"
+                                         "end\n"),
+             LUARETRY_OK);
+  luaretry_outcome o;
+  for (slip_kind = 0; slip_kind < 2; slip_kind++) {
+    CHECK_CODE(luaretry_policy_run_workflow(p, NULL, 0, slip_transport, NULL, 1, &o),
+               LUARETRY_E_POLICY);
+    CHECK_CONTAINS(luaretry_policy_errmsg(p), "http://x.invalid/");
+    CHECK_CONTAINS(luaretry_policy_errmsg(p),
+                   slip_kind ? "header 2 of 2 has a NULL name" : "2 headers and no array of them");
+  }
+  luaretry_policy_free(p);
+}
+
+static luaretry_code noop_transport(void *ud, const luaretry_request *req, double timeout,
+                                    luaretry_response *resp) {
+  (void)ud;
+  (void)req;
+  (void)timeout;
+  memset(resp, 0, sizeof *resp);
+  resp->status = 200;
+  return LUARETRY_OK;
+}
+
+/* Every refusal of a live policy says what it refused (errmsg is the
+ * thread's last failure on the policy; these left the one before). */
+static void test_policy_refusals_named(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  char v[32];
+  CHECK_CODE(luaretry_policy_set(p, "bogus", "1"), LUARETRY_E_ARG); /* a message to replace */
+  CHECK_CODE(luaretry_policy_get(p, "max_attempts", v, sizeof v), LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "no policy loaded");
+  CHECK_CODE(luaretry_policy_load_string(p, "=x", NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "the source is NULL");
+  CHECK_CODE(luaretry_policy_load_file(p, NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "the path is NULL");
+  /* the first thing a host gets wrong: a call before any load */
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_call_begin: no policy loaded");
+  CHECK_CODE(luaretry_policy_set(p, "bogus", "1"), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_simulate(p, 1, 0, NULL, NULL), LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_simulate: no policy loaded");
+  luaretry_request rq = { .method = "GET" }, rout;
+  int idem;
+  CHECK_CODE(luaretry_policy_is_idempotent(p, &rq, &idem), LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_policy_is_idempotent: no policy loaded");
+  CHECK_CODE(luaretry_policy_prepare(p, &rq, 1, &rout), LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_policy_prepare: no policy loaded");
+  luaretry_outcome wo;
+  CHECK_CODE(luaretry_policy_run_workflow(p, NULL, 0, noop_transport, NULL, 1, &wo),
+             LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_policy_run_workflow: no policy loaded");
+  int reloaded = -1;
+  CHECK_CODE(luaretry_policy_reload_if_changed(p, &reloaded), LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "no policy loaded");
+  CHECK_CODE(luaretry_policy_load_string(p, "=named",
+                                         "max_attempts = 2 deadline = 5\n"
+                                         "function run(http, args) return 200, 'ok' end\n"),
+             LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_get(p, "backoff.inital", v, sizeof v), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "backoff.inital: unknown name, did you mean");
+  CHECK_CODE(luaretry_policy_reload_if_changed(p, &reloaded), LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "not loaded from a file");
+  CHECK_EQ_INT(reloaded, 0);
+  CHECK_CODE(luaretry_policy_get(p, "is_transient", v, sizeof v), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "is_transient: not a setting");
+  CHECK_CODE(luaretry_policy_get(p, "max_attempts", v, 0), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "max_attempts: no room");
+  luaretry_outcome o;
+  CHECK_CODE(luaretry_policy_run_workflow(p, NULL, 2, noop_transport, NULL, 1, &o), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "2 args and no array of them");
+  const char *args[] = { "a" };
+  CHECK_CODE(luaretry_policy_run_workflow(p, args, -1, noop_transport, NULL, 1, &o),
+             LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "nargs -1");
+  CHECK_CODE(luaretry_policy_run_workflow(p, args, 1, noop_transport, NULL, 1, &o), LUARETRY_OK);
+  luaretry_policy_free(p);
+}
+
+/* A script's print of a string with a NUL byte: the host's line shows it
+ * as \\0 and goes on; it was cut at the NUL (the rest never seen). */
+static char printed[64];
+
+static void keep_line(void *ud, const char *line) {
+  (void)ud;
+  snprintf(printed, sizeof printed, "%s", line);
+}
+
+static void test_print_nul(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  luaretry_policy_on_log(p, keep_line, NULL);
+  CHECK_CODE(luaretry_policy_load_string(p, "=nul",
+                                         "max_attempts = 2 deadline = 5\n"
+                                         "print('a\\0b', 'c')\n"),
+             LUARETRY_OK);
+  CHECK_EQ_STR(printed, "a\\0b\tc");
+  luaretry_policy_free(p);
+}
+
+/* prepare's refusal of a split header names the header. */
+static void test_prepare_names_header(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  CHECK_CODE(
+    luaretry_policy_load_string(p, "=split",
+                                "max_attempts = 2 deadline = 5\n"
+                                "function prepare(r)\n"
+                                "  r.headers = { ['X-Ok'] = 'a', ['X-Split'] = 'b\\r\\nc' }\n"
+                                "  return r\n"
+                                "end\n"),
+    LUARETRY_OK);
+  luaretry_request r = { .method = "GET", .url = "http://x.invalid/" }, out;
+  CHECK_CODE(luaretry_policy_prepare(p, &r, 1, &out), LUARETRY_E_POLICY);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "header \"X-Split\": its value holds a line break");
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) {
     perror(LUARETRY_DATADIR);
@@ -399,5 +699,12 @@ int main(void) {
   test_limits_at_decision();
   test_memory();
   test_long_values();
+  test_reentrant_log();
+  test_refusal_named();
+  test_bad_request();
+  test_bad_response();
+  test_policy_refusals_named();
+  test_print_nul();
+  test_prepare_names_header();
   return check_done();
 }

@@ -197,6 +197,18 @@ static void test_string_policy(void) {
   CHECK_EQ_STR(d.rule, "max_retry_after");
   CHECK_CONTAINS(d.message, "max_retry_after");
   luaretry_call_free(c);
+  /* +infinity (a host's strtod of "1e999") asks more than any bound: it
+   * was taken for no Retry-After and retried after the backoff */
+  c = step_begin(p, 3);
+  CHECK_CODE(report(c, 503, INFINITY, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_SERVER_WAIT_TOO_LONG);
+  CHECK_CONTAINS(d.message, "the server asked for inf s");
+  luaretry_call_free(c);
+  c = step_begin(p, 3);
+  CHECK_CODE(report(c, 503, NAN, &d), LUARETRY_OK); /* not a number: none */
+  CHECK_EQ_INT(d.retry, 1);
+  CHECK_EQ_INT(d.wait_source, LUARETRY_WAIT_BACKOFF);
+  luaretry_call_free(c);
 
   /* Cancel: a wait returns at once, the next report stops the call. */
   c = step_begin(p, 3);
@@ -321,7 +333,9 @@ static luaretry_class classify(void *ud, const luaretry_outcome *o, int attempt,
   case 429: *wait = 0.25; return LUARETRY_CLASS_TRANSIENT;
   case 420: return LUARETRY_CLASS_THROTTLING;
   case 599: return LUARETRY_CLASS_ERROR;
-  case 598: return (luaretry_class)42; /* a host bug: not a guess either */
+  case 598: return (luaretry_class)42;                         /* a host bug: not a guess either */
+  case 597: *wait = NAN; return LUARETRY_CLASS_TRANSIENT;      /* a host bug too */
+  case 596: *wait = INFINITY; return LUARETRY_CLASS_TRANSIENT; /* never: not a wait */
   default: return LUARETRY_CLASS_FINAL;
   }
 }
@@ -352,6 +366,16 @@ static void test_c_classifier(void) {
   expect_stop(c, 598, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "host classifier", &d);
   CHECK_CONTAINS(d.message, "unknown class");
   luaretry_call_free(c);
+  /* a wait that is no number of seconds: named, as the script's is (it
+   * was dropped for the backoff without a word) */
+  c = step_begin(p, 1);
+  expect_stop(c, 597, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "host classifier", &d);
+  CHECK_CONTAINS(d.message, "host classifier set a wait of nan");
+  luaretry_call_free(c);
+  c = step_begin(p, 1);
+  expect_stop(c, 596, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "host classifier", &d);
+  CHECK_CONTAINS(d.message, "host classifier set a wait of inf");
+  luaretry_call_free(c);
   /* a host classifier can say throttling: the throttling backoff */
   c = step_begin(p, 1);
   CHECK_CODE(report(c, 420, -1, &d), LUARETRY_OK);
@@ -365,7 +389,7 @@ static void test_c_classifier(void) {
   c = step_begin(p, 1);
   expect_stop(c, 418, LUARETRY_REASON_POLICY_ERROR, "policy_error", 1, "svc.lua:6", &d);
   luaretry_call_free(c);
-  CHECK_EQ_INT(s.calls, 7);
+  CHECK_EQ_INT(s.calls, 9);
   luaretry_policy_free(p);
 }
 
@@ -734,11 +758,24 @@ static luaretry_code workflow_round(void *ud, luaretry_call *c, int attempt, dou
     luaretry_decision going = d;
     going.retry = 1;
     CHECK_CODE(luaretry_call_stop_as(c, &going, &stop), LUARETRY_E_ARG);
+    CHECK_CONTAINS(luaretry_call_errmsg(c), "did not stop");
+    /* a reason past the enum (an uninitialised decision) is refused,
+     * never an index into the counters (UBSan: out of bounds) */
+    going.retry = 0;
+    going.reason = (luaretry_reason)999;
+    memset(&stop, 0x5a, sizeof stop); /* a refusal clears it, as a report's does */
+    CHECK_CODE(luaretry_call_stop_as(c, &going, &stop), LUARETRY_E_ARG);
+    CHECK_CONTAINS(luaretry_call_errmsg(c), "reason 999");
+    CHECK(stop.rule == NULL && stop.message == NULL && stop.reason == LUARETRY_REASON_NONE);
+    going.reason = (luaretry_reason)-1;
+    CHECK_CODE(luaretry_call_stop_as(c, &going, &stop), LUARETRY_E_ARG);
     CHECK_CODE(luaretry_call_stop_as(c, &d, &stop), LUARETRY_OK);
     CHECK(stop.reason == LUARETRY_REASON_RATE_LIMIT && !stop.retry);
     CHECK_EQ_STR(stop.rule, "rate");
     CHECK(stop.message && strncmp(stop.message, "a request of the workflow: ", 27) == 0);
     CHECK_CODE(luaretry_call_stop_as(c, &d, &stop), LUARETRY_E_STATE);
+    CHECK_CONTAINS(luaretry_call_errmsg(c), "already stopped (rate_limit)");
+    CHECK(stop.message == NULL); /* not the first stop's, which the next decision may move */
     luaretry_call_free(r);
   }
   return LUARETRY_E_OPERATION; /* the script's request failed */
@@ -761,6 +798,38 @@ static void test_workflow_requests(void) {
   luaretry_policy_free(p);
 }
 
+/* luaretry_call_stop_cancelled on a call that had stopped (its deadline,
+ * or a cancel already told): it stays as it stopped, counted once; it was
+ * stopped again as cancelled and counted in the metrics a second time. */
+static void test_stop_cancelled_once(void) {
+  luaretry_policy *p = step_load("@once.lua", "max_attempts = 3\ndeadline = 10\n");
+  if (!p) return;
+  luaretry_metrics m0, m1;
+  luaretry_decision d;
+  luaretry_call *c = step_begin(p, 1);
+  CHECK_CODE(report(c, 200, -1, &d), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_metrics(p, &m0), LUARETRY_OK);
+  luaretry_call_stop_cancelled(c, &d);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS); /* as it stopped */
+  CHECK_EQ_INT(d.retry, 0);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "already stopped (success)");
+  CHECK_CODE(luaretry_policy_metrics(p, &m1), LUARETRY_OK);
+  CHECK_EQ_INT(m1.cancelled, m0.cancelled);
+  luaretry_call_free(c);
+  c = step_begin(p, 1);
+  luaretry_call_stop_cancelled(c, &d);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_CANCELLED);
+  CHECK_CODE(luaretry_policy_metrics(p, &m0), LUARETRY_OK);
+  CHECK_EQ_INT(m0.cancelled, m1.cancelled + 1);
+  luaretry_call_stop_cancelled(c, &d);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_CANCELLED);
+  CHECK_EQ_STR(d.rule, "cancel");
+  CHECK_CODE(luaretry_policy_metrics(p, &m1), LUARETRY_OK);
+  CHECK_EQ_INT(m1.cancelled, m0.cancelled); /* once */
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) {
     perror(LUARETRY_DATADIR);
@@ -778,5 +847,6 @@ int main(void) {
   test_os_seeds();
   test_wakeup_fds();
   test_workflow_requests();
+  test_stop_cancelled_once();
   return check_done();
 }
