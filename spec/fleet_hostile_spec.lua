@@ -53,8 +53,9 @@ describe("the fleet against a hostile Redis", function ()
     -- through a NULL pointer)
     { "negative-count", "reading a reply: " },
     { "nested", "nested deeper than 2" },
-    { "nil", "not 12 integers" },
-    { "nil-elements", "not 12 integers" },
+    -- what came, in words: not hiredis's type number
+    { "nil", "not 12 integers %(a nil%)" },
+    { "nil-elements", "not 12 integers %(an array%)" },
     { "tokens-above-max", "out of range: tokens outside" },
     { "overflow", "out of range" },
     -- the reserve's answer, the twelfth integer: to a sync that asked

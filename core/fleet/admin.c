@@ -28,7 +28,7 @@ static lr_fleet_code scripts_run(lr_fleet *f, int64_t deadline, char *detail, si
   if (r->type == REDIS_REPLY_ERROR)
     rc = lr_script_refused(&f->url, r, "EVAL", detail, len);
   else if (r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
-    lr_fmt(detail, len, "EVAL of \"return 1\" answered a reply of type %d, not 1", r->type);
+    lr_fmt(detail, len, "EVAL of \"return 1\" answered %s, not 1", lr_reply_kind(r));
     rc = LR_FLEET_E_PROTOCOL;
   }
   freeReplyObject(r);

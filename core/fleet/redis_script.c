@@ -411,8 +411,8 @@ lr_fleet_code lr_redis_script_decode(lr_fleet_script *s, const lr_redis_url *u, 
   int ok = r->type == REDIS_REPLY_ARRAY && r->elements == FIELDS;
   for (size_t i = 0; ok && i < FIELDS; i++) ok = integer_at(r, i, fields[i]);
   if (!ok) {
-    lr_fmt(err, errlen, "the fleet script's reply is not %d integers (a reply of type %d)", FIELDS,
-           r->type);
+    lr_fmt(err, errlen, "the fleet script's reply is not %d integers (%s)", FIELDS,
+           lr_reply_kind(r));
     return LR_FLEET_E_PROTOCOL;
   }
   const char *why = out_of_range(out, l, want, lwant, rasked);
