@@ -336,6 +336,23 @@ describe("the fleet's keys and registry in a real Redis", function ()
     assert.matches("evil\\x1b%[2J\\x07host:1", st.stdout, 1, false)
   end)
 
+  -- no script writes a state other than 0, 1 or 2, and the update script
+  -- refuses one: shown as 0 it read "closed" while every process was
+  -- refused.  The command says what the field holds, and --reset mends it.
+  it("a breaker state no luaretry writes is an error naming it, not shown as closed", function ()
+    local key = "hostile-state"
+    r:cli("HSET", "luaretry:{" .. key .. "}", "state", "99", "tokens", "1000")
+    local st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
+    assert.are.equal(1, st.code, st.stdout .. st.stderr)
+    assert.is_nil(st.stdout:find("closed", 1, true), st.stdout)
+    assert.matches("state field holds \"99\".*%-%-reset", st.stderr)
+    assert.matches(r.url, st.stderr, 1, true)
+    assert.are.equal(0, fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key, "--reset" }).code)
+    st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("no state in Redis", st.stdout)
+  end)
+
   it("refuses to share a key with a process whose budget differs, and says so", function ()
     local key = "hostile-settings"
     local function run(extra)

@@ -155,6 +155,19 @@ lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *s
     return LR_FLEET_E_PROTOCOL;
   }
   st->now_ms = sec * 1000 + usec / 1000;
+  /* a breaker state no script writes (the update script refuses it): shown
+   * as 0 it would read "closed" while every process is refused */
+  const redisReply *state = r[1]->element[1];
+  long long v;
+  if (state->type == REDIS_REPLY_STRING && !number_in(state->str, state->len, 0, 2, &v)) {
+    char text[40];
+    lr_reply_escape(state->str, state->len < 32 ? state->len : 32, text, sizeof text, "");
+    lr_fmt(err, errlen,
+           "the fleet's state field holds \"%s\", no breaker state (0, 1 or 2): "
+           "--reset clears it",
+           text);
+    return LR_FLEET_E_PROTOCOL;
+  }
   read_state(r[1], st);
   if (st->opened_at_ms > st->now_ms) st->opened_at_ms = 0; /* not a time the script writes */
   return read_processes(r[2], st);
@@ -212,7 +225,11 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
   pthread_mutex_lock(&f->io);
   lr_fleet_code rc = pipeline(f, 6, argcs, argvs, r, err, errlen);
   pthread_mutex_unlock(&f->io);
-  if (rc == LR_FLEET_OK) rc = lr_fleet_status_decode(r, st, err, errlen);
+  if (rc == LR_FLEET_OK) {
+    char why[200];
+    rc = lr_fleet_status_decode(r, st, why, sizeof why);
+    if (rc != LR_FLEET_OK) lr_fmt(err, errlen, "%s: %s", f->url.redacted, why); /* which Redis */
+  }
   if (rc == LR_FLEET_OK && r[5]->type == REDIS_REPLY_INTEGER && r[5]->integer > 0 &&
       r[5]->integer <= INT_MAX)
     st->lease_holders = (long)r[5]->integer;
