@@ -546,6 +546,11 @@ int fault_load_script(lr_faults *f, const char *path, const char *chunkname, con
     st = luaL_loadbufferx(L, source, strlen(source), lua_tostring(L, -1), "t");
     lua_remove(L, -2);
   }
+  /* Lua's refusal of a binary chunk names no chunk: say which script */
+  if (st != LUA_OK && lua_isstring(L, -1) && !strstr(lua_tostring(L, -1), name)) {
+    lua_pushfstring(L, "%s: %s", name, lua_tostring(L, -1));
+    lua_remove(L, -2);
+  }
   if (run_chunk(f, st, err, errlen) != 0) return -1;
   if (lua_getglobal(L, "respond") == LUA_TNIL) {
     snprintf(err, errlen, "%s: the script defines no global 'respond'", name);

@@ -182,6 +182,18 @@ int main(void) {
     free(big);
   }
 
+  /* a NUL in the head is refused, not cut off where the script sees it */
+  out = TALK(port, "GET /a HTTP/1.1\r\nX-Nul: a\0b\r\n\r\n");
+  CHECK_HAS(out, "HTTP/1.1 400 ");
+  free(out);
+  /* a Content-Length is its value, leading zeros or not */
+  out = TALK(port, "POST /len HTTP/1.1\r\nContent-Length: 000000000003\r\n\r\nabc");
+  CHECK_HAS(out, "\r\n\r\n3");
+  free(out);
+  out = TALK(port, "POST /len HTTP/1.1\r\nContent-Length: 000000000004294967297\r\n\r\n");
+  CHECK_HAS(out, "HTTP/1.1 413 ");
+  free(out);
+
   out = TALK(port, "GET /nil HTTP/1.1\r\n\r\n");
   CHECK_HAS(out, "HTTP/1.1 500 ");
   CHECK_HAS(out, "respond returned nil");
@@ -218,6 +230,9 @@ int main(void) {
   g = lr_faults_start_string("fails.lua", "\nerror('nope')", NULL, err, sizeof err);
   CHECK(g == NULL);
   CHECK_HAS(err, "fails.lua:2: nope");
+  g = lr_faults_start_string("bin.lua", "\x1bLua", NULL, err, sizeof err);
+  CHECK(g == NULL);
+  CHECK_HAS(err, "bin.lua: attempt to load a binary chunk");
   g = lr_faults_open_string("ok.lua", script, lr_faults_address(f), err, sizeof err);
   CHECK(g == NULL);
   CHECK_HAS(err, "cannot listen on 127.0.0.1:");
