@@ -39,6 +39,9 @@ static const char script[] =
   "  ['/len'] = function (req) return tostring(#req.body) end,\n"
   "  ['/nil'] = function (req) end,\n"
   "  ['/late-reset'] = {delay = 0.2, reset = true},\n"
+  "  ['/bad-raw'] = {raw = {}},\n"
+  "  ['/bad-size'] = {file = {size = -1}},\n"
+  "  ['/bad-reason'] = {reason = {}},\n"
   "  default = 'default',\n"
   "}\n";
 
@@ -181,6 +184,17 @@ int main(void) {
     free(out);
     free(big);
   }
+
+  /* a refused answer names its field, as the script spells it */
+  out = TALK(port, "GET /bad-raw HTTP/1.1\r\n\r\n");
+  CHECK_HAS(out, "respond: 'raw' must be a string, got table");
+  free(out);
+  out = TALK(port, "GET /bad-size HTTP/1.1\r\n\r\n");
+  CHECK_HAS(out, "respond: 'file.size' must be an integer");
+  free(out);
+  out = TALK(port, "GET /bad-reason HTTP/1.1\r\n\r\n");
+  CHECK_HAS(out, "respond: 'reason' must be a string, got table");
+  free(out);
 
   /* a NUL in the head is refused, not cut off where the script sees it */
   out = TALK(port, "GET /a HTTP/1.1\r\nX-Nul: a\0b\r\n\r\n");
