@@ -66,6 +66,12 @@ static void test_credentials(void) {
   CHECK_EQ_STR(u.host, "h");
   refuses("redis://:s3cret%zz@h", "percent-encode");
   refuses("redis://:s3cret%00@h", "percent-encode");
+  /* a '/' or '?' unencoded in a password ends the userinfo early: the
+   * form's message alone would not say so */
+  refuses("redis://:s3/cret@h:1/0", "'/', '?' or '#' in a user or password must be percent");
+  refuses("redis://:s3?cret@h:1/0", "must be percent-encoded");
+  refuses("unix://:s3/cret@/tmp/r.sock", "must be percent-encoded");
+  refuses("redis-sentinel://:s3#cret@h:1#m", "must be percent-encoded");
   /* a server's message that quotes a credential is scrubbed */
   char msg[200] = "ERR user alice with s3cret@x denied";
   CHECK_EQ_INT(lr_redis_url_parse("redis://alice:s3cret%40x@h", &u, err, sizeof err), LR_FLEET_OK);
