@@ -399,6 +399,23 @@ describe("the fleet's keys and registry in a real Redis", function ()
     assert.matches("shared with other settings", stale.stderr)
   end)
 
+  -- both settings in full are longer than the message: the ones that
+  -- differ are shown, whichever comes last (reserve, at the end, was cut)
+  it("names the settings that differ when a key is shared with other settings", function ()
+    local key = "hostile-settings-differ"
+    local function run(extra)
+      local a = { "run", BUDGET, srv.base .. "/200", "--redis", r.url, "--set",
+                  "fleet.key=" .. key, "--set", "fleet.command_timeout=2000" }
+      for _, x in ipairs(extra or {}) do a[#a + 1] = x end
+      return proc.run(a)
+    end
+    assert.are.equal(0, count(run().stderr, "fleet guards"))
+    local other = run({ "--set", "budget.reserve=1" })
+    assert.matches("shared with other settings %(theirs: reserve=0%.000; ours: reserve=1%.000%)",
+                   other.stderr)
+    assert.matches("reset the fleet", other.stderr)
+  end)
+
   it("gives two long policy names that differ only past the limit two keys", function ()
     local long = ("n"):rep(80)
     local keys = {}
