@@ -189,9 +189,18 @@ static void read_window(const redisReply *b, long long bucket_ms, lr_fleet_statu
 /* The rate limiter's theoretical arrival time (µs, Redis's clock): slots
  * are leased up to it. */
 static void read_rate(const redisReply *b, lr_fleet_status *st) {
-  int present = 0;
-  long long tat = b->type == REDIS_REPLY_ARRAY ? field(b, 0, MS_MAX * 1000, &present) : 0;
-  double ahead = (double)tat / 1e6 - (double)st->now_ms / 1000;
+  /* the script writes it as %.17g, with a fraction when a slot's interval
+   * is no whole number of µs: read as a whole number, it was shown as 0 */
+  double tat = 0;
+  const redisReply *t = b->type == REDIS_REPLY_ARRAY && b->elements > 0 ? b->element[0] : NULL;
+  if (t && t->type == REDIS_REPLY_STRING && t->len > 0 && t->len < 32) {
+    char buf[32], *end;
+    memcpy(buf, t->str, t->len);
+    buf[t->len] = '\0';
+    double v = strtod(buf, &end);
+    if (*end == '\0' && v >= 0 && v <= (double)MS_MAX * 1000) tat = v;
+  }
+  double ahead = tat / 1e6 - (double)st->now_ms / 1000;
   st->rate_ahead = ahead > 0 ? ahead : 0;
 }
 
