@@ -6,6 +6,7 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,11 @@ static int count(const char *s, const char *part) {
   int n = 0;
   for (; (s = strstr(s, part)) != NULL; s++) n++;
   return n;
+}
+
+static void *serve(void *f) {
+  lr_faults_serve(f);
+  return NULL;
 }
 
 /* One straight script of requests and the answers each must get: long,
@@ -262,6 +268,44 @@ int main(void) {
     lr_faults_stop(g);
     CHECK(lr_faults_serve(g) == 0);
     lr_faults_free(g);
+  }
+
+  /* all connections' request bytes together are bounded: past the limit a
+   * request that needs more room is answered 503, and what a closed
+   * connection held is free again */
+  g = lr_faults_open_string("bounded.lua", "respond = 200", NULL, err, sizeof err);
+  CHECK(g != NULL);
+  if (g) {
+    pthread_t t;
+    enum { N = 8, PART = 100 * 1024 };
+    int fds[N], refused = 0, empty = 0;
+    char *part = calloc(1, PART);
+    lr_faults_set_input_limit(g, 256 * 1024);
+    pthread_create(&t, NULL, serve, g);
+    for (int i = 0; i < N; i++) {
+      static const char head[] = "POST / HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n";
+      fds[i] = dial(lr_faults_port(g));
+      send(fds[i], head, sizeof head - 1, MSG_NOSIGNAL);
+      send(fds[i], part, PART, MSG_NOSIGNAL);
+      usleep(20000); /* read before the next: the first ones fit */
+    }
+    for (int i = 0; i < N; i++) {
+      shutdown(fds[i], SHUT_WR); /* an unfinished body: closed unanswered */
+      out = read_all(fds[i], NULL);
+      refused += strstr(out, "HTTP/1.1 503 ") != NULL;
+      empty += out[0] == '\0';
+      free(out);
+      close(fds[i]);
+    }
+    CHECK(refused > 0);
+    CHECK(empty > 0);
+    out = talk(lr_faults_port(g), "GET / HTTP/1.1\r\n\r\n", 18);
+    CHECK_HAS(out, "HTTP/1.1 200 OK\r\n");
+    free(out);
+    lr_faults_stop(g);
+    pthread_join(t, NULL);
+    lr_faults_free(g);
+    free(part);
   }
 
   /* free with a connection still hanging */
