@@ -158,7 +158,6 @@ static void test_cluster(void) {
   const char *ignored[] = { "MOVED 5061 127.0.0.1:7001", /* another slot */
                             "MOVED 12182 127.0.0.1:0",   /* no port */
                             "MOVED 12182 127.0.0.1",     /* no port */
-                            "MOVED 12182 :7001",         /* no host */
                             "MOVED x 127.0.0.1:7001",    /* no slot */
                             "MOVED 12182 a b:7001",      /* a space */
                             "CLUSTERDOWN The cluster is down",
@@ -190,6 +189,21 @@ static void test_cluster(void) {
   c.redirected = 1;
   CHECK_EQ_INT(lr_cluster_again(&c, &redirects), 0);
   CHECK_EQ_INT(c.ask_port, 0);
+  /* no host (Redis 7's unknown-endpoint, the cluster specification): the
+   * host the command went to, on the port given: this connection's MOVED
+   * node, or "" for the URL's own */
+  lr_fmt(c.moved_host, sizeof c.moved_host, "10.0.0.5");
+  c.moved_port = 7001;
+  r.str = "MOVED 12182 :7004";
+  r.len = strlen(r.str);
+  lr_cluster_note(&c, &r);
+  CHECK_EQ_INT(c.redirected, 1);
+  CHECK_EQ_STR(c.moved_host, "10.0.0.5");
+  CHECK_EQ_INT(c.moved_port, 7004);
+  c.moved_port = 0;
+  lr_cluster_note(&c, &r);
+  CHECK_EQ_STR(c.moved_host, "");
+  CHECK_EQ_INT(c.moved_port, 7004);
   lr_conn_free(&c);
 }
 
