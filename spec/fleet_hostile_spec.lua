@@ -339,7 +339,7 @@ describe("the fleet's keys and registry in a real Redis", function ()
   -- no script writes a state other than 0, 1 or 2, and the update script
   -- refuses one: shown as 0 it read "closed" while every process was
   -- refused.  The command says what the field holds, and --reset mends it.
-  it("a breaker state no luaretry writes is an error naming it, not shown as closed", function ()
+  it("a breaker state or opening time every sync is refused for is an error naming it, not shown as closed or open", function ()
     local key = "hostile-state"
     r:cli("HSET", "luaretry:{" .. key .. "}", "state", "99", "tokens", "1000")
     local st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
@@ -351,6 +351,19 @@ describe("the fleet's keys and registry in a real Redis", function ()
     st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
     assert.are.equal(0, st.code, st.stderr)
     assert.matches("no state in Redis", st.stdout)
+    -- a breaker opened after Redis's clock: every sync refused, as above;
+    -- shown as "open" with no time
+    local later_ms = tonumber(r:cli("TIME"):match("^(%d+)")) * 1000 + 3600000
+    r:cli("HSET", "luaretry:{" .. key .. "}", "state", "1", "opened_at", tostring(later_ms))
+    st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
+    assert.are.equal(1, st.code, st.stdout .. st.stderr)
+    assert.matches("opened_at field holds \"" .. later_ms .. "\", a time after Redis's clock",
+                   st.stderr)
+    -- what the script reads as 0 (not a number) is no error: shown closed
+    r:cli("HSET", "luaretry:{" .. key .. "}", "state", "abc", "opened_at", "0")
+    st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("breaker: closed", st.stdout)
   end)
 
   it("refuses to share a key with a process whose budget differs, and says so", function ()

@@ -104,6 +104,19 @@ static long long field(const redisReply *hm, size_t i, long long hi, int *presen
 
 #define MS_MAX 7258118400000LL /* 2200, in Unix ms */
 
+/* A string reply as the update script's tonumber() reads it: 1 and *v, or
+ * 0 (no number: the script takes it for 0). */
+static int lua_number(const redisReply *r, double *v) {
+  char buf[64], *end;
+  if (r->type != REDIS_REPLY_STRING || r->len == 0 || (size_t)r->len >= sizeof buf) return 0;
+  memcpy(buf, r->str, r->len);
+  buf[r->len] = '\0';
+  *v = strtod(buf, &end);
+  if (end == buf) return 0;
+  while (*end == ' ' || (*end >= '\t' && *end <= '\r')) end++;
+  return *end == '\0';
+}
+
 static void read_state(const redisReply *hm, lr_fleet_status *st) {
   int present = 0;
   st->tokens = (double)field(hm, 0, LLONG_MAX / 2, &present) / 1000;
@@ -155,17 +168,25 @@ lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *s
     return LR_FLEET_E_PROTOCOL;
   }
   st->now_ms = sec * 1000 + usec / 1000;
-  /* a breaker state no script writes (the update script refuses it): shown
-   * as 0 it would read "closed" while every process is refused */
-  const redisReply *state = r[1]->element[1];
-  long long v;
-  if (state->type == REDIS_REPLY_STRING && !number_in(state->str, state->len, 0, 2, &v)) {
+  /* Fields the update script reads as numbers (tonumber: strtod's, spaces
+   * around allowed) and whose values make every process's sync refused
+   * (redis_script.c): shown as 0 they read "closed", or "open" with no
+   * time, while every process is refused.  Not numbers: 0 to the script too. */
+  const redisReply *state = r[1]->element[1], *opened = r[1]->element[3];
+  double v;
+  const char *bad = NULL;
+  if (lua_number(state, &v) && v != 0 && v != 1 && v != 2)
+    bad = "no breaker state (0, 1 or 2)";
+  else if (lua_number(opened, &v) && !(v <= (double)st->now_ms))
+    bad = "a time after Redis's clock";
+  if (bad) {
+    const redisReply *x = lua_number(state, &v) && v != 0 && v != 1 && v != 2 ? state : opened;
     char text[40];
-    lr_reply_escape(state->str, state->len < 32 ? state->len : 32, text, sizeof text, "");
+    lr_reply_escape(x->str, x->len < 32 ? x->len : 32, text, sizeof text, "");
     lr_fmt(err, errlen,
-           "the fleet's state field holds \"%s\", no breaker state (0, 1 or 2): "
+           "the fleet's %s field holds \"%s\", %s, for which every sync is refused: "
            "--reset clears it",
-           text);
+           x == state ? "state" : "opened_at", text, bad);
     return LR_FLEET_E_PROTOCOL;
   }
   read_state(r[1], st);
