@@ -336,6 +336,19 @@ describe("the fleet's keys and registry in a real Redis", function ()
     assert.matches("evil\\x1b%[2J\\x07host:1", st.stdout, 1, false)
   end)
 
+  -- the command makes no call: a Redis it cannot reach is its error, said
+  -- once on standard error; standard output stays empty (as for a refused
+  -- local store), not a notice that "local guards decide"
+  it("fleet against a Redis it cannot reach: one error on stderr, nothing on stdout", function ()
+    local port = redis.some_port(3)
+    local st = proc.run({ "fleet", BUDGET, "--redis", "redis://127.0.0.1:" .. port .. "/0",
+                          "--set", "fleet.command_timeout=2000" })
+    assert.are.equal(1, st.code, st.stdout .. st.stderr)
+    assert.are.equal("", st.stdout)
+    assert.are.equal(1, count(st.stderr, "127.0.0.1:" .. port), st.stderr)
+    assert.is_nil(st.stderr:find(LOST, 1, true), st.stderr)
+  end)
+
   -- no script writes a state other than 0, 1 or 2, and the update script
   -- refuses one: shown as 0 it read "closed" while every process was
   -- refused.  The command says what the field holds, and --reset mends it.
