@@ -4,6 +4,7 @@
  * reset, a hang, a truncation, after a delay (the API is described at the
  * top of server.c). */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <netdb.h>
@@ -298,6 +299,18 @@ static int file_range(const conn *c, const char *etag, const char *lm, unsigned 
   if (range == NULL) return 0;
   if (if_range && !(etag && strcmp(if_range, etag) == 0) && !(lm && strcmp(if_range, lm) == 0))
     return 0;
+  /* several ranges would need a multipart answer: the whole file, as
+     RFC 9110 lets a server answer any Range */
+  if (strchr(range, ',')) return 0;
+  if (strncmp(range, "bytes=-", 7) == 0) { /* the last N bytes */
+    if (sscanf(range + 7, "%llu", &b) != 1 || !isdigit((unsigned char)range[7])) return 0;
+    if (b == 0 || size == 0) return -1;
+    *first = b < size ? size - b : 0;
+    *end = size;
+    return 1;
+  }
+  /* %llu would take "-5" for a huge number */
+  if (strncmp(range, "bytes=", 6) != 0 || !isdigit((unsigned char)range[6])) return 0;
   n = sscanf(range, "bytes=%llu-%llu", &a, &b);
   if (n < 1) return 0;
   if (a >= size || (n == 2 && b < a)) return -1;

@@ -40,6 +40,7 @@ static const char script[] =
   "  ['/len'] = function (req) return tostring(#req.body) end,\n"
   "  ['/nil'] = function (req) end,\n"
   "  ['/late-reset'] = {delay = 0.2, reset = true},\n"
+  "  ['/file'] = {file = {size = 1000}},\n"
   "  ['/bad-raw'] = {raw = {}},\n"
   "  ['/bad-size'] = {file = {size = -1}},\n"
   "  ['/bad-reason'] = {reason = {}},\n"
@@ -190,6 +191,17 @@ int main(void) {
     free(out);
     free(big);
   }
+
+  /* a file's Range: the last N bytes (bytes=-N); several ranges, which
+   * would need a multipart answer, get the whole file */
+  out = TALK(port, "GET /file HTTP/1.1\r\nRange: bytes=-500\r\nConnection: close\r\n\r\n");
+  CHECK_HAS(out, "HTTP/1.1 206 ");
+  CHECK_HAS(out, "Content-Range: bytes 500-999/1000\r\n");
+  free(out);
+  out = TALK(port, "GET /file HTTP/1.1\r\nRange: bytes=0-1,5-6\r\nConnection: close\r\n\r\n");
+  CHECK_HAS(out, "HTTP/1.1 200 OK\r\n");
+  CHECK_HAS(out, "Content-Length: 1000\r\n");
+  free(out);
 
   /* a refused answer names its field, as the script spells it */
   out = TALK(port, "GET /bad-raw HTTP/1.1\r\n\r\n");
