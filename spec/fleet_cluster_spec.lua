@@ -137,6 +137,30 @@ describe("the fleet on a Redis Cluster", function ()
     assert.matches("processes that synced in the last minute: 4\n", st.stdout)
   end)
 
+  -- Redis 7's cluster-preferred-endpoint-type unknown-endpoint: a MOVED
+  -- with no host (MOVED 3999 :6380) means the host the command went to,
+  -- on that port (the cluster specification); it was not followed
+  it("follows a MOVED that names no host: the same host, the port given", function ()
+    local key = "cluster-nohost-" .. (proc.now() * 1000 // 1)
+    local k = "luaretry:{" .. key .. "}"
+    local slot = tonumber(cli(nodes[1].port, "CLUSTER", "KEYSLOT", k))
+    local other = owner(slot) % 3 + 1
+    for i = 1, 3 do
+      assert.are.equal("OK", cli(nodes[i].port, "CONFIG", "SET", "cluster-preferred-endpoint-type",
+                                 "unknown-endpoint"))
+    end
+    finally(function ()
+      for i = 1, 3 do cli(nodes[i].port, "CONFIG", "SET", "cluster-preferred-endpoint-type", "ip") end
+    end)
+    assert.matches("^MOVED " .. slot .. " :%d+", cli(nodes[other].port, "EXISTS", k))
+    local x = run(nodes[other].port, key)
+    assert.are.equal(4, x.code, x.stderr)
+    assert.are.equal(0, count(x.stderr, LOST), x.stderr)
+    local st = fleet(nodes[other].port, key)
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("budget: 997%.000 of 1000 tokens", st.stdout)
+  end)
+
   it("asks the budget's reserve where the slot lives now (MOVED after the process's sync)", function ()
     local key = "reserve-" .. (proc.now() * 1000 // 1)
     local k = "luaretry:{" .. key .. "}"

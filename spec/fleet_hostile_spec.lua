@@ -53,8 +53,9 @@ describe("the fleet against a hostile Redis", function ()
     -- through a NULL pointer)
     { "negative-count", "reading a reply: " },
     { "nested", "nested deeper than 2" },
-    { "nil", "not 12 integers" },
-    { "nil-elements", "not 12 integers" },
+    -- what came, in words: not hiredis's type number
+    { "nil", "not 12 integers %(a nil%)" },
+    { "nil-elements", "not 12 integers %(an array%)" },
     { "tokens-above-max", "out of range: tokens outside" },
     { "overflow", "out of range" },
     -- the reserve's answer, the twelfth integer: to a sync that asked
@@ -335,6 +336,49 @@ describe("the fleet's keys and registry in a real Redis", function ()
     assert.matches("evil\\x1b%[2J\\x07host:1", st.stdout, 1, false)
   end)
 
+  -- the command makes no call: a Redis it cannot reach is its error, said
+  -- once on standard error; standard output stays empty (as for a refused
+  -- local store), not a notice that "local guards decide"
+  it("fleet against a Redis it cannot reach: one error on stderr, nothing on stdout", function ()
+    local port = redis.some_port(3)
+    local st = proc.run({ "fleet", BUDGET, "--redis", "redis://127.0.0.1:" .. port .. "/0",
+                          "--set", "fleet.command_timeout=2000" })
+    assert.are.equal(1, st.code, st.stdout .. st.stderr)
+    assert.are.equal("", st.stdout)
+    assert.are.equal(1, count(st.stderr, "127.0.0.1:" .. port), st.stderr)
+    assert.is_nil(st.stderr:find(LOST, 1, true), st.stderr)
+  end)
+
+  -- no script writes a state other than 0, 1 or 2, and the update script
+  -- refuses one: shown as 0 it read "closed" while every process was
+  -- refused.  The command says what the field holds, and --reset mends it.
+  it("a breaker state or opening time every sync is refused for is an error naming it, not shown as closed or open", function ()
+    local key = "hostile-state"
+    r:cli("HSET", "luaretry:{" .. key .. "}", "state", "99", "tokens", "1000")
+    local st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
+    assert.are.equal(1, st.code, st.stdout .. st.stderr)
+    assert.is_nil(st.stdout:find("closed", 1, true), st.stdout)
+    assert.matches("state field holds \"99\".*%-%-reset", st.stderr)
+    assert.matches(r.url, st.stderr, 1, true)
+    assert.are.equal(0, fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key, "--reset" }).code)
+    st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("no state in Redis", st.stdout)
+    -- a breaker opened after Redis's clock: every sync refused, as above;
+    -- shown as "open" with no time
+    local later_ms = tonumber(r:cli("TIME"):match("^(%d+)")) * 1000 + 3600000
+    r:cli("HSET", "luaretry:{" .. key .. "}", "state", "1", "opened_at", tostring(later_ms))
+    st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
+    assert.are.equal(1, st.code, st.stdout .. st.stderr)
+    assert.matches("opened_at field holds \"" .. later_ms .. "\", a time after Redis's clock",
+                   st.stderr)
+    -- what the script reads as 0 (not a number) is no error: shown closed
+    r:cli("HSET", "luaretry:{" .. key .. "}", "state", "abc", "opened_at", "0")
+    st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("breaker: closed", st.stdout)
+  end)
+
   it("refuses to share a key with a process whose budget differs, and says so", function ()
     local key = "hostile-settings"
     local function run(extra)
@@ -379,6 +423,23 @@ describe("the fleet's keys and registry in a real Redis", function ()
     p:close()
     local stale = run({ "--set", "budget.max_tokens=30" })
     assert.matches("shared with other settings", stale.stderr)
+  end)
+
+  -- both settings in full are longer than the message: the ones that
+  -- differ are shown, whichever comes last (reserve, at the end, was cut)
+  it("names the settings that differ when a key is shared with other settings", function ()
+    local key = "hostile-settings-differ"
+    local function run(extra)
+      local a = { "run", BUDGET, srv.base .. "/200", "--redis", r.url, "--set",
+                  "fleet.key=" .. key, "--set", "fleet.command_timeout=2000" }
+      for _, x in ipairs(extra or {}) do a[#a + 1] = x end
+      return proc.run(a)
+    end
+    assert.are.equal(0, count(run().stderr, "fleet guards"))
+    local other = run({ "--set", "budget.reserve=1" })
+    assert.matches("shared with other settings %(theirs: reserve=0%.000; ours: reserve=1%.000%)",
+                   other.stderr)
+    assert.matches("reset the fleet", other.stderr)
   end)
 
   it("gives two long policy names that differ only past the limit two keys", function ()

@@ -164,6 +164,20 @@ describe("the fleet's rate limiter against a real Redis", function ()
     assert.matches("rate.limit=10", r:cli("HGET", "luaretry:{" .. key .. "}:rate", "cfg"))
   end)
 
+  -- the script writes the bucket's time as %.17g, with a fraction when a
+  -- slot's interval is no whole number of µs (a limit of 3 per second):
+  -- `luaretry fleet` read it as a whole number and showed 0 s ahead
+  it("fleet shows how far ahead the slots are leased when the bucket's time has a fraction", function ()
+    local key = new_key()
+    local sec, usec = r:cli("TIME"):match("^(%d+)\n(%d+)$")
+    local now_us = tonumber(sec) * 1000000 + tonumber(usec)
+    r:cli("HSET", "luaretry:{" .. key .. "}:rate", "tat", ("%d.5"):format(now_us + 4000000))
+    local x = proc.run({ "fleet", RATE, "--redis", r.url, "--set", "fleet.key=" .. key })
+    assert.are.equal(0, x.code, x.stderr)
+    local ahead = tonumber(x.stdout:match("slots leased out up to ([%d.]+) s ahead"))
+    assert.is_true(ahead ~= nil and ahead > 2 and ahead <= 4, x.stdout)
+  end)
+
   it("leaves an adaptive rate to each process: the budget is shared, no rate key is written", function ()
     local key = new_key()
     local x = proc.run({ "run", ADAPTIVE, srv.base .. "/200", "-s", "--redis", r.url, "--set",

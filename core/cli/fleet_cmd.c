@@ -184,9 +184,31 @@ static int parse_fleet(int argc, char **argv, fleet_args *a) {
   return 0;
 }
 
+/* What the library says while the command runs (what --reset removed; a
+ * lost Redis), kept until the command's outcome is known. */
+typedef struct {
+  char *line[16];
+  int n;
+} said_lines;
+
 static void say_line(void *ud, const char *line) {
-  (void)ud;
-  printf("%s\n", line);
+  said_lines *s = ud;
+  if (s->n < 16 && (s->line[s->n] = strdup(line)) != NULL) s->n++;
+}
+
+/* On success to standard output, as before the status.  On failure the
+ * error says it already: a lost Redis's notice (which speaks of calls
+ * this command does not make) is dropped, anything else goes to
+ * standard error, and standard output stays empty. */
+static void said(said_lines *s, int ok) {
+  for (int i = 0; i < s->n; i++) {
+    if (ok)
+      printf("%s\n", s->line[i]);
+    else if (!strstr(s->line[i], "local guards decide until Redis is back"))
+      fprintf(stderr, "luaretry: %s\n", s->line[i]);
+    free(s->line[i]);
+  }
+  s->n = 0;
 }
 
 /* The store a --set names (fleet.local or fleet.redis, the last one
@@ -219,11 +241,13 @@ int cli_fleet(int argc, char **argv) {
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
   /* what --reset removed (a refused store's file), said by the library */
-  luaretry_policy_on_fleet(p, say_line, NULL);
+  said_lines lines = { { NULL }, 0 };
+  luaretry_policy_on_fleet(p, say_line, &lines);
   luaretry_fleet_status st;
   luaretry_code rc =
     a.reset ? luaretry_policy_fleet_reset(p) : luaretry_policy_fleet_status(p, &st);
   int local = strcmp(field, "fleet.local") == 0;
+  said(&lines, rc == LUARETRY_OK);
   if (rc == LUARETRY_OK && a.reset) {
     printf("fleet %s: reset: full budget, breaker closed, %s\n", t.name,
            local ? "admission window empty, rate bucket full" : "no processes");
@@ -235,5 +259,6 @@ int cli_fleet(int argc, char **argv) {
     status = rc == LUARETRY_E_FLEET ? EXIT_FINAL : EXIT_POLICY;
   }
   luaretry_policy_free(p);
+  said(&lines, status == EXIT_OK); /* anything said as the handle closed */
   return status;
 }

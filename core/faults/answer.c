@@ -4,6 +4,7 @@
  * reset, a hang, a truncation, after a delay (the API is described at the
  * top of server.c). */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <netdb.h>
@@ -170,11 +171,14 @@ static void push_request(lua_State *L, exchange *x) {
   lua_pop(L, 2);
 }
 
+/* name may be "file.size": the field is the part after the dot, the
+   message names the whole. */
 static lua_Integer int_field(lua_State *L, int t, const char *name, lua_Integer def, lua_Integer lo,
                              lua_Integer hi) {
   int isint;
   lua_Integer v;
-  if (lua_getfield(L, t, name) == LUA_TNIL) {
+  const char *dot = strchr(name, '.');
+  if (lua_getfield(L, t, dot ? dot + 1 : name) == LUA_TNIL) {
     lua_pop(L, 1);
     return def;
   }
@@ -186,23 +190,26 @@ static lua_Integer int_field(lua_State *L, int t, const char *name, lua_Integer 
 }
 
 /* A header name or value from the script, checked so it cannot break the
-   framing. */
-static const char *header_text(lua_State *L, int idx, int is_name) {
+   framing; `what` names it in a refusal ("header value", "'reason'"). */
+static const char *head_text(lua_State *L, int idx, int is_name, const char *what) {
   size_t len, i;
   const char *s;
   int t = lua_type(L, idx);
   if (t != LUA_TSTRING && t != LUA_TNUMBER)
-    luaL_error(L, "respond: header %s must be a string, got %s", is_name ? "name" : "value",
-               luaL_typename(L, idx));
+    luaL_error(L, "respond: %s must be a string, got %s", what, luaL_typename(L, idx));
   s = lua_tolstring(L, idx, &len);
   for (i = 0; i < len; i++) {
     unsigned char ch = (unsigned char)s[i];
     if (ch == '\r' || ch == '\n' || ch == '\0' ||
         (is_name && (ch <= ' ' || ch == ':' || ch >= 0x7f)))
-      luaL_error(L, "respond: bad character in header %s '%s'", is_name ? "name" : "value", s);
+      luaL_error(L, "respond: bad character in %s '%s'", what, s);
   }
   if (is_name && len == 0) luaL_error(L, "respond: empty header name");
   return s;
+}
+
+static const char *header_text(lua_State *L, int idx, int is_name) {
+  return head_text(L, idx, is_name, is_name ? "header name" : "header value");
 }
 
 /* Write the headers of table `t` into the response. */
@@ -251,7 +258,7 @@ static int get_stream(lua_State *L, int t, conn *c) {
   if (!lua_isstring(L, -1)) luaL_error(L, "respond: 'stream.data' must be a string");
   data = lua_tolstring(L, -1, &len);
   if (len == 0) luaL_error(L, "respond: 'stream.data' must not be empty");
-  c->stream_left = int_field(L, s, "count", -1, 0, LUA_MAXINTEGER);
+  c->stream_left = int_field(L, s, "stream.count", -1, 0, LUA_MAXINTEGER);
   c->stream_every = 0;
   if (lua_getfield(L, s, "interval") != LUA_TNIL) {
     int isnum;
@@ -266,13 +273,16 @@ static int get_stream(lua_State *L, int t, conn *c) {
   return 1;
 }
 
-/* A string field of table t, or NULL; checked as a header value. */
+/* A string field of the file table t ("file.etag"), or NULL; checked as a
+   header value. */
 static const char *str_field(lua_State *L, int t, const char *name) {
-  if (lua_getfield(L, t, name) == LUA_TNIL) {
+  char what[40];
+  if (lua_getfield(L, t, strchr(name, '.') + 1) == LUA_TNIL) {
     lua_pop(L, 1);
     return NULL;
   }
-  const char *v = header_text(L, -1, 0);
+  snprintf(what, sizeof what, "'%s'", name);
+  const char *v = head_text(L, -1, 0, what);
   lua_pop(L, 1); /* the table still holds it */
   return v;
 }
@@ -289,6 +299,18 @@ static int file_range(const conn *c, const char *etag, const char *lm, unsigned 
   if (range == NULL) return 0;
   if (if_range && !(etag && strcmp(if_range, etag) == 0) && !(lm && strcmp(if_range, lm) == 0))
     return 0;
+  /* several ranges would need a multipart answer: the whole file, as
+     RFC 9110 lets a server answer any Range */
+  if (strchr(range, ',')) return 0;
+  if (strncmp(range, "bytes=-", 7) == 0) { /* the last N bytes */
+    if (sscanf(range + 7, "%llu", &b) != 1 || !isdigit((unsigned char)range[7])) return 0;
+    if (b == 0 || size == 0) return -1;
+    *first = b < size ? size - b : 0;
+    *end = size;
+    return 1;
+  }
+  /* %llu would take "-5" for a huge number */
+  if (strncmp(range, "bytes=", 6) != 0 || !isdigit((unsigned char)range[6])) return 0;
   n = sscanf(range, "bytes=%llu-%llu", &a, &b);
   if (n < 1) return 0;
   if (a >= size || (n == 2 && b < a)) return -1;
@@ -314,11 +336,11 @@ static int get_file(lua_State *L, int t, exchange *x, int status) {
   }
   if (!lua_istable(L, -1)) luaL_error(L, "respond: 'file' must be a table");
   int ft = lua_gettop(L);
-  size = (unsigned long long)int_field(L, ft, "size", 0, 0, (lua_Integer)1 << 40);
-  cut = (unsigned long long)int_field(L, ft, "reset_after", -1, -1, LUA_MAXINTEGER);
-  c->file_seed = (unsigned)int_field(L, ft, "seed", 0, 0, 1000000);
-  etag = str_field(L, ft, "etag");
-  lm = str_field(L, ft, "last_modified");
+  size = (unsigned long long)int_field(L, ft, "file.size", 0, 0, (lua_Integer)1 << 40);
+  cut = (unsigned long long)int_field(L, ft, "file.reset_after", -1, -1, LUA_MAXINTEGER);
+  c->file_seed = (unsigned)int_field(L, ft, "file.seed", 0, 0, 1000000);
+  etag = str_field(L, ft, "file.etag");
+  lm = str_field(L, ft, "file.last_modified");
   lua_getfield(L, ft, "ranges");
   ranges = lua_isnil(L, -1) || lua_toboolean(L, -1);
   lua_pop(L, 1);
@@ -369,7 +391,9 @@ static int special_answer(lua_State *L, int t, exchange *x) {
   if (get_stream(L, t, c)) x->action = A_STREAM;
   if (lua_getfield(L, t, "raw") != LUA_TNIL) { /* the bytes, as they are */
     size_t n;
-    const char *raw = luaL_checklstring(L, -1, &n);
+    if (!lua_isstring(L, -1))
+      luaL_error(L, "respond: 'raw' must be a string, got %s", luaL_typename(L, -1));
+    const char *raw = lua_tolstring(L, -1, &n);
     sb_add(&c->out, raw, n);
     c->close_after = 1;
     return 1;
@@ -402,7 +426,7 @@ static void put_answer(lua_State *L, exchange *x) {
   }
   if (lua_istable(L, t)) {
     status = (int)int_field(L, t, "status", 200, 100, 999);
-    if (lua_getfield(L, t, "reason") != LUA_TNIL) reason = header_text(L, -1, 0);
+    if (lua_getfield(L, t, "reason") != LUA_TNIL) reason = head_text(L, -1, 0, "'reason'");
     if (lua_getfield(L, t, "body") != LUA_TNIL) {
       if (!lua_isstring(L, -1))
         luaL_error(L, "respond: 'body' must be a string, got %s", luaL_typename(L, -1));
@@ -544,6 +568,11 @@ int fault_load_script(lr_faults *f, const char *path, const char *chunkname, con
   else { /* "@name" so messages read "name:line: ..." */
     lua_pushfstring(L, "%s%s", strchr("@=", chunkname[0]) ? "" : "@", chunkname);
     st = luaL_loadbufferx(L, source, strlen(source), lua_tostring(L, -1), "t");
+    lua_remove(L, -2);
+  }
+  /* Lua's refusal of a binary chunk names no chunk: say which script */
+  if (st != LUA_OK && lua_isstring(L, -1) && !strstr(lua_tostring(L, -1), name)) {
+    lua_pushfstring(L, "%s: %s", name, lua_tostring(L, -1));
     lua_remove(L, -2);
   }
   if (run_chunk(f, st, err, errlen) != 0) return -1;

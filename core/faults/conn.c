@@ -78,6 +78,8 @@ void fault_conn_close(lr_faults *f, conn *c, int hard) {
   c->state = C_DEAD;
   free(c->in);
   c->in = NULL;
+  f->in_bytes -= c->incap;
+  c->incap = c->inlen = 0;
   sb_free(&c->out);
   fault_stream_free(c);
   f->accept_paused = 0;

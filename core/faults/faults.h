@@ -35,6 +35,11 @@ int lr_faults_is_loopback(const lr_faults *f);
 lr_faults *lr_faults_open_string(const char *chunkname, const char *source, const char *listen,
                                  char *err, size_t errlen);
 
+/* The bytes of requests all connections together may hold (512 MiB by
+   default): one whose request needs more room past it is answered 503 and
+   closed.  Before serving. */
+void lr_faults_set_input_limit(lr_faults *f, size_t bytes);
+
 /* Serve in the calling thread until lr_faults_stop(): 0, or -1 (errno set)
    if polling failed. */
 int lr_faults_serve(lr_faults *f);

@@ -20,6 +20,7 @@
 #define LOG_MAX_BYTES (8 * 1024 * 1024) /* its bytes: the oldest go first */
 #define READ_MIN      16384
 #define IN_MAX        (LR_HTTP_MAX_HEAD + LR_HTTP_MAX_BODY + 65536)
+#define IN_TOTAL_MAX  ((size_t)512 * 1024 * 1024) /* of all connections: lr_faults_set_input_limit */
 #define BUILTIN       "/_faults/"
 
 /* ------------------------------------------------------------ buffers */
@@ -83,6 +84,7 @@ struct lr_faults {
   size_t log_bytes; /* their length, NULs included */
   long long total;
   long long connections;         /* accepted so far */
+  size_t in_bytes, in_limit;     /* request buffers of all connections, and their bound */
   unsigned long long file_bytes; /* body bytes of `file` answers sent */
 };
 

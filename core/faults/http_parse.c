@@ -128,8 +128,9 @@ static int parse_framing(lr_http_req *r) {
     } else if (strcmp(name, "content-length") == 0) {
       size_t n = 0, digits = strspn(v, "0123456789");
       if (digits == 0 || v[digits] != '\0') return 400;
-      if (digits > 10) return 413;
-      for (const char *d = v; *d; d++) n = n * 10 + (size_t)(*d - '0');
+      const char *d = v + strspn(v, "0"); /* leading zeros do not make it longer */
+      if (strlen(d) > 10) return 413;
+      for (; *d; d++) n = n * 10 + (size_t)(*d - '0');
       if (have_cl && n != r->content_length) return 400;
       r->content_length = n;
       have_cl = 1;
@@ -163,6 +164,9 @@ static int parse_head(lr_http_req *r, char *buf, size_t *len) {
     return *len > LR_HTTP_MAX_HEAD ? 431 : LR_HTTP_MORE;
   }
   if (end > LR_HTTP_MAX_HEAD) return 431;
+  /* a NUL would end a name or value early: what the script saw would not
+     be what was sent */
+  if (memchr(buf, '\0', end)) return 400;
   e = buf + end;
   if ((st = parse_request_line(r, cut_line(&p, e))) != 0) return st;
   while (p < e) {

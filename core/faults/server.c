@@ -156,10 +156,13 @@ static void rebase(lr_http_req *r, const char *from, size_t cap, size_t *offs, c
 
 static void conn_read(lr_faults *f, conn *c) {
   ssize_t n;
-  if (c->incap - c->inlen < READ_MIN && c->incap < IN_MAX) {
-    size_t cap = c->incap ? c->incap * 2 : READ_MIN * 2;
+  size_t cap = c->incap ? c->incap * 2 : READ_MIN * 2;
+  if (cap > IN_MAX) cap = IN_MAX;
+  /* each connection holds at most IN_MAX, and all of them f->in_limit: a
+   * few hundred uploads at once would otherwise hold gigabytes */
+  if (c->incap - c->inlen < READ_MIN && c->incap < IN_MAX &&
+      f->in_bytes - c->incap + cap <= f->in_limit) {
     char *p;
-    if (cap > IN_MAX) cap = IN_MAX;
     /* The request parsed so far points into c->in: keep those pointers
      * as offsets across the realloc, which may move the buffer. */
     size_t offsets[3 + 2 * LR_HTTP_MAX_HEADERS];
@@ -169,8 +172,15 @@ static void conn_read(lr_faults *f, conn *c) {
       return;
     }
     rebase(&c->req, NULL, cap, offsets, p);
+    f->in_bytes += cap - c->incap;
     c->in = p;
     c->incap = cap;
+  }
+  if (c->inlen == c->incap && c->incap < IN_MAX) { /* no room left under f->in_limit */
+    static const char msg[] = "503 the fault server holds too many request bytes at once\n";
+    c->close_after = 1;
+    fault_put_simple(c, 503, "text/plain", msg, sizeof msg - 1);
+    return;
   }
   if (c->inlen == c->incap) {
     fault_conn_close(f, c, 0);
@@ -249,6 +259,7 @@ static void answer(lr_faults *f, conn *c) {
   if (c->incap > 4 * READ_MIN && c->inlen < READ_MIN) { /* after a big body */
     char *p = realloc(c->in, 2 * READ_MIN);
     if (p) {
+      f->in_bytes -= c->incap - 2 * READ_MIN;
       c->in = p;
       c->incap = 2 * READ_MIN;
     }
@@ -649,6 +660,7 @@ static lr_faults *open_any(const char *path, const char *chunkname, const char *
   atomic_init(&f->stopping, 0);
   f->listen_fd = -1;
   f->wake_fd = -1;
+  f->in_limit = IN_TOTAL_MAX;
   clock_gettime(CLOCK_MONOTONIC, &f->t0);
   if (fault_load_script(f, path, chunkname, source, err, errlen) != 0 ||
       bind_listen(f, listen, any, err, errlen) != 0) {
@@ -710,6 +722,10 @@ static lr_faults *start(lr_faults *f, char *err, size_t errlen) {
 lr_faults *lr_faults_start_string(const char *chunkname, const char *source, const char *listen,
                                   char *err, size_t errlen) {
   return start(lr_faults_open_string(chunkname, source, listen, err, errlen), err, errlen);
+}
+
+void lr_faults_set_input_limit(lr_faults *f, size_t bytes) {
+  if (f) f->in_limit = bytes;
 }
 
 int lr_faults_port(const lr_faults *f) { return f ? f->port : 0; }

@@ -28,7 +28,7 @@ static lr_fleet_code scripts_run(lr_fleet *f, int64_t deadline, char *detail, si
   if (r->type == REDIS_REPLY_ERROR)
     rc = lr_script_refused(&f->url, r, "EVAL", detail, len);
   else if (r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
-    lr_fmt(detail, len, "EVAL of \"return 1\" answered a reply of type %d, not 1", r->type);
+    lr_fmt(detail, len, "EVAL of \"return 1\" answered %s, not 1", lr_reply_kind(r));
     rc = LR_FLEET_E_PROTOCOL;
   }
   freeReplyObject(r);
@@ -104,6 +104,19 @@ static long long field(const redisReply *hm, size_t i, long long hi, int *presen
 
 #define MS_MAX 7258118400000LL /* 2200, in Unix ms */
 
+/* A string reply as the update script's tonumber() reads it: 1 and *v, or
+ * 0 (no number: the script takes it for 0). */
+static int lua_number(const redisReply *r, double *v) {
+  char buf[64], *end;
+  if (r->type != REDIS_REPLY_STRING || r->len == 0 || (size_t)r->len >= sizeof buf) return 0;
+  memcpy(buf, r->str, r->len);
+  buf[r->len] = '\0';
+  *v = strtod(buf, &end);
+  if (end == buf) return 0;
+  while (*end == ' ' || (*end >= '\t' && *end <= '\r')) end++;
+  return *end == '\0';
+}
+
 static void read_state(const redisReply *hm, lr_fleet_status *st) {
   int present = 0;
   st->tokens = (double)field(hm, 0, LLONG_MAX / 2, &present) / 1000;
@@ -155,6 +168,27 @@ lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *s
     return LR_FLEET_E_PROTOCOL;
   }
   st->now_ms = sec * 1000 + usec / 1000;
+  /* Fields the update script reads as numbers (tonumber: strtod's, spaces
+   * around allowed) and whose values make every process's sync refused
+   * (redis_script.c): shown as 0 they read "closed", or "open" with no
+   * time, while every process is refused.  Not numbers: 0 to the script too. */
+  const redisReply *state = r[1]->element[1], *opened = r[1]->element[3];
+  double v;
+  const char *bad = NULL;
+  if (lua_number(state, &v) && v != 0 && v != 1 && v != 2)
+    bad = "no breaker state (0, 1 or 2)";
+  else if (lua_number(opened, &v) && !(v <= (double)st->now_ms))
+    bad = "a time after Redis's clock";
+  if (bad) {
+    const redisReply *x = lua_number(state, &v) && v != 0 && v != 1 && v != 2 ? state : opened;
+    char text[40];
+    lr_reply_escape(x->str, x->len < 32 ? x->len : 32, text, sizeof text, "");
+    lr_fmt(err, errlen,
+           "the fleet's %s field holds \"%s\", %s, for which every sync is refused: "
+           "--reset clears it",
+           x == state ? "state" : "opened_at", text, bad);
+    return LR_FLEET_E_PROTOCOL;
+  }
   read_state(r[1], st);
   if (st->opened_at_ms > st->now_ms) st->opened_at_ms = 0; /* not a time the script writes */
   return read_processes(r[2], st);
@@ -176,9 +210,18 @@ static void read_window(const redisReply *b, long long bucket_ms, lr_fleet_statu
 /* The rate limiter's theoretical arrival time (µs, Redis's clock): slots
  * are leased up to it. */
 static void read_rate(const redisReply *b, lr_fleet_status *st) {
-  int present = 0;
-  long long tat = b->type == REDIS_REPLY_ARRAY ? field(b, 0, MS_MAX * 1000, &present) : 0;
-  double ahead = (double)tat / 1e6 - (double)st->now_ms / 1000;
+  /* the script writes it as %.17g, with a fraction when a slot's interval
+   * is no whole number of µs: read as a whole number, it was shown as 0 */
+  double tat = 0;
+  const redisReply *t = b->type == REDIS_REPLY_ARRAY && b->elements > 0 ? b->element[0] : NULL;
+  if (t && t->type == REDIS_REPLY_STRING && t->len > 0 && t->len < 32) {
+    char buf[32], *end;
+    memcpy(buf, t->str, t->len);
+    buf[t->len] = '\0';
+    double v = strtod(buf, &end);
+    if (*end == '\0' && v >= 0 && v <= (double)MS_MAX * 1000) tat = v;
+  }
+  double ahead = tat / 1e6 - (double)st->now_ms / 1000;
   st->rate_ahead = ahead > 0 ? ahead : 0;
 }
 
@@ -212,7 +255,11 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
   pthread_mutex_lock(&f->io);
   lr_fleet_code rc = pipeline(f, 6, argcs, argvs, r, err, errlen);
   pthread_mutex_unlock(&f->io);
-  if (rc == LR_FLEET_OK) rc = lr_fleet_status_decode(r, st, err, errlen);
+  if (rc == LR_FLEET_OK) {
+    char why[200];
+    rc = lr_fleet_status_decode(r, st, why, sizeof why);
+    if (rc != LR_FLEET_OK) lr_fmt(err, errlen, "%s: %s", f->url.redacted, why); /* which Redis */
+  }
   if (rc == LR_FLEET_OK && r[5]->type == REDIS_REPLY_INTEGER && r[5]->integer > 0 &&
       r[5]->integer <= INT_MAX)
     st->lease_holders = (long)r[5]->integer;

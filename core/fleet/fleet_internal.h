@@ -79,6 +79,9 @@ lr_fleet_code lr_reply_next(struct redisReader *r, struct redisReply **out, char
 /* prefix, then s[0..n) with control bytes shown as \xNN and a backslash
  * doubled, cut to fit size (never inside an escape). */
 void lr_reply_escape(const char *s, size_t n, char *out, size_t size, const char *prefix);
+/* What a reply is, in words ("a nil", "an array"): for messages, which
+ * name what came rather than hiredis's type number. */
+const char *lr_reply_kind(const struct redisReply *r);
 
 /* ---- redis_resolve.c: a name lookup a deadline bounds */
 

@@ -42,7 +42,9 @@ int lr_cluster_slot(const char *key, size_t n) {
   return (int)(crc16(key, n) % 16384);
 }
 
-/* "MOVED 3999 127.0.0.1:6381": 1 and the slot, host and port. */
+/* "MOVED 3999 127.0.0.1:6381": 1 and the slot, host and port; the host
+ * may be empty ("MOVED 3999 :6381", Redis 7's unknown-endpoint): the one
+ * the command went to. */
 static int parse(const char *s, size_t n, const char *word, int *slot, char *host, size_t hsize,
                  int *port) {
   size_t w = strlen(word);
@@ -57,7 +59,7 @@ static int parse(const char *s, size_t n, const char *word, int *slot, char *hos
   *slot = (int)v;
   p = end + 1;
   char *colon = strrchr(p, ':');
-  if (!colon || colon == p || (size_t)(colon - p) >= hsize) return 0;
+  if (!colon || (size_t)(colon - p) >= hsize) return 0;
   long pv = strtol(colon + 1, &end, 10);
   if (end == colon + 1 || *end != '\0' || pv < 1 || pv > 65535) return 0;
   for (char *c = p; c < colon; c++)
@@ -68,16 +70,25 @@ static int parse(const char *s, size_t n, const char *word, int *slot, char *hos
   return 1;
 }
 
+/* The host this connection reached for a redirect that names none: an
+ * ASK's node, a MOVED's, or "" for the URL's own (lr_redis_open). */
+static void same_host(const lr_redis_conn *c, char *host, size_t size) {
+  if (host[0]) return;
+  lr_fmt(host, size, "%s", c->ask_port ? c->ask_host : c->moved_port ? c->moved_host : "");
+}
+
 void lr_cluster_note(lr_redis_conn *c, const redisReply *r) {
   if (!r || r->type != REDIS_REPLY_ERROR || !r->str || c->slot < 0) return;
   char host[256];
   int slot = -1, port = 0;
   if (parse(r->str, (size_t)r->len, "MOVED ", &slot, host, sizeof host, &port) && slot == c->slot) {
+    same_host(c, host, sizeof host);
     memcpy(c->moved_host, host, sizeof host);
     c->moved_port = port;
     c->redirected = 1;
   } else if (parse(r->str, (size_t)r->len, "ASK ", &slot, host, sizeof host, &port) &&
              slot == c->slot) {
+    same_host(c, host, sizeof host);
     memcpy(c->ask_host, host, sizeof host);
     c->ask_port = port;
     c->redirected = 1;

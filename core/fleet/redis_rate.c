@@ -113,7 +113,7 @@ static lr_fleet_code decode(lr_fleet *f, const redisReply *r, const rate_ask *a,
     if (ok) *fields[i] = r->element[i]->integer;
   }
   if (!ok) {
-    lr_fmt(err, errlen, "the rate script's reply is not 4 integers (a reply of type %d)", r->type);
+    lr_fmt(err, errlen, "the rate script's reply is not 4 integers (%s)", lr_reply_kind(r));
     return LR_FLEET_E_PROTOCOL;
   }
   const char *why = out_of_range(o, a);

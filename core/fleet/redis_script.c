@@ -381,18 +381,73 @@ static const char *out_of_range(const lr_fleet_reply *o, const lr_fleet_limits *
   return NULL;
 }
 
+/* The word "name=value" of text whose name is that of word w (up to its
+ * '='): its start and length in *at, *n, or 0. */
+static int find_setting(const char *text, const char *w, size_t wn, const char **at, size_t *n) {
+  const char *eq = memchr(w, '=', wn);
+  size_t name = eq ? (size_t)(eq - w) + 1 : wn;
+  for (const char *p = text; *p;) {
+    size_t len = strcspn(p, " ");
+    if (len >= name && strncmp(p, w, name) == 0) {
+      *at = p, *n = len;
+      return 1;
+    }
+    p += len;
+    p += strspn(p, " ");
+  }
+  return 0;
+}
+
+/* Appends w[0..n) to out (a space between words), when it fits. */
+static void add_word(char *out, size_t size, const char *w, size_t n) {
+  size_t o = strlen(out);
+  if (o + n + 2 > size) return;
+  if (o) out[o++] = ' ';
+  memcpy(out + o, w, n);
+  out[o + n] = '\0';
+}
+
+/* Only the settings in which theirs and ours differ: both in full are
+ * longer than a message shows, and the difference was cut off. */
+static void settings_differ(const char *theirs, const char *ours, char *t, char *o, size_t size) {
+  t[0] = o[0] = '\0';
+  for (const char *p = ours; *p;) {
+    size_t len = strcspn(p, " "), tn;
+    const char *tw;
+    int found = find_setting(theirs, p, len, &tw, &tn);
+    if (!found || tn != len || strncmp(tw, p, len) != 0) {
+      add_word(o, size, p, len);
+      if (found) add_word(t, size, tw, tn);
+    }
+    p += len;
+    p += strspn(p, " ");
+  }
+  for (const char *p = theirs; *p;) { /* theirs alone */
+    size_t len = strcspn(p, " "), on;
+    const char *ow;
+    if (!find_setting(ours, p, len, &ow, &on)) add_word(t, size, p, len);
+    p += len;
+    p += strspn(p, " ");
+  }
+  if (!t[0] && !o[0]) { /* the same words: show both as they are */
+    lr_fmt(t, size, "%s", theirs);
+    lr_fmt(o, size, "%s", ours);
+  }
+}
+
 static lr_fleet_code refused(lr_fleet_script *s, const lr_redis_url *u, const redisReply *r,
                              const lr_fleet_limits *l, int *noscript, char *err, size_t errlen) {
   *noscript = r->str && strncmp(r->str, "NOSCRIPT", 8) == 0;
   if (*noscript) s->use_eval = 1;
   if (r->str && strncmp(r->str, "LUARETRY_SETTINGS ", 18) == 0) {
-    char theirs[204], ours[300];
+    char theirs[204], ours[300], t[204], o[204];
     lr_reply_quote_text(u, r->str + 18, r->len - 18, theirs, sizeof theirs);
     lr_fleet_cfg_text(l, ours, sizeof ours);
+    settings_differ(theirs, ours, t, o, sizeof t);
     lr_fmt(err, errlen,
            "the key is shared with other settings (theirs: %s; ours: %s): "
            "give this policy a fleet.key of its own, or reset the fleet",
-           theirs, ours);
+           t[0] ? t : "none of these", o[0] ? o : "none of these");
     return LR_FLEET_E_REFUSED;
   }
   return lr_script_refused(u, r, s->use_eval ? "EVAL" : "EVALSHA", err, errlen);
@@ -411,8 +466,8 @@ lr_fleet_code lr_redis_script_decode(lr_fleet_script *s, const lr_redis_url *u, 
   int ok = r->type == REDIS_REPLY_ARRAY && r->elements == FIELDS;
   for (size_t i = 0; ok && i < FIELDS; i++) ok = integer_at(r, i, fields[i]);
   if (!ok) {
-    lr_fmt(err, errlen, "the fleet script's reply is not %d integers (a reply of type %d)", FIELDS,
-           r->type);
+    lr_fmt(err, errlen, "the fleet script's reply is not %d integers (%s)", FIELDS,
+           lr_reply_kind(r));
     return LR_FLEET_E_PROTOCOL;
   }
   const char *why = out_of_range(out, l, want, lwant, rasked);

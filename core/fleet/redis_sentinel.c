@@ -119,7 +119,9 @@ static lr_fleet_code open_redirected(lr_redis_conn *c, const lr_redis_url *u,
   if (!m) return LR_FLEET_E_NOMEM;
   *m = *u;
   int ask = c->ask_port != 0;
-  memcpy(m->host, ask ? c->ask_host : c->moved_host, sizeof m->host);
+  const char *host = ask ? c->ask_host : c->moved_host;
+  if (host[0]) /* "": the URL's own, a redirect's that named no host */
+    memcpy(m->host, host, sizeof m->host);
   m->port = ask ? c->ask_port : c->moved_port;
   m->is_unix = 0;
   char why[300] = "";

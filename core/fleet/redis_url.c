@@ -239,6 +239,14 @@ lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err, si
   lr_fleet_code rc = sentinel  ? parse_sentinel(s, u, err, errlen)
                      : is_unix ? parse_unix(s, u, err, errlen)
                                : parse_tcp(s, u, err, errlen);
+  if (rc != LR_FLEET_OK && strchr(auth_end, '@')) {
+    /* an '@' past where the userinfo ends: most likely a password with a
+     * '/' or '?' in it, which the form alone would not tell */
+    size_t n = strlen(err);
+    lr_fmt(err + n, errlen - n,
+           "; a '/', '?' or '#' in a user or password must be percent-encoded "
+           "(%%2F, %%3F, %%23)");
+  }
   if (rc != LR_FLEET_OK) return rc;
   redact(u);
   return LR_FLEET_OK;

@@ -152,6 +152,18 @@ lr_fleet_code lr_reply_next(struct redisReader *r, struct redisReply **out, char
 
 /* ---- a server's text, fit to show */
 
+const char *lr_reply_kind(const redisReply *r) {
+  switch (r ? r->type : 0) {
+  case REDIS_REPLY_STRING: return "a string";
+  case REDIS_REPLY_ARRAY: return "an array";
+  case REDIS_REPLY_INTEGER: return "an integer";
+  case REDIS_REPLY_NIL: return "a nil";
+  case REDIS_REPLY_STATUS: return "a status";
+  case REDIS_REPLY_ERROR: return "an error";
+  default: return "an unknown kind of reply";
+  }
+}
+
 void lr_reply_escape(const char *s, size_t n, char *out, size_t size, const char *prefix) {
   if (!size) return;
   size_t o = 0;

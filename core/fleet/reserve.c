@@ -75,7 +75,7 @@ static lr_fleet_code granted_of(lr_fleet *f, const redisReply *r, long long *gra
   }
   if (r->type == REDIS_REPLY_ERROR)
     return lr_script_refused(&f->url, r, "the reserve script", err, errlen);
-  lr_fmt(err, errlen, "the reserve script's reply is not 0 or 1 (type %d)", r->type);
+  lr_fmt(err, errlen, "the reserve script's reply is not 0 or 1 (%s)", lr_reply_kind(r));
   return LR_FLEET_E_PROTOCOL;
 }
 

@@ -6,6 +6,7 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,10 @@ static const char script[] =
   "  ['/len'] = function (req) return tostring(#req.body) end,\n"
   "  ['/nil'] = function (req) end,\n"
   "  ['/late-reset'] = {delay = 0.2, reset = true},\n"
+  "  ['/file'] = {file = {size = 1000}},\n"
+  "  ['/bad-raw'] = {raw = {}},\n"
+  "  ['/bad-size'] = {file = {size = -1}},\n"
+  "  ['/bad-reason'] = {reason = {}},\n"
   "  default = 'default',\n"
   "}\n";
 
@@ -89,6 +94,11 @@ static int count(const char *s, const char *part) {
   int n = 0;
   for (; (s = strstr(s, part)) != NULL; s++) n++;
   return n;
+}
+
+static void *serve(void *f) {
+  lr_faults_serve(f);
+  return NULL;
 }
 
 /* One straight script of requests and the answers each must get: long,
@@ -182,6 +192,40 @@ int main(void) {
     free(big);
   }
 
+  /* a file's Range: the last N bytes (bytes=-N); several ranges, which
+   * would need a multipart answer, get the whole file */
+  out = TALK(port, "GET /file HTTP/1.1\r\nRange: bytes=-500\r\nConnection: close\r\n\r\n");
+  CHECK_HAS(out, "HTTP/1.1 206 ");
+  CHECK_HAS(out, "Content-Range: bytes 500-999/1000\r\n");
+  free(out);
+  out = TALK(port, "GET /file HTTP/1.1\r\nRange: bytes=0-1,5-6\r\nConnection: close\r\n\r\n");
+  CHECK_HAS(out, "HTTP/1.1 200 OK\r\n");
+  CHECK_HAS(out, "Content-Length: 1000\r\n");
+  free(out);
+
+  /* a refused answer names its field, as the script spells it */
+  out = TALK(port, "GET /bad-raw HTTP/1.1\r\n\r\n");
+  CHECK_HAS(out, "respond: 'raw' must be a string, got table");
+  free(out);
+  out = TALK(port, "GET /bad-size HTTP/1.1\r\n\r\n");
+  CHECK_HAS(out, "respond: 'file.size' must be an integer");
+  free(out);
+  out = TALK(port, "GET /bad-reason HTTP/1.1\r\n\r\n");
+  CHECK_HAS(out, "respond: 'reason' must be a string, got table");
+  free(out);
+
+  /* a NUL in the head is refused, not cut off where the script sees it */
+  out = TALK(port, "GET /a HTTP/1.1\r\nX-Nul: a\0b\r\n\r\n");
+  CHECK_HAS(out, "HTTP/1.1 400 ");
+  free(out);
+  /* a Content-Length is its value, leading zeros or not */
+  out = TALK(port, "POST /len HTTP/1.1\r\nContent-Length: 000000000003\r\n\r\nabc");
+  CHECK_HAS(out, "\r\n\r\n3");
+  free(out);
+  out = TALK(port, "POST /len HTTP/1.1\r\nContent-Length: 000000000004294967297\r\n\r\n");
+  CHECK_HAS(out, "HTTP/1.1 413 ");
+  free(out);
+
   out = TALK(port, "GET /nil HTTP/1.1\r\n\r\n");
   CHECK_HAS(out, "HTTP/1.1 500 ");
   CHECK_HAS(out, "respond returned nil");
@@ -218,6 +262,9 @@ int main(void) {
   g = lr_faults_start_string("fails.lua", "\nerror('nope')", NULL, err, sizeof err);
   CHECK(g == NULL);
   CHECK_HAS(err, "fails.lua:2: nope");
+  g = lr_faults_start_string("bin.lua", "\x1bLua", NULL, err, sizeof err);
+  CHECK(g == NULL);
+  CHECK_HAS(err, "bin.lua: attempt to load a binary chunk");
   g = lr_faults_open_string("ok.lua", script, lr_faults_address(f), err, sizeof err);
   CHECK(g == NULL);
   CHECK_HAS(err, "cannot listen on 127.0.0.1:");
@@ -233,6 +280,44 @@ int main(void) {
     lr_faults_stop(g);
     CHECK(lr_faults_serve(g) == 0);
     lr_faults_free(g);
+  }
+
+  /* all connections' request bytes together are bounded: past the limit a
+   * request that needs more room is answered 503, and what a closed
+   * connection held is free again */
+  g = lr_faults_open_string("bounded.lua", "respond = 200", NULL, err, sizeof err);
+  CHECK(g != NULL);
+  if (g) {
+    pthread_t t;
+    enum { N = 8, PART = 100 * 1024 };
+    int fds[N], refused = 0, empty = 0;
+    char *part = calloc(1, PART);
+    lr_faults_set_input_limit(g, 256 * 1024);
+    pthread_create(&t, NULL, serve, g);
+    for (int i = 0; i < N; i++) {
+      static const char head[] = "POST / HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n";
+      fds[i] = dial(lr_faults_port(g));
+      send(fds[i], head, sizeof head - 1, MSG_NOSIGNAL);
+      send(fds[i], part, PART, MSG_NOSIGNAL);
+      usleep(20000); /* read before the next: the first ones fit */
+    }
+    for (int i = 0; i < N; i++) {
+      shutdown(fds[i], SHUT_WR); /* an unfinished body: closed unanswered */
+      out = read_all(fds[i], NULL);
+      refused += strstr(out, "HTTP/1.1 503 ") != NULL;
+      empty += out[0] == '\0';
+      free(out);
+      close(fds[i]);
+    }
+    CHECK(refused > 0);
+    CHECK(empty > 0);
+    out = talk(lr_faults_port(g), "GET / HTTP/1.1\r\n\r\n", 18);
+    CHECK_HAS(out, "HTTP/1.1 200 OK\r\n");
+    free(out);
+    lr_faults_stop(g);
+    pthread_join(t, NULL);
+    lr_faults_free(g);
+    free(part);
   }
 
   /* free with a connection still hanging */

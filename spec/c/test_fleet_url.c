@@ -66,6 +66,12 @@ static void test_credentials(void) {
   CHECK_EQ_STR(u.host, "h");
   refuses("redis://:s3cret%zz@h", "percent-encode");
   refuses("redis://:s3cret%00@h", "percent-encode");
+  /* a '/' or '?' unencoded in a password ends the userinfo early: the
+   * form's message alone would not say so */
+  refuses("redis://:s3/cret@h:1/0", "'/', '?' or '#' in a user or password must be percent");
+  refuses("redis://:s3?cret@h:1/0", "must be percent-encoded");
+  refuses("unix://:s3/cret@/tmp/r.sock", "must be percent-encoded");
+  refuses("redis-sentinel://:s3#cret@h:1#m", "must be percent-encoded");
   /* a server's message that quotes a credential is scrubbed */
   char msg[200] = "ERR user alice with s3cret@x denied";
   CHECK_EQ_INT(lr_redis_url_parse("redis://alice:s3cret%40x@h", &u, err, sizeof err), LR_FLEET_OK);
@@ -152,7 +158,6 @@ static void test_cluster(void) {
   const char *ignored[] = { "MOVED 5061 127.0.0.1:7001", /* another slot */
                             "MOVED 12182 127.0.0.1:0",   /* no port */
                             "MOVED 12182 127.0.0.1",     /* no port */
-                            "MOVED 12182 :7001",         /* no host */
                             "MOVED x 127.0.0.1:7001",    /* no slot */
                             "MOVED 12182 a b:7001",      /* a space */
                             "CLUSTERDOWN The cluster is down",
@@ -184,6 +189,21 @@ static void test_cluster(void) {
   c.redirected = 1;
   CHECK_EQ_INT(lr_cluster_again(&c, &redirects), 0);
   CHECK_EQ_INT(c.ask_port, 0);
+  /* no host (Redis 7's unknown-endpoint, the cluster specification): the
+   * host the command went to, on the port given: this connection's MOVED
+   * node, or "" for the URL's own */
+  lr_fmt(c.moved_host, sizeof c.moved_host, "10.0.0.5");
+  c.moved_port = 7001;
+  r.str = "MOVED 12182 :7004";
+  r.len = strlen(r.str);
+  lr_cluster_note(&c, &r);
+  CHECK_EQ_INT(c.redirected, 1);
+  CHECK_EQ_STR(c.moved_host, "10.0.0.5");
+  CHECK_EQ_INT(c.moved_port, 7004);
+  c.moved_port = 0;
+  lr_cluster_note(&c, &r);
+  CHECK_EQ_STR(c.moved_host, "");
+  CHECK_EQ_INT(c.moved_port, 7004);
   lr_conn_free(&c);
 }
 
