@@ -288,6 +288,12 @@ function prepare(request, attempt, info) request.headers["x-invocation"] = info.
     p, err = lr.load_string("max_attempts = 2\nfleet = { key = '" .. string.rep("k", 64) .. "' }\n", "@fk.lua")
     assert.is_nil(p)
     assert.matches("fk.lua:2: fleet.key: expected at most 63 bytes, got 64", err, 1, true)
+    -- what the script wrote is quoted with its control bytes escaped: one line, nothing
+    -- for the terminal to run
+    p, err = lr.load_string("max_attempts = 2\nattempt_header = 'X\\r\\nY\\27[2J'\n", "@cr.lua")
+    assert.is_nil(p)
+    assert.matches('cr.lua:2: attempt_header: expected a header name (letters, digits and ' ..
+                   '!#$%&\'*+-.^_`|~), got "X\\x0d\\x0aY\\x1b[2J"', err, 1, true)
     p = assert(lr.load_string("max_attempts = 2\n", "=p"))
     local ok
     ok, err = p:set("attempt_header", long)

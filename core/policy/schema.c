@@ -146,11 +146,31 @@ static const char *lua_type_name(int t) {
 
 static void shortest(char *buf, size_t size, double v);
 
+/* s in quotes, its control bytes as \xNN: a message is one line, and a
+ * script's CR or ESC must not write on the reader's terminal. */
+static void quoted(char *buf, size_t size, const char *s) {
+  size_t n = 0;
+  if (size < 8) { /* no room for a quoted byte: nothing */
+    if (size) buf[0] = '\0';
+    return;
+  }
+  buf[n++] = '"';
+  for (; *s && n + 6 < size; s++) {
+    unsigned char b = (unsigned char)*s;
+    if (b < 0x20 || b == 0x7f)
+      n += (size_t)snprintf(buf + n, size - n, "\\x%02x", b);
+    else
+      buf[n++] = (char)b;
+  }
+  buf[n++] = '"';
+  buf[n] = '\0';
+}
+
 static void describe(const lr_field *f, char *buf, size_t size) {
   if (f->type == LUA_TNUMBER) /* 1000000001 as written, not 1e+09 */
     shortest(buf, size, f->num);
   else if (f->type == LUA_TSTRING)
-    lr_fmt(buf, size, "\"%s\"", f->str);
+    quoted(buf, size, f->str);
   else if (f->type == LUA_TBOOLEAN)
     lr_fmt(buf, size, "%s", f->boolean ? "true" : "false");
   else
