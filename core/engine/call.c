@@ -130,6 +130,12 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   return LUARETRY_OK;
 }
 
+/* Out of line and cold: the steps' hot path carries only the test. */
+luaretry_code lr_call_refuse_null(luaretry_call *c, const char *fn, const char *arg) {
+  lr_call_say(LR_COLD_SLOT(c, errmsg), "%s: %s is NULL", fn, arg);
+  return LUARETRY_E_ARG;
+}
+
 luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
   if (!lr_call_ok(c)) return LUARETRY_E_ARG;
   if (!d) return lr_call_refuse_null(c, "luaretry_call_next", "d");

@@ -177,10 +177,8 @@ char *lr_call_buffer(char **slot);
 const char *lr_call_say(char **slot, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A NULL argument of a live call refused, named in its errmsg (which
  * otherwise still held the failure before, about something else). */
-static inline luaretry_code lr_call_refuse_null(luaretry_call *c, const char *fn, const char *arg) {
-  lr_call_say(LR_COLD_SLOT(c, errmsg), "%s: %s is NULL", fn, arg);
-  return LUARETRY_E_ARG;
-}
+luaretry_code lr_call_refuse_null(luaretry_call *c, const char *fn, const char *arg)
+  __attribute__((cold));
 /* Stops the call for reason r (d filled; the attempts in flight are the
  * host's to cancel), with or without a message saying why. */
 void lr_call_stop(luaretry_call *c, luaretry_decision *d, luaretry_reason r, const char *rule);
