@@ -406,6 +406,20 @@ describe("luaretry run, many URLs", function ()
       assert.are.same({ 3, 1 }, by_index)
     end)
 
+    -- each body was fetched, then lost ("success, ... exit 1" URL by URL)
+    it("an --output-dir no file can be made in: a usage error naming it, nothing sent", function ()
+      local dir = tmp .. "/ro"
+      proc.sh("mkdir -m 500 " .. proc.q(dir))
+      local p = io.popen("id -u")
+      if p:read("l") == "0" then dir = "/proc" end -- root writes past a mode
+      p:close()
+      local r = run({ "run", HTTP, "--output-dir", dir, srv.base .. "/ok/a.txt", srv.base .. "/ok/b.txt" })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("^luaretry: %-%-output%-dir " .. dir:gsub("%p", "%%%0") .. ": ", r.stderr)
+      assert.are.equal(0, #srv:requests())
+      assert.are.same({}, proc.leftovers(dir))
+    end)
+
     it("usage errors exit 2 and send nothing", function ()
       local a, b = srv.base .. "/ok/1", srv.base .. "/ok/2"
       local cases = {

@@ -13,10 +13,12 @@
  * the list was read at once); a list from a pipe or standard input can only
  * be checked as it comes, and a bad URL there fails alone. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "run.h"
@@ -149,6 +151,8 @@ static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **u
   return ferror(f) ? -1 : 0;
 }
 
+static char *join_path(const char *dir, const char *name);
+
 static int bad_url(const char *url, const char *where, const char *why) {
   /* a URL curl cannot parse cannot be redacted by it: ours; its bytes
    * escaped (a file's line may hold any, a terminal's controls too) */
@@ -242,6 +246,20 @@ static int open_urls(batch *b) {
       fprintf(stderr, "luaretry: --output-dir %s: %s\n", a->output_dir, why_not);
       return EXIT_USAGE;
     }
+    /* a file made there and removed: a folder no body can be kept in is
+     * said before any request (each was fetched, then lost); a try, not
+     * access(), which root's permissions and some file systems fool */
+    char *probe = join_path(a->output_dir, ".luaretry-XXXXXX");
+    int fd = probe ? mkostemp(probe, O_CLOEXEC) : -1;
+    if (fd < 0) {
+      fprintf(stderr, "luaretry: --output-dir %s: %s\n", a->output_dir,
+              probe ? strerror(errno) : "out of memory");
+      free(probe);
+      return EXIT_USAGE;
+    }
+    close(fd);
+    unlink(probe);
+    free(probe);
   }
   return EXIT_OK;
 }
