@@ -120,6 +120,18 @@ describe("output for machines", function ()
     assert.matches("%-%-metrics%-file", r.stderr)
   end)
 
+  -- its lines were lost without a word (exit 0, nothing on standard error)
+  it("--log-json that cannot be written (a full disk): said, naming the file", function ()
+    for _, urls in ipairs { { srv.base .. "/new" }, { srv.base .. "/new", srv.base .. "/new" } } do
+      local args = { "-q", "--log-json", "/dev/full", "-o", "/dev/null" }
+      if #urls > 1 then args[#args] = nil; args[#args] = nil end
+      for _, u in ipairs(urls) do args[#args + 1] = u end
+      local r = run(args)
+      assert.are.equal(0, r.code, r.stderr)
+      assert.matches("^luaretry: %-%-log%-json /dev/full: [^\n]*No space left on device\n$", r.stderr)
+    end
+  end)
+
   it("a batch: one summary for all its calls, and the metrics of all", function ()
     local log, file = tmp .. "/log.json", tmp .. "/m.prom"
     local r = run({ srv.base .. "/new", srv.base .. "/notfound", "-q", "--log-json", log,

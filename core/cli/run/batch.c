@@ -673,7 +673,7 @@ int batch_run(const run_args *a, luaretry_policy *p) {
   report_end(a, p, b.json, b.worst_reason, -1, status);
   luaretry_curl_many_free(b.many);
   upload_close(&b.body);
-  log_json_close(b.json);
+  log_json_close(b.json, a->log_json);
   names_free(&b.names);
   if (b.list && b.list != stdin) fclose(b.list);
   free(b.line);

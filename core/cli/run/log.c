@@ -53,6 +53,14 @@ void cli_json_decision(FILE *f, const luaretry_decision *d, int status, const ch
   fflush(f);
 }
 
+/* The first error of a --log-json write, said once at its close (the
+ * errno of a failed flush is gone by then). */
+static int json_errno;
+
+void log_json_flush(FILE *json) {
+  if (fflush(json) != 0 && !json_errno) json_errno = errno ? errno : EIO;
+}
+
 /* A line of a batch has also the URL's number and the URL. */
 static void json_line(const attempt_log *log, const luaretry_decision *d, int status,
                       const char *error, const char *detail) {
@@ -60,13 +68,13 @@ static void json_line(const attempt_log *log, const luaretry_decision *d, int st
   if (log->request) fprintf(log->json, ",\"request\":%d", log->request);
   if (!log->index) {
     fputs("}\n", log->json);
-    fflush(log->json);
+    log_json_flush(log->json);
     return;
   }
   fprintf(log->json, ",\"index\":%d,\"url\":", log->index);
   cli_json_string(log->json, log->target);
   fputs("}\n", log->json);
-  fflush(log->json);
+  log_json_flush(log->json);
 }
 
 /* Stopped between attempts: a cancel, or the circuit opened. */
@@ -224,8 +232,15 @@ int log_json_open(const char *path, FILE **json) {
   return -1;
 }
 
-void log_json_close(FILE *json) {
-  if (json && json != stderr) fclose(json);
+void log_json_close(FILE *json, const char *path) {
+  if (!json || json == stderr) return;
+  /* a full disk or a closed pipe lost lines: said, never in silence */
+  log_json_flush(json);
+  int lost = ferror(json);
+  if (fclose(json) != 0 && !json_errno) json_errno = errno;
+  if (json_errno || lost)
+    fprintf(stderr, "luaretry: --log-json %s: lines not written: %s\n", path,
+            strerror(json_errno ? json_errno : EIO));
 }
 
 void log_stats(const luaretry_policy *p) {

@@ -476,7 +476,7 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   report_end(a, p, log.json, final.reason, final.attempt, status);
   luaretry_call_free(c);
   upload_close(&body);
-  log_json_close(log.json);
+  log_json_close(log.json, a->log_json);
   free(target);
   return status;
 }

@@ -298,7 +298,10 @@ void log_policy_events(luaretry_policy *p, int verbosity);
 /* --log-json PATH ("-": standard error; NULL: none) into *json; -1 after a
  * message. */
 int log_json_open(const char *path, FILE **json);
-void log_json_close(FILE *json);
+/* Flushes a --log-json line; a failure is remembered, and said (naming
+ * path) by log_json_close. */
+void log_json_flush(FILE *json);
+void log_json_close(FILE *json, const char *path);
 /* --stats: the policy's counters, one line on standard error. */
 void log_stats(const luaretry_policy *p);
 /* A luaretry_curl_resume note, ud an attempt_log: "restarting the
