@@ -420,6 +420,15 @@ describe("luaretry run, many URLs", function ()
       assert.are.same({}, proc.leftovers(dir))
     end)
 
+    -- it read as a list that failed, then as an empty one: two lines, the
+    -- second wrong
+    it("--urls naming a folder is refused as one, said once", function ()
+      local r = run({ "run", HTTP, "--urls", tmp })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("^luaretry: %-%-urls " .. tmp:gsub("%p", "%%%0") .. ": Is a directory\n", r.stderr)
+      assert.is_nil(r.stderr:find("holds no URL", 1, true), r.stderr)
+    end)
+
     it("usage errors exit 2 and send nothing", function ()
       local a, b = srv.base .. "/ok/1", srv.base .. "/ok/2"
       local cases = {

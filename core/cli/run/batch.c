@@ -224,7 +224,13 @@ static int open_urls(batch *b) {
       return EXIT_USAGE;
     }
     struct stat st;
-    if (fstat(fileno(b->list), &st) == 0 && S_ISREG(st.st_mode)) {
+    int known = fstat(fileno(b->list), &st) == 0;
+    if (known && S_ISDIR(st.st_mode)) {
+      /* fopen() takes a folder; its read fails, then it read as empty */
+      fprintf(stderr, "luaretry: --urls %s: %s\n", a->urls_file, strerror(EISDIR));
+      return EXIT_USAGE;
+    }
+    if (known && S_ISREG(st.st_mode)) {
       int status = check_list(b, &count);
       if (status != EXIT_OK) return status;
       if (count == 0) return cli_usage("run: --urls %s holds no URL", a->urls_file);
