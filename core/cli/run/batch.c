@@ -152,6 +152,7 @@ static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **u
 }
 
 static char *join_path(const char *dir, const char *name);
+static char *unique_name(name_set *set, char *base);
 
 static int bad_url(const char *url, const char *where, const char *why) {
   /* a URL curl cannot parse cannot be redacted by it: ours; its bytes
@@ -204,6 +205,23 @@ static int check_list(batch *b, int *count) {
   return EXIT_OK;
 }
 
+/* --remote-name-all -o FILE: FILE is the first URL's, so a later URL of
+ * its name in its folder gets NAME.1 as any name given twice (it wrote
+ * over FILE).  -1 when out of memory. */
+static int reserve_output(batch *b) {
+  char dir[CLI_PATH_MAX];
+  path_folder(b->a->output, dir, sizeof dir);
+  struct stat sd, so;
+  if (stat(dir, &sd) != 0 || stat(b->a->output_dir, &so) != 0 || sd.st_dev != so.st_dev ||
+      sd.st_ino != so.st_ino)
+    return 0; /* another folder (or none yet): no name of the batch's */
+  const char *slash = strrchr(b->a->output, '/');
+  char *base = strdup(slash ? slash + 1 : b->a->output);
+  if (base && unique_name(&b->names, base)) return 0;
+  fprintf(stderr, "luaretry: out of memory\n");
+  return -1;
+}
+
 /* What must hold before any call starts: the command line's URLs valid, a
  * list that opens (and, when it is a regular file, is valid), a place for
  * the files. */
@@ -243,6 +261,7 @@ static int open_urls(batch *b) {
     return cli_usage("run: -o takes one URL; with several use --output-dir DIR%s", "");
   if (a->output_dir && a->create_dirs && create_dirs(a->output_dir, 1, "--output-dir") != 0)
     return EXIT_USAGE;
+  if (a->output && a->output_dir && reserve_output(b) != 0) return EXIT_POLICY;
   if (a->output_dir) {
     struct stat st;
     const char *why_not = stat(a->output_dir, &st) != 0 ? strerror(errno)
