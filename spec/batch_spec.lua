@@ -254,6 +254,24 @@ describe("luaretry run, many URLs", function ()
       assert.are.equal(1, #srv:requests_on("/ok/3"))
     end)
 
+    -- it was a usage error's six lines (the synopsis) in the midst of the
+    -- batch's, shown under -s too
+    it("a bad URL from a pipe is one line, as a failed URL's; -s shows none", function ()
+      local file = url_file({ srv.base .. "/ok/1", "http://[bad", srv.base .. "/ok/3" })
+      local err = tmp .. "/err"
+      for _, quiet in ipairs { "-q", "-s" } do
+        local code = proc.sh("cat " .. proc.q(file) .. " | " .. proc.q(proc.bin) .. " run " ..
+                             proc.q(HTTP) .. " " .. quiet .. " --urls - >/dev/null 2>" .. proc.q(err))
+        local stderr = proc.readfile(err)
+        assert.are.equal(2, code, stderr)
+        if quiet == "-s" then
+          assert.are.equal("", stderr)
+        else
+          assert.are.equal("luaretry: run: bad URL http://[bad ([2]): Bad IPv6 address\n", stderr)
+        end
+      end
+    end)
+
     it("a regular file is checked whole first: a bad URL on its last line sends nothing", function ()
       local list = urls("/ok/u%d", 5)
       list[#list + 1] = "http://[bad"

@@ -154,7 +154,9 @@ static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **u
 static char *join_path(const char *dir, const char *name);
 static char *unique_name(name_set *set, char *base);
 
-static int bad_url(const char *url, const char *where, const char *why) {
+/* A bad URL: a usage error before the batch; met in it (from a pipe), the
+ * line of a URL that failed, shown as those are (-s: none), and exit 2. */
+static int bad_url(const batch *b, const char *url, const char *where, const char *why, int late) {
   /* a URL curl cannot parse cannot be redacted by it: ours; its bytes
    * escaped (a file's line may hold any, a terminal's controls too) */
   char *shown = url_redacted_rough(url), *safe = NULL;
@@ -168,7 +170,9 @@ static int bad_url(const char *url, const char *where, const char *why) {
   snprintf(what, sizeof what, "run: bad URL %s%s: %s", safe ? safe : "(URL)", where, why);
   free(shown);
   free(safe);
-  return cli_usage("%s", what);
+  if (!late) return cli_usage("%s", what);
+  if (b->a->verbosity > 0 || b->a->show_error) fprintf(stderr, "luaretry: %s\n", what);
+  return EXIT_USAGE;
 }
 
 static int long_line(const char *name, long line_no) {
@@ -194,7 +198,7 @@ static int check_list(batch *b, int *count) {
     free(fixed);
     if (!valid) {
       snprintf(where, sizeof where, " (--urls %s, line %ld)", name, line_no);
-      return bad_url(url, where, why);
+      return bad_url(b, url, where, why, 0);
     }
   }
   if (r == -2) return long_line(name, line_no);
@@ -233,7 +237,7 @@ static int open_urls(batch *b) {
     char *fixed = NULL;
     int valid = url_check(a->words[i], &fixed, why, sizeof why);
     free(fixed);
-    if (!valid) return bad_url(a->words[i], "", why);
+    if (!valid) return bad_url(b, a->words[i], "", why, 0);
   }
   if (a->urls_file) {
     b->list = strcmp(a->urls_file, "-") == 0 ? stdin : fopen(a->urls_file, "r");
@@ -507,7 +511,9 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
     if (!url_check(url, &fixed, why, sizeof why)) { /* from a pipe: not checked before */
       char where[64];
       snprintf(where, sizeof where, " ([%ld])", b->urls);
-      fold_status(b, bad_url(url, where, why), LUARETRY_REASON_FINAL);
+      progress_clear(&b->meter); /* the line goes above the status line */
+      fold_status(b, bad_url(b, url, where, why, 1), LUARETRY_REASON_FINAL);
+      progress_update(&b->meter, 1);
       free(url);
       continue;
     }
