@@ -267,7 +267,8 @@ void log_stats(const luaretry_policy *p) {
 /* A download that starts over says so, once for each time. */
 void run_resume_note(void *ud, const char *line) {
   const attempt_log *log = ud;
-  if (log->verbosity == 0) return;
+  /* a stop signal cut the attempt: no attempt follows to restart */
+  if (log->verbosity == 0 || cli_interrupted()) return;
   progress_yield(); /* a line of its own, not one written into the meter */
   fprintf(stderr, "luaretry: ");
   if (log->index) fprintf(stderr, "[%d] ", log->index);
