@@ -447,6 +447,26 @@ describe("luaretry run, many URLs", function ()
       assert.is_nil(r.stderr:find("holds no URL", 1, true), r.stderr)
     end)
 
+    -- the line said "success, ... exit 1" and no more
+    it("a body that cannot be written (a full disk): exit 1, the URL's line says why", function ()
+      local err = tmp .. "/err"
+      local code = proc.sh(proc.q(proc.bin) .. " run " .. proc.q(HTTP) .. " -q " ..
+                           proc.q(srv.base .. "/ok/1") .. " " .. proc.q(srv.base .. "/ok/2") ..
+                           " >/dev/full 2>" .. proc.q(err))
+      local stderr = proc.readfile(err)
+      assert.are.equal(1, code, stderr)
+      local s = summaries(stderr)
+      assert.are.equal(2, count(s), stderr)
+      for i = 1, 2 do
+        assert.matches(": success, 1 attempt, status 200, [%d.]+ s, exit 1: its body was not written$", s[i])
+      end
+      assert.matches("standard output: writing: No space left on device", stderr)
+      -- one URL: the same status (luaretry(1), EXIT STATUS)
+      code = proc.sh(proc.q(proc.bin) .. " run " .. proc.q(HTTP) .. " -q " ..
+                     proc.q(srv.base .. "/ok/1") .. " >/dev/full 2>" .. proc.q(err))
+      assert.are.equal(1, code, proc.readfile(err))
+    end)
+
     it("usage errors exit 2 and send nothing", function ()
       local a, b = srv.base .. "/ok/1", srv.base .. "/ok/2"
       local cases = {

@@ -40,6 +40,7 @@ typedef struct {
   long long got;               /* body bytes since the last decision */
   int too_large;               /* the sink refused the final answer's body, given
                                   after the stop, as above --max-filesize */
+  int unwritten;               /* a success whose body could not be kept */
 } batch_url;
 
 enum { URL_IN_FLIGHT, URL_WAITING, URL_THROTTLED };
@@ -547,6 +548,7 @@ static void url_line(batch *b, const batch_url *u, const luaretry_curl_result *r
   if (r->code == LUARETRY_E_OPERATION && b->body.why[0]) detail = b->body.why;
   if (r->error && strcmp(r->error, "too_large") == 0)
     detail = "Maximum file size exceeded (--max-filesize)";
+  if (u->unwritten) detail = "its body was not written"; /* said above, with why */
   /* made whole, then written at once: standard error is unbuffered, and a
    * million lines written in pieces cost more than their transfers */
   char *line = NULL;
@@ -585,7 +587,8 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   /* a body above --max-filesize, the final answer's or an attempt's the
    * helper refused: nowhere, standard output included */
   if (u->too_large || (r->error && strcmp(r->error, "too_large") == 0)) keep = 0;
-  if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
+  if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK)
+    status = EXIT_FINAL, u->unwritten = 1;
   fold_status(b, status, r->final.reason);
   url_set_state(u, URL_IN_FLIGHT);
   b->meter.in_flight--;
