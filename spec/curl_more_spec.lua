@@ -208,6 +208,11 @@ describe("curl's retried options", function ()
     assert.are.equal(0, run_in(dir, { "--remote-name-all", "-d", "x", srv.base .. "/m1", srv.base .. "/m2" }))
     assert.are.equal("x", proc.readfile(dir .. "/m1"))
     assert.are.equal("x", proc.readfile(dir .. "/m2"))
+    -- -O with several URLs names each one's file (luaretry(1); curl's names
+    -- the first, and writes the others to standard output)
+    assert.are.equal(0, run_in(dir, { "-O", "-d", "y", srv.base .. "/m3", srv.base .. "/m4" }))
+    assert.are.equal("y", proc.readfile(dir .. "/m3"))
+    assert.are.equal("y", proc.readfile(dir .. "/m4"))
     -- the Dockerfile line: curl -fsSLO --retry 3 URL
     assert.are.equal(0, run_in(dir, { "-fsSLO", "-d", "df", srv.base .. "/docker.tgz" }))
     assert.are.equal("df", proc.readfile(dir .. "/docker.tgz"))
