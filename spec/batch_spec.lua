@@ -467,6 +467,16 @@ describe("luaretry run, many URLs", function ()
       assert.are.equal(1, code, proc.readfile(err))
     end)
 
+    -- curl pairs each -o with a URL; the refusal said "one URL takes one
+    -- file" of two URLs
+    it("-o for each of several URLs (curl's pairing) is refused, saying what to use", function ()
+      local r = run({ "run", HTTP, srv.base .. "/ok/1", "-o", tmp .. "/o1", srv.base .. "/ok/2",
+                      "-o", tmp .. "/o2" })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("^luaretry: run: %-o given twice: [^\n]*%-O or %-%-output%-dir DIR", r.stderr)
+      assert.are.equal(0, #srv:requests())
+    end)
+
     it("usage errors exit 2 and send nothing", function ()
       local a, b = srv.base .. "/ok/1", srv.base .. "/ok/2"
       local cases = {

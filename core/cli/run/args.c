@@ -630,7 +630,12 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_OUTPUT:
     if (!v[0]) return cli_usage("run: %s '': expected a file (- for standard output)", opt);
     /* curl writes the first and warns; one of two would be lost here */
-    if (a->output) return cli_usage("run: %s given twice: one URL takes one file", opt);
+    /* curl pairs each -o with a URL: not taken, and said what is */
+    if (a->output)
+      return cli_usage(
+        "run: %s given twice: it names one URL's file (not one for each URL, "
+        "as curl's); several URLs' bodies go to -O or --output-dir DIR",
+        opt);
     a->output = v;
     break;
   case O_USER:
