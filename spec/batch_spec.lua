@@ -286,6 +286,19 @@ describe("luaretry run, many URLs", function ()
       assert.is_nil(r.stderr:find("\27", 1, true))
     end)
 
+    -- the URL was cut at the NUL and the rest of the line dropped in
+    -- silence (a line starting with one was skipped as blank)
+    it("a line holding a NUL byte is refused, naming its line; nothing sent", function ()
+      local path = tmp .. "/nul.txt"
+      for _, line in ipairs { srv.base .. "/ok/a\0/evil", "\0" .. srv.base .. "/ok/b" } do
+        proc.writefile(path, srv.base .. "/ok/first\n# a comment \0 is a comment\n" .. line .. "\n")
+        local r = run({ "run", HTTP, "--urls", path })
+        assert.are.equal(2, r.code, r.stderr)
+        assert.matches("^luaretry: run: %-%-urls [^\n]*nul%.txt, line 3: [^\n]*NUL byte", r.stderr)
+        assert.are.equal(0, #srv:requests())
+      end
+    end)
+
     it("a line longer than any URL libcurl accepts (8 MB) is refused at once, never read whole", function ()
       -- a regular file: a URL, then 64 MB without a newline (sparse)
       local file = url_file({ srv.base .. "/ok/1" })

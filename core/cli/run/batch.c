@@ -131,7 +131,8 @@ static ssize_t bounded_line(FILE *f, char **line, size_t *size) {
 
 /* The next line of `f` that holds a URL (blank lines and # comments are
  * skipped), trimmed, in *line; 1, 0 at the end, -1 when reading failed, -2
- * for a line longer than any URL (*line_no: its number). */
+ * for a line longer than any URL, -3 for one with a NUL byte, which no URL
+ * holds (it was cut there in silence) (*line_no: its number). */
 static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **url) {
   ssize_t len;
   while ((len = bounded_line(f, line, size)) >= 0 || len == -2) {
@@ -143,6 +144,7 @@ static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **u
     char *s = *line, *e = *line + len;
     while (s < e && (*s == ' ' || *s == '\t')) s++;
     while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) e--;
+    if (*s != '#' && memchr(s, '\0', (size_t)(e - s))) return -3;
     *e = '\0';
     if (*s && *s != '#') {
       *url = s;
@@ -176,12 +178,18 @@ static int bad_url(const batch *b, const char *url, const char *where, const cha
   return EXIT_USAGE;
 }
 
-static int long_line(const char *name, long line_no) {
+/* A line next_line() refused: -2 too long, -3 with a NUL byte. */
+static int odd_line(const char *name, long line_no, int r) {
   char what[4400];
-  snprintf(what, sizeof what,
-           "run: --urls %s, line %ld: longer than %d bytes, more than "
-           "any URL libcurl accepts: refused",
-           name, line_no, MAX_URL_LINE);
+  if (r == -3)
+    snprintf(what, sizeof what,
+             "run: --urls %s, line %ld: holds a NUL byte, which no URL does: refused", name,
+             line_no);
+  else
+    snprintf(what, sizeof what,
+             "run: --urls %s, line %ld: longer than %d bytes, more than "
+             "any URL libcurl accepts: refused",
+             name, line_no, MAX_URL_LINE);
   return cli_usage("%s", what);
 }
 
@@ -202,7 +210,7 @@ static int check_list(batch *b, int *count) {
       return bad_url(b, url, where, why, 0);
     }
   }
-  if (r == -2) return long_line(name, line_no);
+  if (r <= -2) return odd_line(name, line_no, r);
   if (r < 0 || fseek(b->list, 0, SEEK_SET) != 0) {
     fprintf(stderr, "luaretry: --urls %s: %s\n", name, strerror(errno));
     return EXIT_USAGE;
@@ -301,8 +309,8 @@ static char *next_url(batch *b) {
   if (!b->list || b->list_failed) return NULL;
   char *url;
   int r = next_line(b->list, &b->line, &b->line_size, &b->line_no, &url);
-  if (r == -2) {
-    long_line(b->a->urls_file, b->line_no);
+  if (r <= -2) { /* the list is read no further */
+    odd_line(b->a->urls_file, b->line_no, r);
     b->list_failed = 1;
   } else if (r < 0) {
     fprintf(stderr, "luaretry: --urls %s: %s\n", b->a->urls_file, strerror(errno));
