@@ -490,6 +490,16 @@ describe("luaretry run, many URLs", function ()
       assert.are.equal(0, #srv:requests())
     end)
 
+    -- the first list was dropped without a word
+    it("--urls given twice is refused: one list, nothing sent", function ()
+      local a, b = url_file({ srv.base .. "/ok/a" }), tmp .. "/b.txt"
+      proc.writefile(b, srv.base .. "/ok/b\n")
+      local r = run({ "run", HTTP, "--urls", a, "--urls", b })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("^luaretry: run: %-%-urls given twice", r.stderr)
+      assert.are.equal(0, #srv:requests())
+    end)
+
     it("usage errors exit 2 and send nothing", function ()
       local a, b = srv.base .. "/ok/1", srv.base .. "/ok/2"
       local cases = {

@@ -662,7 +662,12 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_SEED: return set_seed(a, v);
   case O_SET: return add_set(a, v, NULL);
   case O_LOG_JSON: a->log_json = v; break;
-  case O_URLS: a->urls_file = v; break;
+  case O_URLS:
+    /* the first list would be dropped without a word */
+    if (a->urls_file)
+      return cli_usage("run: --urls given twice: one list (cat A B | luaretry run --urls -)%s", "");
+    a->urls_file = v;
+    break;
   case O_OUTPUT_DIR: a->output_dir = v; break;
   case O_REDIS: a->redis = hide(a, v); break;
   case O_FLEET: a->fleet = v; break;
