@@ -272,6 +272,23 @@ describe("luaretry run, many URLs", function ()
       end
     end)
 
+    -- luaretry(1): the worst status, 2 among them (it was not placed)
+    it("a bad URL from a pipe (2) outranks a final (1), exhausted (4) and refused (6) URL", function ()
+      local list = { srv.base .. "/notfound/1", "http://[bad" }
+      for i = 1, 4 do list[#list + 1] = srv.base .. "/always503/" .. i end
+      local file = url_file(list)
+      local err = tmp .. "/err"
+      local code = proc.sh("cat " .. proc.q(file) .. " | " .. proc.q(proc.bin) .. " run " ..
+                           proc.q(DIR .. "breaker.lua") .. " -v --set max_attempts=1 --urls - >/dev/null 2>" ..
+                           proc.q(err))
+      local stderr = proc.readfile(err)
+      assert.are.equal(2, code, stderr)
+      local s = summaries(stderr)
+      assert.matches("exit 1; ", s[1])
+      assert.matches("exit 4; ", s[3])
+      assert.matches(": circuit_open, .*exit 6$", s[6])
+    end)
+
     it("a regular file is checked whole first: a bad URL on its last line sends nothing", function ()
       local list = urls("/ok/u%d", 5)
       list[#list + 1] = "http://[bad"

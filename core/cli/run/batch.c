@@ -79,9 +79,9 @@ typedef struct batch {
 } batch;
 
 /* Exit statuses from best to worst: the batch exits with the worst of its
- * calls.  An interruption beats everything, then a policy error (or a bad
- * URL met late), then a refusal (budget, circuit), the deadline, exhausted
- * attempts, a final response, success. */
+ * calls.  An interruption beats everything, then a policy error, a bad URL
+ * met late (a usage error), a refusal (budget, circuit), the deadline,
+ * exhausted attempts, a final response, success (luaretry(1)'s order). */
 static int severity(int status) {
   switch (status) {
   case EXIT_OK: return 0;
@@ -89,10 +89,11 @@ static int severity(int status) {
   case EXIT_EXHAUSTED: return 2;
   case EXIT_DEADLINE: return 3;
   case EXIT_REFUSED: return 4;
-  case EXIT_POLICY: return 5;
-  case EXIT_INTERRUPTED: return 6;
+  case EXIT_USAGE: return 5;
+  case EXIT_POLICY: return 6;
+  case EXIT_INTERRUPTED: return 7;
   }
-  return 5;
+  return 6;
 }
 
 static void fold_status(batch *b, int status, luaretry_reason reason) {
