@@ -396,6 +396,34 @@ describe("luaretry run, many URLs", function ()
       for i = 1, from - 1 do assert.is_truthy(s[i], "no summary for [" .. i .. "]") end
       assert.matches(": cancelled, ", s[1])
     end)
+
+    -- the open or read the signal cut was a read error: "Interrupted
+    -- system call", "holds no URL", the synopsis, exit 2
+    it("SIGTERM while the list from a pipe is awaited: exit 130, said as an interruption", function ()
+      local fifo = tmp .. "/list.fifo"
+      assert.are.equal(0, proc.sh("mkfifo " .. proc.q(fifo)))
+      -- in the open (no writer yet), the first line's read, the second's
+      for _, case in ipairs { "open", "first", "second" } do
+        local jobdir = proc.tmpdir()
+        local job = proc.spawn({ "run", HTTP, "-q", "--urls", fifo }, jobdir)
+        finally(function () job:stop(); proc.rmtree(jobdir) end)
+        -- read and write: never blocks; luaretry's open then finds a writer
+        local w = case ~= "open" and assert(io.open(fifo, "r+"))
+        if case == "second" then
+          w:write(srv.base .. "/ok/1\n")
+          w:flush()
+          assert.is_truthy(proc.wait_for(function () return #srv:requests() >= 1 end, 5))
+        end
+        proc.sleep(0.3) -- blocked in the open or the read
+        job:signal("TERM")
+        local code = job:wait(5)
+        local stderr = job:stderr()
+        if w then w:close() end
+        assert.are.equal(130, code, case .. ": " .. tostring(stderr))
+        assert.are.equal("luaretry: interrupted\n", stderr, case)
+        srv:reset()
+      end
+    end)
   end)
 
   describe("options", function ()

@@ -58,6 +58,7 @@ typedef struct batch {
   FILE *list;    /* then --urls FILE's, read as they are needed */
   long line_no;
   int list_failed; /* reading it failed: the batch fails */
+  int list_cut;    /* ... because a stop signal cut the read: interrupted */
   char *line;
   size_t line_size;
   long urls; /* URLs read so far (their numbers) */
@@ -251,6 +252,10 @@ static int open_urls(batch *b) {
   }
   if (a->urls_file) {
     b->list = strcmp(a->urls_file, "-") == 0 ? stdin : fopen(a->urls_file, "r");
+    if (!b->list && errno == EINTR && cli_interrupted()) { /* a FIFO without a writer */
+      if (a->verbosity > 0 || a->show_error) fprintf(stderr, "luaretry: interrupted\n");
+      return EXIT_INTERRUPTED;
+    }
     if (!b->list) {
       fprintf(stderr, "luaretry: --urls %s: %s\n", a->urls_file, strerror(errno));
       return EXIT_USAGE;
@@ -314,7 +319,11 @@ static char *next_url(batch *b) {
     odd_line(b->a->urls_file, b->line_no, r);
     b->list_failed = 1;
   } else if (r < 0) {
-    fprintf(stderr, "luaretry: --urls %s: %s\n", b->a->urls_file, strerror(errno));
+    /* a stop signal cut the read of a pipe: an interruption, not an error */
+    if (errno == EINTR && cli_interrupted())
+      b->list_cut = b->interrupted = 1;
+    else
+      fprintf(stderr, "luaretry: --urls %s: %s\n", b->a->urls_file, strerror(errno));
     b->list_failed = 1;
   }
   return r == 1 ? strdup(url) : NULL;
@@ -677,7 +686,10 @@ static int perform(batch *b, luaretry_policy *p) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
     return EXIT_POLICY;
   }
-  if (b->list_failed) fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);
+  if (b->list_cut)
+    fold_status(b, EXIT_INTERRUPTED, LUARETRY_REASON_CANCELLED);
+  else if (b->list_failed)
+    fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);
   if (b->a->verbosity > 0 && b->urls > 0) /* after the lines of the URLs that failed */
     fprintf(stderr, "luaretry: %ld URL%s: %ld succeeded, %ld failed, %lld bytes, %.3f s, exit %d\n",
             b->urls, b->urls == 1 ? "" : "s", b->succeeded, b->urls - b->succeeded, b->bytes,
