@@ -132,6 +132,26 @@ describe("output for machines", function ()
     end
   end)
 
+  -- the open the signal cut was "Interrupted system call", exit 2
+  it("--log-json FIFO with no reader yet: a stop signal is an interruption, exit 130", function ()
+    local fifo = tmp .. "/log.fifo"
+    assert.are.equal(0, proc.sh("mkfifo " .. proc.q(fifo)))
+    for _, urls in ipairs { 1, 2 } do
+      local jobdir = proc.tmpdir()
+      local args = { "run", "http", "-q", "--log-json", fifo, srv.base .. "/new" }
+      if urls == 2 then args[#args + 1] = srv.base .. "/new" end
+      local job = proc.spawn(args, jobdir)
+      finally(function () job:stop(); proc.rmtree(jobdir) end)
+      proc.sleep(0.3) -- blocked in the open
+      job:signal("TERM")
+      local code = job:wait(5)
+      local stderr = job:stderr()
+      assert.are.equal(130, code, stderr)
+      assert.are.equal("luaretry: interrupted\n", stderr)
+      assert.are.equal(0, #srv:requests())
+    end
+  end)
+
   it("a batch: one summary for all its calls, and the metrics of all", function ()
     local log, file = tmp .. "/log.json", tmp .. "/m.prom"
     local r = run({ srv.base .. "/new", srv.base .. "/notfound", "-q", "--log-json", log,

@@ -627,7 +627,8 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
 
 static int prepare(batch *b, luaretry_policy *p) {
   const run_args *a = b->a;
-  if (log_json_open(a->log_json, &b->json) != 0) return EXIT_USAGE;
+  int opened = log_json_open(a->log_json, &b->json, a->verbosity > 0 || a->show_error);
+  if (opened != 0) return opened;
   split_headers(a, b->headers);
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);

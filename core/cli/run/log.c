@@ -222,14 +222,18 @@ void log_policy_events(luaretry_policy *p, int verbosity) {
   luaretry_policy_on_fleet(p, verbosity > 0 ? fleet_log : NULL, NULL);
 }
 
-int log_json_open(const char *path, FILE **json) {
+int log_json_open(const char *path, FILE **json, int verbose) {
   *json = NULL;
   if (!path) return 0;
   /* "e": O_CLOEXEC, so a command run per attempt never inherits it */
   *json = strcmp(path, "-") == 0 ? stderr : fopen(path, "we");
   if (*json) return 0;
+  if (errno == EINTR && cli_interrupted()) { /* a FIFO's open, cut by a stop signal */
+    if (verbose) fprintf(stderr, "luaretry: interrupted\n");
+    return EXIT_INTERRUPTED;
+  }
   fprintf(stderr, "luaretry: --log-json %s: %s\n", path, strerror(errno));
-  return -1;
+  return EXIT_USAGE;
 }
 
 void log_json_close(FILE *json, const char *path) {

@@ -433,9 +433,10 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
     a->url ? url_redacted(a->url) : strdup(mode == RUN_WORKFLOW ? t.name : a->command[0]);
   attempt_log log = { a->verbosity, NULL, t.max_attempts, target, 0, a->show_error, 0, 0 };
   log.quota_max_wait = log_quota_max_wait(p);
-  if (log_json_open(a->log_json, &log.json) != 0) {
+  int opened = log_json_open(a->log_json, &log.json, a->verbosity > 0 || a->show_error);
+  if (opened != 0) {
     free(target);
-    return EXIT_USAGE;
+    return opened;
   }
   upload body = { .fd = -1, .src = -1 };
   outfile out; /* finished even when data_open() failed */

@@ -295,9 +295,10 @@ void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d
 void log_body_line(FILE *f, const luaretry_outcome *o);
 /* -v: the script's print(); not -q: the breaker's changes. */
 void log_policy_events(luaretry_policy *p, int verbosity);
-/* --log-json PATH ("-": standard error; NULL: none) into *json; -1 after a
- * message. */
-int log_json_open(const char *path, FILE **json);
+/* --log-json PATH ("-": standard error; NULL: none) into *json; 0, or
+ * after a message the exit status: EXIT_USAGE, or EXIT_INTERRUPTED when a
+ * stop signal cut the open (a FIFO with no reader; said when verbose). */
+int log_json_open(const char *path, FILE **json, int verbose);
 /* Flushes a --log-json line; a failure is remembered, and said (naming
  * path) by log_json_close. */
 void log_json_flush(FILE *json);
