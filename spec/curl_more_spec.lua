@@ -73,6 +73,9 @@ describe("curl's retried options", function ()
       { { "--dump-header", "" }, "run: --dump-header '': expected a file" },
       { { "-D", tmp .. "/no/such/dir/h" }, "-D " .. tmp .. "/no/such/dir/h: No such file or directory" },
       { { "-D", tmp }, "-D " .. tmp .. ": Is a directory" },
+      -- a folder no file can be made in, whoever runs it (root's access()
+      -- said yes to /proc, and the POST went)
+      { { "-D", "/proc/h.txt" }, "-D /proc/h.txt: " },
     } do
       local args = case[1]
       args[#args + 1] = "-X"

@@ -13,12 +13,10 @@
  * the list was read at once); a list from a pipe or standard input can only
  * be checked as it comes, and a bad URL there fails alone. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "run.h"
@@ -290,20 +288,12 @@ static int open_urls(batch *b) {
       fprintf(stderr, "luaretry: --output-dir %s: %s\n", a->output_dir, why_not);
       return EXIT_USAGE;
     }
-    /* a file made there and removed: a folder no body can be kept in is
-     * said before any request (each was fetched, then lost); a try, not
-     * access(), which root's permissions and some file systems fool */
-    char *probe = join_path(a->output_dir, ".luaretry-XXXXXX");
-    int fd = probe ? mkostemp(probe, O_CLOEXEC) : -1;
-    if (fd < 0) {
-      fprintf(stderr, "luaretry: --output-dir %s: %s\n", a->output_dir,
-              probe ? strerror(errno) : "out of memory");
-      free(probe);
+    /* a folder no body can be kept in: said before any request (each
+     * was fetched, then lost) */
+    if (!folder_takes_files(a->output_dir)) {
+      fprintf(stderr, "luaretry: --output-dir %s: %s\n", a->output_dir, strerror(errno));
       return EXIT_USAGE;
     }
-    close(fd);
-    unlink(probe);
-    free(probe);
   }
   return EXIT_OK;
 }

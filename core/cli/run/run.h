@@ -429,6 +429,9 @@ int create_dirs(const char *path, int whole, const char *option);
 /* The folder a file of `path` goes in: up to its last '/', "/" for a
  * name at the root, "." for a bare name. */
 void path_folder(const char *path, char *out, size_t size);
+/* Whether a file can be made in dir (one is made and removed); 0 with
+ * errno when not. */
+int folder_takes_files(const char *dir);
 
 /* ---- trace.c: -v's header lines and --trace-ascii FILE, credentials
  * redacted */
