@@ -156,6 +156,7 @@ describe("luaretry run, many URLs", function ()
     end)
   end)
 
+  -- without -Z (curl's --parallel-max needs it; luaretry(1) says so)
   it("--parallel-max 8 overlaps: 8 URLs each delayed 2 s finish in well under 16 s", function ()
     -- rate=none: no adaptive rate, so no slow start (below): all 8 at once
     local r = run(concat({ "run", HTTP, "--parallel-max", "8", "-q", "--set", "rate=none" },
