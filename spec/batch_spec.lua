@@ -440,6 +440,16 @@ describe("luaretry run, many URLs", function ()
       assert.matches("/ok/c: success", s[3])
     end)
 
+    -- a Windows editor's list: CRLF was taken, its UTF-8 BOM made the
+    -- first URL bad ("Port number was not a decimal number", the BOM unseen)
+    it("--urls FILE starting with a UTF-8 byte order mark: the mark is skipped", function ()
+      local path = tmp .. "/bom.txt"
+      proc.writefile(path, "\xEF\xBB\xBF" .. srv.base .. "/ok/a\r\n" .. srv.base .. "/ok/b\r\n")
+      local r = run({ "run", HTTP, "--urls", path })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("ok /ok/a\nok /ok/b\n", r.stdout)
+    end)
+
     it("--output-dir names: the last segment, sanitized, unique with a numeric suffix", function ()
       local out = tmp .. "/out"
       proc.sh("mkdir " .. proc.q(out))

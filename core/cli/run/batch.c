@@ -142,6 +142,8 @@ static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **u
     }
     (*line_no)++;
     char *s = *line, *e = *line + len;
+    /* a Windows editor's UTF-8 byte order mark (its CRLF is taken below) */
+    if (*line_no == 1 && len >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0) s += 3;
     while (s < e && (*s == ' ' || *s == '\t')) s++;
     while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) e--;
     if (*s != '#' && memchr(s, '\0', (size_t)(e - s))) return -3;
