@@ -152,6 +152,20 @@ describe("output for machines", function ()
     end
   end)
 
+  -- the log took the closed standard output's number, 1: the body went
+  -- into the log (exit 0), where curl fails with 23
+  it("standard output closed (>&-): the body never goes into --log-json's file; exit 1, said", function ()
+    local log, err = tmp .. "/closed.json", tmp .. "/closed.err"
+    local code = proc.sh(proc.q(proc.bin) .. " run http -q --log-json " .. proc.q(log) .. " " ..
+                         proc.q(srv.base .. "/new") .. " >&- 2>" .. proc.q(err))
+    local stderr = proc.readfile(err)
+    assert.are.equal(1, code, stderr)
+    assert.matches("standard output: writing: Bad file descriptor", stderr)
+    for _, line in ipairs(proc.lines(proc.readfile(log))) do
+      assert.is_table(proc.json.decode(line), line)
+    end
+  end)
+
   it("a batch: one summary for all its calls, and the metrics of all", function ()
     local log, file = tmp .. "/log.json", tmp .. "/m.prom"
     local r = run({ srv.base .. "/new", srv.base .. "/notfound", "-q", "--log-json", log,
