@@ -290,6 +290,19 @@ describe("luaretry run, many URLs", function ()
       assert.matches(": circuit_open, .*exit 6$", s[6])
     end)
 
+    -- the URLs after it were begun, --fail-early or not
+    it("--fail-early: a bad URL from a pipe is a failure; no URL after it begins", function ()
+      local file = url_file({ srv.base .. "/ok/1", "http://[bad", srv.base .. "/ok/3", srv.base .. "/ok/4" })
+      local err = tmp .. "/err"
+      local code = proc.sh("cat " .. proc.q(file) .. " | " .. proc.q(proc.bin) .. " run " ..
+                           proc.q(HTTP) .. " -q --fail-early --urls - >/dev/null 2>" .. proc.q(err))
+      local stderr = proc.readfile(err)
+      assert.are.equal(2, code, stderr)
+      assert.are.equal(1, #srv:requests(), stderr)
+      local said = "luaretry: --fail-early: [2] failed; the URLs from [3] on were not begun\n"
+      assert.are.equal(said, stderr:sub(-#said))
+    end)
+
     it("a regular file is checked whole first: a bad URL on its last line sends nothing", function ()
       local list = urls("/ok/u%d", 5)
       list[#list + 1] = "http://[bad"

@@ -526,6 +526,10 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
       fold_status(b, bad_url(b, url, where, why, 1), LUARETRY_REASON_FINAL);
       progress_update(&b->meter, 1);
       free(url);
+      if (b->a->fail_early) { /* a failure too: nothing begins after it */
+        b->failed_early = b->urls;
+        return 0;
+      }
       continue;
     }
     if (fixed) free(url), url = fixed;    /* no scheme: http://, as curl guesses */
