@@ -569,6 +569,24 @@ describe("luaretry run, many URLs", function ()
       assert.are.equal(0, #srv:requests())
     end)
 
+    -- -K - took standard input whole and --urls - found it empty, said
+    -- nowhere; -T - was named "-d @-"
+    it("--urls - beside another reader of standard input (-K -, -T -): refused naming both", function ()
+      local err = tmp .. "/err"
+      for _, case in ipairs {
+        { "-K -", "--urls - and -K - cannot both read standard input" },
+        { "-T - " .. proc.q(srv.base .. "/ok/put"), "--urls - and -T - cannot both read standard input" },
+      } do
+        local code = proc.sh("printf 'url = \"%s\"\\n' " .. proc.q(srv.base .. "/ok/k") .. " | " ..
+                             proc.q(proc.bin) .. " run " .. proc.q(HTTP) .. " " .. case[1] ..
+                             " --urls - >/dev/null 2>" .. proc.q(err))
+        local stderr = proc.readfile(err)
+        assert.are.equal(2, code, stderr)
+        assert.matches("^luaretry: run: " .. case[2]:gsub("%p", "%%%0"), stderr)
+      end
+      assert.are.equal(0, #srv:requests())
+    end)
+
     it("usage errors exit 2 and send nothing", function ()
       local a, b = srv.base .. "/ok/1", srv.base .. "/ok/2"
       local cases = {

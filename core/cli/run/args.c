@@ -525,6 +525,7 @@ static int config_line(void *ud, int n, char **words, const char *path, long lin
 static int read_config(run_args *a, const char *path) {
   if (a->config_depth >= 8) return cli_usage("run: -K %s: nested too deep", path);
   a->config_depth++;
+  if (strcmp(path, "-") == 0) a->config_stdin = 1;
   int status = config_words(path, config_line, a);
   a->config_depth--;
   return status;
@@ -877,8 +878,14 @@ static int check_combinations(run_args *a) {
        a->insecure || a->cacert || a->cert || a->compressed || a->user_agent))
     return cli_usage("run: curl's options are for URLs, not commands", NULL);
   if (a->output && a->output_dir) return cli_usage("run: -o or --output-dir, not both", NULL);
-  if (a->urls_file && a->data && strcmp(a->urls_file, "-") == 0 && strcmp(a->data, "@-") == 0)
-    return cli_usage("run: --urls - and -d @- cannot both read standard input", NULL);
+  /* one of them would find standard input empty, said nowhere */
+  const char *other_reader = !a->urls_file || strcmp(a->urls_file, "-") != 0 ? NULL
+                             : a->config_stdin                               ? "-K -"
+                             : !a->data || strcmp(a->data, "@-") != 0        ? NULL
+                             : a->upload_file                                ? "-T -"
+                                                                             : "-d @-";
+  if (other_reader)
+    return cli_usage("run: --urls - and %s cannot both read standard input", other_reader);
   if (a->key && !a->cert) return cli_usage("run: --key goes with --cert", NULL);
   if (a->fail && a->fail_with_body)
     return cli_usage("run: -f and --fail-with-body, not both (as in curl)", NULL);

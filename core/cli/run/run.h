@@ -152,6 +152,7 @@ typedef struct {
   const char *before_retry; /* --before-retry CMD: sh -c CMD before each retry */
   int exit_command;         /* --exit-status command: the final attempt's own status */
   int config_depth;         /* -K inside -K */
+  int config_stdin;         /* -K - read standard input */
   char **owned;             /* strings made for the options (-K's words) */
   int nowned, capowned;
 } run_args;
