@@ -162,18 +162,8 @@ static char *unique_name(name_set *set, char *base);
 /* A bad URL: a usage error before the batch; met in it (from a pipe), the
  * line of a URL that failed, shown as those are (-s: none), and exit 2. */
 static int bad_url(const batch *b, const char *url, const char *where, const char *why, int late) {
-  /* a URL curl cannot parse cannot be redacted by it: ours; its bytes
-   * escaped (a file's line may hold any, a terminal's controls too) */
-  char *shown = url_redacted_rough(url), *safe = NULL;
-  size_t len = 0;
-  FILE *m = open_memstream(&safe, &len);
-  if (m) {
-    cli_text(m, shown ? shown : "(URL)");
-    if (fclose(m) != 0) free(safe), safe = NULL;
-  }
-  char what[640];
+  char *safe = url_shown(url), what[640];
   snprintf(what, sizeof what, "run: bad URL %s%s: %s", safe ? safe : "(URL)", where, why);
-  free(shown);
   free(safe);
   if (!late) return cli_usage("%s", what);
   if (b->a->verbosity > 0 || b->a->show_error) fprintf(stderr, "luaretry: %s\n", what);

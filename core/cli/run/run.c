@@ -111,7 +111,12 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
     return cli_usage("run: a URL, -- COMMAND, or a policy with run() is needed%s", "");
   char why[256];
   a->url = a->words[0];
-  if (!url_check(a->url, &a->url_fixed, why, sizeof why)) return cli_usage("run: bad URL: %s", why);
+  if (!url_check(a->url, &a->url_fixed, why, sizeof why)) {
+    char *safe = url_shown(a->url), what[640];
+    snprintf(what, sizeof what, "run: bad URL %s: %s", safe ? safe : "(URL)", why);
+    free(safe);
+    return cli_usage("%s", what);
+  }
   if (a->url_fixed) a->url = a->url_fixed; /* no scheme: http://, as curl guesses */
   return single_url_options(a);
 }

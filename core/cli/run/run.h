@@ -266,6 +266,9 @@ char *url_redacted(const char *url);
 /* The same for a string curl cannot parse: whatever stands before the
  * last '@' of what would be its authority is dropped; malloc'ed. */
 char *url_redacted_rough(const char *url);
+/* A URL that may be bad, for a message: redacted so, its bytes escaped as
+ * log lines' are; malloc'ed, NULL when out of memory. */
+char *url_shown(const char *url);
 /* --output-dir's name for it; malloc'ed. */
 char *url_file_name(const char *url);
 
