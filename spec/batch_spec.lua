@@ -587,6 +587,20 @@ describe("luaretry run, many URLs", function ()
       assert.are.equal(0, #srv:requests())
     end)
 
+    -- the list was truncated by the log before it was read ("holds no
+    -- URL"), or replaced by the metrics after the run (exit 0)
+    it("--urls FILE that an output names too (--log-json, --metrics-file): refused, the list intact", function ()
+      local list = url_file({ srv.base .. "/ok/1", srv.base .. "/ok/2" })
+      local before = proc.readfile(list)
+      for _, opt in ipairs { "--log-json", "--metrics-file", "--trace-ascii" } do
+        local r = run({ "run", HTTP, "--urls", list, opt, tmp .. "/./urls.txt" })
+        assert.are.equal(2, r.code, r.stderr)
+        assert.matches("^luaretry: run: %-%-urls and " .. opt:gsub("%p", "%%%0") .. " name the same file", r.stderr)
+        assert.are.equal(before, proc.readfile(list))
+      end
+      assert.are.equal(0, #srv:requests())
+    end)
+
     it("usage errors exit 2 and send nothing", function ()
       local a, b = srv.base .. "/ok/1", srv.base .. "/ok/2"
       local cases = {

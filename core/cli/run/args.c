@@ -841,11 +841,13 @@ static int same_file(const char *x, const char *y) {
 }
 
 /* Two of the files written at the end naming one: the later would write
- * over the earlier (-o X -D X kept only the headers). */
+ * over the earlier (-o X -D X kept only the headers); or one of them the
+ * list of URLs, read as the batch goes (--log-json emptied it first). */
 static int check_outputs(const run_args *a) {
   const struct {
     const char *opt, *path;
-  } outs[] = { { "-o", a->output },
+  } outs[] = { { "--urls", a->urls_file },
+               { "-o", a->output },
                { "-D", a->dump_header },
                { "--log-json", a->log_json },
                { "--metrics-file", a->metrics_file },
