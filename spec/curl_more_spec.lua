@@ -88,6 +88,21 @@ describe("curl's retried options", function ()
     assert.matches("^HTTP/1%.1 200", proc.readfile(tmp .. "/h.txt"))
   end)
 
+  -- the log and the trace are opened at the start: they emptied the body's
+  -- file before it was read, and an empty body went
+  it("-d @FILE or -T FILE that --log-json or --trace-ascii names too: a usage error, the file intact", function ()
+    local f = tmp .. "/body.txt"
+    for _, case in ipairs {
+      { { "-d", "@" .. f, "--log-json", f }, "-d and --log-json" },
+      { { "--data-binary", "@" .. f, "--trace-ascii", tmp .. "/./body.txt" }, "--data-binary and --trace-ascii" },
+      { { "-T", f, "--log-json", f }, "-T and --log-json" },
+    } do
+      proc.writefile(f, "precious\n")
+      refused_unsent(case[1], ("run: " .. case[2] .. " name the same file"):gsub("%p", "%%%0"), "/body")
+      assert.are.equal("precious\n", proc.readfile(f))
+    end
+  end)
+
   -- two of the files written at the end naming one file: the later wrote
   -- over the earlier (-o X -D X kept the headers, lost the body)
   it("-o, -D, --log-json, --metrics-file, --trace-ascii or -c naming one file: a usage error, nothing sent", function ()

@@ -861,6 +861,20 @@ static int check_outputs(const run_args *a) {
         snprintf(what, sizeof what, "%s and %s", outs[i].opt, outs[j].opt);
         return cli_usage("run: %s name the same file: one would write over the other", what);
       }
+  /* a body's file the log or the trace, opened at the start, would empty
+   * before it is read (an empty body went) */
+  for (int k = 0; k < a->ndata; k++) {
+    const data_part *d = &a->data_parts[k];
+    if (d->kind == DATA_RAW || d->arg[0] != '@') continue;
+    const char *opt = same_file(d->arg + 1, a->log_json)      ? "--log-json"
+                      : same_file(d->arg + 1, a->trace_ascii) ? "--trace-ascii"
+                                                              : NULL;
+    if (opt) {
+      char what[64];
+      snprintf(what, sizeof what, "%s and %s", d->opt[0] ? d->opt : "-d", opt);
+      return cli_usage("run: %s name the same file: the body would be lost", what);
+    }
+  }
   return 0;
 }
 
