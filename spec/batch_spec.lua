@@ -156,6 +156,7 @@ describe("luaretry run, many URLs", function ()
     end)
   end)
 
+  -- without -Z (curl's --parallel-max needs it; luaretry(1) says so)
   it("--parallel-max 8 overlaps: 8 URLs each delayed 2 s finish in well under 16 s", function ()
     -- rate=none: no adaptive rate, so no slow start (below): all 8 at once
     local r = run(concat({ "run", HTTP, "--parallel-max", "8", "-q", "--set", "rate=none" },
@@ -254,6 +255,54 @@ describe("luaretry run, many URLs", function ()
       assert.are.equal(1, #srv:requests_on("/ok/3"))
     end)
 
+    -- it was a usage error's six lines (the synopsis) in the midst of the
+    -- batch's, shown under -s too
+    it("a bad URL from a pipe is one line, as a failed URL's; -s shows none", function ()
+      local file = url_file({ srv.base .. "/ok/1", "http://[bad", srv.base .. "/ok/3" })
+      local err = tmp .. "/err"
+      for _, quiet in ipairs { "-q", "-s" } do
+        local code = proc.sh("cat " .. proc.q(file) .. " | " .. proc.q(proc.bin) .. " run " ..
+                             proc.q(HTTP) .. " " .. quiet .. " --urls - >/dev/null 2>" .. proc.q(err))
+        local stderr = proc.readfile(err)
+        assert.are.equal(2, code, stderr)
+        if quiet == "-s" then
+          assert.are.equal("", stderr)
+        else
+          assert.are.equal("luaretry: run: bad URL http://[bad ([2]): Bad IPv6 address\n", stderr)
+        end
+      end
+    end)
+
+    -- luaretry(1): the worst status, 2 among them (it was not placed)
+    it("a bad URL from a pipe (2) outranks a final (1), exhausted (4) and refused (6) URL", function ()
+      local list = { srv.base .. "/notfound/1", "http://[bad" }
+      for i = 1, 4 do list[#list + 1] = srv.base .. "/always503/" .. i end
+      local file = url_file(list)
+      local err = tmp .. "/err"
+      local code = proc.sh("cat " .. proc.q(file) .. " | " .. proc.q(proc.bin) .. " run " ..
+                           proc.q(DIR .. "breaker.lua") .. " -v --set max_attempts=1 --urls - >/dev/null 2>" ..
+                           proc.q(err))
+      local stderr = proc.readfile(err)
+      assert.are.equal(2, code, stderr)
+      local s = summaries(stderr)
+      assert.matches("exit 1; ", s[1])
+      assert.matches("exit 4; ", s[3])
+      assert.matches(": circuit_open, .*exit 6$", s[6])
+    end)
+
+    -- the URLs after it were begun, --fail-early or not
+    it("--fail-early: a bad URL from a pipe is a failure; no URL after it begins", function ()
+      local file = url_file({ srv.base .. "/ok/1", "http://[bad", srv.base .. "/ok/3", srv.base .. "/ok/4" })
+      local err = tmp .. "/err"
+      local code = proc.sh("cat " .. proc.q(file) .. " | " .. proc.q(proc.bin) .. " run " ..
+                           proc.q(HTTP) .. " -q --fail-early --urls - >/dev/null 2>" .. proc.q(err))
+      local stderr = proc.readfile(err)
+      assert.are.equal(2, code, stderr)
+      assert.are.equal(1, #srv:requests(), stderr)
+      local said = "luaretry: --fail-early: [2] failed; the URLs from [3] on were not begun\n"
+      assert.are.equal(said, stderr:sub(-#said))
+    end)
+
     it("a regular file is checked whole first: a bad URL on its last line sends nothing", function ()
       local list = urls("/ok/u%d", 5)
       list[#list + 1] = "http://[bad"
@@ -266,6 +315,19 @@ describe("luaretry run, many URLs", function ()
       assert.are.equal(2, r.code)
       assert.matches("bad URL http://exa\\x1b[31mmple .com/", r.stderr, 1, true)
       assert.is_nil(r.stderr:find("\27", 1, true))
+    end)
+
+    -- the URL was cut at the NUL and the rest of the line dropped in
+    -- silence (a line starting with one was skipped as blank)
+    it("a line holding a NUL byte is refused, naming its line; nothing sent", function ()
+      local path = tmp .. "/nul.txt"
+      for _, line in ipairs { srv.base .. "/ok/a\0/evil", "\0" .. srv.base .. "/ok/b" } do
+        proc.writefile(path, srv.base .. "/ok/first\n# a comment \0 is a comment\n" .. line .. "\n")
+        local r = run({ "run", HTTP, "--urls", path })
+        assert.are.equal(2, r.code, r.stderr)
+        assert.matches("^luaretry: run: %-%-urls [^\n]*nul%.txt, line 3: [^\n]*NUL byte", r.stderr)
+        assert.are.equal(0, #srv:requests())
+      end
     end)
 
     it("a line longer than any URL libcurl accepts (8 MB) is refused at once, never read whole", function ()
@@ -348,6 +410,34 @@ describe("luaretry run, many URLs", function ()
       for i = 1, from - 1 do assert.is_truthy(s[i], "no summary for [" .. i .. "]") end
       assert.matches(": cancelled, ", s[1])
     end)
+
+    -- the open or read the signal cut was a read error: "Interrupted
+    -- system call", "holds no URL", the synopsis, exit 2
+    it("SIGTERM while the list from a pipe is awaited: exit 130, said as an interruption", function ()
+      local fifo = tmp .. "/list.fifo"
+      assert.are.equal(0, proc.sh("mkfifo " .. proc.q(fifo)))
+      -- in the open (no writer yet), the first line's read, the second's
+      for _, case in ipairs { "open", "first", "second" } do
+        local jobdir = proc.tmpdir()
+        local job = proc.spawn({ "run", HTTP, "-q", "--urls", fifo }, jobdir)
+        finally(function () job:stop(); proc.rmtree(jobdir) end)
+        -- read and write: never blocks; luaretry's open then finds a writer
+        local w = case ~= "open" and assert(io.open(fifo, "r+"))
+        if case == "second" then
+          w:write(srv.base .. "/ok/1\n")
+          w:flush()
+          assert.is_truthy(proc.wait_for(function () return #srv:requests() >= 1 end, 5))
+        end
+        proc.sleep(0.3) -- blocked in the open or the read
+        job:signal("TERM")
+        local code = job:wait(5)
+        local stderr = job:stderr()
+        if w then w:close() end
+        assert.are.equal(130, code, case .. ": " .. tostring(stderr))
+        assert.are.equal("luaretry: interrupted\n", stderr, case)
+        srv:reset()
+      end
+    end)
   end)
 
   describe("options", function ()
@@ -361,6 +451,16 @@ describe("luaretry run, many URLs", function ()
       local s = summaries(r.stderr)
       assert.are.equal(3, count(s))
       assert.matches("/ok/c: success", s[3])
+    end)
+
+    -- a Windows editor's list: CRLF was taken, its UTF-8 BOM made the
+    -- first URL bad ("Port number was not a decimal number", the BOM unseen)
+    it("--urls FILE starting with a UTF-8 byte order mark: the mark is skipped", function ()
+      local path = tmp .. "/bom.txt"
+      proc.writefile(path, "\xEF\xBB\xBF" .. srv.base .. "/ok/a\r\n" .. srv.base .. "/ok/b\r\n")
+      local r = run({ "run", HTTP, "--urls", path })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("ok /ok/a\nok /ok/b\n", r.stdout)
     end)
 
     it("--output-dir names: the last segment, sanitized, unique with a numeric suffix", function ()
@@ -404,6 +504,101 @@ describe("luaretry run, many URLs", function ()
         assert.is_string(e.verdict)
       end
       assert.are.same({ 3, 1 }, by_index)
+    end)
+
+    -- each body was fetched, then lost ("success, ... exit 1" URL by URL)
+    it("an --output-dir no file can be made in: a usage error naming it, nothing sent", function ()
+      local dir = tmp .. "/ro"
+      proc.sh("mkdir -m 500 " .. proc.q(dir))
+      local p = io.popen("id -u")
+      if p:read("l") == "0" then dir = "/proc" end -- root writes past a mode
+      p:close()
+      local r = run({ "run", HTTP, "--output-dir", dir, srv.base .. "/ok/a.txt", srv.base .. "/ok/b.txt" })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("^luaretry: %-%-output%-dir " .. dir:gsub("%p", "%%%0") .. ": ", r.stderr)
+      assert.are.equal(0, #srv:requests())
+      assert.are.same({}, proc.leftovers(dir))
+    end)
+
+    -- it read as a list that failed, then as an empty one: two lines, the
+    -- second wrong
+    it("--urls naming a folder is refused as one, said once", function ()
+      local r = run({ "run", HTTP, "--urls", tmp })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("^luaretry: %-%-urls " .. tmp:gsub("%p", "%%%0") .. ": Is a directory\n", r.stderr)
+      assert.is_nil(r.stderr:find("holds no URL", 1, true), r.stderr)
+    end)
+
+    -- the line said "success, ... exit 1" and no more
+    it("a body that cannot be written (a full disk): exit 1, the URL's line says why", function ()
+      local err = tmp .. "/err"
+      local code = proc.sh(proc.q(proc.bin) .. " run " .. proc.q(HTTP) .. " -q " ..
+                           proc.q(srv.base .. "/ok/1") .. " " .. proc.q(srv.base .. "/ok/2") ..
+                           " >/dev/full 2>" .. proc.q(err))
+      local stderr = proc.readfile(err)
+      assert.are.equal(1, code, stderr)
+      local s = summaries(stderr)
+      assert.are.equal(2, count(s), stderr)
+      for i = 1, 2 do
+        assert.matches(": success, 1 attempt, status 200, [%d.]+ s, exit 1: its body was not written$", s[i])
+      end
+      assert.matches("standard output: writing: No space left on device", stderr)
+      -- one URL: the same status (luaretry(1), EXIT STATUS)
+      code = proc.sh(proc.q(proc.bin) .. " run " .. proc.q(HTTP) .. " -q " ..
+                     proc.q(srv.base .. "/ok/1") .. " >/dev/full 2>" .. proc.q(err))
+      assert.are.equal(1, code, proc.readfile(err))
+    end)
+
+    -- curl pairs each -o with a URL; the refusal said "one URL takes one
+    -- file" of two URLs
+    it("-o for each of several URLs (curl's pairing) is refused, saying what to use", function ()
+      local r = run({ "run", HTTP, srv.base .. "/ok/1", "-o", tmp .. "/o1", srv.base .. "/ok/2",
+                      "-o", tmp .. "/o2" })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("^luaretry: run: %-o given twice: [^\n]*%-O or %-%-output%-dir DIR", r.stderr)
+      assert.are.equal(0, #srv:requests())
+    end)
+
+    -- the first list was dropped without a word
+    it("--urls given twice is refused: one list, nothing sent", function ()
+      local a, b = url_file({ srv.base .. "/ok/a" }), tmp .. "/b.txt"
+      proc.writefile(b, srv.base .. "/ok/b\n")
+      local r = run({ "run", HTTP, "--urls", a, "--urls", b })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("^luaretry: run: %-%-urls given twice", r.stderr)
+      assert.are.equal(0, #srv:requests())
+    end)
+
+    -- -K - took standard input whole and --urls - found it empty, said
+    -- nowhere; -T - was named "-d @-"
+    it("--urls - beside another reader of standard input (-K -, -T -): refused naming both", function ()
+      local err = tmp .. "/err"
+      for _, case in ipairs {
+        { "-K -", "--urls - and -K - cannot both read standard input" },
+        { "-T - " .. proc.q(srv.base .. "/ok/put"), "--urls - and -T - cannot both read standard input" },
+      } do
+        local code = proc.sh("printf 'url = \"%s\"\\n' " .. proc.q(srv.base .. "/ok/k") .. " | " ..
+                             proc.q(proc.bin) .. " run " .. proc.q(HTTP) .. " " .. case[1] ..
+                             " --urls - >/dev/null 2>" .. proc.q(err))
+        local stderr = proc.readfile(err)
+        assert.are.equal(2, code, stderr)
+        assert.matches("^luaretry: run: " .. case[2]:gsub("%p", "%%%0"), stderr)
+      end
+      assert.are.equal(0, #srv:requests())
+    end)
+
+    -- the list was truncated by the log before it was read ("holds no
+    -- URL"), or replaced by the metrics after the run (exit 0)
+    it("--urls FILE that an output names too (--log-json, --metrics-file): refused, the list intact", function ()
+      local list = url_file({ srv.base .. "/ok/1", srv.base .. "/ok/2" })
+      local before = proc.readfile(list)
+      for _, opt in ipairs { "--log-json", "--metrics-file", "--trace-ascii" } do
+        local r = run({ "run", HTTP, "--urls", list, opt, tmp .. "/./urls.txt" })
+        assert.are.equal(2, r.code, r.stderr)
+        assert.matches("^luaretry: run: %-%-urls and " .. opt:gsub("%p", "%%%0") .. " name the same file", r.stderr)
+        assert.are.equal(before, proc.readfile(list))
+      end
+      assert.are.equal(0, #srv:requests())
     end)
 
     it("usage errors exit 2 and send nothing", function ()

@@ -495,6 +495,21 @@ describe("curl's options with curl's meaning", function ()
       assert.is_nil(proc.readfile(tmp .. "/one.txt"))
     end)
 
+    -- a later URL of the same name wrote over -o's file (luaretry(1): a
+    -- name already given gets .1)
+    it("-o beside --remote-name-all: a later URL of -o's name gets .1, never writes over it", function ()
+      local code, err = run_in(tmp, { "--remote-name-all", "-o", "one.txt", srv.base .. "/x/first",
+                                      srv.base .. "/y/one.txt", "--seed", "1" })
+      assert.are.equal(0, code, err)
+      assert.are.equal("done /x/first\n", proc.readfile(tmp .. "/one.txt"))
+      assert.are.equal("done /y/one.txt\n", proc.readfile(tmp .. "/one.txt.1"))
+      code, err = run_in(tmp, { "--remote-name-all", "-o", tmp .. "/two.txt", srv.base .. "/x/first",
+                                srv.base .. "/y/two.txt", "--seed", "1" })
+      assert.are.equal(0, code, err)
+      assert.are.equal("done /x/first\n", proc.readfile(tmp .. "/two.txt"))
+      assert.are.equal("done /y/two.txt\n", proc.readfile(tmp .. "/two.txt.1"))
+    end)
+
     it("-J with -O: the file is named by Content-Disposition, never written over one there", function ()
       local code, err = run_in(tmp, { "-OJ", srv.base .. "/download" })
       assert.are.equal(0, code, err)

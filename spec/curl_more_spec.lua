@@ -73,6 +73,9 @@ describe("curl's retried options", function ()
       { { "--dump-header", "" }, "run: --dump-header '': expected a file" },
       { { "-D", tmp .. "/no/such/dir/h" }, "-D " .. tmp .. "/no/such/dir/h: No such file or directory" },
       { { "-D", tmp }, "-D " .. tmp .. ": Is a directory" },
+      -- a folder no file can be made in, whoever runs it (root's access()
+      -- said yes to /proc, and the POST went)
+      { { "-D", "/proc/h.txt" }, "-D /proc/h.txt: " },
     } do
       local args = case[1]
       args[#args + 1] = "-X"
@@ -83,6 +86,21 @@ describe("curl's retried options", function ()
     local r = run({ "-D", tmp .. "/h.txt", srv.base .. "/once503" })
     assert.are.equal(0, r.code, r.stderr)
     assert.matches("^HTTP/1%.1 200", proc.readfile(tmp .. "/h.txt"))
+  end)
+
+  -- the log and the trace are opened at the start: they emptied the body's
+  -- file before it was read, and an empty body went
+  it("-d @FILE or -T FILE that --log-json or --trace-ascii names too: a usage error, the file intact", function ()
+    local f = tmp .. "/body.txt"
+    for _, case in ipairs {
+      { { "-d", "@" .. f, "--log-json", f }, "-d and --log-json" },
+      { { "--data-binary", "@" .. f, "--trace-ascii", tmp .. "/./body.txt" }, "--data-binary and --trace-ascii" },
+      { { "-T", f, "--log-json", f }, "-T and --log-json" },
+    } do
+      proc.writefile(f, "precious\n")
+      refused_unsent(case[1], ("run: " .. case[2] .. " name the same file"):gsub("%p", "%%%0"), "/body")
+      assert.are.equal("precious\n", proc.readfile(f))
+    end
   end)
 
   -- two of the files written at the end naming one file: the later wrote
@@ -208,6 +226,11 @@ describe("curl's retried options", function ()
     assert.are.equal(0, run_in(dir, { "--remote-name-all", "-d", "x", srv.base .. "/m1", srv.base .. "/m2" }))
     assert.are.equal("x", proc.readfile(dir .. "/m1"))
     assert.are.equal("x", proc.readfile(dir .. "/m2"))
+    -- -O with several URLs names each one's file (luaretry(1); curl's names
+    -- the first, and writes the others to standard output)
+    assert.are.equal(0, run_in(dir, { "-O", "-d", "y", srv.base .. "/m3", srv.base .. "/m4" }))
+    assert.are.equal("y", proc.readfile(dir .. "/m3"))
+    assert.are.equal("y", proc.readfile(dir .. "/m4"))
     -- the Dockerfile line: curl -fsSLO --retry 3 URL
     assert.are.equal(0, run_in(dir, { "-fsSLO", "-d", "df", srv.base .. "/docker.tgz" }))
     assert.are.equal("df", proc.readfile(dir .. "/docker.tgz"))

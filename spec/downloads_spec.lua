@@ -399,6 +399,24 @@ describe("downloads", function ()
       assert.are.same({}, proc.leftovers(tmp))
     end)
 
+    -- "restarting the download from zero" was said of the attempt the
+    -- signal cut, which nothing restarts
+    it("SIGTERM mid-body without a validator: no restart is announced, nothing left", function ()
+      local out = tmp .. "/trickle.bin"
+      local jobdir = proc.tmpdir()
+      local job = proc.spawn({ "run", "http", srv.base .. "/trickle", "-o", out }, jobdir)
+      assert.is_true(dl.grown(tmp, "trickle.bin", 20), "no bytes came")
+      job:signal("TERM")
+      local code = job:wait(20)
+      local stderr = job:stderr()
+      proc.rmtree(jobdir)
+      assert.are.equal(130, code, stderr)
+      assert.is_nil(stderr:find("restarting", 1, true), stderr)
+      assert.matches("cancelled", stderr)
+      assert.is_nil(proc.readfile(out))
+      assert.are.same({}, proc.leftovers(tmp))
+    end)
+
     it("a run cut again before any answer leaves the earlier partial as it was", function ()
       local out, url = tmp .. "/h.bin", srv.base .. "/hang"
       dl.plant(out, "abc", url, '"h"')

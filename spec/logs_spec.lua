@@ -66,4 +66,12 @@ describe("logs no server can forge", function ()
     assert.are.equal(2, r.code, r.stderr)
     assert.is_nil(r.stderr:find("s3cret", 1, true), r.stderr)
   end)
+
+  -- one URL's said only "bad URL: Bad path": which word was taken for it?
+  it("one bad URL is named too, escaped and without its credentials", function ()
+    local r = proc.run({ "run", HTTP, "http://user:pw-s3cret@127.0.0.1/a b\27[31m" }, { timeout = 20 })
+    assert.are.equal(2, r.code, r.stderr)
+    assert.matches("^luaretry: run: bad URL http://127%.0%.0%.1/a b\\x1b%[31m: ", r.stderr)
+    assert.is_nil(r.stderr:find("s3cret", 1, true), r.stderr)
+  end)
 end)

@@ -120,6 +120,52 @@ describe("output for machines", function ()
     assert.matches("%-%-metrics%-file", r.stderr)
   end)
 
+  -- its lines were lost without a word (exit 0, nothing on standard error)
+  it("--log-json that cannot be written (a full disk): said, naming the file", function ()
+    for _, urls in ipairs { { srv.base .. "/new" }, { srv.base .. "/new", srv.base .. "/new" } } do
+      local args = { "-q", "--log-json", "/dev/full", "-o", "/dev/null" }
+      if #urls > 1 then args[#args] = nil; args[#args] = nil end
+      for _, u in ipairs(urls) do args[#args + 1] = u end
+      local r = run(args)
+      assert.are.equal(0, r.code, r.stderr)
+      assert.matches("^luaretry: %-%-log%-json /dev/full: [^\n]*No space left on device\n$", r.stderr)
+    end
+  end)
+
+  -- the open the signal cut was "Interrupted system call", exit 2
+  it("--log-json FIFO with no reader yet: a stop signal is an interruption, exit 130", function ()
+    local fifo = tmp .. "/log.fifo"
+    assert.are.equal(0, proc.sh("mkfifo " .. proc.q(fifo)))
+    for _, urls in ipairs { 1, 2 } do
+      local jobdir = proc.tmpdir()
+      local args = { "run", "http", "-q", "--log-json", fifo, srv.base .. "/new" }
+      if urls == 2 then args[#args + 1] = srv.base .. "/new" end
+      local job = proc.spawn(args, jobdir)
+      finally(function () job:stop(); proc.rmtree(jobdir) end)
+      proc.sleep(0.3) -- blocked in the open
+      job:signal("TERM")
+      local code = job:wait(5)
+      local stderr = job:stderr()
+      assert.are.equal(130, code, stderr)
+      assert.are.equal("luaretry: interrupted\n", stderr)
+      assert.are.equal(0, #srv:requests())
+    end
+  end)
+
+  -- the log took the closed standard output's number, 1: the body went
+  -- into the log (exit 0), where curl fails with 23
+  it("standard output closed (>&-): the body never goes into --log-json's file; exit 1, said", function ()
+    local log, err = tmp .. "/closed.json", tmp .. "/closed.err"
+    local code = proc.sh(proc.q(proc.bin) .. " run http -q --log-json " .. proc.q(log) .. " " ..
+                         proc.q(srv.base .. "/new") .. " >&- 2>" .. proc.q(err))
+    local stderr = proc.readfile(err)
+    assert.are.equal(1, code, stderr)
+    assert.matches("standard output: writing: Bad file descriptor", stderr)
+    for _, line in ipairs(proc.lines(proc.readfile(log))) do
+      assert.is_table(proc.json.decode(line), line)
+    end
+  end)
+
   it("a batch: one summary for all its calls, and the metrics of all", function ()
     local log, file = tmp .. "/log.json", tmp .. "/m.prom"
     local r = run({ srv.base .. "/new", srv.base .. "/notfound", "-q", "--log-json", log,

@@ -1,5 +1,7 @@
 /* main.c: the `luaretry` command, a thin user of the public API: picks the
  * subcommand, and holds the two that are only a few lines (faults, demo). */
+#include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,7 +112,19 @@ static int wants_help(int argc, char **argv) {
   return 0;
 }
 
+/* A standard stream closed at start (>&-) would lend its number to the
+ * next file opened: a --log-json file got the body.  /dev/null, opened
+ * read-only, holds the number, and a write to it fails as to a closed one. */
+static void hold_closed_streams(void) {
+  for (int fd = 0; fd <= 2; fd++)
+    if (fcntl(fd, F_GETFD) < 0 && errno == EBADF) {
+      int held = open("/dev/null", O_RDONLY);
+      if (held > fd) close(held); /* never: fd is the lowest one free */
+    }
+}
+
 int main(int argc, char **argv) {
+  hold_closed_streams();
   if (argc < 2) {
     fputs(CLI_USAGE, stderr);
     return EXIT_USAGE;

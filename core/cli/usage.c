@@ -52,9 +52,9 @@ static const char HELP_INTRO[] =
 
 static const char HELP_EXIT[] =
   "\n"
-  "Exit status: 0 success; 1 a response the policy judged final; 2 usage error;\n"
-  "3 policy error; 4 attempts exhausted; 5 deadline; 6 refused (budget, circuit);\n"
-  "130 interrupted (SIGINT, SIGTERM).\n";
+  "Exit status: 0 success; 1 a response the policy judged final (or a body that\n"
+  "could not be written); 2 usage error; 3 policy error; 4 attempts exhausted;\n"
+  "5 deadline; 6 refused (budget, circuit); 130 interrupted (SIGINT, SIGTERM).\n";
 
 static const char HELP_RUN[] =
   "luaretry run POLICY URL [options]       an HTTP request, retried by POLICY\n"
@@ -98,7 +98,8 @@ static const char HELP_RUN[] =
   "      --create-dirs         make the folders -o FILE or --output-dir DIR need (0750)\n"
   "  -I, --head                a HEAD request, headers written (-X HEAD -i)\n"
   "  -O, --remote-name         the body to the URL's last path segment (in --output-dir,\n"
-  "                            else here); --remote-name-all: the same, for every URL\n"
+  "                            else here); --remote-name-all: the same, for every URL,\n"
+  "                            as -O with several URLs (curl's -O: the first URL's only)\n"
   "      --url URL             a URL, as a word would be (curl's spelling, for -K files)\n"
   "  -T, --upload-file FILE    PUT FILE (sent whole on every attempt; a URL ending in /\n"
   "                            gets FILE's name)\n"
@@ -114,7 +115,8 @@ static const char HELP_RUN[] =
   "  -K, --config FILE         options from FILE in curl's syntax (- for standard input)\n"
   "  -Z, --parallel            a batch's URLs at once, as curl's (at most 50); a number\n"
   "                            after --parallel is refused: --parallel-max N\n"
-  "      --parallel-max N      at most N at once (1 to 1000; default 1)\n"
+  "      --parallel-max N      at most N at once (1 to 1000; default 1), without -Z too\n"
+  "                            (curl's takes effect only with -Z)\n"
   "      --fail-early          a batch begins no URL after its first final failure\n"
   "  -J, --remote-header-name  with -O: the file named by Content-Disposition\n"
   "  -e, --referer URL[;auto]  the Referer of every attempt\n"
@@ -196,7 +198,8 @@ static const char HELP_RUN[] =
   "A batch (several URLs) shares the policy's budget, breaker and counters; a URL that\n"
   "failed gets a line ([i] URL: verdict, attempts, status, seconds, exit; -v: every URL,\n"
   "and every attempt), the batch a summary at the end (N URLs: S succeeded, F failed,\n"
-  "bytes, seconds, exit), and exits with the worst status (0 < 1 < 4 < 5 < 6 < 3 < 130).\n"
+  "bytes, seconds, exit), and exits with the worst status (0 < 1 < 4 < 5 < 6 < 2 < 3 <\n"
+  "130; 2: a bad URL met in a list from a pipe).\n"
   "On a terminal one transfer shows a meter (every attempt's bytes, speed, time, and\n"
   "\"retry N in S s\" between attempts; -# a bar), a batch one live line (done, in\n"
   "flight, waiting, throttled, failed, bytes, rate, time left); not with -s, -q, -v,\n"

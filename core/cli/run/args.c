@@ -525,6 +525,7 @@ static int config_line(void *ud, int n, char **words, const char *path, long lin
 static int read_config(run_args *a, const char *path) {
   if (a->config_depth >= 8) return cli_usage("run: -K %s: nested too deep", path);
   a->config_depth++;
+  if (strcmp(path, "-") == 0) a->config_stdin = 1;
   int status = config_words(path, config_line, a);
   a->config_depth--;
   return status;
@@ -630,7 +631,12 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_OUTPUT:
     if (!v[0]) return cli_usage("run: %s '': expected a file (- for standard output)", opt);
     /* curl writes the first and warns; one of two would be lost here */
-    if (a->output) return cli_usage("run: %s given twice: one URL takes one file", opt);
+    /* curl pairs each -o with a URL: not taken, and said what is */
+    if (a->output)
+      return cli_usage(
+        "run: %s given twice: it names one URL's file (not one for each URL, "
+        "as curl's); several URLs' bodies go to -O or --output-dir DIR",
+        opt);
     a->output = v;
     break;
   case O_USER:
@@ -657,7 +663,12 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_SEED: return set_seed(a, v);
   case O_SET: return add_set(a, v, NULL);
   case O_LOG_JSON: a->log_json = v; break;
-  case O_URLS: a->urls_file = v; break;
+  case O_URLS:
+    /* the first list would be dropped without a word */
+    if (a->urls_file)
+      return cli_usage("run: --urls given twice: one list (cat A B | luaretry run --urls -)%s", "");
+    a->urls_file = v;
+    break;
   case O_OUTPUT_DIR: a->output_dir = v; break;
   case O_REDIS: a->redis = hide(a, v); break;
   case O_FLEET: a->fleet = v; break;
@@ -830,11 +841,13 @@ static int same_file(const char *x, const char *y) {
 }
 
 /* Two of the files written at the end naming one: the later would write
- * over the earlier (-o X -D X kept only the headers). */
+ * over the earlier (-o X -D X kept only the headers); or one of them the
+ * list of URLs, read as the batch goes (--log-json emptied it first). */
 static int check_outputs(const run_args *a) {
   const struct {
     const char *opt, *path;
-  } outs[] = { { "-o", a->output },
+  } outs[] = { { "--urls", a->urls_file },
+               { "-o", a->output },
                { "-D", a->dump_header },
                { "--log-json", a->log_json },
                { "--metrics-file", a->metrics_file },
@@ -848,6 +861,20 @@ static int check_outputs(const run_args *a) {
         snprintf(what, sizeof what, "%s and %s", outs[i].opt, outs[j].opt);
         return cli_usage("run: %s name the same file: one would write over the other", what);
       }
+  /* a body's file the log or the trace, opened at the start, would empty
+   * before it is read (an empty body went) */
+  for (int k = 0; k < a->ndata; k++) {
+    const data_part *d = &a->data_parts[k];
+    if (d->kind == DATA_RAW || d->arg[0] != '@') continue;
+    const char *opt = same_file(d->arg + 1, a->log_json)      ? "--log-json"
+                      : same_file(d->arg + 1, a->trace_ascii) ? "--trace-ascii"
+                                                              : NULL;
+    if (opt) {
+      char what[64];
+      snprintf(what, sizeof what, "%s and %s", d->opt[0] ? d->opt : "-d", opt);
+      return cli_usage("run: %s name the same file: the body would be lost", what);
+    }
+  }
   return 0;
 }
 
@@ -867,8 +894,14 @@ static int check_combinations(run_args *a) {
        a->insecure || a->cacert || a->cert || a->compressed || a->user_agent))
     return cli_usage("run: curl's options are for URLs, not commands", NULL);
   if (a->output && a->output_dir) return cli_usage("run: -o or --output-dir, not both", NULL);
-  if (a->urls_file && a->data && strcmp(a->urls_file, "-") == 0 && strcmp(a->data, "@-") == 0)
-    return cli_usage("run: --urls - and -d @- cannot both read standard input", NULL);
+  /* one of them would find standard input empty, said nowhere */
+  const char *other_reader = !a->urls_file || strcmp(a->urls_file, "-") != 0 ? NULL
+                             : a->config_stdin                               ? "-K -"
+                             : !a->data || strcmp(a->data, "@-") != 0        ? NULL
+                             : a->upload_file                                ? "-T -"
+                                                                             : "-d @-";
+  if (other_reader)
+    return cli_usage("run: --urls - and %s cannot both read standard input", other_reader);
   if (a->key && !a->cert) return cli_usage("run: --key goes with --cert", NULL);
   if (a->fail && a->fail_with_body)
     return cli_usage("run: -f and --fail-with-body, not both (as in curl)", NULL);

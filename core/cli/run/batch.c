@@ -38,6 +38,7 @@ typedef struct {
   long long got;               /* body bytes since the last decision */
   int too_large;               /* the sink refused the final answer's body, given
                                   after the stop, as above --max-filesize */
+  int unwritten;               /* a success whose body could not be kept */
 } batch_url;
 
 enum { URL_IN_FLIGHT, URL_WAITING, URL_THROTTLED };
@@ -55,6 +56,7 @@ typedef struct batch {
   FILE *list;    /* then --urls FILE's, read as they are needed */
   long line_no;
   int list_failed; /* reading it failed: the batch fails */
+  int list_cut;    /* ... because a stop signal cut the read: interrupted */
   char *line;
   size_t line_size;
   long urls; /* URLs read so far (their numbers) */
@@ -76,9 +78,9 @@ typedef struct batch {
 } batch;
 
 /* Exit statuses from best to worst: the batch exits with the worst of its
- * calls.  An interruption beats everything, then a policy error (or a bad
- * URL met late), then a refusal (budget, circuit), the deadline, exhausted
- * attempts, a final response, success. */
+ * calls.  An interruption beats everything, then a policy error, a bad URL
+ * met late (a usage error), a refusal (budget, circuit), the deadline,
+ * exhausted attempts, a final response, success (luaretry(1)'s order). */
 static int severity(int status) {
   switch (status) {
   case EXIT_OK: return 0;
@@ -86,10 +88,11 @@ static int severity(int status) {
   case EXIT_EXHAUSTED: return 2;
   case EXIT_DEADLINE: return 3;
   case EXIT_REFUSED: return 4;
-  case EXIT_POLICY: return 5;
-  case EXIT_INTERRUPTED: return 6;
+  case EXIT_USAGE: return 5;
+  case EXIT_POLICY: return 6;
+  case EXIT_INTERRUPTED: return 7;
   }
-  return 5;
+  return 6;
 }
 
 static void fold_status(batch *b, int status, luaretry_reason reason) {
@@ -128,7 +131,8 @@ static ssize_t bounded_line(FILE *f, char **line, size_t *size) {
 
 /* The next line of `f` that holds a URL (blank lines and # comments are
  * skipped), trimmed, in *line; 1, 0 at the end, -1 when reading failed, -2
- * for a line longer than any URL (*line_no: its number). */
+ * for a line longer than any URL, -3 for one with a NUL byte, which no URL
+ * holds (it was cut there in silence) (*line_no: its number). */
 static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **url) {
   ssize_t len;
   while ((len = bounded_line(f, line, size)) >= 0 || len == -2) {
@@ -138,8 +142,11 @@ static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **u
     }
     (*line_no)++;
     char *s = *line, *e = *line + len;
+    /* a Windows editor's UTF-8 byte order mark (its CRLF is taken below) */
+    if (*line_no == 1 && len >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0) s += 3;
     while (s < e && (*s == ' ' || *s == '\t')) s++;
     while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) e--;
+    if (*s != '#' && memchr(s, '\0', (size_t)(e - s))) return -3;
     *e = '\0';
     if (*s && *s != '#') {
       *url = s;
@@ -149,29 +156,32 @@ static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **u
   return ferror(f) ? -1 : 0;
 }
 
-static int bad_url(const char *url, const char *where, const char *why) {
-  /* a URL curl cannot parse cannot be redacted by it: ours; its bytes
-   * escaped (a file's line may hold any, a terminal's controls too) */
-  char *shown = url_redacted_rough(url), *safe = NULL;
-  size_t len = 0;
-  FILE *m = open_memstream(&safe, &len);
-  if (m) {
-    cli_text(m, shown ? shown : "(URL)");
-    if (fclose(m) != 0) free(safe), safe = NULL;
-  }
-  char what[640];
+static char *join_path(const char *dir, const char *name);
+static char *unique_name(name_set *set, char *base);
+
+/* A bad URL: a usage error before the batch; met in it (from a pipe), the
+ * line of a URL that failed, shown as those are (-s: none), and exit 2. */
+static int bad_url(const batch *b, const char *url, const char *where, const char *why, int late) {
+  char *safe = url_shown(url), what[640];
   snprintf(what, sizeof what, "run: bad URL %s%s: %s", safe ? safe : "(URL)", where, why);
-  free(shown);
   free(safe);
-  return cli_usage("%s", what);
+  if (!late) return cli_usage("%s", what);
+  if (b->a->verbosity > 0 || b->a->show_error) fprintf(stderr, "luaretry: %s\n", what);
+  return EXIT_USAGE;
 }
 
-static int long_line(const char *name, long line_no) {
+/* A line next_line() refused: -2 too long, -3 with a NUL byte. */
+static int odd_line(const char *name, long line_no, int r) {
   char what[4400];
-  snprintf(what, sizeof what,
-           "run: --urls %s, line %ld: longer than %d bytes, more than "
-           "any URL libcurl accepts: refused",
-           name, line_no, MAX_URL_LINE);
+  if (r == -3)
+    snprintf(what, sizeof what,
+             "run: --urls %s, line %ld: holds a NUL byte, which no URL does: refused", name,
+             line_no);
+  else
+    snprintf(what, sizeof what,
+             "run: --urls %s, line %ld: longer than %d bytes, more than "
+             "any URL libcurl accepts: refused",
+             name, line_no, MAX_URL_LINE);
   return cli_usage("%s", what);
 }
 
@@ -189,15 +199,32 @@ static int check_list(batch *b, int *count) {
     free(fixed);
     if (!valid) {
       snprintf(where, sizeof where, " (--urls %s, line %ld)", name, line_no);
-      return bad_url(url, where, why);
+      return bad_url(b, url, where, why, 0);
     }
   }
-  if (r == -2) return long_line(name, line_no);
+  if (r <= -2) return odd_line(name, line_no, r);
   if (r < 0 || fseek(b->list, 0, SEEK_SET) != 0) {
     fprintf(stderr, "luaretry: --urls %s: %s\n", name, strerror(errno));
     return EXIT_USAGE;
   }
   return EXIT_OK;
+}
+
+/* --remote-name-all -o FILE: FILE is the first URL's, so a later URL of
+ * its name in its folder gets NAME.1 as any name given twice (it wrote
+ * over FILE).  -1 when out of memory. */
+static int reserve_output(batch *b) {
+  char dir[CLI_PATH_MAX];
+  path_folder(b->a->output, dir, sizeof dir);
+  struct stat sd, so;
+  if (stat(dir, &sd) != 0 || stat(b->a->output_dir, &so) != 0 || sd.st_dev != so.st_dev ||
+      sd.st_ino != so.st_ino)
+    return 0; /* another folder (or none yet): no name of the batch's */
+  const char *slash = strrchr(b->a->output, '/');
+  char *base = strdup(slash ? slash + 1 : b->a->output);
+  if (base && unique_name(&b->names, base)) return 0;
+  fprintf(stderr, "luaretry: out of memory\n");
+  return -1;
 }
 
 /* What must hold before any call starts: the command line's URLs valid, a
@@ -211,16 +238,26 @@ static int open_urls(batch *b) {
     char *fixed = NULL;
     int valid = url_check(a->words[i], &fixed, why, sizeof why);
     free(fixed);
-    if (!valid) return bad_url(a->words[i], "", why);
+    if (!valid) return bad_url(b, a->words[i], "", why, 0);
   }
   if (a->urls_file) {
     b->list = strcmp(a->urls_file, "-") == 0 ? stdin : fopen(a->urls_file, "r");
+    if (!b->list && errno == EINTR && cli_interrupted()) { /* a FIFO without a writer */
+      if (a->verbosity > 0 || a->show_error) fprintf(stderr, "luaretry: interrupted\n");
+      return EXIT_INTERRUPTED;
+    }
     if (!b->list) {
       fprintf(stderr, "luaretry: --urls %s: %s\n", a->urls_file, strerror(errno));
       return EXIT_USAGE;
     }
     struct stat st;
-    if (fstat(fileno(b->list), &st) == 0 && S_ISREG(st.st_mode)) {
+    int known = fstat(fileno(b->list), &st) == 0;
+    if (known && S_ISDIR(st.st_mode)) {
+      /* fopen() takes a folder; its read fails, then it read as empty */
+      fprintf(stderr, "luaretry: --urls %s: %s\n", a->urls_file, strerror(EISDIR));
+      return EXIT_USAGE;
+    }
+    if (known && S_ISREG(st.st_mode)) {
       int status = check_list(b, &count);
       if (status != EXIT_OK) return status;
       if (count == 0) return cli_usage("run: --urls %s holds no URL", a->urls_file);
@@ -233,6 +270,7 @@ static int open_urls(batch *b) {
     return cli_usage("run: -o takes one URL; with several use --output-dir DIR%s", "");
   if (a->output_dir && a->create_dirs && create_dirs(a->output_dir, 1, "--output-dir") != 0)
     return EXIT_USAGE;
+  if (a->output && a->output_dir && reserve_output(b) != 0) return EXIT_POLICY;
   if (a->output_dir) {
     struct stat st;
     const char *why_not = stat(a->output_dir, &st) != 0 ? strerror(errno)
@@ -240,6 +278,12 @@ static int open_urls(batch *b) {
                                                         : NULL;
     if (why_not) {
       fprintf(stderr, "luaretry: --output-dir %s: %s\n", a->output_dir, why_not);
+      return EXIT_USAGE;
+    }
+    /* a folder no body can be kept in: said before any request (each
+     * was fetched, then lost) */
+    if (!folder_takes_files(a->output_dir)) {
+      fprintf(stderr, "luaretry: --output-dir %s: %s\n", a->output_dir, strerror(errno));
       return EXIT_USAGE;
     }
   }
@@ -253,11 +297,15 @@ static char *next_url(batch *b) {
   if (!b->list || b->list_failed) return NULL;
   char *url;
   int r = next_line(b->list, &b->line, &b->line_size, &b->line_no, &url);
-  if (r == -2) {
-    long_line(b->a->urls_file, b->line_no);
+  if (r <= -2) { /* the list is read no further */
+    odd_line(b->a->urls_file, b->line_no, r);
     b->list_failed = 1;
   } else if (r < 0) {
-    fprintf(stderr, "luaretry: --urls %s: %s\n", b->a->urls_file, strerror(errno));
+    /* a stop signal cut the read of a pipe: an interruption, not an error */
+    if (errno == EINTR && cli_interrupted())
+      b->list_cut = b->interrupted = 1;
+    else
+      fprintf(stderr, "luaretry: --urls %s: %s\n", b->a->urls_file, strerror(errno));
     b->list_failed = 1;
   }
   return r == 1 ? strdup(url) : NULL;
@@ -464,8 +512,14 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
     if (!url_check(url, &fixed, why, sizeof why)) { /* from a pipe: not checked before */
       char where[64];
       snprintf(where, sizeof where, " ([%ld])", b->urls);
-      fold_status(b, bad_url(url, where, why), LUARETRY_REASON_FINAL);
+      progress_clear(&b->meter); /* the line goes above the status line */
+      fold_status(b, bad_url(b, url, where, why, 1), LUARETRY_REASON_FINAL);
+      progress_update(&b->meter, 1);
       free(url);
+      if (b->a->fail_early) { /* a failure too: nothing begins after it */
+        b->failed_early = b->urls;
+        return 0;
+      }
       continue;
     }
     if (fixed) free(url), url = fixed;    /* no scheme: http://, as curl guesses */
@@ -498,6 +552,7 @@ static void url_line(batch *b, const batch_url *u, const luaretry_curl_result *r
   if (r->code == LUARETRY_E_OPERATION && b->body.why[0]) detail = b->body.why;
   if (r->error && strcmp(r->error, "too_large") == 0)
     detail = "Maximum file size exceeded (--max-filesize)";
+  if (u->unwritten) detail = "its body was not written"; /* said above, with why */
   /* made whole, then written at once: standard error is unbuffered, and a
    * million lines written in pieces cost more than their transfers */
   char *line = NULL;
@@ -536,7 +591,8 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   /* a body above --max-filesize, the final answer's or an attempt's the
    * helper refused: nowhere, standard output included */
   if (u->too_large || (r->error && strcmp(r->error, "too_large") == 0)) keep = 0;
-  if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
+  if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK)
+    status = EXIT_FINAL, u->unwritten = 1;
   fold_status(b, status, r->final.reason);
   url_set_state(u, URL_IN_FLIGHT);
   b->meter.in_flight--;
@@ -557,7 +613,8 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
 
 static int prepare(batch *b, luaretry_policy *p) {
   const run_args *a = b->a;
-  if (log_json_open(a->log_json, &b->json) != 0) return EXIT_USAGE;
+  int opened = log_json_open(a->log_json, &b->json, a->verbosity > 0 || a->show_error);
+  if (opened != 0) return opened;
   split_headers(a, b->headers);
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
@@ -616,7 +673,10 @@ static int perform(batch *b, luaretry_policy *p) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
     return EXIT_POLICY;
   }
-  if (b->list_failed) fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);
+  if (b->list_cut)
+    fold_status(b, EXIT_INTERRUPTED, LUARETRY_REASON_CANCELLED);
+  else if (b->list_failed)
+    fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);
   if (b->a->verbosity > 0 && b->urls > 0) /* after the lines of the URLs that failed */
     fprintf(stderr, "luaretry: %ld URL%s: %ld succeeded, %ld failed, %lld bytes, %.3f s, exit %d\n",
             b->urls, b->urls == 1 ? "" : "s", b->succeeded, b->urls - b->succeeded, b->bytes,
@@ -655,7 +715,7 @@ int batch_run(const run_args *a, luaretry_policy *p) {
   report_end(a, p, b.json, b.worst_reason, -1, status);
   luaretry_curl_many_free(b.many);
   upload_close(&b.body);
-  log_json_close(b.json);
+  log_json_close(b.json, a->log_json);
   names_free(&b.names);
   if (b.list && b.list != stdin) fclose(b.list);
   free(b.line);

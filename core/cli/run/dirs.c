@@ -1,12 +1,15 @@
 /* dirs.c: --create-dirs, as curl's: the folders -o FILE (or --output-dir
  * DIR) needs are made, each missing one with mode 0750 as curl makes them
  * (less the umask), before the first attempt; and the folder of a path,
- * for the checks of the files written at the end. */
+ * and whether a folder takes new files, for the checks of the files
+ * written at the end. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "run.h"
 
@@ -45,4 +48,25 @@ int create_dirs(const char *path, int whole, const char *option) {
   }
   free(p);
   return rc;
+}
+
+int folder_takes_files(const char *dir) {
+  /* a file made and removed: access() says yes to root whatever the mode,
+   * and to folders whose file system refuses new files (/proc, /sys) */
+  size_t size = strlen(dir) + sizeof "/.luaretry-XXXXXX";
+  char *probe = malloc(size);
+  if (!probe) {
+    errno = ENOMEM;
+    return 0;
+  }
+  snprintf(probe, size, "%s/.luaretry-XXXXXX", dir);
+  int fd = mkostemp(probe, O_CLOEXEC);
+  if (fd >= 0) {
+    close(fd);
+    unlink(probe);
+  }
+  int err = errno;
+  free(probe);
+  errno = err;
+  return fd >= 0;
 }

@@ -53,6 +53,14 @@ void cli_json_decision(FILE *f, const luaretry_decision *d, int status, const ch
   fflush(f);
 }
 
+/* The first error of a --log-json write, said once at its close (the
+ * errno of a failed flush is gone by then). */
+static int json_errno;
+
+void log_json_flush(FILE *json) {
+  if (fflush(json) != 0 && !json_errno) json_errno = errno ? errno : EIO;
+}
+
 /* A line of a batch has also the URL's number and the URL. */
 static void json_line(const attempt_log *log, const luaretry_decision *d, int status,
                       const char *error, const char *detail) {
@@ -60,13 +68,13 @@ static void json_line(const attempt_log *log, const luaretry_decision *d, int st
   if (log->request) fprintf(log->json, ",\"request\":%d", log->request);
   if (!log->index) {
     fputs("}\n", log->json);
-    fflush(log->json);
+    log_json_flush(log->json);
     return;
   }
   fprintf(log->json, ",\"index\":%d,\"url\":", log->index);
   cli_json_string(log->json, log->target);
   fputs("}\n", log->json);
-  fflush(log->json);
+  log_json_flush(log->json);
 }
 
 /* Stopped between attempts: a cancel, or the circuit opened. */
@@ -214,18 +222,29 @@ void log_policy_events(luaretry_policy *p, int verbosity) {
   luaretry_policy_on_fleet(p, verbosity > 0 ? fleet_log : NULL, NULL);
 }
 
-int log_json_open(const char *path, FILE **json) {
+int log_json_open(const char *path, FILE **json, int verbose) {
   *json = NULL;
   if (!path) return 0;
   /* "e": O_CLOEXEC, so a command run per attempt never inherits it */
   *json = strcmp(path, "-") == 0 ? stderr : fopen(path, "we");
   if (*json) return 0;
+  if (errno == EINTR && cli_interrupted()) { /* a FIFO's open, cut by a stop signal */
+    if (verbose) fprintf(stderr, "luaretry: interrupted\n");
+    return EXIT_INTERRUPTED;
+  }
   fprintf(stderr, "luaretry: --log-json %s: %s\n", path, strerror(errno));
-  return -1;
+  return EXIT_USAGE;
 }
 
-void log_json_close(FILE *json) {
-  if (json && json != stderr) fclose(json);
+void log_json_close(FILE *json, const char *path) {
+  if (!json || json == stderr) return;
+  /* a full disk or a closed pipe lost lines: said, never in silence */
+  log_json_flush(json);
+  int lost = ferror(json);
+  if (fclose(json) != 0 && !json_errno) json_errno = errno;
+  if (json_errno || lost)
+    fprintf(stderr, "luaretry: --log-json %s: lines not written: %s\n", path,
+            strerror(json_errno ? json_errno : EIO));
 }
 
 void log_stats(const luaretry_policy *p) {
@@ -252,7 +271,8 @@ void log_stats(const luaretry_policy *p) {
 /* A download that starts over says so, once for each time. */
 void run_resume_note(void *ud, const char *line) {
   const attempt_log *log = ud;
-  if (log->verbosity == 0) return;
+  /* a stop signal cut the attempt: no attempt follows to restart */
+  if (log->verbosity == 0 || cli_interrupted()) return;
   progress_yield(); /* a line of its own, not one written into the meter */
   fprintf(stderr, "luaretry: ");
   if (log->index) fprintf(stderr, "[%d] ", log->index);

@@ -146,7 +146,7 @@ void report_end(const run_args *a, const luaretry_policy *p, FILE *json, luaretr
     fprintf(json, ",\"hedges\":%llu,\"hedges_won\":%llu,\"hedges_cancelled\":%llu}\n",
             (unsigned long long)m.hedges, (unsigned long long)m.hedges_won,
             (unsigned long long)m.hedges_cancelled);
-    fflush(json);
+    log_json_flush(json);
   }
   if (a->stats == 1) log_stats(p);
   if (a->stats == 2) stats_json(&m, t.name);

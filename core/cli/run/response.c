@@ -225,7 +225,7 @@ int output_check(const char *opt, const char *path) {
   } else { /* made at the end, in its folder */
     char dir[PATH_MAX];
     path_folder(path, dir, sizeof dir);
-    if (access(dir, W_OK | X_OK) != 0) why = strerror(errno);
+    if (!folder_takes_files(dir)) why = strerror(errno);
   }
   if (!why) return 0;
   fprintf(stderr, "luaretry: %s %s: %s\n", opt, path, why);

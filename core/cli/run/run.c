@@ -111,7 +111,12 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
     return cli_usage("run: a URL, -- COMMAND, or a policy with run() is needed%s", "");
   char why[256];
   a->url = a->words[0];
-  if (!url_check(a->url, &a->url_fixed, why, sizeof why)) return cli_usage("run: bad URL: %s", why);
+  if (!url_check(a->url, &a->url_fixed, why, sizeof why)) {
+    char *safe = url_shown(a->url), what[640];
+    snprintf(what, sizeof what, "run: bad URL %s: %s", safe ? safe : "(URL)", why);
+    free(safe);
+    return cli_usage("%s", what);
+  }
   if (a->url_fixed) a->url = a->url_fixed; /* no scheme: http://, as curl guesses */
   return single_url_options(a);
 }
@@ -433,9 +438,10 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
     a->url ? url_redacted(a->url) : strdup(mode == RUN_WORKFLOW ? t.name : a->command[0]);
   attempt_log log = { a->verbosity, NULL, t.max_attempts, target, 0, a->show_error, 0, 0 };
   log.quota_max_wait = log_quota_max_wait(p);
-  if (log_json_open(a->log_json, &log.json) != 0) {
+  int opened = log_json_open(a->log_json, &log.json, a->verbosity > 0 || a->show_error);
+  if (opened != 0) {
     free(target);
-    return EXIT_USAGE;
+    return opened;
   }
   upload body = { .fd = -1, .src = -1 };
   outfile out; /* finished even when data_open() failed */
@@ -476,7 +482,7 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   report_end(a, p, log.json, final.reason, final.attempt, status);
   luaretry_call_free(c);
   upload_close(&body);
-  log_json_close(log.json);
+  log_json_close(log.json, a->log_json);
   free(target);
   return status;
 }

@@ -152,6 +152,7 @@ typedef struct {
   const char *before_retry; /* --before-retry CMD: sh -c CMD before each retry */
   int exit_command;         /* --exit-status command: the final attempt's own status */
   int config_depth;         /* -K inside -K */
+  int config_stdin;         /* -K - read standard input */
   char **owned;             /* strings made for the options (-K's words) */
   int nowned, capowned;
 } run_args;
@@ -265,6 +266,9 @@ char *url_redacted(const char *url);
 /* The same for a string curl cannot parse: whatever stands before the
  * last '@' of what would be its authority is dropped; malloc'ed. */
 char *url_redacted_rough(const char *url);
+/* A URL that may be bad, for a message: redacted so, its bytes escaped as
+ * log lines' are; malloc'ed, NULL when out of memory. */
+char *url_shown(const char *url);
 /* --output-dir's name for it; malloc'ed. */
 char *url_file_name(const char *url);
 
@@ -295,10 +299,14 @@ void log_attempt(void *ud, const luaretry_outcome *o, const luaretry_decision *d
 void log_body_line(FILE *f, const luaretry_outcome *o);
 /* -v: the script's print(); not -q: the breaker's changes. */
 void log_policy_events(luaretry_policy *p, int verbosity);
-/* --log-json PATH ("-": standard error; NULL: none) into *json; -1 after a
- * message. */
-int log_json_open(const char *path, FILE **json);
-void log_json_close(FILE *json);
+/* --log-json PATH ("-": standard error; NULL: none) into *json; 0, or
+ * after a message the exit status: EXIT_USAGE, or EXIT_INTERRUPTED when a
+ * stop signal cut the open (a FIFO with no reader; said when verbose). */
+int log_json_open(const char *path, FILE **json, int verbose);
+/* Flushes a --log-json line; a failure is remembered, and said (naming
+ * path) by log_json_close. */
+void log_json_flush(FILE *json);
+void log_json_close(FILE *json, const char *path);
 /* --stats: the policy's counters, one line on standard error. */
 void log_stats(const luaretry_policy *p);
 /* A luaretry_curl_resume note, ud an attempt_log: "restarting the
@@ -425,6 +433,9 @@ int create_dirs(const char *path, int whole, const char *option);
 /* The folder a file of `path` goes in: up to its last '/', "/" for a
  * name at the root, "." for a bare name. */
 void path_folder(const char *path, char *out, size_t size);
+/* Whether a file can be made in dir (one is made and removed); 0 with
+ * errno when not. */
+int folder_takes_files(const char *dir);
 
 /* ---- trace.c: -v's header lines and --trace-ascii FILE, credentials
  * redacted */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cli/cli.h"
 #include "run.h"
 
 /* Whether url starts with "scheme:" (any case). */
@@ -112,4 +113,18 @@ char *url_file_name(const char *url) {
   curl_free(path);
   curl_url_cleanup(u);
   return strdup(name[0] ? name : "index");
+}
+
+char *url_shown(const char *url) {
+  /* a URL curl cannot parse cannot be redacted by it: ours; its bytes
+   * escaped (a file's line may hold any, a terminal's controls too) */
+  char *rough = url_redacted_rough(url), *safe = NULL;
+  size_t len = 0;
+  FILE *m = open_memstream(&safe, &len);
+  if (m) {
+    cli_text(m, rough ? rough : "(URL)");
+    if (fclose(m) != 0) free(safe), safe = NULL;
+  }
+  free(rough);
+  return safe;
 }
