@@ -428,7 +428,7 @@ describe("luaretry run, many URLs", function ()
           w:flush()
           assert.is_truthy(proc.wait_for(function () return #srv:requests() >= 1 end, 5))
         end
-        proc.sleep(0.3) -- blocked in the open or the read
+        assert.is_truthy(job:blocked_on_pipe(), "blocked in the open or the read")
         job:signal("TERM")
         local code = job:wait(5)
         local stderr = job:stderr()

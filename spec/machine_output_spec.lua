@@ -142,7 +142,7 @@ describe("output for machines", function ()
       if urls == 2 then args[#args + 1] = srv.base .. "/new" end
       local job = proc.spawn(args, jobdir)
       finally(function () job:stop(); proc.rmtree(jobdir) end)
-      proc.sleep(0.3) -- blocked in the open
+      assert.is_truthy(job:blocked_on_pipe(), "blocked in the open or the read")
       job:signal("TERM")
       local code = job:wait(5)
       local stderr = job:stderr()

@@ -346,6 +346,21 @@ function Job:wait(seconds)
   return tonumber(code), tonumber(t)
 end
 
+-- Waits (bounded) until the run sleeps in the kernel on a FIFO or pipe (an
+-- open with no partner yet, or a read): the moment a signal sent must cut,
+-- whatever the machine's load (a fixed sleep raced its start).  Linux names
+-- it in wchan (wait_for_partner, pipe_read, anon_pipe_read ...); where wchan
+-- is hidden ("0"), the run asleep is taken for it.
+function Job:blocked_on_pipe(seconds)
+  local proc_dir = "/proc/" .. self.pid
+  return M.wait_for(function ()
+    local w = M.readfile(proc_dir .. "/wchan") or ""
+    if w:find("pipe") or w:find("partner") or w:find("fifo") then return true end
+    local state = w == "0" and (M.readfile(proc_dir .. "/stat") or ""):match("^%d+ %b() (%a)")
+    return state == "S"
+  end, seconds or 10)
+end
+
 function Job:stdout() return M.readfile(self.dir .. "/job.out") end
 function Job:stderr() return M.readfile(self.dir .. "/job.err") end
 
