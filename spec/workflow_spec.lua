@@ -95,9 +95,11 @@ describe("workflows", function ()
   it("an endless body is cut at 16 MiB: the request fails with a transport error, memory bounded", function ()
     local endless = proc.server(proc.root .. "/spec/fixtures/run/server.lua")
     finally(function () endless:stop() end)
-    -- (room in the script for 16 MiB: its own limit is 8 MiB)
+    -- (room in the script for 16 MiB: its own limit is 8 MiB; and time: the
+    -- 16 MiB body's copy into Lua must not race the 0.25 s time limit on a
+    -- busy machine)
     local r = run({ "run", HERE .. "endless_run.lua", endless.base .. "/endless",
-                    "--set", "memory_limit=100000000" })
+                    "--set", "memory_limit=100000000", "--set", "time_limit=10" })
     assert.are.equal(0, r.code, r.stderr)
     local kept = tonumber(r.stdout:match(
       "^status=0 error=transport detail=the response body is longer than 16777216 bytes body=(%d+)\n$"))
