@@ -8,15 +8,37 @@
 
 #include "policy.h"
 
+/* Every flag this library knows: a bit past them is a host built against a
+ * newer luaretry.h, or a stray value; either way it would be ignored. */
+#define KNOWN_CALL_FLAGS                                                              \
+  (LUARETRY_CALL_SEED | LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED |         \
+   LUARETRY_CALL_NO_HEDGE | LUARETRY_CALL_WORKFLOW_REQUEST | LUARETRY_CALL_DEADLINE | \
+   LUARETRY_CALL_RETRIES | LUARETRY_CALL_WORKFLOW)
+
+static luaretry_code refuse_flags(luaretry_policy *p, unsigned flags) {
+  char *msg = lr_policy_errbuf(p);
+  if (flags & ~KNOWN_CALL_FLAGS)
+    lr_fmt(msg, LR_ERRMSG_SIZE, "luaretry_call_begin: unknown flags 0x%x (this library knows 0x%x)",
+           flags & ~KNOWN_CALL_FLAGS, (unsigned)KNOWN_CALL_FLAGS);
+  else
+    lr_fmt(
+      msg, LR_ERRMSG_SIZE,
+      "luaretry_call_begin: LUARETRY_CALL_WORKFLOW with LUARETRY_CALL_WORKFLOW_REQUEST: a call "
+      "is a workflow's own or one of its requests, not both");
+  return LUARETRY_E_ARG;
+}
+
 static luaretry_code begin(luaretry_policy *p, const luaretry_call_options *o, long max_attempts,
                            luaretry_call **out) {
   if (!p || !out) return LUARETRY_E_ARG;
   *out = NULL;
+  unsigned flags = o ? o->flags : 0;
+  const unsigned both = LUARETRY_CALL_WORKFLOW | LUARETRY_CALL_WORKFLOW_REQUEST;
+  if ((flags & ~KNOWN_CALL_FLAGS) || (flags & both) == both) return refuse_flags(p, flags);
   lr_gen *g = lr_policy_current(p); /* the call's reference */
   if (!g) return lr_policy_unloaded(p, "luaretry_call_begin");
   /* Simulations, probes and tests (the virtual clock, or guards of their
    * own) never touch the fleet: their counts are not real. */
-  unsigned flags = o ? o->flags : 0;
   int pretend = (flags & (LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED)) != 0;
   const lr_remote *remote = pretend ? NULL : &g->rules.remote;
   return lr_call_new(&g->judge, &g->rules, max_attempts, lr_policy_shared(p), remote, o, out);

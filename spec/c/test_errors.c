@@ -135,6 +135,23 @@ static void test_null_arguments(void) {
   CHECK_CODE(luaretry_call_begin(p, NULL, NULL), LUARETRY_E_ARG);
   CHECK_CODE(luaretry_policy_load_string(p, "@ok.lua", "max_attempts = 2"), LUARETRY_OK);
   CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK); /* options: NULL */
+  {
+    /* a flag this library does not know is refused, named, never ignored;
+     * so is a call that says it is a workflow and one of its requests */
+    luaretry_call *other = (luaretry_call *)&t;
+    luaretry_call_options unknown;
+    luaretry_call_options_init(&unknown);
+    unknown.flags = LUARETRY_CALL_SEED | 0x100u | 0x80000000u;
+    CHECK_CODE(luaretry_call_begin(p, &unknown, &other), LUARETRY_E_ARG);
+    CHECK(other == NULL);
+    CHECK_CONTAINS(luaretry_policy_errmsg(p), "unknown flags 0x80000100");
+    unknown.flags = LUARETRY_CALL_WORKFLOW | LUARETRY_CALL_WORKFLOW_REQUEST;
+    CHECK_CODE(luaretry_call_begin(p, &unknown, &other), LUARETRY_E_ARG);
+    CHECK_CONTAINS(luaretry_policy_errmsg(p), "not both");
+    unknown.flags = LUARETRY_CALL_WORKFLOW;
+    CHECK_CODE(luaretry_call_begin(p, &unknown, &other), LUARETRY_OK);
+    luaretry_call_free(other);
+  }
   CHECK_EQ_DBL(luaretry_call_timeout(NULL), 0);
   CHECK_EQ_DBL(luaretry_call_elapsed(NULL), 0);
   CHECK(luaretry_call_errmsg(NULL) != NULL);
