@@ -635,7 +635,9 @@ typedef luaretry_code (*luaretry_transport_fn)(void *ud, const luaretry_request 
 LUARETRY_API int luaretry_policy_has_workflow(const luaretry_policy *p);
 
 /* Runs the workflow once: run(http, args), its http.get/put/post/request
- * going through `transport` with `timeout` each.  Fills *out with the
+ * going through `transport`.  `timeout` seconds bound the whole run: each
+ * request's transport gets what is left of them (0 or +infinity: none; NaN
+ * or negative is refused, LUARETRY_E_ARG).  Fills *out with the
  * status and body run() returned (workflow = 1); they stay valid until
  * the next run.  A Lua error is LUARETRY_E_POLICY (message with file and
  * line in luaretry_policy_errmsg). */

@@ -223,11 +223,16 @@ luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const
                                            luaretry_transport_fn transport, void *ud,
                                            double timeout, luaretry_outcome *out) {
   if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
-  if (!transport || !out || nargs < 0 || (nargs && !args)) { /* named, not the last failure's */
-    char *err = lr_policy_errbuf(p);
+  /* NaN or a negative timeout had been taken for none, the opposite of a bound */
+  if (!transport || !out || nargs < 0 || (nargs && !args) || !(timeout >= 0)) {
+    char *err = lr_policy_errbuf(p); /* named, not the last failure's */
     if (!transport || !out)
       lr_fmt(err, LR_ERRMSG_SIZE, "luaretry_policy_run_workflow: %s is NULL",
              !transport ? "the transport" : "out");
+    else if (!(timeout >= 0))
+      lr_fmt(err, LR_ERRMSG_SIZE,
+             "luaretry_policy_run_workflow: timeout %g is not a number of seconds (0: none)",
+             timeout);
     else if (nargs < 0)
       lr_fmt(err, LR_ERRMSG_SIZE, "luaretry_policy_run_workflow: nargs %d is below 0", nargs);
     else

@@ -660,6 +660,15 @@ static void test_policy_refusals_named(void) {
   CHECK_CODE(luaretry_policy_run_workflow(p, args, -1, noop_transport, NULL, 1, &o),
              LUARETRY_E_ARG);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "nargs -1");
+  /* a NaN or negative timeout was taken for none */
+  CHECK_CODE(luaretry_policy_run_workflow(p, args, 1, noop_transport, NULL, NAN, &o),
+             LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "timeout nan is not a number of seconds");
+  CHECK_CODE(luaretry_policy_run_workflow(p, args, 1, noop_transport, NULL, -1, &o),
+             LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "timeout -1 is not");
+  CHECK_CODE(luaretry_policy_run_workflow(p, args, 1, noop_transport, NULL, INFINITY, &o),
+             LUARETRY_OK);
   CHECK_CODE(luaretry_policy_run_workflow(p, args, 1, noop_transport, NULL, 1, &o), LUARETRY_OK);
   luaretry_policy_free(p);
 }
