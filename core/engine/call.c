@@ -272,7 +272,15 @@ int luaretry_call_cancelled(const luaretry_call *c) {
 }
 
 luaretry_code luaretry_call_wait(luaretry_call *c, double seconds) {
-  if (!lr_call_ok(c) || isnan(seconds)) return LUARETRY_E_ARG;
+  if (!lr_call_ok(c)) return LUARETRY_E_ARG;
+  /* the virtual clock would stand at +infinity: every elapsed, deadline
+   * and guard's time after it meaningless */
+  if (isnan(seconds) || (c->clock.is_virtual && isinf(seconds) && seconds > 0)) {
+    lr_call_say(
+      LR_COLD_SLOT(c, errmsg), "luaretry_call_wait: %s",
+      isnan(seconds) ? "NaN seconds" : "a wait of +infinity on the virtual clock never ends");
+    return LUARETRY_E_ARG;
+  }
   /* a host that waits here waits anyway; read by the call's own steps, so
    * relaxed, and stored once (a locked store on every wait cost more than
    * the wait on the virtual clock) */

@@ -886,7 +886,8 @@ LUARETRY_API luaretry_code luaretry_call_stop_as(luaretry_call *c, const luaretr
                                                  luaretry_decision *d);
 
 /* Wait `seconds` on the call's clock: sleeps on the real clock, advances
- * the virtual one.  Never returns early except with LUARETRY_E_CANCELLED. */
+ * the virtual one.  Never returns early except with LUARETRY_E_CANCELLED.
+ * NaN, and +infinity on the virtual clock, are refused (LUARETRY_E_ARG). */
 LUARETRY_API luaretry_code luaretry_call_wait(luaretry_call *c, double seconds);
 
 /* Called after each decision of the call (logging, counting); `o` is NULL

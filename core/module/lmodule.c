@@ -962,7 +962,8 @@ static int c_wait(lua_State *L) {
   lua_State *was = host_enter(pb, L);
   luaretry_code rc = luaretry_call_wait(c, seconds);
   host_leave(pb, was);
-  if (rc != LUARETRY_OK) return fail(L, luaretry_strerror(rc), rc);
+  if (rc != LUARETRY_OK)
+    return fail(L, rc == LUARETRY_E_ARG ? luaretry_call_errmsg(c) : luaretry_strerror(rc), rc);
   lua_pushboolean(L, 1);
   return 1;
 }

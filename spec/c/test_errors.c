@@ -511,6 +511,19 @@ static void test_refusal_named(void) {
   CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_stop_as: the request's decision is NULL");
   CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK); /* nothing was used up */
   CHECK_EQ_INT(d.attempt, 1);
+  CHECK_CODE(luaretry_call_wait(c, NAN), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_call_wait: NaN seconds");
+  luaretry_call_free(c);
+  /* +infinity on the virtual clock: refused, the clock left where it was
+   * (it stood at +infinity, and every elapsed after it) */
+  luaretry_call_options vo;
+  luaretry_call_options_init(&vo);
+  vo.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED;
+  CHECK_CODE(luaretry_call_begin(p, &vo, &c), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_wait(c, 2), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_wait(c, INFINITY), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "+infinity on the virtual clock never ends");
+  CHECK_NEAR(luaretry_call_elapsed(c), 2, 1e-9);
   luaretry_call_free(c);
   luaretry_policy_free(p);
 }
