@@ -379,6 +379,27 @@ describe("the fleet's keys and registry in a real Redis", function ()
     assert.matches("breaker: closed", st.stdout)
   end)
 
+  -- Redis's WRONGTYPE names no key and does not mend itself: the fleet
+  -- names the key (fleet) or the fleet's (run), and what to do, once
+  it("a fleet key holding another program's value: named, with what to do, and --reset mends it", function ()
+    local key = "wrongtype"
+    local hint = "another program's value: choose another fleet.key, or delete the fleet's keys: " ..
+                 "luaretry fleet POLICY %-%-reset"
+    r:cli("SET", "luaretry:{" .. key .. "}", "someone else's")
+    local st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
+    assert.are.equal(1, st.code, st.stdout .. st.stderr)
+    assert.matches("HMGET luaretry:{" .. key .. "} refused: WRONGTYPE .*" .. hint, st.stderr)
+    local run = proc.run({ "run", BUDGET, srv.base .. "/200", "--redis", r.url, "--set",
+                           "fleet.key=" .. key, "--set", "fleet.command_timeout=2000" })
+    assert.are.equal(0, run.code, run.stderr)
+    assert.are.equal(1, count(run.stderr, LOST), run.stderr)
+    assert.matches("fleet guards luaretry:{" .. key .. "}: .*WRONGTYPE.*" .. hint, run.stderr)
+    assert.are.equal(0, fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key, "--reset" }).code)
+    st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("no state in Redis", st.stdout)
+  end)
+
   it("refuses to share a key with a process whose budget differs, and says so", function ()
     local key = "hostile-settings"
     local function run(extra)

@@ -40,7 +40,7 @@ static lr_fleet_code scripts_run(lr_fleet *f, int64_t deadline, char *detail, si
  * Connects at once if needed. */
 static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argvs[],
                               redisReply *replies[], char *err, size_t errlen) {
-  char detail[300] = "";
+  char detail[640] = "";
   if (!lr_fleet_owned(f)) { /* a fork's child: the connection is the parent's */
     lr_fmt(err, errlen, "%s: a fork's child shares no fleet: load the policy again",
            f->url.redacted);
@@ -67,7 +67,10 @@ static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argv
     char text[204];
     lr_reply_quote(&f->url, replies[i], text, sizeof text);
     rc = lr_conn_error_code(replies[i]);
-    lr_fmt(detail, sizeof detail, "%s refused: %s", argvs[i][0], text);
+    /* the key it was about, when it has one: Redis's words name none */
+    lr_fmt(detail, sizeof detail, "%s%s%s refused: %s%s", argvs[i][0], argcs[i] > 1 ? " " : "",
+           argcs[i] > 1 ? argvs[i][1] : "", text,
+           lr_reply_wrongtype(replies[i]) ? WRONGTYPE_HINT : "");
   }
   if (rc != LR_FLEET_OK) {
     lr_redis_url_scrub(&f->url, detail);

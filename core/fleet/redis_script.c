@@ -281,12 +281,16 @@ lr_fleet_code lr_script_refused(const lr_redis_url *u, const redisReply *r, cons
   lr_reply_quote(u, r, text, sizeof text);
   /* Redis 7 drops a long command (the sync's) sent before AUTH with this */
   int unauth = r->str && strncmp(r->str, "ERR Protocol error: unauthenticated", 35) == 0;
-  lr_fmt(err, errlen, "%s%s refused: %s", what,
+  lr_fmt(err, errlen, "%s%s refused: %s%s", what,
          no_scripting(r) ? NEEDED
          : unauth        ? " (the server needs a password)"
                          : "",
-         text);
+         text, lr_reply_wrongtype(r) ? WRONGTYPE_HINT : "");
   return lr_conn_error_code(r);
+}
+
+int lr_reply_wrongtype(const redisReply *r) {
+  return r && r->type == REDIS_REPLY_ERROR && r->str && strncmp(r->str, "WRONGTYPE", 9) == 0;
 }
 
 void lr_fleet_cfg_text(const lr_fleet_limits *l, char *buf, size_t size) {
