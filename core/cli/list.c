@@ -188,11 +188,14 @@ int cli_list(int argc, char **argv) {
       return cli_usage("list: unexpected argument %s", argv[i]);
   }
   char dir[CLI_PATH_MAX];
-  for (size_t i = 0; luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++) list_dir(&l, dir);
+  luaretry_code rc;
+  /* E_IO: a folder too long to open, skipped; E_ARG: past the last */
+  for (size_t i = 0; (rc = luaretry_policy_dir(i, dir, sizeof dir)) != LUARETRY_E_ARG; i++)
+    if (rc == LUARETRY_OK) list_dir(&l, dir);
   if (l.n == 0 && !l.names_only) {
     fprintf(stderr, "luaretry: no policy found in:");
-    for (size_t i = 0; luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++)
-      fprintf(stderr, " %s", dir);
+    for (size_t i = 0; (rc = luaretry_policy_dir(i, dir, sizeof dir)) != LUARETRY_E_ARG; i++)
+      if (rc == LUARETRY_OK) fprintf(stderr, " %s", dir);
     fputc('\n', stderr);
   }
   if (l.n && !l.names_only)

@@ -87,8 +87,10 @@ static void print_not_found(const char *policy) {
    * there, the one place a user might expect it */
   fprintf(stderr, ", nor %s(.lua) in ", policy);
   char dir[4096];
-  for (size_t i = 0; luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++)
-    fprintf(stderr, "%s%s", i ? ", " : "", dir);
+  luaretry_code rc;
+  int shown = 0; /* a folder too long to open (E_IO) is skipped */
+  for (size_t i = 0; (rc = luaretry_policy_dir(i, dir, sizeof dir)) != LUARETRY_E_ARG; i++)
+    if (rc == LUARETRY_OK) fprintf(stderr, "%s%s", shown++ ? ", " : "", dir);
   fputs(" (see luaretry list)\n", stderr);
   if (stat(policy, &st) == 0)
     fprintf(stderr,

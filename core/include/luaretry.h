@@ -222,7 +222,9 @@ LUARETRY_API luaretry_code luaretry_policy_find(const char *policy, char *path, 
  * (':'-separated), then $XDG_CONFIG_HOME/luaretry/policies (default
  * ~/.config/luaretry/policies), then the installed share/luaretry/policies
  * ($LUARETRY_DATADIR/policies when that is set).  LUARETRY_E_ARG past the
- * last one. */
+ * last one; LUARETRY_E_IO (path empty) when folder i does not fit in
+ * `size` bytes: skip it, the folders after it still count (a loop goes on
+ * until LUARETRY_E_ARG). */
 LUARETRY_API luaretry_code luaretry_policy_dir(size_t i, char *path, size_t size);
 
 /* Warnings of the last load: unknown names, clamped values. */

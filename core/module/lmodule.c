@@ -246,8 +246,11 @@ static int not_found(lua_State *L, const char *name) {
   luaL_addstring(&b, name);
   luaL_addstring(&b, ": no such file");
   char dir[4096];
-  for (size_t i = 0; luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++) {
-    luaL_addstring(&b, i ? ", " : ", nor in ");
+  luaretry_code rc;
+  int shown = 0; /* a folder too long to open (E_IO) is skipped */
+  for (size_t i = 0; (rc = luaretry_policy_dir(i, dir, sizeof dir)) != LUARETRY_E_ARG; i++) {
+    if (rc != LUARETRY_OK) continue;
+    luaL_addstring(&b, shown++ ? ", " : ", nor in ");
     luaL_addstring(&b, dir);
   }
   luaL_pushresult(&b);

@@ -93,7 +93,9 @@ luaretry_code luaretry_policy_dir(size_t i, char *path, size_t size) {
       rc = 0;
   }
   if (rc < 0) path[0] = '\0';
-  return rc == 1 ? LUARETRY_OK : LUARETRY_E_ARG;
+  /* a folder cut would be another folder; one past the end stops a loop,
+   * one too long must not (the folders after it still count) */
+  return rc == 1 ? LUARETRY_OK : rc < 0 ? LUARETRY_E_IO : LUARETRY_E_ARG;
 }
 
 static int is_file_name(const char *policy) {
@@ -109,8 +111,9 @@ luaretry_code luaretry_policy_find(const char *policy, char *path, size_t size) 
     return join(path, size, policy, "") ? LUARETRY_E_ARG : LUARETRY_OK;
   }
   char dir[4096], candidate[8192];
-  for (size_t i = 0; luaretry_policy_dir(i, dir, sizeof dir) == LUARETRY_OK; i++) {
-    for (int ext = 0; ext <= 1; ext++) {
+  luaretry_code rc;
+  for (size_t i = 0; (rc = luaretry_policy_dir(i, dir, sizeof dir)) != LUARETRY_E_ARG; i++) {
+    for (int ext = 0; rc == LUARETRY_OK && ext <= 1; ext++) {
       int n = snprintf(candidate, sizeof candidate, "%s/%s%s", dir, policy, ext ? ".lua" : "");
       if (n < 0 || (size_t)n >= sizeof candidate) continue;
       if (!is_file(candidate)) continue;

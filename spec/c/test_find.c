@@ -46,7 +46,10 @@ static void test_dirs(void) {
       CHECK_EQ_STR(dir, at(want[i]));
   }
   CHECK_CODE(luaretry_policy_dir(4, dir, sizeof dir), LUARETRY_E_ARG);
-  CHECK_CODE(luaretry_policy_dir(0, dir, 4), LUARETRY_E_ARG); /* too small: cut, refused */
+  /* too small: never cut (another folder), skipped with E_IO, not the end */
+  CHECK_CODE(luaretry_policy_dir(0, dir, 4), LUARETRY_E_IO);
+  CHECK_EQ_STR(dir, "");
+  CHECK_CODE(luaretry_policy_dir(4, dir, 4), LUARETRY_E_ARG);
   /* XDG_CONFIG_HOME relative: ignored, as the XDG spec says; HOME's .config */
   setenv("XDG_CONFIG_HOME", "relative", 1);
   setenv("HOME", at("home"), 1);
@@ -106,6 +109,18 @@ static void test_find(void) {
   }
   CHECK_CODE(luaretry_policy_find("nosuch", path, sizeof path), LUARETRY_E_IO);
   CHECK_EQ_STR(path, "");
+  /* a folder too long to open, first on the path: the ones after it are
+   * still searched (it ended the search, and the shipped policies with it) */
+  static char longer[6000];
+  memset(longer, 'x', 5000);
+  snprintf(longer + 5000, sizeof longer - 5000, ":%s/b", root);
+  longer[0] = '/';
+  setenv("LUARETRY_PATH", longer, 1);
+  if (CHECK_CODE(luaretry_policy_find("gcs", path, sizeof path), LUARETRY_OK))
+    CHECK_EQ_STR(path, at("b/gcs.lua"));
+  if (CHECK_CODE(luaretry_policy_find("http", path, sizeof path), LUARETRY_OK))
+    CHECK_EQ_STR(path, at("data/policies/http.lua"));
+  setenv("LUARETRY_PATH", env, 1);
   /* a folder is not a policy */
   folder("a/dir.lua");
   CHECK_CODE(luaretry_policy_find("dir", path, sizeof path), LUARETRY_E_IO);
