@@ -517,6 +517,7 @@ static void read_fields(lua_State *L, lr_load *ld, int src, int lines) {
                    : i == F_BACKOFF       ? s->rule_backoff
                    : i == F_IS_IDEMPOTENT ? s->rule_is_idempotent
                    : i == F_IS_THROTTLING ? s->rule_is_throttling
+                   : i == F_PREPARE       ? s->rule_prepare
                                           : NULL;
       if (rule) function_rule(L, -1, rule, RULE_SIZE);
       lua_pushvalue(L, -1);

@@ -77,7 +77,7 @@ typedef struct lr_script {
   /* "file:line" of each hook: its own file, which a require may make
    * another than the script's */
   char rule_is_transient[RULE_SIZE], rule_is_success[RULE_SIZE], rule_backoff[RULE_SIZE],
-    rule_is_idempotent[RULE_SIZE], rule_is_throttling[RULE_SIZE];
+    rule_is_idempotent[RULE_SIZE], rule_is_throttling[RULE_SIZE], rule_prepare[RULE_SIZE];
   char errmsg[1024];
 } lr_script;
 

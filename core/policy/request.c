@@ -114,7 +114,8 @@ static const char *field(lua_State *L, int t, const char *k, size_t *len) {
     lua_pop(L, 1);
     return NULL;
   }
-  if (type != LUA_TSTRING) luaL_error(L, "prepare: request.%s must be a string", k);
+  if (type != LUA_TSTRING)
+    luaL_error(L, "prepare: request.%s must be a string, not a %s", k, lua_typename(L, type));
   const char *v = lua_tolstring(L, -1, len);
   lua_pop(L, 1); /* the table keeps it alive */
   return v;
@@ -284,7 +285,12 @@ luaretry_code lr_gen_prepare(lr_gen *g, const luaretry_request *in, int attempt,
     rc = lr_sandbox_call(s->sb, call_prepare, s, 0, LUARETRY_E_POLICY, msg, sizeof msg);
     if (rc != LUARETRY_OK) {
       *out = *in;
-      lr_fmt(err, errlen, "prepare: %s", strncmp(msg, "prepare: ", 9) == 0 ? msg + 9 : msg);
+      /* a check of the request it left (said from C, with no position):
+       * the function's own file and line; a Lua error has its own */
+      if (strncmp(msg, "prepare: ", 9) == 0)
+        lr_fmt(err, errlen, "%s: %s", s->rule_prepare, msg);
+      else
+        lr_fmt(err, errlen, "prepare: %s", msg);
     }
     s->cur_request = NULL;
     s->cur_out = NULL;

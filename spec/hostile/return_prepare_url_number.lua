@@ -1,6 +1,6 @@
 -- returns: prepare returns a table whose url is a number
--- drive: cli_prepare; expect: request.url must be a string; where: prepare: 
+-- drive: cli_prepare; expect: request.url must be a string
 max_attempts = 2
-function prepare(request)
+function prepare(request) -- HERE
   return { url = 42 }
 end
