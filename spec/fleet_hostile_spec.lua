@@ -400,6 +400,33 @@ describe("the fleet's keys and registry in a real Redis", function ()
     assert.matches("no state in Redis", st.stdout)
   end)
 
+  -- A process that ends while its handle's round trip waits on a Redis
+  -- slower than usual (a busy machine's, here one stopped by SIGSTOP):
+  -- no call is left to decide, so nothing says "local guards decide".
+  it("a round trip cut short by the policy's close says nothing of local guards", function ()
+    local logs = {}
+    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 5000,
+                                      set = { ["fleet.key"] = "cut-at-close" },
+                                      log = function (line) logs[#logs + 1] = line end }))
+    assert(p:fleet_sync())
+    r:signal("STOP")
+    finally(function () r:signal("CONT") end)
+    -- a failure: the handle's worker takes the counts to Redis within
+    -- the sync period (the call is closed, not retried: nothing blocks)
+    local c = assert(p:begin{ seed = 1 })
+    local d = assert(c:next())
+    assert.is_true(d.retry)
+    c:report{ status = 503 }
+    c:close()
+    -- past the patience (50 ms, or eight usual round trips) and the sync
+    -- period (50 ms): the worker's round trip waits on the stopped Redis
+    proc.sleep(0.4)
+    local t0 = proc.now()
+    p:close()
+    assert.is_true(proc.now() - t0 < 4, "close waited for the command timeout")
+    for _, line in ipairs(logs) do assert.is_nil(line:find(LOST, 1, true), line) end
+  end)
+
   it("refuses to share a key with a process whose budget differs, and says so", function ()
     local key = "hostile-settings"
     local function run(extra)

@@ -301,7 +301,16 @@ void lr_fleet_failed_locked(lr_fleet *f, lr_fleet_code rc, const char *detail, i
     lr_fmt(why, sizeof why, "no reply in %lld ms (the round trip was cut short)",
            (long long)waited);
     lr_conn_close(&f->conn);
-    lr_fleet_slow(f, why);
+    /* The handle's free cut it: the process is ending and no call is left
+     * to decide, so "local guards decide" would only be a run's last,
+     * false word (a busy machine's Redis answers late).  Degraded all
+     * the same, for the give-back that follows. */
+    if (atomic_load(&f->stopper.cancelled)) {
+      atomic_store(&f->health, LR_FLEET_DEGRADED);
+      note(f, why);
+    } else {
+      lr_fleet_slow(f, why);
+    }
     return;
   }
   /* the call gave up, or its deadline left Redis no fair time to answer:
