@@ -89,6 +89,17 @@ static lr_fleet_code parse_tcp(const char *s, lr_redis_url *u, char *err, size_t
   if (hn == 0 || hn >= sizeof u->host) goto bad;
   memcpy(u->host, s, hn);
   u->host[hn] = '\0';
+  /* a name is letters, digits, '.', '-' and '_': anything else (a '#frag',
+   * a space) was only found out by the name lookup, as a host not found */
+  for (size_t i = 0; end_host[0] != ']' && i < hn; i++) {
+    unsigned char c = (unsigned char)u->host[i];
+    if (isalnum(c) || c == '.' || c == '-' || c == '_') continue;
+    char what[24];
+    lr_fmt(what, sizeof what, c > 0x20 && c < 0x7f ? "'%c'" : "the byte 0x%02x", c);
+    lr_fmt(err, errlen, "redis URL: the host \"%.60s\" holds %s, which no host name holds%s",
+           u->host, what, c == '#' ? " (only redis-sentinel:// takes a #MASTER)" : "");
+    return LR_FLEET_E_ARG;
+  }
   u->port = 6379;
   if (*rest == ':') {
     size_t pn = strcspn(rest + 1, "/?");

@@ -38,6 +38,11 @@ static void test_tcp(void) {
   parses("redis://[::1]:7000/15", "::1", 7000, 15);
   parses("redis://:pw@h:1/0", "h", 1, 0);
   refuses("redis://h:0/1", "PORT 1-65535");
+  /* a byte no host name holds: named here, not as a host not found */
+  parses("redis://my_host.example-1:7000/2", "my_host.example-1", 7000, 2);
+  refuses("redis://localhost#frag", "the host \"localhost#frag\" holds '#'");
+  refuses("redis://loc alhost:1", "holds the byte 0x20");
+  refuses("redis://h\x01/0", "holds the byte 0x01");
   refuses("redis://h:65536", "PORT 1-65535");
   refuses("redis://h:6379/x", "DB a number");
   refuses("redis://:s3cret@h:6379/x", "DB a number");
