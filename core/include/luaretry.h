@@ -806,8 +806,9 @@ LUARETRY_API luaretry_code luaretry_call_options_inbound(const luaretry_policy *
 /* Step API: begin, make an attempt with luaretry_call_timeout(), report its
  * outcome, follow the decision.  Nothing here sleeps.  luaretry_call_begin
  * refuses (LUARETRY_E_ARG, said by luaretry_policy_errmsg) options with a
- * flag this library does not know, never ignoring it, and
- * LUARETRY_CALL_WORKFLOW with LUARETRY_CALL_WORKFLOW_REQUEST. */
+ * flag this library does not know, never ignoring it, with reserved fields
+ * that are not zero (a later version's fields), and with
+ * LUARETRY_CALL_WORKFLOW and LUARETRY_CALL_WORKFLOW_REQUEST together. */
 LUARETRY_API luaretry_code luaretry_call_begin(luaretry_policy *p, const luaretry_call_options *o,
                                                luaretry_call **out);
 LUARETRY_API double luaretry_call_timeout(const luaretry_call *c); /* 0: none */

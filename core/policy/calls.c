@@ -17,7 +17,11 @@
 
 static luaretry_code refuse_flags(luaretry_policy *p, unsigned flags) {
   char *msg = lr_policy_errbuf(p);
-  if (flags & ~KNOWN_CALL_FLAGS)
+  if (flags == 0) /* the reserved room: what a later version's field would read */
+    lr_fmt(msg, LR_ERRMSG_SIZE,
+           "luaretry_call_begin: the options' reserved fields are not zero (start from "
+           "luaretry_call_options_init, or a designated initializer)");
+  else if (flags & ~KNOWN_CALL_FLAGS)
     lr_fmt(msg, LR_ERRMSG_SIZE, "luaretry_call_begin: unknown flags 0x%x (this library knows 0x%x)",
            flags & ~KNOWN_CALL_FLAGS, (unsigned)KNOWN_CALL_FLAGS);
   else
@@ -35,6 +39,7 @@ static luaretry_code begin(luaretry_policy *p, const luaretry_call_options *o, l
   unsigned flags = o ? o->flags : 0;
   const unsigned both = LUARETRY_CALL_WORKFLOW | LUARETRY_CALL_WORKFLOW_REQUEST;
   if ((flags & ~KNOWN_CALL_FLAGS) || (flags & both) == both) return refuse_flags(p, flags);
+  if (o && (o->reserved_32 || o->reserved[0] || o->reserved[1])) return refuse_flags(p, 0);
   lr_gen *g = lr_policy_current(p); /* the call's reference */
   if (!g) return lr_policy_unloaded(p, "luaretry_call_begin");
   /* Simulations, probes and tests (the virtual clock, or guards of their

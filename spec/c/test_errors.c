@@ -151,6 +151,13 @@ static void test_null_arguments(void) {
     unknown.flags = LUARETRY_CALL_WORKFLOW;
     CHECK_CODE(luaretry_call_begin(p, &unknown, &other), LUARETRY_OK);
     luaretry_call_free(other);
+    /* reserved room that is not zero: a later version's fields, refused */
+    unknown.reserved[1] = 7;
+    CHECK_CODE(luaretry_call_begin(p, &unknown, &other), LUARETRY_E_ARG);
+    CHECK_CONTAINS(luaretry_policy_errmsg(p), "reserved fields are not zero");
+    unknown.reserved[1] = 0;
+    unknown.reserved_32 = 1;
+    CHECK_CODE(luaretry_call_begin(p, &unknown, &other), LUARETRY_E_ARG);
   }
   CHECK_EQ_DBL(luaretry_call_timeout(NULL), 0);
   CHECK_EQ_DBL(luaretry_call_elapsed(NULL), 0);
