@@ -15,35 +15,42 @@
    LUARETRY_CALL_NO_HEDGE | LUARETRY_CALL_WORKFLOW_REQUEST | LUARETRY_CALL_DEADLINE | \
    LUARETRY_CALL_RETRIES | LUARETRY_CALL_WORKFLOW)
 
-static luaretry_code refuse_flags(luaretry_policy *p, unsigned flags) {
-  char *msg = lr_policy_errbuf(p);
-  if (flags == 0) /* the reserved room: what a later version's field would read */
-    lr_fmt(msg, LR_ERRMSG_SIZE,
-           "luaretry_call_begin: the options' reserved fields are not zero (start from "
-           "luaretry_call_options_init, or a designated initializer)");
-  else if (flags & ~KNOWN_CALL_FLAGS)
-    lr_fmt(msg, LR_ERRMSG_SIZE, "luaretry_call_begin: unknown flags 0x%x (this library knows 0x%x)",
-           flags & ~KNOWN_CALL_FLAGS, (unsigned)KNOWN_CALL_FLAGS);
+/* NULL when the options can be taken, else why not: a flag unknown here,
+ * two that contradict, or reserved room a later version's fields would
+ * read (a host that did not start them zeroed). */
+static const char *bad_options(const luaretry_call_options *o, char *why, size_t size) {
+  const unsigned both = LUARETRY_CALL_WORKFLOW | LUARETRY_CALL_WORKFLOW_REQUEST;
+  if (!o) return NULL;
+  if (o->flags & ~KNOWN_CALL_FLAGS)
+    lr_fmt(why, size, "unknown flags 0x%x (this library knows 0x%x)", o->flags & ~KNOWN_CALL_FLAGS,
+           (unsigned)KNOWN_CALL_FLAGS);
+  else if ((o->flags & both) == both)
+    lr_fmt(why, size,
+           "LUARETRY_CALL_WORKFLOW with LUARETRY_CALL_WORKFLOW_REQUEST: a call is a workflow's "
+           "own or one of its requests, not both");
+  else if (o->reserved_32 || o->reserved[0] || o->reserved[1])
+    lr_fmt(why, size,
+           "the options' reserved fields are not zero (start from luaretry_call_options_init, "
+           "or a designated initializer)");
   else
-    lr_fmt(
-      msg, LR_ERRMSG_SIZE,
-      "luaretry_call_begin: LUARETRY_CALL_WORKFLOW with LUARETRY_CALL_WORKFLOW_REQUEST: a call "
-      "is a workflow's own or one of its requests, not both");
-  return LUARETRY_E_ARG;
+    return NULL;
+  return why;
 }
 
 static luaretry_code begin(luaretry_policy *p, const luaretry_call_options *o, long max_attempts,
                            luaretry_call **out) {
   if (!p || !out) return LUARETRY_E_ARG;
   *out = NULL;
-  unsigned flags = o ? o->flags : 0;
-  const unsigned both = LUARETRY_CALL_WORKFLOW | LUARETRY_CALL_WORKFLOW_REQUEST;
-  if ((flags & ~KNOWN_CALL_FLAGS) || (flags & both) == both) return refuse_flags(p, flags);
-  if (o && (o->reserved_32 || o->reserved[0] || o->reserved[1])) return refuse_flags(p, 0);
+  char why[200];
+  if (bad_options(o, why, sizeof why)) {
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "luaretry_call_begin: %s", why);
+    return LUARETRY_E_ARG;
+  }
   lr_gen *g = lr_policy_current(p); /* the call's reference */
   if (!g) return lr_policy_unloaded(p, "luaretry_call_begin");
   /* Simulations, probes and tests (the virtual clock, or guards of their
    * own) never touch the fleet: their counts are not real. */
+  unsigned flags = o ? o->flags : 0;
   int pretend = (flags & (LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_ISOLATED)) != 0;
   const lr_remote *remote = pretend ? NULL : &g->rules.remote;
   return lr_call_new(&g->judge, &g->rules, max_attempts, lr_policy_shared(p), remote, o, out);
