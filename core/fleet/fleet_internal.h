@@ -241,9 +241,6 @@ extern const char LR_FLEET_SCRIPT[];
 /* The SHA1 of a script as Redis names it (40 hex digits): 1, or 0 with
  * sha "" (libcrypto refused SHA1, a FIPS setting: EVAL every time). */
 int lr_script_sha(const char *script, char sha[41]);
-/* A script's error reply r, quoted in err as "WHAT refused: ...", saying
- * what the fleet needs when it means this server or user runs no scripts
- * (NOPERM, an unknown command); its code. */
 /* A WRONGTYPE error: one of the fleet's keys holds a value of another
  * kind (another program uses the name); said with WRONGTYPE_HINT, since
  * Redis's own words name no key and it will not mend itself. */
@@ -251,6 +248,9 @@ int lr_reply_wrongtype(const struct redisReply *r);
 #define WRONGTYPE_HINT                                                                        \
   " (a key of this fleet holds another program's value: choose another fleet.key, or delete " \
   "the fleet's keys: luaretry fleet POLICY --reset)"
+/* A script's error reply r, quoted in err as "WHAT refused: ...", saying
+ * what the fleet needs when it means this server or user runs no scripts
+ * (NOPERM, an unknown command); its code. */
 lr_fleet_code lr_script_refused(const lr_redis_url *u, const struct redisReply *r, const char *what,
                                 char *err, size_t errlen);
 /* Queues EVALSHA (or EVAL) of the update with this batch.  keys: the
