@@ -125,7 +125,13 @@ describe("the fleet behind Redis Sentinel", function ()
     local st = fleet(key)
     assert.are.equal(0, st.code, st.stderr)
     -- two processes, three failures each, one token each
-    assert.matches("budget: 994%.000 of 1000 tokens", st.stdout)
+    -- each process's first two failures reach Redis before its retries
+    -- (the round trip before each); its last goes with the flush at exit,
+    -- which a handle whose last round trip Redis answered late skips (on
+    -- a busy machine, under ASan: 995 once): 994, and at most one short
+    -- of it per process
+    local tokens = tonumber(st.stdout:match("budget: ([%d.]+) of 1000 tokens"))
+    assert.is_true(tokens and tokens >= 994 and tokens <= 996, st.stdout)
     assert.matches("processes that synced in the last minute: 2\n", st.stdout)
     assert.matches("at redis%-sentinel://127%.0%.0%.1:%d+,127%.0%.0%.1:%d+,127%.0%.0%.1:%d+/0#" ..
                    NAME, st.stdout)
