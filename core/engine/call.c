@@ -271,16 +271,20 @@ int luaretry_call_cancelled(const luaretry_call *c) {
   return lr_call_ok(c) ? atomic_load(&((luaretry_call *)c)->waiter.cancelled) : 0;
 }
 
+/* NaN, or +infinity on the virtual clock (which would stand there: every
+ * elapsed, deadline and guard's time after it meaningless): refused.  Out
+ * of line: a step's wait pays one comparison. */
+static __attribute__((cold, noinline)) int wait_refused(luaretry_call *c, double seconds) {
+  if (!isnan(seconds) && !c->clock.is_virtual) return 0; /* +infinity, real: until cancelled */
+  lr_call_say(
+    LR_COLD_SLOT(c, errmsg), "luaretry_call_wait: %s",
+    isnan(seconds) ? "NaN seconds" : "a wait of +infinity on the virtual clock never ends");
+  return 1;
+}
+
 luaretry_code luaretry_call_wait(luaretry_call *c, double seconds) {
   if (!lr_call_ok(c)) return LUARETRY_E_ARG;
-  /* the virtual clock would stand at +infinity: every elapsed, deadline
-   * and guard's time after it meaningless */
-  if (isnan(seconds) || (c->clock.is_virtual && isinf(seconds) && seconds > 0)) {
-    lr_call_say(
-      LR_COLD_SLOT(c, errmsg), "luaretry_call_wait: %s",
-      isnan(seconds) ? "NaN seconds" : "a wait of +infinity on the virtual clock never ends");
-    return LUARETRY_E_ARG;
-  }
+  if (!(seconds < HUGE_VAL) && wait_refused(c, seconds)) return LUARETRY_E_ARG;
   /* a host that waits here waits anyway; read by the call's own steps, so
    * relaxed, and stored once (a locked store on every wait cost more than
    * the wait on the virtual clock) */
