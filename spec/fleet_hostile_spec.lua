@@ -400,6 +400,25 @@ describe("the fleet's keys and registry in a real Redis", function ()
     assert.matches("no state in Redis", st.stdout)
   end)
 
+  -- members are host:pid:n, n the process's handle: a reload that changes
+  -- the fleet's settings adds one, and the process was counted twice
+  it("counts a process once, whatever its fleet handles", function ()
+    local key = "one-process"
+    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 2000,
+                                      set = { ["fleet.key"] = key } }))
+    assert(p:fleet_sync())
+    assert(p:set("fleet.command_timeout", "2500")) -- a new handle
+    assert(p:fleet_sync())
+    local st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
+    p:close()
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("processes that synced in the last minute: 1 %(2 fleet handles%)\n", st.stdout)
+    local owners = {}
+    for owner in st.stdout:gmatch("\n    (%S+):%d+ +[%d.]+ s ago") do owners[#owners + 1] = owner end
+    assert.are.equal(2, #owners, st.stdout)
+    assert.are.equal(owners[1], owners[2], st.stdout)
+  end)
+
   -- A process that ends while its handle's round trip waits on a Redis
   -- slower than usual (a busy machine's, here one stopped by SIGSTOP):
   -- no call is left to decide, so nothing says "local guards decide".

@@ -107,6 +107,27 @@ static void print_local(const luaretry_fleet_status *st) {
   print_guards(st);
 }
 
+/* Members are host:pid:n, n a handle of the process (one per policy, one
+ * more after a reload that changes the fleet's settings): a process is
+ * counted once, whatever its handles. */
+static size_t process_len(const char *member) {
+  const char *end = strrchr(member, ':');
+  return end ? (size_t)(end - member) : strlen(member);
+}
+
+static size_t distinct_processes(const luaretry_fleet_status *st) {
+  size_t n = 0;
+  for (size_t i = 0; i < st->process_count; i++) {
+    const char *m = st->processes[i].member;
+    size_t len = process_len(m), k = 0;
+    while (k < i && !(process_len(st->processes[k].member) == len &&
+                      strncmp(st->processes[k].member, m, len) == 0))
+      k++;
+    n += k == i; /* the first of its process */
+  }
+  return n;
+}
+
 static void print_status(const char *name, const luaretry_fleet_status *st, int local) {
   printf("fleet %s: %s at %s\n", name, st->key, st->where);
   if (local) {
@@ -133,7 +154,10 @@ static void print_status(const char *name, const luaretry_fleet_status *st, int 
     printf("\n");
   }
   print_guards(st);
-  printf("  processes that synced in the last minute: %zu\n", st->process_count);
+  size_t processes = distinct_processes(st);
+  printf("  processes that synced in the last minute: %zu", processes);
+  if (processes != st->process_count) printf(" (%zu fleet handles)", st->process_count);
+  printf("\n");
   for (size_t i = 0; i < st->process_count; i++)
     printf("    %-40s %.1f s ago\n", st->processes[i].member, st->processes[i].seen_ago);
 }
