@@ -400,6 +400,20 @@ describe("the fleet's keys and registry in a real Redis", function ()
     assert.matches("no state in Redis", st.stdout)
   end)
 
+  -- a fleet with no state holds what the policy's guards have afresh: a
+  -- rate-only policy was told of "full budget, breaker closed"
+  it("says what a fleet with no state holds for the policy's own guards", function ()
+    local rate = proc.root .. "/spec/fixtures/fleet_rate/rate.lua"
+    local st = fleet_cmd(rate, { "--set", "fleet.key=rate-only" })
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("no state in Redis %(never synced, expired or reset%): no rate slots leased\n",
+                   st.stdout)
+    st = fleet_cmd(rate, { "--set", "fleet.key=rate-only", "--reset" })
+    assert.matches("reset: no rate slots leased, no processes\n", st.stdout)
+    st = fleet_cmd(BUDGET, { "--set", "fleet.key=budget-only" })
+    assert.matches("no state in Redis %(never synced, expired or reset%): full budget\n", st.stdout)
+  end)
+
   -- members are host:pid:n, n the process's handle: a reload that changes
   -- the fleet's settings adds one, and the process was counted twice
   it("counts a process once, whatever its fleet handles", function ()

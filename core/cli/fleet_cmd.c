@@ -107,6 +107,29 @@ static void print_local(const luaretry_fleet_status *st) {
   print_guards(st);
 }
 
+/* What a fleet with no state (never synced, expired, reset) holds for
+ * this policy's guards: its budget full, its breaker closed ...; a rate-only
+ * policy had been told of a budget and a breaker it does not have. */
+static void fresh_state(luaretry_policy *p, int local, char *buf, size_t size) {
+  luaretry_tuning t;
+  char k[64] = "none", limit[64] = "none";
+  if (luaretry_policy_tuning(p, &t) != LUARETRY_OK) t.budget = t.breaker = 0;
+  luaretry_policy_get(p, "admission.k", k, sizeof k);
+  luaretry_policy_get(p, "rate.limit", limit, sizeof limit);
+  const char *part[4];
+  int n = 0;
+  if (t.budget) part[n++] = "full budget";
+  if (t.breaker) part[n++] = "breaker closed";
+  if (strcmp(k, "none") != 0) part[n++] = "admission window empty";
+  if (strcmp(limit, "none") != 0) part[n++] = local ? "rate bucket full" : "no rate slots leased";
+  buf[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    size_t used = strlen(buf);
+    snprintf(buf + used, size - used, "%s%s", i ? ", " : "", part[i]);
+  }
+  if (n == 0) snprintf(buf, size, "nothing to share");
+}
+
 /* Members are host:pid:n, n a handle of the process (one per policy, one
  * more after a reload that changes the fleet's settings): a process is
  * counted once, whatever its handles. */
@@ -128,14 +151,17 @@ static size_t distinct_processes(const luaretry_fleet_status *st) {
   return n;
 }
 
-static void print_status(const char *name, const luaretry_fleet_status *st, int local) {
+static void print_status(luaretry_policy *p, const char *name, const luaretry_fleet_status *st,
+                         int local) {
   printf("fleet %s: %s at %s\n", name, st->key, st->where);
   if (local) {
     print_local(st);
     return;
   }
   if (!st->exists) {
-    printf("  no state in Redis (never synced, expired or reset): full budget, breaker closed\n");
+    char fresh[160];
+    fresh_state(p, 0, fresh, sizeof fresh);
+    printf("  no state in Redis (never synced, expired or reset): %s\n", fresh);
   } else {
     printf("  budget: %.3f of %g tokens (a retry needs more than %g)\n", st->tokens, st->max_tokens,
            st->max_tokens / 2);
@@ -273,10 +299,11 @@ int cli_fleet(int argc, char **argv) {
   int local = strcmp(field, "fleet.local") == 0;
   said(&lines, rc == LUARETRY_OK);
   if (rc == LUARETRY_OK && a.reset) {
-    printf("fleet %s: reset: full budget, breaker closed, %s\n", t.name,
-           local ? "admission window empty, rate bucket full" : "no processes");
+    char fresh[160];
+    fresh_state(p, local, fresh, sizeof fresh);
+    printf("fleet %s: reset: %s%s\n", t.name, fresh, local ? "" : ", no processes");
   } else if (rc == LUARETRY_OK) {
-    print_status(t.name, &st, local);
+    print_status(p, t.name, &st, local);
     luaretry_fleet_status_free(&st);
   } else {
     fprintf(stderr, "luaretry: %s\n", luaretry_policy_errmsg(p));
