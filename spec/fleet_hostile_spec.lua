@@ -87,7 +87,10 @@ describe("the fleet against a hostile Redis", function ()
   it("a reserve answer out of range to the sync before a retry: local guards, said once", function ()
     local f = fake("reserve-garbage")
     finally(f.stop)
-    local r = run_against(f, BUDGET, "/503", { "--set", "budget.reserve=1" })
+    -- the fake's first answers are good ones: 3 s for them on a busy
+    -- machine (500 ms once ran out under ASan, and the timeout was said)
+    local r = run_against(f, BUDGET, "/503", { "--set", "budget.reserve=1", "--set",
+                                               "fleet.command_timeout=3000" })
     assert.are.equal(4, r.code, r.stderr)
     assert.are.equal(1, count(r.stderr, LOST), r.stderr)
     assert.matches("out of range: a reserve answer other than 0, 1 or 2", r.stderr, 1, true)
