@@ -514,7 +514,7 @@ describe("the fleet", function ()
     assert.matches("warning: .*fleet%.redis is set, but the policy has neither budget nor breaker", x.stderr)
     assert.matches("guards local", x.stderr)
     -- the module takes the host's settings like the other host-only fields
-    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 500 }))
+    local p = assert(lr.load(BUDGET, { ["fleet.redis"] = r.url, ["fleet.command_timeout"] = 2000 }))
     assert(p:set("fleet.sync", "25"))
     assert(p:fleet_sync())
     assert.matches("^luaretry:{fleet%-budget}$", p:fleet().key)   -- the policy's name
