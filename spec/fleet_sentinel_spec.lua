@@ -103,9 +103,11 @@ describe("the fleet behind Redis Sentinel", function ()
     if dir then proc.rmtree(dir) end
   end)
 
+  -- a command timeout for a busy machine's Redis, as fleet()'s: the
+  -- default 100 ms can run out under ASan and say an outage that was not
   local function run(key, extra)
     local args = { "run", policy, srv.base .. "/503", "--redis", url, "--set", "fleet.key=" .. key,
-                   "--seed", "1" }
+                   "--set", "fleet.command_timeout=1000", "--seed", "1" }
     for _, x in ipairs(extra or {}) do args[#args + 1] = x end
     return proc.run(args, { timeout = 30 })
   end
@@ -225,7 +227,10 @@ describe("the fleet behind Redis Sentinel", function ()
     for _ = 1, 2 do assert.are.equal(4, run(key2).code) end
     local st = fleet(key2)
     assert.are.equal(0, st.code, st.stderr)
-    assert.matches("budget: 994%.000 of 1000 tokens", st.stdout)
+    -- 994, or one short of it per process whose flush at exit was skipped
+    -- (as in the first case: 995 once, in final30)
+    local tokens = tonumber(st.stdout:match("budget: ([%d.]+) of 1000 tokens"))
+    assert.is_true(tokens and tokens >= 994 and tokens <= 996, st.stdout)
     assert.are.equal("1", replica:cli("EXISTS", "luaretry:{" .. key2 .. "}"))
     assert.are.equal("1", replica:cli("EXISTS", "luaretry:{" .. key .. "}"))
   end)
