@@ -332,28 +332,11 @@ test-plain:
 	# in this half: the sanitized one runs longer (ASan's specs)
 	$(MAKE) fuzz-smoke
 
-# The sanitized specs take about twice the plain ones' time, mostly in
-# the runtime's start and exit of each program they run, so they run as two
-# busted processes over alternate spec files: the plain half's waits leave
-# room for them on two cores.  Each part's output is shown whole at its end.
-ASAN_SPEC_FILES = $(sort $(wildcard spec/*_spec.lua))
-ASAN_SPECS_1 = $(shell printf '%s\n' $(ASAN_SPEC_FILES) | awk 'NR % 2 == 1')
-ASAN_SPECS_2 = $(shell printf '%s\n' $(ASAN_SPEC_FILES) | awk 'NR % 2 == 0')
-ASAN_BUSTED = LD_PRELOAD="$(ASAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
-  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke RELAY=build/asan/relay \
-  spec/tools/busted_run.sh
 test-sanitized:
 	$(MAKE) BUILD=build/asan SAN=1 test-c
-	@mkdir -p build/asan/part1 build/asan/part2
-	@echo "busted under ASan and UBSan: two parts side by side (build/asan/part1.log, part2.log)"
-	@$(ASAN_BUSTED) build/asan/part1 $(SPEC_LIMIT) --cpath='build/asan/?.so' --output=utfTerminal \
-	  $(ASAN_SPECS_1) > build/asan/part1.log 2>&1 & one=$$!; \
-	$(ASAN_BUSTED) build/asan/part2 $(SPEC_LIMIT) --cpath='build/asan/?.so' --output=utfTerminal \
-	  $(ASAN_SPECS_2) > build/asan/part2.log 2>&1 & two=$$!; \
-	wait $$one; rc1=$$?; wait $$two; rc2=$$?; \
-	echo "== busted under ASan, part 1 of 2 (exit $$rc1)"; cat build/asan/part1.log; \
-	echo "== busted under ASan, part 2 of 2 (exit $$rc2)"; cat build/asan/part2.log; \
-	[ "$$rc1" = 0 ] && [ "$$rc2" = 0 ]
+	LD_PRELOAD="$(ASAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
+	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke RELAY=build/asan/relay \
+	  spec/tools/busted_run.sh build/asan $(SPEC_LIMIT) --cpath='build/asan/?.so' --output=utfTerminal spec
 
 # The fleet's part: its handle's costs (bench_fleet), a decision with
 # fleet guards against local ones (bench_fleet_decide), an outage seen

@@ -239,11 +239,15 @@ describe("the fleet's rate limiter against a hostile Redis", function ()
       -- least) allows: the other calls went local at once
       local asks = count(f.log(), "EVAL rate") + count(f.log(), "EVALSHA rate")
       assert.is_true(asks >= 1 and asks <= 1 + secs / 0.25, asks .. " asks in " .. secs .. " s")
-      -- one round trip of 0.5 s at most, then 10 tokens at 20 a second
-      assert.is_true(secs < 5, ("%.3f s"):format(secs))
-      -- the local limiter paced them (9 intervals of 50 ms), not all at once
+      -- the local limiter paced them (9 intervals of 50 ms), not all at once,
+      -- and none waited on Redis: one round trip of 0.5 s at most, then 10
+      -- tokens at 20 a second (a wait on Redis for each: 5 s or more).  As
+      -- the server saw them: the process's start under ASan on a busy
+      -- machine is no part of it (8.2 s once, for 5)
       local t = times(srv, "/200")
       assert.is_true(t[#t] - t[1] >= 0.3, ("10 requests in %.3f s"):format(t[#t] - t[1]))
+      assert.is_true(t[#t] - t[1] < 3, ("10 requests in %.3f s"):format(t[#t] - t[1]))
+      assert.is_true(secs < 30, ("%.3f s"):format(secs))
     end)
   end
 
