@@ -221,6 +221,11 @@ $(BUILD)/bench_hedge: spec/bench/hedge.c spec/c/faults_client.h $(LIB_A) $(FAULT
 $(BUILD)/relay: spec/c/relay.c $(LIB_A)
 	$(CC) $(CFLAGS_ALL) -o $@ $< $(LIB_A) $(LIB_LIBS)
 
+# busted's interpreter in the sanitized half: the runtime linked, not
+# preloaded into every program a spec starts (spec/c/lua_host.c).
+$(BUILD)/lua_host: spec/c/lua_host.c
+	$(CC) $(LDFLAGS_ALL) $(CFLAGS_ALL) -o $@ $< $(LUA_LIBS)
+
 # The fault server's own test drivers, for spec/faults_spec.lua.
 $(BUILD)/faults_%: spec/c/faults_%.c $(FAULTS_OBJ) $(SANDBOX_OBJ) $(ENGINE_OBJ)
 	$(CC) $(LDFLAGS_ALL) $(CFLAGS_ALL) -o $@ $^ $(LUA_LIBS) -lm
@@ -243,7 +248,6 @@ test-lua: all $(FAULT_BIN)
 	FAULTS_SERVE=$(BUILD)/faults_serve FAULTS_SMOKE=$(BUILD)/faults_smoke RELAY=$(BUILD)/relay \
 	  spec/tools/busted_run.sh $(BUILD) $(SPEC_LIMIT) --cpath='$(BUILD)/?.so' --output=utfTerminal spec
 
-ASAN_PRELOAD = $(shell $(CC) -print-file-name=libasan.so) $(shell $(CC) -print-file-name=libubsan.so)
 
 # The ABI of both libraries against its baseline in core/include/abi/
 # (libabigail's abidw of the public headers' functions and types):
@@ -318,7 +322,7 @@ test-build:
 	$(MAKE) -j2 all $(C_TEST_BIN) $(HOST_TEST_BIN) $(FAULT_BIN)
 	$(MAKE) -j2 BUILD=build/asan SAN=1 all $(C_TEST_BIN:$(BUILD)/%=build/asan/%) \
 	  $(HOST_TEST_BIN:$(BUILD)/%=build/asan/%) build/asan/faults_serve build/asan/faults_smoke \
-	  build/asan/relay
+	  build/asan/relay build/asan/lua_host
 	$(MAKE) -j2 BUILD=build/tsan SAN=thread $(TSAN_TESTS:%=build/tsan/%)
 	$(MAKE) -j2 fuzz-build
 
@@ -334,8 +338,9 @@ test-plain:
 
 test-sanitized:
 	$(MAKE) BUILD=build/asan SAN=1 test-c
-	LD_PRELOAD="$(ASAN_PRELOAD)" ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
+	ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
 	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke RELAY=build/asan/relay \
+	  BUSTED_LUA=build/asan/lua_host \
 	  spec/tools/busted_run.sh build/asan $(SPEC_LIMIT) --cpath='build/asan/?.so' --output=utfTerminal spec
 
 # The fleet's part: its handle's costs (bench_fleet), a decision with
