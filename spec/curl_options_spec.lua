@@ -10,7 +10,7 @@ local FAST, concat = proc.FAST, proc.concat
 
 local function run(args) return proc.run_http(args, { timeout = 30 }) end
 
--- A plain shell command with LD_PRELOAD removed (make test preloads ASan).
+-- A plain shell command, never under a preloaded sanitizer runtime.
 local function sh(cmd) return proc.sh("env -u LD_PRELOAD sh -c " .. q(cmd)) end
 
 describe("run with curl's options", function ()

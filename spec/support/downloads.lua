@@ -10,7 +10,7 @@ local proc = require "support.proc"
 
 local M = {}
 
--- curl for the server's own answers: not under the sanitizer make test preloads
+-- curl for the server's own answers: never under a preloaded sanitizer
 M.CURL = "env -u LD_PRELOAD curl -s --max-time 10 "
 
 -- What the server's `file` answer holds: byte i is (i + 17 * seed) % 251.

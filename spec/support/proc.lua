@@ -93,13 +93,13 @@ function M.run(args, opts)
   local cmd = (env ~= "" and "env " .. env or "") .. M.q(opts.bin or M.bin) .. " " .. table.concat(words, " ") ..
               " </dev/null >" .. M.q(out) .. " 2>" .. M.q(err)
   if opts.timeout then cmd = "timeout -s KILL " .. opts.timeout .. " " .. cmd end
-  -- plain: not under the sanitizer runtime `make test` preloads (for
-  -- programs that are not built with it)
+  -- The sanitizer runtime is preloaded when stock lua5.4 runs the
+  -- sanitized module (specs run by hand; `make test` has its own host,
+  -- spec/c/lua_host.c).  plain: never under it (programs not built with it).
   if opts.plain then cmd = "env -u LD_PRELOAD " .. cmd
-  -- `make test` turns leak checks off for the interpreter it preloads the
-  -- sanitizer into; our own programs get them back.
-  -- Our own programs are linked with the runtime and need no preload:
-  -- without it, the shell tools before them (timeout, env) start faster.
+  -- `make test` turns leak checks off for the interpreter; our own
+  -- programs get them back.  They are linked with the runtime and need no
+  -- preload: without it, the shell tools before them start faster.
   elseif os.getenv("ASAN_OPTIONS") then
     cmd = "env ASAN_OPTIONS=detect_leaks=1 " .. cmd
     if not opts.bin then cmd = "env -u LD_PRELOAD " .. cmd end
@@ -211,7 +211,7 @@ local Server = {}
 Server.__index = Server
 
 -- curl only looks at the server; it never runs under the sanitizer
--- runtime that `make test` preloads (curl hangs with libasan preloaded).
+-- runtime when it is preloaded (curl hangs with libasan preloaded).
 local CURL = "env -u LD_PRELOAD curl -sS --max-time 5 "
 M.CURL = CURL -- for a spec's own look at a server: never a bare `curl` (it hangs under ASan's preload)
 
@@ -409,7 +409,7 @@ end
 -- "slee[p] 40": the shell running pgrep has it in its command line.
 function M.pids(re)
   local t = {}
-  -- (pgrep hangs under the sanitizer runtime `make test` preloads)
+  -- (pgrep hangs under the sanitizer runtime, when it is preloaded)
   local p = io.popen("env -u LD_PRELOAD timeout -s KILL 5 pgrep -f " .. M.q(re) .. " 2>/dev/null")
   for line in p:lines() do t[#t + 1] = tonumber(line) end
   p:close()

@@ -15,8 +15,8 @@ local M = {}
 local Redis = {}
 Redis.__index = Redis
 
--- Neither the server nor its client runs under the sanitizer runtime that
--- `make test` preloads into the interpreter.
+-- Neither the server nor its client runs under the sanitizer runtime, when
+-- it is preloaded into the interpreter.
 local ENV = "env -u LD_PRELOAD -u ASAN_OPTIONS "
 
 local function spawn(self)
