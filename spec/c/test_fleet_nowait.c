@@ -24,8 +24,8 @@
 #define SANITIZE_THREAD 0
 #endif
 
-#define CALLS 200
-#define BOUND 1.0 /* s: room for a busy machine; a round trip would be 5 s */
+#define CALLS      200
+#define BOUND      1.0 /* s: room for a busy machine; a round trip would be 5 s */
 #define ROUND_TRIP 5.0
 
 static const char *POLICY =
