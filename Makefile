@@ -248,7 +248,6 @@ test-lua: all $(FAULT_BIN)
 	FAULTS_SERVE=$(BUILD)/faults_serve FAULTS_SMOKE=$(BUILD)/faults_smoke RELAY=$(BUILD)/relay \
 	  spec/tools/busted_run.sh $(BUILD) $(SPEC_LIMIT) --cpath='$(BUILD)/?.so' --output=utfTerminal spec
 
-
 # The ABI of both libraries against its baseline in core/include/abi/
 # (libabigail's abidw of the public headers' functions and types):
 # check-abi accepts additions (functions, enum values, fields carved from
