@@ -6,9 +6,9 @@
  * trip would wait 5 s.  Calls go on (successes, failures with their
  * pre-retry check, hedges) for twice the sync period's worth of round
  * trips; every step (begin, next, report, hedge, report_attempt) returns
- * within 1 s, where a round trip would take 5 s (the bench, spec/bench/fleet_steps.c, measures
- * the p99.9), and freeing the policy is not held by the stopped Redis
- * either.  A fork's child (Redis running) has no worker: its calls go on
+ * within 1 s, where a round trip would take 5 s (the bench,
+ * spec/bench/fleet_steps.c, measures the p99.9), and freeing the policy is
+ * not held by the stopped Redis either.  A fork's child (Redis running) has no worker: its calls go on
  * under the local guards once the view is stale, and its exit waits for
  * nothing. */
 #include <stdio.h>
