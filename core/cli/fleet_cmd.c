@@ -50,6 +50,25 @@ void cli_fleet_start(luaretry_policy *p) {
   cli_exit_on_stop_signal(0);
 }
 
+/* Which of the guards a fleet shares the policy has: what a warning and a
+ * fresh fleet's state are said from. */
+typedef struct {
+  int budget, breaker, admission, rate;
+} shared_guards;
+
+static shared_guards guards_shared(luaretry_policy *p) {
+  shared_guards g = { 0, 0, 0, 0 };
+  luaretry_tuning t;
+  char k[64] = "none", limit[64] = "none";
+  if (luaretry_policy_tuning(p, &t) == LUARETRY_OK)
+    g.budget = t.budget != 0, g.breaker = t.breaker != 0;
+  luaretry_policy_get(p, "admission.k", k, sizeof k);
+  luaretry_policy_get(p, "rate.limit", limit, sizeof limit);
+  g.admission = strcmp(k, "none") != 0;
+  g.rate = strcmp(limit, "none") != 0;
+  return g;
+}
+
 /* A Redis named for a policy with nothing to share (no budget, breaker,
  * admission or fixed rate) is a setting
  * that changes nothing, and a setting silently ignored is a lost one: said
@@ -57,10 +76,9 @@ void cli_fleet_start(luaretry_policy *p) {
 void cli_fleet_warn_unshared(luaretry_policy *p, const char *from) {
   luaretry_tuning t;
   luaretry_metrics m;
-  if (luaretry_policy_tuning(p, &t) != LUARETRY_OK || t.budget || t.breaker) return;
-  char k[64] = "none"; /* admission control is shared too */
-  if (luaretry_policy_get(p, "admission.k", k, sizeof k) == LUARETRY_OK && strcmp(k, "none") != 0)
-    return;
+  if (luaretry_policy_tuning(p, &t) != LUARETRY_OK) return;
+  shared_guards g = guards_shared(p);
+  if (g.budget || g.breaker || g.admission) return;
   /* a fixed rate is shared too: the policy has a fleet then */
   if (luaretry_policy_metrics(p, &m) == LUARETRY_OK && m.guards != LUARETRY_GUARDS_LOCAL) return;
   fprintf(stderr,
@@ -111,17 +129,13 @@ static void print_local(const luaretry_fleet_status *st) {
  * this policy's guards: its budget full, its breaker closed ...; a rate-only
  * policy had been told of a budget and a breaker it does not have. */
 static void fresh_state(luaretry_policy *p, int local, char *buf, size_t size) {
-  luaretry_tuning t;
-  char k[64] = "none", limit[64] = "none";
-  if (luaretry_policy_tuning(p, &t) != LUARETRY_OK) t.budget = t.breaker = 0;
-  luaretry_policy_get(p, "admission.k", k, sizeof k);
-  luaretry_policy_get(p, "rate.limit", limit, sizeof limit);
+  shared_guards g = guards_shared(p);
   const char *part[4];
   int n = 0;
-  if (t.budget) part[n++] = "full budget";
-  if (t.breaker) part[n++] = "breaker closed";
-  if (strcmp(k, "none") != 0) part[n++] = "admission window empty";
-  if (strcmp(limit, "none") != 0) part[n++] = local ? "rate bucket full" : "no rate slots leased";
+  if (g.budget) part[n++] = "full budget";
+  if (g.breaker) part[n++] = "breaker closed";
+  if (g.admission) part[n++] = "admission window empty";
+  if (g.rate) part[n++] = local ? "rate bucket full" : "no rate slots leased";
   buf[0] = '\0';
   for (int i = 0; i < n; i++) {
     size_t used = strlen(buf);
