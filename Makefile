@@ -246,7 +246,7 @@ test-c: all $(C_TEST_BIN) $(HOST_TEST_BIN)
 
 test-lua: all $(FAULT_BIN)
 	FAULTS_SERVE=$(BUILD)/faults_serve FAULTS_SMOKE=$(BUILD)/faults_smoke RELAY=$(BUILD)/relay \
-	  spec/tools/busted_run.sh $(BUILD) $(SPEC_LIMIT) --cpath='$(BUILD)/?.so' --output=utfTerminal spec
+	  spec/tools/busted_run.sh $(BUILD) $(SPEC_LIMIT) --cpath='$(BUILD)/?.so' --output=utfTerminal
 
 # The ABI of both libraries against its baseline in core/include/abi/
 # (libabigail's abidw of the public headers' functions and types):
@@ -340,7 +340,7 @@ test-sanitized:
 	ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
 	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke RELAY=build/asan/relay \
 	  BUSTED_LUA=build/asan/lua_host \
-	  spec/tools/busted_run.sh build/asan $(SPEC_LIMIT) --cpath='build/asan/?.so' --output=utfTerminal spec
+	  spec/tools/busted_run.sh build/asan $(SPEC_LIMIT) --cpath='build/asan/?.so' --output=utfTerminal
 
 # The fleet's part: its handle's costs (bench_fleet), a decision with
 # fleet guards against local ones (bench_fleet_decide), an outage seen
