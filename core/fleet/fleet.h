@@ -204,7 +204,8 @@ void lr_fleet_refresh_soon(lr_fleet *f);
 
 /* Sends what was counted and not sent yet, and gives back the budget's
  * block this process holds, when healthy: one round trip (connecting
- * again if the worker's, cut short, closed the connection), or none
+ * again if the worker's, cut short, closed the connection; within one
+ * patience if the worker's had waited less: lr_fleet_failed_locked), or none
  * (nothing to send or give back; Redis down or never reached).
  * Before a handle is freed, so that a process's last outcomes count: the
  * worker ends first (a round trip of its under way is cut short), and

@@ -325,6 +325,9 @@ struct lr_fleet {
   long long lease_redis;                  /* the block Redis kept at the last sync */
   long long lease_acked;                  /* drawn as the last sync whose answer was read sent it */
   int lease_closing;
+  /* under io: the stop cut the worker's round trip short before Redis was
+   * late by the patience (its health untold): the flush waits one patience */
+  int cut_early;
 
   /* Everything below belongs to whoever holds io. */
   pthread_mutex_t io;

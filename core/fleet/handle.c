@@ -287,7 +287,10 @@ int64_t lr_fleet_patience_ms(lr_fleet *f) {
 void lr_fleet_failed_locked(lr_fleet *f, lr_fleet_code rc, const char *detail, int64_t start,
                             int64_t limit_ms) {
   int unfair = rc == LR_FLEET_E_TIMEOUT && limit_ms > 0 && limit_ms - start < FAIR_MS;
-  if (rc != LR_FLEET_E_CANCELLED && !unfair) {
+  /* the flush's round trip after such a stop, given one patience: no reply
+   * in it is as late as the cut one would have been */
+  int last_word = rc == LR_FLEET_E_TIMEOUT && f->cut_early && atomic_load(&f->stopper.cancelled);
+  if (rc != LR_FLEET_E_CANCELLED && !unfair && !last_word) {
     lr_fleet_fail_locked(f, rc, detail);
     return;
   }
@@ -296,7 +299,7 @@ void lr_fleet_failed_locked(lr_fleet *f, lr_fleet_code rc, const char *detail, i
    * cut the worker's round trip short would reconnect for the last
    * give-back and wait a whole command timeout on the same Redis. */
   int64_t waited = lr_monotonic_ms() - start;
-  if (rc == LR_FLEET_E_CANCELLED && waited > lr_fleet_patience_ms(f)) {
+  if ((rc == LR_FLEET_E_CANCELLED && waited > lr_fleet_patience_ms(f)) || last_word) {
     char why[80];
     lr_fmt(why, sizeof why, "no reply in %lld ms (the round trip was cut short)",
            (long long)waited);
@@ -314,7 +317,11 @@ void lr_fleet_failed_locked(lr_fleet *f, lr_fleet_code rc, const char *detail, i
     return;
   }
   /* the call gave up, or its deadline left Redis no fair time to answer:
-   * health and backoff stay as they were */
+   * health and backoff stay as they were.  So did a free that cut the
+   * worker short before the patience: Redis may be stalled, or only busy
+   * (on a loaded machine the patience, eight usual round trips, is long),
+   * so the flush that follows gets one patience, not a command timeout. */
+  if (rc == LR_FLEET_E_CANCELLED && atomic_load(&f->stopper.cancelled)) f->cut_early = 1;
   lr_conn_close(&f->conn);
 }
 

@@ -230,7 +230,8 @@ lr_fleet_code lr_fleet_flush(lr_fleet *f) {
   /* healthy: connected, or the worker's round trip cut short just now
    * closed the connection (a new one is made: the block must go back) */
   if (atomic_load(&f->health) == LR_FLEET_HEALTHY && owed(f))
-    rc = sync_locked(f, 0, NULL, 0, NULL, NULL);
+    rc = sync_locked(f, 0, NULL, f->cut_early ? lr_monotonic_ms() + lr_fleet_patience_ms(f) : 0,
+                     NULL, NULL);
   pthread_mutex_unlock(&f->io);
   lr_fleet_tell(f);
   return rc;

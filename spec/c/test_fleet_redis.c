@@ -772,6 +772,38 @@ static void test_stopped_server(void) {
   lr_fleet_free(f);
 }
 
+/* A flush (a policy's free, a reload) that cuts the worker's round trip
+ * short before the patience (eight usual round trips, which a loaded
+ * machine makes long) cannot tell a stalled Redis from a busy one: its own
+ * round trip for the last counts waits one patience, never a whole command
+ * timeout, and says nothing of local guards (no call is left).  It did
+ * wait the command timeout: test_fleet_nowait under ThreadSanitizer, in a
+ * loaded `make test`. */
+static void test_flush_after_early_cut(void) {
+  logbook log;
+  logbook_init(&log);
+  lr_fleet_settings s = test_settings();
+  s.command_timeout_ms = 5000;
+  lr_fleet *f = handle(URL, "cut-early", "host-a:1", s, &log);
+  CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK);
+  atomic_store(&f->rtt_us, 100000); /* usual round trips of 100 ms: a patience of 0.8 s */
+  redis_signal(&SRV, SIGSTOP);
+  lr_fleet_record(f, LR_FLEET_FAILURE); /* owed, so the worker's sync goes, and waits */
+  lr_fleet_refresh_soon(f);
+  /* the batch in flight counts in the view until its reply */
+  for (int i = 0; i < 1000 && atomic_load(&f->inflight_net) == 0; i++) redis_sleep_ms(2);
+  CHECK(atomic_load(&f->inflight_net) != 0);
+  lr_fleet_record(f, LR_FLEET_FAILURE); /* owed again: the flush has a round trip to make */
+  double t0 = now_s();
+  lr_fleet_flush(f);
+  double took = now_s() - t0;
+  if (!CHECK(took < 2.5)) fprintf(stderr, "  the flush took %.3f s (command timeout 5 s)\n", took);
+  CHECK_EQ_INT(atomic_load(&f->health), LR_FLEET_DEGRADED);
+  if (!CHECK_EQ_INT(log.n, 0)) fprintf(stderr, "  said: %s\n", log.line[0]);
+  lr_fleet_free(f);
+  redis_signal(&SRV, SIGCONT);
+}
+
 static void test_killed_server(void) {
   redis_srv own;
   if (!CHECK(redis_start(&own, (const char *)NULL) == 0)) return;
@@ -909,6 +941,7 @@ int main(void) {
   test_readonly_replica();
   test_killed_server();
   test_stopped_server();
+  test_flush_after_early_cut();
   redis_stop(&SRV);
   return check_done();
 }
