@@ -6,8 +6,9 @@
 # CLI's real backoff), and one busted over the whole of spec/ left the
 # machine half idle.  Each file runs in a busted of its own, its output
 # kept until it ends and then printed whole, so files never interleave.
-# The longest files go first when BUILD/spec-times holds a previous run's
-# seconds; in a fresh tree, in name order.
+# Files go in name order, or the reverse with SPEC_ORDER=reverse: `make
+# test`'s sanitized half, so that its fleet specs (many processes and
+# servers each) do not run beside the plain half's.
 #
 # A run that hangs fails here, naming each test still running then,
 # instead of running until CI's own limit stops everything without a word.
@@ -37,12 +38,8 @@ times=$build/spec-times
 mkdir -p "$build"
 rm -rf "$build/spec-now" "$build/spec-logs" "$build/spec-failed"
 mkdir -p "$build/spec-now" "$build/spec-logs"
-# the order: the previous run's seconds, longest first, then any new file
 order=$build/spec-order
-{
-  if [ -s "$times" ]; then sort -k1,1 -n -r "$times" | awk '{ print $3 }'; fi
-  ls spec/*_spec.lua
-} | awk '!seen[$0]++' | while read -r f; do [ -f "$f" ] && echo "$f"; done > "$order"
+if [ "${SPEC_ORDER:-}" = reverse ]; then ls spec/*_spec.lua | sort -r; else ls spec/*_spec.lua; fi > "$order"
 rm -f "$times"
 count=$(wc -l < "$order")
 echo "busted: $count spec files, $jobs at a time"
