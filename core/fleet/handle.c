@@ -300,9 +300,10 @@ void lr_fleet_failed_locked(lr_fleet *f, lr_fleet_code rc, const char *detail, i
    * give-back and wait a whole command timeout on the same Redis. */
   int64_t waited = lr_monotonic_ms() - start;
   if ((rc == LR_FLEET_E_CANCELLED && waited > lr_fleet_patience_ms(f)) || last_word) {
-    char why[80];
-    lr_fmt(why, sizeof why, "no reply in %lld ms (the round trip was cut short)",
-           (long long)waited);
+    char why[120];
+    lr_fmt(
+      why, sizeof why, "no reply in %lld ms (%s)", (long long)waited,
+      last_word ? "the last counts, after a round trip cut short" : "the round trip was cut short");
     lr_conn_close(&f->conn);
     /* The handle's free cut it: the process is ending and no call is left
      * to decide, so "local guards decide" would only be a run's last,
