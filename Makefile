@@ -339,7 +339,7 @@ test-sanitized:
 	$(MAKE) BUILD=build/asan SAN=1 test-c
 	ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \
 	  FAULTS_SERVE=build/asan/faults_serve FAULTS_SMOKE=build/asan/faults_smoke RELAY=build/asan/relay \
-	  BUSTED_LUA=build/asan/lua_host SPEC_ORDER=reverse \
+	  BUSTED_LUA=build/asan/lua_host \
 	  spec/tools/busted_run.sh build/asan $(SPEC_LIMIT) --cpath='build/asan/?.so' --output=utfTerminal
 
 # The fleet's part: its handle's costs (bench_fleet), a decision with

@@ -10,9 +10,9 @@
 # fleet spec under ASan still fails now and then (a fake Redis's reply
 # never read).  Each file runs in a busted of its own, its output kept
 # until it ends and then printed whole, so files never interleave.
-# Files go in name order, or the reverse with SPEC_ORDER=reverse: `make
-# test`'s sanitized half, so that its fleet specs (many processes and
-# servers each) do not run beside the plain half's.
+# Files go in name order, or the reverse with SPEC_ORDER=reverse (so that
+# one half's fleet specs, many processes and servers each, need not run
+# beside the other's).
 #
 # A run that hangs fails here, naming each test still running then,
 # instead of running until CI's own limit stops everything without a word.
