@@ -15,11 +15,6 @@ local M = {}
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec/support"
 M.root = here:gsub("/spec/support$", ""):gsub("^spec/support$", ".")
 M.bin = os.getenv("LUARETRY_BIN") or (M.root .. "/build/luaretry")
--- "env -u LD_PRELOAD " when the sanitizer runtime is preloaded (stock
--- lua5.4 running the sanitized module, by hand), else nothing: every
--- process started costs about 12 ms here, and `make test`'s Lua host
--- (spec/c/lua_host.c) preloads nothing.
-M.unpreload = os.getenv("LD_PRELOAD") and "env -u LD_PRELOAD " or ""
 M.json = cjson
 M.null = cjson.null
 M.now = system.monotime
@@ -93,25 +88,22 @@ function M.run(args, opts)
     words[#words + 1] = type(a) == "table" and a.raw or M.q(a)
   end
   local out, err = os.tmpname(), os.tmpname()
-  local cmd = M.q(opts.bin or M.bin) .. " " .. table.concat(words, " ") ..
+  local env = ""
+  for _, kv in ipairs(opts.env or {}) do env = env .. M.q(kv) .. " " end
+  local cmd = (env ~= "" and "env " .. env or "") .. M.q(opts.bin or M.bin) .. " " .. table.concat(words, " ") ..
               " </dev/null >" .. M.q(out) .. " 2>" .. M.q(err)
   if opts.timeout then cmd = "timeout -s KILL " .. opts.timeout .. " " .. cmd end
-  -- The environment is set by the shell's own assignments, and the shell
-  -- execs the command: no `env` process, no fork of the shell's.
-  local env = {}
-  -- `make test` turns leak checks off for the interpreter; our own
-  -- programs get them back (opts.env comes after: it may differ).
-  if not opts.plain and os.getenv("ASAN_OPTIONS") then env[1] = "ASAN_OPTIONS=detect_leaks=1" end
-  for _, kv in ipairs(opts.env or {}) do
-    local name, value = kv:match("^([%a_][%w_]*)=(.*)$")
-    assert(name, "opts.env: not NAME=VALUE: " .. kv)
-    env[#env + 1] = name .. "=" .. M.q(value)
-  end
   -- The sanitizer runtime is preloaded when stock lua5.4 runs the
-  -- sanitized module (specs run by hand).  plain: never under it
-  -- (programs not built with it); nor our own, linked with the runtime.
-  local unset = (opts.plain or not opts.bin) and os.getenv("LD_PRELOAD") and "unset LD_PRELOAD; " or ""
-  cmd = unset .. table.concat(env, " ") .. " exec " .. cmd
+  -- sanitized module (specs run by hand; `make test` has its own host,
+  -- spec/c/lua_host.c).  plain: never under it (programs not built with it).
+  if opts.plain then cmd = "env -u LD_PRELOAD " .. cmd
+  -- `make test` turns leak checks off for the interpreter; our own
+  -- programs get them back.  They are linked with the runtime and need no
+  -- preload: without it, the shell tools before them start faster.
+  elseif os.getenv("ASAN_OPTIONS") then
+    cmd = "env ASAN_OPTIONS=detect_leaks=1 " .. cmd
+    if not opts.bin then cmd = "env -u LD_PRELOAD " .. cmd end
+  end
   local t0 = system.monotime()
   local code = M.sh(cmd)
   local secs = system.monotime() - t0
@@ -220,7 +212,7 @@ Server.__index = Server
 
 -- curl only looks at the server; it never runs under the sanitizer
 -- runtime when it is preloaded (curl hangs with libasan preloaded).
-local CURL = M.unpreload .. "curl -sS --max-time 5 "
+local CURL = "env -u LD_PRELOAD curl -sS --max-time 5 "
 M.CURL = CURL -- for a spec's own look at a server: never a bare `curl` (it hangs under ASan's preload)
 
 -- Starts `luaretry faults --listen 127.0.0.1:0 SCRIPT` in the background
@@ -418,7 +410,7 @@ end
 function M.pids(re)
   local t = {}
   -- (pgrep hangs under the sanitizer runtime, when it is preloaded)
-  local p = io.popen(M.unpreload .. "timeout -s KILL 5 pgrep -f " .. M.q(re) .. " 2>/dev/null")
+  local p = io.popen("env -u LD_PRELOAD timeout -s KILL 5 pgrep -f " .. M.q(re) .. " 2>/dev/null")
   for line in p:lines() do t[#t + 1] = tonumber(line) end
   p:close()
   return t
