@@ -417,6 +417,35 @@ function is_idempotent(r) return r.headers["Idempotency-Key"] ~= nil end]]))
     assert.is_false(q:is_idempotent{ method = "GET" })
   end)
 
+  -- Up to 64 headers fit in a buffer on the C stack; beyond it, every one
+  -- was once dropped without a word, whichever the table's order put last.
+  it("reads every header of an outcome or a request, past 64, and names one of the wrong type", function()
+    local many = {}
+    for i = 1, 200 do many["X-Filler-" .. i] = "v" .. i end
+    many["Retry-After"] = "7"
+    local p = assert(lr.load_string("max_attempts = 3\nbackoff = { initial = 2, jitter = 'none' }\n"))
+    local d = p:classify{ status = 503, headers = many }
+    assert.are.equal("server", d.source)
+    assert.are.equal(7, d.wait)
+    local q = assert(lr.load_string([[
+max_attempts = 2
+function is_idempotent(r)
+  local n = 0
+  for _ in pairs(r.headers) do n = n + 1 end
+  return n == 201 and r.headers["Retry-After"] == "7"
+end]]))
+    assert.is_true(q:is_idempotent{ method = "POST", headers = many })
+    local ok, err = pcall(q.is_idempotent, q, { method = "POST", headers = { ["Content-Length"] = 5 } })
+    assert.is_false(ok)
+    has(err, "request.headers: expected name = value strings, got string = number")
+    ok, err = pcall(q.is_idempotent, q, { method = "POST", headers = { "Idempotency-Key: k1" } })
+    assert.is_false(ok)
+    has(err, "request.headers: expected name = value strings, got number = string")
+    ok, err = pcall(q.is_idempotent, q, { method = "POST", headers = "Idempotency-Key: k1" })
+    assert.is_false(ok)
+    has(err, "request.headers: expected a table of name = value strings, got string")
+  end)
+
   it("p:reload_if_changed: false when unchanged; p:close: every use refused after", function()
     local path = os.tmpname()
     local f = assert(io.open(path, "w"))

@@ -641,22 +641,33 @@ static double headers_retry_after(const luaretry_outcome *o) {
   return -1;
 }
 
+/* The name = value strings of the table at the top, every one: into
+ * `small` when they fit, else into a block pushed above the table (kept
+ * by the caller's anchor_since, as the strings are by the table).  Any
+ * other pair is an error that names it: a header dropped without a word
+ * would be a setting silently ignored. */
+static luaretry_header *read_header_table(lua_State *L, const char *what, luaretry_header *small,
+                                          size_t room, size_t *count) {
+  int t = lua_gettop(L);
+  size_t n = 0;
+  for (lua_pushnil(L); lua_next(L, t); lua_pop(L, 1), n++)
+    if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
+      luaL_error(L, "%s.headers: expected name = value strings, got %s = %s", what,
+                 luaL_typename(L, -2), luaL_typename(L, -1));
+  luaretry_header *h = n <= room ? small : lua_newuserdatauv(L, n * sizeof *h, 0);
+  size_t i = 0;
+  for (lua_pushnil(L); i < n && lua_next(L, t); lua_pop(L, 1), i++)
+    h[i] = (luaretry_header){ lua_tostring(L, -2), lua_tostring(L, -1) };
+  *count = i;
+  return h;
+}
+
 static void read_headers(lua_State *L, int idx, outcome_buf *ob) {
   luaretry_outcome *o = &ob->o;
   int t = lua_getfield(L, idx, "headers");
   if (t == LUA_TNIL) return;
   if (t != LUA_TTABLE) field_error(L, "headers", "a table of name = value strings");
-  lua_pushnil(L);
-  while (lua_next(L, -2) && o->header_count < 64) {
-    if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
-      luaL_error(L, "outcome.headers: expected name = value strings, got %s = %s",
-                 luaL_typename(L, -2), luaL_typename(L, -1));
-    ob->headers[o->header_count].name = lua_tostring(L, -2);
-    ob->headers[o->header_count].value = lua_tostring(L, -1);
-    o->header_count++;
-    lua_pop(L, 1);
-  }
-  o->headers = ob->headers;
+  o->headers = read_header_table(L, "outcome", ob->headers, 64, &o->header_count);
 }
 
 /* The values pushed since top, put in one table left at top + 1 in their
@@ -805,17 +816,12 @@ static void read_request(lua_State *L, int idx, request_buf *rb) {
   rb->r.url = luaL_optstring(L, -1, "");
   lua_getfield(L, idx, "body");
   rb->r.body = luaL_optlstring(L, -1, NULL, &rb->r.body_len);
-  if (lua_getfield(L, idx, "headers") == LUA_TTABLE) {
-    lua_pushnil(L);
-    while (lua_next(L, -2) && rb->r.header_count < 64) {
-      if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
-        rb->headers[rb->r.header_count].name = lua_tostring(L, -2);
-        rb->headers[rb->r.header_count].value = lua_tostring(L, -1);
-        rb->r.header_count++;
-      }
-      lua_pop(L, 1);
-    }
-  }
+  int t = lua_getfield(L, idx, "headers");
+  if (t == LUA_TTABLE)
+    rb->r.headers = read_header_table(L, "request", rb->headers, 64, &rb->r.header_count);
+  else if (t != LUA_TNIL)
+    luaL_error(L, "request.headers: expected a table of name = value strings, got %s",
+               luaL_typename(L, -1));
   anchor_since(L, top);
 }
 
