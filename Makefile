@@ -120,7 +120,17 @@ demo: deps
 	$(MAKE) all
 	./$(BUILD)/luaretry demo
 
-$(BUILD)/obj/%.o: core/%.c
+# The flags a folder's objects were compiled with: a change (CFLAGS=,
+# another compiler) rebuilds them, as git's GIT-CFLAGS does, and a first
+# `make install` starts from build/'s objects when they match (seed_objects).
+# Read once here, before the per-folder additions below.
+OBJ_FLAGS := $(CC) $(CFLAGS_CORE)
+$(BUILD)/cflags: FORCE
+	@mkdir -p $(@D)
+	@echo '$(OBJ_FLAGS)' | cmp -s - $@ || echo '$(OBJ_FLAGS)' > $@
+FORCE:
+
+$(BUILD)/obj/%.o: core/%.c $(BUILD)/cflags
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_CORE) -c $< -o $@
 
@@ -377,7 +387,20 @@ bench: deps
 # (share/luaretry/install-manifest) that `make uninstall` removes exactly.
 INSTALL_ENV = DESTDIR='$(DESTDIR)' PREFIX='$(PREFIX)' BUILD=build/install VERSION=$(VERSION) MAJOR=$(MAJOR)
 
+# A first build in build/install or build/rock copies build/'s objects
+# when they were compiled with the same flags: of the library and the
+# command only DATADIR_OBJ differ (made again below), and a first install
+# then takes seconds, not a whole build.  The copies keep their times (the
+# flags file takes build/'s, older than they), and their dependency files
+# are retargeted.
+seed_objects = $(MAKE) -s BUILD=$(1) $(1)/cflags; \
+  if [ ! -d $(1)/obj ] && [ -d build/obj ] && cmp -s build/cflags $(1)/cflags; then \
+    cp -Rp build/obj $(1)/obj && touch -r build/cflags $(1)/cflags && \
+    find $(1)/obj -name '*.d' -exec sed -i 's|build/obj/|$(1)/obj/|g' {} +; \
+  fi
+
 install:
+	@$(call seed_objects,build/install)
 	# what holds the prefix is made again for this one
 	rm -f build/install/obj/sandbox/find.o build/install/obj/cli/main.o build/install/luaretry.pc build/install/luaretry-curl.pc
 	$(MAKE) -j2 BUILD=build/install DATADIR=$(PREFIX)/share/luaretry PREFIX=$(PREFIX) all
@@ -390,6 +413,7 @@ uninstall:
 # alone, built for the rock's own folder, where the helpers and policies go.
 ROCK_PREFIX ?= $(PREFIX)
 rock:
+	@$(call seed_objects,build/rock)
 	rm -f build/rock/obj/sandbox/find.o
 	$(MAKE) -j2 BUILD=build/rock DATADIR=$(ROCK_PREFIX)/share/luaretry build/rock/luaretry.so
 
