@@ -506,6 +506,25 @@ describe("overrides", function()
     assert.are.equal(10, p:tuning().deadline)
   end)
 
+  -- The names were once gathered into a luaL_Buffer with lua_next's key
+  -- above it: past the buffer's first 1 KB liblua took the key's slot for
+  -- its box and the load failed with "invalid key to 'next'" (and could
+  -- write through a stray pointer).
+  it("an unknown script option names every option the script has, in order, however many", function()
+    local names, lines = {}, {}
+    for i = 80, 1, -1 do
+      names[#names + 1] = ("option_number_%03d_with_a_long_name"):format(81 - i)
+      lines[#lines + 1] = ("  option_number_%03d_with_a_long_name = %d,"):format(i, i)
+    end
+    local src = "max_attempts = 3\noptions = {\n" .. table.concat(lines, "\n") .. "\n}\n"
+    local p, err = lr.load_string(src, "=many", { set = { ["options.bogus"] = 1 } })
+    assert.is_nil(p)
+    has(err, "options.bogus: unknown option (the script's options: " .. table.concat(names, ", ") .. ")")
+    p, err = lr.load_string(src, "=many", { set = { ["options.option_number_007_with_a_long_name"] = "x" } })
+    assert.is_nil(p)
+    has(err, "options.option_number_007_with_a_long_name: expected a number, got \"x\"")
+  end)
+
   it("outlive a reload", function()
     local p = load(SRC, { set = { max_attempts = 3 } })
     assert.is_true(p:reload("max_attempts = 9\n", "=again"))

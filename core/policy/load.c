@@ -210,6 +210,31 @@ static void function_rule(lua_State *L, int idx, char *rule, size_t size) {
   lr_fmt(rule, size, "%s:%d", ar.short_src, ar.linedefined);
 }
 
+static int by_name(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* "a, b, c": the names of the options table at opts, in order, pushed.
+ * Gathered before the buffer starts: a luaL_Buffer owns the top of the
+ * stack, and lua_next's key left above it had liblua resize something
+ * else as the buffer's box once the names outgrew its first block. */
+static void push_option_names(lua_State *L, int opts) {
+  size_t n = 0;
+  for (lua_pushnil(L); lua_next(L, opts); lua_pop(L, 1)) n += lua_type(L, -2) == LUA_TSTRING;
+  const char **names = lua_newuserdatauv(L, (n ? n : 1) * sizeof *names, 0);
+  size_t k = 0; /* the keys' strings live as long as the table holds them */
+  for (lua_pushnil(L); lua_next(L, opts); lua_pop(L, 1))
+    if (lua_type(L, -2) == LUA_TSTRING && k < n) names[k++] = lua_tostring(L, -2);
+  qsort(names, k, sizeof *names, by_name);
+  luaL_Buffer b;
+  luaL_buffinit(L, &b);
+  for (size_t i = 0; i < k; i++) {
+    if (i) luaL_addstring(&b, ", ");
+    luaL_addstring(&b, names[i]);
+  }
+  luaL_pushresult(&b);
+}
+
 /* options[name] = value, typed by the script's default; raises on an
  * unknown option or a value of the wrong type. */
 static void set_option(lua_State *L, int opts, const char *name, const char *value) {
@@ -229,17 +254,7 @@ static void set_option(lua_State *L, int opts, const char *name, const char *val
     luaL_error(L, "options.%s: expected true or false, got \"%s\"", name, value);
   } else {
     /* name the options there are, so a typo is easy to see */
-    luaL_Buffer b;
-    luaL_buffinit(L, &b);
-    lua_pushnil(L);
-    while (lua_next(L, opts)) {
-      lua_pop(L, 1);
-      if (lua_type(L, -1) != LUA_TSTRING) continue;
-      if (luaL_bufflen(&b)) luaL_addstring(&b, ", ");
-      lua_pushvalue(L, -1);
-      luaL_addvalue(&b);
-    }
-    luaL_pushresult(&b);
+    push_option_names(L, opts);
     luaL_error(L, "options.%s: %s (the script's options: %s)", name,
                t == LUA_TNIL ? "unknown option" : "only booleans, numbers and strings can be set",
                lua_tostring(L, -1));
