@@ -55,9 +55,17 @@ describe("make install", function ()
       proc.rmtree(prefix)
     end)
     local log = prefix .. "/make.log"
-    local code = proc.sh("cd " .. q(proc.root) .. " && env -u LD_PRELOAD -u MAKEFLAGS -u MFLAGS -u MAKELEVEL timeout 300 make install PREFIX=" ..
-                         q(prefix) .. " >" .. q(log) .. " 2>&1")
+    -- a first install (build/install made afresh) after `make`: of build/'s
+    -- objects, same flags, only the two that hold the prefix are compiled
+    local make = "cd " .. q(proc.root) .. " && env -u LD_PRELOAD -u MAKEFLAGS -u MFLAGS -u MAKELEVEL timeout 300 make "
+    assert.are.equal(0, proc.sh(make .. "-j2 all >" .. q(log) .. " 2>&1"), proc.readfile(log))
+    proc.rmtree(proc.root .. "/build/install")
+    local code = proc.sh(make .. "install PREFIX=" .. q(prefix) .. " >" .. q(log) .. " 2>&1")
     assert.are.equal(0, code, proc.readfile(log))
+    local made, compiled = proc.readfile(log), {}
+    for obj in made:gmatch(" %-c core/[%w_/]+%.c %-o (%S+)") do compiled[#compiled + 1] = obj end
+    table.sort(compiled)
+    assert.are.same({ "build/install/obj/cli/main.o", "build/install/obj/sandbox/find.o" }, compiled, made)
     for _, f in ipairs({ "/include/luaretry.h", "/include/luaretry_curl.h", "/lib/libluaretry.a",
                          "/lib/libluaretry.so", "/lib/pkgconfig/luaretry.pc", "/bin/luaretry",
                          "/lib/libluaretry-curl.a", "/lib/libluaretry-curl.so", "/lib/pkgconfig/luaretry-curl.pc",
