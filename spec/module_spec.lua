@@ -301,6 +301,34 @@ describe("p:run", function()
     assert.are.equal(5 + 2 + 4, d.elapsed)
   end)
 
+  -- A misspelt option was once ignored without a word: p:begin{ virtaul =
+  -- true } ran on the real clock, p:schedule{ attempt = 3 } to the end.
+  it("refuses an option it does not know, naming the ones it does", function()
+    local p = assert(lr.load_string(SRC))
+    local ran = 0
+    local cases = {
+      { function() return p:begin{ virtaul = true } end,
+        "p:begin: unknown option 'virtaul' (seed, virtual, isolated, deadline, retries or inbound expected)" },
+      { function() return p:run(function() ran = ran + 1 return 200 end, { sead = 1 }) end,
+        "p:run: unknown option 'sead' (seed, virtual" },
+      { function() return p:schedule{ attempt = 3 } end, "p:schedule: unknown option 'attempt' (seed or attempts expected)" },
+      { function() return p:sample{ n = 1, cout = 3 } end,
+        "p:sample: unknown option 'cout' (n, count, seed or previous expected)" },
+      { function() return p:begin(42) end, "p:begin: options: a table expected, got number" },
+      { function() return p:begin{ true } end, "p:begin: options: a number key (seed, virtual" },
+    }
+    for _, case in ipairs(cases) do
+      local ok, err = pcall(case[1])
+      assert.is_false(ok)
+      has(err, case[2])
+    end
+    assert.are.equal(0, ran)
+    local c = assert(p:begin{ seed = 1, virtual = true, isolated = true, deadline = lr.deadline_in(5), retries = 2,
+                              inbound = {} })
+    c:close()
+    assert.are.equal(3, #p:schedule{ seed = 1, attempts = 3 })
+  end)
+
   it("names the field of an outcome of the wrong type", function()
     local p = assert(lr.load_string(SRC))
     local cases = {

@@ -40,6 +40,33 @@ static luaretry_policy *check_policy(lua_State *L, int i) {
   return b->p;
 }
 
+/* The options table of `fn` at t (absent: nil) holds only the names in
+ * `known` (NULL-ended): a misspelt one (virtaul = true) would otherwise be
+ * ignored without a word, and the call would run on the real clock. */
+static void check_opts(lua_State *L, int t, const char *fn, const char *const *known) {
+  if (lua_isnoneornil(L, t)) return;
+  if (!lua_istable(L, t))
+    luaL_error(L, "%s: options: a table expected, got %s", fn, luaL_typename(L, t));
+  t = lua_absindex(L, t);
+  for (lua_pushnil(L); lua_next(L, t); lua_pop(L, 1)) {
+    const char *name = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+    size_t k = 0;
+    while (known[k] && (!name || strcmp(known[k], name) != 0)) k++;
+    if (known[k]) continue;
+    luaL_Buffer b; /* the key and value stay below: the buffer starts above them */
+    luaL_buffinit(L, &b);
+    for (size_t i = 0; known[i]; i++) {
+      luaL_addstring(&b, i == 0 ? "" : known[i + 1] ? ", " : " or ");
+      luaL_addstring(&b, known[i]);
+    }
+    luaL_pushresult(&b);
+    if (!name)
+      luaL_error(L, "%s: options: a %s key (%s expected)", fn, luaL_typename(L, -3),
+                 lua_tostring(L, -1));
+    luaL_error(L, "%s: unknown option '%s' (%s expected)", fn, name, lua_tostring(L, -1));
+  }
+}
+
 /* Field k of the table at t as an integer, def when it is nil (required:
  * an error then).  Named in the error: luaL_checkinteger on the pushed
  * field would report "bad argument #-2". */
@@ -547,6 +574,8 @@ static int p_schedule(lua_State *L) {
   busy_until_return(L, 2);
   uint64_t seed = 1;
   long attempts = 0;
+  static const char *const known[] = { "seed", "attempts", NULL };
+  check_opts(L, 2, "p:schedule", known);
   if (lua_istable(L, 2)) {
     seed = (uint64_t)int_field(L, 2, "seed", 0, 1);
     attempts = (long)int_field(L, 2, "attempts", 0, 0);
@@ -564,6 +593,8 @@ static int p_schedule(lua_State *L) {
 static int p_sample(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   luaL_checktype(L, 2, LUA_TTABLE);
+  static const char *const known[] = { "n", "count", "seed", "previous", NULL };
+  check_opts(L, 2, "p:sample", known);
   lua_Integer n = int_field(L, 2, "n", 1, 0);
   lua_Integer count = int_field(L, 2, "count", 0, 1);
   uint64_t seed = (uint64_t)int_field(L, 2, "seed", 0, 1);
@@ -765,7 +796,11 @@ static int call_allowance(lua_State *L, int idx, luaretry_policy *p, luaretry_ca
   return rc != LUARETRY_OK; /* garbage: ignored, and p:begin says so */
 }
 
-static luaretry_call_options call_options(lua_State *L, int idx, luaretry_policy *p, int *garbage) {
+static luaretry_call_options call_options(lua_State *L, int idx, const char *fn, luaretry_policy *p,
+                                          int *garbage) {
+  static const char *const known[] = { "seed",    "virtual", "isolated", "deadline",
+                                       "retries", "inbound", NULL };
+  check_opts(L, idx, fn, known);
   luaretry_call_options opt;
   luaretry_call_options_init(&opt);
   *garbage = 0;
@@ -887,7 +922,7 @@ static int p_is_idempotent(lua_State *L) {
 static int p_begin(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   int garbage;
-  luaretry_call_options opt = call_options(L, 2, p, &garbage);
+  luaretry_call_options opt = call_options(L, 2, "p:begin", p, &garbage);
   call_box *b = lua_newuserdatauv(L, sizeof *b, 1);
   b->c = NULL;
   b->busy = 0;
@@ -1111,7 +1146,7 @@ static int p_run(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
   luaL_checktype(L, 2, LUA_TFUNCTION);
   int garbage; /* p:run has no second value to say it in: p:begin does */
-  luaretry_call_options opt = call_options(L, 3, p, &garbage);
+  luaretry_call_options opt = call_options(L, 3, "p:run", p, &garbage);
   busy_until_return(L, 3); /* 4 */
   /* 5: the call, kept in a box so an error still frees it */
   call_box *b = lua_newuserdatauv(L, sizeof *b, 1);
