@@ -101,7 +101,9 @@ static void host_leave(policy_box *b, lua_State *was) { b->L = was; }
  * close the policy; the close then waits for this to be over.  (A
  * to-be-closed value, so an error on the way out still ends it.)  The
  * stack is first cut to the function's nargs, so the guard sits after
- * them and never reads as a missing argument. */
+ * them and never reads as a missing argument.  Never pop below the guard:
+ * Lua 5.4.4's lua_settop (Debian's) keeps a stack pointer across the
+ * close, which the close may move (fixed in 5.4.5); at return it is safe. */
 static void busy_until_return(lua_State *L, int nargs) {
   lua_settop(L, nargs);
   policy_box *b = lua_touserdata(L, 1);
