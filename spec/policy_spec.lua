@@ -508,8 +508,7 @@ describe("overrides", function()
 
   -- The names were once gathered into a luaL_Buffer with lua_next's key
   -- above it: past the buffer's first 1 KB liblua took the key's slot for
-  -- its box and the load failed with "invalid key to 'next'" (and could
-  -- write through a stray pointer).
+  -- its box and the load failed with "invalid key to 'next'".
   it("an unknown script option names every option the script has, in order, however many", function()
     local names, lines = {}, {}
     for i = 80, 1, -1 do
