@@ -216,8 +216,9 @@ static int by_name(const void *a, const void *b) {
 
 /* "a, b, c": the names of the options table at opts, in order, pushed.
  * Gathered before the buffer starts: a luaL_Buffer owns the top of the
- * stack, and lua_next's key left above it had liblua resize something
- * else as the buffer's box once the names outgrew its first block. */
+ * stack, and with lua_next's key above it liblua took the key's slot for
+ * its box once the names outgrew its first block ("invalid key to
+ * 'next'"). */
 static void push_option_names(lua_State *L, int opts) {
   size_t n = 0;
   for (lua_pushnil(L); lua_next(L, opts); lua_pop(L, 1)) n += lua_type(L, -2) == LUA_TSTRING;
