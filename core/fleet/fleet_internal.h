@@ -506,8 +506,9 @@ long lr_budget_lease_cap(long long max_milli);
  * (a retry the fleet's tokens refused before its wait): out, 1 when the
  * round trip took a retry of the reserve for it, 0 when it found the
  * reserve spent, LR_FLEET_LOCAL when it did not answer (no round trip
- * made: the view was recent, Redis away; or the fleet's tokens allowed a
- * retry as Redis saw them): lr_fleet_reserve_take then, if still needed. */
+ * made: Redis away; or the fleet's tokens allowed a retry as Redis saw
+ * them): lr_fleet_reserve_take then, if still needed.  With reserve, the
+ * round trip is made even when the view is recent. */
 lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w, int *reserve);
 
 /* Kicks the worker to ask for a probe permit (with the batch): what it

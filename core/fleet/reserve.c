@@ -7,10 +7,11 @@
  * Asked only for a retry the fleet's tokens refuse, after its wait: the
  * sync the call makes then carries the question (redis_script.c: the same
  * arithmetic on the same field, no round trip of its own); this script
- * is asked only when that sync was not made (the view recent) or saw the
- * fleet's tokens allow a retry that this process's view then refused (one
- * bounded round trip); Redis down, slow or busy with another thread of
- * this process: the local reserve decides. */
+ * is asked only when no sync asked it (the sync failed, or the retry was
+ * decided while Redis was away and it came back during the wait) or when
+ * the sync saw the fleet's tokens allow a retry that this process's view
+ * then refused (one bounded round trip); Redis down, slow or busy with
+ * another thread of this process: the local reserve decides. */
 #include <math.h>
 #include <string.h>
 
