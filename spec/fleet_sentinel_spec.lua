@@ -218,7 +218,13 @@ describe("the fleet behind Redis Sentinel", function ()
     assert.is_true(calls >= 3, stderr)
     assert.is_true(worst < 3 + 3, "the slowest call: " .. worst .. " s") -- its own time, as above
     assert.truthy(clean, "no process found the new master in 45 s")
-    assert.is_true(outages >= 1, "no process saw the outage")
+    -- The batch above is the process that must see the outage (said once,
+    -- then back).  A process started after the kill may already find the
+    -- new master: on a busy machine the first one's start took longer than
+    -- the sentinels' failover (final53, under ASan, two spec files at a
+    -- time), so each is held to its time and to saying it at most once.
+    print(("\n  after the kill: %d processes, %d saw the outage, in %.1f s"):format(runs, outages,
+                                                                               proc.now() - t0))
     assert.are.equal("127.0.0.1\n" .. replica.port,
                      cli_port(sentinels[1].port, "SENTINEL", "get-master-addr-by-name", NAME))
     -- the new master holds the fleet's state, shared across processes: the
