@@ -198,10 +198,10 @@ lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w, i
   if (reserve) *reserve = LR_FLEET_LOCAL;
   if (!f) return LR_FLEET_E_ARG;
   if (!lr_fleet_owned(f)) return LR_FLEET_E_REFUSED;
-  /* The reserve's question needs a round trip whatever the view: this
-   * one, so that it rides on the sync whenever the worker's last one
-   * landed (else its own script would go, and which went would hang on
-   * when the worker's sync came during the wait). */
+  /* The reserve's question needs a round trip whatever the view: it
+   * rides on this sync, however recently the worker's landed (skipped,
+   * the reserve's own script went instead, and which of the two went hung
+   * on when the worker's sync came during the wait). */
   if (!reserve && recent(f)) return LR_FLEET_OK;
   lr_fleet_code rc = lock_by(f, limit_ms, w);
   if (rc != LR_FLEET_OK) return rc;
