@@ -88,12 +88,12 @@ describe("the fleet against a hostile Redis", function ()
   -- sync of the failure came during the wait, so that the view is still
   -- recent at the retry (its sync period of 0.5 s from the call's first
   -- sync, the retry 0.75 s after the failure: recent while the first
-  -- attempt took under 0.25 s).  There
-  -- the question used to go in a script of its own, and which one went
-  -- hung on when the worker's sync came: the flake of final42 and final45.
-  -- An answer that is none of 0, 1, 2 is a broken reply, never a retry of
-  -- the reserve: local guards (the local budget lets every attempt go),
-  -- said once, and no reserve script asked.
+  -- attempt took under 0.25 s).  There the question used to go in a
+  -- script of its own, and which one went hung on when the worker's sync
+  -- came: the flake of final42 and final45.  An answer that is none of
+  -- 0, 1, 2 is a broken reply, never a retry of the reserve: local guards
+  -- (the local budget lets every attempt go), said once, and no reserve
+  -- script asked.
   local timings = {
     { "after the policy's backoff", 4, {} },
     { "while the view is still recent", 2,
