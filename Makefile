@@ -40,6 +40,9 @@ ifeq ($(SAN),)
 OPT = -O2 -g
 else ifeq ($(SAN),1)
 OPT = -O1 -g -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
+# A program links UBSan's runtime in: libubsan.so's 6 MB of writable data
+# was scanned by LeakSanitizer at every exit, 40 of a CLI run's 90 ms.
+SAN_EXE = -static-libubsan
 else ifeq ($(SAN),thread)
 OPT = -O1 -g -fsanitize=thread
 else ifeq ($(SAN),fuzzer)
@@ -60,7 +63,7 @@ CFLAGS_CORE = $(WARN) $(OPT) -fPIC -pthread -fvisibility=hidden -MMD -MP \
   -Icore/include -Icore $(LUA_CFLAGS) $(CURL_CFLAGS) $(CFLAGS)
 DATADIR_DEF = -DLUARETRY_DATADIR='"$(DATADIR)"'
 # Tests and benchmarks find lua/ and policies/ through it as well.
-CFLAGS_ALL = $(CFLAGS_CORE) $(DATADIR_DEF)
+CFLAGS_ALL = $(CFLAGS_CORE) $(DATADIR_DEF) $(SAN_EXE)
 # Of the library and the command, only these objects hold the prefix: an
 # install for another prefix rebuilds them alone.
 DATADIR_OBJ = $(BUILD)/obj/sandbox/find.o $(BUILD)/obj/cli/main.o
@@ -171,7 +174,7 @@ $(BUILD)/luaretry.so: $(ENGINE_OBJ) $(SANDBOX_OBJ) $(POLICY_OBJ) $(FLEET_OBJ) $(
 	  $(filter %.o,$^) $(HIREDIS_LIBS) -lcrypto -lm
 
 $(BUILD)/luaretry: $(CLI_OBJ) $(FAULTS_OBJ) $(LIB_A)
-	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(LIB_LIBS)
+	$(CC) $(LDFLAGS_ALL) $(SAN_EXE) -o $@ $^ $(LIB_LIBS)
 
 $(BUILD)/luaretry.pc: Makefile core/include/luaretry.h
 	@mkdir -p $(BUILD)
@@ -234,7 +237,7 @@ $(BUILD)/relay: spec/c/relay.c $(LIB_A)
 # busted's interpreter in the sanitized half: the runtime linked, not
 # preloaded into every program a spec starts (spec/c/lua_host.c).
 $(BUILD)/lua_host: spec/c/lua_host.c
-	$(CC) $(LDFLAGS_ALL) $(CFLAGS_ALL) -o $@ $< $(LUA_LIBS)
+	$(CC) $(LDFLAGS_ALL) $(CFLAGS_CORE) -o $@ $< $(LUA_LIBS)
 
 # The fault server's own test drivers, for spec/faults_spec.lua.
 $(BUILD)/faults_%: spec/c/faults_%.c $(FAULTS_OBJ) $(SANDBOX_OBJ) $(ENGINE_OBJ)
