@@ -26,7 +26,7 @@ VERSION := $(shell sed -n 's/^\#define LUARETRY_VERSION_\(MAJOR\|MINOR\|PATCH\) 
 MAJOR := $(firstword $(subst ., ,$(VERSION)))
 
 DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted \
-  lua-dkjson curl lua-cjson valgrind openssl mandoc man-db luarocks zsh gzip \
+  lua-dkjson lua-filesystem curl lua-cjson valgrind openssl mandoc man-db luarocks zsh gzip \
   libhiredis-dev redis-server redis-sentinel clang libclang-rt-dev lua-socket groff-base bsdextrautils \
   nginx-light clang-format libssl-dev abigail-tools tmux
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
