@@ -298,16 +298,18 @@ format:
 check-man:
 	cd core/cli/man && mandoc -Tlint *.[1-9]
 
-# Everything is built first, two compilers at a time; then the plain half
-# and the sanitized half run side by side: their specs mostly wait (on
+# Everything is built first, two compilers at a time, and nothing beside
+# it: check-layers beside it once compiled the same objects in a second
+# make, and a link read one half written.  Then the checks; then the plain
+# half and the sanitized half run side by side: their specs mostly wait (on
 # servers, backoffs, timeouts), so two cores run both in about the time of
 # the longer.  Each half's output is shown whole when it ends (-O).
 TSAN_TESTS = test_threads test_overlap test_fleet_calls test_hedge test_fleet_rate test_fleet_nowait \
   test_grace
 test: deps
 	@$(MAKE) --no-print-directory tree-before
-	$(MAKE) -j2 check-layers check-man check-format test-build
-	$(MAKE) check-abi
+	$(MAKE) test-build
+	$(MAKE) -j2 check-layers check-man check-format check-abi
 	$(MAKE) -j2 -O test-plain test-sanitized
 	@$(MAKE) --no-print-directory tree-after
 

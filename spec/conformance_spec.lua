@@ -414,7 +414,7 @@ describe("Cloud Storage retry conformance (policies/gcs.lua)", function()
         if step.expect then assert.are.equal(step.expect, r.stdout) end
         if step.stored then
           local name, what = step.stored[1], step.stored[2]
-          local st = proc.json.decode(curl(proc.q(srv.base .. "/_conformance/object/" .. fx.bucket .. "/" .. name)))
+          local st = proc.json.decode(proc.http("GET", srv.base .. "/_conformance/object/" .. fx.bucket .. "/" .. name))
           local data = type(what) == "number" and pattern(what) or what
           assert.are.equal(#data, st and st.size, "stored size")
           assert.are.equal(digest(data), st.digest, "stored bytes")
@@ -426,7 +426,7 @@ describe("Cloud Storage retry conformance (policies/gcs.lua)", function()
       else
         assert.are.equal(1, code, "expected a final failure (exit 1):\n" .. trace)
       end
-      local status = proc.json.decode(curl(proc.q(srv.base .. "/retry_test/" .. tid)))
+      local status = proc.json.decode(proc.http("GET", srv.base .. "/retry_test/" .. tid))
       assert.is_true(status and status.completed == true,
                      "instructions left unused: " .. proc.json.encode(status and status.instructions or {})
                      .. "\n" .. trace)
