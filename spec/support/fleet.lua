@@ -110,9 +110,16 @@ end
 -- failing for ever) in the background until what show() returns (the
 -- output of a `luaretry fleet`) says one process holds a block of the
 -- budget's tokens, 15 s at most; then killed.  show()'s last output.
+-- A process gives its block back two sync periods after its last
+-- failure, and a busy machine spaces the failures out: under ASan in a
+-- `make test` beside `perf record -a`, 9 failures came and no `luaretry
+-- fleet` of the 15 s saw a block.  So the call syncs every second (its
+-- block stays while it fails at least every 2 s), and its syncs have 5 s
+-- of command timeout (the block is granted by a sync Redis answers).
 function M.lease_shown(policy, url, key, show)
   local dir = proc.tmpdir()
   local job = proc.spawn({ "run", policy, "--redis", url, "--set", "fleet.key=" .. key,
+                           "--set", "fleet.sync=1000", "--set", "fleet.command_timeout=5000",
                            "--set", "max_attempts=100000", "--set", "deadline=60", "-q", "--",
                            "false" }, dir)
   local shown
