@@ -103,18 +103,21 @@ describe("the fleet behind Redis Sentinel", function ()
     if dir then proc.rmtree(dir) end
   end)
 
-  -- a command timeout for a busy machine's Redis, as fleet()'s: the
-  -- default 100 ms can run out under ASan and say an outage that was not
+  -- timeouts for a busy machine's Redis, as fleet()'s: the default
+  -- command timeout (100 ms) can run out under ASan and say an outage that
+  -- was not; the connect timeout (250 ms) bounds the sentinels' answers
+  -- too (all three asked within it), and ran out for `luaretry fleet` in
+  -- final67 ("no master lrmaster from 1 of 3 sentinels")
+  local PATIENT = { "--set", "fleet.command_timeout=1000", "--set", "fleet.connect_timeout=5000" }
   local function run(key, extra)
-    local args = { "run", policy, srv.base .. "/503", "--redis", url, "--set", "fleet.key=" .. key,
-                   "--set", "fleet.command_timeout=1000", "--seed", "1" }
-    for _, x in ipairs(extra or {}) do args[#args + 1] = x end
+    local args = proc.concat({ "run", policy, srv.base .. "/503", "--redis", url, "--set", "fleet.key=" .. key,
+                               "--seed", "1" }, PATIENT, extra or {})
     return proc.run(args, { timeout = 30 })
   end
 
   local function fleet(key)
-    return proc.run({ "fleet", policy, "--redis", url, "--set", "fleet.key=" .. key,
-                      "--set", "fleet.command_timeout=1000" }, { timeout = 30 })
+    return proc.run(proc.concat({ "fleet", policy, "--redis", url, "--set", "fleet.key=" .. key }, PATIENT),
+                    { timeout = 30 })
   end
 
   it("asks the sentinels for the master; the guards are shared through it", function ()

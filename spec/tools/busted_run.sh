@@ -5,7 +5,9 @@
 #
 # Why several at once: most specs wait on real time (a server's delay, a
 # CLI's real backoff), and one busted left the machine half idle: `make
-# test` took 893 to 1,023 s with two at a time, 1,127 to 1,263 s with one.
+# test` took 893 to 1,023 s with two at a time, 1,127 to 1,263 s with one
+# (and 780 to 804 s with two, once the specs' helpers started fewer
+# programs).
 # (Two became the default once the fleet's reserve flake that this load
 # brought out was found: the reserve's question went in a script of its
 # own when the worker's sync came during the wait, and the fake Redis
