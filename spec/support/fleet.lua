@@ -115,11 +115,13 @@ end
 -- `make test` beside `perf record -a`, 9 failures came and no `luaretry
 -- fleet` of the 15 s saw a block.  So the call syncs every second (its
 -- block stays while it fails at least every 2 s), and its syncs have 5 s
--- of command timeout (the block is granted by a sync Redis answers).
+-- of command and connect timeout (the block is granted by a sync Redis
+-- answers; the connect timeout bounds the sentinels' answers too).
 function M.lease_shown(policy, url, key, show)
   local dir = proc.tmpdir()
   local job = proc.spawn({ "run", policy, "--redis", url, "--set", "fleet.key=" .. key,
                            "--set", "fleet.sync=1000", "--set", "fleet.command_timeout=5000",
+                           "--set", "fleet.connect_timeout=5000",
                            "--set", "max_attempts=100000", "--set", "deadline=60", "-q", "--",
                            "false" }, dir)
   local shown
