@@ -19,6 +19,7 @@ local POLICY_TEXT = table.concat({
 
 local cli = redis.cli_port
 local count, lease_shown = require("support.fleet").count, require("support.fleet").lease_shown
+local PATIENT = require("support.fleet").PATIENT
 
 describe("the fleet on a Redis Cluster", function ()
   local srv, nodes, dir, policy
@@ -79,11 +80,11 @@ describe("the fleet on a Redis Cluster", function ()
   end)
 
   local function run(port, key)
-    -- (a command timeout for a busy machine's Redis: the default 100 ms
+    -- (PATIENT timeouts for a busy machine's Redis: the default 100 ms
     -- would say an outage that these cases count as none)
     return proc.run({ "run", policy, srv.base .. "/503", "--redis",
                       "redis://127.0.0.1:" .. port .. "/0", "--set", "fleet.key=" .. key,
-                      "--set", "fleet.command_timeout=5000", "--seed", "1" }, { timeout = 30 })
+                      "--seed", "1", table.unpack(PATIENT) }, { timeout = 30 })
   end
 
   local function fleet(port, key)
@@ -232,7 +233,7 @@ describe("the fleet on a Redis Cluster", function ()
     local before, moved0 = seen(), moved()
     local x = proc.run({ "run", policy, srv.base .. "/503", "--redis", "redis://127.0.0.1:" ..
                          nodes[other].port .. "/0", "--set", "fleet.key=" .. key, "--stats",
-                         "--set", "fleet.command_timeout=5000", "-q" }, { timeout = 30 })
+                         "-q", table.unpack(PATIENT) }, { timeout = 30 })
     assert.are.equal(4, x.code, x.stderr)
     assert.are.equal(0, count(x.stderr, LOST), x.stderr)
     local trips = tonumber(x.stderr:match("redis round trips (%d+)"))

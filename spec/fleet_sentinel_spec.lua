@@ -103,12 +103,10 @@ describe("the fleet behind Redis Sentinel", function ()
     if dir then proc.rmtree(dir) end
   end)
 
-  -- timeouts for a busy machine's Redis, as fleet()'s: the default
-  -- command timeout (100 ms) can run out under ASan and say an outage that
-  -- was not; the connect timeout (250 ms) bounds the sentinels' answers
-  -- too (all three asked within it), and ran out for `luaretry fleet` in
-  -- final67 ("no master lrmaster from 1 of 3 sentinels")
-  local PATIENT = { "--set", "fleet.command_timeout=1000", "--set", "fleet.connect_timeout=5000" }
+  -- (the connect timeout bounds the sentinels' answers too, all three
+  -- asked within it: the default 250 ms ran out for `luaretry fleet` in
+  -- final67, "no master lrmaster from 1 of 3 sentinels")
+  local PATIENT = require("support.fleet").PATIENT
   local function run(key, extra)
     local args = proc.concat({ "run", policy, srv.base .. "/503", "--redis", url, "--set", "fleet.key=" .. key,
                                "--seed", "1" }, PATIENT, extra or {})

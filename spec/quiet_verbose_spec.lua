@@ -65,9 +65,9 @@ describe("quiet and verbose", function ()
     it("the fleet's breaker, after a wait and before the first attempt: exit 6", function ()
       local rd = redis.start()
       finally(function () rd:stop() end)
-      -- (a command timeout for a busy machine's Redis: the default 100 ms
+      -- (PATIENT timeouts for a busy machine's Redis: the default 100 ms
       -- would add the outage's line to the one counted here)
-      local patient = { "--set", "fleet.command_timeout=5000" }
+      local patient = require("support.fleet").PATIENT
       local r = run("run", breaker, "-q", "--redis", rd.url, patient, "--", "false")
       assert.are.equal(6, r.code, r.stderr)
       assert.are.equal(1, #proc.lines(r.stderr), r.stderr)

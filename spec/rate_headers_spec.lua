@@ -188,7 +188,7 @@ describe("rate = { headers = true } against the fault server", function ()
     -- a fixed rate: http.lua's own is adaptive (rate.limit its ceiling), the process's
     local n, r = batch("/ietf", "--set", "rate.headers=true", "--set", "rate.limit=50",
                        "--set", "rate.adaptive=false", "--redis", rd.url, "-v",
-                       "--set", "fleet.command_timeout=5000")
+                       table.unpack(require("support.fleet").PATIENT))
     assert.are.equal(10, n, r.stderr)
     assert.matches(":rate", rd:cli("KEYS", "*"))      -- the fleet's bucket was asked
     assert.not_matches("falls back", r.stderr)

@@ -106,6 +106,13 @@ function M.fake(mode)
   return f
 end
 
+-- The fleet's timeouts for a CLI run against a real Redis whose
+-- assertions would break if one round trip timed out (an outage said, a
+-- block never granted): the defaults (100 ms a command, 250 ms to connect,
+-- the sentinels' answers within it) are a deployed Redis's, and ran out
+-- under ASan beside another spec file (final45, final57, final65, final67).
+M.PATIENT = { "--set", "fleet.command_timeout=5000", "--set", "fleet.connect_timeout=5000" }
+
 -- `luaretry run POLICY --redis URL -- false` (fleet key `key`: a call
 -- failing for ever) in the background until what show() returns (the
 -- output of a `luaretry fleet`) says one process holds a block of the
@@ -114,16 +121,14 @@ end
 -- failure, and a busy machine spaces the failures out: under ASan in a
 -- `make test` beside `perf record -a`, 9 failures came and no `luaretry
 -- fleet` of the 15 s saw a block.  So the call syncs every second (its
--- block stays while it fails at least every 2 s), and its syncs have 5 s
--- of command and connect timeout (the block is granted by a sync Redis
--- answers; the connect timeout bounds the sentinels' answers too).
+-- block stays while it fails at least every 2 s), with M.PATIENT's
+-- timeouts (the block is granted by a sync Redis answers).
 function M.lease_shown(policy, url, key, show)
   local dir = proc.tmpdir()
-  local job = proc.spawn({ "run", policy, "--redis", url, "--set", "fleet.key=" .. key,
-                           "--set", "fleet.sync=1000", "--set", "fleet.command_timeout=5000",
-                           "--set", "fleet.connect_timeout=5000",
-                           "--set", "max_attempts=100000", "--set", "deadline=60", "-q", "--",
-                           "false" }, dir)
+  local job = proc.spawn(proc.concat({ "run", policy, "--redis", url, "--set", "fleet.key=" .. key,
+                                       "--set", "fleet.sync=1000" }, M.PATIENT,
+                                     { "--set", "max_attempts=100000", "--set", "deadline=60", "-q", "--",
+                                       "false" }), dir)
   local shown
   proc.wait_for(function ()
     shown = show() or ""
