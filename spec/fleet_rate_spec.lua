@@ -123,7 +123,7 @@ describe("the fleet's rate limiter against a real Redis", function ()
     assert.is_true(at < 1, ("decided at %.3f s"):format(at))
     assert.matches('"verdict": ?"rate_limit"', log)
     assert.matches("the fleet's rate limiter's next token (20 per second for every process) " ..
-                   "comes after the deadline", log, 1, true)
+                   "comes too late for the deadline", log, 1, true)
     assert.are.equal(0, #srv:requests_on("/200"))
     busy()
     x = run(30)

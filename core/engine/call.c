@@ -143,12 +143,13 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
   d->attempt = c->started; /* hedges that were cancelled were started too */
   d->elapsed = lr_clock_now(&c->clock) - c->start;
   int fresh = c->rules->guards.rate && c->admitted <= c->attempts; /* a token to ask for */
-  if (!c->stopped && c->deadline > 0 && d->elapsed >= c->deadline) {
-    /* asked late (a host's timer on a busy machine): no attempt past it */
+  if (!c->stopped && c->deadline > 0 && d->elapsed > lr_latest_start(c)) {
+    /* asked late (a host's timer on a busy machine): no attempt past it,
+     * nor one with less than LR_ATTEMPT_LEAST of it left */
     lr_chain_give_back(c);
     lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
-                        "the deadline (%.3f s) passed before the attempt was asked for (%.3f s)",
-                        c->deadline, d->elapsed);
+                        "the deadline (%.3f s) %s before the attempt was asked for (%.3f s)",
+                        c->deadline, lr_deadline_came(c, d->elapsed), d->elapsed);
     lr_count(c->shared, LR_M_UNATTEMPTED, 1);
     lr_call_observe(c, NULL, d);
     return LUARETRY_OK;

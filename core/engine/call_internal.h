@@ -268,9 +268,27 @@ static inline int lr_attempts_allow(const luaretry_call *c, const lr_ask *a) {
   return a->after_wait || (a->kind != LR_KIND_RETRY && a->kind != LR_KIND_HEDGE) ||
          c->started < c->max_attempts;
 }
-static inline int lr_deadline_allows(const luaretry_call *c, const lr_ask *a) {
-  return a->after_wait || a->at < c->deadline;
+/* No attempt starts with less than this left of the deadline.  A host's
+ * timers count milliseconds (libcurl's CURLOPT_TIMEOUT_MS, poll), and
+ * libcurl's timeout can end up to one early, so an attempt timed out by
+ * the deadline may be reported a little before it: a retry then would get
+ * microseconds, send its request and be cut off. */
+#define LR_ATTEMPT_LEAST 0.001
+/* The latest an attempt may start, in seconds into the call (a deadline). */
+static inline double lr_latest_start(const luaretry_call *c) {
+  return c->deadline - LR_ATTEMPT_LEAST;
 }
+/* How a stop at `elapsed` past lr_latest_start says the deadline came. */
+static inline const char *lr_deadline_came(const luaretry_call *c, double elapsed) {
+  return elapsed >= c->deadline ? "passed" : "was less than 1 ms away";
+}
+static inline int lr_deadline_allows(const luaretry_call *c, const lr_ask *a) {
+  return a->after_wait || a->at <= lr_latest_start(c);
+}
+/* The call stops (deadline, said by `rule`): its next attempt would start
+ * at `at`, past lr_latest_start. */
+void lr_call_stop_starting_late(luaretry_call *c, luaretry_decision *d, const char *rule,
+                                double at);
 
 /* Which guards are on for the call (c->chain_on), at lr_call_new. */
 void lr_chain_init(luaretry_call *c);

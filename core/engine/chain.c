@@ -96,7 +96,7 @@ void lr_chain_record(luaretry_call *c, const lr_record *r) {
  * what is left of the deadline, or the call stops if nothing is. */
 void lr_call_started_late(luaretry_call *c) {
   double elapsed = lr_clock_now(&c->clock) - c->start;
-  if (elapsed < c->deadline) {
+  if (elapsed <= lr_latest_start(c)) {
     double t = lr_call_timeout_at(c, elapsed);
     if (t < c->next_timeout) c->next_timeout = t;
     return;
@@ -104,9 +104,8 @@ void lr_call_started_late(luaretry_call *c) {
   luaretry_decision d;
   memset(&d, 0, sizeof d);
   lr_call_stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline",
-                      "the deadline (%.3f s) passed "
-                      "while the fleet was asked for a probe permit",
-                      c->deadline);
+                      "the deadline (%.3f s) %s while the fleet was asked for a probe permit",
+                      c->deadline, lr_deadline_came(c, elapsed));
   lr_chain_give_back(c);
   lr_count(c->shared, LR_M_UNATTEMPTED, 1);
 }
@@ -140,11 +139,10 @@ static int refresh_remote(luaretry_call *c, double *now, luaretry_decision *d) {
     lr_call_stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
     return 1;
   }
-  if (c->deadline > 0 && elapsed >= c->deadline) {
+  if (c->deadline > 0 && elapsed > lr_latest_start(c)) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
-                        "the deadline (%.3f s) passed "
-                        "while the fleet's counts were brought up to date",
-                        c->deadline);
+                        "the deadline (%.3f s) %s while the fleet's counts were brought up to date",
+                        c->deadline, lr_deadline_came(c, elapsed));
     return 1;
   }
   double t = lr_call_timeout_at(c, elapsed);

@@ -28,7 +28,7 @@ static int remote_rate(luaretry_call *c, double start, double *extra) {
     c->admit_at = start;
     return *extra = 0, 1;
   }
-  double latest = c->deadline > 0 ? c->start + c->deadline : -1;
+  double latest = c->deadline > 0 ? c->start + lr_latest_start(c) : -1;
   double left = c->deadline > 0 ? latest - now : 0;
   if (c->deadline > 0 && left <= 0) left = 1e-9; /* no time: no round trip */
   double wait = 0;
@@ -125,7 +125,7 @@ double lr_call_rate_token(luaretry_call *c, double start) {
   const lr_rules *r = c->rules;
   if (unlimited_token(c, start)) return 0;
   double base = c->guard_origin + c->start;
-  double latest = c->deadline > 0 ? base + c->deadline : -1;
+  double latest = c->deadline > 0 ? base + lr_latest_start(c) : -1;
   double now = base + (lr_clock_now(&c->clock) - c->start);
   int held = 1;
   double extra = 0;
@@ -183,23 +183,23 @@ void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double st
   }
   if (c->rate_remote == 2) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
-                        "the deadline (%.3f s) passed while the fleet's rate limiter was asked "
+                        "the deadline (%.3f s) %s while the fleet's rate limiter was asked "
                         "for a token",
-                        c->deadline);
+                        c->deadline, lr_deadline_came(c, lr_clock_now(&c->clock) - c->start));
     return;
   }
   if (c->rate_remote) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate",
                         "the fleet's rate limiter's next token (%g per second for every process) "
-                        "comes after the deadline (%.3f s; the attempt would start at %.3f s or "
-                        "later)",
+                        "comes too late for the deadline (%.3f s; the attempt would start at %.3f "
+                        "s or later, and needs 1 ms)",
                         c->rules->guards.rate_limit, c->deadline, start);
     return;
   }
   lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate",
                       "the rate limiter's next token "
-                      "(%.3f per second now) comes after the deadline (%.3f s; the attempt would "
-                      "start at %.3f s or later)",
+                      "(%.3f per second now) comes too late for the deadline (%.3f s; the attempt "
+                      "would start at %.3f s or later, and needs 1 ms)",
                       lr_rate_now(pace(c), &c->rules->guards), c->deadline, start);
 }
 
@@ -252,10 +252,8 @@ static __attribute__((noinline)) int admit_slow(luaretry_call *c, lr_ask *a, lua
     return 1;
   }
   a->wait += extra;
-  if (c->deadline > 0 && a->at + a->wait >= c->deadline) {
-    lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
-                        "the next attempt would start at %.3f s, past the deadline (%.3f s)",
-                        a->at + a->wait, c->deadline);
+  if (c->deadline > 0 && a->at + a->wait > lr_latest_start(c)) {
+    lr_call_stop_starting_late(c, d, "deadline", a->at + a->wait);
     return 1;
   }
   return 0;
@@ -265,7 +263,7 @@ static __attribute__((noinline)) int admit_slow(luaretry_call *c, lr_ask *a, lua
  * every one until a throttling answer comes): counted, no wait, in line. */
 static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
   if (a->kind == LR_KIND_RETRY && !a->after_wait && a->wait == 0 &&
-      (c->deadline <= 0 || a->at < c->deadline) && unlimited_token(c, a->at))
+      (c->deadline <= 0 || a->at <= lr_latest_start(c)) && unlimited_token(c, a->at))
     return 0;
   return admit_slow(c, a, d);
 }

@@ -831,8 +831,9 @@ LUARETRY_API void luaretry_call_stall(const luaretry_call *c, double *seconds, l
  * (at most one round trip, bounded by fleet.command_timeout, and by
  * fleet.connect_timeout more when it reconnects first, and by what is left
  * of the deadline; ended at once by luaretry_call_cancel; none while Redis
- * is known down).  When the deadline passed meanwhile, the call stops
- * (deadline); d->next_timeout is what is left of it.  A host with its own
+ * is known down).  When the deadline passed meanwhile, or less than 1 ms
+ * of it is left (no attempt starts in its last millisecond), the call
+ * stops (deadline); d->next_timeout is what is left of it.  A host with its own
  * event loop should know this call may block that long when its policy
  * has fleet.redis (with a fixed `rate` too: a block of the fleet's tokens
  * is leased in one such round trip when this process has none left).  With the policy's rate limiter (`rate`), d->wait may
@@ -944,12 +945,12 @@ LUARETRY_API luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operatio
  * Rules: a hedge goes only for an idempotent request (the script's
  * is_idempotent(request), else the method rule: never a POST without it),
  * and is an attempt for every guard (luaretry-policy(5), ONE ATTEMPT,
- * EVERY GUARD): within max_attempts, before the deadline, with a half-open
- * breaker's permit, a request admission allows, while the retry budget
- * would allow a retry (it takes no token as it goes: failures charge the
- * budget), within hedging's bound (hedge.share of recent calls), with a
- * rate token and a header-pacing slot free now (none now: no hedge, never
- * a wait); each is judged by is_transient like
+ * EVERY GUARD): within max_attempts, 1 ms or more before the deadline,
+ * with a half-open breaker's permit, a request admission allows, while
+ * the retry budget would allow a retry (it takes no token as it goes:
+ * failures charge the budget), within hedging's bound (hedge.share of
+ * recent calls), with a rate token and a header-pacing slot free now (none
+ * now: no hedge, never a wait); each is judged by is_transient like
  * any attempt (info.hedge is true), and every attempt's timeout ends by the
  * deadline.  A refusal, or an attempt that fails while others are in
  * flight, closes hedging until the next luaretry_call_start (a failure is

@@ -1,7 +1,8 @@
 /* test_deadline.c: a call's own deadline (LUARETRY_CALL_DEADLINE), as a
  * host serving a request with its caller's deadline gives it: the earlier
  * of it and the policy's wins, in the step API and the blocking call; a
- * deadline passed, NaN or negative ends the call at once.  Virtual clock
+ * deadline passed, NaN or negative ends the call at once; no attempt starts
+ * in its last millisecond.  Virtual clock
  * except where the blocking call runs on the real one. */
 #include <math.h>
 #include <stdint.h>
@@ -185,7 +186,84 @@ static void test_asked_late(luaretry_policy *p) {
   luaretry_call_free(c);
 }
 
+/* An attempt timed out by the deadline is reported a little before it
+ * (libcurl's timeout counts milliseconds and can end up to one early): no
+ * retry then, whose attempt would get microseconds.  No attempt starts
+ * with less than 1 ms of the deadline left; one with 2 ms does. */
+static void test_last_millisecond(void) {
+  luaretry_policy *p = load(
+    "name = 'tight'\n"
+    "deadline = 1\n"
+    "attempt_timeout = 10\n"
+    "backoff = { initial = 0.0002, max = 0.0002, jitter = 'none' }\n"
+    "function is_transient(status) return status == 0 end\n");
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.error = "timeout";
+  luaretry_decision d;
+  /* reported 0.5 ms before the deadline: the retry would start 0.3 ms
+   * before it */
+  luaretry_call *c = begin(p, 0, 0);
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_EQ_DBL(d.next_timeout, 1);
+  CHECK_CODE(luaretry_call_wait(c, 0.9995), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 0);
+  CHECK_EQ_STR(luaretry_reason_name(d.reason), "deadline");
+  CHECK_EQ_INT(d.attempt, 1);
+  if (CHECK(d.message != NULL))
+    CHECK_CONTAINS(d.message, "would start at 1.000 s, less than 1 ms before the deadline");
+  luaretry_call_free(c);
+  /* reported 2.2 ms before it: the retry goes, with the 2 ms left as its
+   * timeout */
+  c = begin(p, 0, 0);
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_wait(c, 0.9978), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 1);
+  CHECK_NEAR(d.wait, 0.0002, 1e-12);
+  CHECK_CODE(luaretry_call_wait(c, d.wait), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 1);
+  CHECK_NEAR(d.next_timeout, 0.002, 1e-9);
+  luaretry_call_free(c);
+  /* the same retry, asked for 1.5 ms late (0.5 ms before the deadline):
+   * not made */
+  c = begin(p, 0, 0);
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_wait(c, 0.9978), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 1);
+  CHECK_CODE(luaretry_call_wait(c, d.wait + 0.0015), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 0);
+  CHECK_EQ_STR(luaretry_reason_name(d.reason), "deadline");
+  if (CHECK(d.message != NULL))
+    CHECK_CONTAINS(d.message, "was less than 1 ms away before the attempt was asked for");
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+  /* nor one whose rate token comes in that millisecond: the second
+   * call's token comes 0.9995 s after the first's */
+  p = load(
+    "name = 'paced'\n"
+    "deadline = 1\n"
+    "attempt_timeout = 10\n"
+    "rate = { limit = 1 / 0.9995, burst = 1 }\n");
+  luaretry_call *first = begin(p, 0, 0);
+  CHECK_CODE(luaretry_call_next(first, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 1);
+  CHECK_EQ_DBL(d.wait, 0);
+  c = begin(p, 0, 0);
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 0);
+  CHECK_EQ_STR(luaretry_reason_name(d.reason), "rate_limit");
+  luaretry_call_free(c);
+  luaretry_call_free(first);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
+  test_last_millisecond();
   luaretry_policy *p = load(SVC);
   test_earlier_wins(p);
   test_policy_wins(p);

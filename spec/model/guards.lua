@@ -24,6 +24,9 @@ M.__index = M
 -- in the scenario (`slack`), and the bounds widen by it.
 local BASE_EPS = 5e-3
 local EPS = BASE_EPS
+-- No attempt starts in the deadline's last millisecond (the table's
+-- "start" cell): the latest an attempt may start, of a deadline.
+local function latest_start(deadline) return deadline - 1e-3 end
 
 -- s: the settings the driver wrote into the policy (nil: guard off)
 function M.new(s)
@@ -133,7 +136,7 @@ function M:next(now, e)
     return
   end
   local start = math.max(self:token_free(), g)
-  local latest = self.s.deadline and self.origin + self.s.deadline or math.huge
+  local latest = self.s.deadline and self.origin + latest_start(self.s.deadline) or math.huge
   local v = start > latest + EPS and "no" or start < latest - EPS and "yes" or "either"
   if not settle(v, e.reason ~= "rate_limit", "the first token before the deadline") then
     self:give_back_permit(); self:uncount()
@@ -162,8 +165,8 @@ function M:hedge(now, e)
   local function ok(word, v) return settle(v, engine_let(word), "hedge: " .. word) end
   local function back() self:give_back_permit(); self:uncount() end
   if s.max_attempts and not ok("max_attempts", self.started < s.max_attempts and "yes" or "no") then return end
-  if s.deadline and not ok("deadline", now < s.deadline - EPS and "yes"
-                            or now >= s.deadline + EPS and "no" or "either") then return end
+  if s.deadline and not ok("deadline", now < latest_start(s.deadline) - EPS and "yes"
+                            or now >= latest_start(s.deadline) + EPS and "no" or "either") then return end
   local g = now + self.origin
   if not self:breaker_ask(g, engine_let("circuit")) then return end
   if not self:admission_ask(engine_let("admission") and engine_let("throttle")) then self:give_back_permit(); return end
@@ -257,7 +260,8 @@ function M:report(id, cls, retry_after, now, e)
   end
   if s.max_attempts and stop_here("exhausted", self.started < s.max_attempts and "yes" or "no") then return end
   if s.deadline then
-    local v = now + hi < s.deadline - EPS and "yes" or now + lo >= s.deadline + EPS and "no" or "either"
+    local latest = latest_start(s.deadline)
+    local v = now + hi < latest - EPS and "yes" or now + lo >= latest + EPS and "no" or "either"
     if stop_here("deadline", v) then return end
   end
   if s.breaker and not self:breaker_ask(g, why ~= "circuit_open") then return end
@@ -267,7 +271,7 @@ function M:report(id, cls, retry_after, now, e)
   end
   if s.rate then
     local free = self:token_free()
-    local latest = s.deadline and self.origin + s.deadline or math.huge
+    local latest = s.deadline and self.origin + latest_start(s.deadline) or math.huge
     local v = free > latest + EPS and "no" or (free + EPS < latest and g + hi < latest - EPS) and "yes" or "either"
     if stop_here(why == "deadline" and "deadline" or "rate_limit", v) then
       self:give_back_permit(); self:uncount(); return
