@@ -147,6 +147,7 @@ static void refusals(void) {
   luaretry_policy_free(p);
   p = step_load("=hedge", "max_attempts = 5\ndeadline = 0.1\nhedge = { delay = 0.05 }\n");
   refused(p, &STEP_GET, 0.2, "deadline");
+  refused(p, &STEP_GET, 0.0995, "deadline"); /* no attempt in its last millisecond */
   luaretry_policy_free(p);
   /* 2 tokens: a hedge goes (2 > half) and pays nothing as it goes (gRPC
    * A6: failures charge the budget); a failure leaves 1: no hedge then */
