@@ -93,6 +93,13 @@ void lr_call_stop_saying(luaretry_call *c, luaretry_decision *d, luaretry_reason
   d->message = b;
 }
 
+void lr_call_stop_starting_late(luaretry_call *c, luaretry_decision *d, const char *rule,
+                                double at) {
+  lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, rule,
+                      "the next attempt would start at %.3f s, %s the deadline (%.3f s)", at,
+                      at < c->deadline ? "less than 1 ms before" : "past", c->deadline);
+}
+
 void lr_call_stop_final(luaretry_call *c, luaretry_decision *d, const lr_verdict *v) {
   if (v->reason)
     lr_call_stop_saying(c, d, LUARETRY_REASON_FINAL, v->rule, "%s", v->message);

@@ -3,13 +3,6 @@
  * retry after its wait, a hedge now).  Nothing to hand back or record. */
 #include "call_internal.h"
 
-void lr_call_stop_starting_late(luaretry_call *c, luaretry_decision *d, const char *rule,
-                                double at) {
-  lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, rule,
-                      "the next attempt would start at %.3f s, %s the deadline (%.3f s)", at,
-                      at < c->deadline ? "less than 1 ms before" : "past", c->deadline);
-}
-
 static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
   if (lr_deadline_allows(c, a)) return 0;
   if (a->kind == LR_KIND_HEDGE) return a->why = "deadline", 1;
