@@ -187,6 +187,10 @@ void lr_call_stop_saying(luaretry_call *c, luaretry_decision *d, luaretry_reason
   __attribute__((format(printf, 5, 6)));
 /* A final verdict's stop, with the script's reason when it gave one. */
 void lr_call_stop_final(luaretry_call *c, luaretry_decision *d, const lr_verdict *v);
+/* The call stops (deadline, said by `rule`): its next attempt would start
+ * at `at`, past lr_latest_start. */
+void lr_call_stop_starting_late(luaretry_call *c, luaretry_decision *d, const char *rule,
+                                double at);
 
 /* ---- chain.c and guard_*.c: one attempt, every guard (issue 28).
  *
@@ -285,10 +289,6 @@ static inline const char *lr_deadline_came(const luaretry_call *c, double elapse
 static inline int lr_deadline_allows(const luaretry_call *c, const lr_ask *a) {
   return a->after_wait || a->at <= lr_latest_start(c);
 }
-/* The call stops (deadline, said by `rule`): its next attempt would start
- * at `at`, past lr_latest_start. */
-void lr_call_stop_starting_late(luaretry_call *c, luaretry_decision *d, const char *rule,
-                                double at);
 
 /* Which guards are on for the call (c->chain_on), at lr_call_new. */
 void lr_chain_init(luaretry_call *c);
