@@ -41,17 +41,22 @@ describe("luaretry check --probe", function()
     assert.are.same({ "server_wait_too_long", "max_retry_after" }, { far.verdict, far.rule })
   end)
 
-  it("each probe starts at time zero of a virtual clock: a wait 100 ns under the deadline still fits", function()
+  it("each probe starts at time zero of a virtual clock: a wait that ends 10 ns before the deadline's last millisecond still fits", function()
     local dir = proc.tmpdir()
-    local policy = dir .. "/tight.lua"
+    finally(function() proc.rmtree(dir) end)
     -- on a real clock the microseconds between the call's start and its
     -- report leave less than the wait: the verdict would be deadline
-    proc.writefile(policy, 'name = "tight"\nmax_attempts = 3\ndeadline = 1\n' ..
-                   'backoff = { initial = 0.9999999, max = 0.9999999, jitter = "none" }\n')
-    local r = check({ policy, "--probe", "503" })
-    proc.rmtree(dir)
-    assert.are.equal(0, r.code, r.stdout .. r.stderr)
-    assert.are.equal("retry", row(r.stdout, "503").verdict)
+    local function verdict(wait)
+      local policy = dir .. "/tight.lua"
+      proc.writefile(policy, 'name = "tight"\nmax_attempts = 3\ndeadline = 1\n' ..
+                     ('backoff = { initial = %s, max = %s, jitter = "none" }\n'):format(wait, wait))
+      local r = check({ policy, "--probe", "503" })
+      assert.are.equal(0, r.code, r.stdout .. r.stderr)
+      return row(r.stdout, "503").verdict
+    end
+    assert.are.equal("retry", verdict("0.99899999"))
+    -- no attempt starts in the deadline's last millisecond
+    assert.are.equal("deadline", verdict("0.9995"))
   end)
 
   it("an empty or blank Idempotency-Key is no key: a POST with one is final, as without", function()
