@@ -86,7 +86,7 @@ typedef struct {
     "the policy's name in logs and metrics (default: the file's name)")                            \
   X(MAX_ATTEMPTS, "max_attempts", T_COUNT, 1, 1e9, OPT, NODEF, TUNE(max_attempts),                 \
     "attempts in all, the first included")                                                         \
-  X(DEADLINE, "deadline", T_SECONDS, 0, INFINITY, OPT | OPEN, NODEF, TUNE(deadline),               \
+  X(DEADLINE, "deadline", T_SECONDS, 0.001, INFINITY, OPT | OPEN, NODEF, TUNE(deadline),           \
     "seconds for the whole call, waits included")                                                  \
   X(ATTEMPT_TIMEOUT, "attempt_timeout", T_SECONDS, 0, INFINITY, OPT | OPEN, NODEF,                 \
     TUNE(attempt_timeout), "seconds for one attempt, clipped to what is left of deadline")         \
