@@ -186,6 +186,20 @@ static void test_asked_late(luaretry_policy *p) {
   luaretry_call_free(c);
 }
 
+/* A call of p (virtual clock) whose first attempt timed out, reported
+ * `at` seconds in; d the report's decision. */
+static luaretry_call *timed_out_at(luaretry_policy *p, double at, luaretry_decision *d) {
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.error = "timeout";
+  luaretry_call *c = begin(p, 0, 0);
+  CHECK_CODE(luaretry_call_next(c, d), LUARETRY_OK);
+  CHECK_EQ_DBL(d->next_timeout, 1); /* the deadline */
+  CHECK_CODE(luaretry_call_wait(c, at), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_report(c, &o, d), LUARETRY_OK);
+  return c;
+}
+
 /* An attempt timed out by the deadline is reported a little before it
  * (libcurl's timeout counts milliseconds and can end up to one early): no
  * retry then, whose attempt would get microseconds.  No attempt starts
@@ -197,17 +211,10 @@ static void test_last_millisecond(void) {
     "attempt_timeout = 10\n"
     "backoff = { initial = 0.0002, max = 0.0002, jitter = 'none' }\n"
     "function is_transient(status) return status == 0 end\n");
-  luaretry_outcome o;
-  luaretry_outcome_init(&o);
-  o.error = "timeout";
   luaretry_decision d;
   /* reported 0.5 ms before the deadline: the retry would start 0.3 ms
    * before it */
-  luaretry_call *c = begin(p, 0, 0);
-  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
-  CHECK_EQ_DBL(d.next_timeout, 1);
-  CHECK_CODE(luaretry_call_wait(c, 0.9995), LUARETRY_OK);
-  CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
+  luaretry_call *c = timed_out_at(p, 0.9995, &d);
   CHECK_EQ_INT(d.retry, 0);
   CHECK_EQ_STR(luaretry_reason_name(d.reason), "deadline");
   CHECK_EQ_INT(d.attempt, 1);
@@ -216,10 +223,7 @@ static void test_last_millisecond(void) {
   luaretry_call_free(c);
   /* reported 2.2 ms before it: the retry goes, with the 2 ms left as its
    * timeout */
-  c = begin(p, 0, 0);
-  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
-  CHECK_CODE(luaretry_call_wait(c, 0.9978), LUARETRY_OK);
-  CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
+  c = timed_out_at(p, 0.9978, &d);
   CHECK_EQ_INT(d.retry, 1);
   CHECK_NEAR(d.wait, 0.0002, 1e-12);
   CHECK_CODE(luaretry_call_wait(c, d.wait), LUARETRY_OK);
@@ -229,10 +233,7 @@ static void test_last_millisecond(void) {
   luaretry_call_free(c);
   /* the same retry, asked for 1.5 ms late (0.5 ms before the deadline):
    * not made */
-  c = begin(p, 0, 0);
-  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
-  CHECK_CODE(luaretry_call_wait(c, 0.9978), LUARETRY_OK);
-  CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
+  c = timed_out_at(p, 0.9978, &d);
   CHECK_EQ_INT(d.retry, 1);
   CHECK_CODE(luaretry_call_wait(c, d.wait + 0.0015), LUARETRY_OK);
   CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
