@@ -317,15 +317,18 @@ describe("validation", function()
                                     .. "budget = {}\noptions = { 1, 2 }", "=ok"))
   end)
 
+  -- no attempt starts in a deadline's last millisecond: one of 1 ms or
+  -- less could never make one
+  it("refuses a deadline of 1 ms or less", function()
+    refused("max_attempts = 3\ndeadline = 0.001", "deadline: expected a finite number of seconds above 0.001, got 0.001")
+    refused("max_attempts = 3\ndeadline = 0.0005", "deadline", "0.0005")
+    assert.is_truthy(lr.load_string("max_attempts = 3\ndeadline = 0.002", "=ok"))
+  end)
+
   it("refuses negative, NaN and infinite numbers", function()
     refused("deadline = -1", "deadline", "-1")
     refused("max_attempts = 3\ndeadline = 0/0", "deadline")
     refused("max_attempts = math.huge", "max_attempts", "inf")
-    -- no attempt starts in a deadline's last millisecond: one of 1 ms or
-    -- less could never make one
-    refused("max_attempts = 3\ndeadline = 0.001", "deadline: expected a finite number of seconds above 0.001, got 0.001")
-    refused("max_attempts = 3\ndeadline = 0.0005", "deadline", "0.0005")
-    assert.is_truthy(lr.load_string("max_attempts = 3\ndeadline = 0.002", "=ok"))
     refused("deadline = math.huge", "deadline", "inf")
     refused("max_attempts = 3\nbackoff = { max = math.huge }", "backoff.max")
     refused("max_attempts = 3\nbackoff = { initial = -1 }", "backoff.initial")
