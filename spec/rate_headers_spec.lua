@@ -114,6 +114,31 @@ describe("rate = { headers = true } on the virtual clock", function ()
     assert.matches("the server's RateLimit quota leaves no room before the deadline", n.message)
   end)
 
+  it("no slot in the deadline's last millisecond: the retry whose slot comes then is not made", function ()
+    -- the 503's fields: no quota for 1 s; the retry after its 0.01 s
+    -- backoff gets its slot at 1.02 s (t spread upward), the same each run
+    -- on the call's virtual clock
+    local function retry_for(deadline)
+      local p = policy("max_attempts = 3\ndeadline = " .. deadline .. "\nretry_after = false\n" ..
+                       "backoff = { initial = 0.01, max = 0.01, jitter = 'none' }\n" ..
+                       "rate = { headers = true }\nfunction is_transient(s) return s == 503 end\n")
+      local c = assert(p:begin { virtual = true, seed = 1 })
+      c:next()
+      local d = c:report { status = 503, headers = { RateLimit = '"q";r=0;t=1' } }
+      assert.is_true(d.retry)
+      c:wait(d.wait)
+      return c:next()
+    end
+    local n = retry_for(1.022) -- the slot 2 ms before the deadline
+    assert.is_true(n.retry)
+    assert.are.equal("rate", n.source)
+    assert.is_true(math.abs(n.elapsed + n.wait - 1.02) < 1e-6, "the slot at " .. (n.elapsed + n.wait))
+    n = retry_for(1.0205) -- 0.5 ms before it
+    assert.is_false(n.retry)
+    assert.are.equal("rate_limit", n.verdict)
+    assert.matches("the server's RateLimit quota leaves no room before the deadline", n.message)
+  end)
+
   it("with a configured rate the stricter wins", function ()
     -- the token bucket is the stricter: 2 a second against r=100
     local p = policy("max_attempts = 3\ndeadline = 60\nrate = { limit = 2, headers = true }\n")
