@@ -343,6 +343,24 @@ describe("luaretry simulate", function ()
     assert.is_true(slow.fleet.round_trips >= slow.fleet.attempts, tostring(slow.fleet.round_trips))
   end)
 
+  it("--fleet: the fleet's fixed rate gives no token in the deadline's last millisecond", function ()
+    -- two clients at t=0 sharing 1 request a second: the second's token
+    -- comes at 1.000 s (the virtual clock's, the same on every run)
+    local function herd(deadline)
+      return fleet_json({ HTTP, "--clients", "2", "--fleet", "--outage", "0", "--json",
+                          "--set", "rate.limit=1", "--set", "rate.burst=1", "--set", "rate.adaptive=false",
+                          "--set", "deadline=" .. deadline }).fleet
+    end
+    local room = herd(1.002)
+    assert.are.same({ success = 2 }, room.stops)
+    assert.are.equal(1, room.last_attempt)
+    -- 0.5 ms before the deadline: refused by the limiter, not taken and
+    -- then stopped by the deadline as the attempt is asked for
+    local late = herd(1.0005)
+    assert.are.same({ success = 1, rate_limit = 1 }, late.stops)
+    assert.are.equal(1, late.attempts)
+  end)
+
   it("usage errors exit 2", function ()
     assert.are.equal(2, simulate({ HTTP, "--clients", "10", "--wave", "5@1" }).code) -- no --fleet
     for _, w in ipairs({ "0@1", "5", "5@", "@1", "5@-1", "5@x", "x@1", "5@1e7" }) do
