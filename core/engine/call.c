@@ -148,8 +148,9 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
      * nor one with less than LR_ATTEMPT_LEAST of it left */
     lr_chain_give_back(c);
     lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
-                        "the deadline (%.3f s) %s before the attempt was asked for (%.3f s)",
-                        c->deadline, lr_deadline_came(c, d->elapsed), d->elapsed);
+                        "the deadline (%.*f s) %s before the attempt was asked for (%.*f s)",
+                        lr_deadline_digits(c), c->deadline, lr_deadline_came(c, d->elapsed),
+                        lr_deadline_digits(c), d->elapsed);
     lr_count(c->shared, LR_M_UNATTEMPTED, 1);
     lr_call_observe(c, NULL, d);
     return LUARETRY_OK;

@@ -95,9 +95,10 @@ void lr_call_stop_saying(luaretry_call *c, luaretry_decision *d, luaretry_reason
 
 void lr_call_stop_starting_late(luaretry_call *c, luaretry_decision *d, const char *rule,
                                 double at) {
-  lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, rule,
-                      "the next attempt would start at %.3f s, %s the deadline (%.3f s)", at,
-                      at < c->deadline ? "less than 1 ms before" : "past", c->deadline);
+  lr_call_stop_saying(
+    c, d, LUARETRY_REASON_DEADLINE, rule,
+    "the next attempt would start at %.*f s, %s the deadline (%.*f s)", lr_deadline_digits(c), at,
+    at < c->deadline ? "less than 1 ms before" : "past", lr_deadline_digits(c), c->deadline);
 }
 
 void lr_call_stop_final(luaretry_call *c, luaretry_decision *d, const lr_verdict *v) {

@@ -104,8 +104,8 @@ void lr_call_started_late(luaretry_call *c) {
   luaretry_decision d;
   memset(&d, 0, sizeof d);
   lr_call_stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline",
-                      "the deadline (%.3f s) %s while the fleet was asked for a probe permit",
-                      c->deadline, lr_deadline_came(c, elapsed));
+                      "the deadline (%.*f s) %s while the fleet was asked for a probe permit",
+                      lr_deadline_digits(c), c->deadline, lr_deadline_came(c, elapsed));
   lr_chain_give_back(c);
   lr_count(c->shared, LR_M_UNATTEMPTED, 1);
 }
@@ -141,8 +141,8 @@ static int refresh_remote(luaretry_call *c, double *now, luaretry_decision *d) {
   }
   if (c->deadline > 0 && elapsed > lr_latest_start(c)) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
-                        "the deadline (%.3f s) %s while the fleet's counts were brought up to date",
-                        c->deadline, lr_deadline_came(c, elapsed));
+                        "the deadline (%.*f s) %s while the fleet's counts were brought up to date",
+                        lr_deadline_digits(c), c->deadline, lr_deadline_came(c, elapsed));
     return 1;
   }
   double t = lr_call_timeout_at(c, elapsed);

@@ -177,30 +177,33 @@ void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double st
   if (c->quota_refused) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate.headers",
                         "the server's RateLimit quota leaves no room before the deadline "
-                        "(%.3f s; the attempt would start at %.3f s or later)",
-                        c->deadline, start);
+                        "(%.*f s; the attempt would start at %.*f s or later)",
+                        lr_deadline_digits(c), c->deadline, lr_deadline_digits(c), start);
     return;
   }
   if (c->rate_remote == 2) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_DEADLINE, "deadline",
-                        "the deadline (%.3f s) %s while the fleet's rate limiter was asked "
+                        "the deadline (%.*f s) %s while the fleet's rate limiter was asked "
                         "for a token",
-                        c->deadline, lr_deadline_came(c, lr_clock_now(&c->clock) - c->start));
+                        lr_deadline_digits(c), c->deadline,
+                        lr_deadline_came(c, lr_clock_now(&c->clock) - c->start));
     return;
   }
   if (c->rate_remote) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate",
                         "the fleet's rate limiter's next token (%g per second for every process) "
-                        "comes too late for the deadline (%.3f s; the attempt would start at %.3f "
+                        "comes too late for the deadline (%.*f s; the attempt would start at %.*f "
                         "s or later, and needs 1 ms)",
-                        c->rules->guards.rate_limit, c->deadline, start);
+                        c->rules->guards.rate_limit, lr_deadline_digits(c), c->deadline,
+                        lr_deadline_digits(c), start);
     return;
   }
   lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate",
                       "the rate limiter's next token "
-                      "(%.3f per second now) comes too late for the deadline (%.3f s; the attempt "
-                      "would start at %.3f s or later, and needs 1 ms)",
-                      lr_rate_now(pace(c), &c->rules->guards), c->deadline, start);
+                      "(%.3f per second now) comes too late for the deadline (%.*f s; the attempt "
+                      "would start at %.*f s or later, and needs 1 ms)",
+                      lr_rate_now(pace(c), &c->rules->guards), lr_deadline_digits(c), c->deadline,
+                      lr_deadline_digits(c), start);
 }
 
 /* A hedge's token and slot: now, or no hedge (nothing kept). */

@@ -261,6 +261,20 @@ static void test_last_millisecond(void) {
   luaretry_call_free(c);
   luaretry_call_free(first);
   luaretry_policy_free(p);
+  /* a host's deadline under 1 ms (one passed on with little left): no
+   * attempt, and the message gives it to the microsecond, not as 0.001 s */
+  p = load("name = 'open'\nmax_attempts = 3\nattempt_timeout = 10\n");
+  c = begin(p, LUARETRY_CALL_DEADLINE, luaretry_deadline_in(0.0008));
+  double dl = luaretry_call_deadline(c);
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 0);
+  CHECK_EQ_STR(luaretry_reason_name(d.reason), "deadline");
+  const char *shown = d.message ? strstr(d.message, "the deadline (") : NULL;
+  double said = -1;
+  if (CHECK(shown != NULL) && CHECK(sscanf(shown, "the deadline (%lf s)", &said) == 1))
+    CHECK_NEAR(said, dl, 1e-6);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
 }
 
 int main(void) {
