@@ -47,11 +47,8 @@ describe("make check-abi", function ()
     proc.writefile(tree .. header, s)
   end
 
-  it("passes the tree as it is, and additions", function ()
-    local code, out = check()
-    assert.are.equal(0, code, out)
-    assert.matches("check%-abi: libluaretry: compatible", out)
-    assert.matches("check%-abi: libluaretry%-curl: compatible", out)
+  -- The tree as it is passes: `make test` runs `make check-abi` on it.
+  it("passes additions", function ()
     plant({
       { "  uint32_t retries;\n  uint32_t reserved_32;\n  uint64_t reserved[2];\n} luaretry_call_options;",
         "  uint32_t retries;\n  uint32_t reserved_32;\n  double planted;\n  uint64_t reserved[1];\n" ..
@@ -61,24 +58,20 @@ describe("make check-abi", function ()
     })
     proc.writefile(tree .. "/core/engine/planted.c",
                    '#include "luaretry.h"\nint luaretry_planted(void) { return LUARETRY_E_PLANTED; }\n')
-    code, out = check()
+    local code, out = check()
     assert.are.equal(0, code, out)
     assert.matches("luaretry_planted", out)
     assert.matches("check%-abi: libluaretry: compatible with .* %(additions only%)", out)
+    assert.matches("check%-abi: libluaretry%-curl: compatible", out)
   end)
 
-  it("fails on a struct that grows, naming it", function ()
+  -- Both breaks in one build (each is a build of the whole copy): each is
+  -- named on its own.
+  it("fails on a struct that grows and on a function removed, naming each", function ()
     os.remove(tree .. "/core/engine/planted.c")
     proc.sh("rm -f " .. q(tree .. "/build/obj/engine/planted") .. ".*")
-    plant({ { "  int throttled;", "  int throttled;\n  int planted_grows;" } })
-    local code, out = check()
-    assert.are_not.equal(0, code, out)
-    assert.matches("an incompatible change", out)
-    assert.matches("struct luaretry_decision: type size changed from 832 to 896", out)
-  end)
-
-  it("fails on a function removed", function ()
-    plant({ { "LUARETRY_API const char *luaretry_lua_version(void);", "" } })
+    plant({ { "  int throttled;", "  int throttled;\n  int planted_grows;" },
+            { "LUARETRY_API const char *luaretry_lua_version(void);", "" } })
     -- gone from the header is not enough: gone from the library
     local lib = tree .. "/core/sandbox/sandbox_lib.c"
     local src = assert(proc.readfile(lib))
@@ -87,6 +80,8 @@ describe("make check-abi", function ()
     proc.writefile(lib, src:sub(1, a - 1) .. src:sub(b + 1))
     local code, out = check()
     assert.are_not.equal(0, code, out)
+    assert.matches("an incompatible change", out)
+    assert.matches("struct luaretry_decision: type size changed from 832 to 896", out)
     assert.matches("1 Removed", out)
     assert.matches("luaretry_lua_version", out)
   end)
