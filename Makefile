@@ -255,8 +255,7 @@ SPEC_LIMIT = 3000
 C_TEST_LIMIT = 600
 
 test-c: all $(C_TEST_BIN) $(HOST_TEST_BIN)
-	@for t in $(C_TEST_BIN) $(HOST_TEST_BIN); do echo "== $$t"; \
-	  timeout -k 10 $(C_TEST_LIMIT) ./$$t || { echo "$$t: failed (exit $$?)"; exit 1; }; done
+	@sh spec/tools/c_tests.sh $(C_TEST_LIMIT) $(C_TEST_BIN) $(HOST_TEST_BIN)
 
 test-lua: all $(FAULT_BIN)
 	FAULTS_SERVE=$(BUILD)/faults_serve FAULTS_SMOKE=$(BUILD)/faults_smoke RELAY=$(BUILD)/relay \
