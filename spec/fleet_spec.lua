@@ -35,7 +35,13 @@ describe("the fleet", function ()
   it("shares one budget: 30 processes, 4 attempts each, against a 503 make at most 4 retries in all, as simulate --fleet predicts", function ()
     local key = new_key()
     srv:reset()
-    local res = many(30, function () return run_args(BUDGET, "/503", key, { "--stats" }) end)
+    -- 5 s a round trip, as below: a process whose last round trip to
+    -- Redis timed out ends without one more (by design: no call waits on
+    -- a slow Redis), and its block stays out until it expires; under load
+    -- (three spec files at a time, ASan) 1 s was once too little
+    local res = many(30, function ()
+      return run_args(BUDGET, "/503", key, { "--stats", "--set", "fleet.connect_timeout=5000" }, 5000)
+    end)
     local sent = #srv:requests_on("/503")
     local refused = 0
     for i, x in ipairs(res) do
@@ -60,7 +66,7 @@ describe("the fleet", function ()
                    ("model %.3f, real %.3f"):format(m.fleet.amplification, sent / 30))
     assert.are.equal(4, m.own.amplification)
     -- what Redis holds: the budget spent, every process listed
-    local st = proc.run({ "fleet", BUDGET, "--redis", r.url, "--set", "fleet.command_timeout=1000",
+    local st = proc.run({ "fleet", BUDGET, "--redis", r.url, "--set", "fleet.command_timeout=5000",
                           "--set", "fleet.key=" .. key })
     assert.are.equal(0, st.code, st.stderr)
     assert.matches("budget: 0%.000 of 10 tokens", st.stdout)
