@@ -12,9 +12,9 @@ if [ "${1-}" = --one ]; then
   log=$logs/$(basename "$t").log
   timeout -k 10 "$limit" "./$t" > "$log" 2>&1
   rc=$?
+  [ "$rc" = 0 ] || echo "$t: failed (exit $rc)" >> "$log"
   [ "$rc" = 0 ] || echo "$t: failed (exit $rc)" >> "$logs/failed"
   flock "$logs" sh -c 'printf "== %s\n" "$1"; cat "$2"' sh "$t" "$log"
-  [ "$rc" = 0 ] || echo "$t: failed (exit $rc)"
   exit 0 # xargs goes on; the failure is in LOGDIR/failed
 fi
 
