@@ -47,10 +47,12 @@ static void stop_late(luaretry_call *c, double at) {
   if (isnan(at) || at < 0)
     lr_call_stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline",
                         "the call's deadline (%g) is not a time on the monotonic clock", at);
-  else
+  else {
+    double ago = lr_monotonic_now() - at; /* to the microsecond when short */
     lr_call_stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline",
-                        "the call's deadline passed %.3f s before it began",
-                        lr_monotonic_now() - at);
+                        "the call's deadline passed %.*f s before it began", ago < 0.01 ? 6 : 3,
+                        ago);
+  }
   if (!c->one_round) lr_count(c->shared, LR_M_UNATTEMPTED, 1);
 }
 

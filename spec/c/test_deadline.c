@@ -271,8 +271,23 @@ static void test_last_millisecond(void) {
   CHECK_EQ_STR(luaretry_reason_name(d.reason), "deadline");
   const char *shown = d.message ? strstr(d.message, "the deadline (") : NULL;
   double said = -1;
-  if (CHECK(shown != NULL) && CHECK(sscanf(shown, "the deadline (%lf s)", &said) == 1))
+  if (dl == 0) { /* preempted for 0.8 ms before the call began: it had passed */
+    if (CHECK(d.message != NULL)) CHECK_CONTAINS(d.message, "before it began");
+  } else if (CHECK(shown != NULL) && CHECK(sscanf(shown, "the deadline (%lf s)", &said) == 1)) {
     CHECK_NEAR(said, dl, 1e-6);
+  }
+  luaretry_call_free(c);
+  /* one that passed 0.3 ms before the call began says so, not "0.000 s" */
+  double at = luaretry_deadline_in(-0.0003);
+  c = begin(p, LUARETRY_CALL_DEADLINE, at);
+  double most = luaretry_clock_now() - at; /* how long ago it can have said */
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_EQ_STR(luaretry_reason_name(d.reason), "deadline");
+  shown = d.message ? strstr(d.message, "passed ") : NULL;
+  if (CHECK(shown != NULL) && CHECK(sscanf(shown, "passed %lf s", &said) == 1)) {
+    double rounding = said < 0.01 ? 1e-6 : 5e-4; /* a millisecond's digits past 10 ms */
+    CHECK(said >= 0.0003 - rounding && said <= most + rounding);
+  }
   luaretry_call_free(c);
   luaretry_policy_free(p);
 }
