@@ -292,9 +292,8 @@ describe("the budget's leases", function ()
       "budget = { max_tokens = 40, token_ratio = 0.1 }", "fleet = { sync = 100 }", "" }, "\n"))
     for i = 1, 4 do
       dirs[i] = proc.tmpdir()
-      -- (5 s: timeouts a busy machine meets, three sanitized spec files
-      -- at a time; a process that lost Redis would decide on its own
-      -- budget, as it says)
+      -- (5 s: timeouts a busy machine meets; a process that lost Redis
+      -- would decide on its own budget, as it says)
       jobs[i] = proc.spawn({ "run", path, "--redis", r.url, "--set", "fleet.key=" .. key,
                              "--set", "fleet.command_timeout=5000", "--set",
                              "fleet.connect_timeout=5000", "--stats", "-q", "--", "false" }, dirs[i])

@@ -38,7 +38,7 @@ describe("the fleet", function ()
     -- 5 s a round trip, as below: a process whose last round trip to
     -- Redis timed out ends without one more (by design: no call waits on
     -- a slow Redis), and its block stays out until it expires; under load
-    -- (three spec files at a time, ASan) 1 s was once too little
+    -- (six spec files at a time, in a trial) 1 s was once too little
     local res = many(30, function ()
       return run_args(BUDGET, "/503", key, { "--stats", "--set", "fleet.connect_timeout=5000" }, 5000)
     end)
