@@ -48,9 +48,9 @@ static void stop_late(luaretry_call *c, double at) {
     lr_call_stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline",
                         "the call's deadline (%g) is not a time on the monotonic clock", at);
   else {
-    double ago = lr_monotonic_now() - at; /* to the microsecond when short */
+    double ago = lr_monotonic_now() - at;
     lr_call_stop_saying(c, &d, LUARETRY_REASON_DEADLINE, "deadline",
-                        "the call's deadline passed %.*f s before it began", ago < 0.01 ? 6 : 3,
+                        "the call's deadline passed %.*f s before it began", lr_seconds_digits(ago),
                         ago);
   }
   if (!c->one_round) lr_count(c->shared, LR_M_UNATTEMPTED, 1);

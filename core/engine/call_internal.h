@@ -282,10 +282,13 @@ static inline int lr_attempts_allow(const luaretry_call *c, const lr_ask *a) {
 static inline double lr_latest_start(const luaretry_call *c) {
   return c->deadline - LR_ATTEMPT_LEAST;
 }
-/* Digits after the point for the times in a deadline's messages: a
- * millisecond's, or a microsecond's under a deadline of 10 ms (a host's
- * 0.5 ms must not read "0.001 s"). */
-static inline int lr_deadline_digits(const luaretry_call *c) { return c->deadline < 0.01 ? 6 : 3; }
+/* Digits after the point for a time in a deadline's messages: a
+ * millisecond's, or a microsecond's under 10 ms (a host's 0.5 ms must not
+ * read "0.001 s"). */
+static inline int lr_seconds_digits(double seconds) { return seconds < 0.01 ? 6 : 3; }
+static inline int lr_deadline_digits(const luaretry_call *c) {
+  return lr_seconds_digits(c->deadline);
+}
 /* How a stop at `elapsed` past lr_latest_start says the deadline came. */
 static inline const char *lr_deadline_came(const luaretry_call *c, double elapsed) {
   return elapsed >= c->deadline ? "passed" : "was less than 1 ms away";
