@@ -9,8 +9,8 @@
  *                           leased: L, the sum of the blocks out (milli)
  *   luaretry:{KEY}:leases   hash, member -> "H D": the block it holds
  *                           (milli) once Redis was told it had drawn D
- *                           from its blocks in all (kept while D > 0,
- *                           an empty block too)
+ *                           from its blocks in all (kept from its
+ *                           first block on, an empty block too)
  *   luaretry:{KEY}:lexp     sorted set, member -> when its entry expires
  *                           (Redis's ms; negated for an empty block, so
  *                           that the positive scores count the holders)
@@ -48,8 +48,11 @@
  *   lwant < H: T += H - lwant; L -= H - lwant; H = lwant   (given back)
  *   lwant > H: g = min(lwant - H, whole tokens of T - max/2, >= 0);
  *              T -= g; L += g; H += g                       (granted)
- *   H > 0 or ldrawn > 0: leases[member] = "H ldrawn", lexp[member] =
- *     now + ttl (negated when H = 0); else both gone
+ *   H > 0, ldrawn > 0 or an entry was there: leases[member] =
+ *     "H ldrawn", lexp[member] = now + ttl (negated when H = 0); else
+ *     none (a block given back before any draw keeps its entry: the
+ *     process may draw on it until the answer reaches it, and without
+ *     the entry the next sync would drop that draw as an expired one's)
  * and answers, beside the fleet's state, H (this process's block as Redis
  * keeps it) and L (the fleet's tokens out in leases).  The process then
  * holds allot - drawn, allot = ldrawn + H: its block less what it drew

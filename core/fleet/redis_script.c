@@ -170,10 +170,11 @@ const char LR_FLEET_SCRIPT[] =
   "  local g = math.min(lwant - keep, math.floor((tokens - math.ceil(max / 2)) / 1000) * 1000)\n"
   "  if g > 0 then tokens, leased, keep = tokens - g, leased + g, keep + g end\n"
   "end\n"
-  /* kept while it has drawn at all (D is what makes a lost answer
-   * count once), an empty block too (its expiry negated, as above), and
-   * expiring when it stops syncing */
-  "if keep > 0 or ldrawn > 0 then\n"
+  /* kept from its first block on (D is what makes a lost answer count
+   * once; and a block given back before any draw may still be drawn on by
+   * a process whose answer is lost or on its way), an empty block too (its
+   * expiry negated, as above), and expiring when it stops syncing */
+  "if keep > 0 or ldrawn > 0 or seen then\n"
   "  redis.call('HSET', KEYS[3], ARGV[6], string.format('%d %d', keep, ldrawn))\n"
   "  redis.call('ZADD', KEYS[4], keep > 0 and now + lttl or -(now + lttl), ARGV[6])\n"
   "else\n"

@@ -189,6 +189,36 @@ static void test_lease_two_lost_answers(void) {
   lr_fleet_free(f);
 }
 
+/* A process's first block, given back before it drew on it, by a sync
+ * whose answer is lost (or still on its way: a failure counted between
+ * the sync's take and its answer is the same to Redis): the block is
+ * still the process's as it sees it, and a failure it pays for is charged
+ * at the next sync.  Redis had let the member's entry go with the block
+ * (it had drawn nothing), and the next sync, finding no entry, took the
+ * draw for one made while its entry expired and dropped it: the fleet's
+ * tokens read one too many (fleet_lease_spec's "leases only the tokens
+ * above half", final85: 15 for 14 after 2 failures). */
+static void test_lease_given_back_before_any_draw(void) {
+  lr_fleet_settings s = test_settings();
+  lr_fleet *f = handle(URL, "lease-first", "host-a:1", s, NULL);
+  reset(f);
+  CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK); /* connected, the script loaded */
+  f->lease_closing = 1;                            /* no timer: the test makes each sync */
+  lr_fleet_reply r;
+  CHECK_EQ_INT(lease_round(f, 10000, READ, &r), LR_FLEET_OK);
+  CHECK_EQ_INT(r.lease, 10000);
+  CHECK_EQ_INT(lease_round(f, 0, LOST, &r), LR_FLEET_OK); /* all back, nothing drawn */
+  CHECK_EQ_INT(r.lease, 0);
+  fail_times(f, 1); /* paid by the block as the process sees it */
+  CHECK_EQ_INT(lease_round(f, 0, READ, &r), LR_FLEET_OK);
+  CHECK_EQ_INT(r.leased, 0);
+  CHECK_EQ_INT(r.tokens, 100000 - 1000);
+  /* charged once: later syncs leave it */
+  CHECK_EQ_INT(lease_round(f, 0, READ, &r), LR_FLEET_OK);
+  CHECK_EQ_INT(r.tokens, 100000 - 1000);
+  lr_fleet_free(f);
+}
+
 /* A reload lowers max_tokens below the tokens already out in blocks:
  * the next sync takes them back down to the tokens above its new half
  * (the fleet's bound holds at once), its reply is good (no "out of
@@ -447,6 +477,7 @@ int main(void) {
   snprintf(URL, sizeof URL, "redis://127.0.0.1:%d/0", SRV.port);
   test_lease_lost_answer();
   test_lease_two_lost_answers();
+  test_lease_given_back_before_any_draw();
   test_lease_max_lowered();
   test_lease_answers_lost_for_real();
   test_lease_two_handles();
