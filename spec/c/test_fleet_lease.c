@@ -96,15 +96,21 @@ static void fail_times(lr_fleet *f, int n) {
   for (int i = 0; i < n; i++) lr_fleet_record(f, LR_FLEET_FAILURE);
 }
 
+/* One process's handle on an empty key, connected, its script loaded, and
+ * no timer: the test makes each sync. */
+static lr_fleet *lone_handle(const char *key) {
+  lr_fleet *f = handle(URL, key, "host-a:1", test_settings(), NULL);
+  reset(f);
+  CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK);
+  f->lease_closing = 1;
+  return f;
+}
+
 /* One answer lost at a time: a grant (not taken for spending), a
  * give-back that never reached Redis, a give-back applied whose answer
  * was lost (what was paid meanwhile is charged). */
 static void test_lease_lost_answer(void) {
-  lr_fleet_settings s = test_settings();
-  lr_fleet *f = handle(URL, "lease-lost", "host-a:1", s, NULL);
-  reset(f);
-  CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK); /* connected, the script loaded */
-  f->lease_closing = 1;                            /* no timer: the test makes each sync */
+  lr_fleet *f = lone_handle("lease-lost");
   lr_fleet_reply r;
   /* a grant whose answer is lost: the process holds none, and the next
    * sync does not take the grant for spending */
@@ -140,11 +146,7 @@ static void test_lease_lost_answer(void) {
  * process counted is charged to the fleet's tokens exactly once, those
  * it paid from a block Redis had already taken back too (issue 33). */
 static void test_lease_two_lost_answers(void) {
-  lr_fleet_settings s = test_settings();
-  lr_fleet *f = handle(URL, "lease-lost2", "host-a:1", s, NULL);
-  reset(f);
-  CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK); /* connected, the script loaded */
-  f->lease_closing = 1;                            /* no timer: the test makes each sync */
+  lr_fleet *f = lone_handle("lease-lost2");
   lr_fleet_reply r;
   CHECK_EQ_INT(lease_round(f, 10000, READ, &r), LR_FLEET_OK);
   CHECK_EQ_INT(r.lease, 10000);
@@ -199,11 +201,7 @@ static void test_lease_two_lost_answers(void) {
  * tokens read one too many (fleet_lease_spec's "leases only the tokens
  * above half", final85: 15 for 14 after 2 failures). */
 static void test_lease_given_back_before_any_draw(void) {
-  lr_fleet_settings s = test_settings();
-  lr_fleet *f = handle(URL, "lease-first", "host-a:1", s, NULL);
-  reset(f);
-  CHECK_EQ_INT(lr_fleet_sync_now(f), LR_FLEET_OK); /* connected, the script loaded */
-  f->lease_closing = 1;                            /* no timer: the test makes each sync */
+  lr_fleet *f = lone_handle("lease-first");
   lr_fleet_reply r;
   CHECK_EQ_INT(lease_round(f, 10000, READ, &r), LR_FLEET_OK);
   CHECK_EQ_INT(r.lease, 10000);
