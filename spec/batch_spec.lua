@@ -438,6 +438,28 @@ describe("luaretry run, many URLs", function ()
         srv:reset()
       end
     end)
+    -- The signal came while a transfer was in flight, not while the list
+    -- was read: the batch ends, and its last look at the list (is a URL
+    -- left unbegun?) must not wait on a pipe whose writer is still there.
+    -- It did, until the writer closed (final94: a loaded machine's signal
+    -- came before the read in the "second" case above).
+    it("SIGTERM while a URL from a pipe is in flight: exit 130 without waiting on the pipe", function ()
+      local fifo = tmp .. "/inflight.fifo"
+      assert.are.equal(0, proc.sh("mkfifo " .. proc.q(fifo)))
+      local jobdir = proc.tmpdir()
+      local job = proc.spawn({ "run", HTTP, "-q", "--urls", fifo }, jobdir)
+      local w = assert(io.open(fifo, "r+"))
+      finally(function () w:close(); job:stop(); proc.rmtree(jobdir) end)
+      w:write(srv.base .. "/hang/1\n")
+      w:flush()
+      assert.is_truthy(proc.wait_for(function () return #srv:requests() >= 1 end, 5))
+      job:signal("TERM")
+      local code = job:wait(5)
+      local stderr = job:stderr()
+      assert.are.equal(130, code, tostring(stderr))
+      assert.matches(": cancelled, 1 attempt, .*\nluaretry: interrupted\n$", stderr)
+      srv:reset()
+    end)
   end)
 
   describe("options", function ()

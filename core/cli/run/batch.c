@@ -13,6 +13,7 @@
  * the list was read at once); a list from a pipe or standard input can only
  * be checked as it comes, and a bad URL there fails alone. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,6 +310,24 @@ static char *next_url(batch *b) {
     b->list_failed = 1;
   }
   return r == 1 ? strdup(url) : NULL;
+}
+
+/* Whether a URL is left unbegun, as the list can be read now: the batch is
+ * ending (a stop signal, --fail-early), and a pipe's writer may still be
+ * there with nothing to say, so the look never waits.  Its read is made
+ * non-blocking for the look alone (stdin's open file may be the shell's);
+ * a regular file's reads never wait anyway.  Says nothing of a bad line. */
+static int url_left(batch *b) {
+  if (b->next_word < b->a->nwords) return 1;
+  if (!b->list || b->list_failed) return 0;
+  int fd = fileno(b->list), flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+  if (flags < 0 || (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)) return 0;
+  char *url;
+  long line_no = b->line_no;
+  int r = next_line(b->list, &b->line, &b->line_size, &line_no, &url);
+  if (!(flags & O_NONBLOCK)) fcntl(fd, F_SETFL, flags);
+  clearerr(b->list);
+  return r == 1;
 }
 
 /* ---- --output-dir: a file name for each URL */
@@ -682,18 +701,14 @@ static int perform(batch *b, luaretry_policy *p) {
             b->urls, b->urls == 1 ? "" : "s", b->succeeded, b->urls - b->succeeded, b->bytes,
             progress_elapsed(&b->meter), b->worst);
   if (b->interrupted && (b->a->verbosity > 0 || b->a->show_error)) {
-    char *more = next_url(b); /* one look further: is anything left? */
-    free(more);
-    if (more)
+    if (url_left(b))
       fprintf(stderr, "luaretry: interrupted: the URLs from [%ld] on were not begun\n",
               b->urls + 1);
     else
       fprintf(stderr, "luaretry: interrupted\n");
   }
   if (b->failed_early && (b->a->verbosity > 0 || b->a->show_error)) {
-    char *more = next_url(b); /* one look further, as above */
-    free(more);
-    if (more)
+    if (url_left(b))
       fprintf(stderr,
               "luaretry: --fail-early: [%ld] failed; the URLs from [%ld] on were not begun\n",
               b->failed_early, b->urls + 1);
