@@ -354,7 +354,8 @@ test-plain:
 	$(MAKE) fuzz-smoke
 
 # The sanitized half's specs three at a time (the plain half's two): it ends
-# last, and its real waits left the CPU idle (make test 775 s, then ~755 s).
+# last, and its real waits left the CPU idle (on a slow machine make test
+# took 769 to 804 s with two, 752 to 762 s with three).
 test-sanitized:
 	$(MAKE) BUILD=build/asan SAN=1 test-c
 	ASAN_OPTIONS=detect_leaks=0 LUARETRY_BIN=build/asan/luaretry \

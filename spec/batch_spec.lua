@@ -441,8 +441,8 @@ describe("luaretry run, many URLs", function ()
     -- The signal came while a transfer was in flight, not while the list
     -- was read: the batch ends, and its last look at the list (is a URL
     -- left unbegun?) must not wait on a pipe whose writer is still there.
-    -- It did, until the writer closed (final94: a loaded machine's signal
-    -- came before the read in the "second" case above).
+    -- It did, until the writer closed (found while looking into the
+    -- "second" case above, which failed once beside 6 busy loops, final94).
     it("SIGTERM while a URL from a pipe is in flight: exit 130 without waiting on the pipe", function ()
       local fifo = tmp .. "/inflight.fifo"
       assert.are.equal(0, proc.sh("mkfifo " .. proc.q(fifo)))
