@@ -43,11 +43,15 @@ describe("an endless 200 body", function ()
   it("to standard output: exit 5 at the deadline, memory flat, the bytes spooled", function ()
     local code, peak, job = endless({})
     assert.are.equal(5, code, job:stderr())
-    -- what the final attempt received is shown, as curl shows it
+    -- what the final attempt received is shown, as curl shows it: far more
+    -- than the process ever held, however fast a busy machine streams it
+    -- (a fixed 64 MiB raced the 3 s deadline: 57 MiB came beside 6 busy
+    -- loops, final98, against about 150 MiB idle)
     local size = tonumber(proc.readfile_cmd("stat -c %s " .. proc.q(tmp .. "/job.out")))
-    assert.is_true(size > 64 * MiB, "only " .. size .. " bytes came")
+    assert.is_true(size > 16 * MiB, "only " .. size .. " bytes came")
     if not proc.asan() then
       assert.is_true(peak < 64 * MiB, ("peak RSS %.1f MiB"):format(peak / MiB))
+      assert.is_true(size > 2 * peak, ("%.1f MiB came, peak RSS %.1f MiB"):format(size / MiB, peak / MiB))
     end
   end)
 end)
