@@ -460,6 +460,30 @@ describe("luaretry run, many URLs", function ()
       assert.matches(": cancelled, 1 attempt, .*\nluaretry: interrupted\n$", stderr)
       srv:reset()
     end)
+
+    -- luaretry(1): after --fail-early the URLs not begun are said, from a
+    -- pipe when its next line is there; the batch never waits on the
+    -- writer to say so (it did, as above)
+    it("--fail-early from a pipe whose writer stays: ends at once, naming the URLs not begun if a line is there", function ()
+      for _, after in ipairs { "", srv.base .. "/ok/2\n" } do
+        local fifo = proc.tmpdir() .. "/early.fifo"
+        assert.are.equal(0, proc.sh("mkfifo " .. proc.q(fifo)))
+        local jobdir = proc.tmpdir()
+        local job = proc.spawn({ "run", HTTP, "-q", "--fail-early", "--urls", fifo }, jobdir)
+        local w = assert(io.open(fifo, "r+"))
+        finally(function () w:close(); job:stop(); proc.rmtree(jobdir) end)
+        w:write(srv.base .. "/notfound/1\n" .. after)
+        w:flush()
+        local code = job:wait(5)
+        local stderr = job:stderr()
+        assert.is_truthy(code, "no exit within 5 s: " .. tostring(stderr))
+        assert.are.equal(tonumber(stderr:match("/notfound/1: final, .-, exit (%d+)")), code, stderr)
+        local said = "--fail-early: [1] failed; the URLs from [2] on were not begun"
+        assert.are.equal(after ~= "", stderr:find(said, 1, true) ~= nil, stderr)
+        assert.are.equal(0, #srv:requests_on("/ok/2"))
+        srv:reset()
+      end
+    end)
   end)
 
   describe("options", function ()
