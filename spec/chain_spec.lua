@@ -211,6 +211,49 @@ propagate = {}
     assert.equal(30, lr.rate_limit({ ["x-junk"] = junk, ratelimit = '"default";r=0;t=30' }, 0))
   end)
 
+  -- libluaretry(3)'s own example gives a number; it was left out without a
+  -- word (the call made its 4 attempts), as were booleans and a list's
+  -- values after its first number.
+  it("reads numbers as the header values they stand for; names any other value", function ()
+    local p = lr.load_string(MID)
+    local c, said = p:begin{ virtual = true, seed = 1,
+                             inbound = { ["Luaretry-Retries"] = 0, ["Luaretry-Deadline-Ms"] = 2500.0 } }
+    assert.is_nil(said)
+    assert.is_true(c:timeout() <= 2.5 and c:timeout() > 2)
+    assert.is_false(c:report{ status = 503 }.retry)
+    c:close()
+    c, said = p:begin{ virtual = true, seed = 1, inbound = { ["Luaretry-Retries"] = { "5", 0 } } }
+    assert.is_nil(said)
+    assert.is_false(c:report{ status = 503 }.retry) -- the smaller, a number after a string
+    c:close()
+    c, said = p:begin{ virtual = true, seed = 1, inbound = { ["Luaretry-Retries"] = 1.5 } }
+    assert.matches("does not read", said) -- "1.5" is no whole number: ignored, and said
+    c:close()
+    for _, case in ipairs{
+      { { ["Luaretry-Retries"] = true }, 'inbound["Luaretry-Retries"]: a string, a number or a list of them expected, got boolean' },
+      { { ["Luaretry-Retries"] = { "5", false } }, 'inbound["Luaretry-Retries"][2]: a string or a number expected, got boolean' },
+      { { "0" }, "inbound: a number key (header names expected)" },
+      { 5, "inbound: a table of the headers received expected, got number" },
+    } do
+      local ok, err = pcall(p.begin, p, { inbound = case[1] })
+      assert.is_false(ok)
+      assert.is_truthy(err:find(case[2], 1, true), err)
+    end
+    assert.equal(30, lr.rate_limit({ ["X-RateLimit-Remaining"] = 0, ["X-RateLimit-Reset"] = 30 }, 0))
+    local ok, err = pcall(lr.rate_limit, { ["X-RateLimit-Reset"] = {} , ratelimit = true })
+    assert.is_false(ok)
+    assert.is_truthy(err:find('rate_limit["ratelimit"]: a string, a number or a list of them expected, got boolean', 1, true), err)
+  end)
+
+  it("a host's NaN deadline stays \"at once\": an inbound one does not lift it", function ()
+    local p = lr.load_string(MID)
+    local c = p:begin{ deadline = 0/0, inbound = { ["Luaretry-Deadline-Ms"] = "5000" } }
+    local d = c:next()
+    assert.is_false(d.retry)
+    assert.equal("deadline", d.verdict)
+    c:close()
+  end)
+
   it("a caller's 0 ms: the call ends at once, no attempt", function ()
     local p = lr.load_string(MID)
     local c = p:begin{ inbound = { ["Luaretry-Deadline-Ms"] = "0" } }
@@ -226,6 +269,18 @@ propagate = {}
     local r = c:prepare({ method = "GET", url = "http://127.0.0.1:1/" }, 1)
     assert.equal("4000", r.headers["Luaretry-Deadline-Ms"])
     assert.equal("0", r.headers["Luaretry-Retries"])
+    c:close()
+  end)
+
+  it("passes on what is left when the attempt goes: asked late, c:timeout() and the header agree", function ()
+    local p = lr.load_string(MID:gsub("deadline = 30", "deadline = 2"))
+    local c = p:begin{ virtual = true, seed = 1 }
+    c:wait(0.6)
+    local d = c:next()
+    assert.is_true(math.abs(d.next_timeout - 1.4) < 1e-9)
+    assert.is_true(math.abs(c:timeout() - 1.4) < 1e-9)
+    local r = c:prepare({ method = "GET", url = "http://127.0.0.1:1/" }, 1)
+    assert.equal("1400", r.headers["Luaretry-Deadline-Ms"])
     c:close()
   end)
 end)

@@ -53,6 +53,49 @@ describe("opts.log calling back into the module", function()
     c:close()
   end)
 
+  it("may close the policy from a line p:begin tells: the close waits for the call", function()
+    -- The fleet's "connection lost" line is told by a begin (its breaker's
+    -- permit) once a call started the fleet's thread and it failed.
+    -- Before the begin kept the policy busy, the close freed it under
+    -- the begin (a use after free, valgrind's and ASan's runs).
+    local system, socket = require "system", require "socket"
+    local s = assert(socket.bind("127.0.0.1", 0))
+    local _, port = s:getsockname()
+    s:close() -- nothing listens there
+    local told_in_begin
+    for _ = 1, 10 do -- a line told outside a begin is told once: a new policy
+      local p, in_begin, told
+      p = assert(lr.load_string("max_attempts = 3\nbreaker = { failures = 5, open_seconds = 1 }\n",
+        "=fleet", {
+        set = { ["fleet.redis"] = "redis://127.0.0.1:" .. port },
+        log = function()
+          told = true
+          if in_begin then told_in_begin = true; p:close() end
+        end }))
+      local c = p:begin{ seed = 1 }
+      c:next()
+      c:report{ status = 503 } -- the fleet's thread starts, and fails to connect
+      c:close()
+      local deadline = system.monotime() + 3
+      while not told and system.monotime() < deadline do
+        in_begin = true
+        c = p:begin{ seed = 1 }
+        in_begin = false
+        if told_in_begin then break end
+        c:close()
+        system.sleep(0.01)
+      end
+      if told_in_begin then
+        assert.has_error(function() c:report{ status = 503 } end, "the call's policy is closed")
+        assert.has_error(function() p:begin() end, "policy is closed")
+        c:close()
+        break
+      end
+      p:close()
+    end
+    assert.is_true(told_in_begin)
+  end)
+
   it("may not reenter the call it is called from", function()
     local c
     local p = assert(lr.load_string(PRINTS, "=prints", { log = function()

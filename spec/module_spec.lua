@@ -38,6 +38,15 @@ describe("loading", function()
     ok, err = pcall(lr.load_string, "max_attempts = 2", "=x", { [1] = "x" })
     assert.is_false(ok)
     assert.matches("a number key", err, 1, true)
+    -- set that is no table was ignored, its overrides lost
+    for _, set in ipairs{ "max_attempts=7", 5, true } do
+      ok, err = pcall(lr.load_string, "max_attempts = 2", "=x", { set = set })
+      assert.is_false(ok)
+      assert.matches("opts.set: expected a table of NAME = value, got " .. type(set), err, 1, true)
+    end
+    ok, err = pcall(lr.load_string, "max_attempts = 2", "=x", { set = { [true] = 1 } })
+    assert.is_false(ok)
+    assert.matches("opts.set: a boolean key (setting names expected)", err, 1, true)
     -- host-only fields and log stay at the top
     local p = assert(lr.load_string("max_attempts = 2", "=x",
                                     { time_limit = 1, log = function() end }))
@@ -368,6 +377,27 @@ describe("p:run", function()
     has(err, "p:run: the function returned string, nil and nil")
     -- and the policy goes on
     assert.are.equal("retry", p:classify{ status = 503 }.verdict)
+  end)
+
+  it("names the field of a request of the wrong type", function()
+    local p = assert(lr.load_string(SRC))
+    local c = p:begin{ virtual = true }
+    for _, case in ipairs{
+      { { method = {} }, "request.method: expected a string, got table" },
+      { { url = true }, "request.url: expected a string, got boolean" },
+      { { body = false }, "request.body: expected a string, got boolean" },
+    } do
+      for _, f in ipairs{ function() return c:prepare(case[1], 1) end,
+                          function() return c:is_idempotent(case[1]) end,
+                          function() return p:is_idempotent(case[1]) end } do
+        local ok, err = pcall(f)
+        assert.is_false(ok)
+        has(err, case[2])
+        assert.is_nil(err:find("bad argument", 1, true), err)
+      end
+    end
+    assert.are.equal("12", c:prepare({ url = "http://x.invalid/", body = 12 }, 1).body) -- a number reads
+    c:close()
   end)
 
   it("works with the OS seed", function()

@@ -179,6 +179,7 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     if (left < 1e-6) left = 1e-6; /* 0 would be no timeout */
     if (d->next_timeout == 0 || left < d->next_timeout) d->next_timeout = left;
   }
+  c->next_timeout = d->next_timeout; /* luaretry_call_timeout's, and what propagate passes on */
   return LUARETRY_OK;
 }
 

@@ -26,7 +26,8 @@ void lr_call_unseen_failure(luaretry_call *c, const luaretry_outcome *o) {
 long long lr_call_pass_timeout_ms(const luaretry_call *c) {
   if (c->next_timeout <= 0) return -1;
   double ms = floor(c->next_timeout * 1000);
-  return ms > 1e12 ? (long long)1e12 : (long long)ms;
+  /* 12 digits: a longer value is garbage to the reader of the next layer */
+  return ms > 999999999999.0 ? 999999999999LL : (long long)ms;
 }
 
 long lr_call_pass_retries(const luaretry_call *c) {

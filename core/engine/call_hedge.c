@@ -101,7 +101,7 @@ luaretry_code luaretry_call_hedge(luaretry_call *c, const luaretry_request *r,
   d->retry = 1;
   d->hedge = 1;
   d->attempt = c->started;
-  d->next_timeout = lr_call_timeout_at(c, d->elapsed);
+  d->next_timeout = c->next_timeout = lr_call_timeout_at(c, d->elapsed); /* the hedge's */
   d->in_flight = c->in_flight;
   d->rule = "hedge";
   return LUARETRY_OK;

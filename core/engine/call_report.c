@@ -209,6 +209,11 @@ static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
     return lr_call_refuse_null(c, id ? "luaretry_call_report_attempt" : "luaretry_call_report",
                                !o ? "the outcome" : "d");
   lr_decision_clear(d);
+  if (!o->headers && o->header_count) { /* the script's info.headers would read them */
+    lr_call_say(LR_COLD_SLOT(c, errmsg), "the outcome has %zu headers and no array of them",
+                o->header_count);
+    return LUARETRY_E_ARG;
+  }
   if (c->stopped) {
     lr_call_say(LR_COLD_SLOT(c, errmsg), "the call already stopped (%s); begin a new one",
                 luaretry_reason_name(c->reason));

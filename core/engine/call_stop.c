@@ -22,7 +22,7 @@ lr_call_data *lr_attempt_data(const lr_attempt_ctx *ctx) {
 
 char *lr_call_buffer(char **slot) {
   if (!slot) return NULL;
-  if (!*slot) *slot = malloc(MESSAGE_SIZE);
+  if (!*slot && (*slot = malloc(MESSAGE_SIZE))) **slot = '\0'; /* no failure said yet */
   return *slot;
 }
 

@@ -264,8 +264,9 @@ int luaretry_curl_resumable(const luaretry_outcome *o) {
     return 0;
   int ranges = 0, validator = 0;
   uint64_t r[3];
-  for (size_t i = 0; i < o->header_count; i++) {
+  for (size_t i = 0; o->headers && i < o->header_count; i++) {
     const luaretry_header *h = &o->headers[i];
+    if (!h->name || !h->value) continue; /* a host's outcome: no header there */
     if (strcmp(h->name, "accept-ranges") == 0 && strcasestr(h->value, "bytes")) ranges = 1;
     if (strcmp(h->name, "content-range") == 0 && lr_content_range(h->value, r) == 0) ranges = 1;
     if (strcmp(h->name, "etag") == 0 && h->value[0] == '"') validator = 1;

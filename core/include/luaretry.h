@@ -511,7 +511,10 @@ typedef struct {
   uint64_t reserved[7];
 } luaretry_outcome;
 
-/* Sets every field to its empty value (retry_after = -1). */
+/* Sets every field to its empty value (retry_after = -1).  An outcome
+ * whose headers are NULL with a count is refused by the functions that
+ * report one (LUARETRY_E_ARG, luaretry_call_errmsg naming it; nothing is
+ * counted, the call goes on). */
 LUARETRY_API void luaretry_outcome_init(luaretry_outcome *o);
 
 /* A Retry-After header's value as the seconds to wait from `now` (seconds
@@ -811,7 +814,10 @@ LUARETRY_API luaretry_code luaretry_call_options_inbound(const luaretry_policy *
  * LUARETRY_CALL_WORKFLOW and LUARETRY_CALL_WORKFLOW_REQUEST together. */
 LUARETRY_API luaretry_code luaretry_call_begin(luaretry_policy *p, const luaretry_call_options *o,
                                                luaretry_call **out);
-LUARETRY_API double luaretry_call_timeout(const luaretry_call *c); /* 0: none */
+/* The timeout of the attempt going now: what luaretry_call_next (or
+ * luaretry_call_hedge) last gave, what is left of the deadline then, and
+ * what the propagate headers pass on; 0: none. */
+LUARETRY_API double luaretry_call_timeout(const luaretry_call *c);
 /* Seconds from the call's begin by which it ends: the earlier of the
  * policy's deadline and the call's own (LUARETRY_CALL_DEADLINE); 0: none. */
 LUARETRY_API double luaretry_call_deadline(const luaretry_call *c);

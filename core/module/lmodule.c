@@ -185,10 +185,15 @@ static luaretry_code apply_options(lua_State *L, luaretry_policy *p, int opts) {
     }
     lua_pop(L, 1);
   }
-  if (lua_getfield(L, opts, "set") == LUA_TTABLE) {
+  int t = lua_getfield(L, opts, "set");
+  if (t != LUA_TNIL && t != LUA_TTABLE) /* ignored, its overrides would be lost */
+    luaL_error(L, "opts.set: expected a table of NAME = value, got %s", lua_typename(L, t));
+  if (t == LUA_TTABLE) {
     lua_pushnil(L);
     while (lua_next(L, -2)) {
-      const char *name = luaL_checkstring(L, -2);
+      if (lua_type(L, -2) != LUA_TSTRING) /* checkstring would name "argument #-2" */
+        luaL_error(L, "opts.set: a %s key (setting names expected)", luaL_typename(L, -2));
+      const char *name = lua_tostring(L, -2);
       const char *value = luaL_tolstring(L, -1, NULL);
       luaretry_code rc = luaretry_policy_set(p, name, value);
       if (rc != LUARETRY_OK) return rc;
@@ -436,6 +441,7 @@ static int p_warnings(lua_State *L) {
 static int p_metrics(lua_State *L) {
   luaretry_metrics m;
   luaretry_policy *p = check_policy(L, 1);
+  busy_until_return(L, 1); /* as any call that may tell a line */
   lua_State *was = host_enter(lua_touserdata(L, 1), L);
   luaretry_policy_metrics(p, &m);
   double rate = luaretry_policy_rate(p);
@@ -751,23 +757,54 @@ static void read_outcome(lua_State *L, int idx, outcome_buf *ob) {
   anchor_since(L, top);
 }
 
+/* A header table's value at the top: a string, or a number read as one
+ * (an integral one as an integer: 5000.0 is "5000"), which the anchor
+ * table at `anchor` keeps (0: only counting); NULL for anything else. */
+static const char *header_value(lua_State *L, int anchor) {
+  int t = lua_type(L, -1);
+  if (t == LUA_TSTRING) return lua_tostring(L, -1);
+  if (t != LUA_TNUMBER) return NULL;
+  if (!anchor) return "";
+  int whole;
+  lua_Integer i = lua_tointegerx(L, -1, &whole);
+  if (whole)
+    lua_pushfstring(L, "%I", i);
+  else
+    lua_pushvalue(L, -1);
+  const char *v = lua_tostring(L, -1); /* the copy made a string in place */
+  lua_rawseti(L, anchor, (lua_Integer)lua_rawlen(L, anchor) + 1);
+  return v;
+}
+
 /* The values of a {name = value or {value, ...}} table at t, in order
  * within a name, into h (counted only when h is NULL): every one is read,
- * since of repeated inbound headers the smallest counts.  The strings stay
- * referenced by the table, which the caller keeps on the stack. */
-static size_t header_values(lua_State *L, int t, luaretry_header *h) {
+ * since of repeated inbound headers the smallest counts.  A value is a
+ * string or a number (`{["Luaretry-Retries"] = 0}`); anything else is an
+ * error naming it, never a header silently left out.  The strings stay
+ * referenced by the table, a number's by the table at `anchor`; the
+ * caller keeps both on the stack. */
+static size_t header_values(lua_State *L, const char *what, int t, luaretry_header *h, int anchor) {
   size_t n = 0;
   lua_pushnil(L);
   while (lua_next(L, t)) {
-    if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING) {
-      if (h) h[n] = (luaretry_header){ lua_tostring(L, -2), lua_tostring(L, -1) };
+    if (lua_type(L, -2) != LUA_TSTRING)
+      luaL_error(L, "%s: a %s key (header names expected)", what, luaL_typename(L, -2));
+    const char *name = lua_tostring(L, -2), *v = header_value(L, h ? anchor : 0);
+    if (v) {
+      if (h) h[n] = (luaretry_header){ name, v };
       n++;
-    } else if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TTABLE) {
-      for (lua_Integer i = 1; lua_rawgeti(L, -1, i) == LUA_TSTRING; i++, n++) {
-        if (h) h[n] = (luaretry_header){ lua_tostring(L, -3), lua_tostring(L, -1) };
+    } else if (lua_type(L, -1) == LUA_TTABLE) {
+      for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, n++) {
+        if (!(v = header_value(L, h ? anchor : 0)))
+          luaL_error(L, "%s[\"%s\"][%I]: a string or a number expected, got %s", what, name, i,
+                     luaL_typename(L, -1));
+        if (h) h[n] = (luaretry_header){ name, v };
         lua_pop(L, 1);
       }
-      lua_pop(L, 1); /* what ended the run of strings */
+      lua_pop(L, 1); /* the nil that ended the list */
+    } else {
+      luaL_error(L, "%s[\"%s\"]: a string, a number or a list of them expected, got %s", what, name,
+                 luaL_typename(L, -1));
     }
     lua_pop(L, 1);
   }
@@ -788,13 +825,16 @@ static int call_allowance(lua_State *L, int idx, luaretry_policy *p, luaretry_ca
     lua_pop(L, 2);
     return 0;
   }
-  luaL_checktype(L, -1, LUA_TTABLE);
+  if (!lua_istable(L, -1)) /* checktype would name "argument #-2" */
+    luaL_error(L, "inbound: a table of the headers received expected, got %s",
+               luaL_typename(L, -1));
   int t = lua_absindex(L, -1);
-  size_t n = header_values(L, t, NULL);
+  size_t n = header_values(L, "inbound", t, NULL, 0);
   luaretry_header *h = n ? lua_newuserdatauv(L, n * sizeof *h, 0) : NULL;
-  header_values(L, t, h);
+  lua_newtable(L); /* the numbers' strings */
+  header_values(L, "inbound", t, h, lua_gettop(L));
   luaretry_code rc = luaretry_call_options_inbound(p, h, n, opt);
-  lua_settop(L, t - 2);     /* retries, inbound and the values' block */
+  lua_settop(L, t - 2);     /* retries, inbound, the values' block and strings */
   return rc != LUARETRY_OK; /* garbage: ignored, and p:begin says so */
 }
 
@@ -840,6 +880,18 @@ typedef struct {
 
 /* Reads {method =, url =, headers =, body =} at idx, and leaves the anchor
  * of its strings (anchor_since) at the top. */
+/* request.NAME as a string (a number read as one) left on the stack, or
+ * def when it is nil; the error names the field (optstring's would say
+ * "bad argument #-2"). */
+static const char *request_string(lua_State *L, int idx, const char *name, const char *def,
+                                  size_t *len) {
+  int t = lua_getfield(L, idx, name);
+  if (t == LUA_TNIL) return def;
+  if (t != LUA_TSTRING && t != LUA_TNUMBER)
+    luaL_error(L, "request.%s: expected a string, got %s", name, luaL_typename(L, -1));
+  return lua_tolstring(L, -1, len);
+}
+
 static void read_request(lua_State *L, int idx, request_buf *rb) {
   idx = lua_absindex(L, idx);
   luaL_checktype(L, idx, LUA_TTABLE);
@@ -847,12 +899,9 @@ static void read_request(lua_State *L, int idx, request_buf *rb) {
   int top = lua_gettop(L);
   memset(&rb->r, 0, sizeof rb->r);
   rb->r.headers = rb->headers;
-  lua_getfield(L, idx, "method");
-  rb->r.method = luaL_optstring(L, -1, "GET");
-  lua_getfield(L, idx, "url");
-  rb->r.url = luaL_optstring(L, -1, "");
-  lua_getfield(L, idx, "body");
-  rb->r.body = luaL_optlstring(L, -1, NULL, &rb->r.body_len);
+  rb->r.method = request_string(L, idx, "method", "GET", NULL);
+  rb->r.url = request_string(L, idx, "url", "", NULL);
+  rb->r.body = request_string(L, idx, "body", NULL, &rb->r.body_len);
   int t = lua_getfield(L, idx, "headers");
   if (t == LUA_TTABLE)
     rb->r.headers = read_header_table(L, "request", rb->headers, 64, &rb->r.header_count);
@@ -923,6 +972,7 @@ static int p_is_idempotent(lua_State *L) {
  * -> call [, what of inbound was ignored] */
 static int p_begin(lua_State *L) {
   luaretry_policy *p = check_policy(L, 1);
+  busy_until_return(L, 2); /* a fleet's line told here runs opts.log */
   int garbage;
   luaretry_call_options opt = call_options(L, 2, "p:begin", p, &garbage);
   call_box *b = lua_newuserdatauv(L, sizeof *b, 1);
@@ -1228,9 +1278,10 @@ static int l_rate_limit(lua_State *L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   double now = luaL_optnumber(L, 2, 0);
   lua_settop(L, 1);
-  size_t n = header_values(L, 1, NULL);
+  size_t n = header_values(L, "rate_limit", 1, NULL, 0);
   luaretry_header *h = n ? lua_newuserdatauv(L, n * sizeof *h, 0) : NULL;
-  header_values(L, 1, h);
+  lua_newtable(L); /* the numbers' strings */
+  header_values(L, "rate_limit", 1, h, lua_gettop(L));
   double w;
   luaretry_rate_limit(h, n, now, &w);
   if (w < 0) return 0;

@@ -4,7 +4,6 @@
  * next service may make).  In: the same headers, read from a request a
  * host serves, into the options of the call it makes for it.  The rule
  * itself (who retries) is the engine's: call_allowance.c. */
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -86,8 +85,8 @@ luaretry_code luaretry_call_options_inbound(const luaretry_policy *p,
   long long allowed = smallest(headers, count, retries, &garbage);
   if (ms >= 0) { /* only ever earlier than what o says already */
     double at = luaretry_clock_now() + (double)ms / 1000;
-    int has = (o->flags & LUARETRY_CALL_DEADLINE) && !isnan(o->deadline);
-    if (!has || at < o->deadline) o->deadline = at;
+    /* a NaN there already stops the call at once: nothing is earlier */
+    if (!(o->flags & LUARETRY_CALL_DEADLINE) || at < o->deadline) o->deadline = at;
     o->flags |= LUARETRY_CALL_DEADLINE;
   }
   if (allowed >= 0) {

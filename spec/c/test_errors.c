@@ -576,6 +576,70 @@ static void test_bad_request(void) {
   }
 }
 
+/* An outcome's headers NULL with a count: refused and named, where the
+ * script's info.headers read through the NULL (a crash before). */
+static void test_bad_outcome(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(p, "=out",
+                                         "max_attempts = 3 deadline = 5\n"
+                                         "function is_transient(status, body, info)\n"
+                                         "  return info.headers['retry-after'] ~= nil\n"
+                                         "end\n"),
+             LUARETRY_OK);
+  luaretry_call *c;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.status = 503;
+  o.header_count = 2;
+  luaretry_decision d;
+  CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "the outcome has 2 headers and no array of them");
+  luaretry_header h[] = { { "retry-after", "1" }, { "x", "y" } };
+  o.headers = h; /* the same call goes on: nothing was counted */
+  CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.attempt, 1);
+  CHECK_EQ_INT(d.retry, 1);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+}
+
+/* luaretry_call_errmsg after calls that succeeded and never failed: "",
+ * never the bytes of a buffer made for a message and not written. */
+static void test_errmsg_before_any_failure(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(p, "=hedged",
+                                         "max_attempts = 3 deadline = 5\n"
+                                         "hedge = { delay = 0.05, max = 1 }\n"),
+             LUARETRY_OK);
+  luaretry_request r = { .method = "GET", .url = "http://x.invalid/" };
+  luaretry_request out;
+  int idem = 0;
+  for (int k = 0; k < 3; k++) {
+    luaretry_call_options opt;
+    luaretry_call_options_init(&opt);
+    opt.flags = LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED;
+    opt.seed = 1;
+    luaretry_call *c;
+    CHECK_CODE(luaretry_call_begin(p, &opt, &c), LUARETRY_OK);
+    if (k == 0) CHECK_CODE(luaretry_call_is_idempotent(c, &r, &idem), LUARETRY_OK);
+    if (k == 1) CHECK_CODE(luaretry_call_prepare(c, &r, 1, &out), LUARETRY_OK);
+    if (k == 2) {
+      int id;
+      luaretry_decision d;
+      CHECK_CODE(luaretry_call_start(c, &id), LUARETRY_OK);
+      CHECK_CODE(luaretry_call_wait(c, 0.05), LUARETRY_OK);
+      CHECK_CODE(luaretry_call_hedge(c, &r, &d), LUARETRY_OK);
+      CHECK_EQ_INT(d.hedge, 1);
+    }
+    CHECK_EQ_STR(luaretry_call_errmsg(c), "");
+    luaretry_call_free(c);
+  }
+  luaretry_policy_free(p);
+}
+
 /* A workflow's transport that answers with a slip (headers NULL with a
  * count, a header with a NULL name): the workflow fails naming it; it
  * was read through the NULL. */
@@ -748,6 +812,8 @@ int main(void) {
   test_reentrant_log();
   test_refusal_named();
   test_bad_request();
+  test_bad_outcome();
+  test_errmsg_before_any_failure();
   test_bad_response();
   test_policy_refusals_named();
   test_print_nul();

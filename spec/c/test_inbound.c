@@ -80,6 +80,25 @@ static void test_never_raises(luaretry_policy *p) {
   CHECK_EQ_DBL(o.deadline, set);
 }
 
+/* A NaN deadline the host set stops the call at once (luaretry.h); an
+ * inbound deadline is later than "at once" and leaves it so (it took
+ * the NaN for no deadline, and set the inbound one). */
+static void test_nan_stays(luaretry_policy *p) {
+  luaretry_call_options o;
+  step_options(&o, 7);
+  o.flags |= LUARETRY_CALL_DEADLINE;
+  o.deadline = NAN;
+  CHECK_CODE(inbound(p, &o, "Luaretry-Deadline-Ms", "5000", NULL, NULL), LUARETRY_OK);
+  CHECK(isnan(o.deadline));
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
+  luaretry_decision d;
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 0);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_DEADLINE);
+  luaretry_call_free(c);
+}
+
 /* A deadline of 0 ms has passed: the call ends at once, no attempt. */
 static void test_passed(luaretry_policy *p) {
   luaretry_call_options o;
@@ -186,6 +205,52 @@ static void test_outbound(luaretry_policy *p, luaretry_policy *once) {
   luaretry_call_free(c);
 }
 
+/* The time passed on is the attempt's own when it is sent: an attempt
+ * asked for late, and a hedge, each carry what is left then (both
+ * carried the call's first timeout, and luaretry_call_timeout said it
+ * too); the longest is 12 digits, which the next layer reads. */
+static void test_outbound_when_sent(void) {
+  luaretry_policy *p = step_load("late.lua",
+                                 "name = \"late\"\nmax_attempts = 4\ndeadline = 2\n"
+                                 "hedge = { delay = 0.4, max = 1 }\npropagate = {}\n");
+  luaretry_request in = { .method = "GET", .url = "http://127.0.0.1:1/" }, out;
+  luaretry_call *c = step_begin(p, 7);
+  luaretry_decision d;
+  CHECK_CODE(luaretry_call_wait(c, 0.6), LUARETRY_OK); /* the host asks late */
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_NEAR(d.next_timeout, 1.4, 1e-9);
+  CHECK_NEAR(luaretry_call_timeout(c), 1.4, 1e-9);
+  CHECK_CODE(luaretry_call_prepare(c, &in, 1, &out), LUARETRY_OK);
+  CHECK_EQ_STR(header(&out, "Luaretry-Deadline-Ms"), "1400");
+  luaretry_call_free(c);
+
+  c = step_begin(p, 7);
+  int id;
+  CHECK_CODE(luaretry_call_start(c, &id), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_prepare(c, &in, id, &out), LUARETRY_OK);
+  CHECK_EQ_STR(header(&out, "Luaretry-Deadline-Ms"), "2000");
+  CHECK_CODE(luaretry_call_wait(c, 0.4), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_hedge(c, &in, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.hedge, 1);
+  CHECK_NEAR(d.next_timeout, 1.6, 1e-9);
+  CHECK_CODE(luaretry_call_prepare(c, &in, d.attempt, &out), LUARETRY_OK);
+  CHECK_EQ_STR(header(&out, "Luaretry-Deadline-Ms"), "1600");
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+
+  p = step_load("long.lua", "name = \"long\"\nmax_attempts = 2\ndeadline = 1e9\npropagate = {}\n");
+  c = step_begin(p, 7);
+  CHECK_CODE(luaretry_call_prepare(c, &in, 1, &out), LUARETRY_OK);
+  const char *ms = header(&out, "Luaretry-Deadline-Ms");
+  CHECK_EQ_STR(ms, "999999999999");
+  luaretry_call_options o;
+  step_options(&o, 7);
+  CHECK_CODE(inbound(p, &o, "Luaretry-Deadline-Ms", ms ? ms : "", NULL, NULL), LUARETRY_OK);
+  CHECK(o.flags & LUARETRY_CALL_DEADLINE);
+  luaretry_call_free(c);
+  luaretry_policy_free(p);
+}
+
 /* Bad names are load errors naming the field; without propagate nothing
  * is added. */
 static void test_policy_fields(void) {
@@ -219,10 +284,12 @@ int main(void) {
   test_repeated(p);
   test_garbage(p);
   test_never_raises(p);
+  test_nan_stays(p);
   test_passed(p);
   test_allowance(p);
   test_outbound(p, once);
   test_policy_fields();
+  test_outbound_when_sent();
   luaretry_policy_free(p);
   luaretry_policy_free(once);
   return check_done();
