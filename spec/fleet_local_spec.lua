@@ -375,6 +375,31 @@ describe("the local store (--fleet local)", function ()
     assert.is_true(t[#t] - t[1] >= 2, (t[#t] - t[1]) .. " s")
   end)
 
+  -- The local store's rate refusal before the first attempt names the
+  -- latest start the token misses (it said "would start at 0.000 s or
+  -- later", the attempt's own moment, with the token 100 s away).
+  it("a rate refusal before the first attempt names the latest start it misses", function ()
+    local key = new_key()
+    local policy = tmp .. "/slow_rate.lua"
+    proc.writefile(policy, 'name = "slow-rate"\nmax_attempts = 1\ndeadline = 2\n' ..
+                           'rate = { limit = 0.01, burst = 1 }\n')
+    local base = { "run", policy, srv.base .. "/200", "--fleet", "local", "--set", "fleet.key=" .. key }
+    local first = cmd(base)
+    assert.are.equal(0, first.code, first.stderr)
+    local line = "before attempt 1: rate_limit %(rate%): the fleet's rate limiter's " ..
+                 "next token %(0%.01 per second for every process%) comes too late for the " ..
+                 "deadline %(2%.000 s%): after 1%.999 s, the latest an attempt may start " ..
+                 "%(one needs 1 ms%)\n"
+    for _, quiet in ipairs { false, true } do
+      local args = { table.unpack(base) }
+      if quiet then args[#args + 1] = "-q" end
+      local r = cmd(args)
+      assert.are.equal(6, r.code, r.stderr)
+      assert.matches(line, r.stderr)
+    end
+    assert.are.equal(1, #srv:requests_on("/200"))
+  end)
+
   it("takes --fleet local only, one store at a time", function ()
     local r = cmd({ "run", BUDGET, srv.base .. "/503", "--fleet", "shared" })
     assert.are.equal(2, r.code)
