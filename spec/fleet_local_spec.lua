@@ -401,6 +401,30 @@ describe("the local store (--fleet local)", function ()
     assert.are.equal(1, #srv:requests_on("/200"))
   end)
 
+  -- a store named for a policy with nothing to share: what is missing is
+  -- the policy's guards (it said "neither fleet.redis nor fleet.local is
+  -- set", with --fleet local given)
+  it("fleet for a policy with nothing to share says so, naming the store it was given", function ()
+    local plain = tmp .. "/plain.lua"
+    proc.writefile(plain, 'name = "plain"\nmax_attempts = 2\n')
+    local what = "the policy has neither budget, breaker, admission nor a fixed rate: there is " ..
+                 "nothing to share, nor any fleet to "
+    for _, c in ipairs { { { "--fleet", "local" }, {}, "%-%-fleet local asks for the local store" },
+                         { {}, { "LUARETRY_FLEET=local" }, "LUARETRY_FLEET asks for the local store" },
+                         { { "--set", "fleet.local=" .. run }, {},
+                           "%-%-set fleet%.local asks for the local store" } } do
+      local args = { "fleet", plain, table.unpack(c[1]) }
+      local r = cmd(args, c[2])
+      assert.are.equal(3, r.code, r.stderr)
+      assert.are.equal("", r.stdout)
+      assert.matches("^luaretry: fleet plain: " .. c[3] .. ", but " .. what .. "show\n$", r.stderr)
+      assert.is_nil(r.stderr:find("is set", 1, true), r.stderr)
+    end
+    local r = cmd({ "fleet", plain, "--fleet", "local", "--reset" })
+    assert.are.equal(3, r.code, r.stderr)
+    assert.matches(what .. "reset\n$", r.stderr)
+  end)
+
   it("takes --fleet local only, one store at a time", function ()
     local r = cmd({ "run", BUDGET, srv.base .. "/503", "--fleet", "shared" })
     assert.are.equal(2, r.code)
