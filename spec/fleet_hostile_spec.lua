@@ -392,13 +392,110 @@ describe("the fleet's keys and registry in a real Redis", function ()
     r:cli("HSET", "luaretry:{" .. key .. "}", "state", "1", "opened_at", tostring(later_ms))
     st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
     assert.are.equal(1, st.code, st.stdout .. st.stderr)
-    assert.matches("opened_at field holds \"" .. later_ms .. "\", a time after Redis's clock",
-                   st.stderr)
+    assert.matches("opened_at field holds \"" .. later_ms .. "\", for which every process's " ..
+                   "sync is refused %(\"the fleet script's reply is out of range: a breaker " ..
+                   "opened in the future\"%)", st.stderr)
     -- what the script reads as 0 (not a number) is no error: shown closed
     r:cli("HSET", "luaretry:{" .. key .. "}", "state", "abc", "opened_at", "0")
     st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
     assert.are.equal(0, st.code, st.stderr)
     assert.matches("breaker: closed", st.stdout)
+  end)
+
+  -- The command names every value for which the update script's reply
+  -- is refused, by the very check each process makes of it, and in its
+  -- words: a refused process syncs no more in its run, so the success
+  -- that would mend a failure count never comes, and the command is where
+  -- it shows.  It showed "0 transient failures" and "0 probes left", and
+  -- exited 0.  What the script reads its own way (a fraction, a stale
+  -- count of a breaker whose open period is over) is no error.
+  it("names every value of the fleet's state for which each process's sync is refused, in the runs' words", function ()
+    local key = "hostile-values"
+    local hash = "luaretry:{" .. key .. "}"
+    local function with(fields)
+      r:cli("DEL", hash)
+      r:cli("HSET", hash, table.unpack(fields))
+    end
+    local function run()
+      return proc.run({ "run", BREAKER, srv.base .. "/200", "--redis", r.url, "--set",
+                        "fleet.key=" .. key, "--set", "fleet.command_timeout=2000" })
+    end
+    local refused = {
+      { { "fails", "-5", "state", "0" }, 'fails field holds "%-5"', "a negative or huge failure count" },
+      { { "probes_left", "inf", "state", "2" }, 'probes_left field holds "inf"',
+        "a negative or huge probe count" },
+      { { "fails", "-5", "probes_left", "nan" },
+        'fails field holds "%-5" and its probes_left field holds "nan"',
+        "a negative or huge failure count" },
+      { { "opened_at", "-7" }, 'opened_at field holds "%-7"', "a breaker opened in the future" },
+    }
+    for _, c in ipairs(refused) do
+      local why = "the fleet script's reply is out of range: " .. c[3]
+      with(c[1])
+      local st = fleet_cmd(BREAKER, { "--set", "fleet.key=" .. key })
+      assert.are.equal(1, st.code, st.stdout .. st.stderr)
+      assert.are.equal("", st.stdout)
+      assert.matches("the fleet's " .. c[2] .. ", for which every process's sync is refused %(\"" ..
+                     why .. "\"%): %-%-reset clears it", st.stderr)
+      with(c[1])
+      local x = run()
+      assert.are.equal(1, count(x.stderr, why .. "; " .. LOST), x.stderr)
+    end
+    local taken = { { "state", "1", "opened_at", "0", "probes_left", "-3" }, { "fails", "-0.5" },
+                    { "fails", " 2 " }, { "state", "2", "probes_left", "-1", "opened_at", "0" } }
+    for _, fields in ipairs(taken) do
+      with(fields)
+      local st = fleet_cmd(BREAKER, { "--set", "fleet.key=" .. key })
+      assert.are.equal(0, st.code, table.concat(fields, " ") .. ": " .. st.stderr)
+      with(fields)
+      local x = run()
+      assert.is_nil(x.stderr:find("out of range", 1, true), x.stderr)
+    end
+    with(refused[1][1])
+    assert.are.equal(0, fleet_cmd(BREAKER, { "--set", "fleet.key=" .. key, "--reset" }).code)
+    local st = fleet_cmd(BREAKER, { "--set", "fleet.key=" .. key })
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("no state in Redis", st.stdout)
+  end)
+
+  -- The fleet's other keys as its scripts read them: the leases' hash of
+  -- another type refuses every sync (WRONGTYPE), and a rate slot leased
+  -- further ahead than any process leases refuses every ask for one; the
+  -- command read neither, and showed a fleet in good order.
+  it("names a leases key of another type and a rate slot a year ahead, as every run is refused for them", function ()
+    local key = "hostilekeys"
+    local hint = "another program's value: choose another fleet.key, or delete the fleet's keys: " ..
+                 "luaretry fleet POLICY %-%-reset"
+    r:cli("RPUSH", "luaretry:{" .. key .. "}:leases", "a")
+    local st = fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key })
+    assert.are.equal(1, st.code, st.stdout .. st.stderr)
+    assert.matches("HLEN luaretry:{" .. key .. "}:leases refused: WRONGTYPE .*" .. hint, st.stderr)
+    local x = proc.run({ "run", BUDGET, srv.base .. "/200", "--redis", r.url, "--set",
+                         "fleet.key=" .. key, "--set", "fleet.command_timeout=2000" })
+    assert.matches("fleet guards luaretry:{" .. key .. "}: .*WRONGTYPE", x.stderr)
+    assert.are.equal(0, fleet_cmd(BUDGET, { "--set", "fleet.key=" .. key, "--reset" }).code)
+    -- the rate: a slot a year ahead, and one a few seconds ahead (shown)
+    local RATE = proc.root .. "/spec/fixtures/fleet_rate/rate.lua"
+    local sec = assert(tonumber(r:cli("TIME"):match("^(%d+)")))
+    local function tat(ahead)
+      r:cli("HSET", "luaretry:{" .. key .. "}:rate", "tat", string.format("%d", (sec + ahead) * 1000000),
+            "cfg", "rate.limit=20 rate.burst=1", "cfg_at", string.format("%d", sec * 1000000),
+            "cfg_by", "spec")
+    end
+    local why = "the rate script's reply is out of range: a wait for a slot out of range"
+    tat(365 * 86400)
+    st = fleet_cmd(RATE, { "--set", "fleet.key=" .. key })
+    assert.are.equal(1, st.code, st.stdout .. st.stderr)
+    assert.matches("the fleet's rate key's tat field holds \"%d+\" %(a next slot 3153%d%d%d%d s " ..
+                   "ahead%), for which every process's ask for a slot is refused %(\"" .. why ..
+                   "\"%): %-%-reset clears it", st.stderr)
+    x = proc.run({ "run", RATE, srv.base .. "/200", "--redis", r.url, "--set", "fleet.key=" .. key,
+                   "--set", "fleet.command_timeout=2000" })
+    assert.are.equal(1, count(x.stderr, why), x.stderr)
+    tat(5)
+    st = fleet_cmd(RATE, { "--set", "fleet.key=" .. key })
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("slots leased out up to [345]%.%d+ s ahead", st.stdout)
   end)
 
   -- Redis's WRONGTYPE names no key and does not mend itself: the fleet

@@ -375,6 +375,56 @@ describe("the local store (--fleet local)", function ()
     assert.is_true(t[#t] - t[1] >= 2, (t[#t] - t[1]) .. " s")
   end)
 
+  -- The local store's rate refusal before the first attempt: one line,
+  -- -q or not (it came twice: the stop's and the call's end's), naming the
+  -- latest start the token misses (it said "would start at 0.000 s or
+  -- later", the attempt's own moment, with the token 100 s away).
+  it("a rate refusal before the first attempt is one line, -q or not, naming the latest start it misses", function ()
+    local key = new_key()
+    local policy = tmp .. "/slow_rate.lua"
+    proc.writefile(policy, 'name = "slow-rate"\nmax_attempts = 1\ndeadline = 2\n' ..
+                           'rate = { limit = 0.01, burst = 1 }\n')
+    local base = { "run", policy, srv.base .. "/200", "--fleet", "local", "--set", "fleet.key=" .. key }
+    local first = cmd(base)
+    assert.are.equal(0, first.code, first.stderr)
+    local line = "^luaretry: before attempt 1: rate_limit %(rate%): the fleet's rate limiter's " ..
+                 "next token %(0%.01 per second for every process%) comes too late for the " ..
+                 "deadline %(2%.000 s%): after 1%.999 s, the latest an attempt may start " ..
+                 "%(one needs 1 ms%)\n$"
+    for _, quiet in ipairs { false, true } do
+      local args = { table.unpack(base) }
+      if quiet then args[#args + 1] = "-q" end
+      local r = cmd(args)
+      assert.are.equal(6, r.code, r.stderr)
+      assert.matches(line, r.stderr)
+    end
+    assert.are.equal(1, #srv:requests_on("/200"))
+  end)
+
+  -- a store named for a policy with nothing to share: what is missing is
+  -- the policy's guards (it said "neither fleet.redis nor fleet.local is
+  -- set", with --fleet local given)
+  it("fleet for a policy with nothing to share says so, naming the store it was given", function ()
+    local plain = tmp .. "/plain.lua"
+    proc.writefile(plain, 'name = "plain"\nmax_attempts = 2\n')
+    local what = "the policy has neither budget, breaker, admission nor a fixed rate: there is " ..
+                 "nothing to share, nor any fleet to "
+    for _, c in ipairs { { { "--fleet", "local" }, {}, "%-%-fleet local asks for the local store" },
+                         { {}, { "LUARETRY_FLEET=local" }, "LUARETRY_FLEET asks for the local store" },
+                         { { "--set", "fleet.local=" .. run }, {},
+                           "%-%-set fleet%.local asks for the local store" } } do
+      local args = { "fleet", plain, table.unpack(c[1]) }
+      local r = cmd(args, c[2])
+      assert.are.equal(3, r.code, r.stderr)
+      assert.are.equal("", r.stdout)
+      assert.matches("^luaretry: fleet plain: " .. c[3] .. ", but " .. what .. "show\n$", r.stderr)
+      assert.is_nil(r.stderr:find("is set", 1, true), r.stderr)
+    end
+    local r = cmd({ "fleet", plain, "--fleet", "local", "--reset" })
+    assert.are.equal(3, r.code, r.stderr)
+    assert.matches(what .. "reset\n$", r.stderr)
+  end)
+
   it("takes --fleet local only, one store at a time", function ()
     local r = cmd({ "run", BUDGET, srv.base .. "/503", "--fleet", "shared" })
     assert.are.equal(2, r.code)

@@ -124,6 +124,19 @@ describe("the fleet's rate limiter against a real Redis", function ()
     assert.matches('"verdict": ?"rate_limit"', log)
     assert.matches("the fleet's rate limiter's next token (20 per second for every process) " ..
                    "comes too late for the deadline", log, 1, true)
+    assert.are.equal(1, count(x.stderr, "before attempt 1: rate_limit"), x.stderr)
+    -- -q's one line for the failure (it came twice: the stop's and the
+    -- call's end's), naming the latest start the token misses, not the
+    -- moment the attempt was asked (it said "would start at 0.005 s")
+    busy()
+    local quiet = proc.run({ "run", RATE, srv.base .. "/200", "--redis", r.url, "--set",
+                             "fleet.key=" .. key, "--set", "fleet.command_timeout=1000", "--set",
+                             "deadline=2", "-q" })
+    assert.are.equal(6, quiet.code, quiet.stderr)
+    assert.are.equal(1, count(quiet.stderr, "\n"), quiet.stderr)
+    assert.matches("^luaretry: before attempt 1: rate_limit %(rate%): the fleet's rate limiter's " ..
+                   "next token %(20 per second for every process%) comes too late for the " ..
+                   "deadline %(2%.000 s%): after 1%.999 s, the latest an attempt may start", quiet.stderr)
     assert.are.equal(0, #srv:requests_on("/200"))
     busy()
     x = run(30)

@@ -489,7 +489,8 @@ describe("the fleet", function ()
     local none = proc.run({ "fleet", proc.root .. "/policies/http.lua", "--redis", r.url,
                             "--set", "budget=none", "--set", "rate=none" })
     assert.are.equal(3, none.code)
-    assert.matches("neither budget, breaker nor admission", none.stderr)
+    assert.matches("^luaretry: fleet http: %-%-redis names a Redis, but the policy has neither " ..
+                   "budget, breaker, admission nor a fixed rate: there is nothing to share", none.stderr)
     local gone = proc.run({ "fleet", BREAKER, "--redis", "redis://127.0.0.1:1/0" })
     assert.are.equal(1, gone.code)
     assert.matches("^luaretry: fleet: redis://127%.0%.0%.1:1/0: connect", gone.stderr)

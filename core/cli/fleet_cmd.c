@@ -69,24 +69,32 @@ static shared_guards guards_shared(luaretry_policy *p) {
   return g;
 }
 
-/* A Redis named for a policy with nothing to share (no budget, breaker,
- * admission or fixed rate) is a setting
- * that changes nothing, and a setting silently ignored is a lost one: said
+/* The policy has no guard a fleet shares (no budget, breaker, admission
+ * or fixed rate): it has no fleet, whatever store is named. */
+static int shares_nothing(luaretry_policy *p) {
+  luaretry_metrics m;
+  shared_guards g = guards_shared(p);
+  if (g.budget || g.breaker || g.admission) return 0;
+  /* a fixed rate is shared too: the policy has a fleet then */
+  return !(luaretry_policy_metrics(p, &m) == LUARETRY_OK && m.guards != LUARETRY_GUARDS_LOCAL);
+}
+
+/* "names a Redis" or "asks for the local store", after where it came from */
+static const char *store_named(const char *from) {
+  return strstr(from, "REDIS") || strstr(from, "redis") ? "names a Redis"
+                                                        : "asks for the local store";
+}
+
+/* A Redis named for a policy with nothing to share is a setting that
+ * changes nothing, and a setting silently ignored is a lost one: said
  * under -q too, where the library's warnings are not printed. */
 void cli_fleet_warn_unshared(luaretry_policy *p, const char *from) {
   luaretry_tuning t;
-  luaretry_metrics m;
-  if (luaretry_policy_tuning(p, &t) != LUARETRY_OK) return;
-  shared_guards g = guards_shared(p);
-  if (g.budget || g.breaker || g.admission) return;
-  /* a fixed rate is shared too: the policy has a fleet then */
-  if (luaretry_policy_metrics(p, &m) == LUARETRY_OK && m.guards != LUARETRY_GUARDS_LOCAL) return;
+  if (luaretry_policy_tuning(p, &t) != LUARETRY_OK || !shares_nothing(p)) return;
   fprintf(stderr,
           "luaretry: warning: %s: %s %s, but the policy has neither budget "
           "nor breaker, admission or fixed rate: there is nothing to share\n",
-          t.name, from,
-          strstr(from, "LUARETRY_REDIS") || strstr(from, "--redis") ? "names a Redis"
-                                                                    : "asks for the local store");
+          t.name, from, store_named(from));
 }
 
 /* "2026-11-23 21:50:01.123 UTC" */
@@ -304,6 +312,18 @@ int cli_fleet(int argc, char **argv) {
   status = EXIT_OK;
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
+  /* the store is named (the library's "no fleet" would say it may not be) */
+  if (shares_nothing(p)) {
+    char from[32];
+    snprintf(from, sizeof from, "%s%s", store.field ? store.from : "--set ",
+             store.field ? "" : field);
+    fprintf(stderr,
+            "luaretry: fleet %s: %s %s, but the policy has neither budget, breaker, admission "
+            "nor a fixed rate: there is nothing to share, nor any fleet to %s\n",
+            t.name, from, store_named(from), a.reset ? "reset" : "show");
+    luaretry_policy_free(p);
+    return EXIT_POLICY;
+  }
   /* what --reset removed (a refused store's file), said by the library */
   said_lines lines = { { NULL }, 0 };
   luaretry_policy_on_fleet(p, say_line, &lines);

@@ -189,21 +189,25 @@ void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double st
                         lr_deadline_came(c, lr_clock_now(&c->clock) - c->start));
     return;
   }
+  /* Either limiter refuses a token that comes after the latest start and
+   * says no more of when (the fleet's rate_reserve, lr_rate_reserve):
+   * that is the time named, not the attempt's own (the call's start, as
+   * often as not, whatever the wait). */
   if (c->rate_remote) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate",
                         "the fleet's rate limiter's next token (%g per second for every process) "
-                        "comes too late for the deadline (%.*f s; the attempt would start at %.*f "
-                        "s or later, and needs 1 ms)",
+                        "comes too late for the deadline (%.*f s): after %.*f s, the latest an "
+                        "attempt may start (one needs 1 ms)",
                         c->rules->guards.rate_limit, lr_deadline_digits(c), c->deadline,
-                        lr_deadline_digits(c), start);
+                        lr_deadline_digits(c), lr_latest_start(c));
     return;
   }
   lr_call_stop_saying(c, d, LUARETRY_REASON_RATE_LIMIT, "rate",
-                      "the rate limiter's next token "
-                      "(%.3f per second now) comes too late for the deadline (%.*f s; the attempt "
-                      "would start at %.*f s or later, and needs 1 ms)",
+                      "the rate limiter's next token (%.3f per second now) comes too late for the "
+                      "deadline (%.*f s): after %.*f s, the latest an attempt may start (one needs "
+                      "1 ms)",
                       lr_rate_now(pace(c), &c->rules->guards), lr_deadline_digits(c), c->deadline,
-                      lr_deadline_digits(c), start);
+                      lr_deadline_digits(c), lr_latest_start(c));
 }
 
 /* A hedge's token and slot: now, or no hedge (nothing kept). */

@@ -4,6 +4,7 @@
  * (no sync is recorded, no breaker moves to half-open). */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,17 +108,152 @@ static long long field(const redisReply *hm, size_t i, long long hi, int *presen
 
 #define MS_MAX 7258118400000LL /* 2200, in Unix ms */
 
-/* A string reply as the update script's tonumber() reads it: 1 and *v, or
- * 0 (no number: the script takes it for 0). */
+/* A string reply as the scripts' tonumber() reads it (Lua 5.1's: strtod,
+ * spaces around allowed, the text up to a NUL): 1 and *v, 0 when it is no
+ * number (a script takes its default then), -1 out of memory. */
 static int lua_number(const redisReply *r, double *v) {
-  char buf[64], *end;
-  if (r->type != REDIS_REPLY_STRING || r->len == 0 || (size_t)r->len >= sizeof buf) return 0;
+  if (!r || r->type != REDIS_REPLY_STRING || r->len == 0) return 0;
+  char small[64], *buf = r->len < sizeof small ? small : malloc(r->len + 1), *end;
+  if (!buf) return -1;
   memcpy(buf, r->str, r->len);
   buf[r->len] = '\0';
   *v = strtod(buf, &end);
-  if (end == buf) return 0;
-  while (*end == ' ' || (*end >= '\t' && *end <= '\r')) end++;
-  return *end == '\0';
+  int ok = end != buf;
+  while (ok && (*end == ' ' || (*end >= '\t' && *end <= '\r'))) end++;
+  ok = ok && *end == '\0';
+  if (buf != small) free(buf);
+  return ok;
+}
+
+/* A Lua number as Redis replies it (script_lua.c: a cast to long long):
+ * NaN or out of range is what x86-64's conversion gives, the least. */
+static long long redis_integer(double v) {
+  if (!(v >= -9223372036854775808.0 && v < 9223372036854775808.0)) return LLONG_MIN;
+  return (long long)v;
+}
+
+/* The update script's reply (redis_script.c) to the sync every process
+ * makes before its first call (lr_fleet_sync_to_call: nothing counted, a
+ * probe permit asked when the policy has a breaker), from the state it
+ * reads (tonumber(x) or 0) and what it does with it: an open breaker
+ * whose period is over half-opens; a closed one with `failures` in a row
+ * opens; a half-open one hands a permit out (renewed once another open
+ * period passed with none left); the throttle's buckets within the window
+ * are summed.  The budget's tokens and blocks are clamped by the script:
+ * they never make a reply out of range. */
+enum { ANSWER_FIELDS = 12, A_STATE = 1, A_FAILS, A_OPENED, A_LEFT, A_GRANTED, A_NOW, A_REQ, A_ACC };
+
+/* What the script reads: the hash's fields state, fails, opened_at and
+ * probes_left (as A_*), and the throttle window's sums. */
+enum { S_STATE, S_FAILS, S_OPENED, S_LEFT, S_REQ, S_ACC, S_COUNT };
+
+typedef struct {
+  const redisReply *hm; /* the HMGET of the hash's fields */
+  const lr_fleet_limits *l;
+  long long now_ms;
+  double v[S_COUNT];
+} script_input;
+
+static int stored(const redisReply *hm, size_t i, double *v) {
+  *v = 0;
+  int n = hm->type == REDIS_REPLY_ARRAY && i < hm->elements ? lua_number(hm->element[i], v) : 0;
+  if (n == 0) *v = 0;
+  return n;
+}
+
+static lr_fleet_code script_read(script_input *in, const redisReply *buckets) {
+  for (int i = S_STATE; i <= S_LEFT; i++)
+    if (stored(in->hm, (size_t)i + 1, &in->v[i]) < 0) return LR_FLEET_E_NOMEM;
+  in->v[S_REQ] = in->v[S_ACC] = 0;
+  long long width = in->l->bucket_ms, slot = width > 0 ? in->now_ms / width : 0;
+  for (size_t j = 0; width > 0 && j < 10; j++) {
+    double s, r, c;
+    int got = stored(buckets, 3 * j, &s);
+    if (got < 0 || stored(buckets, 3 * j + 1, &r) < 0 || stored(buckets, 3 * j + 2, &c) < 0)
+      return LR_FLEET_E_NOMEM;
+    if (got && s > (double)(slot - 10) && s <= (double)slot) in->v[S_REQ] += r, in->v[S_ACC] += c;
+  }
+  return LR_FLEET_OK;
+}
+
+static void script_answer(const double v[S_COUNT], const lr_fleet_limits *l, long long now_ms,
+                          long long a[ANSWER_FIELDS]) {
+  double state = v[S_STATE], fails = v[S_FAILS], opened = v[S_OPENED], left = v[S_LEFT];
+  double now = (double)now_ms, want = l->breaker ? 1 : 0, granted = 0;
+  if (state == 1 && now - opened >= (double)l->open_ms)
+    state = 2, opened = now, left = (double)l->probes;
+  if (state == 0 && l->failures > 0 && fails >= (double)l->failures) state = 1, opened = now;
+  if (want > 0 && state == 2) {
+    if (left <= 0 && now - opened >= (double)l->open_ms) opened = now, left = (double)l->probes;
+    granted = left < want ? left : want; /* Lua 5.1's math.min(want, left) */
+    left = left - granted;
+  }
+  memset(a, 0, sizeof(long long) * ANSWER_FIELDS);
+  a[A_STATE] = redis_integer(state), a[A_FAILS] = redis_integer(fails);
+  a[A_OPENED] = redis_integer(opened), a[A_LEFT] = redis_integer(left);
+  a[A_GRANTED] = redis_integer(granted), a[A_NOW] = now_ms;
+  a[A_REQ] = redis_integer(v[S_REQ]), a[A_ACC] = redis_integer(v[S_ACC]);
+}
+
+/* Whether the process takes the reply to v: the very check
+ * (lr_redis_script_decode's) it makes of it; why not. */
+static int script_takes(const double v[S_COUNT], const lr_fleet_limits *l, long long now_ms,
+                        char *why, size_t size) {
+  static const lr_redis_url no_url;
+  long long a[ANSWER_FIELDS];
+  script_answer(v, l, now_ms, a);
+  redisReply el[ANSWER_FIELDS], *pel[ANSWER_FIELDS];
+  for (int i = 0; i < ANSWER_FIELDS; i++) {
+    memset(&el[i], 0, sizeof el[i]);
+    el[i].type = REDIS_REPLY_INTEGER, el[i].integer = a[i], pel[i] = &el[i];
+  }
+  redisReply r;
+  memset(&r, 0, sizeof r);
+  r.type = REDIS_REPLY_ARRAY, r.elements = ANSWER_FIELDS, r.element = pel;
+  lr_fleet_script s = { "", 0 };
+  lr_fleet_reply out;
+  int noscript = 0;
+  why[0] = '\0';
+  return lr_redis_script_decode(&s, &no_url, &r, l, l->breaker ? 1 : 0, 0, 0, &out, &noscript, why,
+                                size) == LR_FLEET_OK;
+}
+
+/* What the value the script read holds, as messages quote it. */
+static void quote_field(const script_input *in, int k, char *out, size_t size) {
+  if (k == S_REQ || k == S_ACC) {
+    lr_fmt(out, size, "%s fields within the throttle's window sum to %.17g",
+           k == S_REQ ? "trI" : "taI", in->v[k]);
+    return;
+  }
+  static const char *const NAMES[] = { "state", "fails", "opened_at", "probes_left" };
+  const redisReply *x = in->hm->element[k + 1];
+  char text[40];
+  lr_reply_escape(x->str ? x->str : "", x->len < 32 ? x->len : 32, text, sizeof text, "");
+  lr_fmt(out, size, "%s field holds \"%s\"", NAMES[k], text);
+}
+
+/* Every value of the fleet's state for which the update script's reply
+ * to a process's first sync is refused (so that no process syncs the
+ * success that would mend it), named: each that is refused beside a
+ * fresh fleet's (0 for the others). */
+static lr_fleet_code refused_state(const script_input *in, char *err, size_t errlen) {
+  char why[200], other[200];
+  if (script_takes(in->v, in->l, in->now_ms, why, sizeof why)) return LR_FLEET_OK;
+  size_t used = 0;
+  err[0] = '\0';
+  for (int k = 0; k < S_COUNT; k++) {
+    double alone[S_COUNT] = { 0 };
+    alone[k] = in->v[k];
+    if (alone[k] == 0 || script_takes(alone, in->l, in->now_ms, other, sizeof other)) continue;
+    char what[120];
+    quote_field(in, k, what, sizeof what);
+    lr_fmt(err + used, errlen - used, "%s%s", used ? " and its " : "the fleet's ", what);
+    used = strlen(err);
+  }
+  if (!used) lr_fmt(err, errlen, "the fleet's state as a whole"), used = strlen(err);
+  lr_fmt(err + used, errlen - used,
+         ", for which every process's sync is refused (\"%s\"): --reset clears it", why);
+  return LR_FLEET_E_PROTOCOL;
 }
 
 static void read_state(const redisReply *hm, lr_fleet_status *st) {
@@ -155,8 +291,11 @@ static lr_fleet_code read_processes(const redisReply *z, lr_fleet_status *st) {
   return LR_FLEET_OK;
 }
 
-lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *st, char *err,
-                                     size_t errlen) {
+/* The replies to TIME, HMGET of the hash, ZREVRANGE of the registry and
+ * HMGET of the throttle's buckets, read as a process with limits l would
+ * see them. */
+static lr_fleet_code status_decode(redisReply *r[4], const lr_fleet_limits *l, lr_fleet_status *st,
+                                   char *err, size_t errlen) {
   const redisReply *t = r[0];
   if (t->type != REDIS_REPLY_ARRAY || t->elements != 2 ||
       t->element[0]->type != REDIS_REPLY_STRING || t->element[1]->type != REDIS_REPLY_STRING ||
@@ -171,30 +310,26 @@ lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *s
     return LR_FLEET_E_PROTOCOL;
   }
   st->now_ms = sec * 1000 + usec / 1000;
-  /* Fields the update script reads as numbers (tonumber: strtod's, spaces
-   * around allowed) and whose values make every process's sync refused
-   * (redis_script.c): shown as 0 they read "closed", or "open" with no
-   * time, while every process is refused.  Not numbers: 0 to the script too. */
-  const redisReply *state = r[1]->element[1], *opened = r[1]->element[3];
-  double v;
-  const char *bad = NULL;
-  if (lua_number(state, &v) && v != 0 && v != 1 && v != 2)
-    bad = "no breaker state (0, 1 or 2)";
-  else if (lua_number(opened, &v) && !(v <= (double)st->now_ms))
-    bad = "a time after Redis's clock";
-  if (bad) {
-    const redisReply *x = lua_number(state, &v) && v != 0 && v != 1 && v != 2 ? state : opened;
-    char text[40];
-    lr_reply_escape(x->str, x->len < 32 ? x->len : 32, text, sizeof text, "");
-    lr_fmt(err, errlen,
-           "the fleet's %s field holds \"%s\", %s, for which every sync is refused: "
-           "--reset clears it",
-           x == state ? "state" : "opened_at", text, bad);
-    return LR_FLEET_E_PROTOCOL;
-  }
+  /* Shown as 0, a value the script refuses read "closed", or "0 transient
+   * failures", while every process was refused: named instead. */
+  script_input in = { r[1], l, st->now_ms, { 0 } };
+  lr_fleet_code rc = script_read(&in, r[3]);
+  if (rc == LR_FLEET_OK) rc = refused_state(&in, err, errlen);
+  if (rc != LR_FLEET_OK) return rc;
   read_state(r[1], st);
   if (st->opened_at_ms > st->now_ms) st->opened_at_ms = 0; /* not a time the script writes */
   return read_processes(r[2], st);
+}
+
+lr_fleet_code lr_fleet_status_decode(struct redisReply *r[3], lr_fleet_status *st, char *err,
+                                     size_t errlen) {
+  /* no policy's limits: no open period, no breaker's count, no throttle */
+  static const lr_fleet_limits none;
+  redisReply no_buckets;
+  memset(&no_buckets, 0, sizeof no_buckets);
+  no_buckets.type = REDIS_REPLY_NIL;
+  redisReply *four[4] = { r[0], r[1], r[2], &no_buckets };
+  return status_decode(four, &none, st, err, errlen);
 }
 
 /* The throttle's ten buckets (tsI, trI, taI: HMGET in that order) within
@@ -210,22 +345,52 @@ static void read_window(const redisReply *b, long long bucket_ms, lr_fleet_statu
   }
 }
 
-/* The rate limiter's theoretical arrival time (µs, Redis's clock): slots
- * are leased up to it. */
-static void read_rate(const redisReply *b, lr_fleet_status *st) {
-  /* the script writes it as %.17g, with a fraction when a slot's interval
-   * is no whole number of µs: read as a whole number, it was shown as 0 */
-  double tat = 0;
+/* The rate limiter's theoretical arrival time, tat (µs, Redis's clock),
+ * as its script reads it (redis_rate.c: tonumber(tat) or 0, never before
+ * now): slots are leased up to it.  An ask that gets no slot is answered
+ * with the wait from its horizon (LR_LEASE_HORIZON, less for a call
+ * whose deadline is nearer) to the next slot, which every process
+ * refuses beyond LR_LEASE_HORIZON and a block of LR_LEASE_MAX slots
+ * (redis_rate.c's out_of_range: this is its bound).  No script writes a
+ * next slot that far ahead; from there on the asks of calls near their
+ * deadline are refused, and from LR_LEASE_HORIZON further every ask. */
+static lr_fleet_code read_rate(const redisReply *b, double limit, long burst, lr_fleet_status *st,
+                               char *err, size_t errlen) {
+  double tat = 0, now = (double)st->now_ms * 1000, interval = 1e6 / limit;
   const redisReply *t = b->type == REDIS_REPLY_ARRAY && b->elements > 0 ? b->element[0] : NULL;
-  if (t && t->type == REDIS_REPLY_STRING && t->len > 0 && t->len < 32) {
-    char buf[32], *end;
-    memcpy(buf, t->str, t->len);
-    buf[t->len] = '\0';
-    double v = strtod(buf, &end);
-    if (*end == '\0' && v >= 0 && v <= (double)MS_MAX * 1000) tat = v;
+  int n = lua_number(t, &tat);
+  if (n < 0) return LR_FLEET_E_NOMEM;
+  if (n == 0) tat = 0;
+  double base = now > tat ? now : tat; /* Lua 5.1's math.max(tat, now): NaN stays */
+  double ahead = base - (double)(burst - 1) * interval - now;
+  double over = ahead - (LR_LEASE_HORIZON * 1e6 + LR_LEASE_MAX * interval + 2); /* µs */
+  if (!(over <= 0)) {
+    char text[40], when[64] = "not a time", whose[96] = "every process's ask for a slot is refused";
+    lr_reply_escape(t->str, t->len < 32 ? t->len : 32, text, sizeof text, "");
+    if (ahead < HUGE_VAL) lr_fmt(when, sizeof when, "a next slot %.0f s ahead", ahead / 1e6);
+    if (over < LR_LEASE_HORIZON * 1e6)
+      lr_fmt(whose, sizeof whose,
+             "a call's ask for a slot is refused within %.1f s of its deadline", over / 1e6);
+    lr_fmt(err, errlen,
+           "the fleet's rate key's tat field holds \"%s\" (%s), for which %s (\"the rate "
+           "script's reply is out of range: a wait for a slot out of range\"): --reset clears it",
+           text, when, whose);
+    return LR_FLEET_E_PROTOCOL;
   }
-  double ahead = tat / 1e6 - (double)st->now_ms / 1000;
-  st->rate_ahead = ahead > 0 ? ahead : 0;
+  st->rate_ahead = tat > now ? (tat - now) / 1e6 : 0;
+  return LR_FLEET_OK;
+}
+
+/* The guard numbers as a sync sends them (sync.c): what the update
+ * script's reply is checked against. */
+static void limits_of(lr_fleet *f, lr_fleet_limits *l) {
+  memset(l, 0, sizeof *l);
+  l->max_milli = atomic_load(&f->max_milli);
+  l->breaker = atomic_load(&f->breaker);
+  l->failures = atomic_load(&f->breaker) ? atomic_load(&f->failures) : 0;
+  l->open_ms = atomic_load(&f->open_ms);
+  l->probes = atomic_load(&f->probes);
+  l->bucket_ms = atomic_load(&f->throttle) ? atomic_load(&f->bucket_ms) : 0;
 }
 
 lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, size_t errlen) {
@@ -251,35 +416,40 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
   /* the budget's leases: an entry a member, whose expiry is negated when
    * its block is empty (redis_script.c); "" at +inf keeps the set in being */
   const char *holders[] = { "ZCOUNT", f->lexp_key, "(0", "(inf" };
-  int argcs[6] = { 1, 10, 5, 32, 3, 4 };
-  const char **argvs[6] = { time_cmd, hmget, zrange, buckets, tat, holders };
-  redisReply *r[6] = { NULL, NULL, NULL, NULL, NULL, NULL };
+  /* the blocks' hash, which every sync reads: of another type, every
+   * sync is refused (WRONGTYPE), so it is named as the others are */
+  const char *blocks[] = { "HLEN", f->leases_key };
+  int argcs[7] = { 1, 10, 5, 32, 3, 4, 2 };
+  const char **argvs[7] = { time_cmd, hmget, zrange, buckets, tat, holders, blocks };
+  redisReply *r[7] = { NULL, NULL, NULL, NULL, NULL, NULL, NULL };
   if (!lr_fleet_owned(f)) return pipeline(f, 0, NULL, NULL, NULL, err, errlen); /* says why */
+  lr_fleet_limits l;
+  limits_of(f, &l);
   pthread_mutex_lock(&f->io);
-  lr_fleet_code rc = pipeline(f, 6, argcs, argvs, r, err, errlen);
+  lr_fleet_code rc = pipeline(f, 7, argcs, argvs, r, err, errlen);
   pthread_mutex_unlock(&f->io);
-  if (rc == LR_FLEET_OK) {
-    char why[200];
-    rc = lr_fleet_status_decode(r, st, why, sizeof why);
-    if (rc != LR_FLEET_OK) lr_fmt(err, errlen, "%s: %s", f->url.redacted, why); /* which Redis */
-  }
+  char why[600] = "";
+  int came = rc == LR_FLEET_OK; /* the replies came: a refusal below is theirs */
+  if (came) rc = status_decode(r, &l, st, why, sizeof why);
   if (rc == LR_FLEET_OK && r[5]->type == REDIS_REPLY_INTEGER && r[5]->integer > 0 &&
       r[5]->integer <= INT_MAX)
     st->lease_holders = (long)r[5]->integer;
-  long long bucket_ms = atomic_load(&f->throttle) ? atomic_load(&f->bucket_ms) : 0;
-  if (rc == LR_FLEET_OK && bucket_ms > 0) {
+  if (rc == LR_FLEET_OK && l.bucket_ms > 0) {
     st->throttle = 1;
-    st->window_seconds = (double)bucket_ms * 10 / 1000;
-    read_window(r[3], bucket_ms, st);
+    st->window_seconds = (double)l.bucket_ms * 10 / 1000;
+    read_window(r[3], l.bucket_ms, st);
   }
   if (rc == LR_FLEET_OK && atomic_load(&f->rate)) {
     st->rate = 1;
     pthread_mutex_lock(&f->rate_lock);
     st->rate_limit = f->rate_limit;
+    long burst = f->rate_burst;
     pthread_mutex_unlock(&f->rate_lock);
-    read_rate(r[4], st);
+    if (st->rate_limit > 0) rc = read_rate(r[4], st->rate_limit, burst, st, why, sizeof why);
   }
-  for (int i = 0; i < 6; i++)
+  if (came && rc != LR_FLEET_OK) /* which Redis */
+    lr_fmt(err, errlen, "%s: %s", f->url.redacted, why[0] ? why : lr_fleet_strerror(rc));
+  for (int i = 0; i < 7; i++)
     if (r[i]) freeReplyObject(r[i]);
   if (rc != LR_FLEET_OK) lr_fleet_status_free(st);
   return rc;

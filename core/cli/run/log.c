@@ -80,8 +80,12 @@ static void json_line(const attempt_log *log, const luaretry_decision *d, int st
 /* Stopped between attempts: a cancel, or the circuit opened. */
 static void log_stop(const attempt_log *log, const luaretry_decision *d, const char *who) {
   if (log->json) json_line(log, d, -1, NULL, NULL);
-  /* a refusal after a wait ends the call: -q's one line of a failure */
-  if ((log->verbosity > 0 || log->show_error) &&
+  /* a refusal after a wait ends the call: -q's one line of a failure.
+   * One before a single call's first attempt is that call's end, which
+   * run_call tells from its final decision (as it tells one at the call's
+   * begin, before any observer): told here too, it came twice. */
+  int call_end = d->attempt == 0 && !log->index && !log->request;
+  if ((log->verbosity > 0 || log->show_error) && !call_end &&
       (d->reason == LUARETRY_REASON_CIRCUIT_OPEN || d->reason == LUARETRY_REASON_BUDGET ||
        d->reason == LUARETRY_REASON_ADMISSION || d->reason == LUARETRY_REASON_RATE_LIMIT)) {
     fprintf(stderr, "luaretry: %sbefore attempt %d: %s (", who, d->attempt + 1,

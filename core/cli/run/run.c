@@ -387,9 +387,15 @@ static int run_call(const run_args *a, luaretry_policy *p, run_mode mode, attemp
   } else {
     *decided = final->attempt > 0;
   }
-  if (final->attempt == 0 && final->message && tell) /* refused at begin: -q's one line */
-    fprintf(stderr, "luaretry: before attempt 1: %s (%s): %s\n",
-            luaretry_reason_name(final->reason), final->rule, final->message);
+  /* refused before the first attempt (at begin, or as it would go): -q's
+   * one line, told here alone (log_stop leaves it), escaped as log lines are */
+  if (final->attempt == 0 && final->message && tell) {
+    fprintf(stderr, "luaretry: before attempt 1: %s (", luaretry_reason_name(final->reason));
+    cli_text(stderr, final->rule);
+    fputs("): ", stderr);
+    cli_text(stderr, final->message);
+    fputc('\n', stderr);
+  }
   return cli_exit_status(final->reason);
 }
 
