@@ -230,6 +230,32 @@ describe("the local store (--fleet local)", function ()
     os.remove(file)
   end)
 
+  -- luaretry(1): a store truncated under a process's map ends it with
+  -- SIGBUS, so what a user does instead, --reset and rm, never truncates
+  it("a run under way goes on through --reset (the store cleared in place) and rm (its own copy until it ends)", function ()
+    local key = new_key()
+    local file = store_of(BUDGET, key)
+    local size = #proc.readfile(file)
+    local job = proc.spawn({ "run", BUDGET, srv.base .. "/503/slow", "--set", "fleet.local=" .. run,
+                             "--set", "fleet.key=" .. key }, tmp)
+    finally(function () job:stop() end)
+    -- each while an attempt is under way (half a second): its outcome
+    -- and the next attempt's questions meet the store so changed
+    assert.is_truthy(proc.wait_for(function () return #srv:requests_on("/503/slow") >= 1 end, 30))
+    local reset = cmd({ "fleet", BUDGET, "--fleet", "local", "--set", "fleet.key=" .. key, "--reset" })
+    assert.are.equal(0, reset.code, reset.stderr)
+    assert.are.equal(size, #proc.readfile(file)) -- in place, the size kept
+    assert.is_truthy(proc.wait_for(function () return #srv:requests_on("/503/slow") >= 2 end, 30))
+    assert.is_true(os.remove(file))
+    local code = job:wait(60)
+    assert.are.equal(4, code, job:stderr()) -- the last 503; a SIGBUS is 135
+    assert.are.equal(0, count(job:stderr(), REFUSED), job:stderr())
+    assert.are.equal(4, #srv:requests_on("/503/slow"))
+    -- the next process makes the store anew
+    assert.matches("budget: 10.000 of 10 tokens", select(2, store_of(BUDGET, key)))
+    os.remove(file)
+  end)
+
   it("refuses a store whose counts no process writes (garbage after the header, a time ahead of now); --reset recovers it", function ()
     local key = new_key()
     local set = { "--set", "fleet.key=" .. key }

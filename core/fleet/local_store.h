@@ -21,6 +21,8 @@
  * it.  Refused, the handle answers LR_REMOTE_LOCAL to every question (the
  * local guards decide) and the log hears why, once, at the first question
  * or outcome (a host sets its log after the load that opens the store).
+ * The size is checked at open only: a file cut while mapped ends the
+ * process with SIGBUS at its next update (local_file.c says why).
  *
  * The processes that share a store share its guard settings, as Redis's
  * script makes them (redis_script.c's cfg): the file holds a hash of the
