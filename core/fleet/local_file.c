@@ -84,8 +84,14 @@ static int folder(lr_local *l, const char *dir, char *out, size_t size) {
 }
 
 /* Version 1 grew within its padding (the reserve's word, the settings'):
- * a file of an older build has this size, those words 0. */
+ * a file of an older build has this size, those words 0.  The offsets are
+ * fleet_local_spec's, which writes garbage into a store. */
 _Static_assert(sizeof(lr_local_file) == 896, "the store's layout changed: bump LR_LOCAL_VERSION");
+_Static_assert(
+  offsetof(lr_local_file, tokens) == 256 && offsetof(lr_local_file, breaker) == 264 &&
+    offsetof(lr_local_file, tat_us) == 576 && offsetof(lr_local_file, reserve_tat_us) == 584 &&
+    offsetof(lr_local_file, cfg_seen) == 840,
+  "the store's layout changed: bump LR_LOCAL_VERSION (and fleet_local_spec's offsets)");
 
 void lr_local_file_clear(lr_local_file *m) {
   atomic_store(&m->cfg_hash, 0); /* any process's settings may take it */
@@ -158,7 +164,7 @@ static int check_and_map(lr_local *l, int fd, const uint64_t h[2]) {
   if (c.magic != LR_LOCAL_MAGIC || c.version != LR_LOCAL_VERSION || c.size != sizeof c ||
       c.key_hash[0] != h[0] || c.key_hash[1] != h[1])
     return refuse(l, "%s", "not a luaretry fleet store of this version and key: refused");
-  const char *bad = lr_local_counts_garbage(&c);
+  const char *bad = lr_local_counts_garbage(l, &c);
   if (bad) return refuse(l, "holds %s (garbage, or another layout): refused", bad);
   lr_local_file *m = map_fd(fd);
   if (!m) return refuse(l, "cannot be mapped: %s", strerror(errno));
