@@ -230,6 +230,32 @@ describe("the local store (--fleet local)", function ()
     os.remove(file)
   end)
 
+  -- luaretry(1): a store truncated under a process's map ends it with
+  -- SIGBUS, so what a user does instead, --reset and rm, never truncates
+  it("a run under way goes on through --reset (the store cleared in place) and rm (its own copy until it ends)", function ()
+    local key = new_key()
+    local file = store_of(BUDGET, key)
+    local size = #proc.readfile(file)
+    local job = proc.spawn({ "run", BUDGET, srv.base .. "/503/slow", "--set", "fleet.local=" .. run,
+                             "--set", "fleet.key=" .. key }, tmp)
+    finally(function () job:stop() end)
+    -- each while an attempt is under way (half a second): its outcome
+    -- and the next attempt's questions meet the store so changed
+    assert.is_truthy(proc.wait_for(function () return #srv:requests_on("/503/slow") >= 1 end, 30))
+    local reset = cmd({ "fleet", BUDGET, "--fleet", "local", "--set", "fleet.key=" .. key, "--reset" })
+    assert.are.equal(0, reset.code, reset.stderr)
+    assert.are.equal(size, #proc.readfile(file)) -- in place, the size kept
+    assert.is_truthy(proc.wait_for(function () return #srv:requests_on("/503/slow") >= 2 end, 30))
+    assert.is_true(os.remove(file))
+    local code = job:wait(60)
+    assert.are.equal(4, code, job:stderr()) -- the last 503; a SIGBUS is 135
+    assert.are.equal(0, count(job:stderr(), REFUSED), job:stderr())
+    assert.are.equal(4, #srv:requests_on("/503/slow"))
+    -- the next process makes the store anew
+    assert.matches("budget: 10.000 of 10 tokens", select(2, store_of(BUDGET, key)))
+    os.remove(file)
+  end)
+
   it("refuses a store whose counts no process writes (garbage after the header, a time ahead of now); --reset recovers it", function ()
     local key = new_key()
     local set = { "--set", "fleet.key=" .. key }
@@ -260,6 +286,64 @@ describe("the local store (--fleet local)", function ()
       assert.are.equal(0, reset.code, reset.stderr)
       assert.matches("budget: 10.000 of 10 tokens", select(2, store_of(BUDGET, key)))
     end
+  end)
+
+  it("refuses a rate limiter's or reserve's time further ahead than a process writes; takes one as far as a process may", function ()
+    local key = new_key()
+    local policy = tmp .. "/ahead.lua"
+    proc.writefile(policy, 'name = "ahead"\nmax_attempts = 4\ndeadline = 10\nattempt_timeout = 2\n' ..
+                   'backoff = { initial = 0.05, max = 0.2, jitter = "full" }\n' ..
+                   "budget = { max_tokens = 10, token_ratio = 0.1, reserve = 1 }\n" ..
+                   "rate = { limit = 20, burst = 1 }\n")
+    local set = { "--set", "fleet.key=" .. key }
+    local file = store_of(policy, key, set[1], set[2])
+    local good = proc.readfile(file)
+    -- lr_local_file's tat_us and reserve_tat_us (local_file.c's asserts pin
+    -- them), CLOCK_MONOTONIC µs as system.monotime reads it
+    local function with(offset, ahead)
+      local at = math.floor((proc.now() + ahead) * 1e6)
+      proc.writefile(file, good:sub(1, offset) .. string.pack("<i8", at) .. good:sub(offset + 9))
+    end
+    local YEAR = 365 * 86400
+    for _, c in ipairs({ { 576, "the rate limiter's time ahead of now" },
+                         { 584, "the budget's reserve's time ahead of now" } }) do
+      with(c[1], YEAR)
+      srv:reset()
+      local r = cmd({ "run", policy, srv.base .. "/503", "--fleet", "local", set[1], set[2] })
+      assert.are.equal(4, r.code, r.stderr) -- not 6: the rate's slot a year off
+      assert.are.equal(1, count(r.stderr, REFUSED), r.stderr)
+      assert.matches(c[2] .. " %(garbage, or another layout%): refused", r.stderr)
+      assert.are.equal(4, #srv:requests_on("/503"))
+      local f = cmd({ "fleet", policy, "--fleet", "local", set[1], set[2] })
+      assert.are.equal(1, f.code, f.stdout)
+      assert.matches(c[2], f.stderr)
+      local reset = cmd({ "fleet", policy, "--fleet", "local", set[1], set[2], "--reset" })
+      assert.are.equal(0, reset.code, reset.stderr)
+      assert.matches("refused: removed", reset.stdout)
+      store_of(policy, key, set[1], set[2]) -- made anew
+    end
+    -- the furthest a process takes a slot (LR_LEASE_HORIZON, 10 s) and the
+    -- burst's interval past it: a store in use, not refused
+    with(576, 10)
+    local f = cmd({ "fleet", policy, "--fleet", "local", set[1], set[2] })
+    assert.are.equal(0, f.code, f.stderr)
+    local ahead = tonumber(f.stdout:match("slots leased out up to ([%d.]+) s ahead"))
+    assert.is_true(ahead > 5 and ahead <= 10, f.stdout)
+    -- a year ahead under settings of others (their hash; their last use,
+    -- process 1's, two minutes ago): not judged by ours, but brought within
+    -- what ours hand out (10 s and an interval) when ours take the store over
+    local now_s = math.floor(proc.now())
+    with(576, YEAR)
+    local far = proc.readfile(file)
+    proc.writefile(file, far:sub(1, 232) .. string.pack("<I8", 12345) .. far:sub(241, 840) ..
+                   string.pack("<I4I4", now_s - 120, 1) .. far:sub(849))
+    local r = cmd({ "run", policy, srv.base .. "/503", "--fleet", "local", set[1], set[2],
+                    "--set", "max_attempts=1" })
+    assert.are.equal(0, count(r.stderr, REFUSED), r.stderr)
+    f = cmd({ "fleet", policy, "--fleet", "local", set[1], set[2] })
+    assert.are.equal(0, f.code, f.stderr)
+    ahead = tonumber(f.stdout:match("slots leased out up to ([%d.]+) s ahead"))
+    assert.is_true(ahead <= 10.05, f.stdout)
   end)
 
   it("fleet refuses a store held by other settings, naming their process as run does; --reset frees it", function ()

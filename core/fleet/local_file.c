@@ -2,7 +2,17 @@
  * and what is refused.  A new file is made whole under a name of its
  * own, then linked into place, so no process ever maps a half-made one;
  * two processes making it at once both link, one wins, the other maps
- * the winner's. */
+ * the winner's.
+ *
+ * A shared map faults (SIGBUS) once its file is cut under it, and a
+ * library may not catch that signal (its handler is the host's).  What
+ * is done before the map exists goes through pwrite and pread, which a
+ * file cut meanwhile only cuts short: the new file's contents, the
+ * open's checks.  A file cut while mapped ends the process at its next
+ * update, as SQLite's and LMDB's mapped files do: checking the size at
+ * every update would cost a system call each (and still leave a window);
+ * luaretry(1) says so, and reset never cuts a file (it clears the words
+ * in place, or unlinks a refused entry). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -74,8 +84,14 @@ static int folder(lr_local *l, const char *dir, char *out, size_t size) {
 }
 
 /* Version 1 grew within its padding (the reserve's word, the settings'):
- * a file of an older build has this size, those words 0. */
+ * a file of an older build has this size, those words 0.  The offsets are
+ * fleet_local_spec's, which writes garbage into a store. */
 _Static_assert(sizeof(lr_local_file) == 896, "the store's layout changed: bump LR_LOCAL_VERSION");
+_Static_assert(
+  offsetof(lr_local_file, tokens) == 256 && offsetof(lr_local_file, breaker) == 264 &&
+    offsetof(lr_local_file, tat_us) == 576 && offsetof(lr_local_file, reserve_tat_us) == 584 &&
+    offsetof(lr_local_file, cfg_seen) == 840,
+  "the store's layout changed: bump LR_LOCAL_VERSION (and fleet_local_spec's offsets)");
 
 void lr_local_file_clear(lr_local_file *m) {
   atomic_store(&m->cfg_hash, 0); /* any process's settings may take it */
@@ -105,22 +121,25 @@ static int create(lr_local *l, const char *key, const uint64_t h[2]) {
   unlink(tmp); /* a crashed predecessor of ours with this pid */
   int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return refuse(l, "cannot create it: %s", strerror(errno));
-  int rc = posix_fallocate(fd, 0, sizeof(lr_local_file));
-  lr_local_file *m = rc == 0 ? map_fd(fd) : NULL;
-  if (!m) {
-    close(fd);
-    unlink(tmp);
-    return refuse(l, "no room for it: %s", strerror(rc ? rc : errno));
-  }
-  memset(m, 0, sizeof *m);
-  m->version = LR_LOCAL_VERSION;
-  m->size = sizeof *m;
-  m->key_hash[0] = h[0], m->key_hash[1] = h[1];
-  lr_strlcpy(m->key, key, sizeof m->key);
-  lr_local_file_clear(m);
-  m->magic = LR_LOCAL_MAGIC;
-  munmap(m, sizeof *m);
+  /* written, not mapped: a file cut meanwhile (by another process of
+   * the user) only cuts the write short; its blocks reserved first, so
+   * that a write through a process's map never lacks room */
+  lr_local_file m;
+  int rc = posix_fallocate(fd, 0, sizeof m);
+  memset(&m, 0, sizeof m);
+  m.version = LR_LOCAL_VERSION;
+  m.size = sizeof m;
+  m.key_hash[0] = h[0], m.key_hash[1] = h[1];
+  lr_strlcpy(m.key, key, sizeof m.key);
+  lr_local_file_clear(&m);
+  m.magic = LR_LOCAL_MAGIC;
+  ssize_t n = rc == 0 ? pwrite(fd, &m, sizeof m, 0) : -1;
+  if (rc == 0 && n != (ssize_t)sizeof m) rc = n < 0 ? errno : ENOSPC;
   close(fd);
+  if (rc != 0) {
+    unlink(tmp);
+    return refuse(l, "no room for it: %s", strerror(rc));
+  }
   rc = link(tmp, l->path);
   int e = errno;
   unlink(tmp);
@@ -128,27 +147,27 @@ static int create(lr_local *l, const char *key, const uint64_t h[2]) {
   return 0;
 }
 
-/* Ours, whole and of this layout: 0 and l->map, or -1. */
+/* Ours, whole and of this layout: 0 and l->map, or -1.  Judged on a
+ * copy read by pread, not through the map: a file cut after its size was
+ * checked reads short, where the map would fault. */
 static int check_and_map(lr_local *l, int fd, const uint64_t h[2]) {
   struct stat st;
   if (fstat(fd, &st) != 0) return refuse(l, "cannot be read: %s", strerror(errno));
   if (!S_ISREG(st.st_mode)) return refuse(l, "%s", "not a regular file, refused");
   if (st.st_uid != getuid()) return refuse(l, "%s", "owned by another user, refused");
   if (st.st_mode & 077) return refuse(l, "%s", "others may read or write it, refused");
-  if (st.st_size != (off_t)sizeof(lr_local_file))
+  lr_local_file c;
+  ssize_t n = st.st_size == (off_t)sizeof c ? pread(fd, &c, sizeof c, 0) : 0;
+  if (n < 0) return refuse(l, "cannot be read: %s", strerror(errno));
+  if (n != (ssize_t)sizeof c)
     return refuse(l, "%s", "of another size (truncated, or another layout): refused");
+  if (c.magic != LR_LOCAL_MAGIC || c.version != LR_LOCAL_VERSION || c.size != sizeof c ||
+      c.key_hash[0] != h[0] || c.key_hash[1] != h[1])
+    return refuse(l, "%s", "not a luaretry fleet store of this version and key: refused");
+  const char *bad = lr_local_counts_garbage(l, &c);
+  if (bad) return refuse(l, "holds %s (garbage, or another layout): refused", bad);
   lr_local_file *m = map_fd(fd);
   if (!m) return refuse(l, "cannot be mapped: %s", strerror(errno));
-  if (m->magic != LR_LOCAL_MAGIC || m->version != LR_LOCAL_VERSION || m->size != sizeof *m ||
-      m->key_hash[0] != h[0] || m->key_hash[1] != h[1]) {
-    munmap(m, sizeof *m);
-    return refuse(l, "%s", "not a luaretry fleet store of this version and key: refused");
-  }
-  const char *bad = lr_local_counts_garbage(m);
-  if (bad) {
-    munmap(m, sizeof *m);
-    return refuse(l, "holds %s (garbage, or another layout): refused", bad);
-  }
   l->map = m;
   return 0;
 }

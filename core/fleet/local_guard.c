@@ -46,6 +46,8 @@ __attribute__((noinline)) static void say_refused(lr_local *l) {
   l->log(l->log_ud, line);
 }
 
+static void rate_adopt(lr_local *l, lr_local_file *m);
+
 /* The file, when this guard is on and the store is usable with this
  * process's settings (local_settings.c: one load and compare, unless they
  * differ). */
@@ -54,8 +56,11 @@ static lr_local_file *map_of(lr_local *l, atomic_int *guard) {
   lr_local_file *m = l->map;
   if (!m) return say_refused(l), NULL;
   if (atomic_load_explicit(&m->cfg_hash, memory_order_relaxed) !=
-      atomic_load_explicit(&l->cfg_hash, memory_order_relaxed))
-    return lr_local_settings_claim(l) ? m : NULL;
+      atomic_load_explicit(&l->cfg_hash, memory_order_relaxed)) {
+    int claimed = lr_local_settings_claim(l);
+    if (claimed == 2) rate_adopt(l, m); /* ours took the store over */
+    return claimed ? m : NULL;
+  }
   return m;
 }
 
@@ -371,6 +376,28 @@ static int refresh(void *ud, double now, double left, lr_waiter *w, int reserve)
 /* ---- the rate limiter: one GCRA for the machine, its theoretical
  * arrival time in one word; slots handed out in order (FIFO) up to
  * LR_LEASE_HORIZON ahead, as Redis's lease hands them out. */
+
+/* The furthest ahead of its `now` that rate_reserve writes the time, µs:
+ * it hands out a slot t at most the horizon ahead, t no earlier than the
+ * time less the burst's tolerance, and writes the time or the call's `at`
+ * (no later than t) plus one interval: now + horizon + tolerance +
+ * interval, with burst - 1 intervals in the tolerance. */
+static long long rate_reach_us(const lr_local *l) {
+  return llround(LR_LEASE_HORIZON * 1e6) + atomic_load(&l->tolerance_us) +
+         atomic_load(&l->interval_us);
+}
+
+/* Settings that take the store over from others' (a reload, or others
+ * gone a minute): the time others' rate wrote brought within what ours
+ * would (the slots they handed out lie within the horizon, before it),
+ * so that a far one, theirs or garbage, never blocks ours. */
+static void rate_adopt(lr_local *l, lr_local_file *m) {
+  long long most = llround(lr_monotonic_now() * 1e6) + rate_reach_us(l);
+  long long cur = atomic_load(&m->tat_us);
+  while (cur > most && !atomic_compare_exchange_weak(&m->tat_us, &cur, most)) {
+  }
+}
+
 static int rate_reserve(void *ud, double now, double at, double latest, double left, double u,
                         lr_waiter *w, double *wait) {
   (void)left, (void)w;
@@ -443,7 +470,15 @@ void lr_local_counts(lr_local *l, lr_local_status *st) {
  * (local_file.c refuses it).  Times are this boot's CLOCK_MONOTONIC (the
  * file's name holds the boot), so one ahead of now by more than the
  * processes' clock reads differ would hold for ever (a settings' last use
- * "0 s ago" locking others out). */
+ * "0 s ago" locking others out; a rate's slot a year off refusing every
+ * call, as redis_rate.c's out_of_range says of Redis's).  The rate
+ * limiter's time reaches rate_reach_us ahead, by the settings that wrote
+ * it: judged with ours when the store's settings are ours or none yet (a
+ * new or reset store; a file of an older build), not when they are
+ * others' (theirs may reach further; ours adopt it when they take over:
+ * rate_adopt).  The reserve's never passes its writer's now
+ * (lr_reserve_gcra moves it by 1 / reserve only once now is that far
+ * past it), whatever the settings. */
 
 #define AHEAD_S    5.0        /* clock reads of processes racing */
 #define TOKENS_MAX 1000000    /* budget.max_tokens's bound (1000), milli-tokens */
@@ -456,8 +491,9 @@ static int ahead(uint64_t at, double now, double per_s, int bits) {
   return lim < (double)(1ull << bits) && (double)at > lim;
 }
 
-const char *lr_local_counts_garbage(const lr_local_file *m) {
+const char *lr_local_counts_garbage(const lr_local *l, const lr_local_file *m) {
   double now = lr_monotonic_now();
+  long long ahead_us = llround((now + AHEAD_S) * 1e6);
   long long t = atomic_load(&m->tokens);
   if (t != -1 && (t < 0 || t > TOKENS_MAX)) return "the budget's tokens out of range";
   uint64_t w = atomic_load(&m->breaker);
@@ -467,7 +503,12 @@ const char *lr_local_counts_garbage(const lr_local_file *m) {
     if (ahead(atomic_load(&m->requests[i]) >> COUNT_BITS, now, 1000, 40) ||
         ahead(atomic_load(&m->accepts[i]) >> COUNT_BITS, now, 1000, 40))
       return "the admission window's time ahead of now";
-  if (atomic_load(&m->tat_us) < 0) return "the rate limiter's time out of range";
+  long long tat = atomic_load(&m->tat_us);
+  uint64_t cfg = atomic_load(&m->cfg_hash);
+  if (tat < 0) return "the rate limiter's time out of range";
+  if ((cfg == 0 || cfg == atomic_load(&l->cfg_hash)) && tat > ahead_us + rate_reach_us(l))
+    return "the rate limiter's time ahead of now";
+  if (atomic_load(&m->reserve_tat_us) > ahead_us) return "the budget's reserve's time ahead of now";
   if (atomic_load(&m->window_from) > atomic_load(&m->outcomes))
     return "the breaker's window out of range";
   for (int i = 0; i < LR_LOCAL_BLOCKS; i++) { /* failed and slow outcomes are among its outcomes */

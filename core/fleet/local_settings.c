@@ -98,7 +98,7 @@ int lr_local_settings_claim(lr_local *l) {
       atomic_store(&l->seen_s, 0);
       lr_local_settings_seen(l, lr_monotonic_now());
       lr_local_settings_back(l);
-      return 1;
+      return 2;
     }
   }
   return 1;

@@ -21,6 +21,8 @@
  * it.  Refused, the handle answers LR_REMOTE_LOCAL to every question (the
  * local guards decide) and the log hears why, once, at the first question
  * or outcome (a host sets its log after the load that opens the store).
+ * The size is checked at open only: a file cut while mapped ends the
+ * process with SIGBUS at its next update (local_file.c says why).
  *
  * The processes that share a store share its guard settings, as Redis's
  * script makes them (redis_script.c's cfg): the file holds a hash of the
@@ -64,8 +66,9 @@ void lr_local_settings_text(lr_local *l);
 int lr_local_settings_refusal(lr_local *l, char *out, size_t size);
 
 /* The store's settings made this process's when they may be (none yet,
- * its own last use, or another's older than LR_LOCAL_SETTINGS_S): 1;
- * else 0, said once.  Called when the hashes differ. */
+ * its own last use, or another's older than LR_LOCAL_SETTINGS_S): 2 when
+ * this call took the store over, 1 when they were already ours; else 0,
+ * said once.  Called when the hashes differ. */
 int lr_local_settings_claim(lr_local *l);
 /* The store usable again after a refusal was said: said too (at a
  * claim, or by lr_local_settings_seen). */
@@ -168,7 +171,8 @@ void lr_local_file_close(lr_local *l);
 /* A store as new (the budget full, breaker closed, window empty). */
 void lr_local_file_clear(lr_local_file *m);
 /* local_guard.c's: what of a file's counts no process writes (garbage,
- * a time ahead of now), for local_file.c to refuse; NULL: none. */
-const char *lr_local_counts_garbage(const lr_local_file *m);
+ * a time ahead of now: the rate limiter's judged by l's settings), for
+ * local_file.c to refuse; NULL: none. */
+const char *lr_local_counts_garbage(const lr_local *l, const lr_local_file *m);
 
 #endif

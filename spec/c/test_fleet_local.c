@@ -3,6 +3,7 @@
  * used; and writers SIGKILLed at random points leave the others going
  * and every count within its bounds. */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -509,6 +510,70 @@ static void test_refused(void) {
   rmdir(open_dir);
 }
 
+/* ---- a file cut while it is made or opened (another process of the
+ * user truncating it): the store's calls to posix_fallocate and fstat
+ * land here (this program links the library statically), and cut the
+ * file right after theirs when told to.  A fault would kill the process:
+ * each case runs in a child. */
+
+static int cut_after_fallocate, cut_after_fstat;
+
+int posix_fallocate(int fd, off_t offset, off_t len) {
+  static int (*real)(int, off_t, off_t);
+  if (!real) real = (int (*)(int, off_t, off_t))dlsym(RTLD_NEXT, "posix_fallocate");
+  int rc = real(fd, offset, len);
+  if (rc == 0 && cut_after_fallocate) {
+    cut_after_fallocate = 0;
+    if (ftruncate(fd, 0) != 0) rc = errno;
+  }
+  return rc;
+}
+
+int fstat(int fd, struct stat *st) {
+  static int (*real)(int, struct stat *);
+  if (!real) real = (int (*)(int, struct stat *))dlsym(RTLD_NEXT, "fstat");
+  int rc = real(fd, st);
+  if (rc == 0 && cut_after_fstat && S_ISREG(st->st_mode)) {
+    cut_after_fstat = 0;
+    if (ftruncate(fd, 0) != 0) rc = -1;
+  }
+  return rc;
+}
+
+/* Cut between its blocks' allocation and its contents: made whole all
+ * the same (written, never mapped, while it is made).  Cut between the
+ * open's size check and the reads its checks make: refused as of another
+ * size (the checks read a copy). */
+static int cut_while_opened(void) {
+  char err[600], path[4200];
+  cut_after_fallocate = 1;
+  lr_local *l = open_store("cut", err, sizeof err);
+  int made = !cut_after_fallocate && err[0] == '\0' && ops->budget_allows_retry(l, 0) == 1;
+  if (!made) fprintf(stderr, "cut after its allocation: %s\n", err);
+  lr_local_status st;
+  lr_local_status_get(l, &st);
+  lr_strlcpy(path, st.path, sizeof path);
+  lr_local_free(l);
+  cut_after_fstat = 1;
+  l = open_store("cut", err, sizeof err);
+  int refused = !cut_after_fstat && strstr(err, "of another size") != NULL &&
+                ops->budget_allows_retry(l, 0) == LR_REMOTE_LOCAL;
+  if (!refused) fprintf(stderr, "cut after its size check: %s\n", err);
+  lr_local_free(l);
+  unlink(path);
+  return made && refused;
+}
+
+static void test_cut_while_opened(void) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(cut_while_opened() ? 0 : 1);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (WIFSIGNALED(status))
+    fprintf(stderr, "cut_while_opened: killed by signal %d\n", WTERMSIG(status));
+}
+
 /* No room for the file (a full disk or tmpfs, here a file size limit of
  * 100 bytes, in a child): refused, nothing left behind. */
 static void test_full(void) {
@@ -668,6 +733,7 @@ int main(void) {
   test_settings_differ();
   test_virtual_calls_stay_out();
   test_refused();
+  test_cut_while_opened();
   test_keys();
   test_full();
   test_crash();
