@@ -140,12 +140,21 @@ describe("a command's rules without Lua", function ()
       assert.are.equal(126, r.code, r.stderr)
     end)
 
-    it("luaretry's own stops win: the deadline (5), a policy error (3), a usage error (2)", function ()
+    it("luaretry's own stops win: the deadline or a timed-out final attempt (5), a policy error (3), a usage error (2)", function ()
       local r = sh({ "--exit-status", "command", "--set", "deadline=0.5", "--set", "attempt_timeout=none" },
                    "sleep 5; exit 3")
       assert.are.equal(5, r.code, r.stderr)
       r = sh({ "--exit-status", "command", "--set", "max_attempts=0" }, "exit 3")
       assert.are.equal(3, r.code, r.stderr)
+      -- a timed-out final attempt: 5, not 4 (attempts spent) nor its
+      -- SIGTERM's 143
+      r = sh({ "--exit-status", "command", "--set", "attempt_timeout=0.5", "--set", "max_attempts=1" },
+             "sleep 5; exit 3")
+      assert.are.equal(5, r.code, r.stderr)
+      assert.matches("attempt 1/1: timeout error", r.stderr, 1, true)
+      r = sh({ "--exit-status", "command", "--set", "attempt_timeout=0.5", "--set", "max_attempts=2" },
+             "sleep 5; exit 3")
+      assert.are.equal(5, r.code, r.stderr)
       r = sh({ "--exit-status", "sometimes" }, "exit 3")
       assert.are.equal(2, r.code, r.stderr)
       assert.matches("--exit-status sometimes: expected command", r.stderr, 1, true)

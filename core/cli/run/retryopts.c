@@ -193,6 +193,8 @@ int retryopts_exit_status(const run_args *a, int status, const luaretry_decision
   /* luaretry's own stops win: the deadline, a guard, a policy error, a
    * usage error, an interruption; and a call that never ran the command */
   if (status != EXIT_OK && status != EXIT_FINAL && status != EXIT_EXHAUSTED) return status;
-  if (final->attempt == 0 || command_status < 0) return status;
-  return command_status;
+  if (final->attempt == 0) return status;
+  /* a final attempt its timeout ended has no status of its own: its time
+   * was luaretry's stop, said as the deadline's is */
+  return command_status < 0 ? EXIT_DEADLINE : command_status;
 }
