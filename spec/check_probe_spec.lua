@@ -119,6 +119,91 @@ end
   end)
 end)
 
+-- A command's outcome: `exit STATUS|timeout [body=TEXT]`.  Every probe was
+-- an HTTP outcome: `check command --probe 1` said "1 final" (the
+-- workflow's branch) while `run -- false` retries exit 1, and a bad option
+-- of the command branch waited for the first command.
+describe("luaretry check and simulate with a command's outcomes", function()
+  it("a command's policy is probed with exit statuses, judged as run judges them", function()
+    local r = check({ "command" })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    local want = { ["exit 0"] = "success", ["exit 1"] = "retry", ["exit 2"] = "retry", ["exit 75"] = "retry",
+                   ["exit 126"] = "final", ["exit 127"] = "final", ["exit 130"] = "final",
+                   ["exit 137"] = "retry", ["exit 143"] = "final", ["exit timeout"] = "retry" }
+    for label, verdict in pairs(want) do assert.are.equal(verdict, row(r.stdout, label).verdict, label) end
+    assert.is_nil(r.stdout:find("\n  503 ", 1, true), "no HTTP probe for a command's policy")
+    -- one built on it is a command's policy too; an HTTP policy keeps its own
+    local dir = proc.tmpdir()
+    finally(function() proc.rmtree(dir) end)
+    proc.writefile(dir .. "/mine.lua", 'local command = require "command"\nmax_attempts = 2\n' ..
+                   "function is_transient(s, b, i) return command.is_transient(s, b, i) end\n")
+    r = check({ dir .. "/mine.lua" })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.are.equal("retry", row(r.stdout, "exit 1").verdict)
+    r = check({ HTTP })
+    assert.are.equal("retry", row(r.stdout, "503").verdict)
+    assert.is_nil(r.stdout:find("\n  exit ", 1, true))
+  end)
+
+  it("--probe 'exit STATUS [body=TEXT]' and 'exit timeout' are a command's outcomes, for any policy", function()
+    local r = check({ "command", "--set", "options.retry_exit_codes=75", "--set", "options.final_if_output=denied",
+                      "--probe", "exit 75", "--probe", "exit 1", "--probe", "exit 75 body=access denied",
+                      "--probe", "exit timeout" })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.are.equal("retry", row(r.stdout, "exit 75").verdict)
+    assert.are.equal("final", row(r.stdout, "exit 1").verdict)
+    assert.are.equal("final", row(r.stdout, "exit 75 body=access denied").verdict)
+    assert.are.equal("retry", row(r.stdout, "exit timeout").verdict)
+    -- under the HTTP policy, as `run http -- COMMAND` judges it
+    r = check({ HTTP, "--probe", "exit 1" })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.matches("policies/http%.lua:%d+$", row(r.stdout, "exit 1").rule)
+  end)
+
+  it("a bad option of a command's policy is found by check, whatever the output", function()
+    for _, case in ipairs {
+      { "options.final_exit_codes=abc", 'options.final_exit_codes: "abc" is not an exit status' },
+      { "options.final_if_output=a[", 'options.final_if_output: "a[" does not compile: malformed pattern' },
+      { "options.retry_if_output=a%0", 'options.retry_if_output: "a%0" does not compile: invalid capture index %0' },
+    } do
+      local r = check({ "command", "--set", case[1] })
+      assert.are.equal(3, r.code, r.stdout .. r.stderr)
+      assert.matches(": loads, %d+ problems\n", r.stdout)
+      assert.matches("\n  error: probe exit 1: is_transient: [^\n]*policies/command%.lua:%d+: options%.", r.stdout)
+      assert.truthy(r.stdout:find(case[2], 1, true), r.stdout)
+    end
+  end)
+
+  it("a bare status below 100 or a bad exit is a usage error that says how a command's is written", function()
+    for bad, why in pairs {
+      ["1"] = "1 is no HTTP status (100 to 999, or 0 with a transport failure); a command's exit status is 'exit 1'",
+      ["75"] = "a command's exit status is 'exit 75'",
+      ["exit 256"] = "exit needs a status from 0 to 255, or timeout",
+      ["exit"] = "exit needs a status from 0 to 255, or timeout",
+      ["exit 1 [Retry-After: 5]"] = "a command's outcome has no headers",
+      ["exit 1 reset"] = "unexpected text after the exit status",
+    } do
+      for _, cmd in ipairs { "check", "simulate" } do
+        local r = proc.run({ cmd, "command", "--probe", bad }, { timeout = 30 })
+        assert.are.equal(2, r.code, cmd .. " " .. bad)
+        assert.truthy(r.stderr:find("^luaretry: " .. cmd .. ": %-%-probe '" .. bad:gsub("%p", "%%%0") .. "': "), r.stderr)
+        assert.truthy(r.stderr:find(why, 1, true), r.stderr)
+      end
+    end
+  end)
+
+  it("simulate --probe meets a command's outcomes in order, the last one repeating", function()
+    local r = proc.run({ "simulate", "command", "--set", "options.retry_exit_codes=75",
+                         "--probe", "exit 75", "--probe", "exit timeout", "--probe", "exit 3" }, { timeout = 30 })
+    assert.are.equal(0, r.code, r.stderr)
+    local lines = proc.lines(r.stdout)
+    assert.matches("^attempt 1: retry in ", lines[1])
+    assert.matches("^attempt 2: retry in ", lines[2])
+    assert.matches("^attempt 3: final at ", lines[3])
+    assert.are.equal(3, #lines, r.stdout)
+  end)
+end)
+
 describe("luaretry check runs every hook", function()
   local dir
   before_each(function() dir = proc.tmpdir() end)

@@ -30,7 +30,8 @@ local function table_rows(out)
     if line:match("^  probe%s+verdict%s+wait%s+rule$") then
       on = true
     elseif on then
-      local probe, rest = line:match("^  (%d+ [%a_]+)%s%s+(.*)$")
+      local probe, rest = line:match("^  (exit %w+)%s+(.*)$")
+      if not probe then probe, rest = line:match("^  (%d+ [%a_]+)%s%s+(.*)$") end
       if not probe then probe, rest = line:match("^  (%d+)%s+(.*)$") end
       if not probe then break end
       local verdict, wait, rule = rest:match("^(%S+)%s+(.-)%s%s+(%S+)$")
@@ -43,6 +44,9 @@ end
 local PROBES = { "200", "400", "401", "403", "404", "408", "409", "429", "500", "501", "502",
                  "503", "504", "0 connect", "0 timeout", "0 reset", "0 dns", "0 tls",
                  "0 tls_verify" }
+-- a command's policy's built-in probes: exit statuses (check_probe_spec)
+local COMMAND_PROBES = { "exit 0", "exit 1", "exit 2", "exit 75", "exit 126", "exit 127", "exit 130",
+                         "exit 137", "exit 143", "exit timeout" }
 
 local function shipped()
   local files = {}
@@ -118,12 +122,15 @@ describe("luaretry check", function ()
       assert.are.equal(path .. ": ok", proc.lines(r.stdout)[1])
       assert.is_nil(r.stdout:find("warning:", 1, true))
       local rows = table_rows(r.stdout)
-      for _, probe in ipairs(PROBES) do
+      local command = path:match("/command%.lua$") ~= nil
+      for _, probe in ipairs(command and COMMAND_PROBES or PROBES) do
         assert.truthy(rows[probe], "no row for " .. probe .. " in:\n" .. r.stdout)
         assert.are_not.equal("policy_error", rows[probe].verdict, probe)
       end
-      -- no retry makes a certificate that does not verify good
-      assert.are.equal("final", rows["0 tls_verify"].verdict)
+      -- no retry makes a certificate that does not verify good, nor one
+      -- that cannot be executed
+      if command then assert.are.equal("final", rows["exit 126"].verdict)
+      else assert.are.equal("final", rows["0 tls_verify"].verdict) end
     end)
   end
 

@@ -42,6 +42,36 @@ describe("a command's rules without Lua", function ()
     assert.are.equal(1, runs(tmp))
   end)
 
+  -- 130 and 143 are final by default (final_exit_codes); named with
+  -- --retry-on-exit they were still final at once, the option unheard
+  it("--retry-on-exit retries a status named there even where it is final by default (130, 143)", function ()
+    for _, code in ipairs { 130, 143, 126 } do
+      os.remove(tmp .. "/n")
+      local r = sh({ "--retry-on-exit", tostring(code), "--set", "max_attempts=3" },
+                   counting(tmp, { code, code, code }))
+      assert.are.equal(4, r.code, r.stderr)
+      assert.are.equal(3, runs(tmp))
+      assert.matches("attempt 1/3: exit " .. code .. " -> retry", r.stderr, 1, true)
+    end
+    -- so too for the option's --set spelling
+    os.remove(tmp .. "/n")
+    local r = sh({ "--set", "options.retry_exit_codes=130", "--set", "max_attempts=2" }, counting(tmp, { 130, 0 }))
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, runs(tmp))
+  end)
+
+  it("--retry-on-exit and --final-on-exit naming the same status is a usage error naming both", function ()
+    local r = sh({ "--retry-on-exit", "75,130", "--final-on-exit", "1 130" }, "echo ran > " .. tmp .. "/ran")
+    assert.are.equal(2, r.code, r.stderr)
+    assert.matches("^luaretry: run: %-%-retry%-on%-exit 75,130 and %-%-final%-on%-exit 1 130 both name 130", r.stderr)
+    assert.is_nil(proc.readfile(tmp .. "/ran"))
+    -- apart, or the later list of the same option in force: no contradiction
+    r = sh({ "--final-on-exit", "2", "--retry-on-exit", "3" }, "exit 0")
+    assert.are.equal(0, r.code, r.stderr)
+    r = sh({ "--final-on-exit", "3", "--final-on-exit", "2", "--retry-on-exit", "3" }, "exit 0")
+    assert.are.equal(0, r.code, r.stderr)
+  end)
+
   it("--final-on-exit LIST makes those statuses final; others are still retried", function ()
     local r = sh({ "--final-on-exit", "2" }, counting(tmp, { 2, 0 }))
     assert.are.equal(1, r.code, r.stderr)
@@ -140,12 +170,21 @@ describe("a command's rules without Lua", function ()
       assert.are.equal(126, r.code, r.stderr)
     end)
 
-    it("luaretry's own stops win: the deadline (5), a policy error (3), a usage error (2)", function ()
+    it("luaretry's own stops win: the deadline or a timed-out final attempt (5), a policy error (3), a usage error (2)", function ()
       local r = sh({ "--exit-status", "command", "--set", "deadline=0.5", "--set", "attempt_timeout=none" },
                    "sleep 5; exit 3")
       assert.are.equal(5, r.code, r.stderr)
       r = sh({ "--exit-status", "command", "--set", "max_attempts=0" }, "exit 3")
       assert.are.equal(3, r.code, r.stderr)
+      -- a timed-out final attempt: 5, not 4 (attempts spent) nor its
+      -- SIGTERM's 143
+      r = sh({ "--exit-status", "command", "--set", "attempt_timeout=0.5", "--set", "max_attempts=1" },
+             "sleep 5; exit 3")
+      assert.are.equal(5, r.code, r.stderr)
+      assert.matches("attempt 1/1: timeout error", r.stderr, 1, true)
+      r = sh({ "--exit-status", "command", "--set", "attempt_timeout=0.5", "--set", "max_attempts=2" },
+             "sleep 5; exit 3")
+      assert.are.equal(5, r.code, r.stderr)
       r = sh({ "--exit-status", "sometimes" }, "exit 3")
       assert.are.equal(2, r.code, r.stderr)
       assert.matches("--exit-status sometimes: expected command", r.stderr, 1, true)
@@ -170,6 +209,8 @@ describe("a command's rules without Lua", function ()
       { { "--final-if-output", "50%" }, "--final-if-output '50%': malformed pattern (ends with '%')" },
       { { "--final-if-output", "(a" }, "unfinished capture" },
       { { "--final-if-output", "%b(" }, "missing arguments to '%b'" },
+      { { "--retry-if-output", "a%0" }, "--retry-if-output 'a%0': invalid capture index" },
+      { { "--final-if-output", "(a)%2" }, "invalid capture index" },
       { { "--retry-on-exit", "256" }, "--retry-on-exit 256: expected exit statuses from 0 to 255" },
       { { "--final-on-exit", "1,x" }, "--final-on-exit 1,x: expected exit statuses" },
       { { "--final-on-exit", "-1" }, "--final-on-exit -1: expected exit statuses" },
@@ -184,6 +225,37 @@ describe("a command's rules without Lua", function ()
     local r = proc.run({ "run", "--retry-on-exit", "75", "http://127.0.0.1:1/" })
     assert.are.equal(2, r.code)
     assert.matches("are for -- COMMAND", r.stderr, 1, true)
+  end)
+
+  -- a pattern that backtracks over a long output reaches the time limit
+  -- inside string.find: the policy error said command.lua's line, never
+  -- the option whose pattern it was
+  it("a pattern's match that reaches the time limit names its option", function ()
+    for _, opt in ipairs { "--retry-if-output", "--final-if-output" } do
+      local r = sh({ opt, ".-.-.-.-.-.-b", "--set", "time_limit=0.05" },
+                   "head -c 20000 /dev/zero | tr '\\0' a >&2; exit 1")
+      assert.are.equal(3, r.code, r.stderr:sub(-500))
+      local said = ("): is_transient: %s (options.%s):1: time limit reached (0.05 s)")
+                   :format(opt, (opt:sub(3):gsub("%-", "_")))
+      assert.is_truthy(r.stderr:find(said, 1, true), r.stderr:sub(-500))
+      assert.is_nil(r.stderr:find("command.lua:%d+: time limit"), r.stderr:sub(-500))
+    end
+  end)
+
+  -- a bad option set with --set: named, and every option read on every
+  -- command's outcome, whatever its status or its output ("a[" compiles
+  -- lazily: string.find over an output without an "a" never reaches it)
+  it("a --set option that does not read is a policy error naming it, whatever the status or output", function ()
+    for _, case in ipairs {
+      { "options.final_if_output=a[", 'options.final_if_output: "a[" does not compile: malformed pattern (missing \']\')' },
+      { "options.retry_if_output=(x)%2", 'options.retry_if_output: "(x)%2" does not compile: invalid capture index %2' },
+      { "options.retry_exit_codes=abc", 'options.retry_exit_codes: "abc" is not an exit status' },
+    } do
+      local r = sh({ "--set", case[1] }, "exit 1")
+      assert.are.equal(3, r.code, r.stderr)
+      assert.matches(case[2], r.stderr, 1, true)
+      assert.matches("policies/command%.lua:%d+: options%.", r.stderr)
+    end
   end)
 
   -- Lua's own limit, 32 captures (LUA_MAXCAPTURES): the 32nd closed is

@@ -135,6 +135,25 @@ describe("day one", function ()
       end
     end)
 
+    -- a --set that is no NAME=VALUE was a policy error (3, no synopsis)
+    -- in run, simulate and fleet, a usage error only in check; nothing runs
+    it("a --set without NAME=VALUE is a usage error in every command that takes one", function ()
+      local tmp = proc.tmpdir()
+      finally(function () proc.rmtree(tmp) end)
+      for _, case in ipairs {
+        { "run", "--set", "foo", "--", "sh", "-c", "echo ran > " .. tmp .. "/ran" },
+        { "simulate", "command", "--set", "foo" },
+        { "check", "command", "--set", "foo" },
+        { "fleet", "command", "--fleet", "local", "--set", "foo" },
+      } do
+        local r = run(table.unpack(case))
+        assert.are.equal(2, r.code, r.stderr)
+        assert.matches("^luaretry: [%a ]-:? ?%-%-set foo: expected NAME=VALUE\nusage: luaretry " .. case[1], r.stderr)
+        assert.are.equal("", r.stdout)
+      end
+      assert.is_nil(proc.readfile(tmp .. "/ran"))
+    end)
+
     it("an empty POLICY says what it wanted", function ()
       local r = run("run", "", "http://127.0.0.1:9/")
       assert.are.equal(3, r.code)

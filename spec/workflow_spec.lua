@@ -92,6 +92,26 @@ describe("workflows", function ()
     assert.matches("a URL, %-%- COMMAND, or a policy with run%(%) is needed", r.stderr)
   end)
 
+  -- A request made when the attempt's time was used up raised a Lua error:
+  -- a policy error (exit 3) on the first round, never retried, where a
+  -- single request's attempt at its timeout is a transient "timeout"
+  it("a request after the attempt's time is used up ends the round as a timed-out attempt, retried", function ()
+    local hang = proc.server(HERE .. "hang_server.lua")
+    finally(function () hang:stop() end)
+    for _, catch in ipairs { "false", "true" } do
+      local r = run({ "run", HERE .. "late_run.lua", hang.base .. "/hang", "--set", "options.catch=" .. catch })
+      assert.are.equal(4, r.code, r.stderr)
+      for n = 1, 2 do
+        assert.matches("attempt " .. n .. "/3: timeout error %-> retry in [%d.]+ s %(backoff; default%): " ..
+                       "a request of run%(%) found the attempt's time used up", r.stderr)
+      end
+      assert.matches("attempt 3/3: timeout error %-> exhausted %(max_attempts%)", r.stderr)
+      assert.not_matches("policy_error", r.stderr)
+      assert.not_matches("is used up", r.stderr)
+      assert.are.equal("", r.stdout)
+    end
+  end)
+
   it("an endless body is cut at 16 MiB: the request fails with a transport error, memory bounded", function ()
     local endless = proc.server(proc.root .. "/spec/fixtures/run/server.lua")
     finally(function () endless:stop() end)

@@ -10,13 +10,21 @@
 #include "cli.h"
 
 /* The probes: HTTP statuses, then status 0 with each transport failure;
- * then those of --probe, written the same way (probe.c). */
+ * for a command's policy exit statuses instead (success, a plain failure,
+ * a usage error, EX_TEMPFAIL, cannot execute, not found, SIGINT, SIGKILL,
+ * SIGTERM, the attempt's timeout); then those of --probe, written the
+ * same way (probe.c). */
 static const char *const PROBES[] = { "200",     "400",   "401",   "403",         "404",
                                       "408",     "409",   "429",   "500",         "501",
                                       "502",     "503",   "504",   "0 connect",   "0 timeout",
                                       "0 reset", "0 dns", "0 tls", "0 tls_verify" };
-#define N_PROBES   (sizeof PROBES / sizeof PROBES[0])
-#define PROBE_SEED 1
+#define N_PROBES (sizeof PROBES / sizeof PROBES[0])
+static const char *const COMMAND_PROBES[] = { "exit 0",   "exit 1",      "exit 2",   "exit 75",
+                                              "exit 126", "exit 127",    "exit 130", "exit 137",
+                                              "exit 143", "exit timeout" };
+#define N_COMMAND_PROBES (sizeof COMMAND_PROBES / sizeof COMMAND_PROBES[0])
+#define N_BUILTIN        (N_PROBES + N_COMMAND_PROBES)
+#define PROBE_SEED       1
 
 typedef struct {
   char label[256];     /* "503", "0 reset", "429 [Retry-After: 5]" */
@@ -239,9 +247,24 @@ static int apply_sets(luaretry_policy *p, char **sets, int nsets, char *msg, siz
 typedef struct {
   char **sets, **files;
   int nsets, nfiles;
-  cli_probe *probes; /* the built-in ones, then --probe's */
+  cli_probe *probes; /* the built-in ones (PROBES, COMMAND_PROBES), then --probe's */
   size_t nprobes;
 } check_args;
+
+/* A policy for commands: the shipped `command`, or one built on it
+ * (require "command" gave it a field).  Its built-in probes are exit
+ * statuses: an HTTP status would reach only its workflow branch, and a bad
+ * option of its command branch would wait for the first command. */
+static int command_policy(const luaretry_policy *p) {
+  luaretry_tuning t;
+  if (luaretry_policy_tuning(p, &t) == LUARETRY_OK && t.name && strcmp(t.name, "command") == 0)
+    return 1;
+  for (size_t i = 0; i < luaretry_field_count(); i++) {
+    const char *from = luaretry_policy_origin(p, luaretry_field_at(i)->name);
+    if (from && strcmp(from, "command") == 0) return 1;
+  }
+  return 0;
+}
 
 /* on_breaker, which no probe reaches, run once: NULL, or its problem. */
 static char *probe_on_breaker(luaretry_policy *p) {
@@ -377,21 +400,27 @@ static int check_file(const char *path, const check_args *a) {
   }
   luaretry_policy *p = load_checked(path, a);
   if (!p) return 0;
-  probe_row *rows = calloc(a->nprobes, sizeof *rows);
+  /* the built-in probes of the policy's kind, then --probe's */
+  const cli_probe *mine[2] = { a->probes, a->probes + N_BUILTIN };
+  size_t count[2] = { N_PROBES, a->nprobes - N_BUILTIN };
+  if (command_policy(p)) mine[0] = a->probes + N_PROBES, count[0] = N_COMMAND_PROBES;
+  size_t n = count[0] + count[1];
+  probe_row *rows = calloc(n, sizeof *rows);
   if (!rows) {
     heading(path, ": out of memory\n");
     luaretry_policy_free(p);
     return 0;
   }
-  for (size_t i = 0; i < a->nprobes; i++) run_probe(p, &a->probes[i], &rows[i]);
-  char *extra[2] = { probe_on_breaker(p), probe_retry_hooks(p, rows, a->nprobes) };
-  size_t problems = print_problems(path, p, rows, a->nprobes, extra, 2);
+  for (size_t i = 0; i < n; i++)
+    run_probe(p, i < count[0] ? &mine[0][i] : &mine[1][i - count[0]], &rows[i]);
+  char *extra[2] = { probe_on_breaker(p), probe_retry_hooks(p, rows, n) };
+  size_t problems = print_problems(path, p, rows, n, extra, 2);
   luaretry_tuning t;
   if (luaretry_policy_tuning(p, &t) == LUARETRY_OK) print_tuning(&t);
   print_settings(p);
   print_origins(p);
-  print_rows(rows, a->nprobes);
-  for (size_t i = 0; i < a->nprobes; i++) free(rows[i].problem);
+  print_rows(rows, n);
+  for (size_t i = 0; i < n; i++) free(rows[i].problem);
   free(extra[0]);
   free(extra[1]);
   free(rows);
@@ -448,9 +477,10 @@ static int check_files(const check_args *a) {
 
 /* The built-in probes, parsed as --probe's are. */
 static int builtin_probes(check_args *a) {
-  char err[256];
-  for (size_t i = 0; i < N_PROBES; i++) {
-    if (cli_probe_parse(PROBES[i], &a->probes[a->nprobes], err, sizeof err) != 0) {
+  char err[512];
+  for (size_t i = 0; i < N_BUILTIN; i++) {
+    const char *spec = i < N_PROBES ? PROBES[i] : COMMAND_PROBES[i - N_PROBES];
+    if (cli_probe_parse(spec, &a->probes[a->nprobes], err, sizeof err) != 0) {
       cli_probe_free(&a->probes[a->nprobes]); /* only out of memory */
       return -1;
     }
@@ -464,7 +494,7 @@ int cli_check(int argc, char **argv) {
                    malloc(sizeof(char *) * (size_t)(argc + 1)),
                    0,
                    0,
-                   calloc(N_PROBES + (size_t)argc, sizeof(cli_probe)),
+                   calloc(N_BUILTIN + (size_t)argc, sizeof(cli_probe)),
                    0 };
   int status;
   if (!a.sets || !a.files || !a.probes || builtin_probes(&a) != 0) {

@@ -140,9 +140,12 @@ luaretry_policy *cli_load_policy_redis(const char *policy, char **sets, int nset
   for (int i = 0; i < nsets; i++) {
     char name[CLI_SET_NAME];
     const char *value;
+    /* a usage error, as check's and simulate's parsers say it: run's and
+     * fleet's --set words come here as typed */
     if (cli_split_set(sets[i], name, &value) != 0) {
-      fprintf(stderr, "luaretry: --set %s: expected NAME=VALUE\n", sets[i]);
+      cli_usage("--set %s: expected NAME=VALUE", sets[i]);
       luaretry_policy_free(p);
+      if (status) *status = EXIT_USAGE;
       return NULL;
     }
     if (luaretry_policy_set(p, name, value) != LUARETRY_OK) {

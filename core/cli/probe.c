@@ -3,7 +3,11 @@
  * e.g. '429 [RateLimit: "default";r=0;t=30]', 'POST 503 [Idempotency-Key:
  * k-1]', '0 reset', '503 body={"retry_in_ms": 1500}'.  A header stands in
  * brackets, so its value may hold blanks, ';' and quotes; the body is the
- * rest of the text. */
+ * rest of the text.  A command's outcome is
+ *   exit STATUS|timeout [body=TEXT]
+ * e.g. 'exit 75', 'exit 1 body=E: Could not get lock', 'exit timeout':
+ * an exit status (128+N for signal N) and its error output, or an attempt
+ * its timeout ended, as `run -- COMMAND` reports them. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,9 +35,40 @@ static char *word(char **s, int upper) {
 static int fail(char *err, size_t n, const char *spec, const char *why) {
   snprintf(err, n,
            "--probe '%s': %s (expected '[METHOD] STATUS [ERROR] [Name: value]... "
-           "[body=TEXT]', e.g. '429 [Retry-After: 5]')",
+           "[body=TEXT]', e.g. '429 [Retry-After: 5]', or a command's 'exit STATUS|timeout "
+           "[body=TEXT]', e.g. 'exit 75')",
            spec, why);
   return -1;
+}
+
+/* A command's outcome is marked by this method, the one `run` gives it
+ * (info.method "EXEC"): by the pointer, so that a METHOD typed "EXEC" is
+ * still an HTTP request's. */
+static const char EXEC[] = "EXEC";
+
+static int is_command(const cli_probe *p) { return p->method == EXEC; }
+
+/* "exit STATUS|timeout [body=TEXT]" at s, after the word "exit". */
+static int parse_exit(char *s, cli_probe *p, const char *spec, char *err, size_t n) {
+  p->method = EXEC;
+  char *end;
+  long status = strtol(s, &end, 10);
+  if (strncmp(s, "timeout", 7) == 0 && (!s[7] || s[7] == ' ' || s[7] == '\t')) {
+    p->error = "timeout"; /* status 0, as run reports it */
+    end = s + 7;
+  } else if (!isdigit((unsigned char)*s) || end - s > 3 || status > 255 ||
+             (*end && *end != ' ' && *end != '\t')) {
+    return fail(err, n, spec, "exit needs a status from 0 to 255, or timeout");
+  } else {
+    p->status = (int)status;
+  }
+  s = skip_blanks(end);
+  if (*s == '[') return fail(err, n, spec, "a command's outcome has no headers");
+  if (strncmp(s, "body=", 5) == 0)
+    p->body = s + 5;
+  else if (*s)
+    return fail(err, n, spec, "unexpected text after the exit status (only body=TEXT)");
+  return 0;
 }
 
 /* "[Name: value]" at *s: one header, cut in place. */
@@ -102,12 +137,23 @@ int cli_probe_parse(const char *spec, cli_probe *p, char *err, size_t n) {
   snprintf(p->label, sizeof p->label, "%s", spec);
   if (!(p->text = strdup(spec))) return fail(err, n, spec, "out of memory");
   char *s = skip_blanks(p->text);
+  if (strncmp(s, "exit", 4) == 0 && (!s[4] || s[4] == ' ' || s[4] == '\t'))
+    return parse_exit(skip_blanks(s + 4), p, spec, err, n);
   if (isupper((unsigned char)*s) && !(p->method = word(&s, 1)))
     return fail(err, n, spec, "a method is a word in capitals");
   char *end;
   long status = strtol(s, &end, 10);
   if (!isdigit((unsigned char)*s) || end - s > 3 || (*end && *end != ' ' && *end != '\t'))
     return fail(err, n, spec, "no status (0 to 999)");
+  /* no HTTP status is below 100: a command's is what was meant */
+  if (status > 0 && status < 100) {
+    char why[128];
+    snprintf(why, sizeof why,
+             "%ld is no HTTP status (100 to 999, or 0 with a transport failure); "
+             "a command's exit status is 'exit %ld'",
+             status, status);
+    return fail(err, n, spec, why);
+  }
   p->status = (int)status;
   s = skip_blanks(end);
   if (p->status == 0) {
@@ -140,7 +186,7 @@ luaretry_code cli_probe_begin(luaretry_policy *p, uint64_t seed, luaretry_call *
 
 void cli_probe_outcome(const cli_probe *p, luaretry_outcome *o) {
   luaretry_outcome_init(o);
-  o->kind = LUARETRY_OUTCOME_HTTP;
+  o->kind = is_command(p) ? LUARETRY_OUTCOME_COMMAND : LUARETRY_OUTCOME_HTTP;
   o->status = p->status;
   o->error = p->error;
   o->body = p->body ? p->body : "";
@@ -173,6 +219,9 @@ void cli_probe_request(const cli_probe *p, luaretry_request *r) {
 
 int cli_probe_prepare(luaretry_call *c, const cli_probe *pr, int attempt, int *not_repeatable,
                       char *why, size_t n) {
+  /* a command has no request: run asks neither prepare nor is_idempotent */
+  *not_repeatable = 0;
+  if (is_command(pr)) return 0;
   luaretry_request req, out;
   cli_probe_request(pr, &req);
   int idempotent = 1;

@@ -23,6 +23,7 @@ typedef struct {
   double started;             /* monotonic seconds */
   luaretry_code transport_rc; /* a transport that gave up ends the run */
   int status;
+  int time_up; /* a request found the attempt's time used up */
 } workflow;
 
 /* Reads request.headers (a table at idx) into h; the strings stay on the
@@ -63,13 +64,15 @@ static void check_request(lua_State *L, const luaretry_request *req) {
 static int perform(lua_State *L, luaretry_request *req) {
   workflow *w = lua_touserdata(L, lua_upvalueindex(1));
   check_request(L, req);
-  /* one attempt's time for the whole run: each request gets what is left */
+  /* one attempt's time for the whole run: each request gets what is left;
+   * with none left the round ends here, a timed-out attempt (run_in) */
   double timeout = w->timeout;
   if (timeout > 0) {
     timeout -= lr_monotonic_now() - w->started;
     if (timeout <= 0) {
       char secs[32]; /* lua_pushfstring knows no precision */
       lr_fmt(secs, sizeof secs, "%.3f", w->timeout);
+      w->time_up = 1;
       return luaL_error(L, "http: %s %s: the attempt's time (%s s) is used up", req->method,
                         req->url, secs);
     }
@@ -191,11 +194,31 @@ int luaretry_policy_has_workflow(const luaretry_policy *p) {
   return has;
 }
 
+/* A round a request ended when the attempt's time was used up: what a
+ * single request's attempt is at its timeout (status 0, error "timeout"),
+ * judged as that is; whatever run() did after it (caught the error,
+ * returned) is not the round's outcome, its time being over. */
+static void timed_out(luaretry_outcome *out) {
+  luaretry_outcome_init(out);
+  out->workflow = 1;
+  out->error = "timeout";
+  out->error_detail = "a request of run() found the attempt's time used up";
+  out->body = "";
+  out->method = "RUN";
+}
+
 /* Runs the workflow in state s; its body into p's buffer. */
 static luaretry_code run_in(luaretry_policy *p, lr_script *s, workflow *w, luaretry_outcome *out) {
   char err[1024];
   luaretry_code rc =
     lr_sandbox_call(s->sb, run_protected, w, 1, LUARETRY_E_POLICY, err, sizeof err);
+  /* a limit the script reached, or a transport that gave up, stays what it is */
+  if (w->time_up && w->transport_rc == LUARETRY_OK &&
+      (rc == LUARETRY_OK || rc == LUARETRY_E_POLICY)) {
+    if (rc == LUARETRY_OK) lua_pop(s->sb->L, 1); /* the body it returned */
+    timed_out(out);
+    return LUARETRY_OK;
+  }
   if (rc != LUARETRY_OK) {
     char msg[sizeof err + 8];
     lr_fmt(msg, sizeof msg, "run: %s", err);
@@ -252,7 +275,7 @@ luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const
     rc = LUARETRY_E_NOMEM;
   }
   if (s) {
-    workflow w = { s, args, nargs, transport, ud, timeout, lr_monotonic_now(), LUARETRY_OK, 0 };
+    workflow w = { s, args, nargs, transport, ud, timeout, lr_monotonic_now(), LUARETRY_OK, 0, 0 };
     rc = run_in(p, s, &w, out);
     lr_gen_return(s);
   }

@@ -81,8 +81,9 @@ int retryopts_size(const char *opt, const char *v, long long *out) {
   return 0;
 }
 
-/* "75, 1 2": exit statuses 0 to 255, commas or blanks between them. */
-static int exit_list(const char *opt, const char *v) {
+/* "75, 1 2": exit statuses 0 to 255, commas or blanks between them, each
+ * marked in `named` (NULL: none); -1 when v is not such a list. */
+static int read_exit_list(const char *v, unsigned char named[256]) {
   const char *s = v;
   int n = 0;
   while (*s) {
@@ -91,11 +92,40 @@ static int exit_list(const char *opt, const char *v) {
     char *end;
     errno = 0;
     long code = strtol(s, &end, 10);
-    if (end == s || (*end && !strchr(" ,", *end)) || errno || code < 0 || code > 255)
-      return usage2(opt, v, "exit statuses from 0 to 255, separated by commas");
+    if (end == s || (*end && !strchr(" ,", *end)) || errno || code < 0 || code > 255) return -1;
+    if (named) named[code] = 1;
     s = end, n++;
   }
-  return n ? 0 : usage2(opt, v, "exit statuses from 0 to 255, separated by commas");
+  return n ? 0 : -1;
+}
+
+static int exit_list(const char *opt, const char *v) {
+  if (read_exit_list(v, NULL) == 0) return 0;
+  return usage2(opt, v, "exit statuses from 0 to 255, separated by commas");
+}
+
+/* --retry-on-exit and --final-on-exit that name the same status ask for
+ * both: refused, naming both.  The other list in force is compared only
+ * when that option wrote it; one a --set wrote is left to the `command`
+ * policy's rule: what retry_exit_codes names is retried, final by default
+ * or not (130, 143). */
+static int exit_lists_agree(const run_args *a, const char *opt, const char *v) {
+  const char *other = opt[2] == 'r' ? "options.final_exit_codes" : "options.retry_exit_codes";
+  size_t n = strlen(other);
+  int i = a->nsets - 1;
+  while (i >= 0 && (strncmp(a->sets[i], other, n) != 0 || a->sets[i][n] != '=')) i--;
+  if (i < 0 || !a->set_from[i]) return 0;
+  unsigned char mine[256] = { 0 }, theirs[256] = { 0 };
+  read_exit_list(v, mine);
+  read_exit_list(a->sets[i] + n + 1, theirs);
+  for (int code = 0; code < 256; code++) {
+    if (!mine[code] || !theirs[code]) continue;
+    char msg[8400]; /* two lists of up to 4096 bytes */
+    snprintf(msg, sizeof msg, "run: %s %s and %s %s both name %d: retried or final, not both",
+             a->set_from[i], a->sets[i] + n + 1, opt, v, code);
+    return cli_usage("%s", msg);
+  }
+  return 0;
 }
 
 /* A bracket class from p (after its '['); the byte after its ']', or NULL. */
@@ -145,7 +175,8 @@ static int pattern_ok(const char *p, const char **why) {
         if (!(p = class_end(p + 3))) return *why = "malformed pattern (missing ']')", 0;
         continue;
       }
-      if (c >= '1' && c <= '9' && !(closed & (1u << (c - '1'))))
+      /* %0 names no capture: Lua's captures count from 1 */
+      if (c >= '0' && c <= '9' && (c == '0' || !(closed & (1u << (c - '1')))))
         return *why = "invalid capture index", 0;
       p += 2;
     } else {
@@ -161,6 +192,7 @@ int retryopts_command(run_args *a, retry_sets *s, const char *opt, char *v) {
   const char *why = NULL;
   if (strcmp(opt, "--retry-on-exit") == 0 || strcmp(opt, "--final-on-exit") == 0) {
     int rc = exit_list(opt, v);
+    if (!rc) rc = exit_lists_agree(a, opt, v);
     if (rc) return rc;
     a->command_rules = 1;
     return add_set(s, opt[2] == 'r' ? "options.retry_exit_codes" : "options.final_exit_codes", v);
@@ -193,6 +225,8 @@ int retryopts_exit_status(const run_args *a, int status, const luaretry_decision
   /* luaretry's own stops win: the deadline, a guard, a policy error, a
    * usage error, an interruption; and a call that never ran the command */
   if (status != EXIT_OK && status != EXIT_FINAL && status != EXIT_EXHAUSTED) return status;
-  if (final->attempt == 0 || command_status < 0) return status;
-  return command_status;
+  if (final->attempt == 0) return status;
+  /* a final attempt its timeout ended has no status of its own: its time
+   * was luaretry's stop, said as the deadline's is */
+  return command_status < 0 ? EXIT_DEADLINE : command_status;
 }

@@ -327,6 +327,10 @@ typedef struct {
 /* One option that takes a value; 0 or a usage status. */
 static int take_value(simulate_args *a, const char *opt, char *v) {
   if (strcmp(opt, "--set") == 0) {
+    char name[CLI_SET_NAME];
+    const char *value;
+    if (cli_split_set(v, name, &value) != 0)
+      return cli_usage("simulate: --set %s: expected NAME=VALUE", v);
     a->sets[a->nsets++] = v;
   } else if (strcmp(opt, "--probe") == 0) {
     char err[1024];
