@@ -213,12 +213,14 @@ static const char HELP_CHECK[] =
   "  Loads each policy and reports every problem (errors with file:line, unknown names\n"
   "  with the closest known one, clamped values, reads of undefined globals in hooks,\n"
   "  a hook that raises), then its effective tuning and its verdicts on probe outcomes\n"
-  "  (statuses and transport failures).  Every hook runs at least once.  Exit 0 when\n"
+  "  (statuses and transport failures; exit statuses for a command's policy).  Every\n"
+  "  hook runs at least once.  Exit 0 when\n"
   "  every file is clean, 3 otherwise, 2 for a usage error.\n"
   "  --probe OUTCOME    add an outcome to the probes (repeatable), written\n"
   "                     '[METHOD] STATUS [ERROR] [Name: value]... [body=TEXT]':\n"
   "                     '429 [Retry-After: 5]', 'POST 503 [Idempotency-Key: k1]',\n"
-  "                     '0 reset', '503 body={\"retry_in_ms\": 1500}'\n";
+  "                     '0 reset', '503 body={\"retry_in_ms\": 1500}'; a command's\n"
+  "                     'exit STATUS [body=TEXT]' or 'exit timeout': 'exit 75'\n";
 
 static const char HELP_SIMULATE[] =
   "luaretry simulate POLICY [options]   the wait schedule when every attempt fails\n"

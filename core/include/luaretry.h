@@ -645,7 +645,9 @@ LUARETRY_API int luaretry_policy_has_workflow(const luaretry_policy *p);
  * or negative is refused, LUARETRY_E_ARG).  Fills *out with the
  * status and body run() returned (workflow = 1); they stay valid until
  * the next run.  A Lua error is LUARETRY_E_POLICY (message with file and
- * line in luaretry_policy_errmsg). */
+ * line in luaretry_policy_errmsg).  A request run() makes once `timeout`
+ * is used up is not sent: the run ends as a timed-out attempt (status 0,
+ * error "timeout"), whatever run() does after. */
 LUARETRY_API luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const *args,
                                                         int nargs, luaretry_transport_fn transport,
                                                         void *ud, double timeout,
