@@ -49,6 +49,7 @@ typedef enum {
  * the public struct has no room for; luaretry_policy_get reads both. */
 typedef struct {
   luaretry_tuning pub;
+  char name[64];                     /* the script's or --set's; "": the file's name */
   char fleet_key[FLEET_KEY_SIZE];    /* "": the policy's name */
   long fleet_sync;                   /* ms */
   char fleet_redis[FLEET_URL_SHOWN]; /* redacted; "": none (host) */
@@ -82,7 +83,7 @@ typedef struct {
 
 /* X(ID, name, type, lo, hi, flags, default, tuning member, doc) */
 #define LR_FIELDS(X)                                                                               \
-  X(NAME, "name", T_STRING, 0, 0, 0, NODEF, NOTUNE,                                                \
+  X(NAME, "name", T_STRING, 0, 0, 0, NODEF, MORE(name),                                            \
     "the policy's name in logs and metrics (default: the file's name)")                            \
   X(MAX_ATTEMPTS, "max_attempts", T_COUNT, 1, 1e9, OPT, NODEF, TUNE(max_attempts),                 \
     "attempts in all, the first included")                                                         \
