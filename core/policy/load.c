@@ -389,7 +389,7 @@ static int inheriting_require(lua_State *L) {
   lua_pushvalue(L, 1);
   int cached = lua_rawget(L, lua_upvalueindex(UP_CACHE));
   if (cached == LUA_TBOOLEAN && !lua_toboolean(L, -1)) /* false: loading */
-    return luaL_error(L, "require: '%s' requires itself (a loop of requires)", mod);
+    return lr_sandbox_error(L, "require: '%s' requires itself (a loop of requires)", mod);
   if (cached != LUA_TNIL) return 1;
   lua_pushboolean(L, 0); /* false: loading, until it returns */
   cache_as(L, 1);
@@ -494,7 +494,7 @@ static void run_chunk(lua_State *L, lr_load *ld, int tracker) {
   lr_sandbox *sb = lr_sandbox_of(L);
   const char *name = ld->gen->chunkname;
   lr_fmt(sb->where, sizeof sb->where, "%s", name[0] == '@' || name[0] == '=' ? name + 1 : name);
-  int status = luaL_loadbufferx(L, ld->gen->text, ld->gen->text_len, ld->gen->chunkname, "t");
+  int status = lr_chunk_load(L, ld->gen->text, ld->gen->text_len, ld->gen->chunkname);
   if (!sb->killed) sb->where[0] = '\0';
   if (status != LUA_OK) {
     ld->syntax_error = status == LUA_ERRSYNTAX;
