@@ -289,6 +289,12 @@ typedef struct {
 
 #define MAX_WARNINGS 64
 
+/* Whether name[0..len) is an HTTP field name, RFC 9110's token: one or
+ * more letters, digits and !#$%&'*+-.^_`|~.  The one rule for a header
+ * name a policy gives: attempt_header, propagate's, prepare's. */
+int lr_header_name_ok(const char *name, size_t len);
+#define LR_HEADER_NAME_RULE "letters, digits and !#$%&'*+-.^_`|~"
+
 /* The field index of "name" or "backoff.initial"; -1 when unknown. */
 int lr_field_index(const char *name);
 /* A name renamed before 1.0 ("throttle", "breaker.half_open_calls"): the
