@@ -110,7 +110,11 @@ int lr_chunk_load_file(lua_State *L, const char *path, size_t limit, int *missin
    * while it is held */
   size_t plen = strlen(path), n = 0;
   char *text = fd < 0 ? NULL : malloc((size_t)size + plen + 2);
-  if (fd >= 0 && !text) why = "out of memory";
+  if (fd >= 0 && !text) {
+    close(fd);
+    lua_pushliteral(L, "not enough memory"); /* Lua's words: the host's memory, no script's error */
+    return LUA_ERRMEM;
+  }
   while (text && n < (size_t)size) { /* a file that grows meanwhile is read to its size then */
     ssize_t got = read(fd, text + n, (size_t)size - n);
     if (got < 0 && errno == EINTR) continue;

@@ -177,7 +177,8 @@ int lr_chunk_load(lua_State *L, const char *text, size_t len, const char *chunkn
  * a regular file of at most `limit` bytes (0: any): a FIFO or a device is
  * refused at once, never waited on.  *missing = 1 (nothing pushed) when
  * there is no such file; LUA_ERRFILE with "path: cannot read: why" on top
- * when it cannot be read; a UTF-8 BOM and a first "#" line are skipped,
+ * when it cannot be read; LUA_ERRMEM with "not enough memory" when the
+ * host's memory ran out; a UTF-8 BOM and a first "#" line are skipped,
  * as luaL_loadfile does. */
 int lr_chunk_load_file(lua_State *L, const char *path, size_t limit, int *missing);
 
