@@ -465,6 +465,23 @@ describe("simulate --latency", function ()
     assert.are.equal(with.p99, without.p99)
   end)
 
+  it("stops at a policy error and names it (exit 3): no numbers from calls that ended in errors", function ()
+    local dir = proc.tmpdir()
+    for _, hook in ipairs({"is_transient", "is_success"}) do
+      local path = policy(dir, ("max_attempts = 5\ndeadline = 100\nattempt_timeout = 0.5\n" ..
+                                "hedge = { delay = 0.05 }\n" ..
+                                "function %s(status, body, info) error(\"%s broke\") end\n"):format(hook, hook))
+      for _, json in ipairs({false, true}) do
+        local r = proc.run({"simulate", path, "--latency", "0.01,1@0.5", "--calls", "100", json and "--json" or nil})
+        assert.are.equal(3, r.code, hook .. ": " .. r.stdout .. r.stderr)
+        assert.matches("luaretry: simulate: " .. hook .. ": " .. path:gsub("%p", "%%%0") .. ":5: " .. hook .. " broke",
+                       r.stderr)
+        assert.is_nil(r.stdout:find("p99", 1, true), r.stdout)
+      end
+    end
+    proc.rmtree(dir)
+  end)
+
   it("refuses a latency it cannot read, and --calls alone", function ()
     local r = proc.run({"simulate", "http", "--latency", "0.01,x"})
     assert.are.equal(2, r.code)

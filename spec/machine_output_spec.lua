@@ -87,6 +87,27 @@ describe("output for machines", function ()
     assert.is_true(math.abs(m.luaretry_last_run_timestamp_seconds.value - os.time()) < 60)
   end)
 
+  -- two tunings of one script against two services, kept apart: --set
+  -- name was taken and then dropped (policy="http", fleet.key=http)
+  it("--set name=NAME names the policy in the metrics, the log's summary, check and the fleet key", function ()
+    local file, log = tmp .. "/named.prom", tmp .. "/named.json"
+    local r = run({ srv.base .. "/new", "--set", "name=orders", "-q", "--metrics-file", file, "--log-json", log })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal('policy="orders"', parse_prometheus(proc.readfile(file)).luaretry_calls_total.labels)
+    local lines = proc.lines(proc.readfile(log))
+    assert.are.equal("orders", proc.json.decode(lines[#lines]).policy)
+    r = proc.run({ "check", "http", "--set", "name=orders" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.matches("tuning: name orders;", r.stdout, 1, true)
+    assert.matches(" name=orders ", r.stdout, 1, true)
+    assert.matches(" fleet.key=orders ", r.stdout, 1, true)
+    -- a fleet.key of its own stays its own; name=none is the file's name again
+    r = proc.run({ "check", "http", "--set", "name=orders", "--set", "fleet.key=shared" })
+    assert.matches(" fleet.key=shared ", r.stdout, 1, true)
+    r = proc.run({ "check", "http", "--set", "name=none" })
+    assert.matches("tuning: name http;", r.stdout, 1, true)
+  end)
+
   it("--metrics-file stays valid UTF-8 whatever bytes the policy's name holds", function ()
     local policy = tmp .. "/odd.lua"
     proc.writefile(policy, 'name = "caf\\195\\169 \\255\\254 \\"q\\" \\\\ \\n x"\n' ..

@@ -128,6 +128,23 @@ describe("a prepare that replaces request.headers", function()
   end)
 end)
 
+describe("a prepare that names a header", function()
+  -- "X Bad" was sent (the server answered 400) while "Evil: x" was refused
+  it("is held to RFC 9110's token, the rule attempt_header's name follows", function()
+    local p = assert(lr.load_string("max_attempts = 3\nattempt_timeout = 5\n" ..
+                                    "function prepare(r) r.headers[r.url:match('#(.*)$')] = '1' end", "=pn"))
+    local c = p:begin{ virtual = true, seed = 1 }
+    for _, name in ipairs{ "X Bad", "Evil: x", "X\tTab", "caf\195\169", "(x)", "a/b", "" } do
+      local r, err = c:prepare{ url = "http://x/#" .. name }
+      assert.is_nil(r, name)
+      assert.matches(('prepare: header name "%s" is not a name (letters, digits and '):format(name), err, 1, true)
+    end
+    local r = assert(c:prepare{ url = "http://x/#X-Ok_1.2~!#$%&'*+^`|" })
+    assert.are.equal("1", r.headers["X-Ok_1.2~!#$%&'*+^`|"])
+    c:close()
+  end)
+end)
+
 describe("c:prepare with a bad attempt", function()
   it("is an error that leaves the call usable and closable", function()
     local p = assert(lr.load_string("max_attempts = 3\nattempt_timeout = 5", "=p"))

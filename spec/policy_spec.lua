@@ -317,6 +317,15 @@ describe("validation", function()
                                     .. "budget = {}\noptions = { 1, 2 }", "=ok"))
   end)
 
+  -- a returned table's positional entry was ignored in silence
+  it("refuses an entry with no name in the returned table, naming it", function()
+    refused('return { max_attempts = 3, deadline = 5, "pos" }',
+            'bad: the returned table holds an entry with no name ([1] = "pos"): a policy\'s fields are named')
+    refused("return { max_attempts = 3, [true] = {} }", "bad: the returned table holds an entry with no name (a boolean key = a table)")
+    refused("return { max_attempts = 3, [2.5] = 1 }", "(a number key = a number)")
+    assert.is_truthy(lr.load_string("return { max_attempts = 3, deadline = 5 }", "=ok"))
+  end)
+
   -- no attempt starts in a deadline's last millisecond: one of 1 ms or
   -- less could never make one
   it("refuses a deadline of 1 ms or less", function()

@@ -6,6 +6,7 @@ local here = debug.getinfo(1, "S").source:match("^@(.*/)") or "./"
 local FIX = here .. "fixtures/"
 
 local text = require "support.text"
+local proc = require "support.proc"
 local line_of, has = text.line_of, text.has
 
 -- Runs `code` at the top of a script in the sandbox; the script reports
@@ -139,6 +140,76 @@ describe("require", function()
       is_transient = retry.status_range(500, 599)
     ]], "=inline"))
     assert.are.equal("retry", q:classify{ status = 555 }.verdict)
+  end)
+end)
+
+-- `luaretry check` of files written in a fresh folder: what it said (both
+-- streams), its exit code.
+local function check_files(files, main)
+  local dir = proc.tmpdir()
+  for name, body in pairs(files) do
+    if body == "fifo" then
+      assert(proc.sh("mkfifo " .. proc.q(dir .. "/" .. name)) == 0)
+    elseif body == "folder" then
+      assert(require("lfs").mkdir(dir .. "/" .. name))
+    else
+      proc.writefile(dir .. "/" .. name, body)
+    end
+  end
+  local r = proc.run({ "check", dir .. "/" .. main }, { timeout = 20 })
+  proc.rmtree(dir)
+  return r.stdout .. r.stderr, r.code, dir
+end
+
+local HEAD = "max_attempts = 3\ndeadline = 5\n"
+
+describe("require's errors", function()
+  -- a FIFO blocked the load in the kernel for ever, past time_limit; a
+  -- folder said "Is a directory" naming no line
+  it("refuses a module that is no regular file at once, naming the line that required it", function()
+    for _, kind in ipairs{ "fifo", "folder" } do
+      local out, code, dir = check_files({ ["hang.lua"] = kind, ["rf.lua"] = HEAD .. 'require "hang"\n' }, "rf.lua")
+      assert.are.equal(3, code, out)
+      has(out, dir .. "/rf.lua:3: require: " .. dir .. "/hang.lua: cannot read: not a regular file")
+    end
+  end)
+
+  it("names the file and line of the require that failed, in a required file too", function()
+    local out, code, dir = check_files({ ["r1.lua"] = HEAD .. 'require "nosuch"\n' }, "r1.lua")
+    assert.are.equal(3, code, out)
+    has(out, dir .. "/r1.lua:3: require: module 'nosuch' not found")
+    out, code, dir = check_files({ ["top.lua"] = HEAD .. 'require "mid"\n',
+                                   ["mid.lua"] = 'local x = 1\nrequire "missing_helper"\nreturn {}\n' }, "top.lua")
+    assert.are.equal(3, code, out)
+    has(out, dir .. "/mid.lua:2: require: module 'missing_helper' not found")
+    out, code, dir = check_files({ ["up.lua"] = HEAD .. '\nrequire "../x"\n' }, "up.lua")
+    assert.are.equal(3, code, out)
+    has(out, dir .. "/up.lua:4: require: '../x' is not a module name")
+  end)
+
+  it("names the file where Lua names none: a binary chunk, a nesting too deep", function()
+    local deep = "x = " .. ("("):rep(300) .. "1" .. (")"):rep(300) .. "\n"
+    local out, code, dir = check_files({ ["deep.lua"] = HEAD .. deep }, "deep.lua")
+    assert.are.equal(3, code, out)
+    has(out, dir .. "/deep.lua:3: C stack overflow (nested too deeply)")
+    out, code, dir = check_files({ ["bin.lua"] = "\27Lua" }, "bin.lua")
+    assert.are.equal(3, code, out)
+    has(out, dir .. "/bin.lua: attempt to load a binary chunk")
+    -- the same in a required file
+    out, code, dir = check_files({ ["rd.lua"] = HEAD .. 'require "deepm"\n', ["deepm.lua"] = "\n" .. deep }, "rd.lua")
+    assert.are.equal(3, code, out)
+    has(out, dir .. "/deepm.lua:2: C stack overflow")
+    out, code, dir = check_files({ ["rb.lua"] = HEAD .. 'require "binm"\n', ["binm.lua"] = "\27Lua" }, "rb.lua")
+    assert.are.equal(3, code, out)
+    has(out, dir .. "/binm.lua: attempt to load a binary chunk")
+  end)
+
+  it("still skips a module's first # line and BOM, its lines numbered as in the file", function()
+    local out, code, dir = check_files({ ["rs.lua"] = HEAD .. 'require "shebang"\n',
+                                         ["shebang.lua"] = "\239\187\191#!/usr/bin/lua\nlocal x = 1\nerror('here')\n" },
+                                       "rs.lua")
+    assert.are.equal(3, code, out)
+    has(out, dir .. "/shebang.lua:3: here")
   end)
 end)
 

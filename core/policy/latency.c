@@ -37,6 +37,7 @@ typedef struct {
   flight f[LATENCY_MAX_FLIGHT];
   int n;
   uint64_t sent;
+  const char *failed; /* the decision's message when the policy failed */
 } one_call;
 
 static void launch(one_call *o, int id, double timeout) {
@@ -58,29 +59,38 @@ static int first_to_end(const one_call *o) {
 
 static const luaretry_request GET = { .method = "GET", .url = "http://simulate.invalid/" };
 
+/* A call the policy stopped with its own error (a hook that raised):
+ * LUARETRY_E_POLICY, the message kept in o->failed, for the numbers of a
+ * simulation whose calls ended in errors would be believed. */
+static luaretry_code judged(one_call *o, luaretry_code rc, const luaretry_decision *d) {
+  if (rc != LUARETRY_OK || d->retry || d->reason != LUARETRY_REASON_POLICY_ERROR) return rc;
+  o->failed = d->message ? d->message : "policy error";
+  return LUARETRY_E_POLICY;
+}
+
 /* The next attempt after a decision to retry: 0 when it went, 1 when the
- * call stopped instead. */
-static int next_attempt(one_call *o, luaretry_decision *d) {
+ * call stopped instead (*rc: LUARETRY_OK, or the policy's error). */
+static int next_attempt(one_call *o, luaretry_decision *d, luaretry_code *rc) {
   int id;
-  if (luaretry_call_next(o->c, d) != LUARETRY_OK || !d->retry ||
+  if ((*rc = judged(o, luaretry_call_next(o->c, d), d)) != LUARETRY_OK || !d->retry ||
       luaretry_call_start(o->c, &id) != LUARETRY_OK)
     return 1;
   launch(o, id, d->next_timeout);
   return 0;
 }
 
-/* One call to its end: LUARETRY_OK, or the policy's error (the call's
- * errmsg says why). */
+/* One call to its end: LUARETRY_OK, or the policy's error (o->failed or
+ * the call's errmsg says why). */
 static luaretry_code run_call(one_call *o) {
   luaretry_decision d;
   luaretry_code rc;
-  if (next_attempt(o, &d)) return LUARETRY_OK;
+  if (next_attempt(o, &d, &rc)) return rc;
   for (int events = 0; events < LATENCY_MAX_EVENTS && o->n; events++) {
     double now = luaretry_call_elapsed(o->c), in = luaretry_call_hedge_in(o->c);
     int k = first_to_end(o);
     if (in >= 0 && now + in < o->f[k].end) { /* the hedge goes first */
       luaretry_call_wait(o->c, in);
-      if ((rc = luaretry_call_hedge(o->c, &GET, &d)) != LUARETRY_OK) return rc;
+      if ((rc = judged(o, luaretry_call_hedge(o->c, &GET, &d), &d)) != LUARETRY_OK) return rc;
       if (d.retry) launch(o, d.attempt, d.next_timeout);
       continue;
     }
@@ -92,12 +102,13 @@ static luaretry_code run_call(one_call *o) {
     out.status = f.timed_out ? 0 : 200;
     out.error = f.timed_out ? "timeout" : NULL;
     out.method = "GET";
-    if ((rc = luaretry_call_report_attempt(o->c, f.id, &out, &d)) != LUARETRY_OK) return rc;
+    rc = judged(o, luaretry_call_report_attempt(o->c, f.id, &out, &d), &d);
+    if (rc != LUARETRY_OK) return rc;
     if (!d.retry && d.reason == LUARETRY_REASON_NONE) continue; /* others in flight */
     o->n = 0; /* the call stopped: the others are cancelled */
     if (!d.retry) break;
     luaretry_call_wait(o->c, d.wait);
-    if (next_attempt(o, &d)) break;
+    if (next_attempt(o, &d, &rc)) return rc;
   }
   return LUARETRY_OK;
 }
@@ -118,12 +129,13 @@ static luaretry_code run_calls(luaretry_policy *p, lr_gen *g, lr_shared *shared,
     opt.flags =
       LUARETRY_CALL_VIRTUAL_TIME | LUARETRY_CALL_SEED | (o->no_hedge ? LUARETRY_CALL_NO_HEDGE : 0);
     opt.seed = o->seed + (uint64_t)i;
-    one_call one = { NULL, o, &rng, { { 0, 0, 0 } }, 0, 0 };
+    one_call one = { NULL, o, &rng, { { 0, 0, 0 } }, 0, 0, NULL };
     lr_gen_ref(g); /* the call's; its judge gives it back */
     luaretry_code rc = lr_call_new(&g->judge, &g->rules, 0, shared, NULL, &opt, &one.c);
     if (rc != LUARETRY_OK) return rc;
     rc = run_call(&one);
-    if (rc != LUARETRY_OK) lr_policy_error(p, luaretry_call_errmsg(one.c));
+    if (rc != LUARETRY_OK)
+      lr_policy_error(p, one.failed ? one.failed : luaretry_call_errmsg(one.c));
     took[i] = luaretry_call_elapsed(one.c);
     luaretry_call_free(one.c);
     if (rc != LUARETRY_OK) return rc;

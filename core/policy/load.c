@@ -389,7 +389,7 @@ static int inheriting_require(lua_State *L) {
   lua_pushvalue(L, 1);
   int cached = lua_rawget(L, lua_upvalueindex(UP_CACHE));
   if (cached == LUA_TBOOLEAN && !lua_toboolean(L, -1)) /* false: loading */
-    return luaL_error(L, "require: '%s' requires itself (a loop of requires)", mod);
+    return lr_sandbox_error(L, "require: '%s' requires itself (a loop of requires)", mod);
   if (cached != LUA_TNIL) return 1;
   lua_pushboolean(L, 0); /* false: loading, until it returns */
   cache_as(L, 1);
@@ -494,7 +494,7 @@ static void run_chunk(lua_State *L, lr_load *ld, int tracker) {
   lr_sandbox *sb = lr_sandbox_of(L);
   const char *name = ld->gen->chunkname;
   lr_fmt(sb->where, sizeof sb->where, "%s", name[0] == '@' || name[0] == '=' ? name + 1 : name);
-  int status = luaL_loadbufferx(L, ld->gen->text, ld->gen->text_len, ld->gen->chunkname, "t");
+  int status = lr_chunk_load(L, ld->gen->text, ld->gen->text_len, ld->gen->chunkname);
   if (!sb->killed) sb->where[0] = '\0';
   if (status != LUA_OK) {
     ld->syntax_error = status == LUA_ERRSYNTAX;
@@ -574,6 +574,26 @@ static void make_info(lua_State *L, lr_load *ld) {
   ld->script->ref_info = luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
+/* An entry of a returned table with no name ({max_attempts = 3, "pos"})
+ * would set nothing, in silence: a load error naming it. */
+static void refuse_unnamed(lua_State *L, lr_load *ld, int t) {
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    if (lua_type(L, -2) == LUA_TSTRING) {
+      lua_pop(L, 1);
+      continue;
+    }
+    const char *key = lua_isinteger(L, -2) ? lua_pushfstring(L, "[%I]", lua_tointeger(L, -2))
+                                           : lua_pushfstring(L, "a %s key", luaL_typename(L, -2));
+    int text = lua_type(L, -2) == LUA_TSTRING;
+    const char *value = text ? lr_quote_clip(L, lua_tostring(L, -2)) : luaL_typename(L, -2);
+    luaL_error(L,
+               "%s: the returned table holds an entry with no name (%s = %s%s%s): a policy's "
+               "fields are named (max_attempts = 3)",
+               ld->chunk_src, key, text ? "\"" : "a ", value, text ? "\"" : "");
+  }
+}
+
 static int load_protected(lua_State *L) {
   lr_load *ld = lua_touserdata(L, 1);
   lua_settop(L, 0);
@@ -587,6 +607,7 @@ static int load_protected(lua_State *L) {
   int from_table = lua_type(L, -1) == LUA_TTABLE;
   int src = from_table ? lua_gettop(L) : 3;
   int lines = from_table ? 0 : 2;
+  if (from_table) refuse_unnamed(L, ld, src);
   read_fields(L, ld, src, lines);
   unknown_names(L, ld, src, from_table ? 0 : 1, lines, 0, "");
   read_options(L, ld, src);

@@ -284,9 +284,11 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
     return LUARETRY_E_POLICY;
   }
   g->rules.hedge.latency = &p->latency; /* learned across reloads */
+  /* the tuning's name, --set's over the script's: two tunings of one
+   * script apart in logs, metrics and the fleet */
   char name[sizeof p->name];
-  if (ld->fields[F_NAME].type == LUA_TSTRING)
-    lr_strlcpy(name, ld->fields[F_NAME].str, sizeof name);
+  if (tuning.name[0])
+    lr_strlcpy(name, tuning.name, sizeof name);
   else
     default_name(name, sizeof name, ld->chunk_src);
   if ((p->fleet_url || p->fleet_local) && !tuning.pub.budget && !tuning.pub.breaker &&

@@ -207,8 +207,9 @@ static void measure(lua_State *L, int t, int original_body, packed_sizes *z) {
                  "prepare: header \"%s\": its value holds a line break or NUL: a request cannot "
                  "be split",
                  lr_quote_clip(L, name));
-    if (memchr(name, ':', nl) || nl == 0)
-      luaL_error(L, "prepare: header name \"%s\" is not a name", name);
+    if (!lr_header_name_ok(name, nl)) /* the rule of attempt_header's name, and RFC 9110's */
+      luaL_error(L, "prepare: header name \"%s\" is not a name (%s)", lr_quote_clip(L, name),
+                 LR_HEADER_NAME_RULE);
     z->header_bytes += nl + vl + 2;
     z->header_count++;
     lua_pop(L, 1);

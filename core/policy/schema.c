@@ -511,16 +511,23 @@ static void check_hedge(lr_check *ck, const int *ok, lr_tuning *x) {
   }
 }
 
+int lr_header_name_ok(const char *name, size_t len) {
+  static const char tchar[] = "!#$%&'*+-.^_`|~";
+  int ok = len > 0;
+  for (size_t i = 0; ok && i < len; i++) {
+    char c = name[i];
+    ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         (c && strchr(tchar, c) != NULL);
+  }
+  return ok;
+}
+
 /* attempt_header names a header: an HTTP token (RFC 9110), nothing that
  * could end the line or the name. */
 static void check_header_name(lr_check *ck, int i) {
-  static const char tchar[] = "!#$%&'*+-.^_`|~";
   const char *name = ck->fields[i].str;
-  int ok = name[0] != '\0' || i != F_ATTEMPT_HEADER; /* propagate's "" sends none */
-  for (const char *c = name; ok && *c; c++)
-    ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-         strchr(tchar, *c) != NULL;
-  if (!ok) bad(ck, i, "a header name (letters, digits and !#$%&'*+-.^_`|~)");
+  if (name[0] == '\0' && i != F_ATTEMPT_HEADER) return; /* propagate's "" sends none */
+  if (!lr_header_name_ok(name, strlen(name))) bad(ck, i, "a header name (" LR_HEADER_NAME_RULE ")");
 }
 
 /* propagate: on when its table (or a field of it) is set; a name left

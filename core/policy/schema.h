@@ -49,6 +49,7 @@ typedef enum {
  * the public struct has no room for; luaretry_policy_get reads both. */
 typedef struct {
   luaretry_tuning pub;
+  char name[64];                     /* the script's or --set's; "": the file's name */
   char fleet_key[FLEET_KEY_SIZE];    /* "": the policy's name */
   long fleet_sync;                   /* ms */
   char fleet_redis[FLEET_URL_SHOWN]; /* redacted; "": none (host) */
@@ -82,7 +83,7 @@ typedef struct {
 
 /* X(ID, name, type, lo, hi, flags, default, tuning member, doc) */
 #define LR_FIELDS(X)                                                                               \
-  X(NAME, "name", T_STRING, 0, 0, 0, NODEF, NOTUNE,                                                \
+  X(NAME, "name", T_STRING, 0, 0, 0, NODEF, MORE(name),                                            \
     "the policy's name in logs and metrics (default: the file's name)")                            \
   X(MAX_ATTEMPTS, "max_attempts", T_COUNT, 1, 1e9, OPT, NODEF, TUNE(max_attempts),                 \
     "attempts in all, the first included")                                                         \
@@ -287,6 +288,12 @@ typedef struct {
 #define LR_OVERRIDE_VALUE_MAX 4096
 
 #define MAX_WARNINGS 64
+
+/* Whether name[0..len) is an HTTP field name, RFC 9110's token: one or
+ * more letters, digits and !#$%&'*+-.^_`|~.  The one rule for a header
+ * name a policy gives: attempt_header, propagate's, prepare's. */
+int lr_header_name_ok(const char *name, size_t len);
+#define LR_HEADER_NAME_RULE "letters, digits and !#$%&'*+-.^_`|~"
 
 /* The field index of "name" or "backoff.initial"; -1 when unknown. */
 int lr_field_index(const char *name);

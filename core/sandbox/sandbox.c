@@ -9,6 +9,7 @@
  * later instruction fails, and the library a script sees (sandbox_lib.c)
  * lets no pcall or xpcall handler catch it, until control is back in C. */
 #include <lauxlib.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,15 +26,32 @@ enum { PHASE_IDLE, PHASE_RUNNING, PHASE_ARMING, PHASE_ARMED };
 
 #define HANDLER 1 /* the stack slot of every call's message handler */
 
-/* Where the script is: the innermost Lua function with a line. */
+/* Where the script is: the innermost Lua function with a line, from
+ * `level` out; 1 with *ar filled, 0 when none. */
+static int script_frame(lua_State *L, int level, lua_Debug *ar) {
+  for (; lua_getstack(L, level, ar); level++)
+    if (lua_getinfo(L, "Sl", ar) && ar->currentline > 0) return 1;
+  return 0;
+}
+
 static void note_where(lr_sandbox *sb, lua_State *L) {
   lua_Debug ar;
-  for (int level = 0; lua_getstack(L, level, &ar); level++) {
-    if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
-      lr_fmt(sb->where, sizeof sb->where, "%s:%d", ar.short_src, ar.currentline);
-      return;
-    }
-  }
+  if (script_frame(L, 0, &ar))
+    lr_fmt(sb->where, sizeof sb->where, "%s:%d", ar.short_src, ar.currentline);
+}
+
+int lr_sandbox_error(lua_State *L, const char *fmt, ...) {
+  lua_Debug ar;
+  if (script_frame(L, 1, &ar))
+    lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
+  else
+    lua_pushliteral(L, "");
+  va_list ap;
+  va_start(ap, fmt);
+  lua_pushvfstring(L, fmt, ap);
+  va_end(ap);
+  lua_concat(L, 2);
+  return lua_error(L);
 }
 
 static void kill_hook(lua_State *L, lua_Debug *ar);
@@ -369,14 +387,11 @@ static void leave(lr_sandbox *sb) {
 static int locate_error(lua_State *L) {
   if (lua_type(L, 1) == LUA_TSTRING) return 1;
   lua_Debug ar;
-  for (int level = 1; lua_getstack(L, level, &ar); level++) {
-    if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
-      lua_pushfstring(L, "%s:%d: error object is a %s value", ar.short_src, ar.currentline,
-                      luaL_typename(L, 1));
-      return 1;
-    }
-  }
-  lua_pushfstring(L, "error object is a %s value", luaL_typename(L, 1));
+  if (script_frame(L, 1, &ar))
+    lua_pushfstring(L, "%s:%d: error object is a %s value", ar.short_src, ar.currentline,
+                    luaL_typename(L, 1));
+  else
+    lua_pushfstring(L, "error object is a %s value", luaL_typename(L, 1));
   return 1;
 }
 

@@ -162,6 +162,26 @@ void lr_sandbox_refuel(lua_State *L, lr_sandbox *sb);
  * clock, or the end of the instruction limit) each time it runs out. */
 void lr_sandbox_pay(lua_State *L, lr_sandbox *sb, size_t units);
 
+/* Raises fmt's message after the "file:line: " of the innermost script
+ * function on the stack: a C function's luaL_error names its own frame,
+ * which has no line. */
+int lr_sandbox_error(lua_State *L, const char *fmt, ...);
+
+/* chunk.c: compiles text (never a binary chunk) as chunkname; lua_load's
+ * status, with the function or the message on top.  The message names
+ * the chunk (and the line the parser had reached) even where Lua's does
+ * not: a binary chunk refused, "C stack overflow" in a nesting too
+ * deep. */
+int lr_chunk_load(lua_State *L, const char *text, size_t len, const char *chunkname);
+/* The same for the file at path, as chunk "@path", read only when it is
+ * a regular file of at most `limit` bytes (0: any): a FIFO or a device is
+ * refused at once, never waited on.  *missing = 1 (nothing pushed) when
+ * there is no such file; LUA_ERRFILE with "path: cannot read: why" on top
+ * when it cannot be read; LUA_ERRMEM with "not enough memory" when the
+ * host's memory ran out; a UTF-8 BOM and a first "#" line are skipped,
+ * as luaL_loadfile does. */
+int lr_chunk_load_file(lua_State *L, const char *path, size_t limit, int *missing);
+
 /* watchdog.c: the library's one helper thread, enforcing time limits. */
 #define LR_WATCHDOG_TICK_MS 5
 void lr_watchdog_add(lr_watched *w);

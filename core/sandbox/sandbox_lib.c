@@ -104,14 +104,16 @@ static int valid_module_name(const char *name) {
 }
 
 /* require reaches the folders of its upvalue 2 (the script's own first),
- * nothing else; modules load as text, cached per state (upvalue 1). */
+ * nothing else; modules load as text from regular files, cached per state
+ * (upvalue 1).  Its errors name the line of the script that required. */
 static int safe_require(lua_State *L) {
   const char *name = luaL_checkstring(L, 1);
   lua_settop(L, 1);
   lua_pushvalue(L, lua_upvalueindex(1)); /* 2: cache */
   if (lua_getfield(L, 2, name) != LUA_TNIL) return 1;
   lua_pop(L, 1);
-  if (!valid_module_name(name)) return luaL_error(L, "require: '%s' is not a module name", name);
+  if (!valid_module_name(name))
+    return lr_sandbox_error(L, "require: '%s' is not a module name", name);
   char rel[512], path[4700];
   lr_fmt(rel, sizeof rel, "%s", name);
   for (char *c = rel; *c; c++)
@@ -121,10 +123,11 @@ static int safe_require(lua_State *L) {
     lua_rawgeti(L, lua_upvalueindex(2), i);
     lr_fmt(path, sizeof path, "%s/%s.lua", lua_tostring(L, -1), rel);
     lua_pop(L, 1);
-    FILE *f = fopen(path, "r");
-    if (!f) continue;
-    fclose(f);
-    if (luaL_loadfilex(L, path, "t") != LUA_OK) return lua_error(L);
+    int missing;
+    int status = lr_chunk_load_file(L, path, lr_sandbox_of(L)->limits.memory, &missing);
+    if (missing) continue;
+    if (status == LUA_ERRFILE) return lr_sandbox_error(L, "require: %s", lua_tostring(L, -1));
+    if (status != LUA_OK) return lua_error(L);
     lua_pushstring(L, name);
     lua_call(L, 1, 1);
     if (lua_isnil(L, -1)) {
@@ -144,8 +147,8 @@ static int safe_require(lua_State *L) {
     luaL_addvalue(&b);
   }
   luaL_pushresult(&b);
-  return luaL_error(L, "require: module '%s' not found in the script's folder%s", name,
-                    lua_tostring(L, -1));
+  return lr_sandbox_error(L, "require: module '%s' not found in the script's folder%s", name,
+                          lua_tostring(L, -1));
 }
 
 /* json.X on first use: loads dkjson (pure Lua, text only) into this state
