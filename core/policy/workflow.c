@@ -54,11 +54,11 @@ static void check_request(lua_State *L, const luaretry_request *req) {
   for (int i = 0; i < 2; i++)
     if (texts[i] && strpbrk(texts[i], "\r\n"))
       luaL_error(L, "http: the %s holds a line break", i ? "method" : "URL");
-  for (size_t i = 0; i < req->header_count; i++)
-    if (strpbrk(req->headers[i].name, "\r\n:") || strpbrk(req->headers[i].value, "\r\n") ||
-        !req->headers[i].name[0])
-      luaL_error(L, "http: header \"%s\" holds a line break or is not a name",
-                 lr_quote_clip(L, req->headers[i].name));
+  for (size_t i = 0; i < req->header_count; i++) /* prepare's rule for a name (RFC 9110) */
+    if (!lr_header_name_ok(req->headers[i].name, strlen(req->headers[i].name)) ||
+        strpbrk(req->headers[i].value, "\r\n"))
+      luaL_error(L, "http: header \"%s\" holds a line break or is not a name (%s)",
+                 lr_quote_clip(L, req->headers[i].name), LR_HEADER_NAME_RULE);
 }
 
 static int perform(lua_State *L, luaretry_request *req) {

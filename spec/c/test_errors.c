@@ -660,6 +660,9 @@ static luaretry_code slip_transport(void *ud, const luaretry_request *req, doubl
   return LUARETRY_OK;
 }
 
+static luaretry_code noop_transport(void *ud, const luaretry_request *req, double timeout,
+                                    luaretry_response *resp);
+
 static void test_bad_response(void) {
   luaretry_policy *p;
   CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
@@ -677,6 +680,22 @@ static void test_bad_response(void) {
     CHECK_CONTAINS(luaretry_policy_errmsg(p), "http://x.invalid/");
     CHECK_CONTAINS(luaretry_policy_errmsg(p),
                    slip_kind ? "header 2 of 2 has a NULL name" : "2 headers and no array of them");
+  }
+  /* a request's header name: prepare's rule (a space was sent before) */
+  static const char *const names[] = { "X Bad", "", "X:y", "X\\r" };
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    char src[256];
+    snprintf(src, sizeof src,
+             "max_attempts = 2 deadline = 5\n"
+             "function run(http, args)\n"
+             "  local r = http.get('http://x.invalid/', { [\"%s\"] = '1' })\n"
+             "  return r.status, r.body\n"
+             "end\n",
+             names[i]);
+    CHECK_CODE(luaretry_policy_load_string(p, "=wf", src), LUARETRY_OK);
+    CHECK_CODE(luaretry_policy_run_workflow(p, NULL, 0, noop_transport, NULL, 1, &o),
+               LUARETRY_E_POLICY);
+    CHECK_CONTAINS(luaretry_policy_errmsg(p), "is not a name (letters, digits and");
   }
   luaretry_policy_free(p);
 }
