@@ -52,9 +52,10 @@ static const char HELP_INTRO[] =
 
 static const char HELP_EXIT[] =
   "\n"
-  "Exit status: 0 success; 1 a response the policy judged final (or a body that\n"
-  "could not be written); 2 usage error; 3 policy error; 4 attempts exhausted;\n"
-  "5 deadline; 6 refused (budget, circuit); 130 interrupted (SIGINT, SIGTERM).\n";
+  "Exit status: 0 success; 1 a response the policy judged final (or a body, or any\n"
+  "command's output, that could not be written); 2 usage error; 3 policy error;\n"
+  "4 attempts exhausted; 5 deadline; 6 refused (budget, circuit); 130 interrupted\n"
+  "(SIGINT, SIGTERM).\n";
 
 static const char HELP_RUN[] =
   "luaretry run POLICY URL [options]       an HTTP request, retried by POLICY\n"
