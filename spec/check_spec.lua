@@ -349,3 +349,13 @@ describe("luaretry check of a workflow's run()", function ()
     assert.are.equal(0, r.code, r.stdout .. r.stderr)
   end)
 end)
+
+-- a --set's warning named the field only ("warning: hedge.max: 10 is
+-- moot..."), where its errors say "--set hedge.max: ..."
+describe("luaretry check --set", function ()
+  it("says --set before a warning about the override, as before its errors", function ()
+    local r = check({ HTTP, "--set", "hedge.delay=0.1", "--set", "hedge.max=10" })
+    assert.are.equal(3, r.code, r.stdout .. r.stderr)
+    assert.matches("\n  warning: %-%-set hedge%.max: 10 is moot beside max_attempts %(10%)", r.stdout)
+  end)
+end)

@@ -400,10 +400,18 @@ static char *hedge_never(luaretry_policy *p) {
     "idempotent under the policy's is_idempotent: no hedge would ever go");
 }
 
+/* A warning, "--set " before it when it is about an override (the
+ * library names the field only, as in its errors). */
+static void print_warning(const char *w, const check_args *a) {
+  char *msg = cli_policy_message(w, a->sets, a->nsets);
+  print_lines("warning: ", msg ? msg : w);
+  free(msg);
+}
+
 /* The block's head and its problems: warnings (in line order), then the
  * probes' errors and the hooks' that no probe reached; the count. */
-static size_t print_problems(const char *path, luaretry_policy *p, const probe_row *rows, size_t n,
-                             char *const *extra, size_t nextra) {
+static size_t print_problems(const char *path, luaretry_policy *p, const check_args *a,
+                             const probe_row *rows, size_t n, char *const *extra, size_t nextra) {
   size_t failed = 0;
   for (size_t i = 0; i < n; i++) failed += rows[i].problem != NULL;
   for (size_t i = 0; i < nextra; i++) failed += extra[i] != NULL;
@@ -414,7 +422,7 @@ static size_t print_problems(const char *path, luaretry_policy *p, const probe_r
     heading(path, ": ok\n");
   else
     heading(path, ": loads, %zu problem%s\n", problems, problems == 1 ? "" : "s");
-  for (size_t i = 0; i < nwarn; i++) print_lines("warning: ", luaretry_policy_warning(p, i));
+  for (size_t i = 0; i < nwarn; i++) print_warning(luaretry_policy_warning(p, i), a);
   if (hedge) print_lines("warning: ", hedge);
   free(hedge);
   for (size_t i = 0; i < n; i++)
@@ -451,7 +459,7 @@ static int check_file(const char *path, const check_args *a) {
   for (size_t i = 0; i < n; i++)
     run_probe(p, i < count[0] ? &mine[0][i] : &mine[1][i - count[0]], &rows[i]);
   char *extra[3] = { probe_on_breaker(p), probe_retry_hooks(p, rows, n), probe_run(p) };
-  size_t problems = print_problems(path, p, rows, n, extra, 3);
+  size_t problems = print_problems(path, p, a, rows, n, extra, 3);
   luaretry_tuning t;
   if (luaretry_policy_tuning(p, &t) == LUARETRY_OK) print_tuning(&t);
   print_settings(p);
