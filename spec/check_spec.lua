@@ -291,3 +291,71 @@ describe("luaretry check under the memory limit", function ()
     end)
   end
 end)
+
+-- check ran every hook but run(): a workflow whose run() always raised (a
+-- typo, htp for http) was "ok", exit 0
+describe("luaretry check of a workflow's run()", function ()
+  local dir
+  before_each(function () dir = proc.tmpdir() end)
+  after_each(function () proc.rmtree(dir) end)
+
+  local function workflow(body)
+    local path = dir .. "/w.lua"
+    proc.writefile(path, "max_attempts = 3\ndeadline = 10\nattempt_timeout = 5\n" ..
+                   "function run(http, args)\n" .. body .. "\nend\n")
+    return path, path:gsub("%p", "%%%0")
+  end
+
+  it("runs it once: a raise is an error with file and line, an undefined global a warning", function ()
+    local path, p = workflow("  local r = htp.get(args[1])\n  return r.status, r.body")
+    local r = check({ path })
+    assert.are.equal(3, r.code, r.stdout .. r.stderr)
+    assert.matches(p .. ": loads, 2 problems\n", r.stdout)
+    assert.matches("\n  warning: " .. p .. ":5: htp: read of an undefined global inside a hook", r.stdout)
+    assert.matches("\n  error: run: " .. p .. ":5: attempt to index a nil value %(global 'htp'%)\n",
+                   r.stdout)
+  end)
+
+  it("sends nothing: each request answered 200 '{}', args three URLs; a wrong return is an error", function ()
+    -- what run() saw, returned as its body: a body that is not a string is
+    -- refused, so a mismatch shows as an error naming the line
+    local path = workflow(table.concat({
+      "  local a = http.get(args[1])",
+      "  local b = http.post(args[2] .. ':x', '{}', { ['Content-Type'] = 'application/json' })",
+      "  local c = http.request { method = 'PUT', url = args[3], body = a.body }",
+      "  local seen = table.concat({ #args, a.status, a.body, b.status, c.status, tostring(a.error) }, ' ')",
+      "  assert(seen == '3 200 {} 200 200 nil', seen)",
+      "  assert(args[1] == 'http://check.invalid/ARG1' and args[3] == 'http://check.invalid/ARG3')",
+      "  assert(type(json.decode(a.body)) == 'table')",
+      "  return 200, 'ok'" }, "\n"))
+    local r = check({ path })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.matches(": ok\n", r.stdout)
+    path = workflow("  return '200', 42")
+    r = check({ path })
+    assert.are.equal(3, r.code, r.stdout)
+    assert.matches("error: run: .*run must return status, body", r.stdout)
+  end)
+
+  it("stops a run() that keeps asking, without calling it a problem", function ()
+    local path = workflow("  while true do http.get(args[1]) end")
+    local r = check({ path })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.matches(": ok\n", r.stdout)
+  end)
+
+  it("passes the shipped workflow example", function ()
+    local r = check({ root .. "/policies/examples/iam-set-policy.lua" })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+  end)
+end)
+
+-- a --set's warning named the field only ("warning: hedge.max: 10 is
+-- moot..."), where its errors say "--set hedge.max: ..."
+describe("luaretry check --set", function ()
+  it("says --set before a warning about the override, as before its errors", function ()
+    local r = check({ HTTP, "--set", "hedge.delay=0.1", "--set", "hedge.max=10" })
+    assert.are.equal(3, r.code, r.stdout .. r.stderr)
+    assert.matches("\n  warning: %-%-set hedge%.max: 10 is moot beside max_attempts %(10%)", r.stdout)
+  end)
+end)

@@ -245,3 +245,31 @@ describe("quiet and verbose", function ()
     end)
   end)
 end)
+
+-- on_breaker's error comes through the script's print() path (the
+-- library's log callback), which `run` shows with -v only: documented in
+-- luaretry-policy(5), pinned here
+describe("an error in on_breaker", function ()
+  local tmp
+  before_each(function () tmp = proc.tmpdir() end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  it("is said with -v, after the breaker's line and what the hook printed; not without", function ()
+    local path = tmp .. "/ob.lua"
+    proc.writefile(path, "max_attempts = 4\ndeadline = 20\nattempt_timeout = 10\n" ..
+                   "breaker = { failures = 2 }\n" ..
+                   'backoff = { kind = "constant", initial = 0.01, jitter = "none" }\n' ..
+                   'function on_breaker(state)\n  print("told " .. state)\n' ..
+                   '  error("ob broke " .. state)\nend\n')
+    local r = run("run", path, "-v", "--", "false")
+    assert.are.equal(6, r.code, r.stderr)
+    local lines = proc.lines(r.stderr)
+    assert.are.same({ "luaretry: breaker: open", "luaretry: script: told open",
+                      "luaretry: script: on_breaker: " .. path .. ":8: ob broke open" },
+                    { lines[2], lines[3], lines[4] }, r.stderr)
+    r = run("run", path, "--", "false")
+    assert.are.equal(6, r.code, r.stderr)
+    assert.is_nil(r.stderr:find("on_breaker", 1, true), r.stderr)
+    assert.is_nil(r.stderr:find("told", 1, true), r.stderr)
+  end)
+end)

@@ -376,3 +376,28 @@ describe("luaretry simulate", function ()
     assert.are.same({}, proc.ls(tmp))
   end)
 end)
+
+-- --fleet and --process counted the clients' policy errors and exited 3
+-- without a word of what the script did wrong; plain --clients names the
+-- first client's error, file and line
+describe("luaretry simulate --clients N: a script that fails", function ()
+  local tmp
+  before_each(function () tmp = proc.tmpdir() end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  it("names the first client's error, file and line, with and without --fleet or --process", function ()
+    local path = tmp .. "/broken.lua"
+    proc.writefile(path, "max_attempts = 5\ndeadline = 100\nbudget = { max_tokens = 10 }\n" ..
+                   'function is_transient(s, b, i) error("always broke") end\n')
+    local line = "^luaretry: simulate: client 0: is_transient: " .. path:gsub("%p", "%%%0") ..
+                 ":4: always broke\n$"
+    for _, mode in ipairs({ {}, { "--fleet" }, { "--fleet", "local" }, { "--process" },
+                            { "--fleet", "--json" }, { "--process", "--json" } }) do
+      local r = simulate(proc.concat({ path, "--clients", "20" }, mode))
+      local what = table.concat(mode, " ")
+      assert.are.equal(3, r.code, what .. ": " .. r.stderr)
+      assert.matches(line, r.stderr, nil, false, what)
+      assert.matches("policy_error", r.stdout, 1, true, what)
+    end
+  end)
+end)

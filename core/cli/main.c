@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "output.h"
 #include "faults/faults.h"
 
 #ifndef LUARETRY_DATADIR
@@ -62,7 +63,7 @@ static int cmd_faults(int argc, char **argv) {
             "anyone who can reach it can drive %s\n",
             lr_faults_address(f), script);
   printf("listening on %s\n", lr_faults_address(f));
-  fflush(stdout);
+  cli_out_flush();
   int rc = lr_faults_serve(f);
   serving = NULL;
   lr_faults_free(f);
@@ -123,8 +124,7 @@ static void hold_closed_streams(void) {
     }
 }
 
-int main(int argc, char **argv) {
-  hold_closed_streams();
+static int command(int argc, char **argv) {
   if (argc < 2) {
     fputs(CLI_USAGE, stderr);
     return EXIT_USAGE;
@@ -146,4 +146,10 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "demo") == 0)
     return argc == 2 ? cmd_demo() : cli_usage("demo takes no arguments", NULL);
   return cli_usage("unknown command %s", cmd);
+}
+
+int main(int argc, char **argv) {
+  hold_closed_streams();
+  /* every command's standard output, checked once at its end */
+  return cli_out_done(command(argc, argv));
 }

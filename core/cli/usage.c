@@ -52,9 +52,10 @@ static const char HELP_INTRO[] =
 
 static const char HELP_EXIT[] =
   "\n"
-  "Exit status: 0 success; 1 a response the policy judged final (or a body that\n"
-  "could not be written); 2 usage error; 3 policy error; 4 attempts exhausted;\n"
-  "5 deadline; 6 refused (budget, circuit); 130 interrupted (SIGINT, SIGTERM).\n";
+  "Exit status: 0 success; 1 a response the policy judged final (or a body, or any\n"
+  "command's output, that could not be written); 2 usage error; 3 policy error;\n"
+  "4 attempts exhausted; 5 deadline; 6 refused (budget, circuit); 130 interrupted\n"
+  "(SIGINT, SIGTERM).\n";
 
 static const char HELP_RUN[] =
   "luaretry run POLICY URL [options]       an HTTP request, retried by POLICY\n"
@@ -214,7 +215,8 @@ static const char HELP_CHECK[] =
   "  with the closest known one, clamped values, reads of undefined globals in hooks,\n"
   "  a hook that raises), then its effective tuning and its verdicts on probe outcomes\n"
   "  (statuses and transport failures; exit statuses for a command's policy).  Every\n"
-  "  hook runs at least once.  Exit 0 when\n"
+  "  hook runs at least once; a workflow's run() with no network (every request\n"
+  "  answered 200 '{}', args three URLs http://check.invalid/ARG1...).  Exit 0 when\n"
   "  every file is clean, 3 otherwise, 2 for a usage error.\n"
   "  --probe OUTCOME    add an outcome to the probes (repeatable), written\n"
   "                     '[METHOD] STATUS [ERROR] [Name: value]... [body=TEXT]':\n"

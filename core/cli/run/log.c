@@ -46,11 +46,12 @@ static void json_fields(FILE *f, const luaretry_decision *d, int status, const c
   }
 }
 
+/* Not flushed: the caller's stream, the caller's flush (simulate's keeps
+ * the error of a full disk for its end, output.c). */
 void cli_json_decision(FILE *f, const luaretry_decision *d, int status, const char *error,
                        const char *target) {
   json_fields(f, d, status, error, NULL, target);
   fputs("}\n", f);
-  fflush(f);
 }
 
 /* The first error of a --log-json write, said once at its close (the

@@ -60,6 +60,18 @@ static void print_guards(luaretry_policy *p) {
   printf("%s\n", any ? "" : " none");
 }
 
+/* The first client's policy error of all the runs, said on standard error
+ * as plain --clients says it (file and line): the table only counts them. */
+static int first_error(void *ud, long client, double t, int status, const luaretry_decision *d) {
+  int *said = ud;
+  (void)t;
+  (void)status;
+  if (!d->retry && d->reason == LUARETRY_REASON_POLICY_ERROR && !(*said)++)
+    fprintf(stderr, "luaretry: simulate: client %ld: %s\n", client,
+            d->message ? d->message : "policy error");
+  return 0;
+}
+
 /* --process: the N clients as calls of one process, its guards shared. */
 static int simulate_process(luaretry_policy *p, const char *path, luaretry_herd_options *o,
                             int json) {
@@ -109,6 +121,9 @@ int cli_simulate_fleet(luaretry_policy *p, const char *path, luaretry_herd_optio
   /* the local store has no batches: a microsecond's sync counts each
    * outcome at once, as its compare-and-swap does */
   if (local) o->sync = 1e-6, o->local = 1;
+  int said = 0;
+  o->each = first_error;
+  o->ud = &said;
   if (process) return simulate_process(p, path, o, json);
   luaretry_herd_result own, fleet;
   luaretry_code rc = luaretry_simulate_herd(p, o, &own);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/output.h"
 #include "cli/run/outfile.h"
 #include "cli/simulate/simulate.h"
 
@@ -77,6 +78,7 @@ static int print_decision(void *ud, const luaretry_decision *d) {
     char e[32];
     printf("attempt %d: %s at %s s (%s)\n", d->attempt, verdict, secs(e, d->elapsed), d->rule);
   }
+  cli_out_flush(); /* a line at a time, in order with the errors on stderr */
   return 0;
 }
 
@@ -509,7 +511,6 @@ int cli_simulate(int argc, char **argv) {
       status = cli_simulate_fleet(p, a.path, &o, a.json, a.process, a.local);
     } else
       status = a.clients ? simulate_herd(p, &a) : simulate_schedule(p, &a);
-    if (fflush(stdout) != 0) status = EXIT_POLICY;
   }
   luaretry_policy_free(p);
   for (size_t i = 0; i < a.nprobes; i++) cli_probe_free(&a.probes[i]);
