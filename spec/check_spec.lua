@@ -358,4 +358,15 @@ describe("luaretry check --set", function ()
     assert.are.equal(3, r.code, r.stdout .. r.stderr)
     assert.matches("\n  warning: %-%-set hedge%.max: 10 is moot beside max_attempts %(10%)", r.stdout)
   end)
+
+  it("and so do simulate and run", function ()
+    local sets = { "--set", "hedge.delay=0.1", "--set", "hedge.max=10", "--set", "max_attempts=1" }
+    for _, args in ipairs{
+      proc.concat({ "simulate", HTTP, "--attempts", "1" }, sets),
+      proc.concat({ "run", HTTP, "http://127.0.0.1:1/" }, sets),
+    } do
+      local r = proc.run(args)
+      assert.matches("luaretry: warning: %-%-set hedge%.max: 10 is moot beside max_attempts %(1%)", r.stderr)
+    end
+  end)
 end)

@@ -10,6 +10,7 @@
  *   check.c       `check`
  *   list.c        `list`: the policies on the search path
  *   probe.c       the outcomes of `check --probe` and `simulate --probe`
+ *   output.c      standard output's write errors, said at the end
  * run/: `run` and its curl-compatible command line (run/run.h):
  *   run.c         what to run, and one call of it
  *   args.c        its command line (curl's options too) and the request

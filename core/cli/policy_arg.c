@@ -25,9 +25,13 @@ static void print_message(const char *prefix, const char *msg) {
   fputc('\n', stderr);
 }
 
-static void print_warnings(const luaretry_policy *p) {
-  for (size_t i = 0; i < luaretry_policy_warning_count(p); i++)
-    print_message("warning: ", luaretry_policy_warning(p, i));
+/* A warning about a field a --set gave says so, as check's do. */
+static void print_warnings(const luaretry_policy *p, char **sets, int nsets) {
+  for (size_t i = 0; i < luaretry_policy_warning_count(p); i++) {
+    char *msg = cli_policy_message(luaretry_policy_warning(p, i), sets, nsets);
+    print_message("warning: ", msg ? msg : luaretry_policy_warning(p, i));
+    free(msg);
+  }
 }
 
 /* Whether `line` speaks of the field set by one of the NAME=VALUE sets. */
@@ -159,6 +163,6 @@ luaretry_policy *cli_load_policy_redis(const char *policy, char **sets, int nset
     luaretry_policy_free(p);
     return NULL;
   }
-  if (warn) print_warnings(p);
+  if (warn) print_warnings(p, sets, nsets);
   return p;
 }
