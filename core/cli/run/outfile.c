@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
 #include "outfile.h"
 
 #define TMP_SUFFIX ".luaretry-XXXXXX" /* what the specs look for as leftovers */
@@ -21,8 +22,10 @@ void outfile_init(outfile *f, const char *path, const char *option) {
   f->in_place = f->path == NULL;
 }
 
-/* "luaretry: -o out.txt: what: error"; `what` may be NULL. */
+/* "luaretry: -o out.txt: what: error"; `what` may be NULL.  Nothing for
+ * a write a stop signal cut: the run says "interrupted" (exit 130). */
 static void complain(const outfile *f, const char *what, int err) {
+  if (err == EINTR && cli_interrupted()) return;
   if (f->path)
     fprintf(stderr, "luaretry: %s %s: %s%s%s\n", f->option, f->path, what ? what : "",
             what ? ": " : "", strerror(err));
@@ -138,9 +141,16 @@ int outfile_create(outfile *f) {
   return 0;
 }
 
-/* All of len bytes to fd; 0, or -1 with errno. */
+/* All of len bytes to fd; 0, or -1 with errno.  A stop signal ends it
+ * (EINTR): a reader that stalls (a full pipe, a FIFO) never holds the run
+ * past the signal.  A write the signal cut after some bytes returns them,
+ * not EINTR, so the signal is looked for before each write. */
 static int write_all(int fd, const char *data, size_t len) {
   for (size_t done = 0; done < len;) {
+    if (cli_interrupted()) {
+      errno = EINTR;
+      return -1;
+    }
     ssize_t n = write(fd, data + done, len - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
