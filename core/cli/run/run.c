@@ -287,11 +287,13 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     if (lost && cli_interrupted()) {
       final->reason = LUARETRY_REASON_CANCELLED;
     } else {
-      if (lost && status == EXIT_OK) rc = LUARETRY_E_IO;
-      if (rc == LUARETRY_OK && status == EXIT_OK && a->remote_header_name && out->path &&
+      /* a body not written, or -J's refusal: exit 1 (curl's 23), and -D
+       * and -w written all the same, %{exitcode} saying 1 */
+      int shown = lost && status == EXIT_OK ? EXIT_FINAL : status;
+      if (shown == EXIT_OK && a->remote_header_name && out->path &&
           remote_header_name(out->path, h) != 0)
-        rc = LUARETRY_E_IO;
-      if (rc == LUARETRY_OK && response_finish(&r, final, status) != status) rc = LUARETRY_E_IO;
+        shown = EXIT_FINAL;
+      if (response_finish(&r, final, shown) != status) rc = LUARETRY_E_IO;
     }
   }
   response_free(&r);
