@@ -111,6 +111,18 @@ describe("files as curl writes them", function ()
     assert.are.same({}, proc.leftovers(tmp))
   end)
 
+  it("a symlink loop is an error before any request (as curl's open fails): the links stay", function ()
+    local l1, l2 = tmp .. "/l1", tmp .. "/l2"
+    proc.sh("ln -s l2 " .. proc.q(l1) .. "; ln -s l1 " .. proc.q(l2))
+    local r = run_in(":", { "run", HTTP, url("/new"), "-o", l1 }, tmp)
+    assert.are.equal(2, r.code, r.stderr)
+    assert.matches("-o [^\n]*l1: Too many levels of symbolic links", r.stderr)
+    assert.are.equal("symbolic link", stat(l1, "%F"))
+    assert.are.equal("l2", proc.readfile_cmd("readlink " .. proc.q(l1)):gsub("\n$", ""))
+    assert.are.same({ "l1", "l2" }, proc.ls(tmp))
+    assert.are.equal(0, #srv:requests_on("/new"))
+  end)
+
   it("-o - is standard output", function ()
     local r = run_in(":", { "run", HTTP, url("/new"), "-o", "-" }, tmp)
     assert.are.equal(0, r.code, r.stderr)

@@ -69,7 +69,7 @@ static char *follow_links(const char *path) {
     free(cur);
     cur = next;
   }
-  return cur; /* a loop: opening it fails with ELOOP, as it should */
+  return cur; /* a loop: stat() fails with ELOOP (inspect_target) */
 }
 
 /* The temporary beside the target, private until it is kept. */
@@ -105,6 +105,12 @@ static int inspect_target(outfile *f) {
   }
   struct stat st;
   if (stat(f->target, &st) != 0) {
+    /* only a name that is not there is a new file: a link loop (ELOOP)
+     * or a folder that is a file is an error, and nothing is replaced */
+    if (errno != ENOENT) {
+      complain(f, NULL, errno);
+      return -1;
+    }
     mode_t mask = umask(0);
     umask(mask);
     f->mode = 0666 & ~mask; /* what open(..., 0666) gives, as curl's */
