@@ -399,6 +399,43 @@ describe("downloads", function ()
       assert.are.same({}, proc.leftovers(tmp))
     end)
 
+    -- the temporary (+16 bytes) and the partial (+18, its .url file and
+    -- that file's temporary +11) made such names pass NAME_MAX (255)
+    it("a name as long as curl can write (239, 255 bytes): cut, kept beside it under a shorter name, continued", function ()
+      for _, len in ipairs({ 239, 255 }) do
+        srv:reset()
+        local name = ("n"):rep(len - 4) .. ".bin"
+        local out, url = tmp .. "/" .. name, srv.base .. "/slow"
+        local jobdir = proc.tmpdir()
+        local job = proc.spawn({ "run", "http", url, "-o", out }, jobdir)
+        finally(function () job:stop(); proc.rmtree(jobdir) end)
+        -- stopped once some bytes are in the temporary, long before the end
+        assert.is_truthy(proc.wait_for(function ()
+          for _, f in ipairs(proc.leftovers(tmp)) do
+            local got = proc.readfile(tmp .. "/" .. f)
+            if got and #got >= 20 then return true end
+          end
+        end, 20), "no bytes came: " .. (job:stderr() or ""))
+        job:signal("TERM")
+        assert.are.equal(130, job:wait(20), job:stderr())
+        local stderr = job:stderr()
+        assert.is_nil(stderr:find("too long", 1, true), stderr)
+        local kept = proc.leftovers(tmp)
+        table.sort(kept)
+        assert.are.equal(2, #kept, table.concat(kept, " "))
+        assert.are.equal(kept[1] .. ".url", kept[2])
+        assert.is_true(#kept[2] + #".XXXXXX" <= 255, kept[2])
+        local held = proc.readfile(tmp .. "/" .. kept[1])
+        assert.are.equal(sidecar(url, '"r1"'), proc.readfile(tmp .. "/" .. kept[2]))
+        -- the same command again: Range from where it stopped
+        local r, seen = fetch("/slow", out, ("0123456789"):rep(10))
+        assert.is_nil(r.stderr:find("too long", 1, true), r.stderr)
+        assert.are.equal(("bytes=%d-"):format(#held), seen[#seen].range)
+        assert.are.same({}, proc.leftovers(tmp))
+        os.remove(out)
+      end
+    end)
+
     -- "restarting the download from zero" was said of the attempt the
     -- signal cut, which nothing restarts
     it("SIGTERM mid-body without a validator: no restart is announced, nothing left", function ()

@@ -72,14 +72,37 @@ static char *follow_links(const char *path) {
   return cur; /* a loop: stat() fails with ELOOP (inspect_target) */
 }
 
+/* A name beside target: its folder, then prefix, target's last name and
+ * suffix, with `room` bytes more to come (a sidecar's).  Any name curl can
+ * write is one we can write: when the whole would pass NAME_MAX, the last
+ * name is cut (never inside a UTF-8 sequence) and a hash of it (FNV-1a 64)
+ * keeps names of one beginning apart.  malloc'ed with room bytes to spare,
+ * NULL when out of memory. */
+static char *name_beside(const char *target, const char *prefix, const char *suffix, size_t room) {
+  const char *slash = strrchr(target, '/');
+  size_t dir = slash ? (size_t)(slash - target + 1) : 0;
+  const char *base = target + dir;
+  size_t fixed = strlen(prefix) + strlen(suffix) + room, n = strlen(base);
+  char hash[18] = "";
+  if (fixed + n > NAME_MAX) {
+    unsigned long long h = 0xcbf29ce484222325ULL;
+    for (const char *c = base; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+    snprintf(hash, sizeof hash, "-%016llx", h);
+    n = NAME_MAX > fixed + 17 ? NAME_MAX - fixed - 17 : 0;
+    while (n > 0 && ((unsigned char)base[n] & 0xC0) == 0x80) n--;
+  }
+  size_t size = dir + fixed + n + sizeof hash + 1;
+  char *s = malloc(size);
+  if (s) snprintf(s, size, "%.*s%s%.*s%s%s", (int)dir, target, prefix, (int)n, base, hash, suffix);
+  return s;
+}
+
 /* The temporary beside the target, private until it is kept. */
 static int create_temp(outfile *f) {
-  size_t size = strlen(f->target) + sizeof TMP_SUFFIX;
-  if (!(f->tmp = malloc(size))) {
+  if (!(f->tmp = name_beside(f->target, "", TMP_SUFFIX, 0))) {
     complain(f, NULL, ENOMEM);
     return -1;
   }
-  snprintf(f->tmp, size, "%s%s", f->target, TMP_SUFFIX);
   f->fd = mkostemp(f->tmp, O_CLOEXEC);
   if (f->fd < 0) {
     complain(f, "cannot create a temporary file beside it", errno);
@@ -350,15 +373,11 @@ static int finish_replace(outfile *f, int ok) {
 #define URL_SUFFIX     ".url"
 #define PARTIAL_MAGIC  "luaretry-partial 1\n"
 
-/* dir/.base.luaretry-partial for f->target; malloc'ed, NULL when out of
- * memory. */
+/* dir/.base.luaretry-partial for f->target, short enough that its
+ * sidecar's temporary (.url.XXXXXX after it) is a legal name too;
+ * malloc'ed, NULL when out of memory. */
 static char *partial_name(const outfile *f) {
-  const char *slash = strrchr(f->target, '/');
-  int dir = slash ? (int)(slash - f->target + 1) : 0;
-  size_t n = strlen(f->target) + sizeof PARTIAL_SUFFIX + sizeof URL_SUFFIX + 2;
-  char *s = malloc(n);
-  if (s) snprintf(s, n, "%.*s.%s%s", dir, f->target, f->target + dir, PARTIAL_SUFFIX);
-  return s;
+  return name_beside(f->target, ".", PARTIAL_SUFFIX, sizeof URL_SUFFIX + sizeof ".XXXXXX" - 2);
 }
 
 /* The sidecar's name: the partial's with ".url" (partial_name left room). */
