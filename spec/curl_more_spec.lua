@@ -324,6 +324,30 @@ describe("curl's retried options", function ()
     assert.are.equal(1, #srv:requests_on("/from-env"))
   end)
 
+  -- each was retried as a transport error (4 attempts, exit 4) where curl
+  -- fails at once (49, 7): no retry makes a bad option good
+  it("a bad --resolve or -x is a usage error naming it, before any attempt", function ()
+    local host = "luaretry.invalid:" .. srv.port
+    for _, case in ipairs({
+      { { "--resolve", "luaretry.invalid:99999:127.0.0.1" }, "the port is above 65535" },
+      { { "--resolve", host .. ":nothost" }, "not an IPv4 or IPv6 address" },
+      { { "--resolve", host .. ":" }, "no address" },
+      { { "--resolve", host .. ":[::1" }, "an unclosed [" },
+      { { "-x", "foo://bar" }, "-x foo://bar: the scheme foo is no proxy's" },
+      { { "--proxy", "http://[::1" }, "--proxy http://[::1: not a proxy URL" },
+    }) do
+      local r = run(proc.concat(case[1], { "--retry", "3", "http://" .. host .. "/resolved" }))
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches(case[2], r.stderr, 1, true)
+      assert.is_nil(r.stderr:find("attempt", 1, true), r.stderr)
+    end
+    assert.are.equal(0, #srv:requests())
+    -- what libcurl takes is taken: several addresses, [IPv6], a removal, "" (no proxy)
+    local r = run({ "--resolve", host .. ":[::1],127.0.0.1", "--resolve", "-other.invalid:80", "-x", "",
+                    "http://" .. host .. "/resolved" })
+    assert.are.equal(0, r.code, r.stderr)
+  end)
+
   it("-K/--config: curl's config syntax for luaretry's options", function ()
     local cfg = tmp .. "/cfg"
     proc.writefile(cfg, table.concat({
