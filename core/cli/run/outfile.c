@@ -6,13 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "outfile.h"
 
-#define TMP_SUFFIX ".luaretry-XXXXXX" /* what the specs look for as leftovers */
-#define MAX_LINKS  40                 /* as the kernel's ELOOP */
+#define TMP_SUFFIX ".luaretry-XXXXXX"    /* what the specs look for as leftovers */
+#define MAX_LINKS  40                    /* as the kernel's ELOOP */
+#define SPOOL_LOOK (16ULL * 1024 * 1024) /* spool bytes between looks at its room */
 
 void outfile_init(outfile *f, const char *path, const char *option) {
   memset(f, 0, sizeof *f);
@@ -34,9 +36,14 @@ static void complain(const outfile *f, const char *what, int err) {
             strerror(err));
 }
 
-int outfile_spool_fd(void) {
+/* Where spool files go: $TMPDIR, else /tmp. */
+static const char *spool_dir(void) {
   const char *dir = getenv("TMPDIR");
-  if (!dir || !*dir) dir = "/tmp";
+  return dir && *dir ? dir : "/tmp";
+}
+
+int outfile_spool_fd(void) {
+  const char *dir = spool_dir();
   int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)) return fd;
   /* a file system without O_TMPFILE: a name, unlinked at once */
@@ -206,6 +213,7 @@ static int spool(outfile *f, const char *data, size_t len) {
     return 1;
   }
   if (create_spool(f) != 0) return -1;
+  f->spooled = f->spool_look = 0;
   if (f->mem_len && write_all(f->fd, f->mem, f->mem_len) != 0) {
     complain(f, "writing", errno);
     return -1;
@@ -213,6 +221,35 @@ static int spool(outfile *f, const char *data, size_t len) {
   free(f->mem);
   f->mem = NULL;
   f->mem_len = 0;
+  return 0;
+}
+
+/* In place: whether the spool file may grow by len bytes.  It never
+ * takes the last 1/20 of its file system, looked at every SPOOL_LOOK
+ * bytes with the next look's bytes counted: an endless body held until
+ * the call ends filled $TMPDIR until the deadline (24 GB at the default
+ * 300 s), and every other program's writes there failed meanwhile.  Past
+ * it the body is not kept: said, and the spool's space given back now. */
+static int spool_room(outfile *f, size_t len) {
+  f->spooled += len;
+  if (f->spooled < f->spool_look) return 1;
+  f->spool_look = f->spooled + SPOOL_LOOK;
+  struct statvfs vs;
+  if (fstatvfs(f->fd, &vs) != 0 || vs.f_blocks == 0) return 1; /* a write tells */
+  unsigned long long unit = vs.f_frsize ? vs.f_frsize : vs.f_bsize;
+  if ((unsigned long long)vs.f_bavail * unit >= vs.f_blocks * unit / 20 + SPOOL_LOOK) return 1;
+  char who[PATH_MAX + 32];
+  snprintf(who, sizeof who, "%s%s%s", f->path ? f->option : "standard output", f->path ? " " : "",
+           f->path ? f->path : "");
+  fprintf(stderr,
+          "luaretry: %s: the body is not kept: held in %s until the call ends, it passed %llu "
+          "MiB, and more would leave that file system less than 5%% free (TMPDIR may name "
+          "another folder)\n",
+          who, spool_dir(), f->spooled >> 20);
+  if (ftruncate(f->fd, 0) != 0) { /* closed next: its space goes all the same */
+  }
+  close(f->fd);
+  f->fd = -1;
   return 0;
 }
 
@@ -227,6 +264,10 @@ size_t outfile_write(void *ud, const char *data, size_t len) {
       if (kept < 0) f->failed = 1;
       return len;
     }
+  }
+  if (f->in_place && !spool_room(f, len)) {
+    f->failed = 1;
+    return len;
   }
   if (write_all(f->fd, data, len) != 0) {
     complain(f, "writing", errno);
@@ -296,6 +337,7 @@ int outfile_start_over(outfile *f, int stale) {
     complain(f, "emptying", errno);
     return -1;
   }
+  f->spooled = f->spool_look = 0;
   f->failed = 0;
   return 0;
 }
