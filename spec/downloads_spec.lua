@@ -235,6 +235,21 @@ describe("downloads", function ()
       assert.are.equal(0, count(r.stderr, "restarting the download from zero"))
     end)
 
+    -- said of every broken attempt (10 of 10), the last one too, which
+    -- nothing restarts
+    it("says a restart from zero once per call, when the next attempt begins", function ()
+      for attempts, want in pairs({ [1] = 0, [2] = 1, [4] = 1 }) do
+        srv:reset()
+        local r = run({ srv.base .. "/weak-always", "-o", tmp .. "/w.bin", "--set", "max_attempts=" .. attempts })
+        assert.are.equal(4, r.code, r.stderr)
+        assert.are.equal(want, count(r.stderr, "restarting the download from zero"), r.stderr)
+        if want > 0 then -- after the first attempt's line, before the second's
+          assert.matches("attempt 1/%d+: %a+ error[^\n]*\n[^\n]*restarting the download from zero[^\n]*\n" ..
+                         "[^\n]*attempt 2/", r.stderr)
+        end
+      end
+    end)
+
     it("says a restart from zero once when a broken answer cannot be resumed", function ()
       local r = run({ srv.base .. "/weak" })
       assert.are.equal(0, r.code, r.stderr)
