@@ -524,6 +524,39 @@ describe("curl's options with curl's meaning", function ()
       assert.matches("-J goes with -O", err, 1, true)
     end)
 
+    it("-w and -D are written when the body is not (full disk, standard output closed, -J refusing): exitcode 1", function ()
+      local fmt, h = "code=%{http_code} exit=%{exitcode}\\n", tmp .. "/h.txt"
+      local r = run({ "-s", "-o", "/dev/full", "-w", fmt, "-D", h, srv.base .. "/x/first" })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.are.equal("code=200 exit=1\n", r.stdout)
+      assert.matches("^HTTP/1%.1 200 ", proc.readfile(h))
+      os.remove(h)
+      -- run in tmp with standard output to `out` (or closed): status, stderr
+      local bin = proc.bin
+      if bin:sub(1, 1) ~= "/" then bin = os.getenv("PWD") .. "/" .. bin end
+      local function run_to(out, args)
+        local words = {}
+        for _, v in ipairs(args) do words[#words + 1] = q(v) end
+        local code = proc.sh("cd " .. q(tmp) .. " && env -u LD_PRELOAD " .. q(bin) .. " run " ..
+                             table.concat(words, " ") .. " </dev/null " .. out .. " 2>" .. q(tmp .. "/.err"))
+        local err = proc.readfile(tmp .. "/.err")
+        os.remove(tmp .. "/.err")
+        return code, err
+      end
+      local code, err = run_to(">&-", { "-w", fmt, "-D", h, srv.base .. "/x/first" })
+      assert.are.equal(1, code, err)
+      assert.matches("standard output: writing", err, 1, true)
+      assert.matches("^HTTP/1%.1 200 ", proc.readfile(h))
+      os.remove(h)
+      proc.writefile(tmp .. "/report.txt", "mine\n")
+      code, err = run_to(">" .. q(tmp .. "/w.txt"), { "-O", "-J", "-w", fmt, "-D", h, srv.base .. "/download" })
+      assert.are.equal(1, code, err)
+      assert.matches("report.txt is not written over", err, 1, true)
+      assert.are.equal("code=200 exit=1\n", proc.readfile(tmp .. "/w.txt"))
+      assert.matches("Content%-Disposition", proc.readfile(h))
+      assert.are.equal("mine\n", proc.readfile(tmp .. "/report.txt"))
+    end)
+
     it("-D to a full disk: exit 1 naming the file, and the file closed all the same", function ()
       local r = run({ "-D", "/dev/full", "-o", tmp .. "/out", srv.base .. "/bigheaders" })
       assert.are.equal(1, r.code, r.stderr)

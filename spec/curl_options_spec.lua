@@ -297,6 +297,18 @@ end
       assert.are.equal(0, #a:requests())
     end)
 
+    it("-w: a lone % is printed as it is, the format's last byte too (as curl's), a command's too", function ()
+      -- each read one byte past the format's end (an ASan heap-buffer-overflow)
+      for f, want in pairs({ ["abc%"] = "abc%", ["%"] = "%", ["%%%"] = "%%", ["a%b%"] = "a%b%" }) do
+        local r = run({ a.base .. "/ok", "-s", "-o", "/dev/null", "-w", f })
+        assert.are.equal(0, r.code, r.stderr)
+        assert.are.equal(want, r.stdout, f)
+      end
+      local r = proc.run({ "run", "-w", "x%", "--", "true" }, { timeout = 30 })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("x%", r.stdout)
+    end)
+
     it("-f/--fail: no body for a failed call", function ()
       local r = run({ a.base .. "/missing", "-f" })
       assert.are.equal(1, r.code)

@@ -235,6 +235,21 @@ describe("downloads", function ()
       assert.are.equal(0, count(r.stderr, "restarting the download from zero"))
     end)
 
+    -- said of every broken attempt (10 of 10), the last one too, which
+    -- nothing restarts
+    it("says a restart from zero once per call, when the next attempt begins", function ()
+      for attempts, want in pairs({ [1] = 0, [2] = 1, [4] = 1 }) do
+        srv:reset()
+        local r = run({ srv.base .. "/weak-always", "-o", tmp .. "/w.bin", "--set", "max_attempts=" .. attempts })
+        assert.are.equal(4, r.code, r.stderr)
+        assert.are.equal(want, count(r.stderr, "restarting the download from zero"), r.stderr)
+        if want > 0 then -- after the first attempt's line, before the second's
+          assert.matches("attempt 1/%d+: %a+ error[^\n]*\n[^\n]*restarting the download from zero[^\n]*\n" ..
+                         "[^\n]*attempt 2/", r.stderr)
+        end
+      end
+    end)
+
     it("says a restart from zero once when a broken answer cannot be resumed", function ()
       local r = run({ srv.base .. "/weak" })
       assert.are.equal(0, r.code, r.stderr)
@@ -397,6 +412,43 @@ describe("downloads", function ()
       assert.are.equal('"r1"', seen[#seen].if_range)
       assert_no_partial(out) -- removed on success
       assert.are.same({}, proc.leftovers(tmp))
+    end)
+
+    -- the temporary (+16 bytes) and the partial (+18, its .url file and
+    -- that file's temporary +11) made such names pass NAME_MAX (255)
+    it("a name as long as curl can write (239, 255 bytes): cut, kept beside it under a shorter name, continued", function ()
+      for _, len in ipairs({ 239, 255 }) do
+        srv:reset()
+        local name = ("n"):rep(len - 4) .. ".bin"
+        local out, url = tmp .. "/" .. name, srv.base .. "/slow"
+        local jobdir = proc.tmpdir()
+        local job = proc.spawn({ "run", "http", url, "-o", out }, jobdir)
+        finally(function () job:stop(); proc.rmtree(jobdir) end)
+        -- stopped once some bytes are in the temporary, long before the end
+        assert.is_truthy(proc.wait_for(function ()
+          for _, f in ipairs(proc.leftovers(tmp)) do
+            local got = proc.readfile(tmp .. "/" .. f)
+            if got and #got >= 20 then return true end
+          end
+        end, 20), "no bytes came: " .. (job:stderr() or ""))
+        job:signal("TERM")
+        assert.are.equal(130, job:wait(20), job:stderr())
+        local stderr = job:stderr()
+        assert.is_nil(stderr:find("too long", 1, true), stderr)
+        local kept = proc.leftovers(tmp)
+        table.sort(kept)
+        assert.are.equal(2, #kept, table.concat(kept, " "))
+        assert.are.equal(kept[1] .. ".url", kept[2])
+        assert.is_true(#kept[2] + #".XXXXXX" <= 255, kept[2])
+        local held = proc.readfile(tmp .. "/" .. kept[1])
+        assert.are.equal(sidecar(url, '"r1"'), proc.readfile(tmp .. "/" .. kept[2]))
+        -- the same command again: Range from where it stopped
+        local r, seen = fetch("/slow", out, ("0123456789"):rep(10))
+        assert.is_nil(r.stderr:find("too long", 1, true), r.stderr)
+        assert.are.equal(("bytes=%d-"):format(#held), seen[#seen].range)
+        assert.are.same({}, proc.leftovers(tmp))
+        os.remove(out)
+      end
     end)
 
     -- "restarting the download from zero" was said of the attempt the

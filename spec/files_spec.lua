@@ -111,6 +111,18 @@ describe("files as curl writes them", function ()
     assert.are.same({}, proc.leftovers(tmp))
   end)
 
+  it("a symlink loop is an error before any request (as curl's open fails): the links stay", function ()
+    local l1, l2 = tmp .. "/l1", tmp .. "/l2"
+    proc.sh("ln -s l2 " .. proc.q(l1) .. "; ln -s l1 " .. proc.q(l2))
+    local r = run_in(":", { "run", HTTP, url("/new"), "-o", l1 }, tmp)
+    assert.are.equal(2, r.code, r.stderr)
+    assert.matches("-o [^\n]*l1: Too many levels of symbolic links", r.stderr)
+    assert.are.equal("symbolic link", stat(l1, "%F"))
+    assert.are.equal("l2", proc.readfile_cmd("readlink " .. proc.q(l1)):gsub("\n$", ""))
+    assert.are.same({ "l1", "l2" }, proc.ls(tmp))
+    assert.are.equal(0, #srv:requests_on("/new"))
+  end)
+
   it("-o - is standard output", function ()
     local r = run_in(":", { "run", HTTP, url("/new"), "-o", "-" }, tmp)
     assert.are.equal(0, r.code, r.stderr)
@@ -166,6 +178,55 @@ describe("files as curl writes them", function ()
       assert.are.same({}, proc.leftovers(tmp))
     end)
   end
+
+  it("a stop signal while -o FIFO waits for its reader ends the run: exit 130, no write error", function ()
+    local fifo = tmp .. "/fifo"
+    assert.are.equal(0, proc.sh("mkfifo " .. proc.q(fifo)))
+    local job = proc.spawn({ "run", HTTP, url("/new"), "-o", fifo }, tmp)
+    finally(function () job:stop() end)
+    -- decided, then asleep: the open that waits for a reader
+    assert.truthy(proc.wait_for(function () return (job:stderr() or ""):find("-> success", 1, true) end, 10))
+    assert.truthy(job:blocked_on_pipe())
+    job:signal("TERM")
+    assert.are.equal(130, job:wait(5))
+    assert.matches("luaretry: interrupted", job:stderr())
+    assert.is_nil(job:stderr():find("Interrupted system call", 1, true))
+  end)
+
+  it("a stop signal while the body goes to a reader that stalls (a full pipe) ends the run: exit 130", function ()
+    local spill = proc.server(here .. "/fixtures/run/spill.lua")
+    local pidf, rcf, errf, readerf = tmp .. "/pid", tmp .. "/rc", tmp .. "/err", tmp .. "/reader"
+    local pid, reader
+    finally(function ()
+      if pid and proc.alive(pid) then proc.kill(pid, 1) end
+      reader = reader or tonumber(proc.readfile(readerf) or "")
+      if reader and proc.alive(reader) then proc.kill(reader, 1) end
+      spill:stop()
+    end)
+    -- a reader that never reads (30 s at most, stopped by its PID): 1 MiB
+    -- fills the pipe, and the run blocks writing the body into it
+    local run = "env -u LD_PRELOAD " .. proc.q(proc.bin) .. " run " .. proc.q(HTTP) .. " " ..
+                proc.q(spill.base .. "/size/1048576") .. " " .. table.concat(FAST, " ") .. " 2>" .. proc.q(errf)
+    local script = "(" .. run .. " & echo $! > " .. proc.q(pidf .. ".tmp") .. "; mv " .. proc.q(pidf .. ".tmp") ..
+                   " " .. proc.q(pidf) .. "; wait $!; echo $? > " .. proc.q(rcf .. ".tmp") .. "; mv " ..
+                   proc.q(rcf .. ".tmp") .. " " .. proc.q(rcf) .. ") | sh -c " ..
+                   proc.q("echo $$ > " .. proc.q(readerf) .. "; exec sleep 30")
+    proc.sh("sh -c " .. proc.q(script) .. " >/dev/null 2>&1 &")
+    pid = tonumber(proc.wait_for(function () return proc.readfile(pidf) end, 5) or "")
+    reader = tonumber(proc.wait_for(function () return proc.readfile(readerf) end, 5) or "")
+    assert.truthy(pid and reader)
+    -- decided, then asleep: nothing but the write to the full pipe is left
+    assert.truthy(proc.wait_for(function ()
+      if not (proc.readfile(errf) or ""):find("-> success", 1, true) then return false end
+      local w = proc.readfile("/proc/" .. pid .. "/wchan") or ""
+      if w:find("pipe") then return true end
+      return w == "0" and (proc.readfile("/proc/" .. pid .. "/stat") or ""):match("^%d+ %b() (%a)") == "S"
+    end, 10))
+    proc.sh("kill -TERM " .. pid)
+    local rc = proc.wait_for(function () return proc.readfile(rcf) end, 5)
+    assert.are.equal("130\n", rc)
+    assert.matches("luaretry: interrupted", proc.readfile(errf))
+  end)
 
   it("SIGHUP in the middle of a body leaves no temporary", function ()
     local out = tmp .. "/out.bin"

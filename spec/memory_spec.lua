@@ -54,4 +54,35 @@ describe("an endless 200 body", function ()
       assert.is_true(size > 2 * peak, ("%.1f MiB came, peak RSS %.1f MiB"):format(size / MiB, peak / MiB))
     end
   end)
+
+  -- held until the call ends in $TMPDIR, the body filled that file system
+  -- until the deadline (24 GB at the default 300 s), every other write
+  -- there failing meanwhile
+  it("to standard output: the spool never takes its file system's last 5%, and gives its space back at once", function ()
+    local q, mnt = proc.q, tmp .. "/small"
+    proc.sh("mkdir " .. q(mnt))
+    -- a 40 MiB file system of the run's own: a tmpfs in a mount namespace
+    -- (root only), gone with the namespace
+    if proc.sh("unshare -m sh -c " .. q("mount -t tmpfs -o size=1m tmpfs " .. q(mnt)) .. " >/dev/null 2>&1") ~= 0 then
+      pending("a file system of the run's own needs root (unshare -m, mount)")
+      return
+    end
+    local err, used, rc = tmp .. "/err", tmp .. "/used", tmp .. "/rc"
+    local script = table.concat({
+      "mount -t tmpfs -o size=40m tmpfs " .. q(mnt),
+      "TMPDIR=" .. q(mnt) .. " env -u LD_PRELOAD " .. q(proc.bin) .. " run " .. q(HTTP) .. " " ..
+        q(srv.base .. "/endless") .. " --set deadline=30 --seed 1 >/dev/null 2>" .. q(err) .. " & p=$!",
+      -- until it is said (20 s at most), then what the file system holds
+      "i=0; while ! grep -q 'is not kept' " .. q(err) .. " && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done",
+      "df -B1 --output=used " .. q(mnt) .. " | tail -1 > " .. q(used),
+      "kill -TERM $p; wait $p; echo $? > " .. q(rc) }, "\n")
+    proc.sh("timeout -s KILL 60 unshare -m sh -c " .. q(script) .. " >/dev/null 2>&1")
+    local said = proc.readfile(err) or ""
+    assert.matches("luaretry: standard output: the body is not kept: held in " .. mnt:gsub("%p", "%%%0") ..
+                   " until the call ends, it passed %d+ MiB, and more would leave that file system less than 5%% free",
+                   said)
+    assert.is_nil(said:find("No space left", 1, true), said)
+    assert.is_true(tonumber(proc.readfile(used)) < MiB, "the spool's space is held: " .. (proc.readfile(used) or ""))
+    assert.are.equal("130\n", proc.readfile(rc))
+  end)
 end)

@@ -50,10 +50,13 @@ typedef struct {
   int aside;                       /* ... an error answer: its body is the
                                       script's, never the sink's */
   char why[200];
-  lr_hash whole;         /* of what the sink holds, from its byte 0 */
-  int whole_ok;          /* whole covers every byte the sink holds */
-  lr_digest_said expect; /* the host's checksum (field NULL: none) */
-  int expect_misses;     /* answers that did not match it */
+  char restart_note[200]; /* the restart from zero the next attempt makes,
+                             said when it begins; "": none */
+  int restart_said;       /* said once this call: never again */
+  lr_hash whole;          /* of what the sink holds, from its byte 0 */
+  int whole_ok;           /* whole covers every byte the sink holds */
+  lr_digest_said expect;  /* the host's checksum (field NULL: none) */
+  int expect_misses;      /* answers that did not match it */
 } lr_resume;
 
 /* Where one call's bodies go: the host's side of luaretry_curl_options or

@@ -31,7 +31,25 @@ static void forget(lr_resume *rs) {
   rs->initial = 0;
 }
 
+/* "restarting the download from zero: why", once per call (every
+ * attempt of a server that always breaks would say it again): now, when
+ * the attempt under way starts over, or else when the next attempt begins
+ * (lr_resume_before), so nothing is said of an attempt no other follows. */
+static void note_restart(lr_resume *rs, const char *why, int now) {
+  if (!rs->opt || !rs->opt->note || rs->restart_said) return;
+  if (!now) {
+    snprintf(rs->restart_note, sizeof rs->restart_note, "%s", why);
+    return;
+  }
+  char line[300];
+  snprintf(line, sizeof line, "restarting the download from zero: %s", why);
+  rs->opt->note(rs->opt->note_ud, line);
+  rs->restart_said = 1;
+  rs->restart_note[0] = '\0';
+}
+
 int lr_resume_before(lr_resume *rs, const luaretry_request *r, struct curl_slist **list) {
+  if (rs->restart_note[0]) note_restart(rs, rs->restart_note, 1);
   rs->asking = rs->decided = rs->bad_range = rs->drop = rs->aside = 0;
   rs->end = 0;
   rs->why[0] = '\0';
@@ -96,14 +114,12 @@ static const char *validator_of(const lr_transfer *t) {
   return header(t, "last-modified");
 }
 
-/* Starts the sink over at this answer's first byte; -1 if it refused. */
-static int start_over(lr_transfer *t, const char *why) {
+/* Starts the sink over at this answer's first byte; -1 if it refused.
+ * now: this answer is written from zero (else it fails the attempt, and
+ * the next one starts from zero). */
+static int start_over(lr_transfer *t, const char *why, int now) {
   lr_resume *rs = t->resume;
-  if (rs->have > 0 && rs->opt->note) {
-    char line[300];
-    snprintf(line, sizeof line, "restarting the download from zero: %s", why);
-    rs->opt->note(rs->opt->note_ud, line);
-  }
+  if (rs->have > 0) note_restart(rs, why, now);
   forget(rs);
   return t->restart && t->restart(t->stream_ud) != 0 ? -1 : 0;
 }
@@ -144,7 +160,7 @@ int lr_resume_body(lr_transfer *t, size_t len) {
     "the server's part carries more bytes than its Content-Range, which ends at byte %" PRIu64,
     rs->end);
   rs->bad_range = 1;
-  start_over(t, rs->why);
+  start_over(t, rs->why, 0);
   return -1;
 }
 
@@ -171,7 +187,7 @@ int lr_resume_first_byte(lr_transfer *t) {
     check_partial(t);
     if (!rs->why[0]) return 0; /* it fits: appended */
   } else if (t->status_code == 200) {
-    return start_over(t, "the server sent the whole resource (200) instead of the rest");
+    return start_over(t, "the server sent the whole resource (200) instead of the rest", 1);
   } else if (t->status_code == 416 && rs->initial && !rs->validator[0]) {
     /* -C - of a file that is whole already: it stays as it is */
     rs->drop = 1;
@@ -189,12 +205,12 @@ int lr_resume_first_byte(lr_transfer *t) {
      * from zero, and judged as any answer */
     char why[64];
     snprintf(why, sizeof why, "the server answered the Range request with %ld", t->status_code);
-    return start_over(t, why);
+    return start_over(t, why, 1);
   }
   /* a 206 that does not fit is never written: the attempt fails, and the
    * next one starts from zero */
   rs->bad_range = 1;
-  start_over(t, rs->why);
+  start_over(t, rs->why, 0);
   return -1;
 }
 
@@ -205,17 +221,14 @@ void lr_resume_after(lr_resume *rs, const luaretry_outcome *out, long status) {
   /* only the resource's own bytes are resumed, never an error page's */
   if (out->error && strstr(out->error, "_mismatch")) {
     /* checksum_mismatch is final: no attempt follows to restart */
-    if (rs->opt->note && strcmp(out->error, "digest_mismatch") == 0)
-      rs->opt->note(rs->opt->note_ud,
-                    "restarting the download from zero: its digest did not match");
+    if (strcmp(out->error, "digest_mismatch") == 0) note_restart(rs, "its digest did not match", 0);
     forget(rs);
     return;
   }
   if (!luaretry_curl_resumable(out) || rs->have == 0 || (status != 200 && status != 206)) {
-    if (out->error && rs->have > 0 && (status == 200 || status == 206) && rs->opt->note)
-      rs->opt->note(rs->opt->note_ud,
-                    "restarting the download from zero: the server named no "
-                    "range support or no strong validator to resume it with");
+    if (out->error && rs->have > 0 && (status == 200 || status == 206))
+      note_restart(rs, "the server named no range support or no strong validator to resume it with",
+                   0);
     forget(rs);
     return;
   }

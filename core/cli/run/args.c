@@ -2,6 +2,8 @@
  * describes.  Options shared with curl keep curl's spelling and meaning
  * (curlopts.c applies them to the handle): long and short names, short
  * flags bundled (-sSL), a short option's value attached (-XPUT) or next. */
+#include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -562,6 +564,80 @@ static int set_checksum(run_args *a, char *v) {
   return cli_usage("run: --checksum %s: expected sha-256=HEX, sha-512=HEX or md5=HEX", v);
 }
 
+/* --resolve as libcurl reads it when a transfer starts (7.88's
+ * Curl_loadhostpairs): [+]HOST:PORT:ADDRESS[,ADDRESS]..., PORT at most
+ * 65535, each ADDRESS IPv4 or IPv6 ([v6] too), one at least; -HOST:PORT
+ * removes, and libcurl takes any.  Checked here, a bad entry stops the run
+ * before any attempt: libcurl would fail each attempt with
+ * CURLE_SETOPT_OPTION_SYNTAX.  0 or a usage status. */
+static int resolve_check(const char *v) {
+  const char *host = v + (v[0] == '+'), *colon = strchr(host, ':'), *p = colon ? colon + 1 : NULL;
+  unsigned long port = 0;
+  if (v[0] == '-') return 0;
+  if (!colon || colon - host >= 256 || !isdigit((unsigned char)*p))
+    return cli_usage("run: --resolve %s: expected HOST:PORT:ADDRESS", v);
+  for (; isdigit((unsigned char)*p) && port <= 65535; p++)
+    port = port * 10 + (unsigned long)(*p - '0');
+  if (port > 65535) return cli_usage("run: --resolve %s: the port is above 65535", v);
+  if (*p != ':') return cli_usage("run: --resolve %s: expected HOST:PORT:ADDRESS", v);
+  int addresses = 0;
+  for (const char *s = p + 1;; s++) {
+    size_t len = strcspn(s, ","), n = len;
+    const char *addr = s;
+    char ip[64];
+    unsigned char bin[16];
+    if (n > 0 && addr[0] == '[') { /* an IPv6 address in brackets */
+      if (n < 2 || addr[n - 1] != ']') return cli_usage("run: --resolve %s: an unclosed [", v);
+      addr++, n -= 2;
+    }
+    if (n >= sizeof ip)
+      return cli_usage("run: --resolve %s: an address longer than an IP address", v);
+    memcpy(ip, addr, n);
+    ip[n] = '\0';
+    if (n > 0 && inet_pton(AF_INET, ip, bin) != 1 && inet_pton(AF_INET6, ip, bin) != 1)
+      return cli_usage("run: --resolve %s: an address that is not an IPv4 or IPv6 address", v);
+    addresses += n > 0;
+    s += len;
+    if (!*s) break;
+  }
+  return addresses ? 0 : cli_usage("run: --resolve %s: no address", v);
+}
+
+/* -x as libcurl reads it when a transfer starts (7.88's parse_proxy): a
+ * URL, its scheme guessed when missing, one of those libcurl proxies
+ * with.  Checked here, a bad one stops the run before any attempt:
+ * libcurl would fail each attempt as a transport error (7, or 5).  ""
+ * asks for no proxy.  0 or a usage status. */
+static int proxy_check(const char *opt, const char *v) {
+  static const char *const SCHEMES[] = { "http",    "https",  "socks",  "socks4",
+                                         "socks4a", "socks5", "socks5h" };
+  if (!v[0]) return 0;
+  CURLU *u = curl_url();
+  char *scheme = NULL, why[300];
+  why[0] = '\0';
+  CURLUcode uc =
+    !u ? CURLUE_OUT_OF_MEMORY
+       : curl_url_set(u, CURLUPART_URL, v, CURLU_NON_SUPPORT_SCHEME | CURLU_GUESS_SCHEME);
+  if (uc == CURLUE_OK) uc = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+  if (uc != CURLUE_OK) snprintf(why, sizeof why, "not a proxy URL (%s)", curl_url_strerror(uc));
+  int known = 0;
+  for (size_t k = 0; scheme && k < sizeof SCHEMES / sizeof SCHEMES[0]; k++)
+    known |= strcasecmp(scheme, SCHEMES[k]) == 0;
+  if (scheme && !known)
+    snprintf(why, sizeof why,
+             "the scheme %.40s is no proxy's (http, https, socks4, socks4a, socks5, socks5h)",
+             scheme);
+  else if (scheme && strcasecmp(scheme, "https") == 0 &&
+           !(curl_version_info(CURLVERSION_NOW)->features & CURL_VERSION_HTTPS_PROXY))
+    snprintf(why, sizeof why, "this libcurl has no HTTPS proxy");
+  curl_free(scheme);
+  curl_url_cleanup(u);
+  if (!why[0]) return 0;
+  char shown[600];
+  snprintf(shown, sizeof shown, "run: %s %.200s: %s", opt, v, why);
+  return cli_usage("%s", shown);
+}
+
 /* The options of downloads, uploads, cookies and connections that curl
  * scripts use with --retry. */
 static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) {
@@ -588,10 +664,13 @@ static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) 
   case O_COOKIE_JAR: a->cookie_jar = v; return 0;
   case O_RESOLVE:
     if (a->nresolve == MAX_RESOLVE) return cli_usage("run: too many --resolve", NULL);
-    if (!strchr(v, ':')) return cli_usage("run: --resolve %s: expected HOST:PORT:ADDRESS", v);
+    if (resolve_check(v) != 0) return EXIT_USAGE;
     a->resolve[a->nresolve++] = v;
     return 0;
-  case O_PROXY: a->proxy = v; return 0;
+  case O_PROXY:
+    if (proxy_check(opt, v) != 0) return EXIT_USAGE;
+    a->proxy = v;
+    return 0;
   case O_CONFIG: return read_config(a, v);
   case O_PARALLEL_MAX: typed_as(a, a->parallel_opt); return set_parallel(a, v);
   case O_URL: return add_word(a, v);

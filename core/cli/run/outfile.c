@@ -6,12 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
 #include "outfile.h"
 
-#define TMP_SUFFIX ".luaretry-XXXXXX" /* what the specs look for as leftovers */
-#define MAX_LINKS  40                 /* as the kernel's ELOOP */
+#define TMP_SUFFIX ".luaretry-XXXXXX"    /* what the specs look for as leftovers */
+#define MAX_LINKS  40                    /* as the kernel's ELOOP */
+#define SPOOL_LOOK (16ULL * 1024 * 1024) /* spool bytes between looks at its room */
 
 void outfile_init(outfile *f, const char *path, const char *option) {
   memset(f, 0, sizeof *f);
@@ -21,8 +24,10 @@ void outfile_init(outfile *f, const char *path, const char *option) {
   f->in_place = f->path == NULL;
 }
 
-/* "luaretry: -o out.txt: what: error"; `what` may be NULL. */
+/* "luaretry: -o out.txt: what: error"; `what` may be NULL.  Nothing for
+ * a write a stop signal cut: the run says "interrupted" (exit 130). */
 static void complain(const outfile *f, const char *what, int err) {
+  if (err == EINTR && cli_interrupted()) return;
   if (f->path)
     fprintf(stderr, "luaretry: %s %s: %s%s%s\n", f->option, f->path, what ? what : "",
             what ? ": " : "", strerror(err));
@@ -31,9 +36,14 @@ static void complain(const outfile *f, const char *what, int err) {
             strerror(err));
 }
 
-int outfile_spool_fd(void) {
+/* Where spool files go: $TMPDIR, else /tmp. */
+static const char *spool_dir(void) {
   const char *dir = getenv("TMPDIR");
-  if (!dir || !*dir) dir = "/tmp";
+  return dir && *dir ? dir : "/tmp";
+}
+
+int outfile_spool_fd(void) {
+  const char *dir = spool_dir();
   int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)) return fd;
   /* a file system without O_TMPFILE: a name, unlinked at once */
@@ -66,17 +76,40 @@ static char *follow_links(const char *path) {
     free(cur);
     cur = next;
   }
-  return cur; /* a loop: opening it fails with ELOOP, as it should */
+  return cur; /* a loop: stat() fails with ELOOP (inspect_target) */
+}
+
+/* A name beside target: its folder, then prefix, target's last name and
+ * suffix, with `room` bytes more to come (a sidecar's).  Any name curl can
+ * write is one we can write: when the whole would pass NAME_MAX, the last
+ * name is cut (never inside a UTF-8 sequence) and a hash of it (FNV-1a 64)
+ * keeps names of one beginning apart.  malloc'ed with room bytes to spare,
+ * NULL when out of memory. */
+static char *name_beside(const char *target, const char *prefix, const char *suffix, size_t room) {
+  const char *slash = strrchr(target, '/');
+  size_t dir = slash ? (size_t)(slash - target + 1) : 0;
+  const char *base = target + dir;
+  size_t fixed = strlen(prefix) + strlen(suffix) + room, n = strlen(base);
+  char hash[18] = "";
+  if (fixed + n > NAME_MAX) {
+    unsigned long long h = 0xcbf29ce484222325ULL;
+    for (const char *c = base; *c; c++) h = (h ^ (unsigned char)*c) * 0x100000001b3ULL;
+    snprintf(hash, sizeof hash, "-%016llx", h);
+    n = NAME_MAX > fixed + 17 ? NAME_MAX - fixed - 17 : 0;
+    while (n > 0 && ((unsigned char)base[n] & 0xC0) == 0x80) n--;
+  }
+  size_t size = dir + fixed + n + sizeof hash + 1;
+  char *s = malloc(size);
+  if (s) snprintf(s, size, "%.*s%s%.*s%s%s", (int)dir, target, prefix, (int)n, base, hash, suffix);
+  return s;
 }
 
 /* The temporary beside the target, private until it is kept. */
 static int create_temp(outfile *f) {
-  size_t size = strlen(f->target) + sizeof TMP_SUFFIX;
-  if (!(f->tmp = malloc(size))) {
+  if (!(f->tmp = name_beside(f->target, "", TMP_SUFFIX, 0))) {
     complain(f, NULL, ENOMEM);
     return -1;
   }
-  snprintf(f->tmp, size, "%s%s", f->target, TMP_SUFFIX);
   f->fd = mkostemp(f->tmp, O_CLOEXEC);
   if (f->fd < 0) {
     complain(f, "cannot create a temporary file beside it", errno);
@@ -102,6 +135,12 @@ static int inspect_target(outfile *f) {
   }
   struct stat st;
   if (stat(f->target, &st) != 0) {
+    /* only a name that is not there is a new file: a link loop (ELOOP)
+     * or a folder that is a file is an error, and nothing is replaced */
+    if (errno != ENOENT) {
+      complain(f, NULL, errno);
+      return -1;
+    }
     mode_t mask = umask(0);
     umask(mask);
     f->mode = 0666 & ~mask; /* what open(..., 0666) gives, as curl's */
@@ -138,9 +177,16 @@ int outfile_create(outfile *f) {
   return 0;
 }
 
-/* All of len bytes to fd; 0, or -1 with errno. */
+/* All of len bytes to fd; 0, or -1 with errno.  A stop signal ends it
+ * (EINTR): a reader that stalls (a full pipe, a FIFO) never holds the run
+ * past the signal.  A write the signal cut after some bytes returns them,
+ * not EINTR, so the signal is looked for before each write. */
 static int write_all(int fd, const char *data, size_t len) {
   for (size_t done = 0; done < len;) {
+    if (cli_interrupted()) {
+      errno = EINTR;
+      return -1;
+    }
     ssize_t n = write(fd, data + done, len - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
@@ -167,6 +213,7 @@ static int spool(outfile *f, const char *data, size_t len) {
     return 1;
   }
   if (create_spool(f) != 0) return -1;
+  f->spooled = f->spool_look = 0;
   if (f->mem_len && write_all(f->fd, f->mem, f->mem_len) != 0) {
     complain(f, "writing", errno);
     return -1;
@@ -174,6 +221,35 @@ static int spool(outfile *f, const char *data, size_t len) {
   free(f->mem);
   f->mem = NULL;
   f->mem_len = 0;
+  return 0;
+}
+
+/* In place: whether the spool file may grow by len bytes.  It never
+ * takes the last 1/20 of its file system, looked at every SPOOL_LOOK
+ * bytes with the next look's bytes counted: an endless body held until
+ * the call ends filled $TMPDIR until the deadline (24 GB at the default
+ * 300 s), and every other program's writes there failed meanwhile.  Past
+ * it the body is not kept: said, and the spool's space given back now. */
+static int spool_room(outfile *f, size_t len) {
+  f->spooled += len;
+  if (f->spooled < f->spool_look) return 1;
+  f->spool_look = f->spooled + SPOOL_LOOK;
+  struct statvfs vs;
+  if (fstatvfs(f->fd, &vs) != 0 || vs.f_blocks == 0) return 1; /* a write tells */
+  unsigned long long unit = vs.f_frsize ? vs.f_frsize : vs.f_bsize;
+  if ((unsigned long long)vs.f_bavail * unit >= vs.f_blocks * unit / 20 + SPOOL_LOOK) return 1;
+  char who[PATH_MAX + 32];
+  snprintf(who, sizeof who, "%s%s%s", f->path ? f->option : "standard output", f->path ? " " : "",
+           f->path ? f->path : "");
+  fprintf(stderr,
+          "luaretry: %s: the body is not kept: held in %s until the call ends, it passed %llu "
+          "MiB, and more would leave that file system less than 5%% free (TMPDIR may name "
+          "another folder)\n",
+          who, spool_dir(), f->spooled >> 20);
+  if (ftruncate(f->fd, 0) != 0) { /* closed next: its space goes all the same */
+  }
+  close(f->fd);
+  f->fd = -1;
   return 0;
 }
 
@@ -188,6 +264,10 @@ size_t outfile_write(void *ud, const char *data, size_t len) {
       if (kept < 0) f->failed = 1;
       return len;
     }
+  }
+  if (f->in_place && !spool_room(f, len)) {
+    f->failed = 1;
+    return len;
   }
   if (write_all(f->fd, data, len) != 0) {
     complain(f, "writing", errno);
@@ -257,6 +337,7 @@ int outfile_start_over(outfile *f, int stale) {
     complain(f, "emptying", errno);
     return -1;
   }
+  f->spooled = f->spool_look = 0;
   f->failed = 0;
   return 0;
 }
@@ -334,15 +415,11 @@ static int finish_replace(outfile *f, int ok) {
 #define URL_SUFFIX     ".url"
 #define PARTIAL_MAGIC  "luaretry-partial 1\n"
 
-/* dir/.base.luaretry-partial for f->target; malloc'ed, NULL when out of
- * memory. */
+/* dir/.base.luaretry-partial for f->target, short enough that its
+ * sidecar's temporary (.url.XXXXXX after it) is a legal name too;
+ * malloc'ed, NULL when out of memory. */
 static char *partial_name(const outfile *f) {
-  const char *slash = strrchr(f->target, '/');
-  int dir = slash ? (int)(slash - f->target + 1) : 0;
-  size_t n = strlen(f->target) + sizeof PARTIAL_SUFFIX + sizeof URL_SUFFIX + 2;
-  char *s = malloc(n);
-  if (s) snprintf(s, n, "%.*s.%s%s", dir, f->target, f->target + dir, PARTIAL_SUFFIX);
-  return s;
+  return name_beside(f->target, ".", PARTIAL_SUFFIX, sizeof URL_SUFFIX + sizeof ".XXXXXX" - 2);
 }
 
 /* The sidecar's name: the partial's with ".url" (partial_name left room). */

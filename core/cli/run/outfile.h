@@ -9,8 +9,12 @@
  * - A symlink is followed: its target is what is replaced or written.
  * - Anything else (a device such as /dev/null, a FIFO, standard output,
  *   "-") is never replaced: the bytes are spooled (in memory up to
- *   OUTFILE_MEMORY, then to an unlinked temporary file) and written into
- *   it, in place, once kept.
+ *   OUTFILE_MEMORY, then to an unlinked temporary file in $TMPDIR) and
+ *   written into it, in place, once kept: a retried attempt's bytes must
+ *   never reach a reader that cannot take them back.  The spool file never
+ *   takes the last 1/20 of its file system (an endless body would fill it
+ *   until the deadline): past that the body is not kept, which is said and
+ *   the spool's space given back at once.
  * So a reader never sees half a file, a failed run leaves the old one as
  * it was, and nothing is left behind: the spool has no name, and the
  * temporary is removed however the run ends (the stop signals unwind to
@@ -33,7 +37,10 @@ typedef struct {
   char *mem;          /* in place: the first OUTFILE_MEMORY bytes are
                               kept here, a spool file made only past them */
   size_t mem_len;
-  int failed; /* creating or writing failed: the rest is dropped */
+  unsigned long long spooled;    /* bytes in the spool file */
+  unsigned long long spool_look; /* its file system's free space is
+                                    looked at again from this many */
+  int failed;                    /* creating or writing failed: the rest is dropped */
   int finished;
   int existed; /* target is a regular file that is replaced */
   mode_t mode; /* the mode the file gets */

@@ -281,11 +281,20 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
     int keep = status == EXIT_OK || (!out->path && decided && !a->fail) ||
                (a->fail_with_body && decided && code > 0 && !r.final_broken && !replacing);
     if (r.damaged || r.page_refused) keep = 0;
-    if (outfile_finish(out, keep) != 0 && status == EXIT_OK) rc = LUARETRY_E_IO;
-    if (rc == LUARETRY_OK && status == EXIT_OK && a->remote_header_name && out->path &&
-        remote_header_name(out->path, h) != 0)
-      rc = LUARETRY_E_IO;
-    if (rc == LUARETRY_OK && response_finish(&r, final, status) != status) rc = LUARETRY_E_IO;
+    int lost = outfile_finish(out, keep) != 0;
+    /* a stop signal cut the write to a reader that stalled (a full pipe,
+     * a FIFO none opens): the run ends there, interrupted */
+    if (lost && cli_interrupted()) {
+      final->reason = LUARETRY_REASON_CANCELLED;
+    } else {
+      /* a body not written, or -J's refusal: exit 1 (curl's 23), and -D
+       * and -w written all the same, %{exitcode} saying 1 */
+      int shown = lost && status == EXIT_OK ? EXIT_FINAL : status;
+      if (shown == EXIT_OK && a->remote_header_name && out->path &&
+          remote_header_name(out->path, h) != 0)
+        shown = EXIT_FINAL;
+      if (response_finish(&r, final, shown) != status) rc = LUARETRY_E_IO;
+    }
   }
   response_free(&r);
   curl_easy_cleanup(h);
@@ -479,7 +488,14 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
    * unless -f asked for none on failure (as curl's --fail) */
   int keep = status == EXIT_OK || (!out.path && decided && !a->fail);
   if (status != EXIT_OK) outfile_partial_hold(&out); /* a usage error, or no call */
-  if (outfile_finish(&out, keep) != 0 && status == EXIT_OK) status = EXIT_FINAL;
+  int lost = outfile_finish(&out, keep) != 0;
+  if (lost && cli_interrupted() && status != EXIT_INTERRUPTED) {
+    /* a stop signal cut the write to a reader that stalled */
+    if (a->verbosity > 0 || a->show_error) fprintf(stderr, "luaretry: interrupted\n");
+    status = EXIT_INTERRUPTED;
+  } else if (lost && status == EXIT_OK) {
+    status = EXIT_FINAL;
+  }
   if (format) { /* after the output, as a URL's -w */
     writeout_info w = { NULL, &final, 0, status };
     writeout_print(stdout, format, &w);

@@ -193,8 +193,11 @@ void writeout_print(FILE *f, const char *format, const writeout_info *w) {
       continue;
     }
     int header = strncmp(p + 1, "header{", 7) == 0;
-    const char *open = p + (header ? 8 : 2), *close = strchr(open, '}');
-    if ((p[1] != '{' && !header) || !close) {
+    /* a lone % (the format's last byte too): printed as it is, and
+     * nothing past it read */
+    const char *open = p + (header ? 8 : 2),
+               *close = p[1] == '{' || header ? strchr(open, '}') : NULL;
+    if (!close) {
       fputc('%', f);
       continue;
     }
