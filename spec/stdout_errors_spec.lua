@@ -40,6 +40,7 @@ describe("standard output that cannot be written", function ()
     { "help", "run" },
     { "simulate", "--help" },
     { "--version" },
+    { "run", "-s", "-w", "%{exitcode}\n", "--", "true" }, -- -w's line: its reason said too
   }) do
     local what = table.concat(args, " "):gsub(proc.root .. "/policies/", "")
     it(what .. ": said, exit 1", function ()

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "cli/cli.h"
+#include "cli/output.h"
 #include "run.h"
 
 #define FORMAT_MAX 65536
@@ -207,5 +208,8 @@ void writeout_print(FILE *f, const char *format, const writeout_info *w) {
       print_variable(f, (variable)lookup(open, (size_t)(close - open)), w);
     p = close;
   }
-  fflush(f);
+  if (f == stdout)
+    cli_out_flush(); /* a failure is said at the end, with its reason */
+  else
+    fflush(f);
 }
