@@ -80,6 +80,19 @@ static void test_never_raises(luaretry_policy *p) {
   CHECK_EQ_DBL(o.deadline, set);
 }
 
+/* A call begun with o stops with DEADLINE when the first attempt is
+ * asked for: no attempt. */
+static void ends_at_once(luaretry_policy *p, const luaretry_call_options *o) {
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, o, &c), LUARETRY_OK);
+  luaretry_decision d;
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 0);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_DEADLINE);
+  CHECK_EQ_INT(d.attempt, 0);
+  luaretry_call_free(c);
+}
+
 /* A NaN deadline the host set stops the call at once (luaretry.h); an
  * inbound deadline is later than "at once" and leaves it so (it took
  * the NaN for no deadline, and set the inbound one). */
@@ -90,13 +103,7 @@ static void test_nan_stays(luaretry_policy *p) {
   o.deadline = NAN;
   CHECK_CODE(inbound(p, &o, "Luaretry-Deadline-Ms", "5000", NULL, NULL), LUARETRY_OK);
   CHECK(isnan(o.deadline));
-  luaretry_call *c = NULL;
-  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
-  luaretry_decision d;
-  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
-  CHECK_EQ_INT(d.retry, 0);
-  CHECK_EQ_INT(d.reason, LUARETRY_REASON_DEADLINE);
-  luaretry_call_free(c);
+  ends_at_once(p, &o);
 }
 
 /* A deadline of 0 ms has passed: the call ends at once, no attempt. */
@@ -104,14 +111,7 @@ static void test_passed(luaretry_policy *p) {
   luaretry_call_options o;
   step_options(&o, 7);
   CHECK_CODE(inbound(p, &o, "Luaretry-Deadline-Ms", "0", NULL, NULL), LUARETRY_OK);
-  luaretry_call *c = NULL;
-  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
-  luaretry_decision d;
-  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
-  CHECK_EQ_INT(d.retry, 0);
-  CHECK_EQ_INT(d.reason, LUARETRY_REASON_DEADLINE);
-  CHECK_EQ_INT(d.attempt, 0);
-  luaretry_call_free(c);
+  ends_at_once(p, &o);
 }
 
 static void report(luaretry_call *c, int status, const char *error, luaretry_decision *d) {
