@@ -1,4 +1,6 @@
--- `luaretry run -- COMMAND` and the world around the command:
+-- `luaretry run -- COMMAND` and the world around the command: the
+-- terminal (lent to the attempt's process group when it reads it; Ctrl-C,
+-- Ctrl-Z and the timeout leave the terminal luaretry's again) and
 -- luaretry's own standard output and error (a full one never stops the
 -- watch of the attempt's timeout; a reader that went away, or a write
 -- error, stops the command and the run with exit 1).
@@ -13,6 +15,99 @@ local function bash(script, seconds)
   return proc.sh("env -u LD_PRELOAD timeout -s KILL " .. (seconds or 40) .. " bash -c " ..
                  proc.q("export LC_ALL=C SHELL=/bin/sh; " .. script))
 end
+
+-- `cmdline` (sh) on a pseudo-terminal of its own (util-linux script(1)),
+-- its session's controlling terminal, with luaretry in the foreground
+-- group; `steps` type on the terminal: {after = TEXT, type = BYTES}, each
+-- once TEXT is on the terminal (waited for up to 5 s).  The writer stays
+-- until END is on the terminal.  What the terminal showed, \r\n as \n.
+local function on_terminal(dir, cmdline, steps)
+  local out = proc.q(dir .. "/tty")
+  local wait = function (text)
+    return "for i in $(seq 250); do grep -qF " .. proc.q(text) .. " " .. out ..
+           " 2>/dev/null && break; sleep 0.02; done; "
+  end
+  local writer = ""
+  for _, s in ipairs(steps) do
+    writer = writer .. (s.after and wait(s.after) or "") .. "printf " .. proc.q(s.type) .. "; "
+  end
+  writer = writer .. wait("END")
+  bash("{ " .. writer .. "} | script -qfec " .. proc.q(cmdline) .. " /dev/null > " .. out, 40)
+  return (proc.readfile(dir .. "/tty") or ""):gsub("\r\n", "\n")
+end
+
+describe("run -- COMMAND and the terminal", function ()
+  local tmp
+  before_each(function () tmp = proc.tmpdir() end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  if os.execute("command -v script >/dev/null 2>&1") ~= true then
+    it("needs script(1), util-linux's", function () pending("no script(1)") end)
+    return
+  end
+
+  it("a command that reads the terminal gets it, a grandchild too, and what is typed", function ()
+    local tty = on_terminal(tmp, L .. " run --set attempt_timeout=5 --set max_attempts=1 -- sh -c " ..
+                            proc.q("echo READY >&2; read x; echo got $x >&2; sh -c 'read y; echo got $y'") ..
+                            "; echo rc=$? END", { { after = "READY", type = "hello\n" },
+                                                  { after = "got hello", type = "again\n" } })
+    -- not stopped (SIGTTIN) in a group that is not the terminal's until
+    -- its timeout: `timeout --foreground` shows the same
+    assert.matches("got hello\n.*got again\n.*rc=0 END", tty)
+  end)
+
+  it("Ctrl-C while the command has it: the run is interrupted (130), the terminal luaretry's again", function ()
+    -- `stty echo` sets the terminal's modes: the group has it from then on
+    local tty = on_terminal(tmp, L .. " run --set attempt_timeout=20 -- sh -c " ..
+                            proc.q("stty echo; echo READY >&2; sleep 25") ..
+                            "; echo rc=$?; read y; echo y=$y END",
+                            { { after = "READY", type = "\3" }, { after = "rc=", type = "after\n" } })
+    assert.matches("READY\n", tty)
+    assert.matches("exit 130 %-> cancelled", tty)
+    assert.matches("luaretry: interrupted\nrc=130\n", tty)
+    -- the shell's read gets the line: the terminal is its group's again
+    assert.matches("y=after END", tty)
+  end)
+
+  it("an attempt stopped at its timeout gives the terminal back, with its modes", function ()
+    local tty = on_terminal(tmp, L .. " run --set attempt_timeout=1 --set max_attempts=1 -- sh -c " ..
+                            proc.q("stty -echo; echo READY >&2; read x") ..
+                            "; echo rc=$?; stty -a | grep -o ' -*echo '; read y; echo y=$y END",
+                            { { after = "rc=", type = "after\n" } })
+    assert.matches("READY\n", tty)
+    assert.matches("timeout error %-> exhausted", tty)
+    assert.matches("rc=4\n echo \n", tty)  -- not -echo: the prompt's modes were put back
+    assert.matches("y=after END", tty)
+  end)
+
+  it("Ctrl-Z stops luaretry's job with the command's; fg continues it, with the terminal", function ()
+    -- bash -m: a job-control shell, luaretry a job of its own
+    local tty = on_terminal(tmp, "bash -mc " .. proc.q(L .. " run --set attempt_timeout=20 -- sh -c " ..
+                            proc.q("stty echo; echo READY >&2; read x; echo got $x") ..
+                            "; echo stopped=$?; fg >/dev/null; echo rc=$? END"),
+                            { { after = "READY", type = "\26" }, { after = "stopped=", type = "hello\n" } })
+    assert.matches("Stopped", tty)
+    assert.matches("stopped=148\n", tty)  -- 128 + SIGTSTP: the shell saw its job stop
+    assert.matches("got hello\nrc=0 END", tty)
+  end)
+
+  it("after Ctrl-Z, bg continues the command in the background", function ()
+    local tty = on_terminal(tmp, "bash -mc " .. proc.q(L .. " run -- sh -c " ..
+                            proc.q("stty echo; echo READY >&2; sleep 1; echo done >&2") ..
+                            "; echo stopped=$?; bg >/dev/null; wait; echo rc=$? END"),
+                            { { after = "READY", type = "\26" } })
+    assert.matches("stopped=148\n", tty)
+    assert.matches("done\n.*rc=0 END", tty)
+  end)
+
+  it("a pager beside luaretry keeps the terminal while the command does not read it", function ()
+    local tty = on_terminal(tmp, L .. " run --stdout=live -- sh -c 'echo one; sleep 1; echo two'" ..
+                            " | sh -c 'read k </dev/tty; echo k=$k; cat'; echo END",
+                            { { type = "key\n" } })
+    assert.matches("k=key\n", tty)
+    assert.matches("one\n.*two\n", tty)
+  end)
+end)
 
 describe("run -- COMMAND and luaretry's own output", function ()
   local tmp

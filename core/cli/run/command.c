@@ -8,7 +8,9 @@
  * grandchild holding them can neither stretch the run nor outlive it.
  * luaretry is the children's subreaper: an orphaned grandchild stays ours
  * to wait for and reap.  (One that leaves the group, with setsid, is out
- * of reach, as it is of timeout(1).)
+ * of reach, as it is of timeout(1).)  A group that reads the terminal (a
+ * password prompt) gets it while luaretry is its foreground (foreground.h),
+ * so the command can prompt as it would run alone.
  *
  * The outcome: the exit status (128+N for signal N), the tail of the
  * error output as the body the policy judges; an attempt its timeout ended
@@ -43,6 +45,7 @@
 
 #include "cli/cli.h"
 #include "cmdout.h"
+#include "foreground.h"
 #include "run.h"
 
 #define STDERR_TAIL (64 * 1024)
@@ -58,6 +61,7 @@ typedef struct {
   size_t err_len;
   const char *before_retry;        /* --before-retry: sh -c it before each retry */
   int last_status;                 /* the last attempt's own exit status; -1: none (timed out) */
+  fg_term term;                    /* the terminal, lent to a group that asks for it */
   cmdout to_out;                   /* --stdout=live: its standard output on to ours */
   cmdout to_err;                   /* its error output on to ours */
   size_t dropped_out, dropped_err; /* what its time's end left unwritten */
@@ -249,12 +253,18 @@ static void drop(command *cmd, child *ch) {
   cmd->dropped_err += cmdout_drop(&cmd->to_err);
 }
 
-/* Reaps the group's members that ended; 1 once none is left. */
-static int group_gone(child *ch) {
-  int ws;
+/* Reaps the group's members that ended; 1 once none is left.  With a
+ * terminal, a member's stop may ask for it, or be the job's
+ * (foreground.h): a read of the terminal or a Ctrl-Z stops the whole
+ * group, its leader with it. */
+static int group_gone(command *cmd, child *ch) {
+  int ws, opt = WNOHANG | (cmd->term.fd >= 0 ? WUNTRACED : 0);
   pid_t r;
-  while ((r = waitpid(-ch->pid, &ws, WNOHANG)) > 0) {
-    if (r == ch->pid) ch->status = ws, ch->reaped = 1;
+  while ((r = waitpid(-ch->pid, &ws, opt)) > 0) {
+    if (WIFSTOPPED(ws))
+      fg_stopped(&cmd->term, ch->pid, r, WSTOPSIG(ws));
+    else if (r == ch->pid)
+      ch->status = ws, ch->reaped = 1;
   }
   return r < 0 && errno == ECHILD && kill(-ch->pid, 0) != 0;
 }
@@ -287,7 +297,7 @@ static void watch(command *cmd, luaretry_call *c, child *ch, double timeout) {
     struct pollfd p[4];
     poll(p, poll_set(cmd, ch, p), TICK_MS);
     transfer(cmd, ch);
-    if (!ch->gone && group_gone(ch)) {
+    if (!ch->gone && group_gone(cmd, ch)) {
       ch->gone = 1;
       transfer(cmd, ch); /* what the pipes hold now */
     }
@@ -406,10 +416,20 @@ static luaretry_code attempt(void *ud, luaretry_call *c, int n, double timeout,
   return outcome(cmd, &ch, o);
 }
 
-/* The attempt's outcome once its group is gone; LUARETRY_E_OPERATION
- * (the run ends, exit 1) when what it wrote could not be passed on. */
+/* The attempt's outcome once its group is gone, the terminal luaretry's
+ * again; LUARETRY_E_OPERATION (the run ends, exit 1) when what it wrote
+ * could not be passed on. */
 static luaretry_code outcome(command *cmd, const child *ch, luaretry_outcome *o) {
-  int ws = ch->status;
+  int ws = ch->status, signaled = ch->reaped && WIFSIGNALED(ws);
+  /* its modes back when it did not end on its own (a prompt killed with
+   * echo off) */
+  int lent = fg_take_back(&cmd->term, ch->term_at || !ch->reaped || signaled);
+  /* Ctrl-C (or Ctrl-\) on the terminal reached the command only: a
+   * command it killed is the user's stop of the run, as if the signal
+   * came to luaretry (as bash takes a foreground job's); one that caught
+   * it and exited is not */
+  if (lent && signaled && !ch->term_at && (WTERMSIG(ws) == SIGINT || WTERMSIG(ws) == SIGQUIT))
+    raise(WTERMSIG(ws));
   o->status = !ch->reaped ? 128 + SIGKILL : WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
   cmd->last_status = !ch->reaped ? -1 : o->status;
   o->body_len = cmd->err_len;
@@ -445,6 +465,7 @@ luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, int live_
   cmd->stdin_fd = stdin_fd;
   cmd->live_stdout = live_stdout;
   cmd->out = out;
+  fg_open(&cmd->term);
   cmdout_open(&cmd->to_err, STDERR_FILENO, 1);
   if (live_stdout) cmdout_open(&cmd->to_out, STDOUT_FILENO, 0);
   /* orphaned grandchildren come to us, to be waited for with their group */
@@ -453,6 +474,7 @@ luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, int live_
   *last_status = cmd->last_status;
   cmdout_close(&cmd->to_out);
   cmdout_close(&cmd->to_err);
+  fg_close(&cmd->term);
   free(cmd);
   return rc;
 }
