@@ -8,7 +8,9 @@
  * grandchild holding them can neither stretch the run nor outlive it.
  * luaretry is the children's subreaper: an orphaned grandchild stays ours
  * to wait for and reap.  (One that leaves the group, with setsid, is out
- * of reach, as it is of timeout(1).)
+ * of reach, as it is of timeout(1).)  A group that reads the terminal (a
+ * password prompt) gets it while luaretry is its foreground (foreground.h),
+ * so the command can prompt as it would run alone.
  *
  * The outcome: the exit status (128+N for signal N), the tail of the
  * error output as the body the policy judges; an attempt its timeout ended
@@ -19,9 +21,16 @@
  * Standard output streams into `out`, emptied for each attempt, so only
  * the final attempt's reaches ours (a retried command's output is never
  * doubled in a pipe); with --stdout=live every attempt's passes through as
- * it comes.  Standard input, when luaretry's was spooled, is given whole to
- * every attempt; no descriptor of luaretry's leaks.  A --before-retry hook
- * runs inside the attempt it comes before, on the attempt's time. */
+ * it comes.  What passes through never waits for its reader (cmdout.h):
+ * the timeout is watched while ours is full, and the attempt is over when
+ * what it wrote is written, or dropped when its time runs out first (the
+ * attempt is then a timeout, if it was its standard output).  A reader
+ * that goes away (or another write error on standard output) ends the
+ * command's pipe there, so its next write gets SIGPIPE as if it wrote
+ * there itself, and the run, without another attempt (exit 1).  Standard
+ * input, when luaretry's was spooled, is given whole to every attempt; no
+ * descriptor of luaretry's leaks.  A --before-retry hook runs inside the
+ * attempt it comes before, on the attempt's time. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -35,12 +44,13 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cmdout.h"
+#include "foreground.h"
 #include "run.h"
 
 #define STDERR_TAIL (64 * 1024)
-#define KILL_GRACE  1.0  /* seconds from SIGTERM to SIGKILL */
-#define TICK_MS     10   /* how soon a timeout, a cancel or the group's end is seen */
-#define PENDING     4096 /* a partial error line held back; a longer one passes in pieces */
+#define KILL_GRACE  1.0 /* seconds from SIGTERM to SIGKILL */
+#define TICK_MS     10  /* how soon a timeout, a cancel or the group's end is seen */
 
 typedef struct {
   char **argv;
@@ -49,10 +59,13 @@ typedef struct {
   outfile *out;          /* the attempt's standard output */
   char err[STDERR_TAIL]; /* the tail of its error output */
   size_t err_len;
-  char pending[PENDING]; /* its error output after the last line end */
-  size_t pending_len;
-  const char *before_retry; /* --before-retry: sh -c it before each retry */
-  int last_status;          /* the last attempt's own exit status; -1: none (timed out) */
+  const char *before_retry;        /* --before-retry: sh -c it before each retry */
+  int last_status;                 /* the last attempt's own exit status; -1: none (timed out) */
+  fg_term term;                    /* the terminal, lent to a group that asks for it */
+  cmdout to_out;                   /* --stdout=live: its standard output on to ours */
+  cmdout to_err;                   /* its error output on to ours */
+  size_t dropped_out, dropped_err; /* what its time's end left unwritten */
+  char detail[160];                /* the outcome's error_detail */
 } command;
 
 /* One attempt's child: its group and what the parent watches. */
@@ -61,6 +74,7 @@ typedef struct {
   struct pollfd fds[2]; /* read ends of its standard output and error */
   int status;           /* its wait status, once reaped */
   int reaped;
+  int gone;              /* no member of the group is left */
   double start, term_at; /* term_at: when SIGTERM went (0: not yet) */
   int timed_out, killed;
 } child;
@@ -78,49 +92,6 @@ static void keep_tail(command *cmd, const char *s, size_t n) {
     memcpy(cmd->err + cmd->err_len, s, n);
     cmd->err_len += n;
   }
-}
-
-/* All of it to fd, or as much as fd takes: a closed or full terminal
- * must not stop the command. */
-static void write_all(int fd, const char *s, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, s, n);
-    if (w < 0 && errno == EINTR && !cli_stop_signals()) continue; /* a stop ends the wait */
-    if (w <= 0) {
-      if (w < 0 && errno == EAGAIN) {
-        struct pollfd p = { fd, POLLOUT, 0 };
-        if (poll(&p, 1, 1000) > 0) continue;
-      }
-      return;
-    }
-    s += w, n -= (size_t)w;
-  }
-}
-
-/* The command's error output to ours up to its last line end (\n, or \r
- * for a progress line); the rest is held until its line ends. */
-static void pass_errors(command *cmd, const char *s, size_t n) {
-  while (n > 0) {
-    size_t take = n < PENDING - cmd->pending_len ? n : PENDING - cmd->pending_len;
-    memcpy(cmd->pending + cmd->pending_len, s, take);
-    cmd->pending_len += take;
-    s += take, n -= take;
-    size_t end = cmd->pending_len;
-    while (end > 0 && cmd->pending[end - 1] != '\n' && cmd->pending[end - 1] != '\r') end--;
-    if (end == 0 && cmd->pending_len == PENDING) end = PENDING; /* a very long line */
-    write_all(STDERR_FILENO, cmd->pending, end);
-    memmove(cmd->pending, cmd->pending + end, cmd->pending_len - end);
-    cmd->pending_len -= end;
-  }
-}
-
-/* The attempt is over: a partial last line is ended, so what luaretry
- * writes next starts a line of its own. */
-static void end_errors(command *cmd) {
-  if (!cmd->pending_len) return;
-  write_all(STDERR_FILENO, cmd->pending, cmd->pending_len);
-  write_all(STDERR_FILENO, "\n", 1);
-  cmd->pending_len = 0;
 }
 
 static double now_seconds(void) {
@@ -193,47 +164,119 @@ static int spawn(const command *cmd, child *ch) {
   return 0;
 }
 
-/* Reads what the pipes hold now (standard output streamed on). */
-static void drain(command *cmd, child *ch) {
+/* Where the child's pipe i (0 standard output, 1 error) goes on to ours
+ * as it comes; NULL: into `out` (it never fills). */
+static cmdout *passed_to(command *cmd, int i) {
+  return i == 1 ? &cmd->to_err : cmd->live_stdout ? &cmd->to_out : NULL;
+}
+
+/* Our side of pipe i is closed, so a write of the command's gets SIGPIPE
+ * from now on; its error output's partial last line is ended. */
+static void close_pipe(command *cmd, child *ch, int i) {
+  close(ch->fds[i].fd);
+  ch->fds[i].fd = -1;
+  if (i == 1) cmdout_end_line(&cmd->to_err);
+}
+
+/* Whether where pipe i goes has no reader left (or, standard output, any
+ * write error): the command must not go on writing there. */
+static int reader_gone(const command *cmd, int i) {
+  return i == 0 ? cmd->live_stdout && cmd->to_out.err : cmd->to_err.err == EPIPE;
+}
+
+static void take(command *cmd, int i, const char *s, size_t n) {
+  cmdout *to = passed_to(cmd, i);
+  if (i == 1) keep_tail(cmd, s, n);
+  if (to)
+    cmdout_put(to, s, n);
+  else
+    outfile_write(cmd->out, s, n);
+}
+
+/* Moves what can move now: each pipe read as far as what passes it on has
+ * room (the command waits to write meanwhile, as on a full pipe), what is
+ * held written as far as ours takes it without waiting.  Once the group
+ * is gone, a pipe with nothing more in it is closed: a writer outside the
+ * group is not waited for. */
+static void transfer(command *cmd, child *ch) {
+  char buf[65536];
+  for (int i = 0; i < 2; i++) {
+    cmdout *to = passed_to(cmd, i);
+    if (to) cmdout_flush(to);
+    for (int rounds = 0; ch->fds[i].fd >= 0 && rounds < 64; rounds++) {
+      size_t room = to && cmdout_room(to) < sizeof buf ? cmdout_room(to) : sizeof buf;
+      if (room == 0) break;
+      ssize_t got = read(ch->fds[i].fd, buf, room);
+      if (got > 0) {
+        take(cmd, i, buf, (size_t)got);
+        continue;
+      }
+      if (got < 0 && errno == EINTR) continue;
+      if (got < 0 && errno == EAGAIN && !ch->gone) break;
+      close_pipe(cmd, ch, i);
+    }
+    if (ch->fds[i].fd >= 0 && reader_gone(cmd, i)) close_pipe(cmd, ch, i);
+  }
+}
+
+/* The pipes to read and our descriptors that must take more: p holds 4. */
+static nfds_t poll_set(command *cmd, const child *ch, struct pollfd *p) {
+  nfds_t n = 0;
+  for (int i = 0; i < 2; i++) {
+    cmdout *to = passed_to(cmd, i);
+    if (ch->fds[i].fd >= 0 && (!to || cmdout_room(to) > 0)) p[n++] = ch->fds[i];
+    if (to && cmdout_poll(to, &p[n])) n++;
+  }
+  return n;
+}
+
+/* The attempt's time ran out with output not yet written: what the pipes
+ * hold is read (the error output's tail is judged), and it and what is
+ * held are dropped, counted. */
+static void drop(command *cmd, child *ch) {
   char buf[65536];
   for (int i = 0; i < 2; i++) {
     for (int rounds = 0; ch->fds[i].fd >= 0 && rounds < 64; rounds++) {
       ssize_t got = read(ch->fds[i].fd, buf, sizeof buf);
-      if (got > 0) {
-        if (i == 0 && cmd->live_stdout)
-          write_all(STDOUT_FILENO, buf, (size_t)got);
-        else if (i == 0)
-          outfile_write(cmd->out, buf, (size_t)got);
-        else
-          keep_tail(cmd, buf, (size_t)got), pass_errors(cmd, buf, (size_t)got);
-        continue;
-      }
       if (got < 0 && errno == EINTR) continue;
-      if (got == 0 || errno != EAGAIN) {
-        close(ch->fds[i].fd);
-        ch->fds[i].fd = -1;
-      }
-      break;
+      if (got <= 0) break;
+      if (i == 1) keep_tail(cmd, buf, (size_t)got);
+      if (!passed_to(cmd, i))
+        outfile_write(cmd->out, buf, (size_t)got);
+      else if (!passed_to(cmd, i)->err)
+        *(i == 0 ? &cmd->dropped_out : &cmd->dropped_err) += (size_t)got;
     }
+    if (ch->fds[i].fd >= 0) close(ch->fds[i].fd);
+    ch->fds[i].fd = -1;
   }
+  cmd->dropped_out += cmdout_drop(&cmd->to_out);
+  cmd->dropped_err += cmdout_drop(&cmd->to_err);
 }
 
-/* Reaps the group's members that ended; 1 once none is left. */
-static int group_gone(child *ch) {
-  int ws;
+/* Reaps the group's members that ended; 1 once none is left.  With a
+ * terminal, a member's stop may ask for it, or be the job's
+ * (foreground.h): a read of the terminal or a Ctrl-Z stops the whole
+ * group, its leader with it. */
+static int group_gone(command *cmd, child *ch) {
+  int ws, opt = WNOHANG | (cmd->term.fd >= 0 ? WUNTRACED : 0);
   pid_t r;
-  while ((r = waitpid(-ch->pid, &ws, WNOHANG)) > 0) {
-    if (r == ch->pid) ch->status = ws, ch->reaped = 1;
+  while ((r = waitpid(-ch->pid, &ws, opt)) > 0) {
+    if (WIFSTOPPED(ws))
+      fg_stopped(&cmd->term, ch->pid, r, WSTOPSIG(ws));
+    else if (r == ch->pid)
+      ch->status = ws, ch->reaped = 1;
   }
   return r < 0 && errno == ECHILD && kill(-ch->pid, 0) != 0;
 }
 
 /* SIGTERM at the timeout or a cancel, SIGKILL after the grace or at a
- * second stop signal. */
-static void enforce(luaretry_call *c, child *ch, double timeout) {
+ * second stop signal; 1 once the attempt's time is over. */
+static int enforce(luaretry_call *c, child *ch, double timeout) {
   double now = now_seconds();
   int cancelled = luaretry_call_cancelled(c);
-  if (!ch->term_at && (cancelled || (timeout > 0 && now - ch->start >= timeout))) {
+  int over = cancelled || (timeout > 0 && now - ch->start >= timeout);
+  if (ch->gone) return over;
+  if (!ch->term_at && over) {
     ch->timed_out = !cancelled;
     ch->term_at = now;
     kill(-ch->pid, SIGTERM);
@@ -243,25 +286,29 @@ static void enforce(luaretry_call *c, child *ch, double timeout) {
     ch->killed = 1;
     kill(-ch->pid, SIGKILL);
   }
+  return over;
 }
 
-/* Watches the child until its whole group is gone. */
+/* Watches the child until its whole group is gone and what it wrote has
+ * gone on to ours, or its time ran out (what is left is dropped). */
 static void watch(command *cmd, luaretry_call *c, child *ch, double timeout) {
   cli_kill_on_second_signal(ch->pid);
   for (;;) {
-    int open_fds = (ch->fds[0].fd >= 0) + (ch->fds[1].fd >= 0);
-    if (open_fds)
-      poll(ch->fds, 2, TICK_MS); /* -1 entries are skipped */
-    else
-      poll(NULL, 0, TICK_MS);
-    drain(cmd, ch);
-    if (group_gone(ch)) break;
-    enforce(c, ch, timeout);
+    struct pollfd p[4];
+    poll(p, poll_set(cmd, ch, p), TICK_MS);
+    transfer(cmd, ch);
+    if (!ch->gone && group_gone(cmd, ch)) {
+      ch->gone = 1;
+      transfer(cmd, ch); /* what the pipes hold now */
+    }
+    if (ch->gone && ch->fds[0].fd < 0 && ch->fds[1].fd < 0 && !cmd->to_out.len && !cmd->to_err.len)
+      break;
+    if (enforce(c, ch, timeout) && ch->gone) {
+      drop(cmd, ch);
+      break;
+    }
   }
   cli_kill_on_second_signal(0);
-  drain(cmd, ch); /* what is there now; a writer outside the group is not waited for */
-  for (int i = 0; i < 2; i++)
-    if (ch->fds[i].fd >= 0) close(ch->fds[i].fd);
   int ws;
   while (waitpid(-1, &ws, WNOHANG) > 0) {
   } /* orphans that left the group */
@@ -333,6 +380,8 @@ static void timed_out(command *cmd, luaretry_outcome *o) {
   cmd->last_status = -1;
 }
 
+static luaretry_code outcome(command *cmd, const child *ch, luaretry_outcome *o);
+
 /* A luaretry_operation_fn: one run of the command, after --before-retry's
  * (which takes its time from the attempt's: a hook that used all of it
  * leaves a "timeout" attempt, and the command is not run). */
@@ -361,14 +410,46 @@ static luaretry_code attempt(void *ud, luaretry_call *c, int n, double timeout,
     }
   }
   child ch;
+  cmd->dropped_out = cmd->dropped_err = 0;
   if (spawn(cmd, &ch) != 0) return LUARETRY_E_SYSTEM;
   watch(cmd, c, &ch, timeout);
-  end_errors(cmd);
-  int ws = ch.status;
-  o->status = !ch.reaped ? 128 + SIGKILL : WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-  cmd->last_status = !ch.reaped ? -1 : o->status;
-  if (ch.timed_out) timed_out(cmd, o);
+  return outcome(cmd, &ch, o);
+}
+
+/* The attempt's outcome once its group is gone, the terminal luaretry's
+ * again; LUARETRY_E_OPERATION (the run ends, exit 1) when what it wrote
+ * could not be passed on. */
+static luaretry_code outcome(command *cmd, const child *ch, luaretry_outcome *o) {
+  int ws = ch->status, signaled = ch->reaped && WIFSIGNALED(ws);
+  /* its modes back when it did not end on its own (a prompt killed with
+   * echo off) */
+  int lent = fg_take_back(&cmd->term, ch->term_at || !ch->reaped || signaled);
+  /* Ctrl-C (or Ctrl-\) on the terminal reached the command only: a
+   * command it killed is the user's stop of the run, as if the signal
+   * came to luaretry (as bash takes a foreground job's); one that caught
+   * it and exited is not */
+  if (lent && signaled && !ch->term_at && (WTERMSIG(ws) == SIGINT || WTERMSIG(ws) == SIGQUIT))
+    raise(WTERMSIG(ws));
+  o->status = !ch->reaped ? 128 + SIGKILL : WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+  cmd->last_status = !ch->reaped ? -1 : o->status;
   o->body_len = cmd->err_len;
+  if (reader_gone(cmd, 0) || reader_gone(cmd, 1)) {
+    /* luaretry's own failure: it wins over the command's status */
+    cmd->last_status = -1;
+    if (reader_gone(cmd, 0))
+      fprintf(stderr, "luaretry: standard output: writing: %s\n", strerror(cmd->to_out.err));
+    return LUARETRY_E_OPERATION;
+  }
+  /* standard output that did not all go on in its time: never a whole
+   * attempt's, so never its success */
+  if (ch->timed_out || cmd->dropped_out) timed_out(cmd, o);
+  if (cmd->dropped_out || cmd->dropped_err) {
+    snprintf(cmd->detail, sizeof cmd->detail, "%zu bytes of its %s not written (%s full)",
+             cmd->dropped_out ? cmd->dropped_out : cmd->dropped_err,
+             cmd->dropped_out ? "output" : "error output",
+             cmd->dropped_out ? "standard output" : "standard error");
+    o->error_detail = cmd->detail;
+  }
   return LUARETRY_OK;
 }
 
@@ -384,10 +465,16 @@ luaretry_code command_run(luaretry_call *c, char **argv, int stdin_fd, int live_
   cmd->stdin_fd = stdin_fd;
   cmd->live_stdout = live_stdout;
   cmd->out = out;
+  fg_open(&cmd->term);
+  cmdout_open(&cmd->to_err, STDERR_FILENO, 1);
+  if (live_stdout) cmdout_open(&cmd->to_out, STDOUT_FILENO, 0);
   /* orphaned grandchildren come to us, to be waited for with their group */
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   luaretry_code rc = luaretry_call_run(c, attempt, cmd, final);
   *last_status = cmd->last_status;
+  cmdout_close(&cmd->to_out);
+  cmdout_close(&cmd->to_err);
+  fg_close(&cmd->term);
   free(cmd);
   return rc;
 }
