@@ -24,7 +24,8 @@
  *   log.c         attempt lines, --log-json, the breaker, --stats
  *   report.c      the end, for machines: --stats=json, --metrics-file, and
  *                 the summary object of --log-json
- *   command.c     run POLICY -- COMMAND
+ *   command.c     run POLICY -- COMMAND; cmdout.c: its output passed on
+ *                 without blocking; foreground.c: the terminal it asks for
  *   run_workflow.c  run POLICY [ARGS] for a policy with run()
  *   batch.c       run POLICY URL URL... | --urls FILE
  * simulate/: `simulate` (simulate/simulate.h: the herd it measures):
