@@ -148,6 +148,20 @@ describe("run -- COMMAND", function ()
       assert.are.equal(("one\ntwo\n"):rep(3), proc.readfile(seen))
     end)
 
+    -- luaretry(1)'s advice for a loop that reads its list from standard input
+    it("in a while-read loop is taken by the first run, unless each gets < /dev/null", function ()
+      local seen = tmp .. "/seen"
+      local loop = "printf 'a\\nb\\nc\\n' > " .. proc.q(tmp .. "/list") ..
+        "; while read x; do " .. proc.q(proc.bin) .. " run " .. proc.q(CMD) ..
+        " -s -- sh -c 'echo \"$1\" >> \"$2\"' sh \"$x\" " .. proc.q(seen) .. " %s; done < " ..
+        proc.q(tmp .. "/list")
+      proc.sh("timeout -s KILL 30 bash -c " .. proc.q(loop:format("")))
+      assert.are.equal("a\n", proc.readfile(seen))
+      os.remove(seen)
+      proc.sh("timeout -s KILL 30 bash -c " .. proc.q(loop:format("< /dev/null")))
+      assert.are.equal("a\nb\nc\n", proc.readfile(seen))
+    end)
+
     it("that does not end is bounded by the deadline: exit 5", function ()
       -- a writer that goes on for 20 s at least (a byte every 0.1 s), and
       -- stops at the first write after luaretry closed the pipe
