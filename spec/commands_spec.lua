@@ -197,6 +197,12 @@ describe("run -- COMMAND", function ()
         end
       end)
     end
+
+    it("names a command whose name holds an ESC or a newline with them escaped", function ()
+      local r = proc.run({ "run", CMD, "-s", "--", "bad\27[31mname\nx" }, { timeout = 20 })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.are.equal("luaretry: cannot run bad\\x1b[31mname\\x0ax: command not found\n", r.stderr)
+    end)
   end)
 
   describe("error output", function ()

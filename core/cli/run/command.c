@@ -136,6 +136,11 @@ static int spawn(const command *cmd, child *ch) {
     return -1;
   }
   if (cmd->stdin_fd >= 0) in_fd = reopen_stdin(cmd->stdin_fd);
+  /* the name as a log line shows text (an ESC or a newline in it escaped),
+   * made here: after the fork only the write is safe */
+  char shown[512] = "";
+  FILE *f = fmemopen(shown, sizeof shown - 1, "w");
+  if (f) cli_text(f, cmd->argv[0]), fclose(f);
   pid_t pid = cmd->stdin_fd >= 0 && in_fd < 0 ? -1 : fork();
   if (pid == 0) {
     fcntl(out_pipe[1], F_SETFL, 0); /* the child's ends block, as usual */
@@ -144,7 +149,7 @@ static int spawn(const command *cmd, child *ch) {
     execvp(cmd->argv[0], cmd->argv);
     int err = errno;
     /* as a shell says it: "not found" for a name looked up on PATH */
-    dprintf(STDERR_FILENO, "luaretry: cannot run %s: %s\n", cmd->argv[0],
+    dprintf(STDERR_FILENO, "luaretry: cannot run %s: %s\n", shown,
             err == ENOENT && !strchr(cmd->argv[0], '/') ? "command not found" : strerror(err));
     _exit(err == ENOENT ? 127 : 126); /* as a shell says it */
   }
