@@ -605,6 +605,18 @@ describe("luaretry run, many URLs", function ()
       assert.are.equal(0, #srv:requests())
     end)
 
+    -- luaretry(1): -i, -D and -w take one URL (curl writes them per URL)
+    it("-i, -D or -w with several URLs is a usage error before any request", function ()
+      for _, opt in ipairs { { "-i" }, { "-D", tmp .. "/h" }, { "-w", "%{http_code}" } } do
+        local args = { "run", HTTP, srv.base .. "/ok/1", srv.base .. "/ok/2" }
+        for _, w in ipairs(opt) do args[#args + 1] = w end
+        local r = run(args)
+        assert.are.equal(2, r.code, r.stderr)
+        assert.matches("^luaretry: run: %-i, %-D and %-w take one URL", r.stderr)
+      end
+      assert.are.equal(0, #srv:requests())
+    end)
+
     -- the first list was dropped without a word
     it("--urls given twice is refused: one list, nothing sent", function ()
       local a, b = url_file({ srv.base .. "/ok/a" }), tmp .. "/b.txt"
@@ -617,11 +629,12 @@ describe("luaretry run, many URLs", function ()
 
     -- -K - took standard input whole and --urls - found it empty, said
     -- nowhere; -T - was named "-d @-"
-    it("--urls - beside another reader of standard input (-K -, -T -): refused naming both", function ()
+    it("two readers of standard input (--urls -, -K -, -T -, -d @-, -w @-): refused naming both", function ()
       local err = tmp .. "/err"
       for _, case in ipairs {
         { "-K -", "--urls - and -K - cannot both read standard input" },
         { "-T - " .. proc.q(srv.base .. "/ok/put"), "--urls - and -T - cannot both read standard input" },
+        { "-w @-", "--urls - and -w @- cannot both read standard input" },
       } do
         local code = proc.sh("printf 'url = \"%s\"\\n' " .. proc.q(srv.base .. "/ok/k") .. " | " ..
                              proc.q(proc.bin) .. " run " .. proc.q(HTTP) .. " " .. case[1] ..
@@ -630,6 +643,11 @@ describe("luaretry run, many URLs", function ()
         assert.are.equal(2, code, stderr)
         assert.matches("^luaretry: run: " .. case[2]:gsub("%p", "%%%0"), stderr)
       end
+      -- one URL: -w @- took standard input, -d @- sent an empty body
+      local code = proc.sh("echo data | " .. proc.q(proc.bin) .. " run " .. proc.q(HTTP) .. " -w @- -d @- " ..
+                           proc.q(srv.base .. "/ok/w") .. " >/dev/null 2>" .. proc.q(err))
+      assert.are.equal(2, code, proc.readfile(err))
+      assert.matches("^luaretry: run: %-d @%- and %-w @%- cannot both read standard input", proc.readfile(err))
       assert.are.equal(0, #srv:requests())
     end)
 

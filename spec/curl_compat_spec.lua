@@ -247,6 +247,18 @@ describe("curl's options with curl's meaning", function ()
     -- with nothing after sends none (libcurl's own Accept or User-Agent
     -- removed: `-H 'Expect:'` is the common one); the same flags given to
     -- curl itself, on this machine, are the reference
+    -- curl's -w escapes are \n, \r and \t alone: any other pair, \\ too,
+    -- is printed as it is (ours read \\ as one \, so "\\n" was a newline)
+    it("-w: the escapes curl's are, byte for byte with curl's own output", function ()
+      local fmt = "a\\\\b|\\q|\\\\n|\\t|%{http_code}\\"
+      local ours = run({ srv.base .. "/ok", "-s", "-o", "/dev/null", "-w", fmt })
+      assert.are.equal(0, ours.code, ours.stderr)
+      local curls = proc.readfile_cmd("env -u LD_PRELOAD curl -s --max-time 5 -o /dev/null -w " ..
+                                      q(fmt) .. " " .. q(srv.base .. "/ok"))
+      assert.are.equal("a\\\\b|\\q|\\\\n|\t|200\\", curls) -- this machine's curl, pinned
+      assert.are.equal(curls, ours.stdout)
+    end)
+
     it("-H 'Name:' removes a header, 'Name;' sends it empty, on every attempt, as curl does", function ()
       local flags = { "-H", "Accept:", "-H", "User-Agent:  ", "-H", "X-Gone:", "-H", "X-Empty;",
                       "-H", "X-Kept: v" }

@@ -973,14 +973,19 @@ static int check_combinations(run_args *a) {
        a->insecure || a->cacert || a->cert || a->compressed || a->user_agent))
     return cli_usage("run: curl's options are for URLs, not commands", NULL);
   if (a->output && a->output_dir) return cli_usage("run: -o or --output-dir, not both", NULL);
-  /* one of them would find standard input empty, said nowhere */
-  const char *other_reader = !a->urls_file || strcmp(a->urls_file, "-") != 0 ? NULL
-                             : a->config_stdin                               ? "-K -"
-                             : !a->data || strcmp(a->data, "@-") != 0        ? NULL
-                             : a->upload_file                                ? "-T -"
-                                                                             : "-d @-";
-  if (other_reader)
-    return cli_usage("run: --urls - and %s cannot both read standard input", other_reader);
+  /* two readers of standard input: one would find it empty, said nowhere */
+  const char *readers[4];
+  int nreaders = 0;
+  if (a->urls_file && strcmp(a->urls_file, "-") == 0) readers[nreaders++] = "--urls -";
+  if (a->config_stdin) readers[nreaders++] = "-K -";
+  if (a->data && strcmp(a->data, "@-") == 0)
+    readers[nreaders++] = a->upload_file ? "-T -" : "-d @-";
+  if (a->write_out && strcmp(a->write_out, "@-") == 0) readers[nreaders++] = "-w @-";
+  if (nreaders > 1) {
+    char both[64];
+    snprintf(both, sizeof both, "%s and %s", readers[0], readers[1]);
+    return cli_usage("run: %s cannot both read standard input", both);
+  }
   if (a->key && !a->cert) return cli_usage("run: --key goes with --cert", NULL);
   if (a->fail && a->fail_with_body)
     return cli_usage("run: -f and --fail-with-body, not both (as in curl)", NULL);

@@ -1,5 +1,5 @@
-/* writeout.c: -w/--write-out FORMAT, as curl's: text with \n, \r, \t and
- * \\ escapes, %% for a percent sign, %{variable} and %header{name} (the
+/* writeout.c: -w/--write-out FORMAT, as curl's: text with \n, \r and \t
+ * escapes, %% for a percent sign, %{variable} and %header{name} (the
  * final response's header).  The format is read (-w @FILE, @- for standard
  * input) and checked before the run, so a misspelt variable stops nothing
  * half way: curl warns and goes on; here it is a usage error (exit 2). */
@@ -168,13 +168,18 @@ static void print_header(FILE *f, const char *name, size_t n, CURL *h) {
     fputs(hd->value, f);
 }
 
+/* curl's: \n, \r and \t; any other pair (\\ too) printed as it is,
+ * both bytes; a lone \ at the end as it is. */
 static const char *escape(FILE *f, const char *p) {
   switch (p[1]) {
   case 'n': fputc('\n', f); return p + 1;
   case 'r': fputc('\r', f); return p + 1;
   case 't': fputc('\t', f); return p + 1;
-  case '\\': fputc('\\', f); return p + 1;
-  default: fputc('\\', f); return p;
+  case '\0': fputc('\\', f); return p;
+  default:
+    fputc('\\', f);
+    fputc(p[1], f);
+    return p + 1;
   }
 }
 
