@@ -150,6 +150,14 @@ static int command(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   hold_closed_streams();
+  /* SIGCONT blocked in every thread (those made later inherit it): it
+   * still continues a stopped process, and stays pending, for `run --
+   * COMMAND` to learn that its own job was continued (foreground.c) however
+   * short the stop; a command's child unblocks it (command.c) */
+  sigset_t cont;
+  sigemptyset(&cont);
+  sigaddset(&cont, SIGCONT);
+  sigprocmask(SIG_BLOCK, &cont, NULL);
   /* every command's standard output, checked once at its end */
   return cli_out_done(command(argc, argv));
 }

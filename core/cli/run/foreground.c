@@ -57,31 +57,21 @@ int fg_take_back(fg_term *t, int restore) {
   return 1;
 }
 
-static double seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* Stops luaretry's job with `sig`, as the terminal would have stopped it;
  * 1 when a SIGCONT (`fg` or `bg`) ended that stop, 0 when the stop was
- * discarded (an orphaned group's, or a signal ignored since the start). */
+ * discarded (an orphaned group's, or a signal ignored since the start).
+ * Every thread blocks SIGCONT (main.c), so the one that ended the stop is
+ * pending when kill returns, however short the stop was. */
 static int stop_job(int sig) {
-  sigset_t cont, old;
+  sigset_t cont;
   sigemptyset(&cont);
   sigaddset(&cont, SIGCONT);
-  sigprocmask(SIG_BLOCK, &cont, &old);
   struct timespec zero = { 0, 0 };
   while (sigtimedwait(&cont, NULL, &zero) == SIGCONT) {
-    /* one from before */
+    /* one from before (fg_take_back's, a shell's) */
   }
-  double start = seconds();
-  kill(0, sig); /* delivered, and the job stopped, before kill returns */
-  /* the SIGCONT may have gone to another thread (the sandbox's watchdog
-   * does not block it); a stop the kernel discarded returns at once */
-  int continued = sigtimedwait(&cont, NULL, &zero) == SIGCONT || seconds() - start >= 0.02;
-  sigprocmask(SIG_SETMASK, &old, NULL);
-  return continued;
+  kill(0, sig); /* delivered to this thread, and the job stopped, before kill returns */
+  return sigtimedwait(&cont, NULL, &zero) == SIGCONT;
 }
 
 /* Whether process pid is stopped now: a stop reported once a SIGCONT
