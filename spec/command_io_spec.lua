@@ -144,8 +144,9 @@ describe("run -- COMMAND and luaretry's own output", function ()
     assert.is_true(secs < 3 + 5, "took " .. tostring(secs) .. " s")  -- the reader stays 20 s
     local a = attempts(log)
     assert.are.equal("timeout", a[1].error)
-    -- stopped at its timeout (1 s), not at its grace's end
-    assert.is_true(a[1].elapsed < 1.9, "attempt 1 decided at " .. a[1].elapsed .. " s")
+    -- stopped at its timeout (1 s), not once the reader left (15 s and
+    -- more before); the margin is a busy machine's
+    assert.is_true(a[1].elapsed < 1 + 3, "attempt 1 decided at " .. a[1].elapsed .. " s")
   end)
 
   it("--stdout=live: a full standard output neither; what it held is dropped, and said", function ()
@@ -155,7 +156,7 @@ describe("run -- COMMAND and luaretry's own output", function ()
     assert.are.equal(5, code, proc.readfile(tmp .. "/err"))
     assert.is_true(secs < 3 + 5, "took " .. tostring(secs) .. " s")
     local a = attempts(log)
-    assert.is_true(a[1].elapsed < 1.9, "attempt 1 decided at " .. a[1].elapsed .. " s")
+    assert.is_true(a[1].elapsed < 1 + 3, "attempt 1 decided at " .. a[1].elapsed .. " s")
     assert.matches("bytes of its output not written %(standard output full%)", a[1].error_detail)
     assert.matches("attempt 1/5: timeout error %-> retry .*bytes of its output not written",
                    proc.readfile(tmp .. "/err"))
