@@ -392,15 +392,20 @@ end
 -- Waits (bounded) until the run sleeps in the kernel on a FIFO or pipe (an
 -- open with no partner yet, or a read): the moment a signal sent must cut,
 -- whatever the machine's load (a fixed sleep raced its start).  Linux names
--- it in wchan (wait_for_partner, pipe_read, anon_pipe_read ...); where wchan
--- is hidden ("0"), the run asleep is taken for it.
+-- it in wchan (wait_for_partner, pipe_read, anon_pipe_read ...).  wchan is
+-- "0" where it is hidden, and for some sleeps (a nanosleep, a poll): there
+-- the syscall it sleeps in says it, read or open.  Any sleep once matched
+-- (a batch's poll on its transfer, a futex at start): the signal came
+-- before the read or the open, beside 6 busy loops (final94, final106).
+local SLEEPS_ON_PIPE = { [0] = true, [2] = true, [257] = true } -- x86-64: read, open, openat
 function Job:blocked_on_pipe(seconds)
   local proc_dir = "/proc/" .. self.pid
   return M.wait_for(function ()
     local w = M.readfile(proc_dir .. "/wchan") or ""
     if w:find("pipe") or w:find("partner") or w:find("fifo") then return true end
     local state = w == "0" and (M.readfile(proc_dir .. "/stat") or ""):match("^%d+ %b() (%a)")
-    return state == "S"
+    local nr = state == "S" and tonumber((M.readfile(proc_dir .. "/syscall") or ""):match("^(%d+) "))
+    return nr ~= nil and SLEEPS_ON_PIPE[nr] == true
   end, seconds or 10)
 end
 

@@ -242,7 +242,11 @@ static int open_urls(batch *b) {
     if (!valid) return bad_url(b, a->words[i], "", why, 0);
   }
   if (a->urls_file) {
-    b->list = strcmp(a->urls_file, "-") == 0 ? stdin : fopen(a->urls_file, "r");
+    /* a stop signal that came before the open: the open would not see it */
+    errno = EINTR;
+    b->list = cli_interrupted()                ? NULL
+              : strcmp(a->urls_file, "-") == 0 ? stdin
+                                               : fopen(a->urls_file, "r");
     if (!b->list && errno == EINTR && cli_interrupted()) { /* a FIFO without a writer */
       if (a->verbosity > 0 || a->show_error) fprintf(stderr, "luaretry: interrupted\n");
       return EXIT_INTERRUPTED;

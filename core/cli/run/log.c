@@ -230,8 +230,11 @@ void log_policy_events(luaretry_policy *p, int verbosity) {
 int log_json_open(const char *path, FILE **json, int verbose) {
   *json = NULL;
   if (!path) return 0;
-  /* "e": O_CLOEXEC, so a command run per attempt never inherits it */
-  *json = strcmp(path, "-") == 0 ? stderr : fopen(path, "we");
+  /* "e": O_CLOEXEC, so a command run per attempt never inherits it; a
+   * stop signal that came before a FIFO's open is looked for first (the
+   * open would wait for a reader without seeing it) */
+  errno = EINTR;
+  *json = strcmp(path, "-") == 0 ? stderr : cli_interrupted() ? NULL : fopen(path, "we");
   if (*json) return 0;
   if (errno == EINTR && cli_interrupted()) { /* a FIFO's open, cut by a stop signal */
     if (verbose) fprintf(stderr, "luaretry: interrupted\n");

@@ -374,8 +374,13 @@ static int copy_spool(int from, int to) {
 static int finish_in_place(outfile *f, int ok) {
   if (ok && (f->fd >= 0 || f->mem_len)) {
     /* no O_CREAT, no O_TRUNC: the thing is written into, never made;
-     * a stop signal interrupts a FIFO's open that waits for a reader */
-    int to = f->path ? open(f->target, O_WRONLY | O_CLOEXEC | O_NOCTTY) : STDOUT_FILENO;
+     * a stop signal interrupts a FIFO's open that waits for a reader, and
+     * one that came before it is looked for first (the open would not see
+     * it, and wait for a reader that may never come) */
+    errno = EINTR;
+    int to = !f->path            ? STDOUT_FILENO
+             : cli_interrupted() ? -1
+                                 : open(f->target, O_WRONLY | O_CLOEXEC | O_NOCTTY);
     int failed =
       to < 0 || (f->fd >= 0 ? copy_spool(f->fd, to) : write_all(to, f->mem, f->mem_len)) != 0;
     if (failed) complain(f, "writing", errno), ok = 0;
