@@ -173,6 +173,30 @@ describe("output for machines", function ()
     end
   end)
 
+  -- A signal before the FIFO's open (here while the policy loads, 1 s of
+  -- its own work) was seen by nothing: the open then waited for a reader
+  -- for ever (final106's hang beside 6 busy loops; here every time).
+  it("--log-json FIFO: a stop signal before its open is an interruption too, exit 130", function ()
+    local fifo, policy = tmp .. "/early.fifo", tmp .. "/slow_load.lua"
+    assert.are.equal(0, proc.sh("mkfifo " .. proc.q(fifo)))
+    proc.writefile(policy, "max_attempts = 2\nlocal n = 0\nfor i = 1, 3e8 do n = n + i end\n")
+    local jobdir = proc.tmpdir()
+    local job = proc.spawn({ "run", policy, "--set", "time_limit=60", "-q", "--log-json", fifo,
+                             srv.base .. "/new" }, jobdir)
+    finally(function () job:stop(); proc.rmtree(jobdir) end)
+    -- loading: its CPU time grows (once it is asleep in the open, the
+    -- signal cuts the open, and the case passes either way)
+    assert.is_truthy(proc.wait_for(function ()
+      local st = proc.readfile("/proc/" .. job.pid .. "/stat") or ""
+      local utime = tonumber(st:match("^%d+ %b() %a" .. (" %S+"):rep(10) .. " (%d+)"))
+      return utime and utime >= 10 -- clock ticks: 0.1 s
+    end, 10))
+    job:signal("TERM")
+    assert.are.equal(130, job:wait(20), job:stderr())
+    assert.are.equal("luaretry: interrupted\n", job:stderr())
+    assert.are.equal(0, #srv:requests())
+  end)
+
   -- the log took the closed standard output's number, 1: the body went
   -- into the log (exit 0), where curl fails with 23
   it("standard output closed (>&-): the body never goes into --log-json's file; exit 1, said", function ()
