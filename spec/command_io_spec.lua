@@ -178,13 +178,14 @@ describe("run -- COMMAND and luaretry's own output", function ()
     local log = tmp .. "/log.json"
     local f = function (name) return proc.q(tmp .. "/" .. name) end
     bash("{ t0=$EPOCHREALTIME; " .. L .. " run --stdout=live --log-json " .. proc.q(log) ..
-         " --set deadline=8 -- yes 2>" .. f("err") .. "; echo \"$? $t0 $EPOCHREALTIME\" > " ..
+         " --set deadline=30 -- yes 2>" .. f("err") .. "; echo \"$? $t0 $EPOCHREALTIME\" > " ..
          f("end") .. "; } | head -1 > " .. f("out"))
     local code, t0, t1 = proc.readfile(tmp .. "/end"):match("^(%d+) ([%d.]+) ([%d.]+)")
     assert.are.equal("y\n", proc.readfile(tmp .. "/out"))
     assert.are.equal(1, tonumber(code))
-    -- at once, not at the deadline (8 s) after reading yes for nothing
-    assert.is_true(t1 - t0 < 8 - 3, "took " .. (t1 - t0) .. " s")
+    -- at once, not at the deadline (30 s) after reading yes for nothing;
+    -- the margin is a busy machine's
+    assert.is_true(t1 - t0 < 30 - 10, "took " .. (t1 - t0) .. " s")
     assert.are.equal("luaretry: standard output: writing: Broken pipe\n", proc.readfile(tmp .. "/err"))
     local a = attempts(log)
     assert.are.equal(1, #a)

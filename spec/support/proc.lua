@@ -397,16 +397,18 @@ end
 -- the syscall it sleeps in says it, read or open.  Any sleep once matched
 -- (a batch's poll on its transfer, a futex at start): the signal came
 -- before the read or the open, beside 6 busy loops (final94, final106).
-local SLEEPS_ON_PIPE = { [0] = true, [2] = true, [257] = true } -- x86-64: read, open, openat
+local SLEEPS_ON_PIPE = { [0] = true, [1] = true, [2] = true, [257] = true } -- x86-64: read, write, open, openat
+function M.sleeps_on_pipe(pid)
+  local proc_dir = "/proc/" .. pid
+  local w = M.readfile(proc_dir .. "/wchan") or ""
+  if w:find("pipe") or w:find("partner") or w:find("fifo") then return true end
+  local state = w == "0" and (M.readfile(proc_dir .. "/stat") or ""):match("^%d+ %b() (%a)")
+  local nr = state == "S" and tonumber((M.readfile(proc_dir .. "/syscall") or ""):match("^(%d+) "))
+  return nr ~= nil and SLEEPS_ON_PIPE[nr] == true
+end
+
 function Job:blocked_on_pipe(seconds)
-  local proc_dir = "/proc/" .. self.pid
-  return M.wait_for(function ()
-    local w = M.readfile(proc_dir .. "/wchan") or ""
-    if w:find("pipe") or w:find("partner") or w:find("fifo") then return true end
-    local state = w == "0" and (M.readfile(proc_dir .. "/stat") or ""):match("^%d+ %b() (%a)")
-    local nr = state == "S" and tonumber((M.readfile(proc_dir .. "/syscall") or ""):match("^(%d+) "))
-    return nr ~= nil and SLEEPS_ON_PIPE[nr] == true
-  end, seconds or 10)
+  return M.wait_for(function () return M.sleeps_on_pipe(self.pid) end, seconds or 10)
 end
 
 function Job:stdout() return M.readfile(self.dir .. "/job.out") end
