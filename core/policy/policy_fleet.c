@@ -21,8 +21,7 @@ static lr_gen *fleet_load(luaretry_policy *p) {
   if (g && g->fleet) return g;
   lr_policy_error(p, !g ? "no policy loaded"
                         : "no fleet: neither fleet.redis nor fleet.local is set, or the policy "
-                          "has neither "
-                          "budget, breaker nor admission");
+                          "has neither budget, breaker, admission nor a fixed rate");
   lr_gen_unref(g);
   return NULL;
 }
