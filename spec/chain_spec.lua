@@ -211,7 +211,7 @@ propagate = {}
     assert.equal(30, lr.rate_limit({ ["x-junk"] = junk, ratelimit = '"default";r=0;t=30' }, 0))
   end)
 
-  -- libluaretry(3)'s own example gives a number; it was left out without a
+  -- a number is how a Lua host writes 0; it was left out without a
   -- word (the call made its 4 attempts), as were booleans and a list's
   -- values after its first number.
   it("reads numbers as the header values they stand for; names any other value", function ()
