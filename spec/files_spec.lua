@@ -212,16 +212,18 @@ describe("files as curl writes them", function ()
                    proc.q(rcf .. ".tmp") .. " " .. proc.q(rcf) .. ") | sh -c " ..
                    proc.q("echo $$ > " .. proc.q(readerf) .. "; exec sleep 30")
     proc.sh("sh -c " .. proc.q(script) .. " >/dev/null 2>&1 &")
-    pid = tonumber(proc.wait_for(function () return proc.readfile(pidf) end, 5) or "")
-    reader = tonumber(proc.wait_for(function () return proc.readfile(readerf) end, 5) or "")
+    -- each wait ends at its event; 30 s, as beside 6 busy loops the shell
+    -- took more than 5 s to start them (final112), the sanitized run more
+    -- than 10 to decide (final107)
+    pid = tonumber(proc.wait_for(function () return proc.readfile(pidf) end, 30) or "")
+    reader = tonumber(proc.wait_for(function () return proc.readfile(readerf) end, 30) or "")
     assert.truthy(pid and reader)
     -- decided, then asleep: nothing but the write to the full pipe is left
-    -- (30 s: a sanitized run beside 6 busy loops took more than 10, final107)
     assert.truthy(proc.wait_for(function ()
       return (proc.readfile(errf) or ""):find("-> success", 1, true) and proc.sleeps_on_pipe(pid)
     end, 30))
     proc.sh("kill -TERM " .. pid)
-    local rc = proc.wait_for(function () return proc.readfile(rcf) end, 5)
+    local rc = proc.wait_for(function () return proc.readfile(rcf) end, 30)
     assert.are.equal("130\n", rc)
     assert.matches("luaretry: interrupted", proc.readfile(errf))
   end)
