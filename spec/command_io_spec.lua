@@ -19,12 +19,12 @@ end
 -- `cmdline` (sh) on a pseudo-terminal of its own (util-linux script(1)),
 -- its session's controlling terminal, with luaretry in the foreground
 -- group; `steps` type on the terminal: {after = TEXT, type = BYTES}, each
--- once TEXT is on the terminal (waited for up to 5 s).  The writer stays
+-- once TEXT is on the terminal (waited for up to 20 s: a busy machine's).  The writer stays
 -- until END is on the terminal.  What the terminal showed, \r\n as \n.
 local function on_terminal(dir, cmdline, steps)
   local out = proc.q(dir .. "/tty")
   local wait = function (text)
-    return "for i in $(seq 250); do grep -qF " .. proc.q(text) .. " " .. out ..
+    return "for i in $(seq 1000); do grep -qF " .. proc.q(text) .. " " .. out ..
            " 2>/dev/null && break; sleep 0.02; done; "
   end
   local writer = ""
@@ -32,7 +32,7 @@ local function on_terminal(dir, cmdline, steps)
     writer = writer .. (s.after and wait(s.after) or "") .. "printf " .. proc.q(s.type) .. "; "
   end
   writer = writer .. wait("END")
-  bash("{ " .. writer .. "} | script -qfec " .. proc.q(cmdline) .. " /dev/null > " .. out, 40)
+  bash("{ " .. writer .. "} | script -qfec " .. proc.q(cmdline) .. " /dev/null > " .. out, 60)
   return (proc.readfile(dir .. "/tty") or ""):gsub("\r\n", "\n")
 end
 
