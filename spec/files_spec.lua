@@ -215,8 +215,9 @@ describe("files as curl writes them", function ()
     -- each wait ends at its event; 30 s, as beside 6 busy loops the shell
     -- took more than 5 s to start them (final112), the sanitized run more
     -- than 10 to decide (final107)
-    pid = tonumber(proc.wait_for(function () return proc.readfile(pidf) end, 30) or "")
-    reader = tonumber(proc.wait_for(function () return proc.readfile(readerf) end, 30) or "")
+    -- a number: the reader's file is written by echo, seen empty first (final113)
+    pid = proc.wait_for(function () return tonumber(proc.readfile(pidf) or "") end, 30)
+    reader = proc.wait_for(function () return tonumber(proc.readfile(readerf) or "") end, 30)
     assert.truthy(pid and reader)
     -- decided, then asleep: nothing but the write to the full pipe is left
     assert.truthy(proc.wait_for(function ()

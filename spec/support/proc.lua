@@ -380,9 +380,13 @@ function Job:signal(sig)
 end
 
 -- Waits (bounded) for the run to end: exit status and the instant it ended,
--- or nil when it did not end in time.
+-- or nil when it did not end in time.  The bound is for a hang, never a
+-- timing (a spec times the end by the instant returned): 30 s at least.
+-- Beside 6 busy loops a shell took more than 5 s to start a run (final112),
+-- and a signalled run had not ended within 5 s (final113, cause not shown).
 function Job:wait(seconds)
-  local s = M.wait_for(function () return M.readfile(self.dir .. "/job.end") end, seconds or 5)
+  local bound = math.max(seconds or 5, 30)
+  local s = M.wait_for(function () return M.readfile(self.dir .. "/job.end") end, bound)
   if not s then return nil end
   local code, t = s:match("^(%d+) ([%d.]+)")
   self.done = true
