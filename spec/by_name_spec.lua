@@ -173,6 +173,7 @@ describe("policies by name", function ()
     proc.sh("mkdir -p " .. proc.q(a .. "/dir.lua") .. " && mkfifo " .. proc.q(a .. "/pipe.lua"))
     proc.writefile(a .. "/evil.lua", "-- clears \27[2J the screen\7\nmax_attempts = 1\n")
     proc.writefile(a .. "/bad\27]0;x.lua", "-- a name with ESC\nmax_attempts = 1\n")
+    proc.writefile(a .. "/bom.lua", "\239\187\191-- begins with a BOM\nmax_attempts = 1\n")
     proc.sh("ln -s evil.lua " .. proc.q(a .. "/alias.lua"))
     local r = run({ "list" }, { "LUARETRY_PATH=" .. a })  -- run's timeout: a blocked list fails
     assert.are.equal(0, r.code, r.stderr)
@@ -182,9 +183,10 @@ describe("policies by name", function ()
     assert.matches("\n  evil +clears \\x1b%[2J the screen\\x07\n", r.stdout)
     assert.matches("\n  bad\\x1b%]0;x +a name with ESC\n", r.stdout)
     assert.matches("\n  alias +clears", r.stdout)  -- a link to a regular file is one
+    assert.matches("\n  bom +begins with a BOM\n", r.stdout)  -- skipped, as Lua skips it
     assert.matches("never in the current\nfolder; a path with a / or a NAME%.lua is a file%.\n$", r.stdout)
     r = run({ "list", "--names" }, { "LUARETRY_PATH=" .. a })
-    assert.are.equal("alias\nbad\\x1b]0;x\nevil\n", r.stdout:sub(1, 23))
+    assert.are.equal("alias\nbad\\x1b]0;x\nbom\nevil\n", r.stdout:sub(1, 27))
     -- a FIFO named as a policy to check: refused, not waited on
     r = run({ "check", a .. "/pipe.lua" })
     assert.are.equal(3, r.code, r.stdout .. r.stderr)

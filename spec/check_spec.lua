@@ -181,6 +181,27 @@ describe("luaretry check", function ()
                   r.stdout)
   end)
 
+  it("a newline in a policy's file name or in a probe never splits a line: every message shows it as \\x0a", function ()
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    local path = dir .. "/two\nlines.lua"
+    proc.writefile(path, 'max_attempts = 2\nfunction is_transient(status) return status >= 500 end\n')
+    local r = check({ path, dir .. "/gone\nfile.lua", "--probe", "503 body=a\nb" })
+    assert.are.equal(3, r.code, r.stdout)
+    -- the warning (no deadline) names the file on its own line, as the heading does
+    assert.matches("\n  warning: [^\n]*/two\\x0alines%.lua: neither attempt_timeout nor deadline", r.stdout)
+    assert.matches("\n  [^\n]*/gone\\x0afile%.lua: cannot open: No such file", r.stdout)
+    assert.matches("\n  503 body=a\\x0ab +retry ", r.stdout)
+    -- every line of the output is one of check's: a heading, or indented
+    for line in r.stdout:gmatch("[^\n]+") do
+      assert.is_truthy(line:match("^  ") or line:match("^/") or line:match("^%d+ files: "), line)
+    end
+    -- a probe that does not parse: the usage error is one line too
+    r = check({ path, "--probe", "503\nX" })
+    assert.are.equal(2, r.code, r.stderr)
+    assert.matches("^luaretry: check: %-%-probe '503\\x0aX': no status", r.stderr)
+  end)
+
   it("control bytes of the policy (file name, name, its errors, a source that does not load) reach the output escaped", function ()
     local dir = proc.tmpdir()
     finally(function () proc.rmtree(dir) end)

@@ -84,6 +84,16 @@ void cli_text(FILE *f, const char *s) {
   if (s) text(f, s, strlen(s), 0);
 }
 
+void cli_text_copy(char *dst, size_t size, const char *s) {
+  if (size == 0) return;
+  dst[0] = '\0';
+  FILE *f = fmemopen(dst, size, "w");
+  if (!f) return;
+  cli_text(f, s);
+  fclose(f);
+  dst[size - 1] = '\0'; /* fmemopen adds none to a full buffer */
+}
+
 void cli_text_block(FILE *f, const char *s, size_t len) {
   if (s) text(f, s, len, 1);
 }

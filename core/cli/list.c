@@ -88,6 +88,7 @@ static void description(int fd, char *out, size_t size) {
   char line[512];
   for (int n = 0; n < DESC_LINES && fgets(line, sizeof line, f); n++) {
     char *s = line;
+    if (n == 0 && strncmp(s, "\xEF\xBB\xBF", 3) == 0) s += 3; /* a UTF-8 BOM, as Lua skips it */
     while (*s == ' ' || *s == '\t') s++;
     if (strncmp(s, "--", 2) != 0) continue;
     while (*s == '-') s++;

@@ -134,7 +134,7 @@ static int transport_failure(char **s, cli_probe *p, const char *spec, char *err
 
 int cli_probe_parse(const char *spec, cli_probe *p, char *err, size_t n) {
   memset(p, 0, sizeof *p);
-  snprintf(p->label, sizeof p->label, "%s", spec);
+  cli_text_copy(p->label, sizeof p->label, spec); /* one line in check's table */
   if (!(p->text = strdup(spec))) return fail(err, n, spec, "out of memory");
   char *s = skip_blanks(p->text);
   if (strncmp(s, "exit", 4) == 0 && (!s[4] || s[4] == ' ' || s[4] == '\t'))

@@ -3,6 +3,7 @@
  * every subcommand reports through. */
 #include <curl/curl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -357,7 +358,17 @@ static int print_synopsis(FILE *out, const char *command) {
 int cli_usage(const char *fmt, const char *arg) {
   fprintf(stderr, "luaretry: ");
   if (usage_where) fprintf(stderr, "%s: ", usage_where);
-  fprintf(stderr, fmt, arg ? arg : "");
+  /* the argument as the user typed it, but one line: a newline in it
+   * (a quoted --probe) must not end the message */
+  int n = snprintf(NULL, 0, fmt, arg ? arg : "");
+  char *msg = n >= 0 ? malloc((size_t)n + 1) : NULL;
+  if (msg) {
+    snprintf(msg, (size_t)n + 1, fmt, arg ? arg : "");
+    cli_text(stderr, msg);
+    free(msg);
+  } else {
+    fprintf(stderr, fmt, arg ? arg : "");
+  }
   fputc('\n', stderr);
   if (usage_command && print_synopsis(stderr, usage_command))
     fprintf(stderr, "'luaretry help %s' tells every option.\n", usage_command);

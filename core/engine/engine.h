@@ -799,6 +799,9 @@ long lr_call_pass_retries(const luaretry_call *c);
 /* Copy and format with truncation, always terminated: messages are cut,
  * never overflowed. */
 void lr_strlcpy(char *dst, const char *src, size_t size);
+/* src with its control bytes as \xHH (a message is one line, and a file
+ * name's ESC must not drive the reader's terminal); cut to size. */
+void lr_escape_controls(char *dst, size_t size, const char *src);
 void lr_fmt(char *dst, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 #endif

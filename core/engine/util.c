@@ -24,6 +24,21 @@ void lr_strlcpy(char *dst, const char *src, size_t size) {
   dst[n] = '\0';
 }
 
+void lr_escape_controls(char *dst, size_t size, const char *src) {
+  size_t n = 0;
+  if (size == 0) return;
+  for (; *src && n + 1 < size; src++) {
+    unsigned char b = (unsigned char)*src;
+    if (b >= 0x20 && b != 0x7f) {
+      dst[n++] = (char)b;
+      continue;
+    }
+    if (n + 5 > size) break; /* no room for the whole \xHH */
+    n += (size_t)snprintf(dst + n, size - n, "\\x%02x", b);
+  }
+  dst[n] = '\0';
+}
+
 void lr_fmt(char *dst, size_t size, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -363,10 +363,10 @@ static luaretry_code install(luaretry_policy *p, char *text, size_t len, const c
 /* An open descriptor on path when it is a regular file of at most `limit`
  * bytes; -1 with the thread's error.  O_NONBLOCK: a FIFO or a device is refused,
  * never waited on; the size is refused before a byte is read. */
-static int open_script(luaretry_policy *p, const char *path, size_t limit) {
+static int open_script(luaretry_policy *p, const char *path, const char *shown, size_t limit) {
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
   if (fd < 0) {
-    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: cannot open: %s", path, strerror(errno));
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: cannot open: %s", shown, strerror(errno));
     return -1;
   }
   struct stat st;
@@ -376,12 +376,12 @@ static int open_script(luaretry_policy *p, const char *path, size_t limit) {
   else if (!S_ISREG(st.st_mode))
     why = "not a regular file";
   if (why) {
-    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: cannot read: %s", path, why);
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: cannot read: %s", shown, why);
   } else if ((unsigned long long)st.st_size > limit) {
     lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE,
            "%s: %lld bytes, above the memory limit (%zu bytes): "
            "not read",
-           path, (long long)st.st_size, limit);
+           shown, (long long)st.st_size, limit);
   } else {
     return fd;
   }
@@ -393,10 +393,11 @@ static int open_script(luaretry_policy *p, const char *path, size_t limit) {
  * less), and a byte offset past a "#!" line or a UTF-8 BOM (as
  * luaL_loadfile skips them); NULL with the thread's error and *rc (LUARETRY_E_IO,
  * or LUARETRY_E_NOMEM when the host's memory ran out). */
-static char *read_script(luaretry_policy *p, const char *path, size_t *len, luaretry_code *rc) {
+static char *read_script(luaretry_policy *p, const char *path, const char *shown, size_t *len,
+                         luaretry_code *rc) {
   size_t limit = p->limits.memory;
   *rc = LUARETRY_E_IO;
-  int fd = open_script(p, path, limit);
+  int fd = open_script(p, path, shown, limit);
   if (fd < 0) return NULL;
   size_t cap = 8192, n = 0;
   char *text = malloc(cap);
@@ -426,9 +427,9 @@ static char *read_script(luaretry_policy *p, const char *path, size_t *len, luar
       lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE,
              "%s: above the memory limit (%zu "
              "bytes): not read",
-             path, limit);
+             shown, limit);
     else
-      lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: cannot read: %s", path,
+      lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: cannot read: %s", shown,
              text ? strerror(err) : "out of memory");
     free(text);
     return NULL;
@@ -475,14 +476,17 @@ static luaretry_code load(luaretry_policy *p, const char *path, const char *chun
   lr_policy_errbuf(p)[0] = '\0';
   size_t len;
   char *text = NULL;
-  char name[RULE_SIZE];
+  char name[RULE_SIZE], shown[RULE_SIZE - 1];
   struct stat st;
   memset(&st, 0, sizeof st);
   luaretry_code rc = LUARETRY_OK;
   if (path) {
     if (stat(path, &st) != 0) memset(&st, 0, sizeof st);
-    text = read_script(p, path, &len, &rc);
-    lr_fmt(name, sizeof name, "@%s", path);
+    /* every message names the file as shown: a newline in its name
+     * would split a message in two */
+    lr_escape_controls(shown, sizeof shown, path);
+    text = read_script(p, path, shown, &len, &rc);
+    lr_fmt(name, sizeof name, "@%s", shown);
   } else {
     len = strlen(source);
     text = malloc(len + 1);

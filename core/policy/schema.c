@@ -149,19 +149,13 @@ static void shortest(char *buf, size_t size, double v);
 /* s in quotes, its control bytes as \xNN: a message is one line, and a
  * script's CR or ESC must not write on the reader's terminal. */
 static void quoted(char *buf, size_t size, const char *s) {
-  size_t n = 0;
   if (size < 8) { /* no room for a quoted byte: nothing */
     if (size) buf[0] = '\0';
     return;
   }
-  buf[n++] = '"';
-  for (; *s && n + 6 < size; s++) {
-    unsigned char b = (unsigned char)*s;
-    if (b < 0x20 || b == 0x7f)
-      n += (size_t)snprintf(buf + n, size - n, "\\x%02x", b);
-    else
-      buf[n++] = (char)b;
-  }
+  buf[0] = '"';
+  lr_escape_controls(buf + 1, size - 2, s);
+  size_t n = 1 + strlen(buf + 1);
   buf[n++] = '"';
   buf[n] = '\0';
 }
