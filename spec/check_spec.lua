@@ -181,6 +181,17 @@ describe("luaretry check", function ()
                   r.stdout)
   end)
 
+  it("a rule between two fields broken by --set names the --set, not only the other field's line", function ()
+    local r = check({ HTTP, "--set", "backoff.initial=40" })
+    assert.are.equal(3, r.code, r.stdout)
+    assert.matches("http%.lua:%d+: backoff%.max: 32 is below backoff%.initial %(40%) %(backoff%.initial from %-%-set%)\n",
+                   r.stdout)
+    -- both from --set: said at the one compared, as a --set
+    r = check({ HTTP, "--set", "backoff.initial=40", "--set", "backoff.max=20" })
+    assert.are.equal(3, r.code, r.stdout)
+    assert.matches("\n  %-%-set backoff%.max: 20 is below backoff%.initial %(40%)\n", r.stdout)
+  end)
+
   it("a newline in a policy's file name or in a probe never splits a line: every message shows it as \\x0a", function ()
     local dir = proc.tmpdir()
     finally(function () proc.rmtree(dir) end)

@@ -172,6 +172,13 @@ describe("luaretry simulate", function ()
     end
   end)
 
+  it("--svg to a full disk: the summary, the write error said, exit 1 (a file not written, not a policy error)", function ()
+    local r = simulate({ HTTP, "--clients", "5", "--svg", "/dev/full" })
+    assert.are.equal(1, r.code, r.stderr)
+    assert.matches("^luaretry: %-%-svg /dev/full: writing: No space left on device\n$", r.stderr)
+    assert.matches("^simulate: http ", r.stdout)
+  end)
+
   it("the same seed gives the same output, a different seed a different one", function ()
     local function go(seed, name)
       local svg = tmp .. "/" .. name

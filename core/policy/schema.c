@@ -265,6 +265,22 @@ static void error_at(lr_check *ck, int i, const char *fmt, ...) {
   add_error(ck->errors, ck->errors_size, "%s: %s", w, what);
 }
 
+/* A rule between fields i and j, said at i; when j came from --set and i
+ * did not, that is said too: i's line is not where the change was made. */
+static void error_pair(lr_check *ck, int i, int j, const char *fmt, ...)
+  __attribute__((format(printf, 4, 5)));
+static void error_pair(lr_check *ck, int i, int j, const char *fmt, ...) {
+  char what[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  if (ck->fields[j].from_set && !ck->fields[i].from_set)
+    error_at(ck, i, "%s (%s from --set)", what, lr_fields[j].name);
+  else
+    error_at(ck, i, "%s", what);
+}
+
 static int number_ok(const lr_field_spec *s, double v) {
   if (!isfinite(v) || v < s->lo || v > s->hi) return 0;
   if ((s->flags & OPEN) && v == s->lo) return 0;
@@ -438,7 +454,7 @@ static void check_backoff(lr_check *ck, const int *ok, luaretry_tuning *t) {
   if (ok[F_B_MAX] <= 0) t->max = t->initial > 32 ? t->initial : 32;
   if (ok[F_B_STEP] <= 0) t->step = t->initial;
   if (ok[F_B_MAX] > 0 && ok[F_B_INITIAL] >= 0 && t->max < t->initial)
-    error_at(ck, F_B_MAX, "%g is below backoff.initial (%g)", t->max, t->initial);
+    error_pair(ck, F_B_MAX, F_B_INITIAL, "%g is below backoff.initial (%g)", t->max, t->initial);
   if (t->kind == LUARETRY_BACKOFF_EXPONENTIAL && t->multiplier < 1 && ok[F_B_MULTIPLIER] > 0) {
     warn_at(ck, F_B_MULTIPLIER,
             "below 1 would shrink the waits; clamped to 1 "
@@ -486,10 +502,12 @@ static void check_hedge(lr_check *ck, const int *ok, lr_tuning *x) {
   if (ok[F_H_CEILING] <= 0) x->hedge_ceiling = 1;
   double timeout = x->pub.attempt_timeout;
   if (timeout > 0 && ok[F_H_DELAY] > 0 && !x->hedge_percentile && x->hedge_delay >= timeout)
-    error_at(ck, F_H_DELAY, "%g s is not below attempt_timeout (%g s): no hedge could ever go",
-             x->hedge_delay, timeout);
+    error_pair(ck, F_H_DELAY, F_ATTEMPT_TIMEOUT,
+               "%g s is not below attempt_timeout (%g s): no hedge could ever go", x->hedge_delay,
+               timeout);
   if (ok[F_H_CEILING] > 0 && ok[F_H_FLOOR] >= 0 && x->hedge_ceiling < x->hedge_floor)
-    error_at(ck, F_H_CEILING, "%g is below hedge.floor (%g)", x->hedge_ceiling, x->hedge_floor);
+    error_pair(ck, F_H_CEILING, F_H_FLOOR, "%g is below hedge.floor (%g)", x->hedge_ceiling,
+               x->hedge_floor);
   if (timeout > 0 && x->hedge_ceiling >= timeout) x->hedge_ceiling = timeout / 2;
   if (x->hedge_floor > x->hedge_ceiling) x->hedge_floor = x->hedge_ceiling;
   /* moot, not wrong (--set max_attempts=1 makes it so): hedges are
@@ -548,13 +566,15 @@ static void check_breaker_rates(lr_check *ck, const int *ok, lr_tuning *x) {
   if (ok[F_K_MIN_CALLS] <= 0)
     x->min_calls = x->window;
   else if (x->min_calls > x->window)
-    error_at(ck, F_K_MIN_CALLS, "%ld is above breaker.window (%ld)", x->min_calls, x->window);
+    error_pair(ck, F_K_MIN_CALLS, F_K_WINDOW, "%ld is above breaker.window (%ld)", x->min_calls,
+               x->window);
   if (ok[F_K_SLOW_RATE] > 0 && ok[F_K_SLOW_SECONDS] <= 0)
     error_at(ck, F_K_SLOW_RATE, "needs breaker.slow_call.seconds (what a slow attempt is)");
   double longest = t->attempt_timeout > 0 ? t->attempt_timeout : t->deadline;
   if (ok[F_K_SLOW_SECONDS] > 0 && longest > 0 && x->slow_seconds > longest)
-    error_at(ck, F_K_SLOW_SECONDS, "%g s is above %s (%g s): no attempt can be that slow",
-             x->slow_seconds, t->attempt_timeout > 0 ? "attempt_timeout" : "deadline", longest);
+    error_pair(ck, F_K_SLOW_SECONDS, t->attempt_timeout > 0 ? F_ATTEMPT_TIMEOUT : F_DEADLINE,
+               "%g s is above %s (%g s): no attempt can be that slow", x->slow_seconds,
+               t->attempt_timeout > 0 ? "attempt_timeout" : "deadline", longest);
   int rated = ok[F_K_FAILURE_RATE] > 0 || ok[F_K_SLOW_SECONDS] > 0;
   if (!rated && (ok[F_K_WINDOW] > 0 || ok[F_K_MIN_CALLS] > 0) && !ck->fields[F_K_WINDOW].from_set &&
       !ck->fields[F_K_MIN_CALLS].from_set)
@@ -593,8 +613,8 @@ static int validate(lr_check *ck, lr_tuning *x) {
   /* as backoff's: an explicit cap below the first wait is a mistake (it
    * was raised to initial in silence); the default cap is raised still */
   if (ok[F_TB_MAX] > 0 && ok[F_TB_INITIAL] >= 0 && x->throttle_max < x->throttle_initial)
-    error_at(ck, F_TB_MAX, "%g is below throttle_backoff.initial (%g)", x->throttle_max,
-             x->throttle_initial);
+    error_pair(ck, F_TB_MAX, F_TB_INITIAL, "%g is below throttle_backoff.initial (%g)",
+               x->throttle_max, x->throttle_initial);
   check_hedge(ck, ok, x);
   check_breaker_rates(ck, ok, x);
   x->admission = declared(f, ok, F_ADMISSION);

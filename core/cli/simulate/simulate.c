@@ -299,9 +299,9 @@ static int simulate_clients(luaretry_policy *p, herd *h, int json, const char *s
       outfile_finish(&f, 0);
       return EXIT_POLICY;
     }
-    if (svg_save(&f, svg, h) != 0) {
+    if (svg_save(&f, svg, h) != 0) { /* a full disk, said: a file not written, exit 1 */
       if (!json) print_summary(h, NULL);
-      return EXIT_POLICY;
+      return EXIT_FINAL;
     }
   }
   if (!json) print_summary(h, svg);
