@@ -171,7 +171,9 @@ LUARETRY_API void luaretry_policy_free(luaretry_policy *p);
  * message names the field ("backoff.inital: unknown name, did you mean
  * backoff.initial?").
  *
- * The fleet (README "Fleet"): the host-only "fleet.redis" =
+ * The fleet (README "Fleet"): the host-only "fleet.local" = "on" (or an
+ * absolute folder) shares the guards with this user's processes on this
+ * machine (libluaretry(3), "The fleet"); the host-only "fleet.redis" =
  * "redis://[user:password@]host[:port][/db]" or "unix:///path/to/socket"
  * ("none": off) shares the policy's budget and breaker with every process
  * that names the same Redis and key (the script's fleet.key, else its
@@ -441,7 +443,7 @@ typedef struct {
   uint64_t reserved[2];
 } luaretry_fleet_process;
 
-/* The fleet's state as Redis holds it. */
+/* The fleet's state as its store (Redis, or the local file) holds it. */
 typedef struct {
   int exists;                /* 0: no state (never synced, expired, reset) */
   double tokens, max_tokens; /* max_tokens as the last writer had it */
@@ -468,8 +470,8 @@ typedef struct {
 } luaretry_fleet_status;
 
 /* Reads the fleet's state (one round trip, connecting at once); looking
- * changes nothing.  LUARETRY_E_STATE without fleet.redis, LUARETRY_E_FLEET
- * (errmsg) when Redis cannot be read. */
+ * changes nothing.  LUARETRY_E_STATE without a fleet (neither fleet.local
+ * nor fleet.redis), LUARETRY_E_FLEET (errmsg) when the store cannot be read. */
 LUARETRY_API luaretry_code luaretry_policy_fleet_status(luaretry_policy *p,
                                                         luaretry_fleet_status *st);
 LUARETRY_API void luaretry_fleet_status_free(luaretry_fleet_status *st);

@@ -39,7 +39,8 @@ static const char *bad_options(const luaretry_call_options *o, char *why, size_t
 
 static luaretry_code begin(luaretry_policy *p, const luaretry_call_options *o, long max_attempts,
                            luaretry_call **out) {
-  if (!p || !out) return LUARETRY_E_ARG;
+  if (!p) return LUARETRY_E_ARG;
+  if (!out) return lr_policy_refuse_null(p, "luaretry_call_begin", "out");
   *out = NULL;
   char why[200];
   if (bad_options(o, why, sizeof why)) {
@@ -97,7 +98,8 @@ luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed, long attempts
 
 luaretry_code luaretry_policy_sample_backoff(const luaretry_policy *p, uint64_t n, uint64_t seed,
                                              double previous, double *out, size_t count) {
-  if (!lr_policy_ok(p) || (!out && count)) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  if (!out && count) return lr_policy_refuse_null(p, "luaretry_policy_sample_backoff", "out");
   lr_gen *g = lr_policy_current((luaretry_policy *)p);
   if (!g) return LUARETRY_E_STATE;
   const lr_backoff *b = &g->rules.backoff;
@@ -120,7 +122,9 @@ luaretry_code luaretry_policy_sample_backoff(const luaretry_policy *p, uint64_t 
 
 luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p, const luaretry_request *r,
                                             int *idempotent) {
-  if (!lr_policy_ok(p) || !r || !idempotent) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  if (!r || !idempotent)
+    return lr_policy_refuse_null(p, "luaretry_policy_is_idempotent", !r ? "r" : "idempotent");
   lr_gen *g = lr_policy_current(p);
   if (!g) return lr_policy_unloaded(p, "luaretry_policy_is_idempotent");
   char err[LR_ERRMSG_SIZE];
@@ -132,7 +136,8 @@ luaretry_code luaretry_policy_is_idempotent(luaretry_policy *p, const luaretry_r
 
 luaretry_code luaretry_policy_prepare(luaretry_policy *p, const luaretry_request *in, int attempt,
                                       luaretry_request *out) {
-  if (!lr_policy_ok(p) || !in || !out) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  if (!in || !out) return lr_policy_refuse_null(p, "luaretry_policy_prepare", !in ? "in" : "out");
   lr_gen *g = lr_policy_current(p);
   if (!g) return lr_policy_unloaded(p, "luaretry_policy_prepare");
   /* no call: info.call lasts this one prepare */

@@ -53,33 +53,6 @@ luaretry_code luaretry_policy_new(luaretry_policy **out) {
 
 lr_shared *lr_policy_shared(luaretry_policy *p) { return &p->shared; }
 
-/* A policy-level failure's message is the failing thread's own: one
- * buffer per thread, holding the message of its last failure and the
- * policy it was on.  Two threads failing at once on one policy each read
- * their own, whole; no lock, nothing another thread writes. */
-static _Thread_local struct {
-  const luaretry_policy *owner;
-  char msg[LR_ERRMSG_SIZE];
-} thread_error;
-
-luaretry_code lr_policy_unloaded(luaretry_policy *p, const char *fn) {
-  lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE,
-         "%s: no policy loaded (luaretry_policy_load_file or _load_string first)", fn);
-  return LUARETRY_E_STATE;
-}
-
-char *lr_policy_errbuf(const luaretry_policy *p) {
-  if (thread_error.owner != p) {
-    thread_error.owner = p;
-    thread_error.msg[0] = '\0';
-  }
-  return thread_error.msg;
-}
-
-void lr_policy_error(luaretry_policy *p, const char *msg) {
-  lr_strlcpy(lr_policy_errbuf(p), msg, LR_ERRMSG_SIZE);
-}
-
 /* Every call's begin: no lock (grace.c), so that threads calling at once
  * each write only lines of their own. */
 lr_gen *lr_policy_current(luaretry_policy *p) {
@@ -97,7 +70,8 @@ void luaretry_policy_on_breaker(luaretry_policy *p, luaretry_breaker_fn fn, void
 }
 
 luaretry_code luaretry_policy_metrics(const luaretry_policy *p, luaretry_metrics *m) {
-  if (!lr_policy_ok(p) || !m) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  if (!m) return lr_policy_refuse_null(p, "luaretry_policy_metrics", "m");
   lr_shared *s = (lr_shared *)&p->shared;
   long long c[LR_METRIC_COUNT];
   for (int i = 0; i < LR_METRIC_COUNT; i++) c[i] = lr_counted(s, i);
@@ -164,13 +138,8 @@ void luaretry_policy_free(luaretry_policy *p) {
   lr_pace_unspread(&p->shared.pace);
   pthread_mutex_destroy(&p->lock);
   pthread_mutex_destroy(&p->writer);
-  if (thread_error.owner == p) thread_error.owner = NULL; /* a new policy may get its address */
+  lr_policy_errbuf_forget(p); /* a new policy may get its address */
   free(p);
-}
-
-const char *luaretry_policy_errmsg(const luaretry_policy *p) {
-  if (!lr_policy_ok(p)) return "no policy";
-  return thread_error.owner == p ? thread_error.msg : "";
 }
 
 size_t luaretry_policy_warning_count(const luaretry_policy *p) {
@@ -198,7 +167,8 @@ luaretry_code luaretry_policy_set_classifier(luaretry_policy *p, luaretry_classi
 }
 
 luaretry_code luaretry_policy_tuning(const luaretry_policy *p, luaretry_tuning *t) {
-  if (!lr_policy_ok(p) || !t) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  if (!t) return lr_policy_refuse_null(p, "luaretry_policy_tuning", "t");
   pthread_mutex_t *lock = (pthread_mutex_t *)&p->lock;
   pthread_mutex_lock(lock);
   luaretry_code rc = p->gen ? LUARETRY_OK : LUARETRY_E_STATE;
@@ -799,7 +769,13 @@ luaretry_code luaretry_policy_get(const luaretry_policy *p, const char *name, ch
 /* For checks (lint.c traps globals): on_breaker, which no probe reaches. */
 luaretry_code luaretry_policy_probe_on_breaker(luaretry_policy *p, const char *state, char *err,
                                                size_t errlen) {
-  if (!lr_policy_ok(p) || !state || !err || !errlen) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  const char *fn = "luaretry_policy_probe_on_breaker";
+  if (!state || !err) return lr_policy_refuse_null(p, fn, !state ? "state" : "err");
+  if (!errlen) {
+    lr_fmt(lr_policy_errbuf(p), LR_ERRMSG_SIZE, "%s: errlen is 0", fn);
+    return LUARETRY_E_ARG;
+  }
   err[0] = '\0';
   lr_gen *g = lr_policy_current(p);
   if (!g) {

@@ -2,7 +2,8 @@
  * loading, reloading, settings), gen.c (a load of the script and the Lua
  * states that run it), load.c (running a script in a new state and
  * reading it), judge.c (the calls into the script), calls.c (a policy's
- * calls), callstore.c (info.call between decisions).  The fields a script
+ * calls), callstore.c (info.call between decisions), errmsg.c (the
+ * thread's last failure).  The fields a script
  * may set are in schema.h.
  *
  * Lua states belong to the load, not to calls: a call in flight holds a
@@ -298,8 +299,14 @@ lr_shared *lr_policy_shared(luaretry_policy *p);
 /* The calling thread's buffer for a policy-level failure on p
  * (luaretry_policy_errmsg), LR_ERRMSG_SIZE bytes. */
 #define LR_ERRMSG_SIZE 4096
+/* ---- errmsg.c: the thread's last failure on a policy */
 char *lr_policy_errbuf(const luaretry_policy *p);
+/* p is freed: its message is no one's (a new policy may get its address) */
+void lr_policy_errbuf_forget(const luaretry_policy *p);
 void lr_policy_error(luaretry_policy *p, const char *msg);
+/* LUARETRY_E_ARG, the thread's message "FN: ARG is NULL" (else it would
+ * name an older failure). */
+luaretry_code lr_policy_refuse_null(const luaretry_policy *p, const char *fn, const char *arg);
 /* ---- fleet_link.c: the fleet a load uses */
 
 /* The host's defaults for the fleet's settings; what the policy holds of

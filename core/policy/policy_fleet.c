@@ -128,7 +128,8 @@ static luaretry_code local_status(luaretry_policy *p, lr_local *l, const char *k
 }
 
 luaretry_code luaretry_policy_fleet_status(luaretry_policy *p, luaretry_fleet_status *st) {
-  if (!lr_policy_ok(p) || !st) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  if (!st) return lr_policy_refuse_null(p, "luaretry_policy_fleet_status", "st");
   memset(st, 0, sizeof *st);
   lr_gen *g = fleet_load(p);
   if (!g) return LUARETRY_E_STATE;

@@ -71,7 +71,14 @@ static long long smallest(const luaretry_header *h, size_t count, const char *na
 luaretry_code luaretry_call_options_inbound(const luaretry_policy *p,
                                             const luaretry_header *headers, size_t count,
                                             luaretry_call_options *o) {
-  if (!p || !o || (!headers && count)) return LUARETRY_E_ARG;
+  if (!lr_policy_ok(p)) return LUARETRY_E_ARG;
+  const char *fn = "luaretry_call_options_inbound";
+  if (!o) return lr_policy_refuse_null(p, fn, "o");
+  if (!headers && count) {
+    lr_fmt(lr_policy_errbuf((luaretry_policy *)p), LR_ERRMSG_SIZE,
+           "%s: %zu headers and no array of them", fn, count);
+    return LUARETRY_E_ARG;
+  }
   char deadline[64], retries[64];
   pthread_mutex_t *lock = (pthread_mutex_t *)&p->lock; /* a reader's lock: p is not changed */
   pthread_mutex_lock(lock);

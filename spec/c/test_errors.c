@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "luaretry.h"
+#include "luaretry_tool.h"
 #include "check.h"
 
 #ifndef LUARETRY_DATADIR
@@ -480,6 +481,29 @@ static void test_refusal_named(void) {
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "name is NULL");
   CHECK_CODE(luaretry_policy_set(p, "max_attempts", NULL), LUARETRY_E_ARG);
   CHECK_CONTAINS(luaretry_policy_errmsg(p), "max_attempts: the value is NULL");
+  /* the policy's own functions name their NULL argument too: each
+   * message differs from the one before, which was left in place */
+  luaretry_request rq0 = { .method = "GET", .url = "http://127.0.0.1:1/" };
+  int yes0;
+  char err[8];
+  CHECK_CODE(luaretry_call_begin(p, NULL, NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_call_begin: out is NULL");
+  CHECK_CODE(luaretry_policy_tuning(p, NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_policy_tuning: t is NULL");
+  CHECK_CODE(luaretry_policy_metrics(p, NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_policy_metrics: m is NULL");
+  CHECK_CODE(luaretry_policy_sample_backoff(p, 0, 1, 0, NULL, 3), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_policy_sample_backoff: out is NULL");
+  CHECK_CODE(luaretry_policy_is_idempotent(p, NULL, &yes0), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_policy_is_idempotent: r is NULL");
+  CHECK_CODE(luaretry_policy_prepare(p, &rq0, 1, NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_policy_prepare: out is NULL");
+  CHECK_CODE(luaretry_policy_fleet_status(p, NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_policy_fleet_status: st is NULL");
+  CHECK_CODE(luaretry_policy_probe_on_breaker(p, NULL, err, sizeof err), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_policy_probe_on_breaker: state is NULL");
+  CHECK_CODE(luaretry_call_options_inbound(p, NULL, 0, NULL), LUARETRY_E_ARG);
+  CHECK_CONTAINS(luaretry_policy_errmsg(p), "luaretry_call_options_inbound: o is NULL");
   luaretry_call *c;
   CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
   luaretry_outcome o;
