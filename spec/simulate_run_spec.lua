@@ -41,3 +41,135 @@ describe("simulate and run", function ()
     assert.are_not.equal(simulated[2] - 0.04, simulated[1] - 0.02)
   end)
 end)
+
+-- The guards that act as an attempt goes (luaretry_call_next): a fixed
+-- rate limiter's token and header pacing's slot.  simulate, check's probes
+-- and run take the same steps, so they come to the same stops, and a wait
+-- shown is the whole wait before the next attempt.
+describe("simulate, check and run under a rate limiter and header pacing", function ()
+  local srv, dir
+  proc.with_server(proc.root .. "/spec/fixtures/simulate_run/server.lua",
+                   function (s, t) srv, dir = s, t end)
+
+  local function base()
+    local path = dir .. "/base.lua"
+    proc.writefile(path, "-- base\nmax_attempts = 4\ndeadline = 10\nattempt_timeout = 2\n" ..
+                   "backoff = { initial = 0.05, max = 0.2, jitter = 'none' }\n")
+    return path
+  end
+
+  local function decisions(jsonl)
+    local t = {}
+    for _, line in ipairs(proc.lines(jsonl)) do
+      local d = proc.json.decode(line)
+      if not d.summary then t[#t + 1] = d end
+    end
+    return t
+  end
+
+  local function verdicts(ds)
+    local t = {}
+    for i, d in ipairs(ds) do t[i] = ("%d %s"):format(d.attempt, d.verdict) end
+    return t
+  end
+
+  local function args(list, ...)
+    for _, a in ipairs { ... } do list[#list + 1] = a end
+    return list
+  end
+
+  -- check's row for a probe: its verdict and wait columns (two blanks or
+  -- more between columns; "rate 2 s" is one)
+  local function row(stdout, label)
+    for line in stdout:gmatch("[^\n]+") do
+      if line:sub(1, #label + 3) == "  " .. label .. " " then
+        local cols = {}
+        local rest = line:sub(#label + 3):gsub("^%s+", ""):gsub("%s%s+", "\t")
+        for c in rest:gmatch("[^\t]+") do cols[#cols + 1] = c end
+        return cols[1], cols[2]
+      end
+    end
+  end
+
+  it("a fixed rate whose next token comes after the deadline: all three stop with rate_limit", function ()
+    -- one token every 10 s, the first taken by the first attempt: the
+    -- retry's comes long after the deadline of 5 s
+    local SETS = { "--set", "rate.limit=0.1", "--set", "deadline=5" }
+    local log = dir .. "/log"
+    local run = proc.run(args({ "run", base(), srv.base .. "/503", "-q", "--log-json", log },
+                              table.unpack(SETS)), { timeout = 30 })
+    assert.are.equal(6, run.code, run.stderr)
+    local sim = proc.run(args({ "simulate", base(), "--json" }, table.unpack(SETS)), { timeout = 30 })
+    assert.are.equal(0, sim.code, sim.stderr)
+    assert.are.same({ "1 rate_limit" }, verdicts(decisions(proc.readfile(log))))
+    assert.are.same({ "1 rate_limit" }, verdicts(decisions(sim.stdout)))
+    local chk = proc.run(args({ "check", base() }, table.unpack(SETS)), { timeout = 30 })
+    assert.are.equal(0, chk.code, chk.stdout .. chk.stderr)
+    local verdict, wait = row(chk.stdout, "503")
+    assert.are.equal("rate_limit", verdict, chk.stdout)
+    assert.are.equal("-", wait)
+  end)
+
+  it("a fixed rate spaces the retries: simulate waits for the token as run does", function ()
+    local SETS = { "--set", "rate.limit=0.5", "--set", "max_attempts=2" }
+    local log = dir .. "/log"
+    local run = proc.run(args({ "run", base(), srv.base .. "/503", "-q", "--log-json", log },
+                              table.unpack(SETS)), { timeout = 30 })
+    assert.are.equal(4, run.code, run.stderr)
+    local real = decisions(proc.readfile(log))
+    local sim = proc.run(args({ "simulate", base(), "--json" }, table.unpack(SETS)), { timeout = 30 })
+    assert.are.equal(0, sim.code, sim.stderr)
+    local simulated = decisions(sim.stdout)
+    assert.are.same(verdicts(real), verdicts(simulated))
+    -- the token 2 s after the first attempt's, not the backoff's 0.05 s
+    assert.are.equal("rate", real[1].wait_source)
+    assert.are.equal("rate", simulated[1].wait_source)
+    assert.is_true(math.abs(simulated[1].wait - 2) < 1e-6, "simulated wait " .. simulated[1].wait)
+    local chk = proc.run(args({ "check", base() }, table.unpack(SETS)), { timeout = 30 })
+    local verdict, wait = row(chk.stdout, "503")
+    assert.are.equal("retry", verdict, chk.stdout)
+    assert.are.equal("rate 2 s", wait)
+  end)
+
+  it("header pacing: each wait simulate shows holds the quota's slot, and the call lasts as long as run's", function ()
+    local SETS = { "--set", "rate.headers=true", "--set", "throttle_backoff.initial=0.01",
+                   "--set", "throttle_backoff.max=0.02", "--seed", "1" }
+    local PROBE = '429 [RateLimit: "default";r=0;t=1]'
+    local log = dir .. "/log"
+    local run = proc.run(args({ "run", base(), srv.base .. "/rl0", "-q", "--log-json", log },
+                              table.unpack(SETS)), { timeout = 30 })
+    assert.are.equal(4, run.code, run.stderr)
+    local real = decisions(proc.readfile(log))
+    local sim = proc.run(args({ "simulate", base(), "--json", "--probe", PROBE }, table.unpack(SETS)),
+                         { timeout = 30 })
+    assert.are.equal(0, sim.code, sim.stderr)
+    local simulated = decisions(sim.stdout)
+    assert.are.same(verdicts(real), verdicts(simulated))
+    -- no attempt before the server's quota comes back, 1 s after each answer
+    for i = 1, 3 do
+      assert.are.equal("rate", simulated[i].wait_source, "retry " .. i)
+      assert.is_true(simulated[i].wait >= 1, "retry " .. i .. ": " .. simulated[i].wait)
+      assert.is_true(real[i + 1].elapsed - real[i].elapsed >= 1, "run's attempt " .. i + 1)
+    end
+    assert.is_true(simulated[4].elapsed >= 3, "simulated end " .. simulated[4].elapsed)
+    assert.is_true(real[4].elapsed >= 3, "run's end " .. real[4].elapsed)
+    local text = proc.run(args({ "simulate", base(), "--probe", PROBE }, table.unpack(SETS)),
+                          { timeout = 30 })
+    assert.matches("attempt 1: retry in 1%.%d+ s %(rate%)", text.stdout)
+    local chk = proc.run(args({ "check", base(), "--probe", PROBE }, table.unpack(SETS, 1, 6)),
+                         { timeout = 30 })
+    local verdict, wait = row(chk.stdout, PROBE)
+    assert.are.equal("retry", verdict, chk.stdout)
+    local secs = tonumber(wait:match("^rate (%S+) s$"))
+    assert.is_true(secs and secs >= 1, "check's wait: " .. tostring(wait))
+  end)
+
+  it("a slot past the deadline: simulate says before which attempt, as run does", function ()
+    local SETS = { "--set", "rate.headers=true", "--set", "throttle_backoff.initial=0.01",
+                   "--set", "throttle_backoff.max=0.02", "--set", "deadline=2.5", "--seed", "1" }
+    local sim = proc.run(args({ "simulate", base(), "--probe", '429 [RateLimit: "default";r=0;t=1]' },
+                              table.unpack(SETS)), { timeout = 30 })
+    assert.are.equal(0, sim.code, sim.stderr)
+    assert.matches("\nbefore attempt 4: rate_limit at [%d.]+ s %(rate%.headers%)\n$", sim.stdout)
+  end)
+end)

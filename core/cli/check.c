@@ -101,8 +101,9 @@ static int probe_verdict(probe_row *row, const luaretry_decision *d) {
     snprintf(row->wait, sizeof row->wait, "-");
   else if (d->wait_source == LUARETRY_WAIT_SCRIPT)
     snprintf(row->wait, sizeof row->wait, "after %g s", d->wait);
-  else if (d->wait_source == LUARETRY_WAIT_SERVER)
-    snprintf(row->wait, sizeof row->wait, "server %.4g s", d->wait);
+  else if (d->wait_source == LUARETRY_WAIT_SERVER || d->wait_source == LUARETRY_WAIT_RATE)
+    snprintf(row->wait, sizeof row->wait, "%s %.4g s", luaretry_wait_source_name(d->wait_source),
+             d->wait);
   else
     snprintf(row->wait, sizeof row->wait, "%s", luaretry_wait_source_name(d->wait_source));
   snprintf(row->rule, sizeof row->rule, "%s", d->rule ? d->rule : "-");
@@ -117,7 +118,8 @@ static int probe_verdict(probe_row *row, const luaretry_decision *d) {
 }
 
 /* One probe: a fresh call on the virtual clock with a fixed seed; the
- * decision on its first attempt. */
+ * decision on its first attempt, its wait the whole wait before the
+ * second (what the rate limiter or header pacing adds included). */
 static int run_probe(luaretry_policy *p, const cli_probe *pr, probe_row *row) {
   memset(row, 0, sizeof *row);
   snprintf(row->label, sizeof row->label, "%s", pr->label);
@@ -131,18 +133,27 @@ static int run_probe(luaretry_policy *p, const cli_probe *pr, probe_row *row) {
   luaretry_outcome o;
   cli_probe_outcome(pr, &o);
   char why[1024];
-  if (cli_probe_prepare(c, pr, 1, &o.not_repeatable, why, sizeof why) != 0) {
+  luaretry_decision d, ask;
+  /* run's steps: next (the first attempt's token), the attempt, its
+   * report, the wait, next again (the retry's token, header pacing) */
+  rc = cli_probe_go(c, &ask);
+  if (rc == LUARETRY_OK && !ask.retry) { /* refused before it went */
+    luaretry_call_free(c);
+    return probe_verdict(row, &ask);
+  }
+  if (rc == LUARETRY_OK && cli_probe_prepare(c, pr, 1, &o.not_repeatable, why, sizeof why) != 0) {
     luaretry_call_free(c);
     return probe_failed(row, why);
   }
-  luaretry_decision d;
-  rc = luaretry_call_report(c, &o, &d);
+  if (rc == LUARETRY_OK) rc = luaretry_call_report(c, &o, &d);
+  if (rc == LUARETRY_OK && d.retry) rc = cli_probe_retry(c, &d, &ask);
   int result;
   if (rc != LUARETRY_OK) {
     const char *m = luaretry_call_errmsg(c);
     result = probe_failed(row, m && *m ? m : luaretry_strerror(rc));
   } else {
-    result = probe_verdict(row, &d);
+    /* a retry refused as it would go is what the outcome comes to */
+    result = probe_verdict(row, d.retry && !ask.retry ? &ask : &d);
   }
   luaretry_call_free(c);
   return result;

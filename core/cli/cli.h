@@ -129,6 +129,15 @@ void cli_probe_request(const cli_probe *p, luaretry_request *r);
  * -1 with the hook's error in why. */
 int cli_probe_prepare(luaretry_call *c, const cli_probe *pr, int attempt, int *not_repeatable,
                       char *why, size_t n);
+/* The step before an attempt, as `run` takes it: luaretry_call_next until
+ * the attempt may go at once (a rate token, header pacing's slot), its
+ * waits on the call's virtual clock.  *n: its last answer, a stop when the
+ * attempt is refused as it would go. */
+luaretry_code cli_probe_go(luaretry_call *c, luaretry_decision *n);
+/* After a retry decision d: its wait, then cli_probe_go, so that d->wait
+ * is the whole wait before the next attempt (with next's source, "rate",
+ * when next added to it); *n as for cli_probe_go. */
+luaretry_code cli_probe_retry(luaretry_call *c, luaretry_decision *d, luaretry_decision *n);
 
 /* ---- signals.c */
 int cli_exit_status(luaretry_reason r);

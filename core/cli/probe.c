@@ -238,3 +238,39 @@ int cli_probe_prepare(luaretry_call *c, const cli_probe *pr, int attempt, int *n
   *not_repeatable = !idempotent && !never_sent;
   return 0;
 }
+
+/* Each answer of next is a later time on the virtual clock: the count
+ * only bounds a fault. */
+#define GO_ASKS 100000
+
+static luaretry_code go(luaretry_call *c, luaretry_decision *n, double *extra,
+                        luaretry_wait_source *src) {
+  *extra = 0;
+  for (int k = 0; k < GO_ASKS; k++) {
+    luaretry_code rc = luaretry_call_next(c, n);
+    if (rc != LUARETRY_OK || !n->retry || !(n->wait > 0)) return rc;
+    *extra += n->wait;
+    *src = n->wait_source; /* the last answer, go now, has none */
+    if ((rc = luaretry_call_wait(c, n->wait)) != LUARETRY_OK) return rc;
+  }
+  return LUARETRY_OK;
+}
+
+luaretry_code cli_probe_go(luaretry_call *c, luaretry_decision *n) {
+  double extra;
+  luaretry_wait_source src;
+  return go(c, n, &extra, &src);
+}
+
+luaretry_code cli_probe_retry(luaretry_call *c, luaretry_decision *d, luaretry_decision *n) {
+  luaretry_code rc = luaretry_call_wait(c, d->wait);
+  double extra = 0;
+  luaretry_wait_source src = LUARETRY_WAIT_NONE;
+  if (rc == LUARETRY_OK) rc = go(c, n, &extra, &src);
+  if (rc == LUARETRY_OK && extra > 0) {
+    d->wait += extra;
+    d->wait_source = src;
+    d->next_timeout = n->next_timeout;
+  }
+  return rc;
+}

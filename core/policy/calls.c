@@ -63,8 +63,40 @@ luaretry_code luaretry_call_begin(luaretry_policy *p, const luaretry_call_option
   return begin(p, o, 0, out);
 }
 
+/* luaretry_call_next until the attempt may go at once, as run's hosts ask
+ * it (the curl helper, luaretry_call_run): a rate token is taken there,
+ * and header pacing's slot.  The waits it adds go into *extra, on the
+ * virtual clock; *n is its last answer (a stop, or go now).  Each answer
+ * is a later time on that clock, so the count only bounds a fault. */
+static luaretry_code await_go(luaretry_call *c, luaretry_decision *n, double *extra,
+                              luaretry_wait_source *src) {
+  *extra = 0;
+  for (long k = 0; k < LUARETRY_SIMULATE_ATTEMPT_CAP; k++) {
+    luaretry_code rc = luaretry_call_next(c, n);
+    if (rc != LUARETRY_OK || !n->retry || !(n->wait > 0)) return rc;
+    *extra += n->wait;
+    *src = n->wait_source; /* the last answer, go now, has none */
+    rc = luaretry_call_wait(c, n->wait);
+    if (rc != LUARETRY_OK) return rc;
+  }
+  return LUARETRY_OK;
+}
+
+/* A retry's whole wait before the next attempt: the decision's and what
+ * luaretry_call_next added (its source then: the rate limiter's token or
+ * the server's RateLimit quota), and that attempt's timeout. */
+static void whole_wait(luaretry_decision *d, const luaretry_decision *n, double extra,
+                       luaretry_wait_source src) {
+  if (!(extra > 0)) return;
+  d->wait += extra;
+  d->wait_source = src;
+  d->next_timeout = n->next_timeout;
+}
+
 /* Without max_attempts a zero-wait policy would never reach its deadline
- * on a virtual clock; simulate stops there. */
+ * on a virtual clock; simulate stops there.  The steps are run's (next,
+ * the attempt, its report, the wait), so a guard that acts as an attempt
+ * goes (the rate limiter, header pacing) acts here as in a run. */
 
 luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed, long attempts,
                                 luaretry_decision_fn each, void *ud) {
@@ -84,13 +116,24 @@ luaretry_code luaretry_simulate(luaretry_policy *p, uint64_t seed, long attempts
   luaretry_outcome o;
   luaretry_outcome_init(&o);
   o.status = 503;
-  luaretry_decision d;
-  for (;;) {
+  luaretry_decision d, n;
+  double extra;
+  luaretry_wait_source src = LUARETRY_WAIT_NONE;
+  rc = await_go(c, &n, &extra, &src); /* the first attempt's token */
+  if (rc == LUARETRY_OK && !n.retry && each) each(ud, &n);
+  while (rc == LUARETRY_OK && n.retry) {
     rc = lr_call_report_class(c, &o, LUARETRY_CLASS_TRANSIENT, &d);
     if (rc != LUARETRY_OK) break;
+    if (!d.retry) { /* the call stopped on this attempt */
+      if (each) each(ud, &d);
+      break;
+    }
+    luaretry_call_wait(c, d.wait); /* on the virtual clock, as before the next ask */
+    if ((rc = await_go(c, &n, &extra, &src)) != LUARETRY_OK) break;
+    whole_wait(&d, &n, extra, src);
     if (each && each(ud, &d)) break;
-    if (!d.retry) break;
-    luaretry_call_wait(c, d.wait);
+    /* refused as the next attempt would go: its own decision */
+    if (!n.retry && each) each(ud, &n);
   }
   luaretry_call_free(c);
   return rc;

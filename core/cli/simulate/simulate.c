@@ -52,6 +52,7 @@ static double parse_seconds(const char *s) {
 typedef struct {
   int json;
   int policy_error; /* the schedule ended on one */
+  int retried;      /* the attempt whose retry was shown last */
 } schedule_out;
 
 /* Seconds for people: milliseconds shown, but a wait of 1e300 s in four
@@ -74,6 +75,13 @@ static int print_decision(void *ud, const luaretry_decision *d) {
     char w[32], e[32];
     printf("attempt %d: retry in %s s (%s), elapsed %s s\n", d->attempt, secs(w, d->wait),
            luaretry_wait_source_name(d->wait_source), secs(e, d->elapsed));
+    out->retried = d->attempt;
+  } else if (d->attempt == out->retried) {
+    /* refused as the next attempt would go (luaretry_call_next), as run's
+     * "before attempt N" line */
+    char e[32];
+    printf("before attempt %d: %s at %s s (%s)\n", d->attempt + 1, verdict, secs(e, d->elapsed),
+           d->rule);
   } else {
     char e[32];
     printf("attempt %d: %s at %s s (%s)\n", d->attempt, verdict, secs(e, d->elapsed), d->rule);
@@ -467,7 +475,7 @@ static int simulate_herd(luaretry_policy *p, const simulate_args *a) {
 }
 
 static int simulate_schedule(luaretry_policy *p, const simulate_args *a) {
-  schedule_out out = { a->json, 0 };
+  schedule_out out = { a->json, 0, 0 };
   if (a->nprobes) {
     int status =
       cli_simulate_probes(p, a->probes, a->nprobes, (uint64_t)a->seed, print_decision, &out);
