@@ -67,6 +67,23 @@ describe("simulate, check and run under a rate limiter and header pacing", funct
     return t
   end
 
+  -- run's log tells a wait luaretry_call_next adds (a rate token, a
+  -- pacing slot) in an object of its own, status null, verdict retry;
+  -- simulate adds it to the retry's wait: folded here as simulate shows it
+  local function folded(ds)
+    local t = {}
+    for _, d in ipairs(ds) do
+      if d.verdict == "retry" and type(d.status) ~= "number" and #t > 0 then
+        t[#t].wait = t[#t].wait + d.wait
+        t[#t].wait_source = d.wait_source
+        t[#t].added = (t[#t].added or 0) + 1
+      else
+        t[#t + 1] = d
+      end
+    end
+    return t
+  end
+
   local function verdicts(ds)
     local t = {}
     for i, d in ipairs(ds) do t[i] = ("%d %s"):format(d.attempt, d.verdict) end
@@ -139,7 +156,7 @@ describe("simulate, check and run under a rate limiter and header pacing", funct
     local run = proc.run(args({ "run", base(), srv.base .. "/rl0", "-q", "--log-json", log },
                               table.unpack(SETS)), { timeout = 30 })
     assert.are.equal(4, run.code, run.stderr)
-    local real = decisions(proc.readfile(log))
+    local real = folded(decisions(proc.readfile(log)))
     local sim = proc.run(args({ "simulate", base(), "--json", "--probe", PROBE }, table.unpack(SETS)),
                          { timeout = 30 })
     assert.are.equal(0, sim.code, sim.stderr)
@@ -150,7 +167,22 @@ describe("simulate, check and run under a rate limiter and header pacing", funct
       assert.are.equal("rate", simulated[i].wait_source, "retry " .. i)
       assert.is_true(simulated[i].wait >= 1, "retry " .. i .. ": " .. simulated[i].wait)
       assert.is_true(real[i + 1].elapsed - real[i].elapsed >= 1, "run's attempt " .. i + 1)
+      -- run's log says the slot's wait: once, and the waits add up to the gap
+      assert.are.equal(1, real[i].added, "retry " .. i)
+      assert.are.equal("rate", real[i].wait_source, "retry " .. i)
+      assert.is_true(real[i].wait >= 1, "run's wait " .. i .. ": " .. real[i].wait)
+      assert.is_true(real[i].elapsed + real[i].wait <= real[i + 1].elapsed + 0.05,
+                     "run's waits before attempt " .. i + 1)
     end
+    -- and -v's lines, one for each
+    local verbose = proc.run(args({ "run", base(), srv.base .. "/rl0", "-v" }, table.unpack(SETS)),
+                             { timeout = 30 })
+    local said = 0
+    for n in verbose.stderr:gmatch("before attempt (%d): waiting 1%.%d+ s more %(rate%)") do
+      said = said + 1
+      assert.are.equal(said + 1, tonumber(n))
+    end
+    assert.are.equal(3, said, verbose.stderr)
     assert.is_true(simulated[4].elapsed >= 3, "simulated end " .. simulated[4].elapsed)
     assert.is_true(real[4].elapsed >= 3, "run's end " .. real[4].elapsed)
     local text = proc.run(args({ "simulate", base(), "--probe", PROBE }, table.unpack(SETS)),

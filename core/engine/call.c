@@ -180,6 +180,9 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
     if (d->next_timeout == 0 || left < d->next_timeout) d->next_timeout = left;
   }
   c->next_timeout = d->next_timeout; /* luaretry_call_timeout's, and what propagate passes on */
+  /* a wait the decision did not say (a rate token's, a pacing slot's):
+   * told once, so that a log's waits add up to the call's */
+  if (fresh && d->wait > 0) lr_call_observe(c, NULL, d);
   return LUARETRY_OK;
 }
 

@@ -905,7 +905,11 @@ LUARETRY_API luaretry_code luaretry_call_stop_as(luaretry_call *c, const luaretr
 LUARETRY_API luaretry_code luaretry_call_wait(luaretry_call *c, double seconds);
 
 /* Called after each decision of the call (logging, counting); `o` is NULL
- * when a cancel stopped the call during a wait.  It must not step the same
+ * for a decision made without an outcome: a cancel that stopped the call
+ * during a wait, a guard that stopped it before an attempt, and a wait
+ * luaretry_call_next adds (d->retry set, d->wait the rate limiter's or
+ * header pacing's extra wait, d->wait_source LUARETRY_WAIT_RATE; told once
+ * per token asked for).  It must not step the same
  * call (report, next, start, hedge, stop): nothing refuses it, and the
  * decision it was given, message and all, would change under the step
  * that called it.  (Was luaretry_call_observe.) */

@@ -81,6 +81,12 @@ static void json_line(const attempt_log *log, const luaretry_decision *d, int st
 /* Stopped between attempts: a cancel, or the circuit opened. */
 static void log_stop(const attempt_log *log, const luaretry_decision *d, const char *who) {
   if (log->json) json_line(log, d, -1, NULL, NULL);
+  if (d->retry) { /* not a stop: the rate limiter's wait, added as the attempt goes */
+    if (log->verbosity > 0)
+      fprintf(stderr, "luaretry: %sbefore attempt %d: waiting %.3f s more (%s)\n", who,
+              d->attempt + 1, d->wait, luaretry_wait_source_name(d->wait_source));
+    return;
+  }
   /* a refusal after a wait ends the call: -q's one line of a failure.
    * One before a single call's first attempt is that call's end, which
    * run_call tells from its final decision (as it tells one at the call's
