@@ -31,21 +31,6 @@ static int line_of(lua_State *L, int lines, const char *name) {
   return line;
 }
 
-/* A string longer than the field holds: its head, '~' and a 64-bit
- * FNV-1a of the whole in hex, so that two long names (or fleet keys) that
- * differ only past the cut stay different. */
-static void copy_string(char *dst, size_t size, const char *s, size_t len) {
-  if (len < size) {
-    memcpy(dst, s, len + 1);
-    return;
-  }
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
-  size_t head = size - 18; /* '~', 16 hex digits, NUL */
-  memcpy(dst, s, head);
-  lr_fmt(dst + head, 18, "~%016llx", (unsigned long long)h);
-}
-
 /* Reads the value at the top of the stack into f (pops it). */
 static void read_field(lua_State *L, lr_field *f, int line) {
   f->type = lua_type(L, -1);
@@ -56,9 +41,7 @@ static void read_field(lua_State *L, lr_field *f, int line) {
   case LUA_TSTRING: {
     size_t len;
     const char *str = lua_tolstring(L, -1, &len);
-    copy_string(f->str, sizeof f->str, str, strnlen(str, len));
-    f->nul = memchr(str, '\0', len) != NULL;
-    f->len = len;
+    lr_field_set_string(f, str, len); /* as an override's (schema.c) */
     break;
   }
   default: break;

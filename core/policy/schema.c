@@ -5,6 +5,7 @@
 #include <lua.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,24 @@ void lr_unknown_field(char *buf, size_t size, const char *name) {
   const char *near = lr_closest_field(dot ? dot + 1 : name, prefix);
   lr_fmt(buf, size, "%s: unknown name%s%s%s", name, near ? ", did you mean " : "", near ? near : "",
          near ? "?" : "");
+}
+
+/* ---- values from text */
+
+void lr_field_set_string(lr_field *f, const char *s, size_t len) {
+  size_t size = sizeof f->str, n = strnlen(s, len); /* C reads up to a NUL */
+  f->len = len;
+  f->nul = n < len;
+  if (n < size) {
+    memcpy(f->str, s, n);
+    f->str[n] = '\0';
+    return;
+  }
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+  size_t head = size - 18; /* '~', 16 hex digits, NUL */
+  memcpy(f->str, s, head);
+  lr_fmt(f->str + head, 18, "~%016llx", (unsigned long long)h);
 }
 
 /* ---- messages */
@@ -717,8 +736,7 @@ static void parse_override(const lr_override *o, int i, lr_field *f) {
     f->type = LUA_TNUMBER;
   } else {
     f->type = LUA_TSTRING;
-    f->len = strlen(v);
-    lr_strlcpy(f->str, v, sizeof f->str);
+    lr_field_set_string(f, v, strlen(v)); /* a long name as the script's */
   }
 }
 
