@@ -227,10 +227,10 @@ static void set_option(lua_State *L, int opts, const char *name, const char *val
   if (t == LUA_TBOOLEAN && (strcmp(value, "true") == 0 || strcmp(value, "false") == 0)) {
     lua_pushboolean(L, value[0] == 't');
   } else if (t == LUA_TNUMBER) {
-    char *end;
-    double d = strtod(value, &end);
-    if (end == value || *end || !isfinite(d))
-      luaL_error(L, "options.%s: expected a number, got \"%s\"", name, value);
+    double d; /* as every number a host sets (schema.c) */
+    if (!lr_decimal(value, &d) || !isfinite(d))
+      luaL_error(L, "options.%s: expected a number, got \"%s\"%s", name, value,
+                 lr_decimal_note(value));
     lua_pushnumber(L, d);
   } else if (t == LUA_TSTRING) {
     lua_pushstring(L, value);

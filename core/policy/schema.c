@@ -121,6 +121,42 @@ void lr_field_set_string(lr_field *f, const char *s, size_t len) {
   lr_fmt(f->str + head, 18, "~%016llx", (unsigned long long)h);
 }
 
+static size_t digits(const char *s) {
+  size_t n = 0;
+  while (s[n] >= '0' && s[n] <= '9') n++;
+  return n;
+}
+
+int lr_decimal(const char *s, double *out) {
+  const char *c = s + (*s == '-');
+  size_t whole = digits(c);
+  c += whole;
+  size_t fraction = 0;
+  if (*c == '.') fraction = digits(++c), c += fraction;
+  if (whole + fraction == 0) return 0;
+  if (*c == 'e' || *c == 'E') {
+    c += 1 + (c[1] == '+' || c[1] == '-');
+    size_t e = digits(c);
+    if (!e) return 0;
+    c += e;
+  }
+  if (*c) return 0;
+  char *end; /* the text is checked: strtod reads all of it (in the C locale) */
+  double v = strtod(s, &end);
+  if (*end) return 0;
+  *out = v;
+  return 1;
+}
+
+const char *lr_decimal_note(const char *s) {
+  char *end;
+  double v;
+  strtod(s, &end);
+  while (end != s && (*end == ' ' || *end == '\t')) end++;
+  if (end == s || *end || lr_decimal(s, &v)) return "";
+  return " (a decimal number as a policy file writes it: no spaces, '+', hex, inf or nan)";
+}
+
 /* ---- messages */
 
 void lr_add_warning(char **list, size_t *count, const char *fmt, ...) {
@@ -180,7 +216,9 @@ static void quoted(char *buf, size_t size, const char *s) {
 }
 
 static void describe(const lr_field *f, char *buf, size_t size) {
-  if (f->type == LUA_TNUMBER) /* 1000000001 as written, not 1e+09 */
+  if (f->type == LUA_TNUMBER && f->from_set) /* an override's text, as typed */
+    lr_fmt(buf, size, "%s", f->str);
+  else if (f->type == LUA_TNUMBER) /* 1000000001 as written, not 1e+09 */
     shortest(buf, size, f->num);
   else if (f->type == LUA_TSTRING)
     quoted(buf, size, f->str);
@@ -259,9 +297,16 @@ static void where(const lr_check *ck, int i, char *buf, size_t size) {
 
 static void bad(lr_check *ck, int i, const char *expected) {
   char w[1200], got[96];
+  const lr_field *f = &ck->fields[i];
   where(ck, i, w, sizeof w);
-  describe(&ck->fields[i], got, sizeof got);
-  add_error(ck->errors, ck->errors_size, "%s: expected %s, got %s", w, expected, got);
+  describe(f, got, sizeof got);
+  /* " 3" or "0x3" given for a number: the rule is the news */
+  lr_type type = lr_fields[i].type;
+  int numeric =
+    type == T_COUNT || type == T_BYTES || type == T_SECONDS || type == T_NUMBER || type == T_DELAY;
+  int notation = numeric && f->from_set && f->type == LUA_TSTRING;
+  add_error(ck->errors, ck->errors_size, "%s: expected %s, got %s%s", w, expected, got,
+            notation ? lr_decimal_note(f->str) : "");
 }
 
 static void warn_at(lr_check *ck, int i, const char *what) {
@@ -309,10 +354,9 @@ static int number_ok(const lr_field_spec *s, double v) {
 /* "p95" -> 95, "p99.9" -> 99.9; 0 when not a percentile above 0 and
  * below 100. */
 static double percentile_of(const char *s) {
-  if (s[0] != 'p' || !(s[1] >= '0' && s[1] <= '9')) return 0;
-  char *end;
-  double v = strtod(s + 1, &end);
-  return *end == '\0' && v > 0 && v < 100 ? v : 0;
+  double v;
+  if (s[0] != 'p' || !(s[1] >= '0' && s[1] <= '9') || !lr_decimal(s + 1, &v)) return 0;
+  return v > 0 && v < 100 ? v : 0;
 }
 
 /* A table of fields has names for keys: {0.1, 2} set nothing, and its
@@ -724,19 +768,19 @@ static void parse_override(const lr_override *o, int i, lr_field *f) {
   f->from_set = 1;
   const char *v = o->value;
   lr_type type = lr_fields[i].type;
-  char *end;
   /* "none" unsets a value, except where it is a value: jitter = "none" */
   if (type != T_JITTER && (strcmp(v, "none") == 0 || strcmp(v, "nil") == 0)) {
     f->type = LUA_TNIL;
   } else if (type == T_BOOL && (strcmp(v, "true") == 0 || strcmp(v, "false") == 0)) {
     f->type = LUA_TBOOLEAN;
     f->boolean = v[0] == 't';
-  } else if (type != T_STRING && type != T_KIND && type != T_JITTER &&
-             (f->num = strtod(v, &end), end != v && *end == '\0')) {
-    f->type = LUA_TNUMBER;
   } else {
-    f->type = LUA_TSTRING;
-    lr_field_set_string(f, v, strlen(v)); /* a long name as the script's */
+    /* a number as the file writes it (lr_decimal: " 3", "+3" and "0x3"
+     * are refused as "3 " was); its text kept for messages: "1e-400" is
+     * no 0.  A long string is abbreviated as the script's (a name). */
+    int number = type != T_STRING && type != T_KIND && type != T_JITTER && lr_decimal(v, &f->num);
+    f->type = number ? LUA_TNUMBER : LUA_TSTRING;
+    lr_field_set_string(f, v, strlen(v));
   }
 }
 
@@ -852,16 +896,16 @@ int lr_schema_limit(int i, const char *value, double *out, char *err, size_t err
     *out = 0;
     return 0;
   }
-  char *end;
-  double d = strtod(value, &end);
-  if (end != value && *end == '\0' && number_ok(s, d)) {
+  double d;
+  if (lr_decimal(value, &d) && number_ok(s, d)) {
     *out = d;
     return 0;
   }
-  char expected[160];
+  char expected[160], got[96];
   expectation(s, expected, sizeof expected);
-  lr_fmt(err, errlen, "%s: expected %s%s, got \"%s\"", s->name, expected,
-         (s->flags & OPT) ? " (or none)" : "", value);
+  quoted(got, sizeof got, value);
+  lr_fmt(err, errlen, "%s: expected %s%s, got %s%s", s->name, expected,
+         (s->flags & OPT) ? " (or none)" : "", got, lr_decimal_note(value));
   return -1;
 }
 
