@@ -121,3 +121,70 @@ describe("a number set by the host", function ()
                    r.stdout, 1, true)
   end)
 end)
+
+-- `check` reports every value the engine clamps, and prints what it uses.
+describe("luaretry check of a value the engine changes", function ()
+  it("warns of a hedge's ceiling and floor clamped below attempt_timeout, with the value used", function ()
+    local path = policy("hc.lua", "-- h\nmax_attempts = 3\ndeadline = 10\nattempt_timeout = 2\n" ..
+                        "hedge = { delay = 'p95', floor = 1.5, ceiling = 5 }\n")
+    local r = check({ path })
+    assert.are.equal(3, r.code, r.stdout .. r.stderr) -- a warning is a problem
+    assert.matches("warning: " .. path .. ":5: hedge.ceiling: 5 s is not below attempt_timeout (2 s): " ..
+                   "clamped to 1 s, half of it\n", r.stdout, 1, true)
+    assert.matches("warning: " .. path .. ":5: hedge.floor: 1.5 s is above hedge.ceiling " ..
+                   "(1 s, half of attempt_timeout): clamped to 1 s\n", r.stdout, 1, true)
+    local s = settings(r.stdout)
+    assert.are.equal("1", s["hedge.ceiling"])
+    assert.are.equal("1", s["hedge.floor"])
+    -- a --set that makes it so is named
+    path = policy("hc2.lua", "-- h\nmax_attempts = 3\ndeadline = 10\nhedge = { delay = 'p95', ceiling = 1.5 }\n")
+    r = check({ path, "--set", "attempt_timeout=1" })
+    assert.matches(path .. ":4: hedge.ceiling: 1.5 s is not below attempt_timeout (1 s): clamped to 0.5 s, " ..
+                   "half of it (attempt_timeout from --set)", r.stdout, 1, true)
+    -- the defaults clamped say nothing: the policy did not set them
+    path = policy("hd.lua", "-- h\nmax_attempts = 3\ndeadline = 10\nattempt_timeout = 0.5\nhedge = { delay = 'p95' }\n")
+    r = check({ path })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.are.equal("0.25", settings(r.stdout)["hedge.ceiling"])
+  end)
+
+  it("refuses --set rate.burst alone, as rate = { burst = 3 } in a script is refused", function ()
+    local base = policy("base.lua", BASE)
+    local r = check({ base, "--set", "rate.burst=3" })
+    assert.are.equal(3, r.code, r.stdout .. r.stderr)
+    assert.matches("does not load", r.stdout, 1, true)
+    assert.matches("--set rate.burst: the policy has no rate limiter to set; one needs rate.limit " ..
+                   "(attempts per second), rate.adaptive=true or rate.headers=true", r.stdout, 1, true)
+    local script = check({ policy("rb.lua", BASE .. "rate = { burst = 3 }\n") })
+    assert.are.equal(3, script.code, script.stdout)
+    assert.matches("rb.lua:6: rate: needs limit", script.stdout, 1, true)
+    -- a --set that leaves a script's rate with nothing to pace by is named
+    r = check({ policy("ra.lua", BASE .. "rate = { adaptive = true }\n"), "--set", "rate.adaptive=false" })
+    assert.are.equal(3, r.code, r.stdout)
+    assert.matches("ra.lua:6: rate: needs limit (attempts per second), adaptive = true or headers = true " ..
+                   "(rate.adaptive from --set)", r.stdout, 1, true)
+    -- with a limit, burst is taken; rate=none still turns it off
+    r = check({ base, "--set", "rate.burst=3", "--set", "rate.limit=5" })
+    assert.are.equal(0, r.code, r.stdout)
+    assert.are.equal("3", settings(r.stdout)["rate.burst"])
+    r = check({ base, "--set", "rate=none", "--set", "rate.burst=3" })
+    assert.are.equal(0, r.code, r.stdout)
+    assert.are.equal("none", settings(r.stdout)["rate.burst"])
+  end)
+
+  it("prints throttle_backoff.max as the engine uses it: initial when larger than the default 20", function ()
+    local base = policy("base.lua", BASE)
+    local r = check({ base, "--set", "throttle_backoff.initial=30" })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.are.equal("30", settings(r.stdout)["throttle_backoff.max"])
+    -- the engine waits 30 s after a 429: the cap it used is the one shown
+    r = proc.run({ "simulate", base, "--set", "throttle_backoff.initial=30", "--set", "throttle_backoff.jitter=none",
+                   "--set", "deadline=1000", "--probe", "429" }, { timeout = 60 })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.matches("attempt 1: retry in 30.000 s (throttle)", r.stdout, 1, true)
+    r = check({ policy("tb.lua", BASE .. "throttle_backoff = { initial = 25 }\n") })
+    assert.are.equal("25", settings(r.stdout)["throttle_backoff.max"])
+    r = check({ base })
+    assert.are.equal("20", settings(r.stdout)["throttle_backoff.max"])
+  end)
+end)

@@ -345,6 +345,23 @@ static void error_pair(lr_check *ck, int i, int j, const char *fmt, ...) {
     error_at(ck, i, "%s", what);
 }
 
+/* A value of field i the engine changes because of field j, said at i as
+ * error_pair says a rule: with the --set that made it so. */
+static void warn_pair(lr_check *ck, int i, int j, const char *fmt, ...)
+  __attribute__((format(printf, 4, 5)));
+static void warn_pair(lr_check *ck, int i, int j, const char *fmt, ...) {
+  char what[512], with[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  if (ck->fields[j].from_set && !ck->fields[i].from_set)
+    lr_fmt(with, sizeof with, "%s (%s from --set)", what, lr_fields[j].name);
+  else
+    lr_fmt(with, sizeof with, "%s", what);
+  warn_at(ck, i, with);
+}
+
 static int number_ok(const lr_field_spec *s, double v) {
   if (!isfinite(v) || v < s->lo || v > s->hi) return 0;
   if ((s->flags & OPEN) && v == s->lo) return 0;
@@ -571,8 +588,26 @@ static void check_hedge(lr_check *ck, const int *ok, lr_tuning *x) {
   if (ok[F_H_CEILING] > 0 && ok[F_H_FLOOR] >= 0 && x->hedge_ceiling < x->hedge_floor)
     error_pair(ck, F_H_CEILING, F_H_FLOOR, "%g is below hedge.floor (%g)", x->hedge_ceiling,
                x->hedge_floor);
-  if (timeout > 0 && x->hedge_ceiling >= timeout) x->hedge_ceiling = timeout / 2;
-  if (x->hedge_floor > x->hedge_ceiling) x->hedge_floor = x->hedge_ceiling;
+  /* a percentile's bounds the engine uses; a value the policy gave that
+   * changes is said (check reports every value the engine clamps) */
+  if (timeout > 0 && x->hedge_ceiling >= timeout) {
+    if (ok[F_H_CEILING] > 0)
+      warn_pair(ck, F_H_CEILING, F_ATTEMPT_TIMEOUT,
+                "%g s is not below attempt_timeout (%g s): clamped to %g s, half of it",
+                x->hedge_ceiling, timeout, timeout / 2);
+    x->hedge_ceiling = timeout / 2;
+  }
+  if (x->hedge_floor > x->hedge_ceiling) {
+    if (ok[F_H_FLOOR] > 0)
+      warn_pair(ck, F_H_FLOOR, ok[F_H_CEILING] > 0 ? F_H_CEILING : F_ATTEMPT_TIMEOUT,
+                "%g s is above hedge.ceiling (%g s%s): clamped to %g s", x->hedge_floor,
+                x->hedge_ceiling,
+                ok[F_H_CEILING] <= 0 && x->hedge_ceiling == 1    ? ", its default"
+                : timeout > 0 && x->hedge_ceiling == timeout / 2 ? ", half of attempt_timeout"
+                                                                 : "",
+                x->hedge_ceiling);
+    x->hedge_floor = x->hedge_ceiling;
+  }
   /* moot, not wrong (--set max_attempts=1 makes it so): hedges are
    * attempts, so at most max_attempts - 1 of them beside the first */
   long most = x->pub.max_attempts;
@@ -645,6 +680,30 @@ static void check_breaker_rates(lr_check *ck, const int *ok, lr_tuning *x) {
             "has no effect without failure_rate or slow_call");
 }
 
+/* A rate needs something to pace by.  A --set of one of its fields turns
+ * it on (as budget.max_tokens=20 turns the budget on), so --set
+ * rate.burst=3 alone is the error rate = { burst = 3 } is in a script, as
+ * hedge.max=3 alone is: it was dropped in silence. */
+static void check_rate(lr_check *ck, const int *ok, lr_tuning *x) {
+  const lr_field *f = ck->fields;
+  x->rate = declared(f, ok, F_RATE);
+  if (!x->rate || ok[F_R_LIMIT] > 0 || x->rate_adaptive || x->rate_headers) return;
+  int by = -1; /* the --set that left the rate without a pace, if one did */
+  for (int i = 0; i < F_COUNT && by < 0; i++)
+    if (lr_field_in(i, F_RATE) && f[i].from_set && ok[i] >= 0) by = i;
+  if (f[F_RATE].type == LUA_TTABLE && by < 0)
+    error_at(ck, F_RATE, "needs limit (attempts per second), adaptive = true or headers = true");
+  else if (f[F_RATE].type == LUA_TTABLE)
+    error_at(ck, F_RATE,
+             "needs limit (attempts per second), adaptive = true or headers = true (%s from --set)",
+             lr_fields[by].name);
+  else
+    error_at(ck, by >= 0 ? by : F_RATE,
+             "the policy has no rate limiter to set; one needs rate.limit (attempts per "
+             "second), rate.adaptive=true or rate.headers=true");
+  x->rate = 0;
+}
+
 /* Validates the fields into the tuning; 0 when valid. */
 static int validate(lr_check *ck, lr_tuning *x) {
   lr_field *f = ck->fields;
@@ -678,14 +737,14 @@ static int validate(lr_check *ck, lr_tuning *x) {
   if (ok[F_TB_MAX] > 0 && ok[F_TB_INITIAL] >= 0 && x->throttle_max < x->throttle_initial)
     error_pair(ck, F_TB_MAX, F_TB_INITIAL, "%g is below throttle_backoff.initial (%g)",
                x->throttle_max, x->throttle_initial);
+  /* the default cap: 20, or initial when larger (what the engine uses,
+   * rules_more, and what check and luaretry_policy_get show) */
+  if (ok[F_TB_MAX] <= 0 && x->throttle_max < x->throttle_initial)
+    x->throttle_max = x->throttle_initial;
   check_hedge(ck, ok, x);
   check_breaker_rates(ck, ok, x);
   x->admission = declared(f, ok, F_ADMISSION);
-  x->rate = declared(f, ok, F_RATE);
-  int paced = ok[F_R_LIMIT] > 0 || x->rate_adaptive || x->rate_headers;
-  if (x->rate && !paced && f[F_RATE].type == LUA_TTABLE)
-    error_at(ck, F_RATE, "needs limit (attempts per second), adaptive = true or headers = true");
-  if (x->rate && !paced) x->rate = 0; /* --set burst alone */
+  check_rate(ck, ok, x);
   return ck->errors[0] != '\0';
 }
 
