@@ -188,3 +188,37 @@ describe("luaretry check of a value the engine changes", function ()
     assert.are.equal("20", settings(r.stdout)["throttle_backoff.max"])
   end)
 end)
+
+-- retry_all_errors was http's and command's option before it was every
+-- policy's field; luaretry-policy(5): the old name "is read until 1.0".
+describe("options.retry_all_errors in a script", function ()
+  it("is read as retry_all_errors, with the warning --set gives it", function ()
+    local path = policy("rae2.lua", 'require "http"\nname = "rae2"\noptions.retry_all_errors = true\n')
+    local r = check({ path })
+    assert.are.equal(3, r.code, r.stdout .. r.stderr) -- the warning
+    assert.matches("warning: " .. path .. ": options.retry_all_errors: renamed retry_all_errors " ..
+                   "(the old name is read until 1.0)\n", r.stdout, 1, true)
+    assert.are.equal("true", settings(r.stdout).retry_all_errors)
+    assert.matches("\n  404%s+retry%s+backoff%s+retry_all_errors\n", r.stdout)
+    -- the engine retries it: simulate's 404 is no longer final
+    r = proc.run({ "simulate", path, "--probe", "404", "--set", "max_attempts=2" }, { timeout = 60 })
+    assert.are.equal(0, r.code, r.stdout .. r.stderr)
+    assert.matches("attempt 1: retry in", r.stdout, 1, true)
+    -- a script's own options table, false too, and a returned table
+    r = check({ policy("own.lua", BASE .. "options = { retry_all_errors = false }\n") })
+    assert.matches("options.retry_all_errors: renamed retry_all_errors", r.stdout, 1, true)
+    assert.are.equal("false", settings(r.stdout).retry_all_errors)
+    r = check({ policy("ret.lua", "return { max_attempts = 2, deadline = 5, options = { retry_all_errors = true } }\n") })
+    assert.are.equal("true", settings(r.stdout).retry_all_errors)
+  end)
+
+  it("gives way to retry_all_errors and to --set, saying so", function ()
+    local path = policy("both.lua", BASE .. "retry_all_errors = false\noptions = { retry_all_errors = true }\n")
+    local r = check({ path })
+    assert.matches("retry_all_errors is set too: options.retry_all_errors is ignored", r.stdout, 1, true)
+    assert.are.equal("false", settings(r.stdout).retry_all_errors)
+    path = policy("set.lua", BASE .. "options = { retry_all_errors = true }\n")
+    r = check({ path, "--set", "retry_all_errors=false" })
+    assert.are.equal("false", settings(r.stdout).retry_all_errors)
+  end)
+end)

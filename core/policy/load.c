@@ -528,6 +528,28 @@ static void read_fields(lua_State *L, lr_load *ld, int src, int lines) {
   }
 }
 
+/* An option renamed a field (options.retry_all_errors, http's and
+ * command's own once: schema.c's renamed[]) that the script's options
+ * table still holds, its own or inherited: read as the field, with the
+ * warning --set options.retry_all_errors gets.  It was left to the
+ * options, which nothing reads any more. */
+static void read_renamed_options(lua_State *L, lr_load *ld, int src, int lines) {
+  lua_pushliteral(L, "options");
+  if (lua_rawget(L, src) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return;
+  }
+  int opts = lua_gettop(L), line = line_of(L, lines, "options");
+  lua_pushnil(L);
+  while (lua_next(L, opts)) {
+    if (lua_type(L, -2) == LUA_TSTRING)
+      read_renamed(L, ld, "options.", lua_tostring(L, -2), line); /* pops the value */
+    else
+      lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+}
+
 /* The script's own settings, and the overrides of them. */
 static void read_options(lua_State *L, lr_load *ld, int src) {
   lua_pushliteral(L, "options");
@@ -593,6 +615,7 @@ static int load_protected(lua_State *L) {
   if (from_table) refuse_unnamed(L, ld, src);
   read_fields(L, ld, src, lines);
   unknown_names(L, ld, src, from_table ? 0 : 1, lines, 0, "");
+  read_renamed_options(L, ld, src, lines);
   read_options(L, ld, src);
   make_info(L, ld);
   lr_lint_trap_globals(L, ld->gen);
