@@ -216,7 +216,7 @@ static void quoted(char *buf, size_t size, const char *s) {
 }
 
 static void describe(const lr_field *f, char *buf, size_t size) {
-  if (f->type == LUA_TNUMBER && f->from_set) /* an override's text, as typed */
+  if (f->type == LUA_TNUMBER && f->from_set && f->len < sizeof f->str) /* as typed */
     lr_fmt(buf, size, "%s", f->str);
   else if (f->type == LUA_TNUMBER) /* 1000000001 as written, not 1e+09 */
     shortest(buf, size, f->num);
