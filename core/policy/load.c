@@ -31,21 +31,6 @@ static int line_of(lua_State *L, int lines, const char *name) {
   return line;
 }
 
-/* A string longer than the field holds: its head, '~' and a 64-bit
- * FNV-1a of the whole in hex, so that two long names (or fleet keys) that
- * differ only past the cut stay different. */
-static void copy_string(char *dst, size_t size, const char *s, size_t len) {
-  if (len < size) {
-    memcpy(dst, s, len + 1);
-    return;
-  }
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
-  size_t head = size - 18; /* '~', 16 hex digits, NUL */
-  memcpy(dst, s, head);
-  lr_fmt(dst + head, 18, "~%016llx", (unsigned long long)h);
-}
-
 /* Reads the value at the top of the stack into f (pops it). */
 static void read_field(lua_State *L, lr_field *f, int line) {
   f->type = lua_type(L, -1);
@@ -56,9 +41,7 @@ static void read_field(lua_State *L, lr_field *f, int line) {
   case LUA_TSTRING: {
     size_t len;
     const char *str = lua_tolstring(L, -1, &len);
-    copy_string(f->str, sizeof f->str, str, strnlen(str, len));
-    f->nul = memchr(str, '\0', len) != NULL;
-    f->len = len;
+    lr_field_set_string(f, str, len); /* as an override's (schema.c) */
     break;
   }
   default: break;
@@ -244,10 +227,10 @@ static void set_option(lua_State *L, int opts, const char *name, const char *val
   if (t == LUA_TBOOLEAN && (strcmp(value, "true") == 0 || strcmp(value, "false") == 0)) {
     lua_pushboolean(L, value[0] == 't');
   } else if (t == LUA_TNUMBER) {
-    char *end;
-    double d = strtod(value, &end);
-    if (end == value || *end || !isfinite(d))
-      luaL_error(L, "options.%s: expected a number, got \"%s\"", name, value);
+    double d; /* as every number a host sets (schema.c) */
+    if (!lr_decimal(value, &d) || !isfinite(d))
+      luaL_error(L, "options.%s: expected a number, got \"%s\"%s", name, value,
+                 lr_decimal_note(value));
     lua_pushnumber(L, d);
   } else if (t == LUA_TSTRING) {
     lua_pushstring(L, value);
@@ -545,6 +528,28 @@ static void read_fields(lua_State *L, lr_load *ld, int src, int lines) {
   }
 }
 
+/* An option renamed a field (options.retry_all_errors, http's and
+ * command's own once: schema.c's renamed[]) that the script's options
+ * table still holds, its own or inherited: read as the field, with the
+ * warning --set options.retry_all_errors gets.  It was left to the
+ * options, which nothing reads any more. */
+static void read_renamed_options(lua_State *L, lr_load *ld, int src, int lines) {
+  lua_pushliteral(L, "options");
+  if (lua_rawget(L, src) != LUA_TTABLE) {
+    lua_pop(L, 1);
+    return;
+  }
+  int opts = lua_gettop(L), line = line_of(L, lines, "options");
+  lua_pushnil(L);
+  while (lua_next(L, opts)) {
+    if (lua_type(L, -2) == LUA_TSTRING)
+      read_renamed(L, ld, "options.", lua_tostring(L, -2), line); /* pops the value */
+    else
+      lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+}
+
 /* The script's own settings, and the overrides of them. */
 static void read_options(lua_State *L, lr_load *ld, int src) {
   lua_pushliteral(L, "options");
@@ -610,6 +615,7 @@ static int load_protected(lua_State *L) {
   if (from_table) refuse_unnamed(L, ld, src);
   read_fields(L, ld, src, lines);
   unknown_names(L, ld, src, from_table ? 0 : 1, lines, 0, "");
+  read_renamed_options(L, ld, src, lines);
   read_options(L, ld, src);
   make_info(L, ld);
   lr_lint_trap_globals(L, ld->gen);

@@ -5,6 +5,7 @@
 #include <lua.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,6 +103,60 @@ void lr_unknown_field(char *buf, size_t size, const char *name) {
          near ? "?" : "");
 }
 
+/* ---- values from text */
+
+void lr_field_set_string(lr_field *f, const char *s, size_t len) {
+  size_t size = sizeof f->str, n = strnlen(s, len); /* C reads up to a NUL */
+  f->len = len;
+  f->nul = n < len;
+  if (n < size) {
+    memcpy(f->str, s, n);
+    f->str[n] = '\0';
+    return;
+  }
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+  size_t head = size - 18; /* '~', 16 hex digits, NUL */
+  memcpy(f->str, s, head);
+  lr_fmt(f->str + head, 18, "~%016llx", (unsigned long long)h);
+}
+
+static size_t digits(const char *s) {
+  size_t n = 0;
+  while (s[n] >= '0' && s[n] <= '9') n++;
+  return n;
+}
+
+int lr_decimal(const char *s, double *out) {
+  const char *c = s + (*s == '-');
+  size_t whole = digits(c);
+  c += whole;
+  size_t fraction = 0;
+  if (*c == '.') fraction = digits(++c), c += fraction;
+  if (whole + fraction == 0) return 0;
+  if (*c == 'e' || *c == 'E') {
+    c += 1 + (c[1] == '+' || c[1] == '-');
+    size_t e = digits(c);
+    if (!e) return 0;
+    c += e;
+  }
+  if (*c) return 0;
+  char *end; /* the text is checked: strtod reads all of it (in the C locale) */
+  double v = strtod(s, &end);
+  if (*end) return 0;
+  *out = v;
+  return 1;
+}
+
+const char *lr_decimal_note(const char *s) {
+  char *end;
+  double v;
+  strtod(s, &end);
+  while (end != s && (*end == ' ' || *end == '\t')) end++;
+  if (end == s || *end || lr_decimal(s, &v)) return "";
+  return " (a decimal number as a policy file writes it: no spaces, '+', hex, inf or nan)";
+}
+
 /* ---- messages */
 
 void lr_add_warning(char **list, size_t *count, const char *fmt, ...) {
@@ -161,7 +216,9 @@ static void quoted(char *buf, size_t size, const char *s) {
 }
 
 static void describe(const lr_field *f, char *buf, size_t size) {
-  if (f->type == LUA_TNUMBER) /* 1000000001 as written, not 1e+09 */
+  if (f->type == LUA_TNUMBER && f->from_set && f->len < sizeof f->str) /* as typed */
+    lr_fmt(buf, size, "%s", f->str);
+  else if (f->type == LUA_TNUMBER) /* 1000000001 as written, not 1e+09 */
     shortest(buf, size, f->num);
   else if (f->type == LUA_TSTRING)
     quoted(buf, size, f->str);
@@ -240,9 +297,16 @@ static void where(const lr_check *ck, int i, char *buf, size_t size) {
 
 static void bad(lr_check *ck, int i, const char *expected) {
   char w[1200], got[96];
+  const lr_field *f = &ck->fields[i];
   where(ck, i, w, sizeof w);
-  describe(&ck->fields[i], got, sizeof got);
-  add_error(ck->errors, ck->errors_size, "%s: expected %s, got %s", w, expected, got);
+  describe(f, got, sizeof got);
+  /* " 3" or "0x3" given for a number: the rule is the news */
+  lr_type type = lr_fields[i].type;
+  int numeric =
+    type == T_COUNT || type == T_BYTES || type == T_SECONDS || type == T_NUMBER || type == T_DELAY;
+  int notation = numeric && f->from_set && f->type == LUA_TSTRING;
+  add_error(ck->errors, ck->errors_size, "%s: expected %s, got %s%s", w, expected, got,
+            notation ? lr_decimal_note(f->str) : "");
 }
 
 static void warn_at(lr_check *ck, int i, const char *what) {
@@ -281,6 +345,23 @@ static void error_pair(lr_check *ck, int i, int j, const char *fmt, ...) {
     error_at(ck, i, "%s", what);
 }
 
+/* A value of field i the engine changes because of field j, said at i as
+ * error_pair says a rule: with the --set that made it so. */
+static void warn_pair(lr_check *ck, int i, int j, const char *fmt, ...)
+  __attribute__((format(printf, 4, 5)));
+static void warn_pair(lr_check *ck, int i, int j, const char *fmt, ...) {
+  char what[512], with[600];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  if (ck->fields[j].from_set && !ck->fields[i].from_set)
+    lr_fmt(with, sizeof with, "%s (%s from --set)", what, lr_fields[j].name);
+  else
+    lr_fmt(with, sizeof with, "%s", what);
+  warn_at(ck, i, with);
+}
+
 static int number_ok(const lr_field_spec *s, double v) {
   if (!isfinite(v) || v < s->lo || v > s->hi) return 0;
   if ((s->flags & OPEN) && v == s->lo) return 0;
@@ -290,10 +371,9 @@ static int number_ok(const lr_field_spec *s, double v) {
 /* "p95" -> 95, "p99.9" -> 99.9; 0 when not a percentile above 0 and
  * below 100. */
 static double percentile_of(const char *s) {
-  if (s[0] != 'p' || !(s[1] >= '0' && s[1] <= '9')) return 0;
-  char *end;
-  double v = strtod(s + 1, &end);
-  return *end == '\0' && v > 0 && v < 100 ? v : 0;
+  double v;
+  if (s[0] != 'p' || !(s[1] >= '0' && s[1] <= '9') || !lr_decimal(s + 1, &v)) return 0;
+  return v > 0 && v < 100 ? v : 0;
 }
 
 /* A table of fields has names for keys: {0.1, 2} set nothing, and its
@@ -508,8 +588,26 @@ static void check_hedge(lr_check *ck, const int *ok, lr_tuning *x) {
   if (ok[F_H_CEILING] > 0 && ok[F_H_FLOOR] >= 0 && x->hedge_ceiling < x->hedge_floor)
     error_pair(ck, F_H_CEILING, F_H_FLOOR, "%g is below hedge.floor (%g)", x->hedge_ceiling,
                x->hedge_floor);
-  if (timeout > 0 && x->hedge_ceiling >= timeout) x->hedge_ceiling = timeout / 2;
-  if (x->hedge_floor > x->hedge_ceiling) x->hedge_floor = x->hedge_ceiling;
+  /* a percentile's bounds the engine uses; a value the policy gave that
+   * changes is said (check reports every value the engine clamps) */
+  if (timeout > 0 && x->hedge_ceiling >= timeout) {
+    if (ok[F_H_CEILING] > 0)
+      warn_pair(ck, F_H_CEILING, F_ATTEMPT_TIMEOUT,
+                "%g s is not below attempt_timeout (%g s): clamped to %g s, half of it",
+                x->hedge_ceiling, timeout, timeout / 2);
+    x->hedge_ceiling = timeout / 2;
+  }
+  if (x->hedge_floor > x->hedge_ceiling) {
+    if (ok[F_H_FLOOR] > 0)
+      warn_pair(ck, F_H_FLOOR, ok[F_H_CEILING] > 0 ? F_H_CEILING : F_ATTEMPT_TIMEOUT,
+                "%g s is above hedge.ceiling (%g s%s): clamped to %g s", x->hedge_floor,
+                x->hedge_ceiling,
+                ok[F_H_CEILING] <= 0 && x->hedge_ceiling == 1    ? ", its default"
+                : timeout > 0 && x->hedge_ceiling == timeout / 2 ? ", half of attempt_timeout"
+                                                                 : "",
+                x->hedge_ceiling);
+    x->hedge_floor = x->hedge_ceiling;
+  }
   /* moot, not wrong (--set max_attempts=1 makes it so): hedges are
    * attempts, so at most max_attempts - 1 of them beside the first */
   long most = x->pub.max_attempts;
@@ -582,6 +680,30 @@ static void check_breaker_rates(lr_check *ck, const int *ok, lr_tuning *x) {
             "has no effect without failure_rate or slow_call");
 }
 
+/* A rate needs something to pace by.  A --set of one of its fields turns
+ * it on (as budget.max_tokens=20 turns the budget on), so --set
+ * rate.burst=3 alone is the error rate = { burst = 3 } is in a script, as
+ * hedge.max=3 alone is: it was dropped in silence. */
+static void check_rate(lr_check *ck, const int *ok, lr_tuning *x) {
+  const lr_field *f = ck->fields;
+  x->rate = declared(f, ok, F_RATE);
+  if (!x->rate || ok[F_R_LIMIT] > 0 || x->rate_adaptive || x->rate_headers) return;
+  int by = -1; /* the --set that left the rate without a pace, if one did */
+  for (int i = 0; i < F_COUNT && by < 0; i++)
+    if (lr_field_in(i, F_RATE) && f[i].from_set && ok[i] >= 0) by = i;
+  if (f[F_RATE].type == LUA_TTABLE && by < 0)
+    error_at(ck, F_RATE, "needs limit (attempts per second), adaptive = true or headers = true");
+  else if (f[F_RATE].type == LUA_TTABLE)
+    error_at(ck, F_RATE,
+             "needs limit (attempts per second), adaptive = true or headers = true (%s from --set)",
+             lr_fields[by].name);
+  else
+    error_at(ck, by >= 0 ? by : F_RATE,
+             "the policy has no rate limiter to set; one needs rate.limit (attempts per "
+             "second), rate.adaptive=true or rate.headers=true");
+  x->rate = 0;
+}
+
 /* Validates the fields into the tuning; 0 when valid. */
 static int validate(lr_check *ck, lr_tuning *x) {
   lr_field *f = ck->fields;
@@ -615,14 +737,14 @@ static int validate(lr_check *ck, lr_tuning *x) {
   if (ok[F_TB_MAX] > 0 && ok[F_TB_INITIAL] >= 0 && x->throttle_max < x->throttle_initial)
     error_pair(ck, F_TB_MAX, F_TB_INITIAL, "%g is below throttle_backoff.initial (%g)",
                x->throttle_max, x->throttle_initial);
+  /* the default cap: 20, or initial when larger (what the engine uses,
+   * rules_more, and what check and luaretry_policy_get show) */
+  if (ok[F_TB_MAX] <= 0 && x->throttle_max < x->throttle_initial)
+    x->throttle_max = x->throttle_initial;
   check_hedge(ck, ok, x);
   check_breaker_rates(ck, ok, x);
   x->admission = declared(f, ok, F_ADMISSION);
-  x->rate = declared(f, ok, F_RATE);
-  int paced = ok[F_R_LIMIT] > 0 || x->rate_adaptive || x->rate_headers;
-  if (x->rate && !paced && f[F_RATE].type == LUA_TTABLE)
-    error_at(ck, F_RATE, "needs limit (attempts per second), adaptive = true or headers = true");
-  if (x->rate && !paced) x->rate = 0; /* --set burst alone */
+  check_rate(ck, ok, x);
   return ck->errors[0] != '\0';
 }
 
@@ -705,20 +827,19 @@ static void parse_override(const lr_override *o, int i, lr_field *f) {
   f->from_set = 1;
   const char *v = o->value;
   lr_type type = lr_fields[i].type;
-  char *end;
   /* "none" unsets a value, except where it is a value: jitter = "none" */
   if (type != T_JITTER && (strcmp(v, "none") == 0 || strcmp(v, "nil") == 0)) {
     f->type = LUA_TNIL;
   } else if (type == T_BOOL && (strcmp(v, "true") == 0 || strcmp(v, "false") == 0)) {
     f->type = LUA_TBOOLEAN;
     f->boolean = v[0] == 't';
-  } else if (type != T_STRING && type != T_KIND && type != T_JITTER &&
-             (f->num = strtod(v, &end), end != v && *end == '\0')) {
-    f->type = LUA_TNUMBER;
   } else {
-    f->type = LUA_TSTRING;
-    f->len = strlen(v);
-    lr_strlcpy(f->str, v, sizeof f->str);
+    /* a number as the file writes it (lr_decimal: " 3", "+3" and "0x3"
+     * are refused as "3 " was); its text kept for messages: "1e-400" is
+     * no 0.  A long string is abbreviated as the script's (a name). */
+    int number = type != T_STRING && type != T_KIND && type != T_JITTER && lr_decimal(v, &f->num);
+    f->type = number ? LUA_TNUMBER : LUA_TSTRING;
+    lr_field_set_string(f, v, strlen(v));
   }
 }
 
@@ -834,16 +955,16 @@ int lr_schema_limit(int i, const char *value, double *out, char *err, size_t err
     *out = 0;
     return 0;
   }
-  char *end;
-  double d = strtod(value, &end);
-  if (end != value && *end == '\0' && number_ok(s, d)) {
+  double d;
+  if (lr_decimal(value, &d) && number_ok(s, d)) {
     *out = d;
     return 0;
   }
-  char expected[160];
+  char expected[160], got[96];
   expectation(s, expected, sizeof expected);
-  lr_fmt(err, errlen, "%s: expected %s%s, got \"%s\"", s->name, expected,
-         (s->flags & OPT) ? " (or none)" : "", value);
+  quoted(got, sizeof got, value);
+  lr_fmt(err, errlen, "%s: expected %s%s, got %s%s", s->name, expected,
+         (s->flags & OPT) ? " (or none)" : "", got, lr_decimal_note(value));
   return -1;
 }
 

@@ -327,6 +327,25 @@ int lr_schema_apply(const lr_field *script_fields, const lr_override *overrides,
 /* The value of field i in *t, as luaretry_policy_set() spells it. */
 void lr_schema_format(const lr_tuning *t, int i, char *buf, size_t size);
 
+/* f holds the string s[0..len) as a script's value: a string longer
+ * than f->str holds is kept as its head, '~' and a 64-bit FNV-1a of the
+ * whole in hex (two long names that differ past the cut stay apart); its
+ * length and whether it held a NUL are noted.  The one copy for a script's
+ * value and an override's: `--set name=...` names a policy as the script
+ * would. */
+void lr_field_set_string(lr_field *f, const char *s, size_t len);
+
+/* Whether s is a number as a policy file writes one, in decimal: an
+ * optional '-', digits with an optional fraction ("3", "0.5", ".5",
+ * "5."), an optional exponent ("1e-3", "1e+300"); nothing else (no
+ * spaces, '+', hex, inf or nan).  The one rule for every number a host
+ * sets (luaretry_policy_set, --set, options.NAME); 1 with *out its value. */
+int lr_decimal(const char *s, double *out);
+/* " (a decimal number as a policy file writes it...)" when strtod would
+ * have read s (" 3", "+3", "0x3", "inf"): the rule is then the news of
+ * an error; else "". */
+const char *lr_decimal_note(const char *s);
+
 /* Parses a host setting's number (instruction_limit, memory_limit,
  * fleet.connect_timeout...) within its row's range; 0, or -1 with the
  * reason in err. */
