@@ -130,6 +130,41 @@ describe("man pages", function ()
     local man = man_text(MAN1):gsub("%s+", " ")
     assert.is_truthy(man:find("(--calls, default 1000)", 1, true))
     assert.is_nil(man:find("-default", 1, true))
+    -- (a macro's name in a quote: its No was a call, and vanished)
+    assert.is_truthy(man:find("writing: No space left on device", 1, true))
+  end)
+
+  -- On a macro line, a word that is also the name of a callable mdoc
+  -- macro is a call: in `.Pq Ql writing: No space left` the quote's No
+  -- switched the font and vanished ("writing: space left").  Where the
+  -- last macro before it only quotes text (Ql, Dq, Pq...), such a word can
+  -- only have been meant as a word: it must be written \&No.  (After Fl,
+  -- Va or Ic, No is the deliberate switch back to plain text.)
+  it("no page has a word a quote's macro takes for a call (No, An, At, In, Do unescaped)", function ()
+    local QUOTES = { Ql = true, Dq = true, Qq = true, Sq = true, Pq = true, Bq = true, Brq = true, Aq = true }
+    local WORDS = { No = true, An = true, At = true, In = true, Do = true }
+    -- the callable macros a quote's text can meet (mdoc(7)'s "callable")
+    local CALLABLE = {}
+    for m in ([[Ac Ad An Ao Ap Aq Ar At Bc Bo Bq Brc Bro Brq Bsx Bx Cd Cm Dc Do Dq Dv Dx Ec Em En Eo Er
+                Es Ev Fa Fc Fl Fn Fo Fr Fx Ic In Li Lk Ms Nm No Ns Nx Oc Oo Op Ot Ox Pa Pc Pf Po Pq Qc
+                Ql Qo Qq Sc So Sq Sx Sy Ta Tn Ux Va Vt Xc Xo Xr]]):gmatch("%S+") do
+      CALLABLE[m] = true
+    end
+    local eaten = {}
+    for _, page in ipairs({ "luaretry.1", "luaretry-policy.5", "luaretry-faults.5", "libluaretry.3" }) do
+      local n = 0
+      for line in io.lines(root .. "/core/cli/man/" .. page) do
+        n = n + 1
+        if line:match("^%.%a") then
+          local last = line:match("^%.(%S+)")
+          for word in line:gsub("^%.%S+", ""):gmatch("%S+") do
+            if WORDS[word] and QUOTES[last] then eaten[#eaten + 1] = page .. ":" .. n .. ": " .. line end
+            if CALLABLE[word] then last = word end
+          end
+        end
+      end
+    end
+    assert.are.same({}, eaten)
   end)
 
   it("luaretry-policy(5) names every field of the schema table, and libluaretry(3) the host's", function ()
