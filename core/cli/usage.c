@@ -140,7 +140,7 @@ static const char HELP_RUN[] =
   "                            (0: none, for both)\n"
   "      --connect-timeout SECONDS  for the connection of each attempt\n"
   "  -s, --silent              nothing on standard error (a batch's lines neither); the\n"
-  "                            exit status tells\n"
+  "                            exit status tells (still said: usage and write errors)\n"
   "  -S, --show-error          with -s: the one final line of a failure\n"
   "  -q, --quiet               as -sS: one line for every failure (a final answer, attempts\n"
   "                            spent, a refusal by the budget or a breaker, local or fleet)\n"
