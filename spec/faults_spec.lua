@@ -145,6 +145,30 @@ describe("faults server", function ()
     stop_cleanly(srv)
   end)
 
+  it("gives each registered status its usual reason, its own 416 included", function ()
+    local script = os.tmpname()
+    cleanup(function () os.remove(script) end)
+    writefile(script, "respond = function (req)\n" ..
+                      "  if req.query ~= '' then return tonumber(req.query) end\n" ..
+                      "  return {file = {size = 1000}}\n" ..
+                      "end\n")
+    local srv = start(script)
+    local function status_line (args)
+      local out = curl("-i " .. args)
+      return out:match("^(HTTP/1%.1 [^\r]*)\r\n")
+    end
+    for status, reason in pairs { [410] = "Gone", [418] = "I'm a teapot",
+                                  [422] = "Unprocessable Content", [428] = "Precondition Required",
+                                  [451] = "Unavailable For Legal Reasons", [203] = "Non-Authoritative Information",
+                                  [303] = "See Other", [507] = "Insufficient Storage",
+                                  [299] = "OK", [499] = "Client Error" } do
+      assert.are.equal("HTTP/1.1 " .. status .. " " .. reason, status_line(q(srv.base .. "/?" .. status)))
+    end
+    assert.are.equal("HTTP/1.1 416 Range Not Satisfiable",
+                     status_line("-H 'Range: bytes=1000-' " .. q(srv.base .. "/file")))
+    stop_cleanly(srv)
+  end)
+
   it("delays a response without blocking other connections", function ()
     local srv = start(scripts .. "basic.lua")
     local slowfile = os.tmpname()
