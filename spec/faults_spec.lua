@@ -83,6 +83,44 @@ local function request (srv, path, args)
   return body, tonumber(status), tonumber(secs), code
 end
 
+-- A connection of our own (LuaSocket), for what curl hides: the bytes as
+-- they come, pipelining, whether the server closed or reset.
+local function connect (srv)
+  local sock = assert(require("socket").tcp())
+  sock:settimeout(10)
+  assert(sock:connect("127.0.0.1", srv.port))
+  cleanup(function () sock:close() end)
+  return sock
+end
+
+-- One response read from sock: {status =, head =, headers = {lower-case
+-- name = value}, body =}, its body by Content-Length (none for HEAD), or
+-- until the close without one; or nil and the error.
+local function read_response (sock, head_only)
+  local line, err = sock:receive("*l")
+  if not line then return nil, err end
+  local r = { status = tonumber(line:match("^HTTP/1%.1 (%d+)")), head = line .. "\r\n", headers = {} }
+  repeat
+    line, err = sock:receive("*l")
+    if not line then return nil, err end
+    r.head = r.head .. line .. "\r\n"
+    local name, value = line:match("^([^:]+):%s*(.*)$")
+    if name then r.headers[name:lower()] = value end
+  until line == ""
+  local len = tonumber(r.headers["content-length"])
+  if head_only then
+    r.body = ""
+  elseif len then
+    r.body, err = sock:receive(len)
+  else
+    local partial
+    r.body, err, partial = sock:receive("*a")
+    r.body = r.body or partial
+  end
+  if not r.body then return nil, err end
+  return r
+end
+
 local function requests_seen (srv)
   local body, status = request(srv, "/_faults/requests")
   assert.are.equal(200, status)
@@ -220,6 +258,32 @@ describe("faults server", function ()
     assert.are.equal(500, status)
     assert.matches("basic%.lua:%d+: boom$", body)
     assert.are.equal(200, select(2, request(srv, "/fast")))
+    stop_cleanly(srv)
+  end)
+
+  it("answers a refused answer with 500 and keeps the connection, then_reset or not", function ()
+    local script = os.tmpname()
+    cleanup(function () os.remove(script) end)
+    writefile(script, "respond = routes{\n" ..
+                      "  ['/a'] = {then_reset = true, raw = {}},\n" ..
+                      "  ['/b'] = {headers = {Connection = {'close', {}}}},\n" ..
+                      "  default = 'ok',\n" ..
+                      "}\n")
+    local srv = start(script)
+    local sock = connect(srv)
+    for _, path in ipairs { "/a", "/b" } do
+      assert(sock:send("GET " .. path .. " HTTP/1.1\r\nHost: x\r\n\r\n"))
+      local r = assert(read_response(sock))
+      assert.are.equal(500, r.status)
+      assert.matches("respond: .* must be a string, got table", r.body)
+      assert.is_nil(r.headers.connection)
+    end
+    -- the same connection goes on: not reset, not closed
+    assert(sock:send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\n"))
+    local r, err = read_response(sock)
+    assert.is_table(r, err)
+    assert.are.equal(200, r.status)
+    assert.are.equal("ok", r.body)
     stop_cleanly(srv)
   end)
 

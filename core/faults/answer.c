@@ -486,13 +486,18 @@ int fault_reset_paths(lua_State *L) {
 void fault_answer_script(lr_faults *f, conn *c) {
   exchange x = { f, c, A_SEND, 0 };
   size_t mark = c->out.len;
+  int close_after = c->close_after; /* the client's wish, before the script's answer */
   c->reset_at_end = 0;
   f->total++;
   fault_log_entry(f, c);
   char msg[512];
   if (lr_sandbox_call(f->sb, run_script, &x, 0, LUARETRY_E_POLICY, msg, sizeof msg) !=
       LUARETRY_OK) {
-    c->out.len = mark; /* drop a half-written answer */
+    /* drop a half-written answer and what its fields had set (then_reset,
+     * a Connection header): the 500 is the server's own */
+    c->out.len = mark;
+    c->reset_at_end = 0;
+    c->close_after = close_after;
     x.action = A_SEND;
     x.delay = 0;
     fault_put_simple(c, 500, "text/plain", msg, strlen(msg));
