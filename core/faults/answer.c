@@ -459,6 +459,9 @@ static void put_answer(lua_State *L, exchange *x) {
   sb_str(&c->out, "\r\n");
   sent = truncate >= 0 && (size_t)truncate < len ? (size_t)truncate : len;
   if (!head_only) sb_add(&c->out, body, sent);
+  /* a made head's stream is its body, which a HEAD leaves out (raw bytes
+   * and what streams after them are the script's, sent as they are) */
+  if (head_only && x->action == A_STREAM) x->action = A_SEND;
   if (truncate >= 0) c->close_after = 1; /* unannounced, like a real cut */
 }
 

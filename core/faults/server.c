@@ -42,7 +42,8 @@
  *   stream = {data = S, count = N, interval = T}
  *                   after the head (raw or made), S sent N times (no count:
  *                   for ever), T seconds apart (0: as fast as it is read),
- *                   then close; a made head then has no Content-Length
+ *                   then close; a made head then has no Content-Length,
+ *                   and a HEAD request gets it alone
  *   then_reset = true  end the answer with a TCP reset instead of a close
  *                   (a reset in the middle of a body, with truncate, raw or
  *                   a stream)
