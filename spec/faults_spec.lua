@@ -412,6 +412,44 @@ describe("faults server", function ()
     stop_cleanly(srv)
   end)
 
+  it("says Connection: close whenever it closes, over a script's Connection header", function ()
+    local script = os.tmpname()
+    cleanup(function () os.remove(script) end)
+    writefile(script, "local keep = {Connection = 'keep-alive', ['X-A'] = 'b'}\n" ..
+                      "respond = routes{\n" ..
+                      "  ['/conn'] = {headers = keep, body = 'c'},\n" ..
+                      "  ['/stream'] = {headers = keep, stream = {data = 's', count = 2}},\n" ..
+                      "  ['/reset'] = {headers = keep, body = 'r', then_reset = true},\n" ..
+                      "  ['/file'] = {headers = {Connection = {'keep-alive'}}, file = {size = 3}},\n" ..
+                      "  ['/asked'] = {headers = {connection = {'Keep-Alive', 'close'}}, body = 'a'},\n" ..
+                      "}\n")
+    local srv = start(script)
+    -- kept alive, the script's header as it is
+    local sock = connect(srv)
+    assert(sock:send("GET /conn HTTP/1.1\r\nHost: x\r\n\r\n"))
+    local r = assert(read_response(sock))
+    assert.are.equal("keep-alive", r.headers.connection)
+    assert(sock:send("GET /conn HTTP/1.1\r\nHost: x\r\n\r\n"))
+    assert.are.equal("c", assert(read_response(sock)).body)
+    -- closed: by the client's wish, a stream, then_reset, a file's client's
+    -- wish, the script's own close among other values
+    for _, case in ipairs {
+      { "/conn", "Connection: close\r\n", "c" }, { "/stream", "", "ss" }, { "/reset", "", "r" },
+      { "/file", "Connection: close\r\n", "\0\1\2" }, { "/asked", "", "a" },
+    } do
+      local path, extra, body = table.unpack(case)
+      sock = connect(srv)
+      assert(sock:send("GET " .. path .. " HTTP/1.1\r\nHost: x\r\n" .. extra .. "\r\n"))
+      r = assert(read_response(sock))
+      assert.are.equal(body, r.body)
+      local said = {}
+      for v in r.head:gmatch("\r\n[Cc]onnection: ([^\r]*)") do said[#said + 1] = v:lower() end
+      assert.are.same({ "close" }, said, path)
+      if path ~= "/file" and path ~= "/asked" then assert.are.equal("b", r.headers["x-a"]) end
+    end
+    stop_cleanly(srv)
+  end)
+
   it("takes uploads with Expect: 100-continue and chunked encoding", function ()
     local srv = start(scripts .. "basic.lua")
     local file = os.tmpname()

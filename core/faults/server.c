@@ -57,7 +57,10 @@
  * respond may return a status number or a body string, and `respond`
  * itself may be such a value instead of a function, answered every time.
  * A response carries "Connection: close" (and the connection is closed)
- * when the client asked for it or the script set that header.
+ * when the client asked for it, the script set a Connection header that
+ * says close, or after a stream or then_reset; a script's Connection
+ * header that does not say close is then left out.  Raw bytes are as they
+ * are; a truncate cuts unannounced.
  *
  * Helpers defined before the script runs:
  *   sequence{a, b, c}  answers entry req.count of the list; the last
