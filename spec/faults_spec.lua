@@ -450,6 +450,27 @@ describe("faults server", function ()
     stop_cleanly(srv)
   end)
 
+  it("times a pipelined request by when its head was read, not when its turn came", function ()
+    local script = os.tmpname()
+    cleanup(function () os.remove(script) end)
+    writefile(script, "local function at (req) return ('%.17g'):format(req.time) end\n" ..
+                      "respond = routes{\n" ..
+                      "  ['/slow'] = function (req) return {delay = 1, body = at(req)} end,\n" ..
+                      "  default = at,\n" ..
+                      "}\n")
+    local srv = start(script)
+    local sock = connect(srv)
+    -- both heads in one write: one read brings them
+    assert(sock:send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /fast HTTP/1.1\r\nHost: x\r\n\r\n"))
+    local slow = assert(read_response(sock)).body
+    local fast = assert(read_response(sock)).body
+    assert.are.equal(slow, fast)
+    local log = requests_seen(srv)
+    assert.are.equal(2, #log)
+    assert.are.equal(log[1].time, log[2].time)
+    stop_cleanly(srv)
+  end)
+
   it("takes uploads with Expect: 100-continue and chunked encoding", function ()
     local srv = start(scripts .. "basic.lua")
     local file = os.tmpname()

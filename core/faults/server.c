@@ -21,7 +21,9 @@
  *   req.count    requests seen on this path so far, this one included
  *   req.total    requests seen on all paths so far, this one included
  *   req.state    a table kept per path across requests, for the script
- *   req.time     seconds since the server started (monotonic, a float)
+ *   req.time     seconds since the server started (monotonic, a float),
+ *                when the server read the head (pipelined heads read
+ *                together have one time; see conn_advance)
  * and returns a table with any of
  *   status   (200)  the status code, 100..999
  *   reason          the reason phrase (default: the usual one)
@@ -81,8 +83,8 @@
  * Built in, and not seen by the script nor counted:
  *   GET /_faults/requests  a JSON array of the requests seen, oldest first
  *     (the last 100000): {"n","conn" (the connection's number),"method","path","query","time","body_len",
- *     "body_hash" (FNV-1a 64, hex),"headers"}; time is taken when the
- *     request's head had arrived
+ *     "body_hash" (FNV-1a 64, hex),"headers"}; time is req.time: when
+ *     the request's head was read
  *   POST /_faults/reset    forgets the log, the counts and the states
  *   GET /_faults/connections  {"open": N, "accepted": M}: connections open
  *     now (the asking one included) and accepted since the start
@@ -191,9 +193,10 @@ static void conn_read(lr_faults *f, conn *c) {
     return;
   } /* cannot be */
   n = recv(c->fd, c->in + c->inlen, c->incap - c->inlen, 0);
-  if (n > 0)
+  if (n > 0) {
     c->inlen += (size_t)n;
-  else if (n == 0)
+    c->read_time = fault_elapsed(f);
+  } else if (n == 0)
     c->eof = 1;
   else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
     fault_conn_close(f, c, 0);
@@ -286,8 +289,11 @@ static void conn_advance(lr_faults *f, conn *c) {
     if (c->state != C_READ) return;
     st = lr_http_parse(&c->req, c->in, &c->inlen);
     if (c->req.head_len > 0 && !c->head_seen) {
+      /* Its head came with the last read: a head parsed later (pipelined
+       * behind an answer, which reads nothing more but a file answer's) was
+       * read then, not when its turn came. */
       c->head_seen = 1;
-      c->head_time = fault_elapsed(f);
+      c->head_time = c->read_time;
       /* curl waits up to a second for this before sending the body */
       if (st == LR_HTTP_MORE && c->req.expect_continue && c->req.minor == 1 &&
           !lr_http_body_done(&c->req))
