@@ -38,12 +38,13 @@ local function stop (srv)
   return srv.code, srv.stderr
 end
 
--- Start the driver; on failure nil and what it said.  The server is
--- stopped by PID when the test ends, whatever happens (an unstopped one
--- would also hang busted's exit, in pclose).
-local function start (script, listen)
+-- Start the driver (env: "NAME=VALUE ..." for it, or nil); on failure nil
+-- and what it said.  The server is stopped by PID when the test ends,
+-- whatever happens (an unstopped one would also hang busted's exit, in
+-- pclose).
+local function start (script, listen, env)
   local errfile = os.tmpname()
-  local pipe = io.popen("echo $$; exec " .. q(SERVE) .. " " .. q(script) ..
+  local pipe = io.popen("echo $$; exec " .. (env and "env " .. env .. " " or "") .. q(SERVE) .. " " .. q(script) ..
                         (listen and " " .. q(listen) or "") .. " 2>" .. q(errfile))
   local srv = {pipe = pipe, errfile = errfile, pid = tonumber(pipe:read("l"))}
   cleanup(function () stop(srv) end)
@@ -492,6 +493,32 @@ describe("faults server", function ()
     assert.are.equal("chunked", log[2].headers["transfer-encoding"])
     assert.are.equal(proc.fnv1a(data), log[1].body_hash)
     assert.are.equal(proc.fnv1a(data), log[2].body_hash)
+    stop_cleanly(srv)
+  end)
+
+  -- A full send buffer cannot be made to refuse the 100 Continue on
+  -- purpose (spec/c/send_full.c says why): a shim refuses it, as the
+  -- kernel would.
+  it("serves others, and stops, while a 100 Continue waits for a full send buffer", function ()
+    local dir = proc.tmpdir()
+    cleanup(function () proc.rmtree(dir) end)
+    local shim, mark = dir .. "/send_full.so", dir .. "/refused"
+    local out, code = sh("gcc -shared -fPIC -O2 -o " .. q(shim) .. " " .. q(root .. "/spec/c/send_full.c") ..
+                         " -ldl 2>&1")
+    assert(code == 0, out)
+    -- a sanitized driver wants its runtime first among the preloads
+    local asan = sh("ldd " .. q(SERVE) .. " | sed -n 's|.*=> \\(/[^ ]*libasan[^ ]*\\) .*|\\1|p'")
+    local preload = (asan ~= "" and asan:gsub("\n", "") .. ":" or "") .. shim
+    local srv = start(scripts .. "basic.lua", nil, "LD_PRELOAD=" .. q(preload) .. " SEND_FULL_MARK=" .. q(mark))
+    local sock = connect(srv)
+    assert(sock:send("POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"))
+    assert.truthy(proc.wait_for(function () return readfile(mark) end, 30), "the server never sent the 100 Continue")
+    -- the server met the full buffer: it still answers another connection
+    local other = connect(srv)
+    assert(other:send("GET /fast HTTP/1.1\r\nHost: x\r\n\r\n"))
+    local r, err = read_response(other)
+    assert.is_table(r, err)
+    assert.are.equal("fast", r.body)
     stop_cleanly(srv)
   end)
 

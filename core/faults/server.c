@@ -303,7 +303,8 @@ static void conn_advance(lr_faults *f, conn *c) {
       if (c->eof)
         fault_conn_close(f, c, 0);
       else if (c->out.len > 0)
-        continue; /* send the 100 Continue */
+        conn_flush(f, c); /* the 100 Continue: what the socket does not take
+                             waits for poll, never spins here */
       return;
     }
     if (st == LR_HTTP_DONE)
