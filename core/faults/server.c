@@ -661,8 +661,7 @@ static int bind_listen(lr_faults *f, const char *addr, int any, char *err, size_
   return 0;
 }
 
-static lr_faults *open_any(const char *path, const char *chunkname, const char *source,
-                           const char *listen, int any, char *err, size_t errlen) {
+lr_faults *lr_faults_new(char *err, size_t errlen) {
   lr_faults *f = calloc(1, sizeof *f);
   if (f == NULL) {
     snprintf(err, errlen, "out of memory");
@@ -670,16 +669,42 @@ static lr_faults *open_any(const char *path, const char *chunkname, const char *
   }
   atomic_init(&f->stopping, 0);
   f->listen_fd = -1;
-  f->wake_fd = -1;
   f->in_limit = IN_TOTAL_MAX;
   clock_gettime(CLOCK_MONOTONIC, &f->t0);
-  if (fault_load_script(f, path, chunkname, source, err, errlen) != 0 ||
-      bind_listen(f, listen, any, err, errlen) != 0) {
-    lr_faults_free(f);
-    return NULL;
-  }
+  /* before the script: a stop during its load also makes serving end */
   if ((f->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
     snprintf(err, errlen, "eventfd: %s", strerror(errno));
+    free(f);
+    return NULL;
+  }
+  return f;
+}
+
+static int load(lr_faults *f, const char *path, const char *chunkname, const char *source,
+                const char *listen, int any, char *err, size_t errlen) {
+  if (f->sb) {
+    snprintf(err, errlen, "a script is loaded already");
+    return -1;
+  }
+  if (fault_load_script(f, path, chunkname, source, err, errlen) != 0 ||
+      bind_listen(f, listen, any, err, errlen) != 0)
+    return -1;
+  return 0;
+}
+
+int lr_faults_load(lr_faults *f, const char *script_path, const char *listen, int any, char *err,
+                   size_t errlen) {
+  if (script_path == NULL) {
+    snprintf(err, errlen, "no script");
+    return -1;
+  }
+  return load(f, script_path, NULL, NULL, listen, any, err, errlen);
+}
+
+static lr_faults *open_any(const char *path, const char *chunkname, const char *source,
+                           const char *listen, int any, char *err, size_t errlen) {
+  lr_faults *f = lr_faults_new(err, errlen);
+  if (f && load(f, path, chunkname, source, listen, any, err, errlen) != 0) {
     lr_faults_free(f);
     return NULL;
   }
