@@ -2,6 +2,7 @@
 -- on every start); the first SIGINT stops it cleanly, a second ends it whatever its script does.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
 local proc = require "support.proc"
+local lfs = require "lfs"
 
 local SCRIPT = here .. "/fixtures/faults/basic.lua"
 
@@ -55,6 +56,31 @@ describe("luaretry faults", function ()
         return (job:stderr() or ""):find("warning: listening on 0%.0%.0%.0:%d+, not a loopback address")
       end, 2), job:stderr())
       job:stop()
+    end
+  end)
+
+  it("the first SIGINT or SIGTERM ends it while its script loops at load", function ()
+    local script = tmp .. "/loadloop.lua"
+    proc.writefile(script, "while true do end\nrespond = 200\n")
+    local jobs = {}
+    finally(function () for _, job in ipairs(jobs) do job:stop() end end)
+    for _, sig in ipairs { "INT", "TERM" } do
+      local dir = tmp .. "/" .. sig
+      assert(lfs.mkdir(dir))
+      local job = proc.spawn({ "faults", "--listen", "127.0.0.1:0", script }, dir)
+      jobs[#jobs + 1] = job
+      -- the moment its handler is in: a signal before it ends the process
+      -- by default, which would prove nothing
+      local caught = proc.wait_for(function ()
+        local mask = (proc.readfile("/proc/" .. job.pid .. "/status") or ""):match("\nSigCgt:%s*%x*(%x%x%x%x%x%x%x%x)\n")
+        return mask and (tonumber(mask, 16) >> ((sig == "INT" and 2 or 15) - 1)) & 1 == 1
+      end, 30)
+      assert.truthy(caught, "luaretry faults never caught SIG" .. sig)
+      job:signal(sig)
+      local code = job:wait(30)
+      assert.are.equal(130, code, "still loading 30 s after one SIG" .. sig)
+      assert.matches("loadloop%.lua:1: stopped", job:stderr())
+      assert.are.equal("", job:stdout())
     end
   end)
 

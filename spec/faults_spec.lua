@@ -38,12 +38,13 @@ local function stop (srv)
   return srv.code, srv.stderr
 end
 
--- Start the driver; on failure nil and what it said.  The server is
--- stopped by PID when the test ends, whatever happens (an unstopped one
--- would also hang busted's exit, in pclose).
-local function start (script, listen)
+-- Start the driver (env: "NAME=VALUE ..." for it, or nil); on failure nil
+-- and what it said.  The server is stopped by PID when the test ends,
+-- whatever happens (an unstopped one would also hang busted's exit, in
+-- pclose).
+local function start (script, listen, env)
   local errfile = os.tmpname()
-  local pipe = io.popen("echo $$; exec " .. q(SERVE) .. " " .. q(script) ..
+  local pipe = io.popen("echo $$; exec " .. (env and "env " .. env .. " " or "") .. q(SERVE) .. " " .. q(script) ..
                         (listen and " " .. q(listen) or "") .. " 2>" .. q(errfile))
   local srv = {pipe = pipe, errfile = errfile, pid = tonumber(pipe:read("l"))}
   cleanup(function () stop(srv) end)
@@ -81,6 +82,44 @@ local function request (srv, path, args)
                          q(srv.base .. path))
   local body, status, secs = out:match("^(.*)\n(%d+) ([%d.]+)$")
   return body, tonumber(status), tonumber(secs), code
+end
+
+-- A connection of our own (LuaSocket), for what curl hides: the bytes as
+-- they come, pipelining, whether the server closed or reset.
+local function connect (srv)
+  local sock = assert(require("socket").tcp())
+  sock:settimeout(10)
+  assert(sock:connect("127.0.0.1", srv.port))
+  cleanup(function () sock:close() end)
+  return sock
+end
+
+-- One response read from sock: {status =, head =, headers = {lower-case
+-- name = value}, body =}, its body by Content-Length (none for HEAD), or
+-- until the close without one; or nil and the error.
+local function read_response (sock, head_only)
+  local line, err = sock:receive("*l")
+  if not line then return nil, err end
+  local r = { status = tonumber(line:match("^HTTP/1%.1 (%d+)")), head = line .. "\r\n", headers = {} }
+  repeat
+    line, err = sock:receive("*l")
+    if not line then return nil, err end
+    r.head = r.head .. line .. "\r\n"
+    local name, value = line:match("^([^:]+):%s*(.*)$")
+    if name then r.headers[name:lower()] = value end
+  until line == ""
+  local len = tonumber(r.headers["content-length"])
+  if head_only then
+    r.body = ""
+  elseif len then
+    r.body, err = sock:receive(len)
+  else
+    local partial
+    r.body, err, partial = sock:receive("*a")
+    r.body = r.body or partial
+  end
+  if not r.body then return nil, err end
+  return r
 end
 
 local function requests_seen (srv)
@@ -145,6 +184,30 @@ describe("faults server", function ()
     stop_cleanly(srv)
   end)
 
+  it("gives each registered status its usual reason, its own 416 included", function ()
+    local script = os.tmpname()
+    cleanup(function () os.remove(script) end)
+    writefile(script, "respond = function (req)\n" ..
+                      "  if req.query ~= '' then return tonumber(req.query) end\n" ..
+                      "  return {file = {size = 1000}}\n" ..
+                      "end\n")
+    local srv = start(script)
+    local function status_line (args)
+      local out = curl("-i " .. args)
+      return out:match("^(HTTP/1%.1 [^\r]*)\r\n")
+    end
+    for status, reason in pairs { [410] = "Gone", [418] = "I'm a teapot",
+                                  [422] = "Unprocessable Content", [428] = "Precondition Required",
+                                  [451] = "Unavailable For Legal Reasons", [203] = "Non-Authoritative Information",
+                                  [303] = "See Other", [507] = "Insufficient Storage",
+                                  [299] = "OK", [499] = "Client Error" } do
+      assert.are.equal("HTTP/1.1 " .. status .. " " .. reason, status_line(q(srv.base .. "/?" .. status)))
+    end
+    assert.are.equal("HTTP/1.1 416 Range Not Satisfiable",
+                     status_line("-H 'Range: bytes=1000-' " .. q(srv.base .. "/file")))
+    stop_cleanly(srv)
+  end)
+
   it("delays a response without blocking other connections", function ()
     local srv = start(scripts .. "basic.lua")
     local slowfile = os.tmpname()
@@ -196,6 +259,32 @@ describe("faults server", function ()
     assert.are.equal(500, status)
     assert.matches("basic%.lua:%d+: boom$", body)
     assert.are.equal(200, select(2, request(srv, "/fast")))
+    stop_cleanly(srv)
+  end)
+
+  it("answers a refused answer with 500 and keeps the connection, then_reset or not", function ()
+    local script = os.tmpname()
+    cleanup(function () os.remove(script) end)
+    writefile(script, "respond = routes{\n" ..
+                      "  ['/a'] = {then_reset = true, raw = {}},\n" ..
+                      "  ['/b'] = {headers = {Connection = {'close', {}}}},\n" ..
+                      "  default = 'ok',\n" ..
+                      "}\n")
+    local srv = start(script)
+    local sock = connect(srv)
+    for _, path in ipairs { "/a", "/b" } do
+      assert(sock:send("GET " .. path .. " HTTP/1.1\r\nHost: x\r\n\r\n"))
+      local r = assert(read_response(sock))
+      assert.are.equal(500, r.status)
+      assert.matches("respond: .* must be a string, got table", r.body)
+      assert.is_nil(r.headers.connection)
+    end
+    -- the same connection goes on: not reset, not closed
+    assert(sock:send("GET /ok HTTP/1.1\r\nHost: x\r\n\r\n"))
+    local r, err = read_response(sock)
+    assert.is_table(r, err)
+    assert.are.equal(200, r.status)
+    assert.are.equal("ok", r.body)
     stop_cleanly(srv)
   end)
 
@@ -324,6 +413,65 @@ describe("faults server", function ()
     stop_cleanly(srv)
   end)
 
+  it("says Connection: close whenever it closes, over a script's Connection header", function ()
+    local script = os.tmpname()
+    cleanup(function () os.remove(script) end)
+    writefile(script, "local keep = {Connection = 'keep-alive', ['X-A'] = 'b'}\n" ..
+                      "respond = routes{\n" ..
+                      "  ['/conn'] = {headers = keep, body = 'c'},\n" ..
+                      "  ['/stream'] = {headers = keep, stream = {data = 's', count = 2}},\n" ..
+                      "  ['/reset'] = {headers = keep, body = 'r', then_reset = true},\n" ..
+                      "  ['/file'] = {headers = {Connection = {'keep-alive'}}, file = {size = 3}},\n" ..
+                      "  ['/asked'] = {headers = {connection = {'Keep-Alive', 'close'}}, body = 'a'},\n" ..
+                      "}\n")
+    local srv = start(script)
+    -- kept alive, the script's header as it is
+    local sock = connect(srv)
+    assert(sock:send("GET /conn HTTP/1.1\r\nHost: x\r\n\r\n"))
+    local r = assert(read_response(sock))
+    assert.are.equal("keep-alive", r.headers.connection)
+    assert(sock:send("GET /conn HTTP/1.1\r\nHost: x\r\n\r\n"))
+    assert.are.equal("c", assert(read_response(sock)).body)
+    -- closed: by the client's wish, a stream, then_reset, a file's client's
+    -- wish, the script's own close among other values
+    for _, case in ipairs {
+      { "/conn", "Connection: close\r\n", "c" }, { "/stream", "", "ss" }, { "/reset", "", "r" },
+      { "/file", "Connection: close\r\n", "\0\1\2" }, { "/asked", "", "a" },
+    } do
+      local path, extra, body = table.unpack(case)
+      sock = connect(srv)
+      assert(sock:send("GET " .. path .. " HTTP/1.1\r\nHost: x\r\n" .. extra .. "\r\n"))
+      r = assert(read_response(sock))
+      assert.are.equal(body, r.body)
+      local said = {}
+      for v in r.head:gmatch("\r\n[Cc]onnection: ([^\r]*)") do said[#said + 1] = v:lower() end
+      assert.are.same({ "close" }, said, path)
+      if path ~= "/file" and path ~= "/asked" then assert.are.equal("b", r.headers["x-a"]) end
+    end
+    stop_cleanly(srv)
+  end)
+
+  it("times a pipelined request by when its head was read, not when its turn came", function ()
+    local script = os.tmpname()
+    cleanup(function () os.remove(script) end)
+    writefile(script, "local function at (req) return ('%.17g'):format(req.time) end\n" ..
+                      "respond = routes{\n" ..
+                      "  ['/slow'] = function (req) return {delay = 1, body = at(req)} end,\n" ..
+                      "  default = at,\n" ..
+                      "}\n")
+    local srv = start(script)
+    local sock = connect(srv)
+    -- both heads in one write: one read brings them
+    assert(sock:send("GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /fast HTTP/1.1\r\nHost: x\r\n\r\n"))
+    local slow = assert(read_response(sock)).body
+    local fast = assert(read_response(sock)).body
+    assert.are.equal(slow, fast)
+    local log = requests_seen(srv)
+    assert.are.equal(2, #log)
+    assert.are.equal(log[1].time, log[2].time)
+    stop_cleanly(srv)
+  end)
+
   it("takes uploads with Expect: 100-continue and chunked encoding", function ()
     local srv = start(scripts .. "basic.lua")
     local file = os.tmpname()
@@ -345,6 +493,32 @@ describe("faults server", function ()
     assert.are.equal("chunked", log[2].headers["transfer-encoding"])
     assert.are.equal(proc.fnv1a(data), log[1].body_hash)
     assert.are.equal(proc.fnv1a(data), log[2].body_hash)
+    stop_cleanly(srv)
+  end)
+
+  -- A full send buffer cannot be made to refuse the 100 Continue on
+  -- purpose (spec/c/send_full.c says why): a shim refuses it, as the
+  -- kernel would.
+  it("serves others, and stops, while a 100 Continue waits for a full send buffer", function ()
+    local dir = proc.tmpdir()
+    cleanup(function () proc.rmtree(dir) end)
+    local shim, mark = dir .. "/send_full.so", dir .. "/refused"
+    local out, code = sh("gcc -shared -fPIC -O2 -o " .. q(shim) .. " " .. q(root .. "/spec/c/send_full.c") ..
+                         " -ldl 2>&1")
+    assert(code == 0, out)
+    -- a sanitized driver wants its runtime first among the preloads
+    local asan = sh("ldd " .. q(SERVE) .. " | sed -n 's|.*=> \\(/[^ ]*libasan[^ ]*\\) .*|\\1|p'")
+    local preload = (asan ~= "" and asan:gsub("\n", "") .. ":" or "") .. shim
+    local srv = start(scripts .. "basic.lua", nil, "LD_PRELOAD=" .. q(preload) .. " SEND_FULL_MARK=" .. q(mark))
+    local sock = connect(srv)
+    assert(sock:send("POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n"))
+    assert.truthy(proc.wait_for(function () return readfile(mark) end, 30), "the server never sent the 100 Continue")
+    -- the server met the full buffer: it still answers another connection
+    local other = connect(srv)
+    assert(other:send("GET /fast HTTP/1.1\r\nHost: x\r\n\r\n"))
+    local r, err = read_response(other)
+    assert.is_table(r, err)
+    assert.are.equal("fast", r.body)
     stop_cleanly(srv)
   end)
 
@@ -394,6 +568,23 @@ describe("faults server", function ()
     local out, code = curl("--max-time 1 -o /dev/null -w '%{size_download}' " .. q(srv.base .. "/endless"))
     assert.are.equal(28, code)  -- curl's timeout: it never ended
     assert.is_true(tonumber(out) > 4 * 1024 * 1024, "endless gave only " .. out)
+    stop_cleanly(srv)
+  end)
+
+  it("answers HEAD to a stream with the head alone, then closes as the GET's answer does", function ()
+    local srv = start(scripts .. "stream.lua")
+    local sock = connect(srv)
+    assert(sock:send("HEAD /slow HTTP/1.1\r\nHost: x\r\n\r\n"))
+    local r = assert(read_response(sock, true))
+    assert.are.equal(200, r.status)
+    assert.are.equal("close", r.headers.connection)
+    assert.is_nil(r.headers["content-length"])
+    local rest, err, partial = sock:receive("*a")
+    assert.are.equal("", rest or partial, err)
+    -- a GET still gets the stream
+    local body, status = request(srv, "/slow")
+    assert.are.equal(200, status)
+    assert.are.equal("ababababab", body)
     stop_cleanly(srv)
   end)
 

@@ -179,6 +179,19 @@ describe("luaretry simulate", function ()
     assert.matches("^simulate: http ", r.stdout)
   end)
 
+  it("--svg labels the outage with its status: 503 by default, --status's otherwise", function ()
+    for _, status in ipairs { "503", "429" } do
+      local svg = tmp .. "/" .. status .. ".svg"
+      local args = { HTTP, "--clients", "20", "--outage", "5", "--svg", svg }
+      if status ~= "503" then args = proc.concat(args, { "--status", status }) end
+      local r = simulate(args)
+      assert.are.equal(0, r.code, r.stderr)
+      local labels = {}
+      for code in proc.readfile(svg):gmatch(">outage %((%d+)%)</text>") do labels[#labels + 1] = code end
+      assert.are.same({ status }, labels)
+    end
+  end)
+
   it("the same seed gives the same output, a different seed a different one", function ()
     local function go(seed, name)
       local svg = tmp .. "/" .. name

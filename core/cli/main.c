@@ -18,15 +18,16 @@
 
 /* ---- faults: the fault server in the foreground */
 
-static lr_faults *serving;
+static lr_faults *volatile serving;
 static volatile sig_atomic_t stop_requests;
 
-/* The first stop signal stops the server (and a script that loops); a
- * second one ends the process at once, whatever runs. */
+/* The first stop signal stops the server (and a script that loops, while
+ * it loads too); a second one ends the process at once, whatever runs. */
 static void stop_serving(int sig) {
   (void)sig;
+  lr_faults *f = serving;
   if (++stop_requests >= 2) _exit(EXIT_INTERRUPTED);
-  if (serving) lr_faults_stop(serving);
+  if (f) lr_faults_stop(f);
 }
 
 static int cmd_faults(int argc, char **argv) {
@@ -49,14 +50,21 @@ static int cmd_faults(int argc, char **argv) {
   if (!script) return cli_usage("faults: which SCRIPT?", NULL);
   char err[1024];
   cli_on_stop_signals(stop_serving);
-  lr_faults *f = any ? lr_faults_open_any(script, listen, err, sizeof err)
-                     : lr_faults_open(script, listen, err, sizeof err);
+  /* the server exists before its script loads, so that a signal can stop
+   * a script that loops at load */
+  lr_faults *f = lr_faults_new(err, sizeof err);
   if (!f) {
+    fprintf(stderr, "luaretry: faults: %s\n", err);
+    return EXIT_POLICY;
+  }
+  serving = f;
+  if (stop_requests) lr_faults_stop(f); /* a signal before `serving` was set */
+  if (lr_faults_load(f, script, listen, any, err, sizeof err) != 0) {
+    serving = NULL;
+    lr_faults_free(f);
     fprintf(stderr, "luaretry: faults: %s\n", err);
     return stop_requests ? EXIT_INTERRUPTED : EXIT_POLICY;
   }
-  serving = f;
-  if (stop_requests) lr_faults_stop(f);
   if (!lr_faults_is_loopback(f))
     fprintf(stderr,
             "luaretry: faults: warning: listening on %s, not a loopback address: "

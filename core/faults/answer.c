@@ -212,8 +212,40 @@ static const char *header_text(lua_State *L, int idx, int is_name) {
   return head_text(L, idx, is_name, is_name ? "header name" : "header value");
 }
 
-/* Write the headers of table `t` into the response. */
-static void put_headers(lua_State *L, int t, conn *c, int *has_connection) {
+/* Does a Connection value at idx say close?  (Other types are refused
+   where the header is written.) */
+static int says_close(lua_State *L, int idx) {
+  return lua_type(L, idx) == LUA_TSTRING && strcasestr(lua_tostring(L, idx), "close") != NULL;
+}
+
+/* Does the headers table t have a Connection header that says close? */
+static int headers_say_close(lua_State *L, int t) {
+  int found = 0;
+  lua_pushnil(L);
+  while (lua_next(L, t)) {
+    if (lua_type(L, -2) == LUA_TSTRING && strcasecmp(lua_tostring(L, -2), "connection") == 0) {
+      if (lua_istable(L, -1)) {
+        lua_Integer n = luaL_len(L, -1);
+        for (lua_Integer i = 1; i <= n && !found; i++) {
+          lua_geti(L, -1, i);
+          found = says_close(L, -1);
+          lua_pop(L, 1);
+        }
+      } else
+        found = found || says_close(L, -1);
+    }
+    lua_pop(L, 1);
+  }
+  return found;
+}
+
+/* Write the headers of table `t` into the response.  A Connection header
+ * that says close closes the connection; once it is to be closed (by
+ * the caller's close_after too) a Connection header that does not say so
+ * is left out, for the response must not promise what the server will not
+ * do.  *said_close: a close was written, the caller need not add one. */
+static void put_headers(lua_State *L, int t, conn *c, int *said_close) {
+  if (headers_say_close(L, t)) c->close_after = 1;
   lua_pushnil(L);
   while (lua_next(L, t)) {
     const char *name;
@@ -226,14 +258,16 @@ static void put_headers(lua_State *L, int t, conn *c, int *has_connection) {
         const char *value;
         if (list) lua_geti(L, -1, i);
         value = header_text(L, -1, 0);
-        if (strcasecmp(name, "connection") == 0) {
-          *has_connection = 1;
-          if (strcasestr(value, "close")) c->close_after = 1;
+        if (strcasecmp(name, "connection") == 0 && strcasestr(value, "close"))
+          *said_close = 1;
+        else if (strcasecmp(name, "connection") == 0 && c->close_after)
+          value = NULL;
+        if (value) {
+          sb_str(&c->out, name);
+          sb_str(&c->out, ": ");
+          sb_str(&c->out, value);
+          sb_str(&c->out, "\r\n");
         }
-        sb_str(&c->out, name);
-        sb_str(&c->out, ": ");
-        sb_str(&c->out, value);
-        sb_str(&c->out, "\r\n");
         if (list) lua_pop(L, 1);
       }
     }
@@ -328,7 +362,7 @@ static int file_range(const conn *c, const char *etag, const char *lm, unsigned 
 static int get_file(lua_State *L, int t, exchange *x, int status) {
   conn *c = x->c;
   unsigned long long size, first = 0, end, cut;
-  int ranges, has_connection = 0, r;
+  int ranges, said_close = 0, r;
   const char *etag, *lm;
   if (lua_getfield(L, t, "file") == LUA_TNIL) {
     lua_pop(L, 1);
@@ -348,8 +382,7 @@ static int get_file(lua_State *L, int t, exchange *x, int status) {
   r = ranges ? file_range(c, etag, lm, size, &first, &end) : 0;
   if (r != 0) status = r > 0 ? 206 : 416;
   sb_fmt(&c->out, "HTTP/1.1 %d %s\r\n", status, lr_http_reason(status));
-  if (lua_getfield(L, t, "headers") == LUA_TTABLE)
-    put_headers(L, lua_gettop(L), c, &has_connection);
+  if (lua_getfield(L, t, "headers") == LUA_TTABLE) put_headers(L, lua_gettop(L), c, &said_close);
   if (ranges) sb_str(&c->out, "Accept-Ranges: bytes\r\n");
   if (etag) sb_fmt(&c->out, "ETag: %s\r\n", etag);
   if (lm) sb_fmt(&c->out, "Last-Modified: %s\r\n", lm);
@@ -359,7 +392,7 @@ static int get_file(lua_State *L, int t, exchange *x, int status) {
     first = end = 0;
   }
   sb_fmt(&c->out, "Content-Length: %llu\r\n", end - first);
-  if (c->close_after && !has_connection) sb_str(&c->out, "Connection: close\r\n");
+  if (c->close_after && !said_close) sb_str(&c->out, "Connection: close\r\n");
   sb_str(&c->out, "\r\n");
   fault_stream_free(c);
   if (strcmp(c->req.method, "HEAD") == 0) first = end;
@@ -404,7 +437,7 @@ static int special_answer(lua_State *L, int t, exchange *x) {
 /* Turn the script's answer (at the top of the stack) into a response. */
 static void put_answer(lua_State *L, exchange *x) {
   conn *c = x->c;
-  int t = lua_gettop(L), status = 200, has_connection = 0;
+  int t = lua_gettop(L), status = 200, said_close = 0;
   int head_only = strcmp(c->req.method, "HEAD") == 0;
   const char *reason = NULL, *body = "";
   size_t len = 0, sent;
@@ -445,20 +478,21 @@ static void put_answer(lua_State *L, exchange *x) {
   sb_fmt(&c->out, "HTTP/1.1 %d ", status);
   sb_str(&c->out, reason);
   sb_str(&c->out, "\r\n");
+  /* a stream ends with the connection: no length to announce */
+  if (x->action == A_STREAM) c->close_after = 1;
   if (lua_istable(L, t) && lua_getfield(L, t, "headers") != LUA_TNIL) {
     if (!lua_istable(L, -1))
       luaL_error(L, "respond: 'headers' must be a table, got %s", luaL_typename(L, -1));
-    put_headers(L, lua_gettop(L), c, &has_connection);
+    put_headers(L, lua_gettop(L), c, &said_close);
   }
-  /* a stream ends with the connection: no length to announce */
-  if (x->action == A_STREAM)
-    c->close_after = 1;
-  else
-    sb_fmt(&c->out, "Content-Length: %zu\r\n", len);
-  if (c->close_after && !has_connection) sb_str(&c->out, "Connection: close\r\n");
+  if (x->action != A_STREAM) sb_fmt(&c->out, "Content-Length: %zu\r\n", len);
+  if (c->close_after && !said_close) sb_str(&c->out, "Connection: close\r\n");
   sb_str(&c->out, "\r\n");
   sent = truncate >= 0 && (size_t)truncate < len ? (size_t)truncate : len;
   if (!head_only) sb_add(&c->out, body, sent);
+  /* a made head's stream is its body, which a HEAD leaves out (raw bytes
+   * and what streams after them are the script's, sent as they are) */
+  if (head_only && x->action == A_STREAM) x->action = A_SEND;
   if (truncate >= 0) c->close_after = 1; /* unannounced, like a real cut */
 }
 
@@ -486,13 +520,18 @@ int fault_reset_paths(lua_State *L) {
 void fault_answer_script(lr_faults *f, conn *c) {
   exchange x = { f, c, A_SEND, 0 };
   size_t mark = c->out.len;
+  int close_after = c->close_after; /* the client's wish, before the script's answer */
   c->reset_at_end = 0;
   f->total++;
   fault_log_entry(f, c);
   char msg[512];
   if (lr_sandbox_call(f->sb, run_script, &x, 0, LUARETRY_E_POLICY, msg, sizeof msg) !=
       LUARETRY_OK) {
-    c->out.len = mark; /* drop a half-written answer */
+    /* drop a half-written answer and what its fields had set (then_reset,
+     * a Connection header): the 500 is the server's own */
+    c->out.len = mark;
+    c->reset_at_end = 0;
+    c->close_after = close_after;
     x.action = A_SEND;
     x.delay = 0;
     fault_put_simple(c, 500, "text/plain", msg, strlen(msg));

@@ -30,6 +30,16 @@ lr_faults *lr_faults_open(const char *script_path, const char *listen, char *err
  * --listen-any`. */
 lr_faults *lr_faults_open_any(const char *script_path, const char *listen, char *err,
                               size_t errlen);
+/* The same in two steps, for a host that must be able to stop the load:
+ * lr_faults_new() makes a server with nothing loaded, on which
+ * lr_faults_stop() (from a signal handler, say) already works: the
+ * script that lr_faults_load() then runs is stopped at its next
+ * instructions, even in an endless loop, and a later lr_faults_serve()
+ * returns at once.  lr_faults_load(): 0, or -1 with the message in err
+ * (then f is only for lr_faults_free()); `any` as lr_faults_open_any. */
+lr_faults *lr_faults_new(char *err, size_t errlen);
+int lr_faults_load(lr_faults *f, const char *script_path, const char *listen, int any, char *err,
+                   size_t errlen);
 /* Whether the bound address is a loopback one. */
 int lr_faults_is_loopback(const lr_faults *f);
 lr_faults *lr_faults_open_string(const char *chunkname, const char *source, const char *listen,

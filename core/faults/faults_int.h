@@ -47,6 +47,7 @@ typedef struct conn {
   int reset_at_end;   /* the answer (or stream) ends with a reset, not a FIN */
   int head_seen;
   double head_time, due;
+  double read_time; /* when the last bytes came in (a buffered head's time) */
   char *in;
   size_t inlen, incap;
   sbuf out;

@@ -21,7 +21,9 @@
  *   req.count    requests seen on this path so far, this one included
  *   req.total    requests seen on all paths so far, this one included
  *   req.state    a table kept per path across requests, for the script
- *   req.time     seconds since the server started (monotonic, a float)
+ *   req.time     seconds since the server started (monotonic, a float),
+ *                when the server read the head (pipelined heads read
+ *                together have one time; see conn_advance)
  * and returns a table with any of
  *   status   (200)  the status code, 100..999
  *   reason          the reason phrase (default: the usual one)
@@ -42,7 +44,8 @@
  *   stream = {data = S, count = N, interval = T}
  *                   after the head (raw or made), S sent N times (no count:
  *                   for ever), T seconds apart (0: as fast as it is read),
- *                   then close; a made head then has no Content-Length
+ *                   then close; a made head then has no Content-Length,
+ *                   and a HEAD request gets it alone
  *   then_reset = true  end the answer with a TCP reset instead of a close
  *                   (a reset in the middle of a body, with truncate, raw or
  *                   a stream)
@@ -56,7 +59,10 @@
  * respond may return a status number or a body string, and `respond`
  * itself may be such a value instead of a function, answered every time.
  * A response carries "Connection: close" (and the connection is closed)
- * when the client asked for it or the script set that header.
+ * when the client asked for it, the script set a Connection header that
+ * says close, or after a stream or then_reset; a script's Connection
+ * header that does not say close is then left out.  Raw bytes are as they
+ * are; a truncate cuts unannounced.
  *
  * Helpers defined before the script runs:
  *   sequence{a, b, c}  answers entry req.count of the list; the last
@@ -77,8 +83,8 @@
  * Built in, and not seen by the script nor counted:
  *   GET /_faults/requests  a JSON array of the requests seen, oldest first
  *     (the last 100000): {"n","conn" (the connection's number),"method","path","query","time","body_len",
- *     "body_hash" (FNV-1a 64, hex),"headers"}; time is taken when the
- *     request's head had arrived
+ *     "body_hash" (FNV-1a 64, hex),"headers"}; time is req.time: when
+ *     the request's head was read
  *   POST /_faults/reset    forgets the log, the counts and the states
  *   GET /_faults/connections  {"open": N, "accepted": M}: connections open
  *     now (the asking one included) and accepted since the start
@@ -187,9 +193,10 @@ static void conn_read(lr_faults *f, conn *c) {
     return;
   } /* cannot be */
   n = recv(c->fd, c->in + c->inlen, c->incap - c->inlen, 0);
-  if (n > 0)
+  if (n > 0) {
     c->inlen += (size_t)n;
-  else if (n == 0)
+    c->read_time = fault_elapsed(f);
+  } else if (n == 0)
     c->eof = 1;
   else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
     fault_conn_close(f, c, 0);
@@ -282,8 +289,11 @@ static void conn_advance(lr_faults *f, conn *c) {
     if (c->state != C_READ) return;
     st = lr_http_parse(&c->req, c->in, &c->inlen);
     if (c->req.head_len > 0 && !c->head_seen) {
+      /* Its head came with the last read: a head parsed later (pipelined
+       * behind an answer, which reads nothing more but a file answer's) was
+       * read then, not when its turn came. */
       c->head_seen = 1;
-      c->head_time = fault_elapsed(f);
+      c->head_time = c->read_time;
       /* curl waits up to a second for this before sending the body */
       if (st == LR_HTTP_MORE && c->req.expect_continue && c->req.minor == 1 &&
           !lr_http_body_done(&c->req))
@@ -293,7 +303,8 @@ static void conn_advance(lr_faults *f, conn *c) {
       if (c->eof)
         fault_conn_close(f, c, 0);
       else if (c->out.len > 0)
-        continue; /* send the 100 Continue */
+        conn_flush(f, c); /* the 100 Continue: what the socket does not take
+                             waits for poll, never spins here */
       return;
     }
     if (st == LR_HTTP_DONE)
@@ -650,8 +661,7 @@ static int bind_listen(lr_faults *f, const char *addr, int any, char *err, size_
   return 0;
 }
 
-static lr_faults *open_any(const char *path, const char *chunkname, const char *source,
-                           const char *listen, int any, char *err, size_t errlen) {
+lr_faults *lr_faults_new(char *err, size_t errlen) {
   lr_faults *f = calloc(1, sizeof *f);
   if (f == NULL) {
     snprintf(err, errlen, "out of memory");
@@ -659,16 +669,42 @@ static lr_faults *open_any(const char *path, const char *chunkname, const char *
   }
   atomic_init(&f->stopping, 0);
   f->listen_fd = -1;
-  f->wake_fd = -1;
   f->in_limit = IN_TOTAL_MAX;
   clock_gettime(CLOCK_MONOTONIC, &f->t0);
-  if (fault_load_script(f, path, chunkname, source, err, errlen) != 0 ||
-      bind_listen(f, listen, any, err, errlen) != 0) {
-    lr_faults_free(f);
-    return NULL;
-  }
+  /* before the script: a stop during its load also makes serving end */
   if ((f->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
     snprintf(err, errlen, "eventfd: %s", strerror(errno));
+    free(f);
+    return NULL;
+  }
+  return f;
+}
+
+static int load(lr_faults *f, const char *path, const char *chunkname, const char *source,
+                const char *listen, int any, char *err, size_t errlen) {
+  if (f->sb) {
+    snprintf(err, errlen, "a script is loaded already");
+    return -1;
+  }
+  if (fault_load_script(f, path, chunkname, source, err, errlen) != 0 ||
+      bind_listen(f, listen, any, err, errlen) != 0)
+    return -1;
+  return 0;
+}
+
+int lr_faults_load(lr_faults *f, const char *script_path, const char *listen, int any, char *err,
+                   size_t errlen) {
+  if (script_path == NULL) {
+    snprintf(err, errlen, "no script");
+    return -1;
+  }
+  return load(f, script_path, NULL, NULL, listen, any, err, errlen);
+}
+
+static lr_faults *open_any(const char *path, const char *chunkname, const char *source,
+                           const char *listen, int any, char *err, size_t errlen) {
+  lr_faults *f = lr_faults_new(err, errlen);
+  if (f && load(f, path, chunkname, source, listen, any, err, errlen) != 0) {
     lr_faults_free(f);
     return NULL;
   }

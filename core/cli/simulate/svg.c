@@ -103,8 +103,8 @@ static void svg_outage(FILE *f, const frame *g, const herd *h) {
           x_at(g, 0.0), T, x_at(g, oend) - x_at(g, 0.0), g->ph, h->outage);
   fprintf(f,
           "<text x=\"%.2f\" y=\"%.2f\" text-anchor=\"end\" fill=\"#a33\">outage "
-          "(503)</text>\n",
-          x_at(g, oend) - 4, T + 14);
+          "(%d)</text>\n",
+          x_at(g, oend) - 4, T + 14, h->status);
 }
 
 /* Horizontal grid lines with the y ticks. */
