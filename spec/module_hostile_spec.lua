@@ -128,6 +128,33 @@ describe("a prepare that replaces request.headers", function()
   end)
 end)
 
+describe("a prepare whose request answers each read differently", function()
+  -- its headers were sized from one read of __index and copied from the
+  -- next: 200 long headers written into the room of one short one
+  it("is read once: the first answer is sent, nothing written past the copy", function()
+    local p = assert(lr.load_string([[
+max_attempts = 1
+attempt_timeout = 5
+function prepare(request)
+  local n, big = 0, {}
+  for i = 1, 200 do big["X-H" .. i] = string.rep("A", 4000) end
+  return setmetatable({ url = request.url }, { __index = function(_, k)
+    if k == "url" then return request.url end
+    if k ~= "headers" then return nil end
+    n = n + 1
+    if n == 1 then return { ["X-A"] = "1" } end
+    return big
+  end })
+end]], "=twice"))
+    for _ = 1, 3 do
+      local c = p:begin{ virtual = true, seed = 1 }
+      local r = assert(c:prepare({ method = "GET", url = "http://x/" }, 1))
+      assert.are.same({ ["X-A"] = "1" }, r.headers)
+      c:close()
+    end
+  end)
+end)
+
 describe("a prepare that names a header", function()
   -- "X Bad" was sent (the server answered 400) while "Evil: x" was refused
   it("is held to RFC 9110's token, the rule attempt_header's name follows", function()

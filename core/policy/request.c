@@ -141,7 +141,10 @@ typedef struct {
   int body_replaced;
 } packed_sizes;
 
-static char *put(char **at, const char *s, size_t len) {
+/* s copied at *at, within the block that ends at end: measured from the
+ * same snapshot, it always fits; a refusal, never a write past it. */
+static char *put(lua_State *L, char **at, const char *end, const char *s, size_t len) {
+  if ((size_t)(end - *at) < len + 1) luaL_error(L, "prepare: the request grew while it was copied");
   char *start = *at;
   memcpy(start, s, len);
   start[len] = '\0';
@@ -153,7 +156,7 @@ static char *put(char **at, const char *s, size_t len) {
  * the table at t does not name: kept through prepare, which never saw
  * them.  Counted into z, or written at *h (a NULL at: count only). */
 static void carry_removed(lua_State *L, int t, const luaretry_request *in, packed_sizes *z,
-                          luaretry_header *h, size_t *n, char **at) {
+                          luaretry_header *h, size_t *n, char **at, const char *end) {
   size_t removed = 0;
   for (size_t i = 0; i < in->header_count; i++) removed += !in->headers[i].value;
   if (!removed) return; /* nearly every request: no lookup in the table */
@@ -172,7 +175,7 @@ static void carry_removed(lua_State *L, int t, const luaretry_request *in, packe
       z->header_count++;
       continue;
     }
-    h[*n].name = put(at, name, strlen(name));
+    h[*n].name = put(L, at, end, name, strlen(name));
     h[*n].value = NULL;
     ++*n;
   }
@@ -222,7 +225,7 @@ static void pack(lua_State *L, int t, int original_body, const luaretry_request 
   packed_sizes z;
   memset(&z, 0, sizeof z);
   measure(L, t, original_body, &z);
-  carry_removed(L, t, in, &z, NULL, NULL, NULL);
+  carry_removed(L, t, in, &z, NULL, NULL, NULL, NULL);
   size_t size = z.header_count * sizeof(luaretry_header) + z.header_bytes + z.method_len +
                 z.url_len + z.body_len + 3;
   luaretry_header *h = malloc(size ? size : 1);
@@ -230,23 +233,51 @@ static void pack(lua_State *L, int t, int original_body, const luaretry_request 
   free(*block);
   *block = h;
   char *at = (char *)(h + z.header_count);
-  out->method = z.method ? put(&at, z.method, z.method_len) : in->method;
-  out->url = put(&at, z.url, z.url_len);
-  out->body = z.body_replaced ? (z.body ? put(&at, z.body, z.body_len) : NULL) : in->body;
+  const char *end = (char *)h + size;
+  out->method = z.method ? put(L, &at, end, z.method, z.method_len) : in->method;
+  out->url = put(L, &at, end, z.url, z.url_len);
+  out->body = z.body_replaced ? (z.body ? put(L, &at, end, z.body, z.body_len) : NULL) : in->body;
   out->body_len = z.body_replaced ? z.body_len : in->body_len;
   out->headers = h;
   out->header_count = 0;
-  carry_removed(L, t, in, &z, h, &out->header_count, &at);
+  carry_removed(L, t, in, &z, h, &out->header_count, &at, end);
   if (lua_getfield(L, t, "headers") != LUA_TTABLE) return;
   lua_pushnil(L);
   while (lua_next(L, -2) && out->header_count < z.header_count) {
     size_t nl, vl;
     const char *name = lua_tolstring(L, -2, &nl), *value = lua_tolstring(L, -1, &vl);
-    h[out->header_count].name = put(&at, name, nl);
-    h[out->header_count].value = put(&at, value, vl);
+    h[out->header_count].name = put(L, &at, end, name, nl);
+    h[out->header_count].value = put(L, &at, end, value, vl);
     out->header_count++;
     lua_pop(L, 1);
   }
+}
+
+/* The request the script left, read once into a plain table (its fields
+ * through any __index once each, its headers copied raw): measure and pack
+ * then read the same values.  Read twice from the script's table, an
+ * __index could size the copy by one table and fill it from another. */
+static int snapshot(lua_State *L, int t) {
+  static const char *const FIELDS[] = { "method", "url", "body" };
+  lua_createtable(L, 0, 4);
+  int copy = lua_gettop(L);
+  for (size_t i = 0; i < sizeof FIELDS / sizeof FIELDS[0]; i++) {
+    lua_getfield(L, t, FIELDS[i]);
+    lua_setfield(L, copy, FIELDS[i]);
+  }
+  int headers = lua_getfield(L, t, "headers"); /* copy + 1 */
+  if (headers == LUA_TTABLE) {
+    lua_newtable(L); /* copy + 2 */
+    lua_pushnil(L);
+    while (lua_next(L, copy + 1)) {
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_rawset(L, copy + 2);
+    }
+    lua_remove(L, copy + 1);
+  }
+  lua_setfield(L, copy, "headers"); /* a header value of another type: measure says so */
+  return copy;
 }
 
 static int call_prepare(lua_State *L) {
@@ -260,7 +291,7 @@ static int call_prepare(lua_State *L) {
   lua_rawgeti(L, LUA_REGISTRYINDEX, s->ref_info);
   lua_call(L, 3, 1);
   int t = lua_istable(L, -1) ? lua_gettop(L) : 2; /* a returned table wins */
-  pack(L, t, 3, s->cur_request, s->cur_out, s->cur_prepared);
+  pack(L, snapshot(L, t), 3, s->cur_request, s->cur_out, s->cur_prepared);
   lr_script_keep_call(L, s);
   return 0;
 }
