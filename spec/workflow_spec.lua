@@ -31,6 +31,28 @@ describe("workflows", function ()
     end
   end
 
+  it("run() is one call into the script: its own time between requests adds up to time_limit", function ()
+    -- 40 requests, each after about 0.02 s of the script's own work:
+    -- 0.8 s in all, over the 0.25 s limit however the requests are spaced
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    local wf = dir .. "/busy.lua"
+    proc.writefile(wf, "max_attempts = 1\ndeadline = 60\nattempt_timeout = 60\n" ..
+                       "function run(http, args)\n" ..
+                       "  local n = 0\n" ..
+                       "  for i = 1, 40 do\n" ..
+                       "    local t = os.clock()\n" ..
+                       "    while os.clock() - t < 0.02 do n = n + 1 end\n" ..
+                       "    http.post(args[1], '{}')\n" ..
+                       "  end\n" ..
+                       "  return 200, 'done ' .. n .. '\\n'\n" ..
+                       "end\n")
+    local r = run({ "run", wf, srv.base .. "/v1/projects/p:getIamPolicy" })
+    assert.are.equal(3, r.code, r.stdout .. r.stderr)
+    assert.matches("busy%.lua:%d+: .*time limit", r.stderr)
+    assert.is_nil(r.stdout:find("done", 1, true))
+  end)
+
   it("the IAM example re-runs the whole read-modify-write after 409 ABORTED; both writers' bindings survive", function ()
     local r = run({ "run", IAM_EXAMPLE, srv.base .. "/v1/projects/p", "roles/viewer",
                     "user:alice@example.com", "--set", "backoff.initial=0.05", "--seed", "1" })

@@ -26,21 +26,28 @@ typedef struct {
   int time_up; /* a request found the attempt's time used up */
 } workflow;
 
-/* Reads request.headers (a table at idx) into h; the strings stay on the
- * Lua stack, referenced by that table. */
+/* Reads request.headers (a table at idx) into h.  The strings are the
+ * table's; a number's, made here, is kept in a table left on the stack
+ * (popped, nothing would hold it while the request goes). */
 static size_t read_headers(lua_State *L, int idx, luaretry_header *h) {
   size_t n = 0;
   if (lua_isnoneornil(L, idx)) return 0;
   luaL_checktype(L, idx, LUA_TTABLE);
+  lua_newtable(L);
+  int made = lua_gettop(L);
   lua_pushnil(L);
   while (lua_next(L, idx)) {
     if (n == MAX_REQUEST_HEADERS) luaL_error(L, "http: more than %d headers", MAX_REQUEST_HEADERS);
     if (lua_type(L, -2) != LUA_TSTRING || !lua_isstring(L, -1))
       luaL_error(L, "http: headers must map names to strings");
+    int number = lua_type(L, -1) == LUA_TNUMBER; /* made a string below */
     h[n].name = lua_tostring(L, -2);
     h[n].value = lua_tostring(L, -1);
+    if (number)
+      lua_rawseti(L, made, (lua_Integer)n + 1); /* kept, and popped */
+    else
+      lua_pop(L, 1);
     n++;
-    lua_pop(L, 1);
   }
   return n;
 }
@@ -79,9 +86,13 @@ static int perform(lua_State *L, luaretry_request *req) {
   }
   luaretry_response resp;
   memset(&resp, 0, sizeof resp);
-  lr_sandbox_pause(w->s->sb); /* the host's time is not the script's */
+  /* the request's time is not the script's; the script's own, before and
+   * after it, adds up over the run() call (a loop of requests still
+   * reaches time_limit on its own time) */
+  long paused_at = lr_watchdog_tick();
+  lr_sandbox_pause(w->s->sb);
   luaretry_code rc = w->transport(w->ud, req, timeout, &resp);
-  lr_sandbox_resume(w->s->sb);
+  lr_sandbox_resume_from(w->s->sb, paused_at);
   if (rc != LUARETRY_OK) {
     w->transport_rc = rc;
     return luaL_error(L, "http: %s %s: %s", req->method, req->url, luaretry_strerror(rc));

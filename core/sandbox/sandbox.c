@@ -316,13 +316,6 @@ void lr_sandbox_pause(lr_sandbox *sb) {
   atomic_compare_exchange_strong(&sb->phase, &running, PHASE_IDLE);
 }
 
-void lr_sandbox_resume(lr_sandbox *sb) {
-  if (!sb->timed || atomic_load(&sb->expired)) return;
-  atomic_store_explicit(&sb->entered, lr_watchdog_tick(), memory_order_relaxed);
-  int idle = PHASE_IDLE;
-  atomic_compare_exchange_strong(&sb->phase, &idle, PHASE_RUNNING);
-}
-
 void lr_sandbox_resume_from(lr_sandbox *sb, long paused_at) {
   if (!sb->timed || atomic_load(&sb->expired)) return;
   /* the script's clock moves on by the ticks the host took, no more: a

@@ -139,13 +139,11 @@ luaretry_code lr_sandbox_failed(lr_sandbox *sb, int status, luaretry_code failur
  * be pushed under protection instead (lr_sandbox_call), nothing pushed. */
 const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len);
 
-/* Around host code a script calls (a workflow's transport): the time it
- * takes is not the script's. */
-void lr_sandbox_pause(lr_sandbox *sb);
-void lr_sandbox_resume(lr_sandbox *sb);
-/* The same around a quick host call (the log): the script's time limit
- * goes on from where it was, the host's ticks since paused_at (a
+/* Around host code a script calls (a workflow's transport, the log): the
+ * time it takes is not the script's.  The script's time limit goes on
+ * from where it was, the host's ticks since paused_at (a
  * lr_watchdog_tick() read before the pause) not counted. */
+void lr_sandbox_pause(lr_sandbox *sb);
 void lr_sandbox_resume_from(lr_sandbox *sb, long paused_at);
 
 /* Stops the script: marks the kill, remembers where, makes every later
