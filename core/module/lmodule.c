@@ -680,6 +680,17 @@ static double headers_retry_after(const luaretry_outcome *o) {
   return -1;
 }
 
+/* The string at idx, whole: one with a NUL byte is an error naming `what`
+ * (the library takes a C string, and would read it only up to the NUL). */
+static const char *whole_string(lua_State *L, int idx, const char *what, const char *name) {
+  size_t len;
+  const char *s = lua_tolstring(L, idx, &len);
+  if (!memchr(s, '\0', len)) return s;
+  if (!name) luaL_error(L, "%s: a header name holds a NUL byte (it would be read up to it)", what);
+  luaL_error(L, "%s[\"%s\"]: the value holds a NUL byte (it would be read up to it)", what, name);
+  return NULL;
+}
+
 /* The name = value strings of the table at the top, every one: into
  * `small` when they fit, else into a block pushed above the table (kept
  * by the caller's anchor_since, as the strings are by the table).  Any
@@ -689,10 +700,14 @@ static luaretry_header *read_header_table(lua_State *L, const char *what, luaret
                                           size_t room, size_t *count) {
   int t = lua_gettop(L);
   size_t n = 0;
-  for (lua_pushnil(L); lua_next(L, t); lua_pop(L, 1), n++)
+  char where[32];
+  snprintf(where, sizeof where, "%s.headers", what);
+  for (lua_pushnil(L); lua_next(L, t); lua_pop(L, 1), n++) {
     if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TSTRING)
       luaL_error(L, "%s.headers: expected name = value strings, got %s = %s", what,
                  luaL_typename(L, -2), luaL_typename(L, -1));
+    whole_string(L, -1, where, whole_string(L, -2, where, NULL));
+  }
   luaretry_header *h = n <= room ? small : lua_newuserdatauv(L, n * sizeof *h, 0);
   size_t i = 0;
   for (lua_pushnil(L); i < n && lua_next(L, t); lua_pop(L, 1), i++)
@@ -760,9 +775,9 @@ static void read_outcome(lua_State *L, int idx, outcome_buf *ob) {
 /* A header table's value at the top: a string, or a number read as one
  * (an integral one as an integer: 5000.0 is "5000"), which the anchor
  * table at `anchor` keeps (0: only counting); NULL for anything else. */
-static const char *header_value(lua_State *L, int anchor) {
+static const char *header_value(lua_State *L, int anchor, const char *what, const char *name) {
   int t = lua_type(L, -1);
-  if (t == LUA_TSTRING) return lua_tostring(L, -1);
+  if (t == LUA_TSTRING) return whole_string(L, -1, what, name);
   if (t != LUA_TNUMBER) return NULL;
   if (!anchor) return "";
   int whole;
@@ -789,13 +804,14 @@ static size_t header_values(lua_State *L, const char *what, int t, luaretry_head
   while (lua_next(L, t)) {
     if (lua_type(L, -2) != LUA_TSTRING)
       luaL_error(L, "%s: a %s key (header names expected)", what, luaL_typename(L, -2));
-    const char *name = lua_tostring(L, -2), *v = header_value(L, h ? anchor : 0);
+    const char *name = whole_string(L, -2, what, NULL);
+    const char *v = header_value(L, h ? anchor : 0, what, name);
     if (v) {
       if (h) h[n] = (luaretry_header){ name, v };
       n++;
     } else if (lua_type(L, -1) == LUA_TTABLE) {
       for (lua_Integer i = 1; lua_rawgeti(L, -1, i) != LUA_TNIL; i++, n++) {
-        if (!(v = header_value(L, h ? anchor : 0)))
+        if (!(v = header_value(L, h ? anchor : 0, what, name)))
           luaL_error(L, "%s[\"%s\"][%I]: a string or a number expected, got %s", what, name, i,
                      luaL_typename(L, -1));
         if (h) h[n] = (luaretry_header){ name, v };
@@ -1263,10 +1279,12 @@ static const luaL_Reg call_methods[] = { { "report", c_report },
 /* luaretry.retry_after(value [, now]) -> seconds, or nil: the engine's
  * Retry-After reader (now: seconds since the epoch, default the clock's) */
 static int l_retry_after(lua_State *L) {
-  const char *v = luaL_checkstring(L, 1);
+  size_t len;
+  const char *v = luaL_checklstring(L, 1, &len);
   double now = luaL_optnumber(L, 2, 0); /* 0: the wall clock */
   double w;
-  if (luaretry_retry_after(v, now, &w) != LUARETRY_OK) return 0;
+  /* a NUL: not a wait (it would be read up to it) */
+  if (memchr(v, '\0', len) || luaretry_retry_after(v, now, &w) != LUARETRY_OK) return 0;
   lua_pushnumber(L, w);
   return 1;
 }
