@@ -63,9 +63,11 @@ static luaretry_code attempts(luaretry_call *c, CURL *h, CURLM *m, const luaretr
     if (rc != LUARETRY_OK) return rc;
     if (!final->retry) {
       if (!delivered && lr_resume_end(&a->t, final) != 0) return LUARETRY_E_OPERATION;
-      if (!delivered && final->reason != LUARETRY_REASON_CANCELLED && io->sink && !io->restart &&
-          a->t.body.len)
-        io->sink(io->sink_ud, a->t.body.data, a->t.body.len);
+      /* the sink's "no" stops the call here too: its bytes went nowhere */
+      if (!delivered && final->reason != LUARETRY_REASON_CANCELLED && !io->restart &&
+          lr_curl_give_body(io->sink, NULL, io->sink_ud, a->t.body.data, a->t.body.len, NULL, 0) !=
+            0)
+        return LUARETRY_E_OPERATION;
       return LUARETRY_OK;
     }
     if (luaretry_call_wait(c, final->wait) == LUARETRY_E_CANCELLED) {

@@ -13,7 +13,9 @@ extern "C" {
 
 /* Receives a response body: the final attempt's once the call has stopped,
  * or, with a restart function, every attempt's bytes as they arrive.  Return
- * len; any other value stops the call (LUARETRY_E_OPERATION). */
+ * len; any other value stops the call (LUARETRY_E_OPERATION), whichever way
+ * the body came: streamed, given whole, or a winning hedge's (the decision
+ * in `final` stands, but its body went nowhere). */
 typedef size_t (*luaretry_sink_fn)(void *ud, const char *data, size_t len);
 /* Streaming: an attempt begins, so what the sink received of the one
  * before is to be forgotten (rewind the file, drop the spool).  Called
@@ -210,7 +212,10 @@ LUARETRY_API CURLM *luaretry_curl_many_multi(luaretry_curl_many *m);
 typedef struct {
   luaretry_code code;      /* LUARETRY_OK: `final` is the call's decision;
                                 else why none was reached (out of memory, a
-                                prepare or is_idempotent that failed) */
+                                prepare or is_idempotent that failed), or
+                                LUARETRY_E_OPERATION: the sink, restart or
+                                upload refused (after a decision, `final`
+                                holds it) */
   luaretry_decision final; /* final.attempt: attempts made (0: none, e.g.
                                 circuit_open at begin, or cancelled first);
                                 final.message only valid inside `done` */

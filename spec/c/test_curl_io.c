@@ -20,7 +20,9 @@
  *   is not one is LUARETRY_E_ARG;
  * - a call's own deadline (LUARETRY_CALL_DEADLINE) bounds the attempt's
  *   transfer, against a server that never answers, where the policy's
- *   attempt_timeout (30 s) would not. */
+ *   attempt_timeout (30 s) would not;
+ * - a sink that refuses the final body given whole stops the call
+ *   (LUARETRY_E_OPERATION), in a single call and in a batch. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -594,6 +596,63 @@ static void test_max_body(void) {
   free(big);
 }
 
+/* ---- a sink that refuses the final body, given whole (no restart) */
+
+static size_t refuse(void *ud, const char *data, size_t len) {
+  (void)data, (void)len;
+  (*(int *)ud)++;
+  return 0; /* a full disk */
+}
+
+static char done_errmsg[4][256];
+
+static void on_done(void *ud, size_t index, const luaretry_curl_job *job) {
+  (void)ud;
+  if (index < 4)
+    snprintf(done_errmsg[index], sizeof done_errmsg[index], "%s",
+             job->result.errmsg ? job->result.errmsg : "(none)");
+}
+
+#define OK_ABC "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc"
+
+static void test_sink_refused(void) {
+  const char *answers[] = { OK_ABC, OK_ABC, NULL };
+  server s = { 0 };
+  if (!CHECK(server_start(&s, answers) == 0)) return;
+  luaretry_policy *p = policy("max_attempts = 3\ndeadline = 20\n");
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/ok", s.port);
+  luaretry_request req = { .method = "GET", .url = url };
+  int calls = 0;
+  luaretry_curl_options o = { .sink = refuse, .sink_ud = &calls };
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  CURL *h = curl_easy_init();
+  luaretry_decision d;
+  CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_E_OPERATION);
+  CHECK_EQ_INT(calls, 1);
+  curl_easy_cleanup(h);
+  luaretry_call_free(c);
+  /* a batch: the job's result says so, and why */
+  luaretry_curl_job job;
+  memset(&job, 0, sizeof job);
+  job.request = &req;
+  job.sink = refuse;
+  job.sink_ud = &calls;
+  luaretry_curl_many *m = NULL;
+  CHECK_CODE(luaretry_curl_many_new(&m), LUARETRY_OK);
+  luaretry_curl_many_options mo;
+  luaretry_curl_many_options_init(&mo);
+  mo.done = on_done;
+  CHECK_CODE(luaretry_curl_perform_many(m, p, &job, 1, &mo), LUARETRY_OK);
+  CHECK_CODE(job.result.code, LUARETRY_E_OPERATION);
+  CHECK_EQ_INT(calls, 2);
+  CHECK_CONTAINS(done_errmsg[0], "sink took 0 of the final body's 3 bytes");
+  luaretry_curl_many_free(m);
+  luaretry_policy_free(p);
+  server_stop(&s);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   test_max_body();
@@ -604,6 +663,7 @@ int main(void) {
   test_upload();
   test_schemes();
   test_bomb();
+  test_sink_refused();
   curl_global_cleanup();
   return check_done();
 }
