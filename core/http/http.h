@@ -141,6 +141,11 @@ typedef struct {
 int lr_curl_give_body(luaretry_sink_fn sink, luaretry_restart_fn restart, void *ud,
                       const char *data, size_t len, char *why, size_t cap);
 
+/* sendable.c: LUARETRY_OK when the host's request r can be sent as it
+ * means (an http or https URL ...), else LUARETRY_E_ARG with why in
+ * `why` (cap bytes), or LUARETRY_E_NOMEM. */
+luaretry_code lr_curl_sendable(const luaretry_request *r, char *why, size_t cap);
+
 /* The request's headers as a curl list; *failed on out of memory. */
 struct curl_slist *lr_curl_header_list(const luaretry_request *r, int *failed);
 /* Every option of one transfer of r on h, its answer into t (whose

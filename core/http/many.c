@@ -221,9 +221,9 @@ static void end_call(batch *b, live_call *lc, luaretry_code code, const luaretry
   end_call_saying(b, lc, code, d, NULL);
 }
 
-/* The next job: jobs[i], or one pulled from o->next into lc->own.  NULL
- * when there is none. */
-static luaretry_curl_job *take_job(batch *b, live_call *lc) {
+/* The next job as given: jobs[i], or one pulled from o->next into
+ * lc->own.  NULL when there is none. */
+static luaretry_curl_job *given_job(batch *b, live_call *lc) {
   if (b->jobs) return b->next_job < b->n ? &b->jobs[b->next_job++] : NULL;
   memset(&lc->own, 0, sizeof lc->own);
   if (b->source_done || !b->o->next(b->o->next_ud, b->next_job, &lc->own)) {
@@ -231,13 +231,24 @@ static luaretry_curl_job *take_job(batch *b, live_call *lc) {
     return NULL;
   }
   memset(&lc->own.result, 0, sizeof lc->own.result);
-  if (!lc->own.request || !lc->own.request->url) {
-    /* a job without a request: it ends at once, as the array's are refused */
-    finish_job(b, &lc->own, b->next_job++, LUARETRY_E_ARG, NULL, NULL, NULL);
-    return take_job(b, lc);
-  }
   b->next_job++;
   return &lc->own;
+}
+
+/* The next job whose request can be sent: one that cannot ends at once,
+ * never begun (LUARETRY_E_ARG, its errmsg saying why), as luaretry_curl_perform
+ * refuses it; the others go on.  NULL when there is none. */
+static luaretry_curl_job *take_job(batch *b, live_call *lc) {
+  for (luaretry_curl_job *job; (job = given_job(b, lc));) {
+    char why[300] = "";
+    /* a pulled job without a request ends so too, as the array's are refused */
+    luaretry_code rc = !job->request || !job->request->url
+                         ? LUARETRY_E_ARG
+                         : lr_curl_sendable(job->request, why, sizeof why);
+    if (rc == LUARETRY_OK) return job;
+    finish_job(b, job, b->next_job - 1, rc, NULL, NULL, why[0] ? why : NULL);
+  }
+  return NULL;
 }
 
 /* Begins the next job's call; NULL when it ended at once (refused), the

@@ -84,8 +84,13 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
                                     luaretry_decision *final) {
   if (!p || !c || !h || !req || !req->url || !final) return LUARETRY_E_ARG;
   memset(final, 0, sizeof *final);
+  /* what no attempt can send is refused before the first: the policy
+   * would retry a "protocol" failure that every attempt repeats */
+  char why[300];
+  luaretry_code rc = lr_curl_sendable(req, why, sizeof why);
+  if (rc != LUARETRY_OK) return rc;
   lr_io io;
-  luaretry_code rc = io_of(p, o, &io);
+  rc = io_of(p, o, &io);
   if (rc != LUARETRY_OK) return rc;
   /* a call refused at begin (circuit open) never touches the network */
   rc = await_token(c, final);

@@ -130,7 +130,10 @@ LUARETRY_API void luaretry_curl_options_init(luaretry_curl_options *o);
  * the protocols (http and https only, redirects included: no other scheme
  * is reachable), an error buffer, and its own write/header/read/seek
  * callbacks (unset again before it returns); other options the host set
- * (TLS, proxy, auth, redirects...) are kept.  A response's headers are
+ * (TLS, proxy, auth, redirects...) are kept.  A request no attempt could
+ * send as it means is refused before the first (LUARETRY_E_ARG): a URL
+ * that is not http or https as libcurl reads it (a URL without a scheme
+ * is http://, as curl guesses).  A response's headers are
  * kept up to LUARETRY_CURL_MAX_HEADER_BYTES: a longer head fails the
  * attempt as a "protocol" error.  Returns LUARETRY_OK when a decision
  * was reached (see final->reason), or an error code with
@@ -188,6 +191,9 @@ LUARETRY_API luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_ca
  * calls, so with max_transfers no larger than the jobs that keep it busy
  * none goes; a hedging policy's batch may use max_transfers beyond n.
  * Before each retry luaretry_call_next() is asked again.
+ * A job whose request luaretry_curl_perform() would refuse (LUARETRY_E_ARG:
+ * a scheme not http or https ...) ends at once, never begun, its
+ * result.errmsg saying why; the other jobs go on.
  */
 typedef struct luaretry_curl_many luaretry_curl_many;
 
@@ -212,7 +218,8 @@ LUARETRY_API CURLM *luaretry_curl_many_multi(luaretry_curl_many *m);
 typedef struct {
   luaretry_code code;      /* LUARETRY_OK: `final` is the call's decision;
                                 else why none was reached (out of memory, a
-                                prepare or is_idempotent that failed), or
+                                prepare or is_idempotent that failed, a
+                                request refused: LUARETRY_E_ARG), or
                                 LUARETRY_E_OPERATION: the sink, restart or
                                 upload refused (after a decision, `final`
                                 holds it) */
