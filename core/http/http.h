@@ -142,8 +142,10 @@ int lr_curl_give_body(luaretry_sink_fn sink, luaretry_restart_fn restart, void *
                       const char *data, size_t len, char *why, size_t cap);
 
 /* sendable.c: LUARETRY_OK when the host's request r can be sent as it
- * means (an http or https URL ...), else LUARETRY_E_ARG with why in
+ * means (an http or https URL, a method and header names that are tokens,
+ * no line break in a header's value), else LUARETRY_E_ARG with why in
  * `why` (cap bytes), or LUARETRY_E_NOMEM. */
+#define LR_CURL_TOKEN_RULE "RFC 9110's token: letters, digits and !#$%&'*+-.^_`|~"
 luaretry_code lr_curl_sendable(const luaretry_request *r, char *why, size_t cap);
 
 /* The request's headers as a curl list; *failed on out of memory. */

@@ -1,12 +1,26 @@
 /* sendable.c: what the host hands the helper, refused before any attempt
  * when no attempt could send it as it means: a URL that is not http or
  * https (libcurl would fail every attempt as "protocol", and the policy
- * would retry it).  The rule is the one a script's prepare() and a
- * workflow's requests are held to (policy/request.c, policy/workflow.c). */
+ * would retry it), a method or header that would split the request.  The
+ * rules are those a script's prepare() and a workflow's requests are held
+ * to (policy/request.c, policy/workflow.c); this layer reaches the public
+ * API only, so the token rule of lr_header_name_ok (policy/schema.c) is
+ * repeated here. */
 #include <stdio.h>
 #include <string.h>
 
 #include "http.h"
+
+/* RFC 9110's token: a method, a header's name. */
+static int token(const char *s) {
+  static const char tchar[] = "!#$%&'*+-.^_`|~";
+  if (!*s) return 0;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          strchr(tchar, *s)))
+      return 0;
+  return 1;
+}
 
 /* s for a message: at most 40 bytes of it, a control byte as \xHH (a
  * line break the message names must not break the line that names it). */
@@ -49,6 +63,29 @@ static luaretry_code url_ok(const char *url, char *why, size_t cap) {
 }
 
 luaretry_code lr_curl_sendable(const luaretry_request *r, char *why, size_t cap) {
+  char s[200];
   luaretry_code rc = url_ok(r->url, why, cap);
-  return rc;
+  if (rc != LUARETRY_OK) return rc;
+  if (r->method && !token(r->method)) {
+    snprintf(why, cap, "the request's method \"%s\" is not a method (%s)",
+             shown(r->method, s, sizeof s), LR_CURL_TOKEN_RULE);
+    return LUARETRY_E_ARG;
+  }
+  /* headers NULL with a count, a NULL name: prepare refuses them, naming
+   * them in the call's errmsg */
+  for (size_t i = 0; r->headers && i < r->header_count; i++) {
+    const luaretry_header *h = &r->headers[i];
+    if (!h->name) continue;
+    if (!token(h->name)) {
+      snprintf(why, cap, "header name \"%s\" is not a name (%s)", shown(h->name, s, sizeof s),
+               LR_CURL_TOKEN_RULE);
+      return LUARETRY_E_ARG;
+    }
+    if (h->value && strpbrk(h->value, "\r\n")) {
+      snprintf(why, cap, "header \"%s\": its value holds a line break: a request cannot be split",
+               h->name);
+      return LUARETRY_E_ARG;
+    }
+  }
+  return LUARETRY_OK;
 }

@@ -133,11 +133,16 @@ LUARETRY_API void luaretry_curl_options_init(luaretry_curl_options *o);
  * (TLS, proxy, auth, redirects...) are kept.  A request no attempt could
  * send as it means is refused before the first (LUARETRY_E_ARG): a URL
  * that is not http or https as libcurl reads it (a URL without a scheme
- * is http://, as curl guesses).  A response's headers are
- * kept up to LUARETRY_CURL_MAX_HEADER_BYTES: a longer head fails the
- * attempt as a "protocol" error.  Returns LUARETRY_OK when a decision
- * was reached (see final->reason), or an error code with
- * luaretry_call_errmsg(c) / luaretry_policy_errmsg(p).
+ * is http://, as curl guesses); a method or a header name that is not
+ * RFC 9110's token, a header value with a CR or LF (either would split
+ * the request: prepare() holds a script to the same rules).  A
+ * response's headers are kept up to LUARETRY_CURL_MAX_HEADER_BYTES: a
+ * longer head fails the attempt as a "protocol" error.  Returns
+ * LUARETRY_OK when a decision was reached (see final->reason), or an
+ * error code with luaretry_call_errmsg(c) / luaretry_policy_errmsg(p)
+ * (the helper's own refusals, LUARETRY_E_ARG before an attempt and
+ * LUARETRY_E_OPERATION from the host's sink, restart or upload, leave
+ * errmsg as it was).
  * luaretry_call_cancel(c) interrupts a transfer as well as a wait.
  * With the policy's hedge (luaretry.h), an attempt that has not answered
  * after hedge.delay gets hedges on copies of h (curl_easy_duphandle: the
@@ -192,8 +197,8 @@ LUARETRY_API luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_ca
  * none goes; a hedging policy's batch may use max_transfers beyond n.
  * Before each retry luaretry_call_next() is asked again.
  * A job whose request luaretry_curl_perform() would refuse (LUARETRY_E_ARG:
- * a scheme not http or https ...) ends at once, never begun, its
- * result.errmsg saying why; the other jobs go on.
+ * a scheme not http or https, a header that would split it...) ends at
+ * once, never begun, its result.errmsg saying why; the other jobs go on.
  */
 typedef struct luaretry_curl_many luaretry_curl_many;
 

@@ -24,7 +24,8 @@
  * - a sink that refuses the final body given whole stops the call
  *   (LUARETRY_E_OPERATION), in a single call and in a batch;
  * - what no attempt can send is refused before any (LUARETRY_E_ARG): a
- *   scheme other than http or https. */
+ *   scheme other than http or https, a header or method that would split
+ *   the request. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -742,6 +743,36 @@ static void test_refused_scheme(void) {
   server_stop(&s);
 }
 
+/* A header or method that splits the request: a host's header value
+ * "a\r\nX-Injected: 1" was sent as two headers. */
+static void test_refused_split(void) {
+  const char *answers[] = { OK_ABC, OK_ABC, OK_ABC, NULL };
+  server s = { 0 };
+  if (!CHECK(server_start(&s, answers) == 0)) return;
+  luaretry_policy *p = policy(REFUSING);
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/ok", s.port);
+  luaretry_header split[] = { { "X-Inj", "a\r\nX-Injected: 1" } };
+  refused(p, &(luaretry_request){ .url = url, .headers = split, .header_count = 1 }, NULL);
+  luaretry_header lf[] = { { "X-Inj", "a\nb" } };
+  refused(p, &(luaretry_request){ .url = url, .headers = lf, .header_count = 1 }, NULL);
+  luaretry_header badname[] = { { "X-A : b", "1" } };
+  refused(p, &(luaretry_request){ .url = url, .headers = badname, .header_count = 1 }, NULL);
+  luaretry_header empty[] = { { "", "1" } };
+  refused(p, &(luaretry_request){ .url = url, .headers = empty, .header_count = 1 }, NULL);
+  refused(p, &(luaretry_request){ .method = "GET / HTTP/1.1\r\nX-Injected: 1\r\nX:", .url = url },
+          NULL);
+  /* an empty value, a removed header (curl's -H 'Accept:'), a tab */
+  luaretry_header fine[] = { { "X-Empty", "" }, { "Accept", NULL }, { "X-Tab", "a\tb" } };
+  allowed(p,
+          &(luaretry_request){ .method = "GET", .url = url, .headers = fine, .header_count = 3 });
+  batch_refuses(p, &(luaretry_request){ .url = url, .headers = split, .header_count = 1 }, url,
+                "header \"X-Inj\": its value holds a line break");
+  luaretry_policy_free(p);
+  shutdown(s.fd, SHUT_RDWR); /* what was refused never came */
+  server_stop(&s);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   test_max_body();
@@ -754,6 +785,7 @@ int main(void) {
   test_bomb();
   test_sink_refused();
   test_refused_scheme();
+  test_refused_split();
   curl_global_cleanup();
   return check_done();
 }
