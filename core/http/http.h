@@ -143,7 +143,8 @@ int lr_curl_give_body(luaretry_sink_fn sink, luaretry_restart_fn restart, void *
 
 /* sendable.c: LUARETRY_OK when the host's request r can be sent as it
  * means (an http or https URL, a method and header names that are tokens,
- * no line break in a header's value), else LUARETRY_E_ARG with why in
+ * no line break in a header's value, a body where body_len says one), else
+ * LUARETRY_E_ARG with why in
  * `why` (cap bytes), or LUARETRY_E_NOMEM. */
 #define LR_CURL_TOKEN_RULE "RFC 9110's token: letters, digits and !#$%&'*+-.^_`|~"
 luaretry_code lr_curl_sendable(const luaretry_request *r, char *why, size_t cap);

@@ -1,7 +1,8 @@
 /* sendable.c: what the host hands the helper, refused before any attempt
  * when no attempt could send it as it means: a URL that is not http or
  * https (libcurl would fail every attempt as "protocol", and the policy
- * would retry it), a method or header that would split the request.  The
+ * would retry it), a method or header that would split the request, a
+ * body_len with no body (an empty body was sent, rc OK).  The
  * rules are those a script's prepare() and a workflow's requests are held
  * to (policy/request.c, policy/workflow.c); this layer reaches the public
  * API only, so the token rule of lr_header_name_ok (policy/schema.c) is
@@ -86,6 +87,15 @@ luaretry_code lr_curl_sendable(const luaretry_request *r, char *why, size_t cap)
                h->name);
       return LUARETRY_E_ARG;
     }
+  }
+  /* "body need only hold its first body_limit bytes" with an upload
+   * function: what is_idempotent and prepare see, so it is not optional */
+  if (!r->body && r->body_len) {
+    snprintf(why, cap,
+             "the request has a body_len of %zu and no body (body NULL): body holds the body, "
+             "or with an upload function its first bytes",
+             r->body_len);
+    return LUARETRY_E_ARG;
   }
   return LUARETRY_OK;
 }

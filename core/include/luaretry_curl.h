@@ -101,7 +101,8 @@ LUARETRY_API int luaretry_curl_resumable(const luaretry_outcome *o);
  * - Uploads: with `upload` set, the request's `body` need only hold its
  *   first body_limit bytes (what is_idempotent and prepare see) and
  *   `body_len` is the whole length; the bytes sent are read through
- *   `upload` on every attempt.  A prepare() that replaces the body sends
+ *   `upload` on every attempt.  `body` NULL with a `body_len` above 0,
+ *   with `upload` or without, is refused (LUARETRY_E_ARG).  A prepare() that replaces the body sends
  *   its own, from memory.
  * (Each attempt's decision reaches luaretry_call_on_decision()'s observer.)
  */
@@ -135,7 +136,8 @@ LUARETRY_API void luaretry_curl_options_init(luaretry_curl_options *o);
  * that is not http or https as libcurl reads it (a URL without a scheme
  * is http://, as curl guesses); a method or a header name that is not
  * RFC 9110's token, a header value with a CR or LF (either would split
- * the request: prepare() holds a script to the same rules).  A
+ * the request: prepare() holds a script to the same rules); a body_len
+ * with no body (see "Where bodies go").  A
  * response's headers are kept up to LUARETRY_CURL_MAX_HEADER_BYTES: a
  * longer head fails the attempt as a "protocol" error.  Returns
  * LUARETRY_OK when a decision was reached (see final->reason), or an

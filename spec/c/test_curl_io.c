@@ -25,7 +25,7 @@
  *   (LUARETRY_E_OPERATION), in a single call and in a batch;
  * - what no attempt can send is refused before any (LUARETRY_E_ARG): a
  *   scheme other than http or https, a header or method that would split
- *   the request. */
+ *   the request, a body_len with no body. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -773,6 +773,31 @@ static void test_refused_split(void) {
   server_stop(&s);
 }
 
+static size_t give_u(void *ud, uint64_t offset, char *buf, size_t len) {
+  (void)ud, (void)offset;
+  memset(buf, 'u', len);
+  return len;
+}
+
+/* A body_len with no body (body NULL), with an upload function or
+ * without: an empty body was sent, and the call went on as if it were the
+ * request. */
+static void test_refused_body(void) {
+  const char *answers[] = { OK_ABC, OK_ABC, OK_ABC, NULL };
+  server s = { 0 };
+  if (!CHECK(server_start(&s, answers) == 0)) return;
+  luaretry_policy *p = policy(REFUSING);
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/ok", s.port);
+  refused(p, &(luaretry_request){ .method = "PUT", .url = url, .body_len = 100 }, give_u);
+  refused(p, &(luaretry_request){ .method = "PUT", .url = url, .body_len = 100 }, NULL);
+  batch_refuses(p, &(luaretry_request){ .method = "PUT", .url = url, .body_len = 100 }, url,
+                "a body_len of 100 and no body");
+  luaretry_policy_free(p);
+  shutdown(s.fd, SHUT_RDWR); /* what was refused never came */
+  server_stop(&s);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   test_max_body();
@@ -786,6 +811,7 @@ int main(void) {
   test_sink_refused();
   test_refused_scheme();
   test_refused_split();
+  test_refused_body();
   curl_global_cleanup();
   return check_done();
 }
