@@ -85,7 +85,8 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
   if (!p || !c || !h || !req || !req->url || !final) return LUARETRY_E_ARG;
   memset(final, 0, sizeof *final);
   /* what no attempt can send is refused before the first: the policy
-   * would retry a "protocol" failure that every attempt repeats */
+   * would retry a "protocol" failure that every attempt repeats.  `why`
+   * has nowhere to go: the public API sets no call's errmsg */
   char why[300];
   luaretry_code rc = lr_curl_sendable(req, why, sizeof why);
   if (rc != LUARETRY_OK) return rc;

@@ -2,9 +2,9 @@
  * when no attempt could send it as it means: a URL that is not http or
  * https (libcurl would fail every attempt as "protocol", and the policy
  * would retry it), a method or header that would split the request, a
- * body_len with no body (an empty body was sent, rc OK).  The
- * rules are those a script's prepare() and a workflow's requests are held
- * to (policy/request.c, policy/workflow.c); this layer reaches the public
+ * body_len with no body (an empty body was sent).  The rules are those
+ * a script's prepare() and a workflow's requests are held to
+ * (policy/request.c, policy/workflow.c); this layer reaches the public
  * API only, so the token rule of lr_header_name_ok (policy/schema.c) is
  * repeated here. */
 #include <stdio.h>
@@ -38,8 +38,8 @@ static const char *shown(const char *s, char *out, size_t cap) {
   return out;
 }
 
-/* The scheme libcurl would use for url (it guesses one, http:// mostly,
- * for a URL without), parsed as the transfer parses it. */
+/* Whether url is http or https as the transfer parses it (libcurl's own
+ * flags: a URL without a scheme gets one guessed, http:// mostly). */
 static luaretry_code url_ok(const char *url, char *why, size_t cap) {
   CURLU *u = curl_url();
   if (!u) return LUARETRY_E_NOMEM;
