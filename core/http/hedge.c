@@ -133,13 +133,14 @@ static luaretry_code start_hedge(round_t *r, int id, double timeout) {
   return LUARETRY_OK;
 }
 
-/* The winner's body to the sink: a hedge's replaces what the stream got. */
-static void deliver(round_t *r, slot *x, const luaretry_decision *final) {
+/* The winner's body to the sink: a hedge's replaces what the stream got.
+ * 0, or -1 when the host refused it (restart or sink). */
+static int deliver(round_t *r, slot *x, const luaretry_decision *final) {
   const lr_io *io = r->io;
-  if (final->reason == LUARETRY_REASON_CANCELLED || !io->sink) return;
-  if (x == &r->s[0] && io->restart) return; /* streamed already */
-  if (io->restart && io->restart(io->sink_ud) != 0) return;
-  if (x->a->t.body.len) io->sink(io->sink_ud, x->a->t.body.data, x->a->t.body.len);
+  if (final->reason == LUARETRY_REASON_CANCELLED || !io->sink) return 0;
+  if (x == &r->s[0] && io->restart) return 0; /* streamed already */
+  return lr_curl_give_body(io->sink, io->restart, io->sink_ud, x->a->t.body.data, x->a->t.body.len,
+                           NULL, 0);
 }
 
 /* An attempt ended: its report.  1 when the round is over (final set). */
@@ -156,7 +157,7 @@ static int landed(round_t *r, CURLMsg *msg, luaretry_code *rc, luaretry_decision
   if (*rc != LUARETRY_OK) return 1;
   if (!final->retry && final->reason == LUARETRY_REASON_NONE) return 0; /* others go on */
   cancel_live(r);
-  if (!final->retry) deliver(r, x, final);
+  if (!final->retry && deliver(r, x, final) != 0) *rc = LUARETRY_E_OPERATION;
   if (r->io->landed) r->io->landed(r->io->landed_ud, &out);
   return 1;
 }

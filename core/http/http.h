@@ -115,7 +115,8 @@ typedef struct {
   double stall_timeout;         /* CURLOPT_LOW_SPEED_TIME; 0: none */
   long stall_speed;             /* CURLOPT_LOW_SPEED_LIMIT */
   char errbuf[CURL_ERROR_SIZE]; /* libcurl's own message of a failure */
-  char detail[160];             /* ours, when we ended the transfer */
+  char detail[160];             /* ours, when we ended the transfer (or the
+                                   host's sink or upload stopped it) */
   int digest_ready;             /* the hashes below were chosen */
   int coded;                    /* a Content-Encoding: the server's digests
                                    are of other bytes than curl gives */
@@ -132,6 +133,20 @@ typedef struct {
   struct curl_slist *headers; /* set on the handle for the transfer */
   int idempotent;
 } lr_http_attempt;
+
+/* deliver.c: the final body to the host, once the call stopped: restart()
+ * first when set (the sink held other bytes), then the sink (when set)
+ * gets len bytes.  0, or -1 when either refused (the call stops with
+ * LUARETRY_E_OPERATION), why said in `why` (cap bytes; 0: not said). */
+int lr_curl_give_body(luaretry_sink_fn sink, luaretry_restart_fn restart, void *ud,
+                      const char *data, size_t len, char *why, size_t cap);
+
+/* sendable.c: LUARETRY_OK when the host's request r can be sent as it
+ * means (an http or https URL, a method and header names that are tokens,
+ * no line break in a header's value, a body where body_len says one),
+ * else LUARETRY_E_ARG with why in `why` (cap bytes), or LUARETRY_E_NOMEM. */
+#define LR_CURL_TOKEN_RULE "RFC 9110's token: letters, digits and !#$%&'*+-.^_`|~"
+luaretry_code lr_curl_sendable(const luaretry_request *r, char *why, size_t cap);
 
 /* The request's headers as a curl list; *failed on out of memory. */
 struct curl_slist *lr_curl_header_list(const luaretry_request *r, int *failed);

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -156,8 +157,10 @@ static live_call *wait_pop(batch *b) {
 
 static int more_jobs(const batch *b) { return b->jobs ? b->next_job < b->n : !b->source_done; }
 
+/* `why`: the batch's own reason for code (the host's sink refused...), or
+ * NULL for the call's. */
 static void finish_job(batch *b, luaretry_curl_job *job, size_t i, luaretry_code code,
-                       const luaretry_decision *d, luaretry_call *c) {
+                       const luaretry_decision *d, luaretry_call *c, const char *why) {
   luaretry_curl_result *r = &job->result;
   r->code = code;
   if (d) r->final = *d;
@@ -165,7 +168,7 @@ static void finish_job(batch *b, luaretry_curl_job *job, size_t i, luaretry_code
   if (code != LUARETRY_OK) {
     /* the call's own message; the policy's (this thread's) only when no
      * call began */
-    const char *m = c ? luaretry_call_errmsg(c) : luaretry_policy_errmsg(b->p);
+    const char *m = why ? why : c ? luaretry_call_errmsg(c) : luaretry_policy_errmsg(b->p);
     r->errmsg = m[0] ? m : luaretry_strerror(code);
   }
   if (b->o->done) b->o->done(b->o->done_ud, i, job);
@@ -207,15 +210,20 @@ static void release(batch *b, live_call *lc) {
   b->nlive--;
 }
 
-static void end_call(batch *b, live_call *lc, luaretry_code code, const luaretry_decision *d) {
-  finish_job(b, lc->job, lc->index, code, d, lc->c);
+static void end_call_saying(batch *b, live_call *lc, luaretry_code code, const luaretry_decision *d,
+                            const char *why) {
+  finish_job(b, lc->job, lc->index, code, d, lc->c, why);
   luaretry_call_free(lc->c);
   release(b, lc);
 }
 
-/* The next job: jobs[i], or one pulled from o->next into lc->own.  NULL
- * when there is none. */
-static luaretry_curl_job *take_job(batch *b, live_call *lc) {
+static void end_call(batch *b, live_call *lc, luaretry_code code, const luaretry_decision *d) {
+  end_call_saying(b, lc, code, d, NULL);
+}
+
+/* The next job as given: jobs[i], or one pulled from o->next into
+ * lc->own.  NULL when there is none. */
+static luaretry_curl_job *given_job(batch *b, live_call *lc) {
   if (b->jobs) return b->next_job < b->n ? &b->jobs[b->next_job++] : NULL;
   memset(&lc->own, 0, sizeof lc->own);
   if (b->source_done || !b->o->next(b->o->next_ud, b->next_job, &lc->own)) {
@@ -223,13 +231,24 @@ static luaretry_curl_job *take_job(batch *b, live_call *lc) {
     return NULL;
   }
   memset(&lc->own.result, 0, sizeof lc->own.result);
-  if (!lc->own.request || !lc->own.request->url) {
-    /* a job without a request: it ends at once, as the array's are refused */
-    finish_job(b, &lc->own, b->next_job++, LUARETRY_E_ARG, NULL, NULL);
-    return take_job(b, lc);
-  }
   b->next_job++;
   return &lc->own;
+}
+
+/* The next job whose request can be sent: one that cannot ends at once,
+ * never begun (LUARETRY_E_ARG, its errmsg saying why), as luaretry_curl_perform
+ * refuses it; the others go on.  NULL when there is none. */
+static luaretry_curl_job *take_job(batch *b, live_call *lc) {
+  for (luaretry_curl_job *job; (job = given_job(b, lc));) {
+    char why[300] = "";
+    /* a pulled job without a request ends so too, as the array's are refused */
+    luaretry_code rc = !job->request || !job->request->url
+                         ? LUARETRY_E_ARG
+                         : lr_curl_sendable(job->request, why, sizeof why);
+    if (rc == LUARETRY_OK) return job;
+    finish_job(b, job, b->next_job - 1, rc, NULL, NULL, why[0] ? why : NULL);
+  }
+  return NULL;
 }
 
 /* Begins the next job's call; NULL when it ended at once (refused), the
@@ -254,14 +273,14 @@ static live_call *begin_next(batch *b) {
   }
   luaretry_code rc = luaretry_call_begin(b->p, &opt, &lc->c);
   if (rc != LUARETRY_OK) {
-    finish_job(b, job, i, rc, NULL, NULL);
+    finish_job(b, job, i, rc, NULL, NULL, NULL);
     release(b, lc);
     return NULL;
   }
   luaretry_call_on_decision(lc->c, job->observer, job->observer_ud);
   lc->next = 1;
   if (lr_resume_init(&lc->resume, job->resume) != 0) {
-    finish_job(b, job, i, LUARETRY_E_ARG, NULL, NULL);
+    finish_job(b, job, i, LUARETRY_E_ARG, NULL, NULL, NULL);
     luaretry_call_free(lc->c);
     release(b, lc);
     return NULL;
@@ -426,14 +445,18 @@ static int hedges_due(batch *b, int ms) {
 }
 
 /* The winner's body to the job's sink: a hedge's replaces what the
- * stream got. */
-static void deliver(live_call *lc, slot *s, int hedge, const luaretry_decision *d) {
+ * stream got.  0, or -1 when the host refused it (why in `why`). */
+static int deliver(live_call *lc, slot *s, int hedge, const luaretry_decision *d, char *why,
+                   size_t cap) {
   luaretry_curl_job *job = lc->job;
-  if (!hedge && lr_resume_end(&s->a.t, d) != 0) return;
-  if (d->reason == LUARETRY_REASON_CANCELLED || !job->sink || !s->a.t.body.len) return;
-  if (!hedge && job->restart) return; /* streamed already */
-  if (hedge && job->restart && job->restart(job->sink_ud) != 0) return;
-  job->sink(job->sink_ud, s->a.t.body.data, s->a.t.body.len);
+  if (!hedge && lr_resume_end(&s->a.t, d) != 0) {
+    snprintf(why, cap, "%s", s->a.t.detail);
+    return -1;
+  }
+  if (d->reason == LUARETRY_REASON_CANCELLED || !job->sink || !s->a.t.body.len) return 0;
+  if (!hedge && job->restart) return 0; /* streamed already */
+  return lr_curl_give_body(job->sink, hedge ? job->restart : NULL, job->sink_ud, s->a.t.body.data,
+                           s->a.t.body.len, why, cap);
 }
 
 /* A transfer of lc (on slot s) ended with `res`: report it and follow the
@@ -445,6 +468,8 @@ static void end_attempt(batch *b, live_call *lc, slot *s, CURLcode res) {
   luaretry_decision d;
   memset(&d, 0, sizeof d);
   luaretry_code rc = lr_curl_attempt_finish(s->h, &s->a, res, &out);
+  char why[sizeof s->a.t.detail] = ""; /* the host's sink or upload stopped it */
+  if (rc == LUARETRY_E_OPERATION) snprintf(why, sizeof why, "%s", s->a.t.detail);
   if (rc == LUARETRY_OK)
     rc = b->hedging ? luaretry_call_report_attempt(lc->c, s->id, &out, &d)
                     : luaretry_call_report(lc->c, &out, &d);
@@ -468,7 +493,8 @@ static void end_attempt(batch *b, live_call *lc, slot *s, CURLcode res) {
     if (hedge) curl_easy_cleanup(s->h);
     return;
   }
-  if (rc == LUARETRY_OK && !d.retry) deliver(lc, s, hedge, &d);
+  if (rc == LUARETRY_OK && !d.retry && deliver(lc, s, hedge, &d, why, sizeof why) != 0)
+    rc = LUARETRY_E_OPERATION;
   for (int k = 0; hedge && k < lc->nhedges; k++) /* the winner leaves the list */
     if (lc->hedges[k] == s) lc->hedges[k] = lc->hedges[--lc->nhedges];
   CURL *hedge_h = hedge ? s->h : NULL;
@@ -479,7 +505,7 @@ static void end_attempt(batch *b, live_call *lc, slot *s, CURLcode res) {
   drop_hedges(b, lc);
   lc->next++;
   if (rc != LUARETRY_OK || !d.retry) {
-    end_call(b, lc, rc, &d);
+    end_call_saying(b, lc, rc, &d, why[0] ? why : NULL);
     return;
   }
   /* waiting: the handle goes back (its connection stays in the multi) */
@@ -519,7 +545,7 @@ static void cancel_all(batch *b) {
     memset(&d, 0, sizeof d);
     d.reason = LUARETRY_REASON_CANCELLED;
     d.rule = "cancel";
-    finish_job(b, &b->jobs[b->next_job], b->next_job, LUARETRY_OK, &d, NULL);
+    finish_job(b, &b->jobs[b->next_job], b->next_job, LUARETRY_OK, &d, NULL, NULL);
     b->next_job++;
   }
 }

@@ -63,9 +63,11 @@ static luaretry_code attempts(luaretry_call *c, CURL *h, CURLM *m, const luaretr
     if (rc != LUARETRY_OK) return rc;
     if (!final->retry) {
       if (!delivered && lr_resume_end(&a->t, final) != 0) return LUARETRY_E_OPERATION;
-      if (!delivered && final->reason != LUARETRY_REASON_CANCELLED && io->sink && !io->restart &&
-          a->t.body.len)
-        io->sink(io->sink_ud, a->t.body.data, a->t.body.len);
+      /* the sink's "no" stops the call here too: its bytes went nowhere */
+      if (!delivered && final->reason != LUARETRY_REASON_CANCELLED && !io->restart &&
+          lr_curl_give_body(io->sink, NULL, io->sink_ud, a->t.body.data, a->t.body.len, NULL, 0) !=
+            0)
+        return LUARETRY_E_OPERATION;
       return LUARETRY_OK;
     }
     if (luaretry_call_wait(c, final->wait) == LUARETRY_E_CANCELLED) {
@@ -82,8 +84,14 @@ luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *
                                     luaretry_decision *final) {
   if (!p || !c || !h || !req || !req->url || !final) return LUARETRY_E_ARG;
   memset(final, 0, sizeof *final);
+  /* what no attempt can send is refused before the first: the policy
+   * would retry a "protocol" failure that every attempt repeats.  `why`
+   * has nowhere to go: the public API sets no call's errmsg */
+  char why[300];
+  luaretry_code rc = lr_curl_sendable(req, why, sizeof why);
+  if (rc != LUARETRY_OK) return rc;
   lr_io io;
-  luaretry_code rc = io_of(p, o, &io);
+  rc = io_of(p, o, &io);
   if (rc != LUARETRY_OK) return rc;
   /* a call refused at begin (circuit open) never touches the network */
   rc = await_token(c, final);

@@ -261,10 +261,8 @@ int lr_resume_end(lr_transfer *t, const luaretry_decision *final) {
    * final answer's body (standard output shows it) */
   rs->aside = 0;
   forget(rs);
-  if (t->restart && t->restart(t->stream_ud) != 0) return -1;
-  if (t->stream && t->body.len && t->stream(t->stream_ud, t->body.data, t->body.len) != t->body.len)
-    return -1;
-  return 0;
+  return lr_curl_give_body(t->stream, t->restart, t->stream_ud, t->body.data, t->body.len,
+                           t->detail, sizeof t->detail);
 }
 
 /* A 206 is itself proof that the server serves ranges (nginx's carries no

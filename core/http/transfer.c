@@ -56,8 +56,10 @@ static size_t on_body(char *data, size_t size, size_t n, void *ud) {
     return 0;
   }
   t->streamed += len;
-  if (t->stream && t->stream(t->stream_ud, data, len) != len) {
+  size_t took = t->stream ? t->stream(t->stream_ud, data, len) : len;
+  if (took != len) {
     t->stream_failed = 1;
+    snprintf(t->detail, sizeof t->detail, "the sink took %zu of %zu bytes of the body", took, len);
     return 0;
   }
   /* hashed as written: the sink's bytes are the ones verified */
@@ -162,6 +164,9 @@ static size_t on_read(char *dst, size_t size, size_t n, void *ud) {
     size_t got = t->reader(t->reader_ud, (uint64_t)t->upload_pos, dst, want);
     if (got == 0 || got > want) {
       t->upload_failed = 1;
+      snprintf(t->detail, sizeof t->detail,
+               "the upload function gave %zu bytes at offset %zu (1 to %zu wanted)", got,
+               t->upload_pos, want);
       return CURL_READFUNC_ABORT;
     }
     want = got;

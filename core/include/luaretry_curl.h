@@ -13,7 +13,9 @@ extern "C" {
 
 /* Receives a response body: the final attempt's once the call has stopped,
  * or, with a restart function, every attempt's bytes as they arrive.  Return
- * len; any other value stops the call (LUARETRY_E_OPERATION). */
+ * len; any other value stops the call (LUARETRY_E_OPERATION), whichever way
+ * the body came: streamed, given whole, or a winning hedge's (the decision
+ * in `final` stands, but its body went nowhere). */
 typedef size_t (*luaretry_sink_fn)(void *ud, const char *data, size_t len);
 /* Streaming: an attempt begins, so what the sink received of the one
  * before is to be forgotten (rewind the file, drop the spool).  Called
@@ -99,7 +101,8 @@ LUARETRY_API int luaretry_curl_resumable(const luaretry_outcome *o);
  * - Uploads: with `upload` set, the request's `body` need only hold its
  *   first body_limit bytes (what is_idempotent and prepare see) and
  *   `body_len` is the whole length; the bytes sent are read through
- *   `upload` on every attempt.  A prepare() that replaces the body sends
+ *   `upload` on every attempt.  `body` NULL with a `body_len` above 0,
+ *   with `upload` or without, is refused (LUARETRY_E_ARG).  A prepare() that replaces the body sends
  *   its own, from memory.
  * (Each attempt's decision reaches luaretry_call_on_decision()'s observer.)
  */
@@ -128,11 +131,20 @@ LUARETRY_API void luaretry_curl_options_init(luaretry_curl_options *o);
  * the protocols (http and https only, redirects included: no other scheme
  * is reachable), an error buffer, and its own write/header/read/seek
  * callbacks (unset again before it returns); other options the host set
- * (TLS, proxy, auth, redirects...) are kept.  A response's headers are
- * kept up to LUARETRY_CURL_MAX_HEADER_BYTES: a longer head fails the
- * attempt as a "protocol" error.  Returns LUARETRY_OK when a decision
- * was reached (see final->reason), or an error code with
- * luaretry_call_errmsg(c) / luaretry_policy_errmsg(p).
+ * (TLS, proxy, auth, redirects...) are kept.  A request no attempt could
+ * send as it means is refused before the first (LUARETRY_E_ARG): a URL
+ * that is not http or https as libcurl reads it (a URL without a scheme
+ * is http://, as curl guesses); a method or a header name that is not
+ * RFC 9110's token, a header value with a CR or LF (either would split
+ * the request: prepare() holds a script to the same rules); a body_len
+ * with no body (see "Where bodies go").  A
+ * response's headers are kept up to LUARETRY_CURL_MAX_HEADER_BYTES: a
+ * longer head fails the attempt as a "protocol" error.  Returns
+ * LUARETRY_OK when a decision was reached (see final->reason), or an
+ * error code with luaretry_call_errmsg(c) / luaretry_policy_errmsg(p)
+ * (the helper's own refusals, LUARETRY_E_ARG before an attempt and
+ * LUARETRY_E_OPERATION from the host's sink, restart or upload, leave
+ * errmsg as it was).
  * luaretry_call_cancel(c) interrupts a transfer as well as a wait.
  * With the policy's hedge (luaretry.h), an attempt that has not answered
  * after hedge.delay gets hedges on copies of h (curl_easy_duphandle: the
@@ -186,6 +198,9 @@ LUARETRY_API luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_ca
  * calls, so with max_transfers no larger than the jobs that keep it busy
  * none goes; a hedging policy's batch may use max_transfers beyond n.
  * Before each retry luaretry_call_next() is asked again.
+ * A job whose request luaretry_curl_perform() would refuse (LUARETRY_E_ARG:
+ * a scheme not http or https, a header that would split it...) ends at
+ * once, never begun, its result.errmsg saying why; the other jobs go on.
  */
 typedef struct luaretry_curl_many luaretry_curl_many;
 
@@ -210,7 +225,11 @@ LUARETRY_API CURLM *luaretry_curl_many_multi(luaretry_curl_many *m);
 typedef struct {
   luaretry_code code;      /* LUARETRY_OK: `final` is the call's decision;
                                 else why none was reached (out of memory, a
-                                prepare or is_idempotent that failed) */
+                                prepare or is_idempotent that failed, a
+                                request refused: LUARETRY_E_ARG), or
+                                LUARETRY_E_OPERATION: the sink, restart or
+                                upload refused (after a decision, `final`
+                                holds it) */
   luaretry_decision final; /* final.attempt: attempts made (0: none, e.g.
                                 circuit_open at begin, or cancelled first);
                                 final.message only valid inside `done` */

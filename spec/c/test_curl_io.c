@@ -20,7 +20,12 @@
  *   is not one is LUARETRY_E_ARG;
  * - a call's own deadline (LUARETRY_CALL_DEADLINE) bounds the attempt's
  *   transfer, against a server that never answers, where the policy's
- *   attempt_timeout (30 s) would not. */
+ *   attempt_timeout (30 s) would not;
+ * - a sink that refuses the final body given whole stops the call
+ *   (LUARETRY_E_OPERATION), in a single call and in a batch;
+ * - what no attempt can send is refused before any (LUARETRY_E_ARG): a
+ *   scheme other than http or https, a header or method that would split
+ *   the request, a body_len with no body. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -594,6 +599,205 @@ static void test_max_body(void) {
   free(big);
 }
 
+/* ---- a sink that refuses the final body, given whole (no restart) */
+
+static size_t refuse(void *ud, const char *data, size_t len) {
+  (void)data, (void)len;
+  (*(int *)ud)++;
+  return 0; /* a full disk */
+}
+
+static char done_errmsg[4][256];
+
+static void on_done(void *ud, size_t index, const luaretry_curl_job *job) {
+  (void)ud;
+  if (index < 4)
+    snprintf(done_errmsg[index], sizeof done_errmsg[index], "%s",
+             job->result.errmsg ? job->result.errmsg : "(none)");
+}
+
+#define OK_ABC "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc"
+
+static void test_sink_refused(void) {
+  const char *answers[] = { OK_ABC, OK_ABC, NULL };
+  server s = { 0 };
+  if (!CHECK(server_start(&s, answers) == 0)) return;
+  luaretry_policy *p = policy("max_attempts = 3\ndeadline = 20\n");
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/ok", s.port);
+  luaretry_request req = { .method = "GET", .url = url };
+  int calls = 0;
+  luaretry_curl_options o = { .sink = refuse, .sink_ud = &calls };
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  CURL *h = curl_easy_init();
+  luaretry_decision d;
+  CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_E_OPERATION);
+  CHECK_EQ_INT(calls, 1);
+  curl_easy_cleanup(h);
+  luaretry_call_free(c);
+  /* a batch: the job's result says so, and why */
+  luaretry_curl_job job;
+  memset(&job, 0, sizeof job);
+  job.request = &req;
+  job.sink = refuse;
+  job.sink_ud = &calls;
+  luaretry_curl_many *m = NULL;
+  CHECK_CODE(luaretry_curl_many_new(&m), LUARETRY_OK);
+  luaretry_curl_many_options mo;
+  luaretry_curl_many_options_init(&mo);
+  mo.done = on_done;
+  CHECK_CODE(luaretry_curl_perform_many(m, p, &job, 1, &mo), LUARETRY_OK);
+  CHECK_CODE(job.result.code, LUARETRY_E_OPERATION);
+  CHECK_EQ_INT(calls, 2);
+  CHECK_CONTAINS(done_errmsg[0], "sink took 0 of the final body's 3 bytes");
+  luaretry_curl_many_free(m);
+  luaretry_policy_free(p);
+  server_stop(&s);
+}
+
+/* ---- what no attempt can send: refused before the first */
+
+static int decisions;
+
+static void count_decision(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
+  (void)ud, (void)o, (void)d;
+  decisions++;
+}
+
+/* req refused by luaretry_curl_perform: LUARETRY_E_ARG, no attempt made. */
+static void refused(luaretry_policy *p, const luaretry_request *req, luaretry_upload_fn upload) {
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  decisions = 0;
+  luaretry_call_on_decision(c, count_decision, NULL);
+  luaretry_curl_options o = { .upload = upload };
+  CURL *h = curl_easy_init();
+  luaretry_decision d;
+  if (!CHECK_CODE(luaretry_curl_perform(p, c, h, req, &o, &d), LUARETRY_E_ARG))
+    fprintf(stderr, "  %s %s\n", req->method ? req->method : "(no method)", req->url);
+  CHECK_EQ_INT(decisions, 0);
+  curl_easy_cleanup(h);
+  luaretry_call_free(c);
+}
+
+/* req performed: a success. */
+static void allowed(luaretry_policy *p, const luaretry_request *req) {
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  CURL *h = curl_easy_init();
+  luaretry_decision d;
+  CHECK_CODE(luaretry_curl_perform(p, c, h, req, NULL, &d), LUARETRY_OK);
+  if (!CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS)) fprintf(stderr, "  %s\n", req->url);
+  curl_easy_cleanup(h);
+  luaretry_call_free(c);
+}
+
+/* A batch of `bad` (refused, never begun: its errmsg holds `why`) and a
+ * job that can be sent at `url`, which goes on to its success. */
+static void batch_refuses(luaretry_policy *p, const luaretry_request *bad, const char *url,
+                          const char *why) {
+  luaretry_request good = { .method = "GET", .url = url };
+  luaretry_curl_job jobs[2];
+  memset(jobs, 0, sizeof jobs);
+  jobs[0].request = bad;
+  jobs[1].request = &good;
+  luaretry_curl_many *m = NULL;
+  CHECK_CODE(luaretry_curl_many_new(&m), LUARETRY_OK);
+  luaretry_curl_many_options mo;
+  luaretry_curl_many_options_init(&mo);
+  mo.done = on_done;
+  CHECK_CODE(luaretry_curl_perform_many(m, p, jobs, 2, &mo), LUARETRY_OK);
+  CHECK_CODE(jobs[0].result.code, LUARETRY_E_ARG);
+  CHECK_EQ_INT(jobs[0].result.final.attempt, 0);
+  CHECK_CONTAINS(done_errmsg[0], why);
+  CHECK_CODE(jobs[1].result.code, LUARETRY_OK);
+  CHECK_EQ_INT(jobs[1].result.final.reason, LUARETRY_REASON_SUCCESS);
+  luaretry_curl_many_free(m);
+}
+
+static const char REFUSING[] =
+  "max_attempts = 3\ndeadline = 20\nbackoff = { initial = 0.01, jitter = 'none' }\n";
+
+/* A scheme that is not http or https: every attempt failed as "protocol",
+ * and the policy retried it until it gave up. */
+static void test_refused_scheme(void) {
+  const char *answers[] = { OK_ABC, OK_ABC, OK_ABC, NULL };
+  server s = { 0 };
+  if (!CHECK(server_start(&s, answers) == 0)) return;
+  luaretry_policy *p = policy(REFUSING);
+  char url[64], upper[64], bare[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/ok", s.port);
+  snprintf(upper, sizeof upper, "HTTP://127.0.0.1:%d/ok", s.port);
+  snprintf(bare, sizeof bare, "127.0.0.1:%d/ok", s.port);
+  refused(p, &(luaretry_request){ .method = "GET", .url = "file:///etc/hostname" }, NULL);
+  refused(p, &(luaretry_request){ .method = "GET", .url = "htp://x" }, NULL);
+  refused(p, &(luaretry_request){ .method = "GET", .url = "http://[::1" }, NULL);
+  /* the scheme in any case, and a URL without one (curl makes it http://,
+   * as the command does) */
+  allowed(p, &(luaretry_request){ .url = upper });
+  allowed(p, &(luaretry_request){ .url = bare });
+  batch_refuses(p, &(luaretry_request){ .url = "file:///etc/hostname" }, url,
+                "the scheme \"file\": only http and https");
+  luaretry_policy_free(p);
+  server_stop(&s);
+}
+
+/* A header or method that splits the request: a host's header value
+ * "a\r\nX-Injected: 1" was sent as two headers. */
+static void test_refused_split(void) {
+  const char *answers[] = { OK_ABC, OK_ABC, OK_ABC, NULL };
+  server s = { 0 };
+  if (!CHECK(server_start(&s, answers) == 0)) return;
+  luaretry_policy *p = policy(REFUSING);
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/ok", s.port);
+  luaretry_header split[] = { { "X-Inj", "a\r\nX-Injected: 1" } };
+  refused(p, &(luaretry_request){ .url = url, .headers = split, .header_count = 1 }, NULL);
+  luaretry_header lf[] = { { "X-Inj", "a\nb" } };
+  refused(p, &(luaretry_request){ .url = url, .headers = lf, .header_count = 1 }, NULL);
+  luaretry_header badname[] = { { "X-A : b", "1" } };
+  refused(p, &(luaretry_request){ .url = url, .headers = badname, .header_count = 1 }, NULL);
+  luaretry_header empty[] = { { "", "1" } };
+  refused(p, &(luaretry_request){ .url = url, .headers = empty, .header_count = 1 }, NULL);
+  refused(p, &(luaretry_request){ .method = "GET / HTTP/1.1\r\nX-Injected: 1\r\nX:", .url = url },
+          NULL);
+  /* an empty value, a removed header (curl's -H 'Accept:'), a tab */
+  luaretry_header fine[] = { { "X-Empty", "" }, { "Accept", NULL }, { "X-Tab", "a\tb" } };
+  allowed(p,
+          &(luaretry_request){ .method = "GET", .url = url, .headers = fine, .header_count = 3 });
+  batch_refuses(p, &(luaretry_request){ .url = url, .headers = split, .header_count = 1 }, url,
+                "header \"X-Inj\": its value holds a line break");
+  luaretry_policy_free(p);
+  shutdown(s.fd, SHUT_RDWR); /* what was refused never came */
+  server_stop(&s);
+}
+
+static size_t give_u(void *ud, uint64_t offset, char *buf, size_t len) {
+  (void)ud, (void)offset;
+  memset(buf, 'u', len);
+  return len;
+}
+
+/* A body_len with no body (body NULL), with an upload function or
+ * without: an empty body was sent, and the call went on as if it were the
+ * request. */
+static void test_refused_body(void) {
+  const char *answers[] = { OK_ABC, OK_ABC, OK_ABC, NULL };
+  server s = { 0 };
+  if (!CHECK(server_start(&s, answers) == 0)) return;
+  luaretry_policy *p = policy(REFUSING);
+  char url[64];
+  snprintf(url, sizeof url, "http://127.0.0.1:%d/ok", s.port);
+  refused(p, &(luaretry_request){ .method = "PUT", .url = url, .body_len = 100 }, give_u);
+  refused(p, &(luaretry_request){ .method = "PUT", .url = url, .body_len = 100 }, NULL);
+  batch_refuses(p, &(luaretry_request){ .method = "PUT", .url = url, .body_len = 100 }, url,
+                "a body_len of 100 and no body");
+  luaretry_policy_free(p);
+  shutdown(s.fd, SHUT_RDWR); /* what was refused never came */
+  server_stop(&s);
+}
+
 int main(void) {
   curl_global_init(CURL_GLOBAL_DEFAULT);
   test_max_body();
@@ -604,6 +808,10 @@ int main(void) {
   test_upload();
   test_schemes();
   test_bomb();
+  test_sink_refused();
+  test_refused_scheme();
+  test_refused_split();
+  test_refused_body();
   curl_global_cleanup();
   return check_done();
 }

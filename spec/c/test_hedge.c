@@ -3,7 +3,9 @@
  * server in this process whose first attempt of each call is slow: every
  * call is won by its hedge, the policy counts each hedge sent, won and
  * the attempt it cancelled, and the cancelled attempts leave no
- * connection open behind them (GET /_faults/connections). */
+ * connection open behind them (GET /_faults/connections).  A winning
+ * hedge whose body the host's sink or restart function refuses stops the
+ * call (LUARETRY_E_OPERATION), in a single call and in a batch. */
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -20,12 +22,14 @@
 #define THREADS    4
 #define CALLS_EACH 6
 
-/* Attempt 1 (the X-Attempt header prepare() sets) answers after 2 s, any
- * other at once.  The hedge, sent at 0.05 s, has the rest to answer: 0.45 s
+/* Attempt 1 (the X-Attempt header prepare() sets) answers after 2 s (on
+ * /hang never: its hedge wins, whatever the machine's load), any other at
+ * once.  The hedge, sent at 0.05 s, has the rest to answer: 0.45 s
  * was not always enough for the batch under ThreadSanitizer beside the
  * sanitized specs (8 of 40 won by the slow attempt once in CI). */
 static const char SERVER[] =
   "respond = function (req)\n"
+  "  if req.headers['x-attempt'] == '1' and req.path == '/hang' then return {hang = true} end\n"
   "  if req.headers['x-attempt'] == '1' then return {delay = 2, body = 'slow'} end\n"
   "  return 'fast'\n"
   "end\n";
@@ -137,6 +141,76 @@ static void batch(luaretry_policy *p, const char *address) {
   luaretry_curl_many_free(m); /* its connections go with its multi handle */
 }
 
+/* ---- a winner's body that the host refuses */
+
+typedef struct {
+  int restarts, fail_restart; /* restart() number fail_restart refuses */
+  int sunk, fail_sink;        /* the sink refuses, when set */
+} refusing;
+
+static int refusing_restart(void *ud) {
+  refusing *r = ud;
+  return ++r->restarts == r->fail_restart ? -1 : 0;
+}
+
+static size_t refusing_sink(void *ud, const char *data, size_t len) {
+  refusing *r = ud;
+  (void)data;
+  r->sunk++;
+  return r->fail_sink ? 0 : len;
+}
+
+static char done_errmsg[256];
+
+static void on_done(void *ud, size_t index, const luaretry_curl_job *job) {
+  (void)ud, (void)index;
+  snprintf(done_errmsg, sizeof done_errmsg, "%s",
+           job->result.errmsg ? job->result.errmsg : "(none)");
+}
+
+/* Attempt 1 hangs, its hedge answers: the hedge wins, and the sink is
+ * restarted (restart() a second time) and given its body. */
+static void refused_winner(luaretry_policy *p, const char *address, refusing r, const char *why) {
+  char url[128];
+  snprintf(url, sizeof url, "http://%s/hang", address);
+  luaretry_request req = { .method = "GET", .url = url };
+  refusing one = r;
+  luaretry_curl_options o;
+  luaretry_curl_options_init(&o);
+  o.sink = refusing_sink;
+  o.restart = refusing_restart;
+  o.sink_ud = &one;
+  luaretry_call *c = NULL;
+  luaretry_decision d;
+  CURL *h = curl_easy_init();
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_E_OPERATION);
+  CHECK_EQ_INT(one.restarts, 2);
+  luaretry_call_free(c);
+  curl_easy_cleanup(h);
+  /* a batch */
+  refusing each = r;
+  luaretry_curl_job job;
+  memset(&job, 0, sizeof job);
+  job.request = &req;
+  job.sink = refusing_sink;
+  job.restart = refusing_restart;
+  job.sink_ud = &each;
+  luaretry_curl_many *m;
+  CHECK_CODE(luaretry_curl_many_new(&m), LUARETRY_OK);
+  luaretry_curl_many_options mo;
+  luaretry_curl_many_options_init(&mo);
+  mo.max_transfers = 2; /* the hedge's slot */
+  mo.done = on_done;
+  done_errmsg[0] = '\0';
+  CHECK_CODE(luaretry_curl_perform_many(m, p, &job, 1, &mo), LUARETRY_OK);
+  CHECK_CODE(job.result.code, LUARETRY_E_OPERATION);
+  CHECK(job.result.final.hedge);
+  CHECK_EQ_INT(each.restarts, 2);
+  CHECK_CONTAINS(done_errmsg, why);
+  luaretry_curl_many_free(m);
+}
+
 int main(void) {
   char err[256];
   curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -186,6 +260,8 @@ int main(void) {
     "test_hedge: %d hedged calls on %d threads, all won by their hedge; %d more on one "
     "thread: %ld connection(s) open after them, the asking one included\n",
     THREADS * CALLS_EACH, THREADS, CALLS_EACH, open);
+  refused_winner(p, address, (refusing){ .fail_restart = 2 }, "restart");
+  refused_winner(p, address, (refusing){ .fail_sink = 1 }, "sink took 0 of");
   luaretry_policy_free(p);
   lr_faults_free(server);
   curl_global_cleanup();
