@@ -49,6 +49,19 @@ describe("run with curl's options", function ()
       end
     end)
 
+    it("-X or -H that would split the request, or is no token: a usage error naming it, -s or not, nothing sent", function ()
+      for _, case in ipairs({ { { "-H", "X-A : 1" }, 'header name "X%-A " is not a name' },
+                              { { "-X", "GE T" }, 'method "GE T" is not a method' } }) do
+        for _, quiet in ipairs({ {}, { "-s" } }) do
+          a:reset()
+          local r = run(concat({ a.base .. "/ok" }, concat(case[1], quiet)))
+          assert.are.equal(2, r.code, r.stderr)
+          assert.matches("^luaretry: run: [^\n]*" .. case[2], r.stderr)
+          assert.are.equal(0, #a:requests_on("/ok"))
+        end
+      end
+    end)
+
     it("-d/--data: a POST; several are joined with &; @FILE is sent as it is", function ()
       proc.writefile(tmp .. "/form", "b=2\r\nc=3\n")
       local r = run({ a.base .. "/ok", "-d", "a=1", "--data", "@" .. tmp .. "/form" })

@@ -267,6 +267,12 @@ const char *luaretry_call_errmsg(const luaretry_call *c) {
   return !lr_call_ok(c) ? "no call" : c->cold && c->cold->errmsg ? c->cold->errmsg : "";
 }
 
+luaretry_code luaretry_call_errmsg_set(luaretry_call *c, luaretry_code code, const char *message) {
+  if (!lr_call_ok(c)) return code;
+  lr_call_say(LR_COLD_SLOT(c, errmsg), "%s", message ? message : "");
+  return code;
+}
+
 void luaretry_call_cancel(luaretry_call *c) {
   if (lr_call_ok(c)) lr_waiter_cancel(&c->waiter);
 }

@@ -139,8 +139,12 @@ static int deliver(round_t *r, slot *x, const luaretry_decision *final) {
   const lr_io *io = r->io;
   if (final->reason == LUARETRY_REASON_CANCELLED || !io->sink) return 0;
   if (x == &r->s[0] && io->restart) return 0; /* streamed already */
-  return lr_curl_give_body(io->sink, io->restart, io->sink_ud, x->a->t.body.data, x->a->t.body.len,
-                           NULL, 0);
+  char why[160];
+  if (lr_curl_give_body(io->sink, io->restart, io->sink_ud, x->a->t.body.data, x->a->t.body.len,
+                        why, sizeof why) == 0)
+    return 0;
+  luaretry_call_errmsg_set(r->c, LUARETRY_E_OPERATION, why);
+  return -1;
 }
 
 /* An attempt ended: its report.  1 when the round is over (final set). */

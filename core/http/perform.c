@@ -62,12 +62,15 @@ static luaretry_code attempts(luaretry_call *c, CURL *h, CURLM *m, const luaretr
     }
     if (rc != LUARETRY_OK) return rc;
     if (!final->retry) {
-      if (!delivered && lr_resume_end(&a->t, final) != 0) return LUARETRY_E_OPERATION;
+      char why[160];
+      if (!delivered && lr_resume_end(&a->t, final) != 0)
+        return luaretry_call_errmsg_set(c, LUARETRY_E_OPERATION,
+                                        "the sink or restart refused the final body");
       /* the sink's "no" stops the call here too: its bytes went nowhere */
       if (!delivered && final->reason != LUARETRY_REASON_CANCELLED && !io->restart &&
-          lr_curl_give_body(io->sink, NULL, io->sink_ud, a->t.body.data, a->t.body.len, NULL, 0) !=
-            0)
-        return LUARETRY_E_OPERATION;
+          lr_curl_give_body(io->sink, NULL, io->sink_ud, a->t.body.data, a->t.body.len, why,
+                            sizeof why) != 0)
+        return luaretry_call_errmsg_set(c, LUARETRY_E_OPERATION, why);
       return LUARETRY_OK;
     }
     if (luaretry_call_wait(c, final->wait) == LUARETRY_E_CANCELLED) {
@@ -82,13 +85,18 @@ static luaretry_code attempts(luaretry_call *c, CURL *h, CURLM *m, const luaretr
 luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *h,
                                     const luaretry_request *req, const luaretry_curl_options *o,
                                     luaretry_decision *final) {
-  if (!p || !c || !h || !req || !req->url || !final) return LUARETRY_E_ARG;
+  if (!p || !c || !h || !req || !req->url || !final) {
+    const char *what = !p ? "p" : !h ? "h" : !req ? "req" : !req->url ? "req->url" : "final";
+    char why[80];
+    snprintf(why, sizeof why, "luaretry_curl_perform: %s is NULL", what);
+    return luaretry_call_errmsg_set(c, LUARETRY_E_ARG, why); /* nothing said without a call */
+  }
   memset(final, 0, sizeof *final);
   /* what no attempt can send is refused before the first: the policy
-   * would retry a "protocol" failure that every attempt repeats.  `why`
-   * has nowhere to go: the public API sets no call's errmsg */
+   * would retry a "protocol" failure that every attempt repeats */
   char why[300];
   luaretry_code rc = lr_curl_sendable(req, why, sizeof why);
+  if (rc == LUARETRY_E_ARG) return luaretry_call_errmsg_set(c, rc, why);
   if (rc != LUARETRY_OK) return rc;
   lr_io io;
   rc = io_of(p, o, &io);

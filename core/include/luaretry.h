@@ -857,6 +857,13 @@ LUARETRY_API luaretry_code luaretry_call_report(luaretry_call *c, const luaretry
                                                 luaretry_decision *d);
 LUARETRY_API double luaretry_call_elapsed(const luaretry_call *c);
 LUARETRY_API const char *luaretry_call_errmsg(const luaretry_call *c);
+/* A host's own failure on the call (its transport refused the request,
+ * its sink the body): `message` is what luaretry_call_errmsg(c) gives
+ * until the next failure, as the library's own failures are.  Returns
+ * `code`; the call is not stopped.  For hosts that step a call with a
+ * transport of their own, as the curl helper does. */
+LUARETRY_API luaretry_code luaretry_call_errmsg_set(luaretry_call *c, luaretry_code code,
+                                                    const char *message);
 LUARETRY_API void luaretry_call_free(luaretry_call *c);
 
 /* For hosts that make attempts themselves (an event loop, the curl helper):

@@ -142,9 +142,9 @@ LUARETRY_API void luaretry_curl_options_init(luaretry_curl_options *o);
  * longer head fails the attempt as a "protocol" error.  Returns
  * LUARETRY_OK when a decision was reached (see final->reason), or an
  * error code with luaretry_call_errmsg(c) / luaretry_policy_errmsg(p)
- * (the helper's own refusals, LUARETRY_E_ARG before an attempt and
- * LUARETRY_E_OPERATION from the host's sink, restart or upload, leave
- * errmsg as it was).
+ * saying why (the helper's own refusals too: LUARETRY_E_ARG before an
+ * attempt, LUARETRY_E_OPERATION when the host's sink or restart refused
+ * the final body).
  * luaretry_call_cancel(c) interrupts a transfer as well as a wait.
  * With the policy's hedge (luaretry.h), an attempt that has not answered
  * after hedge.delay gets hedges on copies of h (curl_easy_duphandle: the

@@ -634,6 +634,7 @@ static void test_sink_refused(void) {
   luaretry_decision d;
   CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_E_OPERATION);
   CHECK_EQ_INT(calls, 1);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "the sink took 0 of the final body's 3 bytes");
   curl_easy_cleanup(h);
   luaretry_call_free(c);
   /* a batch: the job's result says so, and why */
@@ -674,9 +675,14 @@ static void refused(luaretry_policy *p, const luaretry_request *req, luaretry_up
   luaretry_curl_options o = { .upload = upload };
   CURL *h = curl_easy_init();
   luaretry_decision d;
+  CHECK_CODE(luaretry_call_wait(c, NAN), LUARETRY_E_ARG); /* a failure before, its message */
   if (!CHECK_CODE(luaretry_curl_perform(p, c, h, req, &o, &d), LUARETRY_E_ARG))
     fprintf(stderr, "  %s %s\n", req->method ? req->method : "(no method)", req->url);
   CHECK_EQ_INT(decisions, 0);
+  /* the refusal's own message, not the failure's before it */
+  CHECK(luaretry_call_errmsg(c)[0] != '\0');
+  if (!CHECK(strstr(luaretry_call_errmsg(c), "NaN") == NULL))
+    fprintf(stderr, "  %s\n", luaretry_call_errmsg(c));
   curl_easy_cleanup(h);
   luaretry_call_free(c);
 }
@@ -758,6 +764,17 @@ static void test_refused_split(void) {
   refused(p, &(luaretry_request){ .url = url, .headers = lf, .header_count = 1 }, NULL);
   luaretry_header badname[] = { { "X-A : b", "1" } };
   refused(p, &(luaretry_request){ .url = url, .headers = badname, .header_count = 1 }, NULL);
+  { /* a NULL URL: said on the call too */
+    luaretry_call *c = NULL;
+    CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+    CURL *h = curl_easy_init();
+    luaretry_decision d;
+    CHECK_CODE(luaretry_curl_perform(p, c, h, &(luaretry_request){ .method = "GET" }, NULL, &d),
+               LUARETRY_E_ARG);
+    CHECK_CONTAINS(luaretry_call_errmsg(c), "luaretry_curl_perform: req->url is NULL");
+    curl_easy_cleanup(h);
+    luaretry_call_free(c);
+  }
   luaretry_header empty[] = { { "", "1" } };
   refused(p, &(luaretry_request){ .url = url, .headers = empty, .header_count = 1 }, NULL);
   refused(p, &(luaretry_request){ .method = "GET / HTTP/1.1\r\nX-Injected: 1\r\nX:", .url = url },

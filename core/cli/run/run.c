@@ -334,8 +334,16 @@ static int inputs_ready(run_mode mode, luaretry_call *c, const luaretry_tuning *
  * status. */
 static int call_error(luaretry_policy *p, luaretry_call *c, run_mode mode, const upload *body,
                       luaretry_code rc, int tell) {
-  if (rc == LUARETRY_E_IO) return EXIT_FINAL; /* -D could not be written: said */
-  if (rc == LUARETRY_E_ARG && mode != RUN_COMMAND) return EXIT_USAGE; /* curl's options: said */
+  if (rc == LUARETRY_E_IO) return EXIT_FINAL;        /* -D could not be written: said */
+  if (rc == LUARETRY_E_ARG && mode != RUN_COMMAND) { /* curl's options: said; the helper's, here */
+    const char *why = luaretry_call_errmsg(c);
+    if (why[0]) { /* a usage error: said under -s too */
+      fputs("luaretry: run: ", stderr);
+      cli_text(stderr, why);
+      fputc('\n', stderr);
+    }
+    return EXIT_USAGE;
+  }
   if (rc == LUARETRY_E_OPERATION) { /* our upload or output stopped it, and said why */
     if (!body->why[0]) return EXIT_FINAL;
     char name[320];
