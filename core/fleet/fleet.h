@@ -100,7 +100,7 @@ typedef struct {
   double reserve; /* the budget's floor, retries per second fleet-wide (reserve.c) */
   int breaker;
   int failures;        /* transient failures in a row, fleet-wide */
-  double open_seconds; /* on Redis's clock */
+  double open_seconds; /* on Redis's clock; kept at most LR_FLEET_OPEN_MAX_S */
   int probes;          /* permits fleet-wide while half-open */
   /* the client-side throttle (the policy's `throttle`) on the fleet's
    * counts: requests and accepts over `throttle_window` seconds, in ten
@@ -133,6 +133,19 @@ typedef struct {
   int window, min_calls;
   double failure_rate, slow_rate;
 } lr_fleet_settings;
+
+/* The longest open period the fleet's breaker keeps (Redis's and the
+ * local store's), seconds: 9e9, as the engine's breaker keeps its times
+ * (guard.c's to_ns), about 285 years, for ever in effect.  A longer
+ * open_seconds (the schema takes any up to infinity) is kept as this: in
+ * ms or centiseconds it overflowed a long long, and the breaker read a
+ * negative period, over at once. */
+#define LR_FLEET_OPEN_MAX_S 9e9
+/* open_seconds as the fleet keeps it: within [0, LR_FLEET_OPEN_MAX_S]. */
+static inline double lr_fleet_open_seconds(double open_seconds) {
+  return open_seconds < LR_FLEET_OPEN_MAX_S ? (open_seconds > 0 ? open_seconds : 0)
+                                            : LR_FLEET_OPEN_MAX_S;
+}
 
 /* Fills the defaults above; guards off. */
 void lr_fleet_settings_init(lr_fleet_settings *s);

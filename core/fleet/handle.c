@@ -70,7 +70,7 @@ static void install_guards(lr_fleet *f, const lr_fleet_settings *s) {
   atomic_store(&f->max_milli, llround(s->max_tokens * MILLI));
   atomic_store(&f->ratio_milli, llround(s->token_ratio * MILLI));
   atomic_store(&f->reserve_milli, llround(s->reserve * MILLI));
-  atomic_store(&f->open_ms, llround(s->open_seconds * 1000));
+  atomic_store(&f->open_ms, llround(lr_fleet_open_seconds(s->open_seconds) * 1000));
   /* the throttle's buckets: a tenth of its window each, in whole ms */
   int throttle = s->throttle && s->throttle_k > 0 && s->throttle_window > 0;
   long long bucket = throttle ? llround(s->throttle_window * 100) : 0;
