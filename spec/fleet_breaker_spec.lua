@@ -1,9 +1,11 @@
 -- The fleet's circuit breaker, through the local store (--fleet local)
 -- and a real redis-server, with the rules of the local one
--- (luaretry-policy(5), "One attempt, every guard"): an open period
--- anywhere in the schema's range (1e20 s) keeps the circuit open.  Real
--- `luaretry run` processes against the real fault server, each test with
--- a fleet key of its own.
+-- (luaretry-policy(5), "One attempt, every guard"): a throttling answer
+-- to the half-open probe hands its permit back, so the next call may
+-- probe; a call refused while the probe is out is told the circuit is
+-- half-open, not open; and an open period anywhere in the schema's range
+-- (1e20 s) keeps the circuit open.  Real `luaretry run` processes against
+-- the real fault server, each test with a fleet key of its own.
 local proc = require "support.proc"
 local redis = require "support.redis"
 local fleet = require "support.fleet"
@@ -11,6 +13,8 @@ local q = proc.q
 
 local DIR = proc.root .. "/spec/fixtures/fleet_breaker/"
 local POLICY, SERVER = DIR .. "breaker.lua", DIR .. "server.lua"
+local OPEN_S = 0.3 -- the policy's open_seconds
+local HALF_OPEN = "the fleet's circuit is half%-open with no probe left: its 1 probe permit is out"
 local OPEN = "the fleet's circuit is open: calls fail fast for "
 
 local new_key = fleet.keys("brk")
@@ -31,6 +35,47 @@ local function cases(store, srv_of)
     assert.are.equal(0, r.code, r.stderr)
     return r.stdout
   end
+
+  -- The circuit opened by a 503, then its open period over: measured from
+  -- the end of the run whose failure opened it (its count reached the
+  -- store, or Redis with its last batch, before it ended).
+  local function opened_and_over(key)
+    local r = run(key, "/503")
+    assert.are.equal(4, r.code, r.stderr)
+    assert.matches("breaker: open", show(key))
+    proc.sleep(OPEN_S + 0.1)
+  end
+
+  it("a 429 to the half-open probe hands its permit back: the next call probes, and closes it", function ()
+    local key = new_key()
+    opened_and_over(key)
+    local t = run(key, "/429")
+    assert.are.equal(4, t.code, t.stderr) -- the probe went, and was throttled
+    assert.are.equal(1, #srv_of():requests_on("/429"))
+    -- neutral: still half-open, its one permit back
+    assert.matches("breaker: half_open.*; 1 probes left", show(key))
+    assert.are.equal(1, store.probes(key))
+    local ok = run(key, "/200")
+    assert.are.equal(0, ok.code, ok.stderr)
+    assert.matches("breaker: closed", show(key))
+  end)
+
+  it("a call refused while the probe is out is told the circuit is half-open, not open", function ()
+    local key = new_key()
+    opened_and_over(key)
+    local dir = proc.tmpdir()
+    local probe = proc.spawn(proc.concat({ "run", POLICY, srv_of().base .. "/held", "-q" },
+                                         store.spawned(key)), dir)
+    finally(function () probe:stop(); proc.rmtree(dir) end)
+    -- the probe took the permit before it sent its request
+    assert.is_truthy(proc.wait_for(function () return #srv_of():requests_on("/held") == 1 end, 30))
+    local r = run(key, "/200")
+    assert.are.equal(6, r.code, r.stderr)
+    assert.matches(HALF_OPEN, r.stderr)
+    assert.is_nil(r.stderr:find("is open", 1, true), r.stderr)
+    assert.are.equal(0, #srv_of():requests_on("/200"))
+    assert.matches("breaker: half_open.*; 0 probes left", show(key))
+  end)
 
   it("breaker.open_seconds = 1e20 keeps the circuit open, as 1000 does", function ()
     for _, open in ipairs { "1000", "1e20" } do

@@ -216,10 +216,11 @@ lr_fleet_code lr_fleet_refresh(lr_fleet *f);
 void lr_fleet_refresh_soon(lr_fleet *f);
 
 /* Sends what was counted and not sent yet, and gives back the budget's
- * block this process holds, when healthy: one round trip (connecting
- * again if the worker's, cut short, closed the connection; within one
- * patience if the worker's had waited less: lr_fleet_failed_locked), or none
- * (nothing to send or give back; Redis down or never reached).
+ * block and the half-open breaker's probe permits this process holds,
+ * when healthy: one round trip (connecting again if the worker's, cut
+ * short, closed the connection; within one patience if the worker's had
+ * waited less: lr_fleet_failed_locked), or none (nothing to send or give
+ * back; Redis down or never reached).
  * Before a handle is freed, so that a process's last outcomes count: the
  * worker ends first (a round trip of its under way is cut short), and
  * the handle makes no more round trips but the caller's own. */
@@ -263,8 +264,11 @@ void lr_fleet_throttle_unrequest(lr_fleet *f);
  * and the call is refused, as a half-open breaker refuses calls beyond its
  * probes.  Never waits. */
 int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt);
-/* A permit taken (LR_FLEET_PERMIT) for an attempt a later guard refused:
- * back for this process's next call.  Lock-free, no I/O. */
+/* A permit taken (LR_FLEET_PERMIT) for an attempt a later guard refused,
+ * or whose answer was a throttling one (neutral to the breaker): back for
+ * this process's next call, never more than `probes` held (those left
+ * when the handle closes go back to the fleet: lr_fleet_flush).
+ * Lock-free, no I/O. */
 void lr_fleet_permit_give_back(lr_fleet *f);
 
 /* The fleet's rate limiter (lr_remote_ops' rate_reserve, in seconds of
