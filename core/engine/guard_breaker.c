@@ -28,6 +28,16 @@ static int asks(luaretry_call *c, double now) {
   return v;
 }
 
+/* After a refusal: 1 when the breaker that refused is half-open with no
+ * probe permit left, 0 when it is open.  The fleet's view is asked again
+ * as for an attempt that needs no permit (first_attempt 0: no round trip,
+ * no permit taken), which it lets go while half-open and refuses while
+ * open. */
+static int half_open(luaretry_call *c, double now) {
+  if (!c->remote_said) return atomic_load(&c->shared->breaker_state) == LUARETRY_BREAKER_HALF_OPEN;
+  return c->remote->ops->breaker_admits(c->remote->ud, 0, now, 1e-9, &c->waiter) == 1;
+}
+
 static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
   const lr_guards *g = &c->rules->guards;
   if (a->kind == LR_KIND_REQUEST) return 0;
@@ -36,26 +46,31 @@ static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
   double now = c->start + a->now;
   if (asks(c, now)) return 0;
   const char *who = lr_whose(c->remote_said);
-  switch (a->kind) {
-  case LR_KIND_HEDGE: a->why = "the circuit is open"; break;
-  case LR_KIND_FIRST:
+  int half = half_open(c, now);
+  if (a->kind == LR_KIND_HEDGE) {
+    a->why = half ? "the circuit is half-open with no probe left" : "the circuit is open";
+    return 1;
+  }
+  if (half)
+    lr_call_stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker",
+                        "%scircuit is half-open with no probe left%s: its %d probe permit%s out "
+                        "(it opened after %d transient failures in a row%s)",
+                        who, a->after_wait ? " when the retry's wait ended" : "", g->probes,
+                        g->probes == 1 ? " is" : "s are", g->failures, rate_note(g));
+  else if (a->kind == LR_KIND_FIRST)
     lr_call_stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker",
                         "%scircuit is open: calls fail fast for %.3f s after %d transient "
                         "failures in a row%s",
                         who, g->open_seconds, g->failures, rate_note(g));
-    break;
-  default:
-    if (a->after_wait)
-      lr_call_stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker",
-                          "%scircuit opened while the call waited to retry (%d transient "
-                          "failures in a row%s)",
-                          who, g->failures, rate_note(g));
-    else
-      lr_call_stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker",
-                          "%scircuit opened after %d transient failures in a row%s (or is "
-                          "half-open with its %d probe permits out)",
-                          who, g->failures, rate_note(g), g->probes);
-  }
+  else if (a->after_wait)
+    lr_call_stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker",
+                        "%scircuit opened while the call waited to retry (%d transient "
+                        "failures in a row%s)",
+                        who, g->failures, rate_note(g));
+  else
+    lr_call_stop_saying(c, d, LUARETRY_REASON_CIRCUIT_OPEN, "breaker",
+                        "%scircuit opened after %d transient failures in a row%s", who, g->failures,
+                        rate_note(g));
   return 1;
 }
 
@@ -87,8 +102,8 @@ static void record(luaretry_call *c, const lr_record *r) {
   case LR_REC_SUCCESS:
   case LR_REC_ANSWERED: lr_breaker_success(c->shared, g, now); break;
   case LR_REC_FAILURE: lr_breaker_failure(c->shared, g, now); break;
-  case LR_REC_THROTTLED: /* the fleet's permit stays spent, as its store keeps it */
-    if (!c->remote_said) lr_breaker_give_back(c->shared, g);
+  case LR_REC_THROTTLED: /* the permit back where it was taken, the fleet's too */
+    give_back(c);
     break;
   }
 }

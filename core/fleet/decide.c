@@ -144,10 +144,14 @@ int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt) {
 }
 
 /* Back among this process's permits, for its next call to take (no round
- * trip: the fleet renews a permit never reported after open_ms anyway);
- * none once the view is no longer half-open (a sync clears them too). */
+ * trip: those left when the handle ends go back to the fleet, sync.c's
+ * flush), never more than `probes`; none once the view is no longer
+ * half-open (a sync clears them too). */
 void lr_fleet_permit_give_back(lr_fleet *f) {
-  if (f && atomic_load(&f->state) == 2) atomic_fetch_add(&f->permits, 1);
+  if (!f || atomic_load(&f->state) != 2) return;
+  long long p = atomic_load(&f->permits), most = atomic_load(&f->probes);
+  while (p < most && !atomic_compare_exchange_weak(&f->permits, &p, p + 1)) {
+  }
 }
 
 void lr_fleet_view_get(lr_fleet *f, lr_fleet_view *v) {

@@ -100,7 +100,7 @@ typedef struct {
   double reserve; /* the budget's floor, retries per second fleet-wide (reserve.c) */
   int breaker;
   int failures;        /* transient failures in a row, fleet-wide */
-  double open_seconds; /* on Redis's clock */
+  double open_seconds; /* on Redis's clock; kept at most LR_FLEET_OPEN_MAX_S */
   int probes;          /* permits fleet-wide while half-open */
   /* the client-side throttle (the policy's `throttle`) on the fleet's
    * counts: requests and accepts over `throttle_window` seconds, in ten
@@ -133,6 +133,19 @@ typedef struct {
   int window, min_calls;
   double failure_rate, slow_rate;
 } lr_fleet_settings;
+
+/* The longest open period the fleet's breaker keeps (Redis's and the
+ * local store's), seconds: 9e9, as the engine's breaker keeps its times
+ * (guard.c's to_ns), about 285 years, for ever in effect.  A longer
+ * open_seconds (the schema takes any up to infinity) is kept as this: in
+ * ms or centiseconds it overflowed a long long, and the breaker read a
+ * negative period, over at once. */
+#define LR_FLEET_OPEN_MAX_S 9e9
+/* open_seconds as the fleet keeps it: within [0, LR_FLEET_OPEN_MAX_S]. */
+static inline double lr_fleet_open_seconds(double open_seconds) {
+  return open_seconds < LR_FLEET_OPEN_MAX_S ? (open_seconds > 0 ? open_seconds : 0)
+                                            : LR_FLEET_OPEN_MAX_S;
+}
 
 /* Fills the defaults above; guards off. */
 void lr_fleet_settings_init(lr_fleet_settings *s);
@@ -203,10 +216,11 @@ lr_fleet_code lr_fleet_refresh(lr_fleet *f);
 void lr_fleet_refresh_soon(lr_fleet *f);
 
 /* Sends what was counted and not sent yet, and gives back the budget's
- * block this process holds, when healthy: one round trip (connecting
- * again if the worker's, cut short, closed the connection; within one
- * patience if the worker's had waited less: lr_fleet_failed_locked), or none
- * (nothing to send or give back; Redis down or never reached).
+ * block and the half-open breaker's probe permits this process holds,
+ * when healthy: one round trip (connecting again if the worker's, cut
+ * short, closed the connection; within one patience if the worker's had
+ * waited less: lr_fleet_failed_locked), or none (nothing to send or give
+ * back; Redis down or never reached).
  * Before a handle is freed, so that a process's last outcomes count: the
  * worker ends first (a round trip of its under way is cut short), and
  * the handle makes no more round trips but the caller's own. */
@@ -250,8 +264,11 @@ void lr_fleet_throttle_unrequest(lr_fleet *f);
  * and the call is refused, as a half-open breaker refuses calls beyond its
  * probes.  Never waits. */
 int lr_fleet_breaker_admits(lr_fleet *f, int first_attempt);
-/* A permit taken (LR_FLEET_PERMIT) for an attempt a later guard refused:
- * back for this process's next call.  Lock-free, no I/O. */
+/* A permit taken (LR_FLEET_PERMIT) for an attempt a later guard refused,
+ * or whose answer was a throttling one (neutral to the breaker): back for
+ * this process's next call, never more than `probes` held (those left
+ * when the handle closes go back to the fleet: lr_fleet_flush).
+ * Lock-free, no I/O. */
 void lr_fleet_permit_give_back(lr_fleet *f);
 
 /* The fleet's rate limiter (lr_remote_ops' rate_reserve, in seconds of

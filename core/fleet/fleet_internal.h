@@ -202,6 +202,9 @@ typedef struct {
   /* the reserve's question (reserve.c), asked for the call whose sync
    * this is: its interval and span in ms as reserve.c sends them; 0: none */
   double rinterval_ms, rspan_ms;
+  /* probe permits handed back to the fleet (the handle's end), of the
+   * half-open period that opened at `rperiod` (Redis ms); 0: none */
+  long long returned, rperiod;
 } lr_fleet_batch;
 
 typedef struct {
@@ -319,7 +322,7 @@ struct lr_fleet {
   atomic_llong drawn, allot, leased, others, lfails;
   atomic_int lshort;
   /* under io: the block's size (tokens), and whether the handle is
-   * closing (its block goes back) */
+   * closing (its block and its probe permits go back: sync.c) */
   long lease_block;
   int64_t lease_taken_at, lease_spent_at; /* the last sync's, the last with failures */
   long long lease_redis;                  /* the block Redis kept at the last sync */

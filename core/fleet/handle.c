@@ -70,7 +70,7 @@ static void install_guards(lr_fleet *f, const lr_fleet_settings *s) {
   atomic_store(&f->max_milli, llround(s->max_tokens * MILLI));
   atomic_store(&f->ratio_milli, llround(s->token_ratio * MILLI));
   atomic_store(&f->reserve_milli, llround(s->reserve * MILLI));
-  atomic_store(&f->open_ms, llround(s->open_seconds * 1000));
+  atomic_store(&f->open_ms, llround(lr_fleet_open_seconds(s->open_seconds) * 1000));
   /* the throttle's buckets: a tenth of its window each, in whole ms */
   int throttle = s->throttle && s->throttle_k > 0 && s->throttle_window > 0;
   long long bucket = throttle ? llround(s->throttle_window * 100) : 0;
@@ -330,9 +330,11 @@ void lr_fleet_succeeded_locked(lr_fleet *f, const lr_fleet_reply *r, int64_t now
   atomic_store(&f->tokens, r->tokens);
   atomic_store(&f->state, (int)r->state);
   atomic_store(&f->fails, (int)r->fails);
-  atomic_store(&f->opened_at, r->opened_at);
+  long long period = atomic_exchange(&f->opened_at, r->opened_at);
   atomic_store(&f->probes_left, (int)r->probes_left);
-  if (r->state != 2) atomic_store(&f->permits, 0); /* a permit is half-open's alone */
+  /* a permit is its half-open period's alone: the fleet renewed them
+   * (opened_at moved on) or left half-open */
+  if (r->state != 2 || r->opened_at != period) atomic_store(&f->permits, 0);
   atomic_store(&f->fleet_requests, r->requests);
   atomic_store(&f->fleet_accepts, r->accepts);
   atomic_store(&f->clock_offset, r->now_ms - now);

@@ -259,8 +259,8 @@ static int breaker_admits(void *ud, int first_attempt, double now, double left, 
   }
 }
 
-/* A permit a later guard refused the attempt of: back, while half-open
- * (never beyond `probes`). */
+/* A permit a later guard refused the attempt of, or whose answer was a
+ * throttling one: back, while half-open (never beyond `probes`). */
 static void permit_give_back(void *ud) {
   lr_local *l = ud;
   lr_local_file *m = map_of(l, &l->breaker);
@@ -355,8 +355,9 @@ static void record(void *ud, lr_remote_outcome o, double now) {
   case LR_REMOTE_THROTTLED:
     /* priced budget.throttle_cost; neutral to the breaker (as Redis's
      * script and the local guards): it neither ends a run of failures nor
-     * closes a half-open breaker, and its probe's permit stays spent
-     * (renewed after open_seconds, as Redis renews one never reported) */
+     * closes a half-open breaker, and its probe's permit comes back
+     * (permit_give_back, called by the engine's breaker: it knows whose
+     * permit the attempt took) */
     add_tokens(l, -atomic_load_explicit(&l->cost_milli, memory_order_relaxed));
     return;
   case LR_REMOTE_FAILURE:

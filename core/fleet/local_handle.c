@@ -20,7 +20,7 @@ void lr_local_configure(lr_local *l, const lr_fleet_settings *s) {
   atomic_store(&l->reserve_milli, llround(s->reserve * MILLI));
   atomic_store(&l->cost_milli, llround(s->throttle_cost * MILLI));
   atomic_store(&l->failures, s->failures);
-  atomic_store(&l->open_cs, llround(s->open_seconds * 100));
+  atomic_store(&l->open_cs, llround(lr_fleet_open_seconds(s->open_seconds) * 100));
   atomic_store(&l->probes, s->probes < 1 ? 1 : s->probes);
   atomic_store(&l->k_milli, llround(s->throttle_k * MILLI));
   long long bucket = llround(s->throttle_window * 1000 / LR_LOCAL_BUCKETS);

@@ -41,6 +41,8 @@
  *            default member, so a reload's new handle changes them at once)
  *            rinterval_ms rspan_ms (the reserve's question, reserve.c's
  *            ARGV: 0 0 when none is asked)
+ *            returned rperiod (probe permits a closing process hands
+ *            back, of the half-open period opened at rperiod: 0 0 none)
  *   returns  {tokens, state, fails, opened_at, probes_left, granted, now,
  *            requests, accepts, lease, leased, reserve} (requests,
  *            accepts: the throttle's window, this batch in; lease: this
@@ -78,7 +80,12 @@
  * A throttling answer is priced here, throttled * cost_milli, by the cost
  * that cfg makes every process share; it is neutral to the breaker
  * (decide.c counts it in neither resets nor trail): it neither ends a run
- * of failures nor closes a half-open breaker.
+ * of failures nor closes a half-open breaker.  Its probe's permit goes
+ * back to the process that took it (decide.c), and with the permits that
+ * process holds when its handle closes (sync.c's flush) to the fleet:
+ * `returned` adds to probes_left while the breaker is still half-open in
+ * the same period (a permit of an earlier one was renewed already), never
+ * beyond `probes`, before this batch's permits are handed out.
  *
  * cfg is the guard settings as text: processes that share a key must
  * share them, or one budget would be spent by different rules.  The first
@@ -200,6 +207,11 @@ const char LR_FLEET_SCRIPT[] =
   "fails = fails + trail\n"
   "if trail > 0 and state == 2 then state, opened = 1, now\n"
   "elseif state == 0 and failures > 0 and fails >= failures then state, opened = 1, now end\n"
+  /* permits handed back, of this half-open period only */
+  "local handed, rperiod = tonumber(ARGV[24]) or 0, tonumber(ARGV[25]) or -1\n"
+  "if handed > 0 and state == 2 and opened == rperiod then\n"
+  "  left = math.min(probes, left + handed)\n"
+  "end\n"
   /* probe permits; permits handed out and never reported are renewed
    * after another open period */
   "local granted = 0\n"
@@ -313,20 +325,22 @@ lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const
                            b->spent,     b->earned,   b->trail,     b->resets,     b->want,
                            b->requests,  b->accepts,  b->throttled, l->cost_milli, l->bucket_ms,
                            b->ldrawn,    b->lwant,    b->lttl_ms };
-  char text[NUMS][24], cfg[300], rq[2][32];
+  char text[NUMS][24], cfg[300], rq[2][32], back[2][24];
   for (int i = 0; i < NUMS; i++) lr_fmt(text[i], sizeof text[i], "%lld", nums[i]);
   /* as reserve.c sends them */
   lr_fmt(rq[0], sizeof rq[0], "%.17g", b->rinterval_ms);
   lr_fmt(rq[1], sizeof rq[1], "%.17g", b->rspan_ms);
+  lr_fmt(back[0], sizeof back[0], "%lld", b->returned);
+  lr_fmt(back[1], sizeof back[1], "%lld", b->rperiod);
   lr_fleet_cfg_text(l, cfg, sizeof cfg);
   if (!s->sha[0]) lr_script_sha(LR_FLEET_SCRIPT, s->sha); /* "" still: EVAL every time */
   int eval = s->use_eval || !s->sha[0];
-  const char *argv[3 + LR_FLEET_KEYS + NUMS + 5] = { eval ? "EVAL" : "EVALSHA",
+  const char *argv[3 + LR_FLEET_KEYS + NUMS + 7] = { eval ? "EVAL" : "EVALSHA",
                                                      eval ? LR_FLEET_SCRIPT : s->sha, "4" };
   int n = 3;
   for (int i = 0; i < LR_FLEET_KEYS; i++) argv[n++] = keys[i];
   /* ARGV: the first five numbers, member, five more, cfg, the rest,
-   * owner, the reserve's question */
+   * owner, the reserve's question, the permits handed back */
   for (int i = 0; i < NUMS; i++) {
     if (i == 5) argv[n++] = member;
     if (i == 10) argv[n++] = cfg;
@@ -335,6 +349,8 @@ lr_fleet_code lr_redis_script_append(lr_fleet_script *s, lr_redis_conn *c, const
   argv[n++] = owner;
   argv[n++] = rq[0];
   argv[n++] = rq[1];
+  argv[n++] = back[0];
+  argv[n++] = back[1];
   return lr_conn_append(c, n, argv, NULL);
 }
 

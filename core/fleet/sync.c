@@ -37,6 +37,25 @@ static void take_batch(lr_fleet *f, lr_fleet_batch *b) {
   b->throttled = atomic_exchange(&f->throttled, 0);
   b->want = 0;
   b->rinterval_ms = b->rspan_ms = 0;
+  b->returned = b->rperiod = 0;
+}
+
+/* The probe permits this process holds while the fleet is half-open,
+ * in its view. */
+static long long permits_held(lr_fleet *f) {
+  return atomic_load(&f->state) == 2 ? atomic_load(&f->permits) : 0;
+}
+
+/* A closing handle's probe permits (none of its calls will take them:
+ * one handed back by a throttling answer, one the worker brought): back
+ * to the fleet with its last batch, for the next process's probe, in the
+ * half-open period they are of (the script takes them in that period
+ * only, never beyond `probes`).  A batch lost loses them: the fleet
+ * renews permits never reported after open_seconds. */
+static void permits_back(lr_fleet *f, lr_fleet_batch *b) {
+  if (!f->lease_closing || !permits_held(f)) return;
+  b->returned = atomic_exchange(&f->permits, 0);
+  b->rperiod = atomic_load(&f->opened_at);
 }
 
 static void limits_of(lr_fleet *f, lr_fleet_limits *l) {
@@ -79,6 +98,7 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
   take_batch(f, &b);
   b.want = want;
   if (reserve) lr_fleet_reserve_ask(f, &b);
+  permits_back(f, &b);
   lr_budget_lease_take(f, &b, lr_monotonic_ms());
   limits_of(f, &l);
   /* while it travels the batch still counts in this process's view (a
@@ -230,10 +250,10 @@ lr_fleet_code lr_fleet_flush(lr_fleet *f) {
   lr_fleet_worker_stop(f);
   pthread_mutex_lock(&f->io);
   lr_fleet_code rc = LR_FLEET_OK;
-  f->lease_closing = 1; /* the block goes back */
+  f->lease_closing = 1; /* the block and the probe permits go back */
   /* healthy: connected, or the worker's round trip cut short just now
    * closed the connection (a new one is made: the block must go back) */
-  if (atomic_load(&f->health) == LR_FLEET_HEALTHY && owed(f))
+  if (atomic_load(&f->health) == LR_FLEET_HEALTHY && (owed(f) || permits_held(f)))
     rc = sync_locked(f, 0, NULL, f->cut_early ? lr_monotonic_ms() + lr_fleet_patience_ms(f) : 0,
                      NULL, NULL);
   pthread_mutex_unlock(&f->io);

@@ -4,13 +4,15 @@
  *
  * Semantics: the budget spent by one is refused to the other; a breaker
  * opened by one is seen by the other within a sync period; half-open
- * probes are limited fleet-wide; SCRIPT FLUSH is survived (EVALSHA falls
- * back to EVAL) on both paths without losing a delta; threads lose no
- * delta.  Failures: a server that never answers, a stopped (SIGSTOP) and a
- * killed server, a wrong password, an unreachable port, a read-only
- * replica, a full listen backlog: each bounded by the deadlines, reported
- * once, never with a credential, and recovered from when the server is
- * back.  Every loop is bounded in rounds and time. */
+ * probes are limited fleet-wide, and a permit handed back stays within
+ * `probes` (the process's, then the fleet's when its handle closes);
+ * SCRIPT FLUSH is survived (EVALSHA falls back to EVAL) on both paths
+ * without losing a delta; threads lose no delta.  Failures: a server
+ * that never answers, a stopped (SIGSTOP) and a killed server, a wrong
+ * password, an unreachable port, a read-only replica, a full listen
+ * backlog: each bounded by the deadlines, reported once, never with a
+ * credential, and recovered from when the server is back.  Every loop is
+ * bounded in rounds and time. */
 #include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
@@ -332,6 +334,55 @@ static void test_half_open_probes(void) {
   CHECK_EQ_INT(v.breaker, 1);
   lr_fleet_free(a);
   lr_fleet_free(b);
+}
+
+/* The fleet's probe permits left, as Redis holds them. */
+static long long probes_left(lr_fleet *f) {
+  lr_fleet_status st = status_of(f);
+  long long n = st.probes_left;
+  lr_fleet_status_free(&st);
+  return n;
+}
+
+/* Probe permits handed back (a later guard refused the attempt, or a
+ * throttling answer came) are the process's again, never more than
+ * `probes`; those it holds when its handle closes go back to the fleet,
+ * in their own half-open period only and never beyond `probes` there,
+ * for another process's probe. */
+static void test_permits_handed_back(void) {
+  lr_fleet_settings s = test_settings();
+  s.failures = 1;
+  s.open_seconds = 0.3;
+  s.probes = 2;
+  lr_fleet *a = handle(URL, "handback", "host-a:1", s, NULL);
+  lr_fleet *b = handle(URL, "handback", "host-b:2", s, NULL);
+  lr_fleet *c = handle(URL, "handback", "host-c:3", s, NULL);
+  reset(a);
+  fail_and_sync(a, 1);
+  redis_sleep_ms(350);
+  CHECK_EQ_INT(admits_after_ask(a), LR_FLEET_PERMIT); /* one of the fleet's two */
+  for (int i = 0; i < 3; i++) lr_fleet_permit_give_back(a);
+  CHECK_EQ_INT(atomic_load(&a->permits), 2); /* never more than probes */
+  CHECK_EQ_INT(probes_left(b), 1);
+  CHECK_EQ_INT(lr_fleet_flush(a), LR_FLEET_OK); /* its handle closes: both back */
+  CHECK_EQ_INT(atomic_load(&a->permits), 0);
+  CHECK_EQ_INT(probes_left(b), 2); /* 1 + 2, never beyond probes */
+  /* b holds one when the breaker opens again and goes half-open anew:
+   * its permit, of the period before, is not the new period's */
+  CHECK_EQ_INT(lr_fleet_sync_now(b), LR_FLEET_OK);
+  CHECK_EQ_INT(admits_after_ask(b), LR_FLEET_PERMIT);
+  lr_fleet_permit_give_back(b);
+  CHECK_EQ_INT(atomic_load(&b->permits), 1);
+  CHECK_EQ_INT(lr_fleet_sync_now(c), LR_FLEET_OK);
+  fail_and_sync(c, 1); /* a probe's failure: open again */
+  redis_sleep_ms(350);
+  CHECK_EQ_INT(admits_after_ask(c), LR_FLEET_PERMIT); /* the new period's */
+  CHECK_EQ_INT(probes_left(c), 1);
+  CHECK_EQ_INT(lr_fleet_flush(b), LR_FLEET_OK);
+  CHECK_EQ_INT(probes_left(c), 1);
+  lr_fleet_free(a);
+  lr_fleet_free(b);
+  lr_fleet_free(c);
 }
 
 static redis_srv SRV;
@@ -933,6 +984,7 @@ int main(void) {
   test_throttled_and_spent();
   test_breaker_seen_within_sync();
   test_half_open_probes();
+  test_permits_handed_back();
   test_script_flush();
   test_reserve_script();
   test_reserve_folded();
