@@ -460,7 +460,7 @@ int lr_quota_answer(lr_shared *s, const lr_guards *g, const luaretry_header *hea
 #define LR_REMOTE_LOCAL  (-1)
 /* breaker_admits: admitted with one of the remote breaker's half-open
  * permits taken, which permit_give_back hands back when a later guard
- * refuses the attempt. */
+ * refuses the attempt or its answer is a throttling one (neutral). */
 #define LR_REMOTE_PERMIT 2
 
 /* THROTTLED: a throttling answer, which costs the fleet what it costs the
@@ -479,7 +479,10 @@ typedef struct {
    * probe permit), ending within `left` seconds (0: no deadline) and at
    * once when w is cancelled.  The chain (guard_breaker.c) asks with
    * first_attempt = 1 for every attempt, whatever its kind: in half-open
-   * each takes a permit (LR_REMOTE_PERMIT says one was taken). */
+   * each takes a permit (LR_REMOTE_PERMIT says one was taken); after a
+   * refusal it asks again with 0, which takes nothing and makes no round
+   * trip, to tell an open circuit from a half-open one with no permit left
+   * in its message. */
   int (*breaker_admits)(void *ud, int first_attempt, double now, double left, lr_waiter *w);
   /* Counts an outcome for the budget and the breaker.  Never waits. */
   void (*record)(void *ud, lr_remote_outcome o, double now);
@@ -536,7 +539,8 @@ typedef struct {
    * round trip.  NULL: nothing to hand back. */
   /* The request throttle_request counted at `now` (its `now`), uncounted. */
   void (*throttle_unrequest)(void *ud, double now);
-  /* A half-open permit breaker_admits took (LR_REMOTE_PERMIT). */
+  /* A half-open permit breaker_admits took (LR_REMOTE_PERMIT): a later
+   * guard refused its attempt, or its answer was a throttling one. */
   void (*permit_give_back)(void *ud);
   /* The client-side throttle's accept: an attempt the service took (a
    * success or a final answer), counted where its request was (a
