@@ -197,6 +197,21 @@ describe("downloads", function ()
         assert.are.equal(1, count(r.stderr, "restarting the download from zero"), path)
       end
     end)
+
+    -- a 416 to luaretry's own Range was judged as the answer: "restarting
+    -- the download from zero" was said, then "416 -> final", exit 1
+    for _, path in ipairs({ "/shrinks", "/shrinks-paged" }) do
+      it("a 416 to a resumed attempt's Range: the next attempt is a GET from zero (" .. path .. ")", function ()
+        local out = tmp .. "/shrunk.bin"
+        local r, seen = fetch(path, out, content(30000))
+        assert.are.same({ false, "bytes=60000-", false }, { seen[1].range, seen[2].range, seen[3].range })
+        assert.are.equal(3, #seen)
+        assert.matches("attempt 2/10: %a+ error %-> retry", r.stderr)
+        assert.matches("416", r.stderr)
+        assert.are.equal(1, count(r.stderr, "restarting the download from zero"))
+        assert.are.same({}, proc.leftovers(tmp))
+      end)
+    end
   end)
 
   describe("a 206 is appended only when it fits exactly (issue 30)", function ()
@@ -484,6 +499,19 @@ describe("downloads", function ()
       assert.is_nil(proc.readfile(out))
       os.remove(partial(out))
       os.remove(partial(out) .. ".url")
+    end)
+
+    it("a kept partial longer than the resource is now: 416, then the whole from zero, the partial gone", function ()
+      local out = tmp .. "/long.bin"
+      dl.plant(out, content(30000), srv.base .. "/whole", '"w"')
+      local r, seen = fetch("/whole", out, content(20000))
+      assert.are.equal("bytes=30000-", seen[1].range)
+      assert.are.equal('"w"', seen[1].if_range)
+      assert.are.equal(false, seen[2].range)
+      assert.is_nil(proc.readfile(partial(out)))
+      assert.is_nil(proc.readfile(partial(out) .. ".url"))
+      assert.are.same({}, proc.leftovers(tmp))
+      assert.are.equal(0, r.code)
     end)
 
     it("a partial whose validator no longer matches starts over, said once, and goes", function ()
