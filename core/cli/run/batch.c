@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "run.h"
@@ -40,6 +41,18 @@ typedef struct {
   int too_large;               /* the sink refused the final answer's body, given
                                   after the stop, as above --max-filesize */
   int unwritten;               /* a success whose body could not be kept */
+  /* resume across runs (outfile.h), as one URL's (run.c, response.c) */
+  int across_runs;     /* a GET to a file: what a stop signal cuts is kept */
+  char validator[256]; /* of the bytes of a broken answer the file holds
+                          (since its last restart), which the next attempt
+                          resumes; "": none */
+  int started_over;    /* the file restarted before the stop: an earlier
+                          run's partial is not what it holds */
+  int stopped;         /* the final decision came: a restart now gives the
+                          error answer that ended the call, and the partial
+                          still matches */
+  int suspect;         /* the last attempt's bytes are not the resource's
+                          (a digest mismatch, too large): none kept */
 } batch_url;
 
 enum { URL_IN_FLIGHT, URL_WAITING, URL_THROTTLED };
@@ -64,7 +77,8 @@ typedef struct batch {
   long max_attempts;
   double quota_max_wait; /* attempt_log's */
   name_set names;
-  FILE *json; /* --log-json */
+  FILE *json;         /* --log-json */
+  int keeps_partials; /* run_keeps_partials(): each file keeps what is cut */
   luaretry_header headers[MAX_HEADERS];
   upload body; /* -d, sent by every call */
   luaretry_curl_many *many;
@@ -426,6 +440,12 @@ static void url_set_state(batch_url *u, int state) {
 static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   batch_url *u = ud;
   log_attempt(&u->log, o, d);
+  if (o) {
+    resumable_validator(o, u->validator, sizeof u->validator);
+    u->suspect = o->error && (strstr(o->error, "_mismatch") || strcmp(o->error, "too_large") == 0);
+  }
+  /* stopped, unless an attempt failed beside a hedge still running */
+  if (d && !d->retry && !(d->reason == LUARETRY_REASON_NONE && d->in_flight)) u->stopped = 1;
   if (d && d->retry)
     url_set_state(u, d->throttled || d->wait_source == LUARETRY_WAIT_THROTTLE ||
                          d->wait_source == LUARETRY_WAIT_RATE
@@ -468,7 +488,34 @@ static int url_restart(void *ud) {
   batch_url *u = ud;
   if (u->state != URL_IN_FLIGHT) url_set_state(u, URL_IN_FLIGHT);
   u->got = 0;
-  return outfile_restart(&u->file);
+  u->validator[0] = '\0'; /* the file starts over: no bytes of any answer */
+  if (!u->stopped) u->started_over = 1;
+  /* after the stop: the error answer to a Range request that ended the
+   * call; an earlier run's partial still matches (resume.c) */
+  return outfile_start_over(&u->file, !u->stopped);
+}
+
+/* The bytes an earlier run left, for the digests (the sink's ud). */
+static size_t url_held(void *ud, uint64_t offset, char *buf, size_t len) {
+  const batch_url *u = ud;
+  ssize_t n = pread(u->file.fd, buf, len, (off_t)offset);
+  return n > 0 ? (size_t)n : 0;
+}
+
+/* An earlier run's partial of the URL's file, continued from its end with
+ * its validator, as one URL's is (run.c); a file that cannot be written
+ * (said) takes no body, as one whose write failed. */
+static void url_partial_open(batch *b, batch_url *u) {
+  u->across_runs = b->keeps_partials && u->path;
+  if (!u->across_runs) return;
+  progress_clear(&b->meter); /* its message goes above the status line */
+  int held = outfile_partial_open(&u->file, u->log.target);
+  progress_update(&b->meter, 1);
+  if (held < 0) u->file.failed = 1;
+  if (held <= 0) return;
+  u->resume.offset = (uint64_t)u->file.held_from;
+  u->resume.validator = u->file.validator;
+  u->resume.held = url_held;
 }
 
 /* A URL's state and job; NULL (after a message) when out of memory. */
@@ -489,6 +536,7 @@ static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
   u->log.quota_max_wait = b->quota_max_wait;
   u->log.index = (int)b->urls;
   u->log.target = url_redacted(url);
+  int named = u->log.target != NULL; /* a partial's .url file names it */
   if (!u->log.target) u->log.target = strdup("(URL)");
   u->req = run_request(b->a, url, b->headers, &b->body);
   snprintf(u->number, sizeof u->number, "[%ld]", b->urls);
@@ -506,6 +554,7 @@ static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
     }
   }
   outfile_init(&u->file, u->path, u->number);
+  if (named) url_partial_open(b, u);
   job->request = &u->req;
   job->sink = url_sink;
   job->sink_ud = u;
@@ -595,6 +644,43 @@ static void url_line(batch *b, const batch_url *u, const luaretry_curl_result *r
   free(line);
 }
 
+/* A call cut by a stop signal or its deadline keeps its file's bytes for
+ * the next run (outfile.h), as one URL's (run.c's keep_partial), when they
+ * are the resource's from byte 0 and a validator names them: the cut
+ * answer's, when it can be resumed; else (cut before an answer, or after
+ * an error answer the file never got) an earlier run's partial, unless the
+ * file started over since, or the last broken answer's that it holds.
+ * (The cut answer's status is not known here: an error answer that named
+ * ranges and a validator names the bytes held; If-Range checks it.) */
+static void keep_partial(batch *b, batch_url *u, const luaretry_decision *final) {
+  outfile *f = &u->file;
+  if (!u->across_runs || u->suspect || f->fd < 0 ||
+      (final->reason != LUARETRY_REASON_CANCELLED && final->reason != LUARETRY_REASON_DEADLINE))
+    return;
+  const char *validator = u->validator[0]                  ? u->validator
+                          : f->partial && !u->started_over ? f->validator
+                                                           : NULL;
+  if (!validator || lseek(f->fd, 0, SEEK_END) <= 0) return;
+  if (outfile_partial_keep(f, u->log.target, validator) != 0 || b->a->verbosity == 0) return;
+  progress_clear(&b->meter);
+  fprintf(stderr, "luaretry: [%d] ", u->log.index);
+  cli_text(stderr, u->log.target);
+  fputs(": the partial download is kept for the next run\n", stderr);
+  progress_update(&b->meter, 1);
+}
+
+/* Whether a call that did not succeed leaves an earlier run's partial as
+ * it is, for the next run (outfile_partial_hold): not on a final answer,
+ * which says what the resource is (a 404), nor after bytes known bad. */
+static int holds_partial(const batch_url *u, const luaretry_curl_result *r) {
+  if (r->code != LUARETRY_OK || r->final.reason == LUARETRY_REASON_SUCCESS || u->suspect) return 0;
+  int redirect = r->error && (strcmp(r->error, "redirect_refused") == 0 ||
+                              strcmp(r->error, "too_many_redirects") == 0);
+  int answered = r->final.reason == LUARETRY_REASON_FINAL && (r->status > 0 || redirect) &&
+                 !u->too_large; /* an error page above --max-filesize: no word */
+  return !answered;
+}
+
 /* A call ended: keep or drop its file, print its summary line, fold its
  * exit status into the batch's. */
 static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
@@ -614,6 +700,8 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   /* a body above --max-filesize, the final answer's or an attempt's the
    * helper refused: nowhere, standard output included */
   if (u->too_large || (r->error && strcmp(r->error, "too_large") == 0)) keep = 0;
+  if (r->code == LUARETRY_OK) keep_partial(b, u, &r->final);
+  if (holds_partial(u, r)) outfile_partial_hold(&u->file);
   if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK)
     status = EXIT_FINAL, u->unwritten = 1;
   fold_status(b, status, r->final.reason);
@@ -638,6 +726,7 @@ static int prepare(batch *b, luaretry_policy *p) {
   const run_args *a = b->a;
   int opened = log_json_open(a->log_json, &b->json, a->verbosity > 0 || a->show_error);
   if (opened != 0) return opened;
+  b->keeps_partials = run_keeps_partials(a);
   split_headers(a, b->headers);
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);

@@ -75,8 +75,8 @@ static void write_headers(response *r) {
  * and a strong ETag or a Last-Modified; its status is 0): its bytes are
  * the sink's, and this is their validator, which keep_partial names when
  * error answers (a 503) come after it. */
-static void note_resumable(response *r, const luaretry_outcome *o) {
-  if (!luaretry_curl_resumable(o)) return;
+int resumable_validator(const luaretry_outcome *o, char *out, size_t cap) {
+  if (!luaretry_curl_resumable(o)) return 0;
   const char *etag = NULL, *modified = NULL;
   for (size_t i = 0; i < o->header_count; i++) {
     if (!etag && strcmp(o->headers[i].name, "etag") == 0) etag = o->headers[i].value;
@@ -84,7 +84,18 @@ static void note_resumable(response *r, const luaretry_outcome *o) {
       modified = o->headers[i].value;
   }
   const char *v = etag && etag[0] == '"' ? etag : modified;
-  if (v && strlen(v) < sizeof r->validator) strcpy(r->validator, v);
+  if (!v || strlen(v) >= cap) return 0;
+  strcpy(out, v);
+  return 1;
+}
+
+int run_keeps_partials(const run_args *a) {
+  return !a->continue_at && !a->data && !a->upload_file &&
+         (!a->method || strcmp(a->method, "GET") == 0);
+}
+
+static void note_resumable(response *r, const luaretry_outcome *o) {
+  resumable_validator(o, r->validator, sizeof r->validator);
 }
 
 void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {

@@ -439,10 +439,9 @@ static int command_writeout(const run_args *a, char **format) {
 }
 
 /* A -o FILE (or -O) GET of one URL keeps what it got when it is cut, and
- * continues it in the next run (outfile.h). */
+ * continues it in the next run (outfile.h); a batch's files too (batch.c). */
 static int across_runs(const run_args *a, run_mode mode) {
-  return mode == RUN_URL && a->output && strcmp(a->output, "-") != 0 && !a->continue_at &&
-         !a->data && !a->upload_file && (!a->method || strcmp(a->method, "GET") == 0);
+  return mode == RUN_URL && a->output && strcmp(a->output, "-") != 0 && run_keeps_partials(a);
 }
 
 /* One call: its log, its body (-d) and its output (-o, or standard output). */

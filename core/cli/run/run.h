@@ -403,6 +403,14 @@ luaretry_code response_perform(response *r, luaretry_policy *p, luaretry_call *c
                                luaretry_decision *final);
 /* A luaretry_restart_fn: a new attempt begins. */
 int response_restart(void *ud);
+/* An attempt that broke after an answer the next attempt can resume (a
+ * luaretry_curl_resumable() outcome): its validator (a strong ETag, else
+ * Last-Modified) into out, 1; else 0, out untouched. */
+int resumable_validator(const luaretry_outcome *o, char *out, size_t cap);
+/* Whether the request is a GET whose file (-o, -O, --output-dir) keeps
+ * what a stop signal or the deadline cut, for the same command to continue
+ * (outfile.h): no body, no upload, no -C -. */
+int run_keeps_partials(const run_args *a);
 /* -D FILE and -w once the call ended; the exit status (1 when -D failed). */
 int response_finish(response *r, const luaretry_decision *final, int status);
 /* Whether a file written at the end (-D's) can be: checked before the
