@@ -522,6 +522,35 @@ describe("luaretry run, many URLs", function ()
       assert.are.equal("ok /ok/x/a.txt\n", proc.readfile(out .. "/a.txt.1"))
     end)
 
+    it("--output-dir names: a suffix a URL's own name holds is passed, each repeat taking the next", function ()
+      local out = tmp .. "/out"
+      proc.sh("mkdir " .. proc.q(out))
+      local list = { "/ok/a", "/ok/a.2", "/ok/x/a", "/ok/y/a", "/ok/a.1", "/ok/z/a" }
+      for i, p in ipairs(list) do list[i] = srv.base .. p end
+      local r = run(concat({ "run", HTTP, "--output-dir", out }, list))
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.same({ "a", "a.1", "a.1.1", "a.2", "a.3", "a.4" }, proc.ls(out))
+      assert.are.equal("ok /ok/x/a\n", proc.readfile(out .. "/a.1"))
+      assert.are.equal("ok /ok/a.2\n", proc.readfile(out .. "/a.2"))
+      assert.are.equal("ok /ok/y/a\n", proc.readfile(out .. "/a.3"))
+      assert.are.equal("ok /ok/a.1\n", proc.readfile(out .. "/a.1.1"))
+      assert.are.equal("ok /ok/z/a\n", proc.readfile(out .. "/a.4"))
+    end)
+
+    -- each repeat tried base, base.1, base.2 ... from 1: 24,000 URLs of
+    -- one name took 23 s of CPU time to name; now 0.8 s, all of it the
+    -- 24,000 calls to a closed port (2.5 s under the sanitizers)
+    it("--output-dir names: linear in the number of URLs of one name (24,000 within 8 s of CPU time)", function ()
+      local out, list = tmp .. "/q", tmp .. "/s"
+      proc.sh("mkdir " .. proc.q(out))
+      -- a closed port: each call fails at once
+      assert.are.equal(0, proc.sh("seq 1 24000 | sed 's|^|http://127.0.0.1:1/page/|; s|$|/|' > " ..
+                                  proc.q(list)))
+      local code = proc.sh("ulimit -t 8; " .. proc.q(proc.bin) .. " run -s --retry 0 --output-dir " ..
+                           proc.q(out) .. " --urls " .. proc.q(list) .. " </dev/null")
+      assert.are.equal(4, code)
+    end)
+
     it("a URL judged final leaves no file; the others are kept", function ()
       local out = tmp .. "/out"
       proc.sh("mkdir " .. proc.q(out))

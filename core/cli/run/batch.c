@@ -57,13 +57,6 @@ typedef struct {
 
 enum { URL_IN_FLIGHT, URL_WAITING, URL_THROTTLED };
 
-/* A set of names (open addressing, grown at half full), to make each
- * --output-dir file name unique. */
-typedef struct {
-  char **slot;
-  size_t mask, count;
-} name_set;
-
 typedef struct batch {
   const run_args *a;
   int next_word; /* the command line's URLs come first */
@@ -76,9 +69,9 @@ typedef struct batch {
   long urls; /* URLs read so far (their numbers) */
   long max_attempts;
   double quota_max_wait; /* attempt_log's */
-  name_set names;
-  FILE *json;         /* --log-json */
-  int keeps_partials; /* run_keeps_partials(): each file keeps what is cut */
+  out_names names;       /* --output-dir's, each unique */
+  FILE *json;            /* --log-json */
+  int keeps_partials;    /* run_keeps_partials(): each file keeps what is cut */
   luaretry_header headers[MAX_HEADERS];
   upload body; /* -d, sent by every call */
   luaretry_curl_many *many;
@@ -171,9 +164,6 @@ static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **u
   return ferror(f) ? -1 : 0;
 }
 
-static char *join_path(const char *dir, const char *name);
-static char *unique_name(name_set *set, char *base);
-
 /* A bad URL: a usage error before the batch; met in it (from a pipe), the
  * line of a URL that failed, shown as those are (-s: none), and exit 2. */
 static int bad_url(const batch *b, const char *url, const char *where, const char *why, int late) {
@@ -237,7 +227,7 @@ static int reserve_output(batch *b) {
     return 0; /* another folder (or none yet): no name of the batch's */
   const char *slash = strrchr(b->a->output, '/');
   char *base = strdup(slash ? slash + 1 : b->a->output);
-  if (base && unique_name(&b->names, base)) return 0;
+  if (out_names_unique(&b->names, base)) return 0;
   fprintf(stderr, "luaretry: out of memory\n");
   return -1;
 }
@@ -349,58 +339,6 @@ static int url_left(batch *b) {
 }
 
 /* ---- --output-dir: a file name for each URL */
-
-static size_t name_hash(const char *s) {
-  size_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
-
-static char **name_find(name_set *set, const char *name) {
-  size_t i = name_hash(name) & set->mask;
-  while (set->slot[i] && strcmp(set->slot[i], name) != 0) i = (i + 1) & set->mask;
-  return &set->slot[i];
-}
-
-/* Room for one more name; -1 when out of memory. */
-static int name_room(name_set *set) {
-  if (set->slot && (set->count + 1) * 2 <= set->mask + 1) return 0;
-  size_t cap = set->slot ? (set->mask + 1) * 2 : 64;
-  name_set bigger = { calloc(cap, sizeof *bigger.slot), cap - 1, set->count };
-  if (!bigger.slot) return -1;
-  for (size_t i = 0; set->slot && i <= set->mask; i++)
-    if (set->slot[i]) *name_find(&bigger, set->slot[i]) = set->slot[i];
-  free(set->slot);
-  *set = bigger;
-  return 0;
-}
-
-/* `base`, or base.1, base.2 ... when taken, now in the set (which owns
- * it); NULL when out of memory.  Takes base. */
-static char *unique_name(name_set *set, char *base) {
-  char *name = base;
-  for (long k = 1; name; k++) {
-    if (name_room(set) != 0) break;
-    char **at = name_find(set, name);
-    if (!*at) {
-      *at = name;
-      set->count++;
-      if (name != base) free(base);
-      return name;
-    }
-    if (name != base) free(name);
-    size_t len = strlen(base) + 24;
-    if ((name = malloc(len))) snprintf(name, len, "%s.%ld", base, k);
-  }
-  if (name != base) free(name);
-  free(base);
-  return NULL;
-}
-
-static void names_free(name_set *set) {
-  for (size_t i = 0; set->slot && i <= set->mask; i++) free(set->slot[i]);
-  free(set->slot);
-}
 
 static char *join_path(const char *dir, const char *name) {
   size_t len = strlen(dir) + strlen(name) + 2;
@@ -547,7 +485,7 @@ static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
     }
   } else if (b->a->output_dir) {
     char *base = url_file_name(url);
-    char *name = base ? unique_name(&b->names, base) : NULL;
+    char *name = out_names_unique(&b->names, base);
     if (!name || !(u->path = join_path(b->a->output_dir, name))) {
       url_free(u);
       return NULL;
@@ -824,7 +762,7 @@ int batch_run(const run_args *a, luaretry_policy *p) {
   luaretry_curl_many_free(b.many);
   upload_close(&b.body);
   log_json_close(b.json, a->log_json);
-  names_free(&b.names);
+  out_names_free(&b.names);
   if (b.list && b.list != stdin) fclose(b.list);
   free(b.line);
   return status;

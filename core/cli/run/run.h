@@ -486,6 +486,24 @@ void command_policy_check(luaretry_policy *p, const char *policy);
  * whole; a hedged request's decisions go to log as "request N: ...". */
 luaretry_code workflow_run(const run_args *a, luaretry_policy *p, luaretry_call *c,
                            const attempt_log *log, outfile *out, luaretry_decision *final);
+/* ---- outnames.c: --output-dir's file names, each unique */
+
+typedef struct {
+  char *name;
+  long next; /* the suffix the next repeat of name tries first */
+} out_name;
+
+/* A set of names (open addressing, grown at half full); zeroed: empty. */
+typedef struct {
+  out_name *slot;
+  size_t mask, count;
+} out_names;
+
+/* `base`, or base.1, base.2 ... when taken, now in the set (which owns
+ * it); NULL when out of memory.  Takes base (NULL: out of memory). */
+char *out_names_unique(out_names *set, char *base);
+void out_names_free(out_names *set);
+
 /* batch.c: run POLICY URL URL... | --urls FILE: each URL its own call. */
 int batch_run(const run_args *a, luaretry_policy *p);
 
