@@ -694,6 +694,67 @@ describe("luaretry run, many URLs", function ()
       assert.are.equal(0, #srv:requests())
     end)
 
+    -- -O and --output-dir names were never checked against the other
+    -- files: -c's jar replaced a body, a body replaced --log-json's log
+    -- or the --urls list
+    it("a URL's file in --output-dir that another option writes (-c, --log-json, --urls ...): refused, naming both", function ()
+      local out = tmp .. "/out"
+      proc.sh("mkdir " .. proc.q(out))
+      local list = url_file({ srv.base .. "/ok/1", srv.base .. "/ok/urls.txt" })
+      local before = proc.readfile(list)
+      local cases = {
+        { { "--output-dir", out, "-c", out .. "/b" }, "%-%-output%-dir [^ ]*/out/b %(URL %[2%]%) and %-c " },
+        { { "--output-dir", out, "--log-json", out .. "/a" }, "%-%-output%-dir [^ ]*/out/a %(URL %[1%]%) and %-%-log%-json " },
+        { { "--output-dir", out, "--metrics-file", out .. "/../out/a" }, "%-%-output%-dir [^ ]*/out/a [^\n]*and %-%-metrics%-file " },
+        { { "--output-dir", out, "--trace-ascii", out .. "/b" }, "%-%-output%-dir [^ ]*/out/b [^\n]*and %-%-trace%-ascii " },
+        -- a repeated name's suffix counts: /ok/a after /ok/x/a is a.1
+        { { "--output-dir", out, "--log-json", out .. "/a.1", srv.base .. "/ok/x/a" },
+          "%-%-output%-dir [^ ]*out/a%.1 %(URL %[2%]%) and %-%-log%-json" },
+      }
+      for _, c in ipairs(cases) do
+        proc.writefile(out .. "/a", "A")
+        proc.writefile(out .. "/b", "B")
+        local r = run(concat({ "run", HTTP }, c[1], { srv.base .. "/ok/a", srv.base .. "/ok/b" }))
+        assert.are.equal(2, r.code, r.stderr)
+        assert.matches("^luaretry: run: " .. c[2] .. ".* name the same file: one would write over the other\n", r.stderr)
+        assert.matches("usage: luaretry run", r.stderr)
+        -- no body anywhere; -c's jar is not written, --log-json not opened
+        -- (--metrics-file and --trace-ascii are written where they say)
+        if c[1][3] == "-c" or c[1][3] == "--log-json" then
+          assert.are.equal("A", proc.readfile(out .. "/a"))
+          assert.are.equal("B", proc.readfile(out .. "/b"))
+        end
+        assert.are_not.equal("ok /ok/a\n", proc.readfile(out .. "/a"))
+      end
+      -- the list itself, from its own folder (-O's is the current one)
+      local r = run({ "run", HTTP, "--output-dir", tmp, "--urls", list })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("^luaretry: run: %-%-output%-dir [^ ]*/urls%.txt %(URL %[2%]%) and %-%-urls ", r.stderr)
+      assert.are.equal(before, proc.readfile(list))
+      assert.are.equal(0, #srv:requests())
+      -- from a pipe, the list is checked as it comes: that URL fails alone
+      local err = tmp .. "/err"
+      local code = proc.sh("cat " .. proc.q(list) .. " | " .. proc.q(proc.bin) .. " run " ..
+                           proc.q(HTTP) .. " --output-dir " .. proc.q(out) .. " -c " ..
+                           proc.q(out .. "/urls.txt") .. " --urls - 2>" .. proc.q(err))
+      local stderr = proc.readfile(err)
+      assert.are.equal(2, code, stderr)
+      assert.matches("^luaretry: run: %-%-output%-dir [^ ]*/urls%.txt %(URL %[2%]%) and %-c [^\n]* name the same file", stderr)
+      assert.is_nil(stderr:find("usage:", 1, true))
+      assert.are.equal("ok /ok/1\n", proc.readfile(out .. "/1"))
+      assert.are.equal(0, #srv:requests_on("/ok/urls.txt"))
+    end)
+
+    it("-O of one URL whose name another option writes (-c): refused, naming both; the jar as it was", function ()
+      local jar = tmp .. "/a"
+      proc.writefile(jar, "JAR")
+      local r = run({ "run", HTTP, "-O", "--output-dir", tmp, "-c", jar, srv.base .. "/ok/a" })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("^luaretry: run: %-O and %-c name the same file", r.stderr)
+      assert.are.equal("JAR", proc.readfile(jar))
+      assert.are.equal(0, #srv:requests())
+    end)
+
     it("usage errors exit 2 and send nothing", function ()
       local a, b = srv.base .. "/ok/1", srv.base .. "/ok/2"
       local cases = {

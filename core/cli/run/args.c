@@ -895,7 +895,7 @@ static int check_curl_combinations(run_args *a) {
 
 /* path's folder resolved, then its last name ("./x" and "x" alike), or
  * path itself when the folder cannot be. */
-static void canonical(const char *path, char *out, size_t size) {
+void run_canonical(const char *path, char *out, size_t size) {
   char dir[PATH_MAX], real[PATH_MAX];
   path_folder(path, dir, sizeof dir);
   const char *slash = strrchr(path, '/');
@@ -911,30 +911,36 @@ static void canonical(const char *path, char *out, size_t size) {
 static int same_file(const char *x, const char *y) {
   if (!x || !y || strcmp(x, "-") == 0 || strcmp(y, "-") == 0) return 0;
   char cx[2 * PATH_MAX], cy[2 * PATH_MAX];
-  canonical(x, cx, sizeof cx);
-  canonical(y, cy, sizeof cy);
+  run_canonical(x, cx, sizeof cx);
+  run_canonical(y, cy, sizeof cy);
   if (strcmp(cx, cy) == 0) return 1;
   struct stat sx, sy;
   return stat(x, &sx) == 0 && stat(y, &sy) == 0 && sx.st_dev == sy.st_dev &&
          sx.st_ino == sy.st_ino && S_ISREG(sx.st_mode);
 }
 
+int run_outputs(const run_args *a, run_output *outs) {
+  const run_output all[RUN_OUTPUTS] = { { "--urls", a->urls_file },
+                                        { a->output_by_url ? a->remote_opt : "-o", a->output },
+                                        { "-D", a->dump_header },
+                                        { "--log-json", a->log_json },
+                                        { "--metrics-file", a->metrics_file },
+                                        { "--trace-ascii", a->trace_ascii },
+                                        { "-c", a->cookie_jar } };
+  int n = 0;
+  for (int i = 0; i < RUN_OUTPUTS; i++)
+    if (all[i].path && strcmp(all[i].path, "-") != 0) outs[n++] = all[i];
+  return n;
+}
+
 /* Two of the files written at the end naming one: the later would write
  * over the earlier (-o X -D X kept only the headers); or one of them the
  * list of URLs, read as the batch goes (--log-json emptied it first). */
-static int check_outputs(const run_args *a) {
-  const struct {
-    const char *opt, *path;
-  } outs[] = { { "--urls", a->urls_file },
-               { "-o", a->output },
-               { "-D", a->dump_header },
-               { "--log-json", a->log_json },
-               { "--metrics-file", a->metrics_file },
-               { "--trace-ascii", a->trace_ascii },
-               { "-c", a->cookie_jar } };
-  size_t n = sizeof outs / sizeof outs[0];
-  for (size_t i = 0; i < n; i++)
-    for (size_t j = i + 1; j < n; j++)
+int run_check_outputs(const run_args *a) {
+  run_output outs[RUN_OUTPUTS];
+  int n = run_outputs(a, outs);
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
       if (same_file(outs[i].path, outs[j].path)) {
         char what[64];
         snprintf(what, sizeof what, "%s and %s", outs[i].opt, outs[j].opt);
@@ -959,7 +965,7 @@ static int check_outputs(const run_args *a) {
 
 /* Options that do not go together. */
 static int check_combinations(run_args *a) {
-  int clash = check_outputs(a);
+  int clash = run_check_outputs(a);
   if (clash) return clash;
   if ((a->nwords || a->urls_file) && a->command)
     return cli_usage("run: a URL or a COMMAND, not both", NULL);

@@ -70,6 +70,7 @@ typedef struct batch {
   long max_attempts;
   double quota_max_wait; /* attempt_log's */
   out_names names;       /* --output-dir's, each unique */
+  out_others others;     /* the other options' files in that folder */
   FILE *json;            /* --log-json */
   int keeps_partials;    /* run_keeps_partials(): each file keeps what is cut */
   luaretry_header headers[MAX_HEADERS];
@@ -218,7 +219,7 @@ static int check_list(batch *b, int *count) {
 /* --remote-name-all -o FILE: FILE is the first URL's, so a later URL of
  * its name in its folder gets NAME.1 as any name given twice (it wrote
  * over FILE).  -1 when out of memory. */
-static int reserve_output(batch *b) {
+static int reserve_output(const batch *b, out_names *names) {
   char dir[CLI_PATH_MAX];
   path_folder(b->a->output, dir, sizeof dir);
   struct stat sd, so;
@@ -227,14 +228,102 @@ static int reserve_output(batch *b) {
     return 0; /* another folder (or none yet): no name of the batch's */
   const char *slash = strrchr(b->a->output, '/');
   char *base = strdup(slash ? slash + 1 : b->a->output);
-  if (out_names_unique(&b->names, base)) return 0;
+  if (out_names_unique(names, base)) return 0;
   fprintf(stderr, "luaretry: out of memory\n");
   return -1;
 }
 
+static char *join_path(const char *dir, const char *name);
+
+/* The option that named the batch's folder, as typed: -O's "." or
+ * --output-dir DIR. */
+static const char *dir_opt(const run_args *a) {
+  return a->output_dir_implied && a->remote_opt[0] ? a->remote_opt : "--output-dir";
+}
+
+/* URL number `number`'s file would be another option's (-c, --log-json,
+ * --urls ...): one would write over the other.  Before the batch a usage
+ * error; met in it (a list from a pipe), the URL fails alone, said as a
+ * bad URL is.  Exit 2. */
+static int name_clash(const batch *b, const char *path, long number, int k, int late) {
+  char what[3 * CLI_PATH_MAX];
+  snprintf(what, sizeof what,
+           "run: %s %s (URL [%ld]) and %s %s name the same file: one would write over the "
+           "other",
+           dir_opt(b->a), path, number, b->others.opt[k], b->others.path[k]);
+  if (!late) return cli_usage("%s", what);
+  if (b->a->verbosity > 0 || b->a->show_error) {
+    fputs("luaretry: ", stderr);
+    cli_text(stderr, what);
+    fputc('\n', stderr);
+  }
+  return EXIT_USAGE;
+}
+
+/* URL number `number`'s file in --output-dir (url as it is fetched): its
+ * unique name in `names`, DIR/NAME into *path (malloc'ed).  0; -1 when out
+ * of memory; 1 when it is another option's file (name_clash: said). */
+static int url_path(const batch *b, out_names *names, const char *url, long number, int late,
+                    char **path) {
+  *path = NULL;
+  char *name = out_names_unique(names, url_file_name(url));
+  if (!name || !(*path = join_path(b->a->output_dir, name))) return -1;
+  int k = out_others_clash(&b->others, name);
+  if (k < 0) return 0;
+  name_clash(b, *path, number, k, late);
+  free(*path);
+  *path = NULL;
+  return 1;
+}
+
+/* One URL as given, named as next_job() will name it (its scheme added,
+ * -T's file name after a folder URL): 0, or the exit status after a
+ * message. */
+static int check_name(const batch *b, out_names *names, const char *url, long number) {
+  char *fixed = NULL, why[256];
+  url_check(url, &fixed, why, sizeof why); /* valid: checked before */
+  const char *u = fixed ? fixed : url;
+  char *full = b->a->upload_file ? url_for_call(b->a, u) : NULL;
+  char *path = NULL;
+  int named =
+    b->a->upload_file && !full ? -1 : url_path(b, names, full ? full : u, number, 0, &path);
+  free(fixed);
+  free(full);
+  free(path);
+  if (named < 0) fprintf(stderr, "luaretry: out of memory\n");
+  return named < 0 ? EXIT_POLICY : named > 0 ? EXIT_USAGE : EXIT_OK;
+}
+
+/* The names of the URLs known before the start (the command line's, a
+ * regular --urls FILE's, read again from its start), against the other
+ * files the options write in that folder: a clash is a usage error
+ * before any request.  A list from a pipe is checked as it comes
+ * (next_job).  Only when some such file is there: naming costs a parse. */
+static int check_names(batch *b) {
+  const run_args *a = b->a;
+  out_names names = { 0 };
+  int status = a->output && reserve_output(b, &names) != 0 ? EXIT_POLICY : EXIT_OK;
+  long number = 0;
+  /* --remote-name-all -o FILE: the first URL's file is FILE */
+  for (int i = 0; status == EXIT_OK && i < a->nwords; i++)
+    if (++number > 1 || !a->output) status = check_name(b, &names, a->words[i], number);
+  if (b->list && b->count >= 0) {
+    char *url;
+    long line_no = 0;
+    while (status == EXIT_OK && next_line(b->list, &b->line, &b->line_size, &line_no, &url) == 1)
+      if (++number > 1 || !a->output) status = check_name(b, &names, url, number);
+    if (fseek(b->list, 0, SEEK_SET) != 0 && status == EXIT_OK) {
+      fprintf(stderr, "luaretry: --urls %s: %s\n", a->urls_file, strerror(errno));
+      status = EXIT_USAGE;
+    }
+  }
+  out_names_free(&names);
+  return status;
+}
+
 /* What must hold before any call starts: the command line's URLs valid, a
  * list that opens (and, when it is a regular file, is valid), a place for
- * the files. */
+ * the files, none of them another option's. */
 static int open_urls(batch *b) {
   const run_args *a = b->a;
   char why[256];
@@ -279,7 +368,7 @@ static int open_urls(batch *b) {
     return cli_usage("run: -o takes one URL; with several use --output-dir DIR%s", "");
   if (a->output_dir && a->create_dirs && create_dirs(a->output_dir, 1, "--output-dir") != 0)
     return EXIT_USAGE;
-  if (a->output && a->output_dir && reserve_output(b) != 0) return EXIT_POLICY;
+  if (a->output && a->output_dir && reserve_output(b, &b->names) != 0) return EXIT_POLICY;
   if (a->output_dir) {
     struct stat st;
     const char *why_not = stat(a->output_dir, &st) != 0 ? strerror(errno)
@@ -295,6 +384,11 @@ static int open_urls(batch *b) {
       fprintf(stderr, "luaretry: --output-dir %s: %s\n", a->output_dir, strerror(errno));
       return EXIT_USAGE;
     }
+    if (out_others_find(&b->others, a, a->output_dir) != 0) {
+      fprintf(stderr, "luaretry: out of memory\n");
+      return EXIT_POLICY;
+    }
+    if (b->others.n) return check_names(b);
   }
   return EXIT_OK;
 }
@@ -456,14 +550,17 @@ static void url_partial_open(batch *b, batch_url *u) {
   u->resume.held = url_held;
 }
 
-/* A URL's state and job; NULL (after a message) when out of memory. */
-static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
+/* A URL's state and job, its file at path (both taken; NULL: standard
+ * output); NULL when out of memory. */
+static batch_url *url_new(batch *b, char *url, char *path, luaretry_curl_job *job) {
   batch_url *u = calloc(1, sizeof *u);
   if (!u) {
     free(url);
+    free(path);
     return NULL;
   }
   u->url = url;
+  u->path = path;
   u->b = b;
   u->state = URL_IN_FLIGHT;
   b->meter.in_flight++;
@@ -478,19 +575,6 @@ static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
   if (!u->log.target) u->log.target = strdup("(URL)");
   u->req = run_request(b->a, url, b->headers, &b->body);
   snprintf(u->number, sizeof u->number, "[%ld]", b->urls);
-  if (b->a->output && b->urls == 1) { /* --remote-name-all -o FILE: the first URL's */
-    if (!(u->path = strdup(b->a->output))) {
-      url_free(u);
-      return NULL;
-    }
-  } else if (b->a->output_dir) {
-    char *base = url_file_name(url);
-    char *name = out_names_unique(&b->names, base);
-    if (!name || !(u->path = join_path(b->a->output_dir, name))) {
-      url_free(u);
-      return NULL;
-    }
-  }
   outfile_init(&u->file, u->path, u->number);
   if (named) url_partial_open(b, u);
   job->request = &u->req;
@@ -542,7 +626,27 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
       }
     }
     if (curlopts_cookies_for(b->a, url) != 0) fprintf(stderr, "luaretry: -b: out of memory\n");
-    if (url_new(b, url, job)) return 1;
+    char *path = NULL;
+    int named = 0;
+    if (b->a->output && b->urls == 1) { /* --remote-name-all -o FILE: the first URL's */
+      named = (path = strdup(b->a->output)) ? 0 : -1;
+    } else if (b->a->output_dir) {
+      /* a clash's line goes above the status line */
+      if (b->others.n) progress_clear(&b->meter);
+      named = url_path(b, &b->names, url, b->urls, 1, &path);
+      if (b->others.n) progress_update(&b->meter, 1);
+    }
+    if (named > 0) { /* another option's file (from a pipe: not checked before) */
+      fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);
+      free(url);
+      if (b->a->fail_early) {
+        b->failed_early = b->urls;
+        return 0;
+      }
+      continue;
+    }
+    if (named == 0 && url_new(b, url, path, job)) return 1;
+    if (named < 0) free(url);
     fprintf(stderr, "luaretry: [%ld] out of memory\n", b->urls);
     fold_status(b, EXIT_POLICY, LUARETRY_REASON_POLICY_ERROR);
   }
@@ -763,6 +867,7 @@ int batch_run(const run_args *a, luaretry_policy *p) {
   upload_close(&b.body);
   log_json_close(b.json, a->log_json);
   out_names_free(&b.names);
+  out_others_free(&b.others);
   if (b.list && b.list != stdin) fclose(b.list);
   free(b.line);
   return status;

@@ -2,7 +2,11 @@
  * unique: a name given before gets NAME.1, NAME.2 ... as curl's
  * --output-dir users expect of wget.  Every name is remembered with the
  * next suffix to try for it, so N URLs of one name cost N lookups, not
- * N^2/2 (24,000 URLs ending in "/", all "index", took 26 s to name). */
+ * N^2/2 (24,000 URLs ending in "/", all "index", took 26 s to name).
+ * And a name another option's file has in that folder (-c, --log-json,
+ * --urls ...) is found before the batch begins: the body would replace
+ * it, or it the body. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,4 +76,38 @@ void out_names_free(out_names *set) {
   for (size_t i = 0; set->slot && i <= set->mask; i++) free(set->slot[i].name);
   free(set->slot);
   memset(set, 0, sizeof *set);
+}
+
+/* ---- the other files the options write, in the same folder */
+
+int out_others_find(out_others *o, const run_args *a, const char *dir) {
+  memset(o, 0, sizeof *o);
+  char real[PATH_MAX];
+  if (!realpath(dir, real)) return 0; /* no folder: said before */
+  size_t len = strlen(real);
+  run_output outs[RUN_OUTPUTS];
+  int n = run_outputs(a, outs);
+  for (int i = 0; i < n; i++) {
+    /* --remote-name-all -o FILE: its name is the first URL's, reserved */
+    if (outs[i].path == a->output) continue;
+    char c[2 * PATH_MAX];
+    run_canonical(outs[i].path, c, sizeof c);
+    const char *base = c + len + 1;
+    if (strncmp(c, real, len) != 0 || c[len] != '/' || !*base || strchr(base, '/')) continue;
+    if (!(o->name[o->n] = strdup(base))) return -1;
+    o->opt[o->n] = outs[i].opt;
+    o->path[o->n++] = outs[i].path;
+  }
+  return 0;
+}
+
+int out_others_clash(const out_others *o, const char *name) {
+  for (int i = 0; i < o->n; i++)
+    if (strcmp(o->name[i], name) == 0) return i;
+  return -1;
+}
+
+void out_others_free(out_others *o) {
+  for (int i = 0; i < o->n; i++) free(o->name[i]);
+  memset(o, 0, sizeof *o);
 }

@@ -29,7 +29,9 @@ static int single_url_options(run_args *a) {
   if (!path) return EXIT_POLICY;
   snprintf(path, n, "%s/%s", dir, name);
   a->output = strcmp(dir, ".") == 0 ? name : path;
-  return 0;
+  a->output_by_url = 1;
+  /* -c, --log-json ... naming the same file: refused as -o's are */
+  return run_check_outputs(a);
 }
 
 /* The option as typed (args.c), else its usual name. */
@@ -97,7 +99,8 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   /* One URL alone is one call, as ever; several (or --urls, or
    * --output-dir) make a batch. */
   if (a->nwords > 1 || a->urls_file || (a->output_dir && !a->remote_name)) {
-    if (a->remote_name && !a->output_dir) a->output_dir = "."; /* -O: curl's folder */
+    if (a->remote_name && !a->output_dir) /* -O: curl's folder */
+      a->output_dir = ".", a->output_dir_implied = 1;
     if (a->continue_at) return cli_usage("run: -C - takes one URL%s", "");
     if (a->checksum) return cli_usage("run: --checksum takes one URL%s", "");
     if (a->remote_header_name) return cli_usage("run: -J takes one URL%s", "");

@@ -89,6 +89,8 @@ typedef struct {
   data_part data_parts[MAX_DATA]; /* joined with '&', as curl joins them */
   int ndata;
   const char *output;
+  int output_by_url;      /* -O named output after the URL (one URL's) */
+  int output_dir_implied; /* -O of several URLs: output_dir is "." */
   const char *log_json;
   const char *redis; /* --redis URL (fleet_cmd.c: else LUARETRY_REDIS) */
   const char *fleet; /* --fleet local (fleet_cmd.c: else LUARETRY_FLEET) */
@@ -162,6 +164,22 @@ typedef struct {
 int parse_run(int argc, char **argv, run_args *a, char **words);
 /* Frees what parse_run() made. */
 void run_args_free(run_args *a);
+
+/* The files the options write at the end, and --urls (read as a batch
+ * goes), each with the option that names it (standard output left out). */
+#define RUN_OUTPUTS 7
+typedef struct {
+  const char *opt, *path;
+} run_output;
+/* Fills outs (RUN_OUTPUTS of room); how many. */
+int run_outputs(const run_args *a, run_output *outs);
+/* Two of them naming one file (the later would write over the earlier):
+ * 0, or a usage status after naming both.  parse_run() checks them; -O's
+ * -o (output_by_url), named after, is checked again. */
+int run_check_outputs(const run_args *a);
+/* path as its folder's real path and its last name: two names of one
+ * file compare equal (a link as the last name aside). */
+void run_canonical(const char *path, char *out, size_t size);
 /* A string the options keep until run_args_free(); NULL when out of memory. */
 char *run_args_keep(run_args *a, char *s);
 /* One option (argv[*i], its value next) or a word, as on the command line;
@@ -251,8 +269,9 @@ int curlopts_begin(const run_args *a, int scope_cookies);
 int curlopts_cookies_for(const run_args *a, const char *url);
 /* The store of -b and -c, or NULL: set on every handle of a batch. */
 CURLSH *curlopts_share(void);
-/* After the last: -c's jar written from that store (once, at the end),
- * the store and --resolve's list freed; -1 when the jar failed. */
+/* After the last: -c's jar written from that store (once, at the end;
+ * not when no handle got the options: refused before any request), the
+ * store and --resolve's list freed; -1 when the jar failed. */
 int curlopts_end(const run_args *a);
 
 /* ---- url.c: URLs through curl's parser */
@@ -503,6 +522,20 @@ typedef struct {
  * it); NULL when out of memory.  Takes base (NULL: out of memory). */
 char *out_names_unique(out_names *set, char *base);
 void out_names_free(out_names *set);
+
+/* The files of run_outputs() (but -o's, whose name is reserved) that lie
+ * in --output-dir's folder: their names there. */
+typedef struct {
+  const char *opt[RUN_OUTPUTS], *path[RUN_OUTPUTS];
+  char *name[RUN_OUTPUTS];
+  int n;
+} out_others;
+
+/* Fills o for a and dir (zeroed first); -1 when out of memory. */
+int out_others_find(out_others *o, const run_args *a, const char *dir);
+/* Which of them a URL's file `name` in dir would be: its index, or -1. */
+int out_others_clash(const out_others *o, const char *name);
+void out_others_free(out_others *o);
 
 /* batch.c: run POLICY URL URL... | --urls FILE: each URL its own call. */
 int batch_run(const run_args *a, luaretry_policy *p);
