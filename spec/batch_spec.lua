@@ -509,6 +509,40 @@ describe("luaretry run, many URLs", function ()
       assert.are.equal("ok /ok/a\nok /ok/b\n", r.stdout)
     end)
 
+    -- bodies reached standard output as their calls ended: a URL retried
+    -- after two 503s came after those behind it (curl keeps list order)
+    it("standard output gets the bodies in list order, a retried URL's first, with or without -Z", function ()
+      local function file(n)
+        local t = {}
+        for i = 0, 100000 + n - 1 do t[#t + 1] = string.char((i + 17 * n) % 251) end
+        return table.concat(t)
+      end
+      for _, z in ipairs({ {}, { "-Z" } }) do
+        srv:reset()
+        local log = tmp .. "/log.json"
+        local r = run(concat({ "run", HTTP, "--log-json", log }, z, FAST,
+                             { srv.base .. "/flaky/a", srv.base .. "/file/1", srv.base .. "/ok/2",
+                               srv.base .. "/notfound/x", srv.base .. "/file/2", srv.base .. "/ok/3" }))
+        assert.are.equal(1, r.code, r.stderr)
+        local want = "body of /flaky/a\n" .. file(1) .. "ok /ok/2\nno such thing\n" .. file(2) .. "ok /ok/3\n"
+        assert.are.equal(#want, #r.stdout)
+        assert.is_true(want == r.stdout, "the bodies are out of order")
+        -- the first URL's call ended last: its body waited for none, the others for it
+        local last
+        for _, line in ipairs(proc.lines(proc.readfile(log))) do
+          local o = proc.json.decode(line)
+          if o.index and o.verdict ~= "retry" then last = o.index end
+        end
+        assert.are.equal(1, last)
+      end
+      -- -f: a failed URL's answer is left out, the order kept
+      srv:reset()
+      local r = run(concat({ "run", HTTP, "-f" }, FAST, { srv.base .. "/flaky/b", srv.base .. "/notfound/y",
+                                                         srv.base .. "/ok/4" }))
+      assert.are.equal(1, r.code, r.stderr)
+      assert.are.equal("body of /flaky/b\nok /ok/4\n", r.stdout)
+    end)
+
     it("--output-dir names: the last segment, sanitized, unique with a numeric suffix", function ()
       local out = tmp .. "/out"
       proc.sh("mkdir " .. proc.q(out))

@@ -71,6 +71,7 @@ typedef struct batch {
   double quota_max_wait; /* attempt_log's */
   out_names names;       /* --output-dir's, each unique */
   out_others others;     /* the other options' files in that folder */
+  out_order order;       /* standard output's bodies, in list order */
   FILE *json;            /* --log-json */
   int keeps_partials;    /* run_keeps_partials(): each file keeps what is cut */
   luaretry_header headers[MAX_HEADERS];
@@ -610,6 +611,7 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
       fold_status(b, bad_url(b, url, where, why, 1), LUARETRY_REASON_FINAL);
       progress_update(&b->meter, 1);
       free(url);
+      order_skip(&b->order, b->urls);
       if (b->a->fail_early) { /* a failure too: nothing begins after it */
         b->failed_early = b->urls;
         return 0;
@@ -622,6 +624,7 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
       free(url);
       if (!(url = full)) {
         fold_status(b, EXIT_POLICY, LUARETRY_REASON_POLICY_ERROR);
+        order_skip(&b->order, b->urls);
         continue;
       }
     }
@@ -639,6 +642,7 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
     if (named > 0) { /* another option's file (from a pipe: not checked before) */
       fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);
       free(url);
+      order_skip(&b->order, b->urls);
       if (b->a->fail_early) {
         b->failed_early = b->urls;
         return 0;
@@ -649,6 +653,7 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
     if (named < 0) free(url);
     fprintf(stderr, "luaretry: [%ld] out of memory\n", b->urls);
     fold_status(b, EXIT_POLICY, LUARETRY_REASON_POLICY_ERROR);
+    order_skip(&b->order, b->urls);
   }
   return 0;
 }
@@ -744,8 +749,10 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   if (u->too_large || (r->error && strcmp(r->error, "too_large") == 0)) keep = 0;
   if (r->code == LUARETRY_OK) keep_partial(b, u, &r->final);
   if (holds_partial(u, r)) outfile_partial_hold(&u->file);
-  if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK)
-    status = EXIT_FINAL, u->unwritten = 1;
+  /* standard output's body in list order (order.c), a file's now */
+  int lost = u->file.path ? outfile_finish(&u->file, keep)
+                          : order_done(&b->order, u->log.index, &u->file, keep);
+  if (lost != 0 && status == EXIT_OK) status = EXIT_FINAL, u->unwritten = 1;
   fold_status(b, status, r->final.reason);
   url_set_state(u, URL_IN_FLIGHT);
   b->meter.in_flight--;
@@ -827,6 +834,9 @@ static int perform(batch *b, luaretry_policy *p) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
     return EXIT_POLICY;
   }
+  /* bodies still waiting for a turn that never came (a number lost to
+   * memory): in order all the same; one whose write failed was said */
+  if (order_end(&b->order) > 0) fold_status(b, EXIT_FINAL, LUARETRY_REASON_FINAL);
   if (b->list_cut)
     fold_status(b, EXIT_INTERRUPTED, LUARETRY_REASON_CANCELLED);
   else if (b->list_failed)
@@ -859,6 +869,7 @@ int batch_run(const run_args *a, luaretry_policy *p) {
   b.a = a;
   b.worst = EXIT_OK;
   b.worst_reason = LUARETRY_REASON_SUCCESS;
+  order_init(&b.order);
   int status = open_urls(&b);
   if (status == EXIT_OK) status = prepare(&b, p);
   if (status == EXIT_OK) status = perform(&b, p);
@@ -868,6 +879,7 @@ int batch_run(const run_args *a, luaretry_policy *p) {
   log_json_close(b.json, a->log_json);
   out_names_free(&b.names);
   out_others_free(&b.others);
+  order_free(&b.order);
   if (b.list && b.list != stdin) fclose(b.list);
   free(b.line);
   return status;

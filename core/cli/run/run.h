@@ -537,6 +537,36 @@ int out_others_find(out_others *o, const run_args *a, const char *dir);
 int out_others_clash(const out_others *o, const char *name);
 void out_others_free(out_others *o);
 
+/* ---- order.c: a batch's bodies to standard output in list order */
+
+typedef struct {
+  long number;          /* the URL's */
+  uint64_t offset, len; /* its body in the spool; len 0: none */
+} order_body;
+
+typedef struct {
+  long next;        /* the URL number whose body goes next, from 1 */
+  int fd;           /* the spool of bodies ahead of their turn; -1: none yet */
+  uint64_t end;     /* its length */
+  uint64_t look;    /* its file system's room is looked at again from here */
+  order_body *heap; /* the waiting bodies, by number */
+  size_t n, cap;
+  int lost; /* waiting bodies whose write failed (said) */
+} out_order;
+
+void order_init(out_order *o);
+/* URL `number` ended: its body (standard output's outfile, finished here,
+ * shown when `keep`) goes now when its turn has come, and after it every
+ * waiting body whose turn follows; else it waits.  0, or -1 when a body to
+ * keep was lost (said). */
+int order_done(out_order *o, long number, outfile *f, int keep);
+/* URL `number` ended with no call (a bad URL from a pipe): no body. */
+void order_skip(out_order *o, long number);
+/* The batch ended: what still waits goes, in order; how many bodies were
+ * lost on the way (said). */
+int order_end(out_order *o);
+void order_free(out_order *o);
+
 /* batch.c: run POLICY URL URL... | --urls FILE: each URL its own call. */
 int batch_run(const run_args *a, luaretry_policy *p);
 
