@@ -121,6 +121,8 @@ static const char HELP_RUN[] =
   "                            (curl's takes effect only with -Z)\n"
   "      --fail-early          a batch begins no URL after its first final failure\n"
   "  -J, --remote-header-name  with -O: the file named by Content-Disposition\n"
+  "  -g, --globoff             taken: URLs are always literal ({a,b}, [1-9] not globbed);\n"
+  "                            without it, -o naming #1..#9 (a glob's match) is refused\n"
   "  -e, --referer URL[;auto]  the Referer of every attempt\n"
   "  -4, --ipv4, -6, --ipv6, --http1.1, --http2, --tlsv1.2, --tlsv1.3   as curl's\n"
   "      --limit-rate BYTES[k|m|g]  each attempt's pace (above 0)\n"

@@ -46,6 +46,7 @@ typedef enum {
   O_PROGRESS_BAR,
   O_REMOTE_HEADER_NAME,
   O_NO_BUFFER,
+  O_GLOBOFF,
   O_IPV4,
   O_IPV6,
   O_HTTP11,
@@ -183,6 +184,7 @@ static const run_option OPTIONS[] = {
   { '#', "--progress-bar", O_PROGRESS_BAR },
   { 'J', "--remote-header-name", O_REMOTE_HEADER_NAME },
   { 'N', "--no-buffer", O_NO_BUFFER },
+  { 'g', "--globoff", O_GLOBOFF },
   { 'e', "--referer", O_REFERER },
   { '4', "--ipv4", O_IPV4 },
   { '6', "--ipv6", O_IPV6 },
@@ -418,7 +420,8 @@ static int set_flag(run_args *a, option_id id) {
   case O_NO_PROGRESS: a->progress = PROGRESS_OFF; break;
   case O_PROGRESS_BAR: a->progress = PROGRESS_BAR; break;
   case O_REMOTE_HEADER_NAME: a->remote_header_name = 1; break;
-  case O_NO_BUFFER: break; /* the body is written as it comes already */
+  case O_NO_BUFFER: break;               /* the body is written as it comes already */
+  case O_GLOBOFF: a->globoff = 1; break; /* URLs are never globbed: -o's #N as it is */
   case O_IPV4: a->ip_version = 4; break;
   case O_IPV6: a->ip_version = 6; break;
   case O_HTTP11: a->http_version = 11; break;
@@ -963,6 +966,23 @@ int run_check_outputs(const run_args *a) {
   return 0;
 }
 
+/* -o FILE naming #N, curl's place for what URL glob N matched: luaretry
+ * takes URLs literally, as curl -g does, so there is nothing to put there
+ * (a file named f_#1.txt was written, for the one literal URL).  With -g,
+ * as curl's, the name is taken as it is.  0 or a usage status. */
+static int output_glob(const run_args *a) {
+  if (!a->output || a->globoff) return 0;
+  const char *h = a->output;
+  while ((h = strchr(h, '#')) && !(h[1] >= '1' && h[1] <= '9')) h++;
+  if (!h) return 0;
+  char what[CLI_PATH_MAX + 256];
+  snprintf(what, sizeof what,
+           "run: -o %s: #%c is where curl puts what a URL glob matched, and luaretry takes "
+           "URLs literally (as curl -g): give -g to write that name as it is",
+           a->output, h[1]);
+  return cli_usage("%s", what);
+}
+
 /* Options that do not go together. */
 static int check_combinations(run_args *a) {
   int clash = run_check_outputs(a);
@@ -979,6 +999,8 @@ static int check_combinations(run_args *a) {
        a->insecure || a->cacert || a->cert || a->compressed || a->user_agent))
     return cli_usage("run: curl's options are for URLs, not commands", NULL);
   if (a->output && a->output_dir) return cli_usage("run: -o or --output-dir, not both", NULL);
+  int glob = output_glob(a);
+  if (glob) return glob;
   /* two readers of standard input: one would find it empty, said nowhere */
   const char *readers[4];
   int nreaders = 0;

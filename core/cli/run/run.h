@@ -142,6 +142,7 @@ typedef struct {
   /* curl's other options (curlopts.c) */
   int progress;           /* PROGRESS_AUTO (a terminal), _OFF, _BAR (-#) */
   int remote_header_name; /* -J: -O's file named by Content-Disposition */
+  int globoff;            /* -g: taken (URLs are never globbed); -o's #N as it is */
   const char *referer;    /* -e URL[;auto] */
   int ip_version;         /* -4, -6; 0: either */
   int http_version;       /* --http1.1: 11, --http2: 2; 0: libcurl's */
