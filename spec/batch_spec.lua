@@ -624,9 +624,47 @@ describe("luaretry run, many URLs", function ()
       p:close()
       local r = run({ "run", HTTP, "--output-dir", dir, srv.base .. "/ok/a.txt", srv.base .. "/ok/b.txt" })
       assert.are.equal(2, r.code, r.stderr)
-      assert.matches("^luaretry: %-%-output%-dir " .. dir:gsub("%p", "%%%0") .. ": ", r.stderr)
+      assert.matches("^luaretry: run: %-%-output%-dir " .. dir:gsub("%p", "%%%0") .. ": cannot create files there", r.stderr)
       assert.are.equal(0, #srv:requests())
       assert.are.same({}, proc.leftovers(dir))
+    end)
+
+    -- a folder that cannot take the files: one line, no synopsis, though
+    -- exit 2 is a usage error; /proc said "No such file or directory"; and
+    -- the options named were not the ones given (-o for -O, --output-dir
+    -- for -O of several URLs)
+    it("a folder no file can be made in or none at all: a usage error with the synopsis, naming the options given", function ()
+      local a, b = srv.base .. "/ok/a", srv.base .. "/ok/b"
+      local cases = {
+        { { "--output-dir", tmp .. "/none", a, b }, "run: %-%-output%-dir [^\n]*/none: No such file or directory" },
+        { { "--output-dir", "/proc", a, b }, "run: %-%-output%-dir /proc: cannot create files there\n" },
+        { { "-o", "/proc/x", a }, "run: %-o /proc/x: its folder /proc: cannot create files there\n" },
+        { { "-O", "--output-dir", "/proc", a }, "run: %-O /proc/a: its folder /proc: cannot create files there\n" },
+        { { "--remote-name", "--output-dir", "/proc", a }, "run: %-%-remote%-name /proc/a: its folder /proc: " },
+        { { "-O", "--output-dir", "/proc", a, b }, "run: %-%-output%-dir /proc: cannot create files there\n" },
+        { { "-O", a, b, cwd = "/proc" }, "run: %-O %.: cannot create files there\n" },
+        { { "-O", a, cwd = "/proc" }, "run: %-O a: its folder %.: cannot create files there\n" },
+      }
+      for _, c in ipairs(cases) do
+        local args = concat({ "run", HTTP }, c[1])
+        local r
+        if c[1].cwd then -- the current folder: the binary and policy by their whole paths
+          local err = tmp .. "/err"
+          local words = {}
+          args[2] = proc.readfile_cmd("realpath " .. proc.q(HTTP)):gsub("\n$", "")
+          for i, w in ipairs(args) do words[i] = proc.q(w) end
+          local bin = proc.readfile_cmd("realpath " .. proc.q(proc.bin)):gsub("\n$", "")
+          r = { code = proc.sh("cd " .. c[1].cwd .. " && " .. proc.q(bin) .. " " .. table.concat(words, " ") ..
+                               " </dev/null >/dev/null 2>" .. proc.q(err)) }
+          r.stderr = proc.readfile(err)
+        else
+          r = run(args)
+        end
+        assert.are.equal(2, r.code, r.stderr)
+        assert.matches("^luaretry: " .. c[2], r.stderr)
+        assert.matches("\nusage: luaretry run", r.stderr)
+      end
+      assert.are.equal(0, #srv:requests())
     end)
 
     -- it read as a list that failed, then as an empty one: two lines, the

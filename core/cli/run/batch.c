@@ -371,19 +371,12 @@ static int open_urls(batch *b) {
     return EXIT_USAGE;
   if (a->output && a->output_dir && reserve_output(b, &b->names) != 0) return EXIT_POLICY;
   if (a->output_dir) {
-    struct stat st;
-    const char *why_not = stat(a->output_dir, &st) != 0 ? strerror(errno)
-                          : !S_ISDIR(st.st_mode)        ? "not a directory"
-                                                        : NULL;
-    if (why_not) {
-      fprintf(stderr, "luaretry: --output-dir %s: %s\n", a->output_dir, why_not);
-      return EXIT_USAGE;
-    }
-    /* a folder no body can be kept in: said before any request (each
-     * was fetched, then lost) */
-    if (!folder_takes_files(a->output_dir)) {
-      fprintf(stderr, "luaretry: --output-dir %s: %s\n", a->output_dir, strerror(errno));
-      return EXIT_USAGE;
+    /* no such folder, or one no body can be kept in: said before any
+     * request (each was fetched, then lost), naming the option given */
+    char why[256], what[CLI_PATH_MAX + 320];
+    if (folder_refusal(a->output_dir, why, sizeof why) != 0) {
+      snprintf(what, sizeof what, "run: %s %s: %s", dir_opt(a), a->output_dir, why);
+      return cli_usage("%s", what);
     }
     if (out_others_find(&b->others, a, a->output_dir) != 0) {
       fprintf(stderr, "luaretry: out of memory\n");

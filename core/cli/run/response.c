@@ -222,25 +222,29 @@ luaretry_code response_perform(response *r, luaretry_policy *p, luaretry_call *c
   }
 }
 
-int output_check(const char *opt, const char *path) {
+int output_check(const char *opt, const char *path, int replaced) {
   if (!path || strcmp(path, "-") == 0) return 0;
   struct stat st;
-  const char *why = NULL;
-  if (stat(path, &st) == 0) {
-    if (S_ISDIR(st.st_mode))
-      why = strerror(EISDIR);
-    else if (access(path, W_OK) != 0)
-      why = strerror(errno);
-  } else if (errno != ENOENT) {
-    why = strerror(errno);
-  } else { /* made at the end, in its folder */
-    char dir[PATH_MAX];
-    path_folder(path, dir, sizeof dir);
-    if (!folder_takes_files(dir)) why = strerror(errno);
+  char why[256] = "", dir[PATH_MAX], real[PATH_MAX];
+  int exists = stat(path, &st) == 0;
+  if (exists && S_ISDIR(st.st_mode))
+    snprintf(why, sizeof why, "%s", strerror(EISDIR));
+  else if (exists && access(path, W_OK) != 0)
+    snprintf(why, sizeof why, "%s", strerror(errno));
+  else if (!exists && errno != ENOENT)
+    snprintf(why, sizeof why, "%s", strerror(errno));
+  char what[2 * PATH_MAX + 320];
+  if (why[0]) {
+    snprintf(what, sizeof what, "run: %s %s: %s", opt, path, why);
+    return cli_usage("%s", what);
   }
-  if (!why) return 0;
-  fprintf(stderr, "luaretry: %s %s: %s\n", opt, path, why);
-  return -1;
+  /* made at the end in its folder, or a regular file replaced from a
+   * temporary beside it (beside a link's target): that folder takes files */
+  if (exists && (!replaced || !S_ISREG(st.st_mode))) return 0;
+  path_folder(exists && realpath(path, real) ? real : path, dir, sizeof dir);
+  if (folder_refusal(dir, why, sizeof why) == 0) return 0;
+  snprintf(what, sizeof what, "run: %s %s: its folder %s: %s", opt, path, dir, why);
+  return cli_usage("%s", what);
 }
 
 int response_finish(response *r, const luaretry_decision *final, int status) {

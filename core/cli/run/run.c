@@ -462,7 +462,9 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   }
   upload body = { .fd = -1, .src = -1 };
   outfile out; /* finished even when data_open() failed */
-  outfile_init(&out, a->output, "-o");
+  /* messages name the option given: -O's file is named after the URL */
+  const char *out_opt = a->output_by_url && a->remote_opt[0] ? a->remote_opt : "-o";
+  outfile_init(&out, a->output, out_opt);
   luaretry_call *c = NULL;
   luaretry_decision final;
   memset(&final, 0, sizeof final);
@@ -470,10 +472,12 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   char *format = NULL; /* a command's -w */
   int status = a->data ? data_open(a, &body) : 0;
   if (status == 0 && mode == RUN_COMMAND && a->write_out) status = command_writeout(a, &format);
-  if (status == 0 && output_check("-D", a->dump_header) != 0) status = EXIT_USAGE;
+  if (status == 0) status = output_check("-D", a->dump_header, 0);
   if (status == 0 && a->create_dirs && a->output && strcmp(a->output, "-") != 0 &&
-      create_dirs(a->output, 0, "-o") != 0)
+      create_dirs(a->output, 0, out_opt) != 0)
     status = EXIT_USAGE;
+  /* a folder no file can be made in: a usage error, before any request */
+  if (status == 0) status = output_check(out_opt, a->output, !a->continue_at);
   unsigned long long held = 0;
   out.across_runs = across_runs(a, mode);
   char *url = out.across_runs ? url_redacted(a->url) : NULL;

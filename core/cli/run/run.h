@@ -433,10 +433,12 @@ int resumable_validator(const luaretry_outcome *o, char *out, size_t cap);
 int run_keeps_partials(const run_args *a);
 /* -D FILE and -w once the call ended; the exit status (1 when -D failed). */
 int response_finish(response *r, const luaretry_decision *final, int status);
-/* Whether a file written at the end (-D's) can be: checked before the
- * first attempt, as -o's is; 0, or -1 after saying why, naming opt.
+/* Whether a file written at the end (-D's, -o's) can be: checked before
+ * the first attempt; 0, or a usage status after saying why, naming opt.
+ * replaced: written to a temporary beside it and renamed, so its folder
+ * must take new files even when it exists (-o); else written in place.
  * (--metrics-file is not: the call's own status stands without it.) */
-int output_check(const char *opt, const char *path);
+int output_check(const char *opt, const char *path, int replaced);
 void response_free(response *r);
 
 /* ---- signals.c: SIGINT and SIGTERM cancel what runs */
@@ -464,6 +466,10 @@ void path_folder(const char *path, char *out, size_t size);
 /* Whether a file can be made in dir (one is made and removed); 0 with
  * errno when not. */
 int folder_takes_files(const char *dir);
+/* The same, and when not, what is wrong with dir, into why: its own error
+ * (no such folder, not one), else "cannot create files there" (and why,
+ * when the system said more than ENOENT).  0, or -1. */
+int folder_refusal(const char *dir, char *why, size_t cap);
 
 /* ---- trace.c: -v's header lines and --trace-ascii FILE, credentials
  * redacted */
