@@ -120,7 +120,7 @@ static const char HELP_RUN[] =
   "      --parallel-max N      at most N at once (1 to 1000; default 1), without -Z too\n"
   "                            (curl's takes effect only with -Z)\n"
   "      --fail-early          a batch begins no URL after its first final failure\n"
-  "  -J, --remote-header-name  with -O: the file named by Content-Disposition\n"
+  "  -J, --remote-header-name  with -O: the file (each URL's) named by Content-Disposition\n"
   "  -g, --globoff             taken: URLs are always literal ({a,b}, [1-9] not globbed);\n"
   "                            without it, -o naming #1..#9 (a glob's match) is refused\n"
   "  -e, --referer URL[;auto]  the Referer of every attempt\n"

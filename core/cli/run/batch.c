@@ -53,6 +53,7 @@ typedef struct {
                           still matches */
   int suspect;         /* the last attempt's bytes are not the resource's
                           (a digest mismatch, too large): none kept */
+  char *disposition;   /* -J: the final answer's Content-Disposition, or NULL */
 } batch_url;
 
 enum { URL_IN_FLIGHT, URL_WAITING, URL_THROTTLED };
@@ -444,6 +445,7 @@ static void url_free(batch_url *u) {
   free(u->url);
   free(u->path);
   free(u->body_line);
+  free(u->disposition);
   free(u);
 }
 
@@ -471,7 +473,12 @@ static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_deci
     u->suspect = o->error && (strstr(o->error, "_mismatch") || strcmp(o->error, "too_large") == 0);
   }
   /* stopped, unless an attempt failed beside a hedge still running */
-  if (d && !d->retry && !(d->reason == LUARETRY_REASON_NONE && d->in_flight)) u->stopped = 1;
+  if (d && !d->retry && !(d->reason == LUARETRY_REASON_NONE && d->in_flight)) {
+    u->stopped = 1;
+    for (size_t i = 0; o && u->b->a->remote_header_name && i < o->header_count; i++)
+      if (!u->disposition && strcmp(o->headers[i].name, "content-disposition") == 0)
+        u->disposition = strdup(o->headers[i].value); /* NULL: the URL's name stays */
+  }
   if (d && d->retry)
     url_set_state(u, d->throttled || d->wait_source == LUARETRY_WAIT_THROTTLE ||
                          d->wait_source == LUARETRY_WAIT_RATE
@@ -746,6 +753,12 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   int lost = u->file.path ? outfile_finish(&u->file, keep)
                           : order_done(&b->order, u->log.index, &u->file, keep);
   if (lost != 0 && status == EXIT_OK) status = EXIT_FINAL, u->unwritten = 1;
+  /* -J: the kept file renamed as the answer names it; refused: exit 1 */
+  char who[24];
+  snprintf(who, sizeof who, "%s ", u->number);
+  if (status == EXIT_OK && u->disposition && u->file.path &&
+      disposition_rename(u->file.path, u->disposition, who) != 0)
+    status = EXIT_FINAL;
   fold_status(b, status, r->final.reason);
   url_set_state(u, URL_IN_FLIGHT);
   b->meter.in_flight--;

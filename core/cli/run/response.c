@@ -247,6 +247,36 @@ int output_check(const char *opt, const char *path, int replaced) {
   return cli_usage("%s", what);
 }
 
+int disposition_rename(const char *path, const char *value, const char *who) {
+  const char *f = strcasestr(value, "filename=");
+  if (!f) return 0;
+  f += 9;
+  int quoted = *f == '"';
+  f += quoted;
+  size_t n = strcspn(f, quoted ? "\"" : "; \t");
+  const char *slash = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (f[i] == '/' || f[i] == '\\') slash = f + i;
+  if (slash) n -= (size_t)(slash + 1 - f), f = slash + 1;
+  if (n == 0 || f[0] == '.') return 0; /* no name, or a hidden one: the URL's stays */
+  const char *end = strrchr(path, '/');
+  size_t dir = end ? (size_t)(end - path) + 1 : 0;
+  char *to = malloc(dir + n + 1);
+  if (!to) return -1;
+  snprintf(to, dir + n + 1, "%.*s%.*s", (int)dir, path, (int)n, f);
+  int rc = 0;
+  if (strcmp(to, path) == 0) { /* the URL's name already: the body is where it goes */
+  } else if (link(path, to) != 0) {
+    fprintf(stderr, "luaretry: %s-J: %s is not written over%s%s; the body is in %s\n", who, to,
+            errno == EEXIST ? "" : ": ", errno == EEXIST ? "" : strerror(errno), path);
+    rc = -1;
+  } else {
+    unlink(path);
+  }
+  free(to);
+  return rc;
+}
+
 int response_finish(response *r, const luaretry_decision *final, int status) {
   if (r->a->dump_header && strcmp(r->a->dump_header, "-") != 0) {
     FILE *f = fopen(r->a->dump_header, "wb");

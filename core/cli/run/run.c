@@ -103,7 +103,6 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
       a->output_dir = ".", a->output_dir_implied = 1;
     if (a->continue_at) return cli_usage("run: -C - takes one URL%s", "");
     if (a->checksum) return cli_usage("run: --checksum takes one URL%s", "");
-    if (a->remote_header_name) return cli_usage("run: -J takes one URL%s", "");
     if (a->include || a->dump_header || a->write_out)
       return cli_usage("run: -i, -D and -w take one URL%s", "");
     *mode = RUN_BATCH;
@@ -149,39 +148,12 @@ static const luaretry_curl_resume *resume_options(const run_args *a, attempt_log
   return r;
 }
 
-/* -J: the -O file renamed to the name Content-Disposition gives (its last
- * path segment only), beside it, never over an existing file (curl
- * refuses that too); 0, or -1 after a message. */
+/* -J: the -O file renamed to the name the final answer's
+ * Content-Disposition gives (response.c); 0, or -1 after a message. */
 static int remote_header_name(const char *path, CURL *h) {
   struct curl_header *hd;
   if (curl_easy_header(h, "Content-Disposition", 0, CURLH_HEADER, -1, &hd) != CURLHE_OK) return 0;
-  const char *f = strcasestr(hd->value, "filename=");
-  if (!f) return 0;
-  f += 9;
-  int quoted = *f == '"';
-  f += quoted;
-  size_t n = strcspn(f, quoted ? "\"" : "; \t");
-  const char *slash = NULL;
-  for (size_t i = 0; i < n; i++)
-    if (f[i] == '/' || f[i] == '\\') slash = f + i;
-  if (slash) n -= (size_t)(slash + 1 - f), f = slash + 1;
-  if (n == 0 || f[0] == '.') return 0; /* no name, or a hidden one: the URL's stays */
-  const char *end = strrchr(path, '/');
-  size_t dir = end ? (size_t)(end - path) + 1 : 0;
-  char *to = malloc(dir + n + 1);
-  if (!to) return -1;
-  snprintf(to, dir + n + 1, "%.*s%.*s", (int)dir, path, (int)n, f);
-  int rc = 0;
-  if (strcmp(to, path) == 0) { /* the URL's name already: the body is where it goes */
-  } else if (link(path, to) != 0) {
-    fprintf(stderr, "luaretry: -J: %s is not written over%s%s; the body is in %s\n", to,
-            errno == EEXIST ? "" : ": ", errno == EEXIST ? "" : strerror(errno), path);
-    rc = -1;
-  } else {
-    unlink(path);
-  }
-  free(to);
-  return rc;
+  return disposition_rename(path, hd->value, "");
 }
 
 /* The validator of what the sink holds when the call was cut, as the last

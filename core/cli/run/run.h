@@ -431,6 +431,12 @@ int resumable_validator(const luaretry_outcome *o, char *out, size_t cap);
  * what a stop signal or the deadline cut, for the same command to continue
  * (outfile.h): no body, no upload, no -C -. */
 int run_keeps_partials(const run_args *a);
+/* -J: the file at path, kept, renamed to the name a Content-Disposition
+ * header's value gives (its last path segment only), beside it, never over
+ * an existing file (curl refuses that too); a value with no name, or a
+ * hidden one, leaves it.  who starts the message ("[3] " or "").  0, or -1
+ * after a message. */
+int disposition_rename(const char *path, const char *value, const char *who);
 /* -D FILE and -w once the call ended; the exit status (1 when -D failed). */
 int response_finish(response *r, const luaretry_decision *final, int status);
 /* Whether a file written at the end (-D's, -o's) can be: checked before
