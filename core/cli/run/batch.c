@@ -595,6 +595,19 @@ static batch_url *url_new(batch *b, char *url, char *path, luaretry_curl_job *jo
   return u;
 }
 
+/* The file of URL number b->urls: -o's for --remote-name-all's first,
+ * DIR/NAME in --output-dir, or none (standard output) into *path.  0; -1
+ * when out of memory; 1 when it is another option's file (said). */
+static int next_path(batch *b, const char *url, char **path) {
+  *path = NULL;
+  if (b->a->output && b->urls == 1) return (*path = strdup(b->a->output)) ? 0 : -1;
+  if (!b->a->output_dir) return 0;
+  if (b->others.n) progress_clear(&b->meter); /* a clash's line goes above the status line */
+  int named = url_path(b, &b->names, url, b->urls, 1, path);
+  if (b->others.n) progress_update(&b->meter, 1);
+  return named;
+}
+
 /* A luaretry_curl_next_fn: the next URL's job. */
 static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
   (void)index; /* URLs are numbered here, bad ones included */
@@ -629,16 +642,8 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
       }
     }
     if (curlopts_cookies_for(b->a, url) != 0) fprintf(stderr, "luaretry: -b: out of memory\n");
-    char *path = NULL;
-    int named = 0;
-    if (b->a->output && b->urls == 1) { /* --remote-name-all -o FILE: the first URL's */
-      named = (path = strdup(b->a->output)) ? 0 : -1;
-    } else if (b->a->output_dir) {
-      /* a clash's line goes above the status line */
-      if (b->others.n) progress_clear(&b->meter);
-      named = url_path(b, &b->names, url, b->urls, 1, &path);
-      if (b->others.n) progress_update(&b->meter, 1);
-    }
+    char *path;
+    int named = next_path(b, url, &path);
     if (named > 0) { /* another option's file (from a pipe: not checked before) */
       fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);
       free(url);
