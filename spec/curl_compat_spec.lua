@@ -536,6 +536,24 @@ describe("curl's options with curl's meaning", function ()
       assert.matches("-J goes with -O", err, 1, true)
     end)
 
+    -- -J with several URLs was refused ("-J takes one URL"), where curl
+    -- takes it and neither luaretry(1) nor --help said so
+    it("-J with -O and several URLs: each file named by its answer's Content-Disposition", function ()
+      local code, err = run_in(tmp, { "-O", "-J", srv.base .. "/download", srv.base .. "/same/file.txt",
+                                      srv.base .. "/x/plain" })
+      assert.are.equal(0, code, err)
+      assert.are.same({ "file.txt", "plain", "report.txt" }, proc.ls(tmp))
+      assert.are.equal("the file\n", proc.readfile(tmp .. "/report.txt"))
+      assert.are.equal("the same file\n", proc.readfile(tmp .. "/file.txt"))
+      -- a name there already is never written over: that URL exits 1, its
+      -- body under the URL's name
+      code, err = run_in(tmp, { "-O", "-J", "-q", srv.base .. "/download", srv.base .. "/x/other" })
+      assert.are.equal(1, code, err)
+      assert.matches("[1] -J: ./report.txt is not written over; the body is in ./download", err, 1, true)
+      assert.are.equal("the file\n", proc.readfile(tmp .. "/download"))
+      assert.are.equal("the file\n", proc.readfile(tmp .. "/report.txt"))
+    end)
+
     it("-w and -D are written when the body is not (full disk, standard output closed, -J refusing): exitcode 1", function ()
       local fmt, h = "code=%{http_code} exit=%{exitcode}\\n", tmp .. "/h.txt"
       local r = run({ "-s", "-o", "/dev/full", "-w", fmt, "-D", h, srv.base .. "/x/first" })

@@ -71,11 +71,12 @@ describe("curl's retried options", function ()
       { { "-o", tmp .. "/a", "--output", tmp .. "/b" }, "run: --output given twice" },
       { { "-D", "" }, "run: -D '': expected a file" },
       { { "--dump-header", "" }, "run: --dump-header '': expected a file" },
-      { { "-D", tmp .. "/no/such/dir/h" }, "-D " .. tmp .. "/no/such/dir/h: No such file or directory" },
-      { { "-D", tmp }, "-D " .. tmp .. ": Is a directory" },
+      { { "-D", tmp .. "/no/such/dir/h" },
+        "run: -D " .. tmp .. "/no/such/dir/h: its folder " .. tmp .. "/no/such/dir: No such file or directory" },
+      { { "-D", tmp }, "run: -D " .. tmp .. ": Is a directory" },
       -- a folder no file can be made in, whoever runs it (root's access()
       -- said yes to /proc, and the POST went)
-      { { "-D", "/proc/h.txt" }, "-D /proc/h.txt: " },
+      { { "-D", "/proc/h.txt" }, "run: -D /proc/h.txt: its folder /proc: cannot create files there" },
     } do
       local args = case[1]
       args[#args + 1] = "-X"

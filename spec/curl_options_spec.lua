@@ -142,6 +142,32 @@ describe("run with curl's options", function ()
       assert.are.equal(2, r2.code)
       assert.matches("only http and https", r2.stderr)
     end)
+
+    -- curl's URL globbing was silently not done: -o 'f_#1.txt' with
+    -- URL/{a,b} made one request and a file named f_#1.txt; -g was unknown
+    it("URLs are literal, as with curl -g: -g/--globoff taken; -o naming #N refused without it", function ()
+      local out = tmp .. "/f_#1.txt"
+      local r = run({ "-o", out, a.base .. "/{a,b}" })
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("^luaretry: run: %-o [^\n]*f_#1%.txt: #1 is where curl puts what a URL glob matched", r.stderr)
+      assert.matches("give %-g", r.stderr)
+      assert.are.equal(0, #a:requests())
+      assert.is_nil(proc.readfile(out))
+      for _, g in ipairs({ "-g", "--globoff" }) do
+        a:reset()
+        r = run({ g, "-o", out, a.base .. "/{a,b}" })
+        assert.are.equal(0, r.code, r.stderr)
+        assert.are.equal("default\n", proc.readfile(out))
+        local seen = a:requests()
+        assert.are.equal(1, #seen)
+        assert.matches("{a,b}", seen[1].path, 1, true)
+        os.remove(out)
+      end
+      -- a # that names no glob is a name like any other
+      r = run({ "-o", tmp .. "/f_#x.txt", a.base .. "/ok" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("ok\n", proc.readfile(tmp .. "/f_#x.txt"))
+    end)
   end)
 
   describe("beyond one URL", function ()

@@ -197,6 +197,21 @@ describe("downloads", function ()
         assert.are.equal(1, count(r.stderr, "restarting the download from zero"), path)
       end
     end)
+
+    -- a 416 to luaretry's own Range was judged as the answer: "restarting
+    -- the download from zero" was said, then "416 -> final", exit 1
+    for _, path in ipairs({ "/shrinks", "/shrinks-paged" }) do
+      it("a 416 to a resumed attempt's Range: the next attempt is a GET from zero (" .. path .. ")", function ()
+        local out = tmp .. "/shrunk.bin"
+        local r, seen = fetch(path, out, content(30000))
+        assert.are.same({ false, "bytes=60000-", false }, { seen[1].range, seen[2].range, seen[3].range })
+        assert.are.equal(3, #seen)
+        assert.matches("attempt 2/10: %a+ error %-> retry", r.stderr)
+        assert.matches("416", r.stderr)
+        assert.are.equal(1, count(r.stderr, "restarting the download from zero"))
+        assert.are.same({}, proc.leftovers(tmp))
+      end)
+    end
   end)
 
   describe("a 206 is appended only when it fits exactly (issue 30)", function ()
@@ -451,6 +466,55 @@ describe("downloads", function ()
       end
     end)
 
+    -- a batch never called outfile_partial_open/_keep: SIGTERM kept
+    -- nothing (130), and the next batch downloaded from byte 0 past a
+    -- stale partial
+    for _, how in ipairs({ { "-O", "--output-dir" }, { "--output-dir" } }) do
+      it("a batch's file (" .. table.concat(how, " ") .. "): SIGTERM keeps it, the same batch continues it", function ()
+        local dir = tmp .. "/b"
+        assert.are.equal(0, proc.sh("mkdir " .. proc.q(dir)))
+        local urls = { srv.base .. "/slow", srv.base .. "/whole" }
+        local args = proc.concat({ "run", "http" }, how, { dir }, urls)
+        local jobdir = proc.tmpdir()
+        local job = proc.spawn(args, jobdir)
+        finally(function () job:stop(); proc.rmtree(jobdir) end)
+        assert.is_true(dl.grown(dir, "slow", 20), "no bytes came")
+        job:signal("TERM")
+        assert.are.equal(130, job:wait(20), job:stderr())
+        assert.matches("%[1%] [^\n]*/slow: the partial download is kept for the next run", job:stderr())
+        assert.is_nil(proc.readfile(dir .. "/slow"))
+        local held = proc.readfile(partial(dir .. "/slow"))
+        assert.is_truthy(held, "no partial kept")
+        assert.is_true(#held >= 20 and #held < 100, #held)
+        assert.are.equal(("0123456789"):rep(10):sub(1, #held), held)
+        assert.are.equal(sidecar(urls[1], '"r1"'), proc.readfile(partial(dir .. "/slow") .. ".url"))
+        -- the same batch again: Range from where it stopped, the partial gone
+        srv:reset()
+        local r = proc.run(proc.concat(args, proc.FAST), { timeout = 60 })
+        assert.are.equal(0, r.code, r.stderr)
+        assert.are.equal(("0123456789"):rep(10), proc.readfile(dir .. "/slow"))
+        assert.are.equal(content(20000), proc.readfile(dir .. "/whole"))
+        local seen = ranges("/slow")
+        assert.are.equal(1, #seen)
+        assert.are.equal(("bytes=%d-"):format(#held), seen[1].range)
+        assert.are.equal('"r1"', seen[1].if_range)
+        assert.are.same({}, proc.leftovers(dir))
+      end)
+    end
+
+    it("a batch's earlier partial that a final answer contradicts goes; one a 503 leaves stays", function ()
+      local dir = tmp .. "/c"
+      assert.are.equal(0, proc.sh("mkdir " .. proc.q(dir)))
+      dl.plant(dir .. "/gone", "abc", srv.base .. "/gone", '"g"')
+      dl.plant(dir .. "/whole", content(20000):sub(1, 5000), srv.base .. "/whole", '"w"')
+      local r = run({ "--output-dir", dir, srv.base .. "/gone", srv.base .. "/whole" })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.are.equal("bytes=5000-", ranges("/whole")[1].range)
+      assert.are.equal(content(20000), proc.readfile(dir .. "/whole"))
+      assert.is_nil(proc.readfile(dir .. "/gone"))
+      assert.are.same({}, proc.leftovers(dir))
+    end)
+
     -- "restarting the download from zero" was said of the attempt the
     -- signal cut, which nothing restarts
     it("SIGTERM mid-body without a validator: no restart is announced, nothing left", function ()
@@ -484,6 +548,19 @@ describe("downloads", function ()
       assert.is_nil(proc.readfile(out))
       os.remove(partial(out))
       os.remove(partial(out) .. ".url")
+    end)
+
+    it("a kept partial longer than the resource is now: 416, then the whole from zero, the partial gone", function ()
+      local out = tmp .. "/long.bin"
+      dl.plant(out, content(30000), srv.base .. "/whole", '"w"')
+      local r, seen = fetch("/whole", out, content(20000))
+      assert.are.equal("bytes=30000-", seen[1].range)
+      assert.are.equal('"w"', seen[1].if_range)
+      assert.are.equal(false, seen[2].range)
+      assert.is_nil(proc.readfile(partial(out)))
+      assert.is_nil(proc.readfile(partial(out) .. ".url"))
+      assert.are.same({}, proc.leftovers(tmp))
+      assert.are.equal(0, r.code)
     end)
 
     it("a partial whose validator no longer matches starts over, said once, and goes", function ()

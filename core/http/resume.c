@@ -165,6 +165,10 @@ int lr_resume_body(lr_transfer *t, size_t len) {
 }
 
 const char *lr_resume_short(lr_resume *rs) {
+  /* an answer that could not be appended and had no body to refuse (a
+   * 416 with Content-Length: 0): no write failed to name it "range", and
+   * judged by its status it would end the call */
+  if (rs->bad_range) return rs->why;
   rs->why[0] = '\0';
   if (rs->end && rs->have != rs->end)
     snprintf(rs->why, sizeof rs->why,
@@ -200,15 +204,23 @@ int lr_resume_first_byte(lr_transfer *t) {
      * to the script alone */
     rs->aside = 1;
     return 0;
+  } else if (t->status_code == 416) {
+    /* our own range is past the resource's end: the bytes held are not
+     * its first ones (it shrank or changed; RFC 9110 15.5.17).  The 416
+     * says nothing else, and judged as an answer it ended the call final
+     * while the line said the download restarts: the attempt fails as
+     * "range" (transient) and the next one asks from zero */
+    snprintf(rs->why, sizeof rs->why,
+             "the server answered the Range request with 416 (Range Not Satisfiable)");
   } else {
-    /* another answer (a redirect not followed, a 204, a 416): written
-     * from zero, and judged as any answer */
+    /* another answer (a redirect not followed, a 204): written from
+     * zero, and judged as any answer */
     char why[64];
     snprintf(why, sizeof why, "the server answered the Range request with %ld", t->status_code);
     return start_over(t, why, 1);
   }
-  /* a 206 that does not fit is never written: the attempt fails, and the
-   * next one starts from zero */
+  /* a 206 that does not fit (or a 416) is never written: the attempt
+   * fails, and the next one starts from zero */
   rs->bad_range = 1;
   start_over(t, rs->why, 0);
   return -1;

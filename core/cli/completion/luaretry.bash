@@ -10,6 +10,7 @@ _luaretry_run_options="-X --request -H --header -d --data --data-ascii --data-bi
   -s --silent -S --show-error -q --quiet -v --verbose --seed --set --stats --stats=json
   --log-json --metrics-file --urls --parallel --output-dir --fleet --redis --help
   --no-progress-meter -# --progress-bar -J --remote-header-name -N --no-buffer -e --referer
+  -g --globoff
   -4 --ipv4 -6 --ipv6 --http1.1 --http2 --tlsv1.2 --tlsv1.3 --limit-rate --max-filesize
   --fail-early --retry --retry-delay --retry-all-errors --retry-connrefused
   --retry-on-exit --final-on-exit --retry-if-output --final-if-output --before-retry

@@ -46,6 +46,7 @@ typedef enum {
   O_PROGRESS_BAR,
   O_REMOTE_HEADER_NAME,
   O_NO_BUFFER,
+  O_GLOBOFF,
   O_IPV4,
   O_IPV6,
   O_HTTP11,
@@ -183,6 +184,7 @@ static const run_option OPTIONS[] = {
   { '#', "--progress-bar", O_PROGRESS_BAR },
   { 'J', "--remote-header-name", O_REMOTE_HEADER_NAME },
   { 'N', "--no-buffer", O_NO_BUFFER },
+  { 'g', "--globoff", O_GLOBOFF },
   { 'e', "--referer", O_REFERER },
   { '4', "--ipv4", O_IPV4 },
   { '6', "--ipv6", O_IPV6 },
@@ -418,7 +420,8 @@ static int set_flag(run_args *a, option_id id) {
   case O_NO_PROGRESS: a->progress = PROGRESS_OFF; break;
   case O_PROGRESS_BAR: a->progress = PROGRESS_BAR; break;
   case O_REMOTE_HEADER_NAME: a->remote_header_name = 1; break;
-  case O_NO_BUFFER: break; /* the body is written as it comes already */
+  case O_NO_BUFFER: break;               /* the body is written as it comes already */
+  case O_GLOBOFF: a->globoff = 1; break; /* URLs are never globbed: -o's #N as it is */
   case O_IPV4: a->ip_version = 4; break;
   case O_IPV6: a->ip_version = 6; break;
   case O_HTTP11: a->http_version = 11; break;
@@ -895,7 +898,7 @@ static int check_curl_combinations(run_args *a) {
 
 /* path's folder resolved, then its last name ("./x" and "x" alike), or
  * path itself when the folder cannot be. */
-static void canonical(const char *path, char *out, size_t size) {
+void run_canonical(const char *path, char *out, size_t size) {
   char dir[PATH_MAX], real[PATH_MAX];
   path_folder(path, dir, sizeof dir);
   const char *slash = strrchr(path, '/');
@@ -911,30 +914,36 @@ static void canonical(const char *path, char *out, size_t size) {
 static int same_file(const char *x, const char *y) {
   if (!x || !y || strcmp(x, "-") == 0 || strcmp(y, "-") == 0) return 0;
   char cx[2 * PATH_MAX], cy[2 * PATH_MAX];
-  canonical(x, cx, sizeof cx);
-  canonical(y, cy, sizeof cy);
+  run_canonical(x, cx, sizeof cx);
+  run_canonical(y, cy, sizeof cy);
   if (strcmp(cx, cy) == 0) return 1;
   struct stat sx, sy;
   return stat(x, &sx) == 0 && stat(y, &sy) == 0 && sx.st_dev == sy.st_dev &&
          sx.st_ino == sy.st_ino && S_ISREG(sx.st_mode);
 }
 
+int run_outputs(const run_args *a, run_output *outs) {
+  const run_output all[RUN_OUTPUTS] = { { "--urls", a->urls_file },
+                                        { a->output_by_url ? a->remote_opt : "-o", a->output },
+                                        { "-D", a->dump_header },
+                                        { "--log-json", a->log_json },
+                                        { "--metrics-file", a->metrics_file },
+                                        { "--trace-ascii", a->trace_ascii },
+                                        { "-c", a->cookie_jar } };
+  int n = 0;
+  for (int i = 0; i < RUN_OUTPUTS; i++)
+    if (all[i].path && strcmp(all[i].path, "-") != 0) outs[n++] = all[i];
+  return n;
+}
+
 /* Two of the files written at the end naming one: the later would write
  * over the earlier (-o X -D X kept only the headers); or one of them the
  * list of URLs, read as the batch goes (--log-json emptied it first). */
-static int check_outputs(const run_args *a) {
-  const struct {
-    const char *opt, *path;
-  } outs[] = { { "--urls", a->urls_file },
-               { "-o", a->output },
-               { "-D", a->dump_header },
-               { "--log-json", a->log_json },
-               { "--metrics-file", a->metrics_file },
-               { "--trace-ascii", a->trace_ascii },
-               { "-c", a->cookie_jar } };
-  size_t n = sizeof outs / sizeof outs[0];
-  for (size_t i = 0; i < n; i++)
-    for (size_t j = i + 1; j < n; j++)
+int run_check_outputs(const run_args *a) {
+  run_output outs[RUN_OUTPUTS];
+  int n = run_outputs(a, outs);
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
       if (same_file(outs[i].path, outs[j].path)) {
         char what[64];
         snprintf(what, sizeof what, "%s and %s", outs[i].opt, outs[j].opt);
@@ -957,9 +966,26 @@ static int check_outputs(const run_args *a) {
   return 0;
 }
 
+/* -o FILE naming #N, curl's place for what URL glob N matched: luaretry
+ * takes URLs literally, as curl -g does, so there is nothing to put there
+ * (a file named f_#1.txt was written, for the one literal URL).  With -g,
+ * as curl's, the name is taken as it is.  0 or a usage status. */
+static int output_glob(const run_args *a) {
+  if (!a->output || a->globoff) return 0;
+  const char *h = a->output;
+  while ((h = strchr(h, '#')) && !(h[1] >= '1' && h[1] <= '9')) h++;
+  if (!h) return 0;
+  char what[CLI_PATH_MAX + 256];
+  snprintf(what, sizeof what,
+           "run: -o %s: #%c is where curl puts what a URL glob matched, and luaretry takes "
+           "URLs literally (as curl -g): give -g to write that name as it is",
+           a->output, h[1]);
+  return cli_usage("%s", what);
+}
+
 /* Options that do not go together. */
 static int check_combinations(run_args *a) {
-  int clash = check_outputs(a);
+  int clash = run_check_outputs(a);
   if (clash) return clash;
   if ((a->nwords || a->urls_file) && a->command)
     return cli_usage("run: a URL or a COMMAND, not both", NULL);
@@ -973,6 +999,8 @@ static int check_combinations(run_args *a) {
        a->insecure || a->cacert || a->cert || a->compressed || a->user_agent))
     return cli_usage("run: curl's options are for URLs, not commands", NULL);
   if (a->output && a->output_dir) return cli_usage("run: -o or --output-dir, not both", NULL);
+  int glob = output_glob(a);
+  if (glob) return glob;
   /* two readers of standard input: one would find it empty, said nowhere */
   const char *readers[4];
   int nreaders = 0;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "run.h"
@@ -40,16 +41,22 @@ typedef struct {
   int too_large;               /* the sink refused the final answer's body, given
                                   after the stop, as above --max-filesize */
   int unwritten;               /* a success whose body could not be kept */
+  /* resume across runs (outfile.h), as one URL's (run.c, response.c) */
+  int across_runs;     /* a GET to a file: what a stop signal cuts is kept */
+  char validator[256]; /* of the bytes of a broken answer the file holds
+                          (since its last restart), which the next attempt
+                          resumes; "": none */
+  int started_over;    /* the file restarted before the stop: an earlier
+                          run's partial is not what it holds */
+  int stopped;         /* the final decision came: a restart now gives the
+                          error answer that ended the call, and the partial
+                          still matches */
+  int suspect;         /* the last attempt's bytes are not the resource's
+                          (a digest mismatch, too large): none kept */
+  char *disposition;   /* -J: the final answer's Content-Disposition, or NULL */
 } batch_url;
 
 enum { URL_IN_FLIGHT, URL_WAITING, URL_THROTTLED };
-
-/* A set of names (open addressing, grown at half full), to make each
- * --output-dir file name unique. */
-typedef struct {
-  char **slot;
-  size_t mask, count;
-} name_set;
 
 typedef struct batch {
   const run_args *a;
@@ -63,8 +70,11 @@ typedef struct batch {
   long urls; /* URLs read so far (their numbers) */
   long max_attempts;
   double quota_max_wait; /* attempt_log's */
-  name_set names;
-  FILE *json; /* --log-json */
+  out_names names;       /* --output-dir's, each unique */
+  out_others others;     /* the other options' files in that folder */
+  out_order order;       /* standard output's bodies, in list order */
+  FILE *json;            /* --log-json */
+  int keeps_partials;    /* run_keeps_partials(): each file keeps what is cut */
   luaretry_header headers[MAX_HEADERS];
   upload body; /* -d, sent by every call */
   luaretry_curl_many *many;
@@ -157,9 +167,6 @@ static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **u
   return ferror(f) ? -1 : 0;
 }
 
-static char *join_path(const char *dir, const char *name);
-static char *unique_name(name_set *set, char *base);
-
 /* A bad URL: a usage error before the batch; met in it (from a pipe), the
  * line of a URL that failed, shown as those are (-s: none), and exit 2. */
 static int bad_url(const batch *b, const char *url, const char *where, const char *why, int late) {
@@ -214,7 +221,7 @@ static int check_list(batch *b, int *count) {
 /* --remote-name-all -o FILE: FILE is the first URL's, so a later URL of
  * its name in its folder gets NAME.1 as any name given twice (it wrote
  * over FILE).  -1 when out of memory. */
-static int reserve_output(batch *b) {
+static int reserve_output(const batch *b, out_names *names) {
   char dir[CLI_PATH_MAX];
   path_folder(b->a->output, dir, sizeof dir);
   struct stat sd, so;
@@ -223,14 +230,102 @@ static int reserve_output(batch *b) {
     return 0; /* another folder (or none yet): no name of the batch's */
   const char *slash = strrchr(b->a->output, '/');
   char *base = strdup(slash ? slash + 1 : b->a->output);
-  if (base && unique_name(&b->names, base)) return 0;
+  if (out_names_unique(names, base)) return 0;
   fprintf(stderr, "luaretry: out of memory\n");
   return -1;
 }
 
+static char *join_path(const char *dir, const char *name);
+
+/* The option that named the batch's folder, as typed: -O's "." or
+ * --output-dir DIR. */
+static const char *dir_opt(const run_args *a) {
+  return a->output_dir_implied && a->remote_opt[0] ? a->remote_opt : "--output-dir";
+}
+
+/* URL number `number`'s file would be another option's (-c, --log-json,
+ * --urls ...): one would write over the other.  Before the batch a usage
+ * error; met in it (a list from a pipe), the URL fails alone, said as a
+ * bad URL is.  Exit 2. */
+static int name_clash(const batch *b, const char *path, long number, int k, int late) {
+  char what[3 * CLI_PATH_MAX];
+  snprintf(what, sizeof what,
+           "run: %s %s (URL [%ld]) and %s %s name the same file: one would write over the "
+           "other",
+           dir_opt(b->a), path, number, b->others.opt[k], b->others.path[k]);
+  if (!late) return cli_usage("%s", what);
+  if (b->a->verbosity > 0 || b->a->show_error) {
+    fputs("luaretry: ", stderr);
+    cli_text(stderr, what);
+    fputc('\n', stderr);
+  }
+  return EXIT_USAGE;
+}
+
+/* URL number `number`'s file in --output-dir (url as it is fetched): its
+ * unique name in `names`, DIR/NAME into *path (malloc'ed).  0; -1 when out
+ * of memory; 1 when it is another option's file (name_clash: said). */
+static int url_path(const batch *b, out_names *names, const char *url, long number, int late,
+                    char **path) {
+  *path = NULL;
+  char *name = out_names_unique(names, url_file_name(url));
+  if (!name || !(*path = join_path(b->a->output_dir, name))) return -1;
+  int k = out_others_clash(&b->others, name);
+  if (k < 0) return 0;
+  name_clash(b, *path, number, k, late);
+  free(*path);
+  *path = NULL;
+  return 1;
+}
+
+/* One URL as given, named as next_job() will name it (its scheme added,
+ * -T's file name after a folder URL): 0, or the exit status after a
+ * message. */
+static int check_name(const batch *b, out_names *names, const char *url, long number) {
+  char *fixed = NULL, why[256];
+  url_check(url, &fixed, why, sizeof why); /* valid: checked before */
+  const char *u = fixed ? fixed : url;
+  char *full = b->a->upload_file ? url_for_call(b->a, u) : NULL;
+  char *path = NULL;
+  int named =
+    b->a->upload_file && !full ? -1 : url_path(b, names, full ? full : u, number, 0, &path);
+  free(fixed);
+  free(full);
+  free(path);
+  if (named < 0) fprintf(stderr, "luaretry: out of memory\n");
+  return named < 0 ? EXIT_POLICY : named > 0 ? EXIT_USAGE : EXIT_OK;
+}
+
+/* The names of the URLs known before the start (the command line's, a
+ * regular --urls FILE's, read again from its start), against the other
+ * files the options write in that folder: a clash is a usage error
+ * before any request.  A list from a pipe is checked as it comes
+ * (next_job).  Only when some such file is there: naming costs a parse. */
+static int check_names(batch *b) {
+  const run_args *a = b->a;
+  out_names names = { 0 };
+  int status = a->output && reserve_output(b, &names) != 0 ? EXIT_POLICY : EXIT_OK;
+  long number = 0;
+  /* --remote-name-all -o FILE: the first URL's file is FILE */
+  for (int i = 0; status == EXIT_OK && i < a->nwords; i++)
+    if (++number > 1 || !a->output) status = check_name(b, &names, a->words[i], number);
+  if (b->list && b->count >= 0) {
+    char *url;
+    long line_no = 0;
+    while (status == EXIT_OK && next_line(b->list, &b->line, &b->line_size, &line_no, &url) == 1)
+      if (++number > 1 || !a->output) status = check_name(b, &names, url, number);
+    if (fseek(b->list, 0, SEEK_SET) != 0 && status == EXIT_OK) {
+      fprintf(stderr, "luaretry: --urls %s: %s\n", a->urls_file, strerror(errno));
+      status = EXIT_USAGE;
+    }
+  }
+  out_names_free(&names);
+  return status;
+}
+
 /* What must hold before any call starts: the command line's URLs valid, a
  * list that opens (and, when it is a regular file, is valid), a place for
- * the files. */
+ * the files, none of them another option's. */
 static int open_urls(batch *b) {
   const run_args *a = b->a;
   char why[256];
@@ -275,22 +370,20 @@ static int open_urls(batch *b) {
     return cli_usage("run: -o takes one URL; with several use --output-dir DIR%s", "");
   if (a->output_dir && a->create_dirs && create_dirs(a->output_dir, 1, "--output-dir") != 0)
     return EXIT_USAGE;
-  if (a->output && a->output_dir && reserve_output(b) != 0) return EXIT_POLICY;
+  if (a->output && a->output_dir && reserve_output(b, &b->names) != 0) return EXIT_POLICY;
   if (a->output_dir) {
-    struct stat st;
-    const char *why_not = stat(a->output_dir, &st) != 0 ? strerror(errno)
-                          : !S_ISDIR(st.st_mode)        ? "not a directory"
-                                                        : NULL;
-    if (why_not) {
-      fprintf(stderr, "luaretry: --output-dir %s: %s\n", a->output_dir, why_not);
-      return EXIT_USAGE;
+    /* no such folder, or one no body can be kept in: said before any
+     * request (each was fetched, then lost), naming the option given */
+    char why[256], what[CLI_PATH_MAX + 320];
+    if (folder_refusal(a->output_dir, why, sizeof why) != 0) {
+      snprintf(what, sizeof what, "run: %s %s: %s", dir_opt(a), a->output_dir, why);
+      return cli_usage("%s", what);
     }
-    /* a folder no body can be kept in: said before any request (each
-     * was fetched, then lost) */
-    if (!folder_takes_files(a->output_dir)) {
-      fprintf(stderr, "luaretry: --output-dir %s: %s\n", a->output_dir, strerror(errno));
-      return EXIT_USAGE;
+    if (out_others_find(&b->others, a, a->output_dir) != 0) {
+      fprintf(stderr, "luaretry: out of memory\n");
+      return EXIT_POLICY;
     }
+    if (b->others.n) return check_names(b);
   }
   return EXIT_OK;
 }
@@ -336,58 +429,6 @@ static int url_left(batch *b) {
 
 /* ---- --output-dir: a file name for each URL */
 
-static size_t name_hash(const char *s) {
-  size_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
-
-static char **name_find(name_set *set, const char *name) {
-  size_t i = name_hash(name) & set->mask;
-  while (set->slot[i] && strcmp(set->slot[i], name) != 0) i = (i + 1) & set->mask;
-  return &set->slot[i];
-}
-
-/* Room for one more name; -1 when out of memory. */
-static int name_room(name_set *set) {
-  if (set->slot && (set->count + 1) * 2 <= set->mask + 1) return 0;
-  size_t cap = set->slot ? (set->mask + 1) * 2 : 64;
-  name_set bigger = { calloc(cap, sizeof *bigger.slot), cap - 1, set->count };
-  if (!bigger.slot) return -1;
-  for (size_t i = 0; set->slot && i <= set->mask; i++)
-    if (set->slot[i]) *name_find(&bigger, set->slot[i]) = set->slot[i];
-  free(set->slot);
-  *set = bigger;
-  return 0;
-}
-
-/* `base`, or base.1, base.2 ... when taken, now in the set (which owns
- * it); NULL when out of memory.  Takes base. */
-static char *unique_name(name_set *set, char *base) {
-  char *name = base;
-  for (long k = 1; name; k++) {
-    if (name_room(set) != 0) break;
-    char **at = name_find(set, name);
-    if (!*at) {
-      *at = name;
-      set->count++;
-      if (name != base) free(base);
-      return name;
-    }
-    if (name != base) free(name);
-    size_t len = strlen(base) + 24;
-    if ((name = malloc(len))) snprintf(name, len, "%s.%ld", base, k);
-  }
-  if (name != base) free(name);
-  free(base);
-  return NULL;
-}
-
-static void names_free(name_set *set) {
-  for (size_t i = 0; set->slot && i <= set->mask; i++) free(set->slot[i]);
-  free(set->slot);
-}
-
 static char *join_path(const char *dir, const char *name) {
   size_t len = strlen(dir) + strlen(name) + 2;
   char *s = malloc(len);
@@ -404,6 +445,7 @@ static void url_free(batch_url *u) {
   free(u->url);
   free(u->path);
   free(u->body_line);
+  free(u->disposition);
   free(u);
 }
 
@@ -426,6 +468,17 @@ static void url_set_state(batch_url *u, int state) {
 static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
   batch_url *u = ud;
   log_attempt(&u->log, o, d);
+  if (o) {
+    resumable_validator(o, u->validator, sizeof u->validator);
+    u->suspect = o->error && (strstr(o->error, "_mismatch") || strcmp(o->error, "too_large") == 0);
+  }
+  /* stopped, unless an attempt failed beside a hedge still running */
+  if (d && !d->retry && !(d->reason == LUARETRY_REASON_NONE && d->in_flight)) {
+    u->stopped = 1;
+    for (size_t i = 0; o && u->b->a->remote_header_name && i < o->header_count; i++)
+      if (!u->disposition && strcmp(o->headers[i].name, "content-disposition") == 0)
+        u->disposition = strdup(o->headers[i].value); /* NULL: the URL's name stays */
+  }
   if (d && d->retry)
     url_set_state(u, d->throttled || d->wait_source == LUARETRY_WAIT_THROTTLE ||
                          d->wait_source == LUARETRY_WAIT_RATE
@@ -468,17 +521,47 @@ static int url_restart(void *ud) {
   batch_url *u = ud;
   if (u->state != URL_IN_FLIGHT) url_set_state(u, URL_IN_FLIGHT);
   u->got = 0;
-  return outfile_restart(&u->file);
+  u->validator[0] = '\0'; /* the file starts over: no bytes of any answer */
+  if (!u->stopped) u->started_over = 1;
+  /* after the stop: the error answer to a Range request that ended the
+   * call; an earlier run's partial still matches (resume.c) */
+  return outfile_start_over(&u->file, !u->stopped);
 }
 
-/* A URL's state and job; NULL (after a message) when out of memory. */
-static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
+/* The bytes an earlier run left, for the digests (the sink's ud). */
+static size_t url_held(void *ud, uint64_t offset, char *buf, size_t len) {
+  const batch_url *u = ud;
+  ssize_t n = pread(u->file.fd, buf, len, (off_t)offset);
+  return n > 0 ? (size_t)n : 0;
+}
+
+/* An earlier run's partial of the URL's file, continued from its end with
+ * its validator, as one URL's is (run.c); a file that cannot be written
+ * (said) takes no body, as one whose write failed. */
+static void url_partial_open(batch *b, batch_url *u) {
+  u->across_runs = b->keeps_partials && u->path;
+  if (!u->across_runs) return;
+  progress_clear(&b->meter); /* its message goes above the status line */
+  int held = outfile_partial_open(&u->file, u->log.target);
+  progress_update(&b->meter, 1);
+  if (held < 0) u->file.failed = 1;
+  if (held <= 0) return;
+  u->resume.offset = (uint64_t)u->file.held_from;
+  u->resume.validator = u->file.validator;
+  u->resume.held = url_held;
+}
+
+/* A URL's state and job, its file at path (both taken; NULL: standard
+ * output); NULL when out of memory. */
+static batch_url *url_new(batch *b, char *url, char *path, luaretry_curl_job *job) {
   batch_url *u = calloc(1, sizeof *u);
   if (!u) {
     free(url);
+    free(path);
     return NULL;
   }
   u->url = url;
+  u->path = path;
   u->b = b;
   u->state = URL_IN_FLIGHT;
   b->meter.in_flight++;
@@ -489,23 +572,12 @@ static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
   u->log.quota_max_wait = b->quota_max_wait;
   u->log.index = (int)b->urls;
   u->log.target = url_redacted(url);
+  int named = u->log.target != NULL; /* a partial's .url file names it */
   if (!u->log.target) u->log.target = strdup("(URL)");
   u->req = run_request(b->a, url, b->headers, &b->body);
   snprintf(u->number, sizeof u->number, "[%ld]", b->urls);
-  if (b->a->output && b->urls == 1) { /* --remote-name-all -o FILE: the first URL's */
-    if (!(u->path = strdup(b->a->output))) {
-      url_free(u);
-      return NULL;
-    }
-  } else if (b->a->output_dir) {
-    char *base = url_file_name(url);
-    char *name = base ? unique_name(&b->names, base) : NULL;
-    if (!name || !(u->path = join_path(b->a->output_dir, name))) {
-      url_free(u);
-      return NULL;
-    }
-  }
   outfile_init(&u->file, u->path, u->number);
+  if (named) url_partial_open(b, u);
   job->request = &u->req;
   job->sink = url_sink;
   job->sink_ud = u;
@@ -521,6 +593,19 @@ static batch_url *url_new(batch *b, char *url, luaretry_curl_job *job) {
   u->resume.note_ud = &u->log;
   job->resume = &u->resume;
   return u;
+}
+
+/* The file of URL number b->urls: -o's for --remote-name-all's first,
+ * DIR/NAME in --output-dir, or none (standard output) into *path.  0; -1
+ * when out of memory; 1 when it is another option's file (said). */
+static int next_path(batch *b, const char *url, char **path) {
+  *path = NULL;
+  if (b->a->output && b->urls == 1) return (*path = strdup(b->a->output)) ? 0 : -1;
+  if (!b->a->output_dir) return 0;
+  if (b->others.n) progress_clear(&b->meter); /* a clash's line goes above the status line */
+  int named = url_path(b, &b->names, url, b->urls, 1, path);
+  if (b->others.n) progress_update(&b->meter, 1);
+  return named;
 }
 
 /* A luaretry_curl_next_fn: the next URL's job. */
@@ -539,6 +624,7 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
       fold_status(b, bad_url(b, url, where, why, 1), LUARETRY_REASON_FINAL);
       progress_update(&b->meter, 1);
       free(url);
+      order_skip(&b->order, b->urls);
       if (b->a->fail_early) { /* a failure too: nothing begins after it */
         b->failed_early = b->urls;
         return 0;
@@ -551,13 +637,28 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
       free(url);
       if (!(url = full)) {
         fold_status(b, EXIT_POLICY, LUARETRY_REASON_POLICY_ERROR);
+        order_skip(&b->order, b->urls);
         continue;
       }
     }
     if (curlopts_cookies_for(b->a, url) != 0) fprintf(stderr, "luaretry: -b: out of memory\n");
-    if (url_new(b, url, job)) return 1;
+    char *path;
+    int named = next_path(b, url, &path);
+    if (named > 0) { /* another option's file (from a pipe: not checked before) */
+      fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);
+      free(url);
+      order_skip(&b->order, b->urls);
+      if (b->a->fail_early) {
+        b->failed_early = b->urls;
+        return 0;
+      }
+      continue;
+    }
+    if (named == 0 && url_new(b, url, path, job)) return 1;
+    if (named < 0) free(url);
     fprintf(stderr, "luaretry: [%ld] out of memory\n", b->urls);
     fold_status(b, EXIT_POLICY, LUARETRY_REASON_POLICY_ERROR);
+    order_skip(&b->order, b->urls);
   }
   return 0;
 }
@@ -595,6 +696,43 @@ static void url_line(batch *b, const batch_url *u, const luaretry_curl_result *r
   free(line);
 }
 
+/* A call cut by a stop signal or its deadline keeps its file's bytes for
+ * the next run (outfile.h), as one URL's (run.c's keep_partial), when they
+ * are the resource's from byte 0 and a validator names them: the cut
+ * answer's, when it can be resumed; else (cut before an answer, or after
+ * an error answer the file never got) an earlier run's partial, unless the
+ * file started over since, or the last broken answer's that it holds.
+ * (The cut answer's status is not known here: an error answer that named
+ * ranges and a validator names the bytes held; If-Range checks it.) */
+static void keep_partial(batch *b, batch_url *u, const luaretry_decision *final) {
+  outfile *f = &u->file;
+  if (!u->across_runs || u->suspect || f->fd < 0 ||
+      (final->reason != LUARETRY_REASON_CANCELLED && final->reason != LUARETRY_REASON_DEADLINE))
+    return;
+  const char *validator = u->validator[0]                  ? u->validator
+                          : f->partial && !u->started_over ? f->validator
+                                                           : NULL;
+  if (!validator || lseek(f->fd, 0, SEEK_END) <= 0) return;
+  if (outfile_partial_keep(f, u->log.target, validator) != 0 || b->a->verbosity == 0) return;
+  progress_clear(&b->meter);
+  fprintf(stderr, "luaretry: [%d] ", u->log.index);
+  cli_text(stderr, u->log.target);
+  fputs(": the partial download is kept for the next run\n", stderr);
+  progress_update(&b->meter, 1);
+}
+
+/* Whether a call that did not succeed leaves an earlier run's partial as
+ * it is, for the next run (outfile_partial_hold): not on a final answer,
+ * which says what the resource is (a 404), nor after bytes known bad. */
+static int holds_partial(const batch_url *u, const luaretry_curl_result *r) {
+  if (r->code != LUARETRY_OK || r->final.reason == LUARETRY_REASON_SUCCESS || u->suspect) return 0;
+  int redirect = r->error && (strcmp(r->error, "redirect_refused") == 0 ||
+                              strcmp(r->error, "too_many_redirects") == 0);
+  int answered = r->final.reason == LUARETRY_REASON_FINAL && (r->status > 0 || redirect) &&
+                 !u->too_large; /* an error page above --max-filesize: no word */
+  return !answered;
+}
+
 /* A call ended: keep or drop its file, print its summary line, fold its
  * exit status into the batch's. */
 static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
@@ -614,8 +752,18 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   /* a body above --max-filesize, the final answer's or an attempt's the
    * helper refused: nowhere, standard output included */
   if (u->too_large || (r->error && strcmp(r->error, "too_large") == 0)) keep = 0;
-  if (outfile_finish(&u->file, keep) != 0 && status == EXIT_OK)
-    status = EXIT_FINAL, u->unwritten = 1;
+  if (r->code == LUARETRY_OK) keep_partial(b, u, &r->final);
+  if (holds_partial(u, r)) outfile_partial_hold(&u->file);
+  /* standard output's body in list order (order.c), a file's now */
+  int lost = u->file.path ? outfile_finish(&u->file, keep)
+                          : order_done(&b->order, u->log.index, &u->file, keep);
+  if (lost != 0 && status == EXIT_OK) status = EXIT_FINAL, u->unwritten = 1;
+  /* -J: the kept file renamed as the answer names it; refused: exit 1 */
+  char who[24];
+  snprintf(who, sizeof who, "%s ", u->number);
+  if (status == EXIT_OK && u->disposition && u->file.path &&
+      disposition_rename(u->file.path, u->disposition, who) != 0)
+    status = EXIT_FINAL;
   fold_status(b, status, r->final.reason);
   url_set_state(u, URL_IN_FLIGHT);
   b->meter.in_flight--;
@@ -638,6 +786,7 @@ static int prepare(batch *b, luaretry_policy *p) {
   const run_args *a = b->a;
   int opened = log_json_open(a->log_json, &b->json, a->verbosity > 0 || a->show_error);
   if (opened != 0) return opened;
+  b->keeps_partials = run_keeps_partials(a);
   split_headers(a, b->headers);
   luaretry_tuning t;
   luaretry_policy_tuning(p, &t);
@@ -696,6 +845,9 @@ static int perform(batch *b, luaretry_policy *p) {
     fprintf(stderr, "luaretry: %s\n", luaretry_strerror(rc));
     return EXIT_POLICY;
   }
+  /* bodies still waiting for a turn that never came (a number lost to
+   * memory): in order all the same; one whose write failed was said */
+  if (order_end(&b->order) > 0) fold_status(b, EXIT_FINAL, LUARETRY_REASON_FINAL);
   if (b->list_cut)
     fold_status(b, EXIT_INTERRUPTED, LUARETRY_REASON_CANCELLED);
   else if (b->list_failed)
@@ -728,6 +880,7 @@ int batch_run(const run_args *a, luaretry_policy *p) {
   b.a = a;
   b.worst = EXIT_OK;
   b.worst_reason = LUARETRY_REASON_SUCCESS;
+  order_init(&b.order);
   int status = open_urls(&b);
   if (status == EXIT_OK) status = prepare(&b, p);
   if (status == EXIT_OK) status = perform(&b, p);
@@ -735,7 +888,9 @@ int batch_run(const run_args *a, luaretry_policy *p) {
   luaretry_curl_many_free(b.many);
   upload_close(&b.body);
   log_json_close(b.json, a->log_json);
-  names_free(&b.names);
+  out_names_free(&b.names);
+  out_others_free(&b.others);
+  order_free(&b.order);
   if (b.list && b.list != stdin) fclose(b.list);
   free(b.line);
   return status;

@@ -71,6 +71,10 @@ static CURLSH *cookie_share;
 /* -b NAME=VALUE as cookies of the URL's host in the store (1), not as
  * CURLOPT_COOKIE, which libcurl sends to every host a redirect reaches */
 static int cookies_scoped;
+/* a handle got the options: a request may have gone, and -c's jar is
+ * written; a run refused before (a usage error) leaves -c's file as it
+ * was, as curl's does */
+static int handles_set;
 /* The lines put in the store, "HOST\tNAME\tVALUE", to be left out of -c's
  * jar while unchanged (curl writes none of -b's own) */
 static struct curl_slist *own_cookies;
@@ -254,8 +258,9 @@ static int write_jar(const char *path) {
 
 int curlopts_end(const run_args *a) {
   int rc = 0;
-  char *jar = cookie_share && a->cookie_jar ? jar_path(a->cookie_jar) : NULL;
-  if (cookie_share && a->cookie_jar && !jar) rc = -1;
+  int write = cookie_share && a->cookie_jar && handles_set;
+  char *jar = write ? jar_path(a->cookie_jar) : NULL;
+  if (write && !jar) rc = -1;
   if (jar) {
     drop_own_cookies();
     if (write_jar(jar) != 0) rc = -1;
@@ -266,6 +271,7 @@ int curlopts_end(const run_args *a) {
   curl_slist_free_all(own_cookies);
   own_cookies = NULL;
   cookies_scoped = 0;
+  handles_set = 0;
   curl_slist_free_all(resolve_list);
   resolve_list = NULL;
   return rc;
@@ -312,6 +318,7 @@ static void transfer_options(const run_args *a, CURL *h) {
 }
 
 int curlopts_apply(const run_args *a, CURL *h) {
+  handles_set = 1;
   connection_options(a, h);
   transfer_options(a, h);
   /* curl's default is "curl/VERSION"; -A "" sends none, as curl's does */

@@ -70,3 +70,17 @@ int folder_takes_files(const char *dir) {
   errno = err;
   return fd >= 0;
 }
+
+int folder_refusal(const char *dir, char *why, size_t cap) {
+  if (folder_takes_files(dir)) return 0;
+  int err = errno;
+  struct stat st;
+  if (stat(dir, &st) != 0)
+    snprintf(why, cap, "%s", strerror(errno)); /* no such folder (--create-dirs makes it) */
+  else if (!S_ISDIR(st.st_mode))
+    snprintf(why, cap, "%s", strerror(ENOTDIR));
+  else /* the probe's ENOENT of a folder that is there (/proc) names nothing */
+    snprintf(why, cap, "cannot create files there%s%s", err != ENOENT ? ": " : "",
+             err != ENOENT ? strerror(err) : "");
+  return -1;
+}

@@ -22,6 +22,7 @@ void outfile_init(outfile *f, const char *path, const char *option) {
   f->option = option;
   f->fd = -1;
   f->in_place = f->path == NULL;
+  f->out_fd = STDOUT_FILENO;
 }
 
 /* "luaretry: -o out.txt: what: error"; `what` may be NULL.  Nothing for
@@ -36,14 +37,13 @@ static void complain(const outfile *f, const char *what, int err) {
             strerror(err));
 }
 
-/* Where spool files go: $TMPDIR, else /tmp. */
-static const char *spool_dir(void) {
+const char *outfile_spool_dir(void) {
   const char *dir = getenv("TMPDIR");
   return dir && *dir ? dir : "/tmp";
 }
 
 int outfile_spool_fd(void) {
-  const char *dir = spool_dir();
+  const char *dir = outfile_spool_dir();
   int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)) return fd;
   /* a file system without O_TMPFILE: a name, unlinked at once */
@@ -230,14 +230,18 @@ static int spool(outfile *f, const char *data, size_t len) {
  * the call ends filled $TMPDIR until the deadline (24 GB at the default
  * 300 s), and every other program's writes there failed meanwhile.  Past
  * it the body is not kept: said, and the spool's space given back now. */
+int outfile_spool_room(int fd) {
+  struct statvfs vs;
+  if (fstatvfs(fd, &vs) != 0 || vs.f_blocks == 0) return 1; /* a write tells */
+  unsigned long long unit = vs.f_frsize ? vs.f_frsize : vs.f_bsize;
+  return (unsigned long long)vs.f_bavail * unit >= vs.f_blocks * unit / 20 + SPOOL_LOOK;
+}
+
 static int spool_room(outfile *f, size_t len) {
   f->spooled += len;
   if (f->spooled < f->spool_look) return 1;
   f->spool_look = f->spooled + SPOOL_LOOK;
-  struct statvfs vs;
-  if (fstatvfs(f->fd, &vs) != 0 || vs.f_blocks == 0) return 1; /* a write tells */
-  unsigned long long unit = vs.f_frsize ? vs.f_frsize : vs.f_bsize;
-  if ((unsigned long long)vs.f_bavail * unit >= vs.f_blocks * unit / 20 + SPOOL_LOOK) return 1;
+  if (outfile_spool_room(f->fd)) return 1;
   char who[PATH_MAX + 32];
   snprintf(who, sizeof who, "%s%s%s", f->path ? f->option : "standard output", f->path ? " " : "",
            f->path ? f->path : "");
@@ -245,7 +249,7 @@ static int spool_room(outfile *f, size_t len) {
           "luaretry: %s: the body is not kept: held in %s until the call ends, it passed %llu "
           "MiB, and more would leave that file system less than 5%% free (TMPDIR may name "
           "another folder)\n",
-          who, spool_dir(), f->spooled >> 20);
+          who, outfile_spool_dir(), f->spooled >> 20);
   if (ftruncate(f->fd, 0) != 0) { /* closed next: its space goes all the same */
   }
   close(f->fd);
@@ -378,7 +382,7 @@ static int finish_in_place(outfile *f, int ok) {
      * one that came before it is looked for first (the open would not see
      * it, and wait for a reader that may never come) */
     errno = EINTR;
-    int to = !f->path            ? STDOUT_FILENO
+    int to = !f->path            ? f->out_fd
              : cli_interrupted() ? -1
                                  : open(f->target, O_WRONLY | O_CLOEXEC | O_NOCTTY);
     int failed =

@@ -61,6 +61,9 @@ typedef struct {
   int partial_stale; /* it no longer matches (the download started over):
                         removed at the finish */
   int partial_hold;  /* it stays for the next run, as it is on disk */
+  int out_fd;        /* standard output's (path NULL): where the bytes go
+                        when kept; STDOUT_FILENO unless the caller says
+                        (a batch's body waiting for its turn, order.c) */
 } outfile;
 
 /* Names the target ("-" is standard output); creates nothing yet. */
@@ -133,5 +136,10 @@ void outfile_partial_hold(outfile *f);
 /* An unlinked temporary file in $TMPDIR (or /tmp), read-write, close on
  * exec; -1 with errno. */
 int outfile_spool_fd(void);
+/* Where those go: $TMPDIR, else /tmp. */
+const char *outfile_spool_dir(void);
+/* Whether the file system of spool fd keeps room to grow by the next look
+ * (16 MiB) and still have 1/20 of it free; 1 when it cannot be told. */
+int outfile_spool_room(int fd);
 
 #endif

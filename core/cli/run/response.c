@@ -75,8 +75,8 @@ static void write_headers(response *r) {
  * and a strong ETag or a Last-Modified; its status is 0): its bytes are
  * the sink's, and this is their validator, which keep_partial names when
  * error answers (a 503) come after it. */
-static void note_resumable(response *r, const luaretry_outcome *o) {
-  if (!luaretry_curl_resumable(o)) return;
+int resumable_validator(const luaretry_outcome *o, char *out, size_t cap) {
+  if (!luaretry_curl_resumable(o)) return 0;
   const char *etag = NULL, *modified = NULL;
   for (size_t i = 0; i < o->header_count; i++) {
     if (!etag && strcmp(o->headers[i].name, "etag") == 0) etag = o->headers[i].value;
@@ -84,7 +84,18 @@ static void note_resumable(response *r, const luaretry_outcome *o) {
       modified = o->headers[i].value;
   }
   const char *v = etag && etag[0] == '"' ? etag : modified;
-  if (v && strlen(v) < sizeof r->validator) strcpy(r->validator, v);
+  if (!v || strlen(v) >= cap) return 0;
+  strcpy(out, v);
+  return 1;
+}
+
+int run_keeps_partials(const run_args *a) {
+  return !a->continue_at && !a->data && !a->upload_file &&
+         (!a->method || strcmp(a->method, "GET") == 0);
+}
+
+static void note_resumable(response *r, const luaretry_outcome *o) {
+  resumable_validator(o, r->validator, sizeof r->validator);
 }
 
 void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decision *d) {
@@ -211,25 +222,59 @@ luaretry_code response_perform(response *r, luaretry_policy *p, luaretry_call *c
   }
 }
 
-int output_check(const char *opt, const char *path) {
+int output_check(const char *opt, const char *path, int replaced) {
   if (!path || strcmp(path, "-") == 0) return 0;
   struct stat st;
-  const char *why = NULL;
-  if (stat(path, &st) == 0) {
-    if (S_ISDIR(st.st_mode))
-      why = strerror(EISDIR);
-    else if (access(path, W_OK) != 0)
-      why = strerror(errno);
-  } else if (errno != ENOENT) {
-    why = strerror(errno);
-  } else { /* made at the end, in its folder */
-    char dir[PATH_MAX];
-    path_folder(path, dir, sizeof dir);
-    if (!folder_takes_files(dir)) why = strerror(errno);
+  char why[256] = "", dir[PATH_MAX], real[PATH_MAX];
+  int exists = stat(path, &st) == 0;
+  if (exists && S_ISDIR(st.st_mode))
+    snprintf(why, sizeof why, "%s", strerror(EISDIR));
+  else if (exists && access(path, W_OK) != 0)
+    snprintf(why, sizeof why, "%s", strerror(errno));
+  else if (!exists && errno != ENOENT)
+    snprintf(why, sizeof why, "%s", strerror(errno));
+  char what[2 * PATH_MAX + 320];
+  if (why[0]) {
+    snprintf(what, sizeof what, "run: %s %s: %s", opt, path, why);
+    return cli_usage("%s", what);
   }
-  if (!why) return 0;
-  fprintf(stderr, "luaretry: %s %s: %s\n", opt, path, why);
-  return -1;
+  /* made at the end in its folder, or a regular file replaced from a
+   * temporary beside it (beside a link's target): that folder takes files */
+  if (exists && (!replaced || !S_ISREG(st.st_mode))) return 0;
+  path_folder(exists && realpath(path, real) ? real : path, dir, sizeof dir);
+  if (folder_refusal(dir, why, sizeof why) == 0) return 0;
+  snprintf(what, sizeof what, "run: %s %s: its folder %s: %s", opt, path, dir, why);
+  return cli_usage("%s", what);
+}
+
+int disposition_rename(const char *path, const char *value, const char *who) {
+  const char *f = strcasestr(value, "filename=");
+  if (!f) return 0;
+  f += 9;
+  int quoted = *f == '"';
+  f += quoted;
+  size_t n = strcspn(f, quoted ? "\"" : "; \t");
+  const char *slash = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (f[i] == '/' || f[i] == '\\') slash = f + i;
+  if (slash) n -= (size_t)(slash + 1 - f), f = slash + 1;
+  if (n == 0 || f[0] == '.') return 0; /* no name, or a hidden one: the URL's stays */
+  const char *end = strrchr(path, '/');
+  size_t dir = end ? (size_t)(end - path) + 1 : 0;
+  char *to = malloc(dir + n + 1);
+  if (!to) return -1;
+  snprintf(to, dir + n + 1, "%.*s%.*s", (int)dir, path, (int)n, f);
+  int rc = 0;
+  if (strcmp(to, path) == 0) { /* the URL's name already: the body is where it goes */
+  } else if (link(path, to) != 0) {
+    fprintf(stderr, "luaretry: %s-J: %s is not written over%s%s; the body is in %s\n", who, to,
+            errno == EEXIST ? "" : ": ", errno == EEXIST ? "" : strerror(errno), path);
+    rc = -1;
+  } else {
+    unlink(path);
+  }
+  free(to);
+  return rc;
 }
 
 int response_finish(response *r, const luaretry_decision *final, int status) {

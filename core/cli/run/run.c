@@ -29,7 +29,9 @@ static int single_url_options(run_args *a) {
   if (!path) return EXIT_POLICY;
   snprintf(path, n, "%s/%s", dir, name);
   a->output = strcmp(dir, ".") == 0 ? name : path;
-  return 0;
+  a->output_by_url = 1;
+  /* -c, --log-json ... naming the same file: refused as -o's are */
+  return run_check_outputs(a);
 }
 
 /* The option as typed (args.c), else its usual name. */
@@ -97,10 +99,10 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
   /* One URL alone is one call, as ever; several (or --urls, or
    * --output-dir) make a batch. */
   if (a->nwords > 1 || a->urls_file || (a->output_dir && !a->remote_name)) {
-    if (a->remote_name && !a->output_dir) a->output_dir = "."; /* -O: curl's folder */
+    if (a->remote_name && !a->output_dir) /* -O: curl's folder */
+      a->output_dir = ".", a->output_dir_implied = 1;
     if (a->continue_at) return cli_usage("run: -C - takes one URL%s", "");
     if (a->checksum) return cli_usage("run: --checksum takes one URL%s", "");
-    if (a->remote_header_name) return cli_usage("run: -J takes one URL%s", "");
     if (a->include || a->dump_header || a->write_out)
       return cli_usage("run: -i, -D and -w take one URL%s", "");
     *mode = RUN_BATCH;
@@ -146,39 +148,12 @@ static const luaretry_curl_resume *resume_options(const run_args *a, attempt_log
   return r;
 }
 
-/* -J: the -O file renamed to the name Content-Disposition gives (its last
- * path segment only), beside it, never over an existing file (curl
- * refuses that too); 0, or -1 after a message. */
+/* -J: the -O file renamed to the name the final answer's
+ * Content-Disposition gives (response.c); 0, or -1 after a message. */
 static int remote_header_name(const char *path, CURL *h) {
   struct curl_header *hd;
   if (curl_easy_header(h, "Content-Disposition", 0, CURLH_HEADER, -1, &hd) != CURLHE_OK) return 0;
-  const char *f = strcasestr(hd->value, "filename=");
-  if (!f) return 0;
-  f += 9;
-  int quoted = *f == '"';
-  f += quoted;
-  size_t n = strcspn(f, quoted ? "\"" : "; \t");
-  const char *slash = NULL;
-  for (size_t i = 0; i < n; i++)
-    if (f[i] == '/' || f[i] == '\\') slash = f + i;
-  if (slash) n -= (size_t)(slash + 1 - f), f = slash + 1;
-  if (n == 0 || f[0] == '.') return 0; /* no name, or a hidden one: the URL's stays */
-  const char *end = strrchr(path, '/');
-  size_t dir = end ? (size_t)(end - path) + 1 : 0;
-  char *to = malloc(dir + n + 1);
-  if (!to) return -1;
-  snprintf(to, dir + n + 1, "%.*s%.*s", (int)dir, path, (int)n, f);
-  int rc = 0;
-  if (strcmp(to, path) == 0) { /* the URL's name already: the body is where it goes */
-  } else if (link(path, to) != 0) {
-    fprintf(stderr, "luaretry: -J: %s is not written over%s%s; the body is in %s\n", to,
-            errno == EEXIST ? "" : ": ", errno == EEXIST ? "" : strerror(errno), path);
-    rc = -1;
-  } else {
-    unlink(path);
-  }
-  free(to);
-  return rc;
+  return disposition_rename(path, hd->value, "");
 }
 
 /* The validator of what the sink holds when the call was cut, as the last
@@ -447,10 +422,9 @@ static int command_writeout(const run_args *a, char **format) {
 }
 
 /* A -o FILE (or -O) GET of one URL keeps what it got when it is cut, and
- * continues it in the next run (outfile.h). */
+ * continues it in the next run (outfile.h); a batch's files too (batch.c). */
 static int across_runs(const run_args *a, run_mode mode) {
-  return mode == RUN_URL && a->output && strcmp(a->output, "-") != 0 && !a->continue_at &&
-         !a->data && !a->upload_file && (!a->method || strcmp(a->method, "GET") == 0);
+  return mode == RUN_URL && a->output && strcmp(a->output, "-") != 0 && run_keeps_partials(a);
 }
 
 /* One call: its log, its body (-d) and its output (-o, or standard output). */
@@ -468,7 +442,9 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   }
   upload body = { .fd = -1, .src = -1 };
   outfile out; /* finished even when data_open() failed */
-  outfile_init(&out, a->output, "-o");
+  /* messages name the option given: -O's file is named after the URL */
+  const char *out_opt = a->output_by_url && a->remote_opt[0] ? a->remote_opt : "-o";
+  outfile_init(&out, a->output, out_opt);
   luaretry_call *c = NULL;
   luaretry_decision final;
   memset(&final, 0, sizeof final);
@@ -476,10 +452,12 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   char *format = NULL; /* a command's -w */
   int status = a->data ? data_open(a, &body) : 0;
   if (status == 0 && mode == RUN_COMMAND && a->write_out) status = command_writeout(a, &format);
-  if (status == 0 && output_check("-D", a->dump_header) != 0) status = EXIT_USAGE;
+  if (status == 0) status = output_check("-D", a->dump_header, 0);
   if (status == 0 && a->create_dirs && a->output && strcmp(a->output, "-") != 0 &&
-      create_dirs(a->output, 0, "-o") != 0)
+      create_dirs(a->output, 0, out_opt) != 0)
     status = EXIT_USAGE;
+  /* a folder no file can be made in: a usage error, before any request */
+  if (status == 0) status = output_check(out_opt, a->output, !a->continue_at);
   unsigned long long held = 0;
   out.across_runs = across_runs(a, mode);
   char *url = out.across_runs ? url_redacted(a->url) : NULL;

@@ -89,6 +89,8 @@ typedef struct {
   data_part data_parts[MAX_DATA]; /* joined with '&', as curl joins them */
   int ndata;
   const char *output;
+  int output_by_url;      /* -O named output after the URL (one URL's) */
+  int output_dir_implied; /* -O of several URLs: output_dir is "." */
   const char *log_json;
   const char *redis; /* --redis URL (fleet_cmd.c: else LUARETRY_REDIS) */
   const char *fleet; /* --fleet local (fleet_cmd.c: else LUARETRY_FLEET) */
@@ -140,6 +142,7 @@ typedef struct {
   /* curl's other options (curlopts.c) */
   int progress;           /* PROGRESS_AUTO (a terminal), _OFF, _BAR (-#) */
   int remote_header_name; /* -J: -O's file named by Content-Disposition */
+  int globoff;            /* -g: taken (URLs are never globbed); -o's #N as it is */
   const char *referer;    /* -e URL[;auto] */
   int ip_version;         /* -4, -6; 0: either */
   int http_version;       /* --http1.1: 11, --http2: 2; 0: libcurl's */
@@ -162,6 +165,22 @@ typedef struct {
 int parse_run(int argc, char **argv, run_args *a, char **words);
 /* Frees what parse_run() made. */
 void run_args_free(run_args *a);
+
+/* The files the options write at the end, and --urls (read as a batch
+ * goes), each with the option that names it (standard output left out). */
+#define RUN_OUTPUTS 7
+typedef struct {
+  const char *opt, *path;
+} run_output;
+/* Fills outs (RUN_OUTPUTS of room); how many. */
+int run_outputs(const run_args *a, run_output *outs);
+/* Two of them naming one file (the later would write over the earlier):
+ * 0, or a usage status after naming both.  parse_run() checks them; -O's
+ * -o (output_by_url), named after, is checked again. */
+int run_check_outputs(const run_args *a);
+/* path as its folder's real path and its last name: two names of one
+ * file compare equal (a link as the last name aside). */
+void run_canonical(const char *path, char *out, size_t size);
 /* A string the options keep until run_args_free(); NULL when out of memory. */
 char *run_args_keep(run_args *a, char *s);
 /* One option (argv[*i], its value next) or a word, as on the command line;
@@ -251,8 +270,9 @@ int curlopts_begin(const run_args *a, int scope_cookies);
 int curlopts_cookies_for(const run_args *a, const char *url);
 /* The store of -b and -c, or NULL: set on every handle of a batch. */
 CURLSH *curlopts_share(void);
-/* After the last: -c's jar written from that store (once, at the end),
- * the store and --resolve's list freed; -1 when the jar failed. */
+/* After the last: -c's jar written from that store (once, at the end;
+ * not when no handle got the options: refused before any request), the
+ * store and --resolve's list freed; -1 when the jar failed. */
 int curlopts_end(const run_args *a);
 
 /* ---- url.c: URLs through curl's parser */
@@ -403,12 +423,28 @@ luaretry_code response_perform(response *r, luaretry_policy *p, luaretry_call *c
                                luaretry_decision *final);
 /* A luaretry_restart_fn: a new attempt begins. */
 int response_restart(void *ud);
+/* An attempt that broke after an answer the next attempt can resume (a
+ * luaretry_curl_resumable() outcome): its validator (a strong ETag, else
+ * Last-Modified) into out, 1; else 0, out untouched. */
+int resumable_validator(const luaretry_outcome *o, char *out, size_t cap);
+/* Whether the request is a GET whose file (-o, -O, --output-dir) keeps
+ * what a stop signal or the deadline cut, for the same command to continue
+ * (outfile.h): no body, no upload, no -C -. */
+int run_keeps_partials(const run_args *a);
+/* -J: the file at path, kept, renamed to the name a Content-Disposition
+ * header's value gives (its last path segment only), beside it, never over
+ * an existing file (curl refuses that too); a value with no name, or a
+ * hidden one, leaves it.  who starts the message ("[3] " or "").  0, or -1
+ * after a message. */
+int disposition_rename(const char *path, const char *value, const char *who);
 /* -D FILE and -w once the call ended; the exit status (1 when -D failed). */
 int response_finish(response *r, const luaretry_decision *final, int status);
-/* Whether a file written at the end (-D's) can be: checked before the
- * first attempt, as -o's is; 0, or -1 after saying why, naming opt.
+/* Whether a file written at the end (-D's, -o's) can be: checked before
+ * the first attempt; 0, or a usage status after saying why, naming opt.
+ * replaced: written to a temporary beside it and renamed, so its folder
+ * must take new files even when it exists (-o); else written in place.
  * (--metrics-file is not: the call's own status stands without it.) */
-int output_check(const char *opt, const char *path);
+int output_check(const char *opt, const char *path, int replaced);
 void response_free(response *r);
 
 /* ---- signals.c: SIGINT and SIGTERM cancel what runs */
@@ -436,6 +472,10 @@ void path_folder(const char *path, char *out, size_t size);
 /* Whether a file can be made in dir (one is made and removed); 0 with
  * errno when not. */
 int folder_takes_files(const char *dir);
+/* The same, and when not, what is wrong with dir, into why: its own error
+ * (no such folder, not one), else "cannot create files there" (and why,
+ * when the system said more than ENOENT).  0, or -1. */
+int folder_refusal(const char *dir, char *why, size_t cap);
 
 /* ---- trace.c: -v's header lines and --trace-ascii FILE, credentials
  * redacted */
@@ -478,6 +518,68 @@ void command_policy_check(luaretry_policy *p, const char *policy);
  * whole; a hedged request's decisions go to log as "request N: ...". */
 luaretry_code workflow_run(const run_args *a, luaretry_policy *p, luaretry_call *c,
                            const attempt_log *log, outfile *out, luaretry_decision *final);
+/* ---- outnames.c: --output-dir's file names, each unique */
+
+typedef struct {
+  char *name;
+  long next; /* the suffix the next repeat of name tries first */
+} out_name;
+
+/* A set of names (open addressing, grown at half full); zeroed: empty. */
+typedef struct {
+  out_name *slot;
+  size_t mask, count;
+} out_names;
+
+/* `base`, or base.1, base.2 ... when taken, now in the set (which owns
+ * it); NULL when out of memory.  Takes base (NULL: out of memory). */
+char *out_names_unique(out_names *set, char *base);
+void out_names_free(out_names *set);
+
+/* The files of run_outputs() (but -o's, whose name is reserved) that lie
+ * in --output-dir's folder: their names there. */
+typedef struct {
+  const char *opt[RUN_OUTPUTS], *path[RUN_OUTPUTS];
+  char *name[RUN_OUTPUTS];
+  int n;
+} out_others;
+
+/* Fills o for a and dir (zeroed first); -1 when out of memory. */
+int out_others_find(out_others *o, const run_args *a, const char *dir);
+/* Which of them a URL's file `name` in dir would be: its index, or -1. */
+int out_others_clash(const out_others *o, const char *name);
+void out_others_free(out_others *o);
+
+/* ---- order.c: a batch's bodies to standard output in list order */
+
+typedef struct {
+  long number;          /* the URL's */
+  uint64_t offset, len; /* its body in the spool; len 0: none */
+} order_body;
+
+typedef struct {
+  long next;        /* the URL number whose body goes next, from 1 */
+  int fd;           /* the spool of bodies ahead of their turn; -1: none yet */
+  uint64_t end;     /* its length */
+  uint64_t look;    /* its file system's room is looked at again from here */
+  order_body *heap; /* the waiting bodies, by number */
+  size_t n, cap;
+  int lost; /* waiting bodies whose write failed (said) */
+} out_order;
+
+void order_init(out_order *o);
+/* URL `number` ended: its body (standard output's outfile, finished here,
+ * shown when `keep`) goes now when its turn has come, and after it every
+ * waiting body whose turn follows; else it waits.  0, or -1 when a body to
+ * keep was lost (said). */
+int order_done(out_order *o, long number, outfile *f, int keep);
+/* URL `number` ended with no call (a bad URL from a pipe): no body. */
+void order_skip(out_order *o, long number);
+/* The batch ended: what still waits goes, in order; how many bodies were
+ * lost on the way (said). */
+int order_end(out_order *o);
+void order_free(out_order *o);
+
 /* batch.c: run POLICY URL URL... | --urls FILE: each URL its own call. */
 int batch_run(const run_args *a, luaretry_policy *p);
 
