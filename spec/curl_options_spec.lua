@@ -59,6 +59,12 @@ describe("run with curl's options", function ()
           assert.matches("^luaretry: run: [^\n]*" .. case[2], r.stderr)
           assert.are.equal(0, #a:requests_on("/ok"))
         end
+        -- a batch: each URL says so, and the batch exits 2 as one URL does
+        local r = run(concat({ a.base .. "/ok", a.base .. "/ok?2" }, case[1]))
+        assert.are.equal(2, r.code, r.stderr)
+        assert.matches("%[2%] [^\n]*exit 2: [^\n]*" .. case[2], r.stderr)
+        assert.matches("2 URLs: 0 succeeded, 2 failed, [^\n]*exit 2\n", r.stderr)
+        assert.are.equal(0, #a:requests_on("/ok"))
       end
     end)
 

@@ -741,7 +741,10 @@ static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   batch_url *u = job->observer_ud;
   const luaretry_curl_result *r = &job->result;
   int status =
-    r->code != LUARETRY_OK ? cli_error_status(r->code) : cli_exit_status(r->final.reason);
+    r->code == LUARETRY_E_ARG         ? EXIT_USAGE /* a request the helper refused: as typed */
+    : r->code == LUARETRY_E_OPERATION ? EXIT_FINAL /* its body could not be written, said */
+    : r->code != LUARETRY_OK          ? cli_error_status(r->code)
+                                      : cli_exit_status(r->final.reason);
   if (status == EXIT_INTERRUPTED) b->interrupted = 1;
   /* a file only on success; standard output shows the final attempt's */
   int decided =
