@@ -440,6 +440,16 @@ describe("promises of the docs", function ()
     assert.are.same({}, files_under(tmp))
   end)
 
+  -- nothing lost without a word: a trace that cannot be written is said,
+  -- under -s too, and the exit status stays the call's (as --log-json's)
+  it("--trace-ascii to a full disk: said at the end, the exit status the call's", function ()
+    local r = run_sh({ "run", "-s", "--trace-ascii", "/dev/full", "-d", "hello", srv.base .. "/echo" },
+                     { dir = tmp })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("hello", r.stdout)
+    assert.are.equal("luaretry: --trace-ascii /dev/full: writing: No space left on device\n", r.stderr)
+  end)
+
   -- luaretry(1) --resolve: "host '*' for any"
   it("--resolve '*:PORT:127.0.0.1' connects there for any host", function ()
     local r = run({ "-s", "--resolve", "*:" .. srv.port .. ":127.0.0.1",

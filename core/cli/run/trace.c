@@ -25,6 +25,8 @@ static struct {
   int verbose;     /* -v */
   FILE *ascii;     /* --trace-ascii, or NULL */
   int ascii_owned; /* a file of ours to close */
+  const char *path;
+  int write_errno; /* the first write that failed (said at the end), or 0 */
 } T;
 
 static const char *const SECRET_HEADERS[] = { "authorization", "proxy-authorization", "cookie",
@@ -177,13 +179,14 @@ void trace_feed(int type, const char *data, size_t size) {
   case CURLINFO_SSL_DATA_IN: ascii_dump("<= Recv SSL data", data, size, 0); break;
   default: break;
   }
-  fflush(T.ascii);
+  if ((fflush(T.ascii) != 0 || ferror(T.ascii)) && !T.write_errno)
+    T.write_errno = errno ? errno : EIO;
 }
 
 int trace_open(const run_args *a) {
   T.verbose = a->verbosity > 1;
   if (!a->trace_ascii) return 0;
-  const char *path = a->trace_ascii;
+  const char *path = T.path = a->trace_ascii;
   /* curl's spellings: "-" standard output, "%" standard error */
   if (strcmp(path, "-") == 0)
     T.ascii = stdout;
@@ -205,9 +208,12 @@ void trace_apply(CURL *h) {
   curl_easy_setopt(h, CURLOPT_VERBOSE, 1L); /* the debug callback's switch */
 }
 
+/* A trace that could not be written (a full disk) is said, as --log-json's
+ * lines are; the exit status stays the call's. */
 void trace_close(void) {
-  if (T.ascii_owned && fclose(T.ascii) != 0)
-    fprintf(stderr, "luaretry: --trace-ascii: %s\n", strerror(errno));
+  if (T.ascii_owned && fclose(T.ascii) != 0 && !T.write_errno) T.write_errno = errno;
   if (T.ascii && !T.ascii_owned) fflush(T.ascii);
+  if (T.write_errno && T.ascii != stdout) /* standard output's errors: output.c's */
+    fprintf(stderr, "luaretry: --trace-ascii %s: writing: %s\n", T.path, strerror(T.write_errno));
   memset(&T, 0, sizeof T);
 }
