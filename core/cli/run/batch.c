@@ -735,16 +735,22 @@ static int holds_partial(const batch_url *u, const luaretry_curl_result *r) {
 
 /* A call ended: keep or drop its file, print its summary line, fold its
  * exit status into the batch's. */
+/* A job's exit status: a request the helper refused (a -H or -X that
+ * would split it) is a usage error, as one URL's is; a body it could not
+ * write is 1, said. */
+static int job_status(const luaretry_curl_result *r) {
+  if (r->code == LUARETRY_E_ARG) return EXIT_USAGE;
+  if (r->code == LUARETRY_E_OPERATION) return EXIT_FINAL;
+  if (r->code != LUARETRY_OK) return cli_error_status(r->code);
+  return cli_exit_status(r->final.reason);
+}
+
 static void url_done(void *ud, size_t i, const luaretry_curl_job *job) {
   (void)i;
   batch *b = ud;
   batch_url *u = job->observer_ud;
   const luaretry_curl_result *r = &job->result;
-  int status =
-    r->code == LUARETRY_E_ARG         ? EXIT_USAGE /* a request the helper refused: as typed */
-    : r->code == LUARETRY_E_OPERATION ? EXIT_FINAL /* its body could not be written, said */
-    : r->code != LUARETRY_OK          ? cli_error_status(r->code)
-                                      : cli_exit_status(r->final.reason);
+  int status = job_status(r);
   if (status == EXIT_INTERRUPTED) b->interrupted = 1;
   /* a file only on success; standard output shows the final attempt's */
   int decided =
