@@ -128,6 +128,24 @@ describe("an earlier run's partial", function ()
     assert.is_nil(proc.readfile(out))
   end)
 
+  it("is not kept with -i: the file's headers are no body bytes for the next run to continue from", function ()
+    -- the deadline cuts the body midway (a tenth every half second):
+    -- without -i the bytes are kept for the same command to continue
+    local out, url = tmp .. "/i.bin", srv.base .. "/slow"
+    local r = run({ url, "-i", "-o", out, "--set", "deadline=1.2" })
+    assert.are.equal(5, r.code, r.stderr)
+    assert.is_nil(proc.readfile(partial(out)))
+    assert.is_nil(proc.readfile(partial(out) .. ".url"))
+    assert.is_nil(proc.readfile(out))
+    -- the same command again starts from zero: no Range, ever
+    r = run({ url, "-i", "-o", out, "--set", "deadline=1.2" })
+    assert.are.equal(5, r.code, r.stderr)
+    local seen = dl.ranges(srv, "/slow")
+    assert.are.equal(2, #seen)
+    for _, q in ipairs(seen) do assert.is_false(q.range) end
+    assert.is_nil(proc.readfile(partial(out)))
+  end)
+
   it("the 503 that ends a resumed call: -i shows its headers before it, -f shows nothing", function ()
     local url = srv.base .. "/cut-then-busy-always"
     local r = run({ url, "-i", "--set", "max_attempts=2" })

@@ -89,8 +89,11 @@ int resumable_validator(const luaretry_outcome *o, char *out, size_t cap) {
   return 1;
 }
 
+/* Not with -i: the file holds the headers before the body, and a later
+ * run would take their bytes for the body's (its Range off by them, the
+ * answer's headers spliced into the middle). */
 int run_keeps_partials(const run_args *a) {
-  return !a->continue_at && !a->data && !a->upload_file &&
+  return !a->continue_at && !a->include && !a->data && !a->upload_file &&
          (!a->method || strcmp(a->method, "GET") == 0);
 }
 
