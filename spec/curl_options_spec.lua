@@ -68,6 +68,19 @@ describe("run with curl's options", function ()
       end
     end)
 
+    it("-T through -L's 302 keeps its PUT and its body, as curl -T does (a PUT with no body went)", function ()
+      local file = tmp .. "/up.bin"
+      proc.writefile(file, ("u"):rep(1000))
+      a:reset()
+      local r = run({ "-L", "-T", file, a.base .. "/redirect?" .. a.base .. "/landing" })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal("landed\n", r.stdout)
+      local seen = a:requests_on("/landing")
+      assert.are.equal(1, #seen)
+      assert.are.equal("PUT", seen[1].method)
+      assert.are.equal(1000, seen[1].body_len)
+    end)
+
     it("-d/--data: a POST; several are joined with &; @FILE is sent as it is", function ()
       proc.writefile(tmp .. "/form", "b=2\r\nc=3\n")
       local r = run({ a.base .. "/ok", "-d", "a=1", "--data", "@" .. tmp .. "/form" })

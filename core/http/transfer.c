@@ -303,6 +303,12 @@ static void configure_body(CURL *h, const luaretry_request *r, lr_transfer *t) {
     curl_easy_setopt(h, CURLOPT_SEEKDATA, t);
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
     if (method && strcmp(method, "POST") == 0) method = NULL;
+    /* Another method with a body (a PUT) keeps its body on a redirect:
+     * libcurl would turn the POST it sends it as into a GET, while the
+     * custom method stays, and a PUT with no body went (curl's -T keeps
+     * them on a 301 and a 302 too).  A POST follows curl's rule, or the
+     * host's own setting on h, left alone. */
+    if (method) curl_easy_setopt(h, CURLOPT_POSTREDIR, (long)CURL_REDIR_POST_ALL);
   } else if (method && strcmp(method, "HEAD") == 0) {
     curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     method = NULL;

@@ -127,7 +127,10 @@ LUARETRY_API void luaretry_curl_options_init(luaretry_curl_options *o);
 /*
  * Performs `req` on handle `h` as call `c` of policy `p` until the policy
  * stops it.  Sets on h, for each attempt: URL, method, headers, the body
- * (sent whole again on every attempt), timeouts clipped to the deadline,
+ * (sent whole again on every attempt, and on a redirect: a body with a
+ * method other than POST sets CURLOPT_POSTREDIR to CURL_REDIR_POST_ALL,
+ * since libcurl would send a PUT without it), timeouts clipped to the
+ * deadline,
  * the protocols (http and https only, redirects included: no other scheme
  * is reachable), an error buffer, and its own write/header/read/seek
  * callbacks (unset again before it returns); other options the host set
