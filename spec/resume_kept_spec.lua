@@ -128,6 +128,16 @@ describe("an earlier run's partial", function ()
     assert.is_nil(proc.readfile(out))
   end)
 
+  it("an answer with a Content-Encoding is never resumed: decoded, its bytes are not the ones a Range counts", function ()
+    local out, url = tmp .. "/e.bin", srv.base .. "/encoded-cut-once"
+    local r = run({ url, "-o", out, "--set", "backoff.initial=0.01" })
+    assert.are.equal(0, r.code, r.stderr)
+    local seen = dl.ranges(srv, "/encoded-cut-once")
+    assert.are.equal(2, #seen)
+    assert.is_false(seen[2].range)
+    same_bytes(WHOLE, proc.readfile(out), "the file")
+  end)
+
   it("is not kept with -i: the file's headers are no body bytes for the next run to continue from", function ()
     -- the deadline cuts the body midway (a tenth every half second):
     -- without -i the bytes are kept for the same command to continue

@@ -290,6 +290,12 @@ int luaretry_curl_resumable(const luaretry_outcome *o) {
   for (size_t i = 0; o->headers && i < o->header_count; i++) {
     const luaretry_header *h = &o->headers[i];
     if (!h->name || !h->value) continue; /* a host's outcome: no header there */
+    /* an encoded answer: decoded (--compressed, CURLOPT_ACCEPT_ENCODING),
+     * the bytes held are not the ones a Range counts, and a slice from the
+     * middle of a gzip stream never decodes */
+    if (strcmp(h->name, "content-encoding") == 0 && strcasecmp(h->value, "identity") != 0 &&
+        h->value[0])
+      return 0;
     if (strcmp(h->name, "accept-ranges") == 0 && strcasestr(h->value, "bytes")) ranges = 1;
     if (strcmp(h->name, "content-range") == 0 && lr_content_range(h->value, r) == 0) ranges = 1;
     if (strcmp(h->name, "etag") == 0 && h->value[0] == '"') validator = 1;

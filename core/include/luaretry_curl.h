@@ -34,7 +34,9 @@ typedef size_t (*luaretry_upload_fn)(void *ud, uint64_t offset, char *buf, size_
  * on a streamed GET (a restart function is needed), an attempt that ends
  * early (a transport failure: reset, truncated, timeout, stalled) after a
  * 200 or 206 that carried "Accept-Ranges: bytes" and a strong ETag (else a
- * Last-Modified) leaves what the sink got in place: the next attempt asks
+ * Last-Modified), and no Content-Encoding (libcurl may have decoded it: a
+ * Range counts the encoded bytes), leaves what the sink got in place: the
+ * next attempt asks
  * "Range: bytes=N-" with "If-Range: <that validator>" and restart() is not
  * called.  Its answer is appended only when it is a 206 whose Content-Range
  * starts at N, with the same total length and the same validator.  A 200
