@@ -53,7 +53,8 @@ lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err, si
 void lr_redis_url_scrub(const lr_redis_url *u, char *msg);
 /* An error reply's text as messages show it: the URL's user and password
  * replaced (before it is cut), control bytes escaped, at most 200 bytes;
- * with a user or password shorter than 3 bytes, only the error's code. */
+ * with a password shorter than 3 bytes, only the error's code (a user
+ * name is no secret: a short one is left where it stands). */
 void lr_reply_quote(const lr_redis_url *u, const struct redisReply *r, char *out, size_t size);
 /* The same of s[0..n). */
 void lr_reply_quote_text(const lr_redis_url *u, const char *s, size_t n, char *out, size_t size);

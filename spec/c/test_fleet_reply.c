@@ -267,6 +267,11 @@ static void test_quotes(void) {
   memset(want, 'x', 198);
   want[198] = '\0';
   quoted("redis://h/0", text, want, NULL);
+  /* a user name is no secret: a short one hides nothing, the password
+   * (short, or not) still never shows */
+  quoted("redis://lr:lrPW0rd@h/0", "ERR The user executing the script can't run this command",
+         "ERR The user executing the script can't run this command", "lrPW0rd");
+  quoted("redis://lr:pw@h/0", "ERR invalid password pw", "ERR", "pw");
 }
 
 int main(void) {
