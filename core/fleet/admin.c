@@ -27,7 +27,7 @@ static lr_fleet_code scripts_run(lr_fleet *f, int64_t deadline, char *detail, si
   if (rc == LR_FLEET_OK) rc = lr_conn_read(&f->conn, deadline, &r, detail, len);
   if (rc != LR_FLEET_OK) return rc;
   if (r->type == REDIS_REPLY_ERROR)
-    rc = lr_script_refused(&f->url, r, "EVAL", detail, len);
+    rc = lr_script_refused(&f->url, r, "EVAL", NULL, detail, len);
   else if (r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
     lr_fmt(detail, len, "EVAL of \"return 1\" answered %s, not 1", lr_reply_kind(r));
     rc = LR_FLEET_E_PROTOCOL;
@@ -65,13 +65,18 @@ static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argv
   lr_cluster_done(&f->conn);
   for (int i = 0; rc == LR_FLEET_OK && i < n; i++) {
     if (replies[i]->type != REDIS_REPLY_ERROR) continue;
-    char text[204];
+    char text[204], cmd[32];
+    size_t shown = 0;
     lr_reply_quote(&f->url, replies[i], text, sizeof text);
     rc = lr_conn_error_code(replies[i]);
-    /* the key it was about, when it has one: Redis's words name none */
-    lr_fmt(detail, sizeof detail, "%s%s%s refused: %s%s", argvs[i][0], argcs[i] > 1 ? " " : "",
+    /* the key it was about, when it has one: Redis's words name none; an
+     * ACL user's missing command: what looking and resetting need */
+    lr_fmt(detail, sizeof detail, "%s%s%s refused: %s%s%s", argvs[i][0], argcs[i] > 1 ? " " : "",
            argcs[i] > 1 ? argvs[i][1] : "", text,
-           lr_reply_wrongtype(replies[i]) ? WRONGTYPE_HINT : "");
+           lr_reply_wrongtype(replies[i]) ? WRONGTYPE_HINT : "",
+           lr_acl_refused(replies[i], NULL, cmd, sizeof cmd, &shown)
+             ? " (luaretry fleet's ACL user needs " LR_ACL_RUN ", " LR_ACL_ADMIN ")"
+             : "");
   }
   if (rc != LR_FLEET_OK) {
     lr_redis_url_scrub(&f->url, detail);

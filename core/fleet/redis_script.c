@@ -289,16 +289,26 @@ static int no_scripting(const redisReply *r) {
 }
 
 lr_fleet_code lr_script_refused(const lr_redis_url *u, const redisReply *r, const char *what,
-                                char *err, size_t errlen) {
-  char text[204];
-  lr_reply_quote(u, r, text, sizeof text);
+                                const char *script, char *err, size_t errlen) {
+  char text[204], cmd[32] = "";
+  size_t shown = r->str ? r->len : 0;
+  /* a command the user's ACL refuses, the script's or EVALSHA itself:
+   * which, and every one the fleet needs (luaretry(1) --redis) */
+  int acl = lr_acl_refused(r, script, cmd, sizeof cmd, &shown);
+  lr_reply_quote_text(u, r->str ? r->str : "", shown, text, sizeof text);
   /* Redis 7 drops a long command (the sync's) sent before AUTH with this */
   int unauth = r->str && strncmp(r->str, "ERR Protocol error: unauthenticated", 35) == 0;
-  lr_fmt(err, errlen, "%s%s refused: %s%s", what,
-         no_scripting(r) ? NEEDED
-         : unauth        ? " (the server needs a password)"
-                         : "",
-         text, lr_reply_wrongtype(r) ? WRONGTYPE_HINT : "");
+  char hint[240] = "";
+  if (acl)
+    lr_fmt(hint, sizeof hint, " (%s%sthe fleet's ACL user needs " LR_ACL_RUN "; +select for a /DB)",
+           cmd, cmd[0] ? ": " : "");
+  /* an ACL's refusal says what is needed: scripting is there */
+  lr_fmt(err, errlen, "%s%s refused: %s%s%s", what,
+         acl               ? ""
+         : no_scripting(r) ? NEEDED
+         : unauth          ? " (the server needs a password)"
+                           : "",
+         text, hint, lr_reply_wrongtype(r) ? WRONGTYPE_HINT : "");
   return lr_conn_error_code(r);
 }
 
@@ -471,7 +481,7 @@ static lr_fleet_code refused(lr_fleet_script *s, const lr_redis_url *u, const re
            t[0] ? t : "none of these", o[0] ? o : "none of these");
     return LR_FLEET_E_REFUSED;
   }
-  return lr_script_refused(u, r, s->use_eval ? "EVAL" : "EVALSHA", err, errlen);
+  return lr_script_refused(u, r, s->use_eval ? "EVAL" : "EVALSHA", LR_FLEET_SCRIPT, err, errlen);
 }
 
 lr_fleet_code lr_redis_script_decode(lr_fleet_script *s, const lr_redis_url *u, const redisReply *r,

@@ -84,7 +84,7 @@ static void work(lr_fleet *f, int work);
  * (lr_fleet_refresh_by says what comes out). */
 static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted, int64_t limit_ms,
                                  lr_waiter *w, int *reserve) {
-  char err[300] = "";
+  char err[512] = "";
   int64_t deadline = limit_ms, start = lr_monotonic_ms();
   f->conn.cancel = w;
   lr_fleet_code rc = lr_fleet_connect_locked(f, 0, &deadline, err, sizeof err);
