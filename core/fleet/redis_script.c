@@ -112,11 +112,28 @@ const char LR_FLEET_SCRIPT[] =
   "local fails = tonumber(h[3]) or 0\n"
   "local opened = tonumber(h[4]) or 0\n"
   "local left = tonumber(h[5]) or 0\n"
+  /* the blocks' record is the hash's count of them (leased), their hash
+   * and their expiries, the last two kept in being by an entry "" each
+   * (below).  One of the three lost (evicted, deleted), the blocks out go
+   * back to the tokens, as if they had all expired, and the rest of the
+   * record goes too, so that each holder starts afresh and learns at its
+   * next sync that its block is gone (as one whose entry expired does).
+   * Without this, a lost hash left its tokens counted out for good.  Two
+   * reads a sync, both made: a key of another type is refused by them
+   * (WRONGTYPE) before anything is deleted; PEXPIRE 0 deletes (no command
+   * beyond the script's) */
+  "local leased = tonumber(h[9])\n"
+  "local blocks = redis.call('HGET', KEYS[3], '')\n"
+  "local expiries = #redis.call('ZRANGEBYSCORE', KEYS[4], 'inf', 'inf')\n"
+  "if not leased or not blocks or expiries == 0 then\n"
+  "  tokens, leased = tokens + (leased or 0), 0\n"
+  "  redis.call('PEXPIRE', KEYS[3], 0)\n"
+  "  redis.call('PEXPIRE', KEYS[4], 0)\n"
+  "end\n"
   /* entries whose members stopped syncing go, a few a sync: a block's
    * (its score: when it expires) back to the tokens; an empty block's
    * (its score: minus when it expires, so that the positive scores count
    * the holders) with nothing to give */
-  "local leased = tonumber(h[9]) or 0\n"
   "for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '(0', now, 'LIMIT', 0, 16)) do\n"
   "  local held = tonumber(string.match(redis.call('HGET', KEYS[3], m) or '', '^%d+')) or 0\n"
   "  redis.call('HDEL', KEYS[3], m)\n"
