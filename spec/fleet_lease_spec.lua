@@ -468,6 +468,50 @@ describe("the budget's leases", function ()
     assert.are.equal(tokens + leased, tokens2) -- nothing lost, nothing made
     p:close()
   end)
+
+  -- The blocks' record is three keys' worth: a lost hash (eviction, a DEL)
+  -- left its tokens counted out in leases for good, and `luaretry fleet`
+  -- said "8.000 of them out in blocks to 0 processes" until --reset.
+  for _, lost in ipairs { ":leases", ":lexp" } do
+    it(("gives the blocks back at the next sync when their record is lost (%s deleted)"):format(lost), function ()
+      local key = new_key()
+      local dir = proc.tmpdir()
+      local job = proc.spawn({ "run", policy(tmp, "lost", 100000), "--redis", r.url, "--set",
+                               "fleet.key=" .. key, "-q", "--", "false" }, dir)
+      local held = proc.wait_for(function ()
+        local n, b = only(select(3, books(r, key)))
+        return n == 1 and b >= 2 and b
+      end, 10)
+      job:signal("KILL")
+      job:wait(5)
+      proc.rmtree(dir)
+      assert.truthy(held, "the process never held a block")
+      local tokens, leased = books(r, key)
+      assert.is_true(leased >= 2, "leased: " .. leased)
+      assert.are.equal("1", r:cli("DEL", "luaretry:{" .. key .. "}" .. lost))
+      -- looking says what the next sync will find
+      local shown = proc.run({ "fleet", policy(tmp, "lost"), "--redis", r.url, "--set",
+                               "fleet.key=" .. key })
+      assert.are.equal(0, shown.code, shown.stderr)
+      assert.matches("\n  leases: 0%.000 of them out in blocks to 0 processes\n", shown.stdout)
+      assert.matches(("\n  budget: %.3f of 1000 tokens"):format(tokens + leased), shown.stdout)
+      -- another process's sync takes them back, at once (the killed one's
+      -- would have expired 2.1 s after its last sync, had its entry stayed)
+      local p = assert(lr.load(policy(tmp, "lost"), { ["fleet.redis"] = r.url,
+                                                      ["fleet.command_timeout"] = PATIENT,
+                                                      set = { ["fleet.key"] = key } }))
+      assert(p:fleet_sync())
+      local tokens2, leased2, blocks2 = books(r, key)
+      assert.are.equal(0, leased2)
+      assert.are.equal(0, (only(blocks2)))
+      assert.are.equal(tokens + leased, tokens2) -- nothing lost, nothing made
+      -- and the record is whole again: the next block is counted, and
+      -- expires as any other
+      assert.are.equal("1", r:cli("EXISTS", "luaretry:{" .. key .. "}:leases"))
+      assert.are.equal("1", r:cli("EXISTS", "luaretry:{" .. key .. "}:lexp"))
+      p:close()
+    end)
+  end
 end)
 
 -- The fleet's reserve (budget.reserve) asked by the sync before the retry

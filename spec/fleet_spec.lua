@@ -329,6 +329,38 @@ describe("the fleet", function ()
     assert.matches("no reply in time", logs[1])
   end)
 
+  -- A stopped Redis still takes connections: a blocking call's check
+  -- before each retry reconnected on the call's own thread, and waited a
+  -- whole command timeout (20 attempts 0.3 s apart took 13.7 s, not 5.7 s,
+  -- with fleet.command_timeout=2000).  Its reconnects are the fleet's
+  -- thread's now, after the reconnect backoff (50 ms here: before, every
+  -- retry reconnected); the retries go on at once on the local guards.
+  it("a stopped Redis (SIGSTOP) adds no wait between a run's retries: the reconnects are the fleet's thread's", function ()
+    local policy = tmp .. "/stopped.lua"
+    proc.writefile(policy, table.concat({
+      'name = "stopped"', "max_attempts = 6", "deadline = 60", "attempt_timeout = 5",
+      'backoff = { kind = "constant", initial = 0.1, jitter = "none" }',
+      "budget = { max_tokens = 1000, token_ratio = 0.1 }", "" }, "\n"))
+    local function run(extra)
+      return proc.run_timed(proc.concat({ "run", policy, srv.base .. "/503" }, extra), { timeout = 120 })
+    end
+    local alone = run({})
+    assert.are.equal(4, alone.code, alone.stderr)
+    finally(function () r:signal("CONT") end)
+    r:signal("STOP")
+    local x = run({ "--redis", r.url, "--set", "fleet.key=" .. new_key(), "--set",
+                    "fleet.command_timeout=2000", "--set", "fleet.reconnect=50" })
+    r:signal("CONT")
+    assert.are.equal(4, x.code, x.stderr) -- all 6 attempts, on the local guards
+    assert.are.equal(1, count(x.stderr, LOST), x.stderr)
+    assert.matches("no reply in time", x.stderr)
+    -- the call's own time, from its first attempt (the first sync before
+    -- it waited its command timeout, once): a command timeout before each
+    -- of the 5 retries would be 10 s more than the run without Redis
+    assert.is_true(x.elapsed < alone.elapsed + 2,
+                   ("%.3f s with Redis stopped, %.3f s without Redis"):format(x.elapsed, alone.elapsed))
+  end)
+
   it("a wrong password: one clear line, the local guards decide, the password never shown", function ()
     local r2 = redis.start { password = "s3cret-pw", tcp = true }
     finally(function () r2:stop() end)
@@ -400,9 +432,13 @@ describe("the fleet", function ()
     shown(ev.stderr, ev.stdout, evst.stdout, evst.stderr)
     -- a wrong password, and a user that may not run scripts: one clear line each
     -- (no SCRIPT LOAD at connect: the first sync's EVALSHA is refused)
-    local needed = "%(Redis 5 or later with Lua scripting, for this user, is needed%) refused: NOPERM"
+    -- (scripting is there: the ACL refuses it, and the message lists what
+    -- the user needs, luaretry(1) --redis; spec/fleet_acl_spec.lua)
+    local function needed(cmd)
+      return cmd .. " refused: NOPERM[^\n]*'" .. cmd:lower() .. "' command %(the fleet's ACL user needs %+evalsha"
+    end
     local cases = { { url(user, "wrong-acl-pw"), "AUTH", "AUTH" },
-                    { url("no-scripts", pw), "EVALSHA " .. needed, "EVAL " .. needed },
+                    { url("no-scripts", pw), needed("EVALSHA"), needed("EVAL") },
                     -- scripting allowed, not the fleet's keys: the ACL's words, no hint
                     { url("other-keys", pw), "EVALSHA refused: NOPERM[^\n]*key",
                       "refused: NOPERM[^\n]*key" } }

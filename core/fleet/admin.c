@@ -27,7 +27,7 @@ static lr_fleet_code scripts_run(lr_fleet *f, int64_t deadline, char *detail, si
   if (rc == LR_FLEET_OK) rc = lr_conn_read(&f->conn, deadline, &r, detail, len);
   if (rc != LR_FLEET_OK) return rc;
   if (r->type == REDIS_REPLY_ERROR)
-    rc = lr_script_refused(&f->url, r, "EVAL", detail, len);
+    rc = lr_script_refused(&f->url, r, "EVAL", NULL, detail, len);
   else if (r->type != REDIS_REPLY_INTEGER || r->integer != 1) {
     lr_fmt(detail, len, "EVAL of \"return 1\" answered %s, not 1", lr_reply_kind(r));
     rc = LR_FLEET_E_PROTOCOL;
@@ -65,13 +65,18 @@ static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argv
   lr_cluster_done(&f->conn);
   for (int i = 0; rc == LR_FLEET_OK && i < n; i++) {
     if (replies[i]->type != REDIS_REPLY_ERROR) continue;
-    char text[204];
+    char text[204], cmd[32];
+    size_t shown = 0;
     lr_reply_quote(&f->url, replies[i], text, sizeof text);
     rc = lr_conn_error_code(replies[i]);
-    /* the key it was about, when it has one: Redis's words name none */
-    lr_fmt(detail, sizeof detail, "%s%s%s refused: %s%s", argvs[i][0], argcs[i] > 1 ? " " : "",
+    /* the key it was about, when it has one: Redis's words name none; an
+     * ACL user's missing command: what looking and resetting need */
+    lr_fmt(detail, sizeof detail, "%s%s%s refused: %s%s%s", argvs[i][0], argcs[i] > 1 ? " " : "",
            argcs[i] > 1 ? argvs[i][1] : "", text,
-           lr_reply_wrongtype(replies[i]) ? WRONGTYPE_HINT : "");
+           lr_reply_wrongtype(replies[i]) ? WRONGTYPE_HINT : "",
+           lr_acl_refused(replies[i], NULL, cmd, sizeof cmd, &shown)
+             ? " (luaretry fleet's ACL user needs " LR_ACL_RUN ", " LR_ACL_ADMIN ")"
+             : "");
   }
   if (rc != LR_FLEET_OK) {
     lr_redis_url_scrub(&f->url, detail);
@@ -419,14 +424,17 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
   /* the blocks' hash, which every sync reads: of another type, every
    * sync is refused (WRONGTYPE), so it is named as the others are */
   const char *blocks[] = { "HLEN", f->leases_key };
-  int argcs[7] = { 1, 10, 5, 32, 3, 4, 2 };
-  const char **argvs[7] = { time_cmd, hmget, zrange, buckets, tat, holders, blocks };
-  redisReply *r[7] = { NULL, NULL, NULL, NULL, NULL, NULL, NULL };
+  /* the expiries' entry "": without it (or the hash) the blocks' record
+   * is lost, and the next sync takes them back (redis_script.c) */
+  const char *kept[] = { "ZCOUNT", f->lexp_key, "inf", "inf" };
+  int argcs[8] = { 1, 10, 5, 32, 3, 4, 2, 4 };
+  const char **argvs[8] = { time_cmd, hmget, zrange, buckets, tat, holders, blocks, kept };
+  redisReply *r[8] = { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL };
   if (!lr_fleet_owned(f)) return pipeline(f, 0, NULL, NULL, NULL, err, errlen); /* says why */
   lr_fleet_limits l;
   limits_of(f, &l);
   pthread_mutex_lock(&f->io);
-  lr_fleet_code rc = pipeline(f, 7, argcs, argvs, r, err, errlen);
+  lr_fleet_code rc = pipeline(f, 8, argcs, argvs, r, err, errlen);
   pthread_mutex_unlock(&f->io);
   char why[600] = "";
   int came = rc == LR_FLEET_OK; /* the replies came: a refusal below is theirs */
@@ -434,6 +442,11 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
   if (rc == LR_FLEET_OK && r[5]->type == REDIS_REPLY_INTEGER && r[5]->integer > 0 &&
       r[5]->integer <= INT_MAX)
     st->lease_holders = (long)r[5]->integer;
+  /* shown as the next sync will find it: a lost record's blocks are back
+   * among the tokens (which count them already) */
+  if (rc == LR_FLEET_OK && (r[6]->type != REDIS_REPLY_INTEGER || r[6]->integer == 0 ||
+                            r[7]->type != REDIS_REPLY_INTEGER || r[7]->integer == 0))
+    st->leased = 0, st->lease_holders = 0;
   if (rc == LR_FLEET_OK && l.bucket_ms > 0) {
     st->throttle = 1;
     st->window_seconds = (double)l.bucket_ms * 10 / 1000;
@@ -449,7 +462,7 @@ lr_fleet_code lr_fleet_status_get(lr_fleet *f, lr_fleet_status *st, char *err, s
   }
   if (came && rc != LR_FLEET_OK) /* which Redis */
     lr_fmt(err, errlen, "%s: %s", f->url.redacted, why[0] ? why : lr_fleet_strerror(rc));
-  for (int i = 0; i < 7; i++)
+  for (int i = 0; i < 8; i++)
     if (r[i]) freeReplyObject(r[i]);
   if (rc != LR_FLEET_OK) lr_fleet_status_free(st);
   return rc;

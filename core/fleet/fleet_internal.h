@@ -53,7 +53,8 @@ lr_fleet_code lr_redis_url_parse(const char *url, lr_redis_url *u, char *err, si
 void lr_redis_url_scrub(const lr_redis_url *u, char *msg);
 /* An error reply's text as messages show it: the URL's user and password
  * replaced (before it is cut), control bytes escaped, at most 200 bytes;
- * with a user or password shorter than 3 bytes, only the error's code. */
+ * with a password shorter than 3 bytes, only the error's code (a user
+ * name is no secret: a short one is left where it stands). */
 void lr_reply_quote(const lr_redis_url *u, const struct redisReply *r, char *out, size_t size);
 /* The same of s[0..n). */
 void lr_reply_quote_text(const lr_redis_url *u, const char *s, size_t n, char *out, size_t size);
@@ -253,9 +254,29 @@ int lr_reply_wrongtype(const struct redisReply *r);
   "the fleet's keys: luaretry fleet POLICY --reset)"
 /* A script's error reply r, quoted in err as "WHAT refused: ...", saying
  * what the fleet needs when it means this server or user runs no scripts
- * (NOPERM, an unknown command); its code. */
+ * (NOPERM, an unknown command) or the user's ACL refuses a command the
+ * script (its text: NULL for none) runs; its code. */
 lr_fleet_code lr_script_refused(const lr_redis_url *u, const struct redisReply *r, const char *what,
-                                char *err, size_t errlen);
+                                const char *script, char *err, size_t errlen);
+
+/* ---- redis_acl.c */
+
+/* The commands an ACL user of the fleet runs (ACL SETUSER's words): the
+ * scripts' redis.call, and EVALSHA and EVAL to run them; beside them
+ * SELECT for a database other than 0, ASKING in a Cluster that migrates
+ * the fleet's slot; `luaretry fleet` adds LR_ACL_ADMIN.  luaretry(1)
+ * --redis lists the same. */
+#define LR_ACL_RUN                                                                     \
+  "+evalsha +eval +time +hget +hmget +hset +hdel +pexpire +zadd +zrangebyscore +zrem " \
+  "+zremrangebyscore"
+#define LR_ACL_ADMIN "+zrevrange +zcount +hlen, and +del for --reset"
+/* 1 when the error reply r is the ACL's refusal of a command (not of a
+ * key), in a script or not: cmd then names it when Redis's words do not
+ * (upper-cased, from the line of `script` that Redis 7.0 names; else ""),
+ * and *shown is how much of r's text is worth showing (a script's
+ * " script: SHA, on @user_script:LINE." cut off). */
+int lr_acl_refused(const struct redisReply *r, const char *script, char *cmd, size_t size,
+                   size_t *shown);
 /* Queues EVALSHA (or EVAL) of the update with this batch.  keys: the
  * hash, the registry, the leases' hash and their expiry (LR_FLEET_KEYS). */
 #define LR_FLEET_KEYS 4

@@ -259,7 +259,7 @@ static int64_t jittered(lr_fleet *f, int64_t ms) {
 }
 
 void lr_fleet_fail_locked(lr_fleet *f, lr_fleet_code rc, const char *detail) {
-  char text[300];
+  char text[512];
   lr_fmt(text, sizeof text, "%s", detail && detail[0] ? detail : lr_fleet_strerror(rc));
   lr_redis_url_scrub(&f->url, text);
   lr_conn_close(&f->conn);

@@ -104,7 +104,7 @@ static lr_fleet_code decode(lr_fleet *f, const redisReply *r, const rate_ask *a,
              text + 18, ours);
       return LR_FLEET_E_REFUSED;
     }
-    return lr_script_refused(&f->url, r, "the rate script", err, errlen);
+    return lr_script_refused(&f->url, r, "the rate script", LR_RATE_SCRIPT, err, errlen);
   }
   long long *fields[4] = { &o->granted, &o->now_us, &o->b_us, &o->retry_us };
   int ok = r->type == REDIS_REPLY_ARRAY && r->elements == 4;
@@ -176,7 +176,7 @@ static lr_fleet_code run_script(lr_fleet *f, const rate_ask *a, int64_t deadline
 /* With io held: connect if need be, then the script.  A failure
  * degrades the handle (said once). */
 static lr_fleet_code lease_locked(lr_fleet *f, const rate_ask *a, rate_reply *o) {
-  char err[300] = "";
+  char err[512] = "";
   int64_t deadline = 0, start = lr_monotonic_ms();
   f->conn.cancel = &f->stopper;
   lr_fleet_code rc = lr_fleet_connect_locked(f, 0, &deadline, err, sizeof err);

@@ -112,11 +112,28 @@ const char LR_FLEET_SCRIPT[] =
   "local fails = tonumber(h[3]) or 0\n"
   "local opened = tonumber(h[4]) or 0\n"
   "local left = tonumber(h[5]) or 0\n"
+  /* the blocks' record is the hash's count of them (leased), their hash
+   * and their expiries, the last two kept in being by an entry "" each
+   * (below).  One of the three lost (evicted, deleted), the blocks out go
+   * back to the tokens, as if they had all expired, and the rest of the
+   * record goes too, so that each holder starts afresh and learns at its
+   * next sync that its block is gone (as one whose entry expired does).
+   * Without this, a lost hash left its tokens counted out for good.  Two
+   * reads a sync, both made: a key of another type is refused by them
+   * (WRONGTYPE) before anything is deleted; PEXPIRE 0 deletes (no command
+   * beyond the script's) */
+  "local leased = tonumber(h[9])\n"
+  "local blocks = redis.call('HGET', KEYS[3], '')\n"
+  "local expiries = #redis.call('ZRANGEBYSCORE', KEYS[4], 'inf', 'inf')\n"
+  "if not leased or not blocks or expiries == 0 then\n"
+  "  tokens, leased = tokens + (leased or 0), 0\n"
+  "  redis.call('PEXPIRE', KEYS[3], 0)\n"
+  "  redis.call('PEXPIRE', KEYS[4], 0)\n"
+  "end\n"
   /* entries whose members stopped syncing go, a few a sync: a block's
    * (its score: when it expires) back to the tokens; an empty block's
    * (its score: minus when it expires, so that the positive scores count
    * the holders) with nothing to give */
-  "local leased = tonumber(h[9]) or 0\n"
   "for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[4], '(0', now, 'LIMIT', 0, 16)) do\n"
   "  local held = tonumber(string.match(redis.call('HGET', KEYS[3], m) or '', '^%d+')) or 0\n"
   "  redis.call('HDEL', KEYS[3], m)\n"
@@ -289,16 +306,26 @@ static int no_scripting(const redisReply *r) {
 }
 
 lr_fleet_code lr_script_refused(const lr_redis_url *u, const redisReply *r, const char *what,
-                                char *err, size_t errlen) {
-  char text[204];
-  lr_reply_quote(u, r, text, sizeof text);
+                                const char *script, char *err, size_t errlen) {
+  char text[204], cmd[32] = "";
+  size_t shown = r->str ? r->len : 0;
+  /* a command the user's ACL refuses, the script's or EVALSHA itself:
+   * which, and every one the fleet needs (luaretry(1) --redis) */
+  int acl = lr_acl_refused(r, script, cmd, sizeof cmd, &shown);
+  lr_reply_quote_text(u, r->str ? r->str : "", shown, text, sizeof text);
   /* Redis 7 drops a long command (the sync's) sent before AUTH with this */
   int unauth = r->str && strncmp(r->str, "ERR Protocol error: unauthenticated", 35) == 0;
-  lr_fmt(err, errlen, "%s%s refused: %s%s", what,
-         no_scripting(r) ? NEEDED
-         : unauth        ? " (the server needs a password)"
-                         : "",
-         text, lr_reply_wrongtype(r) ? WRONGTYPE_HINT : "");
+  char hint[240] = "";
+  if (acl)
+    lr_fmt(hint, sizeof hint, " (%s%sthe fleet's ACL user needs " LR_ACL_RUN "; +select for a /DB)",
+           cmd, cmd[0] ? ": " : "");
+  /* an ACL's refusal says what is needed: scripting is there */
+  lr_fmt(err, errlen, "%s%s refused: %s%s%s", what,
+         acl               ? ""
+         : no_scripting(r) ? NEEDED
+         : unauth          ? " (the server needs a password)"
+                           : "",
+         text, hint, lr_reply_wrongtype(r) ? WRONGTYPE_HINT : "");
   return lr_conn_error_code(r);
 }
 
@@ -471,7 +498,7 @@ static lr_fleet_code refused(lr_fleet_script *s, const lr_redis_url *u, const re
            t[0] ? t : "none of these", o[0] ? o : "none of these");
     return LR_FLEET_E_REFUSED;
   }
-  return lr_script_refused(u, r, s->use_eval ? "EVAL" : "EVALSHA", err, errlen);
+  return lr_script_refused(u, r, s->use_eval ? "EVAL" : "EVALSHA", LR_FLEET_SCRIPT, err, errlen);
 }
 
 lr_fleet_code lr_redis_script_decode(lr_fleet_script *s, const lr_redis_url *u, const redisReply *r,

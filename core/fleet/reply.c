@@ -203,15 +203,16 @@ void lr_reply_quote_text(const lr_redis_url *u, const char *s, size_t n, char *o
   copy[n] = '\0';
   for (size_t i = 0; i < n; i++) /* a NUL inside must not hide what follows */
     if (!copy[i]) copy[i] = ' ';
-  /* a secret too short to scrub without blotting out words: only the
-   * error's code word is shown, and not even that if it holds one */
-  if ((u->password[0] && strlen(u->password) < 3) || (u->user[0] && strlen(u->user) < 3)) {
+  /* a password too short to scrub without blotting out words: only the
+   * error's code word is shown, and not even that if it holds one.  A
+   * user name is no secret: a short one (an ACL user "lr") hid every
+   * reply's words, the ones that said what the user lacks among them */
+  if (u->password[0] && strlen(u->password) < 3) {
     size_t w = strcspn(copy, " ");
     for (size_t i = 0; i < w; i++)
       if (copy[i] < 'A' || copy[i] > 'Z') w = 0;
     copy[w] = '\0';
-    if ((u->password[0] && strstr(copy, u->password)) || (u->user[0] && strstr(copy, u->user)))
-      copy[0] = '\0';
+    if (strstr(copy, u->password)) copy[0] = '\0';
   }
   lr_redis_url_scrub(u, copy);
   lr_reply_escape(copy, strlen(copy), out, size < 201 ? size : 201, "");

@@ -75,7 +75,7 @@ static lr_fleet_code granted_of(lr_fleet *f, const redisReply *r, long long *gra
     return LR_FLEET_OK;
   }
   if (r->type == REDIS_REPLY_ERROR)
-    return lr_script_refused(&f->url, r, "the reserve script", err, errlen);
+    return lr_script_refused(&f->url, r, "the reserve script", RESERVE_SCRIPT, err, errlen);
   lr_fmt(err, errlen, "the reserve script's reply is not 0 or 1 (%s)", lr_reply_kind(r));
   return LR_FLEET_E_PROTOCOL;
 }
@@ -95,7 +95,7 @@ int lr_fleet_reserve_ask(lr_fleet *f, lr_fleet_batch *b) {
 
 static lr_fleet_code ask_locked(lr_fleet *f, double reserve, int64_t limit_ms, lr_waiter *w,
                                 long long *granted) {
-  char err[300] = "", num[2][32];
+  char err[512] = "", num[2][32];
   int64_t deadline = limit_ms, start = lr_monotonic_ms();
   f->conn.cancel = w;
   lr_fleet_code rc = lr_fleet_connect_locked(f, 0, &deadline, err, sizeof err);

@@ -11,7 +11,9 @@
  *    caller's thread (tools, tests, a handle's last counts); a blocking
  *    call's before its retry (lr_fleet_refresh_by), which may carry the
  *    fleet reserve's question for that call (redis_script.c) and hands
- *    the answer back to it alone.
+ *    the answer back to it alone.  Neither refresh reconnects: while
+ *    Redis is away they answer at once and kick the worker, whose
+ *    reconnects wait the backoff (handle.c).
  *
  * The batch is a handful of atomic counters that lr_fleet_record adds to
  * and a sync swaps for zeros, so recording never takes a lock. */
@@ -84,7 +86,7 @@ static void work(lr_fleet *f, int work);
  * (lr_fleet_refresh_by says what comes out). */
 static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted, int64_t limit_ms,
                                  lr_waiter *w, int *reserve) {
-  char err[300] = "";
+  char err[512] = "";
   int64_t deadline = limit_ms, start = lr_monotonic_ms();
   f->conn.cancel = w;
   lr_fleet_code rc = lr_fleet_connect_locked(f, 0, &deadline, err, sizeof err);
@@ -214,10 +216,22 @@ static lr_fleet_code lock_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w) {
   }
 }
 
+/* Redis lost: the reconnect is the worker's, after its backoff.  A
+ * stopped Redis (SIGSTOP, a frozen VM) still accepts connections, so a
+ * reconnect on the caller's thread waited a whole command timeout before
+ * every retry while the local guards were deciding anyway. */
+static lr_fleet_code lost(lr_fleet *f) {
+  lr_fleet_refresh_soon(f);
+  return LR_FLEET_E_BACKOFF;
+}
+
+static int degraded(lr_fleet *f) { return atomic_load(&f->health) == LR_FLEET_DEGRADED; }
+
 lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w, int *reserve) {
   if (reserve) *reserve = LR_FLEET_LOCAL;
   if (!f) return LR_FLEET_E_ARG;
   if (!lr_fleet_owned(f)) return LR_FLEET_E_REFUSED;
+  if (degraded(f)) return lost(f);
   /* The reserve's question needs a round trip whatever the view: it
    * rides on this sync, however recently the worker's landed (skipped,
    * the reserve's own script went instead, and which of the two went hung
@@ -228,6 +242,10 @@ lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w, i
   if (!reserve && recent(f)) { /* the worker's round trip was this one */
     pthread_mutex_unlock(&f->io);
     return LR_FLEET_OK;
+  }
+  if (degraded(f)) { /* the worker's round trip failed meanwhile */
+    pthread_mutex_unlock(&f->io);
+    return lost(f);
   }
   rc = sync_locked(f, 0, NULL, limit_ms, w, reserve);
   pthread_mutex_unlock(&f->io);

@@ -267,6 +267,57 @@ static void test_quotes(void) {
   memset(want, 'x', 198);
   want[198] = '\0';
   quoted("redis://h/0", text, want, NULL);
+  /* a user name is no secret: a short one hides nothing, the password
+   * (short, or not) still never shows */
+  quoted("redis://lr:lrPW0rd@h/0", "ERR The user executing the script can't run this command",
+         "ERR The user executing the script can't run this command", "lrPW0rd");
+  quoted("redis://lr:pw@h/0", "ERR invalid password pw", "ERR", "pw");
+}
+
+/* A script's error reply from its text, as lr_script_refused words it. */
+static void refused_in_script(const char *reply, const char *script, const char *want,
+                              const char * not ) {
+  lr_redis_url u;
+  lr_fleet_code rc;
+  char err[512] = "";
+  if (!CHECK_EQ_INT(lr_redis_url_parse("redis://lr:lrPW0rd@h/0", &u, err, sizeof err), LR_FLEET_OK))
+    return;
+  redisReply *r = read_one(reply, strlen(reply), &rc, err, sizeof err);
+  if (!CHECK(r != NULL)) return;
+  CHECK_EQ_INT(lr_script_refused(&u, r, "EVALSHA", script, err, sizeof err), LR_FLEET_E_REFUSED);
+  CHECK_CONTAINS(err, want);
+  CHECK_CONTAINS(err, "the fleet's ACL user needs " LR_ACL_RUN);
+  if (not ) CHECK(strstr(err, not ) == NULL);
+  freeReplyObject(r);
+}
+
+static void test_acl(void) {
+  /* Redis 7.0 names the script's line, not the command: found there */
+  refused_in_script(
+    "-ERR The user executing the script can't run this command or subcommand "
+    "script: 681f2d3e13582129c3ecc0713bef8e47ba80699a, on @user_script:2.\r\n",
+    LR_FLEET_SCRIPT,
+    "EVALSHA refused: ERR The user executing the script can't run this command "
+    "or subcommand (TIME: ",
+    "681f2d3e");
+  refused_in_script(
+    "-ERR The user executing the script can't run this command or subcommand "
+    "script: 681f, on @user_script:9.\r\n",
+    LR_FLEET_SCRIPT, "subcommand (HMGET: ", NULL);
+  /* 7.2 names it, in words of its own */
+  refused_in_script(
+    "-ERR ACL failure in script: this user has no permissions to run the 'zadd' "
+    "command script: 681f, on @user_script:40.\r\n",
+    LR_FLEET_SCRIPT,
+    "EVALSHA refused: ERR ACL failure in script: this user has no permissions to "
+    "run the 'zadd' command (the fleet's",
+    "681f");
+  /* EVALSHA itself: scripting is there, the ACL refuses it */
+  refused_in_script("-NOPERM this user has no permissions to run the 'evalsha' command\r\n",
+                    LR_FLEET_SCRIPT,
+                    "EVALSHA refused: NOPERM this user has no permissions to run the 'evalsha' "
+                    "command (the fleet's",
+                    "Redis 5 or later");
 }
 
 int main(void) {
@@ -274,5 +325,6 @@ int main(void) {
   test_ranges();
   test_reserve_answer();
   test_quotes();
+  test_acl();
   return check_done();
 }

@@ -35,10 +35,13 @@ end
 
 -- A port nobody listens on now, most likely: redis-server refuses to start
 -- on a busy one, and start() tries another (k: the try; a caller that
--- picks several at once gives each its own k).
+-- picks several at once gives each its own k).  LUARETRY_SPEC_PORTS=LO-HI
+-- keeps them within a range (a machine whose ports are shared out).
+local lo, hi = (os.getenv("LUARETRY_SPEC_PORTS") or ""):match("^(%d+)%-(%d+)$")
+lo, hi = tonumber(lo) or 20000, tonumber(hi) or 59999
 function M.some_port(k)
   local seed = tonumber(tostring(proc.now()):gsub("%D", ""):sub(-6)) or 0
-  return 20000 + (seed * 7 + k * 7919) % 40000
+  return lo + (seed * 7 + k * 7919) % (hi - lo + 1)
 end
 local some_port = M.some_port
 
