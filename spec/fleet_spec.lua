@@ -462,6 +462,28 @@ describe("the fleet", function ()
     shown(t.stderr, t.stdout)
   end)
 
+  -- The script counts failures in a row whatever the policy: a policy
+  -- without a breaker (http's default) was shown one, "breaker: closed;
+  -- 41 transient failures in a row".
+  it("luaretry fleet shows only the policy's own guards: no breaker for a policy without one", function ()
+    local key = new_key()
+    for _ = 1, 3 do
+      local x = proc.run(run_args(BUDGET, "/503", key))
+      assert.truthy(x.code == 4 or x.code == 6, x.stderr)
+    end
+    local st = proc.run({ "fleet", BUDGET, "--redis", r.url, "--set", "fleet.key=" .. key,
+                          "--set", "fleet.command_timeout=5000" })
+    assert.are.equal(0, st.code, st.stderr)
+    assert.matches("\n  budget: [%d.]+ of 10 tokens", st.stdout)
+    assert.is_nil(st.stdout:find("breaker", 1, true), st.stdout)
+    assert.is_nil(st.stdout:find("transient failures", 1, true), st.stdout)
+    -- and the other way round: a breaker alone, no budget
+    local st2 = proc.run({ "fleet", BREAKER, "--redis", r.url, "--set", "fleet.key=" .. key,
+                           "--set", "budget=none", "--set", "fleet.command_timeout=5000" })
+    assert.are.equal(0, st2.code, st2.stderr)
+    assert.is_nil(st2.stdout:find("budget:", 1, true), st2.stdout)
+  end)
+
   it("luaretry fleet shows every shared guard: budget, breaker, the throttle's window, the rate's leases", function ()
     local key = new_key()
     local policy = tmp .. "/every-guard.lua"

@@ -120,16 +120,22 @@ static void print_guards(const luaretry_fleet_status *st) {
            st->rate_limit, st->rate_ahead, st->rate_ahead * st->rate_limit);
 }
 
-/* The local store's times are CLOCK_MONOTONIC's: shown as ages. */
-static void print_local(const luaretry_fleet_status *st) {
-  printf("  budget: %.3f of %g tokens (a retry needs more than %g)\n", st->tokens, st->max_tokens,
-         st->max_tokens / 2);
-  printf("  breaker: %s", luaretry_breaker_state_name(st->breaker));
-  if (st->opened_at > 0 && st->breaker != LUARETRY_BREAKER_CLOSED)
-    printf(", since %.1f s", st->now - st->opened_at);
-  printf("; %ld transient failures in a row", st->consecutive_failures);
-  if (st->breaker == LUARETRY_BREAKER_HALF_OPEN) printf("; %ld probes left", st->probes_left);
-  printf("\n");
+/* The local store's times are CLOCK_MONOTONIC's: shown as ages.  Only
+ * the policy's own guards: the store counts failures for every policy,
+ * and a policy without a breaker was shown one ("breaker: closed; 41
+ * transient failures in a row"). */
+static void print_local(shared_guards g, const luaretry_fleet_status *st) {
+  if (g.budget)
+    printf("  budget: %.3f of %g tokens (a retry needs more than %g)\n", st->tokens, st->max_tokens,
+           st->max_tokens / 2);
+  if (g.breaker) {
+    printf("  breaker: %s", luaretry_breaker_state_name(st->breaker));
+    if (st->opened_at > 0 && st->breaker != LUARETRY_BREAKER_CLOSED)
+      printf(", since %.1f s", st->now - st->opened_at);
+    printf("; %ld transient failures in a row", st->consecutive_failures);
+    if (st->breaker == LUARETRY_BREAKER_HALF_OPEN) printf("; %ld probes left", st->probes_left);
+    printf("\n");
+  }
   print_guards(st);
 }
 
@@ -175,9 +181,10 @@ static size_t distinct_processes(const luaretry_fleet_status *st) {
 
 static void print_status(luaretry_policy *p, const char *name, const luaretry_fleet_status *st,
                          int local) {
+  shared_guards g = guards_shared(p);
   printf("fleet %s: %s at %s\n", name, st->key, st->where);
   if (local) {
-    print_local(st);
+    print_local(g, st);
     return;
   }
   if (!st->exists) {
@@ -185,21 +192,25 @@ static void print_status(luaretry_policy *p, const char *name, const luaretry_fl
     fresh_state(p, 0, fresh, sizeof fresh);
     printf("  no state in Redis (never synced, expired or reset): %s\n", fresh);
   } else {
-    printf("  budget: %.3f of %g tokens (a retry needs more than %g)\n", st->tokens, st->max_tokens,
-           st->max_tokens / 2);
-    /* the blocks processes hold and spend without a round trip: among the
-     * tokens above */
-    printf("  leases: %.3f of them out in blocks to %llu process%s\n", st->leased_tokens,
-           (unsigned long long)st->lease_holders, st->lease_holders == 1 ? "" : "es");
-    printf("  breaker: %s", luaretry_breaker_state_name(st->breaker));
-    if (st->opened_at > 0) {
-      char when[64];
-      utc(st->opened_at, when, sizeof when);
-      printf(", opened at %s (%.1f s ago)", when, st->now - st->opened_at);
+    if (g.budget) {
+      printf("  budget: %.3f of %g tokens (a retry needs more than %g)\n", st->tokens,
+             st->max_tokens, st->max_tokens / 2);
+      /* the blocks processes hold and spend without a round trip: among
+       * the tokens above */
+      printf("  leases: %.3f of them out in blocks to %llu process%s\n", st->leased_tokens,
+             (unsigned long long)st->lease_holders, st->lease_holders == 1 ? "" : "es");
     }
-    printf("; %ld transient failures in a row", st->consecutive_failures);
-    if (st->breaker == LUARETRY_BREAKER_HALF_OPEN) printf("; %ld probes left", st->probes_left);
-    printf("\n");
+    if (g.breaker) { /* the script counts failures without one too */
+      printf("  breaker: %s", luaretry_breaker_state_name(st->breaker));
+      if (st->opened_at > 0) {
+        char when[64];
+        utc(st->opened_at, when, sizeof when);
+        printf(", opened at %s (%.1f s ago)", when, st->now - st->opened_at);
+      }
+      printf("; %ld transient failures in a row", st->consecutive_failures);
+      if (st->breaker == LUARETRY_BREAKER_HALF_OPEN) printf("; %ld probes left", st->probes_left);
+      printf("\n");
+    }
   }
   print_guards(st);
   size_t processes = distinct_processes(st);
