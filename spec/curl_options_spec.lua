@@ -81,6 +81,23 @@ describe("run with curl's options", function ()
       assert.are.equal(1000, seen[1].body_len)
     end)
 
+    it("-F in a batch: each URL gets the form under the boundary its Content-Type names (it crashed)", function ()
+      a:reset()
+      local r = run({ a.base .. "/ok", a.base .. "/ok?2", "-F", "a=b", "-s" })
+      assert.are.equal(0, r.code, r.stderr)
+      local seen = a:requests_on("/ok")
+      assert.are.equal(2, #seen)
+      for _, q in ipairs(seen) do
+        assert.are.equal("POST", q.method)
+        local boundary = q.headers["content-type"]:match("^multipart/form%-data; boundary=(%-+%x+)$")
+        assert.is_truthy(boundary, q.headers["content-type"])
+        -- the parts' bytes: the boundary's lines, the part's head, "b"
+        local want = ("--%s\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nb\r\n--%s--\r\n")
+                       :format(boundary, boundary)
+        assert.are.equal(#want, q.body_len)
+      end
+    end)
+
     it("-d/--data: a POST; several are joined with &; @FILE is sent as it is", function ()
       proc.writefile(tmp .. "/form", "b=2\r\nc=3\n")
       local r = run({ a.base .. "/ok", "-d", "a=1", "--data", "@" .. tmp .. "/form" })

@@ -845,8 +845,9 @@ void form_header_make(run_args *a) {
     for (size_t i = 0; i < sizeof r; i++) r[i] = (unsigned char)(getpid() * 31 + (int)i * 7);
   char hex[25];
   for (size_t i = 0; i < sizeof r; i++) snprintf(hex + 2 * i, 3, "%02x", r[i]);
-  snprintf(a->form_header, sizeof a->form_header,
-           "Content-Type: multipart/form-data; boundary=------------------------%s", hex);
+  snprintf(a->form_boundary, sizeof a->form_boundary, "------------------------%s", hex);
+  snprintf(a->form_header, sizeof a->form_header, "Content-Type: multipart/form-data; boundary=%s",
+           a->form_boundary);
   if (a->nheaders < MAX_HEADERS) a->headers[a->nheaders++] = a->form_header;
 }
 

@@ -109,7 +109,7 @@ int form_open(const run_args *a, upload *u) {
     perror("luaretry: -F");
     return EXIT_USAGE;
   }
-  const char *boundary = strstr(a->form_header, "boundary=") + 9;
+  const char *boundary = a->form_boundary;
   int rc = 0;
   for (int i = 0; i < a->nforms && rc == 0; i++) {
     rc = puts_fd(fd, "--") || puts_fd(fd, boundary) || puts_fd(fd, "\r\n");

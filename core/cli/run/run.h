@@ -133,6 +133,8 @@ typedef struct {
   int form_string[MAX_FORMS];   /* --form-string: no @ or < */
   int nforms;
   char form_header[96];             /* Content-Type: multipart/form-data; boundary= */
+  char form_boundary[49];           /* the boundary alone (the header may be split in
+                                       place into name and value) */
   const char *cookie;               /* -b FILE or 'NAME=VALUE; ...' */
   const char *cookie_jar;           /* -c FILE */
   const char *proxy;                /* -x URL */
@@ -234,7 +236,8 @@ int config_words(const char *path, config_word_fn take, void *ud);
 /* Builds the multipart body of the -F parts into *u (an unlinked temporary
  * file, sent whole on every attempt); 0, or the exit status after a message. */
 int form_open(const run_args *a, upload *u);
-/* The boundary and the Content-Type header, into a->form_header. */
+/* The boundary (a->form_boundary) and the Content-Type header that
+ * names it (a->form_header). */
 void form_header_make(run_args *a);
 
 /* ---- the URL of a call: -G's query, -T's file name */
