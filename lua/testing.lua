@@ -46,7 +46,9 @@
 --   reads one (delta-seconds or an HTTP-date).
 --   result:
 --     attempts  the number of attempts made
---     waits     the wait after each retried attempt, in seconds
+--     waits     the whole wait after each retried attempt, in seconds: the
+--               decision's and what the rate limiter adds as the next
+--               attempt goes (c:next, as `run` and `simulate` ask it)
 --     verdict   how the call ended: "success", "final", "exhausted",
 --               "deadline", "policy_error", ...
 --     elapsed   seconds from the call's start to its last decision
@@ -189,6 +191,19 @@ local function timed_outcome(c, list, n, opts)
 end
 
 --- One call against scripted outcomes, on the virtual clock.
+-- c:next() until the attempt may go at once; each wait it adds is waited
+-- and added to the wait before attempt n.  The last answer: a stop, or go.
+local function ask_next(c, r, n)
+  for _ = 1, 10000 do
+    local d, msg = c:next()
+    if not d then error("testing.run: " .. tostring(msg), 3) end
+    if not d.retry or not (d.wait > 0) then return d end
+    if n > 1 then r.waits[n - 1] = r.waits[n - 1] + d.wait end
+    assert(c:wait(d.wait))
+  end
+  error("testing.run: the rate limiter never let an attempt go", 3)
+end
+
 function M.run(policy, outcomes, opts)
   opts = opts or {}
   if type(outcomes) ~= "table" or #outcomes == 0 then
@@ -210,17 +225,24 @@ function M.run(policy, outcomes, opts)
       error(("testing.run: still retrying after %d attempts; does the policy ever stop? "
              .. "(opts.limit)"):format(limit), 2)
     end
+    -- asked before each attempt, as a host does: the rate limiter's token
+    -- (a wait added to the one before, or a stop before the attempt)
+    local go = ask_next(c, r, n)
+    if not go.retry then
+      r.decisions[#r.decisions + 1] = go
+      break
+    end
     local o = timed_outcome(c, list, n, opts)
     local req, msg = attempt_request(c, request, n, o)
     if not req then error("testing.run: " .. tostring(msg), 2) end
     local d, rmsg = c:report(o)
     if not d then error("testing.run: " .. tostring(rmsg), 2) end
-    r.attempts, r.decisions[n], r.requests[n] = n, d, req
+    r.attempts, r.decisions[#r.decisions + 1], r.requests[n] = n, d, req
     if not d.retry then break end
     r.waits[#r.waits + 1] = d.wait
     assert(c:wait(d.wait))
   end
-  local final = r.decisions[r.attempts]
+  local final = r.decisions[#r.decisions]
   r.final = final
   r.verdict = final.verdict
   r.elapsed = final.elapsed

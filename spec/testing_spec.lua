@@ -58,6 +58,25 @@ describe("testing.run", function()
     assert.is_nil(r.message)
   end)
 
+  it("asks c:next before each attempt, as run does: a rate limiter's waits are in its waits", function()
+    -- one token every 2 s: each retry waits for it, not the 0.1 s backoff
+    local rate = "max_attempts = 4\ndeadline = 100\nattempt_timeout = 1\n" ..
+                 "backoff = { initial = 0.1, jitter = 'none' }\nrate = { limit = 0.5, burst = 1 }\n"
+    local p = assert(lr.load_string(rate, "=rate"))
+    local r = testing.run(p, { 503 }, { seed = 1 })
+    assert.are.equal("exhausted", r.verdict)
+    assert.are.equal(4, r.attempts)
+    for i = 1, 3 do assert.is_true(math.abs(r.waits[i] - 2) < 1e-6, "wait " .. i .. ": " .. r.waits[i]) end
+    local d = p:run(function() return 503 end, { virtual = true, seed = 1, isolated = true })
+    assert.is_true(math.abs(d.elapsed - r.elapsed) < 1e-6, d.elapsed .. " vs " .. r.elapsed)
+    -- http.lua's adaptive rate under 429s: the call lasts as p:run's
+    local http = assert(lr.load(here .. "../policies/http.lua"))
+    r = testing.run(http, { 429 }, { seed = 1 })
+    d = http:run(function() return 429 end, { virtual = true, seed = 1, isolated = true })
+    assert.are.equal(d.attempt, r.attempts)
+    assert.is_true(math.abs(d.elapsed - r.elapsed) < 1e-6, d.elapsed .. " vs " .. r.elapsed)
+  end)
+
   it("repeats the last entry until the policy stops", function()
     local r = testing.run(SCRIPTED, { 503 }, { set = { ["backoff.jitter"] = "none" } })
     assert.are.equal(5, r.attempts)
