@@ -270,6 +270,10 @@ static int new_policy(lua_State *L, const char *path, const char *chunkname, con
     policy_release(L, b);
     return n;
   }
+  /* The collector sees a box of some 40 bytes, not the policy's Lua
+   * states (some 40 KiB): dropped policies piled up by the thousand before
+   * a cycle came.  A step of their size for each keeps it in pace. */
+  lua_gc(L, LUA_GCSTEP, (int)(luaretry_policy_memory(b->p) / 1024));
   return 1;
 }
 
