@@ -70,7 +70,10 @@ static void check_opts(lua_State *L, int t, const char *fn, const char *const *k
 /* Field k of the table at t as an integer, def when it is nil (required:
  * an error then).  Named in the error: luaL_checkinteger on the pushed
  * field would report "bad argument #-2". */
-static lua_Integer int_field(lua_State *L, int t, const char *k, int required, lua_Integer def) {
+/* An integer field of at least `lo` (a seed of -1 wrapped to 2^64 - 1, an
+ * attempts of 0 meant the default: neither can the command take). */
+static lua_Integer int_field(lua_State *L, int t, const char *k, int required, lua_Integer def,
+                             lua_Integer lo) {
   int type = lua_getfield(L, t, k), is_int = 0;
   lua_Integer v = lua_tointegerx(L, -1, &is_int);
   if (type == LUA_TNIL && !required)
@@ -79,8 +82,23 @@ static lua_Integer int_field(lua_State *L, int t, const char *k, int required, l
     luaL_error(L, "%s: an integer expected, got %f", k, lua_tonumber(L, -1));
   else if (!is_int)
     luaL_error(L, "%s: an integer expected, got %s", k, luaL_typename(L, -1));
+  else if (v < lo)
+    luaL_error(L, "%s: %I is below %I", k, v, lo);
   lua_pop(L, 1);
   return v;
+}
+
+/* A setting's value as luaretry_policy_set takes it: a number whole (an
+ * integer as one, a float to 17 digits: luaL_tolstring's 14 changed 1/3),
+ * anything else as tostring gives it.  Pushed; *len its length. */
+static const char *setting_text(lua_State *L, int idx, size_t *len) {
+  if (lua_type(L, idx) == LUA_TNUMBER && !lua_isinteger(L, idx)) {
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.17g", (double)lua_tonumber(L, idx));
+    lua_pushstring(L, buf);
+    return lua_tolstring(L, -1, len);
+  }
+  return luaL_tolstring(L, idx, len);
 }
 
 /* opts.log runs on the thread that made the library call in progress,
@@ -179,7 +197,7 @@ static luaretry_code apply_options(lua_State *L, luaretry_policy *p, int opts) {
     const luaretry_field *f = luaretry_field_at(i);
     if (!f->host_only) continue;
     if (lua_getfield(L, opts, f->name) != LUA_TNIL) {
-      luaretry_code rc = luaretry_policy_set(p, f->name, luaL_tolstring(L, -1, NULL));
+      luaretry_code rc = luaretry_policy_set(p, f->name, setting_text(L, -1, NULL));
       if (rc != LUARETRY_OK) return rc;
       lua_pop(L, 1);
     }
@@ -194,7 +212,7 @@ static luaretry_code apply_options(lua_State *L, luaretry_policy *p, int opts) {
       if (lua_type(L, -2) != LUA_TSTRING) /* checkstring would name "argument #-2" */
         luaL_error(L, "opts.set: a %s key (setting names expected)", luaL_typename(L, -2));
       const char *name = lua_tostring(L, -2);
-      const char *value = luaL_tolstring(L, -1, NULL);
+      const char *value = setting_text(L, -1, NULL);
       luaretry_code rc = luaretry_policy_set(p, name, value);
       if (rc != LUARETRY_OK) return rc;
       lua_pop(L, 2);
@@ -382,7 +400,7 @@ static int p_set(lua_State *L) {
   busy_until_return(L, 3);
   size_t name_len, value_len;
   const char *name = luaL_checklstring(L, 2, &name_len);
-  const char *value = luaL_tolstring(L, 3, &value_len);
+  const char *value = setting_text(L, 3, &value_len);
   /* the library takes C strings: a NUL byte would set another value */
   if (memchr(name, '\0', name_len) || memchr(value, '\0', value_len))
     return fail(L, "set: the setting's name or value holds a NUL byte", LUARETRY_E_ARG);
@@ -589,8 +607,8 @@ static int p_schedule(lua_State *L) {
   static const char *const known[] = { "seed", "attempts", NULL };
   check_opts(L, 2, "p:schedule", known);
   if (lua_istable(L, 2)) {
-    seed = (uint64_t)int_field(L, 2, "seed", 0, 1);
-    attempts = (long)int_field(L, 2, "attempts", 0, 0);
+    seed = (uint64_t)int_field(L, 2, "seed", 0, 1, 0);
+    attempts = (long)int_field(L, 2, "attempts", 0, 0, 1);
   }
   lua_newtable(L);
   lua_State *was = host_enter(lua_touserdata(L, 1), L);
@@ -607,9 +625,9 @@ static int p_sample(lua_State *L) {
   luaL_checktype(L, 2, LUA_TTABLE);
   static const char *const known[] = { "n", "count", "seed", "previous", NULL };
   check_opts(L, 2, "p:sample", known);
-  lua_Integer n = int_field(L, 2, "n", 1, 0);
-  lua_Integer count = int_field(L, 2, "count", 0, 1);
-  uint64_t seed = (uint64_t)int_field(L, 2, "seed", 0, 1);
+  lua_Integer n = int_field(L, 2, "n", 1, 0, 0);
+  lua_Integer count = int_field(L, 2, "count", 0, 1, 1);
+  uint64_t seed = (uint64_t)int_field(L, 2, "seed", 0, 1, 0);
   lua_getfield(L, 2, "previous");
   if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TNUMBER)
     luaL_error(L, "previous: a number expected, got %s", luaL_typename(L, -1));
@@ -836,7 +854,7 @@ static size_t header_values(lua_State *L, const char *what, int t, luaretry_head
  * of retries of its own; both only ever lower what is there. */
 static int call_allowance(lua_State *L, int idx, luaretry_policy *p, luaretry_call_options *opt) {
   if (lua_getfield(L, idx, "retries") != LUA_TNIL) {
-    lua_Integer n = int_field(L, idx, "retries", 1, 0);
+    lua_Integer n = int_field(L, idx, "retries", 1, 0, 0);
     luaL_argcheck(L, n >= 0 && n <= UINT32_MAX, idx, "retries: 0 or more expected");
     opt->flags |= LUARETRY_CALL_RETRIES;
     opt->retries = (uint32_t)n;
@@ -869,7 +887,7 @@ static luaretry_call_options call_options(lua_State *L, int idx, const char *fn,
   if (!lua_istable(L, idx)) return opt;
   if (lua_getfield(L, idx, "seed") != LUA_TNIL) {
     opt.flags |= LUARETRY_CALL_SEED;
-    opt.seed = (uint64_t)int_field(L, idx, "seed", 1, 0);
+    opt.seed = (uint64_t)int_field(L, idx, "seed", 1, 0, 0);
   }
   if (lua_getfield(L, idx, "virtual") != LUA_TNIL && lua_toboolean(L, -1))
     opt.flags |= LUARETRY_CALL_VIRTUAL_TIME;
