@@ -114,6 +114,21 @@ hedge = { delay = 0.1, max = 1 }
     assert.matches("attempt 2/5 %(hedge%): 503 %-> in_flight %(default%); 1 more in flight", r.stderr)
   end)
 
+  it("keeps a hedge's Retry-After for the answer that decides the round: the retry never comes sooner", function ()
+    -- the hedge's 429 came while the attempt was in flight; the attempt's
+    -- 503 decides the round: its backoff (0.05 s) was the wait, the 2 s
+    -- the server asked of the hedge thrown away
+    local p = policy(dir, HEDGED .. "backoff = { initial = 0.05, jitter = 'none' }\n" ..
+                          "throttle_backoff = { initial = 0.05, jitter = 'none' }\n")
+    local r = run(p, "/hedge-asks")
+    assert.are.equal(0, r.code, r.stderr)
+    local seen = srv:requests_on("/hedge-asks")
+    assert.are.equal(3, #seen)
+    -- the 429 left at once: the retry is 2 s after it at least
+    assert.is_true(seen[3].time - seen[2].time >= 2, ("retried %.3f s after the 429"):format(seen[3].time - seen[2].time))
+    assert.are.equal("server", r.attempts[2].wait_source, proc.json.encode(r.attempts[2]))
+  end)
+
   it("tells the script which attempt is a hedge (info.hedge)", function ()
     local p = policy(dir, HEDGED .. [[
 function is_success(status, body, info) return status == 200 and not info.hedge end

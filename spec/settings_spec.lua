@@ -141,6 +141,14 @@ describe("luaretry check of a value the engine changes", function ()
     r = check({ path, "--set", "attempt_timeout=1" })
     assert.matches(path .. ":4: hedge.ceiling: 1.5 s is not below attempt_timeout (1 s): clamped to 0.5 s, " ..
                    "half of it (attempt_timeout from --set)", r.stdout, 1, true)
+    -- a floor above the ceiling, both given: the error alone, no clamp said
+    path = policy("hf.lua", "-- h\nmax_attempts = 5\nattempt_timeout = 5\n" ..
+                            "hedge = { delay = 'p95', max = 1, ceiling = 0.5, floor = 0.8 }\n")
+    r = check({ path })
+    assert.are.equal(3, r.code, r.stdout .. r.stderr)
+    assert.matches(path .. ": does not load (1 problem)\n", r.stdout, 1, true)
+    assert.matches(path .. ":4: hedge.ceiling: 0.5 is below hedge.floor (0.8)\n", r.stdout, 1, true)
+    assert.is_nil(r.stdout:find("clamped", 1, true))
     -- the defaults clamped say nothing: the policy did not set them
     path = policy("hd.lua", "-- h\nmax_attempts = 3\ndeadline = 10\nattempt_timeout = 0.5\nhedge = { delay = 'p95' }\n")
     r = check({ path })

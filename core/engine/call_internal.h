@@ -45,6 +45,11 @@ typedef struct lr_call_cold {
   /* quota.c: the server's number of the latest attempt paced by its
    * RateLimit fields (rate.headers only) */
   unsigned long long quota_seq;
+  /* A transient answer while others of its round were in flight (a
+   * hedge's 429 with Retry-After): what it asked for, for the answer that
+   * decides the round's wait (-1: nothing; round_set: these hold). */
+  double round_asked;
+  int round_throttled, round_set;
 } lr_call_cold;
 
 struct luaretry_call {

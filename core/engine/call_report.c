@@ -49,18 +49,51 @@ static int backoff_wait(luaretry_call *c, const lr_verdict *v, const lr_attempt_
   return 0;
 }
 
-/* A server's Retry-After (or a wait the script read from the server, such
- * as a rate-limit reset) over the wait w: never earlier than asked, and
- * spread upward by the policy's jitter (clients told the same instant must
- * not all come back at it).  Of both, the longer counts.  1 when it ends
- * the call instead (d filled). */
-static int server_wait(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v, double *w,
-                       luaretry_wait_source *src, luaretry_decision *d) {
-  const lr_rules *r = c->rules;
-  if (!r->retry_after) return 0;
-  /* +infinity is more than any max_retry_after; NaN says nothing */
+/* What a transient answer asks of the wait: the server's Retry-After, or
+ * a wait the script read from the server (a rate-limit reset); -1: none.
+ * +infinity is more than any max_retry_after; NaN says nothing. */
+static double asked_of(const luaretry_outcome *o, const lr_verdict *v) {
   double asked = o->retry_after >= 0 ? o->retry_after : -1;
   if (v->server && v->wait > asked) asked = v->wait;
+  return asked;
+}
+
+/* A transient answer while others of its round go on: what it asked is
+ * kept for the answer that decides the round (the server's "not before"
+ * holds whichever attempt heard it). */
+static void round_keeps(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v) {
+  double asked = c->rules->retry_after ? asked_of(o, v) : -1;
+  if (asked < 0 && !v->throttled) return; /* nearly every hedge: nothing kept */
+  lr_call_cold *cold = lr_call_cold_get(c);
+  if (!cold) return;
+  if (!cold->round_set) cold->round_asked = -1, cold->round_throttled = 0;
+  cold->round_set = 1;
+  if (asked > cold->round_asked || asked != asked) cold->round_asked = asked;
+  cold->round_throttled |= v->throttled;
+}
+
+/* What the round's other answers asked, once, for the answer that decides
+ * it: -1 for none; *throttled set when one was a throttling answer. */
+static double round_asked(luaretry_call *c, int *throttled) {
+  lr_call_cold *cold = c->cold;
+  if (!cold || !cold->round_set) return -1;
+  cold->round_set = 0;
+  *throttled |= cold->round_throttled;
+  return cold->round_asked;
+}
+
+/* A server's Retry-After (or a wait the script read from the server, such
+ * as a rate-limit reset; an earlier answer of the round's, `before`) over
+ * the wait w: never earlier than asked, and spread upward by the policy's
+ * jitter (clients told the same instant must not all come back at it).
+ * Of both, the longer counts.  1 when it ends the call instead (d
+ * filled). */
+static int server_wait(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v,
+                       double before, double *w, luaretry_wait_source *src, luaretry_decision *d) {
+  const lr_rules *r = c->rules;
+  if (!r->retry_after) return 0;
+  double asked = asked_of(o, v);
+  if (before > asked || before != before) asked = before;
   if (asked < 0) return 0;
   if (asked > r->max_retry_after) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_SERVER_WAIT_TOO_LONG, "max_retry_after",
@@ -80,16 +113,25 @@ static int server_wait(luaretry_call *c, const luaretry_outcome *o, const lr_ver
  * script's), then the chain of guards for a retry starting after it (max
  * attempts, the deadline, the breaker, admission, the budget, the rate
  * limiter's token: its extra wait), then a retry, or a stop. */
-static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v,
+static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *given,
                           const lr_attempt_ctx *ctx, luaretry_decision *d) {
   double w;
   luaretry_wait_source src;
   lr_verdict err;
+  const lr_verdict *v = given;
+  lr_verdict round; /* this answer's, throttled when one of its round was */
+  int throttled = 0;
+  double before = round_asked(c, &throttled);
+  if (throttled && !given->throttled) {
+    round = *given;
+    round.throttled = 1;
+    v = &round;
+  }
   if (backoff_wait(c, v, ctx, &w, &src, &err) != 0) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, err.rule, "%s", err.message);
     return;
   }
-  if (server_wait(c, o, v, &w, &src, d)) return;
+  if (server_wait(c, o, v, before, &w, &src, d)) return;
   /* the retry asks every guard, for when it would start */
   lr_ask a = { LR_KIND_RETRY, 0, src == LUARETRY_WAIT_SERVER, d->elapsed + w, d->elapsed, 0, NULL };
   if (lr_chain_admit(c, &a, d)) return;
@@ -263,7 +305,10 @@ static luaretry_code report(luaretry_call *c, int id, const luaretry_outcome *o,
       lr_count(c->shared, LR_M_HEDGES_WON, 1);
     return LUARETRY_OK;
   }
-  if (others_go_on(c, v.rule, d)) return LUARETRY_OK;
+  if (others_go_on(c, v.rule, d)) {
+    round_keeps(c, o, &v);
+    return LUARETRY_OK;
+  }
   retry_or_stop(c, o, &v, &ctx, d);
   return LUARETRY_OK;
 }

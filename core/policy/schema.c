@@ -585,7 +585,10 @@ static void check_hedge(lr_check *ck, const int *ok, lr_tuning *x) {
     error_pair(ck, F_H_DELAY, F_ATTEMPT_TIMEOUT,
                "%g s is not below attempt_timeout (%g s): no hedge could ever go", x->hedge_delay,
                timeout);
-  if (ok[F_H_CEILING] > 0 && ok[F_H_FLOOR] >= 0 && x->hedge_ceiling < x->hedge_floor)
+  /* both given and at odds: an error, never also the clamp below (which
+   * would not take effect) */
+  int at_odds = ok[F_H_CEILING] > 0 && ok[F_H_FLOOR] >= 0 && x->hedge_ceiling < x->hedge_floor;
+  if (at_odds)
     error_pair(ck, F_H_CEILING, F_H_FLOOR, "%g is below hedge.floor (%g)", x->hedge_ceiling,
                x->hedge_floor);
   /* a percentile's bounds the engine uses; a value the policy gave that
@@ -598,7 +601,7 @@ static void check_hedge(lr_check *ck, const int *ok, lr_tuning *x) {
     x->hedge_ceiling = timeout / 2;
   }
   if (x->hedge_floor > x->hedge_ceiling) {
-    if (ok[F_H_FLOOR] > 0)
+    if (ok[F_H_FLOOR] > 0 && !at_odds)
       warn_pair(ck, F_H_FLOOR, ok[F_H_CEILING] > 0 ? F_H_CEILING : F_ATTEMPT_TIMEOUT,
                 "%g s is above hedge.ceiling (%g s%s): clamped to %g s", x->hedge_floor,
                 x->hedge_ceiling,

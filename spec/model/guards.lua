@@ -119,6 +119,7 @@ function M:begin(e, origin, slack)
   EPS = BASE_EPS + (slack or 0)
   self.started, self.attempts, self.in_flight, self.hedges = 0, 0, {}, 0
   self.permit, self.counted, self.reserved, self.closed = false, false, false, false
+  self.round_after, self.round_throttled = nil, nil -- a round's answers, kept for its last
   local why = e.reason -- "none": the call may go
   if not self:breaker_ask(0, why ~= "circuit_open") then return end
   if not self:admission_ask(why ~= "throttle") then self:give_back_permit(); return end
@@ -245,8 +246,14 @@ function M:report(id, cls, retry_after, now, e)
   if next(self.in_flight) then -- the others go on: no retry yet
     self.closed = true
     if e.retry or e.reason ~= "none" then fail("report with others in flight: %s", e.reason) end
+    -- what it asked holds for the answer that decides the round
+    self.round_after = math.max(self.round_after or -1, retry_after)
+    self.round_throttled = self.round_throttled or cls == "throttled"
     return
   end
+  retry_after = math.max(retry_after, self.round_after or -1)
+  if self.round_throttled then cls = "throttled" end
+  self.round_after, self.round_throttled = nil, nil
   if retry_after > s.max_retry_after then
     if e.reason ~= "server_wait_too_long" then fail("Retry-After %.3f: the engine says %s", retry_after, e.reason) end
     return
