@@ -604,6 +604,10 @@ int cli_run(int argc, char **argv) {
   }
   run_args a;
   int status = parse_run(argc, argv, &a, words);
+  /* a stop signal cut -K's read: nothing runs (-s: said only when given
+   * before the -K, the options after it never read) */
+  if (status == EXIT_INTERRUPTED && (a.verbosity > 0 || a.show_error))
+    fprintf(stderr, "luaretry: interrupted\n");
   if (status == 0) status = run_loaded(&a);
   run_args_free(&a);
   free(a.url_fixed);
