@@ -43,6 +43,19 @@ const char *outfile_spool_dir(void) {
   return dir && *dir ? dir : "/tmp";
 }
 
+const char *outfile_spool_named(void) {
+  static char named[PATH_MAX + 96];
+  const char *dir = getenv("TMPDIR");
+  char raw[sizeof named], cwd[PATH_MAX];
+  if (!dir || !*dir) return "/tmp";
+  if (dir[0] != '/' && getcwd(cwd, sizeof cwd))
+    snprintf(raw, sizeof raw, "%s (TMPDIR, relative to %s)", dir, cwd);
+  else
+    snprintf(raw, sizeof raw, "%s (TMPDIR)", dir);
+  cli_text_copy(named, sizeof named, raw); /* the environment's bytes, escaped */
+  return named;
+}
+
 int outfile_spool_fd(void) {
   const char *dir = outfile_spool_dir();
   int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -123,8 +136,12 @@ static int create_temp(outfile *f) {
 
 static int create_spool(outfile *f) {
   f->fd = outfile_spool_fd();
-  if (f->fd < 0) complain(f, "cannot create a temporary file", errno);
-  return f->fd < 0 ? -1 : 0;
+  if (f->fd >= 0) return 0;
+  int err = errno;
+  char what[PATH_MAX + 160];
+  snprintf(what, sizeof what, "cannot create a temporary file in %s", outfile_spool_named());
+  complain(f, what, err);
+  return -1;
 }
 
 /* What the target is: a regular file to replace (or make), or something to
