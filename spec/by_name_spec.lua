@@ -193,6 +193,25 @@ describe("policies by name", function ()
     assert.matches("pipe%.lua: cannot read: not a regular file", r.stdout)
   end)
 
+  -- the names were padded on their raw length: an escaped one (a tab
+  -- shown as \x09, four columns for one byte) pushed its description right
+  it("list: descriptions in one column, whatever a name's escapes or UTF-8", function ()
+    local a = tmp .. "/a"
+    proc.sh("mkdir -p " .. proc.q(a))
+    for _, name in ipairs({ "ctl\tname", "caf\195\169", "plain" }) do
+      proc.writefile(a .. "/" .. name .. ".lua", "-- the description\nmax_attempts = 1\n")
+    end
+    local r = run({ "list" }, { "LUARETRY_PATH=" .. a })
+    assert.are.equal(0, r.code, r.stderr)
+    local columns = {}
+    for _, line in ipairs(proc.lines(r.stdout)) do
+      local shown = line:match("^  (.-)the description$")
+      if shown then columns[#columns + 1] = utf8.len(shown) end
+    end
+    assert.are.same({ 23, 23, 23 }, columns, r.stdout) -- 22 columns and a space
+    assert.matches("\n  ctl\\x09name +the description\n", r.stdout)
+  end)
+
   it("list: linear in the number of files (40000 in four folders, within 1 s of CPU time)", function ()
     local dirs = {}
     for _, d in ipairs({ "a", "b", "c", "d" }) do

@@ -409,6 +409,64 @@ describe("curl's retried options", function ()
     assert.are.equal(0, #srv:requests_on("/k"))
   end)
 
+  -- luaretry(1) -K: a line is read whole, up to 8000000 bytes (libcurl's
+  -- longest URL); it was cut at 8191 bytes, its rest read as the next
+  -- line ("an unclosed quote", "unknown option --aaaa..."), and a failed
+  -- read was taken as the file's end, the lines before it applied
+  it("-K: a long line is taken whole; one too long, a NUL byte or a failed read is refused, naming the file", function ()
+    local long = string.rep("b", 8300)
+    local cfg = tmp .. "/a.cfg"
+    proc.writefile(cfg, 'header = "X-Long: ' .. long .. '"\nurl = ' .. srv.base .. "/long\n")
+    local r = run({ "-K", cfg })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(long, srv:requests_on("/long")[1].headers["x-long"])
+    local query = string.rep("a", 8200)
+    proc.writefile(cfg, "url = " .. srv.base .. "/long?" .. query) -- one line, no newline
+    r = run({ "-K", cfg })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(query, srv:requests_on("/long")[2].query)
+    srv:reset()
+    local f = assert(io.open(cfg, "wb"))
+    f:write("silent\nurl = ", srv.base, "/never?", string.rep("a", 8000000), "\n")
+    f:close()
+    r = run({ "-K", cfg })
+    assert.are.equal(2, r.code)
+    assert.matches("^luaretry: run: %-K " .. cfg:gsub("%p", "%%%0") ..
+                   ", line 2: longer than 8000000 bytes, more than any URL or value: refused\n", r.stderr)
+    proc.writefile(cfg, "url = " .. srv.base .. "/never\0tail\n")
+    r = run({ "-K", cfg })
+    assert.are.equal(2, r.code)
+    assert.matches("^luaretry: run: %-K [^\n]*, line 1: holds a NUL byte: refused\n", r.stderr)
+    -- a file whose read fails at once (EIO): not an empty file
+    r = run({ srv.base .. "/never", "-K", "/proc/self/mem" })
+    assert.are.equal(2, r.code)
+    assert.matches("^luaretry: run: %-K /proc/self/mem: Input/output error\n", r.stderr)
+    assert.are.equal(0, #srv:requests())
+  end)
+
+  -- luaretry(1) -K: a stop signal while the file is read ends the run
+  -- before any attempt, as with -d @- or --urls -: the lines read so far
+  -- were applied and the URL fetched, its attempt cancelled
+  it("-K from a pipe cut by SIGTERM: exit 130, interrupted, no attempt", function ()
+    local fifo = tmp .. "/k.fifo"
+    assert.are.equal(0, proc.sh("mkfifo " .. q(fifo)))
+    local jobdir = proc.tmpdir()
+    local job = proc.spawn({ "run", srv.base .. "/never", "--stats", "-K", fifo }, jobdir)
+    -- read and write: never blocks; luaretry's open finds a writer
+    local w = assert(io.open(fifo, "r+"))
+    finally(function () w:close(); job:stop(); proc.rmtree(jobdir) end)
+    w:write("header = \"X-Read: 1\"\n")
+    w:flush()
+    assert.is_truthy(job:blocked_on_pipe(), "blocked in the read")
+    job:signal("TERM")
+    local code = job:wait(5)
+    local stderr = job:stderr()
+    assert.are.equal(130, code, tostring(stderr))
+    -- no attempt line, no --stats line: no call was begun
+    assert.are.equal("luaretry: interrupted\n", stderr)
+    assert.are.equal(0, #srv:requests())
+  end)
+
   it("-Z runs a batch's URLs at once (curl's --parallel); --parallel-max N bounds them", function ()
     local urls = { srv.base .. "/slow", srv.base .. "/slow", srv.base .. "/slow" }
     local function times(extra)

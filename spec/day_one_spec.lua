@@ -86,6 +86,13 @@ describe("day one", function ()
       assert.is_true(#proc.lines(r.stderr)[1] < 400)
     end)
 
+    -- a NUL byte ended the quote: "; body: " with nothing after it
+    it("a NUL byte in it is escaped, not the end of the quote", function ()
+      local r = run("run", srv.base .. "/nul", FAST, "-q")
+      assert.are.equal(4, r.code)
+      assert.matches("; body: \\x00\\x01\\x02 bad\n$", r.stderr)
+    end)
+
     it("--fail-with-body: -o FILE gets the answer, as curl writes it; the exit says it failed", function ()
       proc.writefile(tmp .. "/out", "old\n")
       local r = run("run", srv.base .. "/missing", "--fail-with-body", "-o", tmp .. "/out")

@@ -5,6 +5,7 @@
 -- temporary file behind.
 local here = (debug.getinfo(1, "S").source:match("^@(.*)/[^/]*$")) or "spec"
 local proc = require "support.proc"
+local lfs = require "lfs"
 
 local HTTP = proc.root .. "/policies/http.lua"
 local FAST = { "--set", "backoff.initial=0.05", "--set", "backoff.jitter_max=0.05", "--seed", "1" }
@@ -141,6 +142,45 @@ describe("files as curl writes them", function ()
       assert.are.equal(string.rep("0123456789abcdef", n // 16 + 1):sub(1, n), r.stdout)
     end
     assert.are.same({}, proc.ls(tmp))
+  end)
+
+  -- luaretry(1) TMPDIR: "luaretry: standard output: cannot create a
+  -- temporary file: No such file or directory" named neither the folder
+  -- nor TMPDIR.  A relative TMPDIR is taken from the current folder, as
+  -- mktemp(1) and sort(1) take it (luaretry never changes folder)
+  it("TMPDIR that cannot hold a body: said, naming the folder and TMPDIR; a relative one is used", function ()
+    local spill = proc.server(here .. "/fixtures/run/spill.lua")
+    finally(function () spill:stop() end)
+    local bin = proc.bin:sub(1, 1) == "/" and proc.bin or os.getenv("PWD") .. "/" .. proc.bin
+    local function in_tmp(tmpdir, args)
+      local words = {}
+      for _, a in ipairs(args) do words[#words + 1] = proc.q(a) end
+      local cmd = "cd " .. proc.q(tmp) .. " && TMPDIR=" .. proc.q(tmpdir) .. " timeout -s KILL 30 " ..
+                  proc.q(bin) .. " " .. table.concat(words, " ") .. " </dev/null >.out 2>.err"
+      local r = { code = proc.sh(cmd), stdout = proc.readfile(tmp .. "/.out"), stderr = proc.readfile(tmp .. "/.err") }
+      os.remove(tmp .. "/.out")
+      os.remove(tmp .. "/.err")
+      return r
+    end
+    local big = { "run", "http", spill.base .. "/size/100000", "-q" }
+    local r = in_tmp(tmp .. "/none", big)
+    assert.are.equal(1, r.code, r.stderr)
+    assert.matches("^luaretry: standard output: cannot create a temporary file in " ..
+                   (tmp .. "/none"):gsub("%p", "%%%0") .. " %(TMPDIR%): No such file or directory\n", r.stderr)
+    r = in_tmp("spool", big)
+    assert.are.equal(1, r.code, r.stderr)
+    assert.matches("^luaretry: standard output: cannot create a temporary file in spool %(TMPDIR, relative to " ..
+                   tmp:gsub("%p", "%%%0") .. "%): No such file or directory\n", r.stderr)
+    -- a command's standard input, held for every attempt
+    r = in_tmp("spool", { "run", "-q", "--", "true" })
+    assert.are.equal(2, r.code, r.stderr)
+    assert.matches("^luaretry: standard input: cannot create a temporary file in spool %(TMPDIR, relative to ", r.stderr)
+    -- there, it holds the body (unlinked: nothing left)
+    assert.is_true(lfs.mkdir(tmp .. "/spool"))
+    r = in_tmp("spool", big)
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(100000, #r.stdout)
+    assert.are.same({}, proc.ls(tmp .. "/spool"))
   end)
 
   it("simulate --svg through a symlink and onto a device node", function ()

@@ -81,6 +81,19 @@ describe("help", function ()
   end)
 
   it("every option of run is taken, shown by run --help, in luaretry(1), and completed", function ()
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    local bin = proc.readfile_cmd("realpath " .. q(proc.bin)):gsub("\n$", "")
+    local function in_dir(args)
+      local words = {}
+      for i, a in ipairs(args) do words[i] = q(a) end
+      local code = proc.sh("cd " .. q(dir) .. " && timeout -s KILL 60 " .. q(bin) .. " " ..
+                           table.concat(words, " ") .. " </dev/null >/dev/null 2>.err")
+      local r = { code = code, stderr = proc.readfile(dir .. "/.err") or "" }
+      os.remove(dir .. "/.err")
+      os.remove(dir .. "/1") -- not read by the next option (-K 1)
+      return r
+    end
     local help = proc.run({ "run", "--help" }).stdout
     local man = proc.readfile(MAN1):gsub("\\%-", "-")
     for _, opt in ipairs(run_options()) do
@@ -94,8 +107,10 @@ describe("help", function ()
                            opt .. " not in luaretry.1")
         end
         -- taken: whatever else fails, it is not an unknown option (one
-        -- attempt: -6 or --retry-all-errors would retry what they reach)
-        local r = proc.run({ "run", "http", "--set", "max_attempts=1", opt, "1" }, { timeout = 60 })
+        -- attempt: -6 or --retry-all-errors would retry what they reach).
+        -- In a folder of its own: a run that stops on its usage error
+        -- still writes --metrics-file and --log-json, here a file "1"
+        local r = in_dir({ "run", "http", "--set", "max_attempts=1", opt, "1" })
         assert.is_nil(r.stderr:find("unknown option", 1, true), opt .. ": " .. r.stderr)
       end
     end
@@ -256,6 +271,14 @@ describe("completion", function ()
     assert.is_true(c.gcs)
     c = complete({ "luaretry", "help", "si" })
     assert.are.same({ simulate = true }, c)
+    -- --checksum takes ALG=HEX, as zsh offers it: no policy name, no file
+    -- (it offered both); nor is the word after it taken for POLICY
+    c = complete({ "luaretry", "run", "--checksum", "" })
+    assert.are.same({ ["sha-256="] = true, ["sha-512="] = true, ["md5="] = true }, c)
+    c = complete({ "luaretry", "run", "--checksum", "sha" })
+    assert.are.same({ ["sha-256="] = true, ["sha-512="] = true }, c)
+    c = complete({ "luaretry", "run", "--checksum", "md5=00", "g" })
+    assert.is_true(c.gcs)
   end)
 
   it("zsh: the function parses and offers the same options of run", function ()

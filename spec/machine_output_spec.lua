@@ -108,6 +108,61 @@ describe("output for machines", function ()
     assert.matches("tuning: name http;", r.stdout, 1, true)
   end)
 
+  -- luaretry(1): --log-json "ends with one summary object", the metrics
+  -- gauge is the "exit status of the run that wrote this file": a run
+  -- that ended before or while its policy loaded (or on a bad URL found
+  -- with it, or a batch's list that does not open) left an earlier run's
+  -- summary ("exit":0) and metrics in place
+  it("a run that ends before its call still ends --log-json with its summary and writes --metrics-file", function ()
+    local log, file, bad = tmp .. "/l.json", tmp .. "/m.prom", tmp .. "/syntax.lua"
+    proc.writefile(bad, "max_attempts = = 3\n")
+    local function summary(count)
+      local lines = proc.lines(proc.readfile(log))
+      assert.are.equal(count, #lines, proc.readfile(log))
+      return proc.json.decode(lines[count])
+    end
+    local cases = {
+      { 3, "http", { "run", "http", srv.base .. "/new", "--set", "max_attempts=abc" } },
+      { 3, bad, { "run", bad, srv.base .. "/new" } },
+      { 3, "nosuchpolicy", { "run", "nosuchpolicy", srv.base .. "/new" } },
+      { 2, "http", { "run", "http", "bad://x" } },
+      { 2, "http", { "run", "http", "--urls", tmp .. "/none" } },
+    }
+    for _, case in ipairs(cases) do
+      local code, policy, args = case[1], case[2], case[3]
+      local r = run({ srv.base .. "/new", "-q", "--log-json", log, "--metrics-file", file })
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(0, summary(2).exit)
+      r = proc.run(proc.concat(args, { "-s", "--log-json", log, "--metrics-file", file }), { timeout = 30 })
+      assert.are.equal(code, r.code, table.concat(args, " "))
+      local s = summary(1) -- its summary alone: no attempt
+      assert.are.same({ true, proc.null, 0, code, policy }, { s.summary, s.verdict, s.attempts, s.exit, s.policy })
+      local m = parse_prometheus(proc.readfile(file))
+      assert.are.equal(code, m.luaretry_exit_status.value, table.concat(args, " "))
+      assert.are.equal('policy="' .. policy .. '"', m.luaretry_exit_status.labels)
+      assert.is_true(math.abs(m.luaretry_last_run_timestamp_seconds.value - os.time()) < 60)
+      -- no policy loaded: no counter, as none was kept
+      if code == 3 then assert.is_nil(m.luaretry_calls_total) end
+    end
+    assert.are.same({ "l.json", "m.prom", "syntax.lua" }, proc.ls(tmp))
+  end)
+
+  -- the summary's verdict of a call that made no decision was "retry"
+  -- (the name of no reason at all)
+  it("a call that ends before its first attempt: the summary's verdict is null, not retry", function ()
+    local fifo, log = tmp .. "/body.fifo", tmp .. "/l.json"
+    assert.are.equal(0, proc.sh("mkfifo " .. proc.q(fifo)))
+    local w = assert(io.open(fifo, "r+")) -- a writer that never ends the body
+    finally(function () w:close() end)
+    local r = run({ srv.base .. "/new", "-q", "--retry-max-time", "0.3", "-d", "@" .. fifo, "--log-json", log })
+    assert.are.equal(5, r.code, r.stderr)
+    assert.matches("did not end before the deadline", r.stderr)
+    local lines = proc.lines(proc.readfile(log))
+    assert.are.equal(1, #lines)
+    local s = proc.json.decode(lines[1])
+    assert.are.same({ proc.null, 0, 5 }, { s.verdict, s.attempts, s.exit })
+  end)
+
   it("--metrics-file stays valid UTF-8 whatever bytes the policy's name holds", function ()
     local policy = tmp .. "/odd.lua"
     proc.writefile(policy, 'name = "caf\\195\\169 \\255\\254 \\"q\\" \\\\ \\n x"\n' ..

@@ -179,6 +179,51 @@ describe("an earlier run's partial", function ()
     assert.is_nil(proc.readfile(out))
   end)
 
+  -- two runs of one command at once continued the same partial: one put
+  -- it in place, the other then said success and "-o FILE: No such file
+  -- or directory" (exit 1), the partial gone from under it
+  it("is continued by one run at a time: a second run at once starts from zero, its own temporary", function ()
+    local out, url = tmp .. "/h.bin", srv.base .. "/hang-then-whole"
+    plant(out, WHOLE:sub(1, 6000), url, '"w"')
+    local jobdir = proc.tmpdir()
+    local first = proc.spawn({ "run", "http", url, "-o", out }, jobdir)
+    finally(function () first:stop(); proc.rmtree(jobdir) end)
+    -- the first holds the partial (its attempt has no answer)
+    assert.is_truthy(proc.wait_for(function () return #srv:requests_on("/hang-then-whole") == 1 end, 10))
+    local r = run({ url, "-o", out })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.matches("the partial download [^\n]*h.bin.luaretry%-partial is not continued: " ..
+                   "another run is continuing it; the download starts from zero\n", r.stderr)
+    local seen = dl.ranges(srv, "/hang-then-whole")
+    assert.are.equal(2, #seen)
+    assert.are.equal(false, seen[2].range)
+    same_bytes(WHOLE, proc.readfile(out), "FILE")
+    -- the first run's partial untouched, kept when it is cut
+    first:signal("TERM")
+    assert.are.equal(130, first:wait(5), first:stderr())
+    kept(out, url)
+  end)
+
+  -- the partial this run continues removed meanwhile: its bytes are still
+  -- the run's, checked whole, and go in place
+  it("removed while a run continues it: the body still goes in place", function ()
+    local out, url = tmp .. "/r.bin", srv.base .. "/hang-then-whole"
+    plant(out, WHOLE:sub(1, 6000), url, '"w"')
+    local jobdir = proc.tmpdir()
+    -- the first attempt ends at its timeout, the second gets the rest
+    local job = proc.spawn({ "run", "http", url, "-o", out, "--max-time", "3", "--set",
+                             "backoff.initial=0.01" }, jobdir)
+    finally(function () job:stop(); proc.rmtree(jobdir) end)
+    assert.is_truthy(proc.wait_for(function () return #srv:requests_on("/hang-then-whole") == 1 end, 10))
+    assert.is_true(os.remove(partial(out)))
+    assert.is_true(os.remove(partial(out) .. ".url"))
+    assert.are.equal(1, #srv:requests_on("/hang-then-whole"), "removed after the run went on")
+    assert.are.equal(0, job:wait(10), job:stderr())
+    assert.matches("attempt 2/10: 206 %-> success", job:stderr())
+    same_bytes(WHOLE, proc.readfile(out), "FILE")
+    assert.are.same({}, proc.leftovers(tmp))
+  end)
+
   it("still goes on a final answer, and when the resource changed (a 200 from zero)", function ()
     local out, url = tmp .. "/e.bin", srv.base .. "/gone"
     plant(out, WHOLE:sub(1, 6000), url, '"w"')

@@ -168,6 +168,8 @@ void cli_json_string(FILE *f, const char *s);
  * that are not UTF-8 as \xHH, so it can neither end the line nor drive
  * the terminal. */
 void cli_text(FILE *f, const char *s);
+/* cli_text of len bytes, a NUL among them shown as \x00 (a body's). */
+void cli_text_len(FILE *f, const char *s, size_t len);
 /* cli_text into dst, cut to size (a label shown in a table). */
 void cli_text_copy(char *dst, size_t size, const char *s);
 /* The same for a block of lines (a command's error output): newlines and

@@ -84,6 +84,10 @@ void cli_text(FILE *f, const char *s) {
   if (s) text(f, s, strlen(s), 0);
 }
 
+void cli_text_len(FILE *f, const char *s, size_t len) {
+  if (s) text(f, s, len, 0);
+}
+
 void cli_text_copy(char *dst, size_t size, const char *s) {
   if (size == 0) return;
   dst[0] = '\0';

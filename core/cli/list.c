@@ -4,6 +4,7 @@
  * listed again: it cannot be reached by name. */
 #include <dirent.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,10 +129,16 @@ static char **lua_files(const char *dir, size_t *n) {
   return files;
 }
 
-/* A name or a description from a file system: it may hold any byte. */
+/* A name from a file system (any byte but '/', at most NAME_MAX), padded
+ * to width columns as shown: escaped (a byte as \xHH takes four), a UTF-8
+ * character one. */
 static void padded(const char *s, int width) {
-  cli_text(stdout, s);
-  for (int w = (int)strlen(s); w < width; w++) putchar(' ');
+  char shown[4 * NAME_MAX + 1];
+  cli_text_copy(shown, sizeof shown, s);
+  fputs(shown, stdout);
+  int w = 0;
+  for (const unsigned char *p = (const unsigned char *)shown; *p; p++) w += (*p & 0xC0) != 0x80;
+  for (; w < width; w++) putchar(' ');
 }
 
 static void list_dir(listing *l, const char *dir) {

@@ -34,6 +34,11 @@ _luaretry() {
     --trace-ascii|-T|--upload-file|-b|--cookie|-c|--cookie-jar|-K|--config)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
     -C|--continue-at) COMPREPLY=($(compgen -W "-" -- "$cur")); return ;;
+    --checksum)
+      # ALG=HEX: the algorithm, then the user's own digest (as zsh's)
+      COMPREPLY=($(compgen -W "sha-256= sha-512= md5=" -- "$cur"))
+      [[ ${#COMPREPLY[@]} -gt 0 ]] && compopt -o nospace 2>/dev/null
+      return ;;
     --fleet) COMPREPLY=($(compgen -W "local" -- "$cur")); [[ $cmd != simulate ]] && return ;;
     --output-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
     --set)

@@ -65,6 +65,7 @@ typedef struct batch {
   long line_no;
   int list_failed; /* reading it failed: the batch fails */
   int list_cut;    /* ... because a stop signal cut the read: interrupted */
+  int clash;       /* a URL's file is another option's: --log-json's is left alone */
   char *line;
   size_t line_size;
   long urls; /* URLs read so far (their numbers) */
@@ -383,7 +384,9 @@ static int open_urls(batch *b) {
       fprintf(stderr, "luaretry: out of memory\n");
       return EXIT_POLICY;
     }
-    if (b->others.n) return check_names(b);
+    int named = b->others.n ? check_names(b) : EXIT_OK;
+    b->clash = named != EXIT_OK;
+    return named;
   }
   return EXIT_OK;
 }
@@ -891,7 +894,10 @@ int batch_run(const run_args *a, luaretry_policy *p) {
   b.worst_reason = LUARETRY_REASON_SUCCESS;
   order_init(&b.order);
   int status = open_urls(&b);
-  if (status == EXIT_OK) status = prepare(&b, p);
+  if (status == EXIT_OK)
+    status = prepare(&b, p);
+  else if (!b.clash) /* refused (a bad URL, a list that does not open): its summary */
+    log_json_open(a->log_json, &b.json, 0);
   if (status == EXIT_OK) status = perform(&b, p);
   report_end(a, p, b.json, b.worst_reason, -1, status);
   luaretry_curl_many_free(b.many);

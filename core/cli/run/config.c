@@ -76,9 +76,78 @@ static int split_line(const char *line, char **words) {
   return 2;
 }
 
+/* The longest line taken: --urls's bound, libcurl's for a URL
+ * (CURL_MAX_INPUT_LENGTH), since a "url = " line holds one.  A longer
+ * line is refused as soon as it is that long, never read whole. */
+#define MAX_CONFIG_LINE 8000000
+
+/* One line of f, whole, into *line (grown as needed, NUL-terminated): its
+ * length; 0 at the end, or when the read failed (ferror tells); -1 out of
+ * memory; -2 longer than MAX_CONFIG_LINE.  A stop signal that came before
+ * a read stops it, as a read it cuts (EINTR): the read would not see it. */
+static long read_line(FILE *f, char **line, size_t *size) {
+  size_t n = 0;
+  int c = 0;
+  for (;;) {
+    if (cli_interrupted()) {
+      errno = EINTR;
+      return 0;
+    }
+    if ((c = getc(f)) == EOF) {
+      if (ferror(f) && errno == EINTR && !cli_interrupted()) { /* not ours: read on */
+        clearerr(f);
+        continue;
+      }
+      break;
+    }
+    if (n + 2 > *size) { /* room for c and the NUL: at most MAX + 3 */
+      size_t cap = *size ? *size * 2 : 256;
+      if (cap > MAX_CONFIG_LINE + 3) cap = MAX_CONFIG_LINE + 3;
+      char *grown = realloc(*line, cap);
+      if (!grown) return -1;
+      *line = grown;
+      *size = cap;
+    }
+    (*line)[n++] = (char)c;
+    if (c == '\n') break;
+    if (n > MAX_CONFIG_LINE) return -2; /* MAX + 1 bytes and no end yet */
+  }
+  if (n == 0 || ferror(f)) return 0; /* a line the read cut short is not applied */
+  (*line)[n] = '\0';
+  return (long)n;
+}
+
+/* Why line `no` of a -K file is not taken: a usage error naming both. */
+static int bad_line(const char *path, long no, const char *why) {
+  char what[512];
+  snprintf(what, sizeof what, "run: -K %s, line %ld: %s", path, no, why);
+  return cli_usage("%s", what);
+}
+
+static int too_long(const char *path, long no) {
+  char why[96];
+  snprintf(why, sizeof why, "longer than %d bytes, more than any URL or value: refused",
+           MAX_CONFIG_LINE);
+  return bad_line(path, no, why);
+}
+
+/* The file read to its end: EXIT_INTERRUPTED when a stop signal cut the
+ * read (nothing is run: the options are not all known); a usage error
+ * naming the file when the read failed (it is not taken as its end); 0. */
+static int config_end(FILE *f, const char *path) {
+  if (cli_interrupted()) return EXIT_INTERRUPTED;
+  if (!ferror(f)) return 0;
+  char what[512];
+  snprintf(what, sizeof what, "run: -K %s: %s", path, strerror(errno));
+  return cli_usage("%s", what);
+}
+
 int config_words(const char *path, config_word_fn take, void *ud) {
   int stdin_file = strcmp(path, "-") == 0;
-  FILE *f = stdin_file ? stdin : fopen(path, "r");
+  /* a stop signal that came before the open: a FIFO's would wait on */
+  errno = EINTR;
+  FILE *f = cli_interrupted() ? NULL : stdin_file ? stdin : fopen(path, "r");
+  if (!f && errno == EINTR && cli_interrupted()) return EXIT_INTERRUPTED;
   struct stat st;
   if (f && !stdin_file && fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
     fclose(f); /* a folder opens, and reads as nothing at all */
@@ -90,21 +159,27 @@ int config_words(const char *path, config_word_fn take, void *ud) {
     snprintf(what, sizeof what, "run: -K %s: %s", path, strerror(errno));
     return cli_usage("%s", what);
   }
-  char line[8192];
-  long no = 0;
+  char *line = NULL;
+  size_t size = 0;
+  long no = 0, len = 0;
   int status = 0;
-  while (status == 0 && fgets(line, sizeof line, f)) {
+  while (status == 0 && (len = read_line(f, &line, &size)) != 0) {
     no++;
     char *words[2] = { NULL, NULL };
-    int n = split_line(line, words);
-    if (n < 0) {
-      char what[512];
-      snprintf(what, sizeof what, "run: -K %s, line %ld: an unclosed quote", path, no);
-      status = cli_usage("%s", what);
-    } else if (n > 0) {
+    int n = 0;
+    if (len == -1)
+      status = cli_usage("run: -K: out of memory", NULL);
+    else if (len == -2)
+      status = too_long(path, no);
+    else if (memchr(line, '\0', (size_t)len))
+      status = bad_line(path, no, "holds a NUL byte: refused");
+    else if ((n = split_line(line, words)) < 0)
+      status = bad_line(path, no, "an unclosed quote");
+    else if (n > 0)
       status = take(ud, n, words, path, no);
-    }
   }
+  if (status == 0) status = config_end(f, path);
+  free(line);
   if (!stdin_file) fclose(f);
   return status;
 }

@@ -5,6 +5,7 @@
  * sent whole on every attempt: a file that changes during the call never
  * mixes two versions in one request (curl reads the files as it sends, once
  * per transfer). */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,7 +107,9 @@ int form_open(const run_args *a, upload *u) {
   u->arg = a->forms[0];
   int fd = outfile_spool_fd();
   if (fd < 0) {
-    perror("luaretry: -F");
+    int err = errno;
+    fprintf(stderr, "luaretry: -F: cannot create a temporary file in %s: %s\n",
+            outfile_spool_named(), strerror(err));
     return EXIT_USAGE;
   }
   const char *boundary = a->form_boundary;

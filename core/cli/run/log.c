@@ -112,11 +112,8 @@ void log_body_line(FILE *f, const luaretry_outcome *o) {
   while (n < o->body_len && n < BODY_SHOWN && o->body[n] != '\n' && o->body[n] != '\r') n++;
   while (n > 0 && (o->body[n - 1] == ' ' || o->body[n - 1] == '\t')) n--;
   if (n == 0) return;
-  char shown[BODY_SHOWN + 1];
-  memcpy(shown, o->body, n);
-  shown[n] = '\0';
   fputs("; body: ", f);
-  cli_text(f, shown);
+  cli_text_len(f, o->body, n); /* by length: a NUL in it is shown, not the end */
   if (n < o->body_len && o->body[n] != '\n' && o->body[n] != '\r') fputs("...", f);
 }
 

@@ -118,8 +118,9 @@ static int wait_turn(out_order *o, long number, outfile *f, int keep) {
   order_body b = { number, o->end, 0 };
   int lost = 0;
   if (keep && o->fd < 0 && (o->fd = outfile_spool_fd()) < 0) {
-    fprintf(stderr, "luaretry: [%ld] standard output: cannot create a temporary file: %s\n", number,
-            strerror(errno));
+    int err = errno;
+    fprintf(stderr, "luaretry: [%ld] standard output: cannot create a temporary file in %s: %s\n",
+            number, outfile_spool_named(), strerror(err));
     lost = 1;
   }
   if (o->fd >= 0) f->out_fd = o->fd;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -40,6 +41,19 @@ static void complain(const outfile *f, const char *what, int err) {
 const char *outfile_spool_dir(void) {
   const char *dir = getenv("TMPDIR");
   return dir && *dir ? dir : "/tmp";
+}
+
+const char *outfile_spool_named(void) {
+  static char named[PATH_MAX + 96];
+  const char *dir = getenv("TMPDIR");
+  char raw[sizeof named], cwd[PATH_MAX];
+  if (!dir || !*dir) return "/tmp";
+  if (dir[0] != '/' && getcwd(cwd, sizeof cwd))
+    snprintf(raw, sizeof raw, "%s (TMPDIR, relative to %s)", dir, cwd);
+  else
+    snprintf(raw, sizeof raw, "%s (TMPDIR)", dir);
+  cli_text_copy(named, sizeof named, raw); /* the environment's bytes, escaped */
+  return named;
 }
 
 int outfile_spool_fd(void) {
@@ -122,8 +136,12 @@ static int create_temp(outfile *f) {
 
 static int create_spool(outfile *f) {
   f->fd = outfile_spool_fd();
-  if (f->fd < 0) complain(f, "cannot create a temporary file", errno);
-  return f->fd < 0 ? -1 : 0;
+  if (f->fd >= 0) return 0;
+  int err = errno;
+  char what[PATH_MAX + 160];
+  snprintf(what, sizeof what, "cannot create a temporary file in %s", outfile_spool_named());
+  complain(f, what, err);
+  return -1;
 }
 
 /* What the target is: a regular file to replace (or make), or something to
@@ -398,20 +416,57 @@ static int finish_in_place(outfile *f, int ok) {
   return ok;
 }
 
+/* An earlier run's partial, continued, is gone from its name (removed
+ * while this run wrote it): its bytes, whole and checked, are still ours
+ * through fd, copied into a new temporary put in place instead.  0, or -1
+ * after a message that names the partial. */
+static int rescue_partial(outfile *f) {
+  int from = f->fd, err = 0;
+  char *gone = f->tmp;
+  f->fd = -1;
+  f->tmp = NULL;
+  int ok = create_temp(f) == 0; /* said when it fails */
+  if (ok && (copy_spool(from, f->fd) != 0 || fchmod(f->fd, f->mode) != 0 || fsync(f->fd) != 0))
+    err = errno, ok = 0;
+  if (f->fd >= 0 && close(f->fd) != 0 && ok) err = errno, ok = 0;
+  f->fd = -1;
+  if (ok && rename(f->tmp, f->target) != 0) err = errno, ok = 0;
+  if (!ok && f->tmp) unlink(f->tmp);
+  if (err) {
+    char what[PATH_MAX + 96];
+    snprintf(what, sizeof what, "the partial download %s was removed while this run wrote it",
+             gone);
+    complain(f, what, err);
+  }
+  free(f->tmp);
+  f->tmp = NULL;
+  free(gone);
+  close(from);
+  return ok ? 0 : -1;
+}
+
 /* Kept: the temporary renamed into place with the file's mode; else
- * removed. */
+ * removed.  A partial continued is renamed while still open: its lock
+ * (outfile_partial_open) keeps another run from taking it meanwhile. */
 static int finish_replace(outfile *f, int ok) {
   if (ok && f->fd < 0 && outfile_create(f) != 0) ok = 0;
   if (f->fd < 0) return ok;
+  int locked = f->partial && strcmp(f->tmp, f->partial) == 0;
   if (ok && fchmod(f->fd, f->mode) != 0) complain(f, NULL, errno), ok = 0;
   if (ok && f->existed && (f->uid != geteuid() || f->gid != getegid()) &&
       fchown(f->fd, f->uid, f->gid) != 0) {
     /* only root may give a file away: the bytes still replace it */
   }
   if (ok && fsync(f->fd) != 0) complain(f, NULL, errno), ok = 0;
-  if (close(f->fd) != 0 && ok) complain(f, NULL, errno), ok = 0;
-  f->fd = -1;
-  if (ok && rename(f->tmp, f->target) != 0) complain(f, NULL, errno), ok = 0;
+  if (!locked) {
+    if (close(f->fd) != 0 && ok) complain(f, NULL, errno), ok = 0;
+    f->fd = -1;
+  }
+  if (ok && rename(f->tmp, f->target) != 0) {
+    if (locked && errno == ENOENT) return rescue_partial(f) == 0; /* removed meanwhile */
+    complain(f, NULL, errno), ok = 0;
+  }
+  if (locked) close(f->fd), f->fd = -1;
   if (!ok) unlink(f->tmp);
   free(f->tmp);
   f->tmp = NULL;
@@ -493,6 +548,17 @@ static int open_own(const char *path, int flags, char *why, size_t cap) {
   return -1;
 }
 
+/* Takes fd's lock, held while the partial is this run's temporary (one
+ * run at a time continues it); 0 when another run holds it, or when the
+ * name no longer leads to fd (renamed into place or removed by a run that
+ * held the lock first).  Where locks are not kept (ENOLCK), 1: as before. */
+static int lock_partial(int fd, const char *path) {
+  struct stat held, named;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) return errno != EWOULDBLOCK && errno != EAGAIN;
+  return fstat(fd, &held) == 0 && lstat(path, &named) == 0 && held.st_dev == named.st_dev &&
+         held.st_ino == named.st_ino;
+}
+
 int outfile_partial_open(outfile *f, const char *url) {
   char validator[1024], why[128];
   size_t cap = sizeof validator;
@@ -503,6 +569,13 @@ int outfile_partial_open(outfile *f, const char *url) {
   sidecar_name(partial, side, sizeof side);
   /* read too: its bytes are hashed for the digests */
   int fd = open_own(partial, O_RDWR, why, sizeof why), side_fd = -1;
+  if (fd >= 0 && !lock_partial(fd, partial)) {
+    /* another run continues it (two of one command at once): never
+     * written by both, nor removed under the other */
+    snprintf(why, sizeof why, "another run is continuing it");
+    close(fd);
+    fd = -1;
+  }
   const char *bad = why[0] ? partial : NULL;
   if (fd >= 0 && (side_fd = open_own(side, O_RDONLY, why, sizeof why)) < 0 && why[0]) bad = side;
   if (bad) {
@@ -544,7 +617,23 @@ int outfile_partial_keep(outfile *f, const char *url, const char *validator) {
   int ok = partial != NULL && fsync(f->fd) == 0;
   ok = close(f->fd) == 0 && ok;
   f->fd = -1;
-  if (ok && strcmp(f->tmp, partial) != 0 && rename(f->tmp, partial) != 0) ok = 0;
+  /* a partial another run continues is not replaced under it: that run
+   * would put these bytes in place as its own */
+  int other = -1, busy = 0;
+  if (ok && strcmp(f->tmp, partial) != 0) {
+    other = open(partial, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    busy = other >= 0 && !lock_partial(other, partial);
+    if (busy) {
+      fprintf(stderr,
+              "luaretry: %s %s: the partial download is not kept: another run is continuing %s\n",
+              f->option, f->path, partial);
+      ok = 0;
+      errno = 0;
+    } else if (rename(f->tmp, partial) != 0) {
+      ok = 0;
+    }
+  }
+  if (other >= 0) close(other);
   if (ok) {
     /* the sidecar last, whole or not at all: without it the partial is
      * never continued.  Its temporary is a new file of a name no one can
@@ -564,7 +653,7 @@ int outfile_partial_keep(outfile *f, const char *url, const char *validator) {
     }
   }
   if (!ok) {
-    complain(f, "keeping the partial download", errno);
+    if (!busy) complain(f, "keeping the partial download", errno);
     unlink(f->tmp);
   }
   if (partial != f->partial) free(partial);

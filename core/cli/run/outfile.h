@@ -136,8 +136,13 @@ void outfile_partial_hold(outfile *f);
 /* An unlinked temporary file in $TMPDIR (or /tmp), read-write, close on
  * exec; -1 with errno. */
 int outfile_spool_fd(void);
-/* Where those go: $TMPDIR, else /tmp. */
+/* Where those go: $TMPDIR (a relative one from the current folder, as
+ * mktemp(1) and sort(1) take it: luaretry never changes folder), else
+ * /tmp. */
 const char *outfile_spool_dir(void);
+/* The same for a message: "DIR (TMPDIR)", "DIR (TMPDIR, relative to
+ * CWD)" or "/tmp", escaped; valid until the next call. */
+const char *outfile_spool_named(void);
 /* Whether the file system of spool fd keeps room to grow by the next look
  * (16 MiB) and still have 1/20 of it free; 1 when it cannot be told. */
 int outfile_spool_room(int fd);

@@ -92,6 +92,16 @@ static void metric(FILE *f, const char *name, const char *type, const char *help
   fputs("\"} ", f);
 }
 
+/* What is known of a run that ended before its policy loaded: when, and
+ * its exit status; no counter (none was kept, and a 0 would read as a
+ * reset). */
+static void prometheus_early(FILE *f, const char *policy, int exit_status) {
+  metric(f, "exit_status", "gauge", "Exit status of the run that wrote this file.", policy);
+  fprintf(f, "%d\n", exit_status);
+  metric(f, "last_run_timestamp_seconds", "gauge", "When that run ended (Unix time).", policy);
+  fprintf(f, "%lld\n", (long long)time(NULL));
+}
+
 static void prometheus(FILE *f, const luaretry_metrics *m, const char *policy, int exit_status) {
   char name[64];
   for (size_t i = 0; i < N_COUNTERS; i++) {
@@ -105,13 +115,11 @@ static void prometheus(FILE *f, const luaretry_metrics *m, const char *policy, i
   fprintf(f, "%.6f\n", m->budget_tokens);
   metric(f, "breaker_state", "gauge", "Circuit breaker: 0 closed, 1 open, 2 half-open.", policy);
   fprintf(f, "%d\n", (int)m->breaker);
-  metric(f, "exit_status", "gauge", "Exit status of the run that wrote this file.", policy);
-  fprintf(f, "%d\n", exit_status);
-  metric(f, "last_run_timestamp_seconds", "gauge", "When that run ended (Unix time).", policy);
-  fprintf(f, "%lld\n", (long long)time(NULL));
+  prometheus_early(f, policy, exit_status);
 }
 
-/* The whole text into memory first, then one outfile: replaced whole. */
+/* The whole text into memory first, then one outfile: replaced whole.
+ * m NULL: no policy loaded. */
 static void metrics_file(const char *path, const luaretry_metrics *m, const char *policy,
                          int exit_status) {
   char *text = NULL;
@@ -121,7 +129,10 @@ static void metrics_file(const char *path, const luaretry_metrics *m, const char
     fprintf(stderr, "luaretry: --metrics-file %s: out of memory\n", path);
     return;
   }
-  prometheus(mem, m, policy, exit_status);
+  if (m)
+    prometheus(mem, m, policy, exit_status);
+  else
+    prometheus_early(mem, policy, exit_status);
   fclose(mem);
   outfile out;
   outfile_init(&out, path, "--metrics-file");
@@ -134,21 +145,38 @@ void report_end(const run_args *a, const luaretry_policy *p, FILE *json, luaretr
                 long attempts, int exit_status) {
   luaretry_metrics m;
   luaretry_tuning t;
-  if (luaretry_policy_metrics(p, &m) != LUARETRY_OK || luaretry_policy_tuning(p, &t) != LUARETRY_OK)
+  memset(&m, 0, sizeof m);
+  /* no policy (it did not load): named as given */
+  const char *name = a->policy ? a->policy : "";
+  if (p && (luaretry_policy_metrics(p, &m) != LUARETRY_OK ||
+            luaretry_policy_tuning(p, &t) != LUARETRY_OK))
     return;
+  if (p) name = t.name;
   if (json) {
+    /* no verdict without a decision: a usage error, a run that ended
+     * before its call (a policy that did not load, an interrupted read) */
+    int decided = exit_status != EXIT_USAGE && reason != LUARETRY_REASON_NONE;
     fputs("{\"summary\":true,\"verdict\":", json);
-    cli_json_string(json, exit_status == EXIT_USAGE ? NULL : luaretry_reason_name(reason));
+    cli_json_string(json, decided ? luaretry_reason_name(reason) : NULL);
     fprintf(json, ",\"attempts\":%ld,\"total_wait\":%.6f,\"exit\":%d,\"policy\":",
             /* hedges: attempts made, not the number of the one that decided */
             attempts < 0 || m.hedges ? (long)m.attempts : attempts, m.time_waited, exit_status);
-    cli_json_string(json, t.name);
+    cli_json_string(json, name);
     fprintf(json, ",\"hedges\":%llu,\"hedges_won\":%llu,\"hedges_cancelled\":%llu}\n",
             (unsigned long long)m.hedges, (unsigned long long)m.hedges_won,
             (unsigned long long)m.hedges_cancelled);
     log_json_flush(json);
   }
-  if (a->stats == 1) log_stats(p);
-  if (a->stats == 2) stats_json(&m, t.name);
-  if (a->metrics_file) metrics_file(a->metrics_file, &m, t.name, exit_status);
+  /* --stats tells a policy's counters: none without one */
+  if (p && a->stats == 1) log_stats(p);
+  if (p && a->stats == 2) stats_json(&m, name);
+  if (a->metrics_file) metrics_file(a->metrics_file, p ? &m : NULL, name, exit_status);
+}
+
+void report_early(const run_args *a, const luaretry_policy *p, int exit_status, int log) {
+  FILE *json = NULL;
+  /* a log that cannot be opened is said (the run's status stays its own) */
+  if (log) log_json_open(a->log_json, &json, 0);
+  report_end(a, p, json, LUARETRY_REASON_NONE, 0, exit_status);
+  log_json_close(json, a->log_json);
 }

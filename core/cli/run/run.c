@@ -14,8 +14,9 @@
 
 typedef enum { RUN_URL, RUN_BATCH, RUN_COMMAND, RUN_WORKFLOW } run_mode;
 
-/* One URL: -G's query and -T's file name in it, -O's file named by it. */
-static int single_url_options(run_args *a) {
+/* One URL: -G's query and -T's file name in it, -O's file named by it
+ * (*clash: that is another option's file). */
+static int single_url_options(run_args *a, int *clash) {
   if (a->get || a->upload_file) {
     char *full = run_args_keep(a, url_for_call(a, a->url));
     if (!full) return EXIT_POLICY;
@@ -31,7 +32,9 @@ static int single_url_options(run_args *a) {
   a->output = strcmp(dir, ".") == 0 ? name : path;
   a->output_by_url = 1;
   /* -c, --log-json ... naming the same file: refused as -o's are */
-  return run_check_outputs(a);
+  int status = run_check_outputs(a);
+  *clash = status != 0;
+  return status;
 }
 
 /* The option as typed (args.c), else its usual name. */
@@ -78,8 +81,8 @@ static const char *workflow_refused(const run_args *a) {
 }
 
 /* What to run, from the options and whether the policy has run(); 0 or a
- * usage status. */
-static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
+ * usage status (*clash: -O's file is another option's). */
+static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode, int *clash) {
   if (a->command) {
     *mode = RUN_COMMAND;
     return 0;
@@ -120,7 +123,7 @@ static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode) {
     return cli_usage("%s", what);
   }
   if (a->url_fixed) a->url = a->url_fixed; /* no scheme: http://, as curl guesses */
-  return single_url_options(a);
+  return single_url_options(a, clash);
 }
 
 /* The bytes -C - or an earlier run left, for the digests (the sink's ud
@@ -437,6 +440,7 @@ static int run_one(const run_args *a, luaretry_policy *p, run_mode mode) {
   log.quota_max_wait = log_quota_max_wait(p);
   int opened = log_json_open(a->log_json, &log.json, a->verbosity > 0 || a->show_error);
   if (opened != 0) {
+    report_end(a, p, NULL, LUARETRY_REASON_NONE, 0, opened); /* --metrics-file's status */
     free(target);
     return opened;
   }
@@ -553,13 +557,20 @@ static void blame_options(const run_args *a) {
   fputs(": it cannot take what that sets\n", stderr);
 }
 
-/* libcurl set up and the policy loaded around the run. */
+/* libcurl set up and the policy loaded around the run.  A run that ends
+ * before its call (the policy did not load, a usage error found with it)
+ * still ends --log-json with its summary and writes --metrics-file, as a
+ * run that made its call does: neither is left saying an earlier run's. */
 static int run_loaded(run_args *a) {
   cli_store store;
   int status = cli_fleet_store(a->fleet, a->redis, &store);
-  if (status != 0) return status;
+  if (status != 0) {
+    report_early(a, NULL, status, 1);
+    return status;
+  }
   if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
     fprintf(stderr, "luaretry: cannot initialise libcurl\n");
+    report_early(a, NULL, EXIT_POLICY, 1);
     return EXIT_POLICY;
   }
   status = EXIT_POLICY;
@@ -570,7 +581,8 @@ static int run_loaded(run_args *a) {
   if (p && store.field && a->verbosity == 0 && a->show_error)
     cli_fleet_warn_unshared(p, store.from);
   run_mode mode = RUN_URL;
-  if (p && (status = choose_mode(a, p, &mode)) == 0 && trace_open(a) != 0)
+  int reported = 0, clash = 0; /* run_one and batch_run report their end */
+  if (p && (status = choose_mode(a, p, &mode, &clash)) == 0 && trace_open(a) != 0)
     status = EXIT_USAGE;
   else if (p && status == 0 && (status = stall_default(a, p)) == 0) {
     log_policy_events(p, a->verbosity);
@@ -582,12 +594,14 @@ static int run_loaded(run_args *a) {
       status = EXIT_POLICY;
     } else {
       status = mode == RUN_BATCH ? batch_run(a, p) : run_one(a, p, mode);
+      reported = 1;
     }
     if (curlopts_end(a) != 0 && status == EXIT_OK) {
       fprintf(stderr, "luaretry: -c %s: the cookie jar could not be written\n", a->cookie_jar);
       status = EXIT_FINAL;
     }
   }
+  if (!reported) report_early(a, p, status, !clash);
   trace_close();
   luaretry_policy_free(p);
   curl_global_cleanup();
@@ -604,6 +618,10 @@ int cli_run(int argc, char **argv) {
   }
   run_args a;
   int status = parse_run(argc, argv, &a, words);
+  /* a stop signal cut -K's read: nothing runs (-s: said only when given
+   * before the -K, the options after it never read) */
+  if (status == EXIT_INTERRUPTED && (a.verbosity > 0 || a.show_error))
+    fprintf(stderr, "luaretry: interrupted\n");
   if (status == 0) status = run_loaded(&a);
   run_args_free(&a);
   free(a.url_fixed);

@@ -498,10 +498,16 @@ void trace_close(void);
 
 /* --stats (text or JSON) on standard error, --metrics-file, and the
  * summary object that ends --log-json (`json`, may be NULL): the call's
- * verdict, its attempts (< 0: the policy's count, for a batch), the total
- * wait and the exit status. */
+ * verdict (LUARETRY_REASON_NONE: none was decided), its attempts (< 0: the
+ * policy's count, for a batch), the total wait and the exit status.  p
+ * NULL: the policy did not load; the summary and the metrics file say the
+ * exit status, the policy named as given. */
 void report_end(const run_args *a, const luaretry_policy *p, FILE *json, luaretry_reason reason,
                 long attempts, int exit_status);
+/* report_end for a run that ended before any call (p NULL: before or
+ * while its policy loaded): --log-json opened for its summary alone, if
+ * `log` (not when its file is also another option's: left alone). */
+void report_early(const run_args *a, const luaretry_policy *p, int exit_status, int log);
 
 /* ---- the ways to run: each fills `final`; the final body goes to `out` */
 

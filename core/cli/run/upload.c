@@ -50,7 +50,9 @@ static spool_status wait_readable(int src, double end) {
 spool_status spool_input(int src, const char *what, double seconds, int *out_fd, uint64_t *size) {
   int fd = outfile_spool_fd();
   if (fd < 0) {
-    fprintf(stderr, "luaretry: %s: cannot create a temporary file: %s\n", what, strerror(errno));
+    int err = errno;
+    fprintf(stderr, "luaretry: %s: cannot create a temporary file in %s: %s\n", what,
+            outfile_spool_named(), strerror(err));
     return SPOOL_ERROR;
   }
   double end = seconds > 0 ? now_seconds() + seconds : 0;
