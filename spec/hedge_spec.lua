@@ -467,6 +467,27 @@ describe("simulate --latency", function ()
     assert.matches("without:      p50 0%.010 s  p99 1%.000 s", r.stdout)
   end)
 
+  it("runs its calls on one timeline for the guards, each first attempt waiting for its rate token", function ()
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    local path = dir .. "/p.lua"
+    proc.writefile(path, "max_attempts = 3\nattempt_timeout = 5\nhedge = { delay = 0.05, max = 1, share = 1 }\n" ..
+                         "rate = { limit = 1000, burst = 3 }\n")
+    -- 100 calls of 0.5 s one after another: a limiter of 1000 a second
+    -- refills between them, so every call hedges (2 of 100 did: the calls
+    -- met the limiter at the real time of their begin, all at once)
+    local r = proc.run({"simulate", path, "--latency", "0.5", "--calls", "100", "--json"})
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(100, proc.json.decode(proc.lines(r.stdout)[1]).hedges)
+    -- 5 tokens a second, one at a time: each call's first attempt waits for
+    -- its token (0.2 s apart), as run's does
+    r = proc.run({"simulate", path, "--set", "rate.limit=5", "--set", "rate.burst=1", "--latency", "0.01",
+                  "--calls", "20", "--json"})
+    assert.are.equal(0, r.code, r.stderr)
+    local with = proc.json.decode(proc.lines(r.stdout)[1])
+    assert.is_true(with.p50 >= 0.19, "p50 " .. with.p50)
+  end)
+
   it("gives each run fresh guards of its own: the run without the hedge inherits no spent budget", function ()
     -- every attempt times out; a budget of 4 tokens allows one retry in all
     local r = proc.run({"simulate", "http", "--set", "attempt_timeout=0.5", "--set", "budget.max_tokens=4",

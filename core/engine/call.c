@@ -267,6 +267,10 @@ const char *luaretry_call_errmsg(const luaretry_call *c) {
   return !lr_call_ok(c) ? "no call" : c->cold && c->cold->errmsg ? c->cold->errmsg : "";
 }
 
+void lr_call_guard_origin(luaretry_call *c, double origin) {
+  if (lr_call_ok(c) && c->clock.is_virtual) c->guard_origin = origin;
+}
+
 luaretry_code luaretry_call_errmsg_set(luaretry_call *c, luaretry_code code, const char *message) {
   if (!lr_call_ok(c)) return code;
   lr_call_say(LR_COLD_SLOT(c, errmsg), "%s", message ? message : "");

@@ -779,6 +779,11 @@ typedef struct {
 luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_attempts,
                           lr_shared *shared, const lr_remote *remote,
                           const luaretry_call_options *o, luaretry_call **out);
+/* A call on the virtual clock whose guards see its clock from `origin`
+ * (the guards' time of its start) instead of the real time at its begin:
+ * simulated calls one after another stay on one timeline (a rate limiter
+ * refills between them). */
+void lr_call_guard_origin(luaretry_call *c, double origin);
 /* An option flag of lr_call_new's alone (beside luaretry.h's): a
  * simulated process's call (luaretry_simulate_herd's fleet) whose adaptive
  * rate is its own, made on its first answer that counts (guard_rate.c):
