@@ -193,6 +193,21 @@ describe("the fleet's rate limiter against a real Redis", function ()
     assert.is_true(ahead ~= nil and ahead > 2 and ahead <= 4, x.stdout)
   end)
 
+  -- final119, beside other jobs: Redis took more than fleet.command_timeout
+  -- (100 ms) to answer `luaretry fleet`, which is a look, not a call
+  it("fleet waits up to 2 s for a slow Redis's reply, not a call's command timeout", function ()
+    local key = new_key()
+    assert.are.equal("OK", r:cli("CLIENT", "PAUSE", "600", "ALL"))
+    local x = proc.run({ "fleet", RATE, "--redis", r.url, "--set", "fleet.key=" .. key })
+    assert.are.equal(0, x.code, x.stderr)
+    -- given with --set, the policy's own patience holds
+    assert.are.equal("OK", r:cli("CLIENT", "PAUSE", "600", "ALL"))
+    x = proc.run({ "fleet", RATE, "--redis", r.url, "--set", "fleet.key=" .. key, "--set",
+                   "fleet.command_timeout=100" })
+    assert.are.equal(1, x.code, x.stdout)
+    assert.matches("no reply in time", x.stderr)
+  end)
+
   it("leaves an adaptive rate to each process: the budget is shared, no rate key is written", function ()
     local key = new_key()
     local x = proc.run({ "run", ADAPTIVE, srv.base .. "/200", "-s", "--redis", r.url, "--set",

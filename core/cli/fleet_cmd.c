@@ -306,6 +306,20 @@ static const char *store_set(const fleet_args *a) {
   return field;
 }
 
+/* A one-shot look is no call: it waits up to ADMIN_PATIENCE_MS for each
+ * reply (a loaded Redis, a busy machine), or the policy's
+ * fleet.command_timeout when longer or given with --set. */
+#define ADMIN_PATIENCE_MS 2000
+
+static void admin_patience(luaretry_policy *p, const fleet_args *a) {
+  for (int i = 0; i < a->nsets; i++)
+    if (strncmp(a->sets[i], "fleet.command_timeout=", 22) == 0) return;
+  char ms[32];
+  if (luaretry_policy_get(p, "fleet.command_timeout", ms, sizeof ms) == LUARETRY_OK &&
+      atof(ms) < ADMIN_PATIENCE_MS)
+    luaretry_policy_set(p, "fleet.command_timeout", "2000");
+}
+
 int cli_fleet(int argc, char **argv) {
   fleet_args a;
   int status = parse_fleet(argc, argv, &a);
@@ -338,6 +352,7 @@ int cli_fleet(int argc, char **argv) {
   /* what --reset removed (a refused store's file), said by the library */
   said_lines lines = { { NULL }, 0 };
   luaretry_policy_on_fleet(p, say_line, &lines);
+  admin_patience(p, &a);
   luaretry_fleet_status st;
   luaretry_code rc =
     a.reset ? luaretry_policy_fleet_reset(p) : luaretry_policy_fleet_status(p, &st);
