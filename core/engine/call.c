@@ -53,7 +53,7 @@ static void stop_late(luaretry_call *c, double at) {
                         "the call's deadline passed %.*f s before it began", lr_seconds_digits(ago),
                         ago);
   }
-  if (!c->one_round) lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+  lr_count_unattempted(c);
 }
 
 double luaretry_clock_now(void) { return lr_monotonic_now(); }
@@ -153,7 +153,7 @@ luaretry_code luaretry_call_next(luaretry_call *c, luaretry_decision *d) {
                         "the deadline (%.*f s) %s before the attempt was asked for (%.*f s)",
                         lr_deadline_digits(c), c->deadline, lr_deadline_came(c, d->elapsed),
                         lr_deadline_digits(c), d->elapsed);
-    lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+    lr_count_unattempted(c);
     lr_call_observe(c, NULL, d);
     return LUARETRY_OK;
   }
@@ -256,7 +256,7 @@ double luaretry_call_connect_timeout(const luaretry_call *c) {
 
 void luaretry_call_stall(const luaretry_call *c, double *seconds, long *speed) {
   if (seconds) *seconds = lr_call_ok(c) ? c->rules->stall_timeout : 0;
-  if (speed) *speed = c ? c->rules->stall_speed : 0;
+  if (speed) *speed = lr_call_ok(c) ? c->rules->stall_speed : 0;
 }
 
 double luaretry_call_elapsed(const luaretry_call *c) {
@@ -373,6 +373,6 @@ void luaretry_call_stop_cancelled(luaretry_call *c, luaretry_decision *d) {
   d->hook_error = NULL;
   lr_chain_give_back(c); /* the attempt asked for never went */
   lr_call_stop(c, d, LUARETRY_REASON_CANCELLED, "cancel");
-  lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+  lr_count_unattempted(c);
   lr_call_observe(c, NULL, d);
 }

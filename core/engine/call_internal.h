@@ -171,6 +171,13 @@ lr_call_cold *lr_call_cold_get(luaretry_call *c);
  * lr_call_buffer and lr_call_say then leave the message out. */
 #define LR_COLD_SLOT(c, f) (lr_call_cold_get(c) ? &(c)->cold->f : NULL)
 /* Tells the host's observer of a decision, if it set one. */
+/* A call that stopped before any attempt, counted so (metrics.attempts is
+ * retries + stops - these + hedges); a workflow's request is not a call
+ * in the metrics: its stop is not counted, nor this. */
+static inline void lr_count_unattempted(luaretry_call *c) {
+  if (!c->one_round) lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+}
+
 static inline void lr_call_observe(luaretry_call *c, const luaretry_outcome *o,
                                    const luaretry_decision *d) {
   if (c->cold && c->cold->observer) c->cold->observer(c->cold->observer_ud, o, d);

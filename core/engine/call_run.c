@@ -13,7 +13,7 @@ static void gave_up(luaretry_call *c, int attempt, luaretry_code rc, luaretry_de
                       "attempt %d: the operation "
                       "gave up: %s",
                       attempt, luaretry_strerror(rc));
-  lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+  lr_count_unattempted(c);
   lr_call_say(LR_COLD_SLOT(c, errmsg), "%s", d->message ? d->message : "the operation gave up");
   lr_call_observe(c, NULL, d);
 }
@@ -41,6 +41,9 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op, void
   if (c->stopped) {
     /* refused at begin (circuit open): a decision, not a misuse */
     if (c->attempts == 0) return luaretry_call_next(c, final);
+    luaretry_call_next(c, final); /* how it stopped, as every step says it */
+    lr_call_say(LR_COLD_SLOT(c, errmsg), "the call already stopped (%s); begin a new one",
+                luaretry_reason_name(c->reason));
     return LUARETRY_E_STATE;
   }
   if (c->rules->guards.rate && c->attempts == 0) { /* the first attempt's token */

@@ -107,7 +107,7 @@ void lr_call_started_late(luaretry_call *c) {
                       "the deadline (%.*f s) %s while the fleet was asked for a probe permit",
                       lr_deadline_digits(c), c->deadline, lr_deadline_came(c, elapsed));
   lr_chain_give_back(c);
-  lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+  lr_count_unattempted(c);
 }
 
 /* A call the guards refuse before its first attempt (an open circuit,
@@ -119,7 +119,7 @@ void lr_chain_begin(luaretry_call *c) {
   luaretry_decision d;
   memset(&d, 0, sizeof d);
   lr_ask a = { c->one_round ? LR_KIND_REQUEST : LR_KIND_FIRST, 0, 0, 0, 0, 0, NULL };
-  if (lr_chain_admit(c, &a, &d)) lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+  if (lr_chain_admit(c, &a, &d)) lr_count_unattempted(c);
 }
 
 /* The fleet's view brought up to date before a retry; a retry that its
@@ -176,7 +176,7 @@ int lr_chain_going(luaretry_call *c, luaretry_decision *d) {
   a.now = now - c->start;
   if (!stopped && !admit(c, ask, &a, d)) return 0;
   lr_chain_give_back(c);
-  lr_count(c->shared, LR_M_UNATTEMPTED, 1);
+  lr_count_unattempted(c);
   lr_call_observe(c, NULL, d);
   return 1;
 }

@@ -839,6 +839,69 @@ static void test_prepare_names_header(void) {
   luaretry_policy_free(p);
 }
 
+/* helper-77's random sequences: a workflow's request refused before any
+ * attempt took 1 off metrics.attempts each time (it wrapped below 0); a
+ * stopped call's luaretry_call_run said nothing; luaretry_call_stall read
+ * a handle of another kind. */
+static luaretry_code op_unused(void *ud, luaretry_call *c, int attempt, double timeout,
+                               luaretry_outcome *out) {
+  (void)ud, (void)c, (void)attempt, (void)timeout;
+  out->status = 200;
+  return LUARETRY_OK;
+}
+
+static void test_random_sequences_found(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(
+               p, "=r", "max_attempts = 3\ndeadline = 2\nrate = { limit = 0.1, burst = 1 }\n"),
+             LUARETRY_OK);
+  for (int i = 0; i < 3; i++) {
+    luaretry_call_options o;
+    luaretry_call_options_init(&o);
+    o.flags = LUARETRY_CALL_WORKFLOW_REQUEST;
+    luaretry_call *c;
+    CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
+    luaretry_decision d;
+    CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+    CHECK_EQ_INT(d.retry, i == 0); /* the one token, then rate_limit */
+    luaretry_call_free(c);
+    luaretry_metrics m;
+    CHECK_CODE(luaretry_policy_metrics(p, &m), LUARETRY_OK);
+    CHECK_EQ_INT((long long)m.attempts, 0);
+  }
+  luaretry_call_options o;
+  luaretry_call_options_init(&o);
+  o.flags = LUARETRY_CALL_WORKFLOW_REQUEST;
+  luaretry_call *c;
+  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
+  luaretry_decision d;
+  luaretry_call_stop_cancelled(c, &d);
+  luaretry_call_free(c);
+  luaretry_metrics m;
+  CHECK_CODE(luaretry_policy_metrics(p, &m), LUARETRY_OK);
+  CHECK_EQ_INT((long long)m.attempts, 0);
+  /* a call stopped by its answer: run says so, as report does */
+  CHECK_CODE(luaretry_policy_load_string(p, "=s", "max_attempts = 3\ndeadline = 10\n"),
+             LUARETRY_OK);
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  luaretry_outcome out;
+  luaretry_outcome_init(&out);
+  out.status = 200;
+  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_report(c, &out, &d), LUARETRY_OK);
+  CHECK_CODE(luaretry_call_run(c, op_unused, NULL, &d), LUARETRY_E_STATE);
+  CHECK_CONTAINS(luaretry_call_errmsg(c), "the call already stopped (success)");
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS);
+  luaretry_call_free(c);
+  /* a handle of another kind: refused, as every luaretry_call_* does */
+  double secs = -1;
+  long speed = -1;
+  luaretry_call_stall((luaretry_call *)p, &secs, &speed);
+  CHECK(secs == 0 && speed == 0);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   if (chdir(LUARETRY_DATADIR) != 0) {
     perror(LUARETRY_DATADIR);
@@ -861,5 +924,6 @@ int main(void) {
   test_policy_refusals_named();
   test_print_nul();
   test_prepare_names_header();
+  test_random_sequences_found();
   return check_done();
 }
