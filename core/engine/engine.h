@@ -285,6 +285,8 @@ typedef struct {
   lr_guards guards; /* the settings last configured: for a reload to
                                  tell whether they changed */
   atomic_llong milli_tokens;
+  atomic_llong milli_max;      /* guards.max_tokens in thousandths, for readers
+                                  that hold no lock (a reload writes guards) */
   atomic_llong hedge_milli;    /* hedging's credit, in thousandths of a hedge */
   atomic_llong reserve_tat_ns; /* the reserve's GCRA: when it was last empty */
   atomic_int breaker_state, consecutive_failures, probes_left;

@@ -38,6 +38,7 @@ void lr_shared_init(lr_shared *s, const lr_guards *g) {
   memset(s, 0, sizeof *s);
   s->guards = *g;
   atomic_init(&s->milli_tokens, (long long)llround(g->max_tokens * MILLI));
+  atomic_init(&s->milli_max, (long long)llround(g->max_tokens * MILLI));
   atomic_init(&s->hedge_milli, (long long)LR_HEDGE_RESERVE * MILLI);
   atomic_init(&s->reserve_tat_ns, LLONG_MIN / 2);
   atomic_init(&s->breaker_state, LUARETRY_BREAKER_CLOSED);
@@ -73,6 +74,7 @@ static void window_clear(lr_shared *s) {
 void lr_shared_configure(lr_shared *s, const lr_guards *g) {
   if (same_guards(&s->guards, g)) return;
   s->guards = *g;
+  atomic_store(&s->milli_max, (long long)llround(g->max_tokens * MILLI));
   atomic_store(&s->milli_tokens, (long long)llround(g->max_tokens * MILLI));
   for (int k = 0; k < LR_STRIPES; k++) atomic_store(&s->stripes[k].v[LR_BUDGET_PENDING], 0);
   atomic_store(&s->reserve_tat_ns, LLONG_MIN / 2);
@@ -154,9 +156,8 @@ static inline void bring_in(lr_shared *s, const lr_guards *g, int k) {
   if (x) add_tokens(s, g, x);
 }
 
-static long long milli_max_of(const lr_shared *s) {
-  return (long long)llround(s->guards.max_tokens * MILLI);
-}
+/* Read without the lock a reload writes s->guards under: its own atomic. */
+static long long milli_max_of(lr_shared *s) { return atomic_load(&s->milli_max); }
 
 static long long budget_milli(lr_shared *s, long long max) {
   long long t = atomic_load(&s->milli_tokens);

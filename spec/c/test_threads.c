@@ -261,8 +261,53 @@ static void test_budget_of_threads(void) {
   luaretry_policy_free(p);
 }
 
+/* Reloads while calls decide (helper-77's random threads under TSan): a
+ * reload wrote the shared budget's settings as a plain struct while a
+ * call read its max_tokens to report the budget, with no lock between. */
+static const char *const RELOADED[2] = {
+  "max_attempts = 3\nbudget = { max_tokens = 10, token_ratio = 0.1 }\n"
+  "backoff = { initial = 0, jitter = 'none' }\n",
+  "max_attempts = 3\nbudget = { max_tokens = 20, token_ratio = 0.1 }\n"
+  "backoff = { initial = 0, jitter = 'none' }\n",
+};
+
+static void *deciding(void *arg) {
+  luaretry_policy *p = arg;
+  luaretry_call_options o;
+  luaretry_call_options_init(&o);
+  o.flags = LUARETRY_CALL_VIRTUAL_TIME;
+  luaretry_outcome out;
+  luaretry_outcome_init(&out);
+  out.status = 503;
+  for (int i = 0; i < 400; i++) {
+    luaretry_call *c;
+    if (luaretry_call_begin(p, &o, &c) != LUARETRY_OK) continue;
+    luaretry_decision d;
+    for (int k = 0; k < 3 && luaretry_call_report(c, &out, &d) == LUARETRY_OK && d.retry; k++)
+      luaretry_call_wait(c, d.wait);
+    luaretry_call_free(c);
+  }
+  return NULL;
+}
+
+static void test_reload_beside_calls(void) {
+  luaretry_policy *p;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_load_string(p, "=r0", RELOADED[0]), LUARETRY_OK);
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) pthread_create(&t[i], NULL, deciding, p);
+  for (int i = 0; i < 100; i++)
+    CHECK_CODE(luaretry_policy_load_string(p, "=r", RELOADED[i % 2]), LUARETRY_OK);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  luaretry_metrics m;
+  CHECK_CODE(luaretry_policy_metrics(p, &m), LUARETRY_OK);
+  CHECK(m.budget_tokens >= 0 && m.budget_tokens <= 20);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   test_budget_of_threads(); /* first: most of its threads own a stripe */
+  test_reload_beside_calls();
   luaretry_policy *p;
   CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
   /* what is tested here is not time: a busy machine (two cores shared,
