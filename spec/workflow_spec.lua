@@ -31,6 +31,27 @@ describe("workflows", function ()
     end
   end
 
+  it("http.* refuses a NUL byte in a URL, a method or a header, and a method that is no token, as prepare() does", function ()
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    local url = srv.base .. "/v1/projects/p:getIamPolicy"
+    local cases = {
+      { ("http.get(%q .. '\\0x')"):format(url), "the URL holds a NUL byte" },
+      { ("http.get(%q, { ['X-Tok'] = 'abc\\0def' })"):format(url), "a header value holds a NUL byte" },
+      { ("http.request{ method = 'POST\\0x', url = %q }"):format(url), "the method holds a NUL byte" },
+      { ("http.request{ method = 'GE T', url = %q }"):format(url), 'the method "GE T" is not a method' },
+    }
+    for i, case in ipairs(cases) do
+      local wf = dir .. "/nul" .. i .. ".lua"
+      proc.writefile(wf, "max_attempts = 1\ndeadline = 20\nattempt_timeout = 10\n" ..
+                         "function run(http, args) local r = " .. case[1] .. " return 200, 'sent\\n' end\n")
+      local r = run({ "run", wf })
+      assert.are.equal(3, r.code, r.stderr)
+      assert.matches("nul" .. i .. "%.lua:4: http: " .. case[2]:gsub("%p", "%%%0"), r.stderr)
+      assert.are.equal("", r.stdout)
+    end
+  end)
+
   it("run() is one call into the script: its own time between requests adds up to time_limit", function ()
     -- 40 requests, each after about 0.02 s of the script's own work:
     -- 0.8 s in all, over the 0.25 s limit however the requests are spaced

@@ -26,6 +26,15 @@ typedef struct {
   int time_up; /* a request found the attempt's time used up */
 } workflow;
 
+/* The string at idx, whole: one with a NUL byte is refused (the request
+ * would be cut at it, a header's value without a word). */
+static const char *whole(lua_State *L, int idx, const char *what) {
+  size_t len;
+  const char *s = lua_tolstring(L, idx, &len);
+  if (s && memchr(s, '\0', len)) luaL_error(L, "http: %s holds a NUL byte", what);
+  return s;
+}
+
 /* Reads request.headers (a table at idx) into h.  The strings are the
  * table's; a number's, made here, is kept in a table left on the stack
  * (popped, nothing would hold it while the request goes). */
@@ -41,8 +50,8 @@ static size_t read_headers(lua_State *L, int idx, luaretry_header *h) {
     if (lua_type(L, -2) != LUA_TSTRING || !lua_isstring(L, -1))
       luaL_error(L, "http: headers must map names to strings");
     int number = lua_type(L, -1) == LUA_TNUMBER; /* made a string below */
-    h[n].name = lua_tostring(L, -2);
-    h[n].value = lua_tostring(L, -1);
+    h[n].name = whole(L, -2, "a header name");
+    h[n].value = whole(L, -1, "a header value");
     if (number)
       lua_rawseti(L, made, (lua_Integer)n + 1); /* kept, and popped */
     else
@@ -61,6 +70,9 @@ static void check_request(lua_State *L, const luaretry_request *req) {
   for (int i = 0; i < 2; i++)
     if (texts[i] && strpbrk(texts[i], "\r\n"))
       luaL_error(L, "http: the %s holds a line break", i ? "method" : "URL");
+  if (!lr_header_name_ok(req->method, strlen(req->method))) /* RFC 9110's token, as a name's */
+    luaL_error(L, "http: the method \"%s\" is not a method (%s)", lr_quote_clip(L, req->method),
+               LR_HEADER_NAME_RULE);
   for (size_t i = 0; i < req->header_count; i++) /* prepare's rule for a name (RFC 9110) */
     if (!lr_header_name_ok(req->headers[i].name, strlen(req->headers[i].name)) ||
         strpbrk(req->headers[i].value, "\r\n"))
@@ -131,6 +143,7 @@ static int perform(lua_State *L, luaretry_request *req) {
 static int http_get(lua_State *L) {
   luaretry_header h[MAX_REQUEST_HEADERS];
   luaretry_request req = { .method = "GET", .url = luaL_checkstring(L, 1), .headers = h };
+  whole(L, 1, "the URL");
   req.header_count = read_headers(L, 2, h);
   return perform(L, &req);
 }
@@ -139,6 +152,7 @@ static int http_get(lua_State *L) {
 static int send_body(lua_State *L, const char *method) {
   luaretry_header h[MAX_REQUEST_HEADERS];
   luaretry_request req = { .method = method, .url = luaL_checkstring(L, 1), .headers = h };
+  whole(L, 1, "the URL");
   req.body = luaL_checklstring(L, 2, &req.body_len);
   req.header_count = read_headers(L, 3, h);
   return perform(L, &req);
@@ -155,9 +169,10 @@ static int http_request(lua_State *L) {
   lua_settop(L, 1);
   lua_getfield(L, 1, "method");
   req.method = luaL_optstring(L, 2, "GET");
+  if (!lua_isnil(L, 2)) whole(L, 2, "the method");
   lua_getfield(L, 1, "url");
   if (!lua_isstring(L, 3)) return luaL_error(L, "http.request: url must be a string");
-  req.url = lua_tostring(L, 3);
+  req.url = whole(L, 3, "the URL");
   lua_getfield(L, 1, "body");
   if (!lua_isnil(L, 4)) req.body = luaL_checklstring(L, 4, &req.body_len);
   lua_getfield(L, 1, "headers");
