@@ -22,6 +22,16 @@ local function row(out, label)
 end
 
 describe("luaretry check --probe", function()
+  it("judges a workflow policy's probes as its workflow's answers (info.workflow), as run does", function ()
+    local probe = '409 body={"error":{"status":"ABORTED"}}'
+    local wf = proc.run({ "check", proc.root .. "/policies/examples/iam-set-policy.lua", "--probe", probe },
+                        { timeout = 30 })
+    assert.matches("\n  409 body=[^\n]* retry ", wf.stdout)
+    -- the same probe of the policy alone, with no run(): final
+    local alone = proc.run({ "check", proc.root .. "/policies/iam.lua", "--probe", probe }, { timeout = 30 })
+    assert.matches("\n  409 body=[^\n]* final ", alone.stdout)
+  end)
+
   it("adds outcomes with headers, a method and a body to the probe table", function()
     local r = check({ HTTP, "--probe", '429 [RateLimit: "default";r=0;t=30]',
                       "--probe", "403 [X-RateLimit-Remaining: 0] [X-RateLimit-Reset: 20]",

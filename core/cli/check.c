@@ -131,7 +131,7 @@ static int run_probe(luaretry_policy *p, const cli_probe *pr, probe_row *row) {
     return probe_failed(row, why);
   }
   luaretry_outcome o;
-  cli_probe_outcome(pr, &o);
+  cli_probe_outcome(p, pr, &o);
   char why[1024];
   luaretry_decision d, ask;
   /* run's steps: next (the first attempt's token), the attempt, its

@@ -121,8 +121,10 @@ void cli_probe_free(cli_probe *p);
 /* A call of a probe's own: the virtual clock, `seed`, its own guards and
  * counters (isolated: nothing of the policy's changes). */
 luaretry_code cli_probe_begin(luaretry_policy *p, uint64_t seed, luaretry_call **c);
-/* The probe as an outcome (valid while p is) and as the request it answers. */
-void cli_probe_outcome(const cli_probe *p, luaretry_outcome *o);
+/* The probe as an outcome (valid while p is) and as the request it answers.
+ * A policy with run() judges only its workflow's answers: its probes are
+ * those (info.workflow true), as `run` gives them. */
+void cli_probe_outcome(luaretry_policy *pol, const cli_probe *p, luaretry_outcome *o);
 void cli_probe_request(const cli_probe *p, luaretry_request *r);
 /* The request before attempt `attempt`, as `run` makes it: prepare() and
  * is_idempotent() run; *not_repeatable as the curl helper sets it.  0, or

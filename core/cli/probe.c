@@ -184,9 +184,10 @@ luaretry_code cli_probe_begin(luaretry_policy *p, uint64_t seed, luaretry_call *
   return luaretry_call_begin(p, &opts, c);
 }
 
-void cli_probe_outcome(const cli_probe *p, luaretry_outcome *o) {
+void cli_probe_outcome(luaretry_policy *pol, const cli_probe *p, luaretry_outcome *o) {
   luaretry_outcome_init(o);
   o->kind = is_command(p) ? LUARETRY_OUTCOME_COMMAND : LUARETRY_OUTCOME_HTTP;
+  o->workflow = !is_command(p) && luaretry_policy_has_workflow(pol);
   o->status = p->status;
   o->error = p->error;
   o->body = p->body ? p->body : "";

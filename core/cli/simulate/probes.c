@@ -34,7 +34,7 @@ int cli_simulate_probes(luaretry_policy *p, const cli_probe *pr, size_t n, uint6
   for (long k = 1; k <= PROBE_ATTEMPT_CAP; k++) {
     const cli_probe *x = &pr[(size_t)k <= n ? (size_t)k - 1 : n - 1];
     luaretry_outcome o;
-    cli_probe_outcome(x, &o);
+    cli_probe_outcome(p, x, &o);
     char why[1024];
     luaretry_decision d;
     if (cli_probe_prepare(c, x, (int)k, &o.not_repeatable, why, sizeof why) != 0 ||
