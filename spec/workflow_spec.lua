@@ -52,6 +52,25 @@ describe("workflows", function ()
     end
   end)
 
+  it("a workflow's requests carry the policy's attempt_header and propagate headers, as every attempt does", function ()
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    local wf = dir .. "/prop.lua"
+    proc.writefile(wf, "max_attempts = 2\ndeadline = 20\nattempt_timeout = 10\nattempt_header = 'X-Attempt'\n" ..
+                       "propagate = {}\n" ..
+                       "function run(http, args) local r = http.post(args[1], '{}') return r.status, 'done\\n' end\n")
+    local url = srv.base .. "/v1/projects/p:getIamPolicy"
+    local r = run({ "run", wf, url })
+    assert.are.equal(0, r.code, r.stderr)
+    local seen = srv:requests_on("/v1/projects/p:getIamPolicy")
+    local h = seen[#seen].headers
+    assert.are.equal("1", h["x-attempt"])
+    -- the workflow may retry its rounds: the next service must not retry
+    assert.are.equal("0", h["luaretry-retries"])
+    local ms = tonumber(h["luaretry-deadline-ms"])
+    assert.is_true(ms ~= nil and ms > 0 and ms <= 10000, tostring(h["luaretry-deadline-ms"]))
+  end)
+
   it("run() is one call into the script: its own time between requests adds up to time_limit", function ()
     -- 40 requests, each after about 0.02 s of the script's own work:
     -- 0.8 s in all, over the 0.25 s limit however the requests are spaced

@@ -159,7 +159,8 @@ static inline double lr_call_timeout_at(const luaretry_call *c, double at) {
 }
 
 static inline lr_attempt_ctx lr_call_context(luaretry_call *c, int attempt, double elapsed) {
-  lr_attempt_ctx ctx = { attempt, elapsed, &c->rng, c->cold ? &c->cold->data : NULL, 0, c };
+  lr_attempt_ctx ctx = { attempt, elapsed, &c->rng,     c->cold ? &c->cold->data : NULL,
+                         0,       c,       c->one_round };
   return ctx;
 }
 

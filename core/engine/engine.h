@@ -741,6 +741,8 @@ typedef struct {
   lr_call_data *data;  /* NULL until the call keeps something: lr_attempt_data */
   int hedge;           /* the attempt is a hedge: info.hedge */
   luaretry_call *call; /* for its invocation id */
+  int request;         /* a workflow's request (LUARETRY_CALL_WORKFLOW_REQUEST):
+                          the script made it, prepare() is not run on it */
 } lr_attempt_ctx;
 
 /* The call's script-side data to write to: ctx->data, or the call's own

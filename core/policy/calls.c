@@ -186,7 +186,7 @@ luaretry_code luaretry_policy_prepare(luaretry_policy *p, const luaretry_request
   /* no call: info.call lasts this one prepare */
   lr_call_data once;
   memset(&once, 0, sizeof once);
-  lr_attempt_ctx ctx = { attempt, 0, NULL, &once, 0, NULL };
+  lr_attempt_ctx ctx = { attempt, 0, NULL, &once, 0, NULL, 0 };
   char err[LR_ERRMSG_SIZE];
   luaretry_code rc = lr_gen_prepare(g, in, attempt, out, &p->prepared, &ctx, err, sizeof err);
   free(once.blob);

@@ -604,7 +604,14 @@ static luaretry_code judge_prepare(void *ud, const luaretry_request *in, int att
   lr_gen *g = ud;
   lr_call_data *data = lr_attempt_data(ctx); /* made on first use */
   if (!data) return LUARETRY_E_NOMEM;
-  luaretry_code rc = lr_gen_prepare(g, in, attempt, out, &data->prepared, ctx, err, errlen);
+  /* a workflow's request is the script's own: not prepared again, but it
+   * carries the policy's headers as every attempt does (attempt_header,
+   * propagate: a retrying workflow tells the next service not to retry) */
+  luaretry_code rc = LUARETRY_OK;
+  if (ctx->request)
+    *out = *in;
+  else
+    rc = lr_gen_prepare(g, in, attempt, out, &data->prepared, ctx, err, errlen);
   if (rc != LUARETRY_OK) return rc;
   return lr_add_policy_headers(&g->rules, attempt, ctx->call, out, &data->headers);
 }
