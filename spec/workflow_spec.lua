@@ -71,6 +71,18 @@ describe("workflows", function ()
     assert.is_true(ms ~= nil and ms > 0 and ms <= 10000, tostring(h["luaretry-deadline-ms"]))
   end)
 
+  it("an answer's header said twice gives its first value, as info.headers does", function ()
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    local wf = dir .. "/twice.lua"
+    proc.writefile(wf, "max_attempts = 1\ndeadline = 20\nattempt_timeout = 10\n" ..
+                       "function run(http, args) local r = http.get(args[1]) " ..
+                       "return 200, tostring(r.headers['x-dup']) .. '\\n' end\n")
+    local r = run({ "run", wf, srv.base .. "/twice" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("first\n", r.stdout)
+  end)
+
   it("run() is one call into the script: its own time between requests adds up to time_limit", function ()
     -- 40 requests, each after about 0.02 s of the script's own work:
     -- 0.8 s in all, over the 0.25 s limit however the requests are spaced

@@ -132,8 +132,12 @@ static int perform(lua_State *L, luaretry_request *req) {
     if (!resp.headers[i].name)
       return luaL_error(L, "http: %s %s: the transport's response header %d of %d has a NULL name",
                         req->method, req->url, (int)i + 1, (int)resp.header_count);
-    lua_pushstring(L, resp.headers[i].value);
-    lua_setfield(L, -2, resp.headers[i].name);
+    /* a name said twice keeps its first value, as info.headers does */
+    if (lua_getfield(L, -1, resp.headers[i].name) == LUA_TNIL) {
+      lua_pushstring(L, resp.headers[i].value);
+      lua_setfield(L, -3, resp.headers[i].name);
+    }
+    lua_pop(L, 1);
   }
   lua_setfield(L, -2, "headers");
   return 1;
