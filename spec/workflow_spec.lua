@@ -154,10 +154,10 @@ describe("workflows", function ()
     assert.matches("broken_run.lua:5: no such thing", r.stderr)
   end)
 
-  it("run() must return status and body", function ()
+  it("run() must return status and body: the error names where run() is", function ()
     local r = run({ "run", HERE .. "broken_run.lua", "--set", "options.mode=return" })
     assert.are.equal(3, r.code)
-    assert.matches("run must return status, body", r.stderr)
+    assert.matches("broken_run%.lua:%d+: run must return status, body", r.stderr)
   end)
 
   it("a policy without run() needs a URL", function ()

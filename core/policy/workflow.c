@@ -187,6 +187,13 @@ static int http_request(lua_State *L) {
 static int run_protected(lua_State *L) {
   workflow *w = lua_touserdata(L, 1);
   lua_rawgeti(L, LUA_REGISTRYINDEX, w->s->ref_run);
+  /* where run() is defined: what its answer's errors name (the script's
+   * own errors name their line) */
+  lua_Debug ar;
+  lua_pushvalue(L, -1);
+  char where[LUA_IDSIZE + 24] = "run";
+  if (lua_getinfo(L, ">S", &ar) && ar.linedefined > 0)
+    lr_fmt(where, sizeof where, "%s:%d: run", ar.short_src, ar.linedefined);
   static const luaL_Reg fns[] = { { "get", http_get },
                                   { "put", http_put },
                                   { "post", http_post },
@@ -204,11 +211,11 @@ static int run_protected(lua_State *L) {
   lua_Integer status = lua_tointeger(L, -2);
   if (!lua_isinteger(L, -2) || (lua_type(L, -1) != LUA_TSTRING && !lua_isnil(L, -1)))
     return luaL_error(L,
-                      "run must return status, body (an integer and a string), "
+                      "%s must return status, body (an integer and a string), "
                       "not a %s and a %s",
-                      luaL_typename(L, -2), luaL_typename(L, -1));
+                      where, luaL_typename(L, -2), luaL_typename(L, -1));
   if (status < 0 || status > 999)
-    return luaL_error(L, "run returned status %I: a status is from 0 to 999", status);
+    return luaL_error(L, "%s returned status %I: a status is from 0 to 999", where, status);
   w->status = (int)status;
   if (lua_isnil(L, -1)) {
     lua_pop(L, 1);
