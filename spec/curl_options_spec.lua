@@ -68,17 +68,19 @@ describe("run with curl's options", function ()
       end
     end)
 
-    it("-T through -L's 302 keeps its PUT and its body, as curl -T does (a PUT with no body went)", function ()
+    it("-T through -L's 302 and 303 keeps its PUT and its body (a PUT with no body went)", function ()
       local file = tmp .. "/up.bin"
       proc.writefile(file, ("u"):rep(1000))
-      a:reset()
-      local r = run({ "-L", "-T", file, a.base .. "/redirect?" .. a.base .. "/landing" })
-      assert.are.equal(0, r.code, r.stderr)
-      assert.are.equal("landed\n", r.stdout)
-      local seen = a:requests_on("/landing")
-      assert.are.equal(1, #seen)
-      assert.are.equal("PUT", seen[1].method)
-      assert.are.equal(1000, seen[1].body_len)
+      for _, via in ipairs({ "/redirect", "/see-other" }) do -- 302, and 303 (curl's would GET)
+        a:reset()
+        local r = run({ "-L", "-T", file, a.base .. via .. "?" .. a.base .. "/landing" })
+        assert.are.equal(0, r.code, r.stderr)
+        assert.are.equal("landed\n", r.stdout)
+        local seen = a:requests_on("/landing")
+        assert.are.equal(1, #seen)
+        assert.are.equal("PUT", seen[1].method, via)
+        assert.are.equal(1000, seen[1].body_len, via)
+      end
     end)
 
     it("-F in a batch: each URL gets the form under the boundary its Content-Type names (it crashed)", function ()

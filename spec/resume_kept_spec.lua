@@ -128,6 +128,18 @@ describe("an earlier run's partial", function ()
     assert.is_nil(proc.readfile(out))
   end)
 
+  -- luaretry(1) -i: "a download resumed within the call: those of the
+  -- answer its body began with ... -D has the last answer's, a 206"
+  it("-i within a resumed call writes the headers its body began with, -D the last answer's", function ()
+    local d = tmp .. "/d.txt"
+    local r = run({ srv.base .. "/cut-then-busy", "-i", "-D", d, "--set", "backoff.initial=0.01" })
+    assert.are.equal(0, r.code, r.stderr)
+    local head, body = r.stdout:match("^(HTTP/1.1 200 .-\r\n\r\n)(.*)$")
+    assert.is_truthy(head, r.stdout:sub(1, 200))
+    same_bytes(WHOLE, body, "-i's body")
+    assert.matches("^HTTP/1.1 206 ", proc.readfile(d))
+  end)
+
   it("an answer with a Content-Encoding is never resumed: decoded, its bytes are not the ones a Range counts", function ()
     local out, url = tmp .. "/e.bin", srv.base .. "/encoded-cut-once"
     local r = run({ url, "-o", out, "--set", "backoff.initial=0.01" })

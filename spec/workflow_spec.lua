@@ -31,9 +31,17 @@ describe("workflows", function ()
     end
   end
 
-  it("http.* refuses a NUL byte in a URL, a method or a header, and a method that is no token, as prepare() does", function ()
+  -- A workflow policy of the case's own, in a folder removed after it:
+  -- `head` (default: one attempt of 10 s within 20 s), then `rest`.
+  local function workflow(name, rest, head)
     local dir = proc.tmpdir()
     finally(function () proc.rmtree(dir) end)
+    local path = dir .. "/" .. name
+    proc.writefile(path, (head or "max_attempts = 1\ndeadline = 20\nattempt_timeout = 10\n") .. rest)
+    return path
+  end
+
+  it("http.* refuses a NUL byte in a URL, a method or a header, and a method that is no token, as prepare() does", function ()
     local url = srv.base .. "/v1/projects/p:getIamPolicy"
     local cases = {
       { ("http.get(%q .. '\\0x')"):format(url), "the URL holds a NUL byte" },
@@ -42,9 +50,8 @@ describe("workflows", function ()
       { ("http.request{ method = 'GE T', url = %q }"):format(url), 'the method "GE T" is not a method' },
     }
     for i, case in ipairs(cases) do
-      local wf = dir .. "/nul" .. i .. ".lua"
-      proc.writefile(wf, "max_attempts = 1\ndeadline = 20\nattempt_timeout = 10\n" ..
-                         "function run(http, args) local r = " .. case[1] .. " return 200, 'sent\\n' end\n")
+      local wf = workflow("nul" .. i .. ".lua",
+                          "function run(http, args) local r = " .. case[1] .. " return 200, 'sent\\n' end\n")
       local r = run({ "run", wf })
       assert.are.equal(3, r.code, r.stderr)
       assert.matches("nul" .. i .. "%.lua:4: http: " .. case[2]:gsub("%p", "%%%0"), r.stderr)
@@ -53,12 +60,9 @@ describe("workflows", function ()
   end)
 
   it("a workflow's requests carry the policy's attempt_header and propagate headers, as every attempt does", function ()
-    local dir = proc.tmpdir()
-    finally(function () proc.rmtree(dir) end)
-    local wf = dir .. "/prop.lua"
-    proc.writefile(wf, "max_attempts = 2\ndeadline = 20\nattempt_timeout = 10\nattempt_header = 'X-Attempt'\n" ..
-                       "propagate = {}\n" ..
-                       "function run(http, args) local r = http.post(args[1], '{}') return r.status, 'done\\n' end\n")
+    local wf = workflow("prop.lua", "attempt_header = 'X-Attempt'\npropagate = {}\n" ..
+                          "function run(http, args) local r = http.post(args[1], '{}') return r.status, 'done\\n' end\n",
+                        "max_attempts = 2\ndeadline = 20\nattempt_timeout = 10\n")
     local url = srv.base .. "/v1/projects/p:getIamPolicy"
     local r = run({ "run", wf, url })
     assert.are.equal(0, r.code, r.stderr)
@@ -72,12 +76,8 @@ describe("workflows", function ()
   end)
 
   it("an answer's header said twice gives its first value, as info.headers does", function ()
-    local dir = proc.tmpdir()
-    finally(function () proc.rmtree(dir) end)
-    local wf = dir .. "/twice.lua"
-    proc.writefile(wf, "max_attempts = 1\ndeadline = 20\nattempt_timeout = 10\n" ..
-                       "function run(http, args) local r = http.get(args[1]) " ..
-                       "return 200, tostring(r.headers['x-dup']) .. '\\n' end\n")
+    local wf = workflow("twice.lua", "function run(http, args) local r = http.get(args[1]) " ..
+                                     "return 200, tostring(r.headers['x-dup']) .. '\\n' end\n")
     local r = run({ "run", wf, srv.base .. "/twice" })
     assert.are.equal(0, r.code, r.stderr)
     assert.are.equal("first\n", r.stdout)
@@ -86,11 +86,8 @@ describe("workflows", function ()
   it("run() is one call into the script: its own time between requests adds up to time_limit", function ()
     -- 40 requests, each after about 0.02 s of the script's own work:
     -- 0.8 s in all, over the 0.25 s limit however the requests are spaced
-    local dir = proc.tmpdir()
-    finally(function () proc.rmtree(dir) end)
-    local wf = dir .. "/busy.lua"
-    proc.writefile(wf, "max_attempts = 1\ndeadline = 60\nattempt_timeout = 60\n" ..
-                       "function run(http, args)\n" ..
+    local wf = workflow("busy.lua",
+                        "function run(http, args)\n" ..
                        "  local n = 0\n" ..
                        "  for i = 1, 40 do\n" ..
                        "    local t = os.clock()\n" ..
@@ -98,7 +95,7 @@ describe("workflows", function ()
                        "    http.post(args[1], '{}')\n" ..
                        "  end\n" ..
                        "  return 200, 'done ' .. n .. '\\n'\n" ..
-                       "end\n")
+                       "end\n", "max_attempts = 1\ndeadline = 60\nattempt_timeout = 60\n")
     local r = run({ "run", wf, srv.base .. "/v1/projects/p:getIamPolicy" })
     assert.are.equal(3, r.code, r.stdout .. r.stderr)
     assert.matches("busy%.lua:%d+: .*time limit", r.stderr)

@@ -13,10 +13,13 @@ static double spread(luaretry_call *c) {
   return b->jitter == LUARETRY_JITTER_NONE ? 0 : lr_rng_uniform(&c->rng, 0, b->jitter_max);
 }
 
-/* The wait a transient outcome earns before any server hint; 0 on success,
- * -1 on a policy error (message in err). */
-static int backoff_wait(luaretry_call *c, const lr_verdict *v, const lr_attempt_ctx *ctx, double *w,
-                        luaretry_wait_source *src, lr_verdict *err) {
+/* The wait a transient outcome earns before any server hint (the
+ * throttling backoff when `throttled`: the outcome, or one of its round,
+ * was a throttling answer); 0 on success, -1 on a policy error (message
+ * in err). */
+static int backoff_wait(luaretry_call *c, const lr_verdict *v, int throttled,
+                        const lr_attempt_ctx *ctx, double *w, luaretry_wait_source *src,
+                        lr_verdict *err) {
   long n = c->attempts - 1; /* retry n follows attempt n + 1 */
   if (v->wait >= 0 && !v->server) {
     *w = v->wait + (v->jitter ? spread(c) : 0);
@@ -24,7 +27,7 @@ static int backoff_wait(luaretry_call *c, const lr_verdict *v, const lr_attempt_
     return 0;
   }
   int capped;
-  if (v->throttled) { /* the throttling backoff, whatever the policy's backoff is */
+  if (throttled) { /* the throttling backoff, whatever the policy's backoff is */
     /* the last wait is kept in the cold block: most calls are never throttled */
     double alone = c->rules->throttle_backoff.initial;
     lr_call_cold *cold = lr_call_cold_get(c);
@@ -51,7 +54,7 @@ static int backoff_wait(luaretry_call *c, const lr_verdict *v, const lr_attempt_
 
 /* What a transient answer asks of the wait: the server's Retry-After, or
  * a wait the script read from the server (a rate-limit reset); -1: none.
- * +infinity is more than any max_retry_after; NaN says nothing. */
+ * +infinity is more than any max_retry_after; NaN says nothing (-1). */
 static double asked_of(const luaretry_outcome *o, const lr_verdict *v) {
   double asked = o->retry_after >= 0 ? o->retry_after : -1;
   if (v->server && v->wait > asked) asked = v->wait;
@@ -68,7 +71,7 @@ static void round_keeps(luaretry_call *c, const luaretry_outcome *o, const lr_ve
   if (!cold) return;
   if (!cold->round_set) cold->round_asked = -1, cold->round_throttled = 0;
   cold->round_set = 1;
-  if (asked > cold->round_asked || asked != asked) cold->round_asked = asked;
+  if (asked > cold->round_asked) cold->round_asked = asked;
   cold->round_throttled |= v->throttled;
 }
 
@@ -93,7 +96,7 @@ static int server_wait(luaretry_call *c, const luaretry_outcome *o, const lr_ver
   const lr_rules *r = c->rules;
   if (!r->retry_after) return 0;
   double asked = asked_of(o, v);
-  if (before > asked || before != before) asked = before;
+  if (before > asked) asked = before;
   if (asked < 0) return 0;
   if (asked > r->max_retry_after) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_SERVER_WAIT_TOO_LONG, "max_retry_after",
@@ -113,21 +116,14 @@ static int server_wait(luaretry_call *c, const luaretry_outcome *o, const lr_ver
  * script's), then the chain of guards for a retry starting after it (max
  * attempts, the deadline, the breaker, admission, the budget, the rate
  * limiter's token: its extra wait), then a retry, or a stop. */
-static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *given,
+static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v,
                           const lr_attempt_ctx *ctx, luaretry_decision *d) {
   double w;
   luaretry_wait_source src;
   lr_verdict err;
-  const lr_verdict *v = given;
-  lr_verdict round; /* this answer's, throttled when one of its round was */
-  int throttled = 0;
-  double before = round_asked(c, &throttled);
-  if (throttled && !given->throttled) {
-    round = *given;
-    round.throttled = 1;
-    v = &round;
-  }
-  if (backoff_wait(c, v, ctx, &w, &src, &err) != 0) {
+  int throttled = v->throttled;
+  double before = round_asked(c, &throttled); /* what the round's others asked */
+  if (backoff_wait(c, v, throttled, ctx, &w, &src, &err) != 0) {
     lr_call_stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, err.rule, "%s", err.message);
     return;
   }

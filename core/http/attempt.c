@@ -62,11 +62,9 @@ static void route_bodies(const luaretry_request *req, const lr_io *io, lr_http_a
 
 luaretry_code lr_curl_attempt_setup(luaretry_call *c, const luaretry_request *req, int n, CURL *h,
                                     double timeout, const lr_io *io, lr_http_attempt *a) {
-  luaretry_code rc = LUARETRY_OK;
-  if (io->as_given)
-    a->r = *req;
-  else
-    rc = luaretry_call_prepare(c, req, n, &a->r);
+  /* a workflow's request too: the policy's headers, not prepare() (the
+   * call says which it is) */
+  luaretry_code rc = luaretry_call_prepare(c, req, n, &a->r);
   if (rc != LUARETRY_OK) return rc;
   a->idempotent = 1;
   rc = luaretry_call_is_idempotent(c, &a->r, &a->idempotent);

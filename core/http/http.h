@@ -72,7 +72,6 @@ typedef struct {
   long stall_speed;     /* bytes per second */
   lr_resume *resume;    /* the call's, or NULL */
   /* a workflow's request (transport.c): */
-  int as_given;          /* sent as the script made it: no prepare() */
   int limit_fails;       /* a body past body_limit fails the attempt */
   double until;          /* > 0: lr_curl_now() by which every attempt ends
                             (what is left of the run's time) */

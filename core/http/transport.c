@@ -182,7 +182,6 @@ static luaretry_code as_call(luaretry_curl_transport *tr, const luaretry_request
   memset(&io, 0, sizeof io);
   io.body_limit = LUARETRY_CURL_TRANSPORT_MAX_BODY; /* the script gets it whole */
   io.limit_fails = 1;
-  io.as_given = 0; /* the policy's headers are added (prepare() is not run on it) */
   io.until = timeout > 0 ? lr_curl_now() + timeout : 0;
   io.parent = tr->c;
   io.landed = keep_answer;

@@ -850,37 +850,37 @@ static luaretry_code op_unused(void *ud, luaretry_call *c, int attempt, double t
   return LUARETRY_OK;
 }
 
+/* A workflow's request of p (LUARETRY_CALL_WORKFLOW_REQUEST). */
+static luaretry_call *request_call(luaretry_policy *p) {
+  luaretry_call_options o;
+  luaretry_call_options_init(&o);
+  o.flags = LUARETRY_CALL_WORKFLOW_REQUEST;
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
+  return c;
+}
+
 static void test_random_sequences_found(void) {
   luaretry_policy *p;
   CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
   CHECK_CODE(luaretry_policy_load_string(
                p, "=r", "max_attempts = 3\ndeadline = 2\nrate = { limit = 0.1, burst = 1 }\n"),
              LUARETRY_OK);
-  for (int i = 0; i < 3; i++) {
-    luaretry_call_options o;
-    luaretry_call_options_init(&o);
-    o.flags = LUARETRY_CALL_WORKFLOW_REQUEST;
-    luaretry_call *c;
-    CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
-    luaretry_decision d;
-    CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
-    CHECK_EQ_INT(d.retry, i == 0); /* the one token, then rate_limit */
+  luaretry_call *c;
+  luaretry_decision d;
+  luaretry_metrics m;
+  for (int i = 0; i < 4; i++) {
+    c = request_call(p);
+    if (i < 3) {
+      CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+      CHECK_EQ_INT(d.retry, i == 0); /* the one token, then rate_limit */
+    } else {
+      luaretry_call_stop_cancelled(c, &d);
+    }
     luaretry_call_free(c);
-    luaretry_metrics m;
     CHECK_CODE(luaretry_policy_metrics(p, &m), LUARETRY_OK);
     CHECK_EQ_INT((long long)m.attempts, 0);
   }
-  luaretry_call_options o;
-  luaretry_call_options_init(&o);
-  o.flags = LUARETRY_CALL_WORKFLOW_REQUEST;
-  luaretry_call *c;
-  CHECK_CODE(luaretry_call_begin(p, &o, &c), LUARETRY_OK);
-  luaretry_decision d;
-  luaretry_call_stop_cancelled(c, &d);
-  luaretry_call_free(c);
-  luaretry_metrics m;
-  CHECK_CODE(luaretry_policy_metrics(p, &m), LUARETRY_OK);
-  CHECK_EQ_INT((long long)m.attempts, 0);
   /* a call stopped by its answer: run says so, as report does */
   CHECK_CODE(luaretry_policy_load_string(p, "=s", "max_attempts = 3\ndeadline = 10\n"),
              LUARETRY_OK);
