@@ -549,6 +549,29 @@ breaker = { failures = 5, half_open_calls = 2 }
                            "admission is set too: throttle is ignored", 1, true), out)
   end)
 
+  it("every rename the loader reads is listed in CHANGELOG's Upgrading, old -> new", function ()
+    -- the loader's table (core/policy/schema.c), read as written
+    local src = proc.readfile(proc.root .. "/core/policy/schema.c")
+    local table_src = src:match("renamed%[%] = {(.-)\n};")
+    assert.truthy(table_src, "schema.c's renamed[] table")
+    local log = proc.readfile(proc.root .. "/CHANGELOG.md")
+    local upgrading = log:match("\n### Upgrading\n(.-)\n### ")
+    assert.truthy(upgrading, "CHANGELOG.md's Upgrading section")
+    upgrading = upgrading:gsub("%s+", " ")
+    local n = 0
+    for old, now in table_src:gmatch('{ "([^"]+)", "([^"]+)" }') do
+      n = n + 1
+      -- each name whole: not a longer name's tail (`options.retry_all_errors`)
+      local function named(name)
+        local pat = "%f[%w._]" .. name:gsub("%p", "%%%0") .. "%f[^%w_]"
+        return upgrading:find(pat) ~= nil
+      end
+      assert.is_true(named(old), old .. " in Upgrading")
+      assert.is_true(named(now), now .. " in Upgrading")
+    end
+    assert.is_true(n >= 5, "renames read from schema.c: " .. n)
+  end)
+
   it("rejects K <= 1, a window of 0 and NaN at load with file and line", function ()
     for _, src in ipairs { "admission = { k = 1 }", "admission = { k = 0.5 }", "admission = { k = 0/0 }",
                            "admission = { window = 0 }", "admission = { window = -1 }" } do
