@@ -2,12 +2,15 @@
 -- round writes what an unhedged call writes.  The error answer to a Range
 -- request that ends a resumed call is what is shown (luaretry(1), -C:
 -- "standard output shows it ... as any final answer"), never the bytes
--- of the download.  Against `luaretry faults`
+-- of the download; a call cut by its deadline keeps the bytes the
+-- attempt on the host's handle streamed, for the next run to continue,
+-- never a hedge's.  Against `luaretry faults`
 -- (spec/fixtures/hedge/downloads.lua).
 local proc = require "support.proc"
 local dl = require "support.downloads"
 
-local partial = dl.partial
+local partial, sidecar = dl.partial, dl.sidecar
+local WHOLE = dl.content(20000)
 local BUSY = "the load balancer is busy\n"
 
 local HEDGED = [[
@@ -16,6 +19,11 @@ attempt_timeout = 10
 backoff = { kind = "constant", initial = 0.01, jitter = "none" }
 hedge = { delay = 0.1, max = 1 }
 ]]
+
+local function same_bytes(want, got, what)
+  assert.are.equal(#want, got and #got, (what or "") .. ": length")
+  assert.is_true(want == got, (what or "") .. ": bytes differ")
+end
 
 describe("hedged downloads", function ()
   local srv, tmp
@@ -85,6 +93,46 @@ describe("hedged downloads", function ()
       assert.are.equal("gone\n", proc.readfile(dir .. "/cut-then-gone"))
       assert.are.equal("fast\n", proc.readfile(dir .. "/fast"))
       assert.are.same({}, proc.leftovers(dir))
+    end)
+  end)
+
+  -- the attempt breaks after 8000 bytes of the file at 2 s, beside its
+  -- hedge (sent at 0.1 s), an error page that trickles until the deadline
+  -- (4 s) cuts it and ends the call: the 8000 bytes are kept, never the
+  -- page (the next run appended the rest to it, exit 0)
+  describe("cut by its deadline while a hedge trickles an error page", function ()
+    local function continued(out, url, ask)
+      same_bytes(WHOLE:sub(1, 8000), proc.readfile(partial(out)), "the partial")
+      assert.are.equal(sidecar(url, '"w"'), proc.readfile(partial(out) .. ".url"))
+      assert.is_nil(proc.readfile(out))
+      local r = run(ask)
+      assert.are.equal(0, r.code, r.stderr)
+      same_bytes(WHOLE, proc.readfile(out), "the file")
+      local seen = dl.ranges(srv, "/cut-beside-trickle")
+      assert.are.equal("bytes=8000-", seen[#seen].range)
+      assert.is_nil(proc.readfile(partial(out)))
+    end
+
+    it("keeps the attempt's 8000 bytes for the next run, which continues them", function ()
+      local out, url = tmp .. "/t.bin", srv.base .. "/cut-beside-trickle"
+      local args = { url, "-o", out, "--set", "deadline=4" }
+      local r = run(args)
+      assert.are.equal(5, r.code, r.stderr)
+      assert.matches("attempt 1/4: reset error %-> in_flight", r.stderr)
+      assert.matches("attempt 2/4 %(hedge%): timeout error %-> deadline", r.stderr)
+      continued(out, url, args)
+    end)
+
+    it("in a batch (--output-dir) too", function ()
+      local dir = mkdir("batch")
+      local out, url = dir .. "/cut-beside-trickle", srv.base .. "/cut-beside-trickle"
+      local args = { url, srv.base .. "/fast", "--parallel-max", "4", "--output-dir", dir,
+                     "--set", "deadline=4" }
+      local r = run(args)
+      assert.are.equal(5, r.code, r.stderr)
+      assert.matches("cut%-beside%-trickle: deadline, 2 attempts", r.stderr)
+      assert.are.equal("fast\n", proc.readfile(dir .. "/fast"))
+      continued(out, url, args)
     end)
   end)
 end)

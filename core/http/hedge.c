@@ -145,6 +145,9 @@ static int deliver(round_t *r, slot *x, const luaretry_decision *final) {
   }
   if (final->reason == LUARETRY_REASON_CANCELLED || !io->sink) return 0;
   if (x == &r->s[0] && io->restart) return 0; /* streamed already */
+  /* a deadline keeps the stream for a later call to resume, as a cancel
+   * does: the host names those bytes by h's answer, never by a hedge's */
+  if (io->restart && final->reason == LUARETRY_REASON_DEADLINE) return 0;
   char why[160];
   if (lr_curl_give_body(io->sink, io->restart, io->sink_ud, x->a->t.body.data, x->a->t.body.len,
                         why, sizeof why) == 0)
