@@ -4,8 +4,8 @@
 -- "standard output shows it ... as any final answer"), never the bytes
 -- of the download; a call cut by its deadline keeps the bytes the
 -- attempt on the host's handle streamed, for the next run to continue,
--- never a hedge's.  Against `luaretry faults`
--- (spec/fixtures/hedge/downloads.lua).
+-- never a hedge's; a winning hedge's empty body replaces the loser's
+-- bytes.  Against `luaretry faults` (spec/fixtures/hedge/downloads.lua).
 local proc = require "support.proc"
 local dl = require "support.downloads"
 
@@ -134,5 +134,16 @@ describe("hedged downloads", function ()
       assert.are.equal("fast\n", proc.readfile(dir .. "/fast"))
       continued(out, url, args)
     end)
+  end)
+
+  it("a batch's winning hedge with no body (204): its file is empty, nothing of the loser's stream", function ()
+    local dir = mkdir("batch")
+    local r = run({ srv.base .. "/slow-then-empty", srv.base .. "/fast", "--parallel-max", "4",
+                    "--output-dir", dir })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, #srv:requests_on("/slow-then-empty")) -- the attempt and its hedge
+    assert.are.equal("", proc.readfile(dir .. "/slow-then-empty"))
+    assert.are.equal("fast\n", proc.readfile(dir .. "/fast"))
+    assert.are.same({}, proc.leftovers(dir))
   end)
 end)
