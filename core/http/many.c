@@ -396,7 +396,9 @@ static void start_hedge(batch *b, live_call *lc, int id, double timeout) {
                  .upload = job->upload,
                  .upload_ud = job->upload_ud,
                  .stall_timeout = b->stall_timeout,
-                 .stall_speed = b->stall_speed };
+                 .stall_speed = b->stall_speed,
+                 /* no restart: no Range; the host's checksum holds for it */
+                 .resume = &lc->resume };
     curl_easy_setopt(h, CURLOPT_PRIVATE, (void *)lc);
     rc = lr_curl_attempt_setup(lc->c, job->request, id, h, timeout, &io, &s->a);
     if (rc == LUARETRY_OK && lr_curl_own_request(job->request, &s->a, &s->request) != 0)
