@@ -137,8 +137,17 @@ static luaretry_code start_hedge(round_t *r, int id, double timeout) {
  * 0, or -1 when the host refused it (restart or sink). */
 static int deliver(round_t *r, slot *x, const luaretry_decision *final) {
   const lr_io *io = r->io;
+  /* the attempt on h: an error answer to its Range request was set aside
+   * (resume.c) and, ending the call, replaces the download in the sink */
+  if (x == &r->s[0] && lr_resume_end(&x->a->t, final) != 0) {
+    luaretry_call_errmsg_set(r->c, LUARETRY_E_OPERATION, x->a->t.detail);
+    return -1;
+  }
   if (final->reason == LUARETRY_REASON_CANCELLED || !io->sink) return 0;
   if (x == &r->s[0] && io->restart) return 0; /* streamed already */
+  /* a deadline keeps the stream for a later call to resume, as a cancel
+   * does: the host names those bytes by h's answer, never by a hedge's */
+  if (io->restart && final->reason == LUARETRY_REASON_DEADLINE) return 0;
   char why[160];
   if (lr_curl_give_body(io->sink, io->restart, io->sink_ud, x->a->t.body.data, x->a->t.body.len,
                         why, sizeof why) == 0)

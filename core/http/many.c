@@ -396,7 +396,9 @@ static void start_hedge(batch *b, live_call *lc, int id, double timeout) {
                  .upload = job->upload,
                  .upload_ud = job->upload_ud,
                  .stall_timeout = b->stall_timeout,
-                 .stall_speed = b->stall_speed };
+                 .stall_speed = b->stall_speed,
+                 /* no restart: no Range; the host's checksum holds for it */
+                 .resume = &lc->resume };
     curl_easy_setopt(h, CURLOPT_PRIVATE, (void *)lc);
     rc = lr_curl_attempt_setup(lc->c, job->request, id, h, timeout, &io, &s->a);
     if (rc == LUARETRY_OK && lr_curl_own_request(job->request, &s->a, &s->request) != 0)
@@ -453,8 +455,12 @@ static int deliver(live_call *lc, slot *s, int hedge, const luaretry_decision *d
     snprintf(why, cap, "%s", s->a.t.detail);
     return -1;
   }
-  if (d->reason == LUARETRY_REASON_CANCELLED || !job->sink || !s->a.t.body.len) return 0;
+  if (d->reason == LUARETRY_REASON_CANCELLED || !job->sink) return 0;
   if (!hedge && job->restart) return 0; /* streamed already */
+  /* a deadline keeps the stream for a later call to resume, as a cancel
+   * does: a hedge cut with the call won nothing */
+  if (job->restart && d->reason == LUARETRY_REASON_DEADLINE) return 0;
+  /* a hedge's empty body too: the stream's bytes are the loser's */
   return lr_curl_give_body(job->sink, hedge ? job->restart : NULL, job->sink_ud, s->a.t.body.data,
                            s->a.t.body.len, why, cap);
 }

@@ -156,7 +156,10 @@ LUARETRY_API void luaretry_curl_options_init(luaretry_curl_options *o);
  * host's options apply), on the same multi handle; the first acceptable
  * answer wins, the others are cancelled.  The attempt on h streams to the
  * sink as ever; a hedge keeps its body in memory and, when it wins, the
- * sink is restarted (restart) and given that body whole.
+ * sink is restarted (restart) and given that body whole.  A call that
+ * ends by its deadline or a cancel leaves a streaming sink as the attempt
+ * on h left it (h's answer names those bytes, for a later call to
+ * resume): a hedge cut with it gives nothing.
  */
 LUARETRY_API luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_call *c, CURL *h,
                                                  const luaretry_request *req,

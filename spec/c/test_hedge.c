@@ -5,7 +5,8 @@
  * the attempt it cancelled, and the cancelled attempts leave no
  * connection open behind them (GET /_faults/connections).  A winning
  * hedge whose body the host's sink or restart function refuses stops the
- * call (LUARETRY_E_OPERATION), in a single call and in a batch. */
+ * call (LUARETRY_E_OPERATION), in a single call and in a batch; a hedge's
+ * body is held to the host's checksum, in both too. */
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -211,6 +212,62 @@ static void refused_winner(luaretry_policy *p, const char *address, refusing r, 
   luaretry_curl_many_free(m);
 }
 
+/* ---- the host's checksum holds for a hedge's body too */
+
+/* sha-256 of "slow", the body of attempt 1 (2 s): the hedge's "fast" does
+ * not match it, fails as digest_mismatch beside the attempt, and the
+ * attempt's body wins.  Job `one` with a single call, then in a batch
+ * (which gave the hedge no checksum: "fast" won unchecked). */
+#define SLOW_SHA256 "sha-256=5e0cf7bd1dfa3831788b0cf6dedcdd228fba6f34dc238d371e746567e80bc7b6"
+
+static void checked_hedge(luaretry_policy *p, const char *address) {
+  char url[128];
+  snprintf(url, sizeof url, "http://%s/x", address);
+  luaretry_request req = { .method = "GET", .url = url };
+  luaretry_curl_resume resume;
+  memset(&resume, 0, sizeof resume);
+  resume.checksum = SLOW_SHA256;
+  faults_text one = { NULL, 0 };
+  luaretry_curl_options o;
+  luaretry_curl_options_init(&o);
+  o.sink = keep;
+  o.sink_ud = &one;
+  o.resume = &resume;
+  luaretry_call *c = NULL;
+  luaretry_decision d;
+  CURL *h = curl_easy_init();
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  CHECK_CODE(luaretry_curl_perform(p, c, h, &req, &o, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.reason, LUARETRY_REASON_SUCCESS);
+  CHECK_EQ_INT(d.attempt, 1);
+  CHECK_EQ_STR(one.data, "slow");
+  luaretry_call_free(c);
+  curl_easy_cleanup(h);
+  free(one.data);
+  faults_text each = { NULL, 0 };
+  luaretry_curl_job job;
+  memset(&job, 0, sizeof job);
+  job.request = &req;
+  job.sink = keep_job;
+  job.sink_ud = &each;
+  job.resume = &resume;
+  luaretry_curl_many *m;
+  CHECK_CODE(luaretry_curl_many_new(&m), LUARETRY_OK);
+  luaretry_curl_many_options mo;
+  luaretry_curl_many_options_init(&mo);
+  mo.max_transfers = 2; /* the hedge's slot */
+  luaretry_metrics before, after;
+  luaretry_policy_metrics(p, &before);
+  CHECK_CODE(luaretry_curl_perform_many(m, p, &job, 1, &mo), LUARETRY_OK);
+  luaretry_policy_metrics(p, &after);
+  CHECK_EQ_INT((int)(after.hedges - before.hedges), 1);
+  CHECK_EQ_INT(job.result.final.reason, LUARETRY_REASON_SUCCESS);
+  CHECK_EQ_INT(job.result.final.attempt, 1);
+  CHECK_EQ_STR(each.data, "slow");
+  free(each.data);
+  luaretry_curl_many_free(m);
+}
+
 int main(void) {
   char err[256];
   curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -262,6 +319,7 @@ int main(void) {
     THREADS * CALLS_EACH, THREADS, CALLS_EACH, open);
   refused_winner(p, address, (refusing){ .fail_restart = 2 }, "restart");
   refused_winner(p, address, (refusing){ .fail_sink = 1 }, "sink took 0 of");
+  checked_hedge(p, address);
   luaretry_policy_free(p);
   lr_faults_free(server);
   curl_global_cleanup();

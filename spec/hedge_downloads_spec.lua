@@ -1,0 +1,149 @@
+-- Downloads under a hedging policy (hedge = { delay = 0.1 }): a hedged
+-- round writes what an unhedged call writes.  The error answer to a Range
+-- request that ends a resumed call is what is shown (luaretry(1), -C:
+-- "standard output shows it ... as any final answer"), never the bytes
+-- of the download; a call cut by its deadline keeps the bytes the
+-- attempt on the host's handle streamed, for the next run to continue,
+-- never a hedge's; a winning hedge's empty body replaces the loser's
+-- bytes.  Against `luaretry faults` (spec/fixtures/hedge/downloads.lua).
+local proc = require "support.proc"
+local dl = require "support.downloads"
+
+local partial, sidecar = dl.partial, dl.sidecar
+local WHOLE = dl.content(20000)
+local BUSY = "the load balancer is busy\n"
+
+local HEDGED = [[
+max_attempts = 4
+attempt_timeout = 10
+backoff = { kind = "constant", initial = 0.01, jitter = "none" }
+hedge = { delay = 0.1, max = 1 }
+]]
+
+local function same_bytes(want, got, what)
+  assert.are.equal(#want, got and #got, (what or "") .. ": length")
+  assert.is_true(want == got, (what or "") .. ": bytes differ")
+end
+
+describe("hedged downloads", function ()
+  local srv, tmp
+  proc.with_server(proc.root .. "/spec/fixtures/hedge/downloads.lua",
+                   function (s, t) srv, tmp = s, t end)
+
+  -- `luaretry run POLICY ARGS...` under the hedging policy
+  local function run(args)
+    local policy = tmp .. "/hedged.lua"
+    proc.writefile(policy, HEDGED)
+    return proc.run(proc.concat({ "run", policy }, args), { timeout = 60 })
+  end
+
+  local function mkdir(name)
+    local d = tmp .. "/" .. name
+    assert.are.equal(0, proc.sh("mkdir " .. proc.q(d)))
+    return d
+  end
+
+  describe("the error answer to a Range request that ends the call", function ()
+    it("is what standard output shows, never the 8000 bytes the download had", function ()
+      local r = run({ srv.base .. "/cut-then-gone" })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.matches("attempt 2/4: 404 %-> final", r.stderr)
+      assert.are.equal("bytes=8000-", dl.ranges(srv, "/cut-then-gone")[2].range)
+      assert.are.equal("gone\n", r.stdout)
+    end)
+
+    it("with a hedge in flight beside it (cancelled): the same", function ()
+      local r = run({ srv.base .. "/cut-then-slow-gone" })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.matches("attempt 2/4: 404 %-> final %(default%); 1 in flight cancelled", r.stderr)
+      assert.are.equal("gone\n", r.stdout)
+    end)
+
+    it("is FILE's with --fail-with-body, and FILE never holds half a file", function ()
+      local out = tmp .. "/gone.bin"
+      local r = run({ srv.base .. "/cut-then-gone", "-o", out, "--fail-with-body" })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.are.equal("gone\n", proc.readfile(out))
+      srv:reset()
+      local plain = tmp .. "/plain.bin"
+      r = run({ srv.base .. "/cut-then-gone", "-o", plain })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.is_nil(proc.readfile(plain))
+      assert.are.same({}, proc.leftovers(tmp))
+    end)
+
+    it("exhausted on 503s: the last 503's page, to standard output and to FILE", function ()
+      local r = run({ srv.base .. "/cut-then-busy", "--set", "max_attempts=2" })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.matches("attempt 2/2: 503 %-> exhausted", r.stderr)
+      assert.are.equal(BUSY, r.stdout)
+      srv:reset()
+      local out = tmp .. "/busy.bin"
+      r = run({ srv.base .. "/cut-then-busy", "--set", "max_attempts=2", "-o", out, "--fail-with-body" })
+      assert.are.equal(4, r.code, r.stderr)
+      assert.are.equal(BUSY, proc.readfile(out))
+      assert.is_nil(proc.readfile(partial(out)))
+    end)
+
+    it("in a batch (-Z): each URL's file its own answer", function ()
+      local dir = mkdir("batch")
+      local r = run({ srv.base .. "/cut-then-gone", srv.base .. "/fast", "-Z", "--parallel-max", "4",
+                      "--output-dir", dir, "--fail-with-body" })
+      assert.are.equal(1, r.code, r.stderr)
+      assert.are.equal("gone\n", proc.readfile(dir .. "/cut-then-gone"))
+      assert.are.equal("fast\n", proc.readfile(dir .. "/fast"))
+      assert.are.same({}, proc.leftovers(dir))
+    end)
+  end)
+
+  -- the attempt breaks after 8000 bytes of the file at 2 s, beside its
+  -- hedge (sent at 0.1 s), an error page that trickles until the deadline
+  -- (4 s) cuts it and ends the call: the 8000 bytes are kept, never the
+  -- page (the next run appended the rest to it, exit 0)
+  describe("cut by its deadline while a hedge trickles an error page", function ()
+    local function continued(out, url, ask)
+      same_bytes(WHOLE:sub(1, 8000), proc.readfile(partial(out)), "the partial")
+      assert.are.equal(sidecar(url, '"w"'), proc.readfile(partial(out) .. ".url"))
+      assert.is_nil(proc.readfile(out))
+      local r = run(ask)
+      assert.are.equal(0, r.code, r.stderr)
+      same_bytes(WHOLE, proc.readfile(out), "the file")
+      local seen = dl.ranges(srv, "/cut-beside-trickle")
+      assert.are.equal("bytes=8000-", seen[#seen].range)
+      assert.is_nil(proc.readfile(partial(out)))
+    end
+
+    it("keeps the attempt's 8000 bytes for the next run, which continues them", function ()
+      local out, url = tmp .. "/t.bin", srv.base .. "/cut-beside-trickle"
+      local args = { url, "-o", out, "--set", "deadline=4" }
+      local r = run(args)
+      assert.are.equal(5, r.code, r.stderr)
+      assert.matches("attempt 1/4: reset error %-> in_flight", r.stderr)
+      assert.matches("attempt 2/4 %(hedge%): timeout error %-> deadline", r.stderr)
+      continued(out, url, args)
+    end)
+
+    it("in a batch (--output-dir) too", function ()
+      local dir = mkdir("batch")
+      local out, url = dir .. "/cut-beside-trickle", srv.base .. "/cut-beside-trickle"
+      local args = { url, srv.base .. "/fast", "--parallel-max", "4", "--output-dir", dir,
+                     "--set", "deadline=4" }
+      local r = run(args)
+      assert.are.equal(5, r.code, r.stderr)
+      assert.matches("cut%-beside%-trickle: deadline, 2 attempts", r.stderr)
+      assert.are.equal("fast\n", proc.readfile(dir .. "/fast"))
+      continued(out, url, args)
+    end)
+  end)
+
+  it("a batch's winning hedge with no body (204): its file is empty, nothing of the loser's stream", function ()
+    local dir = mkdir("batch")
+    local r = run({ srv.base .. "/slow-then-empty", srv.base .. "/fast", "--parallel-max", "4",
+                    "--output-dir", dir })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, #srv:requests_on("/slow-then-empty")) -- the attempt and its hedge
+    assert.are.equal("", proc.readfile(dir .. "/slow-then-empty"))
+    assert.are.equal("fast\n", proc.readfile(dir .. "/fast"))
+    assert.are.same({}, proc.leftovers(dir))
+  end)
+end)
