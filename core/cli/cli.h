@@ -28,6 +28,7 @@
  *                 without blocking; foreground.c: the terminal it asks for
  *   run_workflow.c  run POLICY [ARGS] for a policy with run()
  *   batch.c       run POLICY URL URL... | --urls FILE
+ *   lines.c       a line of -K's file or --urls's list, bounded
  * simulate/: `simulate` (simulate/simulate.h: the herd it measures):
  *   simulate.c    one client's schedule, and the herd
  *   fleet_report.c  simulate --clients N --fleet: own guards next to the fleet's

@@ -222,6 +222,22 @@ int retryopts_command(run_args *a, retry_sets *s, const char *opt, char *v);
 int retryopts_exit_status(const run_args *a, int status, const luaretry_decision *final,
                           int command_status);
 
+/* ---- lines.c: a line of -K's file or --urls's list */
+
+/* The longest line taken: libcurl's for a URL (CURL_MAX_INPUT_LENGTH),
+ * since a --urls line or a "url = " line of -K holds one. */
+#define RUN_LINE_MAX 8000000
+
+/* One line of f, its '\n' kept, into *line (grown as needed,
+ * NUL-terminated): its length; one a read error cut short too (ferror(f)
+ * tells).  0 at the end, or when the read failed with nothing read
+ * (ferror(f) tells; errno EINTR and cli_interrupted(): a stop signal cut
+ * it); -1 out of memory (errno ENOMEM); -2 longer than RUN_LINE_MAX,
+ * refused as soon as it is that long.  `stops`: a stop signal that came
+ * before a read ends it as one that cut the read would (0, EINTR).  A read
+ * another signal cut reads on. */
+long run_read_line(FILE *f, char **line, size_t *size, int stops);
+
 /* ---- config.c: -K FILE, curl's config syntax */
 
 /* Takes the n (1 or 2) words of one line of a config file (malloc'ed,
