@@ -884,8 +884,9 @@ static int check_curl_combinations(run_args *a) {
     return cli_usage("run: -C - continues a file: it goes with -o FILE or -O", NULL);
   if (a->upload_file && !a->method) a->method = "PUT";
   if (a->upload_file && !has_header(a, "content-type") && a->nheaders < MAX_HEADERS) {
-    /* the file as it is: not the form encoding libcurl gives a POST body */
-    char *ct = run_args_keep(a, strdup("Content-Type: application/octet-stream"));
+    /* none, as curl -T sends: libcurl gives the body it sends as a POST's
+     * the form encoding's type unless told to send none ("Name:") */
+    char *ct = run_args_keep(a, strdup("Content-Type:"));
     if (ct) a->headers[a->nheaders++] = ct;
   }
   if (a->nforms) {
