@@ -861,18 +861,6 @@ static int has_header(const run_args *a, const char *name) {
 
 /* The same for curl's download, upload and cookie options. */
 static int check_curl_combinations(run_args *a) {
-  int url_only = a->speed_limit || a->speed_time > 0 || a->continue_at || a->checksum ||
-                 a->remote_name || a->get || a->nforms || a->cookie || a->cookie_jar ||
-                 a->nresolve || a->proxy || a->parallel_z || a->referer || a->ip_version ||
-                 a->http_version || a->limit_rate || a->max_filesize || a->remote_header_name ||
-                 a->fail_early || a->tls_min;
-  if (a->command && url_only)
-    return cli_usage("run: curl's options are for URLs, not commands", NULL);
-  if (!a->command && (a->command_rules || a->before_retry || a->exit_command))
-    return cli_usage(
-      "run: --retry-on-exit, --final-on-exit, --retry-if-output, "
-      "--final-if-output, --before-retry and --exit-status are for -- COMMAND%s",
-      "");
   if (a->remote_header_name && !a->remote_name)
     return cli_usage("run: -J goes with -O (or --remote-name-all), as in curl%s", "");
   if (a->nforms && a->data) return cli_usage("run: -F or -d (or -T), not both", NULL);
@@ -989,17 +977,12 @@ static int output_glob(const run_args *a) {
 static int check_combinations(run_args *a) {
   int clash = run_check_outputs(a);
   if (clash) return clash;
-  if ((a->nwords || a->urls_file) && a->command)
-    return cli_usage("run: a URL or a COMMAND, not both", NULL);
+  /* what follows -- is a command unless a POLICY named has run(): known
+   * once it loads (run.c) */
+  a->command_unsure = a->command && a->policy && !a->policy_defaulted;
+  int kind = a->command_unsure ? 0 : run_check_kind(a);
+  if (kind) return kind;
   if (!a->policy) return cli_usage("run: a URL, -- COMMAND or POLICY is needed", NULL);
-  if (a->command && (a->method || a->data || a->nheaders || a->output || a->fail))
-    return cli_usage("run: -X, -H, -d, -o and -f are for URLs, not commands", NULL);
-  if (a->command && (a->output_dir || a->parallel))
-    return cli_usage("run: --parallel and --output-dir are for URLs, not commands", NULL);
-  if (a->command &&
-      (a->include || a->dump_header || a->connect_timeout > 0 || a->location || a->user ||
-       a->insecure || a->cacert || a->cert || a->compressed || a->user_agent))
-    return cli_usage("run: curl's options are for URLs, not commands", NULL);
   if (a->output && a->output_dir) return cli_usage("run: -o or --output-dir, not both", NULL);
   int glob = output_glob(a);
   if (glob) return glob;
@@ -1019,13 +1002,51 @@ static int check_combinations(run_args *a) {
   if (a->key && !a->cert) return cli_usage("run: --key goes with --cert", NULL);
   if (a->fail && a->fail_with_body)
     return cli_usage("run: -f and --fail-with-body, not both (as in curl)", NULL);
-  if (a->command && (a->create_dirs || a->fail_with_body))
-    return cli_usage("run: --create-dirs and --fail-with-body are for URLs, not commands", NULL);
-  if (a->trace_ascii && a->command)
-    return cli_usage("run: --trace-ascii is for URLs, not commands", NULL);
-  if (a->stdout_live && !a->command)
-    return cli_usage("run: --stdout=live is for -- COMMAND (a URL's body is never doubled)", NULL);
   return check_curl_combinations(a);
+}
+
+/* The options of a command that is not one, or of a URL's transfer given
+ * with a command. */
+int run_check_kind(const run_args *a) {
+  if (!a->command) {
+    if (a->command_rules || a->before_retry || a->exit_command)
+      return cli_usage(
+        "run: --retry-on-exit, --final-on-exit, --retry-if-output, "
+        "--final-if-output, --before-retry and --exit-status are for -- COMMAND%s",
+        "");
+    if (a->stdout_live)
+      return cli_usage("run: --stdout=live is for -- COMMAND (a URL's body is never doubled)",
+                       NULL);
+    return 0;
+  }
+  if (!a->command[0]) return cli_usage("run: -- needs a COMMAND", NULL);
+  if (a->nwords || a->urls_file) return cli_usage("run: a URL or a COMMAND, not both", NULL);
+  if (a->method || a->data || a->nheaders || a->output || a->fail)
+    return cli_usage("run: -X, -H, -d, -o and -f are for URLs, not commands", NULL);
+  if (a->output_dir || a->parallel)
+    return cli_usage("run: --parallel and --output-dir are for URLs, not commands", NULL);
+  int url_only = a->include || a->dump_header || a->connect_timeout > 0 || a->location || a->user ||
+                 a->insecure || a->cacert || a->cert || a->compressed || a->user_agent ||
+                 a->speed_limit || a->speed_time > 0 || a->continue_at || a->checksum ||
+                 a->remote_name || a->get || a->nforms || a->cookie || a->cookie_jar ||
+                 a->nresolve || a->proxy || a->parallel_z || a->referer || a->ip_version ||
+                 a->http_version || a->limit_rate || a->max_filesize || a->remote_header_name ||
+                 a->fail_early || a->tls_min;
+  if (url_only) return cli_usage("run: curl's options are for URLs, not commands", NULL);
+  if (a->create_dirs || a->fail_with_body)
+    return cli_usage("run: --create-dirs and --fail-with-body are for URLs, not commands", NULL);
+  if (a->trace_ascii) return cli_usage("run: --trace-ascii is for URLs, not commands", NULL);
+  return 0;
+}
+
+int run_args_workflow(run_args *a) {
+  for (char **w = a->command; *w; w++) {
+    int status = add_word(a, *w);
+    if (status) return status;
+  }
+  a->command = NULL;
+  a->command_unsure = 0;
+  return run_check_kind(a);
 }
 
 int parse_word(run_args *a, int argc, char **argv, int *i) {
@@ -1055,10 +1076,12 @@ int parse_run(int argc, char **argv, run_args *a, char **words) {
   a->capwords = argc;
   a->verbosity = 1;
   a->max_redirs = 50; /* curl's own default */
+  static char *none[] = { NULL };
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--") == 0) {
-      if (i + 1 >= argc) return cli_usage("run: -- needs a COMMAND", NULL);
-      a->command = argv + i + 1;
+      /* a command, or a workflow's arguments: run_check_kind() or run.c
+       * decides, and an empty one is an error of a command's only */
+      a->command = i + 1 < argc ? argv + i + 1 : none;
       break;
     }
     int status = parse_word(a, argc, argv, &i);
