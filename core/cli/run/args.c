@@ -244,34 +244,26 @@ static int unknown(const char *opt) {
   return cli_usage("run: unknown option %s", opt);
 }
 
-static int set_parallel(run_args *a, const char *v) {
-  char *end;
-  errno = 0;
-  long n = strtol(v, &end, 10);
-  if (end == v || *end || errno || n < 1 || n > MAX_PARALLEL)
-    return cli_usage("run: --parallel-max %s: expected a whole number from 1 to 1000", v);
-  a->parallel = n;
+/* The options' numbers are read by the one rule (number.c, luaretry(1)
+ * NUMBERS), and refused naming the option as typed: a usage error. */
+static int set_parallel(run_args *a, const char *opt, const char *v) {
+  long long n;
+  if (!cli_whole(v, 1, MAX_PARALLEL, &n))
+    return cli_number_usage("run", opt, v, "a whole number from 1 to 1000");
+  a->parallel = (long)n;
   return 0;
 }
 
-static int set_seed(run_args *a, const char *v) {
-  char *end;
-  errno = 0;
-  unsigned long long seed = strtoull(v, &end, 10);
-  if (end == v || *end || errno || v[0] == '-')
-    return cli_usage("run: --seed %s: expected a whole number, 0 or more", v);
-  a->seed = seed;
+static int set_seed(run_args *a, const char *opt, const char *v) {
+  if (!cli_seed(v, &a->seed)) return cli_number_usage("run", opt, v, "a whole number, 0 or more");
   a->has_seed = 1;
   return 0;
 }
 
-/* Seconds as curl takes them (a decimal number, 0 or more); -1 if not. */
+/* Seconds, 0 or more (as curl's, at most 1e9); -1 if not. */
 static double seconds(const char *v) {
-  char *end;
-  errno = 0;
-  double s = strtod(v, &end);
-  if (end == v || *end || errno || !(s >= 0) || !isfinite(s) || s > 1e9) return -1;
-  return s;
+  double s;
+  return cli_decimal(v, &s) && s >= 0 && s <= 1e9 ? s : -1;
 }
 
 /* One override; `from`: the option that stands for it (its long name, or
@@ -301,9 +293,7 @@ static void drop_sets_from(run_args *a, const char *long_name) {
  * wins); 0 is curl's "no limit". */
 static int set_time(run_args *a, const char *opt, const char *field, const char *v) {
   double s = seconds(v);
-  char what[128];
-  snprintf(what, sizeof what, "run: %s %%s: expected seconds, 0 (none) or more", opt);
-  if (s < 0) return cli_usage(what, v);
+  if (s < 0) return cli_number_usage("run", opt, v, "seconds, 0 (none) or more");
   if (a->ntimes == MAX_TIMES) return cli_usage("run: too many time limits", NULL);
   char *set = a->times[a->ntimes++];
   snprintf(set, TIME_SET_SIZE, "%s=%s", field, s == 0 ? "none" : v);
@@ -352,13 +342,11 @@ static int add_data(run_args *a, data_kind kind, const char *v) {
   return 0;
 }
 
-static int set_redirs(run_args *a, const char *v) {
-  char *end;
-  errno = 0;
-  long n = strtol(v, &end, 10);
-  if (end == v || *end || errno || n < -1)
-    return cli_usage("run: --max-redirs %s: expected a whole number (-1: no limit)", v);
-  a->max_redirs = n;
+static int set_redirs(run_args *a, const char *opt, const char *v) {
+  long long n;
+  if (!cli_whole(v, -1, LONG_MAX, &n))
+    return cli_number_usage("run", opt, v, "a whole number (-1: no limit)");
+  a->max_redirs = (long)n;
   return 0;
 }
 
@@ -445,17 +433,11 @@ static int set_flag(run_args *a, option_id id) {
  * the --set overrides.  curl's 0 ("off") is refused: --set stall_timeout=none
  * says that. */
 static int set_speed(run_args *a, option_id id, const char *opt, const char *v) {
-  char *end;
-  errno = 0;
-  double x = strtod(v, &end);
+  double x;
   int whole = id == O_SPEED_LIMIT;
-  if (end == v || *end || errno || !(x > 0) || !isfinite(x) || x > 1e12 ||
-      (whole && x != floor(x))) {
-    char what[96];
-    snprintf(what, sizeof what, "run: %s %%s: expected %s", opt,
-             whole ? "bytes per second, a whole number above 0" : "seconds above 0");
-    return cli_usage(what, v);
-  }
+  if (!cli_decimal(v, &x) || !(x > 0) || x > 1e12 || (whole && x != floor(x)))
+    return cli_number_usage("run", opt, v,
+                            whole ? "bytes per second, a whole number above 0" : "seconds above 0");
   if (a->ntimes == MAX_TIMES) return cli_usage("run: too many time limits", NULL);
   char *set = a->times[a->ntimes++];
   snprintf(set, TIME_SET_SIZE, "%s=%s", whole ? "stall_speed" : "stall_timeout", v);
@@ -675,7 +657,7 @@ static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) 
     a->proxy = v;
     return 0;
   case O_CONFIG: return read_config(a, v);
-  case O_PARALLEL_MAX: typed_as(a, a->parallel_opt); return set_parallel(a, v);
+  case O_PARALLEL_MAX: typed_as(a, a->parallel_opt); return set_parallel(a, opt, v);
   case O_URL: return add_word(a, v);
   case O_REFERER: a->referer = v; return 0;
   case O_LIMIT_RATE: return retryopts_size(opt, v, &a->limit_rate);
@@ -730,7 +712,7 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_CACERT: a->cacert = v; break;
   case O_CERT: a->cert = v; break;
   case O_KEY: a->key = v; break;
-  case O_MAX_REDIRS: return set_redirs(a, v);
+  case O_MAX_REDIRS: return set_redirs(a, opt, v);
   case O_DUMP_HEADER:
     if (!v[0]) return cli_usage("run: %s '': expected a file (- for standard output)", opt);
     a->dump_header = v;
@@ -740,9 +722,9 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_RETRY_MAX_TIME: return set_time(a, opt, "deadline", v);
   case O_CONNECT_TIMEOUT:
     if ((a->connect_timeout = seconds(v)) < 0)
-      return cli_usage("run: --connect-timeout %s: expected seconds, 0 (the attempt's) or more", v);
+      return cli_number_usage("run", opt, v, "seconds, 0 (the attempt's) or more");
     return set_time(a, opt, "connect_timeout", v);
-  case O_SEED: return set_seed(a, v);
+  case O_SEED: return set_seed(a, opt, v);
   case O_SET: return add_set(a, v, NULL);
   case O_LOG_JSON: a->log_json = v; break;
   case O_URLS:
