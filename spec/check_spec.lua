@@ -402,3 +402,39 @@ describe("luaretry check --set", function ()
     end
   end)
 end)
+
+-- luaretry-policy(5): "The fleet keeps an open_seconds of at most 9e9";
+-- check said the other clamps (hedge.max, a multiplier below 1) and not
+-- this one, so a fleet's breaker of 1e20 s read as checked and whole
+describe("luaretry check, a fleet's breaker", function ()
+  local tmp
+  before_each(function () tmp = proc.tmpdir() end)
+  after_each(function () proc.rmtree(tmp) end)
+
+  -- a policy file of its own for each value (one name: the fleet's key)
+  local function policy(open_seconds)
+    local path = tmp .. "/shared_" .. open_seconds .. ".lua"
+    proc.writefile(path, ("max_attempts = 3\ndeadline = 60\nbreaker = { failures = 5, open_seconds = %s }\n")
+                   :format(open_seconds))
+    return path
+  end
+
+  it("an open_seconds above 9e9 s is said clamped to 9e9 s when the fleet keeps it (--set fleet.local)", function ()
+    local path = policy("1e20")
+    local store = { "--set", "fleet.local=" .. tmp }
+    local r = check(proc.concat({ path }, store))
+    assert.are.equal(3, r.code, r.stdout .. r.stderr)
+    assert.matches("\n  warning: " .. path:gsub("%p", "%%%0") .. ": breaker%.open_seconds: 1e%+20 s is above what " ..
+                   "the fleet keeps %(fleet%.local from %-%-set%); clamped to 9e9 s %(about 285 years", r.stdout)
+    -- set by --set: named as the override
+    r = check(proc.concat({ policy("30") }, store, { "--set", "breaker.open_seconds=1e10" }))
+    assert.are.equal(3, r.code, r.stdout .. r.stderr)
+    assert.matches("\n  warning: %-%-set breaker%.open_seconds: 1e%+10 s is above what the fleet keeps", r.stdout)
+    -- 9e9 itself is kept as it is; a breaker of this process alone keeps any
+    for _, args in ipairs { proc.concat({ policy("9e9") }, store), { policy("1e20") } } do
+      r = check(args)
+      assert.are.equal(0, r.code, r.stdout .. r.stderr)
+      assert.not_matches("open_seconds", r.stdout:match("^[^\n]*\n[^\n]*"))
+    end
+  end)
+end)

@@ -32,11 +32,32 @@ describe("curl's retried options", function ()
     for _, s in ipairs(seen) do
       assert.are.equal("PUT", s.method)
       assert.are.equal(11, s.body_len)
-      assert.are.equal("application/octet-stream", s.headers["content-type"])
+      assert.is_nil(s.headers["content-type"])
     end
     r = run({ "--upload-file", tmp .. "/up.txt", srv.base .. "/dir/" })
     assert.are.equal(0, r.code, r.stderr)
     assert.are.equal(1, #srv:requests_on("/dir/up.txt"))
+  end)
+
+  -- luaretry(1) -T: "the headers curl -T sends: no Content-Type"; a user
+  -- who swaps curl for luaretry sends the same request
+  it("-T sends no Content-Type, as curl -T; one given with -H goes as given", function ()
+    local r = run({ "-T", tmp .. "/up.txt", srv.base .. "/plain" })
+    assert.are.equal(0, r.code, r.stderr)
+    local seen = srv:requests_on("/plain")
+    assert.are.equal(1, #seen)
+    assert.is_nil(seen[1].headers["content-type"])
+    r = run({ "-T", tmp .. "/up.txt", "-H", "Content-Type: text/csv", srv.base .. "/typed" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("text/csv", srv:requests_on("/typed")[1].headers["content-type"])
+    if proc.sh("command -v curl >/dev/null 2>&1") == 0 then
+      proc.readfile_cmd(proc.CURL .. "-o /dev/null -T " .. q(tmp .. "/up.txt") .. " " ..
+                        q(srv.base .. "/bycurl"))
+      local curls = srv:requests_on("/bycurl")
+      assert.are.equal(1, #curls)
+      assert.are.equal("PUT", curls[1].method)
+      assert.is_nil(curls[1].headers["content-type"])
+    end
   end)
 
   -- `args` to a URL of `path`: a usage error whose message matches

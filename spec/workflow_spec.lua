@@ -163,6 +163,43 @@ describe("workflows", function ()
     assert.matches("a URL, %-%- COMMAND, or a policy with run%(%) is needed", r.stderr)
   end)
 
+  -- luaretry(1): "after --, every word is one of its arguments, as it is
+  -- (one that starts with - too): a policy with run() never runs a
+  -- command".  `run WF -- -x` ran -x as a command (127), and `run WF a --
+  -- -x` was "a URL or a COMMAND, not both": no way to give run() a -x.
+  it("-- after a workflow policy: the words after it are run()'s arguments as they are, never a command", function ()
+    local wf = workflow("args.lua", "function run(http, args) return 200, '[' .. table.concat(args, '|') .. ']\\n' end\n")
+    local dir = proc.tmpdir()
+    finally(function () proc.rmtree(dir) end)
+    local touched = dir .. "/touched"
+    for _, case in ipairs {
+      { { "a", "--", "-x", "--max-time", "b" }, "[a|-x|--max-time|b]\n" },
+      { { "--", "-x" }, "[-x]\n" },
+      { { "--", "touch", touched }, "[touch|" .. touched .. "]\n" },
+      { { "a", "--", "--", "-" }, "[a|--|-]\n" },
+      { { "a", "--" }, "[a]\n" },
+    } do
+      local r = run(proc.concat({ "run", "-s", wf }, case[1]))
+      assert.are.equal(0, r.code, r.stderr)
+      assert.are.equal(case[2], r.stdout, table.concat(case[1], " "))
+    end
+    assert.is_nil(proc.readfile(touched))
+    -- options before -- are luaretry's: -o takes the body
+    local r = run({ "run", "-s", wf, "-o", dir .. "/out", "--", "-o", "x" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal("[-o|x]\n", proc.readfile(dir .. "/out"))
+    -- a policy without run(): the words after -- are a command, as ever
+    for _, case in ipairs {
+      { { "a", "--", "true" }, "a URL or a COMMAND, not both" },
+      { { "--" }, "%-%- needs a COMMAND" },
+      { { "-o", dir .. "/o", "--", "true" }, "%-X, %-H, %-d, %-o and %-f are for URLs" },
+    } do
+      r = run(proc.concat({ "run", proc.root .. "/policies/http.lua" }, case[1]))
+      assert.are.equal(2, r.code, r.stderr)
+      assert.matches("luaretry: run: " .. case[2], r.stderr)
+    end
+  end)
+
   -- A request made when the attempt's time was used up raised a Lua error:
   -- a policy error (exit 3) on the first round, never retried, where a
   -- single request's attempt at its timeout is a transient "timeout"

@@ -11,6 +11,7 @@
  *   list.c        `list`: the policies on the search path
  *   probe.c       the outcomes of `check --probe` and `simulate --probe`
  *   output.c      standard output's write errors, said at the end
+ *   number.c      the numbers of the command's own options: one rule, a policy's
  * run/: `run` and its curl-compatible command line (run/run.h):
  *   run.c         what to run, and one call of it
  *   args.c        its command line (curl's options too) and the request
@@ -28,6 +29,7 @@
  *                 without blocking; foreground.c: the terminal it asks for
  *   run_workflow.c  run POLICY [ARGS] for a policy with run()
  *   batch.c       run POLICY URL URL... | --urls FILE
+ *   lines.c       a line of -K's file or --urls's list, bounded
  * simulate/: `simulate` (simulate/simulate.h: the herd it measures):
  *   simulate.c    one client's schedule, and the herd
  *   fleet_report.c  simulate --clients N --fleet: own guards next to the fleet's
@@ -69,6 +71,27 @@ int cli_help(const char *command);
 /* --version: luaretry's, libcurl's and Lua's versions, what is built in, and
  * where policies are looked for. */
 int cli_version(void);
+
+/* ---- number.c: the one rule of the options' numbers (luaretry(1),
+ * NUMBERS), a policy's: decimal, an optional '-', digits with an optional
+ * fraction ("3", "0.5", ".5", "5."), an optional exponent ("1e-3"); no
+ * spaces, '+', hex, inf or nan. */
+
+/* s by the rule, finite: 1 with *out its value, else 0. */
+int cli_decimal(const char *s, double *out);
+/* s by the rule, a whole number ("3", "3.0", "3e2") from lo to hi: 1 with
+ * *out its value (digits alone read exactly), else 0. */
+int cli_whole(const char *s, long long lo, long long hi, long long *out);
+/* The same for a seed, 0 to 2^64 - 1. */
+int cli_seed(const char *s, uint64_t *out);
+/* " (a decimal number as a policy file writes it: ...)" when C's strtod
+ * reads s but the rule does not (" 3", "+3", "0x3", "inf"), for the end of
+ * the error that refuses it; else "". */
+const char *cli_decimal_note(const char *s);
+/* The usage error for option `opt` (as typed) of command `cmd` (NULL:
+ * none said) given v: "CMD: OPT V: expected EXPECTED", the note above
+ * after it; EXIT_USAGE. */
+int cli_number_usage(const char *cmd, const char *opt, const char *v, const char *expected);
 
 /* ---- policy_arg.c */
 #define CLI_SET_NAME 64 /* room for the NAME of NAME=VALUE */

@@ -244,34 +244,26 @@ static int unknown(const char *opt) {
   return cli_usage("run: unknown option %s", opt);
 }
 
-static int set_parallel(run_args *a, const char *v) {
-  char *end;
-  errno = 0;
-  long n = strtol(v, &end, 10);
-  if (end == v || *end || errno || n < 1 || n > MAX_PARALLEL)
-    return cli_usage("run: --parallel-max %s: expected a whole number from 1 to 1000", v);
-  a->parallel = n;
+/* The options' numbers are read by the one rule (number.c, luaretry(1)
+ * NUMBERS), and refused naming the option as typed: a usage error. */
+static int set_parallel(run_args *a, const char *opt, const char *v) {
+  long long n;
+  if (!cli_whole(v, 1, MAX_PARALLEL, &n))
+    return cli_number_usage("run", opt, v, "a whole number from 1 to 1000");
+  a->parallel = (long)n;
   return 0;
 }
 
-static int set_seed(run_args *a, const char *v) {
-  char *end;
-  errno = 0;
-  unsigned long long seed = strtoull(v, &end, 10);
-  if (end == v || *end || errno || v[0] == '-')
-    return cli_usage("run: --seed %s: expected a whole number, 0 or more", v);
-  a->seed = seed;
+static int set_seed(run_args *a, const char *opt, const char *v) {
+  if (!cli_seed(v, &a->seed)) return cli_number_usage("run", opt, v, "a whole number, 0 or more");
   a->has_seed = 1;
   return 0;
 }
 
-/* Seconds as curl takes them (a decimal number, 0 or more); -1 if not. */
+/* Seconds, 0 or more (as curl's, at most 1e9); -1 if not. */
 static double seconds(const char *v) {
-  char *end;
-  errno = 0;
-  double s = strtod(v, &end);
-  if (end == v || *end || errno || !(s >= 0) || !isfinite(s) || s > 1e9) return -1;
-  return s;
+  double s;
+  return cli_decimal(v, &s) && s >= 0 && s <= 1e9 ? s : -1;
 }
 
 /* One override; `from`: the option that stands for it (its long name, or
@@ -301,9 +293,7 @@ static void drop_sets_from(run_args *a, const char *long_name) {
  * wins); 0 is curl's "no limit". */
 static int set_time(run_args *a, const char *opt, const char *field, const char *v) {
   double s = seconds(v);
-  char what[128];
-  snprintf(what, sizeof what, "run: %s %%s: expected seconds, 0 (none) or more", opt);
-  if (s < 0) return cli_usage(what, v);
+  if (s < 0) return cli_number_usage("run", opt, v, "seconds, 0 (none) or more");
   if (a->ntimes == MAX_TIMES) return cli_usage("run: too many time limits", NULL);
   char *set = a->times[a->ntimes++];
   snprintf(set, TIME_SET_SIZE, "%s=%s", field, s == 0 ? "none" : v);
@@ -352,13 +342,11 @@ static int add_data(run_args *a, data_kind kind, const char *v) {
   return 0;
 }
 
-static int set_redirs(run_args *a, const char *v) {
-  char *end;
-  errno = 0;
-  long n = strtol(v, &end, 10);
-  if (end == v || *end || errno || n < -1)
-    return cli_usage("run: --max-redirs %s: expected a whole number (-1: no limit)", v);
-  a->max_redirs = n;
+static int set_redirs(run_args *a, const char *opt, const char *v) {
+  long long n;
+  if (!cli_whole(v, -1, LONG_MAX, &n))
+    return cli_number_usage("run", opt, v, "a whole number (-1: no limit)");
+  a->max_redirs = (long)n;
   return 0;
 }
 
@@ -445,17 +433,11 @@ static int set_flag(run_args *a, option_id id) {
  * the --set overrides.  curl's 0 ("off") is refused: --set stall_timeout=none
  * says that. */
 static int set_speed(run_args *a, option_id id, const char *opt, const char *v) {
-  char *end;
-  errno = 0;
-  double x = strtod(v, &end);
+  double x;
   int whole = id == O_SPEED_LIMIT;
-  if (end == v || *end || errno || !(x > 0) || !isfinite(x) || x > 1e12 ||
-      (whole && x != floor(x))) {
-    char what[96];
-    snprintf(what, sizeof what, "run: %s %%s: expected %s", opt,
-             whole ? "bytes per second, a whole number above 0" : "seconds above 0");
-    return cli_usage(what, v);
-  }
+  if (!cli_decimal(v, &x) || !(x > 0) || x > 1e12 || (whole && x != floor(x)))
+    return cli_number_usage("run", opt, v,
+                            whole ? "bytes per second, a whole number above 0" : "seconds above 0");
   if (a->ntimes == MAX_TIMES) return cli_usage("run: too many time limits", NULL);
   char *set = a->times[a->ntimes++];
   snprintf(set, TIME_SET_SIZE, "%s=%s", whole ? "stall_speed" : "stall_timeout", v);
@@ -675,7 +657,7 @@ static int take_curl_value(run_args *a, option_id id, const char *opt, char *v) 
     a->proxy = v;
     return 0;
   case O_CONFIG: return read_config(a, v);
-  case O_PARALLEL_MAX: typed_as(a, a->parallel_opt); return set_parallel(a, v);
+  case O_PARALLEL_MAX: typed_as(a, a->parallel_opt); return set_parallel(a, opt, v);
   case O_URL: return add_word(a, v);
   case O_REFERER: a->referer = v; return 0;
   case O_LIMIT_RATE: return retryopts_size(opt, v, &a->limit_rate);
@@ -730,7 +712,7 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_CACERT: a->cacert = v; break;
   case O_CERT: a->cert = v; break;
   case O_KEY: a->key = v; break;
-  case O_MAX_REDIRS: return set_redirs(a, v);
+  case O_MAX_REDIRS: return set_redirs(a, opt, v);
   case O_DUMP_HEADER:
     if (!v[0]) return cli_usage("run: %s '': expected a file (- for standard output)", opt);
     a->dump_header = v;
@@ -740,9 +722,9 @@ static int take_value(run_args *a, option_id id, const char *opt, char *v) {
   case O_RETRY_MAX_TIME: return set_time(a, opt, "deadline", v);
   case O_CONNECT_TIMEOUT:
     if ((a->connect_timeout = seconds(v)) < 0)
-      return cli_usage("run: --connect-timeout %s: expected seconds, 0 (the attempt's) or more", v);
+      return cli_number_usage("run", opt, v, "seconds, 0 (the attempt's) or more");
     return set_time(a, opt, "connect_timeout", v);
-  case O_SEED: return set_seed(a, v);
+  case O_SEED: return set_seed(a, opt, v);
   case O_SET: return add_set(a, v, NULL);
   case O_LOG_JSON: a->log_json = v; break;
   case O_URLS:
@@ -861,18 +843,6 @@ static int has_header(const run_args *a, const char *name) {
 
 /* The same for curl's download, upload and cookie options. */
 static int check_curl_combinations(run_args *a) {
-  int url_only = a->speed_limit || a->speed_time > 0 || a->continue_at || a->checksum ||
-                 a->remote_name || a->get || a->nforms || a->cookie || a->cookie_jar ||
-                 a->nresolve || a->proxy || a->parallel_z || a->referer || a->ip_version ||
-                 a->http_version || a->limit_rate || a->max_filesize || a->remote_header_name ||
-                 a->fail_early || a->tls_min;
-  if (a->command && url_only)
-    return cli_usage("run: curl's options are for URLs, not commands", NULL);
-  if (!a->command && (a->command_rules || a->before_retry || a->exit_command))
-    return cli_usage(
-      "run: --retry-on-exit, --final-on-exit, --retry-if-output, "
-      "--final-if-output, --before-retry and --exit-status are for -- COMMAND%s",
-      "");
   if (a->remote_header_name && !a->remote_name)
     return cli_usage("run: -J goes with -O (or --remote-name-all), as in curl%s", "");
   if (a->nforms && a->data) return cli_usage("run: -F or -d (or -T), not both", NULL);
@@ -884,8 +854,9 @@ static int check_curl_combinations(run_args *a) {
     return cli_usage("run: -C - continues a file: it goes with -o FILE or -O", NULL);
   if (a->upload_file && !a->method) a->method = "PUT";
   if (a->upload_file && !has_header(a, "content-type") && a->nheaders < MAX_HEADERS) {
-    /* the file as it is: not the form encoding libcurl gives a POST body */
-    char *ct = run_args_keep(a, strdup("Content-Type: application/octet-stream"));
+    /* none, as curl -T sends: libcurl gives the body it sends as a POST's
+     * the form encoding's type unless told to send none ("Name:") */
+    char *ct = run_args_keep(a, strdup("Content-Type:"));
     if (ct) a->headers[a->nheaders++] = ct;
   }
   if (a->nforms) {
@@ -988,17 +959,12 @@ static int output_glob(const run_args *a) {
 static int check_combinations(run_args *a) {
   int clash = run_check_outputs(a);
   if (clash) return clash;
-  if ((a->nwords || a->urls_file) && a->command)
-    return cli_usage("run: a URL or a COMMAND, not both", NULL);
+  /* what follows -- is a command unless a POLICY named has run(): known
+   * once it loads (run.c) */
+  a->command_unsure = a->command && a->policy && !a->policy_defaulted;
+  int kind = a->command_unsure ? 0 : run_check_kind(a);
+  if (kind) return kind;
   if (!a->policy) return cli_usage("run: a URL, -- COMMAND or POLICY is needed", NULL);
-  if (a->command && (a->method || a->data || a->nheaders || a->output || a->fail))
-    return cli_usage("run: -X, -H, -d, -o and -f are for URLs, not commands", NULL);
-  if (a->command && (a->output_dir || a->parallel))
-    return cli_usage("run: --parallel and --output-dir are for URLs, not commands", NULL);
-  if (a->command &&
-      (a->include || a->dump_header || a->connect_timeout > 0 || a->location || a->user ||
-       a->insecure || a->cacert || a->cert || a->compressed || a->user_agent))
-    return cli_usage("run: curl's options are for URLs, not commands", NULL);
   if (a->output && a->output_dir) return cli_usage("run: -o or --output-dir, not both", NULL);
   int glob = output_glob(a);
   if (glob) return glob;
@@ -1018,13 +984,51 @@ static int check_combinations(run_args *a) {
   if (a->key && !a->cert) return cli_usage("run: --key goes with --cert", NULL);
   if (a->fail && a->fail_with_body)
     return cli_usage("run: -f and --fail-with-body, not both (as in curl)", NULL);
-  if (a->command && (a->create_dirs || a->fail_with_body))
-    return cli_usage("run: --create-dirs and --fail-with-body are for URLs, not commands", NULL);
-  if (a->trace_ascii && a->command)
-    return cli_usage("run: --trace-ascii is for URLs, not commands", NULL);
-  if (a->stdout_live && !a->command)
-    return cli_usage("run: --stdout=live is for -- COMMAND (a URL's body is never doubled)", NULL);
   return check_curl_combinations(a);
+}
+
+/* The options of a command that is not one, or of a URL's transfer given
+ * with a command. */
+int run_check_kind(const run_args *a) {
+  if (!a->command) {
+    if (a->command_rules || a->before_retry || a->exit_command)
+      return cli_usage(
+        "run: --retry-on-exit, --final-on-exit, --retry-if-output, "
+        "--final-if-output, --before-retry and --exit-status are for -- COMMAND%s",
+        "");
+    if (a->stdout_live)
+      return cli_usage("run: --stdout=live is for -- COMMAND (a URL's body is never doubled)",
+                       NULL);
+    return 0;
+  }
+  if (!a->command[0]) return cli_usage("run: -- needs a COMMAND", NULL);
+  if (a->nwords || a->urls_file) return cli_usage("run: a URL or a COMMAND, not both", NULL);
+  if (a->method || a->data || a->nheaders || a->output || a->fail)
+    return cli_usage("run: -X, -H, -d, -o and -f are for URLs, not commands", NULL);
+  if (a->output_dir || a->parallel)
+    return cli_usage("run: --parallel and --output-dir are for URLs, not commands", NULL);
+  int url_only = a->include || a->dump_header || a->connect_timeout > 0 || a->location || a->user ||
+                 a->insecure || a->cacert || a->cert || a->compressed || a->user_agent ||
+                 a->speed_limit || a->speed_time > 0 || a->continue_at || a->checksum ||
+                 a->remote_name || a->get || a->nforms || a->cookie || a->cookie_jar ||
+                 a->nresolve || a->proxy || a->parallel_z || a->referer || a->ip_version ||
+                 a->http_version || a->limit_rate || a->max_filesize || a->remote_header_name ||
+                 a->fail_early || a->tls_min;
+  if (url_only) return cli_usage("run: curl's options are for URLs, not commands", NULL);
+  if (a->create_dirs || a->fail_with_body)
+    return cli_usage("run: --create-dirs and --fail-with-body are for URLs, not commands", NULL);
+  if (a->trace_ascii) return cli_usage("run: --trace-ascii is for URLs, not commands", NULL);
+  return 0;
+}
+
+int run_args_workflow(run_args *a) {
+  for (char **w = a->command; *w; w++) {
+    int status = add_word(a, *w);
+    if (status) return status;
+  }
+  a->command = NULL;
+  a->command_unsure = 0;
+  return run_check_kind(a);
 }
 
 int parse_word(run_args *a, int argc, char **argv, int *i) {
@@ -1054,10 +1058,12 @@ int parse_run(int argc, char **argv, run_args *a, char **words) {
   a->capwords = argc;
   a->verbosity = 1;
   a->max_redirs = 50; /* curl's own default */
+  static char *none[] = { NULL };
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--") == 0) {
-      if (i + 1 >= argc) return cli_usage("run: -- needs a COMMAND", NULL);
-      a->command = argv + i + 1;
+      /* a command, or a workflow's arguments: run_check_kind() or run.c
+       * decides, and an empty one is an error of a command's only */
+      a->command = i + 1 < argc ? argv + i + 1 : none;
       break;
     }
     int status = parse_word(a, argc, argv, &i);

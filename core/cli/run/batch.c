@@ -113,41 +113,15 @@ static void fold_status(batch *b, int status, luaretry_reason reason) {
 
 /* ---- the list of URLs */
 
-/* The longest line read: libcurl refuses a longer URL
- * (CURL_MAX_INPUT_LENGTH), so a longer line is refused as soon as it is
- * that long, never read whole (a line of gigabytes keeps memory flat). */
-#define MAX_URL_LINE 8000000
-
-/* One line of f into *line (grown as needed, NUL-terminated); its length,
- * -1 at the end or on an error, -2 when longer than MAX_URL_LINE. */
-static ssize_t bounded_line(FILE *f, char **line, size_t *size) {
-  size_t n = 0;
-  int c;
-  while ((c = getc(f)) != EOF) {
-    if (n + 2 > *size) { /* room for c and the NUL: at most MAX + 3 */
-      size_t cap = *size ? *size * 2 : 256;
-      if (cap > MAX_URL_LINE + 3) cap = MAX_URL_LINE + 3;
-      char *grown = realloc(*line, cap);
-      if (!grown) return -1;
-      *line = grown;
-      *size = cap;
-    }
-    (*line)[n++] = (char)c;
-    if (c == '\n') break;
-    if (n > MAX_URL_LINE) return -2; /* MAX + 1 bytes and no end yet */
-  }
-  if (n == 0) return -1;
-  (*line)[n] = '\0';
-  return (ssize_t)n;
-}
-
 /* The next line of `f` that holds a URL (blank lines and # comments are
  * skipped), trimmed, in *line; 1, 0 at the end, -1 when reading failed, -2
  * for a line longer than any URL, -3 for one with a NUL byte, which no URL
  * holds (it was cut there in silence) (*line_no: its number). */
 static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **url) {
-  ssize_t len;
-  while ((len = bounded_line(f, line, size)) >= 0 || len == -2) {
+  long len;
+  /* the library's cancel stops the batch, not the read: a look for a URL
+   * left (url_left) reads after a stop signal */
+  while ((len = run_read_line(f, line, size, 0)) > 0 || len == -2) {
     if (len == -2) {
       (*line_no)++;
       return -2;
@@ -165,7 +139,7 @@ static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **u
       return 1;
     }
   }
-  return ferror(f) ? -1 : 0;
+  return len == -1 || ferror(f) ? -1 : 0;
 }
 
 /* A bad URL: a usage error before the batch; met in it (from a pipe), the
@@ -190,7 +164,7 @@ static int odd_line(const char *name, long line_no, int r) {
     snprintf(what, sizeof what,
              "run: --urls %s, line %ld: longer than %d bytes, more than "
              "any URL libcurl accepts: refused",
-             name, line_no, MAX_URL_LINE);
+             name, line_no, RUN_LINE_MAX);
   return cli_usage("%s", what);
 }
 

@@ -76,45 +76,11 @@ static int split_line(const char *line, char **words) {
   return 2;
 }
 
-/* The longest line taken: --urls's bound, libcurl's for a URL
- * (CURL_MAX_INPUT_LENGTH), since a "url = " line holds one.  A longer
- * line is refused as soon as it is that long, never read whole. */
-#define MAX_CONFIG_LINE 8000000
-
-/* One line of f, whole, into *line (grown as needed, NUL-terminated): its
- * length; 0 at the end, or when the read failed (ferror tells); -1 out of
- * memory; -2 longer than MAX_CONFIG_LINE.  A stop signal that came before
- * a read stops it, as a read it cuts (EINTR): the read would not see it. */
+/* One line of f (run_read_line's answers); a line a failed read cut short
+ * is not applied: 0, as the read's failure. */
 static long read_line(FILE *f, char **line, size_t *size) {
-  size_t n = 0;
-  int c = 0;
-  for (;;) {
-    if (cli_interrupted()) {
-      errno = EINTR;
-      return 0;
-    }
-    if ((c = getc(f)) == EOF) {
-      if (ferror(f) && errno == EINTR && !cli_interrupted()) { /* not ours: read on */
-        clearerr(f);
-        continue;
-      }
-      break;
-    }
-    if (n + 2 > *size) { /* room for c and the NUL: at most MAX + 3 */
-      size_t cap = *size ? *size * 2 : 256;
-      if (cap > MAX_CONFIG_LINE + 3) cap = MAX_CONFIG_LINE + 3;
-      char *grown = realloc(*line, cap);
-      if (!grown) return -1;
-      *line = grown;
-      *size = cap;
-    }
-    (*line)[n++] = (char)c;
-    if (c == '\n') break;
-    if (n > MAX_CONFIG_LINE) return -2; /* MAX + 1 bytes and no end yet */
-  }
-  if (n == 0 || ferror(f)) return 0; /* a line the read cut short is not applied */
-  (*line)[n] = '\0';
-  return (long)n;
+  long n = run_read_line(f, line, size, 1);
+  return n > 0 && ferror(f) ? 0 : n;
 }
 
 /* Why line `no` of a -K file is not taken: a usage error naming both. */
@@ -127,7 +93,7 @@ static int bad_line(const char *path, long no, const char *why) {
 static int too_long(const char *path, long no) {
   char why[96];
   snprintf(why, sizeof why, "longer than %d bytes, more than any URL or value: refused",
-           MAX_CONFIG_LINE);
+           RUN_LINE_MAX);
   return bad_line(path, no, why);
 }
 

@@ -29,19 +29,19 @@ static int usage2(const char *opt, const char *v, const char *expected) {
   return cli_usage(what, v);
 }
 
+/* Their numbers are read by the one rule of the options' numbers
+ * (number.c), which the policy's fields they set follow too. */
 int retryopts_curl(retry_sets *a, const char *opt, const char *v) {
-  char *end;
-  errno = 0;
   if (strcmp(opt, "--retry") == 0) {
-    long n = strtol(v, &end, 10);
-    if (end == v || *end || errno || n < 0 || n > 100000)
-      return usage2(opt, v, "a whole number of retries from 0 to 100000");
-    snprintf(a->number, sizeof a->number, "%ld", n + 1);
+    long long n;
+    if (!cli_whole(v, 0, 100000, &n))
+      return cli_number_usage("run", opt, v, "a whole number of retries from 0 to 100000");
+    snprintf(a->number, sizeof a->number, "%lld", n + 1);
     return add_set(a, "max_attempts", a->number);
   }
-  double s = strtod(v, &end);
-  if (end == v || *end || errno || !(s >= 0) || !isfinite(s) || s > 1e6)
-    return usage2(opt, v, "seconds from 0 to 1000000");
+  double s;
+  if (!cli_decimal(v, &s) || !(s >= 0) || s > 1e6)
+    return cli_number_usage("run", opt, v, "seconds from 0 to 1000000");
   /* 0 is curl's default backoff: here, the policy's (curl's manual:
    * "Setting this delay to zero makes curl use the default backoff") */
   if (s == 0) return 0;
@@ -65,18 +65,17 @@ int retryopts_curl(retry_sets *a, const char *opt, const char *v) {
 
 int retryopts_all_errors(retry_sets *s) { return add_set(s, "retry_all_errors", "true"); }
 
+/* A number and curl's suffix, k, m or g (1024s, either case). */
 int retryopts_size(const char *opt, const char *v, long long *out) {
-  char *end;
-  errno = 0;
-  double x = strtod(v, &end);
-  double unit = 1;
-  if (end != v && *end && !end[1]) {
-    const char *units = "kKmMgG";
-    const char *u = strchr(units, *end);
-    if (u) unit = pow(1024, (double)((u - units) / 2 + 1)), end++;
-  }
-  if (end == v || *end || errno || !(x > 0) || !isfinite(x) || x * unit > 9e18 || x * unit < 1)
-    return usage2(opt, v, "bytes above 0 (a k, m or g suffix: 1024s)");
+  static const char UNITS[] = "kKmMgG";
+  char number[64];
+  size_t n = strlen(v);
+  const char *u = n > 1 ? strchr(UNITS, v[n - 1]) : NULL;
+  double x = 0, unit = u ? pow(1024, (double)((u - UNITS) / 2 + 1)) : 1;
+  if (u) n--;
+  snprintf(number, sizeof number, "%.*s", (int)n, v);
+  if (n >= sizeof number || !cli_decimal(number, &x) || !(x > 0) || x * unit > 9e18 || x * unit < 1)
+    return cli_number_usage("run", opt, v, "bytes above 0 (a k, m or g suffix: 1024s)");
   *out = (long long)(x * unit);
   return 0;
 }
@@ -89,19 +88,21 @@ static int read_exit_list(const char *v, unsigned char named[256]) {
   while (*s) {
     s += strspn(s, " ,");
     if (!*s) break;
-    char *end;
-    errno = 0;
-    long code = strtol(s, &end, 10);
-    if (end == s || (*end && !strchr(" ,", *end)) || errno || code < 0 || code > 255) return -1;
+    size_t len = strcspn(s, " ,");
+    char word[32];
+    long long code;
+    if (len >= sizeof word) return -1;
+    snprintf(word, sizeof word, "%.*s", (int)len, s);
+    if (!cli_whole(word, 0, 255, &code)) return -1;
     if (named) named[code] = 1;
-    s = end, n++;
+    s += len, n++;
   }
   return n ? 0 : -1;
 }
 
 static int exit_list(const char *opt, const char *v) {
   if (read_exit_list(v, NULL) == 0) return 0;
-  return usage2(opt, v, "exit statuses from 0 to 255, separated by commas");
+  return cli_number_usage("run", opt, v, "exit statuses from 0 to 255, separated by commas");
 }
 
 /* --retry-on-exit and --final-on-exit that name the same status ask for

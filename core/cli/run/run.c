@@ -83,6 +83,12 @@ static const char *workflow_refused(const run_args *a) {
 /* What to run, from the options and whether the policy has run(); 0 or a
  * usage status (*clash: -O's file is another option's). */
 static int choose_mode(run_args *a, const luaretry_policy *p, run_mode *mode, int *clash) {
+  /* After a POLICY named, -- starts a command, or more of run()'s
+   * arguments taken as they are (-x too) when the policy has one. */
+  if (a->command_unsure) {
+    int status = luaretry_policy_has_workflow(p) ? run_args_workflow(a) : run_check_kind(a);
+    if (status) return status;
+  }
   if (a->command) {
     *mode = RUN_COMMAND;
     return 0;

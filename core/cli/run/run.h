@@ -80,6 +80,8 @@ typedef struct {
   const char *output_dir; /* --output-dir DIR */
   long parallel;          /* --parallel-max N (or -Z: 50); 0: not given */
   char **command;         /* after --; NULL: none */
+  int command_unsure;     /* ...and POLICY named: a command, or its run()'s
+                             arguments if it has run() (run_args_workflow) */
   const char *method;
   /* the options as typed, for a message that names one (a workflow
    * refuses them): the option being read, and the first of each kind */
@@ -183,6 +185,13 @@ int run_check_outputs(const run_args *a);
 /* path as its folder's real path and its last name: two names of one
  * file compare equal (a link as the last name aside). */
 void run_canonical(const char *path, char *out, size_t size);
+/* The options a command does not take (a URL's), when a->command is
+ * set, or those only a command takes, when not; 0 or a usage status.
+ * parse_run() checks them, unless a->command_unsure. */
+int run_check_kind(const run_args *a);
+/* The words after -- as more of a workflow's arguments (a policy with
+ * run() never runs a command), then run_check_kind(); 0 or a usage status. */
+int run_args_workflow(run_args *a);
 /* A string the options keep until run_args_free(); NULL when out of memory. */
 char *run_args_keep(run_args *a, char *s);
 /* One option (argv[*i], its value next) or a word, as on the command line;
@@ -221,6 +230,22 @@ int retryopts_command(run_args *a, retry_sets *s, const char *opt, char *v);
  * it (status: luaretry's own). */
 int retryopts_exit_status(const run_args *a, int status, const luaretry_decision *final,
                           int command_status);
+
+/* ---- lines.c: a line of -K's file or --urls's list */
+
+/* The longest line taken: libcurl's for a URL (CURL_MAX_INPUT_LENGTH),
+ * since a --urls line or a "url = " line of -K holds one. */
+#define RUN_LINE_MAX 8000000
+
+/* One line of f, its '\n' kept, into *line (grown as needed,
+ * NUL-terminated): its length; one a read error cut short too (ferror(f)
+ * tells).  0 at the end, or when the read failed with nothing read
+ * (ferror(f) tells; errno EINTR and cli_interrupted(): a stop signal cut
+ * it); -1 out of memory (errno ENOMEM); -2 longer than RUN_LINE_MAX,
+ * refused as soon as it is that long.  `stops`: a stop signal that came
+ * before a read ends it as one that cut the read would (0, EINTR).  A read
+ * another signal cut reads on. */
+long run_read_line(FILE *f, char **line, size_t *size, int stops);
 
 /* ---- config.c: -K FILE, curl's config syntax */
 

@@ -10,19 +10,23 @@
 
 #include "cli/cli.h"
 
+/* s's part up to the first of `stops` (or its end) as a number by the
+ * options' rule (number.c), from 0 to hi, into *out; the byte after it, or
+ * NULL when it is not that. */
+static const char *part(const char *s, const char *stops, double hi, double *out) {
+  char text[64];
+  size_t n = strcspn(s, stops);
+  if (n >= sizeof text) return NULL;
+  snprintf(text, sizeof text, "%.*s", (int)n, s);
+  return cli_decimal(text, out) && *out >= 0 && *out <= hi ? s + n : NULL;
+}
+
 int cli_latency_parse(const char *s, luaretry_latency_options *l) {
-  char *end;
   l->slow = l->fraction = 0;
-  l->base = strtod(s, &end);
-  if (end == s || !(l->base >= 0 && l->base <= 3600)) return -1;
-  if (*end == '\0') return 0;
-  if (*end != ',') return -1;
-  s = end + 1;
-  l->slow = strtod(s, &end);
-  if (end == s || *end != '@' || !(l->slow >= 0 && l->slow <= 3600)) return -1;
-  s = end + 1;
-  l->fraction = strtod(s, &end);
-  return end != s && *end == '\0' && l->fraction >= 0 && l->fraction <= 1 ? 0 : -1;
+  if (!(s = part(s, ",", 3600, &l->base))) return -1;
+  if (*s == '\0') return 0;
+  if (!(s = part(s + 1, "@", 3600, &l->slow)) || *s != '@') return -1;
+  return (s = part(s + 1, "", 1, &l->fraction)) && *s == '\0' ? 0 : -1;
 }
 
 /* One run, its line (or JSON object); the exit status. */

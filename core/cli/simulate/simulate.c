@@ -29,22 +29,18 @@
 #define MAX_RETRIES 20000000L /* all clients together: 160 MB of times */
 #define MAX_BUCKETS 200
 
-/* Parses a whole non-negative integer; -1 when it is not one. */
-static long long parse_count(const char *s) {
-  char *end;
-  errno = 0;
-  long long v = strtoll(s, &end, 10);
-  if (end == s || *end || errno || v < 0) return -1;
-  return v;
+/* The options' numbers are read by the one rule of them (number.c). */
+
+/* A whole number from 0 to hi; -1 when it is not one. */
+static long long parse_count(const char *s, long long hi) {
+  long long v;
+  return cli_whole(s, 0, hi, &v) ? v : -1;
 }
 
-/* Parses seconds, finite, 0 to MAX_OUTAGE; -1 when it is not that. */
+/* Seconds, 0 to MAX_OUTAGE; -1 when it is not that. */
 static double parse_seconds(const char *s) {
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end);
-  if (end == s || *end || errno || !isfinite(v) || v < 0 || v > MAX_OUTAGE) return -1;
-  return v;
+  double v;
+  return cli_decimal(s, &v) && v >= 0 && v <= MAX_OUTAGE ? v : -1;
 }
 
 /* ---- the schedule (no --clients) */
@@ -318,7 +314,8 @@ static int simulate_clients(luaretry_policy *p, herd *h, int json, const char *s
 
 typedef struct {
   const char *path, *svg;
-  long long attempts, seed, clients, status;
+  long long attempts, clients, status;
+  uint64_t seed;
   double outage;
   long wave; /* --wave N@SECONDS: N clients start every SECONDS */
   double wave_every;
@@ -354,53 +351,42 @@ static int take_value(simulate_args *a, const char *opt, char *v) {
     a->svg = v;
   } else if (strcmp(opt, "--outage") == 0) {
     a->outage = parse_seconds(v);
-    if (a->outage < 0) return cli_usage("--outage %s: expected seconds from 0 to 1e6", v);
+    if (a->outage < 0) return cli_number_usage(NULL, opt, v, "seconds from 0 to 1e6");
     a->have_outage = 1;
   } else if (strcmp(opt, "--latency") == 0) {
     if (cli_latency_parse(v, &a->lat) != 0)
-      return cli_usage(
-        "--latency %s: expected BASE or BASE,SLOW@FRACTION in seconds "
-        "(0.01,1@0.05: 10 ms, and 1 s for 5%% of the attempts)",
-        v);
+      return cli_number_usage(NULL, opt, v,
+                              "BASE or BASE,SLOW@FRACTION in seconds "
+                              "(0.01,1@0.05: 10 ms, and 1 s for 5% of the attempts)");
     a->latency = v;
   } else if (strcmp(opt, "--wave") == 0) {
     char *at = strchr(v, '@');
     long long n = -1;
     if (at) {
       *at = '\0';
-      n = parse_count(v);
+      n = parse_count(v, MAX_CLIENTS);
       *at = '@';
     }
     a->wave_every = at ? parse_seconds(at + 1) : -1;
-    if (n < 1 || n > MAX_CLIENTS || a->wave_every < 0)
-      return cli_usage(
-        "--wave %s: expected N@SECONDS, N clients from 1 to 1000000 starting every "
-        "SECONDS (0 to 1e6; 100@5: 100 clients every 5 s)",
-        v);
+    if (n < 1 || a->wave_every < 0)
+      return cli_number_usage(NULL, opt, v,
+                              "N@SECONDS, N clients from 1 to 1000000 starting every "
+                              "SECONDS (0 to 1e6; 100@5: 100 clients every 5 s)");
     a->wave = (long)n;
   } else if (strcmp(opt, "--calls") == 0) {
-    a->calls = parse_count(v);
-    if (a->calls < 1 || a->calls > 1000000)
-      return cli_usage("--calls %s: expected a whole number from 1 to 1000000", v);
+    a->calls = parse_count(v, 1000000);
+    if (a->calls < 1) return cli_number_usage(NULL, opt, v, "a whole number from 1 to 1000000");
   } else if (strcmp(opt, "--status") == 0) {
-    a->status = parse_count(v);
-    if (a->status < 100 || a->status > 599)
-      return cli_usage("--status %s: expected an HTTP status from 100 to 599", v);
+    a->status = parse_count(v, 599);
+    if (a->status < 100) return cli_number_usage(NULL, opt, v, "an HTTP status from 100 to 599");
   } else if (strcmp(opt, "--clients") == 0) {
-    a->clients = parse_count(v);
-    if (a->clients < 1 || a->clients > MAX_CLIENTS)
-      return cli_usage("--clients %s: expected a whole number from 1 to 1000000", v);
-  } else {
-    int attempts = opt[2] == 'a'; /* --attempts, else --seed */
-    long long n = parse_count(v);
-    if (n < 0 || (attempts && (n < 1 || n > 1000000)))
-      return cli_usage(attempts ? "--attempts %s: expected a whole number from 1 to 1000000"
-                                : "--seed %s: expected a whole number, 0 or more",
-                       v);
-    if (attempts)
-      a->attempts = n;
-    else
-      a->seed = n;
+    a->clients = parse_count(v, MAX_CLIENTS);
+    if (a->clients < 1) return cli_number_usage(NULL, opt, v, "a whole number from 1 to 1000000");
+  } else if (strcmp(opt, "--attempts") == 0) {
+    a->attempts = parse_count(v, 1000000);
+    if (a->attempts < 1) return cli_number_usage(NULL, opt, v, "a whole number from 1 to 1000000");
+  } else if (!cli_seed(v, &a->seed)) { /* --seed */
+    return cli_number_usage(NULL, opt, v, "a whole number, 0 or more");
   }
   return 0;
 }
@@ -467,7 +453,7 @@ static int simulate_herd(luaretry_policy *p, const simulate_args *a) {
   h.clients = (long)a->clients;
   h.outage = a->outage;
   h.status = (int)a->status;
-  h.seed = (uint64_t)a->seed;
+  h.seed = a->seed;
   int status = simulate_clients(p, &h, a->json, a->svg);
   free(h.retry);
   free(h.buckets);
@@ -477,12 +463,10 @@ static int simulate_herd(luaretry_policy *p, const simulate_args *a) {
 static int simulate_schedule(luaretry_policy *p, const simulate_args *a) {
   schedule_out out = { a->json, 0, 0 };
   if (a->nprobes) {
-    int status =
-      cli_simulate_probes(p, a->probes, a->nprobes, (uint64_t)a->seed, print_decision, &out);
+    int status = cli_simulate_probes(p, a->probes, a->nprobes, a->seed, print_decision, &out);
     return status == EXIT_OK && out.policy_error ? EXIT_POLICY : status;
   }
-  luaretry_code rc =
-    luaretry_simulate(p, (uint64_t)a->seed, (long)a->attempts, print_decision, &out);
+  luaretry_code rc = luaretry_simulate(p, a->seed, (long)a->attempts, print_decision, &out);
   if (rc == LUARETRY_OK) return out.policy_error ? EXIT_POLICY : EXIT_OK;
   fprintf(stderr, "luaretry: simulate: %s\n", luaretry_strerror(rc));
   return EXIT_POLICY;
@@ -507,12 +491,12 @@ int cli_simulate(int argc, char **argv) {
   if (p) {
     if (a.latency) {
       if (a.calls) a.lat.calls = (long)a.calls;
-      a.lat.seed = (uint64_t)a.seed;
+      a.lat.seed = a.seed;
       status = cli_simulate_latency(p, &a.lat, a.json);
     } else if (a.fleet || a.process) {
       luaretry_herd_options o = { .clients = (long)a.clients,
                                   .outage = a.outage,
-                                  .seed = (uint64_t)a.seed,
+                                  .seed = a.seed,
                                   .outage_status = (int)a.status,
                                   .wave = a.wave,
                                   .wave_every = a.wave_every };
