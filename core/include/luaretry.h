@@ -76,7 +76,9 @@
  * kept only to it: such a call is stopped after 5 to 10 ms, whatever the
  * limit says.  It never calls into the host.  An exact count, deterministic whatever the machine's speed, is
  * the host-only setting "instruction_limit", at the cost of a hook on
- * every instruction.
+ * every instruction.  The same look stops a call into the script that runs
+ * for a cancelled call (luaretry_call_cancel): within a tick, whatever its
+ * time_limit.
  *
  * ABI: the shared libraries' sonames are libluaretry.so.MAJOR and
  * libluaretry-curl.so.MAJOR (the curl helper, luaretry_curl.h: a library of
@@ -925,7 +927,14 @@ typedef void (*luaretry_observer_fn)(void *ud, const luaretry_outcome *o,
 LUARETRY_API void luaretry_call_on_decision(luaretry_call *c, luaretry_observer_fn fn, void *ud);
 
 /* Any thread, or a signal handler: a wait in progress returns at once,
- * and the call stops with reason CANCELLED at its next report. */
+ * and the call stops with reason CANCELLED at its next report.  A hook of
+ * the script running for the call at that moment (is_success,
+ * is_transient, is_throttling, backoff, on_retry, and the call's
+ * is_idempotent and prepare) is stopped within a few milliseconds
+ * wherever it is (a loop, the pattern matcher), not at its time_limit: it
+ * fails with "FILE:LINE: stopped: the call was cancelled", and
+ * luaretry_call_is_idempotent and luaretry_call_prepare return
+ * LUARETRY_E_CANCELLED. */
 LUARETRY_API void luaretry_call_cancel(luaretry_call *c);
 LUARETRY_API int luaretry_call_cancelled(const luaretry_call *c);
 

@@ -647,6 +647,17 @@ void lr_script_free(lr_script *s) {
   free(s);
 }
 
+/* The sandbox's question (lr_sandbox_on_cancel): whether the call the
+ * script now runs for was cancelled (luaretry_call_cancel, maybe from a
+ * signal handler).  The watchdog asks on its thread while it holds the
+ * call into the script, so cur_ctx, cur_call and the call they name stay
+ * put meanwhile; an atomic load, no lock. */
+static int call_cancelled(void *owner) {
+  const lr_script *s = owner;
+  const luaretry_call *c = s->cur_ctx ? s->cur_ctx->call : s->cur_call;
+  return c && luaretry_call_cancelled(c);
+}
+
 lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err, size_t errlen) {
   lr_script *s = lr_aligned_calloc(sizeof *s); /* a decision's fields: two lines */
   if (!s) {
@@ -666,6 +677,7 @@ lr_script *lr_script_new(lr_gen *g, lr_load *ld, luaretry_code *rc, char *err, s
     return NULL;
   }
   s->sb->owner = s; /* info's __index finds its script through it */
+  lr_sandbox_on_cancel(s->sb, call_cancelled);
   ld->gen = g;
   ld->script = s;
   *rc = lr_sandbox_call(s->sb, load_protected, ld, 0, LUARETRY_E_POLICY, err, errlen);

@@ -69,6 +69,9 @@ typedef struct lr_script {
   int ref_on_breaker, ref_call;
   const luaretry_decision *cur_decision;
   const luaretry_request *cur_request;
+  /* the call a script call without cur_ctx runs for (is_idempotent), whose
+   * cancel stops it (load.c's call_cancelled); NULL: none */
+  const luaretry_call *cur_call;
   luaretry_request *cur_out;
   void **cur_prepared; /* where prepare's copy goes */
   int cur_attempt, cur_fn;

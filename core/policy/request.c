@@ -73,7 +73,6 @@ static luaretry_code check_request(const luaretry_request *r, char *err, size_t 
 
 luaretry_code lr_gen_is_idempotent(lr_gen *g, const luaretry_request *r, int *yes,
                                    const lr_attempt_ctx *ctx, char *err, size_t errlen) {
-  (void)ctx;
   luaretry_code bad = check_request(r, err, errlen);
   if (bad != LUARETRY_OK) return bad;
   lr_script *s = lr_gen_borrow(g, err, errlen);
@@ -84,10 +83,12 @@ luaretry_code lr_gen_is_idempotent(lr_gen *g, const luaretry_request *r, int *ye
     return LUARETRY_OK;
   }
   s->cur_request = r;
+  s->cur_call = ctx ? ctx->call : NULL; /* not cur_ctx: no info here */
   char msg[1024];
   luaretry_code rc =
     lr_sandbox_call(s->sb, call_is_idempotent, s, 1, LUARETRY_E_POLICY, msg, sizeof msg);
   s->cur_request = NULL;
+  s->cur_call = NULL;
   if (rc != LUARETRY_OK) {
     lr_fmt(err, errlen, "is_idempotent: %s", msg);
   } else {

@@ -4,8 +4,10 @@
  * instruction: a script runs with no hook at all, and when a call into it
  * has run for its time_limit the watchdog thread arms a hook that fires at
  * the next instruction (Lua's own lua.c stops a script from a signal
- * handler the same way).  An exact instruction limit, for hosts that want
- * determinism, keeps a count hook.  Once a limit is hit it stays hit: every
+ * handler the same way); a cancel of the call the script runs for
+ * (lr_sandbox_on_cancel) is noticed by the same look, within a tick.  An
+ * exact instruction limit, for hosts that want determinism, keeps a count
+ * hook.  Once a limit is hit it stays hit: every
  * later instruction fails, and the library a script sees (sandbox_lib.c)
  * lets no pcall or xpcall handler catch it, until control is back in C. */
 #include <lauxlib.h>
@@ -58,7 +60,7 @@ static void kill_hook(lua_State *L, lua_Debug *ar);
 static void watch(lr_watched *w, long now);
 static int locate_error(lua_State *L);
 
-/* The hook a state runs with while no limit is hit: none when timed. */
+/* The hook a state runs with while no limit is hit: none when watched. */
 static void base_hook(lr_sandbox *sb, lua_State *L) {
   if (sb->limits.instructions > 0)
     lua_sethook(L, kill_hook, LUA_MASKCOUNT, HOOK_STEP);
@@ -77,6 +79,9 @@ static int stopping(const lr_sandbox *sb) {
   return sb->stop && atomic_load_explicit(sb->stop, memory_order_relaxed);
 }
 
+/* On the script's own thread, in a call into it: the owner's call stays. */
+static int cancelled_here(lr_sandbox *sb) { return sb->cancelled && sb->cancelled(sb->owner); }
+
 int lr_sandbox_kill(lua_State *L, lr_sandbox *sb, int why) {
   if (!sb->killed) sb->killed = why;
   if (!sb->where[0]) note_where(sb, L);
@@ -90,10 +95,13 @@ static void kill_hook(lua_State *L, lua_Debug *ar) {
   lr_sandbox *sb = lr_sandbox_of(L);
   (void)ar;
   if (!sb->killed) {
-    if (atomic_load_explicit(&sb->expired, memory_order_relaxed)) {
-      sb->killed = LR_KILL_TIME;
+    int halt = atomic_load_explicit(&sb->halt, memory_order_relaxed);
+    if (halt) {
+      sb->killed = halt;
     } else if (stopping(sb)) {
       sb->killed = LR_KILL_STOP;
+    } else if (cancelled_here(sb)) { /* counting: no watchdog needed */
+      sb->killed = LR_KILL_CANCEL;
     } else if (sb->limits.instructions > 0) {
       sb->remaining -= HOOK_STEP;
       if (sb->remaining > 0) return;
@@ -116,8 +124,8 @@ void lr_sandbox_pay(lua_State *L, lr_sandbox *sb, size_t units) {
 
 void lr_sandbox_refuel(lua_State *L, lr_sandbox *sb) {
   if (sb->killed) lr_sandbox_kill(L, sb, sb->killed);
-  if (atomic_load_explicit(&sb->expired, memory_order_relaxed))
-    lr_sandbox_kill(L, sb, LR_KILL_TIME);
+  int halt = atomic_load_explicit(&sb->halt, memory_order_relaxed);
+  if (halt) lr_sandbox_kill(L, sb, halt);
   if (stopping(sb)) lr_sandbox_kill(L, sb, LR_KILL_STOP);
   if (sb->limits.instructions > 0) lr_sandbox_kill(L, sb, LR_KILL_INSTRUCTIONS);
   sb->remaining = TIMED_STEPS;
@@ -157,7 +165,7 @@ static void flush_deferred(lr_sandbox *sb, int guarded) {
   if (guarded) atomic_store(&sb->freeing, 0);
 }
 
-/* While a call runs (timed), a freed block waits in a short list kept in
+/* While a call runs (watched), a freed block waits in a short list kept in
  * the blocks themselves, and the list goes in one batch: one handshake for
  * many frees, and none at all for a call that frees little. */
 static void timed_free(lr_sandbox *sb, void *ptr, size_t size) {
@@ -194,7 +202,7 @@ static void *limited_alloc(void *ud, void *ptr, size_t osize, size_t nsize) {
     return np;
   }
   if (nsize == 0) {
-    if (sb->timed && ptr)
+    if (sb->watching && ptr)
       timed_free(sb, ptr, osize);
     else
       lr_pool_free(&sb->pool, ptr, old);
@@ -232,7 +240,7 @@ lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
   lr_sandbox *sb = lr_aligned_calloc(sizeof *sb); /* its hot fields: two lines */
   if (!sb) return NULL;
   sb->limits = *limits;
-  sb->timed = limits->seconds > 0;
+  sb->watching = limits->seconds > 0;
   /* The libraries need some room whatever the limit. */
   if (sb->limits.memory < 64 * 1024) sb->limits.memory = 64 * 1024;
   sb->log = log;
@@ -267,13 +275,17 @@ lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
   sb->base = HANDLER;
   sb->limits.memory = limits->memory;
   sb->watched.look = watch;
-  if (sb->timed) lr_watchdog_add(&sb->watched);
+  if (sb->watching) lr_watchdog_add(&sb->watched);
   return sb;
+}
+
+void lr_sandbox_on_cancel(lr_sandbox *sb, int (*cancelled)(void *owner)) {
+  sb->cancelled = cancelled;
 }
 
 void lr_sandbox_free(lr_sandbox *sb) {
   if (!sb) return;
-  if (sb->timed) lr_watchdog_remove(&sb->watched);
+  if (sb->watching) lr_watchdog_remove(&sb->watched);
   if (sb->L) lua_close(sb->L);
   lr_pool_drain(&sb->pool);
   free(sb);
@@ -310,14 +322,16 @@ const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
 }
 
 void lr_sandbox_pause(lr_sandbox *sb) {
-  if (!sb->timed) return;
-  int running = PHASE_RUNNING;
-  /* not yet expired: the host's time is not the script's */
-  atomic_compare_exchange_strong(&sb->phase, &running, PHASE_IDLE);
+  if (!sb->watching) return;
+  /* not yet stopped: the host's time is not the script's.  A look of the
+   * watchdog's under way (ARMING) ends in RUNNING or ARMED: wait for it */
+  int phase = PHASE_RUNNING;
+  while (!atomic_compare_exchange_strong(&sb->phase, &phase, PHASE_IDLE) && phase == PHASE_ARMING)
+    phase = PHASE_RUNNING;
 }
 
 void lr_sandbox_resume_from(lr_sandbox *sb, long paused_at) {
-  if (!sb->timed || atomic_load(&sb->expired)) return;
+  if (!sb->watching || atomic_load(&sb->halt)) return;
   /* the script's clock moves on by the ticks the host took, no more: a
    * loop of host calls still reaches the limit on its own time */
   atomic_fetch_add_explicit(&sb->entered, lr_watchdog_tick() - paused_at, memory_order_relaxed);
@@ -336,15 +350,26 @@ static long limit_ticks(double seconds) {
   return ticks < 1 ? 1 : ticks;
 }
 
-/* The watchdog's look, once a tick: a call past its limit is stopped. */
+/* The watchdog's look, once a tick: a call past its limit, or whose
+ * owner's call was cancelled, is stopped.  The cancel is asked with the
+ * call held (ARMING): it cannot end, nor its owner's call go, meanwhile;
+ * a call that goes on is handed back (RUNNING). */
 static void watch(lr_watched *w, long now) {
   lr_sandbox *sb = (lr_sandbox *)((char *)w - offsetof(lr_sandbox, watched));
   if (atomic_load_explicit(&sb->phase, memory_order_acquire) != PHASE_RUNNING) return;
-  long entered = atomic_load_explicit(&sb->entered, memory_order_relaxed);
-  if (now - entered < limit_ticks(sb->limits.seconds)) return;
+  int why = LR_KILL_NONE;
+  if (sb->limits.seconds > 0 && now - atomic_load_explicit(&sb->entered, memory_order_relaxed) >=
+                                  limit_ticks(sb->limits.seconds))
+    why = LR_KILL_TIME;
+  if (!why && !sb->cancelled) return;
   int running = PHASE_RUNNING;
   if (!atomic_compare_exchange_strong(&sb->phase, &running, PHASE_ARMING)) return;
-  atomic_store(&sb->expired, 1);
+  if (!why && sb->cancelled(sb->owner)) why = LR_KILL_CANCEL;
+  if (!why) {
+    atomic_store(&sb->phase, PHASE_RUNNING);
+    return;
+  }
+  atomic_store(&sb->halt, why);
   arm_running(sb);
   atomic_store(&sb->phase, PHASE_ARMED);
 }
@@ -353,24 +378,29 @@ static void enter(lr_sandbox *sb) {
   sb->remaining = sb->limits.instructions > 0 ? sb->limits.instructions : TIMED_STEPS;
   sb->killed = LR_KILL_NONE;
   sb->where[0] = '\0';
-  if (!sb->timed) return;
+  if (!sb->watching) return;
   if (__builtin_expect(atomic_load_explicit(&lr_watchdog_orphaned, memory_order_relaxed), 0))
     lr_watchdog_adopt(); /* a fork's child, in an inherited policy */
-  atomic_store_explicit(&sb->expired, 0, memory_order_relaxed);
+  atomic_store_explicit(&sb->halt, LR_KILL_NONE, memory_order_relaxed);
   atomic_store_explicit(&sb->entered, lr_watchdog_tick(), memory_order_relaxed);
   atomic_store_explicit(&sb->phase, PHASE_RUNNING, memory_order_release);
 }
 
 /* Back in C: the watchdog must not arm this state any more, and a hook it
- * armed comes off. */
+ * armed comes off.  A look under way (ARMING) ends in ARMED, or hands the
+ * call back (RUNNING): a plain store of IDLE then could land in the
+ * watchdog's next look, so the exchange is tried again. */
 static void leave(lr_sandbox *sb) {
-  if (!sb->timed) return;
+  if (!sb->watching) return;
   int phase = PHASE_RUNNING;
-  if (!atomic_compare_exchange_strong(&sb->phase, &phase, PHASE_IDLE)) {
-    while (atomic_load(&sb->phase) == PHASE_ARMING) {
+  while (!atomic_compare_exchange_strong(&sb->phase, &phase, PHASE_IDLE)) {
+    if (phase == PHASE_ARMED) {
+      base_hook(sb, sb->L);
+      atomic_store(&sb->phase, PHASE_IDLE);
+      break;
     }
-    if (atomic_load(&sb->phase) == PHASE_ARMED) base_hook(sb, sb->L);
-    atomic_store(&sb->phase, PHASE_IDLE);
+    if (phase == PHASE_IDLE) break; /* paused, never resumed */
+    phase = PHASE_RUNNING;
   }
   if (sb->deferred) flush_deferred(sb, 0); /* idle: the watchdog keeps off */
 }
@@ -402,6 +432,7 @@ static void describe_kill(const lr_sandbox *sb, char *err, size_t errlen) {
            sb->limits.seconds);
     break;
   case LR_KILL_STOP: lr_fmt(err, errlen, "%s: stopped: the host is stopping", where); break;
+  case LR_KILL_CANCEL: lr_fmt(err, errlen, "%s: stopped: the call was cancelled", where); break;
   default:
     lr_fmt(err, errlen, "%s: memory limit reached (%zu bytes)", where, sb->limits.memory);
     break;
@@ -435,9 +466,10 @@ __attribute__((noinline, cold)) luaretry_code lr_sandbox_failed(lr_sandbox *sb, 
   luaretry_code rc = failure;
   if (sb->killed) {
     describe_kill(sb, err, errlen);
+    /* a cancel is the caller's, not a limit the script reached */
+    rc = sb->killed == LR_KILL_CANCEL ? LUARETRY_E_CANCELLED : LUARETRY_E_LIMIT;
     sb->killed = LR_KILL_NONE;
     base_hook(sb, L);
-    rc = LUARETRY_E_LIMIT;
   } else if (status == LUA_ERRMEM) {
     /* no limit was hit: the host's realloc failed, not the script */
     lr_strlcpy(err, "out of memory", errlen);

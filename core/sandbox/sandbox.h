@@ -1,8 +1,8 @@
 /* sandbox.h: a Lua 5.4 state with a memory limit, a time limit (and, when
  * the host asks for determinism, an exact instruction limit), a stop flag,
- * and only what its allow-list names (sandbox_lib.c).  The one Lua runtime
- * of the library: policies (core/policy/) and the fault server
- * (core/faults/) both run in it. */
+ * a cancel of its owner's, and only what its allow-list names
+ * (sandbox_lib.c).  The one Lua runtime of the library: policies
+ * (core/policy/) and the fault server (core/faults/) both run in it. */
 #ifndef LUARETRY_SANDBOX_H
 #define LUARETRY_SANDBOX_H
 
@@ -14,7 +14,16 @@
 #include "engine/engine.h"
 #include "pool.h"
 
-enum { LR_KILL_NONE = 0, LR_KILL_INSTRUCTIONS, LR_KILL_MEMORY, LR_KILL_TIME, LR_KILL_STOP };
+/* Why a script was stopped; LR_KILL_CANCEL: its owner's call was
+ * cancelled (lr_sandbox_on_cancel). */
+enum {
+  LR_KILL_NONE = 0,
+  LR_KILL_INSTRUCTIONS,
+  LR_KILL_MEMORY,
+  LR_KILL_TIME,
+  LR_KILL_STOP,
+  LR_KILL_CANCEL
+};
 
 typedef struct {
   size_t memory;     /* bytes of Lua memory */
@@ -42,14 +51,14 @@ typedef struct lr_sandbox {
   lr_limits limits;
   long remaining; /* instructions (or, timed, steps to the next look) */
   int killed;     /* sticky until control is back in C */
-  int timed;      /* limits.seconds > 0: the watchdog watches the calls */
+  int watching;   /* limits.seconds > 0: the watchdog watches the calls */
   size_t refused; /* the size of an allocation refused over the
                        limit, 0 if none: Lua collects and asks again;
                        a second refusal is the limit */
   lr_rng *rng;    /* math.random's stream: the call's */
   /* the watchdog's side (watchdog.c) */
   atomic_int phase;           /* idle, running, being armed, armed */
-  atomic_int expired;         /* the time limit passed: stop at once */
+  atomic_int halt;            /* stop at once, why: LR_KILL_TIME, _CANCEL */
   atomic_long entered;        /* the watchdog's tick when the call began */
   void *deferred;             /* frees held back while a call runs */
   const atomic_int *stop;     /* the host's stop flag, or NULL (lr_sandbox_stop_on) */
@@ -62,6 +71,8 @@ typedef struct lr_sandbox {
   size_t collected_at;        /* `used` after the last collection sandbox_lib.c ran */
   size_t deferred_count, deferred_bytes;
   const lr_log_target *log;
+  /* lr_sandbox_on_cancel's question, or NULL */
+  int (*cancelled)(void *owner);
   lr_rng load_rng;    /* math.random outside a call: at load */
   lr_watched watched; /* in the watchdog's list */
   void *reserve;      /* lr_sandbox_push_string's block, until Lua takes it */
@@ -87,6 +98,19 @@ int lr_sandbox_open_faults_libs(lua_State *L);
  * thousand instructions of *stop becoming non-zero; for a host whose
  * scripts have no time limit (the fault server). */
 void lr_sandbox_stop_on(lr_sandbox *sb, const atomic_int *stop);
+/* For an owner whose calls into the script run for something that can be
+ * cancelled (a policy's: the luaretry_call a hook judges for, whose cancel
+ * may come from another thread or a signal handler).  From now on, while
+ * a call into the script runs, the watchdog asks cancelled(sb->owner) once
+ * a tick (and the count hook, when counting, every thousand instructions);
+ * once it says yes the script stops at its next instruction, or in the
+ * pattern matcher, sticky (LR_KILL_CANCEL), and the call returns
+ * LUARETRY_E_CANCELLED, not a limit.  The watchdog watches a state with a
+ * time limit only (a policy's always has one).  It asks on its own thread
+ * while it holds the call in progress (the call cannot end meanwhile), so
+ * what the question reads of the owner stays put; it must take no lock
+ * and block on nothing.  Set once, before any call. */
+void lr_sandbox_on_cancel(lr_sandbox *sb, int (*cancelled)(void *owner));
 void lr_sandbox_free(lr_sandbox *sb);
 /* Hands the blocks the state keeps for reuse back to libc: a loaded state
  * that waits for its first call holds none. */
@@ -108,9 +132,10 @@ static inline lr_sandbox *lr_sandbox_of(lua_State *L) {
  * Calls f with the light userdata `arg` as its one argument, under
  * protection and with the limits re-armed; leaves `nresults` results on
  * the stack on success (the caller pops them).  Returns LUARETRY_OK,
- * LUARETRY_E_LIMIT (the message names the limit and where it was hit), or
- * `failure` with the Lua error message ("file:line: ..." whatever the
- * error value's type), in err.
+ * LUARETRY_E_LIMIT (the message names the limit and where it was hit),
+ * LUARETRY_E_CANCELLED (stopped by lr_sandbox_on_cancel's cancel: the
+ * message says where), or `failure` with the Lua error message
+ * ("file:line: ..." whatever the error value's type), in err.
  */
 luaretry_code lr_sandbox_call(lr_sandbox *sb, lua_CFunction f, void *arg, int nresults,
                               luaretry_code failure, char *err, size_t errlen);

@@ -1,10 +1,15 @@
 /* test_threads.c: one loaded policy serving many threads at once, through
  * the step API and the blocking call; the shared budget and counters stay
- * exact.  `make test` also runs it under ThreadSanitizer. */
+ * exact; a cancel from another thread (or a signal handler there) stops a
+ * script busy for the call.  `make test` also runs it under
+ * ThreadSanitizer. */
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "luaretry.h"
@@ -305,7 +310,196 @@ static void test_reload_beside_calls(void) {
   luaretry_policy_free(p);
 }
 
+/* ---- a cancel reaches a busy script */
+
+/* Hooks that never end unless stopped: is_transient in a Lua loop (503)
+ * or in the pattern matcher (504), is_idempotent and prepare for a URL
+ * with "spin" in it.  Each prints first: the canceller waits for that. */
+static const char BUSY[] =
+  "name = 'busy'\n"
+  "max_attempts = 3\n"
+  "function is_transient(status, body, info)\n"
+  "  if status == 503 then print('busy') while true do end end\n"
+  "  if status == 504 then\n"
+  "    print('busy') local s = string.rep('a', 20000)\n"
+  "    while true do s:find('.-.-.-b') end\n"
+  "  end\n"
+  "  return status == 500\n"
+  "end\n"
+  "function is_idempotent(r)\n"
+  "  if r.url:find('spin', 1, true) then print('busy') while true do end end\n"
+  "  return true\n"
+  "end\n"
+  "function prepare(r, attempt)\n"
+  "  if r.url:find('spin', 1, true) then print('busy') while true do end end\n"
+  "end\n";
+
+/* The time limit is 10 s (a kill at 8 s); the cancel must stop the script
+ * well before that, measured from the cancel: a bound for a busy machine
+ * (two cores shared, ThreadSanitizer), where a tick of the watchdog (5 ms)
+ * is what it takes here. */
+#define BUSY_LIMIT   "10"
+#define CANCEL_BOUND 4.0
+
+static double mono(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static atomic_int busy_printed;           /* a hook printed: it is in its loop */
+static luaretry_call *volatile to_cancel; /* for the signal handler */
+
+static void on_busy(void *ud, const char *line) {
+  (void)ud, (void)line;
+  atomic_store(&busy_printed, 1);
+}
+
+static void cancel_on_signal(int sig) {
+  (void)sig;
+  luaretry_call_cancel(to_cancel);
+}
+
+typedef struct {
+  luaretry_call *c;
+  int by_signal; /* cancel from a signal handler on this thread */
+  int saw_busy;
+  double cancelled_at;
+} canceller;
+
+/* Waits (at most 30 s) until the script is busy, then cancels. */
+static void *cancel_when_busy(void *arg) {
+  canceller *k = arg;
+  const struct timespec ms = { 0, 1000000 };
+  for (int i = 0; i < 30000 && !atomic_load(&busy_printed); i++) nanosleep(&ms, NULL);
+  k->saw_busy = atomic_load(&busy_printed);
+  k->cancelled_at = mono();
+  if (k->by_signal) {
+    to_cancel = k->c;
+    pthread_kill(pthread_self(), SIGUSR1); /* the handler runs here, now */
+  } else {
+    luaretry_call_cancel(k->c);
+  }
+  return NULL;
+}
+
+static void start_canceller(pthread_t *t, canceller *k, luaretry_call *c, int by_signal) {
+  atomic_store(&busy_printed, 0);
+  *k = (canceller){ c, by_signal, 0, 0 };
+  pthread_create(t, NULL, cancel_when_busy, k);
+}
+
+/* The canceller's cancel ended the busy hook in time. */
+static void check_stopped_in_time(pthread_t t, const canceller *k, const char *what) {
+  double returned = mono();
+  pthread_join(t, NULL);
+  CHECK(k->saw_busy);
+  if (!CHECK(returned - k->cancelled_at < CANCEL_BOUND))
+    fprintf(stderr, "%s: returned %.3f s after the cancel\n", what, returned - k->cancelled_at);
+}
+
+static luaretry_call *busy_call(luaretry_policy *p) {
+  luaretry_call *c = NULL;
+  CHECK_CODE(luaretry_call_begin(p, NULL, &c), LUARETRY_OK);
+  return c;
+}
+
+/* is_transient busy with status `status`, cancelled by another thread (or
+ * a signal handler on it): the decision stops the call, and says why. */
+static void test_cancel_busy_judge(luaretry_policy *p, int status, int by_signal) {
+  luaretry_call *c = busy_call(p);
+  if (!c) return;
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.status = status;
+  o.body = "busy";
+  o.body_len = 4;
+  pthread_t t;
+  canceller k;
+  start_canceller(&t, &k, c, by_signal);
+  luaretry_decision d;
+  luaretry_code rc = luaretry_call_report(c, &o, &d);
+  check_stopped_in_time(t, &k, "is_transient");
+  CHECK_CODE(rc, LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 0);
+  CHECK(luaretry_call_cancelled(c));
+  CHECK_CONTAINS(d.message, "is_transient: ");
+  CHECK_CONTAINS(d.message, ": stopped: the call was cancelled");
+  luaretry_call_free(c);
+}
+
+/* The call's own prepare and is_idempotent: LUARETRY_E_CANCELLED. */
+static void test_cancel_busy_request(luaretry_policy *p) {
+  luaretry_request r;
+  luaretry_request_init(&r);
+  r.method = "GET";
+  r.url = "http://127.0.0.1:20100/spin";
+  for (int which = 0; which < 2; which++) {
+    luaretry_call *c = busy_call(p);
+    if (!c) return;
+    pthread_t t;
+    canceller k;
+    start_canceller(&t, &k, c, 0);
+    luaretry_request out;
+    int yes = 0;
+    luaretry_code rc =
+      which ? luaretry_call_prepare(c, &r, 1, &out) : luaretry_call_is_idempotent(c, &r, &yes);
+    check_stopped_in_time(t, &k, which ? "prepare" : "is_idempotent");
+    CHECK_CODE(rc, LUARETRY_E_CANCELLED);
+    CHECK_CONTAINS(luaretry_call_errmsg(c), which ? "prepare: " : "is_idempotent: ");
+    CHECK_CONTAINS(luaretry_call_errmsg(c), ": stopped: the call was cancelled");
+    luaretry_call_free(c);
+  }
+}
+
+/* After the cancels the states serve the next calls as before: nothing
+ * was left half done, and no cancel outlives its call. */
+static void test_after_cancels(luaretry_policy *p) {
+  luaretry_call *c = busy_call(p);
+  if (!c) return;
+  luaretry_outcome o;
+  luaretry_outcome_init(&o);
+  o.status = 500;
+  luaretry_decision d;
+  CHECK_CODE(luaretry_call_report(c, &o, &d), LUARETRY_OK);
+  CHECK_EQ_INT(d.retry, 1);
+  luaretry_request r, out;
+  luaretry_request_init(&r);
+  r.method = "GET";
+  r.url = "http://127.0.0.1:20100/calm";
+  int yes = 0;
+  CHECK_CODE(luaretry_call_is_idempotent(c, &r, &yes), LUARETRY_OK);
+  CHECK_EQ_INT(yes, 1);
+  CHECK_CODE(luaretry_call_prepare(c, &r, 2, &out), LUARETRY_OK);
+  luaretry_call_free(c);
+}
+
+static void test_cancel_busy_scripts(void) {
+  luaretry_policy *p = NULL;
+  CHECK_CODE(luaretry_policy_new(&p), LUARETRY_OK);
+  CHECK_CODE(luaretry_policy_set(p, "time_limit", BUSY_LIMIT), LUARETRY_OK);
+  luaretry_policy_on_log(p, on_busy, NULL);
+  if (!CHECK_CODE(luaretry_policy_load_string(p, "=busy", BUSY), LUARETRY_OK)) {
+    fprintf(stderr, "%s\n", luaretry_policy_errmsg(p));
+    luaretry_policy_free(p);
+    return;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = cancel_on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, NULL);
+  test_cancel_busy_judge(p, 503, 0); /* a Lua loop */
+  test_cancel_busy_judge(p, 504, 0); /* the pattern matcher */
+  test_cancel_busy_judge(p, 503, 1); /* from a signal handler */
+  test_cancel_busy_request(p);
+  test_after_cancels(p);
+  signal(SIGUSR1, SIG_DFL);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
+  test_cancel_busy_scripts();
   test_budget_of_threads(); /* first: most of its threads own a stripe */
   test_reload_beside_calls();
   luaretry_policy *p;
