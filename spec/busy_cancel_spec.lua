@@ -51,17 +51,9 @@ describe("a stop signal while a hook is busy", function ()
     assert.is_nil(err:find("time limit", 1, true), err)
   end)
 
-  -- luaretry_policy_run_workflow is given no call whose cancel run()
-  -- could watch (luaretry(1)'s op has it: core/cli/run/run_workflow.c), so
-  -- a cancel reaches a busy run() at its time_limit only, and the run
-  -- exits 3.  Pending until run() is handed its call.
-  local RUN_WATCHES_ITS_CALL = false
-
+  -- run() is called within luaretry_call_run's operation, and watches
+  -- that call's cancel as the hooks watch theirs.
   it("SIGINT stops a workflow's run() busy in a loop: exit 130", function ()
-    if not RUN_WATCHES_ITS_CALL then
-      pending("run() is given no call to watch (luaretry_policy_run_workflow)")
-      return
-    end
     local code, secs, err = signal_busy("run_loop.lua", { srv.base .. "/new" }, "INT")
     assert.are.equal(130, code, err)
     assert.is_true(secs < BOUND, ("exited %.3f s after the signal"):format(secs))

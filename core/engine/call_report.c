@@ -124,7 +124,10 @@ static void retry_or_stop(luaretry_call *c, const luaretry_outcome *o, const lr_
   int throttled = v->throttled;
   double before = round_asked(c, &throttled); /* what the round's others asked */
   if (backoff_wait(c, v, throttled, ctx, &w, &src, &err) != 0) {
-    lr_call_stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, err.rule, "%s", err.message);
+    if (atomic_load_explicit(&c->waiter.cancelled, memory_order_relaxed))
+      lr_call_stop_saying(c, d, LUARETRY_REASON_CANCELLED, "cancel", "%s", err.message);
+    else
+      lr_call_stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, err.rule, "%s", err.message);
     return;
   }
   if (server_wait(c, o, v, before, &w, &src, d)) return;
@@ -216,7 +219,10 @@ static lr_rec_class rec_class(const lr_verdict *v) {
 static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict *v, double now,
                   double duration, luaretry_decision *d) {
   if (v->cls == LUARETRY_CLASS_ERROR || v->cls == LUARETRY_CLASS_THROTTLING) {
-    lr_call_stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, v->rule, "%s", v->message);
+    if (atomic_load_explicit(&c->waiter.cancelled, memory_order_relaxed))
+      lr_call_stop_saying(c, d, LUARETRY_REASON_CANCELLED, "cancel", "%s", v->message);
+    else
+      lr_call_stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, v->rule, "%s", v->message);
     return 1;
   }
   if ((c->chain_on & ~((1u << LR_G_ATTEMPTS) | (1u << LR_G_DEADLINE) | (1u << LR_G_HEDGING))) ||

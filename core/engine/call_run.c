@@ -4,6 +4,8 @@
 
 #include "call_internal.h"
 
+_Thread_local luaretry_call *lr_operation_call;
+
 /* The host's operation gave up on attempt `attempt` with code rc. */
 static void gave_up(luaretry_call *c, int attempt, luaretry_code rc, luaretry_decision *d) {
   d->attempt = attempt;
@@ -53,7 +55,10 @@ luaretry_code luaretry_call_run(luaretry_call *c, luaretry_operation_fn op, void
   for (;;) {
     luaretry_outcome o;
     luaretry_outcome_init(&o);
+    luaretry_call *outer = lr_operation_call;
+    lr_operation_call = c;
     luaretry_code rc = op(ud, c, c->attempts + 1, c->next_timeout, &o);
+    lr_operation_call = outer;
     /* a workflow's request refused: the call stopped (luaretry_call_stop_as) */
     if (c->stopped) return luaretry_call_next(c, final);
     if (rc != LUARETRY_OK) {

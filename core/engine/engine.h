@@ -807,6 +807,10 @@ luaretry_code lr_call_report_class(luaretry_call *c, const luaretry_outcome *o,
 long long lr_call_pass_timeout_ms(const luaretry_call *c);
 long lr_call_pass_retries(const luaretry_call *c);
 
+/* call_run.c: the call whose operation luaretry_call_run runs on this
+ * thread now (NULL: none): a workflow's run() watches its cancel. */
+extern _Thread_local luaretry_call *lr_operation_call;
+
 /* ---- util.c */
 
 /* Copy and format with truncation, always terminated: messages are cut,

@@ -651,7 +651,9 @@ LUARETRY_API int luaretry_policy_has_workflow(const luaretry_policy *p);
  * the next run.  A Lua error is LUARETRY_E_POLICY (message with file and
  * line in luaretry_policy_errmsg).  A request run() makes once `timeout`
  * is used up is not sent: the run ends as a timed-out attempt (status 0,
- * error "timeout"), whatever run() does after. */
+ * error "timeout"), whatever run() does after.  Run as the operation of
+ * luaretry_call_run(), on its thread, a cancel of that call stops a busy
+ * run() within a tick, as it stops a hook (LUARETRY_E_CANCELLED). */
 LUARETRY_API luaretry_code luaretry_policy_run_workflow(luaretry_policy *p, const char *const *args,
                                                         int nargs, luaretry_transport_fn transport,
                                                         void *ud, double timeout,

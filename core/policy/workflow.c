@@ -247,8 +247,10 @@ static void timed_out(luaretry_outcome *out) {
 /* Runs the workflow in state s; its body into p's buffer. */
 static luaretry_code run_in(luaretry_policy *p, lr_script *s, workflow *w, luaretry_outcome *out) {
   char err[1024];
+  s->cur_call = lr_operation_call;
   luaretry_code rc =
     lr_sandbox_call(s->sb, run_protected, w, 1, LUARETRY_E_POLICY, err, sizeof err);
+  s->cur_call = NULL;
   /* a limit the script reached, or a transport that gave up, stays what it is */
   if (w->time_up && w->transport_rc == LUARETRY_OK &&
       (rc == LUARETRY_OK || rc == LUARETRY_E_POLICY)) {

@@ -423,6 +423,8 @@ static void test_cancel_busy_judge(luaretry_policy *p, int status, int by_signal
   CHECK_CODE(rc, LUARETRY_OK);
   CHECK_EQ_INT(d.retry, 0);
   CHECK(luaretry_call_cancelled(c));
+  /* the call stops as cancelled: the script's stop is not a policy error */
+  CHECK_EQ_INT((int)d.reason, (int)LUARETRY_REASON_CANCELLED);
   CHECK_CONTAINS(d.message, "is_transient: ");
   CHECK_CONTAINS(d.message, ": stopped: the call was cancelled");
   luaretry_call_free(c);
