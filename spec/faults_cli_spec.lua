@@ -37,6 +37,20 @@ describe("luaretry faults", function ()
     end
   end)
 
+  it("a --listen that is no address is a usage error (exit 2) naming it; one it cannot take, exit 3", function ()
+    for _, addr in ipairs { "127.0.0.1:abc", "127.0.0.1:99999", "127.0.0.1:", "[::1", "::1:80" } do
+      local r = proc.run({ "faults", "--listen", addr, SCRIPT }, { timeout = 10 })
+      assert.are.equal(2, r.code, addr .. ": " .. r.stderr)
+      assert.truthy(r.stderr:find("faults: --listen " .. addr .. ": not HOST:PORT", 1, true), r.stderr)
+      assert.matches("usage: luaretry faults", r.stderr)
+      assert.are.equal("", r.stdout)
+    end
+    -- well formed, but no such host: not a usage error
+    local r = proc.run({ "faults", "--listen", "no-such-host.invalid:0", SCRIPT }, { timeout = 30 })
+    assert.are.equal(3, r.code, r.stderr)
+    assert.matches("cannot listen on no%-such%-host%.invalid:0", r.stderr)
+  end)
+
   it("listens on 127.0.0.1 by default, and on localhost, without a warning", function ()
     for _, args in ipairs { { SCRIPT }, { "--listen", "localhost:0", SCRIPT } } do
       local job, addr = start(tmp, args)

@@ -48,6 +48,9 @@ static int cmd_faults(int argc, char **argv) {
     }
   }
   if (!script) return cli_usage("faults: which SCRIPT?", NULL);
+  if (listen && !lr_faults_listen_ok(listen))
+    return cli_usage("faults: --listen %s: not HOST:PORT, [V6]:PORT or PORT (a port up to 65535)",
+                     listen);
   char err[1024];
   cli_on_stop_signals(stop_serving);
   /* the server exists before its script loads, so that a signal can stop

@@ -38,6 +38,10 @@ lr_faults *lr_faults_open_any(const char *script_path, const char *listen, char 
  * returns at once.  lr_faults_load(): 0, or -1 with the message in err
  * (then f is only for lr_faults_free()); `any` as lr_faults_open_any. */
 lr_faults *lr_faults_new(char *err, size_t errlen);
+/* 1 when addr is a --listen address (HOST:PORT, [V6]:PORT, PORT or HOST),
+ * before anything is resolved: a host tells a usage error from a
+ * failure to listen. */
+int lr_faults_listen_ok(const char *addr);
 int lr_faults_load(lr_faults *f, const char *script_path, const char *listen, int any, char *err,
                    size_t errlen);
 /* Whether the bound address is a loopback one. */

@@ -566,6 +566,11 @@ static int split_listen(const char *addr, char *host, size_t hostlen, char *port
   return 0;
 }
 
+int lr_faults_listen_ok(const char *addr) {
+  char host[256], port[8];
+  return split_listen(addr, host, sizeof host, port, sizeof port) == 0;
+}
+
 static int is_loopback(const struct sockaddr *sa) {
   if (sa->sa_family == AF_INET)
     return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
