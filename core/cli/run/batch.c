@@ -446,7 +446,8 @@ static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_deci
   batch_url *u = ud;
   log_attempt(&u->log, o, d);
   if (o) {
-    resumable_validator(o, u->validator, sizeof u->validator);
+    /* never a hedge's: its bytes reach the file only when it wins, whole */
+    if (!d || !d->hedge) resumable_validator(o, u->validator, sizeof u->validator);
     u->suspect = o->error && (strstr(o->error, "_mismatch") || strcmp(o->error, "too_large") == 0);
   }
   /* stopped, unless an attempt failed beside a hedge still running */

@@ -109,7 +109,9 @@ void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decisi
   /* an attempt that failed beside a hedge still running: nothing decided */
   if (!d->retry && d->reason == LUARETRY_REASON_NONE && d->in_flight) return;
   if (o && d->retry) r->len = 0; /* a retried attempt's headers are no one's */
-  if (o) note_resumable(r, o);
+  /* a hedge's bytes reach the sink only when it wins (given whole, no
+   * break to resume): a broken hedge's validator names nothing it holds */
+  if (o && !d->hedge) note_resumable(r, o);
   if (o) r->suspect = o->error && strstr(o->error, "_mismatch");
   if (d->retry) return;
   r->stopped = 1;
