@@ -198,6 +198,25 @@ describe("hedged downloads", function ()
     end)
   end)
 
+  -- the sink took the winning hedge's body by the status on the host's
+  -- handle, the cancelled attempt's (0): -C - dropped it all, exit 0
+  it("-C - onto a new or empty file: a winning hedge's body is the file", function ()
+    local url = srv.base .. "/hang-then-file"
+    local out = tmp .. "/new.bin"
+    local r = run({ url, "-o", out, "-C", "-" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, #srv:requests_on("/hang-then-file")) -- the attempt and its hedge
+    same_bytes(WHOLE, proc.readfile(out), "the new file")
+    srv:reset()
+    local empty = tmp .. "/empty.bin"
+    proc.writefile(empty, "")
+    r = run({ url, "-o", empty, "-C", "-" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, #srv:requests_on("/hang-then-file"))
+    same_bytes(WHOLE, proc.readfile(empty), "the empty file")
+    assert.are.same({}, proc.leftovers(tmp))
+  end)
+
   it("a batch's winning hedge with no body (204): its file is empty, nothing of the loser's stream", function ()
     local dir = mkdir("batch")
     local r = run({ srv.base .. "/slow-then-empty", srv.base .. "/fast", "--parallel-max", "4",

@@ -114,6 +114,12 @@ void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decisi
   if (o && !d->hedge) note_resumable(r, o);
   if (o) r->suspect = o->error && strstr(o->error, "_mismatch");
   if (d->retry) return;
+  if (!r->stopped) {
+    /* the answer that ended the call, a winning hedge's too: what the
+     * sink is given from now on (the host's handle holds the attempt on
+     * it, cancelled when a hedge won) */
+    r->final_status = o ? o->status : 0;
+  }
   r->stopped = 1;
   r->final_broken = o && o->error;
   r->final_large = o && o->error && strcmp(o->error, "too_large") == 0;
@@ -147,8 +153,8 @@ size_t response_sink(void *ud, const char *data, size_t len) {
   if (r->out->append) {
     /* -C - writes in place: an error page (a 503 to a request from zero)
      * is not the file's, and the next -C - would go on after it */
-    long code = 0;
-    curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &code);
+    long code = r->final_status; /* once stopped: maybe a hedge's, given whole */
+    if (!r->stopped) curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &code);
     if (code < 200 || code > 299) return len;
   }
   if (r->a->max_filesize && (long long)len > r->a->max_filesize - r->got) {

@@ -431,6 +431,7 @@ typedef struct {
   int page_refused; /* that page was above --max-filesize: written nowhere */
   int final_broken; /* the final attempt's answer broke off (a transport error) */
   int final_large;  /* its error was too_large (a stated length past --max-filesize) */
+  int final_status; /* its status (0: none), a winning hedge's too */
   /* the validator of the last answer whose bytes the sink holds and can be
    * resumed (a broken 200 or 206); "": none since the sink's restart */
   char validator[256];
