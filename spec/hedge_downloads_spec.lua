@@ -217,6 +217,17 @@ describe("hedged downloads", function ()
     assert.are.same({}, proc.leftovers(tmp))
   end)
 
+  -- -J read Content-Disposition on the host's handle, the cancelled
+  -- attempt's (no answer): the file kept the URL's name
+  it("-O -J: the file is named by the winning hedge's Content-Disposition", function ()
+    local dir = mkdir("named")
+    local r = run({ srv.base .. "/hang-then-named", "-O", "-J", "--output-dir", dir })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, #srv:requests_on("/hang-then-named"))
+    assert.are.equal("won\n", proc.readfile(dir .. "/won.txt"))
+    assert.is_nil(proc.readfile(dir .. "/hang-then-named"))
+  end)
+
   it("a batch's winning hedge with no body (204): its file is empty, nothing of the loser's stream", function ()
     local dir = mkdir("batch")
     local r = run({ srv.base .. "/slow-then-empty", srv.base .. "/fast", "--parallel-max", "4",

@@ -116,9 +116,12 @@ void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decisi
   if (d->retry) return;
   if (!r->stopped) {
     /* the answer that ended the call, a winning hedge's too: what the
-     * sink is given from now on (the host's handle holds the attempt on
-     * it, cancelled when a hedge won) */
+     * sink is given from now on, and -J's name (the host's handle holds
+     * the attempt on it, cancelled when a hedge won) */
     r->final_status = o ? o->status : 0;
+    for (size_t i = 0; o && r->a->remote_header_name && i < o->header_count; i++)
+      if (!r->disposition && strcmp(o->headers[i].name, "content-disposition") == 0)
+        r->disposition = strdup(o->headers[i].value); /* NULL: the URL's name stays */
   }
   r->stopped = 1;
   r->final_broken = o && o->error;
@@ -311,4 +314,5 @@ void response_free(response *r) {
   progress_end(&r->meter);
   free(r->headers);
   free(r->format);
+  free(r->disposition);
 }
