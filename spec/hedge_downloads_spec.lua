@@ -228,6 +228,18 @@ describe("hedged downloads", function ()
     assert.is_nil(proc.readfile(dir .. "/hang-then-named"))
   end)
 
+  -- the loser's streamed bytes were added to the hedge's, which replaced
+  -- them in the file
+  it("a batch's total counts a winning hedge's body, not the loser's stream it replaced", function ()
+    local dir = mkdir("batch")
+    local r = run({ srv.base .. "/stream-then-file", srv.base .. "/fast", "--parallel-max", "4",
+                    "--output-dir", dir })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, #srv:requests_on("/stream-then-file"))
+    same_bytes(WHOLE, proc.readfile(dir .. "/stream-then-file"), "the file")
+    assert.matches("2 URLs: 2 succeeded, 0 failed, 20005 bytes,", r.stderr, 1, true)
+  end)
+
   it("a batch's winning hedge with no body (204): its file is empty, nothing of the loser's stream", function ()
     local dir = mkdir("batch")
     local r = run({ srv.base .. "/slow-then-empty", srv.base .. "/fast", "--parallel-max", "4",
