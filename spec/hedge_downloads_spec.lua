@@ -136,6 +136,110 @@ describe("hedged downloads", function ()
     end)
   end)
 
+  -- the attempt's whole 503 page is in the file while its hedge streams
+  -- the resource (ETag "w"); SIGINT cuts the hedge: its bytes never
+  -- reached the file, so its ETag names nothing there and no partial is
+  -- kept (the 503 page was kept under "w", and the next run appended the
+  -- rest to it, exit 0)
+  describe("SIGINT while a hedge streams beside the attempt's 503 page", function ()
+    -- the run in the background, cut by SIGINT once the 503 came (seen
+    -- by its log line, or after 1.5 s more than the 0.5 s it takes)
+    local function interrupted(args, seen)
+      local policy = tmp .. "/hedged.lua"
+      proc.writefile(policy, HEDGED)
+      local jobdir = proc.tmpdir()
+      local job = proc.spawn(proc.concat({ "run", policy }, args), jobdir)
+      local ok, code, stderr = pcall(function ()
+        assert.is_truthy(proc.wait_for(function ()
+          return #srv:requests_on("/busy-beside-stream") >= 2 and seen(job)
+        end, 20), "no hedge, or no 503")
+        job:signal("INT")
+        local c = job:wait(20)
+        return c, job:stderr()
+      end)
+      job:stop()
+      proc.rmtree(jobdir)
+      assert(ok, code)
+      return code, stderr
+    end
+
+    local function not_kept(out, url, args)
+      assert.is_nil(proc.readfile(partial(out)))
+      assert.is_nil(proc.readfile(partial(out) .. ".url"))
+      assert.is_nil(proc.readfile(out))
+      local r = run(args)
+      assert.are.equal(0, r.code, r.stderr)
+      same_bytes(WHOLE, proc.readfile(out), "the file")
+      local seen = dl.ranges(srv, "/busy-beside-stream")
+      assert.are.equal(false, seen[#seen].range)
+    end
+
+    it("keeps no partial of the 503 page under the hedge's ETag", function ()
+      local out, url = tmp .. "/s.bin", srv.base .. "/busy-beside-stream"
+      local args = { url, "-o", out }
+      local code, stderr = interrupted(args, function (job)
+        return (job:stderr() or ""):find("attempt 1/4: 503 -> in_flight", 1, true)
+      end)
+      assert.are.equal(130, code, stderr)
+      not_kept(out, url, args)
+    end)
+
+    it("in a batch (--output-dir) too", function ()
+      local dir = mkdir("batch")
+      local out, url = dir .. "/busy-beside-stream", srv.base .. "/busy-beside-stream"
+      local args = { url, srv.base .. "/fast", "--parallel-max", "4", "--output-dir", dir }
+      local code, stderr = interrupted(args, function ()
+        proc.sleep(1.5)
+        return true
+      end)
+      assert.are.equal(130, code, stderr)
+      assert.are.equal("fast\n", proc.readfile(dir .. "/fast"))
+      not_kept(out, url, args)
+    end)
+  end)
+
+  -- the sink took the winning hedge's body by the status on the host's
+  -- handle, the cancelled attempt's (0): -C - dropped it all, exit 0
+  it("-C - onto a new or empty file: a winning hedge's body is the file", function ()
+    local url = srv.base .. "/hang-then-file"
+    local out = tmp .. "/new.bin"
+    local r = run({ url, "-o", out, "-C", "-" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, #srv:requests_on("/hang-then-file")) -- the attempt and its hedge
+    same_bytes(WHOLE, proc.readfile(out), "the new file")
+    srv:reset()
+    local empty = tmp .. "/empty.bin"
+    proc.writefile(empty, "")
+    r = run({ url, "-o", empty, "-C", "-" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, #srv:requests_on("/hang-then-file"))
+    same_bytes(WHOLE, proc.readfile(empty), "the empty file")
+    assert.are.same({}, proc.leftovers(tmp))
+  end)
+
+  -- -J read Content-Disposition on the host's handle, the cancelled
+  -- attempt's (no answer): the file kept the URL's name
+  it("-O -J: the file is named by the winning hedge's Content-Disposition", function ()
+    local dir = mkdir("named")
+    local r = run({ srv.base .. "/hang-then-named", "-O", "-J", "--output-dir", dir })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, #srv:requests_on("/hang-then-named"))
+    assert.are.equal("won\n", proc.readfile(dir .. "/won.txt"))
+    assert.is_nil(proc.readfile(dir .. "/hang-then-named"))
+  end)
+
+  -- the loser's streamed bytes were added to the hedge's, which replaced
+  -- them in the file
+  it("a batch's total counts a winning hedge's body, not the loser's stream it replaced", function ()
+    local dir = mkdir("batch")
+    local r = run({ srv.base .. "/stream-then-file", srv.base .. "/fast", "--parallel-max", "4",
+                    "--output-dir", dir })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, #srv:requests_on("/stream-then-file"))
+    same_bytes(WHOLE, proc.readfile(dir .. "/stream-then-file"), "the file")
+    assert.matches("2 URLs: 2 succeeded, 0 failed, 20005 bytes,", r.stderr, 1, true)
+  end)
+
   it("a batch's winning hedge with no body (204): its file is empty, nothing of the loser's stream", function ()
     local dir = mkdir("batch")
     local r = run({ srv.base .. "/slow-then-empty", srv.base .. "/fast", "--parallel-max", "4",

@@ -38,6 +38,9 @@ typedef struct {
   struct batch *b;             /* its batch: the status line's counts */
   int state;                   /* URL_IN_FLIGHT, URL_WAITING, URL_THROTTLED */
   long long got;               /* body bytes since the last decision */
+  long long streamed;          /* the attempt on the host's handle's, in the total */
+  int hedge_won;               /* a hedge's answer ended the call: its body replaces
+                                  the stream, whose bytes leave the total */
   int too_large;               /* the sink refused the final answer's body, given
                                   after the stop, as above --max-filesize */
   int unwritten;               /* a success whose body could not be kept */
@@ -446,11 +449,13 @@ static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_deci
   batch_url *u = ud;
   log_attempt(&u->log, o, d);
   if (o) {
-    resumable_validator(o, u->validator, sizeof u->validator);
+    /* never a hedge's: its bytes reach the file only when it wins, whole */
+    if (!d || !d->hedge) resumable_validator(o, u->validator, sizeof u->validator);
     u->suspect = o->error && (strstr(o->error, "_mismatch") || strcmp(o->error, "too_large") == 0);
   }
   /* stopped, unless an attempt failed beside a hedge still running */
   if (d && !d->retry && !(d->reason == LUARETRY_REASON_NONE && d->in_flight)) {
+    if (!u->stopped) u->hedge_won = d->hedge;
     u->stopped = 1;
     for (size_t i = 0; o && u->b->a->remote_header_name && i < o->header_count; i++)
       if (!u->disposition && strcmp(o->headers[i].name, "content-disposition") == 0)
@@ -467,6 +472,8 @@ static void url_observe(void *ud, const luaretry_outcome *o, const luaretry_deci
   if (d && d->retry && u->file.restarted && !luaretry_curl_resumable(o)) outfile_release(&u->file);
   if (d) u->file.restarted = 0;
   if (d) u->got = 0; /* the helper counts each attempt's (job->max_body) */
+  /* the attempt on the host's handle ended: its bytes came, and stay counted */
+  if (d && !d->hedge) u->streamed = 0;
   if (o && d && !d->retry && d->reason != LUARETRY_REASON_SUCCESS && !u->body_line) {
     /* its summary line quotes the answer too: with -q it is the only one */
     size_t len;
@@ -487,6 +494,7 @@ static size_t url_sink(void *ud, const char *data, size_t len) {
     return 0;
   }
   u->got += (long long)len;
+  u->streamed += (long long)len;
   u->b->bytes += (long long)len;
   u->b->meter.bytes += (long long)len;
   progress_update(&u->b->meter, 0);
@@ -498,6 +506,10 @@ static int url_restart(void *ud) {
   batch_url *u = ud;
   if (u->state != URL_IN_FLIGHT) url_set_state(u, URL_IN_FLIGHT);
   u->got = 0;
+  /* a winning hedge's body, given whole: it replaces the stream of the
+   * attempt it beat (cancelled), which the total counted once already */
+  if (u->stopped && u->hedge_won) u->b->bytes -= u->streamed;
+  u->streamed = 0;
   u->validator[0] = '\0'; /* the file starts over: no bytes of any answer */
   if (!u->stopped) u->started_over = 1;
   /* after the stop: the error answer to a Range request that ended the

@@ -109,9 +109,20 @@ void response_observe(void *ud, const luaretry_outcome *o, const luaretry_decisi
   /* an attempt that failed beside a hedge still running: nothing decided */
   if (!d->retry && d->reason == LUARETRY_REASON_NONE && d->in_flight) return;
   if (o && d->retry) r->len = 0; /* a retried attempt's headers are no one's */
-  if (o) note_resumable(r, o);
+  /* a hedge's bytes reach the sink only when it wins (given whole, no
+   * break to resume): a broken hedge's validator names nothing it holds */
+  if (o && !d->hedge) note_resumable(r, o);
   if (o) r->suspect = o->error && strstr(o->error, "_mismatch");
   if (d->retry) return;
+  if (!r->stopped) {
+    /* the answer that ended the call, a winning hedge's too: what the
+     * sink is given from now on, and -J's name (the host's handle holds
+     * the attempt on it, cancelled when a hedge won) */
+    r->final_status = o ? o->status : 0;
+    for (size_t i = 0; o && r->a->remote_header_name && i < o->header_count; i++)
+      if (!r->disposition && strcmp(o->headers[i].name, "content-disposition") == 0)
+        r->disposition = strdup(o->headers[i].value); /* NULL: the URL's name stays */
+  }
   r->stopped = 1;
   r->final_broken = o && o->error;
   r->final_large = o && o->error && strcmp(o->error, "too_large") == 0;
@@ -145,8 +156,8 @@ size_t response_sink(void *ud, const char *data, size_t len) {
   if (r->out->append) {
     /* -C - writes in place: an error page (a 503 to a request from zero)
      * is not the file's, and the next -C - would go on after it */
-    long code = 0;
-    curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &code);
+    long code = r->final_status; /* once stopped: maybe a hedge's, given whole */
+    if (!r->stopped) curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &code);
     if (code < 200 || code > 299) return len;
   }
   if (r->a->max_filesize && (long long)len > r->a->max_filesize - r->got) {
@@ -303,4 +314,5 @@ void response_free(response *r) {
   progress_end(&r->meter);
   free(r->headers);
   free(r->format);
+  free(r->disposition);
 }

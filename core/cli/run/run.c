@@ -158,11 +158,10 @@ static const luaretry_curl_resume *resume_options(const run_args *a, attempt_log
 }
 
 /* -J: the -O file renamed to the name the final answer's
- * Content-Disposition gives (response.c); 0, or -1 after a message. */
-static int remote_header_name(const char *path, CURL *h) {
-  struct curl_header *hd;
-  if (curl_easy_header(h, "Content-Disposition", 0, CURLH_HEADER, -1, &hd) != CURLHE_OK) return 0;
-  return disposition_rename(path, hd->value, "");
+ * Content-Disposition gives (response.c), a winning hedge's too: never
+ * read on h, whose attempt was cancelled then; 0, or -1 after a message. */
+static int remote_header_name(const char *path, const response *r) {
+  return r->disposition ? disposition_rename(path, r->disposition, "") : 0;
 }
 
 /* The validator of what the sink holds when the call was cut, as the last
@@ -275,7 +274,7 @@ static luaretry_code url_run(const run_args *a, luaretry_policy *p, luaretry_cal
        * and -w written all the same, %{exitcode} saying 1 */
       int shown = lost && status == EXIT_OK ? EXIT_FINAL : status;
       if (shown == EXIT_OK && a->remote_header_name && out->path &&
-          remote_header_name(out->path, h) != 0)
+          remote_header_name(out->path, &r) != 0)
         shown = EXIT_FINAL;
       if (response_finish(&r, final, shown) != status) rc = LUARETRY_E_IO;
     }

@@ -416,21 +416,23 @@ typedef struct {
   CURL *h;
   char *headers; /* the bytes of the attempt's response headers */
   size_t len, cap;
-  int failed;       /* out of memory: the rest is dropped */
-  int headers_done; /* -i's written before the body */
-  int dumped;       /* -D -'s written, at the final decision */
-  int drop;         /* -f and the call failed: no body */
-  int damaged;      /* the final body did not match its digest: written nowhere */
-  int suspect;      /* the last attempt's did not: no partial is kept of it */
-  char *format;     /* -w, from writeout_load(); owned */
-  progress meter;   /* on a terminal */
-  int counted;      /* this attempt's length told to the meter */
-  long long got;    /* the body's bytes the sink took since its restart */
-  int too_large;    /* it refused more than --max-filesize: the attempt is "too_large" */
-  int stopped;      /* the call stopped: a restart now is for the error page that ended it */
-  int page_refused; /* that page was above --max-filesize: written nowhere */
-  int final_broken; /* the final attempt's answer broke off (a transport error) */
-  int final_large;  /* its error was too_large (a stated length past --max-filesize) */
+  int failed;        /* out of memory: the rest is dropped */
+  int headers_done;  /* -i's written before the body */
+  int dumped;        /* -D -'s written, at the final decision */
+  int drop;          /* -f and the call failed: no body */
+  int damaged;       /* the final body did not match its digest: written nowhere */
+  int suspect;       /* the last attempt's did not: no partial is kept of it */
+  char *format;      /* -w, from writeout_load(); owned */
+  progress meter;    /* on a terminal */
+  int counted;       /* this attempt's length told to the meter */
+  long long got;     /* the body's bytes the sink took since its restart */
+  int too_large;     /* it refused more than --max-filesize: the attempt is "too_large" */
+  int stopped;       /* the call stopped: a restart now is for the error page that ended it */
+  int page_refused;  /* that page was above --max-filesize: written nowhere */
+  int final_broken;  /* the final attempt's answer broke off (a transport error) */
+  int final_large;   /* its error was too_large (a stated length past --max-filesize) */
+  int final_status;  /* its status (0: none), a winning hedge's too */
+  char *disposition; /* -J: its Content-Disposition, or NULL; owned */
   /* the validator of the last answer whose bytes the sink holds and can be
    * resumed (a broken 200 or 206); "": none since the sink's restart */
   char validator[256];
