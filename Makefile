@@ -486,7 +486,8 @@ $(BUILD)/fuzz_digest: spec/fuzz/fuzz_digest.c $(LIB_A)
 	$(CC) $(CFLAGS_ALL) -Icore/http -fsanitize=fuzzer -o $@ $< $(LIB_A) $(LIB_LIBS)
 
 FUZZ_CLI_OBJ = $(BUILD)/obj/cli/run/args.o $(BUILD)/obj/cli/usage.o $(BUILD)/obj/cli/policy_arg.o \
-               $(BUILD)/obj/cli/escape.o $(BUILD)/obj/cli/run/retryopts.o $(BUILD)/obj/cli/run/dirs.o
+               $(BUILD)/obj/cli/escape.o $(BUILD)/obj/cli/run/retryopts.o $(BUILD)/obj/cli/run/dirs.o \
+               $(BUILD)/obj/cli/number.o
 $(BUILD)/fuzz_run_args: spec/fuzz/fuzz_run_args.c $(FUZZ_CLI_OBJ) $(LIB_A)
 	$(CC) $(CFLAGS_ALL) -fsanitize=fuzzer -o $@ $^ $(LIB_LIBS)
 
