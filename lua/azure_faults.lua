@@ -11,7 +11,10 @@
 --                          below; and a certificate or host name that does
 --                          not verify (transport failure "tls_verify"): it
 --                          is a credential of the server's that no retry
---                          makes valid.
+--                          makes valid; and the other transport failures
+--                          no retry heals (retry.final_error: a redirect
+--                          loop or refused redirect, too_large,
+--                          checksum_mismatch).
 --       retry at once      an unusual or rare fault ("a network packet
 --                          becoming corrupted"): a connection reset, the
 --                          first time in a call.  A reset that comes again,
@@ -71,9 +74,7 @@ local DEFAULT_LIMIT = 300  -- seconds: the engine's default max_retry_after
 --- The answer for one outcome: "cancel", "now" or "delay".
 function M.answer(status, err, attempt)
   if status == 0 then
-    if err == "tls_verify" or err == "too_many_redirects" or err == "redirect_refused" then
-      return "cancel"
-    end
+    if retry.final_error(err) then return "cancel" end
     if err == "reset" and (attempt or 1) == 1 then return "now" end
     return "delay"
   end

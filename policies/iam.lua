@@ -57,7 +57,7 @@ local function aborted(body)
 end
 
 function is_transient(status, body, info)
-  if status == 0 then return info.error ~= "tls_verify" and info.error ~= "too_many_redirects" and info.error ~= "redirect_refused" and info.error ~= "too_large" end  -- connect, timeout, reset, dns, tls
+  if status == 0 then return not retry.final_error(info.error) end  -- connect, timeout, reset, dns, tls
   if status == 404 then return options.retry_404 == true end
   if status == 409 then return info.workflow == true and aborted(body) end
   if status == 429 then return google.too_many_requests(info) end  -- a rate-limit reset counts
