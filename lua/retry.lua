@@ -7,6 +7,7 @@
 --   retry.contains(body, "ABORTED")         --> plain substring, no patterns
 --   retry.matches(body, '"status":%s*"(%u+)"')  --> a Lua pattern, on a
 --                                               bounded prefix of the body
+--   retry.matches_end(body, pattern)        --> the same on a bounded suffix
 --   retry.any(f, g)(status, body, info)     --> f(...) or g(...)
 --   retry.rate_limit_wait(info)             --> {wait = s, server = true} when
 --                                               the headers say the quota is spent
@@ -18,7 +19,8 @@
 -- Patterns in the sandbox count against the instruction limit (a pattern
 -- that backtracks without end on a server's body is stopped like a loop);
 -- still, contains() is the cheapest test, and matches() reads only the
--- first 4 KiB, where a status or an error code is.
+-- first 4 KiB, where a status or an error code usually is; matches_end()
+-- the last 4 KiB, for a field that comes after a long message.
 local M = {}
 
 local PATTERN_WINDOW = 4096
@@ -50,6 +52,13 @@ end
 function M.matches(body, pattern)
   if type(body) ~= "string" then return nil end
   if #body > PATTERN_WINDOW then body = body:sub(1, PATTERN_WINDOW) end
+  return body:match(pattern)
+end
+
+--- The captures (or match) of a Lua pattern over the last 4 KiB of body.
+function M.matches_end(body, pattern)
+  if type(body) ~= "string" then return nil end
+  if #body > PATTERN_WINDOW then body = body:sub(-PATTERN_WINDOW) end
   return body:match(pattern)
 end
 

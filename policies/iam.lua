@@ -51,9 +51,12 @@ local retry = require "retry"
 local server_error = retry.status_in { 500, 502, 503, 504 }
 
 -- The status of a Google API error body: {"error": {..., "status": "ABORTED"}}.
--- retry.matches reads only the first 4 KiB: the pattern cannot run away.
+-- Google puts "message" before "status", so a long message pushes the
+-- status past the first 4 KiB: the last 4 KiB are read too.  Each window is
+-- bounded: the pattern cannot run away.
+local ABORTED = '"status"%s*:%s*"ABORTED"'
 local function aborted(body)
-  return retry.matches(body, '"status"%s*:%s*"ABORTED"') ~= nil
+  return retry.matches(body, ABORTED) ~= nil or retry.matches_end(body, ABORTED) ~= nil
 end
 
 function is_transient(status, body, info)
