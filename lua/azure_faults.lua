@@ -11,7 +11,10 @@
 --                          below; and a certificate or host name that does
 --                          not verify (transport failure "tls_verify"): it
 --                          is a credential of the server's that no retry
---                          makes valid.
+--                          makes valid; and the other transport failures
+--                          no retry heals (retry.final_error: a redirect
+--                          loop or refused redirect, too_large,
+--                          checksum_mismatch).
 --       retry at once      an unusual or rare fault ("a network packet
 --                          becoming corrupted"): a connection reset, the
 --                          first time in a call.  A reset that comes again,
@@ -42,6 +45,8 @@
 --     X-RateLimit-Reset, as Azure API Management can send them; the
 --     engine's reader, info.rate_limit) waits until the reset, as the
 --     server's wait (bounded by max_retry_after like a Retry-After).
+--     With a millisecond hint too, the later of the two counts: a hint
+--     does not cut the wait for the quota short.
 --
 --   max_retry_after = 2        -- optional: hints above this stop the call
 --   is_transient = require("azure_faults").is_transient
@@ -71,9 +76,7 @@ local DEFAULT_LIMIT = 300  -- seconds: the engine's default max_retry_after
 --- The answer for one outcome: "cancel", "now" or "delay".
 function M.answer(status, err, attempt)
   if status == 0 then
-    if err == "tls_verify" or err == "too_many_redirects" or err == "redirect_refused" then
-      return "cancel"
-    end
+    if retry.final_error(err) then return "cancel" end
     if err == "reset" and (attempt or 1) == 1 then return "now" end
     return "delay"
   end
@@ -83,15 +86,14 @@ end
 
 -- Milliseconds as a header gives them: digits with an optional fraction,
 -- surrounding blanks allowed; of a repeated header (joined with ", ") the
--- first value counts.  nil for anything else.
+-- first value counts.  nil for anything else.  Digits too many for a
+-- double are math.huge: a valid hint, above any limit.
 local function milliseconds(value)
   if type(value) ~= "string" then return nil end
   local first = value:match("^[ \t]*([^,]*)")
   local digits = first and first:match("^(%d+%.?%d*)[ \t]*$")
   if not digits then return nil end
-  local ms = tonumber(digits)
-  if not ms or ms ~= ms or ms == math.huge then return nil end
-  return ms
+  return tonumber(digits)
 end
 
 --- The server's wait from retry-after-ms or x-ms-retry-after-ms, in
@@ -117,10 +119,14 @@ function M.is_transient(status, body, info, limit)
     local wait = M.server_wait(info.headers)
     if wait then
       -- rawget: the policy's own max_retry_after, when it sets one
-      if wait > (limit or rawget(_ENV, "max_retry_after") or DEFAULT_LIMIT) then return false end
-      return { wait = wait, jitter = true }
+      local most = limit or rawget(_ENV, "max_retry_after") or DEFAULT_LIMIT
+      if wait > most or wait == math.huge then return false end
     end
-    if status == 429 or status == 503 then return retry.rate_limit_wait(info) or true end
+    -- the quota's reset, when it is later than the hint: never earlier than
+    -- any server asked, and bounded by max_retry_after as a Retry-After is
+    local reset = (status == 429 or status == 503) and retry.rate_limit_wait(info)
+    if reset and (not wait or reset.wait >= wait) then return reset end
+    if wait then return { wait = wait, jitter = true } end
   end
   return true
 end

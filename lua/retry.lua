@@ -7,16 +7,20 @@
 --   retry.contains(body, "ABORTED")         --> plain substring, no patterns
 --   retry.matches(body, '"status":%s*"(%u+)"')  --> a Lua pattern, on a
 --                                               bounded prefix of the body
+--   retry.matches_end(body, pattern)        --> the same on a bounded suffix
 --   retry.any(f, g)(status, body, info)     --> f(...) or g(...)
 --   retry.rate_limit_wait(info)             --> {wait = s, server = true} when
 --                                               the headers say the quota is spent
 --   retry.header(request.headers, "idempotency-key")  --> the value, any case
 --   retry.method_in("POST", "GET HEAD", "POST,LOCK")  --> true: listed in one
+--   retry.final_error(info.error)           --> true for a transport failure
+--                                               no retry heals (tls_verify, ...)
 --
 -- Patterns in the sandbox count against the instruction limit (a pattern
 -- that backtracks without end on a server's body is stopped like a loop);
 -- still, contains() is the cheapest test, and matches() reads only the
--- first 4 KiB, where a status or an error code is.
+-- first 4 KiB, where a status or an error code usually is; matches_end()
+-- the last 4 KiB, for a field that comes after a long message.
 local M = {}
 
 local PATTERN_WINDOW = 4096
@@ -48,6 +52,13 @@ end
 function M.matches(body, pattern)
   if type(body) ~= "string" then return nil end
   if #body > PATTERN_WINDOW then body = body:sub(1, PATTERN_WINDOW) end
+  return body:match(pattern)
+end
+
+--- The captures (or match) of a Lua pattern over the last 4 KiB of body.
+function M.matches_end(body, pattern)
+  if type(body) ~= "string" then return nil end
+  if #body > PATTERN_WINDOW then body = body:sub(-PATTERN_WINDOW) end
   return body:match(pattern)
 end
 
@@ -83,6 +94,22 @@ function M.rate_limit_wait(info)
   local wait = info.rate_limit
   if wait then return { wait = wait, server = true } end
   return nil
+end
+
+-- The transport failures (info.error of a status-0 outcome) that no retry
+-- heals, final in every shipped policy as in the engine's default rule:
+-- a certificate or host name that does not verify (tls_verify), the
+-- redirect limit reached (too_many_redirects), a redirect to a scheme that
+-- is not followed (redirect_refused), a body above the size limit, curl's
+-- --max-filesize (too_large), and a download that did not match --checksum
+-- after the engine's own retry from zero (checksum_mismatch: the server
+-- serves something else).
+local FINAL_ERRORS = { tls_verify = true, too_many_redirects = true, redirect_refused = true,
+                       too_large = true, checksum_mismatch = true }
+
+--- True when `err`, a transport failure's name, is one no retry heals.
+function M.final_error(err)
+  return FINAL_ERRORS[err] == true
 end
 
 --- A header's value by its name in any case, or nil.

@@ -13,7 +13,8 @@
 -- A server that asks for more than 2 s (`Retry-After`, `retry-after-ms` or
 -- `x-ms-retry-after-ms`) is not waited for: the call stops at once, to tell
 -- the user.  (Retry-After stops it with the engine's verdict `deadline`,
--- exit 5; a millisecond hint, read by the script, with `final`, exit 1.)
+-- exit 5; a millisecond hint, read by the script, with `final`, exit 1;
+-- a rate-limit reset, with a hint or without, with `server_wait_too_long`.)
 
 name = "azure-interactive"
 max_attempts = 3

@@ -126,10 +126,12 @@ end
 local matches = { final_if_output = matcher("final_if_output", "--final-if-output"),
                   retry_if_output = matcher("retry_if_output", "--retry-if-output") }
 
+local retry = require "retry"
+
 function is_transient(status, body, info)
   if info.kind ~= "command" then
     -- an HTTP outcome (a workflow): as the default classifier judges it
-    if status == 0 then return info.error ~= "tls_verify" end
+    if status == 0 then return not retry.final_error(info.error) end
     return status == 408 or status == 429 or (status >= 500 and status <= 504 and status ~= 501)
   end
   local final_codes, retry_codes = code_set("final_exit_codes"), code_set("retry_exit_codes")

@@ -14,8 +14,10 @@
 -- Which answers are retried [RS]: "HTTP 408, 429, and 5xx response codes"
 -- and "socket timeouts and TCP disconnects": status 0 with every transport
 -- failure (connect, timeout, reset, dns, tls, truncated, ...) except
--- tls_verify, a certificate or host name that does not verify, which no
--- retry heals and which retrying only hides.  Everything else (400, 401,
+-- those no retry heals (retry.final_error): tls_verify, a certificate or
+-- host name that does not verify, which retrying only hides; a redirect
+-- loop or refused redirect, a body above --max-filesize (too_large) and
+-- a body that twice did not match --checksum (checksum_mismatch).  Everything else (400, 401,
 -- 403, 404, 409, 412, ...) is final.
 --   Sources differ: [TB] says "5xx and 429"; [RS] is more precise and adds
 --   408 (and the conformance tests retry a 408 during uploads): we follow
@@ -94,10 +96,11 @@ max_attempts = 10
 deadline = 600
 attempt_timeout = 120
 local google = require "google"
+local retry = require "retry"
 backoff = google.backoff(32)  -- [TB], the formula shared with iam.lua and memorystore.lua
 
 function is_transient(status, _, info) -- the body is not read: none is copied
-  if status == 0 then return info.error ~= "tls_verify" and info.error ~= "too_many_redirects" and info.error ~= "redirect_refused" and info.error ~= "too_large" end  -- timeouts and disconnects [RS]
+  if status == 0 then return not retry.final_error(info.error) end  -- timeouts and disconnects [RS]
   if status == 429 then return google.too_many_requests(info) end  -- a rate-limit reset counts
   return status == 408 or (status >= 500 and status <= 599)
 end

@@ -12,7 +12,9 @@
 -- a certificate or host name that does not verify (tls_verify): no retry
 -- makes a bad certificate good, and retrying one only hides an attack or a
 -- misconfiguration.  Nor a download that twice did not match the user's
--- --checksum (checksum_mismatch): the server serves something else.
+-- --checksum (checksum_mismatch): the server serves something else; nor a
+-- redirect loop or refused redirect, or a body above --max-filesize
+-- (too_large): one list for every shipped policy, retry.final_error.
 -- Rate limits: a 429, a 503 or a 403 whose headers say the quota is spent
 -- (the IETF `RateLimit` field with r=0, or `X-RateLimit-Remaining: 0` with
 -- `X-RateLimit-Reset`, as the engine reads them: info.rate_limit) waits
@@ -59,9 +61,7 @@ local QUOTA = { [403] = true, [429] = true, [503] = true }
 -- The body is not read: named _, the engine hands "" and copies none.
 function is_transient(status, _, info)
   if status == 0 then
-    return info.error ~= "tls_verify" and info.error ~= "too_many_redirects" and
-           info.error ~= "redirect_refused" and info.error ~= "checksum_mismatch" and
-           info.error ~= "too_large"
+    return not retry.final_error(info.error)
   end
   if QUOTA[status] then
     local reset = retry.rate_limit_wait(info)

@@ -51,13 +51,16 @@ local retry = require "retry"
 local server_error = retry.status_in { 500, 502, 503, 504 }
 
 -- The status of a Google API error body: {"error": {..., "status": "ABORTED"}}.
--- retry.matches reads only the first 4 KiB: the pattern cannot run away.
+-- Google puts "message" before "status", so a long message pushes the
+-- status past the first 4 KiB: the last 4 KiB are read too.  Each window is
+-- bounded: the pattern cannot run away.
+local ABORTED = '"status"%s*:%s*"ABORTED"'
 local function aborted(body)
-  return retry.matches(body, '"status"%s*:%s*"ABORTED"') ~= nil
+  return retry.matches(body, ABORTED) ~= nil or retry.matches_end(body, ABORTED) ~= nil
 end
 
 function is_transient(status, body, info)
-  if status == 0 then return info.error ~= "tls_verify" and info.error ~= "too_many_redirects" and info.error ~= "redirect_refused" and info.error ~= "too_large" end  -- connect, timeout, reset, dns, tls
+  if status == 0 then return not retry.final_error(info.error) end  -- connect, timeout, reset, dns, tls
   if status == 404 then return options.retry_404 == true end
   if status == 409 then return info.workflow == true and aborted(body) end
   if status == 429 then return google.too_many_requests(info) end  -- a rate-limit reset counts

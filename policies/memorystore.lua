@@ -33,10 +33,11 @@ max_attempts = 12
 deadline = 600
 attempt_timeout = 30
 local google = require "google"
+local retry = require "retry"
 backoff = google.backoff(64)  -- the formula shared with gcs.lua and iam.lua
 
 function is_transient(status, _, info) -- the body is not read: none is copied
-  if status == 0 then return info.error ~= "tls_verify" and info.error ~= "too_many_redirects" and info.error ~= "redirect_refused" and info.error ~= "too_large" end  -- connect, timeout, reset, dns, tls
+  if status == 0 then return not retry.final_error(info.error) end  -- connect, timeout, reset, dns, tls
   if status == 429 then return google.too_many_requests(info) end  -- a rate-limit reset counts
   return status >= 500 and status <= 599
 end

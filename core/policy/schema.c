@@ -664,9 +664,11 @@ static void check_propagate(lr_check *ck, const int *ok, lr_tuning *x) {
 /* The breaker's rate rules: what they need and what cannot work. */
 static void check_breaker_rates(lr_check *ck, const int *ok, lr_tuning *x) {
   luaretry_tuning *t = &x->pub;
+  /* a window refused (said already) is not compared: x->window is then the
+   * default, not the value written */
   if (ok[F_K_MIN_CALLS] <= 0)
     x->min_calls = x->window;
-  else if (x->min_calls > x->window)
+  else if (ok[F_K_WINDOW] >= 0 && x->min_calls > x->window)
     error_pair(ck, F_K_MIN_CALLS, F_K_WINDOW, "%ld is above breaker.window (%ld)", x->min_calls,
                x->window);
   if (ok[F_K_SLOW_RATE] > 0 && ok[F_K_SLOW_SECONDS] <= 0)

@@ -151,9 +151,77 @@ static int safe_require(lua_State *L) {
                           lua_tostring(L, -1));
 }
 
+/* The deepest nesting of arrays and objects json.decode takes.  dkjson
+ * recurses once per level and builds a table per level: 20,000 `[` (40 KB
+ * of a server's body) spent the whole memory limit, an error no pcall
+ * catches.  Deeper documents are refused the way dkjson refuses bad JSON. */
+#define LR_JSON_MAX_DEPTH 256
+
+/* The position (from 1) in s[0..len) where dkjson's decode, started at
+ * `from` (from 0), would open level LR_JSON_MAX_DEPTH + 1, or 0.  It walks
+ * the text as dkjson does: blanks, a byte order mark and comments between
+ * tokens (scanwhite), strings with their escapes (scanstring), brackets;
+ * numbers and names hold none of these.  Past a point dkjson rejects, the
+ * walk goes on: at worst it refuses a document dkjson would have refused
+ * anyway, and it never sees a bracket as quoted that dkjson opens. */
+static size_t json_too_deep(const char *s, size_t len, size_t from) {
+  size_t depth = 0;
+  for (size_t i = from; i < len; i++) {
+    char c = s[i];
+    if (c == '/' && i + 1 < len && s[i + 1] == '/') {
+      for (i += 2; i < len && s[i] != '\n' && s[i] != '\r';) i++;
+    } else if (c == '/' && i + 1 < len && s[i + 1] == '*') {
+      for (i += 2; i + 1 < len && !(s[i] == '*' && s[i + 1] == '/');) i++;
+      if (i + 1 >= len) return 0; /* unterminated: dkjson stops here */
+      i++;
+    } else if (c == '"') {
+      for (i++; i < len && s[i] != '"'; i++)
+        if (s[i] == '\\') i++; /* the escaped byte, whatever it is */
+    } else if (c == '[' || c == '{') {
+      if (++depth > LR_JSON_MAX_DEPTH) return i + 1;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      depth--;
+    }
+  }
+  return 0;
+}
+
+/* json.decode(str [, pos [, nullval, ...]]): dkjson's (upvalue 1), but a
+ * document nested deeper than LR_JSON_MAX_DEPTH is refused before dkjson
+ * reads it: nil, the position, and a message, as dkjson says bad JSON. */
+static int json_decode(lua_State *L) {
+  int n = lua_gettop(L);
+  if (lua_type(L, 1) == LUA_TSTRING) {
+    size_t len;
+    const char *s = lua_tolstring(L, 1, &len);
+    lua_Integer init = luaL_optinteger(L, 2, 1); /* as string.find reads it */
+    if (init < 0) init = (lua_Integer)len + init + 1;
+    if (init < 1) init = 1;
+    size_t at = (size_t)init <= len ? json_too_deep(s, len, (size_t)init - 1) : 0;
+    if (at) {
+      lua_Integer line = 1, col = 1;
+      for (size_t i = 0; i + 1 < at; i++) {
+        if (s[i] == '\n')
+          line++, col = 1;
+        else
+          col++;
+      }
+      lua_pushnil(L);
+      lua_pushinteger(L, (lua_Integer)at);
+      lua_pushfstring(L, "nested deeper than %d levels at line %I, column %I", LR_JSON_MAX_DEPTH,
+                      line, col);
+      return 3;
+    }
+  }
+  lua_pushvalue(L, lua_upvalueindex(1));
+  lua_insert(L, 1);
+  lua_call(L, n, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
 /* json.X on first use: loads dkjson (pure Lua, text only) into this state
- * and keeps its encode and decode, so a policy that never touches json
- * pays no memory for it. */
+ * and keeps its encode and decode (decode with a nesting bound), so a
+ * policy that never touches json pays no memory for it. */
 static int json_index(lua_State *L) {
   int status = luaL_loadfilex(L, LUARETRY_DKJSON, "t");
   if (status == LUA_ERRMEM) return lua_error(L); /* out of memory, said as such */
@@ -164,6 +232,7 @@ static int json_index(lua_State *L) {
   static const char *const kept[] = { "encode", "decode", "null", NULL };
   for (int i = 0; kept[i]; i++) {
     lua_getfield(L, -1, kept[i]);
+    if (strcmp(kept[i], "decode") == 0) lua_pushcclosure(L, json_decode, 1);
     lua_setfield(L, 1, kept[i]);
   }
   lua_pushvalue(L, 2);

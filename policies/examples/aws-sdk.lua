@@ -8,6 +8,8 @@
 -- 20 s cap with full jitter; a transient error costs 14 tokens of the retry
 -- quota and a throttling error 5 (here: a failure's 1 token and
 -- budget.throttle_cost's default 0.357).
+-- Transport failures are retried but those no retry heals
+-- (retry.final_error: tls_verify, redirects, too_large, checksum_mismatch).
 -- Throttling: a 429, or an error code the SDKs list as throttling (most
 -- come with a 400, some with a 503, S3's SlowDown among them).
 -- Every attempt carries `amz-sdk-invocation-id` (the call's invocation id,
@@ -49,7 +51,7 @@ local function throttling_code(body)
 end
 
 function is_transient(status, body, info)
-  if status == 0 then return info.error ~= "tls_verify" end
+  if status == 0 then return not retry.final_error(info.error) end
   if status == 429 or transient_status(status) then return true end
   return (status == 400 or status == 403) and throttling_code(body)
 end

@@ -16,6 +16,31 @@ name = "iam-set-policy"
 
 local JSON = { ["Content-Type"] = "application/json" }
 
+-- What is wrong with a policy as getIamPolicy answered it, or nil: an
+-- object whose bindings, when present, are a list of {role = "...",
+-- members = {"...", ...}}.  A malformed answer is a server's fault, like
+-- one that is not JSON: a 502, retried, never a script error.
+local function malformed(policy)
+  if type(policy) ~= "table" or policy[1] ~= nil then return "not a JSON object" end
+  local bindings = policy.bindings
+  if bindings == nil then return nil end
+  if type(bindings) ~= "table" then return "bindings is not a list" end
+  local n = 0
+  for _ in pairs(bindings) do n = n + 1 end
+  if n ~= #bindings then return "bindings is not a list" end
+  for i, binding in ipairs(bindings) do
+    if type(binding) ~= "table" or type(binding.role) ~= "string" then
+      return ("binding %d has no role"):format(i)
+    end
+    local members = binding.members
+    if type(members) ~= "table" then return ("binding %d has no members"):format(i) end
+    for j = 1, #members do
+      if type(members[j]) ~= "string" then return ("binding %d: member %d is not a string"):format(i, j) end
+    end
+  end
+  return nil
+end
+
 local function add_member(policy, role, member)
   policy.bindings = policy.bindings or {}
   for _, binding in ipairs(policy.bindings) do
@@ -38,7 +63,8 @@ function run(http, args)
   local got = http.post(resource .. ":getIamPolicy", "{}", JSON)
   if got.status ~= 200 then return got.status, got.body end
   local policy = json.decode(got.body)
-  if type(policy) ~= "table" then return 502, "getIamPolicy: not a JSON object\n" end
+  local wrong = malformed(policy)
+  if wrong then return 502, "getIamPolicy: " .. wrong .. "\n" end
   add_member(policy, role, member)      -- the etag read above travels along
   local put = http.post(resource .. ":setIamPolicy", json.encode { policy = policy }, JSON)
   return put.status, put.body
