@@ -2,10 +2,8 @@
  * --parallel-max, simulate's --clients...), read by the one rule a
  * policy's numbers follow, in its file or a --set (libluaretry(3)): a
  * decimal number, so that `-m 2.5` and `--set attempt_timeout=2.5` take
- * the same spellings.  The rule is the library's (policy/schema.c's
- * lr_decimal); the command sees the public headers only, so it is written
- * again here, and spec/numbers_spec.lua holds the two to the same
- * spellings. */
+ * the same spellings: the library's own reader (luaretry_tool.h's
+ * luaretry_decimal). */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -14,37 +12,19 @@
 #include <string.h>
 
 #include "cli.h"
+#include "luaretry_tool.h"
 
-static size_t digits(const char *s) {
-  size_t n = 0;
-  while (s[n] >= '0' && s[n] <= '9') n++;
-  return n;
-}
-
-/* Whether s is spelled as the rule says; *plain: digits alone (after an
- * optional '-'), which strtoll and strtoull read exactly. */
-static int spelled(const char *s, int *plain) {
+/* Digits alone, after an optional '-': what strtoll and strtoull read
+ * exactly, every digit of a 64-bit number kept. */
+static int plain(const char *s) {
   const char *c = s + (*s == '-');
-  size_t whole = digits(c), fraction = 0;
-  c += whole;
-  *plain = whole > 0 && !*c;
-  if (*c == '.') fraction = digits(++c), c += fraction;
-  if (whole + fraction == 0) return 0;
-  if (*c == 'e' || *c == 'E') {
-    c += 1 + (c[1] == '+' || c[1] == '-');
-    size_t e = digits(c);
-    if (!e) return 0;
-    c += e;
-  }
-  return !*c;
+  size_t n = strspn(c, "0123456789");
+  return n > 0 && !c[n];
 }
 
 int cli_decimal(const char *s, double *out) {
-  int plain;
-  if (!spelled(s, &plain)) return 0;
-  char *end; /* the text is checked: strtod reads all of it (the C locale) */
-  double v = strtod(s, &end);
-  if (*end || !isfinite(v)) return 0; /* 1e999: no number a limit can be */
+  double v;
+  if (!luaretry_decimal(s, &v) || !isfinite(v)) return 0; /* 1e999: no limit */
   *out = v;
   return 1;
 }
@@ -55,10 +35,8 @@ static int whole_value(double v, double lo, double hi) {
 }
 
 int cli_whole(const char *s, long long lo, long long hi, long long *out) {
-  int plain;
   double v;
-  if (!spelled(s, &plain)) return 0;
-  if (plain) { /* exact, every digit of a long long */
+  if (plain(s)) {
     char *end;
     errno = 0;
     long long n = strtoll(s, &end, 10);
@@ -72,10 +50,8 @@ int cli_whole(const char *s, long long lo, long long hi, long long *out) {
 }
 
 int cli_seed(const char *s, uint64_t *out) {
-  int plain;
   double v;
-  if (!spelled(s, &plain)) return 0;
-  if (plain && s[0] != '-') {
+  if (plain(s) && s[0] != '-') {
     char *end;
     errno = 0;
     unsigned long long n = strtoull(s, &end, 10);
@@ -89,14 +65,7 @@ int cli_seed(const char *s, uint64_t *out) {
   return 1;
 }
 
-const char *cli_decimal_note(const char *s) {
-  char *end;
-  int plain;
-  strtod(s, &end);
-  while (end != s && (*end == ' ' || *end == '\t')) end++;
-  if (end == s || *end || spelled(s, &plain)) return "";
-  return " (a decimal number as a policy file writes it: no spaces, '+', hex, inf or nan)";
-}
+const char *cli_decimal_note(const char *s) { return luaretry_decimal_note(s); }
 
 int cli_number_usage(const char *cmd, const char *opt, const char *v, const char *expected) {
   char what[1400];

@@ -25,6 +25,14 @@ extern "C" {
  * objects themselves. */
 #define LUARETRY_TOOL
 
+/* A number by the rule of a policy's numbers (a file's, a --set's):
+ * decimal, no spaces, '+', hex, inf or nan; 1 and *out, or 0.  The
+ * command reads its own options' numbers by it (-m as attempt_timeout). */
+LUARETRY_TOOL int luaretry_decimal(const char *s, double *out);
+/* For a refused s that strtod would have read (" 1", "0x2", "inf"): the
+ * rule, said in words, to add to the error; "" otherwise. */
+LUARETRY_TOOL const char *luaretry_decimal_note(const char *s);
+
 /* For checks (`luaretry check`), set before loading: a trap on the
  * script's globals adds a warning ("FILE:LINE: NAME: read of an undefined
  * global inside a hook") for each read of a global no one set, whenever a

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "luaretry_tool.h"
 #include "schema.h"
 
 #define LR_FIELD_ROW(id, name, type, lo, hi, flags, def, tuning, doc) \
@@ -156,6 +157,10 @@ const char *lr_decimal_note(const char *s) {
   if (end == s || *end || lr_decimal(s, &v)) return "";
   return " (a decimal number as a policy file writes it: no spaces, '+', hex, inf or nan)";
 }
+
+int luaretry_decimal(const char *s, double *out) { return s && out && lr_decimal(s, out); }
+
+const char *luaretry_decimal_note(const char *s) { return s ? lr_decimal_note(s) : ""; }
 
 /* ---- messages */
 
