@@ -221,9 +221,9 @@ $(BUILD)/bench_guards_cost $(BUILD)/bench_locks: $(BUILD)/bench_%: spec/bench/%.
 
 # Programs that embed the library and the fault server together: the
 # example event-loop host, connection reuse.
-HOST_TESTS = example_host test_reuse test_many_stream test_hedge
+HOST_TESTS = example_host test_reuse test_many_stream test_hedge test_fork_curl
 HOST_TEST_BIN = $(HOST_TESTS:%=$(BUILD)/%)
-$(BUILD)/example_host $(BUILD)/test_reuse $(BUILD)/test_many_stream $(BUILD)/test_hedge: $(BUILD)/%: spec/c/%.c $(LIB_A) $(FAULTS_OBJ)
+$(BUILD)/example_host $(BUILD)/test_reuse $(BUILD)/test_many_stream $(BUILD)/test_hedge $(BUILD)/test_fork_curl: $(BUILD)/%: spec/c/%.c $(LIB_A) $(FAULTS_OBJ)
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(LIB_A) $(FAULTS_OBJ) $(LIB_LIBS)
 $(BUILD)/bench_reuse: spec/bench/reuse.c spec/c/faults_client.h $(LIB_A) $(FAULTS_OBJ)
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(LIB_A) $(FAULTS_OBJ) $(LIB_LIBS)
