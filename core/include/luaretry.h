@@ -64,7 +64,8 @@
  * parent's, so a child that runs calls loads its policies itself (its
  * first load, or its first call into a policy it inherited, starts its
  * own watchdog; no lock a parent's thread held at the fork is waited
- * for).
+ * for: a load or set under way on another thread at the fork leaves the
+ * child's policy free to load and set).
  *
  * Time limit: a call into a script is stopped within time_limit (seconds
  * of wall time, default 0.25), at its next Lua instruction, as a policy
