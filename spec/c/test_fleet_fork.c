@@ -28,7 +28,7 @@ static const char *POLICY =
   "max_attempts = 3\n"
   "deadline = 30\n"
   "budget = { max_tokens = 1000, token_ratio = 0.5 }\n"
-  "fleet = { sync = 5 }\n";
+  "fleet = { sync = 1000 }\n"; /* ms: the view stays fresh for 10 s */
 
 static void some_calls(luaretry_policy *p, int n) {
   for (int i = 0; i < n; i++) {
