@@ -96,7 +96,8 @@ CURL_SONAME = libluaretry-curl.so.$(MAJOR)
 LIB_MAP = core/include/abi/libluaretry.map
 C_TESTS = step_api inbound deadline null blocking_cancel errors threads abi retry_after inflight overlap curl_io \
   alloc find fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate \
-  fleet_nowait fleet_local fleet_lease fleet_fake guard_rules guard_model admission_totals fork pool grace
+  fleet_nowait fleet_local fleet_lease fleet_fake guard_rules guard_model admission_totals fork pool grace \
+  fleet_fork
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke $(BUILD)/relay
 
@@ -221,9 +222,9 @@ $(BUILD)/bench_guards_cost $(BUILD)/bench_locks: $(BUILD)/bench_%: spec/bench/%.
 
 # Programs that embed the library and the fault server together: the
 # example event-loop host, connection reuse.
-HOST_TESTS = example_host test_reuse test_many_stream test_hedge
+HOST_TESTS = example_host test_reuse test_many_stream test_hedge test_fork_curl
 HOST_TEST_BIN = $(HOST_TESTS:%=$(BUILD)/%)
-$(BUILD)/example_host $(BUILD)/test_reuse $(BUILD)/test_many_stream $(BUILD)/test_hedge: $(BUILD)/%: spec/c/%.c $(LIB_A) $(FAULTS_OBJ)
+$(BUILD)/example_host $(BUILD)/test_reuse $(BUILD)/test_many_stream $(BUILD)/test_hedge $(BUILD)/test_fork_curl: $(BUILD)/%: spec/c/%.c $(LIB_A) $(FAULTS_OBJ)
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(LIB_A) $(FAULTS_OBJ) $(LIB_LIBS)
 $(BUILD)/bench_reuse: spec/bench/reuse.c spec/c/faults_client.h $(LIB_A) $(FAULTS_OBJ)
 	$(CC) $(CFLAGS_ALL) -Ispec/c -o $@ $< $(LIB_A) $(FAULTS_OBJ) $(LIB_LIBS)

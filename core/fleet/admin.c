@@ -43,9 +43,8 @@ static lr_fleet_code pipeline(lr_fleet *f, int n, int argcs[], const char **argv
                               redisReply *replies[], char *err, size_t errlen) {
   char detail[640] = "";
   if (!lr_fleet_owned(f)) { /* a fork's child: the connection is the parent's */
-    lr_fmt(err, errlen, "%s: a fork's child shares no fleet: load the policy again",
-           f->url.redacted);
-    return LR_FLEET_E_REFUSED;
+    lr_fmt(err, errlen, "%s: %s", f->url.redacted, lr_fleet_strerror(LR_FLEET_E_FORKED));
+    return LR_FLEET_E_FORKED;
   }
   int64_t deadline = 0;
   lr_fleet_code rc = lr_fleet_connect_locked(f, 1, &deadline, detail, sizeof detail);

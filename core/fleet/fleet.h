@@ -76,16 +76,24 @@ typedef enum {
   LR_FLEET_OK = 0,
   LR_FLEET_E_ARG, /* a bad URL, key or setting */
   LR_FLEET_E_NOMEM,
-  LR_FLEET_E_CONNECT,  /* name not resolved, connection refused, reset or closed */
-  LR_FLEET_E_TIMEOUT,  /* connect or command took longer than allowed */
-  LR_FLEET_E_AUTH,     /* wrong user or password, or the server needs one */
-  LR_FLEET_E_REFUSED,  /* an error reply: read-only replica, no scripting, bad DB... */
-  LR_FLEET_E_PROTOCOL, /* a reply that is not what was asked for */
-  LR_FLEET_E_BACKOFF,  /* degraded, the next reconnect is not due: nothing sent */
-  LR_FLEET_E_CANCELLED /* the call whose round trip it was was cancelled */
+  LR_FLEET_E_CONNECT,   /* name not resolved, connection refused, reset or closed */
+  LR_FLEET_E_TIMEOUT,   /* connect or command took longer than allowed */
+  LR_FLEET_E_AUTH,      /* wrong user or password, or the server needs one */
+  LR_FLEET_E_REFUSED,   /* an error reply: read-only replica, no scripting, bad DB... */
+  LR_FLEET_E_PROTOCOL,  /* a reply that is not what was asked for */
+  LR_FLEET_E_BACKOFF,   /* degraded, the next reconnect is not due: nothing sent */
+  LR_FLEET_E_CANCELLED, /* the call whose round trip it was was cancelled */
+  LR_FLEET_E_FORKED     /* a fork's child asked a handle its parent made: nothing sent */
 } lr_fleet_code;
 
 const char *lr_fleet_strerror(lr_fleet_code code);
+
+/* 1 in the process that made the handle, 0 in a fork's child: there the
+ * parent's threads (the worker) may have held any of its locks at the
+ * fork, so a child's question takes none of them, and no round trip is
+ * made on the parent's connection (LR_FLEET_E_FORKED): the child's own
+ * load makes it a handle of its own. */
+int lr_fleet_owned(const lr_fleet *f);
 
 /* One line, no newline, no credentials; called once per change of health
  * (to degraded, and back), on a caller's thread (never the worker's), by

@@ -477,10 +477,6 @@ void lr_fleet_kick(lr_fleet *f, int work, lr_fleet_work_fn fn);
 void lr_fleet_timer(lr_fleet *f, int64_t at, lr_fleet_work_fn fn);
 /* Ends the worker (its round trip in progress first). */
 void lr_fleet_worker_stop(lr_fleet *f);
-/* 1 in the process that made the handle, 0 in a fork's child: there the
- * parent's threads (the worker) may have held any of its locks at the
- * fork, so a child's question takes none of them. */
-int lr_fleet_owned(const lr_fleet *f);
 /* Forks counted so far in this process's line (made at a handle's birth). */
 unsigned lr_fleet_forks(void);
 

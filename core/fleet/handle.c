@@ -31,6 +31,9 @@ const char *lr_fleet_strerror(lr_fleet_code code) {
   case LR_FLEET_E_PROTOCOL: return "unexpected reply from Redis";
   case LR_FLEET_E_BACKOFF: return "Redis unavailable, waiting before reconnecting";
   case LR_FLEET_E_CANCELLED: return "cancelled";
+  case LR_FLEET_E_FORKED:
+    return "a fork's child shares no fleet (the connection is its parent's): load the policy "
+           "again";
   }
   return "unknown error";
 }

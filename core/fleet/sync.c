@@ -153,7 +153,7 @@ static lr_fleet_code sync_locked(lr_fleet *f, long long want, long long *granted
  * budget for outcomes that did not happen.  The local guards have it. */
 lr_fleet_code lr_fleet_sync_now(lr_fleet *f) {
   if (!f) return LR_FLEET_E_ARG;
-  if (!lr_fleet_owned(f)) return LR_FLEET_E_REFUSED; /* a fork's child: see worker.c */
+  if (!lr_fleet_owned(f)) return LR_FLEET_E_FORKED; /* a fork's child: see worker.c */
   pthread_mutex_lock(&f->io);
   lr_fleet_code rc = sync_locked(f, 0, NULL, 0, NULL, NULL);
   pthread_mutex_unlock(&f->io);
@@ -164,7 +164,7 @@ lr_fleet_code lr_fleet_sync_now(lr_fleet *f) {
 
 lr_fleet_code lr_fleet_sync_to_call(lr_fleet *f) {
   if (!f) return LR_FLEET_E_ARG;
-  if (!lr_fleet_owned(f)) return LR_FLEET_E_REFUSED;
+  if (!lr_fleet_owned(f)) return LR_FLEET_E_FORKED;
   long long granted = 0;
   pthread_mutex_lock(&f->io);
   lr_fleet_code rc = sync_locked(f, atomic_load(&f->breaker) ? 1 : 0, &granted, 0, NULL, NULL);
@@ -230,7 +230,7 @@ static int degraded(lr_fleet *f) { return atomic_load(&f->health) == LR_FLEET_DE
 lr_fleet_code lr_fleet_refresh_by(lr_fleet *f, int64_t limit_ms, lr_waiter *w, int *reserve) {
   if (reserve) *reserve = LR_FLEET_LOCAL;
   if (!f) return LR_FLEET_E_ARG;
-  if (!lr_fleet_owned(f)) return LR_FLEET_E_REFUSED;
+  if (!lr_fleet_owned(f)) return LR_FLEET_E_FORKED;
   if (degraded(f)) return lost(f);
   /* The reserve's question needs a round trip whatever the view: it
    * rides on this sync, however recently the worker's landed (skipped,

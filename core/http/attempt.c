@@ -5,6 +5,7 @@
  * cancel (any thread, or a signal handler writing the call's wakeup fd)
  * interrupts at once, not at curl's next progress tick. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -182,31 +183,81 @@ CURLcode lr_curl_transfer_once(CURLM *m, CURL *h, luaretry_call *c) {
 
 /* ---- the thread's multi handle: its connection cache outlives calls */
 
+/* A multi handle kept for a thread, and the fork it was made after. */
+typedef struct lr_kept_multi {
+  CURLM *m;
+  unsigned forks;
+  struct lr_kept_multi *next; /* abandoned ones, kept reachable */
+} lr_kept_multi;
+
 static pthread_key_t multi_key;
 static pthread_once_t multi_once = PTHREAD_ONCE_INIT;
 static _Thread_local int multi_busy;
 
-static void free_multi(void *m) { curl_multi_cleanup(m); }
-static void make_key(void) { pthread_key_create(&multi_key, free_multi); }
+/* Forks so far, counted in the child.  A kept handle made before the last
+ * fork is the parent's: its keep-alive connections are sockets the parent
+ * holds too, so a request the child sent on one would be answered to
+ * whichever process read first.  The child abandons it: never used again,
+ * never cleaned up (curl_multi_cleanup would close connections the parent
+ * still uses, a TLS one with a close_notify written on the parent's
+ * socket), only kept where it can be found, and makes its own. */
+static atomic_uint forks;
+static _Atomic(lr_kept_multi *) abandoned;
+static void forked(void) { atomic_fetch_add(&forks, 1); }
+
+static void abandon(lr_kept_multi *k) {
+  k->next = atomic_load(&abandoned);
+  while (!atomic_compare_exchange_weak(&abandoned, &k->next, k)) {
+  }
+}
+
+static void free_multi(void *ud) {
+  lr_kept_multi *k = ud;
+  if (k->forks != atomic_load(&forks)) {
+    abandon(k);
+    return;
+  }
+  curl_multi_cleanup(k->m);
+  free(k);
+}
+
+static void make_key(void) {
+  pthread_key_create(&multi_key, free_multi);
+  pthread_atfork(NULL, NULL, forked);
+}
 
 /* One multi handle per thread, kept: a keep-alive connection opened by one
  * call serves the next call of that thread, as curl_easy_perform's own
  * handle does.  A call made from inside another (a sink that performs)
- * gets a private one. */
+ * gets a private one, and so does a thread whose handle could not be
+ * kept. */
 CURLM *lr_curl_multi_take(int *private_multi) {
   pthread_once(&multi_once, make_key);
   *private_multi = multi_busy;
   if (multi_busy) return curl_multi_init();
-  CURLM *m = pthread_getspecific(multi_key);
-  if (!m) {
-    m = curl_multi_init();
-    if (m && pthread_setspecific(multi_key, m) != 0) {
+  lr_kept_multi *k = pthread_getspecific(multi_key);
+  unsigned now = atomic_load(&forks);
+  if (k && k->forks != now) { /* the parent's: see `forks` */
+    pthread_setspecific(multi_key, NULL);
+    abandon(k);
+    k = NULL;
+  }
+  if (!k) {
+    k = malloc(sizeof *k);
+    CURLM *m = k ? curl_multi_init() : NULL;
+    if (!m) {
+      free(k);
+      return NULL;
+    }
+    *k = (lr_kept_multi){ m, now, NULL };
+    if (pthread_setspecific(multi_key, k) != 0) {
+      free(k);
       *private_multi = 1;
       return m;
     }
   }
-  if (m) multi_busy = 1;
-  return m;
+  multi_busy = 1;
+  return k->m;
 }
 
 void lr_curl_multi_give(CURLM *m, int private_multi) {

@@ -61,10 +61,14 @@
  * first call that needs Redis; see libluaretry(3)).  Neither calls into
  * the host.  After fork() a child's calls draw jitter from a new seed;
  * neither thread is in the child and the fleet's connections are the
- * parent's, so a child that runs calls loads its policies itself (its
+ * parent's, so a child that runs calls loads its policies itself (a
+ * load or set in the child, of the same text or not, joins the fleet on
+ * a connection of its own; until then its guards are local, and
+ * metrics.guards says fallback; its
  * first load, or its first call into a policy it inherited, starts its
  * own watchdog; no lock a parent's thread held at the fork is waited
- * for).
+ * for: a load or set under way on another thread at the fork leaves the
+ * child's policy free to load and set).
  *
  * Time limit: a call into a script is stopped within time_limit (seconds
  * of wall time, default 0.25), at its next Lua instruction, as a policy

@@ -171,7 +171,10 @@ LUARETRY_API luaretry_code luaretry_curl_perform(luaretry_policy *p, luaretry_ca
  * connections, so sequential calls to one server (one easy handle, or a new
  * one each time) share a connection; it is freed when the thread exits.  A
  * call made from inside another (a callback) gets a multi handle of its own
- * for that call.  A host with its own cache hands it in on the easy handle:
+ * for that call.  A fork's child never uses the connections its parent's
+ * thread kept: its first call makes a multi handle of its own, and the
+ * inherited one is left as it is (not closed: its sockets are the
+ * parent's too), so the child holds its copies of them until it exits.  A host with its own cache hands it in on the easy handle:
  * CURLOPT_SHARE with a CURLSH sharing CURL_LOCK_DATA_CONNECT (with lock
  * functions when threads share it); the calls then use that cache. */
 

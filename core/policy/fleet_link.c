@@ -8,7 +8,8 @@
  * are those of the current load's link reuses it (the fleet's counts and
  * connection go on; new guard numbers go in with lr_fleet_configure);
  * otherwise it gets a link of its own, and the old one goes with the last
- * load holding it, after sending what it counted and had not sent. */
+ * load holding it, after sending what it counted and had not sent.  A
+ * fork's child never reuses its parent's Redis handle (same_link). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,9 +72,12 @@ static char *where_of(const luaretry_policy *p) {
   return s;
 }
 
+/* A fork's child never keeps its parent's Redis handle: its load makes
+ * one of its own, which joins the fleet (the local store's is the same
+ * files in every process). */
 static int same_link(const struct lr_fleet_link *l, const luaretry_policy *p, const char *key,
                      long sync) {
-  if (!l) return 0;
+  if (!l || (l->fleet && !lr_fleet_owned(l->fleet))) return 0;
   int same_store = p->fleet_url ? !l->local && strcmp(l->url, p->fleet_url) == 0
                                 : l->local && strcmp(l->url + 6, p->fleet_local) == 0;
   return same_store && strcmp(l->key, key) == 0 && l->sync == sync &&
@@ -205,6 +209,8 @@ luaretry_guards_scope lr_fleet_link_scope(struct lr_fleet_link *l, double *token
     *breaker = (luaretry_breaker_state)st.breaker;
     return LUARETRY_GUARDS_FLEET;
   }
+  /* a fork's child with its parent's handle decides with its own guards */
+  if (!lr_fleet_owned(l->fleet)) return LUARETRY_GUARDS_FALLBACK;
   lr_fleet_view v;
   lr_fleet_view_get(l->fleet, &v);
   if (!v.fresh) return LUARETRY_GUARDS_FALLBACK;

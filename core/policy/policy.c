@@ -25,6 +25,55 @@ static void breaker_changed(void *ud, luaretry_breaker_state state) {
   lr_gen_unref(g);
 }
 
+/* Every policy, so that a fork's child can make its locks new: a thread of
+ * the parent's may have held a policy's writer lock (a load, a set) or its
+ * readers' lock at the fork, and that thread is not in the child, which
+ * would wait for it for ever.  The list's own lock is held across the fork
+ * (taken only to link and unlink, never around a call out), so the child's
+ * copy of the list is whole. */
+static struct {
+  pthread_mutex_t lock;
+  luaretry_policy *head;
+} all = { .lock = PTHREAD_MUTEX_INITIALIZER };
+static pthread_once_t all_once = PTHREAD_ONCE_INIT;
+
+/* The policy whose writer lock this thread holds (writer_lock, below). */
+static _Thread_local const luaretry_policy *writing;
+
+static void fork_prepare(void) { pthread_mutex_lock(&all.lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&all.lock); }
+/* Only the thread that forked is in the child: a lock it holds itself (a
+ * fork from the log callback of a load) stays held, for it to release. */
+static void fork_child(void) {
+  for (luaretry_policy *p = all.head; p; p = p->next) {
+    pthread_mutex_init(&p->lock, NULL);
+    if (writing != p) pthread_mutex_init(&p->writer, NULL);
+  }
+  pthread_mutex_init(&all.lock, NULL);
+}
+static void watch_forks(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
+static void link_policy(luaretry_policy *p) {
+  pthread_once(&all_once, watch_forks);
+  pthread_mutex_lock(&all.lock);
+  p->prev = NULL;
+  p->next = all.head;
+  if (all.head) all.head->prev = p;
+  all.head = p;
+  pthread_mutex_unlock(&all.lock);
+}
+
+static void unlink_policy(luaretry_policy *p) {
+  pthread_mutex_lock(&all.lock);
+  if (p->prev)
+    p->prev->next = p->next;
+  else if (all.head == p)
+    all.head = p->next;
+  if (p->next) p->next->prev = p->prev;
+  p->prev = p->next = NULL;
+  pthread_mutex_unlock(&all.lock);
+}
+
 luaretry_code luaretry_policy_new(luaretry_policy **out) {
   if (!out) return LUARETRY_E_ARG;
   luaretry_policy *p = lr_aligned_calloc(sizeof *p); /* the counters' stripes */
@@ -37,6 +86,7 @@ luaretry_code luaretry_policy_new(luaretry_policy **out) {
   lr_policy_fleet_init(p);
   pthread_mutex_init(&p->lock, NULL);
   pthread_mutex_init(&p->writer, NULL);
+  link_policy(p);
   lr_guards none;
   memset(&none, 0, sizeof none);
   lr_shared_init(&p->shared, &none);
@@ -136,6 +186,7 @@ void luaretry_policy_free(luaretry_policy *p) {
   free(p->prepared);
   free(p->workflow_body);
   lr_pace_unspread(&p->shared.pace);
+  unlink_policy(p);
   pthread_mutex_destroy(&p->lock);
   pthread_mutex_destroy(&p->writer);
   lr_policy_errbuf_forget(p); /* a new policy may get its address */
@@ -412,11 +463,10 @@ static char *read_script(luaretry_policy *p, const char *path, const char *shown
   return text;
 }
 
-/* The policy whose writer lock this thread holds.  A load runs the
- * script's top level, whose print() reaches the host's log callback; a set
- * or load of the same policy from there would wait for itself for ever,
- * so it is refused instead. */
-static _Thread_local const luaretry_policy *writing;
+/* `writing`, the policy whose writer lock this thread holds: a load runs
+ * the script's top level, whose print() reaches the host's log callback; a
+ * set or load of the same policy from there would wait for itself for
+ * ever, so it is refused instead. */
 
 static int writer_lock(luaretry_policy *p, const char *what, const luaretry_policy **outer) {
   if (writing == p) {

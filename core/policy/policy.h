@@ -133,11 +133,12 @@ typedef struct lr_gen {
 #define LR_POLICY_MAGIC 0x6c72706fu /* "lrpo" */
 struct luaretry_policy {
   uint32_t magic;
-  pthread_mutex_t writer; /* one load or change of settings at a time */
-  pthread_mutex_t lock;   /* what readers take: the load, the tuning */
-  _Atomic(lr_gen *) gen;  /* the current load: NULL until then; read without the lock by
+  struct luaretry_policy *prev, *next; /* every policy, for a fork's child (policy.c) */
+  pthread_mutex_t writer;              /* one load or change of settings at a time */
+  pthread_mutex_t lock;                /* what readers take: the load, the tuning */
+  _Atomic(lr_gen *) gen; /* the current load: NULL until then; read without the lock by
                            * lr_policy_current, in a window (grace.c) */
-  struct timespec mtime;  /* the file's, at its last load */
+  struct timespec mtime; /* the file's, at its last load */
   long long size;
   double last_check; /* monotonic seconds of the last stat */
   lr_tuning tuning;

@@ -32,7 +32,9 @@ static luaretry_code fleet_failed(luaretry_policy *p, lr_fleet *f, lr_fleet_code
   lr_fleet_view v;
   lr_fleet_view_get(f, &v);
   char msg[800];
-  if (err && err[0])
+  if (rc == LR_FLEET_E_FORKED) /* the view's detail is the parent's */
+    lr_fmt(msg, sizeof msg, "fleet: %s: %s", v.where, lr_fleet_strerror(rc));
+  else if (err && err[0])
     lr_fmt(msg, sizeof msg, "fleet: %s", err);
   else
     lr_fmt(msg, sizeof msg, "fleet: %s: %s", v.where,

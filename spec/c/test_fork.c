@@ -5,6 +5,7 @@
  * the child loads, or inherited and called in the child, has its time
  * limit watched all the same.  Each child is
  * waited for by a wide bound; one that hangs is killed and fails. */
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -125,6 +126,63 @@ static void test_forks_mid_tick(luaretry_policy **p, int n) {
   }
 }
 
+/* ---- a fork while another thread holds the policy's writer lock: a
+ * load whose top level prints, its log callback (on the loading thread,
+ * the lock held) waiting until the main thread has forked.  The child
+ * sets, loads and reloads the inherited policy: none waits for the lock
+ * the parent's thread held.  The old library's child waited for ever. */
+
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  int inside, forked;
+} held = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+
+static void log_and_wait(void *ud, const char *line) {
+  (void)ud;
+  if (!strstr(line, "hold the lock")) return;
+  pthread_mutex_lock(&held.lock);
+  held.inside = 1;
+  pthread_cond_broadcast(&held.changed);
+  while (!held.forked) pthread_cond_wait(&held.changed, &held.lock);
+  pthread_mutex_unlock(&held.lock);
+}
+
+static void *load_printing(void *ud) {
+  luaretry_policy_load_string(ud, "=printing", "max_attempts = 3\nprint('hold the lock')\n");
+  return NULL;
+}
+
+static int child_changes(luaretry_policy *p) {
+  luaretry_policy_on_log(p, NULL, NULL);
+  if (luaretry_policy_set(p, "max_attempts", "5") != LUARETRY_OK) return 8;
+  if (luaretry_policy_load_string(p, "=fork", POLICY) != LUARETRY_OK) return 9;
+  char v[32];
+  if (luaretry_policy_get(p, "max_attempts", v, sizeof v) != LUARETRY_OK) return 10;
+  luaretry_policy_free(p);
+  return 0;
+}
+
+static void test_fork_while_loading(void) {
+  luaretry_policy *p = step_load("=fork", POLICY);
+  if (!CHECK(p != NULL)) return;
+  /* the load waits in C, in its callback: no time limit stops it there */
+  CHECK_CODE(luaretry_policy_set(p, "time_limit", "30"), LUARETRY_OK);
+  luaretry_policy_on_log(p, log_and_wait, NULL);
+  pthread_t t;
+  if (!CHECK(pthread_create(&t, NULL, load_printing, p) == 0)) return;
+  pthread_mutex_lock(&held.lock);
+  while (!held.inside) pthread_cond_wait(&held.changed, &held.lock);
+  pid_t pid = fork(); /* the loading thread holds the writer lock */
+  if (pid == 0) _exit(child_changes(p));
+  held.forked = 1;
+  pthread_cond_broadcast(&held.changed);
+  pthread_mutex_unlock(&held.lock);
+  CHECK(pid > 0 && child_status(pid, "the child sets and loads a policy being loaded") == 0);
+  pthread_join(t, NULL);
+  luaretry_policy_free(p);
+}
+
 int main(void) {
   luaretry_policy *p[POLICIES];
   for (int i = 0; i < POLICIES; i++) p[i] = step_load("=fork", POLICY);
@@ -138,6 +196,7 @@ int main(void) {
   }
   test_child_frees_last(p, POLICIES);
   test_forks_mid_tick(p, POLICIES);
+  test_fork_while_loading();
   /* the parent's own watchdog still runs: a runaway here is stopped too */
   CHECK(child_loads_runaway() == 0);
   for (int i = 0; i < POLICIES; i++) luaretry_policy_free(p[i]);
