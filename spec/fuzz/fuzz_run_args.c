@@ -42,8 +42,14 @@ static void check_parsed(const run_args *a, char **argv, int argc) {
   if (a->parallel < 0 || a->parallel > 1000 || a->verbosity < 0 || a->verbosity > 2) abort();
   for (int i = 0; i < a->nwords; i++)
     if (!is_word(argv, argc, a->words[i])) abort();
-  if (a->command && (a->command <= argv || a->command >= argv + argc)) abort();
-  if (a->command && (a->nwords || a->urls_file)) abort();
+  /* after a POLICY named, what follows -- is a command or a workflow's
+   * arguments, decided once the policy loads (command_unsure): words may
+   * stand beside it, and a -- at the end leaves it empty */
+  if (a->command && !(a->command_unsure && !a->command[0]) &&
+      (a->command <= argv || a->command >= argv + argc))
+    abort();
+  if (a->command && !a->command_unsure && (a->nwords || a->urls_file)) abort();
+  if (a->command_unsure && (!a->command || a->policy_defaulted)) abort();
 }
 
 /* What run.c does next with the options: --set split, -H split in place,
