@@ -39,11 +39,11 @@ local function cases(store, srv_of)
   -- The circuit opened by a 503, then its open period over: measured from
   -- the end of the run whose failure opened it (its count reached the
   -- store, or Redis with its last batch, before it ended).
-  local function opened_and_over(key)
-    local r = run(key, "/503")
+  local function opened_and_over(key, open_s, ...)
+    local r = run(key, "/503", ...)
     assert.are.equal(4, r.code, r.stderr)
-    assert.matches("breaker: open", show(key))
-    proc.sleep(OPEN_S + 0.1)
+    assert.matches("breaker: open", show(key, ...))
+    proc.sleep((open_s or OPEN_S) + 0.1)
   end
 
   it("a 429 to the half-open probe hands its permit back: the next call probes, and closes it", function ()
@@ -61,20 +61,25 @@ local function cases(store, srv_of)
   end)
 
   it("a call refused while the probe is out is told the circuit is half-open, not open", function ()
+    -- A permit never told of comes back after open_seconds, measured from
+    -- when the probe took it: the next run must start within it, so it is
+    -- long here (a process's start on a busy machine took over 0.3 s).
+    local open_s = 3
+    local set = { "--set", "breaker.open_seconds=" .. open_s }
     local key = new_key()
-    opened_and_over(key)
+    opened_and_over(key, open_s, table.unpack(set))
     local dir = proc.tmpdir()
     local probe = proc.spawn(proc.concat({ "run", POLICY, srv_of().base .. "/held", "-q" },
-                                         store.spawned(key)), dir)
+                                         store.spawned(key), set), dir)
     finally(function () probe:stop(); proc.rmtree(dir) end)
     -- the probe took the permit before it sent its request
     assert.is_truthy(proc.wait_for(function () return #srv_of():requests_on("/held") == 1 end, 30))
-    local r = run(key, "/200")
+    local r = run(key, "/200", table.unpack(set))
     assert.are.equal(6, r.code, r.stderr)
     assert.matches(HALF_OPEN, r.stderr)
     assert.is_nil(r.stderr:find("is open", 1, true), r.stderr)
     assert.are.equal(0, #srv_of():requests_on("/200"))
-    assert.matches("breaker: half_open.*; 0 probes left", show(key))
+    assert.matches("breaker: half_open.*; 0 probes left", show(key, table.unpack(set)))
   end)
 
   it("breaker.open_seconds = 1e20 keeps the circuit open, as 1000 does", function ()
