@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "step_support.h"
+#include "child_support.h"
 
 #define CHILD_LIMIT_S 20 /* a child that hangs; any child here ends in well under 1 s */
 #define POLICIES      20 /* sandboxes the watchdog looks at every tick */
@@ -30,28 +31,9 @@ static const char *RUNAWAY =
   "  return status >= 500\n"
   "end\n";
 
-static void sleep_ms(long ms) {
-  struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-  nanosleep(&ts, NULL);
-}
-
-/* The child's exit status, 0 when it passed; a child still running after
- * CHILD_LIMIT_S is killed (it hung) and fails. */
+/* A child here is given CHILD_LIMIT_S (child_support.h). */
 static int child_status(pid_t pid, const char *what) {
-  int status = 0;
-  for (int i = 0; i < CHILD_LIMIT_S * 100; i++) {
-    pid_t w = waitpid(pid, &status, WNOHANG);
-    if (w == pid) {
-      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
-      fprintf(stderr, "  %s: the child ended with status %d\n", what, status);
-      return 1;
-    }
-    sleep_ms(10);
-  }
-  fprintf(stderr, "  %s: the child still runs after %d s: it hung\n", what, CHILD_LIMIT_S);
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return 1;
+  return child_status_within(pid, what, CHILD_LIMIT_S);
 }
 
 /* A script that never ends, loaded in the child: its time limit stops it,

@@ -20,6 +20,7 @@
 #include "faults_client.h"
 #include "luaretry.h"
 #include "luaretry_curl.h"
+#include "child_support.h"
 
 #define CHILD_LIMIT_S 60 /* a child here ends in well under a second */
 #define CHILDREN      3
@@ -80,27 +81,9 @@ static int calls(luaretry_policy *p, const char *address, int n) {
   return wrong;
 }
 
-static void sleep_ms(long ms) {
-  struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-  nanosleep(&ts, NULL);
-}
-
-/* The child's exit status, 0 when it passed; one that still runs after
- * CHILD_LIMIT_S is killed and fails. */
+/* A child here is given CHILD_LIMIT_S (child_support.h). */
 static int child_status(pid_t pid, const char *what) {
-  int status = 0;
-  for (int i = 0; i < CHILD_LIMIT_S * 100; i++) {
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return 0;
-      fprintf(stderr, "  %s: the child ended with status %d\n", what, status);
-      return 1;
-    }
-    sleep_ms(10);
-  }
-  fprintf(stderr, "  %s: the child still runs after %d s\n", what, CHILD_LIMIT_S);
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-  return 1;
+  return child_status_within(pid, what, CHILD_LIMIT_S);
 }
 
 /* One after the other, so nothing races: the parent's call opens a
