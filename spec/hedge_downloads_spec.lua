@@ -43,6 +43,20 @@ describe("hedged downloads", function ()
     return d
   end
 
+  -- luaretry-policy(5), hedge: a hedge holds its body in memory until its
+  -- round is decided, so a large download is run with --set hedge=none
+  it("--set hedge=none sends no hedge: one request, the file whole", function ()
+    local hedged, unhedged = tmp .. "/hedged.bin", tmp .. "/unhedged.bin"
+    local r = run({ srv.base .. "/slow-file", "-o", hedged })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(2, #srv:requests_on("/slow-file"), "the policy hedges")
+    r = run({ srv.base .. "/slow-file-unhedged", "-o", unhedged, "--set", "hedge=none" })
+    assert.are.equal(0, r.code, r.stderr)
+    assert.are.equal(1, #srv:requests_on("/slow-file-unhedged"))
+    same_bytes(WHOLE, proc.readfile(unhedged), "unhedged")
+    same_bytes(WHOLE, proc.readfile(hedged), "hedged")
+  end)
+
   describe("the error answer to a Range request that ends the call", function ()
     it("is what standard output shows, never the 8000 bytes the download had", function ()
       local r = run({ srv.base .. "/cut-then-gone" })
