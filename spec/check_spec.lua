@@ -425,7 +425,7 @@ describe("luaretry check, a fleet's breaker", function ()
     local r = check(proc.concat({ path }, store))
     assert.are.equal(3, r.code, r.stdout .. r.stderr)
     assert.matches("\n  warning: " .. path:gsub("%p", "%%%0") .. ": breaker%.open_seconds: 1e%+20 s is above what " ..
-                   "the fleet keeps %(fleet%.local from %-%-set%); clamped to 9e9 s %(about 285 years", r.stdout)
+                   "the fleet keeps %(fleet%.local%); clamped to 9e9 s %(about 285 years", r.stdout)
     -- set by --set: named as the override
     r = check(proc.concat({ policy("30") }, store, { "--set", "breaker.open_seconds=1e10" }))
     assert.are.equal(3, r.code, r.stdout .. r.stderr)
@@ -436,5 +436,21 @@ describe("luaretry check, a fleet's breaker", function ()
       assert.are.equal(0, r.code, r.stdout .. r.stderr)
       assert.not_matches("open_seconds", r.stdout:match("^[^\n]*\n[^\n]*"))
     end
+  end)
+
+  -- the library says it, so every host shows it: run, and the module
+  it("run says the clamp too, and the module lists it among the policy's warnings", function ()
+    local path = policy("1e20")
+    local r = proc.run { "run", path, "--set", "fleet.local=" .. tmp, "--set", "max_attempts=1",
+                         "http://127.0.0.1:1/" }
+    assert.matches("luaretry: warning: " .. path:gsub("%p", "%%%0") .. ": breaker%.open_seconds: 1e%+20 s " ..
+                   "is above what the fleet keeps %(fleet%.local%)", r.stderr)
+    r = proc.run { "run", policy("30"), "--set", "fleet.local=" .. tmp, "--set", "breaker.open_seconds=1e10",
+                   "--set", "max_attempts=1", "http://127.0.0.1:1/" }
+    assert.matches("luaretry: warning: %-%-set breaker%.open_seconds: 1e%+10 s is above", r.stderr)
+    local luaretry = require "luaretry"
+    local p = assert(luaretry.load(path, { set = { ["fleet.local"] = tmp } }))
+    local said = table.concat(p:warnings(), "\n")
+    assert.matches("breaker%.open_seconds: 1e%+20 s is above what the fleet keeps", said)
   end)
 end)

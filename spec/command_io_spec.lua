@@ -92,9 +92,13 @@ describe("run -- COMMAND and the terminal", function ()
   end)
 
   it("after Ctrl-Z, bg continues the command in the background", function ()
+    -- the command waits for `go`, made once its job stopped: a Ctrl-Z
+    -- typed late on a busy machine still finds it running
+    local go = proc.q(tmp .. "/go")
     local tty = on_terminal(tmp, "bash -mc " .. proc.q(L .. " run -- sh -c " ..
-                            proc.q("stty echo; echo READY >&2; sleep 1; echo done >&2") ..
-                            "; echo stopped=$?; bg >/dev/null; wait; echo rc=$? END"),
+                            proc.q("stty echo; echo READY >&2; for i in $(seq 1000); do [ -e " .. go ..
+                                   " ] && break; sleep 0.05; done; echo done >&2") ..
+                            "; echo stopped=$?; touch " .. go .. "; bg >/dev/null; wait; echo rc=$? END"),
                             { { after = "READY", type = "\26" } })
     assert.matches("stopped=148\n", tty)
     assert.matches("done\n.*rc=0 END", tty)

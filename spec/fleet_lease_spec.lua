@@ -169,7 +169,7 @@ describe("the budget's leases", function ()
                      ("tokens %g + leased %g after %d failures"):format(tokens, leased, failures))
     end
     -- heavy: bursts of 20 failures, 5 ms apart, for 40 bursts
-    local trips0, biggest = p:metrics().fleet_round_trips, 0
+    local trips0, biggest, t0 = p:metrics().fleet_round_trips, 0, proc.now()
     for _ = 1, 40 do
       fail(20)
       proc.sleep(0.005)
@@ -179,7 +179,14 @@ describe("the budget's leases", function ()
     end
     local heavy = p:metrics().fleet_round_trips - trips0
     assert.is_true(heavy * 4 < 800, ("%d round trips for 800 failures"):format(heavy))
-    assert.is_true(biggest >= 8 and biggest <= 125, "the biggest block seen: " .. biggest)
+    -- a sync sets ceil(2 d), d the failures of a 0.1 s period: 160 / took
+    -- on average, 20 and more at idle; a busy machine's slower pace sets a
+    -- smaller one (6 seen under ASan at load 7), and the biggest sampled
+    -- is at least half the average
+    local took = proc.now() - t0
+    local least = math.min(8, math.max(3, math.floor(80 / took)))
+    assert.is_true(biggest >= least and biggest <= 125,
+                   ("the biggest block seen: %g (at least %d: 800 failures in %.1f s)"):format(biggest, least, took))
     -- slow: one failure every 150 ms, 8 times: a block of 1 covers a sync period's
     local last
     for _ = 1, 8 do
@@ -395,9 +402,13 @@ describe("the budget's leases", function ()
   -- process to its local guards.
   it("takes blocks back down to a max_tokens a reload lowered, and keeps the fleet's guards", function ()
     local key = new_key()
+    -- a sync period of 2 s: a burst of 100 failures is a heavy pace beside
+    -- it however slowly a busy machine makes them (at 100 ms, a burst
+    -- that took a second was 10 a period, and the tokens above half were
+    -- spent before a block above 50 came)
     local p = assert(lr.load(policy(tmp, "lowered"), { ["fleet.redis"] = r.url,
                                                        ["fleet.command_timeout"] = PATIENT,
-                                                       set = { ["fleet.key"] = key } }))
+                                                       set = { ["fleet.key"] = key, ["fleet.sync"] = "2000" } }))
     assert(p:fleet_sync())
     -- a burst of failures: a block of up to 125 (max_tokens / 8)
     local big = proc.wait_for(function ()

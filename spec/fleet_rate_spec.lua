@@ -88,17 +88,20 @@ describe("the fleet's rate limiter against a real Redis", function ()
     assert.is_true(own_most > 1.5 * bound, own_most .. " <= " .. 1.5 * bound)
   end)
 
-  -- The fleet's bucket taken 4 s ahead (as a busy fleet would have it):
-  -- a call waits its turn when its deadline allows, and stops at once
-  -- (rate_limit, exit 6) when it does not.
+  -- The fleet's bucket taken some seconds ahead (as a busy fleet would
+  -- have it): a call waits its turn when its deadline allows, and stops at
+  -- once (rate_limit, exit 6) when it does not.  The calls that must stop
+  -- (deadline 2 s) find it 8 s ahead: a busy machine's start-up of the
+  -- process (seconds under ASan beside a build) must not bring the turn
+  -- within their deadline.
   it("queues a call behind a busy fleet, or stops it at once when its turn comes after its deadline", function ()
     local key = new_key()
-    local taken -- proc.now() before the slot was taken 4 s ahead
-    local function busy()
+    local taken -- proc.now() before the slot was taken `ahead` s ahead
+    local function busy(ahead)
       taken = proc.now()
       local sec, usec = r:cli("TIME"):match("^(%d+)\n(%d+)$")
       local now_us = tonumber(sec) * 1000000 + tonumber(usec)
-      r:cli("HSET", "luaretry:{" .. key .. "}:rate", "tat", tostring(now_us + 4000000),
+      r:cli("HSET", "luaretry:{" .. key .. "}:rate", "tat", tostring(now_us + ahead * 1000000),
             "cfg", "rate.limit=20 rate.burst=1", "cfg_at", tostring(now_us), "cfg_by", "spec")
     end
     local function run(deadline)
@@ -110,7 +113,7 @@ describe("the fleet's rate limiter against a real Redis", function ()
       return x, proc.now() - t0, proc.readfile(log) or ""
     end
     srv:reset()
-    busy()
+    busy(8)
     local x, _, log = run(2)
     assert.are.equal(6, x.code, x.stderr)
     -- at once on the engine's own clock (from the call's start; a busy
@@ -128,7 +131,7 @@ describe("the fleet's rate limiter against a real Redis", function ()
     -- -q's one line for the failure (it came twice: the stop's and the
     -- call's end's), naming the latest start the token misses, not the
     -- moment the attempt was asked (it said "would start at 0.005 s")
-    busy()
+    busy(8)
     local quiet = proc.run({ "run", RATE, srv.base .. "/200", "--redis", r.url, "--set",
                              "fleet.key=" .. key, "--set", "fleet.command_timeout=1000", "--set",
                              "deadline=2", "-q" })
@@ -138,7 +141,7 @@ describe("the fleet's rate limiter against a real Redis", function ()
                    "next token %(20 per second for every process%) comes too late for the " ..
                    "deadline %(2%.000 s%): after 1%.999 s, the latest an attempt may start", quiet.stderr)
     assert.are.equal(0, #srv:requests_on("/200"))
-    busy()
+    busy(4)
     x = run(30)
     assert.are.equal(0, x.code, x.stderr)
     -- measured from the moment the slot was taken, not the process's start

@@ -47,13 +47,14 @@ describe("simulate --fleet's round trips", function ()
   local r, tmp
   redis.with_redis({}, function (x, t) r, tmp = x, t end)
 
-  local function policy(name, attempts, backoff)
+  local function policy(name, attempts, backoff, sync_ms)
     local path = tmp .. "/" .. name .. ".lua"
     proc.writefile(path, table.concat({
       ('name = "%s"'):format(name), ("max_attempts = %d"):format(attempts), "deadline = 120",
       "attempt_timeout = 5",
       ('backoff = { kind = "constant", initial = %g, jitter = "none" }'):format(backoff),
-      "budget = { max_tokens = 1000, token_ratio = 0.1 }", "" }, "\n"))
+      "budget = { max_tokens = 1000, token_ratio = 0.1 }",
+      ("fleet = { sync = %d }"):format(sync_ms or 200), "" }, "\n"))
     return path
   end
 
@@ -82,14 +83,17 @@ describe("simulate --fleet's round trips", function ()
   end)
 
   it("failures 10 ms apart: a block pays for most, in the model as in the process", function ()
-    local path = policy("fast", 60, 0.01)
+    -- a sync period of 2 s: failures 10 ms apart are "fast" beside it, and
+    -- stay so on a busy machine, which spaces the process's failures
+    -- further and unevenly (a `false` forked under ASan at load 6: 100 ms
+    -- and more).  At the default 200 ms such a pace is a slow one, a round
+    -- trip or more for each failure: 66 seen, where the model (10 ms
+    -- apart) made 7.  Measured here: 3 to 11 round trips at 10 to 300 ms
+    -- apart, 18 at 500 ms; the model 6 to 12.
+    local path = policy("fast", 60, 0.01, 2000)
     local got, want = real(path), model(path)
-    -- the model's failures are 10 ms apart; a busy machine spaces the
-    -- process's further and unevenly, and its blocks follow that pace: 20
-    -- round trips seen under ASan at load 12, 38 at a heavier load.  So
-    -- only what holds at any pace for the process: a block paid for some
-    -- (without blocks, each failure makes one round trip: 60).
+    -- without blocks, each failure makes one round trip at least: 60
     assert.is_true(want * 3 < 60, ("model %d"):format(want))
-    assert.is_true(got < 60, ("real %d, model %d"):format(got, want))
+    assert.is_true(got * 2 < 60, ("real %d, model %d"):format(got, want))
   end)
 end)

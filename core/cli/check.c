@@ -411,47 +411,6 @@ static char *hedge_never(luaretry_policy *p) {
     "idempotent under the policy's is_idempotent: no hedge would ever go");
 }
 
-/* The longest open period a fleet's breaker keeps (the local store's and
- * Redis's), in seconds: luaretry-policy(5)'s 9e9, about 285 years.  The
- * library keeps a longer one as this without a warning, so check says it
- * here, as the library says the clamps it makes. */
-#define FLEET_OPEN_MAX_S 9e9
-
-/* The fleet store the checked policy's guards go to ("fleet.local" or
- * "fleet.redis", host settings only --set gives in check), or NULL. */
-static const char *fleet_store(luaretry_policy *p) {
-  static const char *const STORES[] = { "fleet.local", "fleet.redis" };
-  char value[4200]; /* a value is at most 4096 bytes */
-  for (size_t k = 0; k < sizeof STORES / sizeof STORES[0]; k++)
-    if (luaretry_policy_get(p, STORES[k], value, sizeof value) == LUARETRY_OK &&
-        strcmp(value, "none") != 0)
-      return STORES[k];
-  return NULL;
-}
-
-/* A breaker's open_seconds above what the fleet keeps, when the fleet
- * keeps it: the warning (malloc'ed), or NULL.  "PATH: breaker...." as the
- * library's warnings of the script, the field alone when a --set gave it
- * (print_warning puts "--set " before it). */
-static char *fleet_open_clamped(luaretry_policy *p, const char *path, const check_args *a) {
-  luaretry_tuning t;
-  const char *store = fleet_store(p);
-  if (!store || luaretry_policy_tuning(p, &t) != LUARETRY_OK || !t.breaker ||
-      !(t.open_seconds > FLEET_OPEN_MAX_S))
-    return NULL;
-  int from_set = 0;
-  for (int i = 0; i < a->nsets; i++)
-    from_set |= strncmp(a->sets[i], "breaker.open_seconds=", 21) == 0;
-  size_t need = strlen(path) + 256;
-  char *msg = malloc(need);
-  if (msg)
-    snprintf(msg, need,
-             "%s%sbreaker.open_seconds: %g s is above what the fleet keeps (%s from --set); "
-             "clamped to 9e9 s (about 285 years: for ever in effect)",
-             from_set ? "" : path, from_set ? "" : ": ", t.open_seconds, store);
-  return msg;
-}
-
 /* A warning, "--set " before it when it is about an override (the
  * library names the field only, as in its errors). */
 static void print_warning(const char *w, const check_args *a) {
@@ -468,16 +427,14 @@ static size_t print_problems(const char *path, luaretry_policy *p, const check_a
   for (size_t i = 0; i < n; i++) failed += rows[i].problem != NULL;
   for (size_t i = 0; i < nextra; i++) failed += extra[i] != NULL;
   size_t nwarn = luaretry_policy_warning_count(p);
-  char *hedge = hedge_never(p), *clamped = fleet_open_clamped(p, path, a);
-  size_t problems = nwarn + failed + (hedge != NULL) + (clamped != NULL);
+  char *hedge = hedge_never(p);
+  size_t problems = nwarn + failed + (hedge != NULL);
   if (problems == 0)
     heading(path, ": ok\n");
   else
     heading(path, ": loads, %zu problem%s\n", problems, problems == 1 ? "" : "s");
   for (size_t i = 0; i < nwarn; i++) print_warning(luaretry_policy_warning(p, i), a);
-  if (clamped) print_warning(clamped, a);
   if (hedge) print_lines("warning: ", hedge);
-  free(clamped);
   free(hedge);
   for (size_t i = 0; i < n; i++)
     if (rows[i].problem) print_lines("error: ", rows[i].problem);

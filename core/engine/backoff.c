@@ -47,7 +47,8 @@ double lr_backoff_raw(const lr_backoff *b, uint64_t n) {
   case LUARETRY_BACKOFF_EXPONENTIAL:
     if (b->initial == 0) return 0; /* 0 * inf would be NaN */
     if (n >= b->capped_from) return INFINITY;
-    return b->initial * power(b->multiplier, n);
+    /* the first retry (most calls' only one): initial * 1, without the loop */
+    return n == 0 ? b->initial : b->initial * power(b->multiplier, n);
   case LUARETRY_BACKOFF_SCRIPT: break;
   }
   return 0;

@@ -120,8 +120,7 @@ luaretry_code lr_call_new(const lr_judge *j, const lr_rules *rules, long max_att
   /* a workflow's call: the rate limiter, header pacing, admission and
    * hedging's bound are asked by its requests (their calls), not its rounds */
   if ((flags & LUARETRY_CALL_WORKFLOW) && !c->one_round)
-    c->chain_on &=
-      (unsigned char)~((1u << LR_G_ADMISSION) | (1u << LR_G_HEDGING) | (1u << LR_G_RATE));
+    lr_chain_narrow(c, (1u << LR_G_ADMISSION) | (1u << LR_G_HEDGING) | (1u << LR_G_RATE));
   if (!c->one_round) lr_count(c->shared, LR_M_CALLS, 1); /* a round's call was counted */
   if (late)
     stop_late(c, o->deadline);

@@ -15,9 +15,9 @@ long lr_call_policy_attempts(const luaretry_call *c) { return c->rules->max_atte
 
 /* A failure no connection was made for: the caller never sees it and
  * cannot retry it, so its retry spends none of the caller's allowance (the
- * call gets the attempt back, within the policy's own max_attempts). */
-void lr_call_unseen_failure(luaretry_call *c, const luaretry_outcome *o) {
-  if (c->allowance < 0 || o->status != 0 || !o->error) return;
+ * call gets the attempt back, within the policy's own max_attempts).  An
+ * outcome with an error and no status (lr_call_unseen_failure's test). */
+void lr_call_unseen_failure_named(luaretry_call *c, const luaretry_outcome *o) {
   if (strcmp(o->error, "connect") != 0 && strcmp(o->error, "dns") != 0) return;
   long most = lr_call_policy_attempts(c);
   if (most <= 0 || c->max_attempts < most) c->max_attempts++;

@@ -94,18 +94,27 @@ struct luaretry_call {
   unsigned char reason;                      /* a luaretry_reason */
   unsigned char in_flight, hedges_in_flight; /* at most LR_FLIGHT_MAX */
   unsigned char stopped;
-  unsigned char quota_refused; /* quota.c: the RateLimit fields, not the token
-                                  bucket, left no room before the deadline */
-  unsigned char token_held;    /* the limiter's token is taken; the server's
-                                  quota is asked next */
-  unsigned char hedge_closed;  /* no more hedges until the next attempt starts */
-  unsigned char no_hedge;      /* LUARETRY_CALL_NO_HEDGE */
-  unsigned char one_round;     /* LUARETRY_CALL_WORKFLOW_REQUEST: the enclosing call counts */
-  unsigned char rate_remote;   /* the fleet's rate limiter answered the last ask (2:
-                                  the deadline passed while it was asked) */
-  unsigned char chain_on;      /* the guards on for this call (bits LR_G_*) */
-  unsigned char held;          /* ... that hold something for the attempt asked for */
-  unsigned char remote_said;   /* the fleet's view decided the last refusal */
+  /* what few steps read, in one byte (bits), for room to what every
+   * decision reads (rec_plain, rec_told, rate_free) */
+  unsigned char quota_refused : 1; /* quota.c: the RateLimit fields, not the
+                                      token bucket, left no room before the
+                                      deadline */
+  unsigned char no_hedge : 1;      /* LUARETRY_CALL_NO_HEDGE */
+  unsigned char rate_remote : 2;   /* the fleet's rate limiter answered the last
+                                      ask (2: the deadline passed while it was
+                                      asked) */
+  unsigned char remote_said : 1;   /* the fleet's view decided the last refusal */
+  unsigned char token_held;        /* the limiter's token is taken; the server's
+                                      quota is asked next */
+  unsigned char hedge_closed;      /* no more hedges until the next attempt starts */
+  unsigned char one_round;         /* LUARETRY_CALL_WORKFLOW_REQUEST: the enclosing call counts */
+  unsigned char chain_on;          /* the guards on for this call (bits LR_G_*) */
+  unsigned char held;              /* ... that hold something for the attempt asked for */
+  /* lr_chain_init, from chain_on and the rules: the guards that record a
+   * failure or a final answer (rec_plain), a success or a throttling
+   * answer (rec_told); and whether the rate limiter is an adaptive one
+   * that an unlimited token may serve (guard_rate.c's test, once) */
+  unsigned char rec_plain, rec_told, rate_free;
   /* a retry the fleet's tokens refused went on to its wait for the
    * fleet's reserve (guard_budget.c): LR_RESERVE_ASKED; then what the
    * sync after the wait answered for it (chain.c): LR_RESERVE_GOT, a
@@ -310,12 +319,38 @@ static inline int lr_deadline_allows(const luaretry_call *c, const lr_ask *a) {
   return a->after_wait || a->at <= lr_latest_start(c);
 }
 
+/* The budget lets it go on its own tokens at once: not a retry nor a
+ * hedge (it gates only those), or a retry decided now that the local
+ * tokens allow (the unit's first test, inline: the chain skips the unit
+ * then, as it holds nothing either way). */
+static inline int lr_budget_allows(const luaretry_call *c, const lr_ask *a) {
+  return (a->kind != LR_KIND_RETRY && a->kind != LR_KIND_HEDGE) ||
+         (!c->remote && !a->after_wait && lr_budget_allows_retry(c->shared, &c->rules->guards));
+}
+
 /* Which guards are on for the call (c->chain_on), at lr_call_new. */
 void lr_chain_init(luaretry_call *c);
-/* Asks every guard that is on, in order; on a refusal, what the earlier
- * ones gave is handed back.  0: the attempt may go; 1: refused (the call
- * stopped, d filled; a hedge: a->why). */
-int lr_chain_admit(luaretry_call *c, lr_ask *a, luaretry_decision *d);
+/* The guards of `off` (bits LR_G_*) turned off after lr_chain_init. */
+void lr_chain_narrow(luaretry_call *c, unsigned off);
+/* Asks the guards of `on` (bits LR_G_*), in order; on a refusal, what the
+ * earlier ones gave is handed back.  0: the attempt may go; 1: refused
+ * (the call stopped, d filled; a hedge: a->why). */
+int lr_chain_ask(luaretry_call *c, unsigned on, lr_ask *a, luaretry_decision *d);
+/* Asks every guard that is on, as lr_chain_ask.  Inline, the guards whose
+ * first test lets the attempt go are skipped here, and when none is left
+ * nothing is called (a policy with its guards off, or a budget alone). */
+static inline int lr_chain_admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
+  /* hedging's bound has nothing to say of a retry */
+  unsigned skip = a->kind == LR_KIND_RETRY ? 1u << LR_G_HEDGING : 0;
+  /* the first two and the budget hold nothing: when their first test lets
+   * it go, not asked (a call each saved on every retry; the budget's
+   * reads its tokens, which the guards before it do not touch) */
+  if (lr_attempts_allow(c, a)) skip |= 1u << LR_G_ATTEMPTS;
+  if (lr_deadline_allows(c, a)) skip |= 1u << LR_G_DEADLINE;
+  if ((c->chain_on & (1u << LR_G_BUDGET)) && lr_budget_allows(c, a)) skip |= 1u << LR_G_BUDGET;
+  unsigned on = c->chain_on & ~skip;
+  return on && lr_chain_ask(c, on, a, d);
+}
 /* The attempt asked for went: what it holds is its own now. */
 static inline void lr_chain_sent(luaretry_call *c) { c->held = 0; }
 /* The call stops before its admitted attempt went: all handed back. */
@@ -344,13 +379,19 @@ static inline int lr_chain_asks_going(const luaretry_call *c) {
 /* In a refusal's message: whose counts decided. */
 static inline const char *lr_whose(int remote) { return remote ? "the fleet's " : "the "; }
 
-/* guard_rate.c, for luaretry_call_next's first attempt and the messages */
+/* guard_rate.c, for lr_chain_init (c->rate_free, once per call),
+ * luaretry_call_next's first attempt and the messages */
+void lr_call_rate_prepare(luaretry_call *c);
 double lr_call_rate_token(luaretry_call *c, double start);
 void lr_call_stop_rate_limited(luaretry_call *c, luaretry_decision *d, double start);
 /* call_allowance.c: the caller's allowance (LUARETRY_CALL_RETRIES): the
  * policy's own max_attempts, and the attempt a failure with no connection
  * gives back. */
 long lr_call_policy_attempts(const luaretry_call *c);
-void lr_call_unseen_failure(luaretry_call *c, const luaretry_outcome *o);
+void lr_call_unseen_failure_named(luaretry_call *c, const luaretry_outcome *o);
+/* Its first test inline: nearly every outcome has a status or no error. */
+static inline void lr_call_unseen_failure(luaretry_call *c, const luaretry_outcome *o) {
+  if (c->allowance >= 0 && o->status == 0 && o->error) lr_call_unseen_failure_named(c, o);
+}
 
 #endif

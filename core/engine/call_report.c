@@ -225,8 +225,7 @@ static int judged(luaretry_call *c, const luaretry_outcome *o, const lr_verdict 
       lr_call_stop_saying(c, d, LUARETRY_REASON_POLICY_ERROR, v->rule, "%s", v->message);
     return 1;
   }
-  if ((c->chain_on & ~((1u << LR_G_ATTEMPTS) | (1u << LR_G_DEADLINE) | (1u << LR_G_HEDGING))) ||
-      c->remote) {
+  if (c->rec_told || c->remote) { /* rec_told holds rec_plain */
     lr_record r = { rec_class(v), o, now, duration, c->one_round };
     lr_chain_record(c, &r);
   }

@@ -20,6 +20,26 @@ static const lr_guard_ops *const CHAIN[LR_G_COUNT] = {
 
 #define BIT(g) (1u << (g))
 
+/* The guards that record outcomes (max attempts, the deadline and
+ * hedging's bound record nothing). */
+#define RECORDING (BIT(LR_G_BREAKER) | BIT(LR_G_ADMISSION) | BIT(LR_G_BUDGET) | BIT(LR_G_RATE))
+
+/* What every outcome would otherwise work out again from chain_on and the
+ * rules: who records which class of outcome (a fixed rate records
+ * nothing; an adaptive one, without the headers, only successes and
+ * throttling answers). */
+static void derive(luaretry_call *c) {
+  const lr_guards *g = &c->rules->guards;
+  unsigned rec = c->chain_on & RECORDING;
+  c->rec_told = (unsigned char)(g->rate_headers || g->rate_adaptive ? rec : rec & ~BIT(LR_G_RATE));
+  c->rec_plain = (unsigned char)(g->rate_headers ? rec : rec & ~BIT(LR_G_RATE));
+}
+
+void lr_chain_narrow(luaretry_call *c, unsigned off) {
+  c->chain_on &= (unsigned char)~off;
+  derive(c);
+}
+
 /* Once per call, from its rules: which guards are on.  A guard that is
  * off is never asked nor told, so it costs nothing after this. */
 void lr_chain_init(luaretry_call *c) {
@@ -32,12 +52,9 @@ void lr_chain_init(luaretry_call *c) {
                 (r->hedge.max > 0 && !c->no_hedge && r->hedge.share < 1 ? BIT(LR_G_HEDGING) : 0) |
                 (g->rate ? BIT(LR_G_RATE) : 0);
   c->chain_on = (unsigned char)on;
+  derive(c);
+  lr_call_rate_prepare(c);
 }
-
-/* The guards that record outcomes (max attempts, the deadline and
- * hedging's bound record nothing). */
-#define RECORDING \
-  ((1u << LR_G_BREAKER) | (1u << LR_G_ADMISSION) | (1u << LR_G_BUDGET) | (1u << LR_G_RATE))
 
 /* What the guards before `upto` hold for the attempt, handed back. */
 static void give_back(luaretry_call *c, int upto) {
@@ -52,7 +69,9 @@ static void give_back(luaretry_call *c, int upto) {
 void lr_chain_give_back(luaretry_call *c) { give_back(c, LR_G_COUNT); }
 
 /* Asks the guards of `on`, in order (one step each, not one per guard). */
-static int admit(luaretry_call *c, unsigned on, lr_ask *a, luaretry_decision *d) {
+/* The guards of `on` after the first (on: more than one), in order. */
+static __attribute__((noinline)) int ask_each(luaretry_call *c, unsigned on, lr_ask *a,
+                                              luaretry_decision *d) {
   for (; on; on &= on - 1) {
     int i = __builtin_ctz(on);
     if (!CHAIN[i]->admit(c, a, d)) continue;
@@ -62,34 +81,44 @@ static int admit(luaretry_call *c, unsigned on, lr_ask *a, luaretry_decision *d)
   return 0;
 }
 
-int lr_chain_admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
-  /* hedging's bound has nothing to say of a retry */
-  unsigned skip = a->kind == LR_KIND_RETRY ? BIT(LR_G_HEDGING) : 0;
-  /* the first two hold nothing: when they let it go, not asked (a call
-   * each saved on every retry) */
-  if (lr_attempts_allow(c, a)) skip |= BIT(LR_G_ATTEMPTS);
-  if (lr_deadline_allows(c, a)) skip |= BIT(LR_G_DEADLINE);
-  return admit(c, c->chain_on & ~skip, a, d);
+/* One guard left (a retry's usual case, its rate limiter): asked with no
+ * loop to keep registers for. */
+int lr_chain_ask(luaretry_call *c, unsigned on, lr_ask *a, luaretry_decision *d) {
+  if (on & (on - 1)) return ask_each(c, on, a, d);
+  if (!on) return 0;
+  int i = __builtin_ctz(on);
+  if (!CHAIN[i]->admit(c, a, d)) return 0;
+  give_back(c, i);
+  return 1;
 }
 
-void lr_chain_record(luaretry_call *c, const lr_record *r) {
-  unsigned on = c->chain_on & RECORDING;
-  const lr_guards *g = &c->rules->guards;
-  /* a fixed rate records nothing; an adaptive one (without the headers)
-   * only successes and throttling answers */
-  if (!g->rate_headers &&
-      (!g->rate_adaptive || r->cls == LR_REC_FAILURE || r->cls == LR_REC_ANSWERED))
-    on &= ~BIT(LR_G_RATE);
+/* The guards of `on`, in order, then the fleet's view once. */
+static __attribute__((noinline)) void record_each(luaretry_call *c, unsigned on,
+                                                  const lr_record *r) {
   for (; on; on &= on - 1) {
     int i = __builtin_ctz(on);
     if (CHAIN[i]->record) CHAIN[i]->record(c, r);
   }
-  if (!c->remote || r->round || !(g->budget || g->breaker || g->throttle_k > 0)) return;
+  if (!c->remote || r->round) return;
+  const lr_guards *g = &c->rules->guards;
+  if (!(g->budget || g->breaker || g->throttle_k > 0)) return;
   static const lr_remote_outcome AS[] = { [LR_REC_SUCCESS] = LR_REMOTE_SUCCESS,
                                           [LR_REC_ANSWERED] = LR_REMOTE_ANSWERED,
                                           [LR_REC_FAILURE] = LR_REMOTE_FAILURE,
                                           [LR_REC_THROTTLED] = LR_REMOTE_THROTTLED };
   c->remote->ops->record(c->remote->ud, AS[r->cls], r->now);
+}
+
+void lr_chain_record(luaretry_call *c, const lr_record *r) {
+  unsigned on = r->cls == LR_REC_FAILURE || r->cls == LR_REC_ANSWERED ? c->rec_plain : c->rec_told;
+  if ((on & (on - 1)) || c->remote) {
+    record_each(c, on, r);
+    return;
+  }
+  /* one guard at most and no fleet's view (a retry's usual case, its
+   * budget): told with no loop to keep registers for */
+  const lr_guard_ops *g = on ? CHAIN[__builtin_ctz(on)] : NULL;
+  if (g && g->record) g->record(c, r);
 }
 
 /* After a probe permit's round trip (lr_call_new): the first attempt has
@@ -174,7 +203,7 @@ int lr_chain_going(luaretry_call *c, luaretry_decision *d) {
   lr_ask a = { kind, 1, 0, 0, 0, 0, NULL };
   a.at = d->elapsed;
   a.now = now - c->start;
-  if (!stopped && !admit(c, ask, &a, d)) return 0;
+  if (!stopped && !lr_chain_ask(c, ask, &a, d)) return 0;
   lr_chain_give_back(c);
   lr_count_unattempted(c);
   lr_call_observe(c, NULL, d);

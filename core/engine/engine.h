@@ -6,6 +6,7 @@
 #ifndef LUARETRY_ENGINE_H
 #define LUARETRY_ENGINE_H
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -68,9 +69,28 @@ typedef struct {
 
 void lr_rng_seed(lr_rng *r, uint64_t seed);
 int lr_rng_seed_os(lr_rng *r); /* 0, or -1 (errno set) */
-uint64_t lr_rng_next(lr_rng *r);
-double lr_rng_unit(lr_rng *r); /* uniform in [0, 1) */
-double lr_rng_uniform(lr_rng *r, double lo, double hi);
+/* Inline: a retry draws its jitter (and the server's wait its spread) on
+ * every decision, where three calls into rng.c cost as much as the draw. */
+static inline uint64_t lr_rng_rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static inline uint64_t lr_rng_next(lr_rng *r) {
+  uint64_t *s = r->s;
+  uint64_t result = lr_rng_rotl(s[1] * 5, 7) * 9;
+  uint64_t t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = lr_rng_rotl(s[3], 45);
+  return result;
+}
+/* Uniform in [0, 1): the top 53 bits make every representable step
+ * equally likely (no modulo, no bias). */
+static inline double lr_rng_unit(lr_rng *r) { return (double)(lr_rng_next(r) >> 11) * 0x1.0p-53; }
+static inline double lr_rng_uniform(lr_rng *r, double lo, double hi) {
+  if (!(hi > lo)) return lo;
+  return lo + (hi - lo) * lr_rng_unit(r);
+}
 
 /* ---- backoff.c: the arithmetic of README.md "The arithmetic" */
 
@@ -205,15 +225,16 @@ typedef struct {
   long long sum_slot;
   long sum_requests, sum_accepts;
   int sum_ok;
-  double tat;           /* when the next token is free (guard clock) */
-  double rate;          /* adaptive: tokens per second now; 0: not limited yet */
-  atomic_int limited;   /* rate > 0, read without the lock */
-  double last_decrease; /* adaptive: when it last slowed down */
+  double tat;         /* when the next token is free (guard clock) */
+  double rate;        /* adaptive: tokens per second now; 0: not limited yet */
+  atomic_int limited; /* rate > 0, read without the lock */
   /* attempts (the send rate), successes (what the service took),
    * throttling answers (adaptive); by thread stripe when by_stripe is
-   * set (lr_pace_spread: a policy's, which threads share) */
-  lr_tally tally[LR_TALLIES];
+   * set (lr_pace_spread: a policy's, which threads share).  by_stripe
+   * beside `limited`: a send counted reads both, one line */
   struct lr_tallies *by_stripe;
+  double last_decrease; /* adaptive: when it last slowed down */
+  lr_tally tally[LR_TALLIES];
   int probing; /* still growing fast after the first one (slow start) */
   lr_quota_pace quota;
 } lr_pace;
@@ -306,8 +327,26 @@ void lr_shared_init(lr_shared *s, const lr_guards *g);
  * when they changed; the counters go on. */
 void lr_shared_configure(lr_shared *s, const lr_guards *g);
 void lr_count(lr_shared *s, int metric, long long n);
-/* A retry and its wait (ns), counted at once (one stripe lookup). */
-void lr_count_retry(lr_shared *s, long long wait_ns);
+/* n more of a metric on stripe k (lr_stripe_now's). */
+static inline void lr_count_in(lr_shared *s, int k, int metric, long long n) {
+  if (k > 0) { /* the one writer: no locked add needed */
+    atomic_llong *v = &s->stripes[k - 1].v[metric];
+    long long old = atomic_load_explicit(v, memory_order_relaxed);
+    /* saturates: the wait total of absurd waits (clamped to 9.2e18 ns each)
+     * must not overflow, which a plain signed add would */
+    atomic_store_explicit(v, n > 0 && old > LLONG_MAX - n ? LLONG_MAX : old + n,
+                          memory_order_relaxed);
+  } else {
+    atomic_fetch_add_explicit(&s->stripes[-k - 1].v[metric], n, memory_order_relaxed);
+  }
+}
+/* A retry and its wait (ns), counted at once (one stripe lookup; inline:
+ * every retry counts them). */
+static inline void lr_count_retry(lr_shared *s, long long wait_ns) {
+  int k = lr_stripe_now();
+  lr_count_in(s, k, LR_M_RETRIES, 1);
+  lr_count_in(s, k, LR_METRIC_COUNT, wait_ns);
+}
 /* The sum of a counter over the stripes (metric LR_METRIC_COUNT: the
  * nanoseconds waited). */
 long long lr_counted(const lr_shared *s, int metric);
@@ -315,7 +354,12 @@ long long lr_counted(const lr_shared *s, int metric);
  * stripes, zeroed; free() releases it. */
 void *lr_aligned_calloc(size_t size);
 /* The settings `g` are the call's (its rules'), `now` its clock's. */
-int lr_budget_allows_retry(lr_shared *s, const lr_guards *g);
+int lr_budget_allows_summed(lr_shared *s, const lr_guards *g);
+/* Inline: the count alone is most often enough (the stripes only add). */
+static inline int lr_budget_allows_retry(lr_shared *s, const lr_guards *g) {
+  if (!g->budget) return 1;
+  return atomic_load(&s->milli_tokens) * 2 > g->milli_max || lr_budget_allows_summed(s, g);
+}
 double lr_budget_tokens(lr_shared *s);
 /* The budget in thousandths of a token: its count and its threads'
  * successes not in it yet, at most its max. */
@@ -399,13 +443,77 @@ double lr_rate_reserve(lr_shared *s, const lr_guards *g, double now, double at, 
  * asking lr_rate_now, with one lock instead of two. */
 double lr_rate_reserve_drawn(lr_shared *s, const lr_guards *g, double now, double at, double latest,
                              lr_rng *rng, int *held);
-/* Adaptive with no `limit`, before the first throttling answer: the rate
- * is unlimited and a send is only counted (the first decrease starts from
- * them when nothing succeeded), at `at`: 1.  0, nothing counted, once the
- * rate paces (or when it has a most): lr_rate_reserve decides.  What
- * lr_rate_reserve does then, without its arithmetic: a retry's decision
- * pays one lock and a count. */
-int lr_rate_count_unlimited(lr_shared *s, const lr_guards *g, double at);
+/* pace.c's counts, inline here: a retry's decision counts its send (and a
+ * success its answer) while the adaptive rate does not pace. */
+
+/* A stripe's tallies: two threads counting the same send rate add on
+ * lines of their own (the sum is read only as the rate changes). */
+struct lr_tallies {
+  _Alignas(128) lr_tally t[LR_TALLIES];
+};
+
+/* A bucket's number for x (time over its width), clamped: a call on the
+ * virtual clock may stand 1e300 s in. */
+static inline long long lr_pace_slot(double x) {
+  if (!(x > -9e15)) return (long long)-9e15;
+  if (x > 9e15) return (long long)9e15;
+  /* floor(x) without libm's call (one per send counted): below 2^53 the
+   * truncation is exact, and one less when it went up */
+  long long i = (long long)x;
+  return (double)i > x ? i - 1 : i;
+}
+
+/* An event at `at` in tally t.  `owned`: the thread's own stripe's tally,
+ * whose one writer it is (as the counters): plain stores, no locked add. */
+static inline __attribute__((always_inline)) void lr_tally_count(lr_tally *t, double at,
+                                                                 int owned) {
+  long long slot = lr_pace_slot(at * 10);
+  int i = (int)(slot % LR_PACE_BUCKETS); /* one division, not two: */
+  if (i < 0) i += LR_PACE_BUCKETS;       /* a slot before 0 counts too */
+  long long was = atomic_load_explicit(&t->slot[i], memory_order_relaxed);
+  if (owned) {
+    long n = was == slot ? atomic_load_explicit(&t->n[i], memory_order_relaxed) : 0;
+    if (was != slot) atomic_store_explicit(&t->slot[i], slot, memory_order_relaxed);
+    atomic_store_explicit(&t->n[i], n + 1, memory_order_relaxed);
+    return;
+  }
+  if (was != slot) {
+    /* the bucket's turn: one thread empties it; another's count that
+     * lands between the two stores is lost (an estimate) */
+    if (atomic_compare_exchange_strong_explicit(&t->slot[i], &was, slot, memory_order_relaxed,
+                                                memory_order_relaxed))
+      atomic_store_explicit(&t->n[i], 1, memory_order_relaxed);
+    else
+      atomic_fetch_add_explicit(&t->n[i], 1, memory_order_relaxed);
+    return;
+  }
+  atomic_fetch_add_explicit(&t->n[i], 1, memory_order_relaxed);
+}
+
+/* An event (LR_T_*) in the thread's stripe's tally, or the pace's own. */
+static inline __attribute__((always_inline)) void lr_pace_count(lr_pace *p, int which, double at) {
+  if (!p->by_stripe) {
+    lr_tally_count(&p->tally[which], at, 0);
+    return;
+  }
+  int k = lr_stripe_now();
+  lr_tally_count(&p->by_stripe[lr_stripe_index(k)].t[which], at, k > 0);
+}
+
+/* Adaptive with no `limit` (the caller knows: a call's rate_free, worked
+ * out once), before the first throttling answer: the rate is unlimited
+ * and a send is only counted (the first decrease starts from them when
+ * nothing succeeded), at `at`: 1.  0, nothing counted, once the rate
+ * paces: lr_rate_reserve decides.  What lr_rate_reserve does then, without
+ * its arithmetic or its lock: a retry's decision pays a count. */
+static inline __attribute__((always_inline)) int lr_rate_count_free(lr_shared *s, double at) {
+  lr_pace *p = &s->pace;
+  /* not limited yet (current_rate's 0): counted without the lock; a send
+   * as the first decrease lands goes as one just before it would */
+  if (atomic_load_explicit(&p->limited, memory_order_acquire)) return 0;
+  lr_pace_count(p, LR_T_SENT, at);
+  return 1;
+}
 /* A token reserved and not used (a later guard refused the attempt):
  * handed back (the bucket's time back to `tat_before`) when the bucket's
  * time is still `tat_after`, the one its reservation set. */

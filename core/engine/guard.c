@@ -84,29 +84,7 @@ void lr_shared_configure(lr_shared *s, const lr_guards *g) {
   lr_pace_reset(&s->pace);
 }
 
-static inline void count_in(lr_shared *s, int k, int metric, long long n) {
-  if (k > 0) { /* the one writer: no locked add needed */
-    atomic_llong *v = &s->stripes[k - 1].v[metric];
-    long long old = atomic_load_explicit(v, memory_order_relaxed);
-    /* saturates: the wait total of absurd waits (clamped to 9.2e18 ns each)
-     * must not overflow, which a plain signed add would */
-    atomic_store_explicit(v, n > 0 && old > LLONG_MAX - n ? LLONG_MAX : old + n,
-                          memory_order_relaxed);
-  } else {
-    atomic_fetch_add_explicit(&s->stripes[-k - 1].v[metric], n, memory_order_relaxed);
-  }
-}
-
-void lr_count(lr_shared *s, int metric, long long n) {
-  int k = lr_stripe_now();
-  count_in(s, k, metric, n);
-}
-
-void lr_count_retry(lr_shared *s, long long wait_ns) {
-  int k = lr_stripe_now();
-  count_in(s, k, LR_M_RETRIES, 1);
-  count_in(s, k, LR_METRIC_COUNT, wait_ns);
-}
+void lr_count(lr_shared *s, int metric, long long n) { lr_count_in(s, lr_stripe_now(), metric, n); }
 
 long long lr_counted(const lr_shared *s, int metric) {
   long long sum = 0;
@@ -168,11 +146,9 @@ static long long budget_milli(lr_shared *s, long long max) {
 
 long long lr_budget_milli(lr_shared *s) { return budget_milli(s, milli_max_of(s)); }
 
-int lr_budget_allows_retry(lr_shared *s, const lr_guards *g) {
-  if (!g->budget) return 1;
-  /* the count alone, most often enough: the stripes only add */
-  return atomic_load(&s->milli_tokens) * 2 > g->milli_max ||
-         budget_milli(s, g->milli_max) * 2 > g->milli_max;
+/* lr_budget_allows_retry when the count alone is not enough. */
+int lr_budget_allows_summed(lr_shared *s, const lr_guards *g) {
+  return budget_milli(s, g->milli_max) * 2 > g->milli_max;
 }
 
 double lr_budget_tokens(lr_shared *s) { return (double)lr_budget_milli(s) / MILLI; }

@@ -81,9 +81,7 @@ static __attribute__((noinline)) int admit_slow(luaretry_call *c, lr_ask *a, lua
 }
 
 static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
-  if (a->kind != LR_KIND_RETRY && a->kind != LR_KIND_HEDGE) return 0;
-  if (!c->remote && !a->after_wait && lr_budget_allows_retry(c->shared, &c->rules->guards))
-    return 0;
+  if (lr_budget_allows(c, a)) return 0;
   return admit_slow(c, a, d);
 }
 

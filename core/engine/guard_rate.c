@@ -107,13 +107,22 @@ static double rate_reserve(luaretry_call *c, double now, double at, double lates
  * luaretry_call_next asks then): adaptive, past the server's window, for a
  * later attempt (a retry after its backoff) whose token is free when it
  * comes, and for the quota of an attempt whose token comes later. */
+/* Whether the rate limiter is an adaptive one whose token may be
+ * unlimited (not the headers', not a fixed limit's, not a lazy pace's):
+ * worked out once per call, not on every retry. */
+void lr_call_rate_prepare(luaretry_call *c) {
+  const lr_guards *g = &c->rules->guards;
+  c->rate_free =
+    g->rate && g->rate_adaptive && !g->rate_headers && !(g->rate_limit > 0) && !c->lazy_pace;
+}
+
 /* An adaptive rate before any throttling answer is unlimited (the fleet's
  * limiter is not asked for one, nor the spread drawn): the send is
  * counted, the token held, no wait: 1.  0: the limiter decides. */
-static inline int unlimited_token(luaretry_call *c, double start) {
-  const lr_guards *g = &c->rules->guards;
-  if (!g->rate_adaptive || g->rate_headers || c->lazy_pace || c->token_held ||
-      !lr_rate_count_unlimited(c->shared, g, c->guard_origin + c->start + start))
+static inline __attribute__((always_inline)) int unlimited_token(luaretry_call *c, double start) {
+  /* rate_free: adaptive, no headers, no `limit`, no lazy pace (above) */
+  if (!c->rate_free || c->token_held ||
+      !lr_rate_count_free(c->shared, c->guard_origin + c->start + start))
     return 0;
   c->quota_refused = 0;
   c->admitted = c->attempts + 1;

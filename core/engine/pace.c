@@ -57,17 +57,6 @@ static void lock(lr_pace *p) { lr_lock(&p->lock); }
 
 static void unlock(lr_pace *p) { lr_unlock(&p->lock); }
 
-/* A bucket's number for x (time over its width), clamped: a call on the
- * virtual clock may stand 1e300 s in. */
-static long long slot_of(double x) {
-  if (!(x > -9e15)) return (long long)-9e15;
-  if (x > 9e15) return (long long)9e15;
-  /* floor(x) without libm's call (one per send counted): below 2^53 the
-   * truncation is exact, and one less when it went up */
-  long long i = (long long)x;
-  return (double)i > x ? i - 1 : i;
-}
-
 /* Stores, not memset: a count without the lock may go on meanwhile. */
 static void tally_clear(lr_tally *t) {
   for (int i = 0; i < LR_PACE_BUCKETS; i++) {
@@ -75,12 +64,6 @@ static void tally_clear(lr_tally *t) {
     atomic_store_explicit(&t->n[i], 0, memory_order_relaxed);
   }
 }
-
-/* A stripe's tallies: two threads counting the same send rate add on
- * lines of their own (the sum is read only as the rate changes). */
-struct lr_tallies {
-  _Alignas(128) lr_tally t[LR_TALLIES];
-};
 
 static void tallies_clear(lr_pace *p) {
   for (int w = 0; w < LR_TALLIES; w++) {
@@ -135,7 +118,7 @@ static int index_of(long long slot) {
 
 /* The bucket for `now`, emptied when it held another slot. */
 static int bucket(lr_pace *p, const lr_guards *g, double now) {
-  long long slot = slot_of(now / (g->throttle_window / LR_PACE_BUCKETS));
+  long long slot = lr_pace_slot(now / (g->throttle_window / LR_PACE_BUCKETS));
   int i = index_of(slot);
   if (p->bucket_slot[i] != slot) {
     if (summed(p, i)) p->sum_requests -= p->requests[i], p->sum_accepts -= p->accepts[i];
@@ -155,7 +138,7 @@ static void add(lr_pace *p, int i, long requests, long accepts) {
 /* The window's totals at `now`: those kept while the slot stays (every
  * ask of a busy policy), the ten buckets summed when it moved. */
 static void totals(lr_pace *p, const lr_guards *g, double now, double *requests, double *accepts) {
-  long long slot = slot_of(now / (g->throttle_window / LR_PACE_BUCKETS));
+  long long slot = lr_pace_slot(now / (g->throttle_window / LR_PACE_BUCKETS));
   if (!p->sum_ok || p->sum_slot != slot) {
     p->sum_requests = p->sum_accepts = 0;
     for (int i = 0; i < LR_PACE_BUCKETS; i++) {
@@ -196,7 +179,7 @@ void lr_throttle_unrequest(lr_shared *s, const lr_guards *g, double now) {
   lr_pace *p = &s->pace;
   /* the bucket the request went into, if the ring has not moved past it:
    * bucket() would empty today's to relabel it */
-  long long slot = slot_of(now / (g->throttle_window / LR_PACE_BUCKETS));
+  long long slot = lr_pace_slot(now / (g->throttle_window / LR_PACE_BUCKETS));
   int i = index_of(slot);
   lock(p);
   if (p->bucket_slot[i] == slot && p->requests[i] > 0) add(p, i, -1, 0);
@@ -251,7 +234,7 @@ static long events_in(lr_tally *t, long long slot, int tenths) {
 /* Events a second over the last `tenths` tenths of a second (sends,
  * successes), from their counts by tenths, on every stripe. */
 static double per_second_over(lr_pace *p, int which, double now, int tenths) {
-  long long slot = slot_of(now * 10);
+  long long slot = lr_pace_slot(now * 10);
   long sum = events_in(&p->tally[which], slot, tenths);
   if (p->by_stripe)
     for (int k = 0; k < LR_STRIPES; k++) sum += events_in(&p->by_stripe[k].t[which], slot, tenths);
@@ -261,34 +244,6 @@ static double per_second_over(lr_pace *p, int which, double now, int tenths) {
 /* Events over the last second. */
 static double per_second(lr_pace *p, int which, double now) {
   return per_second_over(p, which, now, LR_PACE_BUCKETS);
-}
-
-static inline __attribute__((always_inline)) void count_at(lr_tally *t, double at) {
-  long long slot = slot_of(at * 10);
-  int i = (int)(slot % LR_PACE_BUCKETS); /* one division, not two: */
-  if (i < 0) i += LR_PACE_BUCKETS;       /* a slot before 0 counts too */
-  long long was = atomic_load_explicit(&t->slot[i], memory_order_relaxed);
-  if (was != slot) {
-    /* the bucket's turn: one thread empties it; another's count that
-     * lands between the two stores is lost (an estimate) */
-    if (atomic_compare_exchange_strong_explicit(&t->slot[i], &was, slot, memory_order_relaxed,
-                                                memory_order_relaxed))
-      atomic_store_explicit(&t->n[i], 1, memory_order_relaxed);
-    else
-      atomic_fetch_add_explicit(&t->n[i], 1, memory_order_relaxed);
-    return;
-  }
-  atomic_fetch_add_explicit(&t->n[i], 1, memory_order_relaxed);
-}
-
-/* An event in the thread's stripe's tally, or the pace's own (inline:
- * a send and a success every call). */
-static inline __attribute__((always_inline)) void count(lr_pace *p, int which, double at) {
-  if (!p->by_stripe) {
-    count_at(&p->tally[which], at);
-    return;
-  }
-  count_at(&p->by_stripe[lr_stripe_index(lr_stripe_now())].t[which], at);
 }
 
 /* Adaptive: the rate it found, or until the first throttling answer its
@@ -320,7 +275,7 @@ static double reserve(lr_pace *p, const lr_guards *g, double rate, double now, d
     p->tat = (p->tat > start ? p->tat : start) + interval;
     wait = start - at;
   }
-  count(p, LR_T_SENT, at + wait);
+  lr_pace_count(p, LR_T_SENT, at + wait);
   return wait;
 }
 
@@ -346,16 +301,6 @@ double lr_rate_reserve_drawn(lr_shared *s, const lr_guards *g, double now, doubl
   double wait = reserve(p, g, rate, now, at, latest, u, held);
   unlock(p);
   return wait;
-}
-
-int lr_rate_count_unlimited(lr_shared *s, const lr_guards *g, double at) {
-  if (!g->rate || !g->rate_adaptive || g->rate_limit > 0) return 0;
-  lr_pace *p = &s->pace;
-  /* not limited yet (current_rate's 0): counted without the lock; a send
-   * as the first decrease lands goes as one just before it would */
-  if (atomic_load_explicit(&p->limited, memory_order_acquire)) return 0;
-  count(p, LR_T_SENT, at);
-  return 1;
 }
 
 double lr_rate_tat(lr_shared *s) {
@@ -403,12 +348,12 @@ void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now,
   if (!g->rate || !g->rate_adaptive) return;
   lr_pace *p = &s->pace;
   if (!throttled && !atomic_load_explicit(&p->limited, memory_order_acquire)) {
-    count(p, LR_T_OK, now); /* not limited yet: a count, no rate to grow */
+    lr_pace_count(p, LR_T_OK, now); /* not limited yet: a count, no rate to grow */
     return;
   }
   lock(p);
   if (throttled) {
-    count(p, LR_T_THR, now);
+    lr_pace_count(p, LR_T_THR, now);
     double thr = per_second(p, LR_T_THR, now), ok = per_second(p, LR_T_OK, now);
     /* a slow start ends at the first throttling answer to an attempt sent
      * during it (TCP's ends at the first loss); the hold spares the rate
@@ -417,7 +362,7 @@ void lr_rate_answer(lr_shared *s, const lr_guards *g, int throttled, double now,
         (now - p->last_decrease >= HOLD && thr > TOLERATED * (thr + ok)))
       decrease(p, g, now);
   } else {
-    count(p, LR_T_OK, now);
+    lr_pace_count(p, LR_T_OK, now);
     if (p->probing)
       p->rate += PROBE;
     else if (p->rate > 0)

@@ -1,4 +1,5 @@
-/* rng.c: the jitter RNG, xoshiro256** (Blackman and Vigna), seeded through
+/* rng.c: the jitter RNG, xoshiro256** (Blackman and Vigna; its step is
+ * inline, in engine.h), seeded through
  * splitmix64 so that any 64-bit seed gives a well-mixed state.  Integer
  * arithmetic only: a seed gives the same stream on every machine. */
 #include <errno.h>
@@ -7,8 +8,6 @@
 #include <sys/random.h>
 
 #include "engine.h"
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 static uint64_t splitmix64(uint64_t *x) {
   uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
@@ -48,26 +47,4 @@ int lr_rng_seed_os(lr_rng *r) {
   }
   lr_rng_seed(r, lr_rng_next(&seeder));
   return 0;
-}
-
-uint64_t lr_rng_next(lr_rng *r) {
-  uint64_t *s = r->s;
-  uint64_t result = rotl(s[1] * 5, 7) * 9;
-  uint64_t t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = rotl(s[3], 45);
-  return result;
-}
-
-/* The top 53 bits make every representable step equally likely: no
- * modulo, no bias. */
-double lr_rng_unit(lr_rng *r) { return (double)(lr_rng_next(r) >> 11) * 0x1.0p-53; }
-
-double lr_rng_uniform(lr_rng *r, double lo, double hi) {
-  if (!(hi > lo)) return lo;
-  return lo + (hi - lo) * lr_rng_unit(r);
 }

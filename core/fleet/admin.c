@@ -354,8 +354,8 @@ static void read_window(const redisReply *b, long long bucket_ms, lr_fleet_statu
  * now): slots are leased up to it.  An ask that gets no slot is answered
  * with the wait from its horizon (LR_LEASE_HORIZON, less for a call
  * whose deadline is nearer) to the next slot, which every process
- * refuses beyond LR_LEASE_HORIZON and a block of LR_LEASE_MAX slots
- * (redis_rate.c's out_of_range: this is its bound).  No script writes a
+ * refuses beyond lr_rate_wait_max_us (the rate script's reply is out of
+ * range past it).  No script writes a
  * next slot that far ahead; from there on the asks of calls near their
  * deadline are refused, and from LR_LEASE_HORIZON further every ask. */
 static lr_fleet_code read_rate(const redisReply *b, double limit, long burst, lr_fleet_status *st,
@@ -367,7 +367,7 @@ static lr_fleet_code read_rate(const redisReply *b, double limit, long burst, lr
   if (n == 0) tat = 0;
   double base = now > tat ? now : tat; /* Lua 5.1's math.max(tat, now): NaN stays */
   double ahead = base - (double)(burst - 1) * interval - now;
-  double over = ahead - (LR_LEASE_HORIZON * 1e6 + LR_LEASE_MAX * interval + 2); /* µs */
+  double over = ahead - lr_rate_wait_max_us(interval); /* µs */
   if (!(over <= 0)) {
     char text[40], when[64] = "not a time", whose[96] = "every process's ask for a slot is refused";
     lr_reply_escape(t->str, t->len < 32 ? t->len : 32, text, sizeof text, "");

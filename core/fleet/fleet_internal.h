@@ -29,6 +29,14 @@ typedef struct {
   double u;             /* the asking call's draw, to spread a full fleet's asks */
 } rate_ask_t;
 
+/* The longest wait for a slot the rate script may answer, in µs: the
+ * longest horizon and a whole block beyond it (2 µs for rounding).  The
+ * rate script's reply past it is out of range (redis_rate.c), and `fleet`
+ * says which asks a stored time that far ahead refuses (admin.c). */
+static inline double lr_rate_wait_max_us(double interval_us) {
+  return LR_LEASE_HORIZON * 1e6 + LR_LEASE_MAX * interval_us + 2;
+}
+
 /* ---- redis_url.c */
 
 typedef struct {

@@ -79,8 +79,7 @@ static const char *out_of_range(const rate_reply *o, const rate_ask *a) {
   if (o->granted > 0 && (b > now + (double)a->horizon_us + 1 || o->retry_us != 0))
     return "a slot beyond the horizon";
   /* others' slots reach at most the longest horizon and a block ahead */
-  if (o->granted == 0 &&
-      (o->retry_us < 0 || (double)o->retry_us > (double)HORIZON_US + LR_LEASE_MAX * interval + 2))
+  if (o->granted == 0 && (o->retry_us < 0 || (double)o->retry_us > lr_rate_wait_max_us(interval)))
     return "a wait for a slot out of range";
   /* none granted: the next slot is where the wait says (b = now + horizon
    * + retry, each rounded up), so it is as bounded as the wait; a slot

@@ -278,6 +278,26 @@ static void note_hooks(lr_gen *g, const lr_script *s) {
   if (!s->ref_backoff) g->judge.backoff = NULL;
 }
 
+/* A fleet keeps a breaker's open period within LR_FLEET_OPEN_MAX_S (a
+ * longer one overflowed its stores' clocks): a longer one is clamped, and
+ * said so here, where every host (check, run,
+ * the module, an embedder) reads its warnings.  Named as the field alone
+ * when a --set gave it, as the library's other warnings of overrides. */
+static void fleet_open_clamped(const luaretry_policy *p, const lr_tuning *t, const char *chunk,
+                               char **warnings, size_t *count) {
+  if (!(p->fleet_url || p->fleet_local) || !t->pub.breaker ||
+      !(t->pub.open_seconds > LR_FLEET_OPEN_MAX_S))
+    return;
+  int from_set = 0;
+  for (size_t k = 0; k < p->override_count; k++)
+    from_set |= strcmp(p->overrides[k].name, "breaker.open_seconds") == 0;
+  lr_add_warning(warnings, count,
+                 "%s%sbreaker.open_seconds: %g s is above what the fleet keeps (fleet.%s); "
+                 "clamped to 9e9 s (about 285 years: for ever in effect)",
+                 from_set ? "" : chunk, from_set ? "" : ": ", t->pub.open_seconds,
+                 p->fleet_url ? "redis" : "local");
+}
+
 /* The load g, its first state s read into ld, validated: it becomes the
  * policy's (under the lock), or the thread's error says why not.  Kept whole: every
  * step can fail and each undoes what came before, in one place. */
@@ -318,6 +338,7 @@ static luaretry_code adopt(luaretry_policy *p, lr_gen *g, lr_script *s, lr_load 
                    "%s: fleet.%s is set, but the policy has neither "
                    "budget nor breaker, admission or fixed rate: there is nothing to share",
                    ld->chunk_src, p->fleet_url ? "redis" : "local");
+  fleet_open_clamped(p, &tuning, ld->chunk_src, warnings, &count);
   if (lr_policy_fleet_attach(p, g, &tuning, name, errors, sizeof errors) != 0) {
     lr_free_warnings(warnings, &count);
     lr_strlcpy(lr_policy_errbuf(p), errors, LR_ERRMSG_SIZE);

@@ -20,13 +20,8 @@
 
 #include "sandbox.h"
 
-#define HOOK_STEP   1000  /* instructions between two looks at the budget */
-#define STOP_STEP   10000 /* instructions between two looks at a stop flag */
-#define TIMED_STEPS 4096  /* matcher steps between two looks at the clock */
-
-enum { PHASE_IDLE, PHASE_RUNNING, PHASE_ARMING, PHASE_ARMED };
-
-#define HANDLER 1 /* the stack slot of every call's message handler */
+#define HOOK_STEP 1000  /* instructions between two looks at the budget */
+#define STOP_STEP 10000 /* instructions between two looks at a stop flag */
 
 /* Where the script is: the innermost Lua function with a line, from
  * `level` out; 1 with *ar filled, 0 when none. */
@@ -128,7 +123,7 @@ void lr_sandbox_refuel(lua_State *L, lr_sandbox *sb) {
   if (halt) lr_sandbox_kill(L, sb, halt);
   if (stopping(sb)) lr_sandbox_kill(L, sb, LR_KILL_STOP);
   if (sb->limits.instructions > 0) lr_sandbox_kill(L, sb, LR_KILL_INSTRUCTIONS);
-  sb->remaining = TIMED_STEPS;
+  sb->remaining = LR_TIMED_STEPS;
 }
 
 /* The watchdog arms a state another thread runs.  lua_sethook walks the
@@ -169,7 +164,7 @@ static void flush_deferred(lr_sandbox *sb, int guarded) {
  * the blocks themselves, and the list goes in one batch: one handshake for
  * many frees, and none at all for a call that frees little. */
 static void timed_free(lr_sandbox *sb, void *ptr, size_t size) {
-  if (atomic_load_explicit(&sb->phase, memory_order_relaxed) == PHASE_IDLE) {
+  if (atomic_load_explicit(&sb->phase, memory_order_relaxed) == LR_PHASE_IDLE) {
     lr_pool_free(&sb->pool, ptr, size); /* the watchdog arms only a running call */
     return;
   }
@@ -262,7 +257,7 @@ lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
   *(lr_sandbox **)lua_getextraspace(L) = sb;
   sb->L = L;
   base_hook(sb, L);
-  sb->remaining = limits->instructions > 0 ? limits->instructions : TIMED_STEPS;
+  sb->remaining = limits->instructions > 0 ? limits->instructions : LR_TIMED_STEPS;
   lua_pushcfunction(L, open_libs);
   if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
     lua_close(L);
@@ -271,8 +266,8 @@ lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
     return NULL;
   }
   lua_settop(L, 0);
-  lua_pushcfunction(L, locate_error); /* stays at HANDLER: no push per call */
-  sb->base = HANDLER;
+  lua_pushcfunction(L, locate_error); /* stays at LR_SANDBOX_HANDLER: no push per call */
+  sb->base = LR_SANDBOX_HANDLER;
   sb->limits.memory = limits->memory;
   sb->watched.look = watch;
   if (sb->watching) lr_watchdog_add(&sb->watched);
@@ -325,9 +320,10 @@ void lr_sandbox_pause(lr_sandbox *sb) {
   if (!sb->watching) return;
   /* not yet stopped: the host's time is not the script's.  A look of the
    * watchdog's under way (ARMING) ends in RUNNING or ARMED: wait for it */
-  int phase = PHASE_RUNNING;
-  while (!atomic_compare_exchange_strong(&sb->phase, &phase, PHASE_IDLE) && phase == PHASE_ARMING)
-    phase = PHASE_RUNNING;
+  int phase = LR_PHASE_RUNNING;
+  while (!atomic_compare_exchange_strong(&sb->phase, &phase, LR_PHASE_IDLE) &&
+         phase == LR_PHASE_ARMING)
+    phase = LR_PHASE_RUNNING;
 }
 
 void lr_sandbox_resume_from(lr_sandbox *sb, long paused_at) {
@@ -335,8 +331,8 @@ void lr_sandbox_resume_from(lr_sandbox *sb, long paused_at) {
   /* the script's clock moves on by the ticks the host took, no more: a
    * loop of host calls still reaches the limit on its own time */
   atomic_fetch_add_explicit(&sb->entered, lr_watchdog_tick() - paused_at, memory_order_relaxed);
-  int idle = PHASE_IDLE;
-  atomic_compare_exchange_strong(&sb->phase, &idle, PHASE_RUNNING);
+  int idle = LR_PHASE_IDLE;
+  atomic_compare_exchange_strong(&sb->phase, &idle, LR_PHASE_RUNNING);
 }
 
 /* Ticks a call may run, from its limit: the watchdog looks once a tick,
@@ -356,51 +352,38 @@ static long limit_ticks(double seconds) {
  * a call that goes on is handed back (RUNNING). */
 static void watch(lr_watched *w, long now) {
   lr_sandbox *sb = (lr_sandbox *)((char *)w - offsetof(lr_sandbox, watched));
-  if (atomic_load_explicit(&sb->phase, memory_order_acquire) != PHASE_RUNNING) return;
+  if (atomic_load_explicit(&sb->phase, memory_order_acquire) != LR_PHASE_RUNNING) return;
   int why = LR_KILL_NONE;
   if (sb->limits.seconds > 0 && now - atomic_load_explicit(&sb->entered, memory_order_relaxed) >=
                                   limit_ticks(sb->limits.seconds))
     why = LR_KILL_TIME;
   if (!why && !sb->cancelled) return;
-  int running = PHASE_RUNNING;
-  if (!atomic_compare_exchange_strong(&sb->phase, &running, PHASE_ARMING)) return;
+  int running = LR_PHASE_RUNNING;
+  if (!atomic_compare_exchange_strong(&sb->phase, &running, LR_PHASE_ARMING)) return;
   if (!why && sb->cancelled(sb->owner)) why = LR_KILL_CANCEL;
   if (!why) {
-    atomic_store(&sb->phase, PHASE_RUNNING);
+    atomic_store(&sb->phase, LR_PHASE_RUNNING);
     return;
   }
   atomic_store(&sb->halt, why);
   arm_running(sb);
-  atomic_store(&sb->phase, PHASE_ARMED);
+  atomic_store(&sb->phase, LR_PHASE_ARMED);
 }
 
-static void enter(lr_sandbox *sb) {
-  sb->remaining = sb->limits.instructions > 0 ? sb->limits.instructions : TIMED_STEPS;
-  sb->killed = LR_KILL_NONE;
-  sb->where[0] = '\0';
-  if (!sb->watching) return;
-  if (__builtin_expect(atomic_load_explicit(&lr_watchdog_orphaned, memory_order_relaxed), 0))
-    lr_watchdog_adopt(); /* a fork's child, in an inherited policy */
-  atomic_store_explicit(&sb->halt, LR_KILL_NONE, memory_order_relaxed);
-  atomic_store_explicit(&sb->entered, lr_watchdog_tick(), memory_order_relaxed);
-  atomic_store_explicit(&sb->phase, PHASE_RUNNING, memory_order_release);
-}
-
-/* Back in C: the watchdog must not arm this state any more, and a hook it
- * armed comes off.  A look under way (ARMING) ends in ARMED, or hands the
- * call back (RUNNING): a plain store of IDLE then could land in the
- * watchdog's next look, so the exchange is tried again. */
-static void leave(lr_sandbox *sb) {
-  if (!sb->watching) return;
-  int phase = PHASE_RUNNING;
-  while (!atomic_compare_exchange_strong(&sb->phase, &phase, PHASE_IDLE)) {
-    if (phase == PHASE_ARMED) {
+/* Back in C (lr_sandbox_leave), the watchdog's exchange failed, or frees
+ * wait: a hook it armed comes off.  A look under way (ARMING) ends in
+ * ARMED, or hands the call back (RUNNING): a plain store of IDLE then
+ * could land in the watchdog's next look, so the exchange is tried again. */
+void lr_sandbox_leave_slow(lr_sandbox *sb) {
+  int phase = LR_PHASE_RUNNING;
+  while (!atomic_compare_exchange_strong(&sb->phase, &phase, LR_PHASE_IDLE)) {
+    if (phase == LR_PHASE_ARMED) {
       base_hook(sb, sb->L);
-      atomic_store(&sb->phase, PHASE_IDLE);
+      atomic_store(&sb->phase, LR_PHASE_IDLE);
       break;
     }
-    if (phase == PHASE_IDLE) break; /* paused, never resumed */
-    phase = PHASE_RUNNING;
+    if (phase == LR_PHASE_IDLE) break; /* left already, or paused, never resumed */
+    phase = LR_PHASE_RUNNING;
   }
   if (sb->deferred) flush_deferred(sb, 0); /* idle: the watchdog keeps off */
 }
@@ -439,25 +422,13 @@ static void describe_kill(const lr_sandbox *sb, char *err, size_t errlen) {
   }
 }
 
-/* What lr_sandbox_run returns for a call that returned LUA_OK with a limit
- * hit or a refusal on the way: lr_sandbox_failed sorts it out. */
-#define RUN_CHECK (-1)
-
-int lr_sandbox_run(lr_sandbox *sb, int nargs, int nresults) {
-  enter(sb);
-  int status = lua_pcall(sb->L, nargs, nresults, HANDLER);
-  leave(sb);
-  if (status != LUA_OK) return status;
-  return sb->killed || sb->refused ? RUN_CHECK : LUA_OK;
-}
-
 /* A protected call that failed, or was killed: what went wrong, the stack
  * back to the handler.  Out of line: a call that succeeds (nearly every
  * one) pays none of it. */
 __attribute__((noinline, cold)) luaretry_code lr_sandbox_failed(lr_sandbox *sb, int status,
                                                                 luaretry_code failure, char *err,
                                                                 size_t errlen) {
-  if (status == RUN_CHECK) status = LUA_OK;
+  if (status == LR_RUN_CHECK) status = LUA_OK;
   /* an error after a refusal nothing made room for: the limit */
   if (status != LUA_OK && sb->refused) lr_sandbox_memory_kill(sb);
   sb->refused = 0;

@@ -151,7 +151,7 @@ luaretry_code lr_sandbox_pcall(lr_sandbox *sb, int nargs, int nresults, luaretry
  * lr_sandbox_failed, given that value, says what went wrong as
  * lr_sandbox_pcall would (LUARETRY_OK too: a refusal that Lua's collection
  * made room for) and sets the stack back to the handler on failure. */
-int lr_sandbox_run(lr_sandbox *sb, int nargs, int nresults);
+static inline int lr_sandbox_run(lr_sandbox *sb, int nargs, int nresults);
 luaretry_code lr_sandbox_failed(lr_sandbox *sb, int status, luaretry_code failure, char *err,
                                 size_t errlen);
 
@@ -218,6 +218,52 @@ void lr_watchdog_adopt(void);
 extern atomic_long lr_watchdog_ticks;
 static inline long lr_watchdog_tick(void) {
   return atomic_load_explicit(&lr_watchdog_ticks, memory_order_relaxed);
+}
+
+/* ---- lr_sandbox_run, inline: a decision's call into the script is part
+ * of its caller's function (judge.c's), with no call or prologue of its
+ * own; the rare ends are sandbox.c's. */
+
+/* A call's phase, as the watchdog sees it (sandbox.c's watch). */
+enum { LR_PHASE_IDLE, LR_PHASE_RUNNING, LR_PHASE_ARMING, LR_PHASE_ARMED };
+#define LR_TIMED_STEPS     4096 /* matcher steps between two looks at the clock */
+#define LR_SANDBOX_HANDLER 1    /* the stack slot of every call's message handler */
+/* What lr_sandbox_run returns for a call that returned LUA_OK with a limit
+ * hit or a refusal on the way: lr_sandbox_failed sorts it out. */
+#define LR_RUN_CHECK       (-1)
+
+/* The limits re-armed, and the watchdog told a call runs. */
+static inline void lr_sandbox_enter(lr_sandbox *sb) {
+  sb->remaining = sb->limits.instructions > 0 ? sb->limits.instructions : LR_TIMED_STEPS;
+  sb->killed = LR_KILL_NONE;
+  sb->where[0] = '\0';
+  if (!sb->watching) return;
+  if (__builtin_expect(atomic_load_explicit(&lr_watchdog_orphaned, memory_order_relaxed), 0))
+    lr_watchdog_adopt(); /* a fork's child, in an inherited policy */
+  atomic_store_explicit(&sb->halt, LR_KILL_NONE, memory_order_relaxed);
+  atomic_store_explicit(&sb->entered, lr_watchdog_tick(), memory_order_relaxed);
+  atomic_store_explicit(&sb->phase, LR_PHASE_RUNNING, memory_order_release);
+}
+
+/* sandbox.c: lr_sandbox_leave's end when the watchdog was at the call, or
+ * frees were held back. */
+void lr_sandbox_leave_slow(lr_sandbox *sb);
+
+/* Back in C: the watchdog must not arm this state any more. */
+static inline void lr_sandbox_leave(lr_sandbox *sb) {
+  if (!sb->watching) return;
+  int phase = LR_PHASE_RUNNING;
+  if (__builtin_expect(
+        !atomic_compare_exchange_strong(&sb->phase, &phase, LR_PHASE_IDLE) || sb->deferred, 0))
+    lr_sandbox_leave_slow(sb);
+}
+
+static inline int lr_sandbox_run(lr_sandbox *sb, int nargs, int nresults) {
+  lr_sandbox_enter(sb);
+  int status = lua_pcall(sb->L, nargs, nresults, LR_SANDBOX_HANDLER);
+  lr_sandbox_leave(sb);
+  if (status != LUA_OK) return status;
+  return sb->killed || sb->refused ? LR_RUN_CHECK : LUA_OK;
 }
 
 #endif

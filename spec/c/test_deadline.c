@@ -200,6 +200,45 @@ static luaretry_call *timed_out_at(luaretry_policy *p, double at, luaretry_decis
   return c;
 }
 
+/* No retry whose rate token comes in the deadline's last millisecond
+ * (test_last_millisecond, below, for a wait).  The guards see a
+ * virtual call's time as the real time at its begin: the second call's
+ * token comes 0.9995 s after the first call began, and its deadline is
+ * set 0.3 ms after that, from the clock read around the first begin.  A
+ * try whose first begin took 0.5 ms or more (preempted) could place the
+ * token outside the last millisecond, and goes again with a new policy
+ * (its bucket is spent). */
+static void test_token_in_last_millisecond(void) {
+  for (int tries = 0; tries < 20; tries++) {
+    luaretry_policy *p = load(
+      "name = 'paced'\n"
+      "deadline = 1\n"
+      "attempt_timeout = 10\n"
+      "rate = { limit = 1 / 0.9995, burst = 1 }\n");
+    luaretry_decision d;
+    double before = luaretry_clock_now();
+    luaretry_call *first = begin(p, 0, 0);
+    double after = luaretry_clock_now();
+    if (after - before >= 0.0005) {
+      luaretry_call_free(first);
+      luaretry_policy_free(p);
+      continue;
+    }
+    CHECK_CODE(luaretry_call_next(first, &d), LUARETRY_OK);
+    CHECK_EQ_INT(d.retry, 1);
+    CHECK_EQ_DBL(d.wait, 0);
+    luaretry_call *c = begin(p, LUARETRY_CALL_DEADLINE, after + 0.9995 + 0.0003);
+    CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
+    CHECK_EQ_INT(d.retry, 0);
+    CHECK_EQ_STR(luaretry_reason_name(d.reason), "rate_limit");
+    luaretry_call_free(c);
+    luaretry_call_free(first);
+    luaretry_policy_free(p);
+    return;
+  }
+  CHECK(!"20 tries, each first begin preempted for 0.5 ms or more");
+}
+
 /* An attempt timed out by the deadline is reported a little before it
  * (libcurl's timeout counts milliseconds and can end up to one early): no
  * retry then, whose attempt would get microseconds.  No attempt starts
@@ -243,24 +282,7 @@ static void test_last_millisecond(void) {
     CHECK_CONTAINS(d.message, "was less than 1 ms away before the attempt was asked for");
   luaretry_call_free(c);
   luaretry_policy_free(p);
-  /* nor one whose rate token comes in that millisecond: the second
-   * call's token comes 0.9995 s after the first's */
-  p = load(
-    "name = 'paced'\n"
-    "deadline = 1\n"
-    "attempt_timeout = 10\n"
-    "rate = { limit = 1 / 0.9995, burst = 1 }\n");
-  luaretry_call *first = begin(p, 0, 0);
-  CHECK_CODE(luaretry_call_next(first, &d), LUARETRY_OK);
-  CHECK_EQ_INT(d.retry, 1);
-  CHECK_EQ_DBL(d.wait, 0);
-  c = begin(p, 0, 0);
-  CHECK_CODE(luaretry_call_next(c, &d), LUARETRY_OK);
-  CHECK_EQ_INT(d.retry, 0);
-  CHECK_EQ_STR(luaretry_reason_name(d.reason), "rate_limit");
-  luaretry_call_free(c);
-  luaretry_call_free(first);
-  luaretry_policy_free(p);
+  test_token_in_last_millisecond();
   /* a host's deadline under 1 ms (one passed on with little left): no
    * attempt, and the message gives it to the microsecond, not as 0.001 s */
   p = load("name = 'open'\nmax_attempts = 3\nattempt_timeout = 10\n");

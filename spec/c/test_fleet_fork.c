@@ -21,6 +21,22 @@
 #define SANITIZE_THREAD 0
 #endif
 
+/* GCC 12's ASan allocator takes no lock around fork (LLVM added one in
+ * 2023, llvm-project#75290; glibc's malloc has always had one): a child
+ * forked while the parent's fleet thread was allocating hangs at its first
+ * allocation of the same size.  Under ASan the parent's calls all succeed
+ * and its sync period is long, so its fleet thread is never started (a
+ * success asks for no round trip within the sync period; a failure would
+ * at once): at the fork the parent has the watchdog only, which never
+ * allocates (strace: one clone before the fork). */
+#if defined(__SANITIZE_ADDRESS__)
+#define PARENT_FAILS 0
+#define SYNC_MS      "60000" /* the most: a minute */
+#else
+#define PARENT_FAILS 1
+#define SYNC_MS      "1000"
+#endif
+
 #define CHILD_LIMIT_S 60 /* the child ends in well under a second */
 
 static const char *POLICY =
@@ -28,14 +44,15 @@ static const char *POLICY =
   "max_attempts = 3\n"
   "deadline = 30\n"
   "budget = { max_tokens = 1000, token_ratio = 0.5 }\n"
-  "fleet = { sync = 1000 }\n"; /* ms: the view stays fresh for 10 s */
+  "fleet = { sync = " SYNC_MS " }\n"; /* ms */
 
-static void some_calls(luaretry_policy *p, int n) {
+/* Every other call fails first, when the parent may fail. */
+static void some_calls(luaretry_policy *p, int n, int may_fail) {
   for (int i = 0; i < n; i++) {
     luaretry_call *c;
     luaretry_decision d;
     if (luaretry_call_begin(p, NULL, &c) != LUARETRY_OK) continue;
-    luaretry_outcome o = step_status(i % 2 ? 200 : 503);
+    luaretry_outcome o = step_status(may_fail && i % 2 == 0 ? 503 : 200);
     if (luaretry_call_next(c, &d) == LUARETRY_OK && d.retry) luaretry_call_report(c, &o, &d);
     luaretry_call_free(c);
   }
@@ -79,7 +96,7 @@ static int child(luaretry_policy *p) {
     fprintf(stderr, "  the child's sync: %s\n", luaretry_policy_errmsg(p));
     return 6;
   }
-  some_calls(p, 10);
+  some_calls(p, 10, 1);
   if (scope(p) != LUARETRY_GUARDS_FLEET) return 7;
   if (!listed(p)) return 8;
   luaretry_policy_free(p);
@@ -92,7 +109,7 @@ static void test_child_rejoins(const char *url) {
   CHECK_CODE(luaretry_policy_set(p, "fleet.redis", url), LUARETRY_OK);
   CHECK_CODE(luaretry_policy_load_string(p, "=fleetfork", POLICY), LUARETRY_OK);
   CHECK_CODE(luaretry_policy_fleet_sync(p), LUARETRY_OK);
-  some_calls(p, 10);
+  some_calls(p, 10, PARENT_FAILS);
   CHECK_CODE(luaretry_policy_fleet_sync(p), LUARETRY_OK);
   CHECK_EQ_INT((long)scope(p), (long)LUARETRY_GUARDS_FLEET);
   CHECK(listed(p));
