@@ -307,14 +307,17 @@ check-man:
 # make, and a link read one half written.  Then the checks; then the plain
 # half and the sanitized half run side by side: their specs mostly wait (on
 # servers, backoffs, timeouts), so two cores run both in about the time of
-# the longer.  Each half's output is shown whole when it ends (-O).
+# the longer.  Each half's output is shown whole when it ends (-O); if
+# either fails, its specs' failures are shown again last, where a log
+# that keeps only its ends still has them.
 TSAN_TESTS = test_threads test_overlap test_fleet_calls test_hedge test_fleet_rate test_fleet_nowait \
   test_grace
 test: deps
 	@$(MAKE) --no-print-directory tree-before
 	$(MAKE) test-build
 	$(MAKE) -j2 check-layers check-man check-format check-abi
-	$(MAKE) -j2 -O test-plain test-sanitized
+	@rm -f build/spec-digest build/asan/spec-digest
+	@$(MAKE) -j2 -O test-plain test-sanitized || { spec/tools/busted_run.sh --digests build build/asan; exit 1; }
 	@$(MAKE) --no-print-directory tree-after
 
 # The tests leave nothing behind: in a git checkout, `git status` after

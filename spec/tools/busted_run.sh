@@ -42,12 +42,31 @@ if [ "${1-}" = --one ]; then
   exit 0 # xargs goes on; the failure is in spec-failed
 fi
 
+# A failed file's log from its first failure on, lines and width
+# bounded; a file that failed with no failure named (a crash) its end.
+digest() {
+  if grep -q '^\(Failure\|Error\) → ' "$1"; then
+    sed -n '/^\(Failure\|Error\) → /,$p' "$1"
+  elif [ -s "$1" ]; then
+    tail -n 15 "$1"
+  else
+    echo "(it printed nothing)"
+  fi | cut -c1-240 | head -n 40
+}
+
+if [ "${1-}" = --digests ]; then
+  # after both halves: what each one's failed files said (make test)
+  shift
+  for build; do cat "$build/spec-digest" 2>/dev/null; done
+  exit 0
+fi
+
 build=$1 limit=$2
 shift 2
 jobs=${SPEC_JOBS:-2}
 times=$build/spec-times
 mkdir -p "$build"
-rm -rf "$build/spec-now" "$build/spec-logs" "$build/spec-failed"
+rm -rf "$build/spec-now" "$build/spec-logs" "$build/spec-failed" "$build/spec-digest"
 mkdir -p "$build/spec-now" "$build/spec-logs"
 order=$build/spec-order
 if [ "${SPEC_ORDER:-}" = reverse ]; then ls spec/*_spec.lua | sort -r; else ls spec/*_spec.lua; fi > "$order"
@@ -79,9 +98,19 @@ if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
 fi
 [ "$jobs" = 1 ] && exit "$rc" # busted said what failed
 if [ -s "$build/spec-failed" ]; then
-  echo
-  echo "busted: $(wc -l < "$build/spec-failed") of $count spec files failed:"
-  sed 's/^/  /' "$build/spec-failed"
+  # the list, then each file's failures again (CI keeps the output's two
+  # ends, not the middle where the file was printed), in spec-digest too
+  # for make test to print once both halves have ended
+  {
+    echo
+    echo "busted: $(wc -l < "$build/spec-failed") of $count spec files failed ($build):"
+    sed 's/^/  /' "$build/spec-failed"
+    while read -r file; do
+      echo "-- $file, its failures:"
+      digest "$build/spec-logs/$(basename "$file" .lua).out"
+    done < "$build/spec-failed"
+  } > "$build/spec-digest"
+  cat "$build/spec-digest"
   exit 1
 fi
 [ "$rc" = 0 ] || { echo "busted: xargs exit $rc"; exit "$rc"; }
