@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "sandbox.h"
 
@@ -270,6 +271,7 @@ lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
   sb->base = LR_SANDBOX_HANDLER;
   sb->limits.memory = limits->memory;
   sb->watched.look = watch;
+  sb->sampled_for = -1;
   if (sb->watching) lr_watchdog_add(&sb->watched);
   return sb;
 }
@@ -335,6 +337,31 @@ void lr_sandbox_resume_from(lr_sandbox *sb, long paused_at) {
   atomic_compare_exchange_strong(&sb->phase, &idle, LR_PHASE_RUNNING);
 }
 
+/* Ticks a call has run, as the time limit counts them: the ticks its
+ * thread had the CPU for, so a call whose thread waited for a CPU on a busy
+ * machine is not stopped for the wait (Cloudflare Workers' CPU-time limit
+ * counts the same way).  Reading another thread's CPU clock is a system
+ * call, so the call's own thread never does it: the watchdog reads it at
+ * its first look at the call and counts the ticks before that look as run,
+ * up to two (a watchdog late to its first look adds its lateness to the
+ * kill, not to the ticks counted).  Where the clock cannot be read, wall
+ * time. */
+static long ran_ticks(lr_sandbox *sb, long now, long entered) {
+  clockid_t clock = (clockid_t)atomic_load_explicit(&sb->thread_clock, memory_order_relaxed);
+  struct timespec t;
+  /* CLOCK_MONOTONIC: lr_sandbox_enter found no CPU clock */
+  if (clock == CLOCK_MONOTONIC || clock_gettime(clock, &t) != 0) return now - entered;
+  long long cpu = (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+  if (sb->sampled_for != entered || sb->sampled_clock != clock) {
+    sb->sampled_for = entered; /* a new call, or one resumed: entered moved */
+    sb->sampled_clock = clock;
+    sb->sampled_at = now;
+    sb->cpu_then = cpu;
+  }
+  long before = sb->sampled_at - entered < 2 ? sb->sampled_at - entered : 2;
+  return before + (long)((cpu - sb->cpu_then) / (LR_WATCHDOG_TICK_MS * 1000000LL));
+}
+
 /* Ticks a call may run, from its limit: the watchdog looks once a tick,
  * so the kill lands a fifth of the limit (at least 5 ticks, 25 ms) before
  * it: room for the watchdog to be scheduled late on a loaded machine and
@@ -354,8 +381,9 @@ static void watch(lr_watched *w, long now) {
   lr_sandbox *sb = (lr_sandbox *)((char *)w - offsetof(lr_sandbox, watched));
   if (atomic_load_explicit(&sb->phase, memory_order_acquire) != LR_PHASE_RUNNING) return;
   int why = LR_KILL_NONE;
-  if (sb->limits.seconds > 0 && now - atomic_load_explicit(&sb->entered, memory_order_relaxed) >=
-                                  limit_ticks(sb->limits.seconds))
+  if (sb->limits.seconds > 0 &&
+      ran_ticks(sb, now, atomic_load_explicit(&sb->entered, memory_order_relaxed)) >=
+        limit_ticks(sb->limits.seconds))
     why = LR_KILL_TIME;
   if (!why && !sb->cancelled) return;
   int running = LR_PHASE_RUNNING;

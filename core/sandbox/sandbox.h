@@ -7,9 +7,11 @@
 #define LUARETRY_SANDBOX_H
 
 #include <lua.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
+#include <time.h>
 
 #include "engine/engine.h"
 #include "pool.h"
@@ -75,7 +77,14 @@ typedef struct lr_sandbox {
   int (*cancelled)(void *owner);
   lr_rng load_rng;    /* math.random outside a call: at load */
   lr_watched watched; /* in the watchdog's list */
-  void *reserve;      /* lr_sandbox_push_string's block, until Lua takes it */
+  /* the CPU clock of the thread in the call, and the watchdog's own first
+   * reading of it in the call it watches (sandbox.c's ran_ticks) */
+  atomic_int thread_clock;
+  long sampled_for;        /* the call's `entered` the reading is of; -1 none */
+  clockid_t sampled_clock; /* and the clock it read */
+  long sampled_at;         /* the tick of the reading */
+  long long cpu_then;      /* the thread's CPU time then, ns */
+  void *reserve;           /* lr_sandbox_push_string's block, until Lua takes it */
   size_t reserve_size;
   size_t reserve_len;    /* the string's length it is for */
   size_t string_extra;   /* what a long string's block adds to its length,
@@ -241,6 +250,11 @@ static inline void lr_sandbox_enter(lr_sandbox *sb) {
   if (__builtin_expect(atomic_load_explicit(&lr_watchdog_orphaned, memory_order_relaxed), 0))
     lr_watchdog_adopt(); /* a fork's child, in an inherited policy */
   atomic_store_explicit(&sb->halt, LR_KILL_NONE, memory_order_relaxed);
+  /* the calling thread's CPU clock, for the watchdog (sandbox.c's
+   * ran_ticks), at each call: a pool's state moves between threads */
+  clockid_t clock;
+  if (pthread_getcpuclockid(pthread_self(), &clock) != 0) clock = CLOCK_MONOTONIC;
+  atomic_store_explicit(&sb->thread_clock, (int)clock, memory_order_relaxed);
   atomic_store_explicit(&sb->entered, lr_watchdog_tick(), memory_order_relaxed);
   atomic_store_explicit(&sb->phase, LR_PHASE_RUNNING, memory_order_release);
 }
