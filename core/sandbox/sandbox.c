@@ -271,7 +271,6 @@ lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
   sb->base = LR_SANDBOX_HANDLER;
   sb->limits.memory = limits->memory;
   sb->watched.look = watch;
-  sb->sampled_for = -1;
   if (sb->watching) lr_watchdog_add(&sb->watched);
   return sb;
 }
@@ -318,8 +317,16 @@ const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
   return copy;
 }
 
+/* The calling thread's CPU time, ns; 0 where it cannot be read. */
+static long long thread_cpu_ns(void) {
+  struct timespec t;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return 0;
+  return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 void lr_sandbox_pause(lr_sandbox *sb) {
   if (!sb->watching) return;
+  sb->paused_cpu = thread_cpu_ns(); /* the host's CPU time from here is not the script's */
   /* not yet stopped: the host's time is not the script's.  A look of the
    * watchdog's under way (ARMING) ends in RUNNING or ARMED: wait for it */
   int phase = LR_PHASE_RUNNING;
@@ -333,32 +340,38 @@ void lr_sandbox_resume_from(lr_sandbox *sb, long paused_at) {
   /* the script's clock moves on by the ticks the host took, no more: a
    * loop of host calls still reaches the limit on its own time */
   atomic_fetch_add_explicit(&sb->entered, lr_watchdog_tick() - paused_at, memory_order_relaxed);
+  long long host = thread_cpu_ns() - sb->paused_cpu;
+  if (host > 0) atomic_fetch_add_explicit(&sb->host_cpu, host, memory_order_relaxed);
   int idle = LR_PHASE_IDLE;
   atomic_compare_exchange_strong(&sb->phase, &idle, LR_PHASE_RUNNING);
 }
 
 /* Ticks a call has run, as the time limit counts them: the ticks its
- * thread had the CPU for, so a call whose thread waited for a CPU on a busy
- * machine is not stopped for the wait (Cloudflare Workers' CPU-time limit
- * counts the same way).  Reading another thread's CPU clock is a system
- * call, so the call's own thread never does it: the watchdog reads it at
- * its first look at the call and counts the ticks before that look as run,
- * up to two (a watchdog late to its first look adds its lateness to the
- * kill, not to the ticks counted).  Where the clock cannot be read, wall
- * time. */
+ * thread had the CPU for, less the host's (lr_sandbox_pause to resume), so
+ * a call whose thread waited for a CPU on a busy machine is not stopped
+ * for the wait (Cloudflare Workers' CPU-time limit counts the same way),
+ * while a loop of host calls still reaches the limit on its own time.
+ * Reading another thread's CPU clock is a system call, so a call's thread
+ * never does it for itself: the watchdog reads it at its first look at the
+ * call and counts the ticks before that look as run, up to two (a watchdog
+ * late to its first look adds its lateness to the kill, not to the ticks
+ * counted).  Where the clock cannot be read, wall time. */
 static long ran_ticks(lr_sandbox *sb, long now, long entered) {
   clockid_t clock = (clockid_t)atomic_load_explicit(&sb->thread_clock, memory_order_relaxed);
   struct timespec t;
   /* CLOCK_MONOTONIC: lr_sandbox_enter found no CPU clock */
   if (clock == CLOCK_MONOTONIC || clock_gettime(clock, &t) != 0) return now - entered;
-  long long cpu = (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-  if (sb->sampled_for != entered || sb->sampled_clock != clock) {
-    sb->sampled_for = entered; /* a new call, or one resumed: entered moved */
+  long long cpu = (long long)t.tv_sec * 1000000000LL + t.tv_nsec -
+                  atomic_load_explicit(&sb->host_cpu, memory_order_relaxed);
+  long call = atomic_load_explicit(&sb->calls, memory_order_relaxed);
+  if (sb->sampled_call != call || sb->sampled_clock != clock) {
+    sb->sampled_call = call;
     sb->sampled_clock = clock;
     sb->sampled_at = now;
     sb->cpu_then = cpu;
   }
-  long before = sb->sampled_at - entered < 2 ? sb->sampled_at - entered : 2;
+  long before = sb->sampled_at - entered;
+  before = before < 0 ? 0 : before > 2 ? 2 : before;
   return before + (long)((cpu - sb->cpu_then) / (LR_WATCHDOG_TICK_MS * 1000000LL));
 }
 

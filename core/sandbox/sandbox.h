@@ -77,13 +77,18 @@ typedef struct lr_sandbox {
   int (*cancelled)(void *owner);
   lr_rng load_rng;    /* math.random outside a call: at load */
   lr_watched watched; /* in the watchdog's list */
-  /* the CPU clock of the thread in the call, and the watchdog's own first
-   * reading of it in the call it watches (sandbox.c's ran_ticks) */
+  /* the time limit's count of the CPU time the call's thread ran
+   * (sandbox.c's ran_ticks): the thread's CPU clock, the calls made, and
+   * the host's CPU time within the call (lr_sandbox_pause to resume) */
   atomic_int thread_clock;
-  long sampled_for;        /* the call's `entered` the reading is of; -1 none */
+  atomic_long calls;
+  atomic_llong host_cpu;
+  long long paused_cpu; /* the thread's CPU time at lr_sandbox_pause, ns */
+  /* the watchdog's own first reading of the clock in the call it watches */
+  long sampled_call;       /* the `calls` the reading is of */
   clockid_t sampled_clock; /* and the clock it read */
   long sampled_at;         /* the tick of the reading */
-  long long cpu_then;      /* the thread's CPU time then, ns */
+  long long cpu_then;      /* the script's CPU time then, ns */
   void *reserve;           /* lr_sandbox_push_string's block, until Lua takes it */
   size_t reserve_size;
   size_t reserve_len;    /* the string's length it is for */
@@ -255,6 +260,10 @@ static inline void lr_sandbox_enter(lr_sandbox *sb) {
   clockid_t clock;
   if (pthread_getcpuclockid(pthread_self(), &clock) != 0) clock = CLOCK_MONOTONIC;
   atomic_store_explicit(&sb->thread_clock, (int)clock, memory_order_relaxed);
+  atomic_store_explicit(&sb->host_cpu, 0, memory_order_relaxed);
+  /* this thread the only writer: no locked add */
+  atomic_store_explicit(&sb->calls, atomic_load_explicit(&sb->calls, memory_order_relaxed) + 1,
+                        memory_order_relaxed);
   atomic_store_explicit(&sb->entered, lr_watchdog_tick(), memory_order_relaxed);
   atomic_store_explicit(&sb->phase, LR_PHASE_RUNNING, memory_order_release);
 }
