@@ -337,11 +337,15 @@ void lr_sandbox_pause(lr_sandbox *sb) {
 
 void lr_sandbox_resume_from(lr_sandbox *sb, long paused_at) {
   if (!sb->watching || atomic_load(&sb->halt)) return;
-  /* the script's clock moves on by the ticks the host took, no more: a
-   * loop of host calls still reaches the limit on its own time */
-  atomic_fetch_add_explicit(&sb->entered, lr_watchdog_tick() - paused_at, memory_order_relaxed);
-  long long host = thread_cpu_ns() - sb->paused_cpu;
-  if (host > 0) atomic_fetch_add_explicit(&sb->host_cpu, host, memory_order_relaxed);
+  /* the host's time is taken out of the script's count: its CPU time
+   * (ran_ticks), or where there is no CPU clock, the ticks it took; a loop
+   * of host calls still reaches the limit on its own time */
+  if (atomic_load_explicit(&sb->thread_clock, memory_order_relaxed) == CLOCK_MONOTONIC) {
+    atomic_fetch_add_explicit(&sb->entered, lr_watchdog_tick() - paused_at, memory_order_relaxed);
+  } else {
+    long long host = thread_cpu_ns() - sb->paused_cpu;
+    if (host > 0) atomic_fetch_add_explicit(&sb->host_cpu, host, memory_order_relaxed);
+  }
   int idle = LR_PHASE_IDLE;
   atomic_compare_exchange_strong(&sb->phase, &idle, LR_PHASE_RUNNING);
 }
@@ -363,9 +367,10 @@ static long ran_ticks(lr_sandbox *sb, long now, long entered) {
   if (clock == CLOCK_MONOTONIC || clock_gettime(clock, &t) != 0) return now - entered;
   long long cpu = (long long)t.tv_sec * 1000000000LL + t.tv_nsec -
                   atomic_load_explicit(&sb->host_cpu, memory_order_relaxed);
-  long call = atomic_load_explicit(&sb->calls, memory_order_relaxed);
-  if (sb->sampled_call != call || sb->sampled_clock != clock) {
-    sb->sampled_call = call;
+  /* a call in the same tick as the last one reading finds the reading in
+   * that tick: it counts at most that tick's CPU time more */
+  if (sb->sampled_for != entered || sb->sampled_clock != clock) {
+    sb->sampled_for = entered;
     sb->sampled_clock = clock;
     sb->sampled_at = now;
     sb->cpu_then = cpu;

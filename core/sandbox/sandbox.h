@@ -78,14 +78,13 @@ typedef struct lr_sandbox {
   lr_rng load_rng;    /* math.random outside a call: at load */
   lr_watched watched; /* in the watchdog's list */
   /* the time limit's count of the CPU time the call's thread ran
-   * (sandbox.c's ran_ticks): the thread's CPU clock, the calls made, and
-   * the host's CPU time within the call (lr_sandbox_pause to resume) */
+   * (sandbox.c's ran_ticks): the thread's CPU clock, and the host's CPU
+   * time within calls (lr_sandbox_pause to resume), ns, a running total */
   atomic_int thread_clock;
-  atomic_long calls;
   atomic_llong host_cpu;
   long long paused_cpu; /* the thread's CPU time at lr_sandbox_pause, ns */
   /* the watchdog's own first reading of the clock in the call it watches */
-  long sampled_call;       /* the `calls` the reading is of */
+  long sampled_for;        /* the call's `entered` the reading is of */
   clockid_t sampled_clock; /* and the clock it read */
   long sampled_at;         /* the tick of the reading */
   long long cpu_then;      /* the script's CPU time then, ns */
@@ -260,10 +259,6 @@ static inline void lr_sandbox_enter(lr_sandbox *sb) {
   clockid_t clock;
   if (pthread_getcpuclockid(pthread_self(), &clock) != 0) clock = CLOCK_MONOTONIC;
   atomic_store_explicit(&sb->thread_clock, (int)clock, memory_order_relaxed);
-  atomic_store_explicit(&sb->host_cpu, 0, memory_order_relaxed);
-  /* this thread the only writer: no locked add */
-  atomic_store_explicit(&sb->calls, atomic_load_explicit(&sb->calls, memory_order_relaxed) + 1,
-                        memory_order_relaxed);
   atomic_store_explicit(&sb->entered, lr_watchdog_tick(), memory_order_relaxed);
   atomic_store_explicit(&sb->phase, LR_PHASE_RUNNING, memory_order_release);
 }
