@@ -30,7 +30,7 @@ enum {
 typedef struct {
   size_t memory;     /* bytes of Lua memory */
   long instructions; /* per call into the script; 0: not counted */
-  double seconds;    /* wall time per call into the script; 0: none */
+  double seconds;    /* the thread's running time per call into the script; 0: none */
 } lr_limits;
 
 /* Where print() goes: the policy's, read at each print. */
