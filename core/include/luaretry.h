@@ -73,9 +73,10 @@
  * Time limit: a call into a script is stopped within time_limit (seconds
  * its thread runs, default 0.25), at its next Lua instruction, as a policy
  * error naming file and line, and the host goes on.  Time the thread waits
- * for a CPU (a busy machine, a host that took its core) is not counted,
- * beyond the call's first 10 ms: a short call is never stopped because it
- * was preempted.  A script pays nothing
+ * for a CPU (a busy machine, a host that took its core) is not counted
+ * beyond the call's first 10 ms, up to three times time_limit of wall
+ * time: a call is stopped then, however little it ran, so a starved
+ * machine still gets its caller back.  A script pays nothing
  * per instruction for this: the library's one helper thread (the watchdog,
  * running while any policy is loaded, waking every 5 ms) arms a hook on a
  * call that has run four fifths of its limit, so a watchdog scheduled late
@@ -172,8 +173,8 @@ LUARETRY_API void luaretry_policy_free(luaretry_policy *p);
  * luaretry_field_at() lists as settable ("max_attempts", "deadline",
  * "backoff.initial", "budget.max_tokens", ...), or "options.NAME" for a
  * script's own option; "none" unsets an optional value.  Host-only limits:
- * "time_limit" (seconds the thread runs per call into the script,
- * default 0.25), "instruction_limit" (an exact count per call into the script) and
+ * "time_limit" (seconds the thread runs per call into the script, and
+ * three times as much wall time at most, default 0.25), "instruction_limit" (an exact count per call into the script) and
  * "memory_limit" (bytes, per Lua state).  A value may be up to 4096 bytes
  * long (a pattern, a URL).  Overrides outlive reloads.  On a loaded policy the change
  * is validated at once and refused (policy unchanged) when invalid; the

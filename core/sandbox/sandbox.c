@@ -337,15 +337,12 @@ void lr_sandbox_pause(lr_sandbox *sb) {
 
 void lr_sandbox_resume_from(lr_sandbox *sb, long paused_at) {
   if (!sb->watching || atomic_load(&sb->halt)) return;
-  /* the host's time is taken out of the script's count: its CPU time
-   * (ran_ticks), or where there is no CPU clock, the ticks it took; a loop
-   * of host calls still reaches the limit on its own time */
-  if (atomic_load_explicit(&sb->thread_clock, memory_order_relaxed) == CLOCK_MONOTONIC) {
-    atomic_fetch_add_explicit(&sb->entered, lr_watchdog_tick() - paused_at, memory_order_relaxed);
-  } else {
-    long long host = thread_cpu_ns() - sb->paused_cpu;
-    if (host > 0) atomic_fetch_add_explicit(&sb->host_cpu, host, memory_order_relaxed);
-  }
+  /* the host's time is taken out of the script's: its CPU time (ran_ticks)
+   * and its ticks (the wall time counted); a loop of host calls still
+   * reaches the limit on its own time */
+  atomic_fetch_add_explicit(&sb->entered, lr_watchdog_tick() - paused_at, memory_order_relaxed);
+  long long host = thread_cpu_ns() - sb->paused_cpu;
+  if (host > 0) atomic_fetch_add_explicit(&sb->host_cpu, host, memory_order_relaxed);
   int idle = LR_PHASE_IDLE;
   atomic_compare_exchange_strong(&sb->phase, &idle, LR_PHASE_RUNNING);
 }
@@ -359,23 +356,25 @@ void lr_sandbox_resume_from(lr_sandbox *sb, long paused_at) {
  * never does it for itself: the watchdog reads it at its first look at the
  * call and counts the ticks before that look as run, up to two (a watchdog
  * late to its first look adds its lateness to the kill, not to the ticks
- * counted).  Where the clock cannot be read, wall time. */
-static long ran_ticks(lr_sandbox *sb, long now, long entered) {
+ * counted).  Where the clock cannot be read, `wall`: the ticks since the
+ * call began, less the host's. */
+static long ran_ticks(lr_sandbox *sb, long now, long wall) {
   clockid_t clock = (clockid_t)atomic_load_explicit(&sb->thread_clock, memory_order_relaxed);
   struct timespec t;
   /* CLOCK_MONOTONIC: lr_sandbox_enter found no CPU clock */
-  if (clock == CLOCK_MONOTONIC || clock_gettime(clock, &t) != 0) return now - entered;
+  if (clock == CLOCK_MONOTONIC || clock_gettime(clock, &t) != 0) return wall;
   long long cpu = (long long)t.tv_sec * 1000000000LL + t.tv_nsec -
                   atomic_load_explicit(&sb->host_cpu, memory_order_relaxed);
+  long started = atomic_load_explicit(&sb->started, memory_order_relaxed);
   /* a call in the same tick as the last one reading finds the reading in
    * that tick: it counts at most that tick's CPU time more */
-  if (sb->sampled_for != entered || sb->sampled_clock != clock) {
-    sb->sampled_for = entered;
+  if (sb->sampled_for != started || sb->sampled_clock != clock) {
+    sb->sampled_for = started;
     sb->sampled_clock = clock;
     sb->sampled_at = now;
     sb->cpu_then = cpu;
   }
-  long before = sb->sampled_at - entered;
+  long before = sb->sampled_at - started;
   before = before < 0 ? 0 : before > 2 ? 2 : before;
   return before + (long)((cpu - sb->cpu_then) / (LR_WATCHDOG_TICK_MS * 1000000LL));
 }
@@ -399,9 +398,11 @@ static void watch(lr_watched *w, long now) {
   lr_sandbox *sb = (lr_sandbox *)((char *)w - offsetof(lr_sandbox, watched));
   if (atomic_load_explicit(&sb->phase, memory_order_acquire) != LR_PHASE_RUNNING) return;
   int why = LR_KILL_NONE;
-  if (sb->limits.seconds > 0 &&
-      ran_ticks(sb, now, atomic_load_explicit(&sb->entered, memory_order_relaxed)) >=
-        limit_ticks(sb->limits.seconds))
+  /* the thread's running time, or three times as much wall time: a
+   * thread the machine starves is stopped all the same */
+  long wall = now - atomic_load_explicit(&sb->entered, memory_order_relaxed);
+  if (sb->limits.seconds > 0 && (wall >= limit_ticks(3 * sb->limits.seconds) ||
+                                 ran_ticks(sb, now, wall) >= limit_ticks(sb->limits.seconds)))
     why = LR_KILL_TIME;
   if (!why && !sb->cancelled) return;
   int running = LR_PHASE_RUNNING;

@@ -30,7 +30,8 @@ enum {
 typedef struct {
   size_t memory;     /* bytes of Lua memory */
   long instructions; /* per call into the script; 0: not counted */
-  double seconds;    /* the thread's running time per call into the script; 0: none */
+  double seconds;    /* the thread's running time per call into the script
+                        (three times as much wall time at most); 0: none */
 } lr_limits;
 
 /* Where print() goes: the policy's, read at each print. */
@@ -61,7 +62,8 @@ typedef struct lr_sandbox {
   /* the watchdog's side (watchdog.c) */
   atomic_int phase;           /* idle, running, being armed, armed */
   atomic_int halt;            /* stop at once, why: LR_KILL_TIME, _CANCEL */
-  atomic_long entered;        /* the watchdog's tick when the call began */
+  atomic_long entered;        /* the watchdog's tick when the call began,
+                                 moved on by the host's ticks (pauses) */
   void *deferred;             /* frees held back while a call runs */
   const atomic_int *stop;     /* the host's stop flag, or NULL (lr_sandbox_stop_on) */
   atomic_int arming, freeing; /* a handshake: see limited_alloc */
@@ -81,10 +83,11 @@ typedef struct lr_sandbox {
    * (sandbox.c's ran_ticks): the thread's CPU clock, and the host's CPU
    * time within calls (lr_sandbox_pause to resume), ns, a running total */
   atomic_int thread_clock;
+  atomic_long started; /* the tick the call began (`entered` less the host's ticks) */
   atomic_llong host_cpu;
   long long paused_cpu; /* the thread's CPU time at lr_sandbox_pause, ns */
   /* the watchdog's own first reading of the clock in the call it watches */
-  long sampled_for;        /* the call's `entered` the reading is of */
+  long sampled_for;        /* the call's `started` the reading is of */
   clockid_t sampled_clock; /* and the clock it read */
   long sampled_at;         /* the tick of the reading */
   long long cpu_then;      /* the script's CPU time then, ns */
@@ -259,7 +262,9 @@ static inline void lr_sandbox_enter(lr_sandbox *sb) {
   clockid_t clock;
   if (pthread_getcpuclockid(pthread_self(), &clock) != 0) clock = CLOCK_MONOTONIC;
   atomic_store_explicit(&sb->thread_clock, (int)clock, memory_order_relaxed);
-  atomic_store_explicit(&sb->entered, lr_watchdog_tick(), memory_order_relaxed);
+  long tick = lr_watchdog_tick();
+  atomic_store_explicit(&sb->started, tick, memory_order_relaxed);
+  atomic_store_explicit(&sb->entered, tick, memory_order_relaxed);
   atomic_store_explicit(&sb->phase, LR_PHASE_RUNNING, memory_order_release);
 }
 

@@ -1,12 +1,14 @@
 /* test_time_limit.c: a script's time limit counts the time its thread ran
- * (core/sandbox/sandbox.c's ran_ticks; luaretry-policy(5), time_limit).
- * A call whose thread waits off the CPU (here a C function that sleeps,
- * as a thread preempted on a busy machine waits) is not stopped for the
- * wait; one whose thread works (a C function that spins, a Lua loop) is
- * stopped by it; and the clock read is the calling thread's at each call,
- * so a state used by one thread and then another still counts the right
- * one.  The limit is 0.05 s (stopped at 25 ms of running); the sleeps and
- * spins are 300 ms, twelve times that. */
+ * (core/sandbox/sandbox.c's ran_ticks; luaretry-policy(5), time_limit),
+ * and at most three times as much wall time.  A call whose thread waits
+ * off the CPU (here a C function that sleeps, as a thread preempted on a
+ * busy machine waits) is not stopped for a wait of 1.5 times its limit;
+ * one whose thread works (a C function that spins, a Lua loop) is stopped
+ * by its running time; one that waits past three times its limit is
+ * stopped all the same; and the clock read is the calling thread's at
+ * each call, so a state used by one thread and then another still counts
+ * the right one.  The limit is 1 s: stopped at 0.8 s of running, or 2.4 s
+ * of wall time. */
 #include <pthread.h>
 #include <signal.h>
 #include <time.h>
@@ -15,7 +17,8 @@
 #include "check.h"
 #include "sandbox/sandbox.h"
 
-#define WORK_MS 300
+#define WORK_MS    1500 /* a sleep or a spin: past the limit, well within three times it */
+#define STARVED_MS 4000 /* a sleep past three times the limit */
 
 static double seconds_of(clockid_t clock) {
   struct timespec t;
@@ -23,11 +26,22 @@ static double seconds_of(clockid_t clock) {
   return (double)t.tv_sec + t.tv_nsec / 1e9;
 }
 
-/* idle(): the thread sleeps WORK_MS, off the CPU */
-static int idle(lua_State *L) {
-  struct timespec t = { WORK_MS / 1000, (WORK_MS % 1000) * 1000000L };
+static void sleep_ms(long ms) {
+  struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
   while (nanosleep(&t, &t) != 0) {
   }
+}
+
+/* idle(): the thread sleeps WORK_MS, off the CPU */
+static int idle(lua_State *L) {
+  sleep_ms(WORK_MS);
+  lua_pushboolean(L, 1);
+  return 1;
+}
+
+/* starved(): the thread sleeps STARVED_MS */
+static int starved(lua_State *L) {
+  sleep_ms(STARVED_MS);
   lua_pushboolean(L, 1);
   return 1;
 }
@@ -44,11 +58,12 @@ static int spin(lua_State *L) {
 }
 
 static lr_sandbox *sandbox(void) {
-  lr_limits limits = { .memory = 4 << 20, .instructions = 0, .seconds = 0.05 };
+  lr_limits limits = { .memory = 4 << 20, .instructions = 0, .seconds = 1 };
   lr_sandbox *sb = lr_sandbox_new(&limits, NULL, NULL, lr_sandbox_open_libs);
   if (!sb) return NULL;
   lua_register(sb->L, "idle", idle);
   lua_register(sb->L, "spin", spin);
+  lua_register(sb->L, "starved", starved);
   return sb;
 }
 
@@ -65,7 +80,7 @@ static luaretry_code run(lr_sandbox *sb, const char *text, char *err, size_t err
 
 static void test_a_wait_is_not_run_time(lr_sandbox *sb) {
   char err[512];
-  CHECK_CODE(run(sb, "idle() idle() local n = 0 for i = 1, 100 do n = n + i end", err, sizeof err),
+  CHECK_CODE(run(sb, "idle() local n = 0 for i = 1, 100 do n = n + i end", err, sizeof err),
              LUARETRY_OK);
   CHECK_EQ_STR(err, "");
 }
@@ -81,6 +96,13 @@ static void test_work_is_stopped(lr_sandbox *sb) {
   CHECK_CONTAINS(err, "time limit");
   /* the state goes on */
   CHECK_CODE(run(sb, "local x = 1", err, sizeof err), LUARETRY_OK);
+}
+
+static void test_a_starved_call_is_stopped(lr_sandbox *sb) {
+  char err[512];
+  CHECK_CODE(run(sb, "starved()\nlocal n = 0 for i = 1, 100 do n = n + i end", err, sizeof err),
+             LUARETRY_E_LIMIT);
+  CHECK_CONTAINS(err, "time limit");
 }
 
 static void *call_once(void *arg) {
@@ -114,6 +136,7 @@ int main(void) {
   test_a_wait_is_not_run_time(sb);
   test_work_is_stopped(sb);
   test_each_call_counts_its_own_thread(sb);
+  test_a_starved_call_is_stopped(sb);
   lr_sandbox_free(sb);
   return check_done();
 }
