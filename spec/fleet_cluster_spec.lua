@@ -190,6 +190,11 @@ describe("the fleet on a Redis Cluster", function ()
     -- slot moves to dst
     assert.truthy(proc.wait_for(function () return #srv:requests_on("/503") == 1 end, 10),
                   job:stderr())
+    -- and its sync after the failure made: the keys to move are on src (a
+    -- busy machine sent the attempt well before the sync: MIGRATE found
+    -- no key)
+    assert.truthy(proc.wait_for(function () return cli(nodes[src].port, "EXISTS", k) == "1" end, 10),
+                  job:stderr())
     job:signal("STOP")
     assert.are.equal(1, #srv:requests_on("/503"))
     assert.are.equal("OK", cli(nodes[dst].port, "CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src]))
