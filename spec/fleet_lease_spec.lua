@@ -46,18 +46,25 @@ local function sent_by_processes(stats)
   return n
 end
 
+-- The blocks of the leases' hash (HGETALL's fields and values, in turn)
+-- as member -> tokens.
+local function blocks_of(held)
+  local blocks = {}
+  for i = 1, #held - 1, 2 do -- "": the entry that keeps the hash in being
+    local h = tonumber(held[i + 1]:match("^%d+"))
+    if held[i] ~= "" and h > 0 then blocks[held[i]] = h / 1000 end
+  end
+  return blocks
+end
+
 -- The fleet's tokens (unleased), the tokens out in leases, and the blocks
 -- as member -> tokens, as Redis holds them ("H D" a member: its block, what
 -- it drew in all; an empty block is no block).
 local function books(r, key)
   -- (r:cli drops the last newline, proc.lines wants each)
   local t = proc.lines(r:cli("HMGET", "luaretry:{" .. key .. "}", "tokens", "leased") .. "\n")
-  local blocks, held = {}, proc.lines(r:cli("HGETALL", "luaretry:{" .. key .. "}:leases") .. "\n")
-  for i = 1, #held - 1, 2 do -- "": the entry that keeps the hash in being
-    local h = tonumber(held[i + 1]:match("^%d+"))
-    if held[i] ~= "" and h > 0 then blocks[held[i]] = h / 1000 end
-  end
-  return (tonumber(t[1]) or 0) / 1000, (tonumber(t[2]) or 0) / 1000, blocks
+  local held = proc.lines(r:cli("HGETALL", "luaretry:{" .. key .. "}:leases") .. "\n")
+  return (tonumber(t[1]) or 0) / 1000, (tonumber(t[2]) or 0) / 1000, blocks_of(held)
 end
 
 -- The blocks as books() gives them, read on a connection of the spec's
@@ -81,12 +88,7 @@ local function blocks_reader(r, key)
   end
   return function ()
     assert(c:send(request))
-    local held, blocks = read(), {}
-    for i = 1, #held - 1, 2 do
-      local h = tonumber(held[i + 1]:match("^%d+"))
-      if held[i] ~= "" and h > 0 then blocks[held[i]] = h / 1000 end
-    end
-    return blocks
+    return blocks_of(read())
   end, function () c:close() end
 end
 
