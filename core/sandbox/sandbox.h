@@ -83,7 +83,7 @@ typedef struct lr_sandbox {
    * (sandbox.c's ran_ticks): the thread's CPU clock, and the host's CPU
    * time within calls (lr_sandbox_pause to resume), ns, a running total */
   atomic_int thread_clock;
-  atomic_long started; /* the tick the call began (`entered` less the host's ticks) */
+  atomic_long started; /* the tick the call began (`entered` before any pause moved it) */
   atomic_llong host_cpu;
   long long paused_cpu; /* the thread's CPU time at lr_sandbox_pause, ns */
   /* the watchdog's own first reading of the clock in the call it watches */
