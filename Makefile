@@ -97,7 +97,7 @@ LIB_MAP = core/include/abi/libluaretry.map
 C_TESTS = step_api inbound deadline null blocking_cancel errors threads abi retry_after inflight overlap curl_io \
   alloc find fleet_url fleet_redis fleet_calls fleet_reply step_hedge simulate_latency fleet_rate \
   fleet_nowait fleet_local fleet_lease fleet_fake guard_rules guard_model admission_totals fork pool grace \
-  fleet_fork time_limit
+  fleet_fork time_limit fleet_late
 C_TEST_BIN = $(C_TESTS:%=$(BUILD)/test_%)
 FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke $(BUILD)/relay
 

@@ -54,7 +54,10 @@ static int wait_fd(int fd, short events, int64_t deadline_ms, lr_waiter *w) {
   for (int rounds = 0; rounds < 10000; rounds++) {
     if (w && atomic_load(&w->cancelled)) return WAIT_CANCELLED;
     int64_t left = deadline_ms - lr_monotonic_ms();
-    if (left <= 0) return 0;
+    if (left <= 0) { /* what came while this thread was not running came in time */
+      struct pollfd late = { fd, events, 0 };
+      return poll(&late, 1, 0) > 0 && late.revents ? 1 : 0;
+    }
     /* without an eventfd a cancel is seen within 20 ms */
     int slice = w && wfd < 0 ? 20 : 60000;
     struct pollfd p[2] = { { fd, events, 0 }, { wfd, POLLIN, 0 } };
@@ -208,13 +211,20 @@ static lr_fleet_code receive(lr_redis_conn *c, int *got, char *err, size_t errle
   return lr_reply_feed(c->reader, buf, (size_t)n, err, errlen);
 }
 
+/* Reads a reply past its deadline at most this many times (64 KiB): what
+ * had arrived while the thread was not running (a busy machine, SIGSTOP)
+ * is taken, not called late. */
+#define LATE_READS 16
+
 /* Every round looks at the clock: a server that streams without end
- * (a line that never ends) meets the deadline like a silent one. */
+ * (a line that never ends) meets the deadline like a silent one, within
+ * LATE_READS reads of what it had sent by then. */
 lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms, struct redisReply **reply,
                            char *err, size_t errlen) {
   *reply = NULL;
   if (c->fd < 0 || !c->reader) return LR_FLEET_E_CONNECT;
   lr_fleet_code rc = lr_conn_flush(c, deadline_ms, err, errlen);
+  int late = 0;
   for (int rounds = 0; rc == LR_FLEET_OK; rounds++) {
     rc = lr_reply_next(c->reader, reply, err, errlen);
     if (rc != LR_FLEET_OK) return rc;
@@ -232,14 +242,17 @@ lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms, struct redisRe
       return LR_FLEET_OK;
     }
     if (deadline_ms != 0 && (rounds > 0 || c->cancel)) {
-      int ready = lr_monotonic_ms() >= deadline_ms                  ? 0
-                  : c->cancel && atomic_load(&c->cancel->cancelled) ? WAIT_CANCELLED
-                                                                    : 1;
-      if (ready != 1) return waited_in_vain(ready, "receiving", "no reply in time", err, errlen);
+      if (lr_monotonic_ms() >= deadline_ms) {
+        if (++late > LATE_READS)
+          return waited_in_vain(0, "receiving", "no reply in time", err, errlen);
+      } else if (c->cancel && atomic_load(&c->cancel->cancelled)) {
+        return waited_in_vain(WAIT_CANCELLED, "receiving", "no reply in time", err, errlen);
+      }
     }
     int got = 0;
     rc = receive(c, &got, err, errlen);
     if (rc != LR_FLEET_OK || got) continue;
+    if (late) return waited_in_vain(0, "receiving", "no reply in time", err, errlen);
     if (deadline_ms == 0) return LR_FLEET_OK; /* not arrived yet */
     int ready = wait_fd(c->fd, POLLIN, deadline_ms, c->cancel);
     if (ready <= 0) return waited_in_vain(ready, "receiving", "no reply in time", err, errlen);
