@@ -138,11 +138,17 @@ describe("hedged downloads", function ()
       same_bytes(WHOLE:sub(1, 8000), proc.readfile(partial(out)), "the partial")
       assert.are.equal(sidecar(url, '"w"'), proc.readfile(partial(out) .. ".url"))
       assert.is_nil(proc.readfile(out))
+      local before = #dl.ranges(srv, "/cut-beside-trickle")
       local r = run(ask)
       assert.are.equal(0, r.code, r.stderr)
       same_bytes(WHOLE, proc.readfile(out), "the file")
-      local seen = dl.ranges(srv, "/cut-beside-trickle")
-      assert.are.equal("bytes=8000-", seen[#seen].range)
+      -- the next run's Range request, whatever else it sent (a hedge,
+      -- without one, when the answer took 0.1 s on a busy machine)
+      local asked = {}
+      for k, seen in ipairs(dl.ranges(srv, "/cut-beside-trickle")) do
+        if k > before and seen.range then asked[#asked + 1] = seen.range end
+      end
+      assert.are.same({ "bytes=8000-" }, asked)
       assert.is_nil(proc.readfile(partial(out)))
     end
 
@@ -200,11 +206,14 @@ describe("hedged downloads", function ()
       assert.is_nil(proc.readfile(partial(out)))
       assert.is_nil(proc.readfile(partial(out) .. ".url"))
       assert.is_nil(proc.readfile(out))
+      local before = #dl.ranges(srv, "/busy-beside-stream")
       local r = run(args)
       assert.are.equal(0, r.code, r.stderr)
       same_bytes(WHOLE, proc.readfile(out), "the file")
-      local seen = dl.ranges(srv, "/busy-beside-stream")
-      assert.are.equal(false, seen[#seen].range)
+      -- the next run asks for the whole file: no request of its has a Range
+      for k, seen in ipairs(dl.ranges(srv, "/busy-beside-stream")) do
+        if k > before then assert.are.equal(false, seen.range) end
+      end
     end
 
     it("keeps no partial of the 503 page under the hedge's ETag", function ()
