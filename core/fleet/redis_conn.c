@@ -216,6 +216,10 @@ static lr_fleet_code receive(lr_redis_conn *c, int *got, char *err, size_t errle
  * is taken, not called late. */
 #define LATE_READS 16
 
+static lr_fleet_code no_reply(int ready, char *err, size_t errlen) {
+  return waited_in_vain(ready, "receiving", "no reply in time", err, errlen);
+}
+
 /* Every round looks at the clock: a server that streams without end
  * (a line that never ends) meets the deadline like a silent one, within
  * LATE_READS reads of what it had sent by then. */
@@ -244,18 +248,18 @@ lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms, struct redisRe
     if (deadline_ms != 0 && (rounds > 0 || c->cancel)) {
       if (lr_monotonic_ms() >= deadline_ms) {
         if (++late > LATE_READS)
-          return waited_in_vain(0, "receiving", "no reply in time", err, errlen);
+          return no_reply(0, err, errlen);
       } else if (c->cancel && atomic_load(&c->cancel->cancelled)) {
-        return waited_in_vain(WAIT_CANCELLED, "receiving", "no reply in time", err, errlen);
+        return no_reply(WAIT_CANCELLED, err, errlen);
       }
     }
     int got = 0;
     rc = receive(c, &got, err, errlen);
     if (rc != LR_FLEET_OK || got) continue;
-    if (late) return waited_in_vain(0, "receiving", "no reply in time", err, errlen);
+    if (late) return no_reply(0, err, errlen);
     if (deadline_ms == 0) return LR_FLEET_OK; /* not arrived yet */
     int ready = wait_fd(c->fd, POLLIN, deadline_ms, c->cancel);
-    if (ready <= 0) return waited_in_vain(ready, "receiving", "no reply in time", err, errlen);
+    if (ready <= 0) return no_reply(ready, err, errlen);
   }
   return rc;
 }
