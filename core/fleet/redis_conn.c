@@ -247,8 +247,7 @@ lr_fleet_code lr_conn_read(lr_redis_conn *c, int64_t deadline_ms, struct redisRe
     }
     if (deadline_ms != 0 && (rounds > 0 || c->cancel)) {
       if (lr_monotonic_ms() >= deadline_ms) {
-        if (++late > LATE_READS)
-          return no_reply(0, err, errlen);
+        if (++late > LATE_READS) return no_reply(0, err, errlen);
       } else if (c->cancel && atomic_load(&c->cancel->cancelled)) {
         return no_reply(WAIT_CANCELLED, err, errlen);
       }
