@@ -42,6 +42,7 @@
 #include <lua.h>
 #include <lualib.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -320,11 +321,19 @@ static double clock_cost(void) {
 typedef struct {
   mix_loop loop;
   long n;        /* cycles */
+  int cpu;       /* the CPU the thread is pinned to; -1: none */
+  int pinned;    /* 1 once it is */
   double cpu_ns; /* per decision (the cycle's MIX_CALLS + 1), this thread's CPU clock */
 } thread_job;
 
 static void *thread_run(void *arg) {
   thread_job *job = arg;
+  if (job->cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(job->cpu, &set);
+    job->pinned = pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+  }
   double t0 = cpu_now();
   for (long i = 0; i < job->n; i++) mix_cycle(&job->loop, NULL);
   job->cpu_ns = (cpu_now() - t0) * 1e9 / (double)(job->n * (MIX_CALLS + 1));
@@ -332,28 +341,36 @@ static void *thread_run(void *arg) {
 }
 
 typedef struct {
-  double per_second; /* decisions of all threads, wall clock */
-  double cpu_ns;     /* the threads' mean CPU time per decision */
-  double overlap;    /* CPU seconds of all threads / wall seconds: 2 if both ran all along */
+  double per_second;   /* decisions of all threads, wall clock */
+  double cpu_ns;       /* the threads' mean CPU time per decision */
+  double thread_ns[2]; /* each thread's (the first two) */
+  double overlap;      /* CPU seconds of all threads / wall seconds: 2 if both ran all along */
+  int pinned;          /* every thread ran on the CPU of cpus[] (when given) */
 } scaling;
 
-static scaling throughput(luaretry_policy *p, int threads, long n) {
+/* `threads` threads running the mix on one policy, thread i pinned to
+ * cpus[i] (cpus NULL: none pinned). */
+static scaling throughput(luaretry_policy *p, int threads, long n, const int *cpus) {
   thread_job jobs[8];
   pthread_t t[8];
   for (int i = 0; i < threads; i++) {
     mix_init(&jobs[i].loop, p, 0);
     jobs[i].loop.seed = (uint64_t)i * 1000003u;
     jobs[i].n = n;
+    jobs[i].cpu = cpus ? cpus[i] : -1;
+    jobs[i].pinned = 0;
   }
   double t0 = now();
   for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, thread_run, &jobs[i]);
   for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
   double elapsed = now() - t0;
   long decisions = n * (MIX_CALLS + 1);
-  scaling sc = { (double)threads * (double)decisions / elapsed, 0, 0 };
+  scaling sc = { (double)threads * (double)decisions / elapsed, 0, { 0, 0 }, 0, 1 };
   for (int i = 0; i < threads; i++) {
     sc.cpu_ns += jobs[i].cpu_ns / threads;
+    if (i < 2) sc.thread_ns[i] = jobs[i].cpu_ns;
     sc.overlap += jobs[i].cpu_ns * 1e-9 * (double)decisions / elapsed;
+    if (cpus && !jobs[i].pinned) sc.pinned = 0;
   }
   return sc;
 }
@@ -663,30 +680,102 @@ static void print_inflight(long count) {
  * of one, judged on the CPU clocks (on the wall clock a shared VM's other
  * tenants decide it), and only on runs where both threads did run at once
  * at least 80% of the time (a neighbour that takes a CPU away also slows
- * the caches and the core the threads share). */
+ * the caches and the core the threads share).
+ *
+ * Each thread is pinned to a CPU of its own, and its time beside the other
+ * is set against the time of one thread alone on that same CPU: the
+ * ratio is then what sharing the policy costs, whatever CPU a thread got.
+ * The VM's CPUs need not be alike: on the 2-CPU machine of issue 28 the
+ * same Lua loop (no luaretry, a state per thread) took ~75 ns a call on
+ * one and ~120 ns on the other, run after run; set against the faster
+ * CPU alone, as this bench did before, two independent threads read
+ * 1.5x, not 2. */
 #define TARGET_SCALING 1.8
 
-static void print_scaling(long n) {
-  luaretry_policy *p_lua = load_http(1);
-  scaling one = { 0, 1e300, 0 }, two = { 0, 1e300, 0 };
-  int overlapped = 0; /* 2-thread runs where both threads ran at once >= 80% of the time */
+typedef struct {
+  double alone_ns[2];      /* one thread alone on each CPU, best of the runs */
+  double alone_per_sec[2]; /* its decisions per second (wall) */
+  double beside_ns[RUNS][2];
+  double beside_overlap[RUNS], beside_per_sec[RUNS];
+  int beside; /* runs kept (both threads ran at once >= 80% of the time) */
+} pinned_runs;
+
+/* The first two CPUs this process may run on; 0 when it has fewer. */
+static int two_cpus(int cpu[2]) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+  int k = 0;
+  for (int c = 0; c < CPU_SETSIZE && k < 2; c++)
+    if (CPU_ISSET(c, &set)) cpu[k++] = c;
+  return k == 2;
+}
+
+/* 0 when a thread could not be pinned (the figures are then unpinned). */
+static int run_pinned(luaretry_policy *p, long n, const int cpu[2], pinned_runs *pr) {
+  for (int k = 0; k < 2; k++) pr->alone_ns[k] = 1e300, pr->alone_per_sec[k] = 0;
+  pr->beside = 0;
   for (int r = 0; r < RUNS; r++) {
-    scaling s1 = throughput(p_lua, 1, n), s2 = throughput(p_lua, 2, n);
+    for (int k = 0; k < 2; k++) {
+      scaling one = throughput(p, 1, n, &cpu[k]);
+      if (!one.pinned) return 0;
+      if (one.cpu_ns < pr->alone_ns[k]) pr->alone_ns[k] = one.cpu_ns;
+      if (one.per_second > pr->alone_per_sec[k]) pr->alone_per_sec[k] = one.per_second;
+    }
+    scaling two = throughput(p, 2, n, cpu);
+    if (!two.pinned) return 0;
+    if (two.overlap < 1.8) continue; /* the threads took turns: no contention shows */
+    int b = pr->beside++;
+    pr->beside_ns[b][0] = two.thread_ns[0];
+    pr->beside_ns[b][1] = two.thread_ns[1];
+    pr->beside_overlap[b] = two.overlap;
+    pr->beside_per_sec[b] = two.per_second;
+  }
+  return 1;
+}
+
+static void print_pinned(const int cpu[2], const pinned_runs *pr) {
+  double best = 0, wall = 0;
+  int at = -1;
+  for (int b = 0; b < pr->beside; b++) {
+    double by_cpu = pr->alone_ns[0] / pr->beside_ns[b][0] + pr->alone_ns[1] / pr->beside_ns[b][1];
+    if (by_cpu > best) best = by_cpu, at = b;
+    if (pr->beside_per_sec[b] > wall) wall = pr->beside_per_sec[b];
+  }
+  char label[64];
+  snprintf(label, sizeof label, "(a) 1 thread alone, CPU %d / CPU %d", cpu[0], cpu[1]);
+  printf("%-46s %5.1f / %5.1f ns CPU time per decision (the CPUs' own speeds)\n", label,
+         pr->alone_ns[0], pr->alone_ns[1]);
+  if (at < 0) {
+    printf("%-46s %14s   (not judged: in no run did both threads run at once 80%% of the time)\n",
+           "(a) 2 threads, one on each", "-");
+    return;
+  }
+  printf("%-46s %5.1f / %5.1f ns   (%d of %d runs overlapped; this one at %.0f%%)\n",
+         "(a) 2 threads, one on each", pr->beside_ns[at][0], pr->beside_ns[at][1], pr->beside, RUNS,
+         100 * (pr->beside_overlap[at] - 1));
+  printf("%-46s %13.2fx   (of the two CPUs' rates alone added; ideal 1)\n",
+         "(a) 2 threads, decisions per second (wall)",
+         wall / (pr->alone_per_sec[0] + pr->alone_per_sec[1]));
+  printf("%-46s %13.2fx   >= %.2fx  %s\n", "2 threads / 1, by CPU time, CPU by CPU", best,
+         TARGET_SCALING, verdict(best >= TARGET_SCALING));
+}
+
+/* Unpinned (fewer than two CPUs to pin to, or pinning refused): each
+ * thread set against the best of one thread alone, wherever it ran. */
+static void print_unpinned(luaretry_policy *p, long n) {
+  scaling one = { 0, 1e300, { 0, 0 }, 0, 1 }, two = { 0, 1e300, { 0, 0 }, 0, 1 };
+  int overlapped = 0;
+  for (int r = 0; r < RUNS; r++) {
+    scaling s1 = throughput(p, 1, n, NULL), s2 = throughput(p, 2, n, NULL);
     if (s1.per_second > one.per_second) one.per_second = s1.per_second;
     if (s1.cpu_ns < one.cpu_ns) one.cpu_ns = s1.cpu_ns;
     if (s2.per_second > two.per_second) two.per_second = s2.per_second;
-    /* a run whose threads took turns shows no contention: not counted */
     if (s2.overlap < 1.8) continue;
     overlapped++;
     if (s2.cpu_ns < two.cpu_ns) two.cpu_ns = s2.cpu_ns, two.overlap = s2.overlap;
   }
-  luaretry_policy_free(p_lua);
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  printf("%-46s %11.1f ns\n", "(a) on 1 thread: per decision (wall)", 1e9 / one.per_second);
-  printf("%-46s %11.1f ns   (%.2fx the decisions of one thread; ideal %ld)\n",
-         "(a) on 2 threads, one policy (wall)", 2e9 / two.per_second,
-         two.per_second / one.per_second, cpus >= 2 ? 2L : 1L);
-  printf("%-46s %11.1f ns\n", "(a) on 1 thread: CPU time per decision", one.cpu_ns);
+  printf("%-46s %11.1f ns   (unpinned)\n", "(a) on 1 thread: CPU time per decision", one.cpu_ns);
   if (cpus < 2 || !overlapped) {
     printf("%-46s %14s   (not judged: in no run did both threads run at once 80%% of the time)\n",
            "(a) on 2 threads: CPU time per decision", "-");
@@ -698,6 +787,17 @@ static void print_scaling(long n) {
          100 * (two.overlap - 1));
   printf("%-46s %13.2fx   >= %.2fx  %s\n", "2 threads / 1, by CPU time", by_cpu, TARGET_SCALING,
          verdict(by_cpu >= TARGET_SCALING));
+}
+
+static void print_scaling(long n) {
+  luaretry_policy *p_lua = load_http(1);
+  int cpu[2];
+  pinned_runs pr;
+  if (two_cpus(cpu) && run_pinned(p_lua, n, cpu, &pr))
+    print_pinned(cpu, &pr);
+  else
+    print_unpinned(p_lua, n);
+  luaretry_policy_free(p_lua);
 }
 
 /* The figures in the order they are printed: each step a few lines. */
@@ -720,7 +820,7 @@ int main(int argc, char **argv) {
   timings t = time_decisions();
   print_decisions(&t);
 
-  print_scaling(4000);
+  print_scaling(20000);
   print_begins();
   print_inflight(1000);
   print_inflight(100000);
