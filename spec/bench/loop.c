@@ -4,8 +4,10 @@
  * Each call is the blocking luaretry_call_run with an operation that answers
  * 503 three times, then 200 (no body).  The policy is policies/http.lua (its
  * Lua is_transient judges every 503) with backoff.initial=0 and
- * backoff.jitter=none, so every wait is 0; it is loaded once, as a peer's
- * retry object is made once.  Each call is begun, run and freed: that is
+ * backoff.jitter=none, so every wait is 0, and budget=none: every call
+ * fails three times, which a retry budget is there to refuse after a few
+ * calls (10 tokens, 0.1 back per success), and the peers have none.  It
+ * is loaded once, as a peer's retry object is made once.  Each call is begun, run and freed: that is
  * what one retried operation costs a user.
  *
  *   virtual  LUARETRY_CALL_VIRTUAL_TIME with a fixed seed
@@ -91,7 +93,8 @@ int main(int argc, char **argv) {
   if (luaretry_policy_load_file(p, "policies/http.lua") != LUARETRY_OK)
     die("policies/http.lua", luaretry_policy_errmsg(p));
   if (luaretry_policy_set(p, "backoff.initial", "0") != LUARETRY_OK ||
-      luaretry_policy_set(p, "backoff.jitter", "none") != LUARETRY_OK)
+      luaretry_policy_set(p, "backoff.jitter", "none") != LUARETRY_OK ||
+      luaretry_policy_set(p, "budget", "none") != LUARETRY_OK)
     die("set", luaretry_policy_errmsg(p));
   luaretry_tuning t;
   if (luaretry_policy_tuning(p, &t) != LUARETRY_OK || t.initial != 0 ||
