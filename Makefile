@@ -103,7 +103,7 @@ FAULT_BIN = $(BUILD)/faults_serve $(BUILD)/faults_smoke $(BUILD)/relay
 
 .PHONY: all deps demo test tree-before tree-after test-build test-plain test-sanitized test-c test-lua check-layers \
   check-man check-format check-abi abi-baseline format bench install uninstall \
-  rock install-rock clean fuzz fuzz-build fuzz-smoke fuzz-merge
+  rock install-rock clean fuzz fuzz-build fuzz-smoke fuzz-merge bench-smoke
 
 all: $(BUILD)/libluaretry.a $(BUILD)/libluaretry.so $(BUILD)/libluaretry-curl.a \
   $(BUILD)/libluaretry-curl.so $(BUILD)/luaretry.so $(BUILD)/luaretry $(BUILD)/luaretry.pc \
@@ -359,6 +359,7 @@ test-plain:
 	  spec/module_spec.lua spec/module_reentry_spec.lua spec/reload_spec.lua
 	# in this half: the sanitized one runs longer (ASan's specs)
 	$(MAKE) fuzz-smoke
+	$(MAKE) bench-smoke
 
 # The sanitized half's specs three at a time (the plain half's two): it ends
 # last, and its real waits left the CPU idle (on a slow machine make test
@@ -375,10 +376,11 @@ test-sanitized:
 # by 100 processes, fleet / per process / no guards (fleet_run.sh), and by
 # 1,000 in waves of 100 with their round trips to Redis beside the model's
 # (fleet_scale.sh).
+BENCH_BIN = $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop $(BUILD)/bench_reuse \
+  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_fleet_steps $(BUILD)/bench_hedge \
+  $(BUILD)/bench_guards_cost $(BUILD)/bench_locks $(BUILD)/relay
 bench: deps
-	$(MAKE) all $(BUILD)/bench_decide $(BUILD)/bench_waits $(BUILD)/bench_loop $(BUILD)/bench_reuse \
-	  $(BUILD)/bench_fleet $(BUILD)/bench_fleet_decide $(BUILD)/bench_fleet_steps $(BUILD)/bench_hedge \
-	  $(BUILD)/bench_guards_cost $(BUILD)/bench_locks $(BUILD)/relay
+	$(MAKE) all $(BENCH_BIN)
 	./$(BUILD)/bench_decide
 	BENCH_DECIDE=$(BUILD)/bench_decide sh spec/bench/decide_instr.sh
 	./$(BUILD)/bench_guards_cost 200000 off
@@ -400,6 +402,15 @@ bench: deps
 	bash spec/bench/fleet_scale.sh
 	./$(BUILD)/bench_hedge
 	RELAY=$(BUILD)/relay bash spec/bench/chain.sh
+	bash spec/bench/defaults.sh
+	bash spec/bench/limit_req.sh
+	bash spec/bench/fleet_rate.sh
+
+# Every benchmark above once at a small size (make test's, in its plain
+# half): each runs to its end; the figures are make bench's to judge.
+bench-smoke:
+	$(MAKE) all $(BENCH_BIN)
+	BUILD=$(BUILD) bash spec/bench/smoke.sh
 
 # core/install/install.sh installs under $(DESTDIR)$(PREFIX) and keeps a manifest
 # (share/luaretry/install-manifest) that `make uninstall` removes exactly.

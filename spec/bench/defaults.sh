@@ -12,6 +12,7 @@
 #   (b) nginx limit_req at 20 r/s, burst 0: 200 URLs at --parallel-max 8
 #       (spec/bench/limit_req.sh's "defaults" mode): 429s per success (goal
 #       at most 0.1) and the wall time against the ideal 10 s (goal 1.3x).
+# Smaller runs (make test's smoke run): OUTAGE_URLS, DEFAULTS_NGINX_URLS.
 # Servers are stopped by their PIDs on exit; every run is bounded.
 set -u
 export LC_ALL=C
@@ -69,6 +70,7 @@ if [ -n "${BASELINE_BIN:-}" ]; then
 fi
 lone "one call alone, shipped guards" "$BIN" policies/http.lua
 echo
-echo "(b) nginx limit_req at 20 r/s, burst 0: 200 URLs at --parallel-max 8"
+NGINX_URLS=${DEFAULTS_NGINX_URLS:-200}
+echo "(b) nginx limit_req at 20 r/s, burst 0: $NGINX_URLS URLs at --parallel-max 8"
 echo
-LIMIT_REQ_ONLY=defaults LUARETRY_BIN=$BIN bash spec/bench/limit_req.sh 200 20 8
+LIMIT_REQ_ONLY=defaults LUARETRY_BIN=$BIN bash spec/bench/limit_req.sh "$NGINX_URLS" 20 8

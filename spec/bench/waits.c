@@ -54,6 +54,7 @@ static uint64_t next_u64(uint64_t *s) {
 }
 
 static double waits[WAITS]; /* seconds */
+static int n_waits = WAITS; /* bench_waits N: the first N of them (the smoke run's) */
 
 typedef struct {
   luaretry_call *call; /* NULL: the nanosleep baseline */
@@ -72,7 +73,7 @@ static void nanosleep_for(double seconds) {
 static void *run_loop(void *arg) {
   loop *l = arg;
   pthread_barrier_wait(l->start);
-  for (int i = 0; i < WAITS; i++) {
+  for (int i = 0; i < n_waits; i++) {
     int64_t t0 = now_ns();
     if (l->call) {
       if (luaretry_call_wait(l->call, waits[i]) != LUARETRY_OK) {
@@ -100,20 +101,24 @@ typedef struct {
 
 /* Nearest-rank percentiles. */
 static summary summarize(const double *late) {
+  int n = n_waits;
   double v[WAITS];
-  memcpy(v, late, sizeof v);
-  qsort(v, WAITS, sizeof v[0], cmp_double);
-  summary s = { v[(WAITS * 50 + 99) / 100 - 1], v[(WAITS * 99 + 99) / 100 - 1], v[WAITS - 1], 0,
-                0 };
-  for (int i = 0; i < WAITS; i++) {
-    s.mean += v[i] / WAITS;
+  memcpy(v, late, sizeof v[0] * (size_t)n);
+  qsort(v, (size_t)n, sizeof v[0], cmp_double);
+  summary s = { v[(n * 50 + 99) / 100 - 1], v[(n * 99 + 99) / 100 - 1], v[n - 1], 0, 0 };
+  for (int i = 0; i < n; i++) {
+    s.mean += v[i] / n;
     if (v[i] < 0) s.early++;
   }
   return s;
 }
 
 /* Set-up, the two loops side by side, then the table: printed in order. */
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc > 1) {
+    n_waits = atoi(argv[1]);
+    if (n_waits < 1 || n_waits > WAITS) die("usage", "bench_waits [N], N from 1 to 1000");
+  }
   if (chdir(LUARETRY_DATADIR) != 0) die(LUARETRY_DATADIR, "cannot chdir");
 
   struct utsname u;
@@ -126,7 +131,7 @@ int main(void) {
 
   uint64_t s = SEED;
   double total = 0;
-  for (int i = 0; i < WAITS; i++) {
+  for (int i = 0; i < n_waits; i++) {
     double r = (double)(next_u64(&s) >> 11) * 0x1.0p-53; /* [0, 1) */
     waits[i] = (MIN_MS + r * (MAX_MS - MIN_MS)) * 1e-3;
     total += waits[i];
@@ -158,7 +163,7 @@ int main(void) {
   printf(
     "%d waits of %.0f to %.0f ms (uniform, seed 0x%x, %.2f s in all); both loops "
     "at once, one thread each\n\n",
-    WAITS, MIN_MS, MAX_MS, (unsigned)SEED, total);
+    n_waits, MIN_MS, MAX_MS, (unsigned)SEED, total);
   printf("%-34s %20s %20s %10s\n", "lateness (measured - asked)", "luaretry_call_wait",
          "nanosleep baseline", "diff");
   printf("%-34s %17.1f us %17.1f us %7.1f us\n", "p50", x.p50, y.p50, x.p50 - y.p50);
