@@ -11,7 +11,7 @@
 # alone (its luaretry side, bench_loop, is run); fleet_scale.sh has its
 # short run in spec/fleet_scale_spec.lua.
 #
-# Two lanes at once: most of the time goes in real waits (backoff, a
+# Three lanes at once: most of the time goes in real waits (backoff, a
 # limit_req at 20 r/s), not CPU.
 #   spec/bench/smoke.sh          BUILD (default build): the binaries' folder
 set -u
@@ -53,22 +53,27 @@ lane_cpu() {
   smoke million env MILLION_URLS=2000 bash spec/bench/million.sh
   smoke resume env RESUME_MB=8 RESUME_CUT_MB=2 NGINX_MB=4 bash spec/bench/resume.sh
   smoke throttle_procs bash spec/bench/throttle_procs.sh 10 5 0.01
-  smoke fleet_run env FLEET_PROCESSES=10 bash spec/bench/fleet_run.sh
-  smoke batch env BATCH_URLS=100 BATCH_DEADLINE=2 BATCH_CURL= bash spec/bench/batch.sh
   smoke fleet_rate bash spec/bench/fleet_rate.sh 40 20 2 2
+}
+
+lane_outage() {
+  smoke defaults env OUTAGE_URLS=50 DEFAULTS_NGINX_URLS=20 bash spec/bench/defaults.sh
+  smoke fleet_run env FLEET_PROCESSES=10 bash spec/bench/fleet_run.sh
 }
 
 lane_waits() {
   smoke chain env CHAIN_REQUESTS=1 bash spec/bench/chain.sh
-  smoke defaults env OUTAGE_URLS=50 DEFAULTS_NGINX_URLS=20 bash spec/bench/defaults.sh
   smoke limit_req bash spec/bench/limit_req.sh 20 20 4
+  smoke batch env BATCH_URLS=100 BATCH_DEADLINE=2 BATCH_CURL= bash spec/bench/batch.sh
 }
 
 t0=$EPOCHREALTIME
 lane_cpu &
 cpu_pid=$!
+lane_outage &
+outage_pid=$!
 lane_waits
-wait "$cpu_pid"
+wait "$cpu_pid" "$outage_pid"
 
 failed=0
 for rc in "$SMOKE_DIR"/*.rc; do
