@@ -357,9 +357,9 @@ test-plain:
 	# stock lua5.4 is not built with ASan: the module's specs run under valgrind
 	timeout -k 10 $(C_TEST_LIMIT) valgrind -q --error-exitcode=9 lua5.4 /usr/bin/busted --cpath='build/?.so' \
 	  spec/module_spec.lua spec/module_reentry_spec.lua spec/reload_spec.lua
-	# in this half: the sanitized one runs longer (ASan's specs)
-	$(MAKE) fuzz-smoke
-	$(MAKE) bench-smoke
+	# in this half: the sanitized one runs longer (ASan's specs); the
+	# benches mostly wait, the fuzzers use a CPU: side by side
+	$(MAKE) -j2 -O fuzz-smoke bench-smoke
 
 # The sanitized half's specs three at a time (the plain half's two): it ends
 # last, and its real waits left the CPU idle (on a slow machine make test
