@@ -1,7 +1,8 @@
 /* waits.c: how accurately a real-clock call waits.
  *
- * 1,000 waits of 1 to 20 ms (uniform, fixed seed) through luaretry_call_wait
- * on a call on the real clock, and the same 1,000 waits, in the same order,
+ * 1,000 waits (or N: `bench_waits N`, the smoke run's few) of 1 to 20 ms
+ * (uniform, fixed seed) through luaretry_call_wait on a call on the real
+ * clock, and the same waits, in the same order,
  * through a plain nanosleep loop: the baseline.  For each wait, the time
  * from just before the call to just after it is read on CLOCK_MONOTONIC;
  * lateness is that minus the wait asked for.  A wait that ended early
