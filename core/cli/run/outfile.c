@@ -260,6 +260,12 @@ static int spool_room(outfile *f, size_t len) {
   if (f->spooled < f->spool_look) return 1;
   f->spool_look = f->spooled + SPOOL_LOOK;
   if (outfile_spool_room(f->fd)) return 1;
+  /* the space first, then the word: whoever reads the message finds the
+   * space back (said first, a df right after it saw 32 MiB still held) */
+  if (ftruncate(f->fd, 0) != 0) { /* closed next: its space goes all the same */
+  }
+  close(f->fd);
+  f->fd = -1;
   char who[PATH_MAX + 32];
   snprintf(who, sizeof who, "%s%s%s", f->path ? f->option : "standard output", f->path ? " " : "",
            f->path ? f->path : "");
@@ -268,10 +274,6 @@ static int spool_room(outfile *f, size_t len) {
           "MiB, and more would leave that file system less than 5%% free (TMPDIR may name "
           "another folder)\n",
           who, outfile_spool_dir(), f->spooled >> 20);
-  if (ftruncate(f->fd, 0) != 0) { /* closed next: its space goes all the same */
-  }
-  close(f->fd);
-  f->fd = -1;
   return 0;
 }
 
