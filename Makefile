@@ -28,7 +28,7 @@ MAJOR := $(firstword $(subst ., ,$(VERSION)))
 DEB_PACKAGES = gcc make pkg-config lua5.4 liblua5.4-dev libcurl4-openssl-dev lua-busted \
   lua-dkjson lua-filesystem curl lua-cjson valgrind openssl mandoc man-db luarocks zsh gzip \
   libhiredis-dev redis-server redis-sentinel clang libclang-rt-dev lua-socket groff-base bsdextrautils \
-  nginx-light clang-format libssl-dev abigail-tools tmux time
+  nginx-light clang-format libssl-dev abigail-tools tmux time strace
 LUA_CFLAGS := $(shell pkg-config --cflags lua5.4 2>/dev/null)
 LUA_LIBS := $(shell pkg-config --libs lua5.4 2>/dev/null)
 CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
