@@ -708,25 +708,29 @@ describe("pacing against the fault server", function ()
   it("a batch at --parallel-max 8 sends at most `limit` a second after the burst", function ()
     local pol = dir .. "/r.lua"
     proc.writefile(pol, "max_attempts = 3\ndeadline = 60\nattempt_timeout = 10\nrate = { limit = 20, burst = 2 }\n")
-    local r = proc.run({ "run", pol, "--urls", urls(30, "/ok"), "--parallel-max", "8", "-s", "--output-dir", dir },
+    local n = 60
+    local r = proc.run({ "run", pol, "--urls", urls(n, "/ok"), "--parallel-max", "8", "-s", "--output-dir", dir },
                        { timeout = 120 })
     assert.are.equal(0, r.code, r.stderr)
     local times = {}
     for _, q in ipairs(srv:requests_on("/ok")) do times[#times + 1] = q.time end
-    assert.are.equal(30, #times)
+    assert.are.equal(n, #times)
     table.sort(times)
-    -- 2 at once, then one each 50 ms: the last token comes 1.4 s after the
-    -- first.  The server sees each request after its token by the time its
-    -- connection takes to open, and the first ones open theirs while the
-    -- last reuse one: on a busy machine the span at the server is shorter
-    -- (1.33 s in a run under `perf record -a`).  Unpaced, the 30 take
-    -- milliseconds.
-    assert.is_true(times[30] - times[1] >= 1.0, "span " .. (times[30] - times[1]))
-    -- no 1-second stretch holds more than limit + burst requests
-    for i = 1, #times do
-      local n = 0
-      for j = i, #times do if times[j] - times[i] < 1 then n = n + 1 end end
-      assert.is_true(n <= 22, "requests within a second: " .. n)
+    -- 2 at once, then one each 50 ms: the last token comes 2.9 s after the
+    -- first.  The server stamps each request when it reads it, some time
+    -- after its token: a connection to open, and on a busy machine a
+    -- client or a server descheduled, then reading several at once (24
+    -- within a second at --parallel-max 8 beside two busy loops, final27,
+    -- against limit + burst = 22).  So each stretch is allowed SLACK s of
+    -- such bunching on top of its own length: far below what an unpaced
+    -- batch (all 60 within milliseconds) or a doubled limit (42 a second)
+    -- would show.
+    local SLACK = 0.5
+    assert.is_true(times[n] - times[1] >= (n - 2) / 20 - SLACK, "span " .. (times[n] - times[1]))
+    for i = 1, n do
+      local k = 0
+      for j = i, n do if times[j] - times[i] < 1 then k = k + 1 end end
+      assert.is_true(k <= 2 + 20 * (1 + SLACK), "requests within a second: " .. k)
     end
   end)
 
