@@ -316,8 +316,13 @@ describe("the fleet against a hostile Redis", function ()
     local r = run_against({ url = function () return f.url(":pw-long-enough@") end }, BUDGET,
                           "/200", { "--set", "fleet.command_timeout=1000" })
     assert.are.equal(0, r.code, r.stderr)
+    -- the sharing is shown by the words: 0.4 s a reply is in time for a
+    -- timeout of each command's own, and the update would have gone
+    -- through.  The time bounds the whole run, start-up, the call and the
+    -- exit among it: 1.03 s at idle, 5.7 s once beside two busy loops and
+    -- make test's other specs (final28), so it allows ten times idle.
     assert.matches("no reply in time; " .. LOST, r.stderr)
-    assert.is_true(r.secs < 5, ("%.3f s"):format(r.secs))
+    assert.is_true(r.secs < 10, ("%.3f s: %s"):format(r.secs, r.stderr))
   end)
 
   -- No SCRIPT LOAD at connect (the scripts go by EVALSHA, their SHA1s the
