@@ -82,7 +82,7 @@ describe("an endless 200 body", function ()
       -- until it is said (20 s at most), then what the file system holds
       "i=0; while ! grep -q 'is not kept' " .. q(err) .. " && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done",
       "df -B1 --output=used " .. q(mnt) .. " | tail -1 > " .. q(used),
-      "r=$p; [ -z " .. q(slow) .. " ] || r=$(pgrep -P $p)",
+      "r=$p; [ -z " .. q(slow) .. " ] || r=$(env -u LD_PRELOAD pgrep -P $p)",
       "kill -TERM $r; wait $p; echo $? > " .. q(rc) }, "\n")
     proc.sh("timeout -s KILL 60 unshare -m sh -c " .. q(script) .. " >/dev/null 2>&1")
     local said = proc.readfile(err) or ""
