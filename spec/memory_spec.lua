@@ -93,4 +93,34 @@ describe("an endless 200 body", function ()
     assert.is_true(tonumber(proc.readfile(used)) < MiB, "the spool's space is held: " .. (proc.readfile(used) or ""))
     assert.are.equal("130\n", proc.readfile(rc))
   end)
+
+  -- luaretry(1): a batch's body that ends before those ahead of it waits
+  -- in one more file in TMPDIR, "bound the same way".  Its spool was
+  -- copied in whole and the room looked at after: a 26 MiB body in a 40
+  -- MiB TMPDIR filled it ("writing: No space left on device").  Here the
+  -- URL ahead never answers, so the 26 MiB always wait.
+  it("a batch's body waiting for its turn never takes its file system's last 5%, said once its space is back", function ()
+    local q, mnt = proc.q, tmp .. "/small"
+    proc.sh("mkdir " .. q(mnt))
+    if proc.sh("unshare -m sh -c " .. q("mount -t tmpfs -o size=1m tmpfs " .. q(mnt)) .. " >/dev/null 2>&1") ~= 0 then
+      pending("a file system of the run's own needs root (unshare -m, mount)")
+      return
+    end
+    local list, err, used, rc = tmp .. "/urls", tmp .. "/err", tmp .. "/used", tmp .. "/rc"
+    proc.writefile(list, srv.base .. "/hang\n" .. srv.base .. "/26mib\n")
+    local script = table.concat({
+      "mount -t tmpfs -o size=40m tmpfs " .. q(mnt),
+      "TMPDIR=" .. q(mnt) .. " env -u LD_PRELOAD " .. q(proc.bin) .. " run " .. q(HTTP) .. " --urls " ..
+        q(list) .. " -Z --set deadline=60 --seed 1 >/dev/null 2>" .. q(err) .. " & p=$!",
+      "i=0; while ! grep -q 'waiting for its turn' " .. q(err) .. " && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done",
+      "df -B1 --output=used " .. q(mnt) .. " | tail -1 > " .. q(used),
+      "kill -TERM $p; wait $p; echo $? > " .. q(rc) }, "\n")
+    proc.sh("timeout -s KILL 60 unshare -m sh -c " .. q(script) .. " >/dev/null 2>&1")
+    local said = proc.readfile(err) or ""
+    assert.matches("luaretry: %[2%] standard output: the body is not kept: waiting for its turn in " ..
+                   mnt:gsub("%p", "%%%0") .. ", it would leave that file system less than 5%% free", said)
+    assert.is_nil(said:find("No space left", 1, true), said)
+    assert.is_true(tonumber(proc.readfile(used)) < MiB, "the spool's space is held: " .. (proc.readfile(used) or ""))
+    assert.are.equal("130\n", proc.readfile(rc))
+  end)
 end)

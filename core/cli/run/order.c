@@ -116,33 +116,37 @@ static void drain(out_order *o) {
  * its turn; 0, or -1 when a body to keep was lost (said). */
 static int wait_turn(out_order *o, long number, outfile *f, int keep) {
   order_body b = { number, o->end, 0 };
-  int lost = 0;
+  int lost = 0, no_room = 0;
   if (keep && o->fd < 0 && (o->fd = outfile_spool_fd()) < 0) {
     int err = errno;
     fprintf(stderr, "luaretry: [%ld] standard output: cannot create a temporary file in %s: %s\n",
             number, outfile_spool_named(), strerror(err));
     lost = 1;
   }
+  /* a body held in a spool file of its own is copied in, both files
+   * whole until the copy ends: its room is looked at first (looked at
+   * after, a 26 MiB body in a 40 MiB TMPDIR filled it: "No space left") */
+  if (keep && !lost && f->in_place && f->fd >= 0 && !outfile_spool_room(o->fd, f->spooled))
+    lost = no_room = 1;
   if (o->fd >= 0) f->out_fd = o->fd;
   if (outfile_finish(f, keep && !lost) != 0) lost = 1;
   off_t end = o->fd >= 0 ? lseek(o->fd, 0, SEEK_END) : (off_t)o->end;
   if (end >= 0 && !lost) b.len = (uint64_t)end - o->end; /* never half a body */
   if (b.len && b.offset + b.len >= o->look) {
     o->look = b.offset + b.len + ORDER_LOOK;
-    if (!outfile_spool_room(o->fd)) {
-      fprintf(stderr,
-              "luaretry: [%ld] standard output: the body is not kept: waiting for its turn in %s, "
-              "it would leave that file system less than 5%% free (TMPDIR may name another "
-              "folder)\n",
-              number, outfile_spool_dir());
-      b.len = 0;
-      lost = 1;
-    }
+    if (!outfile_spool_room(o->fd, ORDER_LOOK)) b.len = 0, lost = no_room = 1;
   }
   /* what a refused body left is taken back (a failed truncate: written
    * over by the next) */
   if (!b.len && o->fd >= 0 && ftruncate(o->fd, (off_t)b.offset) != 0) {
   }
+  /* said once its space is back: whoever reads it finds it so */
+  if (no_room)
+    fprintf(stderr,
+            "luaretry: [%ld] standard output: the body is not kept: waiting for its turn in %s, "
+            "it would leave that file system less than 5%% free (TMPDIR may name another "
+            "folder)\n",
+            number, outfile_spool_dir());
   if (o->fd >= 0) lseek(o->fd, (off_t)(b.offset + b.len), SEEK_SET);
   o->end = b.offset + b.len;
   if (heap_push(o, b) == 0) return lost ? -1 : 0;

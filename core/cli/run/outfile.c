@@ -248,18 +248,18 @@ static int spool(outfile *f, const char *data, size_t len) {
  * the call ends filled $TMPDIR until the deadline (24 GB at the default
  * 300 s), and every other program's writes there failed meanwhile.  Past
  * it the body is not kept: said, and the spool's space given back now. */
-int outfile_spool_room(int fd) {
+int outfile_spool_room(int fd, unsigned long long more) {
   struct statvfs vs;
   if (fstatvfs(fd, &vs) != 0 || vs.f_blocks == 0) return 1; /* a write tells */
   unsigned long long unit = vs.f_frsize ? vs.f_frsize : vs.f_bsize;
-  return (unsigned long long)vs.f_bavail * unit >= vs.f_blocks * unit / 20 + SPOOL_LOOK;
+  return (unsigned long long)vs.f_bavail * unit >= vs.f_blocks * unit / 20 + more;
 }
 
 static int spool_room(outfile *f, size_t len) {
   f->spooled += len;
   if (f->spooled < f->spool_look) return 1;
   f->spool_look = f->spooled + SPOOL_LOOK;
-  if (outfile_spool_room(f->fd)) return 1;
+  if (outfile_spool_room(f->fd, SPOOL_LOOK)) return 1;
   /* the space first, then the word: whoever reads the message finds the
    * space back (said first, a df right after it saw 32 MiB still held) */
   if (ftruncate(f->fd, 0) != 0) { /* closed next: its space goes all the same */

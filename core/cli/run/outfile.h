@@ -143,8 +143,9 @@ const char *outfile_spool_dir(void);
 /* The same for a message: "DIR (TMPDIR)", "DIR (TMPDIR, relative to
  * CWD)" or "/tmp", escaped; valid until the next call. */
 const char *outfile_spool_named(void);
-/* Whether the file system of spool fd keeps room to grow by the next look
- * (16 MiB) and still have 1/20 of it free; 1 when it cannot be told. */
-int outfile_spool_room(int fd);
+/* Whether the file system of spool fd keeps room to grow by `more` bytes
+ * (the next look's 16 MiB, or a body about to be copied in) and still
+ * have 1/20 of it free; 1 when it cannot be told. */
+int outfile_spool_room(int fd, unsigned long long more);
 
 #endif
