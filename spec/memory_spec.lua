@@ -55,43 +55,61 @@ describe("an endless 200 body", function ()
     end
   end)
 
+  -- `luaretry ARGS` with TMPDIR a 40 MiB file system of its own (a tmpfs in
+  -- a mount namespace, root only, gone with the namespace), until its
+  -- stderr says `word` (20 s at most): then what that file system holds,
+  -- and SIGTERM.  `wrap` goes before the run (strace), which is then its
+  -- child, signalled by its own PID.  Its stderr, the bytes used there,
+  -- its exit status and the mount point; nil without root.
+  local function in_small_fs(args, word, wrap)
+    local q, mnt = proc.q, tmp .. "/small"
+    proc.sh("mkdir " .. q(mnt))
+    if proc.sh("unshare -m sh -c " .. q("mount -t tmpfs -o size=1m tmpfs " .. q(mnt)) .. " >/dev/null 2>&1") ~= 0 then
+      return nil
+    end
+    wrap = wrap or ""
+    local err, used, rc = tmp .. "/err", tmp .. "/used", tmp .. "/rc"
+    local words = {}
+    for i, a in ipairs(args) do words[i] = q(a) end
+    local script = table.concat({
+      "mount -t tmpfs -o size=40m tmpfs " .. q(mnt),
+      "TMPDIR=" .. q(mnt) .. " env -u LD_PRELOAD " .. wrap .. q(proc.bin) .. " " .. table.concat(words, " ") ..
+        " >/dev/null 2>" .. q(err) .. " & p=$!",
+      "i=0; while ! grep -q " .. q(word) .. " " .. q(err) .. " && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done",
+      "df -B1 --output=used " .. q(mnt) .. " | tail -1 > " .. q(used),
+      "r=$p; [ -z " .. q(wrap) .. " ] || r=$(env -u LD_PRELOAD pgrep -P $p)",
+      "kill -TERM $r; wait $p; echo $? > " .. q(rc) }, "\n")
+    proc.sh("timeout -s KILL 60 unshare -m sh -c " .. q(script) .. " >/dev/null 2>&1")
+    return proc.readfile(err) or "", proc.readfile(used) or "", proc.readfile(rc), mnt
+  end
+
+  -- what was refused left nothing held once it was said, and nothing failed
+  local function space_back(said, used, rc)
+    assert.is_nil(said:find("No space left", 1, true), said)
+    assert.is_true((tonumber(used) or math.huge) < MiB, "the spool's space is held: " .. used)
+    assert.are.equal("130\n", rc)
+  end
+
+  local NO_ROOT = "a file system of the run's own needs root (unshare -m, mount)"
+
   -- held until the call ends in $TMPDIR, the body filled that file system
   -- until the deadline (24 GB at the default 300 s), every other write
   -- there failing meanwhile
   it("to standard output: the spool never takes its file system's last 5%, and gives its space back at once", function ()
-    local q, mnt = proc.q, tmp .. "/small"
-    proc.sh("mkdir " .. q(mnt))
-    -- a 40 MiB file system of the run's own: a tmpfs in a mount namespace
-    -- (root only), gone with the namespace
-    if proc.sh("unshare -m sh -c " .. q("mount -t tmpfs -o size=1m tmpfs " .. q(mnt)) .. " >/dev/null 2>&1") ~= 0 then
-      pending("a file system of the run's own needs root (unshare -m, mount)")
-      return
-    end
-    local err, used, rc = tmp .. "/err", tmp .. "/used", tmp .. "/rc"
     -- "at once" means by the time it is said: each ftruncate held back
     -- 1 s (strace, on every new machine) makes a message said before the
     -- space is back show it held, every time, not once in a busy run
-    -- (final24).  The run is strace's child: signalled by its own PID.
+    -- (final24)
     local slow = proc.sh("command -v strace >/dev/null") == 0
       and "strace -f -qq -o /dev/null --seccomp-bpf -e trace=ftruncate -e inject=ftruncate:delay_enter=1000000 "
       or ""
-    local script = table.concat({
-      "mount -t tmpfs -o size=40m tmpfs " .. q(mnt),
-      "TMPDIR=" .. q(mnt) .. " env -u LD_PRELOAD " .. slow .. q(proc.bin) .. " run " .. q(HTTP) .. " " ..
-        q(srv.base .. "/endless") .. " --set deadline=30 --seed 1 >/dev/null 2>" .. q(err) .. " & p=$!",
-      -- until it is said (20 s at most), then what the file system holds
-      "i=0; while ! grep -q 'is not kept' " .. q(err) .. " && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done",
-      "df -B1 --output=used " .. q(mnt) .. " | tail -1 > " .. q(used),
-      "r=$p; [ -z " .. q(slow) .. " ] || r=$(env -u LD_PRELOAD pgrep -P $p)",
-      "kill -TERM $r; wait $p; echo $? > " .. q(rc) }, "\n")
-    proc.sh("timeout -s KILL 60 unshare -m sh -c " .. q(script) .. " >/dev/null 2>&1")
-    local said = proc.readfile(err) or ""
+    local said, used, rc, mnt = in_small_fs({ "run", HTTP, srv.base .. "/endless", "--set", "deadline=30",
+                                              "--seed", "1" }, "is not kept", slow)
+    if not said then return pending(NO_ROOT) end
     assert.matches("luaretry: standard output: the body is not kept: held in " .. mnt:gsub("%p", "%%%0") ..
                    " until the call ends, it passed %d+ MiB, and more would leave that file system less than 5%% free",
                    said)
-    assert.is_nil(said:find("No space left", 1, true), said)
-    assert.is_true(tonumber(proc.readfile(used)) < MiB, "the spool's space is held: " .. (proc.readfile(used) or ""))
-    assert.are.equal("130\n", proc.readfile(rc))
+    space_back(said, used, rc)
   end)
 
   -- luaretry(1): a batch's body that ends before those ahead of it waits
@@ -100,27 +118,13 @@ describe("an endless 200 body", function ()
   -- MiB TMPDIR filled it ("writing: No space left on device").  Here the
   -- URL ahead never answers, so the 26 MiB always wait.
   it("a batch's body waiting for its turn never takes its file system's last 5%, said once its space is back", function ()
-    local q, mnt = proc.q, tmp .. "/small"
-    proc.sh("mkdir " .. q(mnt))
-    if proc.sh("unshare -m sh -c " .. q("mount -t tmpfs -o size=1m tmpfs " .. q(mnt)) .. " >/dev/null 2>&1") ~= 0 then
-      pending("a file system of the run's own needs root (unshare -m, mount)")
-      return
-    end
-    local list, err, used, rc = tmp .. "/urls", tmp .. "/err", tmp .. "/used", tmp .. "/rc"
+    local list = tmp .. "/urls"
     proc.writefile(list, srv.base .. "/hang\n" .. srv.base .. "/26mib\n")
-    local script = table.concat({
-      "mount -t tmpfs -o size=40m tmpfs " .. q(mnt),
-      "TMPDIR=" .. q(mnt) .. " env -u LD_PRELOAD " .. q(proc.bin) .. " run " .. q(HTTP) .. " --urls " ..
-        q(list) .. " -Z --set deadline=60 --seed 1 >/dev/null 2>" .. q(err) .. " & p=$!",
-      "i=0; while ! grep -q 'waiting for its turn' " .. q(err) .. " && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done",
-      "df -B1 --output=used " .. q(mnt) .. " | tail -1 > " .. q(used),
-      "kill -TERM $p; wait $p; echo $? > " .. q(rc) }, "\n")
-    proc.sh("timeout -s KILL 60 unshare -m sh -c " .. q(script) .. " >/dev/null 2>&1")
-    local said = proc.readfile(err) or ""
+    local said, used, rc, mnt = in_small_fs({ "run", HTTP, "--urls", list, "-Z", "--set", "deadline=60",
+                                              "--seed", "1" }, "waiting for its turn")
+    if not said then return pending(NO_ROOT) end
     assert.matches("luaretry: %[2%] standard output: the body is not kept: waiting for its turn in " ..
                    mnt:gsub("%p", "%%%0") .. ", it would leave that file system less than 5%% free", said)
-    assert.is_nil(said:find("No space left", 1, true), said)
-    assert.is_true(tonumber(proc.readfile(used)) < MiB, "the spool's space is held: " .. (proc.readfile(used) or ""))
-    assert.are.equal("130\n", proc.readfile(rc))
+    space_back(said, used, rc)
   end)
 end)
