@@ -317,6 +317,22 @@ const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
   return copy;
 }
 
+_Thread_local int lr_thread_clock;
+
+/* fork(): the child's one thread is the one that forked, under another
+ * id, so another clock: it finds its own again. */
+static void clock_forked(void) { lr_thread_clock = 0; }
+static void watch_clock_forks(void) { pthread_atfork(NULL, NULL, clock_forked); }
+static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
+
+int lr_thread_clock_find(void) {
+  pthread_once(&clock_once, watch_clock_forks); /* before any thread keeps a clock */
+  clockid_t clock;
+  if (pthread_getcpuclockid(pthread_self(), &clock) != 0) clock = CLOCK_MONOTONIC;
+  lr_thread_clock = (int)clock;
+  return (int)clock;
+}
+
 /* The calling thread's CPU time, ns; 0 where it cannot be read. */
 static long long thread_cpu_ns(void) {
   struct timespec t;

@@ -248,6 +248,12 @@ enum { LR_PHASE_IDLE, LR_PHASE_RUNNING, LR_PHASE_ARMING, LR_PHASE_ARMED };
  * hit or a refusal on the way: lr_sandbox_failed sorts it out. */
 #define LR_RUN_CHECK       (-1)
 
+/* The calling thread's CPU clock (pthread_getcpuclockid's, or
+ * CLOCK_MONOTONIC where there is none), as lr_thread_clock_find found it;
+ * 0 until then (no thread's clock is 0), and again in a fork's child. */
+extern _Thread_local int lr_thread_clock;
+int lr_thread_clock_find(void);
+
 /* The limits re-armed, and the watchdog told a call runs. */
 static inline void lr_sandbox_enter(lr_sandbox *sb) {
   sb->remaining = sb->limits.instructions > 0 ? sb->limits.instructions : LR_TIMED_STEPS;
@@ -258,10 +264,11 @@ static inline void lr_sandbox_enter(lr_sandbox *sb) {
     lr_watchdog_adopt(); /* a fork's child, in an inherited policy */
   atomic_store_explicit(&sb->halt, LR_KILL_NONE, memory_order_relaxed);
   /* the calling thread's CPU clock, for the watchdog (sandbox.c's
-   * ran_ticks), at each call: a pool's state moves between threads */
-  clockid_t clock;
-  if (pthread_getcpuclockid(pthread_self(), &clock) != 0) clock = CLOCK_MONOTONIC;
-  atomic_store_explicit(&sb->thread_clock, (int)clock, memory_order_relaxed);
+   * ran_ticks), at each call: a pool's state moves between threads; each
+   * thread finds its own once (a library call and a system one less) */
+  int clock = lr_thread_clock;
+  if (__builtin_expect(!clock, 0)) clock = lr_thread_clock_find();
+  atomic_store_explicit(&sb->thread_clock, clock, memory_order_relaxed);
   long tick = lr_watchdog_tick();
   atomic_store_explicit(&sb->started, tick, memory_order_relaxed);
   atomic_store_explicit(&sb->entered, tick, memory_order_relaxed);
