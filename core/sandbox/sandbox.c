@@ -289,19 +289,7 @@ void lr_sandbox_free(lr_sandbox *sb) {
 
 void lr_sandbox_trim(lr_sandbox *sb) { lr_pool_drain(&sb->pool); }
 
-/* More than a string's header (24 bytes in Lua 5.4) and its final NUL. */
-#define STRING_OVERHEAD 64
-
-const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
-  /* a block of the class the string's will be freed to, once that is
-   * known: the pool's lists stay balanced */
-  size_t need = len + (sb->string_extra ? sb->string_extra : STRING_OVERHEAD);
-  if (need < len || sb->killed || sb->used + need > sb->limits.memory) return NULL;
-  sb->reserve = lr_pool_alloc(&sb->pool, need);
-  if (!sb->reserve) return NULL;
-  sb->reserve_size = need;
-  sb->reserve_len = len;
-  const char *copy = lua_pushlstring(sb->L, s, len);
+void lr_sandbox_pushed_slow(lr_sandbox *sb, size_t need) {
   if (sb->reserve) { /* not taken: a short string Lua already had */
     lr_pool_free(&sb->pool, sb->reserve, need);
     sb->reserve = NULL;
@@ -314,7 +302,6 @@ const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
     sb->where[0] = '\0';
     base_hook(sb, sb->L);
   }
-  return copy;
 }
 
 _Thread_local int lr_thread_clock;

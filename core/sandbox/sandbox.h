@@ -178,7 +178,7 @@ luaretry_code lr_sandbox_failed(lr_sandbox *sb, int status, luaretry_code failur
  * string's; the collector's step after it raises nothing).  The string's
  * bytes in Lua (lua_pushlstring's answer) when pushed; NULL when it must
  * be pushed under protection instead (lr_sandbox_call), nothing pushed. */
-const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len);
+static inline const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len);
 
 /* Around host code a script calls (a workflow's transport, the log): the
  * time it takes is not the script's.  The script's time limit goes on
@@ -294,6 +294,31 @@ static inline int lr_sandbox_run(lr_sandbox *sb, int nargs, int nresults) {
   lr_sandbox_leave(sb);
   if (status != LUA_OK) return status;
   return sb->killed || sb->refused ? LR_RUN_CHECK : LUA_OK;
+}
+
+/* ---- lr_sandbox_push_string, inline: a new body's string is made in its
+ * caller's function (judge.c's), with no prologue of its own. */
+
+/* More than a string's header (24 bytes in Lua 5.4) and its final NUL. */
+#define LR_STRING_OVERHEAD 64
+
+/* sandbox.c: lr_sandbox_push_string's rare end, a reserve of `need` bytes
+ * that Lua did not take, or a refusal on the way. */
+void lr_sandbox_pushed_slow(lr_sandbox *sb, size_t need);
+
+static inline const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
+  /* a block of the class the string's will be freed to, once that is
+   * known: the pool's lists stay balanced */
+  size_t need = len + (sb->string_extra ? sb->string_extra : LR_STRING_OVERHEAD);
+  if (need < len || sb->killed || sb->used + need > sb->limits.memory) return NULL;
+  sb->reserve = lr_pool_alloc(&sb->pool, need);
+  if (!sb->reserve) return NULL;
+  sb->reserve_size = need;
+  sb->reserve_len = len;
+  const char *copy = lua_pushlstring(sb->L, s, len);
+  if (__builtin_expect(sb->reserve || sb->refused || sb->killed, 0))
+    lr_sandbox_pushed_slow(sb, need);
+  return copy;
 }
 
 #endif
