@@ -258,7 +258,9 @@ lr_sandbox *lr_sandbox_new(const lr_limits *limits, const char *script_path,
   *(lr_sandbox **)lua_getextraspace(L) = sb;
   sb->L = L;
   base_hook(sb, L);
-  sb->remaining = limits->instructions > 0 ? limits->instructions : LR_TIMED_STEPS;
+  sb->refill = limits->instructions > 0 ? limits->instructions : LR_TIMED_STEPS;
+  sb->remaining = sb->refill;
+  sb->string_extra = LR_STRING_OVERHEAD;
   lua_pushcfunction(L, open_libs);
   if (lua_pcall(L, 0, 0, 0) != LUA_OK) {
     lua_close(L);

@@ -53,6 +53,7 @@ typedef struct lr_sandbox {
   size_t used;
   lr_limits limits;
   long remaining; /* instructions (or, timed, steps to the next look) */
+  long refill;    /* `remaining` at each call: the limit, or the steps */
   int killed;     /* sticky until control is back in C */
   int watching;   /* limits.seconds > 0: the watchdog watches the calls */
   size_t refused; /* the size of an allocation refused over the
@@ -95,7 +96,8 @@ typedef struct lr_sandbox {
   size_t reserve_size;
   size_t reserve_len;    /* the string's length it is for */
   size_t string_extra;   /* what a long string's block adds to its length,
-                          once Lua took a reserve: 0 until then */
+                          once Lua took a reserve: LR_STRING_OVERHEAD
+                          until then */
   lr_pool pool;          /* its small blocks, for reuse (pool.h) */
   char script_dir[4096]; /* "" when loaded from a string */
 } lr_sandbox;
@@ -256,7 +258,7 @@ int lr_thread_clock_find(void);
 
 /* The limits re-armed, and the watchdog told a call runs. */
 static inline void lr_sandbox_enter(lr_sandbox *sb) {
-  sb->remaining = sb->limits.instructions > 0 ? sb->limits.instructions : LR_TIMED_STEPS;
+  sb->remaining = sb->refill;
   sb->killed = LR_KILL_NONE;
   sb->where[0] = '\0';
   if (!sb->watching) return;
@@ -309,7 +311,7 @@ void lr_sandbox_pushed_slow(lr_sandbox *sb, size_t need);
 static inline const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
   /* a block of the class the string's will be freed to, once that is
    * known: the pool's lists stay balanced */
-  size_t need = len + (sb->string_extra ? sb->string_extra : LR_STRING_OVERHEAD);
+  size_t need = len + sb->string_extra;
   if (need < len || sb->killed || sb->used + need > sb->limits.memory) return NULL;
   sb->reserve = lr_pool_alloc(&sb->pool, need);
   if (!sb->reserve) return NULL;
