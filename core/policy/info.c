@@ -52,8 +52,8 @@ static void push_string_or_nil(lua_State *L, const char *v) {
 /* The engine's readers of the server's wait: Retry-After as the engine
  * took it, the rate-limit fields read now; nil when there is none. */
 static int push_wait(lua_State *L, const luaretry_outcome *o, int rate_limit) {
-  double w = o->retry_after;
   if (rate_limit && !o->header_count) return 0; /* no headers: no clock read */
+  double w = o->retry_after;
   if (rate_limit) luaretry_rate_limit(o->headers, o->header_count, 0, &w); /* 0: the wall clock */
   if (!(w >= 0)) return 0;
   lua_pushnumber(L, w);
