@@ -13,17 +13,19 @@
 
 /* ---- one call into the script */
 
-/* Borrows a state of g for the call described by ctx (and o). */
+/* Borrows a state of g for the call described by ctx (and o), whose
+ * stream is rng (ctx's, or NULL without one: a decision always has one). */
 static inline __attribute__((always_inline)) lr_script *begin_call(lr_gen *g,
                                                                    const luaretry_outcome *o,
                                                                    const lr_attempt_ctx *ctx,
-                                                                   char *err, size_t errlen) {
+                                                                   lr_rng *rng, char *err,
+                                                                   size_t errlen) {
   lr_script *s = lr_gen_borrow(g, err, errlen);
   if (!s) return NULL;
   s->cur = o;
   s->cur_ctx = ctx;
   s->generation++;
-  s->sb->rng = ctx ? ctx->rng : NULL;
+  s->sb->rng = rng;
   return s;
 }
 
@@ -437,7 +439,7 @@ static void judge_outcome(lr_gen *g, const luaretry_outcome *o, const lr_attempt
     }
     return;
   }
-  lr_script *s = begin_call(g, o, ctx, v->message, sizeof v->message);
+  lr_script *s = begin_call(g, o, ctx, ctx->rng, v->message, sizeof v->message);
   if (!s) {
     v->cls = LUARETRY_CLASS_ERROR;
     v->rule = "sandbox";
@@ -497,7 +499,7 @@ static int backoff_result(lua_State *L, lr_script *s, double *wait, lr_verdict *
 
 static int script_backoff(void *ud, const lr_attempt_ctx *ctx, long n, double previous,
                           double *wait, lr_verdict *v) {
-  lr_script *s = begin_call(ud, NULL, ctx, v->message, sizeof v->message);
+  lr_script *s = begin_call(ud, NULL, ctx, ctx ? ctx->rng : NULL, v->message, sizeof v->message);
   if (!s) return -1;
   s->backoff_n = n;
   s->backoff_previous = previous;
@@ -550,7 +552,7 @@ static int call_on_retry(lua_State *L) {
 static int on_retry(void *ud, const luaretry_outcome *o, const luaretry_decision *d,
                     const lr_attempt_ctx *ctx, char *err, size_t errlen) {
   if (!((lr_gen *)ud)->has_on_retry) return 0;
-  lr_script *s = begin_call(ud, o, ctx, err, errlen);
+  lr_script *s = begin_call(ud, o, ctx, ctx ? ctx->rng : NULL, err, errlen);
   if (!s) return -1;
   s->cur_decision = d;
   char msg[512];
@@ -575,7 +577,7 @@ static int call_on_breaker(lua_State *L) {
 }
 
 luaretry_code lr_gen_call_on_breaker(lr_gen *g, const char *state, char *err, size_t errlen) {
-  lr_script *s = begin_call(g, NULL, NULL, err, errlen);
+  lr_script *s = begin_call(g, NULL, NULL, NULL, err, errlen);
   luaretry_code rc = LUARETRY_E_NOMEM;
   if (s) {
     s->cur_breaker_state = state;
