@@ -316,6 +316,10 @@ static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
 
 int lr_thread_clock_find(void) {
   pthread_once(&clock_once, watch_clock_forks); /* before any thread keeps a clock */
+  /* a fork's child, in an inherited policy: no thread there has a clock
+   * yet (clock_forked), so the first call of any comes here */
+  if (__builtin_expect(atomic_load_explicit(&lr_watchdog_orphaned, memory_order_relaxed), 0))
+    lr_watchdog_adopt();
   clockid_t clock;
   if (pthread_getcpuclockid(pthread_self(), &clock) != 0) clock = CLOCK_MONOTONIC;
   lr_thread_clock = (int)clock;

@@ -252,7 +252,9 @@ enum { LR_PHASE_IDLE, LR_PHASE_RUNNING, LR_PHASE_ARMING, LR_PHASE_ARMED };
 
 /* The calling thread's CPU clock (pthread_getcpuclockid's, or
  * CLOCK_MONOTONIC where there is none), as lr_thread_clock_find found it;
- * 0 until then (no thread's clock is 0), and again in a fork's child. */
+ * 0 until then (no thread's clock is 0), and again in a fork's child.
+ * There every thread's first call comes to lr_thread_clock_find, which
+ * starts the child's watchdog for an inherited policy's state. */
 extern _Thread_local int lr_thread_clock;
 int lr_thread_clock_find(void);
 
@@ -262,12 +264,11 @@ static inline void lr_sandbox_enter(lr_sandbox *sb) {
   sb->killed = LR_KILL_NONE;
   sb->where[0] = '\0';
   if (!sb->watching) return;
-  if (__builtin_expect(atomic_load_explicit(&lr_watchdog_orphaned, memory_order_relaxed), 0))
-    lr_watchdog_adopt(); /* a fork's child, in an inherited policy */
   atomic_store_explicit(&sb->halt, LR_KILL_NONE, memory_order_relaxed);
   /* the calling thread's CPU clock, for the watchdog (sandbox.c's
    * ran_ticks), at each call: a pool's state moves between threads; each
-   * thread finds its own once (a library call and a system one less) */
+   * thread finds its own once (a library call and a system one less),
+   * and a fork's child adopts the watchdog there */
   int clock = lr_thread_clock;
   if (__builtin_expect(!clock, 0)) clock = lr_thread_clock_find();
   atomic_store_explicit(&sb->thread_clock, clock, memory_order_relaxed);
