@@ -123,9 +123,11 @@ static int push_ctx_field(lua_State *L, lr_script *s, int key) {
 }
 
 int lr_info_index(lua_State *L) {
-  lr_script *s = lr_sandbox_of(L)->owner; /* two loads: an upvalue's index costs ~30 */
   size_t len;
   const char *k = lua_tolstring(L, 2, &len); /* a number key is no name either */
+  /* two loads (an upvalue's index costs ~30), after the call: one
+   * register less kept across it */
+  lr_script *s = lr_sandbox_of(L)->owner;
   const luaretry_outcome *o = s->cur;
   if (!k || !s->cur_ctx) return 0;
   int key = field_of(k, len), pushed = push_ctx_field(L, s, key);
