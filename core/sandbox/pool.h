@@ -42,14 +42,20 @@ typedef struct {
 static inline size_t lr_pool_class(size_t n) { return (n - 1) >> 4; }
 static inline size_t lr_pool_size(size_t cls) { return (cls + 1) << 4; }
 
-static inline void *lr_pool_get(lr_pool *p, size_t n) {
+/* A kept block for n bytes (0 < n <= LR_POOL_MAX), or NULL if none is. */
+static inline void *lr_pool_take(lr_pool *p, size_t n) {
   size_t cls = lr_pool_class(n);
   void *b = p->free[cls];
-  if (!b) return malloc(lr_pool_size(cls));
+  if (!b) return NULL;
   LR_POOL_UNPOISON(b, lr_pool_size(cls));
   p->free[cls] = *(void **)b;
   p->kept -= lr_pool_size(cls);
   return b;
+}
+
+static inline void *lr_pool_get(lr_pool *p, size_t n) {
+  void *b = lr_pool_take(p, n);
+  return b ? b : malloc(lr_pool_size(lr_pool_class(n)));
 }
 
 /* b was a block of Lua size n (0 < n <= LR_POOL_MAX). */

@@ -302,9 +302,15 @@ void lr_sandbox_free(lr_sandbox *sb) {
 
 void lr_sandbox_trim(lr_sandbox *sb) { lr_pool_drain(&sb->pool); }
 
-void lr_sandbox_pushed_slow(lr_sandbox *sb, size_t need) {
+const char *lr_sandbox_push_new(lr_sandbox *sb, const char *s, size_t len) {
+  size_t need = lr_sandbox_reserve_size(sb, len);
+  void *block = need ? lr_pool_alloc(&sb->pool, need) : NULL;
+  return block ? lr_sandbox_push_reserved(sb, block, need, s, len) : NULL;
+}
+
+void lr_sandbox_pushed_slow(lr_sandbox *sb) {
   if (sb->reserve) { /* not taken: a short string Lua already had */
-    lr_pool_free(&sb->pool, sb->reserve, need);
+    lr_pool_free(&sb->pool, sb->reserve, sb->reserve_size);
     sb->reserve = NULL;
   }
   if (sb->refused || sb->killed) {

@@ -305,23 +305,38 @@ static inline int lr_sandbox_run(lr_sandbox *sb, int nargs, int nresults) {
 /* More than a string's header (24 bytes in Lua 5.4) and its final NUL. */
 #define LR_STRING_OVERHEAD 64
 
-/* sandbox.c: lr_sandbox_push_string's rare end, a reserve of `need` bytes
- * that Lua did not take, or a refusal on the way. */
-void lr_sandbox_pushed_slow(lr_sandbox *sb, size_t need);
+/* sandbox.c: lr_sandbox_push_string's rare end, a reserve that Lua did
+ * not take, or a refusal on the way. */
+void lr_sandbox_pushed_slow(lr_sandbox *sb);
+/* sandbox.c: lr_sandbox_push_string with a reserve the pool does not keep
+ * (or none: then NULL): out of line, so the common push keeps no
+ * registers across a malloc. */
+const char *lr_sandbox_push_new(lr_sandbox *sb, const char *s, size_t len);
 
-static inline const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
-  /* a block of the class the string's will be freed to, once that is
-   * known: the pool's lists stay balanced */
+/* The size of the reserve for a string of len bytes, a block of the class
+ * the string's will be freed to, once that is known (the pool's lists stay
+ * balanced); 0 when the string must be made under protection instead. */
+static inline size_t lr_sandbox_reserve_size(const lr_sandbox *sb, size_t len) {
   size_t need = len + sb->string_extra;
-  if (need < len || sb->killed || sb->used + need > sb->limits.memory) return NULL;
-  sb->reserve = lr_pool_alloc(&sb->pool, need);
-  if (!sb->reserve) return NULL;
+  return need < len || sb->killed || sb->used + need > sb->limits.memory ? 0 : need;
+}
+
+/* The string pushed with `block` (of `need` bytes) as its reserve. */
+static inline const char *lr_sandbox_push_reserved(lr_sandbox *sb, void *block, size_t need,
+                                                   const char *s, size_t len) {
+  sb->reserve = block;
   sb->reserve_size = need;
   sb->reserve_len = len;
   const char *copy = lua_pushlstring(sb->L, s, len);
-  if (__builtin_expect(sb->reserve || sb->refused || sb->killed, 0))
-    lr_sandbox_pushed_slow(sb, need);
+  if (__builtin_expect(sb->reserve || sb->refused || sb->killed, 0)) lr_sandbox_pushed_slow(sb);
   return copy;
+}
+
+static inline const char *lr_sandbox_push_string(lr_sandbox *sb, const char *s, size_t len) {
+  size_t need = lr_sandbox_reserve_size(sb, len);
+  void *block = need && need <= LR_POOL_MAX ? lr_pool_take(&sb->pool, need) : NULL;
+  if (!block) return lr_sandbox_push_new(sb, s, len);
+  return lr_sandbox_push_reserved(sb, block, need, s, len);
 }
 
 #endif
