@@ -328,6 +328,29 @@ static inline int lr_budget_allows(const luaretry_call *c, const lr_ask *a) {
          (!c->remote && !a->after_wait && lr_budget_allows_retry(c->shared, &c->rules->guards));
 }
 
+/* The rate limiter's first test (guard_rate.c's), inline: an adaptive
+ * rate before any throttling answer is unlimited (c->rate_free, worked
+ * out once per call; the fleet's limiter is not asked for one, nor the
+ * spread drawn): the send is counted, the token held, no wait: 1.  0:
+ * the limiter decides. */
+static inline __attribute__((always_inline)) int lr_rate_free_token(luaretry_call *c,
+                                                                    double start) {
+  if (!c->rate_free || c->token_held ||
+      !lr_rate_count_free(c->shared, c->guard_origin + c->start + start))
+    return 0;
+  c->quota_refused = 0;
+  c->admitted = c->attempts + 1;
+  c->admit_at = start;
+  return 1;
+}
+/* ... for a retry decided now, with no wait before it, within the
+ * deadline (nearly every retry until a throttling answer comes). */
+static inline __attribute__((always_inline)) int lr_rate_lets_retry(luaretry_call *c,
+                                                                    const lr_ask *a) {
+  return a->kind == LR_KIND_RETRY && !a->after_wait && a->wait == 0 &&
+         (c->deadline <= 0 || a->at <= lr_latest_start(c)) && lr_rate_free_token(c, a->at);
+}
+
 /* Which guards are on for the call (c->chain_on), at lr_call_new. */
 void lr_chain_init(luaretry_call *c);
 /* The guards of `off` (bits LR_G_*) turned off after lr_chain_init. */
@@ -349,14 +372,27 @@ static inline int lr_chain_admit(luaretry_call *c, lr_ask *a, luaretry_decision 
   if (lr_deadline_allows(c, a)) skip |= 1u << LR_G_DEADLINE;
   if ((c->chain_on & (1u << LR_G_BUDGET)) && lr_budget_allows(c, a)) skip |= 1u << LR_G_BUDGET;
   unsigned on = c->chain_on & ~skip;
-  return on && lr_chain_ask(c, on, a, d);
+  /* the rate limiter last and alone (a retry's usual case): its first
+   * test here, no guard before it left to refuse after its count */
+  if (!on) return 0;
+  if (on == 1u << LR_G_RATE && lr_rate_lets_retry(c, a)) return 0;
+  return lr_chain_ask(c, on, a, d);
 }
 /* The attempt asked for went: what it holds is its own now. */
 static inline void lr_chain_sent(luaretry_call *c) { c->held = 0; }
 /* The call stops before its admitted attempt went: all handed back. */
 void lr_chain_give_back(luaretry_call *c);
 /* An outcome, to every guard that is on, and to the fleet's view once. */
-void lr_chain_record(luaretry_call *c, const lr_record *r);
+void lr_chain_record_each(luaretry_call *c, const lr_record *r);
+/* The same; a failure that only the local budget records (a retry's usual
+ * case) is its record (guard_budget.c's) inline: a token taken. */
+static inline void lr_chain_record(luaretry_call *c, const lr_record *r) {
+  if (r->cls == LR_REC_FAILURE && c->rec_plain == 1u << LR_G_BUDGET && !c->remote && !r->round) {
+    lr_budget_failure(c->shared, &c->rules->guards);
+    return;
+  }
+  lr_chain_record_each(c, r);
+}
 /* A call refused before its first attempt (lr_call_new). */
 void lr_chain_begin(luaretry_call *c);
 /* After a probe permit's round trip (lr_call_new): the first attempt has

@@ -109,7 +109,7 @@ static __attribute__((noinline)) void record_each(luaretry_call *c, unsigned on,
   c->remote->ops->record(c->remote->ud, AS[r->cls], r->now);
 }
 
-void lr_chain_record(luaretry_call *c, const lr_record *r) {
+void lr_chain_record_each(luaretry_call *c, const lr_record *r) {
   unsigned on = r->cls == LR_REC_FAILURE || r->cls == LR_REC_ANSWERED ? c->rec_plain : c->rec_told;
   if ((on & (on - 1)) || c->remote) {
     record_each(c, on, r);

@@ -116,23 +116,9 @@ void lr_call_rate_prepare(luaretry_call *c) {
     g->rate && g->rate_adaptive && !g->rate_headers && !(g->rate_limit > 0) && !c->lazy_pace;
 }
 
-/* An adaptive rate before any throttling answer is unlimited (the fleet's
- * limiter is not asked for one, nor the spread drawn): the send is
- * counted, the token held, no wait: 1.  0: the limiter decides. */
-static inline __attribute__((always_inline)) int unlimited_token(luaretry_call *c, double start) {
-  /* rate_free: adaptive, no headers, no `limit`, no lazy pace (above) */
-  if (!c->rate_free || c->token_held ||
-      !lr_rate_count_free(c->shared, c->guard_origin + c->start + start))
-    return 0;
-  c->quota_refused = 0;
-  c->admitted = c->attempts + 1;
-  c->admit_at = start;
-  return 1;
-}
-
 double lr_call_rate_token(luaretry_call *c, double start) {
   const lr_rules *r = c->rules;
-  if (unlimited_token(c, start)) return 0;
+  if (lr_rate_free_token(c, start)) return 0;
   double base = c->guard_origin + c->start;
   double latest = c->deadline > 0 ? base + lr_latest_start(c) : -1;
   double now = base + (lr_clock_now(&c->clock) - c->start);
@@ -276,11 +262,10 @@ static __attribute__((noinline)) int admit_slow(luaretry_call *c, lr_ask *a, lua
 }
 
 /* A retry decided now, while the adaptive rate does not pace (nearly
- * every one until a throttling answer comes): counted, no wait, in line. */
+ * every one until a throttling answer comes): counted, no wait, in line
+ * (lr_chain_admit asks it so itself when no other guard is left). */
 static int admit(luaretry_call *c, lr_ask *a, luaretry_decision *d) {
-  if (a->kind == LR_KIND_RETRY && !a->after_wait && a->wait == 0 &&
-      (c->deadline <= 0 || a->at <= lr_latest_start(c)) && unlimited_token(c, a->at))
-    return 0;
+  if (lr_rate_lets_retry(c, a)) return 0;
   return admit_slow(c, a, d);
 }
 
