@@ -14,6 +14,7 @@ local redis = require "support.redis"
 local fleet = require "support.fleet"
 
 local LOST = "local guards decide until Redis is back"
+local BACK = ": back, fleet-wide again"
 local PW = "acl-Pw-81q"
 local NEEDS = "the fleet's ACL user needs "
 local count, new_key = fleet.count, fleet.keys("acl")
@@ -160,8 +161,14 @@ describe("an ACL user of the fleet", function ()
       r:cli("SCRIPT", "FLUSH") -- so that EVAL is asked for too
       local x = run(url, key)
       assert.are.equal(4, x.code, c .. ": " .. x.stderr) -- the local guards' 3 attempts
-      assert.matches("guards fallback", x.stderr)
-      assert.are.equal(1, count(x.stderr, LOST), c .. ": " .. x.stderr)
+      -- A command a script runs only now and then (ZREM) lets a later
+      -- sync through, and the fleet is back until one needs it again: a
+      -- slow run (beside load, final38: 0.4 s) sees that, a quick one ends
+      -- before Redis is asked again.  Each loss and each return is said
+      -- once, in turn, and the stats' guards are those of the last.
+      local lost, back = count(x.stderr, LOST), count(x.stderr, BACK)
+      assert.is_true(lost >= 1 and (lost == back or lost == back + 1), c .. ": " .. x.stderr)
+      assert.matches(lost > back and "guards fallback" or "guards fleet", x.stderr)
       -- named: by Redis's words (EVALSHA, EVAL themselves), or from the
       -- script's line Redis 7.0 names
       local named = x.stderr:find("to run the '" .. c .. "' command (" .. NEEDS, 1, true) or
