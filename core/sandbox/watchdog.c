@@ -8,6 +8,7 @@
  * A script pays for this two relaxed stores and a compare-and-swap per
  * call into it, instead of a hook on every instruction. */
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -100,7 +101,14 @@ static void start_locked(void) {
   atomic_store(&wd.incarnation, me);
   /* without the thread, time limits are not enforced, but scripts still
    * run; the memory limit still holds */
+  /* Made with every signal blocked, so that it never takes the host's: a
+   * signal sent to the process must reach a thread of the host's (one
+   * that waits for it in sigwait, or whose blocking read it must cut). */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
   wd.running = pthread_create(&wd.thread, NULL, watch, (void *)(intptr_t)me) == 0;
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (!wd.running) atomic_store(&wd.incarnation, 0);
 }
 

@@ -9,8 +9,12 @@
  * each call, so a state used by one thread and then another still counts
  * the right one.  The limit is 1 s: stopped at 0.8 s of running, or 2.4 s
  * of wall time. */
+#include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -128,11 +132,40 @@ static void hung(int sig) {
   _exit(2);
 }
 
+/* The watchdog blocks every signal (libluaretry(3)): a signal sent to the
+ * process goes to a thread of the host's (a host that waits for signals
+ * in sigwait, or a blocking read a stop signal must cut).  Run while the
+ * watchdog is the one thread besides main: its SigBlk holds them all. */
+static void test_the_watchdog_takes_no_signal(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!CHECK(d != NULL)) return;
+  int others = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.' || atoi(e->d_name) == (int)getpid()) continue;
+    char path[300], line[256];
+    snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue; /* a thread that ended meanwhile */
+    unsigned long long blocked = 0;
+    while (fgets(line, sizeof line, f))
+      if (strncmp(line, "SigBlk:", 7) == 0) blocked = strtoull(line + 7, NULL, 16);
+    fclose(f);
+    others++;
+    const int stops[] = { SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGALRM, SIGCHLD, SIGUSR1 };
+    for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++)
+      CHECK(blocked & (1ull << (stops[i] - 1)));
+  }
+  closedir(d);
+  CHECK_EQ_INT(others, 1); /* the watchdog, started by the first watched sandbox */
+}
+
 int main(void) {
   signal(SIGALRM, hung);
   alarm(120);
   lr_sandbox *sb = sandbox();
   if (!CHECK(sb != NULL)) return check_done();
+  test_the_watchdog_takes_no_signal();
   test_a_wait_is_not_run_time(sb);
   test_work_is_stopped(sb);
   test_each_call_counts_its_own_thread(sb);
