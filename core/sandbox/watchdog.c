@@ -99,11 +99,11 @@ static void start_locked(void) {
   if (wd.running) return;
   long me = ++wd.started;
   atomic_store(&wd.incarnation, me);
-  /* without the thread, time limits are not enforced, but scripts still
-   * run; the memory limit still holds */
   /* Made with every signal blocked, so that it never takes the host's: a
    * signal sent to the process must reach a thread of the host's (one
-   * that waits for it in sigwait, or whose blocking read it must cut). */
+   * that waits for it in sigwait, or whose blocking read it must cut).
+   * Without the thread, time limits are not enforced, but scripts still
+   * run; the memory limit still holds. */
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);

@@ -8,7 +8,7 @@
  * stopped all the same; and the clock read is the calling thread's at
  * each call, so a state used by one thread and then another still counts
  * the right one.  The limit is 1 s: stopped at 0.8 s of running, or 2.4 s
- * of wall time. */
+ * of wall time.  And the watchdog's thread blocks every signal. */
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
