@@ -4,8 +4,8 @@
 -- luaretry(1) gives is held here to the scripts' redis.call (core/fleet/)
 -- and to a real redis-server (support.redis: a Unix socket, stopped by its
 -- PID): with it, run, `luaretry fleet` and --reset work; without any one
--- of its commands, a run says which and lists them, once, and the local
--- guards decide.  A user allowed @scripting alone was told "EVALSHA
+-- of its commands, a run says which and lists them, once per loss, and
+-- the local guards decide until Redis is back.  A user allowed @scripting alone was told "EVALSHA
 -- refused: ERR The user executing the script can't run this command or
 -- subcommand script: SHA, on @user_script:2." for ever (and with a user
 -- name of 2 bytes, "EVALSHA refused: ERR" and nothing more).
@@ -153,7 +153,7 @@ describe("an ACL user of the fleet", function ()
     never_shown(x.stderr, st.stderr, st2.stdout, reset.stderr, db.stderr, db2.stderr)
   end)
 
-  it("without any one of them: the run says which and lists them, once, and the local guards decide", function ()
+  it("without any one of them: the run says which and lists them, once per loss, and the local guards decide until Redis is back", function ()
     local listed = man_run_list()
     for _, c in ipairs(listed) do
       local key = new_key()
