@@ -7,6 +7,7 @@
 #define LUARETRY_ENGINE_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -928,5 +929,10 @@ void lr_strlcpy(char *dst, const char *src, size_t size);
  * name's ESC must not drive the reader's terminal); cut to size. */
 void lr_escape_controls(char *dst, size_t size, const char *src);
 void lr_fmt(char *dst, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A helper thread of the library's (the watchdog, the fleet's worker, an
+ * in-process fault server), made with every signal blocked: a signal sent
+ * to the process reaches a thread of the host's (one whose blocking read
+ * it must cut, or that waits for it in sigwait).  pthread_create's answer. */
+int lr_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg);
 
 #endif

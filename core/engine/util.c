@@ -2,6 +2,7 @@
  * (messages are cut, never overflowed, always terminated), and blocks on
  * whole stripes of lines. */
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,4 +50,13 @@ void lr_fmt(char *dst, size_t size, const char *fmt, ...) {
 void lr_lock_contended(atomic_flag *f) {
   for (int i = 1; atomic_flag_test_and_set_explicit(f, memory_order_acquire); i++)
     if (i >= LR_SPIN_TRIES) sched_yield(); /* the holder may be preempted: let it run */
+}
+
+int lr_thread_start(pthread_t *thread, void *(*fn)(void *), void *arg) {
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread starts with this mask */
+  int rc = pthread_create(thread, NULL, fn, arg);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return rc;
 }

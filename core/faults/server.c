@@ -97,7 +97,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -752,14 +751,7 @@ static void *serve_thread(void *arg) {
 static lr_faults *start(lr_faults *f, char *err, size_t errlen) {
   int rc;
   if (f == NULL) return NULL;
-  /* made with every signal blocked, as the library's own threads: the
-   * host's stop signals go to the host's threads */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  rc = pthread_create(&f->thread, NULL, serve_thread, f);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) {
+  if ((rc = lr_thread_start(&f->thread, serve_thread, f)) != 0) {
     snprintf(err, errlen, "cannot start the server thread: %s", strerror(rc));
     lr_faults_free(f);
     return NULL;

@@ -18,7 +18,6 @@
  * (lr_fleet_tell).  A fork's child has no worker and its handle makes no
  * round trip (the connection is the parent's): its calls are decided by
  * the local guards. */
-#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -81,15 +80,8 @@ static void *work(void *ud) {
   return NULL;
 }
 
-/* With wlock held.  Signals are blocked while the thread is made, so that
- * it starts with all of them blocked. */
-static void start(lr_fleet *f) {
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  f->wstate = pthread_create(&f->wthread, NULL, work, f) == 0 ? 1 : -1;
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
+/* With wlock held. */
+static void start(lr_fleet *f) { f->wstate = lr_thread_start(&f->wthread, work, f) == 0 ? 1 : -1; }
 
 void lr_fleet_kick(lr_fleet *f, int asked, lr_fleet_work_fn fn) {
   if ((atomic_load_explicit(&f->wpending, memory_order_relaxed) & asked) == asked) return;

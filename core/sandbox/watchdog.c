@@ -8,7 +8,6 @@
  * A script pays for this two relaxed stores and a compare-and-swap per
  * call into it, instead of a hook on every instruction. */
 #include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -99,16 +98,9 @@ static void start_locked(void) {
   if (wd.running) return;
   long me = ++wd.started;
   atomic_store(&wd.incarnation, me);
-  /* Made with every signal blocked, so that it never takes the host's: a
-   * signal sent to the process must reach a thread of the host's (one
-   * that waits for it in sigwait, or whose blocking read it must cut).
-   * Without the thread, time limits are not enforced, but scripts still
-   * run; the memory limit still holds. */
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  wd.running = pthread_create(&wd.thread, NULL, watch, (void *)(intptr_t)me) == 0;
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  /* without the thread, time limits are not enforced, but scripts still
+   * run; the memory limit still holds */
+  wd.running = lr_thread_start(&wd.thread, watch, (void *)(intptr_t)me) == 0;
   if (!wd.running) atomic_store(&wd.incarnation, 0);
 }
 
