@@ -15,7 +15,9 @@
  *        so each push makes a new string object (an allocation and its
  *        collection), the work the engine does for a new body;
  *   (e)  (a) with an exact instruction_limit, which puts a count hook on
- *        every instruction: what determinism costs.
+ *        every instruction: what determinism costs;
+ *   (f)  (b) with the guards off: the engine's own work with no guard and
+ *        no Lua, what any classifier's decision costs at the least.
  * Then decisions on 1 and 2 threads sharing the policy; luaretry_call_begin
  * on a freshly loaded policy (cold) and later (warm), and the first
  * decision of a new thread (which makes that thread a Lua state); the
@@ -458,6 +460,8 @@ static const row ROWS[] = {
     0 },
   { "(e) http.lua, exact instruction_limit", "policies/http.lua", "instruction_limit", "5000000",
     NULL, NULL, 0, 0, 0, 0 },
+  { "(f) guards off, C classifier", "policies/http.lua", "budget", "none", "rate", "none", 0, -1, 1,
+    0 },
 };
 #define ROW_COUNT (int)(sizeof ROWS / sizeof ROWS[0])
 
@@ -577,7 +581,7 @@ static int count_instructions(int k, long n) {
   for (long i = 0; i < n; i++) mix_cycle(&m, NULL);
   if (r->bare >= 0)
     for (long i = 0; i < n; i++) bare_cycle(&b, NULL);
-  printf("%s\n", r->label);
+  printf("%s\t%.2f\n", r->label, r->target); /* the target: decide_instr.sh's room */
   luaretry_policy_free(p);
   return 0;
 }
