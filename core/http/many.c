@@ -16,6 +16,7 @@
 struct luaretry_curl_many {
   CURLM *multi;
   int wake_fd; /* eventfd written by a cancel */
+  int next_fd; /* luaretry_curl_many_next_fd's, or -1 */
   atomic_int cancelled;
 };
 
@@ -25,6 +26,7 @@ luaretry_code luaretry_curl_many_new(luaretry_curl_many **out) {
   luaretry_curl_many *m = calloc(1, sizeof *m);
   if (!m) return LUARETRY_E_NOMEM;
   atomic_init(&m->cancelled, 0);
+  m->next_fd = -1;
   m->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (m->wake_fd < 0) {
     free(m);
@@ -62,6 +64,12 @@ int luaretry_curl_many_cancelled(const luaretry_curl_many *m) {
 }
 
 CURLM *luaretry_curl_many_multi(luaretry_curl_many *m) { return m ? m->multi : NULL; }
+
+luaretry_code luaretry_curl_many_next_fd(luaretry_curl_many *m, int fd) {
+  if (!m || fd < -1) return LUARETRY_E_ARG;
+  m->next_fd = fd;
+  return LUARETRY_OK;
+}
 
 void luaretry_curl_many_options_init(luaretry_curl_many_options *o) {
   if (o) memset(o, 0, sizeof *o);
@@ -103,7 +111,8 @@ typedef struct {
   luaretry_policy *p;
   luaretry_curl_job *jobs; /* the array, or NULL when pulled from o->next */
   size_t n, next_job;
-  int source_done; /* o->next said there are no more */
+  int source_done;  /* o->next said there are no more */
+  int source_later; /* ... none yet: asked again once the loop wakes */
   const luaretry_curl_many_options *o;
   luaretry_call_options copt;
   size_t body_limit;    /* the policy's, for each attempt */
@@ -156,6 +165,9 @@ static live_call *wait_pop(batch *b) {
 /* ---- jobs and calls */
 
 static int more_jobs(const batch *b) { return b->jobs ? b->next_job < b->n : !b->source_done; }
+/* A job may be asked for now (more_jobs, and o->next did not just say
+ * "none yet"). */
+static int job_ready(const batch *b) { return more_jobs(b) && !b->source_later; }
 
 /* `why`: the batch's own reason for code (the host's sink refused...), or
  * NULL for the call's. */
@@ -225,9 +237,14 @@ static void end_call(batch *b, live_call *lc, luaretry_code code, const luaretry
  * lc->own.  NULL when there is none. */
 static luaretry_curl_job *given_job(batch *b, live_call *lc) {
   if (b->jobs) return b->next_job < b->n ? &b->jobs[b->next_job++] : NULL;
+  if (b->source_done || b->source_later) return NULL;
   memset(&lc->own, 0, sizeof lc->own);
-  if (b->source_done || !b->o->next(b->o->next_ud, b->next_job, &lc->own)) {
-    b->source_done = 1;
+  int given = b->o->next(b->o->next_ud, b->next_job, &lc->own);
+  if (given <= 0) {
+    if (given < 0) /* a list still being written: the calls go on meanwhile */
+      b->source_later = 1;
+    else
+      b->source_done = 1;
     return NULL;
   }
   memset(&lc->own.result, 0, sizeof lc->own.result);
@@ -583,7 +600,7 @@ static int collect_ended(batch *b) {
 /* The ms until the slow start's window grows by itself (b->busy fills it
  * and work waits), or `ms` when sooner or never; grows it when due. */
 static int slow_start_due(batch *b, double now, int ms) {
-  if (b->window >= b->nslots || b->busy < b->window || !(b->nwaiting || more_jobs(b))) return ms;
+  if (b->window >= b->nslots || b->busy < b->window || !(b->nwaiting || job_ready(b))) return ms;
   double left = b->window_at + SLOW_START_IDLE - now;
   if (left <= 0) {
     b->window = b->window * 2 < b->nslots ? b->window * 2 : b->nslots;
@@ -627,7 +644,7 @@ static void run_batch(batch *b) {
       start_attempt(b, wait_pop(b));
     /* then due hedges: they cut the tail of calls already in progress */
     int hedge_ms = hedges_due(b, 1000);
-    while (b->busy < b->window && b->nspare && more_jobs(b)) {
+    while (b->busy < b->window && b->nspare && job_ready(b)) {
       live_call *lc = begin_next(b);
       if (lc) start_attempt(b, lc);
     }
@@ -650,8 +667,13 @@ static void run_batch(batch *b) {
     }
     if (hedge_ms < timeout_ms) timeout_ms = hedge_ms;
     if (grow_ms < timeout_ms) timeout_ms = grow_ms;
-    struct curl_waitfd wake = { b->m->wake_fd, CURL_WAIT_POLLIN, 0 };
-    curl_multi_poll(b->m->multi, &wake, 1, timeout_ms, NULL);
+    /* and while the source has no job yet, until its descriptor is
+     * readable (or a second passed): then it is asked again */
+    struct curl_waitfd wake[2] = { { b->m->wake_fd, CURL_WAIT_POLLIN, 0 },
+                                   { b->m->next_fd, CURL_WAIT_POLLIN, 0 } };
+    int watch_next = b->source_later && b->m->next_fd >= 0;
+    curl_multi_poll(b->m->multi, wake, watch_next ? 2 : 1, timeout_ms, NULL);
+    b->source_later = 0;
   }
 }
 

@@ -231,6 +231,14 @@ LUARETRY_API int luaretry_curl_many_cancelled(const luaretry_curl_many *m);
 /* The multi handle, for options such as CURLMOPT_MAX_HOST_CONNECTIONS. */
 LUARETRY_API CURLM *luaretry_curl_many_multi(luaretry_curl_many *m);
 
+/* The descriptor a job source (luaretry_curl_many_options.next) reads
+ * from, such as a pipe of URLs: while `next` says it has no job yet (-1),
+ * the run also waits for it to be readable, and then asks `next` again.
+ * -1: none (the default); `next` is then asked again when the run wakes
+ * for its transfers, and at least once a second.  Kept for every later
+ * run on `m`.  LUARETRY_E_ARG for a NULL `m` or an fd below -1. */
+LUARETRY_API luaretry_code luaretry_curl_many_next_fd(luaretry_curl_many *m, int fd);
+
 /* What became of a job; in jobs[i].result once the run returns (and
  * passed to `done` as soon as the call ends). */
 typedef struct {
@@ -287,9 +295,14 @@ typedef void (*luaretry_curl_done_fn)(void *ud, size_t index, const luaretry_cur
 
 /* A job source, for a run whose jobs are made as they are needed (a list
  * read as it goes): fills *job (zeroed, its `result` ignored) for job
- * number `index` and returns 1, or returns 0 when there are no more.  The
- * job is the library's copy; what its pointers reach (the request, the
- * sink's ud...) must stay valid until `done` has been called for it. */
+ * number `index` and returns 1; returns 0 when there are no more, or -1
+ * when there is none yet (a pipe whose writer has not written the next
+ * line): the run's calls go on meanwhile, and `next` is asked again when
+ * the descriptor of luaretry_curl_many_next_fd() is readable (see there).
+ * A source that would wait for its input instead holds every transfer of
+ * the run while it waits.  The job is the library's copy; what its
+ * pointers reach (the request, the sink's ud...) must stay valid until
+ * `done` has been called for it. */
 typedef int (*luaretry_curl_next_fn)(void *ud, size_t index, luaretry_curl_job *job);
 
 /* The default of max_calls. */

@@ -13,11 +13,18 @@
  *     rest go on;
  *   - a cancel from `done` stops the run: every job pulled gets its
  *     `done`, none is pulled after it;
- *   - the array form and the source form refuse to be mixed. */
+ *   - the array form and the source form refuse to be mixed;
+ *   - a source with no job yet (-1, a pipe whose writer pauses): the job
+ *     in flight goes on and ends meanwhile, and the source is asked again
+ *     once its descriptor (luaretry_curl_many_next_fd) is readable, not in
+ *     a spin; the run ends when the source says 0.  Before, -1 was taken
+ *     for a job (a zeroed one: LUARETRY_E_ARG). */
 #include <curl/curl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "faults_client.h"
@@ -32,6 +39,7 @@
 static const char SERVER[] =
   "respond = function (req)\n"
   "  if req.path:match('^/flaky/') and req.count == 1 then return 503 end\n"
+  "  if req.path:match('^/slow/') then return { status = 200, delay = 0.3 } end\n"
   "  return 200\n"
   "end\n";
 
@@ -119,6 +127,70 @@ static void run(luaretry_policy *p, source *s, size_t jobs, size_t cancel_after)
   luaretry_curl_many_free(s->many);
 }
 
+/* ---- a source that has no job yet: its jobs come down a pipe, a byte
+ * each ('j' a job, 'e' the end), written by the first job's done */
+
+typedef struct {
+  const char *address;
+  int pipe[2];
+  luaretry_request req[2];
+  char url[2][96];
+  size_t pulled, done, later, asked_after_first_done;
+  int wrong;
+} paused;
+
+static int paused_next(void *ud, size_t index, luaretry_curl_job *job) {
+  paused *s = ud;
+  if (s->done) s->asked_after_first_done++;
+  struct pollfd p = { .fd = s->pipe[0], .events = POLLIN };
+  char c;
+  if (s->pulled > 0 && poll(&p, 1, 0) != 1) return s->later++, -1;
+  if (s->pulled > 0 && (read(s->pipe[0], &c, 1) != 1 || c != 'j')) return 0;
+  if (index != s->pulled || s->pulled >= 2) s->wrong++;
+  size_t k = s->pulled++ % 2;
+  snprintf(s->url[k], sizeof s->url[k], "http://%s/slow/%zu", s->address, index);
+  s->req[k] = (luaretry_request){ .method = "GET", .url = s->url[k] };
+  job->request = &s->req[k];
+  return 1;
+}
+
+static void paused_done(void *ud, size_t i, const luaretry_curl_job *job) {
+  paused *s = ud;
+  if (job->result.code != LUARETRY_OK || job->result.final.reason != LUARETRY_REASON_SUCCESS)
+    s->wrong++;
+  /* the first job ended while the source had none: now it has one more */
+  if (s->done++ == 0 && (i != 0 || s->later == 0 || write(s->pipe[1], "je", 2) != 2)) s->wrong++;
+}
+
+static void run_paused(luaretry_policy *p, const char *address) {
+  paused s = { .address = address };
+  if (!CHECK(pipe(s.pipe) == 0)) return;
+  luaretry_curl_many *m;
+  luaretry_curl_many_new(&m);
+  CHECK_CODE(luaretry_curl_many_next_fd(m, -2), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_curl_many_next_fd(NULL, s.pipe[0]), LUARETRY_E_ARG);
+  CHECK_CODE(luaretry_curl_many_next_fd(m, s.pipe[0]), LUARETRY_OK);
+  luaretry_curl_many_options o;
+  luaretry_curl_many_options_init(&o);
+  o.max_transfers = 4;
+  o.next = paused_next;
+  o.next_ud = &s;
+  o.done = paused_done;
+  o.done_ud = &s;
+  CHECK_CODE(luaretry_curl_perform_many(m, p, NULL, 0, &o), LUARETRY_OK);
+  luaretry_curl_many_free(m);
+  CHECK_EQ_INT((long)s.pulled, 2);
+  CHECK_EQ_INT((long)s.done, 2);
+  CHECK_EQ_INT(s.wrong, 0);
+  CHECK(s.later >= 1);
+  /* asked while the first job's 0.3 s answer was awaited: when the loop
+   * woke for it, not in a spin (that would be thousands) */
+  CHECK(s.later < 100);
+  printf("test_many_stream: a source with no job yet: asked %zu times meanwhile\n", s.later);
+  close(s.pipe[0]);
+  close(s.pipe[1]);
+}
+
 int main(void) {
   char err[256];
   curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -166,6 +238,8 @@ int main(void) {
   o.next_ud = &c;
   CHECK_CODE(luaretry_curl_perform_many(m, p, &one, 1, &o), LUARETRY_E_ARG);
   luaretry_curl_many_free(m);
+
+  run_paused(p, lr_faults_address(server));
 
   luaretry_policy_free(p);
   lr_faults_free(server);

@@ -111,6 +111,7 @@ static void test_curl(void) {
   luaretry_curl_many_cancel(NULL);
   CHECK_EQ_INT(luaretry_curl_many_cancelled(NULL), 0);
   CHECK(luaretry_curl_many_multi(NULL) == NULL);
+  E_ARG(luaretry_curl_many_next_fd(NULL, 0));
   luaretry_curl_many_options_init(NULL);
   E_ARG(luaretry_curl_perform_many(NULL, NULL, NULL, 0, NULL));
   E_ARG(luaretry_curl_transport_new(NULL, NULL, NULL));
