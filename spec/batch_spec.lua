@@ -428,7 +428,7 @@ describe("luaretry run, many URLs", function ()
           w:flush()
           assert.is_truthy(proc.wait_for(function () return #srv:requests() >= 1 end, 5))
         end
-        assert.is_truthy(job:blocked_on_pipe(), "blocked in the open or the read")
+        assert.is_truthy(job:waits_for_list(fifo), "waits in the open or for the list")
         job:signal("TERM")
         local code = job:wait(5)
         local stderr = job:stderr()
@@ -458,6 +458,33 @@ describe("luaretry run, many URLs", function ()
       local stderr = job:stderr()
       assert.are.equal(130, code, tostring(stderr))
       assert.matches(": cancelled, 1 attempt, .*\nluaretry: interrupted\n$", stderr)
+      srv:reset()
+    end)
+
+    -- luaretry(1): the list is read as it comes, and a pause of its writer
+    -- holds no transfer: a URL in flight ends and is said while the writer
+    -- has not written the next line.  The batch waited in the list's read,
+    -- so a URL answered in 0.5 s ended only when the next line came.
+    it("-Z from a pipe whose writer pauses: a URL in flight ends meanwhile", function ()
+      local fifo = tmp .. "/pause.fifo"
+      assert.are.equal(0, proc.sh("mkfifo " .. proc.q(fifo)))
+      local jobdir = proc.tmpdir()
+      local job = proc.spawn({ "run", HTTP, "-Z", "-v", "--output-dir", jobdir, "--urls", fifo }, jobdir)
+      local w = assert(io.open(fifo, "r+"))
+      finally(function () if io.type(w) == "file" then w:close() end; job:stop(); proc.rmtree(jobdir) end)
+      w:write(srv.base .. "/slow/1\n")
+      w:flush()
+      local function said(i)
+        return summaries(job:stderr() or "")[i]
+      end
+      -- the writer pauses until [1] is said (10 s: far past its 0.5 s)
+      local first = proc.wait_for(function () return said(1) end, 10)
+      assert.is_truthy(first, "[1] not said while the list paused: " .. tostring(job:stderr()))
+      assert.matches(": success, 1 attempt, status 200, ", first)
+      w:write(srv.base .. "/ok/2\n")
+      w:close()
+      assert.are.equal(0, job:wait(10), job:stderr())
+      assert.matches(": success, 1 attempt, status 200, ", said(2))
       srv:reset()
     end)
 

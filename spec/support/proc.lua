@@ -425,6 +425,27 @@ function Job:blocked_on_pipe(seconds)
   return M.wait_for(function () return M.sleeps_on_pipe(self.pid) end, seconds or 10)
 end
 
+-- Waits (bounded) until a batch waits for its --urls list at `path`: asleep
+-- in the open of a FIFO with no writer yet, or, the list open, asleep in
+-- the batch's poll (x86-64: poll, ppoll), where a pause of the list's
+-- writer is waited for beside the transfers (its reads never wait).
+local POLLS = { [7] = true, [271] = true }
+function Job:waits_for_list(path, seconds)
+  local function list_open()
+    local p = io.popen("ls -l /proc/" .. self.pid .. "/fd 2>/dev/null")
+    local out = p:read("a")
+    p:close()
+    return out:find(" -> " .. path .. "\n", 1, true) ~= nil
+  end
+  return M.wait_for(function ()
+    if M.sleeps_on_pipe(self.pid) then return true end
+    local dir = "/proc/" .. self.pid
+    local state = (M.readfile(dir .. "/stat") or ""):match("^%d+ %b() (%a)")
+    local nr = state == "S" and tonumber((M.readfile(dir .. "/syscall") or ""):match("^(%d+) "))
+    return nr ~= nil and POLLS[nr] == true and list_open()
+  end, seconds or 10)
+end
+
 function Job:stdout() return M.readfile(self.dir .. "/job.out") end
 function Job:stderr() return M.readfile(self.dir .. "/job.err") end
 

@@ -64,14 +64,14 @@ enum { URL_IN_FLIGHT, URL_WAITING, URL_THROTTLED };
 typedef struct batch {
   const run_args *a;
   int next_word; /* the command line's URLs come first */
-  FILE *list;    /* then --urls FILE's, read as they are needed */
+  int list_fd;   /* then --urls FILE's (-1: none), read as they are needed */
+  run_list list;
   long line_no;
   int list_failed; /* reading it failed: the batch fails */
-  int list_cut;    /* ... because a stop signal cut the read: interrupted */
+  int list_later;  /* no whole line could be read now: a pipe's writer pauses */
+  int list_done;   /* read to its end */
   int clash;       /* a URL's file is another option's: --log-json's is left alone */
-  char *line;
-  size_t line_size;
-  long urls; /* URLs read so far (their numbers) */
+  long urls;       /* URLs read so far (their numbers) */
   long max_attempts;
   double quota_max_wait; /* attempt_log's */
   out_names names;       /* --output-dir's, each unique */
@@ -116,25 +116,23 @@ static void fold_status(batch *b, int status, luaretry_reason reason) {
 
 /* ---- the list of URLs */
 
-/* The next line of `f` that holds a URL (blank lines and # comments are
- * skipped), trimmed, in *line; 1, 0 at the end, -1 when reading failed, -2
- * for a line longer than any URL, -3 for one with a NUL byte, which no URL
- * holds (it was cut there in silence) (*line_no: its number). */
-static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **url) {
-  long len;
-  /* the library's cancel stops the batch, not the read: a look for a URL
-   * left (url_left) reads after a stop signal */
-  while ((len = run_read_line(f, line, size, 0)) > 0 || len == -2) {
-    if (len == -2) {
-      (*line_no)++;
-      return -2;
-    }
+/* The next line of the list that holds a URL (blank lines and # comments
+ * are skipped), trimmed, in *url; 1, 0 at the end, -1 when reading failed,
+ * -2 for a line longer than any URL, -3 for one with a NUL byte, which no
+ * URL holds (it was cut there in silence) (*line_no: its number);
+ * RUN_LIST_LATER when no whole line can be read now. */
+static int next_line(run_list *l, long *line_no, char **url) {
+  int r;
+  char *line;
+  size_t len;
+  while ((r = run_list_line(l, &line, &len)) == 1 || r == -2) {
     (*line_no)++;
-    char *s = *line, *e = *line + len;
+    if (r == -2) return -2;
+    char *s = line, *e = line + len;
     /* a Windows editor's UTF-8 byte order mark (its CRLF is taken below) */
     if (*line_no == 1 && len >= 3 && memcmp(s, "\xEF\xBB\xBF", 3) == 0) s += 3;
     while (s < e && (*s == ' ' || *s == '\t')) s++;
-    while (e > s && (e[-1] == '\n' || e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) e--;
+    while (e > s && (e[-1] == '\r' || e[-1] == ' ' || e[-1] == '\t')) e--;
     if (*s != '#' && memchr(s, '\0', (size_t)(e - s))) return -3;
     *e = '\0';
     if (*s && *s != '#') {
@@ -142,7 +140,7 @@ static int next_line(FILE *f, char **line, size_t *size, long *line_no, char **u
       return 1;
     }
   }
-  return len == -1 || ferror(f) ? -1 : 0;
+  return r;
 }
 
 /* A bad URL: a usage error before the batch; met in it (from a pipe), the
@@ -178,7 +176,7 @@ static int check_list(batch *b, int *count) {
   char *url, why[256], where[320];
   long line_no = 0;
   int r;
-  while ((r = next_line(b->list, &b->line, &b->line_size, &line_no, &url)) == 1) {
+  while ((r = next_line(&b->list, &line_no, &url)) == 1) {
     (*count)++;
     char *fixed = NULL;
     int valid = url_check(url, &fixed, why, sizeof why);
@@ -189,7 +187,7 @@ static int check_list(batch *b, int *count) {
     }
   }
   if (r <= -2) return odd_line(name, line_no, r);
-  if (r < 0 || fseek(b->list, 0, SEEK_SET) != 0) {
+  if (r < 0 || run_list_rewind(&b->list) != 0) {
     fprintf(stderr, "luaretry: --urls %s: %s\n", name, strerror(errno));
     return EXIT_USAGE;
   }
@@ -287,12 +285,12 @@ static int check_names(batch *b) {
   /* --remote-name-all -o FILE: the first URL's file is FILE */
   for (int i = 0; status == EXIT_OK && i < a->nwords; i++)
     if (++number > 1 || !a->output) status = check_name(b, &names, a->words[i], number);
-  if (b->list && b->count >= 0) {
+  if (b->list_fd >= 0 && b->count >= 0) {
     char *url;
     long line_no = 0;
-    while (status == EXIT_OK && next_line(b->list, &b->line, &b->line_size, &line_no, &url) == 1)
+    while (status == EXIT_OK && next_line(&b->list, &line_no, &url) == 1)
       if (++number > 1 || !a->output) status = check_name(b, &names, url, number);
-    if (fseek(b->list, 0, SEEK_SET) != 0 && status == EXIT_OK) {
+    if (run_list_rewind(&b->list) != 0 && status == EXIT_OK) {
       fprintf(stderr, "luaretry: --urls %s: %s\n", a->urls_file, strerror(errno));
       status = EXIT_USAGE;
     }
@@ -317,21 +315,22 @@ static int open_urls(batch *b) {
   if (a->urls_file) {
     /* a stop signal that came before the open: the open would not see it */
     errno = EINTR;
-    b->list = cli_interrupted()                ? NULL
-              : strcmp(a->urls_file, "-") == 0 ? stdin
-                                               : fopen(a->urls_file, "r");
-    if (!b->list && errno == EINTR && cli_interrupted()) { /* a FIFO without a writer */
+    b->list_fd = cli_interrupted()                ? -1
+                 : strcmp(a->urls_file, "-") == 0 ? STDIN_FILENO
+                                                  : open(a->urls_file, O_RDONLY | O_CLOEXEC);
+    if (b->list_fd < 0 && errno == EINTR && cli_interrupted()) { /* a FIFO without a writer */
       if (a->verbosity > 0 || a->show_error) fprintf(stderr, "luaretry: interrupted\n");
       return EXIT_INTERRUPTED;
     }
-    if (!b->list) {
+    if (b->list_fd < 0) {
       fprintf(stderr, "luaretry: --urls %s: %s\n", a->urls_file, strerror(errno));
       return EXIT_USAGE;
     }
+    run_list_init(&b->list, b->list_fd);
     struct stat st;
-    int known = fstat(fileno(b->list), &st) == 0;
+    int known = fstat(b->list_fd, &st) == 0;
     if (known && S_ISDIR(st.st_mode)) {
-      /* fopen() takes a folder; its read fails, then it read as empty */
+      /* a folder opens; its read fails */
       fprintf(stderr, "luaretry: --urls %s: %s\n", a->urls_file, strerror(EISDIR));
       return EXIT_USAGE;
     }
@@ -369,21 +368,23 @@ static int open_urls(batch *b) {
 }
 
 /* The next URL, a copy; NULL at the end of the list (or when reading it
- * failed, which is remembered). */
+ * failed, which is remembered), or when none can be read now (list_later:
+ * a pipe's writer pauses). */
 static char *next_url(batch *b) {
+  b->list_later = 0;
   if (b->next_word < b->a->nwords) return strdup(b->a->words[b->next_word++]);
-  if (!b->list || b->list_failed) return NULL;
+  if (b->list_fd < 0 || b->list_failed) return NULL;
   char *url;
-  int r = next_line(b->list, &b->line, &b->line_size, &b->line_no, &url);
-  if (r <= -2) { /* the list is read no further */
+  int r = next_line(&b->list, &b->line_no, &url);
+  if (r == RUN_LIST_LATER) {
+    b->list_later = 1;
+  } else if (r == 0) {
+    b->list_done = 1;
+  } else if (r <= -2) { /* the list is read no further */
     odd_line(b->a->urls_file, b->line_no, r);
     b->list_failed = 1;
   } else if (r < 0) {
-    /* a stop signal cut the read of a pipe: an interruption, not an error */
-    if (errno == EINTR && cli_interrupted())
-      b->list_cut = b->interrupted = 1;
-    else
-      fprintf(stderr, "luaretry: --urls %s: %s\n", b->a->urls_file, strerror(errno));
+    fprintf(stderr, "luaretry: --urls %s: %s\n", b->a->urls_file, strerror(errno));
     b->list_failed = 1;
   }
   return r == 1 ? strdup(url) : NULL;
@@ -391,20 +392,14 @@ static char *next_url(batch *b) {
 
 /* Whether a URL is left unbegun, as the list can be read now: the batch is
  * ending (a stop signal, --fail-early), and a pipe's writer may still be
- * there with nothing to say, so the look never waits.  Its read is made
- * non-blocking for the look alone (stdin's open file may be the shell's);
- * a regular file's reads never wait anyway.  Says nothing of a bad line. */
+ * there with nothing to say; the list's reads never wait.  Says nothing of
+ * a bad line. */
 static int url_left(batch *b) {
   if (b->next_word < b->a->nwords) return 1;
-  if (!b->list || b->list_failed) return 0;
-  int fd = fileno(b->list), flags = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
-  if (flags < 0 || (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0)) return 0;
+  if (b->list_fd < 0 || b->list_failed) return 0;
   char *url;
   long line_no = b->line_no;
-  int r = next_line(b->list, &b->line, &b->line_size, &line_no, &url);
-  if (!(flags & O_NONBLOCK)) fcntl(fd, F_SETFL, flags);
-  clearerr(b->list);
-  return r == 1;
+  return next_line(&b->list, &line_no, &url) == 1;
 }
 
 /* ---- --output-dir: a file name for each URL */
@@ -597,7 +592,8 @@ static int next_path(batch *b, const char *url, char **path) {
   return named;
 }
 
-/* A luaretry_curl_next_fn: the next URL's job. */
+/* A luaretry_curl_next_fn: the next URL's job; -1 while a pipe's writer
+ * pauses. */
 static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
   (void)index; /* URLs are numbered here, bad ones included */
   batch *b = ud;
@@ -649,7 +645,7 @@ static int next_job(void *ud, size_t index, luaretry_curl_job *job) {
     fold_status(b, EXIT_POLICY, LUARETRY_REASON_POLICY_ERROR);
     order_skip(&b->order, b->urls);
   }
-  return 0;
+  return b->list_later ? -1 : 0; /* -1: none yet, the transfers go on */
 }
 
 /* A URL's summary line: how its call ended. */
@@ -834,6 +830,7 @@ static int perform(batch *b, luaretry_policy *p) {
     b->meter.total_urls = b->count > 0 ? b->count : 0;
     progress_update(&b->meter, 1);
     cli_cancel_on_signal(NULL, b->many);
+    if (b->count < 0) luaretry_curl_many_next_fd(b->many, b->list_fd); /* a pipe's */
     rc = luaretry_curl_perform_many(b->many, p, NULL, 0, &mo);
     cli_cancel_on_signal(NULL, NULL);
     progress_end(&b->meter);
@@ -846,9 +843,11 @@ static int perform(batch *b, luaretry_policy *p) {
   /* bodies still waiting for a turn that never came (a number lost to
    * memory): in order all the same; one whose write failed was said */
   if (order_end(&b->order) > 0) fold_status(b, EXIT_FINAL, LUARETRY_REASON_FINAL);
-  if (b->list_cut)
+  if (cli_interrupted() && !b->interrupted && b->list_fd >= 0 && !b->list_done && !b->list_failed) {
+    /* a stop while the list's writer paused, with no call in progress */
+    b->interrupted = 1;
     fold_status(b, EXIT_INTERRUPTED, LUARETRY_REASON_CANCELLED);
-  else if (b->list_failed)
+  } else if (b->list_failed)
     fold_status(b, EXIT_USAGE, LUARETRY_REASON_FINAL);
   if (b->a->verbosity > 0 && b->urls > 0) /* after the lines of the URLs that failed */
     fprintf(stderr, "luaretry: %ld URL%s: %ld succeeded, %ld failed, %lld bytes, %.3f s, exit %d\n",
@@ -878,6 +877,7 @@ int batch_run(const run_args *a, luaretry_policy *p) {
   b.a = a;
   b.worst = EXIT_OK;
   b.worst_reason = LUARETRY_REASON_SUCCESS;
+  b.list_fd = -1;
   order_init(&b.order);
   int status = open_urls(&b);
   if (status == EXIT_OK)
@@ -892,7 +892,7 @@ int batch_run(const run_args *a, luaretry_policy *p) {
   out_names_free(&b.names);
   out_others_free(&b.others);
   order_free(&b.order);
-  if (b.list && b.list != stdin) fclose(b.list);
-  free(b.line);
+  if (b.list_fd > STDIN_FILENO) close(b.list_fd);
+  run_list_free(&b.list);
   return status;
 }

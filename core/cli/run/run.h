@@ -247,6 +247,30 @@ int retryopts_exit_status(const run_args *a, int status, const luaretry_decision
  * another signal cut reads on. */
 long run_read_line(FILE *f, char **line, size_t *size, int stops);
 
+/* --urls's list, read from its descriptor as lines come, and never by a
+ * read that would wait: a pipe whose writer pauses is "none yet", so the
+ * batch's transfers go on meanwhile (luaretry_curl_many_next_fd), and a
+ * stop signal never finds the command blocked in a read. */
+typedef struct {
+  int fd;
+  char *buf; /* bytes read; [start, end) not taken yet */
+  size_t start, end, cap;
+  int eof; /* the file ended, or the writer closed */
+} run_list;
+
+#define RUN_LIST_LATER (-4)
+
+void run_list_init(run_list *l, int fd);
+void run_list_free(run_list *l); /* the descriptor is the caller's */
+/* The next line without its newline, NUL-terminated in the list's buffer
+ * (*line, *len: it may hold a NUL byte), valid until the next call: 1; 0
+ * at the end; -1 a read failed (errno); -2 a line longer than RUN_LINE_MAX,
+ * refused as soon as it is that long; RUN_LIST_LATER: no whole line can be
+ * read now (what came of it is kept). */
+int run_list_line(run_list *l, char **line, size_t *len);
+/* Back to the start of a regular file: 0, or -1 (errno). */
+int run_list_rewind(run_list *l);
+
 /* ---- config.c: -K FILE, curl's config syntax */
 
 /* Takes the n (1 or 2) words of one line of a config file (malloc'ed,
