@@ -481,10 +481,17 @@ describe("luaretry run, many URLs", function ()
       local first = proc.wait_for(function () return said(1) end, 10)
       assert.is_truthy(first, "[1] not said while the list paused: " .. tostring(job:stderr()))
       assert.matches(": success, 1 attempt, status 200, ", first)
-      w:write(srv.base .. "/ok/2\n")
+      -- a line in two writes, a pause between: one URL, the whole line's
+      w:write(srv.base .. "/ok/")
+      w:flush()
+      assert.is_truthy(job:waits_for_list(fifo), "waits for the list")
+      w:write("2\n")
       w:close()
       assert.are.equal(0, job:wait(10), job:stderr())
-      assert.matches(": success, 1 attempt, status 200, ", said(2))
+      assert.matches("/ok/2: success, 1 attempt, status 200, ", said(2))
+      local paths = {}
+      for _, r in ipairs(srv:requests()) do paths[#paths + 1] = r.path end
+      assert.are.same({ "/slow/1", "/ok/2" }, paths)
       srv:reset()
     end)
 

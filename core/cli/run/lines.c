@@ -84,7 +84,7 @@ static int list_room(run_list *l) {
 int run_list_line(run_list *l, char **line, size_t *len) {
   for (;;) {
     size_t have = l->end - l->start;
-    char *s = l->buf + l->start, *nl = have ? memchr(s, '\n', have) : NULL;
+    char *s = have ? l->buf + l->start : NULL, *nl = have ? memchr(s, '\n', have) : NULL;
     if (nl || (l->eof && have)) {
       size_t n = nl ? (size_t)(nl - s) : have;
       if (n > RUN_LINE_MAX) return -2;
