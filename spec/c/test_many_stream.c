@@ -135,13 +135,12 @@ typedef struct {
   int pipe[2];
   luaretry_request req[2];
   char url[2][96];
-  size_t pulled, done, later, asked_after_first_done;
+  size_t pulled, done, later;
   int wrong;
 } paused;
 
 static int paused_next(void *ud, size_t index, luaretry_curl_job *job) {
   paused *s = ud;
-  if (s->done) s->asked_after_first_done++;
   struct pollfd p = { .fd = s->pipe[0], .events = POLLIN };
   char c;
   if (s->pulled > 0 && poll(&p, 1, 0) != 1) return s->later++, -1;
