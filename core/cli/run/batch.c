@@ -11,7 +11,9 @@
  * A --urls FILE that is a regular file is checked whole first (a bad URL on
  * its last line stops the batch before the first request, as it did when
  * the list was read at once); a list from a pipe or standard input can only
- * be checked as it comes, and a bad URL there fails alone. */
+ * be checked as it comes, and a bad URL there fails alone.  Its lines are
+ * taken as they come and never waited for in a read (run_list): while its
+ * writer pauses, the library waits for it beside the transfers. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
