@@ -235,8 +235,8 @@ LUARETRY_API CURLM *luaretry_curl_many_multi(luaretry_curl_many *m);
  * from, such as a pipe of URLs: while `next` says it has no job yet (-1),
  * the run also waits for it to be readable, and then asks `next` again.
  * -1: none (the default); `next` is then asked again when the run wakes
- * for its transfers, and at least once a second.  Kept for every later
- * run on `m`.  LUARETRY_E_ARG for a NULL `m` or an fd below -1. */
+ * for its transfers, and at least once a second.  LUARETRY_E_ARG for a
+ * NULL `m` or an fd below -1. */
 LUARETRY_API luaretry_code luaretry_curl_many_next_fd(luaretry_curl_many *m, int fd);
 
 /* What became of a job; in jobs[i].result once the run returns (and

@@ -17,7 +17,8 @@
  *   - a source with no job yet (-1, a pipe whose writer pauses): the job
  *     in flight goes on and ends meanwhile, and the source is asked again
  *     once its descriptor (luaretry_curl_many_next_fd) is readable, not in
- *     a spin; the run ends when the source says 0.  Before, -1 was taken
+ *     a spin; the run ends when the source says 0.  Without a descriptor
+ *     it is asked again all the same (the run looks once a second).  Before, -1 was taken
  *     for a job (a zeroed one: LUARETRY_E_ARG). */
 #include <curl/curl.h>
 #include <poll.h>
@@ -161,14 +162,17 @@ static void paused_done(void *ud, size_t i, const luaretry_curl_job *job) {
   if (s->done++ == 0 && (i != 0 || s->later == 0 || write(s->pipe[1], "je", 2) != 2)) s->wrong++;
 }
 
-static void run_paused(luaretry_policy *p, const char *address) {
+/* with_fd 0: no descriptor is given, so once the first job has ended
+ * nothing but the run's own once-a-second look asks the source again (the
+ * run would wait for ever without it). */
+static void run_paused(luaretry_policy *p, const char *address, int with_fd) {
   paused s = { .address = address };
   if (!CHECK(pipe(s.pipe) == 0)) return;
   luaretry_curl_many *m;
   luaretry_curl_many_new(&m);
   CHECK_CODE(luaretry_curl_many_next_fd(m, -2), LUARETRY_E_ARG);
   CHECK_CODE(luaretry_curl_many_next_fd(NULL, s.pipe[0]), LUARETRY_E_ARG);
-  CHECK_CODE(luaretry_curl_many_next_fd(m, s.pipe[0]), LUARETRY_OK);
+  CHECK_CODE(luaretry_curl_many_next_fd(m, with_fd ? s.pipe[0] : -1), LUARETRY_OK);
   luaretry_curl_many_options o;
   luaretry_curl_many_options_init(&o);
   o.max_transfers = 4;
@@ -185,7 +189,8 @@ static void run_paused(luaretry_policy *p, const char *address) {
   /* asked while the first job's 0.3 s answer was awaited: when the loop
    * woke for it, not in a spin (that would be thousands) */
   CHECK(s.later < 100);
-  printf("test_many_stream: a source with no job yet: asked %zu times meanwhile\n", s.later);
+  printf("test_many_stream: a source with no job yet%s: asked %zu times meanwhile\n",
+         with_fd ? "" : ", no descriptor", s.later);
   close(s.pipe[0]);
   close(s.pipe[1]);
 }
@@ -238,7 +243,8 @@ int main(void) {
   CHECK_CODE(luaretry_curl_perform_many(m, p, &one, 1, &o), LUARETRY_E_ARG);
   luaretry_curl_many_free(m);
 
-  run_paused(p, lr_faults_address(server));
+  run_paused(p, lr_faults_address(server), 1);
+  run_paused(p, lr_faults_address(server), 0);
 
   luaretry_policy_free(p);
   lr_faults_free(server);

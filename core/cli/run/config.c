@@ -79,7 +79,7 @@ static int split_line(const char *line, char **words) {
 /* One line of f (run_read_line's answers); a line a failed read cut short
  * is not applied: 0, as the read's failure. */
 static long read_line(FILE *f, char **line, size_t *size) {
-  long n = run_read_line(f, line, size, 1);
+  long n = run_read_line(f, line, size);
   return n > 0 && ferror(f) ? 0 : n;
 }
 

@@ -11,11 +11,11 @@
 #include "cli/cli.h"
 #include "run.h"
 
-long run_read_line(FILE *f, char **line, size_t *size, int stops) {
+long run_read_line(FILE *f, char **line, size_t *size) {
   size_t n = 0;
   for (;;) {
     /* a stop signal that came between reads: the next read would not see it */
-    if (stops && cli_interrupted()) {
+    if (cli_interrupted()) {
       errno = EINTR;
       return 0;
     }

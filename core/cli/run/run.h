@@ -242,10 +242,10 @@ int retryopts_exit_status(const run_args *a, int status, const luaretry_decision
  * tells).  0 at the end, or when the read failed with nothing read
  * (ferror(f) tells; errno EINTR and cli_interrupted(): a stop signal cut
  * it); -1 out of memory (errno ENOMEM); -2 longer than RUN_LINE_MAX,
- * refused as soon as it is that long.  `stops`: a stop signal that came
- * before a read ends it as one that cut the read would (0, EINTR).  A read
- * another signal cut reads on. */
-long run_read_line(FILE *f, char **line, size_t *size, int stops);
+ * refused as soon as it is that long.  A stop signal that came before a
+ * read ends it as one that cut the read would (0, EINTR).  A read another
+ * signal cut reads on.  (-K's file; --urls's list is a run_list, below.) */
+long run_read_line(FILE *f, char **line, size_t *size);
 
 /* --urls's list, read from its descriptor as lines come, and never by a
  * read that would wait: a pipe whose writer pauses is "none yet", so the
